@@ -1,0 +1,39 @@
+"""``onchip`` command line: discovers the sub-commands in :mod:`onchip.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import __version__, commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every sub-command module registered."""
+    parser = argparse.ArgumentParser(
+        prog="onchip",
+        description="Fixed-point online learners (KAN, MLP) as verified FPGA hardware.",
+    )
+    parser.add_argument("--version", action="version", version=f"onchip {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status (2 for bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
+        print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""Fixed-point numbers with the meaning of ``ap_fixed<W,I,Q,O>`` / ``ap_ufixed``.
+
+A value is held as a raw two's-complement integer ``raw`` with ``F = W - I``
+fractional bits: ``value = raw * 2**-F``. Every operation works on raw
+integers (int64), so results are exact and identical to what the RTL and the
+HLS C++ compute. Conversion into a format first quantizes (drops fractional
+bits with the format's rounding mode) and then handles overflow (saturate or
+wrap), in that order, exactly as ``ap_fixed`` assignment does (Xilinx UG1399,
+"Arbitrary Precision Fixed-Point Data Types").
+
+The scalar kernels (:func:`shift_round`, :func:`overflow`, :func:`requant`)
+are numba-compiled so that the golden models can call them per sample at
+native speed; :func:`requantize` applies them to whole arrays.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+#: Quantization (rounding) modes, in ``ap_fixed`` spelling. TRN floors,
+#: TRN_ZERO truncates toward zero, the RND* modes round to nearest and differ
+#: only on ties: RND toward +inf, RND_ZERO toward zero, RND_MIN_INF toward
+#: -inf, RND_INF away from zero, RND_CONV to even.
+QUANT_MODES = ("TRN", "TRN_ZERO", "RND", "RND_ZERO", "RND_MIN_INF", "RND_INF", "RND_CONV")
+#: Overflow modes: SAT clamps to the range, SAT_ZERO sets overflowing values
+#: to zero, WRAP keeps the low W bits (two's complement).
+OVERFLOW_MODES = ("SAT", "SAT_ZERO", "WRAP")
+
+TRN, TRN_ZERO, RND, RND_ZERO, RND_MIN_INF, RND_INF, RND_CONV = range(7)
+SAT, SAT_ZERO, WRAP = range(3)
+
+#: Widest format supported: raw values and exact products stay inside int64.
+MAX_WIDTH = 48
+
+
+@dataclass(frozen=True)
+class Fmt:
+    """A fixed-point format, ``ap_fixed<W,I,Q,O>`` (signed) or ``ap_ufixed<W,I,Q,O>``.
+
+    Attributes:
+        width: W, total bits (1 to 48).
+        int_bits: I, integer bits including the sign bit for signed formats.
+            May be negative or exceed W for signed formats, as in ``ap_fixed``.
+        signed: two's complement (``ap_fixed``) or unsigned (``ap_ufixed``).
+        quant: rounding mode, one of :data:`QUANT_MODES` (``ap_fixed`` default TRN).
+        overflow: overflow mode, one of :data:`OVERFLOW_MODES` (default WRAP).
+
+    Raises:
+        ValueError: W < 1 or > 48, I > W for an unsigned format, or an unknown mode;
+            the message names the field and the bad value.
+    """
+
+    width: int
+    int_bits: int
+    signed: bool = True
+    quant: str = "TRN"
+    overflow: str = "WRAP"
+
+    def __post_init__(self):
+        if not isinstance(self.width, (int, np.integer)) or isinstance(self.width, bool):
+            raise ValueError(f"width (W) must be an integer, got {self.width!r}")
+        if not isinstance(self.int_bits, (int, np.integer)) or isinstance(self.int_bits, bool):
+            raise ValueError(f"int_bits (I) must be an integer, got {self.int_bits!r}")
+        if not 1 <= self.width <= MAX_WIDTH:
+            raise ValueError(f"width (W) must be between 1 and {MAX_WIDTH}, got {self.width}")
+        if not self.signed and self.int_bits > self.width:
+            raise ValueError(
+                f"int_bits (I) must not exceed width (W={self.width}) for an unsigned format, "
+                f"got {self.int_bits}"
+            )
+        if self.frac_bits > 2 * MAX_WIDTH or self.frac_bits < -2 * MAX_WIDTH:
+            raise ValueError(f"int_bits (I) is out of range for W={self.width}: {self.int_bits}")
+        if self.quant not in QUANT_MODES:
+            raise ValueError(f"quant must be one of {', '.join(QUANT_MODES)}; got {self.quant!r}")
+        if self.overflow not in OVERFLOW_MODES:
+            raise ValueError(
+                f"overflow must be one of {', '.join(OVERFLOW_MODES)}; got {self.overflow!r}"
+            )
+
+    # -- derived properties -------------------------------------------------
+    @property
+    def frac_bits(self) -> int:
+        """F = W - I, the number of fractional bits."""
+        return self.width - self.int_bits
+
+    @property
+    def lsb(self) -> float:
+        """Value of one raw step, 2**-F."""
+        return float(2.0 ** -self.frac_bits)
+
+    @property
+    def min_raw(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max_raw(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+    @property
+    def min_value(self) -> float:
+        return self.min_raw * self.lsb
+
+    @property
+    def max_value(self) -> float:
+        return self.max_raw * self.lsb
+
+    @property
+    def code(self) -> tuple[int, int, int, int, int]:
+        """``(W, F, signed, quant index, overflow index)``: the form the numba kernels take."""
+        return (
+            self.width,
+            self.frac_bits,
+            int(self.signed),
+            QUANT_MODES.index(self.quant),
+            OVERFLOW_MODES.index(self.overflow),
+        )
+
+    # -- text form ------------------------------------------------------------
+    def __str__(self) -> str:
+        name = "ap_fixed" if self.signed else "ap_ufixed"
+        return f"{name}<{self.width},{self.int_bits},{self.quant},{self.overflow}>"
+
+    def cpp(self) -> str:
+        """The C++ type, e.g. ``ap_fixed<16,4,AP_RND_CONV,AP_SAT>``."""
+        name = "ap_fixed" if self.signed else "ap_ufixed"
+        return f"{name}<{self.width},{self.int_bits},AP_{self.quant},AP_{self.overflow}>"
+
+    _PATTERN = re.compile(
+        r"^\s*(ap_fixed|ap_ufixed)\s*<\s*(-?\d+)\s*,\s*(-?\d+)\s*"
+        r"(?:,\s*(?:AP_)?([A-Z_]+)\s*)?(?:,\s*(?:AP_)?([A-Z_]+)\s*)?>\s*$"
+    )
+
+    @classmethod
+    def parse(cls, text: str) -> "Fmt":
+        """Parse ``ap_fixed<W,I[,Q[,O]]>`` or ``ap_ufixed<...>`` (``AP_`` prefixes optional).
+
+        Raises:
+            ValueError: the text is not of that form, or the format is invalid.
+        """
+        m = cls._PATTERN.match(str(text))
+        if not m:
+            raise ValueError(
+                f"fixed-point format must look like 'ap_fixed<16,4,RND_CONV,SAT>', got {text!r}"
+            )
+        kind, w, i, q, o = m.groups()
+        return cls(int(w), int(i), kind == "ap_fixed", q or "TRN", o or "WRAP")
+
+    # -- conversions ----------------------------------------------------------
+    def quantize(self, x) -> np.ndarray:
+        """Float value(s) -> raw int64 array; see :func:`quantize`."""
+        return quantize(x, self)
+
+    def dequantize(self, raw) -> np.ndarray:
+        """Raw integer(s) -> float64 values ``raw * 2**-F``."""
+        return np.ldexp(np.asarray(raw, dtype=np.float64), -self.frac_bits)
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` is exactly representable (on the grid and in range)."""
+        scaled = np.ldexp(float(value), self.frac_bits)
+        return bool(scaled == np.floor(scaled) and self.min_raw <= scaled <= self.max_raw)
+
+
+# -- scalar kernels (numba) ---------------------------------------------------
+@numba.njit(cache=True, inline="always")
+def shift_round(raw, shift, quant):
+    """Divide ``raw`` by ``2**shift`` with rounding mode ``quant`` (index into QUANT_MODES).
+
+    ``shift <= 0`` multiplies exactly. All arithmetic is on int64.
+    """
+    if shift <= 0:
+        return raw << (-shift)
+    floor = raw >> shift
+    rem = raw - (floor << shift)  # 0 <= rem < 2**shift
+    if quant == TRN:
+        return floor
+    if quant == TRN_ZERO:
+        return floor + 1 if (raw < 0 and rem != 0) else floor
+    half = np.int64(1) << (shift - 1)
+    if rem > half:
+        return floor + 1
+    if rem < half:
+        return floor
+    # exact tie between floor and floor + 1
+    if quant == RND:
+        return floor + 1
+    if quant == RND_ZERO:
+        return floor + 1 if raw < 0 else floor
+    if quant == RND_MIN_INF:
+        return floor
+    if quant == RND_INF:
+        return floor if raw < 0 else floor + 1
+    # RND_CONV: to even
+    return floor + (floor & 1)
+
+
+@numba.njit(cache=True, inline="always")
+def overflow(value, width, signed, mode):
+    """Bring an integer into a W-bit raw range with overflow ``mode`` (index into OVERFLOW_MODES)."""
+    if signed:
+        lo = -(np.int64(1) << (width - 1))
+        hi = (np.int64(1) << (width - 1)) - 1
+    else:
+        lo = np.int64(0)
+        hi = (np.int64(1) << width) - 1
+    if lo <= value <= hi:
+        return value
+    if mode == SAT:
+        return lo if value < lo else hi
+    if mode == SAT_ZERO:
+        return np.int64(0)
+    wrapped = value & ((np.int64(1) << width) - 1)
+    if signed and wrapped > hi:
+        wrapped -= np.int64(1) << width
+    return wrapped
+
+
+@numba.njit(cache=True, inline="always")
+def requant(raw, frac_from, width, frac_to, signed, quant, mode):
+    """Convert a raw value with ``frac_from`` fractional bits into a format given by its code.
+
+    Rounds first (``quant``), then handles overflow (``mode``): the ``ap_fixed``
+    assignment order.
+    """
+    return overflow(shift_round(raw, frac_from - frac_to, quant), width, signed, mode)
+
+
+@numba.vectorize(["int64(int64, int64, int64, int64, int64, int64, int64)"], cache=True)
+def _requant_array(raw, frac_from, width, frac_to, signed, quant, mode):
+    return requant(raw, frac_from, width, frac_to, signed, quant, mode)
+
+
+# -- array API ------------------------------------------------------------------
+def requantize(raw, frac_from: int, fmt: Fmt) -> np.ndarray:
+    """Convert raw integers with ``frac_from`` fractional bits into ``fmt`` (round, then overflow).
+
+    Args:
+        raw: integer array-like of any shape.
+        frac_from: fractional bits of ``raw``.
+        fmt: target format; its ``quant`` and ``overflow`` modes apply.
+
+    Returns:
+        int64 array of the same shape, raw values in ``fmt``.
+    """
+    w, f, s, q, o = fmt.code
+    return _requant_array(np.asarray(raw, dtype=np.int64), frac_from, w, f, s, q, o)
+
+
+def quantize(x, fmt: Fmt) -> np.ndarray:
+    """Float value(s) -> raw int64 in ``fmt``: round with ``fmt.quant``, then ``fmt.overflow``.
+
+    Exact for every finite float64 input (scaling by 2**F is exact; WRAP uses an
+    exact floating modulo).
+
+    Raises:
+        ValueError: an input is NaN or infinite.
+    """
+    v = np.ldexp(np.asarray(x, dtype=np.float64), fmt.frac_bits)
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"cannot quantize NaN or infinite values into {fmt}")
+    floor = np.floor(v)
+    rem = v - floor  # exact, in [0, 1)
+    q = fmt.quant
+    if q == "TRN":
+        r = floor
+    elif q == "TRN_ZERO":
+        r = np.where((v < 0) & (rem != 0), floor + 1, floor)
+    else:
+        tie_up = {
+            "RND": np.ones_like(v, dtype=bool),
+            "RND_ZERO": v < 0,
+            "RND_MIN_INF": np.zeros_like(v, dtype=bool),
+            "RND_INF": v > 0,
+            "RND_CONV": np.mod(floor, 2) == 1,
+        }[q]
+        r = np.where((rem > 0.5) | ((rem == 0.5) & tie_up), floor + 1, floor)
+    lo, hi = fmt.min_raw, fmt.max_raw
+    if fmt.overflow == "SAT":
+        r = np.clip(r, lo, hi)
+    elif fmt.overflow == "SAT_ZERO":
+        r = np.where((r < lo) | (r > hi), 0.0, r)
+    else:
+        r = np.mod(r, 2.0**fmt.width)
+        if fmt.signed:
+            r = np.where(r > hi, r - 2.0**fmt.width, r)
+    return r.astype(np.int64)
+
+
+def dequantize(raw, fmt: Fmt) -> np.ndarray:
+    """Raw integer(s) in ``fmt`` -> float64 values."""
+    return fmt.dequantize(raw)
+
+
+def _exact(int_bits: int, frac_bits: int, signed: bool) -> Fmt:
+    width = int_bits + frac_bits
+    if width > MAX_WIDTH:
+        raise ValueError(f"exact result needs {width} bits, more than the supported {MAX_WIDTH}")
+    return Fmt(width, int_bits, signed)
+
+
+def add_format(a: Fmt, b: Fmt) -> Fmt:
+    """Exact format of ``a + b``: F = max(Fa, Fb), one integer bit more than the wider operand."""
+    signed = a.signed or b.signed
+    ia = a.int_bits + (1 if signed and not a.signed else 0)
+    ib = b.int_bits + (1 if signed and not b.signed else 0)
+    return _exact(max(ia, ib) + 1, max(a.frac_bits, b.frac_bits), signed)
+
+
+def mul_format(a: Fmt, b: Fmt) -> Fmt:
+    """Exact format of ``a * b``: W = Wa + Wb, I = Ia + Ib, F = Fa + Fb (as ``ap_fixed``)."""
+    return _exact(a.int_bits + b.int_bits, a.frac_bits + b.frac_bits, a.signed or b.signed)
+
+
+def add(a, fa: Fmt, b, fb: Fmt) -> tuple[np.ndarray, Fmt]:
+    """Exact sum of raw arrays ``a`` (in ``fa``) and ``b`` (in ``fb``); returns (raw, format)."""
+    out = add_format(fa, fb)
+    f = out.frac_bits
+    a = np.asarray(a, dtype=np.int64) << (f - fa.frac_bits)
+    b = np.asarray(b, dtype=np.int64) << (f - fb.frac_bits)
+    return a + b, out
+
+
+def mul(a, fa: Fmt, b, fb: Fmt) -> tuple[np.ndarray, Fmt]:
+    """Exact product of raw arrays ``a`` (in ``fa``) and ``b`` (in ``fb``); returns (raw, format)."""
+    out = mul_format(fa, fb)
+    return np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64), out

@@ -1,0 +1,65 @@
+"""Output folders that appear whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
+    """Yield a staging folder that replaces ``out`` only if the block succeeds.
+
+    Everything is written into a hidden sibling folder; on success it is
+    renamed onto ``out`` (an existing ``out`` is replaced when ``overwrite``),
+    on any exception it is deleted, so a failed run leaves no partial output.
+
+    Raises:
+        FileExistsError: ``out`` exists, is not empty and ``overwrite`` is False.
+        NotADirectoryError: ``out`` exists and is a file.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out: {str(out)!r} exists and is not a folder")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    if out.exists():
+        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        os.replace(out, trash / "old")
+        os.replace(stage, out)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(stage, out)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    """Write ``obj`` as indented JSON; numpy scalars/arrays become plain values, NaN/inf become null."""
+    Path(path).write_text(json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,1 @@
+"""Software baselines of the seed methods (one module or sub-package each)."""

@@ -1,0 +1,250 @@
+"""The golden models: fixed-point KAN and MLP online learners in integer arithmetic.
+
+:class:`GoldenLearner` is the contract every backend must reproduce bit for
+bit. Its arithmetic is in :mod:`onchip.model.kernels` (every rounding point
+is listed there), its schedule in :mod:`onchip.model.stream`.
+
+Method: online SGD with batch size 1, test-then-train (predict with the
+current parameters, then update from that sample's error), as in the online
+KAN learner of the seed paper; KAN edges are uniform B-splines with the
+sparse update of only k+1 coefficients per edge (Liu et al. 2024, Sec. 2.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..fixed import Fmt, dequantize, quantize
+from ..spec import LearnerSpec
+from .basis import basis_table
+from .kernels import KanConfig, MlpConfig, kan_step, mlp_step
+from .stream import flush as _flush
+from .stream import run_stream
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Where one layer's parameters sit in the flat parameter vector.
+
+    KAN: ``coef`` of shape (n_out, n_in, G+k) at ``offset`` (row-major).
+    MLP: ``weight`` (n_out, n_in) at ``offset``, then ``bias`` (n_out,).
+    """
+
+    offset: int
+    n_in: int
+    n_out: int
+    size: int
+
+
+def layout(spec: LearnerSpec) -> list[Layer]:
+    """Per-layer slices of the flat parameter vector (the order of the RTL parameter port too)."""
+    layers, offset = [], 0
+    for n_in, n_out in zip(spec.widths[:-1], spec.widths[1:]):
+        size = n_in * n_out * spec.n_coef if spec.kind == "kan" else n_in * n_out + n_out
+        layers.append(Layer(offset, n_in, n_out, size))
+        offset += size
+    return layers
+
+
+def initial_parameters(spec: LearnerSpec) -> np.ndarray:
+    """Seeded initial parameters (raw, ``coef`` format), flat int64 of length parameter_count().
+
+    KAN coefficients uniform in +/- init_scale; MLP weights uniform in
+    +/- init_scale*sqrt(3/fan_in) (variance init_scale^2/fan_in), biases 0.
+    """
+    rng = np.random.default_rng(spec.init_seed)
+    parts = []
+    for layer in layout(spec):
+        if spec.kind == "kan":
+            parts.append(rng.uniform(-spec.init_scale, spec.init_scale, layer.size))
+        else:
+            bound = spec.init_scale * np.sqrt(3.0 / layer.n_in)
+            parts.append(rng.uniform(-bound, bound, layer.n_in * layer.n_out))
+            parts.append(np.zeros(layer.n_out))
+    return quantize(np.concatenate(parts), spec.formats.coef)
+
+
+def split_parameters(spec: LearnerSpec, theta: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """Flat parameters -> per-layer arrays: ``{"coef"}`` (KAN) or ``{"weight", "bias"}`` (MLP)."""
+    out = []
+    for layer in layout(spec):
+        chunk = theta[layer.offset : layer.offset + layer.size]
+        if spec.kind == "kan":
+            out.append({"coef": chunk.reshape(layer.n_out, layer.n_in, spec.n_coef)})
+        else:
+            w = layer.n_in * layer.n_out
+            out.append({"weight": chunk[:w].reshape(layer.n_out, layer.n_in), "bias": chunk[w:]})
+    return out
+
+
+def _layer_input_formats(spec: LearnerSpec) -> list[Fmt]:
+    return [spec.formats.input] + [spec.formats.act] * (len(spec.widths) - 2)
+
+
+def kernel_config(spec: LearnerSpec):
+    """The numba config tuple of ``spec`` (:class:`KanConfig` or :class:`MlpConfig`)."""
+    f = spec.formats
+    layers = layout(spec)
+    in_fmts = _layer_input_formats(spec)
+    common = dict(
+        widths=np.asarray(spec.widths, np.int64),
+        offsets=np.asarray([lay.offset for lay in layers], np.int64),
+        in_frac=np.asarray([fm.frac_bits for fm in in_fmts], np.int64),
+        lr_shift=spec.lr_shift,
+        f_coef=f.coef.code,
+        f_act=f.act.code,
+        f_grad=f.grad.code,
+        f_acc=f.acc.code,
+    )
+    if spec.kind == "mlp":
+        return MlpConfig(**common)
+    bval, bder = basis_table(spec.spline_order, spec.basis_table_bits, f.basis)
+    lo = spec.grid_range[0]
+    return KanConfig(
+        **common,
+        lo_raw=np.asarray([int(fm.quantize(lo)) for fm in in_fmts], np.int64),
+        pos_bits=np.asarray([fm.frac_bits + spec.cell_exp for fm in in_fmts], np.int64),
+        grid_size=spec.grid_size,
+        n_coef=spec.n_coef,
+        table_bits=spec.basis_table_bits,
+        cell_exp=spec.cell_exp,
+        bval=bval,
+        bder=bder,
+        f_basis=f.basis.code,
+    )
+
+
+def update_size(spec: LearnerSpec) -> int:
+    """Entries of one sample's update: sum of n_out*n_in*(k+1) (KAN, sparse) or all parameters (MLP)."""
+    if spec.kind == "kan":
+        return sum(lay.n_in * lay.n_out for lay in layout(spec)) * (spec.spline_order + 1)
+    return spec.parameter_count()
+
+
+class GoldenLearner:
+    """Bit-exact reference of a fixed-point online learner.
+
+    Args:
+        spec: the learner.
+        theta: initial raw parameters (flat, ``coef`` format); default
+            :func:`initial_parameters`.
+
+    Attributes:
+        theta: current raw parameters, int64 (P,), P = spec.parameter_count().
+            Pending (not yet committed) updates of the pipelined schedule are
+            not in it until :meth:`flush`.
+
+    Raises:
+        ValueError: ``theta`` of the wrong length or outside the ``coef`` range;
+            inputs of the wrong shape.
+    """
+
+    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None):
+        self.spec = spec
+        self._cfg = kernel_config(spec)
+        self._step = kan_step if spec.kind == "kan" else mlp_step
+        depth = spec.effective_staleness
+        m = update_size(spec)
+        self._q_addr = np.zeros((depth, m), np.int64)
+        self._q_delta = np.zeros((depth, m), np.int64)
+        self._q_state = np.zeros(2, np.int64)
+        self.initial_theta = initial_parameters(spec) if theta is None else self._checked(theta)
+        self.theta = self.initial_theta.copy()
+
+    # -- parameters ------------------------------------------------------------
+    def _checked(self, theta) -> np.ndarray:
+        theta = np.asarray(theta)
+        p = self.spec.parameter_count()
+        if theta.shape != (p,):
+            raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+        if not np.issubdtype(theta.dtype, np.integer):
+            raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
+        c = self.spec.formats.coef
+        if theta.min() < c.min_raw or theta.max() > c.max_raw:
+            raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
+        return theta.astype(np.int64).copy()
+
+    def reset(self) -> None:
+        """Back to the initial parameters, with no update pending."""
+        self.theta = self.initial_theta.copy()
+        self._q_state[:] = 0
+
+    def flush(self) -> None:
+        """Commit all pending updates (pipelined schedule); the next sample sees all of them."""
+        _flush(self.theta, self.spec.formats.coef.code, self._q_addr, self._q_delta, self._q_state)
+
+    def load(self, theta) -> None:
+        """Flush, then replace the parameters (the RTL parameter port's write)."""
+        theta = self._checked(theta)
+        self.flush()
+        self.theta = theta
+
+    def parameters(self) -> list[dict[str, np.ndarray]]:
+        """Flush, then the per-layer parameter arrays (copies): see :func:`split_parameters`."""
+        self.flush()
+        return split_parameters(self.spec, self.theta.copy())
+
+    @property
+    def pending(self) -> int:
+        """Updates computed but not yet committed."""
+        return int(self._q_state[1])
+
+    # -- data ---------------------------------------------------------------------
+    def quantize_inputs(self, x) -> np.ndarray:
+        """Float features (N, n_in) -> raw ``input`` format."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.spec.n_in:
+            raise ValueError(f"inputs must have shape (N, {self.spec.n_in}), got {x.shape}")
+        return quantize(x, self.spec.formats.input)
+
+    def quantize_targets(self, y) -> np.ndarray:
+        """Float targets (N, n_out) -> raw ``act`` format."""
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim != 2 or y.shape[1] != self.spec.n_out:
+            raise ValueError(f"targets must have shape (N, {self.spec.n_out}), got {y.shape}")
+        return quantize(y, self.spec.formats.act)
+
+    def dequantize_outputs(self, raw) -> np.ndarray:
+        """Raw predictions (``act`` format) -> float."""
+        return dequantize(raw, self.spec.formats.act)
+
+    # -- running ----------------------------------------------------------------------
+    def _run(self, x_raw, y_raw, learn: bool) -> np.ndarray:
+        x_raw = np.ascontiguousarray(x_raw, dtype=np.int64)
+        if x_raw.ndim != 2 or x_raw.shape[1] != self.spec.n_in:
+            raise ValueError(f"raw inputs must have shape (N, {self.spec.n_in}), got {x_raw.shape}")
+        if y_raw is None:
+            y_raw = np.zeros((len(x_raw), self.spec.n_out), np.int64)
+        y_raw = np.ascontiguousarray(y_raw, dtype=np.int64)
+        if y_raw.shape != (len(x_raw), self.spec.n_out):
+            raise ValueError(
+                f"raw targets must have shape ({len(x_raw)}, {self.spec.n_out}), got {y_raw.shape}"
+            )
+        preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
+        run_stream(
+            self._step, self.theta, x_raw, y_raw, self._cfg, self.spec.formats.coef.code,
+            self._q_addr, self._q_delta, self._q_state, preds, learn,
+        )
+        return preds
+
+    def run(self, x_raw, y_raw) -> np.ndarray:
+        """Test-then-train over a stream of raw samples.
+
+        Args:
+            x_raw: (N, n_in) raw inputs (``input`` format).
+            y_raw: (N, n_out) raw targets (``act`` format).
+
+        Returns:
+            (N, n_out) int64 raw predictions, each made before that sample's update.
+        """
+        return self._run(x_raw, y_raw, learn=True)
+
+    def predict(self, x_raw) -> np.ndarray:
+        """Inference only: (N, n_in) raw inputs -> (N, n_out) raw predictions, no update."""
+        return self._run(x_raw, None, learn=False)
+
+    def step(self, x_raw, y_raw) -> np.ndarray:
+        """One sample: (n_in,) raw input, (n_out,) raw target -> (n_out,) raw prediction."""
+        return self.run(np.asarray(x_raw).reshape(1, -1), np.asarray(y_raw).reshape(1, -1))[0]

@@ -1,0 +1,354 @@
+"""``LearnerSpec``: the one description of a learner that every backend builds from.
+
+A spec is a frozen, validated dataclass. It round-trips through TOML
+(:meth:`LearnerSpec.to_toml`, :meth:`LearnerSpec.from_toml`) and the CLI
+accepts a TOML file or a preset name (:data:`PRESETS`) wherever it wants one
+(:func:`load_spec`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomli_w
+
+from .fixed import Fmt
+
+KINDS = ("kan", "mlp")
+LOSSES = ("mse",)
+SCHEDULES = ("sequential", "pipelined")
+
+
+def _fmt(text: str) -> Fmt:
+    return Fmt.parse(text)
+
+
+@dataclass(frozen=True)
+class Formats:
+    """Fixed-point format of every signal class of a learner.
+
+    Attributes:
+        input: the features x (first layer input).
+        coef: learned parameters (KAN spline coefficients, MLP weights and biases).
+        basis: KAN basis-table entries, values and derivatives (|value| <= 1).
+        act: layer outputs, predictions and targets.
+        grad: output errors and back-propagated errors.
+        acc: the accumulator of sums of products; products are converted into it
+            (its rounding mode), sums wrap or saturate with its overflow mode
+            per addition, in a fixed order (see :mod:`onchip.model`).
+    """
+
+    input: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
+    coef: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
+    basis: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,2,RND_CONV,SAT>"))
+    act: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
+    grad: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
+    acc: Fmt = field(default_factory=lambda: _fmt("ap_fixed<40,14,TRN,WRAP>"))
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, str):
+                try:
+                    value = Fmt.parse(value)
+                except ValueError as exc:
+                    raise ValueError(f"formats.{f.name}: {exc}") from None
+                object.__setattr__(self, f.name, value)
+            if not isinstance(value, Fmt):
+                raise ValueError(f"formats.{f.name} must be a Fmt or an ap_fixed string, got {value!r}")
+        if not (self.basis.signed and self.basis.max_value >= 1.0):
+            raise ValueError(
+                f"formats.basis must be signed and hold the values -1 and 1 (basis values and "
+                f"derivatives), got {self.basis}"
+            )
+
+    def as_dict(self) -> dict[str, str]:
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def uniform(cls, width: int, int_bits: int = 4, acc_width: int | None = None) -> "Formats":
+        """All data formats ``ap_fixed<width,int_bits,RND_CONV,SAT>`` (basis: I=2), accumulator
+        wide enough for exact products (used by the quantization sweeps)."""
+        data = Fmt(width, int_bits, True, "RND_CONV", "SAT")
+        basis = Fmt(width, 2, True, "RND_CONV", "SAT")
+        frac = 2 * (width - int_bits) + 2
+        acc_width = acc_width or min(48, frac + 14)
+        return cls(data, data, basis, data, data, Fmt(acc_width, acc_width - frac, True, "TRN", "WRAP"))
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """A fixed-point online learner: a KAN of B-spline edges or a ReLU MLP.
+
+    Attributes:
+        kind: ``"kan"`` or ``"mlp"``.
+        widths: layer widths from input to output, e.g. ``(2, 4, 1)``.
+        grid_size: KAN grid size G, the number of spline cells on ``grid_range``.
+        spline_order: KAN spline order k (1 linear, 2 quadratic, 3 cubic).
+        grid_range: KAN ``(lo, hi)``; the cell width h = (hi - lo) / G must be a
+            power of two, so that the cell index and the position inside the cell
+            are bit fields of the input (no divider).
+        basis_table_bits: KAN address bits T of the basis table: the position in
+            the cell is truncated to T bits and looks up k+1 basis values and
+            k+1 derivatives.
+        formats: :class:`Formats` of every signal class.
+        learning_rate: SGD step eta, a power of two (the update is a shift).
+        loss: ``"mse"``: L = 1/2 (y_hat - y)^2; two-state readout uses it on a
+            +/-1 target (least-squares discriminant), decision y_hat >= 0 -> |1>.
+        schedule: ``"sequential"`` (each sample sees every earlier update) or
+            ``"pipelined"`` (a new sample every clock; updates land ``staleness``
+            samples later, see :mod:`onchip.model`).
+        staleness: D, for the pipelined schedule: the number of most recent
+            updates a sample does not see. Ignored (0) when sequential.
+        init_scale: initial parameters: KAN coefficients uniform in
+            +/- init_scale; MLP weights uniform in +/- init_scale*sqrt(3/fan_in),
+            biases zero.
+        init_seed: seed of the initial parameters (they are part of the learner:
+            the RTL holds them as its reset values).
+        name: preset name, informational.
+
+    Raises:
+        ValueError: any field that cannot be built, naming the field and why.
+    """
+
+    kind: str
+    widths: tuple[int, ...]
+    grid_size: int = 8
+    spline_order: int = 3
+    grid_range: tuple[float, float] = (-2.0, 2.0)
+    basis_table_bits: int = 6
+    formats: Formats = field(default_factory=Formats)
+    learning_rate: float = 2.0**-4
+    loss: str = "mse"
+    schedule: str = "sequential"
+    staleness: int = 4
+    init_scale: float = 0.1
+    init_seed: int = 0
+    name: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "widths", tuple(self.widths))
+        object.__setattr__(self, "grid_range", tuple(float(v) for v in self.grid_range))
+        if isinstance(self.formats, dict):
+            object.__setattr__(self, "formats", Formats(**self.formats))
+        self._validate()
+
+    # -- validation -----------------------------------------------------------
+    def _validate(self) -> None:
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise ValueError(msg)
+
+        need(self.kind in KINDS, f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
+        need(
+            len(self.widths) >= 2 and all(isinstance(w, int) and w >= 1 for w in self.widths),
+            f"widths must list at least two positive integers (input ... output), got {list(self.widths)}",
+        )
+        need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")
+        need(
+            self.schedule in SCHEDULES,
+            f"schedule must be one of {', '.join(SCHEDULES)}; got {self.schedule!r}",
+        )
+        need(
+            isinstance(self.staleness, int) and self.staleness >= 0,
+            f"staleness must be an integer >= 0, got {self.staleness!r}",
+        )
+        lr = self.learning_rate
+        need(
+            isinstance(lr, (int, float)) and 0 < lr <= 1 and math.log2(lr) == round(math.log2(lr)),
+            f"learning_rate must be a power of two in (0, 1] (the update is a shift), got {lr!r}",
+        )
+        need(
+            isinstance(self.init_scale, (int, float)) and self.init_scale >= 0,
+            f"init_scale must be >= 0, got {self.init_scale!r}",
+        )
+        need(isinstance(self.init_seed, int), f"init_seed must be an integer, got {self.init_seed!r}")
+        f = self.formats
+        for name in ("input", "coef", "basis", "act", "grad"):
+            fmt = getattr(f, name)
+            need(fmt.width <= 32, f"formats.{name} is wider than 32 bits: {fmt}")
+        # every product the models form, converted into the accumulator, must fit int64
+        pairs = [(a, b) for a in ("coef", "grad") for b in ("input", "basis", "act", "grad")]
+        for a, b in pairs:
+            fa, fb = getattr(f, a), getattr(f, b)
+            bits = fa.width + fb.width + max(0, f.acc.frac_bits - fa.frac_bits - fb.frac_bits)
+            need(
+                bits <= 62,
+                f"formats.acc ({f.acc}) has so many fractional bits that {a} x {b} products "
+                f"need {bits} bits (at most 62)",
+            )
+        if self.kind == "kan":
+            self._validate_kan(need)
+
+    def _validate_kan(self, need) -> None:
+        g, k = self.grid_size, self.spline_order
+        need(isinstance(g, int) and g >= 1, f"grid_size (G) must be an integer >= 1, got {g!r}")
+        need(k in (1, 2, 3), f"spline_order (k) must be 1, 2 or 3, got {k!r}")
+        t = self.basis_table_bits
+        need(isinstance(t, int) and 1 <= t <= 12, f"basis_table_bits must be 1..12, got {t!r}")
+        lo, hi = self.grid_range
+        need(hi > lo, f"grid_range must have lo < hi, got {self.grid_range}")
+        h = (hi - lo) / g
+        e = math.log2(h)
+        need(
+            e == round(e),
+            f"grid_range: cell width (hi - lo)/G = ({hi} - {lo})/{g} = {h} is not a power of two",
+        )
+        layer_inputs = [("input", self.formats.input)] + [("act", self.formats.act)] * (
+            len(self.widths) - 2
+        )
+        for name, fmt in layer_inputs:
+            need(
+                fmt.contains(lo) and hi <= fmt.max_value + fmt.lsb,
+                f"formats.{name} ({fmt}) is too narrow for grid_range {self.grid_range}: "
+                f"it holds [{fmt.min_value}, {fmt.max_value}]",
+            )
+            pos_bits = fmt.frac_bits + int(round(e))
+            need(
+                pos_bits >= t,
+                f"formats.{name} ({fmt}) has {fmt.frac_bits} fractional bits, leaving "
+                f"{pos_bits} bits of position inside a cell of width {h}: fewer than "
+                f"basis_table_bits={t}",
+            )
+
+    # -- derived quantities ----------------------------------------------------
+    @property
+    def lr_shift(self) -> int:
+        """s with learning_rate = 2**-s."""
+        return int(round(-math.log2(self.learning_rate)))
+
+    @property
+    def cell_exp(self) -> int:
+        """e with cell width h = 2**e (KAN)."""
+        return int(round(math.log2((self.grid_range[1] - self.grid_range[0]) / self.grid_size)))
+
+    @property
+    def n_coef(self) -> int:
+        """Coefficients per KAN edge: G + k."""
+        return self.grid_size + self.spline_order
+
+    @property
+    def effective_staleness(self) -> int:
+        """D used by the models: ``staleness`` when pipelined, 0 when sequential."""
+        return self.staleness if self.schedule == "pipelined" else 0
+
+    @property
+    def n_in(self) -> int:
+        return self.widths[0]
+
+    @property
+    def n_out(self) -> int:
+        return self.widths[-1]
+
+    def parameter_count(self) -> int:
+        """Learned parameters: KAN sum over layers of n_in*n_out*(G+k); MLP weights + biases."""
+        pairs = zip(self.widths[:-1], self.widths[1:])
+        if self.kind == "kan":
+            return sum(a * b * self.n_coef for a, b in pairs)
+        return sum(a * b + b for a, b in pairs)
+
+    def replace(self, **changes) -> "LearnerSpec":
+        """A copy with fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # -- TOML -------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {
+            "kind": self.kind,
+            "name": self.name,
+            "widths": list(self.widths),
+            "learning_rate": self.learning_rate,
+            "loss": self.loss,
+            "schedule": self.schedule,
+            "staleness": self.staleness,
+            "init_scale": self.init_scale,
+            "init_seed": self.init_seed,
+        }
+        if self.kind == "kan":
+            d.update(
+                grid_size=self.grid_size,
+                spline_order=self.spline_order,
+                grid_range=list(self.grid_range),
+                basis_table_bits=self.basis_table_bits,
+            )
+        d["formats"] = self.formats.as_dict()
+        return d
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LearnerSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown spec field(s): {', '.join(unknown)}")
+        if "kind" not in d or "widths" not in d:
+            raise ValueError("a spec needs at least the fields 'kind' and 'widths'")
+        d = dict(d)
+        if "formats" in d:
+            fmts = dict(d["formats"])
+            known_f = {f.name for f in dataclasses.fields(Formats)}
+            bad = sorted(set(fmts) - known_f)
+            if bad:
+                raise ValueError(f"unknown format name(s) in [formats]: {', '.join(bad)}")
+            d["formats"] = Formats(**fmts)
+        return cls(**d)
+
+    @classmethod
+    def from_toml(cls, text: str) -> "LearnerSpec":
+        """Parse a TOML spec. Raises ValueError on bad TOML or a bad field."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"spec is not valid TOML: {exc}") from None
+        return cls.from_dict(data)
+
+
+def _preset(**kw) -> LearnerSpec:
+    return LearnerSpec(**kw)
+
+
+#: Named specs accepted wherever a spec file is. 16-bit data formats.
+PRESETS: dict[str, LearnerSpec] = {
+    "kan-regression": _preset(
+        name="kan-regression", kind="kan", widths=(1, 1), grid_size=8, spline_order=3,
+        grid_range=(-2.0, 2.0), learning_rate=2.0**-2, init_scale=0.0,
+    ),
+    "mlp-regression": _preset(
+        name="mlp-regression", kind="mlp", widths=(1, 16, 1), learning_rate=2.0**-5, init_scale=1.0,
+    ),
+    "kan-readout": _preset(
+        name="kan-readout", kind="kan", widths=(2, 1), grid_size=8, spline_order=3,
+        grid_range=(-4.0, 4.0), learning_rate=2.0**-5, init_scale=0.0,
+    ),
+    "mlp-readout": _preset(
+        name="mlp-readout", kind="mlp", widths=(2, 8, 1), learning_rate=2.0**-6, init_scale=1.0,
+    ),
+}
+
+
+def load_spec(spec: "str | Path | LearnerSpec") -> LearnerSpec:
+    """A preset name, a TOML file path, or a spec object -> a validated spec.
+
+    Raises:
+        ValueError: the name is neither a preset nor a file, or the spec is invalid.
+    """
+    if isinstance(spec, LearnerSpec):
+        return spec
+    text = str(spec)
+    if text in PRESETS:
+        return PRESETS[text]
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(
+            f"spec {text!r} is neither a preset ({', '.join(PRESETS)}) nor an existing file"
+        )
+    try:
+        return LearnerSpec.from_toml(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"spec file {text}: {exc}") from None
