@@ -100,19 +100,22 @@ def _wrap(raw, fmt):
 
 
 @numba.njit(cache=True)
-def kan_step(theta, x, y, cfg, pred, addr, delta):
+def kan_step(theta, x, y, cfg, pred, addr, delta, work):
     """One KAN sample: fills ``pred`` (n_out,) and the update ``addr``/``delta``
-    (sum over layers of n_out*n_in*(k+1) entries). ``theta`` is not modified."""
+    (sum over layers of n_out*n_in*(k+1) entries). ``theta`` is not modified;
+    ``work`` is int64 scratch of shape (4L+3, max width)."""
     widths = cfg.widths
     n_layers = len(widths) - 1
     wmax = widths.max()
     k1 = cfg.bval.shape[1]
     t_bits = cfg.table_bits
     f_acc, f_coef, f_basis, f_grad = cfg.f_acc, cfg.f_coef, cfg.f_basis, cfg.f_grad
-    act = np.zeros((n_layers + 1, wmax), np.int64)
-    cell = np.zeros((n_layers, wmax), np.int64)
-    table_addr = np.zeros((n_layers, wmax), np.int64)
-    clamped = np.zeros((n_layers, wmax), np.bool_)
+    act = work[: n_layers + 1]
+    cell = work[n_layers + 1 : 2 * n_layers + 1]
+    table_addr = work[2 * n_layers + 1 : 3 * n_layers + 1]
+    clamped = work[3 * n_layers + 1 : 4 * n_layers + 1]
+    err = work[4 * n_layers + 1]
+    prev = work[4 * n_layers + 2]
     f_prod = f_coef[1] + f_basis[1]
     act[0, : widths[0]] = x
     for layer in range(n_layers):
@@ -121,7 +124,7 @@ def kan_step(theta, x, y, cfg, pred, addr, delta):
         span = np.int64(cfg.grid_size) << p
         for i in range(n_in):
             v = act[layer, i] - cfg.lo_raw[layer]
-            clamped[layer, i] = v < 0 or v >= span
+            clamped[layer, i] = 1 if (v < 0 or v >= span) else 0
             v = min(max(v, 0), span - 1)
             cell[layer, i] = v >> p
             table_addr[layer, i] = (v >> (p - t_bits)) & ((np.int64(1) << t_bits) - 1)
@@ -135,14 +138,12 @@ def kan_step(theta, x, y, cfg, pred, addr, delta):
             act[layer + 1, j] = _to(_wrap(s, f_acc), f_acc[1], cfg.f_act)
 
     n_out = widths[n_layers]
-    err = np.zeros(wmax, np.int64)
     for j in range(n_out):
         pred[j] = act[n_layers, j]
         err[j] = _to(act[n_layers, j] - y[j], cfg.f_act[1], f_grad)
 
     n = 0
     f_update = f_grad[1] + f_basis[1] + cfg.lr_shift
-    prev = np.zeros(wmax, np.int64)
     for layer in range(n_layers - 1, -1, -1):
         n_in, n_out = widths[layer], widths[layer + 1]
         for j in range(n_out):
@@ -157,7 +158,7 @@ def kan_step(theta, x, y, cfg, pred, addr, delta):
             break
         for i in range(n_in):
             prev[i] = 0
-            if clamped[layer, i]:
+            if clamped[layer, i] != 0:
                 continue
             a = table_addr[layer, i]
             s = np.int64(0)
@@ -174,14 +175,17 @@ def kan_step(theta, x, y, cfg, pred, addr, delta):
 
 
 @numba.njit(cache=True)
-def mlp_step(theta, x, y, cfg, pred, addr, delta):
+def mlp_step(theta, x, y, cfg, pred, addr, delta, work):
     """One MLP sample: fills ``pred`` (n_out,) and the dense update ``addr``/``delta``
-    (one entry per parameter). ``theta`` is not modified."""
+    (one entry per parameter). ``theta`` is not modified; ``work`` is int64
+    scratch of shape (at least L+3, max width)."""
     widths = cfg.widths
     n_layers = len(widths) - 1
     wmax = widths.max()
     f_acc, f_coef, f_grad = cfg.f_acc, cfg.f_coef, cfg.f_grad
-    act = np.zeros((n_layers + 1, wmax), np.int64)
+    act = work[: n_layers + 1]
+    err = work[n_layers + 1]
+    prev = work[n_layers + 2]
     act[0, : widths[0]] = x
     for layer in range(n_layers):
         n_in, n_out = widths[layer], widths[layer + 1]
@@ -196,12 +200,10 @@ def mlp_step(theta, x, y, cfg, pred, addr, delta):
             act[layer + 1, j] = max(z, 0) if layer < n_layers - 1 else z
 
     n_out = widths[n_layers]
-    err = np.zeros(wmax, np.int64)
     for j in range(n_out):
         pred[j] = act[n_layers, j]
         err[j] = _to(act[n_layers, j] - y[j], cfg.f_act[1], f_grad)
 
-    prev = np.zeros(wmax, np.int64)
     f_back = f_coef[1] + f_grad[1]
     for layer in range(n_layers - 1, -1, -1):
         n_in, n_out = widths[layer], widths[layer + 1]

@@ -47,13 +47,15 @@ def run_stream(step, theta, xs, ys, cfg, f_coef, q_addr, q_delta, q_state, preds
     m = q_addr.shape[1]
     addr = np.empty(m, np.int64)
     delta = np.empty(m, np.int64)
+    n_layers = len(cfg.widths) - 1
+    work = np.zeros((4 * n_layers + 3, cfg.widths.max()), np.int64)
     for n in range(xs.shape[0]):
         if learn and depth > 0 and q_state[1] == depth:
             head = q_state[0]
             commit(theta, q_addr[head], q_delta[head], f_coef)
             q_state[0] = (head + 1) % depth
             q_state[1] -= 1
-        step(theta, xs[n], ys[n], cfg, preds[n], addr, delta)
+        step(theta, xs[n], ys[n], cfg, preds[n], addr, delta, work)
         if not learn:
             continue
         if depth == 0:
