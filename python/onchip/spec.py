@@ -60,6 +60,11 @@ class Formats:
                 object.__setattr__(self, f.name, value)
             if not isinstance(value, Fmt):
                 raise ValueError(f"formats.{f.name} must be a Fmt or an ap_fixed string, got {value!r}")
+        if self.acc.overflow != "WRAP" or not self.acc.signed:
+            raise ValueError(
+                f"formats.acc must be signed with WRAP overflow (sums are then independent of the "
+                f"order of additions, as in an adder tree), got {self.acc}"
+            )
         if not (self.basis.signed and self.basis.max_value >= 1.0):
             raise ValueError(
                 f"formats.basis must be signed and hold the values -1 and 1 (basis values and "
