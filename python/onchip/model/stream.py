@@ -5,9 +5,10 @@ update of sample n; the prediction is made before that update. When the
 update lands is the schedule:
 
 * sequential (D = 0): the update is committed before sample n + 1 is read.
-* pipelined (D > 0): the update of sample n is committed just before sample
-  n + D + 1 reads the parameters, so a sample never sees the D most recent
-  updates (delayed SGD: theta_{n+1} = theta_n - eta g(theta_{n-D}, x_n)).
+* pipelined (D > 0): the update of sample n is committed after sample n + D
+  has read the parameters and before sample n + D + 1 reads them (in hardware:
+  written in the cycle sample n + D reads, read-before-write), so a sample
+  never sees the D most recent updates (delayed SGD: theta_{n+1} = theta_n - eta g(theta_{n-D}, x_n)).
   Pending updates wait in a FIFO of D entries; a flush commits them all, in
   order (done before the parameters are read out or replaced). Counting in
   samples, not clock cycles, makes the result independent of stalls.
@@ -50,17 +51,18 @@ def run_stream(step, theta, xs, ys, cfg, f_coef, q_addr, q_delta, q_state, preds
     n_layers = len(cfg.widths) - 1
     work = np.zeros((4 * n_layers + 3, cfg.widths.max()), np.int64)
     for n in range(xs.shape[0]):
-        if learn and depth > 0 and q_state[1] == depth:
-            head = q_state[0]
-            commit(theta, q_addr[head], q_delta[head], f_coef)
-            q_state[0] = (head + 1) % depth
-            q_state[1] -= 1
         step(theta, xs[n], ys[n], cfg, preds[n], addr, delta, work)
         if not learn:
             continue
         if depth == 0:
             commit(theta, addr, delta, f_coef)
         else:
+            # sample n has read: the update of sample n - D lands now, before sample n + 1 reads
+            if q_state[1] == depth:
+                head = q_state[0]
+                commit(theta, q_addr[head], q_delta[head], f_coef)
+                q_state[0] = (head + 1) % depth
+                q_state[1] -= 1
             tail = (q_state[0] + q_state[1]) % depth
             q_addr[tail, :] = addr
             q_delta[tail, :] = delta
