@@ -329,10 +329,10 @@ PRESETS: dict[str, LearnerSpec] = {
     ),
     "kan-readout": _preset(
         name="kan-readout", kind="kan", widths=(2, 1), grid_size=8, spline_order=3,
-        grid_range=(-4.0, 4.0), learning_rate=2.0**-5, init_scale=0.0,
+        grid_range=(-4.0, 4.0), learning_rate=2.0**-4, init_scale=0.0,
     ),
     "mlp-readout": _preset(
-        name="mlp-readout", kind="mlp", widths=(2, 8, 1), learning_rate=2.0**-6, init_scale=1.0,
+        name="mlp-readout", kind="mlp", widths=(2, 8, 1), learning_rate=2.0**-5, init_scale=1.0,
     ),
 }
 

@@ -1,0 +1,71 @@
+"""LearnerSpec: validation messages, TOML round trip, presets."""
+
+import pytest
+
+from onchip.spec import PRESETS, Formats, LearnerSpec, load_spec
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_presets_round_trip_through_toml(name, tmp_path):
+    spec = PRESETS[name]
+    path = tmp_path / "spec.toml"
+    path.write_text(spec.to_toml())
+    assert load_spec(str(path)) == spec
+    assert load_spec(name) is spec
+    assert all(getattr(spec.formats, f).width == 16 for f in ("input", "coef", "basis", "act", "grad"))
+
+
+def test_changed_spec_round_trips():
+    spec = PRESETS["kan-regression"].replace(
+        widths=(2, 4, 1), grid_size=16, spline_order=2, schedule="pipelined", staleness=6,
+        formats=Formats.uniform(10, 3), basis_table_bits=4,
+    )
+    assert LearnerSpec.from_toml(spec.to_toml()) == spec
+
+
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        (dict(grid_size=0), ["grid_size", "0"]),
+        (dict(grid_size=5), ["grid_range", "not a power of two"]),
+        (dict(spline_order=0), ["spline_order", "0"]),
+        (dict(grid_range=(2.0, -2.0)), ["grid_range", "lo < hi"]),
+        (dict(grid_range=(-16.0, 16.0)), ["formats.input", "too narrow"]),
+        (dict(formats=Formats.uniform(8, 4)), ["formats.input", "basis_table_bits"]),
+        (dict(learning_rate=0.1), ["learning_rate", "power of two"]),
+        (dict(widths=(1,)), ["widths"]),
+        (dict(kind="svm"), ["kind", "svm"]),
+        (dict(schedule="eager"), ["schedule", "eager"]),
+        (dict(staleness=-1), ["staleness", "-1"]),
+    ],
+)
+def test_unbuildable_specs_say_which_field_and_why(changes, words):
+    with pytest.raises(ValueError) as info:
+        PRESETS["kan-regression"].replace(**changes)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_accumulator_must_wrap():
+    with pytest.raises(ValueError, match="formats.acc"):
+        Formats(acc="ap_fixed<40,14,TRN,SAT>")
+
+
+def test_bad_toml_and_unknown_fields(tmp_path):
+    with pytest.raises(ValueError, match="TOML"):
+        LearnerSpec.from_toml("kind = ")
+    with pytest.raises(ValueError, match="grid_sise"):
+        LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\ngrid_sise = 4\n')
+    with pytest.raises(ValueError, match=r"formats\.coef"):
+        LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\n[formats]\ncoef = "float"\n')
+    with pytest.raises(ValueError, match="neither a preset"):
+        load_spec(str(tmp_path / "missing.toml"))
+
+
+def test_derived_quantities():
+    spec = PRESETS["kan-readout"]
+    assert spec.cell_exp == 0 and spec.n_coef == 11 and spec.lr_shift == 4
+    assert spec.parameter_count() == 2 * 11
+    assert PRESETS["mlp-readout"].parameter_count() == 2 * 8 + 8 + 8 + 1
+    assert spec.effective_staleness == 0
+    assert spec.replace(schedule="pipelined", staleness=3).effective_staleness == 3
