@@ -19,9 +19,9 @@ import numpy as np
 from ..fixed import Fmt, dequantize, quantize
 from ..spec import LearnerSpec
 from .basis import basis_table
-from .kernels import KanConfig, MlpConfig, kan_step, mlp_step
+from .kernels import KanConfig, MlpConfig
 from .stream import flush as _flush
-from .stream import run_stream
+from .stream import run_kan, run_mlp
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class GoldenLearner:
     def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None):
         self.spec = spec
         self._cfg = kernel_config(spec)
-        self._step = kan_step if spec.kind == "kan" else mlp_step
+        self._run_stream = run_kan if spec.kind == "kan" else run_mlp
         depth = spec.effective_staleness
         m = update_size(spec)
         self._q_addr = np.zeros((depth, m), np.int64)
@@ -223,9 +223,8 @@ class GoldenLearner:
                 f"raw targets must have shape ({len(x_raw)}, {self.spec.n_out}), got {y_raw.shape}"
             )
         preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
-        run_stream(
-            self._step, self.theta, x_raw, y_raw, self._cfg, self.spec.formats.coef.code,
-            self._q_addr, self._q_delta, self._q_state, preds, learn,
+        self._run_stream(
+            self.theta, x_raw, y_raw, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
         )
         return preds
 

@@ -83,25 +83,25 @@ class MlpConfig(NamedTuple):
     f_acc: tuple
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _acc(raw, frac, f_acc):
     """Convert a product (or a coefficient) into the accumulator format."""
     return requant(raw, frac, f_acc[0], f_acc[1], f_acc[2], f_acc[3], f_acc[4])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _to(raw, frac, fmt):
     return requant(raw, frac, fmt[0], fmt[1], fmt[2], fmt[3], fmt[4])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _wrap(raw, fmt):
     return overflow(raw, fmt[0], fmt[2], fmt[4])
 
 
-@numba.njit(cache=True)
-def kan_step(theta, x, y, cfg, pred, addr, delta, work):
-    """One KAN sample: fills ``pred`` (n_out,) and the update ``addr``/``delta``
+@numba.njit(cache=True, inline="always")
+def kan_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
+    """Sample ``n_sample`` of ``xs``/``ys`` through a KAN: fills ``preds[n_sample]`` and the update ``addr``/``delta``
     (sum over layers of n_out*n_in*(k+1) entries). ``theta`` is not modified;
     ``work`` is int64 scratch of shape (4L+3, max width)."""
     widths = cfg.widths
@@ -117,7 +117,8 @@ def kan_step(theta, x, y, cfg, pred, addr, delta, work):
     err = work[4 * n_layers + 1]
     prev = work[4 * n_layers + 2]
     f_prod = f_coef[1] + f_basis[1]
-    act[0, : widths[0]] = x
+    for i in range(widths[0]):
+        act[0, i] = xs[n_sample, i]
     for layer in range(n_layers):
         n_in, n_out = widths[layer], widths[layer + 1]
         p = cfg.pos_bits[layer]
@@ -139,8 +140,8 @@ def kan_step(theta, x, y, cfg, pred, addr, delta, work):
 
     n_out = widths[n_layers]
     for j in range(n_out):
-        pred[j] = act[n_layers, j]
-        err[j] = _to(act[n_layers, j] - y[j], cfg.f_act[1], f_grad)
+        preds[n_sample, j] = act[n_layers, j]
+        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act[1], f_grad)
 
     n = 0
     f_update = f_grad[1] + f_basis[1] + cfg.lr_shift
@@ -174,9 +175,9 @@ def kan_step(theta, x, y, cfg, pred, addr, delta, work):
             err[i] = prev[i]
 
 
-@numba.njit(cache=True)
-def mlp_step(theta, x, y, cfg, pred, addr, delta, work):
-    """One MLP sample: fills ``pred`` (n_out,) and the dense update ``addr``/``delta``
+@numba.njit(cache=True, inline="always")
+def mlp_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
+    """Sample ``n_sample`` of ``xs``/``ys`` through an MLP: fills ``preds[n_sample]`` and the dense update ``addr``/``delta``
     (one entry per parameter). ``theta`` is not modified; ``work`` is int64
     scratch of shape (at least L+3, max width)."""
     widths = cfg.widths
@@ -186,7 +187,8 @@ def mlp_step(theta, x, y, cfg, pred, addr, delta, work):
     act = work[: n_layers + 1]
     err = work[n_layers + 1]
     prev = work[n_layers + 2]
-    act[0, : widths[0]] = x
+    for i in range(widths[0]):
+        act[0, i] = xs[n_sample, i]
     for layer in range(n_layers):
         n_in, n_out = widths[layer], widths[layer + 1]
         w0 = cfg.offsets[layer]
@@ -201,8 +203,8 @@ def mlp_step(theta, x, y, cfg, pred, addr, delta, work):
 
     n_out = widths[n_layers]
     for j in range(n_out):
-        pred[j] = act[n_layers, j]
-        err[j] = _to(act[n_layers, j] - y[j], cfg.f_act[1], f_grad)
+        preds[n_sample, j] = act[n_layers, j]
+        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act[1], f_grad)
 
     f_back = f_coef[1] + f_grad[1]
     for layer in range(n_layers - 1, -1, -1):

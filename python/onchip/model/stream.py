@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 from ..fixed import overflow
+from .kernels import kan_step, mlp_step
 
 
 @numba.njit(cache=True)
@@ -34,39 +35,54 @@ def commit(theta, addr, delta, f_coef):
 
 
 @numba.njit(cache=True)
-def run_stream(step, theta, xs, ys, cfg, f_coef, q_addr, q_delta, q_state, preds, learn):
-    """Run ``step`` over samples ``xs`` (N, n_in) / ``ys`` (N, n_out), raw int64.
+def land(theta, addr, delta, f_coef, q_addr, q_delta, q_state):
+    """Schedule one sample's update, after that sample has read the parameters.
 
-    Args:
-        step: a kernel from :mod:`onchip.model.kernels`.
-        theta: flat parameters, updated in place (when ``learn``).
-        q_addr, q_delta: (D, M) FIFO of pending updates; q_state = [head, count].
-        preds: (N, n_out) output, the raw predictions.
-        learn: False runs inference only (no update is queued or committed).
+    D = 0 commits it at once. Otherwise it joins the FIFO of pending updates
+    (``q_addr``/``q_delta`` (D, M), ``q_state`` = [head, count]); when D are
+    already pending, the oldest (sample n - D) is committed first.
     """
     depth = q_addr.shape[0]
-    m = q_addr.shape[1]
-    addr = np.empty(m, np.int64)
-    delta = np.empty(m, np.int64)
-    n_layers = len(cfg.widths) - 1
-    work = np.zeros((4 * n_layers + 3, cfg.widths.max()), np.int64)
+    if depth == 0:
+        commit(theta, addr, delta, f_coef)
+        return
+    if q_state[1] == depth:
+        head = q_state[0]
+        commit(theta, q_addr[head], q_delta[head], f_coef)
+        q_state[0] = (head + 1) % depth
+        q_state[1] -= 1
+    tail = (q_state[0] + q_state[1]) % depth
+    q_addr[tail, :] = addr
+    q_delta[tail, :] = delta
+    q_state[1] += 1
+
+
+@numba.njit(cache=True)
+def run_kan(theta, xs, ys, cfg, q_addr, q_delta, q_state, preds, learn):
+    """KAN over samples ``xs`` (N, n_in) / ``ys`` (N, n_out), raw int64, test-then-train.
+
+    ``theta`` is updated in place (when ``learn``); ``preds`` (N, n_out) receives
+    the raw predictions. ``learn=False`` runs inference only.
+    """
+    addr = np.empty(q_addr.shape[1], np.int64)
+    delta = np.empty(q_addr.shape[1], np.int64)
+    work = np.zeros((4 * len(cfg.widths) - 1, cfg.widths.max()), np.int64)
     for n in range(xs.shape[0]):
-        step(theta, xs[n], ys[n], cfg, preds[n], addr, delta, work)
-        if not learn:
-            continue
-        if depth == 0:
-            commit(theta, addr, delta, f_coef)
-        else:
-            # sample n has read: the update of sample n - D lands now, before sample n + 1 reads
-            if q_state[1] == depth:
-                head = q_state[0]
-                commit(theta, q_addr[head], q_delta[head], f_coef)
-                q_state[0] = (head + 1) % depth
-                q_state[1] -= 1
-            tail = (q_state[0] + q_state[1]) % depth
-            q_addr[tail, :] = addr
-            q_delta[tail, :] = delta
-            q_state[1] += 1
+        kan_step(theta, xs, ys, n, cfg, preds, addr, delta, work)
+        if learn:
+            land(theta, addr, delta, cfg.f_coef, q_addr, q_delta, q_state)
+
+
+@numba.njit(cache=True)
+def run_mlp(theta, xs, ys, cfg, q_addr, q_delta, q_state, preds, learn):
+    """MLP counterpart of :func:`run_kan`."""
+    addr = np.empty(q_addr.shape[1], np.int64)
+    delta = np.empty(q_addr.shape[1], np.int64)
+    work = np.zeros((len(cfg.widths) + 2, cfg.widths.max()), np.int64)
+    for n in range(xs.shape[0]):
+        mlp_step(theta, xs, ys, n, cfg, preds, addr, delta, work)
+        if learn:
+            land(theta, addr, delta, cfg.f_coef, q_addr, q_delta, q_state)
 
 
 @numba.njit(cache=True)
