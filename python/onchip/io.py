@@ -32,6 +32,9 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
         raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
     try:
         yield stage
     except BaseException:
