@@ -70,7 +70,7 @@ def main() -> None:
     rates = {
         "golden 2->1 KAN (onchip, fixed point)": _rate(golden, len(x_raw)),
         "float twin, PyTorch per-sample SGD step": _rate(torch_sgd, n_slow, repeats=1),
-        "river LogisticRegression (predict_one + learn_one)": _rate(river_lr, len(rows), repeats=1),
+        "river LogisticRegression (predict_one + learn_one)": _rate(river_lr, len(rows), repeats=3),
     }
     ref = rates["golden 2->1 KAN (onchip, fixed point)"]
     lines = [

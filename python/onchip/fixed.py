@@ -179,22 +179,22 @@ def shift_round(raw, shift, quant):
         return floor
     if quant == TRN_ZERO:
         return floor + 1 if (raw < 0 and rem != 0) else floor
+    # round to nearest; the modes differ only on an exact tie (branch-free: data-dependent
+    # branches would mispredict on every other sample)
     half = np.int64(1) << (shift - 1)
-    if rem > half:
-        return floor + 1
-    if rem < half:
-        return floor
-    # exact tie between floor and floor + 1
+    above = rem > half
+    tie = rem == half
     if quant == RND:
-        return floor + 1
-    if quant == RND_ZERO:
-        return floor + 1 if raw < 0 else floor
-    if quant == RND_MIN_INF:
-        return floor
-    if quant == RND_INF:
-        return floor if raw < 0 else floor + 1
-    # RND_CONV: to even
-    return floor + (floor & 1)
+        up = above | tie
+    elif quant == RND_ZERO:
+        up = above | (tie & (raw < 0))
+    elif quant == RND_MIN_INF:
+        up = above
+    elif quant == RND_INF:
+        up = above | (tie & (raw >= 0))
+    else:  # RND_CONV: ties to even
+        up = above | (tie & ((floor & 1) == 1))
+    return floor + np.int64(up)
 
 
 @numba.njit(cache=True, inline="always")
@@ -206,10 +206,10 @@ def overflow(value, width, signed, mode):
     else:
         lo = np.int64(0)
         hi = (np.int64(1) << width) - 1
+    if mode == SAT:
+        return min(max(value, lo), hi)
     if lo <= value <= hi:
         return value
-    if mode == SAT:
-        return lo if value < lo else hi
     if mode == SAT_ZERO:
         return np.int64(0)
     wrapped = value & ((np.int64(1) << width) - 1)

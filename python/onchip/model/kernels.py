@@ -125,7 +125,7 @@ def kan_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
         span = np.int64(cfg.grid_size) << p
         for i in range(n_in):
             v = act[layer, i] - cfg.lo_raw[layer]
-            clamped[layer, i] = 1 if (v < 0 or v >= span) else 0
+            clamped[layer, i] = (v < 0) | (v >= span)
             v = min(max(v, 0), span - 1)
             cell[layer, i] = v >> p
             table_addr[layer, i] = (v >> (p - t_bits)) & ((np.int64(1) << t_bits) - 1)
