@@ -1,0 +1,37 @@
+"""Where memorization happens along the noise schedule of a diffusion model.
+
+Source: Dodson, Gao, Wang, Wang, Wan, "Two Calm Ends and the Wild Middle: A Geometric Picture
+of Memorization in Diffusion Models", ICML 2026, arXiv 2602.17846. Holds the geometry of the
+empirical optimal denoiser (:mod:`.geometry`), the 8x8-digits data (:mod:`.data`), a small
+EDM-preconditioned denoiser with its sampler (:mod:`.denoiser`) and the memorization and
+quality measures (:mod:`.evaluate`).
+"""
+
+from .data import load_digits_split
+from .denoiser import EDMDenoiser, edm_sample, regime_switch, train_denoiser
+from .evaluate import frechet_distance, memorized_fraction, nearest_ratio
+from .geometry import (
+    empirical_optimal_denoiser,
+    linear_gaussian_denoiser,
+    linear_gaussian_gap,
+    locate_regimes,
+    posterior_concentration,
+    shell_coverage,
+)
+
+__all__ = [
+    "EDMDenoiser",
+    "edm_sample",
+    "empirical_optimal_denoiser",
+    "frechet_distance",
+    "linear_gaussian_denoiser",
+    "linear_gaussian_gap",
+    "load_digits_split",
+    "locate_regimes",
+    "memorized_fraction",
+    "nearest_ratio",
+    "posterior_concentration",
+    "regime_switch",
+    "shell_coverage",
+    "train_denoiser",
+]

@@ -1,0 +1,166 @@
+"""Geometry of diffusion memorization (arXiv 2602.17846) against closed forms."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import cdist
+
+from onchip.cli import main
+from onchip.methods.memorization import (
+    EDMDenoiser,
+    edm_sample,
+    empirical_optimal_denoiser,
+    frechet_distance,
+    linear_gaussian_denoiser,
+    linear_gaussian_gap,
+    load_digits_split,
+    locate_regimes,
+    memorized_fraction,
+    nearest_ratio,
+    posterior_concentration,
+    regime_switch,
+    shell_coverage,
+)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits_split(200, 0)
+
+
+@pytest.mark.parametrize("sigma", [0.1, 0.7, 3.0])
+def test_empirical_denoiser_two_points_is_tanh(sigma):
+    # Training set {+a e, -a e}: D*(x) = a tanh(a <x, e> / sigma^2) e.
+    rng = np.random.default_rng(0)
+    e = np.array([0.6, 0.8, 0.0])
+    a = 1.3
+    train = np.stack([a * e, -a * e])
+    x = rng.normal(size=(50, 3))
+    expected = a * np.tanh(a * (x @ e) / sigma**2)[:, None] * e
+    np.testing.assert_allclose(empirical_optimal_denoiser(x, sigma, train), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("sigma", [0.2, 1.0, 5.0])
+def test_empirical_denoiser_matches_tweedie_of_smoothed_empirical_density(sigma):
+    # D*(x) = x + sigma^2 grad log p_sigma(x), p_sigma = mean_i N(x; y_i, sigma^2 I); gradient by autograd.
+    rng = np.random.default_rng(1)
+    train = rng.normal(size=(30, 5))
+    x = rng.normal(size=(20, 5)) * 1.5
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.tensor(train)
+    log_p = torch.logsumexp(-((xt[:, None] - yt[None]) ** 2).sum(-1) / (2 * sigma**2), dim=1).sum()
+    (grad,) = torch.autograd.grad(log_p, xt)
+    tweedie = x + sigma**2 * grad.numpy()
+    np.testing.assert_allclose(empirical_optimal_denoiser(x, sigma, train), tweedie, atol=1e-9)
+
+
+def test_linear_gaussian_denoiser_is_gaussian_posterior_mean():
+    # For y ~ N(m, C), x = y + sigma n: E[y | x] by the Gaussian conditioning formula on the joint.
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(4, 4))
+    c, m, sigma = a @ a.T + 0.1 * np.eye(4), rng.normal(size=4), 0.8
+    x = rng.normal(size=(10, 4))
+    joint_cross, x_cov = c, c + sigma**2 * np.eye(4)
+    expected = m + (x - m) @ np.linalg.inv(x_cov) @ joint_cross.T
+    np.testing.assert_allclose(linear_gaussian_denoiser(x, sigma, m, c), expected, atol=1e-12)
+
+
+def test_large_noise_regime_close_to_linear_gaussian_denoiser(digits):
+    train, heldout = digits
+    rng = np.random.default_rng(3)
+    sigmas = np.array([0.05, 5.0, 10.0, 20.0, 40.0])
+    gap = linear_gaussian_gap(train, heldout[:400], sigmas, rng)
+    assert gap[0] > 0.5  # small noise: D* snaps to a training image, far from linear
+    assert gap[3] < 0.1 and gap[4] < 0.05
+    assert np.all(np.diff(gap[1:]) < 0)
+    # Where D* is near linear the posterior is spread over many training points.
+    conc = posterior_concentration(train, heldout[:400], [20.0], rng)
+    assert conc[0] < 5 * 1 / len(train)
+
+
+def test_regimes_order_and_limits(digits):
+    train, heldout = digits
+    rng = np.random.default_rng(4)
+    sigmas = np.geomspace(0.01, 80, 30)
+    conc = posterior_concentration(train, heldout[:400], sigmas, rng)
+    cover = shell_coverage(train, heldout[:400], sigmas, rng)
+    assert conc[0] > 0.99 and conc[-1] < 2.0 / len(train)  # one-hot posterior -> nearly uniform
+    assert cover[0] == 0.0 and cover[-1] > 0.95  # shells miss held-out data -> cover it
+    lo, hi = locate_regimes(sigmas, conc, cover)
+    assert 0.01 < lo < hi < 80
+    # Inside the medium regime held-out noisy points sit on training shells while the
+    # posterior still concentrates on single images.
+    mid = (sigmas >= lo) & (sigmas < hi)
+    assert np.all(cover[mid] >= 0.5) and np.all(conc[mid] >= 0.5)
+
+
+def test_empirical_optimal_sampler_memorizes_and_linear_does_not(digits):
+    train, heldout = digits
+    x = edm_sample(lambda z, s: empirical_optimal_denoiser(z, s, train), 100, 64, seed=0)
+    assert memorized_fraction(x, train) == 1.0
+    assert np.min(cdist(x, train), axis=1).max() < 1e-2  # samples are training images
+    mean, cov = train.mean(0), np.cov(train.T)
+    x_lin = edm_sample(lambda z, s: linear_gaussian_denoiser(z, s, mean, cov), 100, 64, seed=0)
+    assert memorized_fraction(x_lin, train) == 0.0
+
+
+def test_nearest_ratio_against_cdist():
+    rng = np.random.default_rng(5)
+    train, samples = rng.normal(size=(40, 6)), rng.normal(size=(25, 6))
+    d = np.sort(cdist(samples, train), axis=1)
+    np.testing.assert_allclose(nearest_ratio(samples, train), d[:, 0] / d[:, 1], rtol=1e-9)
+    samples[0] = train[3] + 1e-4
+    assert memorized_fraction(samples[:1], train) == 1.0
+
+
+def test_frechet_distance_closed_form():
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=(20000, 3))
+    b = rng.normal(size=(20000, 3)) * 2 + np.array([1.0, 0, 0])
+    # ||dm||^2 + tr(I + 4I - 2*2I) = 1 + 3.
+    assert frechet_distance(a, b) == pytest.approx(4.0, abs=0.15)
+
+
+def test_edm_preconditioning_skip_path():
+    # With the last layer zeroed, D(x; sigma) = c_skip x = sigma_d^2 / (sigma^2 + sigma_d^2) x.
+    model = EDMDenoiser(dim=4, sigma_data=0.5, width=8)
+    torch.nn.init.zeros_(model.net[-1].weight)
+    torch.nn.init.zeros_(model.net[-1].bias)
+    x, sigma = torch.randn(5, 4), torch.tensor([0.1, 0.5, 1.0, 2.0, 10.0])
+    expected = (0.25 / (sigma**2 + 0.25))[:, None] * x
+    torch.testing.assert_close(model(x, sigma), expected)
+
+
+def test_regime_switch_only_inside_band():
+    f = regime_switch(lambda x, s: x * 0, lambda x, s: x * 0 + 1, (0.5, 2.0))
+    z = np.zeros((1, 2))
+    assert f(z, 0.1).sum() == 0 and f(z, 1.0).sum() == 2 and f(z, 3.0).sum() == 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--steps", "100,50"], "--steps"),
+    (["--steps", "a,b"], "--steps"),
+    (["--n-train", "1"], "--n-train"),
+    (["--n-train", "5000"], "--n-train"),
+    (["--samples", "0"], "--samples"),
+    (["--width", "0"], "--width"),
+])
+def test_cli_bad_arguments(tmp_path, capsys, argv, needle):
+    out = tmp_path / "out"
+    assert main(["memorization", *argv, "--out", str(out)]) == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_small_run(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    assert main(["memorization", "--n-train", "50", "--steps", "20,40",
+                 "--width", "16", "--samples", "20", "--sampler-steps", "4", "--threads", "1",
+                 "--out", str(out)]) == 0
+    data = json.loads((out / "metrics.json").read_text())
+    assert data["regimes"]["sigma_lo"] < data["regimes"]["sigma_hi"]
+    assert data["reference_denoisers"][0]["memorized"] == 1.0
+    assert {r["regime"] for r in data["regime_intensity"]["rows"]} == {"small", "medium", "large"}
+    assert (out / "geometry.png").stat().st_size > 0
