@@ -38,8 +38,9 @@ class Formats:
         act: layer outputs, predictions and targets.
         grad: output errors and back-propagated errors.
         acc: the accumulator of sums of products; products are converted into it
-            (its rounding mode), sums wrap or saturate with its overflow mode
-            per addition, in a fixed order (see :mod:`onchip.model`).
+            (its rounding mode), the exact sum then wraps into it once. Its
+            overflow must be WRAP, which makes that equal to wrapping after
+            every addition in any order (an adder tree or a MAC chain).
     """
 
     input: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
@@ -318,21 +319,24 @@ def _preset(**kw) -> LearnerSpec:
     return LearnerSpec(**kw)
 
 
-#: Named specs accepted wherever a spec file is. 16-bit data formats.
+#: Named specs accepted wherever a spec file is. 16-bit data formats. Their staleness is the
+#: smallest the RTL's II = 1 pipeline allows (read-to-update distance), used when pipelined.
 PRESETS: dict[str, LearnerSpec] = {
     "kan-regression": _preset(
         name="kan-regression", kind="kan", widths=(1, 1), grid_size=8, spline_order=3,
-        grid_range=(-2.0, 2.0), learning_rate=2.0**-2, init_scale=0.0,
+        grid_range=(-2.0, 2.0), learning_rate=2.0**-2, init_scale=0.0, staleness=3,
     ),
     "mlp-regression": _preset(
         name="mlp-regression", kind="mlp", widths=(1, 16, 1), learning_rate=2.0**-5, init_scale=1.0,
+        staleness=7,
     ),
     "kan-readout": _preset(
         name="kan-readout", kind="kan", widths=(2, 1), grid_size=8, spline_order=3,
-        grid_range=(-4.0, 4.0), learning_rate=2.0**-4, init_scale=0.0,
+        grid_range=(-4.0, 4.0), learning_rate=2.0**-4, init_scale=0.0, staleness=3,
     ),
     "mlp-readout": _preset(
         name="mlp-readout", kind="mlp", widths=(2, 8, 1), learning_rate=2.0**-5, init_scale=1.0,
+        staleness=7,
     ),
 }
 

@@ -1,0 +1,76 @@
+"""``onchip generate``: Verilog of a learner plus a JSON of its ports, formats, latency and II."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "generate",
+        help="generate the Verilog of a learner (RTL) and its JSON description",
+        description="Write <top>.v (core), <top>_axis.v (AXI4-Stream wrapper) and <top>.json "
+        "(ports, payload fields, formats, latency, II) into --out.",
+    )
+    p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    p.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
+    p.add_argument(
+        "--staleness",
+        help="override the pipelined staleness D: an integer, or 'min' for the smallest the pipeline allows",
+    )
+    p.set_defaults(func=run)
+
+
+def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | int | None = None):
+    """Load a spec and apply the --schedule / --staleness overrides.
+
+    Raises:
+        ValueError: a bad spec, or a staleness that is neither an integer >= 0 nor 'min'.
+    """
+    from ..hw.learner import min_staleness
+    from ..spec import load_spec
+
+    spec = load_spec(spec_arg)
+    if schedule:
+        spec = spec.replace(schedule=schedule)
+    if staleness is not None:
+        if str(staleness) == "min":
+            spec = spec.replace(staleness=min_staleness(spec))
+        else:
+            try:
+                value = int(staleness)
+            except ValueError:
+                raise ValueError(f"--staleness must be an integer >= 0 or 'min', got {staleness!r}") from None
+            spec = spec.replace(staleness=value)
+    return spec
+
+
+def write_design(design, folder) -> None:
+    """Write ``<top>.v``, ``<top>_axis.v`` and ``<top>.json`` of a :class:`onchip.hw.Design` into ``folder``."""
+    from pathlib import Path
+
+    from ..io import write_json
+
+    folder = Path(folder)
+    (folder / f"{design.top}.v").write_text(design.verilog)
+    if design.axis_verilog:
+        (folder / f"{design.top}_axis.v").write_text(design.axis_verilog)
+    write_json(folder / f"{design.top}.json", design.info)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..hw import generate
+    from ..io import atomic_output_dir
+
+    spec = resolve_spec(args.spec, args.schedule, args.staleness)
+    design = generate(spec)
+    with atomic_output_dir(args.out) as staging:
+        write_design(design, staging)
+    info = design.info
+    print(
+        f"{design.top}: {info['schedule']} (staleness {info['staleness']}), "
+        f"latency to prediction {info['latency_cycles_prediction']} cycles, "
+        f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
+    )
+    return 0

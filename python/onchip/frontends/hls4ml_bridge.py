@@ -1,0 +1,111 @@
+"""hls4ml bridge: the same brevitas network through QONNX and hls4ml (inference only).
+
+brevitas -> QONNX (``brevitas.export.export_qonnx``) -> qonnx cleanup and
+Gemm -> MatMul -> ``hls4ml.converters.convert_from_onnx_model`` (Vivado
+backend) -> ``compile()`` (g++ C simulation, no Vivado needed). The hls4ml
+PyTorch front end of hls4ml 1.3 does not parse brevitas layers; QONNX is the
+route hls4ml documents for quantized PyTorch models.
+
+hls4ml maps each QONNX ``Quant`` node onto an ``ap_fixed`` type with the node's
+bit width, scale and rounding (ROUND -> AP_RND_CONV, as brevitas' torch.round)
+and saturation; the precision of the other results (MatMul, the bias Add) is
+inferred or falls back to ``default_precision`` (AP_TRN, AP_WRAP), which is
+where its rounding can differ from brevitas' and ours: see :func:`compare`.
+
+Source: hls4ml (Fahim et al., "hls4ml: An Open-Source Codesign Workflow to
+Empower Scientific Low-Power Machine Learning Devices", arXiv:2103.05579) and
+QONNX (Pappalardo et al., arXiv:2206.07527).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def to_qonnx(model, n_in: int, path: str | Path):
+    """Export ``model`` to QONNX at ``path`` and return the cleaned qonnx ModelWrapper.
+
+    Raises:
+        ImportError: brevitas, onnx, onnxoptimizer, onnxscript or qonnx missing.
+    """
+    import torch
+    from brevitas.export import export_qonnx
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+    from qonnx.util.cleanup import cleanup_model
+
+    was_training = model.training
+    model.eval()
+    try:
+        export_qonnx(model, input_t=torch.zeros(1, n_in), export_path=str(path))
+    finally:
+        model.train(was_training)
+    wrapper = cleanup_model(ModelWrapper(str(path)))
+    return cleanup_model(wrapper.transform(GemmToMatMul()))
+
+
+def convert(model, n_in: int, output_dir: str | Path, *, default_precision: str = "fixed<16,6>"):
+    """Convert ``model`` with hls4ml and compile it for C simulation.
+
+    Args:
+        model: a brevitas network (as for :func:`onchip.frontends.brevitas.from_brevitas`).
+        n_in: input features.
+        output_dir: hls4ml project folder (created).
+        default_precision: hls4ml's precision for results no quantizer fixes.
+
+    Returns:
+        The compiled ``hls4ml`` model (``.predict(x)`` runs the C simulation).
+    """
+    import hls4ml
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    qonnx_model = to_qonnx(model, n_in, output_dir / "model.qonnx.onnx")
+    config = hls4ml.utils.config.config_from_onnx_model(
+        qonnx_model, granularity="name", backend="Vivado", default_precision=default_precision
+    )
+    hls_model = hls4ml.converters.convert_from_onnx_model(
+        qonnx_model, hls_config=config, output_dir=str(output_dir / "hls4ml_prj"), backend="Vivado"
+    )
+    hls_model.compile()
+    return hls_model
+
+
+def result_types(hls_model) -> dict[str, str]:
+    """Layer name -> the ap_fixed type hls4ml gave its result."""
+    return {layer.name: str(layer.get_output_variable().type.precision) for layer in hls_model.get_layers()}
+
+
+def compare(hls_model, x, reference_raw: np.ndarray, lsb: float) -> dict:
+    """hls4ml's outputs against raw reference outputs (ours, equal to brevitas').
+
+    Args:
+        hls_model: from :func:`convert`.
+        x: float inputs (N, n_in), used as float32.
+        reference_raw: (N, n_out) raw outputs in the output format.
+        lsb: value of one raw step of the output format.
+
+    Returns:
+        ``{"samples", "outputs", "differing", "differing_fraction", "max_lsb",
+        "mean_lsb", "histogram": {lsb difference: count}}``; differences are
+        hls4ml minus reference, in output LSBs (exact integers: hls4ml's outputs are
+        on the output grid).
+    """
+    x = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    got = np.asarray(hls_model.predict(x), dtype=np.float64).reshape(reference_raw.shape)
+    diff_lsb = got / lsb - reference_raw
+    if not np.allclose(diff_lsb, np.round(diff_lsb)):
+        raise ValueError("hls4ml outputs are not on the output grid: check the output quantizer")
+    diff = np.round(diff_lsb).astype(np.int64)
+    values, counts = np.unique(diff, return_counts=True)
+    return {
+        "samples": int(reference_raw.shape[0]),
+        "outputs": int(diff.size),
+        "differing": int(np.count_nonzero(diff)),
+        "differing_fraction": float(np.count_nonzero(diff) / max(diff.size, 1)),
+        "max_lsb": int(np.abs(diff).max()) if diff.size else 0,
+        "mean_lsb": float(diff.mean()) if diff.size else 0.0,
+        "histogram": {int(v): int(c) for v, c in zip(values, counts)},
+    }

@@ -1,0 +1,119 @@
+"""Hardware generators: the fixed-point online learners as Amaranth 0.5 components.
+
+:func:`generate` turns a :class:`~onchip.spec.LearnerSpec` into Verilog of
+:class:`~onchip.hw.learner.OnchipLearner` (module ``onchip_learner``), the
+AXI4-Stream wrapper (``onchip_learner_axis``) and a JSON-able description of
+ports, payload fields, formats, latency and initiation interval. The design
+is bit-exact with :class:`onchip.model.GoldenLearner` in the same schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..spec import LearnerSpec
+
+__all__ = ["Design", "generate", "TOP"]
+
+#: Module name of the learner core in the generated Verilog.
+TOP = "onchip_learner"
+
+
+@dataclass(frozen=True)
+class Design:
+    """A generated learner.
+
+    Attributes:
+        verilog: Verilog text of the core, top module :attr:`top`.
+        top: the core's module name (``"onchip_learner"``).
+        info: JSON-able dict: ``ports`` (name -> {"dir", "width"}), ``payload`` field
+            offsets, ``formats``, ``latency_cycles_prediction``, ``latency_cycles_update``,
+            ``initiation_interval``, ``staleness``, ``min_staleness``, ``param_count``,
+            ``param_addr_width``, ``stages``, ``spec``.
+        axis_verilog: Verilog of the AXI4-Stream wrapper (module ``<top>_axis``, core inside).
+    """
+
+    verilog: str
+    top: str
+    info: dict
+    axis_verilog: str = field(default="", repr=False)
+
+
+def _ports(component) -> dict:
+    from amaranth.lib import wiring
+
+    ports = {}
+    for path, member, value in component.signature.flatten(component):
+        ports["__".join(map(str, path))] = {
+            "dir": "in" if member.flow == wiring.In else "out",
+            "width": len(value),
+        }
+    ports["clk"] = {"dir": "in", "width": 1}
+    ports["rst"] = {"dir": "in", "width": 1}
+    return dict(sorted(ports.items()))
+
+
+def _payload_fields(learner) -> dict:
+    spec, f = learner.spec, learner.spec.formats
+    s, pos = {}, 0
+    for i in range(spec.n_in):
+        s[f"x{i}"] = {"offset": pos, "width": f.input.width, "format": str(f.input)}
+        pos += f.input.width
+    for j in range(spec.n_out):
+        s[f"y{j}"] = {"offset": pos, "width": f.act.width, "format": str(f.act)}
+        pos += f.act.width
+    mm = {f"pred{j}": {"offset": j * f.act.width, "width": f.act.width, "format": str(f.act)}
+          for j in range(spec.n_out)}
+    wc, aw = f.coef.width, learner.addr_width
+    pc = {"data": {"offset": 0, "width": wc}, "addr": {"offset": wc, "width": aw},
+          "write": {"offset": wc + aw, "width": 1}}
+    pr = {"data": {"offset": 0, "width": wc, "format": str(f.coef)}}
+    return {"s": s, "m": mm, "pc": pc, "pr": pr}
+
+
+def generate(spec: LearnerSpec, *, axis: bool = True) -> Design:
+    """Generate the Verilog of a learner and describe it.
+
+    Args:
+        spec: the learner; ``spec.schedule`` and ``spec.staleness`` select the schedule
+            (a pipelined staleness <= 1 is the sequential schedule, as in the golden model).
+        axis: also convert the AXI4-Stream wrapper (``Design.axis_verilog``).
+
+    Returns:
+        :class:`Design`.
+
+    Raises:
+        ValueError: ``spec`` is not a LearnerSpec, or a pipelined staleness the
+            pipeline cannot meet (the message gives the minimum).
+    """
+    if not isinstance(spec, LearnerSpec):
+        raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
+    from amaranth.back import verilog
+
+    from .axis import AxisLearner
+    from .learner import OnchipLearner, check_staleness
+
+    check_staleness(spec)
+    learner = OnchipLearner(spec)
+    info = {
+        "top": TOP,
+        "schedule": "pipelined" if learner.pipelined else "sequential",
+        "staleness": learner.staleness,
+        "min_staleness": learner.min_staleness,
+        "latency_cycles_prediction": learner.latency_prediction,
+        "latency_cycles_update": learner.latency_update,
+        "initiation_interval": learner.initiation_interval,
+        "stages": {"prediction": learner.stages["prediction"], "read": list(learner.stages["read"]),
+                   "update": list(learner.stages["update"])},
+        "param_count": learner.n_params,
+        "param_addr_width": learner.addr_width,
+        "ports": _ports(learner),
+        "payload": _payload_fields(learner),
+        "formats": spec.formats.as_dict(),
+        "spec": spec.to_dict(),
+    }
+    text = verilog.convert(learner, name=TOP, emit_src=False)
+    axis_text = ""
+    if axis:
+        axis_text = verilog.convert(AxisLearner(OnchipLearner(spec)), name=f"{TOP}_axis", emit_src=False)
+    return Design(verilog=text, top=TOP, info=info, axis_verilog=axis_text)

@@ -1,0 +1,66 @@
+"""AXI4-Stream wrapper of the learner for Vivado block designs.
+
+Renames the learner's streams to the AXI4-Stream signal names Vivado infers
+interfaces from (``<bus>_tdata``, ``_tvalid``, ``_tready``; ARM IHI 0051,
+"AMBA AXI4-Stream Protocol Specification"), pads every ``tdata`` to whole
+bytes (upper bits zero on outputs, ignored on inputs) and uses ``aclk`` with
+the active-low ``aresetn``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .learner import OnchipLearner
+
+
+def _bytes(width: int) -> int:
+    return 8 * ((width + 7) // 8)
+
+
+class AxisLearner(wiring.Component):
+    """:class:`OnchipLearner` with AXI4-Stream port names.
+
+    Ports:
+        aclk, aresetn: In(1), clock and active-low synchronous reset.
+        s_axis_sample_{tdata,tvalid,tready}: the sample stream (learner ``s``).
+        m_axis_pred_{tdata,tvalid,tready}: the prediction stream (``m``).
+        s_axis_param_{tdata,tvalid,tready}: parameter commands (``pc``).
+        m_axis_param_{tdata,tvalid,tready}: parameter responses (``pr``).
+    Each ``tdata`` is the learner payload zero-padded to a multiple of 8 bits.
+
+    Args:
+        learner: the core to wrap.
+    """
+
+    def __init__(self, learner: OnchipLearner):
+        self.learner = learner
+        ports = {"aclk": In(1), "aresetn": In(1)}
+        self._map = [
+            ("s_axis_sample", learner.s, learner.sample_width, True),
+            ("m_axis_pred", learner.m, learner.pred_width, False),
+            ("s_axis_param", learner.pc, learner.cmd_width, True),
+            ("m_axis_param", learner.pr, learner.spec.formats.coef.width, False),
+        ]
+        for name, _, width, sink in self._map:
+            ports[f"{name}_tdata"] = (In if sink else Out)(_bytes(width))
+            ports[f"{name}_tvalid"] = (In if sink else Out)(1)
+            ports[f"{name}_tready"] = (Out if sink else In)(1)
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("sync").eq(self.aclk), ResetSignal("sync").eq(~self.aresetn)]
+        m.submodules.learner = core = self.learner
+        for name, port, width, sink in self._map:
+            tdata = getattr(self, f"{name}_tdata")
+            tvalid = getattr(self, f"{name}_tvalid")
+            tready = getattr(self, f"{name}_tready")
+            if sink:
+                m.d.comb += [port.payload.eq(tdata[:width]), port.valid.eq(tvalid), tready.eq(port.ready)]
+            else:
+                m.d.comb += [tdata.eq(port.payload), tvalid.eq(port.valid), port.ready.eq(tready)]
+        return m

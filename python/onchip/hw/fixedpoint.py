@@ -1,0 +1,117 @@
+"""Fixed-point conversion in hardware: the Amaranth twin of :func:`onchip.fixed.requant`.
+
+Every rounding point of the golden models (:mod:`onchip.model.kernels`) is
+built from :func:`requant`: divide by ``2**shift`` with one of the seven
+``ap_fixed`` quantization modes, then bring the result into W bits with one
+of the three overflow modes, in that order (Xilinx UG1399, "Arbitrary
+Precision Fixed-Point Data Types"). The functions return combinational
+Amaranth expressions; they add no registers.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
+
+from ..fixed import Fmt
+
+__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "fmt_shape", "node"]
+
+
+def node(m, value, name: str | None = None) -> Value:
+    """``value`` as a named combinational signal of ``m``, so that expressions used more
+    than once are built once (Amaranth does not share common subexpressions)."""
+    value = Value.cast(value)
+    if isinstance(value, (Signal, Const)):
+        return value
+    sig = Signal(value.shape(), name=name or "t")
+    m.d.comb += sig.eq(value)
+    return sig
+
+
+def fmt_shape(fmt: Fmt) -> Shape:
+    """The Amaranth shape of a raw value in ``fmt``: ``signed(W)`` or ``unsigned(W)``."""
+    return signed(fmt.width) if fmt.signed else unsigned(fmt.width)
+
+
+def as_signed(x) -> Value:
+    """``x`` as a signed value of the same numeric value (unsigned gains a 0 sign bit)."""
+    x = Value.cast(x)
+    if x.shape().signed:
+        return x
+    return Cat(x, Const(0, 1)).as_signed()
+
+
+def sext(x, width: int) -> Value:
+    """Signed ``x`` extended to at least ``width`` bits (same numeric value)."""
+    x = as_signed(x)
+    n = len(x)
+    if n >= width:
+        return x
+    return Cat(x, x[-1].replicate(width - n)).as_signed()
+
+
+def shift_round(m, x, shift: int, quant: str) -> Value:
+    """``x / 2**shift`` rounded with ``quant`` (a name in :data:`onchip.fixed.QUANT_MODES`).
+
+    ``m`` receives intermediate signals. Mirrors :func:`onchip.fixed.shift_round`: ``shift <= 0`` multiplies
+    exactly; otherwise floor, plus one when the discarded bits call for it.
+
+    Returns:
+        A signed expression wide enough for the exact result.
+    """
+    x = as_signed(node(m, x))
+    if shift <= 0:
+        return x << (-shift)
+    x = sext(x, shift + 2)
+    floor = node(m, x >> shift, "floor")
+    if quant == "TRN":
+        return floor
+    rem = x[:shift]
+    neg = x[-1]
+    if quant == "TRN_ZERO":
+        return floor + (neg & (rem != 0))
+    half = x[shift - 1]
+    low_zero = (x[: shift - 1] == 0) if shift > 1 else Const(1, 1)
+    above = half & ~low_zero
+    tie = half & low_zero
+    tie_up = {
+        "RND": Const(1, 1),
+        "RND_ZERO": neg,
+        "RND_MIN_INF": Const(0, 1),
+        "RND_INF": ~neg,
+        "RND_CONV": floor[0],
+    }[quant]
+    return floor + (above | (tie & tie_up))
+
+
+def overflow(m, x, fmt: Fmt, mode: str | None = None) -> Value:
+    """Bring ``x`` into ``fmt``'s W bits with its overflow mode (or ``mode``).
+
+    Mirrors :func:`onchip.fixed.overflow`: values inside the range pass;
+    outside it SAT clamps, SAT_ZERO gives 0 and WRAP keeps the low W bits.
+
+    Returns:
+        An expression of shape :func:`fmt_shape`.
+    """
+    mode = mode or fmt.overflow
+    x = sext(as_signed(node(m, x)), fmt.width + 1)
+    low = x[: fmt.width]
+    low = low.as_signed() if fmt.signed else low
+    xs = x.shape()
+    x_min, x_max = -(1 << (xs.width - 1)), (1 << (xs.width - 1)) - 1
+    if (x_min >= fmt.min_raw and x_max <= fmt.max_raw) or mode == "WRAP":
+        return low
+    below = x < fmt.min_raw
+    above = x > fmt.max_raw
+    if mode == "SAT":
+        return Mux(below, Const(fmt.min_raw, fmt_shape(fmt)), Mux(above, Const(fmt.max_raw, fmt_shape(fmt)), low))
+    return Mux(below | above, Const(0, fmt_shape(fmt)), low)
+
+
+def requant(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
+    """Convert raw ``x`` with ``frac_from`` fractional bits into ``fmt``: round, then overflow.
+
+    ``m`` receives the intermediate signals. The hardware form of ``onchip.fixed.requant(raw, frac_from, *fmt.code)``,
+    equal to it for every input value.
+    """
+    return node(m, overflow(m, shift_round(m, x, frac_from - fmt.frac_bits, fmt.quant), fmt), name)

@@ -1,0 +1,308 @@
+"""The learner top: sample and prediction streams, the update schedule and the parameter port.
+
+Test-then-train online SGD with batch size 1 (as :class:`onchip.model.GoldenLearner`):
+each accepted sample is predicted with the parameters it reads, and its
+update is committed later. The whole datapath is one in-order pipeline that
+advances whenever the prediction output is not held back.
+
+Schedules (:mod:`onchip.model.stream`):
+
+* sequential: a sample is accepted only when every update it must see will
+  be committed before it reads the parameters; the initiation interval is
+  max over layers of (U - R + 1) cycles (U: stage where a layer's update is
+  ready, R: stage whose cycle reads its parameters). Updates commit at U.
+* pipelined (staleness D >= max over layers of U - R): a sample is accepted
+  every cycle. Updates wait in a per-layer pending-update FIFO and are
+  committed on read: in the cycle sample n reads a layer's parameters (stage
+  R), if D updates of that layer are pending the oldest (sample n - D) is
+  written at the end of that cycle (read before write), so sample n + 1 is
+  the first to see it and sample m sees exactly the updates of samples
+  <= m - D - 1, whatever the stalls (the golden model's ``land``). When the
+  FIFO is empty the update is taken straight from stage U.
+
+Parameter port: a command (read or write of theta[addr], flat index of
+:func:`onchip.model.golden.layout`) first drains the learner: no sample is
+accepted, samples in flight finish (their predictions must be taken), the
+pending updates are committed oldest first (the golden model's ``flush``);
+then the command executes and answers one response word.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..model.golden import initial_parameters, kernel_config, layout
+from ..spec import LearnerSpec
+from .fixedpoint import fmt_shape, requant
+from .layers import KanLayer, MlpLayer
+from .pipeline import Pipe
+
+
+def schedule_staleness(spec: LearnerSpec) -> int:
+    """D the hardware implements: ``spec.effective_staleness`` (0: the sequential schedule)."""
+    return spec.effective_staleness
+
+
+def stage_plan(spec: LearnerSpec) -> dict:
+    """Pipeline stages of the learner of ``spec`` (stage 0: the accepting cycle).
+
+    Returns:
+        ``{"prediction": P, "read": [R_l per layer], "update": [U_l per layer]}``:
+        KAN layers take 3 stages (B-spline unit, coefficient read and products,
+        sums), MLP layers 2 (parameter read and products, sums); the output
+        error takes 1 stage; each hidden layer's back-propagated error 2.
+    """
+    n_layers = len(spec.widths) - 1
+    fwd = 3 if spec.kind == "kan" else 2
+    read_off = 1 if spec.kind == "kan" else 0
+    a = [1 + fwd * l for l in range(n_layers + 1)]
+    p = a[n_layers]
+    e = {n_layers - 1: p + 1}
+    for l in range(n_layers - 2, -1, -1):
+        e[l] = e[l + 1] + 2
+    return {
+        "prediction": p,
+        "read": [a[l] + read_off for l in range(n_layers)],
+        "update": [e[l] for l in range(n_layers)],
+    }
+
+
+def min_staleness(spec: LearnerSpec) -> int:
+    """Smallest pipelined staleness D at II = 1: max over layers of U - R (cycles from a
+    layer's parameter read to its update being ready)."""
+    plan = stage_plan(spec)
+    return max(u - r for u, r in zip(plan["update"], plan["read"]))
+
+
+def check_staleness(spec: LearnerSpec) -> None:
+    """Raise ValueError when a pipelined ``spec`` asks for a staleness below :func:`min_staleness`."""
+    d, need = spec.effective_staleness, min_staleness(spec)
+    if 0 < d < need:
+        raise ValueError(
+            f"staleness={d} is too small for the pipelined {spec.kind} {list(spec.widths)}: an update "
+            f"is ready {need} cycles after its sample read the parameters, so staleness must be "
+            f">= {need} (or the sequential schedule)"
+        )
+
+
+class OnchipLearner(wiring.Component):
+    """Fixed-point online learner (KAN or MLP) of a :class:`~onchip.spec.LearnerSpec`.
+
+    Ports (``amaranth.lib.stream`` interfaces; payloads packed lowest field first):
+        s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1] (act).
+        m: Out(stream), predictions pred[0..n_out-1] (act), one per sample, in order.
+        pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write << top.
+        pr: Out(stream), one response per command: the value read, or the value written.
+
+    Attributes (after construction):
+        stages: dict of the pipeline's stages: ``prediction`` P, per-layer ``read`` and ``update``.
+        min_staleness: smallest D the pipelined schedule can run at II = 1 (sequential II - 1).
+
+    Args:
+        spec: the learner; its schedule and staleness select the schedule.
+
+    Raises:
+        ValueError: a pipelined spec whose staleness is below :attr:`min_staleness`.
+    """
+
+    def __init__(self, spec: LearnerSpec):
+        self.spec = spec
+        f = spec.formats
+        self.staleness = schedule_staleness(spec)
+        self.pipelined = self.staleness > 0
+        self.n_params = spec.parameter_count()
+        self.addr_width = max(1, (self.n_params - 1).bit_length())
+        self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
+        self.pred_width = spec.n_out * f.act.width
+        self.cmd_width = f.coef.width + self.addr_width + 1
+        self._plan()
+        super().__init__({
+            "s": In(stream.Signature(self.sample_width)),
+            "m": Out(stream.Signature(self.pred_width)),
+            "pc": In(stream.Signature(self.cmd_width)),
+            "pr": Out(stream.Signature(f.coef.width)),
+        })
+
+    def _plan(self) -> None:
+        self.stages = stage_plan(self.spec)
+        self.sequential_ii = max(u - r + 1 for u, r in zip(self.stages["update"], self.stages["read"]))
+        self.min_staleness = min_staleness(self.spec)
+        check_staleness(self.spec)
+
+    @property
+    def latency_prediction(self) -> int:
+        """Clock edges from the edge accepting a sample to the first edge its prediction can be taken."""
+        return self.stages["prediction"]
+
+    @property
+    def latency_update(self) -> int:
+        """Clock edges from accepting a sample to committing its update in every layer
+        (pipelined: with a new sample every cycle, as a commit waits for sample n + D to read)."""
+        if not self.pipelined:
+            return max(self.stages["update"])
+        return max(self.staleness + r for r in self.stages["read"])
+
+    @property
+    def initiation_interval(self) -> int:
+        """Cycles between accepted samples at full rate."""
+        return 1 if self.pipelined else self.sequential_ii
+
+    # -- hardware ---------------------------------------------------------------------
+    def elaborate(self, platform):
+        spec, f = self.spec, self.spec.formats
+        m = Module()
+        en = Signal()
+        accept = Signal()
+        pipe = Pipe(m, en)
+        cfg = kernel_config(spec)
+        theta0 = initial_parameters(spec)
+        n_layers = len(spec.widths) - 1
+        live = not self.pipelined
+
+        layers = []
+        for l, lay in enumerate(layout(spec)):
+            cls = KanLayer if spec.kind == "kan" else MlpLayer
+            layers.append(cls(spec, cfg, theta0, l, lay.offset, lay.n_in, lay.n_out, live))
+
+        # stage 0: the sample payload, registered on acceptance
+        wi, wa = f.input.width, f.act.width
+        pl = self.s.payload
+        xs, ys = [], []
+        for i in range(spec.n_in):
+            raw = pl[i * wi : (i + 1) * wi]
+            xs.append(pipe.reg(raw.as_signed() if f.input.signed else raw, 0, f"x{i}_s1"))
+        base = spec.n_in * wi
+        for j in range(spec.n_out):
+            raw = pl[base + j * wa : base + (j + 1) * wa]
+            ys.append(pipe.reg(raw.as_signed() if f.act.signed else raw, 0, f"y{j}_s1"))
+
+        acts = xs
+        for l, layer in enumerate(layers):
+            if spec.kind == "kan":
+                acts = layer.forward(m, pipe, acts)
+            else:
+                acts = layer.forward(m, pipe, acts, last=(l == n_layers - 1))
+        p = acts[0].stage
+        assert p == self.stages["prediction"]
+        m.d.comb += self.m.payload.eq(Cat(*[a.value for a in acts]))
+
+        err = []
+        for j in range(spec.n_out):
+            e = requant(m, acts[j].value - pipe.at(ys[j], p), f.act.frac_bits, f.grad)
+            err.append(pipe.reg(e, p, f"err{j}_s{p + 1}"))
+        for layer in reversed(layers):
+            err = layer.backward(m, pipe, err)
+        assert [ly.read_stage for ly in layers] == self.stages["read"]
+        assert [ly.update_stage for ly in layers] == self.stages["update"]
+
+        # valid bit of every stage; the pipeline advances unless the prediction is held back
+        last = max(pipe.last_stage, max(self.stages["update"]))
+        valid = [accept] + [Signal(name=f"valid_s{s}") for s in range(1, last + 1)]
+        with m.If(en):
+            m.d.sync += [valid[s + 1].eq(valid[s]) for s in range(last)]
+        m.d.comb += [
+            en.eq(~(valid[p] & ~self.m.ready)),
+            self.m.valid.eq(valid[p]),
+        ]
+        busy = Signal()
+        m.d.comb += busy.eq(Cat(*valid[1:]).any())
+
+        # parameter port: drain, flush, execute
+        draining = self.pc.valid
+        flushed = []
+        for l, layer in enumerate(layers):
+            commit = Signal(name=f"commit_l{l}")
+            u, r = layer.update_stage, layer.read_stage
+            fields_u = layer.update_fields
+            if not self.pipelined:
+                m.d.comb += commit.eq(en & valid[u])
+                with m.If(commit):
+                    layer.apply(m, fields_u)
+                continue
+            d = self.staleness
+            packed_u = Cat(*fields_u)
+            entries = [Signal(len(packed_u), name=f"l{l}_pending{n}", reset_less=True) for n in range(d)]
+            cbits = max(1, d.bit_length())
+            head = Signal(range(d), name=f"l{l}_head")
+            fill = Signal(unsigned(cbits), name=f"l{l}_fill")
+            pending = Signal(unsigned(cbits), name=f"l{l}_pending")
+            enter = en & valid[r]  # a sample leaves the read stage: its read is done
+            bypass = fill == 0
+            commit_on_read = Signal(name=f"commit_on_read_l{l}")
+            flush_pop = Signal(name=f"flush_l{l}")
+            push = Signal(name=f"push_l{l}")
+            pop = Signal(name=f"pop_l{l}")
+            m.d.comb += [
+                commit_on_read.eq(enter & (pending == d)),
+                flush_pop.eq(draining & ~busy & ~bypass),
+                commit.eq(commit_on_read | flush_pop),
+                push.eq(en & valid[u] & ~(commit_on_read & bypass)),
+                pop.eq(commit & ~bypass),
+            ]
+            src = Signal(len(packed_u), name=f"l{l}_commit_src")
+            m.d.comb += src.eq(Mux(bypass, packed_u, Array(entries)[head]))
+            fields, pos = [], 0
+            for fv in fields_u:
+                w = len(fv)
+                chunk = src[pos : pos + w]
+                fields.append(chunk.as_signed() if fv.shape().signed else chunk)
+                pos += w
+            with m.If(commit):
+                layer.apply(m, fields)
+            tail = Signal(range(d), name=f"l{l}_tail")
+            m.d.comb += tail.eq(Mux(head + fill >= d, head + fill - d, head + fill))
+            with m.If(push):
+                with m.Switch(tail):
+                    for n in range(d):
+                        with m.Case(n):
+                            m.d.sync += entries[n].eq(packed_u)
+            with m.If(pop):
+                m.d.sync += head.eq(Mux(head == d - 1, 0, head + 1))
+            m.d.sync += [
+                fill.eq(fill + push - pop),
+                pending.eq(pending + enter - commit),
+            ]
+            flushed.append(bypass)
+
+        seq_ok = 1
+        if not self.pipelined and self.initiation_interval > 1:
+            seq_ok = ~Cat(*valid[1 : self.initiation_interval]).any()
+        m.d.comb += [
+            self.s.ready.eq(en & ~draining & seq_ok),
+            accept.eq(self.s.valid & self.s.ready),
+        ]
+
+        params = [sig for layer in layers for sig in layer.params]
+        wc, aw = f.coef.width, self.addr_width
+        cmd = self.pc.payload
+        data = cmd[:wc].as_signed() if f.coef.signed else cmd[:wc]
+        addr, write = cmd[wc : wc + aw], cmd[wc + aw]
+        drained = ~busy
+        for ok in flushed:
+            drained = drained & ok
+        execute = Signal()
+        m.d.comb += [
+            execute.eq(self.pc.valid & drained & (~self.pr.valid | self.pr.ready)),
+            self.pc.ready.eq(execute),
+        ]
+        readback = Signal(fmt_shape(f.coef))
+        with m.Switch(addr):
+            for n, sig in enumerate(params):
+                with m.Case(n):
+                    m.d.comb += readback.eq(sig)
+        resp = Signal(fmt_shape(f.coef))
+        with m.If(execute):
+            m.d.sync += [self.pr.valid.eq(1), resp.eq(Mux(write, data, readback))]
+            with m.If(write):
+                with m.Switch(addr):
+                    for n, sig in enumerate(params):
+                        with m.Case(n):
+                            m.d.sync += sig.eq(data)
+        with m.Elif(self.pr.ready):
+            m.d.sync += self.pr.valid.eq(0)
+        m.d.comb += self.pr.payload.eq(resp)
+
+        pipe.finalize()
+        return m

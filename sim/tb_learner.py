@@ -1,0 +1,134 @@
+"""cocotb test bench of the ``onchip_learner`` core: drives samples and parameter commands, records what comes out.
+
+The bench is a driver and monitor only; the comparison against the golden
+model is done by the caller (``tests/test_hw_*.py`` through
+:mod:`onchip.hw.sim`). It reads a JSON job from ``$ONCHIP_TB_IN`` and writes
+the JSON result to ``$ONCHIP_TB_OUT``.
+
+Job: ``segments``, each ``{"payloads": [int, ...], "then": {...}}``: the
+sample payloads to stream, then one action once all of them are accepted:
+``{"op": "read"}`` (read every parameter), ``{"op": "write", "values": [...]}``
+(write every parameter), ``{"op": "reset", "after": cycles}`` (hold ``rst``
+for two cycles that many cycles later; samples in flight are lost) or
+``{"op": "none"}``. ``p_valid`` / ``p_ready`` / ``p_param_ready``: the
+probability that the bench offers a sample, takes a prediction, takes a
+parameter response in a cycle (random stalls from ``seed``); ``measure``:
+also record the cycles of every acceptance, prediction and commit strobe.
+
+Result per segment: ``preds`` (raw payload ints, in order), ``responses``
+(the parameter port's answers), and with ``measure`` the cycle lists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+
+@cocotb.test()
+async def stream(dut):
+    job = json.loads(open(os.environ["ONCHIP_TB_IN"]).read())
+    rng = random.Random(job.get("seed", 0))
+    p_valid, p_ready = job.get("p_valid", 1.0), job.get("p_ready", 1.0)
+    p_param_ready = job.get("p_param_ready", 1.0)
+    measure = job.get("measure", False)
+    n_params, coef_w, addr_w = job["param_count"], job["coef_width"], job["addr_width"]
+    coef_mask = (1 << coef_w) - 1
+    strobes = [getattr(dut, f"commit_l{l}") for l in range(job["n_layers"])] if measure else []
+
+    clk = dut.clk
+    s_valid, s_ready, s_payload = dut.s__valid, dut.s__ready, dut.s__payload
+    m_valid, m_ready, m_payload = dut.m__valid, dut.m__ready, dut.m__payload
+    pc_valid, pc_ready, pc_payload = dut.pc__valid, dut.pc__ready, dut.pc__payload
+    pr_valid, pr_ready, pr_payload = dut.pr__valid, dut.pr__ready, dut.pr__payload
+
+    Clock(clk, 10, unit="ns").start()
+    edge, settle = RisingEdge(clk), ReadOnly()
+    for sig in (s_valid, m_ready, pc_valid, pr_ready):
+        sig.value = 0
+    s_payload.value = 0
+    pc_payload.value = 0
+    dut.rst.value = 1
+    for _ in range(2):
+        await edge
+    dut.rst.value = 0
+
+    results = []
+    cycle = 0
+    for seg in job["segments"]:
+        payloads = seg["payloads"]
+        then = seg.get("then", {"op": "none"})
+        op = then["op"]
+        if op == "read":
+            cmds = [a << coef_w for a in range(n_params)]
+        elif op == "write":
+            cmds = [(1 << (coef_w + addr_w)) | (a << coef_w) | (int(v) & coef_mask)
+                    for a, v in enumerate(then["values"])]
+        else:
+            cmds = []
+        n, i, sent_cmd = len(payloads), 0, 0
+        preds, responses = [], []
+        acc_cycles, pred_cycles, commit_cycles = [], [], [[] for _ in strobes]
+        reset_at = None
+        offered = False
+        while True:
+            if op == "reset" and i == n and reset_at is None:
+                reset_at = cycle + then.get("after", 0)
+            in_reset = reset_at is not None and cycle >= reset_at
+            # inputs of this cycle (nothing is offered or taken while in reset)
+            want = i < n and rng.random() < p_valid and not in_reset
+            if want != offered:
+                s_valid.value = int(want)
+                offered = want
+            if want:
+                s_payload.value = payloads[i]
+            take = rng.random() < p_ready and not in_reset
+            m_ready.value = int(take)
+            cmd_phase = i == n and sent_cmd < len(cmds)
+            pc_valid.value = int(cmd_phase)
+            if cmd_phase:
+                pc_payload.value = cmds[sent_cmd]
+            take_resp = rng.random() < p_param_ready
+            pr_ready.value = int(take_resp)
+            if in_reset:
+                dut.rst.value = 1
+            await settle
+            # handshakes at the coming edge
+            if want and s_ready.value:
+                if measure:
+                    acc_cycles.append(cycle)
+                i += 1
+            if take and m_valid.value:
+                preds.append(m_payload.value.to_unsigned())
+                if measure:
+                    pred_cycles.append(cycle)
+            if cmd_phase and pc_ready.value:
+                sent_cmd += 1
+            if take_resp and pr_valid.value:
+                responses.append(pr_payload.value.to_unsigned())
+            for l, st in enumerate(strobes):
+                if st.value:
+                    commit_cycles[l].append(cycle)
+            await edge
+            cycle += 1
+            if reset_at is not None and cycle >= reset_at + 2:
+                dut.rst.value = 0
+                break
+            if i == n and op in ("read", "write") and len(responses) == len(cmds):
+                break
+            if i == n and op == "none" and len(preds) == n:
+                break
+            if cycle > job.get("max_cycles", 10**7):
+                raise RuntimeError(f"no progress: {i}/{n} samples, {len(preds)} predictions at cycle {cycle}")
+        s_valid.value = 0
+        offered = False
+        pc_valid.value = 0
+        results.append({"preds": preds, "responses": responses, "accept_cycles": acc_cycles,
+                        "pred_cycles": pred_cycles, "commit_cycles": commit_cycles})
+    with open(os.environ["ONCHIP_TB_OUT"], "w") as fh:
+        json.dump({"segments": results, "cycles": cycle}, fh)

@@ -1,0 +1,264 @@
+"""HLS C++ backend: the C simulation equals the golden model bit for bit.
+
+The libraries are compiled once per test session (two at a time) and shared.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+pytest.importorskip("hls4ml")  # ships the ap_types headers the C simulation compiles against
+
+from onchip.fixed import OVERFLOW_MODES, QUANT_MODES, Fmt, requantize  # noqa: E402
+from onchip.hls import HlsLearner, ap_types_dir, build_library, emit  # noqa: E402
+from onchip.hls.build import CXXFLAGS, compiler  # noqa: E402
+from onchip.model import GoldenLearner  # noqa: E402
+from onchip.spec import PRESETS, Formats, LearnerSpec  # noqa: E402
+from onchip.tasks import make_stream  # noqa: E402
+
+SCHEDULES = ("sequential", "pipelined")
+
+# Two learners deeper and narrower than the presets: hidden layers (so errors are
+# back-propagated, through dphi and the clamp/ReLU gates), rounding modes other
+# than RND_CONV, saturating and wrapping signals, a negative cell exponent.
+STRESS = {
+    "kan-deep": LearnerSpec(
+        kind="kan", widths=(2, 3, 2), grid_size=4, spline_order=2, grid_range=(-1.0, 1.0),
+        basis_table_bits=4, learning_rate=2.0**-1, init_scale=0.6, init_seed=3,
+        schedule="pipelined", staleness=2,
+        formats=Formats(
+            input="ap_fixed<10,3,RND_INF,SAT>", coef="ap_fixed<10,2,RND_CONV,SAT>",
+            basis="ap_fixed<9,2,RND_ZERO,SAT>", act="ap_fixed<9,3,TRN,SAT>",
+            grad="ap_fixed<8,2,RND,WRAP>", acc="ap_fixed<20,4,TRN,WRAP>",
+        ),
+    ),
+    "mlp-deep": LearnerSpec(
+        kind="mlp", widths=(3, 5, 4, 2), learning_rate=2.0**-2, init_scale=1.5, init_seed=7,
+        schedule="sequential",
+        formats=Formats(
+            input="ap_fixed<12,3,RND_MIN_INF,SAT>", coef="ap_fixed<10,2,RND_INF,SAT_ZERO>",
+            act="ap_fixed<9,3,TRN_ZERO,SAT>", grad="ap_fixed<8,2,RND_CONV,SAT>",
+            acc="ap_fixed<18,5,RND,WRAP>",
+        ),
+    ),
+}
+
+
+def _specs() -> dict[str, LearnerSpec]:
+    specs = {f"{name}/{s}": spec.replace(schedule=s) for name, spec in PRESETS.items() for s in SCHEDULES}
+    specs.update(STRESS)
+    return specs
+
+
+@pytest.fixture(scope="session")
+def learners() -> dict[str, HlsLearner]:
+    specs = _specs()
+    # compile in parallel (g++ runs outside the GIL), then load
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda s: build_library(emit(s)), specs.values()))
+    return {key: HlsLearner(spec) for key, spec in specs.items()}
+
+
+def _golden(spec, x_raw, y_raw, theta=None):
+    g = GoldenLearner(spec, theta)
+    preds = g.run(x_raw, y_raw)
+    g.flush()
+    return preds, g.theta
+
+
+def _random_stream(spec, n, seed):
+    """Inputs over 1.5x the input range (clamped and saturated values included), targets in +/-3."""
+    rng = np.random.default_rng(seed)
+    f = spec.formats
+    x = rng.uniform(1.5 * f.input.min_value, 1.5 * f.input.max_value, (n, spec.n_in))
+    y = rng.uniform(-3, 3, (n, spec.n_out))
+    g = GoldenLearner(spec)
+    return g.quantize_inputs(x), g.quantize_targets(y)
+
+
+def _task_stream(spec, n, seed):
+    task = "drift-regression" if spec.n_in == 1 else "qubit-readout"
+    s = make_stream(task, samples=n, seed=seed)
+    g = GoldenLearner(spec)
+    return g.quantize_inputs(s.x), g.quantize_targets(s.y)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_presets_bit_exact(learners, preset, schedule):
+    spec = PRESETS[preset].replace(schedule=schedule)
+    hls = learners[f"{preset}/{schedule}"]
+    for x_raw, y_raw in (_random_stream(spec, 3000, 1), _task_stream(spec, 6000, 2)):
+        want_preds, want_theta = _golden(spec, x_raw, y_raw)
+        got_preds, got_theta = hls.run(x_raw, y_raw)
+        np.testing.assert_array_equal(got_preds, want_preds)
+        np.testing.assert_array_equal(got_theta, want_theta)
+        # the stream did train the learner: the check is not between two idle models
+        assert not np.array_equal(want_theta, GoldenLearner(spec).initial_theta)
+
+
+@pytest.mark.parametrize("name", list(STRESS))
+def test_stress_specs_bit_exact(learners, name):
+    spec = STRESS[name]
+    x_raw, y_raw = _random_stream(spec, 4000, 5)
+    want_preds, want_theta = _golden(spec, x_raw, y_raw)
+    got_preds, got_theta = learners[name].run(x_raw, y_raw)
+    np.testing.assert_array_equal(got_preds, want_preds)
+    np.testing.assert_array_equal(got_theta, want_theta)
+    # the narrow formats are exercised at their limits
+    act, coef = spec.formats.act, spec.formats.coef
+    assert {act.min_raw, act.max_raw} <= set(want_preds.ravel().tolist())
+    assert coef.max_raw in want_theta or coef.min_raw in want_theta or 0 in want_theta
+
+
+def test_loaded_parameters_and_inference(learners):
+    """Parameters loaded through the parameter port, and inference only, match the golden model."""
+    spec = STRESS["kan-deep"]
+    rng = np.random.default_rng(11)
+    c = spec.formats.coef
+    theta = rng.integers(c.min_raw, c.max_raw + 1, spec.parameter_count())
+    x_raw, y_raw = _random_stream(spec, 1500, 12)
+    hls = HlsLearner(spec, theta)
+    want_preds, want_theta = _golden(spec, x_raw, y_raw, theta)
+    got_preds, got_theta = hls.run(x_raw, y_raw)
+    np.testing.assert_array_equal(got_preds, want_preds)
+    np.testing.assert_array_equal(got_theta, want_theta)
+    inf_preds, inf_theta = hls.run(x_raw, None, learn=False)
+    np.testing.assert_array_equal(inf_preds, GoldenLearner(spec, theta).predict(x_raw))
+    np.testing.assert_array_equal(inf_theta, theta)
+
+
+# -- ap_fixed semantics against onchip.fixed ------------------------------------------
+_SRC = Fmt(24, 9, True)  # raw values with 15 fractional bits
+
+
+def _conversion_source(targets: list[Fmt]) -> str:
+    lines = ['#include "onchip_fixed.h"', "#include <stdint.h>", 'extern "C" {']
+    src = f"ap_fixed<{_SRC.width},{_SRC.int_bits}>"
+    for k, fmt in enumerate(targets):
+        lines.append(
+            f"void conv{k}(const int64_t* in, int64_t* out, int n) {{ for (int i = 0; i < n; i++) {{"
+            f" {src} x; x.range() = ap_int<64>(in[i]).range({_SRC.width - 1}, 0);"
+            f" {fmt.cpp()} y = x; out[i] = onchip::raw_bits(y).to_int64(); }} }}"
+        )
+    lines.append(
+        "void shift(const int64_t* in, int64_t* out, int n) { for (int i = 0; i < n; i++) {"
+        f" {src} x; x.range() = ap_int<64>(in[i]).range({_SRC.width - 1}, 0);"
+        " ap_fixed<12,4,AP_RND_CONV,AP_SAT> y = onchip::scale_pow2<3>(x);"
+        " ap_fixed<12,4,AP_RND_CONV,AP_SAT> z = onchip::scale_pow2<-2>(x);"
+        " out[2 * i] = onchip::raw_bits(y).to_int64(); out[2 * i + 1] = onchip::raw_bits(z).to_int64(); } }"
+    )
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def test_ap_fixed_assignment_is_golden_requant(tmp_path):
+    """Every (quantization, overflow) mode of ap_fixed assignment equals onchip.fixed.requantize.
+
+    An independent check of the premise of the backend: the hls4ml ap_types headers
+    round then saturate/wrap exactly as the golden model's requant does.
+    """
+    import ctypes
+
+    targets = [Fmt(7, 3, True, q, o) for q in QUANT_MODES for o in OVERFLOW_MODES]
+    targets += [Fmt(6, 2, False, q, "SAT") for q in QUANT_MODES] + [Fmt(5, -1, True, "RND_CONV", "WRAP")]
+    (tmp_path / "conv.cpp").write_text(_conversion_source(targets))
+    (tmp_path / "onchip_fixed.h").write_text(emit(PRESETS["mlp-readout"]).files["onchip_fixed.h"])
+    cxx, _ = compiler()
+    subprocess.run(
+        [cxx, *CXXFLAGS, f"-I{tmp_path}", f"-I{ap_types_dir()}", "conv.cpp", "-o", "conv.so"],
+        cwd=tmp_path, check=True,
+    )
+    lib = ctypes.CDLL(str(tmp_path / "conv.so"))
+    rng = np.random.default_rng(0)
+    # every tie and near-tie around the target grids, plus random values over the whole range
+    raw = np.concatenate([np.arange(-3000, 3000), rng.integers(_SRC.min_raw, _SRC.max_raw + 1, 20000)])
+    raw = np.ascontiguousarray(raw, np.int64)
+    ptr = ctypes.POINTER(ctypes.c_int64)
+    for k, fmt in enumerate(targets):
+        out = np.zeros_like(raw)
+        getattr(lib, f"conv{k}")(raw.ctypes.data_as(ptr), out.ctypes.data_as(ptr), len(raw))
+        np.testing.assert_array_equal(out, requantize(raw, _SRC.frac_bits, fmt), err_msg=str(fmt))
+    out = np.zeros(2 * len(raw), np.int64)
+    lib.shift(raw.ctypes.data_as(ptr), out.ctypes.data_as(ptr), len(raw))
+    to = Fmt(12, 4, True, "RND_CONV", "SAT")
+    np.testing.assert_array_equal(out[0::2], requantize(raw, _SRC.frac_bits + 3, to))
+    np.testing.assert_array_equal(out[1::2], requantize(raw, _SRC.frac_bits - 2, to))
+
+
+# -- compile cache ---------------------------------------------------------------------
+def test_compile_cache(learners, tmp_path):
+    project = emit(PRESETS["kan-regression"])
+    path, built = build_library(project)
+    assert not built  # the session fixture compiled it
+    assert path.is_file()
+    # a changed source is a different entry; a second call hits it
+    changed = emit(PRESETS["kan-regression"].replace(init_seed=5, init_scale=0.5))
+    root = tmp_path / "cache"
+    p1, b1 = build_library(changed, root=root)
+    p2, b2 = build_library(changed, root=root)
+    assert (b1, b2) == (True, False) and p1 == p2 and p1.parent.parent == root
+    assert p1.parent != path.parent
+    # a failed compile leaves neither an entry nor a build folder
+    broken = type(project)(project.top, {**project.files, f"{project.top}.cpp": "this is not C++\n"})
+    with pytest.raises(RuntimeError, match="g\\+\\+ failed"):
+        build_library(broken, root=root)
+    assert sorted(p.name for p in root.iterdir() if not p.name.endswith(".lock")) == [p1.parent.name]
+
+
+def test_emit_rejects_bad_arguments():
+    spec = PRESETS["mlp-readout"]
+    with pytest.raises(ValueError, match="top must be a C identifier"):
+        emit(spec, top="9lives")
+    with pytest.raises(ValueError, match="theta must have shape"):
+        emit(spec, theta=np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="outside"):
+        emit(spec, theta=np.full(spec.parameter_count(), 1 << 20, np.int64))
+    with pytest.raises(ValueError, match="clock_ns"):
+        emit(spec, clock_ns=0)
+
+
+def test_emitted_types_are_the_golden_formats():
+    spec = STRESS["kan-deep"]
+    header = emit(spec).files["onchip_learner.h"]
+    f = spec.formats
+    for name in ("input", "coef", "basis", "act", "grad", "acc"):
+        assert f"typedef {getattr(f, name).cpp()} {name}_t;" in header
+    assert "static const int STALENESS = 2;" in header
+
+
+def test_cli_writes_a_self_checking_vitis_project(learners, tmp_path):
+    """`onchip hls` writes the project; its Vitis test bench, built with g++, passes on the golden data."""
+    from onchip.cli import main
+
+    out = tmp_path / "proj"
+    assert main(["hls", "--spec", "kan-readout", "--out", str(out), "--samples", "200", "--csim"]) == 0
+    for name in ("onchip_learner.cpp", "onchip_learner.h", "onchip_tb.cpp", "run_hls.tcl",
+                 "tb_data/stimulus.dat", "tb_data/expected.dat"):
+        assert (out / name).is_file(), name
+    tcl = (out / "run_hls.tcl").read_text()
+    for step in ("csim_design", "csynth_design", "cosim_design", "export_design"):
+        assert step in tcl
+    cxx, _ = compiler()
+    subprocess.run([cxx, "-O0", "-std=c++14", "-w", "-I.", f"-I{ap_types_dir()}", "onchip_tb.cpp",
+                    "onchip_learner.cpp", "-o", "tb"], cwd=out, check=True)
+    ok = subprocess.run(["./tb"], cwd=out, capture_output=True, text=True)
+    assert ok.returncode == 0 and "0 mismatches" in ok.stdout
+    # a corrupted expectation is caught by the test bench
+    exp = out / "tb_data" / "expected.dat"
+    lines = exp.read_text().splitlines()
+    lines[3] = str(int(lines[3]) + 1)
+    exp.write_text("\n".join(lines) + "\n")
+    bad = subprocess.run(["./tb"], cwd=out, capture_output=True, text=True)
+    assert bad.returncode == 1 and "1 mismatches" in bad.stdout
+
+
+def test_cli_rejects_bad_samples(tmp_path):
+    from onchip.cli import main
+
+    assert main(["hls", "--spec", "kan-readout", "--out", str(tmp_path / "o"), "--samples", "0"]) == 2
+    assert not (tmp_path / "o").exists()

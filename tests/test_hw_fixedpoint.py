@@ -1,0 +1,45 @@
+"""The hardware rounding helper equals onchip.fixed.requant for every quantization and overflow mode."""
+
+import itertools
+
+import numpy as np
+from amaranth.hdl import Module, Signal, signed
+from amaranth.sim import Simulator
+
+from onchip.fixed import OVERFLOW_MODES, QUANT_MODES, Fmt, requant
+from onchip.hw.fixedpoint import requant as hw_requant
+
+IN_BITS, IN_FRAC = 11, 6
+
+
+def test_requant_matches_golden_exhaustively():
+    # every 11-bit input through shifts right (round), none, and left, into narrow
+    # signed and unsigned formats that overflow
+    targets = []
+    for quant, ovf in itertools.product(QUANT_MODES, OVERFLOW_MODES):
+        targets += [
+            Fmt(6, 3, True, quant, ovf),  # drop 3 bits, may overflow
+            Fmt(5, 5, True, quant, ovf),  # drop all 6 fractional bits
+            Fmt(6, 2, False, quant, ovf),  # unsigned target
+            Fmt(9, 2, True, quant, ovf),  # shift left by one bit
+        ]
+    m = Module()
+    x = Signal(signed(IN_BITS))
+    outs = [hw_requant(m, x, IN_FRAC, fmt) for fmt in targets]
+    got = np.zeros((2**IN_BITS, len(targets)), np.int64)
+    values = np.arange(-(2 ** (IN_BITS - 1)), 2 ** (IN_BITS - 1))
+
+    async def bench(ctx):
+        for n, v in enumerate(values):
+            ctx.set(x, int(v))
+            for t, o in enumerate(outs):
+                got[n, t] = ctx.get(o)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    for t, fmt in enumerate(targets):
+        w, f, s, q, o = fmt.code
+        want = np.array([requant(np.int64(v), IN_FRAC, w, f, s, q, o) for v in values])
+        bad = np.nonzero(got[:, t] != want)[0]
+        assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"

@@ -1,0 +1,68 @@
+"""`onchip generate` and the committed reference RTL under rtl/."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onchip.hw import generate
+from onchip.hw.learner import min_staleness
+from onchip.hw.reference import reference_specs
+from onchip.hw.sim import cached_design
+from onchip.spec import PRESETS
+
+RTL = Path(__file__).resolve().parents[1] / "rtl"
+
+
+@pytest.mark.parametrize("name", list(reference_specs()))
+def test_committed_rtl_is_reproduced(name):
+    design = cached_design(reference_specs()[name])
+    folder = RTL / name
+    assert (folder / "onchip_learner.v").read_text() == design.verilog
+    assert (folder / "onchip_learner_axis.v").read_text() == design.axis_verilog
+    assert json.loads((folder / "onchip_learner.json").read_text()) == json.loads(json.dumps(design.info))
+
+
+def test_contract_ports_and_payload():
+    spec = PRESETS["kan-readout"]
+    info = cached_design(reference_specs()["kan-readout"]).info
+    ports = info["ports"]
+    w = spec.formats
+    assert ports["s__payload"] == {"dir": "in", "width": 2 * w.input.width + w.act.width}
+    assert ports["m__payload"] == {"dir": "out", "width": w.act.width}
+    assert ports["pc__payload"]["width"] == w.coef.width + info["param_addr_width"] + 1
+    assert ports["pr__payload"] == {"dir": "out", "width": w.coef.width}
+    assert info["param_count"] == 2 * (spec.grid_size + spec.spline_order)
+    assert 2 ** info["param_addr_width"] >= info["param_count"]
+    for name in ("clk", "rst", "s__valid", "s__ready", "m__valid", "m__ready", "pc__valid", "pr__ready"):
+        assert name in ports
+
+
+def test_pipelined_staleness_below_pipeline_depth_is_refused():
+    spec = PRESETS["kan-regression"]
+    d = min_staleness(spec)
+    with pytest.raises(ValueError, match=f"staleness must be >= {d}"):
+        generate(spec.replace(schedule="pipelined", staleness=d - 1), axis=False)
+    with pytest.raises(ValueError, match="LearnerSpec"):
+        generate("kan-regression")
+
+
+def test_cli_generate_writes_verilog_and_json(tmp_path):
+    from onchip.cli import main
+
+    out = tmp_path / "gen"
+    assert main(["generate", "--spec", "kan-regression", "--schedule", "pipelined", "--staleness", "min",
+                 "--out", str(out)]) == 0
+    info = json.loads((out / "onchip_learner.json").read_text())
+    assert info["initiation_interval"] == 1 and info["staleness"] == min_staleness(PRESETS["kan-regression"])
+    assert "module onchip_learner(" in (out / "onchip_learner.v").read_text()
+    assert "s_axis_sample_tdata" in (out / "onchip_learner_axis.v").read_text()
+    assert main(["generate", "--spec", "kan-regression", "--staleness", "soon", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_presets_carry_the_smallest_staleness_their_pipeline_allows():
+    from onchip.hw.learner import min_staleness
+
+    for spec in PRESETS.values():
+        assert spec.staleness == min_staleness(spec.replace(schedule="sequential"))
