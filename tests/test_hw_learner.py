@@ -66,11 +66,8 @@ def test_preset_bit_exact(name, schedule):
     check_timing(design, seg, N_SAMPLES)
 
 
-PAPER_FMT = "ap_fixed<16,6,RND_CONV,SAT>"
-#: The 1->1 KAN of the issue's goal: G = 5, k = 3, ap_fixed<16,6>.
-KAN_PAPER = LearnerSpec(kind="kan", widths=(1, 1), grid_size=5, spline_order=3, grid_range=(-5.0, 5.0),
-                        formats={"input": PAPER_FMT, "coef": PAPER_FMT, "act": PAPER_FMT, "grad": PAPER_FMT},
-                        learning_rate=2.0**-4, name="kan-paper")
+#: The 1->1 KAN of the latency goal: G = 5, k = 3, ap_fixed<16,6> (bit-exactness: test_preset_bit_exact).
+KAN_PAPER = PRESETS["kan-paper"]
 
 
 def test_kan_paper_reports_latency_goal():
@@ -79,15 +76,6 @@ def test_kan_paper_reports_latency_goal():
     pip = cached_design(variant(KAN_PAPER, "pipelined")).info
     assert seq["latency_cycles_update"] <= 6
     assert pip["initiation_interval"] == 1
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
-def test_kan_paper_bit_exact_and_measured(schedule):
-    spec = variant(KAN_PAPER, schedule)
-    design = cached_design(spec)
-    seg = run_and_compare(spec, design, N_SAMPLES, seed=3)
-    check_timing(design, seg, N_SAMPLES)
 
 
 EXTRA_SHAPES = {

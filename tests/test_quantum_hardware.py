@@ -8,7 +8,14 @@ from onchip.methods.quantum_meta.hardware import SpecCorrectionLearner, calibrat
 
 @pytest.fixture(scope="module")
 def x_gate_run():
-    return hardware_in_the_loop("x", n_devices=2, k_steps=4, seed=3, backends=("float", "golden"))
+    return hardware_in_the_loop("x", n_devices=2, k_steps=4, seed=3, backends=("float", "golden", "rtl"))
+
+
+def test_rtl_calibrator_equals_golden(x_gate_run):
+    np.testing.assert_array_equal(x_gate_run["rtl"]["raw_predictions"], x_gate_run["golden"]["raw_predictions"])
+    np.testing.assert_array_equal(x_gate_run["rtl"]["fidelity"], x_gate_run["golden"]["fidelity"])
+    assert x_gate_run["golden"]["raw_predictions"].shape == (2, 5, 2)
+    assert 0 < x_gate_run["step_latency_cycles"] < 20
 
 
 def test_fixed_point_calibrator_improves_every_device(x_gate_run):

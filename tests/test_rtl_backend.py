@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from onchip.verilator import BuildError, PortLayout, available, build_model
-from onchip.verilator.cache import cached_build, digest, entry_path
+from onchip.cache import cached_build, digest, entry_path
 from onchip.verilator.compiled import model_key
 from onchip.verilator.ports import pack_fields, unpack_field
 

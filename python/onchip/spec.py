@@ -338,6 +338,13 @@ PRESETS: dict[str, LearnerSpec] = {
         name="mlp-readout", kind="mlp", widths=(2, 8, 1), learning_rate=2.0**-5, init_scale=1.0,
         staleness=7,
     ),
+    # the seed paper's development design: 1->1 KAN, G = 5, k = 3, ap_fixed<16,6>
+    "kan-paper": _preset(
+        name="kan-paper", kind="kan", widths=(1, 1), grid_size=5, spline_order=3,
+        grid_range=(-5.0, 5.0), learning_rate=2.0**-2, init_scale=0.0, staleness=3,
+        formats=Formats(input="ap_fixed<16,6,RND_CONV,SAT>", coef="ap_fixed<16,6,RND_CONV,SAT>",
+                        act="ap_fixed<16,6,RND_CONV,SAT>", grad="ap_fixed<16,6,RND_CONV,SAT>"),
+    ),
 }
 
 

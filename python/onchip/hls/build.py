@@ -3,7 +3,7 @@
 The compiler is the system ``g++`` (or ``$CXX``); the ``ap_types`` headers
 (``ap_fixed.h``, ``ap_int.h``, ``hls_stream.h``) are the ones hls4ml ships
 (``hls4ml/templates/vivado/ap_types``), located from the installed package.
-A library is cached under :func:`onchip.verilator.cache.cache_root` (``$ONCHIP_CACHE``,
+A library is cached under :func:`onchip.cache.cache_root` (``$ONCHIP_CACHE``,
 else ``$XDG_CACHE_HOME/onchip``, else ``~/.cache/onchip``) by a hash of the sources,
 the headers' package version, the compiler's version and the flags; an entry is
 built in a temporary folder and renamed into place only when the build succeeded.
@@ -18,7 +18,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from ..verilator.cache import cached_build, digest
+from ..cache import cached_build, digest
 from .emit import HlsProject
 
 #: g++ flags of the C-simulation library.

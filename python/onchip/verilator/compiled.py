@@ -5,7 +5,7 @@ into a :class:`StreamModel`: ``harness.cpp`` (package data) compiled together wi
 the Verilated design, optimised for throughput (Verilator ``-O3``,
 ``--x-assign fast``, ``--x-initial fast``, no tracing, no assertions,
 single-threaded model; C++ ``-O3`` on the per-cycle code). The executable is
-kept in the build cache (:mod:`onchip.verilator.cache`) under a hash of the
+kept in the build cache (:mod:`onchip.cache`) under a hash of the
 Verilog, the Verilator and compiler versions, the harness source and every
 flag. Verilator's own runtime objects (``verilated.o`` ...) depend only on the
 toolchain and flags, so they are cached separately and reused by every model,
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import toolchain
-from .cache import cached_build, digest, entry_path
+from ..cache import cached_build, digest, entry_path
 from .ports import PortLayout, words
 
 #: Verilator options of every build.
@@ -265,7 +265,7 @@ def build_model(
         verilog: the whole Verilog text of the design.
         layout: its port layout (must match the Verilog's port widths).
         top: name of the top module.
-        root: cache folder (default :func:`onchip.verilator.cache.cache_root`).
+        root: cache folder (default :func:`onchip.cache.cache_root`).
 
     Returns:
         :class:`StreamModel`.

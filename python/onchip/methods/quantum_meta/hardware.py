@@ -97,7 +97,9 @@ def hardware_in_the_loop(gate: str = "x", n_devices: int = 2, k_steps: int = 8, 
 
     Returns:
         dict with, per backend, ``fidelity`` (n_devices, K+1) and, for fixed-point
-        backends, ``raw_predictions`` (n_devices, K+1, P) int; plus the spec.
+        backends, ``raw_predictions`` (n_devices, K+1, P) int; the spec; and
+        ``step_latency_cycles``: cycles of one adaptation step on the RTL
+        (sample accepted to update committed, sequential schedule).
 
     Raises:
         ValueError: unknown gate or backend, k_steps < 0, n_devices < 1.
@@ -113,7 +115,14 @@ def hardware_in_the_loop(gate: str = "x", n_devices: int = 2, k_steps: int = 8, 
     devices = sample_devices(family, n_devices, 0.06, np.random.default_rng(seed))
     spec = calibrator_spec(devices.features.shape[1], problem.n_controls)
     base = problem.reference
-    out: dict = {"gate": gate, "k_steps": k_steps, "spec": spec.to_dict()}
+    from ...hw import generate
+
+    info = generate(spec).info
+    out: dict = {
+        "gate": gate, "k_steps": k_steps, "spec": spec.to_dict(),
+        "step_latency_cycles": info["latency_cycles_update"],
+        "prediction_latency_cycles": info["latency_cycles_prediction"],
+    }
     for backend in backends:
         fids, raws = [], []
         for i in range(n_devices):

@@ -1,4 +1,5 @@
-"""Content-addressed cache of built artefacts (compiled Verilator models), safe for concurrent use.
+"""Content-addressed cache of built artefacts (Verilated models, HLS C-simulation libraries),
+safe for concurrent use.
 
 An entry is a folder ``<root>/<kind>-<key>`` that exists only complete:
 
