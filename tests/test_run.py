@@ -24,7 +24,7 @@ def test_default_main_job_writes_everything_and_equals_golden(tmp_path):
     code, out = _run(tmp_path, "--samples", "6000")
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        "metrics.json", "predictions.npy", "rolling.csv", "rolling.png", "spec.toml"]
+        ".onchip-output", "metrics.json", "predictions.npy", "rolling.csv", "rolling.png", "spec.toml"]
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("samples", "backend", "assignment_fidelity", "assignment_fidelity_last_5000",
                 "recovery_shots", "static_baseline"):
@@ -106,3 +106,36 @@ def test_bad_data_keeps_the_previous_output(tmp_path):
     assert code == 2
     assert (out / "metrics.json").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "out"]
+
+
+def test_a_folder_of_user_files_is_never_replaced(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "exp"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    np.save(data / "shots.npy", rng.normal(size=(2, 50, 2)) * 0.1 + np.array([[[0.0, 0.0]], [[1.0, 0.0]]]))
+    code = main(["run", "--quiet", "--samples", "500", "--data", str(data / "shots.npy"), "--out", str(data)])
+    assert code == 2 and "did not write" in capsys.readouterr().err
+    assert [p.name for p in data.iterdir()] == ["shots.npy"]
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--quiet", "--samples", "500", "--out", "."]) == 2
+    assert "current folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
+
+
+def test_sigterm_leaves_no_staging_folder(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "onchip.cli", "run", "--quiet", "--backend", "float",
+                             "--samples", "200000", "--out", str(out)], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.endswith(".partial") for p in tmp_path.iterdir()):
+        time.sleep(0.2)
+    assert any(p.name.endswith(".partial") for p in tmp_path.iterdir())  # the run is writing
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert "interrupted" in proc.stderr.read()
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 
 from . import __version__, commands
@@ -28,11 +29,22 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (2 for bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"onchip {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":  # pragma: no cover

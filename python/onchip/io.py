@@ -1,4 +1,4 @@
-"""Output folders that appear whole or not at all."""
+"""Output folders that appear whole or not at all, and never replace what onchip did not write."""
 
 from __future__ import annotations
 
@@ -13,29 +13,56 @@ from typing import Iterator
 import numpy as np
 
 
+#: Written into every output folder: only folders holding it may be replaced by a later run.
+MARKER = ".onchip-output"
+
+
+def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
+    """Refuse an output folder :func:`atomic_output_dir` would not replace; returns it resolved.
+
+    Call it before long work, so a bad ``--out`` fails at once. Raises as
+    :func:`atomic_output_dir` does.
+    """
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out: {str(out)!r} exists and is not a folder")
+    if out == Path.cwd().resolve() or out in Path.cwd().resolve().parents:
+        raise ValueError(f"--out: {str(out)!r} is the current folder or contains it; name a new folder")
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise FileExistsError(
+                f"--out: {str(out)!r} holds files onchip did not write; choose a new or empty folder"
+            )
+        if not overwrite:
+            raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
+    return out
+
+
 @contextlib.contextmanager
 def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
     """Yield a staging folder that replaces ``out`` only if the block succeeds.
 
     Everything is written into a hidden sibling folder; on success it is
-    renamed onto ``out`` (an existing ``out`` is replaced when ``overwrite``),
-    on any exception it is deleted, so a failed run leaves no partial output.
+    renamed onto ``out``, on any exception (SIGTERM included, see
+    :func:`onchip.cli.main`) it is deleted, so a failed run leaves no partial
+    output. An existing ``out`` is replaced only if it is empty or an earlier
+    onchip output (it holds :data:`MARKER`) and ``overwrite`` is set: a folder
+    of the user's own files is never deleted.
 
     Raises:
-        FileExistsError: ``out`` exists, is not empty and ``overwrite`` is False.
+        FileExistsError: ``out`` holds files onchip did not write, or is not
+            empty and ``overwrite`` is False.
         NotADirectoryError: ``out`` exists and is a file.
+        ValueError: ``out`` is the current folder or one of its parents.
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out: {str(out)!r} exists and is not a folder")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
+    out = check_output_dir(out, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
     try:
+        (stage / MARKER).write_text("written by onchip; this folder is replaced whole by the next run\n")
         yield stage
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

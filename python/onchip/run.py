@@ -90,6 +90,8 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
         theta = golden.theta.copy()
     else:
         module = importlib.import_module(_HARDWARE_BACKENDS[backend])
+        module.run(spec, x_raw[:1], y_raw[:1], progress=False)  # build (or find) the model untimed
+        start = time.perf_counter()
         raw, theta = module.run(spec, x_raw, y_raw, progress=progress)
     seconds = time.perf_counter() - start
     return BackendRun(golden.dequantize_outputs(raw), raw, theta, seconds)
@@ -163,8 +165,9 @@ def run_job(
             before anything is written.
     """
     from . import tasks
-    from .io import atomic_output_dir, write_json
+    from .io import atomic_output_dir, check_output_dir, write_json
 
+    check_output_dir(out)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:

@@ -11,14 +11,21 @@ def add_parser(sub) -> None:
     from ..run import BACKENDS, MODELS
 
     p = sub.add_parser("run", help="run a learner over a task stream (the main job)", description=DESCRIPTION)
-    p.add_argument("--task", default="qubit-readout", choices=("drift-regression", "qubit-readout"))
-    p.add_argument("--model", default="kan", choices=MODELS)
-    p.add_argument("--spec", default=None, help="TOML spec file or preset name (default: the task's preset)")
-    p.add_argument("--backend", default="golden", choices=BACKENDS)
-    p.add_argument("--data", default=None, help="readout shots .npy of layout (states, shots, 2)")
-    p.add_argument("--samples", type=int, default=100_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="out/run", help="output folder (replaced whole on success)")
+    p.add_argument("--task", default="qubit-readout", choices=("drift-regression", "qubit-readout"),
+                   help="task stream (default: %(default)s)")
+    p.add_argument("--model", default="kan", choices=MODELS, help="learner kind (default: %(default)s)")
+    p.add_argument("--spec", default=None,
+                   help="TOML spec file or preset name (default: the preset of the task and model)")
+    p.add_argument("--backend", default="golden", choices=BACKENDS,
+                   help="golden: integer reference; float: PyTorch float twin; rtl: Verilated RTL; "
+                        "hls: HLS C simulation (default: %(default)s)")
+    p.add_argument("--data", default=None,
+                   help="readout shots .npy of layout (states, shots, 2) (default: built-in source)")
+    p.add_argument("--samples", type=int, default=100_000, help="stream length (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="stream seed (default: %(default)s)")
+    p.add_argument("--out", default="out/run",
+                   help="output folder, new or an earlier onchip output (replaced whole on success; "
+                        "default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

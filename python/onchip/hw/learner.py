@@ -79,7 +79,7 @@ def min_staleness(spec: LearnerSpec) -> int:
 def check_staleness(spec: LearnerSpec) -> None:
     """Raise ValueError when a pipelined ``spec`` asks for a staleness below :func:`min_staleness`."""
     d, need = spec.effective_staleness, min_staleness(spec)
-    if 0 < d < need:
+    if spec.schedule == "pipelined" and d < need:
         raise ValueError(
             f"staleness={d} is too small for the pipelined {spec.kind} {list(spec.widths)}: an update "
             f"is ready {need} cycles after its sample read the parameters, so staleness must be "
