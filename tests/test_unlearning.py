@@ -226,17 +226,24 @@ def test_forget_requests():
             data.make_split("digits", bad, seed=0)
 
 
-@pytest.mark.parametrize("bits", [4, 2])
-def test_export_is_power_of_two_fixed_point_and_reproduces_brevitas(bits):
+@pytest.mark.parametrize("bits, act", [(4, "fixed"), (2, "fixed"), (2, "learned")])
+def test_export_is_power_of_two_fixed_point_and_reproduces_brevitas(bits, act):
     s = data.make_split("breast-cancer", "random:0.1", seed=0)
-    model = methods.train_original(s, bits, FAST, hidden=(16, 8), seed=0)
+    model = methods.train_original(s, bits, FAST, hidden=(16, 8), seed=0, act=act)
     ex = models.export_layers(model)
     for layer in ex["layers"]:
         q = 2 ** (bits - 1) - 1
         assert np.abs(layer["weight"]).max() <= q  # narrow signed range
         assert np.abs(layer["bias"]).max() < 2**15
-    for layer, act in zip(ex["layers"], [ly["act"] for ly in ex["layers"][:-1]]):
-        assert act["bits"] == bits and not act["signed"]
+    for layer in ex["layers"][:-1]:
+        assert layer["act"]["bits"] == bits and not layer["act"]["signed"]
+    out = ex["layers"][-1]["act"]
+    if act == "learned":
+        assert out is None
+    else:  # one shared constant format: hidden ReLUs at one scale, logits one bit wider at that scale
+        hidden = {layer["act"]["scale_exp"] for layer in ex["layers"][:-1]}
+        assert hidden == {out["scale_exp"]} and out["signed"] and out["bits"] == bits + 1
+        assert 2.0 ** (out["scale_exp"] + bits) == models.ACT_RANGE[bits]
     ref = models.predict_logits(model, s.x_test)
     np.testing.assert_array_equal(models.integer_forward(ex, s.x_test), ref)
 
@@ -290,7 +297,9 @@ def test_cli_writes_consistent_tables(tmp_path):
             acc = h @ np.asarray(layer["weight"], dtype=np.int64).T + np.asarray(layer["bias"], dtype=np.int64)
             act = layer["act"]
             if act is None:
+                h = acc
                 break
-            acc = np.maximum(acc, 0)
+            if layer["relu"]:
+                acc = np.maximum(acc, 0)
             h = np.clip(np.round(acc * 2.0 ** (layer["acc_exp"] - act["scale_exp"])), act["min"], act["max"]).astype(np.int64)
-        np.testing.assert_array_equal(acc.argmax(axis=1), exported["sets"][name]["pred"])
+        np.testing.assert_array_equal(h.argmax(axis=1), exported["sets"][name]["pred"])

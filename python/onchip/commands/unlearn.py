@@ -4,7 +4,9 @@ Trains a brevitas MLP (power-of-two scales, weights and activations at
 ``--bits``) with QAT on a scikit-learn data set, unlearns a forget request
 with each method, and writes ``metrics.json``, ``comparison.csv``,
 ``comparison.md`` and ``comparison.png`` (plus ``ablation.*`` with
-``--ablation``) into ``--out``.
+``--ablation``) into ``--out``. ``--hardware`` also runs every unlearned
+model through the fixed-point golden model, the HLS C simulation and the RTL
+(``--act fixed`` only) and writes ``hardware.json``/``.md``/``.png``.
 """
 
 from __future__ import annotations
@@ -45,8 +47,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--export", action="store_true",
                    help="also write export/<method>-seed<S>.json: integer weights, biases, power-of-two "
                         "exponents and the integer inputs, labels and predictions of the forget/retain/test sets")
+    g.add_argument("--hardware", action="store_true",
+                   help="also run each unlearned model's forget/retain/test inputs through the fixed-point "
+                        "backends (brevitas front end; needs --act fixed) and write hardware.json")
+    g.add_argument("--hardware-backends", default="golden,hls,rtl",
+                   help="backends of --hardware, comma separated from golden, hls, rtl (default all three; "
+                        "rtl compiles one Verilator model per network: minutes each)")
     g = p.add_argument_group("model")
     g.add_argument("--hidden", default="64,32", help="hidden widths, comma separated (default 64,32)")
+    g.add_argument("--act", default="fixed",
+                   help="activation layout: fixed (one constant power-of-two format for every hidden ReLU "
+                        "and quantized logits: runs on the hardware) | learned (per-layer learned scales, "
+                        "float logits) (default fixed)")
     g.add_argument("--train-epochs", type=int, default=40, help="QAT epochs of original and retrained model (default 40)")
     g.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -68,11 +80,22 @@ def _validate(args):
     """Check every argument and build the splits; raises ValueError before anything is written."""
     from onchip.methods.unlearning.data import DATASETS, make_split
     from onchip.methods.unlearning.methods import METHODS, UnlearnConfig
-    from onchip.methods.unlearning.models import check_bits
+    from onchip.methods.unlearning.models import check_act, check_bits
 
     if args.dataset not in DATASETS:
         raise ValueError(f"--dataset: unknown data set {args.dataset!r} (choose from {', '.join(DATASETS)})")
     check_bits(args.bits)
+    check_act(args.act)
+    if args.hardware:
+        from onchip.methods.unlearning.hardware import BACKENDS
+
+        backends = [b for b in args.hardware_backends.split(",") if b]
+        bad = [b for b in backends if b not in BACKENDS]
+        if bad or not backends:
+            raise ValueError(f"--hardware-backends: {args.hardware_backends!r} (choose from {', '.join(BACKENDS)})")
+        if args.act != "fixed":
+            raise ValueError(f"--hardware: needs --act fixed (the front end refuses --act {args.act}: "
+                             "per-layer learned activation scales and float logits)")
     if args.method not in METHOD_CHOICES:
         raise ValueError(f"--method: unknown method {args.method!r} (choose from {', '.join(METHOD_CHOICES)})")
     if args.threads < 1:
@@ -195,6 +218,72 @@ def _export(folder, models_out: dict, splits: dict) -> None:
         write_json(folder / f"{method}-seed{seed}.json", {**exported, "sets": sets})
 
 
+def _hardware(stage, models_out: dict, splits: dict, methods: list, backends: list, progress: bool) -> dict:
+    """hardware.json/.md/.png: every unlearned model on the fixed-point backends against brevitas."""
+    from tqdm import tqdm
+
+    from onchip.io import write_json
+    from onchip.methods.unlearning.hardware import check_on_hardware, split_sets
+
+    keys = [(m, s) for (m, s) in models_out if m in methods]
+    runs = {}
+    for method, seed in tqdm(keys, desc="hardware", disable=not progress, file=sys.stderr):
+        res = check_on_hardware(models_out[(method, seed)], split_sets(splits[seed]), backends=backends,
+                                progress=progress)
+        runs.setdefault(method, {})[str(seed)] = res
+    summary = {}
+    for method, by_seed in runs.items():
+        row = {}
+        for b in ["brevitas", *backends]:
+            for name in ("forget", "retain", "test"):
+                accs = [r["sets"][name]["brevitas_acc"] if b == "brevitas" else r["sets"][name][b]["acc"]
+                        for r in by_seed.values()]
+                row[f"{b}_{name}_acc"] = float(sum(accs) / len(accs))
+            if b != "brevitas":
+                row[f"{b}_argmax_mismatches"] = sum(r["sets"][n][b]["argmax_mismatches"]
+                                                    for r in by_seed.values() for n in r["sets"])
+                row[f"{b}_output_mismatches"] = sum(r["sets"][n][b]["output_mismatches"]
+                                                    for r in by_seed.values() for n in r["sets"])
+        if "rtl" in backends:
+            row["rtl_parameters_unchanged"] = all(r["rtl_parameters_unchanged"] for r in by_seed.values())
+        row["all_equal"] = all(r["all_equal"] for r in by_seed.values())
+        summary[method] = row
+    out = {"backends": backends, "summary": summary, "runs": runs}
+    write_json(stage / "hardware.json", out)
+    lines = ["| method | backend | forget acc % | retain acc % | test acc % | argmax mismatches | "
+             "output mismatches |", "|---|---|---|---|---|---|---|"]
+    for method, row in summary.items():
+        for b in ["brevitas", *backends]:
+            accs = " | ".join(f"{100 * row[f'{b}_{n}_acc']:.1f}" for n in ("forget", "retain", "test"))
+            mm = ("-", "-") if b == "brevitas" else (row[f"{b}_argmax_mismatches"], row[f"{b}_output_mismatches"])
+            lines.append(f"| {method} | {b} | {accs} | {mm[0]} | {mm[1]} |")
+    (stage / "hardware.md").write_text("\n".join(lines) + "\n")
+    _plot_hardware(stage, summary, ["brevitas", *backends])
+    return out
+
+
+def _plot_hardware(stage, summary: dict, sources: list) -> None:
+    import numpy as np
+
+    from onchip.plotting import pyplot
+
+    plt = pyplot()
+    names = list(summary)
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), sharey=True)
+    width = 0.8 / len(sources)
+    for ax, part in zip(axes, ("forget", "retain", "test")):
+        for i, src in enumerate(sources):
+            vals = [100 * summary[n][f"{src}_{part}_acc"] for n in names]
+            ax.bar(np.arange(len(names)) + (i - (len(sources) - 1) / 2) * width, vals, width, label=src)
+        ax.set_xticks(np.arange(len(names)), names, rotation=20)
+        ax.set_title(f"{part} accuracy %", fontsize=9)
+    axes[0].set_ylim(0, 105)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(stage / "hardware.png", dpi=110)
+    plt.close(fig)
+
+
 def run(args) -> int:
     """Run the comparison; returns 0. Raises ValueError on bad arguments (nothing written)."""
     config, hidden, splits, methods = _validate(args)
@@ -213,7 +302,7 @@ def run(args) -> int:
     bar = tqdm(total=total, desc="unlearn", disable=args.no_progress, file=sys.stderr)
     for seed, split in splits.items():
         bar.set_postfix_str(f"seed {seed}: original")
-        original = train_original(split, args.bits, config, hidden, seed)
+        original = train_original(split, args.bits, config, hidden, seed, act=args.act)
         bar.update()
         bar.set_postfix_str(f"seed {seed}: retrain")
         retrained, info = unlearn("retrain", original, split, config, seed=seed)
@@ -244,16 +333,19 @@ def run(args) -> int:
     argv = ["onchip", "unlearn", "--dataset", args.dataset, "--bits", str(args.bits), "--forget", args.forget,
             "--method", args.method, "--seed", *map(str, args.seed), "--epochs", str(args.epochs),
             "--lr", f"{args.lr:g}", "--retain-weight", f"{args.retain_weight:g}", "--projection", args.projection,
-            "--project-when", args.project_when, "--hidden", args.hidden, "--train-epochs", str(args.train_epochs)]
+            "--project-when", args.project_when, "--hidden", args.hidden, "--act", args.act,
+            "--train-epochs", str(args.train_epochs)]
     if args.ablation:
         argv.append("--ablation")
+    if args.hardware:
+        argv += ["--hardware", "--hardware-backends", args.hardware_backends]
     command = " ".join(argv + ["--out", str(args.out)])
     caption = (f"{args.dataset}, {args.bits}-bit weights/activations, forget {args.forget} "
                f"({int(split0.forget.sum())} of {len(split0.forget)} training samples), "
                f"seeds {', '.join(map(str, args.seed))}; mean ± std over seeds.\n\n`{command}`")
     result = {
         "command": command,
-        "dataset": args.dataset, "bits": args.bits, "forget": args.forget, "hidden": list(hidden),
+        "dataset": args.dataset, "bits": args.bits, "forget": args.forget, "hidden": list(hidden), "act": args.act,
         "seeds": list(args.seed), "config": config.as_dict(),
         "sizes": {str(s): {"forget": int(sp.forget.sum()), "retain": int(sp.retain.sum()), "test": len(sp.y_test)}
                   for s, sp in splits.items()},
@@ -269,9 +361,17 @@ def run(args) -> int:
         _plot(stage, summary, f"{args.dataset} {args.bits}-bit, forget {args.forget}")
         if args.export:
             _export(stage / "export", models_out, splits)
+        if args.hardware:
+            hw = _hardware(stage, models_out, splits, methods,
+                           [b for b in args.hardware_backends.split(",") if b], not args.no_progress)
         if variants:
             _write_tables(stage, "ablation", result["ablation_summary"], "OEU variant (projection/rule/lambda)",
                           caption.replace("; mean", "; OEU variants; mean"))
     print(f"wrote {args.out}/metrics.json and comparison.csv/.md/.png" + (", ablation.csv/.md" if variants else ""))
     print((Path(args.out) / "comparison.md").read_text())
+    if args.hardware:
+        print((Path(args.out) / "hardware.md").read_text())
+        if not all(row["all_equal"] for row in hw["summary"].values()):
+            print("hardware check: MISMATCH between brevitas and a fixed-point backend", file=sys.stderr)
+            return 1
     return 0

@@ -9,4 +9,6 @@ Networks", ICML 2026, arXiv:2602.00567) and the usual baselines, in one harness:
 - :mod:`.methods`  OEU, OEU without projection, retrain, fine-tune,
                    gradient ascent, random relabelling
 - :mod:`.metrics`  accuracies, membership-inference attack, gap to retrain
+- :mod:`.hardware` the unlearned network on the golden model, HLS C
+                   simulation and RTL, compared with brevitas sample for sample
 """

@@ -301,27 +301,32 @@ def _finetune(model, split, config, seed):
     return {"steps": steps}
 
 
-def build_model(split: Split, bits: int, hidden=(64, 32), seed: int = 0) -> QuantMLP:
-    """An untrained :class:`QuantMLP` sized for ``split`` (input features -> classes)."""
-    return QuantMLP(split.x_train.shape[1], split.n_classes, hidden=hidden, bits=bits, seed=seed)
+def build_model(split: Split, bits: int, hidden=(64, 32), seed: int = 0, act: str = "fixed") -> QuantMLP:
+    """An untrained :class:`QuantMLP` sized for ``split`` (input features -> classes);
+    ``act``: activation layout, ``"fixed"`` (front-end compatible) or ``"learned"``."""
+    return QuantMLP(split.x_train.shape[1], split.n_classes, hidden=hidden, bits=bits, seed=seed, act=act)
 
 
-def train_original(split: Split, bits: int, config: UnlearnConfig, hidden=(64, 32), seed: int = 0) -> QuantMLP:
+def train_original(
+    split: Split, bits: int, config: UnlearnConfig, hidden=(64, 32), seed: int = 0, act: str = "fixed"
+) -> QuantMLP:
     """The model to unlearn from: QAT on the whole training set (forget and retain)."""
-    model = build_model(split, bits, hidden, seed)
+    model = build_model(split, bits, hidden, seed, act)
     return train_qat(
         model, split.x_train, split.y_train, epochs=config.train_epochs,
         lr=config.train_lr, batch_size=config.train_batch_size, seed=seed,
     )
 
 
-def retrain(split: Split, bits: int, config: UnlearnConfig, hidden=(64, 32), seed: int = 0) -> QuantMLP:
+def retrain(
+    split: Split, bits: int, config: UnlearnConfig, hidden=(64, 32), seed: int = 0, act: str = "fixed"
+) -> QuantMLP:
     """Gold standard: the same QAT recipe from scratch on the retain set only.
 
     Only ``split.x_train[split.retain]`` and its labels reach the training
     loop; the forget samples are never read.
     """
-    model = build_model(split, bits, hidden, seed)
+    model = build_model(split, bits, hidden, seed, act)
     return train_qat(
         model, split.x_train[split.retain], split.y_train[split.retain],
         epochs=config.train_epochs, lr=config.train_lr,
@@ -343,7 +348,8 @@ def unlearn(
 
     ``original`` is never modified. ``info`` holds ``wall_s`` (seconds of the
     unlearning itself; for ``retrain`` the whole training) and method details.
-    ``bits``/``hidden`` are only used by ``retrain`` (default: those of ``original``).
+    ``bits``/``hidden`` are only used by ``retrain`` (default: those of
+    ``original``, whose activation layout it also copies).
 
     Raises:
         ValueError: unknown ``method``.
@@ -354,7 +360,8 @@ def unlearn(
     if method == "retrain":
         bits = bits if bits is not None else original.bits
         hidden = tuple(original.widths[1:-1]) if isinstance(original, QuantMLP) else hidden
-        model, info = retrain(split, bits, config, hidden, seed), {}
+        act = original.act if isinstance(original, QuantMLP) else "fixed"
+        model, info = retrain(split, bits, config, hidden, seed, act), {}
     else:
         model = copy.deepcopy(original)
         if method == "oeu":

@@ -5,6 +5,19 @@ is a power of two ``2**e`` (weights: ``Int8WeightPerTensorFixedPoint``, narrow
 signed; input: ``Int8ActPerTensorFixedPoint``, signed; hidden activations:
 ``Uint8ActPerTensorFixedPoint`` after ReLU; biases: ``Int16Bias`` at the scale
 of the accumulator, ``s_in * s_w``), with the bit width overridden to 8, 4 or 2.
+
+Two activation layouts (``QuantMLP(act=...)``):
+
+* ``"fixed"`` (default): every hidden ReLU has the same constant format,
+  ``bits`` unsigned bits at scale ``act_range / 2**bits``, and an output
+  QuantIdentity quantizes the logits to that format plus a sign bit. This is
+  the layout :func:`onchip.frontends.brevitas.from_brevitas` accepts (the
+  learner has one ``act`` format), so the network runs unchanged on the
+  golden model, the HLS C simulation and the RTL
+  (:mod:`onchip.methods.unlearning.hardware`).
+* ``"learned"``: each hidden ReLU learns its own power-of-two scale
+  (statistics, then a parameter) and the logits are the unquantized last
+  accumulator; not importable by the front end.
 The network therefore maps onto a fixed-point datapath: integer matrix-vector
 products, integer bias adds and arithmetic shifts with round-half-to-even
 (``torch.round``) and saturation between layers. :func:`export_layers` returns
@@ -26,12 +39,19 @@ import torch
 from torch import nn
 
 BIT_WIDTHS = (8, 4, 2)
+ACTIVATIONS = ("fixed", "learned")
+# Range [0, ACT_RANGE) of the fixed hidden activations, +-ACT_RANGE for the
+# logits: the learned layout settles on hidden ranges of 8-16 at every bit
+# width (measured, digits, 15 QAT epochs); see seeds/unlearning-oeu.md.
+ACT_RANGE = {8: 16.0, 4: 16.0, 2: 8.0}
 # Activation scales start from runtime statistics over this many training
 # batches, then become learned parameters (brevitas PARAMETER_FROM_STATS).
 COLLECT_STATS_STEPS = 30
 
 
-def _quantizers():
+def _quantizers(act_range: float | None):
+    """(input, hidden, output, weight, bias) quantizers; ``act_range`` None: learned hidden scales."""
+    from brevitas.inject.enum import ScalingImplType
     from brevitas.quant import (
         Int8ActPerTensorFixedPoint,
         Int8WeightPerTensorFixedPoint,
@@ -42,10 +62,33 @@ def _quantizers():
     class InputQuant(Int8ActPerTensorFixedPoint):
         collect_stats_steps = COLLECT_STATS_STEPS
 
-    class HiddenQuant(Uint8ActPerTensorFixedPoint):
-        collect_stats_steps = COLLECT_STATS_STEPS
+    if act_range is None:
+        class HiddenQuant(Uint8ActPerTensorFixedPoint):
+            collect_stats_steps = COLLECT_STATS_STEPS
 
-    return InputQuant, HiddenQuant, Int8WeightPerTensorFixedPoint, Int16Bias
+        return InputQuant, HiddenQuant, None, Int8WeightPerTensorFixedPoint, Int16Bias
+
+    # Constant power-of-two scale act_range / 2**bits for the unsigned ReLU output
+    # (bits) and for the signed logits (bits + 1): one ap_fixed format for both.
+    class HiddenQuant(Uint8ActPerTensorFixedPoint):
+        scaling_impl_type = ScalingImplType.CONST
+        scaling_const = act_range
+        max_val = act_range
+
+    class OutputQuant(Int8ActPerTensorFixedPoint):
+        scaling_impl_type = ScalingImplType.CONST
+        scaling_const = act_range
+        max_val = act_range
+        min_val = -act_range
+
+    return InputQuant, HiddenQuant, OutputQuant, Int8WeightPerTensorFixedPoint, Int16Bias
+
+
+def check_act(act: str) -> str:
+    """Return ``act`` if it is one of :data:`ACTIVATIONS`, else raise ValueError naming ``--act``."""
+    if act not in ACTIVATIONS:
+        raise ValueError(f"--act: unknown activation layout {act!r} (choose from {', '.join(ACTIVATIONS)})")
+    return act
 
 
 def check_bits(bits: int) -> int:
@@ -56,7 +99,7 @@ def check_bits(bits: int) -> int:
 
 
 class QuantMLP(nn.Module):
-    """Fixed-point MLP: QuantIdentity -> [QuantLinear -> QuantReLU]* -> QuantLinear.
+    """Fixed-point MLP: QuantIdentity -> [QuantLinear -> QuantReLU]* -> QuantLinear [-> QuantIdentity].
 
     Args:
         n_in: input features. n_out: classes (logits).
@@ -67,27 +110,43 @@ class QuantMLP(nn.Module):
             the standardised inputs, whose range is set by rare outliers,
             collapse to a few levels and no class is learnable).
         seed: seeds ``torch.manual_seed`` for the weight initialisation.
+        act: ``"fixed"`` (shared constant hidden format ``[0, act_range)`` in
+            ``bits`` unsigned bits, logits quantized to ``bits + 1`` signed bits
+            at the same scale: importable by :mod:`onchip.frontends.brevitas`)
+            or ``"learned"`` (per-layer learned hidden scales, float logits).
+        act_range: power of two, range of the fixed layout (default
+            :data:`ACT_RANGE` of ``bits``); ignored for ``"learned"``.
 
     Input ``(batch, n_in)`` float32 (standardised features); output
-    ``(batch, n_out)`` float32 logits (the last accumulator times its scale).
+    ``(batch, n_out)`` float32 logits (``"fixed"``: the output quantizer's
+    values; ``"learned"``: the last accumulator times its scale).
 
     Raises:
-        ValueError: ``bits`` not in (8, 4, 2), or a width below 1.
+        ValueError: ``bits`` not in (8, 4, 2), a width below 1, an unknown
+            ``act``, or an ``act_range`` that is not a positive power of two.
     """
 
     def __init__(
-        self, n_in: int, n_out: int, hidden=(64, 32), bits: int = 8, input_bits: int = 8, seed: int = 0
+        self, n_in: int, n_out: int, hidden=(64, 32), bits: int = 8, input_bits: int = 8, seed: int = 0,
+        act: str = "fixed", act_range: float | None = None,
     ):
         super().__init__()
         import brevitas.nn as qnn
 
         self.bits = check_bits(bits)
         self.input_bits = check_bits(input_bits)
+        self.act = check_act(act)
         widths = [int(n_in), *[int(h) for h in hidden], int(n_out)]
         if min(widths) < 1:
             raise ValueError(f"hidden: every width must be >= 1, got {widths}")
         self.widths = tuple(widths)
-        in_q, hid_q, w_q, b_q = _quantizers()
+        self.act_range = None
+        if act == "fixed":
+            r = float(ACT_RANGE[self.bits] if act_range is None else act_range)
+            if not (r > 0 and math.log2(r) == round(math.log2(r))):
+                raise ValueError(f"act_range: must be a positive power of two, got {act_range!r}")
+            self.act_range = r
+        in_q, hid_q, out_q, w_q, b_q = _quantizers(self.act_range)
         torch.manual_seed(seed)
         self.input_quant = qnn.QuantIdentity(act_quant=in_q, bit_width=self.input_bits, return_quant_tensor=True)
         self.linears = nn.ModuleList()
@@ -101,6 +160,9 @@ class QuantMLP(nn.Module):
             )
             if i < len(widths) - 2:
                 self.acts.append(qnn.QuantReLU(act_quant=hid_q, bit_width=bits, return_quant_tensor=True))
+        self.output_quant = None
+        if out_q is not None:
+            self.output_quant = qnn.QuantIdentity(act_quant=out_q, bit_width=bits + 1, return_quant_tensor=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.input_quant(x)
@@ -108,6 +170,8 @@ class QuantMLP(nn.Module):
             h = lin(h)
             if i < len(self.acts):
                 h = self.acts[i](h)
+        if self.output_quant is not None:
+            h = self.output_quant(h)
         return h
 
     def latent_parameters(self) -> list[nn.Parameter]:
@@ -214,10 +278,12 @@ def export_layers(model: QuantMLP) -> dict:
     - ``bias``: int64 ``(out,)`` at the accumulator scale
       ``2**acc_exp = 2**(in_exp + weight_exp)``, 16-bit signed.
     - ``acc_exp``: exponent of the accumulator ``W_int @ x_int + b_int``.
-    - ``act``: the quantizer after the layer (None for the output layer, whose
-      logits are ``acc * 2**acc_exp``): ``bits``, ``signed``, ``scale_exp``,
-      ``min``/``max`` integer range; hidden activations are ReLU then
-      ``clip(round_half_even(acc * 2**(acc_exp - scale_exp)), min, max)``.
+    - ``act``: the quantizer after the layer: ``bits``, ``signed``,
+      ``scale_exp``, ``min``/``max`` integer range; its integers are (ReLU for
+      hidden layers, then) ``clip(round_half_even(acc * 2**(acc_exp -
+      scale_exp)), min, max)``. For the output layer it is the output
+      QuantIdentity (``act="fixed"``; logits = int * 2**scale_exp) or None
+      (``act="learned"``; logits = ``acc * 2**acc_exp``).
 
     ``fmt`` has the same keys as ``act``: ``x_int = clip(round_half_even(x *
     2**-scale_exp), min, max)``.
@@ -257,6 +323,8 @@ def export_layers(model: QuantMLP) -> dict:
             h = model.acts[i](h)
             layer["act"] = _act_format(h)
             in_exp = layer["act"]["scale_exp"]
+        elif model.output_quant is not None:
+            layer["act"] = _act_format(model.output_quant.act_quant(h))
         layers.append(layer)
     model.train(was_training)
     return {"input": in_fmt, "layers": layers}
@@ -278,6 +346,8 @@ def integer_forward(exported: dict, x: np.ndarray) -> np.ndarray:
     reference for the brevitas forward pass.
     """
     h = quantize_input(exported, x)
+    if not exported["layers"]:
+        raise ValueError("exported network has no output layer")
     for layer in exported["layers"]:
         acc = h @ layer["weight"].T + layer["bias"]
         act = layer["act"]
@@ -287,4 +357,4 @@ def integer_forward(exported: dict, x: np.ndarray) -> np.ndarray:
             acc = np.maximum(acc, 0)
         shifted = acc.astype(np.float64) * 2.0 ** (layer["acc_exp"] - act["scale_exp"])
         h = np.clip(np.round(shifted), act["min"], act["max"]).astype(np.int64)
-    raise ValueError("exported network has no output layer")
+    return h.astype(np.float64) * 2.0 ** exported["layers"][-1]["act"]["scale_exp"]

@@ -1,0 +1,230 @@
+"""The unlearned network on the simulated hardware: golden model, HLS C simulation and RTL.
+
+"Unlearning on the deployed device" (OEU, Zhang et al., ICML 2026,
+arXiv:2602.00567, run on our fixed-point learner): a brevitas
+:class:`~onchip.methods.unlearning.models.QuantMLP` with the ``"fixed"``
+activation layout is imported by :func:`onchip.frontends.brevitas.from_brevitas`
+into an MLP :class:`~onchip.spec.LearnerSpec` plus raw parameters, and the
+forget, retain and test inputs run through
+
+* ``golden``: :meth:`onchip.model.GoldenLearner.predict` (inference path);
+* ``hls``: the C simulation of the emitted HLS C++ with ``learn=False``
+  (:class:`onchip.hls.HlsLearner`);
+* ``rtl``: the Verilated learner of :func:`onchip.hw.generate`.
+
+The RTL has no inference-only mode: it always learns test-then-train, and its
+parameters start at their reset values. Both are handled without the golden
+model providing any of the RTL's inputs:
+
+* the imported parameters become the reset values of the generated Verilog
+  (the generator reads them from :func:`onchip.model.golden.initial_parameters`,
+  which is substituted while it runs; the cache key of a compiled model is its
+  Verilog, so each network gets its own build);
+* the spec's learning rate is :func:`frozen_learning_rate`: so small that every
+  update term ``requant(e * a * 2**-s -> coef)`` rounds to exactly zero for any
+  error and activation the formats can hold. The stream then never changes the
+  parameters, every prediction is pure inference, and the targets (zeros) do not
+  matter. The parameters read back after the stream must equal the imported
+  ones, which checks both points on the RTL itself.
+
+Every backend's raw outputs are compared with brevitas' own output integers
+(the output QuantIdentity), and its class decisions (argmax, first maximum on
+ties, the same rule as the brevitas accuracy) with brevitas' predictions,
+sample for sample.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+BACKENDS = ("golden", "hls", "rtl")
+_ROUND_TO_NEAREST = ("RND", "RND_ZERO", "RND_MIN_INF", "RND_INF", "RND_CONV")
+
+
+def frozen_learning_rate(spec) -> float:
+    """Largest power-of-two learning rate at which every SGD update of ``spec`` rounds to zero.
+
+    MLP update terms (:mod:`onchip.model.kernels`): ``dW = requant(e * a * 2**-s -> coef)``,
+    ``db = requant(e * 2**-s -> coef)`` with ``e`` in ``grad`` and ``a`` in ``input``
+    or ``act``. A round-to-nearest conversion that drops ``k`` fractional bits
+    returns 0 when ``|v| < 2**(k-1)``; ``|e| <= 2**(W_grad-1)`` and
+    ``|a| <= 2**(W_a-1)`` give the smallest ``s`` for which this holds for every
+    possible ``e`` and ``a``.
+
+    Args:
+        spec: an MLP :class:`~onchip.spec.LearnerSpec`.
+
+    Returns:
+        ``2**-s`` (a valid ``learning_rate``).
+
+    Raises:
+        ValueError: not an MLP, or a ``coef`` quantization mode that does not round
+            to nearest (truncation would turn small negative updates into -1 LSB).
+    """
+    if spec.kind != "mlp":
+        raise ValueError(f"spec.kind: frozen learning rate is defined for MLPs, got {spec.kind!r}")
+    f = spec.formats
+    if f.coef.quant not in _ROUND_TO_NEAREST:
+        raise ValueError(f"formats.coef: quantization {f.coef.quant} does not round small updates to zero "
+                         f"(need one of {', '.join(_ROUND_TO_NEAREST)})")
+    w_grad = f.grad.width
+    need = w_grad + 1 - f.grad.frac_bits + f.coef.frac_bits  # bias terms
+    for a in (f.input, f.act):  # layer inputs: |e * a| <= 2**(W_grad + W_a - 2)
+        need = max(need, w_grad + a.width - f.grad.frac_bits - a.frac_bits + f.coef.frac_bits)
+    return 2.0 ** -max(need, 0)
+
+
+def frozen_spec(spec):
+    """``spec`` with :func:`frozen_learning_rate` and the sequential schedule: a learner that
+    predicts exactly like ``spec`` and never changes its parameters (raises as that function)."""
+    return spec.replace(learning_rate=frozen_learning_rate(spec), schedule="sequential")
+
+
+@contextmanager
+def _reset_values(theta: np.ndarray):
+    """While active, the generator builds its parameter registers with ``theta`` as reset values."""
+    from unittest import mock
+
+    from ...hw import learner as hw_learner
+
+    with mock.patch.object(hw_learner, "initial_parameters", lambda spec: np.array(theta, np.int64)):
+        yield
+
+
+def rtl_stream(spec, theta: np.ndarray, x_raw: np.ndarray, y_raw: np.ndarray, *, progress: bool = False):
+    """Stream raw samples through the Verilated learner of ``spec`` whose reset parameters are ``theta``.
+
+    Args:
+        spec: the learner; theta: (P,) raw ``coef`` parameters; x_raw (N, n_in) raw
+            inputs; y_raw (N, n_out) raw targets.
+
+    Returns:
+        :class:`onchip.verilator.compiled.StreamResult` (predictions, parameters read back).
+
+    Raises:
+        ValueError: ``theta`` of the wrong length or outside ``coef``, bad shapes or values.
+        onchip.verilator.ToolchainError / BuildError / SimulationError.
+    """
+    from ...hw import generate
+    from ...verilator.backend import _checked_raw
+    from ...verilator.compiled import build_model
+    from ...verilator.ports import PortLayout
+
+    theta = np.asarray(theta)
+    coef = spec.formats.coef
+    if theta.shape != (spec.parameter_count(),) or not np.issubdtype(theta.dtype, np.integer):
+        raise ValueError(f"theta must be ({spec.parameter_count()},) raw integers, got {theta.shape} {theta.dtype}")
+    if theta.size and (theta.min() < coef.min_raw or theta.max() > coef.max_raw):
+        raise ValueError(f"theta holds raw values outside {coef}")
+    x_raw = _checked_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
+    y_raw = _checked_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
+    with _reset_values(theta):
+        design = generate(spec, axis=False)
+    layout = PortLayout.from_spec(spec, design.info)
+    stream_model = build_model(design.verilog, layout, top=design.top)
+    return stream_model.run(x_raw, y_raw, progress=progress)
+
+
+def rtl_available() -> bool:
+    """True when the generator and the Verilator toolchain are installed (the ``rtl`` backend runs)."""
+    try:
+        from ...verilator.backend import available
+    except ImportError:
+        return False
+    return available()
+
+
+def check_on_hardware(model, sets: dict, *, backends=BACKENDS, progress: bool = False) -> dict:
+    """Run a brevitas QuantMLP's inputs through the fixed-point backends and compare with brevitas.
+
+    Args:
+        model: a trained :class:`~onchip.methods.unlearning.models.QuantMLP` with
+            ``act="fixed"`` (any brevitas network the front end accepts).
+        sets: ``{name: (x, y)}``: float features ``(n, n_in)`` (standardised, as
+            given to the model) and integer labels ``(n,)``.
+        backends: any of :data:`BACKENDS`.
+        progress: tqdm bars of the HLS and RTL runs.
+
+    Returns:
+        ``{"spec": spec dict (golden, hls), "rtl_learning_rate": float, "sets": {name: {"n", "brevitas_acc",
+        backend: {"acc", "argmax_mismatches", "output_mismatches"}}}, "rtl_parameters_unchanged":
+        bool (rtl only), "all_equal": bool}``. ``argmax_mismatches`` counts samples whose class
+        decision differs from brevitas'; ``output_mismatches`` samples whose raw output
+        vector differs from brevitas' output integers.
+
+    Raises:
+        ValueError: unknown backend, empty ``sets``, mismatched lengths, or a network the
+            front end refuses (message names the layer).
+        RuntimeError: the HLS learner changed its parameters in inference mode.
+        onchip.verilator.ToolchainError / BuildError / SimulationError: see :func:`rtl_stream`.
+    """
+    from ...frontends.brevitas import brevitas_outputs
+    from .models import export_layers, predict_logits, quantize_input
+
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown or not backends:
+        raise ValueError(f"backends: {unknown or backends!r} (choose from {', '.join(BACKENDS)})")
+    if not sets:
+        raise ValueError("sets: no data set to check")
+    for name, (x, y) in sets.items():
+        if len(x) != len(y) or len(x) == 0:
+            raise ValueError(f"sets[{name!r}]: need as many labels as samples (>0), got {len(x)} and {len(y)}")
+    from ...frontends.brevitas import from_brevitas
+
+    imp = from_brevitas(model, name="unlearned")
+    spec, theta = imp.spec, imp.theta
+    exported = export_layers(model)
+    names = list(sets)
+    bounds = np.cumsum([0] + [len(sets[n][0]) for n in names])
+    x_all = np.concatenate([np.asarray(sets[n][0], np.float32) for n in names])
+    # the device's input integers come from brevitas' input quantizer, not from a backend
+    x_raw = quantize_input(exported, x_all)
+    want_raw = brevitas_outputs(model, x_all)
+    want_cls = predict_logits(model, x_all).argmax(axis=1)
+
+    raw = {}
+    if "golden" in backends:
+        from ...model import GoldenLearner
+
+        raw["golden"] = GoldenLearner(spec, theta).predict(x_raw)
+    if "hls" in backends:
+        from ...hls import HlsLearner
+
+        raw["hls"], hls_theta = HlsLearner(spec, theta).run(x_raw, None, learn=False, progress=progress)
+        if not np.array_equal(hls_theta, theta):
+            raise RuntimeError("the HLS learner changed its parameters in inference mode")
+    result = {"spec": spec.to_dict(), "sets": {}}
+    if "rtl" in backends:
+        rtl_spec = frozen_spec(spec)
+        result["rtl_learning_rate"] = rtl_spec.learning_rate
+        res = rtl_stream(rtl_spec, theta, x_raw, np.zeros((len(x_raw), spec.n_out), np.int64), progress=progress)
+        raw["rtl"] = res.predictions
+        result["rtl_parameters_unchanged"] = bool(np.array_equal(res.parameters, theta))
+        result["rtl_stream_cycles"] = int(res.stream_cycles)
+    all_equal = result.get("rtl_parameters_unchanged", True)
+    for k, name in enumerate(names):
+        sl = slice(bounds[k], bounds[k + 1])
+        y = np.asarray(sets[name][1])
+        row = {"n": int(len(y)), "brevitas_acc": float((want_cls[sl] == y).mean())}
+        for b, out in raw.items():
+            cls = out[sl].argmax(axis=1)
+            row[b] = {
+                "acc": float((cls == y).mean()),
+                "argmax_mismatches": int((cls != want_cls[sl]).sum()),
+                "output_mismatches": int((out[sl] != want_raw[sl]).any(axis=1).sum()),
+            }
+            all_equal &= row[b]["argmax_mismatches"] == 0 and row[b]["output_mismatches"] == 0
+        result["sets"][name] = row
+    result["all_equal"] = bool(all_equal)
+    return result
+
+
+def split_sets(split) -> dict:
+    """``{"forget", "retain", "test"}`` -> ``(x, y)`` of an unlearning :class:`~.data.Split`."""
+    return {
+        "forget": (split.x_train[split.forget], split.y_train[split.forget]),
+        "retain": (split.x_train[split.retain], split.y_train[split.retain]),
+        "test": (split.x_test, split.y_test),
+    }
