@@ -1,0 +1,43 @@
+"""``onchip pnr``: bitstream, fmax and utilisation on a Lattice board (open flow)."""
+
+from __future__ import annotations
+
+DESCRIPTION = """Put the learner core in a UART board top, build it with Amaranth's Lattice plan run by
+the YoWASP tools (yosys, nextpnr-ecp5 + ecppack or nextpnr-ice40 + icepack) and write the
+bitstream, the build logs and report.json (fmax from nextpnr, utilisation, latency in ns =
+cycles / fmax) into --out. Stream protocol: see the README (section Boards)."""
+
+
+def add_parser(sub) -> None:
+    from ..flow.boards import BOARDS, DEFAULT_BAUD
+
+    lattice = [n for n, b in BOARDS.items() if b.vendor == "lattice"]
+    p = sub.add_parser("pnr", help="Lattice place and route: bitstream, fmax, utilisation", description=DESCRIPTION)
+    p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    p.add_argument("--board", default="ulx3s-85f", choices=lattice)
+    p.add_argument("--baud", type=int, default=DEFAULT_BAUD)
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed")
+    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..flow.boards import get_board
+    from ..flow.nextpnr import place_and_route
+    from ..hw import generate
+    from ..io import atomic_output_dir
+    from ..spec import load_spec
+
+    spec = load_spec(args.spec)
+    get_board(args.board, vendor="lattice")
+    if args.baud < 1200:
+        raise ValueError(f"--baud must be >= 1200, got {args.baud}")
+    design = generate(spec, axis=False)
+    with atomic_output_dir(args.out) as stage:
+        report = place_and_route(design, args.board, stage, baud=args.baud, seed=args.seed)
+        (stage / "spec.toml").write_text(spec.to_toml())
+    print(f"{args.board}: fmax {report['fmax_mhz']:.1f} MHz (board clock {report['clock_mhz']:.0f} MHz, "
+          f"{'met' if report['timing_met'] else 'NOT met'}), update latency {report['latency_cycles_update']} "
+          f"cycles = {report['latency_ns_update']:.1f} ns")
+    print(f"wrote {args.out}/{report['bitstream']} and report.json")
+    return 0

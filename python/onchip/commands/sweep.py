@@ -1,0 +1,32 @@
+"""``onchip sweep``: run a TOML sweep definition into a table and plots."""
+
+from __future__ import annotations
+
+DESCRIPTION = """Run every point of a sweep definition (grid over spec fields; resources, pnr, latency,
+accuracy per point), resuming from the point cache, and write results.csv, points.json and the
+plots into --out. Points run in local processes, or on a Dask cluster with --scheduler."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="run a sweep definition (TOML) into a table and plots", description=DESCRIPTION)
+    p.add_argument("definition", help="sweep TOML file, e.g. sweeps/resources/sweep.toml")
+    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    p.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1)")
+    p.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--cache", default=None, help="finished-point cache folder (default: <onchip cache>/sweeps)")
+    p.add_argument("--retry-failed", action="store_true", help="recompute points cached as errors")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..sweep import run_sweep
+
+    records = run_sweep(args.definition, args.out, jobs=args.jobs, scheduler=args.scheduler, cache=args.cache,
+                        retry_failed=args.retry_failed, progress=not args.quiet)
+    counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "error", "pending")}
+    print(f"{len(records)} points: {counts['ok']} ok, {counts['error']} failed; wrote {args.out}/results.csv")
+    for r in records:
+        if r["status"] == "error":
+            print(f"  failed {r['params']}: {r['error']}")
+    return 0

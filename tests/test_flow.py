@@ -1,0 +1,314 @@
+"""Implementation flows: Yosys resources, Lattice place and route, Vivado scripts, the UART board top.
+
+The tools' compiled WebAssembly is kept in the user's onchip cache (~/.cache/onchip/yowasp,
+via $ONCHIP_TOOL_CACHE) on purpose, so the one-time compile (about a minute per tool) is not
+paid by every test run; each expensive tool call runs once per session on one small design.
+"""
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+os.environ.setdefault("ONCHIP_TOOL_CACHE", str(Path.home() / ".cache" / "onchip" / "yowasp"))
+
+from amaranth.hdl import Elaboratable, Module  # noqa: E402
+from amaranth.sim import Simulator  # noqa: E402
+
+from onchip.flow import boards, nextpnr, vivado, yosys  # noqa: E402
+from onchip.flow.uart import UARTRx, UARTTx  # noqa: E402
+
+# A stand-in learner core with the RTL contract's ports: pred = x0 * y0 (low 16 bits), one cycle later.
+CORE_V = """module onchip_learner(input clk, input rst, input s__valid, output s__ready, input [31:0] s__payload,
+  output reg m__valid, input m__ready, output reg [15:0] m__payload,
+  input pc__valid, output pc__ready, input [20:0] pc__payload,
+  output pr__valid, input pr__ready, output [15:0] pr__payload);
+  assign s__ready = ~m__valid | m__ready;
+  assign pc__ready = 1'b1;
+  assign pr__valid = pc__valid;
+  assign pr__payload = pc__payload[15:0];
+  always @(posedge clk)
+    if (rst) m__valid <= 1'b0;
+    else if (s__ready) begin m__valid <= s__valid; m__payload <= s__payload[15:0] * s__payload[31:16]; end
+endmodule
+"""
+_W = {"s__payload": 32, "m__payload": 16, "pc__payload": 21, "pr__payload": 16}
+_IN = ("clk", "rst", "s__valid", "s__payload", "m__ready", "pc__valid", "pc__payload", "pr__ready")
+PORTS = {n: {"dir": "in" if n in _IN else "out", "width": _W.get(n, 1)}
+         for n in ("clk", "rst", "s__valid", "s__ready", "s__payload", "m__valid", "m__ready", "m__payload",
+                   "pc__valid", "pc__ready", "pc__payload", "pr__valid", "pr__ready", "pr__payload")}
+DESIGN = SimpleNamespace(verilog=CORE_V, top="onchip_learner",
+                         info={"ports": PORTS, "latency_cycles_prediction": 1, "latency_cycles_update": 2,
+                               "initiation_interval": 1})
+
+# 8 plain register bits and one 16x16 multiply: known resource counts on every family
+COUNT_V = """module regs_mul(input clk, input [7:0] d, output reg [7:0] q, input [15:0] a, input [15:0] b,
+  output [31:0] p);
+  always @(posedge clk) q <= d;
+  assign p = a * b;
+endmodule
+"""
+
+
+# -- resources ------------------------------------------------------------------------------------
+def test_resources_from_cells_folds_primitives():
+    cells = {"LUT2": 3, "LUT6": 2, "LUT6_2": 1, "FDRE": 5, "FDSE": 1, "DSP48E2": 2, "RAMB36E2": 1,
+             "RAMB18E2": 3, "RAM32M": 2, "SRL16E": 3, "CARRY8": 4, "BUFG": 1}
+    r = yosys.resources_from_cells(cells, "xcup")
+    assert (r["lut"], r["ff"], r["dsp"], r["carry"]) == (6, 6, 2, 4)
+    assert r["bram"] == 1 + 3 * 0.5  # a RAMB18 is half a RAMB36
+    assert r["lutram"] == 2 * 4 + 3  # RAM32M = 4 LUTs, SRL16E = 1
+    e = yosys.resources_from_cells({"LUT4": 10, "CCU2C": 3, "TRELLIS_FF": 7, "MULT18X18D": 1, "DP16KD": 2}, "ecp5")
+    assert (e["lut"], e["ff"], e["dsp"], e["bram"]) == (16, 7, 1, 2)
+    i = yosys.resources_from_cells({"SB_LUT4": 4, "SB_DFFE": 2, "SB_DFFSR": 1, "SB_RAM40_4K": 1}, "ice40")
+    assert (i["lut"], i["ff"], i["bram"], i["lutram"]) == (4, 3, 1, None)
+
+
+def test_synthesize_rejects_bad_input():
+    with pytest.raises(ValueError, match="family"):
+        yosys.synthesize(COUNT_V, "regs_mul", "virtex2")
+    with pytest.raises(ValueError, match="no module named 'nope'"):
+        yosys.synthesize(COUNT_V, "nope")
+    with pytest.raises(ValueError, match="empty"):
+        yosys.synthesize("  ", "regs_mul")
+
+
+@pytest.fixture(scope="session")
+def synth_xcup():
+    return yosys.synthesize(COUNT_V, "regs_mul", "xcup")
+
+
+@pytest.fixture(scope="session")
+def synth_ecp5():
+    return yosys.synthesize(COUNT_V, "regs_mul", "ecp5")
+
+
+def test_yosys_counts_registers_and_multiplier_xcup(synth_xcup):
+    assert synth_xcup["ff"] == 8
+    assert synth_xcup["dsp"] == 1 and synth_xcup["cells"]["DSP48E2"] == 1
+    assert synth_xcup["bram"] == 0 and synth_xcup["lut"] == 0  # no logic beyond the DSP
+    assert "IBUF" not in synth_xcup["cells"]  # out of context: no I/O buffers
+    assert synth_xcup["yosys_version"].startswith("Yosys 0.")
+
+
+def test_yosys_counts_registers_and_multiplier_ecp5(synth_ecp5):
+    assert synth_ecp5["ff"] == 8
+    assert synth_ecp5["dsp"] == 1 and synth_ecp5["cells"]["MULT18X18D"] == 1
+
+
+# -- UART and the board top -------------------------------------------------------------------------
+def _serial_bits(byte: int) -> list[int]:
+    return [0] + [(byte >> i) & 1 for i in range(8)] + [1]
+
+
+class _MulCore(Elaboratable):
+    """Amaranth twin of CORE_V for simulation."""
+
+    def __init__(self, sig):
+        self.s = sig
+
+    def elaborate(self, platform):
+        m, s = Module(), self.s
+        m.d.comb += s["s__ready"].eq(~s["m__valid"] | s["m__ready"])
+        with m.If(s["s__ready"]):
+            m.d.sync += [s["m__valid"].eq(s["s__valid"]),
+                         s["m__payload"].eq(s["s__payload"][:16] * s["s__payload"][16:32])]
+        return m
+
+
+def _run_top(frames: list[bytes], gap_bits: int = 0, divisor: int = 4, n_out: int | None = None):
+    top = boards.UartStreamTop(PORTS, "onchip_learner", clk_freq=divisor * 1e6, baud=1_000_000, core=_MulCore)
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    received = []
+    n_out = len(frames) * 2 if n_out is None else n_out
+
+    async def send(ctx):
+        for frame in frames:
+            for byte in frame:
+                for bit in _serial_bits(byte):
+                    ctx.set(top.rx, bit)
+                    await ctx.tick().repeat(divisor)
+            ctx.set(top.rx, 1)
+            if gap_bits:
+                await ctx.tick().repeat(divisor * gap_bits)
+
+    async def receive(ctx):
+        for _ in range(n_out):
+            while ctx.get(top.tx) == 1:
+                await ctx.tick()
+            await ctx.tick().repeat(divisor // 2)  # middle of the start bit
+            value = 0
+            for i in range(8):
+                await ctx.tick().repeat(divisor)
+                value |= ctx.get(top.tx) << i
+            await ctx.tick().repeat(divisor)
+            assert ctx.get(top.tx) == 1, "stop bit"
+            received.append(value)
+
+    sim.add_testbench(send)
+    sim.add_testbench(receive, background=True)
+    total_bits = sum(10 * len(f) + gap_bits for f in frames) + 10 * n_out + 40
+    sim.run_until(total_bits * divisor * 1e-6 + 2e-4)
+    return top, received
+
+
+def test_board_top_streams_predictions_in_order():
+    samples = [(3, 5), (1000, 20), (65535, 2), (300, 300)]
+    frames = [(x | (y << 16)).to_bytes(4, "little") for x, y in samples]
+    top, got = _run_top(frames)
+    assert (top.s_bytes, top.m_bytes) == (4, 2)
+    preds = [got[i] | (got[i + 1] << 8) for i in range(0, len(got), 2)]
+    assert preds == [(x * y) % 65536 for x, y in samples]
+
+
+def test_board_top_drops_an_incomplete_frame_after_a_pause():
+    good = (7 | (9 << 16)).to_bytes(4, "little")
+    # two stray bytes, a pause longer than the timeout (4 byte times = 40 bits), then a whole frame
+    top, got = _run_top([b"\xff\xff", good], gap_bits=60, n_out=2)
+    assert got[0] | (got[1] << 8) == 63
+
+
+def test_uart_rejects_bad_divisor_and_top_checks_ports():
+    with pytest.raises(ValueError, match="divisor"):
+        UARTRx(1)
+    with pytest.raises(ValueError, match="divisor"):
+        UARTTx(2.5)
+    with pytest.raises(ValueError, match="pc__valid"):
+        boards.UartStreamTop({k: v for k, v in PORTS.items() if k != "pc__valid"}, "x", 25e6)
+    with pytest.raises(ValueError, match="too slow"):
+        boards.UartStreamTop(PORTS, "x", 200e3)
+    with pytest.raises(ValueError, match="board must be one of"):
+        boards.get_board("arty-a7-35", vendor="lattice")
+
+
+# -- Lattice place and route ------------------------------------------------------------------------
+def test_parse_report_takes_the_slowest_clock():
+    rep = {"fmax": {"a": {"achieved": 80.0, "constraint": 25.0}, "b": {"achieved": 55.5, "constraint": 12.0}},
+           "utilization": {"ICESTORM_LC": {"used": 10, "available": 5280}, "SB_IO": {"used": 0, "available": 39}}}
+    r = nextpnr.parse_report(rep)
+    assert r["fmax_mhz"] == 55.5 and r["constraint_mhz"] == 12.0
+    assert r["utilisation"] == {"ICESTORM_LC": {"used": 10, "available": 5280}}
+    with pytest.raises(ValueError, match="no clock"):
+        nextpnr.parse_report({"fmax": {}})
+
+
+@pytest.fixture(scope="session")
+def ice40_build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pnr-ice40")
+    return out, nextpnr.place_and_route(DESIGN, "icebreaker", out)
+
+
+def test_ice40_bitstream_fmax_and_latency(ice40_build):
+    out, rep = ice40_build
+    bit = out / rep["bitstream"]
+    assert bit.stat().st_size > 100_000  # a whole UP5K configuration image (~104 kB)
+    assert rep["device"] == "iCE40UP5K" and rep["clock_mhz"] == 12.0
+    assert rep["fmax_mhz"] > 0
+    assert rep["timing_met"] == (rep["fmax_mhz"] >= 12.0)
+    assert rep["latency_ns_update"] == pytest.approx(2 * 1e3 / rep["fmax_mhz"])
+    assert rep["utilisation"]["ICESTORM_LC"]["used"] > 16  # the multiplier alone needs more
+    assert json.loads((out / "report.json").read_text()) == rep
+    # the core Verilog went into the build and the UART pins are constrained
+    assert "module onchip_learner" in (out / "onchip_learner.v").read_text()
+    pcf = (out / "top.pcf").read_text()
+    assert "uart_0__rx" in pcf and "uart_0__tx" in pcf
+
+
+def test_pnr_rejects_xilinx_board_and_bad_seed(tmp_path):
+    with pytest.raises(ValueError, match="board must be one of"):
+        nextpnr.place_and_route(DESIGN, "arty-a7-35", tmp_path)
+    with pytest.raises(ValueError, match="seed"):
+        nextpnr.place_and_route(DESIGN, "icebreaker", tmp_path, seed=-1)
+
+
+@pytest.mark.slow
+def test_ecp5_bitstream(tmp_path):
+    rep = nextpnr.place_and_route(DESIGN, "ulx3s-85f", tmp_path)
+    assert (tmp_path / "top.bit").stat().st_size > 100_000
+    assert rep["device"] == "LFE5U-85F" and rep["fmax_mhz"] > 0
+
+
+# -- Vivado scripts ---------------------------------------------------------------------------------
+def test_vivado_part_project_references_part_files_and_clock(tmp_path):
+    m = vivado.write_part_project(DESIGN, tmp_path / "a", clock_mhz=250.0)
+    tcl = (tmp_path / "a" / "build.tcl").read_text()
+    assert m["part"] == "xcvu13p-flga2577-2-e"
+    assert "set part xcvu13p-flga2577-2-e" in tcl and "-mode out_of_context" in tcl
+    for needed in ("read_verilog onchip_learner.v", "read_xdc -mode out_of_context constraints.xdc",
+                   "route_design", "reports/utilization_impl.rpt", "reports/timing_impl.rpt"):
+        assert needed in tcl
+    assert (tmp_path / "a" / "onchip_learner.v").read_text() == CORE_V
+    assert "-period 4.000 [get_ports clk]" in (tmp_path / "a" / "constraints.xdc").read_text()
+    assert "-source build.tcl" in (tmp_path / "a" / "run.sh").read_text()
+    # stable: the same input writes the same bytes
+    vivado.write_part_project(DESIGN, tmp_path / "b", clock_mhz=250.0)
+    for f in m["files"]:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_vivado_board_project_has_constraints_core_and_bitstream(tmp_path):
+    m = vivado.write_board_project(DESIGN, "arty-a7-35", tmp_path / "a")
+    tcl = (tmp_path / "a" / "top.tcl").read_text()
+    assert m["part"] == "xc7a35ticsg324-1L"
+    assert "-part xc7a35ticsg324-1L" in tcl and 'add_files "onchip_learner.v"' in tcl
+    assert "write_bitstream" in tcl and "read_xdc top.xdc" in tcl
+    xdc = (tmp_path / "a" / "top.xdc").read_text()
+    assert "LOC A9" in xdc and "LOC D10" in xdc  # Arty A7 USB-UART rx / tx pins
+    assert "onchip_learner" in (tmp_path / "a" / "top.v").read_text()  # instantiated as a black box
+    vivado.write_board_project(DESIGN, "arty-a7-35", tmp_path / "b")
+    for f in ("top.tcl", "top.xdc", "top.v", "run.sh"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_vivado_rejects_bad_part_and_board(tmp_path):
+    with pytest.raises(ValueError, match="not a Xilinx part"):
+        vivado.write_part_project(DESIGN, tmp_path, part="LFE5U-85F")
+    with pytest.raises(ValueError, match="clock_mhz"):
+        vivado.write_part_project(DESIGN, tmp_path, clock_mhz=0)
+    with pytest.raises(ValueError, match="board must be one of"):
+        vivado.write_board_project(DESIGN, "ulx3s-85f", tmp_path)
+
+
+# -- tool cache -------------------------------------------------------------------------------------
+def test_tool_cache_dir_follows_onchip_cache_then_xdg(tmp_path, monkeypatch):
+    from onchip.flow import tools
+
+    monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "a"))
+    assert tools.tool_cache_dir() == tmp_path / "a"
+    monkeypatch.delenv("ONCHIP_TOOL_CACHE")
+    assert tools.tool_env()["YOWASP_CACHE_DIR"] == str(tmp_path / "a" / "yowasp")
+    monkeypatch.setenv("ONCHIP_TOOL_CACHE", str(tmp_path / "w"))
+    assert tools.tool_env()["YOWASP_CACHE_DIR"] == str(tmp_path / "w")
+    monkeypatch.delenv("ONCHIP_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert tools.tool_cache_dir() == tmp_path / "x" / "onchip"
+    with pytest.raises(ValueError, match="tool must be one of"):
+        tools.tool_command("vivado")
+
+
+# -- commands ---------------------------------------------------------------------------------------
+def test_vivado_command_writes_the_generated_core(tmp_path, capsys):
+    from onchip.cli import main
+    from onchip.hw import generate
+    from onchip.spec import PRESETS
+
+    assert main(["vivado", "--spec", "kan-regression", "--out", str(tmp_path / "v")]) == 0
+    design = generate(PRESETS["kan-regression"], axis=False)
+    assert (tmp_path / "v" / "onchip_learner.v").read_text() == design.verilog
+    manifest = json.loads((tmp_path / "v" / "manifest.json").read_text())
+    assert manifest["part"] == "xcvu13p-flga2577-2-e"
+    assert manifest["latency_cycles_update"] == design.info["latency_cycles_update"]
+
+
+def test_commands_reject_bad_input_before_writing(tmp_path, capsys):
+    from onchip.cli import main
+
+    assert main(["vivado", "--spec", "kan-regression", "--part", "LFE5U-85F", "--out", str(tmp_path / "a")]) == 2
+    assert main(["synth", "--spec", "no-such-preset", "--out", str(tmp_path / "b")]) == 2
+    assert main(["sweep", str(tmp_path / "none.toml"), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "not a Xilinx part" in err and "no-such-preset" in err and "does not exist" in err
+    assert not any(tmp_path.iterdir())
