@@ -26,7 +26,7 @@ from ..fixed import overflow
 from .kernels import kan_step, mlp_step
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def commit(theta, addr, delta, f_coef):
     """Apply one sample's update to ``theta`` in place."""
     for n in range(len(addr)):
@@ -34,7 +34,7 @@ def commit(theta, addr, delta, f_coef):
         theta[a] = overflow(theta[a] - delta[n], f_coef[0], f_coef[2], f_coef[4])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def land(theta, addr, delta, f_coef, q_addr, q_delta, q_state):
     """Schedule one sample's update, after that sample has read the parameters.
 
