@@ -134,7 +134,8 @@ def test_sigterm_leaves_no_staging_folder(tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not any(p.name.endswith(".partial") for p in tmp_path.iterdir()):
         time.sleep(0.2)
-    assert any(p.name.endswith(".partial") for p in tmp_path.iterdir())  # the run is writing
+    assert any(p.name.endswith(".partial") for p in tmp_path.iterdir())  # the run has started
+    time.sleep(1.0)  # well inside the ~1 minute float-twin run
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
     assert "interrupted" in proc.stderr.read()

@@ -174,25 +174,25 @@ def run_job(
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
     stream = tasks.make_stream(task, samples=int(samples), seed=seed, data=data)
     resolved = resolve_spec(task, model, spec, stream.x.shape[1], stream.y.shape[1])
-    result = run_backend(backend, resolved, stream.x, stream.y, progress=progress)
-
-    metrics = {
-        "task": task,
-        "model": model,
-        "backend": backend,
-        "spec": resolved.name or "custom",
-        "seed": seed,
-        **tasks.evaluate(stream, result.predictions),
-        "samples_per_second": len(stream) / max(result.seconds, 1e-9),
-        "stream": stream.meta,
-    }
-    metric_name, rolling = tasks.rolling_metric(stream, result.predictions)
-    series = {f"{model} ({backend})": rolling}
-    if task == "qubit-readout":
-        _, static = tasks.rolling_metric(stream, tasks.static_baseline_predictions(stream))
-        series["static discriminator"] = static
-
+    # the staging folder exists for the whole run, so an interrupted run is cleaned up too
     with atomic_output_dir(out) as stage:
+        result = run_backend(backend, resolved, stream.x, stream.y, progress=progress)
+
+        metrics = {
+            "task": task,
+            "model": model,
+            "backend": backend,
+            "spec": resolved.name or "custom",
+            "seed": seed,
+            **tasks.evaluate(stream, result.predictions),
+            "samples_per_second": len(stream) / max(result.seconds, 1e-9),
+            "stream": stream.meta,
+        }
+        metric_name, rolling = tasks.rolling_metric(stream, result.predictions)
+        series = {f"{model} ({backend})": rolling}
+        if task == "qubit-readout":
+            _, static = tasks.rolling_metric(stream, tasks.static_baseline_predictions(stream))
+            series["static discriminator"] = static
         write_json(stage / "metrics.json", metrics)
         np.save(stage / "predictions.npy", result.raw if result.raw is not None else result.predictions)
         header = ",".join(["sample"] + [name.replace(",", ";") for name in series])
