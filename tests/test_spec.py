@@ -69,3 +69,12 @@ def test_derived_quantities():
     assert PRESETS["mlp-readout"].parameter_count() == 2 * 8 + 8 + 8 + 1
     assert spec.effective_staleness == 0
     assert spec.replace(schedule="pipelined", staleness=3).effective_staleness == 3
+
+
+def test_readme_spec_example_is_the_kan_readout_preset():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    assert LearnerSpec.from_toml(example) == PRESETS["kan-readout"].replace(name="")
