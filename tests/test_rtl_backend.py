@@ -345,3 +345,22 @@ def test_backend_rejects_raw_values_outside_the_formats():
         run(spec, np.zeros((2, 3), np.int64), np.zeros((2, 1), np.int64), progress=False)
     with pytest.raises(ValueError, match="spec must be a LearnerSpec"):
         run("kan-readout", np.zeros((2, 2), np.int64), np.zeros((2, 1), np.int64), progress=False)
+
+
+def test_rtl_starts_from_given_parameters():
+    # reset values from theta: the RTL equals a golden learner loaded with the same parameters
+    from onchip.model import GoldenLearner
+    from onchip.spec import PRESETS
+    from onchip.verilator import backend
+
+    spec = PRESETS["kan-readout"]
+    rng = np.random.default_rng(21)
+    theta = rng.integers(-2000, 2000, spec.parameter_count())
+    g = GoldenLearner(spec, theta=theta)
+    x = g.quantize_inputs(rng.uniform(-3, 3, (500, 2)))
+    y = g.quantize_targets(np.sign(rng.normal(size=(500, 1))))
+    preds, final = backend.run(spec, x, y, theta=theta, progress=False)
+    np.testing.assert_array_equal(preds, g.run(x, y))
+    np.testing.assert_array_equal(final, g.theta)
+    with pytest.raises(ValueError, match="theta"):
+        backend.run(spec, x, y, theta=theta[:-1], progress=False)

@@ -71,20 +71,22 @@ def _payload_fields(learner) -> dict:
     return {"s": s, "m": mm, "pc": pc, "pr": pr}
 
 
-def generate(spec: LearnerSpec, *, axis: bool = True) -> Design:
+def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
     """Generate the Verilog of a learner and describe it.
 
     Args:
         spec: the learner; ``spec.schedule`` and ``spec.staleness`` select the schedule
             (a pipelined staleness <= 1 is the sequential schedule, as in the golden model).
         axis: also convert the AXI4-Stream wrapper (``Design.axis_verilog``).
+        theta: raw reset values of the parameters (P,) (default: the golden model's
+            initial parameters), e.g. an imported network.
 
     Returns:
         :class:`Design`.
 
     Raises:
-        ValueError: ``spec`` is not a LearnerSpec, or a pipelined staleness the
-            pipeline cannot meet (the message gives the minimum).
+        ValueError: ``spec`` is not a LearnerSpec, a pipelined staleness the
+            pipeline cannot meet (the message gives the minimum), or a bad ``theta``.
     """
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
@@ -94,7 +96,7 @@ def generate(spec: LearnerSpec, *, axis: bool = True) -> Design:
     from .learner import OnchipLearner, check_staleness
 
     check_staleness(spec)
-    learner = OnchipLearner(spec)
+    learner = OnchipLearner(spec, theta)
     info = {
         "top": TOP,
         "schedule": "pipelined" if learner.pipelined else "sequential",
@@ -115,5 +117,5 @@ def generate(spec: LearnerSpec, *, axis: bool = True) -> Design:
     text = verilog.convert(learner, name=TOP, emit_src=False)
     axis_text = ""
     if axis:
-        axis_text = verilog.convert(AxisLearner(OnchipLearner(spec)), name=f"{TOP}_axis", emit_src=False)
+        axis_text = verilog.convert(AxisLearner(OnchipLearner(spec, theta)), name=f"{TOP}_axis", emit_src=False)
     return Design(verilog=text, top=TOP, info=info, axis_verilog=axis_text)

@@ -33,7 +33,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..model.golden import initial_parameters, kernel_config, layout
+from ..model.golden import check_parameters, initial_parameters, kernel_config, layout
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, requant
 from .layers import KanLayer, MlpLayer
@@ -107,8 +107,10 @@ class OnchipLearner(wiring.Component):
         ValueError: a pipelined spec whose staleness is below :attr:`min_staleness`.
     """
 
-    def __init__(self, spec: LearnerSpec):
+    def __init__(self, spec: LearnerSpec, theta=None):
         self.spec = spec
+        #: reset values of the parameters (raw, flat): the golden initial parameters by default
+        self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
         f = spec.formats
         self.staleness = schedule_staleness(spec)
         self.pipelined = self.staleness > 0
@@ -157,7 +159,7 @@ class OnchipLearner(wiring.Component):
         accept = Signal()
         pipe = Pipe(m, en)
         cfg = kernel_config(spec)
-        theta0 = initial_parameters(spec)
+        theta0 = self.theta0
         n_layers = len(spec.widths) - 1
         live = not self.pipelined
 

@@ -66,6 +66,27 @@ def initial_parameters(spec: LearnerSpec) -> np.ndarray:
     return quantize(np.concatenate(parts), spec.formats.coef)
 
 
+def check_parameters(spec: LearnerSpec, theta) -> np.ndarray:
+    """Validate raw parameters for ``spec``: shape (P,), integers inside the ``coef`` range.
+
+    Returns:
+        an int64 copy.
+
+    Raises:
+        ValueError: wrong shape, not integers, or values outside ``formats.coef``.
+    """
+    theta = np.asarray(theta)
+    p = spec.parameter_count()
+    if theta.shape != (p,):
+        raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+    if not np.issubdtype(theta.dtype, np.integer):
+        raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
+    c = spec.formats.coef
+    if theta.min() < c.min_raw or theta.max() > c.max_raw:
+        raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
+    return theta.astype(np.int64).copy()
+
+
 def split_parameters(spec: LearnerSpec, theta: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Flat parameters -> per-layer arrays: ``{"coef"}`` (KAN) or ``{"weight", "bias"}`` (MLP)."""
     out = []
@@ -155,16 +176,7 @@ class GoldenLearner:
 
     # -- parameters ------------------------------------------------------------
     def _checked(self, theta) -> np.ndarray:
-        theta = np.asarray(theta)
-        p = self.spec.parameter_count()
-        if theta.shape != (p,):
-            raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
-        if not np.issubdtype(theta.dtype, np.integer):
-            raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
-        c = self.spec.formats.coef
-        if theta.min() < c.min_raw or theta.max() > c.max_raw:
-            raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
-        return theta.astype(np.int64).copy()
+        return check_parameters(self.spec, theta)
 
     def reset(self) -> None:
         """Back to the initial parameters, with no update pending."""

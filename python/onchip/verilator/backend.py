@@ -32,8 +32,9 @@ def available() -> bool:
     return toolchain.available()
 
 
-def model_for(spec: LearnerSpec, *, root=None) -> StreamModel:
-    """Generate the Verilog of ``spec`` and compile (or fetch from the cache) its stream model.
+def model_for(spec: LearnerSpec, *, theta=None, root=None) -> StreamModel:
+    """Generate the Verilog of ``spec`` (parameters reset to ``theta`` if given) and compile
+    (or fetch from the cache) its stream model.
 
     Raises:
         ValueError: ``spec`` is not a LearnerSpec, or the generator's ports break the contract.
@@ -43,7 +44,7 @@ def model_for(spec: LearnerSpec, *, root=None) -> StreamModel:
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
     from ..hw import generate
 
-    design = generate(spec, axis=False)  # the AXI4-Stream wrapper is not simulated
+    design = generate(spec, axis=False, theta=theta)  # the AXI4-Stream wrapper is not simulated
     layout = PortLayout.from_spec(spec, design.info)
     return build_model(design.verilog, layout, top=getattr(design, "top", "onchip_learner"), root=root)
 
@@ -62,13 +63,14 @@ def _checked_raw(name: str, a, cols: int, fmt) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def simulate(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True, root=None) -> StreamResult:
+def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True, root=None) -> StreamResult:
     """Run a raw stream through ``spec``'s RTL and return everything the harness measured.
 
     Args:
         spec: the learner (schedule and staleness included).
         x_raw: (N, n_in) raw inputs in ``spec.formats.input``.
         y_raw: (N, n_out) raw targets in ``spec.formats.act``.
+        theta: raw initial parameters (P,) (default: the golden initial parameters).
         progress: tqdm bar of predictions received.
         root: build cache folder (default :func:`onchip.cache.cache_root`).
 
@@ -87,10 +89,10 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True, root=Non
     y_raw = _checked_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
     if len(x_raw) != len(y_raw):
         raise ValueError(f"x_raw has {len(x_raw)} samples but y_raw has {len(y_raw)}")
-    return model_for(spec, root=root).run(x_raw, y_raw, progress=progress)
+    return model_for(spec, theta=theta, root=root).run(x_raw, y_raw, progress=progress)
 
 
-def run(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The ``rtl`` backend of :func:`onchip.run.run_backend`.
 
     Test-then-train over the whole stream in the Verilated learner: each
@@ -103,6 +105,7 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True) -> tuple[np.n
         spec: the learner.
         x_raw: (N, n_in) raw inputs (``input`` format).
         y_raw: (N, n_out) raw targets (``act`` format).
+        theta: raw initial parameters (P,) (default: the golden initial parameters).
         progress: show a progress bar.
 
     Returns:
@@ -112,5 +115,5 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, progress: bool = True) -> tuple[np.n
     Raises:
         see :func:`simulate`.
     """
-    result = simulate(spec, x_raw, y_raw, progress=progress)
+    result = simulate(spec, x_raw, y_raw, theta=theta, progress=progress)
     return result.predictions, result.parameters

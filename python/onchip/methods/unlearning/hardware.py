@@ -17,9 +17,8 @@ parameters start at their reset values. Both are handled without the golden
 model providing any of the RTL's inputs:
 
 * the imported parameters become the reset values of the generated Verilog
-  (the generator reads them from :func:`onchip.model.golden.initial_parameters`,
-  which is substituted while it runs; the cache key of a compiled model is its
-  Verilog, so each network gets its own build);
+  (``onchip.hw.generate(spec, theta=...)``; the cache key of a compiled model is
+  its Verilog, so each network gets its own build);
 * the spec's learning rate is :func:`frozen_learning_rate`: so small that every
   update term ``requant(e * a * 2**-s -> coef)`` rounds to exactly zero for any
   error and activation the formats can hold. The stream then never changes the
@@ -35,7 +34,6 @@ sample for sample.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -82,17 +80,6 @@ def frozen_spec(spec):
     return spec.replace(learning_rate=frozen_learning_rate(spec), schedule="sequential")
 
 
-@contextmanager
-def _reset_values(theta: np.ndarray):
-    """While active, the generator builds its parameter registers with ``theta`` as reset values."""
-    from unittest import mock
-
-    from ...hw import learner as hw_learner
-
-    with mock.patch.object(hw_learner, "initial_parameters", lambda spec: np.array(theta, np.int64)):
-        yield
-
-
 def rtl_stream(spec, theta: np.ndarray, x_raw: np.ndarray, y_raw: np.ndarray, *, progress: bool = False):
     """Stream raw samples through the Verilated learner of ``spec`` whose reset parameters are ``theta``.
 
@@ -107,24 +94,9 @@ def rtl_stream(spec, theta: np.ndarray, x_raw: np.ndarray, y_raw: np.ndarray, *,
         ValueError: ``theta`` of the wrong length or outside ``coef``, bad shapes or values.
         onchip.verilator.ToolchainError / BuildError / SimulationError.
     """
-    from ...hw import generate
-    from ...verilator.backend import _checked_raw
-    from ...verilator.compiled import build_model
-    from ...verilator.ports import PortLayout
+    from ...verilator.backend import simulate
 
-    theta = np.asarray(theta)
-    coef = spec.formats.coef
-    if theta.shape != (spec.parameter_count(),) or not np.issubdtype(theta.dtype, np.integer):
-        raise ValueError(f"theta must be ({spec.parameter_count()},) raw integers, got {theta.shape} {theta.dtype}")
-    if theta.size and (theta.min() < coef.min_raw or theta.max() > coef.max_raw):
-        raise ValueError(f"theta holds raw values outside {coef}")
-    x_raw = _checked_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
-    y_raw = _checked_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
-    with _reset_values(theta):
-        design = generate(spec, axis=False)
-    layout = PortLayout.from_spec(spec, design.info)
-    stream_model = build_model(design.verilog, layout, top=design.top)
-    return stream_model.run(x_raw, y_raw, progress=progress)
+    return simulate(spec, x_raw, y_raw, theta=theta, progress=progress)
 
 
 def rtl_available() -> bool:
