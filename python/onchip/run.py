@@ -66,10 +66,10 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     golden = GoldenLearner(spec)
-    start = time.perf_counter()
     if backend == "float":
         from .model.float_twin import FloatTwin
 
+        start = time.perf_counter()
         twin = FloatTwin(spec)
         with _progress_bar(len(x), f"{spec.name or spec.kind} float", progress) as bar:
             preds = twin.run(x, y, progress=bar.update)
@@ -77,10 +77,14 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
         return BackendRun(preds, None, twin.theta.numpy().copy(), time.perf_counter() - start)
 
     x_raw, y_raw = golden.quantize_inputs(x), golden.quantize_targets(y)
+    # compile the kernels or build the model (or find them cached) outside the timing
+    if backend == "golden":
+        GoldenLearner(spec).run(x_raw[:1], y_raw[:1])
+    else:
+        module = importlib.import_module(_HARDWARE_BACKENDS[backend])
+        module.run(spec, x_raw[:1], y_raw[:1], progress=False)
     start = time.perf_counter()
     if backend == "golden":
-        GoldenLearner(spec).run(x_raw[:1], y_raw[:1])  # compile (or load the cached kernels) untimed
-        start = time.perf_counter()
         raw = np.zeros((len(x_raw), spec.n_out), np.int64)
         with _progress_bar(len(x_raw), f"{spec.name or spec.kind} golden", progress) as bar:
             for lo in range(0, len(x_raw), _CHUNK):
@@ -89,9 +93,6 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
         golden.flush()
         theta = golden.theta.copy()
     else:
-        module = importlib.import_module(_HARDWARE_BACKENDS[backend])
-        module.run(spec, x_raw[:1], y_raw[:1], progress=False)  # build (or find) the model untimed
-        start = time.perf_counter()
         raw, theta = module.run(spec, x_raw, y_raw, progress=progress)
     seconds = time.perf_counter() - start
     return BackendRun(golden.dequantize_outputs(raw), raw, theta, seconds)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..fixed import Fmt
 from ..model.basis import basis_table
-from ..model.golden import initial_parameters, layout, update_size
+from ..model.golden import check_parameters, initial_parameters, layout, update_size
 from ..spec import LearnerSpec
 
 #: Operations of the top function's ``op`` register.
@@ -660,16 +660,7 @@ def checked_theta(spec: LearnerSpec, theta) -> np.ndarray:
     """
     if theta is None:
         return initial_parameters(spec)
-    theta = np.asarray(theta)
-    p = spec.parameter_count()
-    if theta.shape != (p,):
-        raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
-    if not np.issubdtype(theta.dtype, np.integer):
-        raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
-    c = spec.formats.coef
-    if len(theta) and (theta.min() < c.min_raw or theta.max() > c.max_raw):
-        raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
-    return theta.astype(np.int64)
+    return check_parameters(spec, theta)
 
 
 def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:

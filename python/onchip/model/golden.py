@@ -82,7 +82,7 @@ def check_parameters(spec: LearnerSpec, theta) -> np.ndarray:
     if not np.issubdtype(theta.dtype, np.integer):
         raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
     c = spec.formats.coef
-    if theta.min() < c.min_raw or theta.max() > c.max_raw:
+    if len(theta) and (theta.min() < c.min_raw or theta.max() > c.max_raw):
         raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
     return theta.astype(np.int64).copy()
 
