@@ -14,6 +14,9 @@ for two cycles that many cycles later; samples in flight are lost) or
 probability that the bench offers a sample, takes a prediction, takes a
 parameter response in a cycle (random stalls from ``seed``); ``measure``:
 also record the cycles of every acceptance, prediction and commit strobe.
+``names`` (optional) drives a wrapper instead of the core: ``{"clk": ..., "rst": ...,
+"rst_active_low": bool, "s": prefix, "m": ..., "pc": ..., "pr": ...}``, the streams
+then being ``<prefix>_tvalid`` / ``_tready`` / ``_tdata`` (AXI4-Stream).
 
 Result per segment: ``preds`` (raw payload ints, in order), ``responses``
 (the parameter port's answers), and with ``measure`` the cycle lists.
@@ -41,11 +44,24 @@ async def stream(dut):
     coef_mask = (1 << coef_w) - 1
     strobes = [getattr(dut, f"commit_l{l}") for l in range(job["n_layers"])] if measure else []
 
-    clk = dut.clk
-    s_valid, s_ready, s_payload = dut.s__valid, dut.s__ready, dut.s__payload
-    m_valid, m_ready, m_payload = dut.m__valid, dut.m__ready, dut.m__payload
-    pc_valid, pc_ready, pc_payload = dut.pc__valid, dut.pc__ready, dut.pc__payload
-    pr_valid, pr_ready, pr_payload = dut.pr__valid, dut.pr__ready, dut.pr__payload
+    names = job.get("names")
+
+    def stream_port(name):
+        if names is None:
+            return [getattr(dut, f"{name}__{f}") for f in ("valid", "ready", "payload")]
+        return [getattr(dut, f"{names[name]}_t{f}") for f in ("valid", "ready", "data")]
+
+    clk = getattr(dut, names["clk"]) if names else dut.clk
+    rst = getattr(dut, names["rst"]) if names else dut.rst
+    active = 0 if names and names.get("rst_active_low") else 1
+
+    def set_reset(on: bool):
+        rst.value = active if on else 1 - active
+
+    s_valid, s_ready, s_payload = stream_port("s")
+    m_valid, m_ready, m_payload = stream_port("m")
+    pc_valid, pc_ready, pc_payload = stream_port("pc")
+    pr_valid, pr_ready, pr_payload = stream_port("pr")
 
     Clock(clk, 10, unit="ns").start()
     edge, settle = RisingEdge(clk), ReadOnly()
@@ -53,10 +69,10 @@ async def stream(dut):
         sig.value = 0
     s_payload.value = 0
     pc_payload.value = 0
-    dut.rst.value = 1
+    set_reset(True)
     for _ in range(2):
         await edge
-    dut.rst.value = 0
+    set_reset(False)
 
     results = []
     cycle = 0
@@ -96,7 +112,7 @@ async def stream(dut):
             take_resp = rng.random() < p_param_ready
             pr_ready.value = int(take_resp)
             if in_reset:
-                dut.rst.value = 1
+                set_reset(True)
             await settle
             # handshakes at the coming edge
             if want and s_ready.value:
@@ -117,7 +133,7 @@ async def stream(dut):
             await edge
             cycle += 1
             if reset_at is not None and cycle >= reset_at + 2:
-                dut.rst.value = 0
+                set_reset(False)
                 break
             if i == n and op in ("read", "write") and len(responses) == len(cmds):
                 break

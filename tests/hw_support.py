@@ -36,7 +36,7 @@ def stimulus(spec: LearnerSpec, n: int, seed: int, extreme: float = 0.05):
     y = fa.quantize(np.clip(yf, fa.min_value, fa.max_value))
     pick = rng.random(n) < extreme
     lo_raw = int(fi.quantize(lo)) if fi.contains(lo) else fi.min_raw
-    edges = np.array([fi.min_raw, lo_raw - 1, lo_raw, lo_raw + 1, fi.max_raw, 0, -1, 1])
+    edges = np.clip([fi.min_raw, lo_raw - 1, lo_raw, lo_raw + 1, fi.max_raw, 0, -1, 1], fi.min_raw, fi.max_raw)
     x[pick] = rng.choice(edges, (pick.sum(), spec.n_in))
     y[pick] = rng.choice([fa.min_raw, fa.max_raw], (pick.sum(), spec.n_out))
     return x.astype(np.int64), y.astype(np.int64)

@@ -312,3 +312,18 @@ def test_commands_reject_bad_input_before_writing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not a Xilinx part" in err and "no-such-preset" in err and "does not exist" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_failing_tool_ends_the_command_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    from onchip.cli import main
+    from onchip.flow import tools
+
+    def broken(tool, args, cwd, **kw):
+        raise tools.ToolError(f"{tool} failed with status 3:\nERROR: out of memory")
+
+    monkeypatch.setattr(yosys, "run_tool", broken)
+    out = tmp_path / "synth"
+    assert main(["synth", "--spec", "kan-regression", "--family", "xcup", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "onchip synth: tool failed: yosys failed with status 3" in err and "Traceback" not in err
+    assert not out.exists()

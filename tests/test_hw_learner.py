@@ -85,7 +85,22 @@ EXTRA_SHAPES = {
                          learning_rate=2.0**-5),
     "kan-2-4-1-k3": dict(kind="kan", widths=(2, 4, 1), grid_size=8, spline_order=3, init_scale=0.1,
                          learning_rate=2.0**-5),
+    "kan-2-3-1-k2": dict(kind="kan", widths=(2, 3, 1), grid_size=8, spline_order=2, init_scale=0.1,
+                         learning_rate=2.0**-5),
 }
+
+#: k = 2: three RAM banks per edge (not a power of two: the cell is split by a table and the
+#: parameter port divides by G + k and by 3), and G + k = 10 leaves the last bank row part-filled
+QUADRATIC = dict(kind="kan", widths=(1, 1), grid_size=8, spline_order=2, init_scale=0.2,
+                 learning_rate=2.0**-3, name="kan-1-1-k2")
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_quadratic_spline_banks_bit_exact(schedule):
+    spec = variant(LearnerSpec(**QUADRATIC), schedule)
+    design = cached_design(spec)
+    seg = run_and_compare(spec, design, N_SAMPLES, seed=9)
+    check_timing(design, seg, N_SAMPLES)
 
 
 @pytest.mark.slow

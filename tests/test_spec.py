@@ -37,6 +37,8 @@ def test_changed_spec_round_trips():
         (dict(kind="svm"), ["kind", "svm"]),
         (dict(schedule="eager"), ["schedule", "eager"]),
         (dict(staleness=-1), ["staleness", "-1"]),
+        (dict(datapath="systolic"), ["datapath", "systolic"]),
+        (dict(datapath="serial"), ["datapath='serial'", "kind='kan'"]),
     ],
 )
 def test_unbuildable_specs_say_which_field_and_why(changes, words):
@@ -44,6 +46,13 @@ def test_unbuildable_specs_say_which_field_and_why(changes, words):
         PRESETS["kan-regression"].replace(**changes)
     for word in words:
         assert word in str(info.value)
+
+
+def test_serial_datapath_is_a_sequential_mlp_choice_and_round_trips():
+    spec = PRESETS["mlp-readout"].replace(datapath="serial")
+    assert LearnerSpec.from_toml(spec.to_toml()) == spec
+    with pytest.raises(ValueError, match="schedule='pipelined'"):
+        spec.replace(schedule="pipelined")
 
 
 def test_accumulator_must_wrap():

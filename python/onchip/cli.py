@@ -36,11 +36,26 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except _tool_errors() as exc:
+        print(f"onchip {args.command}: tool failed: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"onchip {args.command}: interrupted; nothing was written", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _tool_errors() -> tuple[type, ...]:
+    """Failures of the external tools (HDL conversion, Verilator, Yosys/nextpnr): reported in one
+    line with the tool's own message, exit status 1, not as a traceback."""
+    from amaranth.back.verilog import YosysError
+
+    from .flow.tools import ToolError
+    from .verilator.compiled import BuildError, SimulationError
+    from .verilator.toolchain import ToolchainError
+
+    return (YosysError, ToolError, BuildError, SimulationError, ToolchainError)
 
 
 def _terminate(signum, frame):

@@ -21,6 +21,7 @@ from .fixed import Fmt
 KINDS = ("kan", "mlp")
 LOSSES = ("mse",)
 SCHEDULES = ("sequential", "pipelined")
+DATAPATHS = ("parallel", "serial")
 
 
 def _fmt(text: str) -> Fmt:
@@ -113,6 +114,11 @@ class LearnerSpec:
         init_scale: initial parameters: KAN coefficients uniform in
             +/- init_scale; MLP weights uniform in +/- init_scale*sqrt(3/fan_in),
             biases zero.
+        datapath: MLP hardware datapath: ``"parallel"`` (a multiplier per weight, every
+            weight in registers, II of a few cycles, pipelinable) or ``"serial"`` (one
+            multiply-accumulate lane per neuron stepping over the layer's inputs, weights
+            in RAM; sequential schedule only; for wide networks). KAN: ``"parallel"``.
+            The golden model's semantics do not depend on it.
         init_seed: seed of the initial parameters (they are part of the learner:
             the RTL holds them as its reset values).
         name: preset name, informational.
@@ -135,6 +141,7 @@ class LearnerSpec:
     init_scale: float = 0.1
     init_seed: int = 0
     name: str = ""
+    datapath: str = "parallel"
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(self.widths))
@@ -162,6 +169,15 @@ class LearnerSpec:
         need(
             isinstance(self.staleness, int) and self.staleness >= 0,
             f"staleness must be an integer >= 0, got {self.staleness!r}",
+        )
+        need(
+            self.datapath in DATAPATHS,
+            f"datapath must be one of {', '.join(DATAPATHS)}; got {self.datapath!r}",
+        )
+        need(
+            self.datapath == "parallel" or (self.kind == "mlp" and self.schedule == "sequential"),
+            f"datapath='serial' is an MLP datapath for the sequential schedule; got kind={self.kind!r}, "
+            f"schedule={self.schedule!r}",
         )
         lr = self.learning_rate
         need(
@@ -281,6 +297,8 @@ class LearnerSpec:
                 grid_range=list(self.grid_range),
                 basis_table_bits=self.basis_table_bits,
             )
+        else:
+            d["datapath"] = self.datapath
         d["formats"] = self.formats.as_dict()
         return d
 

@@ -311,8 +311,10 @@ def evaluate_point(point: dict, workdir: str | None = None) -> dict:
 
             res = synthesize(design.verilog, design.top, settings["resources"]["family"])
             results.update({k: res[k] for k in ("lut", "ff", "dsp", "bram", "lutram", "carry")})
-            # parameters are registers in this RTL: separate their storage from the logic
-            results["ff_excl_params"] = res["ff"] - results["param_bits"]
+            # separate parameter storage from the logic: RAM is counted as lutram/bram already,
+            # parameters kept in registers are param_bits flip-flops
+            in_regs = design.info["param_storage"] == "registers"
+            results["ff_excl_params"] = res["ff"] - (results["param_bits"] if in_regs else 0)
             results["logic_excl_params"] = res["lut"] + results["ff_excl_params"]
         if "pnr" in settings:
             import tempfile

@@ -4,240 +4,272 @@
 (* generator = "Amaranth" *)
 module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk, rst, s__ready, m__payload, m__valid, pc__ready, pr__payload, pr__valid, s__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
-  wire [15:0] \$100 ;
-  wire [15:0] \$101 ;
-  wire [15:0] \$102 ;
-  wire [16:0] \$103 ;
+  reg [15:0] \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
+  wire [2:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
+  reg [66:0] \$108 ;
+  wire [66:0] \$109 ;
+  wire [3:0] \$11 ;
+  wire [2:0] \$110 ;
+  wire [2:0] \$111 ;
   wire \$112 ;
-  wire \$113 ;
-  wire [15:0] \$114 ;
-  wire [15:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [16:0] \$117 ;
-  wire \$118 ;
+  wire [2:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  reg [66:0] \$116 ;
+  wire [66:0] \$117 ;
+  wire [2:0] \$118 ;
   wire \$119 ;
-  wire [15:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$120 ;
+  wire [2:0] \$121 ;
   wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire [15:0] \$125 ;
-  wire [15:0] \$126 ;
-  wire [16:0] \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire \$13 ;
+  wire [3:0] \$123 ;
+  wire [3:0] \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire [15:0] \$127 ;
+  wire [15:0] \$128 ;
+  reg [15:0] \$129 ;
+  wire [2:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
-  wire [15:0] \$132 ;
-  wire [16:0] \$133 ;
-  wire \$134 ;
-  wire [16:0] \$135 ;
-  wire [2:0] \$136 ;
-  wire \$137 ;
-  wire [2:0] \$138 ;
-  wire [3:0] \$139 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire [2:0] \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  reg [66:0] \$137 ;
+  wire [66:0] \$138 ;
+  wire [2:0] \$139 ;
   wire \$14 ;
   wire [2:0] \$140 ;
-  wire [3:0] \$141 ;
-  wire \$142 ;
+  wire \$141 ;
+  wire [2:0] \$142 ;
   wire \$143 ;
   wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
+  reg [66:0] \$145 ;
+  wire [66:0] \$146 ;
+  wire [2:0] \$147 ;
   wire \$148 ;
-  wire \$149 ;
-  wire [15:0] \$15 ;
-  wire \$150 ;
+  wire [3:0] \$149 ;
+  wire [3:0] \$15 ;
+  wire [2:0] \$150 ;
   wire \$151 ;
-  wire \$152 ;
-  wire [15:0] \$153 ;
-  wire [15:0] \$154 ;
+  wire [3:0] \$152 ;
+  wire [3:0] \$153 ;
+  wire \$154 ;
   wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
+  wire [15:0] \$156 ;
+  wire [15:0] \$157 ;
+  reg [15:0] \$158 ;
   wire \$159 ;
-  wire \$16 ;
-  wire [15:0] \$160 ;
-  wire [15:0] \$161 ;
+  wire [3:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
   wire \$162 ;
-  wire \$163 ;
+  wire [2:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire [15:0] \$169 ;
-  wire \$17 ;
-  wire [15:0] \$170 ;
-  wire \$171 ;
+  reg [66:0] \$166 ;
+  wire [66:0] \$167 ;
+  wire [2:0] \$168 ;
+  wire [2:0] \$169 ;
+  wire [40:0] \$17 ;
+  wire \$170 ;
+  wire [2:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
+  reg [66:0] \$174 ;
+  wire [66:0] \$175 ;
+  wire [2:0] \$176 ;
   wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire [15:0] \$180 ;
-  wire [15:0] \$181 ;
-  wire \$182 ;
+  wire [3:0] \$178 ;
+  wire [2:0] \$179 ;
+  wire [40:0] \$18 ;
+  wire \$180 ;
+  wire [3:0] \$181 ;
+  wire [3:0] \$182 ;
   wire \$183 ;
   wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
+  wire [15:0] \$185 ;
+  wire [15:0] \$186 ;
+  reg [15:0] \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [15:0] \$191 ;
-  wire [15:0] \$192 ;
+  wire \$191 ;
+  wire [2:0] \$192 ;
   wire \$193 ;
   wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
+  reg [66:0] \$195 ;
+  wire [66:0] \$196 ;
+  wire [2:0] \$197 ;
+  wire [2:0] \$198 ;
   wire \$199 ;
-  wire [40:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
-  wire [15:0] \$200 ;
-  wire [15:0] \$201 ;
+  wire [2:0] \$200 ;
+  wire \$201 ;
   wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
+  reg [66:0] \$203 ;
+  wire [66:0] \$204 ;
+  wire [2:0] \$205 ;
   wire \$206 ;
-  wire [15:0] \$207 ;
-  wire [15:0] \$208 ;
+  wire [3:0] \$207 ;
+  wire [2:0] \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
-  wire \$214 ;
-  wire [2:0] \$215 ;
-  wire [2:0] \$216 ;
-  wire [2:0] \$217 ;
-  wire [3:0] \$218 ;
+  wire [3:0] \$210 ;
+  wire [3:0] \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
+  wire \$216 ;
+  wire [4:0] \$217 ;
+  wire \$218 ;
   wire \$219 ;
   wire \$22 ;
-  wire [2:0] \$220 ;
-  wire [3:0] \$221 ;
-  wire [15:0] \$222 ;
-  reg \$223 ;
-  reg \$224 ;
-  reg \$225 ;
-  reg \$226 ;
-  reg \$227 ;
-  reg [15:0] \$228 ;
-  reg [15:0] \$229 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
-  reg [15:0] \$230 ;
-  reg [15:0] \$231 ;
-  reg [15:0] \$232 ;
-  reg [15:0] \$233 ;
-  reg [15:0] \$234 ;
-  reg [15:0] \$235 ;
-  reg [66:0] \$236 ;
-  reg [66:0] \$237 ;
-  reg [66:0] \$238 ;
-  reg [1:0] \$239 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire [3:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
-  reg [1:0] \$240 ;
-  reg [1:0] \$241 ;
-  reg \$242 ;
-  reg [15:0] \$243 ;
-  reg [15:0] \$244 ;
-  reg [15:0] \$245 ;
-  reg [2:0] \$246 ;
-  reg [15:0] \$247 ;
-  reg [15:0] \$248 ;
-  reg [15:0] \$249 ;
-  wire [15:0] \$25 ;
-  reg [15:0] \$250 ;
-  reg [39:0] \$251 ;
-  reg [39:0] \$252 ;
-  reg [39:0] \$253 ;
-  reg [39:0] \$254 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [6:0] \$243 ;
+  wire [7:0] \$244 ;
+  wire [5:0] \$245 ;
+  wire [6:0] \$246 ;
+  wire \$247 ;
+  wire [2:0] \$248 ;
+  wire [3:0] \$249 ;
+  wire \$25 ;
+  wire [4:0] \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  reg [15:0] \$254 ;
   reg [15:0] \$255 ;
   reg [15:0] \$256 ;
-  reg [15:0] \$257 ;
-  reg [15:0] \$258 ;
-  reg [15:0] \$259 ;
+  reg \$257 ;
+  reg \$258 ;
+  reg \$259 ;
   wire \$26 ;
-  reg [2:0] \$260 ;
-  reg [2:0] \$261 ;
-  reg [2:0] \$262 ;
-  reg [15:0] \$263 ;
-  reg [15:0] \$264 ;
-  reg [15:0] \$265 ;
-  reg [15:0] \$266 ;
-  reg [15:0] \$267 ;
-  reg [15:0] \$268 ;
-  reg [15:0] \$269 ;
+  reg \$260 ;
+  reg \$261 ;
+  reg [66:0] \$262 ;
+  reg [66:0] \$263 ;
+  reg [66:0] \$264 ;
+  reg [1:0] \$265 ;
+  reg [1:0] \$266 ;
+  reg [1:0] \$267 ;
+  reg [3:0] \$268 ;
+  reg \$269 ;
   wire \$27 ;
-  reg [15:0] \$270 ;
-  reg [15:0] \$271 ;
-  reg [15:0] \$272 ;
-  reg [15:0] \$273 ;
+  reg [1:0] \$270 ;
+  reg \$271 ;
+  reg \$272 ;
+  reg \$273 ;
   reg [15:0] \$274 ;
-  wire [63:0] \$275 ;
-  wire \$28 ;
+  reg [15:0] \$275 ;
+  reg [15:0] \$276 ;
+  reg [1:0] \$277 ;
+  reg [2:0] \$278 ;
+  reg [15:0] \$279 ;
+  wire [15:0] \$28 ;
+  reg [15:0] \$280 ;
+  reg [15:0] \$281 ;
+  reg [15:0] \$282 ;
+  reg [39:0] \$283 ;
+  reg [39:0] \$284 ;
+  reg [39:0] \$285 ;
+  reg [39:0] \$286 ;
+  reg [15:0] \$287 ;
+  reg [15:0] \$288 ;
+  reg [15:0] \$289 ;
   wire \$29 ;
-  wire \$3 ;
+  reg [15:0] \$290 ;
+  reg [15:0] \$291 ;
+  reg [2:0] \$292 ;
+  reg [2:0] \$293 ;
+  reg [2:0] \$294 ;
+  reg [15:0] \$295 ;
+  reg [15:0] \$296 ;
+  reg [15:0] \$297 ;
+  reg [15:0] \$298 ;
+  reg [15:0] \$299 ;
+  wire [3:0] \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  reg [15:0] \$300 ;
+  reg [15:0] \$301 ;
+  reg [15:0] \$302 ;
+  reg [15:0] \$303 ;
+  reg [15:0] \$304 ;
+  reg [15:0] \$305 ;
+  reg [15:0] \$306 ;
+  wire [63:0] \$307 ;
+  wire [15:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
   wire \$34 ;
-  wire [15:0] \$35 ;
+  wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire \$4 ;
+  wire [3:0] \$4 ;
   wire \$40 ;
-  wire \$41 ;
+  wire [15:0] \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
-  wire [15:0] \$45 ;
+  wire \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [2:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [15:0] \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire [15:0] \$55 ;
+  wire \$55 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [15:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
@@ -246,18 +278,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [3:0] \$7 ;
   wire \$70 ;
-  reg [66:0] \$71 ;
+  wire [15:0] \$71 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  wire \$73 ;
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire [15:0] \$78 ;
-  wire [16:0] \$79 ;
-  wire \$8 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [3:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -265,20 +297,44 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
-  wire [15:0] \$87 ;
-  wire [15:0] \$88 ;
-  wire [16:0] \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
+  reg [66:0] \$87 ;
+  wire [2:0] \$88 ;
+  wire \$89 ;
+  wire [2:0] \$9 ;
+  wire [2:0] \$90 ;
+  wire [3:0] \$91 ;
+  wire [2:0] \$92 ;
+  wire [3:0] \$93 ;
   wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [2:0] \$95 ;
+  wire [2:0] \$96 ;
+  wire [2:0] \$97 ;
+  wire [2:0] \$98 ;
+  wire [3:0] \$99 ;
+  wire \$signature__addr ;
+  wire \$signature__addr$116 ;
+  wire \$signature__addr$126 ;
+  wire \$signature__addr$134 ;
+  wire \$signature__addr$142 ;
+  wire \$signature__addr$22 ;
+  wire \$signature__addr$24 ;
+  wire \$signature__addr$26 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$111 ;
+  wire [15:0] \$signature__data$124 ;
+  wire [15:0] \$signature__data$132 ;
+  wire [15:0] \$signature__data$140 ;
+  wire [15:0] \$signature__data$31 ;
+  wire [15:0] \$signature__data$32 ;
+  wire [15:0] \$signature__data$33 ;
+  wire \$signature__en ;
+  wire \$signature__en$118 ;
+  wire \$signature__en$127 ;
+  wire \$signature__en$135 ;
+  wire \$signature__en$143 ;
+  wire \$signature__en$23 ;
+  wire \$signature__en$25 ;
+  wire \$signature__en$27 ;
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
@@ -294,10 +350,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] err0_s5 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$62 ;
-  wire [31:0] \floor$67 ;
-  wire [31:0] \floor$72 ;
-  wire [31:0] \floor$77 ;
+  wire [31:0] \floor$70 ;
+  wire [31:0] \floor$75 ;
+  wire [31:0] \floor$80 ;
+  wire [31:0] \floor$85 ;
   wire flush_l0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
@@ -319,27 +375,38 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
-  reg [15:0] l0_coef_0_0_0 = 16'h0000;
-  reg [15:0] l0_coef_0_0_1 = 16'h0000;
-  reg [15:0] l0_coef_0_0_2 = 16'h0000;
-  reg [15:0] l0_coef_0_0_3 = 16'h0000;
-  reg [15:0] l0_coef_0_0_4 = 16'h0000;
-  reg [15:0] l0_coef_0_0_5 = 16'h0000;
-  reg [15:0] l0_coef_0_0_6 = 16'h0000;
-  reg [15:0] l0_coef_0_0_7 = 16'h0000;
   wire [66:0] l0_commit_src;
   reg [1:0] l0_fill = 2'h0;
+  wire [1:0] l0_fill_next;
   reg [1:0] l0_head = 2'h0;
+  wire [1:0] l0_head_next;
+  reg [1:0] l0_lo0_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
   reg [1:0] l0_pending = 2'h0;
   reg [66:0] l0_pending0 = 67'h00000000000000000;
   reg [66:0] l0_pending1 = 67'h00000000000000000;
   reg [66:0] l0_pending2 = 67'h00000000000000000;
+  wire l0_port_baddr;
+  wire [2:0] l0_port_baddr_q;
+  wire [1:0] l0_port_bank;
+  wire [15:0] l0_port_data;
+  wire l0_port_edge;
+  wire [2:0] l0_port_edge_q;
+  wire l0_port_hit0_0_0;
+  wire l0_port_hit0_0_1;
+  wire l0_port_hit0_0_2;
+  wire l0_port_hit0_0_3;
+  wire [2:0] l0_port_local;
+  wire [2:0] l0_port_q;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_3_s3 = 40'h0000000000;
+  reg [1:0] l0_rd_bank = 2'h0;
+  reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
@@ -358,6 +425,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input pc__valid;
   wire pc__valid;
   wire pop_l0;
+  wire [2:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
@@ -365,9 +433,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   output pr__valid;
   reg pr__valid = 1'h0;
   wire push_l0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [2:0] reload_addr;
+  reg [3:0] reload_count = 4'h0;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  wire [2:0] rom_rd__addr;
+  wire [15:0] rom_rd__data;
   input rst;
   wire rst;
   input [31:0] s__payload;
@@ -377,44 +453,40 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  reg [16:0] \t$100 ;
-  reg [16:0] \t$101 ;
-  reg [16:0] \t$102 ;
-  reg [16:0] \t$103 ;
-  reg [16:0] \t$104 ;
-  reg [16:0] \t$105 ;
-  reg [16:0] \t$106 ;
-  reg [16:0] \t$107 ;
-  wire [34:0] \t$25 ;
-  wire [39:0] \t$26 ;
-  wire [31:0] \t$29 ;
-  wire [34:0] \t$31 ;
-  wire [39:0] \t$32 ;
-  wire [31:0] \t$35 ;
-  wire [34:0] \t$37 ;
-  wire [39:0] \t$38 ;
-  wire [31:0] \t$41 ;
-  wire [34:0] \t$43 ;
-  wire [39:0] \t$44 ;
-  wire [41:0] \t$45 ;
-  wire [39:0] \t$50 ;
-  wire [40:0] \t$52 ;
-  wire [15:0] \t$53 ;
-  wire [16:0] \t$55 ;
-  wire [17:0] \t$57 ;
-  wire [15:0] \t$58 ;
-  wire [31:0] \t$59 ;
-  wire [32:0] \t$63 ;
-  wire [15:0] \t$64 ;
-  wire [31:0] \t$65 ;
-  wire [32:0] \t$68 ;
-  wire [15:0] \t$69 ;
-  wire [31:0] \t$70 ;
-  wire [32:0] \t$73 ;
-  wire [15:0] \t$74 ;
-  wire [31:0] \t$75 ;
-  wire [32:0] \t$78 ;
-  wire [15:0] \t$79 ;
+  wire [16:0] \t$110 ;
+  wire [16:0] \t$123 ;
+  wire [16:0] \t$131 ;
+  wire [16:0] \t$139 ;
+  wire [34:0] \t$36 ;
+  wire [39:0] \t$37 ;
+  wire [31:0] \t$39 ;
+  wire [34:0] \t$41 ;
+  wire [39:0] \t$42 ;
+  wire [31:0] \t$44 ;
+  wire [34:0] \t$46 ;
+  wire [39:0] \t$47 ;
+  wire [31:0] \t$49 ;
+  wire [34:0] \t$51 ;
+  wire [39:0] \t$52 ;
+  wire [41:0] \t$53 ;
+  wire [39:0] \t$58 ;
+  wire [40:0] \t$60 ;
+  wire [15:0] \t$61 ;
+  wire [16:0] \t$63 ;
+  wire [17:0] \t$65 ;
+  wire [15:0] \t$66 ;
+  wire [31:0] \t$67 ;
+  wire [32:0] \t$71 ;
+  wire [15:0] \t$72 ;
+  wire [31:0] \t$73 ;
+  wire [32:0] \t$76 ;
+  wire [15:0] \t$77 ;
+  wire [31:0] \t$78 ;
+  wire [32:0] \t$81 ;
+  wire [15:0] \t$82 ;
+  wire [31:0] \t$83 ;
+  wire [32:0] \t$86 ;
+  wire [15:0] \t$87 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -422,1139 +494,1244 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   (* init = 1'h0 *)
   wire valid_s4;
   reg valid_s5 = 1'h0;
+  wire wp__addr;
+  wire \wp__addr$128 ;
+  wire \wp__addr$136 ;
+  wire \wp__addr$144 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$129 ;
+  wire [15:0] \wp__data$137 ;
+  wire [15:0] \wp__data$145 ;
+  wire wp__en;
+  wire \wp__en$130 ;
+  wire \wp__en$138 ;
+  wire \wp__en$146 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank0 [1:0];
+  initial begin
+    l0_coef_0_0_bank0[0] = 16'h0000;
+    l0_coef_0_0_bank0[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (wp__en)
+      l0_coef_0_0_bank0[\$124 [0]] <= wp__data;
+  end
+  reg [0:0] _0_;
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    _0_ <= \$120 [0];
+    if (\$signature__en ) begin
+      _1_ <= l0_coef_0_0_bank0[\$4 [0]];
+      if (wp__en && \$4 [0] == \$124 [0])
+        _1_ <= wp__data;
+    end
+  end
+  assign \$signature__data$111  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data  = _1_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank1 [1:0];
+  initial begin
+    l0_coef_0_0_bank1[0] = 16'h0000;
+    l0_coef_0_0_bank1[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$130 )
+      l0_coef_0_0_bank1[\$153 [0]] <= \wp__data$129 ;
+  end
+  reg [0:0] _2_;
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    _2_ <= \$149 [0];
+    if (\$signature__en$23 ) begin
+      _3_ <= l0_coef_0_0_bank1[\$8 [0]];
+      if (\wp__en$130  && \$8 [0] == \$153 [0])
+        _3_ <= \wp__data$129 ;
+    end
+  end
+  assign \$signature__data$124  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$31  = _3_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank2 [1:0];
+  initial begin
+    l0_coef_0_0_bank2[0] = 16'h0000;
+    l0_coef_0_0_bank2[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$138 )
+      l0_coef_0_0_bank2[\$182 [0]] <= \wp__data$137 ;
+  end
+  reg [0:0] _4_;
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    _4_ <= \$178 [0];
+    if (\$signature__en$25 ) begin
+      _5_ <= l0_coef_0_0_bank2[\$12 [0]];
+      if (\wp__en$138  && \$12 [0] == \$182 [0])
+        _5_ <= \wp__data$137 ;
+    end
+  end
+  assign \$signature__data$132  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$32  = _5_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank3 [1:0];
+  initial begin
+    l0_coef_0_0_bank3[0] = 16'h0000;
+    l0_coef_0_0_bank3[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$146 )
+      l0_coef_0_0_bank3[\$211 [0]] <= \wp__data$145 ;
+  end
+  reg [0:0] _6_;
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    _6_ <= \$207 [0];
+    if (\$signature__en$27 ) begin
+      _7_ <= l0_coef_0_0_bank3[\$16 [0]];
+      if (\wp__en$146  && \$16 [0] == \$211 [0])
+        _7_ <= \wp__data$145 ;
+    end
+  end
+  assign \$signature__data$140  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$33  = _7_;
+  (* ram_style = "distributed" *)
+  (* rom_style = "distributed" *)
+  reg [15:0] theta0_rom [7:0];
+  initial begin
+    theta0_rom[0] = 16'h0000;
+    theta0_rom[1] = 16'h0000;
+    theta0_rom[2] = 16'h0000;
+    theta0_rom[3] = 16'h0000;
+    theta0_rom[4] = 16'h0000;
+    theta0_rom[5] = 16'h0000;
+    theta0_rom[6] = 16'h0000;
+    theta0_rom[7] = 16'h0000;
+  end
+  reg [15:0] _8_;
+  always @(posedge clk) begin
+    _8_ <= theta0_rom[reload_count[2:0]];
+  end
+  assign reload_data = _8_;
+  assign \$2  = \cell [1:0] > 1'h0;
+  assign \$3  = \$1  + \$2 ;
+  assign \$4  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$3 ;
+  assign \$signature__en  = en | l0_port_rd;
+  assign \$6  = \cell [1:0] > 1'h1;
+  assign \$7  = \$5  + \$6 ;
+  assign \$8  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$7 ;
+  assign \$signature__en$23  = en | l0_port_rd;
+  assign \$10  = \cell [1:0] > 2'h2;
+  assign \$11  = \$9  + \$10 ;
+  assign \$12  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$11 ;
+  assign \$signature__en$25  = en | l0_port_rd;
+  assign \$14  = \cell [1:0] > 2'h3;
+  assign \$15  = \$13  + \$14 ;
+  assign \$16  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$15 ;
+  assign \$signature__en$27  = en | l0_port_rd;
   assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$29  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$35  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$41  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \$1  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$2  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \t$45  = $signed(\$1 ) + $signed(\$2 );
-  assign \$3  = ! \t$45 [14:0];
-  assign \$4  = ~ \$3 ;
-  assign \$5  = \t$45 [15] & \$4 ;
-  assign \$6  = ! \t$45 [14:0];
-  assign \$7  = \t$45 [15] & \$6 ;
-  assign \$8  = \$7  & floor[0];
-  assign \$9  = \$5  | \$8 ;
-  assign \t$52  = $signed(floor) + $signed({ 1'h0, \$9  });
-  assign \$10  = $signed(\t$52 ) < $signed(16'h8000);
-  assign \$11  = $signed(\t$52 ) > $signed(16'h7fff);
-  assign \$12  = \$11  ? 16'h7fff : \t$52 [15:0];
-  assign \t$53  = \$10  ? 16'h8000 : \$12 ;
-  assign \t$55  = $signed(m__payload) - $signed(y0_s4);
-  assign \$13  = $signed(\t$57 ) < $signed(16'h8000);
-  assign \$14  = $signed(\t$57 ) > $signed(16'h7fff);
-  assign \$15  = \$14  ? 16'h7fff : \t$57 [15:0];
-  assign \t$58  = \$13  ? 16'h8000 : \$15 ;
-  assign \t$59  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$16  = ! \t$59 [14:0];
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \t$59 [15] & \$17 ;
-  assign \$19  = ! \t$59 [14:0];
-  assign \$20  = \t$59 [15] & \$19 ;
-  assign \$21  = \$20  & \floor$62 [0];
-  assign \$22  = \$18  | \$21 ;
-  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$22  });
-  assign \$23  = $signed(\t$63 ) < $signed(16'h8000);
-  assign \$24  = $signed(\t$63 ) > $signed(16'h7fff);
-  assign \$25  = \$24  ? 16'h7fff : \t$63 [15:0];
-  assign \t$64  = \$23  ? 16'h8000 : \$25 ;
-  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$26  = ! \t$65 [14:0];
-  assign \$27  = ~ \$26 ;
-  assign \$28  = \t$65 [15] & \$27 ;
-  assign \$29  = ! \t$65 [14:0];
-  assign \$30  = \t$65 [15] & \$29 ;
-  assign \$31  = \$30  & \floor$67 [0];
-  assign \$32  = \$28  | \$31 ;
-  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$32  });
-  assign \$33  = $signed(\t$68 ) < $signed(16'h8000);
-  assign \$34  = $signed(\t$68 ) > $signed(16'h7fff);
-  assign \$35  = \$34  ? 16'h7fff : \t$68 [15:0];
-  assign \t$69  = \$33  ? 16'h8000 : \$35 ;
-  assign \t$70  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$36  = ! \t$70 [14:0];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = \t$70 [15] & \$37 ;
-  assign \$39  = ! \t$70 [14:0];
-  assign \$40  = \t$70 [15] & \$39 ;
-  assign \$41  = \$40  & \floor$72 [0];
-  assign \$42  = \$38  | \$41 ;
-  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$42  });
-  assign \$43  = $signed(\t$73 ) < $signed(16'h8000);
-  assign \$44  = $signed(\t$73 ) > $signed(16'h7fff);
-  assign \$45  = \$44  ? 16'h7fff : \t$73 [15:0];
-  assign \t$74  = \$43  ? 16'h8000 : \$45 ;
-  assign \t$75  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$46  = ! \t$75 [14:0];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \t$75 [15] & \$47 ;
-  assign \$49  = ! \t$75 [14:0];
-  assign \$50  = \t$75 [15] & \$49 ;
-  assign \$51  = \$50  & \floor$77 [0];
-  assign \$52  = \$48  | \$51 ;
-  assign \t$78  = $signed(\floor$77 ) + $signed({ 1'h0, \$52  });
-  assign \$53  = $signed(\t$78 ) < $signed(16'h8000);
-  assign \$54  = $signed(\t$78 ) > $signed(16'h7fff);
-  assign \$55  = \$54  ? 16'h7fff : \t$78 [15:0];
-  assign \t$79  = \$53  ? 16'h8000 : \$55 ;
-  assign \$56  = ~ m__ready;
-  assign \$57  = m__valid & \$56 ;
-  assign en = ~ \$57 ;
-  assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
-  assign \$58  = en & valid_s2;
-  assign \$59  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$58  & \$59 ;
-  assign \$60  = ~ busy;
-  assign \$61  = pc__valid & \$60 ;
-  assign \$62  = ! l0_fill;
+  assign \t$39  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
+  assign \t$44  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
+  assign \t$49  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$17  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
+  assign \$18  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
+  assign \t$53  = $signed(\$17 ) + $signed(\$18 );
+  assign \$19  = ! \t$53 [14:0];
+  assign \$20  = ~ \$19 ;
+  assign \$21  = \t$53 [15] & \$20 ;
+  assign \$22  = ! \t$53 [14:0];
+  assign \$23  = \t$53 [15] & \$22 ;
+  assign \$24  = \$23  & floor[0];
+  assign \$25  = \$21  | \$24 ;
+  assign \t$60  = $signed(floor) + $signed({ 1'h0, \$25  });
+  assign \$26  = $signed(\t$60 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$60 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$60 [15:0];
+  assign \t$61  = \$26  ? 16'h8000 : \$28 ;
+  assign \t$63  = $signed(m__payload) - $signed(y0_s4);
+  assign \$29  = $signed(\t$65 ) < $signed(16'h8000);
+  assign \$30  = $signed(\t$65 ) > $signed(16'h7fff);
+  assign \$31  = \$30  ? 16'h7fff : \t$65 [15:0];
+  assign \t$66  = \$29  ? 16'h8000 : \$31 ;
+  assign \t$67  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$32  = ! \t$67 [14:0];
+  assign \$33  = ~ \$32 ;
+  assign \$34  = \t$67 [15] & \$33 ;
+  assign \$35  = ! \t$67 [14:0];
+  assign \$36  = \t$67 [15] & \$35 ;
+  assign \$37  = \$36  & \floor$70 [0];
+  assign \$38  = \$34  | \$37 ;
+  assign \t$71  = $signed(\floor$70 ) + $signed({ 1'h0, \$38  });
+  assign \$39  = $signed(\t$71 ) < $signed(16'h8000);
+  assign \$40  = $signed(\t$71 ) > $signed(16'h7fff);
+  assign \$41  = \$40  ? 16'h7fff : \t$71 [15:0];
+  assign \t$72  = \$39  ? 16'h8000 : \$41 ;
+  assign \t$73  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$42  = ! \t$73 [14:0];
+  assign \$43  = ~ \$42 ;
+  assign \$44  = \t$73 [15] & \$43 ;
+  assign \$45  = ! \t$73 [14:0];
+  assign \$46  = \t$73 [15] & \$45 ;
+  assign \$47  = \$46  & \floor$75 [0];
+  assign \$48  = \$44  | \$47 ;
+  assign \t$76  = $signed(\floor$75 ) + $signed({ 1'h0, \$48  });
+  assign \$49  = $signed(\t$76 ) < $signed(16'h8000);
+  assign \$50  = $signed(\t$76 ) > $signed(16'h7fff);
+  assign \$51  = \$50  ? 16'h7fff : \t$76 [15:0];
+  assign \t$77  = \$49  ? 16'h8000 : \$51 ;
+  assign \t$78  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$52  = ! \t$78 [14:0];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = \t$78 [15] & \$53 ;
+  assign \$55  = ! \t$78 [14:0];
+  assign \$56  = \t$78 [15] & \$55 ;
+  assign \$57  = \$56  & \floor$80 [0];
+  assign \$58  = \$54  | \$57 ;
+  assign \t$81  = $signed(\floor$80 ) + $signed({ 1'h0, \$58  });
+  assign \$59  = $signed(\t$81 ) < $signed(16'h8000);
+  assign \$60  = $signed(\t$81 ) > $signed(16'h7fff);
+  assign \$61  = \$60  ? 16'h7fff : \t$81 [15:0];
+  assign \t$82  = \$59  ? 16'h8000 : \$61 ;
+  assign \t$83  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$62  = ! \t$83 [14:0];
   assign \$63  = ~ \$62 ;
-  assign flush_l0 = \$61  & \$63 ;
+  assign \$64  = \t$83 [15] & \$63 ;
+  assign \$65  = ! \t$83 [14:0];
+  assign \$66  = \t$83 [15] & \$65 ;
+  assign \$67  = \$66  & \floor$85 [0];
+  assign \$68  = \$64  | \$67 ;
+  assign \t$86  = $signed(\floor$85 ) + $signed({ 1'h0, \$68  });
+  assign \$69  = $signed(\t$86 ) < $signed(16'h8000);
+  assign \$70  = $signed(\t$86 ) > $signed(16'h7fff);
+  assign \$71  = \$70  ? 16'h7fff : \t$86 [15:0];
+  assign \t$87  = \$69  ? 16'h8000 : \$71 ;
+  assign \$72  = ~ m__ready;
+  assign \$73  = m__valid & \$72 ;
+  assign en = ~ \$73 ;
+  assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
+  assign \$74  = en & valid_s2;
+  assign \$75  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$74  & \$75 ;
+  assign \$76  = ~ busy;
+  assign \$77  = pc__valid & \$76 ;
+  assign \$78  = ! l0_fill;
+  assign \$79  = ~ \$78 ;
+  assign flush_l0 = \$77  & \$79 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$64  = en & valid_s5;
-  assign \$65  = ! l0_fill;
-  assign \$66  = commit_on_read_l0 & \$65 ;
-  assign \$67  = ~ \$66 ;
-  assign push_l0 = \$64  & \$67 ;
-  assign \$68  = ! l0_fill;
-  assign \$69  = ~ \$68 ;
-  assign pop_l0 = commit_l0 & \$69 ;
-  assign \$70  = ! l0_fill;
-  assign l0_commit_src = \$70  ? { \t$79 , \t$74 , \t$69 , \t$64 , l0_cell0_s5 } : \$71 ;
-  assign \$72  = ! l0_commit_src[2:0];
-  assign \$73  = $signed(l0_coef_0_0_0) - $signed(l0_commit_src[18:3]);
-  assign \$74  = l0_commit_src[2:0] == 1'h1;
-  assign \$75  = ! l0_commit_src[2:0];
-  assign \$76  = \$74  | \$75 ;
-  assign \$77  = ! l0_commit_src[2:0];
-  assign \$78  = \$77  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$79  = $signed(l0_coef_0_0_1) - $signed(\$78 );
-  assign \$80  = l0_commit_src[2:0] == 2'h2;
-  assign \$81  = l0_commit_src[2:0] == 1'h1;
-  assign \$82  = \$80  | \$81 ;
-  assign \$83  = ! l0_commit_src[2:0];
-  assign \$84  = \$82  | \$83 ;
-  assign \$85  = ! l0_commit_src[2:0];
-  assign \$86  = l0_commit_src[2:0] == 1'h1;
-  assign \$87  = \$86  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$88  = \$85  ? l0_commit_src[50:35] : \$87 ;
-  assign \$89  = $signed(l0_coef_0_0_2) - $signed(\$88 );
-  assign \$90  = l0_commit_src[2:0] == 2'h3;
-  assign \$91  = l0_commit_src[2:0] == 2'h2;
-  assign \$92  = \$90  | \$91 ;
-  assign \$93  = l0_commit_src[2:0] == 1'h1;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = ! l0_commit_src[2:0];
-  assign \$96  = \$94  | \$95 ;
-  assign \$97  = ! l0_commit_src[2:0];
-  assign \$98  = l0_commit_src[2:0] == 1'h1;
-  assign \$99  = l0_commit_src[2:0] == 2'h2;
-  assign \$100  = \$99  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$101  = \$98  ? l0_commit_src[50:35] : \$100 ;
-  assign \$102  = \$97  ? l0_commit_src[66:51] : \$101 ;
-  assign \$103  = $signed(l0_coef_0_0_3) - $signed(\$102 );
-  assign \$104  = l0_commit_src[2:0] == 3'h4;
-  assign \$105  = l0_commit_src[2:0] == 2'h3;
-  assign \$106  = \$104  | \$105 ;
-  assign \$107  = l0_commit_src[2:0] == 2'h2;
-  assign \$108  = \$106  | \$107 ;
-  assign \$109  = l0_commit_src[2:0] == 1'h1;
-  assign \$110  = \$108  | \$109 ;
-  assign \$111  = l0_commit_src[2:0] == 1'h1;
-  assign \$112  = l0_commit_src[2:0] == 2'h2;
-  assign \$113  = l0_commit_src[2:0] == 2'h3;
-  assign \$114  = \$113  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$115  = \$112  ? l0_commit_src[50:35] : \$114 ;
-  assign \$116  = \$111  ? l0_commit_src[66:51] : \$115 ;
-  assign \$117  = $signed(l0_coef_0_0_4) - $signed(\$116 );
-  assign \$118  = l0_commit_src[2:0] == 3'h4;
-  assign \$119  = l0_commit_src[2:0] == 2'h3;
-  assign \$120  = \$118  | \$119 ;
-  assign \$121  = l0_commit_src[2:0] == 2'h2;
-  assign \$122  = \$120  | \$121 ;
-  assign \$123  = l0_commit_src[2:0] == 2'h2;
-  assign \$124  = l0_commit_src[2:0] == 2'h3;
-  assign \$125  = \$124  ? l0_commit_src[50:35] : l0_commit_src[34:19];
-  assign \$126  = \$123  ? l0_commit_src[66:51] : \$125 ;
-  assign \$127  = $signed(l0_coef_0_0_5) - $signed(\$126 );
-  assign \$128  = l0_commit_src[2:0] == 3'h4;
-  assign \$129  = l0_commit_src[2:0] == 2'h3;
-  assign \$130  = \$128  | \$129 ;
-  assign \$131  = l0_commit_src[2:0] == 2'h3;
-  assign \$132  = \$131  ? l0_commit_src[66:51] : l0_commit_src[50:35];
-  assign \$133  = $signed(l0_coef_0_0_6) - $signed(\$132 );
-  assign \$134  = l0_commit_src[2:0] == 3'h4;
-  assign \$135  = $signed(l0_coef_0_0_7) - $signed(l0_commit_src[66:51]);
-  assign \$136  = l0_head + l0_fill;
-  assign \$137  = \$136  >= 2'h3;
-  assign \$138  = l0_head + l0_fill;
-  assign \$139  = \$138  - 2'h3;
-  assign \$140  = l0_head + l0_fill;
-  assign \$141  = \$137  ? \$139  : { 1'h0, \$140  };
-  assign \$142  = ~ pc__valid;
-  assign \$143  = en & \$142 ;
+  assign \$80  = en & valid_s5;
+  assign \$81  = ! l0_fill;
+  assign \$82  = commit_on_read_l0 & \$81 ;
+  assign \$83  = ~ \$82 ;
+  assign push_l0 = \$80  & \$83 ;
+  assign \$84  = ! l0_fill;
+  assign \$85  = ~ \$84 ;
+  assign pop_l0 = commit_l0 & \$85 ;
+  assign \$86  = ! l0_fill;
+  assign l0_commit_src = \$86  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$87 ;
+  assign \$88  = l0_head + l0_fill;
+  assign \$89  = \$88  >= 2'h3;
+  assign \$90  = l0_head + l0_fill;
+  assign \$91  = \$90  - 2'h3;
+  assign \$92  = l0_head + l0_fill;
+  assign \$93  = \$89  ? \$91  : { 1'h0, \$92  };
+  assign \$94  = l0_head == 2'h2;
+  assign \$95  = l0_head + 1'h1;
+  assign \$96  = \$94  ? 3'h0 : \$95 ;
+  assign \$97  = pop_l0 ? \$96  : { 1'h0, l0_head };
+  assign \$98  = l0_fill + push_l0;
+  assign \$99  = \$98  - pop_l0;
+  assign \t$110  = $signed(\$signature__data$111 ) - $signed(\$100 );
+  assign \$103  = ! \$246 [1:0];
+  assign l0_port_hit0_0_0 = \$102  & \$103 ;
+  assign \$104  = ! \$99 [1:0];
+  assign \$105  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$106  = \$93 [1:0] == \$97 [1:0];
+  assign \$107  = push_l0 & \$106 ;
+  assign \$109  = \$107  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$108 ;
+  assign \$110  = \$104  ? \$105  : \$109 [2:0];
+  assign \$112  = ! \$99 [1:0];
+  assign \$113  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$114  = \$93 [1:0] == \$97 [1:0];
+  assign \$115  = push_l0 & \$114 ;
+  assign \$117  = \$115  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$116 ;
+  assign \$118  = \$112  ? \$113  : \$117 [2:0];
+  assign \$119  = \$118 [1:0] > 1'h0;
+  assign \$120  = \$111  + \$119 ;
+  assign \$122  = l0_commit_src[1:0] > 1'h0;
+  assign \$123  = \$121  + \$122 ;
+  assign \$124  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$123 ;
+  assign \$125  = $signed(\t$110 ) < $signed(16'h8000);
+  assign \$126  = $signed(\t$110 ) > $signed(16'h7fff);
+  assign \$127  = \$126  ? 16'h7fff : \t$110 [15:0];
+  assign \$128  = \$125  ? 16'h8000 : \$127 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$128 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$123  = $signed(\$signature__data$124 ) - $signed(\$129 );
+  assign \$132  = \$246 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$131  & \$132 ;
+  assign \$133  = ! \$99 [1:0];
+  assign \$134  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$135  = \$93 [1:0] == \$97 [1:0];
+  assign \$136  = push_l0 & \$135 ;
+  assign \$138  = \$136  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$137 ;
+  assign \$139  = \$133  ? \$134  : \$138 [2:0];
+  assign \$141  = ! \$99 [1:0];
+  assign \$142  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$143  = \$93 [1:0] == \$97 [1:0];
+  assign \$144  = push_l0 & \$143 ;
+  assign \$146  = \$144  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$145 ;
+  assign \$147  = \$141  ? \$142  : \$146 [2:0];
+  assign \$148  = \$147 [1:0] > 1'h1;
+  assign \$149  = \$140  + \$148 ;
+  assign \$151  = l0_commit_src[1:0] > 1'h1;
+  assign \$152  = \$150  + \$151 ;
+  assign \$153  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$152 ;
+  assign \$154  = $signed(\t$123 ) < $signed(16'h8000);
+  assign \$155  = $signed(\t$123 ) > $signed(16'h7fff);
+  assign \$156  = \$155  ? 16'h7fff : \t$123 [15:0];
+  assign \$157  = \$154  ? 16'h8000 : \$156 ;
+  assign \wp__data$129  = l0_port_hit0_0_1 ? l0_port_data : \$157 ;
+  assign \wp__en$130  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$131  = $signed(\$signature__data$132 ) - $signed(\$158 );
+  assign \$161  = \$246 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$160  & \$161 ;
+  assign \$162  = ! \$99 [1:0];
+  assign \$163  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$164  = \$93 [1:0] == \$97 [1:0];
+  assign \$165  = push_l0 & \$164 ;
+  assign \$167  = \$165  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$166 ;
+  assign \$168  = \$162  ? \$163  : \$167 [2:0];
+  assign \$170  = ! \$99 [1:0];
+  assign \$171  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$172  = \$93 [1:0] == \$97 [1:0];
+  assign \$173  = push_l0 & \$172 ;
+  assign \$175  = \$173  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$174 ;
+  assign \$176  = \$170  ? \$171  : \$175 [2:0];
+  assign \$177  = \$176 [1:0] > 2'h2;
+  assign \$178  = \$169  + \$177 ;
+  assign \$180  = l0_commit_src[1:0] > 2'h2;
+  assign \$181  = \$179  + \$180 ;
+  assign \$182  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$181 ;
+  assign \$183  = $signed(\t$131 ) < $signed(16'h8000);
+  assign \$184  = $signed(\t$131 ) > $signed(16'h7fff);
+  assign \$185  = \$184  ? 16'h7fff : \t$131 [15:0];
+  assign \$186  = \$183  ? 16'h8000 : \$185 ;
+  assign \wp__data$137  = l0_port_hit0_0_2 ? l0_port_data : \$186 ;
+  assign \wp__en$138  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$139  = $signed(\$signature__data$140 ) - $signed(\$187 );
+  assign \$190  = \$246 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$189  & \$190 ;
+  assign \$191  = ! \$99 [1:0];
+  assign \$192  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$193  = \$93 [1:0] == \$97 [1:0];
+  assign \$194  = push_l0 & \$193 ;
+  assign \$196  = \$194  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$195 ;
+  assign \$197  = \$191  ? \$192  : \$196 [2:0];
+  assign \$199  = ! \$99 [1:0];
+  assign \$200  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$201  = \$93 [1:0] == \$97 [1:0];
+  assign \$202  = push_l0 & \$201 ;
+  assign \$204  = \$202  ? { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 } : \$203 ;
+  assign \$205  = \$199  ? \$200  : \$204 [2:0];
+  assign \$206  = \$205 [1:0] > 2'h3;
+  assign \$207  = \$198  + \$206 ;
+  assign \$209  = l0_commit_src[1:0] > 2'h3;
+  assign \$210  = \$208  + \$209 ;
+  assign \$211  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$210 ;
+  assign \$212  = $signed(\t$139 ) < $signed(16'h8000);
+  assign \$213  = $signed(\t$139 ) > $signed(16'h7fff);
+  assign \$214  = \$213  ? 16'h7fff : \t$139 [15:0];
+  assign \$215  = \$212  ? 16'h8000 : \$214 ;
+  assign \wp__data$145  = l0_port_hit0_0_3 ? l0_port_data : \$215 ;
+  assign \wp__en$146  = commit_l0 | l0_port_hit0_0_3;
+  assign reloading = reload_count != 4'h9;
+  assign \$216  = | reload_count;
+  assign reload_write = reloading & \$216 ;
+  assign \$217  = reload_count - 1'h1;
+  assign \$218  = ~ pc__valid;
+  assign \$219  = en & \$218 ;
+  assign \$220  = ~ reloading;
+  assign \$221  = \$219  & \$220 ;
   assign accept = s__valid & s__ready;
-  assign \$144  = ~ busy;
-  assign \$145  = ! l0_fill;
-  assign \$146  = \$144  & \$145 ;
-  assign \$147  = pc__valid & \$146 ;
-  assign \$148  = ~ pr__valid;
-  assign \$149  = \$148  | pr__ready;
-  assign pc__ready = \$147  & \$149 ;
-  assign \$150  = ! l0_commit_src[2:0];
-  assign \$151  = $signed(\t$100 ) < $signed(16'h8000);
-  assign \$152  = $signed(\t$100 ) > $signed(16'h7fff);
-  assign \$153  = \$152  ? 16'h7fff : \t$100 [15:0];
-  assign \$154  = \$151  ? 16'h8000 : \$153 ;
-  assign \$155  = l0_commit_src[2:0] == 1'h1;
-  assign \$156  = ! l0_commit_src[2:0];
-  assign \$157  = \$155  | \$156 ;
-  assign \$158  = $signed(\t$101 ) < $signed(16'h8000);
-  assign \$159  = $signed(\t$101 ) > $signed(16'h7fff);
-  assign \$160  = \$159  ? 16'h7fff : \t$101 [15:0];
-  assign \$161  = \$158  ? 16'h8000 : \$160 ;
-  assign \$162  = l0_commit_src[2:0] == 2'h2;
-  assign \$163  = l0_commit_src[2:0] == 1'h1;
-  assign \$164  = \$162  | \$163 ;
-  assign \$165  = ! l0_commit_src[2:0];
-  assign \$166  = \$164  | \$165 ;
-  assign \$167  = $signed(\t$102 ) < $signed(16'h8000);
-  assign \$168  = $signed(\t$102 ) > $signed(16'h7fff);
-  assign \$169  = \$168  ? 16'h7fff : \t$102 [15:0];
-  assign \$170  = \$167  ? 16'h8000 : \$169 ;
-  assign \$171  = l0_commit_src[2:0] == 2'h3;
-  assign \$172  = l0_commit_src[2:0] == 2'h2;
-  assign \$173  = \$171  | \$172 ;
-  assign \$174  = l0_commit_src[2:0] == 1'h1;
-  assign \$175  = \$173  | \$174 ;
-  assign \$176  = ! l0_commit_src[2:0];
-  assign \$177  = \$175  | \$176 ;
-  assign \$178  = $signed(\t$103 ) < $signed(16'h8000);
-  assign \$179  = $signed(\t$103 ) > $signed(16'h7fff);
-  assign \$180  = \$179  ? 16'h7fff : \t$103 [15:0];
-  assign \$181  = \$178  ? 16'h8000 : \$180 ;
-  assign \$182  = l0_commit_src[2:0] == 3'h4;
-  assign \$183  = l0_commit_src[2:0] == 2'h3;
-  assign \$184  = \$182  | \$183 ;
-  assign \$185  = l0_commit_src[2:0] == 2'h2;
-  assign \$186  = \$184  | \$185 ;
-  assign \$187  = l0_commit_src[2:0] == 1'h1;
-  assign \$188  = \$186  | \$187 ;
-  assign \$189  = $signed(\t$104 ) < $signed(16'h8000);
-  assign \$190  = $signed(\t$104 ) > $signed(16'h7fff);
-  assign \$191  = \$190  ? 16'h7fff : \t$104 [15:0];
-  assign \$192  = \$189  ? 16'h8000 : \$191 ;
-  assign \$193  = l0_commit_src[2:0] == 3'h4;
-  assign \$194  = l0_commit_src[2:0] == 2'h3;
-  assign \$195  = \$193  | \$194 ;
-  assign \$196  = l0_commit_src[2:0] == 2'h2;
-  assign \$197  = \$195  | \$196 ;
-  assign \$198  = $signed(\t$105 ) < $signed(16'h8000);
-  assign \$199  = $signed(\t$105 ) > $signed(16'h7fff);
-  assign \$200  = \$199  ? 16'h7fff : \t$105 [15:0];
-  assign \$201  = \$198  ? 16'h8000 : \$200 ;
-  assign \$202  = l0_commit_src[2:0] == 3'h4;
-  assign \$203  = l0_commit_src[2:0] == 2'h3;
-  assign \$204  = \$202  | \$203 ;
-  assign \$205  = $signed(\t$106 ) < $signed(16'h8000);
-  assign \$206  = $signed(\t$106 ) > $signed(16'h7fff);
-  assign \$207  = \$206  ? 16'h7fff : \t$106 [15:0];
-  assign \$208  = \$205  ? 16'h8000 : \$207 ;
-  assign \$209  = l0_commit_src[2:0] == 3'h4;
-  assign \$210  = $signed(\t$107 ) < $signed(16'h8000);
-  assign \$211  = $signed(\t$107 ) > $signed(16'h7fff);
-  assign \$212  = \$211  ? 16'h7fff : \t$107 [15:0];
-  assign \$213  = \$210  ? 16'h8000 : \$212 ;
-  assign \$214  = l0_head == 2'h2;
-  assign \$215  = l0_head + 1'h1;
-  assign \$216  = \$214  ? 3'h0 : \$215 ;
-  assign \$217  = l0_fill + push_l0;
-  assign \$218  = \$217  - pop_l0;
-  assign \$219  = en & valid_s2;
-  assign \$220  = l0_pending + \$219 ;
-  assign \$221  = \$220  - commit_l0;
-  assign \$222  = pc__payload[19] ? pc__payload[15:0] : readback;
+  assign \$222  = ~ busy;
+  assign \$223  = ! l0_fill;
+  assign \$224  = \$222  & \$223 ;
+  assign \$225  = pc__valid & \$224 ;
+  assign \$226  = ~ reloading;
+  assign \$227  = \$225  & \$226 ;
+  assign \$228  = ~ read_wait;
+  assign \$229  = \$227  & \$228 ;
+  assign \$230  = ~ pr__valid;
+  assign \$231  = \$230  | pr__ready;
+  assign pc__ready = \$229  & \$231 ;
+  assign port_addr = reload_write ? \$217 [2:0] : pc__payload[18:16];
+  assign \$232  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign \$233  = port_addr >= 1'h0;
+  assign \$234  = port_addr < 4'h8;
+  assign \$235  = \$233  & \$234 ;
+  assign \$236  = pc__ready & pc__payload[19];
+  assign \$237  = reload_write | \$236 ;
+  assign l0_port_wr = \$235  & \$237 ;
+  assign \$238  = port_addr >= 1'h0;
+  assign \$239  = port_addr < 4'h8;
+  assign \$240  = \$238  & \$239 ;
+  assign \$241  = \$240  & pc__ready;
+  assign \$242  = ~ pc__payload[19];
+  assign l0_port_rd = \$241  & \$242 ;
+  assign \$244  = \$232 [2:0] - 7'h00;
+  assign \$245  = l0_port_baddr_q * 3'h4;
+  assign \$246  = \$244 [2:0] - \$245 ;
+  assign \$247  = en & valid_s2;
+  assign \$248  = l0_pending + \$247 ;
+  assign \$249  = \$248  - commit_l0;
+  assign \$250  = reload_count + 1'h1;
+  assign \$251  = ~ pc__payload[19];
+  assign \$252  = pc__ready & \$251 ;
+  assign \$253  = pc__ready & pc__payload[19];
   always @(posedge clk)
-    valid_s1 <= \$223 ;
+    valid_s1 <= \$257 ;
   always @(posedge clk)
-    valid_s2 <= \$224 ;
+    valid_s2 <= \$258 ;
   always @(posedge clk)
-    valid_s3 <= \$225 ;
+    valid_s3 <= \$259 ;
   always @(posedge clk)
-    m__valid <= \$226 ;
+    m__valid <= \$260 ;
   always @(posedge clk)
-    valid_s5 <= \$227 ;
+    valid_s5 <= \$261 ;
   always @(posedge clk)
-    l0_coef_0_0_0 <= \$228 ;
+    l0_pending0 <= \$262 ;
   always @(posedge clk)
-    l0_coef_0_0_1 <= \$229 ;
+    l0_pending1 <= \$263 ;
   always @(posedge clk)
-    l0_coef_0_0_2 <= \$230 ;
+    l0_pending2 <= \$264 ;
   always @(posedge clk)
-    l0_coef_0_0_3 <= \$231 ;
+    l0_head <= \$265 ;
   always @(posedge clk)
-    l0_coef_0_0_4 <= \$232 ;
+    l0_fill <= \$266 ;
   always @(posedge clk)
-    l0_coef_0_0_5 <= \$233 ;
+    l0_pending <= \$267 ;
   always @(posedge clk)
-    l0_coef_0_0_6 <= \$234 ;
+    reload_count <= \$268 ;
   always @(posedge clk)
-    l0_coef_0_0_7 <= \$235 ;
+    l0_rd_edge <= \$269 ;
   always @(posedge clk)
-    l0_pending0 <= \$236 ;
+    l0_rd_bank <= \$270 ;
   always @(posedge clk)
-    l0_pending1 <= \$237 ;
+    read_layer <= \$271 ;
   always @(posedge clk)
-    l0_pending2 <= \$238 ;
+    read_wait <= \$272 ;
   always @(posedge clk)
-    l0_head <= \$239 ;
+    pr__valid <= \$273 ;
   always @(posedge clk)
-    l0_fill <= \$240 ;
+    pr__payload <= \$274 ;
   always @(posedge clk)
-    l0_pending <= \$241 ;
+    u <= \$275 ;
   always @(posedge clk)
-    pr__valid <= \$242 ;
+    y0_s1 <= \$276 ;
   always @(posedge clk)
-    pr__payload <= \$243 ;
+    l0_lo0_s2 <= \$277 ;
   always @(posedge clk)
-    u <= \$244 ;
+    l0_cell0_s2 <= \$278 ;
   always @(posedge clk)
-    y0_s1 <= \$245 ;
+    l0_bval0_0_s2 <= \$279 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$246 ;
+    l0_bval0_1_s2 <= \$280 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$247 ;
+    l0_bval0_2_s2 <= \$281 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$248 ;
+    l0_bval0_3_s2 <= \$282 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$249 ;
+    l0_prod0_0_0_s3 <= \$283 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$250 ;
+    l0_prod0_0_1_s3 <= \$284 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$251 ;
+    l0_prod0_0_2_s3 <= \$285 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$252 ;
+    l0_prod0_0_3_s3 <= \$286 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$253 ;
+    m__payload <= \$287 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$254 ;
+    y0_s2 <= \$288 ;
   always @(posedge clk)
-    m__payload <= \$255 ;
+    y0_s3 <= \$289 ;
   always @(posedge clk)
-    y0_s2 <= \$256 ;
+    y0_s4 <= \$290 ;
   always @(posedge clk)
-    y0_s3 <= \$257 ;
+    err0_s5 <= \$291 ;
   always @(posedge clk)
-    y0_s4 <= \$258 ;
+    l0_cell0_s3 <= \$292 ;
   always @(posedge clk)
-    err0_s5 <= \$259 ;
+    l0_cell0_s4 <= \$293 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$260 ;
+    l0_cell0_s5 <= \$294 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$261 ;
+    l0_bval0_0_s3 <= \$295 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$262 ;
+    l0_bval0_0_s4 <= \$296 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$263 ;
+    l0_bval0_0_s5 <= \$297 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$264 ;
+    l0_bval0_1_s3 <= \$298 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$265 ;
+    l0_bval0_1_s4 <= \$299 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$266 ;
+    l0_bval0_1_s5 <= \$300 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$267 ;
+    l0_bval0_2_s3 <= \$301 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$268 ;
+    l0_bval0_2_s4 <= \$302 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$269 ;
+    l0_bval0_2_s5 <= \$303 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$270 ;
+    l0_bval0_3_s3 <= \$304 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$271 ;
+    l0_bval0_3_s4 <= \$305 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$272 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$273 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$274 ;
+    l0_bval0_3_s5 <= \$306 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$358$0 (\$275 ),
+    .\port$388$0 (\$307 ),
     .u(u)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_0 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_0 = l0_coef_0_0_0;
-      3'h1:
-          l0_read0_0_0 = l0_coef_0_0_1;
-      3'h2:
-          l0_read0_0_0 = l0_coef_0_0_2;
-      3'h3:
-          l0_read0_0_0 = l0_coef_0_0_3;
-      3'h4:
-          l0_read0_0_0 = l0_coef_0_0_4;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_1 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_1 = l0_coef_0_0_1;
-      3'h1:
-          l0_read0_0_1 = l0_coef_0_0_2;
-      3'h2:
-          l0_read0_0_1 = l0_coef_0_0_3;
-      3'h3:
-          l0_read0_0_1 = l0_coef_0_0_4;
-      3'h4:
-          l0_read0_0_1 = l0_coef_0_0_5;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_2 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_2 = l0_coef_0_0_2;
-      3'h1:
-          l0_read0_0_2 = l0_coef_0_0_3;
-      3'h2:
-          l0_read0_0_2 = l0_coef_0_0_4;
-      3'h3:
-          l0_read0_0_2 = l0_coef_0_0_5;
-      3'h4:
-          l0_read0_0_2 = l0_coef_0_0_6;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_3 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_3 = l0_coef_0_0_3;
-      3'h1:
-          l0_read0_0_3 = l0_coef_0_0_4;
-      3'h2:
-          l0_read0_0_3 = l0_coef_0_0_5;
-      3'h3:
-          l0_read0_0_3 = l0_coef_0_0_6;
-      3'h4:
-          l0_read0_0_3 = l0_coef_0_0_7;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$71  = 67'h00000000000000000;
-    casez (l0_head)
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
       2'h0:
-          \$71  = l0_pending0;
+          l0_read0_0_0 = \$signature__data ;
       2'h1:
-          \$71  = l0_pending1;
+          l0_read0_0_0 = \$signature__data$31 ;
       2'h2:
-          \$71  = l0_pending2;
+          l0_read0_0_0 = \$signature__data$32 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$33 ;
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$100  = 17'h00000;
-    if (commit_l0) begin
-      if (\$72 ) begin
-        \t$100  = \$73 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$101  = 17'h00000;
-    if (commit_l0) begin
-      if (\$76 ) begin
-        \t$101  = \$79 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$102  = 17'h00000;
-    if (commit_l0) begin
-      if (\$84 ) begin
-        \t$102  = \$89 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$103  = 17'h00000;
-    if (commit_l0) begin
-      if (\$96 ) begin
-        \t$103  = \$103 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$104  = 17'h00000;
-    if (commit_l0) begin
-      if (\$110 ) begin
-        \t$104  = \$117 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$105  = 17'h00000;
-    if (commit_l0) begin
-      if (\$122 ) begin
-        \t$105  = \$127 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$106  = 17'h00000;
-    if (commit_l0) begin
-      if (\$130 ) begin
-        \t$106  = \$133 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$107  = 17'h00000;
-    if (commit_l0) begin
-      if (\$134 ) begin
-        \t$107  = \$135 ;
-      end
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (pc__payload[18:16])
-      3'h0:
-          readback = l0_coef_0_0_0;
-      3'h1:
-          readback = l0_coef_0_0_1;
-      3'h2:
-          readback = l0_coef_0_0_2;
-      3'h3:
-          readback = l0_coef_0_0_3;
-      3'h4:
-          readback = l0_coef_0_0_4;
-      3'h5:
-          readback = l0_coef_0_0_5;
-      3'h6:
-          readback = l0_coef_0_0_6;
-      3'h7:
-          readback = l0_coef_0_0_7;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$31 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$32 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$33 ;
+      2'h3:
+          l0_read0_0_1 = \$signature__data ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = valid_s1;
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_2 = \$signature__data$32 ;
+      2'h1:
+          l0_read0_0_2 = \$signature__data$33 ;
+      2'h2:
+          l0_read0_0_2 = \$signature__data ;
+      2'h3:
+          l0_read0_0_2 = \$signature__data$31 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_3 = \$signature__data$33 ;
+      2'h1:
+          l0_read0_0_3 = \$signature__data ;
+      2'h2:
+          l0_read0_0_3 = \$signature__data$31 ;
+      2'h3:
+          l0_read0_0_3 = \$signature__data$32 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$87  = 67'h00000000000000000;
+    casez (l0_head)
+      2'h0:
+          \$87  = l0_pending0;
+      2'h1:
+          \$87  = l0_pending1;
+      2'h2:
+          \$87  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$100  = l0_commit_src[18:3];
+      2'h1:
+          \$100  = l0_commit_src[66:51];
+      2'h2:
+          \$100  = l0_commit_src[50:35];
+      2'h3:
+          \$100  = l0_commit_src[34:19];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$108  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$108  = l0_pending0;
+      2'h1:
+          \$108  = l0_pending1;
+      2'h2:
+          \$108  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$116  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$116  = l0_pending0;
+      2'h1:
+          \$116  = l0_pending1;
+      2'h2:
+          \$116  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$129  = l0_commit_src[34:19];
+      2'h1:
+          \$129  = l0_commit_src[18:3];
+      2'h2:
+          \$129  = l0_commit_src[66:51];
+      2'h3:
+          \$129  = l0_commit_src[50:35];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$137  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$137  = l0_pending0;
+      2'h1:
+          \$137  = l0_pending1;
+      2'h2:
+          \$137  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$145  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$145  = l0_pending0;
+      2'h1:
+          \$145  = l0_pending1;
+      2'h2:
+          \$145  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$158  = l0_commit_src[50:35];
+      2'h1:
+          \$158  = l0_commit_src[34:19];
+      2'h2:
+          \$158  = l0_commit_src[18:3];
+      2'h3:
+          \$158  = l0_commit_src[66:51];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$166  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$166  = l0_pending0;
+      2'h1:
+          \$166  = l0_pending1;
+      2'h2:
+          \$166  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$174  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$174  = l0_pending0;
+      2'h1:
+          \$174  = l0_pending1;
+      2'h2:
+          \$174  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$187  = l0_commit_src[66:51];
+      2'h1:
+          \$187  = l0_commit_src[50:35];
+      2'h2:
+          \$187  = l0_commit_src[34:19];
+      2'h3:
+          \$187  = l0_commit_src[18:3];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$195  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$195  = l0_pending0;
+      2'h1:
+          \$195  = l0_pending1;
+      2'h2:
+          \$195  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$203  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$203  = l0_pending0;
+      2'h1:
+          \$203  = l0_pending1;
+      2'h2:
+          \$203  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$254  = \$signature__data ;
+      2'h1:
+          \$254  = \$signature__data$31 ;
+      2'h2:
+          \$254  = \$signature__data$32 ;
+      2'h3:
+          \$254  = \$signature__data$33 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$255  = 16'h0000;
+    casez (l0_rd_edge)
+      1'h0:
+          \$255  = \$254 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$256  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$256  = \$255 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$257  = valid_s1;
     if (en) begin
-      \$223  = accept;
+      \$257  = accept;
     end
     if (rst) begin
-      \$223  = 1'h0;
+      \$257  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = valid_s2;
+    \$258  = valid_s2;
     if (en) begin
-      \$224  = valid_s1;
+      \$258  = valid_s1;
     end
     if (rst) begin
-      \$224  = 1'h0;
+      \$258  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = valid_s3;
+    \$259  = valid_s3;
     if (en) begin
-      \$225  = valid_s2;
+      \$259  = valid_s2;
     end
     if (rst) begin
-      \$225  = 1'h0;
+      \$259  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = m__valid;
+    \$260  = m__valid;
     if (en) begin
-      \$226  = valid_s3;
+      \$260  = valid_s3;
     end
     if (rst) begin
-      \$226  = 1'h0;
+      \$260  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = valid_s5;
+    \$261  = valid_s5;
     if (en) begin
-      \$227  = m__valid;
+      \$261  = m__valid;
     end
     if (rst) begin
-      \$227  = 1'h0;
+      \$261  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = l0_coef_0_0_0;
-    if (commit_l0) begin
-      if (\$150 ) begin
-        \$228  = \$154 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              \$228  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$228  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = l0_coef_0_0_1;
-    if (commit_l0) begin
-      if (\$157 ) begin
-        \$229  = \$161 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              \$229  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$229  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = l0_coef_0_0_2;
-    if (commit_l0) begin
-      if (\$166 ) begin
-        \$230  = \$170 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              \$230  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$230  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = l0_coef_0_0_3;
-    if (commit_l0) begin
-      if (\$177 ) begin
-        \$231  = \$181 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              \$231  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$231  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = l0_coef_0_0_4;
-    if (commit_l0) begin
-      if (\$188 ) begin
-        \$232  = \$192 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              \$232  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$232  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = l0_coef_0_0_5;
-    if (commit_l0) begin
-      if (\$197 ) begin
-        \$233  = \$201 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              /* empty */;
-          3'h5:
-              \$233  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$233  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = l0_coef_0_0_6;
-    if (commit_l0) begin
-      if (\$204 ) begin
-        \$234  = \$208 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              /* empty */;
-          3'h5:
-              /* empty */;
-          3'h6:
-              \$234  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$234  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = l0_coef_0_0_7;
-    if (commit_l0) begin
-      if (\$209 ) begin
-        \$235  = \$213 ;
-      end
-    end
-    if (pc__ready) begin
-      if (pc__payload[19]) begin
-        (* full_case = 32'd1 *)
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              /* empty */;
-          3'h5:
-              /* empty */;
-          3'h6:
-              /* empty */;
-          3'h7:
-              \$235  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$235  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = l0_pending0;
+    \$262  = l0_pending0;
     if (push_l0) begin
-      casez (\$141 [1:0])
+      casez (\$93 [1:0])
         2'h0:
-            \$236  = { \t$79 , \t$74 , \t$69 , \t$64 , l0_cell0_s5 };
+            \$262  = { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = l0_pending1;
+    \$263  = l0_pending1;
     if (push_l0) begin
-      casez (\$141 [1:0])
+      casez (\$93 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$237  = { \t$79 , \t$74 , \t$69 , \t$64 , l0_cell0_s5 };
+            \$263  = { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = l0_pending2;
+    \$264  = l0_pending2;
     if (push_l0) begin
-      casez (\$141 [1:0])
+      casez (\$93 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$238  = { \t$79 , \t$74 , \t$69 , \t$64 , l0_cell0_s5 };
+            \$264  = { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = l0_head;
-    if (pop_l0) begin
-      \$239  = \$216 [1:0];
-    end
+    \$265  = \$97 [1:0];
     if (rst) begin
-      \$239  = 2'h0;
+      \$265  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = \$218 [1:0];
+    \$266  = \$99 [1:0];
     if (rst) begin
-      \$240  = 2'h0;
+      \$266  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$241  = \$221 [1:0];
+    \$267  = \$249 [1:0];
     if (rst) begin
-      \$241  = 2'h0;
+      \$267  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$242  = pr__valid;
-    if (pc__ready) begin
-      \$242  = 1'h1;
+    \$268  = reload_count;
+    if (reloading) begin
+      \$268  = \$250 [3:0];
+    end
+    if (rst) begin
+      \$268  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$269  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$269  = l0_port_edge_q[0];
+    end
+    if (rst) begin
+      \$269  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$270  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$270  = \$246 [1:0];
+    end
+    if (rst) begin
+      \$270  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$271  = read_layer;
+    if (l0_port_rd) begin
+      \$271  = 1'h0;
+    end
+    if (rst) begin
+      \$271  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$272  = \$252 ;
+    if (rst) begin
+      \$272  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$273  = pr__valid;
+    if (\$253 ) begin
+      \$273  = 1'h1;
+    end else if (read_wait) begin
+      \$273  = 1'h1;
     end else if (pr__ready) begin
-      \$242  = 1'h0;
+      \$273  = 1'h0;
     end
     if (rst) begin
-      \$242  = 1'h0;
+      \$273  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$243  = pr__payload;
-    if (pc__ready) begin
-      \$243  = \$222 ;
+    \$274  = pr__payload;
+    if (\$253 ) begin
+      \$274  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$274  = \$256 ;
     end
     if (rst) begin
-      \$243  = 16'h0000;
+      \$274  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$244  = u;
+    \$275  = u;
     if (en) begin
-      \$244  = s__payload[15:0];
+      \$275  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$245  = y0_s1;
+    \$276  = y0_s1;
     if (en) begin
-      \$245  = s__payload[31:16];
+      \$276  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$246  = l0_cell0_s2;
+    \$277  = l0_lo0_s2;
     if (en) begin
-      \$246  = \cell ;
+      \$277  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$247  = l0_bval0_0_s2;
+    \$278  = l0_cell0_s2;
     if (en) begin
-      \$247  = \$275 [15:0];
+      \$278  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$248  = l0_bval0_1_s2;
+    \$279  = l0_bval0_0_s2;
     if (en) begin
-      \$248  = \$275 [31:16];
+      \$279  = \$307 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = l0_bval0_2_s2;
+    \$280  = l0_bval0_1_s2;
     if (en) begin
-      \$249  = \$275 [47:32];
+      \$280  = \$307 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$250  = l0_bval0_3_s2;
+    \$281  = l0_bval0_2_s2;
     if (en) begin
-      \$250  = \$275 [63:48];
+      \$281  = \$307 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = l0_prod0_0_0_s3;
+    \$282  = l0_bval0_3_s2;
     if (en) begin
-      \$251  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
+      \$282  = \$307 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$252  = l0_prod0_0_1_s3;
+    \$283  = l0_prod0_0_0_s3;
     if (en) begin
-      \$252  = { \t$31 [34], \t$31 [34], \t$31 [34], \t$31 [34], \t$31 [34], \t$31  };
+      \$283  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$253  = l0_prod0_0_2_s3;
+    \$284  = l0_prod0_0_1_s3;
     if (en) begin
-      \$253  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
+      \$284  = { \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$254  = l0_prod0_0_3_s3;
+    \$285  = l0_prod0_0_2_s3;
     if (en) begin
-      \$254  = { \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43  };
+      \$285  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = m__payload;
+    \$286  = l0_prod0_0_3_s3;
     if (en) begin
-      \$255  = \t$53 ;
+      \$286  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = y0_s2;
+    \$287  = m__payload;
     if (en) begin
-      \$256  = y0_s1;
+      \$287  = \t$61 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = y0_s3;
+    \$288  = y0_s2;
     if (en) begin
-      \$257  = y0_s2;
+      \$288  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = y0_s4;
+    \$289  = y0_s3;
     if (en) begin
-      \$258  = y0_s3;
+      \$289  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = err0_s5;
+    \$290  = y0_s4;
     if (en) begin
-      \$259  = \t$58 ;
+      \$290  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = l0_cell0_s3;
+    \$291  = err0_s5;
     if (en) begin
-      \$260  = l0_cell0_s2;
+      \$291  = \t$66 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = l0_cell0_s4;
+    \$292  = l0_cell0_s3;
     if (en) begin
-      \$261  = l0_cell0_s3;
+      \$292  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = l0_cell0_s5;
+    \$293  = l0_cell0_s4;
     if (en) begin
-      \$262  = l0_cell0_s4;
+      \$293  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = l0_bval0_0_s3;
+    \$294  = l0_cell0_s5;
     if (en) begin
-      \$263  = l0_bval0_0_s2;
+      \$294  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = l0_bval0_0_s4;
+    \$295  = l0_bval0_0_s3;
     if (en) begin
-      \$264  = l0_bval0_0_s3;
+      \$295  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = l0_bval0_0_s5;
+    \$296  = l0_bval0_0_s4;
     if (en) begin
-      \$265  = l0_bval0_0_s4;
+      \$296  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = l0_bval0_1_s3;
+    \$297  = l0_bval0_0_s5;
     if (en) begin
-      \$266  = l0_bval0_1_s2;
+      \$297  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = l0_bval0_1_s4;
+    \$298  = l0_bval0_1_s3;
     if (en) begin
-      \$267  = l0_bval0_1_s3;
+      \$298  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = l0_bval0_1_s5;
+    \$299  = l0_bval0_1_s4;
     if (en) begin
-      \$268  = l0_bval0_1_s4;
+      \$299  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = l0_bval0_2_s3;
+    \$300  = l0_bval0_1_s5;
     if (en) begin
-      \$269  = l0_bval0_2_s2;
+      \$300  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = l0_bval0_2_s4;
+    \$301  = l0_bval0_2_s3;
     if (en) begin
-      \$270  = l0_bval0_2_s3;
+      \$301  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = l0_bval0_2_s5;
+    \$302  = l0_bval0_2_s4;
     if (en) begin
-      \$271  = l0_bval0_2_s4;
+      \$302  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = l0_bval0_3_s3;
+    \$303  = l0_bval0_2_s5;
     if (en) begin
-      \$272  = l0_bval0_3_s2;
+      \$303  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = l0_bval0_3_s4;
+    \$304  = l0_bval0_3_s3;
     if (en) begin
-      \$273  = l0_bval0_3_s3;
+      \$304  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = l0_bval0_3_s5;
+    \$305  = l0_bval0_3_s4;
     if (en) begin
-      \$274  = l0_bval0_3_s4;
+      \$305  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$306  = l0_bval0_3_s5;
+    if (en) begin
+      \$306  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
-  assign \t$26  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
-  assign \t$32  = { \t$31 [34], \t$31 [34], \t$31 [34], \t$31 [34], \t$31 [34], \t$31  };
-  assign \t$38  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
-  assign \t$44  = { \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43  };
-  assign \t$50  = \t$45 [39:0];
+  assign \$signature__addr  = \$4 [0];
+  assign l0_port_baddr = l0_port_baddr_q[0];
+  assign \$signature__addr$22  = \$8 [0];
+  assign \$signature__addr$24  = \$12 [0];
+  assign \$signature__addr$26  = \$16 [0];
+  assign \t$37  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
+  assign \t$42  = { \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41  };
+  assign \t$47  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
+  assign \t$52  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
+  assign \t$58  = \t$53 [39:0];
   assign l0_out0_s4 = m__payload;
   assign valid_s4 = m__valid;
-  assign l0_tail = \$141 [1:0];
+  assign l0_tail = \$93 [1:0];
+  assign l0_head_next = \$97 [1:0];
+  assign l0_fill_next = \$99 [1:0];
+  assign l0_port_edge = l0_port_edge_q[0];
+  assign l0_port_bank = \$246 [1:0];
+  assign \$signature__addr$116  = \$120 [0];
+  assign \$signature__en$118  = 1'h1;
+  assign wp__addr = \$124 [0];
+  assign \$signature__addr$126  = \$149 [0];
+  assign \$signature__en$127  = 1'h1;
+  assign \wp__addr$128  = \$153 [0];
+  assign \$signature__addr$134  = \$178 [0];
+  assign \$signature__en$135  = 1'h1;
+  assign \wp__addr$136  = \$182 [0];
+  assign \$signature__addr$142  = \$207 [0];
+  assign \$signature__en$143  = 1'h1;
+  assign \wp__addr$144  = \$211 [0];
+  assign rom_rd__addr = reload_count[2:0];
+  assign reload_addr = \$217 [2:0];
+  assign rom_rd__data = reload_data;
   assign execute = pc__ready;
+  assign l0_port_local = \$232 [2:0];
+  assign l0_port_q = \$244 [2:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$275 [15:0];
-  assign bval__m1 = \$275 [31:16];
-  assign bval__m2 = \$275 [47:32];
-  assign bval__m3 = \$275 [63:48];
-  assign \t$25  = { t[31], t, 2'h0 };
-  assign \t$31  = { \t$29 [31], \t$29 , 2'h0 };
-  assign \t$37  = { \t$35 [31], \t$35 , 2'h0 };
-  assign \t$43  = { \t$41 [31], \t$41 , 2'h0 };
-  assign floor = { \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39], \t$45 [39:16] };
-  assign \t$57  = { \t$55 [16], \t$55  };
-  assign \floor$62  = { \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31], \t$59 [31:16] };
-  assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
-  assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
-  assign \floor$77  = { \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31:16] };
-  assign s__ready = \$143 ;
+  assign bval__m0 = \$307 [15:0];
+  assign bval__m1 = \$307 [31:16];
+  assign bval__m2 = \$307 [47:32];
+  assign bval__m3 = \$307 [63:48];
+  assign \$1  = { 2'h0, \cell [2] };
+  assign l0_port_edge_q = 3'h0;
+  assign l0_port_baddr_q = { 2'h0, \$244 [2] };
+  assign \$5  = { 2'h0, \cell [2] };
+  assign \$9  = { 2'h0, \cell [2] };
+  assign \$13  = { 2'h0, \cell [2] };
+  assign \t$36  = { t[31], t, 2'h0 };
+  assign \t$41  = { \t$39 [31], \t$39 , 2'h0 };
+  assign \t$46  = { \t$44 [31], \t$44 , 2'h0 };
+  assign \t$51  = { \t$49 [31], \t$49 , 2'h0 };
+  assign floor = { \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39:16] };
+  assign \t$65  = { \t$63 [16], \t$63  };
+  assign \floor$70  = { \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31:16] };
+  assign \floor$75  = { \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31:16] };
+  assign \floor$80  = { \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31:16] };
+  assign \floor$85  = { \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31:16] };
+  assign \$111  = { 2'h0, \$110 [2] };
+  assign \$121  = { 2'h0, l0_commit_src[2] };
+  assign \$140  = { 2'h0, \$139 [2] };
+  assign \$150  = { 2'h0, l0_commit_src[2] };
+  assign \$169  = { 2'h0, \$168 [2] };
+  assign \$179  = { 2'h0, l0_commit_src[2] };
+  assign \$198  = { 2'h0, \$197 [2] };
+  assign \$208  = { 2'h0, l0_commit_src[2] };
+  assign s__ready = \$221 ;
+  assign \$243  = 7'h00;
+  assign \$101  = 1'h1;
+  assign \$102  = l0_port_wr;
+  assign \$130  = 1'h1;
+  assign \$131  = l0_port_wr;
+  assign \$159  = 1'h1;
+  assign \$160  = l0_port_wr;
+  assign \$188  = 1'h1;
+  assign \$189  = l0_port_wr;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_bspline0 (\port$358$0 , u, \cell );
+module \onchip_learner.l0_bspline0 (\port$388$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1574,8 +1751,8 @@ module \onchip_learner.l0_bspline0 (\port$358$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$358$0 ;
-  wire [63:0] \port$358$0 ;
+  output [63:0] \port$388$0 ;
+  wire [63:0] \port$388$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1670,6 +1847,6 @@ module \onchip_learner.l0_bspline0 (\port$358$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$358$0  = rd__data[63:0];
+  assign \port$388$0  = rd__data[63:0];
   assign \$8  = { 11'h000, \$7 [13:11] };
 endmodule

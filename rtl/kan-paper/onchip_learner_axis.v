@@ -80,64 +80,64 @@ endmodule
 (* generator = "Amaranth" *)
 module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
-  wire [15:0] \$100 ;
-  wire [15:0] \$101 ;
-  wire [15:0] \$102 ;
-  wire [16:0] \$103 ;
+  wire [2:0] \$100 ;
+  wire \$101 ;
+  wire [3:0] \$102 ;
+  wire [3:0] \$103 ;
   wire \$104 ;
   wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  reg [15:0] \$108 ;
   wire \$109 ;
-  wire \$11 ;
+  wire [3:0] \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire [15:0] \$112 ;
-  wire [16:0] \$113 ;
-  wire \$114 ;
+  wire \$111 ;
+  wire [2:0] \$112 ;
+  wire [2:0] \$113 ;
+  wire [2:0] \$114 ;
   wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire [15:0] \$118 ;
-  wire [16:0] \$119 ;
-  wire [15:0] \$12 ;
-  wire \$120 ;
-  wire [16:0] \$121 ;
+  wire [3:0] \$116 ;
+  wire [2:0] \$117 ;
+  wire \$118 ;
+  wire [3:0] \$119 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$120 ;
+  wire \$121 ;
   wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
+  wire [15:0] \$123 ;
+  wire [15:0] \$124 ;
+  reg [15:0] \$125 ;
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
+  wire [2:0] \$129 ;
+  wire [2:0] \$13 ;
+  wire [2:0] \$130 ;
+  wire [2:0] \$131 ;
   wire \$132 ;
-  wire [15:0] \$133 ;
-  wire [15:0] \$134 ;
+  wire [3:0] \$133 ;
+  wire [2:0] \$134 ;
   wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
+  wire [3:0] \$136 ;
+  wire [3:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire [15:0] \$140 ;
   wire [15:0] \$141 ;
   wire \$142 ;
-  wire \$143 ;
+  wire [4:0] \$143 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire [15:0] \$149 ;
-  wire [15:0] \$15 ;
-  wire [15:0] \$150 ;
+  wire \$149 ;
+  wire [3:0] \$15 ;
+  wire \$150 ;
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
@@ -145,11 +145,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire \$158 ;
+  wire [3:0] \$158 ;
   wire \$159 ;
-  wire \$16 ;
-  wire [15:0] \$160 ;
-  wire [15:0] \$161 ;
+  wire [3:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
   wire \$162 ;
   wire \$163 ;
   wire \$164 ;
@@ -157,170 +157,177 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire [15:0] \$171 ;
-  wire [15:0] \$172 ;
-  wire \$173 ;
+  wire [6:0] \$169 ;
+  wire [40:0] \$17 ;
+  wire [7:0] \$170 ;
+  wire [5:0] \$171 ;
+  wire [6:0] \$172 ;
+  wire [4:0] \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire [15:0] \$180 ;
-  wire [15:0] \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire [15:0] \$187 ;
-  wire [15:0] \$188 ;
-  wire \$189 ;
+  reg [15:0] \$177 ;
+  reg [15:0] \$178 ;
+  reg [15:0] \$179 ;
+  wire [40:0] \$18 ;
+  reg \$180 ;
+  reg \$181 ;
+  reg \$182 ;
+  reg \$183 ;
+  reg \$184 ;
+  reg [3:0] \$185 ;
+  reg \$186 ;
+  reg [1:0] \$187 ;
+  reg \$188 ;
+  reg \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire [15:0] \$192 ;
-  wire [15:0] \$193 ;
-  wire [15:0] \$194 ;
-  reg \$195 ;
-  reg \$196 ;
-  reg \$197 ;
-  reg \$198 ;
-  reg \$199 ;
-  wire [40:0] \$2 ;
+  reg \$190 ;
+  reg [15:0] \$191 ;
+  reg [15:0] \$192 ;
+  reg [15:0] \$193 ;
+  reg [1:0] \$194 ;
+  reg [2:0] \$195 ;
+  reg [15:0] \$196 ;
+  reg [15:0] \$197 ;
+  reg [15:0] \$198 ;
+  reg [15:0] \$199 ;
+  wire \$2 ;
   wire \$20 ;
-  reg [15:0] \$200 ;
-  reg [15:0] \$201 ;
-  reg [15:0] \$202 ;
-  reg [15:0] \$203 ;
+  reg [39:0] \$200 ;
+  reg [39:0] \$201 ;
+  reg [39:0] \$202 ;
+  reg [39:0] \$203 ;
   reg [15:0] \$204 ;
   reg [15:0] \$205 ;
   reg [15:0] \$206 ;
   reg [15:0] \$207 ;
-  reg \$208 ;
-  reg [15:0] \$209 ;
+  reg [15:0] \$208 ;
+  reg [2:0] \$209 ;
   wire \$21 ;
-  reg [15:0] \$210 ;
-  reg [15:0] \$211 ;
-  reg [2:0] \$212 ;
+  reg [2:0] \$210 ;
+  reg [2:0] \$211 ;
+  reg [15:0] \$212 ;
   reg [15:0] \$213 ;
   reg [15:0] \$214 ;
   reg [15:0] \$215 ;
   reg [15:0] \$216 ;
-  reg [39:0] \$217 ;
-  reg [39:0] \$218 ;
-  reg [39:0] \$219 ;
+  reg [15:0] \$217 ;
+  reg [15:0] \$218 ;
+  reg [15:0] \$219 ;
   wire \$22 ;
-  reg [39:0] \$220 ;
+  reg [15:0] \$220 ;
   reg [15:0] \$221 ;
   reg [15:0] \$222 ;
   reg [15:0] \$223 ;
-  reg [15:0] \$224 ;
-  reg [15:0] \$225 ;
-  reg [2:0] \$226 ;
-  reg [2:0] \$227 ;
-  reg [2:0] \$228 ;
-  reg [15:0] \$229 ;
+  wire [63:0] \$224 ;
   wire \$23 ;
-  reg [15:0] \$230 ;
-  reg [15:0] \$231 ;
-  reg [15:0] \$232 ;
-  reg [15:0] \$233 ;
-  reg [15:0] \$234 ;
-  reg [15:0] \$235 ;
-  reg [15:0] \$236 ;
-  reg [15:0] \$237 ;
-  reg [15:0] \$238 ;
-  reg [15:0] \$239 ;
   wire \$24 ;
-  reg [15:0] \$240 ;
-  wire [63:0] \$241 ;
-  wire [15:0] \$25 ;
+  wire \$25 ;
   wire \$26 ;
   wire \$27 ;
-  wire \$28 ;
+  wire [15:0] \$28 ;
   wire \$29 ;
-  wire \$3 ;
+  wire [3:0] \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  wire [15:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
   wire \$34 ;
-  wire [15:0] \$35 ;
+  wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire \$4 ;
+  wire [3:0] \$4 ;
   wire \$40 ;
-  wire \$41 ;
+  wire [15:0] \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
-  wire [15:0] \$45 ;
+  wire \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [2:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [15:0] \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire [15:0] \$55 ;
+  wire \$55 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
-  wire [16:0] \$59 ;
+  wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [15:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
-  wire [15:0] \$64 ;
-  wire [16:0] \$65 ;
+  wire \$64 ;
+  wire \$65 ;
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [3:0] \$7 ;
   wire \$70 ;
-  wire \$71 ;
+  wire [15:0] \$71 ;
   wire \$72 ;
-  wire [15:0] \$73 ;
-  wire [15:0] \$74 ;
-  wire [16:0] \$75 ;
+  wire \$73 ;
+  reg [15:0] \$74 ;
+  wire \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
+  wire [2:0] \$78 ;
+  wire [2:0] \$79 ;
+  wire [3:0] \$8 ;
+  wire [2:0] \$80 ;
   wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
+  wire [3:0] \$82 ;
+  wire [2:0] \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$87 ;
-  wire [15:0] \$88 ;
-  wire [16:0] \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
+  wire [3:0] \$85 ;
+  wire [3:0] \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [15:0] \$89 ;
+  wire [2:0] \$9 ;
+  wire [15:0] \$90 ;
+  reg [15:0] \$91 ;
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
+  wire [2:0] \$95 ;
+  wire [2:0] \$96 ;
+  wire [2:0] \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [3:0] \$99 ;
+  wire \$signature__addr ;
+  wire \$signature__addr$10 ;
+  wire \$signature__addr$101 ;
+  wire \$signature__addr$109 ;
+  wire \$signature__addr$117 ;
+  wire \$signature__addr$12 ;
+  wire \$signature__addr$8 ;
+  wire \$signature__addr$91 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$107 ;
+  wire [15:0] \$signature__data$115 ;
+  wire [15:0] \$signature__data$17 ;
+  wire [15:0] \$signature__data$18 ;
+  wire [15:0] \$signature__data$19 ;
+  wire [15:0] \$signature__data$85 ;
+  wire [15:0] \$signature__data$99 ;
+  wire \$signature__en ;
+  wire \$signature__en$102 ;
+  wire \$signature__en$11 ;
+  wire \$signature__en$110 ;
+  wire \$signature__en$118 ;
+  wire \$signature__en$13 ;
+  wire \$signature__en$9 ;
+  wire \$signature__en$93 ;
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
@@ -336,10 +343,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$49 ;
-  wire [31:0] \floor$54 ;
-  wire [31:0] \floor$59 ;
-  wire [31:0] \floor$64 ;
+  wire [31:0] \floor$57 ;
+  wire [31:0] \floor$62 ;
+  wire [31:0] \floor$67 ;
+  wire [31:0] \floor$72 ;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -360,20 +367,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
-  reg [15:0] l0_coef_0_0_0 = 16'h0000;
-  reg [15:0] l0_coef_0_0_1 = 16'h0000;
-  reg [15:0] l0_coef_0_0_2 = 16'h0000;
-  reg [15:0] l0_coef_0_0_3 = 16'h0000;
-  reg [15:0] l0_coef_0_0_4 = 16'h0000;
-  reg [15:0] l0_coef_0_0_5 = 16'h0000;
-  reg [15:0] l0_coef_0_0_6 = 16'h0000;
-  reg [15:0] l0_coef_0_0_7 = 16'h0000;
+  reg [1:0] l0_lo0_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
+  wire l0_port_baddr;
+  wire [2:0] l0_port_baddr_q;
+  wire [1:0] l0_port_bank;
+  wire [15:0] l0_port_data;
+  wire l0_port_edge;
+  wire [2:0] l0_port_edge_q;
+  wire l0_port_hit0_0_0;
+  wire l0_port_hit0_0_1;
+  wire l0_port_hit0_0_2;
+  wire l0_port_hit0_0_3;
+  wire [2:0] l0_port_local;
+  wire [2:0] l0_port_q;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_3_s3 = 40'h0000000000;
+  reg [1:0] l0_rd_bank = 2'h0;
+  reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
@@ -389,15 +405,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
+  wire [2:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [2:0] reload_addr;
+  reg [3:0] reload_count = 4'h0;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  wire [2:0] rom_rd__addr;
+  wire [15:0] rom_rd__data;
   input rst;
   wire rst;
   input [31:0] s__payload;
@@ -407,44 +432,40 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [34:0] \t$11 ;
-  wire [39:0] \t$12 ;
-  wire [31:0] \t$15 ;
-  wire [34:0] \t$17 ;
-  wire [39:0] \t$18 ;
-  wire [31:0] \t$21 ;
-  wire [34:0] \t$23 ;
-  wire [39:0] \t$24 ;
-  wire [31:0] \t$27 ;
-  wire [34:0] \t$29 ;
-  wire [39:0] \t$30 ;
-  wire [41:0] \t$31 ;
-  wire [39:0] \t$36 ;
-  wire [40:0] \t$38 ;
-  wire [15:0] \t$39 ;
-  wire [16:0] \t$42 ;
-  wire [17:0] \t$44 ;
-  wire [15:0] \t$45 ;
-  wire [31:0] \t$46 ;
-  wire [32:0] \t$50 ;
-  wire [15:0] \t$51 ;
-  wire [31:0] \t$52 ;
-  wire [32:0] \t$55 ;
-  wire [15:0] \t$56 ;
-  wire [31:0] \t$57 ;
-  wire [32:0] \t$60 ;
-  wire [15:0] \t$61 ;
-  wire [31:0] \t$62 ;
-  wire [32:0] \t$65 ;
-  wire [15:0] \t$66 ;
-  reg [16:0] \t$78 ;
-  reg [16:0] \t$79 ;
-  reg [16:0] \t$80 ;
-  reg [16:0] \t$81 ;
-  reg [16:0] \t$82 ;
-  reg [16:0] \t$83 ;
-  reg [16:0] \t$84 ;
-  reg [16:0] \t$85 ;
+  wire [16:0] \t$106 ;
+  wire [16:0] \t$114 ;
+  wire [34:0] \t$22 ;
+  wire [39:0] \t$23 ;
+  wire [31:0] \t$25 ;
+  wire [34:0] \t$27 ;
+  wire [39:0] \t$28 ;
+  wire [31:0] \t$30 ;
+  wire [34:0] \t$32 ;
+  wire [39:0] \t$33 ;
+  wire [31:0] \t$35 ;
+  wire [34:0] \t$37 ;
+  wire [39:0] \t$38 ;
+  wire [41:0] \t$39 ;
+  wire [39:0] \t$44 ;
+  wire [40:0] \t$46 ;
+  wire [15:0] \t$47 ;
+  wire [16:0] \t$50 ;
+  wire [17:0] \t$52 ;
+  wire [15:0] \t$53 ;
+  wire [31:0] \t$54 ;
+  wire [32:0] \t$58 ;
+  wire [15:0] \t$59 ;
+  wire [31:0] \t$60 ;
+  wire [32:0] \t$63 ;
+  wire [15:0] \t$64 ;
+  wire [31:0] \t$65 ;
+  wire [32:0] \t$68 ;
+  wire [15:0] \t$69 ;
+  wire [31:0] \t$70 ;
+  wire [32:0] \t$73 ;
+  wire [15:0] \t$74 ;
+  wire [16:0] \t$84 ;
+  wire [16:0] \t$98 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -452,1022 +473,991 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire wp__addr;
+  wire \wp__addr$103 ;
+  wire \wp__addr$111 ;
+  wire \wp__addr$119 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$104 ;
+  wire [15:0] \wp__data$112 ;
+  wire [15:0] \wp__data$120 ;
+  wire wp__en;
+  wire \wp__en$105 ;
+  wire \wp__en$113 ;
+  wire \wp__en$121 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank0 [1:0];
+  initial begin
+    l0_coef_0_0_bank0[0] = 16'h0000;
+    l0_coef_0_0_bank0[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (wp__en)
+      l0_coef_0_0_bank0[\$86 [0]] <= wp__data;
+  end
+  reg [0:0] _0_;
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    _0_ <= \$82 [0];
+    if (\$signature__en ) begin
+      _1_ <= l0_coef_0_0_bank0[\$4 [0]];
+      if (wp__en && \$4 [0] == \$86 [0])
+        _1_ <= wp__data;
+    end
+  end
+  assign \$signature__data$85  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data  = _1_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank1 [1:0];
+  initial begin
+    l0_coef_0_0_bank1[0] = 16'h0000;
+    l0_coef_0_0_bank1[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$105 )
+      l0_coef_0_0_bank1[\$103 [0]] <= \wp__data$104 ;
+  end
+  reg [0:0] _2_;
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    _2_ <= \$99 [0];
+    if (\$signature__en$9 ) begin
+      _3_ <= l0_coef_0_0_bank1[\$8 [0]];
+      if (\wp__en$105  && \$8 [0] == \$103 [0])
+        _3_ <= \wp__data$104 ;
+    end
+  end
+  assign \$signature__data$99  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$17  = _3_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank2 [1:0];
+  initial begin
+    l0_coef_0_0_bank2[0] = 16'h0000;
+    l0_coef_0_0_bank2[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$113 )
+      l0_coef_0_0_bank2[\$120 [0]] <= \wp__data$112 ;
+  end
+  reg [0:0] _4_;
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    _4_ <= \$116 [0];
+    if (\$signature__en$11 ) begin
+      _5_ <= l0_coef_0_0_bank2[\$12 [0]];
+      if (\wp__en$113  && \$12 [0] == \$120 [0])
+        _5_ <= \wp__data$112 ;
+    end
+  end
+  assign \$signature__data$107  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$18  = _5_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank3 [1:0];
+  initial begin
+    l0_coef_0_0_bank3[0] = 16'h0000;
+    l0_coef_0_0_bank3[1] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$121 )
+      l0_coef_0_0_bank3[\$137 [0]] <= \wp__data$120 ;
+  end
+  reg [0:0] _6_;
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    _6_ <= \$133 [0];
+    if (\$signature__en$13 ) begin
+      _7_ <= l0_coef_0_0_bank3[\$16 [0]];
+      if (\wp__en$121  && \$16 [0] == \$137 [0])
+        _7_ <= \wp__data$120 ;
+    end
+  end
+  assign \$signature__data$115  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$19  = _7_;
+  (* ram_style = "distributed" *)
+  (* rom_style = "distributed" *)
+  reg [15:0] theta0_rom [7:0];
+  initial begin
+    theta0_rom[0] = 16'h0000;
+    theta0_rom[1] = 16'h0000;
+    theta0_rom[2] = 16'h0000;
+    theta0_rom[3] = 16'h0000;
+    theta0_rom[4] = 16'h0000;
+    theta0_rom[5] = 16'h0000;
+    theta0_rom[6] = 16'h0000;
+    theta0_rom[7] = 16'h0000;
+  end
+  reg [15:0] _8_;
+  always @(posedge clk) begin
+    _8_ <= theta0_rom[reload_count[2:0]];
+  end
+  assign reload_data = _8_;
+  assign \$2  = \cell [1:0] > 1'h0;
+  assign \$3  = \$1  + \$2 ;
+  assign \$4  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$3 ;
+  assign \$signature__en  = en | l0_port_rd;
+  assign \$6  = \cell [1:0] > 1'h1;
+  assign \$7  = \$5  + \$6 ;
+  assign \$8  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$7 ;
+  assign \$signature__en$9  = en | l0_port_rd;
+  assign \$10  = \cell [1:0] > 2'h2;
+  assign \$11  = \$9  + \$10 ;
+  assign \$12  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$11 ;
+  assign \$signature__en$11  = en | l0_port_rd;
+  assign \$14  = \cell [1:0] > 2'h3;
+  assign \$15  = \$13  + \$14 ;
+  assign \$16  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$15 ;
+  assign \$signature__en$13  = en | l0_port_rd;
   assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$15  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$21  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$27  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \$1  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$2  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \t$31  = $signed(\$1 ) + $signed(\$2 );
-  assign \$3  = ! \t$31 [14:0];
-  assign \$4  = ~ \$3 ;
-  assign \$5  = \t$31 [15] & \$4 ;
-  assign \$6  = ! \t$31 [14:0];
-  assign \$7  = \t$31 [15] & \$6 ;
-  assign \$8  = \$7  & floor[0];
-  assign \$9  = \$5  | \$8 ;
-  assign \t$38  = $signed(floor) + $signed({ 1'h0, \$9  });
-  assign \$10  = $signed(\t$38 ) < $signed(16'h8000);
-  assign \$11  = $signed(\t$38 ) > $signed(16'h7fff);
-  assign \$12  = \$11  ? 16'h7fff : \t$38 [15:0];
-  assign \t$39  = \$10  ? 16'h8000 : \$12 ;
-  assign \t$42  = $signed(m__payload) - $signed(y0_s4);
-  assign \$13  = $signed(\t$44 ) < $signed(16'h8000);
-  assign \$14  = $signed(\t$44 ) > $signed(16'h7fff);
-  assign \$15  = \$14  ? 16'h7fff : \t$44 [15:0];
-  assign \t$45  = \$13  ? 16'h8000 : \$15 ;
-  assign \t$46  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$16  = ! \t$46 [14:0];
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \t$46 [15] & \$17 ;
-  assign \$19  = ! \t$46 [14:0];
-  assign \$20  = \t$46 [15] & \$19 ;
-  assign \$21  = \$20  & \floor$49 [0];
-  assign \$22  = \$18  | \$21 ;
-  assign \t$50  = $signed(\floor$49 ) + $signed({ 1'h0, \$22  });
-  assign \$23  = $signed(\t$50 ) < $signed(16'h8000);
-  assign \$24  = $signed(\t$50 ) > $signed(16'h7fff);
-  assign \$25  = \$24  ? 16'h7fff : \t$50 [15:0];
-  assign \t$51  = \$23  ? 16'h8000 : \$25 ;
-  assign \t$52  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$26  = ! \t$52 [14:0];
-  assign \$27  = ~ \$26 ;
-  assign \$28  = \t$52 [15] & \$27 ;
-  assign \$29  = ! \t$52 [14:0];
-  assign \$30  = \t$52 [15] & \$29 ;
-  assign \$31  = \$30  & \floor$54 [0];
-  assign \$32  = \$28  | \$31 ;
-  assign \t$55  = $signed(\floor$54 ) + $signed({ 1'h0, \$32  });
-  assign \$33  = $signed(\t$55 ) < $signed(16'h8000);
-  assign \$34  = $signed(\t$55 ) > $signed(16'h7fff);
-  assign \$35  = \$34  ? 16'h7fff : \t$55 [15:0];
-  assign \t$56  = \$33  ? 16'h8000 : \$35 ;
-  assign \t$57  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$36  = ! \t$57 [14:0];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = \t$57 [15] & \$37 ;
-  assign \$39  = ! \t$57 [14:0];
-  assign \$40  = \t$57 [15] & \$39 ;
-  assign \$41  = \$40  & \floor$59 [0];
-  assign \$42  = \$38  | \$41 ;
-  assign \t$60  = $signed(\floor$59 ) + $signed({ 1'h0, \$42  });
-  assign \$43  = $signed(\t$60 ) < $signed(16'h8000);
-  assign \$44  = $signed(\t$60 ) > $signed(16'h7fff);
-  assign \$45  = \$44  ? 16'h7fff : \t$60 [15:0];
-  assign \t$61  = \$43  ? 16'h8000 : \$45 ;
-  assign \t$62  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$46  = ! \t$62 [14:0];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \t$62 [15] & \$47 ;
-  assign \$49  = ! \t$62 [14:0];
-  assign \$50  = \t$62 [15] & \$49 ;
-  assign \$51  = \$50  & \floor$64 [0];
-  assign \$52  = \$48  | \$51 ;
-  assign \t$65  = $signed(\floor$64 ) + $signed({ 1'h0, \$52  });
-  assign \$53  = $signed(\t$65 ) < $signed(16'h8000);
-  assign \$54  = $signed(\t$65 ) > $signed(16'h7fff);
-  assign \$55  = \$54  ? 16'h7fff : \t$65 [15:0];
-  assign \t$66  = \$53  ? 16'h8000 : \$55 ;
-  assign \$56  = ~ m__ready;
-  assign \$57  = valid_s4 & \$56 ;
-  assign en = ~ \$57 ;
+  assign \t$25  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
+  assign \t$30  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
+  assign \t$35  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$17  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
+  assign \$18  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
+  assign \t$39  = $signed(\$17 ) + $signed(\$18 );
+  assign \$19  = ! \t$39 [14:0];
+  assign \$20  = ~ \$19 ;
+  assign \$21  = \t$39 [15] & \$20 ;
+  assign \$22  = ! \t$39 [14:0];
+  assign \$23  = \t$39 [15] & \$22 ;
+  assign \$24  = \$23  & floor[0];
+  assign \$25  = \$21  | \$24 ;
+  assign \t$46  = $signed(floor) + $signed({ 1'h0, \$25  });
+  assign \$26  = $signed(\t$46 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$46 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$46 [15:0];
+  assign \t$47  = \$26  ? 16'h8000 : \$28 ;
+  assign \t$50  = $signed(m__payload) - $signed(y0_s4);
+  assign \$29  = $signed(\t$52 ) < $signed(16'h8000);
+  assign \$30  = $signed(\t$52 ) > $signed(16'h7fff);
+  assign \$31  = \$30  ? 16'h7fff : \t$52 [15:0];
+  assign \t$53  = \$29  ? 16'h8000 : \$31 ;
+  assign \t$54  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$32  = ! \t$54 [14:0];
+  assign \$33  = ~ \$32 ;
+  assign \$34  = \t$54 [15] & \$33 ;
+  assign \$35  = ! \t$54 [14:0];
+  assign \$36  = \t$54 [15] & \$35 ;
+  assign \$37  = \$36  & \floor$57 [0];
+  assign \$38  = \$34  | \$37 ;
+  assign \t$58  = $signed(\floor$57 ) + $signed({ 1'h0, \$38  });
+  assign \$39  = $signed(\t$58 ) < $signed(16'h8000);
+  assign \$40  = $signed(\t$58 ) > $signed(16'h7fff);
+  assign \$41  = \$40  ? 16'h7fff : \t$58 [15:0];
+  assign \t$59  = \$39  ? 16'h8000 : \$41 ;
+  assign \t$60  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$42  = ! \t$60 [14:0];
+  assign \$43  = ~ \$42 ;
+  assign \$44  = \t$60 [15] & \$43 ;
+  assign \$45  = ! \t$60 [14:0];
+  assign \$46  = \t$60 [15] & \$45 ;
+  assign \$47  = \$46  & \floor$62 [0];
+  assign \$48  = \$44  | \$47 ;
+  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$48  });
+  assign \$49  = $signed(\t$63 ) < $signed(16'h8000);
+  assign \$50  = $signed(\t$63 ) > $signed(16'h7fff);
+  assign \$51  = \$50  ? 16'h7fff : \t$63 [15:0];
+  assign \t$64  = \$49  ? 16'h8000 : \$51 ;
+  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$52  = ! \t$65 [14:0];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = \t$65 [15] & \$53 ;
+  assign \$55  = ! \t$65 [14:0];
+  assign \$56  = \t$65 [15] & \$55 ;
+  assign \$57  = \$56  & \floor$67 [0];
+  assign \$58  = \$54  | \$57 ;
+  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$58  });
+  assign \$59  = $signed(\t$68 ) < $signed(16'h8000);
+  assign \$60  = $signed(\t$68 ) > $signed(16'h7fff);
+  assign \$61  = \$60  ? 16'h7fff : \t$68 [15:0];
+  assign \t$69  = \$59  ? 16'h8000 : \$61 ;
+  assign \t$70  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$62  = ! \t$70 [14:0];
+  assign \$63  = ~ \$62 ;
+  assign \$64  = \t$70 [15] & \$63 ;
+  assign \$65  = ! \t$70 [14:0];
+  assign \$66  = \t$70 [15] & \$65 ;
+  assign \$67  = \$66  & \floor$72 [0];
+  assign \$68  = \$64  | \$67 ;
+  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$68  });
+  assign \$69  = $signed(\t$73 ) < $signed(16'h8000);
+  assign \$70  = $signed(\t$73 ) > $signed(16'h7fff);
+  assign \$71  = \$70  ? 16'h7fff : \t$73 [15:0];
+  assign \t$74  = \$69  ? 16'h8000 : \$71 ;
+  assign \$72  = ~ m__ready;
+  assign \$73  = valid_s4 & \$72 ;
+  assign en = ~ \$73 ;
   assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s5;
-  assign \$58  = ! l0_cell0_s5;
-  assign \$59  = $signed(l0_coef_0_0_0) - $signed(\t$51 );
-  assign \$60  = l0_cell0_s5 == 1'h1;
-  assign \$61  = ! l0_cell0_s5;
-  assign \$62  = \$60  | \$61 ;
-  assign \$63  = ! l0_cell0_s5;
-  assign \$64  = \$63  ? \t$56  : \t$51 ;
-  assign \$65  = $signed(l0_coef_0_0_1) - $signed(\$64 );
-  assign \$66  = l0_cell0_s5 == 2'h2;
-  assign \$67  = l0_cell0_s5 == 1'h1;
-  assign \$68  = \$66  | \$67 ;
-  assign \$69  = ! l0_cell0_s5;
-  assign \$70  = \$68  | \$69 ;
-  assign \$71  = ! l0_cell0_s5;
-  assign \$72  = l0_cell0_s5 == 1'h1;
-  assign \$73  = \$72  ? \t$56  : \t$51 ;
-  assign \$74  = \$71  ? \t$61  : \$73 ;
-  assign \$75  = $signed(l0_coef_0_0_2) - $signed(\$74 );
-  assign \$76  = l0_cell0_s5 == 2'h3;
-  assign \$77  = l0_cell0_s5 == 2'h2;
-  assign \$78  = \$76  | \$77 ;
-  assign \$79  = l0_cell0_s5 == 1'h1;
-  assign \$80  = \$78  | \$79 ;
-  assign \$81  = ! l0_cell0_s5;
-  assign \$82  = \$80  | \$81 ;
-  assign \$83  = ! l0_cell0_s5;
-  assign \$84  = l0_cell0_s5 == 1'h1;
-  assign \$85  = l0_cell0_s5 == 2'h2;
-  assign \$86  = \$85  ? \t$56  : \t$51 ;
-  assign \$87  = \$84  ? \t$61  : \$86 ;
-  assign \$88  = \$83  ? \t$66  : \$87 ;
-  assign \$89  = $signed(l0_coef_0_0_3) - $signed(\$88 );
-  assign \$90  = l0_cell0_s5 == 3'h4;
-  assign \$91  = l0_cell0_s5 == 2'h3;
-  assign \$92  = \$90  | \$91 ;
-  assign \$93  = l0_cell0_s5 == 2'h2;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = l0_cell0_s5 == 1'h1;
-  assign \$96  = \$94  | \$95 ;
-  assign \$97  = l0_cell0_s5 == 1'h1;
-  assign \$98  = l0_cell0_s5 == 2'h2;
-  assign \$99  = l0_cell0_s5 == 2'h3;
-  assign \$100  = \$99  ? \t$56  : \t$51 ;
-  assign \$101  = \$98  ? \t$61  : \$100 ;
-  assign \$102  = \$97  ? \t$66  : \$101 ;
-  assign \$103  = $signed(l0_coef_0_0_4) - $signed(\$102 );
-  assign \$104  = l0_cell0_s5 == 3'h4;
-  assign \$105  = l0_cell0_s5 == 2'h3;
-  assign \$106  = \$104  | \$105 ;
-  assign \$107  = l0_cell0_s5 == 2'h2;
-  assign \$108  = \$106  | \$107 ;
-  assign \$109  = l0_cell0_s5 == 2'h2;
-  assign \$110  = l0_cell0_s5 == 2'h3;
-  assign \$111  = \$110  ? \t$61  : \t$56 ;
-  assign \$112  = \$109  ? \t$66  : \$111 ;
-  assign \$113  = $signed(l0_coef_0_0_5) - $signed(\$112 );
-  assign \$114  = l0_cell0_s5 == 3'h4;
-  assign \$115  = l0_cell0_s5 == 2'h3;
-  assign \$116  = \$114  | \$115 ;
-  assign \$117  = l0_cell0_s5 == 2'h3;
-  assign \$118  = \$117  ? \t$66  : \t$61 ;
-  assign \$119  = $signed(l0_coef_0_0_6) - $signed(\$118 );
-  assign \$120  = l0_cell0_s5 == 3'h4;
-  assign \$121  = $signed(l0_coef_0_0_7) - $signed(\t$66 );
-  assign \$122  = ~ pc__valid;
-  assign \$123  = en & \$122 ;
-  assign \$124  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$125  = ~ \$124 ;
-  assign s__ready = \$123  & \$125 ;
-  assign accept = s__valid & s__ready;
-  assign \$126  = ~ busy;
-  assign \$127  = pc__valid & \$126 ;
-  assign \$128  = ~ pr__valid;
-  assign \$129  = \$128  | pr__ready;
-  assign execute = \$127  & \$129 ;
-  assign \$130  = ! l0_cell0_s5;
-  assign \$131  = $signed(\t$78 ) < $signed(16'h8000);
-  assign \$132  = $signed(\t$78 ) > $signed(16'h7fff);
-  assign \$133  = \$132  ? 16'h7fff : \t$78 [15:0];
-  assign \$134  = \$131  ? 16'h8000 : \$133 ;
-  assign \$135  = l0_cell0_s5 == 1'h1;
-  assign \$136  = ! l0_cell0_s5;
-  assign \$137  = \$135  | \$136 ;
-  assign \$138  = $signed(\t$79 ) < $signed(16'h8000);
-  assign \$139  = $signed(\t$79 ) > $signed(16'h7fff);
-  assign \$140  = \$139  ? 16'h7fff : \t$79 [15:0];
+  assign \t$84  = $signed(\$signature__data$85 ) - $signed(\$74 );
+  assign \$77  = ! \$172 [1:0];
+  assign l0_port_hit0_0_0 = \$76  & \$77 ;
+  assign \$78  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$80  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$81  = \$80 [1:0] > 1'h0;
+  assign \$82  = \$79  + \$81 ;
+  assign \$84  = l0_cell0_s5[1:0] > 1'h0;
+  assign \$85  = \$83  + \$84 ;
+  assign \$86  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$85 ;
+  assign \$87  = $signed(\t$84 ) < $signed(16'h8000);
+  assign \$88  = $signed(\t$84 ) > $signed(16'h7fff);
+  assign \$89  = \$88  ? 16'h7fff : \t$84 [15:0];
+  assign \$90  = \$87  ? 16'h8000 : \$89 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$90 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$98  = $signed(\$signature__data$99 ) - $signed(\$91 );
+  assign \$94  = \$172 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$93  & \$94 ;
+  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$97  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$98  = \$97 [1:0] > 1'h1;
+  assign \$99  = \$96  + \$98 ;
+  assign \$101  = l0_cell0_s5[1:0] > 1'h1;
+  assign \$102  = \$100  + \$101 ;
+  assign \$103  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$102 ;
+  assign \$104  = $signed(\t$98 ) < $signed(16'h8000);
+  assign \$105  = $signed(\t$98 ) > $signed(16'h7fff);
+  assign \$106  = \$105  ? 16'h7fff : \t$98 [15:0];
+  assign \$107  = \$104  ? 16'h8000 : \$106 ;
+  assign \wp__data$104  = l0_port_hit0_0_1 ? l0_port_data : \$107 ;
+  assign \wp__en$105  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$106  = $signed(\$signature__data$107 ) - $signed(\$108 );
+  assign \$111  = \$172 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$110  & \$111 ;
+  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$114  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$115  = \$114 [1:0] > 2'h2;
+  assign \$116  = \$113  + \$115 ;
+  assign \$118  = l0_cell0_s5[1:0] > 2'h2;
+  assign \$119  = \$117  + \$118 ;
+  assign \$120  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$119 ;
+  assign \$121  = $signed(\t$106 ) < $signed(16'h8000);
+  assign \$122  = $signed(\t$106 ) > $signed(16'h7fff);
+  assign \$123  = \$122  ? 16'h7fff : \t$106 [15:0];
+  assign \$124  = \$121  ? 16'h8000 : \$123 ;
+  assign \wp__data$112  = l0_port_hit0_0_2 ? l0_port_data : \$124 ;
+  assign \wp__en$113  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$114  = $signed(\$signature__data$115 ) - $signed(\$125 );
+  assign \$128  = \$172 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$127  & \$128 ;
+  assign \$129  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$131  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$132  = \$131 [1:0] > 2'h3;
+  assign \$133  = \$130  + \$132 ;
+  assign \$135  = l0_cell0_s5[1:0] > 2'h3;
+  assign \$136  = \$134  + \$135 ;
+  assign \$137  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$136 ;
+  assign \$138  = $signed(\t$114 ) < $signed(16'h8000);
+  assign \$139  = $signed(\t$114 ) > $signed(16'h7fff);
+  assign \$140  = \$139  ? 16'h7fff : \t$114 [15:0];
   assign \$141  = \$138  ? 16'h8000 : \$140 ;
-  assign \$142  = l0_cell0_s5 == 2'h2;
-  assign \$143  = l0_cell0_s5 == 1'h1;
-  assign \$144  = \$142  | \$143 ;
-  assign \$145  = ! l0_cell0_s5;
-  assign \$146  = \$144  | \$145 ;
-  assign \$147  = $signed(\t$80 ) < $signed(16'h8000);
-  assign \$148  = $signed(\t$80 ) > $signed(16'h7fff);
-  assign \$149  = \$148  ? 16'h7fff : \t$80 [15:0];
-  assign \$150  = \$147  ? 16'h8000 : \$149 ;
-  assign \$151  = l0_cell0_s5 == 2'h3;
-  assign \$152  = l0_cell0_s5 == 2'h2;
-  assign \$153  = \$151  | \$152 ;
-  assign \$154  = l0_cell0_s5 == 1'h1;
-  assign \$155  = \$153  | \$154 ;
-  assign \$156  = ! l0_cell0_s5;
-  assign \$157  = \$155  | \$156 ;
-  assign \$158  = $signed(\t$81 ) < $signed(16'h8000);
-  assign \$159  = $signed(\t$81 ) > $signed(16'h7fff);
-  assign \$160  = \$159  ? 16'h7fff : \t$81 [15:0];
-  assign \$161  = \$158  ? 16'h8000 : \$160 ;
-  assign \$162  = l0_cell0_s5 == 3'h4;
-  assign \$163  = l0_cell0_s5 == 2'h3;
-  assign \$164  = \$162  | \$163 ;
-  assign \$165  = l0_cell0_s5 == 2'h2;
-  assign \$166  = \$164  | \$165 ;
-  assign \$167  = l0_cell0_s5 == 1'h1;
-  assign \$168  = \$166  | \$167 ;
-  assign \$169  = $signed(\t$82 ) < $signed(16'h8000);
-  assign \$170  = $signed(\t$82 ) > $signed(16'h7fff);
-  assign \$171  = \$170  ? 16'h7fff : \t$82 [15:0];
-  assign \$172  = \$169  ? 16'h8000 : \$171 ;
-  assign \$173  = l0_cell0_s5 == 3'h4;
-  assign \$174  = l0_cell0_s5 == 2'h3;
-  assign \$175  = \$173  | \$174 ;
-  assign \$176  = l0_cell0_s5 == 2'h2;
-  assign \$177  = \$175  | \$176 ;
-  assign \$178  = $signed(\t$83 ) < $signed(16'h8000);
-  assign \$179  = $signed(\t$83 ) > $signed(16'h7fff);
-  assign \$180  = \$179  ? 16'h7fff : \t$83 [15:0];
-  assign \$181  = \$178  ? 16'h8000 : \$180 ;
-  assign \$182  = l0_cell0_s5 == 3'h4;
-  assign \$183  = l0_cell0_s5 == 2'h3;
-  assign \$184  = \$182  | \$183 ;
-  assign \$185  = $signed(\t$84 ) < $signed(16'h8000);
-  assign \$186  = $signed(\t$84 ) > $signed(16'h7fff);
-  assign \$187  = \$186  ? 16'h7fff : \t$84 [15:0];
-  assign \$188  = \$185  ? 16'h8000 : \$187 ;
-  assign \$189  = l0_cell0_s5 == 3'h4;
-  assign \$190  = $signed(\t$85 ) < $signed(16'h8000);
-  assign \$191  = $signed(\t$85 ) > $signed(16'h7fff);
-  assign \$192  = \$191  ? 16'h7fff : \t$85 [15:0];
-  assign \$193  = \$190  ? 16'h8000 : \$192 ;
-  assign \$194  = pc__payload[19] ? pc__payload[15:0] : readback;
+  assign \wp__data$120  = l0_port_hit0_0_3 ? l0_port_data : \$141 ;
+  assign \wp__en$121  = commit_l0 | l0_port_hit0_0_3;
+  assign reloading = reload_count != 4'h9;
+  assign \$142  = | reload_count;
+  assign reload_write = reloading & \$142 ;
+  assign \$143  = reload_count - 1'h1;
+  assign \$144  = ~ pc__valid;
+  assign \$145  = en & \$144 ;
+  assign \$146  = ~ reloading;
+  assign \$147  = \$145  & \$146 ;
+  assign \$148  = | { valid_s3, valid_s2, valid_s1 };
+  assign \$149  = ~ \$148 ;
+  assign s__ready = \$147  & \$149 ;
+  assign accept = s__valid & s__ready;
+  assign \$150  = ~ busy;
+  assign \$151  = pc__valid & \$150 ;
+  assign \$152  = ~ reloading;
+  assign \$153  = \$151  & \$152 ;
+  assign \$154  = ~ read_wait;
+  assign \$155  = \$153  & \$154 ;
+  assign \$156  = ~ pr__valid;
+  assign \$157  = \$156  | pr__ready;
+  assign execute = \$155  & \$157 ;
+  assign port_addr = reload_write ? \$143 [2:0] : pc__payload[18:16];
+  assign \$158  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign \$159  = port_addr >= 1'h0;
+  assign \$160  = port_addr < 4'h8;
+  assign \$161  = \$159  & \$160 ;
+  assign \$162  = execute & pc__payload[19];
+  assign \$163  = reload_write | \$162 ;
+  assign l0_port_wr = \$161  & \$163 ;
+  assign \$164  = port_addr >= 1'h0;
+  assign \$165  = port_addr < 4'h8;
+  assign \$166  = \$164  & \$165 ;
+  assign \$167  = \$166  & execute;
+  assign \$168  = ~ pc__payload[19];
+  assign l0_port_rd = \$167  & \$168 ;
+  assign \$170  = \$158 [2:0] - 7'h00;
+  assign \$171  = l0_port_baddr_q * 3'h4;
+  assign \$172  = \$170 [2:0] - \$171 ;
+  assign \$173  = reload_count + 1'h1;
+  assign \$174  = ~ pc__payload[19];
+  assign \$175  = execute & \$174 ;
+  assign \$176  = execute & pc__payload[19];
   always @(posedge clk)
-    valid_s1 <= \$195 ;
+    valid_s1 <= \$180 ;
   always @(posedge clk)
-    valid_s2 <= \$196 ;
+    valid_s2 <= \$181 ;
   always @(posedge clk)
-    valid_s3 <= \$197 ;
+    valid_s3 <= \$182 ;
   always @(posedge clk)
-    valid_s4 <= \$198 ;
+    valid_s4 <= \$183 ;
   always @(posedge clk)
-    valid_s5 <= \$199 ;
+    valid_s5 <= \$184 ;
   always @(posedge clk)
-    l0_coef_0_0_0 <= \$200 ;
+    reload_count <= \$185 ;
   always @(posedge clk)
-    l0_coef_0_0_1 <= \$201 ;
+    l0_rd_edge <= \$186 ;
   always @(posedge clk)
-    l0_coef_0_0_2 <= \$202 ;
+    l0_rd_bank <= \$187 ;
   always @(posedge clk)
-    l0_coef_0_0_3 <= \$203 ;
+    read_layer <= \$188 ;
   always @(posedge clk)
-    l0_coef_0_0_4 <= \$204 ;
+    read_wait <= \$189 ;
   always @(posedge clk)
-    l0_coef_0_0_5 <= \$205 ;
+    pr__valid <= \$190 ;
   always @(posedge clk)
-    l0_coef_0_0_6 <= \$206 ;
+    pr__payload <= \$191 ;
   always @(posedge clk)
-    l0_coef_0_0_7 <= \$207 ;
+    u <= \$192 ;
   always @(posedge clk)
-    pr__valid <= \$208 ;
+    y0_s1 <= \$193 ;
   always @(posedge clk)
-    pr__payload <= \$209 ;
+    l0_lo0_s2 <= \$194 ;
   always @(posedge clk)
-    u <= \$210 ;
+    l0_cell0_s2 <= \$195 ;
   always @(posedge clk)
-    y0_s1 <= \$211 ;
+    l0_bval0_0_s2 <= \$196 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$212 ;
+    l0_bval0_1_s2 <= \$197 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$213 ;
+    l0_bval0_2_s2 <= \$198 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$214 ;
+    l0_bval0_3_s2 <= \$199 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$215 ;
+    l0_prod0_0_0_s3 <= \$200 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$216 ;
+    l0_prod0_0_1_s3 <= \$201 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$217 ;
+    l0_prod0_0_2_s3 <= \$202 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$218 ;
+    l0_prod0_0_3_s3 <= \$203 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$219 ;
+    m__payload <= \$204 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$220 ;
+    y0_s2 <= \$205 ;
   always @(posedge clk)
-    m__payload <= \$221 ;
+    y0_s3 <= \$206 ;
   always @(posedge clk)
-    y0_s2 <= \$222 ;
+    y0_s4 <= \$207 ;
   always @(posedge clk)
-    y0_s3 <= \$223 ;
+    err0_s5 <= \$208 ;
   always @(posedge clk)
-    y0_s4 <= \$224 ;
+    l0_cell0_s3 <= \$209 ;
   always @(posedge clk)
-    err0_s5 <= \$225 ;
+    l0_cell0_s4 <= \$210 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$226 ;
+    l0_cell0_s5 <= \$211 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$227 ;
+    l0_bval0_0_s3 <= \$212 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$228 ;
+    l0_bval0_0_s4 <= \$213 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$229 ;
+    l0_bval0_0_s5 <= \$214 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$230 ;
+    l0_bval0_1_s3 <= \$215 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$231 ;
+    l0_bval0_1_s4 <= \$216 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$232 ;
+    l0_bval0_1_s5 <= \$217 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$233 ;
+    l0_bval0_2_s3 <= \$218 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$234 ;
+    l0_bval0_2_s4 <= \$219 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$235 ;
+    l0_bval0_2_s5 <= \$220 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$236 ;
+    l0_bval0_3_s3 <= \$221 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$237 ;
+    l0_bval0_3_s4 <= \$222 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$238 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$239 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$240 ;
+    l0_bval0_3_s5 <= \$223 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$314$0 (\$241 ),
+    .\port$293$0 (\$224 ),
     .u(u)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_0 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_0 = l0_coef_0_0_0;
-      3'h1:
-          l0_read0_0_0 = l0_coef_0_0_1;
-      3'h2:
-          l0_read0_0_0 = l0_coef_0_0_2;
-      3'h3:
-          l0_read0_0_0 = l0_coef_0_0_3;
-      3'h4:
-          l0_read0_0_0 = l0_coef_0_0_4;
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_0 = \$signature__data ;
+      2'h1:
+          l0_read0_0_0 = \$signature__data$17 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$18 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$19 ;
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_1 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_1 = l0_coef_0_0_1;
-      3'h1:
-          l0_read0_0_1 = l0_coef_0_0_2;
-      3'h2:
-          l0_read0_0_1 = l0_coef_0_0_3;
-      3'h3:
-          l0_read0_0_1 = l0_coef_0_0_4;
-      3'h4:
-          l0_read0_0_1 = l0_coef_0_0_5;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_2 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_2 = l0_coef_0_0_2;
-      3'h1:
-          l0_read0_0_2 = l0_coef_0_0_3;
-      3'h2:
-          l0_read0_0_2 = l0_coef_0_0_4;
-      3'h3:
-          l0_read0_0_2 = l0_coef_0_0_5;
-      3'h4:
-          l0_read0_0_2 = l0_coef_0_0_6;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    l0_read0_0_3 = 16'h0000;
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_3 = l0_coef_0_0_3;
-      3'h1:
-          l0_read0_0_3 = l0_coef_0_0_4;
-      3'h2:
-          l0_read0_0_3 = l0_coef_0_0_5;
-      3'h3:
-          l0_read0_0_3 = l0_coef_0_0_6;
-      3'h4:
-          l0_read0_0_3 = l0_coef_0_0_7;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$78  = 17'h00000;
-    if (commit_l0) begin
-      if (\$58 ) begin
-        \t$78  = \$59 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$79  = 17'h00000;
-    if (commit_l0) begin
-      if (\$62 ) begin
-        \t$79  = \$65 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$80  = 17'h00000;
-    if (commit_l0) begin
-      if (\$70 ) begin
-        \t$80  = \$75 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$81  = 17'h00000;
-    if (commit_l0) begin
-      if (\$82 ) begin
-        \t$81  = \$89 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$82  = 17'h00000;
-    if (commit_l0) begin
-      if (\$96 ) begin
-        \t$82  = \$103 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$83  = 17'h00000;
-    if (commit_l0) begin
-      if (\$108 ) begin
-        \t$83  = \$113 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$84  = 17'h00000;
-    if (commit_l0) begin
-      if (\$116 ) begin
-        \t$84  = \$119 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$85  = 17'h00000;
-    if (commit_l0) begin
-      if (\$120 ) begin
-        \t$85  = \$121 ;
-      end
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (pc__payload[18:16])
-      3'h0:
-          readback = l0_coef_0_0_0;
-      3'h1:
-          readback = l0_coef_0_0_1;
-      3'h2:
-          readback = l0_coef_0_0_2;
-      3'h3:
-          readback = l0_coef_0_0_3;
-      3'h4:
-          readback = l0_coef_0_0_4;
-      3'h5:
-          readback = l0_coef_0_0_5;
-      3'h6:
-          readback = l0_coef_0_0_6;
-      3'h7:
-          readback = l0_coef_0_0_7;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$17 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$18 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$19 ;
+      2'h3:
+          l0_read0_0_1 = \$signature__data ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = valid_s1;
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_2 = \$signature__data$18 ;
+      2'h1:
+          l0_read0_0_2 = \$signature__data$19 ;
+      2'h2:
+          l0_read0_0_2 = \$signature__data ;
+      2'h3:
+          l0_read0_0_2 = \$signature__data$17 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_3 = \$signature__data$19 ;
+      2'h1:
+          l0_read0_0_3 = \$signature__data ;
+      2'h2:
+          l0_read0_0_3 = \$signature__data$17 ;
+      2'h3:
+          l0_read0_0_3 = \$signature__data$18 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$74  = \t$59 ;
+      2'h1:
+          \$74  = \t$74 ;
+      2'h2:
+          \$74  = \t$69 ;
+      2'h3:
+          \$74  = \t$64 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$91  = \t$64 ;
+      2'h1:
+          \$91  = \t$59 ;
+      2'h2:
+          \$91  = \t$74 ;
+      2'h3:
+          \$91  = \t$69 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$108  = \t$69 ;
+      2'h1:
+          \$108  = \t$64 ;
+      2'h2:
+          \$108  = \t$59 ;
+      2'h3:
+          \$108  = \t$74 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$125  = \t$74 ;
+      2'h1:
+          \$125  = \t$69 ;
+      2'h2:
+          \$125  = \t$64 ;
+      2'h3:
+          \$125  = \t$59 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$177  = \$signature__data ;
+      2'h1:
+          \$177  = \$signature__data$17 ;
+      2'h2:
+          \$177  = \$signature__data$18 ;
+      2'h3:
+          \$177  = \$signature__data$19 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$178  = 16'h0000;
+    casez (l0_rd_edge)
+      1'h0:
+          \$178  = \$177 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$179  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$179  = \$178 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$180  = valid_s1;
     if (en) begin
-      \$195  = accept;
+      \$180  = accept;
     end
     if (rst) begin
-      \$195  = 1'h0;
+      \$180  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$196  = valid_s2;
+    \$181  = valid_s2;
     if (en) begin
-      \$196  = valid_s1;
+      \$181  = valid_s1;
     end
     if (rst) begin
-      \$196  = 1'h0;
+      \$181  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = valid_s3;
+    \$182  = valid_s3;
     if (en) begin
-      \$197  = valid_s2;
+      \$182  = valid_s2;
     end
     if (rst) begin
-      \$197  = 1'h0;
+      \$182  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$198  = valid_s4;
+    \$183  = valid_s4;
     if (en) begin
-      \$198  = valid_s3;
+      \$183  = valid_s3;
     end
     if (rst) begin
-      \$198  = 1'h0;
+      \$183  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$199  = valid_s5;
+    \$184  = valid_s5;
     if (en) begin
-      \$199  = valid_s4;
+      \$184  = valid_s4;
     end
     if (rst) begin
-      \$199  = 1'h0;
+      \$184  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$200  = l0_coef_0_0_0;
-    if (commit_l0) begin
-      if (\$130 ) begin
-        \$200  = \$134 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              \$200  = pc__payload[15:0];
-        endcase
-      end
+    \$185  = reload_count;
+    if (reloading) begin
+      \$185  = \$173 [3:0];
     end
     if (rst) begin
-      \$200  = 16'h0000;
+      \$185  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$201  = l0_coef_0_0_1;
-    if (commit_l0) begin
-      if (\$137 ) begin
-        \$201  = \$141 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              \$201  = pc__payload[15:0];
-        endcase
-      end
+    \$186  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$186  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$201  = 16'h0000;
+      \$186  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$202  = l0_coef_0_0_2;
-    if (commit_l0) begin
-      if (\$146 ) begin
-        \$202  = \$150 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              \$202  = pc__payload[15:0];
-        endcase
-      end
+    \$187  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$187  = \$172 [1:0];
     end
     if (rst) begin
-      \$202  = 16'h0000;
+      \$187  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = l0_coef_0_0_3;
-    if (commit_l0) begin
-      if (\$157 ) begin
-        \$203  = \$161 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              \$203  = pc__payload[15:0];
-        endcase
-      end
+    \$188  = read_layer;
+    if (l0_port_rd) begin
+      \$188  = 1'h0;
     end
     if (rst) begin
-      \$203  = 16'h0000;
+      \$188  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$204  = l0_coef_0_0_4;
-    if (commit_l0) begin
-      if (\$168 ) begin
-        \$204  = \$172 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              \$204  = pc__payload[15:0];
-        endcase
-      end
-    end
+    \$189  = \$175 ;
     if (rst) begin
-      \$204  = 16'h0000;
+      \$189  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = l0_coef_0_0_5;
-    if (commit_l0) begin
-      if (\$177 ) begin
-        \$205  = \$181 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              /* empty */;
-          3'h5:
-              \$205  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$205  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$206  = l0_coef_0_0_6;
-    if (commit_l0) begin
-      if (\$184 ) begin
-        \$206  = \$188 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              /* empty */;
-          3'h5:
-              /* empty */;
-          3'h6:
-              \$206  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$206  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$207  = l0_coef_0_0_7;
-    if (commit_l0) begin
-      if (\$189 ) begin
-        \$207  = \$193 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[19]) begin
-        (* full_case = 32'd1 *)
-        casez (pc__payload[18:16])
-          3'h0:
-              /* empty */;
-          3'h1:
-              /* empty */;
-          3'h2:
-              /* empty */;
-          3'h3:
-              /* empty */;
-          3'h4:
-              /* empty */;
-          3'h5:
-              /* empty */;
-          3'h6:
-              /* empty */;
-          3'h7:
-              \$207  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$207  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$208  = pr__valid;
-    if (execute) begin
-      \$208  = 1'h1;
+    \$190  = pr__valid;
+    if (\$176 ) begin
+      \$190  = 1'h1;
+    end else if (read_wait) begin
+      \$190  = 1'h1;
     end else if (pr__ready) begin
-      \$208  = 1'h0;
+      \$190  = 1'h0;
     end
     if (rst) begin
-      \$208  = 1'h0;
+      \$190  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = pr__payload;
-    if (execute) begin
-      \$209  = \$194 ;
+    \$191  = pr__payload;
+    if (\$176 ) begin
+      \$191  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$191  = \$179 ;
     end
     if (rst) begin
-      \$209  = 16'h0000;
+      \$191  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = u;
+    \$192  = u;
     if (en) begin
-      \$210  = s__payload[15:0];
+      \$192  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = y0_s1;
+    \$193  = y0_s1;
     if (en) begin
-      \$211  = s__payload[31:16];
+      \$193  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = l0_cell0_s2;
+    \$194  = l0_lo0_s2;
     if (en) begin
-      \$212  = \cell ;
+      \$194  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = l0_bval0_0_s2;
+    \$195  = l0_cell0_s2;
     if (en) begin
-      \$213  = \$241 [15:0];
+      \$195  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = l0_bval0_1_s2;
+    \$196  = l0_bval0_0_s2;
     if (en) begin
-      \$214  = \$241 [31:16];
+      \$196  = \$224 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = l0_bval0_2_s2;
+    \$197  = l0_bval0_1_s2;
     if (en) begin
-      \$215  = \$241 [47:32];
+      \$197  = \$224 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = l0_bval0_3_s2;
+    \$198  = l0_bval0_2_s2;
     if (en) begin
-      \$216  = \$241 [63:48];
+      \$198  = \$224 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = l0_prod0_0_0_s3;
+    \$199  = l0_bval0_3_s2;
     if (en) begin
-      \$217  = { \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11  };
+      \$199  = \$224 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = l0_prod0_0_1_s3;
+    \$200  = l0_prod0_0_0_s3;
     if (en) begin
-      \$218  = { \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17  };
+      \$200  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_prod0_0_2_s3;
+    \$201  = l0_prod0_0_1_s3;
     if (en) begin
-      \$219  = { \t$23 [34], \t$23 [34], \t$23 [34], \t$23 [34], \t$23 [34], \t$23  };
+      \$201  = { \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_prod0_0_3_s3;
+    \$202  = l0_prod0_0_2_s3;
     if (en) begin
-      \$220  = { \t$29 [34], \t$29 [34], \t$29 [34], \t$29 [34], \t$29 [34], \t$29  };
+      \$202  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = m__payload;
+    \$203  = l0_prod0_0_3_s3;
     if (en) begin
-      \$221  = \t$39 ;
+      \$203  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = y0_s2;
+    \$204  = m__payload;
     if (en) begin
-      \$222  = y0_s1;
+      \$204  = \t$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = y0_s3;
+    \$205  = y0_s2;
     if (en) begin
-      \$223  = y0_s2;
+      \$205  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = y0_s4;
+    \$206  = y0_s3;
     if (en) begin
-      \$224  = y0_s3;
+      \$206  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = err0_s5;
+    \$207  = y0_s4;
     if (en) begin
-      \$225  = \t$45 ;
+      \$207  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = l0_cell0_s3;
+    \$208  = err0_s5;
     if (en) begin
-      \$226  = l0_cell0_s2;
+      \$208  = \t$53 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = l0_cell0_s4;
+    \$209  = l0_cell0_s3;
     if (en) begin
-      \$227  = l0_cell0_s3;
+      \$209  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = l0_cell0_s5;
+    \$210  = l0_cell0_s4;
     if (en) begin
-      \$228  = l0_cell0_s4;
+      \$210  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = l0_bval0_0_s3;
+    \$211  = l0_cell0_s5;
     if (en) begin
-      \$229  = l0_bval0_0_s2;
+      \$211  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = l0_bval0_0_s4;
+    \$212  = l0_bval0_0_s3;
     if (en) begin
-      \$230  = l0_bval0_0_s3;
+      \$212  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = l0_bval0_0_s5;
+    \$213  = l0_bval0_0_s4;
     if (en) begin
-      \$231  = l0_bval0_0_s4;
+      \$213  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = l0_bval0_1_s3;
+    \$214  = l0_bval0_0_s5;
     if (en) begin
-      \$232  = l0_bval0_1_s2;
+      \$214  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = l0_bval0_1_s4;
+    \$215  = l0_bval0_1_s3;
     if (en) begin
-      \$233  = l0_bval0_1_s3;
+      \$215  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = l0_bval0_1_s5;
+    \$216  = l0_bval0_1_s4;
     if (en) begin
-      \$234  = l0_bval0_1_s4;
+      \$216  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = l0_bval0_2_s3;
+    \$217  = l0_bval0_1_s5;
     if (en) begin
-      \$235  = l0_bval0_2_s2;
+      \$217  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = l0_bval0_2_s4;
+    \$218  = l0_bval0_2_s3;
     if (en) begin
-      \$236  = l0_bval0_2_s3;
+      \$218  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = l0_bval0_2_s5;
+    \$219  = l0_bval0_2_s4;
     if (en) begin
-      \$237  = l0_bval0_2_s4;
+      \$219  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = l0_bval0_3_s3;
+    \$220  = l0_bval0_2_s5;
     if (en) begin
-      \$238  = l0_bval0_3_s2;
+      \$220  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = l0_bval0_3_s4;
+    \$221  = l0_bval0_3_s3;
     if (en) begin
-      \$239  = l0_bval0_3_s3;
+      \$221  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = l0_bval0_3_s5;
+    \$222  = l0_bval0_3_s4;
     if (en) begin
-      \$240  = l0_bval0_3_s4;
+      \$222  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$223  = l0_bval0_3_s5;
+    if (en) begin
+      \$223  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
-  assign \t$12  = { \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11  };
-  assign \t$18  = { \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17  };
-  assign \t$24  = { \t$23 [34], \t$23 [34], \t$23 [34], \t$23 [34], \t$23 [34], \t$23  };
-  assign \t$30  = { \t$29 [34], \t$29 [34], \t$29 [34], \t$29 [34], \t$29 [34], \t$29  };
-  assign \t$36  = \t$31 [39:0];
+  assign \$signature__addr  = \$4 [0];
+  assign l0_port_baddr = l0_port_baddr_q[0];
+  assign \$signature__addr$8  = \$8 [0];
+  assign \$signature__addr$10  = \$12 [0];
+  assign \$signature__addr$12  = \$16 [0];
+  assign \t$23  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
+  assign \t$28  = { \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27  };
+  assign \t$33  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
+  assign \t$38  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
+  assign \t$44  = \t$39 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
+  assign l0_port_edge = l0_port_edge_q[0];
+  assign l0_port_bank = \$172 [1:0];
+  assign \$signature__addr$91  = \$82 [0];
+  assign \$signature__en$93  = 1'h1;
+  assign wp__addr = \$86 [0];
+  assign \$signature__addr$101  = \$99 [0];
+  assign \$signature__en$102  = 1'h1;
+  assign \wp__addr$103  = \$103 [0];
+  assign \$signature__addr$109  = \$116 [0];
+  assign \$signature__en$110  = 1'h1;
+  assign \wp__addr$111  = \$120 [0];
+  assign \$signature__addr$117  = \$133 [0];
+  assign \$signature__en$118  = 1'h1;
+  assign \wp__addr$119  = \$137 [0];
+  assign rom_rd__addr = reload_count[2:0];
+  assign reload_addr = \$143 [2:0];
+  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
+  assign l0_port_local = \$158 [2:0];
+  assign l0_port_q = \$170 [2:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$241 [15:0];
-  assign bval__m1 = \$241 [31:16];
-  assign bval__m2 = \$241 [47:32];
-  assign bval__m3 = \$241 [63:48];
-  assign \t$11  = { t[31], t, 2'h0 };
-  assign \t$17  = { \t$15 [31], \t$15 , 2'h0 };
-  assign \t$23  = { \t$21 [31], \t$21 , 2'h0 };
-  assign \t$29  = { \t$27 [31], \t$27 , 2'h0 };
-  assign floor = { \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39], \t$31 [39:16] };
-  assign \t$44  = { \t$42 [16], \t$42  };
-  assign \floor$49  = { \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31], \t$46 [31:16] };
-  assign \floor$54  = { \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31], \t$52 [31:16] };
-  assign \floor$59  = { \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31], \t$57 [31:16] };
-  assign \floor$64  = { \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31:16] };
+  assign bval__m0 = \$224 [15:0];
+  assign bval__m1 = \$224 [31:16];
+  assign bval__m2 = \$224 [47:32];
+  assign bval__m3 = \$224 [63:48];
+  assign \$1  = { 2'h0, \cell [2] };
+  assign l0_port_edge_q = 3'h0;
+  assign l0_port_baddr_q = { 2'h0, \$170 [2] };
+  assign \$5  = { 2'h0, \cell [2] };
+  assign \$9  = { 2'h0, \cell [2] };
+  assign \$13  = { 2'h0, \cell [2] };
+  assign \t$22  = { t[31], t, 2'h0 };
+  assign \t$27  = { \t$25 [31], \t$25 , 2'h0 };
+  assign \t$32  = { \t$30 [31], \t$30 , 2'h0 };
+  assign \t$37  = { \t$35 [31], \t$35 , 2'h0 };
+  assign floor = { \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39:16] };
+  assign \t$52  = { \t$50 [16], \t$50  };
+  assign \floor$57  = { \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31:16] };
+  assign \floor$62  = { \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31:16] };
+  assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
+  assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
+  assign \$79  = { 2'h0, \$78 [2] };
+  assign \$83  = { 2'h0, l0_cell0_s5[2] };
+  assign \$96  = { 2'h0, \$95 [2] };
+  assign \$100  = { 2'h0, l0_cell0_s5[2] };
+  assign \$113  = { 2'h0, \$112 [2] };
+  assign \$117  = { 2'h0, l0_cell0_s5[2] };
+  assign \$130  = { 2'h0, \$129 [2] };
+  assign \$134  = { 2'h0, l0_cell0_s5[2] };
+  assign \$169  = 7'h00;
+  assign \$75  = 1'h1;
+  assign \$76  = l0_port_wr;
+  assign \$92  = 1'h1;
+  assign \$93  = l0_port_wr;
+  assign \$109  = 1'h1;
+  assign \$110  = l0_port_wr;
+  assign \$126  = 1'h1;
+  assign \$127  = l0_port_wr;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$314$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$293$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1487,8 +1477,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$314$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$314$0 ;
-  wire [63:0] \port$314$0 ;
+  output [63:0] \port$293$0 ;
+  wire [63:0] \port$293$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1583,6 +1573,6 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$314$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$314$0  = rd__data[63:0];
+  assign \port$293$0  = rd__data[63:0];
   assign \$8  = { 11'h000, \$7 [13:11] };
 endmodule

@@ -80,10 +80,10 @@ endmodule
 (* generator = "Amaranth" *)
 module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire \$101 ;
+  wire [15:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
@@ -92,33 +92,33 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
-  wire \$11 ;
+  wire [3:0] \$11 ;
   wire \$110 ;
-  wire \$111 ;
+  wire [15:0] \$111 ;
   wire \$112 ;
   wire \$113 ;
   wire \$114 ;
-  reg [133:0] \$115 ;
+  wire \$115 ;
   wire \$116 ;
-  wire [16:0] \$117 ;
+  wire \$117 ;
   wire \$118 ;
   wire \$119 ;
-  wire \$12 ;
+  wire [3:0] \$12 ;
   wire \$120 ;
-  wire \$121 ;
-  wire [15:0] \$122 ;
-  wire [16:0] \$123 ;
+  wire [15:0] \$121 ;
+  wire \$122 ;
+  wire \$123 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
   wire \$129 ;
-  wire \$13 ;
+  wire [2:0] \$13 ;
   wire \$130 ;
   wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  wire [16:0] \$133 ;
+  wire \$132 ;
+  wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
@@ -130,300 +130,300 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
-  wire [15:0] \$144 ;
-  wire [15:0] \$145 ;
-  wire [15:0] \$146 ;
-  wire [16:0] \$147 ;
-  wire \$148 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  reg [133:0] \$147 ;
+  wire [2:0] \$148 ;
   wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
+  wire [3:0] \$15 ;
+  wire [2:0] \$150 ;
+  wire [3:0] \$151 ;
+  wire [2:0] \$152 ;
+  wire [3:0] \$153 ;
   wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire [15:0] \$158 ;
-  wire [15:0] \$159 ;
-  wire [15:0] \$16 ;
-  wire [15:0] \$160 ;
-  wire [16:0] \$161 ;
+  wire [2:0] \$155 ;
+  wire [2:0] \$156 ;
+  wire [2:0] \$157 ;
+  wire [2:0] \$158 ;
+  wire [3:0] \$159 ;
+  wire [3:0] \$16 ;
+  reg [15:0] \$160 ;
+  wire \$161 ;
   wire \$162 ;
   wire \$163 ;
   wire \$164 ;
-  wire \$165 ;
+  wire [2:0] \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire [15:0] \$172 ;
-  wire [15:0] \$173 ;
-  wire [15:0] \$174 ;
-  wire [16:0] \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire \$178 ;
+  reg [133:0] \$168 ;
+  wire [133:0] \$169 ;
+  wire [2:0] \$17 ;
+  wire [2:0] \$170 ;
+  wire [2:0] \$171 ;
+  wire \$172 ;
+  wire [2:0] \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  reg [133:0] \$176 ;
+  wire [133:0] \$177 ;
+  wire [2:0] \$178 ;
   wire \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
+  wire [3:0] \$180 ;
+  wire [2:0] \$181 ;
   wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
+  wire [3:0] \$183 ;
+  wire [3:0] \$184 ;
   wire \$185 ;
-  wire [15:0] \$186 ;
+  wire \$186 ;
   wire [15:0] \$187 ;
   wire [15:0] \$188 ;
-  wire [16:0] \$189 ;
-  wire [15:0] \$19 ;
+  reg [15:0] \$189 ;
+  wire [3:0] \$19 ;
   wire \$190 ;
   wire \$191 ;
   wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
+  wire [2:0] \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire [40:0] \$2 ;
-  wire \$20 ;
-  wire [15:0] \$200 ;
-  wire [15:0] \$201 ;
-  wire [15:0] \$202 ;
-  wire [16:0] \$203 ;
+  reg [133:0] \$197 ;
+  wire [133:0] \$198 ;
+  wire [2:0] \$199 ;
+  wire \$2 ;
+  wire [3:0] \$20 ;
+  wire [2:0] \$200 ;
+  wire \$201 ;
+  wire [2:0] \$202 ;
+  wire \$203 ;
   wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
+  reg [133:0] \$205 ;
+  wire [133:0] \$206 ;
+  wire [2:0] \$207 ;
   wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire [15:0] \$211 ;
-  wire [15:0] \$212 ;
-  wire [16:0] \$213 ;
+  wire [3:0] \$209 ;
+  wire [2:0] \$21 ;
+  wire [2:0] \$210 ;
+  wire \$211 ;
+  wire [3:0] \$212 ;
+  wire [3:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire [15:0] \$218 ;
-  wire [16:0] \$219 ;
+  wire [15:0] \$216 ;
+  wire [15:0] \$217 ;
+  reg [15:0] \$218 ;
+  wire \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire [16:0] \$221 ;
+  wire \$221 ;
   wire \$222 ;
-  wire [16:0] \$223 ;
+  wire [2:0] \$223 ;
   wire \$224 ;
   wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  wire [15:0] \$228 ;
-  wire [16:0] \$229 ;
-  wire \$23 ;
+  reg [133:0] \$226 ;
+  wire [133:0] \$227 ;
+  wire [2:0] \$228 ;
+  wire [2:0] \$229 ;
+  wire [3:0] \$23 ;
   wire \$230 ;
-  wire \$231 ;
+  wire [2:0] \$231 ;
   wire \$232 ;
   wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire [15:0] \$237 ;
-  wire [15:0] \$238 ;
-  wire [16:0] \$239 ;
-  wire \$24 ;
+  reg [133:0] \$234 ;
+  wire [133:0] \$235 ;
+  wire [2:0] \$236 ;
+  wire \$237 ;
+  wire [3:0] \$238 ;
+  wire [2:0] \$239 ;
+  wire [3:0] \$24 ;
   wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
+  wire [3:0] \$241 ;
+  wire [3:0] \$242 ;
   wire \$243 ;
   wire \$244 ;
-  wire \$245 ;
-  wire \$246 ;
-  wire \$247 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  reg [15:0] \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
-  wire [15:0] \$250 ;
-  wire [15:0] \$251 ;
-  wire [15:0] \$252 ;
-  wire [16:0] \$253 ;
+  wire [2:0] \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [2:0] \$252 ;
+  wire \$253 ;
   wire \$254 ;
-  wire \$255 ;
-  wire \$256 ;
-  wire \$257 ;
-  wire \$258 ;
+  reg [133:0] \$255 ;
+  wire [133:0] \$256 ;
+  wire [2:0] \$257 ;
+  wire [2:0] \$258 ;
   wire \$259 ;
   wire \$26 ;
-  wire \$260 ;
+  wire [2:0] \$260 ;
   wire \$261 ;
   wire \$262 ;
-  wire \$263 ;
-  wire [15:0] \$264 ;
-  wire [15:0] \$265 ;
-  wire [15:0] \$266 ;
-  wire [16:0] \$267 ;
-  wire \$268 ;
+  reg [133:0] \$263 ;
+  wire [133:0] \$264 ;
+  wire [2:0] \$265 ;
+  wire \$266 ;
+  wire [3:0] \$267 ;
+  wire [2:0] \$268 ;
   wire \$269 ;
-  wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
+  wire [3:0] \$27 ;
+  wire [3:0] \$270 ;
+  wire [3:0] \$271 ;
   wire \$272 ;
   wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire \$276 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
+  reg [15:0] \$276 ;
   wire \$277 ;
-  wire [15:0] \$278 ;
-  wire [15:0] \$279 ;
-  wire \$28 ;
-  wire [15:0] \$280 ;
-  wire [16:0] \$281 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire [3:0] \$28 ;
+  wire \$280 ;
+  wire [2:0] \$281 ;
   wire \$282 ;
   wire \$283 ;
-  wire \$284 ;
-  wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
+  reg [133:0] \$284 ;
+  wire [133:0] \$285 ;
+  wire [2:0] \$286 ;
+  wire [2:0] \$287 ;
   wire \$288 ;
-  wire \$289 ;
-  wire [15:0] \$29 ;
+  wire [2:0] \$289 ;
+  wire [2:0] \$29 ;
   wire \$290 ;
   wire \$291 ;
-  wire [15:0] \$292 ;
-  wire [15:0] \$293 ;
-  wire [15:0] \$294 ;
-  wire [16:0] \$295 ;
-  wire \$296 ;
-  wire \$297 ;
+  reg [133:0] \$292 ;
+  wire [133:0] \$293 ;
+  wire [2:0] \$294 ;
+  wire \$295 ;
+  wire [3:0] \$296 ;
+  wire [2:0] \$297 ;
   wire \$298 ;
-  wire \$299 ;
-  wire [41:0] \$3 ;
+  wire [3:0] \$299 ;
+  wire [3:0] \$3 ;
   wire \$30 ;
-  wire \$300 ;
+  wire [3:0] \$300 ;
   wire \$301 ;
   wire \$302 ;
-  wire \$303 ;
-  wire \$304 ;
-  wire \$305 ;
-  wire [15:0] \$306 ;
-  wire [15:0] \$307 ;
-  wire [15:0] \$308 ;
-  wire [16:0] \$309 ;
-  wire \$31 ;
-  wire \$310 ;
+  wire [15:0] \$303 ;
+  wire [15:0] \$304 ;
+  reg [15:0] \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [3:0] \$31 ;
+  wire [2:0] \$310 ;
   wire \$311 ;
   wire \$312 ;
-  wire \$313 ;
-  wire \$314 ;
-  wire \$315 ;
-  wire \$316 ;
-  wire [15:0] \$317 ;
-  wire [15:0] \$318 ;
-  wire [16:0] \$319 ;
-  wire \$32 ;
+  reg [133:0] \$313 ;
+  wire [133:0] \$314 ;
+  wire [2:0] \$315 ;
+  wire [2:0] \$316 ;
+  wire \$317 ;
+  wire [2:0] \$318 ;
+  wire \$319 ;
+  wire [3:0] \$32 ;
   wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
-  wire [15:0] \$324 ;
-  wire [16:0] \$325 ;
-  wire \$326 ;
-  wire [16:0] \$327 ;
-  wire [2:0] \$328 ;
-  wire \$329 ;
-  wire \$33 ;
-  wire [2:0] \$330 ;
-  wire [3:0] \$331 ;
-  wire [2:0] \$332 ;
-  wire [3:0] \$333 ;
-  wire \$334 ;
+  reg [133:0] \$321 ;
+  wire [133:0] \$322 ;
+  wire [2:0] \$323 ;
+  wire \$324 ;
+  wire [3:0] \$325 ;
+  wire [2:0] \$326 ;
+  wire \$327 ;
+  wire [3:0] \$328 ;
+  wire [3:0] \$329 ;
+  wire [40:0] \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire [15:0] \$332 ;
+  wire [15:0] \$333 ;
+  reg [15:0] \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
-  wire \$339 ;
-  wire \$34 ;
+  wire [2:0] \$339 ;
+  wire [40:0] \$34 ;
   wire \$340 ;
   wire \$341 ;
-  wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
-  wire [15:0] \$345 ;
-  wire [15:0] \$346 ;
-  wire \$347 ;
+  reg [133:0] \$342 ;
+  wire [133:0] \$343 ;
+  wire [2:0] \$344 ;
+  wire [2:0] \$345 ;
+  wire \$346 ;
+  wire [2:0] \$347 ;
   wire \$348 ;
   wire \$349 ;
-  wire \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire [15:0] \$352 ;
-  wire [15:0] \$353 ;
-  wire \$354 ;
-  wire \$355 ;
+  wire [41:0] \$35 ;
+  reg [133:0] \$350 ;
+  wire [133:0] \$351 ;
+  wire [2:0] \$352 ;
+  wire \$353 ;
+  wire [3:0] \$354 ;
+  wire [2:0] \$355 ;
   wire \$356 ;
-  wire \$357 ;
-  wire \$358 ;
+  wire [3:0] \$357 ;
+  wire [3:0] \$358 ;
   wire \$359 ;
-  wire \$36 ;
+  wire [40:0] \$36 ;
   wire \$360 ;
   wire [15:0] \$361 ;
   wire [15:0] \$362 ;
-  wire \$363 ;
+  reg [15:0] \$363 ;
   wire \$364 ;
   wire \$365 ;
   wire \$366 ;
   wire \$367 ;
-  wire \$368 ;
+  wire [2:0] \$368 ;
   wire \$369 ;
-  wire \$37 ;
+  wire [40:0] \$37 ;
   wire \$370 ;
-  wire \$371 ;
-  wire [15:0] \$372 ;
-  wire [15:0] \$373 ;
-  wire \$374 ;
+  reg [133:0] \$371 ;
+  wire [133:0] \$372 ;
+  wire [2:0] \$373 ;
+  wire [2:0] \$374 ;
   wire \$375 ;
-  wire \$376 ;
+  wire [2:0] \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire \$379 ;
-  wire \$38 ;
-  wire \$380 ;
-  wire \$381 ;
+  reg [133:0] \$379 ;
+  wire [41:0] \$38 ;
+  wire [133:0] \$380 ;
+  wire [2:0] \$381 ;
   wire \$382 ;
-  wire [15:0] \$383 ;
-  wire [15:0] \$384 ;
+  wire [3:0] \$383 ;
+  wire [2:0] \$384 ;
   wire \$385 ;
-  wire \$386 ;
-  wire \$387 ;
+  wire [3:0] \$386 ;
+  wire [3:0] \$387 ;
   wire \$388 ;
   wire \$389 ;
-  wire [15:0] \$39 ;
-  wire \$390 ;
-  wire \$391 ;
+  wire \$39 ;
+  wire [15:0] \$390 ;
+  wire [15:0] \$391 ;
   wire \$392 ;
-  wire \$393 ;
-  wire [15:0] \$394 ;
-  wire [15:0] \$395 ;
+  wire [5:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
   wire \$396 ;
   wire \$397 ;
   wire \$398 ;
   wire \$399 ;
-  wire [40:0] \$4 ;
+  wire [3:0] \$4 ;
   wire \$40 ;
   wire \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
   wire \$404 ;
-  wire [15:0] \$405 ;
-  wire [15:0] \$406 ;
+  wire \$405 ;
+  wire \$406 ;
   wire \$407 ;
-  wire \$408 ;
+  wire [5:0] \$408 ;
   wire \$409 ;
   wire \$41 ;
   wire \$410 ;
@@ -432,261 +432,136 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$413 ;
   wire \$414 ;
   wire \$415 ;
-  wire [15:0] \$416 ;
-  wire [15:0] \$417 ;
+  wire \$416 ;
+  wire \$417 ;
   wire \$418 ;
-  wire \$419 ;
+  wire [10:0] \$419 ;
   wire \$42 ;
-  wire \$420 ;
-  wire \$421 ;
-  wire \$422 ;
-  wire \$423 ;
+  wire [14:0] \$420 ;
+  wire [15:0] \$421 ;
+  wire [6:0] \$422 ;
+  wire [7:0] \$423 ;
   wire \$424 ;
-  wire [15:0] \$425 ;
-  wire [15:0] \$426 ;
-  wire \$427 ;
+  wire [2:0] \$425 ;
+  wire [3:0] \$426 ;
+  wire [5:0] \$427 ;
   wire \$428 ;
   wire \$429 ;
   wire \$43 ;
   wire \$430 ;
-  wire \$431 ;
-  wire [15:0] \$432 ;
-  wire [15:0] \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire [15:0] \$437 ;
-  wire [15:0] \$438 ;
-  wire \$439 ;
+  reg [15:0] \$431 ;
+  reg [15:0] \$432 ;
+  reg [15:0] \$433 ;
+  reg [15:0] \$434 ;
+  reg \$435 ;
+  reg \$436 ;
+  reg \$437 ;
+  reg \$438 ;
+  reg \$439 ;
   wire \$44 ;
-  wire \$440 ;
-  wire \$441 ;
-  wire [15:0] \$442 ;
-  wire [15:0] \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire \$448 ;
-  wire [15:0] \$449 ;
+  reg [133:0] \$440 ;
+  reg [133:0] \$441 ;
+  reg [133:0] \$442 ;
+  reg [1:0] \$443 ;
+  reg [1:0] \$444 ;
+  reg [1:0] \$445 ;
+  reg [4:0] \$446 ;
+  reg \$447 ;
+  reg [1:0] \$448 ;
+  reg \$449 ;
   wire \$45 ;
-  wire [15:0] \$450 ;
-  wire \$451 ;
-  wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
-  wire \$457 ;
-  wire [15:0] \$458 ;
-  wire [15:0] \$459 ;
+  reg \$450 ;
+  reg \$451 ;
+  reg [15:0] \$452 ;
+  reg [15:0] \$453 ;
+  reg [15:0] \$454 ;
+  reg [15:0] \$455 ;
+  reg [1:0] \$456 ;
+  reg [2:0] \$457 ;
+  reg [15:0] \$458 ;
+  reg [15:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
-  wire \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire \$464 ;
-  wire \$465 ;
-  wire \$466 ;
-  wire \$467 ;
-  wire \$468 ;
-  wire [15:0] \$469 ;
+  reg [15:0] \$460 ;
+  reg [15:0] \$461 ;
+  reg [1:0] \$462 ;
+  reg [2:0] \$463 ;
+  reg [15:0] \$464 ;
+  reg [15:0] \$465 ;
+  reg [15:0] \$466 ;
+  reg [15:0] \$467 ;
+  reg [39:0] \$468 ;
+  reg [39:0] \$469 ;
   wire \$47 ;
-  wire [15:0] \$470 ;
-  wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
-  wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire \$477 ;
-  wire \$478 ;
-  wire \$479 ;
-  wire \$48 ;
-  wire [15:0] \$480 ;
-  wire [15:0] \$481 ;
-  wire \$482 ;
-  wire \$483 ;
-  wire \$484 ;
-  wire \$485 ;
-  wire \$486 ;
-  wire \$487 ;
-  wire \$488 ;
-  wire \$489 ;
-  wire [15:0] \$49 ;
-  wire \$490 ;
-  wire [15:0] \$491 ;
-  wire [15:0] \$492 ;
-  wire \$493 ;
-  wire \$494 ;
-  wire \$495 ;
-  wire \$496 ;
-  wire \$497 ;
-  wire \$498 ;
-  wire \$499 ;
-  wire [40:0] \$5 ;
+  reg [39:0] \$470 ;
+  reg [39:0] \$471 ;
+  reg [39:0] \$472 ;
+  reg [39:0] \$473 ;
+  reg [39:0] \$474 ;
+  reg [39:0] \$475 ;
+  reg [15:0] \$476 ;
+  reg [15:0] \$477 ;
+  reg [15:0] \$478 ;
+  reg [15:0] \$479 ;
+  wire [15:0] \$48 ;
+  reg [15:0] \$480 ;
+  reg [2:0] \$481 ;
+  reg [2:0] \$482 ;
+  reg [2:0] \$483 ;
+  reg [2:0] \$484 ;
+  reg [2:0] \$485 ;
+  reg [2:0] \$486 ;
+  reg [15:0] \$487 ;
+  reg [15:0] \$488 ;
+  reg [15:0] \$489 ;
+  wire \$49 ;
+  reg [15:0] \$490 ;
+  reg [15:0] \$491 ;
+  reg [15:0] \$492 ;
+  reg [15:0] \$493 ;
+  reg [15:0] \$494 ;
+  reg [15:0] \$495 ;
+  reg [15:0] \$496 ;
+  reg [15:0] \$497 ;
+  reg [15:0] \$498 ;
+  reg [15:0] \$499 ;
+  wire [2:0] \$5 ;
   wire \$50 ;
-  wire \$500 ;
-  wire \$501 ;
-  wire [15:0] \$502 ;
-  wire [15:0] \$503 ;
-  wire \$504 ;
-  wire \$505 ;
-  wire \$506 ;
-  wire \$507 ;
-  wire \$508 ;
-  wire \$509 ;
-  wire \$51 ;
-  wire \$510 ;
-  wire \$511 ;
-  wire \$512 ;
-  wire [15:0] \$513 ;
-  wire [15:0] \$514 ;
-  wire \$515 ;
-  wire \$516 ;
-  wire \$517 ;
-  wire \$518 ;
-  wire \$519 ;
+  reg [15:0] \$500 ;
+  reg [15:0] \$501 ;
+  reg [15:0] \$502 ;
+  reg [15:0] \$503 ;
+  reg [15:0] \$504 ;
+  reg [15:0] \$505 ;
+  reg [15:0] \$506 ;
+  reg [15:0] \$507 ;
+  reg [15:0] \$508 ;
+  reg [15:0] \$509 ;
+  wire [15:0] \$51 ;
+  reg [15:0] \$510 ;
+  wire [63:0] \$511 ;
+  wire [63:0] \$512 ;
   wire \$52 ;
-  wire \$520 ;
-  wire \$521 ;
-  wire [15:0] \$522 ;
-  wire [15:0] \$523 ;
-  wire \$524 ;
-  wire \$525 ;
-  wire \$526 ;
-  wire \$527 ;
-  wire \$528 ;
-  wire [15:0] \$529 ;
   wire \$53 ;
-  wire [15:0] \$530 ;
-  wire \$531 ;
-  wire \$532 ;
-  wire \$533 ;
-  wire [15:0] \$534 ;
-  wire [15:0] \$535 ;
-  wire \$536 ;
-  wire [2:0] \$537 ;
-  wire [2:0] \$538 ;
-  wire [2:0] \$539 ;
   wire \$54 ;
-  wire [3:0] \$540 ;
-  wire \$541 ;
-  wire [2:0] \$542 ;
-  wire [3:0] \$543 ;
-  wire [15:0] \$544 ;
-  reg \$545 ;
-  reg \$546 ;
-  reg \$547 ;
-  reg \$548 ;
-  reg \$549 ;
   wire \$55 ;
-  reg [15:0] \$550 ;
-  reg [15:0] \$551 ;
-  reg [15:0] \$552 ;
-  reg [15:0] \$553 ;
-  reg [15:0] \$554 ;
-  reg [15:0] \$555 ;
-  reg [15:0] \$556 ;
-  reg [15:0] \$557 ;
-  reg [15:0] \$558 ;
-  reg [15:0] \$559 ;
   wire \$56 ;
-  reg [15:0] \$560 ;
-  reg [15:0] \$561 ;
-  reg [15:0] \$562 ;
-  reg [15:0] \$563 ;
-  reg [15:0] \$564 ;
-  reg [15:0] \$565 ;
-  reg [15:0] \$566 ;
-  reg [15:0] \$567 ;
-  reg [15:0] \$568 ;
-  reg [15:0] \$569 ;
   wire \$57 ;
-  reg [15:0] \$570 ;
-  reg [15:0] \$571 ;
-  reg [133:0] \$572 ;
-  reg [133:0] \$573 ;
-  reg [133:0] \$574 ;
-  reg [1:0] \$575 ;
-  reg [1:0] \$576 ;
-  reg [1:0] \$577 ;
-  reg \$578 ;
-  reg [15:0] \$579 ;
   wire \$58 ;
-  reg [15:0] \$580 ;
-  reg [15:0] \$581 ;
-  reg [15:0] \$582 ;
-  reg [2:0] \$583 ;
-  reg [15:0] \$584 ;
-  reg [15:0] \$585 ;
-  reg [15:0] \$586 ;
-  reg [15:0] \$587 ;
-  reg [2:0] \$588 ;
-  reg [15:0] \$589 ;
-  wire [15:0] \$59 ;
-  reg [15:0] \$590 ;
-  reg [15:0] \$591 ;
-  reg [15:0] \$592 ;
-  reg [39:0] \$593 ;
-  reg [39:0] \$594 ;
-  reg [39:0] \$595 ;
-  reg [39:0] \$596 ;
-  reg [39:0] \$597 ;
-  reg [39:0] \$598 ;
-  reg [39:0] \$599 ;
-  wire [41:0] \$6 ;
+  wire \$59 ;
+  wire \$6 ;
   wire \$60 ;
-  reg [39:0] \$600 ;
-  reg [15:0] \$601 ;
-  reg [15:0] \$602 ;
-  reg [15:0] \$603 ;
-  reg [15:0] \$604 ;
-  reg [15:0] \$605 ;
-  reg [2:0] \$606 ;
-  reg [2:0] \$607 ;
-  reg [2:0] \$608 ;
-  reg [2:0] \$609 ;
-  wire \$61 ;
-  reg [2:0] \$610 ;
-  reg [2:0] \$611 ;
-  reg [15:0] \$612 ;
-  reg [15:0] \$613 ;
-  reg [15:0] \$614 ;
-  reg [15:0] \$615 ;
-  reg [15:0] \$616 ;
-  reg [15:0] \$617 ;
-  reg [15:0] \$618 ;
-  reg [15:0] \$619 ;
+  wire [15:0] \$61 ;
   wire \$62 ;
-  reg [15:0] \$620 ;
-  reg [15:0] \$621 ;
-  reg [15:0] \$622 ;
-  reg [15:0] \$623 ;
-  reg [15:0] \$624 ;
-  reg [15:0] \$625 ;
-  reg [15:0] \$626 ;
-  reg [15:0] \$627 ;
-  reg [15:0] \$628 ;
-  reg [15:0] \$629 ;
   wire \$63 ;
-  reg [15:0] \$630 ;
-  reg [15:0] \$631 ;
-  reg [15:0] \$632 ;
-  reg [15:0] \$633 ;
-  reg [15:0] \$634 ;
-  reg [15:0] \$635 ;
-  wire [63:0] \$636 ;
-  wire [63:0] \$637 ;
   wire \$64 ;
   wire \$65 ;
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
-  wire [15:0] \$69 ;
-  wire \$7 ;
+  wire \$69 ;
+  wire [3:0] \$7 ;
   wire \$70 ;
-  wire \$71 ;
+  wire [15:0] \$71 ;
   wire \$72 ;
   wire \$73 ;
   wire \$74 ;
@@ -694,10 +569,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [15:0] \$79 ;
-  wire \$8 ;
+  wire \$79 ;
+  wire [3:0] \$8 ;
   wire \$80 ;
-  wire \$81 ;
+  wire [15:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
@@ -705,10 +580,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [15:0] \$89 ;
-  wire \$9 ;
+  wire \$89 ;
+  wire [2:0] \$9 ;
   wire \$90 ;
-  wire \$91 ;
+  wire [15:0] \$91 ;
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
@@ -716,19 +591,67 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
-  wire [15:0] \$99 ;
+  wire \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$10 ;
+  wire [1:0] \$signature__addr$12 ;
+  wire [1:0] \$signature__addr$14 ;
+  wire [1:0] \$signature__addr$167 ;
+  wire [1:0] \$signature__addr$177 ;
+  wire [1:0] \$signature__addr$185 ;
+  wire [1:0] \$signature__addr$193 ;
+  wire [1:0] \$signature__addr$201 ;
+  wire [1:0] \$signature__addr$210 ;
+  wire [1:0] \$signature__addr$218 ;
+  wire [1:0] \$signature__addr$226 ;
+  wire [1:0] \$signature__addr$41 ;
+  wire [1:0] \$signature__addr$44 ;
+  wire [1:0] \$signature__addr$46 ;
+  wire [1:0] \$signature__addr$48 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$162 ;
+  wire [15:0] \$signature__data$175 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$19 ;
+  wire [15:0] \$signature__data$191 ;
+  wire [15:0] \$signature__data$199 ;
+  wire [15:0] \$signature__data$20 ;
+  wire [15:0] \$signature__data$208 ;
+  wire [15:0] \$signature__data$21 ;
+  wire [15:0] \$signature__data$216 ;
+  wire [15:0] \$signature__data$224 ;
+  wire [15:0] \$signature__data$52 ;
+  wire [15:0] \$signature__data$53 ;
+  wire [15:0] \$signature__data$54 ;
+  wire [15:0] \$signature__data$55 ;
+  wire \$signature__en ;
+  wire \$signature__en$11 ;
+  wire \$signature__en$13 ;
+  wire \$signature__en$15 ;
+  wire \$signature__en$169 ;
+  wire \$signature__en$178 ;
+  wire \$signature__en$186 ;
+  wire \$signature__en$194 ;
+  wire \$signature__en$203 ;
+  wire \$signature__en$211 ;
+  wire \$signature__en$219 ;
+  wire \$signature__en$227 ;
+  wire \$signature__en$43 ;
+  wire \$signature__en$45 ;
+  wire \$signature__en$47 ;
+  wire \$signature__en$49 ;
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$196 ;
+  wire [15:0] \bval__m0$267 ;
   wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$197 ;
+  wire [15:0] \bval__m1$268 ;
   wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$198 ;
+  wire [15:0] \bval__m2$269 ;
   wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$199 ;
+  wire [15:0] \bval__m3$270 ;
   wire [2:0] \cell ;
-  wire [2:0] \cell$195 ;
+  wire [2:0] \cell$42 ;
   input clk;
   wire clk;
   wire commit_l0;
@@ -738,14 +661,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$100 ;
-  wire [31:0] \floor$105 ;
-  wire [31:0] \floor$110 ;
-  wire [31:0] \floor$115 ;
-  wire [31:0] \floor$120 ;
-  wire [31:0] \floor$125 ;
-  wire [31:0] \floor$90 ;
-  wire [31:0] \floor$95 ;
+  wire [31:0] \floor$102 ;
+  wire [31:0] \floor$107 ;
+  wire [31:0] \floor$112 ;
+  wire [31:0] \floor$117 ;
+  wire [31:0] \floor$122 ;
+  wire [31:0] \floor$127 ;
+  wire [31:0] \floor$132 ;
+  wire [31:0] \floor$97 ;
   wire flush_l0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
@@ -787,37 +710,37 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell1_s3 = 3'h0;
   reg [2:0] l0_cell1_s4 = 3'h0;
   reg [2:0] l0_cell1_s5 = 3'h0;
-  reg [15:0] l0_coef_0_0_0 = 16'h0000;
-  reg [15:0] l0_coef_0_0_1 = 16'h0000;
-  reg [15:0] l0_coef_0_0_10 = 16'h0000;
-  reg [15:0] l0_coef_0_0_2 = 16'h0000;
-  reg [15:0] l0_coef_0_0_3 = 16'h0000;
-  reg [15:0] l0_coef_0_0_4 = 16'h0000;
-  reg [15:0] l0_coef_0_0_5 = 16'h0000;
-  reg [15:0] l0_coef_0_0_6 = 16'h0000;
-  reg [15:0] l0_coef_0_0_7 = 16'h0000;
-  reg [15:0] l0_coef_0_0_8 = 16'h0000;
-  reg [15:0] l0_coef_0_0_9 = 16'h0000;
-  reg [15:0] l0_coef_0_1_0 = 16'h0000;
-  reg [15:0] l0_coef_0_1_1 = 16'h0000;
-  reg [15:0] l0_coef_0_1_10 = 16'h0000;
-  reg [15:0] l0_coef_0_1_2 = 16'h0000;
-  reg [15:0] l0_coef_0_1_3 = 16'h0000;
-  reg [15:0] l0_coef_0_1_4 = 16'h0000;
-  reg [15:0] l0_coef_0_1_5 = 16'h0000;
-  reg [15:0] l0_coef_0_1_6 = 16'h0000;
-  reg [15:0] l0_coef_0_1_7 = 16'h0000;
-  reg [15:0] l0_coef_0_1_8 = 16'h0000;
-  reg [15:0] l0_coef_0_1_9 = 16'h0000;
   wire [133:0] l0_commit_src;
   reg [1:0] l0_fill = 2'h0;
+  wire [1:0] l0_fill_next;
   reg [1:0] l0_head = 2'h0;
+  wire [1:0] l0_head_next;
+  reg [1:0] l0_lo0_s2 = 2'h0;
+  reg [1:0] l0_lo1_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
   reg [1:0] l0_pending = 2'h0;
   reg [133:0] l0_pending0 = 134'h0000000000000000000000000000000000;
   reg [133:0] l0_pending1 = 134'h0000000000000000000000000000000000;
   reg [133:0] l0_pending2 = 134'h0000000000000000000000000000000000;
+  wire [1:0] l0_port_baddr;
+  wire [3:0] l0_port_baddr_q;
+  wire [1:0] l0_port_bank;
+  wire [15:0] l0_port_data;
+  wire l0_port_edge;
+  wire [10:0] l0_port_edge_q;
+  wire l0_port_hit0_0_0;
+  wire l0_port_hit0_0_1;
+  wire l0_port_hit0_0_2;
+  wire l0_port_hit0_0_3;
+  wire l0_port_hit0_1_0;
+  wire l0_port_hit0_1_1;
+  wire l0_port_hit0_1_2;
+  wire l0_port_hit0_1_3;
+  wire [4:0] l0_port_local;
+  wire [3:0] l0_port_q;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
@@ -826,6 +749,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l0_prod0_1_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_1_2_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_1_3_s3 = 40'h0000000000;
+  reg [1:0] l0_rd_bank = 2'h0;
+  reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
@@ -847,6 +772,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input pc__valid;
   wire pc__valid;
   wire pop_l0;
+  wire [4:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
@@ -854,9 +780,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output pr__valid;
   reg pr__valid = 1'h0;
   wire push_l0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [4:0] reload_addr;
+  reg [4:0] reload_count = 5'h00;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  (* init = 5'h00 *)
+  wire [4:0] rom_rd__addr;
+  wire [15:0] rom_rd__data;
   input rst;
   wire rst;
   input [47:0] s__payload;
@@ -866,82 +801,68 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [32:0] \t$101 ;
-  wire [15:0] \t$102 ;
-  wire [31:0] \t$103 ;
-  wire [32:0] \t$106 ;
-  wire [15:0] \t$107 ;
-  wire [31:0] \t$108 ;
-  wire [32:0] \t$111 ;
-  wire [15:0] \t$112 ;
-  wire [31:0] \t$113 ;
-  wire [32:0] \t$116 ;
-  wire [15:0] \t$117 ;
-  wire [31:0] \t$118 ;
-  wire [32:0] \t$121 ;
-  wire [15:0] \t$122 ;
-  wire [31:0] \t$123 ;
-  wire [32:0] \t$126 ;
-  wire [15:0] \t$127 ;
-  reg [16:0] \t$152 ;
-  reg [16:0] \t$153 ;
-  reg [16:0] \t$154 ;
-  reg [16:0] \t$155 ;
-  reg [16:0] \t$156 ;
-  reg [16:0] \t$157 ;
-  reg [16:0] \t$158 ;
-  reg [16:0] \t$159 ;
-  wire [32:0] \t$16 ;
-  reg [16:0] \t$160 ;
-  reg [16:0] \t$161 ;
-  reg [16:0] \t$162 ;
-  reg [16:0] \t$163 ;
-  reg [16:0] \t$164 ;
-  reg [16:0] \t$165 ;
-  reg [16:0] \t$166 ;
-  reg [16:0] \t$167 ;
-  reg [16:0] \t$168 ;
-  reg [16:0] \t$169 ;
-  wire [39:0] \t$17 ;
-  reg [16:0] \t$170 ;
-  reg [16:0] \t$171 ;
-  reg [16:0] \t$172 ;
-  reg [16:0] \t$173 ;
-  wire [31:0] \t$20 ;
-  wire [32:0] \t$22 ;
-  wire [39:0] \t$23 ;
-  wire [31:0] \t$26 ;
-  wire [32:0] \t$28 ;
-  wire [39:0] \t$29 ;
+  wire [31:0] \t$100 ;
+  wire [32:0] \t$103 ;
+  wire [15:0] \t$104 ;
+  wire [31:0] \t$105 ;
+  wire [32:0] \t$108 ;
+  wire [15:0] \t$109 ;
+  wire [31:0] \t$110 ;
+  wire [32:0] \t$113 ;
+  wire [15:0] \t$114 ;
+  wire [31:0] \t$115 ;
+  wire [32:0] \t$118 ;
+  wire [15:0] \t$119 ;
+  wire [31:0] \t$120 ;
+  wire [32:0] \t$123 ;
+  wire [15:0] \t$124 ;
+  wire [31:0] \t$125 ;
+  wire [32:0] \t$128 ;
+  wire [15:0] \t$129 ;
+  wire [31:0] \t$130 ;
+  wire [32:0] \t$133 ;
+  wire [15:0] \t$134 ;
+  wire [16:0] \t$161 ;
+  wire [16:0] \t$174 ;
+  wire [16:0] \t$182 ;
+  wire [16:0] \t$190 ;
+  wire [16:0] \t$198 ;
+  wire [16:0] \t$207 ;
+  wire [16:0] \t$215 ;
+  wire [16:0] \t$223 ;
+  wire [32:0] \t$24 ;
+  wire [39:0] \t$25 ;
+  wire [31:0] \t$27 ;
+  wire [32:0] \t$29 ;
+  wire [39:0] \t$30 ;
   wire [31:0] \t$32 ;
   wire [32:0] \t$34 ;
   wire [39:0] \t$35 ;
-  wire [31:0] \t$46 ;
-  wire [32:0] \t$48 ;
-  wire [39:0] \t$49 ;
-  wire [31:0] \t$52 ;
-  wire [32:0] \t$54 ;
-  wire [39:0] \t$55 ;
-  wire [31:0] \t$58 ;
-  wire [32:0] \t$60 ;
-  wire [39:0] \t$61 ;
-  wire [31:0] \t$64 ;
-  wire [32:0] \t$66 ;
-  wire [39:0] \t$67 ;
-  wire [42:0] \t$68 ;
-  wire [39:0] \t$77 ;
-  wire [40:0] \t$79 ;
-  wire [15:0] \t$80 ;
-  wire [16:0] \t$83 ;
-  wire [17:0] \t$85 ;
-  wire [15:0] \t$86 ;
-  wire [31:0] \t$87 ;
-  wire [32:0] \t$91 ;
-  wire [15:0] \t$92 ;
-  wire [31:0] \t$93 ;
-  wire [32:0] \t$96 ;
-  wire [15:0] \t$97 ;
-  wire [31:0] \t$98 ;
+  wire [31:0] \t$37 ;
+  wire [32:0] \t$39 ;
+  wire [39:0] \t$40 ;
+  wire [31:0] \t$56 ;
+  wire [32:0] \t$58 ;
+  wire [39:0] \t$59 ;
+  wire [31:0] \t$61 ;
+  wire [32:0] \t$63 ;
+  wire [39:0] \t$64 ;
+  wire [31:0] \t$66 ;
+  wire [32:0] \t$68 ;
+  wire [39:0] \t$69 ;
+  wire [31:0] \t$71 ;
+  wire [32:0] \t$73 ;
+  wire [39:0] \t$74 ;
+  wire [42:0] \t$75 ;
+  wire [39:0] \t$84 ;
+  wire [40:0] \t$86 ;
+  wire [15:0] \t$87 ;
+  wire [16:0] \t$90 ;
+  wire [17:0] \t$92 ;
+  wire [15:0] \t$93 ;
+  wire [31:0] \t$94 ;
+  wire [32:0] \t$98 ;
+  wire [15:0] \t$99 ;
   reg [15:0] u = 16'h0000;
   reg [15:0] \u$2  = 16'h0000;
   reg valid_s1 = 1'h0;
@@ -950,6 +871,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$179 ;
+  wire [1:0] \wp__addr$187 ;
+  wire [1:0] \wp__addr$195 ;
+  wire [1:0] \wp__addr$204 ;
+  wire [1:0] \wp__addr$212 ;
+  wire [1:0] \wp__addr$220 ;
+  wire [1:0] \wp__addr$228 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$180 ;
+  wire [15:0] \wp__data$188 ;
+  wire [15:0] \wp__data$196 ;
+  wire [15:0] \wp__data$205 ;
+  wire [15:0] \wp__data$213 ;
+  wire [15:0] \wp__data$221 ;
+  wire [15:0] \wp__data$229 ;
+  wire wp__en;
+  wire \wp__en$181 ;
+  wire \wp__en$189 ;
+  wire \wp__en$197 ;
+  wire \wp__en$206 ;
+  wire \wp__en$214 ;
+  wire \wp__en$222 ;
+  wire \wp__en$230 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -958,2697 +903,2033 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
-  assign \$292  = \$291  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$293  = \$290  ? l0_commit_src[117:102] : \$292 ;
-  assign \$294  = \$289  ? l0_commit_src[133:118] : \$293 ;
-  assign \$295  = $signed(l0_coef_0_1_6) - $signed(\$294 );
-  assign \$296  = l0_commit_src[5:3] == 3'h7;
-  assign \$297  = l0_commit_src[5:3] == 3'h6;
-  assign \$298  = \$296  | \$297 ;
-  assign \$299  = l0_commit_src[5:3] == 3'h5;
-  assign \$300  = \$298  | \$299 ;
-  assign \$301  = l0_commit_src[5:3] == 3'h4;
-  assign \$302  = \$300  | \$301 ;
-  assign \$303  = l0_commit_src[5:3] == 3'h4;
-  assign \$304  = l0_commit_src[5:3] == 3'h5;
-  assign \$305  = l0_commit_src[5:3] == 3'h6;
-  assign \$306  = \$305  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$307  = \$304  ? l0_commit_src[117:102] : \$306 ;
-  assign \$308  = \$303  ? l0_commit_src[133:118] : \$307 ;
-  assign \$309  = $signed(l0_coef_0_1_7) - $signed(\$308 );
-  assign \$310  = l0_commit_src[5:3] == 3'h7;
-  assign \$311  = l0_commit_src[5:3] == 3'h6;
-  assign \$312  = \$310  | \$311 ;
-  assign \$313  = l0_commit_src[5:3] == 3'h5;
-  assign \$314  = \$312  | \$313 ;
-  assign \$315  = l0_commit_src[5:3] == 3'h5;
-  assign \$316  = l0_commit_src[5:3] == 3'h6;
-  assign \$317  = \$316  ? l0_commit_src[117:102] : l0_commit_src[101:86];
-  assign \$318  = \$315  ? l0_commit_src[133:118] : \$317 ;
-  assign \$319  = $signed(l0_coef_0_1_8) - $signed(\$318 );
-  assign \$320  = l0_commit_src[5:3] == 3'h7;
-  assign \$321  = l0_commit_src[5:3] == 3'h6;
-  assign \$322  = \$320  | \$321 ;
-  assign \$323  = l0_commit_src[5:3] == 3'h6;
-  assign \$324  = \$323  ? l0_commit_src[133:118] : l0_commit_src[117:102];
-  assign \$325  = $signed(l0_coef_0_1_9) - $signed(\$324 );
-  assign \$326  = l0_commit_src[5:3] == 3'h7;
-  assign \$327  = $signed(l0_coef_0_1_10) - $signed(l0_commit_src[133:118]);
-  assign \$328  = l0_head + l0_fill;
-  assign \$329  = \$328  >= 2'h3;
-  assign \$330  = l0_head + l0_fill;
-  assign \$331  = \$330  - 2'h3;
-  assign \$332  = l0_head + l0_fill;
-  assign \$333  = \$329  ? \$331  : { 1'h0, \$332  };
-  assign \$334  = ~ pc__valid;
-  assign \$335  = en & \$334 ;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank0 [2:0];
+  initial begin
+    l0_coef_0_0_bank0[0] = 16'h0000;
+    l0_coef_0_0_bank0[1] = 16'h0000;
+    l0_coef_0_0_bank0[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (wp__en)
+      l0_coef_0_0_bank0[\$184 [1:0]] <= wp__data;
+  end
+  reg [1:0] _0_;
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    _0_ <= \$180 [1:0];
+    if (\$signature__en ) begin
+      _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
+      if (wp__en && \$4 [1:0] == \$184 [1:0])
+        _1_ <= wp__data;
+    end
+  end
+  assign \$signature__data$162  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data  = _1_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank1 [2:0];
+  initial begin
+    l0_coef_0_0_bank1[0] = 16'h0000;
+    l0_coef_0_0_bank1[1] = 16'h0000;
+    l0_coef_0_0_bank1[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$181 )
+      l0_coef_0_0_bank1[\$213 [1:0]] <= \wp__data$180 ;
+  end
+  reg [1:0] _2_;
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    _2_ <= \$209 [1:0];
+    if (\$signature__en$11 ) begin
+      _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
+      if (\wp__en$181  && \$8 [1:0] == \$213 [1:0])
+        _3_ <= \wp__data$180 ;
+    end
+  end
+  assign \$signature__data$175  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$19  = _3_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank2 [2:0];
+  initial begin
+    l0_coef_0_0_bank2[0] = 16'h0000;
+    l0_coef_0_0_bank2[1] = 16'h0000;
+    l0_coef_0_0_bank2[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$189 )
+      l0_coef_0_0_bank2[\$242 [1:0]] <= \wp__data$188 ;
+  end
+  reg [1:0] _4_;
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    _4_ <= \$238 [1:0];
+    if (\$signature__en$13 ) begin
+      _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
+      if (\wp__en$189  && \$12 [1:0] == \$242 [1:0])
+        _5_ <= \wp__data$188 ;
+    end
+  end
+  assign \$signature__data$183  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$20  = _5_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank3 [2:0];
+  initial begin
+    l0_coef_0_0_bank3[0] = 16'h0000;
+    l0_coef_0_0_bank3[1] = 16'h0000;
+    l0_coef_0_0_bank3[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$197 )
+      l0_coef_0_0_bank3[\$271 [1:0]] <= \wp__data$196 ;
+  end
+  reg [1:0] _6_;
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    _6_ <= \$267 [1:0];
+    if (\$signature__en$15 ) begin
+      _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
+      if (\wp__en$197  && \$16 [1:0] == \$271 [1:0])
+        _7_ <= \wp__data$196 ;
+    end
+  end
+  assign \$signature__data$191  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$21  = _7_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank0 [2:0];
+  initial begin
+    l0_coef_0_1_bank0[0] = 16'h0000;
+    l0_coef_0_1_bank0[1] = 16'h0000;
+    l0_coef_0_1_bank0[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$206 )
+      l0_coef_0_1_bank0[\$300 [1:0]] <= \wp__data$205 ;
+  end
+  reg [1:0] _8_;
+  reg [15:0] _9_;
+  always @(posedge clk) begin
+    _8_ <= \$296 [1:0];
+    if (\$signature__en$43 ) begin
+      _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
+      if (\wp__en$206  && \$20 [1:0] == \$300 [1:0])
+        _9_ <= \wp__data$205 ;
+    end
+  end
+  assign \$signature__data$199  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$52  = _9_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank1 [2:0];
+  initial begin
+    l0_coef_0_1_bank1[0] = 16'h0000;
+    l0_coef_0_1_bank1[1] = 16'h0000;
+    l0_coef_0_1_bank1[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$214 )
+      l0_coef_0_1_bank1[\$329 [1:0]] <= \wp__data$213 ;
+  end
+  reg [1:0] _10_;
+  reg [15:0] _11_;
+  always @(posedge clk) begin
+    _10_ <= \$325 [1:0];
+    if (\$signature__en$45 ) begin
+      _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
+      if (\wp__en$214  && \$24 [1:0] == \$329 [1:0])
+        _11_ <= \wp__data$213 ;
+    end
+  end
+  assign \$signature__data$208  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$53  = _11_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank2 [2:0];
+  initial begin
+    l0_coef_0_1_bank2[0] = 16'h0000;
+    l0_coef_0_1_bank2[1] = 16'h0000;
+    l0_coef_0_1_bank2[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$222 )
+      l0_coef_0_1_bank2[\$358 [1:0]] <= \wp__data$221 ;
+  end
+  reg [1:0] _12_;
+  reg [15:0] _13_;
+  always @(posedge clk) begin
+    _12_ <= \$354 [1:0];
+    if (\$signature__en$47 ) begin
+      _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
+      if (\wp__en$222  && \$28 [1:0] == \$358 [1:0])
+        _13_ <= \wp__data$221 ;
+    end
+  end
+  assign \$signature__data$216  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$54  = _13_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank3 [2:0];
+  initial begin
+    l0_coef_0_1_bank3[0] = 16'h0000;
+    l0_coef_0_1_bank3[1] = 16'h0000;
+    l0_coef_0_1_bank3[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$230 )
+      l0_coef_0_1_bank3[\$387 [1:0]] <= \wp__data$229 ;
+  end
+  reg [1:0] _14_;
+  reg [15:0] _15_;
+  always @(posedge clk) begin
+    _14_ <= \$383 [1:0];
+    if (\$signature__en$49 ) begin
+      _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
+      if (\wp__en$230  && \$32 [1:0] == \$387 [1:0])
+        _15_ <= \wp__data$229 ;
+    end
+  end
+  assign \$signature__data$224  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$55  = _15_;
+  (* ram_style = "distributed" *)
+  (* rom_style = "distributed" *)
+  reg [15:0] theta0_rom [21:0];
+  initial begin
+    theta0_rom[0] = 16'h0000;
+    theta0_rom[1] = 16'h0000;
+    theta0_rom[2] = 16'h0000;
+    theta0_rom[3] = 16'h0000;
+    theta0_rom[4] = 16'h0000;
+    theta0_rom[5] = 16'h0000;
+    theta0_rom[6] = 16'h0000;
+    theta0_rom[7] = 16'h0000;
+    theta0_rom[8] = 16'h0000;
+    theta0_rom[9] = 16'h0000;
+    theta0_rom[10] = 16'h0000;
+    theta0_rom[11] = 16'h0000;
+    theta0_rom[12] = 16'h0000;
+    theta0_rom[13] = 16'h0000;
+    theta0_rom[14] = 16'h0000;
+    theta0_rom[15] = 16'h0000;
+    theta0_rom[16] = 16'h0000;
+    theta0_rom[17] = 16'h0000;
+    theta0_rom[18] = 16'h0000;
+    theta0_rom[19] = 16'h0000;
+    theta0_rom[20] = 16'h0000;
+    theta0_rom[21] = 16'h0000;
+  end
+  reg [15:0] _16_;
+  always @(posedge clk) begin
+    _16_ <= theta0_rom[reload_count];
+  end
+  assign reload_data = _16_;
+  assign \$380  = \$378  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$379 ;
+  assign \$381  = \$375  ? \$376  : \$380 [5:3];
+  assign \$382  = \$381 [1:0] > 2'h3;
+  assign \$383  = \$374  + \$382 ;
+  assign \$385  = l0_commit_src[4:3] > 2'h3;
+  assign \$386  = \$384  + \$385 ;
+  assign \$387  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$386 ;
+  assign \$388  = $signed(\t$223 ) < $signed(16'h8000);
+  assign \$389  = $signed(\t$223 ) > $signed(16'h7fff);
+  assign \$390  = \$389  ? 16'h7fff : \t$223 [15:0];
+  assign \$391  = \$388  ? 16'h8000 : \$390 ;
+  assign \wp__data$229  = l0_port_hit0_1_3 ? l0_port_data : \$391 ;
+  assign \wp__en$230  = commit_l0 | l0_port_hit0_1_3;
+  assign reloading = reload_count != 5'h17;
+  assign \$392  = | reload_count;
+  assign reload_write = reloading & \$392 ;
+  assign \$393  = reload_count - 1'h1;
+  assign \$394  = ~ pc__valid;
+  assign \$395  = en & \$394 ;
+  assign \$396  = ~ reloading;
+  assign \$397  = \$395  & \$396 ;
   assign accept = s__valid & s__ready;
-  assign \$336  = ~ busy;
-  assign \$337  = ! l0_fill;
-  assign \$338  = \$336  & \$337 ;
-  assign \$339  = pc__valid & \$338 ;
-  assign \$340  = ~ pr__valid;
-  assign \$341  = \$340  | pr__ready;
-  assign execute = \$339  & \$341 ;
-  assign \$342  = ! l0_commit_src[2:0];
-  assign \$343  = $signed(\t$152 ) < $signed(16'h8000);
-  assign \$344  = $signed(\t$152 ) > $signed(16'h7fff);
-  assign \$345  = \$344  ? 16'h7fff : \t$152 [15:0];
-  assign \$346  = \$343  ? 16'h8000 : \$345 ;
-  assign \$347  = l0_commit_src[2:0] == 1'h1;
-  assign \$348  = ! l0_commit_src[2:0];
-  assign \$349  = \$347  | \$348 ;
-  assign \$350  = $signed(\t$153 ) < $signed(16'h8000);
-  assign \$351  = $signed(\t$153 ) > $signed(16'h7fff);
-  assign \$352  = \$351  ? 16'h7fff : \t$153 [15:0];
-  assign \$353  = \$350  ? 16'h8000 : \$352 ;
-  assign \$354  = l0_commit_src[2:0] == 2'h2;
-  assign \$355  = l0_commit_src[2:0] == 1'h1;
-  assign \$356  = \$354  | \$355 ;
-  assign \$357  = ! l0_commit_src[2:0];
-  assign \$358  = \$356  | \$357 ;
-  assign \$359  = $signed(\t$154 ) < $signed(16'h8000);
-  assign \$360  = $signed(\t$154 ) > $signed(16'h7fff);
-  assign \$361  = \$360  ? 16'h7fff : \t$154 [15:0];
-  assign \$362  = \$359  ? 16'h8000 : \$361 ;
-  assign \$363  = l0_commit_src[2:0] == 2'h3;
-  assign \$364  = l0_commit_src[2:0] == 2'h2;
-  assign \$365  = \$363  | \$364 ;
-  assign \$366  = l0_commit_src[2:0] == 1'h1;
-  assign \$367  = \$365  | \$366 ;
-  assign \$368  = ! l0_commit_src[2:0];
-  assign \$369  = \$367  | \$368 ;
-  assign \$370  = $signed(\t$155 ) < $signed(16'h8000);
-  assign \$371  = $signed(\t$155 ) > $signed(16'h7fff);
-  assign \$372  = \$371  ? 16'h7fff : \t$155 [15:0];
-  assign \$373  = \$370  ? 16'h8000 : \$372 ;
-  assign \$374  = l0_commit_src[2:0] == 3'h4;
-  assign \$375  = l0_commit_src[2:0] == 2'h3;
-  assign \$376  = \$374  | \$375 ;
-  assign \$377  = l0_commit_src[2:0] == 2'h2;
-  assign \$378  = \$376  | \$377 ;
-  assign \$379  = l0_commit_src[2:0] == 1'h1;
-  assign \$380  = \$378  | \$379 ;
-  assign \$381  = $signed(\t$156 ) < $signed(16'h8000);
-  assign \$382  = $signed(\t$156 ) > $signed(16'h7fff);
-  assign \$383  = \$382  ? 16'h7fff : \t$156 [15:0];
-  assign \$384  = \$381  ? 16'h8000 : \$383 ;
-  assign \$385  = l0_commit_src[2:0] == 3'h5;
-  assign \$386  = l0_commit_src[2:0] == 3'h4;
-  assign \$387  = \$385  | \$386 ;
-  assign \$388  = l0_commit_src[2:0] == 2'h3;
-  assign \$389  = \$387  | \$388 ;
-  assign \$390  = l0_commit_src[2:0] == 2'h2;
-  assign \$391  = \$389  | \$390 ;
-  assign \$392  = $signed(\t$157 ) < $signed(16'h8000);
-  assign \$393  = $signed(\t$157 ) > $signed(16'h7fff);
-  assign \$394  = \$393  ? 16'h7fff : \t$157 [15:0];
-  assign \$395  = \$392  ? 16'h8000 : \$394 ;
-  assign \$396  = l0_commit_src[2:0] == 3'h6;
-  assign \$397  = l0_commit_src[2:0] == 3'h5;
-  assign \$398  = \$396  | \$397 ;
-  assign \$399  = l0_commit_src[2:0] == 3'h4;
-  assign \$400  = \$398  | \$399 ;
-  assign \$401  = l0_commit_src[2:0] == 2'h3;
-  assign \$402  = \$400  | \$401 ;
-  assign \$403  = $signed(\t$158 ) < $signed(16'h8000);
-  assign \$404  = $signed(\t$158 ) > $signed(16'h7fff);
-  assign \$405  = \$404  ? 16'h7fff : \t$158 [15:0];
-  assign \$406  = \$403  ? 16'h8000 : \$405 ;
-  assign \$407  = l0_commit_src[2:0] == 3'h7;
-  assign \$408  = l0_commit_src[2:0] == 3'h6;
-  assign \$409  = \$407  | \$408 ;
-  assign \$410  = l0_commit_src[2:0] == 3'h5;
-  assign \$411  = \$409  | \$410 ;
-  assign \$412  = l0_commit_src[2:0] == 3'h4;
-  assign \$413  = \$411  | \$412 ;
-  assign \$414  = $signed(\t$159 ) < $signed(16'h8000);
-  assign \$415  = $signed(\t$159 ) > $signed(16'h7fff);
-  assign \$416  = \$415  ? 16'h7fff : \t$159 [15:0];
-  assign \$417  = \$414  ? 16'h8000 : \$416 ;
-  assign \$418  = l0_commit_src[2:0] == 3'h7;
-  assign \$419  = l0_commit_src[2:0] == 3'h6;
-  assign \$420  = \$418  | \$419 ;
-  assign \$421  = l0_commit_src[2:0] == 3'h5;
-  assign \$422  = \$420  | \$421 ;
-  assign \$423  = $signed(\t$160 ) < $signed(16'h8000);
-  assign \$424  = $signed(\t$160 ) > $signed(16'h7fff);
-  assign \$425  = \$424  ? 16'h7fff : \t$160 [15:0];
-  assign \$426  = \$423  ? 16'h8000 : \$425 ;
-  assign \$427  = l0_commit_src[2:0] == 3'h7;
-  assign \$428  = l0_commit_src[2:0] == 3'h6;
-  assign \$429  = \$427  | \$428 ;
-  assign \$430  = $signed(\t$161 ) < $signed(16'h8000);
-  assign \$431  = $signed(\t$161 ) > $signed(16'h7fff);
-  assign \$432  = \$431  ? 16'h7fff : \t$161 [15:0];
-  assign \$433  = \$430  ? 16'h8000 : \$432 ;
-  assign \$434  = l0_commit_src[2:0] == 3'h7;
-  assign \$435  = $signed(\t$162 ) < $signed(16'h8000);
-  assign \$436  = $signed(\t$162 ) > $signed(16'h7fff);
-  assign \$437  = \$436  ? 16'h7fff : \t$162 [15:0];
-  assign \$438  = \$435  ? 16'h8000 : \$437 ;
-  assign \$439  = ! l0_commit_src[5:3];
-  assign \$440  = $signed(\t$163 ) < $signed(16'h8000);
-  assign \$441  = $signed(\t$163 ) > $signed(16'h7fff);
-  assign \$442  = \$441  ? 16'h7fff : \t$163 [15:0];
-  assign \$443  = \$440  ? 16'h8000 : \$442 ;
-  assign \$444  = l0_commit_src[5:3] == 1'h1;
-  assign \$445  = ! l0_commit_src[5:3];
-  assign \$446  = \$444  | \$445 ;
-  assign \$447  = $signed(\t$164 ) < $signed(16'h8000);
-  assign \$448  = $signed(\t$164 ) > $signed(16'h7fff);
-  assign \$449  = \$448  ? 16'h7fff : \t$164 [15:0];
-  assign \$450  = \$447  ? 16'h8000 : \$449 ;
-  assign \$451  = l0_commit_src[5:3] == 2'h2;
-  assign \$452  = l0_commit_src[5:3] == 1'h1;
-  assign \$453  = \$451  | \$452 ;
-  assign \$454  = ! l0_commit_src[5:3];
-  assign \$455  = \$453  | \$454 ;
-  assign \$456  = $signed(\t$165 ) < $signed(16'h8000);
-  assign \$457  = $signed(\t$165 ) > $signed(16'h7fff);
-  assign \$458  = \$457  ? 16'h7fff : \t$165 [15:0];
-  assign \$459  = \$456  ? 16'h8000 : \$458 ;
-  assign \$460  = l0_commit_src[5:3] == 2'h3;
-  assign \$461  = l0_commit_src[5:3] == 2'h2;
-  assign \$462  = \$460  | \$461 ;
-  assign \$463  = l0_commit_src[5:3] == 1'h1;
-  assign \$464  = \$462  | \$463 ;
-  assign \$465  = ! l0_commit_src[5:3];
-  assign \$466  = \$464  | \$465 ;
-  assign \$467  = $signed(\t$166 ) < $signed(16'h8000);
-  assign \$468  = $signed(\t$166 ) > $signed(16'h7fff);
-  assign \$469  = \$468  ? 16'h7fff : \t$166 [15:0];
-  assign \$470  = \$467  ? 16'h8000 : \$469 ;
-  assign \$471  = l0_commit_src[5:3] == 3'h4;
-  assign \$472  = l0_commit_src[5:3] == 2'h3;
-  assign \$473  = \$471  | \$472 ;
-  assign \$474  = l0_commit_src[5:3] == 2'h2;
-  assign \$475  = \$473  | \$474 ;
-  assign \$476  = l0_commit_src[5:3] == 1'h1;
-  assign \$477  = \$475  | \$476 ;
-  assign \$478  = $signed(\t$167 ) < $signed(16'h8000);
-  assign \$479  = $signed(\t$167 ) > $signed(16'h7fff);
-  assign \$480  = \$479  ? 16'h7fff : \t$167 [15:0];
-  assign \$481  = \$478  ? 16'h8000 : \$480 ;
-  assign \$482  = l0_commit_src[5:3] == 3'h5;
-  assign \$483  = l0_commit_src[5:3] == 3'h4;
-  assign \$484  = \$482  | \$483 ;
-  assign \$485  = l0_commit_src[5:3] == 2'h3;
-  assign \$486  = \$484  | \$485 ;
-  assign \$487  = l0_commit_src[5:3] == 2'h2;
-  assign \$488  = \$486  | \$487 ;
-  assign \$489  = $signed(\t$168 ) < $signed(16'h8000);
-  assign \$490  = $signed(\t$168 ) > $signed(16'h7fff);
-  assign \$491  = \$490  ? 16'h7fff : \t$168 [15:0];
-  assign \$492  = \$489  ? 16'h8000 : \$491 ;
-  assign \$493  = l0_commit_src[5:3] == 3'h6;
-  assign \$494  = l0_commit_src[5:3] == 3'h5;
-  assign \$495  = \$493  | \$494 ;
-  assign \$496  = l0_commit_src[5:3] == 3'h4;
-  assign \$497  = \$495  | \$496 ;
-  assign \$498  = l0_commit_src[5:3] == 2'h3;
-  assign \$499  = \$497  | \$498 ;
-  assign \$500  = $signed(\t$169 ) < $signed(16'h8000);
-  assign \$501  = $signed(\t$169 ) > $signed(16'h7fff);
-  assign \$502  = \$501  ? 16'h7fff : \t$169 [15:0];
-  assign \$503  = \$500  ? 16'h8000 : \$502 ;
-  assign \$504  = l0_commit_src[5:3] == 3'h7;
-  assign \$505  = l0_commit_src[5:3] == 3'h6;
-  assign \$506  = \$504  | \$505 ;
-  assign \$507  = l0_commit_src[5:3] == 3'h5;
-  assign \$508  = \$506  | \$507 ;
-  assign \$509  = l0_commit_src[5:3] == 3'h4;
-  assign \$510  = \$508  | \$509 ;
-  assign \$511  = $signed(\t$170 ) < $signed(16'h8000);
-  assign \$512  = $signed(\t$170 ) > $signed(16'h7fff);
-  assign \$513  = \$512  ? 16'h7fff : \t$170 [15:0];
-  assign \$514  = \$511  ? 16'h8000 : \$513 ;
-  assign \$515  = l0_commit_src[5:3] == 3'h7;
-  assign \$516  = l0_commit_src[5:3] == 3'h6;
-  assign \$517  = \$515  | \$516 ;
-  assign \$518  = l0_commit_src[5:3] == 3'h5;
-  assign \$519  = \$517  | \$518 ;
-  assign \$520  = $signed(\t$171 ) < $signed(16'h8000);
-  assign \$521  = $signed(\t$171 ) > $signed(16'h7fff);
-  assign \$522  = \$521  ? 16'h7fff : \t$171 [15:0];
-  assign \$523  = \$520  ? 16'h8000 : \$522 ;
-  assign \$524  = l0_commit_src[5:3] == 3'h7;
-  assign \$525  = l0_commit_src[5:3] == 3'h6;
-  assign \$526  = \$524  | \$525 ;
-  assign \$527  = $signed(\t$172 ) < $signed(16'h8000);
-  assign \$528  = $signed(\t$172 ) > $signed(16'h7fff);
-  assign \$529  = \$528  ? 16'h7fff : \t$172 [15:0];
-  assign \$530  = \$527  ? 16'h8000 : \$529 ;
-  assign \$531  = l0_commit_src[5:3] == 3'h7;
-  assign \$532  = $signed(\t$173 ) < $signed(16'h8000);
-  assign \$533  = $signed(\t$173 ) > $signed(16'h7fff);
-  assign \$534  = \$533  ? 16'h7fff : \t$173 [15:0];
-  assign \$535  = \$532  ? 16'h8000 : \$534 ;
-  assign \$536  = l0_head == 2'h2;
-  assign \$537  = l0_head + 1'h1;
-  assign \$538  = \$536  ? 3'h0 : \$537 ;
-  assign \$539  = l0_fill + push_l0;
-  assign \$540  = \$539  - pop_l0;
-  assign \$541  = en & valid_s2;
-  assign \$542  = l0_pending + \$541 ;
-  assign \$543  = \$542  - commit_l0;
-  assign \$544  = pc__payload[21] ? pc__payload[15:0] : readback;
-  always @(posedge clk)
-    valid_s1 <= \$545 ;
-  always @(posedge clk)
-    valid_s2 <= \$546 ;
-  always @(posedge clk)
-    valid_s3 <= \$547 ;
-  always @(posedge clk)
-    valid_s4 <= \$548 ;
-  always @(posedge clk)
-    valid_s5 <= \$549 ;
+  assign \$398  = ~ busy;
+  assign \$399  = ! l0_fill;
+  assign \$400  = \$398  & \$399 ;
+  assign \$401  = pc__valid & \$400 ;
+  assign \$402  = ~ reloading;
+  assign \$403  = \$401  & \$402 ;
+  assign \$404  = ~ read_wait;
+  assign \$405  = \$403  & \$404 ;
+  assign \$406  = ~ pr__valid;
+  assign \$407  = \$406  | pr__ready;
+  assign execute = \$405  & \$407 ;
+  assign port_addr = reload_write ? \$393 [4:0] : pc__payload[20:16];
+  assign \$408  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign \$409  = port_addr >= 1'h0;
+  assign \$410  = port_addr < 5'h16;
+  assign \$411  = \$409  & \$410 ;
+  assign \$412  = execute & pc__payload[21];
+  assign \$413  = reload_write | \$412 ;
+  assign l0_port_wr = \$411  & \$413 ;
+  assign \$414  = port_addr >= 1'h0;
+  assign \$415  = port_addr < 5'h16;
+  assign \$416  = \$414  & \$415 ;
+  assign \$417  = \$416  & execute;
+  assign \$418  = ~ pc__payload[21];
+  assign l0_port_rd = \$417  & \$418 ;
+  assign \$419  = \$408 [4:0] * 6'h2f;
+  assign \$420  = l0_port_edge_q * 4'hb;
+  assign \$421  = \$408 [4:0] - \$420 ;
+  assign \$422  = l0_port_baddr_q * 3'h4;
+  assign \$423  = \$421 [3:0] - \$422 ;
+  assign \$424  = en & valid_s2;
+  assign \$425  = l0_pending + \$424 ;
+  assign \$426  = \$425  - commit_l0;
+  assign \$427  = reload_count + 1'h1;
+  assign \$428  = ~ pc__payload[21];
+  assign \$429  = execute & \$428 ;
+  assign \$430  = execute & pc__payload[21];
   always @(posedge clk)
-    l0_coef_0_0_0 <= \$550 ;
+    valid_s1 <= \$435 ;
   always @(posedge clk)
-    l0_coef_0_0_1 <= \$551 ;
+    valid_s2 <= \$436 ;
   always @(posedge clk)
-    l0_coef_0_0_2 <= \$552 ;
+    valid_s3 <= \$437 ;
   always @(posedge clk)
-    l0_coef_0_0_3 <= \$553 ;
+    valid_s4 <= \$438 ;
   always @(posedge clk)
-    l0_coef_0_0_4 <= \$554 ;
+    valid_s5 <= \$439 ;
   always @(posedge clk)
-    l0_coef_0_0_5 <= \$555 ;
+    l0_pending0 <= \$440 ;
   always @(posedge clk)
-    l0_coef_0_0_6 <= \$556 ;
+    l0_pending1 <= \$441 ;
   always @(posedge clk)
-    l0_coef_0_0_7 <= \$557 ;
+    l0_pending2 <= \$442 ;
   always @(posedge clk)
-    l0_coef_0_0_8 <= \$558 ;
+    l0_head <= \$443 ;
   always @(posedge clk)
-    l0_coef_0_0_9 <= \$559 ;
+    l0_fill <= \$444 ;
   always @(posedge clk)
-    l0_coef_0_0_10 <= \$560 ;
+    l0_pending <= \$445 ;
   always @(posedge clk)
-    l0_coef_0_1_0 <= \$561 ;
+    reload_count <= \$446 ;
   always @(posedge clk)
-    l0_coef_0_1_1 <= \$562 ;
+    l0_rd_edge <= \$447 ;
   always @(posedge clk)
-    l0_coef_0_1_2 <= \$563 ;
+    l0_rd_bank <= \$448 ;
   always @(posedge clk)
-    l0_coef_0_1_3 <= \$564 ;
+    read_layer <= \$449 ;
   always @(posedge clk)
-    l0_coef_0_1_4 <= \$565 ;
+    read_wait <= \$450 ;
   always @(posedge clk)
-    l0_coef_0_1_5 <= \$566 ;
+    pr__valid <= \$451 ;
   always @(posedge clk)
-    l0_coef_0_1_6 <= \$567 ;
+    pr__payload <= \$452 ;
   always @(posedge clk)
-    l0_coef_0_1_7 <= \$568 ;
+    u <= \$453 ;
   always @(posedge clk)
-    l0_coef_0_1_8 <= \$569 ;
+    \u$2  <= \$454 ;
   always @(posedge clk)
-    l0_coef_0_1_9 <= \$570 ;
+    y0_s1 <= \$455 ;
   always @(posedge clk)
-    l0_coef_0_1_10 <= \$571 ;
+    l0_lo0_s2 <= \$456 ;
   always @(posedge clk)
-    l0_pending0 <= \$572 ;
+    l0_cell0_s2 <= \$457 ;
   always @(posedge clk)
-    l0_pending1 <= \$573 ;
+    l0_bval0_0_s2 <= \$458 ;
   always @(posedge clk)
-    l0_pending2 <= \$574 ;
+    l0_bval0_1_s2 <= \$459 ;
   always @(posedge clk)
-    l0_head <= \$575 ;
+    l0_bval0_2_s2 <= \$460 ;
   always @(posedge clk)
-    l0_fill <= \$576 ;
+    l0_bval0_3_s2 <= \$461 ;
   always @(posedge clk)
-    l0_pending <= \$577 ;
+    l0_lo1_s2 <= \$462 ;
   always @(posedge clk)
-    pr__valid <= \$578 ;
+    l0_cell1_s2 <= \$463 ;
   always @(posedge clk)
-    pr__payload <= \$579 ;
+    l0_bval1_0_s2 <= \$464 ;
   always @(posedge clk)
-    u <= \$580 ;
+    l0_bval1_1_s2 <= \$465 ;
   always @(posedge clk)
-    \u$2  <= \$581 ;
+    l0_bval1_2_s2 <= \$466 ;
   always @(posedge clk)
-    y0_s1 <= \$582 ;
+    l0_bval1_3_s2 <= \$467 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$583 ;
+    l0_prod0_0_0_s3 <= \$468 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$584 ;
+    l0_prod0_0_1_s3 <= \$469 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$585 ;
+    l0_prod0_0_2_s3 <= \$470 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$586 ;
+    l0_prod0_0_3_s3 <= \$471 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$587 ;
+    l0_prod0_1_0_s3 <= \$472 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$588 ;
+    l0_prod0_1_1_s3 <= \$473 ;
   always @(posedge clk)
-    l0_bval1_0_s2 <= \$589 ;
+    l0_prod0_1_2_s3 <= \$474 ;
   always @(posedge clk)
-    l0_bval1_1_s2 <= \$590 ;
+    l0_prod0_1_3_s3 <= \$475 ;
   always @(posedge clk)
-    l0_bval1_2_s2 <= \$591 ;
+    m__payload <= \$476 ;
   always @(posedge clk)
-    l0_bval1_3_s2 <= \$592 ;
+    y0_s2 <= \$477 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$593 ;
+    y0_s3 <= \$478 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$594 ;
+    y0_s4 <= \$479 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$595 ;
+    err0_s5 <= \$480 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$596 ;
+    l0_cell0_s3 <= \$481 ;
   always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$597 ;
+    l0_cell0_s4 <= \$482 ;
   always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$598 ;
+    l0_cell0_s5 <= \$483 ;
   always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$599 ;
+    l0_cell1_s3 <= \$484 ;
   always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$600 ;
+    l0_cell1_s4 <= \$485 ;
   always @(posedge clk)
-    m__payload <= \$601 ;
+    l0_cell1_s5 <= \$486 ;
   always @(posedge clk)
-    y0_s2 <= \$602 ;
+    l0_bval0_0_s3 <= \$487 ;
   always @(posedge clk)
-    y0_s3 <= \$603 ;
+    l0_bval0_0_s4 <= \$488 ;
   always @(posedge clk)
-    y0_s4 <= \$604 ;
+    l0_bval0_0_s5 <= \$489 ;
   always @(posedge clk)
-    err0_s5 <= \$605 ;
+    l0_bval0_1_s3 <= \$490 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$606 ;
+    l0_bval0_1_s4 <= \$491 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$607 ;
+    l0_bval0_1_s5 <= \$492 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$608 ;
+    l0_bval0_2_s3 <= \$493 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$609 ;
+    l0_bval0_2_s4 <= \$494 ;
   always @(posedge clk)
-    l0_cell1_s4 <= \$610 ;
+    l0_bval0_2_s5 <= \$495 ;
   always @(posedge clk)
-    l0_cell1_s5 <= \$611 ;
+    l0_bval0_3_s3 <= \$496 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$612 ;
+    l0_bval0_3_s4 <= \$497 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$613 ;
+    l0_bval0_3_s5 <= \$498 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$614 ;
+    l0_bval1_0_s3 <= \$499 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$615 ;
+    l0_bval1_0_s4 <= \$500 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$616 ;
+    l0_bval1_0_s5 <= \$501 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$617 ;
+    l0_bval1_1_s3 <= \$502 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$618 ;
+    l0_bval1_1_s4 <= \$503 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$619 ;
+    l0_bval1_1_s5 <= \$504 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$620 ;
+    l0_bval1_2_s3 <= \$505 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$621 ;
+    l0_bval1_2_s4 <= \$506 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$622 ;
+    l0_bval1_2_s5 <= \$507 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$623 ;
+    l0_bval1_3_s3 <= \$508 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$624 ;
+    l0_bval1_3_s4 <= \$509 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$625 ;
-  always @(posedge clk)
-    l0_bval1_0_s5 <= \$626 ;
-  always @(posedge clk)
-    l0_bval1_1_s3 <= \$627 ;
-  always @(posedge clk)
-    l0_bval1_1_s4 <= \$628 ;
-  always @(posedge clk)
-    l0_bval1_1_s5 <= \$629 ;
-  always @(posedge clk)
-    l0_bval1_2_s3 <= \$630 ;
-  always @(posedge clk)
-    l0_bval1_2_s4 <= \$631 ;
-  always @(posedge clk)
-    l0_bval1_2_s5 <= \$632 ;
-  always @(posedge clk)
-    l0_bval1_3_s3 <= \$633 ;
-  always @(posedge clk)
-    l0_bval1_3_s4 <= \$634 ;
-  always @(posedge clk)
-    l0_bval1_3_s5 <= \$635 ;
+    l0_bval1_3_s5 <= \$510 ;
+  assign \$2  = \cell [1:0] > 1'h0;
+  assign \$3  = \$1  + \$2 ;
+  assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
+  assign \$signature__en  = en | l0_port_rd;
+  assign \$6  = \cell [1:0] > 1'h1;
+  assign \$7  = \$5  + \$6 ;
+  assign \$8  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$7 ;
+  assign \$signature__en$11  = en | l0_port_rd;
+  assign \$10  = \cell [1:0] > 2'h2;
+  assign \$11  = \$9  + \$10 ;
+  assign \$12  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$11 ;
+  assign \$signature__en$13  = en | l0_port_rd;
+  assign \$14  = \cell [1:0] > 2'h3;
+  assign \$15  = \$13  + \$14 ;
+  assign \$16  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$15 ;
+  assign \$signature__en$15  = en | l0_port_rd;
   assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$20  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$26  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$32  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \t$46  = $signed(l0_read0_1_0) * $signed(l0_bval1_0_s2);
-  assign \t$52  = $signed(l0_read0_1_1) * $signed(l0_bval1_1_s2);
-  assign \t$58  = $signed(l0_read0_1_2) * $signed(l0_bval1_2_s2);
-  assign \t$64  = $signed(l0_read0_1_3) * $signed(l0_bval1_3_s2);
-  assign \$1  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$2  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \$3  = $signed(\$1 ) + $signed(\$2 );
-  assign \$4  = $signed(l0_prod0_1_0_s3) + $signed(l0_prod0_1_1_s3);
-  assign \$5  = $signed(l0_prod0_1_2_s3) + $signed(l0_prod0_1_3_s3);
-  assign \$6  = $signed(\$4 ) + $signed(\$5 );
-  assign \t$68  = $signed(\$3 ) + $signed(\$6 );
-  assign \$7  = ! \t$68 [12:0];
-  assign \$8  = ~ \$7 ;
-  assign \$9  = \t$68 [13] & \$8 ;
-  assign \$10  = ! \t$68 [12:0];
-  assign \$11  = \t$68 [13] & \$10 ;
-  assign \$12  = \$11  & floor[0];
-  assign \$13  = \$9  | \$12 ;
-  assign \t$79  = $signed(floor) + $signed({ 1'h0, \$13  });
-  assign \$14  = $signed(\t$79 ) < $signed(16'h8000);
-  assign \$15  = $signed(\t$79 ) > $signed(16'h7fff);
-  assign \$16  = \$15  ? 16'h7fff : \t$79 [15:0];
-  assign \t$80  = \$14  ? 16'h8000 : \$16 ;
-  assign \t$83  = $signed(m__payload) - $signed(y0_s4);
-  assign \$17  = $signed(\t$85 ) < $signed(16'h8000);
-  assign \$18  = $signed(\t$85 ) > $signed(16'h7fff);
-  assign \$19  = \$18  ? 16'h7fff : \t$85 [15:0];
-  assign \t$86  = \$17  ? 16'h8000 : \$19 ;
-  assign \t$87  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$20  = ! \t$87 [16:0];
-  assign \$21  = ~ \$20 ;
-  assign \$22  = \t$87 [17] & \$21 ;
-  assign \$23  = ! \t$87 [16:0];
-  assign \$24  = \t$87 [17] & \$23 ;
-  assign \$25  = \$24  & \floor$90 [0];
-  assign \$26  = \$22  | \$25 ;
-  assign \t$91  = $signed(\floor$90 ) + $signed({ 1'h0, \$26  });
-  assign \$27  = $signed(\t$91 ) < $signed(16'h8000);
-  assign \$28  = $signed(\t$91 ) > $signed(16'h7fff);
-  assign \$29  = \$28  ? 16'h7fff : \t$91 [15:0];
-  assign \t$92  = \$27  ? 16'h8000 : \$29 ;
-  assign \t$93  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$30  = ! \t$93 [16:0];
-  assign \$31  = ~ \$30 ;
-  assign \$32  = \t$93 [17] & \$31 ;
-  assign \$33  = ! \t$93 [16:0];
-  assign \$34  = \t$93 [17] & \$33 ;
-  assign \$35  = \$34  & \floor$95 [0];
-  assign \$36  = \$32  | \$35 ;
-  assign \t$96  = $signed(\floor$95 ) + $signed({ 1'h0, \$36  });
-  assign \$37  = $signed(\t$96 ) < $signed(16'h8000);
-  assign \$38  = $signed(\t$96 ) > $signed(16'h7fff);
-  assign \$39  = \$38  ? 16'h7fff : \t$96 [15:0];
-  assign \t$97  = \$37  ? 16'h8000 : \$39 ;
-  assign \t$98  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$40  = ! \t$98 [16:0];
-  assign \$41  = ~ \$40 ;
-  assign \$42  = \t$98 [17] & \$41 ;
-  assign \$43  = ! \t$98 [16:0];
-  assign \$44  = \t$98 [17] & \$43 ;
-  assign \$45  = \$44  & \floor$100 [0];
-  assign \$46  = \$42  | \$45 ;
-  assign \t$101  = $signed(\floor$100 ) + $signed({ 1'h0, \$46  });
-  assign \$47  = $signed(\t$101 ) < $signed(16'h8000);
-  assign \$48  = $signed(\t$101 ) > $signed(16'h7fff);
-  assign \$49  = \$48  ? 16'h7fff : \t$101 [15:0];
-  assign \t$102  = \$47  ? 16'h8000 : \$49 ;
-  assign \t$103  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$50  = ! \t$103 [16:0];
-  assign \$51  = ~ \$50 ;
-  assign \$52  = \t$103 [17] & \$51 ;
-  assign \$53  = ! \t$103 [16:0];
-  assign \$54  = \t$103 [17] & \$53 ;
-  assign \$55  = \$54  & \floor$105 [0];
-  assign \$56  = \$52  | \$55 ;
-  assign \t$106  = $signed(\floor$105 ) + $signed({ 1'h0, \$56  });
-  assign \$57  = $signed(\t$106 ) < $signed(16'h8000);
-  assign \$58  = $signed(\t$106 ) > $signed(16'h7fff);
-  assign \$59  = \$58  ? 16'h7fff : \t$106 [15:0];
-  assign \t$107  = \$57  ? 16'h8000 : \$59 ;
-  assign \t$108  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$60  = ! \t$108 [16:0];
-  assign \$61  = ~ \$60 ;
-  assign \$62  = \t$108 [17] & \$61 ;
-  assign \$63  = ! \t$108 [16:0];
-  assign \$64  = \t$108 [17] & \$63 ;
-  assign \$65  = \$64  & \floor$110 [0];
-  assign \$66  = \$62  | \$65 ;
-  assign \t$111  = $signed(\floor$110 ) + $signed({ 1'h0, \$66  });
-  assign \$67  = $signed(\t$111 ) < $signed(16'h8000);
-  assign \$68  = $signed(\t$111 ) > $signed(16'h7fff);
-  assign \$69  = \$68  ? 16'h7fff : \t$111 [15:0];
-  assign \t$112  = \$67  ? 16'h8000 : \$69 ;
-  assign \t$113  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$70  = ! \t$113 [16:0];
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \t$113 [17] & \$71 ;
-  assign \$73  = ! \t$113 [16:0];
-  assign \$74  = \t$113 [17] & \$73 ;
-  assign \$75  = \$74  & \floor$115 [0];
-  assign \$76  = \$72  | \$75 ;
-  assign \t$116  = $signed(\floor$115 ) + $signed({ 1'h0, \$76  });
-  assign \$77  = $signed(\t$116 ) < $signed(16'h8000);
-  assign \$78  = $signed(\t$116 ) > $signed(16'h7fff);
-  assign \$79  = \$78  ? 16'h7fff : \t$116 [15:0];
-  assign \t$117  = \$77  ? 16'h8000 : \$79 ;
-  assign \t$118  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$80  = ! \t$118 [16:0];
-  assign \$81  = ~ \$80 ;
-  assign \$82  = \t$118 [17] & \$81 ;
-  assign \$83  = ! \t$118 [16:0];
-  assign \$84  = \t$118 [17] & \$83 ;
-  assign \$85  = \$84  & \floor$120 [0];
-  assign \$86  = \$82  | \$85 ;
-  assign \t$121  = $signed(\floor$120 ) + $signed({ 1'h0, \$86  });
-  assign \$87  = $signed(\t$121 ) < $signed(16'h8000);
-  assign \$88  = $signed(\t$121 ) > $signed(16'h7fff);
-  assign \$89  = \$88  ? 16'h7fff : \t$121 [15:0];
-  assign \t$122  = \$87  ? 16'h8000 : \$89 ;
-  assign \t$123  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$90  = ! \t$123 [16:0];
-  assign \$91  = ~ \$90 ;
-  assign \$92  = \t$123 [17] & \$91 ;
-  assign \$93  = ! \t$123 [16:0];
-  assign \$94  = \t$123 [17] & \$93 ;
-  assign \$95  = \$94  & \floor$125 [0];
-  assign \$96  = \$92  | \$95 ;
-  assign \t$126  = $signed(\floor$125 ) + $signed({ 1'h0, \$96  });
-  assign \$97  = $signed(\t$126 ) < $signed(16'h8000);
-  assign \$98  = $signed(\t$126 ) > $signed(16'h7fff);
-  assign \$99  = \$98  ? 16'h7fff : \t$126 [15:0];
-  assign \t$127  = \$97  ? 16'h8000 : \$99 ;
-  assign \$100  = ~ m__ready;
-  assign \$101  = valid_s4 & \$100 ;
-  assign en = ~ \$101 ;
-  assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$102  = en & valid_s2;
-  assign \$103  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$102  & \$103 ;
-  assign \$104  = ~ busy;
-  assign \$105  = pc__valid & \$104 ;
-  assign \$106  = ! l0_fill;
-  assign \$107  = ~ \$106 ;
-  assign flush_l0 = \$105  & \$107 ;
-  assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$108  = en & valid_s5;
-  assign \$109  = ! l0_fill;
-  assign \$110  = commit_on_read_l0 & \$109 ;
-  assign \$111  = ~ \$110 ;
-  assign push_l0 = \$108  & \$111 ;
-  assign \$112  = ! l0_fill;
+  assign \t$27  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
+  assign \t$32  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
+  assign \t$37  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$18  = \cell$42 [1:0] > 1'h0;
+  assign \$19  = \$17  + \$18 ;
+  assign \$20  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$19 ;
+  assign \$signature__en$43  = en | l0_port_rd;
+  assign \$22  = \cell$42 [1:0] > 1'h1;
+  assign \$23  = \$21  + \$22 ;
+  assign \$24  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$23 ;
+  assign \$signature__en$45  = en | l0_port_rd;
+  assign \$26  = \cell$42 [1:0] > 2'h2;
+  assign \$27  = \$25  + \$26 ;
+  assign \$28  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$27 ;
+  assign \$signature__en$47  = en | l0_port_rd;
+  assign \$30  = \cell$42 [1:0] > 2'h3;
+  assign \$31  = \$29  + \$30 ;
+  assign \$32  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$31 ;
+  assign \$signature__en$49  = en | l0_port_rd;
+  assign \t$56  = $signed(l0_read0_1_0) * $signed(l0_bval1_0_s2);
+  assign \t$61  = $signed(l0_read0_1_1) * $signed(l0_bval1_1_s2);
+  assign \t$66  = $signed(l0_read0_1_2) * $signed(l0_bval1_2_s2);
+  assign \t$71  = $signed(l0_read0_1_3) * $signed(l0_bval1_3_s2);
+  assign \$33  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
+  assign \$34  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
+  assign \$35  = $signed(\$33 ) + $signed(\$34 );
+  assign \$36  = $signed(l0_prod0_1_0_s3) + $signed(l0_prod0_1_1_s3);
+  assign \$37  = $signed(l0_prod0_1_2_s3) + $signed(l0_prod0_1_3_s3);
+  assign \$38  = $signed(\$36 ) + $signed(\$37 );
+  assign \t$75  = $signed(\$35 ) + $signed(\$38 );
+  assign \$39  = ! \t$75 [12:0];
+  assign \$40  = ~ \$39 ;
+  assign \$41  = \t$75 [13] & \$40 ;
+  assign \$42  = ! \t$75 [12:0];
+  assign \$43  = \t$75 [13] & \$42 ;
+  assign \$44  = \$43  & floor[0];
+  assign \$45  = \$41  | \$44 ;
+  assign \t$86  = $signed(floor) + $signed({ 1'h0, \$45  });
+  assign \$46  = $signed(\t$86 ) < $signed(16'h8000);
+  assign \$47  = $signed(\t$86 ) > $signed(16'h7fff);
+  assign \$48  = \$47  ? 16'h7fff : \t$86 [15:0];
+  assign \t$87  = \$46  ? 16'h8000 : \$48 ;
+  assign \t$90  = $signed(m__payload) - $signed(y0_s4);
+  assign \$49  = $signed(\t$92 ) < $signed(16'h8000);
+  assign \$50  = $signed(\t$92 ) > $signed(16'h7fff);
+  assign \$51  = \$50  ? 16'h7fff : \t$92 [15:0];
+  assign \t$93  = \$49  ? 16'h8000 : \$51 ;
+  assign \t$94  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$52  = ! \t$94 [16:0];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = \t$94 [17] & \$53 ;
+  assign \$55  = ! \t$94 [16:0];
+  assign \$56  = \t$94 [17] & \$55 ;
+  assign \$57  = \$56  & \floor$97 [0];
+  assign \$58  = \$54  | \$57 ;
+  assign \t$98  = $signed(\floor$97 ) + $signed({ 1'h0, \$58  });
+  assign \$59  = $signed(\t$98 ) < $signed(16'h8000);
+  assign \$60  = $signed(\t$98 ) > $signed(16'h7fff);
+  assign \$61  = \$60  ? 16'h7fff : \t$98 [15:0];
+  assign \t$99  = \$59  ? 16'h8000 : \$61 ;
+  assign \t$100  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$62  = ! \t$100 [16:0];
+  assign \$63  = ~ \$62 ;
+  assign \$64  = \t$100 [17] & \$63 ;
+  assign \$65  = ! \t$100 [16:0];
+  assign \$66  = \t$100 [17] & \$65 ;
+  assign \$67  = \$66  & \floor$102 [0];
+  assign \$68  = \$64  | \$67 ;
+  assign \t$103  = $signed(\floor$102 ) + $signed({ 1'h0, \$68  });
+  assign \$69  = $signed(\t$103 ) < $signed(16'h8000);
+  assign \$70  = $signed(\t$103 ) > $signed(16'h7fff);
+  assign \$71  = \$70  ? 16'h7fff : \t$103 [15:0];
+  assign \t$104  = \$69  ? 16'h8000 : \$71 ;
+  assign \t$105  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$72  = ! \t$105 [16:0];
+  assign \$73  = ~ \$72 ;
+  assign \$74  = \t$105 [17] & \$73 ;
+  assign \$75  = ! \t$105 [16:0];
+  assign \$76  = \t$105 [17] & \$75 ;
+  assign \$77  = \$76  & \floor$107 [0];
+  assign \$78  = \$74  | \$77 ;
+  assign \t$108  = $signed(\floor$107 ) + $signed({ 1'h0, \$78  });
+  assign \$79  = $signed(\t$108 ) < $signed(16'h8000);
+  assign \$80  = $signed(\t$108 ) > $signed(16'h7fff);
+  assign \$81  = \$80  ? 16'h7fff : \t$108 [15:0];
+  assign \t$109  = \$79  ? 16'h8000 : \$81 ;
+  assign \t$110  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$82  = ! \t$110 [16:0];
+  assign \$83  = ~ \$82 ;
+  assign \$84  = \t$110 [17] & \$83 ;
+  assign \$85  = ! \t$110 [16:0];
+  assign \$86  = \t$110 [17] & \$85 ;
+  assign \$87  = \$86  & \floor$112 [0];
+  assign \$88  = \$84  | \$87 ;
+  assign \t$113  = $signed(\floor$112 ) + $signed({ 1'h0, \$88  });
+  assign \$89  = $signed(\t$113 ) < $signed(16'h8000);
+  assign \$90  = $signed(\t$113 ) > $signed(16'h7fff);
+  assign \$91  = \$90  ? 16'h7fff : \t$113 [15:0];
+  assign \t$114  = \$89  ? 16'h8000 : \$91 ;
+  assign \t$115  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
+  assign \$92  = ! \t$115 [16:0];
+  assign \$93  = ~ \$92 ;
+  assign \$94  = \t$115 [17] & \$93 ;
+  assign \$95  = ! \t$115 [16:0];
+  assign \$96  = \t$115 [17] & \$95 ;
+  assign \$97  = \$96  & \floor$117 [0];
+  assign \$98  = \$94  | \$97 ;
+  assign \t$118  = $signed(\floor$117 ) + $signed({ 1'h0, \$98  });
+  assign \$99  = $signed(\t$118 ) < $signed(16'h8000);
+  assign \$100  = $signed(\t$118 ) > $signed(16'h7fff);
+  assign \$101  = \$100  ? 16'h7fff : \t$118 [15:0];
+  assign \t$119  = \$99  ? 16'h8000 : \$101 ;
+  assign \t$120  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
+  assign \$102  = ! \t$120 [16:0];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = \t$120 [17] & \$103 ;
+  assign \$105  = ! \t$120 [16:0];
+  assign \$106  = \t$120 [17] & \$105 ;
+  assign \$107  = \$106  & \floor$122 [0];
+  assign \$108  = \$104  | \$107 ;
+  assign \t$123  = $signed(\floor$122 ) + $signed({ 1'h0, \$108  });
+  assign \$109  = $signed(\t$123 ) < $signed(16'h8000);
+  assign \$110  = $signed(\t$123 ) > $signed(16'h7fff);
+  assign \$111  = \$110  ? 16'h7fff : \t$123 [15:0];
+  assign \t$124  = \$109  ? 16'h8000 : \$111 ;
+  assign \t$125  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
+  assign \$112  = ! \t$125 [16:0];
   assign \$113  = ~ \$112 ;
-  assign pop_l0 = commit_l0 & \$113 ;
-  assign \$114  = ! l0_fill;
-  assign l0_commit_src = \$114  ? { \t$127 , \t$122 , \t$117 , \t$112 , \t$107 , \t$102 , \t$97 , \t$92 , l0_cell1_s5, l0_cell0_s5 } : \$115 ;
-  assign \$116  = ! l0_commit_src[2:0];
-  assign \$117  = $signed(l0_coef_0_0_0) - $signed(l0_commit_src[21:6]);
-  assign \$118  = l0_commit_src[2:0] == 1'h1;
-  assign \$119  = ! l0_commit_src[2:0];
-  assign \$120  = \$118  | \$119 ;
-  assign \$121  = ! l0_commit_src[2:0];
-  assign \$122  = \$121  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$123  = $signed(l0_coef_0_0_1) - $signed(\$122 );
-  assign \$124  = l0_commit_src[2:0] == 2'h2;
-  assign \$125  = l0_commit_src[2:0] == 1'h1;
-  assign \$126  = \$124  | \$125 ;
-  assign \$127  = ! l0_commit_src[2:0];
-  assign \$128  = \$126  | \$127 ;
-  assign \$129  = ! l0_commit_src[2:0];
-  assign \$130  = l0_commit_src[2:0] == 1'h1;
-  assign \$131  = \$130  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$132  = \$129  ? l0_commit_src[53:38] : \$131 ;
-  assign \$133  = $signed(l0_coef_0_0_2) - $signed(\$132 );
-  assign \$134  = l0_commit_src[2:0] == 2'h3;
-  assign \$135  = l0_commit_src[2:0] == 2'h2;
-  assign \$136  = \$134  | \$135 ;
-  assign \$137  = l0_commit_src[2:0] == 1'h1;
-  assign \$138  = \$136  | \$137 ;
-  assign \$139  = ! l0_commit_src[2:0];
-  assign \$140  = \$138  | \$139 ;
-  assign \$141  = ! l0_commit_src[2:0];
-  assign \$142  = l0_commit_src[2:0] == 1'h1;
-  assign \$143  = l0_commit_src[2:0] == 2'h2;
-  assign \$144  = \$143  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$145  = \$142  ? l0_commit_src[53:38] : \$144 ;
-  assign \$146  = \$141  ? l0_commit_src[69:54] : \$145 ;
-  assign \$147  = $signed(l0_coef_0_0_3) - $signed(\$146 );
-  assign \$148  = l0_commit_src[2:0] == 3'h4;
-  assign \$149  = l0_commit_src[2:0] == 2'h3;
-  assign \$150  = \$148  | \$149 ;
-  assign \$151  = l0_commit_src[2:0] == 2'h2;
-  assign \$152  = \$150  | \$151 ;
-  assign \$153  = l0_commit_src[2:0] == 1'h1;
-  assign \$154  = \$152  | \$153 ;
-  assign \$155  = l0_commit_src[2:0] == 1'h1;
-  assign \$156  = l0_commit_src[2:0] == 2'h2;
-  assign \$157  = l0_commit_src[2:0] == 2'h3;
-  assign \$158  = \$157  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$159  = \$156  ? l0_commit_src[53:38] : \$158 ;
-  assign \$160  = \$155  ? l0_commit_src[69:54] : \$159 ;
-  assign \$161  = $signed(l0_coef_0_0_4) - $signed(\$160 );
-  assign \$162  = l0_commit_src[2:0] == 3'h5;
-  assign \$163  = l0_commit_src[2:0] == 3'h4;
-  assign \$164  = \$162  | \$163 ;
-  assign \$165  = l0_commit_src[2:0] == 2'h3;
-  assign \$166  = \$164  | \$165 ;
-  assign \$167  = l0_commit_src[2:0] == 2'h2;
-  assign \$168  = \$166  | \$167 ;
-  assign \$169  = l0_commit_src[2:0] == 2'h2;
-  assign \$170  = l0_commit_src[2:0] == 2'h3;
-  assign \$171  = l0_commit_src[2:0] == 3'h4;
-  assign \$172  = \$171  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$173  = \$170  ? l0_commit_src[53:38] : \$172 ;
-  assign \$174  = \$169  ? l0_commit_src[69:54] : \$173 ;
-  assign \$175  = $signed(l0_coef_0_0_5) - $signed(\$174 );
-  assign \$176  = l0_commit_src[2:0] == 3'h6;
-  assign \$177  = l0_commit_src[2:0] == 3'h5;
-  assign \$178  = \$176  | \$177 ;
-  assign \$179  = l0_commit_src[2:0] == 3'h4;
-  assign \$180  = \$178  | \$179 ;
-  assign \$181  = l0_commit_src[2:0] == 2'h3;
-  assign \$182  = \$180  | \$181 ;
-  assign \$183  = l0_commit_src[2:0] == 2'h3;
-  assign \$184  = l0_commit_src[2:0] == 3'h4;
-  assign \$185  = l0_commit_src[2:0] == 3'h5;
-  assign \$186  = \$185  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$187  = \$184  ? l0_commit_src[53:38] : \$186 ;
-  assign \$188  = \$183  ? l0_commit_src[69:54] : \$187 ;
-  assign \$189  = $signed(l0_coef_0_0_6) - $signed(\$188 );
-  assign \$190  = l0_commit_src[2:0] == 3'h7;
-  assign \$191  = l0_commit_src[2:0] == 3'h6;
-  assign \$192  = \$190  | \$191 ;
-  assign \$193  = l0_commit_src[2:0] == 3'h5;
-  assign \$194  = \$192  | \$193 ;
-  assign \$195  = l0_commit_src[2:0] == 3'h4;
-  assign \$196  = \$194  | \$195 ;
-  assign \$197  = l0_commit_src[2:0] == 3'h4;
-  assign \$198  = l0_commit_src[2:0] == 3'h5;
-  assign \$199  = l0_commit_src[2:0] == 3'h6;
-  assign \$200  = \$199  ? l0_commit_src[37:22] : l0_commit_src[21:6];
-  assign \$201  = \$198  ? l0_commit_src[53:38] : \$200 ;
-  assign \$202  = \$197  ? l0_commit_src[69:54] : \$201 ;
-  assign \$203  = $signed(l0_coef_0_0_7) - $signed(\$202 );
-  assign \$204  = l0_commit_src[2:0] == 3'h7;
-  assign \$205  = l0_commit_src[2:0] == 3'h6;
-  assign \$206  = \$204  | \$205 ;
-  assign \$207  = l0_commit_src[2:0] == 3'h5;
-  assign \$208  = \$206  | \$207 ;
-  assign \$209  = l0_commit_src[2:0] == 3'h5;
-  assign \$210  = l0_commit_src[2:0] == 3'h6;
-  assign \$211  = \$210  ? l0_commit_src[53:38] : l0_commit_src[37:22];
-  assign \$212  = \$209  ? l0_commit_src[69:54] : \$211 ;
-  assign \$213  = $signed(l0_coef_0_0_8) - $signed(\$212 );
-  assign \$214  = l0_commit_src[2:0] == 3'h7;
-  assign \$215  = l0_commit_src[2:0] == 3'h6;
-  assign \$216  = \$214  | \$215 ;
-  assign \$217  = l0_commit_src[2:0] == 3'h6;
-  assign \$218  = \$217  ? l0_commit_src[69:54] : l0_commit_src[53:38];
-  assign \$219  = $signed(l0_coef_0_0_9) - $signed(\$218 );
-  assign \$220  = l0_commit_src[2:0] == 3'h7;
-  assign \$221  = $signed(l0_coef_0_0_10) - $signed(l0_commit_src[69:54]);
-  assign \$222  = ! l0_commit_src[5:3];
-  assign \$223  = $signed(l0_coef_0_1_0) - $signed(l0_commit_src[85:70]);
-  assign \$224  = l0_commit_src[5:3] == 1'h1;
-  assign \$225  = ! l0_commit_src[5:3];
-  assign \$226  = \$224  | \$225 ;
-  assign \$227  = ! l0_commit_src[5:3];
-  assign \$228  = \$227  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$229  = $signed(l0_coef_0_1_1) - $signed(\$228 );
-  assign \$230  = l0_commit_src[5:3] == 2'h2;
-  assign \$231  = l0_commit_src[5:3] == 1'h1;
-  assign \$232  = \$230  | \$231 ;
-  assign \$233  = ! l0_commit_src[5:3];
-  assign \$234  = \$232  | \$233 ;
-  assign \$235  = ! l0_commit_src[5:3];
-  assign \$236  = l0_commit_src[5:3] == 1'h1;
-  assign \$237  = \$236  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$238  = \$235  ? l0_commit_src[117:102] : \$237 ;
-  assign \$239  = $signed(l0_coef_0_1_2) - $signed(\$238 );
-  assign \$240  = l0_commit_src[5:3] == 2'h3;
-  assign \$241  = l0_commit_src[5:3] == 2'h2;
-  assign \$242  = \$240  | \$241 ;
-  assign \$243  = l0_commit_src[5:3] == 1'h1;
-  assign \$244  = \$242  | \$243 ;
-  assign \$245  = ! l0_commit_src[5:3];
-  assign \$246  = \$244  | \$245 ;
-  assign \$247  = ! l0_commit_src[5:3];
-  assign \$248  = l0_commit_src[5:3] == 1'h1;
-  assign \$249  = l0_commit_src[5:3] == 2'h2;
-  assign \$250  = \$249  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$251  = \$248  ? l0_commit_src[117:102] : \$250 ;
-  assign \$252  = \$247  ? l0_commit_src[133:118] : \$251 ;
-  assign \$253  = $signed(l0_coef_0_1_3) - $signed(\$252 );
-  assign \$254  = l0_commit_src[5:3] == 3'h4;
-  assign \$255  = l0_commit_src[5:3] == 2'h3;
-  assign \$256  = \$254  | \$255 ;
-  assign \$257  = l0_commit_src[5:3] == 2'h2;
-  assign \$258  = \$256  | \$257 ;
-  assign \$259  = l0_commit_src[5:3] == 1'h1;
-  assign \$260  = \$258  | \$259 ;
-  assign \$261  = l0_commit_src[5:3] == 1'h1;
-  assign \$262  = l0_commit_src[5:3] == 2'h2;
-  assign \$263  = l0_commit_src[5:3] == 2'h3;
-  assign \$264  = \$263  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$265  = \$262  ? l0_commit_src[117:102] : \$264 ;
-  assign \$266  = \$261  ? l0_commit_src[133:118] : \$265 ;
-  assign \$267  = $signed(l0_coef_0_1_4) - $signed(\$266 );
-  assign \$268  = l0_commit_src[5:3] == 3'h5;
-  assign \$269  = l0_commit_src[5:3] == 3'h4;
-  assign \$270  = \$268  | \$269 ;
-  assign \$271  = l0_commit_src[5:3] == 2'h3;
-  assign \$272  = \$270  | \$271 ;
-  assign \$273  = l0_commit_src[5:3] == 2'h2;
-  assign \$274  = \$272  | \$273 ;
-  assign \$275  = l0_commit_src[5:3] == 2'h2;
-  assign \$276  = l0_commit_src[5:3] == 2'h3;
-  assign \$277  = l0_commit_src[5:3] == 3'h4;
-  assign \$278  = \$277  ? l0_commit_src[101:86] : l0_commit_src[85:70];
-  assign \$279  = \$276  ? l0_commit_src[117:102] : \$278 ;
-  assign \$280  = \$275  ? l0_commit_src[133:118] : \$279 ;
-  assign \$281  = $signed(l0_coef_0_1_5) - $signed(\$280 );
-  assign \$282  = l0_commit_src[5:3] == 3'h6;
-  assign \$283  = l0_commit_src[5:3] == 3'h5;
-  assign \$284  = \$282  | \$283 ;
-  assign \$285  = l0_commit_src[5:3] == 3'h4;
-  assign \$286  = \$284  | \$285 ;
-  assign \$287  = l0_commit_src[5:3] == 2'h3;
-  assign \$288  = \$286  | \$287 ;
-  assign \$289  = l0_commit_src[5:3] == 2'h3;
-  assign \$290  = l0_commit_src[5:3] == 3'h4;
-  assign \$291  = l0_commit_src[5:3] == 3'h5;
+  assign \$114  = \t$125 [17] & \$113 ;
+  assign \$115  = ! \t$125 [16:0];
+  assign \$116  = \t$125 [17] & \$115 ;
+  assign \$117  = \$116  & \floor$127 [0];
+  assign \$118  = \$114  | \$117 ;
+  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$118  });
+  assign \$119  = $signed(\t$128 ) < $signed(16'h8000);
+  assign \$120  = $signed(\t$128 ) > $signed(16'h7fff);
+  assign \$121  = \$120  ? 16'h7fff : \t$128 [15:0];
+  assign \t$129  = \$119  ? 16'h8000 : \$121 ;
+  assign \t$130  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
+  assign \$122  = ! \t$130 [16:0];
+  assign \$123  = ~ \$122 ;
+  assign \$124  = \t$130 [17] & \$123 ;
+  assign \$125  = ! \t$130 [16:0];
+  assign \$126  = \t$130 [17] & \$125 ;
+  assign \$127  = \$126  & \floor$132 [0];
+  assign \$128  = \$124  | \$127 ;
+  assign \t$133  = $signed(\floor$132 ) + $signed({ 1'h0, \$128  });
+  assign \$129  = $signed(\t$133 ) < $signed(16'h8000);
+  assign \$130  = $signed(\t$133 ) > $signed(16'h7fff);
+  assign \$131  = \$130  ? 16'h7fff : \t$133 [15:0];
+  assign \t$134  = \$129  ? 16'h8000 : \$131 ;
+  assign \$132  = ~ m__ready;
+  assign \$133  = valid_s4 & \$132 ;
+  assign en = ~ \$133 ;
+  assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$134  = en & valid_s2;
+  assign \$135  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$134  & \$135 ;
+  assign \$136  = ~ busy;
+  assign \$137  = pc__valid & \$136 ;
+  assign \$138  = ! l0_fill;
+  assign \$139  = ~ \$138 ;
+  assign flush_l0 = \$137  & \$139 ;
+  assign commit_l0 = commit_on_read_l0 | flush_l0;
+  assign \$140  = en & valid_s5;
+  assign \$141  = ! l0_fill;
+  assign \$142  = commit_on_read_l0 & \$141 ;
+  assign \$143  = ~ \$142 ;
+  assign push_l0 = \$140  & \$143 ;
+  assign \$144  = ! l0_fill;
+  assign \$145  = ~ \$144 ;
+  assign pop_l0 = commit_l0 & \$145 ;
+  assign \$146  = ! l0_fill;
+  assign l0_commit_src = \$146  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$147 ;
+  assign \$148  = l0_head + l0_fill;
+  assign \$149  = \$148  >= 2'h3;
+  assign \$150  = l0_head + l0_fill;
+  assign \$151  = \$150  - 2'h3;
+  assign \$152  = l0_head + l0_fill;
+  assign \$153  = \$149  ? \$151  : { 1'h0, \$152  };
+  assign \$154  = l0_head == 2'h2;
+  assign \$155  = l0_head + 1'h1;
+  assign \$156  = \$154  ? 3'h0 : \$155 ;
+  assign \$157  = pop_l0 ? \$156  : { 1'h0, l0_head };
+  assign \$158  = l0_fill + push_l0;
+  assign \$159  = \$158  - pop_l0;
+  assign \t$161  = $signed(\$signature__data$162 ) - $signed(\$160 );
+  assign \$161  = ! l0_port_edge_q[0];
+  assign \$162  = l0_port_wr & \$161 ;
+  assign \$163  = ! \$423 [1:0];
+  assign l0_port_hit0_0_0 = \$162  & \$163 ;
+  assign \$164  = ! \$159 [1:0];
+  assign \$165  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$166  = \$153 [1:0] == \$157 [1:0];
+  assign \$167  = push_l0 & \$166 ;
+  assign \$169  = \$167  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$168 ;
+  assign \$170  = \$164  ? \$165  : \$169 [2:0];
+  assign \$172  = ! \$159 [1:0];
+  assign \$173  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$174  = \$153 [1:0] == \$157 [1:0];
+  assign \$175  = push_l0 & \$174 ;
+  assign \$177  = \$175  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$176 ;
+  assign \$178  = \$172  ? \$173  : \$177 [2:0];
+  assign \$179  = \$178 [1:0] > 1'h0;
+  assign \$180  = \$171  + \$179 ;
+  assign \$182  = l0_commit_src[1:0] > 1'h0;
+  assign \$183  = \$181  + \$182 ;
+  assign \$184  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$183 ;
+  assign \$185  = $signed(\t$161 ) < $signed(16'h8000);
+  assign \$186  = $signed(\t$161 ) > $signed(16'h7fff);
+  assign \$187  = \$186  ? 16'h7fff : \t$161 [15:0];
+  assign \$188  = \$185  ? 16'h8000 : \$187 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$188 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$174  = $signed(\$signature__data$175 ) - $signed(\$189 );
+  assign \$190  = ! l0_port_edge_q[0];
+  assign \$191  = l0_port_wr & \$190 ;
+  assign \$192  = \$423 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$191  & \$192 ;
+  assign \$193  = ! \$159 [1:0];
+  assign \$194  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$195  = \$153 [1:0] == \$157 [1:0];
+  assign \$196  = push_l0 & \$195 ;
+  assign \$198  = \$196  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$197 ;
+  assign \$199  = \$193  ? \$194  : \$198 [2:0];
+  assign \$201  = ! \$159 [1:0];
+  assign \$202  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$203  = \$153 [1:0] == \$157 [1:0];
+  assign \$204  = push_l0 & \$203 ;
+  assign \$206  = \$204  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$205 ;
+  assign \$207  = \$201  ? \$202  : \$206 [2:0];
+  assign \$208  = \$207 [1:0] > 1'h1;
+  assign \$209  = \$200  + \$208 ;
+  assign \$211  = l0_commit_src[1:0] > 1'h1;
+  assign \$212  = \$210  + \$211 ;
+  assign \$213  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$212 ;
+  assign \$214  = $signed(\t$174 ) < $signed(16'h8000);
+  assign \$215  = $signed(\t$174 ) > $signed(16'h7fff);
+  assign \$216  = \$215  ? 16'h7fff : \t$174 [15:0];
+  assign \$217  = \$214  ? 16'h8000 : \$216 ;
+  assign \wp__data$180  = l0_port_hit0_0_1 ? l0_port_data : \$217 ;
+  assign \wp__en$181  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$182  = $signed(\$signature__data$183 ) - $signed(\$218 );
+  assign \$219  = ! l0_port_edge_q[0];
+  assign \$220  = l0_port_wr & \$219 ;
+  assign \$221  = \$423 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$220  & \$221 ;
+  assign \$222  = ! \$159 [1:0];
+  assign \$223  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$224  = \$153 [1:0] == \$157 [1:0];
+  assign \$225  = push_l0 & \$224 ;
+  assign \$227  = \$225  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$226 ;
+  assign \$228  = \$222  ? \$223  : \$227 [2:0];
+  assign \$230  = ! \$159 [1:0];
+  assign \$231  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$232  = \$153 [1:0] == \$157 [1:0];
+  assign \$233  = push_l0 & \$232 ;
+  assign \$235  = \$233  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$234 ;
+  assign \$236  = \$230  ? \$231  : \$235 [2:0];
+  assign \$237  = \$236 [1:0] > 2'h2;
+  assign \$238  = \$229  + \$237 ;
+  assign \$240  = l0_commit_src[1:0] > 2'h2;
+  assign \$241  = \$239  + \$240 ;
+  assign \$242  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$241 ;
+  assign \$243  = $signed(\t$182 ) < $signed(16'h8000);
+  assign \$244  = $signed(\t$182 ) > $signed(16'h7fff);
+  assign \$245  = \$244  ? 16'h7fff : \t$182 [15:0];
+  assign \$246  = \$243  ? 16'h8000 : \$245 ;
+  assign \wp__data$188  = l0_port_hit0_0_2 ? l0_port_data : \$246 ;
+  assign \wp__en$189  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$190  = $signed(\$signature__data$191 ) - $signed(\$247 );
+  assign \$248  = ! l0_port_edge_q[0];
+  assign \$249  = l0_port_wr & \$248 ;
+  assign \$250  = \$423 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$249  & \$250 ;
+  assign \$251  = ! \$159 [1:0];
+  assign \$252  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$253  = \$153 [1:0] == \$157 [1:0];
+  assign \$254  = push_l0 & \$253 ;
+  assign \$256  = \$254  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$255 ;
+  assign \$257  = \$251  ? \$252  : \$256 [2:0];
+  assign \$259  = ! \$159 [1:0];
+  assign \$260  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$261  = \$153 [1:0] == \$157 [1:0];
+  assign \$262  = push_l0 & \$261 ;
+  assign \$264  = \$262  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$263 ;
+  assign \$265  = \$259  ? \$260  : \$264 [2:0];
+  assign \$266  = \$265 [1:0] > 2'h3;
+  assign \$267  = \$258  + \$266 ;
+  assign \$269  = l0_commit_src[1:0] > 2'h3;
+  assign \$270  = \$268  + \$269 ;
+  assign \$271  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$270 ;
+  assign \$272  = $signed(\t$190 ) < $signed(16'h8000);
+  assign \$273  = $signed(\t$190 ) > $signed(16'h7fff);
+  assign \$274  = \$273  ? 16'h7fff : \t$190 [15:0];
+  assign \$275  = \$272  ? 16'h8000 : \$274 ;
+  assign \wp__data$196  = l0_port_hit0_0_3 ? l0_port_data : \$275 ;
+  assign \wp__en$197  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$198  = $signed(\$signature__data$199 ) - $signed(\$276 );
+  assign \$278  = l0_port_wr & \$277 ;
+  assign \$279  = ! \$423 [1:0];
+  assign l0_port_hit0_1_0 = \$278  & \$279 ;
+  assign \$280  = ! \$159 [1:0];
+  assign \$281  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$282  = \$153 [1:0] == \$157 [1:0];
+  assign \$283  = push_l0 & \$282 ;
+  assign \$285  = \$283  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$284 ;
+  assign \$286  = \$280  ? \$281  : \$285 [5:3];
+  assign \$288  = ! \$159 [1:0];
+  assign \$289  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$290  = \$153 [1:0] == \$157 [1:0];
+  assign \$291  = push_l0 & \$290 ;
+  assign \$293  = \$291  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$292 ;
+  assign \$294  = \$288  ? \$289  : \$293 [5:3];
+  assign \$295  = \$294 [1:0] > 1'h0;
+  assign \$296  = \$287  + \$295 ;
+  assign \$298  = l0_commit_src[4:3] > 1'h0;
+  assign \$299  = \$297  + \$298 ;
+  assign \$300  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$299 ;
+  assign \$301  = $signed(\t$198 ) < $signed(16'h8000);
+  assign \$302  = $signed(\t$198 ) > $signed(16'h7fff);
+  assign \$303  = \$302  ? 16'h7fff : \t$198 [15:0];
+  assign \$304  = \$301  ? 16'h8000 : \$303 ;
+  assign \wp__data$205  = l0_port_hit0_1_0 ? l0_port_data : \$304 ;
+  assign \wp__en$206  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$207  = $signed(\$signature__data$208 ) - $signed(\$305 );
+  assign \$307  = l0_port_wr & \$306 ;
+  assign \$308  = \$423 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$307  & \$308 ;
+  assign \$309  = ! \$159 [1:0];
+  assign \$310  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$311  = \$153 [1:0] == \$157 [1:0];
+  assign \$312  = push_l0 & \$311 ;
+  assign \$314  = \$312  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$313 ;
+  assign \$315  = \$309  ? \$310  : \$314 [5:3];
+  assign \$317  = ! \$159 [1:0];
+  assign \$318  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$319  = \$153 [1:0] == \$157 [1:0];
+  assign \$320  = push_l0 & \$319 ;
+  assign \$322  = \$320  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$321 ;
+  assign \$323  = \$317  ? \$318  : \$322 [5:3];
+  assign \$324  = \$323 [1:0] > 1'h1;
+  assign \$325  = \$316  + \$324 ;
+  assign \$327  = l0_commit_src[4:3] > 1'h1;
+  assign \$328  = \$326  + \$327 ;
+  assign \$329  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$328 ;
+  assign \$330  = $signed(\t$207 ) < $signed(16'h8000);
+  assign \$331  = $signed(\t$207 ) > $signed(16'h7fff);
+  assign \$332  = \$331  ? 16'h7fff : \t$207 [15:0];
+  assign \$333  = \$330  ? 16'h8000 : \$332 ;
+  assign \wp__data$213  = l0_port_hit0_1_1 ? l0_port_data : \$333 ;
+  assign \wp__en$214  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$215  = $signed(\$signature__data$216 ) - $signed(\$334 );
+  assign \$336  = l0_port_wr & \$335 ;
+  assign \$337  = \$423 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$336  & \$337 ;
+  assign \$338  = ! \$159 [1:0];
+  assign \$339  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$340  = \$153 [1:0] == \$157 [1:0];
+  assign \$341  = push_l0 & \$340 ;
+  assign \$343  = \$341  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$342 ;
+  assign \$344  = \$338  ? \$339  : \$343 [5:3];
+  assign \$346  = ! \$159 [1:0];
+  assign \$347  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$348  = \$153 [1:0] == \$157 [1:0];
+  assign \$349  = push_l0 & \$348 ;
+  assign \$351  = \$349  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$350 ;
+  assign \$352  = \$346  ? \$347  : \$351 [5:3];
+  assign \$353  = \$352 [1:0] > 2'h2;
+  assign \$354  = \$345  + \$353 ;
+  assign \$356  = l0_commit_src[4:3] > 2'h2;
+  assign \$357  = \$355  + \$356 ;
+  assign \$358  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$357 ;
+  assign \$359  = $signed(\t$215 ) < $signed(16'h8000);
+  assign \$360  = $signed(\t$215 ) > $signed(16'h7fff);
+  assign \$361  = \$360  ? 16'h7fff : \t$215 [15:0];
+  assign \$362  = \$359  ? 16'h8000 : \$361 ;
+  assign \wp__data$221  = l0_port_hit0_1_2 ? l0_port_data : \$362 ;
+  assign \wp__en$222  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$223  = $signed(\$signature__data$224 ) - $signed(\$363 );
+  assign \$365  = l0_port_wr & \$364 ;
+  assign \$366  = \$423 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$365  & \$366 ;
+  assign \$367  = ! \$159 [1:0];
+  assign \$368  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$369  = \$153 [1:0] == \$157 [1:0];
+  assign \$370  = push_l0 & \$369 ;
+  assign \$372  = \$370  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$371 ;
+  assign \$373  = \$367  ? \$368  : \$372 [5:3];
+  assign \$375  = ! \$159 [1:0];
+  assign \$376  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$377  = \$153 [1:0] == \$157 [1:0];
+  assign \$378  = push_l0 & \$377 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$805$0 (\$636 ),
+    .\port$626$0 (\$511 ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .\cell (\cell$195 ),
-    .\port$816$0 (\$637 ),
+    .\cell (\cell$42 ),
+    .\port$637$0 (\$512 ),
     .u(\u$2 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$152  = 17'h00000;
-    if (commit_l0) begin
-      if (\$116 ) begin
-        \t$152  = \$117 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$153  = 17'h00000;
-    if (commit_l0) begin
-      if (\$120 ) begin
-        \t$153  = \$123 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$154  = 17'h00000;
-    if (commit_l0) begin
-      if (\$128 ) begin
-        \t$154  = \$133 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$155  = 17'h00000;
-    if (commit_l0) begin
-      if (\$140 ) begin
-        \t$155  = \$147 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$156  = 17'h00000;
-    if (commit_l0) begin
-      if (\$154 ) begin
-        \t$156  = \$161 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$157  = 17'h00000;
-    if (commit_l0) begin
-      if (\$168 ) begin
-        \t$157  = \$175 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$158  = 17'h00000;
-    if (commit_l0) begin
-      if (\$182 ) begin
-        \t$158  = \$189 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$159  = 17'h00000;
-    if (commit_l0) begin
-      if (\$196 ) begin
-        \t$159  = \$203 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$160  = 17'h00000;
-    if (commit_l0) begin
-      if (\$208 ) begin
-        \t$160  = \$213 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$161  = 17'h00000;
-    if (commit_l0) begin
-      if (\$216 ) begin
-        \t$161  = \$219 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$162  = 17'h00000;
-    if (commit_l0) begin
-      if (\$220 ) begin
-        \t$162  = \$221 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$163  = 17'h00000;
-    if (commit_l0) begin
-      if (\$222 ) begin
-        \t$163  = \$223 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$164  = 17'h00000;
-    if (commit_l0) begin
-      if (\$226 ) begin
-        \t$164  = \$229 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$165  = 17'h00000;
-    if (commit_l0) begin
-      if (\$234 ) begin
-        \t$165  = \$239 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$166  = 17'h00000;
-    if (commit_l0) begin
-      if (\$246 ) begin
-        \t$166  = \$253 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$167  = 17'h00000;
-    if (commit_l0) begin
-      if (\$260 ) begin
-        \t$167  = \$267 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$168  = 17'h00000;
-    if (commit_l0) begin
-      if (\$274 ) begin
-        \t$168  = \$281 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$169  = 17'h00000;
-    if (commit_l0) begin
-      if (\$288 ) begin
-        \t$169  = \$295 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$170  = 17'h00000;
-    if (commit_l0) begin
-      if (\$302 ) begin
-        \t$170  = \$309 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$171  = 17'h00000;
-    if (commit_l0) begin
-      if (\$314 ) begin
-        \t$171  = \$319 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$172  = 17'h00000;
-    if (commit_l0) begin
-      if (\$322 ) begin
-        \t$172  = \$325 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$173  = 17'h00000;
-    if (commit_l0) begin
-      if (\$326 ) begin
-        \t$173  = \$327 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[20:16])
-      5'h00:
-          readback = l0_coef_0_0_0;
-      5'h01:
-          readback = l0_coef_0_0_1;
-      5'h02:
-          readback = l0_coef_0_0_2;
-      5'h03:
-          readback = l0_coef_0_0_3;
-      5'h04:
-          readback = l0_coef_0_0_4;
-      5'h05:
-          readback = l0_coef_0_0_5;
-      5'h06:
-          readback = l0_coef_0_0_6;
-      5'h07:
-          readback = l0_coef_0_0_7;
-      5'h08:
-          readback = l0_coef_0_0_8;
-      5'h09:
-          readback = l0_coef_0_0_9;
-      5'h0a:
-          readback = l0_coef_0_0_10;
-      5'h0b:
-          readback = l0_coef_0_1_0;
-      5'h0c:
-          readback = l0_coef_0_1_1;
-      5'h0d:
-          readback = l0_coef_0_1_2;
-      5'h0e:
-          readback = l0_coef_0_1_3;
-      5'h0f:
-          readback = l0_coef_0_1_4;
-      5'h10:
-          readback = l0_coef_0_1_5;
-      5'h11:
-          readback = l0_coef_0_1_6;
-      5'h12:
-          readback = l0_coef_0_1_7;
-      5'h13:
-          readback = l0_coef_0_1_8;
-      5'h14:
-          readback = l0_coef_0_1_9;
-      5'h15:
-          readback = l0_coef_0_1_10;
+    \$379  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$379  = l0_pending0;
+      2'h1:
+          \$379  = l0_pending1;
+      2'h2:
+          \$379  = l0_pending2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = valid_s1;
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$431  = \$signature__data ;
+      2'h1:
+          \$431  = \$signature__data$19 ;
+      2'h2:
+          \$431  = \$signature__data$20 ;
+      2'h3:
+          \$431  = \$signature__data$21 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$432  = \$signature__data$52 ;
+      2'h1:
+          \$432  = \$signature__data$53 ;
+      2'h2:
+          \$432  = \$signature__data$54 ;
+      2'h3:
+          \$432  = \$signature__data$55 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_edge)
+      1'h0:
+          \$433  = \$431 ;
+      1'h1:
+          \$433  = \$432 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$434  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$434  = \$433 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$435  = valid_s1;
     if (en) begin
-      \$545  = accept;
+      \$435  = accept;
     end
     if (rst) begin
-      \$545  = 1'h0;
+      \$435  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = valid_s2;
+    \$436  = valid_s2;
     if (en) begin
-      \$546  = valid_s1;
+      \$436  = valid_s1;
     end
     if (rst) begin
-      \$546  = 1'h0;
+      \$436  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = valid_s3;
+    \$437  = valid_s3;
     if (en) begin
-      \$547  = valid_s2;
+      \$437  = valid_s2;
     end
     if (rst) begin
-      \$547  = 1'h0;
+      \$437  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = valid_s4;
+    \$438  = valid_s4;
     if (en) begin
-      \$548  = valid_s3;
+      \$438  = valid_s3;
     end
     if (rst) begin
-      \$548  = 1'h0;
+      \$438  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = valid_s5;
+    \$439  = valid_s5;
     if (en) begin
-      \$549  = valid_s4;
+      \$439  = valid_s4;
     end
     if (rst) begin
-      \$549  = 1'h0;
+      \$439  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = l0_coef_0_0_0;
-    if (commit_l0) begin
-      if (\$342 ) begin
-        \$550  = \$346 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              \$550  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$550  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = l0_coef_0_0_1;
-    if (commit_l0) begin
-      if (\$349 ) begin
-        \$551  = \$353 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              \$551  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$551  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$552  = l0_coef_0_0_2;
-    if (commit_l0) begin
-      if (\$358 ) begin
-        \$552  = \$362 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              \$552  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$552  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$553  = l0_coef_0_0_3;
-    if (commit_l0) begin
-      if (\$369 ) begin
-        \$553  = \$373 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              \$553  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$553  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$554  = l0_coef_0_0_4;
-    if (commit_l0) begin
-      if (\$380 ) begin
-        \$554  = \$384 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              \$554  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$554  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$555  = l0_coef_0_0_5;
-    if (commit_l0) begin
-      if (\$391 ) begin
-        \$555  = \$395 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              \$555  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$555  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$556  = l0_coef_0_0_6;
-    if (commit_l0) begin
-      if (\$402 ) begin
-        \$556  = \$406 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              \$556  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$556  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$557  = l0_coef_0_0_7;
-    if (commit_l0) begin
-      if (\$413 ) begin
-        \$557  = \$417 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              \$557  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$557  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$558  = l0_coef_0_0_8;
-    if (commit_l0) begin
-      if (\$422 ) begin
-        \$558  = \$426 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              \$558  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$558  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$559  = l0_coef_0_0_9;
-    if (commit_l0) begin
-      if (\$429 ) begin
-        \$559  = \$433 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              \$559  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$559  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$560  = l0_coef_0_0_10;
-    if (commit_l0) begin
-      if (\$434 ) begin
-        \$560  = \$438 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              \$560  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$560  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$561  = l0_coef_0_1_0;
-    if (commit_l0) begin
-      if (\$439 ) begin
-        \$561  = \$443 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              \$561  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$561  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$562  = l0_coef_0_1_1;
-    if (commit_l0) begin
-      if (\$446 ) begin
-        \$562  = \$450 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              \$562  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$562  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$563  = l0_coef_0_1_2;
-    if (commit_l0) begin
-      if (\$455 ) begin
-        \$563  = \$459 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              \$563  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$563  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$564  = l0_coef_0_1_3;
-    if (commit_l0) begin
-      if (\$466 ) begin
-        \$564  = \$470 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              \$564  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$564  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$565  = l0_coef_0_1_4;
-    if (commit_l0) begin
-      if (\$477 ) begin
-        \$565  = \$481 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              \$565  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$565  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$566  = l0_coef_0_1_5;
-    if (commit_l0) begin
-      if (\$488 ) begin
-        \$566  = \$492 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              \$566  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$566  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$567  = l0_coef_0_1_6;
-    if (commit_l0) begin
-      if (\$499 ) begin
-        \$567  = \$503 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              \$567  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$567  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$568  = l0_coef_0_1_7;
-    if (commit_l0) begin
-      if (\$510 ) begin
-        \$568  = \$514 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              \$568  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$568  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$569  = l0_coef_0_1_8;
-    if (commit_l0) begin
-      if (\$519 ) begin
-        \$569  = \$523 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              /* empty */;
-          5'h13:
-              \$569  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$569  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$570  = l0_coef_0_1_9;
-    if (commit_l0) begin
-      if (\$526 ) begin
-        \$570  = \$530 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              /* empty */;
-          5'h13:
-              /* empty */;
-          5'h14:
-              \$570  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$570  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$571  = l0_coef_0_1_10;
-    if (commit_l0) begin
-      if (\$531 ) begin
-        \$571  = \$535 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              /* empty */;
-          5'h13:
-              /* empty */;
-          5'h14:
-              /* empty */;
-          5'h15:
-              \$571  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$571  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$572  = l0_pending0;
+    \$440  = l0_pending0;
     if (push_l0) begin
-      casez (\$333 [1:0])
+      casez (\$153 [1:0])
         2'h0:
-            \$572  = { \t$127 , \t$122 , \t$117 , \t$112 , \t$107 , \t$102 , \t$97 , \t$92 , l0_cell1_s5, l0_cell0_s5 };
+            \$440  = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$573  = l0_pending1;
+    \$441  = l0_pending1;
     if (push_l0) begin
-      casez (\$333 [1:0])
+      casez (\$153 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$573  = { \t$127 , \t$122 , \t$117 , \t$112 , \t$107 , \t$102 , \t$97 , \t$92 , l0_cell1_s5, l0_cell0_s5 };
+            \$441  = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$574  = l0_pending2;
+    \$442  = l0_pending2;
     if (push_l0) begin
-      casez (\$333 [1:0])
+      casez (\$153 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$574  = { \t$127 , \t$122 , \t$117 , \t$112 , \t$107 , \t$102 , \t$97 , \t$92 , l0_cell1_s5, l0_cell0_s5 };
+            \$442  = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$575  = l0_head;
-    if (pop_l0) begin
-      \$575  = \$538 [1:0];
-    end
+    \$443  = \$157 [1:0];
     if (rst) begin
-      \$575  = 2'h0;
+      \$443  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$576  = \$540 [1:0];
+    \$444  = \$159 [1:0];
     if (rst) begin
-      \$576  = 2'h0;
+      \$444  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$577  = \$543 [1:0];
+    \$445  = \$426 [1:0];
     if (rst) begin
-      \$577  = 2'h0;
+      \$445  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$578  = pr__valid;
-    if (execute) begin
-      \$578  = 1'h1;
+    \$446  = reload_count;
+    if (reloading) begin
+      \$446  = \$427 [4:0];
+    end
+    if (rst) begin
+      \$446  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$447  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$447  = l0_port_edge_q[0];
+    end
+    if (rst) begin
+      \$447  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$448  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$448  = \$423 [1:0];
+    end
+    if (rst) begin
+      \$448  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$449  = read_layer;
+    if (l0_port_rd) begin
+      \$449  = 1'h0;
+    end
+    if (rst) begin
+      \$449  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$450  = \$429 ;
+    if (rst) begin
+      \$450  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$451  = pr__valid;
+    if (\$430 ) begin
+      \$451  = 1'h1;
+    end else if (read_wait) begin
+      \$451  = 1'h1;
     end else if (pr__ready) begin
-      \$578  = 1'h0;
+      \$451  = 1'h0;
     end
     if (rst) begin
-      \$578  = 1'h0;
+      \$451  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$579  = pr__payload;
-    if (execute) begin
-      \$579  = \$544 ;
+    \$452  = pr__payload;
+    if (\$430 ) begin
+      \$452  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$452  = \$434 ;
     end
     if (rst) begin
-      \$579  = 16'h0000;
+      \$452  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$580  = u;
+    \$453  = u;
     if (en) begin
-      \$580  = s__payload[15:0];
+      \$453  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$581  = \u$2 ;
+    \$454  = \u$2 ;
     if (en) begin
-      \$581  = s__payload[31:16];
+      \$454  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$582  = y0_s1;
+    \$455  = y0_s1;
     if (en) begin
-      \$582  = s__payload[47:32];
+      \$455  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$583  = l0_cell0_s2;
+    \$456  = l0_lo0_s2;
     if (en) begin
-      \$583  = \cell ;
+      \$456  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$584  = l0_bval0_0_s2;
+    \$457  = l0_cell0_s2;
     if (en) begin
-      \$584  = \$636 [15:0];
+      \$457  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$585  = l0_bval0_1_s2;
+    \$458  = l0_bval0_0_s2;
     if (en) begin
-      \$585  = \$636 [31:16];
+      \$458  = \$511 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$586  = l0_bval0_2_s2;
+    \$459  = l0_bval0_1_s2;
     if (en) begin
-      \$586  = \$636 [47:32];
+      \$459  = \$511 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$587  = l0_bval0_3_s2;
+    \$460  = l0_bval0_2_s2;
     if (en) begin
-      \$587  = \$636 [63:48];
+      \$460  = \$511 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$588  = l0_cell1_s2;
+    \$461  = l0_bval0_3_s2;
     if (en) begin
-      \$588  = \cell$195 ;
+      \$461  = \$511 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$589  = l0_bval1_0_s2;
+    \$462  = l0_lo1_s2;
     if (en) begin
-      \$589  = \$637 [15:0];
+      \$462  = \cell$42 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$590  = l0_bval1_1_s2;
+    \$463  = l0_cell1_s2;
     if (en) begin
-      \$590  = \$637 [31:16];
+      \$463  = \cell$42 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$591  = l0_bval1_2_s2;
+    \$464  = l0_bval1_0_s2;
     if (en) begin
-      \$591  = \$637 [47:32];
+      \$464  = \$512 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$592  = l0_bval1_3_s2;
+    \$465  = l0_bval1_1_s2;
     if (en) begin
-      \$592  = \$637 [63:48];
+      \$465  = \$512 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$593  = l0_prod0_0_0_s3;
+    \$466  = l0_bval1_2_s2;
     if (en) begin
-      \$593  = { \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16  };
+      \$466  = \$512 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$594  = l0_prod0_0_1_s3;
+    \$467  = l0_bval1_3_s2;
     if (en) begin
-      \$594  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+      \$467  = \$512 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$595  = l0_prod0_0_2_s3;
+    \$468  = l0_prod0_0_0_s3;
     if (en) begin
-      \$595  = { \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28  };
+      \$468  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$596  = l0_prod0_0_3_s3;
+    \$469  = l0_prod0_0_1_s3;
     if (en) begin
-      \$596  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
+      \$469  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$597  = l0_prod0_1_0_s3;
+    \$470  = l0_prod0_0_2_s3;
     if (en) begin
-      \$597  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
+      \$470  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$598  = l0_prod0_1_1_s3;
+    \$471  = l0_prod0_0_3_s3;
     if (en) begin
-      \$598  = { \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54  };
+      \$471  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$599  = l0_prod0_1_2_s3;
+    \$472  = l0_prod0_1_0_s3;
     if (en) begin
-      \$599  = { \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60  };
+      \$472  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$600  = l0_prod0_1_3_s3;
+    \$473  = l0_prod0_1_1_s3;
     if (en) begin
-      \$600  = { \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66  };
+      \$473  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$601  = m__payload;
+    \$474  = l0_prod0_1_2_s3;
     if (en) begin
-      \$601  = \t$80 ;
+      \$474  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$602  = y0_s2;
+    \$475  = l0_prod0_1_3_s3;
     if (en) begin
-      \$602  = y0_s1;
+      \$475  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$603  = y0_s3;
+    \$476  = m__payload;
     if (en) begin
-      \$603  = y0_s2;
+      \$476  = \t$87 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$604  = y0_s4;
+    \$477  = y0_s2;
     if (en) begin
-      \$604  = y0_s3;
+      \$477  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$605  = err0_s5;
+    \$478  = y0_s3;
     if (en) begin
-      \$605  = \t$86 ;
+      \$478  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$606  = l0_cell0_s3;
+    \$479  = y0_s4;
     if (en) begin
-      \$606  = l0_cell0_s2;
+      \$479  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$607  = l0_cell0_s4;
+    \$480  = err0_s5;
     if (en) begin
-      \$607  = l0_cell0_s3;
+      \$480  = \t$93 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$608  = l0_cell0_s5;
+    \$481  = l0_cell0_s3;
     if (en) begin
-      \$608  = l0_cell0_s4;
+      \$481  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$609  = l0_cell1_s3;
+    \$482  = l0_cell0_s4;
     if (en) begin
-      \$609  = l0_cell1_s2;
+      \$482  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$610  = l0_cell1_s4;
+    \$483  = l0_cell0_s5;
     if (en) begin
-      \$610  = l0_cell1_s3;
+      \$483  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$611  = l0_cell1_s5;
+    \$484  = l0_cell1_s3;
     if (en) begin
-      \$611  = l0_cell1_s4;
+      \$484  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$612  = l0_bval0_0_s3;
+    \$485  = l0_cell1_s4;
     if (en) begin
-      \$612  = l0_bval0_0_s2;
+      \$485  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$613  = l0_bval0_0_s4;
+    \$486  = l0_cell1_s5;
     if (en) begin
-      \$613  = l0_bval0_0_s3;
+      \$486  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$614  = l0_bval0_0_s5;
+    \$487  = l0_bval0_0_s3;
     if (en) begin
-      \$614  = l0_bval0_0_s4;
+      \$487  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$615  = l0_bval0_1_s3;
+    \$488  = l0_bval0_0_s4;
     if (en) begin
-      \$615  = l0_bval0_1_s2;
+      \$488  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$616  = l0_bval0_1_s4;
+    \$489  = l0_bval0_0_s5;
     if (en) begin
-      \$616  = l0_bval0_1_s3;
+      \$489  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$617  = l0_bval0_1_s5;
+    \$490  = l0_bval0_1_s3;
     if (en) begin
-      \$617  = l0_bval0_1_s4;
+      \$490  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$618  = l0_bval0_2_s3;
+    \$491  = l0_bval0_1_s4;
     if (en) begin
-      \$618  = l0_bval0_2_s2;
+      \$491  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$619  = l0_bval0_2_s4;
+    \$492  = l0_bval0_1_s5;
     if (en) begin
-      \$619  = l0_bval0_2_s3;
+      \$492  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$620  = l0_bval0_2_s5;
+    \$493  = l0_bval0_2_s3;
     if (en) begin
-      \$620  = l0_bval0_2_s4;
+      \$493  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$621  = l0_bval0_3_s3;
+    \$494  = l0_bval0_2_s4;
     if (en) begin
-      \$621  = l0_bval0_3_s2;
+      \$494  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$622  = l0_bval0_3_s4;
+    \$495  = l0_bval0_2_s5;
     if (en) begin
-      \$622  = l0_bval0_3_s3;
+      \$495  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$623  = l0_bval0_3_s5;
+    \$496  = l0_bval0_3_s3;
     if (en) begin
-      \$623  = l0_bval0_3_s4;
+      \$496  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$624  = l0_bval1_0_s3;
+    \$497  = l0_bval0_3_s4;
     if (en) begin
-      \$624  = l0_bval1_0_s2;
+      \$497  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$625  = l0_bval1_0_s4;
+    \$498  = l0_bval0_3_s5;
     if (en) begin
-      \$625  = l0_bval1_0_s3;
+      \$498  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$626  = l0_bval1_0_s5;
+    \$499  = l0_bval1_0_s3;
     if (en) begin
-      \$626  = l0_bval1_0_s4;
+      \$499  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$627  = l0_bval1_1_s3;
+    \$500  = l0_bval1_0_s4;
     if (en) begin
-      \$627  = l0_bval1_1_s2;
+      \$500  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$628  = l0_bval1_1_s4;
+    \$501  = l0_bval1_0_s5;
     if (en) begin
-      \$628  = l0_bval1_1_s3;
+      \$501  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$629  = l0_bval1_1_s5;
+    \$502  = l0_bval1_1_s3;
     if (en) begin
-      \$629  = l0_bval1_1_s4;
+      \$502  = l0_bval1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$630  = l0_bval1_2_s3;
+    \$503  = l0_bval1_1_s4;
     if (en) begin
-      \$630  = l0_bval1_2_s2;
+      \$503  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$631  = l0_bval1_2_s4;
+    \$504  = l0_bval1_1_s5;
     if (en) begin
-      \$631  = l0_bval1_2_s3;
+      \$504  = l0_bval1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$632  = l0_bval1_2_s5;
+    \$505  = l0_bval1_2_s3;
     if (en) begin
-      \$632  = l0_bval1_2_s4;
+      \$505  = l0_bval1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$633  = l0_bval1_3_s3;
+    \$506  = l0_bval1_2_s4;
     if (en) begin
-      \$633  = l0_bval1_3_s2;
+      \$506  = l0_bval1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$634  = l0_bval1_3_s4;
+    \$507  = l0_bval1_2_s5;
     if (en) begin
-      \$634  = l0_bval1_3_s3;
+      \$507  = l0_bval1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$635  = l0_bval1_3_s5;
+    \$508  = l0_bval1_3_s3;
     if (en) begin
-      \$635  = l0_bval1_3_s4;
+      \$508  = l0_bval1_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$509  = l0_bval1_3_s4;
+    if (en) begin
+      \$509  = l0_bval1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$510  = l0_bval1_3_s5;
+    if (en) begin
+      \$510  = l0_bval1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_0 = l0_coef_0_0_0;
-      3'h1:
-          l0_read0_0_0 = l0_coef_0_0_1;
-      3'h2:
-          l0_read0_0_0 = l0_coef_0_0_2;
-      3'h3:
-          l0_read0_0_0 = l0_coef_0_0_3;
-      3'h4:
-          l0_read0_0_0 = l0_coef_0_0_4;
-      3'h5:
-          l0_read0_0_0 = l0_coef_0_0_5;
-      3'h6:
-          l0_read0_0_0 = l0_coef_0_0_6;
-      3'h7:
-          l0_read0_0_0 = l0_coef_0_0_7;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_0 = \$signature__data ;
+      2'h1:
+          l0_read0_0_0 = \$signature__data$19 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$20 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$21 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_1 = l0_coef_0_0_1;
-      3'h1:
-          l0_read0_0_1 = l0_coef_0_0_2;
-      3'h2:
-          l0_read0_0_1 = l0_coef_0_0_3;
-      3'h3:
-          l0_read0_0_1 = l0_coef_0_0_4;
-      3'h4:
-          l0_read0_0_1 = l0_coef_0_0_5;
-      3'h5:
-          l0_read0_0_1 = l0_coef_0_0_6;
-      3'h6:
-          l0_read0_0_1 = l0_coef_0_0_7;
-      3'h7:
-          l0_read0_0_1 = l0_coef_0_0_8;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$19 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$20 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$21 ;
+      2'h3:
+          l0_read0_0_1 = \$signature__data ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_2 = l0_coef_0_0_2;
-      3'h1:
-          l0_read0_0_2 = l0_coef_0_0_3;
-      3'h2:
-          l0_read0_0_2 = l0_coef_0_0_4;
-      3'h3:
-          l0_read0_0_2 = l0_coef_0_0_5;
-      3'h4:
-          l0_read0_0_2 = l0_coef_0_0_6;
-      3'h5:
-          l0_read0_0_2 = l0_coef_0_0_7;
-      3'h6:
-          l0_read0_0_2 = l0_coef_0_0_8;
-      3'h7:
-          l0_read0_0_2 = l0_coef_0_0_9;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_2 = \$signature__data$20 ;
+      2'h1:
+          l0_read0_0_2 = \$signature__data$21 ;
+      2'h2:
+          l0_read0_0_2 = \$signature__data ;
+      2'h3:
+          l0_read0_0_2 = \$signature__data$19 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_3 = l0_coef_0_0_3;
-      3'h1:
-          l0_read0_0_3 = l0_coef_0_0_4;
-      3'h2:
-          l0_read0_0_3 = l0_coef_0_0_5;
-      3'h3:
-          l0_read0_0_3 = l0_coef_0_0_6;
-      3'h4:
-          l0_read0_0_3 = l0_coef_0_0_7;
-      3'h5:
-          l0_read0_0_3 = l0_coef_0_0_8;
-      3'h6:
-          l0_read0_0_3 = l0_coef_0_0_9;
-      3'h7:
-          l0_read0_0_3 = l0_coef_0_0_10;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_3 = \$signature__data$21 ;
+      2'h1:
+          l0_read0_0_3 = \$signature__data ;
+      2'h2:
+          l0_read0_0_3 = \$signature__data$19 ;
+      2'h3:
+          l0_read0_0_3 = \$signature__data$20 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_0 = l0_coef_0_1_0;
-      3'h1:
-          l0_read0_1_0 = l0_coef_0_1_1;
-      3'h2:
-          l0_read0_1_0 = l0_coef_0_1_2;
-      3'h3:
-          l0_read0_1_0 = l0_coef_0_1_3;
-      3'h4:
-          l0_read0_1_0 = l0_coef_0_1_4;
-      3'h5:
-          l0_read0_1_0 = l0_coef_0_1_5;
-      3'h6:
-          l0_read0_1_0 = l0_coef_0_1_6;
-      3'h7:
-          l0_read0_1_0 = l0_coef_0_1_7;
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_0 = \$signature__data$52 ;
+      2'h1:
+          l0_read0_1_0 = \$signature__data$53 ;
+      2'h2:
+          l0_read0_1_0 = \$signature__data$54 ;
+      2'h3:
+          l0_read0_1_0 = \$signature__data$55 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_1 = l0_coef_0_1_1;
-      3'h1:
-          l0_read0_1_1 = l0_coef_0_1_2;
-      3'h2:
-          l0_read0_1_1 = l0_coef_0_1_3;
-      3'h3:
-          l0_read0_1_1 = l0_coef_0_1_4;
-      3'h4:
-          l0_read0_1_1 = l0_coef_0_1_5;
-      3'h5:
-          l0_read0_1_1 = l0_coef_0_1_6;
-      3'h6:
-          l0_read0_1_1 = l0_coef_0_1_7;
-      3'h7:
-          l0_read0_1_1 = l0_coef_0_1_8;
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_1 = \$signature__data$53 ;
+      2'h1:
+          l0_read0_1_1 = \$signature__data$54 ;
+      2'h2:
+          l0_read0_1_1 = \$signature__data$55 ;
+      2'h3:
+          l0_read0_1_1 = \$signature__data$52 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_2 = l0_coef_0_1_2;
-      3'h1:
-          l0_read0_1_2 = l0_coef_0_1_3;
-      3'h2:
-          l0_read0_1_2 = l0_coef_0_1_4;
-      3'h3:
-          l0_read0_1_2 = l0_coef_0_1_5;
-      3'h4:
-          l0_read0_1_2 = l0_coef_0_1_6;
-      3'h5:
-          l0_read0_1_2 = l0_coef_0_1_7;
-      3'h6:
-          l0_read0_1_2 = l0_coef_0_1_8;
-      3'h7:
-          l0_read0_1_2 = l0_coef_0_1_9;
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_2 = \$signature__data$54 ;
+      2'h1:
+          l0_read0_1_2 = \$signature__data$55 ;
+      2'h2:
+          l0_read0_1_2 = \$signature__data$52 ;
+      2'h3:
+          l0_read0_1_2 = \$signature__data$53 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_3 = l0_coef_0_1_3;
-      3'h1:
-          l0_read0_1_3 = l0_coef_0_1_4;
-      3'h2:
-          l0_read0_1_3 = l0_coef_0_1_5;
-      3'h3:
-          l0_read0_1_3 = l0_coef_0_1_6;
-      3'h4:
-          l0_read0_1_3 = l0_coef_0_1_7;
-      3'h5:
-          l0_read0_1_3 = l0_coef_0_1_8;
-      3'h6:
-          l0_read0_1_3 = l0_coef_0_1_9;
-      3'h7:
-          l0_read0_1_3 = l0_coef_0_1_10;
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_3 = \$signature__data$55 ;
+      2'h1:
+          l0_read0_1_3 = \$signature__data$52 ;
+      2'h2:
+          l0_read0_1_3 = \$signature__data$53 ;
+      2'h3:
+          l0_read0_1_3 = \$signature__data$54 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$115  = 134'h0000000000000000000000000000000000;
+    \$147  = 134'h0000000000000000000000000000000000;
     casez (l0_head)
       2'h0:
-          \$115  = l0_pending0;
+          \$147  = l0_pending0;
       2'h1:
-          \$115  = l0_pending1;
+          \$147  = l0_pending1;
       2'h2:
-          \$115  = l0_pending2;
+          \$147  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$160  = l0_commit_src[21:6];
+      2'h1:
+          \$160  = l0_commit_src[69:54];
+      2'h2:
+          \$160  = l0_commit_src[53:38];
+      2'h3:
+          \$160  = l0_commit_src[37:22];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$168  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$168  = l0_pending0;
+      2'h1:
+          \$168  = l0_pending1;
+      2'h2:
+          \$168  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$176  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$176  = l0_pending0;
+      2'h1:
+          \$176  = l0_pending1;
+      2'h2:
+          \$176  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$189  = l0_commit_src[37:22];
+      2'h1:
+          \$189  = l0_commit_src[21:6];
+      2'h2:
+          \$189  = l0_commit_src[69:54];
+      2'h3:
+          \$189  = l0_commit_src[53:38];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$197  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$197  = l0_pending0;
+      2'h1:
+          \$197  = l0_pending1;
+      2'h2:
+          \$197  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$205  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$205  = l0_pending0;
+      2'h1:
+          \$205  = l0_pending1;
+      2'h2:
+          \$205  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$218  = l0_commit_src[53:38];
+      2'h1:
+          \$218  = l0_commit_src[37:22];
+      2'h2:
+          \$218  = l0_commit_src[21:6];
+      2'h3:
+          \$218  = l0_commit_src[69:54];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$226  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$226  = l0_pending0;
+      2'h1:
+          \$226  = l0_pending1;
+      2'h2:
+          \$226  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$234  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$234  = l0_pending0;
+      2'h1:
+          \$234  = l0_pending1;
+      2'h2:
+          \$234  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$247  = l0_commit_src[69:54];
+      2'h1:
+          \$247  = l0_commit_src[53:38];
+      2'h2:
+          \$247  = l0_commit_src[37:22];
+      2'h3:
+          \$247  = l0_commit_src[21:6];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$255  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$255  = l0_pending0;
+      2'h1:
+          \$255  = l0_pending1;
+      2'h2:
+          \$255  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$263  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$263  = l0_pending0;
+      2'h1:
+          \$263  = l0_pending1;
+      2'h2:
+          \$263  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[4:3])
+      2'h0:
+          \$276  = l0_commit_src[85:70];
+      2'h1:
+          \$276  = l0_commit_src[133:118];
+      2'h2:
+          \$276  = l0_commit_src[117:102];
+      2'h3:
+          \$276  = l0_commit_src[101:86];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$284  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$284  = l0_pending0;
+      2'h1:
+          \$284  = l0_pending1;
+      2'h2:
+          \$284  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$292  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$292  = l0_pending0;
+      2'h1:
+          \$292  = l0_pending1;
+      2'h2:
+          \$292  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[4:3])
+      2'h0:
+          \$305  = l0_commit_src[101:86];
+      2'h1:
+          \$305  = l0_commit_src[85:70];
+      2'h2:
+          \$305  = l0_commit_src[133:118];
+      2'h3:
+          \$305  = l0_commit_src[117:102];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$313  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$313  = l0_pending0;
+      2'h1:
+          \$313  = l0_pending1;
+      2'h2:
+          \$313  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$321  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$321  = l0_pending0;
+      2'h1:
+          \$321  = l0_pending1;
+      2'h2:
+          \$321  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[4:3])
+      2'h0:
+          \$334  = l0_commit_src[117:102];
+      2'h1:
+          \$334  = l0_commit_src[101:86];
+      2'h2:
+          \$334  = l0_commit_src[85:70];
+      2'h3:
+          \$334  = l0_commit_src[133:118];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$342  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$342  = l0_pending0;
+      2'h1:
+          \$342  = l0_pending1;
+      2'h2:
+          \$342  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$350  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$350  = l0_pending0;
+      2'h1:
+          \$350  = l0_pending1;
+      2'h2:
+          \$350  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[4:3])
+      2'h0:
+          \$363  = l0_commit_src[133:118];
+      2'h1:
+          \$363  = l0_commit_src[117:102];
+      2'h2:
+          \$363  = l0_commit_src[101:86];
+      2'h3:
+          \$363  = l0_commit_src[85:70];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$371  = 134'h0000000000000000000000000000000000;
+    casez (\$157 [1:0])
+      2'h0:
+          \$371  = l0_pending0;
+      2'h1:
+          \$371  = l0_pending1;
+      2'h2:
+          \$371  = l0_pending2;
     endcase
   end
   assign x0_s1 = u;
   assign x1_s1 = \u$2 ;
-  assign \t$17  = { \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16  };
-  assign \t$23  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
-  assign \t$29  = { \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28  };
+  assign \$signature__addr  = \$4 [1:0];
+  assign l0_port_baddr = l0_port_baddr_q[1:0];
+  assign \$signature__addr$10  = \$8 [1:0];
+  assign \$signature__addr$12  = \$12 [1:0];
+  assign \$signature__addr$14  = \$16 [1:0];
+  assign \t$25  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
+  assign \t$30  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
   assign \t$35  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-  assign \t$49  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
-  assign \t$55  = { \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54  };
-  assign \t$61  = { \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60  };
-  assign \t$67  = { \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66  };
-  assign \t$77  = \t$68 [39:0];
+  assign \t$40  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
+  assign \$signature__addr$41  = \$20 [1:0];
+  assign \$signature__addr$44  = \$24 [1:0];
+  assign \$signature__addr$46  = \$28 [1:0];
+  assign \$signature__addr$48  = \$32 [1:0];
+  assign \t$59  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
+  assign \t$64  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
+  assign \t$69  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
+  assign \t$74  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
+  assign \t$84  = \t$75 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign l0_tail = \$333 [1:0];
+  assign l0_tail = \$153 [1:0];
+  assign l0_head_next = \$157 [1:0];
+  assign l0_fill_next = \$159 [1:0];
+  assign l0_port_edge = l0_port_edge_q[0];
+  assign l0_port_bank = \$423 [1:0];
+  assign \$signature__addr$167  = \$180 [1:0];
+  assign \$signature__en$169  = 1'h1;
+  assign wp__addr = \$184 [1:0];
+  assign \$signature__addr$177  = \$209 [1:0];
+  assign \$signature__en$178  = 1'h1;
+  assign \wp__addr$179  = \$213 [1:0];
+  assign \$signature__addr$185  = \$238 [1:0];
+  assign \$signature__en$186  = 1'h1;
+  assign \wp__addr$187  = \$242 [1:0];
+  assign \$signature__addr$193  = \$267 [1:0];
+  assign \$signature__en$194  = 1'h1;
+  assign \wp__addr$195  = \$271 [1:0];
+  assign \$signature__addr$201  = \$296 [1:0];
+  assign \$signature__en$203  = 1'h1;
+  assign \wp__addr$204  = \$300 [1:0];
+  assign \$signature__addr$210  = \$325 [1:0];
+  assign \$signature__en$211  = 1'h1;
+  assign \wp__addr$212  = \$329 [1:0];
+  assign \$signature__addr$218  = \$354 [1:0];
+  assign \$signature__en$219  = 1'h1;
+  assign \wp__addr$220  = \$358 [1:0];
+  assign \$signature__addr$226  = \$383 [1:0];
+  assign \$signature__en$227  = 1'h1;
+  assign \wp__addr$228  = \$387 [1:0];
+  assign rom_rd__addr = reload_count;
+  assign reload_addr = \$393 [4:0];
+  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
+  assign l0_port_local = \$408 [4:0];
+  assign l0_port_q = \$421 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$636 [15:0];
-  assign bval__m1 = \$636 [31:16];
-  assign bval__m2 = \$636 [47:32];
-  assign bval__m3 = \$636 [63:48];
-  assign \bval__m0$196  = \$637 [15:0];
-  assign \bval__m1$197  = \$637 [31:16];
-  assign \bval__m2$198  = \$637 [47:32];
-  assign \bval__m3$199  = \$637 [63:48];
-  assign \t$16  = { t[31], t };
-  assign \t$22  = { \t$20 [31], \t$20  };
-  assign \t$28  = { \t$26 [31], \t$26  };
+  assign bval__m0 = \$511 [15:0];
+  assign bval__m1 = \$511 [31:16];
+  assign bval__m2 = \$511 [47:32];
+  assign bval__m3 = \$511 [63:48];
+  assign \bval__m0$267  = \$512 [15:0];
+  assign \bval__m1$268  = \$512 [31:16];
+  assign \bval__m2$269  = \$512 [47:32];
+  assign \bval__m3$270  = \$512 [63:48];
+  assign \$1  = { 2'h0, \cell [2] };
+  assign l0_port_edge_q = { 9'h000, \$419 [10:9] };
+  assign l0_port_baddr_q = { 2'h0, \$421 [3:2] };
+  assign \$5  = { 2'h0, \cell [2] };
+  assign \$9  = { 2'h0, \cell [2] };
+  assign \$13  = { 2'h0, \cell [2] };
+  assign \t$24  = { t[31], t };
+  assign \t$29  = { \t$27 [31], \t$27  };
   assign \t$34  = { \t$32 [31], \t$32  };
-  assign \t$48  = { \t$46 [31], \t$46  };
-  assign \t$54  = { \t$52 [31], \t$52  };
-  assign \t$60  = { \t$58 [31], \t$58  };
-  assign \t$66  = { \t$64 [31], \t$64  };
-  assign floor = { \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39:14] };
-  assign \t$85  = { \t$83 [16], \t$83  };
-  assign \floor$90  = { \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31:18] };
-  assign \floor$95  = { \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31:18] };
-  assign \floor$100  = { \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31:18] };
-  assign \floor$105  = { \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31:18] };
-  assign \floor$110  = { \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31:18] };
-  assign \floor$115  = { \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31:18] };
-  assign \floor$120  = { \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31:18] };
-  assign \floor$125  = { \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31:18] };
-  assign s__ready = \$335 ;
+  assign \t$39  = { \t$37 [31], \t$37  };
+  assign \$17  = { 2'h0, \cell$42 [2] };
+  assign \$21  = { 2'h0, \cell$42 [2] };
+  assign \$25  = { 2'h0, \cell$42 [2] };
+  assign \$29  = { 2'h0, \cell$42 [2] };
+  assign \t$58  = { \t$56 [31], \t$56  };
+  assign \t$63  = { \t$61 [31], \t$61  };
+  assign \t$68  = { \t$66 [31], \t$66  };
+  assign \t$73  = { \t$71 [31], \t$71  };
+  assign floor = { \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39:14] };
+  assign \t$92  = { \t$90 [16], \t$90  };
+  assign \floor$97  = { \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31:18] };
+  assign \floor$102  = { \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31:18] };
+  assign \floor$107  = { \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31:18] };
+  assign \floor$112  = { \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31:18] };
+  assign \floor$117  = { \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31:18] };
+  assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
+  assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
+  assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
+  assign \$171  = { 2'h0, \$170 [2] };
+  assign \$181  = { 2'h0, l0_commit_src[2] };
+  assign \$200  = { 2'h0, \$199 [2] };
+  assign \$210  = { 2'h0, l0_commit_src[2] };
+  assign \$229  = { 2'h0, \$228 [2] };
+  assign \$239  = { 2'h0, l0_commit_src[2] };
+  assign \$258  = { 2'h0, \$257 [2] };
+  assign \$268  = { 2'h0, l0_commit_src[2] };
+  assign \$277  = l0_port_edge_q[0];
+  assign \$287  = { 2'h0, \$286 [2] };
+  assign \$297  = { 2'h0, l0_commit_src[5] };
+  assign \$306  = l0_port_edge_q[0];
+  assign \$316  = { 2'h0, \$315 [2] };
+  assign \$326  = { 2'h0, l0_commit_src[5] };
+  assign \$335  = l0_port_edge_q[0];
+  assign \$345  = { 2'h0, \$344 [2] };
+  assign \$355  = { 2'h0, l0_commit_src[5] };
+  assign \$364  = l0_port_edge_q[0];
+  assign \$374  = { 2'h0, \$373 [2] };
+  assign \$384  = { 2'h0, l0_commit_src[5] };
+  assign s__ready = \$397 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$805$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$626$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -3668,8 +2949,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$805$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$805$0 ;
-  wire [63:0] \port$805$0 ;
+  output [63:0] \port$626$0 ;
+  wire [63:0] \port$626$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -3764,12 +3045,12 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$805$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$805$0  = rd__data[63:0];
+  assign \port$626$0  = rd__data[63:0];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (\port$816$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline1 (\port$637$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -3789,8 +3070,8 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$816$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$816$0 ;
-  wire [63:0] \port$816$0 ;
+  output [63:0] \port$637$0 ;
+  wire [63:0] \port$637$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -3885,6 +3166,6 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$816$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$816$0  = rd__data[63:0];
+  assign \port$637$0  = rd__data[63:0];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule

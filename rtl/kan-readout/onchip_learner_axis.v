@@ -80,32 +80,32 @@ endmodule
 (* generator = "Amaranth" *)
 module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire \$101 ;
+  wire [15:0] \$101 ;
   wire \$102 ;
-  wire [16:0] \$103 ;
+  wire \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire [15:0] \$108 ;
-  wire [16:0] \$109 ;
-  wire \$11 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [3:0] \$11 ;
   wire \$110 ;
-  wire \$111 ;
+  wire [15:0] \$111 ;
   wire \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire [15:0] \$117 ;
-  wire [15:0] \$118 ;
-  wire [16:0] \$119 ;
-  wire \$12 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [3:0] \$12 ;
   wire \$120 ;
-  wire \$121 ;
+  wire [15:0] \$121 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
@@ -114,534 +114,312 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$127 ;
   wire \$128 ;
   wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
+  wire [2:0] \$13 ;
+  wire \$130 ;
   wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  wire [16:0] \$133 ;
-  wire \$134 ;
+  wire \$132 ;
+  wire \$133 ;
+  reg [15:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
+  wire [2:0] \$138 ;
+  wire [2:0] \$139 ;
   wire \$14 ;
-  wire \$140 ;
+  wire [2:0] \$140 ;
   wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire [15:0] \$144 ;
-  wire [15:0] \$145 ;
-  wire [15:0] \$146 ;
-  wire [16:0] \$147 ;
+  wire [3:0] \$142 ;
+  wire [2:0] \$143 ;
+  wire \$144 ;
+  wire [3:0] \$145 ;
+  wire [3:0] \$146 ;
+  wire \$147 ;
   wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
+  wire [15:0] \$149 ;
+  wire [3:0] \$15 ;
+  wire [15:0] \$150 ;
+  reg [15:0] \$151 ;
   wire \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire [15:0] \$158 ;
-  wire [15:0] \$159 ;
-  wire [15:0] \$16 ;
-  wire [15:0] \$160 ;
-  wire [16:0] \$161 ;
-  wire \$162 ;
-  wire \$163 ;
+  wire [2:0] \$155 ;
+  wire [2:0] \$156 ;
+  wire [2:0] \$157 ;
+  wire \$158 ;
+  wire [3:0] \$159 ;
+  wire [3:0] \$16 ;
+  wire [2:0] \$160 ;
+  wire \$161 ;
+  wire [3:0] \$162 ;
+  wire [3:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
+  wire [15:0] \$166 ;
+  wire [15:0] \$167 ;
+  reg [15:0] \$168 ;
   wire \$169 ;
-  wire \$17 ;
+  wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
-  wire [15:0] \$172 ;
-  wire [15:0] \$173 ;
-  wire [15:0] \$174 ;
-  wire [16:0] \$175 ;
-  wire \$176 ;
-  wire \$177 ;
+  wire [2:0] \$172 ;
+  wire [2:0] \$173 ;
+  wire [2:0] \$174 ;
+  wire \$175 ;
+  wire [3:0] \$176 ;
+  wire [2:0] \$177 ;
   wire \$178 ;
-  wire \$179 ;
+  wire [3:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
+  wire [3:0] \$180 ;
   wire \$181 ;
   wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire [15:0] \$186 ;
-  wire [15:0] \$187 ;
-  wire [15:0] \$188 ;
-  wire [16:0] \$189 ;
-  wire [15:0] \$19 ;
-  wire \$190 ;
-  wire \$191 ;
+  wire [15:0] \$183 ;
+  wire [15:0] \$184 ;
+  reg [15:0] \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire [2:0] \$189 ;
+  wire [3:0] \$19 ;
+  wire [2:0] \$190 ;
+  wire [2:0] \$191 ;
   wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
+  wire [3:0] \$193 ;
+  wire [2:0] \$194 ;
   wire \$195 ;
-  wire \$196 ;
-  wire [15:0] \$197 ;
-  wire [15:0] \$198 ;
-  wire [16:0] \$199 ;
-  wire [40:0] \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
+  wire [3:0] \$196 ;
+  wire [3:0] \$197 ;
+  wire \$198 ;
+  wire \$199 ;
+  wire \$2 ;
+  wire [3:0] \$20 ;
+  wire [15:0] \$200 ;
+  wire [15:0] \$201 ;
+  reg [15:0] \$202 ;
   wire \$203 ;
-  wire [15:0] \$204 ;
-  wire [16:0] \$205 ;
-  wire \$206 ;
-  wire [16:0] \$207 ;
-  wire \$208 ;
-  wire [16:0] \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [2:0] \$206 ;
+  wire [2:0] \$207 ;
+  wire [2:0] \$208 ;
+  wire \$209 ;
+  wire [2:0] \$21 ;
+  wire [3:0] \$210 ;
+  wire [2:0] \$211 ;
   wire \$212 ;
-  wire \$213 ;
-  wire [15:0] \$214 ;
-  wire [16:0] \$215 ;
+  wire [3:0] \$213 ;
+  wire [3:0] \$214 ;
+  wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire \$219 ;
+  wire [15:0] \$217 ;
+  wire [15:0] \$218 ;
+  reg [15:0] \$219 ;
   wire \$22 ;
   wire \$220 ;
   wire \$221 ;
   wire \$222 ;
-  wire [15:0] \$223 ;
-  wire [15:0] \$224 ;
-  wire [16:0] \$225 ;
+  wire [2:0] \$223 ;
+  wire [2:0] \$224 ;
+  wire [2:0] \$225 ;
   wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
+  wire [3:0] \$227 ;
+  wire [2:0] \$228 ;
   wire \$229 ;
-  wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
+  wire [3:0] \$23 ;
+  wire [3:0] \$230 ;
+  wire [3:0] \$231 ;
   wire \$232 ;
   wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire [15:0] \$236 ;
-  wire [15:0] \$237 ;
-  wire [15:0] \$238 ;
-  wire [16:0] \$239 ;
-  wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
+  wire [15:0] \$234 ;
+  wire [15:0] \$235 ;
+  reg [15:0] \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
+  wire [3:0] \$24 ;
+  wire [2:0] \$240 ;
+  wire [2:0] \$241 ;
+  wire [2:0] \$242 ;
   wire \$243 ;
-  wire \$244 ;
-  wire \$245 ;
+  wire [3:0] \$244 ;
+  wire [2:0] \$245 ;
   wire \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire [3:0] \$247 ;
+  wire [3:0] \$248 ;
   wire \$249 ;
-  wire \$25 ;
-  wire [15:0] \$250 ;
+  wire [2:0] \$25 ;
+  wire \$250 ;
   wire [15:0] \$251 ;
   wire [15:0] \$252 ;
-  wire [16:0] \$253 ;
+  reg [15:0] \$253 ;
   wire \$254 ;
   wire \$255 ;
   wire \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  wire [2:0] \$257 ;
+  wire [2:0] \$258 ;
+  wire [2:0] \$259 ;
   wire \$26 ;
   wire \$260 ;
-  wire \$261 ;
-  wire \$262 ;
+  wire [3:0] \$261 ;
+  wire [2:0] \$262 ;
   wire \$263 ;
-  wire [15:0] \$264 ;
-  wire [15:0] \$265 ;
-  wire [15:0] \$266 ;
-  wire [16:0] \$267 ;
-  wire \$268 ;
-  wire \$269 ;
-  wire \$27 ;
+  wire [3:0] \$264 ;
+  wire [3:0] \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire [15:0] \$268 ;
+  wire [15:0] \$269 ;
+  wire [3:0] \$27 ;
   wire \$270 ;
-  wire \$271 ;
+  wire [5:0] \$271 ;
   wire \$272 ;
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
-  wire [15:0] \$278 ;
-  wire [15:0] \$279 ;
-  wire \$28 ;
-  wire [15:0] \$280 ;
-  wire [16:0] \$281 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire [3:0] \$28 ;
+  wire \$280 ;
+  wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire \$286 ;
+  wire [5:0] \$286 ;
   wire \$287 ;
   wire \$288 ;
   wire \$289 ;
-  wire [15:0] \$29 ;
+  wire [2:0] \$29 ;
   wire \$290 ;
   wire \$291 ;
-  wire [15:0] \$292 ;
-  wire [15:0] \$293 ;
-  wire [15:0] \$294 ;
-  wire [16:0] \$295 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
   wire \$296 ;
-  wire \$297 ;
-  wire \$298 ;
-  wire \$299 ;
-  wire [41:0] \$3 ;
+  wire [10:0] \$297 ;
+  wire [14:0] \$298 ;
+  wire [15:0] \$299 ;
+  wire [3:0] \$3 ;
   wire \$30 ;
-  wire \$300 ;
-  wire \$301 ;
-  wire \$302 ;
-  wire [15:0] \$303 ;
-  wire [15:0] \$304 ;
-  wire [16:0] \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
-  wire \$31 ;
-  wire [15:0] \$310 ;
-  wire [16:0] \$311 ;
-  wire \$312 ;
-  wire [16:0] \$313 ;
-  wire \$314 ;
-  wire \$315 ;
-  wire \$316 ;
-  wire \$317 ;
-  wire \$318 ;
-  wire \$319 ;
-  wire \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
-  wire \$324 ;
-  wire [15:0] \$325 ;
-  wire [15:0] \$326 ;
-  wire \$327 ;
-  wire \$328 ;
-  wire \$329 ;
-  wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire [15:0] \$332 ;
-  wire [15:0] \$333 ;
-  wire \$334 ;
-  wire \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire \$339 ;
-  wire \$34 ;
-  wire \$340 ;
-  wire [15:0] \$341 ;
-  wire [15:0] \$342 ;
-  wire \$343 ;
-  wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
-  wire \$347 ;
-  wire \$348 ;
-  wire \$349 ;
-  wire \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire [15:0] \$352 ;
-  wire [15:0] \$353 ;
-  wire \$354 ;
-  wire \$355 ;
-  wire \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire \$359 ;
-  wire \$36 ;
-  wire \$360 ;
-  wire \$361 ;
-  wire \$362 ;
-  wire [15:0] \$363 ;
-  wire [15:0] \$364 ;
-  wire \$365 ;
-  wire \$366 ;
-  wire \$367 ;
-  wire \$368 ;
-  wire \$369 ;
-  wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
-  wire \$372 ;
-  wire \$373 ;
-  wire [15:0] \$374 ;
-  wire [15:0] \$375 ;
-  wire \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
-  wire \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  wire \$384 ;
-  wire [15:0] \$385 ;
-  wire [15:0] \$386 ;
-  wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
-  wire [15:0] \$39 ;
-  wire \$390 ;
-  wire \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
-  wire \$395 ;
-  wire [15:0] \$396 ;
-  wire [15:0] \$397 ;
-  wire \$398 ;
-  wire \$399 ;
-  wire [40:0] \$4 ;
+  wire [6:0] \$300 ;
+  wire [7:0] \$301 ;
+  wire [5:0] \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  reg [15:0] \$306 ;
+  reg [15:0] \$307 ;
+  reg [15:0] \$308 ;
+  reg [15:0] \$309 ;
+  wire [3:0] \$31 ;
+  reg \$310 ;
+  reg \$311 ;
+  reg \$312 ;
+  reg \$313 ;
+  reg \$314 ;
+  reg [4:0] \$315 ;
+  reg \$316 ;
+  reg [1:0] \$317 ;
+  reg \$318 ;
+  reg \$319 ;
+  wire [3:0] \$32 ;
+  reg \$320 ;
+  reg [15:0] \$321 ;
+  reg [15:0] \$322 ;
+  reg [15:0] \$323 ;
+  reg [15:0] \$324 ;
+  reg [1:0] \$325 ;
+  reg [2:0] \$326 ;
+  reg [15:0] \$327 ;
+  reg [15:0] \$328 ;
+  reg [15:0] \$329 ;
+  wire [40:0] \$33 ;
+  reg [15:0] \$330 ;
+  reg [1:0] \$331 ;
+  reg [2:0] \$332 ;
+  reg [15:0] \$333 ;
+  reg [15:0] \$334 ;
+  reg [15:0] \$335 ;
+  reg [15:0] \$336 ;
+  reg [39:0] \$337 ;
+  reg [39:0] \$338 ;
+  reg [39:0] \$339 ;
+  wire [40:0] \$34 ;
+  reg [39:0] \$340 ;
+  reg [39:0] \$341 ;
+  reg [39:0] \$342 ;
+  reg [39:0] \$343 ;
+  reg [39:0] \$344 ;
+  reg [15:0] \$345 ;
+  reg [15:0] \$346 ;
+  reg [15:0] \$347 ;
+  reg [15:0] \$348 ;
+  reg [15:0] \$349 ;
+  wire [41:0] \$35 ;
+  reg [2:0] \$350 ;
+  reg [2:0] \$351 ;
+  reg [2:0] \$352 ;
+  reg [2:0] \$353 ;
+  reg [2:0] \$354 ;
+  reg [2:0] \$355 ;
+  reg [15:0] \$356 ;
+  reg [15:0] \$357 ;
+  reg [15:0] \$358 ;
+  reg [15:0] \$359 ;
+  wire [40:0] \$36 ;
+  reg [15:0] \$360 ;
+  reg [15:0] \$361 ;
+  reg [15:0] \$362 ;
+  reg [15:0] \$363 ;
+  reg [15:0] \$364 ;
+  reg [15:0] \$365 ;
+  reg [15:0] \$366 ;
+  reg [15:0] \$367 ;
+  reg [15:0] \$368 ;
+  reg [15:0] \$369 ;
+  wire [40:0] \$37 ;
+  reg [15:0] \$370 ;
+  reg [15:0] \$371 ;
+  reg [15:0] \$372 ;
+  reg [15:0] \$373 ;
+  reg [15:0] \$374 ;
+  reg [15:0] \$375 ;
+  reg [15:0] \$376 ;
+  reg [15:0] \$377 ;
+  reg [15:0] \$378 ;
+  reg [15:0] \$379 ;
+  wire [41:0] \$38 ;
+  wire [63:0] \$380 ;
+  wire [63:0] \$381 ;
+  wire \$39 ;
+  wire [3:0] \$4 ;
   wire \$40 ;
-  wire \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
-  wire \$404 ;
-  wire [15:0] \$405 ;
-  wire [15:0] \$406 ;
-  wire \$407 ;
-  wire \$408 ;
-  wire \$409 ;
   wire \$41 ;
-  wire \$410 ;
-  wire \$411 ;
-  wire [15:0] \$412 ;
-  wire [15:0] \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire \$416 ;
-  wire [15:0] \$417 ;
-  wire [15:0] \$418 ;
-  wire \$419 ;
   wire \$42 ;
-  wire \$420 ;
-  wire \$421 ;
-  wire [15:0] \$422 ;
-  wire [15:0] \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire \$428 ;
-  wire [15:0] \$429 ;
   wire \$43 ;
-  wire [15:0] \$430 ;
-  wire \$431 ;
-  wire \$432 ;
-  wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire \$437 ;
-  wire [15:0] \$438 ;
-  wire [15:0] \$439 ;
   wire \$44 ;
-  wire \$440 ;
-  wire \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire \$448 ;
-  wire [15:0] \$449 ;
   wire \$45 ;
-  wire [15:0] \$450 ;
-  wire \$451 ;
-  wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
-  wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
   wire \$46 ;
-  wire [15:0] \$460 ;
-  wire [15:0] \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire \$464 ;
-  wire \$465 ;
-  wire \$466 ;
-  wire \$467 ;
-  wire \$468 ;
-  wire \$469 ;
   wire \$47 ;
-  wire \$470 ;
-  wire [15:0] \$471 ;
-  wire [15:0] \$472 ;
-  wire \$473 ;
-  wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire \$477 ;
-  wire \$478 ;
-  wire \$479 ;
-  wire \$48 ;
-  wire \$480 ;
-  wire \$481 ;
-  wire [15:0] \$482 ;
-  wire [15:0] \$483 ;
-  wire \$484 ;
-  wire \$485 ;
-  wire \$486 ;
-  wire \$487 ;
-  wire \$488 ;
-  wire \$489 ;
-  wire [15:0] \$49 ;
-  wire \$490 ;
-  wire \$491 ;
-  wire \$492 ;
-  wire [15:0] \$493 ;
-  wire [15:0] \$494 ;
-  wire \$495 ;
-  wire \$496 ;
-  wire \$497 ;
-  wire \$498 ;
-  wire \$499 ;
-  wire [40:0] \$5 ;
+  wire [15:0] \$48 ;
+  wire \$49 ;
+  wire [2:0] \$5 ;
   wire \$50 ;
-  wire \$500 ;
-  wire \$501 ;
-  wire [15:0] \$502 ;
-  wire [15:0] \$503 ;
-  wire \$504 ;
-  wire \$505 ;
-  wire \$506 ;
-  wire \$507 ;
-  wire \$508 ;
-  wire [15:0] \$509 ;
-  wire \$51 ;
-  wire [15:0] \$510 ;
-  wire \$511 ;
-  wire \$512 ;
-  wire \$513 ;
-  wire [15:0] \$514 ;
-  wire [15:0] \$515 ;
-  wire [15:0] \$516 ;
-  reg \$517 ;
-  reg \$518 ;
-  reg \$519 ;
+  wire [15:0] \$51 ;
   wire \$52 ;
-  reg \$520 ;
-  reg \$521 ;
-  reg [15:0] \$522 ;
-  reg [15:0] \$523 ;
-  reg [15:0] \$524 ;
-  reg [15:0] \$525 ;
-  reg [15:0] \$526 ;
-  reg [15:0] \$527 ;
-  reg [15:0] \$528 ;
-  reg [15:0] \$529 ;
   wire \$53 ;
-  reg [15:0] \$530 ;
-  reg [15:0] \$531 ;
-  reg [15:0] \$532 ;
-  reg [15:0] \$533 ;
-  reg [15:0] \$534 ;
-  reg [15:0] \$535 ;
-  reg [15:0] \$536 ;
-  reg [15:0] \$537 ;
-  reg [15:0] \$538 ;
-  reg [15:0] \$539 ;
   wire \$54 ;
-  reg [15:0] \$540 ;
-  reg [15:0] \$541 ;
-  reg [15:0] \$542 ;
-  reg [15:0] \$543 ;
-  reg \$544 ;
-  reg [15:0] \$545 ;
-  reg [15:0] \$546 ;
-  reg [15:0] \$547 ;
-  reg [15:0] \$548 ;
-  reg [2:0] \$549 ;
   wire \$55 ;
-  reg [15:0] \$550 ;
-  reg [15:0] \$551 ;
-  reg [15:0] \$552 ;
-  reg [15:0] \$553 ;
-  reg [2:0] \$554 ;
-  reg [15:0] \$555 ;
-  reg [15:0] \$556 ;
-  reg [15:0] \$557 ;
-  reg [15:0] \$558 ;
-  reg [39:0] \$559 ;
   wire \$56 ;
-  reg [39:0] \$560 ;
-  reg [39:0] \$561 ;
-  reg [39:0] \$562 ;
-  reg [39:0] \$563 ;
-  reg [39:0] \$564 ;
-  reg [39:0] \$565 ;
-  reg [39:0] \$566 ;
-  reg [15:0] \$567 ;
-  reg [15:0] \$568 ;
-  reg [15:0] \$569 ;
   wire \$57 ;
-  reg [15:0] \$570 ;
-  reg [15:0] \$571 ;
-  reg [2:0] \$572 ;
-  reg [2:0] \$573 ;
-  reg [2:0] \$574 ;
-  reg [2:0] \$575 ;
-  reg [2:0] \$576 ;
-  reg [2:0] \$577 ;
-  reg [15:0] \$578 ;
-  reg [15:0] \$579 ;
   wire \$58 ;
-  reg [15:0] \$580 ;
-  reg [15:0] \$581 ;
-  reg [15:0] \$582 ;
-  reg [15:0] \$583 ;
-  reg [15:0] \$584 ;
-  reg [15:0] \$585 ;
-  reg [15:0] \$586 ;
-  reg [15:0] \$587 ;
-  reg [15:0] \$588 ;
-  reg [15:0] \$589 ;
-  wire [15:0] \$59 ;
-  reg [15:0] \$590 ;
-  reg [15:0] \$591 ;
-  reg [15:0] \$592 ;
-  reg [15:0] \$593 ;
-  reg [15:0] \$594 ;
-  reg [15:0] \$595 ;
-  reg [15:0] \$596 ;
-  reg [15:0] \$597 ;
-  reg [15:0] \$598 ;
-  reg [15:0] \$599 ;
-  wire [41:0] \$6 ;
+  wire \$59 ;
+  wire \$6 ;
   wire \$60 ;
-  reg [15:0] \$600 ;
-  reg [15:0] \$601 ;
-  wire [63:0] \$602 ;
-  wire [63:0] \$603 ;
-  wire \$61 ;
+  wire [15:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
@@ -649,10 +427,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
-  wire [15:0] \$69 ;
-  wire \$7 ;
+  wire \$69 ;
+  wire [3:0] \$7 ;
   wire \$70 ;
-  wire \$71 ;
+  wire [15:0] \$71 ;
   wire \$72 ;
   wire \$73 ;
   wire \$74 ;
@@ -660,10 +438,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [15:0] \$79 ;
-  wire \$8 ;
+  wire \$79 ;
+  wire [3:0] \$8 ;
   wire \$80 ;
-  wire \$81 ;
+  wire [15:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
@@ -671,10 +449,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [15:0] \$89 ;
-  wire \$9 ;
+  wire \$89 ;
+  wire [2:0] \$9 ;
   wire \$90 ;
-  wire \$91 ;
+  wire [15:0] \$91 ;
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
@@ -682,19 +460,67 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
-  wire [15:0] \$99 ;
+  wire \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$10 ;
+  wire [1:0] \$signature__addr$12 ;
+  wire [1:0] \$signature__addr$14 ;
+  wire [1:0] \$signature__addr$151 ;
+  wire [1:0] \$signature__addr$161 ;
+  wire [1:0] \$signature__addr$169 ;
+  wire [1:0] \$signature__addr$177 ;
+  wire [1:0] \$signature__addr$186 ;
+  wire [1:0] \$signature__addr$195 ;
+  wire [1:0] \$signature__addr$203 ;
+  wire [1:0] \$signature__addr$211 ;
+  wire [1:0] \$signature__addr$41 ;
+  wire [1:0] \$signature__addr$44 ;
+  wire [1:0] \$signature__addr$46 ;
+  wire [1:0] \$signature__addr$48 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$145 ;
+  wire [15:0] \$signature__data$159 ;
+  wire [15:0] \$signature__data$167 ;
+  wire [15:0] \$signature__data$175 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$19 ;
+  wire [15:0] \$signature__data$193 ;
+  wire [15:0] \$signature__data$20 ;
+  wire [15:0] \$signature__data$201 ;
+  wire [15:0] \$signature__data$209 ;
+  wire [15:0] \$signature__data$21 ;
+  wire [15:0] \$signature__data$52 ;
+  wire [15:0] \$signature__data$53 ;
+  wire [15:0] \$signature__data$54 ;
+  wire [15:0] \$signature__data$55 ;
+  wire \$signature__en ;
+  wire \$signature__en$11 ;
+  wire \$signature__en$13 ;
+  wire \$signature__en$15 ;
+  wire \$signature__en$153 ;
+  wire \$signature__en$162 ;
+  wire \$signature__en$170 ;
+  wire \$signature__en$178 ;
+  wire \$signature__en$188 ;
+  wire \$signature__en$196 ;
+  wire \$signature__en$204 ;
+  wire \$signature__en$212 ;
+  wire \$signature__en$43 ;
+  wire \$signature__en$45 ;
+  wire \$signature__en$47 ;
+  wire \$signature__en$49 ;
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$184 ;
+  wire [15:0] \bval__m0$253 ;
   wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$185 ;
+  wire [15:0] \bval__m1$254 ;
   wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$186 ;
+  wire [15:0] \bval__m2$255 ;
   wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$187 ;
+  wire [15:0] \bval__m3$256 ;
   wire [2:0] \cell ;
-  wire [2:0] \cell$183 ;
+  wire [2:0] \cell$42 ;
   input clk;
   wire clk;
   wire commit_l0;
@@ -703,14 +529,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$100 ;
-  wire [31:0] \floor$105 ;
-  wire [31:0] \floor$110 ;
-  wire [31:0] \floor$115 ;
-  wire [31:0] \floor$120 ;
-  wire [31:0] \floor$125 ;
-  wire [31:0] \floor$90 ;
-  wire [31:0] \floor$95 ;
+  wire [31:0] \floor$102 ;
+  wire [31:0] \floor$107 ;
+  wire [31:0] \floor$112 ;
+  wire [31:0] \floor$117 ;
+  wire [31:0] \floor$122 ;
+  wire [31:0] \floor$127 ;
+  wire [31:0] \floor$132 ;
+  wire [31:0] \floor$97 ;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -751,30 +577,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell1_s3 = 3'h0;
   reg [2:0] l0_cell1_s4 = 3'h0;
   reg [2:0] l0_cell1_s5 = 3'h0;
-  reg [15:0] l0_coef_0_0_0 = 16'h0000;
-  reg [15:0] l0_coef_0_0_1 = 16'h0000;
-  reg [15:0] l0_coef_0_0_10 = 16'h0000;
-  reg [15:0] l0_coef_0_0_2 = 16'h0000;
-  reg [15:0] l0_coef_0_0_3 = 16'h0000;
-  reg [15:0] l0_coef_0_0_4 = 16'h0000;
-  reg [15:0] l0_coef_0_0_5 = 16'h0000;
-  reg [15:0] l0_coef_0_0_6 = 16'h0000;
-  reg [15:0] l0_coef_0_0_7 = 16'h0000;
-  reg [15:0] l0_coef_0_0_8 = 16'h0000;
-  reg [15:0] l0_coef_0_0_9 = 16'h0000;
-  reg [15:0] l0_coef_0_1_0 = 16'h0000;
-  reg [15:0] l0_coef_0_1_1 = 16'h0000;
-  reg [15:0] l0_coef_0_1_10 = 16'h0000;
-  reg [15:0] l0_coef_0_1_2 = 16'h0000;
-  reg [15:0] l0_coef_0_1_3 = 16'h0000;
-  reg [15:0] l0_coef_0_1_4 = 16'h0000;
-  reg [15:0] l0_coef_0_1_5 = 16'h0000;
-  reg [15:0] l0_coef_0_1_6 = 16'h0000;
-  reg [15:0] l0_coef_0_1_7 = 16'h0000;
-  reg [15:0] l0_coef_0_1_8 = 16'h0000;
-  reg [15:0] l0_coef_0_1_9 = 16'h0000;
+  reg [1:0] l0_lo0_s2 = 2'h0;
+  reg [1:0] l0_lo1_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
+  wire [1:0] l0_port_baddr;
+  wire [3:0] l0_port_baddr_q;
+  wire [1:0] l0_port_bank;
+  wire [15:0] l0_port_data;
+  wire l0_port_edge;
+  wire [10:0] l0_port_edge_q;
+  wire l0_port_hit0_0_0;
+  wire l0_port_hit0_0_1;
+  wire l0_port_hit0_0_2;
+  wire l0_port_hit0_0_3;
+  wire l0_port_hit0_1_0;
+  wire l0_port_hit0_1_1;
+  wire l0_port_hit0_1_2;
+  wire l0_port_hit0_1_3;
+  wire [4:0] l0_port_local;
+  wire [3:0] l0_port_q;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
@@ -783,6 +607,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l0_prod0_1_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_1_2_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_1_3_s3 = 40'h0000000000;
+  reg [1:0] l0_rd_bank = 2'h0;
+  reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
@@ -802,15 +628,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
+  wire [4:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [4:0] reload_addr;
+  reg [4:0] reload_count = 5'h00;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  (* init = 5'h00 *)
+  wire [4:0] rom_rd__addr;
+  wire [15:0] rom_rd__data;
   input rst;
   wire rst;
   input [47:0] s__payload;
@@ -820,82 +656,68 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [32:0] \t$101 ;
-  wire [15:0] \t$102 ;
-  wire [31:0] \t$103 ;
-  wire [32:0] \t$106 ;
-  wire [15:0] \t$107 ;
-  wire [31:0] \t$108 ;
-  wire [32:0] \t$111 ;
-  wire [15:0] \t$112 ;
-  wire [31:0] \t$113 ;
-  wire [32:0] \t$116 ;
-  wire [15:0] \t$117 ;
-  wire [31:0] \t$118 ;
-  wire [32:0] \t$121 ;
-  wire [15:0] \t$122 ;
-  wire [31:0] \t$123 ;
-  wire [32:0] \t$126 ;
-  wire [15:0] \t$127 ;
-  reg [16:0] \t$139 ;
-  reg [16:0] \t$140 ;
-  reg [16:0] \t$141 ;
-  reg [16:0] \t$142 ;
-  reg [16:0] \t$143 ;
-  reg [16:0] \t$144 ;
-  reg [16:0] \t$145 ;
-  reg [16:0] \t$146 ;
-  reg [16:0] \t$147 ;
-  reg [16:0] \t$148 ;
-  reg [16:0] \t$149 ;
-  reg [16:0] \t$151 ;
-  reg [16:0] \t$152 ;
-  reg [16:0] \t$153 ;
-  reg [16:0] \t$154 ;
-  reg [16:0] \t$155 ;
-  reg [16:0] \t$156 ;
-  reg [16:0] \t$157 ;
-  reg [16:0] \t$158 ;
-  reg [16:0] \t$159 ;
-  wire [32:0] \t$16 ;
-  reg [16:0] \t$160 ;
-  reg [16:0] \t$161 ;
-  wire [39:0] \t$17 ;
-  wire [31:0] \t$20 ;
-  wire [32:0] \t$22 ;
-  wire [39:0] \t$23 ;
-  wire [31:0] \t$26 ;
-  wire [32:0] \t$28 ;
-  wire [39:0] \t$29 ;
+  wire [31:0] \t$100 ;
+  wire [32:0] \t$103 ;
+  wire [15:0] \t$104 ;
+  wire [31:0] \t$105 ;
+  wire [32:0] \t$108 ;
+  wire [15:0] \t$109 ;
+  wire [31:0] \t$110 ;
+  wire [32:0] \t$113 ;
+  wire [15:0] \t$114 ;
+  wire [31:0] \t$115 ;
+  wire [32:0] \t$118 ;
+  wire [15:0] \t$119 ;
+  wire [31:0] \t$120 ;
+  wire [32:0] \t$123 ;
+  wire [15:0] \t$124 ;
+  wire [31:0] \t$125 ;
+  wire [32:0] \t$128 ;
+  wire [15:0] \t$129 ;
+  wire [31:0] \t$130 ;
+  wire [32:0] \t$133 ;
+  wire [15:0] \t$134 ;
+  wire [16:0] \t$144 ;
+  wire [16:0] \t$158 ;
+  wire [16:0] \t$166 ;
+  wire [16:0] \t$174 ;
+  wire [16:0] \t$182 ;
+  wire [16:0] \t$192 ;
+  wire [16:0] \t$200 ;
+  wire [16:0] \t$208 ;
+  wire [32:0] \t$24 ;
+  wire [39:0] \t$25 ;
+  wire [31:0] \t$27 ;
+  wire [32:0] \t$29 ;
+  wire [39:0] \t$30 ;
   wire [31:0] \t$32 ;
   wire [32:0] \t$34 ;
   wire [39:0] \t$35 ;
-  wire [31:0] \t$46 ;
-  wire [32:0] \t$48 ;
-  wire [39:0] \t$49 ;
-  wire [31:0] \t$52 ;
-  wire [32:0] \t$54 ;
-  wire [39:0] \t$55 ;
-  wire [31:0] \t$58 ;
-  wire [32:0] \t$60 ;
-  wire [39:0] \t$61 ;
-  wire [31:0] \t$64 ;
-  wire [32:0] \t$66 ;
-  wire [39:0] \t$67 ;
-  wire [42:0] \t$68 ;
-  wire [39:0] \t$77 ;
-  wire [40:0] \t$79 ;
-  wire [15:0] \t$80 ;
-  wire [16:0] \t$83 ;
-  wire [17:0] \t$85 ;
-  wire [15:0] \t$86 ;
-  wire [31:0] \t$87 ;
-  wire [32:0] \t$91 ;
-  wire [15:0] \t$92 ;
-  wire [31:0] \t$93 ;
-  wire [32:0] \t$96 ;
-  wire [15:0] \t$97 ;
-  wire [31:0] \t$98 ;
+  wire [31:0] \t$37 ;
+  wire [32:0] \t$39 ;
+  wire [39:0] \t$40 ;
+  wire [31:0] \t$56 ;
+  wire [32:0] \t$58 ;
+  wire [39:0] \t$59 ;
+  wire [31:0] \t$61 ;
+  wire [32:0] \t$63 ;
+  wire [39:0] \t$64 ;
+  wire [31:0] \t$66 ;
+  wire [32:0] \t$68 ;
+  wire [39:0] \t$69 ;
+  wire [31:0] \t$71 ;
+  wire [32:0] \t$73 ;
+  wire [39:0] \t$74 ;
+  wire [42:0] \t$75 ;
+  wire [39:0] \t$84 ;
+  wire [40:0] \t$86 ;
+  wire [15:0] \t$87 ;
+  wire [16:0] \t$90 ;
+  wire [17:0] \t$92 ;
+  wire [15:0] \t$93 ;
+  wire [31:0] \t$94 ;
+  wire [32:0] \t$98 ;
+  wire [15:0] \t$99 ;
   reg [15:0] u = 16'h0000;
   reg [15:0] \u$2  = 16'h0000;
   reg valid_s1 = 1'h0;
@@ -904,6 +726,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$163 ;
+  wire [1:0] \wp__addr$171 ;
+  wire [1:0] \wp__addr$179 ;
+  wire [1:0] \wp__addr$189 ;
+  wire [1:0] \wp__addr$197 ;
+  wire [1:0] \wp__addr$205 ;
+  wire [1:0] \wp__addr$213 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$164 ;
+  wire [15:0] \wp__data$172 ;
+  wire [15:0] \wp__data$180 ;
+  wire [15:0] \wp__data$190 ;
+  wire [15:0] \wp__data$198 ;
+  wire [15:0] \wp__data$206 ;
+  wire [15:0] \wp__data$214 ;
+  wire wp__en;
+  wire \wp__en$165 ;
+  wire \wp__en$173 ;
+  wire \wp__en$181 ;
+  wire \wp__en$191 ;
+  wire \wp__en$199 ;
+  wire \wp__en$207 ;
+  wire \wp__en$215 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -912,2580 +758,1644 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
-  assign \$328  = ! l0_cell0_s5;
-  assign \$329  = \$327  | \$328 ;
-  assign \$330  = $signed(\t$140 ) < $signed(16'h8000);
-  assign \$331  = $signed(\t$140 ) > $signed(16'h7fff);
-  assign \$332  = \$331  ? 16'h7fff : \t$140 [15:0];
-  assign \$333  = \$330  ? 16'h8000 : \$332 ;
-  assign \$334  = l0_cell0_s5 == 2'h2;
-  assign \$335  = l0_cell0_s5 == 1'h1;
-  assign \$336  = \$334  | \$335 ;
-  assign \$337  = ! l0_cell0_s5;
-  assign \$338  = \$336  | \$337 ;
-  assign \$339  = $signed(\t$141 ) < $signed(16'h8000);
-  assign \$340  = $signed(\t$141 ) > $signed(16'h7fff);
-  assign \$341  = \$340  ? 16'h7fff : \t$141 [15:0];
-  assign \$342  = \$339  ? 16'h8000 : \$341 ;
-  assign \$343  = l0_cell0_s5 == 2'h3;
-  assign \$344  = l0_cell0_s5 == 2'h2;
-  assign \$345  = \$343  | \$344 ;
-  assign \$346  = l0_cell0_s5 == 1'h1;
-  assign \$347  = \$345  | \$346 ;
-  assign \$348  = ! l0_cell0_s5;
-  assign \$349  = \$347  | \$348 ;
-  assign \$350  = $signed(\t$142 ) < $signed(16'h8000);
-  assign \$351  = $signed(\t$142 ) > $signed(16'h7fff);
-  assign \$352  = \$351  ? 16'h7fff : \t$142 [15:0];
-  assign \$353  = \$350  ? 16'h8000 : \$352 ;
-  assign \$354  = l0_cell0_s5 == 3'h4;
-  assign \$355  = l0_cell0_s5 == 2'h3;
-  assign \$356  = \$354  | \$355 ;
-  assign \$357  = l0_cell0_s5 == 2'h2;
-  assign \$358  = \$356  | \$357 ;
-  assign \$359  = l0_cell0_s5 == 1'h1;
-  assign \$360  = \$358  | \$359 ;
-  assign \$361  = $signed(\t$143 ) < $signed(16'h8000);
-  assign \$362  = $signed(\t$143 ) > $signed(16'h7fff);
-  assign \$363  = \$362  ? 16'h7fff : \t$143 [15:0];
-  assign \$364  = \$361  ? 16'h8000 : \$363 ;
-  assign \$365  = l0_cell0_s5 == 3'h5;
-  assign \$366  = l0_cell0_s5 == 3'h4;
-  assign \$367  = \$365  | \$366 ;
-  assign \$368  = l0_cell0_s5 == 2'h3;
-  assign \$369  = \$367  | \$368 ;
-  assign \$370  = l0_cell0_s5 == 2'h2;
-  assign \$371  = \$369  | \$370 ;
-  assign \$372  = $signed(\t$144 ) < $signed(16'h8000);
-  assign \$373  = $signed(\t$144 ) > $signed(16'h7fff);
-  assign \$374  = \$373  ? 16'h7fff : \t$144 [15:0];
-  assign \$375  = \$372  ? 16'h8000 : \$374 ;
-  assign \$376  = l0_cell0_s5 == 3'h6;
-  assign \$377  = l0_cell0_s5 == 3'h5;
-  assign \$378  = \$376  | \$377 ;
-  assign \$379  = l0_cell0_s5 == 3'h4;
-  assign \$380  = \$378  | \$379 ;
-  assign \$381  = l0_cell0_s5 == 2'h3;
-  assign \$382  = \$380  | \$381 ;
-  assign \$383  = $signed(\t$145 ) < $signed(16'h8000);
-  assign \$384  = $signed(\t$145 ) > $signed(16'h7fff);
-  assign \$385  = \$384  ? 16'h7fff : \t$145 [15:0];
-  assign \$386  = \$383  ? 16'h8000 : \$385 ;
-  assign \$387  = l0_cell0_s5 == 3'h7;
-  assign \$388  = l0_cell0_s5 == 3'h6;
-  assign \$389  = \$387  | \$388 ;
-  assign \$390  = l0_cell0_s5 == 3'h5;
-  assign \$391  = \$389  | \$390 ;
-  assign \$392  = l0_cell0_s5 == 3'h4;
-  assign \$393  = \$391  | \$392 ;
-  assign \$394  = $signed(\t$146 ) < $signed(16'h8000);
-  assign \$395  = $signed(\t$146 ) > $signed(16'h7fff);
-  assign \$396  = \$395  ? 16'h7fff : \t$146 [15:0];
-  assign \$397  = \$394  ? 16'h8000 : \$396 ;
-  assign \$398  = l0_cell0_s5 == 3'h7;
-  assign \$399  = l0_cell0_s5 == 3'h6;
-  assign \$400  = \$398  | \$399 ;
-  assign \$401  = l0_cell0_s5 == 3'h5;
-  assign \$402  = \$400  | \$401 ;
-  assign \$403  = $signed(\t$147 ) < $signed(16'h8000);
-  assign \$404  = $signed(\t$147 ) > $signed(16'h7fff);
-  assign \$405  = \$404  ? 16'h7fff : \t$147 [15:0];
-  assign \$406  = \$403  ? 16'h8000 : \$405 ;
-  assign \$407  = l0_cell0_s5 == 3'h7;
-  assign \$408  = l0_cell0_s5 == 3'h6;
-  assign \$409  = \$407  | \$408 ;
-  assign \$410  = $signed(\t$148 ) < $signed(16'h8000);
-  assign \$411  = $signed(\t$148 ) > $signed(16'h7fff);
-  assign \$412  = \$411  ? 16'h7fff : \t$148 [15:0];
-  assign \$413  = \$410  ? 16'h8000 : \$412 ;
-  assign \$414  = l0_cell0_s5 == 3'h7;
-  assign \$415  = $signed(\t$149 ) < $signed(16'h8000);
-  assign \$416  = $signed(\t$149 ) > $signed(16'h7fff);
-  assign \$417  = \$416  ? 16'h7fff : \t$149 [15:0];
-  assign \$418  = \$415  ? 16'h8000 : \$417 ;
-  assign \$419  = ! l0_cell1_s5;
-  assign \$420  = $signed(\t$151 ) < $signed(16'h8000);
-  assign \$421  = $signed(\t$151 ) > $signed(16'h7fff);
-  assign \$422  = \$421  ? 16'h7fff : \t$151 [15:0];
-  assign \$423  = \$420  ? 16'h8000 : \$422 ;
-  assign \$424  = l0_cell1_s5 == 1'h1;
-  assign \$425  = ! l0_cell1_s5;
-  assign \$426  = \$424  | \$425 ;
-  assign \$427  = $signed(\t$152 ) < $signed(16'h8000);
-  assign \$428  = $signed(\t$152 ) > $signed(16'h7fff);
-  assign \$429  = \$428  ? 16'h7fff : \t$152 [15:0];
-  assign \$430  = \$427  ? 16'h8000 : \$429 ;
-  assign \$431  = l0_cell1_s5 == 2'h2;
-  assign \$432  = l0_cell1_s5 == 1'h1;
-  assign \$433  = \$431  | \$432 ;
-  assign \$434  = ! l0_cell1_s5;
-  assign \$435  = \$433  | \$434 ;
-  assign \$436  = $signed(\t$153 ) < $signed(16'h8000);
-  assign \$437  = $signed(\t$153 ) > $signed(16'h7fff);
-  assign \$438  = \$437  ? 16'h7fff : \t$153 [15:0];
-  assign \$439  = \$436  ? 16'h8000 : \$438 ;
-  assign \$440  = l0_cell1_s5 == 2'h3;
-  assign \$441  = l0_cell1_s5 == 2'h2;
-  assign \$442  = \$440  | \$441 ;
-  assign \$443  = l0_cell1_s5 == 1'h1;
-  assign \$444  = \$442  | \$443 ;
-  assign \$445  = ! l0_cell1_s5;
-  assign \$446  = \$444  | \$445 ;
-  assign \$447  = $signed(\t$154 ) < $signed(16'h8000);
-  assign \$448  = $signed(\t$154 ) > $signed(16'h7fff);
-  assign \$449  = \$448  ? 16'h7fff : \t$154 [15:0];
-  assign \$450  = \$447  ? 16'h8000 : \$449 ;
-  assign \$451  = l0_cell1_s5 == 3'h4;
-  assign \$452  = l0_cell1_s5 == 2'h3;
-  assign \$453  = \$451  | \$452 ;
-  assign \$454  = l0_cell1_s5 == 2'h2;
-  assign \$455  = \$453  | \$454 ;
-  assign \$456  = l0_cell1_s5 == 1'h1;
-  assign \$457  = \$455  | \$456 ;
-  assign \$458  = $signed(\t$155 ) < $signed(16'h8000);
-  assign \$459  = $signed(\t$155 ) > $signed(16'h7fff);
-  assign \$460  = \$459  ? 16'h7fff : \t$155 [15:0];
-  assign \$461  = \$458  ? 16'h8000 : \$460 ;
-  assign \$462  = l0_cell1_s5 == 3'h5;
-  assign \$463  = l0_cell1_s5 == 3'h4;
-  assign \$464  = \$462  | \$463 ;
-  assign \$465  = l0_cell1_s5 == 2'h3;
-  assign \$466  = \$464  | \$465 ;
-  assign \$467  = l0_cell1_s5 == 2'h2;
-  assign \$468  = \$466  | \$467 ;
-  assign \$469  = $signed(\t$156 ) < $signed(16'h8000);
-  assign \$470  = $signed(\t$156 ) > $signed(16'h7fff);
-  assign \$471  = \$470  ? 16'h7fff : \t$156 [15:0];
-  assign \$472  = \$469  ? 16'h8000 : \$471 ;
-  assign \$473  = l0_cell1_s5 == 3'h6;
-  assign \$474  = l0_cell1_s5 == 3'h5;
-  assign \$475  = \$473  | \$474 ;
-  assign \$476  = l0_cell1_s5 == 3'h4;
-  assign \$477  = \$475  | \$476 ;
-  assign \$478  = l0_cell1_s5 == 2'h3;
-  assign \$479  = \$477  | \$478 ;
-  assign \$480  = $signed(\t$157 ) < $signed(16'h8000);
-  assign \$481  = $signed(\t$157 ) > $signed(16'h7fff);
-  assign \$482  = \$481  ? 16'h7fff : \t$157 [15:0];
-  assign \$483  = \$480  ? 16'h8000 : \$482 ;
-  assign \$484  = l0_cell1_s5 == 3'h7;
-  assign \$485  = l0_cell1_s5 == 3'h6;
-  assign \$486  = \$484  | \$485 ;
-  assign \$487  = l0_cell1_s5 == 3'h5;
-  assign \$488  = \$486  | \$487 ;
-  assign \$489  = l0_cell1_s5 == 3'h4;
-  assign \$490  = \$488  | \$489 ;
-  assign \$491  = $signed(\t$158 ) < $signed(16'h8000);
-  assign \$492  = $signed(\t$158 ) > $signed(16'h7fff);
-  assign \$493  = \$492  ? 16'h7fff : \t$158 [15:0];
-  assign \$494  = \$491  ? 16'h8000 : \$493 ;
-  assign \$495  = l0_cell1_s5 == 3'h7;
-  assign \$496  = l0_cell1_s5 == 3'h6;
-  assign \$497  = \$495  | \$496 ;
-  assign \$498  = l0_cell1_s5 == 3'h5;
-  assign \$499  = \$497  | \$498 ;
-  assign \$500  = $signed(\t$159 ) < $signed(16'h8000);
-  assign \$501  = $signed(\t$159 ) > $signed(16'h7fff);
-  assign \$502  = \$501  ? 16'h7fff : \t$159 [15:0];
-  assign \$503  = \$500  ? 16'h8000 : \$502 ;
-  assign \$504  = l0_cell1_s5 == 3'h7;
-  assign \$505  = l0_cell1_s5 == 3'h6;
-  assign \$506  = \$504  | \$505 ;
-  assign \$507  = $signed(\t$160 ) < $signed(16'h8000);
-  assign \$508  = $signed(\t$160 ) > $signed(16'h7fff);
-  assign \$509  = \$508  ? 16'h7fff : \t$160 [15:0];
-  assign \$510  = \$507  ? 16'h8000 : \$509 ;
-  assign \$511  = l0_cell1_s5 == 3'h7;
-  assign \$512  = $signed(\t$161 ) < $signed(16'h8000);
-  assign \$513  = $signed(\t$161 ) > $signed(16'h7fff);
-  assign \$514  = \$513  ? 16'h7fff : \t$161 [15:0];
-  assign \$515  = \$512  ? 16'h8000 : \$514 ;
-  assign \$516  = pc__payload[21] ? pc__payload[15:0] : readback;
-  always @(posedge clk)
-    valid_s1 <= \$517 ;
-  always @(posedge clk)
-    valid_s2 <= \$518 ;
-  always @(posedge clk)
-    valid_s3 <= \$519 ;
-  always @(posedge clk)
-    valid_s4 <= \$520 ;
-  always @(posedge clk)
-    valid_s5 <= \$521 ;
-  always @(posedge clk)
-    l0_coef_0_0_0 <= \$522 ;
-  always @(posedge clk)
-    l0_coef_0_0_1 <= \$523 ;
-  always @(posedge clk)
-    l0_coef_0_0_2 <= \$524 ;
-  always @(posedge clk)
-    l0_coef_0_0_3 <= \$525 ;
-  always @(posedge clk)
-    l0_coef_0_0_4 <= \$526 ;
-  always @(posedge clk)
-    l0_coef_0_0_5 <= \$527 ;
-  always @(posedge clk)
-    l0_coef_0_0_6 <= \$528 ;
-  always @(posedge clk)
-    l0_coef_0_0_7 <= \$529 ;
-  always @(posedge clk)
-    l0_coef_0_0_8 <= \$530 ;
-  always @(posedge clk)
-    l0_coef_0_0_9 <= \$531 ;
-  always @(posedge clk)
-    l0_coef_0_0_10 <= \$532 ;
-  always @(posedge clk)
-    l0_coef_0_1_0 <= \$533 ;
-  always @(posedge clk)
-    l0_coef_0_1_1 <= \$534 ;
-  always @(posedge clk)
-    l0_coef_0_1_2 <= \$535 ;
-  always @(posedge clk)
-    l0_coef_0_1_3 <= \$536 ;
-  always @(posedge clk)
-    l0_coef_0_1_4 <= \$537 ;
-  always @(posedge clk)
-    l0_coef_0_1_5 <= \$538 ;
-  always @(posedge clk)
-    l0_coef_0_1_6 <= \$539 ;
-  always @(posedge clk)
-    l0_coef_0_1_7 <= \$540 ;
-  always @(posedge clk)
-    l0_coef_0_1_8 <= \$541 ;
-  always @(posedge clk)
-    l0_coef_0_1_9 <= \$542 ;
-  always @(posedge clk)
-    l0_coef_0_1_10 <= \$543 ;
-  always @(posedge clk)
-    pr__valid <= \$544 ;
-  always @(posedge clk)
-    pr__payload <= \$545 ;
-  always @(posedge clk)
-    u <= \$546 ;
-  always @(posedge clk)
-    \u$2  <= \$547 ;
-  always @(posedge clk)
-    y0_s1 <= \$548 ;
-  always @(posedge clk)
-    l0_cell0_s2 <= \$549 ;
-  always @(posedge clk)
-    l0_bval0_0_s2 <= \$550 ;
-  always @(posedge clk)
-    l0_bval0_1_s2 <= \$551 ;
-  always @(posedge clk)
-    l0_bval0_2_s2 <= \$552 ;
-  always @(posedge clk)
-    l0_bval0_3_s2 <= \$553 ;
-  always @(posedge clk)
-    l0_cell1_s2 <= \$554 ;
-  always @(posedge clk)
-    l0_bval1_0_s2 <= \$555 ;
-  always @(posedge clk)
-    l0_bval1_1_s2 <= \$556 ;
-  always @(posedge clk)
-    l0_bval1_2_s2 <= \$557 ;
-  always @(posedge clk)
-    l0_bval1_3_s2 <= \$558 ;
-  always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$559 ;
-  always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$560 ;
-  always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$561 ;
-  always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$562 ;
-  always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$563 ;
-  always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$564 ;
-  always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$565 ;
-  always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$566 ;
-  always @(posedge clk)
-    m__payload <= \$567 ;
-  always @(posedge clk)
-    y0_s2 <= \$568 ;
-  always @(posedge clk)
-    y0_s3 <= \$569 ;
-  always @(posedge clk)
-    y0_s4 <= \$570 ;
-  always @(posedge clk)
-    err0_s5 <= \$571 ;
-  always @(posedge clk)
-    l0_cell0_s3 <= \$572 ;
-  always @(posedge clk)
-    l0_cell0_s4 <= \$573 ;
-  always @(posedge clk)
-    l0_cell0_s5 <= \$574 ;
-  always @(posedge clk)
-    l0_cell1_s3 <= \$575 ;
-  always @(posedge clk)
-    l0_cell1_s4 <= \$576 ;
-  always @(posedge clk)
-    l0_cell1_s5 <= \$577 ;
-  always @(posedge clk)
-    l0_bval0_0_s3 <= \$578 ;
-  always @(posedge clk)
-    l0_bval0_0_s4 <= \$579 ;
-  always @(posedge clk)
-    l0_bval0_0_s5 <= \$580 ;
-  always @(posedge clk)
-    l0_bval0_1_s3 <= \$581 ;
-  always @(posedge clk)
-    l0_bval0_1_s4 <= \$582 ;
-  always @(posedge clk)
-    l0_bval0_1_s5 <= \$583 ;
-  always @(posedge clk)
-    l0_bval0_2_s3 <= \$584 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$585 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$586 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$587 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$588 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$589 ;
-  always @(posedge clk)
-    l0_bval1_0_s3 <= \$590 ;
-  always @(posedge clk)
-    l0_bval1_0_s4 <= \$591 ;
-  always @(posedge clk)
-    l0_bval1_0_s5 <= \$592 ;
-  always @(posedge clk)
-    l0_bval1_1_s3 <= \$593 ;
-  always @(posedge clk)
-    l0_bval1_1_s4 <= \$594 ;
-  always @(posedge clk)
-    l0_bval1_1_s5 <= \$595 ;
-  always @(posedge clk)
-    l0_bval1_2_s3 <= \$596 ;
-  always @(posedge clk)
-    l0_bval1_2_s4 <= \$597 ;
-  always @(posedge clk)
-    l0_bval1_2_s5 <= \$598 ;
-  always @(posedge clk)
-    l0_bval1_3_s3 <= \$599 ;
-  always @(posedge clk)
-    l0_bval1_3_s4 <= \$600 ;
-  always @(posedge clk)
-    l0_bval1_3_s5 <= \$601 ;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank0 [2:0];
+  initial begin
+    l0_coef_0_0_bank0[0] = 16'h0000;
+    l0_coef_0_0_bank0[1] = 16'h0000;
+    l0_coef_0_0_bank0[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (wp__en)
+      l0_coef_0_0_bank0[\$146 [1:0]] <= wp__data;
+  end
+  reg [1:0] _0_;
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    _0_ <= \$142 [1:0];
+    if (\$signature__en ) begin
+      _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
+      if (wp__en && \$4 [1:0] == \$146 [1:0])
+        _1_ <= wp__data;
+    end
+  end
+  assign \$signature__data$145  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data  = _1_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank1 [2:0];
+  initial begin
+    l0_coef_0_0_bank1[0] = 16'h0000;
+    l0_coef_0_0_bank1[1] = 16'h0000;
+    l0_coef_0_0_bank1[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$165 )
+      l0_coef_0_0_bank1[\$163 [1:0]] <= \wp__data$164 ;
+  end
+  reg [1:0] _2_;
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    _2_ <= \$159 [1:0];
+    if (\$signature__en$11 ) begin
+      _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
+      if (\wp__en$165  && \$8 [1:0] == \$163 [1:0])
+        _3_ <= \wp__data$164 ;
+    end
+  end
+  assign \$signature__data$159  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$19  = _3_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank2 [2:0];
+  initial begin
+    l0_coef_0_0_bank2[0] = 16'h0000;
+    l0_coef_0_0_bank2[1] = 16'h0000;
+    l0_coef_0_0_bank2[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$173 )
+      l0_coef_0_0_bank2[\$180 [1:0]] <= \wp__data$172 ;
+  end
+  reg [1:0] _4_;
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    _4_ <= \$176 [1:0];
+    if (\$signature__en$13 ) begin
+      _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
+      if (\wp__en$173  && \$12 [1:0] == \$180 [1:0])
+        _5_ <= \wp__data$172 ;
+    end
+  end
+  assign \$signature__data$167  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$20  = _5_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank3 [2:0];
+  initial begin
+    l0_coef_0_0_bank3[0] = 16'h0000;
+    l0_coef_0_0_bank3[1] = 16'h0000;
+    l0_coef_0_0_bank3[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$181 )
+      l0_coef_0_0_bank3[\$197 [1:0]] <= \wp__data$180 ;
+  end
+  reg [1:0] _6_;
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    _6_ <= \$193 [1:0];
+    if (\$signature__en$15 ) begin
+      _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
+      if (\wp__en$181  && \$16 [1:0] == \$197 [1:0])
+        _7_ <= \wp__data$180 ;
+    end
+  end
+  assign \$signature__data$175  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$21  = _7_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank0 [2:0];
+  initial begin
+    l0_coef_0_1_bank0[0] = 16'h0000;
+    l0_coef_0_1_bank0[1] = 16'h0000;
+    l0_coef_0_1_bank0[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$191 )
+      l0_coef_0_1_bank0[\$214 [1:0]] <= \wp__data$190 ;
+  end
+  reg [1:0] _8_;
+  reg [15:0] _9_;
+  always @(posedge clk) begin
+    _8_ <= \$210 [1:0];
+    if (\$signature__en$43 ) begin
+      _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
+      if (\wp__en$191  && \$20 [1:0] == \$214 [1:0])
+        _9_ <= \wp__data$190 ;
+    end
+  end
+  assign \$signature__data$183  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$52  = _9_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank1 [2:0];
+  initial begin
+    l0_coef_0_1_bank1[0] = 16'h0000;
+    l0_coef_0_1_bank1[1] = 16'h0000;
+    l0_coef_0_1_bank1[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$199 )
+      l0_coef_0_1_bank1[\$231 [1:0]] <= \wp__data$198 ;
+  end
+  reg [1:0] _10_;
+  reg [15:0] _11_;
+  always @(posedge clk) begin
+    _10_ <= \$227 [1:0];
+    if (\$signature__en$45 ) begin
+      _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
+      if (\wp__en$199  && \$24 [1:0] == \$231 [1:0])
+        _11_ <= \wp__data$198 ;
+    end
+  end
+  assign \$signature__data$193  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$53  = _11_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank2 [2:0];
+  initial begin
+    l0_coef_0_1_bank2[0] = 16'h0000;
+    l0_coef_0_1_bank2[1] = 16'h0000;
+    l0_coef_0_1_bank2[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$207 )
+      l0_coef_0_1_bank2[\$248 [1:0]] <= \wp__data$206 ;
+  end
+  reg [1:0] _12_;
+  reg [15:0] _13_;
+  always @(posedge clk) begin
+    _12_ <= \$244 [1:0];
+    if (\$signature__en$47 ) begin
+      _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
+      if (\wp__en$207  && \$28 [1:0] == \$248 [1:0])
+        _13_ <= \wp__data$206 ;
+    end
+  end
+  assign \$signature__data$201  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$54  = _13_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_1_bank3 [2:0];
+  initial begin
+    l0_coef_0_1_bank3[0] = 16'h0000;
+    l0_coef_0_1_bank3[1] = 16'h0000;
+    l0_coef_0_1_bank3[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$215 )
+      l0_coef_0_1_bank3[\$265 [1:0]] <= \wp__data$214 ;
+  end
+  reg [1:0] _14_;
+  reg [15:0] _15_;
+  always @(posedge clk) begin
+    _14_ <= \$261 [1:0];
+    if (\$signature__en$49 ) begin
+      _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
+      if (\wp__en$215  && \$32 [1:0] == \$265 [1:0])
+        _15_ <= \wp__data$214 ;
+    end
+  end
+  assign \$signature__data$209  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$55  = _15_;
+  (* ram_style = "distributed" *)
+  (* rom_style = "distributed" *)
+  reg [15:0] theta0_rom [21:0];
+  initial begin
+    theta0_rom[0] = 16'h0000;
+    theta0_rom[1] = 16'h0000;
+    theta0_rom[2] = 16'h0000;
+    theta0_rom[3] = 16'h0000;
+    theta0_rom[4] = 16'h0000;
+    theta0_rom[5] = 16'h0000;
+    theta0_rom[6] = 16'h0000;
+    theta0_rom[7] = 16'h0000;
+    theta0_rom[8] = 16'h0000;
+    theta0_rom[9] = 16'h0000;
+    theta0_rom[10] = 16'h0000;
+    theta0_rom[11] = 16'h0000;
+    theta0_rom[12] = 16'h0000;
+    theta0_rom[13] = 16'h0000;
+    theta0_rom[14] = 16'h0000;
+    theta0_rom[15] = 16'h0000;
+    theta0_rom[16] = 16'h0000;
+    theta0_rom[17] = 16'h0000;
+    theta0_rom[18] = 16'h0000;
+    theta0_rom[19] = 16'h0000;
+    theta0_rom[20] = 16'h0000;
+    theta0_rom[21] = 16'h0000;
+  end
+  reg [15:0] _16_;
+  always @(posedge clk) begin
+    _16_ <= theta0_rom[reload_count];
+  end
+  assign reload_data = _16_;
+  assign \$2  = \cell [1:0] > 1'h0;
+  assign \$3  = \$1  + \$2 ;
+  assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
+  assign \$signature__en  = en | l0_port_rd;
+  assign \$6  = \cell [1:0] > 1'h1;
+  assign \$7  = \$5  + \$6 ;
+  assign \$8  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$7 ;
+  assign \$signature__en$11  = en | l0_port_rd;
+  assign \$10  = \cell [1:0] > 2'h2;
+  assign \$11  = \$9  + \$10 ;
+  assign \$12  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$11 ;
+  assign \$signature__en$13  = en | l0_port_rd;
+  assign \$14  = \cell [1:0] > 2'h3;
+  assign \$15  = \$13  + \$14 ;
+  assign \$16  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$15 ;
+  assign \$signature__en$15  = en | l0_port_rd;
   assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$20  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$26  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$32  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \t$46  = $signed(l0_read0_1_0) * $signed(l0_bval1_0_s2);
-  assign \t$52  = $signed(l0_read0_1_1) * $signed(l0_bval1_1_s2);
-  assign \t$58  = $signed(l0_read0_1_2) * $signed(l0_bval1_2_s2);
-  assign \t$64  = $signed(l0_read0_1_3) * $signed(l0_bval1_3_s2);
-  assign \$1  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$2  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \$3  = $signed(\$1 ) + $signed(\$2 );
-  assign \$4  = $signed(l0_prod0_1_0_s3) + $signed(l0_prod0_1_1_s3);
-  assign \$5  = $signed(l0_prod0_1_2_s3) + $signed(l0_prod0_1_3_s3);
-  assign \$6  = $signed(\$4 ) + $signed(\$5 );
-  assign \t$68  = $signed(\$3 ) + $signed(\$6 );
-  assign \$7  = ! \t$68 [12:0];
-  assign \$8  = ~ \$7 ;
-  assign \$9  = \t$68 [13] & \$8 ;
-  assign \$10  = ! \t$68 [12:0];
-  assign \$11  = \t$68 [13] & \$10 ;
-  assign \$12  = \$11  & floor[0];
-  assign \$13  = \$9  | \$12 ;
-  assign \t$79  = $signed(floor) + $signed({ 1'h0, \$13  });
-  assign \$14  = $signed(\t$79 ) < $signed(16'h8000);
-  assign \$15  = $signed(\t$79 ) > $signed(16'h7fff);
-  assign \$16  = \$15  ? 16'h7fff : \t$79 [15:0];
-  assign \t$80  = \$14  ? 16'h8000 : \$16 ;
-  assign \t$83  = $signed(m__payload) - $signed(y0_s4);
-  assign \$17  = $signed(\t$85 ) < $signed(16'h8000);
-  assign \$18  = $signed(\t$85 ) > $signed(16'h7fff);
-  assign \$19  = \$18  ? 16'h7fff : \t$85 [15:0];
-  assign \t$86  = \$17  ? 16'h8000 : \$19 ;
-  assign \t$87  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$20  = ! \t$87 [16:0];
-  assign \$21  = ~ \$20 ;
-  assign \$22  = \t$87 [17] & \$21 ;
-  assign \$23  = ! \t$87 [16:0];
-  assign \$24  = \t$87 [17] & \$23 ;
-  assign \$25  = \$24  & \floor$90 [0];
-  assign \$26  = \$22  | \$25 ;
-  assign \t$91  = $signed(\floor$90 ) + $signed({ 1'h0, \$26  });
-  assign \$27  = $signed(\t$91 ) < $signed(16'h8000);
-  assign \$28  = $signed(\t$91 ) > $signed(16'h7fff);
-  assign \$29  = \$28  ? 16'h7fff : \t$91 [15:0];
-  assign \t$92  = \$27  ? 16'h8000 : \$29 ;
-  assign \t$93  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$30  = ! \t$93 [16:0];
-  assign \$31  = ~ \$30 ;
-  assign \$32  = \t$93 [17] & \$31 ;
-  assign \$33  = ! \t$93 [16:0];
-  assign \$34  = \t$93 [17] & \$33 ;
-  assign \$35  = \$34  & \floor$95 [0];
-  assign \$36  = \$32  | \$35 ;
-  assign \t$96  = $signed(\floor$95 ) + $signed({ 1'h0, \$36  });
-  assign \$37  = $signed(\t$96 ) < $signed(16'h8000);
-  assign \$38  = $signed(\t$96 ) > $signed(16'h7fff);
-  assign \$39  = \$38  ? 16'h7fff : \t$96 [15:0];
-  assign \t$97  = \$37  ? 16'h8000 : \$39 ;
-  assign \t$98  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$40  = ! \t$98 [16:0];
-  assign \$41  = ~ \$40 ;
-  assign \$42  = \t$98 [17] & \$41 ;
-  assign \$43  = ! \t$98 [16:0];
-  assign \$44  = \t$98 [17] & \$43 ;
-  assign \$45  = \$44  & \floor$100 [0];
-  assign \$46  = \$42  | \$45 ;
-  assign \t$101  = $signed(\floor$100 ) + $signed({ 1'h0, \$46  });
-  assign \$47  = $signed(\t$101 ) < $signed(16'h8000);
-  assign \$48  = $signed(\t$101 ) > $signed(16'h7fff);
-  assign \$49  = \$48  ? 16'h7fff : \t$101 [15:0];
-  assign \t$102  = \$47  ? 16'h8000 : \$49 ;
-  assign \t$103  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$50  = ! \t$103 [16:0];
-  assign \$51  = ~ \$50 ;
-  assign \$52  = \t$103 [17] & \$51 ;
-  assign \$53  = ! \t$103 [16:0];
-  assign \$54  = \t$103 [17] & \$53 ;
-  assign \$55  = \$54  & \floor$105 [0];
-  assign \$56  = \$52  | \$55 ;
-  assign \t$106  = $signed(\floor$105 ) + $signed({ 1'h0, \$56  });
-  assign \$57  = $signed(\t$106 ) < $signed(16'h8000);
-  assign \$58  = $signed(\t$106 ) > $signed(16'h7fff);
-  assign \$59  = \$58  ? 16'h7fff : \t$106 [15:0];
-  assign \t$107  = \$57  ? 16'h8000 : \$59 ;
-  assign \t$108  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$60  = ! \t$108 [16:0];
-  assign \$61  = ~ \$60 ;
-  assign \$62  = \t$108 [17] & \$61 ;
-  assign \$63  = ! \t$108 [16:0];
-  assign \$64  = \t$108 [17] & \$63 ;
-  assign \$65  = \$64  & \floor$110 [0];
-  assign \$66  = \$62  | \$65 ;
-  assign \t$111  = $signed(\floor$110 ) + $signed({ 1'h0, \$66  });
-  assign \$67  = $signed(\t$111 ) < $signed(16'h8000);
-  assign \$68  = $signed(\t$111 ) > $signed(16'h7fff);
-  assign \$69  = \$68  ? 16'h7fff : \t$111 [15:0];
-  assign \t$112  = \$67  ? 16'h8000 : \$69 ;
-  assign \t$113  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$70  = ! \t$113 [16:0];
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \t$113 [17] & \$71 ;
-  assign \$73  = ! \t$113 [16:0];
-  assign \$74  = \t$113 [17] & \$73 ;
-  assign \$75  = \$74  & \floor$115 [0];
-  assign \$76  = \$72  | \$75 ;
-  assign \t$116  = $signed(\floor$115 ) + $signed({ 1'h0, \$76  });
-  assign \$77  = $signed(\t$116 ) < $signed(16'h8000);
-  assign \$78  = $signed(\t$116 ) > $signed(16'h7fff);
-  assign \$79  = \$78  ? 16'h7fff : \t$116 [15:0];
-  assign \t$117  = \$77  ? 16'h8000 : \$79 ;
-  assign \t$118  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$80  = ! \t$118 [16:0];
-  assign \$81  = ~ \$80 ;
-  assign \$82  = \t$118 [17] & \$81 ;
-  assign \$83  = ! \t$118 [16:0];
-  assign \$84  = \t$118 [17] & \$83 ;
-  assign \$85  = \$84  & \floor$120 [0];
-  assign \$86  = \$82  | \$85 ;
-  assign \t$121  = $signed(\floor$120 ) + $signed({ 1'h0, \$86  });
-  assign \$87  = $signed(\t$121 ) < $signed(16'h8000);
-  assign \$88  = $signed(\t$121 ) > $signed(16'h7fff);
-  assign \$89  = \$88  ? 16'h7fff : \t$121 [15:0];
-  assign \t$122  = \$87  ? 16'h8000 : \$89 ;
-  assign \t$123  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$90  = ! \t$123 [16:0];
-  assign \$91  = ~ \$90 ;
-  assign \$92  = \t$123 [17] & \$91 ;
-  assign \$93  = ! \t$123 [16:0];
-  assign \$94  = \t$123 [17] & \$93 ;
-  assign \$95  = \$94  & \floor$125 [0];
-  assign \$96  = \$92  | \$95 ;
-  assign \t$126  = $signed(\floor$125 ) + $signed({ 1'h0, \$96  });
-  assign \$97  = $signed(\t$126 ) < $signed(16'h8000);
-  assign \$98  = $signed(\t$126 ) > $signed(16'h7fff);
-  assign \$99  = \$98  ? 16'h7fff : \t$126 [15:0];
-  assign \t$127  = \$97  ? 16'h8000 : \$99 ;
-  assign \$100  = ~ m__ready;
-  assign \$101  = valid_s4 & \$100 ;
-  assign en = ~ \$101 ;
+  assign \t$27  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
+  assign \t$32  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
+  assign \t$37  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$18  = \cell$42 [1:0] > 1'h0;
+  assign \$19  = \$17  + \$18 ;
+  assign \$20  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$19 ;
+  assign \$signature__en$43  = en | l0_port_rd;
+  assign \$22  = \cell$42 [1:0] > 1'h1;
+  assign \$23  = \$21  + \$22 ;
+  assign \$24  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$23 ;
+  assign \$signature__en$45  = en | l0_port_rd;
+  assign \$26  = \cell$42 [1:0] > 2'h2;
+  assign \$27  = \$25  + \$26 ;
+  assign \$28  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$27 ;
+  assign \$signature__en$47  = en | l0_port_rd;
+  assign \$30  = \cell$42 [1:0] > 2'h3;
+  assign \$31  = \$29  + \$30 ;
+  assign \$32  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$31 ;
+  assign \$signature__en$49  = en | l0_port_rd;
+  assign \t$56  = $signed(l0_read0_1_0) * $signed(l0_bval1_0_s2);
+  assign \t$61  = $signed(l0_read0_1_1) * $signed(l0_bval1_1_s2);
+  assign \t$66  = $signed(l0_read0_1_2) * $signed(l0_bval1_2_s2);
+  assign \t$71  = $signed(l0_read0_1_3) * $signed(l0_bval1_3_s2);
+  assign \$33  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
+  assign \$34  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
+  assign \$35  = $signed(\$33 ) + $signed(\$34 );
+  assign \$36  = $signed(l0_prod0_1_0_s3) + $signed(l0_prod0_1_1_s3);
+  assign \$37  = $signed(l0_prod0_1_2_s3) + $signed(l0_prod0_1_3_s3);
+  assign \$38  = $signed(\$36 ) + $signed(\$37 );
+  assign \t$75  = $signed(\$35 ) + $signed(\$38 );
+  assign \$39  = ! \t$75 [12:0];
+  assign \$40  = ~ \$39 ;
+  assign \$41  = \t$75 [13] & \$40 ;
+  assign \$42  = ! \t$75 [12:0];
+  assign \$43  = \t$75 [13] & \$42 ;
+  assign \$44  = \$43  & floor[0];
+  assign \$45  = \$41  | \$44 ;
+  assign \t$86  = $signed(floor) + $signed({ 1'h0, \$45  });
+  assign \$46  = $signed(\t$86 ) < $signed(16'h8000);
+  assign \$47  = $signed(\t$86 ) > $signed(16'h7fff);
+  assign \$48  = \$47  ? 16'h7fff : \t$86 [15:0];
+  assign \t$87  = \$46  ? 16'h8000 : \$48 ;
+  assign \t$90  = $signed(m__payload) - $signed(y0_s4);
+  assign \$49  = $signed(\t$92 ) < $signed(16'h8000);
+  assign \$50  = $signed(\t$92 ) > $signed(16'h7fff);
+  assign \$51  = \$50  ? 16'h7fff : \t$92 [15:0];
+  assign \t$93  = \$49  ? 16'h8000 : \$51 ;
+  assign \t$94  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$52  = ! \t$94 [16:0];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = \t$94 [17] & \$53 ;
+  assign \$55  = ! \t$94 [16:0];
+  assign \$56  = \t$94 [17] & \$55 ;
+  assign \$57  = \$56  & \floor$97 [0];
+  assign \$58  = \$54  | \$57 ;
+  assign \t$98  = $signed(\floor$97 ) + $signed({ 1'h0, \$58  });
+  assign \$59  = $signed(\t$98 ) < $signed(16'h8000);
+  assign \$60  = $signed(\t$98 ) > $signed(16'h7fff);
+  assign \$61  = \$60  ? 16'h7fff : \t$98 [15:0];
+  assign \t$99  = \$59  ? 16'h8000 : \$61 ;
+  assign \t$100  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$62  = ! \t$100 [16:0];
+  assign \$63  = ~ \$62 ;
+  assign \$64  = \t$100 [17] & \$63 ;
+  assign \$65  = ! \t$100 [16:0];
+  assign \$66  = \t$100 [17] & \$65 ;
+  assign \$67  = \$66  & \floor$102 [0];
+  assign \$68  = \$64  | \$67 ;
+  assign \t$103  = $signed(\floor$102 ) + $signed({ 1'h0, \$68  });
+  assign \$69  = $signed(\t$103 ) < $signed(16'h8000);
+  assign \$70  = $signed(\t$103 ) > $signed(16'h7fff);
+  assign \$71  = \$70  ? 16'h7fff : \t$103 [15:0];
+  assign \t$104  = \$69  ? 16'h8000 : \$71 ;
+  assign \t$105  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$72  = ! \t$105 [16:0];
+  assign \$73  = ~ \$72 ;
+  assign \$74  = \t$105 [17] & \$73 ;
+  assign \$75  = ! \t$105 [16:0];
+  assign \$76  = \t$105 [17] & \$75 ;
+  assign \$77  = \$76  & \floor$107 [0];
+  assign \$78  = \$74  | \$77 ;
+  assign \t$108  = $signed(\floor$107 ) + $signed({ 1'h0, \$78  });
+  assign \$79  = $signed(\t$108 ) < $signed(16'h8000);
+  assign \$80  = $signed(\t$108 ) > $signed(16'h7fff);
+  assign \$81  = \$80  ? 16'h7fff : \t$108 [15:0];
+  assign \t$109  = \$79  ? 16'h8000 : \$81 ;
+  assign \t$110  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$82  = ! \t$110 [16:0];
+  assign \$83  = ~ \$82 ;
+  assign \$84  = \t$110 [17] & \$83 ;
+  assign \$85  = ! \t$110 [16:0];
+  assign \$86  = \t$110 [17] & \$85 ;
+  assign \$87  = \$86  & \floor$112 [0];
+  assign \$88  = \$84  | \$87 ;
+  assign \t$113  = $signed(\floor$112 ) + $signed({ 1'h0, \$88  });
+  assign \$89  = $signed(\t$113 ) < $signed(16'h8000);
+  assign \$90  = $signed(\t$113 ) > $signed(16'h7fff);
+  assign \$91  = \$90  ? 16'h7fff : \t$113 [15:0];
+  assign \t$114  = \$89  ? 16'h8000 : \$91 ;
+  assign \t$115  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
+  assign \$92  = ! \t$115 [16:0];
+  assign \$93  = ~ \$92 ;
+  assign \$94  = \t$115 [17] & \$93 ;
+  assign \$95  = ! \t$115 [16:0];
+  assign \$96  = \t$115 [17] & \$95 ;
+  assign \$97  = \$96  & \floor$117 [0];
+  assign \$98  = \$94  | \$97 ;
+  assign \t$118  = $signed(\floor$117 ) + $signed({ 1'h0, \$98  });
+  assign \$99  = $signed(\t$118 ) < $signed(16'h8000);
+  assign \$100  = $signed(\t$118 ) > $signed(16'h7fff);
+  assign \$101  = \$100  ? 16'h7fff : \t$118 [15:0];
+  assign \t$119  = \$99  ? 16'h8000 : \$101 ;
+  assign \t$120  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
+  assign \$102  = ! \t$120 [16:0];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = \t$120 [17] & \$103 ;
+  assign \$105  = ! \t$120 [16:0];
+  assign \$106  = \t$120 [17] & \$105 ;
+  assign \$107  = \$106  & \floor$122 [0];
+  assign \$108  = \$104  | \$107 ;
+  assign \t$123  = $signed(\floor$122 ) + $signed({ 1'h0, \$108  });
+  assign \$109  = $signed(\t$123 ) < $signed(16'h8000);
+  assign \$110  = $signed(\t$123 ) > $signed(16'h7fff);
+  assign \$111  = \$110  ? 16'h7fff : \t$123 [15:0];
+  assign \t$124  = \$109  ? 16'h8000 : \$111 ;
+  assign \t$125  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
+  assign \$112  = ! \t$125 [16:0];
+  assign \$113  = ~ \$112 ;
+  assign \$114  = \t$125 [17] & \$113 ;
+  assign \$115  = ! \t$125 [16:0];
+  assign \$116  = \t$125 [17] & \$115 ;
+  assign \$117  = \$116  & \floor$127 [0];
+  assign \$118  = \$114  | \$117 ;
+  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$118  });
+  assign \$119  = $signed(\t$128 ) < $signed(16'h8000);
+  assign \$120  = $signed(\t$128 ) > $signed(16'h7fff);
+  assign \$121  = \$120  ? 16'h7fff : \t$128 [15:0];
+  assign \t$129  = \$119  ? 16'h8000 : \$121 ;
+  assign \t$130  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
+  assign \$122  = ! \t$130 [16:0];
+  assign \$123  = ~ \$122 ;
+  assign \$124  = \t$130 [17] & \$123 ;
+  assign \$125  = ! \t$130 [16:0];
+  assign \$126  = \t$130 [17] & \$125 ;
+  assign \$127  = \$126  & \floor$132 [0];
+  assign \$128  = \$124  | \$127 ;
+  assign \t$133  = $signed(\floor$132 ) + $signed({ 1'h0, \$128  });
+  assign \$129  = $signed(\t$133 ) < $signed(16'h8000);
+  assign \$130  = $signed(\t$133 ) > $signed(16'h7fff);
+  assign \$131  = \$130  ? 16'h7fff : \t$133 [15:0];
+  assign \t$134  = \$129  ? 16'h8000 : \$131 ;
+  assign \$132  = ~ m__ready;
+  assign \$133  = valid_s4 & \$132 ;
+  assign en = ~ \$133 ;
   assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s5;
-  assign \$102  = ! l0_cell0_s5;
-  assign \$103  = $signed(l0_coef_0_0_0) - $signed(\t$92 );
-  assign \$104  = l0_cell0_s5 == 1'h1;
-  assign \$105  = ! l0_cell0_s5;
-  assign \$106  = \$104  | \$105 ;
-  assign \$107  = ! l0_cell0_s5;
-  assign \$108  = \$107  ? \t$97  : \t$92 ;
-  assign \$109  = $signed(l0_coef_0_0_1) - $signed(\$108 );
-  assign \$110  = l0_cell0_s5 == 2'h2;
-  assign \$111  = l0_cell0_s5 == 1'h1;
-  assign \$112  = \$110  | \$111 ;
-  assign \$113  = ! l0_cell0_s5;
-  assign \$114  = \$112  | \$113 ;
-  assign \$115  = ! l0_cell0_s5;
-  assign \$116  = l0_cell0_s5 == 1'h1;
-  assign \$117  = \$116  ? \t$97  : \t$92 ;
-  assign \$118  = \$115  ? \t$102  : \$117 ;
-  assign \$119  = $signed(l0_coef_0_0_2) - $signed(\$118 );
-  assign \$120  = l0_cell0_s5 == 2'h3;
-  assign \$121  = l0_cell0_s5 == 2'h2;
-  assign \$122  = \$120  | \$121 ;
-  assign \$123  = l0_cell0_s5 == 1'h1;
-  assign \$124  = \$122  | \$123 ;
-  assign \$125  = ! l0_cell0_s5;
-  assign \$126  = \$124  | \$125 ;
-  assign \$127  = ! l0_cell0_s5;
-  assign \$128  = l0_cell0_s5 == 1'h1;
-  assign \$129  = l0_cell0_s5 == 2'h2;
-  assign \$130  = \$129  ? \t$97  : \t$92 ;
-  assign \$131  = \$128  ? \t$102  : \$130 ;
-  assign \$132  = \$127  ? \t$107  : \$131 ;
-  assign \$133  = $signed(l0_coef_0_0_3) - $signed(\$132 );
-  assign \$134  = l0_cell0_s5 == 3'h4;
-  assign \$135  = l0_cell0_s5 == 2'h3;
-  assign \$136  = \$134  | \$135 ;
-  assign \$137  = l0_cell0_s5 == 2'h2;
-  assign \$138  = \$136  | \$137 ;
-  assign \$139  = l0_cell0_s5 == 1'h1;
-  assign \$140  = \$138  | \$139 ;
-  assign \$141  = l0_cell0_s5 == 1'h1;
-  assign \$142  = l0_cell0_s5 == 2'h2;
-  assign \$143  = l0_cell0_s5 == 2'h3;
-  assign \$144  = \$143  ? \t$97  : \t$92 ;
-  assign \$145  = \$142  ? \t$102  : \$144 ;
-  assign \$146  = \$141  ? \t$107  : \$145 ;
-  assign \$147  = $signed(l0_coef_0_0_4) - $signed(\$146 );
-  assign \$148  = l0_cell0_s5 == 3'h5;
-  assign \$149  = l0_cell0_s5 == 3'h4;
-  assign \$150  = \$148  | \$149 ;
-  assign \$151  = l0_cell0_s5 == 2'h3;
-  assign \$152  = \$150  | \$151 ;
-  assign \$153  = l0_cell0_s5 == 2'h2;
-  assign \$154  = \$152  | \$153 ;
-  assign \$155  = l0_cell0_s5 == 2'h2;
-  assign \$156  = l0_cell0_s5 == 2'h3;
-  assign \$157  = l0_cell0_s5 == 3'h4;
-  assign \$158  = \$157  ? \t$97  : \t$92 ;
-  assign \$159  = \$156  ? \t$102  : \$158 ;
-  assign \$160  = \$155  ? \t$107  : \$159 ;
-  assign \$161  = $signed(l0_coef_0_0_5) - $signed(\$160 );
-  assign \$162  = l0_cell0_s5 == 3'h6;
-  assign \$163  = l0_cell0_s5 == 3'h5;
-  assign \$164  = \$162  | \$163 ;
-  assign \$165  = l0_cell0_s5 == 3'h4;
-  assign \$166  = \$164  | \$165 ;
-  assign \$167  = l0_cell0_s5 == 2'h3;
-  assign \$168  = \$166  | \$167 ;
-  assign \$169  = l0_cell0_s5 == 2'h3;
-  assign \$170  = l0_cell0_s5 == 3'h4;
-  assign \$171  = l0_cell0_s5 == 3'h5;
-  assign \$172  = \$171  ? \t$97  : \t$92 ;
-  assign \$173  = \$170  ? \t$102  : \$172 ;
-  assign \$174  = \$169  ? \t$107  : \$173 ;
-  assign \$175  = $signed(l0_coef_0_0_6) - $signed(\$174 );
-  assign \$176  = l0_cell0_s5 == 3'h7;
-  assign \$177  = l0_cell0_s5 == 3'h6;
-  assign \$178  = \$176  | \$177 ;
-  assign \$179  = l0_cell0_s5 == 3'h5;
-  assign \$180  = \$178  | \$179 ;
-  assign \$181  = l0_cell0_s5 == 3'h4;
-  assign \$182  = \$180  | \$181 ;
-  assign \$183  = l0_cell0_s5 == 3'h4;
-  assign \$184  = l0_cell0_s5 == 3'h5;
-  assign \$185  = l0_cell0_s5 == 3'h6;
-  assign \$186  = \$185  ? \t$97  : \t$92 ;
-  assign \$187  = \$184  ? \t$102  : \$186 ;
-  assign \$188  = \$183  ? \t$107  : \$187 ;
-  assign \$189  = $signed(l0_coef_0_0_7) - $signed(\$188 );
-  assign \$190  = l0_cell0_s5 == 3'h7;
-  assign \$191  = l0_cell0_s5 == 3'h6;
-  assign \$192  = \$190  | \$191 ;
-  assign \$193  = l0_cell0_s5 == 3'h5;
-  assign \$194  = \$192  | \$193 ;
-  assign \$195  = l0_cell0_s5 == 3'h5;
-  assign \$196  = l0_cell0_s5 == 3'h6;
-  assign \$197  = \$196  ? \t$102  : \t$97 ;
-  assign \$198  = \$195  ? \t$107  : \$197 ;
-  assign \$199  = $signed(l0_coef_0_0_8) - $signed(\$198 );
-  assign \$200  = l0_cell0_s5 == 3'h7;
-  assign \$201  = l0_cell0_s5 == 3'h6;
-  assign \$202  = \$200  | \$201 ;
-  assign \$203  = l0_cell0_s5 == 3'h6;
-  assign \$204  = \$203  ? \t$107  : \t$102 ;
-  assign \$205  = $signed(l0_coef_0_0_9) - $signed(\$204 );
-  assign \$206  = l0_cell0_s5 == 3'h7;
-  assign \$207  = $signed(l0_coef_0_0_10) - $signed(\t$107 );
-  assign \$208  = ! l0_cell1_s5;
-  assign \$209  = $signed(l0_coef_0_1_0) - $signed(\t$112 );
-  assign \$210  = l0_cell1_s5 == 1'h1;
-  assign \$211  = ! l0_cell1_s5;
-  assign \$212  = \$210  | \$211 ;
-  assign \$213  = ! l0_cell1_s5;
-  assign \$214  = \$213  ? \t$117  : \t$112 ;
-  assign \$215  = $signed(l0_coef_0_1_1) - $signed(\$214 );
-  assign \$216  = l0_cell1_s5 == 2'h2;
-  assign \$217  = l0_cell1_s5 == 1'h1;
-  assign \$218  = \$216  | \$217 ;
-  assign \$219  = ! l0_cell1_s5;
-  assign \$220  = \$218  | \$219 ;
-  assign \$221  = ! l0_cell1_s5;
-  assign \$222  = l0_cell1_s5 == 1'h1;
-  assign \$223  = \$222  ? \t$117  : \t$112 ;
-  assign \$224  = \$221  ? \t$122  : \$223 ;
-  assign \$225  = $signed(l0_coef_0_1_2) - $signed(\$224 );
-  assign \$226  = l0_cell1_s5 == 2'h3;
-  assign \$227  = l0_cell1_s5 == 2'h2;
-  assign \$228  = \$226  | \$227 ;
-  assign \$229  = l0_cell1_s5 == 1'h1;
-  assign \$230  = \$228  | \$229 ;
-  assign \$231  = ! l0_cell1_s5;
-  assign \$232  = \$230  | \$231 ;
-  assign \$233  = ! l0_cell1_s5;
-  assign \$234  = l0_cell1_s5 == 1'h1;
-  assign \$235  = l0_cell1_s5 == 2'h2;
-  assign \$236  = \$235  ? \t$117  : \t$112 ;
-  assign \$237  = \$234  ? \t$122  : \$236 ;
-  assign \$238  = \$233  ? \t$127  : \$237 ;
-  assign \$239  = $signed(l0_coef_0_1_3) - $signed(\$238 );
-  assign \$240  = l0_cell1_s5 == 3'h4;
-  assign \$241  = l0_cell1_s5 == 2'h3;
-  assign \$242  = \$240  | \$241 ;
-  assign \$243  = l0_cell1_s5 == 2'h2;
-  assign \$244  = \$242  | \$243 ;
-  assign \$245  = l0_cell1_s5 == 1'h1;
-  assign \$246  = \$244  | \$245 ;
-  assign \$247  = l0_cell1_s5 == 1'h1;
-  assign \$248  = l0_cell1_s5 == 2'h2;
-  assign \$249  = l0_cell1_s5 == 2'h3;
-  assign \$250  = \$249  ? \t$117  : \t$112 ;
-  assign \$251  = \$248  ? \t$122  : \$250 ;
-  assign \$252  = \$247  ? \t$127  : \$251 ;
-  assign \$253  = $signed(l0_coef_0_1_4) - $signed(\$252 );
-  assign \$254  = l0_cell1_s5 == 3'h5;
-  assign \$255  = l0_cell1_s5 == 3'h4;
-  assign \$256  = \$254  | \$255 ;
-  assign \$257  = l0_cell1_s5 == 2'h3;
-  assign \$258  = \$256  | \$257 ;
-  assign \$259  = l0_cell1_s5 == 2'h2;
-  assign \$260  = \$258  | \$259 ;
-  assign \$261  = l0_cell1_s5 == 2'h2;
-  assign \$262  = l0_cell1_s5 == 2'h3;
-  assign \$263  = l0_cell1_s5 == 3'h4;
-  assign \$264  = \$263  ? \t$117  : \t$112 ;
-  assign \$265  = \$262  ? \t$122  : \$264 ;
-  assign \$266  = \$261  ? \t$127  : \$265 ;
-  assign \$267  = $signed(l0_coef_0_1_5) - $signed(\$266 );
-  assign \$268  = l0_cell1_s5 == 3'h6;
-  assign \$269  = l0_cell1_s5 == 3'h5;
-  assign \$270  = \$268  | \$269 ;
-  assign \$271  = l0_cell1_s5 == 3'h4;
-  assign \$272  = \$270  | \$271 ;
-  assign \$273  = l0_cell1_s5 == 2'h3;
-  assign \$274  = \$272  | \$273 ;
-  assign \$275  = l0_cell1_s5 == 2'h3;
-  assign \$276  = l0_cell1_s5 == 3'h4;
-  assign \$277  = l0_cell1_s5 == 3'h5;
-  assign \$278  = \$277  ? \t$117  : \t$112 ;
-  assign \$279  = \$276  ? \t$122  : \$278 ;
-  assign \$280  = \$275  ? \t$127  : \$279 ;
-  assign \$281  = $signed(l0_coef_0_1_6) - $signed(\$280 );
-  assign \$282  = l0_cell1_s5 == 3'h7;
-  assign \$283  = l0_cell1_s5 == 3'h6;
-  assign \$284  = \$282  | \$283 ;
-  assign \$285  = l0_cell1_s5 == 3'h5;
-  assign \$286  = \$284  | \$285 ;
-  assign \$287  = l0_cell1_s5 == 3'h4;
-  assign \$288  = \$286  | \$287 ;
-  assign \$289  = l0_cell1_s5 == 3'h4;
-  assign \$290  = l0_cell1_s5 == 3'h5;
-  assign \$291  = l0_cell1_s5 == 3'h6;
-  assign \$292  = \$291  ? \t$117  : \t$112 ;
-  assign \$293  = \$290  ? \t$122  : \$292 ;
-  assign \$294  = \$289  ? \t$127  : \$293 ;
-  assign \$295  = $signed(l0_coef_0_1_7) - $signed(\$294 );
-  assign \$296  = l0_cell1_s5 == 3'h7;
-  assign \$297  = l0_cell1_s5 == 3'h6;
-  assign \$298  = \$296  | \$297 ;
-  assign \$299  = l0_cell1_s5 == 3'h5;
-  assign \$300  = \$298  | \$299 ;
-  assign \$301  = l0_cell1_s5 == 3'h5;
-  assign \$302  = l0_cell1_s5 == 3'h6;
-  assign \$303  = \$302  ? \t$122  : \t$117 ;
-  assign \$304  = \$301  ? \t$127  : \$303 ;
-  assign \$305  = $signed(l0_coef_0_1_8) - $signed(\$304 );
-  assign \$306  = l0_cell1_s5 == 3'h7;
-  assign \$307  = l0_cell1_s5 == 3'h6;
-  assign \$308  = \$306  | \$307 ;
-  assign \$309  = l0_cell1_s5 == 3'h6;
-  assign \$310  = \$309  ? \t$127  : \t$122 ;
-  assign \$311  = $signed(l0_coef_0_1_9) - $signed(\$310 );
-  assign \$312  = l0_cell1_s5 == 3'h7;
-  assign \$313  = $signed(l0_coef_0_1_10) - $signed(\t$127 );
-  assign \$314  = ~ pc__valid;
-  assign \$315  = en & \$314 ;
-  assign \$316  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$317  = ~ \$316 ;
-  assign s__ready = \$315  & \$317 ;
+  assign \t$144  = $signed(\$signature__data$145 ) - $signed(\$134 );
+  assign \$135  = ! l0_port_edge_q[0];
+  assign \$136  = l0_port_wr & \$135 ;
+  assign \$137  = ! \$301 [1:0];
+  assign l0_port_hit0_0_0 = \$136  & \$137 ;
+  assign \$138  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$140  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$141  = \$140 [1:0] > 1'h0;
+  assign \$142  = \$139  + \$141 ;
+  assign \$144  = l0_cell0_s5[1:0] > 1'h0;
+  assign \$145  = \$143  + \$144 ;
+  assign \$146  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$145 ;
+  assign \$147  = $signed(\t$144 ) < $signed(16'h8000);
+  assign \$148  = $signed(\t$144 ) > $signed(16'h7fff);
+  assign \$149  = \$148  ? 16'h7fff : \t$144 [15:0];
+  assign \$150  = \$147  ? 16'h8000 : \$149 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$150 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$158  = $signed(\$signature__data$159 ) - $signed(\$151 );
+  assign \$152  = ! l0_port_edge_q[0];
+  assign \$153  = l0_port_wr & \$152 ;
+  assign \$154  = \$301 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$153  & \$154 ;
+  assign \$155  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$157  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$158  = \$157 [1:0] > 1'h1;
+  assign \$159  = \$156  + \$158 ;
+  assign \$161  = l0_cell0_s5[1:0] > 1'h1;
+  assign \$162  = \$160  + \$161 ;
+  assign \$163  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$162 ;
+  assign \$164  = $signed(\t$158 ) < $signed(16'h8000);
+  assign \$165  = $signed(\t$158 ) > $signed(16'h7fff);
+  assign \$166  = \$165  ? 16'h7fff : \t$158 [15:0];
+  assign \$167  = \$164  ? 16'h8000 : \$166 ;
+  assign \wp__data$164  = l0_port_hit0_0_1 ? l0_port_data : \$167 ;
+  assign \wp__en$165  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$166  = $signed(\$signature__data$167 ) - $signed(\$168 );
+  assign \$169  = ! l0_port_edge_q[0];
+  assign \$170  = l0_port_wr & \$169 ;
+  assign \$171  = \$301 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$170  & \$171 ;
+  assign \$172  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$174  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$175  = \$174 [1:0] > 2'h2;
+  assign \$176  = \$173  + \$175 ;
+  assign \$178  = l0_cell0_s5[1:0] > 2'h2;
+  assign \$179  = \$177  + \$178 ;
+  assign \$180  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$179 ;
+  assign \$181  = $signed(\t$166 ) < $signed(16'h8000);
+  assign \$182  = $signed(\t$166 ) > $signed(16'h7fff);
+  assign \$183  = \$182  ? 16'h7fff : \t$166 [15:0];
+  assign \$184  = \$181  ? 16'h8000 : \$183 ;
+  assign \wp__data$172  = l0_port_hit0_0_2 ? l0_port_data : \$184 ;
+  assign \wp__en$173  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$174  = $signed(\$signature__data$175 ) - $signed(\$185 );
+  assign \$186  = ! l0_port_edge_q[0];
+  assign \$187  = l0_port_wr & \$186 ;
+  assign \$188  = \$301 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$187  & \$188 ;
+  assign \$189  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$191  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$192  = \$191 [1:0] > 2'h3;
+  assign \$193  = \$190  + \$192 ;
+  assign \$195  = l0_cell0_s5[1:0] > 2'h3;
+  assign \$196  = \$194  + \$195 ;
+  assign \$197  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$196 ;
+  assign \$198  = $signed(\t$174 ) < $signed(16'h8000);
+  assign \$199  = $signed(\t$174 ) > $signed(16'h7fff);
+  assign \$200  = \$199  ? 16'h7fff : \t$174 [15:0];
+  assign \$201  = \$198  ? 16'h8000 : \$200 ;
+  assign \wp__data$180  = l0_port_hit0_0_3 ? l0_port_data : \$201 ;
+  assign \wp__en$181  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$182  = $signed(\$signature__data$183 ) - $signed(\$202 );
+  assign \$204  = l0_port_wr & \$203 ;
+  assign \$205  = ! \$301 [1:0];
+  assign l0_port_hit0_1_0 = \$204  & \$205 ;
+  assign \$206  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$208  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$209  = \$208 [1:0] > 1'h0;
+  assign \$210  = \$207  + \$209 ;
+  assign \$212  = l0_cell1_s5[1:0] > 1'h0;
+  assign \$213  = \$211  + \$212 ;
+  assign \$214  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$213 ;
+  assign \$215  = $signed(\t$182 ) < $signed(16'h8000);
+  assign \$216  = $signed(\t$182 ) > $signed(16'h7fff);
+  assign \$217  = \$216  ? 16'h7fff : \t$182 [15:0];
+  assign \$218  = \$215  ? 16'h8000 : \$217 ;
+  assign \wp__data$190  = l0_port_hit0_1_0 ? l0_port_data : \$218 ;
+  assign \wp__en$191  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$192  = $signed(\$signature__data$193 ) - $signed(\$219 );
+  assign \$221  = l0_port_wr & \$220 ;
+  assign \$222  = \$301 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$221  & \$222 ;
+  assign \$223  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$225  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$226  = \$225 [1:0] > 1'h1;
+  assign \$227  = \$224  + \$226 ;
+  assign \$229  = l0_cell1_s5[1:0] > 1'h1;
+  assign \$230  = \$228  + \$229 ;
+  assign \$231  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$230 ;
+  assign \$232  = $signed(\t$192 ) < $signed(16'h8000);
+  assign \$233  = $signed(\t$192 ) > $signed(16'h7fff);
+  assign \$234  = \$233  ? 16'h7fff : \t$192 [15:0];
+  assign \$235  = \$232  ? 16'h8000 : \$234 ;
+  assign \wp__data$198  = l0_port_hit0_1_1 ? l0_port_data : \$235 ;
+  assign \wp__en$199  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$200  = $signed(\$signature__data$201 ) - $signed(\$236 );
+  assign \$238  = l0_port_wr & \$237 ;
+  assign \$239  = \$301 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$238  & \$239 ;
+  assign \$240  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$242  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$243  = \$242 [1:0] > 2'h2;
+  assign \$244  = \$241  + \$243 ;
+  assign \$246  = l0_cell1_s5[1:0] > 2'h2;
+  assign \$247  = \$245  + \$246 ;
+  assign \$248  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$247 ;
+  assign \$249  = $signed(\t$200 ) < $signed(16'h8000);
+  assign \$250  = $signed(\t$200 ) > $signed(16'h7fff);
+  assign \$251  = \$250  ? 16'h7fff : \t$200 [15:0];
+  assign \$252  = \$249  ? 16'h8000 : \$251 ;
+  assign \wp__data$206  = l0_port_hit0_1_2 ? l0_port_data : \$252 ;
+  assign \wp__en$207  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$208  = $signed(\$signature__data$209 ) - $signed(\$253 );
+  assign \$255  = l0_port_wr & \$254 ;
+  assign \$256  = \$301 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$255  & \$256 ;
+  assign \$257  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$259  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$260  = \$259 [1:0] > 2'h3;
+  assign \$261  = \$258  + \$260 ;
+  assign \$263  = l0_cell1_s5[1:0] > 2'h3;
+  assign \$264  = \$262  + \$263 ;
+  assign \$265  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$264 ;
+  assign \$266  = $signed(\t$208 ) < $signed(16'h8000);
+  assign \$267  = $signed(\t$208 ) > $signed(16'h7fff);
+  assign \$268  = \$267  ? 16'h7fff : \t$208 [15:0];
+  assign \$269  = \$266  ? 16'h8000 : \$268 ;
+  assign \wp__data$214  = l0_port_hit0_1_3 ? l0_port_data : \$269 ;
+  assign \wp__en$215  = commit_l0 | l0_port_hit0_1_3;
+  assign reloading = reload_count != 5'h17;
+  assign \$270  = | reload_count;
+  assign reload_write = reloading & \$270 ;
+  assign \$271  = reload_count - 1'h1;
+  assign \$272  = ~ pc__valid;
+  assign \$273  = en & \$272 ;
+  assign \$274  = ~ reloading;
+  assign \$275  = \$273  & \$274 ;
+  assign \$276  = | { valid_s3, valid_s2, valid_s1 };
+  assign \$277  = ~ \$276 ;
+  assign s__ready = \$275  & \$277 ;
   assign accept = s__valid & s__ready;
-  assign \$318  = ~ busy;
-  assign \$319  = pc__valid & \$318 ;
-  assign \$320  = ~ pr__valid;
-  assign \$321  = \$320  | pr__ready;
-  assign execute = \$319  & \$321 ;
-  assign \$322  = ! l0_cell0_s5;
-  assign \$323  = $signed(\t$139 ) < $signed(16'h8000);
-  assign \$324  = $signed(\t$139 ) > $signed(16'h7fff);
-  assign \$325  = \$324  ? 16'h7fff : \t$139 [15:0];
-  assign \$326  = \$323  ? 16'h8000 : \$325 ;
-  assign \$327  = l0_cell0_s5 == 1'h1;
+  assign \$278  = ~ busy;
+  assign \$279  = pc__valid & \$278 ;
+  assign \$280  = ~ reloading;
+  assign \$281  = \$279  & \$280 ;
+  assign \$282  = ~ read_wait;
+  assign \$283  = \$281  & \$282 ;
+  assign \$284  = ~ pr__valid;
+  assign \$285  = \$284  | pr__ready;
+  assign execute = \$283  & \$285 ;
+  assign port_addr = reload_write ? \$271 [4:0] : pc__payload[20:16];
+  assign \$286  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign \$287  = port_addr >= 1'h0;
+  assign \$288  = port_addr < 5'h16;
+  assign \$289  = \$287  & \$288 ;
+  assign \$290  = execute & pc__payload[21];
+  assign \$291  = reload_write | \$290 ;
+  assign l0_port_wr = \$289  & \$291 ;
+  assign \$292  = port_addr >= 1'h0;
+  assign \$293  = port_addr < 5'h16;
+  assign \$294  = \$292  & \$293 ;
+  assign \$295  = \$294  & execute;
+  assign \$296  = ~ pc__payload[21];
+  assign l0_port_rd = \$295  & \$296 ;
+  assign \$297  = \$286 [4:0] * 6'h2f;
+  assign \$298  = l0_port_edge_q * 4'hb;
+  assign \$299  = \$286 [4:0] - \$298 ;
+  assign \$300  = l0_port_baddr_q * 3'h4;
+  assign \$301  = \$299 [3:0] - \$300 ;
+  assign \$302  = reload_count + 1'h1;
+  assign \$303  = ~ pc__payload[21];
+  assign \$304  = execute & \$303 ;
+  assign \$305  = execute & pc__payload[21];
+  always @(posedge clk)
+    valid_s1 <= \$310 ;
+  always @(posedge clk)
+    valid_s2 <= \$311 ;
+  always @(posedge clk)
+    valid_s3 <= \$312 ;
+  always @(posedge clk)
+    valid_s4 <= \$313 ;
+  always @(posedge clk)
+    valid_s5 <= \$314 ;
+  always @(posedge clk)
+    reload_count <= \$315 ;
+  always @(posedge clk)
+    l0_rd_edge <= \$316 ;
+  always @(posedge clk)
+    l0_rd_bank <= \$317 ;
+  always @(posedge clk)
+    read_layer <= \$318 ;
+  always @(posedge clk)
+    read_wait <= \$319 ;
+  always @(posedge clk)
+    pr__valid <= \$320 ;
+  always @(posedge clk)
+    pr__payload <= \$321 ;
+  always @(posedge clk)
+    u <= \$322 ;
+  always @(posedge clk)
+    \u$2  <= \$323 ;
+  always @(posedge clk)
+    y0_s1 <= \$324 ;
+  always @(posedge clk)
+    l0_lo0_s2 <= \$325 ;
+  always @(posedge clk)
+    l0_cell0_s2 <= \$326 ;
+  always @(posedge clk)
+    l0_bval0_0_s2 <= \$327 ;
+  always @(posedge clk)
+    l0_bval0_1_s2 <= \$328 ;
+  always @(posedge clk)
+    l0_bval0_2_s2 <= \$329 ;
+  always @(posedge clk)
+    l0_bval0_3_s2 <= \$330 ;
+  always @(posedge clk)
+    l0_lo1_s2 <= \$331 ;
+  always @(posedge clk)
+    l0_cell1_s2 <= \$332 ;
+  always @(posedge clk)
+    l0_bval1_0_s2 <= \$333 ;
+  always @(posedge clk)
+    l0_bval1_1_s2 <= \$334 ;
+  always @(posedge clk)
+    l0_bval1_2_s2 <= \$335 ;
+  always @(posedge clk)
+    l0_bval1_3_s2 <= \$336 ;
+  always @(posedge clk)
+    l0_prod0_0_0_s3 <= \$337 ;
+  always @(posedge clk)
+    l0_prod0_0_1_s3 <= \$338 ;
+  always @(posedge clk)
+    l0_prod0_0_2_s3 <= \$339 ;
+  always @(posedge clk)
+    l0_prod0_0_3_s3 <= \$340 ;
+  always @(posedge clk)
+    l0_prod0_1_0_s3 <= \$341 ;
+  always @(posedge clk)
+    l0_prod0_1_1_s3 <= \$342 ;
+  always @(posedge clk)
+    l0_prod0_1_2_s3 <= \$343 ;
+  always @(posedge clk)
+    l0_prod0_1_3_s3 <= \$344 ;
+  always @(posedge clk)
+    m__payload <= \$345 ;
+  always @(posedge clk)
+    y0_s2 <= \$346 ;
+  always @(posedge clk)
+    y0_s3 <= \$347 ;
+  always @(posedge clk)
+    y0_s4 <= \$348 ;
+  always @(posedge clk)
+    err0_s5 <= \$349 ;
+  always @(posedge clk)
+    l0_cell0_s3 <= \$350 ;
+  always @(posedge clk)
+    l0_cell0_s4 <= \$351 ;
+  always @(posedge clk)
+    l0_cell0_s5 <= \$352 ;
+  always @(posedge clk)
+    l0_cell1_s3 <= \$353 ;
+  always @(posedge clk)
+    l0_cell1_s4 <= \$354 ;
+  always @(posedge clk)
+    l0_cell1_s5 <= \$355 ;
+  always @(posedge clk)
+    l0_bval0_0_s3 <= \$356 ;
+  always @(posedge clk)
+    l0_bval0_0_s4 <= \$357 ;
+  always @(posedge clk)
+    l0_bval0_0_s5 <= \$358 ;
+  always @(posedge clk)
+    l0_bval0_1_s3 <= \$359 ;
+  always @(posedge clk)
+    l0_bval0_1_s4 <= \$360 ;
+  always @(posedge clk)
+    l0_bval0_1_s5 <= \$361 ;
+  always @(posedge clk)
+    l0_bval0_2_s3 <= \$362 ;
+  always @(posedge clk)
+    l0_bval0_2_s4 <= \$363 ;
+  always @(posedge clk)
+    l0_bval0_2_s5 <= \$364 ;
+  always @(posedge clk)
+    l0_bval0_3_s3 <= \$365 ;
+  always @(posedge clk)
+    l0_bval0_3_s4 <= \$366 ;
+  always @(posedge clk)
+    l0_bval0_3_s5 <= \$367 ;
+  always @(posedge clk)
+    l0_bval1_0_s3 <= \$368 ;
+  always @(posedge clk)
+    l0_bval1_0_s4 <= \$369 ;
+  always @(posedge clk)
+    l0_bval1_0_s5 <= \$370 ;
+  always @(posedge clk)
+    l0_bval1_1_s3 <= \$371 ;
+  always @(posedge clk)
+    l0_bval1_1_s4 <= \$372 ;
+  always @(posedge clk)
+    l0_bval1_1_s5 <= \$373 ;
+  always @(posedge clk)
+    l0_bval1_2_s3 <= \$374 ;
+  always @(posedge clk)
+    l0_bval1_2_s4 <= \$375 ;
+  always @(posedge clk)
+    l0_bval1_2_s5 <= \$376 ;
+  always @(posedge clk)
+    l0_bval1_3_s3 <= \$377 ;
+  always @(posedge clk)
+    l0_bval1_3_s4 <= \$378 ;
+  always @(posedge clk)
+    l0_bval1_3_s5 <= \$379 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$760$0 (\$602 ),
+    .\port$482$0 (\$380 ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .\cell (\cell$183 ),
-    .\port$771$0 (\$603 ),
+    .\cell (\cell$42 ),
+    .\port$493$0 (\$381 ),
     .u(\u$2 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$139  = 17'h00000;
-    if (commit_l0) begin
-      if (\$102 ) begin
-        \t$139  = \$103 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$140  = 17'h00000;
-    if (commit_l0) begin
-      if (\$106 ) begin
-        \t$140  = \$109 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$141  = 17'h00000;
-    if (commit_l0) begin
-      if (\$114 ) begin
-        \t$141  = \$119 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$142  = 17'h00000;
-    if (commit_l0) begin
-      if (\$126 ) begin
-        \t$142  = \$133 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$143  = 17'h00000;
-    if (commit_l0) begin
-      if (\$140 ) begin
-        \t$143  = \$147 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$144  = 17'h00000;
-    if (commit_l0) begin
-      if (\$154 ) begin
-        \t$144  = \$161 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$145  = 17'h00000;
-    if (commit_l0) begin
-      if (\$168 ) begin
-        \t$145  = \$175 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$146  = 17'h00000;
-    if (commit_l0) begin
-      if (\$182 ) begin
-        \t$146  = \$189 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$147  = 17'h00000;
-    if (commit_l0) begin
-      if (\$194 ) begin
-        \t$147  = \$199 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$148  = 17'h00000;
-    if (commit_l0) begin
-      if (\$202 ) begin
-        \t$148  = \$205 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$149  = 17'h00000;
-    if (commit_l0) begin
-      if (\$206 ) begin
-        \t$149  = \$207 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$151  = 17'h00000;
-    if (commit_l0) begin
-      if (\$208 ) begin
-        \t$151  = \$209 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$152  = 17'h00000;
-    if (commit_l0) begin
-      if (\$212 ) begin
-        \t$152  = \$215 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$153  = 17'h00000;
-    if (commit_l0) begin
-      if (\$220 ) begin
-        \t$153  = \$225 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$154  = 17'h00000;
-    if (commit_l0) begin
-      if (\$232 ) begin
-        \t$154  = \$239 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$155  = 17'h00000;
-    if (commit_l0) begin
-      if (\$246 ) begin
-        \t$155  = \$253 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$156  = 17'h00000;
-    if (commit_l0) begin
-      if (\$260 ) begin
-        \t$156  = \$267 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$157  = 17'h00000;
-    if (commit_l0) begin
-      if (\$274 ) begin
-        \t$157  = \$281 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$158  = 17'h00000;
-    if (commit_l0) begin
-      if (\$288 ) begin
-        \t$158  = \$295 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$159  = 17'h00000;
-    if (commit_l0) begin
-      if (\$300 ) begin
-        \t$159  = \$305 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$160  = 17'h00000;
-    if (commit_l0) begin
-      if (\$308 ) begin
-        \t$160  = \$311 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$161  = 17'h00000;
-    if (commit_l0) begin
-      if (\$312 ) begin
-        \t$161  = \$313 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[20:16])
-      5'h00:
-          readback = l0_coef_0_0_0;
-      5'h01:
-          readback = l0_coef_0_0_1;
-      5'h02:
-          readback = l0_coef_0_0_2;
-      5'h03:
-          readback = l0_coef_0_0_3;
-      5'h04:
-          readback = l0_coef_0_0_4;
-      5'h05:
-          readback = l0_coef_0_0_5;
-      5'h06:
-          readback = l0_coef_0_0_6;
-      5'h07:
-          readback = l0_coef_0_0_7;
-      5'h08:
-          readback = l0_coef_0_0_8;
-      5'h09:
-          readback = l0_coef_0_0_9;
-      5'h0a:
-          readback = l0_coef_0_0_10;
-      5'h0b:
-          readback = l0_coef_0_1_0;
-      5'h0c:
-          readback = l0_coef_0_1_1;
-      5'h0d:
-          readback = l0_coef_0_1_2;
-      5'h0e:
-          readback = l0_coef_0_1_3;
-      5'h0f:
-          readback = l0_coef_0_1_4;
-      5'h10:
-          readback = l0_coef_0_1_5;
-      5'h11:
-          readback = l0_coef_0_1_6;
-      5'h12:
-          readback = l0_coef_0_1_7;
-      5'h13:
-          readback = l0_coef_0_1_8;
-      5'h14:
-          readback = l0_coef_0_1_9;
-      5'h15:
-          readback = l0_coef_0_1_10;
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_0 = \$signature__data ;
+      2'h1:
+          l0_read0_0_0 = \$signature__data$19 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$20 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$21 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = valid_s1;
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$19 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$20 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$21 ;
+      2'h3:
+          l0_read0_0_1 = \$signature__data ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_2 = \$signature__data$20 ;
+      2'h1:
+          l0_read0_0_2 = \$signature__data$21 ;
+      2'h2:
+          l0_read0_0_2 = \$signature__data ;
+      2'h3:
+          l0_read0_0_2 = \$signature__data$19 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_3 = \$signature__data$21 ;
+      2'h1:
+          l0_read0_0_3 = \$signature__data ;
+      2'h2:
+          l0_read0_0_3 = \$signature__data$19 ;
+      2'h3:
+          l0_read0_0_3 = \$signature__data$20 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_0 = \$signature__data$52 ;
+      2'h1:
+          l0_read0_1_0 = \$signature__data$53 ;
+      2'h2:
+          l0_read0_1_0 = \$signature__data$54 ;
+      2'h3:
+          l0_read0_1_0 = \$signature__data$55 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_1 = \$signature__data$53 ;
+      2'h1:
+          l0_read0_1_1 = \$signature__data$54 ;
+      2'h2:
+          l0_read0_1_1 = \$signature__data$55 ;
+      2'h3:
+          l0_read0_1_1 = \$signature__data$52 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_2 = \$signature__data$54 ;
+      2'h1:
+          l0_read0_1_2 = \$signature__data$55 ;
+      2'h2:
+          l0_read0_1_2 = \$signature__data$52 ;
+      2'h3:
+          l0_read0_1_2 = \$signature__data$53 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s2)
+      2'h0:
+          l0_read0_1_3 = \$signature__data$55 ;
+      2'h1:
+          l0_read0_1_3 = \$signature__data$52 ;
+      2'h2:
+          l0_read0_1_3 = \$signature__data$53 ;
+      2'h3:
+          l0_read0_1_3 = \$signature__data$54 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$134  = \t$99 ;
+      2'h1:
+          \$134  = \t$114 ;
+      2'h2:
+          \$134  = \t$109 ;
+      2'h3:
+          \$134  = \t$104 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$151  = \t$104 ;
+      2'h1:
+          \$151  = \t$99 ;
+      2'h2:
+          \$151  = \t$114 ;
+      2'h3:
+          \$151  = \t$109 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$168  = \t$109 ;
+      2'h1:
+          \$168  = \t$104 ;
+      2'h2:
+          \$168  = \t$99 ;
+      2'h3:
+          \$168  = \t$114 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$185  = \t$114 ;
+      2'h1:
+          \$185  = \t$109 ;
+      2'h2:
+          \$185  = \t$104 ;
+      2'h3:
+          \$185  = \t$99 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell1_s5[1:0])
+      2'h0:
+          \$202  = \t$119 ;
+      2'h1:
+          \$202  = \t$134 ;
+      2'h2:
+          \$202  = \t$129 ;
+      2'h3:
+          \$202  = \t$124 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell1_s5[1:0])
+      2'h0:
+          \$219  = \t$124 ;
+      2'h1:
+          \$219  = \t$119 ;
+      2'h2:
+          \$219  = \t$134 ;
+      2'h3:
+          \$219  = \t$129 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell1_s5[1:0])
+      2'h0:
+          \$236  = \t$129 ;
+      2'h1:
+          \$236  = \t$124 ;
+      2'h2:
+          \$236  = \t$119 ;
+      2'h3:
+          \$236  = \t$134 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell1_s5[1:0])
+      2'h0:
+          \$253  = \t$134 ;
+      2'h1:
+          \$253  = \t$129 ;
+      2'h2:
+          \$253  = \t$124 ;
+      2'h3:
+          \$253  = \t$119 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$306  = \$signature__data ;
+      2'h1:
+          \$306  = \$signature__data$19 ;
+      2'h2:
+          \$306  = \$signature__data$20 ;
+      2'h3:
+          \$306  = \$signature__data$21 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$307  = \$signature__data$52 ;
+      2'h1:
+          \$307  = \$signature__data$53 ;
+      2'h2:
+          \$307  = \$signature__data$54 ;
+      2'h3:
+          \$307  = \$signature__data$55 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_edge)
+      1'h0:
+          \$308  = \$306 ;
+      1'h1:
+          \$308  = \$307 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$309  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$309  = \$308 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$310  = valid_s1;
     if (en) begin
-      \$517  = accept;
+      \$310  = accept;
     end
     if (rst) begin
-      \$517  = 1'h0;
+      \$310  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = valid_s2;
+    \$311  = valid_s2;
     if (en) begin
-      \$518  = valid_s1;
+      \$311  = valid_s1;
     end
     if (rst) begin
-      \$518  = 1'h0;
+      \$311  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = valid_s3;
+    \$312  = valid_s3;
     if (en) begin
-      \$519  = valid_s2;
+      \$312  = valid_s2;
     end
     if (rst) begin
-      \$519  = 1'h0;
+      \$312  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = valid_s4;
+    \$313  = valid_s4;
     if (en) begin
-      \$520  = valid_s3;
+      \$313  = valid_s3;
     end
     if (rst) begin
-      \$520  = 1'h0;
+      \$313  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = valid_s5;
+    \$314  = valid_s5;
     if (en) begin
-      \$521  = valid_s4;
+      \$314  = valid_s4;
     end
     if (rst) begin
-      \$521  = 1'h0;
+      \$314  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = l0_coef_0_0_0;
-    if (commit_l0) begin
-      if (\$322 ) begin
-        \$522  = \$326 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              \$522  = pc__payload[15:0];
-        endcase
-      end
+    \$315  = reload_count;
+    if (reloading) begin
+      \$315  = \$302 [4:0];
     end
     if (rst) begin
-      \$522  = 16'h0000;
+      \$315  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = l0_coef_0_0_1;
-    if (commit_l0) begin
-      if (\$329 ) begin
-        \$523  = \$333 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              \$523  = pc__payload[15:0];
-        endcase
-      end
+    \$316  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$316  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$523  = 16'h0000;
+      \$316  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = l0_coef_0_0_2;
-    if (commit_l0) begin
-      if (\$338 ) begin
-        \$524  = \$342 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              \$524  = pc__payload[15:0];
-        endcase
-      end
+    \$317  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$317  = \$301 [1:0];
     end
     if (rst) begin
-      \$524  = 16'h0000;
+      \$317  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = l0_coef_0_0_3;
-    if (commit_l0) begin
-      if (\$349 ) begin
-        \$525  = \$353 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              \$525  = pc__payload[15:0];
-        endcase
-      end
+    \$318  = read_layer;
+    if (l0_port_rd) begin
+      \$318  = 1'h0;
     end
     if (rst) begin
-      \$525  = 16'h0000;
+      \$318  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = l0_coef_0_0_4;
-    if (commit_l0) begin
-      if (\$360 ) begin
-        \$526  = \$364 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              \$526  = pc__payload[15:0];
-        endcase
-      end
-    end
+    \$319  = \$304 ;
     if (rst) begin
-      \$526  = 16'h0000;
+      \$319  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = l0_coef_0_0_5;
-    if (commit_l0) begin
-      if (\$371 ) begin
-        \$527  = \$375 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              \$527  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$527  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$528  = l0_coef_0_0_6;
-    if (commit_l0) begin
-      if (\$382 ) begin
-        \$528  = \$386 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              \$528  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$528  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$529  = l0_coef_0_0_7;
-    if (commit_l0) begin
-      if (\$393 ) begin
-        \$529  = \$397 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              \$529  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$529  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$530  = l0_coef_0_0_8;
-    if (commit_l0) begin
-      if (\$402 ) begin
-        \$530  = \$406 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              \$530  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$530  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$531  = l0_coef_0_0_9;
-    if (commit_l0) begin
-      if (\$409 ) begin
-        \$531  = \$413 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              \$531  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$531  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$532  = l0_coef_0_0_10;
-    if (commit_l0) begin
-      if (\$414 ) begin
-        \$532  = \$418 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              \$532  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$532  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$533  = l0_coef_0_1_0;
-    if (commit_l0) begin
-      if (\$419 ) begin
-        \$533  = \$423 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              \$533  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$533  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = l0_coef_0_1_1;
-    if (commit_l0) begin
-      if (\$426 ) begin
-        \$534  = \$430 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              \$534  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$534  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$535  = l0_coef_0_1_2;
-    if (commit_l0) begin
-      if (\$435 ) begin
-        \$535  = \$439 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              \$535  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$535  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$536  = l0_coef_0_1_3;
-    if (commit_l0) begin
-      if (\$446 ) begin
-        \$536  = \$450 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              \$536  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$536  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$537  = l0_coef_0_1_4;
-    if (commit_l0) begin
-      if (\$457 ) begin
-        \$537  = \$461 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              \$537  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$537  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$538  = l0_coef_0_1_5;
-    if (commit_l0) begin
-      if (\$468 ) begin
-        \$538  = \$472 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              \$538  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$538  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$539  = l0_coef_0_1_6;
-    if (commit_l0) begin
-      if (\$479 ) begin
-        \$539  = \$483 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              \$539  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$539  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$540  = l0_coef_0_1_7;
-    if (commit_l0) begin
-      if (\$490 ) begin
-        \$540  = \$494 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              \$540  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$540  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$541  = l0_coef_0_1_8;
-    if (commit_l0) begin
-      if (\$499 ) begin
-        \$541  = \$503 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              /* empty */;
-          5'h13:
-              \$541  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$541  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$542  = l0_coef_0_1_9;
-    if (commit_l0) begin
-      if (\$506 ) begin
-        \$542  = \$510 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              /* empty */;
-          5'h13:
-              /* empty */;
-          5'h14:
-              \$542  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$542  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$543  = l0_coef_0_1_10;
-    if (commit_l0) begin
-      if (\$511 ) begin
-        \$543  = \$515 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[21]) begin
-        casez (pc__payload[20:16])
-          5'h00:
-              /* empty */;
-          5'h01:
-              /* empty */;
-          5'h02:
-              /* empty */;
-          5'h03:
-              /* empty */;
-          5'h04:
-              /* empty */;
-          5'h05:
-              /* empty */;
-          5'h06:
-              /* empty */;
-          5'h07:
-              /* empty */;
-          5'h08:
-              /* empty */;
-          5'h09:
-              /* empty */;
-          5'h0a:
-              /* empty */;
-          5'h0b:
-              /* empty */;
-          5'h0c:
-              /* empty */;
-          5'h0d:
-              /* empty */;
-          5'h0e:
-              /* empty */;
-          5'h0f:
-              /* empty */;
-          5'h10:
-              /* empty */;
-          5'h11:
-              /* empty */;
-          5'h12:
-              /* empty */;
-          5'h13:
-              /* empty */;
-          5'h14:
-              /* empty */;
-          5'h15:
-              \$543  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$543  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$544  = pr__valid;
-    if (execute) begin
-      \$544  = 1'h1;
+    \$320  = pr__valid;
+    if (\$305 ) begin
+      \$320  = 1'h1;
+    end else if (read_wait) begin
+      \$320  = 1'h1;
     end else if (pr__ready) begin
-      \$544  = 1'h0;
+      \$320  = 1'h0;
     end
     if (rst) begin
-      \$544  = 1'h0;
+      \$320  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = pr__payload;
-    if (execute) begin
-      \$545  = \$516 ;
+    \$321  = pr__payload;
+    if (\$305 ) begin
+      \$321  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$321  = \$309 ;
     end
     if (rst) begin
-      \$545  = 16'h0000;
+      \$321  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = u;
+    \$322  = u;
     if (en) begin
-      \$546  = s__payload[15:0];
+      \$322  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = \u$2 ;
+    \$323  = \u$2 ;
     if (en) begin
-      \$547  = s__payload[31:16];
+      \$323  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = y0_s1;
+    \$324  = y0_s1;
     if (en) begin
-      \$548  = s__payload[47:32];
+      \$324  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = l0_cell0_s2;
+    \$325  = l0_lo0_s2;
     if (en) begin
-      \$549  = \cell ;
+      \$325  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = l0_bval0_0_s2;
+    \$326  = l0_cell0_s2;
     if (en) begin
-      \$550  = \$602 [15:0];
+      \$326  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = l0_bval0_1_s2;
+    \$327  = l0_bval0_0_s2;
     if (en) begin
-      \$551  = \$602 [31:16];
+      \$327  = \$380 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$552  = l0_bval0_2_s2;
+    \$328  = l0_bval0_1_s2;
     if (en) begin
-      \$552  = \$602 [47:32];
+      \$328  = \$380 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$553  = l0_bval0_3_s2;
+    \$329  = l0_bval0_2_s2;
     if (en) begin
-      \$553  = \$602 [63:48];
+      \$329  = \$380 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$554  = l0_cell1_s2;
+    \$330  = l0_bval0_3_s2;
     if (en) begin
-      \$554  = \cell$183 ;
+      \$330  = \$380 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$555  = l0_bval1_0_s2;
+    \$331  = l0_lo1_s2;
     if (en) begin
-      \$555  = \$603 [15:0];
+      \$331  = \cell$42 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$556  = l0_bval1_1_s2;
+    \$332  = l0_cell1_s2;
     if (en) begin
-      \$556  = \$603 [31:16];
+      \$332  = \cell$42 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$557  = l0_bval1_2_s2;
+    \$333  = l0_bval1_0_s2;
     if (en) begin
-      \$557  = \$603 [47:32];
+      \$333  = \$381 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$558  = l0_bval1_3_s2;
+    \$334  = l0_bval1_1_s2;
     if (en) begin
-      \$558  = \$603 [63:48];
+      \$334  = \$381 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$559  = l0_prod0_0_0_s3;
+    \$335  = l0_bval1_2_s2;
     if (en) begin
-      \$559  = { \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16  };
+      \$335  = \$381 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$560  = l0_prod0_0_1_s3;
+    \$336  = l0_bval1_3_s2;
     if (en) begin
-      \$560  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+      \$336  = \$381 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$561  = l0_prod0_0_2_s3;
+    \$337  = l0_prod0_0_0_s3;
     if (en) begin
-      \$561  = { \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28  };
+      \$337  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$562  = l0_prod0_0_3_s3;
+    \$338  = l0_prod0_0_1_s3;
     if (en) begin
-      \$562  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
+      \$338  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$563  = l0_prod0_1_0_s3;
+    \$339  = l0_prod0_0_2_s3;
     if (en) begin
-      \$563  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
+      \$339  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$564  = l0_prod0_1_1_s3;
+    \$340  = l0_prod0_0_3_s3;
     if (en) begin
-      \$564  = { \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54  };
+      \$340  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$565  = l0_prod0_1_2_s3;
+    \$341  = l0_prod0_1_0_s3;
     if (en) begin
-      \$565  = { \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60  };
+      \$341  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$566  = l0_prod0_1_3_s3;
+    \$342  = l0_prod0_1_1_s3;
     if (en) begin
-      \$566  = { \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66  };
+      \$342  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$567  = m__payload;
+    \$343  = l0_prod0_1_2_s3;
     if (en) begin
-      \$567  = \t$80 ;
+      \$343  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$568  = y0_s2;
+    \$344  = l0_prod0_1_3_s3;
     if (en) begin
-      \$568  = y0_s1;
+      \$344  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$569  = y0_s3;
+    \$345  = m__payload;
     if (en) begin
-      \$569  = y0_s2;
+      \$345  = \t$87 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$570  = y0_s4;
+    \$346  = y0_s2;
     if (en) begin
-      \$570  = y0_s3;
+      \$346  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$571  = err0_s5;
+    \$347  = y0_s3;
     if (en) begin
-      \$571  = \t$86 ;
+      \$347  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$572  = l0_cell0_s3;
+    \$348  = y0_s4;
     if (en) begin
-      \$572  = l0_cell0_s2;
+      \$348  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$573  = l0_cell0_s4;
+    \$349  = err0_s5;
     if (en) begin
-      \$573  = l0_cell0_s3;
+      \$349  = \t$93 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$574  = l0_cell0_s5;
+    \$350  = l0_cell0_s3;
     if (en) begin
-      \$574  = l0_cell0_s4;
+      \$350  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$575  = l0_cell1_s3;
+    \$351  = l0_cell0_s4;
     if (en) begin
-      \$575  = l0_cell1_s2;
+      \$351  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$576  = l0_cell1_s4;
+    \$352  = l0_cell0_s5;
     if (en) begin
-      \$576  = l0_cell1_s3;
+      \$352  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$577  = l0_cell1_s5;
+    \$353  = l0_cell1_s3;
     if (en) begin
-      \$577  = l0_cell1_s4;
+      \$353  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$578  = l0_bval0_0_s3;
+    \$354  = l0_cell1_s4;
     if (en) begin
-      \$578  = l0_bval0_0_s2;
+      \$354  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$579  = l0_bval0_0_s4;
+    \$355  = l0_cell1_s5;
     if (en) begin
-      \$579  = l0_bval0_0_s3;
+      \$355  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$580  = l0_bval0_0_s5;
+    \$356  = l0_bval0_0_s3;
     if (en) begin
-      \$580  = l0_bval0_0_s4;
+      \$356  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$581  = l0_bval0_1_s3;
+    \$357  = l0_bval0_0_s4;
     if (en) begin
-      \$581  = l0_bval0_1_s2;
+      \$357  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$582  = l0_bval0_1_s4;
+    \$358  = l0_bval0_0_s5;
     if (en) begin
-      \$582  = l0_bval0_1_s3;
+      \$358  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$583  = l0_bval0_1_s5;
+    \$359  = l0_bval0_1_s3;
     if (en) begin
-      \$583  = l0_bval0_1_s4;
+      \$359  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$584  = l0_bval0_2_s3;
+    \$360  = l0_bval0_1_s4;
     if (en) begin
-      \$584  = l0_bval0_2_s2;
+      \$360  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$585  = l0_bval0_2_s4;
+    \$361  = l0_bval0_1_s5;
     if (en) begin
-      \$585  = l0_bval0_2_s3;
+      \$361  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$586  = l0_bval0_2_s5;
+    \$362  = l0_bval0_2_s3;
     if (en) begin
-      \$586  = l0_bval0_2_s4;
+      \$362  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$587  = l0_bval0_3_s3;
+    \$363  = l0_bval0_2_s4;
     if (en) begin
-      \$587  = l0_bval0_3_s2;
+      \$363  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$588  = l0_bval0_3_s4;
+    \$364  = l0_bval0_2_s5;
     if (en) begin
-      \$588  = l0_bval0_3_s3;
+      \$364  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$589  = l0_bval0_3_s5;
+    \$365  = l0_bval0_3_s3;
     if (en) begin
-      \$589  = l0_bval0_3_s4;
+      \$365  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$590  = l0_bval1_0_s3;
+    \$366  = l0_bval0_3_s4;
     if (en) begin
-      \$590  = l0_bval1_0_s2;
+      \$366  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$591  = l0_bval1_0_s4;
+    \$367  = l0_bval0_3_s5;
     if (en) begin
-      \$591  = l0_bval1_0_s3;
+      \$367  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$592  = l0_bval1_0_s5;
+    \$368  = l0_bval1_0_s3;
     if (en) begin
-      \$592  = l0_bval1_0_s4;
+      \$368  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$593  = l0_bval1_1_s3;
+    \$369  = l0_bval1_0_s4;
     if (en) begin
-      \$593  = l0_bval1_1_s2;
+      \$369  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$594  = l0_bval1_1_s4;
+    \$370  = l0_bval1_0_s5;
     if (en) begin
-      \$594  = l0_bval1_1_s3;
+      \$370  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$595  = l0_bval1_1_s5;
+    \$371  = l0_bval1_1_s3;
     if (en) begin
-      \$595  = l0_bval1_1_s4;
+      \$371  = l0_bval1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$596  = l0_bval1_2_s3;
+    \$372  = l0_bval1_1_s4;
     if (en) begin
-      \$596  = l0_bval1_2_s2;
+      \$372  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$597  = l0_bval1_2_s4;
+    \$373  = l0_bval1_1_s5;
     if (en) begin
-      \$597  = l0_bval1_2_s3;
+      \$373  = l0_bval1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$598  = l0_bval1_2_s5;
+    \$374  = l0_bval1_2_s3;
     if (en) begin
-      \$598  = l0_bval1_2_s4;
+      \$374  = l0_bval1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$599  = l0_bval1_3_s3;
+    \$375  = l0_bval1_2_s4;
     if (en) begin
-      \$599  = l0_bval1_3_s2;
+      \$375  = l0_bval1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$600  = l0_bval1_3_s4;
+    \$376  = l0_bval1_2_s5;
     if (en) begin
-      \$600  = l0_bval1_3_s3;
+      \$376  = l0_bval1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$601  = l0_bval1_3_s5;
+    \$377  = l0_bval1_3_s3;
     if (en) begin
-      \$601  = l0_bval1_3_s4;
+      \$377  = l0_bval1_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_0 = l0_coef_0_0_0;
-      3'h1:
-          l0_read0_0_0 = l0_coef_0_0_1;
-      3'h2:
-          l0_read0_0_0 = l0_coef_0_0_2;
-      3'h3:
-          l0_read0_0_0 = l0_coef_0_0_3;
-      3'h4:
-          l0_read0_0_0 = l0_coef_0_0_4;
-      3'h5:
-          l0_read0_0_0 = l0_coef_0_0_5;
-      3'h6:
-          l0_read0_0_0 = l0_coef_0_0_6;
-      3'h7:
-          l0_read0_0_0 = l0_coef_0_0_7;
-    endcase
+    \$378  = l0_bval1_3_s4;
+    if (en) begin
+      \$378  = l0_bval1_3_s3;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_1 = l0_coef_0_0_1;
-      3'h1:
-          l0_read0_0_1 = l0_coef_0_0_2;
-      3'h2:
-          l0_read0_0_1 = l0_coef_0_0_3;
-      3'h3:
-          l0_read0_0_1 = l0_coef_0_0_4;
-      3'h4:
-          l0_read0_0_1 = l0_coef_0_0_5;
-      3'h5:
-          l0_read0_0_1 = l0_coef_0_0_6;
-      3'h6:
-          l0_read0_0_1 = l0_coef_0_0_7;
-      3'h7:
-          l0_read0_0_1 = l0_coef_0_0_8;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_2 = l0_coef_0_0_2;
-      3'h1:
-          l0_read0_0_2 = l0_coef_0_0_3;
-      3'h2:
-          l0_read0_0_2 = l0_coef_0_0_4;
-      3'h3:
-          l0_read0_0_2 = l0_coef_0_0_5;
-      3'h4:
-          l0_read0_0_2 = l0_coef_0_0_6;
-      3'h5:
-          l0_read0_0_2 = l0_coef_0_0_7;
-      3'h6:
-          l0_read0_0_2 = l0_coef_0_0_8;
-      3'h7:
-          l0_read0_0_2 = l0_coef_0_0_9;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_3 = l0_coef_0_0_3;
-      3'h1:
-          l0_read0_0_3 = l0_coef_0_0_4;
-      3'h2:
-          l0_read0_0_3 = l0_coef_0_0_5;
-      3'h3:
-          l0_read0_0_3 = l0_coef_0_0_6;
-      3'h4:
-          l0_read0_0_3 = l0_coef_0_0_7;
-      3'h5:
-          l0_read0_0_3 = l0_coef_0_0_8;
-      3'h6:
-          l0_read0_0_3 = l0_coef_0_0_9;
-      3'h7:
-          l0_read0_0_3 = l0_coef_0_0_10;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_0 = l0_coef_0_1_0;
-      3'h1:
-          l0_read0_1_0 = l0_coef_0_1_1;
-      3'h2:
-          l0_read0_1_0 = l0_coef_0_1_2;
-      3'h3:
-          l0_read0_1_0 = l0_coef_0_1_3;
-      3'h4:
-          l0_read0_1_0 = l0_coef_0_1_4;
-      3'h5:
-          l0_read0_1_0 = l0_coef_0_1_5;
-      3'h6:
-          l0_read0_1_0 = l0_coef_0_1_6;
-      3'h7:
-          l0_read0_1_0 = l0_coef_0_1_7;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_1 = l0_coef_0_1_1;
-      3'h1:
-          l0_read0_1_1 = l0_coef_0_1_2;
-      3'h2:
-          l0_read0_1_1 = l0_coef_0_1_3;
-      3'h3:
-          l0_read0_1_1 = l0_coef_0_1_4;
-      3'h4:
-          l0_read0_1_1 = l0_coef_0_1_5;
-      3'h5:
-          l0_read0_1_1 = l0_coef_0_1_6;
-      3'h6:
-          l0_read0_1_1 = l0_coef_0_1_7;
-      3'h7:
-          l0_read0_1_1 = l0_coef_0_1_8;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_2 = l0_coef_0_1_2;
-      3'h1:
-          l0_read0_1_2 = l0_coef_0_1_3;
-      3'h2:
-          l0_read0_1_2 = l0_coef_0_1_4;
-      3'h3:
-          l0_read0_1_2 = l0_coef_0_1_5;
-      3'h4:
-          l0_read0_1_2 = l0_coef_0_1_6;
-      3'h5:
-          l0_read0_1_2 = l0_coef_0_1_7;
-      3'h6:
-          l0_read0_1_2 = l0_coef_0_1_8;
-      3'h7:
-          l0_read0_1_2 = l0_coef_0_1_9;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s2)
-      3'h0:
-          l0_read0_1_3 = l0_coef_0_1_3;
-      3'h1:
-          l0_read0_1_3 = l0_coef_0_1_4;
-      3'h2:
-          l0_read0_1_3 = l0_coef_0_1_5;
-      3'h3:
-          l0_read0_1_3 = l0_coef_0_1_6;
-      3'h4:
-          l0_read0_1_3 = l0_coef_0_1_7;
-      3'h5:
-          l0_read0_1_3 = l0_coef_0_1_8;
-      3'h6:
-          l0_read0_1_3 = l0_coef_0_1_9;
-      3'h7:
-          l0_read0_1_3 = l0_coef_0_1_10;
-    endcase
+    \$379  = l0_bval1_3_s5;
+    if (en) begin
+      \$379  = l0_bval1_3_s4;
+    end
   end
   assign x0_s1 = u;
   assign x1_s1 = \u$2 ;
-  assign \t$17  = { \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16 [32], \t$16  };
-  assign \t$23  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
-  assign \t$29  = { \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28  };
+  assign \$signature__addr  = \$4 [1:0];
+  assign l0_port_baddr = l0_port_baddr_q[1:0];
+  assign \$signature__addr$10  = \$8 [1:0];
+  assign \$signature__addr$12  = \$12 [1:0];
+  assign \$signature__addr$14  = \$16 [1:0];
+  assign \t$25  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
+  assign \t$30  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
   assign \t$35  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-  assign \t$49  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
-  assign \t$55  = { \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54 [32], \t$54  };
-  assign \t$61  = { \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60  };
-  assign \t$67  = { \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66 [32], \t$66  };
-  assign \t$77  = \t$68 [39:0];
+  assign \t$40  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
+  assign \$signature__addr$41  = \$20 [1:0];
+  assign \$signature__addr$44  = \$24 [1:0];
+  assign \$signature__addr$46  = \$28 [1:0];
+  assign \$signature__addr$48  = \$32 [1:0];
+  assign \t$59  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
+  assign \t$64  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
+  assign \t$69  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
+  assign \t$74  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
+  assign \t$84  = \t$75 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
+  assign l0_port_edge = l0_port_edge_q[0];
+  assign l0_port_bank = \$301 [1:0];
+  assign \$signature__addr$151  = \$142 [1:0];
+  assign \$signature__en$153  = 1'h1;
+  assign wp__addr = \$146 [1:0];
+  assign \$signature__addr$161  = \$159 [1:0];
+  assign \$signature__en$162  = 1'h1;
+  assign \wp__addr$163  = \$163 [1:0];
+  assign \$signature__addr$169  = \$176 [1:0];
+  assign \$signature__en$170  = 1'h1;
+  assign \wp__addr$171  = \$180 [1:0];
+  assign \$signature__addr$177  = \$193 [1:0];
+  assign \$signature__en$178  = 1'h1;
+  assign \wp__addr$179  = \$197 [1:0];
+  assign \$signature__addr$186  = \$210 [1:0];
+  assign \$signature__en$188  = 1'h1;
+  assign \wp__addr$189  = \$214 [1:0];
+  assign \$signature__addr$195  = \$227 [1:0];
+  assign \$signature__en$196  = 1'h1;
+  assign \wp__addr$197  = \$231 [1:0];
+  assign \$signature__addr$203  = \$244 [1:0];
+  assign \$signature__en$204  = 1'h1;
+  assign \wp__addr$205  = \$248 [1:0];
+  assign \$signature__addr$211  = \$261 [1:0];
+  assign \$signature__en$212  = 1'h1;
+  assign \wp__addr$213  = \$265 [1:0];
+  assign rom_rd__addr = reload_count;
+  assign reload_addr = \$271 [4:0];
+  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
+  assign l0_port_local = \$286 [4:0];
+  assign l0_port_q = \$299 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$602 [15:0];
-  assign bval__m1 = \$602 [31:16];
-  assign bval__m2 = \$602 [47:32];
-  assign bval__m3 = \$602 [63:48];
-  assign \bval__m0$184  = \$603 [15:0];
-  assign \bval__m1$185  = \$603 [31:16];
-  assign \bval__m2$186  = \$603 [47:32];
-  assign \bval__m3$187  = \$603 [63:48];
-  assign \t$16  = { t[31], t };
-  assign \t$22  = { \t$20 [31], \t$20  };
-  assign \t$28  = { \t$26 [31], \t$26  };
+  assign bval__m0 = \$380 [15:0];
+  assign bval__m1 = \$380 [31:16];
+  assign bval__m2 = \$380 [47:32];
+  assign bval__m3 = \$380 [63:48];
+  assign \bval__m0$253  = \$381 [15:0];
+  assign \bval__m1$254  = \$381 [31:16];
+  assign \bval__m2$255  = \$381 [47:32];
+  assign \bval__m3$256  = \$381 [63:48];
+  assign \$1  = { 2'h0, \cell [2] };
+  assign l0_port_edge_q = { 9'h000, \$297 [10:9] };
+  assign l0_port_baddr_q = { 2'h0, \$299 [3:2] };
+  assign \$5  = { 2'h0, \cell [2] };
+  assign \$9  = { 2'h0, \cell [2] };
+  assign \$13  = { 2'h0, \cell [2] };
+  assign \t$24  = { t[31], t };
+  assign \t$29  = { \t$27 [31], \t$27  };
   assign \t$34  = { \t$32 [31], \t$32  };
-  assign \t$48  = { \t$46 [31], \t$46  };
-  assign \t$54  = { \t$52 [31], \t$52  };
-  assign \t$60  = { \t$58 [31], \t$58  };
-  assign \t$66  = { \t$64 [31], \t$64  };
-  assign floor = { \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39], \t$68 [39:14] };
-  assign \t$85  = { \t$83 [16], \t$83  };
-  assign \floor$90  = { \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31], \t$87 [31:18] };
-  assign \floor$95  = { \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31], \t$93 [31:18] };
-  assign \floor$100  = { \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31], \t$98 [31:18] };
-  assign \floor$105  = { \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31], \t$103 [31:18] };
-  assign \floor$110  = { \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31], \t$108 [31:18] };
-  assign \floor$115  = { \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31:18] };
-  assign \floor$120  = { \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31:18] };
-  assign \floor$125  = { \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31:18] };
+  assign \t$39  = { \t$37 [31], \t$37  };
+  assign \$17  = { 2'h0, \cell$42 [2] };
+  assign \$21  = { 2'h0, \cell$42 [2] };
+  assign \$25  = { 2'h0, \cell$42 [2] };
+  assign \$29  = { 2'h0, \cell$42 [2] };
+  assign \t$58  = { \t$56 [31], \t$56  };
+  assign \t$63  = { \t$61 [31], \t$61  };
+  assign \t$68  = { \t$66 [31], \t$66  };
+  assign \t$73  = { \t$71 [31], \t$71  };
+  assign floor = { \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39:14] };
+  assign \t$92  = { \t$90 [16], \t$90  };
+  assign \floor$97  = { \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31:18] };
+  assign \floor$102  = { \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31:18] };
+  assign \floor$107  = { \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31:18] };
+  assign \floor$112  = { \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31:18] };
+  assign \floor$117  = { \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31:18] };
+  assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
+  assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
+  assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
+  assign \$139  = { 2'h0, \$138 [2] };
+  assign \$143  = { 2'h0, l0_cell0_s5[2] };
+  assign \$156  = { 2'h0, \$155 [2] };
+  assign \$160  = { 2'h0, l0_cell0_s5[2] };
+  assign \$173  = { 2'h0, \$172 [2] };
+  assign \$177  = { 2'h0, l0_cell0_s5[2] };
+  assign \$190  = { 2'h0, \$189 [2] };
+  assign \$194  = { 2'h0, l0_cell0_s5[2] };
+  assign \$203  = l0_port_edge_q[0];
+  assign \$207  = { 2'h0, \$206 [2] };
+  assign \$211  = { 2'h0, l0_cell1_s5[2] };
+  assign \$220  = l0_port_edge_q[0];
+  assign \$224  = { 2'h0, \$223 [2] };
+  assign \$228  = { 2'h0, l0_cell1_s5[2] };
+  assign \$237  = l0_port_edge_q[0];
+  assign \$241  = { 2'h0, \$240 [2] };
+  assign \$245  = { 2'h0, l0_cell1_s5[2] };
+  assign \$254  = l0_port_edge_q[0];
+  assign \$258  = { 2'h0, \$257 [2] };
+  assign \$262  = { 2'h0, l0_cell1_s5[2] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$760$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$482$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -3505,8 +2415,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$760$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$760$0 ;
-  wire [63:0] \port$760$0 ;
+  output [63:0] \port$482$0 ;
+  wire [63:0] \port$482$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -3601,12 +2511,12 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$760$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$760$0  = rd__data[63:0];
+  assign \port$482$0  = rd__data[63:0];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (\port$771$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline1 (\port$493$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -3626,8 +2536,8 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$771$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$771$0 ;
-  wire [63:0] \port$771$0 ;
+  output [63:0] \port$493$0 ;
+  wire [63:0] \port$493$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -3722,6 +2632,6 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$771$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$771$0  = rd__data[63:0];
+  assign \port$493$0  = rd__data[63:0];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule

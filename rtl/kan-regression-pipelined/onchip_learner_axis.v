@@ -80,145 +80,145 @@ endmodule
 (* generator = "Amaranth" *)
 module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
-  wire [15:0] \$100 ;
-  wire [15:0] \$101 ;
-  wire [15:0] \$102 ;
-  wire [16:0] \$103 ;
+  reg [15:0] \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
+  wire [2:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
+  reg [66:0] \$108 ;
+  wire [66:0] \$109 ;
+  wire [3:0] \$11 ;
+  wire [2:0] \$110 ;
+  wire [2:0] \$111 ;
   wire \$112 ;
-  wire \$113 ;
-  wire [15:0] \$114 ;
-  wire [15:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [16:0] \$117 ;
-  wire \$118 ;
+  wire [2:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  reg [66:0] \$116 ;
+  wire [66:0] \$117 ;
+  wire [2:0] \$118 ;
   wire \$119 ;
-  wire [15:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$120 ;
+  wire [2:0] \$121 ;
   wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
+  wire [3:0] \$123 ;
+  wire [3:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
+  wire [15:0] \$127 ;
   wire [15:0] \$128 ;
-  wire [15:0] \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [16:0] \$131 ;
+  reg [15:0] \$129 ;
+  wire [2:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
+  wire [2:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
+  reg [66:0] \$137 ;
+  wire [66:0] \$138 ;
+  wire [2:0] \$139 ;
   wire \$14 ;
-  wire \$140 ;
+  wire [2:0] \$140 ;
   wire \$141 ;
-  wire [15:0] \$142 ;
-  wire [15:0] \$143 ;
-  wire [15:0] \$144 ;
-  wire [16:0] \$145 ;
-  wire \$146 ;
-  wire \$147 ;
+  wire [2:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  reg [66:0] \$145 ;
+  wire [66:0] \$146 ;
+  wire [2:0] \$147 ;
   wire \$148 ;
-  wire \$149 ;
-  wire [15:0] \$15 ;
-  wire \$150 ;
+  wire [3:0] \$149 ;
+  wire [3:0] \$15 ;
+  wire [2:0] \$150 ;
   wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
+  wire [3:0] \$152 ;
+  wire [3:0] \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire [15:0] \$156 ;
   wire [15:0] \$157 ;
-  wire [15:0] \$158 ;
-  wire [16:0] \$159 ;
-  wire \$16 ;
+  reg [15:0] \$158 ;
+  wire \$159 ;
+  wire [3:0] \$16 ;
   wire \$160 ;
   wire \$161 ;
   wire \$162 ;
-  wire \$163 ;
+  wire [2:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire [15:0] \$167 ;
-  wire [15:0] \$168 ;
-  wire [16:0] \$169 ;
-  wire \$17 ;
+  reg [66:0] \$166 ;
+  wire [66:0] \$167 ;
+  wire [2:0] \$168 ;
+  wire [2:0] \$169 ;
+  wire [40:0] \$17 ;
   wire \$170 ;
-  wire \$171 ;
+  wire [2:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
-  wire [15:0] \$174 ;
-  wire [16:0] \$175 ;
-  wire \$176 ;
-  wire [16:0] \$177 ;
-  wire [2:0] \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire [2:0] \$180 ;
+  reg [66:0] \$174 ;
+  wire [66:0] \$175 ;
+  wire [2:0] \$176 ;
+  wire \$177 ;
+  wire [3:0] \$178 ;
+  wire [2:0] \$179 ;
+  wire [40:0] \$18 ;
+  wire \$180 ;
   wire [3:0] \$181 ;
-  wire [2:0] \$182 ;
-  wire [3:0] \$183 ;
+  wire [3:0] \$182 ;
+  wire \$183 ;
   wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
+  wire [15:0] \$185 ;
+  wire [15:0] \$186 ;
+  reg [15:0] \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
-  wire \$192 ;
+  wire [2:0] \$192 ;
   wire \$193 ;
   wire \$194 ;
-  wire [15:0] \$195 ;
-  wire [15:0] \$196 ;
-  wire \$197 ;
-  wire \$198 ;
+  reg [66:0] \$195 ;
+  wire [66:0] \$196 ;
+  wire [2:0] \$197 ;
+  wire [2:0] \$198 ;
   wire \$199 ;
-  wire [40:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
+  wire [2:0] \$200 ;
   wire \$201 ;
-  wire [15:0] \$202 ;
-  wire [15:0] \$203 ;
-  wire \$204 ;
-  wire \$205 ;
+  wire \$202 ;
+  reg [66:0] \$203 ;
+  wire [66:0] \$204 ;
+  wire [2:0] \$205 ;
   wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
+  wire [3:0] \$207 ;
+  wire [2:0] \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire [15:0] \$211 ;
-  wire [15:0] \$212 ;
+  wire [3:0] \$210 ;
+  wire [3:0] \$211 ;
+  wire \$212 ;
   wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
   wire \$216 ;
-  wire \$217 ;
+  wire [4:0] \$217 ;
   wire \$218 ;
   wire \$219 ;
   wire \$22 ;
   wire \$220 ;
   wire \$221 ;
-  wire [15:0] \$222 ;
-  wire [15:0] \$223 ;
+  wire \$222 ;
+  wire \$223 ;
   wire \$224 ;
   wire \$225 ;
   wire \$226 ;
@@ -228,9 +228,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$23 ;
   wire \$230 ;
   wire \$231 ;
-  wire \$232 ;
-  wire [15:0] \$233 ;
-  wire [15:0] \$234 ;
+  wire [4:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
@@ -240,158 +240,113 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
-  wire \$243 ;
-  wire [15:0] \$244 ;
-  wire [15:0] \$245 ;
-  wire \$246 ;
-  wire \$247 ;
+  wire [8:0] \$243 ;
+  wire [12:0] \$244 ;
+  wire [13:0] \$245 ;
+  wire [6:0] \$246 ;
+  wire [7:0] \$247 ;
   wire \$248 ;
-  wire \$249 ;
-  wire [15:0] \$25 ;
-  wire \$250 ;
-  wire \$251 ;
+  wire [2:0] \$249 ;
+  wire \$25 ;
+  wire [3:0] \$250 ;
+  wire [4:0] \$251 ;
   wire \$252 ;
   wire \$253 ;
   wire \$254 ;
-  wire [15:0] \$255 ;
-  wire [15:0] \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  reg [15:0] \$255 ;
+  reg [15:0] \$256 ;
+  reg [15:0] \$257 ;
+  reg \$258 ;
+  reg \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire \$262 ;
-  wire \$263 ;
-  wire \$264 ;
-  wire \$265 ;
-  wire [15:0] \$266 ;
-  wire [15:0] \$267 ;
-  wire \$268 ;
-  wire \$269 ;
+  reg \$260 ;
+  reg \$261 ;
+  reg \$262 ;
+  reg [66:0] \$263 ;
+  reg [66:0] \$264 ;
+  reg [66:0] \$265 ;
+  reg [1:0] \$266 ;
+  reg [1:0] \$267 ;
+  reg [1:0] \$268 ;
+  reg [3:0] \$269 ;
   wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
-  wire \$273 ;
-  wire \$274 ;
-  wire [15:0] \$275 ;
-  wire [15:0] \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire \$279 ;
-  wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire [15:0] \$282 ;
-  wire [15:0] \$283 ;
-  wire \$284 ;
-  wire \$285 ;
-  wire \$286 ;
-  wire [15:0] \$287 ;
-  wire [15:0] \$288 ;
-  wire \$289 ;
+  reg \$270 ;
+  reg [1:0] \$271 ;
+  reg \$272 ;
+  reg \$273 ;
+  reg \$274 ;
+  reg [15:0] \$275 ;
+  reg [15:0] \$276 ;
+  reg [15:0] \$277 ;
+  reg [1:0] \$278 ;
+  reg [2:0] \$279 ;
+  wire [15:0] \$28 ;
+  reg [15:0] \$280 ;
+  reg [15:0] \$281 ;
+  reg [15:0] \$282 ;
+  reg [15:0] \$283 ;
+  reg [39:0] \$284 ;
+  reg [39:0] \$285 ;
+  reg [39:0] \$286 ;
+  reg [39:0] \$287 ;
+  reg [15:0] \$288 ;
+  reg [15:0] \$289 ;
   wire \$29 ;
-  wire [2:0] \$290 ;
-  wire [2:0] \$291 ;
-  wire [2:0] \$292 ;
-  wire [3:0] \$293 ;
-  wire \$294 ;
-  wire [2:0] \$295 ;
-  wire [3:0] \$296 ;
-  wire [15:0] \$297 ;
-  reg \$298 ;
-  reg \$299 ;
-  wire \$3 ;
+  reg [15:0] \$290 ;
+  reg [15:0] \$291 ;
+  reg [15:0] \$292 ;
+  reg [2:0] \$293 ;
+  reg [2:0] \$294 ;
+  reg [2:0] \$295 ;
+  reg [15:0] \$296 ;
+  reg [15:0] \$297 ;
+  reg [15:0] \$298 ;
+  reg [15:0] \$299 ;
+  wire [3:0] \$3 ;
   wire \$30 ;
-  reg \$300 ;
-  reg \$301 ;
-  reg \$302 ;
+  reg [15:0] \$300 ;
+  reg [15:0] \$301 ;
+  reg [15:0] \$302 ;
   reg [15:0] \$303 ;
   reg [15:0] \$304 ;
   reg [15:0] \$305 ;
   reg [15:0] \$306 ;
   reg [15:0] \$307 ;
-  reg [15:0] \$308 ;
-  reg [15:0] \$309 ;
-  wire \$31 ;
-  reg [15:0] \$310 ;
-  reg [15:0] \$311 ;
-  reg [15:0] \$312 ;
-  reg [15:0] \$313 ;
-  reg [66:0] \$314 ;
-  reg [66:0] \$315 ;
-  reg [66:0] \$316 ;
-  reg [1:0] \$317 ;
-  reg [1:0] \$318 ;
-  reg [1:0] \$319 ;
+  wire [63:0] \$308 ;
+  wire [15:0] \$31 ;
   wire \$32 ;
-  reg \$320 ;
-  reg [15:0] \$321 ;
-  reg [15:0] \$322 ;
-  reg [15:0] \$323 ;
-  reg [2:0] \$324 ;
-  reg [15:0] \$325 ;
-  reg [15:0] \$326 ;
-  reg [15:0] \$327 ;
-  reg [15:0] \$328 ;
-  reg [39:0] \$329 ;
   wire \$33 ;
-  reg [39:0] \$330 ;
-  reg [39:0] \$331 ;
-  reg [39:0] \$332 ;
-  reg [15:0] \$333 ;
-  reg [15:0] \$334 ;
-  reg [15:0] \$335 ;
-  reg [15:0] \$336 ;
-  reg [15:0] \$337 ;
-  reg [2:0] \$338 ;
-  reg [2:0] \$339 ;
   wire \$34 ;
-  reg [2:0] \$340 ;
-  reg [15:0] \$341 ;
-  reg [15:0] \$342 ;
-  reg [15:0] \$343 ;
-  reg [15:0] \$344 ;
-  reg [15:0] \$345 ;
-  reg [15:0] \$346 ;
-  reg [15:0] \$347 ;
-  reg [15:0] \$348 ;
-  reg [15:0] \$349 ;
-  wire [15:0] \$35 ;
-  reg [15:0] \$350 ;
-  reg [15:0] \$351 ;
-  reg [15:0] \$352 ;
-  wire [63:0] \$353 ;
+  wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire \$4 ;
+  wire [3:0] \$4 ;
   wire \$40 ;
-  wire \$41 ;
+  wire [15:0] \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
-  wire [15:0] \$45 ;
+  wire \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [2:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [15:0] \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire [15:0] \$55 ;
+  wire \$55 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [15:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
@@ -400,18 +355,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [3:0] \$7 ;
   wire \$70 ;
-  reg [66:0] \$71 ;
+  wire [15:0] \$71 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  wire \$73 ;
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire [15:0] \$78 ;
-  wire [16:0] \$79 ;
-  wire \$8 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [3:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -419,20 +374,44 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
-  wire [15:0] \$87 ;
-  wire [15:0] \$88 ;
-  wire [16:0] \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
+  reg [66:0] \$87 ;
+  wire [2:0] \$88 ;
+  wire \$89 ;
+  wire [2:0] \$9 ;
+  wire [2:0] \$90 ;
+  wire [3:0] \$91 ;
+  wire [2:0] \$92 ;
+  wire [3:0] \$93 ;
   wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [2:0] \$95 ;
+  wire [2:0] \$96 ;
+  wire [2:0] \$97 ;
+  wire [2:0] \$98 ;
+  wire [3:0] \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$10 ;
+  wire [1:0] \$signature__addr$106 ;
+  wire [1:0] \$signature__addr$116 ;
+  wire [1:0] \$signature__addr$12 ;
+  wire [1:0] \$signature__addr$124 ;
+  wire [1:0] \$signature__addr$132 ;
+  wire [1:0] \$signature__addr$8 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$101 ;
+  wire [15:0] \$signature__data$114 ;
+  wire [15:0] \$signature__data$122 ;
+  wire [15:0] \$signature__data$130 ;
+  wire [15:0] \$signature__data$17 ;
+  wire [15:0] \$signature__data$18 ;
+  wire [15:0] \$signature__data$19 ;
+  wire \$signature__en ;
+  wire \$signature__en$108 ;
+  wire \$signature__en$11 ;
+  wire \$signature__en$117 ;
+  wire \$signature__en$125 ;
+  wire \$signature__en$13 ;
+  wire \$signature__en$133 ;
+  wire \$signature__en$9 ;
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
@@ -449,10 +428,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$52 ;
   wire [31:0] \floor$57 ;
   wire [31:0] \floor$62 ;
   wire [31:0] \floor$67 ;
+  wire [31:0] \floor$72 ;
   wire flush_l0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
@@ -474,30 +453,38 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
-  reg [15:0] l0_coef_0_0_0 = 16'h0000;
-  reg [15:0] l0_coef_0_0_1 = 16'h0000;
-  reg [15:0] l0_coef_0_0_10 = 16'h0000;
-  reg [15:0] l0_coef_0_0_2 = 16'h0000;
-  reg [15:0] l0_coef_0_0_3 = 16'h0000;
-  reg [15:0] l0_coef_0_0_4 = 16'h0000;
-  reg [15:0] l0_coef_0_0_5 = 16'h0000;
-  reg [15:0] l0_coef_0_0_6 = 16'h0000;
-  reg [15:0] l0_coef_0_0_7 = 16'h0000;
-  reg [15:0] l0_coef_0_0_8 = 16'h0000;
-  reg [15:0] l0_coef_0_0_9 = 16'h0000;
   wire [66:0] l0_commit_src;
   reg [1:0] l0_fill = 2'h0;
+  wire [1:0] l0_fill_next;
   reg [1:0] l0_head = 2'h0;
+  wire [1:0] l0_head_next;
+  reg [1:0] l0_lo0_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
   reg [1:0] l0_pending = 2'h0;
   reg [66:0] l0_pending0 = 67'h00000000000000000;
   reg [66:0] l0_pending1 = 67'h00000000000000000;
   reg [66:0] l0_pending2 = 67'h00000000000000000;
+  wire [1:0] l0_port_baddr;
+  wire [3:0] l0_port_baddr_q;
+  wire [1:0] l0_port_bank;
+  wire [15:0] l0_port_data;
+  wire l0_port_edge;
+  wire [8:0] l0_port_edge_q;
+  wire l0_port_hit0_0_0;
+  wire l0_port_hit0_0_1;
+  wire l0_port_hit0_0_2;
+  wire l0_port_hit0_0_3;
+  wire [3:0] l0_port_local;
+  wire [3:0] l0_port_q;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_3_s3 = 40'h0000000000;
+  reg [1:0] l0_rd_bank = 2'h0;
+  reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
@@ -515,6 +502,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input pc__valid;
   wire pc__valid;
   wire pop_l0;
+  wire [3:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
@@ -522,9 +510,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output pr__valid;
   reg pr__valid = 1'h0;
   wire push_l0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [3:0] reload_addr;
+  reg [3:0] reload_count = 4'h0;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  (* init = 4'h0 *)
+  wire [3:0] rom_rd__addr;
+  wire [15:0] rom_rd__data;
   input rst;
   wire rst;
   input [31:0] s__payload;
@@ -534,32 +531,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  reg [16:0] \t$100 ;
-  reg [16:0] \t$101 ;
-  reg [16:0] \t$102 ;
-  reg [16:0] \t$103 ;
-  wire [32:0] \t$14 ;
-  wire [39:0] \t$15 ;
-  wire [31:0] \t$18 ;
-  wire [32:0] \t$20 ;
-  wire [39:0] \t$21 ;
-  wire [31:0] \t$24 ;
-  wire [32:0] \t$26 ;
-  wire [39:0] \t$27 ;
+  wire [16:0] \t$100 ;
+  wire [16:0] \t$113 ;
+  wire [16:0] \t$121 ;
+  wire [16:0] \t$129 ;
+  wire [32:0] \t$22 ;
+  wire [39:0] \t$23 ;
+  wire [31:0] \t$25 ;
+  wire [32:0] \t$27 ;
+  wire [39:0] \t$28 ;
   wire [31:0] \t$30 ;
   wire [32:0] \t$32 ;
   wire [39:0] \t$33 ;
-  wire [41:0] \t$34 ;
-  wire [39:0] \t$39 ;
-  wire [40:0] \t$41 ;
-  wire [15:0] \t$42 ;
-  wire [16:0] \t$45 ;
-  wire [17:0] \t$47 ;
-  wire [15:0] \t$48 ;
-  wire [31:0] \t$49 ;
-  wire [32:0] \t$53 ;
-  wire [15:0] \t$54 ;
-  wire [31:0] \t$55 ;
+  wire [31:0] \t$35 ;
+  wire [32:0] \t$37 ;
+  wire [39:0] \t$38 ;
+  wire [41:0] \t$39 ;
+  wire [39:0] \t$44 ;
+  wire [40:0] \t$46 ;
+  wire [15:0] \t$47 ;
+  wire [16:0] \t$50 ;
+  wire [17:0] \t$52 ;
+  wire [15:0] \t$53 ;
+  wire [31:0] \t$54 ;
   wire [32:0] \t$58 ;
   wire [15:0] \t$59 ;
   wire [31:0] \t$60 ;
@@ -568,13 +562,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \t$65 ;
   wire [32:0] \t$68 ;
   wire [15:0] \t$69 ;
-  reg [16:0] \t$93 ;
-  reg [16:0] \t$94 ;
-  reg [16:0] \t$95 ;
-  reg [16:0] \t$96 ;
-  reg [16:0] \t$97 ;
-  reg [16:0] \t$98 ;
-  reg [16:0] \t$99 ;
+  wire [31:0] \t$70 ;
+  wire [32:0] \t$73 ;
+  wire [15:0] \t$74 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -582,1390 +572,1252 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$118 ;
+  wire [1:0] \wp__addr$126 ;
+  wire [1:0] \wp__addr$134 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$119 ;
+  wire [15:0] \wp__data$127 ;
+  wire [15:0] \wp__data$135 ;
+  wire wp__en;
+  wire \wp__en$120 ;
+  wire \wp__en$128 ;
+  wire \wp__en$136 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank0 [2:0];
+  initial begin
+    l0_coef_0_0_bank0[0] = 16'h0000;
+    l0_coef_0_0_bank0[1] = 16'h0000;
+    l0_coef_0_0_bank0[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (wp__en)
+      l0_coef_0_0_bank0[\$124 [1:0]] <= wp__data;
+  end
+  reg [1:0] _0_;
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    _0_ <= \$120 [1:0];
+    if (\$signature__en ) begin
+      _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
+      if (wp__en && \$4 [1:0] == \$124 [1:0])
+        _1_ <= wp__data;
+    end
+  end
+  assign \$signature__data$101  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data  = _1_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank1 [2:0];
+  initial begin
+    l0_coef_0_0_bank1[0] = 16'h0000;
+    l0_coef_0_0_bank1[1] = 16'h0000;
+    l0_coef_0_0_bank1[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$120 )
+      l0_coef_0_0_bank1[\$153 [1:0]] <= \wp__data$119 ;
+  end
+  reg [1:0] _2_;
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    _2_ <= \$149 [1:0];
+    if (\$signature__en$9 ) begin
+      _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
+      if (\wp__en$120  && \$8 [1:0] == \$153 [1:0])
+        _3_ <= \wp__data$119 ;
+    end
+  end
+  assign \$signature__data$114  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$17  = _3_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank2 [2:0];
+  initial begin
+    l0_coef_0_0_bank2[0] = 16'h0000;
+    l0_coef_0_0_bank2[1] = 16'h0000;
+    l0_coef_0_0_bank2[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$128 )
+      l0_coef_0_0_bank2[\$182 [1:0]] <= \wp__data$127 ;
+  end
+  reg [1:0] _4_;
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    _4_ <= \$178 [1:0];
+    if (\$signature__en$11 ) begin
+      _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
+      if (\wp__en$128  && \$12 [1:0] == \$182 [1:0])
+        _5_ <= \wp__data$127 ;
+    end
+  end
+  assign \$signature__data$122  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$18  = _5_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank3 [2:0];
+  initial begin
+    l0_coef_0_0_bank3[0] = 16'h0000;
+    l0_coef_0_0_bank3[1] = 16'h0000;
+    l0_coef_0_0_bank3[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$136 )
+      l0_coef_0_0_bank3[\$211 [1:0]] <= \wp__data$135 ;
+  end
+  reg [1:0] _6_;
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    _6_ <= \$207 [1:0];
+    if (\$signature__en$13 ) begin
+      _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
+      if (\wp__en$136  && \$16 [1:0] == \$211 [1:0])
+        _7_ <= \wp__data$135 ;
+    end
+  end
+  assign \$signature__data$130  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$19  = _7_;
+  (* ram_style = "distributed" *)
+  (* rom_style = "distributed" *)
+  reg [15:0] theta0_rom [10:0];
+  initial begin
+    theta0_rom[0] = 16'h0000;
+    theta0_rom[1] = 16'h0000;
+    theta0_rom[2] = 16'h0000;
+    theta0_rom[3] = 16'h0000;
+    theta0_rom[4] = 16'h0000;
+    theta0_rom[5] = 16'h0000;
+    theta0_rom[6] = 16'h0000;
+    theta0_rom[7] = 16'h0000;
+    theta0_rom[8] = 16'h0000;
+    theta0_rom[9] = 16'h0000;
+    theta0_rom[10] = 16'h0000;
+  end
+  reg [15:0] _8_;
+  always @(posedge clk) begin
+    _8_ <= theta0_rom[reload_count];
+  end
+  assign reload_data = _8_;
+  assign \$2  = \cell [1:0] > 1'h0;
+  assign \$3  = \$1  + \$2 ;
+  assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
+  assign \$signature__en  = en | l0_port_rd;
+  assign \$6  = \cell [1:0] > 1'h1;
+  assign \$7  = \$5  + \$6 ;
+  assign \$8  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$7 ;
+  assign \$signature__en$9  = en | l0_port_rd;
+  assign \$10  = \cell [1:0] > 2'h2;
+  assign \$11  = \$9  + \$10 ;
+  assign \$12  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$11 ;
+  assign \$signature__en$11  = en | l0_port_rd;
+  assign \$14  = \cell [1:0] > 2'h3;
+  assign \$15  = \$13  + \$14 ;
+  assign \$16  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$15 ;
+  assign \$signature__en$13  = en | l0_port_rd;
   assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$18  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$24  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$30  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \$1  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$2  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \t$34  = $signed(\$1 ) + $signed(\$2 );
-  assign \$3  = ! \t$34 [12:0];
-  assign \$4  = ~ \$3 ;
-  assign \$5  = \t$34 [13] & \$4 ;
-  assign \$6  = ! \t$34 [12:0];
-  assign \$7  = \t$34 [13] & \$6 ;
-  assign \$8  = \$7  & floor[0];
-  assign \$9  = \$5  | \$8 ;
-  assign \t$41  = $signed(floor) + $signed({ 1'h0, \$9  });
-  assign \$10  = $signed(\t$41 ) < $signed(16'h8000);
-  assign \$11  = $signed(\t$41 ) > $signed(16'h7fff);
-  assign \$12  = \$11  ? 16'h7fff : \t$41 [15:0];
-  assign \t$42  = \$10  ? 16'h8000 : \$12 ;
-  assign \t$45  = $signed(m__payload) - $signed(y0_s4);
-  assign \$13  = $signed(\t$47 ) < $signed(16'h8000);
-  assign \$14  = $signed(\t$47 ) > $signed(16'h7fff);
-  assign \$15  = \$14  ? 16'h7fff : \t$47 [15:0];
-  assign \t$48  = \$13  ? 16'h8000 : \$15 ;
-  assign \t$49  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$16  = ! \t$49 [14:0];
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \t$49 [15] & \$17 ;
-  assign \$19  = ! \t$49 [14:0];
-  assign \$20  = \t$49 [15] & \$19 ;
-  assign \$21  = \$20  & \floor$52 [0];
-  assign \$22  = \$18  | \$21 ;
-  assign \t$53  = $signed(\floor$52 ) + $signed({ 1'h0, \$22  });
-  assign \$23  = $signed(\t$53 ) < $signed(16'h8000);
-  assign \$24  = $signed(\t$53 ) > $signed(16'h7fff);
-  assign \$25  = \$24  ? 16'h7fff : \t$53 [15:0];
-  assign \t$54  = \$23  ? 16'h8000 : \$25 ;
-  assign \t$55  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$26  = ! \t$55 [14:0];
-  assign \$27  = ~ \$26 ;
-  assign \$28  = \t$55 [15] & \$27 ;
-  assign \$29  = ! \t$55 [14:0];
-  assign \$30  = \t$55 [15] & \$29 ;
-  assign \$31  = \$30  & \floor$57 [0];
-  assign \$32  = \$28  | \$31 ;
-  assign \t$58  = $signed(\floor$57 ) + $signed({ 1'h0, \$32  });
-  assign \$33  = $signed(\t$58 ) < $signed(16'h8000);
-  assign \$34  = $signed(\t$58 ) > $signed(16'h7fff);
-  assign \$35  = \$34  ? 16'h7fff : \t$58 [15:0];
-  assign \t$59  = \$33  ? 16'h8000 : \$35 ;
-  assign \t$60  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$36  = ! \t$60 [14:0];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = \t$60 [15] & \$37 ;
-  assign \$39  = ! \t$60 [14:0];
-  assign \$40  = \t$60 [15] & \$39 ;
-  assign \$41  = \$40  & \floor$62 [0];
-  assign \$42  = \$38  | \$41 ;
-  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$42  });
-  assign \$43  = $signed(\t$63 ) < $signed(16'h8000);
-  assign \$44  = $signed(\t$63 ) > $signed(16'h7fff);
-  assign \$45  = \$44  ? 16'h7fff : \t$63 [15:0];
-  assign \t$64  = \$43  ? 16'h8000 : \$45 ;
-  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$46  = ! \t$65 [14:0];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \t$65 [15] & \$47 ;
-  assign \$49  = ! \t$65 [14:0];
-  assign \$50  = \t$65 [15] & \$49 ;
-  assign \$51  = \$50  & \floor$67 [0];
-  assign \$52  = \$48  | \$51 ;
-  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$52  });
-  assign \$53  = $signed(\t$68 ) < $signed(16'h8000);
-  assign \$54  = $signed(\t$68 ) > $signed(16'h7fff);
-  assign \$55  = \$54  ? 16'h7fff : \t$68 [15:0];
-  assign \t$69  = \$53  ? 16'h8000 : \$55 ;
-  assign \$56  = ~ m__ready;
-  assign \$57  = valid_s4 & \$56 ;
-  assign en = ~ \$57 ;
-  assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$58  = en & valid_s2;
-  assign \$59  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$58  & \$59 ;
-  assign \$60  = ~ busy;
-  assign \$61  = pc__valid & \$60 ;
-  assign \$62  = ! l0_fill;
+  assign \t$25  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
+  assign \t$30  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
+  assign \t$35  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$17  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
+  assign \$18  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
+  assign \t$39  = $signed(\$17 ) + $signed(\$18 );
+  assign \$19  = ! \t$39 [12:0];
+  assign \$20  = ~ \$19 ;
+  assign \$21  = \t$39 [13] & \$20 ;
+  assign \$22  = ! \t$39 [12:0];
+  assign \$23  = \t$39 [13] & \$22 ;
+  assign \$24  = \$23  & floor[0];
+  assign \$25  = \$21  | \$24 ;
+  assign \t$46  = $signed(floor) + $signed({ 1'h0, \$25  });
+  assign \$26  = $signed(\t$46 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$46 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$46 [15:0];
+  assign \t$47  = \$26  ? 16'h8000 : \$28 ;
+  assign \t$50  = $signed(m__payload) - $signed(y0_s4);
+  assign \$29  = $signed(\t$52 ) < $signed(16'h8000);
+  assign \$30  = $signed(\t$52 ) > $signed(16'h7fff);
+  assign \$31  = \$30  ? 16'h7fff : \t$52 [15:0];
+  assign \t$53  = \$29  ? 16'h8000 : \$31 ;
+  assign \t$54  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$32  = ! \t$54 [14:0];
+  assign \$33  = ~ \$32 ;
+  assign \$34  = \t$54 [15] & \$33 ;
+  assign \$35  = ! \t$54 [14:0];
+  assign \$36  = \t$54 [15] & \$35 ;
+  assign \$37  = \$36  & \floor$57 [0];
+  assign \$38  = \$34  | \$37 ;
+  assign \t$58  = $signed(\floor$57 ) + $signed({ 1'h0, \$38  });
+  assign \$39  = $signed(\t$58 ) < $signed(16'h8000);
+  assign \$40  = $signed(\t$58 ) > $signed(16'h7fff);
+  assign \$41  = \$40  ? 16'h7fff : \t$58 [15:0];
+  assign \t$59  = \$39  ? 16'h8000 : \$41 ;
+  assign \t$60  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$42  = ! \t$60 [14:0];
+  assign \$43  = ~ \$42 ;
+  assign \$44  = \t$60 [15] & \$43 ;
+  assign \$45  = ! \t$60 [14:0];
+  assign \$46  = \t$60 [15] & \$45 ;
+  assign \$47  = \$46  & \floor$62 [0];
+  assign \$48  = \$44  | \$47 ;
+  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$48  });
+  assign \$49  = $signed(\t$63 ) < $signed(16'h8000);
+  assign \$50  = $signed(\t$63 ) > $signed(16'h7fff);
+  assign \$51  = \$50  ? 16'h7fff : \t$63 [15:0];
+  assign \t$64  = \$49  ? 16'h8000 : \$51 ;
+  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$52  = ! \t$65 [14:0];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = \t$65 [15] & \$53 ;
+  assign \$55  = ! \t$65 [14:0];
+  assign \$56  = \t$65 [15] & \$55 ;
+  assign \$57  = \$56  & \floor$67 [0];
+  assign \$58  = \$54  | \$57 ;
+  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$58  });
+  assign \$59  = $signed(\t$68 ) < $signed(16'h8000);
+  assign \$60  = $signed(\t$68 ) > $signed(16'h7fff);
+  assign \$61  = \$60  ? 16'h7fff : \t$68 [15:0];
+  assign \t$69  = \$59  ? 16'h8000 : \$61 ;
+  assign \t$70  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$62  = ! \t$70 [14:0];
   assign \$63  = ~ \$62 ;
-  assign flush_l0 = \$61  & \$63 ;
+  assign \$64  = \t$70 [15] & \$63 ;
+  assign \$65  = ! \t$70 [14:0];
+  assign \$66  = \t$70 [15] & \$65 ;
+  assign \$67  = \$66  & \floor$72 [0];
+  assign \$68  = \$64  | \$67 ;
+  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$68  });
+  assign \$69  = $signed(\t$73 ) < $signed(16'h8000);
+  assign \$70  = $signed(\t$73 ) > $signed(16'h7fff);
+  assign \$71  = \$70  ? 16'h7fff : \t$73 [15:0];
+  assign \t$74  = \$69  ? 16'h8000 : \$71 ;
+  assign \$72  = ~ m__ready;
+  assign \$73  = valid_s4 & \$72 ;
+  assign en = ~ \$73 ;
+  assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$74  = en & valid_s2;
+  assign \$75  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$74  & \$75 ;
+  assign \$76  = ~ busy;
+  assign \$77  = pc__valid & \$76 ;
+  assign \$78  = ! l0_fill;
+  assign \$79  = ~ \$78 ;
+  assign flush_l0 = \$77  & \$79 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$64  = en & valid_s5;
-  assign \$65  = ! l0_fill;
-  assign \$66  = commit_on_read_l0 & \$65 ;
-  assign \$67  = ~ \$66 ;
-  assign push_l0 = \$64  & \$67 ;
-  assign \$68  = ! l0_fill;
-  assign \$69  = ~ \$68 ;
-  assign pop_l0 = commit_l0 & \$69 ;
-  assign \$70  = ! l0_fill;
-  assign l0_commit_src = \$70  ? { \t$69 , \t$64 , \t$59 , \t$54 , l0_cell0_s5 } : \$71 ;
-  assign \$72  = ! l0_commit_src[2:0];
-  assign \$73  = $signed(l0_coef_0_0_0) - $signed(l0_commit_src[18:3]);
-  assign \$74  = l0_commit_src[2:0] == 1'h1;
-  assign \$75  = ! l0_commit_src[2:0];
-  assign \$76  = \$74  | \$75 ;
-  assign \$77  = ! l0_commit_src[2:0];
-  assign \$78  = \$77  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$79  = $signed(l0_coef_0_0_1) - $signed(\$78 );
-  assign \$80  = l0_commit_src[2:0] == 2'h2;
-  assign \$81  = l0_commit_src[2:0] == 1'h1;
-  assign \$82  = \$80  | \$81 ;
-  assign \$83  = ! l0_commit_src[2:0];
-  assign \$84  = \$82  | \$83 ;
-  assign \$85  = ! l0_commit_src[2:0];
-  assign \$86  = l0_commit_src[2:0] == 1'h1;
-  assign \$87  = \$86  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$88  = \$85  ? l0_commit_src[50:35] : \$87 ;
-  assign \$89  = $signed(l0_coef_0_0_2) - $signed(\$88 );
-  assign \$90  = l0_commit_src[2:0] == 2'h3;
-  assign \$91  = l0_commit_src[2:0] == 2'h2;
-  assign \$92  = \$90  | \$91 ;
-  assign \$93  = l0_commit_src[2:0] == 1'h1;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = ! l0_commit_src[2:0];
-  assign \$96  = \$94  | \$95 ;
-  assign \$97  = ! l0_commit_src[2:0];
-  assign \$98  = l0_commit_src[2:0] == 1'h1;
-  assign \$99  = l0_commit_src[2:0] == 2'h2;
-  assign \$100  = \$99  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$101  = \$98  ? l0_commit_src[50:35] : \$100 ;
-  assign \$102  = \$97  ? l0_commit_src[66:51] : \$101 ;
-  assign \$103  = $signed(l0_coef_0_0_3) - $signed(\$102 );
-  assign \$104  = l0_commit_src[2:0] == 3'h4;
-  assign \$105  = l0_commit_src[2:0] == 2'h3;
-  assign \$106  = \$104  | \$105 ;
-  assign \$107  = l0_commit_src[2:0] == 2'h2;
-  assign \$108  = \$106  | \$107 ;
-  assign \$109  = l0_commit_src[2:0] == 1'h1;
-  assign \$110  = \$108  | \$109 ;
-  assign \$111  = l0_commit_src[2:0] == 1'h1;
-  assign \$112  = l0_commit_src[2:0] == 2'h2;
-  assign \$113  = l0_commit_src[2:0] == 2'h3;
-  assign \$114  = \$113  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$115  = \$112  ? l0_commit_src[50:35] : \$114 ;
-  assign \$116  = \$111  ? l0_commit_src[66:51] : \$115 ;
-  assign \$117  = $signed(l0_coef_0_0_4) - $signed(\$116 );
-  assign \$118  = l0_commit_src[2:0] == 3'h5;
-  assign \$119  = l0_commit_src[2:0] == 3'h4;
-  assign \$120  = \$118  | \$119 ;
-  assign \$121  = l0_commit_src[2:0] == 2'h3;
-  assign \$122  = \$120  | \$121 ;
-  assign \$123  = l0_commit_src[2:0] == 2'h2;
-  assign \$124  = \$122  | \$123 ;
-  assign \$125  = l0_commit_src[2:0] == 2'h2;
-  assign \$126  = l0_commit_src[2:0] == 2'h3;
-  assign \$127  = l0_commit_src[2:0] == 3'h4;
-  assign \$128  = \$127  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$129  = \$126  ? l0_commit_src[50:35] : \$128 ;
-  assign \$130  = \$125  ? l0_commit_src[66:51] : \$129 ;
-  assign \$131  = $signed(l0_coef_0_0_5) - $signed(\$130 );
-  assign \$132  = l0_commit_src[2:0] == 3'h6;
-  assign \$133  = l0_commit_src[2:0] == 3'h5;
-  assign \$134  = \$132  | \$133 ;
-  assign \$135  = l0_commit_src[2:0] == 3'h4;
-  assign \$136  = \$134  | \$135 ;
-  assign \$137  = l0_commit_src[2:0] == 2'h3;
-  assign \$138  = \$136  | \$137 ;
-  assign \$139  = l0_commit_src[2:0] == 2'h3;
-  assign \$140  = l0_commit_src[2:0] == 3'h4;
-  assign \$141  = l0_commit_src[2:0] == 3'h5;
-  assign \$142  = \$141  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$143  = \$140  ? l0_commit_src[50:35] : \$142 ;
-  assign \$144  = \$139  ? l0_commit_src[66:51] : \$143 ;
-  assign \$145  = $signed(l0_coef_0_0_6) - $signed(\$144 );
-  assign \$146  = l0_commit_src[2:0] == 3'h7;
-  assign \$147  = l0_commit_src[2:0] == 3'h6;
-  assign \$148  = \$146  | \$147 ;
-  assign \$149  = l0_commit_src[2:0] == 3'h5;
-  assign \$150  = \$148  | \$149 ;
-  assign \$151  = l0_commit_src[2:0] == 3'h4;
-  assign \$152  = \$150  | \$151 ;
-  assign \$153  = l0_commit_src[2:0] == 3'h4;
-  assign \$154  = l0_commit_src[2:0] == 3'h5;
-  assign \$155  = l0_commit_src[2:0] == 3'h6;
-  assign \$156  = \$155  ? l0_commit_src[34:19] : l0_commit_src[18:3];
-  assign \$157  = \$154  ? l0_commit_src[50:35] : \$156 ;
-  assign \$158  = \$153  ? l0_commit_src[66:51] : \$157 ;
-  assign \$159  = $signed(l0_coef_0_0_7) - $signed(\$158 );
-  assign \$160  = l0_commit_src[2:0] == 3'h7;
-  assign \$161  = l0_commit_src[2:0] == 3'h6;
-  assign \$162  = \$160  | \$161 ;
-  assign \$163  = l0_commit_src[2:0] == 3'h5;
-  assign \$164  = \$162  | \$163 ;
-  assign \$165  = l0_commit_src[2:0] == 3'h5;
-  assign \$166  = l0_commit_src[2:0] == 3'h6;
-  assign \$167  = \$166  ? l0_commit_src[50:35] : l0_commit_src[34:19];
-  assign \$168  = \$165  ? l0_commit_src[66:51] : \$167 ;
-  assign \$169  = $signed(l0_coef_0_0_8) - $signed(\$168 );
-  assign \$170  = l0_commit_src[2:0] == 3'h7;
-  assign \$171  = l0_commit_src[2:0] == 3'h6;
-  assign \$172  = \$170  | \$171 ;
-  assign \$173  = l0_commit_src[2:0] == 3'h6;
-  assign \$174  = \$173  ? l0_commit_src[66:51] : l0_commit_src[50:35];
-  assign \$175  = $signed(l0_coef_0_0_9) - $signed(\$174 );
-  assign \$176  = l0_commit_src[2:0] == 3'h7;
-  assign \$177  = $signed(l0_coef_0_0_10) - $signed(l0_commit_src[66:51]);
-  assign \$178  = l0_head + l0_fill;
-  assign \$179  = \$178  >= 2'h3;
-  assign \$180  = l0_head + l0_fill;
-  assign \$181  = \$180  - 2'h3;
-  assign \$182  = l0_head + l0_fill;
-  assign \$183  = \$179  ? \$181  : { 1'h0, \$182  };
-  assign \$184  = ~ pc__valid;
-  assign \$185  = en & \$184 ;
+  assign \$80  = en & valid_s5;
+  assign \$81  = ! l0_fill;
+  assign \$82  = commit_on_read_l0 & \$81 ;
+  assign \$83  = ~ \$82 ;
+  assign push_l0 = \$80  & \$83 ;
+  assign \$84  = ! l0_fill;
+  assign \$85  = ~ \$84 ;
+  assign pop_l0 = commit_l0 & \$85 ;
+  assign \$86  = ! l0_fill;
+  assign l0_commit_src = \$86  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$87 ;
+  assign \$88  = l0_head + l0_fill;
+  assign \$89  = \$88  >= 2'h3;
+  assign \$90  = l0_head + l0_fill;
+  assign \$91  = \$90  - 2'h3;
+  assign \$92  = l0_head + l0_fill;
+  assign \$93  = \$89  ? \$91  : { 1'h0, \$92  };
+  assign \$94  = l0_head == 2'h2;
+  assign \$95  = l0_head + 1'h1;
+  assign \$96  = \$94  ? 3'h0 : \$95 ;
+  assign \$97  = pop_l0 ? \$96  : { 1'h0, l0_head };
+  assign \$98  = l0_fill + push_l0;
+  assign \$99  = \$98  - pop_l0;
+  assign \t$100  = $signed(\$signature__data$101 ) - $signed(\$100 );
+  assign \$101  = ! l0_port_edge_q[0];
+  assign \$102  = l0_port_wr & \$101 ;
+  assign \$103  = ! \$247 [1:0];
+  assign l0_port_hit0_0_0 = \$102  & \$103 ;
+  assign \$104  = ! \$99 [1:0];
+  assign \$105  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$106  = \$93 [1:0] == \$97 [1:0];
+  assign \$107  = push_l0 & \$106 ;
+  assign \$109  = \$107  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$108 ;
+  assign \$110  = \$104  ? \$105  : \$109 [2:0];
+  assign \$112  = ! \$99 [1:0];
+  assign \$113  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$114  = \$93 [1:0] == \$97 [1:0];
+  assign \$115  = push_l0 & \$114 ;
+  assign \$117  = \$115  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$116 ;
+  assign \$118  = \$112  ? \$113  : \$117 [2:0];
+  assign \$119  = \$118 [1:0] > 1'h0;
+  assign \$120  = \$111  + \$119 ;
+  assign \$122  = l0_commit_src[1:0] > 1'h0;
+  assign \$123  = \$121  + \$122 ;
+  assign \$124  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$123 ;
+  assign \$125  = $signed(\t$100 ) < $signed(16'h8000);
+  assign \$126  = $signed(\t$100 ) > $signed(16'h7fff);
+  assign \$127  = \$126  ? 16'h7fff : \t$100 [15:0];
+  assign \$128  = \$125  ? 16'h8000 : \$127 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$128 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$113  = $signed(\$signature__data$114 ) - $signed(\$129 );
+  assign \$130  = ! l0_port_edge_q[0];
+  assign \$131  = l0_port_wr & \$130 ;
+  assign \$132  = \$247 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$131  & \$132 ;
+  assign \$133  = ! \$99 [1:0];
+  assign \$134  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$135  = \$93 [1:0] == \$97 [1:0];
+  assign \$136  = push_l0 & \$135 ;
+  assign \$138  = \$136  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$137 ;
+  assign \$139  = \$133  ? \$134  : \$138 [2:0];
+  assign \$141  = ! \$99 [1:0];
+  assign \$142  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$143  = \$93 [1:0] == \$97 [1:0];
+  assign \$144  = push_l0 & \$143 ;
+  assign \$146  = \$144  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$145 ;
+  assign \$147  = \$141  ? \$142  : \$146 [2:0];
+  assign \$148  = \$147 [1:0] > 1'h1;
+  assign \$149  = \$140  + \$148 ;
+  assign \$151  = l0_commit_src[1:0] > 1'h1;
+  assign \$152  = \$150  + \$151 ;
+  assign \$153  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$152 ;
+  assign \$154  = $signed(\t$113 ) < $signed(16'h8000);
+  assign \$155  = $signed(\t$113 ) > $signed(16'h7fff);
+  assign \$156  = \$155  ? 16'h7fff : \t$113 [15:0];
+  assign \$157  = \$154  ? 16'h8000 : \$156 ;
+  assign \wp__data$119  = l0_port_hit0_0_1 ? l0_port_data : \$157 ;
+  assign \wp__en$120  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$121  = $signed(\$signature__data$122 ) - $signed(\$158 );
+  assign \$159  = ! l0_port_edge_q[0];
+  assign \$160  = l0_port_wr & \$159 ;
+  assign \$161  = \$247 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$160  & \$161 ;
+  assign \$162  = ! \$99 [1:0];
+  assign \$163  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$164  = \$93 [1:0] == \$97 [1:0];
+  assign \$165  = push_l0 & \$164 ;
+  assign \$167  = \$165  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$166 ;
+  assign \$168  = \$162  ? \$163  : \$167 [2:0];
+  assign \$170  = ! \$99 [1:0];
+  assign \$171  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$172  = \$93 [1:0] == \$97 [1:0];
+  assign \$173  = push_l0 & \$172 ;
+  assign \$175  = \$173  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$174 ;
+  assign \$176  = \$170  ? \$171  : \$175 [2:0];
+  assign \$177  = \$176 [1:0] > 2'h2;
+  assign \$178  = \$169  + \$177 ;
+  assign \$180  = l0_commit_src[1:0] > 2'h2;
+  assign \$181  = \$179  + \$180 ;
+  assign \$182  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$181 ;
+  assign \$183  = $signed(\t$121 ) < $signed(16'h8000);
+  assign \$184  = $signed(\t$121 ) > $signed(16'h7fff);
+  assign \$185  = \$184  ? 16'h7fff : \t$121 [15:0];
+  assign \$186  = \$183  ? 16'h8000 : \$185 ;
+  assign \wp__data$127  = l0_port_hit0_0_2 ? l0_port_data : \$186 ;
+  assign \wp__en$128  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$129  = $signed(\$signature__data$130 ) - $signed(\$187 );
+  assign \$188  = ! l0_port_edge_q[0];
+  assign \$189  = l0_port_wr & \$188 ;
+  assign \$190  = \$247 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$189  & \$190 ;
+  assign \$191  = ! \$99 [1:0];
+  assign \$192  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$193  = \$93 [1:0] == \$97 [1:0];
+  assign \$194  = push_l0 & \$193 ;
+  assign \$196  = \$194  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$195 ;
+  assign \$197  = \$191  ? \$192  : \$196 [2:0];
+  assign \$199  = ! \$99 [1:0];
+  assign \$200  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$201  = \$93 [1:0] == \$97 [1:0];
+  assign \$202  = push_l0 & \$201 ;
+  assign \$204  = \$202  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$203 ;
+  assign \$205  = \$199  ? \$200  : \$204 [2:0];
+  assign \$206  = \$205 [1:0] > 2'h3;
+  assign \$207  = \$198  + \$206 ;
+  assign \$209  = l0_commit_src[1:0] > 2'h3;
+  assign \$210  = \$208  + \$209 ;
+  assign \$211  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$210 ;
+  assign \$212  = $signed(\t$129 ) < $signed(16'h8000);
+  assign \$213  = $signed(\t$129 ) > $signed(16'h7fff);
+  assign \$214  = \$213  ? 16'h7fff : \t$129 [15:0];
+  assign \$215  = \$212  ? 16'h8000 : \$214 ;
+  assign \wp__data$135  = l0_port_hit0_0_3 ? l0_port_data : \$215 ;
+  assign \wp__en$136  = commit_l0 | l0_port_hit0_0_3;
+  assign reloading = reload_count != 4'hc;
+  assign \$216  = | reload_count;
+  assign reload_write = reloading & \$216 ;
+  assign \$217  = reload_count - 1'h1;
+  assign \$218  = ~ pc__valid;
+  assign \$219  = en & \$218 ;
+  assign \$220  = ~ reloading;
+  assign \$221  = \$219  & \$220 ;
   assign accept = s__valid & s__ready;
-  assign \$186  = ~ busy;
-  assign \$187  = ! l0_fill;
-  assign \$188  = \$186  & \$187 ;
-  assign \$189  = pc__valid & \$188 ;
-  assign \$190  = ~ pr__valid;
-  assign \$191  = \$190  | pr__ready;
-  assign execute = \$189  & \$191 ;
-  assign \$192  = ! l0_commit_src[2:0];
-  assign \$193  = $signed(\t$93 ) < $signed(16'h8000);
-  assign \$194  = $signed(\t$93 ) > $signed(16'h7fff);
-  assign \$195  = \$194  ? 16'h7fff : \t$93 [15:0];
-  assign \$196  = \$193  ? 16'h8000 : \$195 ;
-  assign \$197  = l0_commit_src[2:0] == 1'h1;
-  assign \$198  = ! l0_commit_src[2:0];
-  assign \$199  = \$197  | \$198 ;
-  assign \$200  = $signed(\t$94 ) < $signed(16'h8000);
-  assign \$201  = $signed(\t$94 ) > $signed(16'h7fff);
-  assign \$202  = \$201  ? 16'h7fff : \t$94 [15:0];
-  assign \$203  = \$200  ? 16'h8000 : \$202 ;
-  assign \$204  = l0_commit_src[2:0] == 2'h2;
-  assign \$205  = l0_commit_src[2:0] == 1'h1;
-  assign \$206  = \$204  | \$205 ;
-  assign \$207  = ! l0_commit_src[2:0];
-  assign \$208  = \$206  | \$207 ;
-  assign \$209  = $signed(\t$95 ) < $signed(16'h8000);
-  assign \$210  = $signed(\t$95 ) > $signed(16'h7fff);
-  assign \$211  = \$210  ? 16'h7fff : \t$95 [15:0];
-  assign \$212  = \$209  ? 16'h8000 : \$211 ;
-  assign \$213  = l0_commit_src[2:0] == 2'h3;
-  assign \$214  = l0_commit_src[2:0] == 2'h2;
-  assign \$215  = \$213  | \$214 ;
-  assign \$216  = l0_commit_src[2:0] == 1'h1;
-  assign \$217  = \$215  | \$216 ;
-  assign \$218  = ! l0_commit_src[2:0];
-  assign \$219  = \$217  | \$218 ;
-  assign \$220  = $signed(\t$96 ) < $signed(16'h8000);
-  assign \$221  = $signed(\t$96 ) > $signed(16'h7fff);
-  assign \$222  = \$221  ? 16'h7fff : \t$96 [15:0];
-  assign \$223  = \$220  ? 16'h8000 : \$222 ;
-  assign \$224  = l0_commit_src[2:0] == 3'h4;
-  assign \$225  = l0_commit_src[2:0] == 2'h3;
-  assign \$226  = \$224  | \$225 ;
-  assign \$227  = l0_commit_src[2:0] == 2'h2;
-  assign \$228  = \$226  | \$227 ;
-  assign \$229  = l0_commit_src[2:0] == 1'h1;
-  assign \$230  = \$228  | \$229 ;
-  assign \$231  = $signed(\t$97 ) < $signed(16'h8000);
-  assign \$232  = $signed(\t$97 ) > $signed(16'h7fff);
-  assign \$233  = \$232  ? 16'h7fff : \t$97 [15:0];
-  assign \$234  = \$231  ? 16'h8000 : \$233 ;
-  assign \$235  = l0_commit_src[2:0] == 3'h5;
-  assign \$236  = l0_commit_src[2:0] == 3'h4;
-  assign \$237  = \$235  | \$236 ;
-  assign \$238  = l0_commit_src[2:0] == 2'h3;
-  assign \$239  = \$237  | \$238 ;
-  assign \$240  = l0_commit_src[2:0] == 2'h2;
-  assign \$241  = \$239  | \$240 ;
-  assign \$242  = $signed(\t$98 ) < $signed(16'h8000);
-  assign \$243  = $signed(\t$98 ) > $signed(16'h7fff);
-  assign \$244  = \$243  ? 16'h7fff : \t$98 [15:0];
-  assign \$245  = \$242  ? 16'h8000 : \$244 ;
-  assign \$246  = l0_commit_src[2:0] == 3'h6;
-  assign \$247  = l0_commit_src[2:0] == 3'h5;
-  assign \$248  = \$246  | \$247 ;
-  assign \$249  = l0_commit_src[2:0] == 3'h4;
-  assign \$250  = \$248  | \$249 ;
-  assign \$251  = l0_commit_src[2:0] == 2'h3;
-  assign \$252  = \$250  | \$251 ;
-  assign \$253  = $signed(\t$99 ) < $signed(16'h8000);
-  assign \$254  = $signed(\t$99 ) > $signed(16'h7fff);
-  assign \$255  = \$254  ? 16'h7fff : \t$99 [15:0];
-  assign \$256  = \$253  ? 16'h8000 : \$255 ;
-  assign \$257  = l0_commit_src[2:0] == 3'h7;
-  assign \$258  = l0_commit_src[2:0] == 3'h6;
-  assign \$259  = \$257  | \$258 ;
-  assign \$260  = l0_commit_src[2:0] == 3'h5;
-  assign \$261  = \$259  | \$260 ;
-  assign \$262  = l0_commit_src[2:0] == 3'h4;
-  assign \$263  = \$261  | \$262 ;
-  assign \$264  = $signed(\t$100 ) < $signed(16'h8000);
-  assign \$265  = $signed(\t$100 ) > $signed(16'h7fff);
-  assign \$266  = \$265  ? 16'h7fff : \t$100 [15:0];
-  assign \$267  = \$264  ? 16'h8000 : \$266 ;
-  assign \$268  = l0_commit_src[2:0] == 3'h7;
-  assign \$269  = l0_commit_src[2:0] == 3'h6;
-  assign \$270  = \$268  | \$269 ;
-  assign \$271  = l0_commit_src[2:0] == 3'h5;
-  assign \$272  = \$270  | \$271 ;
-  assign \$273  = $signed(\t$101 ) < $signed(16'h8000);
-  assign \$274  = $signed(\t$101 ) > $signed(16'h7fff);
-  assign \$275  = \$274  ? 16'h7fff : \t$101 [15:0];
-  assign \$276  = \$273  ? 16'h8000 : \$275 ;
-  assign \$277  = l0_commit_src[2:0] == 3'h7;
-  assign \$278  = l0_commit_src[2:0] == 3'h6;
-  assign \$279  = \$277  | \$278 ;
-  assign \$280  = $signed(\t$102 ) < $signed(16'h8000);
-  assign \$281  = $signed(\t$102 ) > $signed(16'h7fff);
-  assign \$282  = \$281  ? 16'h7fff : \t$102 [15:0];
-  assign \$283  = \$280  ? 16'h8000 : \$282 ;
-  assign \$284  = l0_commit_src[2:0] == 3'h7;
-  assign \$285  = $signed(\t$103 ) < $signed(16'h8000);
-  assign \$286  = $signed(\t$103 ) > $signed(16'h7fff);
-  assign \$287  = \$286  ? 16'h7fff : \t$103 [15:0];
-  assign \$288  = \$285  ? 16'h8000 : \$287 ;
-  assign \$289  = l0_head == 2'h2;
-  assign \$290  = l0_head + 1'h1;
-  assign \$291  = \$289  ? 3'h0 : \$290 ;
-  assign \$292  = l0_fill + push_l0;
-  assign \$293  = \$292  - pop_l0;
-  assign \$294  = en & valid_s2;
-  assign \$295  = l0_pending + \$294 ;
-  assign \$296  = \$295  - commit_l0;
-  assign \$297  = pc__payload[20] ? pc__payload[15:0] : readback;
+  assign \$222  = ~ busy;
+  assign \$223  = ! l0_fill;
+  assign \$224  = \$222  & \$223 ;
+  assign \$225  = pc__valid & \$224 ;
+  assign \$226  = ~ reloading;
+  assign \$227  = \$225  & \$226 ;
+  assign \$228  = ~ read_wait;
+  assign \$229  = \$227  & \$228 ;
+  assign \$230  = ~ pr__valid;
+  assign \$231  = \$230  | pr__ready;
+  assign execute = \$229  & \$231 ;
+  assign port_addr = reload_write ? \$217 [3:0] : pc__payload[19:16];
+  assign \$232  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign \$233  = port_addr >= 1'h0;
+  assign \$234  = port_addr < 4'hb;
+  assign \$235  = \$233  & \$234 ;
+  assign \$236  = execute & pc__payload[20];
+  assign \$237  = reload_write | \$236 ;
+  assign l0_port_wr = \$235  & \$237 ;
+  assign \$238  = port_addr >= 1'h0;
+  assign \$239  = port_addr < 4'hb;
+  assign \$240  = \$238  & \$239 ;
+  assign \$241  = \$240  & execute;
+  assign \$242  = ~ pc__payload[20];
+  assign l0_port_rd = \$241  & \$242 ;
+  assign \$243  = \$232 [3:0] * 5'h18;
+  assign \$244  = l0_port_edge_q * 4'hb;
+  assign \$245  = \$232 [3:0] - \$244 ;
+  assign \$246  = l0_port_baddr_q * 3'h4;
+  assign \$247  = \$245 [3:0] - \$246 ;
+  assign \$248  = en & valid_s2;
+  assign \$249  = l0_pending + \$248 ;
+  assign \$250  = \$249  - commit_l0;
+  assign \$251  = reload_count + 1'h1;
+  assign \$252  = ~ pc__payload[20];
+  assign \$253  = execute & \$252 ;
+  assign \$254  = execute & pc__payload[20];
   always @(posedge clk)
-    valid_s1 <= \$298 ;
+    valid_s1 <= \$258 ;
   always @(posedge clk)
-    valid_s2 <= \$299 ;
+    valid_s2 <= \$259 ;
   always @(posedge clk)
-    valid_s3 <= \$300 ;
+    valid_s3 <= \$260 ;
   always @(posedge clk)
-    valid_s4 <= \$301 ;
+    valid_s4 <= \$261 ;
   always @(posedge clk)
-    valid_s5 <= \$302 ;
+    valid_s5 <= \$262 ;
   always @(posedge clk)
-    l0_coef_0_0_0 <= \$303 ;
+    l0_pending0 <= \$263 ;
   always @(posedge clk)
-    l0_coef_0_0_1 <= \$304 ;
+    l0_pending1 <= \$264 ;
   always @(posedge clk)
-    l0_coef_0_0_2 <= \$305 ;
+    l0_pending2 <= \$265 ;
   always @(posedge clk)
-    l0_coef_0_0_3 <= \$306 ;
+    l0_head <= \$266 ;
   always @(posedge clk)
-    l0_coef_0_0_4 <= \$307 ;
+    l0_fill <= \$267 ;
   always @(posedge clk)
-    l0_coef_0_0_5 <= \$308 ;
+    l0_pending <= \$268 ;
   always @(posedge clk)
-    l0_coef_0_0_6 <= \$309 ;
+    reload_count <= \$269 ;
   always @(posedge clk)
-    l0_coef_0_0_7 <= \$310 ;
+    l0_rd_edge <= \$270 ;
   always @(posedge clk)
-    l0_coef_0_0_8 <= \$311 ;
+    l0_rd_bank <= \$271 ;
   always @(posedge clk)
-    l0_coef_0_0_9 <= \$312 ;
+    read_layer <= \$272 ;
   always @(posedge clk)
-    l0_coef_0_0_10 <= \$313 ;
+    read_wait <= \$273 ;
   always @(posedge clk)
-    l0_pending0 <= \$314 ;
+    pr__valid <= \$274 ;
   always @(posedge clk)
-    l0_pending1 <= \$315 ;
+    pr__payload <= \$275 ;
   always @(posedge clk)
-    l0_pending2 <= \$316 ;
+    u <= \$276 ;
   always @(posedge clk)
-    l0_head <= \$317 ;
+    y0_s1 <= \$277 ;
   always @(posedge clk)
-    l0_fill <= \$318 ;
+    l0_lo0_s2 <= \$278 ;
   always @(posedge clk)
-    l0_pending <= \$319 ;
+    l0_cell0_s2 <= \$279 ;
   always @(posedge clk)
-    pr__valid <= \$320 ;
+    l0_bval0_0_s2 <= \$280 ;
   always @(posedge clk)
-    pr__payload <= \$321 ;
+    l0_bval0_1_s2 <= \$281 ;
   always @(posedge clk)
-    u <= \$322 ;
+    l0_bval0_2_s2 <= \$282 ;
   always @(posedge clk)
-    y0_s1 <= \$323 ;
+    l0_bval0_3_s2 <= \$283 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$324 ;
+    l0_prod0_0_0_s3 <= \$284 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$325 ;
+    l0_prod0_0_1_s3 <= \$285 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$326 ;
+    l0_prod0_0_2_s3 <= \$286 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$327 ;
+    l0_prod0_0_3_s3 <= \$287 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$328 ;
+    m__payload <= \$288 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$329 ;
+    y0_s2 <= \$289 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$330 ;
+    y0_s3 <= \$290 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$331 ;
+    y0_s4 <= \$291 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$332 ;
+    err0_s5 <= \$292 ;
   always @(posedge clk)
-    m__payload <= \$333 ;
+    l0_cell0_s3 <= \$293 ;
   always @(posedge clk)
-    y0_s2 <= \$334 ;
+    l0_cell0_s4 <= \$294 ;
   always @(posedge clk)
-    y0_s3 <= \$335 ;
+    l0_cell0_s5 <= \$295 ;
   always @(posedge clk)
-    y0_s4 <= \$336 ;
+    l0_bval0_0_s3 <= \$296 ;
   always @(posedge clk)
-    err0_s5 <= \$337 ;
+    l0_bval0_0_s4 <= \$297 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$338 ;
+    l0_bval0_0_s5 <= \$298 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$339 ;
+    l0_bval0_1_s3 <= \$299 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$340 ;
+    l0_bval0_1_s4 <= \$300 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$341 ;
+    l0_bval0_1_s5 <= \$301 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$342 ;
+    l0_bval0_2_s3 <= \$302 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$343 ;
+    l0_bval0_2_s4 <= \$303 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$344 ;
+    l0_bval0_2_s5 <= \$304 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$345 ;
+    l0_bval0_3_s3 <= \$305 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$346 ;
+    l0_bval0_3_s4 <= \$306 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$347 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$348 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$349 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$350 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$351 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$352 ;
+    l0_bval0_3_s5 <= \$307 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$455$0 (\$353 ),
+    .\port$390$0 (\$308 ),
     .u(u)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_0 = l0_coef_0_0_0;
-      3'h1:
-          l0_read0_0_0 = l0_coef_0_0_1;
-      3'h2:
-          l0_read0_0_0 = l0_coef_0_0_2;
-      3'h3:
-          l0_read0_0_0 = l0_coef_0_0_3;
-      3'h4:
-          l0_read0_0_0 = l0_coef_0_0_4;
-      3'h5:
-          l0_read0_0_0 = l0_coef_0_0_5;
-      3'h6:
-          l0_read0_0_0 = l0_coef_0_0_6;
-      3'h7:
-          l0_read0_0_0 = l0_coef_0_0_7;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_0 = \$signature__data ;
+      2'h1:
+          l0_read0_0_0 = \$signature__data$17 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$18 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$19 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_1 = l0_coef_0_0_1;
-      3'h1:
-          l0_read0_0_1 = l0_coef_0_0_2;
-      3'h2:
-          l0_read0_0_1 = l0_coef_0_0_3;
-      3'h3:
-          l0_read0_0_1 = l0_coef_0_0_4;
-      3'h4:
-          l0_read0_0_1 = l0_coef_0_0_5;
-      3'h5:
-          l0_read0_0_1 = l0_coef_0_0_6;
-      3'h6:
-          l0_read0_0_1 = l0_coef_0_0_7;
-      3'h7:
-          l0_read0_0_1 = l0_coef_0_0_8;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$17 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$18 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$19 ;
+      2'h3:
+          l0_read0_0_1 = \$signature__data ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_2 = l0_coef_0_0_2;
-      3'h1:
-          l0_read0_0_2 = l0_coef_0_0_3;
-      3'h2:
-          l0_read0_0_2 = l0_coef_0_0_4;
-      3'h3:
-          l0_read0_0_2 = l0_coef_0_0_5;
-      3'h4:
-          l0_read0_0_2 = l0_coef_0_0_6;
-      3'h5:
-          l0_read0_0_2 = l0_coef_0_0_7;
-      3'h6:
-          l0_read0_0_2 = l0_coef_0_0_8;
-      3'h7:
-          l0_read0_0_2 = l0_coef_0_0_9;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_2 = \$signature__data$18 ;
+      2'h1:
+          l0_read0_0_2 = \$signature__data$19 ;
+      2'h2:
+          l0_read0_0_2 = \$signature__data ;
+      2'h3:
+          l0_read0_0_2 = \$signature__data$17 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_3 = l0_coef_0_0_3;
-      3'h1:
-          l0_read0_0_3 = l0_coef_0_0_4;
-      3'h2:
-          l0_read0_0_3 = l0_coef_0_0_5;
-      3'h3:
-          l0_read0_0_3 = l0_coef_0_0_6;
-      3'h4:
-          l0_read0_0_3 = l0_coef_0_0_7;
-      3'h5:
-          l0_read0_0_3 = l0_coef_0_0_8;
-      3'h6:
-          l0_read0_0_3 = l0_coef_0_0_9;
-      3'h7:
-          l0_read0_0_3 = l0_coef_0_0_10;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_3 = \$signature__data$19 ;
+      2'h1:
+          l0_read0_0_3 = \$signature__data ;
+      2'h2:
+          l0_read0_0_3 = \$signature__data$17 ;
+      2'h3:
+          l0_read0_0_3 = \$signature__data$18 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$71  = 67'h00000000000000000;
+    \$87  = 67'h00000000000000000;
     casez (l0_head)
       2'h0:
-          \$71  = l0_pending0;
+          \$87  = l0_pending0;
       2'h1:
-          \$71  = l0_pending1;
+          \$87  = l0_pending1;
       2'h2:
-          \$71  = l0_pending2;
+          \$87  = l0_pending2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$93  = 17'h00000;
-    if (commit_l0) begin
-      if (\$72 ) begin
-        \t$93  = \$73 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$94  = 17'h00000;
-    if (commit_l0) begin
-      if (\$76 ) begin
-        \t$94  = \$79 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$95  = 17'h00000;
-    if (commit_l0) begin
-      if (\$84 ) begin
-        \t$95  = \$89 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$96  = 17'h00000;
-    if (commit_l0) begin
-      if (\$96 ) begin
-        \t$96  = \$103 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$97  = 17'h00000;
-    if (commit_l0) begin
-      if (\$110 ) begin
-        \t$97  = \$117 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$98  = 17'h00000;
-    if (commit_l0) begin
-      if (\$124 ) begin
-        \t$98  = \$131 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$99  = 17'h00000;
-    if (commit_l0) begin
-      if (\$138 ) begin
-        \t$99  = \$145 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$100  = 17'h00000;
-    if (commit_l0) begin
-      if (\$152 ) begin
-        \t$100  = \$159 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$101  = 17'h00000;
-    if (commit_l0) begin
-      if (\$164 ) begin
-        \t$101  = \$169 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$102  = 17'h00000;
-    if (commit_l0) begin
-      if (\$172 ) begin
-        \t$102  = \$175 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$103  = 17'h00000;
-    if (commit_l0) begin
-      if (\$176 ) begin
-        \t$103  = \$177 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[19:16])
-      4'h0:
-          readback = l0_coef_0_0_0;
-      4'h1:
-          readback = l0_coef_0_0_1;
-      4'h2:
-          readback = l0_coef_0_0_2;
-      4'h3:
-          readback = l0_coef_0_0_3;
-      4'h4:
-          readback = l0_coef_0_0_4;
-      4'h5:
-          readback = l0_coef_0_0_5;
-      4'h6:
-          readback = l0_coef_0_0_6;
-      4'h7:
-          readback = l0_coef_0_0_7;
-      4'h8:
-          readback = l0_coef_0_0_8;
-      4'h9:
-          readback = l0_coef_0_0_9;
-      4'ha:
-          readback = l0_coef_0_0_10;
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$100  = l0_commit_src[18:3];
+      2'h1:
+          \$100  = l0_commit_src[66:51];
+      2'h2:
+          \$100  = l0_commit_src[50:35];
+      2'h3:
+          \$100  = l0_commit_src[34:19];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = valid_s1;
+    \$108  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$108  = l0_pending0;
+      2'h1:
+          \$108  = l0_pending1;
+      2'h2:
+          \$108  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$116  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$116  = l0_pending0;
+      2'h1:
+          \$116  = l0_pending1;
+      2'h2:
+          \$116  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$129  = l0_commit_src[34:19];
+      2'h1:
+          \$129  = l0_commit_src[18:3];
+      2'h2:
+          \$129  = l0_commit_src[66:51];
+      2'h3:
+          \$129  = l0_commit_src[50:35];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$137  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$137  = l0_pending0;
+      2'h1:
+          \$137  = l0_pending1;
+      2'h2:
+          \$137  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$145  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$145  = l0_pending0;
+      2'h1:
+          \$145  = l0_pending1;
+      2'h2:
+          \$145  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$158  = l0_commit_src[50:35];
+      2'h1:
+          \$158  = l0_commit_src[34:19];
+      2'h2:
+          \$158  = l0_commit_src[18:3];
+      2'h3:
+          \$158  = l0_commit_src[66:51];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$166  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$166  = l0_pending0;
+      2'h1:
+          \$166  = l0_pending1;
+      2'h2:
+          \$166  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$174  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$174  = l0_pending0;
+      2'h1:
+          \$174  = l0_pending1;
+      2'h2:
+          \$174  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_commit_src[1:0])
+      2'h0:
+          \$187  = l0_commit_src[66:51];
+      2'h1:
+          \$187  = l0_commit_src[50:35];
+      2'h2:
+          \$187  = l0_commit_src[34:19];
+      2'h3:
+          \$187  = l0_commit_src[18:3];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$195  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$195  = l0_pending0;
+      2'h1:
+          \$195  = l0_pending1;
+      2'h2:
+          \$195  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$203  = 67'h00000000000000000;
+    casez (\$97 [1:0])
+      2'h0:
+          \$203  = l0_pending0;
+      2'h1:
+          \$203  = l0_pending1;
+      2'h2:
+          \$203  = l0_pending2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$255  = \$signature__data ;
+      2'h1:
+          \$255  = \$signature__data$17 ;
+      2'h2:
+          \$255  = \$signature__data$18 ;
+      2'h3:
+          \$255  = \$signature__data$19 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$256  = 16'h0000;
+    casez (l0_rd_edge)
+      1'h0:
+          \$256  = \$255 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$257  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$257  = \$256 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$258  = valid_s1;
     if (en) begin
-      \$298  = accept;
+      \$258  = accept;
     end
     if (rst) begin
-      \$298  = 1'h0;
+      \$258  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = valid_s2;
+    \$259  = valid_s2;
     if (en) begin
-      \$299  = valid_s1;
+      \$259  = valid_s1;
     end
     if (rst) begin
-      \$299  = 1'h0;
+      \$259  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = valid_s3;
+    \$260  = valid_s3;
     if (en) begin
-      \$300  = valid_s2;
+      \$260  = valid_s2;
     end
     if (rst) begin
-      \$300  = 1'h0;
+      \$260  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = valid_s4;
+    \$261  = valid_s4;
     if (en) begin
-      \$301  = valid_s3;
+      \$261  = valid_s3;
     end
     if (rst) begin
-      \$301  = 1'h0;
+      \$261  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = valid_s5;
+    \$262  = valid_s5;
     if (en) begin
-      \$302  = valid_s4;
+      \$262  = valid_s4;
     end
     if (rst) begin
-      \$302  = 1'h0;
+      \$262  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = l0_coef_0_0_0;
-    if (commit_l0) begin
-      if (\$192 ) begin
-        \$303  = \$196 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              \$303  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$303  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_coef_0_0_1;
-    if (commit_l0) begin
-      if (\$199 ) begin
-        \$304  = \$203 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              \$304  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$304  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_coef_0_0_2;
-    if (commit_l0) begin
-      if (\$208 ) begin
-        \$305  = \$212 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              \$305  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$305  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_coef_0_0_3;
-    if (commit_l0) begin
-      if (\$219 ) begin
-        \$306  = \$223 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              \$306  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$306  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = l0_coef_0_0_4;
-    if (commit_l0) begin
-      if (\$230 ) begin
-        \$307  = \$234 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              \$307  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$307  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = l0_coef_0_0_5;
-    if (commit_l0) begin
-      if (\$241 ) begin
-        \$308  = \$245 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              \$308  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$308  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = l0_coef_0_0_6;
-    if (commit_l0) begin
-      if (\$252 ) begin
-        \$309  = \$256 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              \$309  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$309  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = l0_coef_0_0_7;
-    if (commit_l0) begin
-      if (\$263 ) begin
-        \$310  = \$267 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              \$310  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$310  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = l0_coef_0_0_8;
-    if (commit_l0) begin
-      if (\$272 ) begin
-        \$311  = \$276 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              /* empty */;
-          4'h8:
-              \$311  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$311  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = l0_coef_0_0_9;
-    if (commit_l0) begin
-      if (\$279 ) begin
-        \$312  = \$283 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              /* empty */;
-          4'h8:
-              /* empty */;
-          4'h9:
-              \$312  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$312  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = l0_coef_0_0_10;
-    if (commit_l0) begin
-      if (\$284 ) begin
-        \$313  = \$288 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              /* empty */;
-          4'h8:
-              /* empty */;
-          4'h9:
-              /* empty */;
-          4'ha:
-              \$313  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$313  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = l0_pending0;
+    \$263  = l0_pending0;
     if (push_l0) begin
-      casez (\$183 [1:0])
+      casez (\$93 [1:0])
         2'h0:
-            \$314  = { \t$69 , \t$64 , \t$59 , \t$54 , l0_cell0_s5 };
+            \$263  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = l0_pending1;
+    \$264  = l0_pending1;
     if (push_l0) begin
-      casez (\$183 [1:0])
+      casez (\$93 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$315  = { \t$69 , \t$64 , \t$59 , \t$54 , l0_cell0_s5 };
+            \$264  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_pending2;
+    \$265  = l0_pending2;
     if (push_l0) begin
-      casez (\$183 [1:0])
+      casez (\$93 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$316  = { \t$69 , \t$64 , \t$59 , \t$54 , l0_cell0_s5 };
+            \$265  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_head;
-    if (pop_l0) begin
-      \$317  = \$291 [1:0];
-    end
+    \$266  = \$97 [1:0];
     if (rst) begin
-      \$317  = 2'h0;
+      \$266  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = \$293 [1:0];
+    \$267  = \$99 [1:0];
     if (rst) begin
-      \$318  = 2'h0;
+      \$267  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = \$296 [1:0];
+    \$268  = \$250 [1:0];
     if (rst) begin
-      \$319  = 2'h0;
+      \$268  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = pr__valid;
-    if (execute) begin
-      \$320  = 1'h1;
+    \$269  = reload_count;
+    if (reloading) begin
+      \$269  = \$251 [3:0];
+    end
+    if (rst) begin
+      \$269  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$270  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$270  = l0_port_edge_q[0];
+    end
+    if (rst) begin
+      \$270  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$271  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$271  = \$247 [1:0];
+    end
+    if (rst) begin
+      \$271  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$272  = read_layer;
+    if (l0_port_rd) begin
+      \$272  = 1'h0;
+    end
+    if (rst) begin
+      \$272  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$273  = \$253 ;
+    if (rst) begin
+      \$273  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$274  = pr__valid;
+    if (\$254 ) begin
+      \$274  = 1'h1;
+    end else if (read_wait) begin
+      \$274  = 1'h1;
     end else if (pr__ready) begin
-      \$320  = 1'h0;
+      \$274  = 1'h0;
     end
     if (rst) begin
-      \$320  = 1'h0;
+      \$274  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = pr__payload;
-    if (execute) begin
-      \$321  = \$297 ;
+    \$275  = pr__payload;
+    if (\$254 ) begin
+      \$275  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$275  = \$257 ;
     end
     if (rst) begin
-      \$321  = 16'h0000;
+      \$275  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = u;
+    \$276  = u;
     if (en) begin
-      \$322  = s__payload[15:0];
+      \$276  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = y0_s1;
+    \$277  = y0_s1;
     if (en) begin
-      \$323  = s__payload[31:16];
+      \$277  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = l0_cell0_s2;
+    \$278  = l0_lo0_s2;
     if (en) begin
-      \$324  = \cell ;
+      \$278  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_bval0_0_s2;
+    \$279  = l0_cell0_s2;
     if (en) begin
-      \$325  = \$353 [15:0];
+      \$279  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = l0_bval0_1_s2;
+    \$280  = l0_bval0_0_s2;
     if (en) begin
-      \$326  = \$353 [31:16];
+      \$280  = \$308 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_bval0_2_s2;
+    \$281  = l0_bval0_1_s2;
     if (en) begin
-      \$327  = \$353 [47:32];
+      \$281  = \$308 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_bval0_3_s2;
+    \$282  = l0_bval0_2_s2;
     if (en) begin
-      \$328  = \$353 [63:48];
+      \$282  = \$308 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_prod0_0_0_s3;
+    \$283  = l0_bval0_3_s2;
     if (en) begin
-      \$329  = { \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14  };
+      \$283  = \$308 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_prod0_0_1_s3;
+    \$284  = l0_prod0_0_0_s3;
     if (en) begin
-      \$330  = { \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20  };
+      \$284  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_prod0_0_2_s3;
+    \$285  = l0_prod0_0_1_s3;
     if (en) begin
-      \$331  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
+      \$285  = { \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_prod0_0_3_s3;
+    \$286  = l0_prod0_0_2_s3;
     if (en) begin
-      \$332  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
+      \$286  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = m__payload;
+    \$287  = l0_prod0_0_3_s3;
     if (en) begin
-      \$333  = \t$42 ;
+      \$287  = { \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = y0_s2;
+    \$288  = m__payload;
     if (en) begin
-      \$334  = y0_s1;
+      \$288  = \t$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = y0_s3;
+    \$289  = y0_s2;
     if (en) begin
-      \$335  = y0_s2;
+      \$289  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = y0_s4;
+    \$290  = y0_s3;
     if (en) begin
-      \$336  = y0_s3;
+      \$290  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = err0_s5;
+    \$291  = y0_s4;
     if (en) begin
-      \$337  = \t$48 ;
+      \$291  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = l0_cell0_s3;
+    \$292  = err0_s5;
     if (en) begin
-      \$338  = l0_cell0_s2;
+      \$292  = \t$53 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_cell0_s4;
+    \$293  = l0_cell0_s3;
     if (en) begin
-      \$339  = l0_cell0_s3;
+      \$293  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_cell0_s5;
+    \$294  = l0_cell0_s4;
     if (en) begin
-      \$340  = l0_cell0_s4;
+      \$294  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = l0_bval0_0_s3;
+    \$295  = l0_cell0_s5;
     if (en) begin
-      \$341  = l0_bval0_0_s2;
+      \$295  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = l0_bval0_0_s4;
+    \$296  = l0_bval0_0_s3;
     if (en) begin
-      \$342  = l0_bval0_0_s3;
+      \$296  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = l0_bval0_0_s5;
+    \$297  = l0_bval0_0_s4;
     if (en) begin
-      \$343  = l0_bval0_0_s4;
+      \$297  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_bval0_1_s3;
+    \$298  = l0_bval0_0_s5;
     if (en) begin
-      \$344  = l0_bval0_1_s2;
+      \$298  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = l0_bval0_1_s4;
+    \$299  = l0_bval0_1_s3;
     if (en) begin
-      \$345  = l0_bval0_1_s3;
+      \$299  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = l0_bval0_1_s5;
+    \$300  = l0_bval0_1_s4;
     if (en) begin
-      \$346  = l0_bval0_1_s4;
+      \$300  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = l0_bval0_2_s3;
+    \$301  = l0_bval0_1_s5;
     if (en) begin
-      \$347  = l0_bval0_2_s2;
+      \$301  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = l0_bval0_2_s4;
+    \$302  = l0_bval0_2_s3;
     if (en) begin
-      \$348  = l0_bval0_2_s3;
+      \$302  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = l0_bval0_2_s5;
+    \$303  = l0_bval0_2_s4;
     if (en) begin
-      \$349  = l0_bval0_2_s4;
+      \$303  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_bval0_3_s3;
+    \$304  = l0_bval0_2_s5;
     if (en) begin
-      \$350  = l0_bval0_3_s2;
+      \$304  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_bval0_3_s4;
+    \$305  = l0_bval0_3_s3;
     if (en) begin
-      \$351  = l0_bval0_3_s3;
+      \$305  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_bval0_3_s5;
+    \$306  = l0_bval0_3_s4;
     if (en) begin
-      \$352  = l0_bval0_3_s4;
+      \$306  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$307  = l0_bval0_3_s5;
+    if (en) begin
+      \$307  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
-  assign \t$15  = { \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14  };
-  assign \t$21  = { \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20  };
-  assign \t$27  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
+  assign \$signature__addr  = \$4 [1:0];
+  assign l0_port_baddr = l0_port_baddr_q[1:0];
+  assign \$signature__addr$8  = \$8 [1:0];
+  assign \$signature__addr$10  = \$12 [1:0];
+  assign \$signature__addr$12  = \$16 [1:0];
+  assign \t$23  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+  assign \t$28  = { \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27  };
   assign \t$33  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
-  assign \t$39  = \t$34 [39:0];
+  assign \t$38  = { \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37  };
+  assign \t$44  = \t$39 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign l0_tail = \$183 [1:0];
+  assign l0_tail = \$93 [1:0];
+  assign l0_head_next = \$97 [1:0];
+  assign l0_fill_next = \$99 [1:0];
+  assign l0_port_edge = l0_port_edge_q[0];
+  assign l0_port_bank = \$247 [1:0];
+  assign \$signature__addr$106  = \$120 [1:0];
+  assign \$signature__en$108  = 1'h1;
+  assign wp__addr = \$124 [1:0];
+  assign \$signature__addr$116  = \$149 [1:0];
+  assign \$signature__en$117  = 1'h1;
+  assign \wp__addr$118  = \$153 [1:0];
+  assign \$signature__addr$124  = \$178 [1:0];
+  assign \$signature__en$125  = 1'h1;
+  assign \wp__addr$126  = \$182 [1:0];
+  assign \$signature__addr$132  = \$207 [1:0];
+  assign \$signature__en$133  = 1'h1;
+  assign \wp__addr$134  = \$211 [1:0];
+  assign rom_rd__addr = reload_count;
+  assign reload_addr = \$217 [3:0];
+  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
+  assign l0_port_local = \$232 [3:0];
+  assign l0_port_q = \$245 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$353 [15:0];
-  assign bval__m1 = \$353 [31:16];
-  assign bval__m2 = \$353 [47:32];
-  assign bval__m3 = \$353 [63:48];
-  assign \t$14  = { t[31], t };
-  assign \t$20  = { \t$18 [31], \t$18  };
-  assign \t$26  = { \t$24 [31], \t$24  };
+  assign bval__m0 = \$308 [15:0];
+  assign bval__m1 = \$308 [31:16];
+  assign bval__m2 = \$308 [47:32];
+  assign bval__m3 = \$308 [63:48];
+  assign \$1  = { 2'h0, \cell [2] };
+  assign l0_port_edge_q = { 8'h00, \$243 [8] };
+  assign l0_port_baddr_q = { 2'h0, \$245 [3:2] };
+  assign \$5  = { 2'h0, \cell [2] };
+  assign \$9  = { 2'h0, \cell [2] };
+  assign \$13  = { 2'h0, \cell [2] };
+  assign \t$22  = { t[31], t };
+  assign \t$27  = { \t$25 [31], \t$25  };
   assign \t$32  = { \t$30 [31], \t$30  };
-  assign floor = { \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39:14] };
-  assign \t$47  = { \t$45 [16], \t$45  };
-  assign \floor$52  = { \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31:16] };
-  assign \floor$57  = { \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31:16] };
+  assign \t$37  = { \t$35 [31], \t$35  };
+  assign floor = { \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39:14] };
+  assign \t$52  = { \t$50 [16], \t$50  };
+  assign \floor$57  = { \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31:16] };
   assign \floor$62  = { \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31:16] };
   assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
-  assign s__ready = \$185 ;
+  assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
+  assign \$111  = { 2'h0, \$110 [2] };
+  assign \$121  = { 2'h0, l0_commit_src[2] };
+  assign \$140  = { 2'h0, \$139 [2] };
+  assign \$150  = { 2'h0, l0_commit_src[2] };
+  assign \$169  = { 2'h0, \$168 [2] };
+  assign \$179  = { 2'h0, l0_commit_src[2] };
+  assign \$198  = { 2'h0, \$197 [2] };
+  assign \$208  = { 2'h0, l0_commit_src[2] };
+  assign s__ready = \$221 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$455$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$390$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1985,8 +1837,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$455$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$455$0 ;
-  wire [63:0] \port$455$0 ;
+  output [63:0] \port$390$0 ;
+  wire [63:0] \port$390$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -2081,6 +1933,6 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$455$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$455$0  = rd__data[63:0];
+  assign \port$390$0  = rd__data[63:0];
   assign \$8  = { 11'h000, \$7 [13:11] };
 endmodule

@@ -80,325 +80,255 @@ endmodule
 (* generator = "Amaranth" *)
 module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
-  wire [15:0] \$100 ;
-  wire [15:0] \$101 ;
-  wire [15:0] \$102 ;
-  wire [16:0] \$103 ;
+  wire [2:0] \$100 ;
+  wire \$101 ;
+  wire [3:0] \$102 ;
+  wire [3:0] \$103 ;
   wire \$104 ;
   wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  reg [15:0] \$108 ;
   wire \$109 ;
-  wire \$11 ;
+  wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire [15:0] \$114 ;
-  wire [15:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [16:0] \$117 ;
+  wire [2:0] \$112 ;
+  wire [2:0] \$113 ;
+  wire [2:0] \$114 ;
+  wire \$115 ;
+  wire [3:0] \$116 ;
+  wire [2:0] \$117 ;
   wire \$118 ;
-  wire \$119 ;
-  wire [15:0] \$12 ;
-  wire \$120 ;
+  wire [3:0] \$119 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$120 ;
   wire \$121 ;
   wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
+  wire [15:0] \$123 ;
+  wire [15:0] \$124 ;
+  reg [15:0] \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire [15:0] \$128 ;
-  wire [15:0] \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [16:0] \$131 ;
+  wire \$128 ;
+  wire [2:0] \$129 ;
+  wire [2:0] \$13 ;
+  wire [2:0] \$130 ;
+  wire [2:0] \$131 ;
   wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
+  wire [3:0] \$133 ;
+  wire [2:0] \$134 ;
   wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
+  wire [3:0] \$136 ;
+  wire [3:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire [15:0] \$142 ;
-  wire [15:0] \$143 ;
-  wire [15:0] \$144 ;
-  wire [16:0] \$145 ;
+  wire [15:0] \$140 ;
+  wire [15:0] \$141 ;
+  wire \$142 ;
+  wire [4:0] \$143 ;
+  wire \$144 ;
+  wire \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
   wire \$149 ;
-  wire [15:0] \$15 ;
+  wire [3:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
   wire \$152 ;
-  wire [15:0] \$153 ;
-  wire [15:0] \$154 ;
-  wire [16:0] \$155 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire \$158 ;
+  wire [4:0] \$158 ;
   wire \$159 ;
-  wire \$16 ;
-  wire [15:0] \$160 ;
-  wire [16:0] \$161 ;
+  wire [3:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [16:0] \$163 ;
+  wire \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire [15:0] \$175 ;
-  wire [15:0] \$176 ;
+  wire [8:0] \$169 ;
+  wire [40:0] \$17 ;
+  wire [12:0] \$170 ;
+  wire [13:0] \$171 ;
+  wire [6:0] \$172 ;
+  wire [7:0] \$173 ;
+  wire [4:0] \$174 ;
+  wire \$175 ;
+  wire \$176 ;
   wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire [15:0] \$182 ;
-  wire [15:0] \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  reg [15:0] \$178 ;
+  reg [15:0] \$179 ;
+  wire [40:0] \$18 ;
+  reg [15:0] \$180 ;
+  reg \$181 ;
+  reg \$182 ;
+  reg \$183 ;
+  reg \$184 ;
+  reg \$185 ;
+  reg [3:0] \$186 ;
+  reg \$187 ;
+  reg [1:0] \$188 ;
+  reg \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire [15:0] \$191 ;
-  wire [15:0] \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire [40:0] \$2 ;
+  reg \$190 ;
+  reg \$191 ;
+  reg [15:0] \$192 ;
+  reg [15:0] \$193 ;
+  reg [15:0] \$194 ;
+  reg [1:0] \$195 ;
+  reg [2:0] \$196 ;
+  reg [15:0] \$197 ;
+  reg [15:0] \$198 ;
+  reg [15:0] \$199 ;
+  wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire [15:0] \$202 ;
-  wire [15:0] \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  reg [15:0] \$200 ;
+  reg [39:0] \$201 ;
+  reg [39:0] \$202 ;
+  reg [39:0] \$203 ;
+  reg [39:0] \$204 ;
+  reg [15:0] \$205 ;
+  reg [15:0] \$206 ;
+  reg [15:0] \$207 ;
+  reg [15:0] \$208 ;
+  reg [15:0] \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire \$219 ;
+  reg [2:0] \$210 ;
+  reg [2:0] \$211 ;
+  reg [2:0] \$212 ;
+  reg [15:0] \$213 ;
+  reg [15:0] \$214 ;
+  reg [15:0] \$215 ;
+  reg [15:0] \$216 ;
+  reg [15:0] \$217 ;
+  reg [15:0] \$218 ;
+  reg [15:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire [15:0] \$224 ;
-  wire [15:0] \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  reg [15:0] \$220 ;
+  reg [15:0] \$221 ;
+  reg [15:0] \$222 ;
+  reg [15:0] \$223 ;
+  reg [15:0] \$224 ;
+  wire [63:0] \$225 ;
   wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire [15:0] \$235 ;
-  wire [15:0] \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
   wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire \$243 ;
-  wire \$244 ;
-  wire \$245 ;
-  wire [15:0] \$246 ;
-  wire [15:0] \$247 ;
-  wire \$248 ;
-  wire \$249 ;
-  wire [15:0] \$25 ;
-  wire \$250 ;
-  wire \$251 ;
-  wire \$252 ;
-  wire \$253 ;
-  wire \$254 ;
-  wire [15:0] \$255 ;
-  wire [15:0] \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  wire \$25 ;
   wire \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire [15:0] \$262 ;
-  wire [15:0] \$263 ;
-  wire \$264 ;
-  wire \$265 ;
-  wire \$266 ;
-  wire [15:0] \$267 ;
-  wire [15:0] \$268 ;
-  wire [15:0] \$269 ;
   wire \$27 ;
-  reg \$270 ;
-  reg \$271 ;
-  reg \$272 ;
-  reg \$273 ;
-  reg \$274 ;
-  reg [15:0] \$275 ;
-  reg [15:0] \$276 ;
-  reg [15:0] \$277 ;
-  reg [15:0] \$278 ;
-  reg [15:0] \$279 ;
-  wire \$28 ;
-  reg [15:0] \$280 ;
-  reg [15:0] \$281 ;
-  reg [15:0] \$282 ;
-  reg [15:0] \$283 ;
-  reg [15:0] \$284 ;
-  reg [15:0] \$285 ;
-  reg \$286 ;
-  reg [15:0] \$287 ;
-  reg [15:0] \$288 ;
-  reg [15:0] \$289 ;
+  wire [15:0] \$28 ;
   wire \$29 ;
-  reg [2:0] \$290 ;
-  reg [15:0] \$291 ;
-  reg [15:0] \$292 ;
-  reg [15:0] \$293 ;
-  reg [15:0] \$294 ;
-  reg [39:0] \$295 ;
-  reg [39:0] \$296 ;
-  reg [39:0] \$297 ;
-  reg [39:0] \$298 ;
-  reg [15:0] \$299 ;
-  wire \$3 ;
+  wire [3:0] \$3 ;
   wire \$30 ;
-  reg [15:0] \$300 ;
-  reg [15:0] \$301 ;
-  reg [15:0] \$302 ;
-  reg [15:0] \$303 ;
-  reg [2:0] \$304 ;
-  reg [2:0] \$305 ;
-  reg [2:0] \$306 ;
-  reg [15:0] \$307 ;
-  reg [15:0] \$308 ;
-  reg [15:0] \$309 ;
-  wire \$31 ;
-  reg [15:0] \$310 ;
-  reg [15:0] \$311 ;
-  reg [15:0] \$312 ;
-  reg [15:0] \$313 ;
-  reg [15:0] \$314 ;
-  reg [15:0] \$315 ;
-  reg [15:0] \$316 ;
-  reg [15:0] \$317 ;
-  reg [15:0] \$318 ;
-  wire [63:0] \$319 ;
+  wire [15:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
   wire \$34 ;
-  wire [15:0] \$35 ;
+  wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire \$4 ;
+  wire [3:0] \$4 ;
   wire \$40 ;
-  wire \$41 ;
+  wire [15:0] \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
-  wire [15:0] \$45 ;
+  wire \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [2:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [15:0] \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire [15:0] \$55 ;
+  wire \$55 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
-  wire [16:0] \$59 ;
+  wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [15:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
-  wire [15:0] \$64 ;
-  wire [16:0] \$65 ;
+  wire \$64 ;
+  wire \$65 ;
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [3:0] \$7 ;
   wire \$70 ;
-  wire \$71 ;
+  wire [15:0] \$71 ;
   wire \$72 ;
-  wire [15:0] \$73 ;
-  wire [15:0] \$74 ;
-  wire [16:0] \$75 ;
+  wire \$73 ;
+  reg [15:0] \$74 ;
+  wire \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
+  wire [2:0] \$78 ;
+  wire [2:0] \$79 ;
+  wire [3:0] \$8 ;
+  wire [2:0] \$80 ;
   wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
+  wire [3:0] \$82 ;
+  wire [2:0] \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$87 ;
-  wire [15:0] \$88 ;
-  wire [16:0] \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
+  wire [3:0] \$85 ;
+  wire [3:0] \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [15:0] \$89 ;
+  wire [2:0] \$9 ;
+  wire [15:0] \$90 ;
+  reg [15:0] \$91 ;
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
+  wire [2:0] \$95 ;
+  wire [2:0] \$96 ;
+  wire [2:0] \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [3:0] \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$10 ;
+  wire [1:0] \$signature__addr$101 ;
+  wire [1:0] \$signature__addr$109 ;
+  wire [1:0] \$signature__addr$117 ;
+  wire [1:0] \$signature__addr$12 ;
+  wire [1:0] \$signature__addr$8 ;
+  wire [1:0] \$signature__addr$91 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$107 ;
+  wire [15:0] \$signature__data$115 ;
+  wire [15:0] \$signature__data$17 ;
+  wire [15:0] \$signature__data$18 ;
+  wire [15:0] \$signature__data$19 ;
+  wire [15:0] \$signature__data$85 ;
+  wire [15:0] \$signature__data$99 ;
+  wire \$signature__en ;
+  wire \$signature__en$102 ;
+  wire \$signature__en$11 ;
+  wire \$signature__en$110 ;
+  wire \$signature__en$118 ;
+  wire \$signature__en$13 ;
+  wire \$signature__en$9 ;
+  wire \$signature__en$93 ;
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
@@ -414,10 +344,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$52 ;
   wire [31:0] \floor$57 ;
   wire [31:0] \floor$62 ;
   wire [31:0] \floor$67 ;
+  wire [31:0] \floor$72 ;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -438,23 +368,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
-  reg [15:0] l0_coef_0_0_0 = 16'h0000;
-  reg [15:0] l0_coef_0_0_1 = 16'h0000;
-  reg [15:0] l0_coef_0_0_10 = 16'h0000;
-  reg [15:0] l0_coef_0_0_2 = 16'h0000;
-  reg [15:0] l0_coef_0_0_3 = 16'h0000;
-  reg [15:0] l0_coef_0_0_4 = 16'h0000;
-  reg [15:0] l0_coef_0_0_5 = 16'h0000;
-  reg [15:0] l0_coef_0_0_6 = 16'h0000;
-  reg [15:0] l0_coef_0_0_7 = 16'h0000;
-  reg [15:0] l0_coef_0_0_8 = 16'h0000;
-  reg [15:0] l0_coef_0_0_9 = 16'h0000;
+  reg [1:0] l0_lo0_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
+  wire [1:0] l0_port_baddr;
+  wire [3:0] l0_port_baddr_q;
+  wire [1:0] l0_port_bank;
+  wire [15:0] l0_port_data;
+  wire l0_port_edge;
+  wire [8:0] l0_port_edge_q;
+  wire l0_port_hit0_0_0;
+  wire l0_port_hit0_0_1;
+  wire l0_port_hit0_0_2;
+  wire l0_port_hit0_0_3;
+  wire [3:0] l0_port_local;
+  wire [3:0] l0_port_q;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
   reg [39:0] l0_prod0_0_3_s3 = 40'h0000000000;
+  reg [1:0] l0_rd_bank = 2'h0;
+  reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
@@ -470,15 +406,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
+  wire [3:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [3:0] reload_addr;
+  reg [3:0] reload_count = 4'h0;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  (* init = 4'h0 *)
+  wire [3:0] rom_rd__addr;
+  wire [15:0] rom_rd__data;
   input rst;
   wire rst;
   input [31:0] s__payload;
@@ -488,28 +434,27 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [32:0] \t$14 ;
-  wire [39:0] \t$15 ;
-  wire [31:0] \t$18 ;
-  wire [32:0] \t$20 ;
-  wire [39:0] \t$21 ;
-  wire [31:0] \t$24 ;
-  wire [32:0] \t$26 ;
-  wire [39:0] \t$27 ;
+  wire [16:0] \t$106 ;
+  wire [16:0] \t$114 ;
+  wire [32:0] \t$22 ;
+  wire [39:0] \t$23 ;
+  wire [31:0] \t$25 ;
+  wire [32:0] \t$27 ;
+  wire [39:0] \t$28 ;
   wire [31:0] \t$30 ;
   wire [32:0] \t$32 ;
   wire [39:0] \t$33 ;
-  wire [41:0] \t$34 ;
-  wire [39:0] \t$39 ;
-  wire [40:0] \t$41 ;
-  wire [15:0] \t$42 ;
-  wire [16:0] \t$45 ;
-  wire [17:0] \t$47 ;
-  wire [15:0] \t$48 ;
-  wire [31:0] \t$49 ;
-  wire [32:0] \t$53 ;
-  wire [15:0] \t$54 ;
-  wire [31:0] \t$55 ;
+  wire [31:0] \t$35 ;
+  wire [32:0] \t$37 ;
+  wire [39:0] \t$38 ;
+  wire [41:0] \t$39 ;
+  wire [39:0] \t$44 ;
+  wire [40:0] \t$46 ;
+  wire [15:0] \t$47 ;
+  wire [16:0] \t$50 ;
+  wire [17:0] \t$52 ;
+  wire [15:0] \t$53 ;
+  wire [31:0] \t$54 ;
   wire [32:0] \t$58 ;
   wire [15:0] \t$59 ;
   wire [31:0] \t$60 ;
@@ -518,17 +463,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \t$65 ;
   wire [32:0] \t$68 ;
   wire [15:0] \t$69 ;
-  reg [16:0] \t$81 ;
-  reg [16:0] \t$82 ;
-  reg [16:0] \t$83 ;
-  reg [16:0] \t$84 ;
-  reg [16:0] \t$85 ;
-  reg [16:0] \t$86 ;
-  reg [16:0] \t$87 ;
-  reg [16:0] \t$88 ;
-  reg [16:0] \t$89 ;
-  reg [16:0] \t$90 ;
-  reg [16:0] \t$91 ;
+  wire [31:0] \t$70 ;
+  wire [32:0] \t$73 ;
+  wire [15:0] \t$74 ;
+  wire [16:0] \t$84 ;
+  wire [16:0] \t$98 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -536,1273 +475,999 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$103 ;
+  wire [1:0] \wp__addr$111 ;
+  wire [1:0] \wp__addr$119 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$104 ;
+  wire [15:0] \wp__data$112 ;
+  wire [15:0] \wp__data$120 ;
+  wire wp__en;
+  wire \wp__en$105 ;
+  wire \wp__en$113 ;
+  wire \wp__en$121 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank0 [2:0];
+  initial begin
+    l0_coef_0_0_bank0[0] = 16'h0000;
+    l0_coef_0_0_bank0[1] = 16'h0000;
+    l0_coef_0_0_bank0[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (wp__en)
+      l0_coef_0_0_bank0[\$86 [1:0]] <= wp__data;
+  end
+  reg [1:0] _0_;
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    _0_ <= \$82 [1:0];
+    if (\$signature__en ) begin
+      _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
+      if (wp__en && \$4 [1:0] == \$86 [1:0])
+        _1_ <= wp__data;
+    end
+  end
+  assign \$signature__data$85  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data  = _1_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank1 [2:0];
+  initial begin
+    l0_coef_0_0_bank1[0] = 16'h0000;
+    l0_coef_0_0_bank1[1] = 16'h0000;
+    l0_coef_0_0_bank1[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$105 )
+      l0_coef_0_0_bank1[\$103 [1:0]] <= \wp__data$104 ;
+  end
+  reg [1:0] _2_;
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    _2_ <= \$99 [1:0];
+    if (\$signature__en$9 ) begin
+      _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
+      if (\wp__en$105  && \$8 [1:0] == \$103 [1:0])
+        _3_ <= \wp__data$104 ;
+    end
+  end
+  assign \$signature__data$99  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$17  = _3_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank2 [2:0];
+  initial begin
+    l0_coef_0_0_bank2[0] = 16'h0000;
+    l0_coef_0_0_bank2[1] = 16'h0000;
+    l0_coef_0_0_bank2[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$113 )
+      l0_coef_0_0_bank2[\$120 [1:0]] <= \wp__data$112 ;
+  end
+  reg [1:0] _4_;
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    _4_ <= \$116 [1:0];
+    if (\$signature__en$11 ) begin
+      _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
+      if (\wp__en$113  && \$12 [1:0] == \$120 [1:0])
+        _5_ <= \wp__data$112 ;
+    end
+  end
+  assign \$signature__data$107  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$18  = _5_;
+  (* ram_style = "distributed" *)
+  reg [15:0] l0_coef_0_0_bank3 [2:0];
+  initial begin
+    l0_coef_0_0_bank3[0] = 16'h0000;
+    l0_coef_0_0_bank3[1] = 16'h0000;
+    l0_coef_0_0_bank3[2] = 16'h0000;
+  end
+  always @(posedge clk) begin
+    if (\wp__en$121 )
+      l0_coef_0_0_bank3[\$137 [1:0]] <= \wp__data$120 ;
+  end
+  reg [1:0] _6_;
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    _6_ <= \$133 [1:0];
+    if (\$signature__en$13 ) begin
+      _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
+      if (\wp__en$121  && \$16 [1:0] == \$137 [1:0])
+        _7_ <= \wp__data$120 ;
+    end
+  end
+  assign \$signature__data$115  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$19  = _7_;
+  (* ram_style = "distributed" *)
+  (* rom_style = "distributed" *)
+  reg [15:0] theta0_rom [10:0];
+  initial begin
+    theta0_rom[0] = 16'h0000;
+    theta0_rom[1] = 16'h0000;
+    theta0_rom[2] = 16'h0000;
+    theta0_rom[3] = 16'h0000;
+    theta0_rom[4] = 16'h0000;
+    theta0_rom[5] = 16'h0000;
+    theta0_rom[6] = 16'h0000;
+    theta0_rom[7] = 16'h0000;
+    theta0_rom[8] = 16'h0000;
+    theta0_rom[9] = 16'h0000;
+    theta0_rom[10] = 16'h0000;
+  end
+  reg [15:0] _8_;
+  always @(posedge clk) begin
+    _8_ <= theta0_rom[reload_count];
+  end
+  assign reload_data = _8_;
+  assign \$2  = \cell [1:0] > 1'h0;
+  assign \$3  = \$1  + \$2 ;
+  assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
+  assign \$signature__en  = en | l0_port_rd;
+  assign \$6  = \cell [1:0] > 1'h1;
+  assign \$7  = \$5  + \$6 ;
+  assign \$8  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$7 ;
+  assign \$signature__en$9  = en | l0_port_rd;
+  assign \$10  = \cell [1:0] > 2'h2;
+  assign \$11  = \$9  + \$10 ;
+  assign \$12  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$11 ;
+  assign \$signature__en$11  = en | l0_port_rd;
+  assign \$14  = \cell [1:0] > 2'h3;
+  assign \$15  = \$13  + \$14 ;
+  assign \$16  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$15 ;
+  assign \$signature__en$13  = en | l0_port_rd;
   assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$18  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$24  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$30  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \$1  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$2  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \t$34  = $signed(\$1 ) + $signed(\$2 );
-  assign \$3  = ! \t$34 [12:0];
-  assign \$4  = ~ \$3 ;
-  assign \$5  = \t$34 [13] & \$4 ;
-  assign \$6  = ! \t$34 [12:0];
-  assign \$7  = \t$34 [13] & \$6 ;
-  assign \$8  = \$7  & floor[0];
-  assign \$9  = \$5  | \$8 ;
-  assign \t$41  = $signed(floor) + $signed({ 1'h0, \$9  });
-  assign \$10  = $signed(\t$41 ) < $signed(16'h8000);
-  assign \$11  = $signed(\t$41 ) > $signed(16'h7fff);
-  assign \$12  = \$11  ? 16'h7fff : \t$41 [15:0];
-  assign \t$42  = \$10  ? 16'h8000 : \$12 ;
-  assign \t$45  = $signed(m__payload) - $signed(y0_s4);
-  assign \$13  = $signed(\t$47 ) < $signed(16'h8000);
-  assign \$14  = $signed(\t$47 ) > $signed(16'h7fff);
-  assign \$15  = \$14  ? 16'h7fff : \t$47 [15:0];
-  assign \t$48  = \$13  ? 16'h8000 : \$15 ;
-  assign \t$49  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$16  = ! \t$49 [14:0];
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \t$49 [15] & \$17 ;
-  assign \$19  = ! \t$49 [14:0];
-  assign \$20  = \t$49 [15] & \$19 ;
-  assign \$21  = \$20  & \floor$52 [0];
-  assign \$22  = \$18  | \$21 ;
-  assign \t$53  = $signed(\floor$52 ) + $signed({ 1'h0, \$22  });
-  assign \$23  = $signed(\t$53 ) < $signed(16'h8000);
-  assign \$24  = $signed(\t$53 ) > $signed(16'h7fff);
-  assign \$25  = \$24  ? 16'h7fff : \t$53 [15:0];
-  assign \t$54  = \$23  ? 16'h8000 : \$25 ;
-  assign \t$55  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$26  = ! \t$55 [14:0];
-  assign \$27  = ~ \$26 ;
-  assign \$28  = \t$55 [15] & \$27 ;
-  assign \$29  = ! \t$55 [14:0];
-  assign \$30  = \t$55 [15] & \$29 ;
-  assign \$31  = \$30  & \floor$57 [0];
-  assign \$32  = \$28  | \$31 ;
-  assign \t$58  = $signed(\floor$57 ) + $signed({ 1'h0, \$32  });
-  assign \$33  = $signed(\t$58 ) < $signed(16'h8000);
-  assign \$34  = $signed(\t$58 ) > $signed(16'h7fff);
-  assign \$35  = \$34  ? 16'h7fff : \t$58 [15:0];
-  assign \t$59  = \$33  ? 16'h8000 : \$35 ;
-  assign \t$60  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$36  = ! \t$60 [14:0];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = \t$60 [15] & \$37 ;
-  assign \$39  = ! \t$60 [14:0];
-  assign \$40  = \t$60 [15] & \$39 ;
-  assign \$41  = \$40  & \floor$62 [0];
-  assign \$42  = \$38  | \$41 ;
-  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$42  });
-  assign \$43  = $signed(\t$63 ) < $signed(16'h8000);
-  assign \$44  = $signed(\t$63 ) > $signed(16'h7fff);
-  assign \$45  = \$44  ? 16'h7fff : \t$63 [15:0];
-  assign \t$64  = \$43  ? 16'h8000 : \$45 ;
-  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$46  = ! \t$65 [14:0];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \t$65 [15] & \$47 ;
-  assign \$49  = ! \t$65 [14:0];
-  assign \$50  = \t$65 [15] & \$49 ;
-  assign \$51  = \$50  & \floor$67 [0];
-  assign \$52  = \$48  | \$51 ;
-  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$52  });
-  assign \$53  = $signed(\t$68 ) < $signed(16'h8000);
-  assign \$54  = $signed(\t$68 ) > $signed(16'h7fff);
-  assign \$55  = \$54  ? 16'h7fff : \t$68 [15:0];
-  assign \t$69  = \$53  ? 16'h8000 : \$55 ;
-  assign \$56  = ~ m__ready;
-  assign \$57  = valid_s4 & \$56 ;
-  assign en = ~ \$57 ;
+  assign \t$25  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
+  assign \t$30  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
+  assign \t$35  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$17  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
+  assign \$18  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
+  assign \t$39  = $signed(\$17 ) + $signed(\$18 );
+  assign \$19  = ! \t$39 [12:0];
+  assign \$20  = ~ \$19 ;
+  assign \$21  = \t$39 [13] & \$20 ;
+  assign \$22  = ! \t$39 [12:0];
+  assign \$23  = \t$39 [13] & \$22 ;
+  assign \$24  = \$23  & floor[0];
+  assign \$25  = \$21  | \$24 ;
+  assign \t$46  = $signed(floor) + $signed({ 1'h0, \$25  });
+  assign \$26  = $signed(\t$46 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$46 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$46 [15:0];
+  assign \t$47  = \$26  ? 16'h8000 : \$28 ;
+  assign \t$50  = $signed(m__payload) - $signed(y0_s4);
+  assign \$29  = $signed(\t$52 ) < $signed(16'h8000);
+  assign \$30  = $signed(\t$52 ) > $signed(16'h7fff);
+  assign \$31  = \$30  ? 16'h7fff : \t$52 [15:0];
+  assign \t$53  = \$29  ? 16'h8000 : \$31 ;
+  assign \t$54  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$32  = ! \t$54 [14:0];
+  assign \$33  = ~ \$32 ;
+  assign \$34  = \t$54 [15] & \$33 ;
+  assign \$35  = ! \t$54 [14:0];
+  assign \$36  = \t$54 [15] & \$35 ;
+  assign \$37  = \$36  & \floor$57 [0];
+  assign \$38  = \$34  | \$37 ;
+  assign \t$58  = $signed(\floor$57 ) + $signed({ 1'h0, \$38  });
+  assign \$39  = $signed(\t$58 ) < $signed(16'h8000);
+  assign \$40  = $signed(\t$58 ) > $signed(16'h7fff);
+  assign \$41  = \$40  ? 16'h7fff : \t$58 [15:0];
+  assign \t$59  = \$39  ? 16'h8000 : \$41 ;
+  assign \t$60  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$42  = ! \t$60 [14:0];
+  assign \$43  = ~ \$42 ;
+  assign \$44  = \t$60 [15] & \$43 ;
+  assign \$45  = ! \t$60 [14:0];
+  assign \$46  = \t$60 [15] & \$45 ;
+  assign \$47  = \$46  & \floor$62 [0];
+  assign \$48  = \$44  | \$47 ;
+  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$48  });
+  assign \$49  = $signed(\t$63 ) < $signed(16'h8000);
+  assign \$50  = $signed(\t$63 ) > $signed(16'h7fff);
+  assign \$51  = \$50  ? 16'h7fff : \t$63 [15:0];
+  assign \t$64  = \$49  ? 16'h8000 : \$51 ;
+  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$52  = ! \t$65 [14:0];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = \t$65 [15] & \$53 ;
+  assign \$55  = ! \t$65 [14:0];
+  assign \$56  = \t$65 [15] & \$55 ;
+  assign \$57  = \$56  & \floor$67 [0];
+  assign \$58  = \$54  | \$57 ;
+  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$58  });
+  assign \$59  = $signed(\t$68 ) < $signed(16'h8000);
+  assign \$60  = $signed(\t$68 ) > $signed(16'h7fff);
+  assign \$61  = \$60  ? 16'h7fff : \t$68 [15:0];
+  assign \t$69  = \$59  ? 16'h8000 : \$61 ;
+  assign \t$70  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$62  = ! \t$70 [14:0];
+  assign \$63  = ~ \$62 ;
+  assign \$64  = \t$70 [15] & \$63 ;
+  assign \$65  = ! \t$70 [14:0];
+  assign \$66  = \t$70 [15] & \$65 ;
+  assign \$67  = \$66  & \floor$72 [0];
+  assign \$68  = \$64  | \$67 ;
+  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$68  });
+  assign \$69  = $signed(\t$73 ) < $signed(16'h8000);
+  assign \$70  = $signed(\t$73 ) > $signed(16'h7fff);
+  assign \$71  = \$70  ? 16'h7fff : \t$73 [15:0];
+  assign \t$74  = \$69  ? 16'h8000 : \$71 ;
+  assign \$72  = ~ m__ready;
+  assign \$73  = valid_s4 & \$72 ;
+  assign en = ~ \$73 ;
   assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s5;
-  assign \$58  = ! l0_cell0_s5;
-  assign \$59  = $signed(l0_coef_0_0_0) - $signed(\t$54 );
-  assign \$60  = l0_cell0_s5 == 1'h1;
-  assign \$61  = ! l0_cell0_s5;
-  assign \$62  = \$60  | \$61 ;
-  assign \$63  = ! l0_cell0_s5;
-  assign \$64  = \$63  ? \t$59  : \t$54 ;
-  assign \$65  = $signed(l0_coef_0_0_1) - $signed(\$64 );
-  assign \$66  = l0_cell0_s5 == 2'h2;
-  assign \$67  = l0_cell0_s5 == 1'h1;
-  assign \$68  = \$66  | \$67 ;
-  assign \$69  = ! l0_cell0_s5;
-  assign \$70  = \$68  | \$69 ;
-  assign \$71  = ! l0_cell0_s5;
-  assign \$72  = l0_cell0_s5 == 1'h1;
-  assign \$73  = \$72  ? \t$59  : \t$54 ;
-  assign \$74  = \$71  ? \t$64  : \$73 ;
-  assign \$75  = $signed(l0_coef_0_0_2) - $signed(\$74 );
-  assign \$76  = l0_cell0_s5 == 2'h3;
-  assign \$77  = l0_cell0_s5 == 2'h2;
-  assign \$78  = \$76  | \$77 ;
-  assign \$79  = l0_cell0_s5 == 1'h1;
-  assign \$80  = \$78  | \$79 ;
-  assign \$81  = ! l0_cell0_s5;
-  assign \$82  = \$80  | \$81 ;
-  assign \$83  = ! l0_cell0_s5;
-  assign \$84  = l0_cell0_s5 == 1'h1;
-  assign \$85  = l0_cell0_s5 == 2'h2;
-  assign \$86  = \$85  ? \t$59  : \t$54 ;
-  assign \$87  = \$84  ? \t$64  : \$86 ;
-  assign \$88  = \$83  ? \t$69  : \$87 ;
-  assign \$89  = $signed(l0_coef_0_0_3) - $signed(\$88 );
-  assign \$90  = l0_cell0_s5 == 3'h4;
-  assign \$91  = l0_cell0_s5 == 2'h3;
-  assign \$92  = \$90  | \$91 ;
-  assign \$93  = l0_cell0_s5 == 2'h2;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = l0_cell0_s5 == 1'h1;
-  assign \$96  = \$94  | \$95 ;
-  assign \$97  = l0_cell0_s5 == 1'h1;
-  assign \$98  = l0_cell0_s5 == 2'h2;
-  assign \$99  = l0_cell0_s5 == 2'h3;
-  assign \$100  = \$99  ? \t$59  : \t$54 ;
-  assign \$101  = \$98  ? \t$64  : \$100 ;
-  assign \$102  = \$97  ? \t$69  : \$101 ;
-  assign \$103  = $signed(l0_coef_0_0_4) - $signed(\$102 );
-  assign \$104  = l0_cell0_s5 == 3'h5;
-  assign \$105  = l0_cell0_s5 == 3'h4;
-  assign \$106  = \$104  | \$105 ;
-  assign \$107  = l0_cell0_s5 == 2'h3;
-  assign \$108  = \$106  | \$107 ;
-  assign \$109  = l0_cell0_s5 == 2'h2;
-  assign \$110  = \$108  | \$109 ;
-  assign \$111  = l0_cell0_s5 == 2'h2;
-  assign \$112  = l0_cell0_s5 == 2'h3;
-  assign \$113  = l0_cell0_s5 == 3'h4;
-  assign \$114  = \$113  ? \t$59  : \t$54 ;
-  assign \$115  = \$112  ? \t$64  : \$114 ;
-  assign \$116  = \$111  ? \t$69  : \$115 ;
-  assign \$117  = $signed(l0_coef_0_0_5) - $signed(\$116 );
-  assign \$118  = l0_cell0_s5 == 3'h6;
-  assign \$119  = l0_cell0_s5 == 3'h5;
-  assign \$120  = \$118  | \$119 ;
-  assign \$121  = l0_cell0_s5 == 3'h4;
-  assign \$122  = \$120  | \$121 ;
-  assign \$123  = l0_cell0_s5 == 2'h3;
-  assign \$124  = \$122  | \$123 ;
-  assign \$125  = l0_cell0_s5 == 2'h3;
-  assign \$126  = l0_cell0_s5 == 3'h4;
-  assign \$127  = l0_cell0_s5 == 3'h5;
-  assign \$128  = \$127  ? \t$59  : \t$54 ;
-  assign \$129  = \$126  ? \t$64  : \$128 ;
-  assign \$130  = \$125  ? \t$69  : \$129 ;
-  assign \$131  = $signed(l0_coef_0_0_6) - $signed(\$130 );
-  assign \$132  = l0_cell0_s5 == 3'h7;
-  assign \$133  = l0_cell0_s5 == 3'h6;
-  assign \$134  = \$132  | \$133 ;
-  assign \$135  = l0_cell0_s5 == 3'h5;
-  assign \$136  = \$134  | \$135 ;
-  assign \$137  = l0_cell0_s5 == 3'h4;
-  assign \$138  = \$136  | \$137 ;
-  assign \$139  = l0_cell0_s5 == 3'h4;
-  assign \$140  = l0_cell0_s5 == 3'h5;
-  assign \$141  = l0_cell0_s5 == 3'h6;
-  assign \$142  = \$141  ? \t$59  : \t$54 ;
-  assign \$143  = \$140  ? \t$64  : \$142 ;
-  assign \$144  = \$139  ? \t$69  : \$143 ;
-  assign \$145  = $signed(l0_coef_0_0_7) - $signed(\$144 );
-  assign \$146  = l0_cell0_s5 == 3'h7;
-  assign \$147  = l0_cell0_s5 == 3'h6;
-  assign \$148  = \$146  | \$147 ;
-  assign \$149  = l0_cell0_s5 == 3'h5;
-  assign \$150  = \$148  | \$149 ;
-  assign \$151  = l0_cell0_s5 == 3'h5;
-  assign \$152  = l0_cell0_s5 == 3'h6;
-  assign \$153  = \$152  ? \t$64  : \t$59 ;
-  assign \$154  = \$151  ? \t$69  : \$153 ;
-  assign \$155  = $signed(l0_coef_0_0_8) - $signed(\$154 );
-  assign \$156  = l0_cell0_s5 == 3'h7;
-  assign \$157  = l0_cell0_s5 == 3'h6;
-  assign \$158  = \$156  | \$157 ;
-  assign \$159  = l0_cell0_s5 == 3'h6;
-  assign \$160  = \$159  ? \t$69  : \t$64 ;
-  assign \$161  = $signed(l0_coef_0_0_9) - $signed(\$160 );
-  assign \$162  = l0_cell0_s5 == 3'h7;
-  assign \$163  = $signed(l0_coef_0_0_10) - $signed(\t$69 );
-  assign \$164  = ~ pc__valid;
-  assign \$165  = en & \$164 ;
-  assign \$166  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$167  = ~ \$166 ;
-  assign s__ready = \$165  & \$167 ;
+  assign \t$84  = $signed(\$signature__data$85 ) - $signed(\$74 );
+  assign \$75  = ! l0_port_edge_q[0];
+  assign \$76  = l0_port_wr & \$75 ;
+  assign \$77  = ! \$173 [1:0];
+  assign l0_port_hit0_0_0 = \$76  & \$77 ;
+  assign \$78  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$80  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$81  = \$80 [1:0] > 1'h0;
+  assign \$82  = \$79  + \$81 ;
+  assign \$84  = l0_cell0_s5[1:0] > 1'h0;
+  assign \$85  = \$83  + \$84 ;
+  assign \$86  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$85 ;
+  assign \$87  = $signed(\t$84 ) < $signed(16'h8000);
+  assign \$88  = $signed(\t$84 ) > $signed(16'h7fff);
+  assign \$89  = \$88  ? 16'h7fff : \t$84 [15:0];
+  assign \$90  = \$87  ? 16'h8000 : \$89 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$90 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$98  = $signed(\$signature__data$99 ) - $signed(\$91 );
+  assign \$92  = ! l0_port_edge_q[0];
+  assign \$93  = l0_port_wr & \$92 ;
+  assign \$94  = \$173 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$93  & \$94 ;
+  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$97  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$98  = \$97 [1:0] > 1'h1;
+  assign \$99  = \$96  + \$98 ;
+  assign \$101  = l0_cell0_s5[1:0] > 1'h1;
+  assign \$102  = \$100  + \$101 ;
+  assign \$103  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$102 ;
+  assign \$104  = $signed(\t$98 ) < $signed(16'h8000);
+  assign \$105  = $signed(\t$98 ) > $signed(16'h7fff);
+  assign \$106  = \$105  ? 16'h7fff : \t$98 [15:0];
+  assign \$107  = \$104  ? 16'h8000 : \$106 ;
+  assign \wp__data$104  = l0_port_hit0_0_1 ? l0_port_data : \$107 ;
+  assign \wp__en$105  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$106  = $signed(\$signature__data$107 ) - $signed(\$108 );
+  assign \$109  = ! l0_port_edge_q[0];
+  assign \$110  = l0_port_wr & \$109 ;
+  assign \$111  = \$173 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$110  & \$111 ;
+  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$114  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$115  = \$114 [1:0] > 2'h2;
+  assign \$116  = \$113  + \$115 ;
+  assign \$118  = l0_cell0_s5[1:0] > 2'h2;
+  assign \$119  = \$117  + \$118 ;
+  assign \$120  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$119 ;
+  assign \$121  = $signed(\t$106 ) < $signed(16'h8000);
+  assign \$122  = $signed(\t$106 ) > $signed(16'h7fff);
+  assign \$123  = \$122  ? 16'h7fff : \t$106 [15:0];
+  assign \$124  = \$121  ? 16'h8000 : \$123 ;
+  assign \wp__data$112  = l0_port_hit0_0_2 ? l0_port_data : \$124 ;
+  assign \wp__en$113  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$114  = $signed(\$signature__data$115 ) - $signed(\$125 );
+  assign \$126  = ! l0_port_edge_q[0];
+  assign \$127  = l0_port_wr & \$126 ;
+  assign \$128  = \$173 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$127  & \$128 ;
+  assign \$129  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$131  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$132  = \$131 [1:0] > 2'h3;
+  assign \$133  = \$130  + \$132 ;
+  assign \$135  = l0_cell0_s5[1:0] > 2'h3;
+  assign \$136  = \$134  + \$135 ;
+  assign \$137  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$136 ;
+  assign \$138  = $signed(\t$114 ) < $signed(16'h8000);
+  assign \$139  = $signed(\t$114 ) > $signed(16'h7fff);
+  assign \$140  = \$139  ? 16'h7fff : \t$114 [15:0];
+  assign \$141  = \$138  ? 16'h8000 : \$140 ;
+  assign \wp__data$120  = l0_port_hit0_0_3 ? l0_port_data : \$141 ;
+  assign \wp__en$121  = commit_l0 | l0_port_hit0_0_3;
+  assign reloading = reload_count != 4'hc;
+  assign \$142  = | reload_count;
+  assign reload_write = reloading & \$142 ;
+  assign \$143  = reload_count - 1'h1;
+  assign \$144  = ~ pc__valid;
+  assign \$145  = en & \$144 ;
+  assign \$146  = ~ reloading;
+  assign \$147  = \$145  & \$146 ;
+  assign \$148  = | { valid_s3, valid_s2, valid_s1 };
+  assign \$149  = ~ \$148 ;
+  assign s__ready = \$147  & \$149 ;
   assign accept = s__valid & s__ready;
-  assign \$168  = ~ busy;
-  assign \$169  = pc__valid & \$168 ;
-  assign \$170  = ~ pr__valid;
-  assign \$171  = \$170  | pr__ready;
-  assign execute = \$169  & \$171 ;
-  assign \$172  = ! l0_cell0_s5;
-  assign \$173  = $signed(\t$81 ) < $signed(16'h8000);
-  assign \$174  = $signed(\t$81 ) > $signed(16'h7fff);
-  assign \$175  = \$174  ? 16'h7fff : \t$81 [15:0];
-  assign \$176  = \$173  ? 16'h8000 : \$175 ;
-  assign \$177  = l0_cell0_s5 == 1'h1;
-  assign \$178  = ! l0_cell0_s5;
-  assign \$179  = \$177  | \$178 ;
-  assign \$180  = $signed(\t$82 ) < $signed(16'h8000);
-  assign \$181  = $signed(\t$82 ) > $signed(16'h7fff);
-  assign \$182  = \$181  ? 16'h7fff : \t$82 [15:0];
-  assign \$183  = \$180  ? 16'h8000 : \$182 ;
-  assign \$184  = l0_cell0_s5 == 2'h2;
-  assign \$185  = l0_cell0_s5 == 1'h1;
-  assign \$186  = \$184  | \$185 ;
-  assign \$187  = ! l0_cell0_s5;
-  assign \$188  = \$186  | \$187 ;
-  assign \$189  = $signed(\t$83 ) < $signed(16'h8000);
-  assign \$190  = $signed(\t$83 ) > $signed(16'h7fff);
-  assign \$191  = \$190  ? 16'h7fff : \t$83 [15:0];
-  assign \$192  = \$189  ? 16'h8000 : \$191 ;
-  assign \$193  = l0_cell0_s5 == 2'h3;
-  assign \$194  = l0_cell0_s5 == 2'h2;
-  assign \$195  = \$193  | \$194 ;
-  assign \$196  = l0_cell0_s5 == 1'h1;
-  assign \$197  = \$195  | \$196 ;
-  assign \$198  = ! l0_cell0_s5;
-  assign \$199  = \$197  | \$198 ;
-  assign \$200  = $signed(\t$84 ) < $signed(16'h8000);
-  assign \$201  = $signed(\t$84 ) > $signed(16'h7fff);
-  assign \$202  = \$201  ? 16'h7fff : \t$84 [15:0];
-  assign \$203  = \$200  ? 16'h8000 : \$202 ;
-  assign \$204  = l0_cell0_s5 == 3'h4;
-  assign \$205  = l0_cell0_s5 == 2'h3;
-  assign \$206  = \$204  | \$205 ;
-  assign \$207  = l0_cell0_s5 == 2'h2;
-  assign \$208  = \$206  | \$207 ;
-  assign \$209  = l0_cell0_s5 == 1'h1;
-  assign \$210  = \$208  | \$209 ;
-  assign \$211  = $signed(\t$85 ) < $signed(16'h8000);
-  assign \$212  = $signed(\t$85 ) > $signed(16'h7fff);
-  assign \$213  = \$212  ? 16'h7fff : \t$85 [15:0];
-  assign \$214  = \$211  ? 16'h8000 : \$213 ;
-  assign \$215  = l0_cell0_s5 == 3'h5;
-  assign \$216  = l0_cell0_s5 == 3'h4;
-  assign \$217  = \$215  | \$216 ;
-  assign \$218  = l0_cell0_s5 == 2'h3;
-  assign \$219  = \$217  | \$218 ;
-  assign \$220  = l0_cell0_s5 == 2'h2;
-  assign \$221  = \$219  | \$220 ;
-  assign \$222  = $signed(\t$86 ) < $signed(16'h8000);
-  assign \$223  = $signed(\t$86 ) > $signed(16'h7fff);
-  assign \$224  = \$223  ? 16'h7fff : \t$86 [15:0];
-  assign \$225  = \$222  ? 16'h8000 : \$224 ;
-  assign \$226  = l0_cell0_s5 == 3'h6;
-  assign \$227  = l0_cell0_s5 == 3'h5;
-  assign \$228  = \$226  | \$227 ;
-  assign \$229  = l0_cell0_s5 == 3'h4;
-  assign \$230  = \$228  | \$229 ;
-  assign \$231  = l0_cell0_s5 == 2'h3;
-  assign \$232  = \$230  | \$231 ;
-  assign \$233  = $signed(\t$87 ) < $signed(16'h8000);
-  assign \$234  = $signed(\t$87 ) > $signed(16'h7fff);
-  assign \$235  = \$234  ? 16'h7fff : \t$87 [15:0];
-  assign \$236  = \$233  ? 16'h8000 : \$235 ;
-  assign \$237  = l0_cell0_s5 == 3'h7;
-  assign \$238  = l0_cell0_s5 == 3'h6;
-  assign \$239  = \$237  | \$238 ;
-  assign \$240  = l0_cell0_s5 == 3'h5;
-  assign \$241  = \$239  | \$240 ;
-  assign \$242  = l0_cell0_s5 == 3'h4;
-  assign \$243  = \$241  | \$242 ;
-  assign \$244  = $signed(\t$88 ) < $signed(16'h8000);
-  assign \$245  = $signed(\t$88 ) > $signed(16'h7fff);
-  assign \$246  = \$245  ? 16'h7fff : \t$88 [15:0];
-  assign \$247  = \$244  ? 16'h8000 : \$246 ;
-  assign \$248  = l0_cell0_s5 == 3'h7;
-  assign \$249  = l0_cell0_s5 == 3'h6;
-  assign \$250  = \$248  | \$249 ;
-  assign \$251  = l0_cell0_s5 == 3'h5;
-  assign \$252  = \$250  | \$251 ;
-  assign \$253  = $signed(\t$89 ) < $signed(16'h8000);
-  assign \$254  = $signed(\t$89 ) > $signed(16'h7fff);
-  assign \$255  = \$254  ? 16'h7fff : \t$89 [15:0];
-  assign \$256  = \$253  ? 16'h8000 : \$255 ;
-  assign \$257  = l0_cell0_s5 == 3'h7;
-  assign \$258  = l0_cell0_s5 == 3'h6;
-  assign \$259  = \$257  | \$258 ;
-  assign \$260  = $signed(\t$90 ) < $signed(16'h8000);
-  assign \$261  = $signed(\t$90 ) > $signed(16'h7fff);
-  assign \$262  = \$261  ? 16'h7fff : \t$90 [15:0];
-  assign \$263  = \$260  ? 16'h8000 : \$262 ;
-  assign \$264  = l0_cell0_s5 == 3'h7;
-  assign \$265  = $signed(\t$91 ) < $signed(16'h8000);
-  assign \$266  = $signed(\t$91 ) > $signed(16'h7fff);
-  assign \$267  = \$266  ? 16'h7fff : \t$91 [15:0];
-  assign \$268  = \$265  ? 16'h8000 : \$267 ;
-  assign \$269  = pc__payload[20] ? pc__payload[15:0] : readback;
+  assign \$150  = ~ busy;
+  assign \$151  = pc__valid & \$150 ;
+  assign \$152  = ~ reloading;
+  assign \$153  = \$151  & \$152 ;
+  assign \$154  = ~ read_wait;
+  assign \$155  = \$153  & \$154 ;
+  assign \$156  = ~ pr__valid;
+  assign \$157  = \$156  | pr__ready;
+  assign execute = \$155  & \$157 ;
+  assign port_addr = reload_write ? \$143 [3:0] : pc__payload[19:16];
+  assign \$158  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign \$159  = port_addr >= 1'h0;
+  assign \$160  = port_addr < 4'hb;
+  assign \$161  = \$159  & \$160 ;
+  assign \$162  = execute & pc__payload[20];
+  assign \$163  = reload_write | \$162 ;
+  assign l0_port_wr = \$161  & \$163 ;
+  assign \$164  = port_addr >= 1'h0;
+  assign \$165  = port_addr < 4'hb;
+  assign \$166  = \$164  & \$165 ;
+  assign \$167  = \$166  & execute;
+  assign \$168  = ~ pc__payload[20];
+  assign l0_port_rd = \$167  & \$168 ;
+  assign \$169  = \$158 [3:0] * 5'h18;
+  assign \$170  = l0_port_edge_q * 4'hb;
+  assign \$171  = \$158 [3:0] - \$170 ;
+  assign \$172  = l0_port_baddr_q * 3'h4;
+  assign \$173  = \$171 [3:0] - \$172 ;
+  assign \$174  = reload_count + 1'h1;
+  assign \$175  = ~ pc__payload[20];
+  assign \$176  = execute & \$175 ;
+  assign \$177  = execute & pc__payload[20];
   always @(posedge clk)
-    valid_s1 <= \$270 ;
+    valid_s1 <= \$181 ;
   always @(posedge clk)
-    valid_s2 <= \$271 ;
+    valid_s2 <= \$182 ;
   always @(posedge clk)
-    valid_s3 <= \$272 ;
+    valid_s3 <= \$183 ;
   always @(posedge clk)
-    valid_s4 <= \$273 ;
+    valid_s4 <= \$184 ;
   always @(posedge clk)
-    valid_s5 <= \$274 ;
+    valid_s5 <= \$185 ;
   always @(posedge clk)
-    l0_coef_0_0_0 <= \$275 ;
+    reload_count <= \$186 ;
   always @(posedge clk)
-    l0_coef_0_0_1 <= \$276 ;
+    l0_rd_edge <= \$187 ;
   always @(posedge clk)
-    l0_coef_0_0_2 <= \$277 ;
+    l0_rd_bank <= \$188 ;
   always @(posedge clk)
-    l0_coef_0_0_3 <= \$278 ;
+    read_layer <= \$189 ;
   always @(posedge clk)
-    l0_coef_0_0_4 <= \$279 ;
+    read_wait <= \$190 ;
   always @(posedge clk)
-    l0_coef_0_0_5 <= \$280 ;
+    pr__valid <= \$191 ;
   always @(posedge clk)
-    l0_coef_0_0_6 <= \$281 ;
+    pr__payload <= \$192 ;
   always @(posedge clk)
-    l0_coef_0_0_7 <= \$282 ;
+    u <= \$193 ;
   always @(posedge clk)
-    l0_coef_0_0_8 <= \$283 ;
+    y0_s1 <= \$194 ;
   always @(posedge clk)
-    l0_coef_0_0_9 <= \$284 ;
+    l0_lo0_s2 <= \$195 ;
   always @(posedge clk)
-    l0_coef_0_0_10 <= \$285 ;
+    l0_cell0_s2 <= \$196 ;
   always @(posedge clk)
-    pr__valid <= \$286 ;
+    l0_bval0_0_s2 <= \$197 ;
   always @(posedge clk)
-    pr__payload <= \$287 ;
+    l0_bval0_1_s2 <= \$198 ;
   always @(posedge clk)
-    u <= \$288 ;
+    l0_bval0_2_s2 <= \$199 ;
   always @(posedge clk)
-    y0_s1 <= \$289 ;
+    l0_bval0_3_s2 <= \$200 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$290 ;
+    l0_prod0_0_0_s3 <= \$201 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$291 ;
+    l0_prod0_0_1_s3 <= \$202 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$292 ;
+    l0_prod0_0_2_s3 <= \$203 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$293 ;
+    l0_prod0_0_3_s3 <= \$204 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$294 ;
+    m__payload <= \$205 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$295 ;
+    y0_s2 <= \$206 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$296 ;
+    y0_s3 <= \$207 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$297 ;
+    y0_s4 <= \$208 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$298 ;
+    err0_s5 <= \$209 ;
   always @(posedge clk)
-    m__payload <= \$299 ;
+    l0_cell0_s3 <= \$210 ;
   always @(posedge clk)
-    y0_s2 <= \$300 ;
+    l0_cell0_s4 <= \$211 ;
   always @(posedge clk)
-    y0_s3 <= \$301 ;
+    l0_cell0_s5 <= \$212 ;
   always @(posedge clk)
-    y0_s4 <= \$302 ;
+    l0_bval0_0_s3 <= \$213 ;
   always @(posedge clk)
-    err0_s5 <= \$303 ;
+    l0_bval0_0_s4 <= \$214 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$304 ;
+    l0_bval0_0_s5 <= \$215 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$305 ;
+    l0_bval0_1_s3 <= \$216 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$306 ;
+    l0_bval0_1_s4 <= \$217 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$307 ;
+    l0_bval0_1_s5 <= \$218 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$308 ;
+    l0_bval0_2_s3 <= \$219 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$309 ;
+    l0_bval0_2_s4 <= \$220 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$310 ;
+    l0_bval0_2_s5 <= \$221 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$311 ;
+    l0_bval0_3_s3 <= \$222 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$312 ;
+    l0_bval0_3_s4 <= \$223 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$313 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$314 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$315 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$316 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$317 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$318 ;
+    l0_bval0_3_s5 <= \$224 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$410$0 (\$319 ),
+    .\port$294$0 (\$225 ),
     .u(u)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_0 = l0_coef_0_0_0;
-      3'h1:
-          l0_read0_0_0 = l0_coef_0_0_1;
-      3'h2:
-          l0_read0_0_0 = l0_coef_0_0_2;
-      3'h3:
-          l0_read0_0_0 = l0_coef_0_0_3;
-      3'h4:
-          l0_read0_0_0 = l0_coef_0_0_4;
-      3'h5:
-          l0_read0_0_0 = l0_coef_0_0_5;
-      3'h6:
-          l0_read0_0_0 = l0_coef_0_0_6;
-      3'h7:
-          l0_read0_0_0 = l0_coef_0_0_7;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_0 = \$signature__data ;
+      2'h1:
+          l0_read0_0_0 = \$signature__data$17 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$18 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$19 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_1 = l0_coef_0_0_1;
-      3'h1:
-          l0_read0_0_1 = l0_coef_0_0_2;
-      3'h2:
-          l0_read0_0_1 = l0_coef_0_0_3;
-      3'h3:
-          l0_read0_0_1 = l0_coef_0_0_4;
-      3'h4:
-          l0_read0_0_1 = l0_coef_0_0_5;
-      3'h5:
-          l0_read0_0_1 = l0_coef_0_0_6;
-      3'h6:
-          l0_read0_0_1 = l0_coef_0_0_7;
-      3'h7:
-          l0_read0_0_1 = l0_coef_0_0_8;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$17 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$18 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$19 ;
+      2'h3:
+          l0_read0_0_1 = \$signature__data ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_2 = l0_coef_0_0_2;
-      3'h1:
-          l0_read0_0_2 = l0_coef_0_0_3;
-      3'h2:
-          l0_read0_0_2 = l0_coef_0_0_4;
-      3'h3:
-          l0_read0_0_2 = l0_coef_0_0_5;
-      3'h4:
-          l0_read0_0_2 = l0_coef_0_0_6;
-      3'h5:
-          l0_read0_0_2 = l0_coef_0_0_7;
-      3'h6:
-          l0_read0_0_2 = l0_coef_0_0_8;
-      3'h7:
-          l0_read0_0_2 = l0_coef_0_0_9;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_2 = \$signature__data$18 ;
+      2'h1:
+          l0_read0_0_2 = \$signature__data$19 ;
+      2'h2:
+          l0_read0_0_2 = \$signature__data ;
+      2'h3:
+          l0_read0_0_2 = \$signature__data$17 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_cell0_s2)
-      3'h0:
-          l0_read0_0_3 = l0_coef_0_0_3;
-      3'h1:
-          l0_read0_0_3 = l0_coef_0_0_4;
-      3'h2:
-          l0_read0_0_3 = l0_coef_0_0_5;
-      3'h3:
-          l0_read0_0_3 = l0_coef_0_0_6;
-      3'h4:
-          l0_read0_0_3 = l0_coef_0_0_7;
-      3'h5:
-          l0_read0_0_3 = l0_coef_0_0_8;
-      3'h6:
-          l0_read0_0_3 = l0_coef_0_0_9;
-      3'h7:
-          l0_read0_0_3 = l0_coef_0_0_10;
+    casez (l0_lo0_s2)
+      2'h0:
+          l0_read0_0_3 = \$signature__data$19 ;
+      2'h1:
+          l0_read0_0_3 = \$signature__data ;
+      2'h2:
+          l0_read0_0_3 = \$signature__data$17 ;
+      2'h3:
+          l0_read0_0_3 = \$signature__data$18 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$81  = 17'h00000;
-    if (commit_l0) begin
-      if (\$58 ) begin
-        \t$81  = \$59 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$82  = 17'h00000;
-    if (commit_l0) begin
-      if (\$62 ) begin
-        \t$82  = \$65 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$83  = 17'h00000;
-    if (commit_l0) begin
-      if (\$70 ) begin
-        \t$83  = \$75 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$84  = 17'h00000;
-    if (commit_l0) begin
-      if (\$82 ) begin
-        \t$84  = \$89 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$85  = 17'h00000;
-    if (commit_l0) begin
-      if (\$96 ) begin
-        \t$85  = \$103 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$86  = 17'h00000;
-    if (commit_l0) begin
-      if (\$110 ) begin
-        \t$86  = \$117 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$87  = 17'h00000;
-    if (commit_l0) begin
-      if (\$124 ) begin
-        \t$87  = \$131 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$88  = 17'h00000;
-    if (commit_l0) begin
-      if (\$138 ) begin
-        \t$88  = \$145 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$89  = 17'h00000;
-    if (commit_l0) begin
-      if (\$150 ) begin
-        \t$89  = \$155 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$90  = 17'h00000;
-    if (commit_l0) begin
-      if (\$158 ) begin
-        \t$90  = \$161 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$91  = 17'h00000;
-    if (commit_l0) begin
-      if (\$162 ) begin
-        \t$91  = \$163 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[19:16])
-      4'h0:
-          readback = l0_coef_0_0_0;
-      4'h1:
-          readback = l0_coef_0_0_1;
-      4'h2:
-          readback = l0_coef_0_0_2;
-      4'h3:
-          readback = l0_coef_0_0_3;
-      4'h4:
-          readback = l0_coef_0_0_4;
-      4'h5:
-          readback = l0_coef_0_0_5;
-      4'h6:
-          readback = l0_coef_0_0_6;
-      4'h7:
-          readback = l0_coef_0_0_7;
-      4'h8:
-          readback = l0_coef_0_0_8;
-      4'h9:
-          readback = l0_coef_0_0_9;
-      4'ha:
-          readback = l0_coef_0_0_10;
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$74  = \t$59 ;
+      2'h1:
+          \$74  = \t$74 ;
+      2'h2:
+          \$74  = \t$69 ;
+      2'h3:
+          \$74  = \t$64 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = valid_s1;
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$91  = \t$64 ;
+      2'h1:
+          \$91  = \t$59 ;
+      2'h2:
+          \$91  = \t$74 ;
+      2'h3:
+          \$91  = \t$69 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$108  = \t$69 ;
+      2'h1:
+          \$108  = \t$64 ;
+      2'h2:
+          \$108  = \t$59 ;
+      2'h3:
+          \$108  = \t$74 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_cell0_s5[1:0])
+      2'h0:
+          \$125  = \t$74 ;
+      2'h1:
+          \$125  = \t$69 ;
+      2'h2:
+          \$125  = \t$64 ;
+      2'h3:
+          \$125  = \t$59 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$178  = \$signature__data ;
+      2'h1:
+          \$178  = \$signature__data$17 ;
+      2'h2:
+          \$178  = \$signature__data$18 ;
+      2'h3:
+          \$178  = \$signature__data$19 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$179  = 16'h0000;
+    casez (l0_rd_edge)
+      1'h0:
+          \$179  = \$178 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$180  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$180  = \$179 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$181  = valid_s1;
     if (en) begin
-      \$270  = accept;
+      \$181  = accept;
     end
     if (rst) begin
-      \$270  = 1'h0;
+      \$181  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = valid_s2;
+    \$182  = valid_s2;
     if (en) begin
-      \$271  = valid_s1;
+      \$182  = valid_s1;
     end
     if (rst) begin
-      \$271  = 1'h0;
+      \$182  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = valid_s3;
+    \$183  = valid_s3;
     if (en) begin
-      \$272  = valid_s2;
+      \$183  = valid_s2;
     end
     if (rst) begin
-      \$272  = 1'h0;
+      \$183  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = valid_s4;
+    \$184  = valid_s4;
     if (en) begin
-      \$273  = valid_s3;
+      \$184  = valid_s3;
     end
     if (rst) begin
-      \$273  = 1'h0;
+      \$184  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = valid_s5;
+    \$185  = valid_s5;
     if (en) begin
-      \$274  = valid_s4;
+      \$185  = valid_s4;
     end
     if (rst) begin
-      \$274  = 1'h0;
+      \$185  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = l0_coef_0_0_0;
-    if (commit_l0) begin
-      if (\$172 ) begin
-        \$275  = \$176 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              \$275  = pc__payload[15:0];
-        endcase
-      end
+    \$186  = reload_count;
+    if (reloading) begin
+      \$186  = \$174 [3:0];
     end
     if (rst) begin
-      \$275  = 16'h0000;
+      \$186  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = l0_coef_0_0_1;
-    if (commit_l0) begin
-      if (\$179 ) begin
-        \$276  = \$183 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              \$276  = pc__payload[15:0];
-        endcase
-      end
+    \$187  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$187  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$276  = 16'h0000;
+      \$187  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = l0_coef_0_0_2;
-    if (commit_l0) begin
-      if (\$188 ) begin
-        \$277  = \$192 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              \$277  = pc__payload[15:0];
-        endcase
-      end
+    \$188  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$188  = \$173 [1:0];
     end
     if (rst) begin
-      \$277  = 16'h0000;
+      \$188  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_coef_0_0_3;
-    if (commit_l0) begin
-      if (\$199 ) begin
-        \$278  = \$203 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              \$278  = pc__payload[15:0];
-        endcase
-      end
+    \$189  = read_layer;
+    if (l0_port_rd) begin
+      \$189  = 1'h0;
     end
     if (rst) begin
-      \$278  = 16'h0000;
+      \$189  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_coef_0_0_4;
-    if (commit_l0) begin
-      if (\$210 ) begin
-        \$279  = \$214 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              \$279  = pc__payload[15:0];
-        endcase
-      end
-    end
+    \$190  = \$176 ;
     if (rst) begin
-      \$279  = 16'h0000;
+      \$190  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_coef_0_0_5;
-    if (commit_l0) begin
-      if (\$221 ) begin
-        \$280  = \$225 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              \$280  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$280  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_coef_0_0_6;
-    if (commit_l0) begin
-      if (\$232 ) begin
-        \$281  = \$236 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              \$281  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$281  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_coef_0_0_7;
-    if (commit_l0) begin
-      if (\$243 ) begin
-        \$282  = \$247 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              \$282  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$282  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_coef_0_0_8;
-    if (commit_l0) begin
-      if (\$252 ) begin
-        \$283  = \$256 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              /* empty */;
-          4'h8:
-              \$283  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$283  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_coef_0_0_9;
-    if (commit_l0) begin
-      if (\$259 ) begin
-        \$284  = \$263 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              /* empty */;
-          4'h8:
-              /* empty */;
-          4'h9:
-              \$284  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$284  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_coef_0_0_10;
-    if (commit_l0) begin
-      if (\$264 ) begin
-        \$285  = \$268 ;
-      end
-    end
-    if (execute) begin
-      if (pc__payload[20]) begin
-        casez (pc__payload[19:16])
-          4'h0:
-              /* empty */;
-          4'h1:
-              /* empty */;
-          4'h2:
-              /* empty */;
-          4'h3:
-              /* empty */;
-          4'h4:
-              /* empty */;
-          4'h5:
-              /* empty */;
-          4'h6:
-              /* empty */;
-          4'h7:
-              /* empty */;
-          4'h8:
-              /* empty */;
-          4'h9:
-              /* empty */;
-          4'ha:
-              \$285  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$285  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = pr__valid;
-    if (execute) begin
-      \$286  = 1'h1;
+    \$191  = pr__valid;
+    if (\$177 ) begin
+      \$191  = 1'h1;
+    end else if (read_wait) begin
+      \$191  = 1'h1;
     end else if (pr__ready) begin
-      \$286  = 1'h0;
+      \$191  = 1'h0;
     end
     if (rst) begin
-      \$286  = 1'h0;
+      \$191  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = pr__payload;
-    if (execute) begin
-      \$287  = \$269 ;
+    \$192  = pr__payload;
+    if (\$177 ) begin
+      \$192  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$192  = \$180 ;
     end
     if (rst) begin
-      \$287  = 16'h0000;
+      \$192  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = u;
+    \$193  = u;
     if (en) begin
-      \$288  = s__payload[15:0];
+      \$193  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = y0_s1;
+    \$194  = y0_s1;
     if (en) begin
-      \$289  = s__payload[31:16];
+      \$194  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_cell0_s2;
+    \$195  = l0_lo0_s2;
     if (en) begin
-      \$290  = \cell ;
+      \$195  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_bval0_0_s2;
+    \$196  = l0_cell0_s2;
     if (en) begin
-      \$291  = \$319 [15:0];
+      \$196  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_bval0_1_s2;
+    \$197  = l0_bval0_0_s2;
     if (en) begin
-      \$292  = \$319 [31:16];
+      \$197  = \$225 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_bval0_2_s2;
+    \$198  = l0_bval0_1_s2;
     if (en) begin
-      \$293  = \$319 [47:32];
+      \$198  = \$225 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_bval0_3_s2;
+    \$199  = l0_bval0_2_s2;
     if (en) begin
-      \$294  = \$319 [63:48];
+      \$199  = \$225 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_prod0_0_0_s3;
+    \$200  = l0_bval0_3_s2;
     if (en) begin
-      \$295  = { \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14  };
+      \$200  = \$225 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = l0_prod0_0_1_s3;
+    \$201  = l0_prod0_0_0_s3;
     if (en) begin
-      \$296  = { \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20  };
+      \$201  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = l0_prod0_0_2_s3;
+    \$202  = l0_prod0_0_1_s3;
     if (en) begin
-      \$297  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
+      \$202  = { \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = l0_prod0_0_3_s3;
+    \$203  = l0_prod0_0_2_s3;
     if (en) begin
-      \$298  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
+      \$203  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = m__payload;
+    \$204  = l0_prod0_0_3_s3;
     if (en) begin
-      \$299  = \t$42 ;
+      \$204  = { \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = y0_s2;
+    \$205  = m__payload;
     if (en) begin
-      \$300  = y0_s1;
+      \$205  = \t$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = y0_s3;
+    \$206  = y0_s2;
     if (en) begin
-      \$301  = y0_s2;
+      \$206  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = y0_s4;
+    \$207  = y0_s3;
     if (en) begin
-      \$302  = y0_s3;
+      \$207  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = err0_s5;
+    \$208  = y0_s4;
     if (en) begin
-      \$303  = \t$48 ;
+      \$208  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_cell0_s3;
+    \$209  = err0_s5;
     if (en) begin
-      \$304  = l0_cell0_s2;
+      \$209  = \t$53 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_cell0_s4;
+    \$210  = l0_cell0_s3;
     if (en) begin
-      \$305  = l0_cell0_s3;
+      \$210  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_cell0_s5;
+    \$211  = l0_cell0_s4;
     if (en) begin
-      \$306  = l0_cell0_s4;
+      \$211  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = l0_bval0_0_s3;
+    \$212  = l0_cell0_s5;
     if (en) begin
-      \$307  = l0_bval0_0_s2;
+      \$212  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = l0_bval0_0_s4;
+    \$213  = l0_bval0_0_s3;
     if (en) begin
-      \$308  = l0_bval0_0_s3;
+      \$213  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = l0_bval0_0_s5;
+    \$214  = l0_bval0_0_s4;
     if (en) begin
-      \$309  = l0_bval0_0_s4;
+      \$214  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = l0_bval0_1_s3;
+    \$215  = l0_bval0_0_s5;
     if (en) begin
-      \$310  = l0_bval0_1_s2;
+      \$215  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = l0_bval0_1_s4;
+    \$216  = l0_bval0_1_s3;
     if (en) begin
-      \$311  = l0_bval0_1_s3;
+      \$216  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = l0_bval0_1_s5;
+    \$217  = l0_bval0_1_s4;
     if (en) begin
-      \$312  = l0_bval0_1_s4;
+      \$217  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = l0_bval0_2_s3;
+    \$218  = l0_bval0_1_s5;
     if (en) begin
-      \$313  = l0_bval0_2_s2;
+      \$218  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = l0_bval0_2_s4;
+    \$219  = l0_bval0_2_s3;
     if (en) begin
-      \$314  = l0_bval0_2_s3;
+      \$219  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = l0_bval0_2_s5;
+    \$220  = l0_bval0_2_s4;
     if (en) begin
-      \$315  = l0_bval0_2_s4;
+      \$220  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_bval0_3_s3;
+    \$221  = l0_bval0_2_s5;
     if (en) begin
-      \$316  = l0_bval0_3_s2;
+      \$221  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_bval0_3_s4;
+    \$222  = l0_bval0_3_s3;
     if (en) begin
-      \$317  = l0_bval0_3_s3;
+      \$222  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = l0_bval0_3_s5;
+    \$223  = l0_bval0_3_s4;
     if (en) begin
-      \$318  = l0_bval0_3_s4;
+      \$223  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$224  = l0_bval0_3_s5;
+    if (en) begin
+      \$224  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
-  assign \t$15  = { \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14 [32], \t$14  };
-  assign \t$21  = { \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20 [32], \t$20  };
-  assign \t$27  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
+  assign \$signature__addr  = \$4 [1:0];
+  assign l0_port_baddr = l0_port_baddr_q[1:0];
+  assign \$signature__addr$8  = \$8 [1:0];
+  assign \$signature__addr$10  = \$12 [1:0];
+  assign \$signature__addr$12  = \$16 [1:0];
+  assign \t$23  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+  assign \t$28  = { \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27  };
   assign \t$33  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
-  assign \t$39  = \t$34 [39:0];
+  assign \t$38  = { \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37  };
+  assign \t$44  = \t$39 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
+  assign l0_port_edge = l0_port_edge_q[0];
+  assign l0_port_bank = \$173 [1:0];
+  assign \$signature__addr$91  = \$82 [1:0];
+  assign \$signature__en$93  = 1'h1;
+  assign wp__addr = \$86 [1:0];
+  assign \$signature__addr$101  = \$99 [1:0];
+  assign \$signature__en$102  = 1'h1;
+  assign \wp__addr$103  = \$103 [1:0];
+  assign \$signature__addr$109  = \$116 [1:0];
+  assign \$signature__en$110  = 1'h1;
+  assign \wp__addr$111  = \$120 [1:0];
+  assign \$signature__addr$117  = \$133 [1:0];
+  assign \$signature__en$118  = 1'h1;
+  assign \wp__addr$119  = \$137 [1:0];
+  assign rom_rd__addr = reload_count;
+  assign reload_addr = \$143 [3:0];
+  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
+  assign l0_port_local = \$158 [3:0];
+  assign l0_port_q = \$171 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$319 [15:0];
-  assign bval__m1 = \$319 [31:16];
-  assign bval__m2 = \$319 [47:32];
-  assign bval__m3 = \$319 [63:48];
-  assign \t$14  = { t[31], t };
-  assign \t$20  = { \t$18 [31], \t$18  };
-  assign \t$26  = { \t$24 [31], \t$24  };
+  assign bval__m0 = \$225 [15:0];
+  assign bval__m1 = \$225 [31:16];
+  assign bval__m2 = \$225 [47:32];
+  assign bval__m3 = \$225 [63:48];
+  assign \$1  = { 2'h0, \cell [2] };
+  assign l0_port_edge_q = { 8'h00, \$169 [8] };
+  assign l0_port_baddr_q = { 2'h0, \$171 [3:2] };
+  assign \$5  = { 2'h0, \cell [2] };
+  assign \$9  = { 2'h0, \cell [2] };
+  assign \$13  = { 2'h0, \cell [2] };
+  assign \t$22  = { t[31], t };
+  assign \t$27  = { \t$25 [31], \t$25  };
   assign \t$32  = { \t$30 [31], \t$30  };
-  assign floor = { \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39], \t$34 [39:14] };
-  assign \t$47  = { \t$45 [16], \t$45  };
-  assign \floor$52  = { \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31], \t$49 [31:16] };
-  assign \floor$57  = { \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31], \t$55 [31:16] };
+  assign \t$37  = { \t$35 [31], \t$35  };
+  assign floor = { \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39:14] };
+  assign \t$52  = { \t$50 [16], \t$50  };
+  assign \floor$57  = { \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31:16] };
   assign \floor$62  = { \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31:16] };
   assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
+  assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
+  assign \$79  = { 2'h0, \$78 [2] };
+  assign \$83  = { 2'h0, l0_cell0_s5[2] };
+  assign \$96  = { 2'h0, \$95 [2] };
+  assign \$100  = { 2'h0, l0_cell0_s5[2] };
+  assign \$113  = { 2'h0, \$112 [2] };
+  assign \$117  = { 2'h0, l0_cell0_s5[2] };
+  assign \$130  = { 2'h0, \$129 [2] };
+  assign \$134  = { 2'h0, l0_cell0_s5[2] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$410$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$294$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1822,8 +1487,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$410$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$410$0 ;
-  wire [63:0] \port$410$0 ;
+  output [63:0] \port$294$0 ;
+  wire [63:0] \port$294$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1918,6 +1583,6 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$410$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$410$0  = rd__data[63:0];
+  assign \port$294$0  = rd__data[63:0];
   assign \$8  = { 11'h000, \$7 [13:11] };
 endmodule

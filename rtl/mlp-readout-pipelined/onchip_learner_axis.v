@@ -83,8 +83,31 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [40:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
+  reg [15:0] \$1000 ;
+  reg [39:0] \$1001 ;
+  reg [15:0] \$1002 ;
+  reg [15:0] \$1003 ;
+  reg [15:0] \$1004 ;
+  reg [15:0] \$1005 ;
+  reg [39:0] \$1006 ;
+  reg [15:0] \$1007 ;
+  reg [15:0] \$1008 ;
+  reg [15:0] \$1009 ;
   wire \$101 ;
+  reg [15:0] \$1010 ;
+  reg [15:0] \$1011 ;
+  reg [15:0] \$1012 ;
+  reg [15:0] \$1013 ;
+  reg [15:0] \$1014 ;
+  reg [15:0] \$1015 ;
+  reg [15:0] \$1016 ;
+  reg [15:0] \$1017 ;
+  reg [15:0] \$1018 ;
+  reg [15:0] \$1019 ;
   wire \$102 ;
+  reg [15:0] \$1020 ;
+  reg [15:0] \$1021 ;
+  reg [15:0] \$1022 ;
   wire \$103 ;
   wire \$104 ;
   wire [15:0] \$105 ;
@@ -564,19 +587,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$532 ;
   wire \$533 ;
   reg [383:0] \$534 ;
-  wire [16:0] \$535 ;
-  wire [16:0] \$536 ;
-  wire [16:0] \$537 ;
-  wire [16:0] \$538 ;
-  wire [16:0] \$539 ;
+  wire [3:0] \$535 ;
+  wire \$536 ;
+  wire [3:0] \$537 ;
+  wire [4:0] \$538 ;
+  wire [3:0] \$539 ;
   wire \$54 ;
-  wire [16:0] \$540 ;
-  wire [16:0] \$541 ;
-  wire [16:0] \$542 ;
-  wire [16:0] \$543 ;
-  wire [16:0] \$544 ;
-  wire [16:0] \$545 ;
-  wire [16:0] \$546 ;
+  wire [4:0] \$540 ;
+  wire \$541 ;
+  wire [3:0] \$542 ;
+  wire [3:0] \$543 ;
+  wire [3:0] \$544 ;
+  wire [3:0] \$545 ;
+  wire [4:0] \$546 ;
   wire [16:0] \$547 ;
   wire [16:0] \$548 ;
   wire [16:0] \$549 ;
@@ -590,20 +613,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$556 ;
   wire [16:0] \$557 ;
   wire [16:0] \$558 ;
-  wire [3:0] \$559 ;
+  wire [16:0] \$559 ;
   wire [40:0] \$56 ;
-  wire \$560 ;
-  wire [3:0] \$561 ;
-  wire [4:0] \$562 ;
-  wire [3:0] \$563 ;
-  wire [4:0] \$564 ;
-  wire \$565 ;
-  wire \$566 ;
-  wire \$567 ;
-  wire \$568 ;
-  wire \$569 ;
+  wire [16:0] \$560 ;
+  wire [16:0] \$561 ;
+  wire [16:0] \$562 ;
+  wire [16:0] \$563 ;
+  wire [16:0] \$564 ;
+  wire [16:0] \$565 ;
+  wire [16:0] \$566 ;
+  wire [16:0] \$567 ;
+  wire [16:0] \$568 ;
+  wire [16:0] \$569 ;
   wire \$57 ;
-  wire \$570 ;
+  wire [16:0] \$570 ;
   wire \$571 ;
   wire \$572 ;
   wire \$573 ;
@@ -611,80 +634,80 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$575 ;
   wire \$576 ;
   wire \$577 ;
-  reg [143:0] \$578 ;
-  wire [16:0] \$579 ;
+  wire \$578 ;
+  wire \$579 ;
   wire \$58 ;
-  wire [16:0] \$580 ;
-  wire [16:0] \$581 ;
-  wire [16:0] \$582 ;
-  wire [16:0] \$583 ;
-  wire [16:0] \$584 ;
-  wire [16:0] \$585 ;
-  wire [16:0] \$586 ;
-  wire [16:0] \$587 ;
-  wire [3:0] \$588 ;
-  wire \$589 ;
+  wire \$580 ;
+  wire \$581 ;
+  wire \$582 ;
+  wire \$583 ;
+  reg [143:0] \$584 ;
+  wire [3:0] \$585 ;
+  wire \$586 ;
+  wire [3:0] \$587 ;
+  wire [4:0] \$588 ;
+  wire [3:0] \$589 ;
   wire \$59 ;
-  wire [3:0] \$590 ;
-  wire [4:0] \$591 ;
+  wire [4:0] \$590 ;
+  wire \$591 ;
   wire [3:0] \$592 ;
-  wire [4:0] \$593 ;
-  wire \$594 ;
-  wire \$595 ;
-  wire \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire \$599 ;
+  wire [3:0] \$593 ;
+  wire [3:0] \$594 ;
+  wire [3:0] \$595 ;
+  wire [4:0] \$596 ;
+  wire [16:0] \$597 ;
+  wire [16:0] \$598 ;
+  wire [16:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
-  wire \$604 ;
-  wire \$605 ;
-  wire [15:0] \$606 ;
-  wire [15:0] \$607 ;
+  wire [16:0] \$600 ;
+  wire [16:0] \$601 ;
+  wire [16:0] \$602 ;
+  wire [16:0] \$603 ;
+  wire [16:0] \$604 ;
+  wire [16:0] \$605 ;
+  wire \$606 ;
+  wire \$607 ;
   wire \$608 ;
   wire \$609 ;
   wire \$61 ;
-  wire [15:0] \$610 ;
-  wire [15:0] \$611 ;
+  wire \$610 ;
+  wire \$611 ;
   wire \$612 ;
   wire \$613 ;
-  wire [15:0] \$614 ;
-  wire [15:0] \$615 ;
+  wire \$614 ;
+  wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire [15:0] \$618 ;
-  wire [15:0] \$619 ;
+  wire \$618 ;
+  wire \$619 ;
   wire \$62 ;
   wire \$620 ;
   wire \$621 ;
-  wire [15:0] \$622 ;
-  wire [15:0] \$623 ;
+  wire [6:0] \$622 ;
+  wire \$623 ;
   wire \$624 ;
   wire \$625 ;
-  wire [15:0] \$626 ;
-  wire [15:0] \$627 ;
+  wire \$626 ;
+  wire \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire \$63 ;
-  wire [15:0] \$630 ;
-  wire [15:0] \$631 ;
+  wire \$630 ;
+  wire \$631 ;
   wire \$632 ;
-  wire \$633 ;
-  wire [15:0] \$634 ;
-  wire [15:0] \$635 ;
+  wire [6:0] \$633 ;
+  wire \$634 ;
+  wire \$635 ;
   wire \$636 ;
   wire \$637 ;
-  wire [15:0] \$638 ;
-  wire [15:0] \$639 ;
+  wire \$638 ;
+  wire \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
-  wire [15:0] \$642 ;
-  wire [15:0] \$643 ;
+  wire \$642 ;
+  wire \$643 ;
   wire \$644 ;
   wire \$645 ;
   wire [15:0] \$646 ;
@@ -749,13 +772,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$7 ;
   wire \$70 ;
   wire \$700 ;
-  wire [3:0] \$701 ;
-  wire [3:0] \$702 ;
-  wire [3:0] \$703 ;
-  wire [4:0] \$704 ;
+  wire \$701 ;
+  wire [15:0] \$702 ;
+  wire [15:0] \$703 ;
+  wire \$704 ;
   wire \$705 ;
-  wire [3:0] \$706 ;
-  wire [4:0] \$707 ;
+  wire [15:0] \$706 ;
+  wire [15:0] \$707 ;
   wire \$708 ;
   wire \$709 ;
   wire \$71 ;
@@ -793,102 +816,102 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
-  wire \$741 ;
-  wire [15:0] \$742 ;
-  wire [15:0] \$743 ;
+  wire [3:0] \$741 ;
+  wire [4:0] \$742 ;
+  wire \$743 ;
   wire \$744 ;
-  wire [3:0] \$745 ;
-  wire [3:0] \$746 ;
-  wire [3:0] \$747 ;
-  wire [4:0] \$748 ;
-  wire \$749 ;
+  wire [15:0] \$745 ;
+  wire [15:0] \$746 ;
+  wire \$747 ;
+  wire \$748 ;
+  wire [15:0] \$749 ;
   wire \$75 ;
-  wire [3:0] \$750 ;
-  wire [4:0] \$751 ;
-  wire [15:0] \$752 ;
-  wire \$753 ;
+  wire [15:0] \$750 ;
+  wire \$751 ;
+  wire \$752 ;
+  wire [15:0] \$753 ;
   wire [15:0] \$754 ;
   wire \$755 ;
-  wire [15:0] \$756 ;
-  wire \$757 ;
+  wire \$756 ;
+  wire [15:0] \$757 ;
   wire [15:0] \$758 ;
   wire \$759 ;
   wire \$76 ;
-  wire [15:0] \$760 ;
-  wire \$761 ;
+  wire \$760 ;
+  wire [15:0] \$761 ;
   wire [15:0] \$762 ;
   wire \$763 ;
-  wire [15:0] \$764 ;
-  wire \$765 ;
+  wire \$764 ;
+  wire [15:0] \$765 ;
   wire [15:0] \$766 ;
   wire \$767 ;
-  wire [15:0] \$768 ;
-  wire \$769 ;
+  wire \$768 ;
+  wire [15:0] \$769 ;
   wire [15:0] \$77 ;
   wire [15:0] \$770 ;
   wire \$771 ;
-  wire [15:0] \$772 ;
-  wire \$773 ;
+  wire \$772 ;
+  wire [15:0] \$773 ;
   wire [15:0] \$774 ;
   wire \$775 ;
-  wire [15:0] \$776 ;
-  wire \$777 ;
+  wire \$776 ;
+  wire [15:0] \$777 ;
   wire [15:0] \$778 ;
   wire \$779 ;
   wire [40:0] \$78 ;
-  wire [15:0] \$780 ;
-  wire \$781 ;
-  wire [15:0] \$782 ;
+  wire [3:0] \$780 ;
+  wire [4:0] \$781 ;
+  wire \$782 ;
   wire \$783 ;
-  wire [15:0] \$784 ;
-  reg \$785 ;
-  reg \$786 ;
-  reg \$787 ;
-  reg \$788 ;
-  reg \$789 ;
+  wire \$784 ;
+  reg [15:0] \$785 ;
+  reg [15:0] \$786 ;
+  reg [15:0] \$787 ;
+  wire \$788 ;
+  wire [15:0] \$789 ;
   wire \$79 ;
-  reg \$790 ;
-  reg \$791 ;
-  reg \$792 ;
-  reg [15:0] \$793 ;
-  reg [15:0] \$794 ;
-  reg [15:0] \$795 ;
-  reg [15:0] \$796 ;
-  reg [15:0] \$797 ;
-  reg [15:0] \$798 ;
-  reg [15:0] \$799 ;
+  wire \$790 ;
+  wire [15:0] \$791 ;
+  wire \$792 ;
+  wire [15:0] \$793 ;
+  wire \$794 ;
+  wire [15:0] \$795 ;
+  wire \$796 ;
+  wire [15:0] \$797 ;
+  wire \$798 ;
+  wire [15:0] \$799 ;
   wire \$8 ;
   wire \$80 ;
-  reg [15:0] \$800 ;
-  reg [15:0] \$801 ;
-  reg [15:0] \$802 ;
-  reg [15:0] \$803 ;
-  reg [15:0] \$804 ;
-  reg [15:0] \$805 ;
-  reg [15:0] \$806 ;
-  reg [15:0] \$807 ;
-  reg [15:0] \$808 ;
-  reg [15:0] \$809 ;
+  wire \$800 ;
+  wire [15:0] \$801 ;
+  wire \$802 ;
+  wire [15:0] \$803 ;
+  wire \$804 ;
+  wire [15:0] \$805 ;
+  wire \$806 ;
+  wire [15:0] \$807 ;
+  wire \$808 ;
+  wire [15:0] \$809 ;
   wire \$81 ;
-  reg [15:0] \$810 ;
-  reg [15:0] \$811 ;
-  reg [15:0] \$812 ;
-  reg [15:0] \$813 ;
-  reg [15:0] \$814 ;
-  reg [15:0] \$815 ;
-  reg [15:0] \$816 ;
-  reg [383:0] \$817 ;
-  reg [383:0] \$818 ;
-  reg [383:0] \$819 ;
+  wire \$810 ;
+  wire [15:0] \$811 ;
+  wire \$812 ;
+  wire [15:0] \$813 ;
+  wire \$814 ;
+  wire [15:0] \$815 ;
+  wire \$816 ;
+  wire [15:0] \$817 ;
+  wire \$818 ;
+  wire [15:0] \$819 ;
   wire \$82 ;
-  reg [383:0] \$820 ;
-  reg [383:0] \$821 ;
-  reg [383:0] \$822 ;
-  reg [383:0] \$823 ;
-  reg [2:0] \$824 ;
-  reg [2:0] \$825 ;
-  reg [2:0] \$826 ;
-  reg [15:0] \$827 ;
+  reg \$820 ;
+  reg \$821 ;
+  reg \$822 ;
+  reg \$823 ;
+  reg \$824 ;
+  reg \$825 ;
+  reg \$826 ;
+  reg \$827 ;
   reg [15:0] \$828 ;
   reg [15:0] \$829 ;
   wire \$83 ;
@@ -898,101 +921,101 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$833 ;
   reg [15:0] \$834 ;
   reg [15:0] \$835 ;
-  reg [143:0] \$836 ;
-  reg [143:0] \$837 ;
-  reg [143:0] \$838 ;
-  reg [143:0] \$839 ;
+  reg [15:0] \$836 ;
+  reg [15:0] \$837 ;
+  reg [15:0] \$838 ;
+  reg [15:0] \$839 ;
   wire \$84 ;
-  reg [143:0] \$840 ;
-  reg [143:0] \$841 ;
-  reg [143:0] \$842 ;
-  reg [2:0] \$843 ;
-  reg [2:0] \$844 ;
-  reg [2:0] \$845 ;
-  reg \$846 ;
+  reg [15:0] \$840 ;
+  reg [15:0] \$841 ;
+  reg [15:0] \$842 ;
+  reg [15:0] \$843 ;
+  reg [15:0] \$844 ;
+  reg [15:0] \$845 ;
+  reg [15:0] \$846 ;
   reg [15:0] \$847 ;
   reg [15:0] \$848 ;
   reg [15:0] \$849 ;
   wire \$85 ;
   reg [15:0] \$850 ;
-  reg [39:0] \$851 ;
-  reg [39:0] \$852 ;
-  reg [39:0] \$853 ;
-  reg [15:0] \$854 ;
-  reg [39:0] \$855 ;
-  reg [39:0] \$856 ;
-  reg [39:0] \$857 ;
-  reg [15:0] \$858 ;
-  reg [39:0] \$859 ;
+  reg [15:0] \$851 ;
+  reg [383:0] \$852 ;
+  reg [383:0] \$853 ;
+  reg [383:0] \$854 ;
+  reg [383:0] \$855 ;
+  reg [383:0] \$856 ;
+  reg [383:0] \$857 ;
+  reg [383:0] \$858 ;
+  reg [2:0] \$859 ;
   wire \$86 ;
-  reg [39:0] \$860 ;
-  reg [39:0] \$861 ;
+  reg [2:0] \$860 ;
+  reg [2:0] \$861 ;
   reg [15:0] \$862 ;
-  reg [39:0] \$863 ;
-  reg [39:0] \$864 ;
-  reg [39:0] \$865 ;
+  reg [15:0] \$863 ;
+  reg [15:0] \$864 ;
+  reg [15:0] \$865 ;
   reg [15:0] \$866 ;
-  reg [39:0] \$867 ;
-  reg [39:0] \$868 ;
-  reg [39:0] \$869 ;
+  reg [15:0] \$867 ;
+  reg [15:0] \$868 ;
+  reg [15:0] \$869 ;
   wire \$87 ;
   reg [15:0] \$870 ;
-  reg [39:0] \$871 ;
-  reg [39:0] \$872 ;
-  reg [39:0] \$873 ;
-  reg [15:0] \$874 ;
-  reg [39:0] \$875 ;
-  reg [39:0] \$876 ;
-  reg [39:0] \$877 ;
-  reg [15:0] \$878 ;
-  reg [39:0] \$879 ;
+  reg [143:0] \$871 ;
+  reg [143:0] \$872 ;
+  reg [143:0] \$873 ;
+  reg [143:0] \$874 ;
+  reg [143:0] \$875 ;
+  reg [143:0] \$876 ;
+  reg [143:0] \$877 ;
+  reg [2:0] \$878 ;
+  reg [2:0] \$879 ;
   wire [15:0] \$88 ;
-  reg [39:0] \$880 ;
-  reg [39:0] \$881 ;
-  reg [15:0] \$882 ;
-  reg [15:0] \$883 ;
-  reg [15:0] \$884 ;
-  reg [15:0] \$885 ;
+  reg [2:0] \$880 ;
+  reg [4:0] \$881 ;
+  reg \$882 ;
+  reg [3:0] \$883 ;
+  reg \$884 ;
+  reg \$885 ;
   reg [15:0] \$886 ;
   reg [15:0] \$887 ;
   reg [15:0] \$888 ;
   reg [15:0] \$889 ;
   wire [40:0] \$89 ;
-  reg [15:0] \$890 ;
+  reg [39:0] \$890 ;
   reg [39:0] \$891 ;
   reg [39:0] \$892 ;
-  reg [39:0] \$893 ;
+  reg [15:0] \$893 ;
   reg [39:0] \$894 ;
   reg [39:0] \$895 ;
   reg [39:0] \$896 ;
-  reg [39:0] \$897 ;
+  reg [15:0] \$897 ;
   reg [39:0] \$898 ;
   reg [39:0] \$899 ;
   wire \$9 ;
   wire [40:0] \$90 ;
-  reg [15:0] \$900 ;
+  reg [39:0] \$900 ;
   reg [15:0] \$901 ;
-  reg [15:0] \$902 ;
-  reg [15:0] \$903 ;
-  reg [15:0] \$904 ;
+  reg [39:0] \$902 ;
+  reg [39:0] \$903 ;
+  reg [39:0] \$904 ;
   reg [15:0] \$905 ;
-  reg [15:0] \$906 ;
-  reg [15:0] \$907 ;
-  reg [15:0] \$908 ;
+  reg [39:0] \$906 ;
+  reg [39:0] \$907 ;
+  reg [39:0] \$908 ;
   reg [15:0] \$909 ;
   wire [41:0] \$91 ;
-  reg [15:0] \$910 ;
-  reg [15:0] \$911 ;
-  reg [15:0] \$912 ;
+  reg [39:0] \$910 ;
+  reg [39:0] \$911 ;
+  reg [39:0] \$912 ;
   reg [15:0] \$913 ;
-  reg [15:0] \$914 ;
-  reg [15:0] \$915 ;
-  reg [15:0] \$916 ;
+  reg [39:0] \$914 ;
+  reg [39:0] \$915 ;
+  reg [39:0] \$916 ;
   reg [15:0] \$917 ;
-  reg [15:0] \$918 ;
-  reg [15:0] \$919 ;
+  reg [39:0] \$918 ;
+  reg [39:0] \$919 ;
   wire [40:0] \$92 ;
-  reg [15:0] \$920 ;
+  reg [39:0] \$920 ;
   reg [15:0] \$921 ;
   reg [15:0] \$922 ;
   reg [15:0] \$923 ;
@@ -1003,66 +1026,82 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$928 ;
   reg [15:0] \$929 ;
   wire [40:0] \$93 ;
-  reg [15:0] \$930 ;
-  reg [15:0] \$931 ;
+  reg [39:0] \$930 ;
+  reg [39:0] \$931 ;
   reg [39:0] \$932 ;
-  reg [15:0] \$933 ;
-  reg [15:0] \$934 ;
-  reg [15:0] \$935 ;
-  reg [15:0] \$936 ;
+  reg [39:0] \$933 ;
+  reg [39:0] \$934 ;
+  reg [39:0] \$935 ;
+  reg [39:0] \$936 ;
   reg [39:0] \$937 ;
-  reg [15:0] \$938 ;
+  reg [39:0] \$938 ;
   reg [15:0] \$939 ;
   wire [41:0] \$94 ;
   reg [15:0] \$940 ;
   reg [15:0] \$941 ;
-  reg [39:0] \$942 ;
+  reg [15:0] \$942 ;
   reg [15:0] \$943 ;
   reg [15:0] \$944 ;
   reg [15:0] \$945 ;
   reg [15:0] \$946 ;
-  reg [39:0] \$947 ;
+  reg [15:0] \$947 ;
   reg [15:0] \$948 ;
   reg [15:0] \$949 ;
   wire [42:0] \$95 ;
   reg [15:0] \$950 ;
   reg [15:0] \$951 ;
-  reg [39:0] \$952 ;
+  reg [15:0] \$952 ;
   reg [15:0] \$953 ;
   reg [15:0] \$954 ;
   reg [15:0] \$955 ;
   reg [15:0] \$956 ;
-  reg [39:0] \$957 ;
+  reg [15:0] \$957 ;
   reg [15:0] \$958 ;
   reg [15:0] \$959 ;
   wire \$96 ;
   reg [15:0] \$960 ;
   reg [15:0] \$961 ;
-  reg [39:0] \$962 ;
+  reg [15:0] \$962 ;
   reg [15:0] \$963 ;
   reg [15:0] \$964 ;
   reg [15:0] \$965 ;
   reg [15:0] \$966 ;
-  reg [39:0] \$967 ;
+  reg [15:0] \$967 ;
   reg [15:0] \$968 ;
   reg [15:0] \$969 ;
   wire \$97 ;
   reg [15:0] \$970 ;
-  reg [15:0] \$971 ;
+  reg [39:0] \$971 ;
   reg [15:0] \$972 ;
   reg [15:0] \$973 ;
   reg [15:0] \$974 ;
   reg [15:0] \$975 ;
-  reg [15:0] \$976 ;
+  reg [39:0] \$976 ;
   reg [15:0] \$977 ;
   reg [15:0] \$978 ;
   reg [15:0] \$979 ;
   wire \$98 ;
   reg [15:0] \$980 ;
-  reg [15:0] \$981 ;
+  reg [39:0] \$981 ;
   reg [15:0] \$982 ;
   reg [15:0] \$983 ;
+  reg [15:0] \$984 ;
+  reg [15:0] \$985 ;
+  reg [39:0] \$986 ;
+  reg [15:0] \$987 ;
+  reg [15:0] \$988 ;
+  reg [15:0] \$989 ;
   wire \$99 ;
+  reg [15:0] \$990 ;
+  reg [39:0] \$991 ;
+  reg [15:0] \$992 ;
+  reg [15:0] \$993 ;
+  reg [15:0] \$994 ;
+  reg [15:0] \$995 ;
+  reg [39:0] \$996 ;
+  reg [15:0] \$997 ;
+  reg [15:0] \$998 ;
+  reg [15:0] \$999 ;
   wire accept;
   wire busy;
   input clk;
@@ -1153,7 +1192,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_err6_s8 = 16'h0000;
   reg [15:0] l0_err7_s8 = 16'h0000;
   reg [2:0] l0_fill = 3'h0;
+  wire [2:0] l0_fill_next;
   reg [2:0] l0_head = 3'h0;
+  wire [2:0] l0_head_next;
   reg [15:0] l0_out0_s3 = 16'h0000;
   reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
@@ -1202,6 +1243,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [383:0] l0_pending4 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [383:0] l0_pending5 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [383:0] l0_pending6 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [15:0] l0_port_data;
+  wire [4:0] l0_port_local;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod0_1_s2 = 40'h0000000000;
   reg [39:0] l0_prod1_0_s2 = 40'h0000000000;
@@ -1218,6 +1263,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l0_prod6_1_s2 = 40'h0000000000;
   reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod7_1_s2 = 40'h0000000000;
+  reg [4:0] l0_rd_sel = 5'h00;
   wire [2:0] l0_tail;
   reg [15:0] l0_w_0_0 = 16'h055e;
   reg [15:0] l0_w_0_1 = 16'hf6fa;
@@ -1255,7 +1301,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] l1_bprod7_0_s7;
   wire [143:0] l1_commit_src;
   reg [2:0] l1_fill = 3'h0;
+  wire [2:0] l1_fill_next;
   reg [2:0] l1_head = 3'h0;
+  wire [2:0] l1_head_next;
   (* init = 16'h0000 *)
   wire [15:0] l1_out0_s5;
   reg [2:0] l1_pending = 3'h0;
@@ -1266,6 +1314,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [143:0] l1_pending4 = 144'h000000000000000000000000000000000000;
   reg [143:0] l1_pending5 = 144'h000000000000000000000000000000000000;
   reg [143:0] l1_pending6 = 144'h000000000000000000000000000000000000;
+  wire [15:0] l1_port_data;
+  wire [3:0] l1_port_local;
+  wire l1_port_rd;
+  wire l1_port_wr;
   reg [39:0] l1_prod0_0_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_1_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_2_s4 = 40'h0000000000;
@@ -1274,6 +1326,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l1_prod0_5_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_6_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
+  reg [3:0] l1_rd_sel = 4'h0;
   wire [2:0] l1_tail;
   reg [15:0] l1_w_0_0 = 16'h071e;
   reg [15:0] l1_w_0_1 = 16'h00d0;
@@ -1320,6 +1373,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__valid;
   wire pop_l0;
   wire pop_l1;
+  wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
@@ -1328,7 +1382,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg pr__valid = 1'h0;
   wire push_l0;
   wire push_l1;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [5:0] reload_addr;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
@@ -1570,9 +1629,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \t$430 ;
   wire [34:0] \t$45 ;
   wire [39:0] \t$46 ;
-  reg [16:0] \t$460 ;
-  reg [16:0] \t$461 ;
-  reg [16:0] \t$462 ;
   reg [16:0] \t$463 ;
   reg [16:0] \t$464 ;
   reg [16:0] \t$465 ;
@@ -1595,18 +1651,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$481 ;
   reg [16:0] \t$482 ;
   reg [16:0] \t$483 ;
+  reg [16:0] \t$484 ;
+  reg [16:0] \t$485 ;
+  reg [16:0] \t$486 ;
   wire [34:0] \t$49 ;
   wire [39:0] \t$50 ;
-  reg [16:0] \t$501 ;
-  reg [16:0] \t$502 ;
-  reg [16:0] \t$503 ;
-  reg [16:0] \t$504 ;
-  reg [16:0] \t$505 ;
   reg [16:0] \t$506 ;
   reg [16:0] \t$507 ;
   reg [16:0] \t$508 ;
   reg [16:0] \t$509 ;
   wire [41:0] \t$51 ;
+  reg [16:0] \t$510 ;
+  reg [16:0] \t$511 ;
+  reg [16:0] \t$512 ;
+  reg [16:0] \t$513 ;
+  reg [16:0] \t$514 ;
   wire [39:0] \t$55 ;
   wire [40:0] \t$57 ;
   wire [15:0] \t$58 ;
@@ -1669,6 +1728,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
+  assign \t$3  = $signed(l0_w_0_0) * $signed(x0_s1);
+  assign \t$8  = $signed(l0_w_0_1) * $signed(x1_s1);
+  assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
+  assign \t$13  = $signed(\$1 ) + $signed(l0_prod0_1_s2);
+  assign \$2  = ! \t$13 [12:0];
+  assign \$3  = ~ \$2 ;
+  assign \$4  = \t$13 [13] & \$3 ;
+  assign \$5  = ! \t$13 [12:0];
+  assign \$6  = \t$13 [13] & \$5 ;
+  assign \$7  = \$6  & floor[0];
+  assign \$8  = \$4  | \$7 ;
+  assign \t$19  = $signed(floor) + $signed({ 1'h0, \$8  });
   assign \$9  = $signed(\t$19 ) < $signed(16'h8000);
   assign \$10  = $signed(\t$19 ) > $signed(16'h7fff);
   assign \$11  = \$10  ? 16'h7fff : \t$19 [15:0];
@@ -2365,673 +2436,699 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign pop_l0 = commit_l0 & \$532 ;
   assign \$533  = ! l0_fill;
   assign l0_commit_src = \$533  ? { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  } : \$534 ;
-  assign \$535  = $signed(l0_w_0_0) - $signed(l0_commit_src[15:0]);
-  assign \$536  = $signed(l0_w_0_1) - $signed(l0_commit_src[31:16]);
-  assign \$537  = $signed(l0_w_1_0) - $signed(l0_commit_src[47:32]);
-  assign \$538  = $signed(l0_w_1_1) - $signed(l0_commit_src[63:48]);
-  assign \$539  = $signed(l0_w_2_0) - $signed(l0_commit_src[79:64]);
-  assign \$540  = $signed(l0_w_2_1) - $signed(l0_commit_src[95:80]);
-  assign \$541  = $signed(l0_w_3_0) - $signed(l0_commit_src[111:96]);
-  assign \$542  = $signed(l0_w_3_1) - $signed(l0_commit_src[127:112]);
-  assign \$543  = $signed(l0_w_4_0) - $signed(l0_commit_src[143:128]);
-  assign \$544  = $signed(l0_w_4_1) - $signed(l0_commit_src[159:144]);
-  assign \$545  = $signed(l0_w_5_0) - $signed(l0_commit_src[175:160]);
-  assign \$546  = $signed(l0_w_5_1) - $signed(l0_commit_src[191:176]);
-  assign \$547  = $signed(l0_w_6_0) - $signed(l0_commit_src[207:192]);
-  assign \$548  = $signed(l0_w_6_1) - $signed(l0_commit_src[223:208]);
-  assign \$549  = $signed(l0_w_7_0) - $signed(l0_commit_src[239:224]);
-  assign \$550  = $signed(l0_w_7_1) - $signed(l0_commit_src[255:240]);
-  assign \$551  = $signed(l0_b_0) - $signed(l0_commit_src[271:256]);
-  assign \$552  = $signed(l0_b_1) - $signed(l0_commit_src[287:272]);
-  assign \$553  = $signed(l0_b_2) - $signed(l0_commit_src[303:288]);
-  assign \$554  = $signed(l0_b_3) - $signed(l0_commit_src[319:304]);
-  assign \$555  = $signed(l0_b_4) - $signed(l0_commit_src[335:320]);
-  assign \$556  = $signed(l0_b_5) - $signed(l0_commit_src[351:336]);
-  assign \$557  = $signed(l0_b_6) - $signed(l0_commit_src[367:352]);
-  assign \$558  = $signed(l0_b_7) - $signed(l0_commit_src[383:368]);
-  assign \$559  = l0_head + l0_fill;
-  assign \$560  = \$559  >= 3'h7;
-  assign \$561  = l0_head + l0_fill;
-  assign \$562  = \$561  - 3'h7;
-  assign \$563  = l0_head + l0_fill;
-  assign \$564  = \$560  ? \$562  : { 1'h0, \$563  };
-  assign \$565  = en & valid_s3;
-  assign \$566  = l1_pending == 3'h7;
-  assign commit_on_read_l1 = \$565  & \$566 ;
-  assign \$567  = ~ busy;
-  assign \$568  = pc__valid & \$567 ;
-  assign \$569  = ! l1_fill;
-  assign \$570  = ~ \$569 ;
-  assign flush_l1 = \$568  & \$570 ;
-  assign commit_l1 = commit_on_read_l1 | flush_l1;
-  assign \$571  = en & valid_s6;
-  assign \$572  = ! l1_fill;
-  assign \$573  = commit_on_read_l1 & \$572 ;
-  assign \$574  = ~ \$573 ;
-  assign push_l1 = \$571  & \$574 ;
+  assign \$535  = l0_head + l0_fill;
+  assign \$536  = \$535  >= 3'h7;
+  assign \$537  = l0_head + l0_fill;
+  assign \$538  = \$537  - 3'h7;
+  assign \$539  = l0_head + l0_fill;
+  assign \$540  = \$536  ? \$538  : { 1'h0, \$539  };
+  assign \$541  = l0_head == 3'h6;
+  assign \$542  = l0_head + 1'h1;
+  assign \$543  = \$541  ? 4'h0 : \$542 ;
+  assign \$544  = pop_l0 ? \$543  : { 1'h0, l0_head };
+  assign \$545  = l0_fill + push_l0;
+  assign \$546  = \$545  - pop_l0;
+  assign \$547  = $signed(l0_w_0_0) - $signed(l0_commit_src[15:0]);
+  assign \$548  = $signed(l0_w_0_1) - $signed(l0_commit_src[31:16]);
+  assign \$549  = $signed(l0_w_1_0) - $signed(l0_commit_src[47:32]);
+  assign \$550  = $signed(l0_w_1_1) - $signed(l0_commit_src[63:48]);
+  assign \$551  = $signed(l0_w_2_0) - $signed(l0_commit_src[79:64]);
+  assign \$552  = $signed(l0_w_2_1) - $signed(l0_commit_src[95:80]);
+  assign \$553  = $signed(l0_w_3_0) - $signed(l0_commit_src[111:96]);
+  assign \$554  = $signed(l0_w_3_1) - $signed(l0_commit_src[127:112]);
+  assign \$555  = $signed(l0_w_4_0) - $signed(l0_commit_src[143:128]);
+  assign \$556  = $signed(l0_w_4_1) - $signed(l0_commit_src[159:144]);
+  assign \$557  = $signed(l0_w_5_0) - $signed(l0_commit_src[175:160]);
+  assign \$558  = $signed(l0_w_5_1) - $signed(l0_commit_src[191:176]);
+  assign \$559  = $signed(l0_w_6_0) - $signed(l0_commit_src[207:192]);
+  assign \$560  = $signed(l0_w_6_1) - $signed(l0_commit_src[223:208]);
+  assign \$561  = $signed(l0_w_7_0) - $signed(l0_commit_src[239:224]);
+  assign \$562  = $signed(l0_w_7_1) - $signed(l0_commit_src[255:240]);
+  assign \$563  = $signed(l0_b_0) - $signed(l0_commit_src[271:256]);
+  assign \$564  = $signed(l0_b_1) - $signed(l0_commit_src[287:272]);
+  assign \$565  = $signed(l0_b_2) - $signed(l0_commit_src[303:288]);
+  assign \$566  = $signed(l0_b_3) - $signed(l0_commit_src[319:304]);
+  assign \$567  = $signed(l0_b_4) - $signed(l0_commit_src[335:320]);
+  assign \$568  = $signed(l0_b_5) - $signed(l0_commit_src[351:336]);
+  assign \$569  = $signed(l0_b_6) - $signed(l0_commit_src[367:352]);
+  assign \$570  = $signed(l0_b_7) - $signed(l0_commit_src[383:368]);
+  assign \$571  = en & valid_s3;
+  assign \$572  = l1_pending == 3'h7;
+  assign commit_on_read_l1 = \$571  & \$572 ;
+  assign \$573  = ~ busy;
+  assign \$574  = pc__valid & \$573 ;
   assign \$575  = ! l1_fill;
   assign \$576  = ~ \$575 ;
-  assign pop_l1 = commit_l1 & \$576 ;
-  assign \$577  = ! l1_fill;
-  assign l1_commit_src = \$577  ? { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  } : \$578 ;
-  assign \$579  = $signed(l1_w_0_0) - $signed(l1_commit_src[15:0]);
-  assign \$580  = $signed(l1_w_0_1) - $signed(l1_commit_src[31:16]);
-  assign \$581  = $signed(l1_w_0_2) - $signed(l1_commit_src[47:32]);
-  assign \$582  = $signed(l1_w_0_3) - $signed(l1_commit_src[63:48]);
-  assign \$583  = $signed(l1_w_0_4) - $signed(l1_commit_src[79:64]);
-  assign \$584  = $signed(l1_w_0_5) - $signed(l1_commit_src[95:80]);
-  assign \$585  = $signed(l1_w_0_6) - $signed(l1_commit_src[111:96]);
-  assign \$586  = $signed(l1_w_0_7) - $signed(l1_commit_src[127:112]);
-  assign \$587  = $signed(l1_b_0) - $signed(l1_commit_src[143:128]);
-  assign \$588  = l1_head + l1_fill;
-  assign \$589  = \$588  >= 3'h7;
-  assign \$590  = l1_head + l1_fill;
-  assign \$591  = \$590  - 3'h7;
-  assign \$592  = l1_head + l1_fill;
-  assign \$593  = \$589  ? \$591  : { 1'h0, \$592  };
-  assign \$594  = ~ pc__valid;
-  assign \$595  = en & \$594 ;
+  assign flush_l1 = \$574  & \$576 ;
+  assign commit_l1 = commit_on_read_l1 | flush_l1;
+  assign \$577  = en & valid_s6;
+  assign \$578  = ! l1_fill;
+  assign \$579  = commit_on_read_l1 & \$578 ;
+  assign \$580  = ~ \$579 ;
+  assign push_l1 = \$577  & \$580 ;
+  assign \$581  = ! l1_fill;
+  assign \$582  = ~ \$581 ;
+  assign pop_l1 = commit_l1 & \$582 ;
+  assign \$583  = ! l1_fill;
+  assign l1_commit_src = \$583  ? { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  } : \$584 ;
+  assign \$585  = l1_head + l1_fill;
+  assign \$586  = \$585  >= 3'h7;
+  assign \$587  = l1_head + l1_fill;
+  assign \$588  = \$587  - 3'h7;
+  assign \$589  = l1_head + l1_fill;
+  assign \$590  = \$586  ? \$588  : { 1'h0, \$589  };
+  assign \$591  = l1_head == 3'h6;
+  assign \$592  = l1_head + 1'h1;
+  assign \$593  = \$591  ? 4'h0 : \$592 ;
+  assign \$594  = pop_l1 ? \$593  : { 1'h0, l1_head };
+  assign \$595  = l1_fill + push_l1;
+  assign \$596  = \$595  - pop_l1;
+  assign \$597  = $signed(l1_w_0_0) - $signed(l1_commit_src[15:0]);
+  assign \$598  = $signed(l1_w_0_1) - $signed(l1_commit_src[31:16]);
+  assign \$599  = $signed(l1_w_0_2) - $signed(l1_commit_src[47:32]);
+  assign \$600  = $signed(l1_w_0_3) - $signed(l1_commit_src[63:48]);
+  assign \$601  = $signed(l1_w_0_4) - $signed(l1_commit_src[79:64]);
+  assign \$602  = $signed(l1_w_0_5) - $signed(l1_commit_src[95:80]);
+  assign \$603  = $signed(l1_w_0_6) - $signed(l1_commit_src[111:96]);
+  assign \$604  = $signed(l1_w_0_7) - $signed(l1_commit_src[127:112]);
+  assign \$605  = $signed(l1_b_0) - $signed(l1_commit_src[143:128]);
+  assign \$606  = ~ pc__valid;
+  assign \$607  = en & \$606 ;
   assign accept = s__valid & s__ready;
-  assign \$596  = ~ busy;
-  assign \$597  = ! l0_fill;
-  assign \$598  = \$596  & \$597 ;
-  assign \$599  = ! l1_fill;
-  assign \$600  = \$598  & \$599 ;
-  assign \$601  = pc__valid & \$600 ;
-  assign \$602  = ~ pr__valid;
-  assign \$603  = \$602  | pr__ready;
-  assign execute = \$601  & \$603 ;
-  assign \$604  = $signed(\t$460 ) < $signed(16'h8000);
-  assign \$605  = $signed(\t$460 ) > $signed(16'h7fff);
-  assign \$606  = \$605  ? 16'h7fff : \t$460 [15:0];
-  assign \$607  = \$604  ? 16'h8000 : \$606 ;
-  assign \$608  = $signed(\t$461 ) < $signed(16'h8000);
-  assign \$609  = $signed(\t$461 ) > $signed(16'h7fff);
-  assign \$610  = \$609  ? 16'h7fff : \t$461 [15:0];
-  assign \$611  = \$608  ? 16'h8000 : \$610 ;
-  assign \$612  = $signed(\t$462 ) < $signed(16'h8000);
-  assign \$613  = $signed(\t$462 ) > $signed(16'h7fff);
-  assign \$614  = \$613  ? 16'h7fff : \t$462 [15:0];
-  assign \$615  = \$612  ? 16'h8000 : \$614 ;
-  assign \$616  = $signed(\t$463 ) < $signed(16'h8000);
-  assign \$617  = $signed(\t$463 ) > $signed(16'h7fff);
-  assign \$618  = \$617  ? 16'h7fff : \t$463 [15:0];
-  assign \$619  = \$616  ? 16'h8000 : \$618 ;
-  assign \$620  = $signed(\t$464 ) < $signed(16'h8000);
-  assign \$621  = $signed(\t$464 ) > $signed(16'h7fff);
-  assign \$622  = \$621  ? 16'h7fff : \t$464 [15:0];
-  assign \$623  = \$620  ? 16'h8000 : \$622 ;
-  assign \$624  = $signed(\t$465 ) < $signed(16'h8000);
-  assign \$625  = $signed(\t$465 ) > $signed(16'h7fff);
-  assign \$626  = \$625  ? 16'h7fff : \t$465 [15:0];
-  assign \$627  = \$624  ? 16'h8000 : \$626 ;
-  assign \$628  = $signed(\t$466 ) < $signed(16'h8000);
-  assign \$629  = $signed(\t$466 ) > $signed(16'h7fff);
-  assign \$630  = \$629  ? 16'h7fff : \t$466 [15:0];
-  assign \$631  = \$628  ? 16'h8000 : \$630 ;
-  assign \$632  = $signed(\t$467 ) < $signed(16'h8000);
-  assign \$633  = $signed(\t$467 ) > $signed(16'h7fff);
-  assign \$634  = \$633  ? 16'h7fff : \t$467 [15:0];
-  assign \$635  = \$632  ? 16'h8000 : \$634 ;
-  assign \$636  = $signed(\t$468 ) < $signed(16'h8000);
-  assign \$637  = $signed(\t$468 ) > $signed(16'h7fff);
-  assign \$638  = \$637  ? 16'h7fff : \t$468 [15:0];
-  assign \$639  = \$636  ? 16'h8000 : \$638 ;
-  assign \$640  = $signed(\t$469 ) < $signed(16'h8000);
-  assign \$641  = $signed(\t$469 ) > $signed(16'h7fff);
-  assign \$642  = \$641  ? 16'h7fff : \t$469 [15:0];
-  assign \$643  = \$640  ? 16'h8000 : \$642 ;
-  assign \$644  = $signed(\t$470 ) < $signed(16'h8000);
-  assign \$645  = $signed(\t$470 ) > $signed(16'h7fff);
-  assign \$646  = \$645  ? 16'h7fff : \t$470 [15:0];
+  assign \$610  = ~ busy;
+  assign \$611  = ! l0_fill;
+  assign \$612  = \$610  & \$611 ;
+  assign \$613  = ! l1_fill;
+  assign \$614  = \$612  & \$613 ;
+  assign \$615  = pc__valid & \$614 ;
+  assign \$618  = ~ read_wait;
+  assign \$619  = \$617  & \$618 ;
+  assign \$620  = ~ pr__valid;
+  assign \$621  = \$620  | pr__ready;
+  assign execute = \$619  & \$621 ;
+  assign \$622  = port_addr - 1'h0;
+  assign \$623  = port_addr >= 1'h0;
+  assign \$624  = port_addr < 5'h18;
+  assign \$625  = \$623  & \$624 ;
+  assign \$626  = execute & pc__payload[22];
+  assign l0_port_wr = \$625  & \$627 ;
+  assign \$628  = port_addr >= 1'h0;
+  assign \$629  = port_addr < 5'h18;
+  assign \$630  = \$628  & \$629 ;
+  assign \$631  = \$630  & execute;
+  assign \$632  = ~ pc__payload[22];
+  assign l0_port_rd = \$631  & \$632 ;
+  assign \$633  = port_addr - 5'h18;
+  assign \$634  = port_addr >= 5'h18;
+  assign \$635  = port_addr < 6'h21;
+  assign \$636  = \$634  & \$635 ;
+  assign \$637  = execute & pc__payload[22];
+  assign l1_port_wr = \$636  & \$638 ;
+  assign \$639  = port_addr >= 5'h18;
+  assign \$640  = port_addr < 6'h21;
+  assign \$641  = \$639  & \$640 ;
+  assign \$642  = \$641  & execute;
+  assign \$643  = ~ pc__payload[22];
+  assign l1_port_rd = \$642  & \$643 ;
+  assign \$644  = $signed(\t$463 ) < $signed(16'h8000);
+  assign \$645  = $signed(\t$463 ) > $signed(16'h7fff);
+  assign \$646  = \$645  ? 16'h7fff : \t$463 [15:0];
   assign \$647  = \$644  ? 16'h8000 : \$646 ;
-  assign \$648  = $signed(\t$471 ) < $signed(16'h8000);
-  assign \$649  = $signed(\t$471 ) > $signed(16'h7fff);
-  assign \$650  = \$649  ? 16'h7fff : \t$471 [15:0];
+  assign \$648  = $signed(\t$464 ) < $signed(16'h8000);
+  assign \$649  = $signed(\t$464 ) > $signed(16'h7fff);
+  assign \$650  = \$649  ? 16'h7fff : \t$464 [15:0];
   assign \$651  = \$648  ? 16'h8000 : \$650 ;
-  assign \$652  = $signed(\t$472 ) < $signed(16'h8000);
-  assign \$653  = $signed(\t$472 ) > $signed(16'h7fff);
-  assign \$654  = \$653  ? 16'h7fff : \t$472 [15:0];
+  assign \$652  = $signed(\t$465 ) < $signed(16'h8000);
+  assign \$653  = $signed(\t$465 ) > $signed(16'h7fff);
+  assign \$654  = \$653  ? 16'h7fff : \t$465 [15:0];
   assign \$655  = \$652  ? 16'h8000 : \$654 ;
-  assign \$656  = $signed(\t$473 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$473 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$473 [15:0];
+  assign \$656  = $signed(\t$466 ) < $signed(16'h8000);
+  assign \$657  = $signed(\t$466 ) > $signed(16'h7fff);
+  assign \$658  = \$657  ? 16'h7fff : \t$466 [15:0];
   assign \$659  = \$656  ? 16'h8000 : \$658 ;
-  assign \$660  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$661  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$662  = \$661  ? 16'h7fff : \t$474 [15:0];
+  assign \$660  = $signed(\t$467 ) < $signed(16'h8000);
+  assign \$661  = $signed(\t$467 ) > $signed(16'h7fff);
+  assign \$662  = \$661  ? 16'h7fff : \t$467 [15:0];
   assign \$663  = \$660  ? 16'h8000 : \$662 ;
-  assign \$664  = $signed(\t$475 ) < $signed(16'h8000);
-  assign \$665  = $signed(\t$475 ) > $signed(16'h7fff);
-  assign \$666  = \$665  ? 16'h7fff : \t$475 [15:0];
+  assign \$664  = $signed(\t$468 ) < $signed(16'h8000);
+  assign \$665  = $signed(\t$468 ) > $signed(16'h7fff);
+  assign \$666  = \$665  ? 16'h7fff : \t$468 [15:0];
   assign \$667  = \$664  ? 16'h8000 : \$666 ;
-  assign \$668  = $signed(\t$476 ) < $signed(16'h8000);
-  assign \$669  = $signed(\t$476 ) > $signed(16'h7fff);
-  assign \$670  = \$669  ? 16'h7fff : \t$476 [15:0];
+  assign \$668  = $signed(\t$469 ) < $signed(16'h8000);
+  assign \$669  = $signed(\t$469 ) > $signed(16'h7fff);
+  assign \$670  = \$669  ? 16'h7fff : \t$469 [15:0];
   assign \$671  = \$668  ? 16'h8000 : \$670 ;
-  assign \$672  = $signed(\t$477 ) < $signed(16'h8000);
-  assign \$673  = $signed(\t$477 ) > $signed(16'h7fff);
-  assign \$674  = \$673  ? 16'h7fff : \t$477 [15:0];
+  assign \$672  = $signed(\t$470 ) < $signed(16'h8000);
+  assign \$673  = $signed(\t$470 ) > $signed(16'h7fff);
+  assign \$674  = \$673  ? 16'h7fff : \t$470 [15:0];
   assign \$675  = \$672  ? 16'h8000 : \$674 ;
-  assign \$676  = $signed(\t$478 ) < $signed(16'h8000);
-  assign \$677  = $signed(\t$478 ) > $signed(16'h7fff);
-  assign \$678  = \$677  ? 16'h7fff : \t$478 [15:0];
+  assign \$676  = $signed(\t$471 ) < $signed(16'h8000);
+  assign \$677  = $signed(\t$471 ) > $signed(16'h7fff);
+  assign \$678  = \$677  ? 16'h7fff : \t$471 [15:0];
   assign \$679  = \$676  ? 16'h8000 : \$678 ;
-  assign \$680  = $signed(\t$479 ) < $signed(16'h8000);
-  assign \$681  = $signed(\t$479 ) > $signed(16'h7fff);
-  assign \$682  = \$681  ? 16'h7fff : \t$479 [15:0];
+  assign \$680  = $signed(\t$472 ) < $signed(16'h8000);
+  assign \$681  = $signed(\t$472 ) > $signed(16'h7fff);
+  assign \$682  = \$681  ? 16'h7fff : \t$472 [15:0];
   assign \$683  = \$680  ? 16'h8000 : \$682 ;
-  assign \$684  = $signed(\t$480 ) < $signed(16'h8000);
-  assign \$685  = $signed(\t$480 ) > $signed(16'h7fff);
-  assign \$686  = \$685  ? 16'h7fff : \t$480 [15:0];
+  assign \$684  = $signed(\t$473 ) < $signed(16'h8000);
+  assign \$685  = $signed(\t$473 ) > $signed(16'h7fff);
+  assign \$686  = \$685  ? 16'h7fff : \t$473 [15:0];
   assign \$687  = \$684  ? 16'h8000 : \$686 ;
-  assign \$688  = $signed(\t$481 ) < $signed(16'h8000);
-  assign \$689  = $signed(\t$481 ) > $signed(16'h7fff);
-  assign \$690  = \$689  ? 16'h7fff : \t$481 [15:0];
+  assign \$688  = $signed(\t$474 ) < $signed(16'h8000);
+  assign \$689  = $signed(\t$474 ) > $signed(16'h7fff);
+  assign \$690  = \$689  ? 16'h7fff : \t$474 [15:0];
   assign \$691  = \$688  ? 16'h8000 : \$690 ;
-  assign \$692  = $signed(\t$482 ) < $signed(16'h8000);
-  assign \$693  = $signed(\t$482 ) > $signed(16'h7fff);
-  assign \$694  = \$693  ? 16'h7fff : \t$482 [15:0];
+  assign \$692  = $signed(\t$475 ) < $signed(16'h8000);
+  assign \$693  = $signed(\t$475 ) > $signed(16'h7fff);
+  assign \$694  = \$693  ? 16'h7fff : \t$475 [15:0];
   assign \$695  = \$692  ? 16'h8000 : \$694 ;
-  assign \$696  = $signed(\t$483 ) < $signed(16'h8000);
-  assign \$697  = $signed(\t$483 ) > $signed(16'h7fff);
-  assign \$698  = \$697  ? 16'h7fff : \t$483 [15:0];
+  assign \$696  = $signed(\t$476 ) < $signed(16'h8000);
+  assign \$697  = $signed(\t$476 ) > $signed(16'h7fff);
+  assign \$698  = \$697  ? 16'h7fff : \t$476 [15:0];
   assign \$699  = \$696  ? 16'h8000 : \$698 ;
-  assign \$700  = l0_head == 3'h6;
-  assign \$701  = l0_head + 1'h1;
-  assign \$702  = \$700  ? 4'h0 : \$701 ;
-  assign \$703  = l0_fill + push_l0;
-  assign \$704  = \$703  - pop_l0;
-  assign \$705  = en & valid_s1;
-  assign \$706  = l0_pending + \$705 ;
-  assign \$707  = \$706  - commit_l0;
-  assign \$708  = $signed(\t$501 ) < $signed(16'h8000);
-  assign \$709  = $signed(\t$501 ) > $signed(16'h7fff);
-  assign \$710  = \$709  ? 16'h7fff : \t$501 [15:0];
+  assign \$700  = $signed(\t$477 ) < $signed(16'h8000);
+  assign \$701  = $signed(\t$477 ) > $signed(16'h7fff);
+  assign \$702  = \$701  ? 16'h7fff : \t$477 [15:0];
+  assign \$703  = \$700  ? 16'h8000 : \$702 ;
+  assign \$704  = $signed(\t$478 ) < $signed(16'h8000);
+  assign \$705  = $signed(\t$478 ) > $signed(16'h7fff);
+  assign \$706  = \$705  ? 16'h7fff : \t$478 [15:0];
+  assign \$707  = \$704  ? 16'h8000 : \$706 ;
+  assign \$708  = $signed(\t$479 ) < $signed(16'h8000);
+  assign \$709  = $signed(\t$479 ) > $signed(16'h7fff);
+  assign \$710  = \$709  ? 16'h7fff : \t$479 [15:0];
   assign \$711  = \$708  ? 16'h8000 : \$710 ;
-  assign \$712  = $signed(\t$502 ) < $signed(16'h8000);
-  assign \$713  = $signed(\t$502 ) > $signed(16'h7fff);
-  assign \$714  = \$713  ? 16'h7fff : \t$502 [15:0];
+  assign \$712  = $signed(\t$480 ) < $signed(16'h8000);
+  assign \$713  = $signed(\t$480 ) > $signed(16'h7fff);
+  assign \$714  = \$713  ? 16'h7fff : \t$480 [15:0];
   assign \$715  = \$712  ? 16'h8000 : \$714 ;
-  assign \$716  = $signed(\t$503 ) < $signed(16'h8000);
-  assign \$717  = $signed(\t$503 ) > $signed(16'h7fff);
-  assign \$718  = \$717  ? 16'h7fff : \t$503 [15:0];
+  assign \$716  = $signed(\t$481 ) < $signed(16'h8000);
+  assign \$717  = $signed(\t$481 ) > $signed(16'h7fff);
+  assign \$718  = \$717  ? 16'h7fff : \t$481 [15:0];
   assign \$719  = \$716  ? 16'h8000 : \$718 ;
-  assign \$720  = $signed(\t$504 ) < $signed(16'h8000);
-  assign \$721  = $signed(\t$504 ) > $signed(16'h7fff);
-  assign \$722  = \$721  ? 16'h7fff : \t$504 [15:0];
+  assign \$720  = $signed(\t$482 ) < $signed(16'h8000);
+  assign \$721  = $signed(\t$482 ) > $signed(16'h7fff);
+  assign \$722  = \$721  ? 16'h7fff : \t$482 [15:0];
   assign \$723  = \$720  ? 16'h8000 : \$722 ;
-  assign \$724  = $signed(\t$505 ) < $signed(16'h8000);
-  assign \$725  = $signed(\t$505 ) > $signed(16'h7fff);
-  assign \$726  = \$725  ? 16'h7fff : \t$505 [15:0];
+  assign \$724  = $signed(\t$483 ) < $signed(16'h8000);
+  assign \$725  = $signed(\t$483 ) > $signed(16'h7fff);
+  assign \$726  = \$725  ? 16'h7fff : \t$483 [15:0];
   assign \$727  = \$724  ? 16'h8000 : \$726 ;
-  assign \$728  = $signed(\t$506 ) < $signed(16'h8000);
-  assign \$729  = $signed(\t$506 ) > $signed(16'h7fff);
-  assign \$730  = \$729  ? 16'h7fff : \t$506 [15:0];
+  assign \$728  = $signed(\t$484 ) < $signed(16'h8000);
+  assign \$729  = $signed(\t$484 ) > $signed(16'h7fff);
+  assign \$730  = \$729  ? 16'h7fff : \t$484 [15:0];
   assign \$731  = \$728  ? 16'h8000 : \$730 ;
-  assign \$732  = $signed(\t$507 ) < $signed(16'h8000);
-  assign \$733  = $signed(\t$507 ) > $signed(16'h7fff);
-  assign \$734  = \$733  ? 16'h7fff : \t$507 [15:0];
+  assign \$732  = $signed(\t$485 ) < $signed(16'h8000);
+  assign \$733  = $signed(\t$485 ) > $signed(16'h7fff);
+  assign \$734  = \$733  ? 16'h7fff : \t$485 [15:0];
   assign \$735  = \$732  ? 16'h8000 : \$734 ;
-  assign \$736  = $signed(\t$508 ) < $signed(16'h8000);
-  assign \$737  = $signed(\t$508 ) > $signed(16'h7fff);
-  assign \$738  = \$737  ? 16'h7fff : \t$508 [15:0];
+  assign \$736  = $signed(\t$486 ) < $signed(16'h8000);
+  assign \$737  = $signed(\t$486 ) > $signed(16'h7fff);
+  assign \$738  = \$737  ? 16'h7fff : \t$486 [15:0];
   assign \$739  = \$736  ? 16'h8000 : \$738 ;
-  assign \$740  = $signed(\t$509 ) < $signed(16'h8000);
-  assign \$741  = $signed(\t$509 ) > $signed(16'h7fff);
-  assign \$742  = \$741  ? 16'h7fff : \t$509 [15:0];
-  assign \$743  = \$740  ? 16'h8000 : \$742 ;
-  assign \$744  = l1_head == 3'h6;
-  assign \$745  = l1_head + 1'h1;
-  assign \$746  = \$744  ? 4'h0 : \$745 ;
-  assign \$747  = l1_fill + push_l1;
-  assign \$748  = \$747  - pop_l1;
-  assign \$749  = en & valid_s3;
-  assign \$750  = l1_pending + \$749 ;
-  assign \$751  = \$750  - commit_l1;
-  assign \$752  = pc__payload[22] ? pc__payload[15:0] : readback;
-  assign \$753  = $signed(\t$20 ) > $signed(1'h0);
-  assign \$754  = \$753  ? \t$20  : 16'h0000;
-  assign \$755  = $signed(\t$39 ) > $signed(1'h0);
-  assign \$756  = \$755  ? \t$39  : 16'h0000;
-  assign \$757  = $signed(\t$58 ) > $signed(1'h0);
-  assign \$758  = \$757  ? \t$58  : 16'h0000;
-  assign \$759  = $signed(\t$77 ) > $signed(1'h0);
-  assign \$760  = \$759  ? \t$77  : 16'h0000;
-  assign \$761  = $signed(\t$96 ) > $signed(1'h0);
-  assign \$762  = \$761  ? \t$96  : 16'h0000;
-  assign \$763  = $signed(\t$115 ) > $signed(1'h0);
-  assign \$764  = \$763  ? \t$115  : 16'h0000;
-  assign \$765  = $signed(\t$134 ) > $signed(1'h0);
-  assign \$766  = \$765  ? \t$134  : 16'h0000;
-  assign \$767  = $signed(\t$153 ) > $signed(1'h0);
-  assign \$768  = \$767  ? \t$153  : 16'h0000;
-  assign \$769  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$770  = \$769  ? 16'h0000 : \t$269 ;
-  assign \$771  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$772  = \$771  ? 16'h0000 : \t$278 ;
-  assign \$773  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$774  = \$773  ? 16'h0000 : \t$287 ;
-  assign \$775  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$776  = \$775  ? 16'h0000 : \t$296 ;
-  assign \$777  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$778  = \$777  ? 16'h0000 : \t$305 ;
-  assign \$779  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$780  = \$779  ? 16'h0000 : \t$314 ;
-  assign \$781  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$782  = \$781  ? 16'h0000 : \t$323 ;
-  assign \$783  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$784  = \$783  ? 16'h0000 : \t$332 ;
+  assign \$740  = en & valid_s1;
+  assign \$741  = l0_pending + \$740 ;
+  assign \$742  = \$741  - commit_l0;
+  assign \$743  = $signed(\t$506 ) < $signed(16'h8000);
+  assign \$744  = $signed(\t$506 ) > $signed(16'h7fff);
+  assign \$745  = \$744  ? 16'h7fff : \t$506 [15:0];
+  assign \$746  = \$743  ? 16'h8000 : \$745 ;
+  assign \$747  = $signed(\t$507 ) < $signed(16'h8000);
+  assign \$748  = $signed(\t$507 ) > $signed(16'h7fff);
+  assign \$749  = \$748  ? 16'h7fff : \t$507 [15:0];
+  assign \$750  = \$747  ? 16'h8000 : \$749 ;
+  assign \$751  = $signed(\t$508 ) < $signed(16'h8000);
+  assign \$752  = $signed(\t$508 ) > $signed(16'h7fff);
+  assign \$753  = \$752  ? 16'h7fff : \t$508 [15:0];
+  assign \$754  = \$751  ? 16'h8000 : \$753 ;
+  assign \$755  = $signed(\t$509 ) < $signed(16'h8000);
+  assign \$756  = $signed(\t$509 ) > $signed(16'h7fff);
+  assign \$757  = \$756  ? 16'h7fff : \t$509 [15:0];
+  assign \$758  = \$755  ? 16'h8000 : \$757 ;
+  assign \$759  = $signed(\t$510 ) < $signed(16'h8000);
+  assign \$760  = $signed(\t$510 ) > $signed(16'h7fff);
+  assign \$761  = \$760  ? 16'h7fff : \t$510 [15:0];
+  assign \$762  = \$759  ? 16'h8000 : \$761 ;
+  assign \$763  = $signed(\t$511 ) < $signed(16'h8000);
+  assign \$764  = $signed(\t$511 ) > $signed(16'h7fff);
+  assign \$765  = \$764  ? 16'h7fff : \t$511 [15:0];
+  assign \$766  = \$763  ? 16'h8000 : \$765 ;
+  assign \$767  = $signed(\t$512 ) < $signed(16'h8000);
+  assign \$768  = $signed(\t$512 ) > $signed(16'h7fff);
+  assign \$769  = \$768  ? 16'h7fff : \t$512 [15:0];
+  assign \$770  = \$767  ? 16'h8000 : \$769 ;
+  assign \$771  = $signed(\t$513 ) < $signed(16'h8000);
+  assign \$772  = $signed(\t$513 ) > $signed(16'h7fff);
+  assign \$773  = \$772  ? 16'h7fff : \t$513 [15:0];
+  assign \$774  = \$771  ? 16'h8000 : \$773 ;
+  assign \$775  = $signed(\t$514 ) < $signed(16'h8000);
+  assign \$776  = $signed(\t$514 ) > $signed(16'h7fff);
+  assign \$777  = \$776  ? 16'h7fff : \t$514 [15:0];
+  assign \$778  = \$775  ? 16'h8000 : \$777 ;
+  assign \$779  = en & valid_s3;
+  assign \$780  = l1_pending + \$779 ;
+  assign \$781  = \$780  - commit_l1;
+  assign \$782  = ~ pc__payload[22];
+  assign \$783  = execute & \$782 ;
+  assign \$784  = execute & pc__payload[22];
+  assign \$788  = $signed(\t$20 ) > $signed(1'h0);
+  assign \$789  = \$788  ? \t$20  : 16'h0000;
+  assign \$790  = $signed(\t$39 ) > $signed(1'h0);
+  assign \$791  = \$790  ? \t$39  : 16'h0000;
+  assign \$792  = $signed(\t$58 ) > $signed(1'h0);
+  assign \$793  = \$792  ? \t$58  : 16'h0000;
+  assign \$794  = $signed(\t$77 ) > $signed(1'h0);
+  assign \$795  = \$794  ? \t$77  : 16'h0000;
+  assign \$796  = $signed(\t$96 ) > $signed(1'h0);
+  assign \$797  = \$796  ? \t$96  : 16'h0000;
+  assign \$798  = $signed(\t$115 ) > $signed(1'h0);
+  assign \$799  = \$798  ? \t$115  : 16'h0000;
+  assign \$800  = $signed(\t$134 ) > $signed(1'h0);
+  assign \$801  = \$800  ? \t$134  : 16'h0000;
+  assign \$802  = $signed(\t$153 ) > $signed(1'h0);
+  assign \$803  = \$802  ? \t$153  : 16'h0000;
+  assign \$804  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$805  = \$804  ? 16'h0000 : \t$269 ;
+  assign \$806  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$807  = \$806  ? 16'h0000 : \t$278 ;
+  assign \$808  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$809  = \$808  ? 16'h0000 : \t$287 ;
+  assign \$810  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$811  = \$810  ? 16'h0000 : \t$296 ;
+  assign \$812  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$813  = \$812  ? 16'h0000 : \t$305 ;
+  assign \$814  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$815  = \$814  ? 16'h0000 : \t$314 ;
+  assign \$816  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$817  = \$816  ? 16'h0000 : \t$323 ;
+  assign \$818  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$819  = \$818  ? 16'h0000 : \t$332 ;
   always @(posedge clk)
-    valid_s1 <= \$785 ;
+    valid_s1 <= \$820 ;
   always @(posedge clk)
-    valid_s2 <= \$786 ;
+    valid_s2 <= \$821 ;
   always @(posedge clk)
-    valid_s3 <= \$787 ;
+    valid_s3 <= \$822 ;
   always @(posedge clk)
-    valid_s4 <= \$788 ;
+    valid_s4 <= \$823 ;
   always @(posedge clk)
-    valid_s5 <= \$789 ;
+    valid_s5 <= \$824 ;
   always @(posedge clk)
-    valid_s6 <= \$790 ;
+    valid_s6 <= \$825 ;
   always @(posedge clk)
-    valid_s7 <= \$791 ;
+    valid_s7 <= \$826 ;
   always @(posedge clk)
-    valid_s8 <= \$792 ;
+    valid_s8 <= \$827 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$793 ;
+    l0_w_0_0 <= \$828 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$794 ;
+    l0_w_0_1 <= \$829 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$795 ;
+    l0_w_1_0 <= \$830 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$796 ;
+    l0_w_1_1 <= \$831 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$797 ;
+    l0_w_2_0 <= \$832 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$798 ;
+    l0_w_2_1 <= \$833 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$799 ;
+    l0_w_3_0 <= \$834 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$800 ;
+    l0_w_3_1 <= \$835 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$801 ;
+    l0_w_4_0 <= \$836 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$802 ;
+    l0_w_4_1 <= \$837 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$803 ;
+    l0_w_5_0 <= \$838 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$804 ;
+    l0_w_5_1 <= \$839 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$805 ;
+    l0_w_6_0 <= \$840 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$806 ;
+    l0_w_6_1 <= \$841 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$807 ;
+    l0_w_7_0 <= \$842 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$808 ;
+    l0_w_7_1 <= \$843 ;
   always @(posedge clk)
-    l0_b_0 <= \$809 ;
+    l0_b_0 <= \$844 ;
   always @(posedge clk)
-    l0_b_1 <= \$810 ;
+    l0_b_1 <= \$845 ;
   always @(posedge clk)
-    l0_b_2 <= \$811 ;
+    l0_b_2 <= \$846 ;
   always @(posedge clk)
-    l0_b_3 <= \$812 ;
+    l0_b_3 <= \$847 ;
   always @(posedge clk)
-    l0_b_4 <= \$813 ;
+    l0_b_4 <= \$848 ;
   always @(posedge clk)
-    l0_b_5 <= \$814 ;
+    l0_b_5 <= \$849 ;
   always @(posedge clk)
-    l0_b_6 <= \$815 ;
+    l0_b_6 <= \$850 ;
   always @(posedge clk)
-    l0_b_7 <= \$816 ;
+    l0_b_7 <= \$851 ;
   always @(posedge clk)
-    l0_pending0 <= \$817 ;
+    l0_pending0 <= \$852 ;
   always @(posedge clk)
-    l0_pending1 <= \$818 ;
+    l0_pending1 <= \$853 ;
   always @(posedge clk)
-    l0_pending2 <= \$819 ;
+    l0_pending2 <= \$854 ;
   always @(posedge clk)
-    l0_pending3 <= \$820 ;
+    l0_pending3 <= \$855 ;
   always @(posedge clk)
-    l0_pending4 <= \$821 ;
+    l0_pending4 <= \$856 ;
   always @(posedge clk)
-    l0_pending5 <= \$822 ;
+    l0_pending5 <= \$857 ;
   always @(posedge clk)
-    l0_pending6 <= \$823 ;
+    l0_pending6 <= \$858 ;
   always @(posedge clk)
-    l0_head <= \$824 ;
+    l0_head <= \$859 ;
   always @(posedge clk)
-    l0_fill <= \$825 ;
+    l0_fill <= \$860 ;
   always @(posedge clk)
-    l0_pending <= \$826 ;
+    l0_pending <= \$861 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$827 ;
+    l1_w_0_0 <= \$862 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$828 ;
+    l1_w_0_1 <= \$863 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$829 ;
+    l1_w_0_2 <= \$864 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$830 ;
+    l1_w_0_3 <= \$865 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$831 ;
+    l1_w_0_4 <= \$866 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$832 ;
+    l1_w_0_5 <= \$867 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$833 ;
+    l1_w_0_6 <= \$868 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$834 ;
+    l1_w_0_7 <= \$869 ;
   always @(posedge clk)
-    l1_b_0 <= \$835 ;
+    l1_b_0 <= \$870 ;
   always @(posedge clk)
-    l1_pending0 <= \$836 ;
+    l1_pending0 <= \$871 ;
   always @(posedge clk)
-    l1_pending1 <= \$837 ;
+    l1_pending1 <= \$872 ;
   always @(posedge clk)
-    l1_pending2 <= \$838 ;
+    l1_pending2 <= \$873 ;
   always @(posedge clk)
-    l1_pending3 <= \$839 ;
+    l1_pending3 <= \$874 ;
   always @(posedge clk)
-    l1_pending4 <= \$840 ;
+    l1_pending4 <= \$875 ;
   always @(posedge clk)
-    l1_pending5 <= \$841 ;
+    l1_pending5 <= \$876 ;
   always @(posedge clk)
-    l1_pending6 <= \$842 ;
+    l1_pending6 <= \$877 ;
   always @(posedge clk)
-    l1_head <= \$843 ;
+    l1_head <= \$878 ;
   always @(posedge clk)
-    l1_fill <= \$844 ;
+    l1_fill <= \$879 ;
   always @(posedge clk)
-    l1_pending <= \$845 ;
+    l1_pending <= \$880 ;
   always @(posedge clk)
-    pr__valid <= \$846 ;
+    l0_rd_sel <= \$881 ;
   always @(posedge clk)
-    pr__payload <= \$847 ;
+    read_layer <= \$882 ;
   always @(posedge clk)
-    x0_s1 <= \$848 ;
+    l1_rd_sel <= \$883 ;
   always @(posedge clk)
-    x1_s1 <= \$849 ;
+    read_wait <= \$884 ;
   always @(posedge clk)
-    y0_s1 <= \$850 ;
+    pr__valid <= \$885 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$851 ;
+    pr__payload <= \$886 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$852 ;
+    x0_s1 <= \$887 ;
   always @(posedge clk)
-    l0_prod0_1_s2 <= \$853 ;
+    x1_s1 <= \$888 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$854 ;
+    y0_s1 <= \$889 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$855 ;
+    l0_bias0_s2 <= \$890 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$856 ;
+    l0_prod0_0_s2 <= \$891 ;
   always @(posedge clk)
-    l0_prod1_1_s2 <= \$857 ;
+    l0_prod0_1_s2 <= \$892 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$858 ;
+    l0_out0_s3 <= \$893 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$859 ;
+    l0_bias1_s2 <= \$894 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$860 ;
+    l0_prod1_0_s2 <= \$895 ;
   always @(posedge clk)
-    l0_prod2_1_s2 <= \$861 ;
+    l0_prod1_1_s2 <= \$896 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$862 ;
+    l0_out1_s3 <= \$897 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$863 ;
+    l0_bias2_s2 <= \$898 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$864 ;
+    l0_prod2_0_s2 <= \$899 ;
   always @(posedge clk)
-    l0_prod3_1_s2 <= \$865 ;
+    l0_prod2_1_s2 <= \$900 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$866 ;
+    l0_out2_s3 <= \$901 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$867 ;
+    l0_bias3_s2 <= \$902 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$868 ;
+    l0_prod3_0_s2 <= \$903 ;
   always @(posedge clk)
-    l0_prod4_1_s2 <= \$869 ;
+    l0_prod3_1_s2 <= \$904 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$870 ;
+    l0_out3_s3 <= \$905 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$871 ;
+    l0_bias4_s2 <= \$906 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$872 ;
+    l0_prod4_0_s2 <= \$907 ;
   always @(posedge clk)
-    l0_prod5_1_s2 <= \$873 ;
+    l0_prod4_1_s2 <= \$908 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$874 ;
+    l0_out4_s3 <= \$909 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$875 ;
+    l0_bias5_s2 <= \$910 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$876 ;
+    l0_prod5_0_s2 <= \$911 ;
   always @(posedge clk)
-    l0_prod6_1_s2 <= \$877 ;
+    l0_prod5_1_s2 <= \$912 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$878 ;
+    l0_out5_s3 <= \$913 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$879 ;
+    l0_bias6_s2 <= \$914 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$880 ;
+    l0_prod6_0_s2 <= \$915 ;
   always @(posedge clk)
-    l0_prod7_1_s2 <= \$881 ;
+    l0_prod6_1_s2 <= \$916 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$882 ;
+    l0_out6_s3 <= \$917 ;
   always @(posedge clk)
-    l1_wread_0_0_s4 <= \$883 ;
+    l0_bias7_s2 <= \$918 ;
   always @(posedge clk)
-    l1_wread_0_1_s4 <= \$884 ;
+    l0_prod7_0_s2 <= \$919 ;
   always @(posedge clk)
-    l1_wread_0_2_s4 <= \$885 ;
+    l0_prod7_1_s2 <= \$920 ;
   always @(posedge clk)
-    l1_wread_0_3_s4 <= \$886 ;
+    l0_out7_s3 <= \$921 ;
   always @(posedge clk)
-    l1_wread_0_4_s4 <= \$887 ;
+    l1_wread_0_0_s4 <= \$922 ;
   always @(posedge clk)
-    l1_wread_0_5_s4 <= \$888 ;
+    l1_wread_0_1_s4 <= \$923 ;
   always @(posedge clk)
-    l1_wread_0_6_s4 <= \$889 ;
+    l1_wread_0_2_s4 <= \$924 ;
   always @(posedge clk)
-    l1_wread_0_7_s4 <= \$890 ;
+    l1_wread_0_3_s4 <= \$925 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$891 ;
+    l1_wread_0_4_s4 <= \$926 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$892 ;
+    l1_wread_0_5_s4 <= \$927 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$893 ;
+    l1_wread_0_6_s4 <= \$928 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$894 ;
+    l1_wread_0_7_s4 <= \$929 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$895 ;
+    l1_bias0_s4 <= \$930 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$896 ;
+    l1_prod0_0_s4 <= \$931 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$897 ;
+    l1_prod0_1_s4 <= \$932 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$898 ;
+    l1_prod0_2_s4 <= \$933 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$899 ;
+    l1_prod0_3_s4 <= \$934 ;
   always @(posedge clk)
-    m__payload <= \$900 ;
+    l1_prod0_4_s4 <= \$935 ;
   always @(posedge clk)
-    y0_s2 <= \$901 ;
+    l1_prod0_5_s4 <= \$936 ;
   always @(posedge clk)
-    y0_s3 <= \$902 ;
+    l1_prod0_6_s4 <= \$937 ;
   always @(posedge clk)
-    y0_s4 <= \$903 ;
+    l1_prod0_7_s4 <= \$938 ;
   always @(posedge clk)
-    y0_s5 <= \$904 ;
+    m__payload <= \$939 ;
   always @(posedge clk)
-    err0_s6 <= \$905 ;
+    y0_s2 <= \$940 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$906 ;
+    y0_s3 <= \$941 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$907 ;
+    y0_s4 <= \$942 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$908 ;
+    y0_s5 <= \$943 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$909 ;
+    err0_s6 <= \$944 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$910 ;
+    l0_out0_s4 <= \$945 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$911 ;
+    l0_out0_s5 <= \$946 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$912 ;
+    l0_out0_s6 <= \$947 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$913 ;
+    l0_out1_s4 <= \$948 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$914 ;
+    l0_out1_s5 <= \$949 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$915 ;
+    l0_out1_s6 <= \$950 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$916 ;
+    l0_out2_s4 <= \$951 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$917 ;
+    l0_out2_s5 <= \$952 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$918 ;
+    l0_out2_s6 <= \$953 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$919 ;
+    l0_out3_s4 <= \$954 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$920 ;
+    l0_out3_s5 <= \$955 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$921 ;
+    l0_out3_s6 <= \$956 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$922 ;
+    l0_out4_s4 <= \$957 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$923 ;
+    l0_out4_s5 <= \$958 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$924 ;
+    l0_out4_s6 <= \$959 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$925 ;
+    l0_out5_s4 <= \$960 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$926 ;
+    l0_out5_s5 <= \$961 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$927 ;
+    l0_out5_s6 <= \$962 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$928 ;
+    l0_out6_s4 <= \$963 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$929 ;
+    l0_out6_s5 <= \$964 ;
   always @(posedge clk)
-    l1_wread_0_0_s5 <= \$930 ;
+    l0_out6_s6 <= \$965 ;
   always @(posedge clk)
-    l1_wread_0_0_s6 <= \$931 ;
+    l0_out7_s4 <= \$966 ;
   always @(posedge clk)
-    \t$265  <= \$932 ;
+    l0_out7_s5 <= \$967 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$933 ;
+    l0_out7_s6 <= \$968 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$934 ;
+    l1_wread_0_0_s5 <= \$969 ;
   always @(posedge clk)
-    l1_wread_0_1_s5 <= \$935 ;
+    l1_wread_0_0_s6 <= \$970 ;
   always @(posedge clk)
-    l1_wread_0_1_s6 <= \$936 ;
+    \t$265  <= \$971 ;
   always @(posedge clk)
-    \t$274  <= \$937 ;
+    l0_out0_s7 <= \$972 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$938 ;
+    l0_err0_s8 <= \$973 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$939 ;
+    l1_wread_0_1_s5 <= \$974 ;
   always @(posedge clk)
-    l1_wread_0_2_s5 <= \$940 ;
+    l1_wread_0_1_s6 <= \$975 ;
   always @(posedge clk)
-    l1_wread_0_2_s6 <= \$941 ;
+    \t$274  <= \$976 ;
   always @(posedge clk)
-    \t$283  <= \$942 ;
+    l0_out1_s7 <= \$977 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$943 ;
+    l0_err1_s8 <= \$978 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$944 ;
+    l1_wread_0_2_s5 <= \$979 ;
   always @(posedge clk)
-    l1_wread_0_3_s5 <= \$945 ;
+    l1_wread_0_2_s6 <= \$980 ;
   always @(posedge clk)
-    l1_wread_0_3_s6 <= \$946 ;
+    \t$283  <= \$981 ;
   always @(posedge clk)
-    \t$292  <= \$947 ;
+    l0_out2_s7 <= \$982 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$948 ;
+    l0_err2_s8 <= \$983 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$949 ;
+    l1_wread_0_3_s5 <= \$984 ;
   always @(posedge clk)
-    l1_wread_0_4_s5 <= \$950 ;
+    l1_wread_0_3_s6 <= \$985 ;
   always @(posedge clk)
-    l1_wread_0_4_s6 <= \$951 ;
+    \t$292  <= \$986 ;
   always @(posedge clk)
-    \t$301  <= \$952 ;
+    l0_out3_s7 <= \$987 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$953 ;
+    l0_err3_s8 <= \$988 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$954 ;
+    l1_wread_0_4_s5 <= \$989 ;
   always @(posedge clk)
-    l1_wread_0_5_s5 <= \$955 ;
+    l1_wread_0_4_s6 <= \$990 ;
   always @(posedge clk)
-    l1_wread_0_5_s6 <= \$956 ;
+    \t$301  <= \$991 ;
   always @(posedge clk)
-    \t$310  <= \$957 ;
+    l0_out4_s7 <= \$992 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$958 ;
+    l0_err4_s8 <= \$993 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$959 ;
+    l1_wread_0_5_s5 <= \$994 ;
   always @(posedge clk)
-    l1_wread_0_6_s5 <= \$960 ;
+    l1_wread_0_5_s6 <= \$995 ;
   always @(posedge clk)
-    l1_wread_0_6_s6 <= \$961 ;
+    \t$310  <= \$996 ;
   always @(posedge clk)
-    \t$319  <= \$962 ;
+    l0_out5_s7 <= \$997 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$963 ;
+    l0_err5_s8 <= \$998 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$964 ;
+    l1_wread_0_6_s5 <= \$999 ;
   always @(posedge clk)
-    l1_wread_0_7_s5 <= \$965 ;
+    l1_wread_0_6_s6 <= \$1000 ;
   always @(posedge clk)
-    l1_wread_0_7_s6 <= \$966 ;
+    \t$319  <= \$1001 ;
   always @(posedge clk)
-    \t$328  <= \$967 ;
+    l0_out6_s7 <= \$1002 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$968 ;
+    l0_err6_s8 <= \$1003 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$969 ;
+    l1_wread_0_7_s5 <= \$1004 ;
   always @(posedge clk)
-    x0_s2 <= \$970 ;
+    l1_wread_0_7_s6 <= \$1005 ;
   always @(posedge clk)
-    x0_s3 <= \$971 ;
+    \t$328  <= \$1006 ;
   always @(posedge clk)
-    x0_s4 <= \$972 ;
+    l0_out7_s7 <= \$1007 ;
   always @(posedge clk)
-    x0_s5 <= \$973 ;
+    l0_err7_s8 <= \$1008 ;
   always @(posedge clk)
-    x0_s6 <= \$974 ;
+    x0_s2 <= \$1009 ;
   always @(posedge clk)
-    x0_s7 <= \$975 ;
+    x0_s3 <= \$1010 ;
   always @(posedge clk)
-    x0_s8 <= \$976 ;
+    x0_s4 <= \$1011 ;
   always @(posedge clk)
-    x1_s2 <= \$977 ;
+    x0_s5 <= \$1012 ;
   always @(posedge clk)
-    x1_s3 <= \$978 ;
+    x0_s6 <= \$1013 ;
   always @(posedge clk)
-    x1_s4 <= \$979 ;
+    x0_s7 <= \$1014 ;
   always @(posedge clk)
-    x1_s5 <= \$980 ;
+    x0_s8 <= \$1015 ;
   always @(posedge clk)
-    x1_s6 <= \$981 ;
+    x1_s2 <= \$1016 ;
   always @(posedge clk)
-    x1_s7 <= \$982 ;
+    x1_s3 <= \$1017 ;
   always @(posedge clk)
-    x1_s8 <= \$983 ;
-  assign \t$3  = $signed(l0_w_0_0) * $signed(x0_s1);
-  assign \t$8  = $signed(l0_w_0_1) * $signed(x1_s1);
-  assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
-  assign \t$13  = $signed(\$1 ) + $signed(l0_prod0_1_s2);
-  assign \$2  = ! \t$13 [12:0];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = \t$13 [13] & \$3 ;
-  assign \$5  = ! \t$13 [12:0];
-  assign \$6  = \t$13 [13] & \$5 ;
-  assign \$7  = \$6  & floor[0];
-  assign \$8  = \$4  | \$7 ;
-  assign \t$19  = $signed(floor) + $signed({ 1'h0, \$8  });
+    x1_s4 <= \$1018 ;
+  always @(posedge clk)
+    x1_s5 <= \$1019 ;
+  always @(posedge clk)
+    x1_s6 <= \$1020 ;
+  always @(posedge clk)
+    x1_s7 <= \$1021 ;
+  always @(posedge clk)
+    x1_s8 <= \$1022 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$534  = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -3054,2346 +3151,1118 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$578  = 144'h000000000000000000000000000000000000;
+    \$584  = 144'h000000000000000000000000000000000000;
     casez (l1_head)
       3'h0:
-          \$578  = l1_pending0;
+          \$584  = l1_pending0;
       3'h1:
-          \$578  = l1_pending1;
+          \$584  = l1_pending1;
       3'h2:
-          \$578  = l1_pending2;
+          \$584  = l1_pending2;
       3'h3:
-          \$578  = l1_pending3;
+          \$584  = l1_pending3;
       3'h4:
-          \$578  = l1_pending4;
+          \$584  = l1_pending4;
       3'h5:
-          \$578  = l1_pending5;
+          \$584  = l1_pending5;
       3'h6:
-          \$578  = l1_pending6;
+          \$584  = l1_pending6;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$460  = 17'h00000;
-    if (commit_l0) begin
-      \t$460  = \$535 ;
-    end
+    \$785  = 16'h0000;
+    casez (l0_rd_sel)
+      5'h00:
+          \$785  = l0_w_0_0;
+      5'h01:
+          \$785  = l0_w_0_1;
+      5'h02:
+          \$785  = l0_w_1_0;
+      5'h03:
+          \$785  = l0_w_1_1;
+      5'h04:
+          \$785  = l0_w_2_0;
+      5'h05:
+          \$785  = l0_w_2_1;
+      5'h06:
+          \$785  = l0_w_3_0;
+      5'h07:
+          \$785  = l0_w_3_1;
+      5'h08:
+          \$785  = l0_w_4_0;
+      5'h09:
+          \$785  = l0_w_4_1;
+      5'h0a:
+          \$785  = l0_w_5_0;
+      5'h0b:
+          \$785  = l0_w_5_1;
+      5'h0c:
+          \$785  = l0_w_6_0;
+      5'h0d:
+          \$785  = l0_w_6_1;
+      5'h0e:
+          \$785  = l0_w_7_0;
+      5'h0f:
+          \$785  = l0_w_7_1;
+      5'h10:
+          \$785  = l0_b_0;
+      5'h11:
+          \$785  = l0_b_1;
+      5'h12:
+          \$785  = l0_b_2;
+      5'h13:
+          \$785  = l0_b_3;
+      5'h14:
+          \$785  = l0_b_4;
+      5'h15:
+          \$785  = l0_b_5;
+      5'h16:
+          \$785  = l0_b_6;
+      5'h17:
+          \$785  = l0_b_7;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$461  = 17'h00000;
-    if (commit_l0) begin
-      \t$461  = \$536 ;
-    end
+    \$786  = 16'h0000;
+    casez (l1_rd_sel)
+      4'h0:
+          \$786  = l1_w_0_0;
+      4'h1:
+          \$786  = l1_w_0_1;
+      4'h2:
+          \$786  = l1_w_0_2;
+      4'h3:
+          \$786  = l1_w_0_3;
+      4'h4:
+          \$786  = l1_w_0_4;
+      4'h5:
+          \$786  = l1_w_0_5;
+      4'h6:
+          \$786  = l1_w_0_6;
+      4'h7:
+          \$786  = l1_w_0_7;
+      4'h8:
+          \$786  = l1_b_0;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$462  = 17'h00000;
-    if (commit_l0) begin
-      \t$462  = \$537 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (read_layer)
+      1'h0:
+          \$787  = \$785 ;
+      1'h1:
+          \$787  = \$786 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$463  = 17'h00000;
     if (commit_l0) begin
-      \t$463  = \$538 ;
+      \t$463  = \$547 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$464  = 17'h00000;
     if (commit_l0) begin
-      \t$464  = \$539 ;
+      \t$464  = \$548 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$465  = 17'h00000;
     if (commit_l0) begin
-      \t$465  = \$540 ;
+      \t$465  = \$549 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$466  = 17'h00000;
     if (commit_l0) begin
-      \t$466  = \$541 ;
+      \t$466  = \$550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$467  = 17'h00000;
     if (commit_l0) begin
-      \t$467  = \$542 ;
+      \t$467  = \$551 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$468  = 17'h00000;
     if (commit_l0) begin
-      \t$468  = \$543 ;
+      \t$468  = \$552 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$469  = 17'h00000;
     if (commit_l0) begin
-      \t$469  = \$544 ;
+      \t$469  = \$553 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$470  = 17'h00000;
     if (commit_l0) begin
-      \t$470  = \$545 ;
+      \t$470  = \$554 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$471  = 17'h00000;
     if (commit_l0) begin
-      \t$471  = \$546 ;
+      \t$471  = \$555 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$472  = 17'h00000;
     if (commit_l0) begin
-      \t$472  = \$547 ;
+      \t$472  = \$556 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$473  = 17'h00000;
     if (commit_l0) begin
-      \t$473  = \$548 ;
+      \t$473  = \$557 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$474  = 17'h00000;
     if (commit_l0) begin
-      \t$474  = \$549 ;
+      \t$474  = \$558 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$475  = 17'h00000;
     if (commit_l0) begin
-      \t$475  = \$550 ;
+      \t$475  = \$559 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$476  = 17'h00000;
     if (commit_l0) begin
-      \t$476  = \$551 ;
+      \t$476  = \$560 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$477  = 17'h00000;
     if (commit_l0) begin
-      \t$477  = \$552 ;
+      \t$477  = \$561 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$478  = 17'h00000;
     if (commit_l0) begin
-      \t$478  = \$553 ;
+      \t$478  = \$562 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$479  = 17'h00000;
     if (commit_l0) begin
-      \t$479  = \$554 ;
+      \t$479  = \$563 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$480  = 17'h00000;
     if (commit_l0) begin
-      \t$480  = \$555 ;
+      \t$480  = \$564 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$481  = 17'h00000;
     if (commit_l0) begin
-      \t$481  = \$556 ;
+      \t$481  = \$565 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$482  = 17'h00000;
     if (commit_l0) begin
-      \t$482  = \$557 ;
+      \t$482  = \$566 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$483  = 17'h00000;
     if (commit_l0) begin
-      \t$483  = \$558 ;
+      \t$483  = \$567 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$501  = 17'h00000;
-    if (commit_l1) begin
-      \t$501  = \$579 ;
+    \t$484  = 17'h00000;
+    if (commit_l0) begin
+      \t$484  = \$568 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$502  = 17'h00000;
-    if (commit_l1) begin
-      \t$502  = \$580 ;
+    \t$485  = 17'h00000;
+    if (commit_l0) begin
+      \t$485  = \$569 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$503  = 17'h00000;
-    if (commit_l1) begin
-      \t$503  = \$581 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$504  = 17'h00000;
-    if (commit_l1) begin
-      \t$504  = \$582 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$505  = 17'h00000;
-    if (commit_l1) begin
-      \t$505  = \$583 ;
+    \t$486  = 17'h00000;
+    if (commit_l0) begin
+      \t$486  = \$570 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$506  = 17'h00000;
     if (commit_l1) begin
-      \t$506  = \$584 ;
+      \t$506  = \$597 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$507  = 17'h00000;
     if (commit_l1) begin
-      \t$507  = \$585 ;
+      \t$507  = \$598 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$508  = 17'h00000;
     if (commit_l1) begin
-      \t$508  = \$586 ;
+      \t$508  = \$599 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$509  = 17'h00000;
     if (commit_l1) begin
-      \t$509  = \$587 ;
+      \t$509  = \$600 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[21:16])
-      6'h00:
-          readback = l0_w_0_0;
-      6'h01:
-          readback = l0_w_0_1;
-      6'h02:
-          readback = l0_w_1_0;
-      6'h03:
-          readback = l0_w_1_1;
-      6'h04:
-          readback = l0_w_2_0;
-      6'h05:
-          readback = l0_w_2_1;
-      6'h06:
-          readback = l0_w_3_0;
-      6'h07:
-          readback = l0_w_3_1;
-      6'h08:
-          readback = l0_w_4_0;
-      6'h09:
-          readback = l0_w_4_1;
-      6'h0a:
-          readback = l0_w_5_0;
-      6'h0b:
-          readback = l0_w_5_1;
-      6'h0c:
-          readback = l0_w_6_0;
-      6'h0d:
-          readback = l0_w_6_1;
-      6'h0e:
-          readback = l0_w_7_0;
-      6'h0f:
-          readback = l0_w_7_1;
-      6'h10:
-          readback = l0_b_0;
-      6'h11:
-          readback = l0_b_1;
-      6'h12:
-          readback = l0_b_2;
-      6'h13:
-          readback = l0_b_3;
-      6'h14:
-          readback = l0_b_4;
-      6'h15:
-          readback = l0_b_5;
-      6'h16:
-          readback = l0_b_6;
-      6'h17:
-          readback = l0_b_7;
-      6'h18:
-          readback = l1_w_0_0;
-      6'h19:
-          readback = l1_w_0_1;
-      6'h1a:
-          readback = l1_w_0_2;
-      6'h1b:
-          readback = l1_w_0_3;
-      6'h1c:
-          readback = l1_w_0_4;
-      6'h1d:
-          readback = l1_w_0_5;
-      6'h1e:
-          readback = l1_w_0_6;
-      6'h1f:
-          readback = l1_w_0_7;
-      6'h20:
-          readback = l1_b_0;
-    endcase
+    \t$510  = 17'h00000;
+    if (commit_l1) begin
+      \t$510  = \$601 ;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = valid_s1;
+    \t$511  = 17'h00000;
+    if (commit_l1) begin
+      \t$511  = \$602 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$512  = 17'h00000;
+    if (commit_l1) begin
+      \t$512  = \$603 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$513  = 17'h00000;
+    if (commit_l1) begin
+      \t$513  = \$604 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$514  = 17'h00000;
+    if (commit_l1) begin
+      \t$514  = \$605 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$820  = valid_s1;
     if (en) begin
-      \$785  = accept;
+      \$820  = accept;
     end
     if (rst) begin
-      \$785  = 1'h0;
+      \$820  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = valid_s2;
+    \$821  = valid_s2;
     if (en) begin
-      \$786  = valid_s1;
+      \$821  = valid_s1;
     end
     if (rst) begin
-      \$786  = 1'h0;
+      \$821  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$787  = valid_s3;
+    \$822  = valid_s3;
     if (en) begin
-      \$787  = valid_s2;
+      \$822  = valid_s2;
     end
     if (rst) begin
-      \$787  = 1'h0;
+      \$822  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$788  = valid_s4;
+    \$823  = valid_s4;
     if (en) begin
-      \$788  = valid_s3;
+      \$823  = valid_s3;
     end
     if (rst) begin
-      \$788  = 1'h0;
+      \$823  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$789  = valid_s5;
+    \$824  = valid_s5;
     if (en) begin
-      \$789  = valid_s4;
+      \$824  = valid_s4;
     end
     if (rst) begin
-      \$789  = 1'h0;
+      \$824  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$790  = valid_s6;
+    \$825  = valid_s6;
     if (en) begin
-      \$790  = valid_s5;
+      \$825  = valid_s5;
     end
     if (rst) begin
-      \$790  = 1'h0;
+      \$825  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$791  = valid_s7;
+    \$826  = valid_s7;
     if (en) begin
-      \$791  = valid_s6;
+      \$826  = valid_s6;
     end
     if (rst) begin
-      \$791  = 1'h0;
+      \$826  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = valid_s8;
+    \$827  = valid_s8;
     if (en) begin
-      \$792  = valid_s7;
+      \$827  = valid_s7;
     end
     if (rst) begin
-      \$792  = 1'h0;
+      \$827  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = l0_w_0_0;
+    \$828  = l0_w_0_0;
     if (commit_l0) begin
-      \$793  = \$607 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              \$793  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$793  = 16'h055e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = l0_w_0_1;
-    if (commit_l0) begin
-      \$794  = \$611 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              \$794  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$794  = 16'hf6fa;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = l0_w_1_0;
-    if (commit_l0) begin
-      \$795  = \$615 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              \$795  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$795  = 16'hee03;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = l0_w_1_1;
-    if (commit_l0) begin
-      \$796  = \$619 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              \$796  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$796  = 16'hed0d;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = l0_w_2_0;
-    if (commit_l0) begin
-      \$797  = \$623 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              \$797  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$797  = 16'h0c47;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = l0_w_2_1;
-    if (commit_l0) begin
-      \$798  = \$627 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              \$798  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$798  = 16'h102d;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = l0_w_3_0;
-    if (commit_l0) begin
-      \$799  = \$631 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              \$799  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$799  = 16'h042e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = l0_w_3_1;
-    if (commit_l0) begin
-      \$800  = \$635 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              \$800  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$800  = 16'h08ff;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = l0_w_4_0;
-    if (commit_l0) begin
-      \$801  = \$639 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              \$801  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$801  = 16'h01b6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = l0_w_4_1;
-    if (commit_l0) begin
-      \$802  = \$643 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              \$802  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$802  = 16'h110d;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = l0_w_5_0;
-    if (commit_l0) begin
-      \$803  = \$647 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              \$803  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$803  = 16'h0c61;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = l0_w_5_1;
-    if (commit_l0) begin
-      \$804  = \$651 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              \$804  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$804  = 16'hec83;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = l0_w_6_0;
-    if (commit_l0) begin
-      \$805  = \$655 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              \$805  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$805  = 16'h0e02;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = l0_w_6_1;
-    if (commit_l0) begin
-      \$806  = \$659 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              \$806  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$806  = 16'hedb8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = l0_w_7_0;
-    if (commit_l0) begin
-      \$807  = \$663 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              \$807  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$807  = 16'h0900;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = l0_w_7_1;
-    if (commit_l0) begin
-      \$808  = \$667 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              \$808  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$808  = 16'hf34a;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = l0_b_0;
-    if (commit_l0) begin
-      \$809  = \$671 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              \$809  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$809  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = l0_b_1;
-    if (commit_l0) begin
-      \$810  = \$675 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              \$810  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$810  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = l0_b_2;
-    if (commit_l0) begin
-      \$811  = \$679 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              \$811  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$811  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l0_b_3;
-    if (commit_l0) begin
-      \$812  = \$683 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              \$812  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$812  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l0_b_4;
-    if (commit_l0) begin
-      \$813  = \$687 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              \$813  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$813  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = l0_b_5;
-    if (commit_l0) begin
-      \$814  = \$691 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              \$814  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$814  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = l0_b_6;
-    if (commit_l0) begin
-      \$815  = \$695 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              \$815  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$815  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = l0_b_7;
-    if (commit_l0) begin
-      \$816  = \$699 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              \$816  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$816  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = l0_pending0;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
-            \$817  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      \$828  = \$647 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            \$828  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$828  = 16'h055e;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = l0_pending1;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
+    \$829  = l0_w_0_1;
+    if (commit_l0) begin
+      \$829  = \$651 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
-            \$818  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+        5'h01:
+            \$829  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$829  = 16'hf6fa;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = l0_pending2;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
+    \$830  = l0_w_1_0;
+    if (commit_l0) begin
+      \$830  = \$655 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
-            \$819  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+        5'h02:
+            \$830  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$830  = 16'hee03;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_pending3;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
+    \$831  = l0_w_1_1;
+    if (commit_l0) begin
+      \$831  = \$659 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
-            \$820  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+        5'h03:
+            \$831  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$831  = 16'hed0d;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_pending4;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
+    \$832  = l0_w_2_0;
+    if (commit_l0) begin
+      \$832  = \$663 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
+        5'h03:
             /* empty */;
-        3'h4:
-            \$821  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+        5'h04:
+            \$832  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$832  = 16'h0c47;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_pending5;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
+    \$833  = l0_w_2_1;
+    if (commit_l0) begin
+      \$833  = \$667 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
+        5'h03:
             /* empty */;
-        3'h4:
+        5'h04:
             /* empty */;
-        3'h5:
-            \$822  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+        5'h05:
+            \$833  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$833  = 16'h102d;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_pending6;
-    if (push_l0) begin
-      casez (\$564 [2:0])
-        3'h0:
+    \$834  = l0_w_3_0;
+    if (commit_l0) begin
+      \$834  = \$671 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
+        5'h03:
             /* empty */;
-        3'h4:
+        5'h04:
             /* empty */;
-        3'h5:
+        5'h05:
             /* empty */;
-        3'h6:
-            \$823  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+        5'h06:
+            \$834  = l0_port_data;
       endcase
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = l0_head;
-    if (pop_l0) begin
-      \$824  = \$702 [2:0];
-    end
     if (rst) begin
-      \$824  = 3'h0;
+      \$834  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = \$704 [2:0];
-    if (rst) begin
-      \$825  = 3'h0;
+    \$835  = l0_w_3_1;
+    if (commit_l0) begin
+      \$835  = \$675 ;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = \$707 [2:0];
-    if (rst) begin
-      \$826  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l1_w_0_0;
-    if (commit_l1) begin
-      \$827  = \$711 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              \$827  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$827  = 16'h071e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l1_w_0_1;
-    if (commit_l1) begin
-      \$828  = \$715 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              \$828  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$828  = 16'h00d0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l1_w_0_2;
-    if (commit_l1) begin
-      \$829  = \$719 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              \$829  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$829  = 16'hfc13;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l1_w_0_3;
-    if (commit_l1) begin
-      \$830  = \$723 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              \$830  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$830  = 16'hfe7c;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l1_w_0_4;
-    if (commit_l1) begin
-      \$831  = \$727 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              \$831  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$831  = 16'hf6c2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l1_w_0_5;
-    if (commit_l1) begin
-      \$832  = \$731 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              \$832  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$832  = 16'hf8a3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l1_w_0_6;
-    if (commit_l1) begin
-      \$833  = \$735 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              \$833  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$833  = 16'h0358;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l1_w_0_7;
-    if (commit_l1) begin
-      \$834  = \$739 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              \$834  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$834  = 16'h02e2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l1_b_0;
-    if (commit_l1) begin
-      \$835  = \$743 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              \$835  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$835  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l1_pending0;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
-            \$836  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            \$835  = l0_port_data;
       endcase
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l1_pending1;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$837  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
-      endcase
+    if (rst) begin
+      \$835  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l1_pending2;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$838  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
-      endcase
+    \$836  = l0_w_4_0;
+    if (commit_l0) begin
+      \$836  = \$679 ;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l1_pending3;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
-            \$839  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            \$836  = l0_port_data;
       endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l1_pending4;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$840  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l1_pending5;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$841  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l1_pending6;
-    if (push_l1) begin
-      casez (\$593 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$842  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l1_head;
-    if (pop_l1) begin
-      \$843  = \$746 [2:0];
     end
     if (rst) begin
-      \$843  = 3'h0;
+      \$836  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = \$748 [2:0];
+    \$837  = l0_w_4_1;
+    if (commit_l0) begin
+      \$837  = \$683 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            \$837  = l0_port_data;
+      endcase
+    end
     if (rst) begin
-      \$844  = 3'h0;
+      \$837  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = \$751 [2:0];
+    \$838  = l0_w_5_0;
+    if (commit_l0) begin
+      \$838  = \$687 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            \$838  = l0_port_data;
+      endcase
+    end
     if (rst) begin
-      \$845  = 3'h0;
+      \$838  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = pr__valid;
-    if (execute) begin
-      \$846  = 1'h1;
-    end else if (pr__ready) begin
-      \$846  = 1'h0;
+    \$839  = l0_w_5_1;
+    if (commit_l0) begin
+      \$839  = \$691 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            \$839  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$846  = 1'h0;
+      \$839  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = pr__payload;
-    if (execute) begin
-      \$847  = \$752 ;
+    \$840  = l0_w_6_0;
+    if (commit_l0) begin
+      \$840  = \$695 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            \$840  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$840  = 16'h0e02;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$841  = l0_w_6_1;
+    if (commit_l0) begin
+      \$841  = \$699 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            \$841  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$841  = 16'hedb8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$842  = l0_w_7_0;
+    if (commit_l0) begin
+      \$842  = \$703 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            \$842  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$842  = 16'h0900;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$843  = l0_w_7_1;
+    if (commit_l0) begin
+      \$843  = \$707 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            \$843  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$843  = 16'hf34a;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$844  = l0_b_0;
+    if (commit_l0) begin
+      \$844  = \$711 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            \$844  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$844  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$845  = l0_b_1;
+    if (commit_l0) begin
+      \$845  = \$715 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            \$845  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$845  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$846  = l0_b_2;
+    if (commit_l0) begin
+      \$846  = \$719 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            \$846  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$846  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$847  = l0_b_3;
+    if (commit_l0) begin
+      \$847  = \$723 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            \$847  = l0_port_data;
+      endcase
     end
     if (rst) begin
       \$847  = 16'h0000;
@@ -5401,954 +4270,1738 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = x0_s1;
+    \$848  = l0_b_4;
+    if (commit_l0) begin
+      \$848  = \$727 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            \$848  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$848  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$849  = l0_b_5;
+    if (commit_l0) begin
+      \$849  = \$731 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            \$849  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$849  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$850  = l0_b_6;
+    if (commit_l0) begin
+      \$850  = \$735 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            \$850  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$850  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$851  = l0_b_7;
+    if (commit_l0) begin
+      \$851  = \$739 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$622 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            \$851  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$851  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$852  = l0_pending0;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            \$852  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$853  = l0_pending1;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$853  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$854  = l0_pending2;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$854  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$855  = l0_pending3;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$855  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$856  = l0_pending4;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$856  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$857  = l0_pending5;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$857  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$858  = l0_pending6;
+    if (push_l0) begin
+      casez (\$540 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$858  = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$859  = \$544 [2:0];
+    if (rst) begin
+      \$859  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$860  = \$546 [2:0];
+    if (rst) begin
+      \$860  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$861  = \$742 [2:0];
+    if (rst) begin
+      \$861  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$862  = l1_w_0_0;
+    if (commit_l1) begin
+      \$862  = \$746 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            \$862  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$862  = 16'h071e;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$863  = l1_w_0_1;
+    if (commit_l1) begin
+      \$863  = \$750 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            \$863  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$863  = 16'h00d0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$864  = l1_w_0_2;
+    if (commit_l1) begin
+      \$864  = \$754 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            \$864  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$864  = 16'hfc13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$865  = l1_w_0_3;
+    if (commit_l1) begin
+      \$865  = \$758 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            \$865  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$865  = 16'hfe7c;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$866  = l1_w_0_4;
+    if (commit_l1) begin
+      \$866  = \$762 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            \$866  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$866  = 16'hf6c2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$867  = l1_w_0_5;
+    if (commit_l1) begin
+      \$867  = \$766 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            \$867  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$867  = 16'hf8a3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$868  = l1_w_0_6;
+    if (commit_l1) begin
+      \$868  = \$770 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            /* empty */;
+        4'h6:
+            \$868  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$868  = 16'h0358;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$869  = l1_w_0_7;
+    if (commit_l1) begin
+      \$869  = \$774 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            /* empty */;
+        4'h6:
+            /* empty */;
+        4'h7:
+            \$869  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$869  = 16'h02e2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$870  = l1_b_0;
+    if (commit_l1) begin
+      \$870  = \$778 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$633 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            /* empty */;
+        4'h6:
+            /* empty */;
+        4'h7:
+            /* empty */;
+        4'h8:
+            \$870  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$870  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$871  = l1_pending0;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            \$871  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$872  = l1_pending1;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$872  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$873  = l1_pending2;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$873  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$874  = l1_pending3;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$874  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$875  = l1_pending4;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$875  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$876  = l1_pending5;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$876  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$877  = l1_pending6;
+    if (push_l1) begin
+      casez (\$590 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$877  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$878  = \$594 [2:0];
+    if (rst) begin
+      \$878  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$879  = \$596 [2:0];
+    if (rst) begin
+      \$879  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$880  = \$781 [2:0];
+    if (rst) begin
+      \$880  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$881  = l0_rd_sel;
+    if (l0_port_rd) begin
+      \$881  = \$622 [4:0];
+    end
+    if (rst) begin
+      \$881  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$882  = read_layer;
+    if (l0_port_rd) begin
+      \$882  = 1'h0;
+    end
+    if (l1_port_rd) begin
+      \$882  = 1'h1;
+    end
+    if (rst) begin
+      \$882  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$883  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$883  = \$633 [3:0];
+    end
+    if (rst) begin
+      \$883  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$884  = \$783 ;
+    if (rst) begin
+      \$884  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$885  = pr__valid;
+    if (\$784 ) begin
+      \$885  = 1'h1;
+    end else if (read_wait) begin
+      \$885  = 1'h1;
+    end else if (pr__ready) begin
+      \$885  = 1'h0;
+    end
+    if (rst) begin
+      \$885  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$886  = pr__payload;
+    if (\$784 ) begin
+      \$886  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$886  = \$787 ;
+    end
+    if (rst) begin
+      \$886  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$887  = x0_s1;
     if (en) begin
-      \$848  = s__payload[15:0];
+      \$887  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = x1_s1;
+    \$888  = x1_s1;
     if (en) begin
-      \$849  = s__payload[31:16];
+      \$888  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = y0_s1;
+    \$889  = y0_s1;
     if (en) begin
-      \$850  = s__payload[47:32];
+      \$889  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l0_bias0_s2;
+    \$890  = l0_bias0_s2;
     if (en) begin
-      \$851  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$890  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l0_prod0_0_s2;
+    \$891  = l0_prod0_0_s2;
     if (en) begin
-      \$852  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
+      \$891  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = l0_prod0_1_s2;
+    \$892  = l0_prod0_1_s2;
     if (en) begin
-      \$853  = { \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11  };
+      \$892  = { \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = l0_out0_s3;
+    \$893  = l0_out0_s3;
     if (en) begin
-      \$854  = \$754 ;
+      \$893  = \$789 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = l0_bias1_s2;
+    \$894  = l0_bias1_s2;
     if (en) begin
-      \$855  = { \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21  };
+      \$894  = { \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = l0_prod1_0_s2;
+    \$895  = l0_prod1_0_s2;
     if (en) begin
-      \$856  = { \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26  };
+      \$895  = { \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_prod1_1_s2;
+    \$896  = l0_prod1_1_s2;
     if (en) begin
-      \$857  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
+      \$896  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_out1_s3;
+    \$897  = l0_out1_s3;
     if (en) begin
-      \$858  = \$756 ;
+      \$897  = \$791 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = l0_bias2_s2;
+    \$898  = l0_bias2_s2;
     if (en) begin
-      \$859  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
+      \$898  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = l0_prod2_0_s2;
+    \$899  = l0_prod2_0_s2;
     if (en) begin
-      \$860  = { \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45  };
+      \$899  = { \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = l0_prod2_1_s2;
+    \$900  = l0_prod2_1_s2;
     if (en) begin
-      \$861  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
+      \$900  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = l0_out2_s3;
+    \$901  = l0_out2_s3;
     if (en) begin
-      \$862  = \$758 ;
+      \$901  = \$793 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_bias3_s2;
+    \$902  = l0_bias3_s2;
     if (en) begin
-      \$863  = { \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59  };
+      \$902  = { \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_prod3_0_s2;
+    \$903  = l0_prod3_0_s2;
     if (en) begin
-      \$864  = { \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64  };
+      \$903  = { \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l0_prod3_1_s2;
+    \$904  = l0_prod3_1_s2;
     if (en) begin
-      \$865  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
+      \$904  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_out3_s3;
+    \$905  = l0_out3_s3;
     if (en) begin
-      \$866  = \$760 ;
+      \$905  = \$795 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_bias4_s2;
+    \$906  = l0_bias4_s2;
     if (en) begin
-      \$867  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
+      \$906  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l0_prod4_0_s2;
+    \$907  = l0_prod4_0_s2;
     if (en) begin
-      \$868  = { \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83  };
+      \$907  = { \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l0_prod4_1_s2;
+    \$908  = l0_prod4_1_s2;
     if (en) begin
-      \$869  = { \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87  };
+      \$908  = { \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l0_out4_s3;
+    \$909  = l0_out4_s3;
     if (en) begin
-      \$870  = \$762 ;
+      \$909  = \$797 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l0_bias5_s2;
+    \$910  = l0_bias5_s2;
     if (en) begin
-      \$871  = { \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97  };
+      \$910  = { \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l0_prod5_0_s2;
+    \$911  = l0_prod5_0_s2;
     if (en) begin
-      \$872  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
+      \$911  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l0_prod5_1_s2;
+    \$912  = l0_prod5_1_s2;
     if (en) begin
-      \$873  = { \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106  };
+      \$912  = { \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l0_out5_s3;
+    \$913  = l0_out5_s3;
     if (en) begin
-      \$874  = \$764 ;
+      \$913  = \$799 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l0_bias6_s2;
+    \$914  = l0_bias6_s2;
     if (en) begin
-      \$875  = { \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116  };
+      \$914  = { \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l0_prod6_0_s2;
+    \$915  = l0_prod6_0_s2;
     if (en) begin
-      \$876  = { \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121  };
+      \$915  = { \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l0_prod6_1_s2;
+    \$916  = l0_prod6_1_s2;
     if (en) begin
-      \$877  = { \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125  };
+      \$916  = { \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = l0_out6_s3;
+    \$917  = l0_out6_s3;
     if (en) begin
-      \$878  = \$766 ;
+      \$917  = \$801 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = l0_bias7_s2;
+    \$918  = l0_bias7_s2;
     if (en) begin
-      \$879  = { \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135  };
+      \$918  = { \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$880  = l0_prod7_0_s2;
+    \$919  = l0_prod7_0_s2;
     if (en) begin
-      \$880  = { \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140  };
+      \$919  = { \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$881  = l0_prod7_1_s2;
+    \$920  = l0_prod7_1_s2;
     if (en) begin
-      \$881  = { \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144  };
+      \$920  = { \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$882  = l0_out7_s3;
+    \$921  = l0_out7_s3;
     if (en) begin
-      \$882  = \$768 ;
+      \$921  = \$803 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$883  = l1_wread_0_0_s4;
+    \$922  = l1_wread_0_0_s4;
     if (en) begin
-      \$883  = l1_w_0_0;
+      \$922  = l1_w_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$884  = l1_wread_0_1_s4;
+    \$923  = l1_wread_0_1_s4;
     if (en) begin
-      \$884  = l1_w_0_1;
+      \$923  = l1_w_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$885  = l1_wread_0_2_s4;
+    \$924  = l1_wread_0_2_s4;
     if (en) begin
-      \$885  = l1_w_0_2;
+      \$924  = l1_w_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$886  = l1_wread_0_3_s4;
+    \$925  = l1_wread_0_3_s4;
     if (en) begin
-      \$886  = l1_w_0_3;
+      \$925  = l1_w_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$887  = l1_wread_0_4_s4;
+    \$926  = l1_wread_0_4_s4;
     if (en) begin
-      \$887  = l1_w_0_4;
+      \$926  = l1_w_0_4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$888  = l1_wread_0_5_s4;
+    \$927  = l1_wread_0_5_s4;
     if (en) begin
-      \$888  = l1_w_0_5;
+      \$927  = l1_w_0_5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$889  = l1_wread_0_6_s4;
+    \$928  = l1_wread_0_6_s4;
     if (en) begin
-      \$889  = l1_w_0_6;
+      \$928  = l1_w_0_6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$890  = l1_wread_0_7_s4;
+    \$929  = l1_wread_0_7_s4;
     if (en) begin
-      \$890  = l1_w_0_7;
+      \$929  = l1_w_0_7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$891  = l1_bias0_s4;
+    \$930  = l1_bias0_s4;
     if (en) begin
-      \$891  = { \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154  };
+      \$930  = { \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$892  = l1_prod0_0_s4;
+    \$931  = l1_prod0_0_s4;
     if (en) begin
-      \$892  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$931  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$893  = l1_prod0_1_s4;
+    \$932  = l1_prod0_1_s4;
     if (en) begin
-      \$893  = { \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165  };
+      \$932  = { \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$894  = l1_prod0_2_s4;
+    \$933  = l1_prod0_2_s4;
     if (en) begin
-      \$894  = { \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170  };
+      \$933  = { \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$895  = l1_prod0_3_s4;
+    \$934  = l1_prod0_3_s4;
     if (en) begin
-      \$895  = { \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175  };
+      \$934  = { \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$896  = l1_prod0_4_s4;
+    \$935  = l1_prod0_4_s4;
     if (en) begin
-      \$896  = { \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180  };
+      \$935  = { \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$897  = l1_prod0_5_s4;
+    \$936  = l1_prod0_5_s4;
     if (en) begin
-      \$897  = { \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185  };
+      \$936  = { \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$898  = l1_prod0_6_s4;
+    \$937  = l1_prod0_6_s4;
     if (en) begin
-      \$898  = { \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190  };
+      \$937  = { \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$899  = l1_prod0_7_s4;
+    \$938  = l1_prod0_7_s4;
     if (en) begin
-      \$899  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
+      \$938  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$900  = m__payload;
+    \$939  = m__payload;
     if (en) begin
-      \$900  = \t$210 ;
+      \$939  = \t$210 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$901  = y0_s2;
+    \$940  = y0_s2;
     if (en) begin
-      \$901  = y0_s1;
+      \$940  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$902  = y0_s3;
+    \$941  = y0_s3;
     if (en) begin
-      \$902  = y0_s2;
+      \$941  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$903  = y0_s4;
+    \$942  = y0_s4;
     if (en) begin
-      \$903  = y0_s3;
+      \$942  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$904  = y0_s5;
+    \$943  = y0_s5;
     if (en) begin
-      \$904  = y0_s4;
+      \$943  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$905  = err0_s6;
+    \$944  = err0_s6;
     if (en) begin
-      \$905  = \t$216 ;
+      \$944  = \t$216 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$906  = l0_out0_s4;
+    \$945  = l0_out0_s4;
     if (en) begin
-      \$906  = l0_out0_s3;
+      \$945  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$907  = l0_out0_s5;
+    \$946  = l0_out0_s5;
     if (en) begin
-      \$907  = l0_out0_s4;
+      \$946  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$908  = l0_out0_s6;
+    \$947  = l0_out0_s6;
     if (en) begin
-      \$908  = l0_out0_s5;
+      \$947  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$909  = l0_out1_s4;
+    \$948  = l0_out1_s4;
     if (en) begin
-      \$909  = l0_out1_s3;
+      \$948  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$910  = l0_out1_s5;
+    \$949  = l0_out1_s5;
     if (en) begin
-      \$910  = l0_out1_s4;
+      \$949  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$911  = l0_out1_s6;
+    \$950  = l0_out1_s6;
     if (en) begin
-      \$911  = l0_out1_s5;
+      \$950  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$912  = l0_out2_s4;
+    \$951  = l0_out2_s4;
     if (en) begin
-      \$912  = l0_out2_s3;
+      \$951  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$913  = l0_out2_s5;
+    \$952  = l0_out2_s5;
     if (en) begin
-      \$913  = l0_out2_s4;
+      \$952  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$914  = l0_out2_s6;
+    \$953  = l0_out2_s6;
     if (en) begin
-      \$914  = l0_out2_s5;
+      \$953  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$915  = l0_out3_s4;
+    \$954  = l0_out3_s4;
     if (en) begin
-      \$915  = l0_out3_s3;
+      \$954  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$916  = l0_out3_s5;
+    \$955  = l0_out3_s5;
     if (en) begin
-      \$916  = l0_out3_s4;
+      \$955  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$917  = l0_out3_s6;
+    \$956  = l0_out3_s6;
     if (en) begin
-      \$917  = l0_out3_s5;
+      \$956  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$918  = l0_out4_s4;
+    \$957  = l0_out4_s4;
     if (en) begin
-      \$918  = l0_out4_s3;
+      \$957  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$919  = l0_out4_s5;
+    \$958  = l0_out4_s5;
     if (en) begin
-      \$919  = l0_out4_s4;
+      \$958  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$920  = l0_out4_s6;
+    \$959  = l0_out4_s6;
     if (en) begin
-      \$920  = l0_out4_s5;
+      \$959  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$921  = l0_out5_s4;
+    \$960  = l0_out5_s4;
     if (en) begin
-      \$921  = l0_out5_s3;
+      \$960  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$922  = l0_out5_s5;
+    \$961  = l0_out5_s5;
     if (en) begin
-      \$922  = l0_out5_s4;
+      \$961  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$923  = l0_out5_s6;
+    \$962  = l0_out5_s6;
     if (en) begin
-      \$923  = l0_out5_s5;
+      \$962  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$924  = l0_out6_s4;
+    \$963  = l0_out6_s4;
     if (en) begin
-      \$924  = l0_out6_s3;
+      \$963  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$925  = l0_out6_s5;
+    \$964  = l0_out6_s5;
     if (en) begin
-      \$925  = l0_out6_s4;
+      \$964  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$926  = l0_out6_s6;
+    \$965  = l0_out6_s6;
     if (en) begin
-      \$926  = l0_out6_s5;
+      \$965  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$927  = l0_out7_s4;
+    \$966  = l0_out7_s4;
     if (en) begin
-      \$927  = l0_out7_s3;
+      \$966  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$928  = l0_out7_s5;
+    \$967  = l0_out7_s5;
     if (en) begin
-      \$928  = l0_out7_s4;
+      \$967  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$929  = l0_out7_s6;
+    \$968  = l0_out7_s6;
     if (en) begin
-      \$929  = l0_out7_s5;
+      \$968  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$930  = l1_wread_0_0_s5;
+    \$969  = l1_wread_0_0_s5;
     if (en) begin
-      \$930  = l1_wread_0_0_s4;
+      \$969  = l1_wread_0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$931  = l1_wread_0_0_s6;
+    \$970  = l1_wread_0_0_s6;
     if (en) begin
-      \$931  = l1_wread_0_0_s5;
+      \$970  = l1_wread_0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$932  = \t$265 ;
+    \$971  = \t$265 ;
     if (en) begin
-      \$932  = { \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263  };
+      \$971  = { \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$933  = l0_out0_s7;
+    \$972  = l0_out0_s7;
     if (en) begin
-      \$933  = l0_out0_s6;
+      \$972  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$934  = l0_err0_s8;
+    \$973  = l0_err0_s8;
     if (en) begin
-      \$934  = \$770 ;
+      \$973  = \$805 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$935  = l1_wread_0_1_s5;
+    \$974  = l1_wread_0_1_s5;
     if (en) begin
-      \$935  = l1_wread_0_1_s4;
+      \$974  = l1_wread_0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$936  = l1_wread_0_1_s6;
+    \$975  = l1_wread_0_1_s6;
     if (en) begin
-      \$936  = l1_wread_0_1_s5;
+      \$975  = l1_wread_0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$937  = \t$274 ;
+    \$976  = \t$274 ;
     if (en) begin
-      \$937  = { \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272  };
+      \$976  = { \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$938  = l0_out1_s7;
+    \$977  = l0_out1_s7;
     if (en) begin
-      \$938  = l0_out1_s6;
+      \$977  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$939  = l0_err1_s8;
+    \$978  = l0_err1_s8;
     if (en) begin
-      \$939  = \$772 ;
+      \$978  = \$807 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$940  = l1_wread_0_2_s5;
+    \$979  = l1_wread_0_2_s5;
     if (en) begin
-      \$940  = l1_wread_0_2_s4;
+      \$979  = l1_wread_0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$941  = l1_wread_0_2_s6;
+    \$980  = l1_wread_0_2_s6;
     if (en) begin
-      \$941  = l1_wread_0_2_s5;
+      \$980  = l1_wread_0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$942  = \t$283 ;
+    \$981  = \t$283 ;
     if (en) begin
-      \$942  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
+      \$981  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$943  = l0_out2_s7;
+    \$982  = l0_out2_s7;
     if (en) begin
-      \$943  = l0_out2_s6;
+      \$982  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$944  = l0_err2_s8;
+    \$983  = l0_err2_s8;
     if (en) begin
-      \$944  = \$774 ;
+      \$983  = \$809 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$945  = l1_wread_0_3_s5;
+    \$984  = l1_wread_0_3_s5;
     if (en) begin
-      \$945  = l1_wread_0_3_s4;
+      \$984  = l1_wread_0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$946  = l1_wread_0_3_s6;
+    \$985  = l1_wread_0_3_s6;
     if (en) begin
-      \$946  = l1_wread_0_3_s5;
+      \$985  = l1_wread_0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$947  = \t$292 ;
+    \$986  = \t$292 ;
     if (en) begin
-      \$947  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
+      \$986  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$948  = l0_out3_s7;
+    \$987  = l0_out3_s7;
     if (en) begin
-      \$948  = l0_out3_s6;
+      \$987  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$949  = l0_err3_s8;
+    \$988  = l0_err3_s8;
     if (en) begin
-      \$949  = \$776 ;
+      \$988  = \$811 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$950  = l1_wread_0_4_s5;
+    \$989  = l1_wread_0_4_s5;
     if (en) begin
-      \$950  = l1_wread_0_4_s4;
+      \$989  = l1_wread_0_4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$951  = l1_wread_0_4_s6;
+    \$990  = l1_wread_0_4_s6;
     if (en) begin
-      \$951  = l1_wread_0_4_s5;
+      \$990  = l1_wread_0_4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$952  = \t$301 ;
+    \$991  = \t$301 ;
     if (en) begin
-      \$952  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
+      \$991  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$953  = l0_out4_s7;
+    \$992  = l0_out4_s7;
     if (en) begin
-      \$953  = l0_out4_s6;
+      \$992  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$954  = l0_err4_s8;
+    \$993  = l0_err4_s8;
     if (en) begin
-      \$954  = \$778 ;
+      \$993  = \$813 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$955  = l1_wread_0_5_s5;
+    \$994  = l1_wread_0_5_s5;
     if (en) begin
-      \$955  = l1_wread_0_5_s4;
+      \$994  = l1_wread_0_5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$956  = l1_wread_0_5_s6;
+    \$995  = l1_wread_0_5_s6;
     if (en) begin
-      \$956  = l1_wread_0_5_s5;
+      \$995  = l1_wread_0_5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$957  = \t$310 ;
+    \$996  = \t$310 ;
     if (en) begin
-      \$957  = { \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308  };
+      \$996  = { \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$958  = l0_out5_s7;
+    \$997  = l0_out5_s7;
     if (en) begin
-      \$958  = l0_out5_s6;
+      \$997  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$959  = l0_err5_s8;
+    \$998  = l0_err5_s8;
     if (en) begin
-      \$959  = \$780 ;
+      \$998  = \$815 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$960  = l1_wread_0_6_s5;
+    \$999  = l1_wread_0_6_s5;
     if (en) begin
-      \$960  = l1_wread_0_6_s4;
+      \$999  = l1_wread_0_6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$961  = l1_wread_0_6_s6;
+    \$1000  = l1_wread_0_6_s6;
     if (en) begin
-      \$961  = l1_wread_0_6_s5;
+      \$1000  = l1_wread_0_6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$962  = \t$319 ;
+    \$1001  = \t$319 ;
     if (en) begin
-      \$962  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
+      \$1001  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$963  = l0_out6_s7;
+    \$1002  = l0_out6_s7;
     if (en) begin
-      \$963  = l0_out6_s6;
+      \$1002  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$964  = l0_err6_s8;
+    \$1003  = l0_err6_s8;
     if (en) begin
-      \$964  = \$782 ;
+      \$1003  = \$817 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$965  = l1_wread_0_7_s5;
+    \$1004  = l1_wread_0_7_s5;
     if (en) begin
-      \$965  = l1_wread_0_7_s4;
+      \$1004  = l1_wread_0_7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$966  = l1_wread_0_7_s6;
+    \$1005  = l1_wread_0_7_s6;
     if (en) begin
-      \$966  = l1_wread_0_7_s5;
+      \$1005  = l1_wread_0_7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$967  = \t$328 ;
+    \$1006  = \t$328 ;
     if (en) begin
-      \$967  = { \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326  };
+      \$1006  = { \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$968  = l0_out7_s7;
+    \$1007  = l0_out7_s7;
     if (en) begin
-      \$968  = l0_out7_s6;
+      \$1007  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$969  = l0_err7_s8;
+    \$1008  = l0_err7_s8;
     if (en) begin
-      \$969  = \$784 ;
+      \$1008  = \$819 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$970  = x0_s2;
+    \$1009  = x0_s2;
     if (en) begin
-      \$970  = x0_s1;
+      \$1009  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$971  = x0_s3;
+    \$1010  = x0_s3;
     if (en) begin
-      \$971  = x0_s2;
+      \$1010  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$972  = x0_s4;
+    \$1011  = x0_s4;
     if (en) begin
-      \$972  = x0_s3;
+      \$1011  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$973  = x0_s5;
+    \$1012  = x0_s5;
     if (en) begin
-      \$973  = x0_s4;
+      \$1012  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$974  = x0_s6;
+    \$1013  = x0_s6;
     if (en) begin
-      \$974  = x0_s5;
+      \$1013  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$975  = x0_s7;
+    \$1014  = x0_s7;
     if (en) begin
-      \$975  = x0_s6;
+      \$1014  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$976  = x0_s8;
+    \$1015  = x0_s8;
     if (en) begin
-      \$976  = x0_s7;
+      \$1015  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$977  = x1_s2;
+    \$1016  = x1_s2;
     if (en) begin
-      \$977  = x1_s1;
+      \$1016  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$978  = x1_s3;
+    \$1017  = x1_s3;
     if (en) begin
-      \$978  = x1_s2;
+      \$1017  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$979  = x1_s4;
+    \$1018  = x1_s4;
     if (en) begin
-      \$979  = x1_s3;
+      \$1018  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$980  = x1_s5;
+    \$1019  = x1_s5;
     if (en) begin
-      \$980  = x1_s4;
+      \$1019  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$981  = x1_s6;
+    \$1020  = x1_s6;
     if (en) begin
-      \$981  = x1_s5;
+      \$1020  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$982  = x1_s7;
+    \$1021  = x1_s7;
     if (en) begin
-      \$982  = x1_s6;
+      \$1021  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$983  = x1_s8;
+    \$1022  = x1_s8;
     if (en) begin
-      \$983  = x1_s7;
+      \$1022  = x1_s7;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -6411,9 +6064,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$327  = { \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326  };
   assign l1_bprod7_0_s7 = \t$328 ;
   assign m__valid = valid_s5;
-  assign l0_tail = \$564 [2:0];
-  assign l1_tail = \$593 [2:0];
+  assign l0_tail = \$540 [2:0];
+  assign l0_head_next = \$544 [2:0];
+  assign l0_fill_next = \$546 [2:0];
+  assign l1_tail = \$590 [2:0];
+  assign l1_head_next = \$594 [2:0];
+  assign l1_fill_next = \$596 [2:0];
+  assign reloading = 1'h0;
   assign pc__ready = execute;
+  assign reload_write = 1'h0;
+  assign reload_addr = 6'h00;
+  assign l0_port_local = \$622 [4:0];
+  assign reload_data = 16'h0000;
+  assign l1_port_local = \$633 [3:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$6  = { \t$3 [31], \t$3 , 2'h0 };
@@ -6507,5 +6170,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \floor$422  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
   assign \floor$425  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
   assign \floor$428  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign s__ready = \$595 ;
+  assign \$608  = 1'h1;
+  assign \$609  = \$607 ;
+  assign s__ready = \$607 ;
+  assign \$616  = 1'h1;
+  assign \$617  = \$615 ;
+  assign port_addr = pc__payload[21:16];
+  assign l0_port_data = pc__payload[15:0];
+  assign \$627  = \$626 ;
+  assign l1_port_data = pc__payload[15:0];
+  assign \$638  = \$637 ;
 endmodule

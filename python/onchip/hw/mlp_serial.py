@@ -1,0 +1,444 @@
+"""Time-multiplexed ("serial") MLP learner: one multiply-accumulate lane per neuron, weights in RAM.
+
+The fully parallel learner (:class:`~onchip.hw.learner.OnchipLearner`) holds
+every weight in a register with its own multiplier, so its size grows with
+the number of weights. Here the size grows with the number of neurons: layer
+l keeps the weights of each output neuron j in a RAM bank of depth n_in
+(``amaranth.lib.memory.Memory``, synchronous read, mappable to LUTRAM/BRAM)
+and steps over the inputs i = 0..n_in-1, one per clock cycle, all n_out
+lanes at once. The arithmetic and every rounding point are those of
+:func:`onchip.model.kernels.mlp_step` (sequential schedule), bit for bit:
+
+* forward, lane j: acc = acc(b[j]), then acc += acc(W[j, i] * u[i]) for
+  every i in a wrapping register of the ``acc`` width (``acc`` overflow is
+  WRAP, so this equals the golden sum of converted terms wrapped once);
+  z[j] = requant(acc -> ``act``), ReLU on hidden layers;
+* output error e[j] = requant(y_hat[j] - y[j] -> ``grad``);
+* backward + update, last layer first, stepping over i again: every bank
+  reads its pre-update W[j, i]; the error to the previous layer is the adder
+  tree over j of acc(W[j, i] * e[j]) wrapped, converted to ``grad`` and 0
+  where the ReLU output u[i] <= 0; in the same pass (read-modify-write)
+  W[j, i] = overflow(W[j, i] - requant(e[j] * u[i] * 2**-s -> ``coef``));
+  biases (registers) b[j] = overflow(b[j] - requant(e[j] * 2**-s -> ``coef``)).
+
+Per layer, the inputs u of the sample sit in a rotating register (u[0] at
+its head; one rotation per step, so after n_in steps it is back in order
+for the backward pass) and the error of the layer's outputs in a register
+that the next layer's backward pass shifts the back-propagated errors into.
+
+Timing (cycles counted from the accepting cycle, offset 0; N_l = n_in of
+layer l; no stall on the prediction output):
+
+* forward pass of layer l: N_l + 2 cycles (layer 0: N_0 + 3, its first
+  weight read is issued in the accepting cycle) - one read, product and
+  accumulate per input, pipelined, then the conversion to ``act``;
+* prediction latency P = 1 + sum_l (N_l + 2);
+* backward pass: the output layer N + 2 cycles from cycle P (the first one
+  forms the output error), every other layer N_l + 1; a layer's update is
+  committed (last weight written, bias updated) in its last cycle;
+* initiation interval II = 2 sum_l N_l + 3 L + 2 (the next sample is
+  accepted the cycle after layer 0's update is committed).
+
+A prediction that has not been taken holds the next sample's forward pass in
+its last cycle (the output register is full); nothing else stalls.
+
+Parameter port, reset and streams are those of OnchipLearner: a command
+waits until the learner is idle (no sample in flight; while a command
+waits no sample is accepted), then reads or writes theta[addr] (flat index
+of :func:`onchip.model.golden.layout`) and answers one word. RAM contents
+survive ``rst``, so after reset (and at power-up) the learner copies the
+initial parameters from a ROM into the banks and biases, one word per cycle
+through the parameter port's write path (n_params + 1 cycles), with
+``s.ready`` and ``pc.ready`` low until it is done.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..model.golden import check_parameters, initial_parameters, kernel_config, layout
+from ..spec import LearnerSpec
+from .fixedpoint import fmt_shape, node, overflow, requant
+from .layers import tree_sum
+
+__all__ = ["SerialMlpLearner", "serial_plan", "row_divider"]
+
+
+def serial_plan(spec: LearnerSpec) -> dict:
+    """Cycle offsets of the serial datapath's schedule (offset 0: the cycle accepting a sample).
+
+    Returns:
+        ``{"prediction": P, "read": [...], "update": [...], "ii": II}`` with, per layer l,
+        ``read[l]`` the cycle its forward pass issues its first weight read (address 0 of
+        every bank), ``update[l]`` the cycle its update is committed (last weight written,
+        biases updated; the ``commit_l<l>`` strobe), P the first cycle the prediction can
+        be taken, II the cycles between accepted samples at full rate. See the module
+        docstring for the closed forms.
+    """
+    n = list(spec.widths[:-1])
+    n_layers = len(n)
+    read, first = [], 1  # first: offset of the cycle using the layer's first weight word
+    for l in range(n_layers):
+        read.append(first - 1)
+        first += n[l] + 2
+    p = first  # the output layer's conversion to act ends in cycle p - 1
+    update = [0] * n_layers
+    first = p + 1  # the output error is formed at p
+    for l in range(n_layers - 1, -1, -1):
+        update[l] = first + n[l]
+        first = update[l] + 1
+    return {"prediction": p, "read": read, "update": update, "ii": update[0] + 1}
+
+
+def row_divider(n_in: int, count: int) -> tuple[int, int]:
+    """Constants (M, s) with ``(r * M) >> s == r // n_in`` for every r in [0, count).
+
+    The parameter port splits a flat weight offset r = j * n_in + i into the bank j
+    and the address i with one constant multiply instead of a divider (Granlund and
+    Montgomery, "Division by invariant integers using multiplication", PLDI 1994, sec. 4).
+
+    Raises:
+        ValueError: ``n_in`` < 1 or ``count`` < 1.
+    """
+    if n_in < 1 or count < 1:
+        raise ValueError(f"n_in and count must be >= 1, got n_in={n_in}, count={count}")
+    r = np.arange(count, dtype=object)
+    s = (n_in - 1).bit_length()
+    while True:
+        mult = -(-(1 << s) // n_in)
+        if all((r * mult) // (1 << s) == r // n_in):
+            return mult, s
+        s += 1
+
+
+class _Layer:
+    """Storage of one layer: weight banks, biases, the rotating input register, the error register."""
+
+    def __init__(self, spec: LearnerSpec, theta0: np.ndarray, index: int, lay, in_frac: int):
+        f = spec.formats
+        self.index, self.offset = index, lay.offset
+        self.n_in, self.n_out = lay.n_in, lay.n_out
+        self.n_w = lay.n_in * lay.n_out
+        self.in_frac = in_frac
+        self.in_fmt = f.input if index == 0 else f.act
+        coef = fmt_shape(f.coef)
+        o, n = lay.offset, lay.n_in
+        self.banks = [Memory(shape=coef, depth=n, init=[int(v) for v in theta0[o + j * n : o + (j + 1) * n]])
+                      for j in range(self.n_out)]
+        b0 = o + self.n_w
+        self.bias = [Signal(coef, init=int(theta0[b0 + j]), name=f"l{index}_b_{j}") for j in range(self.n_out)]
+        self.u = [Signal(fmt_shape(self.in_fmt), name=f"l{index}_u{i}", reset_less=True) for i in range(n)]
+        self.err = [Signal(fmt_shape(f.grad), name=f"l{index}_e{j}", reset_less=True) for j in range(self.n_out)]
+        self.rd = self.wr = None
+
+
+class SerialMlpLearner(wiring.Component):
+    """Sequential-schedule MLP learner of a :class:`~onchip.spec.LearnerSpec` with one lane per neuron.
+
+    Ports (``amaranth.lib.stream`` interfaces; payloads packed lowest field first), as
+    :class:`~onchip.hw.learner.OnchipLearner`:
+        s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1] (act).
+        m: Out(stream), predictions pred[0..n_out-1] (act), one per sample, in order; each is
+            made before that sample's update.
+        pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write << top.
+        pr: Out(stream), one response per command: the value read, or the value written.
+
+    Attributes (after construction):
+        stages: :func:`serial_plan` without ``ii``: ``prediction`` P, per-layer ``read`` (cycle of
+            the first forward weight read) and ``update`` (cycle of the commit), offsets from the
+            accepting cycle.
+        latency_prediction, latency_update, initiation_interval: cycles, as OnchipLearner defines them.
+        min_staleness: II - 1, as OnchipLearner reports for its sequential schedule (this
+            datapath has no pipelined schedule).
+        staleness: 0; pipelined: False.
+        param_storage: ``"memory"`` (weights in RAM banks; the n_out biases per layer are registers).
+
+    Args:
+        spec: an MLP in the sequential schedule (its ``datapath`` is normally ``"serial"``).
+        theta: raw reset values of the parameters (P,) (default: the golden initial parameters).
+
+    Raises:
+        ValueError: ``spec`` is not an MLP or not sequential, or a bad ``theta``.
+    """
+
+    def __init__(self, spec: LearnerSpec, theta=None):
+        if not isinstance(spec, LearnerSpec):
+            raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
+        if spec.kind != "mlp" or spec.effective_staleness != 0:
+            raise ValueError(
+                f"the serial datapath implements MLPs in the sequential schedule; got kind={spec.kind!r}, "
+                f"schedule={spec.schedule!r}"
+            )
+        self.spec = spec
+        #: reset values of the parameters (raw, flat): the golden initial parameters by default
+        self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+        f = spec.formats
+        self.staleness = 0
+        self.pipelined = False
+        self.n_params = spec.parameter_count()
+        #: where the parameters live: weights in RAM banks (the biases, one per neuron, in registers)
+        self.param_storage = "memory"
+        self.addr_width = max(1, (self.n_params - 1).bit_length())
+        self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
+        self.pred_width = spec.n_out * f.act.width
+        self.cmd_width = f.coef.width + self.addr_width + 1
+        plan = serial_plan(spec)
+        self.stages = {key: plan[key] for key in ("prediction", "read", "update")}
+        self.initiation_interval = plan["ii"]
+        self.min_staleness = self.initiation_interval - 1
+        super().__init__({
+            "s": In(stream.Signature(self.sample_width)),
+            "m": Out(stream.Signature(self.pred_width)),
+            "pc": In(stream.Signature(self.cmd_width)),
+            "pr": Out(stream.Signature(f.coef.width)),
+        })
+
+    @property
+    def latency_prediction(self) -> int:
+        """Clock edges from the edge accepting a sample to the first edge its prediction can be taken."""
+        return self.stages["prediction"]
+
+    @property
+    def latency_update(self) -> int:
+        """Clock edges from accepting a sample to committing its update in every layer."""
+        return max(self.stages["update"])
+
+    # -- hardware ---------------------------------------------------------------------
+    def elaborate(self, platform):
+        spec, f = self.spec, self.spec.formats
+        m = Module()
+        cfg = kernel_config(spec)
+        layers = [_Layer(spec, self.theta0, l, lay, int(cfg.in_frac[l])) for l, lay in enumerate(layout(spec))]
+        n_layers = len(layers)
+        for ly in layers:
+            for j, bank in enumerate(ly.banks):
+                m.submodules[f"l{ly.index}_bank{j}"] = bank
+            ly.rd = [bank.read_port() for bank in ly.banks]
+            ly.wr = [bank.write_port() for bank in ly.banks]
+
+        step = Signal(range(max(ly.n_in for ly in layers) + 3), name="step")  # k: position in a pass
+        idle, reloading = Signal(name="idle"), Signal(name="reloading")
+        fwd = [Signal(name=f"fwd_l{l}") for l in range(n_layers)]
+        bwd = [Signal(name=f"bwd_l{l}") for l in range(n_layers)]
+        commit = [Signal(name=f"commit_l{l}") for l in range(n_layers)]
+        advance = [Signal(name=f"fwd_done_l{l}") for l in range(n_layers)]  # forward pass of l ends
+        out_free = Signal(name="out_free")
+        m.d.comb += out_free.eq(~self.m.valid | self.m.ready)
+        for l, ly in enumerate(layers):
+            m.d.comb += [
+                advance[l].eq(fwd[l] & (step == ly.n_in + 2) & (out_free if l == n_layers - 1 else 1)),
+                commit[l].eq(bwd[l] & (step == ly.n_in + 1)),
+            ]
+
+        # -- sample stream --------------------------------------------------------
+        wi, wa = f.input.width, f.act.width
+        pl = self.s.payload
+        xs = [pl[i * wi : (i + 1) * wi] for i in range(spec.n_in)]
+        xs = [x.as_signed() if f.input.signed else x for x in xs]
+        base = spec.n_in * wi
+        ys_in = [pl[base + j * wa : base + (j + 1) * wa] for j in range(spec.n_out)]
+        ys = [Signal(fmt_shape(f.act), name=f"y{j}", reset_less=True) for j in range(spec.n_out)]
+        accept = Signal(name="accept")
+        m.d.comb += [
+            self.s.ready.eq(idle & ~self.pc.valid),
+            accept.eq(self.s.valid & self.s.ready),
+        ]
+        with m.If(accept):
+            m.d.sync += [y.eq(v.as_signed() if f.act.signed else v) for y, v in zip(ys, ys_in)]
+
+        # -- parameter write path and address decoder (commands and the reload) --
+        wc, aw = f.coef.width, self.addr_width
+        cmd = self.pc.payload
+        cmd_data = cmd[:wc].as_signed() if f.coef.signed else cmd[:wc]
+        cmd_addr, cmd_write = cmd[wc : wc + aw], cmd[wc + aw]
+        execute = Signal(name="execute")
+        m.d.comb += [
+            execute.eq(idle & self.pc.valid & (~self.pr.valid | self.pr.ready)),
+            self.pc.ready.eq(execute),
+        ]
+        rom = Memory(shape=fmt_shape(f.coef), depth=self.n_params, init=[int(v) for v in self.theta0])
+        m.submodules.theta0_rom = rom
+        rom_rd = rom.read_port()
+        reload_n = Signal(range(self.n_params + 1), name="reload_n")
+        m.d.comb += rom_rd.addr.eq(reload_n)
+        bus_addr = Signal(unsigned(aw), name="bus_addr")
+        bus_data = Signal(fmt_shape(f.coef), name="bus_data")
+        bus_we = Signal(name="bus_we")
+        m.d.comb += [
+            bus_addr.eq(Mux(reloading, reload_n - 1, cmd_addr)),
+            bus_data.eq(Mux(reloading, rom_rd.data, cmd_data)),
+            bus_we.eq(Mux(reloading, reload_n != 0, execute & cmd_write)),
+        ]
+        hit_w, hit_b, row, col, brow = [], [], [], [], []
+        for ly in layers:
+            l, o, nw = ly.index, ly.offset, ly.n_w
+            hw, hb = Signal(name=f"l{l}_hit_w"), Signal(name=f"l{l}_hit_b")
+            m.d.comb += [
+                hw.eq((bus_addr >= o) & (bus_addr < o + nw)),
+                hb.eq((bus_addr >= o + nw) & (bus_addr < o + nw + ly.n_out)),
+            ]
+            rel = node(m, (bus_addr - o)[: max(1, (nw - 1).bit_length())], f"l{l}_rel")
+            mult, shift = row_divider(ly.n_in, nw)
+            j = node(m, ((rel * mult) >> shift)[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_row")
+            i = Signal(range(ly.n_in), name=f"l{l}_col")
+            m.d.comb += i.eq(rel - j * ly.n_in)
+            jb = node(m, (bus_addr - (o + nw))[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_brow")
+            hit_w.append(hw), hit_b.append(hb), row.append(j), col.append(i), brow.append(jb)
+
+        # -- layers: forward pass, backward pass and update ----------------------
+        f_back = f.coef.frac_bits + f.grad.frac_bits
+        f_b = f.grad.frac_bits + spec.lr_shift
+        preds = [Signal(fmt_shape(f.act), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
+        m.d.comb += self.m.payload.eq(Cat(*preds))
+        z_prev = None
+        for ly in layers:
+            l, n = ly.index, ly.n_in
+            last = l == n_layers - 1
+            active = fwd[l] | bwd[l]
+            # the input register: loaded with the sample (layer 0) or the previous layer's
+            # outputs, rotated once per step of each pass
+            src = xs if l == 0 else z_prev
+            load = accept if l == 0 else advance[l - 1]
+            head = ly.u[0]
+            with m.If(load):
+                m.d.sync += [u.eq(v) for u, v in zip(ly.u, src)]
+            with m.Elif(active & (step >= 1) & (step <= n)):
+                m.d.sync += [ly.u[i].eq(ly.u[(i + 1) % n]) for i in range(n)]
+
+            # read address: the step in a pass, a command's column when idle, else 0 (the
+            # first word, so a pass that follows can use it at its step 1)
+            raddr = Signal(range(n), name=f"l{l}_raddr")
+            m.d.comb += raddr.eq(Mux(active & (step < n), step, Mux(idle & self.pc.valid, col[l], 0)))
+            waddr = Signal(range(n), name=f"l{l}_waddr", reset_less=True)
+            m.d.sync += waddr.eq(step - 1)
+            writeback = Signal(name=f"l{l}_writeback")
+            m.d.comb += writeback.eq(bwd[l] & (step >= 2))
+
+            f_prod = f.coef.frac_bits + ly.in_frac
+            f_w = f.grad.frac_bits + ly.in_frac + spec.lr_shift
+            zs, bprods = [], []
+            for j in range(ly.n_out):
+                rp, wp = ly.rd[j], ly.wr[j]
+                m.d.comb += rp.addr.eq(raddr)
+                w = rp.data
+                e = ly.err[j]
+                # forward lane: acc = acc(b) + sum_i acc(W[j, i] u[i]), wrapping in the acc width
+                prod = Signal(fmt_shape(f.acc), name=f"l{l}_prod{j}", reset_less=True)
+                acc = Signal(fmt_shape(f.acc), name=f"l{l}_acc{j}", reset_less=True)
+                m.d.sync += prod.eq(requant(m, w * head, f_prod, f.acc))
+                with m.If(fwd[l] & (step == 1)):
+                    m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
+                with m.Elif(fwd[l] & (step >= 2) & (step <= n + 1)):
+                    m.d.sync += acc.eq(acc + prod)
+                z = requant(m, acc, f.acc.frac_bits, f.act)
+                if not last:
+                    z = Mux(z > 0, z, 0)
+                zs.append(node(m, z, f"l{l}_z{j}"))
+                # backward lane: the pre-update weight and its delta, written back a cycle later
+                w_old = Signal(fmt_shape(f.coef), name=f"l{l}_wold{j}", reset_less=True)
+                delta = Signal(fmt_shape(f.coef), name=f"l{l}_dw{j}", reset_less=True)
+                m.d.sync += [w_old.eq(w), delta.eq(requant(m, e * head, f_w, f.coef))]
+                if l > 0:
+                    bprod = Signal(fmt_shape(f.acc), name=f"l{l}_bprod{j}", reset_less=True)
+                    m.d.sync += bprod.eq(requant(m, w * e, f_back, f.acc))
+                    bprods.append(bprod)
+                bus_hit = bus_we & hit_w[l] & (row[l] == j)
+                m.d.comb += [
+                    wp.en.eq(writeback | bus_hit),
+                    wp.addr.eq(Mux(writeback, waddr, col[l])),
+                    wp.data.eq(Mux(writeback, overflow(m, w_old - delta, f.coef), bus_data)),
+                ]
+                b = ly.bias[j]
+                with m.If(commit[l]):
+                    m.d.sync += b.eq(overflow(m, b - requant(m, e, f_b, f.coef), f.coef))
+                with m.If(bus_we & hit_b[l] & (brow[l] == j)):
+                    m.d.sync += b.eq(bus_data)
+            z_prev = zs
+
+            # error to the previous layer, one input per step, shifted into its error register
+            if l > 0:
+                positive = Signal(name=f"l{l}_u_pos", reset_less=True)
+                m.d.sync += positive.eq(head > 0)
+                s = overflow(m, tree_sum(bprods), f.acc)
+                e_prev = node(m, Mux(positive, requant(m, s, f.acc.frac_bits, f.grad), 0), f"l{l - 1}_eprev")
+                tgt = layers[l - 1].err
+                with m.If(writeback):
+                    m.d.sync += [tgt[i].eq(tgt[i + 1]) for i in range(len(tgt) - 1)]
+                    m.d.sync += tgt[-1].eq(e_prev)
+
+        # output error from the prediction, in the first cycle of the backward pass
+        out = layers[-1]
+        with m.If(bwd[-1] & (step == 0)):
+            m.d.sync += [e.eq(requant(m, p - y, f.act.frac_bits, f.grad)) for e, p, y in zip(out.err, preds, ys)]
+        with m.If(self.m.ready):
+            m.d.sync += self.m.valid.eq(0)
+        with m.If(advance[-1]):
+            m.d.sync += [p.eq(z) for p, z in zip(preds, z_prev)]
+            m.d.sync += self.m.valid.eq(1)
+
+        # -- parameter responses --------------------------------------------------
+        sel_w = [Signal(name=f"l{l}_sel_w") for l in range(n_layers)]
+        sel_b = [Signal(name=f"l{l}_sel_b") for l in range(n_layers)]
+        sel_row = [Signal(len(row[l]), name=f"l{l}_sel_row") for l in range(n_layers)]
+        sel_brow = [Signal(len(brow[l]), name=f"l{l}_sel_brow") for l in range(n_layers)]
+        resp_write = Signal(name="resp_write")
+        resp_data = Signal(fmt_shape(f.coef), name="resp_data")
+        with m.If(execute):
+            m.d.sync += [resp_write.eq(cmd_write), resp_data.eq(cmd_data)]
+            for l in range(n_layers):
+                m.d.sync += [sel_w[l].eq(hit_w[l]), sel_b[l].eq(hit_b[l]),
+                             sel_row[l].eq(row[l]), sel_brow[l].eq(brow[l])]
+        readback = Signal(fmt_shape(f.coef), name="readback")
+        choices = []
+        for l, ly in enumerate(layers):
+            choices.append((sel_w[l], Array(rp.data for rp in ly.rd)[sel_row[l]]))
+            choices.append((sel_b[l], Array(ly.bias)[sel_brow[l]]))
+        for n, (cond, val) in enumerate(choices):
+            with (m.If if n == 0 else m.Elif)(cond):
+                m.d.comb += readback.eq(val)
+        resp = Signal(fmt_shape(f.coef), name="resp")
+        m.d.comb += self.pr.payload.eq(resp)
+        with m.If(self.pr.ready):
+            m.d.sync += self.pr.valid.eq(0)
+
+        # -- sequencer ------------------------------------------------------------
+        with m.FSM(init="RELOAD", name="sequencer"):
+            with m.State("RELOAD"):
+                m.d.comb += reloading.eq(1)
+                m.d.sync += reload_n.eq(reload_n + 1)
+                with m.If(reload_n == self.n_params):
+                    m.next = "IDLE"
+            with m.State("IDLE"):
+                m.d.comb += idle.eq(1)
+                with m.If(accept):
+                    m.d.sync += step.eq(1)
+                    m.next = "FWD0"
+                with m.Elif(execute):
+                    m.next = "RESPOND"
+            with m.State("RESPOND"):
+                m.d.sync += [resp.eq(Mux(resp_write, resp_data, readback)), self.pr.valid.eq(1)]
+                m.next = "IDLE"
+            for l, ly in enumerate(layers):
+                with m.State(f"FWD{l}"):
+                    m.d.comb += fwd[l].eq(1)
+                    with m.If(advance[l]):
+                        if l < n_layers - 1:
+                            m.d.sync += step.eq(1)
+                            m.next = f"FWD{l + 1}"
+                        else:
+                            m.d.sync += step.eq(0)
+                            m.next = f"BWD{l}"
+                    with m.Elif(step != ly.n_in + 2):
+                        m.d.sync += step.eq(step + 1)
+                with m.State(f"BWD{l}"):
+                    m.d.comb += bwd[l].eq(1)
+                    with m.If(commit[l]):
+                        m.d.sync += step.eq(1)
+                        m.next = f"BWD{l - 1}" if l > 0 else "IDLE"
+                    with m.Else():
+                        m.d.sync += step.eq(step + 1)
+        return m
