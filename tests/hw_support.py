@@ -48,3 +48,30 @@ def golden_final(spec: LearnerSpec, x, y):
     preds = g.run(x, y)
     g.flush()
     return preds, g.theta.copy()
+
+
+def check_checkpoint_and_restore(spec: LearnerSpec, design, xs, restore, seed: int = 6):
+    """Three segments with random stalls: stream, read every parameter (checkpoint), stream,
+    write ``restore``, stream, read back; predictions and parameters equal the golden model's
+    doing the same (``flush`` before a read, ``load`` for the write)."""
+    from onchip.hw import sim
+
+    g = GoldenLearner(spec)
+    want = [g.run(*xs[0])]
+    g.flush()
+    checkpoint = g.theta.copy()
+    want.append(g.run(*xs[1]))
+    g.load(restore)
+    want.append(g.run(*xs[2]))
+    g.flush()
+    out = sim.run_job(design, [
+        {"payloads": sim.pack_samples(design, *xs[0]), "then": {"op": "read"}},
+        {"payloads": sim.pack_samples(design, *xs[1]), "then": {"op": "write", "values": list(map(int, restore))}},
+        {"payloads": sim.pack_samples(design, *xs[2]), "then": {"op": "read"}},
+    ], seed=seed, p_valid=0.8, p_ready=0.8, p_param_ready=0.6)
+    segs = out["segments"]
+    for seg, w in zip(segs, want):
+        np.testing.assert_array_equal(sim.unpack_predictions(design, seg["preds"]), w)
+    np.testing.assert_array_equal(sim.unpack_coef(design, segs[0]["responses"]), checkpoint)
+    np.testing.assert_array_equal(sim.unpack_coef(design, segs[1]["responses"]), restore)  # writes echo
+    np.testing.assert_array_equal(sim.unpack_coef(design, segs[2]["responses"]), g.theta)

@@ -1,11 +1,13 @@
-"""The KAN coefficient-bank arithmetic (onchip.hw.coefmem), evaluated by Amaranth's simulator
+"""The RAM address arithmetic (onchip.hw.ram, the KAN coefficient banks of onchip.hw.coefmem), evaluated by Amaranth's simulator
 against plain integer arithmetic."""
 
+import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from onchip.hw.coefmem import bank_address, by_bank, by_basis, div_const, split_cell
+from onchip.hw.coefmem import bank_address, by_bank, by_basis, split_cell
+from onchip.hw.ram import div_constants, div_const, ram_style
 
 
 def evaluate(m, inputs, outputs, cases):
@@ -34,9 +36,20 @@ def test_div_const_is_floor_division(d, x_max):
     assert [g[0] for g in evaluate(m, [x], [y], cases)] == [v // d for v in range(x_max + 1)]
 
 
+@pytest.mark.parametrize("d, x_max", [(1, 7), (3, 3000), (64, 4095), (7, 2100), (10, 6 * 64 * 64)])
+def test_div_constants_hold_over_the_range(d, x_max):
+    mult, s = div_constants(d, x_max)
+    x = np.arange(x_max + 1, dtype=np.int64)
+    np.testing.assert_array_equal((x * mult) >> s, x // d)
+
+
 def test_div_const_refuses_bad_divisor():
     with pytest.raises(ValueError, match="d=0"):
         div_const(Signal(4), 0, 15)
+
+
+def test_ram_style_by_size():
+    assert ram_style(17, 16) == "distributed" and ram_style(1024, 16) == "block"
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from onchip.hw import sim
-from onchip.hw.mlp_serial import SerialMlpLearner, row_divider
+from onchip.hw.mlp_serial import SerialMlpLearner
 from onchip.hw.sim import cached_design
 from onchip.model import GoldenLearner
 from onchip.model.golden import initial_parameters
 from onchip.spec import PRESETS, Formats, LearnerSpec
 
-from hw_support import golden_final, stimulus
+from hw_support import check_checkpoint_and_restore, golden_final, stimulus
 
 READOUT = PRESETS["mlp-readout"].replace(datapath="serial", schedule="sequential")
 
@@ -42,14 +42,6 @@ WIDE = LearnerSpec(name="mlp-64-64-32-10", kind="mlp", widths=(64, 64, 32, 10), 
                    init_scale=1.0, datapath="serial")
 
 
-def samples(spec, n, seed, extreme=0.05):
-    """hw_support.stimulus with x clipped into the input format (its edge values include
-    -1, which an unsigned input format cannot hold)."""
-    x, y = stimulus(spec, n, seed, extreme)
-    fi = spec.formats.input
-    return np.clip(x, fi.min_raw, fi.max_raw), y
-
-
 def assert_same(design, seg, want_preds, want_theta):
     got = sim.unpack_predictions(design, seg["preds"])
     assert got.shape == want_preds.shape
@@ -60,7 +52,7 @@ def assert_same(design, seg, want_preds, want_theta):
 
 def run_stream(spec, n, seed, **stalls):
     design = cached_design(spec)
-    x, y = samples(spec, n, seed)
+    x, y = stimulus(spec, n, seed)
     want_preds, want_theta = golden_final(spec, x, y)
     out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}], **stalls)
     seg = out["segments"][0]
@@ -100,7 +92,7 @@ def test_readout_bit_exact_with_reported_timing():
 
 
 def test_narrow_three_layer_saturates_bit_exact_under_stalls():
-    x, y = samples(NARROW, 2000, seed=21)
+    x, y = stimulus(NARROW, 2000, seed=21)
     want, theta = golden_final(NARROW, x, y)
     f = NARROW.formats
     # the stream really saturates: predictions at the act limits, weights at the coef limits
@@ -119,8 +111,8 @@ def test_narrow_three_layer_timing():
 
 def test_reset_mid_stream_reloads_initial_parameters():
     design = cached_design(READOUT)
-    xa, ya = samples(READOUT, 400, seed=31)
-    xb, yb = samples(READOUT, 600, seed=32)
+    xa, ya = stimulus(READOUT, 400, seed=31)
+    xb, yb = stimulus(READOUT, 600, seed=32)
     want_a, _ = golden_final(READOUT, xa, ya)
     want_b, theta_b = golden_final(READOUT, xb, yb)  # a fresh learner: reset = initial parameters
     out = sim.run_job(design, [
@@ -140,31 +132,12 @@ def test_reset_mid_stream_reloads_initial_parameters():
 def test_checkpoint_and_restore_mid_stream():
     spec = NARROW
     design = cached_design(spec)
-    xs = [samples(spec, n, seed=40 + k) for k, n in enumerate((500, 200, 400))]
+    xs = [stimulus(spec, n, seed=40 + k) for k, n in enumerate((500, 200, 400))]
     rng = np.random.default_rng(9)
     c = spec.formats.coef
     restore = rng.integers(c.min_raw, c.max_raw + 1, spec.parameter_count())
 
-    g = GoldenLearner(spec)
-    want = [g.run(*xs[0])]
-    g.flush()
-    checkpoint = g.theta.copy()
-    want.append(g.run(*xs[1]))
-    g.load(restore)
-    want.append(g.run(*xs[2]))
-    g.flush()
-
-    out = sim.run_job(design, [
-        {"payloads": sim.pack_samples(design, *xs[0]), "then": {"op": "read"}},
-        {"payloads": sim.pack_samples(design, *xs[1]), "then": {"op": "write", "values": restore.tolist()}},
-        {"payloads": sim.pack_samples(design, *xs[2]), "then": {"op": "read"}},
-    ], seed=6, p_valid=0.8, p_ready=0.8, p_param_ready=0.6)
-    segs = out["segments"]
-    for seg, w in zip(segs, want):
-        np.testing.assert_array_equal(sim.unpack_predictions(design, seg["preds"]), w)
-    np.testing.assert_array_equal(sim.unpack_coef(design, segs[0]["responses"]), checkpoint)
-    np.testing.assert_array_equal(sim.unpack_coef(design, segs[1]["responses"]), restore)  # writes echo
-    np.testing.assert_array_equal(sim.unpack_coef(design, segs[2]["responses"]), g.theta)
+    check_checkpoint_and_restore(spec, design, xs, restore)
 
 
 def test_wide_network_converts_with_neuron_sized_logic():
@@ -199,19 +172,9 @@ def test_single_input_layer_bit_exact():
     check_timing(spec, design, seg)
 
 
-@pytest.mark.parametrize("n_in,count", [(1, 7), (2, 16), (3, 3000), (5, 6 * 5), (6, 5 * 6), (64, 64 * 64),
-                                         (7, 7 * 300)])
-def test_row_divider_matches_integer_division(n_in, count):
-    mult, shift = row_divider(n_in, count)
-    r = np.arange(count, dtype=np.int64)
-    np.testing.assert_array_equal((r * mult) >> shift, r // n_in)
-
-
 # a component refused in its constructor is never elaborated; Amaranth warns about that
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_bad_arguments_raise():
-    with pytest.raises(ValueError, match="n_in"):
-        row_divider(0, 4)
     with pytest.raises(ValueError, match="kind='kan'"):
         SerialMlpLearner(PRESETS["kan-readout"])
     with pytest.raises(ValueError, match="schedule='pipelined'"):

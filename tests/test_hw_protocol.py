@@ -13,7 +13,7 @@ from onchip.fixed import requantize
 from onchip.hw import sim
 from onchip.model import GoldenLearner
 
-from hw_support import golden_final, preset_design, stimulus
+from hw_support import check_checkpoint_and_restore, golden_final, preset_design, stimulus
 
 # designs shared with test_hw_learner (same Verilog: the Verilator build is reused)
 DESIGNS = [("kan-readout", "pipelined"), ("mlp-regression", "sequential")]
@@ -62,26 +62,7 @@ def test_checkpoint_and_restore_mid_stream(name, schedule):
     c = spec.formats.coef
     restore = rng.integers(c.min_raw // 4, c.max_raw // 4, spec.parameter_count())
 
-    g = GoldenLearner(spec)
-    want = [g.run(*xs[0])]
-    g.flush()
-    checkpoint = g.theta.copy()
-    want.append(g.run(*xs[1]))
-    g.load(restore)
-    want.append(g.run(*xs[2]))
-    g.flush()
-
-    out = sim.run_job(design, [
-        {"payloads": sim.pack_samples(design, *xs[0]), "then": {"op": "read"}},
-        {"payloads": sim.pack_samples(design, *xs[1]), "then": {"op": "write", "values": restore.tolist()}},
-        {"payloads": sim.pack_samples(design, *xs[2]), "then": {"op": "read"}},
-    ], seed=6, p_valid=0.8, p_ready=0.8, p_param_ready=0.6)
-    segs = out["segments"]
-    for seg, w in zip(segs, want):
-        np.testing.assert_array_equal(preds_of(design, seg), w)
-    np.testing.assert_array_equal(sim.unpack_coef(design, segs[0]["responses"]), checkpoint)
-    np.testing.assert_array_equal(sim.unpack_coef(design, segs[1]["responses"]), restore)  # writes echo
-    np.testing.assert_array_equal(sim.unpack_coef(design, segs[2]["responses"]), g.theta)
+    check_checkpoint_and_restore(spec, design, xs, restore)
 
 
 @pytest.mark.parametrize("name,schedule", DESIGNS)

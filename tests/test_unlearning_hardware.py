@@ -144,10 +144,9 @@ def test_cli_refuses_bad_hardware_arguments_before_writing(tmp_path, capsys, ext
     assert not out.exists()
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not hardware.rtl_available(), reason="no Verilator toolchain or onchip.hw generator")
 def test_rtl_equals_brevitas_and_never_updates(split):
-    """A Verilator build of a 64-8-10 learner: ~9 minutes on 2 shared cores (cached afterwards)."""
+    """The 64-8-10 network on the serial MLP datapath (a Verilator build of about 20 s)."""
     model = methods.train_original(split, 4, FAST, hidden=(8,), seed=0)
     res = hardware.check_on_hardware(model, hardware.split_sets(split), backends=("golden", "rtl"))
     assert res["rtl_parameters_unchanged"]

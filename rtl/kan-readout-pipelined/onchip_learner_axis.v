@@ -435,10 +435,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [10:0] \$419 ;
+  wire [6:0] \$419 ;
   wire \$42 ;
-  wire [14:0] \$420 ;
-  wire [15:0] \$421 ;
+  wire [10:0] \$420 ;
+  wire [11:0] \$421 ;
   wire [6:0] \$422 ;
   wire [7:0] \$423 ;
   wire \$424 ;
@@ -728,7 +728,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] l0_port_bank;
   wire [15:0] l0_port_data;
   wire l0_port_edge;
-  wire [10:0] l0_port_edge_q;
+  wire [6:0] l0_port_edge_q;
   wire l0_port_hit0_0_0;
   wire l0_port_hit0_0_1;
   wire l0_port_hit0_0_2;
@@ -1167,7 +1167,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$417  = \$416  & execute;
   assign \$418  = ~ pc__payload[21];
   assign l0_port_rd = \$417  & \$418 ;
-  assign \$419  = \$408 [4:0] * 6'h2f;
+  assign \$419  = \$408 [4:0] * 2'h3;
   assign \$420  = l0_port_edge_q * 4'hb;
   assign \$421  = \$408 [4:0] - \$420 ;
   assign \$422  = l0_port_baddr_q * 3'h4;
@@ -2878,7 +2878,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval__m2$269  = \$512 [47:32];
   assign \bval__m3$270  = \$512 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 9'h000, \$419 [10:9] };
+  assign l0_port_edge_q = { 5'h00, \$419 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$421 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };

@@ -223,9 +223,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$294 ;
   wire \$295 ;
   wire \$296 ;
-  wire [10:0] \$297 ;
-  wire [14:0] \$298 ;
-  wire [15:0] \$299 ;
+  wire [6:0] \$297 ;
+  wire [10:0] \$298 ;
+  wire [11:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
   wire [6:0] \$300 ;
@@ -509,7 +509,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] l0_port_bank;
   wire [15:0] l0_port_data;
   wire l0_port_edge;
-  wire [10:0] l0_port_edge_q;
+  wire [6:0] l0_port_edge_q;
   wire l0_port_hit0_0_0;
   wire l0_port_hit0_0_1;
   wire l0_port_hit0_0_2;
@@ -1247,7 +1247,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$295  = \$294  & pc__ready;
   assign \$296  = ~ pc__payload[21];
   assign l0_port_rd = \$295  & \$296 ;
-  assign \$297  = \$286 [4:0] * 6'h2f;
+  assign \$297  = \$286 [4:0] * 2'h3;
   assign \$298  = l0_port_edge_q * 4'hb;
   assign \$299  = \$286 [4:0] - \$298 ;
   assign \$300  = l0_port_baddr_q * 3'h4;
@@ -2269,7 +2269,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval__m2$255  = \$381 [47:32];
   assign \bval__m3$256  = \$381 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 9'h000, \$297 [10:9] };
+  assign l0_port_edge_q = { 5'h00, \$297 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$299 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };

@@ -164,9 +164,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
-  wire [8:0] \$243 ;
-  wire [12:0] \$244 ;
-  wire [13:0] \$245 ;
+  wire [5:0] \$243 ;
+  wire [9:0] \$244 ;
+  wire [10:0] \$245 ;
   wire [6:0] \$246 ;
   wire [7:0] \$247 ;
   wire \$248 ;
@@ -393,7 +393,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] l0_port_bank;
   wire [15:0] l0_port_data;
   wire l0_port_edge;
-  wire [8:0] l0_port_edge_q;
+  wire [5:0] l0_port_edge_q;
   wire l0_port_hit0_0_0;
   wire l0_port_hit0_0_1;
   wire l0_port_hit0_0_2;
@@ -901,7 +901,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$241  = \$240  & pc__ready;
   assign \$242  = ~ pc__payload[20];
   assign l0_port_rd = \$241  & \$242 ;
-  assign \$243  = \$232 [3:0] * 5'h18;
+  assign \$243  = \$232 [3:0] * 2'h3;
   assign \$244  = l0_port_edge_q * 4'hb;
   assign \$245  = \$232 [3:0] - \$244 ;
   assign \$246  = l0_port_baddr_q * 3'h4;
@@ -1714,7 +1714,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign bval__m2 = \$308 [47:32];
   assign bval__m3 = \$308 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 8'h00, \$243 [8] };
+  assign l0_port_edge_q = { 5'h00, \$243 [5] };
   assign l0_port_baddr_q = { 2'h0, \$245 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };

@@ -81,10 +81,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire [8:0] \$169 ;
+  wire [5:0] \$169 ;
   wire [40:0] \$17 ;
-  wire [12:0] \$170 ;
-  wire [13:0] \$171 ;
+  wire [9:0] \$170 ;
+  wire [10:0] \$171 ;
   wire [6:0] \$172 ;
   wire [7:0] \$173 ;
   wire [4:0] \$174 ;
@@ -299,7 +299,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] l0_port_bank;
   wire [15:0] l0_port_data;
   wire l0_port_edge;
-  wire [8:0] l0_port_edge_q;
+  wire [5:0] l0_port_edge_q;
   wire l0_port_hit0_0_0;
   wire l0_port_hit0_0_1;
   wire l0_port_hit0_0_2;
@@ -735,7 +735,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$167  = \$166  & pc__ready;
   assign \$168  = ~ pc__payload[20];
   assign l0_port_rd = \$167  & \$168 ;
-  assign \$169  = \$158 [3:0] * 5'h18;
+  assign \$169  = \$158 [3:0] * 2'h3;
   assign \$170  = l0_port_edge_q * 4'hb;
   assign \$171  = \$158 [3:0] - \$170 ;
   assign \$172  = l0_port_baddr_q * 3'h4;
@@ -1365,7 +1365,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign bval__m2 = \$225 [47:32];
   assign bval__m3 = \$225 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 8'h00, \$169 [8] };
+  assign l0_port_edge_q = { 5'h00, \$169 [5] };
   assign l0_port_baddr_q = { 2'h0, \$171 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };

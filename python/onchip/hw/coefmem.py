@@ -8,8 +8,8 @@ address q div (k+1), so those k+1 coefficients fall in k+1 different banks,
 each at address ``c div (k+1) + (b < c mod (k+1))``: every bank is read once
 per sample and written once per update, a plain RAM with no multiplexer over
 the G + k coefficients. The RAM kind is chosen by size (:func:`ram_style`):
-distributed RAM (LUTRAM) for banks below :data:`BLOCK_RAM_BITS`, block RAM
-above, told to the synthesis tool by the ``ram_style`` attribute (Yosys and
+distributed RAM (LUTRAM) for banks below :data:`onchip.hw.ram.BLOCK_RAM_BITS`,
+block RAM above, told to the synthesis tool by the ``ram_style`` attribute (Yosys and
 Vivado both read it), so even the smallest banks are RAM, not flip-flops.
 
 Reads are synchronous and transparent to the bank's write port: a read whose
@@ -25,37 +25,7 @@ from amaranth.lib.memory import Memory
 
 from ..fixed import Fmt
 from .fixedpoint import fmt_shape
-
-
-#: bank size (bits) from which a bank goes to block RAM: half a RAMB18 (UltraScale+) / one
-#: EBR (ECP5, 18 Kbit); below it a block would sit mostly empty
-BLOCK_RAM_BITS = 9 * 1024
-
-
-def ram_style(depth: int, width: int) -> str:
-    """``"block"`` for memories of at least :data:`BLOCK_RAM_BITS` bits, else ``"distributed"``."""
-    return "block" if depth * width >= BLOCK_RAM_BITS else "distributed"
-
-
-def div_const(x: Value, d: int, x_max: int) -> Value:
-    """floor(x / d) for 0 <= x <= x_max by a constant d >= 1, without a divider.
-
-    Powers of two are a shift; otherwise x * ceil(2**s / d) >> s with s = bits(x_max) +
-    bits(d), which is exact on that range (Granlund & Montgomery, "Division by invariant
-    integers using multiplication", PLDI 1994, Sec. 4); checked here over the whole range.
-
-    Raises:
-        ValueError: d < 1 or x_max < 0.
-    """
-    if d < 1 or x_max < 0:
-        raise ValueError(f"div_const needs d >= 1 and x_max >= 0, got d={d}, x_max={x_max}")
-    if d & (d - 1) == 0:
-        return x >> (d.bit_length() - 1)
-    s = x_max.bit_length() + d.bit_length()
-    mult = -(-(1 << s) // d)
-    bad = [v for v in range(x_max + 1) if (v * mult) >> s != v // d]
-    assert not bad, f"div_const({d}): multiplier {mult} >> {s} wrong at {bad[:3]}"
-    return (x * mult) >> s
+from .ram import ram_style
 
 
 def split_cell(m: Module, cell: Value, k1: int, grid_size: int, name: str) -> tuple[Value, Value]:

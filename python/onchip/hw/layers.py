@@ -23,9 +23,10 @@ from amaranth.hdl import Array, Module, Mux, Signal, Value
 
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
-from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, div_const, split_cell
+from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .pipeline import Pipe, Staged
+from .ram import div_const
 
 
 def tree_sum(values: list[Value]) -> Value:

@@ -42,10 +42,10 @@ from amaranth.lib.wiring import In, Out
 
 from ..model.golden import check_parameters, initial_parameters, kernel_config, layout
 from ..spec import LearnerSpec
-from .coefmem import ram_style
 from .fixedpoint import fmt_shape, requant
 from .layers import KanLayer, MlpLayer
 from .pipeline import Pipe
+from .ram import ram_style
 
 
 def unpack(word, like: list) -> list:

@@ -64,8 +64,9 @@ from ..model.golden import check_parameters, initial_parameters, kernel_config, 
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .layers import tree_sum
+from .ram import div_const, ram_style
 
-__all__ = ["SerialMlpLearner", "serial_plan", "row_divider"]
+__all__ = ["SerialMlpLearner", "serial_plan"]
 
 
 def serial_plan(spec: LearnerSpec) -> dict:
@@ -94,27 +95,6 @@ def serial_plan(spec: LearnerSpec) -> dict:
     return {"prediction": p, "read": read, "update": update, "ii": update[0] + 1}
 
 
-def row_divider(n_in: int, count: int) -> tuple[int, int]:
-    """Constants (M, s) with ``(r * M) >> s == r // n_in`` for every r in [0, count).
-
-    The parameter port splits a flat weight offset r = j * n_in + i into the bank j
-    and the address i with one constant multiply instead of a divider (Granlund and
-    Montgomery, "Division by invariant integers using multiplication", PLDI 1994, sec. 4).
-
-    Raises:
-        ValueError: ``n_in`` < 1 or ``count`` < 1.
-    """
-    if n_in < 1 or count < 1:
-        raise ValueError(f"n_in and count must be >= 1, got n_in={n_in}, count={count}")
-    r = np.arange(count, dtype=object)
-    s = (n_in - 1).bit_length()
-    while True:
-        mult = -(-(1 << s) // n_in)
-        if all((r * mult) // (1 << s) == r // n_in):
-            return mult, s
-        s += 1
-
-
 class _Layer:
     """Storage of one layer: weight banks, biases, the rotating input register, the error register."""
 
@@ -127,8 +107,9 @@ class _Layer:
         self.in_fmt = f.input if index == 0 else f.act
         coef = fmt_shape(f.coef)
         o, n = lay.offset, lay.n_in
-        self.banks = [Memory(shape=coef, depth=n, init=[int(v) for v in theta0[o + j * n : o + (j + 1) * n]])
-                      for j in range(self.n_out)]
+        style = {"ram_style": ram_style(n, f.coef.width)}
+        self.banks = [Memory(shape=coef, depth=n, init=[int(v) for v in theta0[o + j * n : o + (j + 1) * n]],
+                             attrs=style) for j in range(self.n_out)]
         b0 = o + self.n_w
         self.bias = [Signal(coef, init=int(theta0[b0 + j]), name=f"l{index}_b_{j}") for j in range(self.n_out)]
         self.u = [Signal(fmt_shape(self.in_fmt), name=f"l{index}_u{i}", reset_less=True) for i in range(n)]
@@ -260,7 +241,9 @@ class SerialMlpLearner(wiring.Component):
             execute.eq(idle & self.pc.valid & (~self.pr.valid | self.pr.ready)),
             self.pc.ready.eq(execute),
         ]
-        rom = Memory(shape=fmt_shape(f.coef), depth=self.n_params, init=[int(v) for v in self.theta0])
+        style = ram_style(self.n_params, f.coef.width)
+        rom = Memory(shape=fmt_shape(f.coef), depth=self.n_params, init=[int(v) for v in self.theta0],
+                     attrs={"ram_style": style, "rom_style": style})
         m.submodules.theta0_rom = rom
         rom_rd = rom.read_port()
         reload_n = Signal(range(self.n_params + 1), name="reload_n")
@@ -282,8 +265,7 @@ class SerialMlpLearner(wiring.Component):
                 hb.eq((bus_addr >= o + nw) & (bus_addr < o + nw + ly.n_out)),
             ]
             rel = node(m, (bus_addr - o)[: max(1, (nw - 1).bit_length())], f"l{l}_rel")
-            mult, shift = row_divider(ly.n_in, nw)
-            j = node(m, ((rel * mult) >> shift)[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_row")
+            j = node(m, div_const(rel, ly.n_in, nw - 1)[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_row")
             i = Signal(range(ly.n_in), name=f"l{l}_col")
             m.d.comb += i.eq(rel - j * ly.n_in)
             jb = node(m, (bus_addr - (o + nw))[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_brow")

@@ -1,0 +1,47 @@
+"""What the learners' RAMs share: the RAM kind chosen by size, and address arithmetic.
+
+The parameter port addresses parameters by their flat index (:func:`onchip.model.golden.layout`);
+a RAM-based layer splits that index into a bank and an address by a constant division, done
+with one constant multiply instead of a divider.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Value
+
+#: memory size (bits) from which a RAM goes to block RAM: half a RAMB18 (UltraScale+) / half an
+#: EBR (ECP5, 18 Kbit); below it a block would sit mostly empty
+BLOCK_RAM_BITS = 9 * 1024
+
+
+def ram_style(depth: int, width: int) -> str:
+    """``ram_style`` attribute (read by Yosys and Vivado) for a depth x width memory:
+    ``"block"`` from :data:`BLOCK_RAM_BITS` bits on, else ``"distributed"`` (LUTRAM)."""
+    return "block" if depth * width >= BLOCK_RAM_BITS else "distributed"
+
+
+def div_constants(d: int, x_max: int) -> tuple[int, int]:
+    """(M, s), s smallest, with ``(x * M) >> s == x // d`` for every 0 <= x <= x_max
+    (Granlund & Montgomery, "Division by invariant integers using multiplication",
+    PLDI 1994, Sec. 4), checked over the whole range.
+
+    Raises:
+        ValueError: d < 1 or x_max < 0.
+    """
+    if d < 1 or x_max < 0:
+        raise ValueError(f"division by a constant needs d >= 1 and x_max >= 0, got d={d}, x_max={x_max}")
+    x = np.arange(x_max + 1, dtype=object)
+    s = (d - 1).bit_length()
+    while True:
+        mult = -(-(1 << s) // d)
+        if all((x * mult) >> s == x // d):
+            return mult, s
+        s += 1
+
+
+def div_const(x: Value, d: int, x_max: int) -> Value:
+    """floor(x / d) for 0 <= x <= x_max: a shift for powers of two, else one constant multiply
+    (:func:`div_constants`). Raises ValueError as that function."""
+    mult, s = div_constants(d, x_max)
+    return x >> s if mult == 1 else (x * mult) >> s
