@@ -327,3 +327,21 @@ def test_a_failing_tool_ends_the_command_in_one_line_and_writes_nothing(tmp_path
     err = capsys.readouterr().err
     assert "onchip synth: tool failed: yosys failed with status 3" in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("family, preset, changes, ram_cells", [
+    # non-zero initial coefficients: the reset ROM is not constant-folded away
+    ("xcup", "kan-regression", dict(init_scale=0.5), ("RAM32M", "RAM32M16", "RAM64M", "RAM64M8")),
+    ("ice40", "kan-regression", dict(init_scale=0.5), ()),  # no LUTRAM on the iCE40
+    ("ecp5", "mlp-readout", dict(datapath="serial"), ("TRELLIS_DPR16X4", "DP16KD")),
+])
+def test_generated_learners_with_initial_parameters_synthesize(family, preset, changes, ram_cells):
+    from onchip.hw import generate
+    from onchip.spec import load_spec
+
+    design = generate(load_spec(preset).replace(**changes), axis=False)
+    assert "theta0_rom" in design.verilog and "ram_style" in design.verilog
+    res = yosys.synthesize(design.verilog, design.top, family)
+    assert res["lut"] > 0 and res["ff"] > 0
+    if ram_cells:  # the parameter banks are RAM, not flip-flops
+        assert any(res["cells"].get(c, 0) for c in ram_cells), res["cells"]

@@ -9,7 +9,7 @@ from onchip.hw import generate
 from onchip.hw.learner import min_staleness
 from onchip.hw.reference import reference_specs
 from onchip.hw.sim import cached_design
-from onchip.spec import PRESETS
+from onchip.spec import PRESETS, LearnerSpec
 
 RTL = Path(__file__).resolve().parents[1] / "rtl"
 
@@ -66,3 +66,14 @@ def test_presets_carry_the_smallest_staleness_their_pipeline_allows():
 
     for spec in PRESETS.values():
         assert spec.staleness == min_staleness(spec.replace(schedule="sequential"))
+
+
+def test_wide_parallel_mlp_is_refused_with_the_serial_hint():
+    from onchip.hw import PARALLEL_MLP_MAX_PARAMS, generate
+
+    wide = LearnerSpec(kind="mlp", widths=(64, 64, 32, 10))
+    assert wide.parameter_count() > PARALLEL_MLP_MAX_PARAMS
+    with pytest.raises(ValueError, match="datapath='serial'"):
+        generate(wide)
+    design = generate(wide.replace(datapath="serial"), axis=False)
+    assert design.info["datapath"] == "serial" and design.info["param_storage"] == "memory"

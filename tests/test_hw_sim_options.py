@@ -57,6 +57,16 @@ def test_axis_design_needs_the_wrapper():
         sim.axis_design(bare)
 
 
+def test_bad_bench_segments_are_refused():
+    spec, design = preset_design("kan-regression", "sequential")
+    with pytest.raises(ValueError, match=r"segments\[0\]\.then\.op"):
+        sim.run_job(design, [{"payloads": [], "then": {"op": "bogus"}}])
+    with pytest.raises(ValueError, match=r"segments\[1\]\.then\.values must be 11"):
+        sim.run_job(design, [{"payloads": []}, {"payloads": [], "then": {"op": "write", "values": [0, 1, 2]}}])
+    with pytest.raises(ValueError, match="values must be"):
+        sim.run_job(design, [{"payloads": [], "then": {"op": "write", "values": [10**6] * 11}}])
+
+
 def test_unknown_simulator_is_refused():
     spec, design = preset_design("kan-regression", "sequential")
     with pytest.raises(ValueError, match="simulator must be one of"):

@@ -503,8 +503,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   assign \$signature__data$126  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$33  = _7_;
-  (* ram_style = "distributed" *)
-  (* rom_style = "distributed" *)
   reg [15:0] theta0_rom [7:0];
   initial begin
     theta0_rom[0] = 16'h0000;

@@ -579,8 +579,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   assign \$signature__data$115  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$19  = _7_;
-  (* ram_style = "distributed" *)
-  (* rom_style = "distributed" *)
   reg [15:0] theta0_rom [7:0];
   initial begin
     theta0_rom[0] = 16'h0000;

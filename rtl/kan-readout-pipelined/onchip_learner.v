@@ -1011,8 +1011,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   assign \$signature__data$234  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$69  = _15_;
-  (* ram_style = "distributed" *)
-  (* rom_style = "distributed" *)
   reg [15:0] theta0_rom [21:0];
   initial begin
     theta0_rom[0] = 16'h0000;

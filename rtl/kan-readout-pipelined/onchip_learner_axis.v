@@ -1087,8 +1087,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   assign \$signature__data$224  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$55  = _15_;
-  (* ram_style = "distributed" *)
-  (* rom_style = "distributed" *)
   reg [15:0] theta0_rom [21:0];
   initial begin
     theta0_rom[0] = 16'h0000;

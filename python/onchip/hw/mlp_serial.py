@@ -64,7 +64,7 @@ from ..model.golden import check_parameters, initial_parameters, kernel_config, 
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .layers import tree_sum
-from .ram import div_const, ram_style
+from .ram import div_const, ram_style, rom_attrs
 
 __all__ = ["SerialMlpLearner", "serial_plan"]
 
@@ -163,6 +163,8 @@ class SerialMlpLearner(wiring.Component):
         self.n_params = spec.parameter_count()
         #: where the parameters live: weights in RAM banks (the biases, one per neuron, in registers)
         self.param_storage = "memory"
+        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
+        self.reset_cycles = self.n_params + 1
         self.addr_width = max(1, (self.n_params - 1).bit_length())
         self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
         self.pred_width = spec.n_out * f.act.width
@@ -241,9 +243,8 @@ class SerialMlpLearner(wiring.Component):
             execute.eq(idle & self.pc.valid & (~self.pr.valid | self.pr.ready)),
             self.pc.ready.eq(execute),
         ]
-        style = ram_style(self.n_params, f.coef.width)
         rom = Memory(shape=fmt_shape(f.coef), depth=self.n_params, init=[int(v) for v in self.theta0],
-                     attrs={"ram_style": style, "rom_style": style})
+                     attrs=rom_attrs(self.n_params, f.coef.width))
         m.submodules.theta0_rom = rom
         rom_rd = rom.read_port()
         reload_n = Signal(range(self.n_params + 1), name="reload_n")

@@ -21,6 +21,15 @@ def ram_style(depth: int, width: int) -> str:
     return "block" if depth * width >= BLOCK_RAM_BITS else "distributed"
 
 
+def rom_attrs(depth: int, width: int) -> dict:
+    """Attributes of a read-only memory: block RAM from :data:`BLOCK_RAM_BITS` bits on; smaller
+    ROMs get none and become logic (Yosys has no distributed-RAM mapping for a ROM: asking for
+    one fails the synthesis)."""
+    if depth * width >= BLOCK_RAM_BITS:
+        return {"ram_style": "block", "rom_style": "block"}
+    return {}
+
+
 def div_constants(d: int, x_max: int) -> tuple[int, int]:
     """(M, s), s smallest, with ``(x * M) >> s == x // d`` for every 0 <= x <= x_max
     (Granlund & Montgomery, "Division by invariant integers using multiplication",

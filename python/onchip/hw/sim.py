@@ -152,6 +152,25 @@ def build(design: Design, *, waves: bool | str | None = None, root: Path | None 
     return folder
 
 
+SEGMENT_OPS = ("none", "read", "write", "reset")
+
+
+def _check_segments(design: Design, segments: list[dict]) -> None:
+    n = design.info["param_count"]
+    coef = design.info["payload"]["pr"]["data"]
+    signed = design.info["formats"]["coef"].startswith("ap_fixed")
+    lo, hi = (-(1 << (coef["width"] - 1)), (1 << (coef["width"] - 1)) - 1) if signed else (0, (1 << coef["width"]) - 1)
+    for k, seg in enumerate(segments):
+        op = seg.get("then", {"op": "none"}).get("op")
+        if op not in SEGMENT_OPS:
+            raise ValueError(f"segments[{k}].then.op must be one of {', '.join(SEGMENT_OPS)}, got {op!r}")
+        if op == "write":
+            values = seg["then"].get("values", [])
+            if len(values) != n or any(not lo <= int(v) <= hi for v in values):
+                raise ValueError(f"segments[{k}].then.values must be {n} raw {design.info['formats']['coef']} "
+                                 f"values in [{lo}, {hi}]")
+
+
 def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: float = 1.0,
             p_ready: float = 1.0, p_param_ready: float = 1.0, measure: bool = False,
             waves: bool | str | None = None, max_cycles: int = 10**7, simulator: str = "verilator") -> dict:
@@ -169,7 +188,8 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         "commit_cycles"}, ...], "cycles": int, "folder": str}``.
 
     Raises:
-        ValueError: a probability outside (0, 1], an unknown simulator.
+        ValueError: a probability outside (0, 1], an unknown simulator, an unknown segment op,
+            a write of the wrong number of values or of values outside ``coef``.
         FileNotFoundError: Icarus asked for and not installed.
         RuntimeError: the simulation failed (the message names its log file).
     """
@@ -178,6 +198,7 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
     for name, p in (("p_valid", p_valid), ("p_ready", p_ready), ("p_param_ready", p_param_ready)):
         if not 0 < p <= 1:
             raise ValueError(f"{name} must be in (0, 1], got {p}")
+    _check_segments(design, segments)
     _check_simulator(simulator)
     waves = wave_format(waves) if simulator == "verilator" else None
     folder = build(design, waves=waves, simulator=simulator)
