@@ -75,3 +75,27 @@ def check_checkpoint_and_restore(spec: LearnerSpec, design, xs, restore, seed: i
     np.testing.assert_array_equal(sim.unpack_coef(design, segs[0]["responses"]), checkpoint)
     np.testing.assert_array_equal(sim.unpack_coef(design, segs[1]["responses"]), restore)  # writes echo
     np.testing.assert_array_equal(sim.unpack_coef(design, segs[2]["responses"]), g.theta)
+
+
+def check_reset_mid_stream(spec: LearnerSpec, design):
+    """Reset while samples are in flight, read every parameter at once (RAM is not reset: the
+    reload from the ROM must have restored it), then a fresh stream equals a fresh golden learner."""
+    from onchip.hw import sim
+    from onchip.model.golden import initial_parameters
+
+    xa, ya = stimulus(spec, 400, seed=31)
+    xb, yb = stimulus(spec, 600, seed=32)
+    want_a, _ = golden_final(spec, xa, ya)
+    want_b, theta_b = golden_final(spec, xb, yb)  # a fresh learner: reset = initial parameters
+    out = sim.run_job(design, [
+        {"payloads": sim.pack_samples(design, xa, ya), "then": {"op": "reset", "after": 1}},
+        {"payloads": [], "then": {"op": "read"}},
+        {"payloads": sim.pack_samples(design, xb, yb), "then": {"op": "read"}},
+    ], seed=5, p_ready=0.7)
+    seg_a, seg_0, seg_b = out["segments"]
+    got_a = sim.unpack_predictions(design, seg_a["preds"])
+    assert len(got_a) < len(xa)  # samples were in flight when the reset came
+    np.testing.assert_array_equal(got_a, want_a[: len(got_a)])
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg_0["responses"]), initial_parameters(spec))
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg_b["preds"]), want_b)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg_b["responses"]), theta_b)

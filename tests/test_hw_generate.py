@@ -61,6 +61,18 @@ def test_cli_generate_writes_verilog_and_json(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_cli_generate_names_the_flag_a_spec_cannot_take(tmp_path, capsys):
+    from onchip.cli import main
+
+    assert main(["generate", "--spec", "kan-regression", "--staleness", "9", "--out", str(tmp_path / "a")]) == 2
+    assert "--staleness 9 applies to the pipelined schedule" in capsys.readouterr().err
+    serial = tmp_path / "serial.toml"
+    serial.write_text(PRESETS["mlp-readout"].replace(datapath="serial").to_toml())
+    assert main(["generate", "--spec", str(serial), "--schedule", "pipelined", "--out", str(tmp_path / "b")]) == 2
+    assert "--schedule pipelined: datapath='serial'" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_presets_carry_the_smallest_staleness_their_pipeline_allows():
     from onchip.hw.learner import min_staleness
 

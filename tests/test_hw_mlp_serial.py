@@ -19,11 +19,9 @@ import pytest
 from onchip.hw import sim
 from onchip.hw.mlp_serial import SerialMlpLearner
 from onchip.hw.sim import cached_design
-from onchip.model import GoldenLearner
-from onchip.model.golden import initial_parameters
 from onchip.spec import PRESETS, Formats, LearnerSpec
 
-from hw_support import check_checkpoint_and_restore, golden_final, stimulus
+from hw_support import check_checkpoint_and_restore, check_reset_mid_stream, golden_final, stimulus
 
 READOUT = PRESETS["mlp-readout"].replace(datapath="serial", schedule="sequential")
 
@@ -110,23 +108,7 @@ def test_narrow_three_layer_timing():
 
 
 def test_reset_mid_stream_reloads_initial_parameters():
-    design = cached_design(READOUT)
-    xa, ya = stimulus(READOUT, 400, seed=31)
-    xb, yb = stimulus(READOUT, 600, seed=32)
-    want_a, _ = golden_final(READOUT, xa, ya)
-    want_b, theta_b = golden_final(READOUT, xb, yb)  # a fresh learner: reset = initial parameters
-    out = sim.run_job(design, [
-        {"payloads": sim.pack_samples(design, xa, ya), "then": {"op": "reset", "after": 1}},
-        {"payloads": [], "then": {"op": "read"}},
-        {"payloads": sim.pack_samples(design, xb, yb), "then": {"op": "read"}},
-    ], seed=5, p_ready=0.7)
-    seg_a, seg_0, seg_b = out["segments"]
-    got_a = sim.unpack_predictions(design, seg_a["preds"])
-    assert len(got_a) < len(xa)  # samples were in flight when the reset came
-    np.testing.assert_array_equal(got_a, want_a[: len(got_a)])
-    # the weight RAMs are not reset: the reload from the ROM restored them
-    np.testing.assert_array_equal(sim.unpack_coef(design, seg_0["responses"]), initial_parameters(READOUT))
-    assert_same(design, seg_b, want_b, theta_b)
+    check_reset_mid_stream(READOUT, cached_design(READOUT))
 
 
 def test_checkpoint_and_restore_mid_stream():

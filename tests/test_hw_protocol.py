@@ -11,9 +11,8 @@ import pytest
 
 from onchip.fixed import requantize
 from onchip.hw import sim
-from onchip.model import GoldenLearner
 
-from hw_support import check_checkpoint_and_restore, golden_final, preset_design, stimulus
+from hw_support import check_checkpoint_and_restore, check_reset_mid_stream, golden_final, preset_design, stimulus
 
 # designs shared with test_hw_learner (same Verilog: the Verilator build is reused)
 DESIGNS = [("kan-readout", "pipelined"), ("mlp-regression", "sequential")]
@@ -38,20 +37,7 @@ def test_random_stalls_lose_no_sample(name, schedule):
 @pytest.mark.parametrize("name,schedule", DESIGNS)
 def test_reset_mid_stream_restores_initial_parameters(name, schedule):
     spec, design = preset_design(name, schedule)
-    xa, ya = stimulus(spec, 400, seed=31)
-    xb, yb = stimulus(spec, 600, seed=32)
-    want_a, _ = golden_final(spec, xa, ya)
-    want_b, theta_b = golden_final(spec, xb, yb)  # a fresh learner: reset = initial parameters
-    out = sim.run_job(design, [
-        {"payloads": sim.pack_samples(design, xa, ya), "then": {"op": "reset", "after": 1}},
-        {"payloads": sim.pack_samples(design, xb, yb), "then": {"op": "read"}},
-    ], seed=5, p_ready=0.7)
-    seg_a, seg_b = out["segments"]
-    got_a = preds_of(design, seg_a)
-    assert len(got_a) < len(xa)  # samples were in flight when the reset came
-    np.testing.assert_array_equal(got_a, want_a[: len(got_a)])
-    np.testing.assert_array_equal(preds_of(design, seg_b), want_b)
-    np.testing.assert_array_equal(sim.unpack_coef(design, seg_b["responses"]), theta_b)
+    check_reset_mid_stream(spec, design)
 
 
 @pytest.mark.parametrize("name,schedule", DESIGNS)

@@ -26,14 +26,21 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
     """Load a spec and apply the --schedule / --staleness overrides.
 
     Raises:
-        ValueError: a bad spec, or a staleness that is neither an integer >= 0 nor 'min'.
+        ValueError: a bad spec, a schedule the spec cannot take, a staleness that is neither an
+            integer >= 0 nor 'min', or a staleness for a sequential spec.
     """
     from ..hw.learner import min_staleness
     from ..spec import load_spec
 
     spec = load_spec(spec_arg)
     if schedule:
-        spec = spec.replace(schedule=schedule)
+        try:
+            spec = spec.replace(schedule=schedule)
+        except ValueError as exc:
+            raise ValueError(f"--schedule {schedule}: {exc}") from None
+    if staleness is not None and spec.schedule != "pipelined":
+        raise ValueError(f"--staleness {staleness} applies to the pipelined schedule; the spec's schedule "
+                         f"is {spec.schedule!r} (add --schedule pipelined)")
     if staleness is not None:
         if str(staleness) == "min":
             spec = spec.replace(staleness=min_staleness(spec))
