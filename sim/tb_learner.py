@@ -140,7 +140,8 @@ async def stream(dut):
             if i == n and op == "none" and len(preds) == n:
                 break
             if cycle > job.get("max_cycles", 10**7):
-                raise RuntimeError(f"no progress: {i}/{n} samples, {len(preds)} predictions at cycle {cycle}")
+                raise RuntimeError(f"max_cycles={job.get('max_cycles', 10**7)} reached: {i}/{n} samples accepted, "
+                                   f"{len(preds)} predictions taken")
         s_valid.value = 0
         offered = False
         pc_valid.value = 0

@@ -67,6 +67,18 @@ def test_bad_bench_segments_are_refused():
         sim.run_job(design, [{"payloads": [], "then": {"op": "write", "values": [10**6] * 11}}])
 
 
+def test_a_job_leaves_nothing_in_the_build_cache_and_a_stuck_job_says_why():
+    spec, design = preset_design("kan-regression", "sequential")
+    folder = sim.build(design)
+    before = set(folder.glob("job-*"))
+    x, y = stimulus(spec, 30, seed=3)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y)}], waves=False)
+    assert len(out["segments"][0]["preds"]) == 30 and out["folder"] is None
+    assert set(folder.glob("job-*")) == before
+    with pytest.raises(RuntimeError, match="max_cycles=10 reached"):
+        sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y)}], waves=False, max_cycles=10)
+
+
 def test_unknown_simulator_is_refused():
     spec, design = preset_design("kan-regression", "sequential")
     with pytest.raises(ValueError, match="simulator must be one of"):

@@ -185,7 +185,8 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
 
     Returns:
         ``{"segments": [{"preds", "responses", "accept_cycles", "pred_cycles",
-        "commit_cycles"}, ...], "cycles": int, "folder": str}``.
+        "commit_cycles"}, ...], "cycles": int, "folder": str}``; ``folder`` (the job folder,
+        with the waveform) only when waves were asked for, else None (the folder is removed).
 
     Raises:
         ValueError: a probability outside (0, 1], an unknown simulator, an unknown segment op,
@@ -214,19 +215,26 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
     (work / "job.json").write_text(json.dumps(job))
     with _tool_path():
         runner = get_runner(simulator)
-        xml = runner.test(
-            test_module=TB_MODULE, hdl_toplevel=design.top, hdl_toplevel_lang="verilog", build_dir=folder, test_dir=work,
-            extra_env={"ONCHIP_TB_IN": str(work / "job.json"), "ONCHIP_TB_OUT": str(work / "out.json")},
-            results_xml=str(work / "results.xml"), waves=waves is not None, log_file=work / "sim.log",
-        )
-    _, failed = get_results(xml)
+        try:
+            xml = runner.test(
+                test_module=TB_MODULE, hdl_toplevel=design.top, hdl_toplevel_lang="verilog", build_dir=folder,
+                test_dir=work, extra_env={"ONCHIP_TB_IN": str(work / "job.json"), "ONCHIP_TB_OUT": str(work / "out.json")},
+                results_xml=str(work / "results.xml"), waves=waves is not None, log_file=work / "sim.log",
+            )
+            failed = get_results(xml)[1]
+        except SystemExit:  # the runner exits on a failed bench when it runs under pytest
+            failed = True
     if failed or not (work / "out.json").exists():
-        raise RuntimeError(f"cocotb job failed; see {work / 'sim.log'}")
+        log = work / "sim.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        reason = next((ln.strip() for ln in reversed(lines) if "Error" in ln), "no result written")
+        raise RuntimeError(f"cocotb job failed: {reason} (log: {log})")
     out = json.loads((work / "out.json").read_text())
-    out["folder"] = str(work)
-    if not waves:
-        for name in ("job.json", "out.json"):
-            (work / name).unlink(missing_ok=True)
+    if waves:  # kept for the waveform; otherwise the job folder goes (a failed job keeps its log)
+        out["folder"] = str(work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        out["folder"] = None
     return out
 
 
