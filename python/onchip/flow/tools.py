@@ -100,7 +100,9 @@ def tool_versions() -> dict[str, str]:
             versions[package] = "absent"
     here = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    sources = sorted((here / "hw").glob("*.py")) + sorted((here / "model").glob("*.py"))
+    # the generators, not the simulation bench (hw/sim.py) or the reference writer
+    hw = [p for p in sorted((here / "hw").glob("*.py")) if p.name not in ("sim.py", "reference.py")]
+    sources = hw + sorted((here / "model").glob("*.py"))
     sources += [here / "spec.py", here / "fixed.py"]
     sources += [here / "flow" / f"{name}.py" for name in ("yosys", "nextpnr", "boards", "uart")]
     for path in sources:
