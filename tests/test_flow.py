@@ -217,6 +217,21 @@ def test_ice40_bitstream_fmax_and_latency(ice40_build):
     assert "uart_0__rx" in pcf and "uart_0__tx" in pcf
 
 
+def test_kan_learner_with_random_initial_coefficients_builds_for_icebreaker(tmp_path):
+    """A whole learner on the iCE40: coefficient banks and reset ROM in SB_RAM40_4K, the
+    multipliers in SB_MAC16 (in LUTs the UP5K overflows)."""
+    from onchip.hw import generate
+    from onchip.spec import load_spec
+
+    design = generate(load_spec("kan-regression").replace(init_scale=0.5), axis=False)
+    rep = nextpnr.place_and_route(design, "icebreaker", tmp_path)
+    assert (tmp_path / rep["bitstream"]).stat().st_size > 100_000
+    util = rep["utilisation"]
+    assert util["ICESTORM_RAM"]["used"] >= 5  # 4 coefficient banks (one edge, k = 3) and the ROM
+    assert util["ICESTORM_DSP"]["used"] > 0 and util["ICESTORM_LC"]["used"] < util["ICESTORM_LC"]["available"]
+    assert rep["latency_ns_update"] == pytest.approx(5 * 1e3 / rep["fmax_mhz"])
+
+
 def test_pnr_rejects_xilinx_board_and_bad_seed(tmp_path):
     with pytest.raises(ValueError, match="board must be one of"):
         nextpnr.place_and_route(DESIGN, "arty-a7-35", tmp_path)
@@ -332,7 +347,7 @@ def test_a_failing_tool_ends_the_command_in_one_line_and_writes_nothing(tmp_path
 @pytest.mark.parametrize("family, preset, changes, ram_cells", [
     # non-zero initial coefficients: the reset ROM is not constant-folded away
     ("xcup", "kan-regression", dict(init_scale=0.5), ("RAM32M", "RAM32M16", "RAM64M", "RAM64M8")),
-    ("ice40", "kan-regression", dict(init_scale=0.5), ()),  # no LUTRAM on the iCE40
+    ("ice40", "kan-regression", dict(init_scale=0.5), ("SB_RAM40_4K",)),  # no LUTRAM on the iCE40
     ("ecp5", "mlp-readout", dict(datapath="serial"), ("TRELLIS_DPR16X4", "DP16KD")),
 ])
 def test_generated_learners_with_initial_parameters_synthesize(family, preset, changes, ram_cells):

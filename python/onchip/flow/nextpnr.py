@@ -86,7 +86,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency
-    extra = {"script_after_read": PREPARE["ice40"]} if spec_board.family == "ice40" else {}
+    # as onchip synth does for the family: memories to block RAM, multipliers to SB_MAC16
+    extra = {"script_after_read": PREPARE["ice40"], "synth_opts": "-dsp"} if spec_board.family == "ice40" else {}
     plan = platform.build(top, name="top", do_build=False,
                           nextpnr_opts=f"--report pnr_report.json --seed {seed}", **extra)
     out = Path(out)

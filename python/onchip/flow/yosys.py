@@ -38,10 +38,9 @@ FAMILIES = {
     "ice40": "synth_ice40 -flatten -dsp",
 }
 
-#: Yosys commands run after reading the design, per family: the iCE40 has no distributed RAM, so
-#: the ``ram_style = "distributed"`` the generators put on small memories (onchip.hw.ram) is
-#: dropped and Yosys picks block RAM or logic
-PREPARE = {"ice40": "setattr -unset ram_style -unset rom_style m:*"}
+#: Yosys commands run after reading the design, per family: the iCE40 has no distributed RAM,
+#: so every memory the generators mark (onchip.hw.ram) goes to block RAM (SB_RAM40_4K) there
+PREPARE = {"ice40": 'setattr -set ram_style "block" -set rom_style "block" m:*'}
 
 _XILINX_LUTRAM = {  # LUTs per LUT-memory primitive (UG574, "Distributed RAM" and "Shift Registers")
     "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM64X1S": 1, "RAM64X1D": 2,
