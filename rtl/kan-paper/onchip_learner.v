@@ -340,7 +340,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg read_wait = 1'h0;
   wire [2:0] reload_addr;
   reg [3:0] reload_count = 4'h0;
-  wire [15:0] reload_data;
   wire reload_write;
   wire reloading;
   (* init = 16'h0000 *)
@@ -518,7 +517,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk) begin
     _8_ <= theta0_rom[reload_count[2:0]];
   end
-  assign reload_data = _8_;
+  assign rom_rd__data = _8_;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$3 ;
@@ -703,7 +702,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign pc__ready = \$155  & \$157 ;
   assign port_addr = reload_write ? \$143 [2:0] : pc__payload[18:16];
   assign \$158  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
   assign \$159  = port_addr >= 1'h0;
   assign \$160  = port_addr < 4'h8;
   assign \$161  = \$159  & \$160 ;
@@ -1334,7 +1333,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \wp__addr$130  = \$137 [0];
   assign rom_rd__addr = reload_count[2:0];
   assign reload_addr = \$143 [2:0];
-  assign rom_rd__data = reload_data;
   assign execute = pc__ready;
   assign l0_port_local = \$158 [2:0];
   assign l0_port_q = \$170 [2:0];

@@ -643,13 +643,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$267 ;
+  wire [15:0] \bval__m0$266 ;
   wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$268 ;
+  wire [15:0] \bval__m1$267 ;
   wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$269 ;
+  wire [15:0] \bval__m2$268 ;
   wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$270 ;
+  wire [15:0] \bval__m3$269 ;
   wire [2:0] \cell ;
   wire [2:0] \cell$42 ;
   input clk;
@@ -784,7 +784,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg read_wait = 1'h0;
   wire [4:0] reload_addr;
   reg [4:0] reload_count = 5'h00;
-  wire [15:0] reload_data;
   wire reload_write;
   wire reloading;
   (* init = 16'h0000 *)
@@ -1116,7 +1115,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk) begin
     _16_ <= theta0_rom[reload_count];
   end
-  assign reload_data = _16_;
+  assign rom_rd__data = _16_;
   assign \$380  = \$378  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$379 ;
   assign \$381  = \$375  ? \$376  : \$380 [5:3];
   assign \$382  = \$381 [1:0] > 2'h3;
@@ -1152,7 +1151,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign execute = \$405  & \$407 ;
   assign port_addr = reload_write ? \$393 [4:0] : pc__payload[20:16];
   assign \$408  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
   assign \$409  = port_addr >= 1'h0;
   assign \$410  = port_addr < 5'h16;
   assign \$411  = \$409  & \$410 ;
@@ -2862,7 +2861,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \wp__addr$228  = \$387 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$393 [4:0];
-  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
   assign l0_port_local = \$408 [4:0];
   assign l0_port_q = \$421 [3:0];
@@ -2871,10 +2869,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign bval__m1 = \$511 [31:16];
   assign bval__m2 = \$511 [47:32];
   assign bval__m3 = \$511 [63:48];
-  assign \bval__m0$267  = \$512 [15:0];
-  assign \bval__m1$268  = \$512 [31:16];
-  assign \bval__m2$269  = \$512 [47:32];
-  assign \bval__m3$270  = \$512 [63:48];
+  assign \bval__m0$266  = \$512 [15:0];
+  assign \bval__m1$267  = \$512 [31:16];
+  assign \bval__m2$268  = \$512 [47:32];
+  assign \bval__m3$269  = \$512 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$419 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$421 [3:2] };

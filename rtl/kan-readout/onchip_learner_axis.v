@@ -512,13 +512,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$253 ;
+  wire [15:0] \bval__m0$252 ;
   wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$254 ;
+  wire [15:0] \bval__m1$253 ;
   wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$255 ;
+  wire [15:0] \bval__m2$254 ;
   wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$256 ;
+  wire [15:0] \bval__m3$255 ;
   wire [2:0] \cell ;
   wire [2:0] \cell$42 ;
   input clk;
@@ -639,7 +639,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg read_wait = 1'h0;
   wire [4:0] reload_addr;
   reg [4:0] reload_count = 5'h00;
-  wire [15:0] reload_data;
   wire reload_write;
   wire reloading;
   (* init = 16'h0000 *)
@@ -971,7 +970,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk) begin
     _16_ <= theta0_rom[reload_count];
   end
-  assign reload_data = _16_;
+  assign rom_rd__data = _16_;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
@@ -1308,7 +1307,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign execute = \$283  & \$285 ;
   assign port_addr = reload_write ? \$271 [4:0] : pc__payload[20:16];
   assign \$286  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
   assign \$287  = port_addr >= 1'h0;
   assign \$288  = port_addr < 5'h16;
   assign \$289  = \$287  & \$288 ;
@@ -2329,7 +2328,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \wp__addr$213  = \$265 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$271 [4:0];
-  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
   assign l0_port_local = \$286 [4:0];
   assign l0_port_q = \$299 [3:0];
@@ -2338,10 +2336,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign bval__m1 = \$380 [31:16];
   assign bval__m2 = \$380 [47:32];
   assign bval__m3 = \$380 [63:48];
-  assign \bval__m0$253  = \$381 [15:0];
-  assign \bval__m1$254  = \$381 [31:16];
-  assign \bval__m2$255  = \$381 [47:32];
-  assign \bval__m3$256  = \$381 [63:48];
+  assign \bval__m0$252  = \$381 [15:0];
+  assign \bval__m1$253  = \$381 [31:16];
+  assign \bval__m2$254  = \$381 [47:32];
+  assign \bval__m3$255  = \$381 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$297 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$299 [3:2] };

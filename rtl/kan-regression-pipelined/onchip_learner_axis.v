@@ -514,7 +514,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg read_wait = 1'h0;
   wire [3:0] reload_addr;
   reg [3:0] reload_count = 4'h0;
-  wire [15:0] reload_data;
   wire reload_write;
   wire reloading;
   (* init = 16'h0000 *)
@@ -700,7 +699,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk) begin
     _8_ <= theta0_rom[reload_count];
   end
-  assign reload_data = _8_;
+  assign rom_rd__data = _8_;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
@@ -962,7 +961,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign execute = \$229  & \$231 ;
   assign port_addr = reload_write ? \$217 [3:0] : pc__payload[19:16];
   assign \$232  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
   assign \$233  = port_addr >= 1'h0;
   assign \$234  = port_addr < 4'hb;
   assign \$235  = \$233  & \$234 ;
@@ -1778,7 +1777,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \wp__addr$134  = \$211 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$217 [3:0];
-  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
   assign l0_port_local = \$232 [3:0];
   assign l0_port_q = \$245 [3:0];

@@ -417,7 +417,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg read_wait = 1'h0;
   wire [3:0] reload_addr;
   reg [3:0] reload_count = 4'h0;
-  wire [15:0] reload_data;
   wire reload_write;
   wire reloading;
   (* init = 16'h0000 *)
@@ -603,7 +602,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk) begin
     _8_ <= theta0_rom[reload_count];
   end
-  assign reload_data = _8_;
+  assign rom_rd__data = _8_;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
@@ -796,7 +795,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign execute = \$155  & \$157 ;
   assign port_addr = reload_write ? \$143 [3:0] : pc__payload[19:16];
   assign \$158  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? reload_data : pc__payload[15:0];
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
   assign \$159  = port_addr >= 1'h0;
   assign \$160  = port_addr < 4'hb;
   assign \$161  = \$159  & \$160 ;
@@ -1429,7 +1428,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \wp__addr$119  = \$137 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$143 [3:0];
-  assign rom_rd__data = reload_data;
   assign pc__ready = execute;
   assign l0_port_local = \$158 [3:0];
   assign l0_port_q = \$171 [3:0];

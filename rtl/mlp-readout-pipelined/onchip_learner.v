@@ -1308,10 +1308,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire push_l1;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
-  wire [5:0] reload_addr;
-  wire [15:0] reload_data;
-  wire reload_write;
-  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
@@ -5994,12 +5990,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign l1_tail = \$590 [2:0];
   assign l1_head_next = \$594 [2:0];
   assign l1_fill_next = \$596 [2:0];
-  assign reloading = 1'h0;
   assign execute = pc__ready;
-  assign reload_write = 1'h0;
-  assign reload_addr = 6'h00;
   assign l0_port_local = \$622 [4:0];
-  assign reload_data = 16'h0000;
   assign l1_port_local = \$633 [3:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };

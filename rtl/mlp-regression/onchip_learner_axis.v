@@ -1860,10 +1860,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg pr__valid = 1'h0;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
-  wire [5:0] reload_addr;
-  wire [15:0] reload_data;
-  wire reload_write;
-  wire reloading;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
@@ -8296,12 +8292,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$542  = { \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541  };
   assign l1_bprod15_0_s7 = \t$543 ;
   assign m__valid = valid_s5;
-  assign reloading = 1'h0;
   assign pc__ready = execute;
-  assign reload_write = 1'h0;
-  assign reload_addr = 6'h00;
   assign l0_port_local = \$904 [4:0];
-  assign reload_data = 16'h0000;
   assign l1_port_local = \$915 [4:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };

@@ -87,9 +87,8 @@ def build_learner(spec: LearnerSpec, theta=None):
     Raises:
         ValueError: as :func:`generate`.
     """
-    from .learner import OnchipLearner, check_staleness
+    from .learner import OnchipLearner
 
-    check_staleness(spec)
     n = spec.parameter_count()
     if spec.kind == "mlp" and spec.datapath == "parallel" and n > PARALLEL_MLP_MAX_PARAMS:
         raise ValueError(

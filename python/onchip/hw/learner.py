@@ -36,16 +36,13 @@ write path. For those P + 1 cycles after reset no sample or command is taken.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from ..model.golden import check_parameters, initial_parameters, kernel_config, layout
+from ..model.golden import kernel_config, layout
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, requant
+from .interface import LearnerPorts, reload_from_rom
 from .layers import KanLayer, MlpLayer
 from .pipeline import Pipe
-from .ram import rom_attrs
 
 
 def unpack(word, like: list) -> list:
@@ -106,14 +103,11 @@ def check_staleness(spec: LearnerSpec) -> None:
         )
 
 
-class OnchipLearner(wiring.Component):
+class OnchipLearner(LearnerPorts):
     """Fixed-point online learner (KAN or MLP) of a :class:`~onchip.spec.LearnerSpec`.
 
-    Ports (``amaranth.lib.stream`` interfaces; payloads packed lowest field first):
-        s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1] (act).
-        m: Out(stream), predictions pred[0..n_out-1] (act), one per sample, in order.
-        pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write << top.
-        pr: Out(stream), one response per command: the value read, or the value written.
+    Ports: those of :class:`~onchip.hw.interface.LearnerPorts` (sample, prediction and
+        parameter streams).
 
     Attributes (after construction):
         stages: dict of the pipeline's stages: ``prediction`` P, per-layer ``read`` and ``update``.
@@ -128,38 +122,20 @@ class OnchipLearner(wiring.Component):
 
     def __init__(self, spec: LearnerSpec, theta=None):
         self.spec = spec
-        #: reset values of the parameters (raw, flat): the golden initial parameters by default
-        self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
-        f = spec.formats
         self.staleness = schedule_staleness(spec)
         self.pipelined = self.staleness > 0
-        self.n_params = spec.parameter_count()
+        self._plan()
+        super().__init__(spec, theta)
         #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
         self.param_storage = "memory" if spec.kind == "kan" else "registers"
         #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
         self.reset_cycles = self.n_params + 1 if self.param_storage == "memory" else 0
-        self.addr_width = max(1, (self.n_params - 1).bit_length())
-        self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
-        self.pred_width = spec.n_out * f.act.width
-        self.cmd_width = f.coef.width + self.addr_width + 1
-        self._plan()
-        super().__init__({
-            "s": In(stream.Signature(self.sample_width)),
-            "m": Out(stream.Signature(self.pred_width)),
-            "pc": In(stream.Signature(self.cmd_width)),
-            "pr": Out(stream.Signature(f.coef.width)),
-        })
 
     def _plan(self) -> None:
         self.stages = stage_plan(self.spec)
         self.sequential_ii = max(u - r + 1 for u, r in zip(self.stages["update"], self.stages["read"]))
         self.min_staleness = min_staleness(self.spec)
         check_staleness(self.spec)
-
-    @property
-    def latency_prediction(self) -> int:
-        """Clock edges from the edge accepting a sample to the first edge its prediction can be taken."""
-        return self.stages["prediction"]
 
     @property
     def latency_update(self) -> int:
@@ -192,16 +168,9 @@ class OnchipLearner(wiring.Component):
             layers.append(cls(spec, cfg, theta0, l, lay.offset, lay.n_in, lay.n_out, live))
 
         # stage 0: the sample payload, registered on acceptance
-        wi, wa = f.input.width, f.act.width
-        pl = self.s.payload
-        xs, ys = [], []
-        for i in range(spec.n_in):
-            raw = pl[i * wi : (i + 1) * wi]
-            xs.append(pipe.reg(raw.as_signed() if f.input.signed else raw, 0, f"x{i}_s1"))
-        base = spec.n_in * wi
-        for j in range(spec.n_out):
-            raw = pl[base + j * wa : base + (j + 1) * wa]
-            ys.append(pipe.reg(raw.as_signed() if f.act.signed else raw, 0, f"y{j}_s1"))
+        x_in, y_in = self.sample_fields()
+        xs = [pipe.reg(x, 0, f"x{i}_s1") for i, x in enumerate(x_in)]
+        ys = [pipe.reg(y, 0, f"y{j}_s1") for j, y in enumerate(y_in)]
 
         acts = xs
         for l, layer in enumerate(layers):
@@ -304,28 +273,9 @@ class OnchipLearner(wiring.Component):
         if not self.pipelined and self.initiation_interval > 1:
             seq_ok = ~Cat(*valid[1 : self.initiation_interval]).any()
 
-        # reload after reset: parameters kept in RAM are not reset by rst, so a counter walks
-        # a ROM of the initial parameters through the parameter port's write path
-        n_params = self.n_params
-        reload_write = Signal(name="reload_write")
-        reloading = Signal(name="reloading")
-        reload_addr = Signal(range(max(2, n_params)), name="reload_addr")
-        reload_data = Signal(fmt_shape(f.coef), name="reload_data")
-        if any(layer.storage == "memory" for layer in layers):
-            m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(f.coef), depth=n_params,
-                                                   init=[int(v) for v in theta0],
-                                                   attrs=rom_attrs(n_params, f.coef.width))
-            rom_rd = rom.read_port()
-            count = Signal(range(n_params + 2), name="reload_count")
-            m.d.comb += [
-                reloading.eq(count != n_params + 1),
-                rom_rd.addr.eq(count),
-                reload_write.eq(reloading & (count != 0)),
-                reload_addr.eq(count - 1),
-                reload_data.eq(rom_rd.data),
-            ]
-            with m.If(reloading):
-                m.d.sync += count.eq(count + 1)
+        # reload after reset: parameters kept in RAM go back to theta0 through the port's write path
+        reload = reload_from_rom(m, theta0, f.coef, any(layer.storage == "memory" for layer in layers))
+        reloading = reload.active
 
         m.d.comb += [
             self.s.ready.eq(en & ~draining & ~reloading & seq_ok),
@@ -334,10 +284,7 @@ class OnchipLearner(wiring.Component):
 
         # parameter port: a command waits until the learner is drained and flushed; a write
         # answers the value written in the next cycle, a read the value read one cycle later
-        wc, aw = f.coef.width, self.addr_width
-        cmd = self.pc.payload
-        data = cmd[:wc].as_signed() if f.coef.signed else cmd[:wc]
-        addr, write = cmd[wc : wc + aw], cmd[wc + aw]
+        data, addr, write = self.command_fields()
         drained = ~busy
         for ok in flushed:
             drained = drained & ok
@@ -348,14 +295,14 @@ class OnchipLearner(wiring.Component):
             self.pc.ready.eq(execute),
         ]
         port_addr = Signal.like(addr, name="port_addr")
-        m.d.comb += port_addr.eq(Mux(reload_write, reload_addr, addr))
+        m.d.comb += port_addr.eq(Mux(reload.write, reload.addr, addr))
         read_layer = Signal(range(max(2, n_layers)), name="read_layer")
         for l, layer in enumerate(layers):
             hit = (port_addr >= layer.offset) & (port_addr < layer.offset + layer.size)
             m.d.comb += [
                 layer.port_local.eq(port_addr - layer.offset),
-                layer.port_data.eq(Mux(reload_write, reload_data, data)),
-                layer.port_wr.eq(hit & (reload_write | (execute & write))),
+                layer.port_data.eq(Mux(reload.write, reload.data, data)),
+                layer.port_wr.eq(hit & (reload.write | (execute & write))),
                 layer.port_rd.eq(hit & execute & ~write),
             ]
             layer.port(m)

@@ -56,15 +56,14 @@ from __future__ import annotations
 
 import numpy as np
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from ..model.golden import check_parameters, initial_parameters, kernel_config, layout
+from ..model.golden import kernel_config, layout
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .layers import tree_sum
-from .ram import div_const, ram_style, rom_attrs
+from .interface import LearnerPorts, reload_from_rom
+from .ram import div_const, ram_style
 
 __all__ = ["SerialMlpLearner", "serial_plan"]
 
@@ -117,16 +116,11 @@ class _Layer:
         self.rd = self.wr = None
 
 
-class SerialMlpLearner(wiring.Component):
+class SerialMlpLearner(LearnerPorts):
     """Sequential-schedule MLP learner of a :class:`~onchip.spec.LearnerSpec` with one lane per neuron.
 
-    Ports (``amaranth.lib.stream`` interfaces; payloads packed lowest field first), as
-    :class:`~onchip.hw.learner.OnchipLearner`:
-        s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1] (act).
-        m: Out(stream), predictions pred[0..n_out-1] (act), one per sample, in order; each is
-            made before that sample's update.
-        pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write << top.
-        pr: Out(stream), one response per command: the value read, or the value written.
+    Ports: those of :class:`~onchip.hw.interface.LearnerPorts`, as
+    :class:`~onchip.hw.learner.OnchipLearner`'s (each prediction made before that sample's update).
 
     Attributes (after construction):
         stages: :func:`serial_plan` without ``ii``: ``prediction`` P, per-layer ``read`` (cycle of
@@ -154,36 +148,17 @@ class SerialMlpLearner(wiring.Component):
                 f"the serial datapath implements MLPs in the sequential schedule; got kind={spec.kind!r}, "
                 f"schedule={spec.schedule!r}"
             )
-        self.spec = spec
-        #: reset values of the parameters (raw, flat): the golden initial parameters by default
-        self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
-        f = spec.formats
-        self.staleness = 0
-        self.pipelined = False
-        self.n_params = spec.parameter_count()
-        #: where the parameters live: weights in RAM banks (the biases, one per neuron, in registers)
-        self.param_storage = "memory"
-        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
-        self.reset_cycles = self.n_params + 1
-        self.addr_width = max(1, (self.n_params - 1).bit_length())
-        self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
-        self.pred_width = spec.n_out * f.act.width
-        self.cmd_width = f.coef.width + self.addr_width + 1
         plan = serial_plan(spec)
         self.stages = {key: plan[key] for key in ("prediction", "read", "update")}
         self.initiation_interval = plan["ii"]
         self.min_staleness = self.initiation_interval - 1
-        super().__init__({
-            "s": In(stream.Signature(self.sample_width)),
-            "m": Out(stream.Signature(self.pred_width)),
-            "pc": In(stream.Signature(self.cmd_width)),
-            "pr": Out(stream.Signature(f.coef.width)),
-        })
-
-    @property
-    def latency_prediction(self) -> int:
-        """Clock edges from the edge accepting a sample to the first edge its prediction can be taken."""
-        return self.stages["prediction"]
+        self.staleness = 0
+        self.pipelined = False
+        super().__init__(spec, theta)
+        #: where the parameters live: weights in RAM banks (the biases, one per neuron, in registers)
+        self.param_storage = "memory"
+        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
+        self.reset_cycles = self.n_params + 1
 
     @property
     def latency_update(self) -> int:
@@ -204,7 +179,7 @@ class SerialMlpLearner(wiring.Component):
             ly.wr = [bank.write_port() for bank in ly.banks]
 
         step = Signal(range(max(ly.n_in for ly in layers) + 3), name="step")  # k: position in a pass
-        idle, reloading = Signal(name="idle"), Signal(name="reloading")
+        idle = Signal(name="idle")
         fwd = [Signal(name=f"fwd_l{l}") for l in range(n_layers)]
         bwd = [Signal(name=f"bwd_l{l}") for l in range(n_layers)]
         commit = [Signal(name=f"commit_l{l}") for l in range(n_layers)]
@@ -218,12 +193,7 @@ class SerialMlpLearner(wiring.Component):
             ]
 
         # -- sample stream --------------------------------------------------------
-        wi, wa = f.input.width, f.act.width
-        pl = self.s.payload
-        xs = [pl[i * wi : (i + 1) * wi] for i in range(spec.n_in)]
-        xs = [x.as_signed() if f.input.signed else x for x in xs]
-        base = spec.n_in * wi
-        ys_in = [pl[base + j * wa : base + (j + 1) * wa] for j in range(spec.n_out)]
+        xs, ys_in = self.sample_fields()
         ys = [Signal(fmt_shape(f.act), name=f"y{j}", reset_less=True) for j in range(spec.n_out)]
         accept = Signal(name="accept")
         m.d.comb += [
@@ -231,31 +201,23 @@ class SerialMlpLearner(wiring.Component):
             accept.eq(self.s.valid & self.s.ready),
         ]
         with m.If(accept):
-            m.d.sync += [y.eq(v.as_signed() if f.act.signed else v) for y, v in zip(ys, ys_in)]
+            m.d.sync += [y.eq(v) for y, v in zip(ys, ys_in)]
 
         # -- parameter write path and address decoder (commands and the reload) --
-        wc, aw = f.coef.width, self.addr_width
-        cmd = self.pc.payload
-        cmd_data = cmd[:wc].as_signed() if f.coef.signed else cmd[:wc]
-        cmd_addr, cmd_write = cmd[wc : wc + aw], cmd[wc + aw]
+        cmd_data, cmd_addr, cmd_write = self.command_fields()
         execute = Signal(name="execute")
         m.d.comb += [
             execute.eq(idle & self.pc.valid & (~self.pr.valid | self.pr.ready)),
             self.pc.ready.eq(execute),
         ]
-        rom = Memory(shape=fmt_shape(f.coef), depth=self.n_params, init=[int(v) for v in self.theta0],
-                     attrs=rom_attrs(self.n_params, f.coef.width))
-        m.submodules.theta0_rom = rom
-        rom_rd = rom.read_port()
-        reload_n = Signal(range(self.n_params + 1), name="reload_n")
-        m.d.comb += rom_rd.addr.eq(reload_n)
-        bus_addr = Signal(unsigned(aw), name="bus_addr")
+        reload = reload_from_rom(m, self.theta0, f.coef)
+        bus_addr = Signal(unsigned(self.addr_width), name="bus_addr")
         bus_data = Signal(fmt_shape(f.coef), name="bus_data")
         bus_we = Signal(name="bus_we")
         m.d.comb += [
-            bus_addr.eq(Mux(reloading, reload_n - 1, cmd_addr)),
-            bus_data.eq(Mux(reloading, rom_rd.data, cmd_data)),
-            bus_we.eq(Mux(reloading, reload_n != 0, execute & cmd_write)),
+            bus_addr.eq(Mux(reload.write, reload.addr, cmd_addr)),
+            bus_data.eq(Mux(reload.write, reload.data, cmd_data)),
+            bus_we.eq(reload.write | (execute & cmd_write)),
         ]
         hit_w, hit_b, row, col, brow = [], [], [], [], []
         for ly in layers:
@@ -389,14 +351,9 @@ class SerialMlpLearner(wiring.Component):
             m.d.sync += self.pr.valid.eq(0)
 
         # -- sequencer ------------------------------------------------------------
-        with m.FSM(init="RELOAD", name="sequencer"):
-            with m.State("RELOAD"):
-                m.d.comb += reloading.eq(1)
-                m.d.sync += reload_n.eq(reload_n + 1)
-                with m.If(reload_n == self.n_params):
-                    m.next = "IDLE"
-            with m.State("IDLE"):
-                m.d.comb += idle.eq(1)
+        with m.FSM(init="IDLE", name="sequencer"):
+            with m.State("IDLE"):  # after reset, busy until the reload is done
+                m.d.comb += idle.eq(~reload.active)
                 with m.If(accept):
                     m.d.sync += step.eq(1)
                     m.next = "FWD0"

@@ -156,19 +156,20 @@ SEGMENT_OPS = ("none", "read", "write", "reset")
 
 
 def _check_segments(design: Design, segments: list[dict]) -> None:
-    n = design.info["param_count"]
-    coef = design.info["payload"]["pr"]["data"]
-    signed = design.info["formats"]["coef"].startswith("ap_fixed")
-    lo, hi = (-(1 << (coef["width"] - 1)), (1 << (coef["width"] - 1)) - 1) if signed else (0, (1 << coef["width"]) - 1)
+    from ..model.golden import check_parameters
+    from ..spec import LearnerSpec
+
+    spec = LearnerSpec.from_dict(design.info["spec"])
     for k, seg in enumerate(segments):
         op = seg.get("then", {"op": "none"}).get("op")
         if op not in SEGMENT_OPS:
             raise ValueError(f"segments[{k}].then.op must be one of {', '.join(SEGMENT_OPS)}, got {op!r}")
         if op == "write":
-            values = seg["then"].get("values", [])
-            if len(values) != n or any(not lo <= int(v) <= hi for v in values):
-                raise ValueError(f"segments[{k}].then.values must be {n} raw {design.info['formats']['coef']} "
-                                 f"values in [{lo}, {hi}]")
+            try:
+                check_parameters(spec, seg["then"].get("values", []))
+            except ValueError as exc:
+                raise ValueError(f"segments[{k}].then.values must be {spec.parameter_count()} raw "
+                                 f"{spec.formats.coef} values: {exc}") from None
 
 
 def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: float = 1.0,
