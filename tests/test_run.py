@@ -1,7 +1,6 @@
 """The main job end to end: `onchip run` files, exactness, reproducibility, bad input."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +10,8 @@ from onchip.cli import main
 from onchip.model import GoldenLearner
 from onchip.spec import PRESETS
 
-SHOTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "qubit_readout" / "transmon_two_state_shots.npy"
+from real_data import REAL_SHOTS as SHOTS
+from real_data import needs_real_shots
 
 
 def _run(tmp_path, *args, name="out"):
@@ -66,6 +66,7 @@ def test_float_backend_writes_float_predictions(tmp_path):
     assert preds.dtype == np.float64 and preds.shape == (600, 1)
 
 
+@needs_real_shots
 def test_real_shots_defeat_the_static_discriminator_not_the_learner(tmp_path):
     code, out = _run(tmp_path, "--data", str(SHOTS), "--samples", "20000")
     assert code == 0

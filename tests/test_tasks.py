@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,8 +29,8 @@ from onchip.tasks import (
     static_baseline_predictions,
 )
 
-REAL_SHOTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "qubit_readout" / "transmon_two_state_shots.npy"
-needs_real = pytest.mark.skipif(not REAL_SHOTS.exists(), reason=f"real shots not found at {REAL_SHOTS}")
+from real_data import REAL_SHOTS
+from real_data import needs_real_shots as needs_real
 
 
 def _lda_fidelity(x_fit, y_fit, x_test, y_test):
