@@ -11,24 +11,46 @@ import sys
 from . import __version__, commands
 
 
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line: ``onchip <command>: error: --flag: reason``.
+
+    Sub-parsers inherit the class, so every sub-command reports a bad flag the way
+    :func:`main` reports a ValueError of a command's own checks.
+    """
+
+    def error(self, message: str):
+        """Print ``message`` on one line to stderr and exit with status 2."""
+        message = message.removeprefix("argument ")
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every sub-command module registered."""
-    parser = argparse.ArgumentParser(
+    """The top-level parser with every sub-command module registered (modules named ``_*`` are helpers)."""
+    parser = Parser(
         prog="onchip",
         description="Fixed-point online learners (KAN, MLP) as verified FPGA hardware.",
     )
     parser.add_argument("--version", action="version", version=f"onchip {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the process exit status (2 for bad input)."""
+    """Run the CLI; returns the process exit status (2 for bad input, 0 after ``--help``)."""
+    from .commands._args import command_line
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
+        return exc.code if isinstance(exc.code, int) else 2
+    # recorded in the outputs (metrics.json "command"): the arguments as they were given
+    args.command_line = command_line(argv)
     # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -22,27 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._data import load_digits_split  # noqa: F401  (re-exported: the held-out digits)
+
 DIGITS_SIDE = 8
-
-
-def load_digits_split(n_test: int = 200, split_seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The scikit-learn 8x8 digits scaled to ``[-1, 1]``, split into train and test.
-
-    The split uses its own fixed seed so every run sees the same held-out images.
-
-    Returns:
-        ``(train, test)`` float64 arrays of shape ``(n, 64)``.
-
-    Raises:
-        ValueError: ``n_test`` is not in ``[1, 1796]``.
-    """
-    from sklearn.datasets import load_digits
-
-    data = load_digits().data / 8.0 - 1.0
-    if not 1 <= n_test < len(data):
-        raise ValueError(f"n_test must be in [1, {len(data) - 1}], got {n_test!r}")
-    order = np.random.default_rng(split_seed).permutation(len(data))
-    return data[order[n_test:]], data[order[:n_test]]
 
 
 class GaussianMixturePrior:

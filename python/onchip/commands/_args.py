@@ -1,0 +1,216 @@
+"""Arguments every ``onchip`` sub-command shares, and argparse types that name the bad flag.
+
+A command module is parse-and-call: ``add_parser(subparsers)`` registers its flags with the
+helpers below, ``run(args)`` builds one config (:func:`build_config`) and calls one function.
+argparse prefixes a type's error with the flag (``argument --steps: ...``) and
+:class:`onchip.cli.Parser` prints it on one line, so the types only say what is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import shlex
+import sys
+from typing import Callable, Sequence
+
+#: One wording of ``--out`` for every command.
+OUT_HELP = ("output folder, new or an earlier onchip output (replaced whole on success; "
+            "default: %(default)s)")
+
+
+def add_out(parser: argparse.ArgumentParser, command: str | None = None) -> None:
+    """Add ``--out`` (default ``out/<command>``), checked at parse time.
+
+    The folder is refused up front for the same reasons
+    :func:`onchip.io.atomic_output_dir` refuses it later (a file, the current folder or a
+    parent, a folder of files onchip did not write), so a bad ``--out`` fails before any work.
+
+    Args:
+        parser: the sub-command's parser.
+        command: the name in the default folder; defaults to the parser's last ``prog`` word.
+    """
+    command = command or parser.prog.split()[-1]
+    parser.add_argument("--out", type=output_dir, default=f"out/{command}", help=OUT_HELP)
+
+
+def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str = "") -> None:
+    """Add ``--seed`` (integer >= 0, default 0); ``many`` takes one or more seeds as a list.
+
+    Args:
+        parser: the sub-command's parser.
+        many: ``nargs="+"`` (a list, default ``[0]``) instead of one integer.
+        what: what the seed drives, appended to the help text.
+    """
+    if many:
+        parser.add_argument("--seed", type=nonneg_int, nargs="+", default=[0],
+                            help="one or more random seeds (default: 0)" + (f"; {what}" if what else ""))
+    else:
+        parser.add_argument("--seed", type=nonneg_int, default=0,
+                            help="random seed (default: 0)" + (f"; {what}" if what else ""))
+
+
+def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    """Add ``--quiet`` (no progress bars; ``args.quiet``).
+
+    Args:
+        parser: the sub-command's parser.
+        aliases: older spellings (``--no-progress``) kept working but hidden from ``--help``.
+    """
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    for alias in aliases:
+        parser.add_argument(alias, dest="quiet", action="store_true", help=argparse.SUPPRESS)
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command as typed: ``shlex.join`` of ``onchip`` and the real arguments.
+
+    Args:
+        argv: the arguments given to :func:`onchip.cli.main`; None means ``sys.argv[1:]``.
+    """
+    return shlex.join(["onchip", *(sys.argv[1:] if argv is None else argv)])
+
+
+def build_config(cls, *, flags: dict[str, str] | None = None, **values):
+    """``cls(**values)``, re-raising a ValueError that starts with a field name as one naming its flag.
+
+    Experiment configs validate themselves and name the field (``n_train: ...``); on the command
+    line the same message names the flag (``--n-train: ...``).
+
+    Args:
+        cls: a dataclass whose construction validates it.
+        flags: field -> flag where the flag is not ``--`` plus the field with dashes.
+        values: the fields.
+
+    Raises:
+        ValueError: the config refused a value; the message names the flag.
+    """
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise ValueError(flag_message(str(exc), [f.name for f in dataclasses.fields(cls)], flags)) from None
+
+
+def flag_message(message: str, fields: Sequence[str], flags: dict[str, str] | None = None) -> str:
+    """Replace a leading ``field:`` in ``message`` with the field's flag (``--field-name:``)."""
+    head, sep, rest = message.partition(":")
+    if sep and head in fields:
+        return f"{(flags or {}).get(head, '--' + head.replace('_', '-'))}:{rest}"
+    return message
+
+
+# ------------------------------------------------------------------ argparse types
+
+
+def output_dir(text: str) -> str:
+    """argparse type of ``--out``: the folder as given, if :func:`onchip.io.check_output_dir` accepts it."""
+    from onchip.io import check_output_dir
+
+    try:
+        check_output_dir(text)
+    except (ValueError, OSError) as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--out: ")) from None
+    return text
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def int_range(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """argparse type: an integer in ``[lo, hi]`` (either bound may be None)."""
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            bounds = f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in [{lo}, {hi}]"
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {text!r}")
+        return value
+
+    parse.__name__ = "int_range"
+    return parse
+
+
+positive_int = int_range(1)
+positive_int.__doc__ = "argparse type: an integer >= 1."
+nonneg_int = int_range(0)
+nonneg_int.__doc__ = "argparse type: an integer >= 0."
+
+
+def float_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+                hi_open: bool = False) -> Callable[[str], float]:
+    """argparse type: a finite float between ``lo`` and ``hi`` (closed unless ``*_open``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        ok = math.isfinite(value)
+        if lo is not None:
+            ok = ok and (value > lo if lo_open else value >= lo)
+        if hi is not None:
+            ok = ok and (value < hi if hi_open else value <= hi)
+        if not ok:
+            left = "" if lo is None else ("(" if lo_open else "[") + f"{lo:g}"
+            right = "" if hi is None else f"{hi:g}" + (")" if hi_open else "]")
+            bounds = (f"in {left}, {right}" if lo is not None and hi is not None
+                      else f"{'>' if lo_open else '>='} {lo:g}" if lo is not None
+                      else f"{'<' if hi_open else '<='} {hi:g}")
+            raise argparse.ArgumentTypeError(f"must be a finite number {bounds}, got {text!r}")
+        return value
+
+    parse.__name__ = "float_range"
+    return parse
+
+
+probability = float_range(0.0, 1.0)
+probability.__doc__ = "argparse type: a float in [0, 1]."
+nonneg_float = float_range(0.0)
+nonneg_float.__doc__ = "argparse type: a finite float >= 0."
+positive_float = float_range(0.0, lo_open=True)
+positive_float.__doc__ = "argparse type: a finite float > 0."
+
+
+def int_list(lo: int | None = None, *, increasing: bool = False) -> Callable[[str], list[int]]:
+    """argparse type: comma-separated integers, each >= ``lo``, strictly increasing if asked.
+
+    Returns a list of ints (at least one).
+    """
+
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(s) for s in text.split(",") if s.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+        if lo is not None and min(values) < lo:
+            raise argparse.ArgumentTypeError(f"every value must be >= {lo}, got {text!r}")
+        if increasing and any(b <= a for a, b in zip(values, values[1:])):
+            raise argparse.ArgumentTypeError(f"need strictly increasing integers, got {text!r}")
+        return values
+
+    parse.__name__ = "int_list"
+    return parse
+
+
+def name_list(known: Sequence[str], *, all_word: str = "all") -> Callable[[str], list[str]]:
+    """argparse type: comma-separated names from ``known``, or ``all_word`` for all of them (in order)."""
+
+    def parse(text: str) -> list[str]:
+        if text == all_word:
+            return list(known)
+        names = [m.strip() for m in text.split(",") if m.strip()]
+        bad = [m for m in names if m not in known]
+        if not names or bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown value(s) {bad or text!r}; choose from {', '.join(known)} or {all_word!r}")
+        return names
+
+    parse.__name__ = "name_list"
+    return parse

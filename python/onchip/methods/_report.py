@@ -1,0 +1,113 @@
+"""What every seed method's report needs: metrics.json, tables, standard plots and named seeds.
+
+An experiment (``methods/<name>/experiment.py``) computes its result and writes it into
+the staging folder of :func:`onchip.io.atomic_output_dir` with these helpers, so every
+method's folder reads the same way: ``metrics.json`` led by the command line that made it,
+markdown / CSV tables, and plots saved at one place.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import zlib
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def rng(seed: int, *labels: str | int) -> np.random.Generator:
+    """An independent generator for one named use of ``seed``.
+
+    ``rng(seed, "sampler", 3)`` and ``rng(seed, "noise")`` draw unrelated streams: the labels
+    are hashed to stable integers (CRC-32 of their text, the same on every run and platform)
+    and spawned through :class:`numpy.random.SeedSequence`, so two uses never collide the way
+    hand offsets (``seed + 1000``) can.
+
+    Args:
+        seed: the run's seed (an integer >= 0).
+        labels: names (and indices) of the use, in order.
+
+    Returns:
+        A fresh :class:`numpy.random.Generator`.
+
+    Raises:
+        ValueError: ``seed`` is negative.
+    """
+    if int(seed) < 0:
+        raise ValueError(f"seed: must be >= 0, got {seed!r}")
+    words = [zlib.crc32(str(label).encode()) for label in labels]
+    return np.random.default_rng(np.random.SeedSequence([int(seed), *words]))
+
+
+def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None) -> None:
+    """Write ``metrics.json``: ``{"command": command, **result}`` (the command first, when given).
+
+    Args:
+        folder: the (staging) output folder.
+        result: the experiment's result; numpy values become plain JSON.
+        command: the command line that made it (:func:`onchip.commands._args.command_line`).
+    """
+    from onchip.io import write_json
+
+    write_json(Path(folder) / "metrics.json", {**({"command": command} if command else {}), **result})
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence], caption: str = "") -> str:
+    """A markdown table (with ``caption`` and a blank line above it when given); ends with a newline.
+
+    Args:
+        header: the column titles.
+        rows: the cells of each row, already formatted (``str()`` is applied).
+        caption: text above the table.
+    """
+    lines = [caption, ""] if caption else []
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence]) -> None:
+    """Write a CSV file: ``header`` then ``rows`` (cells written as given)."""
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_dict_csv(path: str | os.PathLike, rows: Sequence[Mapping]) -> None:
+    """Write a CSV file of dict rows; the columns are the first row's keys, in order."""
+    write_csv(path, list(rows[0]), [list(r.values()) for r in rows])
+
+
+def grouped_bars(ax, groups: Sequence[str], series: Mapping[str, Sequence[float]], *,
+                 errors: Mapping[str, Sequence[float]] | None = None, rotation: float = 20,
+                 fontsize: float | None = None) -> None:
+    """Bars of every series side by side over each group, centred on the group's tick.
+
+    Args:
+        ax: a matplotlib axes.
+        groups: the tick labels (one per position on the x axis).
+        series: legend label -> one value per group (None or NaN leaves a gap).
+        errors: legend label -> one error bar per group (optional).
+        rotation: tick label rotation in degrees.
+        fontsize: tick label font size (matplotlib's default when None).
+    """
+    x = np.arange(len(groups))
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series.items()):
+        vals = [np.nan if v is None else v for v in values]
+        yerr = None if errors is None else errors[label]
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, vals, width, yerr=yerr, label=label)
+    ax.set_xticks(x, groups, rotation=rotation, fontsize=fontsize)
+
+
+def save(fig, path: str | os.PathLike, dpi: int = 110, *, tight: bool = True) -> None:
+    """Lay out (``tight``), save and close a matplotlib figure."""
+    from onchip.plotting import pyplot
+
+    if tight:
+        fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
