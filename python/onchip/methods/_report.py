@@ -41,6 +41,14 @@ def rng(seed: int, *labels: str | int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), *words]))
 
 
+def need(ok: bool, field: str, value, reason: str) -> None:
+    """Raise ``ValueError("<field>: <reason>, got <value>")`` unless ``ok``: how experiment configs
+    name a bad field (the command line turns the field into its flag,
+    :func:`onchip.commands._args.build_config`)."""
+    if not ok:
+        raise ValueError(f"{field}: {reason}, got {value!r}")
+
+
 def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None) -> None:
     """Write ``metrics.json``: ``{"command": command, **result}`` (the command first, when given).
 
