@@ -7,3 +7,11 @@ Modules: :mod:`.priors` (exact Gaussian-mixture prior, digits denoiser),
 :mod:`.operators` (measurement operators), :mod:`.samplers` (LMAPS, DPS, DAPS),
 :mod:`.metrics` (PSNR, SSIM).
 """
+
+# the names live here, free of torch, so the command line can offer them without loading it
+#: measurement operators (:mod:`.operators`)
+OPERATORS = ("inpaint-random", "inpaint-box", "blur", "downsample", "quantize")
+#: samplers (:mod:`.samplers`)
+METHODS = ("lmaps", "dps", "daps")
+#: priors (:mod:`.priors`): the Gaussian mixture with exact inference, or the trained digits denoiser
+PRIORS = ("gmm", "digits")

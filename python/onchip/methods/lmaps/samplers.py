@@ -34,9 +34,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from . import METHODS  # defined in the package, free of torch
 from .operators import Operator
-
-METHODS = ("lmaps", "dps", "daps")
 
 Denoiser = Callable[[torch.Tensor, float], torch.Tensor]
 
