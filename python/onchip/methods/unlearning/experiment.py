@@ -1,0 +1,366 @@
+"""The unlearning comparison: Orthogonal Entropy Unlearning and baselines on a quantized MLP.
+
+Trains a brevitas MLP (power-of-two scales, weights and activations at ``bits``) with QAT on
+a scikit-learn data set, unlearns a forget request with each method, and writes
+``metrics.json``, ``comparison.csv``, ``comparison.md`` and ``comparison.png`` (plus
+``ablation.*`` with ``ablation``). ``export`` writes the integer networks; ``hardware`` also
+runs every unlearned model through the fixed-point golden model, the HLS C simulation and the
+RTL (``act="fixed"`` only) and writes ``hardware.json``/``.md``/``.png``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._report import need
+
+#: ``method``: one method, or all of them (retrain is always run: it is the reference)
+METHOD_CHOICES = ("oeu", "oeu-noproj", "retrain", "finetune", "gradascent", "relabel", "all")
+TABLE_KEYS = (
+    "forget_acc", "retain_acc", "test_acc", "test_forget_class_acc",
+    "mia_forget", "forget_entropy", "avg_gap", "wall_s",
+)
+PERCENT_KEYS = ("forget_acc", "retain_acc", "test_acc", "test_forget_class_acc", "mia_forget")
+
+
+@dataclass(frozen=True)
+class UnlearningExperiment:
+    """One comparison (defaults = the committed digits 4-bit class:3 run); validated on construction.
+
+    Attributes:
+        dataset: one of :data:`.data.DATASETS`.
+        bits: weight/activation bit width (8, 4 or 2).
+        forget: forget request, ``class:N`` or ``random:F``.
+        method: one of :data:`METHOD_CHOICES`.
+        seeds: one or more distinct seeds (>= 0); tables give mean and std over them.
+        hidden: hidden widths (each >= 1).
+        act: activation layout, ``fixed`` (runs on the hardware) or ``learned``.
+        threads: torch CPU threads.
+        epochs, lr, retain_weight, projection, project_when, train_epochs: the
+            :class:`.methods.UnlearnConfig` fields.
+        ablation: also run the OEU variant grid (projection x rule x lambda).
+        export: also write ``export/<method>-seed<S>.json`` (integer network and sets).
+        hardware: also run each unlearned model on ``hardware_backends`` (needs ``act="fixed"``).
+        hardware_backends: from :data:`.hardware.BACKENDS`.
+        out: output folder (replaced whole on success).
+        progress: progress bars.
+        command: the command line recorded in metrics.json and the tables (None: not recorded).
+
+    Raises:
+        ValueError: a field out of range or an unknown name, named in the message.
+    """
+
+    dataset: str = "digits"
+    bits: int = 4
+    forget: str = "class:3"
+    method: str = "all"
+    seeds: tuple[int, ...] = (0,)
+    hidden: tuple[int, ...] = (64, 32)
+    act: str = "fixed"
+    threads: int = 1
+    epochs: int = 10
+    lr: float = 0.2
+    retain_weight: float = 1.0
+    projection: str = "global"
+    project_when: str = "always"
+    train_epochs: int = 40
+    ablation: bool = False
+    export: bool = False
+    hardware: bool = False
+    hardware_backends: tuple[str, ...] = ("golden", "hls", "rtl")
+    out: str = "out/unlearn"
+    progress: bool = field(default=True, compare=False)
+    command: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        from .data import DATASETS
+        from .models import check_act, check_bits
+
+        for name in ("seeds", "hidden", "hardware_backends"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        need(self.dataset in DATASETS, "dataset", self.dataset,
+             f"unknown data set (choose from {', '.join(DATASETS)})")
+        check_bits(self.bits)
+        check_act(self.act)
+        if self.hardware:
+            from .hardware import BACKENDS
+
+            need(bool(self.hardware_backends) and all(b in BACKENDS for b in self.hardware_backends),
+                 "hardware_backends", ",".join(self.hardware_backends), f"choose from {', '.join(BACKENDS)}")
+            need(self.act == "fixed", "hardware", self.act, "needs --act fixed (the front end refuses per-layer "
+                 "learned activation scales and float logits)")
+        need(self.method in METHOD_CHOICES, "method", self.method,
+             f"unknown method (choose from {', '.join(METHOD_CHOICES)})")
+        need(self.threads >= 1, "threads", self.threads, "must be >= 1")
+        need(bool(self.seeds) and min(self.seeds) >= 0 and len(set(self.seeds)) == len(self.seeds), "seeds",
+             list(self.seeds), "need one or more distinct seeds >= 0")
+        need(bool(self.hidden) and min(self.hidden) >= 1, "hidden", list(self.hidden), "every width must be >= 1")
+        self.unlearn_config()  # its own checks, naming its field
+
+    def unlearn_config(self):
+        """The :class:`.methods.UnlearnConfig` of this run."""
+        from .methods import UnlearnConfig
+
+        return UnlearnConfig(epochs=self.epochs, lr=self.lr, retain_weight=self.retain_weight,
+                             projection=self.projection, project_when=self.project_when,
+                             train_epochs=self.train_epochs)
+
+
+def run(config: UnlearningExperiment) -> dict:
+    """Run the comparison and write the output folder.
+
+    Args:
+        config: the run.
+
+    Returns:
+        The content of ``metrics.json``, with ``"hardware"`` (the content of hardware.json) when
+        ``config.hardware``.
+
+    Raises:
+        ValueError: a forget request the data set cannot serve (nothing written).
+    """
+    from onchip.io import check_output_dir
+
+    from .data import make_split
+    from .methods import METHODS
+
+    c = config
+    check_output_dir(c.out)
+    ucfg = c.unlearn_config()
+    splits = {seed: make_split(c.dataset, c.forget, seed) for seed in c.seeds}
+    methods = [m for m in METHODS if m != "retrain"] if c.method == "all" else [c.method]
+    methods = [m for m in methods if m != "retrain"]
+
+    import torch
+    from tqdm import tqdm
+
+    from onchip.io import atomic_output_dir
+
+    from .methods import train_original, unlearn
+    from .metrics import average_gap, evaluate
+
+    torch.set_num_threads(c.threads)
+    variants = _ablation_variants(ucfg) if c.ablation else []
+    runs, ablation_runs, models_out = {}, {}, {}
+    total = len(splits) * (2 + len(methods) + len(variants))
+    bar = tqdm(total=total, desc="unlearn", disable=not c.progress, file=sys.stderr)
+    for seed, split in splits.items():
+        bar.set_postfix_str(f"seed {seed}: original")
+        original = train_original(split, c.bits, ucfg, c.hidden, seed, act=c.act)
+        bar.update()
+        bar.set_postfix_str(f"seed {seed}: retrain")
+        retrained, info = unlearn("retrain", original, split, ucfg, seed=seed)
+        reference = {**evaluate(retrained, split, seed), **info}
+        bar.update()
+        rows = {"original": {**evaluate(original, split, seed), "wall_s": None}, "retrain": reference}
+        models_out[("original", seed)], models_out[("retrain", seed)] = original, retrained
+        for method in methods:
+            bar.set_postfix_str(f"seed {seed}: {method}")
+            model, info = unlearn(method, original, split, ucfg, seed=seed)
+            rows[method] = {**evaluate(model, split, seed), **info}
+            models_out[(method, seed)] = model
+            bar.update()
+        arows = {}
+        for name, cfg in variants:
+            bar.set_postfix_str(f"seed {seed}: oeu {name}")
+            model, info = unlearn("oeu", original, split, cfg, seed=seed)
+            arows[name] = {**evaluate(model, split, seed), **info}
+            bar.update()
+        for table in (rows, arows):
+            for row in table.values():
+                row["avg_gap"] = average_gap(row, reference)
+        runs[seed], ablation_runs[seed] = rows, arows
+    bar.close()
+
+    summary = _summarise(runs)
+    split0 = next(iter(splits.values()))
+    caption = (f"{c.dataset}, {c.bits}-bit weights/activations, forget {c.forget} "
+               f"({int(split0.forget.sum())} of {len(split0.forget)} training samples), "
+               f"seeds {', '.join(map(str, c.seeds))}; mean ± std over seeds."
+               + (f"\n\n`{c.command}`" if c.command else ""))
+    result = {
+        "dataset": c.dataset, "bits": c.bits, "forget": c.forget, "hidden": list(c.hidden), "act": c.act,
+        "seeds": list(c.seeds), "config": ucfg.as_dict(),
+        "sizes": {str(s): {"forget": int(sp.forget.sum()), "retain": int(sp.retain.sum()), "test": len(sp.y_test)}
+                  for s, sp in splits.items()},
+        "runs": {str(s): r for s, r in runs.items()},
+        "summary": summary,
+    }
+    if variants:
+        result["ablation_runs"] = {str(s): r for s, r in ablation_runs.items()}
+        result["ablation_summary"] = _summarise(ablation_runs)
+    hw = None
+    with atomic_output_dir(c.out) as stage:
+        from .._report import write_metrics
+
+        write_metrics(stage, result, c.command)
+        _write_tables(stage, "comparison", summary, "method", caption)
+        _plot(stage, summary, f"{c.dataset} {c.bits}-bit, forget {c.forget}")
+        if c.export:
+            _export(stage / "export", models_out, splits)
+        if c.hardware:
+            hw = _hardware(stage, models_out, splits, methods, list(c.hardware_backends), c.progress)
+        if variants:
+            _write_tables(stage, "ablation", result["ablation_summary"], "OEU variant (projection/rule/lambda)",
+                          caption.replace("; mean", "; OEU variants; mean"))
+    print(f"wrote {c.out}/metrics.json and comparison.csv/.md/.png" + (", ablation.csv/.md" if variants else ""))
+    print((Path(c.out) / "comparison.md").read_text())
+    if hw is None:
+        return result
+    print((Path(c.out) / "hardware.md").read_text())
+    return {**result, "hardware": hw}
+
+
+def _ablation_variants(config):
+    from dataclasses import replace
+
+    variants = []
+    for lam in sorted({0.0, config.retain_weight}):
+        variants.append((f"none/lambda={lam:g}", replace(config, projection="none", retain_weight=lam)))
+        for proj in ("global", "layer"):
+            for when in ("always", "conflict"):
+                variants.append((f"{proj}/{when}/lambda={lam:g}",
+                                 replace(config, projection=proj, project_when=when, retain_weight=lam)))
+    return variants
+
+
+def _summarise(runs: dict) -> dict:
+    """``{name: {key: {"mean", "std"}}}`` over seeds (std with ddof=0; keys with None skipped)."""
+    import numpy as np
+
+    names = list(next(iter(runs.values())).keys())
+    out = {}
+    for name in names:
+        out[name] = {}
+        for key in TABLE_KEYS:
+            vals = [runs[s][name].get(key) for s in runs]
+            if any(v is None for v in vals):
+                continue
+            out[name][key] = {"mean": float(np.mean(vals)), "std": float(np.std(vals))}
+    return out
+
+
+def _write_tables(stage, stem: str, summary: dict, label: str, caption: str) -> None:
+    from .._report import markdown_table, write_csv
+
+    keys = [k for k in TABLE_KEYS if any(k in row for row in summary.values())]
+    write_csv(stage / f"{stem}.csv", [label] + [f"{k}_{s}" for k in keys for s in ("mean", "std")],
+              [[name] + [f"{row[k][s]:.6g}" if k in row else "" for k in keys for s in ("mean", "std")]
+               for name, row in summary.items()])
+
+    def cell(row, k):
+        if k not in row:
+            return "-"
+        m, s = row[k]["mean"], row[k]["std"]
+        if k in PERCENT_KEYS:
+            m, s = 100 * m, 100 * s
+        fmt = "{:.2f}" if k == "wall_s" else "{:.1f}"
+        return fmt.format(m) + (f" ± {fmt.format(s)}" if s > 0 else "")
+
+    heads = {
+        "forget_acc": "forget acc %", "retain_acc": "retain acc %", "test_acc": "test acc %",
+        "test_forget_class_acc": "test acc, forgotten class %", "mia_forget": "MIA on forget %",
+        "forget_entropy": "forget entropy / log C", "avg_gap": "avg gap to retrain (pp)", "wall_s": "wall s",
+    }
+    (stage / f"{stem}.md").write_text(markdown_table(
+        [label] + [heads[k] for k in keys], [[name] + [cell(row, k) for k in keys] for name, row in summary.items()],
+        caption))
+
+
+def _plot(stage, summary: dict, title: str) -> None:
+    from onchip.plotting import pyplot
+
+    from .._report import grouped_bars, save
+
+    keys = ["forget_acc", "retain_acc", "test_acc", "mia_forget"]
+    names = list(summary)
+    fig, ax = pyplot().subplots(figsize=(max(6, 1.3 * len(names)), 3.6))
+    grouped_bars(ax, names, {k.replace("_", " "): [100 * summary[n][k]["mean"] for n in names] for k in keys},
+                 errors={k.replace("_", " "): [100 * summary[n][k]["std"] for n in names] for k in keys})
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 105)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    save(fig, stage / "comparison.png", dpi=110)
+
+
+def _export(folder, models_out: dict, splits: dict) -> None:
+    """One JSON per (method, seed): :func:`export_layers` plus integer inputs, labels and brevitas predictions."""
+    from onchip.io import write_json
+
+    from .models import export_layers, predict_logits, quantize_input
+
+    folder.mkdir()
+    for (method, seed), model in models_out.items():
+        split = splits[seed]
+        exported = export_layers(model)
+        sets = {}
+        for name, x, y in (("forget", split.x_train[split.forget], split.y_train[split.forget]),
+                           ("retain", split.x_train[split.retain], split.y_train[split.retain]),
+                           ("test", split.x_test, split.y_test)):
+            sets[name] = {"x_int": quantize_input(exported, x), "y": y,
+                          "pred": predict_logits(model, x).argmax(axis=1)}
+        write_json(folder / f"{method}-seed{seed}.json", {**exported, "sets": sets})
+
+
+def _hardware(stage, models_out: dict, splits: dict, methods: list, backends: list, progress: bool) -> dict:
+    """hardware.json/.md/.png: every unlearned model on the fixed-point backends against brevitas."""
+    from tqdm import tqdm
+
+    from onchip.io import write_json
+
+    from .._report import markdown_table
+    from .hardware import check_on_hardware, split_sets
+
+    keys = [(m, s) for (m, s) in models_out if m in methods]
+    runs = {}
+    for method, seed in tqdm(keys, desc="hardware", disable=not progress, file=sys.stderr):
+        res = check_on_hardware(models_out[(method, seed)], split_sets(splits[seed]), backends=backends,
+                                progress=progress)
+        runs.setdefault(method, {})[str(seed)] = res
+    summary = {}
+    for method, by_seed in runs.items():
+        row = {}
+        for b in ["brevitas", *backends]:
+            for name in ("forget", "retain", "test"):
+                accs = [r["sets"][name]["brevitas_acc"] if b == "brevitas" else r["sets"][name][b]["acc"]
+                        for r in by_seed.values()]
+                row[f"{b}_{name}_acc"] = float(sum(accs) / len(accs))
+            if b != "brevitas":
+                row[f"{b}_argmax_mismatches"] = sum(r["sets"][n][b]["argmax_mismatches"]
+                                                    for r in by_seed.values() for n in r["sets"])
+                row[f"{b}_output_mismatches"] = sum(r["sets"][n][b]["output_mismatches"]
+                                                    for r in by_seed.values() for n in r["sets"])
+        if "rtl" in backends:
+            row["rtl_parameters_unchanged"] = all(r["rtl_parameters_unchanged"] for r in by_seed.values())
+        row["all_equal"] = all(r["all_equal"] for r in by_seed.values())
+        summary[method] = row
+    out = {"backends": backends, "summary": summary, "runs": runs}
+    write_json(stage / "hardware.json", out)
+    rows = []
+    for method, row in summary.items():
+        for b in ["brevitas", *backends]:
+            mm = ("-", "-") if b == "brevitas" else (row[f"{b}_argmax_mismatches"], row[f"{b}_output_mismatches"])
+            rows.append([method, b, *(f"{100 * row[f'{b}_{n}_acc']:.1f}" for n in ("forget", "retain", "test")), *mm])
+    (stage / "hardware.md").write_text(markdown_table(
+        ["method", "backend", "forget acc %", "retain acc %", "test acc %", "argmax mismatches", "output mismatches"],
+        rows))
+    _plot_hardware(stage, summary, ["brevitas", *backends])
+    return out
+
+
+def _plot_hardware(stage, summary: dict, sources: list) -> None:
+    from onchip.plotting import pyplot
+
+    from .._report import grouped_bars, save
+
+    names = list(summary)
+    fig, axes = pyplot().subplots(1, 3, figsize=(10, 3.2), sharey=True)
+    for ax, part in zip(axes, ("forget", "retain", "test")):
+        grouped_bars(ax, names, {src: [100 * summary[n][f"{src}_{part}_acc"] for n in names] for src in sources})
+        ax.set_title(f"{part} accuracy %", fontsize=9)
+    axes[0].set_ylim(0, 105)
+    axes[0].legend(fontsize=7)
+    save(fig, stage / "hardware.png", dpi=110)
