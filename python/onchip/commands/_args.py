@@ -73,7 +73,8 @@ def command_line(argv: Sequence[str] | None = None) -> str:
 
 
 def build_config(cls, *, flags: dict[str, str] | None = None, **values):
-    """``cls(**values)``, re-raising a ValueError that starts with a field name as one naming its flag.
+    """``cls(**values)`` (then its ``validate()``, if it has one), re-raising a ValueError that starts
+    with a field name as one naming its flag.
 
     Experiment configs validate themselves and name the field (``n_train: ...``); on the command
     line the same message names the flag (``--n-train: ...``).
@@ -87,7 +88,10 @@ def build_config(cls, *, flags: dict[str, str] | None = None, **values):
         ValueError: the config refused a value; the message names the flag.
     """
     try:
-        return cls(**values)
+        config = cls(**values)
+        if callable(getattr(config, "validate", None)):
+            config.validate()
+        return config
     except ValueError as exc:
         raise ValueError(flag_message(str(exc), [f.name for f in dataclasses.fields(cls)], flags)) from None
 

@@ -7,7 +7,7 @@ below are our documented defaults (small enough for a few minutes on 2 cores).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -193,3 +193,111 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
                       "fit": asdict(fit_scaling_law(ks, lq_s2, lq)),
                       "linearity": linearity_in_variance(lq_s2, lq[:, -1]), "family": asdict(fam)}
     return out
+
+
+#: the gates: one-qubit X, two-qubit CZ
+GATES = ("x", "cz")
+
+
+@dataclass(frozen=True)
+class QuantumMetaConfig:
+    """One run of :func:`run`; validated on construction.
+
+    Attributes:
+        gate: ``"x"`` or ``"cz"``.
+        seed: seed of every random draw (>= 0).
+        settings: the measurement's settings.
+        out: output folder (replaced whole on success).
+        progress: progress bars.
+        command: the command line recorded in metrics.json (None: not recorded).
+
+    Raises:
+        ValueError: a bad field, named in the message.
+    """
+
+    gate: str = "x"
+    seed: int = 0
+    settings: ExperimentSettings = field(default_factory=ExperimentSettings)
+    out: str = "out/quantum-meta"
+    progress: bool = field(default=True, compare=False)
+    command: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.gate not in GATES:
+            raise ValueError(f"gate: expected 'x' or 'cz', got {self.gate!r}")
+        if self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {self.seed}")
+        self.settings.validate()
+
+
+def run(config: QuantumMetaConfig) -> dict:
+    """Run :func:`run_experiment` and write metrics.json, law.json (fitted c, beta, R^2 and the
+    linearity check), gain_vs_K.png and gain_vs_variance.png into ``config.out``.
+
+    Args:
+        config: the run.
+
+    Returns:
+        The content of ``metrics.json``.
+    """
+    import torch
+
+    from onchip.io import atomic_output_dir, check_output_dir, write_json
+
+    from .._report import write_metrics
+
+    c, settings = config, config.settings
+    check_output_dir(c.out)
+    torch.set_num_threads(1)
+    res = run_experiment(c.gate, c.seed, settings, progress=c.progress)
+    with atomic_output_dir(c.out) as folder:
+        write_metrics(folder, res, c.command)
+        law = {"gate": c.gate, "law": "G_K = c * sigma^2 * (1 - exp(-beta * K))",
+               **res["scaling"]["fit"],
+               "linearity": res["scaling"][f"linearity_G{settings.k_max}_vs_sigma2"]}
+        if "lqr" in res:
+            law["lqr_fit"] = res["lqr"]["fit"]
+        write_json(folder / "law.json", law)
+        _plots(res, folder)
+    kr = settings.k_report
+    f = res["scaling"]["fit"]
+    print(f"{c.gate}: c={f['c']:.4g} beta={f['beta']:.4g} R2={f['r2']:.4f}; "
+          f"relative gain K={kr}: in {res['sets']['in_distribution'][f'relative_gain_K{kr}']:.1%}, "
+          f"out {res['sets']['out_of_distribution'][f'relative_gain_K{kr}']:.1%} -> {c.out}")
+    return res
+
+
+def _plots(res: dict, folder) -> None:
+    """gain_vs_K.png (measured G_K with the fitted law) and gain_vs_variance.png (G at the largest K)."""
+    from onchip.plotting import pyplot
+
+    from .._report import save
+    from .scaling import saturating_law
+
+    plt = pyplot()
+    sc = res["scaling"]
+    ks = np.asarray(sc["K"])
+    kf = np.linspace(0, ks[-1], 200)
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for s, s2, g, se in zip(sc["sigma"], sc["sigma2"], sc["gain_mean"], sc["gain_stderr"]):
+        line = ax.errorbar(ks, g, yerr=se, fmt="o", ms=4, label=f"sigma={s:g}")
+        ax.plot(kf, saturating_law(kf, s2, sc["fit"]["c"], sc["fit"]["beta"]), color=line[0].get_color())
+    ax.set_xlabel("adaptation steps K")
+    ax.set_ylabel("gain G_K = E[L_0 - L_K] (infidelity)")
+    f = sc["fit"]
+    ax.set_title(f"{res['gate'].upper()}: c={f['c']:.3g}, beta={f['beta']:.3g}, R2={f['r2']:.4f}")
+    ax.legend(fontsize=8)
+    save(fig, folder / "gain_vs_K.png", dpi=120)
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    s2 = np.asarray(sc["sigma2"])
+    gk = np.asarray(sc["gain_mean"])[:, -1]
+    lin = sc[f"linearity_G{ks[-1]}_vs_sigma2"]
+    ax.plot(s2, gk, "o", label=f"measured G_{ks[-1]}")
+    xx = np.linspace(0, s2.max(), 50)
+    ax.plot(xx, lin["slope"] * xx + lin["intercept"], "-", label=f"linear fit, R2={lin['r2']:.4f}")
+    ax.plot(xx, saturating_law(ks[-1], xx, f["c"], f["beta"]), "--", label="scaling law")
+    ax.set_xlabel("task variance sigma^2")
+    ax.set_ylabel(f"G_{ks[-1]}")
+    ax.legend(fontsize=8)
+    save(fig, folder / "gain_vs_variance.png", dpi=120)
