@@ -73,13 +73,16 @@ def run(args: argparse.Namespace) -> int:
     Returns 0, or 1 when ``--hardware`` found a fixed-point backend disagreeing with brevitas.
     """
     from onchip.methods.unlearning.experiment import UnlearningExperiment, run as run_experiment
+    from onchip.methods.unlearning.methods import UnlearnConfig
 
     config = _args.build_config(
         UnlearningExperiment, flags={"seeds": "--seed"},
         dataset=args.dataset, bits=args.bits, forget=args.forget, method=args.method, seeds=args.seed,
-        hidden=args.hidden, act=args.act, threads=args.threads, epochs=args.epochs, lr=args.lr,
-        retain_weight=args.retain_weight, projection=args.projection, project_when=args.project_when,
-        train_epochs=args.train_epochs, ablation=args.ablation, export=args.export, hardware=args.hardware,
+        hidden=args.hidden, act=args.act, threads=args.threads,
+        unlearn=_args.build_config(UnlearnConfig, epochs=args.epochs, lr=args.lr, retain_weight=args.retain_weight,
+                                   projection=args.projection, project_when=args.project_when,
+                                   train_epochs=args.train_epochs),
+        ablation=args.ablation, export=args.export, hardware=args.hardware,
         hardware_backends=[b for b in args.hardware_backends.split(",") if b], out=args.out,
         progress=not args.quiet, command=args.command_line)
     result = run_experiment(config)

@@ -13,8 +13,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._report import need
+
+if TYPE_CHECKING:
+    from .methods import UnlearnConfig
 
 #: ``method``: one method, or all of them (retrain is always run: it is the reference)
 METHOD_CHOICES = ("oeu", "oeu-noproj", "retrain", "finetune", "gradascent", "relabel", "all")
@@ -38,8 +42,7 @@ class UnlearningExperiment:
         hidden: hidden widths (each >= 1).
         act: activation layout, ``fixed`` (runs on the hardware) or ``learned``.
         threads: torch CPU threads.
-        epochs, lr, retain_weight, projection, project_when, train_epochs: the
-            :class:`.methods.UnlearnConfig` fields.
+        unlearn: the hyper-parameters of the methods (:class:`.methods.UnlearnConfig`).
         ablation: also run the OEU variant grid (projection x rule x lambda).
         export: also write ``export/<method>-seed<S>.json`` (integer network and sets).
         hardware: also run each unlearned model on ``hardware_backends`` (needs ``act="fixed"``).
@@ -60,12 +63,7 @@ class UnlearningExperiment:
     hidden: tuple[int, ...] = (64, 32)
     act: str = "fixed"
     threads: int = 1
-    epochs: int = 10
-    lr: float = 0.2
-    retain_weight: float = 1.0
-    projection: str = "global"
-    project_when: str = "always"
-    train_epochs: int = 40
+    unlearn: UnlearnConfig = field(default_factory=lambda: _default_unlearn())
     ablation: bool = False
     export: bool = False
     hardware: bool = False
@@ -97,15 +95,13 @@ class UnlearningExperiment:
         need(bool(self.seeds) and min(self.seeds) >= 0 and len(set(self.seeds)) == len(self.seeds), "seeds",
              list(self.seeds), "need one or more distinct seeds >= 0")
         need(bool(self.hidden) and min(self.hidden) >= 1, "hidden", list(self.hidden), "every width must be >= 1")
-        self.unlearn_config()  # its own checks, naming its field
 
-    def unlearn_config(self):
-        """The :class:`.methods.UnlearnConfig` of this run."""
-        from .methods import UnlearnConfig
 
-        return UnlearnConfig(epochs=self.epochs, lr=self.lr, retain_weight=self.retain_weight,
-                             projection=self.projection, project_when=self.project_when,
-                             train_epochs=self.train_epochs)
+def _default_unlearn():
+    # imported here: the methods need torch, the command line's help does not
+    from .methods import UnlearnConfig
+
+    return UnlearnConfig()
 
 
 def run(config: UnlearningExperiment) -> dict:
@@ -128,7 +124,7 @@ def run(config: UnlearningExperiment) -> dict:
 
     c = config
     check_output_dir(c.out)
-    ucfg = c.unlearn_config()
+    ucfg = c.unlearn
     splits = {seed: make_split(c.dataset, c.forget, seed) for seed in c.seeds}
     methods = [m for m in METHODS if m != "retrain"] if c.method == "all" else [c.method]
     methods = [m for m in methods if m != "retrain"]
