@@ -1,0 +1,111 @@
+"""The arguments every sub-command shares (commands/_args.py) and the report helpers (methods/_report.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from onchip.cli import build_parser, main
+from onchip.commands import _args
+from onchip.methods import _report
+
+
+@pytest.mark.parametrize("kind, text, value", [
+    (_args.positive_int, "3", 3),
+    (_args.nonneg_int, "0", 0),
+    (_args.int_range(2, 5), "5", 5),
+    (_args.probability, "1", 1.0),
+    (_args.float_range(0, 1, lo_open=True), "0.5", 0.5),
+    (_args.int_list(1, increasing=True), "1, 3,7", [1, 3, 7]),
+    (_args.name_list(("a", "b", "c")), "all", ["a", "b", "c"]),
+    (_args.name_list(("a", "b", "c")), "c,a", ["c", "a"]),
+])
+def test_types_accept(kind, text, value):
+    assert kind(text) == value
+
+
+@pytest.mark.parametrize("kind, text, reason", [
+    (_args.positive_int, "0", ">= 1"),
+    (_args.positive_int, "x", "expected an integer"),
+    (_args.int_range(2, 5), "6", "in [2, 5]"),
+    (_args.probability, "1.5", "in [0, 1]"),
+    (_args.probability, "nan", "finite"),
+    (_args.float_range(0, 1, lo_open=True), "0", "in (0, 1]"),
+    (_args.int_list(1, increasing=True), "3,1", "strictly increasing"),
+    (_args.int_list(1), "1,a", "comma-separated integers"),
+    (_args.int_list(1), ",", "at least one"),
+    (_args.name_list(("a", "b")), "a,z", "unknown value(s) ['z']"),
+])
+def test_types_refuse_with_the_reason(kind, text, reason):
+    with pytest.raises(argparse.ArgumentTypeError, match=reason.replace("(", r"\(").replace("[", r"\[")
+                       .replace(")", r"\)").replace("]", r"\]")):
+        kind(text)
+
+
+def test_a_bad_flag_is_one_line_naming_it(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["memorization", "--steps", "3,1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("onchip memorization: error: --steps: ")
+    assert not out.exists()
+
+
+def test_out_is_shared_and_refuses_foreign_folders(tmp_path, capsys, monkeypatch):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = set()
+    for name in ("ais", "lmaps", "memorization", "quantum-meta", "unlearn"):
+        out = next(a for a in sub.choices[name]._actions if "--out" in a.option_strings)
+        helps.add(out.help)
+        assert out.default == f"out/{name}"
+    assert helps == {_args.OUT_HELP}
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    assert main(["ais", "--out", str(foreign)]) == 2
+    assert "--out: " in capsys.readouterr().err and (foreign / "notes.txt").exists()
+    monkeypatch.chdir(tmp_path)
+    assert main(["lmaps", "--out", "."]) == 2
+
+
+def test_quiet_keeps_the_older_spelling_hidden(capsys):
+    parser = build_parser()
+    args = parser.parse_args(["unlearn", "--no-progress"])
+    assert args.quiet
+    assert parser.parse_args(["unlearn", "--quiet"]).quiet
+    assert main(["unlearn", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--quiet" in text and "--no-progress" not in text
+
+
+def test_config_errors_name_the_flag():
+    from onchip.methods.lmaps.experiment import LmapsConfig
+
+    with pytest.raises(ValueError, match=r"^--n-images: must be <= 200"):
+        _args.build_config(LmapsConfig, n_images=500)
+    with pytest.raises(ValueError, match=r"^--operator: "):
+        _args.build_config(LmapsConfig, flags={"operators": "--operator"}, operators=("deblur",))
+    with pytest.raises(ValueError, match=r"^n_images: "):  # in Python the field is named
+        LmapsConfig(n_images=500)
+
+
+def test_command_line_is_the_real_arguments():
+    assert _args.command_line(["ais", "--out", "a b"]) == "onchip ais --out 'a b'"
+
+
+def test_rng_is_stable_and_separates_labels():
+    a = _report.rng(3, "noise", 1).integers(0, 2**31, 4)
+    assert np.array_equal(a, _report.rng(3, "noise", 1).integers(0, 2**31, 4))
+    assert not np.array_equal(a, _report.rng(3, "noise", 2).integers(0, 2**31, 4))
+    assert not np.array_equal(a, _report.rng(4, "noise", 1).integers(0, 2**31, 4))
+    assert not np.array_equal(_report.rng(0, "ab").random(3), _report.rng(0, "a", "b").random(3))
+    with pytest.raises(ValueError, match="seed"):
+        _report.rng(-1)
+
+
+def test_tables(tmp_path):
+    assert _report.markdown_table(["a", "b"], [[1, "x"]], caption="c") == "c\n\n| a | b |\n|---|---|\n| 1 | x |\n"
+    _report.write_dict_csv(tmp_path / "t.csv", [{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["a,b", "1,2", "3,4"]
