@@ -35,20 +35,21 @@ def add_out(parser: argparse.ArgumentParser, command: str | None = None) -> None
     parser.add_argument("--out", type=output_dir, default=f"out/{command}", help=OUT_HELP)
 
 
-def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str = "") -> None:
-    """Add ``--seed`` (integer >= 0, default 0); ``many`` takes one or more seeds as a list.
+def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str = "", default: int = 0) -> None:
+    """Add ``--seed`` (integer >= 0); ``many`` takes one or more seeds as a list.
 
     Args:
         parser: the sub-command's parser.
-        many: ``nargs="+"`` (a list, default ``[0]``) instead of one integer.
+        many: ``nargs="+"`` (a list, default ``[default]``) instead of one integer.
         what: what the seed drives, appended to the help text.
+        default: the seed when the flag is not given.
     """
+    tail = f"; {what}" if what else ""
     if many:
-        parser.add_argument("--seed", type=nonneg_int, nargs="+", default=[0],
-                            help="one or more random seeds (default: 0)" + (f"; {what}" if what else ""))
+        parser.add_argument("--seed", type=nonneg_int, nargs="+", default=[default],
+                            help=f"one or more random seeds (default: {default}){tail}")
     else:
-        parser.add_argument("--seed", type=nonneg_int, default=0,
-                            help="random seed (default: 0)" + (f"; {what}" if what else ""))
+        parser.add_argument("--seed", type=nonneg_int, default=default, help=f"random seed (default: {default}){tail}")
 
 
 def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
