@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import _args
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -13,7 +15,7 @@ def add_parser(subparsers) -> None:
         "(ports, payload fields, formats, latency, II) into --out.",
     )
     p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
-    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    _args.add_out(p)
     p.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
     p.add_argument(
         "--staleness",

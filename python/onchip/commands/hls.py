@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import _args
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -18,12 +20,12 @@ def add_parser(subparsers) -> None:
         description="Write the Vitis HLS C++ project (ap_fixed, AXI4-Stream top, Vitis script) of a learner.",
     )
     p.add_argument("--spec", required=True, help="spec TOML file or preset name")
-    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    _args.add_out(p)
     p.add_argument("--top", default="onchip_learner", help="top function name (default %(default)s)")
     p.add_argument("--part", default="xcu250-figd2104-2L-e", help="FPGA part of the Vitis script")
     p.add_argument("--clock-ns", type=float, default=5.0, help="clock period of the Vitis script, ns")
     p.add_argument("--samples", type=int, default=256, help="test-bench stream length (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the test-bench stream")
+    _args.add_seed(p, what="the test-bench stream")
     p.add_argument(
         "--csim", action="store_true",
         help="also compile with g++ (hls4ml's ap_types headers) and check the C simulation against the golden model",

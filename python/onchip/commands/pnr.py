@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import _args
+
 DESCRIPTION = """Put the learner core in a UART board top, build it with Amaranth's Lattice plan run by
 the YoWASP tools (yosys, nextpnr-ecp5 + ecppack or nextpnr-ice40 + icepack) and write the
 bitstream, the build logs and report.json (fmax from nextpnr, utilisation, latency in ns =
@@ -16,8 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
     p.add_argument("--board", default="ulx3s-85f", choices=lattice)
     p.add_argument("--baud", type=int, default=DEFAULT_BAUD)
-    p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed")
-    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    _args.add_seed(p, default=1, what="the nextpnr placer")
+    _args.add_out(p)
     p.set_defaults(func=run)
 
 

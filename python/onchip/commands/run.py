@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import _args
+
 DESCRIPTION = """Run a fixed-point online learner test-then-train over a task stream and write
 metrics.json, predictions.npy, rolling.csv, rolling.png and spec.toml to --out.
 With no options it runs the 16-bit KAN on the built-in drifting qubit-readout source."""
@@ -22,11 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--data", default=None,
                    help="readout shots .npy of layout (states, shots, 2) (default: built-in source)")
     p.add_argument("--samples", type=int, default=100_000, help="stream length (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="stream seed (default: %(default)s)")
-    p.add_argument("--out", default="out/run",
-                   help="output folder, new or an earlier onchip output (replaced whole on success; "
-                        "default: %(default)s)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _args.add_seed(p, what="the stream")
+    _args.add_out(p)
+    _args.add_quiet(p)
     p.set_defaults(func=run)
 
 

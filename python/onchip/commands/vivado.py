@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import _args
+
 DESCRIPTION = """Write a Vivado project that a user with Vivado runs with one command (sh run.sh):
 for --part, out-of-context synthesis + implementation of the learner core with utilisation
 and timing reports; for --board, the UART board top with the board's constraints, ending in
@@ -18,7 +20,7 @@ def add_parser(sub) -> None:
     p.add_argument("--part", default=DEFAULT_PART, help=f"Xilinx part (default {DEFAULT_PART})")
     p.add_argument("--board", default=None, choices=xilinx, help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=float, default=200.0, help="clock constraint of the part flow")
-    p.add_argument("--out", required=True, help="output folder (replaced whole on success)")
+    _args.add_out(p)
     p.set_defaults(func=run)
 
 
