@@ -82,236 +82,185 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  reg [15:0] \$100 ;
-  wire \$101 ;
-  wire \$102 ;
+  wire \$100 ;
+  wire [3:0] \$101 ;
+  wire [3:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire [2:0] \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  reg [66:0] \$108 ;
-  wire [66:0] \$109 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  reg [15:0] \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire [3:0] \$11 ;
-  wire [2:0] \$110 ;
-  wire [2:0] \$111 ;
-  wire \$112 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire [2:0] \$112 ;
   wire [2:0] \$113 ;
-  wire \$114 ;
+  wire [2:0] \$114 ;
   wire \$115 ;
-  reg [66:0] \$116 ;
-  wire [66:0] \$117 ;
-  wire [2:0] \$118 ;
-  wire \$119 ;
+  wire [2:0] \$116 ;
+  wire [2:0] \$117 ;
+  wire \$118 ;
+  wire [3:0] \$119 ;
   wire [3:0] \$12 ;
-  wire [3:0] \$120 ;
-  wire [2:0] \$121 ;
-  wire \$122 ;
+  wire [2:0] \$120 ;
+  wire \$121 ;
+  wire [3:0] \$122 ;
   wire [3:0] \$123 ;
-  wire [3:0] \$124 ;
+  wire \$124 ;
   wire \$125 ;
-  wire \$126 ;
+  wire [15:0] \$126 ;
   wire [15:0] \$127 ;
-  wire [15:0] \$128 ;
-  reg [15:0] \$129 ;
+  reg [15:0] \$128 ;
+  wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire \$133 ;
+  wire [2:0] \$133 ;
   wire [2:0] \$134 ;
-  wire \$135 ;
+  wire [2:0] \$135 ;
   wire \$136 ;
-  reg [66:0] \$137 ;
-  wire [66:0] \$138 ;
-  wire [2:0] \$139 ;
+  wire [2:0] \$137 ;
+  wire [2:0] \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  wire [2:0] \$140 ;
-  wire \$141 ;
-  wire [2:0] \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  reg [66:0] \$145 ;
-  wire [66:0] \$146 ;
-  wire [2:0] \$147 ;
-  wire \$148 ;
-  wire [3:0] \$149 ;
+  wire [3:0] \$140 ;
+  wire [2:0] \$141 ;
+  wire \$142 ;
+  wire [3:0] \$143 ;
+  wire [3:0] \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire [15:0] \$147 ;
+  wire [15:0] \$148 ;
+  reg [15:0] \$149 ;
   wire [3:0] \$15 ;
-  wire [2:0] \$150 ;
+  wire \$150 ;
   wire \$151 ;
-  wire [3:0] \$152 ;
-  wire [3:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire [15:0] \$156 ;
-  wire [15:0] \$157 ;
-  reg [15:0] \$158 ;
-  wire \$159 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire [2:0] \$154 ;
+  wire [2:0] \$155 ;
+  wire [2:0] \$156 ;
+  wire \$157 ;
+  wire [2:0] \$158 ;
+  wire [2:0] \$159 ;
   wire [3:0] \$16 ;
   wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire [2:0] \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  reg [66:0] \$166 ;
-  wire [66:0] \$167 ;
-  wire [2:0] \$168 ;
-  wire [2:0] \$169 ;
+  wire [3:0] \$161 ;
+  wire [2:0] \$162 ;
+  wire \$163 ;
+  wire [3:0] \$164 ;
+  wire [3:0] \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire [15:0] \$168 ;
+  wire [15:0] \$169 ;
   wire [40:0] \$17 ;
   wire \$170 ;
-  wire [2:0] \$171 ;
+  wire [4:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
-  reg [66:0] \$174 ;
-  wire [66:0] \$175 ;
-  wire [2:0] \$176 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
   wire \$177 ;
-  wire [3:0] \$178 ;
-  wire [2:0] \$179 ;
+  wire \$178 ;
+  wire \$179 ;
   wire [40:0] \$18 ;
   wire \$180 ;
-  wire [3:0] \$181 ;
-  wire [3:0] \$182 ;
+  wire \$181 ;
+  wire \$182 ;
   wire \$183 ;
   wire \$184 ;
-  wire [15:0] \$185 ;
-  wire [15:0] \$186 ;
-  reg [15:0] \$187 ;
+  wire \$185 ;
+  wire [3:0] \$186 ;
+  wire \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
-  wire [2:0] \$192 ;
+  wire \$192 ;
   wire \$193 ;
   wire \$194 ;
-  reg [66:0] \$195 ;
-  wire [66:0] \$196 ;
-  wire [2:0] \$197 ;
-  wire [2:0] \$198 ;
-  wire \$199 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire [6:0] \$197 ;
+  wire [7:0] \$198 ;
+  wire [5:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [2:0] \$200 ;
+  wire [6:0] \$200 ;
   wire \$201 ;
-  wire \$202 ;
-  reg [66:0] \$203 ;
-  wire [66:0] \$204 ;
-  wire [2:0] \$205 ;
+  wire [2:0] \$202 ;
+  wire [3:0] \$203 ;
+  wire [4:0] \$204 ;
+  wire \$205 ;
   wire \$206 ;
-  wire [3:0] \$207 ;
-  wire [2:0] \$208 ;
-  wire \$209 ;
+  wire \$207 ;
+  reg [15:0] \$208 ;
+  reg [15:0] \$209 ;
   wire \$21 ;
-  wire [3:0] \$210 ;
-  wire [3:0] \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
-  wire \$216 ;
-  wire [4:0] \$217 ;
-  wire \$218 ;
-  wire \$219 ;
+  reg [15:0] \$210 ;
+  reg \$211 ;
+  reg \$212 ;
+  reg \$213 ;
+  reg \$214 ;
+  reg \$215 ;
+  reg [1:0] \$216 ;
+  reg [3:0] \$217 ;
+  reg \$218 ;
+  reg [1:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  reg \$220 ;
+  reg \$221 ;
+  reg \$222 ;
+  reg [15:0] \$223 ;
+  reg [15:0] \$224 ;
+  reg [15:0] \$225 ;
+  reg [1:0] \$226 ;
+  reg [2:0] \$227 ;
+  reg [15:0] \$228 ;
+  reg [15:0] \$229 ;
   wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire [3:0] \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
+  reg [15:0] \$230 ;
+  reg [15:0] \$231 ;
+  reg [39:0] \$232 ;
+  reg [39:0] \$233 ;
+  reg [39:0] \$234 ;
+  reg [39:0] \$235 ;
+  reg [15:0] \$236 ;
+  reg [15:0] \$237 ;
+  reg [15:0] \$238 ;
+  reg [15:0] \$239 ;
   wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire [6:0] \$243 ;
-  wire [7:0] \$244 ;
-  wire [5:0] \$245 ;
-  wire [6:0] \$246 ;
-  wire \$247 ;
-  wire [2:0] \$248 ;
-  wire [3:0] \$249 ;
+  reg [15:0] \$240 ;
+  reg [2:0] \$241 ;
+  reg [2:0] \$242 ;
+  reg [2:0] \$243 ;
+  reg [15:0] \$244 ;
+  reg [15:0] \$245 ;
+  reg [15:0] \$246 ;
+  reg [15:0] \$247 ;
+  reg [15:0] \$248 ;
+  reg [15:0] \$249 ;
   wire \$25 ;
-  wire [4:0] \$250 ;
-  wire \$251 ;
-  wire \$252 ;
-  wire \$253 ;
+  reg [15:0] \$250 ;
+  reg [15:0] \$251 ;
+  reg [15:0] \$252 ;
+  reg [15:0] \$253 ;
   reg [15:0] \$254 ;
   reg [15:0] \$255 ;
-  reg [15:0] \$256 ;
-  reg \$257 ;
-  reg \$258 ;
-  reg \$259 ;
+  wire [63:0] \$256 ;
   wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg [66:0] \$262 ;
-  reg [66:0] \$263 ;
-  reg [66:0] \$264 ;
-  reg [1:0] \$265 ;
-  reg [1:0] \$266 ;
-  reg [1:0] \$267 ;
-  reg [3:0] \$268 ;
-  reg \$269 ;
   wire \$27 ;
-  reg [1:0] \$270 ;
-  reg \$271 ;
-  reg \$272 ;
-  reg \$273 ;
-  reg [15:0] \$274 ;
-  reg [15:0] \$275 ;
-  reg [15:0] \$276 ;
-  reg [1:0] \$277 ;
-  reg [2:0] \$278 ;
-  reg [15:0] \$279 ;
   wire [15:0] \$28 ;
-  reg [15:0] \$280 ;
-  reg [15:0] \$281 ;
-  reg [15:0] \$282 ;
-  reg [39:0] \$283 ;
-  reg [39:0] \$284 ;
-  reg [39:0] \$285 ;
-  reg [39:0] \$286 ;
-  reg [15:0] \$287 ;
-  reg [15:0] \$288 ;
-  reg [15:0] \$289 ;
   wire \$29 ;
-  reg [15:0] \$290 ;
-  reg [15:0] \$291 ;
-  reg [2:0] \$292 ;
-  reg [2:0] \$293 ;
-  reg [2:0] \$294 ;
-  reg [15:0] \$295 ;
-  reg [15:0] \$296 ;
-  reg [15:0] \$297 ;
-  reg [15:0] \$298 ;
-  reg [15:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  reg [15:0] \$300 ;
-  reg [15:0] \$301 ;
-  reg [15:0] \$302 ;
-  reg [15:0] \$303 ;
-  reg [15:0] \$304 ;
-  reg [15:0] \$305 ;
-  reg [15:0] \$306 ;
-  wire [63:0] \$307 ;
   wire [15:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -372,44 +321,44 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire \$86 ;
-  reg [66:0] \$87 ;
-  wire [2:0] \$88 ;
+  reg [15:0] \$86 ;
+  wire \$87 ;
+  wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
-  wire [2:0] \$90 ;
-  wire [3:0] \$91 ;
+  wire \$90 ;
+  wire [2:0] \$91 ;
   wire [2:0] \$92 ;
-  wire [3:0] \$93 ;
+  wire [2:0] \$93 ;
   wire \$94 ;
   wire [2:0] \$95 ;
   wire [2:0] \$96 ;
-  wire [2:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [3:0] \$99 ;
+  wire \$97 ;
+  wire [3:0] \$98 ;
+  wire [2:0] \$99 ;
   wire \$signature__addr ;
   wire \$signature__addr$10 ;
-  wire \$signature__addr$106 ;
-  wire \$signature__addr$116 ;
+  wire \$signature__addr$100 ;
+  wire \$signature__addr$112 ;
   wire \$signature__addr$12 ;
-  wire \$signature__addr$124 ;
-  wire \$signature__addr$132 ;
+  wire \$signature__addr$120 ;
+  wire \$signature__addr$128 ;
   wire \$signature__addr$8 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$101 ;
-  wire [15:0] \$signature__data$114 ;
-  wire [15:0] \$signature__data$122 ;
-  wire [15:0] \$signature__data$130 ;
+  wire [15:0] \$signature__data$110 ;
+  wire [15:0] \$signature__data$118 ;
+  wire [15:0] \$signature__data$126 ;
   wire [15:0] \$signature__data$17 ;
   wire [15:0] \$signature__data$18 ;
   wire [15:0] \$signature__data$19 ;
+  wire [15:0] \$signature__data$94 ;
   wire \$signature__en ;
-  wire \$signature__en$108 ;
+  wire \$signature__en$104 ;
   wire \$signature__en$11 ;
-  wire \$signature__en$117 ;
-  wire \$signature__en$125 ;
+  wire \$signature__en$113 ;
+  wire \$signature__en$121 ;
+  wire \$signature__en$129 ;
   wire \$signature__en$13 ;
-  wire \$signature__en$133 ;
   wire \$signature__en$9 ;
   wire accept;
   wire busy;
@@ -452,18 +401,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
-  wire [66:0] l0_commit_src;
-  reg [1:0] l0_fill = 2'h0;
-  wire [1:0] l0_fill_next;
-  reg [1:0] l0_head = 2'h0;
-  wire [1:0] l0_head_next;
   reg [1:0] l0_lo0_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
   reg [1:0] l0_pending = 2'h0;
-  reg [66:0] l0_pending0 = 67'h00000000000000000;
-  reg [66:0] l0_pending1 = 67'h00000000000000000;
-  reg [66:0] l0_pending2 = 67'h00000000000000000;
   wire l0_port_baddr;
   wire [2:0] l0_port_baddr_q;
   wire [1:0] l0_port_bank;
@@ -488,19 +429,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
-  wire [1:0] l0_tail;
+  wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
   input m__ready;
   wire m__ready;
   (* init = 1'h0 *)
   wire m__valid;
+  wire [66:0] next_data;
+  wire [1:0] next_level;
   input [19:0] pc__payload;
   wire [19:0] pc__payload;
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire pop_l0;
   wire [2:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
@@ -508,7 +450,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  wire push_l0;
+  wire [66:0] r_data;
+  wire r_en;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   wire [2:0] reload_addr;
@@ -528,10 +471,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [16:0] \t$100 ;
-  wire [16:0] \t$113 ;
-  wire [16:0] \t$121 ;
-  wire [16:0] \t$129 ;
+  wire [16:0] \t$109 ;
+  wire [16:0] \t$117 ;
+  wire [16:0] \t$125 ;
   wire [34:0] \t$22 ;
   wire [39:0] \t$23 ;
   wire [31:0] \t$25 ;
@@ -562,6 +504,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \t$70 ;
   wire [32:0] \t$73 ;
   wire [15:0] \t$74 ;
+  wire [16:0] \t$93 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -569,18 +512,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [66:0] w_data;
+  wire w_en;
   wire wp__addr;
-  wire \wp__addr$118 ;
-  wire \wp__addr$126 ;
-  wire \wp__addr$134 ;
+  wire \wp__addr$114 ;
+  wire \wp__addr$122 ;
+  wire \wp__addr$130 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$119 ;
-  wire [15:0] \wp__data$127 ;
-  wire [15:0] \wp__data$135 ;
+  wire [15:0] \wp__data$115 ;
+  wire [15:0] \wp__data$123 ;
+  wire [15:0] \wp__data$131 ;
   wire wp__en;
-  wire \wp__en$120 ;
-  wire \wp__en$128 ;
-  wire \wp__en$136 ;
+  wire \wp__en$116 ;
+  wire \wp__en$124 ;
+  wire \wp__en$132 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -595,19 +540,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$124 [0]] <= wp__data;
+      l0_coef_0_0_bank0[\$102 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$120 [0];
+    _0_ <= \$98 [0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == \$124 [0])
+      if (wp__en && \$4 [0] == \$102 [0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$101  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$94  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
@@ -616,20 +561,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$120 )
-      l0_coef_0_0_bank1[\$153 [0]] <= \wp__data$119 ;
+    if (\wp__en$116 )
+      l0_coef_0_0_bank1[\$123 [0]] <= \wp__data$115 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$149 [0];
+    _2_ <= \$119 [0];
     if (\$signature__en$9 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$120  && \$8 [0] == \$153 [0])
-        _3_ <= \wp__data$119 ;
+      if (\wp__en$116  && \$8 [0] == \$123 [0])
+        _3_ <= \wp__data$115 ;
     end
   end
-  assign \$signature__data$114  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$110  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$17  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
@@ -638,20 +583,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$128 )
-      l0_coef_0_0_bank2[\$182 [0]] <= \wp__data$127 ;
+    if (\wp__en$124 )
+      l0_coef_0_0_bank2[\$144 [0]] <= \wp__data$123 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$178 [0];
+    _4_ <= \$140 [0];
     if (\$signature__en$11 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$128  && \$12 [0] == \$182 [0])
-        _5_ <= \wp__data$127 ;
+      if (\wp__en$124  && \$12 [0] == \$144 [0])
+        _5_ <= \wp__data$123 ;
     end
   end
-  assign \$signature__data$122  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$118  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$18  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
@@ -660,20 +605,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$136 )
-      l0_coef_0_0_bank3[\$211 [0]] <= \wp__data$135 ;
+    if (\wp__en$132 )
+      l0_coef_0_0_bank3[\$165 [0]] <= \wp__data$131 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$207 [0];
+    _6_ <= \$161 [0];
     if (\$signature__en$13 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$136  && \$16 [0] == \$211 [0])
-        _7_ <= \wp__data$135 ;
+      if (\wp__en$132  && \$16 [0] == \$165 [0])
+        _7_ <= \wp__data$131 ;
     end
   end
-  assign \$signature__data$130  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$126  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$19  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
@@ -792,285 +737,252 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign commit_on_read_l0 = \$74  & \$75 ;
   assign \$76  = ~ busy;
   assign \$77  = pc__valid & \$76 ;
-  assign \$78  = ! l0_fill;
+  assign \$78  = ! level;
   assign \$79  = ~ \$78 ;
   assign flush_l0 = \$77  & \$79 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
   assign \$80  = en & valid_s5;
-  assign \$81  = ! l0_fill;
+  assign \$81  = ! level;
   assign \$82  = commit_on_read_l0 & \$81 ;
   assign \$83  = ~ \$82 ;
-  assign push_l0 = \$80  & \$83 ;
-  assign \$84  = ! l0_fill;
+  assign w_en = \$80  & \$83 ;
+  assign \$84  = ! level;
   assign \$85  = ~ \$84 ;
-  assign pop_l0 = commit_l0 & \$85 ;
-  assign \$86  = ! l0_fill;
-  assign l0_commit_src = \$86  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$87 ;
-  assign \$88  = l0_head + l0_fill;
-  assign \$89  = \$88  >= 2'h3;
-  assign \$90  = l0_head + l0_fill;
-  assign \$91  = \$90  - 2'h3;
-  assign \$92  = l0_head + l0_fill;
-  assign \$93  = \$89  ? \$91  : { 1'h0, \$92  };
-  assign \$94  = l0_head == 2'h2;
-  assign \$95  = l0_head + 1'h1;
-  assign \$96  = \$94  ? 3'h0 : \$95 ;
-  assign \$97  = pop_l0 ? \$96  : { 1'h0, l0_head };
-  assign \$98  = l0_fill + push_l0;
-  assign \$99  = \$98  - pop_l0;
-  assign \t$100  = $signed(\$signature__data$101 ) - $signed(\$100 );
-  assign \$103  = ! \$246 [1:0];
-  assign l0_port_hit0_0_0 = \$102  & \$103 ;
-  assign \$104  = ! \$99 [1:0];
-  assign \$105  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$106  = \$93 [1:0] == \$97 [1:0];
-  assign \$107  = push_l0 & \$106 ;
-  assign \$109  = \$107  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$108 ;
-  assign \$110  = \$104  ? \$105  : \$109 [2:0];
-  assign \$112  = ! \$99 [1:0];
-  assign \$113  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$114  = \$93 [1:0] == \$97 [1:0];
-  assign \$115  = push_l0 & \$114 ;
-  assign \$117  = \$115  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$116 ;
-  assign \$118  = \$112  ? \$113  : \$117 [2:0];
-  assign \$119  = \$118 [1:0] > 1'h0;
-  assign \$120  = \$111  + \$119 ;
-  assign \$122  = l0_commit_src[1:0] > 1'h0;
-  assign \$123  = \$121  + \$122 ;
-  assign \$124  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$123 ;
-  assign \$125  = $signed(\t$100 ) < $signed(16'h8000);
-  assign \$126  = $signed(\t$100 ) > $signed(16'h7fff);
-  assign \$127  = \$126  ? 16'h7fff : \t$100 [15:0];
-  assign \$128  = \$125  ? 16'h8000 : \$127 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$128 ;
+  assign r_en = commit_l0 & \$85 ;
+  assign \t$93  = $signed(\$signature__data$94 ) - $signed(\$86 );
+  assign \$89  = ! \$200 [1:0];
+  assign l0_port_hit0_0_0 = \$88  & \$89 ;
+  assign \$90  = ! next_level;
+  assign \$91  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$92  = \$90  ? \$91  : next_data[2:0];
+  assign \$94  = ! next_level;
+  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$96  = \$94  ? \$95  : next_data[2:0];
+  assign \$97  = \$96 [1:0] > 1'h0;
+  assign \$98  = \$93  + \$97 ;
+  assign \$100  = r_data[1:0] > 1'h0;
+  assign \$101  = \$99  + \$100 ;
+  assign \$102  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$101 ;
+  assign \$103  = $signed(\t$93 ) < $signed(16'h8000);
+  assign \$104  = $signed(\t$93 ) > $signed(16'h7fff);
+  assign \$105  = \$104  ? 16'h7fff : \t$93 [15:0];
+  assign \$106  = \$103  ? 16'h8000 : \$105 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$106 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$113  = $signed(\$signature__data$114 ) - $signed(\$129 );
-  assign \$132  = \$246 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$131  & \$132 ;
-  assign \$133  = ! \$99 [1:0];
-  assign \$134  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$135  = \$93 [1:0] == \$97 [1:0];
-  assign \$136  = push_l0 & \$135 ;
-  assign \$138  = \$136  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$137 ;
-  assign \$139  = \$133  ? \$134  : \$138 [2:0];
-  assign \$141  = ! \$99 [1:0];
-  assign \$142  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$143  = \$93 [1:0] == \$97 [1:0];
-  assign \$144  = push_l0 & \$143 ;
-  assign \$146  = \$144  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$145 ;
-  assign \$147  = \$141  ? \$142  : \$146 [2:0];
-  assign \$148  = \$147 [1:0] > 1'h1;
-  assign \$149  = \$140  + \$148 ;
-  assign \$151  = l0_commit_src[1:0] > 1'h1;
-  assign \$152  = \$150  + \$151 ;
-  assign \$153  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$152 ;
-  assign \$154  = $signed(\t$113 ) < $signed(16'h8000);
-  assign \$155  = $signed(\t$113 ) > $signed(16'h7fff);
-  assign \$156  = \$155  ? 16'h7fff : \t$113 [15:0];
-  assign \$157  = \$154  ? 16'h8000 : \$156 ;
-  assign \wp__data$119  = l0_port_hit0_0_1 ? l0_port_data : \$157 ;
-  assign \wp__en$120  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$121  = $signed(\$signature__data$122 ) - $signed(\$158 );
-  assign \$161  = \$246 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$160  & \$161 ;
-  assign \$162  = ! \$99 [1:0];
-  assign \$163  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$164  = \$93 [1:0] == \$97 [1:0];
-  assign \$165  = push_l0 & \$164 ;
-  assign \$167  = \$165  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$166 ;
-  assign \$168  = \$162  ? \$163  : \$167 [2:0];
-  assign \$170  = ! \$99 [1:0];
-  assign \$171  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$172  = \$93 [1:0] == \$97 [1:0];
-  assign \$173  = push_l0 & \$172 ;
-  assign \$175  = \$173  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$174 ;
-  assign \$176  = \$170  ? \$171  : \$175 [2:0];
-  assign \$177  = \$176 [1:0] > 2'h2;
-  assign \$178  = \$169  + \$177 ;
-  assign \$180  = l0_commit_src[1:0] > 2'h2;
-  assign \$181  = \$179  + \$180 ;
-  assign \$182  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$181 ;
-  assign \$183  = $signed(\t$121 ) < $signed(16'h8000);
-  assign \$184  = $signed(\t$121 ) > $signed(16'h7fff);
-  assign \$185  = \$184  ? 16'h7fff : \t$121 [15:0];
-  assign \$186  = \$183  ? 16'h8000 : \$185 ;
-  assign \wp__data$127  = l0_port_hit0_0_2 ? l0_port_data : \$186 ;
-  assign \wp__en$128  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$129  = $signed(\$signature__data$130 ) - $signed(\$187 );
-  assign \$190  = \$246 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$189  & \$190 ;
-  assign \$191  = ! \$99 [1:0];
-  assign \$192  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$193  = \$93 [1:0] == \$97 [1:0];
-  assign \$194  = push_l0 & \$193 ;
-  assign \$196  = \$194  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$195 ;
-  assign \$197  = \$191  ? \$192  : \$196 [2:0];
-  assign \$199  = ! \$99 [1:0];
-  assign \$200  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$201  = \$93 [1:0] == \$97 [1:0];
-  assign \$202  = push_l0 & \$201 ;
-  assign \$204  = \$202  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$203 ;
-  assign \$205  = \$199  ? \$200  : \$204 [2:0];
-  assign \$206  = \$205 [1:0] > 2'h3;
-  assign \$207  = \$198  + \$206 ;
-  assign \$209  = l0_commit_src[1:0] > 2'h3;
-  assign \$210  = \$208  + \$209 ;
-  assign \$211  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$210 ;
-  assign \$212  = $signed(\t$129 ) < $signed(16'h8000);
-  assign \$213  = $signed(\t$129 ) > $signed(16'h7fff);
-  assign \$214  = \$213  ? 16'h7fff : \t$129 [15:0];
-  assign \$215  = \$212  ? 16'h8000 : \$214 ;
-  assign \wp__data$135  = l0_port_hit0_0_3 ? l0_port_data : \$215 ;
-  assign \wp__en$136  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$109  = $signed(\$signature__data$110 ) - $signed(\$107 );
+  assign \$110  = \$200 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$109  & \$110 ;
+  assign \$111  = ! next_level;
+  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$113  = \$111  ? \$112  : next_data[2:0];
+  assign \$115  = ! next_level;
+  assign \$116  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$117  = \$115  ? \$116  : next_data[2:0];
+  assign \$118  = \$117 [1:0] > 1'h1;
+  assign \$119  = \$114  + \$118 ;
+  assign \$121  = r_data[1:0] > 1'h1;
+  assign \$122  = \$120  + \$121 ;
+  assign \$123  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$122 ;
+  assign \$124  = $signed(\t$109 ) < $signed(16'h8000);
+  assign \$125  = $signed(\t$109 ) > $signed(16'h7fff);
+  assign \$126  = \$125  ? 16'h7fff : \t$109 [15:0];
+  assign \$127  = \$124  ? 16'h8000 : \$126 ;
+  assign \wp__data$115  = l0_port_hit0_0_1 ? l0_port_data : \$127 ;
+  assign \wp__en$116  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$117  = $signed(\$signature__data$118 ) - $signed(\$128 );
+  assign \$131  = \$200 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$130  & \$131 ;
+  assign \$132  = ! next_level;
+  assign \$133  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$134  = \$132  ? \$133  : next_data[2:0];
+  assign \$136  = ! next_level;
+  assign \$137  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$138  = \$136  ? \$137  : next_data[2:0];
+  assign \$139  = \$138 [1:0] > 2'h2;
+  assign \$140  = \$135  + \$139 ;
+  assign \$142  = r_data[1:0] > 2'h2;
+  assign \$143  = \$141  + \$142 ;
+  assign \$144  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$143 ;
+  assign \$145  = $signed(\t$117 ) < $signed(16'h8000);
+  assign \$146  = $signed(\t$117 ) > $signed(16'h7fff);
+  assign \$147  = \$146  ? 16'h7fff : \t$117 [15:0];
+  assign \$148  = \$145  ? 16'h8000 : \$147 ;
+  assign \wp__data$123  = l0_port_hit0_0_2 ? l0_port_data : \$148 ;
+  assign \wp__en$124  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$125  = $signed(\$signature__data$126 ) - $signed(\$149 );
+  assign \$152  = \$200 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$151  & \$152 ;
+  assign \$153  = ! next_level;
+  assign \$154  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$155  = \$153  ? \$154  : next_data[2:0];
+  assign \$157  = ! next_level;
+  assign \$158  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$159  = \$157  ? \$158  : next_data[2:0];
+  assign \$160  = \$159 [1:0] > 2'h3;
+  assign \$161  = \$156  + \$160 ;
+  assign \$163  = r_data[1:0] > 2'h3;
+  assign \$164  = \$162  + \$163 ;
+  assign \$165  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$164 ;
+  assign \$166  = $signed(\t$125 ) < $signed(16'h8000);
+  assign \$167  = $signed(\t$125 ) > $signed(16'h7fff);
+  assign \$168  = \$167  ? 16'h7fff : \t$125 [15:0];
+  assign \$169  = \$166  ? 16'h8000 : \$168 ;
+  assign \wp__data$131  = l0_port_hit0_0_3 ? l0_port_data : \$169 ;
+  assign \wp__en$132  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'h9;
-  assign \$216  = | reload_count;
-  assign reload_write = reloading & \$216 ;
-  assign \$217  = reload_count - 1'h1;
-  assign \$218  = ~ pc__valid;
-  assign \$219  = en & \$218 ;
-  assign \$220  = ~ reloading;
-  assign \$221  = \$219  & \$220 ;
+  assign \$170  = | reload_count;
+  assign reload_write = reloading & \$170 ;
+  assign \$171  = reload_count - 1'h1;
+  assign \$172  = ~ pc__valid;
+  assign \$173  = en & \$172 ;
+  assign \$174  = ~ reloading;
+  assign \$175  = \$173  & \$174 ;
   assign accept = s__valid & s__ready;
-  assign \$222  = ~ busy;
-  assign \$223  = ! l0_fill;
-  assign \$224  = \$222  & \$223 ;
-  assign \$225  = pc__valid & \$224 ;
-  assign \$226  = ~ reloading;
-  assign \$227  = \$225  & \$226 ;
-  assign \$228  = ~ read_wait;
-  assign \$229  = \$227  & \$228 ;
-  assign \$230  = ~ pr__valid;
-  assign \$231  = \$230  | pr__ready;
-  assign execute = \$229  & \$231 ;
-  assign port_addr = reload_write ? \$217 [2:0] : pc__payload[18:16];
-  assign \$232  = port_addr - 1'h0;
+  assign \$176  = ~ busy;
+  assign \$177  = ! level;
+  assign \$178  = \$176  & \$177 ;
+  assign \$179  = pc__valid & \$178 ;
+  assign \$180  = ~ reloading;
+  assign \$181  = \$179  & \$180 ;
+  assign \$182  = ~ read_wait;
+  assign \$183  = \$181  & \$182 ;
+  assign \$184  = ~ pr__valid;
+  assign \$185  = \$184  | pr__ready;
+  assign execute = \$183  & \$185 ;
+  assign port_addr = reload_write ? \$171 [2:0] : pc__payload[18:16];
+  assign \$186  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$233  = port_addr >= 1'h0;
-  assign \$234  = port_addr < 4'h8;
-  assign \$235  = \$233  & \$234 ;
-  assign \$236  = execute & pc__payload[19];
-  assign \$237  = reload_write | \$236 ;
-  assign l0_port_wr = \$235  & \$237 ;
-  assign \$238  = port_addr >= 1'h0;
-  assign \$239  = port_addr < 4'h8;
-  assign \$240  = \$238  & \$239 ;
-  assign \$241  = \$240  & execute;
-  assign \$242  = ~ pc__payload[19];
-  assign l0_port_rd = \$241  & \$242 ;
-  assign \$244  = \$232 [2:0] - 7'h00;
-  assign \$245  = l0_port_baddr_q * 3'h4;
-  assign \$246  = \$244 [2:0] - \$245 ;
-  assign \$247  = en & valid_s2;
-  assign \$248  = l0_pending + \$247 ;
-  assign \$249  = \$248  - commit_l0;
-  assign \$250  = reload_count + 1'h1;
-  assign \$251  = ~ pc__payload[19];
-  assign \$252  = execute & \$251 ;
-  assign \$253  = execute & pc__payload[19];
+  assign \$187  = port_addr >= 1'h0;
+  assign \$188  = port_addr < 4'h8;
+  assign \$189  = \$187  & \$188 ;
+  assign \$190  = execute & pc__payload[19];
+  assign \$191  = reload_write | \$190 ;
+  assign l0_port_wr = \$189  & \$191 ;
+  assign \$192  = port_addr >= 1'h0;
+  assign \$193  = port_addr < 4'h8;
+  assign \$194  = \$192  & \$193 ;
+  assign \$195  = \$194  & execute;
+  assign \$196  = ~ pc__payload[19];
+  assign l0_port_rd = \$195  & \$196 ;
+  assign \$198  = \$186 [2:0] - 7'h00;
+  assign \$199  = l0_port_baddr_q * 3'h4;
+  assign \$200  = \$198 [2:0] - \$199 ;
+  assign \$201  = en & valid_s2;
+  assign \$202  = l0_pending + \$201 ;
+  assign \$203  = \$202  - commit_l0;
+  assign \$204  = reload_count + 1'h1;
+  assign \$205  = ~ pc__payload[19];
+  assign \$206  = execute & \$205 ;
+  assign \$207  = execute & pc__payload[19];
   always @(posedge clk)
-    valid_s1 <= \$257 ;
+    valid_s1 <= \$211 ;
   always @(posedge clk)
-    valid_s2 <= \$258 ;
+    valid_s2 <= \$212 ;
   always @(posedge clk)
-    valid_s3 <= \$259 ;
+    valid_s3 <= \$213 ;
   always @(posedge clk)
-    valid_s4 <= \$260 ;
+    valid_s4 <= \$214 ;
   always @(posedge clk)
-    valid_s5 <= \$261 ;
+    valid_s5 <= \$215 ;
   always @(posedge clk)
-    l0_pending0 <= \$262 ;
+    l0_pending <= \$216 ;
   always @(posedge clk)
-    l0_pending1 <= \$263 ;
+    reload_count <= \$217 ;
   always @(posedge clk)
-    l0_pending2 <= \$264 ;
+    l0_rd_edge <= \$218 ;
   always @(posedge clk)
-    l0_head <= \$265 ;
+    l0_rd_bank <= \$219 ;
   always @(posedge clk)
-    l0_fill <= \$266 ;
+    read_layer <= \$220 ;
   always @(posedge clk)
-    l0_pending <= \$267 ;
+    read_wait <= \$221 ;
   always @(posedge clk)
-    reload_count <= \$268 ;
+    pr__valid <= \$222 ;
   always @(posedge clk)
-    l0_rd_edge <= \$269 ;
+    pr__payload <= \$223 ;
   always @(posedge clk)
-    l0_rd_bank <= \$270 ;
+    u <= \$224 ;
   always @(posedge clk)
-    read_layer <= \$271 ;
+    y0_s1 <= \$225 ;
   always @(posedge clk)
-    read_wait <= \$272 ;
+    l0_lo0_s2 <= \$226 ;
   always @(posedge clk)
-    pr__valid <= \$273 ;
+    l0_cell0_s2 <= \$227 ;
   always @(posedge clk)
-    pr__payload <= \$274 ;
+    l0_bval0_0_s2 <= \$228 ;
   always @(posedge clk)
-    u <= \$275 ;
+    l0_bval0_1_s2 <= \$229 ;
   always @(posedge clk)
-    y0_s1 <= \$276 ;
+    l0_bval0_2_s2 <= \$230 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$277 ;
+    l0_bval0_3_s2 <= \$231 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$278 ;
+    l0_prod0_0_0_s3 <= \$232 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$279 ;
+    l0_prod0_0_1_s3 <= \$233 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$280 ;
+    l0_prod0_0_2_s3 <= \$234 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$281 ;
+    l0_prod0_0_3_s3 <= \$235 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$282 ;
+    m__payload <= \$236 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$283 ;
+    y0_s2 <= \$237 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$284 ;
+    y0_s3 <= \$238 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$285 ;
+    y0_s4 <= \$239 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$286 ;
+    err0_s5 <= \$240 ;
   always @(posedge clk)
-    m__payload <= \$287 ;
+    l0_cell0_s3 <= \$241 ;
   always @(posedge clk)
-    y0_s2 <= \$288 ;
+    l0_cell0_s4 <= \$242 ;
   always @(posedge clk)
-    y0_s3 <= \$289 ;
+    l0_cell0_s5 <= \$243 ;
   always @(posedge clk)
-    y0_s4 <= \$290 ;
+    l0_bval0_0_s3 <= \$244 ;
   always @(posedge clk)
-    err0_s5 <= \$291 ;
+    l0_bval0_0_s4 <= \$245 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$292 ;
+    l0_bval0_0_s5 <= \$246 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$293 ;
+    l0_bval0_1_s3 <= \$247 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$294 ;
+    l0_bval0_1_s4 <= \$248 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$295 ;
+    l0_bval0_1_s5 <= \$249 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$296 ;
+    l0_bval0_2_s3 <= \$250 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$297 ;
+    l0_bval0_2_s4 <= \$251 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$298 ;
+    l0_bval0_2_s5 <= \$252 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$299 ;
+    l0_bval0_3_s3 <= \$253 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$300 ;
+    l0_bval0_3_s4 <= \$254 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$301 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$302 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$303 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$304 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$305 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$306 ;
+    l0_bval0_3_s5 <= \$255 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$389$0 (\$307 ),
+    .\port$328$0 (\$256 ),
     .u(u)
+  );
+  \onchip_learner_axis.learner.l0_pending$183  \l0_pending$183  (
+    .clk(clk),
+    .level(level),
+    .next_data(next_data),
+    .next_level(next_level),
+    .\port$102$0 (\t$69 ),
+    .\port$116$0 (\t$74 ),
+    .\port$447$0 (l0_cell0_s5),
+    .\port$74$0 (\t$59 ),
+    .\port$88$0 (\t$64 ),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -1130,166 +1042,58 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$87  = 67'h00000000000000000;
-    casez (l0_head)
+    (* full_case = 32'd1 *)
+    casez (r_data[1:0])
       2'h0:
-          \$87  = l0_pending0;
+          \$86  = r_data[18:3];
       2'h1:
-          \$87  = l0_pending1;
+          \$86  = r_data[66:51];
       2'h2:
-          \$87  = l0_pending2;
+          \$86  = r_data[50:35];
+      2'h3:
+          \$86  = r_data[34:19];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$100  = l0_commit_src[18:3];
+          \$107  = r_data[34:19];
       2'h1:
-          \$100  = l0_commit_src[66:51];
+          \$107  = r_data[18:3];
       2'h2:
-          \$100  = l0_commit_src[50:35];
+          \$107  = r_data[66:51];
       2'h3:
-          \$100  = l0_commit_src[34:19];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$108  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$108  = l0_pending0;
-      2'h1:
-          \$108  = l0_pending1;
-      2'h2:
-          \$108  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$116  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$116  = l0_pending0;
-      2'h1:
-          \$116  = l0_pending1;
-      2'h2:
-          \$116  = l0_pending2;
+          \$107  = r_data[50:35];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$129  = l0_commit_src[34:19];
+          \$128  = r_data[50:35];
       2'h1:
-          \$129  = l0_commit_src[18:3];
+          \$128  = r_data[34:19];
       2'h2:
-          \$129  = l0_commit_src[66:51];
+          \$128  = r_data[18:3];
       2'h3:
-          \$129  = l0_commit_src[50:35];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$137  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$137  = l0_pending0;
-      2'h1:
-          \$137  = l0_pending1;
-      2'h2:
-          \$137  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$145  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$145  = l0_pending0;
-      2'h1:
-          \$145  = l0_pending1;
-      2'h2:
-          \$145  = l0_pending2;
+          \$128  = r_data[66:51];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$158  = l0_commit_src[50:35];
+          \$149  = r_data[66:51];
       2'h1:
-          \$158  = l0_commit_src[34:19];
+          \$149  = r_data[50:35];
       2'h2:
-          \$158  = l0_commit_src[18:3];
+          \$149  = r_data[34:19];
       2'h3:
-          \$158  = l0_commit_src[66:51];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$166  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$166  = l0_pending0;
-      2'h1:
-          \$166  = l0_pending1;
-      2'h2:
-          \$166  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$174  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$174  = l0_pending0;
-      2'h1:
-          \$174  = l0_pending1;
-      2'h2:
-          \$174  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
-      2'h0:
-          \$187  = l0_commit_src[66:51];
-      2'h1:
-          \$187  = l0_commit_src[50:35];
-      2'h2:
-          \$187  = l0_commit_src[34:19];
-      2'h3:
-          \$187  = l0_commit_src[18:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$195  = l0_pending0;
-      2'h1:
-          \$195  = l0_pending1;
-      2'h2:
-          \$195  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$203  = l0_pending0;
-      2'h1:
-          \$203  = l0_pending1;
-      2'h2:
-          \$203  = l0_pending2;
+          \$149  = r_data[18:3];
     endcase
   end
   always @* begin
@@ -1297,433 +1101,383 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$254  = \$signature__data ;
+          \$208  = \$signature__data ;
       2'h1:
-          \$254  = \$signature__data$17 ;
+          \$208  = \$signature__data$17 ;
       2'h2:
-          \$254  = \$signature__data$18 ;
+          \$208  = \$signature__data$18 ;
       2'h3:
-          \$254  = \$signature__data$19 ;
+          \$208  = \$signature__data$19 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = 16'h0000;
+    \$209  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$255  = \$254 ;
+          \$209  = \$208 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = 16'h0000;
+    \$210  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$256  = \$255 ;
+          \$210  = \$209 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = valid_s1;
+    \$211  = valid_s1;
     if (en) begin
-      \$257  = accept;
+      \$211  = accept;
     end
     if (rst) begin
-      \$257  = 1'h0;
+      \$211  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = valid_s2;
+    \$212  = valid_s2;
     if (en) begin
-      \$258  = valid_s1;
+      \$212  = valid_s1;
     end
     if (rst) begin
-      \$258  = 1'h0;
+      \$212  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = valid_s3;
+    \$213  = valid_s3;
     if (en) begin
-      \$259  = valid_s2;
+      \$213  = valid_s2;
     end
     if (rst) begin
-      \$259  = 1'h0;
+      \$213  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = valid_s4;
+    \$214  = valid_s4;
     if (en) begin
-      \$260  = valid_s3;
+      \$214  = valid_s3;
     end
     if (rst) begin
-      \$260  = 1'h0;
+      \$214  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = valid_s5;
+    \$215  = valid_s5;
     if (en) begin
-      \$261  = valid_s4;
+      \$215  = valid_s4;
     end
     if (rst) begin
-      \$261  = 1'h0;
+      \$215  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = l0_pending0;
-    if (push_l0) begin
-      casez (\$93 [1:0])
-        2'h0:
-            \$262  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = l0_pending1;
-    if (push_l0) begin
-      casez (\$93 [1:0])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$263  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = l0_pending2;
-    if (push_l0) begin
-      casez (\$93 [1:0])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$264  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = \$97 [1:0];
+    \$216  = \$203 [1:0];
     if (rst) begin
-      \$265  = 2'h0;
+      \$216  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = \$99 [1:0];
-    if (rst) begin
-      \$266  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = \$249 [1:0];
-    if (rst) begin
-      \$267  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = reload_count;
+    \$217  = reload_count;
     if (reloading) begin
-      \$268  = \$250 [3:0];
+      \$217  = \$204 [3:0];
     end
     if (rst) begin
-      \$268  = 4'h0;
+      \$217  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = l0_rd_edge;
+    \$218  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$269  = l0_port_edge_q[0];
+      \$218  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$269  = 1'h0;
+      \$218  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = l0_rd_bank;
+    \$219  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$270  = \$246 [1:0];
+      \$219  = \$200 [1:0];
     end
     if (rst) begin
-      \$270  = 2'h0;
+      \$219  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = read_layer;
+    \$220  = read_layer;
     if (l0_port_rd) begin
-      \$271  = 1'h0;
+      \$220  = 1'h0;
     end
     if (rst) begin
-      \$271  = 1'h0;
+      \$220  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = \$252 ;
+    \$221  = \$206 ;
     if (rst) begin
-      \$272  = 1'h0;
+      \$221  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = pr__valid;
-    if (\$253 ) begin
-      \$273  = 1'h1;
+    \$222  = pr__valid;
+    if (\$207 ) begin
+      \$222  = 1'h1;
     end else if (read_wait) begin
-      \$273  = 1'h1;
+      \$222  = 1'h1;
     end else if (pr__ready) begin
-      \$273  = 1'h0;
+      \$222  = 1'h0;
     end
     if (rst) begin
-      \$273  = 1'h0;
+      \$222  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = pr__payload;
-    if (\$253 ) begin
-      \$274  = pc__payload[15:0];
+    \$223  = pr__payload;
+    if (\$207 ) begin
+      \$223  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$274  = \$256 ;
+      \$223  = \$210 ;
     end
     if (rst) begin
-      \$274  = 16'h0000;
+      \$223  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = u;
+    \$224  = u;
     if (en) begin
-      \$275  = s__payload[15:0];
+      \$224  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = y0_s1;
+    \$225  = y0_s1;
     if (en) begin
-      \$276  = s__payload[31:16];
+      \$225  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = l0_lo0_s2;
+    \$226  = l0_lo0_s2;
     if (en) begin
-      \$277  = \cell [1:0];
+      \$226  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_cell0_s2;
+    \$227  = l0_cell0_s2;
     if (en) begin
-      \$278  = \cell ;
+      \$227  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_bval0_0_s2;
+    \$228  = l0_bval0_0_s2;
     if (en) begin
-      \$279  = \$307 [15:0];
+      \$228  = \$256 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_bval0_1_s2;
+    \$229  = l0_bval0_1_s2;
     if (en) begin
-      \$280  = \$307 [31:16];
+      \$229  = \$256 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_bval0_2_s2;
+    \$230  = l0_bval0_2_s2;
     if (en) begin
-      \$281  = \$307 [47:32];
+      \$230  = \$256 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_bval0_3_s2;
+    \$231  = l0_bval0_3_s2;
     if (en) begin
-      \$282  = \$307 [63:48];
+      \$231  = \$256 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_prod0_0_0_s3;
+    \$232  = l0_prod0_0_0_s3;
     if (en) begin
-      \$283  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
+      \$232  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_prod0_0_1_s3;
+    \$233  = l0_prod0_0_1_s3;
     if (en) begin
-      \$284  = { \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27  };
+      \$233  = { \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_prod0_0_2_s3;
+    \$234  = l0_prod0_0_2_s3;
     if (en) begin
-      \$285  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
+      \$234  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_prod0_0_3_s3;
+    \$235  = l0_prod0_0_3_s3;
     if (en) begin
-      \$286  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
+      \$235  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = m__payload;
+    \$236  = m__payload;
     if (en) begin
-      \$287  = \t$47 ;
+      \$236  = \t$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = y0_s2;
+    \$237  = y0_s2;
     if (en) begin
-      \$288  = y0_s1;
+      \$237  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = y0_s3;
+    \$238  = y0_s3;
     if (en) begin
-      \$289  = y0_s2;
+      \$238  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = y0_s4;
+    \$239  = y0_s4;
     if (en) begin
-      \$290  = y0_s3;
+      \$239  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = err0_s5;
+    \$240  = err0_s5;
     if (en) begin
-      \$291  = \t$53 ;
+      \$240  = \t$53 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_cell0_s3;
+    \$241  = l0_cell0_s3;
     if (en) begin
-      \$292  = l0_cell0_s2;
+      \$241  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_cell0_s4;
+    \$242  = l0_cell0_s4;
     if (en) begin
-      \$293  = l0_cell0_s3;
+      \$242  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_cell0_s5;
+    \$243  = l0_cell0_s5;
     if (en) begin
-      \$294  = l0_cell0_s4;
+      \$243  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_bval0_0_s3;
+    \$244  = l0_bval0_0_s3;
     if (en) begin
-      \$295  = l0_bval0_0_s2;
+      \$244  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = l0_bval0_0_s4;
+    \$245  = l0_bval0_0_s4;
     if (en) begin
-      \$296  = l0_bval0_0_s3;
+      \$245  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = l0_bval0_0_s5;
+    \$246  = l0_bval0_0_s5;
     if (en) begin
-      \$297  = l0_bval0_0_s4;
+      \$246  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = l0_bval0_1_s3;
+    \$247  = l0_bval0_1_s3;
     if (en) begin
-      \$298  = l0_bval0_1_s2;
+      \$247  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = l0_bval0_1_s4;
+    \$248  = l0_bval0_1_s4;
     if (en) begin
-      \$299  = l0_bval0_1_s3;
+      \$248  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = l0_bval0_1_s5;
+    \$249  = l0_bval0_1_s5;
     if (en) begin
-      \$300  = l0_bval0_1_s4;
+      \$249  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = l0_bval0_2_s3;
+    \$250  = l0_bval0_2_s3;
     if (en) begin
-      \$301  = l0_bval0_2_s2;
+      \$250  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = l0_bval0_2_s4;
+    \$251  = l0_bval0_2_s4;
     if (en) begin
-      \$302  = l0_bval0_2_s3;
+      \$251  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = l0_bval0_2_s5;
+    \$252  = l0_bval0_2_s5;
     if (en) begin
-      \$303  = l0_bval0_2_s4;
+      \$252  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_bval0_3_s3;
+    \$253  = l0_bval0_3_s3;
     if (en) begin
-      \$304  = l0_bval0_3_s2;
+      \$253  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_bval0_3_s4;
+    \$254  = l0_bval0_3_s4;
     if (en) begin
-      \$305  = l0_bval0_3_s3;
+      \$254  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_bval0_3_s5;
+    \$255  = l0_bval0_3_s5;
     if (en) begin
-      \$306  = l0_bval0_3_s4;
+      \$255  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -1739,36 +1493,34 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$44  = \t$39 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign l0_tail = \$93 [1:0];
-  assign l0_head_next = \$97 [1:0];
-  assign l0_fill_next = \$99 [1:0];
+  assign w_data = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$246 [1:0];
-  assign \$signature__addr$106  = \$120 [0];
-  assign \$signature__en$108  = 1'h1;
-  assign wp__addr = \$124 [0];
-  assign \$signature__addr$116  = \$149 [0];
-  assign \$signature__en$117  = 1'h1;
-  assign \wp__addr$118  = \$153 [0];
-  assign \$signature__addr$124  = \$178 [0];
-  assign \$signature__en$125  = 1'h1;
-  assign \wp__addr$126  = \$182 [0];
-  assign \$signature__addr$132  = \$207 [0];
-  assign \$signature__en$133  = 1'h1;
-  assign \wp__addr$134  = \$211 [0];
+  assign l0_port_bank = \$200 [1:0];
+  assign \$signature__addr$100  = \$98 [0];
+  assign \$signature__en$104  = 1'h1;
+  assign wp__addr = \$102 [0];
+  assign \$signature__addr$112  = \$119 [0];
+  assign \$signature__en$113  = 1'h1;
+  assign \wp__addr$114  = \$123 [0];
+  assign \$signature__addr$120  = \$140 [0];
+  assign \$signature__en$121  = 1'h1;
+  assign \wp__addr$122  = \$144 [0];
+  assign \$signature__addr$128  = \$161 [0];
+  assign \$signature__en$129  = 1'h1;
+  assign \wp__addr$130  = \$165 [0];
   assign rom_rd__addr = reload_count[2:0];
-  assign reload_addr = \$217 [2:0];
+  assign reload_addr = \$171 [2:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$232 [2:0];
-  assign l0_port_q = \$244 [2:0];
+  assign l0_port_local = \$186 [2:0];
+  assign l0_port_q = \$198 [2:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$307 [15:0];
-  assign bval__m1 = \$307 [31:16];
-  assign bval__m2 = \$307 [47:32];
-  assign bval__m3 = \$307 [63:48];
+  assign bval__m0 = \$256 [15:0];
+  assign bval__m1 = \$256 [31:16];
+  assign bval__m2 = \$256 [47:32];
+  assign bval__m3 = \$256 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = 3'h0;
-  assign l0_port_baddr_q = { 2'h0, \$244 [2] };
+  assign l0_port_baddr_q = { 2'h0, \$198 [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -1782,28 +1534,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \floor$62  = { \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31:16] };
   assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
   assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
-  assign \$111  = { 2'h0, \$110 [2] };
-  assign \$121  = { 2'h0, l0_commit_src[2] };
-  assign \$140  = { 2'h0, \$139 [2] };
-  assign \$150  = { 2'h0, l0_commit_src[2] };
-  assign \$169  = { 2'h0, \$168 [2] };
-  assign \$179  = { 2'h0, l0_commit_src[2] };
-  assign \$198  = { 2'h0, \$197 [2] };
-  assign \$208  = { 2'h0, l0_commit_src[2] };
-  assign s__ready = \$221 ;
-  assign \$243  = 7'h00;
-  assign \$101  = 1'h1;
-  assign \$102  = l0_port_wr;
-  assign \$130  = 1'h1;
-  assign \$131  = l0_port_wr;
-  assign \$159  = 1'h1;
-  assign \$160  = l0_port_wr;
-  assign \$188  = 1'h1;
-  assign \$189  = l0_port_wr;
+  assign \$93  = { 2'h0, \$92 [2] };
+  assign \$99  = { 2'h0, r_data[2] };
+  assign \$114  = { 2'h0, \$113 [2] };
+  assign \$120  = { 2'h0, r_data[2] };
+  assign \$135  = { 2'h0, \$134 [2] };
+  assign \$141  = { 2'h0, r_data[2] };
+  assign \$156  = { 2'h0, \$155 [2] };
+  assign \$162  = { 2'h0, r_data[2] };
+  assign s__ready = \$175 ;
+  assign \$197  = 7'h00;
+  assign \$87  = 1'h1;
+  assign \$88  = l0_port_wr;
+  assign \$108  = 1'h1;
+  assign \$109  = l0_port_wr;
+  assign \$129  = 1'h1;
+  assign \$130  = l0_port_wr;
+  assign \$150  = 1'h1;
+  assign \$151  = l0_port_wr;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$389$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$328$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1823,8 +1575,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$389$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$389$0 ;
-  wire [63:0] \port$389$0 ;
+  output [63:0] \port$328$0 ;
+  wire [63:0] \port$328$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1919,6 +1671,171 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$389$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$389$0  = rd__data[63:0];
+  assign \port$328$0  = rd__data[63:0];
   assign \$8  = { 11'h000, \$7 [13:11] };
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner_axis.learner.l0_pending$183 (rst, \port$74$0 , \port$88$0 , \port$102$0 , \port$116$0 , w_en, r_en, next_level, r_data, next_data, \port$447$0 , level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  wire [2:0] \$1 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
+  wire [3:0] \$12 ;
+  wire \$13 ;
+  reg [66:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [66:0] \$17 ;
+  reg [66:0] \$18 ;
+  reg [66:0] \$19 ;
+  wire \$2 ;
+  reg [66:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg [1:0] \$22 ;
+  wire [2:0] \$3 ;
+  wire [3:0] \$4 ;
+  wire [2:0] \$5 ;
+  wire [3:0] \$6 ;
+  wire \$7 ;
+  wire [2:0] \$8 ;
+  wire [2:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [66:0] entry0 = 67'h00000000000000000;
+  reg [66:0] entry1 = 67'h00000000000000000;
+  reg [66:0] entry2 = 67'h00000000000000000;
+  reg [1:0] head = 2'h0;
+  wire [1:0] head_next;
+  output [1:0] level;
+  reg [1:0] level = 2'h0;
+  output [66:0] next_data;
+  wire [66:0] next_data;
+  output [1:0] next_level;
+  wire [1:0] next_level;
+  input [15:0] \port$102$0 ;
+  wire [15:0] \port$102$0 ;
+  input [15:0] \port$116$0 ;
+  wire [15:0] \port$116$0 ;
+  input [2:0] \port$447$0 ;
+  wire [2:0] \port$447$0 ;
+  input [15:0] \port$74$0 ;
+  wire [15:0] \port$74$0 ;
+  input [15:0] \port$88$0 ;
+  wire [15:0] \port$88$0 ;
+  output [66:0] r_data;
+  wire [66:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [1:0] tail;
+  wire [66:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 2'h3;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 2'h3;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 2'h2;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 3'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  } : \$14 ;
+  assign \$15  = \$6 [1:0] == \$10 [1:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    head <= \$21 ;
+  always @(posedge clk)
+    level <= \$22 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$14  = 67'h00000000000000000;
+    casez (head)
+      2'h0:
+          \$14  = entry0;
+      2'h1:
+          \$14  = entry1;
+      2'h2:
+          \$14  = entry2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$17  = 67'h00000000000000000;
+    casez (\$10 [1:0])
+      2'h0:
+          \$17  = entry0;
+      2'h1:
+          \$17  = entry1;
+      2'h2:
+          \$17  = entry2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            \$18  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$19  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$20  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$21  = \$10 [1:0];
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$22  = \$12 [1:0];
+    if (rst) begin
+      \$22  = 2'h0;
+    end
+  end
+  assign tail = \$6 [1:0];
+  assign head_next = \$10 [1:0];
+  assign w_data = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+  assign next_level = \$12 [1:0];
 endmodule

@@ -132,414 +132,331 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
-  wire \$146 ;
-  reg [133:0] \$147 ;
-  wire [2:0] \$148 ;
+  reg [15:0] \$146 ;
+  wire \$147 ;
+  wire \$148 ;
   wire \$149 ;
   wire [3:0] \$15 ;
-  wire [2:0] \$150 ;
-  wire [3:0] \$151 ;
+  wire \$150 ;
+  wire [2:0] \$151 ;
   wire [2:0] \$152 ;
-  wire [3:0] \$153 ;
+  wire [2:0] \$153 ;
   wire \$154 ;
   wire [2:0] \$155 ;
   wire [2:0] \$156 ;
-  wire [2:0] \$157 ;
-  wire [2:0] \$158 ;
-  wire [3:0] \$159 ;
+  wire \$157 ;
+  wire [3:0] \$158 ;
+  wire [2:0] \$159 ;
   wire [3:0] \$16 ;
-  reg [15:0] \$160 ;
-  wire \$161 ;
-  wire \$162 ;
+  wire \$160 ;
+  wire [3:0] \$161 ;
+  wire [3:0] \$162 ;
   wire \$163 ;
   wire \$164 ;
-  wire [2:0] \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  reg [133:0] \$168 ;
-  wire [133:0] \$169 ;
+  wire [15:0] \$165 ;
+  wire [15:0] \$166 ;
+  reg [15:0] \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire [2:0] \$17 ;
-  wire [2:0] \$170 ;
-  wire [2:0] \$171 ;
-  wire \$172 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire [2:0] \$172 ;
   wire [2:0] \$173 ;
-  wire \$174 ;
+  wire [2:0] \$174 ;
   wire \$175 ;
-  reg [133:0] \$176 ;
-  wire [133:0] \$177 ;
-  wire [2:0] \$178 ;
-  wire \$179 ;
+  wire [2:0] \$176 ;
+  wire [2:0] \$177 ;
+  wire \$178 ;
+  wire [3:0] \$179 ;
   wire \$18 ;
-  wire [3:0] \$180 ;
-  wire [2:0] \$181 ;
-  wire \$182 ;
+  wire [2:0] \$180 ;
+  wire \$181 ;
+  wire [3:0] \$182 ;
   wire [3:0] \$183 ;
-  wire [3:0] \$184 ;
+  wire \$184 ;
   wire \$185 ;
-  wire \$186 ;
+  wire [15:0] \$186 ;
   wire [15:0] \$187 ;
-  wire [15:0] \$188 ;
-  reg [15:0] \$189 ;
+  reg [15:0] \$188 ;
+  wire \$189 ;
   wire [3:0] \$19 ;
   wire \$190 ;
   wire \$191 ;
   wire \$192 ;
-  wire \$193 ;
+  wire [2:0] \$193 ;
   wire [2:0] \$194 ;
-  wire \$195 ;
+  wire [2:0] \$195 ;
   wire \$196 ;
-  reg [133:0] \$197 ;
-  wire [133:0] \$198 ;
-  wire [2:0] \$199 ;
+  wire [2:0] \$197 ;
+  wire [2:0] \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire [2:0] \$200 ;
-  wire \$201 ;
-  wire [2:0] \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  reg [133:0] \$205 ;
-  wire [133:0] \$206 ;
-  wire [2:0] \$207 ;
-  wire \$208 ;
-  wire [3:0] \$209 ;
+  wire [3:0] \$200 ;
+  wire [2:0] \$201 ;
+  wire \$202 ;
+  wire [3:0] \$203 ;
+  wire [3:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire [15:0] \$207 ;
+  wire [15:0] \$208 ;
+  reg [15:0] \$209 ;
   wire [2:0] \$21 ;
-  wire [2:0] \$210 ;
+  wire \$210 ;
   wire \$211 ;
-  wire [3:0] \$212 ;
-  wire [3:0] \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire [15:0] \$216 ;
-  wire [15:0] \$217 ;
-  reg [15:0] \$218 ;
-  wire \$219 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire [2:0] \$214 ;
+  wire [2:0] \$215 ;
+  wire [2:0] \$216 ;
+  wire \$217 ;
+  wire [2:0] \$218 ;
+  wire [2:0] \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire [2:0] \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  reg [133:0] \$226 ;
-  wire [133:0] \$227 ;
-  wire [2:0] \$228 ;
-  wire [2:0] \$229 ;
+  wire [3:0] \$221 ;
+  wire [2:0] \$222 ;
+  wire \$223 ;
+  wire [3:0] \$224 ;
+  wire [3:0] \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
   wire [3:0] \$23 ;
-  wire \$230 ;
-  wire [2:0] \$231 ;
+  reg [15:0] \$230 ;
+  wire \$231 ;
   wire \$232 ;
   wire \$233 ;
-  reg [133:0] \$234 ;
-  wire [133:0] \$235 ;
+  wire \$234 ;
+  wire [2:0] \$235 ;
   wire [2:0] \$236 ;
-  wire \$237 ;
-  wire [3:0] \$238 ;
+  wire [2:0] \$237 ;
+  wire \$238 ;
   wire [2:0] \$239 ;
   wire [3:0] \$24 ;
-  wire \$240 ;
-  wire [3:0] \$241 ;
+  wire [2:0] \$240 ;
+  wire \$241 ;
   wire [3:0] \$242 ;
-  wire \$243 ;
+  wire [2:0] \$243 ;
   wire \$244 ;
-  wire [15:0] \$245 ;
-  wire [15:0] \$246 ;
-  reg [15:0] \$247 ;
+  wire [3:0] \$245 ;
+  wire [3:0] \$246 ;
+  wire \$247 ;
   wire \$248 ;
-  wire \$249 ;
+  wire [15:0] \$249 ;
   wire [2:0] \$25 ;
-  wire \$250 ;
-  wire \$251 ;
-  wire [2:0] \$252 ;
+  wire [15:0] \$250 ;
+  reg [15:0] \$251 ;
+  wire \$252 ;
   wire \$253 ;
   wire \$254 ;
-  reg [133:0] \$255 ;
-  wire [133:0] \$256 ;
+  wire \$255 ;
+  wire [2:0] \$256 ;
   wire [2:0] \$257 ;
   wire [2:0] \$258 ;
   wire \$259 ;
   wire \$26 ;
   wire [2:0] \$260 ;
-  wire \$261 ;
+  wire [2:0] \$261 ;
   wire \$262 ;
-  reg [133:0] \$263 ;
-  wire [133:0] \$264 ;
-  wire [2:0] \$265 ;
-  wire \$266 ;
+  wire [3:0] \$263 ;
+  wire [2:0] \$264 ;
+  wire \$265 ;
+  wire [3:0] \$266 ;
   wire [3:0] \$267 ;
-  wire [2:0] \$268 ;
+  wire \$268 ;
   wire \$269 ;
   wire [3:0] \$27 ;
-  wire [3:0] \$270 ;
-  wire [3:0] \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  reg [15:0] \$272 ;
   wire \$273 ;
-  wire [15:0] \$274 ;
-  wire [15:0] \$275 ;
-  reg [15:0] \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [2:0] \$277 ;
+  wire [2:0] \$278 ;
+  wire [2:0] \$279 ;
   wire [3:0] \$28 ;
   wire \$280 ;
   wire [2:0] \$281 ;
-  wire \$282 ;
+  wire [2:0] \$282 ;
   wire \$283 ;
-  reg [133:0] \$284 ;
-  wire [133:0] \$285 ;
-  wire [2:0] \$286 ;
-  wire [2:0] \$287 ;
-  wire \$288 ;
-  wire [2:0] \$289 ;
+  wire [3:0] \$284 ;
+  wire [2:0] \$285 ;
+  wire \$286 ;
+  wire [3:0] \$287 ;
+  wire [3:0] \$288 ;
+  wire \$289 ;
   wire [2:0] \$29 ;
   wire \$290 ;
-  wire \$291 ;
-  reg [133:0] \$292 ;
-  wire [133:0] \$293 ;
-  wire [2:0] \$294 ;
+  wire [15:0] \$291 ;
+  wire [15:0] \$292 ;
+  reg [15:0] \$293 ;
+  wire \$294 ;
   wire \$295 ;
-  wire [3:0] \$296 ;
-  wire [2:0] \$297 ;
-  wire \$298 ;
-  wire [3:0] \$299 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire [2:0] \$298 ;
+  wire [2:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [3:0] \$300 ;
+  wire [2:0] \$300 ;
   wire \$301 ;
-  wire \$302 ;
-  wire [15:0] \$303 ;
-  wire [15:0] \$304 ;
-  reg [15:0] \$305 ;
-  wire \$306 ;
+  wire [2:0] \$302 ;
+  wire [2:0] \$303 ;
+  wire \$304 ;
+  wire [3:0] \$305 ;
+  wire [2:0] \$306 ;
   wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [3:0] \$308 ;
+  wire [3:0] \$309 ;
   wire [3:0] \$31 ;
-  wire [2:0] \$310 ;
+  wire \$310 ;
   wire \$311 ;
-  wire \$312 ;
-  reg [133:0] \$313 ;
-  wire [133:0] \$314 ;
-  wire [2:0] \$315 ;
-  wire [2:0] \$316 ;
+  wire [15:0] \$312 ;
+  wire [15:0] \$313 ;
+  wire \$314 ;
+  wire [5:0] \$315 ;
+  wire \$316 ;
   wire \$317 ;
-  wire [2:0] \$318 ;
+  wire \$318 ;
   wire \$319 ;
   wire [3:0] \$32 ;
   wire \$320 ;
-  reg [133:0] \$321 ;
-  wire [133:0] \$322 ;
-  wire [2:0] \$323 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
   wire \$324 ;
-  wire [3:0] \$325 ;
-  wire [2:0] \$326 ;
+  wire \$325 ;
+  wire \$326 ;
   wire \$327 ;
-  wire [3:0] \$328 ;
-  wire [3:0] \$329 ;
+  wire \$328 ;
+  wire \$329 ;
   wire [40:0] \$33 ;
-  wire \$330 ;
+  wire [5:0] \$330 ;
   wire \$331 ;
-  wire [15:0] \$332 ;
-  wire [15:0] \$333 ;
-  reg [15:0] \$334 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
-  wire [2:0] \$339 ;
+  wire \$339 ;
   wire [40:0] \$34 ;
   wire \$340 ;
-  wire \$341 ;
-  reg [133:0] \$342 ;
-  wire [133:0] \$343 ;
-  wire [2:0] \$344 ;
-  wire [2:0] \$345 ;
+  wire [6:0] \$341 ;
+  wire [10:0] \$342 ;
+  wire [11:0] \$343 ;
+  wire [6:0] \$344 ;
+  wire [7:0] \$345 ;
   wire \$346 ;
   wire [2:0] \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [3:0] \$348 ;
+  wire [5:0] \$349 ;
   wire [41:0] \$35 ;
-  reg [133:0] \$350 ;
-  wire [133:0] \$351 ;
-  wire [2:0] \$352 ;
-  wire \$353 ;
-  wire [3:0] \$354 ;
-  wire [2:0] \$355 ;
-  wire \$356 ;
-  wire [3:0] \$357 ;
-  wire [3:0] \$358 ;
-  wire \$359 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  reg [15:0] \$353 ;
+  reg [15:0] \$354 ;
+  reg [15:0] \$355 ;
+  reg [15:0] \$356 ;
+  reg \$357 ;
+  reg \$358 ;
+  reg \$359 ;
   wire [40:0] \$36 ;
-  wire \$360 ;
-  wire [15:0] \$361 ;
-  wire [15:0] \$362 ;
-  reg [15:0] \$363 ;
-  wire \$364 ;
-  wire \$365 ;
-  wire \$366 ;
-  wire \$367 ;
-  wire [2:0] \$368 ;
-  wire \$369 ;
+  reg \$360 ;
+  reg \$361 ;
+  reg [1:0] \$362 ;
+  reg [4:0] \$363 ;
+  reg \$364 ;
+  reg [1:0] \$365 ;
+  reg \$366 ;
+  reg \$367 ;
+  reg \$368 ;
+  reg [15:0] \$369 ;
   wire [40:0] \$37 ;
-  wire \$370 ;
-  reg [133:0] \$371 ;
-  wire [133:0] \$372 ;
-  wire [2:0] \$373 ;
-  wire [2:0] \$374 ;
-  wire \$375 ;
-  wire [2:0] \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  reg [133:0] \$379 ;
+  reg [15:0] \$370 ;
+  reg [15:0] \$371 ;
+  reg [15:0] \$372 ;
+  reg [1:0] \$373 ;
+  reg [2:0] \$374 ;
+  reg [15:0] \$375 ;
+  reg [15:0] \$376 ;
+  reg [15:0] \$377 ;
+  reg [15:0] \$378 ;
+  reg [1:0] \$379 ;
   wire [41:0] \$38 ;
-  wire [133:0] \$380 ;
-  wire [2:0] \$381 ;
-  wire \$382 ;
-  wire [3:0] \$383 ;
-  wire [2:0] \$384 ;
-  wire \$385 ;
-  wire [3:0] \$386 ;
-  wire [3:0] \$387 ;
-  wire \$388 ;
-  wire \$389 ;
+  reg [2:0] \$380 ;
+  reg [15:0] \$381 ;
+  reg [15:0] \$382 ;
+  reg [15:0] \$383 ;
+  reg [15:0] \$384 ;
+  reg [39:0] \$385 ;
+  reg [39:0] \$386 ;
+  reg [39:0] \$387 ;
+  reg [39:0] \$388 ;
+  reg [39:0] \$389 ;
   wire \$39 ;
-  wire [15:0] \$390 ;
-  wire [15:0] \$391 ;
-  wire \$392 ;
-  wire [5:0] \$393 ;
-  wire \$394 ;
-  wire \$395 ;
-  wire \$396 ;
-  wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  reg [39:0] \$390 ;
+  reg [39:0] \$391 ;
+  reg [39:0] \$392 ;
+  reg [15:0] \$393 ;
+  reg [15:0] \$394 ;
+  reg [15:0] \$395 ;
+  reg [15:0] \$396 ;
+  reg [15:0] \$397 ;
+  reg [2:0] \$398 ;
+  reg [2:0] \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  wire \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
-  wire \$404 ;
-  wire \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire [5:0] \$408 ;
-  wire \$409 ;
+  reg [2:0] \$400 ;
+  reg [2:0] \$401 ;
+  reg [2:0] \$402 ;
+  reg [2:0] \$403 ;
+  reg [15:0] \$404 ;
+  reg [15:0] \$405 ;
+  reg [15:0] \$406 ;
+  reg [15:0] \$407 ;
+  reg [15:0] \$408 ;
+  reg [15:0] \$409 ;
   wire \$41 ;
-  wire \$410 ;
-  wire \$411 ;
-  wire \$412 ;
-  wire \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire [6:0] \$419 ;
+  reg [15:0] \$410 ;
+  reg [15:0] \$411 ;
+  reg [15:0] \$412 ;
+  reg [15:0] \$413 ;
+  reg [15:0] \$414 ;
+  reg [15:0] \$415 ;
+  reg [15:0] \$416 ;
+  reg [15:0] \$417 ;
+  reg [15:0] \$418 ;
+  reg [15:0] \$419 ;
   wire \$42 ;
-  wire [10:0] \$420 ;
-  wire [11:0] \$421 ;
-  wire [6:0] \$422 ;
-  wire [7:0] \$423 ;
-  wire \$424 ;
-  wire [2:0] \$425 ;
-  wire [3:0] \$426 ;
-  wire [5:0] \$427 ;
-  wire \$428 ;
-  wire \$429 ;
+  reg [15:0] \$420 ;
+  reg [15:0] \$421 ;
+  reg [15:0] \$422 ;
+  reg [15:0] \$423 ;
+  reg [15:0] \$424 ;
+  reg [15:0] \$425 ;
+  reg [15:0] \$426 ;
+  reg [15:0] \$427 ;
+  wire [63:0] \$428 ;
+  wire [63:0] \$429 ;
   wire \$43 ;
-  wire \$430 ;
-  reg [15:0] \$431 ;
-  reg [15:0] \$432 ;
-  reg [15:0] \$433 ;
-  reg [15:0] \$434 ;
-  reg \$435 ;
-  reg \$436 ;
-  reg \$437 ;
-  reg \$438 ;
-  reg \$439 ;
   wire \$44 ;
-  reg [133:0] \$440 ;
-  reg [133:0] \$441 ;
-  reg [133:0] \$442 ;
-  reg [1:0] \$443 ;
-  reg [1:0] \$444 ;
-  reg [1:0] \$445 ;
-  reg [4:0] \$446 ;
-  reg \$447 ;
-  reg [1:0] \$448 ;
-  reg \$449 ;
   wire \$45 ;
-  reg \$450 ;
-  reg \$451 ;
-  reg [15:0] \$452 ;
-  reg [15:0] \$453 ;
-  reg [15:0] \$454 ;
-  reg [15:0] \$455 ;
-  reg [1:0] \$456 ;
-  reg [2:0] \$457 ;
-  reg [15:0] \$458 ;
-  reg [15:0] \$459 ;
   wire \$46 ;
-  reg [15:0] \$460 ;
-  reg [15:0] \$461 ;
-  reg [1:0] \$462 ;
-  reg [2:0] \$463 ;
-  reg [15:0] \$464 ;
-  reg [15:0] \$465 ;
-  reg [15:0] \$466 ;
-  reg [15:0] \$467 ;
-  reg [39:0] \$468 ;
-  reg [39:0] \$469 ;
   wire \$47 ;
-  reg [39:0] \$470 ;
-  reg [39:0] \$471 ;
-  reg [39:0] \$472 ;
-  reg [39:0] \$473 ;
-  reg [39:0] \$474 ;
-  reg [39:0] \$475 ;
-  reg [15:0] \$476 ;
-  reg [15:0] \$477 ;
-  reg [15:0] \$478 ;
-  reg [15:0] \$479 ;
   wire [15:0] \$48 ;
-  reg [15:0] \$480 ;
-  reg [2:0] \$481 ;
-  reg [2:0] \$482 ;
-  reg [2:0] \$483 ;
-  reg [2:0] \$484 ;
-  reg [2:0] \$485 ;
-  reg [2:0] \$486 ;
-  reg [15:0] \$487 ;
-  reg [15:0] \$488 ;
-  reg [15:0] \$489 ;
   wire \$49 ;
-  reg [15:0] \$490 ;
-  reg [15:0] \$491 ;
-  reg [15:0] \$492 ;
-  reg [15:0] \$493 ;
-  reg [15:0] \$494 ;
-  reg [15:0] \$495 ;
-  reg [15:0] \$496 ;
-  reg [15:0] \$497 ;
-  reg [15:0] \$498 ;
-  reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  reg [15:0] \$500 ;
-  reg [15:0] \$501 ;
-  reg [15:0] \$502 ;
-  reg [15:0] \$503 ;
-  reg [15:0] \$504 ;
-  reg [15:0] \$505 ;
-  reg [15:0] \$506 ;
-  reg [15:0] \$507 ;
-  reg [15:0] \$508 ;
-  reg [15:0] \$509 ;
   wire [15:0] \$51 ;
-  reg [15:0] \$510 ;
-  wire [63:0] \$511 ;
-  wire [63:0] \$512 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
@@ -596,30 +513,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] \$signature__addr$10 ;
   wire [1:0] \$signature__addr$12 ;
   wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$167 ;
-  wire [1:0] \$signature__addr$177 ;
-  wire [1:0] \$signature__addr$185 ;
-  wire [1:0] \$signature__addr$193 ;
-  wire [1:0] \$signature__addr$201 ;
-  wire [1:0] \$signature__addr$210 ;
-  wire [1:0] \$signature__addr$218 ;
-  wire [1:0] \$signature__addr$226 ;
+  wire [1:0] \$signature__addr$161 ;
+  wire [1:0] \$signature__addr$173 ;
+  wire [1:0] \$signature__addr$181 ;
+  wire [1:0] \$signature__addr$189 ;
+  wire [1:0] \$signature__addr$197 ;
+  wire [1:0] \$signature__addr$206 ;
+  wire [1:0] \$signature__addr$214 ;
+  wire [1:0] \$signature__addr$222 ;
   wire [1:0] \$signature__addr$41 ;
   wire [1:0] \$signature__addr$44 ;
   wire [1:0] \$signature__addr$46 ;
   wire [1:0] \$signature__addr$48 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$162 ;
-  wire [15:0] \$signature__data$175 ;
-  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$155 ;
+  wire [15:0] \$signature__data$171 ;
+  wire [15:0] \$signature__data$179 ;
+  wire [15:0] \$signature__data$187 ;
   wire [15:0] \$signature__data$19 ;
-  wire [15:0] \$signature__data$191 ;
-  wire [15:0] \$signature__data$199 ;
+  wire [15:0] \$signature__data$195 ;
   wire [15:0] \$signature__data$20 ;
-  wire [15:0] \$signature__data$208 ;
+  wire [15:0] \$signature__data$204 ;
   wire [15:0] \$signature__data$21 ;
-  wire [15:0] \$signature__data$216 ;
-  wire [15:0] \$signature__data$224 ;
+  wire [15:0] \$signature__data$212 ;
+  wire [15:0] \$signature__data$220 ;
   wire [15:0] \$signature__data$52 ;
   wire [15:0] \$signature__data$53 ;
   wire [15:0] \$signature__data$54 ;
@@ -628,14 +545,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$signature__en$11 ;
   wire \$signature__en$13 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$169 ;
-  wire \$signature__en$178 ;
-  wire \$signature__en$186 ;
-  wire \$signature__en$194 ;
-  wire \$signature__en$203 ;
-  wire \$signature__en$211 ;
-  wire \$signature__en$219 ;
-  wire \$signature__en$227 ;
+  wire \$signature__en$165 ;
+  wire \$signature__en$174 ;
+  wire \$signature__en$182 ;
+  wire \$signature__en$190 ;
+  wire \$signature__en$199 ;
+  wire \$signature__en$207 ;
+  wire \$signature__en$215 ;
+  wire \$signature__en$223 ;
   wire \$signature__en$43 ;
   wire \$signature__en$45 ;
   wire \$signature__en$47 ;
@@ -643,13 +560,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire accept;
   wire busy;
   wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$266 ;
+  wire [15:0] \bval__m0$262 ;
   wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$267 ;
+  wire [15:0] \bval__m1$263 ;
   wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$268 ;
+  wire [15:0] \bval__m2$264 ;
   wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$269 ;
+  wire [15:0] \bval__m3$265 ;
   wire [2:0] \cell ;
   wire [2:0] \cell$42 ;
   input clk;
@@ -710,19 +627,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell1_s3 = 3'h0;
   reg [2:0] l0_cell1_s4 = 3'h0;
   reg [2:0] l0_cell1_s5 = 3'h0;
-  wire [133:0] l0_commit_src;
-  reg [1:0] l0_fill = 2'h0;
-  wire [1:0] l0_fill_next;
-  reg [1:0] l0_head = 2'h0;
-  wire [1:0] l0_head_next;
   reg [1:0] l0_lo0_s2 = 2'h0;
   reg [1:0] l0_lo1_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
   reg [1:0] l0_pending = 2'h0;
-  reg [133:0] l0_pending0 = 134'h0000000000000000000000000000000000;
-  reg [133:0] l0_pending1 = 134'h0000000000000000000000000000000000;
-  reg [133:0] l0_pending2 = 134'h0000000000000000000000000000000000;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
   wire [1:0] l0_port_bank;
@@ -759,19 +668,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_1_1;
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
-  wire [1:0] l0_tail;
+  wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
   input m__ready;
   wire m__ready;
   (* init = 1'h0 *)
   wire m__valid;
+  wire [133:0] next_data;
+  wire [1:0] next_level;
   input [21:0] pc__payload;
   wire [21:0] pc__payload;
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire pop_l0;
   wire [4:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
@@ -779,7 +689,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  wire push_l0;
+  wire [133:0] r_data;
+  wire r_en;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   wire [4:0] reload_addr;
@@ -821,14 +732,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \t$130 ;
   wire [32:0] \t$133 ;
   wire [15:0] \t$134 ;
-  wire [16:0] \t$161 ;
-  wire [16:0] \t$174 ;
-  wire [16:0] \t$182 ;
-  wire [16:0] \t$190 ;
-  wire [16:0] \t$198 ;
-  wire [16:0] \t$207 ;
-  wire [16:0] \t$215 ;
-  wire [16:0] \t$223 ;
+  wire [16:0] \t$154 ;
+  wire [16:0] \t$170 ;
+  wire [16:0] \t$178 ;
+  wire [16:0] \t$186 ;
+  wire [16:0] \t$194 ;
+  wire [16:0] \t$203 ;
+  wire [16:0] \t$211 ;
+  wire [16:0] \t$219 ;
   wire [32:0] \t$24 ;
   wire [39:0] \t$25 ;
   wire [31:0] \t$27 ;
@@ -870,30 +781,32 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [133:0] w_data;
+  wire w_en;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$179 ;
-  wire [1:0] \wp__addr$187 ;
-  wire [1:0] \wp__addr$195 ;
-  wire [1:0] \wp__addr$204 ;
-  wire [1:0] \wp__addr$212 ;
-  wire [1:0] \wp__addr$220 ;
-  wire [1:0] \wp__addr$228 ;
+  wire [1:0] \wp__addr$175 ;
+  wire [1:0] \wp__addr$183 ;
+  wire [1:0] \wp__addr$191 ;
+  wire [1:0] \wp__addr$200 ;
+  wire [1:0] \wp__addr$208 ;
+  wire [1:0] \wp__addr$216 ;
+  wire [1:0] \wp__addr$224 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$180 ;
-  wire [15:0] \wp__data$188 ;
-  wire [15:0] \wp__data$196 ;
-  wire [15:0] \wp__data$205 ;
-  wire [15:0] \wp__data$213 ;
-  wire [15:0] \wp__data$221 ;
-  wire [15:0] \wp__data$229 ;
+  wire [15:0] \wp__data$176 ;
+  wire [15:0] \wp__data$184 ;
+  wire [15:0] \wp__data$192 ;
+  wire [15:0] \wp__data$201 ;
+  wire [15:0] \wp__data$209 ;
+  wire [15:0] \wp__data$217 ;
+  wire [15:0] \wp__data$225 ;
   wire wp__en;
-  wire \wp__en$181 ;
-  wire \wp__en$189 ;
-  wire \wp__en$197 ;
-  wire \wp__en$206 ;
-  wire \wp__en$214 ;
-  wire \wp__en$222 ;
-  wire \wp__en$230 ;
+  wire \wp__en$177 ;
+  wire \wp__en$185 ;
+  wire \wp__en$193 ;
+  wire \wp__en$202 ;
+  wire \wp__en$210 ;
+  wire \wp__en$218 ;
+  wire \wp__en$226 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -911,19 +824,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$184 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$162 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$180 [1:0];
+    _0_ <= \$158 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$184 [1:0])
+      if (wp__en && \$4 [1:0] == \$162 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$162  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$155  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -933,20 +846,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$181 )
-      l0_coef_0_0_bank1[\$213 [1:0]] <= \wp__data$180 ;
+    if (\wp__en$177 )
+      l0_coef_0_0_bank1[\$183 [1:0]] <= \wp__data$176 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$209 [1:0];
+    _2_ <= \$179 [1:0];
     if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$181  && \$8 [1:0] == \$213 [1:0])
-        _3_ <= \wp__data$180 ;
+      if (\wp__en$177  && \$8 [1:0] == \$183 [1:0])
+        _3_ <= \wp__data$176 ;
     end
   end
-  assign \$signature__data$175  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$171  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$19  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -956,20 +869,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$189 )
-      l0_coef_0_0_bank2[\$242 [1:0]] <= \wp__data$188 ;
+    if (\wp__en$185 )
+      l0_coef_0_0_bank2[\$204 [1:0]] <= \wp__data$184 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$238 [1:0];
+    _4_ <= \$200 [1:0];
     if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$189  && \$12 [1:0] == \$242 [1:0])
-        _5_ <= \wp__data$188 ;
+      if (\wp__en$185  && \$12 [1:0] == \$204 [1:0])
+        _5_ <= \wp__data$184 ;
     end
   end
-  assign \$signature__data$183  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$179  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$20  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -979,20 +892,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$197 )
-      l0_coef_0_0_bank3[\$271 [1:0]] <= \wp__data$196 ;
+    if (\wp__en$193 )
+      l0_coef_0_0_bank3[\$225 [1:0]] <= \wp__data$192 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$267 [1:0];
+    _6_ <= \$221 [1:0];
     if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$197  && \$16 [1:0] == \$271 [1:0])
-        _7_ <= \wp__data$196 ;
+      if (\wp__en$193  && \$16 [1:0] == \$225 [1:0])
+        _7_ <= \wp__data$192 ;
     end
   end
-  assign \$signature__data$191  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$187  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$21  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -1002,20 +915,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$206 )
-      l0_coef_0_1_bank0[\$300 [1:0]] <= \wp__data$205 ;
+    if (\wp__en$202 )
+      l0_coef_0_1_bank0[\$246 [1:0]] <= \wp__data$201 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$296 [1:0];
+    _8_ <= \$242 [1:0];
     if (\$signature__en$43 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$206  && \$20 [1:0] == \$300 [1:0])
-        _9_ <= \wp__data$205 ;
+      if (\wp__en$202  && \$20 [1:0] == \$246 [1:0])
+        _9_ <= \wp__data$201 ;
     end
   end
-  assign \$signature__data$199  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$195  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$52  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -1025,20 +938,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$214 )
-      l0_coef_0_1_bank1[\$329 [1:0]] <= \wp__data$213 ;
+    if (\wp__en$210 )
+      l0_coef_0_1_bank1[\$267 [1:0]] <= \wp__data$209 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$325 [1:0];
+    _10_ <= \$263 [1:0];
     if (\$signature__en$45 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$214  && \$24 [1:0] == \$329 [1:0])
-        _11_ <= \wp__data$213 ;
+      if (\wp__en$210  && \$24 [1:0] == \$267 [1:0])
+        _11_ <= \wp__data$209 ;
     end
   end
-  assign \$signature__data$208  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$204  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$53  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -1048,20 +961,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$222 )
-      l0_coef_0_1_bank2[\$358 [1:0]] <= \wp__data$221 ;
+    if (\wp__en$218 )
+      l0_coef_0_1_bank2[\$288 [1:0]] <= \wp__data$217 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$354 [1:0];
+    _12_ <= \$284 [1:0];
     if (\$signature__en$47 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$222  && \$28 [1:0] == \$358 [1:0])
-        _13_ <= \wp__data$221 ;
+      if (\wp__en$218  && \$28 [1:0] == \$288 [1:0])
+        _13_ <= \wp__data$217 ;
     end
   end
-  assign \$signature__data$216  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$212  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$54  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -1071,20 +984,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$230 )
-      l0_coef_0_1_bank3[\$387 [1:0]] <= \wp__data$229 ;
+    if (\wp__en$226 )
+      l0_coef_0_1_bank3[\$309 [1:0]] <= \wp__data$225 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$383 [1:0];
+    _14_ <= \$305 [1:0];
     if (\$signature__en$49 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$230  && \$32 [1:0] == \$387 [1:0])
-        _15_ <= \wp__data$229 ;
+      if (\wp__en$226  && \$32 [1:0] == \$309 [1:0])
+        _15_ <= \wp__data$225 ;
     end
   end
-  assign \$signature__data$224  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$220  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$55  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -1116,218 +1029,90 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  assign \$380  = \$378  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$379 ;
-  assign \$381  = \$375  ? \$376  : \$380 [5:3];
-  assign \$382  = \$381 [1:0] > 2'h3;
-  assign \$383  = \$374  + \$382 ;
-  assign \$385  = l0_commit_src[4:3] > 2'h3;
-  assign \$386  = \$384  + \$385 ;
-  assign \$387  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$386 ;
-  assign \$388  = $signed(\t$223 ) < $signed(16'h8000);
-  assign \$389  = $signed(\t$223 ) > $signed(16'h7fff);
-  assign \$390  = \$389  ? 16'h7fff : \t$223 [15:0];
-  assign \$391  = \$388  ? 16'h8000 : \$390 ;
-  assign \wp__data$229  = l0_port_hit0_1_3 ? l0_port_data : \$391 ;
-  assign \wp__en$230  = commit_l0 | l0_port_hit0_1_3;
-  assign reloading = reload_count != 5'h17;
-  assign \$392  = | reload_count;
-  assign reload_write = reloading & \$392 ;
-  assign \$393  = reload_count - 1'h1;
-  assign \$394  = ~ pc__valid;
-  assign \$395  = en & \$394 ;
-  assign \$396  = ~ reloading;
-  assign \$397  = \$395  & \$396 ;
-  assign accept = s__valid & s__ready;
-  assign \$398  = ~ busy;
-  assign \$399  = ! l0_fill;
-  assign \$400  = \$398  & \$399 ;
-  assign \$401  = pc__valid & \$400 ;
-  assign \$402  = ~ reloading;
-  assign \$403  = \$401  & \$402 ;
-  assign \$404  = ~ read_wait;
-  assign \$405  = \$403  & \$404 ;
-  assign \$406  = ~ pr__valid;
-  assign \$407  = \$406  | pr__ready;
-  assign execute = \$405  & \$407 ;
-  assign port_addr = reload_write ? \$393 [4:0] : pc__payload[20:16];
-  assign \$408  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$409  = port_addr >= 1'h0;
-  assign \$410  = port_addr < 5'h16;
-  assign \$411  = \$409  & \$410 ;
-  assign \$412  = execute & pc__payload[21];
-  assign \$413  = reload_write | \$412 ;
-  assign l0_port_wr = \$411  & \$413 ;
-  assign \$414  = port_addr >= 1'h0;
-  assign \$415  = port_addr < 5'h16;
-  assign \$416  = \$414  & \$415 ;
-  assign \$417  = \$416  & execute;
-  assign \$418  = ~ pc__payload[21];
-  assign l0_port_rd = \$417  & \$418 ;
-  assign \$419  = \$408 [4:0] * 2'h3;
-  assign \$420  = l0_port_edge_q * 4'hb;
-  assign \$421  = \$408 [4:0] - \$420 ;
-  assign \$422  = l0_port_baddr_q * 3'h4;
-  assign \$423  = \$421 [3:0] - \$422 ;
-  assign \$424  = en & valid_s2;
-  assign \$425  = l0_pending + \$424 ;
-  assign \$426  = \$425  - commit_l0;
-  assign \$427  = reload_count + 1'h1;
-  assign \$428  = ~ pc__payload[21];
-  assign \$429  = execute & \$428 ;
-  assign \$430  = execute & pc__payload[21];
   always @(posedge clk)
-    valid_s1 <= \$435 ;
+    l0_prod0_0_1_s3 <= \$386 ;
   always @(posedge clk)
-    valid_s2 <= \$436 ;
+    l0_prod0_0_2_s3 <= \$387 ;
   always @(posedge clk)
-    valid_s3 <= \$437 ;
+    l0_prod0_0_3_s3 <= \$388 ;
   always @(posedge clk)
-    valid_s4 <= \$438 ;
+    l0_prod0_1_0_s3 <= \$389 ;
   always @(posedge clk)
-    valid_s5 <= \$439 ;
+    l0_prod0_1_1_s3 <= \$390 ;
   always @(posedge clk)
-    l0_pending0 <= \$440 ;
+    l0_prod0_1_2_s3 <= \$391 ;
   always @(posedge clk)
-    l0_pending1 <= \$441 ;
+    l0_prod0_1_3_s3 <= \$392 ;
   always @(posedge clk)
-    l0_pending2 <= \$442 ;
+    m__payload <= \$393 ;
   always @(posedge clk)
-    l0_head <= \$443 ;
+    y0_s2 <= \$394 ;
   always @(posedge clk)
-    l0_fill <= \$444 ;
+    y0_s3 <= \$395 ;
   always @(posedge clk)
-    l0_pending <= \$445 ;
+    y0_s4 <= \$396 ;
   always @(posedge clk)
-    reload_count <= \$446 ;
+    err0_s5 <= \$397 ;
   always @(posedge clk)
-    l0_rd_edge <= \$447 ;
+    l0_cell0_s3 <= \$398 ;
   always @(posedge clk)
-    l0_rd_bank <= \$448 ;
+    l0_cell0_s4 <= \$399 ;
   always @(posedge clk)
-    read_layer <= \$449 ;
+    l0_cell0_s5 <= \$400 ;
   always @(posedge clk)
-    read_wait <= \$450 ;
+    l0_cell1_s3 <= \$401 ;
   always @(posedge clk)
-    pr__valid <= \$451 ;
+    l0_cell1_s4 <= \$402 ;
   always @(posedge clk)
-    pr__payload <= \$452 ;
+    l0_cell1_s5 <= \$403 ;
   always @(posedge clk)
-    u <= \$453 ;
+    l0_bval0_0_s3 <= \$404 ;
   always @(posedge clk)
-    \u$2  <= \$454 ;
+    l0_bval0_0_s4 <= \$405 ;
   always @(posedge clk)
-    y0_s1 <= \$455 ;
+    l0_bval0_0_s5 <= \$406 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$456 ;
+    l0_bval0_1_s3 <= \$407 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$457 ;
+    l0_bval0_1_s4 <= \$408 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$458 ;
+    l0_bval0_1_s5 <= \$409 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$459 ;
+    l0_bval0_2_s3 <= \$410 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$460 ;
+    l0_bval0_2_s4 <= \$411 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$461 ;
+    l0_bval0_2_s5 <= \$412 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$462 ;
+    l0_bval0_3_s3 <= \$413 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$463 ;
+    l0_bval0_3_s4 <= \$414 ;
   always @(posedge clk)
-    l0_bval1_0_s2 <= \$464 ;
+    l0_bval0_3_s5 <= \$415 ;
   always @(posedge clk)
-    l0_bval1_1_s2 <= \$465 ;
+    l0_bval1_0_s3 <= \$416 ;
   always @(posedge clk)
-    l0_bval1_2_s2 <= \$466 ;
+    l0_bval1_0_s4 <= \$417 ;
   always @(posedge clk)
-    l0_bval1_3_s2 <= \$467 ;
+    l0_bval1_0_s5 <= \$418 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$468 ;
+    l0_bval1_1_s3 <= \$419 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$469 ;
+    l0_bval1_1_s4 <= \$420 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$470 ;
+    l0_bval1_1_s5 <= \$421 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$471 ;
+    l0_bval1_2_s3 <= \$422 ;
   always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$472 ;
+    l0_bval1_2_s4 <= \$423 ;
   always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$473 ;
+    l0_bval1_2_s5 <= \$424 ;
   always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$474 ;
+    l0_bval1_3_s3 <= \$425 ;
   always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$475 ;
+    l0_bval1_3_s4 <= \$426 ;
   always @(posedge clk)
-    m__payload <= \$476 ;
-  always @(posedge clk)
-    y0_s2 <= \$477 ;
-  always @(posedge clk)
-    y0_s3 <= \$478 ;
-  always @(posedge clk)
-    y0_s4 <= \$479 ;
-  always @(posedge clk)
-    err0_s5 <= \$480 ;
-  always @(posedge clk)
-    l0_cell0_s3 <= \$481 ;
-  always @(posedge clk)
-    l0_cell0_s4 <= \$482 ;
-  always @(posedge clk)
-    l0_cell0_s5 <= \$483 ;
-  always @(posedge clk)
-    l0_cell1_s3 <= \$484 ;
-  always @(posedge clk)
-    l0_cell1_s4 <= \$485 ;
-  always @(posedge clk)
-    l0_cell1_s5 <= \$486 ;
-  always @(posedge clk)
-    l0_bval0_0_s3 <= \$487 ;
-  always @(posedge clk)
-    l0_bval0_0_s4 <= \$488 ;
-  always @(posedge clk)
-    l0_bval0_0_s5 <= \$489 ;
-  always @(posedge clk)
-    l0_bval0_1_s3 <= \$490 ;
-  always @(posedge clk)
-    l0_bval0_1_s4 <= \$491 ;
-  always @(posedge clk)
-    l0_bval0_1_s5 <= \$492 ;
-  always @(posedge clk)
-    l0_bval0_2_s3 <= \$493 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$494 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$495 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$496 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$497 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$498 ;
-  always @(posedge clk)
-    l0_bval1_0_s3 <= \$499 ;
-  always @(posedge clk)
-    l0_bval1_0_s4 <= \$500 ;
-  always @(posedge clk)
-    l0_bval1_0_s5 <= \$501 ;
-  always @(posedge clk)
-    l0_bval1_1_s3 <= \$502 ;
-  always @(posedge clk)
-    l0_bval1_1_s4 <= \$503 ;
-  always @(posedge clk)
-    l0_bval1_1_s5 <= \$504 ;
-  always @(posedge clk)
-    l0_bval1_2_s3 <= \$505 ;
-  always @(posedge clk)
-    l0_bval1_2_s4 <= \$506 ;
-  always @(posedge clk)
-    l0_bval1_2_s5 <= \$507 ;
-  always @(posedge clk)
-    l0_bval1_3_s3 <= \$508 ;
-  always @(posedge clk)
-    l0_bval1_3_s4 <= \$509 ;
-  always @(posedge clk)
-    l0_bval1_3_s5 <= \$510 ;
+    l0_bval1_3_s5 <= \$427 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
@@ -1505,891 +1290,610 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign commit_on_read_l0 = \$134  & \$135 ;
   assign \$136  = ~ busy;
   assign \$137  = pc__valid & \$136 ;
-  assign \$138  = ! l0_fill;
+  assign \$138  = ! level;
   assign \$139  = ~ \$138 ;
   assign flush_l0 = \$137  & \$139 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
   assign \$140  = en & valid_s5;
-  assign \$141  = ! l0_fill;
+  assign \$141  = ! level;
   assign \$142  = commit_on_read_l0 & \$141 ;
   assign \$143  = ~ \$142 ;
-  assign push_l0 = \$140  & \$143 ;
-  assign \$144  = ! l0_fill;
+  assign w_en = \$140  & \$143 ;
+  assign \$144  = ! level;
   assign \$145  = ~ \$144 ;
-  assign pop_l0 = commit_l0 & \$145 ;
-  assign \$146  = ! l0_fill;
-  assign l0_commit_src = \$146  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$147 ;
-  assign \$148  = l0_head + l0_fill;
-  assign \$149  = \$148  >= 2'h3;
-  assign \$150  = l0_head + l0_fill;
-  assign \$151  = \$150  - 2'h3;
-  assign \$152  = l0_head + l0_fill;
-  assign \$153  = \$149  ? \$151  : { 1'h0, \$152  };
-  assign \$154  = l0_head == 2'h2;
-  assign \$155  = l0_head + 1'h1;
-  assign \$156  = \$154  ? 3'h0 : \$155 ;
-  assign \$157  = pop_l0 ? \$156  : { 1'h0, l0_head };
-  assign \$158  = l0_fill + push_l0;
-  assign \$159  = \$158  - pop_l0;
-  assign \t$161  = $signed(\$signature__data$162 ) - $signed(\$160 );
-  assign \$161  = ! l0_port_edge_q[0];
-  assign \$162  = l0_port_wr & \$161 ;
-  assign \$163  = ! \$423 [1:0];
-  assign l0_port_hit0_0_0 = \$162  & \$163 ;
-  assign \$164  = ! \$159 [1:0];
-  assign \$165  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$166  = \$153 [1:0] == \$157 [1:0];
-  assign \$167  = push_l0 & \$166 ;
-  assign \$169  = \$167  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$168 ;
-  assign \$170  = \$164  ? \$165  : \$169 [2:0];
-  assign \$172  = ! \$159 [1:0];
-  assign \$173  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$174  = \$153 [1:0] == \$157 [1:0];
-  assign \$175  = push_l0 & \$174 ;
-  assign \$177  = \$175  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$176 ;
-  assign \$178  = \$172  ? \$173  : \$177 [2:0];
-  assign \$179  = \$178 [1:0] > 1'h0;
-  assign \$180  = \$171  + \$179 ;
-  assign \$182  = l0_commit_src[1:0] > 1'h0;
-  assign \$183  = \$181  + \$182 ;
-  assign \$184  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$183 ;
-  assign \$185  = $signed(\t$161 ) < $signed(16'h8000);
-  assign \$186  = $signed(\t$161 ) > $signed(16'h7fff);
-  assign \$187  = \$186  ? 16'h7fff : \t$161 [15:0];
-  assign \$188  = \$185  ? 16'h8000 : \$187 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$188 ;
+  assign r_en = commit_l0 & \$145 ;
+  assign \t$154  = $signed(\$signature__data$155 ) - $signed(\$146 );
+  assign \$147  = ! l0_port_edge_q[0];
+  assign \$148  = l0_port_wr & \$147 ;
+  assign \$149  = ! \$345 [1:0];
+  assign l0_port_hit0_0_0 = \$148  & \$149 ;
+  assign \$150  = ! next_level;
+  assign \$151  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$152  = \$150  ? \$151  : next_data[2:0];
+  assign \$154  = ! next_level;
+  assign \$155  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$156  = \$154  ? \$155  : next_data[2:0];
+  assign \$157  = \$156 [1:0] > 1'h0;
+  assign \$158  = \$153  + \$157 ;
+  assign \$160  = r_data[1:0] > 1'h0;
+  assign \$161  = \$159  + \$160 ;
+  assign \$162  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$161 ;
+  assign \$163  = $signed(\t$154 ) < $signed(16'h8000);
+  assign \$164  = $signed(\t$154 ) > $signed(16'h7fff);
+  assign \$165  = \$164  ? 16'h7fff : \t$154 [15:0];
+  assign \$166  = \$163  ? 16'h8000 : \$165 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$166 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$174  = $signed(\$signature__data$175 ) - $signed(\$189 );
-  assign \$190  = ! l0_port_edge_q[0];
-  assign \$191  = l0_port_wr & \$190 ;
-  assign \$192  = \$423 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$191  & \$192 ;
-  assign \$193  = ! \$159 [1:0];
-  assign \$194  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$195  = \$153 [1:0] == \$157 [1:0];
-  assign \$196  = push_l0 & \$195 ;
-  assign \$198  = \$196  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$197 ;
-  assign \$199  = \$193  ? \$194  : \$198 [2:0];
-  assign \$201  = ! \$159 [1:0];
-  assign \$202  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$203  = \$153 [1:0] == \$157 [1:0];
-  assign \$204  = push_l0 & \$203 ;
-  assign \$206  = \$204  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$205 ;
-  assign \$207  = \$201  ? \$202  : \$206 [2:0];
-  assign \$208  = \$207 [1:0] > 1'h1;
-  assign \$209  = \$200  + \$208 ;
-  assign \$211  = l0_commit_src[1:0] > 1'h1;
-  assign \$212  = \$210  + \$211 ;
-  assign \$213  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$212 ;
-  assign \$214  = $signed(\t$174 ) < $signed(16'h8000);
-  assign \$215  = $signed(\t$174 ) > $signed(16'h7fff);
-  assign \$216  = \$215  ? 16'h7fff : \t$174 [15:0];
-  assign \$217  = \$214  ? 16'h8000 : \$216 ;
-  assign \wp__data$180  = l0_port_hit0_0_1 ? l0_port_data : \$217 ;
-  assign \wp__en$181  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$182  = $signed(\$signature__data$183 ) - $signed(\$218 );
-  assign \$219  = ! l0_port_edge_q[0];
-  assign \$220  = l0_port_wr & \$219 ;
-  assign \$221  = \$423 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$220  & \$221 ;
-  assign \$222  = ! \$159 [1:0];
-  assign \$223  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$224  = \$153 [1:0] == \$157 [1:0];
-  assign \$225  = push_l0 & \$224 ;
-  assign \$227  = \$225  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$226 ;
-  assign \$228  = \$222  ? \$223  : \$227 [2:0];
-  assign \$230  = ! \$159 [1:0];
-  assign \$231  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$232  = \$153 [1:0] == \$157 [1:0];
-  assign \$233  = push_l0 & \$232 ;
-  assign \$235  = \$233  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$234 ;
-  assign \$236  = \$230  ? \$231  : \$235 [2:0];
-  assign \$237  = \$236 [1:0] > 2'h2;
-  assign \$238  = \$229  + \$237 ;
-  assign \$240  = l0_commit_src[1:0] > 2'h2;
-  assign \$241  = \$239  + \$240 ;
-  assign \$242  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$241 ;
-  assign \$243  = $signed(\t$182 ) < $signed(16'h8000);
-  assign \$244  = $signed(\t$182 ) > $signed(16'h7fff);
-  assign \$245  = \$244  ? 16'h7fff : \t$182 [15:0];
-  assign \$246  = \$243  ? 16'h8000 : \$245 ;
-  assign \wp__data$188  = l0_port_hit0_0_2 ? l0_port_data : \$246 ;
-  assign \wp__en$189  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$190  = $signed(\$signature__data$191 ) - $signed(\$247 );
-  assign \$248  = ! l0_port_edge_q[0];
-  assign \$249  = l0_port_wr & \$248 ;
-  assign \$250  = \$423 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$249  & \$250 ;
-  assign \$251  = ! \$159 [1:0];
-  assign \$252  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$253  = \$153 [1:0] == \$157 [1:0];
-  assign \$254  = push_l0 & \$253 ;
-  assign \$256  = \$254  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$255 ;
-  assign \$257  = \$251  ? \$252  : \$256 [2:0];
-  assign \$259  = ! \$159 [1:0];
-  assign \$260  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$261  = \$153 [1:0] == \$157 [1:0];
-  assign \$262  = push_l0 & \$261 ;
-  assign \$264  = \$262  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$263 ;
-  assign \$265  = \$259  ? \$260  : \$264 [2:0];
-  assign \$266  = \$265 [1:0] > 2'h3;
-  assign \$267  = \$258  + \$266 ;
-  assign \$269  = l0_commit_src[1:0] > 2'h3;
-  assign \$270  = \$268  + \$269 ;
-  assign \$271  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$270 ;
-  assign \$272  = $signed(\t$190 ) < $signed(16'h8000);
-  assign \$273  = $signed(\t$190 ) > $signed(16'h7fff);
-  assign \$274  = \$273  ? 16'h7fff : \t$190 [15:0];
-  assign \$275  = \$272  ? 16'h8000 : \$274 ;
-  assign \wp__data$196  = l0_port_hit0_0_3 ? l0_port_data : \$275 ;
-  assign \wp__en$197  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$198  = $signed(\$signature__data$199 ) - $signed(\$276 );
-  assign \$278  = l0_port_wr & \$277 ;
-  assign \$279  = ! \$423 [1:0];
-  assign l0_port_hit0_1_0 = \$278  & \$279 ;
-  assign \$280  = ! \$159 [1:0];
+  assign \t$170  = $signed(\$signature__data$171 ) - $signed(\$167 );
+  assign \$168  = ! l0_port_edge_q[0];
+  assign \$169  = l0_port_wr & \$168 ;
+  assign \$170  = \$345 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$169  & \$170 ;
+  assign \$171  = ! next_level;
+  assign \$172  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$173  = \$171  ? \$172  : next_data[2:0];
+  assign \$175  = ! next_level;
+  assign \$176  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$177  = \$175  ? \$176  : next_data[2:0];
+  assign \$178  = \$177 [1:0] > 1'h1;
+  assign \$179  = \$174  + \$178 ;
+  assign \$181  = r_data[1:0] > 1'h1;
+  assign \$182  = \$180  + \$181 ;
+  assign \$183  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$182 ;
+  assign \$184  = $signed(\t$170 ) < $signed(16'h8000);
+  assign \$185  = $signed(\t$170 ) > $signed(16'h7fff);
+  assign \$186  = \$185  ? 16'h7fff : \t$170 [15:0];
+  assign \$187  = \$184  ? 16'h8000 : \$186 ;
+  assign \wp__data$176  = l0_port_hit0_0_1 ? l0_port_data : \$187 ;
+  assign \wp__en$177  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$178  = $signed(\$signature__data$179 ) - $signed(\$188 );
+  assign \$189  = ! l0_port_edge_q[0];
+  assign \$190  = l0_port_wr & \$189 ;
+  assign \$191  = \$345 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$190  & \$191 ;
+  assign \$192  = ! next_level;
+  assign \$193  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$194  = \$192  ? \$193  : next_data[2:0];
+  assign \$196  = ! next_level;
+  assign \$197  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$198  = \$196  ? \$197  : next_data[2:0];
+  assign \$199  = \$198 [1:0] > 2'h2;
+  assign \$200  = \$195  + \$199 ;
+  assign \$202  = r_data[1:0] > 2'h2;
+  assign \$203  = \$201  + \$202 ;
+  assign \$204  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$203 ;
+  assign \$205  = $signed(\t$178 ) < $signed(16'h8000);
+  assign \$206  = $signed(\t$178 ) > $signed(16'h7fff);
+  assign \$207  = \$206  ? 16'h7fff : \t$178 [15:0];
+  assign \$208  = \$205  ? 16'h8000 : \$207 ;
+  assign \wp__data$184  = l0_port_hit0_0_2 ? l0_port_data : \$208 ;
+  assign \wp__en$185  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$186  = $signed(\$signature__data$187 ) - $signed(\$209 );
+  assign \$210  = ! l0_port_edge_q[0];
+  assign \$211  = l0_port_wr & \$210 ;
+  assign \$212  = \$345 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$211  & \$212 ;
+  assign \$213  = ! next_level;
+  assign \$214  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$215  = \$213  ? \$214  : next_data[2:0];
+  assign \$217  = ! next_level;
+  assign \$218  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$219  = \$217  ? \$218  : next_data[2:0];
+  assign \$220  = \$219 [1:0] > 2'h3;
+  assign \$221  = \$216  + \$220 ;
+  assign \$223  = r_data[1:0] > 2'h3;
+  assign \$224  = \$222  + \$223 ;
+  assign \$225  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$224 ;
+  assign \$226  = $signed(\t$186 ) < $signed(16'h8000);
+  assign \$227  = $signed(\t$186 ) > $signed(16'h7fff);
+  assign \$228  = \$227  ? 16'h7fff : \t$186 [15:0];
+  assign \$229  = \$226  ? 16'h8000 : \$228 ;
+  assign \wp__data$192  = l0_port_hit0_0_3 ? l0_port_data : \$229 ;
+  assign \wp__en$193  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$194  = $signed(\$signature__data$195 ) - $signed(\$230 );
+  assign \$232  = l0_port_wr & \$231 ;
+  assign \$233  = ! \$345 [1:0];
+  assign l0_port_hit0_1_0 = \$232  & \$233 ;
+  assign \$234  = ! next_level;
+  assign \$235  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$236  = \$234  ? \$235  : next_data[5:3];
+  assign \$238  = ! next_level;
+  assign \$239  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$240  = \$238  ? \$239  : next_data[5:3];
+  assign \$241  = \$240 [1:0] > 1'h0;
+  assign \$242  = \$237  + \$241 ;
+  assign \$244  = r_data[4:3] > 1'h0;
+  assign \$245  = \$243  + \$244 ;
+  assign \$246  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$245 ;
+  assign \$247  = $signed(\t$194 ) < $signed(16'h8000);
+  assign \$248  = $signed(\t$194 ) > $signed(16'h7fff);
+  assign \$249  = \$248  ? 16'h7fff : \t$194 [15:0];
+  assign \$250  = \$247  ? 16'h8000 : \$249 ;
+  assign \wp__data$201  = l0_port_hit0_1_0 ? l0_port_data : \$250 ;
+  assign \wp__en$202  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$203  = $signed(\$signature__data$204 ) - $signed(\$251 );
+  assign \$253  = l0_port_wr & \$252 ;
+  assign \$254  = \$345 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$253  & \$254 ;
+  assign \$255  = ! next_level;
+  assign \$256  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$257  = \$255  ? \$256  : next_data[5:3];
+  assign \$259  = ! next_level;
+  assign \$260  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$261  = \$259  ? \$260  : next_data[5:3];
+  assign \$262  = \$261 [1:0] > 1'h1;
+  assign \$263  = \$258  + \$262 ;
+  assign \$265  = r_data[4:3] > 1'h1;
+  assign \$266  = \$264  + \$265 ;
+  assign \$267  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$266 ;
+  assign \$268  = $signed(\t$203 ) < $signed(16'h8000);
+  assign \$269  = $signed(\t$203 ) > $signed(16'h7fff);
+  assign \$270  = \$269  ? 16'h7fff : \t$203 [15:0];
+  assign \$271  = \$268  ? 16'h8000 : \$270 ;
+  assign \wp__data$209  = l0_port_hit0_1_1 ? l0_port_data : \$271 ;
+  assign \wp__en$210  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$211  = $signed(\$signature__data$212 ) - $signed(\$272 );
+  assign \$274  = l0_port_wr & \$273 ;
+  assign \$275  = \$345 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$274  & \$275 ;
+  assign \$276  = ! next_level;
+  assign \$277  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$278  = \$276  ? \$277  : next_data[5:3];
+  assign \$280  = ! next_level;
   assign \$281  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$282  = \$153 [1:0] == \$157 [1:0];
-  assign \$283  = push_l0 & \$282 ;
-  assign \$285  = \$283  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$284 ;
-  assign \$286  = \$280  ? \$281  : \$285 [5:3];
-  assign \$288  = ! \$159 [1:0];
-  assign \$289  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$290  = \$153 [1:0] == \$157 [1:0];
-  assign \$291  = push_l0 & \$290 ;
-  assign \$293  = \$291  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$292 ;
-  assign \$294  = \$288  ? \$289  : \$293 [5:3];
-  assign \$295  = \$294 [1:0] > 1'h0;
-  assign \$296  = \$287  + \$295 ;
-  assign \$298  = l0_commit_src[4:3] > 1'h0;
-  assign \$299  = \$297  + \$298 ;
-  assign \$300  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$299 ;
-  assign \$301  = $signed(\t$198 ) < $signed(16'h8000);
-  assign \$302  = $signed(\t$198 ) > $signed(16'h7fff);
-  assign \$303  = \$302  ? 16'h7fff : \t$198 [15:0];
-  assign \$304  = \$301  ? 16'h8000 : \$303 ;
-  assign \wp__data$205  = l0_port_hit0_1_0 ? l0_port_data : \$304 ;
-  assign \wp__en$206  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$207  = $signed(\$signature__data$208 ) - $signed(\$305 );
-  assign \$307  = l0_port_wr & \$306 ;
-  assign \$308  = \$423 [1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$307  & \$308 ;
-  assign \$309  = ! \$159 [1:0];
-  assign \$310  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$311  = \$153 [1:0] == \$157 [1:0];
-  assign \$312  = push_l0 & \$311 ;
-  assign \$314  = \$312  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$313 ;
-  assign \$315  = \$309  ? \$310  : \$314 [5:3];
-  assign \$317  = ! \$159 [1:0];
-  assign \$318  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$319  = \$153 [1:0] == \$157 [1:0];
-  assign \$320  = push_l0 & \$319 ;
-  assign \$322  = \$320  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$321 ;
-  assign \$323  = \$317  ? \$318  : \$322 [5:3];
-  assign \$324  = \$323 [1:0] > 1'h1;
-  assign \$325  = \$316  + \$324 ;
-  assign \$327  = l0_commit_src[4:3] > 1'h1;
-  assign \$328  = \$326  + \$327 ;
-  assign \$329  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$328 ;
-  assign \$330  = $signed(\t$207 ) < $signed(16'h8000);
-  assign \$331  = $signed(\t$207 ) > $signed(16'h7fff);
-  assign \$332  = \$331  ? 16'h7fff : \t$207 [15:0];
-  assign \$333  = \$330  ? 16'h8000 : \$332 ;
-  assign \wp__data$213  = l0_port_hit0_1_1 ? l0_port_data : \$333 ;
-  assign \wp__en$214  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$215  = $signed(\$signature__data$216 ) - $signed(\$334 );
-  assign \$336  = l0_port_wr & \$335 ;
-  assign \$337  = \$423 [1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$336  & \$337 ;
-  assign \$338  = ! \$159 [1:0];
-  assign \$339  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$340  = \$153 [1:0] == \$157 [1:0];
-  assign \$341  = push_l0 & \$340 ;
-  assign \$343  = \$341  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$342 ;
-  assign \$344  = \$338  ? \$339  : \$343 [5:3];
-  assign \$346  = ! \$159 [1:0];
-  assign \$347  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$348  = \$153 [1:0] == \$157 [1:0];
-  assign \$349  = push_l0 & \$348 ;
-  assign \$351  = \$349  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$350 ;
-  assign \$352  = \$346  ? \$347  : \$351 [5:3];
-  assign \$353  = \$352 [1:0] > 2'h2;
-  assign \$354  = \$345  + \$353 ;
-  assign \$356  = l0_commit_src[4:3] > 2'h2;
-  assign \$357  = \$355  + \$356 ;
-  assign \$358  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$357 ;
-  assign \$359  = $signed(\t$215 ) < $signed(16'h8000);
-  assign \$360  = $signed(\t$215 ) > $signed(16'h7fff);
-  assign \$361  = \$360  ? 16'h7fff : \t$215 [15:0];
-  assign \$362  = \$359  ? 16'h8000 : \$361 ;
-  assign \wp__data$221  = l0_port_hit0_1_2 ? l0_port_data : \$362 ;
-  assign \wp__en$222  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$223  = $signed(\$signature__data$224 ) - $signed(\$363 );
-  assign \$365  = l0_port_wr & \$364 ;
-  assign \$366  = \$423 [1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$365  & \$366 ;
-  assign \$367  = ! \$159 [1:0];
-  assign \$368  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$369  = \$153 [1:0] == \$157 [1:0];
-  assign \$370  = push_l0 & \$369 ;
-  assign \$372  = \$370  ? { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 } : \$371 ;
-  assign \$373  = \$367  ? \$368  : \$372 [5:3];
-  assign \$375  = ! \$159 [1:0];
-  assign \$376  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$377  = \$153 [1:0] == \$157 [1:0];
-  assign \$378  = push_l0 & \$377 ;
+  assign \$282  = \$280  ? \$281  : next_data[5:3];
+  assign \$283  = \$282 [1:0] > 2'h2;
+  assign \$284  = \$279  + \$283 ;
+  assign \$286  = r_data[4:3] > 2'h2;
+  assign \$287  = \$285  + \$286 ;
+  assign \$288  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$287 ;
+  assign \$289  = $signed(\t$211 ) < $signed(16'h8000);
+  assign \$290  = $signed(\t$211 ) > $signed(16'h7fff);
+  assign \$291  = \$290  ? 16'h7fff : \t$211 [15:0];
+  assign \$292  = \$289  ? 16'h8000 : \$291 ;
+  assign \wp__data$217  = l0_port_hit0_1_2 ? l0_port_data : \$292 ;
+  assign \wp__en$218  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$219  = $signed(\$signature__data$220 ) - $signed(\$293 );
+  assign \$295  = l0_port_wr & \$294 ;
+  assign \$296  = \$345 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$295  & \$296 ;
+  assign \$297  = ! next_level;
+  assign \$298  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$299  = \$297  ? \$298  : next_data[5:3];
+  assign \$301  = ! next_level;
+  assign \$302  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$303  = \$301  ? \$302  : next_data[5:3];
+  assign \$304  = \$303 [1:0] > 2'h3;
+  assign \$305  = \$300  + \$304 ;
+  assign \$307  = r_data[4:3] > 2'h3;
+  assign \$308  = \$306  + \$307 ;
+  assign \$309  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$308 ;
+  assign \$310  = $signed(\t$219 ) < $signed(16'h8000);
+  assign \$311  = $signed(\t$219 ) > $signed(16'h7fff);
+  assign \$312  = \$311  ? 16'h7fff : \t$219 [15:0];
+  assign \$313  = \$310  ? 16'h8000 : \$312 ;
+  assign \wp__data$225  = l0_port_hit0_1_3 ? l0_port_data : \$313 ;
+  assign \wp__en$226  = commit_l0 | l0_port_hit0_1_3;
+  assign reloading = reload_count != 5'h17;
+  assign \$314  = | reload_count;
+  assign reload_write = reloading & \$314 ;
+  assign \$315  = reload_count - 1'h1;
+  assign \$316  = ~ pc__valid;
+  assign \$317  = en & \$316 ;
+  assign \$318  = ~ reloading;
+  assign \$319  = \$317  & \$318 ;
+  assign accept = s__valid & s__ready;
+  assign \$320  = ~ busy;
+  assign \$321  = ! level;
+  assign \$322  = \$320  & \$321 ;
+  assign \$323  = pc__valid & \$322 ;
+  assign \$324  = ~ reloading;
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = ~ read_wait;
+  assign \$327  = \$325  & \$326 ;
+  assign \$328  = ~ pr__valid;
+  assign \$329  = \$328  | pr__ready;
+  assign execute = \$327  & \$329 ;
+  assign port_addr = reload_write ? \$315 [4:0] : pc__payload[20:16];
+  assign \$330  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
+  assign \$331  = port_addr >= 1'h0;
+  assign \$332  = port_addr < 5'h16;
+  assign \$333  = \$331  & \$332 ;
+  assign \$334  = execute & pc__payload[21];
+  assign \$335  = reload_write | \$334 ;
+  assign l0_port_wr = \$333  & \$335 ;
+  assign \$336  = port_addr >= 1'h0;
+  assign \$337  = port_addr < 5'h16;
+  assign \$338  = \$336  & \$337 ;
+  assign \$339  = \$338  & execute;
+  assign \$340  = ~ pc__payload[21];
+  assign l0_port_rd = \$339  & \$340 ;
+  assign \$341  = \$330 [4:0] * 2'h3;
+  assign \$342  = l0_port_edge_q * 4'hb;
+  assign \$343  = \$330 [4:0] - \$342 ;
+  assign \$344  = l0_port_baddr_q * 3'h4;
+  assign \$345  = \$343 [3:0] - \$344 ;
+  assign \$346  = en & valid_s2;
+  assign \$347  = l0_pending + \$346 ;
+  assign \$348  = \$347  - commit_l0;
+  assign \$349  = reload_count + 1'h1;
+  assign \$350  = ~ pc__payload[21];
+  assign \$351  = execute & \$350 ;
+  assign \$352  = execute & pc__payload[21];
+  always @(posedge clk)
+    valid_s1 <= \$357 ;
+  always @(posedge clk)
+    valid_s2 <= \$358 ;
+  always @(posedge clk)
+    valid_s3 <= \$359 ;
+  always @(posedge clk)
+    valid_s4 <= \$360 ;
+  always @(posedge clk)
+    valid_s5 <= \$361 ;
+  always @(posedge clk)
+    l0_pending <= \$362 ;
+  always @(posedge clk)
+    reload_count <= \$363 ;
+  always @(posedge clk)
+    l0_rd_edge <= \$364 ;
+  always @(posedge clk)
+    l0_rd_bank <= \$365 ;
+  always @(posedge clk)
+    read_layer <= \$366 ;
+  always @(posedge clk)
+    read_wait <= \$367 ;
+  always @(posedge clk)
+    pr__valid <= \$368 ;
+  always @(posedge clk)
+    pr__payload <= \$369 ;
+  always @(posedge clk)
+    u <= \$370 ;
+  always @(posedge clk)
+    \u$2  <= \$371 ;
+  always @(posedge clk)
+    y0_s1 <= \$372 ;
+  always @(posedge clk)
+    l0_lo0_s2 <= \$373 ;
+  always @(posedge clk)
+    l0_cell0_s2 <= \$374 ;
+  always @(posedge clk)
+    l0_bval0_0_s2 <= \$375 ;
+  always @(posedge clk)
+    l0_bval0_1_s2 <= \$376 ;
+  always @(posedge clk)
+    l0_bval0_2_s2 <= \$377 ;
+  always @(posedge clk)
+    l0_bval0_3_s2 <= \$378 ;
+  always @(posedge clk)
+    l0_lo1_s2 <= \$379 ;
+  always @(posedge clk)
+    l0_cell1_s2 <= \$380 ;
+  always @(posedge clk)
+    l0_bval1_0_s2 <= \$381 ;
+  always @(posedge clk)
+    l0_bval1_1_s2 <= \$382 ;
+  always @(posedge clk)
+    l0_bval1_2_s2 <= \$383 ;
+  always @(posedge clk)
+    l0_bval1_3_s2 <= \$384 ;
+  always @(posedge clk)
+    l0_prod0_0_0_s3 <= \$385 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$626$0 (\$511 ),
+    .\port$533$0 (\$428 ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
     .\cell (\cell$42 ),
-    .\port$637$0 (\$512 ),
+    .\port$544$0 (\$429 ),
     .u(\u$2 )
+  );
+  \onchip_learner_axis.learner.l0_pending$296  \l0_pending$296  (
+    .clk(clk),
+    .level(level),
+    .next_data(next_data),
+    .next_level(next_level),
+    .\port$115$0 (\t$99 ),
+    .\port$129$0 (\t$104 ),
+    .\port$143$0 (\t$109 ),
+    .\port$157$0 (\t$114 ),
+    .\port$171$0 (\t$119 ),
+    .\port$185$0 (\t$124 ),
+    .\port$199$0 (\t$129 ),
+    .\port$213$0 (\t$134 ),
+    .\port$701$0 (l0_cell0_s5),
+    .\port$707$0 (l0_cell1_s5),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$379  = l0_pending0;
-      2'h1:
-          \$379  = l0_pending1;
-      2'h2:
-          \$379  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_bank)
-      2'h0:
-          \$431  = \$signature__data ;
-      2'h1:
-          \$431  = \$signature__data$19 ;
-      2'h2:
-          \$431  = \$signature__data$20 ;
-      2'h3:
-          \$431  = \$signature__data$21 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_bank)
-      2'h0:
-          \$432  = \$signature__data$52 ;
-      2'h1:
-          \$432  = \$signature__data$53 ;
-      2'h2:
-          \$432  = \$signature__data$54 ;
-      2'h3:
-          \$432  = \$signature__data$55 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_edge)
-      1'h0:
-          \$433  = \$431 ;
-      1'h1:
-          \$433  = \$432 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = 16'h0000;
-    casez (read_layer)
-      1'h0:
-          \$434  = \$433 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = valid_s1;
+    \$387  = l0_prod0_0_2_s3;
     if (en) begin
-      \$435  = accept;
-    end
-    if (rst) begin
-      \$435  = 1'h0;
+      \$387  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = valid_s2;
+    \$388  = l0_prod0_0_3_s3;
     if (en) begin
-      \$436  = valid_s1;
-    end
-    if (rst) begin
-      \$436  = 1'h0;
+      \$388  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = valid_s3;
+    \$389  = l0_prod0_1_0_s3;
     if (en) begin
-      \$437  = valid_s2;
-    end
-    if (rst) begin
-      \$437  = 1'h0;
+      \$389  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = valid_s4;
+    \$390  = l0_prod0_1_1_s3;
     if (en) begin
-      \$438  = valid_s3;
-    end
-    if (rst) begin
-      \$438  = 1'h0;
+      \$390  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = valid_s5;
+    \$391  = l0_prod0_1_2_s3;
     if (en) begin
-      \$439  = valid_s4;
-    end
-    if (rst) begin
-      \$439  = 1'h0;
+      \$391  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = l0_pending0;
-    if (push_l0) begin
-      casez (\$153 [1:0])
-        2'h0:
-            \$440  = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = l0_pending1;
-    if (push_l0) begin
-      casez (\$153 [1:0])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$441  = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = l0_pending2;
-    if (push_l0) begin
-      casez (\$153 [1:0])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$442  = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = \$157 [1:0];
-    if (rst) begin
-      \$443  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = \$159 [1:0];
-    if (rst) begin
-      \$444  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = \$426 [1:0];
-    if (rst) begin
-      \$445  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = reload_count;
-    if (reloading) begin
-      \$446  = \$427 [4:0];
-    end
-    if (rst) begin
-      \$446  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_rd_edge;
-    if (l0_port_rd) begin
-      \$447  = l0_port_edge_q[0];
-    end
-    if (rst) begin
-      \$447  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_rd_bank;
-    if (l0_port_rd) begin
-      \$448  = \$423 [1:0];
-    end
-    if (rst) begin
-      \$448  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = read_layer;
-    if (l0_port_rd) begin
-      \$449  = 1'h0;
-    end
-    if (rst) begin
-      \$449  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = \$429 ;
-    if (rst) begin
-      \$450  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = pr__valid;
-    if (\$430 ) begin
-      \$451  = 1'h1;
-    end else if (read_wait) begin
-      \$451  = 1'h1;
-    end else if (pr__ready) begin
-      \$451  = 1'h0;
-    end
-    if (rst) begin
-      \$451  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = pr__payload;
-    if (\$430 ) begin
-      \$452  = pc__payload[15:0];
-    end else if (read_wait) begin
-      \$452  = \$434 ;
-    end
-    if (rst) begin
-      \$452  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = u;
+    \$392  = l0_prod0_1_3_s3;
     if (en) begin
-      \$453  = s__payload[15:0];
+      \$392  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = \u$2 ;
+    \$393  = m__payload;
     if (en) begin
-      \$454  = s__payload[31:16];
+      \$393  = \t$87 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = y0_s1;
+    \$394  = y0_s2;
     if (en) begin
-      \$455  = s__payload[47:32];
+      \$394  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_lo0_s2;
+    \$395  = y0_s3;
     if (en) begin
-      \$456  = \cell [1:0];
+      \$395  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_cell0_s2;
+    \$396  = y0_s4;
     if (en) begin
-      \$457  = \cell ;
+      \$396  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_bval0_0_s2;
+    \$397  = err0_s5;
     if (en) begin
-      \$458  = \$511 [15:0];
+      \$397  = \t$93 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_bval0_1_s2;
+    \$398  = l0_cell0_s3;
     if (en) begin
-      \$459  = \$511 [31:16];
+      \$398  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_bval0_2_s2;
+    \$399  = l0_cell0_s4;
     if (en) begin
-      \$460  = \$511 [47:32];
+      \$399  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_bval0_3_s2;
+    \$400  = l0_cell0_s5;
     if (en) begin
-      \$461  = \$511 [63:48];
+      \$400  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_lo1_s2;
+    \$401  = l0_cell1_s3;
     if (en) begin
-      \$462  = \cell$42 [1:0];
+      \$401  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = l0_cell1_s2;
+    \$402  = l0_cell1_s4;
     if (en) begin
-      \$463  = \cell$42 ;
+      \$402  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = l0_bval1_0_s2;
+    \$403  = l0_cell1_s5;
     if (en) begin
-      \$464  = \$512 [15:0];
+      \$403  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_bval1_1_s2;
+    \$404  = l0_bval0_0_s3;
     if (en) begin
-      \$465  = \$512 [31:16];
+      \$404  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_bval1_2_s2;
+    \$405  = l0_bval0_0_s4;
     if (en) begin
-      \$466  = \$512 [47:32];
+      \$405  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_bval1_3_s2;
+    \$406  = l0_bval0_0_s5;
     if (en) begin
-      \$467  = \$512 [63:48];
+      \$406  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = l0_prod0_0_0_s3;
+    \$407  = l0_bval0_1_s3;
     if (en) begin
-      \$468  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
+      \$407  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = l0_prod0_0_1_s3;
+    \$408  = l0_bval0_1_s4;
     if (en) begin
-      \$469  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
+      \$408  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_prod0_0_2_s3;
+    \$409  = l0_bval0_1_s5;
     if (en) begin
-      \$470  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
+      \$409  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_prod0_0_3_s3;
+    \$410  = l0_bval0_2_s3;
     if (en) begin
-      \$471  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
+      \$410  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_prod0_1_0_s3;
+    \$411  = l0_bval0_2_s4;
     if (en) begin
-      \$472  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
+      \$411  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = l0_prod0_1_1_s3;
+    \$412  = l0_bval0_2_s5;
     if (en) begin
-      \$473  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
+      \$412  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = l0_prod0_1_2_s3;
+    \$413  = l0_bval0_3_s3;
     if (en) begin
-      \$474  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
+      \$413  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = l0_prod0_1_3_s3;
+    \$414  = l0_bval0_3_s4;
     if (en) begin
-      \$475  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
+      \$414  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = m__payload;
+    \$415  = l0_bval0_3_s5;
     if (en) begin
-      \$476  = \t$87 ;
+      \$415  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = y0_s2;
+    \$416  = l0_bval1_0_s3;
     if (en) begin
-      \$477  = y0_s1;
+      \$416  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = y0_s3;
+    \$417  = l0_bval1_0_s4;
     if (en) begin
-      \$478  = y0_s2;
+      \$417  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = y0_s4;
+    \$418  = l0_bval1_0_s5;
     if (en) begin
-      \$479  = y0_s3;
+      \$418  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = err0_s5;
+    \$419  = l0_bval1_1_s3;
     if (en) begin
-      \$480  = \t$93 ;
+      \$419  = l0_bval1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_cell0_s3;
+    \$420  = l0_bval1_1_s4;
     if (en) begin
-      \$481  = l0_cell0_s2;
+      \$420  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_cell0_s4;
+    \$421  = l0_bval1_1_s5;
     if (en) begin
-      \$482  = l0_cell0_s3;
+      \$421  = l0_bval1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_cell0_s5;
+    \$422  = l0_bval1_2_s3;
     if (en) begin
-      \$483  = l0_cell0_s4;
+      \$422  = l0_bval1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_cell1_s3;
+    \$423  = l0_bval1_2_s4;
     if (en) begin
-      \$484  = l0_cell1_s2;
+      \$423  = l0_bval1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_cell1_s4;
+    \$424  = l0_bval1_2_s5;
     if (en) begin
-      \$485  = l0_cell1_s3;
+      \$424  = l0_bval1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_cell1_s5;
+    \$425  = l0_bval1_3_s3;
     if (en) begin
-      \$486  = l0_cell1_s4;
+      \$425  = l0_bval1_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_bval0_0_s3;
+    \$426  = l0_bval1_3_s4;
     if (en) begin
-      \$487  = l0_bval0_0_s2;
+      \$426  = l0_bval1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_bval0_0_s4;
+    \$427  = l0_bval1_3_s5;
     if (en) begin
-      \$488  = l0_bval0_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_bval0_0_s5;
-    if (en) begin
-      \$489  = l0_bval0_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_bval0_1_s3;
-    if (en) begin
-      \$490  = l0_bval0_1_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_bval0_1_s4;
-    if (en) begin
-      \$491  = l0_bval0_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_bval0_1_s5;
-    if (en) begin
-      \$492  = l0_bval0_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_bval0_2_s3;
-    if (en) begin
-      \$493  = l0_bval0_2_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_bval0_2_s4;
-    if (en) begin
-      \$494  = l0_bval0_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_bval0_2_s5;
-    if (en) begin
-      \$495  = l0_bval0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_bval0_3_s3;
-    if (en) begin
-      \$496  = l0_bval0_3_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_bval0_3_s4;
-    if (en) begin
-      \$497  = l0_bval0_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval0_3_s5;
-    if (en) begin
-      \$498  = l0_bval0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval1_0_s3;
-    if (en) begin
-      \$499  = l0_bval1_0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval1_0_s4;
-    if (en) begin
-      \$500  = l0_bval1_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_bval1_0_s5;
-    if (en) begin
-      \$501  = l0_bval1_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_bval1_1_s3;
-    if (en) begin
-      \$502  = l0_bval1_1_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_bval1_1_s4;
-    if (en) begin
-      \$503  = l0_bval1_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval1_1_s5;
-    if (en) begin
-      \$504  = l0_bval1_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval1_2_s3;
-    if (en) begin
-      \$505  = l0_bval1_2_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval1_2_s4;
-    if (en) begin
-      \$506  = l0_bval1_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval1_2_s5;
-    if (en) begin
-      \$507  = l0_bval1_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_bval1_3_s3;
-    if (en) begin
-      \$508  = l0_bval1_3_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_bval1_3_s4;
-    if (en) begin
-      \$509  = l0_bval1_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_bval1_3_s5;
-    if (en) begin
-      \$510  = l0_bval1_3_s4;
+      \$427  = l0_bval1_3_s4;
     end
   end
   always @* begin
@@ -2506,307 +2010,410 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$147  = 134'h0000000000000000000000000000000000;
-    casez (l0_head)
+    (* full_case = 32'd1 *)
+    casez (r_data[1:0])
       2'h0:
-          \$147  = l0_pending0;
+          \$146  = r_data[21:6];
       2'h1:
-          \$147  = l0_pending1;
+          \$146  = r_data[69:54];
       2'h2:
-          \$147  = l0_pending2;
+          \$146  = r_data[53:38];
+      2'h3:
+          \$146  = r_data[37:22];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$160  = l0_commit_src[21:6];
+          \$167  = r_data[37:22];
       2'h1:
-          \$160  = l0_commit_src[69:54];
+          \$167  = r_data[21:6];
       2'h2:
-          \$160  = l0_commit_src[53:38];
+          \$167  = r_data[69:54];
       2'h3:
-          \$160  = l0_commit_src[37:22];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$168  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$168  = l0_pending0;
-      2'h1:
-          \$168  = l0_pending1;
-      2'h2:
-          \$168  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$176  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$176  = l0_pending0;
-      2'h1:
-          \$176  = l0_pending1;
-      2'h2:
-          \$176  = l0_pending2;
+          \$167  = r_data[53:38];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$189  = l0_commit_src[37:22];
+          \$188  = r_data[53:38];
       2'h1:
-          \$189  = l0_commit_src[21:6];
+          \$188  = r_data[37:22];
       2'h2:
-          \$189  = l0_commit_src[69:54];
+          \$188  = r_data[21:6];
       2'h3:
-          \$189  = l0_commit_src[53:38];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$197  = l0_pending0;
-      2'h1:
-          \$197  = l0_pending1;
-      2'h2:
-          \$197  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$205  = l0_pending0;
-      2'h1:
-          \$205  = l0_pending1;
-      2'h2:
-          \$205  = l0_pending2;
+          \$188  = r_data[69:54];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$218  = l0_commit_src[53:38];
+          \$209  = r_data[69:54];
       2'h1:
-          \$218  = l0_commit_src[37:22];
+          \$209  = r_data[53:38];
       2'h2:
-          \$218  = l0_commit_src[21:6];
+          \$209  = r_data[37:22];
       2'h3:
-          \$218  = l0_commit_src[69:54];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$226  = l0_pending0;
-      2'h1:
-          \$226  = l0_pending1;
-      2'h2:
-          \$226  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$234  = l0_pending0;
-      2'h1:
-          \$234  = l0_pending1;
-      2'h2:
-          \$234  = l0_pending2;
+          \$209  = r_data[21:6];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[4:3])
       2'h0:
-          \$247  = l0_commit_src[69:54];
+          \$230  = r_data[85:70];
       2'h1:
-          \$247  = l0_commit_src[53:38];
+          \$230  = r_data[133:118];
       2'h2:
-          \$247  = l0_commit_src[37:22];
+          \$230  = r_data[117:102];
       2'h3:
-          \$247  = l0_commit_src[21:6];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$255  = l0_pending0;
-      2'h1:
-          \$255  = l0_pending1;
-      2'h2:
-          \$255  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$263  = l0_pending0;
-      2'h1:
-          \$263  = l0_pending1;
-      2'h2:
-          \$263  = l0_pending2;
+          \$230  = r_data[101:86];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[4:3])
+    casez (r_data[4:3])
       2'h0:
-          \$276  = l0_commit_src[85:70];
+          \$251  = r_data[101:86];
       2'h1:
-          \$276  = l0_commit_src[133:118];
+          \$251  = r_data[85:70];
       2'h2:
-          \$276  = l0_commit_src[117:102];
+          \$251  = r_data[133:118];
       2'h3:
-          \$276  = l0_commit_src[101:86];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$284  = l0_pending0;
-      2'h1:
-          \$284  = l0_pending1;
-      2'h2:
-          \$284  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$292  = l0_pending0;
-      2'h1:
-          \$292  = l0_pending1;
-      2'h2:
-          \$292  = l0_pending2;
+          \$251  = r_data[117:102];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[4:3])
+    casez (r_data[4:3])
       2'h0:
-          \$305  = l0_commit_src[101:86];
+          \$272  = r_data[117:102];
       2'h1:
-          \$305  = l0_commit_src[85:70];
+          \$272  = r_data[101:86];
       2'h2:
-          \$305  = l0_commit_src[133:118];
+          \$272  = r_data[85:70];
       2'h3:
-          \$305  = l0_commit_src[117:102];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$313  = l0_pending0;
-      2'h1:
-          \$313  = l0_pending1;
-      2'h2:
-          \$313  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$321  = l0_pending0;
-      2'h1:
-          \$321  = l0_pending1;
-      2'h2:
-          \$321  = l0_pending2;
+          \$272  = r_data[133:118];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[4:3])
+    casez (r_data[4:3])
       2'h0:
-          \$334  = l0_commit_src[117:102];
+          \$293  = r_data[133:118];
       2'h1:
-          \$334  = l0_commit_src[101:86];
+          \$293  = r_data[117:102];
       2'h2:
-          \$334  = l0_commit_src[85:70];
+          \$293  = r_data[101:86];
       2'h3:
-          \$334  = l0_commit_src[133:118];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$342  = l0_pending0;
-      2'h1:
-          \$342  = l0_pending1;
-      2'h2:
-          \$342  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
-      2'h0:
-          \$350  = l0_pending0;
-      2'h1:
-          \$350  = l0_pending1;
-      2'h2:
-          \$350  = l0_pending2;
+          \$293  = r_data[85:70];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[4:3])
+    casez (l0_rd_bank)
       2'h0:
-          \$363  = l0_commit_src[133:118];
+          \$353  = \$signature__data ;
       2'h1:
-          \$363  = l0_commit_src[117:102];
+          \$353  = \$signature__data$19 ;
       2'h2:
-          \$363  = l0_commit_src[101:86];
+          \$353  = \$signature__data$20 ;
       2'h3:
-          \$363  = l0_commit_src[85:70];
+          \$353  = \$signature__data$21 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = 134'h0000000000000000000000000000000000;
-    casez (\$157 [1:0])
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
       2'h0:
-          \$371  = l0_pending0;
+          \$354  = \$signature__data$52 ;
       2'h1:
-          \$371  = l0_pending1;
+          \$354  = \$signature__data$53 ;
       2'h2:
-          \$371  = l0_pending2;
+          \$354  = \$signature__data$54 ;
+      2'h3:
+          \$354  = \$signature__data$55 ;
     endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_edge)
+      1'h0:
+          \$355  = \$353 ;
+      1'h1:
+          \$355  = \$354 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$356  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$356  = \$355 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$357  = valid_s1;
+    if (en) begin
+      \$357  = accept;
+    end
+    if (rst) begin
+      \$357  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$358  = valid_s2;
+    if (en) begin
+      \$358  = valid_s1;
+    end
+    if (rst) begin
+      \$358  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$359  = valid_s3;
+    if (en) begin
+      \$359  = valid_s2;
+    end
+    if (rst) begin
+      \$359  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$360  = valid_s4;
+    if (en) begin
+      \$360  = valid_s3;
+    end
+    if (rst) begin
+      \$360  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$361  = valid_s5;
+    if (en) begin
+      \$361  = valid_s4;
+    end
+    if (rst) begin
+      \$361  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$362  = \$348 [1:0];
+    if (rst) begin
+      \$362  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$363  = reload_count;
+    if (reloading) begin
+      \$363  = \$349 [4:0];
+    end
+    if (rst) begin
+      \$363  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$364  = l0_rd_edge;
+    if (l0_port_rd) begin
+      \$364  = l0_port_edge_q[0];
+    end
+    if (rst) begin
+      \$364  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$365  = l0_rd_bank;
+    if (l0_port_rd) begin
+      \$365  = \$345 [1:0];
+    end
+    if (rst) begin
+      \$365  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$366  = read_layer;
+    if (l0_port_rd) begin
+      \$366  = 1'h0;
+    end
+    if (rst) begin
+      \$366  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$367  = \$351 ;
+    if (rst) begin
+      \$367  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$368  = pr__valid;
+    if (\$352 ) begin
+      \$368  = 1'h1;
+    end else if (read_wait) begin
+      \$368  = 1'h1;
+    end else if (pr__ready) begin
+      \$368  = 1'h0;
+    end
+    if (rst) begin
+      \$368  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$369  = pr__payload;
+    if (\$352 ) begin
+      \$369  = pc__payload[15:0];
+    end else if (read_wait) begin
+      \$369  = \$356 ;
+    end
+    if (rst) begin
+      \$369  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$370  = u;
+    if (en) begin
+      \$370  = s__payload[15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$371  = \u$2 ;
+    if (en) begin
+      \$371  = s__payload[31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$372  = y0_s1;
+    if (en) begin
+      \$372  = s__payload[47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$373  = l0_lo0_s2;
+    if (en) begin
+      \$373  = \cell [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$374  = l0_cell0_s2;
+    if (en) begin
+      \$374  = \cell ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$375  = l0_bval0_0_s2;
+    if (en) begin
+      \$375  = \$428 [15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$376  = l0_bval0_1_s2;
+    if (en) begin
+      \$376  = \$428 [31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$377  = l0_bval0_2_s2;
+    if (en) begin
+      \$377  = \$428 [47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$378  = l0_bval0_3_s2;
+    if (en) begin
+      \$378  = \$428 [63:48];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$379  = l0_lo1_s2;
+    if (en) begin
+      \$379  = \cell$42 [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$380  = l0_cell1_s2;
+    if (en) begin
+      \$380  = \cell$42 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$381  = l0_bval1_0_s2;
+    if (en) begin
+      \$381  = \$429 [15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$382  = l0_bval1_1_s2;
+    if (en) begin
+      \$382  = \$429 [31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$383  = l0_bval1_2_s2;
+    if (en) begin
+      \$383  = \$429 [47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$384  = l0_bval1_3_s2;
+    if (en) begin
+      \$384  = \$429 [63:48];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$385  = l0_prod0_0_0_s3;
+    if (en) begin
+      \$385  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$386  = l0_prod0_0_1_s3;
+    if (en) begin
+      \$386  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
+    end
   end
   assign x0_s1 = u;
   assign x1_s1 = \u$2 ;
@@ -2830,52 +2437,50 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$84  = \t$75 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign l0_tail = \$153 [1:0];
-  assign l0_head_next = \$157 [1:0];
-  assign l0_fill_next = \$159 [1:0];
+  assign w_data = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$423 [1:0];
-  assign \$signature__addr$167  = \$180 [1:0];
-  assign \$signature__en$169  = 1'h1;
-  assign wp__addr = \$184 [1:0];
-  assign \$signature__addr$177  = \$209 [1:0];
-  assign \$signature__en$178  = 1'h1;
-  assign \wp__addr$179  = \$213 [1:0];
-  assign \$signature__addr$185  = \$238 [1:0];
-  assign \$signature__en$186  = 1'h1;
-  assign \wp__addr$187  = \$242 [1:0];
-  assign \$signature__addr$193  = \$267 [1:0];
-  assign \$signature__en$194  = 1'h1;
-  assign \wp__addr$195  = \$271 [1:0];
-  assign \$signature__addr$201  = \$296 [1:0];
-  assign \$signature__en$203  = 1'h1;
-  assign \wp__addr$204  = \$300 [1:0];
-  assign \$signature__addr$210  = \$325 [1:0];
-  assign \$signature__en$211  = 1'h1;
-  assign \wp__addr$212  = \$329 [1:0];
-  assign \$signature__addr$218  = \$354 [1:0];
-  assign \$signature__en$219  = 1'h1;
-  assign \wp__addr$220  = \$358 [1:0];
-  assign \$signature__addr$226  = \$383 [1:0];
-  assign \$signature__en$227  = 1'h1;
-  assign \wp__addr$228  = \$387 [1:0];
+  assign l0_port_bank = \$345 [1:0];
+  assign \$signature__addr$161  = \$158 [1:0];
+  assign \$signature__en$165  = 1'h1;
+  assign wp__addr = \$162 [1:0];
+  assign \$signature__addr$173  = \$179 [1:0];
+  assign \$signature__en$174  = 1'h1;
+  assign \wp__addr$175  = \$183 [1:0];
+  assign \$signature__addr$181  = \$200 [1:0];
+  assign \$signature__en$182  = 1'h1;
+  assign \wp__addr$183  = \$204 [1:0];
+  assign \$signature__addr$189  = \$221 [1:0];
+  assign \$signature__en$190  = 1'h1;
+  assign \wp__addr$191  = \$225 [1:0];
+  assign \$signature__addr$197  = \$242 [1:0];
+  assign \$signature__en$199  = 1'h1;
+  assign \wp__addr$200  = \$246 [1:0];
+  assign \$signature__addr$206  = \$263 [1:0];
+  assign \$signature__en$207  = 1'h1;
+  assign \wp__addr$208  = \$267 [1:0];
+  assign \$signature__addr$214  = \$284 [1:0];
+  assign \$signature__en$215  = 1'h1;
+  assign \wp__addr$216  = \$288 [1:0];
+  assign \$signature__addr$222  = \$305 [1:0];
+  assign \$signature__en$223  = 1'h1;
+  assign \wp__addr$224  = \$309 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$393 [4:0];
+  assign reload_addr = \$315 [4:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$408 [4:0];
-  assign l0_port_q = \$421 [3:0];
+  assign l0_port_local = \$330 [4:0];
+  assign l0_port_q = \$343 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$511 [15:0];
-  assign bval__m1 = \$511 [31:16];
-  assign bval__m2 = \$511 [47:32];
-  assign bval__m3 = \$511 [63:48];
-  assign \bval__m0$266  = \$512 [15:0];
-  assign \bval__m1$267  = \$512 [31:16];
-  assign \bval__m2$268  = \$512 [47:32];
-  assign \bval__m3$269  = \$512 [63:48];
+  assign bval__m0 = \$428 [15:0];
+  assign bval__m1 = \$428 [31:16];
+  assign bval__m2 = \$428 [47:32];
+  assign bval__m3 = \$428 [63:48];
+  assign \bval__m0$262  = \$429 [15:0];
+  assign \bval__m1$263  = \$429 [31:16];
+  assign \bval__m2$264  = \$429 [47:32];
+  assign \bval__m3$265  = \$429 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$419 [6:5] };
-  assign l0_port_baddr_q = { 2'h0, \$421 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$341 [6:5] };
+  assign l0_port_baddr_q = { 2'h0, \$343 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -2901,31 +2506,31 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
   assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
   assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
-  assign \$171  = { 2'h0, \$170 [2] };
-  assign \$181  = { 2'h0, l0_commit_src[2] };
-  assign \$200  = { 2'h0, \$199 [2] };
-  assign \$210  = { 2'h0, l0_commit_src[2] };
-  assign \$229  = { 2'h0, \$228 [2] };
-  assign \$239  = { 2'h0, l0_commit_src[2] };
+  assign \$153  = { 2'h0, \$152 [2] };
+  assign \$159  = { 2'h0, r_data[2] };
+  assign \$174  = { 2'h0, \$173 [2] };
+  assign \$180  = { 2'h0, r_data[2] };
+  assign \$195  = { 2'h0, \$194 [2] };
+  assign \$201  = { 2'h0, r_data[2] };
+  assign \$216  = { 2'h0, \$215 [2] };
+  assign \$222  = { 2'h0, r_data[2] };
+  assign \$231  = l0_port_edge_q[0];
+  assign \$237  = { 2'h0, \$236 [2] };
+  assign \$243  = { 2'h0, r_data[5] };
+  assign \$252  = l0_port_edge_q[0];
   assign \$258  = { 2'h0, \$257 [2] };
-  assign \$268  = { 2'h0, l0_commit_src[2] };
-  assign \$277  = l0_port_edge_q[0];
-  assign \$287  = { 2'h0, \$286 [2] };
-  assign \$297  = { 2'h0, l0_commit_src[5] };
-  assign \$306  = l0_port_edge_q[0];
-  assign \$316  = { 2'h0, \$315 [2] };
-  assign \$326  = { 2'h0, l0_commit_src[5] };
-  assign \$335  = l0_port_edge_q[0];
-  assign \$345  = { 2'h0, \$344 [2] };
-  assign \$355  = { 2'h0, l0_commit_src[5] };
-  assign \$364  = l0_port_edge_q[0];
-  assign \$374  = { 2'h0, \$373 [2] };
-  assign \$384  = { 2'h0, l0_commit_src[5] };
-  assign s__ready = \$397 ;
+  assign \$264  = { 2'h0, r_data[5] };
+  assign \$273  = l0_port_edge_q[0];
+  assign \$279  = { 2'h0, \$278 [2] };
+  assign \$285  = { 2'h0, r_data[5] };
+  assign \$294  = l0_port_edge_q[0];
+  assign \$300  = { 2'h0, \$299 [2] };
+  assign \$306  = { 2'h0, r_data[5] };
+  assign s__ready = \$319 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$626$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$533$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2945,8 +2550,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$626$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$626$0 ;
-  wire [63:0] \port$626$0 ;
+  output [63:0] \port$533$0 ;
+  wire [63:0] \port$533$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -3041,12 +2646,12 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$626$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$626$0  = rd__data[63:0];
+  assign \port$533$0  = rd__data[63:0];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (\port$637$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline1 (\port$544$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -3066,8 +2671,8 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$637$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$637$0 ;
-  wire [63:0] \port$637$0 ;
+  output [63:0] \port$544$0 ;
+  wire [63:0] \port$544$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -3162,6 +2767,181 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$637$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$637$0  = rd__data[63:0];
+  assign \port$544$0  = rd__data[63:0];
   assign \$8  = { 12'h000, \$7 [14:12] };
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner_axis.learner.l0_pending$296 (rst, \port$115$0 , \port$129$0 , \port$143$0 , \port$157$0 , \port$171$0 , \port$185$0 , \port$199$0 , \port$213$0 , w_en, r_en, next_level, r_data, next_data, \port$701$0 , \port$707$0 , level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  wire [2:0] \$1 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
+  wire [3:0] \$12 ;
+  wire \$13 ;
+  reg [133:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [133:0] \$17 ;
+  reg [133:0] \$18 ;
+  reg [133:0] \$19 ;
+  wire \$2 ;
+  reg [133:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg [1:0] \$22 ;
+  wire [2:0] \$3 ;
+  wire [3:0] \$4 ;
+  wire [2:0] \$5 ;
+  wire [3:0] \$6 ;
+  wire \$7 ;
+  wire [2:0] \$8 ;
+  wire [2:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [133:0] entry0 = 134'h0000000000000000000000000000000000;
+  reg [133:0] entry1 = 134'h0000000000000000000000000000000000;
+  reg [133:0] entry2 = 134'h0000000000000000000000000000000000;
+  reg [1:0] head = 2'h0;
+  wire [1:0] head_next;
+  output [1:0] level;
+  reg [1:0] level = 2'h0;
+  output [133:0] next_data;
+  wire [133:0] next_data;
+  output [1:0] next_level;
+  wire [1:0] next_level;
+  input [15:0] \port$115$0 ;
+  wire [15:0] \port$115$0 ;
+  input [15:0] \port$129$0 ;
+  wire [15:0] \port$129$0 ;
+  input [15:0] \port$143$0 ;
+  wire [15:0] \port$143$0 ;
+  input [15:0] \port$157$0 ;
+  wire [15:0] \port$157$0 ;
+  input [15:0] \port$171$0 ;
+  wire [15:0] \port$171$0 ;
+  input [15:0] \port$185$0 ;
+  wire [15:0] \port$185$0 ;
+  input [15:0] \port$199$0 ;
+  wire [15:0] \port$199$0 ;
+  input [15:0] \port$213$0 ;
+  wire [15:0] \port$213$0 ;
+  input [2:0] \port$701$0 ;
+  wire [2:0] \port$701$0 ;
+  input [2:0] \port$707$0 ;
+  wire [2:0] \port$707$0 ;
+  output [133:0] r_data;
+  wire [133:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [1:0] tail;
+  wire [133:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 2'h3;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 2'h3;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 2'h2;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 3'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  } : \$14 ;
+  assign \$15  = \$6 [1:0] == \$10 [1:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    head <= \$21 ;
+  always @(posedge clk)
+    level <= \$22 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$14  = 134'h0000000000000000000000000000000000;
+    casez (head)
+      2'h0:
+          \$14  = entry0;
+      2'h1:
+          \$14  = entry1;
+      2'h2:
+          \$14  = entry2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$17  = 134'h0000000000000000000000000000000000;
+    casez (\$10 [1:0])
+      2'h0:
+          \$17  = entry0;
+      2'h1:
+          \$17  = entry1;
+      2'h2:
+          \$17  = entry2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            \$18  = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$19  = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$20  = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$21  = \$10 [1:0];
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$22  = \$12 [1:0];
+    if (rst) begin
+      \$22  = 2'h0;
+    end
+  end
+  assign tail = \$6 [1:0];
+  assign head_next = \$10 [1:0];
+  assign w_data = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+  assign next_level = \$12 [1:0];
 endmodule

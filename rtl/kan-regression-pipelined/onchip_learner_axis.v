@@ -82,237 +82,186 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  reg [15:0] \$100 ;
-  wire \$101 ;
-  wire \$102 ;
+  wire \$100 ;
+  wire [3:0] \$101 ;
+  wire [3:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire [2:0] \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  reg [66:0] \$108 ;
-  wire [66:0] \$109 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  reg [15:0] \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire [3:0] \$11 ;
-  wire [2:0] \$110 ;
-  wire [2:0] \$111 ;
-  wire \$112 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire [2:0] \$112 ;
   wire [2:0] \$113 ;
-  wire \$114 ;
+  wire [2:0] \$114 ;
   wire \$115 ;
-  reg [66:0] \$116 ;
-  wire [66:0] \$117 ;
-  wire [2:0] \$118 ;
-  wire \$119 ;
+  wire [2:0] \$116 ;
+  wire [2:0] \$117 ;
+  wire \$118 ;
+  wire [3:0] \$119 ;
   wire [3:0] \$12 ;
-  wire [3:0] \$120 ;
-  wire [2:0] \$121 ;
-  wire \$122 ;
+  wire [2:0] \$120 ;
+  wire \$121 ;
+  wire [3:0] \$122 ;
   wire [3:0] \$123 ;
-  wire [3:0] \$124 ;
+  wire \$124 ;
   wire \$125 ;
-  wire \$126 ;
+  wire [15:0] \$126 ;
   wire [15:0] \$127 ;
-  wire [15:0] \$128 ;
-  reg [15:0] \$129 ;
+  reg [15:0] \$128 ;
+  wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire \$133 ;
+  wire [2:0] \$133 ;
   wire [2:0] \$134 ;
-  wire \$135 ;
+  wire [2:0] \$135 ;
   wire \$136 ;
-  reg [66:0] \$137 ;
-  wire [66:0] \$138 ;
-  wire [2:0] \$139 ;
+  wire [2:0] \$137 ;
+  wire [2:0] \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  wire [2:0] \$140 ;
-  wire \$141 ;
-  wire [2:0] \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  reg [66:0] \$145 ;
-  wire [66:0] \$146 ;
-  wire [2:0] \$147 ;
-  wire \$148 ;
-  wire [3:0] \$149 ;
+  wire [3:0] \$140 ;
+  wire [2:0] \$141 ;
+  wire \$142 ;
+  wire [3:0] \$143 ;
+  wire [3:0] \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire [15:0] \$147 ;
+  wire [15:0] \$148 ;
+  reg [15:0] \$149 ;
   wire [3:0] \$15 ;
-  wire [2:0] \$150 ;
+  wire \$150 ;
   wire \$151 ;
-  wire [3:0] \$152 ;
-  wire [3:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire [15:0] \$156 ;
-  wire [15:0] \$157 ;
-  reg [15:0] \$158 ;
-  wire \$159 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire [2:0] \$154 ;
+  wire [2:0] \$155 ;
+  wire [2:0] \$156 ;
+  wire \$157 ;
+  wire [2:0] \$158 ;
+  wire [2:0] \$159 ;
   wire [3:0] \$16 ;
   wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire [2:0] \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  reg [66:0] \$166 ;
-  wire [66:0] \$167 ;
-  wire [2:0] \$168 ;
-  wire [2:0] \$169 ;
+  wire [3:0] \$161 ;
+  wire [2:0] \$162 ;
+  wire \$163 ;
+  wire [3:0] \$164 ;
+  wire [3:0] \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire [15:0] \$168 ;
+  wire [15:0] \$169 ;
   wire [40:0] \$17 ;
   wire \$170 ;
-  wire [2:0] \$171 ;
+  wire [4:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
-  reg [66:0] \$174 ;
-  wire [66:0] \$175 ;
-  wire [2:0] \$176 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
   wire \$177 ;
-  wire [3:0] \$178 ;
-  wire [2:0] \$179 ;
+  wire \$178 ;
+  wire \$179 ;
   wire [40:0] \$18 ;
   wire \$180 ;
-  wire [3:0] \$181 ;
-  wire [3:0] \$182 ;
+  wire \$181 ;
+  wire \$182 ;
   wire \$183 ;
   wire \$184 ;
-  wire [15:0] \$185 ;
-  wire [15:0] \$186 ;
-  reg [15:0] \$187 ;
+  wire \$185 ;
+  wire [4:0] \$186 ;
+  wire \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
-  wire [2:0] \$192 ;
+  wire \$192 ;
   wire \$193 ;
   wire \$194 ;
-  reg [66:0] \$195 ;
-  wire [66:0] \$196 ;
-  wire [2:0] \$197 ;
-  wire [2:0] \$198 ;
-  wire \$199 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire [5:0] \$197 ;
+  wire [9:0] \$198 ;
+  wire [10:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [2:0] \$200 ;
-  wire \$201 ;
+  wire [6:0] \$200 ;
+  wire [7:0] \$201 ;
   wire \$202 ;
-  reg [66:0] \$203 ;
-  wire [66:0] \$204 ;
-  wire [2:0] \$205 ;
+  wire [2:0] \$203 ;
+  wire [3:0] \$204 ;
+  wire [4:0] \$205 ;
   wire \$206 ;
-  wire [3:0] \$207 ;
-  wire [2:0] \$208 ;
-  wire \$209 ;
+  wire \$207 ;
+  wire \$208 ;
+  reg [15:0] \$209 ;
   wire \$21 ;
-  wire [3:0] \$210 ;
-  wire [3:0] \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
-  wire \$216 ;
-  wire [4:0] \$217 ;
-  wire \$218 ;
-  wire \$219 ;
+  reg [15:0] \$210 ;
+  reg [15:0] \$211 ;
+  reg \$212 ;
+  reg \$213 ;
+  reg \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [1:0] \$217 ;
+  reg [3:0] \$218 ;
+  reg \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  reg [1:0] \$220 ;
+  reg \$221 ;
+  reg \$222 ;
+  reg \$223 ;
+  reg [15:0] \$224 ;
+  reg [15:0] \$225 ;
+  reg [15:0] \$226 ;
+  reg [1:0] \$227 ;
+  reg [2:0] \$228 ;
+  reg [15:0] \$229 ;
   wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire [4:0] \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
+  reg [15:0] \$230 ;
+  reg [15:0] \$231 ;
+  reg [15:0] \$232 ;
+  reg [39:0] \$233 ;
+  reg [39:0] \$234 ;
+  reg [39:0] \$235 ;
+  reg [39:0] \$236 ;
+  reg [15:0] \$237 ;
+  reg [15:0] \$238 ;
+  reg [15:0] \$239 ;
   wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire [5:0] \$243 ;
-  wire [9:0] \$244 ;
-  wire [10:0] \$245 ;
-  wire [6:0] \$246 ;
-  wire [7:0] \$247 ;
-  wire \$248 ;
-  wire [2:0] \$249 ;
+  reg [15:0] \$240 ;
+  reg [15:0] \$241 ;
+  reg [2:0] \$242 ;
+  reg [2:0] \$243 ;
+  reg [2:0] \$244 ;
+  reg [15:0] \$245 ;
+  reg [15:0] \$246 ;
+  reg [15:0] \$247 ;
+  reg [15:0] \$248 ;
+  reg [15:0] \$249 ;
   wire \$25 ;
-  wire [3:0] \$250 ;
-  wire [4:0] \$251 ;
-  wire \$252 ;
-  wire \$253 ;
-  wire \$254 ;
+  reg [15:0] \$250 ;
+  reg [15:0] \$251 ;
+  reg [15:0] \$252 ;
+  reg [15:0] \$253 ;
+  reg [15:0] \$254 ;
   reg [15:0] \$255 ;
   reg [15:0] \$256 ;
-  reg [15:0] \$257 ;
-  reg \$258 ;
-  reg \$259 ;
+  wire [63:0] \$257 ;
   wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg [66:0] \$263 ;
-  reg [66:0] \$264 ;
-  reg [66:0] \$265 ;
-  reg [1:0] \$266 ;
-  reg [1:0] \$267 ;
-  reg [1:0] \$268 ;
-  reg [3:0] \$269 ;
   wire \$27 ;
-  reg \$270 ;
-  reg [1:0] \$271 ;
-  reg \$272 ;
-  reg \$273 ;
-  reg \$274 ;
-  reg [15:0] \$275 ;
-  reg [15:0] \$276 ;
-  reg [15:0] \$277 ;
-  reg [1:0] \$278 ;
-  reg [2:0] \$279 ;
   wire [15:0] \$28 ;
-  reg [15:0] \$280 ;
-  reg [15:0] \$281 ;
-  reg [15:0] \$282 ;
-  reg [15:0] \$283 ;
-  reg [39:0] \$284 ;
-  reg [39:0] \$285 ;
-  reg [39:0] \$286 ;
-  reg [39:0] \$287 ;
-  reg [15:0] \$288 ;
-  reg [15:0] \$289 ;
   wire \$29 ;
-  reg [15:0] \$290 ;
-  reg [15:0] \$291 ;
-  reg [15:0] \$292 ;
-  reg [2:0] \$293 ;
-  reg [2:0] \$294 ;
-  reg [2:0] \$295 ;
-  reg [15:0] \$296 ;
-  reg [15:0] \$297 ;
-  reg [15:0] \$298 ;
-  reg [15:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  reg [15:0] \$300 ;
-  reg [15:0] \$301 ;
-  reg [15:0] \$302 ;
-  reg [15:0] \$303 ;
-  reg [15:0] \$304 ;
-  reg [15:0] \$305 ;
-  reg [15:0] \$306 ;
-  reg [15:0] \$307 ;
-  wire [63:0] \$308 ;
   wire [15:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -373,44 +322,44 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire \$86 ;
-  reg [66:0] \$87 ;
-  wire [2:0] \$88 ;
+  reg [15:0] \$86 ;
+  wire \$87 ;
+  wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
-  wire [2:0] \$90 ;
-  wire [3:0] \$91 ;
+  wire \$90 ;
+  wire [2:0] \$91 ;
   wire [2:0] \$92 ;
-  wire [3:0] \$93 ;
+  wire [2:0] \$93 ;
   wire \$94 ;
   wire [2:0] \$95 ;
   wire [2:0] \$96 ;
-  wire [2:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [3:0] \$99 ;
+  wire \$97 ;
+  wire [3:0] \$98 ;
+  wire [2:0] \$99 ;
   wire [1:0] \$signature__addr ;
   wire [1:0] \$signature__addr$10 ;
-  wire [1:0] \$signature__addr$106 ;
-  wire [1:0] \$signature__addr$116 ;
+  wire [1:0] \$signature__addr$100 ;
+  wire [1:0] \$signature__addr$112 ;
   wire [1:0] \$signature__addr$12 ;
-  wire [1:0] \$signature__addr$124 ;
-  wire [1:0] \$signature__addr$132 ;
+  wire [1:0] \$signature__addr$120 ;
+  wire [1:0] \$signature__addr$128 ;
   wire [1:0] \$signature__addr$8 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$101 ;
-  wire [15:0] \$signature__data$114 ;
-  wire [15:0] \$signature__data$122 ;
-  wire [15:0] \$signature__data$130 ;
+  wire [15:0] \$signature__data$110 ;
+  wire [15:0] \$signature__data$118 ;
+  wire [15:0] \$signature__data$126 ;
   wire [15:0] \$signature__data$17 ;
   wire [15:0] \$signature__data$18 ;
   wire [15:0] \$signature__data$19 ;
+  wire [15:0] \$signature__data$94 ;
   wire \$signature__en ;
-  wire \$signature__en$108 ;
+  wire \$signature__en$104 ;
   wire \$signature__en$11 ;
-  wire \$signature__en$117 ;
-  wire \$signature__en$125 ;
+  wire \$signature__en$113 ;
+  wire \$signature__en$121 ;
+  wire \$signature__en$129 ;
   wire \$signature__en$13 ;
-  wire \$signature__en$133 ;
   wire \$signature__en$9 ;
   wire accept;
   wire busy;
@@ -453,18 +402,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
-  wire [66:0] l0_commit_src;
-  reg [1:0] l0_fill = 2'h0;
-  wire [1:0] l0_fill_next;
-  reg [1:0] l0_head = 2'h0;
-  wire [1:0] l0_head_next;
   reg [1:0] l0_lo0_s2 = 2'h0;
   (* init = 16'h0000 *)
   wire [15:0] l0_out0_s4;
   reg [1:0] l0_pending = 2'h0;
-  reg [66:0] l0_pending0 = 67'h00000000000000000;
-  reg [66:0] l0_pending1 = 67'h00000000000000000;
-  reg [66:0] l0_pending2 = 67'h00000000000000000;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
   wire [1:0] l0_port_bank;
@@ -489,19 +430,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
-  wire [1:0] l0_tail;
+  wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
   input m__ready;
   wire m__ready;
   (* init = 1'h0 *)
   wire m__valid;
+  wire [66:0] next_data;
+  wire [1:0] next_level;
   input [20:0] pc__payload;
   wire [20:0] pc__payload;
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire pop_l0;
   wire [3:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
@@ -509,7 +451,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  wire push_l0;
+  wire [66:0] r_data;
+  wire r_en;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   wire [3:0] reload_addr;
@@ -530,10 +473,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [16:0] \t$100 ;
-  wire [16:0] \t$113 ;
-  wire [16:0] \t$121 ;
-  wire [16:0] \t$129 ;
+  wire [16:0] \t$109 ;
+  wire [16:0] \t$117 ;
+  wire [16:0] \t$125 ;
   wire [32:0] \t$22 ;
   wire [39:0] \t$23 ;
   wire [31:0] \t$25 ;
@@ -564,6 +506,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \t$70 ;
   wire [32:0] \t$73 ;
   wire [15:0] \t$74 ;
+  wire [16:0] \t$93 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -571,18 +514,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  wire [66:0] w_data;
+  wire w_en;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$118 ;
-  wire [1:0] \wp__addr$126 ;
-  wire [1:0] \wp__addr$134 ;
+  wire [1:0] \wp__addr$114 ;
+  wire [1:0] \wp__addr$122 ;
+  wire [1:0] \wp__addr$130 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$119 ;
-  wire [15:0] \wp__data$127 ;
-  wire [15:0] \wp__data$135 ;
+  wire [15:0] \wp__data$115 ;
+  wire [15:0] \wp__data$123 ;
+  wire [15:0] \wp__data$131 ;
   wire wp__en;
-  wire \wp__en$120 ;
-  wire \wp__en$128 ;
-  wire \wp__en$136 ;
+  wire \wp__en$116 ;
+  wire \wp__en$124 ;
+  wire \wp__en$132 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -598,19 +543,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$124 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$102 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$120 [1:0];
+    _0_ <= \$98 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$124 [1:0])
+      if (wp__en && \$4 [1:0] == \$102 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$101  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$94  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -620,20 +565,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$120 )
-      l0_coef_0_0_bank1[\$153 [1:0]] <= \wp__data$119 ;
+    if (\wp__en$116 )
+      l0_coef_0_0_bank1[\$123 [1:0]] <= \wp__data$115 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$149 [1:0];
+    _2_ <= \$119 [1:0];
     if (\$signature__en$9 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$120  && \$8 [1:0] == \$153 [1:0])
-        _3_ <= \wp__data$119 ;
+      if (\wp__en$116  && \$8 [1:0] == \$123 [1:0])
+        _3_ <= \wp__data$115 ;
     end
   end
-  assign \$signature__data$114  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$110  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$17  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -643,20 +588,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$128 )
-      l0_coef_0_0_bank2[\$182 [1:0]] <= \wp__data$127 ;
+    if (\wp__en$124 )
+      l0_coef_0_0_bank2[\$144 [1:0]] <= \wp__data$123 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$178 [1:0];
+    _4_ <= \$140 [1:0];
     if (\$signature__en$11 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$128  && \$12 [1:0] == \$182 [1:0])
-        _5_ <= \wp__data$127 ;
+      if (\wp__en$124  && \$12 [1:0] == \$144 [1:0])
+        _5_ <= \wp__data$123 ;
     end
   end
-  assign \$signature__data$122  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$118  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$18  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -666,20 +611,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$136 )
-      l0_coef_0_0_bank3[\$211 [1:0]] <= \wp__data$135 ;
+    if (\wp__en$132 )
+      l0_coef_0_0_bank3[\$165 [1:0]] <= \wp__data$131 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$207 [1:0];
+    _6_ <= \$161 [1:0];
     if (\$signature__en$13 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$136  && \$16 [1:0] == \$211 [1:0])
-        _7_ <= \wp__data$135 ;
+      if (\wp__en$132  && \$16 [1:0] == \$165 [1:0])
+        _7_ <= \wp__data$131 ;
     end
   end
-  assign \$signature__data$130  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$126  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$19  = _7_;
   reg [15:0] theta0_rom [10:0];
   initial begin
@@ -801,295 +746,262 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign commit_on_read_l0 = \$74  & \$75 ;
   assign \$76  = ~ busy;
   assign \$77  = pc__valid & \$76 ;
-  assign \$78  = ! l0_fill;
+  assign \$78  = ! level;
   assign \$79  = ~ \$78 ;
   assign flush_l0 = \$77  & \$79 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
   assign \$80  = en & valid_s5;
-  assign \$81  = ! l0_fill;
+  assign \$81  = ! level;
   assign \$82  = commit_on_read_l0 & \$81 ;
   assign \$83  = ~ \$82 ;
-  assign push_l0 = \$80  & \$83 ;
-  assign \$84  = ! l0_fill;
+  assign w_en = \$80  & \$83 ;
+  assign \$84  = ! level;
   assign \$85  = ~ \$84 ;
-  assign pop_l0 = commit_l0 & \$85 ;
-  assign \$86  = ! l0_fill;
-  assign l0_commit_src = \$86  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$87 ;
-  assign \$88  = l0_head + l0_fill;
-  assign \$89  = \$88  >= 2'h3;
-  assign \$90  = l0_head + l0_fill;
-  assign \$91  = \$90  - 2'h3;
-  assign \$92  = l0_head + l0_fill;
-  assign \$93  = \$89  ? \$91  : { 1'h0, \$92  };
-  assign \$94  = l0_head == 2'h2;
-  assign \$95  = l0_head + 1'h1;
-  assign \$96  = \$94  ? 3'h0 : \$95 ;
-  assign \$97  = pop_l0 ? \$96  : { 1'h0, l0_head };
-  assign \$98  = l0_fill + push_l0;
-  assign \$99  = \$98  - pop_l0;
-  assign \t$100  = $signed(\$signature__data$101 ) - $signed(\$100 );
-  assign \$101  = ! l0_port_edge_q[0];
-  assign \$102  = l0_port_wr & \$101 ;
-  assign \$103  = ! \$247 [1:0];
-  assign l0_port_hit0_0_0 = \$102  & \$103 ;
-  assign \$104  = ! \$99 [1:0];
-  assign \$105  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$106  = \$93 [1:0] == \$97 [1:0];
-  assign \$107  = push_l0 & \$106 ;
-  assign \$109  = \$107  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$108 ;
-  assign \$110  = \$104  ? \$105  : \$109 [2:0];
-  assign \$112  = ! \$99 [1:0];
-  assign \$113  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$114  = \$93 [1:0] == \$97 [1:0];
-  assign \$115  = push_l0 & \$114 ;
-  assign \$117  = \$115  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$116 ;
-  assign \$118  = \$112  ? \$113  : \$117 [2:0];
-  assign \$119  = \$118 [1:0] > 1'h0;
-  assign \$120  = \$111  + \$119 ;
-  assign \$122  = l0_commit_src[1:0] > 1'h0;
-  assign \$123  = \$121  + \$122 ;
-  assign \$124  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$123 ;
-  assign \$125  = $signed(\t$100 ) < $signed(16'h8000);
-  assign \$126  = $signed(\t$100 ) > $signed(16'h7fff);
-  assign \$127  = \$126  ? 16'h7fff : \t$100 [15:0];
-  assign \$128  = \$125  ? 16'h8000 : \$127 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$128 ;
+  assign r_en = commit_l0 & \$85 ;
+  assign \t$93  = $signed(\$signature__data$94 ) - $signed(\$86 );
+  assign \$87  = ! l0_port_edge_q[0];
+  assign \$88  = l0_port_wr & \$87 ;
+  assign \$89  = ! \$201 [1:0];
+  assign l0_port_hit0_0_0 = \$88  & \$89 ;
+  assign \$90  = ! next_level;
+  assign \$91  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$92  = \$90  ? \$91  : next_data[2:0];
+  assign \$94  = ! next_level;
+  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$96  = \$94  ? \$95  : next_data[2:0];
+  assign \$97  = \$96 [1:0] > 1'h0;
+  assign \$98  = \$93  + \$97 ;
+  assign \$100  = r_data[1:0] > 1'h0;
+  assign \$101  = \$99  + \$100 ;
+  assign \$102  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$101 ;
+  assign \$103  = $signed(\t$93 ) < $signed(16'h8000);
+  assign \$104  = $signed(\t$93 ) > $signed(16'h7fff);
+  assign \$105  = \$104  ? 16'h7fff : \t$93 [15:0];
+  assign \$106  = \$103  ? 16'h8000 : \$105 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$106 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$113  = $signed(\$signature__data$114 ) - $signed(\$129 );
-  assign \$130  = ! l0_port_edge_q[0];
-  assign \$131  = l0_port_wr & \$130 ;
-  assign \$132  = \$247 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$131  & \$132 ;
-  assign \$133  = ! \$99 [1:0];
-  assign \$134  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$135  = \$93 [1:0] == \$97 [1:0];
-  assign \$136  = push_l0 & \$135 ;
-  assign \$138  = \$136  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$137 ;
-  assign \$139  = \$133  ? \$134  : \$138 [2:0];
-  assign \$141  = ! \$99 [1:0];
-  assign \$142  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$143  = \$93 [1:0] == \$97 [1:0];
-  assign \$144  = push_l0 & \$143 ;
-  assign \$146  = \$144  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$145 ;
-  assign \$147  = \$141  ? \$142  : \$146 [2:0];
-  assign \$148  = \$147 [1:0] > 1'h1;
-  assign \$149  = \$140  + \$148 ;
-  assign \$151  = l0_commit_src[1:0] > 1'h1;
-  assign \$152  = \$150  + \$151 ;
-  assign \$153  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$152 ;
-  assign \$154  = $signed(\t$113 ) < $signed(16'h8000);
-  assign \$155  = $signed(\t$113 ) > $signed(16'h7fff);
-  assign \$156  = \$155  ? 16'h7fff : \t$113 [15:0];
-  assign \$157  = \$154  ? 16'h8000 : \$156 ;
-  assign \wp__data$119  = l0_port_hit0_0_1 ? l0_port_data : \$157 ;
-  assign \wp__en$120  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$121  = $signed(\$signature__data$122 ) - $signed(\$158 );
-  assign \$159  = ! l0_port_edge_q[0];
-  assign \$160  = l0_port_wr & \$159 ;
-  assign \$161  = \$247 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$160  & \$161 ;
-  assign \$162  = ! \$99 [1:0];
-  assign \$163  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$164  = \$93 [1:0] == \$97 [1:0];
-  assign \$165  = push_l0 & \$164 ;
-  assign \$167  = \$165  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$166 ;
-  assign \$168  = \$162  ? \$163  : \$167 [2:0];
-  assign \$170  = ! \$99 [1:0];
-  assign \$171  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$172  = \$93 [1:0] == \$97 [1:0];
-  assign \$173  = push_l0 & \$172 ;
-  assign \$175  = \$173  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$174 ;
-  assign \$176  = \$170  ? \$171  : \$175 [2:0];
-  assign \$177  = \$176 [1:0] > 2'h2;
-  assign \$178  = \$169  + \$177 ;
-  assign \$180  = l0_commit_src[1:0] > 2'h2;
-  assign \$181  = \$179  + \$180 ;
-  assign \$182  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$181 ;
-  assign \$183  = $signed(\t$121 ) < $signed(16'h8000);
-  assign \$184  = $signed(\t$121 ) > $signed(16'h7fff);
-  assign \$185  = \$184  ? 16'h7fff : \t$121 [15:0];
-  assign \$186  = \$183  ? 16'h8000 : \$185 ;
-  assign \wp__data$127  = l0_port_hit0_0_2 ? l0_port_data : \$186 ;
-  assign \wp__en$128  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$129  = $signed(\$signature__data$130 ) - $signed(\$187 );
-  assign \$188  = ! l0_port_edge_q[0];
-  assign \$189  = l0_port_wr & \$188 ;
-  assign \$190  = \$247 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$189  & \$190 ;
-  assign \$191  = ! \$99 [1:0];
-  assign \$192  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$193  = \$93 [1:0] == \$97 [1:0];
-  assign \$194  = push_l0 & \$193 ;
-  assign \$196  = \$194  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$195 ;
-  assign \$197  = \$191  ? \$192  : \$196 [2:0];
-  assign \$199  = ! \$99 [1:0];
-  assign \$200  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$201  = \$93 [1:0] == \$97 [1:0];
-  assign \$202  = push_l0 & \$201 ;
-  assign \$204  = \$202  ? { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 } : \$203 ;
-  assign \$205  = \$199  ? \$200  : \$204 [2:0];
-  assign \$206  = \$205 [1:0] > 2'h3;
-  assign \$207  = \$198  + \$206 ;
-  assign \$209  = l0_commit_src[1:0] > 2'h3;
-  assign \$210  = \$208  + \$209 ;
-  assign \$211  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$210 ;
-  assign \$212  = $signed(\t$129 ) < $signed(16'h8000);
-  assign \$213  = $signed(\t$129 ) > $signed(16'h7fff);
-  assign \$214  = \$213  ? 16'h7fff : \t$129 [15:0];
-  assign \$215  = \$212  ? 16'h8000 : \$214 ;
-  assign \wp__data$135  = l0_port_hit0_0_3 ? l0_port_data : \$215 ;
-  assign \wp__en$136  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$109  = $signed(\$signature__data$110 ) - $signed(\$107 );
+  assign \$108  = ! l0_port_edge_q[0];
+  assign \$109  = l0_port_wr & \$108 ;
+  assign \$110  = \$201 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$109  & \$110 ;
+  assign \$111  = ! next_level;
+  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$113  = \$111  ? \$112  : next_data[2:0];
+  assign \$115  = ! next_level;
+  assign \$116  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$117  = \$115  ? \$116  : next_data[2:0];
+  assign \$118  = \$117 [1:0] > 1'h1;
+  assign \$119  = \$114  + \$118 ;
+  assign \$121  = r_data[1:0] > 1'h1;
+  assign \$122  = \$120  + \$121 ;
+  assign \$123  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$122 ;
+  assign \$124  = $signed(\t$109 ) < $signed(16'h8000);
+  assign \$125  = $signed(\t$109 ) > $signed(16'h7fff);
+  assign \$126  = \$125  ? 16'h7fff : \t$109 [15:0];
+  assign \$127  = \$124  ? 16'h8000 : \$126 ;
+  assign \wp__data$115  = l0_port_hit0_0_1 ? l0_port_data : \$127 ;
+  assign \wp__en$116  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$117  = $signed(\$signature__data$118 ) - $signed(\$128 );
+  assign \$129  = ! l0_port_edge_q[0];
+  assign \$130  = l0_port_wr & \$129 ;
+  assign \$131  = \$201 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$130  & \$131 ;
+  assign \$132  = ! next_level;
+  assign \$133  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$134  = \$132  ? \$133  : next_data[2:0];
+  assign \$136  = ! next_level;
+  assign \$137  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$138  = \$136  ? \$137  : next_data[2:0];
+  assign \$139  = \$138 [1:0] > 2'h2;
+  assign \$140  = \$135  + \$139 ;
+  assign \$142  = r_data[1:0] > 2'h2;
+  assign \$143  = \$141  + \$142 ;
+  assign \$144  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$143 ;
+  assign \$145  = $signed(\t$117 ) < $signed(16'h8000);
+  assign \$146  = $signed(\t$117 ) > $signed(16'h7fff);
+  assign \$147  = \$146  ? 16'h7fff : \t$117 [15:0];
+  assign \$148  = \$145  ? 16'h8000 : \$147 ;
+  assign \wp__data$123  = l0_port_hit0_0_2 ? l0_port_data : \$148 ;
+  assign \wp__en$124  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$125  = $signed(\$signature__data$126 ) - $signed(\$149 );
+  assign \$150  = ! l0_port_edge_q[0];
+  assign \$151  = l0_port_wr & \$150 ;
+  assign \$152  = \$201 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$151  & \$152 ;
+  assign \$153  = ! next_level;
+  assign \$154  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$155  = \$153  ? \$154  : next_data[2:0];
+  assign \$157  = ! next_level;
+  assign \$158  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$159  = \$157  ? \$158  : next_data[2:0];
+  assign \$160  = \$159 [1:0] > 2'h3;
+  assign \$161  = \$156  + \$160 ;
+  assign \$163  = r_data[1:0] > 2'h3;
+  assign \$164  = \$162  + \$163 ;
+  assign \$165  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$164 ;
+  assign \$166  = $signed(\t$125 ) < $signed(16'h8000);
+  assign \$167  = $signed(\t$125 ) > $signed(16'h7fff);
+  assign \$168  = \$167  ? 16'h7fff : \t$125 [15:0];
+  assign \$169  = \$166  ? 16'h8000 : \$168 ;
+  assign \wp__data$131  = l0_port_hit0_0_3 ? l0_port_data : \$169 ;
+  assign \wp__en$132  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'hc;
-  assign \$216  = | reload_count;
-  assign reload_write = reloading & \$216 ;
-  assign \$217  = reload_count - 1'h1;
-  assign \$218  = ~ pc__valid;
-  assign \$219  = en & \$218 ;
-  assign \$220  = ~ reloading;
-  assign \$221  = \$219  & \$220 ;
+  assign \$170  = | reload_count;
+  assign reload_write = reloading & \$170 ;
+  assign \$171  = reload_count - 1'h1;
+  assign \$172  = ~ pc__valid;
+  assign \$173  = en & \$172 ;
+  assign \$174  = ~ reloading;
+  assign \$175  = \$173  & \$174 ;
   assign accept = s__valid & s__ready;
-  assign \$222  = ~ busy;
-  assign \$223  = ! l0_fill;
-  assign \$224  = \$222  & \$223 ;
-  assign \$225  = pc__valid & \$224 ;
-  assign \$226  = ~ reloading;
-  assign \$227  = \$225  & \$226 ;
-  assign \$228  = ~ read_wait;
-  assign \$229  = \$227  & \$228 ;
-  assign \$230  = ~ pr__valid;
-  assign \$231  = \$230  | pr__ready;
-  assign execute = \$229  & \$231 ;
-  assign port_addr = reload_write ? \$217 [3:0] : pc__payload[19:16];
-  assign \$232  = port_addr - 1'h0;
+  assign \$176  = ~ busy;
+  assign \$177  = ! level;
+  assign \$178  = \$176  & \$177 ;
+  assign \$179  = pc__valid & \$178 ;
+  assign \$180  = ~ reloading;
+  assign \$181  = \$179  & \$180 ;
+  assign \$182  = ~ read_wait;
+  assign \$183  = \$181  & \$182 ;
+  assign \$184  = ~ pr__valid;
+  assign \$185  = \$184  | pr__ready;
+  assign execute = \$183  & \$185 ;
+  assign port_addr = reload_write ? \$171 [3:0] : pc__payload[19:16];
+  assign \$186  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$233  = port_addr >= 1'h0;
-  assign \$234  = port_addr < 4'hb;
-  assign \$235  = \$233  & \$234 ;
-  assign \$236  = execute & pc__payload[20];
-  assign \$237  = reload_write | \$236 ;
-  assign l0_port_wr = \$235  & \$237 ;
-  assign \$238  = port_addr >= 1'h0;
-  assign \$239  = port_addr < 4'hb;
-  assign \$240  = \$238  & \$239 ;
-  assign \$241  = \$240  & execute;
-  assign \$242  = ~ pc__payload[20];
-  assign l0_port_rd = \$241  & \$242 ;
-  assign \$243  = \$232 [3:0] * 2'h3;
-  assign \$244  = l0_port_edge_q * 4'hb;
-  assign \$245  = \$232 [3:0] - \$244 ;
-  assign \$246  = l0_port_baddr_q * 3'h4;
-  assign \$247  = \$245 [3:0] - \$246 ;
-  assign \$248  = en & valid_s2;
-  assign \$249  = l0_pending + \$248 ;
-  assign \$250  = \$249  - commit_l0;
-  assign \$251  = reload_count + 1'h1;
-  assign \$252  = ~ pc__payload[20];
-  assign \$253  = execute & \$252 ;
-  assign \$254  = execute & pc__payload[20];
+  assign \$187  = port_addr >= 1'h0;
+  assign \$188  = port_addr < 4'hb;
+  assign \$189  = \$187  & \$188 ;
+  assign \$190  = execute & pc__payload[20];
+  assign \$191  = reload_write | \$190 ;
+  assign l0_port_wr = \$189  & \$191 ;
+  assign \$192  = port_addr >= 1'h0;
+  assign \$193  = port_addr < 4'hb;
+  assign \$194  = \$192  & \$193 ;
+  assign \$195  = \$194  & execute;
+  assign \$196  = ~ pc__payload[20];
+  assign l0_port_rd = \$195  & \$196 ;
+  assign \$197  = \$186 [3:0] * 2'h3;
+  assign \$198  = l0_port_edge_q * 4'hb;
+  assign \$199  = \$186 [3:0] - \$198 ;
+  assign \$200  = l0_port_baddr_q * 3'h4;
+  assign \$201  = \$199 [3:0] - \$200 ;
+  assign \$202  = en & valid_s2;
+  assign \$203  = l0_pending + \$202 ;
+  assign \$204  = \$203  - commit_l0;
+  assign \$205  = reload_count + 1'h1;
+  assign \$206  = ~ pc__payload[20];
+  assign \$207  = execute & \$206 ;
+  assign \$208  = execute & pc__payload[20];
   always @(posedge clk)
-    valid_s1 <= \$258 ;
+    valid_s1 <= \$212 ;
   always @(posedge clk)
-    valid_s2 <= \$259 ;
+    valid_s2 <= \$213 ;
   always @(posedge clk)
-    valid_s3 <= \$260 ;
+    valid_s3 <= \$214 ;
   always @(posedge clk)
-    valid_s4 <= \$261 ;
+    valid_s4 <= \$215 ;
   always @(posedge clk)
-    valid_s5 <= \$262 ;
+    valid_s5 <= \$216 ;
   always @(posedge clk)
-    l0_pending0 <= \$263 ;
+    l0_pending <= \$217 ;
   always @(posedge clk)
-    l0_pending1 <= \$264 ;
+    reload_count <= \$218 ;
   always @(posedge clk)
-    l0_pending2 <= \$265 ;
+    l0_rd_edge <= \$219 ;
   always @(posedge clk)
-    l0_head <= \$266 ;
+    l0_rd_bank <= \$220 ;
   always @(posedge clk)
-    l0_fill <= \$267 ;
+    read_layer <= \$221 ;
   always @(posedge clk)
-    l0_pending <= \$268 ;
+    read_wait <= \$222 ;
   always @(posedge clk)
-    reload_count <= \$269 ;
+    pr__valid <= \$223 ;
   always @(posedge clk)
-    l0_rd_edge <= \$270 ;
+    pr__payload <= \$224 ;
   always @(posedge clk)
-    l0_rd_bank <= \$271 ;
+    u <= \$225 ;
   always @(posedge clk)
-    read_layer <= \$272 ;
+    y0_s1 <= \$226 ;
   always @(posedge clk)
-    read_wait <= \$273 ;
+    l0_lo0_s2 <= \$227 ;
   always @(posedge clk)
-    pr__valid <= \$274 ;
+    l0_cell0_s2 <= \$228 ;
   always @(posedge clk)
-    pr__payload <= \$275 ;
+    l0_bval0_0_s2 <= \$229 ;
   always @(posedge clk)
-    u <= \$276 ;
+    l0_bval0_1_s2 <= \$230 ;
   always @(posedge clk)
-    y0_s1 <= \$277 ;
+    l0_bval0_2_s2 <= \$231 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$278 ;
+    l0_bval0_3_s2 <= \$232 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$279 ;
+    l0_prod0_0_0_s3 <= \$233 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$280 ;
+    l0_prod0_0_1_s3 <= \$234 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$281 ;
+    l0_prod0_0_2_s3 <= \$235 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$282 ;
+    l0_prod0_0_3_s3 <= \$236 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$283 ;
+    m__payload <= \$237 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$284 ;
+    y0_s2 <= \$238 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$285 ;
+    y0_s3 <= \$239 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$286 ;
+    y0_s4 <= \$240 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$287 ;
+    err0_s5 <= \$241 ;
   always @(posedge clk)
-    m__payload <= \$288 ;
+    l0_cell0_s3 <= \$242 ;
   always @(posedge clk)
-    y0_s2 <= \$289 ;
+    l0_cell0_s4 <= \$243 ;
   always @(posedge clk)
-    y0_s3 <= \$290 ;
+    l0_cell0_s5 <= \$244 ;
   always @(posedge clk)
-    y0_s4 <= \$291 ;
+    l0_bval0_0_s3 <= \$245 ;
   always @(posedge clk)
-    err0_s5 <= \$292 ;
+    l0_bval0_0_s4 <= \$246 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$293 ;
+    l0_bval0_0_s5 <= \$247 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$294 ;
+    l0_bval0_1_s3 <= \$248 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$295 ;
+    l0_bval0_1_s4 <= \$249 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$296 ;
+    l0_bval0_1_s5 <= \$250 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$297 ;
+    l0_bval0_2_s3 <= \$251 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$298 ;
+    l0_bval0_2_s4 <= \$252 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$299 ;
+    l0_bval0_2_s5 <= \$253 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$300 ;
+    l0_bval0_3_s3 <= \$254 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$301 ;
+    l0_bval0_3_s4 <= \$255 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$302 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$303 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$304 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$305 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$306 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$307 ;
+    l0_bval0_3_s5 <= \$256 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .\cell (\cell ),
-    .\port$390$0 (\$308 ),
+    .\port$329$0 (\$257 ),
     .u(u)
+  );
+  \onchip_learner_axis.learner.l0_pending$183  \l0_pending$183  (
+    .clk(clk),
+    .level(level),
+    .next_data(next_data),
+    .next_level(next_level),
+    .\port$102$0 (\t$69 ),
+    .\port$116$0 (\t$74 ),
+    .\port$448$0 (l0_cell0_s5),
+    .\port$74$0 (\t$59 ),
+    .\port$88$0 (\t$64 ),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -1149,166 +1061,58 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$87  = 67'h00000000000000000;
-    casez (l0_head)
+    (* full_case = 32'd1 *)
+    casez (r_data[1:0])
       2'h0:
-          \$87  = l0_pending0;
+          \$86  = r_data[18:3];
       2'h1:
-          \$87  = l0_pending1;
+          \$86  = r_data[66:51];
       2'h2:
-          \$87  = l0_pending2;
+          \$86  = r_data[50:35];
+      2'h3:
+          \$86  = r_data[34:19];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$100  = l0_commit_src[18:3];
+          \$107  = r_data[34:19];
       2'h1:
-          \$100  = l0_commit_src[66:51];
+          \$107  = r_data[18:3];
       2'h2:
-          \$100  = l0_commit_src[50:35];
+          \$107  = r_data[66:51];
       2'h3:
-          \$100  = l0_commit_src[34:19];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$108  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$108  = l0_pending0;
-      2'h1:
-          \$108  = l0_pending1;
-      2'h2:
-          \$108  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$116  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$116  = l0_pending0;
-      2'h1:
-          \$116  = l0_pending1;
-      2'h2:
-          \$116  = l0_pending2;
+          \$107  = r_data[50:35];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$129  = l0_commit_src[34:19];
+          \$128  = r_data[50:35];
       2'h1:
-          \$129  = l0_commit_src[18:3];
+          \$128  = r_data[34:19];
       2'h2:
-          \$129  = l0_commit_src[66:51];
+          \$128  = r_data[18:3];
       2'h3:
-          \$129  = l0_commit_src[50:35];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$137  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$137  = l0_pending0;
-      2'h1:
-          \$137  = l0_pending1;
-      2'h2:
-          \$137  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$145  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$145  = l0_pending0;
-      2'h1:
-          \$145  = l0_pending1;
-      2'h2:
-          \$145  = l0_pending2;
+          \$128  = r_data[66:51];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
+    casez (r_data[1:0])
       2'h0:
-          \$158  = l0_commit_src[50:35];
+          \$149  = r_data[66:51];
       2'h1:
-          \$158  = l0_commit_src[34:19];
+          \$149  = r_data[50:35];
       2'h2:
-          \$158  = l0_commit_src[18:3];
+          \$149  = r_data[34:19];
       2'h3:
-          \$158  = l0_commit_src[66:51];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$166  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$166  = l0_pending0;
-      2'h1:
-          \$166  = l0_pending1;
-      2'h2:
-          \$166  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$174  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$174  = l0_pending0;
-      2'h1:
-          \$174  = l0_pending1;
-      2'h2:
-          \$174  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_commit_src[1:0])
-      2'h0:
-          \$187  = l0_commit_src[66:51];
-      2'h1:
-          \$187  = l0_commit_src[50:35];
-      2'h2:
-          \$187  = l0_commit_src[34:19];
-      2'h3:
-          \$187  = l0_commit_src[18:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$195  = l0_pending0;
-      2'h1:
-          \$195  = l0_pending1;
-      2'h2:
-          \$195  = l0_pending2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = 67'h00000000000000000;
-    casez (\$97 [1:0])
-      2'h0:
-          \$203  = l0_pending0;
-      2'h1:
-          \$203  = l0_pending1;
-      2'h2:
-          \$203  = l0_pending2;
+          \$149  = r_data[18:3];
     endcase
   end
   always @* begin
@@ -1316,433 +1120,383 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$255  = \$signature__data ;
+          \$209  = \$signature__data ;
       2'h1:
-          \$255  = \$signature__data$17 ;
+          \$209  = \$signature__data$17 ;
       2'h2:
-          \$255  = \$signature__data$18 ;
+          \$209  = \$signature__data$18 ;
       2'h3:
-          \$255  = \$signature__data$19 ;
+          \$209  = \$signature__data$19 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = 16'h0000;
+    \$210  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$256  = \$255 ;
+          \$210  = \$209 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = 16'h0000;
+    \$211  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$257  = \$256 ;
+          \$211  = \$210 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = valid_s1;
+    \$212  = valid_s1;
     if (en) begin
-      \$258  = accept;
+      \$212  = accept;
     end
     if (rst) begin
-      \$258  = 1'h0;
+      \$212  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = valid_s2;
+    \$213  = valid_s2;
     if (en) begin
-      \$259  = valid_s1;
+      \$213  = valid_s1;
     end
     if (rst) begin
-      \$259  = 1'h0;
+      \$213  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = valid_s3;
+    \$214  = valid_s3;
     if (en) begin
-      \$260  = valid_s2;
+      \$214  = valid_s2;
     end
     if (rst) begin
-      \$260  = 1'h0;
+      \$214  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = valid_s4;
+    \$215  = valid_s4;
     if (en) begin
-      \$261  = valid_s3;
+      \$215  = valid_s3;
     end
     if (rst) begin
-      \$261  = 1'h0;
+      \$215  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = valid_s5;
+    \$216  = valid_s5;
     if (en) begin
-      \$262  = valid_s4;
+      \$216  = valid_s4;
     end
     if (rst) begin
-      \$262  = 1'h0;
+      \$216  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = l0_pending0;
-    if (push_l0) begin
-      casez (\$93 [1:0])
-        2'h0:
-            \$263  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = l0_pending1;
-    if (push_l0) begin
-      casez (\$93 [1:0])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$264  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = l0_pending2;
-    if (push_l0) begin
-      casez (\$93 [1:0])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$265  = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = \$97 [1:0];
+    \$217  = \$204 [1:0];
     if (rst) begin
-      \$266  = 2'h0;
+      \$217  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = \$99 [1:0];
-    if (rst) begin
-      \$267  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = \$250 [1:0];
-    if (rst) begin
-      \$268  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = reload_count;
+    \$218  = reload_count;
     if (reloading) begin
-      \$269  = \$251 [3:0];
+      \$218  = \$205 [3:0];
     end
     if (rst) begin
-      \$269  = 4'h0;
+      \$218  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = l0_rd_edge;
+    \$219  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$270  = l0_port_edge_q[0];
+      \$219  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$270  = 1'h0;
+      \$219  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = l0_rd_bank;
+    \$220  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$271  = \$247 [1:0];
+      \$220  = \$201 [1:0];
     end
     if (rst) begin
-      \$271  = 2'h0;
+      \$220  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = read_layer;
+    \$221  = read_layer;
     if (l0_port_rd) begin
-      \$272  = 1'h0;
+      \$221  = 1'h0;
     end
     if (rst) begin
-      \$272  = 1'h0;
+      \$221  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = \$253 ;
+    \$222  = \$207 ;
     if (rst) begin
-      \$273  = 1'h0;
+      \$222  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = pr__valid;
-    if (\$254 ) begin
-      \$274  = 1'h1;
+    \$223  = pr__valid;
+    if (\$208 ) begin
+      \$223  = 1'h1;
     end else if (read_wait) begin
-      \$274  = 1'h1;
+      \$223  = 1'h1;
     end else if (pr__ready) begin
-      \$274  = 1'h0;
+      \$223  = 1'h0;
     end
     if (rst) begin
-      \$274  = 1'h0;
+      \$223  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = pr__payload;
-    if (\$254 ) begin
-      \$275  = pc__payload[15:0];
+    \$224  = pr__payload;
+    if (\$208 ) begin
+      \$224  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$275  = \$257 ;
+      \$224  = \$211 ;
     end
     if (rst) begin
-      \$275  = 16'h0000;
+      \$224  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = u;
+    \$225  = u;
     if (en) begin
-      \$276  = s__payload[15:0];
+      \$225  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = y0_s1;
+    \$226  = y0_s1;
     if (en) begin
-      \$277  = s__payload[31:16];
+      \$226  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_lo0_s2;
+    \$227  = l0_lo0_s2;
     if (en) begin
-      \$278  = \cell [1:0];
+      \$227  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_cell0_s2;
+    \$228  = l0_cell0_s2;
     if (en) begin
-      \$279  = \cell ;
+      \$228  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_bval0_0_s2;
+    \$229  = l0_bval0_0_s2;
     if (en) begin
-      \$280  = \$308 [15:0];
+      \$229  = \$257 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_bval0_1_s2;
+    \$230  = l0_bval0_1_s2;
     if (en) begin
-      \$281  = \$308 [31:16];
+      \$230  = \$257 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_bval0_2_s2;
+    \$231  = l0_bval0_2_s2;
     if (en) begin
-      \$282  = \$308 [47:32];
+      \$231  = \$257 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_bval0_3_s2;
+    \$232  = l0_bval0_3_s2;
     if (en) begin
-      \$283  = \$308 [63:48];
+      \$232  = \$257 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_prod0_0_0_s3;
+    \$233  = l0_prod0_0_0_s3;
     if (en) begin
-      \$284  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+      \$233  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_prod0_0_1_s3;
+    \$234  = l0_prod0_0_1_s3;
     if (en) begin
-      \$285  = { \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27  };
+      \$234  = { \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27 [32], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_prod0_0_2_s3;
+    \$235  = l0_prod0_0_2_s3;
     if (en) begin
-      \$286  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
+      \$235  = { \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32 [32], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = l0_prod0_0_3_s3;
+    \$236  = l0_prod0_0_3_s3;
     if (en) begin
-      \$287  = { \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37  };
+      \$236  = { \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37 [32], \t$37  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = m__payload;
+    \$237  = m__payload;
     if (en) begin
-      \$288  = \t$47 ;
+      \$237  = \t$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = y0_s2;
+    \$238  = y0_s2;
     if (en) begin
-      \$289  = y0_s1;
+      \$238  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = y0_s3;
+    \$239  = y0_s3;
     if (en) begin
-      \$290  = y0_s2;
+      \$239  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = y0_s4;
+    \$240  = y0_s4;
     if (en) begin
-      \$291  = y0_s3;
+      \$240  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = err0_s5;
+    \$241  = err0_s5;
     if (en) begin
-      \$292  = \t$53 ;
+      \$241  = \t$53 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_cell0_s3;
+    \$242  = l0_cell0_s3;
     if (en) begin
-      \$293  = l0_cell0_s2;
+      \$242  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_cell0_s4;
+    \$243  = l0_cell0_s4;
     if (en) begin
-      \$294  = l0_cell0_s3;
+      \$243  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_cell0_s5;
+    \$244  = l0_cell0_s5;
     if (en) begin
-      \$295  = l0_cell0_s4;
+      \$244  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = l0_bval0_0_s3;
+    \$245  = l0_bval0_0_s3;
     if (en) begin
-      \$296  = l0_bval0_0_s2;
+      \$245  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = l0_bval0_0_s4;
+    \$246  = l0_bval0_0_s4;
     if (en) begin
-      \$297  = l0_bval0_0_s3;
+      \$246  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = l0_bval0_0_s5;
+    \$247  = l0_bval0_0_s5;
     if (en) begin
-      \$298  = l0_bval0_0_s4;
+      \$247  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = l0_bval0_1_s3;
+    \$248  = l0_bval0_1_s3;
     if (en) begin
-      \$299  = l0_bval0_1_s2;
+      \$248  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = l0_bval0_1_s4;
+    \$249  = l0_bval0_1_s4;
     if (en) begin
-      \$300  = l0_bval0_1_s3;
+      \$249  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = l0_bval0_1_s5;
+    \$250  = l0_bval0_1_s5;
     if (en) begin
-      \$301  = l0_bval0_1_s4;
+      \$250  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = l0_bval0_2_s3;
+    \$251  = l0_bval0_2_s3;
     if (en) begin
-      \$302  = l0_bval0_2_s2;
+      \$251  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = l0_bval0_2_s4;
+    \$252  = l0_bval0_2_s4;
     if (en) begin
-      \$303  = l0_bval0_2_s3;
+      \$252  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_bval0_2_s5;
+    \$253  = l0_bval0_2_s5;
     if (en) begin
-      \$304  = l0_bval0_2_s4;
+      \$253  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_bval0_3_s3;
+    \$254  = l0_bval0_3_s3;
     if (en) begin
-      \$305  = l0_bval0_3_s2;
+      \$254  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_bval0_3_s4;
+    \$255  = l0_bval0_3_s4;
     if (en) begin
-      \$306  = l0_bval0_3_s3;
+      \$255  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = l0_bval0_3_s5;
+    \$256  = l0_bval0_3_s5;
     if (en) begin
-      \$307  = l0_bval0_3_s4;
+      \$256  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -1758,36 +1512,34 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$44  = \t$39 [39:0];
   assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign l0_tail = \$93 [1:0];
-  assign l0_head_next = \$97 [1:0];
-  assign l0_fill_next = \$99 [1:0];
+  assign w_data = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$247 [1:0];
-  assign \$signature__addr$106  = \$120 [1:0];
-  assign \$signature__en$108  = 1'h1;
-  assign wp__addr = \$124 [1:0];
-  assign \$signature__addr$116  = \$149 [1:0];
-  assign \$signature__en$117  = 1'h1;
-  assign \wp__addr$118  = \$153 [1:0];
-  assign \$signature__addr$124  = \$178 [1:0];
-  assign \$signature__en$125  = 1'h1;
-  assign \wp__addr$126  = \$182 [1:0];
-  assign \$signature__addr$132  = \$207 [1:0];
-  assign \$signature__en$133  = 1'h1;
-  assign \wp__addr$134  = \$211 [1:0];
+  assign l0_port_bank = \$201 [1:0];
+  assign \$signature__addr$100  = \$98 [1:0];
+  assign \$signature__en$104  = 1'h1;
+  assign wp__addr = \$102 [1:0];
+  assign \$signature__addr$112  = \$119 [1:0];
+  assign \$signature__en$113  = 1'h1;
+  assign \wp__addr$114  = \$123 [1:0];
+  assign \$signature__addr$120  = \$140 [1:0];
+  assign \$signature__en$121  = 1'h1;
+  assign \wp__addr$122  = \$144 [1:0];
+  assign \$signature__addr$128  = \$161 [1:0];
+  assign \$signature__en$129  = 1'h1;
+  assign \wp__addr$130  = \$165 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$217 [3:0];
+  assign reload_addr = \$171 [3:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$232 [3:0];
-  assign l0_port_q = \$245 [3:0];
+  assign l0_port_local = \$186 [3:0];
+  assign l0_port_q = \$199 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$308 [15:0];
-  assign bval__m1 = \$308 [31:16];
-  assign bval__m2 = \$308 [47:32];
-  assign bval__m3 = \$308 [63:48];
+  assign bval__m0 = \$257 [15:0];
+  assign bval__m1 = \$257 [31:16];
+  assign bval__m2 = \$257 [47:32];
+  assign bval__m3 = \$257 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$243 [5] };
-  assign l0_port_baddr_q = { 2'h0, \$245 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$197 [5] };
+  assign l0_port_baddr_q = { 2'h0, \$199 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -1801,19 +1553,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \floor$62  = { \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31:16] };
   assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
   assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
-  assign \$111  = { 2'h0, \$110 [2] };
-  assign \$121  = { 2'h0, l0_commit_src[2] };
-  assign \$140  = { 2'h0, \$139 [2] };
-  assign \$150  = { 2'h0, l0_commit_src[2] };
-  assign \$169  = { 2'h0, \$168 [2] };
-  assign \$179  = { 2'h0, l0_commit_src[2] };
-  assign \$198  = { 2'h0, \$197 [2] };
-  assign \$208  = { 2'h0, l0_commit_src[2] };
-  assign s__ready = \$221 ;
+  assign \$93  = { 2'h0, \$92 [2] };
+  assign \$99  = { 2'h0, r_data[2] };
+  assign \$114  = { 2'h0, \$113 [2] };
+  assign \$120  = { 2'h0, r_data[2] };
+  assign \$135  = { 2'h0, \$134 [2] };
+  assign \$141  = { 2'h0, r_data[2] };
+  assign \$156  = { 2'h0, \$155 [2] };
+  assign \$162  = { 2'h0, r_data[2] };
+  assign s__ready = \$175 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$390$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\port$329$0 , u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1833,8 +1585,8 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$390$0 , u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$390$0 ;
-  wire [63:0] \port$390$0 ;
+  output [63:0] \port$329$0 ;
+  wire [63:0] \port$329$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1929,6 +1681,171 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$390$0 , u, \cell );
   assign bval__m3 = rd__data[63:48];
   assign bder__m3 = rd__data[127:112];
   assign \cell  = \$8 [2:0];
-  assign \port$390$0  = rd__data[63:0];
+  assign \port$329$0  = rd__data[63:0];
   assign \$8  = { 11'h000, \$7 [13:11] };
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner_axis.learner.l0_pending$183 (rst, \port$74$0 , \port$88$0 , \port$102$0 , \port$116$0 , w_en, r_en, next_level, r_data, next_data, \port$448$0 , level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  wire [2:0] \$1 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
+  wire [3:0] \$12 ;
+  wire \$13 ;
+  reg [66:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [66:0] \$17 ;
+  reg [66:0] \$18 ;
+  reg [66:0] \$19 ;
+  wire \$2 ;
+  reg [66:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg [1:0] \$22 ;
+  wire [2:0] \$3 ;
+  wire [3:0] \$4 ;
+  wire [2:0] \$5 ;
+  wire [3:0] \$6 ;
+  wire \$7 ;
+  wire [2:0] \$8 ;
+  wire [2:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [66:0] entry0 = 67'h00000000000000000;
+  reg [66:0] entry1 = 67'h00000000000000000;
+  reg [66:0] entry2 = 67'h00000000000000000;
+  reg [1:0] head = 2'h0;
+  wire [1:0] head_next;
+  output [1:0] level;
+  reg [1:0] level = 2'h0;
+  output [66:0] next_data;
+  wire [66:0] next_data;
+  output [1:0] next_level;
+  wire [1:0] next_level;
+  input [15:0] \port$102$0 ;
+  wire [15:0] \port$102$0 ;
+  input [15:0] \port$116$0 ;
+  wire [15:0] \port$116$0 ;
+  input [2:0] \port$448$0 ;
+  wire [2:0] \port$448$0 ;
+  input [15:0] \port$74$0 ;
+  wire [15:0] \port$74$0 ;
+  input [15:0] \port$88$0 ;
+  wire [15:0] \port$88$0 ;
+  output [66:0] r_data;
+  wire [66:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [1:0] tail;
+  wire [66:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 2'h3;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 2'h3;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 2'h2;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 3'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$448$0  } : \$14 ;
+  assign \$15  = \$6 [1:0] == \$10 [1:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$448$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    head <= \$21 ;
+  always @(posedge clk)
+    level <= \$22 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$14  = 67'h00000000000000000;
+    casez (head)
+      2'h0:
+          \$14  = entry0;
+      2'h1:
+          \$14  = entry1;
+      2'h2:
+          \$14  = entry2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$17  = 67'h00000000000000000;
+    casez (\$10 [1:0])
+      2'h0:
+          \$17  = entry0;
+      2'h1:
+          \$17  = entry1;
+      2'h2:
+          \$17  = entry2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            \$18  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$448$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$19  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$448$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [1:0])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$20  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$448$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$21  = \$10 [1:0];
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$22  = \$12 [1:0];
+    if (rst) begin
+      \$22  = 2'h0;
+    end
+  end
+  assign tail = \$6 [1:0];
+  assign head_next = \$10 [1:0];
+  assign w_data = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$448$0  };
+  assign next_level = \$12 [1:0];
 endmodule

@@ -7,31 +7,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [40:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  reg [15:0] \$1000 ;
-  reg [39:0] \$1001 ;
-  reg [15:0] \$1002 ;
-  reg [15:0] \$1003 ;
-  reg [15:0] \$1004 ;
-  reg [15:0] \$1005 ;
-  reg [39:0] \$1006 ;
-  reg [15:0] \$1007 ;
-  reg [15:0] \$1008 ;
-  reg [15:0] \$1009 ;
   wire \$101 ;
-  reg [15:0] \$1010 ;
-  reg [15:0] \$1011 ;
-  reg [15:0] \$1012 ;
-  reg [15:0] \$1013 ;
-  reg [15:0] \$1014 ;
-  reg [15:0] \$1015 ;
-  reg [15:0] \$1016 ;
-  reg [15:0] \$1017 ;
-  reg [15:0] \$1018 ;
-  reg [15:0] \$1019 ;
   wire \$102 ;
-  reg [15:0] \$1020 ;
-  reg [15:0] \$1021 ;
-  reg [15:0] \$1022 ;
   wire \$103 ;
   wire \$104 ;
   wire [15:0] \$105 ;
@@ -509,21 +486,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$530 ;
   wire \$531 ;
   wire \$532 ;
-  wire \$533 ;
-  reg [383:0] \$534 ;
-  wire [3:0] \$535 ;
-  wire \$536 ;
-  wire [3:0] \$537 ;
-  wire [4:0] \$538 ;
-  wire [3:0] \$539 ;
+  wire [16:0] \$533 ;
+  wire [16:0] \$534 ;
+  wire [16:0] \$535 ;
+  wire [16:0] \$536 ;
+  wire [16:0] \$537 ;
+  wire [16:0] \$538 ;
+  wire [16:0] \$539 ;
   wire \$54 ;
-  wire [4:0] \$540 ;
-  wire \$541 ;
-  wire [3:0] \$542 ;
-  wire [3:0] \$543 ;
-  wire [3:0] \$544 ;
-  wire [3:0] \$545 ;
-  wire [4:0] \$546 ;
+  wire [16:0] \$540 ;
+  wire [16:0] \$541 ;
+  wire [16:0] \$542 ;
+  wire [16:0] \$543 ;
+  wire [16:0] \$544 ;
+  wire [16:0] \$545 ;
+  wire [16:0] \$546 ;
   wire [16:0] \$547 ;
   wire [16:0] \$548 ;
   wire [16:0] \$549 ;
@@ -535,29 +512,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \$554 ;
   wire [16:0] \$555 ;
   wire [16:0] \$556 ;
-  wire [16:0] \$557 ;
-  wire [16:0] \$558 ;
-  wire [16:0] \$559 ;
+  wire \$557 ;
+  wire \$558 ;
+  wire \$559 ;
   wire [40:0] \$56 ;
-  wire [16:0] \$560 ;
-  wire [16:0] \$561 ;
-  wire [16:0] \$562 ;
-  wire [16:0] \$563 ;
-  wire [16:0] \$564 ;
-  wire [16:0] \$565 ;
-  wire [16:0] \$566 ;
-  wire [16:0] \$567 ;
-  wire [16:0] \$568 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire \$562 ;
+  wire \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire \$566 ;
+  wire \$567 ;
+  wire \$568 ;
   wire [16:0] \$569 ;
   wire \$57 ;
   wire [16:0] \$570 ;
-  wire \$571 ;
-  wire \$572 ;
-  wire \$573 ;
-  wire \$574 ;
-  wire \$575 ;
-  wire \$576 ;
-  wire \$577 ;
+  wire [16:0] \$571 ;
+  wire [16:0] \$572 ;
+  wire [16:0] \$573 ;
+  wire [16:0] \$574 ;
+  wire [16:0] \$575 ;
+  wire [16:0] \$576 ;
+  wire [16:0] \$577 ;
   wire \$578 ;
   wire \$579 ;
   wire \$58 ;
@@ -565,31 +542,31 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$581 ;
   wire \$582 ;
   wire \$583 ;
-  reg [143:0] \$584 ;
-  wire [3:0] \$585 ;
+  wire \$584 ;
+  wire \$585 ;
   wire \$586 ;
-  wire [3:0] \$587 ;
-  wire [4:0] \$588 ;
-  wire [3:0] \$589 ;
+  wire \$587 ;
+  wire \$588 ;
+  wire \$589 ;
   wire \$59 ;
-  wire [4:0] \$590 ;
+  wire \$590 ;
   wire \$591 ;
-  wire [3:0] \$592 ;
-  wire [3:0] \$593 ;
-  wire [3:0] \$594 ;
-  wire [3:0] \$595 ;
-  wire [4:0] \$596 ;
-  wire [16:0] \$597 ;
-  wire [16:0] \$598 ;
-  wire [16:0] \$599 ;
+  wire \$592 ;
+  wire \$593 ;
+  wire [6:0] \$594 ;
+  wire \$595 ;
+  wire \$596 ;
+  wire \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire [16:0] \$600 ;
-  wire [16:0] \$601 ;
-  wire [16:0] \$602 ;
-  wire [16:0] \$603 ;
-  wire [16:0] \$604 ;
-  wire [16:0] \$605 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire \$603 ;
+  wire \$604 ;
+  wire [6:0] \$605 ;
   wire \$606 ;
   wire \$607 ;
   wire \$608 ;
@@ -603,35 +580,35 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire \$618 ;
-  wire \$619 ;
+  wire [15:0] \$618 ;
+  wire [15:0] \$619 ;
   wire \$62 ;
   wire \$620 ;
   wire \$621 ;
-  wire [6:0] \$622 ;
-  wire \$623 ;
+  wire [15:0] \$622 ;
+  wire [15:0] \$623 ;
   wire \$624 ;
   wire \$625 ;
-  wire \$626 ;
-  wire \$627 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire \$63 ;
-  wire \$630 ;
-  wire \$631 ;
+  wire [15:0] \$630 ;
+  wire [15:0] \$631 ;
   wire \$632 ;
-  wire [6:0] \$633 ;
-  wire \$634 ;
-  wire \$635 ;
+  wire \$633 ;
+  wire [15:0] \$634 ;
+  wire [15:0] \$635 ;
   wire \$636 ;
   wire \$637 ;
-  wire \$638 ;
-  wire \$639 ;
+  wire [15:0] \$638 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
-  wire \$643 ;
+  wire [15:0] \$642 ;
+  wire [15:0] \$643 ;
   wire \$644 ;
   wire \$645 ;
   wire [15:0] \$646 ;
@@ -709,39 +686,39 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$710 ;
   wire [15:0] \$711 ;
   wire \$712 ;
-  wire \$713 ;
-  wire [15:0] \$714 ;
-  wire [15:0] \$715 ;
+  wire [3:0] \$713 ;
+  wire [4:0] \$714 ;
+  wire \$715 ;
   wire \$716 ;
-  wire \$717 ;
+  wire [15:0] \$717 ;
   wire [15:0] \$718 ;
-  wire [15:0] \$719 ;
+  wire \$719 ;
   wire \$72 ;
   wire \$720 ;
-  wire \$721 ;
+  wire [15:0] \$721 ;
   wire [15:0] \$722 ;
-  wire [15:0] \$723 ;
+  wire \$723 ;
   wire \$724 ;
-  wire \$725 ;
+  wire [15:0] \$725 ;
   wire [15:0] \$726 ;
-  wire [15:0] \$727 ;
+  wire \$727 ;
   wire \$728 ;
-  wire \$729 ;
+  wire [15:0] \$729 ;
   wire \$73 ;
   wire [15:0] \$730 ;
-  wire [15:0] \$731 ;
+  wire \$731 ;
   wire \$732 ;
-  wire \$733 ;
+  wire [15:0] \$733 ;
   wire [15:0] \$734 ;
-  wire [15:0] \$735 ;
+  wire \$735 ;
   wire \$736 ;
-  wire \$737 ;
+  wire [15:0] \$737 ;
   wire [15:0] \$738 ;
-  wire [15:0] \$739 ;
+  wire \$739 ;
   wire \$74 ;
   wire \$740 ;
-  wire [3:0] \$741 ;
-  wire [4:0] \$742 ;
+  wire [15:0] \$741 ;
+  wire [15:0] \$742 ;
   wire \$743 ;
   wire \$744 ;
   wire [15:0] \$745 ;
@@ -752,90 +729,90 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$75 ;
   wire [15:0] \$750 ;
   wire \$751 ;
-  wire \$752 ;
-  wire [15:0] \$753 ;
-  wire [15:0] \$754 ;
+  wire [3:0] \$752 ;
+  wire [4:0] \$753 ;
+  wire \$754 ;
   wire \$755 ;
   wire \$756 ;
-  wire [15:0] \$757 ;
-  wire [15:0] \$758 ;
-  wire \$759 ;
+  reg [15:0] \$757 ;
+  reg [15:0] \$758 ;
+  reg [15:0] \$759 ;
   wire \$76 ;
   wire \$760 ;
   wire [15:0] \$761 ;
-  wire [15:0] \$762 ;
-  wire \$763 ;
+  wire \$762 ;
+  wire [15:0] \$763 ;
   wire \$764 ;
   wire [15:0] \$765 ;
-  wire [15:0] \$766 ;
-  wire \$767 ;
+  wire \$766 ;
+  wire [15:0] \$767 ;
   wire \$768 ;
   wire [15:0] \$769 ;
   wire [15:0] \$77 ;
-  wire [15:0] \$770 ;
-  wire \$771 ;
+  wire \$770 ;
+  wire [15:0] \$771 ;
   wire \$772 ;
   wire [15:0] \$773 ;
-  wire [15:0] \$774 ;
-  wire \$775 ;
+  wire \$774 ;
+  wire [15:0] \$775 ;
   wire \$776 ;
   wire [15:0] \$777 ;
-  wire [15:0] \$778 ;
-  wire \$779 ;
+  wire \$778 ;
+  wire [15:0] \$779 ;
   wire [40:0] \$78 ;
-  wire [3:0] \$780 ;
-  wire [4:0] \$781 ;
+  wire \$780 ;
+  wire [15:0] \$781 ;
   wire \$782 ;
-  wire \$783 ;
+  wire [15:0] \$783 ;
   wire \$784 ;
-  reg [15:0] \$785 ;
-  reg [15:0] \$786 ;
-  reg [15:0] \$787 ;
+  wire [15:0] \$785 ;
+  wire \$786 ;
+  wire [15:0] \$787 ;
   wire \$788 ;
   wire [15:0] \$789 ;
   wire \$79 ;
   wire \$790 ;
   wire [15:0] \$791 ;
-  wire \$792 ;
-  wire [15:0] \$793 ;
-  wire \$794 ;
-  wire [15:0] \$795 ;
-  wire \$796 ;
-  wire [15:0] \$797 ;
-  wire \$798 ;
-  wire [15:0] \$799 ;
+  reg \$792 ;
+  reg \$793 ;
+  reg \$794 ;
+  reg \$795 ;
+  reg \$796 ;
+  reg \$797 ;
+  reg \$798 ;
+  reg \$799 ;
   wire \$8 ;
   wire \$80 ;
-  wire \$800 ;
-  wire [15:0] \$801 ;
-  wire \$802 ;
-  wire [15:0] \$803 ;
-  wire \$804 ;
-  wire [15:0] \$805 ;
-  wire \$806 ;
-  wire [15:0] \$807 ;
-  wire \$808 ;
-  wire [15:0] \$809 ;
+  reg [15:0] \$800 ;
+  reg [15:0] \$801 ;
+  reg [15:0] \$802 ;
+  reg [15:0] \$803 ;
+  reg [15:0] \$804 ;
+  reg [15:0] \$805 ;
+  reg [15:0] \$806 ;
+  reg [15:0] \$807 ;
+  reg [15:0] \$808 ;
+  reg [15:0] \$809 ;
   wire \$81 ;
-  wire \$810 ;
-  wire [15:0] \$811 ;
-  wire \$812 ;
-  wire [15:0] \$813 ;
-  wire \$814 ;
-  wire [15:0] \$815 ;
-  wire \$816 ;
-  wire [15:0] \$817 ;
-  wire \$818 ;
-  wire [15:0] \$819 ;
+  reg [15:0] \$810 ;
+  reg [15:0] \$811 ;
+  reg [15:0] \$812 ;
+  reg [15:0] \$813 ;
+  reg [15:0] \$814 ;
+  reg [15:0] \$815 ;
+  reg [15:0] \$816 ;
+  reg [15:0] \$817 ;
+  reg [15:0] \$818 ;
+  reg [15:0] \$819 ;
   wire \$82 ;
-  reg \$820 ;
-  reg \$821 ;
-  reg \$822 ;
-  reg \$823 ;
-  reg \$824 ;
-  reg \$825 ;
-  reg \$826 ;
-  reg \$827 ;
+  reg [15:0] \$820 ;
+  reg [15:0] \$821 ;
+  reg [15:0] \$822 ;
+  reg [15:0] \$823 ;
+  reg [2:0] \$824 ;
+  reg [15:0] \$825 ;
+  reg [15:0] \$826 ;
+  reg [15:0] \$827 ;
   reg [15:0] \$828 ;
   reg [15:0] \$829 ;
   wire \$83 ;
@@ -843,147 +820,147 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$831 ;
   reg [15:0] \$832 ;
   reg [15:0] \$833 ;
-  reg [15:0] \$834 ;
-  reg [15:0] \$835 ;
-  reg [15:0] \$836 ;
-  reg [15:0] \$837 ;
-  reg [15:0] \$838 ;
-  reg [15:0] \$839 ;
+  reg [2:0] \$834 ;
+  reg [4:0] \$835 ;
+  reg \$836 ;
+  reg [3:0] \$837 ;
+  reg \$838 ;
+  reg \$839 ;
   wire \$84 ;
   reg [15:0] \$840 ;
   reg [15:0] \$841 ;
   reg [15:0] \$842 ;
   reg [15:0] \$843 ;
-  reg [15:0] \$844 ;
-  reg [15:0] \$845 ;
-  reg [15:0] \$846 ;
+  reg [39:0] \$844 ;
+  reg [39:0] \$845 ;
+  reg [39:0] \$846 ;
   reg [15:0] \$847 ;
-  reg [15:0] \$848 ;
-  reg [15:0] \$849 ;
+  reg [39:0] \$848 ;
+  reg [39:0] \$849 ;
   wire \$85 ;
-  reg [15:0] \$850 ;
+  reg [39:0] \$850 ;
   reg [15:0] \$851 ;
-  reg [383:0] \$852 ;
-  reg [383:0] \$853 ;
-  reg [383:0] \$854 ;
-  reg [383:0] \$855 ;
-  reg [383:0] \$856 ;
-  reg [383:0] \$857 ;
-  reg [383:0] \$858 ;
-  reg [2:0] \$859 ;
+  reg [39:0] \$852 ;
+  reg [39:0] \$853 ;
+  reg [39:0] \$854 ;
+  reg [15:0] \$855 ;
+  reg [39:0] \$856 ;
+  reg [39:0] \$857 ;
+  reg [39:0] \$858 ;
+  reg [15:0] \$859 ;
   wire \$86 ;
-  reg [2:0] \$860 ;
-  reg [2:0] \$861 ;
-  reg [15:0] \$862 ;
+  reg [39:0] \$860 ;
+  reg [39:0] \$861 ;
+  reg [39:0] \$862 ;
   reg [15:0] \$863 ;
-  reg [15:0] \$864 ;
-  reg [15:0] \$865 ;
-  reg [15:0] \$866 ;
+  reg [39:0] \$864 ;
+  reg [39:0] \$865 ;
+  reg [39:0] \$866 ;
   reg [15:0] \$867 ;
-  reg [15:0] \$868 ;
-  reg [15:0] \$869 ;
+  reg [39:0] \$868 ;
+  reg [39:0] \$869 ;
   wire \$87 ;
-  reg [15:0] \$870 ;
-  reg [143:0] \$871 ;
-  reg [143:0] \$872 ;
-  reg [143:0] \$873 ;
-  reg [143:0] \$874 ;
-  reg [143:0] \$875 ;
-  reg [143:0] \$876 ;
-  reg [143:0] \$877 ;
-  reg [2:0] \$878 ;
-  reg [2:0] \$879 ;
+  reg [39:0] \$870 ;
+  reg [15:0] \$871 ;
+  reg [39:0] \$872 ;
+  reg [39:0] \$873 ;
+  reg [39:0] \$874 ;
+  reg [15:0] \$875 ;
+  reg [15:0] \$876 ;
+  reg [15:0] \$877 ;
+  reg [15:0] \$878 ;
+  reg [15:0] \$879 ;
   wire [15:0] \$88 ;
-  reg [2:0] \$880 ;
-  reg [4:0] \$881 ;
-  reg \$882 ;
-  reg [3:0] \$883 ;
-  reg \$884 ;
-  reg \$885 ;
-  reg [15:0] \$886 ;
-  reg [15:0] \$887 ;
-  reg [15:0] \$888 ;
-  reg [15:0] \$889 ;
+  reg [15:0] \$880 ;
+  reg [15:0] \$881 ;
+  reg [15:0] \$882 ;
+  reg [15:0] \$883 ;
+  reg [39:0] \$884 ;
+  reg [39:0] \$885 ;
+  reg [39:0] \$886 ;
+  reg [39:0] \$887 ;
+  reg [39:0] \$888 ;
+  reg [39:0] \$889 ;
   wire [40:0] \$89 ;
   reg [39:0] \$890 ;
   reg [39:0] \$891 ;
   reg [39:0] \$892 ;
   reg [15:0] \$893 ;
-  reg [39:0] \$894 ;
-  reg [39:0] \$895 ;
-  reg [39:0] \$896 ;
+  reg [15:0] \$894 ;
+  reg [15:0] \$895 ;
+  reg [15:0] \$896 ;
   reg [15:0] \$897 ;
-  reg [39:0] \$898 ;
-  reg [39:0] \$899 ;
+  reg [15:0] \$898 ;
+  reg [15:0] \$899 ;
   wire \$9 ;
   wire [40:0] \$90 ;
-  reg [39:0] \$900 ;
+  reg [15:0] \$900 ;
   reg [15:0] \$901 ;
-  reg [39:0] \$902 ;
-  reg [39:0] \$903 ;
-  reg [39:0] \$904 ;
+  reg [15:0] \$902 ;
+  reg [15:0] \$903 ;
+  reg [15:0] \$904 ;
   reg [15:0] \$905 ;
-  reg [39:0] \$906 ;
-  reg [39:0] \$907 ;
-  reg [39:0] \$908 ;
+  reg [15:0] \$906 ;
+  reg [15:0] \$907 ;
+  reg [15:0] \$908 ;
   reg [15:0] \$909 ;
   wire [41:0] \$91 ;
-  reg [39:0] \$910 ;
-  reg [39:0] \$911 ;
-  reg [39:0] \$912 ;
+  reg [15:0] \$910 ;
+  reg [15:0] \$911 ;
+  reg [15:0] \$912 ;
   reg [15:0] \$913 ;
-  reg [39:0] \$914 ;
-  reg [39:0] \$915 ;
-  reg [39:0] \$916 ;
+  reg [15:0] \$914 ;
+  reg [15:0] \$915 ;
+  reg [15:0] \$916 ;
   reg [15:0] \$917 ;
-  reg [39:0] \$918 ;
-  reg [39:0] \$919 ;
+  reg [15:0] \$918 ;
+  reg [15:0] \$919 ;
   wire [40:0] \$92 ;
-  reg [39:0] \$920 ;
+  reg [15:0] \$920 ;
   reg [15:0] \$921 ;
   reg [15:0] \$922 ;
   reg [15:0] \$923 ;
   reg [15:0] \$924 ;
-  reg [15:0] \$925 ;
+  reg [39:0] \$925 ;
   reg [15:0] \$926 ;
   reg [15:0] \$927 ;
   reg [15:0] \$928 ;
   reg [15:0] \$929 ;
   wire [40:0] \$93 ;
   reg [39:0] \$930 ;
-  reg [39:0] \$931 ;
-  reg [39:0] \$932 ;
-  reg [39:0] \$933 ;
-  reg [39:0] \$934 ;
+  reg [15:0] \$931 ;
+  reg [15:0] \$932 ;
+  reg [15:0] \$933 ;
+  reg [15:0] \$934 ;
   reg [39:0] \$935 ;
-  reg [39:0] \$936 ;
-  reg [39:0] \$937 ;
-  reg [39:0] \$938 ;
+  reg [15:0] \$936 ;
+  reg [15:0] \$937 ;
+  reg [15:0] \$938 ;
   reg [15:0] \$939 ;
   wire [41:0] \$94 ;
-  reg [15:0] \$940 ;
+  reg [39:0] \$940 ;
   reg [15:0] \$941 ;
   reg [15:0] \$942 ;
   reg [15:0] \$943 ;
   reg [15:0] \$944 ;
-  reg [15:0] \$945 ;
+  reg [39:0] \$945 ;
   reg [15:0] \$946 ;
   reg [15:0] \$947 ;
   reg [15:0] \$948 ;
   reg [15:0] \$949 ;
   wire [42:0] \$95 ;
-  reg [15:0] \$950 ;
+  reg [39:0] \$950 ;
   reg [15:0] \$951 ;
   reg [15:0] \$952 ;
   reg [15:0] \$953 ;
   reg [15:0] \$954 ;
-  reg [15:0] \$955 ;
+  reg [39:0] \$955 ;
   reg [15:0] \$956 ;
   reg [15:0] \$957 ;
   reg [15:0] \$958 ;
   reg [15:0] \$959 ;
   wire \$96 ;
-  reg [15:0] \$960 ;
+  reg [39:0] \$960 ;
   reg [15:0] \$961 ;
   reg [15:0] \$962 ;
   reg [15:0] \$963 ;
@@ -995,37 +972,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$969 ;
   wire \$97 ;
   reg [15:0] \$970 ;
-  reg [39:0] \$971 ;
+  reg [15:0] \$971 ;
   reg [15:0] \$972 ;
   reg [15:0] \$973 ;
   reg [15:0] \$974 ;
   reg [15:0] \$975 ;
-  reg [39:0] \$976 ;
-  reg [15:0] \$977 ;
-  reg [15:0] \$978 ;
-  reg [15:0] \$979 ;
+  reg [15:0] \$976 ;
   wire \$98 ;
-  reg [15:0] \$980 ;
-  reg [39:0] \$981 ;
-  reg [15:0] \$982 ;
-  reg [15:0] \$983 ;
-  reg [15:0] \$984 ;
-  reg [15:0] \$985 ;
-  reg [39:0] \$986 ;
-  reg [15:0] \$987 ;
-  reg [15:0] \$988 ;
-  reg [15:0] \$989 ;
   wire \$99 ;
-  reg [15:0] \$990 ;
-  reg [39:0] \$991 ;
-  reg [15:0] \$992 ;
-  reg [15:0] \$993 ;
-  reg [15:0] \$994 ;
-  reg [15:0] \$995 ;
-  reg [39:0] \$996 ;
-  reg [15:0] \$997 ;
-  reg [15:0] \$998 ;
-  reg [15:0] \$999 ;
   wire accept;
   wire busy;
   input clk;
@@ -1105,7 +1059,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_bias5_s2 = 40'h0000000000;
   reg [39:0] l0_bias6_s2 = 40'h0000000000;
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
-  wire [383:0] l0_commit_src;
   reg [15:0] l0_err0_s8 = 16'h0000;
   reg [15:0] l0_err1_s8 = 16'h0000;
   reg [15:0] l0_err2_s8 = 16'h0000;
@@ -1114,10 +1067,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_err5_s8 = 16'h0000;
   reg [15:0] l0_err6_s8 = 16'h0000;
   reg [15:0] l0_err7_s8 = 16'h0000;
-  reg [2:0] l0_fill = 3'h0;
-  wire [2:0] l0_fill_next;
-  reg [2:0] l0_head = 3'h0;
-  wire [2:0] l0_head_next;
   reg [15:0] l0_out0_s3 = 16'h0000;
   reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
@@ -1159,13 +1108,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out7_s6 = 16'h0000;
   reg [15:0] l0_out7_s7 = 16'h0000;
   reg [2:0] l0_pending = 3'h0;
-  reg [383:0] l0_pending0 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [383:0] l0_pending1 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [383:0] l0_pending2 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [383:0] l0_pending3 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [383:0] l0_pending4 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [383:0] l0_pending5 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [383:0] l0_pending6 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [15:0] l0_port_data;
   wire [4:0] l0_port_local;
   wire l0_port_rd;
@@ -1187,7 +1129,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod7_1_s2 = 40'h0000000000;
   reg [4:0] l0_rd_sel = 5'h00;
-  wire [2:0] l0_tail;
   reg [15:0] l0_w_0_0 = 16'h055e;
   reg [15:0] l0_w_0_1 = 16'hf6fa;
   reg [15:0] l0_w_1_0 = 16'hee03;
@@ -1222,21 +1163,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] l1_bprod6_0_s7;
   (* init = 40'h0000000000 *)
   wire [39:0] l1_bprod7_0_s7;
-  wire [143:0] l1_commit_src;
-  reg [2:0] l1_fill = 3'h0;
-  wire [2:0] l1_fill_next;
-  reg [2:0] l1_head = 3'h0;
-  wire [2:0] l1_head_next;
   (* init = 16'h0000 *)
   wire [15:0] l1_out0_s5;
   reg [2:0] l1_pending = 3'h0;
-  reg [143:0] l1_pending0 = 144'h000000000000000000000000000000000000;
-  reg [143:0] l1_pending1 = 144'h000000000000000000000000000000000000;
-  reg [143:0] l1_pending2 = 144'h000000000000000000000000000000000000;
-  reg [143:0] l1_pending3 = 144'h000000000000000000000000000000000000;
-  reg [143:0] l1_pending4 = 144'h000000000000000000000000000000000000;
-  reg [143:0] l1_pending5 = 144'h000000000000000000000000000000000000;
-  reg [143:0] l1_pending6 = 144'h000000000000000000000000000000000000;
   wire [15:0] l1_port_data;
   wire [3:0] l1_port_local;
   wire l1_port_rd;
@@ -1250,7 +1179,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l1_prod0_6_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
   reg [3:0] l1_rd_sel = 4'h0;
-  wire [2:0] l1_tail;
   reg [15:0] l1_w_0_0 = 16'h071e;
   reg [15:0] l1_w_0_1 = 16'h00d0;
   reg [15:0] l1_w_0_2 = 16'hfc13;
@@ -1283,6 +1211,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l1_wread_0_7_s4 = 16'h0000;
   reg [15:0] l1_wread_0_7_s5 = 16'h0000;
   reg [15:0] l1_wread_0_7_s6 = 16'h0000;
+  wire [2:0] level;
+  wire [2:0] \level$490 ;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
   input m__ready;
@@ -1295,8 +1225,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire pop_l0;
-  wire pop_l1;
   wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
@@ -1304,8 +1232,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  wire push_l0;
-  wire push_l1;
+  wire [383:0] r_data;
+  wire [143:0] \r_data$496 ;
+  wire r_en;
+  wire \r_en$494 ;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   (* init = 16'h0000 *)
@@ -1552,6 +1482,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \t$443 ;
   wire [39:0] \t$45 ;
   wire [41:0] \t$46 ;
+  reg [16:0] \t$462 ;
+  reg [16:0] \t$464 ;
+  reg [16:0] \t$465 ;
+  reg [16:0] \t$466 ;
+  reg [16:0] \t$467 ;
+  reg [16:0] \t$468 ;
+  reg [16:0] \t$469 ;
+  reg [16:0] \t$470 ;
+  reg [16:0] \t$471 ;
+  reg [16:0] \t$472 ;
   reg [16:0] \t$473 ;
   reg [16:0] \t$474 ;
   reg [16:0] \t$475 ;
@@ -1566,27 +1506,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$484 ;
   reg [16:0] \t$485 ;
   reg [16:0] \t$486 ;
-  reg [16:0] \t$487 ;
-  reg [16:0] \t$488 ;
-  reg [16:0] \t$489 ;
-  reg [16:0] \t$490 ;
-  reg [16:0] \t$491 ;
-  reg [16:0] \t$492 ;
-  reg [16:0] \t$493 ;
-  reg [16:0] \t$494 ;
   reg [16:0] \t$495 ;
-  reg [16:0] \t$496 ;
+  reg [16:0] \t$497 ;
+  reg [16:0] \t$498 ;
+  reg [16:0] \t$499 ;
   wire [39:0] \t$50 ;
-  reg [16:0] \t$516 ;
-  reg [16:0] \t$517 ;
-  reg [16:0] \t$518 ;
-  reg [16:0] \t$519 ;
+  reg [16:0] \t$500 ;
+  reg [16:0] \t$501 ;
+  reg [16:0] \t$502 ;
+  reg [16:0] \t$503 ;
+  reg [16:0] \t$504 ;
   wire [40:0] \t$52 ;
-  reg [16:0] \t$520 ;
-  reg [16:0] \t$521 ;
-  reg [16:0] \t$522 ;
-  reg [16:0] \t$523 ;
-  reg [16:0] \t$524 ;
   wire [15:0] \t$53 ;
   wire [30:0] \t$54 ;
   wire [39:0] \t$56 ;
@@ -1627,6 +1557,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
+  wire [383:0] w_data;
+  wire [143:0] \w_data$493 ;
+  wire w_en;
+  wire \w_en$492 ;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
@@ -1648,23 +1582,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
-  assign \t$17  = $signed(l0_w_0_0) * $signed(x0_s1);
-  assign \t$22  = $signed(l0_w_0_1) * $signed(x1_s1);
-  assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
-  assign \t$27  = $signed(\$1 ) + $signed(l0_prod0_1_s2);
-  assign \$2  = ! \t$27 [12:0];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = \t$27 [13] & \$3 ;
-  assign \$5  = ! \t$27 [12:0];
-  assign \$6  = \t$27 [13] & \$5 ;
-  assign \$7  = \$6  & floor[0];
-  assign \$8  = \$4  | \$7 ;
-  assign \t$33  = $signed(floor) + $signed({ 1'h0, \$8  });
-  assign \$9  = $signed(\t$33 ) < $signed(16'h8000);
-  assign \$10  = $signed(\t$33 ) > $signed(16'h7fff);
-  assign \$11  = \$10  ? 16'h7fff : \t$33 [15:0];
-  assign \t$34  = \$9  ? 16'h8000 : \$11 ;
-  assign \t$38  = $signed(l0_w_1_0) * $signed(x0_s1);
   assign \t$42  = $signed(l0_w_1_1) * $signed(x1_s1);
   assign \$12  = $signed(l0_bias1_s2) + $signed(l0_prod1_0_s2);
   assign \t$46  = $signed(\$12 ) + $signed(l0_prod1_1_s2);
@@ -2342,829 +2259,791 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign commit_on_read_l0 = \$521  & \$522 ;
   assign \$523  = ~ busy;
   assign \$524  = pc__valid & \$523 ;
-  assign \$525  = ! l0_fill;
+  assign \$525  = ! level;
   assign \$526  = ~ \$525 ;
   assign flush_l0 = \$524  & \$526 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
   assign \$527  = en & valid_s8;
-  assign \$528  = ! l0_fill;
+  assign \$528  = ! level;
   assign \$529  = commit_on_read_l0 & \$528 ;
   assign \$530  = ~ \$529 ;
-  assign push_l0 = \$527  & \$530 ;
-  assign \$531  = ! l0_fill;
+  assign w_en = \$527  & \$530 ;
+  assign \$531  = ! level;
   assign \$532  = ~ \$531 ;
-  assign pop_l0 = commit_l0 & \$532 ;
-  assign \$533  = ! l0_fill;
-  assign l0_commit_src = \$533  ? { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  } : \$534 ;
-  assign \$535  = l0_head + l0_fill;
-  assign \$536  = \$535  >= 3'h7;
-  assign \$537  = l0_head + l0_fill;
-  assign \$538  = \$537  - 3'h7;
-  assign \$539  = l0_head + l0_fill;
-  assign \$540  = \$536  ? \$538  : { 1'h0, \$539  };
-  assign \$541  = l0_head == 3'h6;
-  assign \$542  = l0_head + 1'h1;
-  assign \$543  = \$541  ? 4'h0 : \$542 ;
-  assign \$544  = pop_l0 ? \$543  : { 1'h0, l0_head };
-  assign \$545  = l0_fill + push_l0;
-  assign \$546  = \$545  - pop_l0;
-  assign \$547  = $signed(l0_w_0_0) - $signed(l0_commit_src[15:0]);
-  assign \$548  = $signed(l0_w_0_1) - $signed(l0_commit_src[31:16]);
-  assign \$549  = $signed(l0_w_1_0) - $signed(l0_commit_src[47:32]);
-  assign \$550  = $signed(l0_w_1_1) - $signed(l0_commit_src[63:48]);
-  assign \$551  = $signed(l0_w_2_0) - $signed(l0_commit_src[79:64]);
-  assign \$552  = $signed(l0_w_2_1) - $signed(l0_commit_src[95:80]);
-  assign \$553  = $signed(l0_w_3_0) - $signed(l0_commit_src[111:96]);
-  assign \$554  = $signed(l0_w_3_1) - $signed(l0_commit_src[127:112]);
-  assign \$555  = $signed(l0_w_4_0) - $signed(l0_commit_src[143:128]);
-  assign \$556  = $signed(l0_w_4_1) - $signed(l0_commit_src[159:144]);
-  assign \$557  = $signed(l0_w_5_0) - $signed(l0_commit_src[175:160]);
-  assign \$558  = $signed(l0_w_5_1) - $signed(l0_commit_src[191:176]);
-  assign \$559  = $signed(l0_w_6_0) - $signed(l0_commit_src[207:192]);
-  assign \$560  = $signed(l0_w_6_1) - $signed(l0_commit_src[223:208]);
-  assign \$561  = $signed(l0_w_7_0) - $signed(l0_commit_src[239:224]);
-  assign \$562  = $signed(l0_w_7_1) - $signed(l0_commit_src[255:240]);
-  assign \$563  = $signed(l0_b_0) - $signed(l0_commit_src[271:256]);
-  assign \$564  = $signed(l0_b_1) - $signed(l0_commit_src[287:272]);
-  assign \$565  = $signed(l0_b_2) - $signed(l0_commit_src[303:288]);
-  assign \$566  = $signed(l0_b_3) - $signed(l0_commit_src[319:304]);
-  assign \$567  = $signed(l0_b_4) - $signed(l0_commit_src[335:320]);
-  assign \$568  = $signed(l0_b_5) - $signed(l0_commit_src[351:336]);
-  assign \$569  = $signed(l0_b_6) - $signed(l0_commit_src[367:352]);
-  assign \$570  = $signed(l0_b_7) - $signed(l0_commit_src[383:368]);
-  assign \$571  = en & valid_s3;
-  assign \$572  = l1_pending == 3'h7;
-  assign commit_on_read_l1 = \$571  & \$572 ;
-  assign \$573  = ~ busy;
-  assign \$574  = pc__valid & \$573 ;
-  assign \$575  = ! l1_fill;
-  assign \$576  = ~ \$575 ;
-  assign flush_l1 = \$574  & \$576 ;
+  assign r_en = commit_l0 & \$532 ;
+  assign \$533  = $signed(l0_w_0_0) - $signed(r_data[15:0]);
+  assign \$534  = $signed(l0_w_0_1) - $signed(r_data[31:16]);
+  assign \$535  = $signed(l0_w_1_0) - $signed(r_data[47:32]);
+  assign \$536  = $signed(l0_w_1_1) - $signed(r_data[63:48]);
+  assign \$537  = $signed(l0_w_2_0) - $signed(r_data[79:64]);
+  assign \$538  = $signed(l0_w_2_1) - $signed(r_data[95:80]);
+  assign \$539  = $signed(l0_w_3_0) - $signed(r_data[111:96]);
+  assign \$540  = $signed(l0_w_3_1) - $signed(r_data[127:112]);
+  assign \$541  = $signed(l0_w_4_0) - $signed(r_data[143:128]);
+  assign \$542  = $signed(l0_w_4_1) - $signed(r_data[159:144]);
+  assign \$543  = $signed(l0_w_5_0) - $signed(r_data[175:160]);
+  assign \$544  = $signed(l0_w_5_1) - $signed(r_data[191:176]);
+  assign \$545  = $signed(l0_w_6_0) - $signed(r_data[207:192]);
+  assign \$546  = $signed(l0_w_6_1) - $signed(r_data[223:208]);
+  assign \$547  = $signed(l0_w_7_0) - $signed(r_data[239:224]);
+  assign \$548  = $signed(l0_w_7_1) - $signed(r_data[255:240]);
+  assign \$549  = $signed(l0_b_0) - $signed(r_data[271:256]);
+  assign \$550  = $signed(l0_b_1) - $signed(r_data[287:272]);
+  assign \$551  = $signed(l0_b_2) - $signed(r_data[303:288]);
+  assign \$552  = $signed(l0_b_3) - $signed(r_data[319:304]);
+  assign \$553  = $signed(l0_b_4) - $signed(r_data[335:320]);
+  assign \$554  = $signed(l0_b_5) - $signed(r_data[351:336]);
+  assign \$555  = $signed(l0_b_6) - $signed(r_data[367:352]);
+  assign \$556  = $signed(l0_b_7) - $signed(r_data[383:368]);
+  assign \$557  = en & valid_s3;
+  assign \$558  = l1_pending == 3'h7;
+  assign commit_on_read_l1 = \$557  & \$558 ;
+  assign \$559  = ~ busy;
+  assign \$560  = pc__valid & \$559 ;
+  assign \$561  = ! \level$490 ;
+  assign \$562  = ~ \$561 ;
+  assign flush_l1 = \$560  & \$562 ;
   assign commit_l1 = commit_on_read_l1 | flush_l1;
-  assign \$577  = en & valid_s6;
-  assign \$578  = ! l1_fill;
-  assign \$579  = commit_on_read_l1 & \$578 ;
-  assign \$580  = ~ \$579 ;
-  assign push_l1 = \$577  & \$580 ;
-  assign \$581  = ! l1_fill;
-  assign \$582  = ~ \$581 ;
-  assign pop_l1 = commit_l1 & \$582 ;
-  assign \$583  = ! l1_fill;
-  assign l1_commit_src = \$583  ? { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  } : \$584 ;
-  assign \$585  = l1_head + l1_fill;
-  assign \$586  = \$585  >= 3'h7;
-  assign \$587  = l1_head + l1_fill;
-  assign \$588  = \$587  - 3'h7;
-  assign \$589  = l1_head + l1_fill;
-  assign \$590  = \$586  ? \$588  : { 1'h0, \$589  };
-  assign \$591  = l1_head == 3'h6;
-  assign \$592  = l1_head + 1'h1;
-  assign \$593  = \$591  ? 4'h0 : \$592 ;
-  assign \$594  = pop_l1 ? \$593  : { 1'h0, l1_head };
-  assign \$595  = l1_fill + push_l1;
-  assign \$596  = \$595  - pop_l1;
-  assign \$597  = $signed(l1_w_0_0) - $signed(l1_commit_src[15:0]);
-  assign \$598  = $signed(l1_w_0_1) - $signed(l1_commit_src[31:16]);
-  assign \$599  = $signed(l1_w_0_2) - $signed(l1_commit_src[47:32]);
-  assign \$600  = $signed(l1_w_0_3) - $signed(l1_commit_src[63:48]);
-  assign \$601  = $signed(l1_w_0_4) - $signed(l1_commit_src[79:64]);
-  assign \$602  = $signed(l1_w_0_5) - $signed(l1_commit_src[95:80]);
-  assign \$603  = $signed(l1_w_0_6) - $signed(l1_commit_src[111:96]);
-  assign \$604  = $signed(l1_w_0_7) - $signed(l1_commit_src[127:112]);
-  assign \$605  = $signed(l1_b_0) - $signed(l1_commit_src[143:128]);
-  assign \$606  = ~ pc__valid;
-  assign \$607  = en & \$606 ;
+  assign \$563  = en & valid_s6;
+  assign \$564  = ! \level$490 ;
+  assign \$565  = commit_on_read_l1 & \$564 ;
+  assign \$566  = ~ \$565 ;
+  assign \w_en$492  = \$563  & \$566 ;
+  assign \$567  = ! \level$490 ;
+  assign \$568  = ~ \$567 ;
+  assign \r_en$494  = commit_l1 & \$568 ;
+  assign \$569  = $signed(l1_w_0_0) - $signed(\r_data$496 [15:0]);
+  assign \$570  = $signed(l1_w_0_1) - $signed(\r_data$496 [31:16]);
+  assign \$571  = $signed(l1_w_0_2) - $signed(\r_data$496 [47:32]);
+  assign \$572  = $signed(l1_w_0_3) - $signed(\r_data$496 [63:48]);
+  assign \$573  = $signed(l1_w_0_4) - $signed(\r_data$496 [79:64]);
+  assign \$574  = $signed(l1_w_0_5) - $signed(\r_data$496 [95:80]);
+  assign \$575  = $signed(l1_w_0_6) - $signed(\r_data$496 [111:96]);
+  assign \$576  = $signed(l1_w_0_7) - $signed(\r_data$496 [127:112]);
+  assign \$577  = $signed(l1_b_0) - $signed(\r_data$496 [143:128]);
+  assign \$578  = ~ pc__valid;
+  assign \$579  = en & \$578 ;
   assign accept = s__valid & s__ready;
-  assign \$610  = ~ busy;
-  assign \$611  = ! l0_fill;
-  assign \$612  = \$610  & \$611 ;
-  assign \$613  = ! l1_fill;
-  assign \$614  = \$612  & \$613 ;
-  assign \$615  = pc__valid & \$614 ;
-  assign \$618  = ~ read_wait;
-  assign \$619  = \$617  & \$618 ;
-  assign \$620  = ~ pr__valid;
-  assign \$621  = \$620  | pr__ready;
-  assign pc__ready = \$619  & \$621 ;
-  assign \$622  = port_addr - 1'h0;
-  assign \$623  = port_addr >= 1'h0;
-  assign \$624  = port_addr < 5'h18;
-  assign \$625  = \$623  & \$624 ;
-  assign \$626  = pc__ready & pc__payload[22];
-  assign l0_port_wr = \$625  & \$627 ;
-  assign \$628  = port_addr >= 1'h0;
-  assign \$629  = port_addr < 5'h18;
-  assign \$630  = \$628  & \$629 ;
-  assign \$631  = \$630  & pc__ready;
-  assign \$632  = ~ pc__payload[22];
-  assign l0_port_rd = \$631  & \$632 ;
-  assign \$633  = port_addr - 5'h18;
-  assign \$634  = port_addr >= 5'h18;
-  assign \$635  = port_addr < 6'h21;
-  assign \$636  = \$634  & \$635 ;
-  assign \$637  = pc__ready & pc__payload[22];
-  assign l1_port_wr = \$636  & \$638 ;
-  assign \$639  = port_addr >= 5'h18;
-  assign \$640  = port_addr < 6'h21;
-  assign \$641  = \$639  & \$640 ;
-  assign \$642  = \$641  & pc__ready;
-  assign \$643  = ~ pc__payload[22];
-  assign l1_port_rd = \$642  & \$643 ;
-  assign \$644  = $signed(\t$473 ) < $signed(16'h8000);
-  assign \$645  = $signed(\t$473 ) > $signed(16'h7fff);
-  assign \$646  = \$645  ? 16'h7fff : \t$473 [15:0];
+  assign \$582  = ~ busy;
+  assign \$583  = ! level;
+  assign \$584  = \$582  & \$583 ;
+  assign \$585  = ! \level$490 ;
+  assign \$586  = \$584  & \$585 ;
+  assign \$587  = pc__valid & \$586 ;
+  assign \$590  = ~ read_wait;
+  assign \$591  = \$589  & \$590 ;
+  assign \$592  = ~ pr__valid;
+  assign \$593  = \$592  | pr__ready;
+  assign pc__ready = \$591  & \$593 ;
+  assign \$594  = port_addr - 1'h0;
+  assign \$595  = port_addr >= 1'h0;
+  assign \$596  = port_addr < 5'h18;
+  assign \$597  = \$595  & \$596 ;
+  assign \$598  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$597  & \$599 ;
+  assign \$600  = port_addr >= 1'h0;
+  assign \$601  = port_addr < 5'h18;
+  assign \$602  = \$600  & \$601 ;
+  assign \$603  = \$602  & pc__ready;
+  assign \$604  = ~ pc__payload[22];
+  assign l0_port_rd = \$603  & \$604 ;
+  assign \$605  = port_addr - 5'h18;
+  assign \$606  = port_addr >= 5'h18;
+  assign \$607  = port_addr < 6'h21;
+  assign \$608  = \$606  & \$607 ;
+  assign \$609  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$608  & \$610 ;
+  assign \$611  = port_addr >= 5'h18;
+  assign \$612  = port_addr < 6'h21;
+  assign \$613  = \$611  & \$612 ;
+  assign \$614  = \$613  & pc__ready;
+  assign \$615  = ~ pc__payload[22];
+  assign l1_port_rd = \$614  & \$615 ;
+  assign \$616  = $signed(\t$462 ) < $signed(16'h8000);
+  assign \$617  = $signed(\t$462 ) > $signed(16'h7fff);
+  assign \$618  = \$617  ? 16'h7fff : \t$462 [15:0];
+  assign \$619  = \$616  ? 16'h8000 : \$618 ;
+  assign \$620  = $signed(\t$464 ) < $signed(16'h8000);
+  assign \$621  = $signed(\t$464 ) > $signed(16'h7fff);
+  assign \$622  = \$621  ? 16'h7fff : \t$464 [15:0];
+  assign \$623  = \$620  ? 16'h8000 : \$622 ;
+  assign \$624  = $signed(\t$465 ) < $signed(16'h8000);
+  assign \$625  = $signed(\t$465 ) > $signed(16'h7fff);
+  assign \$626  = \$625  ? 16'h7fff : \t$465 [15:0];
+  assign \$627  = \$624  ? 16'h8000 : \$626 ;
+  assign \$628  = $signed(\t$466 ) < $signed(16'h8000);
+  assign \$629  = $signed(\t$466 ) > $signed(16'h7fff);
+  assign \$630  = \$629  ? 16'h7fff : \t$466 [15:0];
+  assign \$631  = \$628  ? 16'h8000 : \$630 ;
+  assign \$632  = $signed(\t$467 ) < $signed(16'h8000);
+  assign \$633  = $signed(\t$467 ) > $signed(16'h7fff);
+  assign \$634  = \$633  ? 16'h7fff : \t$467 [15:0];
+  assign \$635  = \$632  ? 16'h8000 : \$634 ;
+  assign \$636  = $signed(\t$468 ) < $signed(16'h8000);
+  assign \$637  = $signed(\t$468 ) > $signed(16'h7fff);
+  assign \$638  = \$637  ? 16'h7fff : \t$468 [15:0];
+  assign \$639  = \$636  ? 16'h8000 : \$638 ;
+  assign \$640  = $signed(\t$469 ) < $signed(16'h8000);
+  assign \$641  = $signed(\t$469 ) > $signed(16'h7fff);
+  assign \$642  = \$641  ? 16'h7fff : \t$469 [15:0];
+  assign \$643  = \$640  ? 16'h8000 : \$642 ;
+  assign \$644  = $signed(\t$470 ) < $signed(16'h8000);
+  assign \$645  = $signed(\t$470 ) > $signed(16'h7fff);
+  assign \$646  = \$645  ? 16'h7fff : \t$470 [15:0];
   assign \$647  = \$644  ? 16'h8000 : \$646 ;
-  assign \$648  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$649  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$650  = \$649  ? 16'h7fff : \t$474 [15:0];
+  assign \$648  = $signed(\t$471 ) < $signed(16'h8000);
+  assign \$649  = $signed(\t$471 ) > $signed(16'h7fff);
+  assign \$650  = \$649  ? 16'h7fff : \t$471 [15:0];
   assign \$651  = \$648  ? 16'h8000 : \$650 ;
-  assign \$652  = $signed(\t$475 ) < $signed(16'h8000);
-  assign \$653  = $signed(\t$475 ) > $signed(16'h7fff);
-  assign \$654  = \$653  ? 16'h7fff : \t$475 [15:0];
+  assign \$652  = $signed(\t$472 ) < $signed(16'h8000);
+  assign \$653  = $signed(\t$472 ) > $signed(16'h7fff);
+  assign \$654  = \$653  ? 16'h7fff : \t$472 [15:0];
   assign \$655  = \$652  ? 16'h8000 : \$654 ;
-  assign \$656  = $signed(\t$476 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$476 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$476 [15:0];
+  assign \$656  = $signed(\t$473 ) < $signed(16'h8000);
+  assign \$657  = $signed(\t$473 ) > $signed(16'h7fff);
+  assign \$658  = \$657  ? 16'h7fff : \t$473 [15:0];
   assign \$659  = \$656  ? 16'h8000 : \$658 ;
-  assign \$660  = $signed(\t$477 ) < $signed(16'h8000);
-  assign \$661  = $signed(\t$477 ) > $signed(16'h7fff);
-  assign \$662  = \$661  ? 16'h7fff : \t$477 [15:0];
+  assign \$660  = $signed(\t$474 ) < $signed(16'h8000);
+  assign \$661  = $signed(\t$474 ) > $signed(16'h7fff);
+  assign \$662  = \$661  ? 16'h7fff : \t$474 [15:0];
   assign \$663  = \$660  ? 16'h8000 : \$662 ;
-  assign \$664  = $signed(\t$478 ) < $signed(16'h8000);
-  assign \$665  = $signed(\t$478 ) > $signed(16'h7fff);
-  assign \$666  = \$665  ? 16'h7fff : \t$478 [15:0];
+  assign \$664  = $signed(\t$475 ) < $signed(16'h8000);
+  assign \$665  = $signed(\t$475 ) > $signed(16'h7fff);
+  assign \$666  = \$665  ? 16'h7fff : \t$475 [15:0];
   assign \$667  = \$664  ? 16'h8000 : \$666 ;
-  assign \$668  = $signed(\t$479 ) < $signed(16'h8000);
-  assign \$669  = $signed(\t$479 ) > $signed(16'h7fff);
-  assign \$670  = \$669  ? 16'h7fff : \t$479 [15:0];
+  assign \$668  = $signed(\t$476 ) < $signed(16'h8000);
+  assign \$669  = $signed(\t$476 ) > $signed(16'h7fff);
+  assign \$670  = \$669  ? 16'h7fff : \t$476 [15:0];
   assign \$671  = \$668  ? 16'h8000 : \$670 ;
-  assign \$672  = $signed(\t$480 ) < $signed(16'h8000);
-  assign \$673  = $signed(\t$480 ) > $signed(16'h7fff);
-  assign \$674  = \$673  ? 16'h7fff : \t$480 [15:0];
+  assign \$672  = $signed(\t$477 ) < $signed(16'h8000);
+  assign \$673  = $signed(\t$477 ) > $signed(16'h7fff);
+  assign \$674  = \$673  ? 16'h7fff : \t$477 [15:0];
   assign \$675  = \$672  ? 16'h8000 : \$674 ;
-  assign \$676  = $signed(\t$481 ) < $signed(16'h8000);
-  assign \$677  = $signed(\t$481 ) > $signed(16'h7fff);
-  assign \$678  = \$677  ? 16'h7fff : \t$481 [15:0];
+  assign \$676  = $signed(\t$478 ) < $signed(16'h8000);
+  assign \$677  = $signed(\t$478 ) > $signed(16'h7fff);
+  assign \$678  = \$677  ? 16'h7fff : \t$478 [15:0];
   assign \$679  = \$676  ? 16'h8000 : \$678 ;
-  assign \$680  = $signed(\t$482 ) < $signed(16'h8000);
-  assign \$681  = $signed(\t$482 ) > $signed(16'h7fff);
-  assign \$682  = \$681  ? 16'h7fff : \t$482 [15:0];
+  assign \$680  = $signed(\t$479 ) < $signed(16'h8000);
+  assign \$681  = $signed(\t$479 ) > $signed(16'h7fff);
+  assign \$682  = \$681  ? 16'h7fff : \t$479 [15:0];
   assign \$683  = \$680  ? 16'h8000 : \$682 ;
-  assign \$684  = $signed(\t$483 ) < $signed(16'h8000);
-  assign \$685  = $signed(\t$483 ) > $signed(16'h7fff);
-  assign \$686  = \$685  ? 16'h7fff : \t$483 [15:0];
+  assign \$684  = $signed(\t$480 ) < $signed(16'h8000);
+  assign \$685  = $signed(\t$480 ) > $signed(16'h7fff);
+  assign \$686  = \$685  ? 16'h7fff : \t$480 [15:0];
   assign \$687  = \$684  ? 16'h8000 : \$686 ;
-  assign \$688  = $signed(\t$484 ) < $signed(16'h8000);
-  assign \$689  = $signed(\t$484 ) > $signed(16'h7fff);
-  assign \$690  = \$689  ? 16'h7fff : \t$484 [15:0];
+  assign \$688  = $signed(\t$481 ) < $signed(16'h8000);
+  assign \$689  = $signed(\t$481 ) > $signed(16'h7fff);
+  assign \$690  = \$689  ? 16'h7fff : \t$481 [15:0];
   assign \$691  = \$688  ? 16'h8000 : \$690 ;
-  assign \$692  = $signed(\t$485 ) < $signed(16'h8000);
-  assign \$693  = $signed(\t$485 ) > $signed(16'h7fff);
-  assign \$694  = \$693  ? 16'h7fff : \t$485 [15:0];
+  assign \$692  = $signed(\t$482 ) < $signed(16'h8000);
+  assign \$693  = $signed(\t$482 ) > $signed(16'h7fff);
+  assign \$694  = \$693  ? 16'h7fff : \t$482 [15:0];
   assign \$695  = \$692  ? 16'h8000 : \$694 ;
-  assign \$696  = $signed(\t$486 ) < $signed(16'h8000);
-  assign \$697  = $signed(\t$486 ) > $signed(16'h7fff);
-  assign \$698  = \$697  ? 16'h7fff : \t$486 [15:0];
+  assign \$696  = $signed(\t$483 ) < $signed(16'h8000);
+  assign \$697  = $signed(\t$483 ) > $signed(16'h7fff);
+  assign \$698  = \$697  ? 16'h7fff : \t$483 [15:0];
   assign \$699  = \$696  ? 16'h8000 : \$698 ;
-  assign \$700  = $signed(\t$487 ) < $signed(16'h8000);
-  assign \$701  = $signed(\t$487 ) > $signed(16'h7fff);
-  assign \$702  = \$701  ? 16'h7fff : \t$487 [15:0];
+  assign \$700  = $signed(\t$484 ) < $signed(16'h8000);
+  assign \$701  = $signed(\t$484 ) > $signed(16'h7fff);
+  assign \$702  = \$701  ? 16'h7fff : \t$484 [15:0];
   assign \$703  = \$700  ? 16'h8000 : \$702 ;
-  assign \$704  = $signed(\t$488 ) < $signed(16'h8000);
-  assign \$705  = $signed(\t$488 ) > $signed(16'h7fff);
-  assign \$706  = \$705  ? 16'h7fff : \t$488 [15:0];
+  assign \$704  = $signed(\t$485 ) < $signed(16'h8000);
+  assign \$705  = $signed(\t$485 ) > $signed(16'h7fff);
+  assign \$706  = \$705  ? 16'h7fff : \t$485 [15:0];
   assign \$707  = \$704  ? 16'h8000 : \$706 ;
-  assign \$708  = $signed(\t$489 ) < $signed(16'h8000);
-  assign \$709  = $signed(\t$489 ) > $signed(16'h7fff);
-  assign \$710  = \$709  ? 16'h7fff : \t$489 [15:0];
+  assign \$708  = $signed(\t$486 ) < $signed(16'h8000);
+  assign \$709  = $signed(\t$486 ) > $signed(16'h7fff);
+  assign \$710  = \$709  ? 16'h7fff : \t$486 [15:0];
   assign \$711  = \$708  ? 16'h8000 : \$710 ;
-  assign \$712  = $signed(\t$490 ) < $signed(16'h8000);
-  assign \$713  = $signed(\t$490 ) > $signed(16'h7fff);
-  assign \$714  = \$713  ? 16'h7fff : \t$490 [15:0];
-  assign \$715  = \$712  ? 16'h8000 : \$714 ;
-  assign \$716  = $signed(\t$491 ) < $signed(16'h8000);
-  assign \$717  = $signed(\t$491 ) > $signed(16'h7fff);
-  assign \$718  = \$717  ? 16'h7fff : \t$491 [15:0];
-  assign \$719  = \$716  ? 16'h8000 : \$718 ;
-  assign \$720  = $signed(\t$492 ) < $signed(16'h8000);
-  assign \$721  = $signed(\t$492 ) > $signed(16'h7fff);
-  assign \$722  = \$721  ? 16'h7fff : \t$492 [15:0];
-  assign \$723  = \$720  ? 16'h8000 : \$722 ;
-  assign \$724  = $signed(\t$493 ) < $signed(16'h8000);
-  assign \$725  = $signed(\t$493 ) > $signed(16'h7fff);
-  assign \$726  = \$725  ? 16'h7fff : \t$493 [15:0];
-  assign \$727  = \$724  ? 16'h8000 : \$726 ;
-  assign \$728  = $signed(\t$494 ) < $signed(16'h8000);
-  assign \$729  = $signed(\t$494 ) > $signed(16'h7fff);
-  assign \$730  = \$729  ? 16'h7fff : \t$494 [15:0];
-  assign \$731  = \$728  ? 16'h8000 : \$730 ;
-  assign \$732  = $signed(\t$495 ) < $signed(16'h8000);
-  assign \$733  = $signed(\t$495 ) > $signed(16'h7fff);
-  assign \$734  = \$733  ? 16'h7fff : \t$495 [15:0];
-  assign \$735  = \$732  ? 16'h8000 : \$734 ;
-  assign \$736  = $signed(\t$496 ) < $signed(16'h8000);
-  assign \$737  = $signed(\t$496 ) > $signed(16'h7fff);
-  assign \$738  = \$737  ? 16'h7fff : \t$496 [15:0];
-  assign \$739  = \$736  ? 16'h8000 : \$738 ;
-  assign \$740  = en & valid_s1;
-  assign \$741  = l0_pending + \$740 ;
-  assign \$742  = \$741  - commit_l0;
-  assign \$743  = $signed(\t$516 ) < $signed(16'h8000);
-  assign \$744  = $signed(\t$516 ) > $signed(16'h7fff);
-  assign \$745  = \$744  ? 16'h7fff : \t$516 [15:0];
+  assign \$712  = en & valid_s1;
+  assign \$713  = l0_pending + \$712 ;
+  assign \$714  = \$713  - commit_l0;
+  assign \$715  = $signed(\t$495 ) < $signed(16'h8000);
+  assign \$716  = $signed(\t$495 ) > $signed(16'h7fff);
+  assign \$717  = \$716  ? 16'h7fff : \t$495 [15:0];
+  assign \$718  = \$715  ? 16'h8000 : \$717 ;
+  assign \$719  = $signed(\t$497 ) < $signed(16'h8000);
+  assign \$720  = $signed(\t$497 ) > $signed(16'h7fff);
+  assign \$721  = \$720  ? 16'h7fff : \t$497 [15:0];
+  assign \$722  = \$719  ? 16'h8000 : \$721 ;
+  assign \$723  = $signed(\t$498 ) < $signed(16'h8000);
+  assign \$724  = $signed(\t$498 ) > $signed(16'h7fff);
+  assign \$725  = \$724  ? 16'h7fff : \t$498 [15:0];
+  assign \$726  = \$723  ? 16'h8000 : \$725 ;
+  assign \$727  = $signed(\t$499 ) < $signed(16'h8000);
+  assign \$728  = $signed(\t$499 ) > $signed(16'h7fff);
+  assign \$729  = \$728  ? 16'h7fff : \t$499 [15:0];
+  assign \$730  = \$727  ? 16'h8000 : \$729 ;
+  assign \$731  = $signed(\t$500 ) < $signed(16'h8000);
+  assign \$732  = $signed(\t$500 ) > $signed(16'h7fff);
+  assign \$733  = \$732  ? 16'h7fff : \t$500 [15:0];
+  assign \$734  = \$731  ? 16'h8000 : \$733 ;
+  assign \$735  = $signed(\t$501 ) < $signed(16'h8000);
+  assign \$736  = $signed(\t$501 ) > $signed(16'h7fff);
+  assign \$737  = \$736  ? 16'h7fff : \t$501 [15:0];
+  assign \$738  = \$735  ? 16'h8000 : \$737 ;
+  assign \$739  = $signed(\t$502 ) < $signed(16'h8000);
+  assign \$740  = $signed(\t$502 ) > $signed(16'h7fff);
+  assign \$741  = \$740  ? 16'h7fff : \t$502 [15:0];
+  assign \$742  = \$739  ? 16'h8000 : \$741 ;
+  assign \$743  = $signed(\t$503 ) < $signed(16'h8000);
+  assign \$744  = $signed(\t$503 ) > $signed(16'h7fff);
+  assign \$745  = \$744  ? 16'h7fff : \t$503 [15:0];
   assign \$746  = \$743  ? 16'h8000 : \$745 ;
-  assign \$747  = $signed(\t$517 ) < $signed(16'h8000);
-  assign \$748  = $signed(\t$517 ) > $signed(16'h7fff);
-  assign \$749  = \$748  ? 16'h7fff : \t$517 [15:0];
+  assign \$747  = $signed(\t$504 ) < $signed(16'h8000);
+  assign \$748  = $signed(\t$504 ) > $signed(16'h7fff);
+  assign \$749  = \$748  ? 16'h7fff : \t$504 [15:0];
   assign \$750  = \$747  ? 16'h8000 : \$749 ;
-  assign \$751  = $signed(\t$518 ) < $signed(16'h8000);
-  assign \$752  = $signed(\t$518 ) > $signed(16'h7fff);
-  assign \$753  = \$752  ? 16'h7fff : \t$518 [15:0];
-  assign \$754  = \$751  ? 16'h8000 : \$753 ;
-  assign \$755  = $signed(\t$519 ) < $signed(16'h8000);
-  assign \$756  = $signed(\t$519 ) > $signed(16'h7fff);
-  assign \$757  = \$756  ? 16'h7fff : \t$519 [15:0];
-  assign \$758  = \$755  ? 16'h8000 : \$757 ;
-  assign \$759  = $signed(\t$520 ) < $signed(16'h8000);
-  assign \$760  = $signed(\t$520 ) > $signed(16'h7fff);
-  assign \$761  = \$760  ? 16'h7fff : \t$520 [15:0];
-  assign \$762  = \$759  ? 16'h8000 : \$761 ;
-  assign \$763  = $signed(\t$521 ) < $signed(16'h8000);
-  assign \$764  = $signed(\t$521 ) > $signed(16'h7fff);
-  assign \$765  = \$764  ? 16'h7fff : \t$521 [15:0];
-  assign \$766  = \$763  ? 16'h8000 : \$765 ;
-  assign \$767  = $signed(\t$522 ) < $signed(16'h8000);
-  assign \$768  = $signed(\t$522 ) > $signed(16'h7fff);
-  assign \$769  = \$768  ? 16'h7fff : \t$522 [15:0];
-  assign \$770  = \$767  ? 16'h8000 : \$769 ;
-  assign \$771  = $signed(\t$523 ) < $signed(16'h8000);
-  assign \$772  = $signed(\t$523 ) > $signed(16'h7fff);
-  assign \$773  = \$772  ? 16'h7fff : \t$523 [15:0];
-  assign \$774  = \$771  ? 16'h8000 : \$773 ;
-  assign \$775  = $signed(\t$524 ) < $signed(16'h8000);
-  assign \$776  = $signed(\t$524 ) > $signed(16'h7fff);
-  assign \$777  = \$776  ? 16'h7fff : \t$524 [15:0];
-  assign \$778  = \$775  ? 16'h8000 : \$777 ;
-  assign \$779  = en & valid_s3;
-  assign \$780  = l1_pending + \$779 ;
-  assign \$781  = \$780  - commit_l1;
-  assign \$782  = ~ pc__payload[22];
-  assign \$783  = pc__ready & \$782 ;
-  assign \$784  = pc__ready & pc__payload[22];
-  assign \$788  = $signed(\t$34 ) > $signed(1'h0);
-  assign \$789  = \$788  ? \t$34  : 16'h0000;
-  assign \$790  = $signed(\t$53 ) > $signed(1'h0);
-  assign \$791  = \$790  ? \t$53  : 16'h0000;
-  assign \$792  = $signed(\t$72 ) > $signed(1'h0);
-  assign \$793  = \$792  ? \t$72  : 16'h0000;
-  assign \$794  = $signed(\t$91 ) > $signed(1'h0);
-  assign \$795  = \$794  ? \t$91  : 16'h0000;
-  assign \$796  = $signed(\t$110 ) > $signed(1'h0);
-  assign \$797  = \$796  ? \t$110  : 16'h0000;
-  assign \$798  = $signed(\t$129 ) > $signed(1'h0);
-  assign \$799  = \$798  ? \t$129  : 16'h0000;
-  assign \$800  = $signed(\t$148 ) > $signed(1'h0);
-  assign \$801  = \$800  ? \t$148  : 16'h0000;
-  assign \$802  = $signed(\t$167 ) > $signed(1'h0);
-  assign \$803  = \$802  ? \t$167  : 16'h0000;
-  assign \$804  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$805  = \$804  ? 16'h0000 : \t$282 ;
-  assign \$806  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$807  = \$806  ? 16'h0000 : \t$291 ;
-  assign \$808  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$809  = \$808  ? 16'h0000 : \t$300 ;
-  assign \$810  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$811  = \$810  ? 16'h0000 : \t$309 ;
-  assign \$812  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$813  = \$812  ? 16'h0000 : \t$318 ;
-  assign \$814  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$815  = \$814  ? 16'h0000 : \t$327 ;
-  assign \$816  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$817  = \$816  ? 16'h0000 : \t$336 ;
-  assign \$818  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$819  = \$818  ? 16'h0000 : \t$345 ;
+  assign \$751  = en & valid_s3;
+  assign \$752  = l1_pending + \$751 ;
+  assign \$753  = \$752  - commit_l1;
+  assign \$754  = ~ pc__payload[22];
+  assign \$755  = pc__ready & \$754 ;
+  assign \$756  = pc__ready & pc__payload[22];
+  assign \$760  = $signed(\t$34 ) > $signed(1'h0);
+  assign \$761  = \$760  ? \t$34  : 16'h0000;
+  assign \$762  = $signed(\t$53 ) > $signed(1'h0);
+  assign \$763  = \$762  ? \t$53  : 16'h0000;
+  assign \$764  = $signed(\t$72 ) > $signed(1'h0);
+  assign \$765  = \$764  ? \t$72  : 16'h0000;
+  assign \$766  = $signed(\t$91 ) > $signed(1'h0);
+  assign \$767  = \$766  ? \t$91  : 16'h0000;
+  assign \$768  = $signed(\t$110 ) > $signed(1'h0);
+  assign \$769  = \$768  ? \t$110  : 16'h0000;
+  assign \$770  = $signed(\t$129 ) > $signed(1'h0);
+  assign \$771  = \$770  ? \t$129  : 16'h0000;
+  assign \$772  = $signed(\t$148 ) > $signed(1'h0);
+  assign \$773  = \$772  ? \t$148  : 16'h0000;
+  assign \$774  = $signed(\t$167 ) > $signed(1'h0);
+  assign \$775  = \$774  ? \t$167  : 16'h0000;
+  assign \$776  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$777  = \$776  ? 16'h0000 : \t$282 ;
+  assign \$778  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$779  = \$778  ? 16'h0000 : \t$291 ;
+  assign \$780  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$781  = \$780  ? 16'h0000 : \t$300 ;
+  assign \$782  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$783  = \$782  ? 16'h0000 : \t$309 ;
+  assign \$784  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$785  = \$784  ? 16'h0000 : \t$318 ;
+  assign \$786  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$787  = \$786  ? 16'h0000 : \t$327 ;
+  assign \$788  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$789  = \$788  ? 16'h0000 : \t$336 ;
+  assign \$790  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$791  = \$790  ? 16'h0000 : \t$345 ;
   always @(posedge clk)
-    valid_s1 <= \$820 ;
+    valid_s1 <= \$792 ;
   always @(posedge clk)
-    valid_s2 <= \$821 ;
+    valid_s2 <= \$793 ;
   always @(posedge clk)
-    valid_s3 <= \$822 ;
+    valid_s3 <= \$794 ;
   always @(posedge clk)
-    valid_s4 <= \$823 ;
+    valid_s4 <= \$795 ;
   always @(posedge clk)
-    m__valid <= \$824 ;
+    m__valid <= \$796 ;
   always @(posedge clk)
-    valid_s6 <= \$825 ;
+    valid_s6 <= \$797 ;
   always @(posedge clk)
-    valid_s7 <= \$826 ;
+    valid_s7 <= \$798 ;
   always @(posedge clk)
-    valid_s8 <= \$827 ;
+    valid_s8 <= \$799 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$828 ;
+    l0_w_0_0 <= \$800 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$829 ;
+    l0_w_0_1 <= \$801 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$830 ;
+    l0_w_1_0 <= \$802 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$831 ;
+    l0_w_1_1 <= \$803 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$832 ;
+    l0_w_2_0 <= \$804 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$833 ;
+    l0_w_2_1 <= \$805 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$834 ;
+    l0_w_3_0 <= \$806 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$835 ;
+    l0_w_3_1 <= \$807 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$836 ;
+    l0_w_4_0 <= \$808 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$837 ;
+    l0_w_4_1 <= \$809 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$838 ;
+    l0_w_5_0 <= \$810 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$839 ;
+    l0_w_5_1 <= \$811 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$840 ;
+    l0_w_6_0 <= \$812 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$841 ;
+    l0_w_6_1 <= \$813 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$842 ;
+    l0_w_7_0 <= \$814 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$843 ;
+    l0_w_7_1 <= \$815 ;
   always @(posedge clk)
-    l0_b_0 <= \$844 ;
+    l0_b_0 <= \$816 ;
   always @(posedge clk)
-    l0_b_1 <= \$845 ;
+    l0_b_1 <= \$817 ;
   always @(posedge clk)
-    l0_b_2 <= \$846 ;
+    l0_b_2 <= \$818 ;
   always @(posedge clk)
-    l0_b_3 <= \$847 ;
+    l0_b_3 <= \$819 ;
   always @(posedge clk)
-    l0_b_4 <= \$848 ;
+    l0_b_4 <= \$820 ;
   always @(posedge clk)
-    l0_b_5 <= \$849 ;
+    l0_b_5 <= \$821 ;
   always @(posedge clk)
-    l0_b_6 <= \$850 ;
+    l0_b_6 <= \$822 ;
   always @(posedge clk)
-    l0_b_7 <= \$851 ;
+    l0_b_7 <= \$823 ;
   always @(posedge clk)
-    l0_pending0 <= \$852 ;
+    l0_pending <= \$824 ;
   always @(posedge clk)
-    l0_pending1 <= \$853 ;
+    l1_w_0_0 <= \$825 ;
   always @(posedge clk)
-    l0_pending2 <= \$854 ;
+    l1_w_0_1 <= \$826 ;
   always @(posedge clk)
-    l0_pending3 <= \$855 ;
+    l1_w_0_2 <= \$827 ;
   always @(posedge clk)
-    l0_pending4 <= \$856 ;
+    l1_w_0_3 <= \$828 ;
   always @(posedge clk)
-    l0_pending5 <= \$857 ;
+    l1_w_0_4 <= \$829 ;
   always @(posedge clk)
-    l0_pending6 <= \$858 ;
+    l1_w_0_5 <= \$830 ;
   always @(posedge clk)
-    l0_head <= \$859 ;
+    l1_w_0_6 <= \$831 ;
   always @(posedge clk)
-    l0_fill <= \$860 ;
+    l1_w_0_7 <= \$832 ;
   always @(posedge clk)
-    l0_pending <= \$861 ;
+    l1_b_0 <= \$833 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$862 ;
+    l1_pending <= \$834 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$863 ;
+    l0_rd_sel <= \$835 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$864 ;
+    read_layer <= \$836 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$865 ;
+    l1_rd_sel <= \$837 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$866 ;
+    read_wait <= \$838 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$867 ;
+    pr__valid <= \$839 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$868 ;
+    pr__payload <= \$840 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$869 ;
+    x0_s1 <= \$841 ;
   always @(posedge clk)
-    l1_b_0 <= \$870 ;
+    x1_s1 <= \$842 ;
   always @(posedge clk)
-    l1_pending0 <= \$871 ;
+    y0_s1 <= \$843 ;
   always @(posedge clk)
-    l1_pending1 <= \$872 ;
+    l0_bias0_s2 <= \$844 ;
   always @(posedge clk)
-    l1_pending2 <= \$873 ;
+    l0_prod0_0_s2 <= \$845 ;
   always @(posedge clk)
-    l1_pending3 <= \$874 ;
+    l0_prod0_1_s2 <= \$846 ;
   always @(posedge clk)
-    l1_pending4 <= \$875 ;
+    l0_out0_s3 <= \$847 ;
   always @(posedge clk)
-    l1_pending5 <= \$876 ;
+    l0_bias1_s2 <= \$848 ;
   always @(posedge clk)
-    l1_pending6 <= \$877 ;
+    l0_prod1_0_s2 <= \$849 ;
   always @(posedge clk)
-    l1_head <= \$878 ;
+    l0_prod1_1_s2 <= \$850 ;
   always @(posedge clk)
-    l1_fill <= \$879 ;
+    l0_out1_s3 <= \$851 ;
   always @(posedge clk)
-    l1_pending <= \$880 ;
+    l0_bias2_s2 <= \$852 ;
   always @(posedge clk)
-    l0_rd_sel <= \$881 ;
+    l0_prod2_0_s2 <= \$853 ;
   always @(posedge clk)
-    read_layer <= \$882 ;
+    l0_prod2_1_s2 <= \$854 ;
   always @(posedge clk)
-    l1_rd_sel <= \$883 ;
+    l0_out2_s3 <= \$855 ;
   always @(posedge clk)
-    read_wait <= \$884 ;
+    l0_bias3_s2 <= \$856 ;
   always @(posedge clk)
-    pr__valid <= \$885 ;
+    l0_prod3_0_s2 <= \$857 ;
   always @(posedge clk)
-    pr__payload <= \$886 ;
+    l0_prod3_1_s2 <= \$858 ;
   always @(posedge clk)
-    x0_s1 <= \$887 ;
+    l0_out3_s3 <= \$859 ;
   always @(posedge clk)
-    x1_s1 <= \$888 ;
+    l0_bias4_s2 <= \$860 ;
   always @(posedge clk)
-    y0_s1 <= \$889 ;
+    l0_prod4_0_s2 <= \$861 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$890 ;
+    l0_prod4_1_s2 <= \$862 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$891 ;
+    l0_out4_s3 <= \$863 ;
   always @(posedge clk)
-    l0_prod0_1_s2 <= \$892 ;
+    l0_bias5_s2 <= \$864 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$893 ;
+    l0_prod5_0_s2 <= \$865 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$894 ;
+    l0_prod5_1_s2 <= \$866 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$895 ;
+    l0_out5_s3 <= \$867 ;
   always @(posedge clk)
-    l0_prod1_1_s2 <= \$896 ;
+    l0_bias6_s2 <= \$868 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$897 ;
+    l0_prod6_0_s2 <= \$869 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$898 ;
+    l0_prod6_1_s2 <= \$870 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$899 ;
+    l0_out6_s3 <= \$871 ;
   always @(posedge clk)
-    l0_prod2_1_s2 <= \$900 ;
+    l0_bias7_s2 <= \$872 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$901 ;
+    l0_prod7_0_s2 <= \$873 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$902 ;
+    l0_prod7_1_s2 <= \$874 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$903 ;
+    l0_out7_s3 <= \$875 ;
   always @(posedge clk)
-    l0_prod3_1_s2 <= \$904 ;
+    l1_wread_0_0_s4 <= \$876 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$905 ;
+    l1_wread_0_1_s4 <= \$877 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$906 ;
+    l1_wread_0_2_s4 <= \$878 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$907 ;
+    l1_wread_0_3_s4 <= \$879 ;
   always @(posedge clk)
-    l0_prod4_1_s2 <= \$908 ;
+    l1_wread_0_4_s4 <= \$880 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$909 ;
+    l1_wread_0_5_s4 <= \$881 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$910 ;
+    l1_wread_0_6_s4 <= \$882 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$911 ;
+    l1_wread_0_7_s4 <= \$883 ;
   always @(posedge clk)
-    l0_prod5_1_s2 <= \$912 ;
+    l1_bias0_s4 <= \$884 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$913 ;
+    l1_prod0_0_s4 <= \$885 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$914 ;
+    l1_prod0_1_s4 <= \$886 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$915 ;
+    l1_prod0_2_s4 <= \$887 ;
   always @(posedge clk)
-    l0_prod6_1_s2 <= \$916 ;
+    l1_prod0_3_s4 <= \$888 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$917 ;
+    l1_prod0_4_s4 <= \$889 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$918 ;
+    l1_prod0_5_s4 <= \$890 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$919 ;
+    l1_prod0_6_s4 <= \$891 ;
   always @(posedge clk)
-    l0_prod7_1_s2 <= \$920 ;
+    l1_prod0_7_s4 <= \$892 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$921 ;
+    m__payload <= \$893 ;
   always @(posedge clk)
-    l1_wread_0_0_s4 <= \$922 ;
+    y0_s2 <= \$894 ;
   always @(posedge clk)
-    l1_wread_0_1_s4 <= \$923 ;
+    y0_s3 <= \$895 ;
   always @(posedge clk)
-    l1_wread_0_2_s4 <= \$924 ;
+    y0_s4 <= \$896 ;
   always @(posedge clk)
-    l1_wread_0_3_s4 <= \$925 ;
+    y0_s5 <= \$897 ;
   always @(posedge clk)
-    l1_wread_0_4_s4 <= \$926 ;
+    err0_s6 <= \$898 ;
   always @(posedge clk)
-    l1_wread_0_5_s4 <= \$927 ;
+    l0_out0_s4 <= \$899 ;
   always @(posedge clk)
-    l1_wread_0_6_s4 <= \$928 ;
+    l0_out0_s5 <= \$900 ;
   always @(posedge clk)
-    l1_wread_0_7_s4 <= \$929 ;
+    l0_out0_s6 <= \$901 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$930 ;
+    l0_out1_s4 <= \$902 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$931 ;
+    l0_out1_s5 <= \$903 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$932 ;
+    l0_out1_s6 <= \$904 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$933 ;
+    l0_out2_s4 <= \$905 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$934 ;
+    l0_out2_s5 <= \$906 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$935 ;
+    l0_out2_s6 <= \$907 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$936 ;
+    l0_out3_s4 <= \$908 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$937 ;
+    l0_out3_s5 <= \$909 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$938 ;
+    l0_out3_s6 <= \$910 ;
   always @(posedge clk)
-    m__payload <= \$939 ;
+    l0_out4_s4 <= \$911 ;
   always @(posedge clk)
-    y0_s2 <= \$940 ;
+    l0_out4_s5 <= \$912 ;
   always @(posedge clk)
-    y0_s3 <= \$941 ;
+    l0_out4_s6 <= \$913 ;
   always @(posedge clk)
-    y0_s4 <= \$942 ;
+    l0_out5_s4 <= \$914 ;
   always @(posedge clk)
-    y0_s5 <= \$943 ;
+    l0_out5_s5 <= \$915 ;
   always @(posedge clk)
-    err0_s6 <= \$944 ;
+    l0_out5_s6 <= \$916 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$945 ;
+    l0_out6_s4 <= \$917 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$946 ;
+    l0_out6_s5 <= \$918 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$947 ;
+    l0_out6_s6 <= \$919 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$948 ;
+    l0_out7_s4 <= \$920 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$949 ;
+    l0_out7_s5 <= \$921 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$950 ;
+    l0_out7_s6 <= \$922 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$951 ;
+    l1_wread_0_0_s5 <= \$923 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$952 ;
+    l1_wread_0_0_s6 <= \$924 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$953 ;
+    \t$278  <= \$925 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$954 ;
+    l0_out0_s7 <= \$926 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$955 ;
+    l0_err0_s8 <= \$927 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$956 ;
+    l1_wread_0_1_s5 <= \$928 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$957 ;
+    l1_wread_0_1_s6 <= \$929 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$958 ;
+    \t$287  <= \$930 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$959 ;
+    l0_out1_s7 <= \$931 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$960 ;
+    l0_err1_s8 <= \$932 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$961 ;
+    l1_wread_0_2_s5 <= \$933 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$962 ;
+    l1_wread_0_2_s6 <= \$934 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$963 ;
+    \t$296  <= \$935 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$964 ;
+    l0_out2_s7 <= \$936 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$965 ;
+    l0_err2_s8 <= \$937 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$966 ;
+    l1_wread_0_3_s5 <= \$938 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$967 ;
+    l1_wread_0_3_s6 <= \$939 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$968 ;
+    \t$305  <= \$940 ;
   always @(posedge clk)
-    l1_wread_0_0_s5 <= \$969 ;
+    l0_out3_s7 <= \$941 ;
   always @(posedge clk)
-    l1_wread_0_0_s6 <= \$970 ;
+    l0_err3_s8 <= \$942 ;
   always @(posedge clk)
-    \t$278  <= \$971 ;
+    l1_wread_0_4_s5 <= \$943 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$972 ;
+    l1_wread_0_4_s6 <= \$944 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$973 ;
+    \t$314  <= \$945 ;
   always @(posedge clk)
-    l1_wread_0_1_s5 <= \$974 ;
+    l0_out4_s7 <= \$946 ;
   always @(posedge clk)
-    l1_wread_0_1_s6 <= \$975 ;
+    l0_err4_s8 <= \$947 ;
   always @(posedge clk)
-    \t$287  <= \$976 ;
+    l1_wread_0_5_s5 <= \$948 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$977 ;
+    l1_wread_0_5_s6 <= \$949 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$978 ;
+    \t$323  <= \$950 ;
   always @(posedge clk)
-    l1_wread_0_2_s5 <= \$979 ;
+    l0_out5_s7 <= \$951 ;
   always @(posedge clk)
-    l1_wread_0_2_s6 <= \$980 ;
+    l0_err5_s8 <= \$952 ;
   always @(posedge clk)
-    \t$296  <= \$981 ;
+    l1_wread_0_6_s5 <= \$953 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$982 ;
+    l1_wread_0_6_s6 <= \$954 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$983 ;
+    \t$332  <= \$955 ;
   always @(posedge clk)
-    l1_wread_0_3_s5 <= \$984 ;
+    l0_out6_s7 <= \$956 ;
   always @(posedge clk)
-    l1_wread_0_3_s6 <= \$985 ;
+    l0_err6_s8 <= \$957 ;
   always @(posedge clk)
-    \t$305  <= \$986 ;
+    l1_wread_0_7_s5 <= \$958 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$987 ;
+    l1_wread_0_7_s6 <= \$959 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$988 ;
+    \t$341  <= \$960 ;
   always @(posedge clk)
-    l1_wread_0_4_s5 <= \$989 ;
+    l0_out7_s7 <= \$961 ;
   always @(posedge clk)
-    l1_wread_0_4_s6 <= \$990 ;
+    l0_err7_s8 <= \$962 ;
   always @(posedge clk)
-    \t$314  <= \$991 ;
+    x0_s2 <= \$963 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$992 ;
+    x0_s3 <= \$964 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$993 ;
+    x0_s4 <= \$965 ;
   always @(posedge clk)
-    l1_wread_0_5_s5 <= \$994 ;
+    x0_s5 <= \$966 ;
   always @(posedge clk)
-    l1_wread_0_5_s6 <= \$995 ;
+    x0_s6 <= \$967 ;
   always @(posedge clk)
-    \t$323  <= \$996 ;
+    x0_s7 <= \$968 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$997 ;
+    x0_s8 <= \$969 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$998 ;
+    x1_s2 <= \$970 ;
   always @(posedge clk)
-    l1_wread_0_6_s5 <= \$999 ;
+    x1_s3 <= \$971 ;
   always @(posedge clk)
-    l1_wread_0_6_s6 <= \$1000 ;
+    x1_s4 <= \$972 ;
   always @(posedge clk)
-    \t$332  <= \$1001 ;
+    x1_s5 <= \$973 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1002 ;
+    x1_s6 <= \$974 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$1003 ;
+    x1_s7 <= \$975 ;
   always @(posedge clk)
-    l1_wread_0_7_s5 <= \$1004 ;
-  always @(posedge clk)
-    l1_wread_0_7_s6 <= \$1005 ;
-  always @(posedge clk)
-    \t$341  <= \$1006 ;
-  always @(posedge clk)
-    l0_out7_s7 <= \$1007 ;
-  always @(posedge clk)
-    l0_err7_s8 <= \$1008 ;
-  always @(posedge clk)
-    x0_s2 <= \$1009 ;
-  always @(posedge clk)
-    x0_s3 <= \$1010 ;
-  always @(posedge clk)
-    x0_s4 <= \$1011 ;
-  always @(posedge clk)
-    x0_s5 <= \$1012 ;
-  always @(posedge clk)
-    x0_s6 <= \$1013 ;
-  always @(posedge clk)
-    x0_s7 <= \$1014 ;
-  always @(posedge clk)
-    x0_s8 <= \$1015 ;
-  always @(posedge clk)
-    x1_s2 <= \$1016 ;
-  always @(posedge clk)
-    x1_s3 <= \$1017 ;
-  always @(posedge clk)
-    x1_s4 <= \$1018 ;
-  always @(posedge clk)
-    x1_s5 <= \$1019 ;
-  always @(posedge clk)
-    x1_s6 <= \$1020 ;
-  always @(posedge clk)
-    x1_s7 <= \$1021 ;
-  always @(posedge clk)
-    x1_s8 <= \$1022 ;
+    x1_s8 <= \$976 ;
+  assign \t$17  = $signed(l0_w_0_0) * $signed(x0_s1);
+  assign \t$22  = $signed(l0_w_0_1) * $signed(x1_s1);
+  assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
+  assign \t$27  = $signed(\$1 ) + $signed(l0_prod0_1_s2);
+  assign \$2  = ! \t$27 [12:0];
+  assign \$3  = ~ \$2 ;
+  assign \$4  = \t$27 [13] & \$3 ;
+  assign \$5  = ! \t$27 [12:0];
+  assign \$6  = \t$27 [13] & \$5 ;
+  assign \$7  = \$6  & floor[0];
+  assign \$8  = \$4  | \$7 ;
+  assign \t$33  = $signed(floor) + $signed({ 1'h0, \$8  });
+  assign \$9  = $signed(\t$33 ) < $signed(16'h8000);
+  assign \$10  = $signed(\t$33 ) > $signed(16'h7fff);
+  assign \$11  = \$10  ? 16'h7fff : \t$33 [15:0];
+  assign \t$34  = \$9  ? 16'h8000 : \$11 ;
+  assign \t$38  = $signed(l0_w_1_0) * $signed(x0_s1);
+  \onchip_learner.l0_pending$577  \l0_pending$577  (
+    .clk(clk),
+    .level(level),
+    .\port$463$0 (\t$351 ),
+    .\port$477$0 (\t$356 ),
+    .\port$491$0 (\t$361 ),
+    .\port$505$0 (\t$365 ),
+    .\port$519$0 (\t$370 ),
+    .\port$533$0 (\t$374 ),
+    .\port$547$0 (\t$379 ),
+    .\port$561$0 (\t$383 ),
+    .\port$575$0 (\t$388 ),
+    .\port$589$0 (\t$392 ),
+    .\port$603$0 (\t$397 ),
+    .\port$617$0 (\t$401 ),
+    .\port$631$0 (\t$406 ),
+    .\port$645$0 (\t$410 ),
+    .\port$659$0 (\t$415 ),
+    .\port$673$0 (\t$419 ),
+    .\port$686$0 (\t$422 ),
+    .\port$699$0 (\t$425 ),
+    .\port$712$0 (\t$428 ),
+    .\port$725$0 (\t$431 ),
+    .\port$738$0 (\t$434 ),
+    .\port$751$0 (\t$437 ),
+    .\port$764$0 (\t$440 ),
+    .\port$777$0 (\t$443 ),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en)
+  );
+  \onchip_learner.l1_pending$578  \l1_pending$578  (
+    .clk(clk),
+    .level(\level$490 ),
+    .\port$218$0 (\t$235 ),
+    .\port$232$0 (\t$240 ),
+    .\port$246$0 (\t$245 ),
+    .\port$260$0 (\t$250 ),
+    .\port$274$0 (\t$255 ),
+    .\port$288$0 (\t$260 ),
+    .\port$302$0 (\t$265 ),
+    .\port$316$0 (\t$270 ),
+    .\port$329$0 (\t$273 ),
+    .r_data(\r_data$496 ),
+    .r_en(\r_en$494 ),
+    .rst(rst),
+    .w_en(\w_en$492 )
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (l0_head)
-      3'h0:
-          \$534  = l0_pending0;
-      3'h1:
-          \$534  = l0_pending1;
-      3'h2:
-          \$534  = l0_pending2;
-      3'h3:
-          \$534  = l0_pending3;
-      3'h4:
-          \$534  = l0_pending4;
-      3'h5:
-          \$534  = l0_pending5;
-      3'h6:
-          \$534  = l0_pending6;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$584  = 144'h000000000000000000000000000000000000;
-    casez (l1_head)
-      3'h0:
-          \$584  = l1_pending0;
-      3'h1:
-          \$584  = l1_pending1;
-      3'h2:
-          \$584  = l1_pending2;
-      3'h3:
-          \$584  = l1_pending3;
-      3'h4:
-          \$584  = l1_pending4;
-      3'h5:
-          \$584  = l1_pending5;
-      3'h6:
-          \$584  = l1_pending6;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = 16'h0000;
+    \$757  = 16'h0000;
     casez (l0_rd_sel)
       5'h00:
-          \$785  = l0_w_0_0;
+          \$757  = l0_w_0_0;
       5'h01:
-          \$785  = l0_w_0_1;
+          \$757  = l0_w_0_1;
       5'h02:
-          \$785  = l0_w_1_0;
+          \$757  = l0_w_1_0;
       5'h03:
-          \$785  = l0_w_1_1;
+          \$757  = l0_w_1_1;
       5'h04:
-          \$785  = l0_w_2_0;
+          \$757  = l0_w_2_0;
       5'h05:
-          \$785  = l0_w_2_1;
+          \$757  = l0_w_2_1;
       5'h06:
-          \$785  = l0_w_3_0;
+          \$757  = l0_w_3_0;
       5'h07:
-          \$785  = l0_w_3_1;
+          \$757  = l0_w_3_1;
       5'h08:
-          \$785  = l0_w_4_0;
+          \$757  = l0_w_4_0;
       5'h09:
-          \$785  = l0_w_4_1;
+          \$757  = l0_w_4_1;
       5'h0a:
-          \$785  = l0_w_5_0;
+          \$757  = l0_w_5_0;
       5'h0b:
-          \$785  = l0_w_5_1;
+          \$757  = l0_w_5_1;
       5'h0c:
-          \$785  = l0_w_6_0;
+          \$757  = l0_w_6_0;
       5'h0d:
-          \$785  = l0_w_6_1;
+          \$757  = l0_w_6_1;
       5'h0e:
-          \$785  = l0_w_7_0;
+          \$757  = l0_w_7_0;
       5'h0f:
-          \$785  = l0_w_7_1;
+          \$757  = l0_w_7_1;
       5'h10:
-          \$785  = l0_b_0;
+          \$757  = l0_b_0;
       5'h11:
-          \$785  = l0_b_1;
+          \$757  = l0_b_1;
       5'h12:
-          \$785  = l0_b_2;
+          \$757  = l0_b_2;
       5'h13:
-          \$785  = l0_b_3;
+          \$757  = l0_b_3;
       5'h14:
-          \$785  = l0_b_4;
+          \$757  = l0_b_4;
       5'h15:
-          \$785  = l0_b_5;
+          \$757  = l0_b_5;
       5'h16:
-          \$785  = l0_b_6;
+          \$757  = l0_b_6;
       5'h17:
-          \$785  = l0_b_7;
+          \$757  = l0_b_7;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = 16'h0000;
+    \$758  = 16'h0000;
     casez (l1_rd_sel)
       4'h0:
-          \$786  = l1_w_0_0;
+          \$758  = l1_w_0_0;
       4'h1:
-          \$786  = l1_w_0_1;
+          \$758  = l1_w_0_1;
       4'h2:
-          \$786  = l1_w_0_2;
+          \$758  = l1_w_0_2;
       4'h3:
-          \$786  = l1_w_0_3;
+          \$758  = l1_w_0_3;
       4'h4:
-          \$786  = l1_w_0_4;
+          \$758  = l1_w_0_4;
       4'h5:
-          \$786  = l1_w_0_5;
+          \$758  = l1_w_0_5;
       4'h6:
-          \$786  = l1_w_0_6;
+          \$758  = l1_w_0_6;
       4'h7:
-          \$786  = l1_w_0_7;
+          \$758  = l1_w_0_7;
       4'h8:
-          \$786  = l1_b_0;
+          \$758  = l1_b_0;
     endcase
   end
   always @* begin
@@ -3172,384 +3051,384 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$787  = \$785 ;
+          \$759  = \$757 ;
       1'h1:
-          \$787  = \$786 ;
+          \$759  = \$758 ;
     endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$462  = 17'h00000;
+    if (commit_l0) begin
+      \t$462  = \$533 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$464  = 17'h00000;
+    if (commit_l0) begin
+      \t$464  = \$534 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$465  = 17'h00000;
+    if (commit_l0) begin
+      \t$465  = \$535 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$466  = 17'h00000;
+    if (commit_l0) begin
+      \t$466  = \$536 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$467  = 17'h00000;
+    if (commit_l0) begin
+      \t$467  = \$537 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$468  = 17'h00000;
+    if (commit_l0) begin
+      \t$468  = \$538 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$469  = 17'h00000;
+    if (commit_l0) begin
+      \t$469  = \$539 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$470  = 17'h00000;
+    if (commit_l0) begin
+      \t$470  = \$540 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$471  = 17'h00000;
+    if (commit_l0) begin
+      \t$471  = \$541 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$472  = 17'h00000;
+    if (commit_l0) begin
+      \t$472  = \$542 ;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$473  = 17'h00000;
     if (commit_l0) begin
-      \t$473  = \$547 ;
+      \t$473  = \$543 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$474  = 17'h00000;
     if (commit_l0) begin
-      \t$474  = \$548 ;
+      \t$474  = \$544 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$475  = 17'h00000;
     if (commit_l0) begin
-      \t$475  = \$549 ;
+      \t$475  = \$545 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$476  = 17'h00000;
     if (commit_l0) begin
-      \t$476  = \$550 ;
+      \t$476  = \$546 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$477  = 17'h00000;
     if (commit_l0) begin
-      \t$477  = \$551 ;
+      \t$477  = \$547 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$478  = 17'h00000;
     if (commit_l0) begin
-      \t$478  = \$552 ;
+      \t$478  = \$548 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$479  = 17'h00000;
     if (commit_l0) begin
-      \t$479  = \$553 ;
+      \t$479  = \$549 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$480  = 17'h00000;
     if (commit_l0) begin
-      \t$480  = \$554 ;
+      \t$480  = \$550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$481  = 17'h00000;
     if (commit_l0) begin
-      \t$481  = \$555 ;
+      \t$481  = \$551 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$482  = 17'h00000;
     if (commit_l0) begin
-      \t$482  = \$556 ;
+      \t$482  = \$552 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$483  = 17'h00000;
     if (commit_l0) begin
-      \t$483  = \$557 ;
+      \t$483  = \$553 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$484  = 17'h00000;
     if (commit_l0) begin
-      \t$484  = \$558 ;
+      \t$484  = \$554 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$485  = 17'h00000;
     if (commit_l0) begin
-      \t$485  = \$559 ;
+      \t$485  = \$555 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$486  = 17'h00000;
     if (commit_l0) begin
-      \t$486  = \$560 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$487  = 17'h00000;
-    if (commit_l0) begin
-      \t$487  = \$561 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$488  = 17'h00000;
-    if (commit_l0) begin
-      \t$488  = \$562 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$489  = 17'h00000;
-    if (commit_l0) begin
-      \t$489  = \$563 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$490  = 17'h00000;
-    if (commit_l0) begin
-      \t$490  = \$564 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$491  = 17'h00000;
-    if (commit_l0) begin
-      \t$491  = \$565 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$492  = 17'h00000;
-    if (commit_l0) begin
-      \t$492  = \$566 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$493  = 17'h00000;
-    if (commit_l0) begin
-      \t$493  = \$567 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$494  = 17'h00000;
-    if (commit_l0) begin
-      \t$494  = \$568 ;
+      \t$486  = \$556 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$495  = 17'h00000;
-    if (commit_l0) begin
+    if (commit_l1) begin
       \t$495  = \$569 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$496  = 17'h00000;
+    \t$497  = 17'h00000;
+    if (commit_l1) begin
+      \t$497  = \$570 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$498  = 17'h00000;
+    if (commit_l1) begin
+      \t$498  = \$571 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$499  = 17'h00000;
+    if (commit_l1) begin
+      \t$499  = \$572 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$500  = 17'h00000;
+    if (commit_l1) begin
+      \t$500  = \$573 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$501  = 17'h00000;
+    if (commit_l1) begin
+      \t$501  = \$574 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$502  = 17'h00000;
+    if (commit_l1) begin
+      \t$502  = \$575 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$503  = 17'h00000;
+    if (commit_l1) begin
+      \t$503  = \$576 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$504  = 17'h00000;
+    if (commit_l1) begin
+      \t$504  = \$577 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$792  = valid_s1;
+    if (en) begin
+      \$792  = accept;
+    end
+    if (rst) begin
+      \$792  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$793  = valid_s2;
+    if (en) begin
+      \$793  = valid_s1;
+    end
+    if (rst) begin
+      \$793  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$794  = valid_s3;
+    if (en) begin
+      \$794  = valid_s2;
+    end
+    if (rst) begin
+      \$794  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$795  = valid_s4;
+    if (en) begin
+      \$795  = valid_s3;
+    end
+    if (rst) begin
+      \$795  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$796  = m__valid;
+    if (en) begin
+      \$796  = valid_s4;
+    end
+    if (rst) begin
+      \$796  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$797  = valid_s6;
+    if (en) begin
+      \$797  = m__valid;
+    end
+    if (rst) begin
+      \$797  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$798  = valid_s7;
+    if (en) begin
+      \$798  = valid_s6;
+    end
+    if (rst) begin
+      \$798  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$799  = valid_s8;
+    if (en) begin
+      \$799  = valid_s7;
+    end
+    if (rst) begin
+      \$799  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$800  = l0_w_0_0;
     if (commit_l0) begin
-      \t$496  = \$570 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$516  = 17'h00000;
-    if (commit_l1) begin
-      \t$516  = \$597 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$517  = 17'h00000;
-    if (commit_l1) begin
-      \t$517  = \$598 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$518  = 17'h00000;
-    if (commit_l1) begin
-      \t$518  = \$599 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$519  = 17'h00000;
-    if (commit_l1) begin
-      \t$519  = \$600 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$520  = 17'h00000;
-    if (commit_l1) begin
-      \t$520  = \$601 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$521  = 17'h00000;
-    if (commit_l1) begin
-      \t$521  = \$602 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$522  = 17'h00000;
-    if (commit_l1) begin
-      \t$522  = \$603 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$523  = 17'h00000;
-    if (commit_l1) begin
-      \t$523  = \$604 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$524  = 17'h00000;
-    if (commit_l1) begin
-      \t$524  = \$605 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = valid_s1;
-    if (en) begin
-      \$820  = accept;
-    end
-    if (rst) begin
-      \$820  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = valid_s2;
-    if (en) begin
-      \$821  = valid_s1;
-    end
-    if (rst) begin
-      \$821  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = valid_s3;
-    if (en) begin
-      \$822  = valid_s2;
-    end
-    if (rst) begin
-      \$822  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = valid_s4;
-    if (en) begin
-      \$823  = valid_s3;
-    end
-    if (rst) begin
-      \$823  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = m__valid;
-    if (en) begin
-      \$824  = valid_s4;
-    end
-    if (rst) begin
-      \$824  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = valid_s6;
-    if (en) begin
-      \$825  = m__valid;
-    end
-    if (rst) begin
-      \$825  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = valid_s7;
-    if (en) begin
-      \$826  = valid_s6;
-    end
-    if (rst) begin
-      \$826  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = valid_s8;
-    if (en) begin
-      \$827  = valid_s7;
-    end
-    if (rst) begin
-      \$827  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l0_w_0_0;
-    if (commit_l0) begin
-      \$828  = \$647 ;
+      \$800  = \$619 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
-            \$828  = l0_port_data;
+            \$800  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$828  = 16'h055e;
+      \$800  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l0_w_0_1;
+    \$801  = l0_w_0_1;
     if (commit_l0) begin
-      \$829  = \$651 ;
+      \$801  = \$623 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$829  = l0_port_data;
+            \$801  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$829  = 16'hf6fa;
+      \$801  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l0_w_1_0;
+    \$802  = l0_w_1_0;
     if (commit_l0) begin
-      \$830  = \$655 ;
+      \$802  = \$627 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$830  = l0_port_data;
+            \$802  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$830  = 16'hee03;
+      \$802  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l0_w_1_1;
+    \$803  = l0_w_1_1;
     if (commit_l0) begin
-      \$831  = \$659 ;
+      \$803  = \$631 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3557,21 +3436,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$831  = l0_port_data;
+            \$803  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$831  = 16'hed0d;
+      \$803  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l0_w_2_0;
+    \$804  = l0_w_2_0;
     if (commit_l0) begin
-      \$832  = \$663 ;
+      \$804  = \$635 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3581,21 +3460,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$832  = l0_port_data;
+            \$804  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$832  = 16'h0c47;
+      \$804  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l0_w_2_1;
+    \$805  = l0_w_2_1;
     if (commit_l0) begin
-      \$833  = \$667 ;
+      \$805  = \$639 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3607,21 +3486,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$833  = l0_port_data;
+            \$805  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$833  = 16'h102d;
+      \$805  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l0_w_3_0;
+    \$806  = l0_w_3_0;
     if (commit_l0) begin
-      \$834  = \$671 ;
+      \$806  = \$643 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3635,21 +3514,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$834  = l0_port_data;
+            \$806  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$834  = 16'h042e;
+      \$806  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_w_3_1;
+    \$807  = l0_w_3_1;
     if (commit_l0) begin
-      \$835  = \$675 ;
+      \$807  = \$647 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3665,21 +3544,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$835  = l0_port_data;
+            \$807  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$835  = 16'h08ff;
+      \$807  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l0_w_4_0;
+    \$808  = l0_w_4_0;
     if (commit_l0) begin
-      \$836  = \$679 ;
+      \$808  = \$651 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3697,21 +3576,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$836  = l0_port_data;
+            \$808  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$836  = 16'h01b6;
+      \$808  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l0_w_4_1;
+    \$809  = l0_w_4_1;
     if (commit_l0) begin
-      \$837  = \$683 ;
+      \$809  = \$655 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3731,21 +3610,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$837  = l0_port_data;
+            \$809  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$837  = 16'h110d;
+      \$809  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l0_w_5_0;
+    \$810  = l0_w_5_0;
     if (commit_l0) begin
-      \$838  = \$687 ;
+      \$810  = \$659 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3767,21 +3646,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$838  = l0_port_data;
+            \$810  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$838  = 16'h0c61;
+      \$810  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l0_w_5_1;
+    \$811  = l0_w_5_1;
     if (commit_l0) begin
-      \$839  = \$691 ;
+      \$811  = \$663 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3805,21 +3684,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$839  = l0_port_data;
+            \$811  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$839  = 16'hec83;
+      \$811  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l0_w_6_0;
+    \$812  = l0_w_6_0;
     if (commit_l0) begin
-      \$840  = \$695 ;
+      \$812  = \$667 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3845,21 +3724,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$840  = l0_port_data;
+            \$812  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$840  = 16'h0e02;
+      \$812  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l0_w_6_1;
+    \$813  = l0_w_6_1;
     if (commit_l0) begin
-      \$841  = \$699 ;
+      \$813  = \$671 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3887,21 +3766,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$841  = l0_port_data;
+            \$813  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$841  = 16'hedb8;
+      \$813  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l0_w_7_0;
+    \$814  = l0_w_7_0;
     if (commit_l0) begin
-      \$842  = \$703 ;
+      \$814  = \$675 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3931,21 +3810,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$842  = l0_port_data;
+            \$814  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$842  = 16'h0900;
+      \$814  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l0_w_7_1;
+    \$815  = l0_w_7_1;
     if (commit_l0) begin
-      \$843  = \$707 ;
+      \$815  = \$679 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3977,21 +3856,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$843  = l0_port_data;
+            \$815  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$843  = 16'hf34a;
+      \$815  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = l0_b_0;
+    \$816  = l0_b_0;
     if (commit_l0) begin
-      \$844  = \$711 ;
+      \$816  = \$683 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4025,21 +3904,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$844  = l0_port_data;
+            \$816  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$844  = 16'h0000;
+      \$816  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l0_b_1;
+    \$817  = l0_b_1;
     if (commit_l0) begin
-      \$845  = \$715 ;
+      \$817  = \$687 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4075,21 +3954,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$845  = l0_port_data;
+            \$817  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$845  = 16'h0000;
+      \$817  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l0_b_2;
+    \$818  = l0_b_2;
     if (commit_l0) begin
-      \$846  = \$719 ;
+      \$818  = \$691 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4127,21 +4006,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$846  = l0_port_data;
+            \$818  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$846  = 16'h0000;
+      \$818  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = l0_b_3;
+    \$819  = l0_b_3;
     if (commit_l0) begin
-      \$847  = \$723 ;
+      \$819  = \$695 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4181,21 +4060,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$847  = l0_port_data;
+            \$819  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$847  = 16'h0000;
+      \$819  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l0_b_4;
+    \$820  = l0_b_4;
     if (commit_l0) begin
-      \$848  = \$727 ;
+      \$820  = \$699 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4237,21 +4116,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$848  = l0_port_data;
+            \$820  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$848  = 16'h0000;
+      \$820  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l0_b_5;
+    \$821  = l0_b_5;
     if (commit_l0) begin
-      \$849  = \$731 ;
+      \$821  = \$703 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4295,21 +4174,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$849  = l0_port_data;
+            \$821  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$849  = 16'h0000;
+      \$821  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = l0_b_6;
+    \$822  = l0_b_6;
     if (commit_l0) begin
-      \$850  = \$735 ;
+      \$822  = \$707 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4355,21 +4234,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$850  = l0_port_data;
+            \$822  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$850  = 16'h0000;
+      \$822  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l0_b_7;
+    \$823  = l0_b_7;
     if (commit_l0) begin
-      \$851  = \$739 ;
+      \$823  = \$711 ;
     end
     if (l0_port_wr) begin
-      casez (\$622 [4:0])
+      casez (\$594 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4417,208 +4296,82 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$851  = l0_port_data;
+            \$823  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$851  = 16'h0000;
+      \$823  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l0_pending0;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            \$852  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = l0_pending1;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$853  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = l0_pending2;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$854  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = l0_pending3;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$855  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = l0_pending4;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$856  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_pending5;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$857  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_pending6;
-    if (push_l0) begin
-      casez (\$540 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$858  = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = \$544 [2:0];
+    \$824  = \$714 [2:0];
     if (rst) begin
-      \$859  = 3'h0;
+      \$824  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = \$546 [2:0];
-    if (rst) begin
-      \$860  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = \$742 [2:0];
-    if (rst) begin
-      \$861  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = l1_w_0_0;
+    \$825  = l1_w_0_0;
     if (commit_l1) begin
-      \$862  = \$746 ;
+      \$825  = \$718 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
-            \$862  = l1_port_data;
+            \$825  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$862  = 16'h071e;
+      \$825  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l1_w_0_1;
+    \$826  = l1_w_0_1;
     if (commit_l1) begin
-      \$863  = \$750 ;
+      \$826  = \$722 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
-            \$863  = l1_port_data;
+            \$826  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$863  = 16'h00d0;
+      \$826  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l1_w_0_2;
+    \$827  = l1_w_0_2;
     if (commit_l1) begin
-      \$864  = \$754 ;
+      \$827  = \$726 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
             /* empty */;
         4'h2:
-            \$864  = l1_port_data;
+            \$827  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$864  = 16'hfc13;
+      \$827  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l1_w_0_3;
+    \$828  = l1_w_0_3;
     if (commit_l1) begin
-      \$865  = \$758 ;
+      \$828  = \$730 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4626,21 +4379,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h2:
             /* empty */;
         4'h3:
-            \$865  = l1_port_data;
+            \$828  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$865  = 16'hfe7c;
+      \$828  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l1_w_0_4;
+    \$829  = l1_w_0_4;
     if (commit_l1) begin
-      \$866  = \$762 ;
+      \$829  = \$734 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4650,21 +4403,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h3:
             /* empty */;
         4'h4:
-            \$866  = l1_port_data;
+            \$829  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$866  = 16'hf6c2;
+      \$829  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l1_w_0_5;
+    \$830  = l1_w_0_5;
     if (commit_l1) begin
-      \$867  = \$766 ;
+      \$830  = \$738 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4676,21 +4429,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h4:
             /* empty */;
         4'h5:
-            \$867  = l1_port_data;
+            \$830  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$867  = 16'hf8a3;
+      \$830  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l1_w_0_6;
+    \$831  = l1_w_0_6;
     if (commit_l1) begin
-      \$868  = \$770 ;
+      \$831  = \$742 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4704,21 +4457,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h5:
             /* empty */;
         4'h6:
-            \$868  = l1_port_data;
+            \$831  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$868  = 16'h0358;
+      \$831  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l1_w_0_7;
+    \$832  = l1_w_0_7;
     if (commit_l1) begin
-      \$869  = \$774 ;
+      \$832  = \$746 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4734,21 +4487,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h6:
             /* empty */;
         4'h7:
-            \$869  = l1_port_data;
+            \$832  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$869  = 16'h02e2;
+      \$832  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l1_b_0;
+    \$833  = l1_b_0;
     if (commit_l1) begin
-      \$870  = \$778 ;
+      \$833  = \$750 ;
     end
     if (l1_port_wr) begin
-      casez (\$633 [3:0])
+      casez (\$605 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4766,1162 +4519,1036 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h7:
             /* empty */;
         4'h8:
-            \$870  = l1_port_data;
+            \$833  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$870  = 16'h0000;
+      \$833  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l1_pending0;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            \$871  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l1_pending1;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$872  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l1_pending2;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$873  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l1_pending3;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$874  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l1_pending4;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$875  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l1_pending5;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$876  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l1_pending6;
-    if (push_l1) begin
-      casez (\$590 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$877  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = \$594 [2:0];
+    \$834  = \$753 [2:0];
     if (rst) begin
-      \$878  = 3'h0;
+      \$834  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = \$596 [2:0];
-    if (rst) begin
-      \$879  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$880  = \$781 [2:0];
-    if (rst) begin
-      \$880  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$881  = l0_rd_sel;
+    \$835  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$881  = \$622 [4:0];
+      \$835  = \$594 [4:0];
     end
     if (rst) begin
-      \$881  = 5'h00;
+      \$835  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$882  = read_layer;
+    \$836  = read_layer;
     if (l0_port_rd) begin
-      \$882  = 1'h0;
+      \$836  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$882  = 1'h1;
+      \$836  = 1'h1;
     end
     if (rst) begin
-      \$882  = 1'h0;
+      \$836  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$883  = l1_rd_sel;
+    \$837  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$883  = \$633 [3:0];
+      \$837  = \$605 [3:0];
     end
     if (rst) begin
-      \$883  = 4'h0;
+      \$837  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$884  = \$783 ;
+    \$838  = \$755 ;
     if (rst) begin
-      \$884  = 1'h0;
+      \$838  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$885  = pr__valid;
-    if (\$784 ) begin
-      \$885  = 1'h1;
+    \$839  = pr__valid;
+    if (\$756 ) begin
+      \$839  = 1'h1;
     end else if (read_wait) begin
-      \$885  = 1'h1;
+      \$839  = 1'h1;
     end else if (pr__ready) begin
-      \$885  = 1'h0;
+      \$839  = 1'h0;
     end
     if (rst) begin
-      \$885  = 1'h0;
+      \$839  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$886  = pr__payload;
-    if (\$784 ) begin
-      \$886  = pc__payload[15:0];
+    \$840  = pr__payload;
+    if (\$756 ) begin
+      \$840  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$886  = \$787 ;
+      \$840  = \$759 ;
     end
     if (rst) begin
-      \$886  = 16'h0000;
+      \$840  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$887  = x0_s1;
+    \$841  = x0_s1;
     if (en) begin
-      \$887  = s__payload[15:0];
+      \$841  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$888  = x1_s1;
+    \$842  = x1_s1;
     if (en) begin
-      \$888  = s__payload[31:16];
+      \$842  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$889  = y0_s1;
+    \$843  = y0_s1;
     if (en) begin
-      \$889  = s__payload[47:32];
+      \$843  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$890  = l0_bias0_s2;
+    \$844  = l0_bias0_s2;
     if (en) begin
-      \$890  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$844  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$891  = l0_prod0_0_s2;
+    \$845  = l0_prod0_0_s2;
     if (en) begin
-      \$891  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$845  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$892  = l0_prod0_1_s2;
+    \$846  = l0_prod0_1_s2;
     if (en) begin
-      \$892  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
+      \$846  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$893  = l0_out0_s3;
+    \$847  = l0_out0_s3;
     if (en) begin
-      \$893  = \$789 ;
+      \$847  = \$761 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$894  = l0_bias1_s2;
+    \$848  = l0_bias1_s2;
     if (en) begin
-      \$894  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
+      \$848  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$895  = l0_prod1_0_s2;
+    \$849  = l0_prod1_0_s2;
     if (en) begin
-      \$895  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
+      \$849  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$896  = l0_prod1_1_s2;
+    \$850  = l0_prod1_1_s2;
     if (en) begin
-      \$896  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
+      \$850  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$897  = l0_out1_s3;
+    \$851  = l0_out1_s3;
     if (en) begin
-      \$897  = \$791 ;
+      \$851  = \$763 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$898  = l0_bias2_s2;
+    \$852  = l0_bias2_s2;
     if (en) begin
-      \$898  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
+      \$852  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$899  = l0_prod2_0_s2;
+    \$853  = l0_prod2_0_s2;
     if (en) begin
-      \$899  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
+      \$853  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$900  = l0_prod2_1_s2;
+    \$854  = l0_prod2_1_s2;
     if (en) begin
-      \$900  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
+      \$854  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$901  = l0_out2_s3;
+    \$855  = l0_out2_s3;
     if (en) begin
-      \$901  = \$793 ;
+      \$855  = \$765 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$902  = l0_bias3_s2;
+    \$856  = l0_bias3_s2;
     if (en) begin
-      \$902  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
+      \$856  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$903  = l0_prod3_0_s2;
+    \$857  = l0_prod3_0_s2;
     if (en) begin
-      \$903  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
+      \$857  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$904  = l0_prod3_1_s2;
+    \$858  = l0_prod3_1_s2;
     if (en) begin
-      \$904  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
+      \$858  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$905  = l0_out3_s3;
+    \$859  = l0_out3_s3;
     if (en) begin
-      \$905  = \$795 ;
+      \$859  = \$767 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$906  = l0_bias4_s2;
+    \$860  = l0_bias4_s2;
     if (en) begin
-      \$906  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+      \$860  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$907  = l0_prod4_0_s2;
+    \$861  = l0_prod4_0_s2;
     if (en) begin
-      \$907  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
+      \$861  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$908  = l0_prod4_1_s2;
+    \$862  = l0_prod4_1_s2;
     if (en) begin
-      \$908  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
+      \$862  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$909  = l0_out4_s3;
+    \$863  = l0_out4_s3;
     if (en) begin
-      \$909  = \$797 ;
+      \$863  = \$769 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$910  = l0_bias5_s2;
+    \$864  = l0_bias5_s2;
     if (en) begin
-      \$910  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
+      \$864  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$911  = l0_prod5_0_s2;
+    \$865  = l0_prod5_0_s2;
     if (en) begin
-      \$911  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
+      \$865  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$912  = l0_prod5_1_s2;
+    \$866  = l0_prod5_1_s2;
     if (en) begin
-      \$912  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
+      \$866  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$913  = l0_out5_s3;
+    \$867  = l0_out5_s3;
     if (en) begin
-      \$913  = \$799 ;
+      \$867  = \$771 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$914  = l0_bias6_s2;
+    \$868  = l0_bias6_s2;
     if (en) begin
-      \$914  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
+      \$868  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$915  = l0_prod6_0_s2;
+    \$869  = l0_prod6_0_s2;
     if (en) begin
-      \$915  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
+      \$869  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$916  = l0_prod6_1_s2;
+    \$870  = l0_prod6_1_s2;
     if (en) begin
-      \$916  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
+      \$870  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$917  = l0_out6_s3;
+    \$871  = l0_out6_s3;
     if (en) begin
-      \$917  = \$801 ;
+      \$871  = \$773 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$918  = l0_bias7_s2;
+    \$872  = l0_bias7_s2;
     if (en) begin
-      \$918  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
+      \$872  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$919  = l0_prod7_0_s2;
+    \$873  = l0_prod7_0_s2;
     if (en) begin
-      \$919  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
+      \$873  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$920  = l0_prod7_1_s2;
+    \$874  = l0_prod7_1_s2;
     if (en) begin
-      \$920  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
+      \$874  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$921  = l0_out7_s3;
+    \$875  = l0_out7_s3;
     if (en) begin
-      \$921  = \$803 ;
+      \$875  = \$775 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$922  = l1_wread_0_0_s4;
+    \$876  = l1_wread_0_0_s4;
     if (en) begin
-      \$922  = l1_w_0_0;
+      \$876  = l1_w_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$923  = l1_wread_0_1_s4;
+    \$877  = l1_wread_0_1_s4;
     if (en) begin
-      \$923  = l1_w_0_1;
+      \$877  = l1_w_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$924  = l1_wread_0_2_s4;
+    \$878  = l1_wread_0_2_s4;
     if (en) begin
-      \$924  = l1_w_0_2;
+      \$878  = l1_w_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$925  = l1_wread_0_3_s4;
+    \$879  = l1_wread_0_3_s4;
     if (en) begin
-      \$925  = l1_w_0_3;
+      \$879  = l1_w_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$926  = l1_wread_0_4_s4;
+    \$880  = l1_wread_0_4_s4;
     if (en) begin
-      \$926  = l1_w_0_4;
+      \$880  = l1_w_0_4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$927  = l1_wread_0_5_s4;
+    \$881  = l1_wread_0_5_s4;
     if (en) begin
-      \$927  = l1_w_0_5;
+      \$881  = l1_w_0_5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$928  = l1_wread_0_6_s4;
+    \$882  = l1_wread_0_6_s4;
     if (en) begin
-      \$928  = l1_w_0_6;
+      \$882  = l1_w_0_6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$929  = l1_wread_0_7_s4;
+    \$883  = l1_wread_0_7_s4;
     if (en) begin
-      \$929  = l1_w_0_7;
+      \$883  = l1_w_0_7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$930  = l1_bias0_s4;
+    \$884  = l1_bias0_s4;
     if (en) begin
-      \$930  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
+      \$884  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$931  = l1_prod0_0_s4;
+    \$885  = l1_prod0_0_s4;
     if (en) begin
-      \$931  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$885  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$932  = l1_prod0_1_s4;
+    \$886  = l1_prod0_1_s4;
     if (en) begin
-      \$932  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
+      \$886  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$933  = l1_prod0_2_s4;
+    \$887  = l1_prod0_2_s4;
     if (en) begin
-      \$933  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
+      \$887  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$934  = l1_prod0_3_s4;
+    \$888  = l1_prod0_3_s4;
     if (en) begin
-      \$934  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
+      \$888  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$935  = l1_prod0_4_s4;
+    \$889  = l1_prod0_4_s4;
     if (en) begin
-      \$935  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
+      \$889  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$936  = l1_prod0_5_s4;
+    \$890  = l1_prod0_5_s4;
     if (en) begin
-      \$936  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
+      \$890  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$937  = l1_prod0_6_s4;
+    \$891  = l1_prod0_6_s4;
     if (en) begin
-      \$937  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
+      \$891  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$938  = l1_prod0_7_s4;
+    \$892  = l1_prod0_7_s4;
     if (en) begin
-      \$938  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
+      \$892  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$939  = m__payload;
+    \$893  = m__payload;
     if (en) begin
-      \$939  = \t$224 ;
+      \$893  = \t$224 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$940  = y0_s2;
+    \$894  = y0_s2;
     if (en) begin
-      \$940  = y0_s1;
+      \$894  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$941  = y0_s3;
+    \$895  = y0_s3;
     if (en) begin
-      \$941  = y0_s2;
+      \$895  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$942  = y0_s4;
+    \$896  = y0_s4;
     if (en) begin
-      \$942  = y0_s3;
+      \$896  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$943  = y0_s5;
+    \$897  = y0_s5;
     if (en) begin
-      \$943  = y0_s4;
+      \$897  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$944  = err0_s6;
+    \$898  = err0_s6;
     if (en) begin
-      \$944  = \t$229 ;
+      \$898  = \t$229 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$945  = l0_out0_s4;
+    \$899  = l0_out0_s4;
     if (en) begin
-      \$945  = l0_out0_s3;
+      \$899  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$946  = l0_out0_s5;
+    \$900  = l0_out0_s5;
     if (en) begin
-      \$946  = l0_out0_s4;
+      \$900  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$947  = l0_out0_s6;
+    \$901  = l0_out0_s6;
     if (en) begin
-      \$947  = l0_out0_s5;
+      \$901  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$948  = l0_out1_s4;
+    \$902  = l0_out1_s4;
     if (en) begin
-      \$948  = l0_out1_s3;
+      \$902  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$949  = l0_out1_s5;
+    \$903  = l0_out1_s5;
     if (en) begin
-      \$949  = l0_out1_s4;
+      \$903  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$950  = l0_out1_s6;
+    \$904  = l0_out1_s6;
     if (en) begin
-      \$950  = l0_out1_s5;
+      \$904  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$951  = l0_out2_s4;
+    \$905  = l0_out2_s4;
     if (en) begin
-      \$951  = l0_out2_s3;
+      \$905  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$952  = l0_out2_s5;
+    \$906  = l0_out2_s5;
     if (en) begin
-      \$952  = l0_out2_s4;
+      \$906  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$953  = l0_out2_s6;
+    \$907  = l0_out2_s6;
     if (en) begin
-      \$953  = l0_out2_s5;
+      \$907  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$954  = l0_out3_s4;
+    \$908  = l0_out3_s4;
     if (en) begin
-      \$954  = l0_out3_s3;
+      \$908  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$955  = l0_out3_s5;
+    \$909  = l0_out3_s5;
     if (en) begin
-      \$955  = l0_out3_s4;
+      \$909  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$956  = l0_out3_s6;
+    \$910  = l0_out3_s6;
     if (en) begin
-      \$956  = l0_out3_s5;
+      \$910  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$957  = l0_out4_s4;
+    \$911  = l0_out4_s4;
     if (en) begin
-      \$957  = l0_out4_s3;
+      \$911  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$958  = l0_out4_s5;
+    \$912  = l0_out4_s5;
     if (en) begin
-      \$958  = l0_out4_s4;
+      \$912  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$959  = l0_out4_s6;
+    \$913  = l0_out4_s6;
     if (en) begin
-      \$959  = l0_out4_s5;
+      \$913  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$960  = l0_out5_s4;
+    \$914  = l0_out5_s4;
     if (en) begin
-      \$960  = l0_out5_s3;
+      \$914  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$961  = l0_out5_s5;
+    \$915  = l0_out5_s5;
     if (en) begin
-      \$961  = l0_out5_s4;
+      \$915  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$962  = l0_out5_s6;
+    \$916  = l0_out5_s6;
     if (en) begin
-      \$962  = l0_out5_s5;
+      \$916  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$963  = l0_out6_s4;
+    \$917  = l0_out6_s4;
     if (en) begin
-      \$963  = l0_out6_s3;
+      \$917  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$964  = l0_out6_s5;
+    \$918  = l0_out6_s5;
     if (en) begin
-      \$964  = l0_out6_s4;
+      \$918  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$965  = l0_out6_s6;
+    \$919  = l0_out6_s6;
     if (en) begin
-      \$965  = l0_out6_s5;
+      \$919  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$966  = l0_out7_s4;
+    \$920  = l0_out7_s4;
     if (en) begin
-      \$966  = l0_out7_s3;
+      \$920  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$967  = l0_out7_s5;
+    \$921  = l0_out7_s5;
     if (en) begin
-      \$967  = l0_out7_s4;
+      \$921  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$968  = l0_out7_s6;
+    \$922  = l0_out7_s6;
     if (en) begin
-      \$968  = l0_out7_s5;
+      \$922  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$969  = l1_wread_0_0_s5;
+    \$923  = l1_wread_0_0_s5;
     if (en) begin
-      \$969  = l1_wread_0_0_s4;
+      \$923  = l1_wread_0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$970  = l1_wread_0_0_s6;
+    \$924  = l1_wread_0_0_s6;
     if (en) begin
-      \$970  = l1_wread_0_0_s5;
+      \$924  = l1_wread_0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$971  = \t$278 ;
+    \$925  = \t$278 ;
     if (en) begin
-      \$971  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
+      \$925  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$972  = l0_out0_s7;
+    \$926  = l0_out0_s7;
     if (en) begin
-      \$972  = l0_out0_s6;
+      \$926  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$973  = l0_err0_s8;
+    \$927  = l0_err0_s8;
     if (en) begin
-      \$973  = \$805 ;
+      \$927  = \$777 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$974  = l1_wread_0_1_s5;
+    \$928  = l1_wread_0_1_s5;
     if (en) begin
-      \$974  = l1_wread_0_1_s4;
+      \$928  = l1_wread_0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$975  = l1_wread_0_1_s6;
+    \$929  = l1_wread_0_1_s6;
     if (en) begin
-      \$975  = l1_wread_0_1_s5;
+      \$929  = l1_wread_0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$976  = \t$287 ;
+    \$930  = \t$287 ;
     if (en) begin
-      \$976  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
+      \$930  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$977  = l0_out1_s7;
+    \$931  = l0_out1_s7;
     if (en) begin
-      \$977  = l0_out1_s6;
+      \$931  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$978  = l0_err1_s8;
+    \$932  = l0_err1_s8;
     if (en) begin
-      \$978  = \$807 ;
+      \$932  = \$779 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$979  = l1_wread_0_2_s5;
+    \$933  = l1_wread_0_2_s5;
     if (en) begin
-      \$979  = l1_wread_0_2_s4;
+      \$933  = l1_wread_0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$980  = l1_wread_0_2_s6;
+    \$934  = l1_wread_0_2_s6;
     if (en) begin
-      \$980  = l1_wread_0_2_s5;
+      \$934  = l1_wread_0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$981  = \t$296 ;
+    \$935  = \t$296 ;
     if (en) begin
-      \$981  = { \t$294 [34], \t$294 [34], \t$294 [34], \t$294 [34], \t$294 [34], \t$294  };
+      \$935  = { \t$294 [34], \t$294 [34], \t$294 [34], \t$294 [34], \t$294 [34], \t$294  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$982  = l0_out2_s7;
+    \$936  = l0_out2_s7;
     if (en) begin
-      \$982  = l0_out2_s6;
+      \$936  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$983  = l0_err2_s8;
+    \$937  = l0_err2_s8;
     if (en) begin
-      \$983  = \$809 ;
+      \$937  = \$781 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$984  = l1_wread_0_3_s5;
+    \$938  = l1_wread_0_3_s5;
     if (en) begin
-      \$984  = l1_wread_0_3_s4;
+      \$938  = l1_wread_0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$985  = l1_wread_0_3_s6;
+    \$939  = l1_wread_0_3_s6;
     if (en) begin
-      \$985  = l1_wread_0_3_s5;
+      \$939  = l1_wread_0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$986  = \t$305 ;
+    \$940  = \t$305 ;
     if (en) begin
-      \$986  = { \t$303 [34], \t$303 [34], \t$303 [34], \t$303 [34], \t$303 [34], \t$303  };
+      \$940  = { \t$303 [34], \t$303 [34], \t$303 [34], \t$303 [34], \t$303 [34], \t$303  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$987  = l0_out3_s7;
+    \$941  = l0_out3_s7;
     if (en) begin
-      \$987  = l0_out3_s6;
+      \$941  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$988  = l0_err3_s8;
+    \$942  = l0_err3_s8;
     if (en) begin
-      \$988  = \$811 ;
+      \$942  = \$783 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$989  = l1_wread_0_4_s5;
+    \$943  = l1_wread_0_4_s5;
     if (en) begin
-      \$989  = l1_wread_0_4_s4;
+      \$943  = l1_wread_0_4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$990  = l1_wread_0_4_s6;
+    \$944  = l1_wread_0_4_s6;
     if (en) begin
-      \$990  = l1_wread_0_4_s5;
+      \$944  = l1_wread_0_4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$991  = \t$314 ;
+    \$945  = \t$314 ;
     if (en) begin
-      \$991  = { \t$312 [34], \t$312 [34], \t$312 [34], \t$312 [34], \t$312 [34], \t$312  };
+      \$945  = { \t$312 [34], \t$312 [34], \t$312 [34], \t$312 [34], \t$312 [34], \t$312  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$992  = l0_out4_s7;
+    \$946  = l0_out4_s7;
     if (en) begin
-      \$992  = l0_out4_s6;
+      \$946  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$993  = l0_err4_s8;
+    \$947  = l0_err4_s8;
     if (en) begin
-      \$993  = \$813 ;
+      \$947  = \$785 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$994  = l1_wread_0_5_s5;
+    \$948  = l1_wread_0_5_s5;
     if (en) begin
-      \$994  = l1_wread_0_5_s4;
+      \$948  = l1_wread_0_5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$995  = l1_wread_0_5_s6;
+    \$949  = l1_wread_0_5_s6;
     if (en) begin
-      \$995  = l1_wread_0_5_s5;
+      \$949  = l1_wread_0_5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$996  = \t$323 ;
+    \$950  = \t$323 ;
     if (en) begin
-      \$996  = { \t$321 [34], \t$321 [34], \t$321 [34], \t$321 [34], \t$321 [34], \t$321  };
+      \$950  = { \t$321 [34], \t$321 [34], \t$321 [34], \t$321 [34], \t$321 [34], \t$321  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$997  = l0_out5_s7;
+    \$951  = l0_out5_s7;
     if (en) begin
-      \$997  = l0_out5_s6;
+      \$951  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$998  = l0_err5_s8;
+    \$952  = l0_err5_s8;
     if (en) begin
-      \$998  = \$815 ;
+      \$952  = \$787 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$999  = l1_wread_0_6_s5;
+    \$953  = l1_wread_0_6_s5;
     if (en) begin
-      \$999  = l1_wread_0_6_s4;
+      \$953  = l1_wread_0_6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1000  = l1_wread_0_6_s6;
+    \$954  = l1_wread_0_6_s6;
     if (en) begin
-      \$1000  = l1_wread_0_6_s5;
+      \$954  = l1_wread_0_6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1001  = \t$332 ;
+    \$955  = \t$332 ;
     if (en) begin
-      \$1001  = { \t$330 [34], \t$330 [34], \t$330 [34], \t$330 [34], \t$330 [34], \t$330  };
+      \$955  = { \t$330 [34], \t$330 [34], \t$330 [34], \t$330 [34], \t$330 [34], \t$330  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1002  = l0_out6_s7;
+    \$956  = l0_out6_s7;
     if (en) begin
-      \$1002  = l0_out6_s6;
+      \$956  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1003  = l0_err6_s8;
+    \$957  = l0_err6_s8;
     if (en) begin
-      \$1003  = \$817 ;
+      \$957  = \$789 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1004  = l1_wread_0_7_s5;
+    \$958  = l1_wread_0_7_s5;
     if (en) begin
-      \$1004  = l1_wread_0_7_s4;
+      \$958  = l1_wread_0_7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1005  = l1_wread_0_7_s6;
+    \$959  = l1_wread_0_7_s6;
     if (en) begin
-      \$1005  = l1_wread_0_7_s5;
+      \$959  = l1_wread_0_7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1006  = \t$341 ;
+    \$960  = \t$341 ;
     if (en) begin
-      \$1006  = { \t$339 [34], \t$339 [34], \t$339 [34], \t$339 [34], \t$339 [34], \t$339  };
+      \$960  = { \t$339 [34], \t$339 [34], \t$339 [34], \t$339 [34], \t$339 [34], \t$339  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1007  = l0_out7_s7;
+    \$961  = l0_out7_s7;
     if (en) begin
-      \$1007  = l0_out7_s6;
+      \$961  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1008  = l0_err7_s8;
+    \$962  = l0_err7_s8;
     if (en) begin
-      \$1008  = \$819 ;
+      \$962  = \$791 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1009  = x0_s2;
+    \$963  = x0_s2;
     if (en) begin
-      \$1009  = x0_s1;
+      \$963  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1010  = x0_s3;
+    \$964  = x0_s3;
     if (en) begin
-      \$1010  = x0_s2;
+      \$964  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1011  = x0_s4;
+    \$965  = x0_s4;
     if (en) begin
-      \$1011  = x0_s3;
+      \$965  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1012  = x0_s5;
+    \$966  = x0_s5;
     if (en) begin
-      \$1012  = x0_s4;
+      \$966  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1013  = x0_s6;
+    \$967  = x0_s6;
     if (en) begin
-      \$1013  = x0_s5;
+      \$967  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1014  = x0_s7;
+    \$968  = x0_s7;
     if (en) begin
-      \$1014  = x0_s6;
+      \$968  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1015  = x0_s8;
+    \$969  = x0_s8;
     if (en) begin
-      \$1015  = x0_s7;
+      \$969  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1016  = x1_s2;
+    \$970  = x1_s2;
     if (en) begin
-      \$1016  = x1_s1;
+      \$970  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1017  = x1_s3;
+    \$971  = x1_s3;
     if (en) begin
-      \$1017  = x1_s2;
+      \$971  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1018  = x1_s4;
+    \$972  = x1_s4;
     if (en) begin
-      \$1018  = x1_s3;
+      \$972  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1019  = x1_s5;
+    \$973  = x1_s5;
     if (en) begin
-      \$1019  = x1_s4;
+      \$973  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1020  = x1_s6;
+    \$974  = x1_s6;
     if (en) begin
-      \$1020  = x1_s5;
+      \$974  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1021  = x1_s7;
+    \$975  = x1_s7;
     if (en) begin
-      \$1021  = x1_s6;
+      \$975  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1022  = x1_s8;
+    \$976  = x1_s8;
     if (en) begin
-      \$1022  = x1_s7;
+      \$976  = x1_s7;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -5984,15 +5611,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$340  = { \t$339 [34], \t$339 [34], \t$339 [34], \t$339 [34], \t$339 [34], \t$339  };
   assign l1_bprod7_0_s7 = \t$341 ;
   assign valid_s5 = m__valid;
-  assign l0_tail = \$540 [2:0];
-  assign l0_head_next = \$544 [2:0];
-  assign l0_fill_next = \$546 [2:0];
-  assign l1_tail = \$590 [2:0];
-  assign l1_head_next = \$594 [2:0];
-  assign l1_fill_next = \$596 [2:0];
+  assign w_data = { \t$443 , \t$440 , \t$437 , \t$434 , \t$431 , \t$428 , \t$425 , \t$422 , \t$419 , \t$415 , \t$410 , \t$406 , \t$401 , \t$397 , \t$392 , \t$388 , \t$383 , \t$379 , \t$374 , \t$370 , \t$365 , \t$361 , \t$356 , \t$351  };
+  assign \w_data$493  = { \t$273 , \t$270 , \t$265 , \t$260 , \t$255 , \t$250 , \t$245 , \t$240 , \t$235  };
   assign execute = pc__ready;
-  assign l0_port_local = \$622 [4:0];
-  assign l1_port_local = \$633 [3:0];
+  assign l0_port_local = \$594 [4:0];
+  assign l1_port_local = \$605 [3:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
@@ -6086,14 +5709,603 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \floor$435  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
   assign \floor$438  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
   assign \floor$441  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \$608  = 1'h1;
-  assign \$609  = \$607 ;
-  assign s__ready = \$607 ;
-  assign \$616  = 1'h1;
-  assign \$617  = \$615 ;
+  assign \$580  = 1'h1;
+  assign \$581  = \$579 ;
+  assign s__ready = \$579 ;
+  assign \$588  = 1'h1;
+  assign \$589  = \$587 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$627  = \$626 ;
+  assign \$599  = \$598 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$638  = \$637 ;
+  assign \$610  = \$609 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner.l0_pending$577 (rst, \port$463$0 , \port$477$0 , \port$491$0 , \port$505$0 , \port$519$0 , \port$533$0 , \port$547$0 , \port$561$0 , \port$575$0 , \port$589$0 , \port$603$0 , \port$617$0 , \port$631$0 , \port$645$0 , \port$659$0 , \port$673$0 , \port$686$0 , \port$699$0 , \port$712$0 , \port$725$0 
+, \port$738$0 , \port$751$0 , \port$764$0 , \port$777$0 , w_en, r_en, r_data, level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  wire [3:0] \$1 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
+  wire [4:0] \$12 ;
+  wire \$13 ;
+  reg [383:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [383:0] \$17 ;
+  reg [383:0] \$18 ;
+  reg [383:0] \$19 ;
+  wire \$2 ;
+  reg [383:0] \$20 ;
+  reg [383:0] \$21 ;
+  reg [383:0] \$22 ;
+  reg [383:0] \$23 ;
+  reg [383:0] \$24 ;
+  reg [2:0] \$25 ;
+  reg [2:0] \$26 ;
+  wire [3:0] \$3 ;
+  wire [4:0] \$4 ;
+  wire [3:0] \$5 ;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire [3:0] \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [383:0] entry0 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [383:0] entry1 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [383:0] entry2 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [383:0] entry3 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [383:0] entry4 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [383:0] entry5 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [383:0] entry6 = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] head = 3'h0;
+  wire [2:0] head_next;
+  output [2:0] level;
+  reg [2:0] level = 3'h0;
+  wire [383:0] next_data;
+  wire [2:0] next_level;
+  input [15:0] \port$463$0 ;
+  wire [15:0] \port$463$0 ;
+  input [15:0] \port$477$0 ;
+  wire [15:0] \port$477$0 ;
+  input [15:0] \port$491$0 ;
+  wire [15:0] \port$491$0 ;
+  input [15:0] \port$505$0 ;
+  wire [15:0] \port$505$0 ;
+  input [15:0] \port$519$0 ;
+  wire [15:0] \port$519$0 ;
+  input [15:0] \port$533$0 ;
+  wire [15:0] \port$533$0 ;
+  input [15:0] \port$547$0 ;
+  wire [15:0] \port$547$0 ;
+  input [15:0] \port$561$0 ;
+  wire [15:0] \port$561$0 ;
+  input [15:0] \port$575$0 ;
+  wire [15:0] \port$575$0 ;
+  input [15:0] \port$589$0 ;
+  wire [15:0] \port$589$0 ;
+  input [15:0] \port$603$0 ;
+  wire [15:0] \port$603$0 ;
+  input [15:0] \port$617$0 ;
+  wire [15:0] \port$617$0 ;
+  input [15:0] \port$631$0 ;
+  wire [15:0] \port$631$0 ;
+  input [15:0] \port$645$0 ;
+  wire [15:0] \port$645$0 ;
+  input [15:0] \port$659$0 ;
+  wire [15:0] \port$659$0 ;
+  input [15:0] \port$673$0 ;
+  wire [15:0] \port$673$0 ;
+  input [15:0] \port$686$0 ;
+  wire [15:0] \port$686$0 ;
+  input [15:0] \port$699$0 ;
+  wire [15:0] \port$699$0 ;
+  input [15:0] \port$712$0 ;
+  wire [15:0] \port$712$0 ;
+  input [15:0] \port$725$0 ;
+  wire [15:0] \port$725$0 ;
+  input [15:0] \port$738$0 ;
+  wire [15:0] \port$738$0 ;
+  input [15:0] \port$751$0 ;
+  wire [15:0] \port$751$0 ;
+  input [15:0] \port$764$0 ;
+  wire [15:0] \port$764$0 ;
+  input [15:0] \port$777$0 ;
+  wire [15:0] \port$777$0 ;
+  output [383:0] r_data;
+  wire [383:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [2:0] tail;
+  wire [383:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 3'h7;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 3'h7;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 3'h6;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 4'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  } : \$14 ;
+  assign \$15  = \$6 [2:0] == \$10 [2:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    entry3 <= \$21 ;
+  always @(posedge clk)
+    entry4 <= \$22 ;
+  always @(posedge clk)
+    entry5 <= \$23 ;
+  always @(posedge clk)
+    entry6 <= \$24 ;
+  always @(posedge clk)
+    head <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$14  = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (head)
+      3'h0:
+          \$14  = entry0;
+      3'h1:
+          \$14  = entry1;
+      3'h2:
+          \$14  = entry2;
+      3'h3:
+          \$14  = entry3;
+      3'h4:
+          \$14  = entry4;
+      3'h5:
+          \$14  = entry5;
+      3'h6:
+          \$14  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$17  = 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (\$10 [2:0])
+      3'h0:
+          \$17  = entry0;
+      3'h1:
+          \$17  = entry1;
+      3'h2:
+          \$17  = entry2;
+      3'h3:
+          \$17  = entry3;
+      3'h4:
+          \$17  = entry4;
+      3'h5:
+          \$17  = entry5;
+      3'h6:
+          \$17  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            \$18  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$19  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$20  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$21  = entry3;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$21  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$22  = entry4;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$22  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$23  = entry5;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$23  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$24  = entry6;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$24  = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$25  = \$10 [2:0];
+    if (rst) begin
+      \$25  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$26  = \$12 [2:0];
+    if (rst) begin
+      \$26  = 3'h0;
+    end
+  end
+  assign tail = \$6 [2:0];
+  assign head_next = \$10 [2:0];
+  assign next_level = \$12 [2:0];
+  assign w_data = { \port$777$0 , \port$764$0 , \port$751$0 , \port$738$0 , \port$725$0 , \port$712$0 , \port$699$0 , \port$686$0 , \port$673$0 , \port$659$0 , \port$645$0 , \port$631$0 , \port$617$0 , \port$603$0 , \port$589$0 , \port$575$0 , \port$561$0 , \port$547$0 , \port$533$0 , \port$519$0 , \port$505$0 , \port$491$0 , \port$477$0 , \port$463$0  };
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner.l1_pending$578 (rst, \port$218$0 , \port$232$0 , \port$246$0 , \port$260$0 , \port$274$0 , \port$288$0 , \port$302$0 , \port$316$0 , \port$329$0 , w_en, r_en, r_data, level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
+  wire [3:0] \$1 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
+  wire [4:0] \$12 ;
+  wire \$13 ;
+  reg [143:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [143:0] \$17 ;
+  reg [143:0] \$18 ;
+  reg [143:0] \$19 ;
+  wire \$2 ;
+  reg [143:0] \$20 ;
+  reg [143:0] \$21 ;
+  reg [143:0] \$22 ;
+  reg [143:0] \$23 ;
+  reg [143:0] \$24 ;
+  reg [2:0] \$25 ;
+  reg [2:0] \$26 ;
+  wire [3:0] \$3 ;
+  wire [4:0] \$4 ;
+  wire [3:0] \$5 ;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire [3:0] \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [143:0] entry0 = 144'h000000000000000000000000000000000000;
+  reg [143:0] entry1 = 144'h000000000000000000000000000000000000;
+  reg [143:0] entry2 = 144'h000000000000000000000000000000000000;
+  reg [143:0] entry3 = 144'h000000000000000000000000000000000000;
+  reg [143:0] entry4 = 144'h000000000000000000000000000000000000;
+  reg [143:0] entry5 = 144'h000000000000000000000000000000000000;
+  reg [143:0] entry6 = 144'h000000000000000000000000000000000000;
+  reg [2:0] head = 3'h0;
+  wire [2:0] head_next;
+  output [2:0] level;
+  reg [2:0] level = 3'h0;
+  wire [143:0] next_data;
+  wire [2:0] next_level;
+  input [15:0] \port$218$0 ;
+  wire [15:0] \port$218$0 ;
+  input [15:0] \port$232$0 ;
+  wire [15:0] \port$232$0 ;
+  input [15:0] \port$246$0 ;
+  wire [15:0] \port$246$0 ;
+  input [15:0] \port$260$0 ;
+  wire [15:0] \port$260$0 ;
+  input [15:0] \port$274$0 ;
+  wire [15:0] \port$274$0 ;
+  input [15:0] \port$288$0 ;
+  wire [15:0] \port$288$0 ;
+  input [15:0] \port$302$0 ;
+  wire [15:0] \port$302$0 ;
+  input [15:0] \port$316$0 ;
+  wire [15:0] \port$316$0 ;
+  input [15:0] \port$329$0 ;
+  wire [15:0] \port$329$0 ;
+  output [143:0] r_data;
+  wire [143:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [2:0] tail;
+  wire [143:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 3'h7;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 3'h7;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 3'h6;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 4'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  } : \$14 ;
+  assign \$15  = \$6 [2:0] == \$10 [2:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    entry3 <= \$21 ;
+  always @(posedge clk)
+    entry4 <= \$22 ;
+  always @(posedge clk)
+    entry5 <= \$23 ;
+  always @(posedge clk)
+    entry6 <= \$24 ;
+  always @(posedge clk)
+    head <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$14  = 144'h000000000000000000000000000000000000;
+    casez (head)
+      3'h0:
+          \$14  = entry0;
+      3'h1:
+          \$14  = entry1;
+      3'h2:
+          \$14  = entry2;
+      3'h3:
+          \$14  = entry3;
+      3'h4:
+          \$14  = entry4;
+      3'h5:
+          \$14  = entry5;
+      3'h6:
+          \$14  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$17  = 144'h000000000000000000000000000000000000;
+    casez (\$10 [2:0])
+      3'h0:
+          \$17  = entry0;
+      3'h1:
+          \$17  = entry1;
+      3'h2:
+          \$17  = entry2;
+      3'h3:
+          \$17  = entry3;
+      3'h4:
+          \$17  = entry4;
+      3'h5:
+          \$17  = entry5;
+      3'h6:
+          \$17  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            \$18  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$19  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$20  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$21  = entry3;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$21  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$22  = entry4;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$22  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$23  = entry5;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$23  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$24  = entry6;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$24  = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$25  = \$10 [2:0];
+    if (rst) begin
+      \$25  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$26  = \$12 [2:0];
+    if (rst) begin
+      \$26  = 3'h0;
+    end
+  end
+  assign tail = \$6 [2:0];
+  assign head_next = \$10 [2:0];
+  assign next_level = \$12 [2:0];
+  assign w_data = { \port$329$0 , \port$316$0 , \port$302$0 , \port$288$0 , \port$274$0 , \port$260$0 , \port$246$0 , \port$232$0 , \port$218$0  };
 endmodule

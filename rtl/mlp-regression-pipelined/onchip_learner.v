@@ -96,40 +96,40 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$1079 ;
   wire \$108 ;
   wire \$1080 ;
-  wire \$1081 ;
-  wire [15:0] \$1082 ;
-  wire [15:0] \$1083 ;
+  wire [3:0] \$1081 ;
+  wire [4:0] \$1082 ;
+  wire \$1083 ;
   wire \$1084 ;
-  wire \$1085 ;
+  wire [15:0] \$1085 ;
   wire [15:0] \$1086 ;
-  wire [15:0] \$1087 ;
+  wire \$1087 ;
   wire \$1088 ;
-  wire \$1089 ;
+  wire [15:0] \$1089 ;
   wire \$109 ;
   wire [15:0] \$1090 ;
-  wire [15:0] \$1091 ;
+  wire \$1091 ;
   wire \$1092 ;
-  wire \$1093 ;
+  wire [15:0] \$1093 ;
   wire [15:0] \$1094 ;
-  wire [15:0] \$1095 ;
+  wire \$1095 ;
   wire \$1096 ;
-  wire \$1097 ;
+  wire [15:0] \$1097 ;
   wire [15:0] \$1098 ;
-  wire [15:0] \$1099 ;
+  wire \$1099 ;
   wire \$11 ;
   wire [15:0] \$110 ;
   wire \$1100 ;
-  wire \$1101 ;
+  wire [15:0] \$1101 ;
   wire [15:0] \$1102 ;
-  wire [15:0] \$1103 ;
+  wire \$1103 ;
   wire \$1104 ;
-  wire \$1105 ;
+  wire [15:0] \$1105 ;
   wire [15:0] \$1106 ;
-  wire [15:0] \$1107 ;
+  wire \$1107 ;
   wire \$1108 ;
-  wire [3:0] \$1109 ;
+  wire [15:0] \$1109 ;
   wire \$111 ;
-  wire [4:0] \$1110 ;
+  wire [15:0] \$1110 ;
   wire \$1111 ;
   wire \$1112 ;
   wire [15:0] \$1113 ;
@@ -175,45 +175,45 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$115 ;
   wire [15:0] \$1150 ;
   wire \$1151 ;
-  wire \$1152 ;
-  wire [15:0] \$1153 ;
-  wire [15:0] \$1154 ;
+  wire [3:0] \$1152 ;
+  wire [4:0] \$1153 ;
+  wire \$1154 ;
   wire \$1155 ;
   wire \$1156 ;
-  wire [15:0] \$1157 ;
-  wire [15:0] \$1158 ;
-  wire \$1159 ;
+  reg [15:0] \$1157 ;
+  reg [15:0] \$1158 ;
+  reg [15:0] \$1159 ;
   wire \$116 ;
   wire \$1160 ;
   wire [15:0] \$1161 ;
-  wire [15:0] \$1162 ;
-  wire \$1163 ;
+  wire \$1162 ;
+  wire [15:0] \$1163 ;
   wire \$1164 ;
   wire [15:0] \$1165 ;
-  wire [15:0] \$1166 ;
-  wire \$1167 ;
+  wire \$1166 ;
+  wire [15:0] \$1167 ;
   wire \$1168 ;
   wire [15:0] \$1169 ;
   wire \$117 ;
-  wire [15:0] \$1170 ;
-  wire \$1171 ;
+  wire \$1170 ;
+  wire [15:0] \$1171 ;
   wire \$1172 ;
   wire [15:0] \$1173 ;
-  wire [15:0] \$1174 ;
-  wire \$1175 ;
+  wire \$1174 ;
+  wire [15:0] \$1175 ;
   wire \$1176 ;
   wire [15:0] \$1177 ;
-  wire [15:0] \$1178 ;
-  wire \$1179 ;
+  wire \$1178 ;
+  wire [15:0] \$1179 ;
   wire \$118 ;
-  wire [3:0] \$1180 ;
-  wire [4:0] \$1181 ;
+  wire \$1180 ;
+  wire [15:0] \$1181 ;
   wire \$1182 ;
-  wire \$1183 ;
+  wire [15:0] \$1183 ;
   wire \$1184 ;
-  reg [15:0] \$1185 ;
-  reg [15:0] \$1186 ;
-  reg [15:0] \$1187 ;
+  wire [15:0] \$1185 ;
+  wire \$1186 ;
+  wire [15:0] \$1187 ;
   wire \$1188 ;
   wire [15:0] \$1189 ;
   wire \$119 ;
@@ -255,51 +255,51 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$1221 ;
   wire \$1222 ;
   wire [15:0] \$1223 ;
-  wire \$1224 ;
-  wire [15:0] \$1225 ;
-  wire \$1226 ;
-  wire [15:0] \$1227 ;
-  wire \$1228 ;
-  wire [15:0] \$1229 ;
+  reg \$1224 ;
+  reg \$1225 ;
+  reg \$1226 ;
+  reg \$1227 ;
+  reg \$1228 ;
+  reg \$1229 ;
   wire \$123 ;
-  wire \$1230 ;
-  wire [15:0] \$1231 ;
-  wire \$1232 ;
-  wire [15:0] \$1233 ;
-  wire \$1234 ;
-  wire [15:0] \$1235 ;
-  wire \$1236 ;
-  wire [15:0] \$1237 ;
-  wire \$1238 ;
-  wire [15:0] \$1239 ;
+  reg \$1230 ;
+  reg \$1231 ;
+  reg [15:0] \$1232 ;
+  reg [15:0] \$1233 ;
+  reg [15:0] \$1234 ;
+  reg [15:0] \$1235 ;
+  reg [15:0] \$1236 ;
+  reg [15:0] \$1237 ;
+  reg [15:0] \$1238 ;
+  reg [15:0] \$1239 ;
   wire \$124 ;
-  wire \$1240 ;
-  wire [15:0] \$1241 ;
-  wire \$1242 ;
-  wire [15:0] \$1243 ;
-  wire \$1244 ;
-  wire [15:0] \$1245 ;
-  wire \$1246 ;
-  wire [15:0] \$1247 ;
-  wire \$1248 ;
-  wire [15:0] \$1249 ;
+  reg [15:0] \$1240 ;
+  reg [15:0] \$1241 ;
+  reg [15:0] \$1242 ;
+  reg [15:0] \$1243 ;
+  reg [15:0] \$1244 ;
+  reg [15:0] \$1245 ;
+  reg [15:0] \$1246 ;
+  reg [15:0] \$1247 ;
+  reg [15:0] \$1248 ;
+  reg [15:0] \$1249 ;
   wire \$125 ;
-  wire \$1250 ;
-  wire [15:0] \$1251 ;
-  reg \$1252 ;
-  reg \$1253 ;
-  reg \$1254 ;
-  reg \$1255 ;
-  reg \$1256 ;
-  reg \$1257 ;
-  reg \$1258 ;
-  reg \$1259 ;
+  reg [15:0] \$1250 ;
+  reg [15:0] \$1251 ;
+  reg [15:0] \$1252 ;
+  reg [15:0] \$1253 ;
+  reg [15:0] \$1254 ;
+  reg [15:0] \$1255 ;
+  reg [15:0] \$1256 ;
+  reg [15:0] \$1257 ;
+  reg [15:0] \$1258 ;
+  reg [15:0] \$1259 ;
   wire \$126 ;
   reg [15:0] \$1260 ;
   reg [15:0] \$1261 ;
   reg [15:0] \$1262 ;
   reg [15:0] \$1263 ;
-  reg [15:0] \$1264 ;
+  reg [2:0] \$1264 ;
   reg [15:0] \$1265 ;
   reg [15:0] \$1266 ;
   reg [15:0] \$1267 ;
@@ -319,119 +319,119 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$128 ;
   reg [15:0] \$1280 ;
   reg [15:0] \$1281 ;
-  reg [15:0] \$1282 ;
-  reg [15:0] \$1283 ;
-  reg [15:0] \$1284 ;
-  reg [15:0] \$1285 ;
-  reg [15:0] \$1286 ;
-  reg [15:0] \$1287 ;
+  reg [2:0] \$1282 ;
+  reg [4:0] \$1283 ;
+  reg \$1284 ;
+  reg [4:0] \$1285 ;
+  reg \$1286 ;
+  reg \$1287 ;
   reg [15:0] \$1288 ;
   reg [15:0] \$1289 ;
   wire \$129 ;
   reg [15:0] \$1290 ;
-  reg [15:0] \$1291 ;
-  reg [511:0] \$1292 ;
-  reg [511:0] \$1293 ;
-  reg [511:0] \$1294 ;
-  reg [511:0] \$1295 ;
-  reg [511:0] \$1296 ;
-  reg [511:0] \$1297 ;
-  reg [511:0] \$1298 ;
-  reg [2:0] \$1299 ;
+  reg [39:0] \$1291 ;
+  reg [39:0] \$1292 ;
+  reg [15:0] \$1293 ;
+  reg [39:0] \$1294 ;
+  reg [39:0] \$1295 ;
+  reg [15:0] \$1296 ;
+  reg [39:0] \$1297 ;
+  reg [39:0] \$1298 ;
+  reg [15:0] \$1299 ;
   wire \$13 ;
   wire [15:0] \$130 ;
-  reg [2:0] \$1300 ;
-  reg [2:0] \$1301 ;
+  reg [39:0] \$1300 ;
+  reg [39:0] \$1301 ;
   reg [15:0] \$1302 ;
-  reg [15:0] \$1303 ;
-  reg [15:0] \$1304 ;
+  reg [39:0] \$1303 ;
+  reg [39:0] \$1304 ;
   reg [15:0] \$1305 ;
-  reg [15:0] \$1306 ;
-  reg [15:0] \$1307 ;
+  reg [39:0] \$1306 ;
+  reg [39:0] \$1307 ;
   reg [15:0] \$1308 ;
-  reg [15:0] \$1309 ;
+  reg [39:0] \$1309 ;
   wire \$131 ;
-  reg [15:0] \$1310 ;
+  reg [39:0] \$1310 ;
   reg [15:0] \$1311 ;
-  reg [15:0] \$1312 ;
-  reg [15:0] \$1313 ;
+  reg [39:0] \$1312 ;
+  reg [39:0] \$1313 ;
   reg [15:0] \$1314 ;
-  reg [15:0] \$1315 ;
-  reg [15:0] \$1316 ;
+  reg [39:0] \$1315 ;
+  reg [39:0] \$1316 ;
   reg [15:0] \$1317 ;
-  reg [15:0] \$1318 ;
-  reg [271:0] \$1319 ;
+  reg [39:0] \$1318 ;
+  reg [39:0] \$1319 ;
   wire \$132 ;
-  reg [271:0] \$1320 ;
-  reg [271:0] \$1321 ;
-  reg [271:0] \$1322 ;
-  reg [271:0] \$1323 ;
-  reg [271:0] \$1324 ;
-  reg [271:0] \$1325 ;
-  reg [2:0] \$1326 ;
-  reg [2:0] \$1327 ;
-  reg [2:0] \$1328 ;
-  reg [4:0] \$1329 ;
+  reg [15:0] \$1320 ;
+  reg [39:0] \$1321 ;
+  reg [39:0] \$1322 ;
+  reg [15:0] \$1323 ;
+  reg [39:0] \$1324 ;
+  reg [39:0] \$1325 ;
+  reg [15:0] \$1326 ;
+  reg [39:0] \$1327 ;
+  reg [39:0] \$1328 ;
+  reg [15:0] \$1329 ;
   wire \$133 ;
-  reg \$1330 ;
-  reg [4:0] \$1331 ;
-  reg \$1332 ;
-  reg \$1333 ;
-  reg [15:0] \$1334 ;
+  reg [39:0] \$1330 ;
+  reg [39:0] \$1331 ;
+  reg [15:0] \$1332 ;
+  reg [39:0] \$1333 ;
+  reg [39:0] \$1334 ;
   reg [15:0] \$1335 ;
-  reg [15:0] \$1336 ;
+  reg [39:0] \$1336 ;
   reg [39:0] \$1337 ;
-  reg [39:0] \$1338 ;
+  reg [15:0] \$1338 ;
   reg [15:0] \$1339 ;
   wire \$134 ;
-  reg [39:0] \$1340 ;
-  reg [39:0] \$1341 ;
+  reg [15:0] \$1340 ;
+  reg [15:0] \$1341 ;
   reg [15:0] \$1342 ;
-  reg [39:0] \$1343 ;
-  reg [39:0] \$1344 ;
+  reg [15:0] \$1343 ;
+  reg [15:0] \$1344 ;
   reg [15:0] \$1345 ;
-  reg [39:0] \$1346 ;
-  reg [39:0] \$1347 ;
+  reg [15:0] \$1346 ;
+  reg [15:0] \$1347 ;
   reg [15:0] \$1348 ;
-  reg [39:0] \$1349 ;
+  reg [15:0] \$1349 ;
   wire \$135 ;
-  reg [39:0] \$1350 ;
+  reg [15:0] \$1350 ;
   reg [15:0] \$1351 ;
-  reg [39:0] \$1352 ;
-  reg [39:0] \$1353 ;
+  reg [15:0] \$1352 ;
+  reg [15:0] \$1353 ;
   reg [15:0] \$1354 ;
   reg [39:0] \$1355 ;
   reg [39:0] \$1356 ;
-  reg [15:0] \$1357 ;
+  reg [39:0] \$1357 ;
   reg [39:0] \$1358 ;
   reg [39:0] \$1359 ;
   wire \$136 ;
-  reg [15:0] \$1360 ;
+  reg [39:0] \$1360 ;
   reg [39:0] \$1361 ;
   reg [39:0] \$1362 ;
-  reg [15:0] \$1363 ;
+  reg [39:0] \$1363 ;
   reg [39:0] \$1364 ;
   reg [39:0] \$1365 ;
-  reg [15:0] \$1366 ;
+  reg [39:0] \$1366 ;
   reg [39:0] \$1367 ;
   reg [39:0] \$1368 ;
-  reg [15:0] \$1369 ;
+  reg [39:0] \$1369 ;
   wire \$137 ;
   reg [39:0] \$1370 ;
   reg [39:0] \$1371 ;
   reg [15:0] \$1372 ;
-  reg [39:0] \$1373 ;
-  reg [39:0] \$1374 ;
+  reg [15:0] \$1373 ;
+  reg [15:0] \$1374 ;
   reg [15:0] \$1375 ;
-  reg [39:0] \$1376 ;
-  reg [39:0] \$1377 ;
+  reg [15:0] \$1376 ;
+  reg [15:0] \$1377 ;
   reg [15:0] \$1378 ;
-  reg [39:0] \$1379 ;
+  reg [15:0] \$1379 ;
   wire \$138 ;
-  reg [39:0] \$1380 ;
+  reg [15:0] \$1380 ;
   reg [15:0] \$1381 ;
-  reg [39:0] \$1382 ;
-  reg [39:0] \$1383 ;
+  reg [15:0] \$1382 ;
+  reg [15:0] \$1383 ;
   reg [15:0] \$1384 ;
   reg [15:0] \$1385 ;
   reg [15:0] \$1386 ;
@@ -452,24 +452,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$14 ;
   wire [15:0] \$140 ;
   reg [15:0] \$1400 ;
-  reg [39:0] \$1401 ;
-  reg [39:0] \$1402 ;
-  reg [39:0] \$1403 ;
-  reg [39:0] \$1404 ;
-  reg [39:0] \$1405 ;
-  reg [39:0] \$1406 ;
-  reg [39:0] \$1407 ;
-  reg [39:0] \$1408 ;
-  reg [39:0] \$1409 ;
+  reg [15:0] \$1401 ;
+  reg [15:0] \$1402 ;
+  reg [15:0] \$1403 ;
+  reg [15:0] \$1404 ;
+  reg [15:0] \$1405 ;
+  reg [15:0] \$1406 ;
+  reg [15:0] \$1407 ;
+  reg [15:0] \$1408 ;
+  reg [15:0] \$1409 ;
   wire \$141 ;
-  reg [39:0] \$1410 ;
-  reg [39:0] \$1411 ;
-  reg [39:0] \$1412 ;
-  reg [39:0] \$1413 ;
-  reg [39:0] \$1414 ;
-  reg [39:0] \$1415 ;
-  reg [39:0] \$1416 ;
-  reg [39:0] \$1417 ;
+  reg [15:0] \$1410 ;
+  reg [15:0] \$1411 ;
+  reg [15:0] \$1412 ;
+  reg [15:0] \$1413 ;
+  reg [15:0] \$1414 ;
+  reg [15:0] \$1415 ;
+  reg [15:0] \$1416 ;
+  reg [15:0] \$1417 ;
   reg [15:0] \$1418 ;
   reg [15:0] \$1419 ;
   wire \$142 ;
@@ -481,151 +481,105 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1425 ;
   reg [15:0] \$1426 ;
   reg [15:0] \$1427 ;
-  reg [15:0] \$1428 ;
+  reg [39:0] \$1428 ;
   reg [15:0] \$1429 ;
   wire \$143 ;
   reg [15:0] \$1430 ;
   reg [15:0] \$1431 ;
   reg [15:0] \$1432 ;
-  reg [15:0] \$1433 ;
+  reg [39:0] \$1433 ;
   reg [15:0] \$1434 ;
   reg [15:0] \$1435 ;
   reg [15:0] \$1436 ;
   reg [15:0] \$1437 ;
-  reg [15:0] \$1438 ;
+  reg [39:0] \$1438 ;
   reg [15:0] \$1439 ;
   wire \$144 ;
   reg [15:0] \$1440 ;
   reg [15:0] \$1441 ;
   reg [15:0] \$1442 ;
-  reg [15:0] \$1443 ;
+  reg [39:0] \$1443 ;
   reg [15:0] \$1444 ;
   reg [15:0] \$1445 ;
   reg [15:0] \$1446 ;
   reg [15:0] \$1447 ;
-  reg [15:0] \$1448 ;
+  reg [39:0] \$1448 ;
   reg [15:0] \$1449 ;
   wire \$145 ;
   reg [15:0] \$1450 ;
   reg [15:0] \$1451 ;
   reg [15:0] \$1452 ;
-  reg [15:0] \$1453 ;
+  reg [39:0] \$1453 ;
   reg [15:0] \$1454 ;
   reg [15:0] \$1455 ;
   reg [15:0] \$1456 ;
   reg [15:0] \$1457 ;
-  reg [15:0] \$1458 ;
+  reg [39:0] \$1458 ;
   reg [15:0] \$1459 ;
   wire \$146 ;
   reg [15:0] \$1460 ;
   reg [15:0] \$1461 ;
   reg [15:0] \$1462 ;
-  reg [15:0] \$1463 ;
+  reg [39:0] \$1463 ;
   reg [15:0] \$1464 ;
   reg [15:0] \$1465 ;
   reg [15:0] \$1466 ;
   reg [15:0] \$1467 ;
-  reg [15:0] \$1468 ;
+  reg [39:0] \$1468 ;
   reg [15:0] \$1469 ;
   wire \$147 ;
   reg [15:0] \$1470 ;
   reg [15:0] \$1471 ;
   reg [15:0] \$1472 ;
-  reg [15:0] \$1473 ;
-  reg [39:0] \$1474 ;
+  reg [39:0] \$1473 ;
+  reg [15:0] \$1474 ;
   reg [15:0] \$1475 ;
   reg [15:0] \$1476 ;
   reg [15:0] \$1477 ;
-  reg [15:0] \$1478 ;
-  reg [39:0] \$1479 ;
+  reg [39:0] \$1478 ;
+  reg [15:0] \$1479 ;
   wire \$148 ;
   reg [15:0] \$1480 ;
   reg [15:0] \$1481 ;
   reg [15:0] \$1482 ;
-  reg [15:0] \$1483 ;
-  reg [39:0] \$1484 ;
+  reg [39:0] \$1483 ;
+  reg [15:0] \$1484 ;
   reg [15:0] \$1485 ;
   reg [15:0] \$1486 ;
   reg [15:0] \$1487 ;
-  reg [15:0] \$1488 ;
-  reg [39:0] \$1489 ;
+  reg [39:0] \$1488 ;
+  reg [15:0] \$1489 ;
   wire \$149 ;
   reg [15:0] \$1490 ;
   reg [15:0] \$1491 ;
   reg [15:0] \$1492 ;
-  reg [15:0] \$1493 ;
-  reg [39:0] \$1494 ;
+  reg [39:0] \$1493 ;
+  reg [15:0] \$1494 ;
   reg [15:0] \$1495 ;
   reg [15:0] \$1496 ;
   reg [15:0] \$1497 ;
-  reg [15:0] \$1498 ;
-  reg [39:0] \$1499 ;
+  reg [39:0] \$1498 ;
+  reg [15:0] \$1499 ;
   wire \$15 ;
   wire [15:0] \$150 ;
   reg [15:0] \$1500 ;
   reg [15:0] \$1501 ;
   reg [15:0] \$1502 ;
-  reg [15:0] \$1503 ;
-  reg [39:0] \$1504 ;
+  reg [39:0] \$1503 ;
+  reg [15:0] \$1504 ;
   reg [15:0] \$1505 ;
   reg [15:0] \$1506 ;
   reg [15:0] \$1507 ;
   reg [15:0] \$1508 ;
-  reg [39:0] \$1509 ;
+  reg [15:0] \$1509 ;
   wire \$151 ;
   reg [15:0] \$1510 ;
   reg [15:0] \$1511 ;
   reg [15:0] \$1512 ;
-  reg [15:0] \$1513 ;
-  reg [39:0] \$1514 ;
-  reg [15:0] \$1515 ;
-  reg [15:0] \$1516 ;
-  reg [15:0] \$1517 ;
-  reg [15:0] \$1518 ;
-  reg [39:0] \$1519 ;
   wire \$152 ;
-  reg [15:0] \$1520 ;
-  reg [15:0] \$1521 ;
-  reg [15:0] \$1522 ;
-  reg [15:0] \$1523 ;
-  reg [39:0] \$1524 ;
-  reg [15:0] \$1525 ;
-  reg [15:0] \$1526 ;
-  reg [15:0] \$1527 ;
-  reg [15:0] \$1528 ;
-  reg [39:0] \$1529 ;
   wire \$153 ;
-  reg [15:0] \$1530 ;
-  reg [15:0] \$1531 ;
-  reg [15:0] \$1532 ;
-  reg [15:0] \$1533 ;
-  reg [39:0] \$1534 ;
-  reg [15:0] \$1535 ;
-  reg [15:0] \$1536 ;
-  reg [15:0] \$1537 ;
-  reg [15:0] \$1538 ;
-  reg [39:0] \$1539 ;
   wire \$154 ;
-  reg [15:0] \$1540 ;
-  reg [15:0] \$1541 ;
-  reg [15:0] \$1542 ;
-  reg [15:0] \$1543 ;
-  reg [39:0] \$1544 ;
-  reg [15:0] \$1545 ;
-  reg [15:0] \$1546 ;
-  reg [15:0] \$1547 ;
-  reg [15:0] \$1548 ;
-  reg [39:0] \$1549 ;
   wire \$155 ;
-  reg [15:0] \$1550 ;
-  reg [15:0] \$1551 ;
-  reg [15:0] \$1552 ;
-  reg [15:0] \$1553 ;
-  reg [15:0] \$1554 ;
-  reg [15:0] \$1555 ;
-  reg [15:0] \$1556 ;
-  reg [15:0] \$1557 ;
-  reg [15:0] \$1558 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
@@ -1400,21 +1354,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$850 ;
   wire \$851 ;
   wire \$852 ;
-  wire \$853 ;
-  reg [511:0] \$854 ;
-  wire [3:0] \$855 ;
-  wire \$856 ;
-  wire [3:0] \$857 ;
-  wire [4:0] \$858 ;
-  wire [3:0] \$859 ;
+  wire [16:0] \$853 ;
+  wire [16:0] \$854 ;
+  wire [16:0] \$855 ;
+  wire [16:0] \$856 ;
+  wire [16:0] \$857 ;
+  wire [16:0] \$858 ;
+  wire [16:0] \$859 ;
   wire \$86 ;
-  wire [4:0] \$860 ;
-  wire \$861 ;
-  wire [3:0] \$862 ;
-  wire [3:0] \$863 ;
-  wire [3:0] \$864 ;
-  wire [3:0] \$865 ;
-  wire [4:0] \$866 ;
+  wire [16:0] \$860 ;
+  wire [16:0] \$861 ;
+  wire [16:0] \$862 ;
+  wire [16:0] \$863 ;
+  wire [16:0] \$864 ;
+  wire [16:0] \$865 ;
+  wire [16:0] \$866 ;
   wire [16:0] \$867 ;
   wire [16:0] \$868 ;
   wire [16:0] \$869 ;
@@ -1435,70 +1389,70 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \$882 ;
   wire [16:0] \$883 ;
   wire [16:0] \$884 ;
-  wire [16:0] \$885 ;
-  wire [16:0] \$886 ;
-  wire [16:0] \$887 ;
-  wire [16:0] \$888 ;
-  wire [16:0] \$889 ;
+  wire \$885 ;
+  wire \$886 ;
+  wire \$887 ;
+  wire \$888 ;
+  wire \$889 ;
   wire \$89 ;
-  wire [16:0] \$890 ;
-  wire [16:0] \$891 ;
-  wire [16:0] \$892 ;
-  wire [16:0] \$893 ;
-  wire [16:0] \$894 ;
-  wire [16:0] \$895 ;
-  wire [16:0] \$896 ;
+  wire \$890 ;
+  wire \$891 ;
+  wire \$892 ;
+  wire \$893 ;
+  wire \$894 ;
+  wire \$895 ;
+  wire \$896 ;
   wire [16:0] \$897 ;
   wire [16:0] \$898 ;
-  wire \$899 ;
+  wire [16:0] \$899 ;
   wire \$9 ;
   wire [15:0] \$90 ;
-  wire \$900 ;
-  wire \$901 ;
-  wire \$902 ;
-  wire \$903 ;
-  wire \$904 ;
-  wire \$905 ;
-  wire \$906 ;
-  wire \$907 ;
-  wire \$908 ;
-  wire \$909 ;
+  wire [16:0] \$900 ;
+  wire [16:0] \$901 ;
+  wire [16:0] \$902 ;
+  wire [16:0] \$903 ;
+  wire [16:0] \$904 ;
+  wire [16:0] \$905 ;
+  wire [16:0] \$906 ;
+  wire [16:0] \$907 ;
+  wire [16:0] \$908 ;
+  wire [16:0] \$909 ;
   wire \$91 ;
-  wire \$910 ;
-  wire \$911 ;
-  reg [271:0] \$912 ;
-  wire [3:0] \$913 ;
+  wire [16:0] \$910 ;
+  wire [16:0] \$911 ;
+  wire [16:0] \$912 ;
+  wire [16:0] \$913 ;
   wire \$914 ;
-  wire [3:0] \$915 ;
-  wire [4:0] \$916 ;
-  wire [3:0] \$917 ;
-  wire [4:0] \$918 ;
+  wire \$915 ;
+  wire \$916 ;
+  wire \$917 ;
+  wire \$918 ;
   wire \$919 ;
   wire \$92 ;
-  wire [3:0] \$920 ;
-  wire [3:0] \$921 ;
-  wire [3:0] \$922 ;
-  wire [3:0] \$923 ;
-  wire [4:0] \$924 ;
-  wire [16:0] \$925 ;
-  wire [16:0] \$926 ;
-  wire [16:0] \$927 ;
-  wire [16:0] \$928 ;
-  wire [16:0] \$929 ;
+  wire \$920 ;
+  wire \$921 ;
+  wire \$922 ;
+  wire \$923 ;
+  wire \$924 ;
+  wire \$925 ;
+  wire \$926 ;
+  wire \$927 ;
+  wire \$928 ;
+  wire \$929 ;
   wire \$93 ;
-  wire [16:0] \$930 ;
-  wire [16:0] \$931 ;
-  wire [16:0] \$932 ;
-  wire [16:0] \$933 ;
-  wire [16:0] \$934 ;
-  wire [16:0] \$935 ;
-  wire [16:0] \$936 ;
-  wire [16:0] \$937 ;
-  wire [16:0] \$938 ;
-  wire [16:0] \$939 ;
+  wire [6:0] \$930 ;
+  wire \$931 ;
+  wire \$932 ;
+  wire \$933 ;
+  wire \$934 ;
+  wire \$935 ;
+  wire \$936 ;
+  wire \$937 ;
+  wire \$938 ;
+  wire \$939 ;
   wire \$94 ;
-  wire [16:0] \$940 ;
-  wire [16:0] \$941 ;
+  wire \$940 ;
+  wire [6:0] \$941 ;
   wire \$942 ;
   wire \$943 ;
   wire \$944 ;
@@ -1512,34 +1466,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$951 ;
   wire \$952 ;
   wire \$953 ;
-  wire \$954 ;
-  wire \$955 ;
+  wire [15:0] \$954 ;
+  wire [15:0] \$955 ;
   wire \$956 ;
   wire \$957 ;
-  wire [6:0] \$958 ;
-  wire \$959 ;
+  wire [15:0] \$958 ;
+  wire [15:0] \$959 ;
   wire \$96 ;
   wire \$960 ;
   wire \$961 ;
-  wire \$962 ;
-  wire \$963 ;
+  wire [15:0] \$962 ;
+  wire [15:0] \$963 ;
   wire \$964 ;
   wire \$965 ;
-  wire \$966 ;
-  wire \$967 ;
+  wire [15:0] \$966 ;
+  wire [15:0] \$967 ;
   wire \$968 ;
-  wire [6:0] \$969 ;
+  wire \$969 ;
   wire \$97 ;
-  wire \$970 ;
-  wire \$971 ;
+  wire [15:0] \$970 ;
+  wire [15:0] \$971 ;
   wire \$972 ;
   wire \$973 ;
-  wire \$974 ;
-  wire \$975 ;
+  wire [15:0] \$974 ;
+  wire [15:0] \$975 ;
   wire \$976 ;
   wire \$977 ;
-  wire \$978 ;
-  wire \$979 ;
+  wire [15:0] \$978 ;
+  wire [15:0] \$979 ;
   wire \$98 ;
   wire \$980 ;
   wire \$981 ;
@@ -1689,7 +1643,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
   reg [39:0] l0_bias8_s2 = 40'h0000000000;
   reg [39:0] l0_bias9_s2 = 40'h0000000000;
-  wire [511:0] l0_commit_src;
   reg [15:0] l0_err0_s8 = 16'h0000;
   reg [15:0] l0_err10_s8 = 16'h0000;
   reg [15:0] l0_err11_s8 = 16'h0000;
@@ -1706,10 +1659,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_err7_s8 = 16'h0000;
   reg [15:0] l0_err8_s8 = 16'h0000;
   reg [15:0] l0_err9_s8 = 16'h0000;
-  reg [2:0] l0_fill = 3'h0;
-  wire [2:0] l0_fill_next;
-  reg [2:0] l0_head = 3'h0;
-  wire [2:0] l0_head_next;
   reg [15:0] l0_out0_s3 = 16'h0000;
   reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
@@ -1791,13 +1740,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out9_s6 = 16'h0000;
   reg [15:0] l0_out9_s7 = 16'h0000;
   reg [2:0] l0_pending = 3'h0;
-  reg [511:0] l0_pending0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [511:0] l0_pending1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [511:0] l0_pending2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [511:0] l0_pending3 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [511:0] l0_pending4 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [511:0] l0_pending5 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [511:0] l0_pending6 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [15:0] l0_port_data;
   wire [4:0] l0_port_local;
   wire l0_port_rd;
@@ -1819,7 +1761,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_prod8_0_s2 = 40'h0000000000;
   reg [39:0] l0_prod9_0_s2 = 40'h0000000000;
   reg [4:0] l0_rd_sel = 5'h00;
-  wire [2:0] l0_tail;
   reg [15:0] l0_w_0_0 = 16'h0797;
   reg [15:0] l0_w_10_0 = 16'h1182;
   reg [15:0] l0_w_11_0 = 16'he470;
@@ -1870,21 +1811,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] l1_bprod8_0_s7;
   (* init = 40'h0000000000 *)
   wire [39:0] l1_bprod9_0_s7;
-  wire [271:0] l1_commit_src;
-  reg [2:0] l1_fill = 3'h0;
-  wire [2:0] l1_fill_next;
-  reg [2:0] l1_head = 3'h0;
-  wire [2:0] l1_head_next;
   (* init = 16'h0000 *)
   wire [15:0] l1_out0_s5;
   reg [2:0] l1_pending = 3'h0;
-  reg [271:0] l1_pending0 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-  reg [271:0] l1_pending1 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-  reg [271:0] l1_pending2 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-  reg [271:0] l1_pending3 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-  reg [271:0] l1_pending4 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-  reg [271:0] l1_pending5 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-  reg [271:0] l1_pending6 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
   wire [15:0] l1_port_data;
   wire [4:0] l1_port_local;
   wire l1_port_rd;
@@ -1906,7 +1835,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l1_prod0_8_s4 = 40'h0000000000;
   reg [39:0] l1_prod0_9_s4 = 40'h0000000000;
   reg [4:0] l1_rd_sel = 5'h00;
-  wire [2:0] l1_tail;
   reg [15:0] l1_w_0_0 = 16'h0508;
   reg [15:0] l1_w_0_1 = 16'h0093;
   reg [15:0] l1_w_0_10 = 16'h06e4;
@@ -1971,6 +1899,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l1_wread_0_9_s4 = 16'h0000;
   reg [15:0] l1_wread_0_9_s5 = 16'h0000;
   reg [15:0] l1_wread_0_9_s6 = 16'h0000;
+  wire [2:0] level;
+  wire [2:0] \level$760 ;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
   input m__ready;
@@ -1983,8 +1913,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire pop_l0;
-  wire pop_l1;
   wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
@@ -1992,8 +1920,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
-  wire push_l0;
-  wire push_l1;
+  wire [511:0] r_data;
+  wire [271:0] \r_data$766 ;
+  wire r_en;
+  wire \r_en$764 ;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   (* init = 16'h0000 *)
@@ -2415,7 +2345,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \t$704 ;
   wire [15:0] \t$705 ;
   wire [30:0] \t$71 ;
+  reg [16:0] \t$724 ;
+  reg [16:0] \t$726 ;
+  reg [16:0] \t$727 ;
+  reg [16:0] \t$728 ;
+  reg [16:0] \t$729 ;
   wire [39:0] \t$73 ;
+  reg [16:0] \t$730 ;
+  reg [16:0] \t$731 ;
+  reg [16:0] \t$732 ;
+  reg [16:0] \t$733 ;
+  reg [16:0] \t$734 ;
   reg [16:0] \t$735 ;
   reg [16:0] \t$736 ;
   reg [16:0] \t$737 ;
@@ -2439,36 +2379,26 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$754 ;
   reg [16:0] \t$755 ;
   reg [16:0] \t$756 ;
-  reg [16:0] \t$757 ;
-  reg [16:0] \t$758 ;
-  reg [16:0] \t$759 ;
   wire [34:0] \t$76 ;
-  reg [16:0] \t$760 ;
-  reg [16:0] \t$761 ;
-  reg [16:0] \t$762 ;
-  reg [16:0] \t$763 ;
-  reg [16:0] \t$764 ;
   reg [16:0] \t$765 ;
-  reg [16:0] \t$766 ;
+  reg [16:0] \t$767 ;
+  reg [16:0] \t$768 ;
+  reg [16:0] \t$769 ;
   wire [39:0] \t$77 ;
+  reg [16:0] \t$770 ;
+  reg [16:0] \t$771 ;
+  reg [16:0] \t$772 ;
+  reg [16:0] \t$773 ;
+  reg [16:0] \t$774 ;
+  reg [16:0] \t$775 ;
+  reg [16:0] \t$776 ;
+  reg [16:0] \t$777 ;
+  reg [16:0] \t$778 ;
+  reg [16:0] \t$779 ;
   wire [40:0] \t$78 ;
-  reg [16:0] \t$786 ;
-  reg [16:0] \t$787 ;
-  reg [16:0] \t$788 ;
-  reg [16:0] \t$789 ;
-  reg [16:0] \t$790 ;
-  reg [16:0] \t$791 ;
-  reg [16:0] \t$792 ;
-  reg [16:0] \t$793 ;
-  reg [16:0] \t$794 ;
-  reg [16:0] \t$795 ;
-  reg [16:0] \t$796 ;
-  reg [16:0] \t$797 ;
-  reg [16:0] \t$798 ;
-  reg [16:0] \t$799 ;
-  reg [16:0] \t$800 ;
-  reg [16:0] \t$801 ;
-  reg [16:0] \t$802 ;
+  reg [16:0] \t$780 ;
+  reg [16:0] \t$781 ;
+  reg [16:0] \t$782 ;
   wire [39:0] \t$81 ;
   wire [40:0] \t$83 ;
   wire [15:0] \t$84 ;
@@ -2491,6 +2421,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
+  wire [511:0] w_data;
+  wire [271:0] \w_data$763 ;
+  wire w_en;
+  wire \w_en$762 ;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
@@ -3614,1181 +3548,1142 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign commit_on_read_l0 = \$841  & \$842 ;
   assign \$843  = ~ busy;
   assign \$844  = pc__valid & \$843 ;
-  assign \$845  = ! l0_fill;
+  assign \$845  = ! level;
   assign \$846  = ~ \$845 ;
   assign flush_l0 = \$844  & \$846 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
   assign \$847  = en & valid_s8;
-  assign \$848  = ! l0_fill;
+  assign \$848  = ! level;
   assign \$849  = commit_on_read_l0 & \$848 ;
   assign \$850  = ~ \$849 ;
-  assign push_l0 = \$847  & \$850 ;
-  assign \$851  = ! l0_fill;
+  assign w_en = \$847  & \$850 ;
+  assign \$851  = ! level;
   assign \$852  = ~ \$851 ;
-  assign pop_l0 = commit_l0 & \$852 ;
-  assign \$853  = ! l0_fill;
-  assign l0_commit_src = \$853  ? { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  } : \$854 ;
-  assign \$855  = l0_head + l0_fill;
-  assign \$856  = \$855  >= 3'h7;
-  assign \$857  = l0_head + l0_fill;
-  assign \$858  = \$857  - 3'h7;
-  assign \$859  = l0_head + l0_fill;
-  assign \$860  = \$856  ? \$858  : { 1'h0, \$859  };
-  assign \$861  = l0_head == 3'h6;
-  assign \$862  = l0_head + 1'h1;
-  assign \$863  = \$861  ? 4'h0 : \$862 ;
-  assign \$864  = pop_l0 ? \$863  : { 1'h0, l0_head };
-  assign \$865  = l0_fill + push_l0;
-  assign \$866  = \$865  - pop_l0;
-  assign \$867  = $signed(l0_w_0_0) - $signed(l0_commit_src[15:0]);
-  assign \$868  = $signed(l0_w_1_0) - $signed(l0_commit_src[31:16]);
-  assign \$869  = $signed(l0_w_2_0) - $signed(l0_commit_src[47:32]);
-  assign \$870  = $signed(l0_w_3_0) - $signed(l0_commit_src[63:48]);
-  assign \$871  = $signed(l0_w_4_0) - $signed(l0_commit_src[79:64]);
-  assign \$872  = $signed(l0_w_5_0) - $signed(l0_commit_src[95:80]);
-  assign \$873  = $signed(l0_w_6_0) - $signed(l0_commit_src[111:96]);
-  assign \$874  = $signed(l0_w_7_0) - $signed(l0_commit_src[127:112]);
-  assign \$875  = $signed(l0_w_8_0) - $signed(l0_commit_src[143:128]);
-  assign \$876  = $signed(l0_w_9_0) - $signed(l0_commit_src[159:144]);
-  assign \$877  = $signed(l0_w_10_0) - $signed(l0_commit_src[175:160]);
-  assign \$878  = $signed(l0_w_11_0) - $signed(l0_commit_src[191:176]);
-  assign \$879  = $signed(l0_w_12_0) - $signed(l0_commit_src[207:192]);
-  assign \$880  = $signed(l0_w_13_0) - $signed(l0_commit_src[223:208]);
-  assign \$881  = $signed(l0_w_14_0) - $signed(l0_commit_src[239:224]);
-  assign \$882  = $signed(l0_w_15_0) - $signed(l0_commit_src[255:240]);
-  assign \$883  = $signed(l0_b_0) - $signed(l0_commit_src[271:256]);
-  assign \$884  = $signed(l0_b_1) - $signed(l0_commit_src[287:272]);
-  assign \$885  = $signed(l0_b_2) - $signed(l0_commit_src[303:288]);
-  assign \$886  = $signed(l0_b_3) - $signed(l0_commit_src[319:304]);
-  assign \$887  = $signed(l0_b_4) - $signed(l0_commit_src[335:320]);
-  assign \$888  = $signed(l0_b_5) - $signed(l0_commit_src[351:336]);
-  assign \$889  = $signed(l0_b_6) - $signed(l0_commit_src[367:352]);
-  assign \$890  = $signed(l0_b_7) - $signed(l0_commit_src[383:368]);
-  assign \$891  = $signed(l0_b_8) - $signed(l0_commit_src[399:384]);
-  assign \$892  = $signed(l0_b_9) - $signed(l0_commit_src[415:400]);
-  assign \$893  = $signed(l0_b_10) - $signed(l0_commit_src[431:416]);
-  assign \$894  = $signed(l0_b_11) - $signed(l0_commit_src[447:432]);
-  assign \$895  = $signed(l0_b_12) - $signed(l0_commit_src[463:448]);
-  assign \$896  = $signed(l0_b_13) - $signed(l0_commit_src[479:464]);
-  assign \$897  = $signed(l0_b_14) - $signed(l0_commit_src[495:480]);
-  assign \$898  = $signed(l0_b_15) - $signed(l0_commit_src[511:496]);
-  assign \$899  = en & valid_s3;
-  assign \$900  = l1_pending == 3'h7;
-  assign commit_on_read_l1 = \$899  & \$900 ;
-  assign \$901  = ~ busy;
-  assign \$902  = pc__valid & \$901 ;
-  assign \$903  = ! l1_fill;
-  assign \$904  = ~ \$903 ;
-  assign flush_l1 = \$902  & \$904 ;
+  assign r_en = commit_l0 & \$852 ;
+  assign \$853  = $signed(l0_w_0_0) - $signed(r_data[15:0]);
+  assign \$854  = $signed(l0_w_1_0) - $signed(r_data[31:16]);
+  assign \$855  = $signed(l0_w_2_0) - $signed(r_data[47:32]);
+  assign \$856  = $signed(l0_w_3_0) - $signed(r_data[63:48]);
+  assign \$857  = $signed(l0_w_4_0) - $signed(r_data[79:64]);
+  assign \$858  = $signed(l0_w_5_0) - $signed(r_data[95:80]);
+  assign \$859  = $signed(l0_w_6_0) - $signed(r_data[111:96]);
+  assign \$860  = $signed(l0_w_7_0) - $signed(r_data[127:112]);
+  assign \$861  = $signed(l0_w_8_0) - $signed(r_data[143:128]);
+  assign \$862  = $signed(l0_w_9_0) - $signed(r_data[159:144]);
+  assign \$863  = $signed(l0_w_10_0) - $signed(r_data[175:160]);
+  assign \$864  = $signed(l0_w_11_0) - $signed(r_data[191:176]);
+  assign \$865  = $signed(l0_w_12_0) - $signed(r_data[207:192]);
+  assign \$866  = $signed(l0_w_13_0) - $signed(r_data[223:208]);
+  assign \$867  = $signed(l0_w_14_0) - $signed(r_data[239:224]);
+  assign \$868  = $signed(l0_w_15_0) - $signed(r_data[255:240]);
+  assign \$869  = $signed(l0_b_0) - $signed(r_data[271:256]);
+  assign \$870  = $signed(l0_b_1) - $signed(r_data[287:272]);
+  assign \$871  = $signed(l0_b_2) - $signed(r_data[303:288]);
+  assign \$872  = $signed(l0_b_3) - $signed(r_data[319:304]);
+  assign \$873  = $signed(l0_b_4) - $signed(r_data[335:320]);
+  assign \$874  = $signed(l0_b_5) - $signed(r_data[351:336]);
+  assign \$875  = $signed(l0_b_6) - $signed(r_data[367:352]);
+  assign \$876  = $signed(l0_b_7) - $signed(r_data[383:368]);
+  assign \$877  = $signed(l0_b_8) - $signed(r_data[399:384]);
+  assign \$878  = $signed(l0_b_9) - $signed(r_data[415:400]);
+  assign \$879  = $signed(l0_b_10) - $signed(r_data[431:416]);
+  assign \$880  = $signed(l0_b_11) - $signed(r_data[447:432]);
+  assign \$881  = $signed(l0_b_12) - $signed(r_data[463:448]);
+  assign \$882  = $signed(l0_b_13) - $signed(r_data[479:464]);
+  assign \$883  = $signed(l0_b_14) - $signed(r_data[495:480]);
+  assign \$884  = $signed(l0_b_15) - $signed(r_data[511:496]);
+  assign \$885  = en & valid_s3;
+  assign \$886  = l1_pending == 3'h7;
+  assign commit_on_read_l1 = \$885  & \$886 ;
+  assign \$887  = ~ busy;
+  assign \$888  = pc__valid & \$887 ;
+  assign \$889  = ! \level$760 ;
+  assign \$890  = ~ \$889 ;
+  assign flush_l1 = \$888  & \$890 ;
   assign commit_l1 = commit_on_read_l1 | flush_l1;
-  assign \$905  = en & valid_s6;
-  assign \$906  = ! l1_fill;
-  assign \$907  = commit_on_read_l1 & \$906 ;
-  assign \$908  = ~ \$907 ;
-  assign push_l1 = \$905  & \$908 ;
-  assign \$909  = ! l1_fill;
-  assign \$910  = ~ \$909 ;
-  assign pop_l1 = commit_l1 & \$910 ;
-  assign \$911  = ! l1_fill;
-  assign l1_commit_src = \$911  ? { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  } : \$912 ;
-  assign \$913  = l1_head + l1_fill;
-  assign \$914  = \$913  >= 3'h7;
-  assign \$915  = l1_head + l1_fill;
-  assign \$916  = \$915  - 3'h7;
-  assign \$917  = l1_head + l1_fill;
-  assign \$918  = \$914  ? \$916  : { 1'h0, \$917  };
-  assign \$919  = l1_head == 3'h6;
-  assign \$920  = l1_head + 1'h1;
-  assign \$921  = \$919  ? 4'h0 : \$920 ;
-  assign \$922  = pop_l1 ? \$921  : { 1'h0, l1_head };
-  assign \$923  = l1_fill + push_l1;
-  assign \$924  = \$923  - pop_l1;
-  assign \$925  = $signed(l1_w_0_0) - $signed(l1_commit_src[15:0]);
-  assign \$926  = $signed(l1_w_0_1) - $signed(l1_commit_src[31:16]);
-  assign \$927  = $signed(l1_w_0_2) - $signed(l1_commit_src[47:32]);
-  assign \$928  = $signed(l1_w_0_3) - $signed(l1_commit_src[63:48]);
-  assign \$929  = $signed(l1_w_0_4) - $signed(l1_commit_src[79:64]);
-  assign \$930  = $signed(l1_w_0_5) - $signed(l1_commit_src[95:80]);
-  assign \$931  = $signed(l1_w_0_6) - $signed(l1_commit_src[111:96]);
-  assign \$932  = $signed(l1_w_0_7) - $signed(l1_commit_src[127:112]);
-  assign \$933  = $signed(l1_w_0_8) - $signed(l1_commit_src[143:128]);
-  assign \$934  = $signed(l1_w_0_9) - $signed(l1_commit_src[159:144]);
-  assign \$935  = $signed(l1_w_0_10) - $signed(l1_commit_src[175:160]);
-  assign \$936  = $signed(l1_w_0_11) - $signed(l1_commit_src[191:176]);
-  assign \$937  = $signed(l1_w_0_12) - $signed(l1_commit_src[207:192]);
-  assign \$938  = $signed(l1_w_0_13) - $signed(l1_commit_src[223:208]);
-  assign \$939  = $signed(l1_w_0_14) - $signed(l1_commit_src[239:224]);
-  assign \$940  = $signed(l1_w_0_15) - $signed(l1_commit_src[255:240]);
-  assign \$941  = $signed(l1_b_0) - $signed(l1_commit_src[271:256]);
-  assign \$942  = ~ pc__valid;
-  assign \$943  = en & \$942 ;
+  assign \$891  = en & valid_s6;
+  assign \$892  = ! \level$760 ;
+  assign \$893  = commit_on_read_l1 & \$892 ;
+  assign \$894  = ~ \$893 ;
+  assign \w_en$762  = \$891  & \$894 ;
+  assign \$895  = ! \level$760 ;
+  assign \$896  = ~ \$895 ;
+  assign \r_en$764  = commit_l1 & \$896 ;
+  assign \$897  = $signed(l1_w_0_0) - $signed(\r_data$766 [15:0]);
+  assign \$898  = $signed(l1_w_0_1) - $signed(\r_data$766 [31:16]);
+  assign \$899  = $signed(l1_w_0_2) - $signed(\r_data$766 [47:32]);
+  assign \$900  = $signed(l1_w_0_3) - $signed(\r_data$766 [63:48]);
+  assign \$901  = $signed(l1_w_0_4) - $signed(\r_data$766 [79:64]);
+  assign \$902  = $signed(l1_w_0_5) - $signed(\r_data$766 [95:80]);
+  assign \$903  = $signed(l1_w_0_6) - $signed(\r_data$766 [111:96]);
+  assign \$904  = $signed(l1_w_0_7) - $signed(\r_data$766 [127:112]);
+  assign \$905  = $signed(l1_w_0_8) - $signed(\r_data$766 [143:128]);
+  assign \$906  = $signed(l1_w_0_9) - $signed(\r_data$766 [159:144]);
+  assign \$907  = $signed(l1_w_0_10) - $signed(\r_data$766 [175:160]);
+  assign \$908  = $signed(l1_w_0_11) - $signed(\r_data$766 [191:176]);
+  assign \$909  = $signed(l1_w_0_12) - $signed(\r_data$766 [207:192]);
+  assign \$910  = $signed(l1_w_0_13) - $signed(\r_data$766 [223:208]);
+  assign \$911  = $signed(l1_w_0_14) - $signed(\r_data$766 [239:224]);
+  assign \$912  = $signed(l1_w_0_15) - $signed(\r_data$766 [255:240]);
+  assign \$913  = $signed(l1_b_0) - $signed(\r_data$766 [271:256]);
+  assign \$914  = ~ pc__valid;
+  assign \$915  = en & \$914 ;
   assign accept = s__valid & s__ready;
-  assign \$946  = ~ busy;
-  assign \$947  = ! l0_fill;
-  assign \$948  = \$946  & \$947 ;
-  assign \$949  = ! l1_fill;
-  assign \$950  = \$948  & \$949 ;
-  assign \$951  = pc__valid & \$950 ;
-  assign \$954  = ~ read_wait;
-  assign \$955  = \$953  & \$954 ;
-  assign \$956  = ~ pr__valid;
-  assign \$957  = \$956  | pr__ready;
-  assign pc__ready = \$955  & \$957 ;
-  assign \$958  = port_addr - 1'h0;
-  assign \$959  = port_addr >= 1'h0;
-  assign \$960  = port_addr < 6'h20;
-  assign \$961  = \$959  & \$960 ;
-  assign \$962  = pc__ready & pc__payload[22];
-  assign l0_port_wr = \$961  & \$963 ;
-  assign \$964  = port_addr >= 1'h0;
-  assign \$965  = port_addr < 6'h20;
-  assign \$966  = \$964  & \$965 ;
-  assign \$967  = \$966  & pc__ready;
-  assign \$968  = ~ pc__payload[22];
-  assign l0_port_rd = \$967  & \$968 ;
-  assign \$969  = port_addr - 6'h20;
-  assign \$970  = port_addr >= 6'h20;
-  assign \$971  = port_addr < 6'h31;
-  assign \$972  = \$970  & \$971 ;
-  assign \$973  = pc__ready & pc__payload[22];
-  assign l1_port_wr = \$972  & \$974 ;
-  assign \$975  = port_addr >= 6'h20;
-  assign \$976  = port_addr < 6'h31;
-  assign \$977  = \$975  & \$976 ;
-  assign \$978  = \$977  & pc__ready;
-  assign \$979  = ~ pc__payload[22];
-  assign l1_port_rd = \$978  & \$979 ;
-  assign \$980  = $signed(\t$735 ) < $signed(16'h8000);
-  assign \$981  = $signed(\t$735 ) > $signed(16'h7fff);
-  assign \$982  = \$981  ? 16'h7fff : \t$735 [15:0];
+  assign \$918  = ~ busy;
+  assign \$919  = ! level;
+  assign \$920  = \$918  & \$919 ;
+  assign \$921  = ! \level$760 ;
+  assign \$922  = \$920  & \$921 ;
+  assign \$923  = pc__valid & \$922 ;
+  assign \$926  = ~ read_wait;
+  assign \$927  = \$925  & \$926 ;
+  assign \$928  = ~ pr__valid;
+  assign \$929  = \$928  | pr__ready;
+  assign pc__ready = \$927  & \$929 ;
+  assign \$930  = port_addr - 1'h0;
+  assign \$931  = port_addr >= 1'h0;
+  assign \$932  = port_addr < 6'h20;
+  assign \$933  = \$931  & \$932 ;
+  assign \$934  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$933  & \$935 ;
+  assign \$936  = port_addr >= 1'h0;
+  assign \$937  = port_addr < 6'h20;
+  assign \$938  = \$936  & \$937 ;
+  assign \$939  = \$938  & pc__ready;
+  assign \$940  = ~ pc__payload[22];
+  assign l0_port_rd = \$939  & \$940 ;
+  assign \$941  = port_addr - 6'h20;
+  assign \$942  = port_addr >= 6'h20;
+  assign \$943  = port_addr < 6'h31;
+  assign \$944  = \$942  & \$943 ;
+  assign \$945  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$944  & \$946 ;
+  assign \$947  = port_addr >= 6'h20;
+  assign \$948  = port_addr < 6'h31;
+  assign \$949  = \$947  & \$948 ;
+  assign \$950  = \$949  & pc__ready;
+  assign \$951  = ~ pc__payload[22];
+  assign l1_port_rd = \$950  & \$951 ;
+  assign \$952  = $signed(\t$724 ) < $signed(16'h8000);
+  assign \$953  = $signed(\t$724 ) > $signed(16'h7fff);
+  assign \$954  = \$953  ? 16'h7fff : \t$724 [15:0];
+  assign \$955  = \$952  ? 16'h8000 : \$954 ;
+  assign \$956  = $signed(\t$726 ) < $signed(16'h8000);
+  assign \$957  = $signed(\t$726 ) > $signed(16'h7fff);
+  assign \$958  = \$957  ? 16'h7fff : \t$726 [15:0];
+  assign \$959  = \$956  ? 16'h8000 : \$958 ;
+  assign \$960  = $signed(\t$727 ) < $signed(16'h8000);
+  assign \$961  = $signed(\t$727 ) > $signed(16'h7fff);
+  assign \$962  = \$961  ? 16'h7fff : \t$727 [15:0];
+  assign \$963  = \$960  ? 16'h8000 : \$962 ;
+  assign \$964  = $signed(\t$728 ) < $signed(16'h8000);
+  assign \$965  = $signed(\t$728 ) > $signed(16'h7fff);
+  assign \$966  = \$965  ? 16'h7fff : \t$728 [15:0];
+  assign \$967  = \$964  ? 16'h8000 : \$966 ;
+  assign \$968  = $signed(\t$729 ) < $signed(16'h8000);
+  assign \$969  = $signed(\t$729 ) > $signed(16'h7fff);
+  assign \$970  = \$969  ? 16'h7fff : \t$729 [15:0];
+  assign \$971  = \$968  ? 16'h8000 : \$970 ;
+  assign \$972  = $signed(\t$730 ) < $signed(16'h8000);
+  assign \$973  = $signed(\t$730 ) > $signed(16'h7fff);
+  assign \$974  = \$973  ? 16'h7fff : \t$730 [15:0];
+  assign \$975  = \$972  ? 16'h8000 : \$974 ;
+  assign \$976  = $signed(\t$731 ) < $signed(16'h8000);
+  assign \$977  = $signed(\t$731 ) > $signed(16'h7fff);
+  assign \$978  = \$977  ? 16'h7fff : \t$731 [15:0];
+  assign \$979  = \$976  ? 16'h8000 : \$978 ;
+  assign \$980  = $signed(\t$732 ) < $signed(16'h8000);
+  assign \$981  = $signed(\t$732 ) > $signed(16'h7fff);
+  assign \$982  = \$981  ? 16'h7fff : \t$732 [15:0];
   assign \$983  = \$980  ? 16'h8000 : \$982 ;
-  assign \$984  = $signed(\t$736 ) < $signed(16'h8000);
-  assign \$985  = $signed(\t$736 ) > $signed(16'h7fff);
-  assign \$986  = \$985  ? 16'h7fff : \t$736 [15:0];
+  assign \$984  = $signed(\t$733 ) < $signed(16'h8000);
+  assign \$985  = $signed(\t$733 ) > $signed(16'h7fff);
+  assign \$986  = \$985  ? 16'h7fff : \t$733 [15:0];
   assign \$987  = \$984  ? 16'h8000 : \$986 ;
-  assign \$988  = $signed(\t$737 ) < $signed(16'h8000);
-  assign \$989  = $signed(\t$737 ) > $signed(16'h7fff);
-  assign \$990  = \$989  ? 16'h7fff : \t$737 [15:0];
+  assign \$988  = $signed(\t$734 ) < $signed(16'h8000);
+  assign \$989  = $signed(\t$734 ) > $signed(16'h7fff);
+  assign \$990  = \$989  ? 16'h7fff : \t$734 [15:0];
   assign \$991  = \$988  ? 16'h8000 : \$990 ;
-  assign \$992  = $signed(\t$738 ) < $signed(16'h8000);
-  assign \$993  = $signed(\t$738 ) > $signed(16'h7fff);
-  assign \$994  = \$993  ? 16'h7fff : \t$738 [15:0];
+  assign \$992  = $signed(\t$735 ) < $signed(16'h8000);
+  assign \$993  = $signed(\t$735 ) > $signed(16'h7fff);
+  assign \$994  = \$993  ? 16'h7fff : \t$735 [15:0];
   assign \$995  = \$992  ? 16'h8000 : \$994 ;
-  assign \$996  = $signed(\t$739 ) < $signed(16'h8000);
-  assign \$997  = $signed(\t$739 ) > $signed(16'h7fff);
-  assign \$998  = \$997  ? 16'h7fff : \t$739 [15:0];
+  assign \$996  = $signed(\t$736 ) < $signed(16'h8000);
+  assign \$997  = $signed(\t$736 ) > $signed(16'h7fff);
+  assign \$998  = \$997  ? 16'h7fff : \t$736 [15:0];
   assign \$999  = \$996  ? 16'h8000 : \$998 ;
-  assign \$1000  = $signed(\t$740 ) < $signed(16'h8000);
-  assign \$1001  = $signed(\t$740 ) > $signed(16'h7fff);
-  assign \$1002  = \$1001  ? 16'h7fff : \t$740 [15:0];
+  assign \$1000  = $signed(\t$737 ) < $signed(16'h8000);
+  assign \$1001  = $signed(\t$737 ) > $signed(16'h7fff);
+  assign \$1002  = \$1001  ? 16'h7fff : \t$737 [15:0];
   assign \$1003  = \$1000  ? 16'h8000 : \$1002 ;
-  assign \$1004  = $signed(\t$741 ) < $signed(16'h8000);
-  assign \$1005  = $signed(\t$741 ) > $signed(16'h7fff);
-  assign \$1006  = \$1005  ? 16'h7fff : \t$741 [15:0];
+  assign \$1004  = $signed(\t$738 ) < $signed(16'h8000);
+  assign \$1005  = $signed(\t$738 ) > $signed(16'h7fff);
+  assign \$1006  = \$1005  ? 16'h7fff : \t$738 [15:0];
   assign \$1007  = \$1004  ? 16'h8000 : \$1006 ;
-  assign \$1008  = $signed(\t$742 ) < $signed(16'h8000);
-  assign \$1009  = $signed(\t$742 ) > $signed(16'h7fff);
-  assign \$1010  = \$1009  ? 16'h7fff : \t$742 [15:0];
+  assign \$1008  = $signed(\t$739 ) < $signed(16'h8000);
+  assign \$1009  = $signed(\t$739 ) > $signed(16'h7fff);
+  assign \$1010  = \$1009  ? 16'h7fff : \t$739 [15:0];
   assign \$1011  = \$1008  ? 16'h8000 : \$1010 ;
-  assign \$1012  = $signed(\t$743 ) < $signed(16'h8000);
-  assign \$1013  = $signed(\t$743 ) > $signed(16'h7fff);
-  assign \$1014  = \$1013  ? 16'h7fff : \t$743 [15:0];
+  assign \$1012  = $signed(\t$740 ) < $signed(16'h8000);
+  assign \$1013  = $signed(\t$740 ) > $signed(16'h7fff);
+  assign \$1014  = \$1013  ? 16'h7fff : \t$740 [15:0];
   assign \$1015  = \$1012  ? 16'h8000 : \$1014 ;
-  assign \$1016  = $signed(\t$744 ) < $signed(16'h8000);
-  assign \$1017  = $signed(\t$744 ) > $signed(16'h7fff);
-  assign \$1018  = \$1017  ? 16'h7fff : \t$744 [15:0];
+  assign \$1016  = $signed(\t$741 ) < $signed(16'h8000);
+  assign \$1017  = $signed(\t$741 ) > $signed(16'h7fff);
+  assign \$1018  = \$1017  ? 16'h7fff : \t$741 [15:0];
   assign \$1019  = \$1016  ? 16'h8000 : \$1018 ;
-  assign \$1020  = $signed(\t$745 ) < $signed(16'h8000);
-  assign \$1021  = $signed(\t$745 ) > $signed(16'h7fff);
-  assign \$1022  = \$1021  ? 16'h7fff : \t$745 [15:0];
+  assign \$1020  = $signed(\t$742 ) < $signed(16'h8000);
+  assign \$1021  = $signed(\t$742 ) > $signed(16'h7fff);
+  assign \$1022  = \$1021  ? 16'h7fff : \t$742 [15:0];
   assign \$1023  = \$1020  ? 16'h8000 : \$1022 ;
-  assign \$1024  = $signed(\t$746 ) < $signed(16'h8000);
-  assign \$1025  = $signed(\t$746 ) > $signed(16'h7fff);
-  assign \$1026  = \$1025  ? 16'h7fff : \t$746 [15:0];
+  assign \$1024  = $signed(\t$743 ) < $signed(16'h8000);
+  assign \$1025  = $signed(\t$743 ) > $signed(16'h7fff);
+  assign \$1026  = \$1025  ? 16'h7fff : \t$743 [15:0];
   assign \$1027  = \$1024  ? 16'h8000 : \$1026 ;
-  assign \$1028  = $signed(\t$747 ) < $signed(16'h8000);
-  assign \$1029  = $signed(\t$747 ) > $signed(16'h7fff);
-  assign \$1030  = \$1029  ? 16'h7fff : \t$747 [15:0];
+  assign \$1028  = $signed(\t$744 ) < $signed(16'h8000);
+  assign \$1029  = $signed(\t$744 ) > $signed(16'h7fff);
+  assign \$1030  = \$1029  ? 16'h7fff : \t$744 [15:0];
   assign \$1031  = \$1028  ? 16'h8000 : \$1030 ;
-  assign \$1032  = $signed(\t$748 ) < $signed(16'h8000);
-  assign \$1033  = $signed(\t$748 ) > $signed(16'h7fff);
-  assign \$1034  = \$1033  ? 16'h7fff : \t$748 [15:0];
+  assign \$1032  = $signed(\t$745 ) < $signed(16'h8000);
+  assign \$1033  = $signed(\t$745 ) > $signed(16'h7fff);
+  assign \$1034  = \$1033  ? 16'h7fff : \t$745 [15:0];
   assign \$1035  = \$1032  ? 16'h8000 : \$1034 ;
-  assign \$1036  = $signed(\t$749 ) < $signed(16'h8000);
-  assign \$1037  = $signed(\t$749 ) > $signed(16'h7fff);
-  assign \$1038  = \$1037  ? 16'h7fff : \t$749 [15:0];
+  assign \$1036  = $signed(\t$746 ) < $signed(16'h8000);
+  assign \$1037  = $signed(\t$746 ) > $signed(16'h7fff);
+  assign \$1038  = \$1037  ? 16'h7fff : \t$746 [15:0];
   assign \$1039  = \$1036  ? 16'h8000 : \$1038 ;
-  assign \$1040  = $signed(\t$750 ) < $signed(16'h8000);
-  assign \$1041  = $signed(\t$750 ) > $signed(16'h7fff);
-  assign \$1042  = \$1041  ? 16'h7fff : \t$750 [15:0];
+  assign \$1040  = $signed(\t$747 ) < $signed(16'h8000);
+  assign \$1041  = $signed(\t$747 ) > $signed(16'h7fff);
+  assign \$1042  = \$1041  ? 16'h7fff : \t$747 [15:0];
   assign \$1043  = \$1040  ? 16'h8000 : \$1042 ;
-  assign \$1044  = $signed(\t$751 ) < $signed(16'h8000);
-  assign \$1045  = $signed(\t$751 ) > $signed(16'h7fff);
-  assign \$1046  = \$1045  ? 16'h7fff : \t$751 [15:0];
+  assign \$1044  = $signed(\t$748 ) < $signed(16'h8000);
+  assign \$1045  = $signed(\t$748 ) > $signed(16'h7fff);
+  assign \$1046  = \$1045  ? 16'h7fff : \t$748 [15:0];
   assign \$1047  = \$1044  ? 16'h8000 : \$1046 ;
-  assign \$1048  = $signed(\t$752 ) < $signed(16'h8000);
-  assign \$1049  = $signed(\t$752 ) > $signed(16'h7fff);
-  assign \$1050  = \$1049  ? 16'h7fff : \t$752 [15:0];
+  assign \$1048  = $signed(\t$749 ) < $signed(16'h8000);
+  assign \$1049  = $signed(\t$749 ) > $signed(16'h7fff);
+  assign \$1050  = \$1049  ? 16'h7fff : \t$749 [15:0];
   assign \$1051  = \$1048  ? 16'h8000 : \$1050 ;
-  assign \$1052  = $signed(\t$753 ) < $signed(16'h8000);
-  assign \$1053  = $signed(\t$753 ) > $signed(16'h7fff);
-  assign \$1054  = \$1053  ? 16'h7fff : \t$753 [15:0];
+  assign \$1052  = $signed(\t$750 ) < $signed(16'h8000);
+  assign \$1053  = $signed(\t$750 ) > $signed(16'h7fff);
+  assign \$1054  = \$1053  ? 16'h7fff : \t$750 [15:0];
   assign \$1055  = \$1052  ? 16'h8000 : \$1054 ;
-  assign \$1056  = $signed(\t$754 ) < $signed(16'h8000);
-  assign \$1057  = $signed(\t$754 ) > $signed(16'h7fff);
-  assign \$1058  = \$1057  ? 16'h7fff : \t$754 [15:0];
+  assign \$1056  = $signed(\t$751 ) < $signed(16'h8000);
+  assign \$1057  = $signed(\t$751 ) > $signed(16'h7fff);
+  assign \$1058  = \$1057  ? 16'h7fff : \t$751 [15:0];
   assign \$1059  = \$1056  ? 16'h8000 : \$1058 ;
-  assign \$1060  = $signed(\t$755 ) < $signed(16'h8000);
-  assign \$1061  = $signed(\t$755 ) > $signed(16'h7fff);
-  assign \$1062  = \$1061  ? 16'h7fff : \t$755 [15:0];
+  assign \$1060  = $signed(\t$752 ) < $signed(16'h8000);
+  assign \$1061  = $signed(\t$752 ) > $signed(16'h7fff);
+  assign \$1062  = \$1061  ? 16'h7fff : \t$752 [15:0];
   assign \$1063  = \$1060  ? 16'h8000 : \$1062 ;
-  assign \$1064  = $signed(\t$756 ) < $signed(16'h8000);
-  assign \$1065  = $signed(\t$756 ) > $signed(16'h7fff);
-  assign \$1066  = \$1065  ? 16'h7fff : \t$756 [15:0];
+  assign \$1064  = $signed(\t$753 ) < $signed(16'h8000);
+  assign \$1065  = $signed(\t$753 ) > $signed(16'h7fff);
+  assign \$1066  = \$1065  ? 16'h7fff : \t$753 [15:0];
   assign \$1067  = \$1064  ? 16'h8000 : \$1066 ;
-  assign \$1068  = $signed(\t$757 ) < $signed(16'h8000);
-  assign \$1069  = $signed(\t$757 ) > $signed(16'h7fff);
-  assign \$1070  = \$1069  ? 16'h7fff : \t$757 [15:0];
+  assign \$1068  = $signed(\t$754 ) < $signed(16'h8000);
+  assign \$1069  = $signed(\t$754 ) > $signed(16'h7fff);
+  assign \$1070  = \$1069  ? 16'h7fff : \t$754 [15:0];
   assign \$1071  = \$1068  ? 16'h8000 : \$1070 ;
-  assign \$1072  = $signed(\t$758 ) < $signed(16'h8000);
-  assign \$1073  = $signed(\t$758 ) > $signed(16'h7fff);
-  assign \$1074  = \$1073  ? 16'h7fff : \t$758 [15:0];
+  assign \$1072  = $signed(\t$755 ) < $signed(16'h8000);
+  assign \$1073  = $signed(\t$755 ) > $signed(16'h7fff);
+  assign \$1074  = \$1073  ? 16'h7fff : \t$755 [15:0];
   assign \$1075  = \$1072  ? 16'h8000 : \$1074 ;
-  assign \$1076  = $signed(\t$759 ) < $signed(16'h8000);
-  assign \$1077  = $signed(\t$759 ) > $signed(16'h7fff);
-  assign \$1078  = \$1077  ? 16'h7fff : \t$759 [15:0];
+  assign \$1076  = $signed(\t$756 ) < $signed(16'h8000);
+  assign \$1077  = $signed(\t$756 ) > $signed(16'h7fff);
+  assign \$1078  = \$1077  ? 16'h7fff : \t$756 [15:0];
   assign \$1079  = \$1076  ? 16'h8000 : \$1078 ;
-  assign \$1080  = $signed(\t$760 ) < $signed(16'h8000);
-  assign \$1081  = $signed(\t$760 ) > $signed(16'h7fff);
-  assign \$1082  = \$1081  ? 16'h7fff : \t$760 [15:0];
-  assign \$1083  = \$1080  ? 16'h8000 : \$1082 ;
-  assign \$1084  = $signed(\t$761 ) < $signed(16'h8000);
-  assign \$1085  = $signed(\t$761 ) > $signed(16'h7fff);
-  assign \$1086  = \$1085  ? 16'h7fff : \t$761 [15:0];
-  assign \$1087  = \$1084  ? 16'h8000 : \$1086 ;
-  assign \$1088  = $signed(\t$762 ) < $signed(16'h8000);
-  assign \$1089  = $signed(\t$762 ) > $signed(16'h7fff);
-  assign \$1090  = \$1089  ? 16'h7fff : \t$762 [15:0];
-  assign \$1091  = \$1088  ? 16'h8000 : \$1090 ;
-  assign \$1092  = $signed(\t$763 ) < $signed(16'h8000);
-  assign \$1093  = $signed(\t$763 ) > $signed(16'h7fff);
-  assign \$1094  = \$1093  ? 16'h7fff : \t$763 [15:0];
-  assign \$1095  = \$1092  ? 16'h8000 : \$1094 ;
-  assign \$1096  = $signed(\t$764 ) < $signed(16'h8000);
-  assign \$1097  = $signed(\t$764 ) > $signed(16'h7fff);
-  assign \$1098  = \$1097  ? 16'h7fff : \t$764 [15:0];
-  assign \$1099  = \$1096  ? 16'h8000 : \$1098 ;
-  assign \$1100  = $signed(\t$765 ) < $signed(16'h8000);
-  assign \$1101  = $signed(\t$765 ) > $signed(16'h7fff);
-  assign \$1102  = \$1101  ? 16'h7fff : \t$765 [15:0];
-  assign \$1103  = \$1100  ? 16'h8000 : \$1102 ;
-  assign \$1104  = $signed(\t$766 ) < $signed(16'h8000);
-  assign \$1105  = $signed(\t$766 ) > $signed(16'h7fff);
-  assign \$1106  = \$1105  ? 16'h7fff : \t$766 [15:0];
-  assign \$1107  = \$1104  ? 16'h8000 : \$1106 ;
-  assign \$1108  = en & valid_s1;
-  assign \$1109  = l0_pending + \$1108 ;
-  assign \$1110  = \$1109  - commit_l0;
-  assign \$1111  = $signed(\t$786 ) < $signed(16'h8000);
-  assign \$1112  = $signed(\t$786 ) > $signed(16'h7fff);
-  assign \$1113  = \$1112  ? 16'h7fff : \t$786 [15:0];
+  assign \$1080  = en & valid_s1;
+  assign \$1081  = l0_pending + \$1080 ;
+  assign \$1082  = \$1081  - commit_l0;
+  assign \$1083  = $signed(\t$765 ) < $signed(16'h8000);
+  assign \$1084  = $signed(\t$765 ) > $signed(16'h7fff);
+  assign \$1085  = \$1084  ? 16'h7fff : \t$765 [15:0];
+  assign \$1086  = \$1083  ? 16'h8000 : \$1085 ;
+  assign \$1087  = $signed(\t$767 ) < $signed(16'h8000);
+  assign \$1088  = $signed(\t$767 ) > $signed(16'h7fff);
+  assign \$1089  = \$1088  ? 16'h7fff : \t$767 [15:0];
+  assign \$1090  = \$1087  ? 16'h8000 : \$1089 ;
+  assign \$1091  = $signed(\t$768 ) < $signed(16'h8000);
+  assign \$1092  = $signed(\t$768 ) > $signed(16'h7fff);
+  assign \$1093  = \$1092  ? 16'h7fff : \t$768 [15:0];
+  assign \$1094  = \$1091  ? 16'h8000 : \$1093 ;
+  assign \$1095  = $signed(\t$769 ) < $signed(16'h8000);
+  assign \$1096  = $signed(\t$769 ) > $signed(16'h7fff);
+  assign \$1097  = \$1096  ? 16'h7fff : \t$769 [15:0];
+  assign \$1098  = \$1095  ? 16'h8000 : \$1097 ;
+  assign \$1099  = $signed(\t$770 ) < $signed(16'h8000);
+  assign \$1100  = $signed(\t$770 ) > $signed(16'h7fff);
+  assign \$1101  = \$1100  ? 16'h7fff : \t$770 [15:0];
+  assign \$1102  = \$1099  ? 16'h8000 : \$1101 ;
+  assign \$1103  = $signed(\t$771 ) < $signed(16'h8000);
+  assign \$1104  = $signed(\t$771 ) > $signed(16'h7fff);
+  assign \$1105  = \$1104  ? 16'h7fff : \t$771 [15:0];
+  assign \$1106  = \$1103  ? 16'h8000 : \$1105 ;
+  assign \$1107  = $signed(\t$772 ) < $signed(16'h8000);
+  assign \$1108  = $signed(\t$772 ) > $signed(16'h7fff);
+  assign \$1109  = \$1108  ? 16'h7fff : \t$772 [15:0];
+  assign \$1110  = \$1107  ? 16'h8000 : \$1109 ;
+  assign \$1111  = $signed(\t$773 ) < $signed(16'h8000);
+  assign \$1112  = $signed(\t$773 ) > $signed(16'h7fff);
+  assign \$1113  = \$1112  ? 16'h7fff : \t$773 [15:0];
   assign \$1114  = \$1111  ? 16'h8000 : \$1113 ;
-  assign \$1115  = $signed(\t$787 ) < $signed(16'h8000);
-  assign \$1116  = $signed(\t$787 ) > $signed(16'h7fff);
-  assign \$1117  = \$1116  ? 16'h7fff : \t$787 [15:0];
+  assign \$1115  = $signed(\t$774 ) < $signed(16'h8000);
+  assign \$1116  = $signed(\t$774 ) > $signed(16'h7fff);
+  assign \$1117  = \$1116  ? 16'h7fff : \t$774 [15:0];
   assign \$1118  = \$1115  ? 16'h8000 : \$1117 ;
-  assign \$1119  = $signed(\t$788 ) < $signed(16'h8000);
-  assign \$1120  = $signed(\t$788 ) > $signed(16'h7fff);
-  assign \$1121  = \$1120  ? 16'h7fff : \t$788 [15:0];
+  assign \$1119  = $signed(\t$775 ) < $signed(16'h8000);
+  assign \$1120  = $signed(\t$775 ) > $signed(16'h7fff);
+  assign \$1121  = \$1120  ? 16'h7fff : \t$775 [15:0];
   assign \$1122  = \$1119  ? 16'h8000 : \$1121 ;
-  assign \$1123  = $signed(\t$789 ) < $signed(16'h8000);
-  assign \$1124  = $signed(\t$789 ) > $signed(16'h7fff);
-  assign \$1125  = \$1124  ? 16'h7fff : \t$789 [15:0];
+  assign \$1123  = $signed(\t$776 ) < $signed(16'h8000);
+  assign \$1124  = $signed(\t$776 ) > $signed(16'h7fff);
+  assign \$1125  = \$1124  ? 16'h7fff : \t$776 [15:0];
   assign \$1126  = \$1123  ? 16'h8000 : \$1125 ;
-  assign \$1127  = $signed(\t$790 ) < $signed(16'h8000);
-  assign \$1128  = $signed(\t$790 ) > $signed(16'h7fff);
-  assign \$1129  = \$1128  ? 16'h7fff : \t$790 [15:0];
+  assign \$1127  = $signed(\t$777 ) < $signed(16'h8000);
+  assign \$1128  = $signed(\t$777 ) > $signed(16'h7fff);
+  assign \$1129  = \$1128  ? 16'h7fff : \t$777 [15:0];
   assign \$1130  = \$1127  ? 16'h8000 : \$1129 ;
-  assign \$1131  = $signed(\t$791 ) < $signed(16'h8000);
-  assign \$1132  = $signed(\t$791 ) > $signed(16'h7fff);
-  assign \$1133  = \$1132  ? 16'h7fff : \t$791 [15:0];
+  assign \$1131  = $signed(\t$778 ) < $signed(16'h8000);
+  assign \$1132  = $signed(\t$778 ) > $signed(16'h7fff);
+  assign \$1133  = \$1132  ? 16'h7fff : \t$778 [15:0];
   assign \$1134  = \$1131  ? 16'h8000 : \$1133 ;
-  assign \$1135  = $signed(\t$792 ) < $signed(16'h8000);
-  assign \$1136  = $signed(\t$792 ) > $signed(16'h7fff);
-  assign \$1137  = \$1136  ? 16'h7fff : \t$792 [15:0];
+  assign \$1135  = $signed(\t$779 ) < $signed(16'h8000);
+  assign \$1136  = $signed(\t$779 ) > $signed(16'h7fff);
+  assign \$1137  = \$1136  ? 16'h7fff : \t$779 [15:0];
   assign \$1138  = \$1135  ? 16'h8000 : \$1137 ;
-  assign \$1139  = $signed(\t$793 ) < $signed(16'h8000);
-  assign \$1140  = $signed(\t$793 ) > $signed(16'h7fff);
-  assign \$1141  = \$1140  ? 16'h7fff : \t$793 [15:0];
+  assign \$1139  = $signed(\t$780 ) < $signed(16'h8000);
+  assign \$1140  = $signed(\t$780 ) > $signed(16'h7fff);
+  assign \$1141  = \$1140  ? 16'h7fff : \t$780 [15:0];
   assign \$1142  = \$1139  ? 16'h8000 : \$1141 ;
-  assign \$1143  = $signed(\t$794 ) < $signed(16'h8000);
-  assign \$1144  = $signed(\t$794 ) > $signed(16'h7fff);
-  assign \$1145  = \$1144  ? 16'h7fff : \t$794 [15:0];
+  assign \$1143  = $signed(\t$781 ) < $signed(16'h8000);
+  assign \$1144  = $signed(\t$781 ) > $signed(16'h7fff);
+  assign \$1145  = \$1144  ? 16'h7fff : \t$781 [15:0];
   assign \$1146  = \$1143  ? 16'h8000 : \$1145 ;
-  assign \$1147  = $signed(\t$795 ) < $signed(16'h8000);
-  assign \$1148  = $signed(\t$795 ) > $signed(16'h7fff);
-  assign \$1149  = \$1148  ? 16'h7fff : \t$795 [15:0];
+  assign \$1147  = $signed(\t$782 ) < $signed(16'h8000);
+  assign \$1148  = $signed(\t$782 ) > $signed(16'h7fff);
+  assign \$1149  = \$1148  ? 16'h7fff : \t$782 [15:0];
   assign \$1150  = \$1147  ? 16'h8000 : \$1149 ;
-  assign \$1151  = $signed(\t$796 ) < $signed(16'h8000);
-  assign \$1152  = $signed(\t$796 ) > $signed(16'h7fff);
-  assign \$1153  = \$1152  ? 16'h7fff : \t$796 [15:0];
-  assign \$1154  = \$1151  ? 16'h8000 : \$1153 ;
-  assign \$1155  = $signed(\t$797 ) < $signed(16'h8000);
-  assign \$1156  = $signed(\t$797 ) > $signed(16'h7fff);
-  assign \$1157  = \$1156  ? 16'h7fff : \t$797 [15:0];
-  assign \$1158  = \$1155  ? 16'h8000 : \$1157 ;
-  assign \$1159  = $signed(\t$798 ) < $signed(16'h8000);
-  assign \$1160  = $signed(\t$798 ) > $signed(16'h7fff);
-  assign \$1161  = \$1160  ? 16'h7fff : \t$798 [15:0];
-  assign \$1162  = \$1159  ? 16'h8000 : \$1161 ;
-  assign \$1163  = $signed(\t$799 ) < $signed(16'h8000);
-  assign \$1164  = $signed(\t$799 ) > $signed(16'h7fff);
-  assign \$1165  = \$1164  ? 16'h7fff : \t$799 [15:0];
-  assign \$1166  = \$1163  ? 16'h8000 : \$1165 ;
-  assign \$1167  = $signed(\t$800 ) < $signed(16'h8000);
-  assign \$1168  = $signed(\t$800 ) > $signed(16'h7fff);
-  assign \$1169  = \$1168  ? 16'h7fff : \t$800 [15:0];
-  assign \$1170  = \$1167  ? 16'h8000 : \$1169 ;
-  assign \$1171  = $signed(\t$801 ) < $signed(16'h8000);
-  assign \$1172  = $signed(\t$801 ) > $signed(16'h7fff);
-  assign \$1173  = \$1172  ? 16'h7fff : \t$801 [15:0];
-  assign \$1174  = \$1171  ? 16'h8000 : \$1173 ;
-  assign \$1175  = $signed(\t$802 ) < $signed(16'h8000);
-  assign \$1176  = $signed(\t$802 ) > $signed(16'h7fff);
-  assign \$1177  = \$1176  ? 16'h7fff : \t$802 [15:0];
-  assign \$1178  = \$1175  ? 16'h8000 : \$1177 ;
-  assign \$1179  = en & valid_s3;
-  assign \$1180  = l1_pending + \$1179 ;
-  assign \$1181  = \$1180  - commit_l1;
-  assign \$1182  = ~ pc__payload[22];
-  assign \$1183  = pc__ready & \$1182 ;
-  assign \$1184  = pc__ready & pc__payload[22];
-  assign \$1188  = $signed(\t$28 ) > $signed(1'h0);
-  assign \$1189  = \$1188  ? \t$28  : 16'h0000;
-  assign \$1190  = $signed(\t$42 ) > $signed(1'h0);
-  assign \$1191  = \$1190  ? \t$42  : 16'h0000;
-  assign \$1192  = $signed(\t$56 ) > $signed(1'h0);
-  assign \$1193  = \$1192  ? \t$56  : 16'h0000;
-  assign \$1194  = $signed(\t$70 ) > $signed(1'h0);
-  assign \$1195  = \$1194  ? \t$70  : 16'h0000;
-  assign \$1196  = $signed(\t$84 ) > $signed(1'h0);
-  assign \$1197  = \$1196  ? \t$84  : 16'h0000;
-  assign \$1198  = $signed(\t$98 ) > $signed(1'h0);
-  assign \$1199  = \$1198  ? \t$98  : 16'h0000;
-  assign \$1200  = $signed(\t$112 ) > $signed(1'h0);
-  assign \$1201  = \$1200  ? \t$112  : 16'h0000;
-  assign \$1202  = $signed(\t$126 ) > $signed(1'h0);
-  assign \$1203  = \$1202  ? \t$126  : 16'h0000;
-  assign \$1204  = $signed(\t$140 ) > $signed(1'h0);
-  assign \$1205  = \$1204  ? \t$140  : 16'h0000;
-  assign \$1206  = $signed(\t$154 ) > $signed(1'h0);
-  assign \$1207  = \$1206  ? \t$154  : 16'h0000;
-  assign \$1208  = $signed(\t$168 ) > $signed(1'h0);
-  assign \$1209  = \$1208  ? \t$168  : 16'h0000;
-  assign \$1210  = $signed(\t$182 ) > $signed(1'h0);
-  assign \$1211  = \$1210  ? \t$182  : 16'h0000;
-  assign \$1212  = $signed(\t$196 ) > $signed(1'h0);
-  assign \$1213  = \$1212  ? \t$196  : 16'h0000;
-  assign \$1214  = $signed(\t$210 ) > $signed(1'h0);
-  assign \$1215  = \$1214  ? \t$210  : 16'h0000;
-  assign \$1216  = $signed(\t$224 ) > $signed(1'h0);
-  assign \$1217  = \$1216  ? \t$224  : 16'h0000;
-  assign \$1218  = $signed(\t$238 ) > $signed(1'h0);
-  assign \$1219  = \$1218  ? \t$238  : 16'h0000;
-  assign \$1220  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$1221  = \$1220  ? 16'h0000 : \t$441 ;
-  assign \$1222  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$1223  = \$1222  ? 16'h0000 : \t$450 ;
-  assign \$1224  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$1225  = \$1224  ? 16'h0000 : \t$459 ;
-  assign \$1226  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$1227  = \$1226  ? 16'h0000 : \t$468 ;
-  assign \$1228  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$1229  = \$1228  ? 16'h0000 : \t$477 ;
-  assign \$1230  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$1231  = \$1230  ? 16'h0000 : \t$486 ;
-  assign \$1232  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$1233  = \$1232  ? 16'h0000 : \t$495 ;
-  assign \$1234  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$1235  = \$1234  ? 16'h0000 : \t$504 ;
-  assign \$1236  = $signed(l0_out8_s7) <= $signed(1'h0);
-  assign \$1237  = \$1236  ? 16'h0000 : \t$513 ;
-  assign \$1238  = $signed(l0_out9_s7) <= $signed(1'h0);
-  assign \$1239  = \$1238  ? 16'h0000 : \t$522 ;
-  assign \$1240  = $signed(l0_out10_s7) <= $signed(1'h0);
-  assign \$1241  = \$1240  ? 16'h0000 : \t$531 ;
-  assign \$1242  = $signed(l0_out11_s7) <= $signed(1'h0);
-  assign \$1243  = \$1242  ? 16'h0000 : \t$540 ;
-  assign \$1244  = $signed(l0_out12_s7) <= $signed(1'h0);
-  assign \$1245  = \$1244  ? 16'h0000 : \t$549 ;
-  assign \$1246  = $signed(l0_out13_s7) <= $signed(1'h0);
-  assign \$1247  = \$1246  ? 16'h0000 : \t$558 ;
-  assign \$1248  = $signed(l0_out14_s7) <= $signed(1'h0);
-  assign \$1249  = \$1248  ? 16'h0000 : \t$567 ;
-  assign \$1250  = $signed(l0_out15_s7) <= $signed(1'h0);
-  assign \$1251  = \$1250  ? 16'h0000 : \t$576 ;
+  assign \$1151  = en & valid_s3;
+  assign \$1152  = l1_pending + \$1151 ;
+  assign \$1153  = \$1152  - commit_l1;
+  assign \$1154  = ~ pc__payload[22];
+  assign \$1155  = pc__ready & \$1154 ;
+  assign \$1156  = pc__ready & pc__payload[22];
+  assign \$1160  = $signed(\t$28 ) > $signed(1'h0);
+  assign \$1161  = \$1160  ? \t$28  : 16'h0000;
+  assign \$1162  = $signed(\t$42 ) > $signed(1'h0);
+  assign \$1163  = \$1162  ? \t$42  : 16'h0000;
+  assign \$1164  = $signed(\t$56 ) > $signed(1'h0);
+  assign \$1165  = \$1164  ? \t$56  : 16'h0000;
+  assign \$1166  = $signed(\t$70 ) > $signed(1'h0);
+  assign \$1167  = \$1166  ? \t$70  : 16'h0000;
+  assign \$1168  = $signed(\t$84 ) > $signed(1'h0);
+  assign \$1169  = \$1168  ? \t$84  : 16'h0000;
+  assign \$1170  = $signed(\t$98 ) > $signed(1'h0);
+  assign \$1171  = \$1170  ? \t$98  : 16'h0000;
+  assign \$1172  = $signed(\t$112 ) > $signed(1'h0);
+  assign \$1173  = \$1172  ? \t$112  : 16'h0000;
+  assign \$1174  = $signed(\t$126 ) > $signed(1'h0);
+  assign \$1175  = \$1174  ? \t$126  : 16'h0000;
+  assign \$1176  = $signed(\t$140 ) > $signed(1'h0);
+  assign \$1177  = \$1176  ? \t$140  : 16'h0000;
+  assign \$1178  = $signed(\t$154 ) > $signed(1'h0);
+  assign \$1179  = \$1178  ? \t$154  : 16'h0000;
+  assign \$1180  = $signed(\t$168 ) > $signed(1'h0);
+  assign \$1181  = \$1180  ? \t$168  : 16'h0000;
+  assign \$1182  = $signed(\t$182 ) > $signed(1'h0);
+  assign \$1183  = \$1182  ? \t$182  : 16'h0000;
+  assign \$1184  = $signed(\t$196 ) > $signed(1'h0);
+  assign \$1185  = \$1184  ? \t$196  : 16'h0000;
+  assign \$1186  = $signed(\t$210 ) > $signed(1'h0);
+  assign \$1187  = \$1186  ? \t$210  : 16'h0000;
+  assign \$1188  = $signed(\t$224 ) > $signed(1'h0);
+  assign \$1189  = \$1188  ? \t$224  : 16'h0000;
+  assign \$1190  = $signed(\t$238 ) > $signed(1'h0);
+  assign \$1191  = \$1190  ? \t$238  : 16'h0000;
+  assign \$1192  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$1193  = \$1192  ? 16'h0000 : \t$441 ;
+  assign \$1194  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$1195  = \$1194  ? 16'h0000 : \t$450 ;
+  assign \$1196  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$1197  = \$1196  ? 16'h0000 : \t$459 ;
+  assign \$1198  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$1199  = \$1198  ? 16'h0000 : \t$468 ;
+  assign \$1200  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$1201  = \$1200  ? 16'h0000 : \t$477 ;
+  assign \$1202  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$1203  = \$1202  ? 16'h0000 : \t$486 ;
+  assign \$1204  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$1205  = \$1204  ? 16'h0000 : \t$495 ;
+  assign \$1206  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$1207  = \$1206  ? 16'h0000 : \t$504 ;
+  assign \$1208  = $signed(l0_out8_s7) <= $signed(1'h0);
+  assign \$1209  = \$1208  ? 16'h0000 : \t$513 ;
+  assign \$1210  = $signed(l0_out9_s7) <= $signed(1'h0);
+  assign \$1211  = \$1210  ? 16'h0000 : \t$522 ;
+  assign \$1212  = $signed(l0_out10_s7) <= $signed(1'h0);
+  assign \$1213  = \$1212  ? 16'h0000 : \t$531 ;
+  assign \$1214  = $signed(l0_out11_s7) <= $signed(1'h0);
+  assign \$1215  = \$1214  ? 16'h0000 : \t$540 ;
+  assign \$1216  = $signed(l0_out12_s7) <= $signed(1'h0);
+  assign \$1217  = \$1216  ? 16'h0000 : \t$549 ;
+  assign \$1218  = $signed(l0_out13_s7) <= $signed(1'h0);
+  assign \$1219  = \$1218  ? 16'h0000 : \t$558 ;
+  assign \$1220  = $signed(l0_out14_s7) <= $signed(1'h0);
+  assign \$1221  = \$1220  ? 16'h0000 : \t$567 ;
+  assign \$1222  = $signed(l0_out15_s7) <= $signed(1'h0);
+  assign \$1223  = \$1222  ? 16'h0000 : \t$576 ;
   always @(posedge clk)
-    valid_s1 <= \$1252 ;
+    valid_s1 <= \$1224 ;
   always @(posedge clk)
-    valid_s2 <= \$1253 ;
+    valid_s2 <= \$1225 ;
   always @(posedge clk)
-    valid_s3 <= \$1254 ;
+    valid_s3 <= \$1226 ;
   always @(posedge clk)
-    valid_s4 <= \$1255 ;
+    valid_s4 <= \$1227 ;
   always @(posedge clk)
-    m__valid <= \$1256 ;
+    m__valid <= \$1228 ;
   always @(posedge clk)
-    valid_s6 <= \$1257 ;
+    valid_s6 <= \$1229 ;
   always @(posedge clk)
-    valid_s7 <= \$1258 ;
+    valid_s7 <= \$1230 ;
   always @(posedge clk)
-    valid_s8 <= \$1259 ;
+    valid_s8 <= \$1231 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$1260 ;
+    l0_w_0_0 <= \$1232 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$1261 ;
+    l0_w_1_0 <= \$1233 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$1262 ;
+    l0_w_2_0 <= \$1234 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$1263 ;
+    l0_w_3_0 <= \$1235 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$1264 ;
+    l0_w_4_0 <= \$1236 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$1265 ;
+    l0_w_5_0 <= \$1237 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$1266 ;
+    l0_w_6_0 <= \$1238 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$1267 ;
+    l0_w_7_0 <= \$1239 ;
   always @(posedge clk)
-    l0_w_8_0 <= \$1268 ;
+    l0_w_8_0 <= \$1240 ;
   always @(posedge clk)
-    l0_w_9_0 <= \$1269 ;
+    l0_w_9_0 <= \$1241 ;
   always @(posedge clk)
-    l0_w_10_0 <= \$1270 ;
+    l0_w_10_0 <= \$1242 ;
   always @(posedge clk)
-    l0_w_11_0 <= \$1271 ;
+    l0_w_11_0 <= \$1243 ;
   always @(posedge clk)
-    l0_w_12_0 <= \$1272 ;
+    l0_w_12_0 <= \$1244 ;
   always @(posedge clk)
-    l0_w_13_0 <= \$1273 ;
+    l0_w_13_0 <= \$1245 ;
   always @(posedge clk)
-    l0_w_14_0 <= \$1274 ;
+    l0_w_14_0 <= \$1246 ;
   always @(posedge clk)
-    l0_w_15_0 <= \$1275 ;
+    l0_w_15_0 <= \$1247 ;
   always @(posedge clk)
-    l0_b_0 <= \$1276 ;
+    l0_b_0 <= \$1248 ;
   always @(posedge clk)
-    l0_b_1 <= \$1277 ;
+    l0_b_1 <= \$1249 ;
   always @(posedge clk)
-    l0_b_2 <= \$1278 ;
+    l0_b_2 <= \$1250 ;
   always @(posedge clk)
-    l0_b_3 <= \$1279 ;
+    l0_b_3 <= \$1251 ;
   always @(posedge clk)
-    l0_b_4 <= \$1280 ;
+    l0_b_4 <= \$1252 ;
   always @(posedge clk)
-    l0_b_5 <= \$1281 ;
+    l0_b_5 <= \$1253 ;
   always @(posedge clk)
-    l0_b_6 <= \$1282 ;
+    l0_b_6 <= \$1254 ;
   always @(posedge clk)
-    l0_b_7 <= \$1283 ;
+    l0_b_7 <= \$1255 ;
   always @(posedge clk)
-    l0_b_8 <= \$1284 ;
+    l0_b_8 <= \$1256 ;
   always @(posedge clk)
-    l0_b_9 <= \$1285 ;
+    l0_b_9 <= \$1257 ;
   always @(posedge clk)
-    l0_b_10 <= \$1286 ;
+    l0_b_10 <= \$1258 ;
   always @(posedge clk)
-    l0_b_11 <= \$1287 ;
+    l0_b_11 <= \$1259 ;
   always @(posedge clk)
-    l0_b_12 <= \$1288 ;
+    l0_b_12 <= \$1260 ;
   always @(posedge clk)
-    l0_b_13 <= \$1289 ;
+    l0_b_13 <= \$1261 ;
   always @(posedge clk)
-    l0_b_14 <= \$1290 ;
+    l0_b_14 <= \$1262 ;
   always @(posedge clk)
-    l0_b_15 <= \$1291 ;
+    l0_b_15 <= \$1263 ;
   always @(posedge clk)
-    l0_pending0 <= \$1292 ;
+    l0_pending <= \$1264 ;
   always @(posedge clk)
-    l0_pending1 <= \$1293 ;
+    l1_w_0_0 <= \$1265 ;
   always @(posedge clk)
-    l0_pending2 <= \$1294 ;
+    l1_w_0_1 <= \$1266 ;
   always @(posedge clk)
-    l0_pending3 <= \$1295 ;
+    l1_w_0_2 <= \$1267 ;
   always @(posedge clk)
-    l0_pending4 <= \$1296 ;
+    l1_w_0_3 <= \$1268 ;
   always @(posedge clk)
-    l0_pending5 <= \$1297 ;
+    l1_w_0_4 <= \$1269 ;
   always @(posedge clk)
-    l0_pending6 <= \$1298 ;
+    l1_w_0_5 <= \$1270 ;
   always @(posedge clk)
-    l0_head <= \$1299 ;
+    l1_w_0_6 <= \$1271 ;
   always @(posedge clk)
-    l0_fill <= \$1300 ;
+    l1_w_0_7 <= \$1272 ;
   always @(posedge clk)
-    l0_pending <= \$1301 ;
+    l1_w_0_8 <= \$1273 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$1302 ;
+    l1_w_0_9 <= \$1274 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$1303 ;
+    l1_w_0_10 <= \$1275 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$1304 ;
+    l1_w_0_11 <= \$1276 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$1305 ;
+    l1_w_0_12 <= \$1277 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$1306 ;
+    l1_w_0_13 <= \$1278 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$1307 ;
+    l1_w_0_14 <= \$1279 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$1308 ;
+    l1_w_0_15 <= \$1280 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$1309 ;
+    l1_b_0 <= \$1281 ;
   always @(posedge clk)
-    l1_w_0_8 <= \$1310 ;
+    l1_pending <= \$1282 ;
   always @(posedge clk)
-    l1_w_0_9 <= \$1311 ;
+    l0_rd_sel <= \$1283 ;
   always @(posedge clk)
-    l1_w_0_10 <= \$1312 ;
+    read_layer <= \$1284 ;
   always @(posedge clk)
-    l1_w_0_11 <= \$1313 ;
+    l1_rd_sel <= \$1285 ;
   always @(posedge clk)
-    l1_w_0_12 <= \$1314 ;
+    read_wait <= \$1286 ;
   always @(posedge clk)
-    l1_w_0_13 <= \$1315 ;
+    pr__valid <= \$1287 ;
   always @(posedge clk)
-    l1_w_0_14 <= \$1316 ;
+    pr__payload <= \$1288 ;
   always @(posedge clk)
-    l1_w_0_15 <= \$1317 ;
+    x0_s1 <= \$1289 ;
   always @(posedge clk)
-    l1_b_0 <= \$1318 ;
+    y0_s1 <= \$1290 ;
   always @(posedge clk)
-    l1_pending0 <= \$1319 ;
+    l0_bias0_s2 <= \$1291 ;
   always @(posedge clk)
-    l1_pending1 <= \$1320 ;
+    l0_prod0_0_s2 <= \$1292 ;
   always @(posedge clk)
-    l1_pending2 <= \$1321 ;
+    l0_out0_s3 <= \$1293 ;
   always @(posedge clk)
-    l1_pending3 <= \$1322 ;
+    l0_bias1_s2 <= \$1294 ;
   always @(posedge clk)
-    l1_pending4 <= \$1323 ;
+    l0_prod1_0_s2 <= \$1295 ;
   always @(posedge clk)
-    l1_pending5 <= \$1324 ;
+    l0_out1_s3 <= \$1296 ;
   always @(posedge clk)
-    l1_pending6 <= \$1325 ;
+    l0_bias2_s2 <= \$1297 ;
   always @(posedge clk)
-    l1_head <= \$1326 ;
+    l0_prod2_0_s2 <= \$1298 ;
   always @(posedge clk)
-    l1_fill <= \$1327 ;
+    l0_out2_s3 <= \$1299 ;
   always @(posedge clk)
-    l1_pending <= \$1328 ;
+    l0_bias3_s2 <= \$1300 ;
   always @(posedge clk)
-    l0_rd_sel <= \$1329 ;
+    l0_prod3_0_s2 <= \$1301 ;
   always @(posedge clk)
-    read_layer <= \$1330 ;
+    l0_out3_s3 <= \$1302 ;
   always @(posedge clk)
-    l1_rd_sel <= \$1331 ;
+    l0_bias4_s2 <= \$1303 ;
   always @(posedge clk)
-    read_wait <= \$1332 ;
+    l0_prod4_0_s2 <= \$1304 ;
   always @(posedge clk)
-    pr__valid <= \$1333 ;
+    l0_out4_s3 <= \$1305 ;
   always @(posedge clk)
-    pr__payload <= \$1334 ;
+    l0_bias5_s2 <= \$1306 ;
   always @(posedge clk)
-    x0_s1 <= \$1335 ;
+    l0_prod5_0_s2 <= \$1307 ;
   always @(posedge clk)
-    y0_s1 <= \$1336 ;
+    l0_out5_s3 <= \$1308 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1337 ;
+    l0_bias6_s2 <= \$1309 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$1338 ;
+    l0_prod6_0_s2 <= \$1310 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$1339 ;
+    l0_out6_s3 <= \$1311 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1340 ;
+    l0_bias7_s2 <= \$1312 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$1341 ;
+    l0_prod7_0_s2 <= \$1313 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$1342 ;
+    l0_out7_s3 <= \$1314 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1343 ;
+    l0_bias8_s2 <= \$1315 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$1344 ;
+    l0_prod8_0_s2 <= \$1316 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$1345 ;
+    l0_out8_s3 <= \$1317 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1346 ;
+    l0_bias9_s2 <= \$1318 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$1347 ;
+    l0_prod9_0_s2 <= \$1319 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$1348 ;
+    l0_out9_s3 <= \$1320 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1349 ;
+    l0_bias10_s2 <= \$1321 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$1350 ;
+    l0_prod10_0_s2 <= \$1322 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$1351 ;
+    l0_out10_s3 <= \$1323 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1352 ;
+    l0_bias11_s2 <= \$1324 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$1353 ;
+    l0_prod11_0_s2 <= \$1325 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$1354 ;
+    l0_out11_s3 <= \$1326 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1355 ;
+    l0_bias12_s2 <= \$1327 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$1356 ;
+    l0_prod12_0_s2 <= \$1328 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$1357 ;
+    l0_out12_s3 <= \$1329 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1358 ;
+    l0_bias13_s2 <= \$1330 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$1359 ;
+    l0_prod13_0_s2 <= \$1331 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$1360 ;
+    l0_out13_s3 <= \$1332 ;
   always @(posedge clk)
-    l0_bias8_s2 <= \$1361 ;
+    l0_bias14_s2 <= \$1333 ;
   always @(posedge clk)
-    l0_prod8_0_s2 <= \$1362 ;
+    l0_prod14_0_s2 <= \$1334 ;
   always @(posedge clk)
-    l0_out8_s3 <= \$1363 ;
+    l0_out14_s3 <= \$1335 ;
   always @(posedge clk)
-    l0_bias9_s2 <= \$1364 ;
+    l0_bias15_s2 <= \$1336 ;
   always @(posedge clk)
-    l0_prod9_0_s2 <= \$1365 ;
+    l0_prod15_0_s2 <= \$1337 ;
   always @(posedge clk)
-    l0_out9_s3 <= \$1366 ;
+    l0_out15_s3 <= \$1338 ;
   always @(posedge clk)
-    l0_bias10_s2 <= \$1367 ;
+    l1_wread_0_0_s4 <= \$1339 ;
   always @(posedge clk)
-    l0_prod10_0_s2 <= \$1368 ;
+    l1_wread_0_1_s4 <= \$1340 ;
   always @(posedge clk)
-    l0_out10_s3 <= \$1369 ;
+    l1_wread_0_2_s4 <= \$1341 ;
   always @(posedge clk)
-    l0_bias11_s2 <= \$1370 ;
+    l1_wread_0_3_s4 <= \$1342 ;
   always @(posedge clk)
-    l0_prod11_0_s2 <= \$1371 ;
+    l1_wread_0_4_s4 <= \$1343 ;
   always @(posedge clk)
-    l0_out11_s3 <= \$1372 ;
+    l1_wread_0_5_s4 <= \$1344 ;
   always @(posedge clk)
-    l0_bias12_s2 <= \$1373 ;
+    l1_wread_0_6_s4 <= \$1345 ;
   always @(posedge clk)
-    l0_prod12_0_s2 <= \$1374 ;
+    l1_wread_0_7_s4 <= \$1346 ;
   always @(posedge clk)
-    l0_out12_s3 <= \$1375 ;
+    l1_wread_0_8_s4 <= \$1347 ;
   always @(posedge clk)
-    l0_bias13_s2 <= \$1376 ;
+    l1_wread_0_9_s4 <= \$1348 ;
   always @(posedge clk)
-    l0_prod13_0_s2 <= \$1377 ;
+    l1_wread_0_10_s4 <= \$1349 ;
   always @(posedge clk)
-    l0_out13_s3 <= \$1378 ;
+    l1_wread_0_11_s4 <= \$1350 ;
   always @(posedge clk)
-    l0_bias14_s2 <= \$1379 ;
+    l1_wread_0_12_s4 <= \$1351 ;
   always @(posedge clk)
-    l0_prod14_0_s2 <= \$1380 ;
+    l1_wread_0_13_s4 <= \$1352 ;
   always @(posedge clk)
-    l0_out14_s3 <= \$1381 ;
+    l1_wread_0_14_s4 <= \$1353 ;
   always @(posedge clk)
-    l0_bias15_s2 <= \$1382 ;
+    l1_wread_0_15_s4 <= \$1354 ;
   always @(posedge clk)
-    l0_prod15_0_s2 <= \$1383 ;
+    l1_bias0_s4 <= \$1355 ;
   always @(posedge clk)
-    l0_out15_s3 <= \$1384 ;
+    l1_prod0_0_s4 <= \$1356 ;
   always @(posedge clk)
-    l1_wread_0_0_s4 <= \$1385 ;
+    l1_prod0_1_s4 <= \$1357 ;
   always @(posedge clk)
-    l1_wread_0_1_s4 <= \$1386 ;
+    l1_prod0_2_s4 <= \$1358 ;
   always @(posedge clk)
-    l1_wread_0_2_s4 <= \$1387 ;
+    l1_prod0_3_s4 <= \$1359 ;
   always @(posedge clk)
-    l1_wread_0_3_s4 <= \$1388 ;
+    l1_prod0_4_s4 <= \$1360 ;
   always @(posedge clk)
-    l1_wread_0_4_s4 <= \$1389 ;
+    l1_prod0_5_s4 <= \$1361 ;
   always @(posedge clk)
-    l1_wread_0_5_s4 <= \$1390 ;
+    l1_prod0_6_s4 <= \$1362 ;
   always @(posedge clk)
-    l1_wread_0_6_s4 <= \$1391 ;
+    l1_prod0_7_s4 <= \$1363 ;
   always @(posedge clk)
-    l1_wread_0_7_s4 <= \$1392 ;
+    l1_prod0_8_s4 <= \$1364 ;
   always @(posedge clk)
-    l1_wread_0_8_s4 <= \$1393 ;
+    l1_prod0_9_s4 <= \$1365 ;
   always @(posedge clk)
-    l1_wread_0_9_s4 <= \$1394 ;
+    l1_prod0_10_s4 <= \$1366 ;
   always @(posedge clk)
-    l1_wread_0_10_s4 <= \$1395 ;
+    l1_prod0_11_s4 <= \$1367 ;
   always @(posedge clk)
-    l1_wread_0_11_s4 <= \$1396 ;
+    l1_prod0_12_s4 <= \$1368 ;
   always @(posedge clk)
-    l1_wread_0_12_s4 <= \$1397 ;
+    l1_prod0_13_s4 <= \$1369 ;
   always @(posedge clk)
-    l1_wread_0_13_s4 <= \$1398 ;
+    l1_prod0_14_s4 <= \$1370 ;
   always @(posedge clk)
-    l1_wread_0_14_s4 <= \$1399 ;
+    l1_prod0_15_s4 <= \$1371 ;
   always @(posedge clk)
-    l1_wread_0_15_s4 <= \$1400 ;
+    m__payload <= \$1372 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$1401 ;
+    y0_s2 <= \$1373 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$1402 ;
+    y0_s3 <= \$1374 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$1403 ;
+    y0_s4 <= \$1375 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$1404 ;
+    y0_s5 <= \$1376 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$1405 ;
+    err0_s6 <= \$1377 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$1406 ;
+    l0_out0_s4 <= \$1378 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$1407 ;
+    l0_out0_s5 <= \$1379 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$1408 ;
+    l0_out0_s6 <= \$1380 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$1409 ;
+    l0_out1_s4 <= \$1381 ;
   always @(posedge clk)
-    l1_prod0_8_s4 <= \$1410 ;
+    l0_out1_s5 <= \$1382 ;
   always @(posedge clk)
-    l1_prod0_9_s4 <= \$1411 ;
+    l0_out1_s6 <= \$1383 ;
   always @(posedge clk)
-    l1_prod0_10_s4 <= \$1412 ;
+    l0_out2_s4 <= \$1384 ;
   always @(posedge clk)
-    l1_prod0_11_s4 <= \$1413 ;
+    l0_out2_s5 <= \$1385 ;
   always @(posedge clk)
-    l1_prod0_12_s4 <= \$1414 ;
+    l0_out2_s6 <= \$1386 ;
   always @(posedge clk)
-    l1_prod0_13_s4 <= \$1415 ;
+    l0_out3_s4 <= \$1387 ;
   always @(posedge clk)
-    l1_prod0_14_s4 <= \$1416 ;
+    l0_out3_s5 <= \$1388 ;
   always @(posedge clk)
-    l1_prod0_15_s4 <= \$1417 ;
+    l0_out3_s6 <= \$1389 ;
   always @(posedge clk)
-    m__payload <= \$1418 ;
+    l0_out4_s4 <= \$1390 ;
   always @(posedge clk)
-    y0_s2 <= \$1419 ;
+    l0_out4_s5 <= \$1391 ;
   always @(posedge clk)
-    y0_s3 <= \$1420 ;
+    l0_out4_s6 <= \$1392 ;
   always @(posedge clk)
-    y0_s4 <= \$1421 ;
+    l0_out5_s4 <= \$1393 ;
   always @(posedge clk)
-    y0_s5 <= \$1422 ;
+    l0_out5_s5 <= \$1394 ;
   always @(posedge clk)
-    err0_s6 <= \$1423 ;
+    l0_out5_s6 <= \$1395 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$1424 ;
+    l0_out6_s4 <= \$1396 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1425 ;
+    l0_out6_s5 <= \$1397 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1426 ;
+    l0_out6_s6 <= \$1398 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$1427 ;
+    l0_out7_s4 <= \$1399 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1428 ;
+    l0_out7_s5 <= \$1400 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1429 ;
+    l0_out7_s6 <= \$1401 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$1430 ;
+    l0_out8_s4 <= \$1402 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1431 ;
+    l0_out8_s5 <= \$1403 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1432 ;
+    l0_out8_s6 <= \$1404 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$1433 ;
+    l0_out9_s4 <= \$1405 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1434 ;
+    l0_out9_s5 <= \$1406 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1435 ;
+    l0_out9_s6 <= \$1407 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$1436 ;
+    l0_out10_s4 <= \$1408 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1437 ;
+    l0_out10_s5 <= \$1409 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1438 ;
+    l0_out10_s6 <= \$1410 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$1439 ;
+    l0_out11_s4 <= \$1411 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1440 ;
+    l0_out11_s5 <= \$1412 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1441 ;
+    l0_out11_s6 <= \$1413 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$1442 ;
+    l0_out12_s4 <= \$1414 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1443 ;
+    l0_out12_s5 <= \$1415 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1444 ;
+    l0_out12_s6 <= \$1416 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$1445 ;
+    l0_out13_s4 <= \$1417 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1446 ;
+    l0_out13_s5 <= \$1418 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1447 ;
+    l0_out13_s6 <= \$1419 ;
   always @(posedge clk)
-    l0_out8_s4 <= \$1448 ;
+    l0_out14_s4 <= \$1420 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$1449 ;
+    l0_out14_s5 <= \$1421 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$1450 ;
+    l0_out14_s6 <= \$1422 ;
   always @(posedge clk)
-    l0_out9_s4 <= \$1451 ;
+    l0_out15_s4 <= \$1423 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$1452 ;
+    l0_out15_s5 <= \$1424 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$1453 ;
+    l0_out15_s6 <= \$1425 ;
   always @(posedge clk)
-    l0_out10_s4 <= \$1454 ;
+    l1_wread_0_0_s5 <= \$1426 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$1455 ;
+    l1_wread_0_0_s6 <= \$1427 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$1456 ;
+    \t$437  <= \$1428 ;
   always @(posedge clk)
-    l0_out11_s4 <= \$1457 ;
+    l0_out0_s7 <= \$1429 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$1458 ;
+    l0_err0_s8 <= \$1430 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$1459 ;
+    l1_wread_0_1_s5 <= \$1431 ;
   always @(posedge clk)
-    l0_out12_s4 <= \$1460 ;
+    l1_wread_0_1_s6 <= \$1432 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$1461 ;
+    \t$446  <= \$1433 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$1462 ;
+    l0_out1_s7 <= \$1434 ;
   always @(posedge clk)
-    l0_out13_s4 <= \$1463 ;
+    l0_err1_s8 <= \$1435 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$1464 ;
+    l1_wread_0_2_s5 <= \$1436 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$1465 ;
+    l1_wread_0_2_s6 <= \$1437 ;
   always @(posedge clk)
-    l0_out14_s4 <= \$1466 ;
+    \t$455  <= \$1438 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$1467 ;
+    l0_out2_s7 <= \$1439 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$1468 ;
+    l0_err2_s8 <= \$1440 ;
   always @(posedge clk)
-    l0_out15_s4 <= \$1469 ;
+    l1_wread_0_3_s5 <= \$1441 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$1470 ;
+    l1_wread_0_3_s6 <= \$1442 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$1471 ;
+    \t$464  <= \$1443 ;
   always @(posedge clk)
-    l1_wread_0_0_s5 <= \$1472 ;
+    l0_out3_s7 <= \$1444 ;
   always @(posedge clk)
-    l1_wread_0_0_s6 <= \$1473 ;
+    l0_err3_s8 <= \$1445 ;
   always @(posedge clk)
-    \t$437  <= \$1474 ;
+    l1_wread_0_4_s5 <= \$1446 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1475 ;
+    l1_wread_0_4_s6 <= \$1447 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$1476 ;
+    \t$473  <= \$1448 ;
   always @(posedge clk)
-    l1_wread_0_1_s5 <= \$1477 ;
+    l0_out4_s7 <= \$1449 ;
   always @(posedge clk)
-    l1_wread_0_1_s6 <= \$1478 ;
+    l0_err4_s8 <= \$1450 ;
   always @(posedge clk)
-    \t$446  <= \$1479 ;
+    l1_wread_0_5_s5 <= \$1451 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1480 ;
+    l1_wread_0_5_s6 <= \$1452 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$1481 ;
+    \t$482  <= \$1453 ;
   always @(posedge clk)
-    l1_wread_0_2_s5 <= \$1482 ;
+    l0_out5_s7 <= \$1454 ;
   always @(posedge clk)
-    l1_wread_0_2_s6 <= \$1483 ;
+    l0_err5_s8 <= \$1455 ;
   always @(posedge clk)
-    \t$455  <= \$1484 ;
+    l1_wread_0_6_s5 <= \$1456 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1485 ;
+    l1_wread_0_6_s6 <= \$1457 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$1486 ;
+    \t$491  <= \$1458 ;
   always @(posedge clk)
-    l1_wread_0_3_s5 <= \$1487 ;
+    l0_out6_s7 <= \$1459 ;
   always @(posedge clk)
-    l1_wread_0_3_s6 <= \$1488 ;
+    l0_err6_s8 <= \$1460 ;
   always @(posedge clk)
-    \t$464  <= \$1489 ;
+    l1_wread_0_7_s5 <= \$1461 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1490 ;
+    l1_wread_0_7_s6 <= \$1462 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$1491 ;
+    \t$500  <= \$1463 ;
   always @(posedge clk)
-    l1_wread_0_4_s5 <= \$1492 ;
+    l0_out7_s7 <= \$1464 ;
   always @(posedge clk)
-    l1_wread_0_4_s6 <= \$1493 ;
+    l0_err7_s8 <= \$1465 ;
   always @(posedge clk)
-    \t$473  <= \$1494 ;
+    l1_wread_0_8_s5 <= \$1466 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1495 ;
+    l1_wread_0_8_s6 <= \$1467 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$1496 ;
+    \t$509  <= \$1468 ;
   always @(posedge clk)
-    l1_wread_0_5_s5 <= \$1497 ;
+    l0_out8_s7 <= \$1469 ;
   always @(posedge clk)
-    l1_wread_0_5_s6 <= \$1498 ;
+    l0_err8_s8 <= \$1470 ;
   always @(posedge clk)
-    \t$482  <= \$1499 ;
+    l1_wread_0_9_s5 <= \$1471 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1500 ;
+    l1_wread_0_9_s6 <= \$1472 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$1501 ;
+    \t$518  <= \$1473 ;
   always @(posedge clk)
-    l1_wread_0_6_s5 <= \$1502 ;
+    l0_out9_s7 <= \$1474 ;
   always @(posedge clk)
-    l1_wread_0_6_s6 <= \$1503 ;
+    l0_err9_s8 <= \$1475 ;
   always @(posedge clk)
-    \t$491  <= \$1504 ;
+    l1_wread_0_10_s5 <= \$1476 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1505 ;
+    l1_wread_0_10_s6 <= \$1477 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$1506 ;
+    \t$527  <= \$1478 ;
   always @(posedge clk)
-    l1_wread_0_7_s5 <= \$1507 ;
+    l0_out10_s7 <= \$1479 ;
   always @(posedge clk)
-    l1_wread_0_7_s6 <= \$1508 ;
+    l0_err10_s8 <= \$1480 ;
   always @(posedge clk)
-    \t$500  <= \$1509 ;
+    l1_wread_0_11_s5 <= \$1481 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1510 ;
+    l1_wread_0_11_s6 <= \$1482 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$1511 ;
+    \t$536  <= \$1483 ;
   always @(posedge clk)
-    l1_wread_0_8_s5 <= \$1512 ;
+    l0_out11_s7 <= \$1484 ;
   always @(posedge clk)
-    l1_wread_0_8_s6 <= \$1513 ;
+    l0_err11_s8 <= \$1485 ;
   always @(posedge clk)
-    \t$509  <= \$1514 ;
+    l1_wread_0_12_s5 <= \$1486 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$1515 ;
+    l1_wread_0_12_s6 <= \$1487 ;
   always @(posedge clk)
-    l0_err8_s8 <= \$1516 ;
+    \t$545  <= \$1488 ;
   always @(posedge clk)
-    l1_wread_0_9_s5 <= \$1517 ;
+    l0_out12_s7 <= \$1489 ;
   always @(posedge clk)
-    l1_wread_0_9_s6 <= \$1518 ;
+    l0_err12_s8 <= \$1490 ;
   always @(posedge clk)
-    \t$518  <= \$1519 ;
+    l1_wread_0_13_s5 <= \$1491 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$1520 ;
+    l1_wread_0_13_s6 <= \$1492 ;
   always @(posedge clk)
-    l0_err9_s8 <= \$1521 ;
+    \t$554  <= \$1493 ;
   always @(posedge clk)
-    l1_wread_0_10_s5 <= \$1522 ;
+    l0_out13_s7 <= \$1494 ;
   always @(posedge clk)
-    l1_wread_0_10_s6 <= \$1523 ;
+    l0_err13_s8 <= \$1495 ;
   always @(posedge clk)
-    \t$527  <= \$1524 ;
+    l1_wread_0_14_s5 <= \$1496 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$1525 ;
+    l1_wread_0_14_s6 <= \$1497 ;
   always @(posedge clk)
-    l0_err10_s8 <= \$1526 ;
+    \t$563  <= \$1498 ;
   always @(posedge clk)
-    l1_wread_0_11_s5 <= \$1527 ;
+    l0_out14_s7 <= \$1499 ;
   always @(posedge clk)
-    l1_wread_0_11_s6 <= \$1528 ;
+    l0_err14_s8 <= \$1500 ;
   always @(posedge clk)
-    \t$536  <= \$1529 ;
+    l1_wread_0_15_s5 <= \$1501 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$1530 ;
+    l1_wread_0_15_s6 <= \$1502 ;
   always @(posedge clk)
-    l0_err11_s8 <= \$1531 ;
+    \t$572  <= \$1503 ;
   always @(posedge clk)
-    l1_wread_0_12_s5 <= \$1532 ;
+    l0_out15_s7 <= \$1504 ;
   always @(posedge clk)
-    l1_wread_0_12_s6 <= \$1533 ;
+    l0_err15_s8 <= \$1505 ;
   always @(posedge clk)
-    \t$545  <= \$1534 ;
+    x0_s2 <= \$1506 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$1535 ;
+    x0_s3 <= \$1507 ;
   always @(posedge clk)
-    l0_err12_s8 <= \$1536 ;
+    x0_s4 <= \$1508 ;
   always @(posedge clk)
-    l1_wread_0_13_s5 <= \$1537 ;
+    x0_s5 <= \$1509 ;
   always @(posedge clk)
-    l1_wread_0_13_s6 <= \$1538 ;
+    x0_s6 <= \$1510 ;
   always @(posedge clk)
-    \t$554  <= \$1539 ;
+    x0_s7 <= \$1511 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$1540 ;
-  always @(posedge clk)
-    l0_err13_s8 <= \$1541 ;
-  always @(posedge clk)
-    l1_wread_0_14_s5 <= \$1542 ;
-  always @(posedge clk)
-    l1_wread_0_14_s6 <= \$1543 ;
-  always @(posedge clk)
-    \t$563  <= \$1544 ;
-  always @(posedge clk)
-    l0_out14_s7 <= \$1545 ;
-  always @(posedge clk)
-    l0_err14_s8 <= \$1546 ;
-  always @(posedge clk)
-    l1_wread_0_15_s5 <= \$1547 ;
-  always @(posedge clk)
-    l1_wread_0_15_s6 <= \$1548 ;
-  always @(posedge clk)
-    \t$572  <= \$1549 ;
-  always @(posedge clk)
-    l0_out15_s7 <= \$1550 ;
-  always @(posedge clk)
-    l0_err15_s8 <= \$1551 ;
-  always @(posedge clk)
-    x0_s2 <= \$1552 ;
-  always @(posedge clk)
-    x0_s3 <= \$1553 ;
-  always @(posedge clk)
-    x0_s4 <= \$1554 ;
-  always @(posedge clk)
-    x0_s5 <= \$1555 ;
-  always @(posedge clk)
-    x0_s6 <= \$1556 ;
-  always @(posedge clk)
-    x0_s7 <= \$1557 ;
-  always @(posedge clk)
-    x0_s8 <= \$1558 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (l0_head)
-      3'h0:
-          \$854  = l0_pending0;
-      3'h1:
-          \$854  = l0_pending1;
-      3'h2:
-          \$854  = l0_pending2;
-      3'h3:
-          \$854  = l0_pending3;
-      3'h4:
-          \$854  = l0_pending4;
-      3'h5:
-          \$854  = l0_pending5;
-      3'h6:
-          \$854  = l0_pending6;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$912  = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
-    casez (l1_head)
-      3'h0:
-          \$912  = l1_pending0;
-      3'h1:
-          \$912  = l1_pending1;
-      3'h2:
-          \$912  = l1_pending2;
-      3'h3:
-          \$912  = l1_pending3;
-      3'h4:
-          \$912  = l1_pending4;
-      3'h5:
-          \$912  = l1_pending5;
-      3'h6:
-          \$912  = l1_pending6;
-    endcase
-  end
+    x0_s8 <= \$1512 ;
+  \onchip_learner.l0_pending$889  \l0_pending$889  (
+    .clk(clk),
+    .level(level),
+    .\port$1013$0 (\t$647 ),
+    .\port$1027$0 (\t$652 ),
+    .\port$1041$0 (\t$657 ),
+    .\port$1054$0 (\t$660 ),
+    .\port$1067$0 (\t$663 ),
+    .\port$1080$0 (\t$666 ),
+    .\port$1093$0 (\t$669 ),
+    .\port$1106$0 (\t$672 ),
+    .\port$1119$0 (\t$675 ),
+    .\port$1132$0 (\t$678 ),
+    .\port$1145$0 (\t$681 ),
+    .\port$1158$0 (\t$684 ),
+    .\port$1171$0 (\t$687 ),
+    .\port$1184$0 (\t$690 ),
+    .\port$1197$0 (\t$693 ),
+    .\port$1210$0 (\t$696 ),
+    .\port$1223$0 (\t$699 ),
+    .\port$1236$0 (\t$702 ),
+    .\port$1249$0 (\t$705 ),
+    .\port$831$0 (\t$582 ),
+    .\port$845$0 (\t$587 ),
+    .\port$859$0 (\t$592 ),
+    .\port$873$0 (\t$597 ),
+    .\port$887$0 (\t$602 ),
+    .\port$901$0 (\t$607 ),
+    .\port$915$0 (\t$612 ),
+    .\port$929$0 (\t$617 ),
+    .\port$943$0 (\t$622 ),
+    .\port$957$0 (\t$627 ),
+    .\port$971$0 (\t$632 ),
+    .\port$985$0 (\t$637 ),
+    .\port$999$0 (\t$642 ),
+    .r_data(r_data),
+    .r_en(r_en),
+    .rst(rst),
+    .w_en(w_en)
+  );
+  \onchip_learner.l1_pending$890  \l1_pending$890  (
+    .clk(clk),
+    .level(\level$760 ),
+    .\port$354$0 (\t$354 ),
+    .\port$368$0 (\t$359 ),
+    .\port$382$0 (\t$364 ),
+    .\port$396$0 (\t$369 ),
+    .\port$410$0 (\t$374 ),
+    .\port$424$0 (\t$379 ),
+    .\port$438$0 (\t$384 ),
+    .\port$452$0 (\t$389 ),
+    .\port$466$0 (\t$394 ),
+    .\port$480$0 (\t$399 ),
+    .\port$494$0 (\t$404 ),
+    .\port$508$0 (\t$409 ),
+    .\port$522$0 (\t$414 ),
+    .\port$536$0 (\t$419 ),
+    .\port$550$0 (\t$424 ),
+    .\port$564$0 (\t$429 ),
+    .\port$577$0 (\t$432 ),
+    .r_data(\r_data$766 ),
+    .r_en(\r_en$764 ),
+    .rst(rst),
+    .w_en(\w_en$762 )
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
     casez (l0_rd_sel)
       5'h00:
-          \$1185  = l0_w_0_0;
+          \$1157  = l0_w_0_0;
       5'h01:
-          \$1185  = l0_w_1_0;
+          \$1157  = l0_w_1_0;
       5'h02:
-          \$1185  = l0_w_2_0;
+          \$1157  = l0_w_2_0;
       5'h03:
-          \$1185  = l0_w_3_0;
+          \$1157  = l0_w_3_0;
       5'h04:
-          \$1185  = l0_w_4_0;
+          \$1157  = l0_w_4_0;
       5'h05:
-          \$1185  = l0_w_5_0;
+          \$1157  = l0_w_5_0;
       5'h06:
-          \$1185  = l0_w_6_0;
+          \$1157  = l0_w_6_0;
       5'h07:
-          \$1185  = l0_w_7_0;
+          \$1157  = l0_w_7_0;
       5'h08:
-          \$1185  = l0_w_8_0;
+          \$1157  = l0_w_8_0;
       5'h09:
-          \$1185  = l0_w_9_0;
+          \$1157  = l0_w_9_0;
       5'h0a:
-          \$1185  = l0_w_10_0;
+          \$1157  = l0_w_10_0;
       5'h0b:
-          \$1185  = l0_w_11_0;
+          \$1157  = l0_w_11_0;
       5'h0c:
-          \$1185  = l0_w_12_0;
+          \$1157  = l0_w_12_0;
       5'h0d:
-          \$1185  = l0_w_13_0;
+          \$1157  = l0_w_13_0;
       5'h0e:
-          \$1185  = l0_w_14_0;
+          \$1157  = l0_w_14_0;
       5'h0f:
-          \$1185  = l0_w_15_0;
+          \$1157  = l0_w_15_0;
       5'h10:
-          \$1185  = l0_b_0;
+          \$1157  = l0_b_0;
       5'h11:
-          \$1185  = l0_b_1;
+          \$1157  = l0_b_1;
       5'h12:
-          \$1185  = l0_b_2;
+          \$1157  = l0_b_2;
       5'h13:
-          \$1185  = l0_b_3;
+          \$1157  = l0_b_3;
       5'h14:
-          \$1185  = l0_b_4;
+          \$1157  = l0_b_4;
       5'h15:
-          \$1185  = l0_b_5;
+          \$1157  = l0_b_5;
       5'h16:
-          \$1185  = l0_b_6;
+          \$1157  = l0_b_6;
       5'h17:
-          \$1185  = l0_b_7;
+          \$1157  = l0_b_7;
       5'h18:
-          \$1185  = l0_b_8;
+          \$1157  = l0_b_8;
       5'h19:
-          \$1185  = l0_b_9;
+          \$1157  = l0_b_9;
       5'h1a:
-          \$1185  = l0_b_10;
+          \$1157  = l0_b_10;
       5'h1b:
-          \$1185  = l0_b_11;
+          \$1157  = l0_b_11;
       5'h1c:
-          \$1185  = l0_b_12;
+          \$1157  = l0_b_12;
       5'h1d:
-          \$1185  = l0_b_13;
+          \$1157  = l0_b_13;
       5'h1e:
-          \$1185  = l0_b_14;
+          \$1157  = l0_b_14;
       5'h1f:
-          \$1185  = l0_b_15;
+          \$1157  = l0_b_15;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1186  = 16'h0000;
+    \$1158  = 16'h0000;
     casez (l1_rd_sel)
       5'h00:
-          \$1186  = l1_w_0_0;
+          \$1158  = l1_w_0_0;
       5'h01:
-          \$1186  = l1_w_0_1;
+          \$1158  = l1_w_0_1;
       5'h02:
-          \$1186  = l1_w_0_2;
+          \$1158  = l1_w_0_2;
       5'h03:
-          \$1186  = l1_w_0_3;
+          \$1158  = l1_w_0_3;
       5'h04:
-          \$1186  = l1_w_0_4;
+          \$1158  = l1_w_0_4;
       5'h05:
-          \$1186  = l1_w_0_5;
+          \$1158  = l1_w_0_5;
       5'h06:
-          \$1186  = l1_w_0_6;
+          \$1158  = l1_w_0_6;
       5'h07:
-          \$1186  = l1_w_0_7;
+          \$1158  = l1_w_0_7;
       5'h08:
-          \$1186  = l1_w_0_8;
+          \$1158  = l1_w_0_8;
       5'h09:
-          \$1186  = l1_w_0_9;
+          \$1158  = l1_w_0_9;
       5'h0a:
-          \$1186  = l1_w_0_10;
+          \$1158  = l1_w_0_10;
       5'h0b:
-          \$1186  = l1_w_0_11;
+          \$1158  = l1_w_0_11;
       5'h0c:
-          \$1186  = l1_w_0_12;
+          \$1158  = l1_w_0_12;
       5'h0d:
-          \$1186  = l1_w_0_13;
+          \$1158  = l1_w_0_13;
       5'h0e:
-          \$1186  = l1_w_0_14;
+          \$1158  = l1_w_0_14;
       5'h0f:
-          \$1186  = l1_w_0_15;
+          \$1158  = l1_w_0_15;
       5'h10:
-          \$1186  = l1_b_0;
+          \$1158  = l1_b_0;
     endcase
   end
   always @* begin
@@ -4796,496 +4691,496 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$1187  = \$1185 ;
+          \$1159  = \$1157 ;
       1'h1:
-          \$1187  = \$1186 ;
+          \$1159  = \$1158 ;
     endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$724  = 17'h00000;
+    if (commit_l0) begin
+      \t$724  = \$853 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$726  = 17'h00000;
+    if (commit_l0) begin
+      \t$726  = \$854 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$727  = 17'h00000;
+    if (commit_l0) begin
+      \t$727  = \$855 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$728  = 17'h00000;
+    if (commit_l0) begin
+      \t$728  = \$856 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$729  = 17'h00000;
+    if (commit_l0) begin
+      \t$729  = \$857 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$730  = 17'h00000;
+    if (commit_l0) begin
+      \t$730  = \$858 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$731  = 17'h00000;
+    if (commit_l0) begin
+      \t$731  = \$859 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$732  = 17'h00000;
+    if (commit_l0) begin
+      \t$732  = \$860 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$733  = 17'h00000;
+    if (commit_l0) begin
+      \t$733  = \$861 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$734  = 17'h00000;
+    if (commit_l0) begin
+      \t$734  = \$862 ;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$735  = 17'h00000;
     if (commit_l0) begin
-      \t$735  = \$867 ;
+      \t$735  = \$863 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$736  = 17'h00000;
     if (commit_l0) begin
-      \t$736  = \$868 ;
+      \t$736  = \$864 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$737  = 17'h00000;
     if (commit_l0) begin
-      \t$737  = \$869 ;
+      \t$737  = \$865 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$738  = 17'h00000;
     if (commit_l0) begin
-      \t$738  = \$870 ;
+      \t$738  = \$866 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$739  = 17'h00000;
     if (commit_l0) begin
-      \t$739  = \$871 ;
+      \t$739  = \$867 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$740  = 17'h00000;
     if (commit_l0) begin
-      \t$740  = \$872 ;
+      \t$740  = \$868 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$741  = 17'h00000;
     if (commit_l0) begin
-      \t$741  = \$873 ;
+      \t$741  = \$869 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$742  = 17'h00000;
     if (commit_l0) begin
-      \t$742  = \$874 ;
+      \t$742  = \$870 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$743  = 17'h00000;
     if (commit_l0) begin
-      \t$743  = \$875 ;
+      \t$743  = \$871 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$744  = 17'h00000;
     if (commit_l0) begin
-      \t$744  = \$876 ;
+      \t$744  = \$872 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$745  = 17'h00000;
     if (commit_l0) begin
-      \t$745  = \$877 ;
+      \t$745  = \$873 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$746  = 17'h00000;
     if (commit_l0) begin
-      \t$746  = \$878 ;
+      \t$746  = \$874 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$747  = 17'h00000;
     if (commit_l0) begin
-      \t$747  = \$879 ;
+      \t$747  = \$875 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$748  = 17'h00000;
     if (commit_l0) begin
-      \t$748  = \$880 ;
+      \t$748  = \$876 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$749  = 17'h00000;
     if (commit_l0) begin
-      \t$749  = \$881 ;
+      \t$749  = \$877 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$750  = 17'h00000;
     if (commit_l0) begin
-      \t$750  = \$882 ;
+      \t$750  = \$878 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$751  = 17'h00000;
     if (commit_l0) begin
-      \t$751  = \$883 ;
+      \t$751  = \$879 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$752  = 17'h00000;
     if (commit_l0) begin
-      \t$752  = \$884 ;
+      \t$752  = \$880 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$753  = 17'h00000;
     if (commit_l0) begin
-      \t$753  = \$885 ;
+      \t$753  = \$881 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$754  = 17'h00000;
     if (commit_l0) begin
-      \t$754  = \$886 ;
+      \t$754  = \$882 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$755  = 17'h00000;
     if (commit_l0) begin
-      \t$755  = \$887 ;
+      \t$755  = \$883 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$756  = 17'h00000;
     if (commit_l0) begin
-      \t$756  = \$888 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$757  = 17'h00000;
-    if (commit_l0) begin
-      \t$757  = \$889 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$758  = 17'h00000;
-    if (commit_l0) begin
-      \t$758  = \$890 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$759  = 17'h00000;
-    if (commit_l0) begin
-      \t$759  = \$891 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$760  = 17'h00000;
-    if (commit_l0) begin
-      \t$760  = \$892 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$761  = 17'h00000;
-    if (commit_l0) begin
-      \t$761  = \$893 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$762  = 17'h00000;
-    if (commit_l0) begin
-      \t$762  = \$894 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$763  = 17'h00000;
-    if (commit_l0) begin
-      \t$763  = \$895 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$764  = 17'h00000;
-    if (commit_l0) begin
-      \t$764  = \$896 ;
+      \t$756  = \$884 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$765  = 17'h00000;
-    if (commit_l0) begin
+    if (commit_l1) begin
       \t$765  = \$897 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$766  = 17'h00000;
+    \t$767  = 17'h00000;
+    if (commit_l1) begin
+      \t$767  = \$898 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$768  = 17'h00000;
+    if (commit_l1) begin
+      \t$768  = \$899 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$769  = 17'h00000;
+    if (commit_l1) begin
+      \t$769  = \$900 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$770  = 17'h00000;
+    if (commit_l1) begin
+      \t$770  = \$901 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$771  = 17'h00000;
+    if (commit_l1) begin
+      \t$771  = \$902 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$772  = 17'h00000;
+    if (commit_l1) begin
+      \t$772  = \$903 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$773  = 17'h00000;
+    if (commit_l1) begin
+      \t$773  = \$904 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$774  = 17'h00000;
+    if (commit_l1) begin
+      \t$774  = \$905 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$775  = 17'h00000;
+    if (commit_l1) begin
+      \t$775  = \$906 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$776  = 17'h00000;
+    if (commit_l1) begin
+      \t$776  = \$907 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$777  = 17'h00000;
+    if (commit_l1) begin
+      \t$777  = \$908 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$778  = 17'h00000;
+    if (commit_l1) begin
+      \t$778  = \$909 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$779  = 17'h00000;
+    if (commit_l1) begin
+      \t$779  = \$910 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$780  = 17'h00000;
+    if (commit_l1) begin
+      \t$780  = \$911 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$781  = 17'h00000;
+    if (commit_l1) begin
+      \t$781  = \$912 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$782  = 17'h00000;
+    if (commit_l1) begin
+      \t$782  = \$913 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1224  = valid_s1;
+    if (en) begin
+      \$1224  = accept;
+    end
+    if (rst) begin
+      \$1224  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1225  = valid_s2;
+    if (en) begin
+      \$1225  = valid_s1;
+    end
+    if (rst) begin
+      \$1225  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1226  = valid_s3;
+    if (en) begin
+      \$1226  = valid_s2;
+    end
+    if (rst) begin
+      \$1226  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1227  = valid_s4;
+    if (en) begin
+      \$1227  = valid_s3;
+    end
+    if (rst) begin
+      \$1227  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1228  = m__valid;
+    if (en) begin
+      \$1228  = valid_s4;
+    end
+    if (rst) begin
+      \$1228  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1229  = valid_s6;
+    if (en) begin
+      \$1229  = m__valid;
+    end
+    if (rst) begin
+      \$1229  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1230  = valid_s7;
+    if (en) begin
+      \$1230  = valid_s6;
+    end
+    if (rst) begin
+      \$1230  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1231  = valid_s8;
+    if (en) begin
+      \$1231  = valid_s7;
+    end
+    if (rst) begin
+      \$1231  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1232  = l0_w_0_0;
     if (commit_l0) begin
-      \t$766  = \$898 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$786  = 17'h00000;
-    if (commit_l1) begin
-      \t$786  = \$925 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$787  = 17'h00000;
-    if (commit_l1) begin
-      \t$787  = \$926 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$788  = 17'h00000;
-    if (commit_l1) begin
-      \t$788  = \$927 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$789  = 17'h00000;
-    if (commit_l1) begin
-      \t$789  = \$928 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$790  = 17'h00000;
-    if (commit_l1) begin
-      \t$790  = \$929 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$791  = 17'h00000;
-    if (commit_l1) begin
-      \t$791  = \$930 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$792  = 17'h00000;
-    if (commit_l1) begin
-      \t$792  = \$931 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$793  = 17'h00000;
-    if (commit_l1) begin
-      \t$793  = \$932 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$794  = 17'h00000;
-    if (commit_l1) begin
-      \t$794  = \$933 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$795  = 17'h00000;
-    if (commit_l1) begin
-      \t$795  = \$934 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$796  = 17'h00000;
-    if (commit_l1) begin
-      \t$796  = \$935 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$797  = 17'h00000;
-    if (commit_l1) begin
-      \t$797  = \$936 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$798  = 17'h00000;
-    if (commit_l1) begin
-      \t$798  = \$937 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$799  = 17'h00000;
-    if (commit_l1) begin
-      \t$799  = \$938 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$800  = 17'h00000;
-    if (commit_l1) begin
-      \t$800  = \$939 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$801  = 17'h00000;
-    if (commit_l1) begin
-      \t$801  = \$940 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$802  = 17'h00000;
-    if (commit_l1) begin
-      \t$802  = \$941 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1252  = valid_s1;
-    if (en) begin
-      \$1252  = accept;
-    end
-    if (rst) begin
-      \$1252  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1253  = valid_s2;
-    if (en) begin
-      \$1253  = valid_s1;
-    end
-    if (rst) begin
-      \$1253  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1254  = valid_s3;
-    if (en) begin
-      \$1254  = valid_s2;
-    end
-    if (rst) begin
-      \$1254  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1255  = valid_s4;
-    if (en) begin
-      \$1255  = valid_s3;
-    end
-    if (rst) begin
-      \$1255  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1256  = m__valid;
-    if (en) begin
-      \$1256  = valid_s4;
-    end
-    if (rst) begin
-      \$1256  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1257  = valid_s6;
-    if (en) begin
-      \$1257  = m__valid;
-    end
-    if (rst) begin
-      \$1257  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1258  = valid_s7;
-    if (en) begin
-      \$1258  = valid_s6;
-    end
-    if (rst) begin
-      \$1258  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1259  = valid_s8;
-    if (en) begin
-      \$1259  = valid_s7;
-    end
-    if (rst) begin
-      \$1259  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1260  = l0_w_0_0;
-    if (commit_l0) begin
-      \$1260  = \$983 ;
+      \$1232  = \$955 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
-            \$1260  = l0_port_data;
+            \$1232  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1260  = 16'h0797;
+      \$1232  = 16'h0797;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1261  = l0_w_1_0;
+    \$1233  = l0_w_1_0;
     if (commit_l0) begin
-      \$1261  = \$987 ;
+      \$1233  = \$959 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1261  = l0_port_data;
+            \$1233  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1261  = 16'hf33e;
+      \$1233  = 16'hf33e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1262  = l0_w_2_0;
+    \$1234  = l0_w_2_0;
     if (commit_l0) begin
-      \$1262  = \$991 ;
+      \$1234  = \$963 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1262  = l0_port_data;
+            \$1234  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1262  = 16'he68f;
+      \$1234  = 16'he68f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1263  = l0_w_3_0;
+    \$1235  = l0_w_3_0;
     if (commit_l0) begin
-      \$1263  = \$995 ;
+      \$1235  = \$967 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5293,21 +5188,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$1263  = l0_port_data;
+            \$1235  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1263  = 16'he534;
+      \$1235  = 16'he534;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1264  = l0_w_4_0;
+    \$1236  = l0_w_4_0;
     if (commit_l0) begin
-      \$1264  = \$999 ;
+      \$1236  = \$971 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5317,21 +5212,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$1264  = l0_port_data;
+            \$1236  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1264  = 16'h115d;
+      \$1236  = 16'h115d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1265  = l0_w_5_0;
+    \$1237  = l0_w_5_0;
     if (commit_l0) begin
-      \$1265  = \$1003 ;
+      \$1237  = \$975 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5343,21 +5238,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$1265  = l0_port_data;
+            \$1237  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1265  = 16'h16e1;
+      \$1237  = 16'h16e1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1266  = l0_w_6_0;
+    \$1238  = l0_w_6_0;
     if (commit_l0) begin
-      \$1266  = \$1007 ;
+      \$1238  = \$979 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5371,21 +5266,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$1266  = l0_port_data;
+            \$1238  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1266  = 16'h05e9;
+      \$1238  = 16'h05e9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1267  = l0_w_7_0;
+    \$1239  = l0_w_7_0;
     if (commit_l0) begin
-      \$1267  = \$1011 ;
+      \$1239  = \$983 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5401,21 +5296,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$1267  = l0_port_data;
+            \$1239  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1267  = 16'h0cb8;
+      \$1239  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1268  = l0_w_8_0;
+    \$1240  = l0_w_8_0;
     if (commit_l0) begin
-      \$1268  = \$1015 ;
+      \$1240  = \$987 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5433,21 +5328,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$1268  = l0_port_data;
+            \$1240  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1268  = 16'h026b;
+      \$1240  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1269  = l0_w_9_0;
+    \$1241  = l0_w_9_0;
     if (commit_l0) begin
-      \$1269  = \$1019 ;
+      \$1241  = \$991 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5467,21 +5362,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$1269  = l0_port_data;
+            \$1241  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1269  = 16'h181d;
+      \$1241  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1270  = l0_w_10_0;
+    \$1242  = l0_w_10_0;
     if (commit_l0) begin
-      \$1270  = \$1023 ;
+      \$1242  = \$995 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5503,21 +5398,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$1270  = l0_port_data;
+            \$1242  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1270  = 16'h1182;
+      \$1242  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1271  = l0_w_11_0;
+    \$1243  = l0_w_11_0;
     if (commit_l0) begin
-      \$1271  = \$1027 ;
+      \$1243  = \$999 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5541,21 +5436,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1271  = l0_port_data;
+            \$1243  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1271  = 16'he470;
+      \$1243  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1272  = l0_w_12_0;
+    \$1244  = l0_w_12_0;
     if (commit_l0) begin
-      \$1272  = \$1031 ;
+      \$1244  = \$1003 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5581,21 +5476,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1272  = l0_port_data;
+            \$1244  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1272  = 16'h13cf;
+      \$1244  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1273  = l0_w_13_0;
+    \$1245  = l0_w_13_0;
     if (commit_l0) begin
-      \$1273  = \$1035 ;
+      \$1245  = \$1007 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5623,21 +5518,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1273  = l0_port_data;
+            \$1245  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1273  = 16'he626;
+      \$1245  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1274  = l0_w_14_0;
+    \$1246  = l0_w_14_0;
     if (commit_l0) begin
-      \$1274  = \$1039 ;
+      \$1246  = \$1011 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5667,21 +5562,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1274  = l0_port_data;
+            \$1246  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1274  = 16'h0cbb;
+      \$1246  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1275  = l0_w_15_0;
+    \$1247  = l0_w_15_0;
     if (commit_l0) begin
-      \$1275  = \$1043 ;
+      \$1247  = \$1015 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5713,21 +5608,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1275  = l0_port_data;
+            \$1247  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1275  = 16'hee06;
+      \$1247  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1276  = l0_b_0;
+    \$1248  = l0_b_0;
     if (commit_l0) begin
-      \$1276  = \$1047 ;
+      \$1248  = \$1019 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5761,21 +5656,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$1276  = l0_port_data;
+            \$1248  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1276  = 16'h0000;
+      \$1248  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1277  = l0_b_1;
+    \$1249  = l0_b_1;
     if (commit_l0) begin
-      \$1277  = \$1051 ;
+      \$1249  = \$1023 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5811,21 +5706,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$1277  = l0_port_data;
+            \$1249  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1277  = 16'h0000;
+      \$1249  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1278  = l0_b_2;
+    \$1250  = l0_b_2;
     if (commit_l0) begin
-      \$1278  = \$1055 ;
+      \$1250  = \$1027 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5863,21 +5758,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$1278  = l0_port_data;
+            \$1250  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1278  = 16'h0000;
+      \$1250  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1279  = l0_b_3;
+    \$1251  = l0_b_3;
     if (commit_l0) begin
-      \$1279  = \$1059 ;
+      \$1251  = \$1031 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5917,21 +5812,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$1279  = l0_port_data;
+            \$1251  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1279  = 16'h0000;
+      \$1251  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1280  = l0_b_4;
+    \$1252  = l0_b_4;
     if (commit_l0) begin
-      \$1280  = \$1063 ;
+      \$1252  = \$1035 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5973,21 +5868,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$1280  = l0_port_data;
+            \$1252  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1280  = 16'h0000;
+      \$1252  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1281  = l0_b_5;
+    \$1253  = l0_b_5;
     if (commit_l0) begin
-      \$1281  = \$1067 ;
+      \$1253  = \$1039 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6031,21 +5926,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$1281  = l0_port_data;
+            \$1253  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1281  = 16'h0000;
+      \$1253  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1282  = l0_b_6;
+    \$1254  = l0_b_6;
     if (commit_l0) begin
-      \$1282  = \$1071 ;
+      \$1254  = \$1043 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6091,21 +5986,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$1282  = l0_port_data;
+            \$1254  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1282  = 16'h0000;
+      \$1254  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1283  = l0_b_7;
+    \$1255  = l0_b_7;
     if (commit_l0) begin
-      \$1283  = \$1075 ;
+      \$1255  = \$1047 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6153,21 +6048,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$1283  = l0_port_data;
+            \$1255  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1283  = 16'h0000;
+      \$1255  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1284  = l0_b_8;
+    \$1256  = l0_b_8;
     if (commit_l0) begin
-      \$1284  = \$1079 ;
+      \$1256  = \$1051 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6217,21 +6112,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h17:
             /* empty */;
         5'h18:
-            \$1284  = l0_port_data;
+            \$1256  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1284  = 16'h0000;
+      \$1256  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1285  = l0_b_9;
+    \$1257  = l0_b_9;
     if (commit_l0) begin
-      \$1285  = \$1083 ;
+      \$1257  = \$1055 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6283,21 +6178,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h18:
             /* empty */;
         5'h19:
-            \$1285  = l0_port_data;
+            \$1257  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1285  = 16'h0000;
+      \$1257  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1286  = l0_b_10;
+    \$1258  = l0_b_10;
     if (commit_l0) begin
-      \$1286  = \$1087 ;
+      \$1258  = \$1059 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6351,21 +6246,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h19:
             /* empty */;
         5'h1a:
-            \$1286  = l0_port_data;
+            \$1258  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1286  = 16'h0000;
+      \$1258  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1287  = l0_b_11;
+    \$1259  = l0_b_11;
     if (commit_l0) begin
-      \$1287  = \$1091 ;
+      \$1259  = \$1063 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6421,21 +6316,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1a:
             /* empty */;
         5'h1b:
-            \$1287  = l0_port_data;
+            \$1259  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1287  = 16'h0000;
+      \$1259  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1288  = l0_b_12;
+    \$1260  = l0_b_12;
     if (commit_l0) begin
-      \$1288  = \$1095 ;
+      \$1260  = \$1067 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6493,21 +6388,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1b:
             /* empty */;
         5'h1c:
-            \$1288  = l0_port_data;
+            \$1260  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1288  = 16'h0000;
+      \$1260  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1289  = l0_b_13;
+    \$1261  = l0_b_13;
     if (commit_l0) begin
-      \$1289  = \$1099 ;
+      \$1261  = \$1071 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6567,21 +6462,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1c:
             /* empty */;
         5'h1d:
-            \$1289  = l0_port_data;
+            \$1261  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1289  = 16'h0000;
+      \$1261  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1290  = l0_b_14;
+    \$1262  = l0_b_14;
     if (commit_l0) begin
-      \$1290  = \$1103 ;
+      \$1262  = \$1075 ;
     end
     if (l0_port_wr) begin
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6643,22 +6538,22 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1d:
             /* empty */;
         5'h1e:
-            \$1290  = l0_port_data;
+            \$1262  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1290  = 16'h0000;
+      \$1262  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1291  = l0_b_15;
+    \$1263  = l0_b_15;
     if (commit_l0) begin
-      \$1291  = \$1107 ;
+      \$1263  = \$1079 ;
     end
     if (l0_port_wr) begin
       (* full_case = 32'd1 *)
-      casez (\$958 [4:0])
+      casez (\$930 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6722,208 +6617,82 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1e:
             /* empty */;
         5'h1f:
-            \$1291  = l0_port_data;
+            \$1263  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1291  = 16'h0000;
+      \$1263  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1292  = l0_pending0;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            \$1292  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1293  = l0_pending1;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$1293  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1294  = l0_pending2;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$1294  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1295  = l0_pending3;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$1295  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1296  = l0_pending4;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$1296  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1297  = l0_pending5;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$1297  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1298  = l0_pending6;
-    if (push_l0) begin
-      casez (\$860 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$1298  = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1299  = \$864 [2:0];
+    \$1264  = \$1082 [2:0];
     if (rst) begin
-      \$1299  = 3'h0;
+      \$1264  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1300  = \$866 [2:0];
-    if (rst) begin
-      \$1300  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1301  = \$1110 [2:0];
-    if (rst) begin
-      \$1301  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1302  = l1_w_0_0;
+    \$1265  = l1_w_0_0;
     if (commit_l1) begin
-      \$1302  = \$1114 ;
+      \$1265  = \$1086 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
-            \$1302  = l1_port_data;
+            \$1265  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1302  = 16'h0508;
+      \$1265  = 16'h0508;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1303  = l1_w_0_1;
+    \$1266  = l1_w_0_1;
     if (commit_l1) begin
-      \$1303  = \$1118 ;
+      \$1266  = \$1090 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1303  = l1_port_data;
+            \$1266  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1303  = 16'h0093;
+      \$1266  = 16'h0093;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1304  = l1_w_0_2;
+    \$1267  = l1_w_0_2;
     if (commit_l1) begin
-      \$1304  = \$1122 ;
+      \$1267  = \$1094 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1304  = l1_port_data;
+            \$1267  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1304  = 16'hfd3a;
+      \$1267  = 16'hfd3a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1305  = l1_w_0_3;
+    \$1268  = l1_w_0_3;
     if (commit_l1) begin
-      \$1305  = \$1126 ;
+      \$1268  = \$1098 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6931,21 +6700,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$1305  = l1_port_data;
+            \$1268  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1305  = 16'hfeee;
+      \$1268  = 16'hfeee;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1306  = l1_w_0_4;
+    \$1269  = l1_w_0_4;
     if (commit_l1) begin
-      \$1306  = \$1130 ;
+      \$1269  = \$1102 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6955,21 +6724,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$1306  = l1_port_data;
+            \$1269  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1306  = 16'hf977;
+      \$1269  = 16'hf977;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1307  = l1_w_0_5;
+    \$1270  = l1_w_0_5;
     if (commit_l1) begin
-      \$1307  = \$1134 ;
+      \$1270  = \$1106 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6981,21 +6750,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$1307  = l1_port_data;
+            \$1270  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1307  = 16'hfacb;
+      \$1270  = 16'hfacb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1308  = l1_w_0_6;
+    \$1271  = l1_w_0_6;
     if (commit_l1) begin
-      \$1308  = \$1138 ;
+      \$1271  = \$1110 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7009,21 +6778,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$1308  = l1_port_data;
+            \$1271  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1308  = 16'h025d;
+      \$1271  = 16'h025d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1309  = l1_w_0_7;
+    \$1272  = l1_w_0_7;
     if (commit_l1) begin
-      \$1309  = \$1142 ;
+      \$1272  = \$1114 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7039,21 +6808,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$1309  = l1_port_data;
+            \$1272  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1309  = 16'h020a;
+      \$1272  = 16'h020a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1310  = l1_w_0_8;
+    \$1273  = l1_w_0_8;
     if (commit_l1) begin
-      \$1310  = \$1146 ;
+      \$1273  = \$1118 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7071,21 +6840,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$1310  = l1_port_data;
+            \$1273  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1310  = 16'h0199;
+      \$1273  = 16'h0199;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1311  = l1_w_0_9;
+    \$1274  = l1_w_0_9;
     if (commit_l1) begin
-      \$1311  = \$1150 ;
+      \$1274  = \$1122 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7105,21 +6874,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$1311  = l1_port_data;
+            \$1274  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1311  = 16'hfe63;
+      \$1274  = 16'hfe63;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1312  = l1_w_0_10;
+    \$1275  = l1_w_0_10;
     if (commit_l1) begin
-      \$1312  = \$1154 ;
+      \$1275  = \$1126 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7141,21 +6910,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$1312  = l1_port_data;
+            \$1275  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1312  = 16'h06e4;
+      \$1275  = 16'h06e4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1313  = l1_w_0_11;
+    \$1276  = l1_w_0_11;
     if (commit_l1) begin
-      \$1313  = \$1158 ;
+      \$1276  = \$1130 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7179,21 +6948,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1313  = l1_port_data;
+            \$1276  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1313  = 16'h06aa;
+      \$1276  = 16'h06aa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1314  = l1_w_0_12;
+    \$1277  = l1_w_0_12;
     if (commit_l1) begin
-      \$1314  = \$1162 ;
+      \$1277  = \$1134 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7219,21 +6988,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1314  = l1_port_data;
+            \$1277  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1314  = 16'h0292;
+      \$1277  = 16'h0292;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1315  = l1_w_0_13;
+    \$1278  = l1_w_0_13;
     if (commit_l1) begin
-      \$1315  = \$1166 ;
+      \$1278  = \$1138 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7261,21 +7030,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1315  = l1_port_data;
+            \$1278  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1315  = 16'h0216;
+      \$1278  = 16'h0216;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1316  = l1_w_0_14;
+    \$1279  = l1_w_0_14;
     if (commit_l1) begin
-      \$1316  = \$1170 ;
+      \$1279  = \$1142 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7305,21 +7074,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1316  = l1_port_data;
+            \$1279  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1316  = 16'h029c;
+      \$1279  = 16'h029c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1317  = l1_w_0_15;
+    \$1280  = l1_w_0_15;
     if (commit_l1) begin
-      \$1317  = \$1174 ;
+      \$1280  = \$1146 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7351,21 +7120,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1317  = l1_port_data;
+            \$1280  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1317  = 16'hfe76;
+      \$1280  = 16'hfe76;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1318  = l1_b_0;
+    \$1281  = l1_b_0;
     if (commit_l1) begin
-      \$1318  = \$1178 ;
+      \$1281  = \$1150 ;
     end
     if (l1_port_wr) begin
-      casez (\$969 [4:0])
+      casez (\$941 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7399,1778 +7168,1652 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$1318  = l1_port_data;
+            \$1281  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1318  = 16'h0000;
+      \$1281  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1319  = l1_pending0;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            \$1319  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1320  = l1_pending1;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$1320  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1321  = l1_pending2;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$1321  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1322  = l1_pending3;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$1322  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1323  = l1_pending4;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$1323  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1324  = l1_pending5;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$1324  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1325  = l1_pending6;
-    if (push_l1) begin
-      casez (\$918 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$1325  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1326  = \$922 [2:0];
+    \$1282  = \$1153 [2:0];
     if (rst) begin
-      \$1326  = 3'h0;
+      \$1282  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1327  = \$924 [2:0];
-    if (rst) begin
-      \$1327  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1328  = \$1181 [2:0];
-    if (rst) begin
-      \$1328  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1329  = l0_rd_sel;
+    \$1283  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1329  = \$958 [4:0];
+      \$1283  = \$930 [4:0];
     end
     if (rst) begin
-      \$1329  = 5'h00;
+      \$1283  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1330  = read_layer;
+    \$1284  = read_layer;
     if (l0_port_rd) begin
-      \$1330  = 1'h0;
+      \$1284  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$1330  = 1'h1;
+      \$1284  = 1'h1;
     end
     if (rst) begin
-      \$1330  = 1'h0;
+      \$1284  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1331  = l1_rd_sel;
+    \$1285  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$1331  = \$969 [4:0];
+      \$1285  = \$941 [4:0];
     end
     if (rst) begin
-      \$1331  = 5'h00;
+      \$1285  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1332  = \$1183 ;
+    \$1286  = \$1155 ;
     if (rst) begin
-      \$1332  = 1'h0;
+      \$1286  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1333  = pr__valid;
-    if (\$1184 ) begin
-      \$1333  = 1'h1;
+    \$1287  = pr__valid;
+    if (\$1156 ) begin
+      \$1287  = 1'h1;
     end else if (read_wait) begin
-      \$1333  = 1'h1;
+      \$1287  = 1'h1;
     end else if (pr__ready) begin
-      \$1333  = 1'h0;
+      \$1287  = 1'h0;
     end
     if (rst) begin
-      \$1333  = 1'h0;
+      \$1287  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1334  = pr__payload;
-    if (\$1184 ) begin
-      \$1334  = pc__payload[15:0];
+    \$1288  = pr__payload;
+    if (\$1156 ) begin
+      \$1288  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1334  = \$1187 ;
+      \$1288  = \$1159 ;
     end
     if (rst) begin
-      \$1334  = 16'h0000;
+      \$1288  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1335  = x0_s1;
+    \$1289  = x0_s1;
     if (en) begin
-      \$1335  = s__payload[15:0];
+      \$1289  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1336  = y0_s1;
+    \$1290  = y0_s1;
     if (en) begin
-      \$1336  = s__payload[31:16];
+      \$1290  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1337  = l0_bias0_s2;
+    \$1291  = l0_bias0_s2;
     if (en) begin
-      \$1337  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$1291  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1338  = l0_prod0_0_s2;
+    \$1292  = l0_prod0_0_s2;
     if (en) begin
-      \$1338  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$1292  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1339  = l0_out0_s3;
+    \$1293  = l0_out0_s3;
     if (en) begin
-      \$1339  = \$1189 ;
+      \$1293  = \$1161 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1340  = l0_bias1_s2;
+    \$1294  = l0_bias1_s2;
     if (en) begin
-      \$1340  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
+      \$1294  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1341  = l0_prod1_0_s2;
+    \$1295  = l0_prod1_0_s2;
     if (en) begin
-      \$1341  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
+      \$1295  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1342  = l0_out1_s3;
+    \$1296  = l0_out1_s3;
     if (en) begin
-      \$1342  = \$1191 ;
+      \$1296  = \$1163 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1343  = l0_bias2_s2;
+    \$1297  = l0_bias2_s2;
     if (en) begin
-      \$1343  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
+      \$1297  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1344  = l0_prod2_0_s2;
+    \$1298  = l0_prod2_0_s2;
     if (en) begin
-      \$1344  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+      \$1298  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1345  = l0_out2_s3;
+    \$1299  = l0_out2_s3;
     if (en) begin
-      \$1345  = \$1193 ;
+      \$1299  = \$1165 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1346  = l0_bias3_s2;
+    \$1300  = l0_bias3_s2;
     if (en) begin
-      \$1346  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
+      \$1300  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1347  = l0_prod3_0_s2;
+    \$1301  = l0_prod3_0_s2;
     if (en) begin
-      \$1347  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
+      \$1301  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1348  = l0_out3_s3;
+    \$1302  = l0_out3_s3;
     if (en) begin
-      \$1348  = \$1195 ;
+      \$1302  = \$1167 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1349  = l0_bias4_s2;
+    \$1303  = l0_bias4_s2;
     if (en) begin
-      \$1349  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
+      \$1303  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1350  = l0_prod4_0_s2;
+    \$1304  = l0_prod4_0_s2;
     if (en) begin
-      \$1350  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
+      \$1304  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1351  = l0_out4_s3;
+    \$1305  = l0_out4_s3;
     if (en) begin
-      \$1351  = \$1197 ;
+      \$1305  = \$1169 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1352  = l0_bias5_s2;
+    \$1306  = l0_bias5_s2;
     if (en) begin
-      \$1352  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
+      \$1306  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1353  = l0_prod5_0_s2;
+    \$1307  = l0_prod5_0_s2;
     if (en) begin
-      \$1353  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
+      \$1307  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1354  = l0_out5_s3;
+    \$1308  = l0_out5_s3;
     if (en) begin
-      \$1354  = \$1199 ;
+      \$1308  = \$1171 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1355  = l0_bias6_s2;
+    \$1309  = l0_bias6_s2;
     if (en) begin
-      \$1355  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
+      \$1309  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1356  = l0_prod6_0_s2;
+    \$1310  = l0_prod6_0_s2;
     if (en) begin
-      \$1356  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
+      \$1310  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1357  = l0_out6_s3;
+    \$1311  = l0_out6_s3;
     if (en) begin
-      \$1357  = \$1201 ;
+      \$1311  = \$1173 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1358  = l0_bias7_s2;
+    \$1312  = l0_bias7_s2;
     if (en) begin
-      \$1358  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
+      \$1312  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1359  = l0_prod7_0_s2;
+    \$1313  = l0_prod7_0_s2;
     if (en) begin
-      \$1359  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+      \$1313  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1360  = l0_out7_s3;
+    \$1314  = l0_out7_s3;
     if (en) begin
-      \$1360  = \$1203 ;
+      \$1314  = \$1175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1361  = l0_bias8_s2;
+    \$1315  = l0_bias8_s2;
     if (en) begin
-      \$1361  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
+      \$1315  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1362  = l0_prod8_0_s2;
+    \$1316  = l0_prod8_0_s2;
     if (en) begin
-      \$1362  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+      \$1316  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1363  = l0_out8_s3;
+    \$1317  = l0_out8_s3;
     if (en) begin
-      \$1363  = \$1205 ;
+      \$1317  = \$1177 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1364  = l0_bias9_s2;
+    \$1318  = l0_bias9_s2;
     if (en) begin
-      \$1364  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
+      \$1318  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1365  = l0_prod9_0_s2;
+    \$1319  = l0_prod9_0_s2;
     if (en) begin
-      \$1365  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
+      \$1319  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1366  = l0_out9_s3;
+    \$1320  = l0_out9_s3;
     if (en) begin
-      \$1366  = \$1207 ;
+      \$1320  = \$1179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1367  = l0_bias10_s2;
+    \$1321  = l0_bias10_s2;
     if (en) begin
-      \$1367  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
+      \$1321  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1368  = l0_prod10_0_s2;
+    \$1322  = l0_prod10_0_s2;
     if (en) begin
-      \$1368  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$1322  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1369  = l0_out10_s3;
+    \$1323  = l0_out10_s3;
     if (en) begin
-      \$1369  = \$1209 ;
+      \$1323  = \$1181 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1370  = l0_bias11_s2;
+    \$1324  = l0_bias11_s2;
     if (en) begin
-      \$1370  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
+      \$1324  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1371  = l0_prod11_0_s2;
+    \$1325  = l0_prod11_0_s2;
     if (en) begin
-      \$1371  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$1325  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1372  = l0_out11_s3;
+    \$1326  = l0_out11_s3;
     if (en) begin
-      \$1372  = \$1211 ;
+      \$1326  = \$1183 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1373  = l0_bias12_s2;
+    \$1327  = l0_bias12_s2;
     if (en) begin
-      \$1373  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$1327  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1374  = l0_prod12_0_s2;
+    \$1328  = l0_prod12_0_s2;
     if (en) begin
-      \$1374  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+      \$1328  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1375  = l0_out12_s3;
+    \$1329  = l0_out12_s3;
     if (en) begin
-      \$1375  = \$1213 ;
+      \$1329  = \$1185 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1376  = l0_bias13_s2;
+    \$1330  = l0_bias13_s2;
     if (en) begin
-      \$1376  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
+      \$1330  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1377  = l0_prod13_0_s2;
+    \$1331  = l0_prod13_0_s2;
     if (en) begin
-      \$1377  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
+      \$1331  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1378  = l0_out13_s3;
+    \$1332  = l0_out13_s3;
     if (en) begin
-      \$1378  = \$1215 ;
+      \$1332  = \$1187 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1379  = l0_bias14_s2;
+    \$1333  = l0_bias14_s2;
     if (en) begin
-      \$1379  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
+      \$1333  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1380  = l0_prod14_0_s2;
+    \$1334  = l0_prod14_0_s2;
     if (en) begin
-      \$1380  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
+      \$1334  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1381  = l0_out14_s3;
+    \$1335  = l0_out14_s3;
     if (en) begin
-      \$1381  = \$1217 ;
+      \$1335  = \$1189 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1382  = l0_bias15_s2;
+    \$1336  = l0_bias15_s2;
     if (en) begin
-      \$1382  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
+      \$1336  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1383  = l0_prod15_0_s2;
+    \$1337  = l0_prod15_0_s2;
     if (en) begin
-      \$1383  = { \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230  };
+      \$1337  = { \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1384  = l0_out15_s3;
+    \$1338  = l0_out15_s3;
     if (en) begin
-      \$1384  = \$1219 ;
+      \$1338  = \$1191 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1385  = l1_wread_0_0_s4;
+    \$1339  = l1_wread_0_0_s4;
     if (en) begin
-      \$1385  = l1_w_0_0;
+      \$1339  = l1_w_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1386  = l1_wread_0_1_s4;
+    \$1340  = l1_wread_0_1_s4;
     if (en) begin
-      \$1386  = l1_w_0_1;
+      \$1340  = l1_w_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1387  = l1_wread_0_2_s4;
+    \$1341  = l1_wread_0_2_s4;
     if (en) begin
-      \$1387  = l1_w_0_2;
+      \$1341  = l1_w_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1388  = l1_wread_0_3_s4;
+    \$1342  = l1_wread_0_3_s4;
     if (en) begin
-      \$1388  = l1_w_0_3;
+      \$1342  = l1_w_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1389  = l1_wread_0_4_s4;
+    \$1343  = l1_wread_0_4_s4;
     if (en) begin
-      \$1389  = l1_w_0_4;
+      \$1343  = l1_w_0_4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1390  = l1_wread_0_5_s4;
+    \$1344  = l1_wread_0_5_s4;
     if (en) begin
-      \$1390  = l1_w_0_5;
+      \$1344  = l1_w_0_5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1391  = l1_wread_0_6_s4;
+    \$1345  = l1_wread_0_6_s4;
     if (en) begin
-      \$1391  = l1_w_0_6;
+      \$1345  = l1_w_0_6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1392  = l1_wread_0_7_s4;
+    \$1346  = l1_wread_0_7_s4;
     if (en) begin
-      \$1392  = l1_w_0_7;
+      \$1346  = l1_w_0_7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1393  = l1_wread_0_8_s4;
+    \$1347  = l1_wread_0_8_s4;
     if (en) begin
-      \$1393  = l1_w_0_8;
+      \$1347  = l1_w_0_8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1394  = l1_wread_0_9_s4;
+    \$1348  = l1_wread_0_9_s4;
     if (en) begin
-      \$1394  = l1_w_0_9;
+      \$1348  = l1_w_0_9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1395  = l1_wread_0_10_s4;
+    \$1349  = l1_wread_0_10_s4;
     if (en) begin
-      \$1395  = l1_w_0_10;
+      \$1349  = l1_w_0_10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1396  = l1_wread_0_11_s4;
+    \$1350  = l1_wread_0_11_s4;
     if (en) begin
-      \$1396  = l1_w_0_11;
+      \$1350  = l1_w_0_11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1397  = l1_wread_0_12_s4;
+    \$1351  = l1_wread_0_12_s4;
     if (en) begin
-      \$1397  = l1_w_0_12;
+      \$1351  = l1_w_0_12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1398  = l1_wread_0_13_s4;
+    \$1352  = l1_wread_0_13_s4;
     if (en) begin
-      \$1398  = l1_w_0_13;
+      \$1352  = l1_w_0_13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1399  = l1_wread_0_14_s4;
+    \$1353  = l1_wread_0_14_s4;
     if (en) begin
-      \$1399  = l1_w_0_14;
+      \$1353  = l1_w_0_14;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1400  = l1_wread_0_15_s4;
+    \$1354  = l1_wread_0_15_s4;
     if (en) begin
-      \$1400  = l1_w_0_15;
+      \$1354  = l1_w_0_15;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1401  = l1_bias0_s4;
+    \$1355  = l1_bias0_s4;
     if (en) begin
-      \$1401  = { \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239  };
+      \$1355  = { \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1402  = l1_prod0_0_s4;
+    \$1356  = l1_prod0_0_s4;
     if (en) begin
-      \$1402  = { \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245  };
+      \$1356  = { \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1403  = l1_prod0_1_s4;
+    \$1357  = l1_prod0_1_s4;
     if (en) begin
-      \$1403  = { \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250  };
+      \$1357  = { \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1404  = l1_prod0_2_s4;
+    \$1358  = l1_prod0_2_s4;
     if (en) begin
-      \$1404  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
+      \$1358  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1405  = l1_prod0_3_s4;
+    \$1359  = l1_prod0_3_s4;
     if (en) begin
-      \$1405  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
+      \$1359  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1406  = l1_prod0_4_s4;
+    \$1360  = l1_prod0_4_s4;
     if (en) begin
-      \$1406  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
+      \$1360  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1407  = l1_prod0_5_s4;
+    \$1361  = l1_prod0_5_s4;
     if (en) begin
-      \$1407  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
+      \$1361  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1408  = l1_prod0_6_s4;
+    \$1362  = l1_prod0_6_s4;
     if (en) begin
-      \$1408  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
+      \$1362  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1409  = l1_prod0_7_s4;
+    \$1363  = l1_prod0_7_s4;
     if (en) begin
-      \$1409  = { \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280  };
+      \$1363  = { \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1410  = l1_prod0_8_s4;
+    \$1364  = l1_prod0_8_s4;
     if (en) begin
-      \$1410  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
+      \$1364  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1411  = l1_prod0_9_s4;
+    \$1365  = l1_prod0_9_s4;
     if (en) begin
-      \$1411  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
+      \$1365  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1412  = l1_prod0_10_s4;
+    \$1366  = l1_prod0_10_s4;
     if (en) begin
-      \$1412  = { \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295  };
+      \$1366  = { \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1413  = l1_prod0_11_s4;
+    \$1367  = l1_prod0_11_s4;
     if (en) begin
-      \$1413  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
+      \$1367  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1414  = l1_prod0_12_s4;
+    \$1368  = l1_prod0_12_s4;
     if (en) begin
-      \$1414  = { \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305  };
+      \$1368  = { \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1415  = l1_prod0_13_s4;
+    \$1369  = l1_prod0_13_s4;
     if (en) begin
-      \$1415  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
+      \$1369  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1416  = l1_prod0_14_s4;
+    \$1370  = l1_prod0_14_s4;
     if (en) begin
-      \$1416  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
+      \$1370  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1417  = l1_prod0_15_s4;
+    \$1371  = l1_prod0_15_s4;
     if (en) begin
-      \$1417  = { \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320  };
+      \$1371  = { \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1418  = m__payload;
+    \$1372  = m__payload;
     if (en) begin
-      \$1418  = \t$343 ;
+      \$1372  = \t$343 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1419  = y0_s2;
+    \$1373  = y0_s2;
     if (en) begin
-      \$1419  = y0_s1;
+      \$1373  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1420  = y0_s3;
+    \$1374  = y0_s3;
     if (en) begin
-      \$1420  = y0_s2;
+      \$1374  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1421  = y0_s4;
+    \$1375  = y0_s4;
     if (en) begin
-      \$1421  = y0_s3;
+      \$1375  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1422  = y0_s5;
+    \$1376  = y0_s5;
     if (en) begin
-      \$1422  = y0_s4;
+      \$1376  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1423  = err0_s6;
+    \$1377  = err0_s6;
     if (en) begin
-      \$1423  = \t$348 ;
+      \$1377  = \t$348 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1424  = l0_out0_s4;
+    \$1378  = l0_out0_s4;
     if (en) begin
-      \$1424  = l0_out0_s3;
+      \$1378  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1425  = l0_out0_s5;
+    \$1379  = l0_out0_s5;
     if (en) begin
-      \$1425  = l0_out0_s4;
+      \$1379  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1426  = l0_out0_s6;
+    \$1380  = l0_out0_s6;
     if (en) begin
-      \$1426  = l0_out0_s5;
+      \$1380  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1427  = l0_out1_s4;
+    \$1381  = l0_out1_s4;
     if (en) begin
-      \$1427  = l0_out1_s3;
+      \$1381  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1428  = l0_out1_s5;
+    \$1382  = l0_out1_s5;
     if (en) begin
-      \$1428  = l0_out1_s4;
+      \$1382  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1429  = l0_out1_s6;
+    \$1383  = l0_out1_s6;
     if (en) begin
-      \$1429  = l0_out1_s5;
+      \$1383  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1430  = l0_out2_s4;
+    \$1384  = l0_out2_s4;
     if (en) begin
-      \$1430  = l0_out2_s3;
+      \$1384  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1431  = l0_out2_s5;
+    \$1385  = l0_out2_s5;
     if (en) begin
-      \$1431  = l0_out2_s4;
+      \$1385  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1432  = l0_out2_s6;
+    \$1386  = l0_out2_s6;
     if (en) begin
-      \$1432  = l0_out2_s5;
+      \$1386  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1433  = l0_out3_s4;
+    \$1387  = l0_out3_s4;
     if (en) begin
-      \$1433  = l0_out3_s3;
+      \$1387  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1434  = l0_out3_s5;
+    \$1388  = l0_out3_s5;
     if (en) begin
-      \$1434  = l0_out3_s4;
+      \$1388  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1435  = l0_out3_s6;
+    \$1389  = l0_out3_s6;
     if (en) begin
-      \$1435  = l0_out3_s5;
+      \$1389  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1436  = l0_out4_s4;
+    \$1390  = l0_out4_s4;
     if (en) begin
-      \$1436  = l0_out4_s3;
+      \$1390  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1437  = l0_out4_s5;
+    \$1391  = l0_out4_s5;
     if (en) begin
-      \$1437  = l0_out4_s4;
+      \$1391  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1438  = l0_out4_s6;
+    \$1392  = l0_out4_s6;
     if (en) begin
-      \$1438  = l0_out4_s5;
+      \$1392  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1439  = l0_out5_s4;
+    \$1393  = l0_out5_s4;
     if (en) begin
-      \$1439  = l0_out5_s3;
+      \$1393  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1440  = l0_out5_s5;
+    \$1394  = l0_out5_s5;
     if (en) begin
-      \$1440  = l0_out5_s4;
+      \$1394  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1441  = l0_out5_s6;
+    \$1395  = l0_out5_s6;
     if (en) begin
-      \$1441  = l0_out5_s5;
+      \$1395  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1442  = l0_out6_s4;
+    \$1396  = l0_out6_s4;
     if (en) begin
-      \$1442  = l0_out6_s3;
+      \$1396  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1443  = l0_out6_s5;
+    \$1397  = l0_out6_s5;
     if (en) begin
-      \$1443  = l0_out6_s4;
+      \$1397  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1444  = l0_out6_s6;
+    \$1398  = l0_out6_s6;
     if (en) begin
-      \$1444  = l0_out6_s5;
+      \$1398  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1445  = l0_out7_s4;
+    \$1399  = l0_out7_s4;
     if (en) begin
-      \$1445  = l0_out7_s3;
+      \$1399  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1446  = l0_out7_s5;
+    \$1400  = l0_out7_s5;
     if (en) begin
-      \$1446  = l0_out7_s4;
+      \$1400  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1447  = l0_out7_s6;
+    \$1401  = l0_out7_s6;
     if (en) begin
-      \$1447  = l0_out7_s5;
+      \$1401  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1448  = l0_out8_s4;
+    \$1402  = l0_out8_s4;
     if (en) begin
-      \$1448  = l0_out8_s3;
+      \$1402  = l0_out8_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1449  = l0_out8_s5;
+    \$1403  = l0_out8_s5;
     if (en) begin
-      \$1449  = l0_out8_s4;
+      \$1403  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1450  = l0_out8_s6;
+    \$1404  = l0_out8_s6;
     if (en) begin
-      \$1450  = l0_out8_s5;
+      \$1404  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1451  = l0_out9_s4;
+    \$1405  = l0_out9_s4;
     if (en) begin
-      \$1451  = l0_out9_s3;
+      \$1405  = l0_out9_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1452  = l0_out9_s5;
+    \$1406  = l0_out9_s5;
     if (en) begin
-      \$1452  = l0_out9_s4;
+      \$1406  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1453  = l0_out9_s6;
+    \$1407  = l0_out9_s6;
     if (en) begin
-      \$1453  = l0_out9_s5;
+      \$1407  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1454  = l0_out10_s4;
+    \$1408  = l0_out10_s4;
     if (en) begin
-      \$1454  = l0_out10_s3;
+      \$1408  = l0_out10_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1455  = l0_out10_s5;
+    \$1409  = l0_out10_s5;
     if (en) begin
-      \$1455  = l0_out10_s4;
+      \$1409  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1456  = l0_out10_s6;
+    \$1410  = l0_out10_s6;
     if (en) begin
-      \$1456  = l0_out10_s5;
+      \$1410  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1457  = l0_out11_s4;
+    \$1411  = l0_out11_s4;
     if (en) begin
-      \$1457  = l0_out11_s3;
+      \$1411  = l0_out11_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1458  = l0_out11_s5;
+    \$1412  = l0_out11_s5;
     if (en) begin
-      \$1458  = l0_out11_s4;
+      \$1412  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1459  = l0_out11_s6;
+    \$1413  = l0_out11_s6;
     if (en) begin
-      \$1459  = l0_out11_s5;
+      \$1413  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1460  = l0_out12_s4;
+    \$1414  = l0_out12_s4;
     if (en) begin
-      \$1460  = l0_out12_s3;
+      \$1414  = l0_out12_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1461  = l0_out12_s5;
+    \$1415  = l0_out12_s5;
     if (en) begin
-      \$1461  = l0_out12_s4;
+      \$1415  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1462  = l0_out12_s6;
+    \$1416  = l0_out12_s6;
     if (en) begin
-      \$1462  = l0_out12_s5;
+      \$1416  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1463  = l0_out13_s4;
+    \$1417  = l0_out13_s4;
     if (en) begin
-      \$1463  = l0_out13_s3;
+      \$1417  = l0_out13_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1464  = l0_out13_s5;
+    \$1418  = l0_out13_s5;
     if (en) begin
-      \$1464  = l0_out13_s4;
+      \$1418  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1465  = l0_out13_s6;
+    \$1419  = l0_out13_s6;
     if (en) begin
-      \$1465  = l0_out13_s5;
+      \$1419  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1466  = l0_out14_s4;
+    \$1420  = l0_out14_s4;
     if (en) begin
-      \$1466  = l0_out14_s3;
+      \$1420  = l0_out14_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1467  = l0_out14_s5;
+    \$1421  = l0_out14_s5;
     if (en) begin
-      \$1467  = l0_out14_s4;
+      \$1421  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1468  = l0_out14_s6;
+    \$1422  = l0_out14_s6;
     if (en) begin
-      \$1468  = l0_out14_s5;
+      \$1422  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1469  = l0_out15_s4;
+    \$1423  = l0_out15_s4;
     if (en) begin
-      \$1469  = l0_out15_s3;
+      \$1423  = l0_out15_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1470  = l0_out15_s5;
+    \$1424  = l0_out15_s5;
     if (en) begin
-      \$1470  = l0_out15_s4;
+      \$1424  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1471  = l0_out15_s6;
+    \$1425  = l0_out15_s6;
     if (en) begin
-      \$1471  = l0_out15_s5;
+      \$1425  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1472  = l1_wread_0_0_s5;
+    \$1426  = l1_wread_0_0_s5;
     if (en) begin
-      \$1472  = l1_wread_0_0_s4;
+      \$1426  = l1_wread_0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1473  = l1_wread_0_0_s6;
+    \$1427  = l1_wread_0_0_s6;
     if (en) begin
-      \$1473  = l1_wread_0_0_s5;
+      \$1427  = l1_wread_0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1474  = \t$437 ;
+    \$1428  = \t$437 ;
     if (en) begin
-      \$1474  = { \t$435 [34], \t$435 [34], \t$435 [34], \t$435 [34], \t$435 [34], \t$435  };
+      \$1428  = { \t$435 [34], \t$435 [34], \t$435 [34], \t$435 [34], \t$435 [34], \t$435  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1475  = l0_out0_s7;
+    \$1429  = l0_out0_s7;
     if (en) begin
-      \$1475  = l0_out0_s6;
+      \$1429  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1476  = l0_err0_s8;
+    \$1430  = l0_err0_s8;
     if (en) begin
-      \$1476  = \$1221 ;
+      \$1430  = \$1193 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1477  = l1_wread_0_1_s5;
+    \$1431  = l1_wread_0_1_s5;
     if (en) begin
-      \$1477  = l1_wread_0_1_s4;
+      \$1431  = l1_wread_0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1478  = l1_wread_0_1_s6;
+    \$1432  = l1_wread_0_1_s6;
     if (en) begin
-      \$1478  = l1_wread_0_1_s5;
+      \$1432  = l1_wread_0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1479  = \t$446 ;
+    \$1433  = \t$446 ;
     if (en) begin
-      \$1479  = { \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444  };
+      \$1433  = { \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1480  = l0_out1_s7;
+    \$1434  = l0_out1_s7;
     if (en) begin
-      \$1480  = l0_out1_s6;
+      \$1434  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1481  = l0_err1_s8;
+    \$1435  = l0_err1_s8;
     if (en) begin
-      \$1481  = \$1223 ;
+      \$1435  = \$1195 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1482  = l1_wread_0_2_s5;
+    \$1436  = l1_wread_0_2_s5;
     if (en) begin
-      \$1482  = l1_wread_0_2_s4;
+      \$1436  = l1_wread_0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1483  = l1_wread_0_2_s6;
+    \$1437  = l1_wread_0_2_s6;
     if (en) begin
-      \$1483  = l1_wread_0_2_s5;
+      \$1437  = l1_wread_0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1484  = \t$455 ;
+    \$1438  = \t$455 ;
     if (en) begin
-      \$1484  = { \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453  };
+      \$1438  = { \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1485  = l0_out2_s7;
+    \$1439  = l0_out2_s7;
     if (en) begin
-      \$1485  = l0_out2_s6;
+      \$1439  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1486  = l0_err2_s8;
+    \$1440  = l0_err2_s8;
     if (en) begin
-      \$1486  = \$1225 ;
+      \$1440  = \$1197 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1487  = l1_wread_0_3_s5;
+    \$1441  = l1_wread_0_3_s5;
     if (en) begin
-      \$1487  = l1_wread_0_3_s4;
+      \$1441  = l1_wread_0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1488  = l1_wread_0_3_s6;
+    \$1442  = l1_wread_0_3_s6;
     if (en) begin
-      \$1488  = l1_wread_0_3_s5;
+      \$1442  = l1_wread_0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1489  = \t$464 ;
+    \$1443  = \t$464 ;
     if (en) begin
-      \$1489  = { \t$462 [34], \t$462 [34], \t$462 [34], \t$462 [34], \t$462 [34], \t$462  };
+      \$1443  = { \t$462 [34], \t$462 [34], \t$462 [34], \t$462 [34], \t$462 [34], \t$462  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1490  = l0_out3_s7;
+    \$1444  = l0_out3_s7;
     if (en) begin
-      \$1490  = l0_out3_s6;
+      \$1444  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1491  = l0_err3_s8;
+    \$1445  = l0_err3_s8;
     if (en) begin
-      \$1491  = \$1227 ;
+      \$1445  = \$1199 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1492  = l1_wread_0_4_s5;
+    \$1446  = l1_wread_0_4_s5;
     if (en) begin
-      \$1492  = l1_wread_0_4_s4;
+      \$1446  = l1_wread_0_4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1493  = l1_wread_0_4_s6;
+    \$1447  = l1_wread_0_4_s6;
     if (en) begin
-      \$1493  = l1_wread_0_4_s5;
+      \$1447  = l1_wread_0_4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1494  = \t$473 ;
+    \$1448  = \t$473 ;
     if (en) begin
-      \$1494  = { \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471  };
+      \$1448  = { \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1495  = l0_out4_s7;
+    \$1449  = l0_out4_s7;
     if (en) begin
-      \$1495  = l0_out4_s6;
+      \$1449  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1496  = l0_err4_s8;
+    \$1450  = l0_err4_s8;
     if (en) begin
-      \$1496  = \$1229 ;
+      \$1450  = \$1201 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1497  = l1_wread_0_5_s5;
+    \$1451  = l1_wread_0_5_s5;
     if (en) begin
-      \$1497  = l1_wread_0_5_s4;
+      \$1451  = l1_wread_0_5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1498  = l1_wread_0_5_s6;
+    \$1452  = l1_wread_0_5_s6;
     if (en) begin
-      \$1498  = l1_wread_0_5_s5;
+      \$1452  = l1_wread_0_5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1499  = \t$482 ;
+    \$1453  = \t$482 ;
     if (en) begin
-      \$1499  = { \t$480 [34], \t$480 [34], \t$480 [34], \t$480 [34], \t$480 [34], \t$480  };
+      \$1453  = { \t$480 [34], \t$480 [34], \t$480 [34], \t$480 [34], \t$480 [34], \t$480  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1500  = l0_out5_s7;
+    \$1454  = l0_out5_s7;
     if (en) begin
-      \$1500  = l0_out5_s6;
+      \$1454  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1501  = l0_err5_s8;
+    \$1455  = l0_err5_s8;
     if (en) begin
-      \$1501  = \$1231 ;
+      \$1455  = \$1203 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1502  = l1_wread_0_6_s5;
+    \$1456  = l1_wread_0_6_s5;
     if (en) begin
-      \$1502  = l1_wread_0_6_s4;
+      \$1456  = l1_wread_0_6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1503  = l1_wread_0_6_s6;
+    \$1457  = l1_wread_0_6_s6;
     if (en) begin
-      \$1503  = l1_wread_0_6_s5;
+      \$1457  = l1_wread_0_6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1504  = \t$491 ;
+    \$1458  = \t$491 ;
     if (en) begin
-      \$1504  = { \t$489 [34], \t$489 [34], \t$489 [34], \t$489 [34], \t$489 [34], \t$489  };
+      \$1458  = { \t$489 [34], \t$489 [34], \t$489 [34], \t$489 [34], \t$489 [34], \t$489  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1505  = l0_out6_s7;
+    \$1459  = l0_out6_s7;
     if (en) begin
-      \$1505  = l0_out6_s6;
+      \$1459  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1506  = l0_err6_s8;
+    \$1460  = l0_err6_s8;
     if (en) begin
-      \$1506  = \$1233 ;
+      \$1460  = \$1205 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1507  = l1_wread_0_7_s5;
+    \$1461  = l1_wread_0_7_s5;
     if (en) begin
-      \$1507  = l1_wread_0_7_s4;
+      \$1461  = l1_wread_0_7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1508  = l1_wread_0_7_s6;
+    \$1462  = l1_wread_0_7_s6;
     if (en) begin
-      \$1508  = l1_wread_0_7_s5;
+      \$1462  = l1_wread_0_7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1509  = \t$500 ;
+    \$1463  = \t$500 ;
     if (en) begin
-      \$1509  = { \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498  };
+      \$1463  = { \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498 [34], \t$498  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1510  = l0_out7_s7;
+    \$1464  = l0_out7_s7;
     if (en) begin
-      \$1510  = l0_out7_s6;
+      \$1464  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1511  = l0_err7_s8;
+    \$1465  = l0_err7_s8;
     if (en) begin
-      \$1511  = \$1235 ;
+      \$1465  = \$1207 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1512  = l1_wread_0_8_s5;
+    \$1466  = l1_wread_0_8_s5;
     if (en) begin
-      \$1512  = l1_wread_0_8_s4;
+      \$1466  = l1_wread_0_8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1513  = l1_wread_0_8_s6;
+    \$1467  = l1_wread_0_8_s6;
     if (en) begin
-      \$1513  = l1_wread_0_8_s5;
+      \$1467  = l1_wread_0_8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1514  = \t$509 ;
+    \$1468  = \t$509 ;
     if (en) begin
-      \$1514  = { \t$507 [34], \t$507 [34], \t$507 [34], \t$507 [34], \t$507 [34], \t$507  };
+      \$1468  = { \t$507 [34], \t$507 [34], \t$507 [34], \t$507 [34], \t$507 [34], \t$507  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1515  = l0_out8_s7;
+    \$1469  = l0_out8_s7;
     if (en) begin
-      \$1515  = l0_out8_s6;
+      \$1469  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1516  = l0_err8_s8;
+    \$1470  = l0_err8_s8;
     if (en) begin
-      \$1516  = \$1237 ;
+      \$1470  = \$1209 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1517  = l1_wread_0_9_s5;
+    \$1471  = l1_wread_0_9_s5;
     if (en) begin
-      \$1517  = l1_wread_0_9_s4;
+      \$1471  = l1_wread_0_9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1518  = l1_wread_0_9_s6;
+    \$1472  = l1_wread_0_9_s6;
     if (en) begin
-      \$1518  = l1_wread_0_9_s5;
+      \$1472  = l1_wread_0_9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1519  = \t$518 ;
+    \$1473  = \t$518 ;
     if (en) begin
-      \$1519  = { \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516  };
+      \$1473  = { \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1520  = l0_out9_s7;
+    \$1474  = l0_out9_s7;
     if (en) begin
-      \$1520  = l0_out9_s6;
+      \$1474  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1521  = l0_err9_s8;
+    \$1475  = l0_err9_s8;
     if (en) begin
-      \$1521  = \$1239 ;
+      \$1475  = \$1211 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1522  = l1_wread_0_10_s5;
+    \$1476  = l1_wread_0_10_s5;
     if (en) begin
-      \$1522  = l1_wread_0_10_s4;
+      \$1476  = l1_wread_0_10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1523  = l1_wread_0_10_s6;
+    \$1477  = l1_wread_0_10_s6;
     if (en) begin
-      \$1523  = l1_wread_0_10_s5;
+      \$1477  = l1_wread_0_10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1524  = \t$527 ;
+    \$1478  = \t$527 ;
     if (en) begin
-      \$1524  = { \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525  };
+      \$1478  = { \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1525  = l0_out10_s7;
+    \$1479  = l0_out10_s7;
     if (en) begin
-      \$1525  = l0_out10_s6;
+      \$1479  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1526  = l0_err10_s8;
+    \$1480  = l0_err10_s8;
     if (en) begin
-      \$1526  = \$1241 ;
+      \$1480  = \$1213 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1527  = l1_wread_0_11_s5;
+    \$1481  = l1_wread_0_11_s5;
     if (en) begin
-      \$1527  = l1_wread_0_11_s4;
+      \$1481  = l1_wread_0_11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1528  = l1_wread_0_11_s6;
+    \$1482  = l1_wread_0_11_s6;
     if (en) begin
-      \$1528  = l1_wread_0_11_s5;
+      \$1482  = l1_wread_0_11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1529  = \t$536 ;
+    \$1483  = \t$536 ;
     if (en) begin
-      \$1529  = { \t$534 [34], \t$534 [34], \t$534 [34], \t$534 [34], \t$534 [34], \t$534  };
+      \$1483  = { \t$534 [34], \t$534 [34], \t$534 [34], \t$534 [34], \t$534 [34], \t$534  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1530  = l0_out11_s7;
+    \$1484  = l0_out11_s7;
     if (en) begin
-      \$1530  = l0_out11_s6;
+      \$1484  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1531  = l0_err11_s8;
+    \$1485  = l0_err11_s8;
     if (en) begin
-      \$1531  = \$1243 ;
+      \$1485  = \$1215 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1532  = l1_wread_0_12_s5;
+    \$1486  = l1_wread_0_12_s5;
     if (en) begin
-      \$1532  = l1_wread_0_12_s4;
+      \$1486  = l1_wread_0_12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1533  = l1_wread_0_12_s6;
+    \$1487  = l1_wread_0_12_s6;
     if (en) begin
-      \$1533  = l1_wread_0_12_s5;
+      \$1487  = l1_wread_0_12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1534  = \t$545 ;
+    \$1488  = \t$545 ;
     if (en) begin
-      \$1534  = { \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543  };
+      \$1488  = { \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1535  = l0_out12_s7;
+    \$1489  = l0_out12_s7;
     if (en) begin
-      \$1535  = l0_out12_s6;
+      \$1489  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1536  = l0_err12_s8;
+    \$1490  = l0_err12_s8;
     if (en) begin
-      \$1536  = \$1245 ;
+      \$1490  = \$1217 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1537  = l1_wread_0_13_s5;
+    \$1491  = l1_wread_0_13_s5;
     if (en) begin
-      \$1537  = l1_wread_0_13_s4;
+      \$1491  = l1_wread_0_13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1538  = l1_wread_0_13_s6;
+    \$1492  = l1_wread_0_13_s6;
     if (en) begin
-      \$1538  = l1_wread_0_13_s5;
+      \$1492  = l1_wread_0_13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1539  = \t$554 ;
+    \$1493  = \t$554 ;
     if (en) begin
-      \$1539  = { \t$552 [34], \t$552 [34], \t$552 [34], \t$552 [34], \t$552 [34], \t$552  };
+      \$1493  = { \t$552 [34], \t$552 [34], \t$552 [34], \t$552 [34], \t$552 [34], \t$552  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1540  = l0_out13_s7;
+    \$1494  = l0_out13_s7;
     if (en) begin
-      \$1540  = l0_out13_s6;
+      \$1494  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1541  = l0_err13_s8;
+    \$1495  = l0_err13_s8;
     if (en) begin
-      \$1541  = \$1247 ;
+      \$1495  = \$1219 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1542  = l1_wread_0_14_s5;
+    \$1496  = l1_wread_0_14_s5;
     if (en) begin
-      \$1542  = l1_wread_0_14_s4;
+      \$1496  = l1_wread_0_14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1543  = l1_wread_0_14_s6;
+    \$1497  = l1_wread_0_14_s6;
     if (en) begin
-      \$1543  = l1_wread_0_14_s5;
+      \$1497  = l1_wread_0_14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1544  = \t$563 ;
+    \$1498  = \t$563 ;
     if (en) begin
-      \$1544  = { \t$561 [34], \t$561 [34], \t$561 [34], \t$561 [34], \t$561 [34], \t$561  };
+      \$1498  = { \t$561 [34], \t$561 [34], \t$561 [34], \t$561 [34], \t$561 [34], \t$561  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1545  = l0_out14_s7;
+    \$1499  = l0_out14_s7;
     if (en) begin
-      \$1545  = l0_out14_s6;
+      \$1499  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1546  = l0_err14_s8;
+    \$1500  = l0_err14_s8;
     if (en) begin
-      \$1546  = \$1249 ;
+      \$1500  = \$1221 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1547  = l1_wread_0_15_s5;
+    \$1501  = l1_wread_0_15_s5;
     if (en) begin
-      \$1547  = l1_wread_0_15_s4;
+      \$1501  = l1_wread_0_15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1548  = l1_wread_0_15_s6;
+    \$1502  = l1_wread_0_15_s6;
     if (en) begin
-      \$1548  = l1_wread_0_15_s5;
+      \$1502  = l1_wread_0_15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1549  = \t$572 ;
+    \$1503  = \t$572 ;
     if (en) begin
-      \$1549  = { \t$570 [34], \t$570 [34], \t$570 [34], \t$570 [34], \t$570 [34], \t$570  };
+      \$1503  = { \t$570 [34], \t$570 [34], \t$570 [34], \t$570 [34], \t$570 [34], \t$570  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1550  = l0_out15_s7;
+    \$1504  = l0_out15_s7;
     if (en) begin
-      \$1550  = l0_out15_s6;
+      \$1504  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1551  = l0_err15_s8;
+    \$1505  = l0_err15_s8;
     if (en) begin
-      \$1551  = \$1251 ;
+      \$1505  = \$1223 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1552  = x0_s2;
+    \$1506  = x0_s2;
     if (en) begin
-      \$1552  = x0_s1;
+      \$1506  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1553  = x0_s3;
+    \$1507  = x0_s3;
     if (en) begin
-      \$1553  = x0_s2;
+      \$1507  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1554  = x0_s4;
+    \$1508  = x0_s4;
     if (en) begin
-      \$1554  = x0_s3;
+      \$1508  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1555  = x0_s5;
+    \$1509  = x0_s5;
     if (en) begin
-      \$1555  = x0_s4;
+      \$1509  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1556  = x0_s6;
+    \$1510  = x0_s6;
     if (en) begin
-      \$1556  = x0_s5;
+      \$1510  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1557  = x0_s7;
+    \$1511  = x0_s7;
     if (en) begin
-      \$1557  = x0_s6;
+      \$1511  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1558  = x0_s8;
+    \$1512  = x0_s8;
     if (en) begin
-      \$1558  = x0_s7;
+      \$1512  = x0_s7;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -9273,15 +8916,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$571  = { \t$570 [34], \t$570 [34], \t$570 [34], \t$570 [34], \t$570 [34], \t$570  };
   assign l1_bprod15_0_s7 = \t$572 ;
   assign valid_s5 = m__valid;
-  assign l0_tail = \$860 [2:0];
-  assign l0_head_next = \$864 [2:0];
-  assign l0_fill_next = \$866 [2:0];
-  assign l1_tail = \$918 [2:0];
-  assign l1_head_next = \$922 [2:0];
-  assign l1_fill_next = \$924 [2:0];
+  assign w_data = { \t$705 , \t$702 , \t$699 , \t$696 , \t$693 , \t$690 , \t$687 , \t$684 , \t$681 , \t$678 , \t$675 , \t$672 , \t$669 , \t$666 , \t$663 , \t$660 , \t$657 , \t$652 , \t$647 , \t$642 , \t$637 , \t$632 , \t$627 , \t$622 , \t$617 , \t$612 , \t$607 , \t$602 , \t$597 , \t$592 , \t$587 , \t$582  };
+  assign \w_data$763  = { \t$432 , \t$429 , \t$424 , \t$419 , \t$414 , \t$409 , \t$404 , \t$399 , \t$394 , \t$389 , \t$384 , \t$379 , \t$374 , \t$369 , \t$364 , \t$359 , \t$354  };
   assign execute = pc__ready;
-  assign l0_port_local = \$958 [4:0];
-  assign l1_port_local = \$969 [4:0];
+  assign l0_port_local = \$930 [4:0];
+  assign l1_port_local = \$941 [4:0];
   assign resp = pr__payload;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
@@ -9431,14 +9070,636 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \floor$697  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
   assign \floor$700  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
   assign \floor$703  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
-  assign \$944  = 1'h1;
-  assign \$945  = \$943 ;
-  assign s__ready = \$943 ;
-  assign \$952  = 1'h1;
-  assign \$953  = \$951 ;
+  assign \$916  = 1'h1;
+  assign \$917  = \$915 ;
+  assign s__ready = \$915 ;
+  assign \$924  = 1'h1;
+  assign \$925  = \$923 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$963  = \$962 ;
+  assign \$935  = \$934 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$974  = \$973 ;
+  assign \$946  = \$945 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner.l0_pending$889 (rst, \port$831$0 , \port$845$0 , \port$859$0 , \port$873$0 , \port$887$0 , \port$901$0 , \port$915$0 , \port$929$0 , \port$943$0 , \port$957$0 , \port$971$0 , \port$985$0 , \port$999$0 , \port$1013$0 , \port$1027$0 , \port$1041$0 , \port$1054$0 , \port$1067$0 , \port$1080$0 , \port$1093$0 
+, \port$1106$0 , \port$1119$0 , \port$1132$0 , \port$1145$0 , \port$1158$0 , \port$1171$0 , \port$1184$0 , \port$1197$0 , \port$1210$0 , \port$1223$0 , \port$1236$0 , \port$1249$0 , w_en, r_en, r_data, level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  wire [3:0] \$1 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
+  wire [4:0] \$12 ;
+  wire \$13 ;
+  reg [511:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [511:0] \$17 ;
+  reg [511:0] \$18 ;
+  reg [511:0] \$19 ;
+  wire \$2 ;
+  reg [511:0] \$20 ;
+  reg [511:0] \$21 ;
+  reg [511:0] \$22 ;
+  reg [511:0] \$23 ;
+  reg [511:0] \$24 ;
+  reg [2:0] \$25 ;
+  reg [2:0] \$26 ;
+  wire [3:0] \$3 ;
+  wire [4:0] \$4 ;
+  wire [3:0] \$5 ;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire [3:0] \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [511:0] entry0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] entry1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] entry2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] entry3 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] entry4 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] entry5 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] entry6 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] head = 3'h0;
+  wire [2:0] head_next;
+  output [2:0] level;
+  reg [2:0] level = 3'h0;
+  wire [511:0] next_data;
+  wire [2:0] next_level;
+  input [15:0] \port$1013$0 ;
+  wire [15:0] \port$1013$0 ;
+  input [15:0] \port$1027$0 ;
+  wire [15:0] \port$1027$0 ;
+  input [15:0] \port$1041$0 ;
+  wire [15:0] \port$1041$0 ;
+  input [15:0] \port$1054$0 ;
+  wire [15:0] \port$1054$0 ;
+  input [15:0] \port$1067$0 ;
+  wire [15:0] \port$1067$0 ;
+  input [15:0] \port$1080$0 ;
+  wire [15:0] \port$1080$0 ;
+  input [15:0] \port$1093$0 ;
+  wire [15:0] \port$1093$0 ;
+  input [15:0] \port$1106$0 ;
+  wire [15:0] \port$1106$0 ;
+  input [15:0] \port$1119$0 ;
+  wire [15:0] \port$1119$0 ;
+  input [15:0] \port$1132$0 ;
+  wire [15:0] \port$1132$0 ;
+  input [15:0] \port$1145$0 ;
+  wire [15:0] \port$1145$0 ;
+  input [15:0] \port$1158$0 ;
+  wire [15:0] \port$1158$0 ;
+  input [15:0] \port$1171$0 ;
+  wire [15:0] \port$1171$0 ;
+  input [15:0] \port$1184$0 ;
+  wire [15:0] \port$1184$0 ;
+  input [15:0] \port$1197$0 ;
+  wire [15:0] \port$1197$0 ;
+  input [15:0] \port$1210$0 ;
+  wire [15:0] \port$1210$0 ;
+  input [15:0] \port$1223$0 ;
+  wire [15:0] \port$1223$0 ;
+  input [15:0] \port$1236$0 ;
+  wire [15:0] \port$1236$0 ;
+  input [15:0] \port$1249$0 ;
+  wire [15:0] \port$1249$0 ;
+  input [15:0] \port$831$0 ;
+  wire [15:0] \port$831$0 ;
+  input [15:0] \port$845$0 ;
+  wire [15:0] \port$845$0 ;
+  input [15:0] \port$859$0 ;
+  wire [15:0] \port$859$0 ;
+  input [15:0] \port$873$0 ;
+  wire [15:0] \port$873$0 ;
+  input [15:0] \port$887$0 ;
+  wire [15:0] \port$887$0 ;
+  input [15:0] \port$901$0 ;
+  wire [15:0] \port$901$0 ;
+  input [15:0] \port$915$0 ;
+  wire [15:0] \port$915$0 ;
+  input [15:0] \port$929$0 ;
+  wire [15:0] \port$929$0 ;
+  input [15:0] \port$943$0 ;
+  wire [15:0] \port$943$0 ;
+  input [15:0] \port$957$0 ;
+  wire [15:0] \port$957$0 ;
+  input [15:0] \port$971$0 ;
+  wire [15:0] \port$971$0 ;
+  input [15:0] \port$985$0 ;
+  wire [15:0] \port$985$0 ;
+  input [15:0] \port$999$0 ;
+  wire [15:0] \port$999$0 ;
+  output [511:0] r_data;
+  wire [511:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [2:0] tail;
+  wire [511:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 3'h7;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 3'h7;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 3'h6;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 4'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  } : \$14 ;
+  assign \$15  = \$6 [2:0] == \$10 [2:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    entry3 <= \$21 ;
+  always @(posedge clk)
+    entry4 <= \$22 ;
+  always @(posedge clk)
+    entry5 <= \$23 ;
+  always @(posedge clk)
+    entry6 <= \$24 ;
+  always @(posedge clk)
+    head <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$14  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (head)
+      3'h0:
+          \$14  = entry0;
+      3'h1:
+          \$14  = entry1;
+      3'h2:
+          \$14  = entry2;
+      3'h3:
+          \$14  = entry3;
+      3'h4:
+          \$14  = entry4;
+      3'h5:
+          \$14  = entry5;
+      3'h6:
+          \$14  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$17  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (\$10 [2:0])
+      3'h0:
+          \$17  = entry0;
+      3'h1:
+          \$17  = entry1;
+      3'h2:
+          \$17  = entry2;
+      3'h3:
+          \$17  = entry3;
+      3'h4:
+          \$17  = entry4;
+      3'h5:
+          \$17  = entry5;
+      3'h6:
+          \$17  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            \$18  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$19  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$20  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$21  = entry3;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$21  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$22  = entry4;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$22  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$23  = entry5;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$23  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$24  = entry6;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$24  = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$25  = \$10 [2:0];
+    if (rst) begin
+      \$25  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$26  = \$12 [2:0];
+    if (rst) begin
+      \$26  = 3'h0;
+    end
+  end
+  assign tail = \$6 [2:0];
+  assign head_next = \$10 [2:0];
+  assign next_level = \$12 [2:0];
+  assign w_data = { \port$1249$0 , \port$1236$0 , \port$1223$0 , \port$1210$0 , \port$1197$0 , \port$1184$0 , \port$1171$0 , \port$1158$0 , \port$1145$0 , \port$1132$0 , \port$1119$0 , \port$1106$0 , \port$1093$0 , \port$1080$0 , \port$1067$0 , \port$1054$0 , \port$1041$0 , \port$1027$0 , \port$1013$0 , \port$999$0 , \port$985$0 , \port$971$0 , \port$957$0 , \port$943$0 , \port$929$0 , \port$915$0 , \port$901$0 , \port$887$0 , \port$873$0 , \port$859$0 , \port$845$0 , \port$831$0  };
+endmodule
+
+(* generator = "Amaranth" *)
+module \onchip_learner.l1_pending$890 (rst, \port$354$0 , \port$368$0 , \port$382$0 , \port$396$0 , \port$410$0 , \port$424$0 , \port$438$0 , \port$452$0 , \port$466$0 , \port$480$0 , \port$494$0 , \port$508$0 , \port$522$0 , \port$536$0 , \port$550$0 , \port$564$0 , \port$577$0 , w_en, r_en, r_data
+, level, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
+  wire [3:0] \$1 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
+  wire [4:0] \$12 ;
+  wire \$13 ;
+  reg [271:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  reg [271:0] \$17 ;
+  reg [271:0] \$18 ;
+  reg [271:0] \$19 ;
+  wire \$2 ;
+  reg [271:0] \$20 ;
+  reg [271:0] \$21 ;
+  reg [271:0] \$22 ;
+  reg [271:0] \$23 ;
+  reg [271:0] \$24 ;
+  reg [2:0] \$25 ;
+  reg [2:0] \$26 ;
+  wire [3:0] \$3 ;
+  wire [4:0] \$4 ;
+  wire [3:0] \$5 ;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire [3:0] \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  reg [271:0] entry0 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [271:0] entry1 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [271:0] entry2 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [271:0] entry3 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [271:0] entry4 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [271:0] entry5 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [271:0] entry6 = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+  reg [2:0] head = 3'h0;
+  wire [2:0] head_next;
+  output [2:0] level;
+  reg [2:0] level = 3'h0;
+  wire [271:0] next_data;
+  wire [2:0] next_level;
+  input [15:0] \port$354$0 ;
+  wire [15:0] \port$354$0 ;
+  input [15:0] \port$368$0 ;
+  wire [15:0] \port$368$0 ;
+  input [15:0] \port$382$0 ;
+  wire [15:0] \port$382$0 ;
+  input [15:0] \port$396$0 ;
+  wire [15:0] \port$396$0 ;
+  input [15:0] \port$410$0 ;
+  wire [15:0] \port$410$0 ;
+  input [15:0] \port$424$0 ;
+  wire [15:0] \port$424$0 ;
+  input [15:0] \port$438$0 ;
+  wire [15:0] \port$438$0 ;
+  input [15:0] \port$452$0 ;
+  wire [15:0] \port$452$0 ;
+  input [15:0] \port$466$0 ;
+  wire [15:0] \port$466$0 ;
+  input [15:0] \port$480$0 ;
+  wire [15:0] \port$480$0 ;
+  input [15:0] \port$494$0 ;
+  wire [15:0] \port$494$0 ;
+  input [15:0] \port$508$0 ;
+  wire [15:0] \port$508$0 ;
+  input [15:0] \port$522$0 ;
+  wire [15:0] \port$522$0 ;
+  input [15:0] \port$536$0 ;
+  wire [15:0] \port$536$0 ;
+  input [15:0] \port$550$0 ;
+  wire [15:0] \port$550$0 ;
+  input [15:0] \port$564$0 ;
+  wire [15:0] \port$564$0 ;
+  input [15:0] \port$577$0 ;
+  wire [15:0] \port$577$0 ;
+  output [271:0] r_data;
+  wire [271:0] r_data;
+  input r_en;
+  wire r_en;
+  input rst;
+  wire rst;
+  wire [2:0] tail;
+  wire [271:0] w_data;
+  input w_en;
+  wire w_en;
+  assign \$1  = head + level;
+  assign \$2  = \$1  >= 3'h7;
+  assign \$3  = head + level;
+  assign \$4  = \$3  - 3'h7;
+  assign \$5  = head + level;
+  assign \$6  = \$2  ? \$4  : { 1'h0, \$5  };
+  assign \$7  = head == 3'h6;
+  assign \$8  = head + 1'h1;
+  assign \$9  = \$7  ? 4'h0 : \$8 ;
+  assign \$10  = r_en ? \$9  : { 1'h0, head };
+  assign \$11  = level + w_en;
+  assign \$12  = \$11  - r_en;
+  assign \$13  = ! level;
+  assign r_data = \$13  ? { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  } : \$14 ;
+  assign \$15  = \$6 [2:0] == \$10 [2:0];
+  assign \$16  = w_en & \$15 ;
+  assign next_data = \$16  ? { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  } : \$17 ;
+  always @(posedge clk)
+    entry0 <= \$18 ;
+  always @(posedge clk)
+    entry1 <= \$19 ;
+  always @(posedge clk)
+    entry2 <= \$20 ;
+  always @(posedge clk)
+    entry3 <= \$21 ;
+  always @(posedge clk)
+    entry4 <= \$22 ;
+  always @(posedge clk)
+    entry5 <= \$23 ;
+  always @(posedge clk)
+    entry6 <= \$24 ;
+  always @(posedge clk)
+    head <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$14  = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+    casez (head)
+      3'h0:
+          \$14  = entry0;
+      3'h1:
+          \$14  = entry1;
+      3'h2:
+          \$14  = entry2;
+      3'h3:
+          \$14  = entry3;
+      3'h4:
+          \$14  = entry4;
+      3'h5:
+          \$14  = entry5;
+      3'h6:
+          \$14  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$17  = 272'h00000000000000000000000000000000000000000000000000000000000000000000;
+    casez (\$10 [2:0])
+      3'h0:
+          \$17  = entry0;
+      3'h1:
+          \$17  = entry1;
+      3'h2:
+          \$17  = entry2;
+      3'h3:
+          \$17  = entry3;
+      3'h4:
+          \$17  = entry4;
+      3'h5:
+          \$17  = entry5;
+      3'h6:
+          \$17  = entry6;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$18  = entry0;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            \$18  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$19  = entry1;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            \$19  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$20  = entry2;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            \$20  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$21  = entry3;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            \$21  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$22  = entry4;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            \$22  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$23  = entry5;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            \$23  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$24  = entry6;
+    if (w_en) begin
+      casez (\$6 [2:0])
+        3'h0:
+            /* empty */;
+        3'h1:
+            /* empty */;
+        3'h2:
+            /* empty */;
+        3'h3:
+            /* empty */;
+        3'h4:
+            /* empty */;
+        3'h5:
+            /* empty */;
+        3'h6:
+            \$24  = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
+      endcase
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$25  = \$10 [2:0];
+    if (rst) begin
+      \$25  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$26  = \$12 [2:0];
+    if (rst) begin
+      \$26  = 3'h0;
+    end
+  end
+  assign tail = \$6 [2:0];
+  assign head_next = \$10 [2:0];
+  assign next_level = \$12 [2:0];
+  assign w_data = { \port$577$0 , \port$564$0 , \port$550$0 , \port$536$0 , \port$522$0 , \port$508$0 , \port$494$0 , \port$480$0 , \port$466$0 , \port$452$0 , \port$438$0 , \port$424$0 , \port$410$0 , \port$396$0 , \port$382$0 , \port$368$0 , \port$354$0  };
 endmodule

@@ -12,13 +12,14 @@ Schedules (:mod:`onchip.model.stream`):
   max over layers of (U - R + 1) cycles (U: stage where a layer's update is
   ready, R: stage whose cycle reads its parameters). Updates commit at U.
 * pipelined (staleness D >= max over layers of U - R): a sample is accepted
-  every cycle. Updates wait in a per-layer pending-update FIFO and are
-  committed on read: in the cycle sample n reads a layer's parameters (stage
-  R), if D updates of that layer are pending the oldest (sample n - D) is
-  written at the end of that cycle (read before write), so sample n + 1 is
-  the first to see it and sample m sees exactly the updates of samples
-  <= m - D - 1, whatever the stalls (the golden model's ``land``). When the
-  FIFO is empty the update is taken straight from stage U.
+  every cycle. Updates wait in a per-layer pending-update FIFO
+  (:class:`~onchip.hw.pending.PendingUpdates`) and are committed on read:
+  in the cycle sample n reads a layer's parameters (stage R), if D updates
+  of that layer are pending the oldest (sample n - D) is written at the end
+  of that cycle (read before write), so sample n + 1 is the first to see it
+  and sample m sees exactly the updates of samples <= m - D - 1, whatever
+  the stalls (the golden model's ``land``). When the FIFO is empty the
+  update is taken straight from stage U.
 
 Parameter port: a command (read or write of theta[addr], flat index of
 :func:`onchip.model.golden.layout`) first drains the learner: no sample is
@@ -42,6 +43,7 @@ from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, requant
 from .interface import LearnerPorts, reload_from_rom
 from .layers import KanLayer, MlpLayer
+from .pending import PendingUpdates
 from .pipeline import Pipe
 
 
@@ -218,55 +220,29 @@ class OnchipLearner(LearnerPorts):
                 m.d.comb += commit.eq(en & valid[u])
                 layer.apply(m, commit, fields_u, ahead_u)
                 continue
-            d = self.staleness
             packed_u = Cat(*fields_u)
-            entries = [Signal(len(packed_u), name=f"l{l}_pending{n}", reset_less=True) for n in range(d)]
-            cbits = max(1, d.bit_length())
-            head = Signal(range(d), name=f"l{l}_head")
-            fill = Signal(unsigned(cbits), name=f"l{l}_fill")
-            pending = Signal(unsigned(cbits), name=f"l{l}_pending")
+            m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(width=len(packed_u), depth=self.staleness)
+            pending = Signal(unsigned(max(1, self.staleness.bit_length())), name=f"l{l}_pending")
             enter = en & valid[r]  # a sample leaves the read stage: its read is done
-            bypass = fill == 0
+            bypass = fifo.level == 0
             commit_on_read = Signal(name=f"commit_on_read_l{l}")
             flush_pop = Signal(name=f"flush_l{l}")
-            push = Signal(name=f"push_l{l}")
-            pop = Signal(name=f"pop_l{l}")
             m.d.comb += [
-                commit_on_read.eq(enter & (pending == d)),
+                commit_on_read.eq(enter & (pending == self.staleness)),
                 flush_pop.eq(draining & ~busy & ~bypass),
                 commit.eq(commit_on_read | flush_pop),
-                push.eq(en & valid[u] & ~(commit_on_read & bypass)),
-                pop.eq(commit & ~bypass),
+                # an update committed the cycle it is ready never enters the queue
+                fifo.w_en.eq(en & valid[u] & ~(commit_on_read & bypass)),
+                fifo.w_data.eq(packed_u),
+                fifo.r_en.eq(commit & ~bypass),
             ]
-            src = Signal(len(packed_u), name=f"l{l}_commit_src")
-            m.d.comb += src.eq(Mux(bypass, packed_u, Array(entries)[head]))
-            fields = unpack(src, fields_u)
-            tail = Signal(range(d), name=f"l{l}_tail")
-            m.d.comb += tail.eq(Mux(head + fill >= d, head + fill - d, head + fill))
-            head_next = Signal.like(head, name=f"l{l}_head_next")
-            fill_next = Signal.like(fill, name=f"l{l}_fill_next")
-            m.d.comb += [
-                head_next.eq(Mux(pop, Mux(head == d - 1, 0, head + 1), head)),
-                fill_next.eq(fill + push - pop),
-            ]
-            if la:
-                # the FIFO head after this cycle, or (empty) the stage-U update after this advance
-                head_entry = Mux(push & (tail == head_next), packed_u, Array(entries)[head_next])
-                from_fifo = unpack(head_entry, fields_u)[: len(la)]
-                ahead = [Mux(fill_next == 0, x, y) for x, y in zip(ahead_u, from_fifo)]
-            else:
-                ahead = []
+            fields = unpack(fifo.r_data, fields_u)
+            # the update a commit in the next cycle takes: the queue's next head or, when the queue
+            # will be empty, the stage-U update after this advance
+            from_fifo = unpack(fifo.next_data, fields_u)[: len(la)]
+            ahead = [Mux(fifo.next_level == 0, x, y) for x, y in zip(ahead_u, from_fifo)]
             layer.apply(m, commit, fields, ahead)
-            with m.If(push):
-                with m.Switch(tail):
-                    for n in range(d):
-                        with m.Case(n):
-                            m.d.sync += entries[n].eq(packed_u)
-            m.d.sync += [
-                head.eq(head_next),
-                fill.eq(fill_next),
-                pending.eq(pending + enter - commit),
-            ]
+            m.d.sync += pending.eq(pending + enter - commit)
             flushed.append(bypass)
 
         seq_ok = 1

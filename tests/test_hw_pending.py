@@ -1,0 +1,147 @@
+"""The pending-update FIFO (:class:`onchip.hw.pending.PendingUpdates`) against a Python model.
+
+Random push/pop sequences (every legal combination, including a push and a
+pop in the same cycle on a full queue); in every cycle the outputs must equal
+the model's: the head with fall-through, the level, and the head and level
+after the coming edge.
+"""
+
+import gc
+import random
+from collections import deque
+
+import pytest
+from amaranth.hdl import ClockDomain, Module
+from amaranth.sim import Simulator
+
+from onchip.hw.pending import PendingUpdates
+
+
+class PendingModel:
+    """What :class:`PendingUpdates` promises, in Python."""
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self.words = deque()
+
+    def outputs(self, w_en: bool, w_data: int, r_en: bool) -> dict:
+        after = deque(self.words)
+        if r_en:
+            after.popleft()
+        if w_en:
+            after.append(w_data)
+        return {
+            "r_data": self.words[0] if self.words else w_data,
+            "level": len(self.words),
+            "next_level": len(after),
+            "next_data": after[0] if after else None,  # unspecified when the queue will be empty
+        }
+
+    def step(self, w_en: bool, w_data: int, r_en: bool) -> None:
+        if r_en:
+            assert self.words, "model: pop of an empty queue"
+            self.words.popleft()
+        if w_en:
+            self.words.append(w_data)
+            assert len(self.words) <= self.depth, "model: push into a full queue"
+
+
+def random_ops(depth: int, width: int, n: int, seed: int):
+    """(w_en, w_data, r_en) per cycle, legal for a queue of ``depth``: no pop when empty, no push
+    when full unless the same cycle pops; biased so the queue runs empty and full often."""
+    rng = random.Random(seed)
+    level, ops = 0, []
+    for _ in range(n):
+        r_en = level > 0 and rng.random() < 0.5
+        w_en = (level < depth or r_en) and rng.random() < 0.55
+        ops.append((w_en, rng.getrandbits(width), r_en))
+        level += w_en - r_en
+    return ops
+
+
+def simulate(depth: int, width: int, ops):
+    """Run ``ops`` on the hardware and the model; returns the first mismatch (cycle, got, want), if any."""
+    dut = PendingUpdates(width=width, depth=depth)
+    model = PendingModel(depth)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    mismatches = []  # the first one stops the run
+
+    async def testbench(ctx):
+        for cycle, (w_en, w_data, r_en) in enumerate(ops):
+            ctx.set(dut.w_en, w_en)
+            ctx.set(dut.w_data, w_data)
+            ctx.set(dut.r_en, r_en)
+            want = model.outputs(w_en, w_data, r_en)
+            got = {name: ctx.get(getattr(dut, name)) for name in want}
+            if want["next_data"] is None:
+                got["next_data"] = None
+            if got != want:
+                mismatches.append((cycle, got, want))
+                return
+            await ctx.tick()
+            model.step(w_en, w_data, r_en)
+
+    sim.add_testbench(testbench)
+    sim.run()
+    return mismatches
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 8])
+def test_random_push_pop_matches_model(depth):
+    for seed in range(4):
+        ops = random_ops(depth, width=9, n=400, seed=1000 * depth + seed)
+        bad = simulate(depth, 9, ops)
+        assert not bad, f"depth {depth}, seed {seed}: cycle {bad[0][0]}: hardware {bad[0][1]}, model {bad[0][2]}"
+
+
+def test_fills_to_depth_and_drains_in_order():
+    depth = 4
+    ops = [(True, 10 + n, False) for n in range(depth)]  # fill
+    ops += [(True, 20 + n, True) for n in range(6)]      # full: push and pop together
+    ops += [(False, 0, True) for _ in range(depth)]      # drain
+    ops += [(True, 30, False), (False, 0, True)]           # one word through an empty queue
+    assert not simulate(depth, 8, ops)
+
+
+def test_reset_empties_the_queue():
+    dut = PendingUpdates(width=4, depth=3)
+    m = Module()
+    m.domains.sync = cd = ClockDomain()
+    m.submodules.dut = dut
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+
+    async def testbench(ctx):
+        ctx.set(dut.w_en, 1)
+        for v in (1, 2):
+            ctx.set(dut.w_data, v)
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        assert ctx.get(dut.level) == 2 and ctx.get(dut.r_data) == 1
+        ctx.set(dut.w_data, 7)
+        # a synchronous reset of the domain: the queue is empty, r_data falls through
+        ctx.set(cd.rst, 1)
+        await ctx.tick()
+        ctx.set(cd.rst, 0)
+        assert ctx.get(dut.level) == 0 and ctx.get(dut.r_data) == 7
+
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")  # the refused objects
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(width=0, depth=2), ValueError),
+    (dict(width=8, depth=0), ValueError),
+    (dict(width=8, depth=2.0), TypeError),
+    (dict(width=True, depth=2), TypeError),
+])
+def test_bad_arguments_are_refused_by_name(kwargs, error):
+    name = next(k for k, v in kwargs.items() if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1))
+    with pytest.raises(error, match=f"PendingUpdates {name}") as refused:
+        PendingUpdates(**kwargs)
+    with pytest.raises(TypeError) as positional:
+        PendingUpdates(8, 2)  # keyword-only
+    del refused, positional  # the half-built objects go now, inside the warning filter
+    gc.collect()
