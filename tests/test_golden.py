@@ -8,14 +8,7 @@ from onchip.model import GoldenLearner, initial_parameters, split_parameters
 from onchip.model.basis import basis_table, local_basis
 from onchip.model.float_twin import FloatTwin
 from onchip.spec import PRESETS, Formats, LearnerSpec
-
-
-def _stream(spec, n, seed=0, lo=-2.5, hi=2.5):
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(lo, hi, (n, spec.n_in))
-    y = np.tanh(np.sin(2 * x).sum(axis=1, keepdims=True)) * np.ones((1, spec.n_out))
-    g = GoldenLearner(spec)
-    return g.quantize_inputs(x), g.quantize_targets(y)
+from support import smooth_stream
 
 
 # -- basis ------------------------------------------------------------------------------
@@ -126,7 +119,7 @@ def _reference_kan_run(spec, theta, xs, ys):
 def test_kan_equals_independent_reference(widths, k):
     spec = LearnerSpec(kind="kan", widths=widths, grid_size=8, spline_order=k, grid_range=(-2, 2),
                        learning_rate=2**-3, init_scale=0.5)
-    xs, ys = _stream(spec, 300)
+    xs, ys = smooth_stream(spec, 300)
     g = GoldenLearner(spec)
     preds = g.run(xs, ys)
     ref_preds, ref_theta = _reference_kan_run(spec, initial_parameters(spec), xs, ys)
@@ -169,7 +162,7 @@ def _reference_mlp_run(spec, theta, xs, ys):
 @pytest.mark.parametrize("widths", [(1, 16, 1), (2, 8, 1), (3, 4, 4, 2)])
 def test_mlp_equals_independent_reference(widths):
     spec = LearnerSpec(kind="mlp", widths=widths, learning_rate=2**-4, init_scale=1.0)
-    xs, ys = _stream(spec, 300, seed=1)
+    xs, ys = smooth_stream(spec, 300, seed=1)
     g = GoldenLearner(spec)
     preds = g.run(xs, ys)
     ref_preds, ref_theta = _reference_mlp_run(spec, initial_parameters(spec), xs, ys)
@@ -181,7 +174,7 @@ def test_narrow_formats_equal_reference():
     # 8-bit data: rounding and saturation are exercised on most samples
     spec = LearnerSpec(kind="kan", widths=(2, 2, 1), grid_size=4, spline_order=2, grid_range=(-2, 2),
                        basis_table_bits=3, formats=Formats.uniform(8, 3), learning_rate=0.5, init_scale=1.0)
-    xs, ys = _stream(spec, 400, seed=2, lo=-4, hi=4)
+    xs, ys = smooth_stream(spec, 400, seed=2, lo=-4, hi=4)
     g = GoldenLearner(spec)
     np.testing.assert_array_equal(g.run(xs, ys), _reference_kan_run(spec, initial_parameters(spec), xs, ys)[0])
 
@@ -189,7 +182,7 @@ def test_narrow_formats_equal_reference():
 # -- learning behaviour -------------------------------------------------------------------
 def test_sparse_update_touches_k_plus_one_coefficients_per_edge():
     spec = PRESETS["kan-readout"].replace(init_scale=0.5)
-    xs, ys = _stream(spec, 50, seed=3)
+    xs, ys = smooth_stream(spec, 50, seed=3)
     g = GoldenLearner(spec)
     for x, y in zip(xs, ys):
         before = g.theta.copy()
@@ -226,7 +219,7 @@ def test_pipelined_sees_updates_d_samples_late(preset):
     depth = 3
     seq = PRESETS[preset].replace(init_scale=0.5)
     pipe = seq.replace(schedule="pipelined", staleness=depth)
-    xs, ys = _stream(seq, 40, seed=5)
+    xs, ys = smooth_stream(seq, 40, seed=5)
     preds = GoldenLearner(pipe).run(xs, ys)
     # the first D+1 samples all see the initial parameters
     np.testing.assert_array_equal(preds[: depth + 1], GoldenLearner(seq).predict(xs[: depth + 1]))
@@ -239,7 +232,7 @@ def test_pipelined_sees_updates_d_samples_late(preset):
 
 def test_pipelined_with_zero_staleness_is_sequential_and_flush_commits():
     seq = PRESETS["kan-readout"].replace(init_scale=0.5)
-    xs, ys = _stream(seq, 500, seed=6)
+    xs, ys = smooth_stream(seq, 500, seed=6)
     a = GoldenLearner(seq.replace(schedule="pipelined", staleness=0))
     b = GoldenLearner(seq)
     np.testing.assert_array_equal(a.run(xs, ys), b.run(xs, ys))
@@ -253,7 +246,7 @@ def test_pipelined_with_zero_staleness_is_sequential_and_flush_commits():
 
 def test_chunked_runs_equal_one_run():
     spec = PRESETS["mlp-readout"].replace(schedule="pipelined", staleness=5)
-    xs, ys = _stream(spec, 300, seed=7)
+    xs, ys = smooth_stream(spec, 300, seed=7)
     whole = GoldenLearner(spec).run(xs, ys)
     g = GoldenLearner(spec)
     parts = np.concatenate([g.run(xs[a : a + 70], ys[a : a + 70]) for a in range(0, 300, 70)])
@@ -262,7 +255,7 @@ def test_chunked_runs_equal_one_run():
 
 def test_reset_and_load():
     spec = PRESETS["kan-readout"]
-    xs, ys = _stream(spec, 100, seed=8)
+    xs, ys = smooth_stream(spec, 100, seed=8)
     g = GoldenLearner(spec)
     first = g.run(xs, ys)
     learned = g.theta.copy()

@@ -18,7 +18,7 @@ from onchip.hls import HlsLearner, ap_types_dir, build_library, emit  # noqa: E4
 from onchip.hls.build import CXXFLAGS, compiler  # noqa: E402
 from onchip.model import GoldenLearner  # noqa: E402
 from onchip.spec import PRESETS, Formats, LearnerSpec  # noqa: E402
-from onchip.tasks import make_stream  # noqa: E402
+from support import golden_final, random_stream, task_stream  # noqa: E402
 
 SCHEDULES = ("sequential", "pipelined")
 
@@ -63,37 +63,13 @@ def learners() -> dict[str, HlsLearner]:
     return {key: HlsLearner(spec) for key, spec in specs.items()}
 
 
-def _golden(spec, x_raw, y_raw, theta=None):
-    g = GoldenLearner(spec, theta)
-    preds = g.run(x_raw, y_raw)
-    g.flush()
-    return preds, g.theta
-
-
-def _random_stream(spec, n, seed):
-    """Inputs over 1.5x the input range (clamped and saturated values included), targets in +/-3."""
-    rng = np.random.default_rng(seed)
-    f = spec.formats
-    x = rng.uniform(1.5 * f.input.min_value, 1.5 * f.input.max_value, (n, spec.n_in))
-    y = rng.uniform(-3, 3, (n, spec.n_out))
-    g = GoldenLearner(spec)
-    return g.quantize_inputs(x), g.quantize_targets(y)
-
-
-def _task_stream(spec, n, seed):
-    task = "drift-regression" if spec.n_in == 1 else "qubit-readout"
-    s = make_stream(task, samples=n, seed=seed)
-    g = GoldenLearner(spec)
-    return g.quantize_inputs(s.x), g.quantize_targets(s.y)
-
-
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_presets_bit_exact(learners, preset, schedule):
     spec = PRESETS[preset].replace(schedule=schedule)
     hls = learners[f"{preset}/{schedule}"]
-    for x_raw, y_raw in (_random_stream(spec, 3000, 1), _task_stream(spec, 6000, 2)):
-        want_preds, want_theta = _golden(spec, x_raw, y_raw)
+    for x_raw, y_raw in (random_stream(spec, 3000, 1), task_stream(spec, 6000, 2)):
+        want_preds, want_theta = golden_final(spec, x_raw, y_raw)
         got_preds, got_theta = hls.run(x_raw, y_raw)
         np.testing.assert_array_equal(got_preds, want_preds)
         np.testing.assert_array_equal(got_theta, want_theta)
@@ -104,8 +80,8 @@ def test_presets_bit_exact(learners, preset, schedule):
 @pytest.mark.parametrize("name", list(STRESS))
 def test_stress_specs_bit_exact(learners, name):
     spec = STRESS[name]
-    x_raw, y_raw = _random_stream(spec, 4000, 5)
-    want_preds, want_theta = _golden(spec, x_raw, y_raw)
+    x_raw, y_raw = random_stream(spec, 4000, 5)
+    want_preds, want_theta = golden_final(spec, x_raw, y_raw)
     got_preds, got_theta = learners[name].run(x_raw, y_raw)
     np.testing.assert_array_equal(got_preds, want_preds)
     np.testing.assert_array_equal(got_theta, want_theta)
@@ -121,9 +97,9 @@ def test_loaded_parameters_and_inference(learners):
     rng = np.random.default_rng(11)
     c = spec.formats.coef
     theta = rng.integers(c.min_raw, c.max_raw + 1, spec.parameter_count())
-    x_raw, y_raw = _random_stream(spec, 1500, 12)
+    x_raw, y_raw = random_stream(spec, 1500, 12)
     hls = HlsLearner(spec, theta)
-    want_preds, want_theta = _golden(spec, x_raw, y_raw, theta)
+    want_preds, want_theta = golden_final(spec, x_raw, y_raw, theta)
     got_preds, got_theta = hls.run(x_raw, y_raw)
     np.testing.assert_array_equal(got_preds, want_preds)
     np.testing.assert_array_equal(got_theta, want_theta)

@@ -1,24 +1,26 @@
 """Runner: any backend over any task stream -> predictions, metrics, rolling metric, plot.
 
-Backends (:data:`BACKENDS`): ``golden`` (the integer reference), ``float``
-(the PyTorch float twin), ``rtl`` (the Verilated Amaranth design, driven by a
-C++ harness) and ``hls`` (the HLS C++ compiled for C simulation). The
+Backends (:data:`BACKENDS`, implemented in :mod:`onchip.backends`): ``golden`` (the
+integer reference), ``float`` (the PyTorch float twin), ``rtl`` (the Verilated Amaranth
+design, driven by a C++ harness) and ``hls`` (the HLS C++ compiled for C simulation). The
 fixed-point backends take the stream quantized to the spec's formats and
 return raw integer predictions, which must be identical across them.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .backends import backend_names
 from .spec import LearnerSpec, load_spec
 
-BACKENDS = ("golden", "float", "rtl", "hls")
+#: Backends of the main job: every registered one but the cocotb bench (a protocol checker,
+#: three orders of magnitude slower than the stream harness on the same design).
+BACKENDS = tuple(name for name in backend_names() if name != "cocotb")
 MODELS = ("kan", "mlp")
 #: Preset used for (task, model) when no spec is given.
 DEFAULT_PRESETS = {
@@ -27,9 +29,6 @@ DEFAULT_PRESETS = {
     ("qubit-readout", "kan"): "kan-readout",
     ("qubit-readout", "mlp"): "mlp-readout",
 }
-#: Module with ``run(spec, x_raw, y_raw, *, progress) -> (raw predictions, final theta)``.
-_HARDWARE_BACKENDS = {"rtl": "onchip.verilator.backend", "hls": "onchip.hls.backend"}
-_CHUNK = 10_000
 
 
 @dataclass
@@ -49,51 +48,30 @@ class BackendRun:
     seconds: float
 
 
-def _progress_bar(total: int, desc: str, enabled: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sample", unit_scale=True, disable=not enabled, leave=False)
-
-
 def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True) -> BackendRun:
-    """Run ``spec`` on the float stream ``x`` (N, n_in), ``y`` (N, n_out) with one backend.
+    """Run ``spec`` on the float stream ``x`` (N, n_in), ``y`` (N, n_out) with one backend
+    of :mod:`onchip.backends`: fixed-point backends get the stream quantized to the spec's
+    formats, and their raw predictions are dequantized.
 
     Raises:
         ValueError: unknown backend, or data of the wrong shape.
     """
+    from .backends import get_backend
     from .model import GoldenLearner
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    golden = GoldenLearner(spec)
-    if backend == "float":
-        from .model.float_twin import FloatTwin
-
+    impl = get_backend(backend)
+    if not impl.raw:
         start = time.perf_counter()
-        twin = FloatTwin(spec)
-        with _progress_bar(len(x), f"{spec.name or spec.kind} float", progress) as bar:
-            preds = twin.run(x, y, progress=bar.update)
-        twin.flush()
-        return BackendRun(preds, None, twin.theta.numpy().copy(), time.perf_counter() - start)
-
+        preds, theta = impl.run(spec, x, y, progress=progress)
+        return BackendRun(preds, None, theta, time.perf_counter() - start)
+    golden = GoldenLearner(spec)
     x_raw, y_raw = golden.quantize_inputs(x), golden.quantize_targets(y)
     # compile the kernels or build the model (or find them cached) outside the timing
-    if backend == "golden":
-        GoldenLearner(spec).run(x_raw[:1], y_raw[:1])
-    else:
-        module = importlib.import_module(_HARDWARE_BACKENDS[backend])
-        module.run(spec, x_raw[:1], y_raw[:1], progress=False)
+    impl.run(spec, x_raw[:1], y_raw[:1])
     start = time.perf_counter()
-    if backend == "golden":
-        raw = np.zeros((len(x_raw), spec.n_out), np.int64)
-        with _progress_bar(len(x_raw), f"{spec.name or spec.kind} golden", progress) as bar:
-            for lo in range(0, len(x_raw), _CHUNK):
-                raw[lo : lo + _CHUNK] = golden.run(x_raw[lo : lo + _CHUNK], y_raw[lo : lo + _CHUNK])
-                bar.update(min(_CHUNK, len(x_raw) - lo))
-        golden.flush()
-        theta = golden.theta.copy()
-    else:
-        raw, theta = module.run(spec, x_raw, y_raw, progress=progress)
+    raw, theta = impl.run(spec, x_raw, y_raw, progress=progress)
     seconds = time.perf_counter() - start
     return BackendRun(golden.dequantize_outputs(raw), raw, theta, seconds)
 

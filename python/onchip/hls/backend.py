@@ -120,13 +120,15 @@ class HlsLearner:
         return preds, theta
 
 
-def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Test-then-train a whole raw stream on the C-simulated HLS learner.
+def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
+        progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Test-then-train (or, without ``learn``, infer over) a whole raw stream on the C-simulated HLS learner.
 
     Args:
         spec: the learner.
-        x_raw: (N, n_in) raw inputs; y_raw: (N, n_out) raw targets.
+        x_raw: (N, n_in) raw inputs; y_raw: (N, n_out) raw targets (ignored without ``learn``).
         theta: initial raw parameters (default: the spec's initial parameters).
+        learn: test-then-train (True) or inference only.
         progress: show a tqdm bar.
 
     Returns:
@@ -136,4 +138,4 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True) -
     Raises:
         ValueError: bad shapes or theta; FileNotFoundError / RuntimeError: no toolchain or a compile error.
     """
-    return HlsLearner(spec, theta).run(x_raw, y_raw, progress=progress)
+    return HlsLearner(spec, theta).run(x_raw, y_raw, learn=learn, progress=progress)

@@ -87,6 +87,31 @@ def check_parameters(spec: LearnerSpec, theta) -> np.ndarray:
     return theta.astype(np.int64).copy()
 
 
+def check_raw(name: str, a, cols: int, fmt: Fmt) -> np.ndarray:
+    """Validate a raw stream array: shape (N, ``cols``), integers inside ``fmt``'s range.
+
+    The one check every entry point that takes raw values applies, so that no backend
+    accepts a value another refuses.
+
+    Returns:
+        an int64 array.
+
+    Raises:
+        ValueError: naming ``name``: wrong shape, not integers, or values outside ``fmt``.
+    """
+    a = np.asarray(a)
+    if a.ndim != 2 or a.shape[1] != cols:
+        raise ValueError(f"{name} must have shape (N, {cols}), got {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{name} must hold raw integers ({fmt}), got dtype {a.dtype}")
+    if a.size and (a.min() < fmt.min_raw or a.max() > fmt.max_raw):
+        raise ValueError(
+            f"{name} holds raw values in [{int(a.min())}, {int(a.max())}], outside {fmt} "
+            f"([{fmt.min_raw}, {fmt.max_raw}])"
+        )
+    return a.astype(np.int64)
+
+
 def split_parameters(spec: LearnerSpec, theta: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Flat parameters -> per-layer arrays: ``{"coef"}`` (KAN) or ``{"weight", "bias"}`` (MLP)."""
     out = []

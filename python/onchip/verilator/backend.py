@@ -10,6 +10,7 @@ in the spec's schedule, bit for bit (the hardware's contract; the tests check it
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -49,28 +50,21 @@ def model_for(spec: LearnerSpec, *, theta=None, root=None) -> StreamModel:
     return build_model(design.verilog, layout, top=getattr(design, "top", "onchip_learner"), root=root)
 
 
-def _checked_raw(name: str, a, cols: int, fmt) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim != 2 or a.shape[1] != cols:
-        raise ValueError(f"{name} must have shape (N, {cols}), got {a.shape}")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"{name} must hold raw integers ({fmt}), got dtype {a.dtype}")
-    if a.size and (a.min() < fmt.min_raw or a.max() > fmt.max_raw):
-        raise ValueError(
-            f"{name} holds raw values in [{int(a.min())}, {int(a.max())}], outside {fmt} "
-            f"([{fmt.min_raw}, {fmt.max_raw}])"
-        )
-    return a.astype(np.int64)
-
-
-def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True, root=None) -> StreamResult:
+def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True, progress: bool = True,
+             root=None) -> StreamResult:
     """Run a raw stream through ``spec``'s RTL and return everything the harness measured.
+
+    The design is built once per spec (with its golden initial parameters as reset values);
+    ``theta`` is written through the parameter port after reset, as a host would.
 
     Args:
         spec: the learner (schedule and staleness included).
         x_raw: (N, n_in) raw inputs in ``spec.formats.input``.
-        y_raw: (N, n_out) raw targets in ``spec.formats.act``.
+        y_raw: (N, n_out) raw targets in ``spec.formats.act`` (ignored when not ``learn``).
         theta: raw initial parameters (P,) (default: the golden initial parameters).
+        learn: test-then-train (True), or inference only: the learner always learns, so the
+            parameters are written again before every sample and every prediction is made
+            with ``theta`` (the parameters read back are then ``theta`` again).
         progress: tqdm bar of predictions received.
         root: build cache folder (default :func:`onchip.cache.cache_root`).
 
@@ -79,21 +73,32 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = Tr
         simulated cycles and timings.
 
     Raises:
-        ValueError: bad spec, shapes, dtypes or raw values outside their formats
+        ValueError: bad spec, shapes, dtypes, theta or raw values outside their formats
             (checked before anything is built or run).
         onchip.verilator.ToolchainError, BuildError, SimulationError.
     """
+    from ..model.golden import check_parameters, check_raw, initial_parameters
+
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
-    x_raw = _checked_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
-    y_raw = _checked_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
+    x_raw = check_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
+    if not learn:
+        y_raw = np.zeros((len(x_raw), spec.n_out), np.int64)
+    y_raw = check_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
     if len(x_raw) != len(y_raw):
         raise ValueError(f"x_raw has {len(x_raw)} samples but y_raw has {len(y_raw)}")
-    return model_for(spec, theta=theta, root=root).run(x_raw, y_raw, progress=progress)
+    load = None if theta is None else check_parameters(spec, theta)
+    if not learn:
+        load = initial_parameters(spec) if load is None else load
+    result = model_for(spec, root=root).run(x_raw, y_raw, load=load, reload_each=not learn, progress=progress)
+    if not learn:  # the last sample's update is not part of an inference run
+        result = dataclasses.replace(result, parameters=load.copy())
+    return result
 
 
-def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The ``rtl`` backend of :func:`onchip.run.run_backend`.
+def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
+        progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rtl`` backend (:mod:`onchip.backends`).
 
     Test-then-train over the whole stream in the Verilated learner: each
     prediction is made before its sample's update (online SGD with batch
@@ -106,6 +111,7 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True) -
         x_raw: (N, n_in) raw inputs (``input`` format).
         y_raw: (N, n_out) raw targets (``act`` format).
         theta: raw initial parameters (P,) (default: the golden initial parameters).
+        learn: test-then-train, or inference only (see :func:`simulate`).
         progress: show a progress bar.
 
     Returns:
@@ -115,5 +121,5 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, progress: bool = True) -
     Raises:
         see :func:`simulate`.
     """
-    result = simulate(spec, x_raw, y_raw, theta=theta, progress=progress)
+    result = simulate(spec, x_raw, y_raw, theta=theta, learn=learn, progress=progress)
     return result.predictions, result.parameters

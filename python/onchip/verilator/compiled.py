@@ -32,7 +32,7 @@ import numpy as np
 
 from . import toolchain
 from ..cache import cached_build, digest, entry_path
-from .ports import PortLayout, words
+from .ports import PortLayout, pack_fields, words
 
 #: Verilator options of every build.
 VERILATOR_FLAGS = (
@@ -151,6 +151,7 @@ class StreamResult:
         sim_cpu_seconds: CPU time of the harness process over those loops (what one
             core spends; lower than ``sim_seconds`` when other processes share the core).
         wall_seconds: wall time of the whole call (packing, process start, file I/O, unpacking).
+        load_cycles: clock cycles of the parameter loads through the parameter port (0 without).
     """
 
     predictions: np.ndarray
@@ -160,6 +161,7 @@ class StreamResult:
     sim_seconds: float
     sim_cpu_seconds: float
     wall_seconds: float
+    load_cycles: int = 0
 
 
 @dataclass(frozen=True)
@@ -180,12 +182,18 @@ class StreamModel:
     def executable(self) -> Path:
         return self.path / "sim"
 
-    def run(self, x_raw, y_raw, *, progress: bool = True) -> StreamResult:
+    def run(self, x_raw, y_raw, *, load=None, reload_each: bool = False, progress: bool = True) -> StreamResult:
         """Stream samples through the design (test-then-train), then read all parameters.
 
         Args:
             x_raw: (N, n_in) raw inputs (integers fitting the input width).
             y_raw: (N, n_out) raw targets (integers fitting the act width).
+            load: (P,) raw parameters written through the parameter port after reset, before the
+                first sample (default: none, the design's reset values stay).
+            reload_each: write ``load`` again before every sample and let the next sample wait
+                for the prediction, so every prediction is made with ``load`` (inference on a
+                learner that always learns; the parameters read back are ``load`` updated by
+                the last sample only).
             progress: show a tqdm bar of predictions received.
 
         Returns:
@@ -200,13 +208,17 @@ class StreamModel:
         started = time.perf_counter()
         lay = self.layout
         packed = lay.pack_samples(x_raw, y_raw)
+        if load is None and reload_each:
+            raise ValueError("reload_each needs parameters to load (load=None)")
+        commands = np.zeros((0, words(lay.widths["pc"])), np.uint32) if load is None else write_commands(lay, load)
         n = len(packed)
         w = lay.widths
         with tempfile.TemporaryDirectory(prefix="onchip-rtl-") as tmp:
             tmp = Path(tmp)
             with open(tmp / "in.bin", "wb") as f:
-                f.write(b"ONCHIPS1")
-                f.write(np.array([n, packed.shape[1]], np.uint64).tobytes())
+                f.write(b"ONCHIPS2")
+                f.write(np.array([n, packed.shape[1], len(commands), int(reload_each)], np.uint64).tobytes())
+                f.write(np.ascontiguousarray(commands).tobytes())
                 f.write(np.ascontiguousarray(packed).tobytes())
             stats = {}
             with open(tmp / "stderr.txt", "wb") as err, tqdm(
@@ -245,7 +257,36 @@ class StreamModel:
             sim_seconds=float(stats["seconds"]),
             sim_cpu_seconds=float(stats["cpu_seconds"]),
             wall_seconds=time.perf_counter() - started,
+            load_cycles=int(stats.get("load_cycles", 0)),
         )
+
+
+def write_commands(layout: PortLayout, theta) -> np.ndarray:
+    """``pc__payload`` words of one write command per parameter: address a gets ``theta[a]``.
+
+    Args:
+        layout: the design's port layout.
+        theta: (P,) raw parameters, each fitting ``coef_width`` bits.
+
+    Returns:
+        (P, words(pc width)) uint32.
+
+    Raises:
+        ValueError: ``theta`` of the wrong length, not integers, or a value that does not fit.
+    """
+    theta = np.asarray(theta)
+    p, wc = layout.param_count, layout.coef_width
+    if theta.shape != (p,):
+        raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+    if theta.size and not np.issubdtype(theta.dtype, np.integer):
+        raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
+    lo, hi = (-(1 << (wc - 1)), (1 << (wc - 1)) - 1) if layout.coef_signed else (0, (1 << wc) - 1)
+    if theta.size and (theta.min() < lo or theta.max() > hi):
+        raise ValueError(f"theta holds raw values outside a {wc}-bit parameter ([{lo}, {hi}])")
+    at = layout.fields()["pc"]
+    fields = [(theta.astype(np.int64), *at["data"]), (np.arange(p, dtype=np.int64), *at["addr"]),
+              (np.ones(p, np.int64), *at["write"])]
+    return pack_fields(fields, p, layout.widths["pc"])
 
 
 def model_key(verilog: str, top: str, layout: PortLayout) -> str:

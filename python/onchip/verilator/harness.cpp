@@ -2,17 +2,23 @@
 //
 // Usage: sim IN_FILE OUT_FILE
 //
-// IN_FILE:  "ONCHIPS1", uint64 N, uint64 S_WORDS, then N * S_WORDS uint32: the packed
-//           s__payload of every sample (little-end word first), prepared by Python.
+// IN_FILE:  "ONCHIPS2", uint64 N, uint64 S_WORDS, uint64 L, uint64 RELOAD_EACH, then
+//           L * PC_WORDS uint32: packed pc__payload write commands (the parameter load), then
+//           N * S_WORDS uint32: the packed s__payload of every sample (little-end word first),
+//           all prepared by Python.
 // OUT_FILE: N * M_WORDS uint32 (the m__payload of every prediction, in order), then
 //           N_PARAMS * PR_WORDS uint32 (pr__payload of a read of every parameter address).
 // stdout:   "progress <samples>" lines while running, then one line
-//           "done stream_cycles=<c> readback_cycles=<c> seconds=<s> cpu_seconds=<s>" (wall and
-//           process CPU time of the stream and read-back loops).
+//           "done stream_cycles=<c> readback_cycles=<c> load_cycles=<c> seconds=<s> cpu_seconds=<s>"
+//           (wall and process CPU time of the load, stream and read-back loops).
 //
-// Flow: s__valid stays high while samples remain and m__ready / pr__ready stay high, so the
-// learner's own s__ready sets the pace (its initiation interval). After the last prediction
-// every parameter is read through the pc/pr port (the learner drains before answering).
+// Flow: after reset the L load commands go through the parameter port (the learner's own
+// parameter write path: what a host does to set its parameters). Then s__valid stays high while
+// samples remain and m__ready / pr__ready stay high, so the learner's own s__ready sets the pace
+// (its initiation interval). With RELOAD_EACH the load is repeated before every sample and the
+// next sample waits for the prediction: every prediction is made with the loaded parameters
+// (inference on a learner that always learns). After the last prediction every parameter is read
+// through the pc/pr port (the learner drains before answering).
 // Port widths and word counts come from onchip_ports.h, written next to the Verilated model.
 
 #include <chrono>
@@ -74,6 +80,122 @@ inline void get_words(const VlWide<N>& port, uint32_t* w) {
 constexpr uint64_t STALL_LIMIT = uint64_t(1) << 20;
 constexpr uint64_t PROGRESS_EVERY = uint64_t(1) << 16;
 
+
+class Harness {
+public:
+    Harness() : ctx_(std::make_unique<VerilatedContext>()), top_(std::make_unique<Vtop>(ctx_.get())) {}
+
+    // Synchronous reset: the learner returns to its initial parameters.
+    void reset() {
+        top_->clk = 0;
+        top_->rst = 1;
+        top_->s___05Fvalid = 0;
+        top_->m___05Fready = 1;
+        top_->pc___05Fvalid = 0;
+        top_->pr___05Fready = 1;
+        top_->eval();
+        for (int i = 0; i < 4; ++i) {
+            tick();
+            top_->eval();
+        }
+        top_->rst = 0;
+    }
+
+    // Commands through the parameter port, one response each (in order) into `resp` (may be null).
+    // Returns the cycles spent.
+    uint64_t commands(const uint32_t* cmds, uint64_t count, uint32_t* resp) {
+        uint64_t issued = 0, got = 0, cycles = 0, idle = 0;
+        while (got < count) {
+            const bool have = issued < count;
+            top_->pc___05Fvalid = have;
+            if (have) put_words<ONCHIP_PC_WORDS>(top_->pc___05Fpayload, cmds + issued * ONCHIP_PC_WORDS);
+            top_->eval();
+            const bool c_fire = have && top_->pc___05Fready;
+            const bool r_fire = top_->pr___05Fvalid;
+            if (r_fire && resp) {
+                get_words<ONCHIP_PR_WORDS>(top_->pr___05Fpayload, resp);
+                resp += ONCHIP_PR_WORDS;
+            }
+            tick();
+            ++cycles;
+            issued += c_fire;
+            got += r_fire;
+            if (c_fire || r_fire) {
+                idle = 0;
+            } else if (++idle > STALL_LIMIT) {
+                std::fprintf(stderr,
+                             "onchip harness: parameter port silent for %" PRIu64 " cycles (%" PRIu64
+                             " of %" PRIu64 " commands answered)\n",
+                             idle, got, count);
+                std::exit(3);
+            }
+        }
+        top_->pc___05Fvalid = 0;
+        return cycles;
+    }
+
+    // Stream `count` samples, test-then-train at the learner's pace; predictions into `pred`.
+    // Returns the cycles from the first offered sample to the last prediction.
+    uint64_t stream(const uint32_t* sample, uint64_t count, uint32_t* pred) {
+        uint64_t sent = 0, recv = 0, cycles = 0, idle = 0;
+        while (recv < count) {
+            const bool have = sent < count;
+            // Per cycle: drive inputs, evaluate the low phase, sample the handshakes that the
+            // coming rising edge completes, then evaluate the edge.
+            top_->s___05Fvalid = have;
+            if (have) put_words<ONCHIP_S_WORDS>(top_->s___05Fpayload, sample);
+            top_->eval();
+            const bool s_fire = have && top_->s___05Fready;
+            const bool m_fire = top_->m___05Fvalid;
+            if (m_fire) {
+                get_words<ONCHIP_M_WORDS>(top_->m___05Fpayload, pred);
+                pred += ONCHIP_M_WORDS;
+            }
+            tick();
+            ++cycles;
+            if (s_fire) {
+                ++sent;
+                sample += ONCHIP_S_WORDS;
+            }
+            recv += m_fire;
+            if (m_fire) report(1);
+            if (s_fire || m_fire) {
+                idle = 0;
+            } else if (++idle > STALL_LIMIT) {
+                std::fprintf(stderr,
+                             "onchip harness: no handshake for %" PRIu64 " cycles (samples accepted %" PRIu64
+                             ", predictions %" PRIu64 " of %" PRIu64 ")\n",
+                             idle, sent, recv, count);
+                std::exit(3);
+            }
+        }
+        top_->s___05Fvalid = 0;
+        return cycles;
+    }
+
+    void final() { top_->final(); }
+
+private:
+    void tick() {
+        top_->clk = 1;
+        top_->eval();
+        top_->clk = 0;
+    }
+
+    void report(uint64_t more) {
+        received_ += more;
+        if (received_ >= next_report_) {
+            std::printf("progress %" PRIu64 "\n", received_);
+            std::fflush(stdout);
+            next_report_ += PROGRESS_EVERY;
+        }
+    }
+
+    std::unique_ptr<VerilatedContext> ctx_;
+    std::unique_ptr<Vtop> top_;
+    uint64_t received_ = 0, next_report_ = PROGRESS_EVERY;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,126 +204,50 @@ int main(int argc, char** argv) {
     FILE* fin = std::fopen(argv[1], "rb");
     if (!fin) fail("cannot open the input file");
     char magic[8];
-    uint64_t n = 0, s_words = 0;
-    if (std::fread(magic, 1, 8, fin) != 8 || std::memcmp(magic, "ONCHIPS1", 8) != 0)
-        fail("input file does not start with ONCHIPS1");
-    if (std::fread(&n, 8, 1, fin) != 1 || std::fread(&s_words, 8, 1, fin) != 1)
+    uint64_t n = 0, s_words = 0, n_load = 0, reload_each = 0;
+    if (std::fread(magic, 1, 8, fin) != 8 || std::memcmp(magic, "ONCHIPS2", 8) != 0)
+        fail("input file does not start with ONCHIPS2");
+    if (std::fread(&n, 8, 1, fin) != 1 || std::fread(&s_words, 8, 1, fin) != 1 ||
+        std::fread(&n_load, 8, 1, fin) != 1 || std::fread(&reload_each, 8, 1, fin) != 1)
         fail("input file header is truncated");
     if (s_words != ONCHIP_S_WORDS) fail("input file was packed for another payload width");
-    std::vector<uint32_t> samples(n * ONCHIP_S_WORDS);
-    if (n && std::fread(samples.data(), 4, samples.size(), fin) != samples.size())
+    std::vector<uint32_t> load(n_load * ONCHIP_PC_WORDS + 1);
+    std::vector<uint32_t> samples(n * ONCHIP_S_WORDS + 1);
+    if (n_load && std::fread(load.data(), 4, n_load * ONCHIP_PC_WORDS, fin) != n_load * ONCHIP_PC_WORDS)
+        fail("input file is truncated (parameter load)");
+    if (n && std::fread(samples.data(), 4, n * ONCHIP_S_WORDS, fin) != n * ONCHIP_S_WORDS)
         fail("input file is truncated");
     std::fclose(fin);
 
     std::vector<uint32_t> preds(n * ONCHIP_M_WORDS + 1);
     std::vector<uint32_t> params(uint64_t(ONCHIP_N_PARAMS) * ONCHIP_PR_WORDS + 1);
-
-    auto ctx = std::make_unique<VerilatedContext>();
-    auto top = std::make_unique<Vtop>(ctx.get());
-
-    auto tick = [&]() {
-        top->clk = 1;
-        top->eval();
-        top->clk = 0;
-    };
-
-    // Synchronous reset: the learner returns to its initial parameters.
-    top->clk = 0;
-    top->rst = 1;
-    top->s___05Fvalid = 0;
-    top->m___05Fready = 1;
-    top->pc___05Fvalid = 0;
-    top->pr___05Fready = 1;
-    top->eval();
-    for (int i = 0; i < 4; ++i) {
-        tick();
-        top->eval();
+    // read commands {write = 0, addr, data = 0}, one per parameter address
+    std::vector<uint32_t> reads(uint64_t(ONCHIP_N_PARAMS) * ONCHIP_PC_WORDS + 1, 0);
+    for (uint64_t a = 0; a < uint64_t(ONCHIP_N_PARAMS); ++a) {
+        const uint64_t cmd = a << ONCHIP_COEF_WIDTH;
+        reads[a * ONCHIP_PC_WORDS] = static_cast<uint32_t>(cmd);
+        if (ONCHIP_PC_WORDS > 1) reads[a * ONCHIP_PC_WORDS + 1] = static_cast<uint32_t>(cmd >> 32);
     }
-    top->rst = 0;
 
+    Harness h;
+    h.reset();
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
-
-    // Sample stream. Per cycle: drive inputs, evaluate the low phase, sample the handshakes
-    // that the coming rising edge completes, then evaluate the edge.
-    uint64_t sent = 0, recv = 0, stream_cycles = 0, idle = 0, next_report = PROGRESS_EVERY;
-    const uint32_t* sample = samples.data();
-    uint32_t* pred = preds.data();
-    while (recv < n) {
-        const bool have = sent < n;
-        top->s___05Fvalid = have;
-        if (have) put_words<ONCHIP_S_WORDS>(top->s___05Fpayload, sample);
-        top->eval();
-        const bool s_fire = have && top->s___05Fready;
-        const bool m_fire = top->m___05Fvalid;
-        if (m_fire) {
-            get_words<ONCHIP_M_WORDS>(top->m___05Fpayload, pred);
-            pred += ONCHIP_M_WORDS;
+    uint64_t stream_cycles = 0, load_cycles = 0;
+    if (reload_each) {
+        for (uint64_t i = 0; i < n; ++i) {
+            load_cycles += h.commands(load.data(), n_load, nullptr);
+            stream_cycles += h.stream(samples.data() + i * ONCHIP_S_WORDS, 1, preds.data() + i * ONCHIP_M_WORDS);
         }
-        tick();
-        ++stream_cycles;
-        if (s_fire) {
-            ++sent;
-            sample += ONCHIP_S_WORDS;
-        }
-        if (m_fire) {
-            ++recv;
-            if (recv == next_report) {
-                std::printf("progress %" PRIu64 "\n", recv);
-                std::fflush(stdout);
-                next_report += PROGRESS_EVERY;
-            }
-        }
-        if (s_fire || m_fire) {
-            idle = 0;
-        } else if (++idle > STALL_LIMIT) {
-            std::fprintf(stderr,
-                         "onchip harness: no handshake for %" PRIu64 " cycles (samples accepted %" PRIu64
-                         ", predictions %" PRIu64 " of %" PRIu64 ")\n",
-                         idle, sent, recv, n);
-            return 3;
-        }
+    } else {
+        load_cycles = h.commands(load.data(), n_load, nullptr);
+        stream_cycles = h.stream(samples.data(), n, preds.data());
     }
-    top->s___05Fvalid = 0;
-
-    // Parameter read-back: one read command per address, responses arrive in order.
-    uint64_t issued = 0, got = 0, readback_cycles = 0;
-    idle = 0;
-    uint32_t* param = params.data();
-    while (got < uint64_t(ONCHIP_N_PARAMS)) {
-        const bool have = issued < uint64_t(ONCHIP_N_PARAMS);
-        top->pc___05Fvalid = have;
-        if (have) {
-            // {write = 0, addr, data = 0}
-            const uint64_t cmd = issued << ONCHIP_COEF_WIDTH;
-            const uint32_t w[2] = {static_cast<uint32_t>(cmd), static_cast<uint32_t>(cmd >> 32)};
-            put_words<ONCHIP_PC_WORDS>(top->pc___05Fpayload, w);
-        }
-        top->eval();
-        const bool c_fire = have && top->pc___05Fready;
-        const bool r_fire = top->pr___05Fvalid;
-        if (r_fire) {
-            get_words<ONCHIP_PR_WORDS>(top->pr___05Fpayload, param);
-            param += ONCHIP_PR_WORDS;
-        }
-        tick();
-        ++readback_cycles;
-        issued += c_fire;
-        got += r_fire;
-        if (c_fire || r_fire) {
-            idle = 0;
-        } else if (++idle > STALL_LIMIT) {
-            std::fprintf(stderr,
-                         "onchip harness: parameter port silent for %" PRIu64 " cycles (%" PRIu64
-                         " of %d reads answered)\n",
-                         idle, got, ONCHIP_N_PARAMS);
-            return 3;
-        }
-    }
+    const uint64_t readback_cycles = h.commands(reads.data(), ONCHIP_N_PARAMS, params.data());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu_seconds = double(std::clock() - c0) / CLOCKS_PER_SEC;
-    top->final();
+    h.final();
 
     FILE* fout = std::fopen(argv[2], "wb");
     if (!fout) fail("cannot open the output file");
@@ -210,7 +256,8 @@ int main(int argc, char** argv) {
     if (std::fwrite(preds.data(), 4, n_pred, fout) != n_pred ||
         std::fwrite(params.data(), 4, n_param, fout) != n_param || std::fclose(fout) != 0)
         fail("cannot write the output file");
-    std::printf("done stream_cycles=%" PRIu64 " readback_cycles=%" PRIu64 " seconds=%.9f cpu_seconds=%.9f\n",
-                stream_cycles, readback_cycles, seconds, cpu_seconds);
+    std::printf("done stream_cycles=%" PRIu64 " readback_cycles=%" PRIu64 " load_cycles=%" PRIu64
+                " seconds=%.9f cpu_seconds=%.9f\n",
+                stream_cycles, readback_cycles, load_cycles, seconds, cpu_seconds);
     return 0;
 }

@@ -1,0 +1,247 @@
+"""One interface for every implementation of a learner, registered by name in one place.
+
+A backend runs a :class:`~onchip.spec.LearnerSpec` over a whole stream, test-then-train
+(online SGD with batch size 1: each prediction is made before its sample's update), or
+inference only:
+
+* ``golden``: :class:`onchip.model.GoldenLearner`, the integer reference that defines the semantics;
+* ``float``: :class:`onchip.model.float_twin.FloatTwin`, the same learner in float64 (PyTorch);
+* ``rtl``: the Verilated Amaranth design driven by the C++ stream harness (:mod:`onchip.verilator.backend`);
+* ``cocotb``: the same design under the cocotb bench (:mod:`onchip.hw.sim`), protocol and all;
+* ``hls``: the HLS C++ under C simulation (:mod:`onchip.hls.backend`).
+
+Every fixed-point backend (``raw`` is True) takes raw integers and returns raw predictions
+and parameters equal to the golden model's, bit for bit (the project's contract; one test,
+``tests/test_backends.py``, checks it for every backend available here). The float twin
+takes and returns floats.
+
+Like hls4ml's ``register_backend`` / ``get_backend``: a new backend is one class and one
+:func:`register_backend` call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .spec import LearnerSpec
+
+#: Samples per golden-model call between progress updates.
+_CHUNK = 10_000
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every backend provides.
+
+    Attributes:
+        name: the registry name (``golden``, ``float``, ``rtl``, ``cocotb``, ``hls``).
+        raw: True for a fixed-point backend (raw integers in and out), False for the float twin.
+    """
+
+    name: str
+    raw: bool
+
+    def available(self) -> bool:
+        """True when the backend can run on this machine (its tools are installed)."""
+
+    def run(self, spec: LearnerSpec, x, y, *, theta=None, learn: bool = True,
+            progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Run a whole stream.
+
+        Args:
+            spec: the learner (schedule and staleness included).
+            x: (N, n_in) inputs: raw integers in ``formats.input`` (floats for ``float``).
+            y: (N, n_out) targets: raw integers in ``formats.act`` (floats for ``float``);
+                ignored, and may be None, when not ``learn``.
+            theta: (P,) initial parameters, raw ``coef`` integers (floats for ``float``);
+                default :func:`onchip.model.golden.initial_parameters`.
+            learn: test-then-train (True) or inference only (the parameters do not change).
+            progress: show a progress bar.
+
+        Returns:
+            (predictions (N, n_out), final parameters (P,) after every pending update has
+            landed): int64 raw values, or float64 for ``float``.
+
+        Raises:
+            ValueError: bad shapes, dtypes, theta, or raw values outside their formats.
+        """
+
+
+_REGISTRY: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend) -> Backend:
+    """Add ``backend`` to the registry under ``backend.name`` (replacing one of that name).
+
+    Raises:
+        TypeError: ``backend`` does not implement :class:`Backend`.
+    """
+    if not isinstance(backend, Backend):
+        raise TypeError(f"{type(backend).__name__} does not implement the Backend protocol")
+    _REGISTRY[backend.name] = backend
+    return backend
+
+
+def backend_names() -> tuple[str, ...]:
+    """Names of every registered backend, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def get_backend(name: str) -> Backend:
+    """The backend registered as ``name``.
+
+    Raises:
+        ValueError: no backend of that name (the message lists the registered ones).
+    """
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"backend must be one of {', '.join(_REGISTRY)}; got {name!r}") from None
+
+
+def available_backends() -> tuple[str, ...]:
+    """Names of the registered backends that can run on this machine."""
+    return tuple(name for name, b in _REGISTRY.items() if b.available())
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", unit_scale=True, disable=not enabled, leave=False)
+
+
+def _label(spec: LearnerSpec, backend: str) -> str:
+    return f"{spec.name or spec.kind} {backend}"
+
+
+class GoldenBackend:
+    """The golden model (:class:`onchip.model.GoldenLearner`): always available."""
+
+    name, raw = "golden", True
+
+    def available(self) -> bool:
+        return True
+
+    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+        from .model import GoldenLearner
+        from .model.golden import check_raw
+
+        learner = GoldenLearner(spec, theta)
+        x = check_raw("x_raw", x, spec.n_in, spec.formats.input)
+        if learn:
+            y = check_raw("y_raw", y, spec.n_out, spec.formats.act)
+            if len(y) != len(x):
+                raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
+        preds = np.zeros((len(x), spec.n_out), np.int64)
+        with _bar(len(x), _label(spec, self.name), progress) as bar:
+            for lo in range(0, len(x), _CHUNK):
+                hi = min(lo + _CHUNK, len(x))
+                preds[lo:hi] = learner.run(x[lo:hi], y[lo:hi]) if learn else learner.predict(x[lo:hi])
+                bar.update(hi - lo)
+        learner.flush()
+        return preds, learner.theta.copy()
+
+
+class FloatBackend:
+    """The float twin (:class:`onchip.model.float_twin.FloatTwin`): floats in and out."""
+
+    name, raw = "float", False
+
+    def available(self) -> bool:
+        return importlib.util.find_spec("torch") is not None
+
+    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+        from .model.float_twin import FloatTwin
+
+        twin = FloatTwin(spec, theta)
+        x = np.asarray(x, dtype=np.float64)
+        if not learn:
+            return twin.predict(x), twin.theta.numpy().copy()
+        with _bar(len(x), _label(spec, self.name), progress) as bar:
+            preds = twin.run(x, np.asarray(y, dtype=np.float64), progress=bar.update)
+        twin.flush()
+        return preds, twin.theta.numpy().copy()
+
+
+class RtlBackend:
+    """The Verilated design under the C++ stream harness (:func:`onchip.verilator.backend.run`)."""
+
+    name, raw = "rtl", True
+
+    def available(self) -> bool:
+        from .verilator.backend import available
+
+        return available()
+
+    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+        from .verilator.backend import run
+
+        return run(spec, x, y, theta=theta, learn=learn, progress=progress)
+
+
+class CocotbBackend:
+    """The design under the cocotb bench (:mod:`onchip.hw.sim`, Verilator): the parameters are
+    written and read through the parameter port, as a host would; without ``learn`` they are
+    written again before every sample (the learner always learns)."""
+
+    name, raw = "cocotb", True
+
+    def available(self) -> bool:
+        return RtlBackend().available() and importlib.util.find_spec("cocotb") is not None
+
+    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+        from .hw import sim
+        from .model.golden import check_parameters, check_raw, initial_parameters
+
+        x = check_raw("x_raw", x, spec.n_in, spec.formats.input)
+        y = check_raw("y_raw", y, spec.n_out, spec.formats.act) if learn else np.zeros((len(x), spec.n_out), np.int64)
+        if len(y) != len(x):
+            raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
+        theta = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+        design = sim.cached_design(spec)
+        write = {"op": "write", "values": [int(v) for v in theta]}
+        if learn:
+            segments = [{"payloads": [], "then": write}, {"payloads": sim.pack_samples(design, x, y), "then": {"op": "none"}}]
+        else:  # every prediction with theta: rewrite it after each sample
+            segments = [{"payloads": [], "then": write}] + [
+                {"payloads": sim.pack_samples(design, x[i : i + 1], y[i : i + 1]), "then": write}
+                for i in range(len(x))
+            ]
+        segments.append({"payloads": [], "then": {"op": "read"}})
+        segs = sim.run_job(design, segments)["segments"]
+        preds = [sim.unpack_predictions(design, s["preds"]) for s in segs if s["preds"]]
+        preds = np.concatenate(preds) if preds else np.zeros((0, spec.n_out), np.int64)
+        return preds.astype(np.int64), sim.unpack_coef(design, segs[-1]["responses"])
+
+
+class HlsBackend:
+    """The HLS C++ under C simulation (:class:`onchip.hls.HlsLearner`)."""
+
+    name, raw = "hls", True
+
+    def available(self) -> bool:
+        import shutil
+
+        try:
+            from .hls import ap_types_dir
+
+            ap_types_dir()
+        except (ImportError, FileNotFoundError):
+            return False
+        return shutil.which("g++") is not None
+
+    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+        from .hls import HlsLearner
+        from .model.golden import check_raw
+
+        x = check_raw("x_raw", x, spec.n_in, spec.formats.input)
+        if learn:
+            y = check_raw("y_raw", y, spec.n_out, spec.formats.act)
+        return HlsLearner(spec, theta).run(x, y if learn else None, learn=learn, progress=progress)
+
+
+for _backend in (GoldenBackend(), FloatBackend(), RtlBackend(), CocotbBackend(), HlsBackend()):
+    register_backend(_backend)
