@@ -14,6 +14,8 @@ for two cycles that many cycles later; samples in flight are lost) or
 probability that the bench offers a sample, takes a prediction, takes a
 parameter response in a cycle (random stalls from ``seed``); ``measure``:
 also record the cycles of every acceptance, prediction and commit strobe.
+``param_count``: parameters read or written; ``command``: ``{"data", "addr", "write"}`` ->
+``[offset, width]`` in the command payload (from its layout, :func:`onchip.hw.interface.command_layout`).
 ``names`` (optional) drives a wrapper instead of the core: ``{"clk": ..., "rst": ...,
 "rst_active_low": bool, "s": prefix, "m": ..., "pc": ..., "pr": ...}``, the streams
 then being ``<prefix>_tvalid`` / ``_tready`` / ``_tdata`` (AXI4-Stream).
@@ -40,8 +42,15 @@ async def stream(dut):
     p_valid, p_ready = job.get("p_valid", 1.0), job.get("p_ready", 1.0)
     p_param_ready = job.get("p_param_ready", 1.0)
     measure = job.get("measure", False)
-    n_params, coef_w, addr_w = job["param_count"], job["coef_width"], job["addr_width"]
-    coef_mask = (1 << coef_w) - 1
+    n_params = job["param_count"]
+    fields = job["command"]  # name -> [offset, width] of the command layout
+
+    def command(**values):
+        word = 0
+        for name, v in values.items():
+            offset, width = fields[name]
+            word |= (int(v) & ((1 << width) - 1)) << offset
+        return word
     strobes = [getattr(dut, f"commit_l{l}") for l in range(job["n_layers"])] if measure else []
 
     names = job.get("names")
@@ -81,10 +90,9 @@ async def stream(dut):
         then = seg.get("then", {"op": "none"})
         op = then["op"]
         if op == "read":
-            cmds = [a << coef_w for a in range(n_params)]
+            cmds = [command(addr=a, write=0) for a in range(n_params)]
         elif op == "write":
-            cmds = [(1 << (coef_w + addr_w)) | (a << coef_w) | (int(v) & coef_mask)
-                    for a, v in enumerate(then["values"])]
+            cmds = [command(data=v, addr=a, write=1) for a, v in enumerate(then["values"])]
         else:
             cmds = []
         n, i, sent_cmd = len(payloads), 0, 0

@@ -9,6 +9,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire aresetn;
   wire clk;
   wire [15:0] m__payload;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
   wire m__valid;
   output [15:0] m_axis_param_tdata;
@@ -24,13 +26,21 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   output m_axis_pred_tvalid;
   wire m_axis_pred_tvalid;
   wire [19:0] pc__payload;
+  wire [2:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   wire pc__ready;
   wire pc__valid;
   wire [15:0] pr__payload;
+  wire [15:0] \pr__payload.data ;
   wire pr__ready;
   wire pr__valid;
   wire rst;
   wire [31:0] s__payload;
+  wire [15:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   wire s__ready;
   wire s__valid;
   input [23:0] s_axis_param_tdata;
@@ -75,6 +85,16 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign \s__payload.x  = s_axis_sample_tdata[15:0];
+  assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
+  assign \s__payload.y  = s_axis_sample_tdata[31:16];
+  assign \s__payload.y[0]  = s_axis_sample_tdata[31:16];
+  assign \m__payload.pred  = m_axis_pred_tdata;
+  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \pc__payload.data  = s_axis_param_tdata[15:0];
+  assign \pc__payload.addr  = s_axis_param_tdata[18:16];
+  assign \pc__payload.write  = s_axis_param_tdata[19];
+  assign \pr__payload.data  = m_axis_param_tdata;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -432,6 +452,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   input m__ready;
   wire m__ready;
   (* init = 1'h0 *)
@@ -440,12 +462,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] next_level;
   input [19:0] pc__payload;
   wire [19:0] pc__payload;
+  wire [2:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
   wire [2:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
+  wire [15:0] \pr__payload.data ;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
@@ -466,6 +492,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire rst;
   input [31:0] s__payload;
   wire [31:0] s__payload;
+  wire [15:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   output s__ready;
   wire s__ready;
   input s__valid;
@@ -1518,6 +1548,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign bval__m1 = \$256 [31:16];
   assign bval__m2 = \$256 [47:32];
   assign bval__m3 = \$256 [63:48];
+  assign \m__payload.pred  = m__payload;
+  assign \m__payload.pred[0]  = m__payload;
+  assign \pc__payload.data  = pc__payload[15:0];
+  assign \pc__payload.addr  = pc__payload[18:16];
+  assign \pc__payload.write  = pc__payload[19];
+  assign \pr__payload.data  = pr__payload;
+  assign \s__payload.x  = s__payload[15:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.y  = s__payload[31:16];
+  assign \s__payload.y[0]  = s__payload[31:16];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = 3'h0;
   assign l0_port_baddr_q = { 2'h0, \$198 [2] };

@@ -594,6 +594,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   input m__ready;
   wire m__ready;
   output m__valid;
@@ -602,6 +604,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] next_level;
   input [21:0] pc__payload;
   wire [21:0] pc__payload;
+  wire [4:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   output pc__ready;
   wire pc__ready;
   input pc__valid;
@@ -609,6 +614,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [4:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
+  wire [15:0] \pr__payload.data ;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
@@ -630,6 +636,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire rst;
   input [47:0] s__payload;
   wire [47:0] s__payload;
+  wire [31:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.x[1] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   output s__ready;
   wire s__ready;
   input s__valid;
@@ -2402,6 +2413,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval__m1$263  = \$429 [31:16];
   assign \bval__m2$264  = \$429 [47:32];
   assign \bval__m3$265  = \$429 [63:48];
+  assign \s__payload.x  = s__payload[31:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.x[1]  = s__payload[31:16];
+  assign \s__payload.y  = s__payload[47:32];
+  assign \s__payload.y[0]  = s__payload[47:32];
+  assign \m__payload.pred  = m__payload;
+  assign \m__payload.pred[0]  = m__payload;
+  assign \pc__payload.data  = pc__payload[15:0];
+  assign \pc__payload.addr  = pc__payload[20:16];
+  assign \pc__payload.write  = pc__payload[21];
+  assign \pr__payload.data  = pr__payload;
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$341 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$343 [3:2] };

@@ -9,6 +9,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire aresetn;
   wire clk;
   wire [15:0] m__payload;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
   wire m__valid;
   output [15:0] m_axis_param_tdata;
@@ -24,13 +26,22 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   output m_axis_pred_tvalid;
   wire m_axis_pred_tvalid;
   wire [21:0] pc__payload;
+  wire [4:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   wire pc__ready;
   wire pc__valid;
   wire [15:0] pr__payload;
+  wire [15:0] \pr__payload.data ;
   wire pr__ready;
   wire pr__valid;
   wire rst;
   wire [47:0] s__payload;
+  wire [31:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.x[1] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   wire s__ready;
   wire s__valid;
   input [23:0] s_axis_param_tdata;
@@ -75,6 +86,17 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign \s__payload.x  = s_axis_sample_tdata[31:0];
+  assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
+  assign \s__payload.x[1]  = s_axis_sample_tdata[31:16];
+  assign \s__payload.y  = s_axis_sample_tdata[47:32];
+  assign \s__payload.y[0]  = s_axis_sample_tdata[47:32];
+  assign \m__payload.pred  = m_axis_pred_tdata;
+  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \pc__payload.data  = s_axis_param_tdata[15:0];
+  assign \pc__payload.addr  = s_axis_param_tdata[20:16];
+  assign \pc__payload.write  = s_axis_param_tdata[21];
+  assign \pr__payload.data  = m_axis_param_tdata;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -671,6 +693,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   input m__ready;
   wire m__ready;
   (* init = 1'h0 *)
@@ -679,12 +703,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] next_level;
   input [21:0] pc__payload;
   wire [21:0] pc__payload;
+  wire [4:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
   wire [4:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
+  wire [15:0] \pr__payload.data ;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
@@ -706,6 +734,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire rst;
   input [47:0] s__payload;
   wire [47:0] s__payload;
+  wire [31:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.x[1] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   output s__ready;
   wire s__ready;
   input s__valid;
@@ -2478,6 +2511,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval__m1$263  = \$429 [31:16];
   assign \bval__m2$264  = \$429 [47:32];
   assign \bval__m3$265  = \$429 [63:48];
+  assign \m__payload.pred  = m__payload;
+  assign \m__payload.pred[0]  = m__payload;
+  assign \pc__payload.data  = pc__payload[15:0];
+  assign \pc__payload.addr  = pc__payload[20:16];
+  assign \pc__payload.write  = pc__payload[21];
+  assign \pr__payload.data  = pr__payload;
+  assign \s__payload.x  = s__payload[31:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.x[1]  = s__payload[31:16];
+  assign \s__payload.y  = s__payload[47:32];
+  assign \s__payload.y[0]  = s__payload[47:32];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$341 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$343 [3:2] };

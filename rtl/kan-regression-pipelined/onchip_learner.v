@@ -356,6 +356,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] level;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   input m__ready;
   wire m__ready;
   output m__valid;
@@ -364,6 +366,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] next_level;
   input [20:0] pc__payload;
   wire [20:0] pc__payload;
+  wire [3:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   output pc__ready;
   wire pc__ready;
   input pc__valid;
@@ -371,6 +376,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [3:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
+  wire [15:0] \pr__payload.data ;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
@@ -392,6 +398,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire rst;
   input [31:0] s__payload;
   wire [31:0] s__payload;
+  wire [15:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   output s__ready;
   wire s__ready;
   input s__valid;
@@ -1461,6 +1471,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign bval__m1 = \$257 [31:16];
   assign bval__m2 = \$257 [47:32];
   assign bval__m3 = \$257 [63:48];
+  assign \s__payload.x  = s__payload[15:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.y  = s__payload[31:16];
+  assign \s__payload.y[0]  = s__payload[31:16];
+  assign \m__payload.pred  = m__payload;
+  assign \m__payload.pred[0]  = m__payload;
+  assign \pc__payload.data  = pc__payload[15:0];
+  assign \pc__payload.addr  = pc__payload[19:16];
+  assign \pc__payload.write  = pc__payload[20];
+  assign \pr__payload.data  = pr__payload;
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$197 [5] };
   assign l0_port_baddr_q = { 2'h0, \$199 [3:2] };

@@ -9,6 +9,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire aresetn;
   wire clk;
   wire [15:0] m__payload;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
   wire m__valid;
   output [15:0] m_axis_param_tdata;
@@ -24,13 +26,21 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   output m_axis_pred_tvalid;
   wire m_axis_pred_tvalid;
   wire [22:0] pc__payload;
+  wire [5:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   wire pc__ready;
   wire pc__valid;
   wire [15:0] pr__payload;
+  wire [15:0] \pr__payload.data ;
   wire pr__ready;
   wire pr__valid;
   wire rst;
   wire [31:0] s__payload;
+  wire [15:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   wire s__ready;
   wire s__valid;
   input [23:0] s_axis_param_tdata;
@@ -75,6 +85,16 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign \s__payload.x  = s_axis_sample_tdata[15:0];
+  assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
+  assign \s__payload.y  = s_axis_sample_tdata[31:16];
+  assign \s__payload.y[0]  = s_axis_sample_tdata[31:16];
+  assign \m__payload.pred  = m_axis_pred_tdata;
+  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \pc__payload.data  = s_axis_param_tdata[15:0];
+  assign \pc__payload.addr  = s_axis_param_tdata[21:16];
+  assign \pc__payload.write  = s_axis_param_tdata[22];
+  assign \pr__payload.data  = m_axis_param_tdata;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -1842,18 +1862,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l1_w_0_9 = 16'hfe63;
   output [15:0] m__payload;
   reg [15:0] m__payload = 16'h0000;
+  wire [15:0] \m__payload.pred ;
+  wire [15:0] \m__payload.pred[0] ;
   input m__ready;
   wire m__ready;
   (* init = 1'h0 *)
   wire m__valid;
   input [22:0] pc__payload;
   wire [22:0] pc__payload;
+  wire [5:0] \pc__payload.addr ;
+  wire [15:0] \pc__payload.data ;
+  wire \pc__payload.write ;
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
   wire [5:0] port_addr;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
+  wire [15:0] \pr__payload.data ;
   input pr__ready;
   wire pr__ready;
   output pr__valid;
@@ -1866,6 +1892,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire rst;
   input [31:0] s__payload;
   wire [31:0] s__payload;
+  wire [15:0] \s__payload.x ;
+  wire [15:0] \s__payload.x[0] ;
+  wire [15:0] \s__payload.y ;
+  wire [15:0] \s__payload.y[0] ;
   output s__ready;
   wire s__ready;
   input s__valid;
@@ -8296,6 +8326,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign l0_port_local = \$904 [4:0];
   assign l1_port_local = \$915 [4:0];
   assign resp = pr__payload;
+  assign \m__payload.pred  = m__payload;
+  assign \m__payload.pred[0]  = m__payload;
+  assign \pc__payload.data  = pc__payload[15:0];
+  assign \pc__payload.addr  = pc__payload[21:16];
+  assign \pc__payload.write  = pc__payload[22];
+  assign \pr__payload.data  = pr__payload;
+  assign \s__payload.x  = s__payload[15:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.y  = s__payload[31:16];
+  assign \s__payload.y[0]  = s__payload[31:16];
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$6  = { \t$3 [31], \t$3 , 2'h0 };
   assign floor = { \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39:14] };

@@ -42,13 +42,14 @@ class Design:
 
 
 def _ports(component) -> dict:
+    from amaranth.hdl import Value
     from amaranth.lib import wiring
 
     ports = {}
     for path, member, value in component.signature.flatten(component):
         ports["__".join(map(str, path))] = {
             "dir": "in" if member.flow == wiring.In else "out",
-            "width": len(value),
+            "width": len(Value.cast(value)),
         }
     ports["clk"] = {"dir": "in", "width": 1}
     ports["rst"] = {"dir": "in", "width": 1}
@@ -56,21 +57,21 @@ def _ports(component) -> dict:
 
 
 def _payload_fields(learner) -> dict:
-    spec, f = learner.spec, learner.spec.formats
-    s, pos = {}, 0
-    for i in range(spec.n_in):
-        s[f"x{i}"] = {"offset": pos, "width": f.input.width, "format": str(f.input)}
-        pos += f.input.width
-    for j in range(spec.n_out):
-        s[f"y{j}"] = {"offset": pos, "width": f.act.width, "format": str(f.act)}
-        pos += f.act.width
-    mm = {f"pred{j}": {"offset": j * f.act.width, "width": f.act.width, "format": str(f.act)}
-          for j in range(spec.n_out)}
-    wc, aw = f.coef.width, learner.addr_width
-    pc = {"data": {"offset": 0, "width": wc}, "addr": {"offset": wc, "width": aw},
-          "write": {"offset": wc + aw, "width": 1}}
-    pr = {"data": {"offset": 0, "width": wc, "format": str(f.coef)}}
-    return {"s": s, "m": mm, "pc": pc, "pr": pr}
+    """Offset and width of every payload field, read from the learner's stream layouts
+    (:func:`onchip.hw.interface.payload_leaves`), with the fixed-point format of the fields that have one."""
+    from .interface import payload_leaves
+
+    f = learner.spec.formats
+    formats = {"s": {"x": f.input, "y": f.act}, "m": {"pred": f.act}, "pc": {"data": f.coef}, "pr": {"data": f.coef}}
+    out = {}
+    for stream, layout in learner.layouts.items():
+        out[stream] = {}
+        for member, name, fld in payload_leaves(layout):
+            entry = {"offset": fld.offset, "width": fld.width}
+            if member in formats[stream]:
+                entry["format"] = str(formats[stream][member])
+            out[stream][name] = entry
+    return out
 
 
 #: Largest parallel MLP generated: every weight is a register with its own multiplier, and past

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Module, Signal, Value
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Const, Module, Signal, Value, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -22,12 +22,95 @@ from .fixedpoint import fmt_shape
 from .ram import rom_attrs
 
 
-def _field(raw: Value, fmt: Fmt) -> Value:
-    return raw.as_signed() if fmt.signed else raw
+def param_addr_width(n_params: int) -> int:
+    """Bits of the parameter port's address for ``n_params`` parameters (at least 1)."""
+    return max(1, (n_params - 1).bit_length())
+
+
+def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
+                   addr_width: int) -> dict[str, data.StructLayout]:
+    """Payload layouts of the four learner streams, members lowest bits first.
+
+    Returns:
+        ``{"s": {x: ArrayLayout(input_shape, n_in), y: ArrayLayout(act_shape, n_out)},
+        "m": {pred: ArrayLayout(act_shape, n_out)},
+        "pc": {data: coef_shape, addr: unsigned(addr_width), write: unsigned(1)},
+        "pr": {data: coef_shape}}`` as :class:`amaranth.lib.data.StructLayout`.
+
+    Raises:
+        ValueError: a count or the address width below 1.
+    """
+    for name, value in (("n_in", n_in), ("n_out", n_out), ("addr_width", addr_width)):
+        if value < 1:
+            raise ValueError(f"stream_layouts {name} must be at least 1, got {value}")
+    return {
+        "s": data.StructLayout({"x": data.ArrayLayout(input_shape, n_in),
+                                "y": data.ArrayLayout(act_shape, n_out)}),
+        "m": data.StructLayout({"pred": data.ArrayLayout(act_shape, n_out)}),
+        "pc": data.StructLayout({"data": coef_shape, "addr": unsigned(addr_width), "write": unsigned(1)}),
+        "pr": data.StructLayout({"data": coef_shape}),
+    }
+
+
+def _spec_layouts(spec: LearnerSpec) -> dict[str, data.StructLayout]:
+    f = spec.formats
+    return stream_layouts(n_in=spec.n_in, n_out=spec.n_out, input_shape=fmt_shape(f.input),
+                          act_shape=fmt_shape(f.act), coef_shape=fmt_shape(f.coef),
+                          addr_width=param_addr_width(spec.parameter_count()))
+
+
+def sample_layout(spec: LearnerSpec) -> data.StructLayout:
+    """Payload of the sample stream ``s``: ``x`` (n_in values of the input format), then ``y``
+    (n_out targets of the act format)."""
+    return _spec_layouts(spec)["s"]
+
+
+def prediction_layout(spec: LearnerSpec) -> data.StructLayout:
+    """Payload of the prediction stream ``m``: ``pred`` (n_out values of the act format)."""
+    return _spec_layouts(spec)["m"]
+
+
+def command_layout(spec: LearnerSpec) -> data.StructLayout:
+    """Payload of the parameter command stream ``pc``: ``data`` (coef format), ``addr`` (flat
+    parameter index, :func:`param_addr_width` bits), ``write`` (1: write ``data``, 0: read)."""
+    return _spec_layouts(spec)["pc"]
+
+
+def response_layout(spec: LearnerSpec) -> data.StructLayout:
+    """Payload of the parameter response stream ``pr``: ``data`` (coef format)."""
+    return _spec_layouts(spec)["pr"]
+
+
+def payload_leaves(layout: data.StructLayout):
+    """Yield ``(member, field_name, Field)`` for every scalar field of a payload layout, lowest
+    first, offsets from bit 0 of the payload: a member that is an array of n elements gives the
+    fields ``<member>0 .. <member>{n-1}`` (``x0``, ``y0``, ``pred0``), a scalar member one field of
+    its own name (``data``, ``addr``, ``write``).
+
+    Raises:
+        TypeError: a member that is neither a scalar nor an array of scalars.
+    """
+    for name, member in layout:
+        if isinstance(member.shape, data.ArrayLayout) and not isinstance(member.shape.elem_shape, data.Layout):
+            for n, elem in member.shape:
+                yield name, f"{name}{n}", data.Field(elem.shape, member.offset + elem.offset)
+        elif isinstance(member.shape, data.Layout):
+            raise TypeError(f"payload member {name} must be a scalar or an array of scalars")
+        else:
+            yield name, name, member
+
+
+def payload_fields(layout: data.StructLayout) -> dict[str, data.Field]:
+    """Field name -> :class:`amaranth.lib.data.Field` (shape, offset from bit 0) of every scalar
+    field of a payload layout (:func:`payload_leaves`): the field names of
+    ``Design.info["payload"]`` and :class:`onchip.verilator.ports.PortLayout`."""
+    return {leaf: fld for _, leaf, fld in payload_leaves(layout)}
 
 
 class LearnerPorts(wiring.Component):
-    """Ports of a learner of ``spec`` (``amaranth.lib.stream`` interfaces; payloads packed lowest field first):
+    """Ports of a learner of ``spec`` (``amaranth.lib.stream`` interfaces whose payloads are the
+    :mod:`amaranth.lib.data` layouts :func:`sample_layout`, :func:`prediction_layout`,
+    :func:`command_layout` and :func:`response_layout`, members lowest bits first):
 
         s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1] (act).
         m: Out(stream), predictions pred[0..n_out-1] (act), one per sample, in order.
@@ -36,6 +119,7 @@ class LearnerPorts(wiring.Component):
 
     Attributes:
         spec; theta0: reset values of the parameters (raw, flat (P,)); n_params: P;
+        layouts: the payload layout of each stream, by name (``s``, ``m``, ``pc``, ``pr``);
         addr_width, sample_width, pred_width, cmd_width: bits.
 
     Raises:
@@ -43,34 +127,30 @@ class LearnerPorts(wiring.Component):
     """
 
     def __init__(self, spec: LearnerSpec, theta=None):
-        f = spec.formats
         self.spec = spec
         self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
         self.n_params = spec.parameter_count()
-        self.addr_width = max(1, (self.n_params - 1).bit_length())
-        self.sample_width = spec.n_in * f.input.width + spec.n_out * f.act.width
-        self.pred_width = spec.n_out * f.act.width
-        self.cmd_width = f.coef.width + self.addr_width + 1
+        self.addr_width = param_addr_width(self.n_params)
+        self.layouts = _spec_layouts(spec)
+        self.sample_width = self.layouts["s"].size
+        self.pred_width = self.layouts["m"].size
+        self.cmd_width = self.layouts["pc"].size
         super().__init__({
-            "s": In(stream.Signature(self.sample_width)),
-            "m": Out(stream.Signature(self.pred_width)),
-            "pc": In(stream.Signature(self.cmd_width)),
-            "pr": Out(stream.Signature(f.coef.width)),
+            "s": In(stream.Signature(self.layouts["s"])),
+            "m": Out(stream.Signature(self.layouts["m"])),
+            "pc": In(stream.Signature(self.layouts["pc"])),
+            "pr": Out(stream.Signature(self.layouts["pr"])),
         })
 
     def sample_fields(self) -> tuple[list[Value], list[Value]]:
         """(x[0..n_in-1], y[0..n_out-1]) of the sample payload ``s.payload``, typed by their formats."""
-        f, pl = self.spec.formats, self.s.payload
-        wi, wa = f.input.width, f.act.width
-        base = self.spec.n_in * wi
-        xs = [_field(pl[i * wi : (i + 1) * wi], f.input) for i in range(self.spec.n_in)]
-        ys = [_field(pl[base + j * wa : base + (j + 1) * wa], f.act) for j in range(self.spec.n_out)]
-        return xs, ys
+        pl = self.s.payload
+        return [pl.x[i] for i in range(self.spec.n_in)], [pl.y[j] for j in range(self.spec.n_out)]
 
     def command_fields(self) -> tuple[Value, Value, Value]:
         """(data, addr, write) of the parameter command ``pc.payload``."""
-        wc, aw, cmd = self.spec.formats.coef.width, self.addr_width, self.pc.payload
-        return _field(cmd[:wc], self.spec.formats.coef), cmd[wc : wc + aw], cmd[wc + aw]
+        cmd = self.pc.payload
+        return cmd.data, cmd.addr, cmd.write
 
     @property
     def latency_prediction(self) -> int:

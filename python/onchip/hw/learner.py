@@ -182,7 +182,7 @@ class OnchipLearner(LearnerPorts):
                 acts = layer.forward(m, pipe, acts, last=(l == n_layers - 1))
         p = acts[0].stage
         assert p == self.stages["prediction"]
-        m.d.comb += self.m.payload.eq(Cat(*[a.value for a in acts]))
+        m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
 
         err = []
         for j in range(spec.n_out):
@@ -292,7 +292,7 @@ class OnchipLearner(LearnerPorts):
             m.d.sync += [self.pr.valid.eq(1), resp.eq(Array([ly.readback for ly in layers])[read_layer])]
         with m.Elif(self.pr.ready):
             m.d.sync += self.pr.valid.eq(0)
-        m.d.comb += self.pr.payload.eq(resp)
+        m.d.comb += self.pr.payload.data.eq(resp)
 
         pipe.finalize()
         return m

@@ -55,7 +55,7 @@ through the parameter port's write path (n_params + 1 cycles), with
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Module, Mux, Signal, unsigned
 from amaranth.lib.memory import Memory
 
 from ..model.golden import kernel_config, layout
@@ -238,7 +238,7 @@ class SerialMlpLearner(LearnerPorts):
         f_back = f.coef.frac_bits + f.grad.frac_bits
         f_b = f.grad.frac_bits + spec.lr_shift
         preds = [Signal(fmt_shape(f.act), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
-        m.d.comb += self.m.payload.eq(Cat(*preds))
+        m.d.comb += [self.m.payload.pred[j].eq(v) for j, v in enumerate(preds)]
         z_prev = None
         for ly in layers:
             l, n = ly.index, ly.n_in
@@ -346,7 +346,7 @@ class SerialMlpLearner(LearnerPorts):
             with (m.If if n == 0 else m.Elif)(cond):
                 m.d.comb += readback.eq(val)
         resp = Signal(fmt_shape(f.coef), name="resp")
-        m.d.comb += self.pr.payload.eq(resp)
+        m.d.comb += self.pr.payload.data.eq(resp)
         with m.If(self.pr.ready):
             m.d.sync += self.pr.valid.eq(0)
 

@@ -208,8 +208,9 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
     job = {
         "segments": segments, "seed": seed, "p_valid": p_valid, "p_ready": p_ready,
         "p_param_ready": p_param_ready, "measure": measure, "max_cycles": max_cycles,
-        "param_count": info["param_count"], "addr_width": info["param_addr_width"],
-        "coef_width": info["payload"]["pc"]["data"]["width"], "n_layers": len(info["stages"]["read"]),
+        "param_count": info["param_count"], "n_layers": len(info["stages"]["read"]),
+        # (offset, width) of data / addr / write: the bench packs commands by the command layout
+        "command": {k: [f.offset, f.width] for k, f in payload_fields_of(design, "pc").items()},
         "names": info.get("bench_names"),
     }
     work = Path(tempfile.mkdtemp(prefix="job-", dir=folder))
@@ -240,13 +241,43 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
 
 
 # -- payload packing --------------------------------------------------------------
+def payload_fields_of(design: Design, stream: str) -> dict:
+    """Field name -> :class:`amaranth.lib.data.Field` of the payload of ``stream`` (``"s"``, ``"m"``,
+    ``"pc"`` or ``"pr"``) of ``design``: the layouts the hardware is built from
+    (:func:`onchip.hw.interface.stream_layouts`), for the spec in ``design.info``.
+
+    Raises:
+        ValueError: an unknown stream, or a design whose ``info["payload"]`` disagrees with the layout.
+    """
+    from ..spec import LearnerSpec
+    from .interface import command_layout, payload_fields, prediction_layout, response_layout, sample_layout
+
+    makers = {"s": sample_layout, "m": prediction_layout, "pc": command_layout, "pr": response_layout}
+    if stream not in makers:
+        raise ValueError(f"stream must be one of {', '.join(makers)}, got {stream!r}")
+    fields = payload_fields(makers[stream](LearnerSpec.from_dict(design.info["spec"])))
+    described = design.info.get("payload", {}).get(stream)
+    if described is not None and {k: (v["offset"], v["width"]) for k, v in described.items()} != {
+            k: (v.offset, v.width) for k, v in fields.items()}:
+        raise ValueError(f"design.info payload of {stream} does not match the layout of its spec")
+    return fields
+
+
+def _field_value(word: int, fld) -> int:
+    from amaranth.hdl import Shape
+
+    v = (int(word) >> fld.offset) & ((1 << fld.width) - 1)
+    return v - (1 << fld.width) if Shape.cast(fld.shape).signed and v >> (fld.width - 1) else v
+
+
 def pack_samples(design: Design, x_raw, y_raw) -> list[int]:
-    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers (fields per ``design.info``).
+    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers (fields of the sample layout,
+    :func:`payload_fields_of`; each value taken modulo 2**width).
 
     Raises:
         ValueError: shapes that do not match the design.
     """
-    fields = design.info["payload"]["s"]
+    fields = payload_fields_of(design, "s")
     x_raw, y_raw = np.asarray(x_raw, np.int64), np.asarray(y_raw, np.int64)
     n_in = sum(k.startswith("x") for k in fields)
     n_out = sum(k.startswith("y") for k in fields)
@@ -255,32 +286,25 @@ def pack_samples(design: Design, x_raw, y_raw) -> list[int]:
     total = np.zeros(len(x_raw), dtype=object)
     for name, col in [(f"x{i}", x_raw[:, i]) for i in range(n_in)] + [(f"y{j}", y_raw[:, j]) for j in range(n_out)]:
         f = fields[name]
-        total = total + ((col.astype(object) & ((1 << f["width"]) - 1)) << f["offset"])
+        total = total + ((col.astype(object) & ((1 << f.width) - 1)) << f.offset)
     return [int(v) for v in total]
 
 
 def unpack_predictions(design: Design, payloads) -> np.ndarray:
     """``m__payload`` integers -> (N, n_out) int64 raw predictions (two's complement per field)."""
-    fields = design.info["payload"]["m"]
-    signed = design.info["formats"]["act"].startswith("ap_fixed")
+    fields = payload_fields_of(design, "m")
     out = np.zeros((len(payloads), len(fields)), np.int64)
     for j in range(len(fields)):
         f = fields[f"pred{j}"]
-        w = f["width"]
         for n, p in enumerate(payloads):
-            v = (int(p) >> f["offset"]) & ((1 << w) - 1)
-            out[n, j] = v - (1 << w) if signed and v >> (w - 1) else v
+            out[n, j] = _field_value(p, f)
     return out
 
 
 def unpack_coef(design: Design, words) -> np.ndarray:
     """Parameter-port response words -> int64 raw values in the ``coef`` format."""
-    w = design.info["payload"]["pr"]["data"]["width"]
-    signed = design.info["formats"]["coef"].startswith("ap_fixed")
-    out = np.asarray([int(v) for v in words], dtype=np.int64)
-    if signed:
-        out = np.where(out >> (w - 1) != 0, out - (1 << w), out)
-    return out
+    f = payload_fields_of(design, "pr")["data"]
+    return np.asarray([_field_value(v, f) for v in words], dtype=np.int64)
 
 
 def axis_design(design: Design) -> Design:

@@ -11,6 +11,10 @@ packed little end first:
 * ``pc`` (in): data (``coef`` width), addr (``param_addr_width``), write (1 bit);
 * ``pr`` (out): data (``coef`` width).
 
+The payloads are the :mod:`amaranth.lib.data` layouts of
+:func:`onchip.hw.interface.stream_layouts`, the ones the generated hardware
+is built from: every field's bit offset and width here is read from them.
+
 Verilator holds a port of up to 32 bits in one 32-bit word, up to 64 bits in
 two, wider ones in ``ceil(width / 32)`` words; payloads cross the Python/C++
 boundary as those words (uint32, little-end word first), packed and unpacked
@@ -22,7 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from amaranth.hdl import Shape, signed, unsigned
+from amaranth.lib import data
 
+from ..hw.interface import payload_fields, stream_layouts
 from ..spec import LearnerSpec
 
 
@@ -75,14 +82,21 @@ class PortLayout:
             )
 
     @property
+    def layouts(self) -> dict[str, data.StructLayout]:
+        """The payload layout of each stream, ``{"s", "m", "pc", "pr"}``
+        (:func:`onchip.hw.interface.stream_layouts`; x taken as signed, which packing does not
+        depend on)."""
+        def fmt(width: int, is_signed: bool):
+            return signed(width) if is_signed else unsigned(width)
+
+        return stream_layouts(n_in=self.n_in, n_out=self.n_out, input_shape=signed(self.input_width),
+                              act_shape=fmt(self.act_width, self.act_signed),
+                              coef_shape=fmt(self.coef_width, self.coef_signed), addr_width=self.addr_width)
+
+    @property
     def widths(self) -> dict[str, int]:
         """Payload width of each stream: ``{"s", "m", "pc", "pr"}``."""
-        return {
-            "s": self.n_in * self.input_width + self.n_out * self.act_width,
-            "m": self.n_out * self.act_width,
-            "pc": self.coef_width + self.addr_width + 1,
-            "pr": self.coef_width,
-        }
+        return {name: layout.size for name, layout in self.layouts.items()}
 
     @classmethod
     def from_spec(cls, spec: LearnerSpec, info: dict | None = None) -> "PortLayout":
@@ -133,17 +147,10 @@ class PortLayout:
 
     def fields(self) -> dict[str, dict[str, tuple[int, int]]]:
         """(lsb, width) of every payload field, by stream: ``s`` x0.. y0.., ``m`` pred0..,
-        ``pc`` data/addr/write, ``pr`` data (the names of the generator's ``info["payload"]``)."""
-        s = {f"x{i}": (i * self.input_width, self.input_width) for i in range(self.n_in)}
-        base = self.n_in * self.input_width
-        s.update({f"y{j}": (base + j * self.act_width, self.act_width) for j in range(self.n_out)})
-        return {
-            "s": s,
-            "m": {f"pred{j}": (j * self.act_width, self.act_width) for j in range(self.n_out)},
-            "pc": {"data": (0, self.coef_width), "addr": (self.coef_width, self.addr_width),
-                   "write": (self.coef_width + self.addr_width, 1)},
-            "pr": {"data": (0, self.coef_width)},
-        }
+        ``pc`` data/addr/write, ``pr`` data (the names of the generator's ``info["payload"]``),
+        read from :attr:`layouts`."""
+        return {stream: {name: (fld.offset, fld.width) for name, fld in payload_fields(layout).items()}
+                for stream, layout in self.layouts.items()}
 
     # -- payloads ------------------------------------------------------------------
     def pack_samples(self, x_raw: np.ndarray, y_raw: np.ndarray) -> np.ndarray:
@@ -171,14 +178,16 @@ class PortLayout:
 
     def unpack_predictions(self, words_: np.ndarray) -> np.ndarray:
         """``m__payload`` words (N, words(m width)) -> (N, n_out) int64 raw predictions."""
-        return np.stack(
-            [unpack_field(words_, j * self.act_width, self.act_width, self.act_signed) for j in range(self.n_out)],
-            axis=1,
-        )
+        fields = payload_fields(self.layouts["m"])
+        return np.stack([_unpack(words_, fields[f"pred{j}"]) for j in range(self.n_out)], axis=1)
 
     def unpack_parameters(self, words_: np.ndarray) -> np.ndarray:
         """``pr__payload`` words (P, words(coef width)) -> (P,) int64 raw parameters."""
-        return unpack_field(words_, 0, self.coef_width, self.coef_signed)
+        return _unpack(words_, payload_fields(self.layouts["pr"])["data"])
+
+
+def _unpack(words_: np.ndarray, fld: data.Field) -> np.ndarray:
+    return unpack_field(words_, fld.offset, fld.width, Shape.cast(fld.shape).signed)
 
 
 def _raw(name: str, a, cols: int, width: int) -> np.ndarray:
