@@ -92,7 +92,7 @@ def test_points_match_an_independent_run_and_failures_are_recorded(local_run):
 def test_resume_reads_finished_points_from_the_cache(local_run):
     tmp, d, records = local_run
     # overwrite a cached result with a sentinel: a resumed sweep must report it, not recompute
-    f = tmp / "cache" / f"{records[0]['key']}.json"
+    f = sweep.record_path(tmp / "cache", records[0]["key"])
     rec = json.loads(f.read_text())
     rec["results"]["float_mse"] = 123.0
     f.write_text(json.dumps(rec))
