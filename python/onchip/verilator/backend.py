@@ -50,6 +50,21 @@ def model_for(spec: LearnerSpec, *, theta=None, root=None) -> StreamModel:
     return build_model(design.verilog, layout, top=getattr(design, "top", "onchip_learner"), root=root)
 
 
+#: Models of this process by (spec, cache folder): repeated short runs (one sample at a time in a
+#: calibration loop) skip the Verilog generation and the cache look-up.
+_MODELS: dict[tuple[LearnerSpec, str], StreamModel] = {}
+
+
+def _shared_model(spec: LearnerSpec, root) -> StreamModel:
+    from ..cache import cache_root
+
+    key = (spec, str(cache_root(root)))
+    model = _MODELS.get(key)
+    if model is None or not model.executable.exists():
+        model = _MODELS[key] = model_for(spec, root=root)
+    return model
+
+
 def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True, progress: bool = True,
              root=None) -> StreamResult:
     """Run a raw stream through ``spec``'s RTL and return everything the harness measured.
@@ -90,7 +105,7 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
     load = None if theta is None else check_parameters(spec, theta)
     if not learn:
         load = initial_parameters(spec) if load is None else load
-    result = model_for(spec, root=root).run(x_raw, y_raw, load=load, reload_each=not learn, progress=progress)
+    result = _shared_model(spec, root).run(x_raw, y_raw, load=load, reload_each=not learn, progress=progress)
     if not learn:  # the last sample's update is not part of an inference run
         result = dataclasses.replace(result, parameters=load.copy())
     return result

@@ -31,47 +31,42 @@ def calibrator_spec(n_features: int, n_outputs: int) -> LearnerSpec:
 
 
 class SpecCorrectionLearner:
-    """A :class:`~onchip.methods.quantum_meta.calibration.CorrectionLearner` backed by a learner spec.
+    """A :class:`~onchip.methods.quantum_meta.calibration.CorrectionLearner` backed by a learner spec
+    on any backend of :mod:`onchip.backends`.
+
+    The learner holds the current parameters, as the host of a device would read them back: a
+    prediction is an inference-only run from them, a step a one-sample test-then-train run that
+    returns the updated parameters. On the ``rtl`` backend both go through the Verilated design's
+    parameter port (no replay of the sample history); with the calibrator's sequential schedule
+    the result equals a device that kept its state.
 
     Args:
         spec: the learner (n_in = features F, n_out = corrections P).
-        backend: ``"golden"`` (integer reference), ``"float"`` (PyTorch float twin) or
-            ``"rtl"`` (the Verilated design; the sample history is replayed through it
-            on each prediction, which gives the same result as a persistent device
-            because the learner is deterministic).
+        backend: a name of :func:`onchip.backends.backend_names` (``"golden"``, ``"float"``,
+            ``"rtl"``, ``"hls"``, ``"cocotb"``).
 
     Raises:
         ValueError: unknown backend.
     """
 
     def __init__(self, spec: LearnerSpec, backend: str = "golden"):
+        from ...backends import get_backend
         from ...model import GoldenLearner
-        from ...model.float_twin import FloatTwin
 
-        if backend not in ("golden", "float", "rtl"):
-            raise ValueError(f"backend must be golden, float or rtl; got {backend!r}")
         self.spec, self.backend = spec, backend
-        self._golden = GoldenLearner(spec)
-        self._twin = FloatTwin(spec) if backend == "float" else None
-        self._xs: list[np.ndarray] = []
-        self._ys: list[np.ndarray] = []
+        self._impl = get_backend(backend)
+        self._golden = GoldenLearner(spec)  # quantizes and dequantizes for the fixed-point backends
+        #: current parameters (raw, or float for ``float``); None: the spec's initial parameters
+        self.theta: np.ndarray | None = None
         #: raw predictions made by the fixed-point learner, in order
         self.raw_predictions: list[np.ndarray] = []
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """(F,) features -> (P,) correction (float)."""
         x = np.asarray(x, dtype=np.float64).reshape(1, -1)
-        if self.backend == "float":
-            return self._twin.predict(x)[0]
-        x_raw = self._golden.quantize_inputs(x)
-        if self.backend == "golden":
-            raw = self._golden.predict(x_raw)[0]
-        else:
-            from ...verilator.backend import run as run_rtl
-
-            xs = np.concatenate(self._xs + [x_raw])
-            ys = np.concatenate(self._ys + [np.zeros((1, self.spec.n_out), np.int64)])
-            raw = run_rtl(self.spec, xs, ys, progress=False)[0][-1]
+        if not self._impl.raw:
+            return self._impl.run(self.spec, x, None, theta=self.theta, learn=False)[0][0]
+        raw = self._impl.run(self.spec, self._golden.quantize_inputs(x), None, theta=self.theta, learn=False)[0][0]
         self.raw_predictions.append(raw.copy())
         return self._golden.dequantize_outputs(raw)
 
@@ -79,13 +74,9 @@ class SpecCorrectionLearner:
         """Learn one sample: features (F,), target correction (P,)."""
         x = np.asarray(x, dtype=np.float64).reshape(1, -1)
         y = np.asarray(y, dtype=np.float64).reshape(1, -1)
-        if self.backend == "float":
-            self._twin.run(x, y)
-            return
-        x_raw, y_raw = self._golden.quantize_inputs(x), self._golden.quantize_targets(y)
-        self._golden.run(x_raw, y_raw)
-        self._xs.append(x_raw)
-        self._ys.append(y_raw)
+        if self._impl.raw:
+            x, y = self._golden.quantize_inputs(x), self._golden.quantize_targets(y)
+        self.theta = self._impl.run(self.spec, x, y, theta=self.theta)[1]
 
 
 def hardware_in_the_loop(gate: str = "x", n_devices: int = 2, k_steps: int = 8, seed: int = 0,
