@@ -143,7 +143,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$221 ;
   reg [15:0] \$222 ;
   reg [15:0] \$223 ;
-  wire [63:0] \$224 ;
   wire \$23 ;
   wire \$24 ;
   wire \$25 ;
@@ -254,10 +253,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$signature__en$27 ;
   wire accept;
   wire busy;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
   input clk;
   wire clk;
@@ -821,8 +821,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     l0_bval0_3_s5 <= \$223 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
+    .bval(bval),
     .\cell (\cell ),
-    .\port$292$0 (\$224 ),
     .u(u)
   );
   always @* begin
@@ -1122,28 +1122,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$196  = l0_bval0_0_s2;
     if (en) begin
-      \$196  = \$224 [15:0];
+      \$196  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$197  = l0_bval0_1_s2;
     if (en) begin
-      \$197  = \$224 [31:16];
+      \$197  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$198  = l0_bval0_2_s2;
     if (en) begin
-      \$198  = \$224 [47:32];
+      \$198  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$199  = l0_bval0_3_s2;
     if (en) begin
-      \$199  = \$224 [63:48];
+      \$199  = bval[63:48];
     end
   end
   always @* begin
@@ -1347,10 +1347,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign l0_port_local = \$158 [2:0];
   assign l0_port_q = \$170 [2:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$224 [15:0];
-  assign bval__m1 = \$224 [31:16];
-  assign bval__m2 = \$224 [47:32];
-  assign bval__m3 = \$224 [63:48];
   assign \s__payload.x  = s__payload[15:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
@@ -1361,6 +1357,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.addr  = pc__payload[18:16];
   assign \pc__payload.write  = pc__payload[19];
   assign \pr__payload.data  = pr__payload;
+  assign \bval[0]  = bval[15:0];
+  assign \bval[1]  = bval[31:16];
+  assign \bval[2]  = bval[47:32];
+  assign \bval[3]  = bval[63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = 3'h0;
   assign l0_port_baddr_q = { 2'h0, \$170 [2] };
@@ -1397,7 +1397,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_bspline0 (\port$292$0 , u, \cell );
+module \onchip_learner.l0_bspline0 (bval, u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1406,19 +1406,20 @@ module \onchip_learner.l0_bspline0 (\port$292$0 , u, \cell );
   wire [17:0] \$6 ;
   wire [17:0] \$7 ;
   wire [13:0] \$8 ;
-  wire [15:0] bder__m0;
-  wire [15:0] bder__m1;
-  wire [15:0] bder__m2;
-  wire [15:0] bder__m3;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bder;
+  wire [15:0] \bder[0] ;
+  wire [15:0] \bder[1] ;
+  wire [15:0] \bder[2] ;
+  wire [15:0] \bder[3] ;
+  output [63:0] bval;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$292$0 ;
-  wire [63:0] \port$292$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1504,15 +1505,16 @@ module \onchip_learner.l0_bspline0 (\port$292$0 , u, \cell );
   assign v = { \$1 [16], \$1  };
   assign vc = \$7 [13:0];
   assign rd__addr = \$7 [10:5];
-  assign bval__m0 = rd__data[15:0];
-  assign bder__m0 = rd__data[79:64];
-  assign bval__m1 = rd__data[31:16];
-  assign bder__m1 = rd__data[95:80];
-  assign bval__m2 = rd__data[47:32];
-  assign bder__m2 = rd__data[111:96];
-  assign bval__m3 = rd__data[63:48];
-  assign bder__m3 = rd__data[127:112];
+  assign bder = rd__data[127:64];
   assign \cell  = \$8 [2:0];
-  assign \port$292$0  = rd__data[63:0];
+  assign bval = rd__data[63:0];
+  assign \bval[0]  = rd__data[15:0];
+  assign \bval[1]  = rd__data[31:16];
+  assign \bval[2]  = rd__data[47:32];
+  assign \bval[3]  = rd__data[63:48];
+  assign \bder[0]  = rd__data[79:64];
+  assign \bder[1]  = rd__data[95:80];
+  assign \bder[2]  = rd__data[111:96];
+  assign \bder[3]  = rd__data[127:112];
   assign \$8  = { 11'h000, \$7 [13:11] };
 endmodule

@@ -467,8 +467,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$425 ;
   reg [15:0] \$426 ;
   reg [15:0] \$427 ;
-  wire [63:0] \$428 ;
-  wire [63:0] \$429 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -581,14 +579,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$signature__en$49 ;
   wire accept;
   wire busy;
-  wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$262 ;
-  wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$263 ;
-  wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$264 ;
-  wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$265 ;
+  wire [63:0] bval;
+  wire [63:0] \bval$259 ;
+  wire [15:0] \bval$259[0] ;
+  wire [15:0] \bval$259[1] ;
+  wire [15:0] \bval$259[2] ;
+  wire [15:0] \bval$259[3] ;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
   wire [2:0] \cell$42 ;
   input clk;
@@ -1062,8 +1062,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$386 ;
   always @(posedge clk)
     l0_prod0_0_2_s3 <= \$387 ;
   always @(posedge clk)
@@ -1612,17 +1610,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_bval1_3_s2 <= \$384 ;
   always @(posedge clk)
     l0_prod0_0_0_s3 <= \$385 ;
+  always @(posedge clk)
+    l0_prod0_0_1_s3 <= \$386 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
+    .bval(bval),
     .\cell (\cell ),
-    .\port$533$0 (\$428 ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
+    .bval(\bval$259 ),
     .\cell (\cell$42 ),
-    .\port$544$0 (\$429 ),
     .u(\u$2 )
   );
-  \onchip_learner_axis.learner.l0_pending$296  \l0_pending$296  (
+  \onchip_learner_axis.learner.l0_pending$290  \l0_pending$290  (
     .clk(clk),
     .level(level),
     .next_data(next_data),
@@ -1642,13 +1642,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .rst(rst),
     .w_en(w_en)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_prod0_0_2_s3;
-    if (en) begin
-      \$387  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-    end
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$388  = l0_prod0_0_3_s3;
@@ -2368,28 +2361,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$375  = l0_bval0_0_s2;
     if (en) begin
-      \$375  = \$428 [15:0];
+      \$375  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$376  = l0_bval0_1_s2;
     if (en) begin
-      \$376  = \$428 [31:16];
+      \$376  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$377  = l0_bval0_2_s2;
     if (en) begin
-      \$377  = \$428 [47:32];
+      \$377  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$378  = l0_bval0_3_s2;
     if (en) begin
-      \$378  = \$428 [63:48];
+      \$378  = bval[63:48];
     end
   end
   always @* begin
@@ -2410,28 +2403,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$381  = l0_bval1_0_s2;
     if (en) begin
-      \$381  = \$429 [15:0];
+      \$381  = \bval$259 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$382  = l0_bval1_1_s2;
     if (en) begin
-      \$382  = \$429 [31:16];
+      \$382  = \bval$259 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$383  = l0_bval1_2_s2;
     if (en) begin
-      \$383  = \$429 [47:32];
+      \$383  = \bval$259 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$384  = l0_bval1_3_s2;
     if (en) begin
-      \$384  = \$429 [63:48];
+      \$384  = \bval$259 [63:48];
     end
   end
   always @* begin
@@ -2446,6 +2439,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     \$386  = l0_prod0_0_1_s3;
     if (en) begin
       \$386  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$387  = l0_prod0_0_2_s3;
+    if (en) begin
+      \$387  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
     end
   end
   assign x0_s1 = u;
@@ -2503,14 +2503,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign l0_port_local = \$330 [4:0];
   assign l0_port_q = \$343 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$428 [15:0];
-  assign bval__m1 = \$428 [31:16];
-  assign bval__m2 = \$428 [47:32];
-  assign bval__m3 = \$428 [63:48];
-  assign \bval__m0$262  = \$429 [15:0];
-  assign \bval__m1$263  = \$429 [31:16];
-  assign \bval__m2$264  = \$429 [47:32];
-  assign \bval__m3$265  = \$429 [63:48];
   assign \m__payload.pred  = m__payload;
   assign \m__payload.pred[0]  = m__payload;
   assign \pc__payload.data  = pc__payload[15:0];
@@ -2522,6 +2514,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
+  assign \bval[0]  = bval[15:0];
+  assign \bval[1]  = bval[31:16];
+  assign \bval[2]  = bval[47:32];
+  assign \bval[3]  = bval[63:48];
+  assign \bval$259[0]  = \bval$259 [15:0];
+  assign \bval$259[1]  = \bval$259 [31:16];
+  assign \bval$259[2]  = \bval$259 [47:32];
+  assign \bval$259[3]  = \bval$259 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$341 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$343 [3:2] };
@@ -2574,7 +2574,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$533$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2583,19 +2583,20 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$533$0 , u, \cell );
   wire [17:0] \$6 ;
   wire [17:0] \$7 ;
   wire [14:0] \$8 ;
-  wire [15:0] bder__m0;
-  wire [15:0] bder__m1;
-  wire [15:0] bder__m2;
-  wire [15:0] bder__m3;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bder;
+  wire [15:0] \bder[0] ;
+  wire [15:0] \bder[1] ;
+  wire [15:0] \bder[2] ;
+  wire [15:0] \bder[3] ;
+  output [63:0] bval;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$533$0 ;
-  wire [63:0] \port$533$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -2681,21 +2682,22 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$533$0 , u, \cell );
   assign v = { \$1 [16], \$1  };
   assign vc = \$7 [14:0];
   assign rd__addr = \$7 [11:6];
-  assign bval__m0 = rd__data[15:0];
-  assign bder__m0 = rd__data[79:64];
-  assign bval__m1 = rd__data[31:16];
-  assign bder__m1 = rd__data[95:80];
-  assign bval__m2 = rd__data[47:32];
-  assign bder__m2 = rd__data[111:96];
-  assign bval__m3 = rd__data[63:48];
-  assign bder__m3 = rd__data[127:112];
+  assign bder = rd__data[127:64];
   assign \cell  = \$8 [2:0];
-  assign \port$533$0  = rd__data[63:0];
+  assign bval = rd__data[63:0];
+  assign \bval[0]  = rd__data[15:0];
+  assign \bval[1]  = rd__data[31:16];
+  assign \bval[2]  = rd__data[47:32];
+  assign \bval[3]  = rd__data[63:48];
+  assign \bder[0]  = rd__data[79:64];
+  assign \bder[1]  = rd__data[95:80];
+  assign \bder[2]  = rd__data[111:96];
+  assign \bder[3]  = rd__data[127:112];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (\port$544$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2704,19 +2706,20 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$544$0 , u, \cell );
   wire [17:0] \$6 ;
   wire [17:0] \$7 ;
   wire [14:0] \$8 ;
-  wire [15:0] bder__m0;
-  wire [15:0] bder__m1;
-  wire [15:0] bder__m2;
-  wire [15:0] bder__m3;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bder;
+  wire [15:0] \bder[0] ;
+  wire [15:0] \bder[1] ;
+  wire [15:0] \bder[2] ;
+  wire [15:0] \bder[3] ;
+  output [63:0] bval;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$544$0 ;
-  wire [63:0] \port$544$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -2802,21 +2805,22 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$544$0 , u, \cell );
   assign v = { \$1 [16], \$1  };
   assign vc = \$7 [14:0];
   assign rd__addr = \$7 [11:6];
-  assign bval__m0 = rd__data[15:0];
-  assign bder__m0 = rd__data[79:64];
-  assign bval__m1 = rd__data[31:16];
-  assign bder__m1 = rd__data[95:80];
-  assign bval__m2 = rd__data[47:32];
-  assign bder__m2 = rd__data[111:96];
-  assign bval__m3 = rd__data[63:48];
-  assign bder__m3 = rd__data[127:112];
+  assign bder = rd__data[127:64];
   assign \cell  = \$8 [2:0];
-  assign \port$544$0  = rd__data[63:0];
+  assign bval = rd__data[63:0];
+  assign \bval[0]  = rd__data[15:0];
+  assign \bval[1]  = rd__data[31:16];
+  assign \bval[2]  = rd__data[47:32];
+  assign \bval[3]  = rd__data[63:48];
+  assign \bder[0]  = rd__data[79:64];
+  assign \bder[1]  = rd__data[95:80];
+  assign \bder[2]  = rd__data[111:96];
+  assign \bder[3]  = rd__data[127:112];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_pending$296 (rst, \port$115$0 , \port$129$0 , \port$143$0 , \port$157$0 , \port$171$0 , \port$185$0 , \port$199$0 , \port$213$0 , w_en, r_en, next_level, r_data, next_data, \port$701$0 , \port$707$0 , level, clk);
+module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129$0 , \port$143$0 , \port$157$0 , \port$171$0 , \port$185$0 , \port$199$0 , \port$213$0 , w_en, r_en, next_level, r_data, next_data, \port$701$0 , \port$707$0 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [2:0] \$1 ;
   wire [2:0] \$10 ;

@@ -414,8 +414,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$378 ;
   reg [15:0] \$379 ;
   wire [41:0] \$38 ;
-  wire [63:0] \$380 ;
-  wire [63:0] \$381 ;
   wire \$39 ;
   wire [3:0] \$4 ;
   wire \$40 ;
@@ -533,14 +531,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$signature__en$49 ;
   wire accept;
   wire busy;
-  wire [15:0] bval__m0;
-  wire [15:0] \bval__m0$252 ;
-  wire [15:0] bval__m1;
-  wire [15:0] \bval__m1$253 ;
-  wire [15:0] bval__m2;
-  wire [15:0] \bval__m2$254 ;
-  wire [15:0] bval__m3;
-  wire [15:0] \bval__m3$255 ;
+  wire [63:0] bval;
+  wire [63:0] \bval$249 ;
+  wire [15:0] \bval$249[0] ;
+  wire [15:0] \bval$249[1] ;
+  wire [15:0] \bval$249[2] ;
+  wire [15:0] \bval$249[3] ;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
   wire [2:0] \cell$42 ;
   input clk;
@@ -1503,13 +1503,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk)
     l0_bval1_3_s5 <= \$379 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
+    .bval(bval),
     .\cell (\cell ),
-    .\port$482$0 (\$380 ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
+    .bval(\bval$249 ),
     .\cell (\cell$42 ),
-    .\port$493$0 (\$381 ),
     .u(\u$2 )
   );
   always @* begin
@@ -1944,28 +1944,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$327  = l0_bval0_0_s2;
     if (en) begin
-      \$327  = \$380 [15:0];
+      \$327  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$328  = l0_bval0_1_s2;
     if (en) begin
-      \$328  = \$380 [31:16];
+      \$328  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$329  = l0_bval0_2_s2;
     if (en) begin
-      \$329  = \$380 [47:32];
+      \$329  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$330  = l0_bval0_3_s2;
     if (en) begin
-      \$330  = \$380 [63:48];
+      \$330  = bval[63:48];
     end
   end
   always @* begin
@@ -1986,28 +1986,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$333  = l0_bval1_0_s2;
     if (en) begin
-      \$333  = \$381 [15:0];
+      \$333  = \bval$249 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$334  = l0_bval1_1_s2;
     if (en) begin
-      \$334  = \$381 [31:16];
+      \$334  = \bval$249 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$335  = l0_bval1_2_s2;
     if (en) begin
-      \$335  = \$381 [47:32];
+      \$335  = \bval$249 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$336  = l0_bval1_3_s2;
     if (en) begin
-      \$336  = \$381 [63:48];
+      \$336  = \bval$249 [63:48];
     end
   end
   always @* begin
@@ -2365,14 +2365,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign l0_port_local = \$286 [4:0];
   assign l0_port_q = \$299 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$380 [15:0];
-  assign bval__m1 = \$380 [31:16];
-  assign bval__m2 = \$380 [47:32];
-  assign bval__m3 = \$380 [63:48];
-  assign \bval__m0$252  = \$381 [15:0];
-  assign \bval__m1$253  = \$381 [31:16];
-  assign \bval__m2$254  = \$381 [47:32];
-  assign \bval__m3$255  = \$381 [63:48];
   assign \m__payload.pred  = m__payload;
   assign \m__payload.pred[0]  = m__payload;
   assign \pc__payload.data  = pc__payload[15:0];
@@ -2384,6 +2376,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
+  assign \bval[0]  = bval[15:0];
+  assign \bval[1]  = bval[31:16];
+  assign \bval[2]  = bval[47:32];
+  assign \bval[3]  = bval[63:48];
+  assign \bval$249[0]  = \bval$249 [15:0];
+  assign \bval$249[1]  = \bval$249 [31:16];
+  assign \bval$249[2]  = \bval$249 [47:32];
+  assign \bval$249[3]  = \bval$249 [63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$297 [6:5] };
   assign l0_port_baddr_q = { 2'h0, \$299 [3:2] };
@@ -2435,7 +2435,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\port$482$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2444,19 +2444,20 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$482$0 , u, \cell );
   wire [17:0] \$6 ;
   wire [17:0] \$7 ;
   wire [14:0] \$8 ;
-  wire [15:0] bder__m0;
-  wire [15:0] bder__m1;
-  wire [15:0] bder__m2;
-  wire [15:0] bder__m3;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bder;
+  wire [15:0] \bder[0] ;
+  wire [15:0] \bder[1] ;
+  wire [15:0] \bder[2] ;
+  wire [15:0] \bder[3] ;
+  output [63:0] bval;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$482$0 ;
-  wire [63:0] \port$482$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -2542,21 +2543,22 @@ module \onchip_learner_axis.learner.l0_bspline0 (\port$482$0 , u, \cell );
   assign v = { \$1 [16], \$1  };
   assign vc = \$7 [14:0];
   assign rd__addr = \$7 [11:6];
-  assign bval__m0 = rd__data[15:0];
-  assign bder__m0 = rd__data[79:64];
-  assign bval__m1 = rd__data[31:16];
-  assign bder__m1 = rd__data[95:80];
-  assign bval__m2 = rd__data[47:32];
-  assign bder__m2 = rd__data[111:96];
-  assign bval__m3 = rd__data[63:48];
-  assign bder__m3 = rd__data[127:112];
+  assign bder = rd__data[127:64];
   assign \cell  = \$8 [2:0];
-  assign \port$482$0  = rd__data[63:0];
+  assign bval = rd__data[63:0];
+  assign \bval[0]  = rd__data[15:0];
+  assign \bval[1]  = rd__data[31:16];
+  assign \bval[2]  = rd__data[47:32];
+  assign \bval[3]  = rd__data[63:48];
+  assign \bder[0]  = rd__data[79:64];
+  assign \bder[1]  = rd__data[95:80];
+  assign \bder[2]  = rd__data[111:96];
+  assign \bder[3]  = rd__data[127:112];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (\port$493$0 , u, \cell );
+module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2565,19 +2567,20 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$493$0 , u, \cell );
   wire [17:0] \$6 ;
   wire [17:0] \$7 ;
   wire [14:0] \$8 ;
-  wire [15:0] bder__m0;
-  wire [15:0] bder__m1;
-  wire [15:0] bder__m2;
-  wire [15:0] bder__m3;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bder;
+  wire [15:0] \bder[0] ;
+  wire [15:0] \bder[1] ;
+  wire [15:0] \bder[2] ;
+  wire [15:0] \bder[3] ;
+  output [63:0] bval;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$493$0 ;
-  wire [63:0] \port$493$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -2663,15 +2666,16 @@ module \onchip_learner_axis.learner.l0_bspline1 (\port$493$0 , u, \cell );
   assign v = { \$1 [16], \$1  };
   assign vc = \$7 [14:0];
   assign rd__addr = \$7 [11:6];
-  assign bval__m0 = rd__data[15:0];
-  assign bder__m0 = rd__data[79:64];
-  assign bval__m1 = rd__data[31:16];
-  assign bder__m1 = rd__data[95:80];
-  assign bval__m2 = rd__data[47:32];
-  assign bder__m2 = rd__data[111:96];
-  assign bval__m3 = rd__data[63:48];
-  assign bder__m3 = rd__data[127:112];
+  assign bder = rd__data[127:64];
   assign \cell  = \$8 [2:0];
-  assign \port$493$0  = rd__data[63:0];
+  assign bval = rd__data[63:0];
+  assign \bval[0]  = rd__data[15:0];
+  assign \bval[1]  = rd__data[31:16];
+  assign \bval[2]  = rd__data[47:32];
+  assign \bval[3]  = rd__data[63:48];
+  assign \bder[0]  = rd__data[79:64];
+  assign \bder[1]  = rd__data[95:80];
+  assign \bder[2]  = rd__data[111:96];
+  assign \bder[3]  = rd__data[127:112];
   assign \$8  = { 12'h000, \$7 [14:12] };
 endmodule

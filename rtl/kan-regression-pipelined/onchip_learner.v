@@ -179,7 +179,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$254 ;
   reg [15:0] \$255 ;
   reg [15:0] \$256 ;
-  wire [63:0] \$257 ;
   wire \$26 ;
   wire \$27 ;
   wire [15:0] \$28 ;
@@ -287,10 +286,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$signature__en$27 ;
   wire accept;
   wire busy;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
   input clk;
   wire clk;
@@ -918,11 +918,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     l0_bval0_3_s5 <= \$256 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
+    .bval(bval),
     .\cell (\cell ),
-    .\port$328$0 (\$257 ),
     .u(u)
   );
-  \onchip_learner.l0_pending$183  \l0_pending$183  (
+  \onchip_learner.l0_pending$180  \l0_pending$180  (
     .clk(clk),
     .level(level),
     .next_data(next_data),
@@ -1241,28 +1241,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$229  = l0_bval0_0_s2;
     if (en) begin
-      \$229  = \$257 [15:0];
+      \$229  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$230  = l0_bval0_1_s2;
     if (en) begin
-      \$230  = \$257 [31:16];
+      \$230  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$231  = l0_bval0_2_s2;
     if (en) begin
-      \$231  = \$257 [47:32];
+      \$231  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$232  = l0_bval0_3_s2;
     if (en) begin
-      \$232  = \$257 [63:48];
+      \$232  = bval[63:48];
     end
   end
   always @* begin
@@ -1467,10 +1467,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign l0_port_local = \$186 [3:0];
   assign l0_port_q = \$199 [3:0];
   assign resp = pr__payload;
-  assign bval__m0 = \$257 [15:0];
-  assign bval__m1 = \$257 [31:16];
-  assign bval__m2 = \$257 [47:32];
-  assign bval__m3 = \$257 [63:48];
   assign \s__payload.x  = s__payload[15:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
@@ -1481,6 +1477,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.addr  = pc__payload[19:16];
   assign \pc__payload.write  = pc__payload[20];
   assign \pr__payload.data  = pr__payload;
+  assign \bval[0]  = bval[15:0];
+  assign \bval[1]  = bval[31:16];
+  assign \bval[2]  = bval[47:32];
+  assign \bval[3]  = bval[63:48];
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = { 5'h00, \$197 [5] };
   assign l0_port_baddr_q = { 2'h0, \$199 [3:2] };
@@ -1509,7 +1509,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_bspline0 (\port$328$0 , u, \cell );
+module \onchip_learner.l0_bspline0 (bval, u, \cell );
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1518,19 +1518,20 @@ module \onchip_learner.l0_bspline0 (\port$328$0 , u, \cell );
   wire [17:0] \$6 ;
   wire [17:0] \$7 ;
   wire [13:0] \$8 ;
-  wire [15:0] bder__m0;
-  wire [15:0] bder__m1;
-  wire [15:0] bder__m2;
-  wire [15:0] bder__m3;
-  wire [15:0] bval__m0;
-  wire [15:0] bval__m1;
-  wire [15:0] bval__m2;
-  wire [15:0] bval__m3;
+  wire [63:0] bder;
+  wire [15:0] \bder[0] ;
+  wire [15:0] \bder[1] ;
+  wire [15:0] \bder[2] ;
+  wire [15:0] \bder[3] ;
+  output [63:0] bval;
+  wire [63:0] bval;
+  wire [15:0] \bval[0] ;
+  wire [15:0] \bval[1] ;
+  wire [15:0] \bval[2] ;
+  wire [15:0] \bval[3] ;
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
-  output [63:0] \port$328$0 ;
-  wire [63:0] \port$328$0 ;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
@@ -1616,21 +1617,22 @@ module \onchip_learner.l0_bspline0 (\port$328$0 , u, \cell );
   assign v = { \$1 [16], \$1  };
   assign vc = \$7 [13:0];
   assign rd__addr = \$7 [10:5];
-  assign bval__m0 = rd__data[15:0];
-  assign bder__m0 = rd__data[79:64];
-  assign bval__m1 = rd__data[31:16];
-  assign bder__m1 = rd__data[95:80];
-  assign bval__m2 = rd__data[47:32];
-  assign bder__m2 = rd__data[111:96];
-  assign bval__m3 = rd__data[63:48];
-  assign bder__m3 = rd__data[127:112];
+  assign bder = rd__data[127:64];
   assign \cell  = \$8 [2:0];
-  assign \port$328$0  = rd__data[63:0];
+  assign bval = rd__data[63:0];
+  assign \bval[0]  = rd__data[15:0];
+  assign \bval[1]  = rd__data[31:16];
+  assign \bval[2]  = rd__data[47:32];
+  assign \bval[3]  = rd__data[63:48];
+  assign \bder[0]  = rd__data[79:64];
+  assign \bder[1]  = rd__data[95:80];
+  assign \bder[2]  = rd__data[111:96];
+  assign \bder[3]  = rd__data[127:112];
   assign \$8  = { 11'h000, \$7 [13:11] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_pending$183 (rst, \port$73$0 , \port$87$0 , \port$101$0 , \port$115$0 , w_en, r_en, next_level, r_data, next_data, \port$447$0 , level, clk);
+module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$0 , \port$115$0 , w_en, r_en, next_level, r_data, next_data, \port$447$0 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [2:0] \$1 ;
   wire [2:0] \$10 ;

@@ -11,7 +11,7 @@ Same arithmetic as the forward part of :func:`onchip.model.kernels.kan_step`.
 from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import memory, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fixed import Fmt
@@ -25,8 +25,8 @@ class BSplineUnit(wiring.Component):
         u: In(input format), the raw input.
         cell: Out(unsigned(ceil(log2 G))), cell index c of the clamped input.
         clamped: Out(1), the input lay outside [lo, hi - lsb] and was clamped.
-        bval: Out(ArrayLayout(signed(Wb), k+1)), basis values of coefficients c .. c+k.
-        bder: Out(ArrayLayout(signed(Wb), k+1)), their derivatives d/dt (cell units).
+        bval: Out(ArrayLayout(basis shape, k+1)), ``bval[m]`` the basis value of coefficient c+m.
+        bder: Out(ArrayLayout(basis shape, k+1)), ``bder[m]`` its derivative d/dt (cell units).
 
     Args:
         in_fmt: format of ``u``.
@@ -56,15 +56,14 @@ class BSplineUnit(wiring.Component):
             "u": In(fmt_shape(in_fmt)),
             "cell": Out(unsigned(self.cell_bits)),
             "clamped": Out(1),
-            "bval": Out(wiring.Signature({f"m{m}": Out(wb) for m in range(self.k1)})),
-            "bder": Out(wiring.Signature({f"m{m}": Out(wb) for m in range(self.k1)})),
+            "bval": Out(data.ArrayLayout(wb, self.k1)),
+            "bder": Out(data.ArrayLayout(wb, self.k1)),
         })
 
     def elaborate(self, platform):
         m = Module()
         p, t, g = self.pos_bits, self.table_bits, self.grid_size
         span = g << p
-        wb = self.basis_fmt.width
         v = Signal(signed(max(self.in_fmt.width, (span - 1).bit_length()) + 2))
         m.d.comb += v.eq(as_signed(self.u) - self.lo_raw)
         vc = Signal(unsigned((span - 1).bit_length()))
@@ -73,20 +72,13 @@ class BSplineUnit(wiring.Component):
             vc.eq(Mux(v < 0, 0, Mux(v >= span, span - 1, v))),
             self.cell.eq(vc >> p),
         ]
-        # ROM entry a: bval[a, 0..k] then bder[a, 0..k], each Wb bits, lowest first
-        mask = (1 << wb) - 1
-        init = []
-        for a in range(2**t):
-            word = 0
-            for n, raw in enumerate(list(self.bval_table[a]) + list(self.bder_table[a])):
-                word |= (int(raw) & mask) << (n * wb)
-            init.append(word)
-        m.submodules.rom = rom = memory.Memory(shape=unsigned(2 * self.k1 * wb), depth=2**t, init=init)
+        # ROM entry a: bval[a, 0..k] then bder[a, 0..k], lowest first
+        entry = data.StructLayout({"bval": self.bval.shape(), "bder": self.bder.shape()})
+        init = [entry.const({"bval": [int(v) for v in self.bval_table[a]],
+                             "bder": [int(v) for v in self.bder_table[a]]}).as_bits() for a in range(2**t)]
+        m.submodules.rom = rom = memory.Memory(shape=unsigned(entry.size), depth=2**t, init=init)
         rd = rom.read_port(domain="comb")
         m.d.comb += rd.addr.eq(vc[p - t : p])
-        for mm in range(self.k1):
-            m.d.comb += [
-                getattr(self.bval, f"m{mm}").eq(rd.data[mm * wb : (mm + 1) * wb]),
-                getattr(self.bder, f"m{mm}").eq(rd.data[(self.k1 + mm) * wb : (self.k1 + mm + 1) * wb]),
-            ]
+        word = entry(rd.data)
+        m.d.comb += [self.bval.eq(word.bval), self.bder.eq(word.bder)]
         return m

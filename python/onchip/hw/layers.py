@@ -118,10 +118,9 @@ class KanLayer(_Layer):
             addr.append([bank_address(hi, lo, b) for b in range(self.k1)])
             lo_r.append(pipe.reg(lo, a, f"l{l}_lo{i}_s{a + 1}").value)
             self.cell.append(pipe.reg(unit.cell, a, f"l{l}_cell{i}_s{a + 1}"))
-            self.bval.append([pipe.reg(getattr(unit.bval, f"m{mm}"), a, f"l{l}_bval{i}_{mm}_s{a + 1}")
-                              for mm in range(self.k1)])
+            self.bval.append([pipe.reg(unit.bval[mm], a, f"l{l}_bval{i}_{mm}_s{a + 1}") for mm in range(self.k1)])
             if hidden_in:
-                self.bder.append([pipe.reg(getattr(unit.bder, f"m{mm}"), a, f"l{l}_bder{i}_{mm}_s{a + 1}")
+                self.bder.append([pipe.reg(unit.bder[mm], a, f"l{l}_bder{i}_{mm}_s{a + 1}")
                                   for mm in range(self.k1)])
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
         self.lookahead = self.cell
