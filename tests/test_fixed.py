@@ -1,5 +1,8 @@
 """Fixed-point formats: hand-worked rounding/overflow cases and properties."""
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -131,3 +134,134 @@ def test_quantize_is_idempotent(fmt, x):
 def test_integer_and_float_paths_agree(raw, frac_from, quant, overflow, width, int_bits):
     fmt = Fmt(width, int_bits, True, quant, overflow)
     assert requantize(raw, frac_from, fmt) == quantize(raw * 2.0**-frac_from, fmt)
+
+
+# -- exactness: every finite double, every shift --------------------------------------------------
+def _reference(value: Fraction, fmt: Fmt) -> int:
+    """ap_fixed assignment of an exact rational, in Python integers (independent of onchip.fixed)."""
+    v = value * Fraction(2) ** fmt.frac_bits
+    floor = math.floor(v)
+    rem = v - floor
+    q = fmt.quant
+    if q == "TRN":
+        r = floor
+    elif q == "TRN_ZERO":
+        r = floor + (v < 0 and rem != 0)
+    else:
+        tie_up = dict(RND=True, RND_ZERO=v < 0, RND_MIN_INF=False, RND_INF=v > 0,
+                      RND_CONV=floor % 2 == 1)[q]
+        r = floor + (rem > Fraction(1, 2) or (rem == Fraction(1, 2) and tie_up))
+    lo, hi = fmt.min_raw, fmt.max_raw
+    if lo <= r <= hi:
+        return r
+    if fmt.overflow == "SAT":
+        return hi if r > hi else lo
+    if fmt.overflow == "SAT_ZERO":
+        return 0
+    r %= 1 << fmt.width
+    return r - (1 << fmt.width) if fmt.signed and r > hi else r
+
+
+H = float.fromhex
+
+
+@pytest.mark.parametrize(
+    "x, fmt, expected",
+    [
+        # just inside the negative half LSB, not a tie: float64 arithmetic used to round it onto the tie
+        (H("-0x1.fffffffffffffp-5"), Fmt(1, -2, True, "RND_MIN_INF", "SAT"), 0),
+        (H("-0x1.fffffffffffffp-5"), Fmt(1, -2, True, "RND_INF", "SAT"), 0),
+        (H("-0x1.fffffffffffffp-5"), Fmt(1, -2, False, "RND_INF", "WRAP"), 0),
+        (H("0x1.fffffffffffffp-5"), Fmt(1, -2, False, "RND", "SAT"), 0),
+        (H("-0x1.0000000000001p-4"), Fmt(1, -2, True, "RND_ZERO", "SAT"), -1),  # just outside
+        # finite, but scaled beyond the float range: saturates, wraps to 0 (low bits are 0)
+        (-8.98846567431158e307, Fmt(1, -2, True, "TRN", "SAT"), -1),
+        (1.7976931348623157e308, Fmt(8, -60, True, "TRN", "SAT"), 127),
+        (1.7976931348623157e308, Fmt(8, -60, True, "TRN", "WRAP"), 0),
+        (-1e300, Fmt(8, -60, True, "TRN", "SAT_ZERO"), 0),
+        # subnormals and signed zeros
+        (5e-324, Fmt(8, 4, True, "RND_INF", "SAT"), 0),
+        (-5e-324, Fmt(8, 4, True, "TRN", "SAT"), -1),
+        (-5e-324, Fmt(8, 4, True, "TRN_ZERO", "SAT"), 0),
+        (-5e-324, Fmt(8, 4, False, "TRN", "WRAP"), 255),
+        (-0.0, Fmt(8, 4, True, "TRN", "SAT"), 0),
+        (-0.0, Fmt(8, 4, False, "RND_MIN_INF", "WRAP"), 0),
+    ],
+)
+def test_quantize_is_exact_at_the_edges(x, fmt, expected):
+    assert quantize(x, fmt) == expected
+    assert _reference(Fraction(x), fmt) == expected
+    # the integer path gives the same: x = mantissa * 2**-frac
+    num, den = x.as_integer_ratio()
+    if den > 1 or num == 0:
+        assert requantize(num, den.bit_length() - 1, fmt) == expected
+
+
+@pytest.mark.parametrize(
+    "raw, frac_from, fmt, expected",
+    [
+        # right shifts of 64 bits and more
+        (0, 64, Fmt(8, 8, True, "RND", "SAT"), 0),  # raw 0 of ap_fixed<6,-58>
+        (-1, 64, Fmt(8, 8, True, "TRN", "SAT"), -1),
+        (-1, 64, Fmt(8, 8, True, "RND_MIN_INF", "SAT"), 0),
+        (-(2**63), 64, Fmt(8, 8, True, "RND_MIN_INF", "SAT"), -1),  # exactly -1/2: a tie
+        (-(2**63), 64, Fmt(8, 8, True, "RND_CONV", "SAT"), 0),
+        (2**63 - 1, 63, Fmt(8, 8, True, "RND", "SAT"), 1),
+        (2**62, 63, Fmt(8, 8, True, "RND_ZERO", "SAT"), 0),
+        (5, 300, Fmt(8, 8, False, "RND_INF", "WRAP"), 0),
+        (-5, 300, Fmt(8, 8, False, "TRN", "WRAP"), 255),
+        # left shifts whose product exceeds int64
+        (1, -70, Fmt(8, 8, True, "TRN", "SAT"), 127),
+        (-3, -62, Fmt(8, 8, True, "TRN", "SAT"), -128),
+        (1, -70, Fmt(8, 8, True, "TRN", "SAT_ZERO"), 0),
+        (1, -70, Fmt(8, 8, True, "TRN", "WRAP"), 0),
+        (2**40 + 3, -20, Fmt(24, 24, True, "TRN", "WRAP"), 3 << 20),
+        (2**62 + 5, -3, Fmt(8, 8, False, "TRN", "WRAP"), 40),
+    ],
+)
+def test_requantize_any_shift(raw, frac_from, fmt, expected):
+    assert requantize(raw, frac_from, fmt) == expected
+    assert _reference(Fraction(raw, 1) / Fraction(2) ** frac_from, fmt) == expected
+
+
+@pytest.mark.parametrize("frac_from", [2.5, True, 10**6, -(10**6), "3"])
+def test_requantize_refuses_bad_frac_from(frac_from):
+    with pytest.raises(ValueError, match="frac_from"):
+        requantize(1, frac_from, Fmt(8, 4))
+
+
+def test_quantize_refuses_infinities_only():
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        quantize([1.0, np.inf], Fmt(8, 4))
+    quantize(np.finfo(np.float64).max, Fmt(8, 4))  # finite: saturates or wraps, never refused
+
+
+all_formats = st.builds(
+    lambda w, i, signed, q, o: Fmt(w, min(i, w) if not signed else i, signed, q, o),
+    st.integers(1, 48), st.integers(-40, 60), st.booleans(),
+    st.sampled_from(QUANT_MODES), st.sampled_from(OVERFLOW_MODES),
+)
+
+
+def _near_ties(fmt: Fmt, k: int) -> list[float]:
+    """The half-LSB tie k + 1/2 (and k itself) and the next double on either side."""
+    out = []
+    for v in (math.ldexp(k + 0.5, -fmt.frac_bits), math.ldexp(k, -fmt.frac_bits)):
+        out += [np.nextafter(v, -np.inf), v, np.nextafter(v, np.inf)]
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(all_formats, st.integers(-(2**50), 2**50), st.floats(allow_nan=False, allow_infinity=False))
+def test_quantize_matches_exact_reference(fmt, k, x):
+    xs = np.array(_near_ties(fmt, k) + [x, -x, x * 2.0**-30, x * 2.0**30] , dtype=np.float64)
+    xs = xs[np.isfinite(xs)]
+    got = quantize(xs, fmt)
+    assert got.tolist() == [_reference(Fraction(float(v)), fmt) for v in xs]
+
+
+@settings(max_examples=400, deadline=None)
+@given(all_formats, st.integers(-(2**63), 2**63 - 1), st.integers(-300, 300))
+def test_requantize_matches_exact_reference(fmt, raw, frac_from):
+    expected = _reference(Fraction(raw) / Fraction(2) ** frac_from, fmt)
+    assert requantize(raw, frac_from, fmt) == expected

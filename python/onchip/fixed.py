@@ -15,6 +15,7 @@ native speed; :func:`requantize` applies them to whole arrays.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -169,12 +170,28 @@ class Fmt:
 def shift_round(raw, shift, quant):
     """Divide ``raw`` by ``2**shift`` with rounding mode ``quant`` (index into QUANT_MODES).
 
-    ``shift <= 0`` multiplies exactly. All arithmetic is on int64.
+    Exact for every int64 ``raw`` and every ``shift >= 0``, 64 and beyond included
+    (the quotient is then 0 or -1, or a tie at -1/2 when ``shift == 64`` and
+    ``raw == -2**63``). ``shift < 0`` multiplies, ``raw << -shift``: exact only while the
+    product fits int64; :func:`requant` handles left shifts of any size together with
+    overflow.
     """
     if shift <= 0:
         return raw << (-shift)
+    if shift >= 64:
+        # |raw| <= 2**63 <= 2**(shift-1): the quotient lies in [-1/2, 1/2)
+        if raw >= 0:
+            return np.int64(0)  # in [0, 1/2): every mode gives 0
+        if quant == TRN:
+            return np.int64(-1)
+        if quant == TRN_ZERO:
+            return np.int64(0)
+        if shift == 64 and raw == (np.int64(1) << 63):  # exactly -1/2: a tie
+            if quant == RND_MIN_INF or quant == RND_INF:
+                return np.int64(-1)
+        return np.int64(0)  # in (-1/2, 0) rounds to 0; RND, RND_ZERO, RND_CONV ties to 0
     floor = raw >> shift
-    rem = raw - (floor << shift)  # 0 <= rem < 2**shift
+    rem = raw - (floor << shift)  # 0 <= rem < 2**shift (exact modulo 2**64)
     if quant == TRN:
         return floor
     if quant == TRN_ZERO:
@@ -219,13 +236,46 @@ def overflow(value, width, signed, mode):
 
 
 @numba.njit(cache=True, inline="always")
+def shift_left_overflow(raw, k, width, signed, mode):
+    """``overflow(raw * 2**k)`` exactly, for every int64 ``raw`` and every ``k >= 0``.
+
+    The product may exceed int64: SAT and SAT_ZERO decide from ``raw`` against the
+    range shifted right by ``k``; WRAP keeps the low W bits, which int64 arithmetic
+    modulo 2**64 still holds for ``k < 64`` (and which are all zero for ``k >= W``).
+    """
+    if signed:
+        lo = -(np.int64(1) << (width - 1))
+        hi = (np.int64(1) << (width - 1)) - 1
+    else:
+        lo = np.int64(0)
+        hi = (np.int64(1) << width) - 1
+    if k >= width:  # W <= 48 < 64: only 0 fits, and the low W bits are 0
+        if raw == 0 or mode != SAT:
+            return np.int64(0)
+        return hi if raw > 0 else lo
+    # lo <= raw * 2**k <= hi  <=>  ceil(lo / 2**k) <= raw <= floor(hi / 2**k)
+    if -((-lo) >> k) <= raw <= (hi >> k):
+        return raw << k
+    if mode == SAT:
+        return hi if raw > 0 else lo
+    if mode == SAT_ZERO:
+        return np.int64(0)
+    return overflow(raw << k, width, signed, mode)  # low 64 bits are exact; WRAP needs W of them
+
+
+@numba.njit(cache=True, inline="always")
 def requant(raw, frac_from, width, frac_to, signed, quant, mode):
     """Convert a raw value with ``frac_from`` fractional bits into a format given by its code.
 
     Rounds first (``quant``), then handles overflow (``mode``): the ``ap_fixed``
-    assignment order.
+    assignment order. Exact for every int64 ``raw`` and every shift
+    ``frac_from - frac_to`` (right shifts of 64 bits and more, left shifts whose
+    product exceeds int64).
     """
-    return overflow(shift_round(raw, frac_from - frac_to, quant), width, signed, mode)
+    shift = frac_from - frac_to
+    if shift < 0:
+        return shift_left_overflow(raw, -shift, width, signed, mode)
+    return overflow(shift_round(raw, shift, quant), width, signed, mode)
 
 
 @numba.vectorize(["int64(int64, int64, int64, int64, int64, int64, int64)"], cache=True)
@@ -233,60 +283,76 @@ def _requant_array(raw, frac_from, width, frac_to, signed, quant, mode):
     return requant(raw, frac_from, width, frac_to, signed, quant, mode)
 
 
+@numba.vectorize(["int64(float64, int64, int64, int64, int64, int64)"], cache=True)
+def _quantize_array(x, width, frac_to, signed, quant, mode):
+    # x = mant * 2**(e - 53) exactly, |mant| < 2**53 (subnormals and zeros included)
+    m, e = math.frexp(x)
+    return requant(np.int64(math.ldexp(m, 53)), 53 - e, width, frac_to, signed, quant, mode)
+
+
 # -- array API ------------------------------------------------------------------
+#: Largest |frac_from| :func:`requantize` accepts. Exact for every int64 raw value at
+#: any such shift; this covers every product of supported formats (|F| <= 2 * 96 plus a
+#: learning-rate or cell shift) and the exponent range of float64 (2**-1074 .. 2**1023).
+MAX_FRAC_FROM = 2048
+
+
 def requantize(raw, frac_from: int, fmt: Fmt) -> np.ndarray:
     """Convert raw integers with ``frac_from`` fractional bits into ``fmt`` (round, then overflow).
 
+    Exact for every int64 raw value and every shift ``frac_from - F``, as ``ap_fixed``
+    assignment from a format wide enough to hold ``raw * 2**-frac_from``.
+
     Args:
-        raw: integer array-like of any shape.
-        frac_from: fractional bits of ``raw``.
+        raw: integer array-like of any shape (values held as int64).
+        frac_from: fractional bits of ``raw``, an integer in
+            [-:data:`MAX_FRAC_FROM`, :data:`MAX_FRAC_FROM`] (negative: ``raw`` counts
+            multiples of ``2**-frac_from``).
         fmt: target format; its ``quant`` and ``overflow`` modes apply.
 
     Returns:
         int64 array of the same shape, raw values in ``fmt``.
+
+    Raises:
+        ValueError: ``frac_from`` is not an integer or outside that range.
     """
+    if (
+        not isinstance(frac_from, (int, np.integer))
+        or isinstance(frac_from, (bool, np.bool_))
+        or not -MAX_FRAC_FROM <= frac_from <= MAX_FRAC_FROM
+    ):
+        raise ValueError(
+            f"frac_from (fractional bits of the raw input) must be an integer in "
+            f"[-{MAX_FRAC_FROM}, {MAX_FRAC_FROM}], got {frac_from!r}"
+        )
     w, f, s, q, o = fmt.code
-    return _requant_array(np.asarray(raw, dtype=np.int64), frac_from, w, f, s, q, o)
+    return _requant_array(np.asarray(raw, dtype=np.int64), int(frac_from), w, f, s, q, o)
 
 
 def quantize(x, fmt: Fmt) -> np.ndarray:
     """Float value(s) -> raw int64 in ``fmt``: round with ``fmt.quant``, then ``fmt.overflow``.
 
-    Exact for every finite float64 input (scaling by 2**F is exact; WRAP uses an
-    exact floating modulo).
+    Exact for every finite float64 (subnormals, signed zeros and values whose scaled
+    magnitude exceeds the float range included): each input is split into its integer
+    mantissa and exponent and goes through the integer path, so
+    ``quantize(raw * 2.0**-f, fmt) == requantize(raw, f, fmt)`` whenever the float is exact.
+    ``-0.0`` quantizes to 0.
+
+    Args:
+        x: float value(s), any shape (converted to float64).
+        fmt: target format.
+
+    Returns:
+        int64 array of the shape of ``x``, raw values in ``fmt``.
 
     Raises:
-        ValueError: an input is NaN or infinite.
+        ValueError: an input is NaN or infinite (``ap_fixed`` gives no defined value for them).
     """
-    v = np.ldexp(np.asarray(x, dtype=np.float64), fmt.frac_bits)
-    if not np.all(np.isfinite(v)):
+    x = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(x).all():
         raise ValueError(f"cannot quantize NaN or infinite values into {fmt}")
-    floor = np.floor(v)
-    rem = v - floor  # exact, in [0, 1)
-    q = fmt.quant
-    if q == "TRN":
-        r = floor
-    elif q == "TRN_ZERO":
-        r = np.where((v < 0) & (rem != 0), floor + 1, floor)
-    else:
-        tie_up = {
-            "RND": np.ones_like(v, dtype=bool),
-            "RND_ZERO": v < 0,
-            "RND_MIN_INF": np.zeros_like(v, dtype=bool),
-            "RND_INF": v > 0,
-            "RND_CONV": np.mod(floor, 2) == 1,
-        }[q]
-        r = np.where((rem > 0.5) | ((rem == 0.5) & tie_up), floor + 1, floor)
-    lo, hi = fmt.min_raw, fmt.max_raw
-    if fmt.overflow == "SAT":
-        r = np.clip(r, lo, hi)
-    elif fmt.overflow == "SAT_ZERO":
-        r = np.where((r < lo) | (r > hi), 0.0, r)
-    else:
-        r = np.mod(r, 2.0**fmt.width)
-        if fmt.signed:
-            r = np.where(r > hi, r - 2.0**fmt.width, r)
-    return r.astype(np.int64)
+    w, f, s, q, o = fmt.code
+    return _quantize_array(x, w, f, s, q, o)
 
 
 def dequantize(raw, fmt: Fmt) -> np.ndarray:

@@ -3,7 +3,9 @@
 These functions *define* what every backend computes. All values are raw
 integers; a format is a code tuple ``(W, F, signed, quant, overflow)`` from
 :attr:`onchip.fixed.Fmt.code`, and ``requant(raw, F_from, *fmt)`` rounds and
-then saturates or wraps into it. Rounding points, in order:
+then saturates or wraps into it, exactly for every shift ``F_from - F`` (right
+shifts of 64 bits and more, left shifts past int64: formats with |F| up to 96
+reach both, e.g. act -> grad or a product -> acc). Rounding points, in order:
 
 Forward, per layer (input u in the input format for layer 0, else ``act``):
 
