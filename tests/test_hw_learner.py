@@ -111,3 +111,29 @@ def test_extra_shapes_bit_exact(shape, schedule):
     design = cached_design(spec)
     seg = run_and_compare(spec, design, N_SAMPLES, seed=5)
     check_timing(design, seg, N_SAMPLES)
+
+
+def test_layers_share_one_keyword_only_constructor():
+    from onchip.hw.layers import KanLayer, MlpLayer, layer_class
+    from onchip.model.golden import initial_parameters, kernel_config, layout
+
+    for name in ("kan-readout", "mlp-regression"):
+        spec = PRESETS[name]
+        cfg, theta0 = kernel_config(spec), initial_parameters(spec)
+        make = layer_class(spec.kind)
+        for l, lay in enumerate(layout(spec)):
+            layer = make(spec=spec, config=cfg, theta0=theta0, index=l, live_backprop=True)
+            assert (layer.offset, layer.n_in, layer.n_out, layer.size) == (lay.offset, lay.n_in, lay.n_out, lay.size)
+            assert layer.last == (l == len(spec.widths) - 2)
+        with pytest.raises(TypeError):
+            make(spec, cfg, theta0, 0, True)  # keyword-only
+        with pytest.raises(ValueError, match="index must be a layer number"):
+            make(spec=spec, config=cfg, theta0=theta0, index=len(spec.widths) - 1, live_backprop=True)
+        with pytest.raises(ValueError, match="theta0 must hold"):
+            make(spec=spec, config=cfg, theta0=theta0[:-1], index=0, live_backprop=True)
+    kan = PRESETS["kan-readout"]
+    with pytest.raises(ValueError, match="MlpLayer builds a mlp layer"):
+        MlpLayer(spec=kan, config=kernel_config(kan), theta0=initial_parameters(kan), index=0, live_backprop=True)
+    assert layer_class("kan") is KanLayer
+    with pytest.raises(ValueError, match="kind must be one of kan, mlp"):
+        layer_class("cnn")

@@ -21,12 +21,25 @@ from __future__ import annotations
 
 from amaranth.hdl import Array, Module, Mux, Signal, Value
 
+from ..model.golden import layout
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .pipeline import Pipe, Staged
 from .ram import div_const
+
+
+def layer_class(kind: str) -> type:
+    """The layer datapath of a learner ``kind``: :class:`KanLayer` (``"kan"``) or :class:`MlpLayer` (``"mlp"``).
+
+    Raises:
+        ValueError: another kind.
+    """
+    classes = {"kan": KanLayer, "mlp": MlpLayer}
+    if kind not in classes:
+        raise ValueError(f"kind must be one of {', '.join(classes)}, got {kind!r}")
+    return classes[kind]
 
 
 def tree_sum(values: list[Value]) -> Value:
@@ -43,16 +56,44 @@ def tree_sum(values: list[Value]) -> Value:
 
 
 class _Layer:
+    """What a KAN and an MLP layer share: the constructor, the parameter-port signals and one
+    signature per role (:meth:`forward`, :meth:`backward`, :meth:`apply`, :meth:`port`), so the
+    learner builds and calls every layer the same way.
+
+    Args (keyword-only):
+        spec: the learner (its ``kind`` must be the layer's).
+        config: its kernel configuration (:func:`onchip.model.golden.kernel_config`).
+        theta0: raw initial parameters of the whole learner, flat (P,); the layer takes its
+            slice ``layout(spec)[index]`` (:func:`onchip.model.golden.layout`).
+        index: layer number l, 0 .. L-1 (the last layer is the output layer).
+        live_backprop: the backward pass may use the parameters as they are when it runs (the
+            sequential schedule, where no update lands in between) instead of the values the
+            forward pass read.
+
+    Raises:
+        ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P.
+    """
+
+    kind = ""
     n_lookahead = 0
     #: where the parameters are kept: "registers" or "memory"
     storage = "registers"
 
-    def __init__(self, spec: LearnerSpec, index: int, offset: int, n_in: int, n_out: int,
-                 in_frac: int, live_backprop: bool, size: int):
-        self.spec, self.index, self.offset = spec, index, offset
-        self.n_in, self.n_out, self.in_frac = n_in, n_out, in_frac
+    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool):
+        slices = layout(spec)
+        if spec.kind != self.kind:
+            raise ValueError(f"{type(self).__name__} builds a {self.kind} layer, the spec is a {spec.kind}")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(slices):
+            raise ValueError(f"index must be a layer number 0 .. {len(slices) - 1}, got {index!r}")
+        if len(theta0) != spec.parameter_count():
+            raise ValueError(f"theta0 must hold the {spec.parameter_count()} parameters of the learner, "
+                             f"got {len(theta0)}")
+        lay = slices[index]
+        self.spec, self.index, self.offset = spec, index, lay.offset
+        self.n_in, self.n_out, self.size = lay.n_in, lay.n_out, lay.size
+        self.in_frac = int(config.in_frac[index])
+        self.last = index == len(slices) - 1
         self.live_backprop = live_backprop
-        self.size = size
         self.f = spec.formats
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
@@ -60,9 +101,29 @@ class _Layer:
         # parameter port, driven by the learner: write or read theta[offset + port_local]
         self.port_wr = Signal(name=f"l{index}_port_wr")
         self.port_rd = Signal(name=f"l{index}_port_rd")
-        self.port_local = Signal(range(max(2, size)), name=f"l{index}_port_local")
+        self.port_local = Signal(range(max(2, self.size)), name=f"l{index}_port_local")
         self.port_data = Signal(fmt_shape(self.f.coef), name=f"l{index}_port_data")
         self.readback: Value | None = None
+
+    def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
+        """Build the forward pass on the inputs ``u`` (n_in values at one stage); returns the n_out
+        outputs (at a later stage) and sets :attr:`read_stage`."""
+        raise NotImplementedError
+
+    def backward(self, m: Module, pipe: Pipe, err: list[Staged]) -> list[Staged] | None:
+        """Build the backward pass from the output errors ``err`` (n_out values at one stage):
+        sets :attr:`update_stage` and :attr:`update_fields`; returns the error of the previous
+        layer (n_in values), or None for layer 0."""
+        raise NotImplementedError
+
+    def apply(self, m: Module, commit: Value, fields: list[Value], ahead: list[Value]) -> None:
+        """Commit the update vector ``fields`` (shaped as :attr:`update_fields`) when ``commit``;
+        ``ahead``: the first :attr:`n_lookahead` fields of the update that can commit in the next cycle."""
+        raise NotImplementedError
+
+    def port(self, m: Module) -> None:
+        """Build the parameter port: ``port_*`` signals in, :attr:`readback` one cycle after a read."""
+        raise NotImplementedError
 
 
 class KanLayer(_Layer):
@@ -77,17 +138,17 @@ class KanLayer(_Layer):
     A commit reads the current k+1 coefficients through a second RAM read port
     (address one cycle ahead, ``lookahead``) and writes them back changed.
 
-    Args:
-        spec: the learner; cfg: its :class:`~onchip.model.kernels.KanConfig`;
-        theta0: initial flat parameters; index: layer number.
+    Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
+    (a :class:`~onchip.model.kernels.KanConfig`), ``theta0``, ``index``, ``live_backprop``).
     """
 
+    kind = "kan"
     storage = "memory"
 
-    def __init__(self, spec, cfg, theta0, index, offset, n_in, n_out, live_backprop):
-        super().__init__(spec, index, offset, n_in, n_out, int(cfg.in_frac[index]), live_backprop,
-                         n_in * n_out * spec.n_coef)
-        self.cfg = cfg
+    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool):
+        super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop)
+        self.cfg = config
+        offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.g, self.k1 = spec.grid_size, spec.spline_order + 1
         self.n_lookahead = n_in
         nc = spec.n_coef
@@ -238,18 +299,23 @@ class MlpLayer(_Layer):
     the error e at stage E: the dense update of W and b (ready at E) and, for
     hidden inputs, the error to the previous layer W^T e masked by the ReLU
     (2 stages) with the weights the forward pass read.
+
+    Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
+    (a :class:`~onchip.model.kernels.MlpConfig`), ``theta0``, ``index``, ``live_backprop``).
     """
 
-    def __init__(self, spec, cfg, theta0, index, offset, n_in, n_out, live_backprop):
-        super().__init__(spec, index, offset, n_in, n_out, int(cfg.in_frac[index]), live_backprop,
-                         n_in * n_out + n_out)
+    kind = "mlp"
+
+    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool):
+        super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop)
+        offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.params: list[Signal] = []
         self.w = [[self._param(theta0[offset + j * n_in + i], f"l{index}_w_{j}_{i}") for i in range(n_in)]
                   for j in range(n_out)]
         b0 = offset + n_in * n_out
         self.b = [self._param(theta0[b0 + j], f"l{index}_b_{j}") for j in range(n_out)]
 
-    def forward(self, m: Module, pipe: Pipe, u: list[Staged], last: bool) -> list[Staged]:
+    def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
         f, l = self.f, self.index
         a = u[0].stage
         self.read_stage = a
@@ -267,7 +333,7 @@ class MlpLayer(_Layer):
                 terms.append(pipe.reg(p, a, f"l{l}_prod{j}_{i}_s{a + 1}").value)
             s = overflow(m, tree_sum(terms), f.acc)
             z = requant(m, s, f.acc.frac_bits, f.act)
-            if not last:
+            if not self.last:  # ReLU on hidden layers
                 z = Mux(z > 0, z, 0)
             outs.append(pipe.reg(z, a + 1, f"l{l}_out{j}_s{a + 2}"))
         return outs

@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 
-from ..model.golden import kernel_config, layout
+from ..model.golden import kernel_config
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, requant
 from .interface import LearnerPorts, reload_from_rom
-from .layers import KanLayer, MlpLayer
+from .layers import layer_class
 from .pending import PendingUpdates
 from .pipeline import Pipe
 
@@ -164,10 +164,8 @@ class OnchipLearner(LearnerPorts):
         n_layers = len(spec.widths) - 1
         live = not self.pipelined
 
-        layers = []
-        for l, lay in enumerate(layout(spec)):
-            cls = KanLayer if spec.kind == "kan" else MlpLayer
-            layers.append(cls(spec, cfg, theta0, l, lay.offset, lay.n_in, lay.n_out, live))
+        make = layer_class(spec.kind)
+        layers = [make(spec=spec, config=cfg, theta0=theta0, index=l, live_backprop=live) for l in range(n_layers)]
 
         # stage 0: the sample payload, registered on acceptance
         x_in, y_in = self.sample_fields()
@@ -175,11 +173,8 @@ class OnchipLearner(LearnerPorts):
         ys = [pipe.reg(y, 0, f"y{j}_s1") for j, y in enumerate(y_in)]
 
         acts = xs
-        for l, layer in enumerate(layers):
-            if spec.kind == "kan":
-                acts = layer.forward(m, pipe, acts)
-            else:
-                acts = layer.forward(m, pipe, acts, last=(l == n_layers - 1))
+        for layer in layers:
+            acts = layer.forward(m, pipe, acts)
         p = acts[0].stage
         assert p == self.stages["prediction"]
         m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
