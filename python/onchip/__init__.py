@@ -1,3 +1,55 @@
-"""onchip: fixed-point online learners (KAN, MLP) as verified FPGA hardware."""
+"""onchip: fixed-point online learners (KAN, MLP) as verified FPGA hardware.
+
+The Python API; every ``onchip`` command is a thin layer over these names.
+
+Learners:
+    :class:`LearnerSpec`, :func:`load_spec`, :data:`PRESETS`, :class:`Formats`, :class:`Fmt`
+    (``ap_fixed<W,I,Q,O>``); :class:`Learner` (one spec on one backend: ``run``, ``step``,
+    ``predict``, their ``*_raw`` variants, ``parameters``).
+Backends (bit-exact with the golden model): :func:`get_backend`, :func:`register_backend`,
+    :func:`backend_names`, :func:`available_backends`, :class:`Backend`.
+Tasks and the main job: :func:`make_stream`, :func:`evaluate`, :func:`run_job`.
+Hardware steps: :func:`generate` (Verilog + ports, latency and II), :func:`synth` (Yosys
+    LUT/FF/DSP/BRAM), :func:`pnr` (nextpnr fmax and bitstream), :func:`vivado` (Vivado project).
+Sweeps: :func:`run_sweep`. Front ends: :func:`from_brevitas`, :mod:`onchip.frontends.hls4ml_bridge`.
+Errors: :class:`SpecError`, :class:`DataError`, :class:`ToolError`.
+
+Names load on first use, so ``import onchip`` stays fast and needs none of the hardware tools.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+#: exported name -> module that defines it
+_EXPORTS = {
+    "LearnerSpec": "onchip.spec", "Formats": "onchip.spec", "load_spec": "onchip.spec", "PRESETS": "onchip.spec",
+    "Fmt": "onchip.fixed",
+    "Learner": "onchip.learner",
+    "Backend": "onchip.backends", "get_backend": "onchip.backends", "register_backend": "onchip.backends",
+    "backend_names": "onchip.backends", "available_backends": "onchip.backends",
+    "make_stream": "onchip.tasks", "evaluate": "onchip.tasks",
+    "run_job": "onchip.run",
+    "generate": "onchip.hw",
+    "synth": "onchip.flow.steps", "pnr": "onchip.flow.steps", "vivado": "onchip.flow.steps",
+    "run_sweep": "onchip.sweep",
+    "from_brevitas": "onchip.frontends.brevitas",
+    "SpecError": "onchip.errors", "DataError": "onchip.errors", "ToolError": "onchip.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'onchip' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

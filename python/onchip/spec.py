@@ -16,6 +16,7 @@ from pathlib import Path
 
 import tomli_w
 
+from .errors import SpecError
 from .fixed import Fmt
 
 KINDS = ("kan", "mlp")
@@ -154,7 +155,7 @@ class LearnerSpec:
     def _validate(self) -> None:
         def need(cond: bool, msg: str) -> None:
             if not cond:
-                raise ValueError(msg)
+                raise SpecError(msg)
 
         need(self.kind in KINDS, f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
         need(

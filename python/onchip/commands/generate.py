@@ -55,27 +55,10 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
     return spec
 
 
-def write_design(design, folder) -> None:
-    """Write ``<top>.v``, ``<top>_axis.v`` and ``<top>.json`` of a :class:`onchip.hw.Design` into ``folder``."""
-    from pathlib import Path
-
-    from ..io import write_json
-
-    folder = Path(folder)
-    (folder / f"{design.top}.v").write_text(design.verilog)
-    if design.axis_verilog:
-        (folder / f"{design.top}_axis.v").write_text(design.axis_verilog)
-    write_json(folder / f"{design.top}.json", design.info)
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..hw import generate
-    from ..io import atomic_output_dir
+    from ..flow.steps import generate_to
 
-    spec = resolve_spec(args.spec, args.schedule, args.staleness)
-    design = generate(spec)
-    with atomic_output_dir(args.out) as staging:
-        write_design(design, staging)
+    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness), args.out)
     info = design.info
     print(
         f"{design.top}: {info['datapath']} datapath, {info['schedule']} (staleness {info['staleness']}), "

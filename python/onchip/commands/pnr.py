@@ -24,20 +24,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..flow.boards import get_board
-    from ..flow.nextpnr import place_and_route
-    from ..hw import generate
-    from ..io import atomic_output_dir
-    from ..spec import load_spec
+    from ..flow.steps import pnr
 
-    spec = load_spec(args.spec)
-    get_board(args.board, vendor="lattice")
-    if args.baud < 1200:
-        raise ValueError(f"--baud must be >= 1200, got {args.baud}")
-    design = generate(spec, axis=False)
-    with atomic_output_dir(args.out) as stage:
-        report = place_and_route(design, args.board, stage, baud=args.baud, seed=args.seed)
-        (stage / "spec.toml").write_text(spec.to_toml())
+    report = pnr(args.spec, out=args.out, board=args.board, baud=args.baud, seed=args.seed)
     print(f"{args.board}: fmax {report['fmax_mhz']:.1f} MHz (board clock {report['clock_mhz']:.0f} MHz, "
           f"{'met' if report['timing_met'] else 'NOT met'}), update latency {report['latency_cycles_update']} "
           f"cycles = {report['latency_ns_update']:.1f} ns")

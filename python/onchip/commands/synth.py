@@ -21,29 +21,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..flow.yosys import _check_family, synthesize
-    from ..hw import generate
-    from ..io import atomic_output_dir, write_json
-    from ..spec import load_spec
+    from ..flow.steps import synth
 
-    spec = load_spec(args.spec)
-    _check_family(args.family)
-    design = generate(spec, axis=False)
-    with atomic_output_dir(args.out) as stage:
-        res = synthesize(design.verilog, design.top, args.family, workdir=stage / "yosys")
-        report = {
-            "spec": spec.name or "custom",
-            **{k: res[k] for k in ("family", "lut", "ff", "dsp", "bram", "lutram", "carry")},
-            "latency_cycles": design.info["latency_cycles_update"],
-            "latency_cycles_prediction": design.info["latency_cycles_prediction"],
-            "latency_cycles_update": design.info["latency_cycles_update"],
-            "initiation_interval": design.info["initiation_interval"],
-            "param_count": spec.parameter_count(),
-            "cells": res["cells"],
-            "yosys_version": res["yosys_version"],
-        }
-        write_json(stage / "report.json", report)
-        (stage / "spec.toml").write_text(spec.to_toml())
+    report = synth(args.spec, family=args.family, out=args.out)
     print(f"{args.family}: lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
           f"lutram={report['lutram']} latency={report['latency_cycles']} cycles II={report['initiation_interval']}")
     print(f"wrote {args.out}/report.json")

@@ -25,26 +25,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..flow.boards import get_board
-    from ..flow.vivado import check_part, write_board_project, write_part_project
-    from ..hw import generate
-    from ..io import atomic_output_dir, write_json
-    from ..spec import load_spec
+    from ..flow.steps import vivado
 
-    spec = load_spec(args.spec)
-    if args.board is not None:
-        get_board(args.board, vendor="xilinx")
-    else:
-        check_part(args.part)
-    design = generate(spec, axis=False)
-    with atomic_output_dir(args.out) as stage:
-        if args.board is not None:
-            manifest = write_board_project(design, args.board, stage)
-        else:
-            manifest = write_part_project(design, stage, args.part, args.clock_mhz)
-        manifest["latency_cycles_update"] = design.info["latency_cycles_update"]
-        manifest["initiation_interval"] = design.info["initiation_interval"]
-        write_json(stage / "manifest.json", manifest)
-        (stage / "spec.toml").write_text(spec.to_toml())
+    manifest = vivado(args.spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz)
     print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
     return 0

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from ..errors import ToolError as _ToolError
 
 #: The tools, by the names the flows use, with their PyPI package.
 TOOL_PACKAGES = {
@@ -65,7 +66,7 @@ def tool_command(tool: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-class ToolError(RuntimeError):
+class ToolError(_ToolError):
     """An implementation tool (Yosys, nextpnr, a packer) exited with an error."""
 
 

@@ -30,7 +30,7 @@ def reference_specs() -> dict[str, LearnerSpec]:
 
 def write_reference_rtl(root: str | Path = "rtl") -> list[Path]:
     """Regenerate every reference design under ``root`` (each folder replaced atomically)."""
-    from ..commands.generate import write_design
+    from ..flow.steps import write_design
     from ..io import atomic_output_dir
     from . import generate
 

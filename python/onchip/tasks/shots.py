@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataError
+
 
 def load_shots(path) -> np.ndarray:
     """Load and validate a ``.npy`` file of integrated readout shots.
@@ -39,40 +41,40 @@ def load_shots(path) -> np.ndarray:
     if not p.exists():
         raise FileNotFoundError(f"data: {str(p)!r} does not exist")
     if not p.is_file():
-        raise ValueError(f"data: {str(p)!r} is not a file")
+        raise DataError(f"data: {str(p)!r} is not a file")
     try:
         arr = np.load(p, allow_pickle=False)
     except Exception as exc:  # numpy raises ValueError, OSError, EOFError... for non-npy files
-        raise ValueError(f"data: {str(p)!r} is not a readable .npy array ({exc})") from None
+        raise DataError(f"data: {str(p)!r} is not a readable .npy array ({exc})") from None
     if not isinstance(arr, np.ndarray):
-        raise ValueError(f"data: {str(p)!r} holds an archive of arrays, expected one .npy array")
+        raise DataError(f"data: {str(p)!r} holds an archive of arrays, expected one .npy array")
     if arr.dtype.kind not in "iuf":
-        raise ValueError(
+        raise DataError(
             f"data: {str(p)!r} has dtype {arr.dtype}; expected real numbers "
             "(store I and Q on a last axis of length 2)"
         )
     if arr.ndim != 3:
-        raise ValueError(
+        raise DataError(
             f"data: {str(p)!r} has shape {arr.shape} (rank {arr.ndim}); expected rank 3, "
             "layout (states, shots, 2)"
         )
     if arr.shape[2] != 2:
-        raise ValueError(
+        raise DataError(
             f"data: {str(p)!r} has shape {arr.shape}; the last axis must be 2 (I, Q), "
             f"got {arr.shape[2]}"
         )
     if arr.shape[0] < 2:
-        raise ValueError(
+        raise DataError(
             f"data: {str(p)!r} has shape {arr.shape}: {arr.shape[0]} prepared state(s), "
             "need at least 2 (|0> and |1>)"
         )
     if arr.shape[1] < 1:
-        raise ValueError(f"data: {str(p)!r} has shape {arr.shape}: no shots")
+        raise DataError(f"data: {str(p)!r} has shape {arr.shape}: no shots")
     arr = arr.astype(np.float64)
     bad = ~np.isfinite(arr)
     if bad.any():
         state, shot, comp = (int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(
+        raise DataError(
             f"data: {str(p)!r} holds {int(bad.sum())} NaN/inf values, first at "
             f"state {state}, shot {shot}, {'IQ'[comp]}"
         )

@@ -33,6 +33,7 @@ import numpy as np
 from . import toolchain
 from ..cache import cached_build, digest, entry_path
 from .ports import PortLayout, pack_fields, words
+from ..errors import ToolError
 
 #: Verilator options of every build.
 VERILATOR_FLAGS = (
@@ -48,11 +49,11 @@ MAKE_VARS = ("OPT_FAST=-O3", "OPT_SLOW=-O1", "OPT_GLOBAL=-O1", "CFG_CXXFLAGS_PCH
 RECIPE = "onchip-stream-model-1"
 
 
-class BuildError(RuntimeError):
+class BuildError(ToolError):
     """Verilator or the C++ compiler rejected a design; the message ends with the log's tail."""
 
 
-class SimulationError(RuntimeError):
+class SimulationError(ToolError):
     """The compiled model stopped with an error (e.g. the learner stopped handshaking)."""
 
 

@@ -16,9 +16,10 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from ..errors import ToolError
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(ToolError):
     """Verilator or the C++ compiler is missing or does not run."""
 
 

@@ -1,0 +1,170 @@
+"""The hardware steps as functions: generate, synthesise, place and route, write Vivado projects.
+
+Each takes a spec (a :class:`~onchip.spec.LearnerSpec`, a preset name or a TOML path), writes
+its output folder whole or not at all (:func:`onchip.io.atomic_output_dir`), and returns its
+report; the ``onchip generate | synth | pnr | vivado`` commands are these functions plus
+argument parsing and one printed line.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ..io import atomic_output_dir, check_output_dir, write_json
+from ..spec import LearnerSpec, load_spec
+
+
+def write_design(design, folder) -> None:
+    """Write ``<top>.v``, ``<top>_axis.v`` and ``<top>.json`` of a :class:`onchip.hw.Design` into ``folder``."""
+    folder = Path(folder)
+    (folder / f"{design.top}.v").write_text(design.verilog)
+    if design.axis_verilog:
+        (folder / f"{design.top}_axis.v").write_text(design.axis_verilog)
+    write_json(folder / f"{design.top}.json", design.info)
+
+
+def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike"):
+    """Generate the learner's Verilog (core and AXI4-Stream wrapper) and its JSON description into ``out``.
+
+    Returns:
+        the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
+        cycles to prediction and to update, II in cycles).
+
+    Raises:
+        onchip.SpecError / ValueError: a bad spec or ``out``.
+    """
+    from ..hw import generate
+
+    spec = load_spec(spec)
+    check_output_dir(out)
+    design = generate(spec)
+    with atomic_output_dir(out) as stage:
+        write_design(design, stage)
+    return design
+
+
+def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
+          out: "str | os.PathLike | None" = None) -> dict:
+    """Synthesise the learner core with Yosys (``synth_xilinx`` / ``synth_ecp5`` / ``synth_ice40``).
+
+    Args:
+        spec: the learner.
+        family: a family of :mod:`onchip.flow.yosys` (``xcup``, ``xc7``, ``ecp5``, ``ice40``).
+        out: folder for ``report.json``, ``spec.toml`` and Yosys' work files; None: a temporary
+            folder, removed afterwards.
+
+    Returns:
+        ``{"spec", "family", "lut", "ff", "dsp", "bram", "lutram", "carry", "latency_cycles",
+        "latency_cycles_prediction", "latency_cycles_update", "initiation_interval" (cycles),
+        "param_count", "cells", "yosys_version"}``.
+
+    Raises:
+        onchip.SpecError / ValueError: a bad spec, family or ``out``. onchip.ToolError: Yosys failed.
+    """
+    from ..hw import generate
+    from .yosys import _check_family, synthesize
+
+    spec = load_spec(spec)
+    _check_family(family)
+    if out is not None:
+        check_output_dir(out)
+    design = generate(spec, axis=False)
+
+    def report_of(workdir: Path) -> dict:
+        res = synthesize(design.verilog, design.top, family, workdir=workdir)
+        return {
+            "spec": spec.name or "custom",
+            **{k: res[k] for k in ("family", "lut", "ff", "dsp", "bram", "lutram", "carry")},
+            "latency_cycles": design.info["latency_cycles_update"],
+            "latency_cycles_prediction": design.info["latency_cycles_prediction"],
+            "latency_cycles_update": design.info["latency_cycles_update"],
+            "initiation_interval": design.info["initiation_interval"],
+            "param_count": spec.parameter_count(),
+            "cells": res["cells"],
+            "yosys_version": res["yosys_version"],
+        }
+
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="onchip-synth-") as tmp:
+            return report_of(Path(tmp))
+    with atomic_output_dir(out) as stage:
+        report = report_of(stage / "yosys")
+        write_json(stage / "report.json", report)
+        (stage / "spec.toml").write_text(spec.to_toml())
+    return report
+
+
+def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", board: str = "ulx3s-85f",
+        baud: int | None = None, seed: int = 1) -> dict:
+    """Place and route the learner in a UART board top on a Lattice board (YoWASP yosys + nextpnr).
+
+    Args:
+        spec: the learner. out: folder for the bitstream, logs, ``report.json`` and ``spec.toml``.
+        board: a Lattice board of :data:`onchip.flow.boards.BOARDS`. baud: UART rate (bit/s,
+            >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`). seed: nextpnr placer seed.
+
+    Returns:
+        the report of :func:`onchip.flow.nextpnr.place_and_route`: fmax (MHz) measured by
+        nextpnr, utilisation, latency in cycles and in ns (cycles / fmax), the bitstream's name.
+
+    Raises:
+        onchip.SpecError / ValueError: a bad spec, board, baud or ``out``. onchip.ToolError: a tool failed.
+    """
+    from ..hw import generate
+    from .boards import DEFAULT_BAUD, get_board
+    from .nextpnr import place_and_route
+
+    spec = load_spec(spec)
+    get_board(board, vendor="lattice")
+    baud = DEFAULT_BAUD if baud is None else baud
+    if baud < 1200:
+        raise ValueError(f"--baud must be >= 1200, got {baud}")
+    check_output_dir(out)
+    design = generate(spec, axis=False)
+    with atomic_output_dir(out) as stage:
+        report = place_and_route(design, board, stage, baud=baud, seed=seed)
+        (stage / "spec.toml").write_text(spec.to_toml())
+    return report
+
+
+def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
+           board: str | None = None, clock_mhz: float = 200.0) -> dict:
+    """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
+
+    Args:
+        spec: the learner. out: the project folder.
+        part: a Xilinx part for out-of-context synthesis and implementation of the core
+            (default :data:`onchip.flow.vivado.DEFAULT_PART`), or
+        board: a Xilinx board: the UART board top with its constraints, ending in a bitstream.
+        clock_mhz: the part flow's clock constraint (MHz).
+
+    Returns:
+        the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``).
+
+    Raises:
+        onchip.SpecError / ValueError: a bad spec, part, board or ``out``.
+    """
+    from ..hw import generate
+    from .boards import get_board
+    from .vivado import DEFAULT_PART, check_part, write_board_project, write_part_project
+
+    spec = load_spec(spec)
+    part = DEFAULT_PART if part is None else part
+    if board is not None:
+        get_board(board, vendor="xilinx")
+    else:
+        check_part(part)
+    check_output_dir(out)
+    design = generate(spec, axis=False)
+    with atomic_output_dir(out) as stage:
+        if board is not None:
+            manifest = write_board_project(design, board, stage)
+        else:
+            manifest = write_part_project(design, stage, part, clock_mhz)
+        manifest["latency_cycles_update"] = design.info["latency_cycles_update"]
+        manifest["initiation_interval"] = design.info["initiation_interval"]
+        write_json(stage / "manifest.json", manifest)
+        (stage / "spec.toml").write_text(spec.to_toml())
+    return manifest

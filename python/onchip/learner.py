@@ -1,0 +1,177 @@
+"""`Learner`: one learner spec on one backend, driven from Python with arrays.
+
+The online learner of the seed paper (D. Hoang, A. Gupta, P. Harris, "KANs for online
+learning on FPGAs", arXiv:2602.02056): online SGD with batch size 1, test-then-train,
+in the fixed-point semantics of :class:`onchip.model.GoldenLearner`. Every backend gives
+the same raw results (:mod:`onchip.backends`), so a script written against ``golden`` runs
+unchanged against the Verilated RTL or the HLS C simulation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .backends import get_backend
+from .fixed import dequantize
+from .spec import LearnerSpec, load_spec
+
+
+class Learner:
+    """A learner spec on one backend, holding its current parameters between calls.
+
+    Each call is one stream through the backend from the current parameters: ``step``/``run``
+    learn test-then-train and keep the parameters after the stream (in the pipelined schedule,
+    updates still pending at the end of a call land before it returns); ``predict`` does not
+    learn. Float methods quantize inputs and targets to the spec's formats and dequantize
+    predictions; the ``*_raw`` methods take and return raw integers (fixed-point backends only).
+
+    Args:
+        spec: a :class:`~onchip.spec.LearnerSpec`, a preset name or a TOML file path.
+        backend: a name of :func:`onchip.backends.backend_names` (``"golden"``, ``"float"``,
+            ``"rtl"``, ``"cocotb"``, ``"hls"``).
+        theta: initial parameters (P,): raw ``coef`` integers, or floats for ``"float"``;
+            default: the spec's seeded initial parameters.
+
+    Attributes:
+        spec: the resolved spec. backend: the backend's name. raw: True for a fixed-point backend.
+
+    Raises:
+        onchip.SpecError: a bad spec. ValueError: an unknown backend, or a bad ``theta``
+            (wrong length, not integers, outside the ``coef`` format).
+
+    Example:
+        >>> import numpy as np, onchip
+        >>> learner = onchip.Learner("kan-regression")
+        >>> x = np.linspace(-2, 2, 256).reshape(-1, 1)
+        >>> predictions = learner.run(x, np.sin(x))       # learn, test-then-train
+        >>> learner.predict(x).shape
+        (256, 1)
+    """
+
+    def __init__(self, spec: "LearnerSpec | str", backend: str = "golden", *, theta=None):
+        from .model import GoldenLearner
+
+        self.spec = load_spec(spec)
+        self._impl = get_backend(backend)
+        self.backend = backend
+        self.raw = self._impl.raw
+        self._golden = GoldenLearner(self.spec)  # the formats' quantizers; its own state is not used
+        self._initial = None if theta is None else self._checked_theta(theta)
+        self._theta = self._initial
+
+    # -- parameters --------------------------------------------------------------------------
+    def _checked_theta(self, theta) -> np.ndarray:
+        from .model.golden import check_parameters
+
+        if self.raw:
+            return check_parameters(self.spec, theta)
+        theta = np.asarray(theta, dtype=np.float64)
+        p = self.spec.parameter_count()
+        if theta.shape != (p,):
+            raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+        return theta.copy()
+
+    @property
+    def parameters(self) -> np.ndarray:
+        """Current parameters (P,): raw int64 ``coef`` values, or float64 for ``"float"``. A copy.
+
+        Setting it checks and loads new parameters (raises ValueError like ``theta``)."""
+        if self._theta is None:
+            from .model.golden import initial_parameters
+
+            theta = initial_parameters(self.spec)
+            return theta if self.raw else dequantize(theta, self.spec.formats.coef)
+        return self._theta.copy()
+
+    @parameters.setter
+    def parameters(self, theta) -> None:
+        self._theta = self._checked_theta(theta)
+
+    def reset(self) -> None:
+        """Back to the initial parameters (those given as ``theta``, else the spec's)."""
+        self._theta = self._initial
+
+    # -- raw integers ------------------------------------------------------------------------
+    def _need_raw(self, what: str) -> None:
+        if not self.raw:
+            raise ValueError(f"{what} needs a fixed-point backend; {self.backend!r} works in floats")
+
+    def predict_raw(self, x_raw) -> np.ndarray:
+        """Raw predictions (N, n_out) int64 (``act`` format) of raw inputs (N, n_in) (``input``
+        format), without learning.
+
+        Raises:
+            ValueError: a float backend, bad shapes, or raw values outside their format.
+        """
+        self._need_raw("predict_raw")
+        return self._impl.run(self.spec, x_raw, None, theta=self._theta, learn=False)[0]
+
+    def step_raw(self, x_raw, y_raw) -> np.ndarray:
+        """Test-then-train over raw samples: x (N, n_in) ``input``, y (N, n_out) ``act`` format.
+
+        Returns:
+            raw predictions (N, n_out) int64, each made before its sample's update.
+
+        Raises:
+            ValueError: a float backend, bad shapes, or raw values outside their format.
+        """
+        self._need_raw("step_raw")
+        preds, self._theta = self._impl.run(self.spec, x_raw, y_raw, theta=self._theta)
+        return preds
+
+    # -- floats ------------------------------------------------------------------------------
+    def _x(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 1 and self.spec.n_in == 1:
+            x = x.reshape(-1, 1)
+        if x.ndim != 2 or x.shape[1] != self.spec.n_in:
+            raise ValueError(f"x must have shape (N, {self.spec.n_in}), got {x.shape}")
+        return x
+
+    def _y(self, y, n: int) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 1 and self.spec.n_out == 1:
+            y = y.reshape(-1, 1)
+        if y.shape != (n, self.spec.n_out):
+            raise ValueError(f"y must have shape ({n}, {self.spec.n_out}), got {y.shape}")
+        return y
+
+    def predict(self, x) -> np.ndarray:
+        """Predictions (N, n_out) float64 of inputs x (N, n_in) (or (N,) for one input), without learning.
+
+        Raises:
+            ValueError: bad shapes, NaN or infinite inputs.
+        """
+        x = self._x(x)
+        if not self.raw:
+            return self._impl.run(self.spec, x, None, theta=self._theta, learn=False)[0]
+        return self._golden.dequantize_outputs(self.predict_raw(self._golden.quantize_inputs(x)))
+
+    def run(self, x, y, *, progress: bool = False) -> np.ndarray:
+        """Test-then-train over float samples x (N, n_in), y (N, n_out) ((N,) for one column).
+
+        Returns:
+            predictions (N, n_out) float64, each made before its sample's update.
+
+        Raises:
+            ValueError: bad shapes, NaN or infinite values.
+        """
+        x = self._x(x)
+        y = self._y(y, len(x))
+        if not self.raw:
+            preds, self._theta = self._impl.run(self.spec, x, y, theta=self._theta, progress=progress)
+            return preds
+        preds, self._theta = self._impl.run(self.spec, self._golden.quantize_inputs(x),
+                                            self._golden.quantize_targets(y), theta=self._theta,
+                                            progress=progress)
+        return self._golden.dequantize_outputs(preds)
+
+    def step(self, x, y) -> np.ndarray:
+        """One sample or a few: :meth:`run` without a progress bar (x (n_in,) or (N, n_in))."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 1 and self.spec.n_in > 1:
+            x, y = x.reshape(1, -1), np.asarray(y, dtype=np.float64).reshape(1, -1)
+        return self.run(x, y)
+
+    def __repr__(self) -> str:
+        return f"Learner({self.spec.name or self.spec.kind!r}, backend={self.backend!r})"
