@@ -26,9 +26,11 @@ class Design:
     Attributes:
         verilog: Verilog text of the core, top module :attr:`top`.
         top: the core's module name (``"onchip_learner"``).
-        info: JSON-able dict: ``ports`` (name -> {"dir", "width"}), ``payload`` field
-            offsets, ``formats``, ``latency_cycles_prediction``, ``latency_cycles_update``,
-            ``initiation_interval``, ``staleness``, ``min_staleness``, ``param_count``,
+        info: JSON-able dict: ``ports`` (name -> {"dir", "width"}), ``payload`` (stream ->
+            field -> {"offset", "width", "format" where the field has one}, read from the
+            stream layouts of :mod:`onchip.hw.interface`), ``formats``,
+            ``latency_cycles_prediction``, ``latency_cycles_update``, ``initiation_interval``,
+            ``staleness``, ``min_staleness``, ``param_count``,
             ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``:
             flip-flops), ``reset_cycles`` (after reset, before a sample is taken: the RAM
             reload), ``datapath``, ``stages``, ``spec``.
