@@ -150,3 +150,126 @@ def test_software_latency_ratio_is_measured_in_the_driver():
     assert r["sw_over_hw_at_clock"] == pytest.approx(r["sw_step_ns"] / 25.0)
     assert r["sw_over_hw_fmax"] == pytest.approx(r["sw_step_ns"] / 125.0)
     assert rec["results"] == hw  # the cached record is not modified
+
+
+# -- failing loudly ---------------------------------------------------------------------------
+def _write_toml(path, d):
+    import tomli_w
+
+    path.write_text(tomli_w.dumps(d))
+    return path
+
+
+def test_cli_exits_1_listing_failed_points_after_writing_the_table(local_run, tmp_path, capsys):
+    from onchip.cli import main
+
+    tmp, d, _ = local_run  # same definition and cache: the points are read back, not recomputed
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    code = main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp / "cache"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert [r["status"] for r in _rows(tmp_path / "o" / "results.csv")] == ["ok", "ok", "error"]
+    failed = [line for line in err.splitlines() if line.strip().startswith("failed")]
+    assert len(failed) == 1
+    assert "task=qubit-readout" in failed[0] and "preset=kan-readout" in failed[0] and "missing.npy" in failed[0]
+    assert "Traceback" not in err
+
+    # every point failing is a failure too
+    only_bad = {**d, "grid": d["grid"][1:], "plot": []}
+    path = _write_toml(tmp_path / "bad.toml", only_bad)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "b"), "--cache", str(tmp / "cache"), "--quiet"]) == 1
+    assert [r["status"] for r in _rows(tmp_path / "b" / "results.csv")] == ["error"]
+
+
+def test_data_paths_fill_in_environment_variables_and_refuse_unset_ones(tmp_path, monkeypatch):
+    d = {"sweep": {"compute": ["accuracy"]},
+         "grid": [{"preset": "kan-readout", "task": "qubit-readout",
+                   "data": "${ONCHIP_TEST_DATA_DIR}/shots.npy"}]}
+    monkeypatch.delenv("ONCHIP_TEST_DATA_DIR", raising=False)
+    with pytest.raises(ValueError, match=r"accuracy\.data.*ONCHIP_TEST_DATA_DIR"):
+        sweep.validate_definition(d)
+    monkeypatch.setenv("ONCHIP_TEST_DATA_DIR", str(tmp_path))
+    (point,) = sweep.expand(d)
+    assert point["settings"]["accuracy"]["data"] == str(tmp_path / "shots.npy")
+
+
+def test_quantization_sweep_points_at_its_data_without_unset_variables():
+    from pathlib import Path
+
+    definition = Path(__file__).resolve().parents[1] / "sweeps" / "quantization" / "sweep.toml"
+    d = sweep.load_definition(definition)
+    data = {p["settings"]["accuracy"]["data"] for p in sweep.expand(d)} - {None}
+    assert len(data) == 1
+    (path,) = data
+    assert "$" not in path and path.endswith("qubit_readout/transmon_two_state_shots.npy")
+    # the real shots live beside the checkout: ../shared/data
+    assert Path(path).resolve() == (definition.parents[3] / "shared" / "data" / "qubit_readout"
+                                    / "transmon_two_state_shots.npy")
+
+
+def test_misspelled_grid_axis_is_an_unknown_spec_field():
+    with pytest.raises(ValueError, match=r"unknown spec field\(s\): grid_sise"):
+        sweep.validate_definition({"sweep": {"compute": ["accuracy"]},
+                                   "grid": [{"preset": "kan-regression", "grid_sise": [4, 8]}]})
+    with pytest.raises(ValueError, match=r"unknown spec field\(s\): lerning_rate"):
+        sweep.validate_definition({"sweep": {"compute": ["accuracy"]}, "base": {"lerning_rate": 0.5},
+                                   "grid": [{"preset": "kan-regression"}]})
+
+
+def test_example_sweep_definition_loads():
+    from pathlib import Path
+
+    d = sweep.load_definition(Path(__file__).resolve().parents[1] / "sweeps" / "example" / "sweep.toml")
+    assert len(sweep.expand(d)) == 8
+
+
+# -- a lost worker ----------------------------------------------------------------------------
+def test_dask_worker_killed_mid_point_fails_only_that_point(tmp_path):
+    import os
+    import signal
+
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    armed = tmp_path / "armed"  # the marked point kills its worker only while this file exists
+    log = tmp_path / "log"      # one line per point evaluated
+
+    # defined here, so it travels to the workers by value (cloudpickle)
+    def _evaluate(state, config):
+        import time as _time
+
+        with open(config["log"], "a") as fh:
+            fh.write(f"{config['n']}\n")
+        if config["die"] and os.path.exists(config["armed"]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        _time.sleep(1.0)  # healthy points are running on the other worker meanwhile
+        return {"n_done": config["n"]}
+
+    comp = sweep.Computation("die_test", {"die": False, "n": 0, "armed": str(armed), "log": str(log)},
+                             lambda config: None, _evaluate, axes=("die", "n"))
+    sweep.register_computation(comp)
+    try:
+        d = {"sweep": {"name": "kill", "compute": ["die_test"]},
+             "grid": [{"preset": "kan-regression", "n": 0, "die": False},
+                      {"preset": "kan-regression", "n": 1, "die": True},
+                      {"preset": "kan-regression", "n": [2, 3], "die": False}]}
+        armed.write_text("")
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                          dashboard_address=None) as cluster:
+                got = sweep.run_sweep(d, tmp_path / "out", cache=tmp_path / "cache", progress=False,
+                                      scheduler=cluster.scheduler_address)
+                assert [r["status"] for r in got] == ["ok", "error", "ok", "ok"]
+                assert "KilledWorker" in got[1]["error"] and got[1]["error"].startswith("worker lost")
+                assert [r["results"]["n_done"] for r in got if r["status"] == "ok"] == [0, 2, 3]
+                assert [r["status"] for r in _rows(tmp_path / "out" / "results.csv")] == ["ok", "error", "ok", "ok"]
+                # the lost point is not cached: a rerun computes it (and only it) again
+                assert not sweep.record_path(tmp_path / "cache", got[1]["key"]).exists()
+                armed.unlink()
+                before = log.read_text().split()
+                again = sweep.run_sweep(d, tmp_path / "out", cache=tmp_path / "cache", progress=False,
+                                        scheduler=cluster.scheduler_address)
+        assert [r["status"] for r in again] == ["ok"] * 4
+        assert log.read_text().split()[len(before):] == ["1"]
+    finally:
+        sweep.COMPUTATIONS.pop("die_test", None)

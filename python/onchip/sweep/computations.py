@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import tempfile
 import time
 import traceback
@@ -212,11 +213,26 @@ def _check_accuracy(config: dict) -> None:
     _need(_is_int(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
 
 
+def expand_path_vars(value: str, field: str) -> str:
+    """``value`` with its environment variables (``$NAME``, ``${NAME}``) filled in.
+
+    Raises:
+        ValueError: a variable is not set, naming it and ``field``.
+    """
+    names = [a or b for a, b in re.findall(r"\$\{([^}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", value)]
+    unset = [n for n in dict.fromkeys(names) if n not in os.environ]
+    if unset:
+        raise ValueError(f"{field}: environment variable(s) {', '.join(unset)} not set "
+                         f"(in {value!r}); set them or write the path out")
+    return os.path.expandvars(value)
+
+
 def _resolve_data(config: dict, folder: str) -> dict:
-    # a relative data path that does not exist from here is read from the definition's folder
+    # environment variables are filled in (an unset one is refused); a relative data path that
+    # does not exist from here is read from the definition's folder
     data = config["data"]
     if data:
-        path = Path(os.path.expandvars(str(data)))
+        path = Path(expand_path_vars(str(data), "accuracy.data"))
         if not path.is_absolute() and not path.exists():
             path = Path(folder) / path
         data = str(path)
@@ -264,12 +280,16 @@ register_computation(Computation(
 
 
 # -- one point ----------------------------------------------------------------------------------
-def evaluate_point(point: dict, workdir: str | None = None) -> dict:
+def evaluate_point(point: dict, workdir: str | None = None,
+                   computations: "tuple[Computation, ...] | None" = None) -> dict:
     """Compute one point; never raises: a failure is returned as ``{"status": "error", "error": ...}``.
 
     Args:
         point: one entry of :func:`onchip.sweep.expand`.
         workdir: parent folder of temporary build folders.
+        computations: the computations to run, in order (the driver passes them, so a
+            worker process need not have registered them); default: the registered ones
+            named in ``point["settings"]``.
 
     Returns:
         ``{"key", "params", "status", "error", "seconds", "results"}`` where ``results`` holds
@@ -286,7 +306,12 @@ def evaluate_point(point: dict, workdir: str | None = None) -> dict:
         state = PointState(spec, results, workdir=workdir)
         results["param_count"] = spec.parameter_count()
         results["param_bits"] = spec.parameter_count() * spec.formats.coef.width
-        chosen = [c for name, c in COMPUTATIONS.items() if name in settings]
+        if computations is None:
+            computations = tuple(c for name, c in COMPUTATIONS.items() if name in settings)
+        chosen = [c for c in computations if c.name in settings]
+        missing = sorted(set(settings) - {c.name for c in chosen})
+        if missing:
+            raise ValueError(f"computation(s) {', '.join(missing)} not registered in this process")
         if any(c.needs_design for c in chosen):
             from ..hw import generate
 

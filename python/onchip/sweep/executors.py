@@ -1,4 +1,9 @@
-"""Where points run: local worker processes or a Dask distributed cluster, behind one interface."""
+"""Where points run: local worker processes or a Dask distributed cluster, behind one interface.
+
+A point whose worker is lost (the process killed, a Dask ``KilledWorker``) does not end
+the sweep: with ``on_error`` the executor hands the point and the exception back and
+goes on with the others.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +13,23 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 class Executor(Protocol):
     """Runs a function over items and yields the results as they finish (not in item order)."""
 
-    def map(self, fn: Callable[[Any], Any], items: Iterable) -> Iterator:
+    def map(self, fn: Callable[[Any], Any], items: Iterable,
+            on_error: Callable[[Any, BaseException], Any] | None = None) -> Iterator:
         """Yield ``fn(item)`` for every item, in completion order.
 
         ``fn`` must be picklable (a module-level function): it runs in another process.
+        When running ``fn(item)`` fails outside ``fn`` (its worker died) or ``fn`` raises,
+        ``on_error(item, exc)`` is yielded instead; without ``on_error`` the exception
+        propagates.
         """
         ...
 
 
 class LocalExecutor:
     """Local worker processes (a crash or leak of one point stays in its process).
+
+    A killed worker process breaks the process pool: the points that had not finished
+    are then handed to ``on_error`` with the pool's ``BrokenProcessPool``.
 
     Args:
         jobs: worker processes (a positive integer).
@@ -31,18 +43,29 @@ class LocalExecutor:
             raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
         self.jobs = jobs
 
-    def map(self, fn, items):
+    def map(self, fn, items, on_error=None):
         """See :meth:`Executor.map`."""
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=self.jobs) as pool:
-            futures = [pool.submit(fn, item) for item in items]
+            futures = {pool.submit(fn, item): item for item in items}
             for fut in as_completed(futures):
-                yield fut.result()
+                try:
+                    result = fut.result()
+                except Exception as exc:
+                    if on_error is None:
+                        raise
+                    result = on_error(futures[fut], exc)
+                yield result
 
 
 class DaskExecutor:
     """A running Dask distributed scheduler (needs the ``distributed`` package).
+
+    At most as many points are submitted at a time as the cluster has worker threads,
+    so a worker holds only the point it runs: when a worker dies, only that point is
+    lost (``KilledWorker`` once the scheduler's ``allowed-failures`` are spent), and
+    it is handed to ``on_error`` while the other points go on.
 
     Args:
         address: the scheduler's address, e.g. ``tcp://host:8786``.
@@ -51,14 +74,38 @@ class DaskExecutor:
     def __init__(self, address: str):
         self.address = address
 
-    def map(self, fn, items):
+    def map(self, fn, items, on_error=None):
         """See :meth:`Executor.map`."""
         from distributed import Client, as_completed
 
+        queue = list(items)
+        queue.reverse()  # pop() takes them in item order
         with Client(self.address) as client:
-            futures = client.map(fn, list(items), pure=False)
-            for fut in as_completed(futures):
-                yield fut.result()
+            running = as_completed()
+            owner = {}
+
+            def top_up():
+                slots = max(1, sum(client.nthreads().values()))
+                while queue and running.count() < slots:
+                    item = queue.pop()
+                    fut = client.submit(fn, item, pure=False)
+                    owner[fut.key] = item
+                    running.add(fut)
+
+            top_up()
+            while not running.is_empty():
+                fut = next(running)
+                try:
+                    result = fut.result()
+                except Exception as exc:  # KilledWorker, a worker that could not unpickle fn, ...
+                    if on_error is None:
+                        raise
+                    result = on_error(owner[fut.key], exc)
+                finally:
+                    owner.pop(fut.key, None)
+                    fut.release()
+                top_up()
+                yield result
 
 
 def make_executor(jobs: int = 1, scheduler: str | None = None) -> Executor:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
 import math
 
 from .computations import axis_names, get_computation
+
+#: Grid keys that are not LearnerSpec fields but build one (see :mod:`onchip.sweep`).
+SPECIAL_AXES = ("preset", "hidden", "format_width", "format_int_bits")
+
 
 def _axes(grid: dict) -> list[dict]:
     keys = list(grid)
@@ -47,12 +52,20 @@ def point_spec(params: dict, base: dict):
     Computation axes (``task``, ``data``) in ``params`` are left out of the spec.
 
     Raises:
-        ValueError: an unknown field or an invalid spec, naming the point.
+        ValueError: an unknown field (``unknown spec field(s): ...``, as for a spec file)
+            or an invalid spec, naming the point.
     """
     from ..spec import PRESETS, Formats, LearnerSpec
 
     fields = dict(base)
     settings_axes = axis_names()
+    known = {f.name for f in dataclasses.fields(LearnerSpec)} | set(SPECIAL_AXES) | settings_axes
+    unknown = sorted(set(base) - known)
+    if unknown:
+        raise ValueError(f"[base]: unknown spec field(s): {', '.join(unknown)}")
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"grid point {params}: unknown spec field(s): {', '.join(unknown)}")
     fields.update({k: v for k, v in params.items() if k not in settings_axes})
     preset = fields.pop("preset", None)
     start = {}

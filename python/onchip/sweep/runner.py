@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from .computations import COMPUTATIONS, evaluate_point
@@ -10,6 +11,18 @@ from .grid import expand
 from .report import plot_table, write_table
 from .schema import load_definition, validate_definition
 from .store import load_record, save_record
+
+
+def lost_point_record(point: dict, exc: BaseException) -> dict:
+    """The record of a point whose worker was lost (killed, out of memory, ``KilledWorker``).
+
+    It has status ``"error"`` and ``"lost": True``, and is not stored in the cache: the next
+    run of the sweep computes the point again (no ``retry_failed`` needed).
+    """
+    reason = str(exc).splitlines()[0] if str(exc) else ""
+    return {"key": point["key"], "params": point["params"], "status": "error",
+            "error": f"worker lost: {type(exc).__name__}: {reason}".rstrip(": "), "seconds": 0.0,
+            "results": {}, "lost": True}
 
 
 def run_sweep(definition: str | os.PathLike | dict, out: str | os.PathLike, *, jobs: int = 1,
@@ -23,7 +36,8 @@ def run_sweep(definition: str | os.PathLike | dict, out: str | os.PathLike, *, j
         jobs: local worker processes (ignored with ``scheduler``).
         scheduler: address of a running Dask distributed scheduler, e.g. ``tcp://host:8786``.
         cache: folder of finished points (default ``<onchip cache>/sweeps``).
-        retry_failed: recompute points whose cached record is an error.
+        retry_failed: recompute points whose cached record is an error (a point whose worker
+            was lost is never cached, so it is computed again by any later run).
         progress: show a tqdm bar.
         limit: compute at most this many new points (the rest stay pending for a later run).
 
@@ -55,9 +69,12 @@ def run_sweep(definition: str | os.PathLike | dict, out: str | os.PathLike, *, j
         else:
             todo.setdefault(p["key"], p)
     pending = list(todo.values())[:limit]
+    chosen = tuple(c for name, c in COMPUTATIONS.items() if name in d["sweep"]["compute"])
+    evaluate = functools.partial(evaluate_point, computations=chosen)
     with tqdm(total=len(pending), desc=d["sweep"].get("name", "sweep"), unit="point", disable=not progress) as bar:
-        for rec in executor.map(evaluate_point, pending):
-            save_record(cache, rec)  # finished work survives an interruption
+        for rec in executor.map(evaluate, pending, on_error=lost_point_record):
+            if not rec.get("lost"):
+                save_record(cache, rec)  # finished work survives an interruption
             records[rec["key"]] = rec
             bar.set_postfix_str(f"{rec['status']} {rec['seconds']:.0f}s")
             bar.update(1)
