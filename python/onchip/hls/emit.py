@@ -19,7 +19,7 @@ Files of a project (:func:`emit`):
 * ``<top>.h``: formats, sizes, basis tables, initial parameters, the top's prototype;
 * ``<top>.cpp``: the per-layer kernels and the top function (AXI4-Stream ports);
 * ``onchip_fixed.h``: bit-level helpers;
-* ``onchip_csim.cpp``: the C entry points of the C simulation (a shared library);
+* ``onchip_csim.cpp``: the C-simulation program (stream protocol on stdin/stdout);
 * ``onchip_tb.cpp``: a self-checking Vitis test bench (csim and cosim);
 * ``run_hls.tcl``: the Vitis HLS script (csim, csynth, cosim, export IP).
 
@@ -64,8 +64,8 @@ class HlsProject:
     files: dict[str, str]
 
     @property
-    def library_unit(self) -> str:
-        """One translation unit holding the kernels and the C-simulation entry points
+    def csim_unit(self) -> str:
+        """One translation unit holding the kernels and the C-simulation program
         (the ap_types headers are parsed once: most of the compile time)."""
         return f'#include "{self.top}.cpp"\n#include "onchip_csim.cpp"\n'
 
@@ -199,14 +199,14 @@ static void forward_{l}(const coef_t theta[N_PARAM], const {_in_type(l)} a[{n_in
 FWD{l}_J:
     for (int j = 0; j < {n_out}; j++) {{
 #pragma HLS UNROLL
-        acc_t s = theta[{b0} + j];
+        acc_t s = onchip::convert<acc_t>(theta[{b0} + j]);
     FWD{l}_I:
         for (int i = 0; i < {n_in}; i++) {{
 #pragma HLS UNROLL
-            s += acc_t(theta[{w0} + j * {n_in} + i] * a[i]);
+            s += onchip::convert<acc_t>(theta[{w0} + j * {n_in} + i] * a[i]);
         }}
-        act_t v = s;
-        z[j] = {'(v > 0) ? v : act_t(0)' if relu else 'v'};
+        act_t v = onchip::convert<act_t>(s);
+        z[j] = {'(onchip::raw_bits(v) > 0) ? v : onchip::zero<act_t>()' if relu else 'v'};
     }}
 }}
 
@@ -221,24 +221,24 @@ UPD{l}_J:
     UPD{l}_I:
         for (int i = 0; i < {n_in}; i++) {{
 #pragma HLS UNROLL
-            delta[{w0} + j * {n_in} + i] = onchip::scale_pow2<LR_SHIFT>(e[j] * a[i]);
+            delta[{w0} + j * {n_in} + i] = onchip::convert<coef_t>(onchip::scale_pow2<LR_SHIFT>(e[j] * a[i]));
         }}
-        delta[{b0} + j] = onchip::scale_pow2<LR_SHIFT>(e[j]);
+        delta[{b0} + j] = onchip::convert<coef_t>(onchip::scale_pow2<LR_SHIFT>(e[j]));
     }}""")
         if l:
             out.append(f"""
 ERR{l}_I:
     for (int i = 0; i < {n_in}; i++) {{
 #pragma HLS UNROLL
-        e_prev[i] = 0;
-        if (a[i] <= 0) continue;
-        acc_t s = 0;
+        e_prev[i] = onchip::zero<grad_t>();
+        if (onchip::raw_bits(a[i]) <= 0) continue;
+        acc_t s = onchip::zero<acc_t>();
     ERR{l}_J:
         for (int j = 0; j < {n_out}; j++) {{
 #pragma HLS UNROLL
-            s += acc_t(theta[{w0} + j * {n_in} + i] * e[j]);
+            s += onchip::convert<acc_t>(theta[{w0} + j * {n_in} + i] * e[j]);
         }}
-        e_prev[i] = s;
+        e_prev[i] = onchip::convert<grad_t>(s);
     }}""")
         out.append("\n}\n")
     return "".join(out)
@@ -254,7 +254,7 @@ def _mlp_step(spec: LearnerSpec) -> str:
     for (int j = 0; j < N_OUT; j++) {{
 #pragma HLS UNROLL
         pred[j] = a{nl}[j];
-        e{nl}[j] = a{nl}[j] - y[j];
+        e{nl}[j] = onchip::convert<grad_t>(a{nl}[j] - y[j]);
     }}""")
     for l in range(nl - 1, -1, -1):
         src = "x" if l == 0 else f"a{l}"
@@ -318,7 +318,7 @@ static void forward_{l}(const coef_t theta[N_PARAM], const ap_uint<{cb}> cell[{n
 FWD{l}_J:
     for (int j = 0; j < {n_out}; j++) {{
 #pragma HLS UNROLL
-        acc_t s = 0;
+        acc_t s = onchip::zero<acc_t>();
     FWD{l}_I:
         for (int i = 0; i < {n_in}; i++) {{
 #pragma HLS UNROLL
@@ -326,10 +326,10 @@ FWD{l}_J:
         FWD{l}_M:
             for (int m = 0; m < K1; m++) {{
 #pragma HLS UNROLL
-                s += acc_t(theta[base + m] * BVAL[ta[i]][m]);
+                s += onchip::convert<acc_t>(theta[base + m] * BVAL[ta[i]][m]);
             }}
         }}
-        out[j] = s;
+        out[j] = onchip::convert<act_t>(s);
     }}
 }}
 
@@ -354,7 +354,7 @@ UPD{l}_J:
 #pragma HLS UNROLL
                 const int n = n0 + (j * {n_in} + i) * K1 + m;
                 addr[n] = base + m;
-                delta[n] = onchip::scale_pow2<LR_SHIFT>(e[j] * BVAL[ta[i]][m]);
+                delta[n] = onchip::convert<coef_t>(onchip::scale_pow2<LR_SHIFT>(e[j] * BVAL[ta[i]][m]));
             }}
         }}
     }}""")
@@ -363,23 +363,23 @@ UPD{l}_J:
 ERR{l}_I:
     for (int i = 0; i < {n_in}; i++) {{
 #pragma HLS UNROLL
-        e_prev[i] = 0;
+        e_prev[i] = onchip::zero<grad_t>();
         if (clamped[i]) continue;
-        acc_t s = 0;
+        acc_t s = onchip::zero<acc_t>();
     ERR{l}_J:
         for (int j = 0; j < {n_out}; j++) {{
 #pragma HLS UNROLL
             const int base = {off} + (j * {n_in} + i) * N_COEF + cell[i];
-            acc_t sd = 0;
+            acc_t sd = onchip::zero<acc_t>();
         ERR{l}_M:
             for (int m = 0; m < K1; m++) {{
 #pragma HLS UNROLL
-                sd += acc_t(theta[base + m] * BDER[ta[i]][m]);
+                sd += onchip::convert<acc_t>(theta[base + m] * BDER[ta[i]][m]);
             }}
-            grad_t dphi = onchip::scale_pow2<CELL_EXP>(sd);
-            s += acc_t(e[j] * dphi);
+            grad_t dphi = onchip::convert<grad_t>(onchip::scale_pow2<CELL_EXP>(sd));
+            s += onchip::convert<acc_t>(e[j] * dphi);
         }}
-        e_prev[i] = s;
+        e_prev[i] = onchip::convert<grad_t>(s);
     }}""")
         out.append("\n}\n")
     return "".join(out)
@@ -407,7 +407,7 @@ def _kan_step(spec: LearnerSpec) -> str:
     for (int j = 0; j < N_OUT; j++) {{
 #pragma HLS UNROLL
         pred[j] = a{nl}[j];
-        e{nl}[j] = a{nl}[j] - y[j];
+        e{nl}[j] = onchip::convert<grad_t>(a{nl}[j] - y[j]);
     }}""")
     n0 = 0
     k1 = spec.spline_order + 1
@@ -494,7 +494,7 @@ static void commit(coef_t theta[N_PARAM], const addr_t addr[N_UPDATE], const coe
 COMMIT_N:
     for (int n = 0; n < N_UPDATE; n++) {{
 #pragma HLS UNROLL
-        theta[addr[n]] = theta[addr[n]] - delta[n];
+        theta[addr[n]] = onchip::convert<coef_t>(theta[addr[n]] - delta[n]);
     }}
 }}
 {queue_helpers}
@@ -555,7 +555,7 @@ SAMPLES:
     READ_X:
         for (int i = 0; i < N_IN; i++) x[i] = onchip::from_word<input_t>(s_in.read().data);
     READ_Y:
-        for (int j = 0; j < N_OUT; j++) y[j] = (op == OP_RUN) ? onchip::from_word<act_t>(s_in.read().data) : act_t(0);
+        for (int j = 0; j < N_OUT; j++) y[j] = (op == OP_RUN) ? onchip::from_word<act_t>(s_in.read().data) : onchip::zero<act_t>();
         {{
 {learn}
         }}
