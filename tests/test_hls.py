@@ -1,6 +1,6 @@
 """HLS C++ backend: the C simulation equals the golden model bit for bit.
 
-The libraries are compiled once per test session (two at a time) and shared.
+The C-simulation programs are compiled once per test session (two at a time) and shared.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("hls4ml")  # ships the ap_types headers the C simulation compiles against
 
 from onchip.fixed import OVERFLOW_MODES, QUANT_MODES, Fmt, requantize  # noqa: E402
-from onchip.hls import HlsLearner, ap_types_dir, build_library, emit  # noqa: E402
+from onchip.hls import HlsLearner, HlsSimulationError, ap_types_dir, build_simulator, emit  # noqa: E402
 from onchip.hls.build import CXXFLAGS, compiler  # noqa: E402
 from onchip.model import GoldenLearner  # noqa: E402
 from onchip.spec import PRESETS, Formats, LearnerSpec  # noqa: E402
@@ -59,7 +59,7 @@ def learners() -> dict[str, HlsLearner]:
     specs = _specs()
     # compile in parallel (g++ runs outside the GIL), then load
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda s: build_library(emit(s)), specs.values()))
+        list(pool.map(lambda s: build_simulator(emit(s)), specs.values()))
     return {key: HlsLearner(spec) for key, spec in specs.items()}
 
 
@@ -119,7 +119,7 @@ def _conversion_source(targets: list[Fmt]) -> str:
         lines.append(
             f"void conv{k}(const int64_t* in, int64_t* out, int n) {{ for (int i = 0; i < n; i++) {{"
             f" {src} x; x.range() = ap_int<64>(in[i]).range({_SRC.width - 1}, 0);"
-            f" {fmt.cpp()} y = x; out[i] = onchip::raw_bits(y).to_int64(); }} }}"
+            f" {fmt.cpp()} y = onchip::convert<{fmt.cpp()} >(x); out[i] = onchip::raw_bits(y).to_int64(); }} }}"
         )
     lines.append(
         "void shift(const int64_t* in, int64_t* out, int n) { for (int i = 0; i < n; i++) {"
@@ -133,7 +133,8 @@ def _conversion_source(targets: list[Fmt]) -> str:
 
 
 def test_ap_fixed_assignment_is_golden_requant(tmp_path):
-    """Every (quantization, overflow) mode of ap_fixed assignment equals onchip.fixed.requantize.
+    """Every (quantization, overflow) mode of ap_fixed assignment (as the emitted C++ spells it,
+    onchip::convert) equals onchip.fixed.requantize, shifts beyond the source width included.
 
     An independent check of the premise of the backend: the hls4ml ap_types headers
     round then saturate/wrap exactly as the golden model's requant does.
@@ -142,11 +143,16 @@ def test_ap_fixed_assignment_is_golden_requant(tmp_path):
 
     targets = [Fmt(7, 3, True, q, o) for q in QUANT_MODES for o in OVERFLOW_MODES]
     targets += [Fmt(6, 2, False, q, "SAT") for q in QUANT_MODES] + [Fmt(5, -1, True, "RND_CONV", "WRAP")]
+    # shifts right by the source width and beyond (the headers assert on a plain assignment
+    # there with any mode but TRN; onchip::convert spells the result out), and far left
+    targets += [Fmt(7, 7 + _SRC.frac_bits - _SRC.width - d, True, q, o)
+                for d in (-1, 0, 1, 2, 40) for q in QUANT_MODES for o in ("SAT", "WRAP")]
+    targets += [Fmt(6, 6 - 40, True, "RND", "SAT"), Fmt(6, 6 - 40, False, "TRN_ZERO", "SAT_ZERO")]
     (tmp_path / "conv.cpp").write_text(_conversion_source(targets))
     (tmp_path / "onchip_fixed.h").write_text(emit(PRESETS["mlp-readout"]).files["onchip_fixed.h"])
     cxx, _ = compiler()
     subprocess.run(
-        [cxx, *CXXFLAGS, f"-I{tmp_path}", f"-I{ap_types_dir()}", "conv.cpp", "-o", "conv.so"],
+        [cxx, *CXXFLAGS, "-shared", "-fPIC", f"-I{tmp_path}", f"-I{ap_types_dir()}", "conv.cpp", "-o", "conv.so"],
         cwd=tmp_path, check=True,
     )
     lib = ctypes.CDLL(str(tmp_path / "conv.so"))
@@ -169,21 +175,22 @@ def test_ap_fixed_assignment_is_golden_requant(tmp_path):
 # -- compile cache ---------------------------------------------------------------------
 def test_compile_cache(learners, tmp_path):
     project = emit(PRESETS["kan-regression"])
-    path, built = build_library(project)
+    path, built = build_simulator(project)
     assert not built  # the session fixture compiled it
     assert path.is_file()
     # a changed source is a different entry; a second call hits it
     changed = emit(PRESETS["kan-regression"].replace(init_seed=5, init_scale=0.5))
     root = tmp_path / "cache"
-    p1, b1 = build_library(changed, root=root)
-    p2, b2 = build_library(changed, root=root)
+    p1, b1 = build_simulator(changed, root=root)
+    p2, b2 = build_simulator(changed, root=root)
     assert (b1, b2) == (True, False) and p1 == p2 and p1.parent.parent == root
     assert p1.parent != path.parent
     # a failed compile leaves neither an entry nor a build folder
     broken = type(project)(project.top, {**project.files, f"{project.top}.cpp": "this is not C++\n"})
     with pytest.raises(RuntimeError, match="g\\+\\+ failed"):
-        build_library(broken, root=root)
-    assert sorted(p.name for p in root.iterdir() if not p.name.endswith(".lock")) == [p1.parent.name]
+        build_simulator(broken, root=root)
+    entries = sorted(p.name for p in root.iterdir() if not p.name.endswith(".lock"))
+    assert [e for e in entries if not e.startswith("hls_pch-")] == [p1.parent.name]
 
 
 def test_emit_rejects_bad_arguments():
@@ -238,3 +245,78 @@ def test_cli_rejects_bad_samples(tmp_path):
 
     assert main(["hls", "--spec", "kan-readout", "--out", str(tmp_path / "o"), "--samples", "0"]) == 2
     assert not (tmp_path / "o").exists()
+
+
+# -- requantisation beyond the source width; C-simulation failures --------------------------
+#: Every format 6 bits but the accumulator, learning rate 2^-15: the update e * a * 2^-15
+#: (12 bits, 21 fractional) is rounded into coef (3 fractional) by a shift of 18 > 12 bits,
+#: where a plain ap_fixed assignment asserts in the ap_types headers.
+NARROW_SLOW = LearnerSpec(
+    kind="mlp", widths=(2, 4, 1), learning_rate=2.0**-15,
+    formats=Formats(input="ap_fixed<6,3,RND_CONV,SAT>", coef="ap_fixed<6,3,RND_CONV,SAT>",
+                    basis="ap_fixed<6,3,RND_CONV,SAT>", act="ap_fixed<6,3,RND_CONV,SAT>",
+                    grad="ap_fixed<6,3,RND_CONV,SAT>", acc="ap_fixed<20,8,TRN,WRAP>"),
+)
+
+
+def test_update_shift_beyond_the_product_width():
+    """The narrow slow learner runs on the C simulation, equal to golden (and to the RTL)."""
+    from onchip.backends import available_backends, get_backend
+
+    spec = NARROW_SLOW
+    x_raw, y_raw = task_stream(spec, 3000, 4)
+    want_preds, want_theta = golden_final(spec, x_raw, y_raw)
+    got_preds, got_theta = HlsLearner(spec).run(x_raw, y_raw)
+    np.testing.assert_array_equal(got_preds, want_preds)
+    np.testing.assert_array_equal(got_theta, want_theta)
+    if "rtl" in available_backends():
+        rtl_preds, rtl_theta = get_backend("rtl").run(spec, x_raw, y_raw)
+        np.testing.assert_array_equal(rtl_preds, want_preds)
+        np.testing.assert_array_equal(rtl_theta, want_theta)
+
+
+def _asserting_project(spec: LearnerSpec):
+    """The project of ``spec`` with a read beyond an ap_int's MSB in its top function: every
+    operation but RESET trips the ap_types assertion (SIGABRT) in C simulation."""
+    project = emit(spec)
+    name = f"{project.top}.cpp"
+    anchor = "    if (op == OP_RESET) {"
+    assert anchor in project.files[name]
+    probe = "    if (op != OP_RESET) { ap_int<4> probe = 0; volatile bool bit = probe[int(op) + 7]; (void)bit; }\n"
+    return type(project)(project.top, {**project.files, name: project.files[name].replace(anchor, probe + anchor, 1)})
+
+
+@pytest.fixture
+def asserting_hls(monkeypatch):
+    """The HLS backend builds the asserting project of every spec (see :func:`_asserting_project`)."""
+    import onchip.hls.backend as backend
+
+    monkeypatch.setattr(backend, "emit", _asserting_project)
+
+
+def test_csim_failure_leaves_python_alive(asserting_hls):
+    spec = PRESETS["kan-readout"]
+    x_raw, y_raw = random_stream(spec, 100, 1)
+    with pytest.raises(HlsSimulationError) as info:
+        HlsLearner(spec).run(x_raw, y_raw)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "'kan-readout'" in message and "SIGABRT" in message and "beyond MSB" in message
+    # this process carries on, and an intact program of the same spec still runs
+    import onchip.hls.backend as backend
+
+    backend.emit = emit
+    preds, _ = HlsLearner(spec).run(x_raw, y_raw)
+    np.testing.assert_array_equal(preds, golden_final(spec, x_raw, y_raw)[0])
+
+
+def test_cli_reports_a_csim_failure_in_one_line(asserting_hls, tmp_path, capsys):
+    from onchip.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--model", "kan", "--backend", "hls", "--samples", "300", "--quiet", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("onchip run: tool failed: HLS C simulation of spec 'kan-readout'"), err
+    assert not out.exists()

@@ -1,31 +1,110 @@
 """The HLS backend: run whole streams through the C simulation of the emitted C++.
 
-:class:`HlsLearner` loads the compiled library (:mod:`onchip.hls.build`) with
-ctypes and drives the top function through its AXI4-Stream ports, so that C
-simulation exercises exactly the code Vitis HLS synthesizes. Its predictions
-and final parameters equal :class:`onchip.model.GoldenLearner`'s bit for bit
-(checked by tests/test_hls.py).
+:class:`HlsLearner` runs the compiled C-simulation program (:mod:`onchip.hls.build`,
+protocol in :file:`onchip_csim.cpp`) as a child process and drives the top function
+through its AXI4-Stream ports, so that C simulation exercises exactly the code Vitis
+HLS synthesizes. A failure inside the simulation (an assertion of the ap_types headers,
+a signal) ends the child, never the calling process: it is raised as
+:class:`HlsSimulationError`, one line naming the spec and the program. Predictions and
+final parameters equal :class:`onchip.model.GoldenLearner`'s bit for bit (checked by
+tests/test_hls.py and tests/test_fuzz_specs.py).
 """
 
 from __future__ import annotations
 
-import ctypes
-import threading
+import signal
+import subprocess
+import tempfile
 
 import numpy as np
 
 from ..spec import LearnerSpec
-from .build import build_library
+from .build import build_simulator
 from .emit import checked_theta, emit
 
-_I64P = ctypes.POINTER(ctypes.c_int64)
-# A library's learner state is static C++ data: one user at a time per library.
-_LOCKS: dict[str, threading.Lock] = {}
-_CHUNK = 4096
+#: Samples per RUN command sent to the child (one pipe round trip each).
+_CHUNK = 16384
+_RESET, _RUN, _READ, _LOAD = 0, 1, 2, 3
 
 
-def _ptr(a: np.ndarray):
-    return a.ctypes.data_as(_I64P)
+class HlsSimulationError(RuntimeError):
+    """The HLS C simulation failed (an ap_types assertion, a signal, a protocol error).
+
+    The message is one line: the spec, the program, how it ended and the last line of
+    its error output.
+    """
+
+
+def spec_label(spec: LearnerSpec) -> str:
+    """A short name of ``spec`` for messages: its preset name, else kind and widths."""
+    if spec.name:
+        return f"spec {spec.name!r}"
+    return f"spec {spec.kind} {list(spec.widths)} ({spec.schedule})"
+
+
+class _Child:
+    """One C-simulation process; every failure becomes :class:`HlsSimulationError`."""
+
+    def __init__(self, program, label: str):
+        self.program, self.label = str(program), label
+        self._err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([self.program], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._err, bufsize=1 << 20)
+
+    def send(self, *arrays) -> None:
+        try:
+            for a in arrays:
+                self.proc.stdin.write(np.ascontiguousarray(a, np.int64).tobytes())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.fail("stopped reading its input")
+
+    def receive(self, n: int) -> np.ndarray:
+        data = self.proc.stdout.read(8 * n) if n else b""
+        if len(data) != 8 * n:
+            self.fail(f"answered {len(data) // 8} of {n} words")
+        return np.frombuffer(data, np.int64).copy()
+
+    def close(self) -> None:
+        """End the child (end of input); raise if it did not exit cleanly."""
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        if self.proc.wait() != 0:
+            self.fail("failed at the end of the stream")
+        self._err.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._err.close()
+
+    def fail(self, what: str):
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            pass
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        if rc < 0:
+            try:
+                how = f"was killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                how = f"was killed by signal {-rc}"
+        elif rc > 0:
+            how = f"exited with status {rc}"
+        else:
+            how = what
+        self._err.seek(0)
+        lines = [ln.strip() for ln in self._err.read().decode(errors="replace").splitlines() if ln.strip()]
+        self._err.close()
+        detail = f": {lines[-1][-600:]}" if lines else ""
+        raise HlsSimulationError(f"HLS C simulation of {self.label} ({self.program}) {how}{detail}")
 
 
 class HlsLearner:
@@ -36,41 +115,23 @@ class HlsLearner:
         theta: initial raw parameters (flat int64 (P,), ``coef`` format), loaded
             through the parameter port; default: the compiled-in reset state
             (:func:`onchip.model.golden.initial_parameters`).
+        opt: optimization level of the program (:data:`onchip.hls.build.OPT_LEVELS`):
+            ``O2`` for long streams, ``O0`` to build faster for short ones.
 
-    The state lives in the shared library (one per spec, cached on disk and
-    loaded once per process): two learners of the same spec share it, so use
-    one at a time (:meth:`run` resets and reloads it on every call).
+    The program is built once per spec (cached on disk); every :meth:`run` starts
+    its own process, which resets, loads ``theta`` and runs, so learners of the same
+    spec are independent and may run concurrently.
 
     Raises:
-        ValueError: bad ``theta``. FileNotFoundError / RuntimeError: no compiler,
-            no ap_types headers, or a compile error.
+        ValueError: bad ``theta`` or ``opt``. FileNotFoundError: no compiler or no ap_types headers.
+        onchip.hls.build.HlsBuildError: a compile error.
     """
 
-    _libs: dict[str, ctypes.CDLL] = {}
-
-    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None):
+    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None, *, opt: str = "O2"):
         self.spec = spec
         self.theta_init = None if theta is None else checked_theta(spec, theta)
         self.project = emit(spec)
-        path, self.compiled = build_library(self.project)
-        key = str(path)
-        if key not in self._libs:
-            lib = ctypes.CDLL(key)
-            lib.onchip_sizes.argtypes = [_I64P]
-            lib.onchip_reset.argtypes = []
-            lib.onchip_load.argtypes = [_I64P]
-            lib.onchip_run.argtypes = [_I64P, _I64P, ctypes.c_int64, _I64P, ctypes.c_int]
-            lib.onchip_run.restype = ctypes.c_int
-            lib.onchip_read.argtypes = [_I64P]
-            self._libs[key] = lib
-            _LOCKS[key] = threading.Lock()
-        self._lib = self._libs[key]
-        self._lock = _LOCKS[key]
-        sizes = np.zeros(4, np.int64)
-        self._lib.onchip_sizes(_ptr(sizes))
-        want = [spec.n_in, spec.n_out, spec.parameter_count(), spec.effective_staleness]
-        if sizes.tolist() != want:
-            raise RuntimeError(f"library {path} has sizes {sizes.tolist()}, expected {want}")
+        self.program, self.compiled = build_simulator(self.project, opt=opt)
 
     def _check(self, x_raw, y_raw):
         x = np.ascontiguousarray(x_raw, dtype=np.int64)
@@ -97,26 +158,39 @@ class HlsLearner:
 
         Raises:
             ValueError: inputs of the wrong shape.
+            HlsSimulationError: the C simulation failed (the calling process carries on).
         """
         from tqdm import tqdm
 
+        spec = self.spec
         x, y = self._check(x_raw, y_raw if learn else None)
-        preds = np.zeros((len(x), self.spec.n_out), np.int64)
-        theta = np.zeros(self.spec.parameter_count(), np.int64)
-        lib = self._lib
-        with self._lock, tqdm(total=len(x), desc=f"{self.spec.name or self.spec.kind} hls",
-                              unit="sample", unit_scale=True, disable=not progress, leave=False) as bar:
-            lib.onchip_reset()
-            if self.theta_init is not None:
-                lib.onchip_load(_ptr(np.ascontiguousarray(self.theta_init)))
-            for lo in range(0, len(x), _CHUNK):
-                xs, ys = np.ascontiguousarray(x[lo : lo + _CHUNK]), np.ascontiguousarray(y[lo : lo + _CHUNK])
-                out = np.zeros((len(xs), self.spec.n_out), np.int64)
-                if lib.onchip_run(_ptr(xs), _ptr(ys), len(xs), _ptr(out), int(learn)) != 0:
-                    raise RuntimeError("the HLS top function did not answer every sample")
-                preds[lo : lo + len(xs)] = out
-                bar.update(len(xs))
-            lib.onchip_read(_ptr(theta))
+        n_out, p = spec.n_out, spec.parameter_count()
+        preds = np.zeros((len(x), n_out), np.int64)
+        child = _Child(self.program, spec_label(spec))
+        try:
+            with tqdm(total=len(x), desc=f"{spec.name or spec.kind} hls", unit="sample", unit_scale=True,
+                      disable=not progress, leave=False) as bar:
+                sizes = child.receive(4).tolist()
+                want = [spec.n_in, n_out, p, spec.effective_staleness]
+                if sizes != want:
+                    child.fail(f"has sizes {sizes}, expected {want}")
+                child.send([_RESET])
+                if self.theta_init is not None:
+                    child.send([_LOAD], self.theta_init)
+                for lo in range(0, len(x), _CHUNK):
+                    xs = x[lo : lo + _CHUNK]
+                    words = np.hstack([xs, y[lo : lo + _CHUNK]]) if learn else xs
+                    child.send([_RUN, len(xs), int(learn)], words)
+                    out = child.receive(len(xs) * n_out + 1)
+                    if out[-1] != 0:
+                        child.fail("did not answer every sample")
+                    preds[lo : lo + len(xs)] = out[:-1].reshape(len(xs), n_out)
+                    bar.update(len(xs))
+                child.send([_READ])
+                theta = child.receive(p)
+            child.close()
+        finally:
+            child.kill()
         return preds, theta
 
 
@@ -136,6 +210,7 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
         equal to ``GoldenLearner(spec, theta).run(x_raw, y_raw)`` and its ``theta`` after ``flush()``.
 
     Raises:
-        ValueError: bad shapes or theta; FileNotFoundError / RuntimeError: no toolchain or a compile error.
+        ValueError: bad shapes or theta. FileNotFoundError: no toolchain.
+        onchip.hls.build.HlsBuildError: a compile error. HlsSimulationError: the C simulation failed.
     """
     return HlsLearner(spec, theta).run(x_raw, y_raw, learn=learn, progress=progress)

@@ -1,7 +1,21 @@
-// C entry points of the C simulation: the top function driven through its
-// AXI4-Stream ports, compiled with g++ into a shared library (loaded by
-// onchip.hls.backend with ctypes). Raw values travel as int64.
+// C simulation program: the top function driven through its AXI4-Stream ports,
+// compiled with g++ into an executable that onchip.hls.backend runs as a child
+// process, so that a failure inside the simulation (an ap_types assertion, a
+// signal) ends this process and not the caller.
+//
+// Protocol (native-endian int64 words; stdin: commands, stdout: answers):
+//   on start        out: N_IN, N_OUT, N_PARAM, STALENESS (a sanity check)
+//   0 RESET         back to the compiled-in initial parameters, nothing pending
+//   1 RUN n learn   in: n samples of N_IN inputs (and N_OUT targets if learn != 0);
+//                   out: n * N_OUT predictions, then one status word (0, or -1 if
+//                   the top did not answer every sample). learn == 0 is inference.
+//   2 READ          flush, out: N_PARAM parameters
+//   3 LOAD          flush, in: N_PARAM parameters (the parameter port)
+// End of input ends the program with status 0; a malformed command, status 3.
 #include <stdint.h>
+#include <stdio.h>
+
+#include <vector>
 
 #include "onchip_top.h"
 
@@ -16,52 +30,51 @@ static void push(hls::stream<axis_word>& s, int64_t raw) {
     s.write(w);
 }
 
-extern "C" {
+static bool read_words(int64_t* dst, size_t n) { return fread(dst, sizeof(int64_t), n, stdin) == n; }
 
-// Sizes compiled into the library: N_IN, N_OUT, N_PARAM, STALENESS (for a sanity check).
-void onchip_sizes(int64_t out[4]) {
-    out[0] = N_IN;
-    out[1] = N_OUT;
-    out[2] = N_PARAM;
-    out[3] = STALENESS;
-}
+static void write_words(const int64_t* src, size_t n) { fwrite(src, sizeof(int64_t), n, stdout); }
 
-// Back to the compiled-in initial parameters, nothing pending.
-void onchip_reset(void) {
-    hls::stream<axis_word> s_in, s_out;
-    ONCHIP_TOP(s_in, s_out, OP_RESET, 0);
-}
-
-// Replace the parameters (flushes first): theta raw (N_PARAM,) in the coef format.
-void onchip_load(const int64_t* theta) {
-    hls::stream<axis_word> s_in, s_out;
-    for (int p = 0; p < N_PARAM; p++) push(s_in, theta[p]);
-    ONCHIP_TOP(s_in, s_out, OP_LOAD, 0);
-}
-
-// n samples: x raw (n, N_IN), y raw (n, N_OUT) -> preds raw (n, N_OUT).
-// learn != 0: test-then-train (OP_RUN); learn == 0: inference only (OP_PREDICT, y unused).
-// Returns 0, or -1 if the top did not answer every sample.
-int onchip_run(const int64_t* x, const int64_t* y, int64_t n, int64_t* preds, int learn) {
-    hls::stream<axis_word> s_in, s_out;
-    for (int64_t s = 0; s < n; s++) {
-        for (int i = 0; i < N_IN; i++) push(s_in, x[s * N_IN + i]);
-        if (learn)
-            for (int j = 0; j < N_OUT; j++) push(s_in, y[s * N_OUT + j]);
+int main() {
+    const int64_t sizes[4] = {N_IN, N_OUT, N_PARAM, STALENESS};
+    write_words(sizes, 4);
+    fflush(stdout);
+    std::vector<int64_t> buf, out;
+    int64_t op;
+    while (read_words(&op, 1)) {
+        hls::stream<axis_word> s_in, s_out;
+        if (op == 0) {
+            ONCHIP_TOP(s_in, s_out, OP_RESET, 0);
+        } else if (op == 1) {
+            int64_t head[2];
+            if (!read_words(head, 2) || head[0] < 0) return 3;
+            const int64_t n = head[0];
+            const int learn = head[1] != 0;
+            const int64_t per = N_IN + (learn ? N_OUT : 0);
+            buf.resize((size_t)(n * per));
+            if (!read_words(buf.data(), buf.size())) return 3;
+            for (size_t k = 0; k < buf.size(); k++) push(s_in, buf[k]);
+            ONCHIP_TOP(s_in, s_out, learn ? OP_RUN : OP_PREDICT, ap_uint<32>(n));
+            int64_t status = (s_out.size() == (size_t)(n * N_OUT) && s_in.empty()) ? 0 : -1;
+            out.assign((size_t)(n * N_OUT), 0);
+            for (size_t k = 0; status == 0 && k < out.size(); k++)
+                out[k] = onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64();
+            write_words(out.data(), out.size());
+            write_words(&status, 1);
+        } else if (op == 2) {
+            ONCHIP_TOP(s_in, s_out, OP_READ, 0);
+            out.assign(N_PARAM, 0);
+            for (int p = 0; p < N_PARAM; p++)
+                out[p] = onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64();
+            write_words(out.data(), out.size());
+        } else if (op == 3) {
+            buf.resize(N_PARAM);
+            if (!read_words(buf.data(), buf.size())) return 3;
+            for (int p = 0; p < N_PARAM; p++) push(s_in, buf[p]);
+            ONCHIP_TOP(s_in, s_out, OP_LOAD, 0);
+        } else {
+            return 3;
+        }
+        fflush(stdout);
     }
-    ONCHIP_TOP(s_in, s_out, learn ? OP_RUN : OP_PREDICT, ap_uint<32>(n));
-    if (s_out.size() != (size_t)(n * N_OUT) || !s_in.empty()) return -1;
-    for (int64_t k = 0; k < n * N_OUT; k++)
-        preds[k] = onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64();
     return 0;
 }
-
-// Flush pending updates, then read the parameters: theta raw (N_PARAM,).
-void onchip_read(int64_t* theta) {
-    hls::stream<axis_word> s_in, s_out;
-    ONCHIP_TOP(s_in, s_out, OP_READ, 0);
-    for (int p = 0; p < N_PARAM; p++)
-        theta[p] = onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64();
-}
-
-}  // extern "C"
