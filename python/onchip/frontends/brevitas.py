@@ -157,8 +157,10 @@ def from_brevitas(
         model: a ``torch.nn.Module`` built from brevitas QuantIdentity / QuantLinear /
             QuantReLU layers (eval-mode quantizer state is used; the model is left in
             its original mode).
-        learning_rate, schedule, staleness, name: copied into the spec (on-chip training
-            after import).
+        learning_rate: copied into the spec (on-chip training after import).
+        schedule: copied into the spec.
+        staleness: copied into the spec.
+        name: copied into the spec.
         grad: format of the errors for on-chip training (not used by inference).
         coef_extra_int_bits: integer bits added to ``coef`` as headroom for training.
 
