@@ -33,11 +33,14 @@ class Learner:
             default: the spec's seeded initial parameters.
 
     Attributes:
-        spec: the resolved spec. backend: the backend's name. raw: True for a fixed-point backend.
+        spec: the resolved spec.
+        backend: the backend's name.
+        raw: True for a fixed-point backend.
 
     Raises:
-        onchip.SpecError: a bad spec. ValueError: an unknown backend, or a bad ``theta``
-            (wrong length, not integers, outside the ``coef`` format).
+        onchip.SpecError: a bad spec.
+        ValueError: an unknown backend, or a bad ``theta`` (wrong length, not integers,
+            outside the ``coef`` format).
 
     Example:
         >>> import numpy as np, onchip

@@ -61,7 +61,8 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         "param_count", "cells", "yosys_version"}``.
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, family or ``out``. onchip.ToolError: Yosys failed.
+        onchip.SpecError / ValueError: a bad spec, family or ``out``.
+        onchip.ToolError: Yosys failed.
     """
     from ..hw import generate
     from .yosys import _check_family, synthesize
@@ -101,16 +102,19 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
     """Place and route the learner in a UART board top on a Lattice board (YoWASP yosys + nextpnr).
 
     Args:
-        spec: the learner. out: folder for the bitstream, logs, ``report.json`` and ``spec.toml``.
-        board: a Lattice board of :data:`onchip.flow.boards.BOARDS`. baud: UART rate (bit/s,
-            >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`). seed: nextpnr placer seed.
+        spec: the learner.
+        out: folder for the bitstream, logs, ``report.json`` and ``spec.toml``.
+        board: a Lattice board of :data:`onchip.flow.boards.BOARDS`.
+        baud: UART rate (bit/s, >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`).
+        seed: nextpnr placer seed.
 
     Returns:
         the report of :func:`onchip.flow.nextpnr.place_and_route`: fmax (MHz) measured by
         nextpnr, utilisation, latency in cycles and in ns (cycles / fmax), the bitstream's name.
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, board, baud or ``out``. onchip.ToolError: a tool failed.
+        onchip.SpecError / ValueError: a bad spec, board, baud or ``out``.
+        onchip.ToolError: a tool failed.
     """
     from ..hw import generate
     from .boards import DEFAULT_BAUD, get_board
@@ -134,7 +138,8 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
 
     Args:
-        spec: the learner. out: the project folder.
+        spec: the learner.
+        out: the project folder.
         part: a Xilinx part for out-of-context synthesis and implementation of the core
             (default :data:`onchip.flow.vivado.DEFAULT_PART`), or
         board: a Xilinx board: the UART board top with its constraints, ending in a bitstream.
