@@ -265,3 +265,17 @@ def test_quantize_matches_exact_reference(fmt, k, x):
 def test_requantize_matches_exact_reference(fmt, raw, frac_from):
     expected = _reference(Fraction(raw) / Fraction(2) ** frac_from, fmt)
     assert requantize(raw, frac_from, fmt) == expected
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: Fmt(64, 32), "width .* int64"),
+        (lambda: Fmt.parse("ap_fixed<8,4,AP_RND,AP_SAT_SYM>"), "AP_SAT_SYM is not supported"),
+        (lambda: Fmt(8, -100), r"F = W - I must be within \+/-96"),
+        (lambda: quantize(np.nan, Fmt(8, 4)), "NaN or infinite"),
+    ],
+)
+def test_refusals_where_onchip_differs_from_ap_types(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()

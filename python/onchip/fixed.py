@@ -51,8 +51,8 @@ class Fmt:
         overflow: overflow mode, one of :data:`OVERFLOW_MODES` (default WRAP).
 
     Raises:
-        ValueError: W < 1 or > 48, I > W for an unsigned format, or an unknown mode;
-            the message names the field and the bad value.
+        ValueError: W < 1 or > 48, |F| > 96, I > W for an unsigned format, or an unknown
+            mode (AP_SAT_SYM included); the message names the field and the bad value.
     """
 
     width: int
@@ -67,19 +67,26 @@ class Fmt:
         if not isinstance(self.int_bits, (int, np.integer)) or isinstance(self.int_bits, bool):
             raise ValueError(f"int_bits (I) must be an integer, got {self.int_bits!r}")
         if not 1 <= self.width <= MAX_WIDTH:
-            raise ValueError(f"width (W) must be between 1 and {MAX_WIDTH}, got {self.width}")
+            raise ValueError(
+                f"width (W) must be between 1 and {MAX_WIDTH}, got {self.width} (onchip holds raw "
+                f"values and exact products in int64; ap_types allows wider formats)"
+            )
         if not self.signed and self.int_bits > self.width:
             raise ValueError(
                 f"int_bits (I) must not exceed width (W={self.width}) for an unsigned format, "
                 f"got {self.int_bits}"
             )
         if self.frac_bits > 2 * MAX_WIDTH or self.frac_bits < -2 * MAX_WIDTH:
-            raise ValueError(f"int_bits (I) is out of range for W={self.width}: {self.int_bits}")
+            raise ValueError(
+                f"int_bits (I) is out of range for W={self.width}: {self.int_bits} (the fractional "
+                f"bits F = W - I must be within +/-{2 * MAX_WIDTH})"
+            )
         if self.quant not in QUANT_MODES:
             raise ValueError(f"quant must be one of {', '.join(QUANT_MODES)}; got {self.quant!r}")
         if self.overflow not in OVERFLOW_MODES:
+            extra = " (AP_SAT_SYM is not supported)" if self.overflow == "SAT_SYM" else ""
             raise ValueError(
-                f"overflow must be one of {', '.join(OVERFLOW_MODES)}; got {self.overflow!r}"
+                f"overflow must be one of {', '.join(OVERFLOW_MODES)}; got {self.overflow!r}{extra}"
             )
 
     # -- derived properties -------------------------------------------------
