@@ -141,3 +141,78 @@ def test_sigterm_leaves_no_staging_folder(tmp_path):
     assert proc.wait(timeout=60) == 130
     assert "interrupted" in proc.stderr.read()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_earlier_output_with_a_file_added_is_not_replaced(tmp_path, capsys):
+    code, out = _run(tmp_path, "--samples", "1500")
+    assert code == 0
+    before = (out / "metrics.json").read_text()
+    (out / "notes.txt").write_text("mine")
+    code, _ = _run(tmp_path, "--samples", "1600")
+    err = capsys.readouterr().err
+    assert code == 2 and "notes.txt" in err
+    assert (out / "notes.txt").read_text() == "mine" and (out / "metrics.json").read_text() == before
+    (out / "notes.txt").unlink()  # without the extra file the earlier output is replaced
+    code, _ = _run(tmp_path, "--samples", "1600")
+    assert code == 0 and json.loads((out / "metrics.json").read_text())["samples"] == 1600
+
+
+def _summary(capsys, *args, tmp_path):
+    code, _ = _run(tmp_path, *args)
+    assert code == 0
+    return capsys.readouterr().out
+
+
+def test_console_summary_prints_the_readme_figures_rounded(tmp_path, capsys):
+    import re
+
+    text = _summary(capsys, "--task", "drift-regression", "--samples", "3000", tmp_path=tmp_path)
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    per = next(line for line in text.splitlines() if "MSE per segment" in line)
+    last = next(line for line in text.splitlines() if "last 10% of each segment" in line)
+    assert [v.strip() for v in per.split(":", 1)[1].split(" / ")] == [f"{v:.3e}" for v in m["mse_per_segment"]]
+    assert [v.strip() for v in last.split(":", 1)[1].split(" / ")] == [f"{v:.3e}" for v in m["mse_last_window"]]
+    assert not re.search(r"\d{7}", text)  # no 16-digit floats
+
+    text = _summary(capsys, "--samples", "6000", tmp_path=tmp_path / "q")
+    m = json.loads((tmp_path / "q" / "out" / "metrics.json").read_text())
+    assert f"fidelity {m['assignment_fidelity']:.4g} (whole stream)" in text
+    assert f"{m['assignment_fidelity_last_5000']:.4g} (last 5000 shots)" in text
+    assert f"recovery shots per drift event {m['recovery_shots']}" in text
+    assert "static discriminator" in text and not re.search(r"\d{7}", text)
+
+
+def test_backend_warm_up_runs_outside_the_timing(monkeypatch):
+    # the timed region holds exactly one backend call, the whole stream; the 1-sample compile
+    # run comes before the clock starts
+    from onchip import backends
+    from onchip import run as run_module
+
+    events = []
+    impl = backends.get_backend("golden")
+    real_run = impl.run
+
+    def counting_run(spec, x, y, **kw):
+        events.append(("run", len(x)))
+        return real_run(spec, x, y, **kw)
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            events.append(("clock",))
+            return float(len(events))
+
+    monkeypatch.setattr(impl, "run", counting_run)
+    monkeypatch.setattr(run_module, "time", Clock)
+    stream = tasks.make_stream("drift-regression", samples=500, seed=0)
+    result = run_module.run_backend("golden", PRESETS["kan-regression"], stream.x, stream.y, progress=False)
+    assert events == [("run", 1), ("clock",), ("run", 500), ("clock",)]
+    assert result.seconds == 2.0  # the fake clock: only the full run between the two readings
+
+
+def test_rolling_plot_y_label_says_what_is_plotted():
+    from onchip.run import rolling_label
+
+    assert rolling_label("qubit-readout", "assignment_fidelity", 100_000, 1000) == \
+        "rolling assignment fidelity, window 1000 shots"
+    assert rolling_label("drift-regression", "mse", 30_000, None) == "rolling MSE, window 1000 samples"

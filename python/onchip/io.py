@@ -14,7 +14,37 @@ import numpy as np
 
 
 #: Written into every output folder: only folders holding it may be replaced by a later run.
+#: It lists the files onchip wrote there; a folder holding any other file is not replaced.
 MARKER = ".onchip-output"
+_MARKER_TEXT = "written by onchip; this folder is replaced whole by the next run\n"
+_MANIFEST_HEAD = "files written (anything else in this folder stops the next run from replacing it):"
+
+
+def _listing(folder: Path) -> list[str]:
+    # every entry below folder but the marker, as relative POSIX paths (folders end with "/")
+    entries = []
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        entries += [(rel / d).as_posix() + "/" for d in dirs]
+        entries += [(rel / f).as_posix() for f in files]
+    return sorted(e for e in entries if e != MARKER)
+
+
+def _manifest(folder: Path) -> set[str] | None:
+    # the files an earlier run listed in its marker; None for a marker without a list (older
+    # outputs), whose files cannot be told from the user's
+    try:
+        lines = (folder / MARKER).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if _MANIFEST_HEAD not in lines:
+        return None
+    return set(lines[lines.index(_MANIFEST_HEAD) + 1:])
+
+
+def _write_marker(folder: Path) -> None:
+    listing = _listing(folder)
+    (folder / MARKER).write_text(_MARKER_TEXT + _MANIFEST_HEAD + "\n" + "".join(f"{e}\n" for e in listing))
 
 
 def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
@@ -33,6 +63,14 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
             raise FileExistsError(
                 f"--out: {str(out)!r} holds files onchip did not write; choose a new or empty folder"
             )
+        written = _manifest(out)
+        extra = [] if written is None else [e for e in _listing(out) if e not in written]
+        if extra:
+            shown = ", ".join(extra[:10]) + (f" and {len(extra) - 10} more" if len(extra) > 10 else "")
+            raise FileExistsError(
+                f"--out: {str(out)!r} is an earlier onchip output but also holds {shown}, which onchip "
+                f"did not write; move them away or choose a new folder"
+            )
         if not overwrite:
             raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
     return out
@@ -46,12 +84,13 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
     renamed onto ``out``, on any exception (SIGTERM included, see
     :func:`onchip.cli.main`) it is deleted, so a failed run leaves no partial
     output. An existing ``out`` is replaced only if it is empty or an earlier
-    onchip output (it holds :data:`MARKER`) and ``overwrite`` is set: a folder
-    of the user's own files is never deleted.
+    onchip output (it holds :data:`MARKER`, which lists the files written) with
+    nothing added to it, and ``overwrite`` is set: a file of the user's is never
+    deleted.
 
     Raises:
-        FileExistsError: ``out`` holds files onchip did not write, or is not
-            empty and ``overwrite`` is False.
+        FileExistsError: ``out`` holds files onchip did not write (naming them,
+            for an earlier output), or is not empty and ``overwrite`` is False.
         NotADirectoryError: ``out`` exists and is a file.
         ValueError: ``out`` is the current folder or one of its parents.
     """
@@ -62,8 +101,9 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
     os.umask(umask)
     os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
     try:
-        (stage / MARKER).write_text("written by onchip; this folder is replaced whole by the next run\n")
+        (stage / MARKER).write_text(_MARKER_TEXT)
         yield stage
+        _write_marker(stage)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

@@ -95,26 +95,85 @@ def resolve_spec(task: str, model: str, spec: "str | Path | LearnerSpec | None",
     return resolved
 
 
-def _plot(path: Path, title: str, metric: str, series: dict[str, np.ndarray], events) -> None:
+def _plot(path: Path, title: str, ylabel: str, series: dict[str, np.ndarray], events, *, logy: bool = False) -> None:
+    # drift events: a numbered dashed line each, described in the legend below the axes (a label
+    # written along the line would cross the curves and run past the top for long descriptions)
     from .plotting import pyplot
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(9, 4.6))
     for label, values in series.items():
         ax.plot(np.arange(len(values)), values, label=label, lw=1.2)
-    for n, event in enumerate(events):
-        ax.axvline(event.index, color="0.4", ls="--", lw=0.8, label="drift event" if n == 0 else None)
-        ax.annotate(event.label, (event.index, 1.0), xycoords=("data", "axes fraction"),
-                    rotation=90, va="top", ha="right", fontsize=7, color="0.3")
+    for n, event in enumerate(events, start=1):
+        ax.axvline(event.index, color="0.4", ls="--", lw=0.8,
+                   label=f"drift event {n} (sample {event.index}): {event.label}")
+        ax.annotate(str(n), (event.index, 0.97), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                    textcoords="offset points", va="top", ha="left", fontsize=8, color="0.3",
+                    bbox={"fc": "white", "ec": "none", "pad": 0.5})
     ax.set_xlabel("sample")
-    ax.set_ylabel(metric)
-    if "mse" in metric.lower():
+    ax.set_ylabel(ylabel)
+    if logy:
         ax.set_yscale("log")
     ax.set_title(title)
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), fontsize=8, frameon=False, ncol=1)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def rolling_label(task: str, metric: str, samples: int, window: int | None) -> str:
+    """The y label of the rolling plot: what is plotted and over which window."""
+    if task == "drift-regression":
+        from .tasks.regression import last_window_length
+
+        return f"rolling MSE, window {last_window_length(samples // 3)} samples"
+    return f"rolling assignment fidelity, window {window or 1000} shots" if "fidelity" in metric else metric
+
+
+def _sig(value) -> str:
+    # 4 significant digits (None / NaN as written by metrics.json)
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_sig(v) for v in value) + "]"
+    if isinstance(value, (float, np.floating)):
+        return "nan" if not np.isfinite(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _sci(value) -> str:
+    # 4 significant digits in scientific notation (MSE spans decades)
+    return "None" if value is None else f"{value:.3e}"
+
+
+def summary_lines(metrics: dict) -> list[str]:
+    """The console summary of a main-job run: the README's figures, 4 significant digits
+    (MSE in scientific notation).
+
+    qubit-readout: assignment fidelity over the whole stream and the last 5000 shots,
+    recovery shots per drift event, the same for the static discriminator;
+    drift-regression: MSE per segment, over the last 10% of each segment, and overall.
+    """
+    head = f"{metrics['task']} / {metrics['spec']} / {metrics['backend']}, {metrics.get('samples', '?')} samples"
+    lines = [head]
+    if metrics["task"] == "drift-regression":
+        per = " / ".join(_sci(v) for v in metrics["mse_per_segment"])
+        last = " / ".join(_sci(v) for v in metrics["mse_last_window"])
+        lines += [f"  MSE per segment:                         {per}",
+                  f"  MSE over the last 10% of each segment:   {last}",
+                  f"  MSE over the whole stream:               {_sci(metrics['mse'])}"]
+    else:
+        def fidelity(m):
+            return (f"fidelity {_sig(m.get('assignment_fidelity'))} (whole stream), "
+                    f"{_sig(m.get('assignment_fidelity_last_5000'))} (last 5000 shots); "
+                    f"recovery shots per drift event {_sig(m.get('recovery_shots'))}")
+
+        lines.append(f"  online learner:       {fidelity(metrics)}")
+        if "static_baseline" in metrics:
+            lines.append(f"  static discriminator: {fidelity(metrics['static_baseline'])}")
+    if "samples_per_second" in metrics:
+        lines.append(f"  {metrics['samples_per_second']:.3g} samples/s (compilation excluded)")
+    return lines
 
 
 def run_job(
@@ -178,6 +237,7 @@ def run_job(
         table = np.column_stack([np.arange(len(stream))] + list(series.values()))
         np.savetxt(stage / "rolling.csv", table, delimiter=",", header=header, comments="", fmt="%.6g")
         (stage / "spec.toml").write_text(resolved.to_toml())
-        _plot(stage / "rolling.png", f"{task}: {resolved.name or model} on {backend}", metric_name,
-              series, stream.events)
+        _plot(stage / "rolling.png", f"{task}: {resolved.name or model} on {backend}",
+              rolling_label(task, metric_name, len(stream), metrics.get("window")), series, stream.events,
+              logy="mse" in metric_name.lower())
     return metrics

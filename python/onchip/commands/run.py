@@ -37,13 +37,8 @@ def run(args) -> int:
         task=args.task, model=args.model, spec=args.spec, backend=args.backend, data=args.data,
         samples=args.samples, seed=args.seed, out=args.out, progress=not args.quiet,
     )
-    keys = [k for k in ("assignment_fidelity", "assignment_fidelity_last_5000", "recovery_shots", "mse")
-            if k in metrics]
-    summary = ", ".join(f"{k}={metrics[k]}" for k in keys)
-    print(f"{args.task} / {metrics['spec']} / {args.backend}: {summary}")
-    if "static_baseline" in metrics:
-        sb = metrics["static_baseline"]
-        print(f"static discriminator: assignment_fidelity={sb.get('assignment_fidelity')}, "
-              f"last_5000={sb.get('assignment_fidelity_last_5000')}")
+    from ..run import summary_lines
+
+    print("\n".join(summary_lines(metrics)))
     print(f"wrote {args.out}/")
     return 0
