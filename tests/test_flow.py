@@ -66,6 +66,35 @@ def test_resources_from_cells_folds_primitives():
     assert (i["lut"], i["ff"], i["bram"], i["lutram"]) == (4, 3, 1, None)
 
 
+def test_bram_is_counted_in_one_named_unit_per_family(monkeypatch):
+    from onchip.flow import steps
+
+    units = {f: yosys.resources_from_cells({}, f)["bram_unit"] for f in yosys.FAMILIES}
+    assert units == {"xcup": "RAMB36", "xc7": "RAMB36", "ecp5": "DP16KD", "ice40": "SB_RAM40_4K"}
+
+    def fake_synthesize(verilog, top, family, workdir=None):  # Yosys itself is tested elsewhere
+        return {"family": family, **yosys.resources_from_cells({"DP16KD": 2}, family), "cells": {"DP16KD": 2},
+                "yosys_version": "fake"}
+
+    monkeypatch.setattr(yosys, "synthesize", fake_synthesize)
+    report = steps.synth("kan-regression", family="ecp5")
+    assert (report["bram"], report["bram_unit"]) == (2, "DP16KD")
+
+
+def test_help_texts_point_at_what_exists():
+    import re
+
+    from onchip.cli import build_parser
+
+    root = Path(__file__).resolve().parents[1]
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    pnr_help = " ".join(sub.choices["pnr"].description.split())
+    doc, section = re.search(r"(\S+README\.md) \(section \"([^\"]+)\"\)", pnr_help).groups()
+    assert f"## {section}" in (root / doc).read_text()
+    synth_help = " ".join(sub.choices["synth"].description.split())
+    assert "DP16KD" in synth_help and "bram_unit" in synth_help
+
+
 def test_synthesize_rejects_bad_input():
     with pytest.raises(ValueError, match="family"):
         yosys.synthesize(COUNT_V, "regs_mul", "virtex2")

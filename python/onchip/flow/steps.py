@@ -56,7 +56,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
             folder, removed afterwards.
 
     Returns:
-        ``{"spec", "family", "lut", "ff", "dsp", "bram", "lutram", "carry", "latency_cycles",
+        ``{"spec", "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
         "latency_cycles_prediction", "latency_cycles_update", "initiation_interval" (cycles),
         "param_count", "cells", "yosys_version"}``.
 
@@ -77,7 +77,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         res = synthesize(design.verilog, design.top, family, workdir=workdir)
         return {
             "spec": spec.name or "custom",
-            **{k: res[k] for k in ("family", "lut", "ff", "dsp", "bram", "lutram", "carry")},
+            **{k: res[k] for k in ("family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry")},
             "latency_cycles": design.info["latency_cycles_update"],
             "latency_cycles_prediction": design.info["latency_cycles_prediction"],
             "latency_cycles_update": design.info["latency_cycles_update"],

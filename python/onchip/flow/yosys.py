@@ -54,6 +54,10 @@ def _count(cells: dict, pattern: str) -> int:
     return int(sum(n for name, n in cells.items() if rx.fullmatch(name)))
 
 
+#: The block-RAM unit ``bram`` is counted in, per family (one unit per family, named in reports).
+BRAM_UNITS = {"xcup": "RAMB36", "xc7": "RAMB36", "ecp5": "DP16KD", "ice40": "SB_RAM40_4K"}
+
+
 def resources_from_cells(cells: dict[str, int], family: str) -> dict:
     """Fold primitive counts (``stat -json`` ``num_cells_by_type``) into lut/ff/dsp/bram/lutram/carry.
 
@@ -62,14 +66,19 @@ def resources_from_cells(cells: dict[str, int], family: str) -> dict:
         family: one of :data:`FAMILIES`.
 
     Returns:
-        dict with ``lut``, ``ff``, ``dsp``, ``bram`` (RAMB36 equivalents on Xilinx:
-        a RAMB18 counts 0.5; native blocks elsewhere), ``lutram`` (LUTs, None on
-        iCE40), ``carry`` (carry-chain primitives).
+        dict with ``lut``, ``ff``, ``dsp``, ``bram`` (in ``bram_unit``), ``bram_unit``
+        (:data:`BRAM_UNITS`: RAMB36 equivalents on Xilinx, a RAMB18 counting 0.5;
+        DP16KD blocks on ECP5; SB_RAM40_4K blocks on iCE40), ``lutram`` (LUTs, None
+        on iCE40), ``carry`` (carry-chain primitives).
 
     Raises:
         ValueError: unknown family.
     """
     _check_family(family)
+    return {**_resources(cells, family), "bram_unit": BRAM_UNITS[family]}
+
+
+def _resources(cells: dict[str, int], family: str) -> dict:
     if family in ("xcup", "xc7"):
         return {
             "lut": _count(cells, r"LUT[1-6](_2)?"),

@@ -32,11 +32,18 @@ and at the nextpnr fmax when ``pnr`` is computed) per point, and the float twin'
 per-sample step time in PyTorch, measured on this CPU in every run (never cached),
 with their ratio.
 
+A grid key that is neither a spec field nor one of these is refused as an
+``unknown spec field(s)``, as for a spec file. Environment variables in ``data``
+(``$NAME``, ``${NAME}``) are filled in; an unset one is refused by name.
+
 Every point is keyed by a SHA-256 of its spec, its computation settings and
 :func:`onchip.flow.tools.tool_versions`; a finished point (its result or its
-error) is stored in :mod:`onchip.cache` and never recomputed, so an interrupted
-sweep resumes where it stopped. Points run in local processes (``jobs``) or on
-a Dask distributed scheduler (``scheduler``).
+error) is stored in :mod:`onchip.cache` and never recomputed (a failed one with
+``retry_failed``), so an interrupted sweep resumes where it stopped. Points run
+in local processes (``jobs``) or on a Dask distributed scheduler (``scheduler``).
+A point whose worker is lost (killed; Dask's ``KilledWorker``) is recorded as
+failed for this run but not stored, so the next run computes it again; the other
+points finish.
 
 Modules: ``schema`` (reading and checking a definition), ``grid`` (points and
 their keys), ``computations`` (the :class:`Computation` registry and one point's

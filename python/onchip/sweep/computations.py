@@ -142,7 +142,7 @@ def _resources(state: PointState, config: dict) -> dict:
     from ..flow.yosys import synthesize
 
     res = synthesize(state.design.verilog, state.design.top, config["family"])
-    out = {k: res[k] for k in ("lut", "ff", "dsp", "bram", "lutram", "carry")}
+    out = {k: res[k] for k in ("lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry")}
     # separate parameter storage from the logic: RAM is counted as lutram/bram already,
     # parameters kept in registers are param_bits flip-flops
     in_regs = state.design.info["param_storage"] == "registers"
