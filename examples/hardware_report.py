@@ -4,7 +4,8 @@
                                        [--no-pnr] [--out DIR]
 
 Prints latency (cycles), initiation interval, LUT/FF/DSP/BRAM and, after place and route
-on a Lattice board (nextpnr), fmax and the latency in ns. ``--quick`` skips place and route.
+on a Lattice board (nextpnr), fmax and the latency in ns. ``--quick`` skips place and route
+and, unless ``--spec`` is given, builds a small 8-bit 1->1 KAN that Yosys synthesises in seconds.
 """
 
 import argparse
@@ -17,16 +18,26 @@ import onchip
 BOARD = {"ice40": "icebreaker", "ecp5": "ulx3s-85f"}
 
 
+def small_kan():
+    """An 8-bit 1->1 KAN with G=4 linear (k=1) spline cells on [-2, 2]."""
+    return onchip.load_spec("kan-regression").replace(
+        name="kan-small-8bit", grid_size=4, spline_order=1, basis_table_bits=3,
+        formats=onchip.Formats.uniform(8, 3))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="synthesis only (no place and route)")
-    ap.add_argument("--spec", default="kan-readout", help="preset name or TOML file")
+    ap.add_argument("--quick", action="store_true", help="synthesis only, of a small learner by default")
+    ap.add_argument("--spec", help="preset name or TOML file (default: kan-readout)")
     ap.add_argument("--family", default="ecp5", choices=sorted(BOARD),
                     help="Yosys family; place and route on its board (the iCEBreaker's iCE40UP5K has 8 DSPs)")
     ap.add_argument("--no-pnr", action="store_true", help="skip place and route")
     ap.add_argument("--out", type=Path, default=Path("out/examples/hardware_report"))
     args = ap.parse_args(argv)
-    spec = onchip.load_spec(args.spec)
+    if args.spec is None and args.quick:
+        spec = small_kan()
+    else:
+        spec = onchip.load_spec(args.spec or "kan-readout")
 
     design = onchip.generate(spec)                       # Verilog + ports, latency and II
     args.out.mkdir(parents=True, exist_ok=True)

@@ -13,27 +13,6 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-#: a small 8-bit 1->1 KAN (G=4, k=1) that Yosys synthesises in seconds
-TINY_SPEC = """\
-kind = "kan"
-name = "tiny"
-widths = [1, 1]
-learning_rate = 0.25
-grid_size = 4
-spline_order = 1
-grid_range = [-2.0, 2.0]
-basis_table_bits = 3
-
-[formats]
-input = "ap_fixed<8,3,RND_CONV,SAT>"
-coef = "ap_fixed<8,3,RND_CONV,SAT>"
-basis = "ap_fixed<8,2,RND_CONV,SAT>"
-act = "ap_fixed<8,3,RND_CONV,SAT>"
-grad = "ap_fixed<8,3,RND_CONV,SAT>"
-acc = "ap_fixed<26,14,TRN,WRAP>"
-"""
-
-
 def run_example(name: str, *args: str, timeout: float = 900) -> str:
     proc = subprocess.run([sys.executable, str(EXAMPLES / name), "--quick", *args],
                           capture_output=True, text=True, timeout=timeout)
@@ -61,9 +40,7 @@ def test_readout_adapt(tmp_path):
 
 
 def test_hardware_report(tmp_path):
-    spec = tmp_path / "tiny.toml"
-    spec.write_text(TINY_SPEC)
-    out = run_example("hardware_report.py", "--spec", str(spec), "--family", "ecp5", "--out", str(tmp_path / "hw"))
+    out = run_example("hardware_report.py", "--family", "ecp5", "--out", str(tmp_path / "hw"))  # a small KAN
     numbers = {k: int(value(out, k)) for k in ("latency_cycles_prediction", "latency_cycles_update",
                                                "initiation_interval", "lut", "ff", "dsp", "bram")}
     assert all(numbers[k] > 0 for k in ("latency_cycles_prediction", "latency_cycles_update",
