@@ -273,3 +273,32 @@ def test_dask_worker_killed_mid_point_fails_only_that_point(tmp_path):
         assert log.read_text().split()[len(before):] == ["1"]
     finally:
         sweep.COMPUTATIONS.pop("die_test", None)
+
+
+def _die_if_marked(state, config):
+    import os
+    import signal
+
+    if config["die"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"n_done": config["n"]}
+
+
+def _no_check(config):
+    pass
+
+
+def test_local_worker_killed_mid_point_is_recorded_and_not_cached(tmp_path):
+    sweep.register_computation(sweep.Computation("die_local", {"die": False, "n": 0}, _no_check,
+                                                 _die_if_marked, axes=("die", "n")))
+    try:
+        d = {"sweep": {"compute": ["die_local"]},
+             "grid": [{"preset": "kan-regression", "n": 0, "die": False},
+                      {"preset": "kan-regression", "n": 1, "die": True}]}
+        got = sweep.run_sweep(d, tmp_path / "out", cache=tmp_path / "cache", progress=False, jobs=1)
+    finally:
+        sweep.COMPUTATIONS.pop("die_local", None)
+    assert [r["status"] for r in got] == ["ok", "error"], [r["error"] for r in got]
+    assert got[1]["error"].startswith("worker lost: BrokenProcessPool")
+    assert sweep.record_path(tmp_path / "cache", got[0]["key"]).exists()
+    assert not sweep.record_path(tmp_path / "cache", got[1]["key"]).exists()

@@ -14,14 +14,16 @@ from .store import load_record, save_record
 
 
 def lost_point_record(point: dict, exc: BaseException) -> dict:
-    """The record of a point whose worker was lost (killed, out of memory, ``KilledWorker``).
+    """The record of a point whose worker was lost (killed, out of memory, ``KilledWorker``), or
+    that its executor could not run (e.g. its function could not be sent to the worker).
 
     It has status ``"error"`` and ``"lost": True``, and is not stored in the cache: the next
     run of the sweep computes the point again (no ``retry_failed`` needed).
     """
     reason = str(exc).splitlines()[0] if str(exc) else ""
+    what = "worker lost" if type(exc).__name__ in ("KilledWorker", "BrokenProcessPool") else "could not run"
     return {"key": point["key"], "params": point["params"], "status": "error",
-            "error": f"worker lost: {type(exc).__name__}: {reason}".rstrip(": "), "seconds": 0.0,
+            "error": f"{what}: {type(exc).__name__}: {reason}".rstrip(": "), "seconds": 0.0,
             "results": {}, "lost": True}
 
 
