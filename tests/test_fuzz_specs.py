@@ -37,8 +37,8 @@ COUNTS: collections.Counter = collections.Counter()
 
 #: Examples per test: (default run, ``-m slow``).
 N_FLOAT = (150, 1500)
-N_HLS = (16, 300)
-N_RTL = (3, 40)
+N_HLS = (8, 300)
+N_RTL = (2, 40)
 
 _SETTINGS = dict(
     deadline=None,

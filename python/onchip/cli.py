@@ -69,18 +69,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tool_errors() -> tuple[type, ...]:
-    """Failures of the external tools (HDL conversion, Verilator, Yosys/nextpnr, the g++ build and
-    the C simulation of the HLS C++): reported in one line with the tool's own message, exit
-    status 1, not as a traceback."""
+    """Failures of the external tools (HDL conversion, and every :class:`onchip.ToolError`:
+    Verilator, Yosys/nextpnr, the g++ build and the C simulation of the HLS C++): reported in
+    one line with the tool's own message, exit status 1, not as a traceback."""
     from amaranth.back.verilog import YosysError
 
-    from .flow.tools import ToolError
-    from .hls.backend import HlsSimulationError
-    from .hls.build import HlsBuildError
-    from .verilator.compiled import BuildError, SimulationError
-    from .verilator.toolchain import ToolchainError
+    from .errors import ToolError
 
-    return (YosysError, ToolError, BuildError, SimulationError, ToolchainError, HlsBuildError, HlsSimulationError)
+    return (YosysError, ToolError)
 
 
 def _terminate(signum, frame):

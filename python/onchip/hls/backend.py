@@ -18,6 +18,7 @@ import tempfile
 
 import numpy as np
 
+from ..errors import ToolError
 from ..spec import LearnerSpec
 from .build import build_simulator
 from .emit import checked_theta, emit
@@ -27,7 +28,7 @@ _CHUNK = 16384
 _RESET, _RUN, _READ, _LOAD = 0, 1, 2, 3
 
 
-class HlsSimulationError(RuntimeError):
+class HlsSimulationError(ToolError):
     """The HLS C simulation failed (an ap_types assertion, a signal, a protocol error).
 
     The message is one line: the spec, the program, how it ended and the last line of

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..cache import cached_build, digest
+from ..errors import ToolError
 from .emit import HlsProject
 
 #: g++ flags of the C-simulation program (assertions of the ap_types headers stay on).
@@ -28,7 +29,7 @@ CXXFLAGS = ("-O2", "-std=c++17", "-w")
 PROGRAM = "onchip_csim"
 
 
-class HlsBuildError(RuntimeError):
+class HlsBuildError(ToolError):
     """g++ rejected the emitted HLS C++; the message ends with the compiler's last lines."""
 
 
