@@ -204,7 +204,7 @@ def test_quantization_sweep_points_at_its_data_without_unset_variables():
     assert "$" not in path and path.endswith("qubit_readout/transmon_two_state_shots.npy")
     # the real shots live beside the checkout: ../shared/data
     assert Path(path).resolve() == (definition.parents[3] / "shared" / "data" / "qubit_readout"
-                                    / "transmon_two_state_shots.npy")
+                                    / "transmon_two_state_shots.npy").resolve()
 
 
 def test_misspelled_grid_axis_is_an_unknown_spec_field():
