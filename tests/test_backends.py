@@ -18,7 +18,7 @@ from support import golden_final, random_theta, stimulus, variant
 FIXED_POINT = [name for name in backend_names() if get_backend(name).raw and name != "golden"]
 SCHEDULES = ("sequential", "pipelined")
 #: samples per stream: the cocotb bench is ~1000x slower than the stream harness
-SAMPLES = {"cocotb": 150, "rtl": 1500, "hls": 1500}
+SAMPLES = {"cocotb": 60, "rtl": 1500, "hls": 1500}
 
 
 def _backend(name: str) -> Backend:

@@ -38,7 +38,7 @@ COUNTS: collections.Counter = collections.Counter()
 #: Examples per test: (default run, ``-m slow``).
 N_FLOAT = (150, 1500)
 N_HLS = (8, 300)
-N_RTL = (2, 40)
+N_RTL = (1, 40)
 
 _SETTINGS = dict(
     deadline=None,
