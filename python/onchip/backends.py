@@ -127,14 +127,10 @@ class GoldenBackend:
 
     def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
         from .model import GoldenLearner
-        from .model.golden import check_raw
+        from .model.golden import check_stream
 
         learner = GoldenLearner(spec, theta)
-        x = check_raw("x_raw", x, spec.n_in, spec.formats.input)
-        if learn:
-            y = check_raw("y_raw", y, spec.n_out, spec.formats.act)
-            if len(y) != len(x):
-                raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
+        x, y = check_stream(spec, x, y, learn=learn)
         preds = np.zeros((len(x), spec.n_out), np.int64)
         with _bar(len(x), _label(spec, self.name), progress) as bar:
             for lo in range(0, len(x), _CHUNK):
@@ -194,12 +190,9 @@ class CocotbBackend:
 
     def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
         from .hw import sim
-        from .model.golden import check_parameters, check_raw, initial_parameters
+        from .model.golden import check_parameters, check_stream, initial_parameters
 
-        x = check_raw("x_raw", x, spec.n_in, spec.formats.input)
-        y = check_raw("y_raw", y, spec.n_out, spec.formats.act) if learn else np.zeros((len(x), spec.n_out), np.int64)
-        if len(y) != len(x):
-            raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
+        x, y = check_stream(spec, x, y, learn=learn)
         theta = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
         design = sim.cached_design(spec)
         write = {"op": "write", "values": [int(v) for v in theta]}
@@ -235,12 +228,10 @@ class HlsBackend:
 
     def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
         from .hls import HlsLearner
-        from .model.golden import check_raw
+        from .model.golden import check_stream
 
-        x = check_raw("x_raw", x, spec.n_in, spec.formats.input)
-        if learn:
-            y = check_raw("y_raw", y, spec.n_out, spec.formats.act)
-        return HlsLearner(spec, theta).run(x, y if learn else None, learn=learn, progress=progress)
+        x, y = check_stream(spec, x, y, learn=learn)
+        return HlsLearner(spec, theta).run(x, y, learn=learn, progress=progress)
 
 
 for _backend in (GoldenBackend(), FloatBackend(), RtlBackend(), CocotbBackend(), HlsBackend()):

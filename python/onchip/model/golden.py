@@ -112,6 +112,29 @@ def check_raw(name: str, a, cols: int, fmt: Fmt) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def check_stream(spec: LearnerSpec, x_raw, y_raw, *, learn: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a raw stream for ``spec`` (:func:`check_raw` on both sides, equal lengths).
+
+    Args:
+        x_raw: (N, n_in) raw inputs (``input`` format).
+        y_raw: (N, n_out) raw targets (``act`` format); ignored, and may be None, without ``learn``.
+        learn: False: the targets are not used and come back as zeros.
+
+    Returns:
+        (x, y) int64 arrays.
+
+    Raises:
+        ValueError: as :func:`check_raw`, or x and y of different lengths.
+    """
+    x = check_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
+    if not learn:
+        return x, np.zeros((len(x), spec.n_out), np.int64)
+    y = check_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
+    if len(x) != len(y):
+        raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
+    return x, y
+
+
 def split_parameters(spec: LearnerSpec, theta: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Flat parameters -> per-layer arrays: ``{"coef"}`` (KAN) or ``{"weight", "bias"}`` (MLP)."""
     out = []

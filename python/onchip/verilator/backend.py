@@ -92,16 +92,11 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
             (checked before anything is built or run).
         onchip.verilator.ToolchainError, BuildError, SimulationError.
     """
-    from ..model.golden import check_parameters, check_raw, initial_parameters
+    from ..model.golden import check_parameters, check_stream, initial_parameters
 
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
-    x_raw = check_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
-    if not learn:
-        y_raw = np.zeros((len(x_raw), spec.n_out), np.int64)
-    y_raw = check_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
-    if len(x_raw) != len(y_raw):
-        raise ValueError(f"x_raw has {len(x_raw)} samples but y_raw has {len(y_raw)}")
+    x_raw, y_raw = check_stream(spec, x_raw, y_raw, learn=learn)
     load = None if theta is None else check_parameters(spec, theta)
     if not learn:
         load = initial_parameters(spec) if load is None else load
