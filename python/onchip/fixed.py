@@ -222,14 +222,17 @@ def shift_round(raw, shift, quant):
 
 
 @numba.njit(cache=True, inline="always")
+def raw_bounds(width, signed):
+    """(lo, hi): the smallest and largest raw value of a W-bit format, two's complement if ``signed``."""
+    if signed:
+        return -(np.int64(1) << (width - 1)), (np.int64(1) << (width - 1)) - 1
+    return np.int64(0), (np.int64(1) << width) - 1
+
+
+@numba.njit(cache=True, inline="always")
 def overflow(value, width, signed, mode):
     """Bring an integer into a W-bit raw range with overflow ``mode`` (index into OVERFLOW_MODES)."""
-    if signed:
-        lo = -(np.int64(1) << (width - 1))
-        hi = (np.int64(1) << (width - 1)) - 1
-    else:
-        lo = np.int64(0)
-        hi = (np.int64(1) << width) - 1
+    lo, hi = raw_bounds(width, signed)
     if mode == SAT:
         return min(max(value, lo), hi)
     if lo <= value <= hi:
@@ -250,12 +253,7 @@ def shift_left_overflow(raw, k, width, signed, mode):
     range shifted right by ``k``; WRAP keeps the low W bits, which int64 arithmetic
     modulo 2**64 still holds for ``k < 64`` (and which are all zero for ``k >= W``).
     """
-    if signed:
-        lo = -(np.int64(1) << (width - 1))
-        hi = (np.int64(1) << (width - 1)) - 1
-    else:
-        lo = np.int64(0)
-        hi = (np.int64(1) << width) - 1
+    lo, hi = raw_bounds(width, signed)
     if k >= width:  # W <= 48 < 64: only 0 fits, and the low W bits are 0
         if raw == 0 or mode != SAT:
             return np.int64(0)
