@@ -119,3 +119,41 @@ def save(fig, path: str | os.PathLike, dpi: int = 110, *, tight: bool = True) ->
         fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
+
+
+DIRECTIONS = ("higher", "lower")
+
+
+def headline(metric: str, method: str, value: float, baselines: Mapping[str, float], *, budget: Mapping | str,
+             seeds: Sequence[int], direction: str, std: float | None = None,
+             baseline_std: Mapping[str, float] | None = None) -> dict:
+    """The ``headline`` object every seed method's ``metrics.json`` carries.
+
+    ``{"metric", "method", "value", "baselines": {name: value}, "budget", "seeds", "direction"}``
+    (plus ``std`` / ``baseline_std`` when given): the method's main number, mean over
+    ``seeds``, next to each baseline's under the same ``budget`` (evaluations, solver calls,
+    rollouts or tokens per arm), and which way is better.
+
+    Raises:
+        ValueError: ``direction`` is not "higher"/"lower", fewer than one seed, or a value is not finite.
+    """
+    need(direction in DIRECTIONS, "direction", direction, f"one of {DIRECTIONS}")
+    need(len(seeds) >= 1, "seeds", list(seeds), "at least one seed")
+    values = {"value": value, **{f"baselines.{k}": v for k, v in baselines.items()}}
+    for name, v in values.items():
+        need(bool(np.isfinite(float(v))), name, v, "a finite number")
+    out = {"metric": metric, "method": method, "value": float(value),
+           "baselines": {k: float(v) for k, v in baselines.items()},
+           "budget": dict(budget) if isinstance(budget, Mapping) else budget,
+           "seeds": [int(s) for s in seeds], "direction": direction}
+    if std is not None:
+        out["std"] = float(std)
+    if baseline_std is not None:
+        out["baseline_std"] = {k: float(v) for k, v in baseline_std.items()}
+    return out
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof=1; 0.0 for a single value) of per-seed results."""
+    v = np.asarray(list(values), dtype=float)
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0

@@ -1,0 +1,126 @@
+"""The pieces every seed method shares: the tiny transformer, the pretrained-model loader and
+the headline object of metrics.json."""
+
+import numpy as np
+import pytest
+
+from onchip.methods import _report, _tiny
+
+
+def test_vocab_round_trip_and_unknown_words():
+    v = _tiny.Vocab.build(["the red fox", "a red box"])
+    ids = v.encode("the red box", bos=True, eos=True)
+    assert ids[0] == v.bos and ids[-1] == v.eos
+    assert v.decode(ids) == "the red box"
+    assert v.encode("blue") == [v.unk]
+    assert len(v) == 4 + 5
+
+
+def test_pad_batch_refuses_a_sequence_longer_than_the_length():
+    assert _tiny.pad_batch([[1, 2], [3]]).tolist() == [[1, 2], [3, 0]]
+    with pytest.raises(ValueError, match="sequence 0: length 3 exceeds 2"):
+        _tiny.pad_batch([[1, 2, 3]], 2)
+
+
+@pytest.mark.parametrize("n_experts", [0, 3])
+def test_causal_model_never_looks_ahead_and_ignores_padding(n_experts):
+    import torch
+
+    torch.manual_seed(0)
+    m = _tiny.TinyTransformer(_tiny.TinyConfig(vocab=20, d_model=32, n_heads=4, n_experts=n_experts))
+    a = torch.tensor([[1, 5, 6, 7, 8]])
+    b = torch.tensor([[1, 5, 6, 9, 4]])
+    with torch.no_grad():
+        la, lb = m(a)["logits"], m(b)["logits"]
+        # changing tokens 3.. leaves positions 0..2 unchanged
+        assert torch.allclose(la[:, :3], lb[:, :3], atol=1e-6)
+        assert not torch.allclose(la[:, 3:], lb[:, 3:])
+        # trailing padding does not change the real positions
+        padded = m(torch.tensor([[1, 5, 6, 7, 8, 0, 0]]))["logits"]
+        assert torch.allclose(padded[:, :5], la, atol=1e-5)
+
+
+def test_sequence_logprob_is_the_sum_of_the_token_logprobs():
+    import torch
+
+    torch.manual_seed(1)
+    m = _tiny.TinyTransformer(_tiny.TinyConfig(vocab=12, d_model=16, n_heads=2, n_layers=1))
+    ids = torch.tensor([[1, 4, 5, 6, 2], [1, 7, 8, 2, 0]])
+    with torch.no_grad():
+        got = _tiny.sequence_logprob(m, ids, [2, 1])
+        logp = torch.log_softmax(m(ids)["logits"], -1)
+    want0 = float(logp[0, 1, 5] + logp[0, 2, 6] + logp[0, 3, 2])
+    want1 = float(logp[1, 0, 7] + logp[1, 1, 8] + logp[1, 2, 2])
+    assert float(got[0]) == pytest.approx(want0, abs=1e-5)
+    assert float(got[1]) == pytest.approx(want1, abs=1e-5)
+
+
+def test_training_learns_a_copy_task_and_the_constraint_masks_decoding():
+    v = _tiny.Vocab.build(["a b c d ="])
+    letters = ["a", "b", "c", "d"]
+
+    def batches(rng):
+        seqs = []
+        for _ in range(32):
+            s = list(rng.choice(letters, 3))
+            seqs.append(v.encode(" ".join(s + ["="] + s), bos=True, eos=True))
+        return (_tiny.pad_batch(seqs),)
+
+    m = _tiny.TinyTransformer(_tiny.TinyConfig(vocab=len(v), d_model=48, n_heads=4))
+    losses = _tiny.train(m, batches, steps=250, lr=3e-3, seed=0)
+    assert np.mean(losses[-20:]) < 0.6 * np.mean(losses[:20])
+    out = _tiny.greedy_decode(m, [v.encode("c a d =", bos=True)], max_new=4)
+    assert v.decode(out[0]) == "c a d"
+    only_b = _tiny.greedy_decode(m, [v.encode("c a d =", bos=True)], max_new=2,
+                                 allowed=lambda row, gen: [v.stoi["b"]])
+    assert only_b[0] == [v.stoi["b"]] * 2
+
+
+def test_config_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="n_heads: must divide d_model=30"):
+        _tiny.TinyConfig(vocab=5, d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="n_experts"):
+        _tiny.TinyConfig(vocab=5, n_experts=1)
+
+
+def test_headline_object_and_its_checks():
+    h = _report.headline("accuracy", "m", 0.9, {"b": 0.8}, budget={"evaluations": 10}, seeds=[0, 1, 2],
+                         direction="higher", std=0.01)
+    assert h == {"metric": "accuracy", "method": "m", "value": 0.9, "baselines": {"b": 0.8},
+                 "budget": {"evaluations": 10}, "seeds": [0, 1, 2], "direction": "higher", "std": 0.01}
+    with pytest.raises(ValueError, match="direction"):
+        _report.headline("a", "m", 1.0, {}, budget="x", seeds=[0], direction="up")
+    with pytest.raises(ValueError, match="baselines.b"):
+        _report.headline("a", "m", 1.0, {"b": float("nan")}, budget="x", seeds=[0], direction="lower")
+    assert _report.mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2)))
+
+
+def test_sentence_encoder_ranks_paraphrases_above_unrelated_text():
+    from onchip.methods import _lm
+
+    e = _lm.sentence_encoder()
+    v = e.encode(["the digit seven", "a handwritten 7", "a qubit readout pulse"])
+    assert v.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+    with pytest.raises(ValueError, match="texts"):
+        e.encode("one string")
+
+
+def test_causal_lm_prefers_the_factual_continuation():
+    from onchip.methods import _lm
+
+    lm = _lm.causal_lm()
+    paris, berlin = lm.continuation_logprob("The capital of France is", [" Paris", " Berlin"])
+    assert paris > berlin + 2.0
+    # the KV-cache path equals a plain forward over prompt + continuation
+    two = lm.continuation_logprob("The capital of France is", [" Paris, the"])[0]
+    import torch
+
+    ids = lm.tokenizer("The capital of France is Paris, the", return_tensors="pt")["input_ids"]
+    n_prompt = lm.tokenizer("The capital of France is", return_tensors="pt")["input_ids"].shape[1]
+    with torch.no_grad():
+        logp = torch.log_softmax(lm.model(input_ids=ids).logits[0].float(), -1)
+    want = sum(float(logp[t - 1, ids[0, t]]) for t in range(n_prompt, ids.shape[1]))
+    assert two == pytest.approx(want, abs=1e-3)
+    assert lm.next_token_logprobs(["a", "b c"]).shape[0] == 2
