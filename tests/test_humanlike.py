@@ -1,0 +1,204 @@
+"""Human-likeness as a normalised distribution distance: metrics on hand-made cases, the
+normalisation (random -> 0, identical -> 1), the fitted logit and the LM option scoring."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import wasserstein_distance
+
+from onchip.cli import main
+from onchip.methods.humanlike import agents, metrics
+from onchip.methods.humanlike.data import Mobility, Opinion, load_mobility, load_opinion
+from onchip.methods.humanlike.experiment import HumanlikeConfig, random_reference, score_population
+
+
+def _mobility(cost, time, wait=None, income=None, choice=None):
+    cost = np.asarray(cost, float)
+    n = len(cost)
+    wait = np.zeros_like(cost) if wait is None else np.asarray(wait, float)
+    time = np.asarray(time, float)
+    return Mobility(cost=cost, time=time, wait=wait, gc=cost + 0.1 * (time + wait),
+                    income=np.asarray(income if income is not None else [30.0] * n, float), party=np.ones(n),
+                    choice=np.asarray(choice if choice is not None else [0] * n))
+
+
+def _opinion(rows):
+    b = np.asarray(rows)
+    n = len(b)
+    return Opinion(age=np.full(n, 40.0), educ=np.full(n, 3), income=np.arange(1, n + 1), popul=np.full(n, 10.0),
+                   tvnews=np.full(n, 2), party=b[:, 0], ideology=b[:, 1], vote=b[:, 2]), b
+
+
+# ---------------------------------------------------------------- metrics on hand-made cases
+
+
+def test_mobility_metrics_by_hand():
+    # traveller 0: air cheapest and fastest -> car is dominated; traveller 1: a genuine cost/time trade-off
+    s = _mobility(cost=[[10, 20, 30, 40], [50, 30, 20, 10]], time=[[60, 120, 180, 240], [60, 120, 180, 240]],
+                  income=[20.0, 50.0])
+    choice = np.array([3, 2])
+    # gc = cost + time/10: t0 [16, 32, 48, 64] -> car rank 3; t1 [56, 42, 38, 34] -> bus rank 1
+    np.testing.assert_array_equal(metrics.gc_rank(s, choice), [3, 1])
+    np.testing.assert_array_equal(metrics.dominated(s, choice), [1, 0])
+    np.testing.assert_array_equal(metrics.dominated(s, np.array([0, 0])), [0, 0])
+    np.testing.assert_array_equal(metrics.mode_by_income(s, choice), [0 * 4 + 3, 2 * 4 + 2])
+    # equal cost and time is not dominance
+    tie = _mobility(cost=[[10, 10, 30, 40]], time=[[60, 60, 180, 240]])
+    np.testing.assert_array_equal(metrics.dominated(tie, np.array([1])), [0])
+
+
+def test_neighbour_agreement_by_hand():
+    # two pairs of near-identical travellers: 0~1 and 2~3
+    base = np.array([[10, 20, 30, 40]], float)
+    s = _mobility(cost=np.vstack([base, base + 0.1, base * 5, base * 5 + 0.1]), time=np.vstack([base * 6] * 2 + [base * 30] * 2),
+                  income=[20.0, 20.1, 60.0, 60.1])
+    np.testing.assert_array_equal(metrics.neighbour_agreement(s, np.array([0, 0, 1, 2])), [1, 1, 0, 0])
+
+
+def test_opinion_metrics_by_hand():
+    s, b = _opinion([[0, 0, 0],   # Democrat liberal Clinton: ideological and party vote
+                     [2, 2, 0],   # Republican conservative Clinton: neither
+                     [1, 1, 1],   # Independent moderate: neither metric applies
+                     [2, 0, 1]])  # Republican liberal Dole: party yes, ideology no
+    np.testing.assert_array_equal(metrics.ideological_vote(s, b), [1, 0, -1, 0])
+    np.testing.assert_array_equal(metrics.party_vote(s, b), [1, 0, -1, 1])
+    np.testing.assert_array_equal(metrics.party_ideology(s, b), [0, 8, 4, 6])
+    np.testing.assert_array_equal(metrics.profile(s, b), [0, 16, 9, 13])
+    np.testing.assert_allclose(metrics.histogram(metrics.party_vote(s, b), 2), [1 / 3, 2 / 3])
+
+
+def test_distances_by_hand_and_against_scipy():
+    p, q = np.array([0.5, 0.5, 0, 0]), np.array([0, 0.5, 0, 0.5])
+    assert metrics.total_variation(p, q) == pytest.approx(0.5)
+    assert metrics.wasserstein_ordinal(p, q) == pytest.approx(0.5 * 1 + 0.5 * 2)  # mass 0.5 moves 0->1... net 1.5
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a, b = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+        assert metrics.wasserstein_ordinal(a, b) == pytest.approx(wasserstein_distance(np.arange(6), np.arange(6), a, b))
+    with pytest.raises(ValueError, match="outside the support"):
+        metrics.histogram(np.array([0, 4]), 4)
+    with pytest.raises(ValueError, match="no person"):
+        metrics.histogram(np.array([-1, -1]), 2)
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def test_normalisation_random_zero_identical_one():
+    assert metrics.humanlikeness(0.0, 0.3) == 1.0
+    assert metrics.humanlikeness(0.3, 0.3) == 0.0
+    assert metrics.humanlikeness(0.6, 0.3) == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="d_random"):
+        metrics.humanlikeness(0.1, 0.0)
+    # planted: the agent reproduces the reference humans exactly -> every metric scores exactly 1;
+    # the agent's distribution equals the random agent's expected one -> exactly 0
+    for domain, data in (("mobility", load_mobility().subset(np.arange(60))), ("opinion", load_opinion().subset(np.arange(80)))):
+        b = data.choice if domain == "mobility" else np.column_stack([data.party, data.ideology, data.vote])
+        reference = {m.name: metrics.histogram(m.values(data, b), m.support) for m in metrics.metrics_of(domain)}
+        rand = random_reference(domain, data, 20, np.random.default_rng(1))
+        assert {r["score"] for r in score_population(domain, b, data, reference, rand).values()} == {1.0}
+        fake = np.random.default_rng(2).integers(0, 2, size=b.shape)
+        planted_random = {m.name: metrics.histogram(m.values(data, fake), m.support) for m in metrics.metrics_of(domain)}
+        scores = score_population(domain, fake, data, reference, planted_random)
+        assert {r["score"] for r in scores.values()} == {0.0}
+
+
+def test_random_reference_is_the_uniform_expectation():
+    """Without cost ties gc_rank under a uniform chooser is uniform on 0..3; mode_share too."""
+    s = load_mobility().subset(np.arange(50))
+    ref = random_reference("mobility", s, 400, np.random.default_rng(0))
+    np.testing.assert_allclose(ref["mode_share"], 0.25, atol=0.015)
+    np.testing.assert_allclose(ref["gc_rank"], 0.25, atol=0.015)
+
+
+# ---------------------------------------------------------------- generators
+
+
+def test_conditional_logit_recovers_planted_parameters():
+    rng = np.random.default_rng(0)
+    n = 4000
+    s = _mobility(cost=rng.uniform(5, 150, (n, 4)), time=rng.uniform(60, 900, (n, 4)), wait=rng.uniform(0, 60, (n, 4)),
+                  income=rng.uniform(5, 80, n))
+    theta = np.array([0.5, -0.3, 0.2, -2.0, -0.4, -1.5, 1.0, 0.0, -1.0])
+    choice = agents.ConditionalLogit(theta).sample(s, rng)
+    fit = agents.ConditionalLogit().fit(Mobility(**{**s.__dict__, "choice": choice}))
+    np.testing.assert_allclose(fit.theta, theta, atol=0.35)
+    np.testing.assert_allclose(fit.probs(s).sum(1), 1.0)
+
+
+def test_utility_maximiser_and_random_agent():
+    s = _mobility(cost=[[10, 20, 30, 40], [50, 30, 20, 10]], time=[[60, 120, 180, 240]] * 2)
+    np.testing.assert_array_equal(agents.utility_behaviour("mobility", s, s), [0, 3])
+    o, _ = _opinion([[0, 0, 0]] * 4)  # incomes 1..4, median 2.5
+    np.testing.assert_array_equal(agents.utility_behaviour("opinion", o, o), [[0, 0, 0], [0, 0, 0], [2, 2, 1], [2, 2, 1]])
+    b = agents.random_behaviour("opinion", o, np.random.default_rng(0))
+    assert b.shape == (4, 3) and b[:, 2].max() <= 1 and b.max() <= 2
+
+
+class _FakeLM:
+    """next_token_logprobs returns planted log-probabilities; the tokenizer maps words to fixed ids."""
+
+    class _Tok:
+        ids = {" air": [5], " train": [6], " two words": [7, 8]}
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": self.ids[text]}
+
+    tokenizer = _Tok()
+
+    def next_token_logprobs(self, prompts):
+        out = np.full((len(prompts), 10), -50.0)
+        for i, p in enumerate(prompts):
+            out[i, 5], out[i, 6] = np.log(0.2), np.log(0.6 if p == "a" else 0.05)
+        return out
+
+
+def test_lm_option_probs_renormalise_over_the_options():
+    p = agents.lm_option_probs(_FakeLM(), ["a", "b"], [" air", " train"], batch_size=1)
+    np.testing.assert_allclose(p, [[0.25, 0.75], [0.8, 0.2]])
+    with pytest.raises(ValueError, match="one distinct token"):
+        agents.lm_option_probs(_FakeLM(), ["a"], [" air", " two words"])
+
+
+def test_prompts_carry_the_persona_and_options():
+    m, o = load_mobility(), load_opinion()
+    p = agents.mobility_prompt(m, 0)
+    assert "income 35k AUD" in p and "air 59 AUD 169 min" in p and p.endswith("went by")
+    q = agents.opinion_prompts(o, 0)
+    assert len(q) == 3 and all("age 36" in x and "income under $3k" in x for x in q)
+
+
+# ---------------------------------------------------------------- configuration and command line
+
+
+@pytest.mark.parametrize("kwargs, field", [({"agents": ("humans", "nobody")}, "agents"), ({"seeds": ()}, "seeds"),
+                                           ({"n_opinion": 0}, "n_opinion"), ({"n_mobility": 106}, "n_mobility"),
+                                           ({"random_draws": 0}, "random_draws")])
+def test_config_refuses_bad_values(kwargs, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        HumanlikeConfig(**kwargs)
+
+
+@pytest.mark.parametrize("flags, name", [(["--n-opinion", "0"], "--n-opinion"), (["--agents", "lm,oracle"], "--agents"),
+                                         (["--seeds", "-1"], "--seeds"), (["--n-mobility", "1"], "--n-mobility")])
+def test_cli_refuses_bad_arguments(tmp_path, capsys, flags, name):
+    out = tmp_path / "hl"
+    assert main(["humanlike", "--quick", "--quiet", "--out", str(out), *flags]) == 2
+    assert name in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_quick_writes_metrics_and_headline(tmp_path):
+    out = tmp_path / "hl"
+    assert main(["humanlike", "--quick", "--quiet", "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "scores.png", "metrics.png"}
+    m = json.loads((out / "metrics.json").read_text())
+    h = m["headline"]
+    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction", "std"}
+    assert h["direction"] == "higher" and h["seeds"] == [0, 1, 2] and "held-out humans" in h["baselines"]
+    assert h["budget"]["scenarios_per_seed"] == {"mobility": 105, "opinion": 30}
+    assert "lm" not in m["config"]["agents"]
+    assert "onchip humanlike --quick" in (out / "results.md").read_text()
