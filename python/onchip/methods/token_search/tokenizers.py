@@ -1,0 +1,263 @@
+"""Two discrete tokenizers of 8x8 images with the same token count (16) and the same FSQ codebook.
+
+* :class:`OrderedTokenizer`: a 1D coarse-to-fine tokenizer in the spirit of FlexTok
+  (Bachmann et al. 2025, sec. 3): an encoder maps the whole image to 16 ordered register
+  tokens; the decoder sees a prefix of k tokens and a learned mask vector in every later slot.
+  Trained with nested dropout (Rippel et al. 2014): k is drawn at random per image, so any
+  prefix decodes to a (coarse) image and earlier tokens carry the most information.
+* :class:`GridTokenizer`: the 2D raster baseline: one token per 2x2 patch in raster order,
+  encoded and decoded patch by patch; a partial grid decodes its revealed patches and fills the
+  others with the training mean patch (the rule that decides how partial grids look to the
+  verifier; documented in the card).
+
+Both quantize with finite scalar quantization (FSQ, Mentzer et al. 2024): each latent
+dimension is bounded with tanh and rounded to one of an odd number of levels, gradients pass
+straight through the rounding. Codebook size = product of the levels (75 for (5, 5, 3)).
+Images are float tensors ``(n, 64)`` in [-1, 1], token ids int64 ``(n, 16)`` in [0, codebook).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+#: FSQ levels per latent dimension (odd: the grid is symmetric around 0)
+LEVELS = (5, 5, 3)
+#: tokens per image, for both structures
+N_TOKENS = 16
+SIDE = 8
+PATCH = 2
+
+
+def codebook_size(levels: Sequence[int] = LEVELS) -> int:
+    """Number of codes: the product of the levels."""
+    return int(np.prod(levels))
+
+
+def fsq(z: torch.Tensor, levels: Sequence[int] = LEVELS) -> torch.Tensor:
+    """Finite scalar quantization with a straight-through gradient.
+
+    Args:
+        z: ``(..., len(levels))`` unbounded latents.
+        levels: odd number of levels per dimension.
+
+    Returns:
+        ``(..., d)`` values on the grid ``{-1, ..., 1}`` with ``levels[i]`` points in dimension i
+        (forward: rounded; backward: the gradient of ``tanh``).
+
+    Raises:
+        ValueError: a level is even or < 3, or the last axis does not match.
+    """
+    _check_levels(levels, z.shape[-1])
+    half = torch.tensor([(lv - 1) / 2 for lv in levels], dtype=z.dtype)
+    bounded = torch.tanh(z) * half
+    rounded = bounded + (torch.round(bounded) - bounded).detach()
+    return rounded / half
+
+
+def codes_to_index(q: torch.Tensor, levels: Sequence[int] = LEVELS) -> torch.Tensor:
+    """Grid values ``(..., d)`` (as :func:`fsq` returns) -> code index ``(...)`` int64 (mixed radix, first
+    dimension most significant)."""
+    _check_levels(levels, q.shape[-1])
+    idx = torch.zeros(q.shape[:-1], dtype=torch.long)
+    for i, lv in enumerate(levels):
+        digit = torch.round(q[..., i] * (lv - 1) / 2).long() + (lv - 1) // 2
+        idx = idx * lv + digit
+    return idx
+
+
+def index_to_codes(idx: torch.Tensor, levels: Sequence[int] = LEVELS) -> torch.Tensor:
+    """Inverse of :func:`codes_to_index`: ``(...)`` int64 -> ``(..., d)`` grid values in [-1, 1].
+
+    Raises:
+        ValueError: an index outside ``[0, codebook_size)``.
+    """
+    idx = torch.as_tensor(idx, dtype=torch.long)
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= codebook_size(levels)):
+        raise ValueError(f"token ids must be in [0, {codebook_size(levels)}), got {int(idx.min())}..{int(idx.max())}")
+    out = []
+    rest = idx.clone()
+    for lv in reversed(levels):
+        digit = rest % lv
+        rest = rest // lv
+        out.append((digit.float() - (lv - 1) // 2) / ((lv - 1) / 2))
+    return torch.stack(out[::-1], -1)
+
+
+def _check_levels(levels, d):
+    if any(int(lv) < 3 or int(lv) % 2 == 0 for lv in levels):
+        raise ValueError(f"levels: every FSQ level must be odd and >= 3, got {tuple(levels)}")
+    if len(levels) != d:
+        raise ValueError(f"levels: {len(levels)} levels for latents of size {d}")
+
+
+def _prefix_mask(n: int, k, device=None) -> torch.Tensor:
+    """``(n, N_TOKENS)`` bool: True where the slot is inside the prefix (position < k)."""
+    k = torch.as_tensor(k).reshape(-1, 1) if not isinstance(k, int) else torch.full((n, 1), k)
+    if k.shape[0] not in (1, n):
+        raise ValueError(f"k: one prefix length or one per image ({n}), got {k.shape[0]}")
+    if int(k.min()) < 0 or int(k.max()) > N_TOKENS:
+        raise ValueError(f"k: prefix lengths must be in [0, {N_TOKENS}], got {int(k.min())}..{int(k.max())}")
+    return torch.arange(N_TOKENS, device=device)[None] < k
+
+
+class OrderedTokenizer(nn.Module):
+    """1D coarse-to-fine tokenizer: 64 pixels -> 16 ordered FSQ tokens; any prefix decodes.
+
+    ``encode(x)``: ``(n, 64)`` -> ids ``(n, 16)``. ``decode(ids, k)``: ids ``(n, t)`` with
+    ``t >= k`` (or ``(n, 16)``) and prefix length ``k`` (int or ``(n,)``) -> ``(n, 64)``; slots
+    ``>= k`` get the learned mask vector, so the output never depends on tokens past the prefix.
+    Source: FlexTok (arXiv 2502.13967, sec. 3: register tokens, nested dropout); the decoder
+    here is a deterministic MLP, not FlexTok's rectified-flow decoder.
+    """
+
+    def __init__(self, levels: Sequence[int] = LEVELS, hidden: int = 256):
+        super().__init__()
+        self.levels = tuple(levels)
+        d = len(levels)
+        self.enc = nn.Sequential(nn.Linear(SIDE * SIDE, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, N_TOKENS * d))
+        self.mask = nn.Parameter(torch.zeros(N_TOKENS, d))
+        self.dec = nn.Sequential(nn.Linear(N_TOKENS * d, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, SIDE * SIDE))
+
+    def latents(self, x: torch.Tensor) -> torch.Tensor:
+        """Quantized latents ``(n, 16, d)`` of images ``(n, 64)`` (straight-through gradient)."""
+        return fsq(self.enc(x).view(-1, N_TOKENS, len(self.levels)), self.levels)
+
+    def decode_latents(self, q: torch.Tensor, k) -> torch.Tensor:
+        """Images ``(n, 64)`` from latents ``(n, 16, d)``, keeping the first ``k`` slots."""
+        keep = _prefix_mask(q.shape[0], k).unsqueeze(-1)
+        return self.dec(torch.where(keep, q, self.mask.expand_as(q)).flatten(1))
+
+    def forward(self, x: torch.Tensor, k) -> torch.Tensor:
+        """Reconstruction ``(n, 64)`` from the first ``k`` tokens (training path)."""
+        return self.decode_latents(self.latents(x), k)
+
+    @torch.no_grad()
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(n, 16)`` of images ``(n, 64)``."""
+        return codes_to_index(self.latents(x), self.levels)
+
+    @torch.no_grad()
+    def decode(self, ids: torch.Tensor, k=None) -> torch.Tensor:
+        """Images ``(n, 64)`` from the first ``k`` (default: all given) tokens of ``ids`` ``(n, t)``."""
+        return self.decode_latents(_padded_codes(ids, self.levels), ids.shape[1] if k is None else k)
+
+
+class GridTokenizer(nn.Module):
+    """2D raster tokenizer: one FSQ token per 2x2 patch (16 patches, row-major), local decoding.
+
+    ``decode(ids, k)`` decodes the first ``k`` patches in raster order and fills the rest with the
+    per-position training mean patch (``mean_image``, set by :func:`train_tokenizer`), so, as for
+    the 1D tokenizer, the output never depends on tokens past the prefix.
+    """
+
+    def __init__(self, levels: Sequence[int] = LEVELS, hidden: int = 64):
+        super().__init__()
+        self.levels = tuple(levels)
+        d, p = len(levels), PATCH * PATCH
+        self.pos = nn.Embedding(N_TOKENS, 8)
+        self.enc = nn.Sequential(nn.Linear(p + 8, hidden), nn.GELU(), nn.Linear(hidden, d))
+        self.dec = nn.Sequential(nn.Linear(d + 8, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, p))
+        self.register_buffer("mean_image", torch.zeros(SIDE * SIDE))
+
+    def latents(self, x: torch.Tensor) -> torch.Tensor:
+        """Quantized latents ``(n, 16, d)`` of images ``(n, 64)``."""
+        patches = to_patches(x)
+        pos = self.pos.weight.expand(x.shape[0], -1, -1)
+        return fsq(self.enc(torch.cat([patches, pos], -1)), self.levels)
+
+    def decode_latents(self, q: torch.Tensor, k) -> torch.Tensor:
+        pos = self.pos.weight.expand(q.shape[0], -1, -1)
+        patches = self.dec(torch.cat([q, pos], -1))
+        keep = _prefix_mask(q.shape[0], k).unsqueeze(-1)
+        mean = to_patches(self.mean_image[None]).expand_as(patches)
+        return from_patches(torch.where(keep, patches, mean))
+
+    def forward(self, x: torch.Tensor, k) -> torch.Tensor:
+        return self.decode_latents(self.latents(x), k)
+
+    @torch.no_grad()
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(n, 16)`` of images ``(n, 64)``, patches in raster order."""
+        return codes_to_index(self.latents(x), self.levels)
+
+    @torch.no_grad()
+    def decode(self, ids: torch.Tensor, k=None) -> torch.Tensor:
+        """Images ``(n, 64)`` from the first ``k`` (default: all given) tokens of ``ids`` ``(n, t)``."""
+        return self.decode_latents(_padded_codes(ids, self.levels), ids.shape[1] if k is None else k)
+
+
+def _padded_codes(ids: torch.Tensor, levels) -> torch.Tensor:
+    """Grid values ``(n, 16, d)`` of ids ``(n, t <= 16)``; slots past ``t`` are zeros (masked later)."""
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    if ids.dim() != 2 or ids.shape[1] > N_TOKENS:
+        raise ValueError(f"ids: expected (n, t) with t <= {N_TOKENS}, got shape {tuple(ids.shape)}")
+    full = torch.zeros(ids.shape[0], N_TOKENS, dtype=torch.long)
+    full[:, :ids.shape[1]] = ids
+    return index_to_codes(full, levels)
+
+
+def to_patches(x: torch.Tensor) -> torch.Tensor:
+    """Images ``(n, 64)`` -> patches ``(n, 16, 4)`` in raster order (row-major 2x2 blocks)."""
+    n = x.shape[0]
+    g = SIDE // PATCH
+    return x.view(n, g, PATCH, g, PATCH).permute(0, 1, 3, 2, 4).reshape(n, g * g, PATCH * PATCH)
+
+
+def from_patches(p: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`to_patches`: ``(n, 16, 4)`` -> ``(n, 64)``."""
+    n = p.shape[0]
+    g = SIDE // PATCH
+    return p.reshape(n, g, g, PATCH, PATCH).permute(0, 1, 3, 2, 4).reshape(n, SIDE * SIDE)
+
+
+def make_tokenizer(kind: str, levels: Sequence[int] = LEVELS) -> nn.Module:
+    """A fresh tokenizer of ``kind`` (``ordered`` or ``grid``).
+
+    Raises:
+        ValueError: unknown kind.
+    """
+    if kind == "ordered":
+        return OrderedTokenizer(levels)
+    if kind == "grid":
+        return GridTokenizer(levels)
+    raise ValueError(f"tokenizer: must be 'ordered' or 'grid', got {kind!r}")
+
+
+def train_tokenizer(model: nn.Module, x: np.ndarray, *, steps: int, seed: int, batch: int = 128,
+                    lr: float = 2e-3) -> list[float]:
+    """Train a tokenizer on images ``x`` ``(n, 64)`` by mean squared reconstruction error.
+
+    The ordered tokenizer draws the kept prefix length per image uniformly from 1..16 (nested
+    dropout); the grid tokenizer always reconstructs from all 16 tokens (its decoding is local).
+    Returns the per-step losses.
+    """
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    xt = torch.as_tensor(x, dtype=torch.float32)
+    if isinstance(model, GridTokenizer):
+        model.mean_image.copy_(xt.mean(0))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    losses = []
+    model.train()
+    for _ in range(steps):
+        xb = xt[rng.integers(0, len(xt), batch)]
+        if isinstance(model, OrderedTokenizer):
+            k = torch.as_tensor(rng.integers(1, N_TOKENS + 1, batch))
+        else:
+            k = N_TOKENS
+        loss = ((model(xb, k) - xb) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
