@@ -1,0 +1,136 @@
+"""Multi^2 (hierarchical agents, IQL) on the grid world: the IQL pieces against hand-solved cases, the
+world's drift semantics, drift counting, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from onchip.cli import main
+from onchip.methods._rl import IQL, IQLConfig, expectile, expectile_loss
+from onchip.methods.multi2.agents import mission_features, parse_subgoal
+from onchip.methods.multi2.env import KINDS, TOUCH, Episode, drift_rate, new_episode
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_expectile_loss_matches_hand_computation():
+    # u = (2, -1), tau = 0.7: (0.7 * 4 + 0.3 * 1) / 2 = 1.55
+    assert float(expectile_loss(torch.tensor([2.0, -1.0]), 0.7)) == pytest.approx(1.55)
+    # tau = 0.5 is half the squared error
+    u = torch.tensor([0.5, -3.0, 1.0])
+    assert float(expectile_loss(u, 0.5)) == pytest.approx(0.5 * float((u**2).mean()))
+    with pytest.raises(ValueError, match="tau"):
+        expectile_loss(u, 1.0)
+
+
+def test_expectile_of_two_values_is_tau():
+    # values {0, 1} equally likely: tau (1 - m) = (1 - tau) m  ->  m = tau
+    for tau in (0.5, 0.7, 0.9):
+        assert expectile([0.0, 1.0], tau) == pytest.approx(tau, abs=1e-9)
+    assert expectile([1.0, 2.0, 6.0], 0.5) == pytest.approx(3.0, abs=1e-9)  # the mean
+
+
+def test_iql_values_on_a_two_step_mdp_with_known_answer():
+    """s0 --a--> s1 (r = 0) for a in {0, 1}; s1 --a--> end with r = a (a in {0, 1}), data uniform over
+    actions. Known fixed point: Q(s1, a) = a, V(s1) = tau-expectile of {0, 1} = tau,
+    Q(s0, a) = gamma * tau, V(s0) = gamma * tau."""
+    torch.manual_seed(0)
+    tau, gamma = 0.8, 0.9
+    table = lambda n_out: torch.nn.Linear(2, n_out, bias=False)  # noqa: E731  one-hot states: a table
+    actor = table(2)
+    iql = IQL(table(2), table(1), actor, IQLConfig(gamma=gamma, tau=tau, lr=0.05, target_rate=0.2, beta=3.0))
+    e0, e1 = [1.0, 0.0], [0.0, 1.0]
+    s = torch.tensor([e0, e0, e1, e1])
+    a = torch.tensor([0, 1, 0, 1])
+    r = torch.tensor([0.0, 0.0, 0.0, 1.0])
+    s2 = torch.tensor([e1, e1, e1, e1])
+    done = torch.tensor([0.0, 0.0, 1.0, 1.0])
+    for _ in range(3000):
+        iql.update(s, a, r, s2, done)
+    with torch.no_grad():
+        v = iql.v(torch.tensor([e0, e1])).squeeze(-1)
+        q = iql.q(torch.tensor([e0, e1]))
+        pi = torch.softmax(actor(torch.tensor([e1])), -1)[0]
+    np.testing.assert_allclose(v.numpy(), [gamma * tau, tau], atol=0.02)
+    np.testing.assert_allclose(q.numpy(), [[gamma * tau] * 2, [0.0, 1.0]], atol=0.02)
+    assert float(pi[1]) > 0.9  # advantage-weighted actor prefers the rewarded action
+
+
+def _episode(mission, objects):
+    return Episode(size=5, agent=(0, 0), objects=dict(objects), mission=list(mission), text="", limit=50)
+
+
+def test_world_completes_in_order_and_fails_on_drift():
+    red_ball, blue_key, green_box = KINDS.index("red ball"), KINDS.index("blue key"), KINDS.index("green box")
+    ep = _episode([red_ball, blue_key], {red_ball: (0, 1), blue_key: (0, 2), green_box: (1, 0)})
+    assert ep.step(1) == 0 and ep.agent == (1, 0)
+    ep.step(TOUCH)  # a distractor: nothing happens
+    assert not ep.done and ep.completed == []
+    ep.step(0), ep.step(3)
+    assert ep.step(TOUCH) == 1.0 and ep.progress == 1 and not ep.done
+    ep.step(TOUCH)  # an already completed object: nothing
+    ep.step(3)
+    assert ep.step(TOUCH) == 1.0 and ep.success and ep.done and not ep.drift
+    # touching the second object first is objective drift and ends the episode
+    ep = _episode([red_ball, blue_key], {red_ball: (0, 1), blue_key: (0, 0)})
+    ep.step(TOUCH)
+    assert ep.drift and ep.done and not ep.success and ep.completed == [(1, 1)]
+    with pytest.raises(ValueError, match="ended"):
+        ep.step(0)
+
+
+def test_drift_rate_counts_failed_episodes_out_of_order():
+    episodes = [(False, [0, 2]), (False, [0]), (True, [0, 1]), (False, [1]), (False, [])]
+    assert drift_rate(episodes) == pytest.approx(2 / 4)
+    assert np.isnan(drift_rate([(True, [0])]))
+
+
+def test_mission_text_round_trips_through_the_features():
+    ep = new_episode(np.random.default_rng(3), 3)
+    feats = mission_features(ep.text, 4).reshape(4, 7)
+    for slot, kind in enumerate(ep.mission):
+        colour, typ = KINDS[kind].split()
+        assert parse_subgoal(f"touch {colour} {typ}") == kind
+        assert feats[slot].sum() == 2
+    assert feats[3].sum() == 0
+    assert parse_subgoal("stop") is None and parse_subgoal("touch red") is None
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--horizons", "0,2"], "--horizons"),
+    (["--arms", "multi2,ppo"], "--arms"),
+    (["--demos", "2"], "--demos"),
+    (["--grid", "30"], "--grid"),
+    (["--seeds", "-1"], "--seeds"),
+    (["--horizons", "1,7"], "--horizons"),
+])
+def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
+    out = tmp_path / "out"
+    assert main(["multi2", *argv, "--quiet", "--out", str(out)]) == 2
+    assert flag in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_quick_run_writes_the_headline(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    assert main(["multi2", "--quick", "--quiet", "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    h = m["headline"]
+    assert h["method"] == "multi2" and h["direction"] == "higher" and h["seeds"] == [0]
+    assert set(h["baselines"]) == {"hier-offline", "hier-bc", "flat-iql", "flat-bc"}
+    assert 0 <= h["value"] <= 1
+    for arm in ("multi2", "flat-bc"):
+        for hz in ("1", "2"):
+            assert 0 <= m["results"][arm][hz]["success"] <= 1
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "success.png", "drift.png"}
