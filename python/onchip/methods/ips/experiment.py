@@ -1,0 +1,359 @@
+"""The ``onchip ips`` experiment: interaction-based prompt sensitivity of Gemma 3 270M, tiny
+transformers (scale, mixture of experts, fine-tuning, few-shot) and the fixed-point learners.
+
+Writes ``metrics.json`` (config, per-pair records, per-arm summary with mean/std over seeds,
+the headline), ``results.md``, ``pairs.csv``, ``ips_by_order.png`` and ``learners.png``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .._report import need
+from . import SUBJECTS
+
+
+@dataclass(frozen=True)
+class IpsConfig:
+    """One run; validated on construction.
+
+    Attributes:
+        subjects: subset of :data:`~onchip.methods.ips.SUBJECTS`.
+        seeds: seeds (>= 1 of them, each >= 0): reviews, shots, tiny-model training, learner streams.
+        reviews: query reviews per seed and subject (>= 1).
+        shots: few-shot settings (numbers of answered examples before the query, each 0..3).
+        tau: salience threshold, relative to a prompt's largest non-empty interaction, in (0, 1].
+        tiny_steps: pre-training steps of each tiny model (fine-tuning: half as many).
+        learner_samples: stream length each learner is trained on (>= 100).
+        learner_points: input points per learner and seed at which interactions are computed.
+        output_tol: learners: output change (output units) below which the output counts as unchanged.
+        out: output folder.
+        progress: progress bars and the table on stdout.
+        command: the command line recorded in metrics.json.
+
+    Raises:
+        ValueError: a field out of range, named in the message.
+    """
+
+    subjects: tuple[str, ...] = SUBJECTS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    reviews: int = 2
+    shots: tuple[int, ...] = (0, 2)
+    tau: float = 0.1
+    tiny_steps: int = 200
+    learner_samples: int = 20000
+    learner_points: int = 8
+    output_tol: float = 1 / 32
+    out: str = "out/ips"
+    progress: bool = field(default=True, compare=False)
+    command: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        for name in ("subjects", "seeds", "shots"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        need(bool(self.subjects) and all(s in SUBJECTS for s in self.subjects), "subjects", list(self.subjects),
+             f"choose from {', '.join(SUBJECTS)}")
+        need(bool(self.seeds) and all(s >= 0 for s in self.seeds), "seeds", list(self.seeds),
+             "need at least one seed, each >= 0")
+        need(len(set(self.seeds)) == len(self.seeds), "seeds", list(self.seeds), "seeds must be distinct")
+        need(bool(self.shots) and all(0 <= k <= 3 for k in self.shots), "shots", list(self.shots),
+             "each number of shots must be in 0..3")
+        need(self.reviews >= 1, "reviews", self.reviews, "must be >= 1")
+        need(0 < self.tau <= 1, "tau", self.tau, "must be in (0, 1]")
+        need(self.tiny_steps >= 2, "tiny_steps", self.tiny_steps, "must be >= 2")
+        need(self.learner_samples >= 100, "learner_samples", self.learner_samples, "must be >= 100")
+        need(self.learner_points >= 1, "learner_points", self.learner_points, "must be >= 1")
+        need(self.output_tol >= 0, "output_tol", self.output_tol, "must be >= 0")
+
+
+VARIANTS = ("punct", "paraphrase")
+
+
+def _record(subject, arm, seed, item, shots, variant, comp, unchanged, **extra) -> dict:
+    return {"subject": subject, "arm": arm, "seed": int(seed), "item": int(item), "shots": int(shots),
+            "variant": variant, "ips": comp.ips, "num_by_order": list(comp.num_by_order),
+            "den_by_order": list(comp.den_by_order), "n_salient": comp.n_salient,
+            "n_unstable": comp.n_unstable, "output_unchanged": bool(unchanged),
+            "output_change": comp.output_change, **extra}
+
+
+def _lm_pairs(score, reviews, shot_pool, c: IpsConfig, subject: str, arm: str, seed: int, text,
+              shots=None) -> list[dict]:
+    """Records of one language subject: every review x shots x changed template against ``base``."""
+    from .harsanyi import compare, harsanyi, subset_masks
+
+    masks = subset_masks(6)
+    rows = []
+    for i, r in enumerate(reviews):
+        for k in (c.shots if shots is None else shots):
+            shots_k = shot_pool[:k]
+            prompts = {t: [text(r, t, m, shots_k) for m in masks] for t in ("base", *VARIANTS)}
+            flat = [p for t in prompts for p in prompts[t]]
+            v = score(flat).reshape(len(prompts), -1)
+            v = v if r.label else -v                      # log-odds of the correct label
+            div = {t: harsanyi(v[j]) for j, t in enumerate(prompts)}
+            for t in VARIANTS:
+                comp = compare(div["base"], div[t], tau=c.tau)
+                ans_a, ans_b = div["base"][1:].sum() > 0, div[t][1:].sum() > 0   # calibrated answers
+                rows.append(_record(subject, arm, seed, i, k, t, comp, ans_a == ans_b,
+                                    correct_base=bool(ans_a), correct_variant=bool(ans_b),
+                                    max_abs_interaction=float(np.abs(div["base"][1:]).max())))
+    return rows
+
+
+def run(config: IpsConfig) -> dict:
+    """Run every subject over every seed and write the output folder; returns metrics.json's content."""
+    import torch
+    from tqdm import tqdm
+
+    from onchip.io import atomic_output_dir, check_output_dir
+
+    from .. import _report
+    from .harsanyi import compare
+    from .language import TINY_ARMS, gemma_scores, gemma_text, sample_reviews, tiny_scores, tiny_words, train_tiny
+    from .learners import FORMAT_VARIANTS, LEARNERS, learner_interactions, learner_spec, train_learner
+
+    c = config
+    check_output_dir(c.out)
+    t_start = time.perf_counter()
+    records: list[dict] = []
+    extra: dict = {"gemma_pool_accuracy": {}, "tiny_accuracy": {}, "learner_fit_mse": {}, "kan_oracle": {}}
+    lm = None
+    if "gemma" in c.subjects:
+        from .._lm import causal_lm
+
+        lm = causal_lm()
+    bar = tqdm(total=len(c.seeds) * len(c.subjects), desc="ips", disable=not c.progress)
+    for seed in c.seeds:
+        rng = _report.rng(seed, "reviews")
+        pool = sample_reviews(rng, 12)
+        shot_pool = sample_reviews(_report.rng(seed, "shots"), 4)
+        shot_pool = [next(s for s in shot_pool if s.label == 1), next(s for s in shot_pool if s.label == 0),
+                     *[s for s in shot_pool][:1]]
+        if lm is not None:
+            from .harsanyi import subset_masks
+
+            full = gemma_scores(lm, [gemma_text(r, "base") for r in pool])
+            empty = gemma_scores(lm, [gemma_text(r, "base", [False] * 6) for r in pool])
+            labels = np.array([r.label for r in pool])
+            calibrated_ok = ((full - empty) > 0) == (labels == 1)
+            extra["gemma_pool_accuracy"][str(seed)] = {"raw": float(np.mean((full > 0) == (labels == 1))),
+                                                       "calibrated": float(np.mean(calibrated_ok))}
+            chosen = [r for r, ok in zip(pool, calibrated_ok) if ok][:c.reviews]
+            chosen += [r for r, ok in zip(pool, calibrated_ok) if not ok][:c.reviews - len(chosen)]
+            records += _lm_pairs(lambda t: gemma_scores(lm, t), chosen, shot_pool, c, "gemma", "gemma-270m", seed,
+                                 gemma_text)
+            bar.update()
+        if "tiny" in c.subjects:
+            test = sample_reviews(_report.rng(seed, "tiny-test"), 200)
+            for arm in TINY_ARMS:
+                model, vocab = train_tiny(arm, seed=seed, steps=c.tiny_steps, progress=c.progress)
+                s = tiny_scores(model, vocab, [tiny_words(r, "base") for r in test])
+                extra["tiny_accuracy"].setdefault(arm, {})[str(seed)] = float(
+                    np.mean((s > 0) == np.array([r.label for r in test])))
+                with torch.no_grad():
+                    records += _lm_pairs(lambda t, m=model, v=vocab: tiny_scores(m, v, t), pool[:c.reviews],
+                                         shot_pool, c, "tiny", arm, seed, lambda r, t, k, sh: tiny_words(r, t, k, sh),
+                                         shots=(0,))
+            bar.update()
+        if "learners" in c.subjects:
+            x = _report.rng(seed, "learner-points").uniform(-2.0, 2.0, size=(c.learner_points, 6))
+            for name in LEARNERS:
+                spec = learner_spec(name, 6)
+                theta = train_learner(spec, samples=c.learner_samples, seed=seed)
+                base = learner_interactions(spec, theta, x, "base")
+                from .learners import target
+
+                extra["learner_fit_mse"].setdefault(name, {})[str(seed)] = float(
+                    np.mean((base.values[:, -1] - target(x)[:, 0]) ** 2))
+                if name == "kan-1layer":
+                    from .harsanyi import popcount
+
+                    order = popcount(np.arange(64))
+                    extra["kan_oracle"][str(seed)] = {
+                        v: {"max_abs_order2plus_lsb": float(np.abs(li.dividends[:, order >= 2]).max() / li.lsb),
+                            "rounding_bound_lsb_order2": 2.0}
+                        for v in FORMAT_VARIANTS for li in [learner_interactions(spec, theta, x, v)]}
+                for variant in FORMAT_VARIANTS:
+                    if variant == "base":
+                        continue
+                    other = learner_interactions(spec, theta, x, variant)
+                    for j in range(len(x)):
+                        comp = compare(base.dividends[j], other.dividends[j], tau=c.tau)
+                        unchanged = abs(base.values[j, -1] - other.values[j, -1]) <= c.output_tol
+                        records.append(_record("learners", name, seed, j, 0, variant, comp, unchanged,
+                                               max_abs_interaction=float(np.abs(base.dividends[j, 1:]).max())))
+            bar.update()
+    bar.close()
+
+    summary = summarise(records, c.seeds)
+    head = _headline(summary, c)
+    settings = {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")}
+    settings.update(n_variables=6, baseline_word="___", learner_baseline_value=0.0,
+                    evaluations_per_prompt=64, seconds=time.perf_counter() - t_start)
+    result = {"headline": head, "config": settings, "summary": summary, **extra, "pairs": records}
+    with atomic_output_dir(c.out) as stage:
+        _write(stage, c, result)
+    if c.progress:
+        print(results_table(summary))
+    return result
+
+
+def _pool(rows, orders):
+    num = sum(sum(r["num_by_order"][k - 1] for k in orders if k - 1 < len(r["num_by_order"])) for r in rows)
+    den = sum(sum(r["den_by_order"][k - 1] for k in orders if k - 1 < len(r["den_by_order"])) for r in rows)
+    return num / den if den > 0 else float("nan")
+
+
+def summarise(records: list[dict], seeds) -> list[dict]:
+    """One row per (subject, arm, shots, variant): per seed pooled scores, then mean and std over seeds.
+
+    Scores per seed: ``ips`` (pooled over items: sum |I_A - I_B| / sum (|I_A| + |I_B|) over the
+    salient sets), ``ips_order1``, ``ips_order2``, ``ips_order3plus``; ``unstable_unchanged`` =
+    unstable / salient interactions over the pairs whose output is unchanged (NaN if none);
+    ``unstable_all`` over all pairs; ``output_flip`` = share of pairs whose output changed;
+    ``output_change`` = mean relative output change (the output-level baseline).
+    """
+    from .._report import mean_std
+
+    keys = sorted({(r["subject"], r["arm"], r["shots"], r["variant"]) for r in records},
+                  key=lambda k: (("gemma", "tiny", "learners").index(k[0]), k[1], k[2], k[3]))
+    out = []
+    for key in keys:
+        per_seed: dict[str, list[float]] = {}
+        for s in seeds:
+            rows = [r for r in records if (r["subject"], r["arm"], r["shots"], r["variant"]) == key and r["seed"] == s]
+            if not rows:
+                continue
+            same = [r for r in rows if r["output_unchanged"]]
+            vals = {
+                "ips": _pool(rows, range(1, 7)), "ips_order1": _pool(rows, [1]), "ips_order2": _pool(rows, [2]),
+                "ips_order3plus": _pool(rows, range(3, 7)),
+                "unstable_unchanged": (sum(r["n_unstable"] for r in same) / max(1, sum(r["n_salient"] for r in same))
+                                       if same else float("nan")),
+                "unstable_all": sum(r["n_unstable"] for r in rows) / max(1, sum(r["n_salient"] for r in rows)),
+                "output_flip": 1.0 - len(same) / len(rows),
+                "output_change": float(np.mean([r["output_change"] for r in rows])),
+            }
+            for k, v in vals.items():
+                per_seed.setdefault(k, []).append(v)
+        row = {"subject": key[0], "arm": key[1], "shots": key[2], "variant": key[3]}
+        for k, vs in per_seed.items():
+            finite = [v for v in vs if np.isfinite(v)]
+            m, sd = mean_std(finite) if finite else (float("nan"), float("nan"))
+            row[k], row[k + "_std"] = m, sd
+        row["seeds"] = len(next(iter(per_seed.values()), []))
+        out.append(row)
+    return out
+
+
+def _headline(summary, c: IpsConfig) -> dict:
+    """Unstable share of salient interactions among answer-unchanged pairs (the paper's 60-80 %
+    number) for the first language subject at 0 shots, pooled over both changed templates,
+    next to the output-level baselines computed from the same evaluations."""
+    from .._report import headline
+
+    pick = ("gemma", "gemma-270m") if "gemma" in c.subjects else ("tiny", "tiny") if "tiny" in c.subjects \
+        else ("learners", "kan-2layer")
+    k = min(c.shots) if pick[0] == "gemma" else 0
+    rows = [r for r in summary if (r["subject"], r["arm"]) == pick and r["shots"] == k]
+
+    def avg(key):
+        vals = [r[key] for r in rows if np.isfinite(r[key])]
+        return float(np.mean(vals)) if vals else 0.0
+
+    return headline(
+        "share of salient interactions that change between a prompt and its variant, among pairs whose answer "
+        "is unchanged (mean over variants)",
+        f"IPS: Harsanyi interactions of {pick[1]}, {k}-shot, n=6 variables, tau={c.tau}",
+        avg("unstable_unchanged"),
+        {"output-level: share of pairs whose answer changes": avg("output_flip"),
+         "output-level: relative change of the output score": avg("output_change")},
+        budget={"masked evaluations per prompt": 64, "unit": "forward passes; every arm reads the same ones"},
+        seeds=list(c.seeds), direction="higher", std=avg("unstable_unchanged_std"),
+        baseline_std={"output-level: share of pairs whose answer changes": avg("output_flip_std"),
+                      "output-level: relative change of the output score": avg("output_change_std")})
+
+
+def _f(v, std=None):
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    return f"{v:.3f}" if std is None or not np.isfinite(std) else f"{v:.3f} ± {std:.3f}"
+
+
+def results_table(summary) -> str:
+    """Markdown table: one row per subject/arm/shots/variant (mean ± std over seeds)."""
+    from .._report import markdown_table
+
+    rows = [(r["subject"], r["arm"], r["shots"], r["variant"], _f(r["ips"], r["ips_std"]), _f(r["ips_order1"]),
+             _f(r["ips_order2"]), _f(r["ips_order3plus"]), _f(r["unstable_unchanged"], r["unstable_unchanged_std"]),
+             _f(r["output_flip"]), _f(r["output_change"], r["output_change_std"])) for r in summary]
+    return markdown_table(["subject", "arm", "shots", "changed prompt", "IPS", "IPS k=1", "IPS k=2", "IPS k>=3",
+                           "unstable share (answer unchanged)", "answer flips", "output-level change"], rows)
+
+
+def _write(stage, c: IpsConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    from .._report import grouped_bars, save, write_dict_csv, write_metrics
+
+    write_metrics(stage, result, c.command)
+    h = result["headline"]
+    text = ["# onchip ips: interaction-based prompt sensitivity", "", f"Command: `{c.command or 'onchip ips'}`", "",
+            f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h.get('std', 0):.3f} for {h['method']}; "
+            + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).", "",
+            results_table(result["summary"])]
+    if result["gemma_pool_accuracy"]:
+        text += ["", "Gemma 3 270M base accuracy on the 12-review pool per seed (0-shot, base template): "
+                 + "; ".join(f"seed {s}: raw {a['raw']:.2f}, calibrated {a['calibrated']:.2f}"
+                             for s, a in result["gemma_pool_accuracy"].items())]
+    if result["tiny_accuracy"]:
+        text += ["", "Tiny-model accuracy on 200 held-out reviews (0-shot, base template): "
+                 + "; ".join(f"{arm}: {np.mean(list(a.values())):.3f}" for arm, a in result["tiny_accuracy"].items())]
+    if result["kan_oracle"]:
+        worst = {v: max(o[v]["max_abs_order2plus_lsb"] for o in result["kan_oracle"].values())
+                 for v in next(iter(result["kan_oracle"].values()))}
+        text += ["", "One-layer KAN (additive before the output conversion): largest |I(S)|, |S| >= 2, in output LSB: "
+                 + ", ".join(f"{v}: {m:g}" for v, m in worst.items())]
+    (stage / "results.md").write_text("\n".join(text) + "\n")
+    flat = [{k: (";".join(f"{x:.6g}" for x in v) if isinstance(v, list) else v) for k, v in r.items()}
+            for r in result["pairs"]]
+    if flat:
+        write_dict_csv(stage / "pairs.csv", flat)
+    plt = pyplot()
+    summ = result["summary"]
+    lm_rows = [r for r in summ if r["subject"] != "learners"]
+    groups = sorted({(r["arm"], r["shots"]) for r in lm_rows}, key=lambda a: (a[0], a[1]))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    if groups:
+        labels = [f"{a}\n{k}-shot" for a, k in groups]
+
+        def series(key):
+            return [float(np.nanmean([r[key] for r in lm_rows if (r["arm"], r["shots"]) == g])) for g in groups]
+
+        grouped_bars(axes[0], labels, {"order 1": series("ips_order1"), "order 2": series("ips_order2"),
+                                       "order >= 3": series("ips_order3plus")}, rotation=30, fontsize=7)
+        axes[0].set_ylabel("IPS (relative change of salient interactions)")
+        axes[0].set_title("language subjects: sensitivity by interaction order")
+        axes[0].legend(fontsize=8)
+        grouped_bars(axes[1], labels, {"unstable share (answer unchanged)": series("unstable_unchanged"),
+                                       "answer flips": series("output_flip"),
+                                       "output-level change": series("output_change")}, rotation=30, fontsize=7)
+        axes[1].set_title("interaction-level vs output-level sensitivity")
+        axes[1].legend(fontsize=8)
+    save(fig, stage / "ips_by_order.png")
+    learn = [r for r in summ if r["subject"] == "learners"]
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    if learn:
+        variants = sorted({r["variant"] for r in learn})
+        arms = sorted({r["arm"] for r in learn})
+        grouped_bars(ax, [f"{a}" for a in arms],
+                     {v: [next((r["ips"] for r in learn if r["arm"] == a and r["variant"] == v), np.nan) for a in arms]
+                      for v in variants}, rotation=0)
+        ax.set_ylabel("IPS vs the 16-bit base format")
+        ax.set_title("fixed-point learners: number format as the prompt change")
+        ax.legend(fontsize=8)
+    save(fig, stage / "learners.png")
