@@ -1,0 +1,449 @@
+"""The ``onchip autotune`` experiment: SPARK's factor-conditioned search vs its baselines at equal evaluations.
+
+Per seed: build the search stream and the held-out-drift stream, run every arm of
+:data:`~.search.ARMS` for ``budget`` golden-model evaluations from the task's preset, take each
+arm's most accurate design within the budgets (surrogate resources) and re-score it on the
+held-out drift. Then pick the returned design from every arm's feasible candidates (the most
+accurate, or with ``target`` the smallest LUT that holds ``accuracy >= target``), check the
+finalists with Yosys in that order (``verify_top`` of them) and return the first whose Yosys
+resources are within the budgets.
+
+Writes ``metrics.json`` (headline: held-out-drift accuracy of each arm's best design, mean over
+seeds), ``results.md``, ``best_spec.toml`` (usable by ``onchip run --spec`` and ``onchip
+generate --spec``), ``pareto.csv`` and the plots ``pareto.png`` (accuracy vs LUT, every
+evaluated candidate) and ``curves.png`` (best-so-far accuracy vs evaluations).
+Method: SPARK, arXiv 2605.04057 (see seeds/autotune.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._report import need
+from .evaluate import HELDOUT, PRESET_OF, SEARCH_TASKS, TASK_KIND
+from .search import ARMS
+
+FAMILIES = ("xcup", "xc7", "ecp5", "ice40")
+ACCURACY_NAME = {"readout": "assignment fidelity", "regression": "R^2 (1 - MSE/Var y)"}
+#: an arm's run reaches the "best found" when within this fraction of the best any arm found (per seed)
+REACH_FRACTION = 0.01
+
+
+@dataclass(frozen=True)
+class AutotuneConfig:
+    """One autotune run; validated on construction.
+
+    Attributes:
+        task: search task, one of :data:`~.evaluate.SEARCH_TASKS`.
+        data: readout shots ``.npy`` for ``readout-drift`` (None: the built-in source).
+        samples: stream length of the search and held-out streams (>= 300).
+        budget: golden-model evaluations per arm and seed (>= 2), the same for every arm.
+        arms: the arms to run, a subset of :data:`~.search.ARMS` containing ``spark``.
+        seeds: seeds (streams and search randomness), at least one.
+        lut_budget, dsp_budget: resource budgets (None: none), > 0.
+        ii_max: largest initiation interval, cycles (None: none), >= 1.
+        latency_max_ns: largest latency to the committed update, ns; needs ``fmax_mhz``.
+        fmax_mhz: clock for the latency, MHz (> 0).
+        target: smallest-learner mode: return the design with the fewest LUTs whose search
+            accuracy is >= target (None: the most accurate design).
+        verify_top: finalists checked with Yosys, in order, until one is within the budgets (0: none).
+        family: Yosys family of the resources.
+        out: output folder; progress: progress bars; command: the command line for metrics.json.
+
+    Raises:
+        ValueError: a field out of range, naming it.
+    """
+
+    task: str = "drift-regression"
+    data: str | None = None
+    samples: int = 20_000
+    budget: int = 60
+    arms: tuple[str, ...] = ARMS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    lut_budget: float | None = 600.0
+    dsp_budget: float | None = None
+    ii_max: int | None = None
+    latency_max_ns: float | None = None
+    fmax_mhz: float | None = None
+    target: float | None = None
+    verify_top: int = 2
+    family: str = "xcup"
+    out: str = "out/autotune"
+    progress: bool = field(default=True, compare=False)
+    command: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "arms", tuple(self.arms))
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        need(self.task in SEARCH_TASKS, "task", self.task, f"must be one of {', '.join(SEARCH_TASKS)}")
+        need(self.data is None or TASK_KIND[self.task] == "readout", "data", self.data,
+             "only the readout-drift task takes a shots file")
+        need(isinstance(self.samples, int) and self.samples >= 300, "samples", self.samples, "must be an integer >= 300")
+        need(isinstance(self.budget, int) and self.budget >= 2, "budget", self.budget, "must be an integer >= 2")
+        need(bool(self.arms) and all(a in ARMS for a in self.arms) and len(set(self.arms)) == len(self.arms),
+             "arms", list(self.arms), f"choose distinct arms from {', '.join(ARMS)}")
+        need("spark" in self.arms, "arms", list(self.arms), "must include spark (the method)")
+        need(bool(self.seeds) and all(isinstance(s, int) and s >= 0 for s in self.seeds)
+             and len(set(self.seeds)) == len(self.seeds), "seeds", list(self.seeds),
+             "must be distinct integers >= 0")
+        for name in ("lut_budget", "dsp_budget", "latency_max_ns", "fmax_mhz"):
+            v = getattr(self, name)
+            need(v is None or (np.isfinite(v) and v > 0), name, v, "must be a number > 0")
+        need(self.ii_max is None or (isinstance(self.ii_max, int) and self.ii_max >= 1), "ii_max", self.ii_max,
+             "must be an integer >= 1")
+        need(self.latency_max_ns is None or self.fmax_mhz is not None, "latency_max_ns", self.latency_max_ns,
+             "needs --fmax-mhz (the clock the latency in cycles is converted at)")
+        need(self.target is None or (np.isfinite(self.target) and 0 < self.target <= 1), "target", self.target,
+             "must be in (0, 1]")
+        need(isinstance(self.verify_top, int) and self.verify_top >= 0, "verify_top", self.verify_top,
+             "must be an integer >= 0")
+        need(self.family in FAMILIES, "family", self.family, f"must be one of {', '.join(FAMILIES)}")
+
+    def budgets(self):
+        from .evaluate import Budgets
+
+        return Budgets(self.lut_budget, self.dsp_budget, self.ii_max, self.latency_max_ns, self.fmax_mhz)
+
+
+def _run_arm(arm, start, evaluator, budget, seed):
+    from .._report import rng
+    from .search import EDIT_ARMS, run_edit_arm, run_random, run_tpe
+
+    if arm in EDIT_ARMS:
+        return run_edit_arm(arm, start, evaluator, budget, rng(seed, "autotune", arm))
+    if arm == "random":
+        return run_random(start, evaluator, budget, rng(seed, "autotune", arm))
+    return run_tpe(start, evaluator, budget, seed)
+
+
+def within(budgets, res: dict) -> bool:
+    """Whether resources (``lut``, ``dsp``, ``initiation_interval``, ``latency_cycles_update``) meet every budget."""
+    return sum(budgets.overshoot(res).values()) == 0.0
+
+
+def _summary(spec) -> str:
+    s = f"{spec.kind} {list(spec.widths)}"
+    if spec.kind == "kan":
+        s += f" G={spec.grid_size} k={spec.spline_order} range=±{spec.grid_range[1]:g} T={spec.basis_table_bits}"
+    else:
+        s += f" {spec.datapath}"
+    f = spec.formats
+    s += (f"; in/coef/act/grad {f.input.width},{f.input.int_bits}/{f.coef.width},{f.coef.int_bits}/"
+          f"{f.act.width},{f.act.int_bits}/{f.grad.width},{f.grad.int_bits} basis {f.basis.width} acc {f.acc.width}"
+          f"; lr 2^-{spec.lr_shift} {spec.schedule}" + (f" D={spec.staleness}" if spec.schedule == "pipelined" else ""))
+    return s
+
+
+def run(config: AutotuneConfig) -> dict:
+    """Run the experiment and write the output folder (see the module docstring).
+
+    Returns:
+        The content of ``metrics.json``.
+
+    Raises:
+        ValueError: a bad output folder or data file, before any work.
+    """
+    from tqdm import tqdm
+
+    from onchip.io import atomic_output_dir, check_output_dir
+
+    from .._report import headline, mean_std, write_metrics
+    from ...spec import PRESETS
+    from .evaluate import Evaluator, make_task_stream, score_on
+    from .resources import Surrogate, load_calibration, yosys_resources
+    from .search import evals_to_reach
+
+    c = config
+    check_output_dir(c.out)
+    t_start = time.perf_counter()
+    kind = TASK_KIND[c.task]
+    budgets = c.budgets()
+    surrogate = Surrogate(load_calibration())
+    loo = surrogate.loo_error()
+    preset = PRESETS[PRESET_OF[c.task]]
+
+    runs: dict[int, dict] = {}
+    bar = tqdm(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
+    for seed in c.seeds:
+        stream = make_task_stream(c.task, c.samples, seed, c.data)
+        heldout = make_task_stream(HELDOUT[c.task], c.samples, seed, c.data)
+        ref = Evaluator(stream, kind, budgets, surrogate)(preset)
+        per = {"preset": {"eval": ref, "ood": score_on(preset, heldout, kind)}, "arms": {}, "heldout": heldout,
+               "stream": stream}
+        for arm in c.arms:
+            bar.set_postfix_str(f"seed {seed} {arm}")
+            evaluator = Evaluator(stream, kind, budgets, surrogate)
+            t0 = time.perf_counter()
+            res = _run_arm(arm, preset, evaluator, c.budget, seed)
+            best = res.best()
+            per["arms"][arm] = {"result": res, "evaluations": evaluator.evaluations,
+                                "ood": score_on(best.spec, heldout, kind) if best else float("nan"),
+                                "seconds": time.perf_counter() - t0}
+            bar.update(1)
+        top = max((r["result"].best().accuracy for r in per["arms"].values() if r["result"].best()), default=np.nan)
+        per["best_any"] = top
+        runs[seed] = per
+    bar.close()
+
+    # ---- per-arm figures over seeds
+    rows, table = {}, []
+    for arm in c.arms:
+        recs = [runs[s]["arms"][arm] for s in c.seeds]
+        accs = [r["result"].best().accuracy if r["result"].best() else np.nan for r in recs]
+        oods = [r["ood"] for r in recs]
+        reach = []
+        for s, r in zip(c.seeds, recs):
+            thr = runs[s]["best_any"] - REACH_FRACTION * abs(runs[s]["best_any"])
+            reach.append(evals_to_reach(r["result"].best_so_far(), thr))
+        props = sum(r["result"].proposals for r in recs)
+        evald = sum(r["evaluations"] for r in recs)
+        luts = [r["result"].best().resources["lut"] if r["result"].best() else np.nan for r in recs]
+        rows[arm] = {
+            "search_accuracy": mean_std(np.nan_to_num(accs, nan=0.0)),
+            "heldout_accuracy": mean_std(np.nan_to_num(oods, nan=0.0)),
+            "search_accuracy_per_seed": accs, "heldout_accuracy_per_seed": oods,
+            "feasible_found": int(sum(np.isfinite(accs))),
+            "evals_to_reach_per_seed": reach,
+            "evals_to_reach_mean": float(np.mean([r if r is not None else c.budget + 1 for r in reach])),
+            "reached": int(sum(r is not None for r in reach)),
+            # proposals that became evaluations (the start design is evaluated without a proposal)
+            "valid_rate": (evald - len(recs)) / props if props else 1.0,
+            "scope_rejected": int(sum(r["result"].scope_rejected for r in recs)),
+            "invalid": int(sum(r["result"].invalid for r in recs)),
+            "multi_factor_edit_rate": float(sum(r["result"].multi_factor for r in recs)
+                                            / max(1, sum(len(r["result"].history) - 1 for r in recs))),
+            "factors_edited": {f: int(sum(r["result"].factors.get(f, 0) for r in recs))
+                               for f in ("BASIS", "NUMERICS", "TOPOLOGY", "SCHEDULE")},
+            "best_lut_surrogate_mean": float(np.nanmean(luts)) if np.isfinite(luts).any() else None,
+            "evaluations": [r["evaluations"] for r in recs],
+            "seconds": float(sum(r["seconds"] for r in recs)),
+        }
+    pre_acc = mean_std([runs[s]["preset"]["eval"].accuracy for s in c.seeds])
+    pre_ood = mean_std([runs[s]["preset"]["ood"] for s in c.seeds])
+
+    # ---- finalists, Yosys check, the returned spec
+    cands = {}
+    for s in c.seeds:
+        for arm in c.arms:
+            for e in runs[s]["arms"][arm]["result"].history:
+                if e.feasible:
+                    key = e.spec.to_toml()
+                    if key not in cands or e.accuracy < cands[key][0].accuracy:  # worst seed it was seen on
+                        cands[key] = (e, arm, s)
+    finalists = list(cands.values())
+    if c.target is not None:
+        finalists = sorted([f for f in finalists if f[0].accuracy >= c.target], key=lambda f: f[0].resources["lut"])
+    else:
+        finalists = sorted(finalists, key=lambda f: -f[0].accuracy)
+    verified, chosen = [], None
+    for e, arm, s in finalists[: c.verify_top]:
+        if c.progress:
+            print(f"autotune: Yosys check of a finalist from {arm} (seed {s}) ...", flush=True)
+        try:
+            yres = yosys_resources(e.spec, c.family)
+        except Exception as exc:  # a flow failure rules the finalist out and is reported
+            verified.append({"arm": arm, "seed": s, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        ok = within(budgets, {**yres, "lut": yres["lut"], "dsp": yres["dsp"]})
+        verified.append({"arm": arm, "seed": s, "spec": _summary(e.spec), "accuracy": e.accuracy,
+                         "surrogate": {k: e.resources[k] for k in ("lut", "ff", "dsp")},
+                         "yosys": {k: yres[k] for k in ("lut", "ff", "dsp")}, "within_budgets": ok,
+                         "surrogate_rel_error": {k: abs(e.resources[k] - yres[k]) / max(yres[k], 1)
+                                                 for k in ("lut", "ff", "dsp")}})
+        if ok:
+            chosen = (e, arm, s, yres)
+            break
+    if chosen is None and c.verify_top == 0 and finalists:
+        e, arm, s = finalists[0]
+        chosen = (e, arm, s, None)
+
+    result = {
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(c).items()
+                   if k not in ("progress", "command")},
+        "accuracy": ACCURACY_NAME[kind], "heldout_task": HELDOUT[c.task],
+        "budget_unit": "golden-model stream evaluations per arm and seed (invalid or out-of-scope proposals "
+                       "are refused before evaluation and not counted)",
+        "arms": rows,
+        "preset": {"name": preset.name, "search_accuracy": pre_acc, "heldout_accuracy": pre_ood,
+                   "surrogate_lut": runs[c.seeds[0]]["preset"]["eval"].resources["lut"],
+                   "feasible": bool(runs[c.seeds[0]]["preset"]["eval"].feasible)},
+        "surrogate": {"calibration_points": len(surrogate.points), "loo_relative_error": loo},
+        "verified": verified,
+    }
+    base = {a: rows[a]["heldout_accuracy"][0] for a in c.arms if a != "spark"}
+    base["preset"] = pre_ood[0]
+    result["headline"] = headline(
+        f"held-out drift ({HELDOUT[c.task]}) {ACCURACY_NAME[kind]} of each arm's best design within the budgets",
+        "spark", rows["spark"]["heldout_accuracy"][0], base,
+        budget={"evaluations_per_arm": c.budget, "unit": "golden-model stream evaluations"},
+        seeds=list(c.seeds), direction="higher", std=rows["spark"]["heldout_accuracy"][1],
+        baseline_std={**{a: rows[a]["heldout_accuracy"][1] for a in c.arms if a != "spark"}, "preset": pre_ood[1]})
+
+    with atomic_output_dir(c.out) as stage:
+        if chosen is not None:
+            e, arm, s, yres = chosen
+            heldout = runs[s]["heldout"]
+            spec = e.spec.replace(name="autotune-best")
+            ood = score_on(e.spec, heldout, kind)
+            mode = f"smallest LUT with accuracy >= {c.target}" if c.target is not None else "most accurate"
+            head = [f"# onchip autotune: {mode} design within the budgets, found by {arm} (seed {s})",
+                    f"# search {ACCURACY_NAME[kind]} {e.accuracy:.4f}, held-out drift {ood:.4f}",
+                    (f"# Yosys {c.family}: LUT {yres['lut']} FF {yres['ff']} DSP {yres['dsp']}" if yres else
+                     "# not checked with Yosys (--verify-top 0): resources are the surrogate's"),
+                    f"# II {e.resources['initiation_interval']} cycles, latency {e.resources['latency_cycles_update']} cycles",
+                    f"# use: onchip run --task {'qubit-readout' if kind == 'readout' else 'drift-regression'} "
+                    f"--model {spec.kind} --spec best_spec.toml ; onchip generate --spec best_spec.toml"]
+            (stage / "best_spec.toml").write_text("\n".join(head) + "\n" + spec.to_toml())
+            result["best"] = {"arm": arm, "seed": s, "mode": mode, "spec": _summary(e.spec),
+                              "search_accuracy": e.accuracy, "heldout_accuracy": ood,
+                              "surrogate": {k: e.resources[k] for k in ("lut", "ff", "dsp")},
+                              "yosys": ({k: yres[k] for k in ("lut", "ff", "dsp")} if yres else None),
+                              "initiation_interval": e.resources["initiation_interval"],
+                              "latency_cycles_update": e.resources["latency_cycles_update"]}
+        else:
+            result["best"] = None
+        front = _pareto(runs, c)
+        result["pareto_front"] = [{"accuracy": e.accuracy, "lut_surrogate": e.resources["lut"], "arm": arm,
+                                   "seed": s, "spec": _summary(e.spec)} for e, arm, s in front]
+        result["seconds"] = time.perf_counter() - t_start
+        _plots(stage, runs, c, kind, front, result)
+        write_metrics(stage, result, c.command)
+        (stage / "results.md").write_text(_markdown(result, c, kind))
+        from .._report import write_csv
+
+        write_csv(stage / "pareto.csv", ["accuracy", "lut_surrogate", "arm", "seed", "spec"],
+                  [[f"{e.accuracy:.6f}", f"{e.resources['lut']:.0f}", arm, s, _summary(e.spec)] for e, arm, s in front])
+    if c.progress:
+        print(_markdown(result, c, kind))
+    return result
+
+
+def _pareto(runs, c):
+    """Non-dominated (higher accuracy, fewer surrogate LUTs) candidates of every arm and seed, by LUT."""
+    pts = []
+    for s in c.seeds:
+        for arm in c.arms:
+            for e in runs[s]["arms"][arm]["result"].history:
+                if e.accuracy > -np.inf:
+                    pts.append((e, arm, s))
+    pts.sort(key=lambda p: (p[0].resources["lut"], -p[0].accuracy))
+    front, best = [], -np.inf
+    for p in pts:
+        if p[0].accuracy > best:
+            front.append(p)
+            best = p[0].accuracy
+    return front
+
+
+def _plots(stage, runs, c, kind, front, result) -> None:
+    from onchip.plotting import pyplot
+
+    from .._report import save
+
+    plt = pyplot()
+    colors = {a: plt.cm.tab10(i) for i, a in enumerate(ARMS)}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for arm in c.arms:
+        xs, ys = [], []
+        for s in c.seeds:
+            for e in runs[s]["arms"][arm]["result"].history:
+                xs.append(e.resources["lut"])
+                ys.append(e.accuracy)
+        ax.scatter(xs, ys, s=9, alpha=0.45, color=colors[arm], label=arm)
+    ax.step([e.resources["lut"] for e, _, _ in front], [e.accuracy for e, _, _ in front], where="post",
+            color="k", lw=1.2, label="Pareto front (all arms)")
+    pre = runs[c.seeds[0]]["preset"]["eval"]
+    ax.scatter([pre.resources["lut"]], [pre.accuracy], marker="s", s=50, color="k", label=f"preset {PRESET_OF[c.task]}")
+    if c.lut_budget:
+        ax.axvline(c.lut_budget, color="r", ls="--", lw=0.9, label=f"LUT budget {c.lut_budget:g}")
+    if c.target is not None:
+        ax.axhline(c.target, color="g", ls=":", lw=0.9, label=f"target {c.target:g}")
+    for v in result["verified"]:
+        if "yosys" in v:
+            ax.scatter([v["yosys"]["lut"]], [v["accuracy"]], marker="x", s=60, color="m")
+    if result.get("best") and result["best"]["yosys"]:
+        ax.scatter([result["best"]["yosys"]["lut"]], [result["best"]["search_accuracy"]], marker="*", s=180,
+                   color="gold", edgecolor="k", label="returned design (Yosys LUT)", zorder=5)
+    accs = [e.accuracy for e, _, _ in front]
+    lo = max(min(accs) - 0.05, np.quantile([e.accuracy for s in c.seeds for a in c.arms
+                                            for e in runs[s]["arms"][a]["result"].history], 0.2) - 0.05)
+    ax.set_ylim(lo, max(accs) + 0.02 * (max(accs) - lo + 1e-3))
+    ax.set_xscale("log")
+    ax.set_xlabel("LUT (surrogate; x = Yosys-checked finalists)")
+    ax.set_ylabel(f"search-stream {ACCURACY_NAME[kind]}")
+    ax.set_title(f"autotune on {c.task}: accuracy vs LUT, every evaluated design")
+    ax.legend(fontsize=7, loc="lower right")
+    save(fig, stage / "pareto.png")
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for arm in c.arms:
+        curves = []
+        for s in c.seeds:
+            b = runs[s]["arms"][arm]["result"].best_so_far()
+            b = np.concatenate([b, np.full(max(0, c.budget - len(b)), b[-1] if len(b) else np.nan)])[: c.budget]
+            curves.append(b)
+        arr = np.array(curves, dtype=float)
+        m = np.array([np.nanmean(col) if np.isfinite(col).any() else np.nan for col in arr.T])
+        ax.plot(np.arange(1, len(m) + 1), m, color=colors[arm], label=arm, lw=1.5 if arm == "spark" else 1.0)
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel(f"best feasible {ACCURACY_NAME[kind]} (mean over seeds)")
+    ax.set_title("best-so-far within the budgets (NaN until a feasible design is found)")
+    ax.legend(fontsize=8)
+    save(fig, stage / "curves.png")
+
+
+def _fmt(ms) -> str:
+    return f"{ms[0]:.4f} ± {ms[1]:.4f}"
+
+
+def _markdown(result, c, kind) -> str:
+    from .._report import markdown_table
+
+    arms = result["arms"]
+    header = ["arm", f"search {ACCURACY_NAME[kind]}", f"held-out ({result['heldout_task']})",
+              "evals to within 1% of best", "reached", "feasible", "valid rate", "scope rejected",
+              "multi-factor edits", "best LUT (surr.)"]
+    rows = []
+    for a in c.arms:
+        r = arms[a]
+        rows.append([a, _fmt(r["search_accuracy"]), _fmt(r["heldout_accuracy"]), f"{r['evals_to_reach_mean']:.1f}",
+                     f"{r['reached']}/{len(c.seeds)}", f"{r['feasible_found']}/{len(c.seeds)}",
+                     f"{r['valid_rate']:.2f}", r["scope_rejected"], f"{r['multi_factor_edit_rate']:.2f}",
+                     "-" if r["best_lut_surrogate_mean"] is None else f"{r['best_lut_surrogate_mean']:.0f}"])
+    p = result["preset"]
+    rows.append([f"preset {p['name']} (reference)", _fmt(p["search_accuracy"]), _fmt(p["heldout_accuracy"]), "-", "-",
+                 "yes" if p["feasible"] else "no (over budget)", "-", "-", "-", f"{p['surrogate_lut']:.0f}"])
+    budgets = ", ".join(f"{k} {v:g}" for k, v in (("LUT", c.lut_budget), ("DSP", c.dsp_budget), ("II", c.ii_max),
+                                                  ("latency ns", c.latency_max_ns)) if v is not None) or "none"
+    text = [f"# onchip autotune: {c.task}", "", f"Command: `{c.command or 'onchip autotune'}`", "",
+            f"Budgets: {budgets}; {c.budget} evaluations per arm and seed; seeds {list(c.seeds)}; "
+            f"{c.samples} samples per stream; accuracy = {ACCURACY_NAME[kind]} over the whole stream "
+            "(mean ± std over seeds).", "",
+            markdown_table(header, rows)]
+    b = result.get("best")
+    if b:
+        y = b["yosys"]
+        text += [f"Returned design ({b['mode']}, from {b['arm']}, seed {b['seed']}): {b['spec']}; search "
+                 f"{b['search_accuracy']:.4f}, held-out {b['heldout_accuracy']:.4f}; "
+                 + (f"Yosys {c.family} LUT {y['lut']} FF {y['ff']} DSP {y['dsp']}" if y else "not Yosys-checked")
+                 + f" (surrogate LUT {b['surrogate']['lut']:.0f}); II {b['initiation_interval']}, "
+                 f"latency {b['latency_cycles_update']} cycles. Written to best_spec.toml.", ""]
+    else:
+        text += ["No design within the budgets was found (or none passed the Yosys check).", ""]
+    loo = result["surrogate"]["loo_relative_error"]
+    text += [f"Resource surrogate: {result['surrogate']['calibration_points']} Yosys calibration points, "
+             f"leave-one-out relative error median LUT {loo['lut']['median']:.2f} / FF {loo['ff']['median']:.2f} / "
+             f"DSP {loo['dsp']['median']:.2f} (max {loo['lut']['max']:.2f} / {loo['ff']['max']:.2f} / "
+             f"{loo['dsp']['max']:.2f})."]
+    for v in result["verified"]:
+        if "yosys" in v:
+            text.append(f"- Yosys check ({v['arm']}, seed {v['seed']}): surrogate LUT {v['surrogate']['lut']:.0f} vs "
+                        f"Yosys {v['yosys']['lut']}, DSP {v['surrogate']['dsp']:.0f} vs {v['yosys']['dsp']}; "
+                        f"within budgets: {v['within_budgets']}")
+        else:
+            text.append(f"- Yosys check ({v['arm']}, seed {v['seed']}) failed: {v['error']}")
+    text += ["", f"Run time {result['seconds']:.0f} s.", ""]
+    return "\n".join(text)

@@ -1,0 +1,351 @@
+"""SPARK's factor-conditioned search and its baselines, over :mod:`.space` at a fixed number of evaluations.
+
+SPARK (arXiv 2605.04057; code AIM-ResearchLab/SPARK) evolves a design by local edits. Each
+iteration samples a parent from the archive, then
+
+1. **scope router (ASR)** picks ONE functional factor from the parent's diagnostics
+   (:func:`route`: a draw with probability proportional to :func:`factor_scores`);
+2. **reasoning conditioner (RC)** turns the diagnostics into a factor-local directive: weights
+   over the factor's moves (:func:`directive`, the knowledge rules of :func:`tag_weights`);
+3. **scoped rewriter (SAR)** applies a move drawn from the directive (with the follow-up
+   repairs the knowledge knows, :func:`repair`), and the edit is **rejected before evaluation**
+   when it changed any field outside the chosen factor (:func:`~.space.scope_check`) or is not a
+   valid, buildable spec.
+
+Arms (:data:`ARMS`), all with the same knowledge and the same number of golden-model evaluations:
+``spark`` (ASR + RC + SAR), ``freeform`` (one edit may touch 1-4 factors: knowledge moves of
+several factors merged, repairs kept, no scope guard: the OpenEvolve analogue), ``asr-only``
+(router, then a uniformly random in-factor move: no conditioning), ``rc-sar-only`` (uniformly
+random factor, then the conditioned, scoped edit), ``random`` (uniform draws over the space) and
+``tpe`` (optuna's TPE over the same genes). The LLM of the paper is replaced by rules that read
+only the diagnostics of :mod:`.evaluate`; they never see the score's target.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...spec import LearnerSpec
+from .evaluate import Evaluation, Evaluator
+from .space import (FACTORS, GENES, MOVES, ScopeViolation, applicable, apply_changes, factors_touched,
+                    hardware_check, hidden_of, sample_spec, scope_check, spec_from_genes)
+
+ARMS = ("spark", "freeform", "asr-only", "rc-sar-only", "random", "tpe")
+EDIT_ARMS = ("spark", "freeform", "asr-only", "rc-sar-only")
+#: weight every applicable move keeps (exploration), and every factor in the router
+BASE_MOVE_WEIGHT = 0.05
+BASE_FACTOR_WEIGHT = 0.05
+
+
+# ----------------------------------------------------------------------------- knowledge rules
+def tag_weights(d: dict, spec: LearnerSpec) -> dict[str, float]:
+    """The knowledge rules: diagnostics -> weight of each kind of edit (a move's tags).
+
+    Saturation of a signal class asks for integer bits of that class; errors or updates that
+    round to zero ask for fractional bits (and a larger learning rate); inputs clamped at the
+    grid ask for a wider grid, an unused grid for a narrower one; a high steady error asks for
+    capacity (G, k, T, hidden units) and a smaller step; a slow recovery after drift for a larger
+    step and less staleness; a budget overshoot for fewer resources, fewer DSPs, the pipelined
+    schedule (II) or less staleness (latency).
+    """
+    w: dict[str, float] = defaultdict(float)
+    over = d["lut_over"] + d["dsp_over"]
+    for cls, key in (("input", "sat_input"), ("act", "sat_pred"), ("grad", "sat_grad"), ("coef", "sat_coef")):
+        w[f"more_range:{cls}"] += 10.0 * d[key]
+    w["more_precision:grad"] += 3.0 * d["zero_error"]
+    w["more_precision:coef"] += 3.0 * d["zero_update"]
+    w["faster_learning"] += 1.5 * d["zero_update"] + 8.0 * d["recovery_excess"]
+    w["wider_grid"] += 10.0 * d["clamp_grid"]
+    if d["clamp_grid"] < 1e-3:
+        w["narrower_grid"] += 2.0 * d["grid_waste"]
+    e = min(1.0, 4.0 * d["error_level"])
+    if over == 0.0:
+        w["more_capacity"] += 2.0 * e
+        w["finer_table"] += 0.5 * e
+        w["more_precision:coef"] += 0.5 * e
+        w["more_precision:act"] += 0.3 * e
+    w["slower_learning"] += 1.5 * e * max(0.0, 1.0 - 10.0 * d["recovery_excess"])
+    w["staleness_down"] += 4.0 * d["recovery_excess"] + 3.0 * d["latency_over"]
+    w["fewer_resources"] += 3.0 * over + 1.0 * d["latency_over"]
+    w["less_capacity"] += 1.0 * over
+    for cls in ("input", "coef", "act", "grad", "basis", "acc"):
+        w[f"less_precision:{cls}"] += 0.5 * over
+    w["fewer_dsp"] += 3.0 * d["dsp_over"]
+    w["kind"] += 0.5 * e + 0.5 * over
+    w["ii"] += 3.0 * d["ii_over"]
+    return w
+
+
+def _move_weight(move, spec: LearnerSpec, w: dict) -> float:
+    weight = BASE_MOVE_WEIGHT + sum(w.get(t, 0.0) for t in move.tags if t not in ("ii", "datapath", "fewer_dsp",
+                                                                                 "schedule"))
+    if move.name == "schedule swap":  # pipelining gives II = 1; back to sequential removes staleness
+        weight += w["ii"] if spec.schedule == "sequential" else 0.5 * w["staleness_down"]
+    if move.name == "datapath swap":  # serial: fewer DSPs, higher II; parallel: the reverse
+        weight += w["fewer_dsp"] + 0.5 * w["fewer_resources"] if spec.datapath == "parallel" else w["ii"]
+    return weight
+
+
+def factor_scores(ev: Evaluation) -> dict[str, float]:
+    """The scope router's evidence per factor: the sum of the knowledge weights of its applicable moves."""
+    w = tag_weights(ev.diagnostics, ev.spec)
+    scores = {}
+    for factor in FACTORS:
+        moves = applicable(ev.spec, factor)
+        scores[factor] = BASE_FACTOR_WEIGHT + sum(_move_weight(m, ev.spec, w) - BASE_MOVE_WEIGHT for m, _ in moves) \
+            if moves else 0.0
+    return scores
+
+
+def route(ev: Evaluation, rng: np.random.Generator) -> str:
+    """ASR: one factor, drawn with probability proportional to :func:`factor_scores`."""
+    s = factor_scores(ev)
+    p = np.array([s[f] for f in FACTORS])
+    return FACTORS[int(rng.choice(len(FACTORS), p=p / p.sum()))]
+
+
+def directive(ev: Evaluation, factor: str) -> list[tuple[object, dict, float]]:
+    """RC: the factor's applicable moves with their knowledge weights ``(move, changes, weight)``."""
+    w = tag_weights(ev.diagnostics, ev.spec)
+    return [(m, ch, _move_weight(m, ev.spec, w)) for m, ch in applicable(ev.spec, factor)]
+
+
+def repair(spec: LearnerSpec, changes: dict) -> dict:
+    """The follow-up edits the knowledge adds so that a move gives a buildable spec (any factor).
+
+    A pipelined staleness below the new pipeline's minimum is raised to it; a grid the input
+    format cannot hold gets input integer bits; a basis table finer than the input's position
+    bits gets input fractional bits; a serial MLP datapath asks for the sequential schedule; an
+    accumulator too narrow for the worst-case sum gets the integer bits it needs (fractional bits
+    kept); initial parameters the coef format cannot hold start at zero instead.
+    Returns the changes with the repairs added (unchanged when none applies).
+    """
+    from ...fixed import Fmt
+    from ...hw.learner import min_staleness
+
+    out = dict(changes)
+    for _ in range(4):
+        cand = None
+        try:
+            cand = apply_changes(spec, out)
+            hardware_check(cand)
+            return out
+        except ValueError as exc:
+            msg = str(exc)
+        if "datapath='serial'" in msg:
+            out["schedule"] = "sequential"
+        elif "worst-case forward sum" in msg and "integer bits" in msg:
+            import re
+
+            fa = out.get("formats.acc", spec.formats.acc)
+            need_i = int(re.search(r"at least (\d+) integer bits", msg).group(1))
+            out["formats.acc"] = Fmt(fa.width + need_i - fa.int_bits, need_i, True, fa.quant, fa.overflow)
+        elif "init_scale" in msg and "outside formats.coef" in msg:
+            out["init_scale"] = 0.0
+        elif "staleness" in msg and cand is not None:
+            out["staleness"] = min_staleness(cand)
+        elif "too narrow for grid_range" in msg or "fractional bits, leaving" in msg:
+            fi = out.get("formats.input", spec.formats.input)
+            lo, hi = out.get("grid_range", spec.grid_range)
+            need_i = int(np.log2(hi)) + 1
+            t = out.get("basis_table_bits", spec.basis_table_bits)
+            e = int(round(np.log2((hi - lo) / out.get("grid_size", spec.grid_size))))
+            need_f = max(fi.frac_bits, t - e)
+            i = max(fi.int_bits, need_i)
+            out["formats.input"] = Fmt(i + need_f, i, True, fi.quant, fi.overflow)
+        else:
+            return out
+    return out
+
+
+# ----------------------------------------------------------------------------- the search loop
+@dataclass
+class ArmResult:
+    """One arm's run on one seed.
+
+    Attributes:
+        arm: the arm; history: its evaluations in order; proposals: candidates proposed;
+        invalid: proposals refused as invalid or not buildable; scope_rejected: proposals the
+        scope guard refused; multi_factor: evaluated edits that changed more than one factor;
+        factors: evaluated edits per factor touched.
+    """
+
+    arm: str
+    history: list[Evaluation] = field(default_factory=list)
+    proposals: int = 0
+    invalid: int = 0
+    scope_rejected: int = 0
+    multi_factor: int = 0
+    factors: dict = field(default_factory=lambda: {f: 0 for f in FACTORS})
+
+    def best(self) -> Evaluation | None:
+        """The most accurate feasible evaluation (None if none was feasible)."""
+        feas = [e for e in self.history if e.feasible]
+        return max(feas, key=lambda e: e.accuracy) if feas else None
+
+    def best_so_far(self) -> np.ndarray:
+        """(evaluations,) best feasible accuracy after each evaluation (NaN before the first)."""
+        out, best = [], float("nan")
+        for e in self.history:
+            if e.feasible and not (e.accuracy <= best):
+                best = e.accuracy
+            out.append(best)
+        return np.array(out)
+
+
+def _tournament(history: list[Evaluation], rng: np.random.Generator, size: int = 3) -> Evaluation:
+    idx = rng.choice(len(history), size=min(size, len(history)), replace=False)
+    return max((history[i] for i in idx), key=lambda e: e.objective)
+
+
+def _pick(items: list, weights: list[float], rng: np.random.Generator):
+    p = np.asarray(weights, dtype=float)
+    return items[int(rng.choice(len(items), p=p / p.sum()))]
+
+
+def propose_edit(arm: str, parent: Evaluation, rng: np.random.Generator) -> tuple[LearnerSpec | None, str, str | None]:
+    """One proposal of an edit arm from ``parent``.
+
+    Returns:
+        ``(child, status, factor)``: status ``"ok"``, ``"invalid"`` (not a valid buildable spec) or
+        ``"scope"`` (rejected by the scope guard); child is None unless ok.
+    """
+    spec = parent.spec
+    if arm == "freeform":
+        m = int(rng.integers(1, len(FACTORS) + 1))
+        scores = factor_scores(parent)
+        avail = [f for f in FACTORS if scores[f] > 0]
+        p = np.array([scores[f] for f in avail])
+        chosen = rng.choice(len(avail), size=min(m, len(avail)), replace=False, p=p / p.sum())
+        changes: dict = {}
+        for i in chosen:
+            options = directive(parent, avail[int(i)])
+            move, ch, _ = _pick(options, [o[2] for o in options], rng)
+            changes.update(ch)
+        changes = repair(spec, changes)
+        factor = None
+    else:
+        if arm in ("spark", "asr-only"):
+            factor = route(parent, rng)
+        else:  # rc-sar-only: a uniformly random factor that has a move
+            factor = FACTORS[int(rng.choice([i for i, f in enumerate(FACTORS) if applicable(spec, f)]))]
+        options = directive(parent, factor)
+        if not options:
+            return None, "invalid", factor
+        if arm == "asr-only":  # no conditioning: any in-factor move, no follow-up knowledge
+            _, changes, _ = options[int(rng.integers(len(options)))]
+        else:
+            _, ch, _ = _pick(options, [o[2] for o in options], rng)
+            changes = repair(spec, ch)
+    try:
+        child = apply_changes(spec, changes)
+        hardware_check(child)
+    except ValueError:
+        return None, "invalid", factor
+    if factor is not None:
+        try:
+            scope_check(spec, child, factor)
+        except ScopeViolation:
+            return None, "scope", factor
+    return child, "ok", factor
+
+
+def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int, rng: np.random.Generator,
+                 max_proposals: int | None = None) -> ArmResult:
+    """Evolve from ``start`` with an edit arm until ``budget`` evaluations (or ``max_proposals``).
+
+    Raises:
+        ValueError: unknown arm.
+    """
+    if arm not in EDIT_ARMS:
+        raise ValueError(f"arm must be one of {', '.join(EDIT_ARMS)}, got {arm!r}")
+    res = ArmResult(arm)
+    res.history.append(evaluator(start))
+    seen = {start.to_toml()}
+    cap = max_proposals or 50 * budget
+    while evaluator.evaluations < budget and res.proposals < cap:
+        parent = _tournament(res.history, rng)
+        res.proposals += 1
+        child, status, _ = propose_edit(arm, parent, rng)
+        if status == "invalid":
+            res.invalid += 1
+            continue
+        if status == "scope":
+            res.scope_rejected += 1
+            continue
+        key = child.to_toml()
+        if key in seen:
+            continue
+        seen.add(key)
+        touched = factors_touched(parent.spec, child)
+        res.multi_factor += len(touched) > 1
+        for f in touched:
+            res.factors[f] = res.factors.get(f, 0) + 1
+        res.history.append(evaluator(child))
+    return res
+
+
+def genes_of(spec: LearnerSpec) -> dict:
+    """The genes (:data:`~.space.GENES`) of a spec of the space (inverse of :func:`~.space.spec_from_genes`)."""
+    f = spec.formats
+    g = {"kind": spec.kind, "hidden": hidden_of(spec), "datapath": spec.datapath, "grid_size": spec.grid_size,
+         "spline_order": spec.spline_order, "range_exp": int(round(np.log2(spec.grid_range[1]))),
+         "table_bits": spec.basis_table_bits, "basis_w": f.basis.width, "acc_w": f.acc.width,
+         "acc_i": f.acc.int_bits, "rounding": f.coef.quant, "lr_shift": spec.lr_shift, "schedule": spec.schedule,
+         "staleness": spec.staleness, "init_scale": float(spec.init_scale)}
+    for cls in ("input", "coef", "act", "grad"):
+        g[f"{cls}_w"] = getattr(f, cls).width
+        g[f"{cls}_i"] = getattr(f, cls).int_bits
+    return g
+
+
+def run_random(start: LearnerSpec, evaluator: Evaluator, budget: int, rng: np.random.Generator) -> ArmResult:
+    """Random search: the start spec, then uniform draws over the space (invalid draws are free)."""
+    res = ArmResult("random")
+    res.history.append(evaluator(start))
+    while evaluator.evaluations < budget:
+        res.proposals += 1
+        spec = sample_spec(rng, start.n_in, start.n_out).replace(init_seed=start.init_seed)
+        ev = evaluator(spec)
+        if all(ev is not h for h in res.history):
+            res.history.append(ev)
+    return res
+
+
+def run_tpe(start: LearnerSpec, evaluator: Evaluator, budget: int, seed: int, max_trials: int | None = None) -> ArmResult:
+    """optuna TPE over the genes (categorical), the start spec as its first trial; invalid trials are free."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    res = ArmResult("tpe")
+    study = optuna.create_study(direction="maximize",
+                                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=10))
+    study.enqueue_trial(genes_of(start))
+    seen: set[int] = set()
+    cap = max_trials or 50 * budget
+    while evaluator.evaluations < budget and res.proposals < cap:
+        trial = study.ask()
+        genes = {k: trial.suggest_categorical(k, list(v)) for k, v in GENES.items()}
+        res.proposals += 1
+        try:
+            spec = spec_from_genes(genes, start.n_in, start.n_out).replace(init_seed=start.init_seed)
+            hardware_check(spec)
+        except ValueError:
+            res.invalid += 1
+            study.tell(trial, -3.0)
+            continue
+        ev = evaluator(spec)
+        if id(ev) not in seen:
+            seen.add(id(ev))
+            res.history.append(ev)
+        study.tell(trial, ev.objective)
+    return res
+
+
+def evals_to_reach(best_so_far: np.ndarray, threshold: float) -> int | None:
+    """First evaluation (1-based) whose best-so-far accuracy is >= ``threshold`` (None: never)."""
+    hit = np.flatnonzero(np.nan_to_num(best_so_far, nan=-np.inf) >= threshold)
+    return int(hit[0]) + 1 if hit.size else None

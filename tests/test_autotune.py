@@ -1,0 +1,292 @@
+"""onchip autotune (SPARK's factor-conditioned search): scope guard, rules, budgets, surrogate, CLI."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import numpy as np
+import pytest
+
+from onchip.cli import main
+from onchip.methods.autotune import search, space
+from onchip.methods.autotune.evaluate import DIAGNOSTICS, Budgets, Evaluation, diagnose, make_task_stream
+from onchip.methods.autotune.resources import Surrogate, features, group_of
+from onchip.methods.autotune.space import FACTOR_FIELDS, FACTORS, MOVES, ScopeViolation, scope_check
+from onchip.spec import PRESETS, LearnerSpec
+
+
+def _ev(spec, **diag) -> Evaluation:
+    """An evaluation with planted diagnostics (no golden run)."""
+    d = {k: 0.0 for k in DIAGNOSTICS}
+    d.update(diag)
+    return Evaluation(spec, 0.5, True, 0.5, d, {"lut": 100.0, "ff": 50.0, "dsp": 1.0, "initiation_interval": 4,
+                                                 "latency_cycles_update": 5})
+
+
+def _random_specs(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [space.sample_spec(rng, int(rng.integers(1, 3))) for _ in range(n)] + [PRESETS["kan-readout"],
+                                                                               PRESETS["mlp-regression"]]
+
+
+# ------------------------------------------------------------------------------ factor regions
+def test_factor_fields_partition_the_spec():
+    """Every spec field belongs to exactly one factor, except the three no edit may touch."""
+    owned = [f for fields in FACTOR_FIELDS.values() for f in fields]
+    assert len(owned) == len(set(owned))
+    assert set(owned) | set(space.FROZEN_FIELDS) == set(space.flat_fields(PRESETS["kan-readout"]))
+    assert not set(owned) & set(space.FROZEN_FIELDS)
+
+
+def test_every_move_changes_only_its_own_factor():
+    """Exhaustive over the move table and 40 specs: a move's valid result differs only in its factor's fields."""
+    checked = 0
+    for spec in _random_specs(40):
+        for factor in FACTORS:
+            for move, changes in space.applicable(spec, factor):
+                assert move.factor == factor
+                try:
+                    child = space.apply_changes(spec, changes)
+                except ValueError:
+                    continue
+                touched = space.changed_fields(spec, child)
+                assert touched and touched <= set(FACTOR_FIELDS[factor]), (move.name, touched)
+                checked += 1
+    assert checked > 500
+
+
+@pytest.mark.parametrize("arm", ["spark", "rc-sar-only", "asr-only"])
+def test_scoped_rewriter_never_leaves_its_factor(arm):
+    """Property over ~600 proposals with random diagnostics: every accepted edit changes fields of the
+    routed factor only; proposals whose knowledge repairs reach into another factor are rejected."""
+    rng = np.random.default_rng(1)
+    specs = _random_specs(30, seed=2)
+    accepted = rejected = 0
+    for i in range(600):
+        spec = specs[i % len(specs)]
+        diag = {k: float(rng.uniform(0, 0.3)) for k in DIAGNOSTICS}
+        parent = _ev(spec, **diag)
+        child, status, factor = search.propose_edit(arm, parent, rng)
+        if status == "ok":
+            touched = space.changed_fields(spec, child)
+            assert touched <= set(FACTOR_FIELDS[factor]), (arm, factor, touched)
+            accepted += 1
+        rejected += status == "scope"
+    assert accepted > 300
+    if arm == "asr-only":
+        assert rejected == 0  # random in-factor moves carry no cross-factor repairs
+
+
+def test_scope_guard_rejects_out_of_factor_edits():
+    """Hand-made edits: in-scope passes, anything touching another factor (or a frozen field) is refused."""
+    p = PRESETS["kan-readout"]
+    scope_check(p, p.replace(grid_size=16, spline_order=2), "BASIS")
+    scope_check(p, p, "SCHEDULE")  # no change is in scope
+    with pytest.raises(ScopeViolation, match="learning_rate"):
+        scope_check(p, p.replace(grid_size=16, learning_rate=2.0**-3), "BASIS")
+    with pytest.raises(ScopeViolation, match="init_seed"):
+        scope_check(p, p.replace(init_seed=3), "SCHEDULE")
+    with pytest.raises(ScopeViolation, match="formats.coef"):
+        scope_check(p, space.apply_changes(p, {"formats.coef": "ap_fixed<12,4,RND_CONV,SAT>"}), "TOPOLOGY")
+    with pytest.raises(ValueError, match="factor must be one of"):
+        scope_check(p, p, "LAYOUT")
+
+
+def test_freeform_edits_can_touch_several_factors():
+    rng = np.random.default_rng(3)
+    parent = _ev(PRESETS["kan-readout"], **{k: 0.2 for k in DIAGNOSTICS})
+    multi = 0
+    for _ in range(60):
+        child, status, factor = search.propose_edit("freeform", parent, rng)
+        assert factor is None
+        if status == "ok":
+            multi += len(space.factors_touched(parent.spec, child)) > 1
+    assert multi > 10
+
+
+# ------------------------------------------------------------------------------ router and conditioner
+@pytest.mark.parametrize("diag,factor,move", [
+    ({"sat_coef": 0.5}, "NUMERICS", "coef +int"),
+    ({"sat_input": 0.5}, "NUMERICS", "input +int"),
+    ({"zero_error": 0.8}, "NUMERICS", "grad +frac"),
+    ({"clamp_grid": 0.4}, "BASIS", "range x2"),
+    ({"recovery_excess": 0.5}, "SCHEDULE", "lr x2"),
+    ({"ii_over": 1.0}, "SCHEDULE", "schedule swap"),
+])
+def test_router_and_conditioner_follow_planted_diagnostics(diag, factor, move):
+    """One planted symptom: the router's highest-scoring factor and the conditioner's top move are the
+    ones its rule names."""
+    ev = _ev(PRESETS["kan-readout"], **diag)
+    scores = search.factor_scores(ev)
+    assert max(scores, key=scores.get) == factor
+    options = search.directive(ev, factor)
+    assert max(options, key=lambda o: o[2])[0].name == move
+
+
+def test_router_gives_no_weight_to_a_factor_without_moves():
+    """An MLP has no BASIS move (the grid is a KAN field): the router never picks BASIS for it."""
+    ev = _ev(PRESETS["mlp-readout"], clamp_grid=1.0)
+    assert search.factor_scores(ev)["BASIS"] == 0.0
+    rng = np.random.default_rng(0)
+    assert all(search.route(ev, rng) != "BASIS" for _ in range(200))
+
+
+def test_repair_raises_staleness_and_input_bits():
+    """The knowledge's follow-up repairs give buildable specs (outside the move's factor)."""
+    p = PRESETS["kan-readout"].replace(schedule="sequential", staleness=0)
+    ch = search.repair(p, {"schedule": "pipelined"})
+    from onchip.hw.learner import min_staleness
+    assert ch["staleness"] == min_staleness(space.apply_changes(p, {"schedule": "pipelined", "staleness": 9}))
+    p = space.apply_changes(p, {"formats.input": "ap_fixed<16,3,RND_CONV,SAT>"})  # holds [-4, 4)
+    with pytest.raises(ValueError, match="too narrow"):
+        space.apply_changes(p, {"grid_range": (-8.0, 8.0)})
+    ch = search.repair(p, {"grid_range": (-8.0, 8.0)})
+    child = space.apply_changes(p, ch)
+    space.hardware_check(child)
+    assert child.grid_range == (-8.0, 8.0) and child.formats.input.int_bits == 4
+    assert child.formats.input.frac_bits == 13  # the fractional bits are kept
+
+
+# ------------------------------------------------------------------------------ budgets and diagnostics
+def test_budget_overshoot_and_objective_order():
+    b = Budgets(lut=1000, dsp=10, ii_max=2, latency_max_ns=50, fmax_mhz=100)
+    res = {"lut": 1500, "dsp": 5, "initiation_interval": 4, "latency_cycles_update": 4}
+    over = b.overshoot(res)
+    assert over == pytest.approx({"lut_over": 0.5, "dsp_over": 0.0, "ii_over": 1.0, "latency_over": 0.0})
+    res["latency_cycles_update"] = 10  # 100 ns at 100 MHz
+    assert b.overshoot(res)["latency_over"] == pytest.approx(1.0)
+    assert Budgets().overshoot(res) == {"lut_over": 0.0, "dsp_over": 0.0, "ii_over": 0.0, "latency_over": 0.0}
+
+
+def test_diagnostics_on_planted_streams():
+    """Inputs beyond the format saturate; a constant error sets the error level; zero predictions on a
+    ±1 target round no update to zero; a post-drift burst of errors is the recovery excess."""
+    from onchip.model import GoldenLearner
+    from onchip.tasks import DriftEvent, Stream
+
+    spec = PRESETS["kan-readout"]  # input ap_fixed<16,4>: [-8, 8)
+    n = 1000
+    x = np.zeros((n, 2))
+    x[:100] = 20.0
+    y = np.where(np.arange(n) % 2, 1.0, -1.0)[:, None]
+    pred = np.where(np.arange(n) < 600, -y[:, 0], y[:, 0])[:, None]  # all wrong before 600
+    pred[700:] = y[700:]
+    stream = Stream("qubit-readout", x, y, (DriftEvent(500, "drift"),))
+    g = GoldenLearner(spec)
+    d = diagnose(spec, stream, "readout", g.quantize_inputs(x), g.quantize_targets(pred), g.theta)
+    assert d["sat_input"] == pytest.approx(0.1)
+    assert d["clamp_grid"] == pytest.approx(0.1)  # grid [-4, 4)
+    assert d["sat_pred"] == 0.0 and d["sat_coef"] == 0.0 and d["zero_update"] == 0.0
+    # segments [0, 500) and [500, 1000): last 10% error 1.0 and 0.0; first 10% after drift all wrong
+    assert d["error_level"] == pytest.approx(0.5)
+    assert d["recovery_excess"] == pytest.approx(1.0)
+
+
+def test_heldout_streams_differ_from_search_streams():
+    a = make_task_stream("readout-drift", 3000, 0)
+    b = make_task_stream("readout-gain-decay", 3000, 0)
+    assert [e.index for e in a.events] != [e.index for e in b.events]
+    r = make_task_stream("regression-heldout", 300, 0)
+    assert r.x.shape == (300, 1) and len(r.events) == 2
+    with pytest.raises(ValueError, match="task"):
+        make_task_stream("nope", 300, 0)
+
+
+# ------------------------------------------------------------------------------ surrogate and genes
+def test_surrogate_features_count_multipliers():
+    """KAN 2->1, k=3: 8 forward (coef x basis) + 8 update (grad x basis) products, one DSP tile each at 16 bits."""
+    f = features(PRESETS["kan-readout"])
+    assert f[1] == 16  # tiles
+    assert f[2] == 16 * 40  # products x accumulator width
+    assert f[4] == PRESETS["kan-readout"].parameter_count() * 16
+    # MLP 2-8-1: 16+8 forward, 16+8 update, 8 back-propagation products
+    assert features(PRESETS["mlp-readout"])[2] == (24 + 24 + 8) * 40
+
+
+def test_surrogate_recovers_a_planted_linear_model():
+    """NNLS on points generated by a non-negative linear model of the features predicts it exactly."""
+    specs = _random_specs(60, seed=5)
+    coef = np.array([50.0, 3.0, 0.1, 0.2, 0.5, 0.01, 0.0, 2.0])
+    pts = [{"spec": s, "lut": float(features(s) @ coef), "ff": float(features(s) @ coef) / 2,
+            "dsp": float(features(s)[1])} for s in specs]
+    sur = Surrogate(pts)
+    for s in _random_specs(5, seed=9):
+        p = sur.predict(s)
+        if group_of(s) in sur._fits:
+            assert p["lut"] == pytest.approx(float(features(s) @ coef), rel=1e-6)
+            assert p["dsp"] == pytest.approx(float(features(s)[1]), rel=1e-6)
+    with pytest.raises(ValueError, match="at least 3"):
+        Surrogate(pts[:2])
+
+
+def test_genes_round_trip_and_toml_round_trip():
+    for name in ("kan-readout", "kan-regression"):
+        p = PRESETS[name]
+        back = space.spec_from_genes(search.genes_of(p), p.n_in, p.n_out).replace(name=p.name)
+        assert back == p
+    for s in _random_specs(20, seed=4):
+        back = LearnerSpec.from_toml(s.to_toml())  # an MLP's TOML leaves out the KAN fields
+        assert back.to_toml() == s.to_toml() and (s.kind == "mlp" or back == s)
+
+
+def test_evals_to_reach():
+    best = np.array([np.nan, 0.5, 0.7, 0.7, 0.9])
+    assert search.evals_to_reach(best, 0.7) == 3
+    assert search.evals_to_reach(best, 0.95) is None
+
+
+# ------------------------------------------------------------------------------ command line
+@pytest.mark.parametrize("argv,flag", [
+    (["--lut-budget", "-5"], "--lut-budget"),
+    (["--arms", "random,tpe"], "--arms"),
+    (["--latency-max-ns", "100"], "--latency-max-ns"),
+    (["--samples", "10"], "--samples"),
+    (["--target", "1.5"], "--target"),
+    (["--arms", "spark,bogus"], "--arms"),
+    (["--data", "shots.npy"], "--data"),
+])
+def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
+    out = tmp_path / "o"
+    assert main(["autotune", "--quick", "--quiet", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0]
+    assert not out.exists()
+
+
+def test_quick_run_writes_results_and_a_spec_run_accepts(tmp_path):
+    out = tmp_path / "autotune"
+    assert main(["autotune", "--quick", "--quiet", "--out", str(out)]) == 0
+    for name in ("metrics.json", "results.md", "best_spec.toml", "pareto.csv", "pareto.png", "curves.png"):
+        assert (out / name).is_file(), name
+    m = json.loads((out / "metrics.json").read_text())
+    h = m["headline"]
+    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction", "std"}
+    assert h["method"] == "spark" and h["direction"] == "higher" and h["seeds"] == [0, 1, 2]
+    assert set(h["baselines"]) == {"freeform", "asr-only", "rc-sar-only", "random", "tpe", "preset"}
+    assert h["budget"]["evaluations_per_arm"] == 8
+    for arm, r in m["arms"].items():
+        assert r["evaluations"] == [8, 8, 8], arm  # equal budget, every seed
+    assert m["arms"]["spark"]["multi_factor_edit_rate"] == 0.0
+    assert "onchip autotune --quick" in (out / "results.md").read_text()
+    # the returned spec: within the LUT budget (surrogate: no Yosys in --quick), accepted by run / generate
+    spec = LearnerSpec.from_toml((out / "best_spec.toml").read_text())
+    assert tomllib.loads((out / "best_spec.toml").read_text())["kind"] == spec.kind
+    assert m["best"]["surrogate"]["lut"] <= 600
+    from onchip.commands.generate import resolve_spec
+    from onchip.hw import build_learner
+
+    build_learner(resolve_spec(str(out / "best_spec.toml")))  # generate's checks without the Verilog
+    run_out = tmp_path / "run"
+    assert main(["run", "--task", "drift-regression", "--model", spec.kind, "--spec", str(out / "best_spec.toml"),
+                 "--samples", "300", "--quiet", "--out", str(run_out)]) == 0
+    assert (run_out / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_best_spec_generates_verilog(tmp_path):
+    """The returned spec through ``onchip generate`` (Verilog conversion: ~10 s)."""
+    out = tmp_path / "autotune"
+    assert main(["autotune", "--quick", "--quiet", "--seeds", "0", "--out", str(out)]) == 0
+    assert main(["generate", "--spec", str(out / "best_spec.toml"), "--out", str(tmp_path / "gen")]) == 0
+    assert (tmp_path / "gen" / "onchip_learner.v").is_file()
