@@ -1,0 +1,274 @@
+"""``onchip radar``: query-adaptive generated topologies vs fixed ones and a one-shot generator.
+
+Per seed: train the agents; run fixed topologies with random roles on training queries and keep the
+graphs that answered correctly; fit RADAR's generator (ordering + denoising networks) and the one-shot
+baseline on them; fine-tune RADAR with the correctness + sparsity reward; generate one graph per test
+query. See ``seeds/radar.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .._report import need
+from . import ARMS, ROLES
+
+MAX_DIFFICULTY = 6
+
+
+def fixed_topology(kind: str, rng: np.random.Generator, n: int | None = None, roles=None):
+    """A fixed topology: (role ids, adjacency ``adj[u, v] = 1`` for u -> v).
+
+    Default (test) forms: single = one generalist; chain of 3; star = 3 leaves -> a hub; complete DAG of
+    4; random = 4 agents, random roles, each forward edge with probability 1/2; layered 2 -> 2 -> 1.
+    ``n`` and ``roles`` override the size and roles (the collection of training graphs uses random ones).
+    """
+    g = ROLES.index("generalist")
+    default = {"single": 1, "chain": 3, "star": 4, "complete": 4, "random": 4, "layered": 5}
+    n = n or default[kind]
+    if roles is None:
+        roles = [0, 1, g, g, g][:n] if kind != "random" else list(rng.integers(0, len(ROLES), n))
+        if kind == "single":
+            roles = [g]
+    adj = np.zeros((n, n), np.int64)
+    if kind == "chain":
+        for i in range(n - 1):
+            adj[i, i + 1] = 1
+    elif kind == "star":
+        adj[:n - 1, n - 1] = 1
+    elif kind == "complete":
+        adj = np.triu(np.ones((n, n), np.int64), 1)
+    elif kind == "random":
+        adj = (rng.random((n, n)) < 0.5).astype(np.int64) * np.triu(np.ones((n, n), np.int64), 1)
+    elif kind == "layered":
+        layers = np.array_split(np.arange(n), 3 if n >= 3 else n)
+        for a, b in zip(layers, layers[1:]):
+            adj[np.ix_(a, b)] = 1
+    return [int(r) for r in roles], adj
+
+
+def sparsity(adj, max_nodes: int) -> float:
+    """RADAR's sparsity reward ``1 - edges / max edges``, with max edges of the largest allowed graph."""
+    return 1.0 - float(np.asarray(adj).sum()) / (max_nodes * (max_nodes - 1) / 2)
+
+
+@dataclass(frozen=True)
+class RadarConfig:
+    """One run; validated on construction.
+
+    Attributes:
+        train_queries, test_queries: queries per seed (>= 1).
+        max_nodes: most agents in a graph (2-6); epochs: generator training epochs (>= 1);
+        rl_epochs: RL fine-tuning passes over the training queries (>= 0).
+        seeds; out; progress; command.
+
+    Raises:
+        ValueError: a field out of range, named in the message.
+    """
+
+    train_queries: int = 200
+    test_queries: int = 200
+    max_nodes: int = 5
+    epochs: int = 2
+    rl_epochs: int = 2
+    seeds: tuple[int, ...] = (0, 1, 2)
+    out: str = "out/radar"
+    progress: bool = field(default=True, compare=False)
+    command: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        for name in ("train_queries", "test_queries", "epochs"):
+            need(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
+        need(self.rl_epochs >= 0, "rl_epochs", self.rl_epochs, "must be >= 0")
+        need(2 <= self.max_nodes <= 6, "max_nodes", self.max_nodes, "must be in [2, 6]")
+        need(bool(self.seeds) and min(self.seeds) >= 0, "seeds", list(self.seeds), "need one or more seeds >= 0")
+        need(len(set(self.seeds)) == len(self.seeds), "seeds", list(self.seeds), "must be distinct")
+
+
+def _queries(r, n):
+    from .agents import make_query
+
+    return [make_query(r, int(r.integers(1, MAX_DIFFICULTY + 1)), float(r.random())) for _ in range(n)]
+
+
+def execute_all(solvers, queries, graphs, rng) -> list[dict]:
+    """Run every (query, graph) pair: one batch of agent samples, then each graph's message passing."""
+    from .agents import run_agents, run_graph
+
+    reqs = [(q, ROLES[r]) for q, (roles, _) in zip(queries, graphs) for r in roles]
+    outs = run_agents(solvers, reqs, rng)
+    res, at = [], 0
+    for q, (roles, adj) in zip(queries, graphs):
+        res.append(run_graph(q, [ROLES[r] for r in roles], adj, outs[at:at + len(roles)]))
+        at += len(roles)
+    return res
+
+
+def run(config: RadarConfig) -> dict:
+    """Run every arm for every seed; write ``metrics.json``, ``results.md`` and ``radar.png``.
+
+    Returns:
+        The content of ``metrics.json``.
+    """
+    import torch
+    from scipy.stats import spearmanr
+    from tqdm import tqdm
+
+    from onchip.io import atomic_output_dir, check_output_dir
+
+    from .._report import headline, mean_std, rng
+    from .agents import query_features, train_agents
+    from .generator import OneShotGenerator, RadarGenerator
+
+    c = config
+    check_output_dir(c.out)
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    per_seed = {a: [] for a in ARMS}
+    by_diff = {a: {} for a in ARMS}
+    corr = {"radar": [], "one-shot": []}
+    bar = tqdm(total=len(c.seeds) * 4, desc="radar", disable=not c.progress)
+    for seed in c.seeds:
+        solvers = train_agents(seed)
+        r = rng(seed, "radar", "data")
+        train_q = _queries(r, c.train_queries)
+        feats = [query_features(q, MAX_DIFFICULTY) for q in train_q]
+        # 1. successful graphs from fixed topologies with random sizes and roles
+        kinds = ("single", "chain", "star", "complete", "random", "layered")
+        cand, cq = [], []
+        for q in train_q:
+            for kind in kinds:
+                n = 1 if kind == "single" else int(r.integers(2, c.max_nodes + 1))
+                roles = list(r.integers(0, len(ROLES), n))
+                cand.append(fixed_topology(kind, r, n, roles))
+                cq.append(q)
+        res = execute_all(solvers, cq, cand, rng(seed, "radar", "collect"))
+        rewards = np.array([0.8 * x["correct"] + 0.2 * sparsity(g[1], c.max_nodes) for x, g in zip(res, cand)])
+        base_reward = rewards.reshape(len(train_q), len(kinds)).mean(1)
+        ok = [(g[0], g[1], feats[i // len(kinds)]) for i, (x, g) in enumerate(zip(res, cand)) if x["correct"]]
+        bar.update()
+        # 2. RADAR generator and the one-shot baseline on the successful graphs
+        gen = RadarGenerator(len(feats[0]), c.max_nodes, seed)
+        gen.fit(ok, c.epochs, rng(seed, "radar", "fit"))
+        one = OneShotGenerator(len(feats[0]), c.max_nodes, seed)
+        one.fit(ok, c.epochs, rng(seed, "radar", "fit-oneshot"))
+        bar.update()
+        # 3. RL fine-tuning: reward 0.8 correct + 0.2 sparsity, advantage over the fixed topologies' mean
+        g_rng = rng(seed, "radar", "rl")
+        for _ in range(c.rl_epochs):
+            for b in range(0, len(train_q), 32):
+                idx = list(range(b, min(b + 32, len(train_q))))
+                sampled = [gen.generate(feats[i], g_rng, with_log_prob=True) for i in idx]
+                out = execute_all(solvers, [train_q[i] for i in idx], [(s[0], s[1]) for s in sampled], g_rng)
+                loss = 0.0
+                for i, s, x in zip(idx, sampled, out):
+                    reward = 0.8 * x["correct"] + 0.2 * sparsity(s[1], c.max_nodes)
+                    loss = loss - (reward - base_reward[i]) * s[2]
+                gen.opt_den.zero_grad()
+                (loss / len(idx)).backward()
+                gen.opt_den.step()
+        bar.update()
+        # 4. test: one graph per query
+        t_rng = rng(seed, "radar", "test")
+        test_q = _queries(t_rng, c.test_queries)
+        for arm in ARMS:
+            a_rng = rng(seed, "radar", "arm", arm)
+            if arm == "radar":
+                graphs = [gen.generate(query_features(q, MAX_DIFFICULTY), a_rng) for q in test_q]
+            elif arm == "one-shot":
+                graphs = [one.generate(query_features(q, MAX_DIFFICULTY), a_rng) for q in test_q]
+            else:
+                graphs = [fixed_topology(arm, a_rng) for _ in test_q]
+            out = execute_all(solvers, test_q, graphs, a_rng)
+            per_seed[arm].append({k: float(np.mean([x[k] for x in out])) for k in ("correct", "tokens", "nodes", "edges")})
+            for q, x in zip(test_q, out):
+                by_diff[arm].setdefault(q.difficulty, []).append((float(x["correct"]), x["nodes"], x["tokens"]))
+            if arm in corr:
+                rho = spearmanr([q.difficulty for q in test_q], [x["nodes"] for x in out]).statistic
+                corr[arm].append(0.0 if np.isnan(rho) else float(rho))
+        bar.update()
+    bar.close()
+    summary = {}
+    for arm in ARMS:
+        row = {}
+        for key in ("correct", "tokens", "nodes", "edges"):
+            m, s = mean_std(x[key] for x in per_seed[arm])
+            row[key], row[key + "_std"] = m, s
+        row["by_difficulty"] = {str(d): {"accuracy": float(np.mean([v[0] for v in vals])),
+                                         "nodes": float(np.mean([v[1] for v in vals])),
+                                         "tokens": float(np.mean([v[2] for v in vals]))}
+                                for d, vals in sorted(by_diff[arm].items())}
+        if arm in corr:
+            row["spearman_difficulty_nodes"], row["spearman_difficulty_nodes_std"] = mean_std(corr[arm])
+        summary[arm] = row
+    base = [a for a in ARMS if a != "radar"]
+    result = {
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(c).items()
+                   if k not in ("out", "progress", "command")},
+        "headline": headline(
+            "accuracy on held-out queries (one graph per query)", "radar", summary["radar"]["correct"],
+            {a: summary[a]["correct"] for a in base},
+            budget={"graphs per query": 1, "agents per graph (at most)": c.max_nodes,
+                    "tokens per query (measured)": {a: round(summary[a]["tokens"], 1) for a in ARMS}},
+            seeds=c.seeds, direction="higher", std=summary["radar"]["correct_std"],
+            baseline_std={a: summary[a]["correct_std"] for a in base}),
+        "results": summary,
+        "per_seed": per_seed,
+        "seconds": time.perf_counter() - t0,
+    }
+    with atomic_output_dir(c.out) as stage:
+        _write(stage, c, result)
+    if c.progress:
+        print(results_table(result))
+    return result
+
+
+def results_table(result: dict) -> str:
+    """Markdown table: one row per arm (mean ± std over seeds)."""
+    from .._report import markdown_table
+
+    def rho(r):
+        return f"{r['spearman_difficulty_nodes']:.2f} ± {r['spearman_difficulty_nodes_std']:.2f}" \
+            if "spearman_difficulty_nodes" in r else "-"
+
+    rows = [(a, f"{r['correct']:.3f} ± {r['correct_std']:.3f}", f"{r['tokens']:.1f} ± {r['tokens_std']:.1f}",
+             f"{r['nodes']:.2f}", f"{r['edges']:.2f}", rho(r)) for a, r in result["results"].items()]
+    return markdown_table(["arm", "accuracy", "tokens / query", "agents", "edges", "Spearman(difficulty, agents)"], rows)
+
+
+def _write(stage, c: RadarConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    from .._report import save, write_metrics
+
+    write_metrics(stage, result, c.command)
+    diffs = list(next(iter(result["results"].values()))["by_difficulty"])
+    text = ["# RADAR: generated agent topologies", "", f"Command: `{c.command or 'onchip radar'}`", "",
+            results_table(result), "", "Accuracy by query difficulty (operations; pooled over seeds):", "",
+            "| arm | " + " | ".join(diffs) + " |", "|---|" + "---|" * len(diffs)]
+    text += [f"| {a} | " + " | ".join(f"{r['by_difficulty'][d]['accuracy']:.2f}" for d in diffs) + " |"
+             for a, r in result["results"].items()]
+    text += ["", "Agents per generated graph by difficulty:", "", "| arm | " + " | ".join(diffs) + " |",
+             "|---|" + "---|" * len(diffs)]
+    text += [f"| {a} | " + " | ".join(f"{result['results'][a]['by_difficulty'][d]['nodes']:.2f}" for d in diffs) + " |"
+             for a in ("one-shot", "radar")]
+    (stage / "results.md").write_text("\n".join(text) + "\n")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for a, r in result["results"].items():
+        axes[0].errorbar(r["tokens"], r["correct"], xerr=r["tokens_std"], yerr=r["correct_std"], fmt="o", capsize=3)
+        axes[0].annotate(a, (r["tokens"], r["correct"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    axes[0].set_xlabel("tokens per query")
+    axes[0].set_ylabel("accuracy")
+    axes[0].set_title(f"one graph per query, <= {c.max_nodes} agents, {len(c.seeds)} seeds")
+    for a in ("one-shot", "radar"):
+        bd = result["results"][a]["by_difficulty"]
+        axes[1].plot([int(d) for d in bd], [bd[d]["nodes"] for d in bd], "o-", label=a)
+    axes[1].set_xlabel("query difficulty (operations)")
+    axes[1].set_ylabel("agents in the generated graph")
+    axes[1].legend()
+    save(fig, stage / "radar.png")
