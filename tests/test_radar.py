@@ -100,7 +100,7 @@ def test_generator_learns_a_planted_query_to_graph_rule():
     qa, qb = np.array([1, 0], np.float32), np.array([0, 1], np.float32)
     ga = ([0], np.zeros((1, 1), int))
     gb = ([2, 1], np.array([[0, 1], [0, 0]]))
-    data = [(*ga, qa), (*gb, qb)] * 30
+    data = [(*ga, qa), (*gb, qb)] * 20
     gen.fit(data, epochs=2, rng=np.random.default_rng(0))
     rng = np.random.default_rng(1)
     a = [gen.generate(qa, rng)[0] for _ in range(30)]

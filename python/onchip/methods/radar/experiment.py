@@ -63,6 +63,7 @@ class RadarConfig:
         train_queries, test_queries: queries per seed (>= 1).
         max_nodes: most agents in a graph (2-6); epochs: generator training epochs (>= 1);
         rl_epochs: RL fine-tuning passes over the training queries (>= 0).
+        max_graphs: most successful graphs the generators are fitted on (a random subset; >= 1).
         seeds; out; progress; command.
 
     Raises:
@@ -74,6 +75,7 @@ class RadarConfig:
     max_nodes: int = 5
     epochs: int = 2
     rl_epochs: int = 2
+    max_graphs: int = 240
     seeds: tuple[int, ...] = (0, 1, 2)
     out: str = "out/radar"
     progress: bool = field(default=True, compare=False)
@@ -81,7 +83,7 @@ class RadarConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "seeds", tuple(self.seeds))
-        for name in ("train_queries", "test_queries", "epochs"):
+        for name in ("train_queries", "test_queries", "epochs", "max_graphs"):
             need(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
         need(self.rl_epochs >= 0, "rl_epochs", self.rl_epochs, "must be >= 0")
         need(2 <= self.max_nodes <= 6, "max_nodes", self.max_nodes, "must be in [2, 6]")
@@ -150,6 +152,8 @@ def run(config: RadarConfig) -> dict:
         rewards = np.array([0.8 * x["correct"] + 0.2 * sparsity(g[1], c.max_nodes) for x, g in zip(res, cand)])
         base_reward = rewards.reshape(len(train_q), len(kinds)).mean(1)
         ok = [(g[0], g[1], feats[i // len(kinds)]) for i, (x, g) in enumerate(zip(res, cand)) if x["correct"]]
+        if len(ok) > c.max_graphs:
+            ok = [ok[i] for i in sorted(r.choice(len(ok), c.max_graphs, replace=False))]
         bar.update()
         # 2. RADAR generator and the one-shot baseline on the successful graphs
         gen = RadarGenerator(len(feats[0]), c.max_nodes, seed)
