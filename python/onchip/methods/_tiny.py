@@ -93,6 +93,10 @@ class TinyConfig:
         n_experts: 0 = dense FFN; >= 2 = top-1 routed experts of width ``d_ff`` each.
         causal: decoder (True) or bidirectional encoder (False).
         n_classes: > 0 adds a classification head on the mean-pooled final states.
+        expert_by_type: route each token to the expert of its ``token_type`` (given to ``forward``)
+            instead of the learned router (modality-routed experts); needs ``n_experts >= 2``.
+        cross_topk: > 0 makes attention *selective across types*: a query attends to every key of its
+            own ``token_type`` but only to its ``cross_topk`` best-scoring keys of other types (per head).
     """
 
     vocab: int
@@ -104,6 +108,8 @@ class TinyConfig:
     n_experts: int = 0
     causal: bool = True
     n_classes: int = 0
+    expert_by_type: bool = False
+    cross_topk: int = 0
 
     def __post_init__(self):
         for name in ("vocab", "d_model", "n_layers", "n_heads", "max_len"):
@@ -113,6 +119,10 @@ class TinyConfig:
             raise ValueError(f"n_heads: must divide d_model={self.d_model}, got {self.n_heads}")
         if self.n_experts == 1 or self.n_experts < 0:
             raise ValueError(f"n_experts: 0 (dense) or >= 2, got {self.n_experts}")
+        if self.expert_by_type and self.n_experts < 2:
+            raise ValueError(f"expert_by_type: needs n_experts >= 2, got {self.n_experts}")
+        if self.cross_topk < 0:
+            raise ValueError(f"cross_topk: must be >= 0, got {self.cross_topk}")
 
 
 def _torch():
@@ -140,7 +150,7 @@ def _modules():
             self.down = nn.ModuleList(nn.Linear(d_ff, c.d_model) for _ in range(n))
             self.router = nn.Linear(c.d_model, n) if c.n_experts else None
 
-        def forward(self, x, key_pad):
+        def forward(self, x, key_pad, token_type=None):
             b, t, d = x.shape
             h = self.c.n_heads
             q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
@@ -148,6 +158,12 @@ def _modules():
             mask = key_pad[:, None, None, :]
             if self.c.causal:
                 mask = mask | torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            if self.c.cross_topk and token_type is not None:
+                # selective attention across types: of the other types' keys keep the top-k scores only
+                cross = (token_type[:, :, None] != token_type[:, None, :])[:, None]
+                allowed = scores.masked_fill(mask | ~cross, float("-inf"))
+                kth = allowed.topk(min(self.c.cross_topk, t), -1).values[..., -1:]
+                mask = mask | (cross & (allowed < kth))
             scores = scores.masked_fill(mask, float("-inf"))
             att = torch.softmax(scores, -1).nan_to_num(0.0)
             x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
@@ -156,6 +172,9 @@ def _modules():
                 return x + self.down[0](F.gelu(self.up[0](y))), att, None
             gate = torch.softmax(self.router(y), -1)
             top = gate.argmax(-1)
+            if self.c.expert_by_type and token_type is not None:
+                top = token_type.clamp(max=len(self.up) - 1)
+                gate = torch.ones_like(gate)
             out = torch.zeros_like(y)
             for e in range(len(self.up)):
                 sel = top == e
@@ -174,7 +193,7 @@ def _modules():
             self.head = nn.Linear(c.d_model, c.vocab, bias=False)
             self.cls = nn.Linear(c.d_model, c.n_classes) if c.n_classes else None
 
-        def forward(self, ids, *, return_attention: bool = False, return_hidden: bool = False):
+        def forward(self, ids, *, return_attention: bool = False, return_hidden: bool = False, token_type=None):
             b, t = ids.shape
             if t > self.config.max_len:
                 raise ValueError(f"sequence length {t} exceeds max_len={self.config.max_len}")
@@ -182,7 +201,7 @@ def _modules():
             x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))[None]
             atts, routes = [], []
             for blk in self.blocks:
-                x, att, route = blk(x, key_pad)
+                x, att, route = blk(x, key_pad, token_type)
                 atts.append(att)
                 routes.append(route)
             x = self.ln(x)
@@ -194,7 +213,7 @@ def _modules():
                 out["attention"] = atts
             if return_hidden:
                 out["hidden"] = x
-            if self.config.n_experts:
+            if self.config.n_experts and not (self.config.expert_by_type and token_type is not None):
                 out["routes"] = routes
                 # Switch load-balancing loss: n * sum_e (token share_e * mean gate_e)
                 aux = 0.0
@@ -215,7 +234,9 @@ def TinyTransformer(config: TinyConfig):
     a dict: ``logits`` ``(batch, time, vocab)``; ``class_logits`` ``(batch, n_classes)`` when the
     config has classes; ``attention`` (list per layer of ``(batch, heads, time, time)``) with
     ``return_attention=True``; ``hidden`` with ``return_hidden=True``; ``routes`` and the Switch
-    ``aux_loss`` when ``n_experts >= 2``.
+    ``aux_loss`` when ``n_experts >= 2`` (no ``aux_loss`` when the experts are routed by type).
+    ``token_type`` int64 ``(batch, time)`` drives ``expert_by_type`` and ``cross_topk`` (both off when
+    it is None, so callers without types get the plain model).
 
     Raises:
         ValueError: (at call) a sequence longer than ``max_len``.
