@@ -1,0 +1,8 @@
+"""``onchip autotune``: SPARK's factor-conditioned architecture search (arXiv 2605.04057, ICML 2026) over
+our own :class:`~onchip.spec.LearnerSpec`, scored by the golden model under hardware budgets.
+
+Modules: :mod:`.space` (factors, moves, scope guard), :mod:`.evaluate` (streams, accuracy,
+diagnostics, budgets), :mod:`.resources` (Yosys-calibrated resource surrogate, cached Yosys
+check), :mod:`.search` (router, conditioner, scoped rewriter and the baseline arms),
+:mod:`.experiment` (the run and its outputs), :mod:`.calibrate` (the surrogate's calibration table).
+"""

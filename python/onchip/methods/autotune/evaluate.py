@@ -38,7 +38,7 @@ PRESET_OF = {"readout-drift": "kan-readout", "drift-regression": "kan-regression
 #: the diagnostics an evaluation reports (each a number >= 0; budget overshoots are fractions)
 DIAGNOSTICS = ("sat_input", "clamp_grid", "grid_waste", "sat_pred", "sat_grad", "sat_coef", "zero_error",
                "zero_update", "error_level", "recovery_excess", "lut_over", "dsp_over", "ii_over",
-               "latency_over")
+               "latency_over", "above_target")
 
 _HELDOUT_REGRESSION = (
     ("0.9 tanh(2x)", lambda x: 0.9 * np.tanh(2.0 * x)),
@@ -128,7 +128,8 @@ class Evaluation:
         accuracy: fidelity (readout) or R^2 (regression) over the whole stream.
         feasible: every budget met (by the resources used in the search).
         objective: ``accuracy`` when feasible, else ``accuracy - 1 - total overshoot``: an
-            infeasible design ranks below every feasible one, and less overshoot ranks higher.
+            infeasible design ranks below every feasible one, and less overshoot ranks higher
+            (smallest-learner mode: see :class:`Evaluator`).
         diagnostics: :data:`DIAGNOSTICS` -> value.
         resources: ``lut``, ``ff``, ``dsp``, ``initiation_interval``, ``latency_cycles_update``.
     """
@@ -223,13 +224,17 @@ class Evaluator:
     Args:
         stream: the search stream; kind: ``readout`` or ``regression``.
         budgets: the user's budgets; surrogate: a :class:`.resources.Surrogate` (LUT/FF/DSP).
+        target: smallest-learner mode: a feasible design with ``accuracy >= target`` scores
+            ``2 - LUT / LUT_ref`` (above every design that misses the target; fewer LUTs rank
+            higher; LUT_ref = the LUT budget, else 10^5); None: the score is the accuracy.
 
     Attributes:
         evaluations: golden-model runs so far (the search budget's unit).
     """
 
-    def __init__(self, stream: Stream, kind: str, budgets: Budgets, surrogate):
+    def __init__(self, stream: Stream, kind: str, budgets: Budgets, surrogate, target: float | None = None):
         self.stream, self.kind, self.budgets, self.surrogate = stream, kind, budgets, surrogate
+        self.target = target
         self.evaluations = 0
         self._memo: dict[str, Evaluation] = {}
 
@@ -238,6 +243,7 @@ class Evaluator:
         from ...hw import build_learner
 
         learner = build_learner(spec)
+        learner._MustUse__used = True  # built for its schedule only: no "never used" warning from Amaranth
         return {**self.surrogate.predict(spec), "initiation_interval": int(learner.initiation_interval),
                 "latency_cycles_update": int(learner.latency_update)}
 
@@ -260,7 +266,11 @@ class Evaluator:
         diag.update(self.budgets.overshoot(res))
         total_over = sum(diag[k] for k in ("lut_over", "dsp_over", "ii_over", "latency_over"))
         feasible = total_over == 0.0
+        holds = self.target is not None and acc >= self.target
+        diag["above_target"] = float(holds)
         objective = acc if feasible else acc - 1.0 - total_over
+        if feasible and holds:
+            objective = 2.0 - res["lut"] / (self.budgets.lut or 1e5)
         ev = Evaluation(spec, acc, feasible, float(objective), diag, res)
         if count:
             self.evaluations += 1

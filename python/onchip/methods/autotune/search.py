@@ -49,7 +49,8 @@ def tag_weights(d: dict, spec: LearnerSpec) -> dict[str, float]:
     grid ask for a wider grid, an unused grid for a narrower one; a high steady error asks for
     capacity (G, k, T, hidden units) and a smaller step; a slow recovery after drift for a larger
     step and less staleness; a budget overshoot for fewer resources, fewer DSPs, the pipelined
-    schedule (II) or less staleness (latency).
+    schedule (II) or less staleness (latency); a design that already holds the target accuracy
+    (smallest-learner mode) asks for fewer resources, precision and capacity.
     """
     w: dict[str, float] = defaultdict(float)
     over = d["lut_over"] + d["dsp_over"]
@@ -62,7 +63,12 @@ def tag_weights(d: dict, spec: LearnerSpec) -> dict[str, float]:
     if d["clamp_grid"] < 1e-3:
         w["narrower_grid"] += 2.0 * d["grid_waste"]
     e = min(1.0, 4.0 * d["error_level"])
-    if over == 0.0:
+    above = d.get("above_target", 0.0)  # smallest-learner mode: the target holds, so spend less
+    w["fewer_resources"] += 2.0 * above
+    w["less_capacity"] += 1.0 * above
+    for cls in ("input", "coef", "act", "grad", "basis", "acc"):
+        w[f"less_precision:{cls}"] += 0.5 * above
+    if over == 0.0 and not above:
         w["more_capacity"] += 2.0 * e
         w["finer_table"] += 0.5 * e
         w["more_precision:coef"] += 0.5 * e
@@ -181,9 +187,13 @@ class ArmResult:
     multi_factor: int = 0
     factors: dict = field(default_factory=lambda: {f: 0 for f in FACTORS})
 
-    def best(self) -> Evaluation | None:
-        """The most accurate feasible evaluation (None if none was feasible)."""
+    def best(self, target: float | None = None) -> Evaluation | None:
+        """The most accurate feasible evaluation; with ``target``, the feasible one with the fewest
+        (surrogate) LUTs whose accuracy is >= target (None if there is none)."""
         feas = [e for e in self.history if e.feasible]
+        if target is not None:
+            holds = [e for e in feas if e.accuracy >= target]
+            return min(holds, key=lambda e: (e.resources["lut"], -e.accuracy)) if holds else None
         return max(feas, key=lambda e: e.accuracy) if feas else None
 
     def best_so_far(self) -> np.ndarray:
