@@ -182,6 +182,6 @@ def compare(div_a, div_b, *, tau: float = 0.1) -> Comparison:
     unstable_k = tuple(float(unstable[omega & (order == k)].mean()) if (omega & (order == k)).any()
                        else float("nan") for k in range(1, n + 1))
     out_a, out_b = a[1:].sum(), b[1:].sum()   # v(N) - v(empty) by efficiency
-    den = abs(out_a) + abs(out_b)
+    scale = abs(out_a) + abs(out_b)
     return Comparison(ratio(omega), by_order, num, den, int(omega.sum()), int(unstable.sum()), unstable_k,
-                      float(abs(out_a - out_b) / den) if den > 0 else 0.0)
+                      float(abs(out_a - out_b) / scale) if scale > 0 else 0.0)
