@@ -42,9 +42,9 @@ class TokenSearchConfig:
 
     tokenizers: tuple[str, ...] = TOKENIZERS
     searches: tuple[str, ...] = SEARCHES
-    budgets: tuple[int, ...] = (10, 40, 160)
+    budgets: tuple[int, ...] = (5, 20, 80)
     candidates_per_beam: int = 4
-    per_class: int = 10
+    per_class: int = 6
     seeds: tuple[int, ...] = (0, 1, 2)
     tokenizer_steps: int = 1200
     prior_steps: int = 600
