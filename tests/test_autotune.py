@@ -42,7 +42,7 @@ def test_factor_fields_partition_the_spec():
 def test_every_move_changes_only_its_own_factor():
     """Exhaustive over the move table and 40 specs: a move's valid result differs only in its factor's fields."""
     checked = 0
-    for spec in _random_specs(25):
+    for spec in _random_specs(12):
         for factor in FACTORS:
             for move, changes in space.applicable(spec, factor):
                 assert move.factor == factor
@@ -53,17 +53,17 @@ def test_every_move_changes_only_its_own_factor():
                 touched = space.changed_fields(spec, child)
                 assert touched and touched <= set(FACTOR_FIELDS[factor]), (move.name, touched)
                 checked += 1
-    assert checked > 300
+    assert checked > 150
 
 
 @pytest.mark.parametrize("arm", ["spark", "rc-sar-only", "asr-only"])
 def test_scoped_rewriter_never_leaves_its_factor(arm):
-    """Property over 400 proposals with random diagnostics: every accepted edit changes fields of the
+    """Property over 250 proposals with random diagnostics: every accepted edit changes fields of the
     routed factor only; proposals whose knowledge repairs reach into another factor are rejected."""
     rng = np.random.default_rng(1)
-    specs = _random_specs(30, seed=2)
+    specs = _random_specs(20, seed=2)
     accepted = rejected = 0
-    for i in range(400):
+    for i in range(250):
         spec = specs[i % len(specs)]
         diag = {k: float(rng.uniform(0, 0.3)) for k in DIAGNOSTICS}
         parent = _ev(spec, **diag)
@@ -73,7 +73,7 @@ def test_scoped_rewriter_never_leaves_its_factor(arm):
             assert touched <= set(FACTOR_FIELDS[factor]), (arm, factor, touched)
             accepted += 1
         rejected += status == "scope"
-    assert accepted > 200
+    assert accepted > 120
     if arm == "asr-only":
         assert rejected == 0  # random in-factor moves carry no cross-factor repairs
 
