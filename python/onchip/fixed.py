@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -36,6 +37,17 @@ SAT, SAT_ZERO, WRAP = range(3)
 
 #: Widest format supported: raw values and exact products stay inside int64.
 MAX_WIDTH = 48
+
+
+class FmtCode(NamedTuple):
+    """A format as plain integers, the form the numba kernels read by field name
+    (``fmt.width``, ``fmt.frac``...); a tuple, so ``requant(raw, F_from, *code)`` also works."""
+
+    width: int  # W
+    frac: int  # F = W - I
+    signed: int  # 1 for ap_fixed, 0 for ap_ufixed
+    quant: int  # index into QUANT_MODES
+    overflow: int  # index into OVERFLOW_MODES
 
 
 @dataclass(frozen=True)
@@ -117,9 +129,9 @@ class Fmt:
         return self.max_raw * self.lsb
 
     @property
-    def code(self) -> tuple[int, int, int, int, int]:
-        """``(W, F, signed, quant index, overflow index)``: the form the numba kernels take."""
-        return (
+    def code(self) -> "FmtCode":
+        """The format as the numba kernels take it: a :class:`FmtCode`."""
+        return FmtCode(
             self.width,
             self.frac_bits,
             int(self.signed),
@@ -173,7 +185,7 @@ class Fmt:
 
 
 # -- scalar kernels (numba) ---------------------------------------------------
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def shift_round(raw, shift, quant):
     """Divide ``raw`` by ``2**shift`` with rounding mode ``quant`` (index into QUANT_MODES).
 
@@ -197,6 +209,12 @@ def shift_round(raw, shift, quant):
             if quant == RND_MIN_INF or quant == RND_INF:
                 return np.int64(-1)
         return np.int64(0)  # in (-1/2, 0) rounds to 0; RND, RND_ZERO, RND_CONV ties to 0
+    return _shift_round_short(raw, shift, quant)
+
+
+@numba.njit(cache=True, inline="always")
+def _shift_round_short(raw, shift, quant):
+    """:func:`shift_round` for 0 < shift < 64, the case of almost every call (inlined there)."""
     floor = raw >> shift
     rem = raw - (floor << shift)  # 0 <= rem < 2**shift (exact modulo 2**64)
     if quant == TRN:
@@ -268,19 +286,31 @@ def shift_left_overflow(raw, k, width, signed, mode):
     return overflow(raw << k, width, signed, mode)  # low 64 bits are exact; WRAP needs W of them
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
+def _requant_far(raw, shift, width, signed, quant, mode):
+    """:func:`requant` for shifts outside [1, 64): rare, so compiled once and called."""
+    if shift < 0:
+        return shift_left_overflow(raw, -shift, width, signed, mode)
+    return overflow(shift_round(raw, shift, quant), width, signed, mode)
+
+
+@numba.njit(cache=True)
 def requant(raw, frac_from, width, frac_to, signed, quant, mode):
     """Convert a raw value with ``frac_from`` fractional bits into a format given by its code.
 
     Rounds first (``quant``), then handles overflow (``mode``): the ``ap_fixed``
     assignment order. Exact for every int64 ``raw`` and every shift
     ``frac_from - frac_to`` (right shifts of 64 bits and more, left shifts whose
-    product exceeds int64).
+    product exceeds int64). The common shifts (0 to 63) take a short path that LLVM can
+    inline into the kernels; the others one out-of-line call. (Inlining every case at
+    numba's IR level made the golden kernels take minutes to compile.)
     """
     shift = frac_from - frac_to
-    if shift < 0:
-        return shift_left_overflow(raw, -shift, width, signed, mode)
-    return overflow(shift_round(raw, shift, quant), width, signed, mode)
+    if shift == 0:
+        return overflow(raw, width, signed, mode)
+    if 0 < shift < 64:
+        return overflow(_shift_round_short(raw, shift, quant), width, signed, mode)
+    return _requant_far(raw, shift, width, signed, quant, mode)
 
 
 @numba.vectorize(["int64(int64, int64, int64, int64, int64, int64, int64)"], cache=True)

@@ -1,20 +1,22 @@
 """Per-sample integer kernels of the golden models (numba-compiled).
 
 These functions *define* what every backend computes. All values are raw
-integers; a format is a code tuple ``(W, F, signed, quant, overflow)`` from
-:attr:`onchip.fixed.Fmt.code`, and ``requant(raw, F_from, *fmt)`` rounds and
-then saturates or wraps into it, exactly for every shift ``F_from - F`` (right
+integers; a format is a :class:`onchip.fixed.FmtCode` (``Fmt.code``, read by
+field name), and ``requant(raw, F_from, *fmt)`` rounds and then saturates or
+wraps into it, exactly for every shift ``F_from - F`` (right
 shifts of 64 bits and more, left shifts past int64: formats with |F| up to 96
 reach both, e.g. act -> grad or a product -> acc). Rounding points, in order:
 
 Forward, per layer (input u in the input format for layer 0, else ``act``):
 
-* KAN: u is clamped to the grid [lo, hi - lsb]; the offset v = u - lo has
+* KAN, in three named steps (:func:`locate`, :func:`edge_base`, :func:`spline_dot`):
+  *locate*: u is clamped to the grid [lo, hi - lsb]; the offset v = u - lo has
   ``P = F_u + e`` position bits (cell width h = 2**e): cell c = v >> P,
   table address a = top T bits of the position. b = BVAL[a], d = BDER[a]
-  (``basis`` format). Each product coef[j, i, c+m] * b[m] is converted into
-  ``acc``; the sum over i, m wraps in ``acc`` (order-free because ``acc``
-  overflow is WRAP); out[j] = requant(sum -> ``act``).
+  (``basis`` format). *Edge base*: the flat index of coef[j, i, c], the first
+  of the k+1 coefficients the edge reads. *Spline dot*: each product
+  coef[j, i, c+m] * b[m] is converted into ``acc``; the sum over i, m wraps in
+  ``acc`` (order-free because ``acc`` overflow is WRAP); out[j] = requant(sum -> ``act``).
 * MLP: z[j] = requant(acc(bias[j]) + sum_i acc(W[j, i] * a[i]) -> ``act``);
   hidden layers apply ReLU, the output layer is linear.
 
@@ -47,7 +49,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..fixed import overflow, requant
+from ..fixed import FmtCode, overflow, requant
 
 
 class KanConfig(NamedTuple):
@@ -65,11 +67,11 @@ class KanConfig(NamedTuple):
     lr_shift: int
     bval: np.ndarray  # (2**T, k+1) basis values, raw
     bder: np.ndarray  # (2**T, k+1) basis derivatives d/dt, raw
-    f_coef: tuple
-    f_basis: tuple
-    f_act: tuple
-    f_grad: tuple
-    f_acc: tuple
+    f_coef: FmtCode
+    f_basis: FmtCode
+    f_act: FmtCode
+    f_grad: FmtCode
+    f_acc: FmtCode
 
 
 class MlpConfig(NamedTuple):
@@ -79,26 +81,55 @@ class MlpConfig(NamedTuple):
     offsets: np.ndarray  # (L,) start of layer l: W (n_out*n_in, row-major) then bias (n_out)
     in_frac: np.ndarray  # (L,)
     lr_shift: int
-    f_coef: tuple
-    f_act: tuple
-    f_grad: tuple
-    f_acc: tuple
-
-
-@numba.njit(cache=True, inline="always")
-def _acc(raw, frac, f_acc):
-    """Convert a product (or a coefficient) into the accumulator format."""
-    return requant(raw, frac, f_acc[0], f_acc[1], f_acc[2], f_acc[3], f_acc[4])
+    f_coef: FmtCode
+    f_act: FmtCode
+    f_grad: FmtCode
+    f_acc: FmtCode
 
 
 @numba.njit(cache=True, inline="always")
 def _to(raw, frac, fmt):
-    return requant(raw, frac, fmt[0], fmt[1], fmt[2], fmt[3], fmt[4])
+    """Round and overflow ``raw`` (``frac`` fractional bits) into ``fmt`` (a FmtCode)."""
+    return requant(raw, frac, fmt.width, fmt.frac, fmt.signed, fmt.quant, fmt.overflow)
 
 
 @numba.njit(cache=True, inline="always")
 def _wrap(raw, fmt):
-    return overflow(raw, fmt[0], fmt[2], fmt[4])
+    """Overflow ``raw`` into ``fmt``'s width with its overflow mode (no rounding)."""
+    return overflow(raw, fmt.width, fmt.signed, fmt.overflow)
+
+
+@numba.njit(cache=True, inline="always")
+def locate(u, lo, pos_bits, grid_size, table_bits):
+    """Locate: clamp input ``u`` to the grid and split its offset into cell and table address.
+
+    Returns ``(clamped, cell, table_addr)``: whether ``u`` lay outside [lo, hi), the cell
+    index c in [0, G), and the top ``table_bits`` bits of the position inside the cell.
+    """
+    span = np.int64(grid_size) << pos_bits
+    v = u - lo
+    clamped = (v < 0) | (v >= span)
+    v = min(max(v, 0), span - 1)
+    return clamped, v >> pos_bits, (v >> (pos_bits - table_bits)) & ((np.int64(1) << table_bits) - 1)
+
+
+@numba.njit(cache=True, inline="always")
+def edge_base(cfg, layer, j, i, cell):
+    """Edge base: flat index in theta of the first of the k+1 coefficients edge (j, i) of
+    ``layer`` reads when its input lies in ``cell``."""
+    n_in = cfg.widths[layer]
+    return cfg.offsets[layer] + (j * n_in + i) * cfg.n_coef + cell
+
+
+@numba.njit(cache=True, inline="always")
+def spline_dot(theta, base, table, row, cfg):
+    """Spline dot: sum over m of acc(coef[base + m] * table[row, m]), wrapping in ``acc``
+    (not yet overflowed: the caller wraps the whole sum once, order-free)."""
+    f_prod = cfg.f_coef.frac + cfg.f_basis.frac
+    s = np.int64(0)
+    for m in range(table.shape[1]):
+        s += _to(theta[base + m] * table[row, m], f_prod, cfg.f_acc)
+    return s
 
 
 @numba.njit(cache=True, inline="always")
@@ -108,71 +139,60 @@ def kan_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
     ``work`` is int64 scratch of shape (4L+3, max width)."""
     widths = cfg.widths
     n_layers = len(widths) - 1
-    wmax = widths.max()
     k1 = cfg.bval.shape[1]
-    t_bits = cfg.table_bits
-    f_acc, f_coef, f_basis, f_grad = cfg.f_acc, cfg.f_coef, cfg.f_basis, cfg.f_grad
+    f_acc, f_grad = cfg.f_acc, cfg.f_grad
     act = work[: n_layers + 1]
     cell = work[n_layers + 1 : 2 * n_layers + 1]
     table_addr = work[2 * n_layers + 1 : 3 * n_layers + 1]
     clamped = work[3 * n_layers + 1 : 4 * n_layers + 1]
     err = work[4 * n_layers + 1]
     prev = work[4 * n_layers + 2]
-    f_prod = f_coef[1] + f_basis[1]
     for i in range(widths[0]):
         act[0, i] = xs[n_sample, i]
+    # forward: locate every input, then each output is the wrapped sum of its edges' spline dots
     for layer in range(n_layers):
         n_in, n_out = widths[layer], widths[layer + 1]
-        p = cfg.pos_bits[layer]
-        span = np.int64(cfg.grid_size) << p
         for i in range(n_in):
-            v = act[layer, i] - cfg.lo_raw[layer]
-            clamped[layer, i] = (v < 0) | (v >= span)
-            v = min(max(v, 0), span - 1)
-            cell[layer, i] = v >> p
-            table_addr[layer, i] = (v >> (p - t_bits)) & ((np.int64(1) << t_bits) - 1)
+            clamped[layer, i], cell[layer, i], table_addr[layer, i] = locate(
+                act[layer, i], cfg.lo_raw[layer], cfg.pos_bits[layer], cfg.grid_size, cfg.table_bits)
         for j in range(n_out):
             s = np.int64(0)
             for i in range(n_in):
-                base = cfg.offsets[layer] + (j * n_in + i) * cfg.n_coef + cell[layer, i]
-                a = table_addr[layer, i]
-                for m in range(k1):
-                    s += _acc(theta[base + m] * cfg.bval[a, m], f_prod, f_acc)
-            act[layer + 1, j] = _to(_wrap(s, f_acc), f_acc[1], cfg.f_act)
+                s += spline_dot(theta, edge_base(cfg, layer, j, i, cell[layer, i]), cfg.bval, table_addr[layer, i], cfg)
+            act[layer + 1, j] = _to(_wrap(s, f_acc), f_acc.frac, cfg.f_act)
 
+    # output error
     n_out = widths[n_layers]
     for j in range(n_out):
         preds[n_sample, j] = act[n_layers, j]
-        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act[1], f_grad)
+        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act.frac, f_grad)
 
+    # backward, last layer first: the sparse update (k+1 deltas per edge), then the error
+    # to the previous layer through the spline derivatives
     n = 0
-    f_update = f_grad[1] + f_basis[1] + cfg.lr_shift
+    f_update = f_grad.frac + cfg.f_basis.frac + cfg.lr_shift
     for layer in range(n_layers - 1, -1, -1):
         n_in, n_out = widths[layer], widths[layer + 1]
         for j in range(n_out):
             for i in range(n_in):
-                base = cfg.offsets[layer] + (j * n_in + i) * cfg.n_coef + cell[layer, i]
+                base = edge_base(cfg, layer, j, i, cell[layer, i])
                 a = table_addr[layer, i]
                 for m in range(k1):
                     addr[n] = base + m
-                    delta[n] = _to(err[j] * cfg.bval[a, m], f_update, f_coef)
+                    delta[n] = _to(err[j] * cfg.bval[a, m], f_update, cfg.f_coef)
                     n += 1
         if layer == 0:
             break
         for i in range(n_in):
             prev[i] = 0
             if clamped[layer, i] != 0:
-                continue
-            a = table_addr[layer, i]
+                continue  # the edge is flat outside the grid
             s = np.int64(0)
             for j in range(n_out):
-                base = cfg.offsets[layer] + (j * n_in + i) * cfg.n_coef + cell[layer, i]
-                sd = np.int64(0)
-                for m in range(k1):
-                    sd += _acc(theta[base + m] * cfg.bder[a, m], f_prod, f_acc)
-                dphi = _to(_wrap(sd, f_acc), f_acc[1] + cfg.cell_exp, f_grad)
-                s += _acc(err[j] * dphi, 2 * f_grad[1], f_acc)
-            prev[i] = _to(_wrap(s, f_acc), f_acc[1], f_grad)
+                sd = spline_dot(theta, edge_base(cfg, layer, j, i, cell[layer, i]), cfg.bder, table_addr[layer, i], cfg)
+                dphi = _to(_wrap(sd, f_acc), f_acc.frac + cfg.cell_exp, f_grad)
+                s += _to(err[j] * dphi, 2 * f_grad.frac, f_acc)
+            prev[i] = _to(_wrap(s, f_acc), f_acc.frac, f_grad)
         for i in range(n_in):
             err[i] = prev[i]
 
@@ -184,7 +204,6 @@ def mlp_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
     scratch of shape (at least L+3, max width)."""
     widths = cfg.widths
     n_layers = len(widths) - 1
-    wmax = widths.max()
     f_acc, f_coef, f_grad = cfg.f_acc, cfg.f_coef, cfg.f_grad
     act = work[: n_layers + 1]
     err = work[n_layers + 1]
@@ -195,31 +214,31 @@ def mlp_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
         n_in, n_out = widths[layer], widths[layer + 1]
         w0 = cfg.offsets[layer]
         b0 = w0 + n_in * n_out
-        f_prod = f_coef[1] + cfg.in_frac[layer]
+        f_prod = f_coef.frac + cfg.in_frac[layer]
         for j in range(n_out):
-            s = _acc(theta[b0 + j], f_coef[1], f_acc)
+            s = _to(theta[b0 + j], f_coef.frac, f_acc)
             for i in range(n_in):
-                s += _acc(theta[w0 + j * n_in + i] * act[layer, i], f_prod, f_acc)
-            z = _to(_wrap(s, f_acc), f_acc[1], cfg.f_act)
+                s += _to(theta[w0 + j * n_in + i] * act[layer, i], f_prod, f_acc)
+            z = _to(_wrap(s, f_acc), f_acc.frac, cfg.f_act)
             act[layer + 1, j] = max(z, 0) if layer < n_layers - 1 else z
 
     n_out = widths[n_layers]
     for j in range(n_out):
         preds[n_sample, j] = act[n_layers, j]
-        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act[1], f_grad)
+        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act.frac, f_grad)
 
-    f_back = f_coef[1] + f_grad[1]
+    f_back = f_coef.frac + f_grad.frac
     for layer in range(n_layers - 1, -1, -1):
         n_in, n_out = widths[layer], widths[layer + 1]
         w0 = cfg.offsets[layer]
         b0 = w0 + n_in * n_out
-        f_update = f_grad[1] + cfg.in_frac[layer] + cfg.lr_shift
+        f_update = f_grad.frac + cfg.in_frac[layer] + cfg.lr_shift
         for j in range(n_out):
             for i in range(n_in):
                 addr[w0 + j * n_in + i] = w0 + j * n_in + i
                 delta[w0 + j * n_in + i] = _to(err[j] * act[layer, i], f_update, f_coef)
             addr[b0 + j] = b0 + j
-            delta[b0 + j] = _to(err[j], f_grad[1] + cfg.lr_shift, f_coef)
+            delta[b0 + j] = _to(err[j], f_grad.frac + cfg.lr_shift, f_coef)
         if layer == 0:
             break
         for i in range(n_in):
@@ -228,7 +247,7 @@ def mlp_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
                 continue
             s = np.int64(0)
             for j in range(n_out):
-                s += _acc(theta[w0 + j * n_in + i] * err[j], f_back, f_acc)
-            prev[i] = _to(_wrap(s, f_acc), f_acc[1], f_grad)
+                s += _to(theta[w0 + j * n_in + i] * err[j], f_back, f_acc)
+            prev[i] = _to(_wrap(s, f_acc), f_acc.frac, f_grad)
         for i in range(n_in):
             err[i] = prev[i]

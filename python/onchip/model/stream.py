@@ -31,7 +31,7 @@ def commit(theta, addr, delta, f_coef):
     """Apply one sample's update to ``theta`` in place."""
     for n in range(len(addr)):
         a = addr[n]
-        theta[a] = overflow(theta[a] - delta[n], f_coef[0], f_coef[2], f_coef[4])
+        theta[a] = overflow(theta[a] - delta[n], f_coef.width, f_coef.signed, f_coef.overflow)
 
 
 @numba.njit(cache=True, inline="always")
