@@ -96,6 +96,8 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
         init_seed=draw(st.integers(0, 2**16)),
         schedule=draw(st.sampled_from(["sequential", "pipelined"])),
         staleness=draw(st.integers(0, 6)),
+        # mostly allowed, so that narrow accumulators that do wrap stay covered
+        allow_acc_wrap=draw(st.integers(0, 4)) > 0,
     )
     formats = {}
     if kind == "kan":

@@ -1,5 +1,6 @@
 """LearnerSpec: validation messages, TOML round trip, presets."""
 
+import numpy as np
 import pytest
 
 from onchip.spec import PRESETS, Formats, LearnerSpec, load_spec
@@ -53,6 +54,43 @@ def test_serial_datapath_is_a_sequential_mlp_choice_and_round_trips():
     assert LearnerSpec.from_toml(spec.to_toml()) == spec
     with pytest.raises(ValueError, match="schedule='pipelined'"):
         spec.replace(schedule="pipelined")
+
+
+def test_init_scale_beyond_coef_is_refused_not_wrapped():
+    """init_scale = 20 with a coef holding [-8, 8): the initial coefficients would wrap (change sign)."""
+    spec = LearnerSpec(kind="kan", widths=(1, 1), grid_size=8, grid_range=(-2.0, 2.0), init_scale=4.0,
+                       formats=Formats(coef="ap_fixed<16,4,RND_CONV,WRAP>"))
+    with pytest.raises(ValueError, match=r"init_scale=20.0 draws initial coefficients in \+/-20, outside "
+                                         r"formats.coef \(ap_fixed<16,4,RND_CONV,WRAP>\), which holds \[-8.0, 7.99"):
+        spec.replace(init_scale=20.0)
+    # MLP weights are drawn in +/- init_scale * sqrt(3 / fan_in): fan-in 1 -> 1.73 x init_scale
+    mlp = PRESETS["mlp-regression"]
+    with pytest.raises(ValueError, match="draws initial weights in"):
+        mlp.replace(init_scale=4.7)
+    assert mlp.replace(init_scale=4.6).init_scale == 4.6
+
+
+def test_accumulator_too_narrow_for_its_sum_is_refused_unless_wrap_is_allowed():
+    """MLP 2->1 with acc = ap_fixed<7,1>: 0.5 + 0.5 would give -1.0."""
+    narrow = Formats(acc="ap_fixed<7,1,TRN,WRAP>")
+    with pytest.raises(ValueError, match="formats.acc .* cannot hold the worst-case forward sum of layer 0 "
+                                         r"\(\+/-136\): it needs at least 9 integer bits; set allow_acc_wrap"):
+        LearnerSpec(kind="mlp", widths=(2, 1), formats=narrow, init_scale=0.0)
+    spec = LearnerSpec(kind="mlp", widths=(2, 1), formats=narrow, init_scale=0.0, allow_acc_wrap=True)
+    assert "allow_acc_wrap = true" in spec.to_toml()
+    assert LearnerSpec.from_toml(spec.to_toml()) == spec
+    assert "allow_acc_wrap" not in PRESETS["mlp-regression"].to_toml()
+    # the wrap the check warns about is real: 0.5 * 1 + 0.5 * 1 wraps to -1 in ap_fixed<7,1>
+    from onchip.model import GoldenLearner
+
+    g = GoldenLearner(spec)
+    half = 1 << (spec.formats.coef.frac_bits - 1)
+    g.load(np.array([half, half, 0]))
+    one = 1 << spec.formats.input.frac_bits
+    pred = g.predict(np.array([[one, one]]))
+    assert spec.formats.act.lsb * pred[0, 0] == -1.0
+    # the worst case counts fan-in x |coef| x |input| + |bias|: 2 * 8 * 8 + 8
+    assert spec.worst_case_sums() == [2 * 8.0 * 8.0 + 8.0]
 
 
 def test_accumulator_must_wrap():

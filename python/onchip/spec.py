@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import tomli_w
 
 from .errors import SpecError
@@ -123,6 +124,10 @@ class LearnerSpec:
         init_seed: seed of the initial parameters (they are part of the learner:
             the RTL holds them as its reset values).
         name: preset name, informational.
+        allow_acc_wrap: the ``acc`` format may be too narrow for the worst-case forward sum
+            (:meth:`worst_case_sums`), so that a sum can wrap (the WRAP semantics of ``acc``
+            then apply). Default False: such an ``acc`` is refused, naming the integer bits
+            it needs.
 
     Raises:
         ValueError: any field that cannot be built, naming the field and why.
@@ -143,6 +148,7 @@ class LearnerSpec:
     init_seed: int = 0
     name: str = ""
     datapath: str = "parallel"
+    allow_acc_wrap: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(self.widths))
@@ -190,7 +196,15 @@ class LearnerSpec:
             f"init_scale must be >= 0, got {self.init_scale!r}",
         )
         need(isinstance(self.init_seed, int), f"init_seed must be an integer, got {self.init_seed!r}")
+        need(isinstance(self.allow_acc_wrap, bool), f"allow_acc_wrap must be true or false, got {self.allow_acc_wrap!r}")
         f = self.formats
+        # the initial parameters are quantized into coef: a bound coef cannot hold would saturate or wrap
+        bound = self.init_scale * (1.0 if self.kind == "kan" else math.sqrt(3.0 / min(self.widths[:-1])))
+        need(
+            f.coef.min_value <= -bound and bound <= f.coef.max_value,
+            f"init_scale={self.init_scale!r} draws initial {'coefficients' if self.kind == 'kan' else 'weights'} "
+            f"in +/-{bound:g}, outside formats.coef ({f.coef}), which holds [{f.coef.min_value}, {f.coef.max_value}]",
+        )
         for name in ("input", "coef", "basis", "act", "grad"):
             fmt = getattr(f, name)
             need(fmt.width <= 32, f"formats.{name} is wider than 32 bits: {fmt}")
@@ -206,6 +220,20 @@ class LearnerSpec:
             )
         if self.kind == "kan":
             self._validate_kan(need)
+        if not self.allow_acc_wrap:
+            acc = f.acc
+            for layer, worst in enumerate(self.worst_case_sums()):
+                if acc.min_value <= -worst and worst <= acc.max_value:
+                    continue
+                need_bits = math.ceil(math.log2(worst + acc.lsb)) + 1 if acc.signed else None
+                need(
+                    False,
+                    f"formats.acc ({acc}) cannot hold the worst-case forward sum of layer {layer} "
+                    f"(+/-{worst:g}): "
+                    + (f"it needs at least {need_bits} integer bits" if need_bits is not None
+                       else "an unsigned accumulator cannot hold negative sums")
+                    + "; set allow_acc_wrap = true if wrapping is intended",
+                )
 
     def _validate_kan(self, need) -> None:
         g, k = self.grid_size, self.spline_order
@@ -239,6 +267,30 @@ class LearnerSpec:
             )
 
     # -- derived quantities ----------------------------------------------------
+    def worst_case_sums(self) -> list[float]:
+        """Largest magnitude of each layer's forward sum in the ``acc`` format (value units).
+
+        MLP: fan-in x the largest |weight x input| + the largest |bias| (coef range times the
+        input format's range for layer 0, the ReLU output range ``[0, act.max]`` after that).
+        KAN: fan-in x the largest |coef| x the largest sum of the k+1 quantized basis values
+        of one table entry (about 1: the B-spline basis is a partition of unity).
+        The rounding of each product into ``acc`` is not counted.
+        """
+        f = self.formats
+        coef = max(-f.coef.min_value, f.coef.max_value)
+        pairs = list(zip(self.widths[:-1], self.widths[1:]))
+        if self.kind == "kan":
+            from .model.basis import basis_table
+
+            bval, _ = basis_table(self.spline_order, self.basis_table_bits, f.basis)
+            basis_sum = float(np.abs(bval).sum(axis=1).max()) * f.basis.lsb
+            return [n_in * coef * basis_sum for n_in, _ in pairs]
+        out = []
+        for layer, (n_in, _) in enumerate(pairs):
+            a = max(-f.input.min_value, f.input.max_value) if layer == 0 else f.act.max_value
+            out.append(n_in * coef * a + coef)
+        return out
+
     @property
     def lr_shift(self) -> int:
         """s with learning_rate = 2**-s."""
@@ -300,6 +352,8 @@ class LearnerSpec:
             )
         else:
             d["datapath"] = self.datapath
+        if self.allow_acc_wrap:  # written only when set: specs without it keep their text (and cache keys)
+            d["allow_acc_wrap"] = True
         d["formats"] = self.formats.as_dict()
         return d
 

@@ -250,8 +250,9 @@ def from_brevitas(
         raise ValueError(f"model: an exact accumulator needs {acc_int + acc_frac} bits (at most 48)")
     formats = Formats(input=in_fmt, coef=coef, act=act, grad=grad_fmt,
                       acc=Fmt(acc_int + acc_frac, acc_int, True, "TRN", "WRAP"))
+    # init_scale 0: the parameters are the network's (theta below), never a random draw
     spec = LearnerSpec(kind="mlp", widths=widths, formats=formats, learning_rate=learning_rate,
-                       schedule=schedule, staleness=staleness, name=name)
+                       schedule=schedule, staleness=staleness, init_scale=0.0, name=name)
     parts = []
     for lname, w_int, w_exp, _, b_int, b_exp, _ in layers:
         parts.append((w_int << (frac + w_exp)).reshape(-1))
