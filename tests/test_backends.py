@@ -70,6 +70,35 @@ def test_backend_refuses_raw_values_outside_their_format(name):
         backend.run(spec, x, y)
 
 
+def _golden_entry(spec, x, y):
+    return GoldenLearner(spec).run(x, y)
+
+
+def _hls_entry(spec, x, y):
+    from onchip.hls import HlsLearner
+
+    if "hls" not in available_backends():
+        pytest.skip("the HLS C simulation is not available on this machine")
+    return HlsLearner(spec).run(x, y)
+
+
+def _cocotb_entry(spec, x, y):
+    from onchip.hw import sim
+
+    return sim.pack_samples(sim.cached_design(spec), x, y)
+
+
+@pytest.mark.parametrize("entry", [_golden_entry, _hls_entry, _cocotb_entry], ids=["golden", "hls", "cocotb-packer"])
+def test_learner_entry_points_refuse_raw_values_outside_their_format(entry):
+    """The entry points below the backend registry apply the same check: x = 40000 does not fit
+    the 16-bit input of kan-regression, and -32769 is not turned into +32767."""
+    spec = PRESETS["kan-regression"]
+    with pytest.raises(ValueError, match=r"x_raw holds raw values in \[8191, 40000\]"):
+        entry(spec, np.array([[40000], [8191]]), np.array([[4096], [0]]))
+    with pytest.raises(ValueError, match=r"y_raw holds raw values in \[-32769, 0\]"):
+        entry(spec, np.array([[0], [1]]), np.array([[-32769], [0]]))
+
+
 def test_float_backend_starts_from_theta_and_keeps_it_without_learning():
     backend = _backend("float")
     spec = PRESETS["mlp-regression"]

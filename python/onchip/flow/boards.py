@@ -84,6 +84,44 @@ def frame_bytes(width: int) -> int:
     return max(1, math.ceil(width / 8))
 
 
+def sample_frames(spec, x_raw, y_raw) -> list[bytes]:
+    """What a host sends a board: one little-endian frame of ``ceil(S/8)`` bytes per sample.
+
+    Args:
+        spec: the learner's :class:`~onchip.spec.LearnerSpec`.
+        x_raw, y_raw: (N, n_in) / (N, n_out) raw integers (``input`` / ``act`` formats).
+
+    Raises:
+        ValueError: wrong shapes or raw values outside their formats.
+    """
+    from ..hw.interface import pack_samples, sample_layout
+
+    n = frame_bytes(sample_layout(spec).size)
+    return [word.to_bytes(n, "little") for word in pack_samples(spec, x_raw, y_raw)]
+
+
+def prediction_frame_bytes(spec) -> int:
+    """Bytes of one prediction frame the board sends back, ``ceil(M/8)``."""
+    from ..hw.interface import prediction_layout
+
+    return frame_bytes(prediction_layout(spec).size)
+
+
+def read_predictions(spec, data: bytes) -> "np.ndarray":
+    """Prediction frames received from a board -> (N, n_out) int64 raw predictions (``act``).
+
+    Raises:
+        ValueError: ``data`` is not a whole number of frames.
+    """
+    from ..hw.interface import unpack_predictions
+
+    n = prediction_frame_bytes(spec)
+    if len(data) % n:
+        raise ValueError(f"data: {len(data)} bytes is not a whole number of {n}-byte prediction frames")
+    words = [int.from_bytes(data[i : i + n], "little") for i in range(0, len(data), n)]
+    return unpack_predictions(spec, words)
+
+
 class UartStreamTop(Elaboratable):
     """Board top: UART bytes -> sample frames -> learner core -> prediction frames -> UART bytes.
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ToolError
 from ..spec import LearnerSpec
 from .build import build_simulator
+from ..model.golden import check_stream
 from .emit import checked_theta, emit
 
 #: Samples per RUN command sent to the child (one pipe round trip each).
@@ -134,17 +135,6 @@ class HlsLearner:
         self.project = emit(spec)
         self.program, self.compiled = build_simulator(self.project, opt=opt)
 
-    def _check(self, x_raw, y_raw):
-        x = np.ascontiguousarray(x_raw, dtype=np.int64)
-        if x.ndim != 2 or x.shape[1] != self.spec.n_in:
-            raise ValueError(f"x_raw must have shape (N, {self.spec.n_in}), got {np.shape(x_raw)}")
-        if y_raw is None:
-            return x, np.zeros((len(x), self.spec.n_out), np.int64)
-        y = np.ascontiguousarray(y_raw, dtype=np.int64)
-        if y.shape != (len(x), self.spec.n_out):
-            raise ValueError(f"y_raw must have shape ({len(x)}, {self.spec.n_out}), got {np.shape(y_raw)}")
-        return x, y
-
     def run(self, x_raw, y_raw, *, learn: bool = True, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Reset, load the initial parameters, run the stream, flush and read the parameters.
 
@@ -158,13 +148,13 @@ class HlsLearner:
             (predictions raw int64 (N, n_out), final parameters raw int64 (P,)).
 
         Raises:
-            ValueError: inputs of the wrong shape.
+            ValueError: inputs of the wrong shape or outside their formats (``check_stream``).
             HlsSimulationError: the C simulation failed (the calling process carries on).
         """
         from tqdm import tqdm
 
         spec = self.spec
-        x, y = self._check(x_raw, y_raw if learn else None)
+        x, y = check_stream(spec, x_raw, y_raw, learn=learn)
         n_out, p = spec.n_out, spec.parameter_count()
         preds = np.zeros((len(x), n_out), np.int64)
         child = _Child(self.program, spec_label(spec))

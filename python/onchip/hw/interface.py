@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Module, Signal, Value, unsigned
+import numpy as np
+from amaranth.hdl import Const, Module, Shape, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..fixed import Fmt
-from ..model.golden import check_parameters, initial_parameters
+from ..model.golden import check_parameters, check_stream, initial_parameters
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape
 from .ram import rom_attrs
@@ -105,6 +106,40 @@ def payload_fields(layout: data.StructLayout) -> dict[str, data.Field]:
     field of a payload layout (:func:`payload_leaves`): the field names of
     ``Design.info["payload"]`` and :class:`onchip.verilator.ports.PortLayout`."""
     return {leaf: fld for _, leaf, fld in payload_leaves(layout)}
+
+
+def field_value(word: int, fld: data.Field) -> int:
+    """The value of field ``fld`` in payload integer ``word`` (two's complement for a signed shape)."""
+    v = (int(word) >> fld.offset) & ((1 << fld.width) - 1)
+    return v - (1 << fld.width) if Shape.cast(fld.shape).signed and v >> (fld.width - 1) else v
+
+
+def pack_samples(spec: LearnerSpec, x_raw, y_raw) -> list[int]:
+    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers of :func:`sample_layout`
+    (each field two's complement in its width, x[0] from bit 0).
+
+    Raises:
+        ValueError: wrong shapes or raw values outside their formats
+            (:func:`onchip.model.golden.check_stream`, the check every backend applies).
+    """
+    x_raw, y_raw = check_stream(spec, x_raw, y_raw)
+    fields = payload_fields(sample_layout(spec))
+    total = np.zeros(len(x_raw), dtype=object)
+    columns = [(f"x{i}", x_raw[:, i]) for i in range(spec.n_in)] + [(f"y{j}", y_raw[:, j]) for j in range(spec.n_out)]
+    for name, col in columns:
+        f = fields[name]
+        total = total + ((col.astype(object) & ((1 << f.width) - 1)) << f.offset)
+    return [int(v) for v in total]
+
+
+def unpack_predictions(spec: LearnerSpec, payloads) -> np.ndarray:
+    """``m__payload`` integers of :func:`prediction_layout` -> (N, n_out) int64 raw predictions."""
+    fields = payload_fields(prediction_layout(spec))
+    out = np.zeros((len(payloads), spec.n_out), np.int64)
+    for j in range(spec.n_out):
+        for n, p in enumerate(payloads):
+            out[n, j] = field_value(p, fields[f"pred{j}"])
+    return out
 
 
 class LearnerPorts(wiring.Component):

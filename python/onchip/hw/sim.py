@@ -263,48 +263,36 @@ def payload_fields_of(design: Design, stream: str) -> dict:
     return fields
 
 
-def _field_value(word: int, fld) -> int:
-    from amaranth.hdl import Shape
-
-    v = (int(word) >> fld.offset) & ((1 << fld.width) - 1)
-    return v - (1 << fld.width) if Shape.cast(fld.shape).signed and v >> (fld.width - 1) else v
-
-
 def pack_samples(design: Design, x_raw, y_raw) -> list[int]:
-    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers (fields of the sample layout,
-    :func:`payload_fields_of`; each value taken modulo 2**width).
+    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers for ``design``
+    (:func:`onchip.hw.interface.pack_samples` on its spec, the layout checked against
+    :func:`payload_fields_of`).
 
     Raises:
-        ValueError: shapes that do not match the design.
+        ValueError: shapes that do not match the design, or raw values outside their formats.
     """
-    fields = payload_fields_of(design, "s")
-    x_raw, y_raw = np.asarray(x_raw, np.int64), np.asarray(y_raw, np.int64)
-    n_in = sum(k.startswith("x") for k in fields)
-    n_out = sum(k.startswith("y") for k in fields)
-    if x_raw.ndim != 2 or x_raw.shape[1] != n_in or y_raw.shape != (len(x_raw), n_out):
-        raise ValueError(f"x_raw must be (N, {n_in}) and y_raw (N, {n_out}), got {x_raw.shape}, {y_raw.shape}")
-    total = np.zeros(len(x_raw), dtype=object)
-    for name, col in [(f"x{i}", x_raw[:, i]) for i in range(n_in)] + [(f"y{j}", y_raw[:, j]) for j in range(n_out)]:
-        f = fields[name]
-        total = total + ((col.astype(object) & ((1 << f.width) - 1)) << f.offset)
-    return [int(v) for v in total]
+    from ..spec import LearnerSpec
+    from .interface import pack_samples as pack
+
+    payload_fields_of(design, "s")
+    return pack(LearnerSpec.from_dict(design.info["spec"]), x_raw, y_raw)
 
 
 def unpack_predictions(design: Design, payloads) -> np.ndarray:
     """``m__payload`` integers -> (N, n_out) int64 raw predictions (two's complement per field)."""
-    fields = payload_fields_of(design, "m")
-    out = np.zeros((len(payloads), len(fields)), np.int64)
-    for j in range(len(fields)):
-        f = fields[f"pred{j}"]
-        for n, p in enumerate(payloads):
-            out[n, j] = _field_value(p, f)
-    return out
+    from ..spec import LearnerSpec
+    from .interface import unpack_predictions as unpack
+
+    payload_fields_of(design, "m")
+    return unpack(LearnerSpec.from_dict(design.info["spec"]), payloads)
 
 
 def unpack_coef(design: Design, words) -> np.ndarray:
     """Parameter-port response words -> int64 raw values in the ``coef`` format."""
+    from .interface import field_value
+
     f = payload_fields_of(design, "pr")["data"]
-    return np.asarray([_field_value(v, f) for v in words], dtype=np.int64)
+    return np.asarray([field_value(v, f) for v in words], dtype=np.int64)
 
 
 def axis_design(design: Design) -> Design:

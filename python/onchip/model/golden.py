@@ -272,16 +272,8 @@ class GoldenLearner:
 
     # -- running ----------------------------------------------------------------------
     def _run(self, x_raw, y_raw, learn: bool) -> np.ndarray:
-        x_raw = np.ascontiguousarray(x_raw, dtype=np.int64)
-        if x_raw.ndim != 2 or x_raw.shape[1] != self.spec.n_in:
-            raise ValueError(f"raw inputs must have shape (N, {self.spec.n_in}), got {x_raw.shape}")
-        if y_raw is None:
-            y_raw = np.zeros((len(x_raw), self.spec.n_out), np.int64)
-        y_raw = np.ascontiguousarray(y_raw, dtype=np.int64)
-        if y_raw.shape != (len(x_raw), self.spec.n_out):
-            raise ValueError(
-                f"raw targets must have shape ({len(x_raw)}, {self.spec.n_out}), got {y_raw.shape}"
-            )
+        x_raw, y_raw = check_stream(self.spec, x_raw, y_raw, learn=learn)
+        x_raw, y_raw = np.ascontiguousarray(x_raw), np.ascontiguousarray(y_raw)
         preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
         self._run_stream(
             self.theta, x_raw, y_raw, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
@@ -297,6 +289,10 @@ class GoldenLearner:
 
         Returns:
             (N, n_out) int64 raw predictions, each made before that sample's update.
+
+        Raises:
+            ValueError: wrong shapes, non-integer values, or raw values outside their format
+                (:func:`check_stream`, the check every backend applies).
         """
         return self._run(x_raw, y_raw, learn=True)
 
