@@ -133,6 +133,7 @@ def test_runs_reproducible():
     (["--eps", "1.5"], "--eps"),
     (["--samples", "3"], "--samples"),
     (["--defensive-weight", "1.0"], "--defensive-weight"),
+    (["--budget", "equal-time"], "--budget"),
 ])
 def test_cli_bad_arguments(tmp_path, capsys, argv, needle):
     out = tmp_path / "out"
@@ -151,3 +152,17 @@ def test_cli_writes_outputs(tmp_path):
     assert set(data["final"]) == {"em2c", "amis"}
     assert len((out / "history.csv").read_text().strip().splitlines()) == 1 + 2 * 2
     assert (out / "metrics.png").stat().st_size > 0
+    # equal target evaluations by default: EM2C's 2 x 200 + 1 x 200 x (10 + 1) = 2600; AMIS
+    # draws ceil(2600 / 2) = 1300 per iteration, and each method's last history row says so
+    assert data["budget"] == "equal-evaluations"
+    assert data["samples_per_iteration"] == {"em2c": 200, "amis": 1300}
+    assert data["target_evals"] == {"em2c": 2600, "amis": 2600}
+    assert {m: data["final"][m]["n_target_evals"] for m in ("em2c", "amis")} == {"em2c": 2600, "amis": 2600}
+
+
+def test_progress_bar_reaches_the_last_iteration(capsys):
+    from onchip.methods.ais.samplers import SamplerConfig
+
+    target = make_target("gmm2", 2)
+    run_sampler(target, "em2c", SamplerConfig(n_samples=50, iterations=3, n_target_draws=50), seed=0, progress=True)
+    assert "3/3" in capsys.readouterr().err

@@ -36,6 +36,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--defensive-weight", type=_args.float_range(0, 1, hi_open=True), default=0.2,
                    help="heavy-tailed weight in [0, 1) (default 0.2)")
     p.add_argument("--mcmc-steps", type=_args.positive_int, default=10, help="global-move MH steps (default 10)")
+    p.add_argument("--budget", default="equal-evaluations", choices=("equal-evaluations", "equal-iterations"),
+                   help="equal-evaluations (default): every method spends EM2C's target evaluations (the "
+                   "others draw more per iteration); equal-iterations: the same draws per iteration, so "
+                   "EM2C spends about mcmc-steps + 2 times more")
     _args.add_seed(p)
     _args.add_quiet(p)
     _args.add_out(p)
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         AisConfig, flags={"methods": "--method"},
         target=args.target, dim=args.dim, methods=args.method, iterations=args.iterations, samples=args.samples,
         eps=args.eps, components=args.components, defensive_weight=args.defensive_weight,
-        mcmc_steps=args.mcmc_steps, seed=args.seed, out=args.out, progress=not args.quiet,
+        mcmc_steps=args.mcmc_steps, budget=args.budget, seed=args.seed, out=args.out, progress=not args.quiet,
         command=args.command_line)
     run_experiment(config)
     return 0

@@ -13,6 +13,8 @@ from .._report import need
 from .samplers import METHODS, SamplerConfig
 from .targets import TARGETS
 
+BUDGETS = ("equal-evaluations", "equal-iterations")
+
 
 @dataclass(frozen=True)
 class AisConfig:
@@ -26,6 +28,11 @@ class AisConfig:
             :class:`.samplers.SamplerConfig` fields ``iterations``, ``n_samples``, ``eps``,
             ``n_components`` (None: the number of target modes / regions), ``defensive_weight``
             and ``mcmc_steps``.
+        budget: ``equal-evaluations`` (default): every method spends the target evaluations
+            of EM2C (its MH moves included); the others draw more samples per iteration,
+            ``ceil(evals_em2c / iterations)``. ``equal-iterations``: every method draws
+            ``samples`` per iteration, so EM2C spends about ``mcmc_steps + 2`` times more
+            target evaluations than the others (the comparison the paper's plots make).
         seed: random seed (>= 0).
         out: output folder (replaced whole on success).
         progress: progress bars.
@@ -44,6 +51,7 @@ class AisConfig:
     components: int | None = None
     defensive_weight: float = 0.2
     mcmc_steps: int = 10
+    budget: str = "equal-evaluations"
     seed: int = 0
     out: str = "out/ais"
     progress: bool = field(default=True, compare=False)
@@ -58,15 +66,21 @@ class AisConfig:
         need(bool(self.methods) and all(m in METHODS for m in self.methods), "methods", list(self.methods),
              f"choose from {', '.join(METHODS)}")
         need(self.seed >= 0, "seed", self.seed, "must be >= 0")
+        need(self.budget in BUDGETS, "budget", self.budget, f"must be one of {', '.join(BUDGETS)}")
         try:
             self.sampler_config().validate()
         except ValueError as exc:
             name, _, rest = str(exc).partition(":")
             raise ValueError({"n_samples": "samples", "n_components": "components"}.get(name, name) + ":" + rest) from None
 
-    def sampler_config(self) -> SamplerConfig:
-        """The :class:`.samplers.SamplerConfig` of this run."""
-        return SamplerConfig(n_samples=self.samples, iterations=self.iterations, eps=self.eps,
+    def sampler_config(self, method: str = "em2c") -> SamplerConfig:
+        """The :class:`.samplers.SamplerConfig` of ``method`` in this run (its draws per
+        iteration follow :attr:`budget`)."""
+        n = self.samples
+        if self.budget == "equal-evaluations" and method != "em2c":
+            evals = self.sampler_config("em2c").target_evals("em2c")
+            n = -(-evals // self.iterations)
+        return SamplerConfig(n_samples=n, iterations=self.iterations, eps=self.eps,
                              n_components=self.components, defensive_weight=self.defensive_weight,
                              mcmc_steps=self.mcmc_steps)
 
@@ -89,11 +103,13 @@ def run(config: AisConfig) -> dict:
     c = config
     check_output_dir(c.out)
     target = make_target(c.target, c.dim)
-    sampler = c.sampler_config()
-    results = {m: run_sampler(target, m, sampler, seed=c.seed, progress=c.progress) for m in c.methods}
+    samplers = {m: c.sampler_config(m) for m in c.methods}
+    results = {m: run_sampler(target, m, samplers[m], seed=c.seed, progress=c.progress) for m in c.methods}
     result = {
-        "target": c.target, "dim": c.dim, "log_z": target.log_z, "seed": c.seed,
-        "config": sampler.as_dict(),
+        "target": c.target, "dim": c.dim, "log_z": target.log_z, "seed": c.seed, "budget": c.budget,
+        "config": c.sampler_config("em2c").as_dict(),
+        "samples_per_iteration": {m: s.n_samples for m, s in samplers.items()},
+        "target_evals": {m: s.target_evals(m) for m, s in samplers.items()},
         "final": {m: hist[-1].as_dict() for m, (hist, _) in results.items()},
         "history": {m: [r.as_dict() for r in hist] for m, (hist, _) in results.items()},
     }
@@ -105,7 +121,7 @@ def run(config: AisConfig) -> dict:
     for m, (hist, _) in results.items():
         r = hist[-1]
         print(f"{m:12s} KL={r.kl:.3f} logZerr={r.log_z_error:+.3f} ESS/N={r.ess_fraction:.3f} "
-              f"coverage={r.mode_coverage:.2f}")
+              f"coverage={r.mode_coverage:.2f} target evals={r.n_target_evals:,}")
     return result
 
 

@@ -96,6 +96,14 @@ class SamplerConfig:
             if not ok:
                 raise ValueError(f"{name}: out of range, got {value!r}")
 
+    def target_evals(self, method: str) -> int:
+        """Target evaluations ``method`` spends in a run: N per iteration, plus, for em2c,
+        N (mcmc_steps + 1) per adaptation (the start points and every MH proposal)."""
+        evals = self.iterations * self.n_samples
+        if method == "em2c":
+            evals += (self.iterations - 1) * self.n_samples * (self.mcmc_steps + 1)
+        return evals
+
     def as_dict(self) -> dict:
         return asdict(self)
 
@@ -198,8 +206,8 @@ def _run(target, method, config, seed, progress):
                 n_target_evals=evals,
             )
         )
-        if it == config.iterations:
-            break
+        if it == config.iterations:  # no adaptation after the last iteration (the bar still ends at N/N)
+            continue
         if method == "em2c":
             start = x[systematic_resample(eps * log_w, n, rng)]
             moved, log_pi_moved, rate = independence_mh(start, target.log_prob(start), q, target,
