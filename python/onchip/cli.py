@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -54,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        # every command that writes a folder names it last, --quiet included (unless it already did)
+        out = getattr(args, "out", None)
+        if status == 0 and out and not getattr(args, "reports_out", False) and os.path.isdir(out):
+            print(f"wrote {out}/")
+        return status
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
         "--staleness",
         help="override the pipelined staleness D: an integer, or 'min' for the smallest the pipeline allows",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # names the folder in its summary line
 
 
 def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | int | None = None):

@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
         "--csim", action="store_true",
         help="also compile with g++ (hls4ml's ap_types headers) and check the C simulation against the golden model",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
 def testbench_stream(spec, samples: int, seed: int):

@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--baud", type=int, default=DEFAULT_BAUD)
     _args.add_seed(p, default=1, what="the nextpnr placer")
     _args.add_out(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
 def run(args) -> int:

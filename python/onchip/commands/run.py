@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     _args.add_seed(p, what="the stream")
     _args.add_out(p)
     _args.add_quiet(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
 def run(args) -> int:

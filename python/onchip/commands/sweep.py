@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--cache", default=None, help="finished-point cache folder (default: <onchip cache>/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="recompute points cached as errors")
     _args.add_quiet(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
 def failure_lines(records: list[dict]) -> list[str]:

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
     p.add_argument("--family", default="xcup", choices=tuple(FAMILIES), help="target family (default xcup)")
     _args.add_out(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
 def run(args) -> int:

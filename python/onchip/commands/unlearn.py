@@ -63,7 +63,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="QAT epochs of original and retrained model (default 40)")
     g.add_argument("--threads", type=_args.positive_int, default=1, help="torch CPU threads (default 1)")
     _args.add_quiet(g, "--no-progress")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
     return p
 
 

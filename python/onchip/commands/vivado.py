@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--board", default=None, choices=xilinx, help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=float, default=200.0, help="clock constraint of the part flow")
     _args.add_out(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
 def run(args) -> int:
