@@ -9,7 +9,7 @@ finalists with Yosys in that order (``verify_top`` of them) and return the first
 resources are within the budgets.
 
 Writes ``metrics.json`` (headline: held-out-drift accuracy of each arm's best design, mean over
-seeds), ``results.md``, ``best_spec.toml`` (usable by ``onchip run --spec`` and ``onchip
+seeds; with ``target``: the surrogate LUT of each arm's smallest design holding the target), ``results.md``, ``best_spec.toml`` (usable by ``onchip run --spec`` and ``onchip
 generate --spec``), ``pareto.csv`` and the plots ``pareto.png`` (accuracy vs LUT, every
 evaluated candidate) and ``curves.png`` (gap of each arm's best-so-far to the best any arm found,
 against evaluations).
