@@ -23,9 +23,7 @@ drift the search never saw, and checks the finalists with Yosys."""
 
 def add_parser(subparsers) -> None:
     """Register ``onchip autotune``."""
-    from onchip.methods.autotune.evaluate import SEARCH_TASKS
-    from onchip.methods.autotune.experiment import FAMILIES
-    from onchip.methods.autotune.search import ARMS
+    from onchip.methods.autotune import ARMS, FAMILIES, SEARCH_TASKS
 
     p = subparsers.add_parser(
         "autotune", help="find the best (or smallest) learner spec within hardware budgets (SPARK search)",

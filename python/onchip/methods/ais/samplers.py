@@ -38,7 +38,7 @@ from tqdm import tqdm
 from .metrics import IterationMetrics, ess_fraction, kl_target_to_proposal, log_z_estimate, mean_rmse, mode_coverage
 from .proposal import COVARIANCE_TYPES, DefensiveMixture, GaussianMixtureDensity
 
-METHODS = ("em2c", "em2c-nomove", "pmc", "amis")
+from . import METHODS  # noqa: E402  (defined once, in the package)
 
 
 @dataclass

@@ -6,3 +6,9 @@ diagnostics, budgets), :mod:`.resources` (Yosys-calibrated resource surrogate, c
 check), :mod:`.search` (router, conditioner, scoped rewriter and the baseline arms),
 :mod:`.experiment` (the run and its outputs), :mod:`.calibrate` (the surrogate's calibration table).
 """
+
+#: search tasks (:mod:`.evaluate`), arms (:mod:`.search`) and resource families: here, free of
+#: heavy imports, so that building the command line stays fast
+SEARCH_TASKS = ("readout-drift", "drift-regression")
+ARMS = ("spark", "freeform", "asr-only", "rc-sar-only", "random", "tpe")
+FAMILIES = ("xcup", "xc7", "ecp5", "ice40")

@@ -29,7 +29,7 @@ import numpy as np
 from ...spec import LearnerSpec
 from ...tasks import Stream
 
-SEARCH_TASKS = ("readout-drift", "drift-regression")
+from . import SEARCH_TASKS  # noqa: E402  (defined once, in the package)
 HELDOUT = {"readout-drift": "readout-gain-decay", "drift-regression": "regression-heldout"}
 TASK_KIND = {"readout-drift": "readout", "readout-gain-decay": "readout",
              "drift-regression": "regression", "regression-heldout": "regression"}

@@ -33,7 +33,7 @@ from .evaluate import Evaluation, Evaluator
 from .space import (FACTORS, GENES, MOVES, ScopeViolation, applicable, apply_changes, factors_touched,
                     hardware_check, hidden_of, sample_spec, scope_check, spec_from_genes)
 
-ARMS = ("spark", "freeform", "asr-only", "rc-sar-only", "random", "tpe")
+from . import ARMS  # noqa: E402  (defined once, in the package)
 EDIT_ARMS = ("spark", "freeform", "asr-only", "rc-sar-only")
 #: weight every applicable move keeps (exploration), and every factor in the router
 BASE_MOVE_WEIGHT = 0.05
