@@ -142,12 +142,14 @@ def test_cli_bad_arguments(tmp_path, capsys, argv, needle):
     assert not out.exists()
 
 
-def test_cli_writes_outputs(tmp_path):
+def test_cli_writes_outputs(tmp_path, capsys):
     import json
 
     out = tmp_path / "run"
     assert main(["ais", "--target", "gmm2", "--dim", "2", "--iterations", "2", "--samples", "200",
-                 "--method", "em2c,amis", "--out", str(out)]) == 0
+                 "--method", "em2c,amis", "--quiet", "--out", str(out)]) == 0
+    # --quiet silences progress, not where the results went
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"wrote {out}/"
     data = json.loads((out / "metrics.json").read_text())
     assert set(data["final"]) == {"em2c", "amis"}
     assert len((out / "history.csv").read_text().strip().splitlines()) == 1 + 2 * 2
