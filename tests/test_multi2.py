@@ -48,14 +48,14 @@ def test_iql_values_on_a_two_step_mdp_with_known_answer():
     tau, gamma = 0.8, 0.9
     table = lambda n_out: torch.nn.Linear(2, n_out, bias=False)  # noqa: E731  one-hot states: a table
     actor = table(2)
-    iql = IQL(table(2), table(1), actor, IQLConfig(gamma=gamma, tau=tau, lr=0.05, target_rate=0.2, beta=3.0))
+    iql = IQL(table(2), table(1), actor, IQLConfig(gamma=gamma, tau=tau, lr=0.05, target_rate=0.5, beta=3.0))
     e0, e1 = [1.0, 0.0], [0.0, 1.0]
     s = torch.tensor([e0, e0, e1, e1])
     a = torch.tensor([0, 1, 0, 1])
     r = torch.tensor([0.0, 0.0, 0.0, 1.0])
     s2 = torch.tensor([e1, e1, e1, e1])
     done = torch.tensor([0.0, 0.0, 1.0, 1.0])
-    for _ in range(3000):
+    for _ in range(600):
         iql.update(s, a, r, s2, done)
     with torch.no_grad():
         v = iql.v(torch.tensor([e0, e1])).squeeze(-1)

@@ -12,7 +12,7 @@ import argparse
 
 from . import _args
 
-QUICK = {"episodes": 40, "train_steps": 6, "eval_items": 8, "d_model": 16, "seeds": [0]}
+QUICK = {"episodes": 20, "train_steps": 4, "eval_items": 4, "d_model": 16, "seeds": [0]}
 
 
 def add_parser(subparsers) -> None:

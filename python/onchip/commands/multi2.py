@@ -48,8 +48,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-QUICK = {"horizons": [1, 2], "demos": 40, "bc_steps": 60, "iql_steps": 40, "online_episodes": 10,
-         "online_updates": 2, "high_steps": 40, "eval_episodes": 10, "seeds": [0]}
+QUICK = {"horizons": [1, 2], "demos": 30, "bc_steps": 40, "iql_steps": 30, "online_episodes": 6,
+         "online_updates": 2, "high_steps": 20, "eval_episodes": 6, "seeds": [0]}
 
 
 def run(args: argparse.Namespace) -> int:
