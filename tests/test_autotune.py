@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 
 import numpy as np
@@ -12,8 +11,9 @@ from onchip.cli import main
 from onchip.methods.autotune import search, space
 from onchip.methods.autotune.evaluate import DIAGNOSTICS, Budgets, Evaluation, diagnose, make_task_stream
 from onchip.methods.autotune.resources import Surrogate, features, group_of
-from onchip.methods.autotune.space import FACTOR_FIELDS, FACTORS, MOVES, ScopeViolation, scope_check
+from onchip.methods.autotune.space import FACTOR_FIELDS, FACTORS, ScopeViolation, scope_check
 from onchip.spec import PRESETS, LearnerSpec
+from method_support import assert_refused, quick_run
 
 
 def _ev(spec, **diag) -> Evaluation:
@@ -275,28 +275,21 @@ def test_evals_to_reach():
     (["--data", "shots.npy"], "--data"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "o"
-    assert main(["autotune", "--quick", "--quiet", "--out", str(out), *argv]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and flag in err[0]
-    assert not out.exists()
+    assert_refused("autotune", ["--quick", *argv], flag, tmp_path / "o", capsys)
 
 
 def test_quick_run_writes_results_and_a_spec_run_accepts(tmp_path):
     out = tmp_path / "autotune"
-    assert main(["autotune", "--quick", "--quiet", "--out", str(out)]) == 0
-    for name in ("metrics.json", "results.md", "best_spec.toml", "pareto.csv", "pareto.png", "curves.png"):
-        assert (out / name).is_file(), name
-    m = json.loads((out / "metrics.json").read_text())
+    m = quick_run("autotune", out, files=("metrics.json", "results.md", "best_spec.toml", "pareto.csv",
+                                          "pareto.png", "curves.png"))
     h = m["headline"]
-    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction", "std"}
+    assert "std" in h
     assert h["method"] == "spark" and h["direction"] == "higher" and h["seeds"] == [0, 1, 2]
     assert set(h["baselines"]) == {"freeform", "asr-only", "rc-sar-only", "random", "tpe", "preset"}
     assert h["budget"]["evaluations_per_arm"] == 8
     for arm, r in m["arms"].items():
         assert r["evaluations"] == [8, 8, 8], arm  # equal budget, every seed
     assert m["arms"]["spark"]["multi_factor_edit_rate"] == 0.0
-    assert "onchip autotune --quick" in (out / "results.md").read_text()
     # the returned spec: within the LUT budget (surrogate: no Yosys in --quick), accepted by run / generate
     spec = LearnerSpec.from_toml((out / "best_spec.toml").read_text())
     assert tomllib.loads((out / "best_spec.toml").read_text())["kind"] == spec.kind

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 
 import jsonschema
 import numpy as np
 import pytest
 import torch
 
-from onchip.cli import main
 from onchip.methods.gats.agent import locate, repair_request
 from onchip.methods.gats.refine import judge_request, next_request
 from onchip.methods.gats.simulator import Feedback, Simulator, checklist
 from onchip.methods.gats.tools import SCHEMAS, RealBackend, Task, calls_to_text, make_task, parse_calls, schema_errors
+from method_support import assert_refused, quick_run
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -153,18 +152,13 @@ def test_revision_targets_the_located_token():
     (["--seeds", "1,1"], "--seeds"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "out"
-    assert main(["gats", *argv, "--quiet", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert flag in err and len(err.strip().splitlines()) == 1
-    assert not out.exists()
+    assert_refused("gats", argv, flag, tmp_path / "out", capsys)
 
 
 def test_quick_run_writes_headline(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    assert main(["gats", "--quick", "--quiet", "--out", str(out)]) == 0
-    m = json.loads((out / "metrics.json").read_text())
+    m = quick_run("gats", out)
     h = m["headline"]
     assert h["method"] == "gats" and h["direction"] == "higher" and h["seeds"] == [0]
     assert set(h["baselines"]) == {"single", "self-consistency", "real-refine", "gats-no-validity",

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 import torch
 
-from onchip.cli import main
 from onchip.methods.logicsage.loop import candidate_repairs
 from onchip.methods.logicsage.problems import DEPTHS, make_problem, unique_orders
 from onchip.methods.logicsage.solver import execute
+from method_support import assert_refused, quick_run
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -115,18 +114,13 @@ def test_make_problem_refuses_unknown_depth():
     (["--seeds", "2,2"], "--seeds"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "out"
-    assert main(["logicsage", *argv, "--quiet", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert flag in err and len(err.strip().splitlines()) == 1
-    assert not out.exists()
+    assert_refused("logicsage", argv, flag, tmp_path / "out", capsys)
 
 
 def test_quick_run_writes_headline(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    assert main(["logicsage", "--quick", "--quiet", "--out", str(out)]) == 0
-    m = json.loads((out / "metrics.json").read_text())
+    m = quick_run("logicsage", out)
     h = m["headline"]
     assert h["method"] == "logicsage" and h["direction"] == "higher" and h["seeds"] == [0]
     assert set(h["baselines"]) == {"neural-only", "translate-once", "resample-on-error"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import networkx as nx
@@ -10,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from onchip.cli import main
 from onchip.methods.radar.agents import Query, execution_order, run_graph
 from onchip.methods.radar.experiment import fixed_topology, sparsity
 from onchip.methods.radar.generator import R, RadarGenerator, effective_size
+from method_support import assert_refused, quick_run
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -115,17 +114,12 @@ def test_generator_learns_a_planted_query_to_graph_rule():
     (["--seeds", "0,0"], "--seeds"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "out"
-    assert main(["radar", *argv, "--quiet", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert flag in err and len(err.strip().splitlines()) == 1
-    assert not out.exists()
+    assert_refused("radar", argv, flag, tmp_path / "out", capsys)
 
 
 def test_quick_run_writes_headline(tmp_path):
     out = tmp_path / "run"
-    assert main(["radar", "--quick", "--quiet", "--out", str(out)]) == 0
-    m = json.loads((out / "metrics.json").read_text())
+    m = quick_run("radar", out)
     h = m["headline"]
     assert h["method"] == "radar" and h["direction"] == "higher" and h["seeds"] == [0]
     assert set(h["baselines"]) == {"single", "chain", "star", "complete", "random", "layered", "one-shot"}
