@@ -54,9 +54,9 @@ def test_server_alignment_pulls_semantic_prototypes_to_uploads_and_lambda_holds_
     target = np.eye(3, 8, k=3, dtype=np.float32)  # uploads point elsewhere, one per class
     uploads = np.repeat(target, 4, 0) + 0.01 * rng.normal(size=(12, 8)).astype(np.float32)
     labels = np.repeat(np.arange(3), 4)
-    free = fd.server_align(text, text, uploads, labels, fd.ServerRecipe(epochs=200, lr=2e-2, lam=0.0, batch=12),
+    free = fd.server_align(text, text, uploads, labels, fd.ServerRecipe(epochs=60, lr=5e-2, lam=0.0, batch=12),
                            np.random.default_rng(1))
-    held = fd.server_align(text, text, uploads, labels, fd.ServerRecipe(epochs=200, lr=2e-2, lam=50.0, batch=12),
+    held = fd.server_align(text, text, uploads, labels, fd.ServerRecipe(epochs=60, lr=5e-2, lam=50.0, batch=12),
                            np.random.default_rng(1))
     assert np.allclose(np.linalg.norm(free, axis=1), 1.0, atol=1e-5)
     cos = free @ target.T  # (class, upload class)

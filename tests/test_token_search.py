@@ -85,8 +85,10 @@ def test_patches_are_raster_2x2_blocks():
     assert torch.equal(tk.from_patches(p), x)
 
 
+@pytest.mark.slow
 def test_nested_dropout_training_orders_the_tokens():
-    """After a short training with nested dropout, longer prefixes reconstruct held-out digits better."""
+    """After a short training with nested dropout, longer prefixes reconstruct held-out digits better
+    (slow: ~5 CPU-seconds of training; the exact prefix property above runs by default)."""
     s = models.digit_splits(0)
     tok = tk.make_tokenizer("ordered")
     tk.train_tokenizer(tok, s.a_x, steps=250, seed=0)
