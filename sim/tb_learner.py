@@ -12,7 +12,9 @@ sample payloads to stream, then one action once all of them are accepted:
 for two cycles that many cycles later; samples in flight are lost) or
 ``{"op": "none"}``. ``p_valid`` / ``p_ready`` / ``p_param_ready``: the
 probability that the bench offers a sample, takes a prediction, takes a
-parameter response in a cycle (random stalls from ``seed``); ``measure``:
+parameter response in a cycle (random stalls from ``seed``); a segment may
+hold its own ``p_valid`` / ``p_ready`` / ``p_param_ready`` for its cycles
+(e.g. 1.0: a segment without stalls, to measure latency and II); ``measure``:
 also record the cycles of every acceptance, prediction and commit strobe.
 ``param_count``: parameters read or written; ``command``: ``{"data", "addr", "write"}`` ->
 ``[offset, width]`` in the command payload (from its layout, :func:`onchip.hw.interface.command_layout`).
@@ -87,6 +89,9 @@ async def stream(dut):
     cycle = 0
     for seg in job["segments"]:
         payloads = seg["payloads"]
+        p_valid = seg.get("p_valid", job.get("p_valid", 1.0))
+        p_ready = seg.get("p_ready", job.get("p_ready", 1.0))
+        p_param_ready = seg.get("p_param_ready", job.get("p_param_ready", 1.0))
         then = seg.get("then", {"op": "none"})
         op = then["op"]
         if op == "read":

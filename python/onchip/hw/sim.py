@@ -164,6 +164,9 @@ def _check_segments(design: Design, segments: list[dict]) -> None:
         op = seg.get("then", {"op": "none"}).get("op")
         if op not in SEGMENT_OPS:
             raise ValueError(f"segments[{k}].then.op must be one of {', '.join(SEGMENT_OPS)}, got {op!r}")
+        for name in ("p_valid", "p_ready", "p_param_ready"):
+            if name in seg and not (isinstance(seg[name], (int, float)) and 0 < seg[name] <= 1):
+                raise ValueError(f"segments[{k}].{name} must be in (0, 1], got {seg[name]!r}")
         if op == "write":
             try:
                 check_parameters(spec, seg["then"].get("values", []))
@@ -181,7 +184,9 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         simulator: ``"verilator"`` (default) or ``"icarus"``.
         waves: ``"fst"`` / True, ``"vcd"``, False, or None: ``$ONCHIP_WAVES`` (:func:`wave_format`).
         seed: seed of the random stalls. p_valid, p_ready, p_param_ready: per-cycle
-            probabilities that a sample is offered, a prediction taken, a response taken.
+            probabilities that a sample is offered, a prediction taken, a response taken;
+            a segment's own ``p_valid`` / ``p_ready`` / ``p_param_ready`` keys override them
+            for its cycles.
         measure: record acceptance, prediction and commit cycles.
 
     Returns:
@@ -190,7 +195,7 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         with the waveform) only when waves were asked for, else None (the folder is removed).
 
     Raises:
-        ValueError: a probability outside (0, 1], an unknown simulator, an unknown segment op,
+        ValueError: a probability outside (0, 1] (job or segment), an unknown simulator, an unknown segment op,
             a write of the wrong number of values or of values outside ``coef``.
         FileNotFoundError: Icarus asked for and not installed.
         RuntimeError: the simulation failed (the message names its log file).
