@@ -13,6 +13,7 @@ from onchip.cli import main
 from onchip.methods._tiny import TinyConfig, TinyTransformer
 from onchip.methods.dynaview.experiment import encode, schema_weights, vocab
 from onchip.methods.dynaview.world import apply, episode, random_transition, state_tokens
+from method_support import assert_refused
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -94,10 +95,7 @@ def test_selective_attention_keeps_topk_keys_of_the_other_type():
     (["--d-model", "50"], "--d-model"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "out"
-    assert main(["dynaview", *argv, "--quiet", "--out", str(out)]) == 2
-    assert flag in capsys.readouterr().err
-    assert not out.exists()
+    assert_refused("dynaview", argv, flag, tmp_path / "out", capsys)
 
 
 def test_cli_quick_run_writes_the_headline(tmp_path):

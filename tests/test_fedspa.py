@@ -11,6 +11,7 @@ import torch
 
 from onchip.cli import main
 from onchip.methods.fedspa import CLASSES, data, federated as fd
+from method_support import assert_refused
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -153,11 +154,7 @@ def test_rendering_domains_and_handwriting_pool():
     (["--rounds", "0"], "--rounds"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, field):
-    out = tmp_path / "out"
-    assert main(["fedspa", *argv, "--quick", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert field in err and len(err.strip().splitlines()) == 1
-    assert not out.exists()
+    assert_refused("fedspa", ["--quick", *argv], field, tmp_path / "out", capsys)
 
 
 def test_cli_quick_run_writes_metrics_and_plots(tmp_path):

@@ -13,6 +13,7 @@ from onchip.cli import main
 from onchip.methods._rl import IQL, IQLConfig, expectile, expectile_loss
 from onchip.methods.multi2.agents import mission_features, parse_subgoal
 from onchip.methods.multi2.env import KINDS, TOUCH, Episode, drift_rate, new_episode
+from method_support import assert_refused
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -115,10 +116,7 @@ def test_mission_text_round_trips_through_the_features():
     (["--horizons", "1,7"], "--horizons"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "out"
-    assert main(["multi2", *argv, "--quiet", "--out", str(out)]) == 2
-    assert flag in capsys.readouterr().err
-    assert not out.exists()
+    assert_refused("multi2", argv, flag, tmp_path / "out", capsys)
 
 
 def test_cli_quick_run_writes_the_headline(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from onchip.methods._rl import group_advantages, grpo_loss
 from onchip.methods.seg_research.reward import (Answer, outcome_reward, process_reward, stepwise_reward,
                                                 text_similarity, total_reward)
 from onchip.methods.seg_research.world import Retriever, build_kb, j_and_f, mask_from_prompt, render_scene
+from method_support import assert_refused
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -124,10 +125,7 @@ def test_knowledge_base_questions_are_answered_by_their_gold_steps():
     (["--lr", "0"], "--lr"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
-    out = tmp_path / "out"
-    assert main(["seg-research", *argv, "--quiet", "--out", str(out)]) == 2
-    assert flag in capsys.readouterr().err
-    assert not out.exists()
+    assert_refused("seg-research", argv, flag, tmp_path / "out", capsys)
 
 
 def test_cli_quick_run_writes_the_headline(tmp_path):
