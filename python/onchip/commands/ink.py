@@ -29,17 +29,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--subjects", type=_args.name_list(SUBJECTS), default=list(SUBJECTS),
                    help=f"comma-separated subset of {','.join(SUBJECTS)} or 'all' (default)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--docs", type=_args.int_range(2, 20), default=16, help="documents per context, 2..20 (default 16)")
-    p.add_argument("--hard-counts", type=_args.int_list(0, increasing=True), default=[0, 1, 2, 4, 8, 15],
-                   help="hard distractors among the other docs-1 slots, from 0 (default 0,1,2,4,8,15)")
-    p.add_argument("--items", type=_args.positive_int, default=6,
-                   help="contexts per proportion and seed (default 6)")
-    p.add_argument("--filter-hard", type=_args.nonneg_int, default=8,
-                   help="hard distractors in the contexts the filtering arms start from (default 8)")
+    p.add_argument("--docs", type=_args.int_range(2, 20), default=12, help="documents per context, 2..20 (default 12)")
+    p.add_argument("--hard-counts", type=_args.int_list(0, increasing=True), default=[0, 1, 2, 4, 8, 11],
+                   help="hard distractors among the other docs-1 slots, from 0 (default 0,1,2,4,8,11)")
+    p.add_argument("--items", type=_args.positive_int, default=3,
+                   help="contexts per proportion and seed (default 3)")
+    p.add_argument("--filter-hard", type=_args.nonneg_int, default=6,
+                   help="hard distractors in the contexts the filtering arms start from (default 6)")
     p.add_argument("--attention-items", type=_args.nonneg_int, default=1,
                    help="contexts per proportion and seed whose attention is read (default 1)")
-    p.add_argument("--tiny-steps", type=_args.positive_int, default=600,
-                   help="training steps of the tiny transformer (default 600)")
+    p.add_argument("--tiny-steps", type=_args.positive_int, default=400,
+                   help="training steps of the tiny transformer (default 400)")
     p.add_argument("--window", type=_args.positive_int, default=256,
                    help="readout analogue: shots in the contaminated window (default 256)")
     p.add_argument("--quick", action="store_true",

@@ -32,9 +32,9 @@ def add_parser(subparsers) -> None:
                    help=f"comma-separated subset of {','.join(SUBJECTS)} or 'all' (default)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2],
                    help="comma-separated seeds (default 0,1,2): reviews, shots, tiny training, learner streams")
-    p.add_argument("--reviews", type=_args.positive_int, default=2, help="query reviews per seed (default 2)")
-    p.add_argument("--shots", type=_args.int_list(0), default=[0, 2],
-                   help="comma-separated few-shot settings, each 0..3 (default 0,2)")
+    p.add_argument("--reviews", type=_args.positive_int, default=1, help="query reviews per seed (default 1)")
+    p.add_argument("--shots", type=_args.int_list(0), default=[0, 1],
+                   help="comma-separated few-shot settings, each 0..3 (default 0,1)")
     p.add_argument("--tau", type=_args.float_range(0, 1, lo_open=True), default=0.1,
                    help="salience threshold relative to the largest interaction, in (0, 1] (default 0.1)")
     p.add_argument("--tiny-steps", type=_args.int_range(2), default=200,

@@ -39,12 +39,12 @@ class InkConfig:
 
     subjects: tuple[str, ...] = SUBJECTS
     seeds: tuple[int, ...] = (0, 1, 2)
-    n_docs: int = 16
-    hard_counts: tuple[int, ...] = (0, 1, 2, 4, 8, 15)
-    items: int = 6
-    filter_hard: int = 8
+    n_docs: int = 12
+    hard_counts: tuple[int, ...] = (0, 1, 2, 4, 8, 11)
+    items: int = 3
+    filter_hard: int = 6
     attention_items: int = 1
-    tiny_steps: int = 600
+    tiny_steps: int = 400
     window: int = 256
     out: str = "out/ink"
     progress: bool = field(default=True, compare=False)

@@ -86,8 +86,9 @@ def tiny_vocabulary():
 
 
 class TinySubject:
-    """A 2-layer decoder trained here on the same retrieval task (word language, answer-only loss,
-    ``n_docs`` documents with a uniformly drawn number of hard distractors), cached."""
+    """A 2-layer decoder (d=64) trained here on the same retrieval task (word language, answer-only
+    loss, batches of 32 contexts of ``n_docs`` documents with a uniformly drawn number of hard
+    distractors), cached per seed and step count."""
 
     name = "tiny"
 
@@ -100,7 +101,7 @@ class TinySubject:
         config = TinyConfig(vocab=len(vocab), d_model=64, n_layers=2, n_heads=4, max_len=5 * n_docs + 8)
 
         def batches(rng):
-            ctxs = [make_context(rng, n_docs, int(rng.integers(0, n_docs))) for _ in range(64)]
+            ctxs = [make_context(rng, n_docs, int(rng.integers(0, n_docs))) for _ in range(32)]
             ids = pad_batch([vocab.encode(c.words(answer=True), bos=True) for c in ctxs])
             mask = np.zeros_like(ids)
             mask[np.arange(len(ids)), (ids != 0).sum(1) - 1] = 1
@@ -110,7 +111,7 @@ class TinySubject:
             train_model(model, batches, steps=steps, seed=seed, progress=progress, desc="tiny ink",
                         loss_fn=lambda m, ids, mask: lm_loss(m, ids, mask))
 
-        self.model = cached_model("ink_tiny", config, ["ink-v1", n_docs, seed, steps], build)
+        self.model = cached_model("ink_tiny", config, ["ink-v2", n_docs, seed, steps], build)
         self.colour_ids = [vocab.stoi[c] for c in COLOURS]
 
     def score(self, contexts: Sequence[Context], *, attention: bool = False) -> list[dict]:

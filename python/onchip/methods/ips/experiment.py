@@ -40,8 +40,8 @@ class IpsConfig:
 
     subjects: tuple[str, ...] = SUBJECTS
     seeds: tuple[int, ...] = (0, 1, 2)
-    reviews: int = 2
-    shots: tuple[int, ...] = (0, 2)
+    reviews: int = 1
+    shots: tuple[int, ...] = (0, 1)
     tau: float = 0.1
     tiny_steps: int = 200
     learner_samples: int = 20000
@@ -332,7 +332,11 @@ def _write(stage, c: IpsConfig, result: dict) -> None:
         labels = [f"{a}\n{k}-shot" for a, k in groups]
 
         def series(key):
-            return [float(np.nanmean([r[key] for r in lm_rows if (r["arm"], r["shots"]) == g])) for g in groups]
+            out = []
+            for g in groups:
+                vals = [r[key] for r in lm_rows if (r["arm"], r["shots"]) == g and np.isfinite(r[key])]
+                out.append(float(np.mean(vals)) if vals else float("nan"))
+            return out
 
         grouped_bars(axes[0], labels, {"order 1": series("ips_order1"), "order 2": series("ips_order2"),
                                        "order >= 3": series("ips_order3plus")}, rotation=30, fontsize=7)
