@@ -23,6 +23,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from . import jitcache
+
+jitcache.configure()  # before the first cached njit below
+
 #: Quantization (rounding) modes, in ``ap_fixed`` spelling. TRN floors,
 #: TRN_ZERO truncates toward zero, the RND* modes round to nearest and differ
 #: only on ties: RND toward +inf, RND_ZERO toward zero, RND_MIN_INF toward
