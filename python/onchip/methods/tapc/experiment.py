@@ -10,11 +10,14 @@ label is right, per prompt type (AUC), and the slopes and biases each calibratio
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need, rng
+from .._report import (
+    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics,
+    write_results,
+)
 from . import ARMS, TASKS
 
 ARM_LABELS = {"dpo": "DPO", "cdpo": "cDPO (label smoothing)", "rdpo": "rDPO (Chowdhury 2024)",
@@ -121,7 +124,6 @@ def run(config: TapcConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._report import headline, mean_std
 
     c = config
     check_output_dir(c.out)
@@ -151,7 +153,7 @@ def run(config: TapcConfig) -> dict:
                     seeds=c.seeds, direction="higher", std=acc[method]["mean"]["std"],
                     baseline_std={ARM_LABELS[a]: acc[a]["mean"]["std"] for a in others})
     head["per_type"] = {ARM_LABELS[a]: {t: acc[a][t]["mean"] for t in TASKS} for a in c.arms}
-    settings = {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")}
+    settings = recorded_config(c)
     settings.update(arms=list(c.arms), seeds=list(c.seeds))
     result = {"headline": head, "config": settings, "summary": summary,
               "per_seed": {str(s): v for s, v in per_seed.items()}, "seconds": time.perf_counter() - t0}
@@ -164,7 +166,6 @@ def run(config: TapcConfig) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown: accuracy per arm and type; the measured predictiveness of d; the learned calibrations."""
-    from .._report import markdown_table
 
     c, s = result["config"], result["summary"]
 
@@ -190,11 +191,9 @@ def results_table(result: dict) -> str:
 def _write(stage, c: TapcConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-    from .._report import grouped_bars, save, write_metrics
 
     write_metrics(stage, result, c.command)
-    cmd = f"```\n{c.command}\n```\n\n" if c.command else ""
-    (stage / "results.md").write_text(cmd + results_table(result))
+    write_results(stage, "TAPC: calibrated preference optimisation", c.command or "onchip tapc", results_table(result))
     s = result["summary"]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.8))

@@ -12,9 +12,11 @@ Method: arXiv 2604.15453 (see seeds/token-search.md).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from .._report import need
+from .._report import (
+    headline, markdown_table, mean_std, need, recorded_config, save, write_metrics, write_results,
+)
 from . import SEARCHES, TOKENIZERS
 
 SCHEDULE_STEPS = 5  # len(search.SCHEDULE), kept here so the config needs no torch
@@ -224,13 +226,11 @@ def run(config: TokenSearchConfig) -> dict:
     Returns:
         The content of ``metrics.json``.
     """
-    import numpy as np
     import torch
     from tqdm import tqdm
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .. import _report
     from .models import accuracy, digit_splits
 
     c = config
@@ -257,8 +257,7 @@ def run(config: TokenSearchConfig) -> dict:
         per_seed[seed] = rows
 
     summary = _summarise(per_seed, c)
-    result = {"config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(c).items()
-                         if k not in ("out", "progress", "command")},
+    result = {"config": recorded_config(c),
               "protocol": {"schedule": [1, 2, 4, 8, 16], "codebook": 75, "tokens": 16,
                            "budget_unit": "scored candidates per image = decoder calls = verifier calls",
                            "evaluator": "CNN trained on split B (never the verifier)",
@@ -278,7 +277,6 @@ def run(config: TokenSearchConfig) -> dict:
 
 
 def _summarise(per_seed: dict, c: TokenSearchConfig) -> dict:
-    from .._report import mean_std
 
     keys = list(next(iter(per_seed.values())))
     out = {}
@@ -293,7 +291,6 @@ def _summarise(per_seed: dict, c: TokenSearchConfig) -> dict:
 
 
 def _headline(summary: dict, c: TokenSearchConfig) -> dict:
-    from .._report import headline
 
     b = c.budgets[-1]
     main_search = next((s for s in ("beam", "lookahead", "uniform", "bon") if s in c.searches), c.searches[0])
@@ -312,7 +309,6 @@ def _headline(summary: dict, c: TokenSearchConfig) -> dict:
 
 def results_table(result: dict) -> str:
     """Markdown: one row per arm and budget (mean +- std over seeds), then the prefix diagnostics."""
-    from .._report import markdown_table
 
     rows = []
     for key, r in result["summary"].items():
@@ -343,10 +339,9 @@ def _write(stage, c: TokenSearchConfig, result: dict, samples: dict) -> None:
 
     from onchip.plotting import pyplot
 
-    from .._report import save, write_metrics
 
     write_metrics(stage, result, c.command)
-    (stage / "results.md").write_text(results_table(result) + f"\nCommand: `{c.command or 'onchip token-search'}`\n")
+    write_results(stage, "Token-level search", c.command or "onchip token-search", results_table(result))
     plt = pyplot()
     searches = [s for s in c.searches if s != "sample"]
     fig, axes = plt.subplots(1, max(1, len(searches)), figsize=(3.2 * max(1, len(searches)), 3.0), squeeze=False)
