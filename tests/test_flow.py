@@ -240,6 +240,13 @@ def test_ice40_bitstream_fmax_and_latency(ice40_build):
     assert rep["latency_ns_update"] == pytest.approx(2 * 1e3 / rep["fmax_mhz"])
     assert rep["utilisation"]["ICESTORM_LC"]["used"] > 16  # the multiplier alone needs more
     assert json.loads((out / "report.json").read_text()) == rep
+    # the critical path is the one nextpnr's fmax comes from, split into cell and wire delays
+    cp = rep["critical_path"]
+    assert cp["total_ns"] == pytest.approx(1e3 / rep["fmax_mhz"], abs=2e-3)
+    assert cp["logic_ns"] + cp["routing_ns"] == pytest.approx(cp["total_ns"], abs=2e-3)
+    assert cp["logic_ns"] > 0 and cp["routing_ns"] > 0
+    named = [end for end in (cp["start"], cp["end"]) if end["role"] != "board top"]
+    assert all(end["cell"].startswith("core.") and end["signal"] in ("m__payload", "m__valid") for end in named)
     # the core Verilog went into the build and the UART pins are constrained
     assert "module onchip_learner" in (out / "onchip_learner.v").read_text()
     pcf = (out / "top.pcf").read_text()

@@ -7,7 +7,8 @@ from . import _args
 DESCRIPTION = """Put the learner core in a UART board top, build it with Amaranth's Lattice plan run by
 the YoWASP tools (yosys, nextpnr-ecp5 + ecppack or nextpnr-ice40 + icepack) and write the
 bitstream, the build logs and report.json (fmax from nextpnr, utilisation, latency in ns =
-cycles / fmax) into --out. Stream protocol and tool costs:
+cycles / fmax, and the critical path: start and end registers named after the learner's
+signals and stages, logic and routing ns) into --out. Stream protocol and tool costs:
 hw/README.md (section "Feeding a stream to a board")."""
 
 
@@ -31,5 +32,10 @@ def run(args) -> int:
     print(f"{args.board}: fmax {report['fmax_mhz']:.1f} MHz (board clock {report['clock_mhz']:.0f} MHz, "
           f"{'met' if report['timing_met'] else 'NOT met'}), update latency {report['latency_cycles_update']} "
           f"cycles = {report['latency_ns_update']:.1f} ns")
+    cp = report["critical_path"]
+    name = lambda end: end["signal"] or end["cell"]  # noqa: E731
+    print(f"critical path {cp['total_ns']:.2f} ns: {name(cp['start'])} -> {name(cp['end'])} "
+          f"(logic {cp['logic_ns']:.2f} ns, routing {cp['routing_ns']:.2f} ns"
+          + (f", through {', '.join(cp['hard_blocks'])}" if cp["hard_blocks"] else "") + ")")
     print(f"wrote {args.out}/{report['bitstream']} and report.json")
     return 0

@@ -1,4 +1,4 @@
-"""``onchip vivado``: Vivado project scripts for a part (out of context) or a Xilinx board."""
+"""``onchip vivado``: Vivado project scripts for a part (out of context), a Xilinx board, or an IP."""
 
 from __future__ import annotations
 
@@ -6,20 +6,27 @@ from . import _args
 
 DESCRIPTION = """Write a Vivado project that a user with Vivado runs with one command (sh run.sh):
 for --part, out-of-context synthesis + implementation of the learner core with utilisation
-and timing reports; for --board, the UART board top with the board's constraints, ending in
-a bitstream. Vivado is not run here (this path is untested on this machine)."""
+and timing reports; for a UART --board (arty-a7-*), the UART board top with the board's
+constraints, ending in a bitstream; for an AXI4-Stream --board (rfsoc4x2, redpitaya-125-14,
+kcu105, zcu102), the AXI4-Stream learner out of context on the board's part; with --ip, a
+script that packages the AXI4-Stream learner as a Vivado IP for a block design. After a run,
+`onchip vivado-report DIR` reads the timing and utilisation reports into DIR/report.json.
+Vivado is not run here (this path is untested on this machine): hw/README.md (section
+"Xilinx boards and Vivado IP")."""
 
 
 def add_parser(sub) -> None:
-    from ..flow.boards import BOARDS
-    from ..flow.vivado import DEFAULT_PART
+    from ..flow.vivado import DEFAULT_CLOCK_MHZ, DEFAULT_PART, xilinx_boards
 
-    xilinx = [n for n, b in BOARDS.items() if b.vendor == "xilinx"]
-    p = sub.add_parser("vivado", help="Vivado project scripts (part OOC or board bitstream)", description=DESCRIPTION)
+    p = sub.add_parser("vivado", help="Vivado project scripts (part OOC, board, or IP packaging)",
+                       description=DESCRIPTION)
     p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
-    p.add_argument("--part", default=DEFAULT_PART, help=f"Xilinx part (default {DEFAULT_PART})")
-    p.add_argument("--board", default=None, choices=xilinx, help="a Xilinx board instead of a bare part")
-    p.add_argument("--clock-mhz", type=float, default=200.0, help="clock constraint of the part flow")
+    p.add_argument("--part", default=None, help=f"Xilinx part (default {DEFAULT_PART})")
+    p.add_argument("--board", default=None, choices=xilinx_boards(), help="a Xilinx board instead of a bare part")
+    p.add_argument("--clock-mhz", type=_args.float_range(0, 1000, lo_open=True), default=None,
+                   help=f"clock constraint of the out-of-context flows (default {DEFAULT_CLOCK_MHZ:g})")
+    p.add_argument("--ip", action="store_true",
+                   help="package the AXI4-Stream learner as a Vivado IP (for --part or the --board's part)")
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
@@ -27,6 +34,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..flow.steps import vivado
 
-    manifest = vivado(args.spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz)
+    manifest = vivado(args.spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
+                      ip=args.ip)
     print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
     return 0

