@@ -26,6 +26,7 @@ from .fidelity import (
     rolling_fidelity,
     static_baseline_predictions,
 )
+from .drift import PRESETS as DRIFT_PRESETS, DriftChange, DriftError, DriftScenario, load_drift
 from .readout import DEFAULT_DRIFT, NO_DRIFT, DriftStep, ReadoutDrift, make_qubit_readout
 from .regression import evaluate_regression, make_drift_regression, rolling_mse
 from .shots import ReadoutModel, load_shots
@@ -39,6 +40,7 @@ __all__ = [
     "make_drift_regression", "make_qubit_readout", "static_baseline_predictions",
     "assignment_fidelity", "rolling_fidelity", "recovery_shots", "DEFAULT_WINDOW",
     "evaluate_readout", "evaluate_regression", "rolling_mse", "check_predictions",
+    "DriftScenario", "DriftChange", "DriftError", "load_drift", "DRIFT_PRESETS",
 ]
 
 
