@@ -286,9 +286,13 @@ def test_file_smaller_than_stream_draws_with_replacement(tmp_path):
     shots = np.stack([rng.normal(-1, 0.2, (50, 2)), rng.normal(1, 0.2, (50, 2)), rng.normal(3, 0.2, (50, 2))])
     path = tmp_path / "three_states.npy"
     np.save(path, shots)
-    s = make_stream("qubit-readout", samples=500, seed=2, data=path)
-    assert s.meta["source"]["with_replacement"] == [True, True]
+    s = make_stream("qubit-readout", samples=500, seed=2, data=path)  # every state of the file
+    assert s.meta["source"]["with_replacement"] == [True, True, True]
+    assert s.meta["states"] == [0, 1, 2] and s.y.shape == (500, 3)
     assert len(s) == 500 and s.meta["source"]["file_shape"] == [3, 50, 2]
+    s = make_stream("qubit-readout", samples=80, seed=2, data=path, states="0,2")
+    assert s.meta["source"]["with_replacement"] == [False, False] and s.y.shape == (80, 1)
+    assert s.meta["source"]["state_means_adc"][1] == pytest.approx(shots[2].mean(axis=0).tolist())
 
 
 # ---------------------------------------------------------------- determinism and tiny streams

@@ -5,7 +5,8 @@ from __future__ import annotations
 from . import _args
 
 DESCRIPTION = """Run a fixed-point online learner test-then-train over a task stream and write
-metrics.json, predictions.npy, rolling.csv, rolling.png and spec.toml to --out.
+metrics.json, predictions.npy, rolling.csv, rolling.png and spec.toml to --out (qubit-readout
+also drift.toml and confusion.png).
 With no options it runs the 16-bit KAN on the built-in drifting qubit-readout source."""
 
 
@@ -23,6 +24,12 @@ def add_parser(sub) -> None:
                         "hls: HLS C simulation (default: %(default)s)")
     p.add_argument("--data", default=None,
                    help="readout shots .npy of layout (states, shots, 2) (default: built-in source)")
+    p.add_argument("--states", default=None,
+                   help="qubit-readout: comma-separated prepared states to tell apart, e.g. 0,1,2 "
+                        "(default: every state in --data; 0,1 of the built-in source, which also has 2)")
+    p.add_argument("--drift", default=None,
+                   help="qubit-readout: drift scenario, a TOML file of [[event]] tables or a preset: "
+                        "default, none, slow-rotation, phase-jump, gain-offset (default: default)")
     p.add_argument("--samples", type=int, default=100_000, help="stream length (default: %(default)s)")
     _args.add_seed(p, what="the stream")
     _args.add_out(p)
@@ -36,6 +43,7 @@ def run(args) -> int:
     metrics = run_job(
         task=args.task, model=args.model, spec=args.spec, backend=args.backend, data=args.data,
         samples=args.samples, seed=args.seed, out=args.out, progress=not args.quiet,
+        states=args.states, drift=args.drift,
     )
     from ..run import summary_lines
 
