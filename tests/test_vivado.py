@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from onchip.flow import nextpnr, vivado
-from onchip.flow.vivado_report import parse_timing_summary, parse_utilization, signal_of
+from onchip.flow.vivado_report import parse_timing_summary, parse_utilization, signal_of, vivado_report
 
 DATA = Path(__file__).parent / "data"
 
@@ -448,6 +448,18 @@ def test_vivado_report_command_writes_report_json(design, tmp_path, capsys):
     assert "fmax 226.7 MHz" in out and "err0_s5 -> l0_coef_0_0_bank1: logic 2.538 ns, route 1.772 ns" in out
 
 
+def test_vivado_report_of_a_7_series_board(design, tmp_path):
+    """Red Pitaya: Vivado names a 7-series device without its "xc" (7z010-clg400)."""
+    from onchip.io import write_json
+
+    write_json(tmp_path / "manifest.json", vivado.write_project(design, tmp_path, board="redpitaya-125-14"))
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "timing_impl.rpt").write_text(TIMING_RPT.replace("xczu48dr-ffvg1517", "7z010-clg400"))
+    (tmp_path / "reports" / "utilization_impl.rpt").write_text(UTIL_7_RPT)
+    r = vivado_report(tmp_path)
+    assert (r["part"], r["device"], r["lut"], r["ff"], r["uram"]) == ("xc7z010clg400-1", "7z010-clg400", 1021, 702, None)
+
+
 def test_vivado_report_names_the_missing_or_bad_file(design, tmp_path, capsys):
     from onchip.cli import main
 
@@ -459,6 +471,11 @@ def test_vivado_report_names_the_missing_or_bad_file(design, tmp_path, capsys):
     assert main(["vivado-report", str(tmp_path)]) == 2
     assert "utilization_impl.rpt: no 'CLB LUTs'" in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
+    (tmp_path / "reports" / "utilization_impl.rpt").write_text(UTIL_US_RPT)
+    (tmp_path / "reports" / "timing_impl.rpt").write_text(TIMING_RPT.replace("xczu48dr-ffvg1517", "xczu9eg-ffvb1156"))
+    assert main(["vivado-report", str(tmp_path)]) == 2
+    assert ("timing_impl.rpt: a report for device xczu9eg-ffvb1156, but the folder's part is xczu48dr-ffvg1517-2-e"
+            in capsys.readouterr().err)
     assert main(["vivado-report", str(tmp_path / "reports")]) == 2
     assert "manifest.json: no manifest.json (is it a folder written by onchip vivado?)" in capsys.readouterr().err
 
