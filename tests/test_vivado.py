@@ -76,6 +76,17 @@ def test_axis_board_project_implements_the_axis_learner_out_of_context(design, b
     assert m["latency_cycles_update"] == design.info["latency_cycles_update"]
 
 
+def test_the_reports_vivado_report_reads_are_the_ones_each_flow_writes(design, tmp_path):
+    for flow, kw, script in (("part", {}, "build.tcl"), ("board-axis", {"board": "kcu105"}, "build.tcl"),
+                             ("board", {"board": "arty-a7-35"}, "top.tcl")):
+        m = vivado.write_project(design, tmp_path / flow, **kw)
+        tcl = (tmp_path / flow / script).read_text()
+        assert m["flow"] == flow
+        for kind, command in (("timing", "report_timing_summary"), ("utilization", "report_utilization")):
+            line = next(x for x in tcl.splitlines() if x.endswith(f"-file {m['reports'][kind]}"))
+            assert line.startswith(command) and tcl.index(line) > tcl.index("route_design")
+
+
 def test_ip_project_packages_the_axis_learner_with_inferred_interfaces(design, tmp_path):
     m = vivado.write_project(design, tmp_path, board="rfsoc4x2", ip=True)
     tcl = (tmp_path / "package_ip.tcl").read_text()
