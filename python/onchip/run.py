@@ -206,6 +206,10 @@ def summary_lines(metrics: dict) -> list[str]:
     5000 shots;
     drift-regression: MSE per segment, over the last 10% of each segment, and overall.
     """
+    if metrics["task"] == "acrobot":
+        from .control import summary_lines as control_summary
+
+        return control_summary(metrics)
     head = f"{metrics['task']} / {metrics['spec']} / {metrics['backend']}, {metrics.get('samples', '?')} samples"
     lines = [head]
     if metrics["task"] == "drift-regression":
@@ -247,8 +251,13 @@ def run_job(
     progress: bool = True,
     states=None,
     drift=None,
+    episodes: int | None = None,
 ) -> dict:
     """The main job: build the task stream, run one learner on it, write everything to ``out``.
+
+    ``task="acrobot"`` is a closed control loop instead of a stream: see
+    :func:`onchip.control.run_acrobot_job` (it takes ``episodes``, default 240, and ``drift``;
+    ``samples``, ``data`` and ``states`` do not apply).
 
     Writes ``metrics.json``, ``predictions.npy`` (raw int64 in sample order for
     fixed-point backends, float64 for ``float``), ``rolling.csv``, ``rolling.png``
@@ -271,6 +280,16 @@ def run_job(
     from . import tasks
     from .io import atomic_output_dir, check_output_dir, write_json
 
+    if task == "acrobot":
+        from .control import run_acrobot_job
+
+        for name, value in (("data", data), ("states", states)):
+            if value is not None:
+                raise ValueError(f"{name}: the acrobot task takes no {name} option, got {str(value)!r}")
+        return run_acrobot_job(model=model, out=out, spec=spec, backend=backend, episodes=episodes,
+                               seed=seed, drift=drift, progress=progress)
+    if episodes is not None:
+        raise ValueError(f"episodes: only the acrobot task takes episodes, got {episodes!r} for {task}")
     check_output_dir(out)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
