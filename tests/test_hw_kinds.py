@@ -4,9 +4,10 @@ Mixed streams (TARGET, PREDICT and ERROR samples, errors at the ``grad`` limits 
 through the cocotb bench with random stalls on every stream; the predictions, the decision field
 of the prediction stream and the parameters read back at the end must equal
 :class:`onchip.model.GoldenLearner`'s and :func:`onchip.model.decisions` of its predictions.
-Default: a 2->3 KAN (pipelined, argmax decision) and the narrow 4->6->5->3 serial MLP (its build
-is shared with the serial-MLP tests); the other schedules, the parallel MLP, a ``grad`` wider
-than ``act`` and the C++ stream harness (rtl backend) are in the slow set.
+Default: a 2->3 KAN (pipelined, argmax decision, 10000 samples) and the narrow 4->6->5->3 serial
+MLP (2000 samples; its build is shared with the serial-MLP tests); the other schedules, the
+parallel MLP, 10000 samples of the serial MLP, a ``grad`` wider than ``act`` and the C++ stream
+harness (rtl backend) on 20000 samples are in the slow set.
 """
 
 import dataclasses
@@ -18,11 +19,12 @@ from onchip.backends import get_backend
 from onchip.hw import sim
 from onchip.hw.interface import payload_fields, sample_layout, y_field_shape
 from onchip.hw.sim import cached_design
-from onchip.model import SampleKind
+from onchip.model import GoldenLearner, SampleKind
 from onchip.spec import PRESETS, LearnerSpec
 
 from hw_support import variant
 from kind_support import golden_kinds_final, mixed_stream
+from support import random_theta
 from test_hw_mlp_serial import NARROW
 
 KAN3 = PRESETS["kan-readout"].replace(widths=(2, 3), name="kan-readout-3out")
@@ -52,15 +54,35 @@ def test_kan_pipelined_mixed_kinds_and_argmax_decision():
     assert set(kind.tolist()) == {0, 1, 2} and set(dec.tolist()) == {0, 1, 2}
 
 
+@pytest.mark.parametrize("spec", [variant(KAN3, "pipelined"), NARROW], ids=["kan3-pipelined", "mlp-serial-narrow"])
+def test_predict_samples_keep_saturated_parameters(spec):
+    """A PREDICT sample commits a zero delta: parameters at the coef limits stay where they are."""
+    c = spec.formats.coef
+    theta = random_theta(spec, 8)
+    theta[::3], theta[1::3] = c.max_raw, c.min_raw
+    design = cached_design(spec)
+    x, y, _ = mixed_stream(spec, 300, 9)
+    kind = np.full(len(x), int(SampleKind.PREDICT))
+    out = sim.run_job(design, [{"payloads": [], "then": {"op": "write", "values": [int(v) for v in theta]}},
+                               {"payloads": sim.pack_samples(design, x, y, kind), "then": {"op": "read"}}],
+                      seed=9, **STALLS)
+    seg = out["segments"][1]
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]), theta)
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg["preds"]),
+                                  GoldenLearner(spec, theta).predict(x))
+
+
 def test_serial_mlp_mixed_kinds():
-    run_mixed(NARROW, 10000, 2, **STALLS)
+    run_mixed(NARROW, 2000, 2, **STALLS)  # 10000 samples: the slow set
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,schedule", [("kan-readout", "sequential"), ("mlp-readout", "sequential"),
-                                           ("mlp-readout", "pipelined"), ("kan-regression", "pipelined")])
+                                           ("mlp-readout", "pipelined"), ("kan-regression", "pipelined"),
+                                           ("narrow-serial", "sequential")])
 def test_presets_mixed_kinds(name, schedule):
-    run_mixed(variant(PRESETS[name], schedule), 10000, 3, **STALLS)
+    spec = NARROW if name == "narrow-serial" else variant(PRESETS[name], schedule)
+    run_mixed(spec, 10000, 3, **STALLS)
 
 
 @pytest.mark.slow
