@@ -2,7 +2,8 @@
 schema tokens ``event actor attribute change``.
 
 Objects are one-cell sprites of 4 kinds (2 colours x 2 shapes), 1-3 per scene, each kind at most
-once (a world small enough that a ~50 k-parameter decoder learns it in about a thousand steps). Events: ``move`` (an object one cell up/down/left/right into an empty cell), ``recolour`` (an
+once (a world small enough that a 30-47 k-parameter decoder learns much of it in about a thousand
+steps). Events: ``move`` (an object one cell up/down/left/right into an empty cell), ``recolour`` (an
 object takes a colour no other object of its shape has), ``appear`` (a new object at a cell),
 ``disappear``, and the rare ``wind`` (every object that can moves one cell right; actor ``all``).
 """
