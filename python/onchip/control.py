@@ -272,6 +272,9 @@ WINDOW = 20
 #: Recovered: the mean over a window of episodes is back within this factor of the window
 #: before the change.
 RECOVERY_FACTOR = 1.1
+#: A policy whose mean steps before a change are at least this fraction of the step cap has not
+#: learned the task; its recovery is undefined (None).
+UNLEARNED = 0.9
 
 
 def recovery_episodes(steps, change: int, before: float, window: int = WINDOW,
@@ -279,10 +282,10 @@ def recovery_episodes(steps, change: int, before: float, window: int = WINDOW,
     """Episodes after a change until the policy is back: the smallest k >= ``window`` such
     that the mean steps of episodes change + k - window .. change + k - 1 (all after the
     change) is <= ``factor`` * ``before``; None when no such window ends inside the run, and
-    when ``before`` is the step cap ``cap`` (a policy that never reached the goal before the
-    change has nothing to recover). k = ``window`` means the first full window after the
+    when ``before`` is at least :data:`UNLEARNED` times the step cap ``cap`` (a policy that
+    hardly ever reached the goal before the change has nothing to recover). k = ``window`` means the first full window after the
     change is already back."""
-    if cap is not None and before >= cap:
+    if cap is not None and before >= UNLEARNED * cap:
         return None
     steps = np.asarray(steps, np.float64)
     for k in range(window, len(steps) - change + 1):
@@ -295,7 +298,7 @@ def change_metrics(steps, change: int, end: int | None = None, window: int = WIN
     """Metrics around one change at episode ``change`` (the segment runs to ``end``, default the
     run's end): mean steps of the ``window`` episodes before it, of the first and the last
     ``window`` after it (in the segment), and :func:`recovery_episodes` (None when the segment
-    is shorter than a window, or ``before`` is the step cap ``cap``; means over fewer episodes
+    is shorter than a window, or ``before`` >= :data:`UNLEARNED` * ``cap``; means over fewer episodes
     when a side is shorter)."""
     steps = np.asarray(steps, np.float64)
     end = len(steps) if end is None else end
@@ -483,7 +486,8 @@ def summary_lines(metrics: dict) -> list[str]:
 
     def fmt(m):
         rec = (f"{m['recovery_episodes']} episodes" if m["recovery_episodes"] is not None
-               else "n/a (never reached the goal before)" if m["steps_before"] >= metrics["max_steps"] else "never")
+               else "n/a (not learned before the change)" if m["steps_before"] >= UNLEARNED * metrics["max_steps"]
+               else "never")
         return (f"steps {m['steps_before']:.1f} before, {m['steps_after_first']:.1f} first {WINDOW} after, "
                 f"{m['steps_after']:.1f} last {WINDOW}; recovered: {rec}")
 
