@@ -14,7 +14,7 @@ from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 from ..fixed import Fmt
 
-__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "fmt_shape", "node"]
+__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_has_logic", "fmt_shape", "node"]
 
 
 def node(m, value, name: str | None = None) -> Value:
@@ -115,3 +115,12 @@ def requant(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
     equal to it for every input value.
     """
     return node(m, overflow(m, shift_round(m, x, frac_from - fmt.frac_bits, fmt.quant), fmt), name)
+
+
+def requant_has_logic(frac_from: int, fmt: Fmt) -> bool:
+    """Whether :func:`requant` from ``frac_from`` fractional bits into ``fmt`` builds a carry chain
+    (a rounding increment or a saturation compare), rather than only a shift and a bit slice.
+    The stage plan (:func:`onchip.hw.learner.stage_plan`) gives such a conversion its own stage
+    under ``timing = "fast"``."""
+    rounds = frac_from - fmt.frac_bits > 0 and fmt.quant != "TRN"
+    return rounds or fmt.overflow != "WRAP"
