@@ -155,6 +155,17 @@ def test_extra_shapes_bit_exact(shape, schedule):
     check_timing(design, seg, N_SAMPLES)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_fast_hidden_kan_layer_bit_exact(schedule):
+    """timing = "fast" through a hidden KAN layer (back-propagated error, dphi, clamp mask) with
+    k = 2 (three banks: cell split by a table, bank-ordered update deltas)."""
+    spec = variant(LearnerSpec(name="kan-2-3-1-k2", timing="fast", **EXTRA_SHAPES["kan-2-3-1-k2"]), schedule)
+    design = cached_design(spec)
+    seg = run_and_compare(spec, design, N_SAMPLES, seed=7)
+    check_timing(design, seg, N_SAMPLES)
+
+
 def test_layers_share_one_keyword_only_constructor():
     from onchip.hw.layers import KanLayer, MlpLayer, layer_class
     from onchip.model.golden import initial_parameters, kernel_config, layout

@@ -129,8 +129,9 @@ class _Layer:
 
             stages = stage_plan(spec)["layers"][index]
         self.st = stages
-        # timing = "fast": products registered raw, their conversion after the register
-        self.raw_products = spec.timing == "fast"
+        # timing = "fast": products registered raw, their conversion after the register; KAN updates
+        # carry bank addresses and bank-ordered deltas
+        self.raw_products = self.bank_ordered = spec.timing == "fast"
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
         self.lookahead: list[Staged] = []
@@ -265,6 +266,20 @@ class KanLayer(_Layer):
         self.lookahead = self.cell
         r = st["read"]
         self.read_stage = r
+        if self.bank_ordered:
+            # per bank, registered in the read stage: the commit's RAM address, and the basis value of
+            # the coefficient the bank holds (so an update product comes out in bank order): the
+            # commit then holds no cell split, address adder or bank mux
+            self.waddr, self.bval_bank = [], []
+            for i in range(self.n_in):
+                hi, lo = self._split(m, self.cell[i].value, f"waddr{i}")
+                self.waddr += [pipe.reg(bank_address(hi, lo, bk), r, f"l{l}_waddr{i}_{bk}_s{r + 1}")
+                               for bk in range(self.k1)]
+                ordered = by_bank([x.value for x in self.bval[i]], lo_r[i])
+                self.bval_bank.append([pipe.reg(v, r, f"l{l}_bval_bank{i}_{bk}_s{r + 1}")
+                                       for bk, v in enumerate(ordered)])
+            self.lookahead = self.waddr
+            self.n_lookahead = len(self.waddr)
         f_prod = f.coef.frac_bits + f.basis.frac_bits
         self.banks = []
         outs = []
@@ -309,12 +324,14 @@ class KanLayer(_Layer):
             raise AssertionError(f"layer {l}: error at stage {e}, the stage plan says {st['error']}")
         self.update_stage = st["update"]
         f_update = f.grad.frac_bits + f.basis.frac_bits + self.spec.lr_shift
-        cells = [pipe.at(self.cell[i], self.update_stage) for i in range(self.n_in)]
+        where = self.waddr if self.bank_ordered else self.cell  # bank addresses, or the cells
+        cells = [pipe.at(x, self.update_stage) for x in where]
+        bvals = self.bval_bank if self.bank_ordered else self.bval
         deltas = []
         for j in range(self.n_out):
             for i in range(self.n_in):
                 for mm in range(self.k1):
-                    b = pipe.at(self.bval[i][mm], e)
+                    b = pipe.at(bvals[i][mm], e)
                     deltas.append(self.delta(m, pipe, err[j].value, b, e, f_update, f"l{l}_delta{j}_{i}_{mm}"))
         self.update_fields = cells + deltas
         if l == 0:
@@ -335,14 +352,22 @@ class KanLayer(_Layer):
         that can commit in the next cycle) and written in the same cycle; parameter-port writes share
         the write ports."""
         n_in, k1 = self.n_in, self.k1
-        cells, deltas = fields[:n_in], fields[n_in:]
-        now = [self._split(m, cells[i], f"commit{i}") for i in range(n_in)]
-        nxt = [self._split(m, ahead[i], f"ahead{i}") for i in range(n_in)]
+        if self.bank_ordered:  # fields: bank addresses, then deltas in bank order
+            na = n_in * k1
+            deltas = fields[na:]
+            now_addr = [fields[i * k1 : (i + 1) * k1] for i in range(n_in)]
+            nxt_addr = [ahead[i * k1 : (i + 1) * k1] for i in range(n_in)]
+        else:  # fields: cells, then deltas in basis order
+            deltas = fields[n_in:]
+            now = [self._split(m, fields[i], f"commit{i}") for i in range(n_in)]
+            nxt = [self._split(m, ahead[i], f"ahead{i}") for i in range(n_in)]
+            now_addr = [[bank_address(*now[i], b) for b in range(k1)] for i in range(n_in)]
+            nxt_addr = [[bank_address(*nxt[i], b) for b in range(k1)] for i in range(n_in)]
         n = 0
         for j in range(self.n_out):
             for i in range(n_in):
                 banks = self.banks[j][i]
-                d = by_bank(deltas[n : n + k1], now[i][1])
+                d = deltas[n : n + k1] if self.bank_ordered else by_bank(deltas[n : n + k1], now[i][1])
                 n += k1
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
@@ -350,9 +375,9 @@ class KanLayer(_Layer):
                     hit = node(m, self.port_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     m.d.comb += [
-                        rmw.addr.eq(bank_address(*nxt[i], b)),
+                        rmw.addr.eq(nxt_addr[i][b]),
                         rmw.en.eq(1),
-                        wp.addr.eq(Mux(hit, self.port_baddr, bank_address(*now[i], b))),
+                        wp.addr.eq(Mux(hit, self.port_baddr, now_addr[i][b])),
                         wp.data.eq(Mux(hit, self.port_data, new)),
                         wp.en.eq(commit | hit),
                     ]
