@@ -207,6 +207,9 @@ class KanLayer(_Layer):
     at E) and, for hidden layers, the error to the previous layer (2 stages).
     A commit reads the current k+1 coefficients through a second RAM read port
     (address one cycle ahead, ``lookahead``) and writes them back changed.
+    The stages are those of the layer's :func:`~onchip.hw.learner.stage_plan` entry; with
+    ``timing = "fast"`` the update carries the k+1 bank addresses and its deltas in bank order
+    (registered in the read stage) instead of the cell, and ``lookahead`` is the addresses.
 
     Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
     (a :class:`~onchip.model.kernels.KanConfig`), ``theta0``, ``index``, ``live_backprop``).
