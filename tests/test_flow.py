@@ -88,9 +88,10 @@ def test_help_texts_point_at_what_exists():
 
     root = Path(__file__).resolve().parents[1]
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
-    pnr_help = " ".join(sub.choices["pnr"].description.split())
-    doc, section = re.search(r"(\S+README\.md) \(section \"([^\"]+)\"\)", pnr_help).groups()
-    assert f"## {section}" in (root / doc).read_text()
+    for command in ("pnr", "vivado", "vivado-report"):
+        text = " ".join(sub.choices[command].description.split())
+        doc, section = re.search(r"(\S+README\.md) \(section \"([^\"]+)\"\)", text).groups()
+        assert f"## {section}" in (root / doc).read_text(), command
     synth_help = " ".join(sub.choices["synth"].description.split())
     assert "DP16KD" in synth_help and "bram_unit" in synth_help
 
@@ -266,6 +267,11 @@ def test_kan_learner_with_random_initial_coefficients_builds_for_icebreaker(tmp_
     assert util["ICESTORM_RAM"]["used"] >= 5  # 4 coefficient banks (one edge, k = 3) and the ROM
     assert util["ICESTORM_DSP"]["used"] > 0 and util["ICESTORM_LC"]["used"] < util["ICESTORM_LC"]["available"]
     assert rep["latency_ns_update"] == pytest.approx(5 * 1e3 / rep["fmax_mhz"])
+    # the slowest path lies in the learner, and both its ends map back to the learner's signals
+    cp = rep["critical_path"]
+    assert cp["total_ns"] == pytest.approx(1e3 / rep["fmax_mhz"], abs=2e-3)
+    for end in (cp["start"], cp["end"]):
+        assert end["cell"].startswith("core.") and end["signal"], cp
 
 
 def test_pnr_rejects_xilinx_board_and_bad_seed(tmp_path):

@@ -24,7 +24,10 @@ def test_default_main_job_writes_everything_and_equals_golden(tmp_path):
     code, out = _run(tmp_path, "--samples", "6000")
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        ".onchip-output", "metrics.json", "predictions.npy", "rolling.csv", "rolling.png", "spec.toml"]
+        ".onchip-output", "confusion.png", "drift.toml", "metrics.json", "predictions.npy", "rolling.csv",
+        "rolling.png", "spec.toml"]
+    assert tasks.load_drift(out / "drift.toml", task="qubit-readout").events == \
+        tasks.load_drift("default", task="qubit-readout").events
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("samples", "backend", "assignment_fidelity", "assignment_fidelity_last_5000",
                 "recovery_shots", "static_baseline"):
@@ -83,6 +86,9 @@ def test_real_shots_defeat_the_static_discriminator_not_the_learner(tmp_path):
         (["--spec", "kan-regression"], ["widths", "qubit-readout"]),
         (["--spec", "no-such-preset"], ["no-such-preset", "preset"]),
         (["--data", "/nonexistent/shots.npy"], ["/nonexistent/shots.npy"]),
+        (["--states", "0,5"], ["states", "0..2", "0,5"]),
+        (["--drift", "no-such-drift"], ["no-such-drift", "preset"]),
+        (["--task", "drift-regression", "--drift", "none"], ["drift", "drift-regression"]),
     ],
 )
 def test_bad_input_is_refused_and_nothing_is_written(tmp_path, capsys, args, words):
@@ -216,3 +222,76 @@ def test_rolling_plot_y_label_says_what_is_plotted():
     assert rolling_label("qubit-readout", "assignment_fidelity", 100_000, 1000) == \
         "rolling assignment fidelity, window 1000 shots"
     assert rolling_label("drift-regression", "mse", 30_000, None) == "rolling MSE, window 1000 samples"
+
+
+def _three_state_file(tmp_path, shots_per_state=300):
+    rng = np.random.default_rng(5)
+    model = tasks.ReadoutModel()
+    path = tmp_path / "three_states.npy"
+    np.save(path, np.stack([model.sample(s, shots_per_state, rng) for s in range(3)]))
+    return path
+
+
+def test_three_state_file_gives_a_confusion_matrix_and_plots(tmp_path, capsys):
+    from onchip.model.decision import decisions
+
+    data = _three_state_file(tmp_path)
+    code, out = _run(tmp_path, "--data", str(data), "--samples", "3000")
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "states 0, 1, 2 of 3 in" in text and "with replacement for state(s) 0, 1, 2" in text
+    assert "300 distinct shots per state" in text
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["states"] == [0, 1, 2] and m["spec"] == "kan-readout-3out"
+    assert "widths = [\n    2,\n    3,\n]" in (out / "spec.toml").read_text()
+    # the confusion matrix is the count of (prepared, argmax of the learner's 3 outputs)
+    preds = np.load(out / "predictions.npy")
+    stream = tasks.make_stream("qubit-readout", samples=3000, seed=0, data=data)
+    assert preds.shape == (3000, 3)
+    prepared, assigned = np.argmax(stream.y, axis=1), decisions(preds)
+    expected = [[int(np.sum((prepared == i) & (assigned == j))) for j in range(3)] for i in range(3)]
+    assert m["confusion_counts"] == expected
+    assert m["assignment_fidelity"] == pytest.approx(np.mean([expected[i][i] / sum(expected[i]) for i in range(3)]))
+    # the S-output learner is the kan-readout preset widened, bit-exact against the golden model
+    g = GoldenLearner(PRESETS["kan-readout"].replace(widths=(2, 3)))
+    np.testing.assert_array_equal(preds, g.run(g.quantize_inputs(stream.x), g.quantize_targets(stream.y)))
+    assert len(m["static_baseline"]["confusion_counts"]) == 3
+    for name in ("rolling.png", "confusion.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_drift_presets_and_files_drive_the_stream_and_are_recorded(tmp_path):
+    code, out = _run(tmp_path, "--samples", "3000", "--drift", "phase-jump", name="preset")
+    assert code == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert [e["index"] for e in m["events"]] == [1500] and m["drift"]["name"] == "phase-jump"
+    assert (out / "drift.toml").read_text() == tasks.load_drift("phase-jump", task="qubit-readout").to_toml()
+    scenario = tmp_path / "mine.toml"
+    scenario.write_text("[[event]]\nsample = 1000\ngain = 0.5\n\n[[event]]\nat = 0.5\nrotation_deg = -45.0\n")
+    code, out = _run(tmp_path, "--samples", "3000", "--drift", str(scenario), name="file")
+    assert code == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert [(e["index"], e["label"]) for e in m["events"]] == [(1000, "gain x0.5"), (1500, "rotation -45 deg")]
+    assert [e["first_sample"] for e in m["drift"]["event"]] == [1000, 1500]
+    assert len(m["recovery_shots"]) == 2
+    assert tasks.load_drift(out / "drift.toml", task="qubit-readout").events == \
+        tasks.load_drift(scenario, task="qubit-readout").events
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[[event]]\nat = 0.5\ngain = -2.0\n", ["event 1", "'gain'", "-2.0"]),
+        ("[[event]]\nsample = 5000\ngain = 2.0\n", ["event 1", "'sample'", "5000", "3000-sample"]),
+        ("[[event]]\nat = 0.5\ndynamics = { link_mass_2 = 2.0 }\n", ["event 1", "'dynamics'"]),
+    ],
+)
+def test_bad_drift_files_are_refused_and_nothing_is_written(tmp_path, capsys, text, words):
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(text)
+    code, out = _run(tmp_path, "--samples", "3000", "--drift", str(scenario))
+    assert code == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]

@@ -286,9 +286,13 @@ def test_file_smaller_than_stream_draws_with_replacement(tmp_path):
     shots = np.stack([rng.normal(-1, 0.2, (50, 2)), rng.normal(1, 0.2, (50, 2)), rng.normal(3, 0.2, (50, 2))])
     path = tmp_path / "three_states.npy"
     np.save(path, shots)
-    s = make_stream("qubit-readout", samples=500, seed=2, data=path)
-    assert s.meta["source"]["with_replacement"] == [True, True]
+    s = make_stream("qubit-readout", samples=500, seed=2, data=path)  # every state of the file
+    assert s.meta["source"]["with_replacement"] == [True, True, True]
+    assert s.meta["states"] == [0, 1, 2] and s.y.shape == (500, 3)
     assert len(s) == 500 and s.meta["source"]["file_shape"] == [3, 50, 2]
+    s = make_stream("qubit-readout", samples=80, seed=2, data=path, states="0,2")
+    assert s.meta["source"]["with_replacement"] == [False, False] and s.y.shape == (80, 1)
+    assert s.meta["source"]["state_means_adc"][1] == pytest.approx(shots[2].mean(axis=0).tolist())
 
 
 # ---------------------------------------------------------------- determinism and tiny streams
@@ -457,3 +461,120 @@ def test_stream_rejects_inconsistent_fields():
 def test_bad_source_and_drift_parameters_are_refused(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+# ---------------------------------------------------------------- multi-state readout
+
+
+def _one_hot(labels, n_states):
+    return np.where(np.arange(n_states)[None, :] == np.asarray(labels)[:, None], 1.0, -1.0)
+
+
+def test_three_state_metrics_hand_worked():
+    from onchip.tasks import confusion_counts, state_errors
+
+    prepared = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assigned = [0, 0, 0, 1, 1, 1, 2, 2, 0, 0]
+    y, p = _one_hot(prepared, 3), _one_hot(assigned, 3) * 0.3  # any scale: argmax decides
+    np.testing.assert_array_equal(confusion_counts(y, p), [[3, 1, 0], [0, 2, 1], [2, 0, 1]])
+    assert state_errors(y, p) == pytest.approx([1 / 4, 1 / 3, 2 / 3])
+    assert assignment_fidelity(y, p) == pytest.approx((3 / 4 + 2 / 3 + 1 / 3) / 3)
+    # a tie between outputs goes to the lowest index (model.decision)
+    np.testing.assert_array_equal(confusion_counts(_one_hot([1], 3), np.array([[0.5, 0.5, -1.0]])),
+                                  [[0, 0, 0], [1, 0, 0], [0, 0, 0]])
+    # window of 5 over the same shots: NaN until every state has a shot in the window
+    r = rolling_fidelity(y, p, 5)
+    assert np.isnan(r[:7]).all()  # windows ending before shot 7 lack |2>
+    assert r[7] == pytest.approx(1 - (1 / 1 + 1 / 3 + 0 / 1) / 3)  # shots 3..7
+    assert np.isnan(r[8:]).all()  # windows from shot 4 on lack |0>
+
+
+def test_two_state_figures_keep_their_meaning():
+    from onchip.tasks import confusion_counts
+
+    y = np.array([-1.0, -1.0, -1.0, 1.0, 1.0])
+    p = np.array([-0.2, 0.0, -1.0, 0.3, -0.1])  # 0.0 assigns |1> (sign rule)
+    np.testing.assert_array_equal(confusion_counts(y, p), [[2, 1], [1, 1]])
+    s = Stream("qubit-readout", np.arange(10.0).reshape(5, 2), y[:, None])
+    m = evaluate(s, p[:, None], window=2)
+    assert m["error_0_as_1"] == m["error_per_state"][0] == pytest.approx(1 / 3)
+    assert m["error_1_as_0"] == m["error_per_state"][1] == 0.5
+    assert m["confusion_matrix"] == [[pytest.approx(2 / 3), pytest.approx(1 / 3)], [0.5, 0.5]]
+
+
+def test_recovery_after_an_unrecovered_event_is_measured_from_the_earlier_level():
+    n, window = 9000, 250
+    s = _alternating_stream(n, [3000, 6000])
+    never = s.y.copy()
+    never[3000:] *= -1  # wrong from the first event on (a frozen discriminator after a phase jump)
+    assert evaluate(s, never, window=window)["recovery_shots"] == [None, None]  # not [None, 0]
+    partial = s.y.copy()
+    partial[3000::10] *= -1  # 10% wrong after the first event: never back within 0.01
+    partial[6000:] = s.y[6000:]  # correct again after the second event
+    # the second event is measured against the level before the first (1.0), reached at once
+    assert evaluate(s, partial, window=window)["recovery_shots"] == [None, 0]
+    late = partial.copy()
+    late[6000:6400] *= -1  # and back to 1.0 only after 400 wrong shots
+    # 400 wrong shots; within 0.01 of 1.0 allows 2 wrong in a window of 250
+    assert evaluate(s, late, window=window)["recovery_shots"] == [None, 398]
+    # the level just before the second event (0.9) would have counted it recovered much earlier
+    assert assignment_fidelity(s.y[6000 - window:6000], late[6000 - window:6000]) == pytest.approx(0.9)
+
+
+def test_builtin_third_state_follows_its_decay_model():
+    model = ReadoutModel()
+    rng = np.random.default_rng(3)
+    n = 200_000
+    z2 = model.sample(2, n, rng)
+    m0, m1, m2 = (np.array(m) for m in (model.mean0, model.mean1, model.mean2))
+    r2, r1 = model.readout_over_t1_21, model.readout_over_t1
+    # E[f2] for f2 = min(tau2/T, 1); E[f1] = E[min(tau1/T, 1 - f2)], integrated over f2
+    e_f2 = (1 - np.exp(-r2)) / r2
+    e_f1 = quad(lambda u: r2 * np.exp(-r2 * u) * (1 - np.exp(-r1 * (1 - u))) / r1, 0, 1)[0]
+    expected = e_f2 * m2 + e_f1 * m1 + (1 - e_f2 - e_f1) * m0
+    np.testing.assert_allclose(z2.mean(axis=0), expected, atol=5 * model.std / np.sqrt(n))
+    # no decay: the |2> cloud is centred on mean2 with the amplifier noise
+    still = ReadoutModel(readout_over_t1_21=0.0).sample(2, n, rng)
+    np.testing.assert_allclose(still.mean(axis=0), m2, atol=5 * model.std / np.sqrt(n))
+    np.testing.assert_allclose(still.std(axis=0), model.std, rtol=0.01)
+    with pytest.raises(ValueError, match="state: the model has states 0, 1 and 2, got 3"):
+        model.sample(3, 1, rng)
+
+
+def test_three_state_stream_targets_and_baseline():
+    s = make_stream("qubit-readout", samples=6000, seed=4, states="0,1,2", drift="none")
+    assert s.y.shape == (6000, 3) and s.meta["states"] == [0, 1, 2] and s.events == ()
+    assert sorted(np.unique(s.y.sum(axis=1))) == [-1.0]  # one +1 per row
+    assert s.meta["source"]["states_used"] == [0, 1, 2] and sum(s.meta["source"]["draws"]) == 6000
+    base = static_baseline_predictions(s)
+    assert base.shape == (6000, 3) and (np.sort(base, axis=1) == [-1.0, -1.0, 1.0]).all()
+    # a frozen multi-class LDA separates three stationary clouds about 0.66 ADC apart (std 0.13)
+    m = evaluate(s, base)
+    assert len(m["confusion_counts"]) == 3 and sum(map(sum, m["confusion_counts"])) == 6000
+    assert m["static_baseline"]["assignment_fidelity"] > 0.9
+    assert "error_0_as_1" not in m and len(m["error_per_state"]) == 3
+    # the default of the built-in source stays two states, unchanged
+    assert make_stream("qubit-readout", samples=100, seed=0).y.shape == (100, 1)
+
+
+@pytest.mark.parametrize(
+    "states, message",
+    [
+        ("0", r"states: need at least 2 states to tell apart, got '0'"),
+        ("1,1", r"states: expected distinct states in increasing order, got '1,1'"),
+        ("2,1", r"states: expected distinct states in increasing order, got '2,1'"),
+        ("0,3", r"states: the built-in source holds states 0..2, got '0,3'"),
+        ("a,b", r"states: expected comma-separated state numbers such as 0,1,2, got 'a,b'"),
+    ],
+)
+def test_bad_state_selections_are_refused(states, message):
+    with pytest.raises(ValueError, match=message):
+        make_stream("qubit-readout", samples=10, seed=0, states=states)
+
+
+def test_state_selection_of_a_file_is_checked_against_the_file(tmp_path):
+    path = _save(tmp_path, "two.npy", np.stack([np.zeros((5, 2)), np.ones((5, 2))]))
+    with pytest.raises(ValueError, match=r"states: data '.*two.npy' holds states 0..1, got '0,2'"):
+        make_stream("qubit-readout", samples=10, seed=0, data=path, states="0,2")
+    with pytest.raises(ValueError, match=r"drift: the drift-regression task takes no drift option"):
+        make_stream("drift-regression", samples=10, seed=0, drift="none")

@@ -76,10 +76,22 @@ def test_axis_board_project_implements_the_axis_learner_out_of_context(design, b
     assert m["latency_cycles_update"] == design.info["latency_cycles_update"]
 
 
+def test_the_reports_vivado_report_reads_are_the_ones_each_flow_writes(design, tmp_path):
+    for flow, kw, script in (("part", {}, "build.tcl"), ("board-axis", {"board": "kcu105"}, "build.tcl"),
+                             ("board", {"board": "arty-a7-35"}, "top.tcl")):
+        m = vivado.write_project(design, tmp_path / flow, **kw)
+        tcl = (tmp_path / flow / script).read_text()
+        assert m["flow"] == flow
+        for kind, command in (("timing", "report_timing_summary"), ("utilization", "report_utilization")):
+            line = next(x for x in tcl.splitlines() if x.endswith(f"-file {m['reports'][kind]}"))
+            assert line.startswith(command) and tcl.index(line) > tcl.index("route_design")
+
+
 def test_ip_project_packages_the_axis_learner_with_inferred_interfaces(design, tmp_path):
     m = vivado.write_project(design, tmp_path, board="rfsoc4x2", ip=True)
     tcl = (tmp_path / "package_ip.tcl").read_text()
-    assert (m["flow"], m["part"], m["vlnv"]) == ("ip", "xczu48dr-ffvg1517-2-e", "onchip.dev:onchip:onchip_learner_axis:1.0")
+    assert (m["flow"], m["part"]) == ("ip", "xczu48dr-ffvg1517-2-e")
+    assert m["vlnv"] == "onchip.dev:onchip:onchip_learner_axis:1.0"
     assert "create_project -force onchip_ip ip_project -part $part" in tcl and "set part xczu48dr-ffvg1517-2-e" in tcl
     assert "add_files -norecurse onchip_learner_axis.v" in tcl and "set_property top $top [current_fileset]" in tcl
     assert "ipx::package_project -root_dir ip -vendor onchip.dev -library onchip" in tcl
@@ -447,6 +459,18 @@ def test_vivado_report_command_writes_report_json(design, tmp_path, capsys):
     assert "fmax 226.7 MHz" in out and "err0_s5 -> l0_coef_0_0_bank1: logic 2.538 ns, route 1.772 ns" in out
 
 
+def test_vivado_report_of_a_7_series_board(design, tmp_path):
+    """Red Pitaya: Vivado names a 7-series device without its "xc" (7z010-clg400)."""
+    from onchip.io import write_json
+
+    write_json(tmp_path / "manifest.json", vivado.write_project(design, tmp_path, board="redpitaya-125-14"))
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "timing_impl.rpt").write_text(TIMING_RPT.replace("xczu48dr-ffvg1517", "7z010-clg400"))
+    (tmp_path / "reports" / "utilization_impl.rpt").write_text(UTIL_7_RPT)
+    r = vivado_report(tmp_path)
+    assert (r["part"], r["device"], r["lut"], r["ff"], r["uram"]) == ("xc7z010clg400-1", "7z010-clg400", 1021, 702, None)
+
+
 def test_vivado_report_names_the_missing_or_bad_file(design, tmp_path, capsys):
     from onchip.cli import main
 
@@ -458,6 +482,11 @@ def test_vivado_report_names_the_missing_or_bad_file(design, tmp_path, capsys):
     assert main(["vivado-report", str(tmp_path)]) == 2
     assert "utilization_impl.rpt: no 'CLB LUTs'" in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
+    (tmp_path / "reports" / "utilization_impl.rpt").write_text(UTIL_US_RPT)
+    (tmp_path / "reports" / "timing_impl.rpt").write_text(TIMING_RPT.replace("xczu48dr-ffvg1517", "xczu9eg-ffvb1156"))
+    assert main(["vivado-report", str(tmp_path)]) == 2
+    assert ("timing_impl.rpt: a report for device xczu9eg-ffvb1156, but the folder's part is xczu48dr-ffvg1517-2-e"
+            in capsys.readouterr().err)
     assert main(["vivado-report", str(tmp_path / "reports")]) == 2
     assert "manifest.json: no manifest.json (is it a folder written by onchip vivado?)" in capsys.readouterr().err
 

@@ -10,10 +10,16 @@ inference only:
 * ``cocotb``: the same design under the cocotb bench (:mod:`onchip.hw.sim`), protocol and all;
 * ``hls``: the HLS C++ under C simulation (:mod:`onchip.hls.backend`).
 
-Every fixed-point backend (``raw`` is True) takes raw integers and returns raw predictions
-and parameters equal to the golden model's, bit for bit (the project's contract; one test,
-``tests/test_backends.py``, checks it for every backend available here). The float twin
+Every fixed-point backend (``raw`` is True) takes raw integers and returns raw predictions,
+decisions and parameters equal to the golden model's, bit for bit (the project's contract; one
+test, ``tests/test_backends.py``, checks it for every backend available here). The float twin
 takes and returns floats.
+
+Each sample has a kind (:class:`onchip.model.SampleKind`: TARGET, PREDICT or ERROR; ``kind=None``
+is all TARGET): ``y`` then carries a target, nothing, or dL/dy_hat (raw ``grad`` values; floats
+for ``float``). A run returns a :class:`RunResult`, which unpacks as ``(predictions, theta)``
+as before and carries the decisions (:func:`onchip.model.decision.decisions`): the golden and
+float backends compute them from their predictions, the RTL and HLS designs output them.
 
 Like hls4ml's ``register_backend`` / ``get_backend``: a new backend is one class and one
 :func:`register_backend` call.
@@ -32,6 +38,30 @@ from .spec import LearnerSpec
 _CHUNK = 10_000
 
 
+class RunResult(tuple):
+    """A backend run's result: unpacks as ``(predictions, theta)``; ``.decisions`` beside them.
+
+    Attributes:
+        predictions: (N, n_out) predictions, raw int64 (``act``) or float64 (``float``).
+        theta: (P,) final parameters after every pending update has landed.
+        decisions: (N,) int64 decisions (index of the largest output, ties to the lowest; sign
+            for one output), as the backend computed or output them.
+    """
+
+    def __new__(cls, predictions, theta, decisions):
+        self = super().__new__(cls, (predictions, theta))
+        self.decisions = np.asarray(decisions, np.int64)
+        return self
+
+    @property
+    def predictions(self) -> np.ndarray:
+        return self[0]
+
+    @property
+    def theta(self) -> np.ndarray:
+        return self[1]
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What every backend provides.
@@ -47,26 +77,29 @@ class Backend(Protocol):
     def available(self) -> bool:
         """True when the backend can run on this machine (its tools are installed)."""
 
-    def run(self, spec: LearnerSpec, x, y, *, theta=None, learn: bool = True,
-            progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, spec: LearnerSpec, x, y, *, kind=None, theta=None, learn: bool = True,
+            progress: bool = False) -> RunResult:
         """Run a whole stream.
 
         Args:
             spec: the learner (schedule and staleness included).
             x: (N, n_in) inputs: raw integers in ``formats.input`` (floats for ``float``).
-            y: (N, n_out) targets: raw integers in ``formats.act`` (floats for ``float``);
-                ignored, and may be None, when not ``learn``.
+            y: (N, n_out) by kind: targets, raw integers in ``formats.act``, or errors dL/dy_hat,
+                raw in ``formats.grad`` (floats for ``float``); ignored for PREDICT samples,
+                and may be None when not ``learn``.
+            kind: (N,) :class:`onchip.model.SampleKind` values, or None (all TARGET).
             theta: (P,) initial parameters, raw ``coef`` integers (floats for ``float``);
                 default :func:`onchip.model.golden.initial_parameters`.
             learn: test-then-train (True) or inference only (the parameters do not change).
             progress: show a progress bar.
 
         Returns:
-            (predictions (N, n_out), final parameters (P,) after every pending update has
-            landed): int64 raw values, or float64 for ``float``.
+            :class:`RunResult`: (predictions (N, n_out), final parameters (P,) after every
+            pending update has landed), int64 raw values or float64 for ``float``, and
+            ``.decisions`` (N,).
 
         Raises:
-            ValueError: bad shapes, dtypes, theta, or raw values outside their formats.
+            ValueError: bad shapes, dtypes, kinds, theta, or raw values outside their formats.
         """
 
 
@@ -125,20 +158,20 @@ class GoldenBackend:
     def available(self) -> bool:
         return True
 
-    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
-        from .model import GoldenLearner
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+        from .model import GoldenLearner, decisions
         from .model.golden import check_stream
 
         learner = GoldenLearner(spec, theta)
-        x, y = check_stream(spec, x, y, learn=learn)
+        x, y, kind = check_stream(spec, x, y, learn=learn, kind=kind)
         preds = np.zeros((len(x), spec.n_out), np.int64)
         with _bar(len(x), _label(spec, self.name), progress) as bar:
             for lo in range(0, len(x), _CHUNK):
                 hi = min(lo + _CHUNK, len(x))
-                preds[lo:hi] = learner.run(x[lo:hi], y[lo:hi]) if learn else learner.predict(x[lo:hi])
+                preds[lo:hi] = learner.run(x[lo:hi], y[lo:hi], kind[lo:hi]) if learn else learner.predict(x[lo:hi])
                 bar.update(hi - lo)
         learner.flush()
-        return preds, learner.theta.copy()
+        return RunResult(preds, learner.theta.copy(), decisions(preds))
 
 
 class FloatBackend:
@@ -149,17 +182,19 @@ class FloatBackend:
     def available(self) -> bool:
         return importlib.util.find_spec("torch") is not None
 
-    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+        from .model import decisions
         from .model.float_twin import FloatTwin
 
         twin = FloatTwin(spec, theta)
         x = np.asarray(x, dtype=np.float64)
         if not learn:
-            return twin.predict(x), twin.theta.numpy().copy()
+            preds = twin.predict(x)
+            return RunResult(preds, twin.theta.numpy().copy(), decisions(preds))
         with _bar(len(x), _label(spec, self.name), progress) as bar:
-            preds = twin.run(x, np.asarray(y, dtype=np.float64), progress=bar.update)
+            preds = twin.run(x, np.asarray(y, dtype=np.float64), progress=bar.update, kind=kind)
         twin.flush()
-        return preds, twin.theta.numpy().copy()
+        return RunResult(preds, twin.theta.numpy().copy(), decisions(preds))
 
 
 class RtlBackend:
@@ -192,7 +227,7 @@ class CocotbBackend:
         from .hw import sim
         from .model.golden import check_parameters, check_stream, initial_parameters
 
-        x, y = check_stream(spec, x, y, learn=learn)
+        x, y, _ = check_stream(spec, x, y, learn=learn)
         theta = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
         design = sim.cached_design(spec)
         write = {"op": "write", "values": [int(v) for v in theta]}
@@ -230,7 +265,7 @@ class HlsBackend:
         from .hls import HlsLearner
         from .model.golden import check_stream
 
-        x, y = check_stream(spec, x, y, learn=learn)
+        x, y, _ = check_stream(spec, x, y, learn=learn)
         return HlsLearner(spec, theta).run(x, y, learn=learn, progress=progress)
 
 

@@ -77,7 +77,9 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
 
 
 def resolve_spec(task: str, model: str, spec: "str | Path | LearnerSpec | None", n_in: int, n_out: int) -> LearnerSpec:
-    """The spec of a run: the given file/preset, or the default preset of (task, model).
+    """The spec of a run: the given file/preset, or the default preset of (task, model); a
+    preset whose output width differs from the task's ``n_out`` is widened to (n_in, ..., n_out)
+    and named ``<preset>-<n_out>out``.
 
     Raises:
         ValueError: unknown model, a spec of another kind, or widths that do not fit the task.
@@ -85,6 +87,9 @@ def resolve_spec(task: str, model: str, spec: "str | Path | LearnerSpec | None",
     if model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}; got {model!r}")
     resolved = load_spec(spec if spec is not None else DEFAULT_PRESETS[(task, model)])
+    if spec is None and resolved.n_out != n_out:
+        # the task's preset with one output per class (e.g. S readout states): widths (n_in, ..., S)
+        resolved = resolved.replace(widths=resolved.widths[:-1] + (n_out,), name=f"{resolved.name}-{n_out}out")
     if resolved.kind != model:
         raise ValueError(f"--spec describes a {resolved.kind!r} learner but --model is {model!r}")
     if resolved.n_in != n_in or resolved.n_out != n_out:
@@ -121,6 +126,34 @@ def _plot(path: Path, title: str, ylabel: str, series: dict[str, np.ndarray], ev
     plt.close(fig)
 
 
+def _plot_confusion(path: Path, title: str, matrices: dict[str, list[list[int]]], states: list[int]) -> None:
+    # one panel per discriminator: row-normalised counts (rows prepared, columns assigned), the
+    # fraction written in each cell
+    from .plotting import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(matrices), figsize=(3.6 * len(matrices) + 0.6, 3.8), squeeze=False)
+    names = [f"|{s}>" for s in states]
+    for ax, (label, counts) in zip(axes[0], matrices.items()):
+        c = np.asarray(counts, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = c / c.sum(axis=1, keepdims=True)
+        ax.imshow(np.nan_to_num(frac), vmin=0.0, vmax=1.0, cmap="Blues")
+        for i in range(frac.shape[0]):
+            for j in range(frac.shape[1]):
+                ax.text(j, i, f"{frac[i, j]:.3f}", ha="center", va="center", fontsize=9,
+                        color="white" if frac[i, j] > 0.6 else "black")
+        ax.set_xticks(range(len(names)), names)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlabel("assigned")
+        ax.set_ylabel("prepared")
+        ax.set_title(label, fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def rolling_label(task: str, metric: str, samples: int, window: int | None) -> str:
     """The y label of the rolling plot: what is plotted and over which window."""
     if task == "drift-regression":
@@ -146,14 +179,37 @@ def _sci(value) -> str:
     return "None" if value is None else f"{value:.3e}"
 
 
+def source_line(meta: dict) -> str:
+    """Which readout states a stream uses and how its shots were drawn, for the console."""
+    source = meta.get("source", {})
+    states = ", ".join(str(v) for v in meta.get("states", source.get("states_used", [])))
+    draws = source.get("draws")
+    if source.get("kind") == "file":
+        total = source["file_shape"][0]
+        replaced = [s for s, r in zip(meta["states"], source["with_replacement"]) if r]
+        how = (f"with replacement for state(s) {', '.join(map(str, replaced))}" if replaced
+               else "without replacement")
+        return (f"states {states} of {total} in {source['path']}; shots drawn {how} "
+                f"({source['distinct_shots'][0]} distinct shots per state, draws per state {draws})")
+    if source.get("kind") == "model":
+        return f"states {states} of the built-in source (fresh model shots, per state {draws})"
+    return ""
+
+
 def summary_lines(metrics: dict) -> list[str]:
     """The console summary of a main-job run: the README's figures, 4 significant digits
     (MSE in scientific notation).
 
-    qubit-readout: assignment fidelity over the whole stream and the last 5000 shots,
-    recovery shots per drift event, the same for the static discriminator;
+    qubit-readout: the states used and how shots were drawn, assignment fidelity over the
+    whole stream and the last 5000 shots, recovery shots per drift event, the same for the
+    static discriminator, and for more than two states the confusion counts of the last
+    5000 shots;
     drift-regression: MSE per segment, over the last 10% of each segment, and overall.
     """
+    if metrics["task"] == "acrobot":
+        from .control import summary_lines as control_summary
+
+        return control_summary(metrics)
     head = f"{metrics['task']} / {metrics['spec']} / {metrics['backend']}, {metrics.get('samples', '?')} samples"
     lines = [head]
     if metrics["task"] == "drift-regression":
@@ -168,9 +224,15 @@ def summary_lines(metrics: dict) -> list[str]:
                     f"{_sig(m.get('assignment_fidelity_last_5000'))} (last 5000 shots); "
                     f"recovery shots per drift event {_sig(m.get('recovery_shots'))}")
 
+        lines.append(f"  {source_line(metrics.get('stream', {}))}")
         lines.append(f"  online learner:       {fidelity(metrics)}")
         if "static_baseline" in metrics:
             lines.append(f"  static discriminator: {fidelity(metrics['static_baseline'])}")
+        if len(metrics.get("states", ())) > 2:
+            for who, m in (("online learner", metrics), ("static discriminator", metrics.get("static_baseline"))):
+                if m:
+                    rows = " / ".join(" ".join(str(v) for v in row) for row in m["confusion_counts_last_5000"])
+                    lines.append(f"  {who}, last 5000 shots, counts (rows prepared, columns assigned): {rows}")
     if "samples_per_second" in metrics:
         lines.append(f"  {metrics['samples_per_second']:.3g} samples/s (compilation excluded)")
     return lines
@@ -187,13 +249,26 @@ def run_job(
     samples: int = 100_000,
     seed: int = 0,
     progress: bool = True,
+    states=None,
+    drift=None,
+    episodes: int | None = None,
 ) -> dict:
     """The main job: build the task stream, run one learner on it, write everything to ``out``.
 
+    ``task="acrobot"`` is a closed control loop instead of a stream: see
+    :func:`onchip.control.run_acrobot_job` (it takes ``episodes``, default 240, and ``drift``;
+    ``samples``, ``data`` and ``states`` do not apply).
+
     Writes ``metrics.json``, ``predictions.npy`` (raw int64 in sample order for
     fixed-point backends, float64 for ``float``), ``rolling.csv``, ``rolling.png``
-    (with drift events marked) and ``spec.toml``. Nothing is left in ``out`` if
-    anything fails (the folder appears whole or not at all).
+    (with drift events marked) and ``spec.toml``; for qubit-readout also ``drift.toml``
+    (the drift scenario, readable by ``--drift``) and ``confusion.png`` (confusion
+    matrices of the last 5000 shots, learner and static discriminator). Nothing is left
+    in ``out`` if anything fails (the folder appears whole or not at all).
+
+    ``states`` (e.g. ``"0,1,2"``) and ``drift`` (preset name, TOML file or
+    :class:`~onchip.tasks.drift.DriftScenario`; default preset ``default``) apply to
+    qubit-readout, see :func:`onchip.tasks.make_stream`.
 
     Returns:
         The metrics dictionary.
@@ -205,12 +280,27 @@ def run_job(
     from . import tasks
     from .io import atomic_output_dir, check_output_dir, write_json
 
+    if task == "acrobot":
+        from .control import run_acrobot_job
+
+        for name, value in (("data", data), ("states", states)):
+            if value is not None:
+                raise ValueError(f"{name}: the acrobot task takes no {name} option, got {str(value)!r}")
+        return run_acrobot_job(model=model, out=out, spec=spec, backend=backend, episodes=episodes,
+                               seed=seed, drift=drift, progress=progress)
+    if episodes is not None:
+        raise ValueError(f"episodes: only the acrobot task takes episodes, got {episodes!r} for {task}")
     check_output_dir(out)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
-    stream = tasks.make_stream(task, samples=int(samples), seed=seed, data=data)
+    scenario = None
+    if task == "qubit-readout":
+        scenario = tasks.load_drift("default" if drift is None else drift, task=task)
+    elif drift is not None:
+        raise ValueError(f"drift: the {task} task takes no drift option, got {str(drift)!r}")
+    stream = tasks.make_stream(task, samples=int(samples), seed=seed, data=data, states=states, drift=scenario)
     resolved = resolve_spec(task, model, spec, stream.x.shape[1], stream.y.shape[1])
     # the staging folder exists for the whole run, so an interrupted run is cleaned up too
     with atomic_output_dir(out) as stage:
@@ -226,9 +316,11 @@ def run_job(
             "samples_per_second": len(stream) / max(result.seconds, 1e-9),
             "stream": stream.meta,
         }
+        if scenario is not None:
+            metrics["drift"] = stream.meta["drift"]
         metric_name, rolling = tasks.rolling_metric(stream, result.predictions)
         series = {f"{model} ({backend})": rolling}
-        if task == "qubit-readout":
+        if task == "qubit-readout" and metrics.get("static_baseline") is not None:
             _, static = tasks.rolling_metric(stream, tasks.static_baseline_predictions(stream))
             series["static discriminator"] = static
         write_json(stage / "metrics.json", metrics)
@@ -237,6 +329,14 @@ def run_job(
         table = np.column_stack([np.arange(len(stream))] + list(series.values()))
         np.savetxt(stage / "rolling.csv", table, delimiter=",", header=header, comments="", fmt="%.6g")
         (stage / "spec.toml").write_text(resolved.to_toml())
+        if scenario is not None:
+            (stage / "drift.toml").write_text(scenario.to_toml())
+            matrices = {f"{model} ({backend})": metrics["confusion_counts_last_5000"]}
+            if metrics.get("static_baseline"):
+                matrices["static discriminator"] = metrics["static_baseline"]["confusion_counts_last_5000"]
+            _plot_confusion(stage / "confusion.png",
+                            f"{task}: confusion over the last {min(5000, len(stream))} shots",
+                            matrices, metrics["states"])
         _plot(stage / "rolling.png", f"{task}: {resolved.name or model} on {backend}",
               rolling_label(task, metric_name, len(stream), metrics.get("window")), series, stream.events,
               logy="mse" in metric_name.lower())

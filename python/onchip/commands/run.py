@@ -5,7 +5,10 @@ from __future__ import annotations
 from . import _args
 
 DESCRIPTION = """Run a fixed-point online learner test-then-train over a task stream and write
-metrics.json, predictions.npy, rolling.csv, rolling.png and spec.toml to --out.
+metrics.json, predictions.npy, rolling.csv, rolling.png and spec.toml to --out (qubit-readout
+also drift.toml and confusion.png). --task acrobot instead learns the Acrobot swing-up's Q-function
+online through the error-input interface under a dynamics change, and writes metrics.json,
+episodes.csv, steps.png, spec.toml and drift.toml.
 With no options it runs the 16-bit KAN on the built-in drifting qubit-readout source."""
 
 
@@ -13,7 +16,7 @@ def add_parser(sub) -> None:
     from ..run import BACKENDS, MODELS
 
     p = sub.add_parser("run", help="run a learner over a task stream (the main job)", description=DESCRIPTION)
-    p.add_argument("--task", default="qubit-readout", choices=("drift-regression", "qubit-readout"),
+    p.add_argument("--task", default="qubit-readout", choices=("drift-regression", "qubit-readout", "acrobot"),
                    help="task stream (default: %(default)s)")
     p.add_argument("--model", default="kan", choices=MODELS, help="learner kind (default: %(default)s)")
     p.add_argument("--spec", default=None,
@@ -23,7 +26,16 @@ def add_parser(sub) -> None:
                         "hls: HLS C simulation (default: %(default)s)")
     p.add_argument("--data", default=None,
                    help="readout shots .npy of layout (states, shots, 2) (default: built-in source)")
-    p.add_argument("--samples", type=int, default=100_000, help="stream length (default: %(default)s)")
+    p.add_argument("--states", default=None,
+                   help="qubit-readout: comma-separated prepared states to tell apart, e.g. 0,1,2 "
+                        "(default: every state in --data; 0,1 of the built-in source, which also has 2)")
+    p.add_argument("--drift", default=None,
+                   help="qubit-readout: drift scenario, a TOML file of [[event]] tables or a preset: "
+                        "default, none, slow-rotation, phase-jump, gain-offset (default: default); "
+                        "acrobot: dynamics events, presets default, none, light-link")
+    p.add_argument("--samples", type=int, default=None, help="stream length (default: 100000)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="acrobot: episodes of the control loop (default: 240)")
     _args.add_seed(p, what="the stream")
     _args.add_out(p)
     _args.add_quiet(p)
@@ -33,9 +45,12 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..run import run_job
 
+    if args.task == "acrobot" and args.samples is not None:
+        raise ValueError(f"--samples: the acrobot task runs --episodes, not samples; got {args.samples}")
     metrics = run_job(
         task=args.task, model=args.model, spec=args.spec, backend=args.backend, data=args.data,
-        samples=args.samples, seed=args.seed, out=args.out, progress=not args.quiet,
+        samples=100_000 if args.samples is None else args.samples, seed=args.seed, out=args.out,
+        progress=not args.quiet, states=args.states, drift=args.drift, episodes=args.episodes,
     )
     from ..run import summary_lines
 

@@ -120,7 +120,7 @@ def _signal_of(cell: str, names: dict[str, str], core: str) -> dict:
     elif role.startswith("= "):
         signal = f"{best} {role}"
         role = "logic"
-    stage = _STAGE_RX.search(signal)
+    stage = _STAGE_RX.search(best) if role != "logic" else None
     return {"cell": cell, "signal": signal, "stage": int(stage.group(1)) if stage else None, "role": role}
 
 
@@ -164,14 +164,14 @@ def critical_path(report: dict, verilog: str = "", *, clock: str | None = None, 
     names = signal_names(verilog) if verilog else {}
     start, end = segments[0]["from"]["cell"], segments[-1]["to"]["cell"]
     through, blocks = [], []
+    for cell in [start] + [s["to"]["cell"] for s in segments if s["type"] == "logic"] + [end]:
+        block = _HARD_BLOCK_RX.search(cell)  # a DSP may start the path (its input registers absorbed)
+        if block and block.group(1) not in blocks:
+            blocks.append(block.group(1))
     for seg in segments:
         if seg["type"] != "logic":
             continue
-        cell = seg["to"]["cell"]
-        block = _HARD_BLOCK_RX.search(cell)
-        if block and block.group(1) not in blocks:
-            blocks.append(block.group(1))
-        signal = _signal_of(cell, names, core)["signal"]
+        signal = _signal_of(seg["to"]["cell"], names, core)["signal"]
         if signal and signal not in through:
             through.append(signal)
     return {

@@ -90,6 +90,7 @@ def xilinx_boards() -> list[str]:
     """Every ``--board`` name of ``onchip vivado``: the UART boards, then :data:`AXIS_BOARDS`."""
     return [n for n, b in BOARDS.items() if b.vendor == "xilinx"] + list(AXIS_BOARDS)
 
+
 _RUN_SH = """#!/bin/sh
 # Runs the whole flow: {what}. Needs Vivado (VIVADO=/path/to/vivado to choose one).
 set -e

@@ -255,8 +255,9 @@ def vivado_report(folder: str | os.PathLike) -> dict:
 
     Raises:
         FileNotFoundError: no manifest or report file (the message names it).
-        ValueError: a malformed manifest or report (the message names the file), or an IP
-            packaging folder (nothing is implemented there).
+        ValueError: a malformed manifest or report (the message names the file), a report of
+            another device than the folder's part, or an IP packaging folder (nothing is
+            implemented there).
     """
     folder = Path(folder)
     manifest_path = folder / "manifest.json"
@@ -278,6 +279,12 @@ def vivado_report(folder: str | os.PathLike) -> dict:
     timing = parse_timing_summary(timing_text, str(timing_path))
     util = parse_utilization(_read(util_path, "report_utilization output"), str(util_path))
     header = dict(_HEADER_RX.findall(timing_text))
+    device, part = header.get("Device"), str(manifest.get("part", ""))
+    # Vivado writes a 7-series device without its "xc" (7z010-clg400), an UltraScale one with it
+    bare = lambda name: name.replace("-", "").lower().removeprefix("xc")  # noqa: E731
+    if device and not bare(part).startswith(bare(device)):
+        raise ValueError(f"{timing_path}: a report for device {device}, but the folder's part is {part} "
+                         "(reports of another run?)")
     fmax = timing["fmax_mhz"]
     report = {
         **{k: manifest[k] for k in ("flow", "part", "top", "board") if k in manifest},

@@ -154,7 +154,7 @@ class HlsLearner:
         from tqdm import tqdm
 
         spec = self.spec
-        x, y = check_stream(spec, x_raw, y_raw, learn=learn)
+        x, y, _ = check_stream(spec, x_raw, y_raw, learn=learn)
         n_out, p = spec.n_out, spec.parameter_count()
         preds = np.zeros((len(x), n_out), np.int64)
         child = _Child(self.program, spec_label(spec))

@@ -122,7 +122,7 @@ def pack_samples(spec: LearnerSpec, x_raw, y_raw) -> list[int]:
         ValueError: wrong shapes or raw values outside their formats
             (:func:`onchip.model.golden.check_stream`, the check every backend applies).
     """
-    x_raw, y_raw = check_stream(spec, x_raw, y_raw)
+    x_raw, y_raw, _ = check_stream(spec, x_raw, y_raw)
     fields = payload_fields(sample_layout(spec))
     total = np.zeros(len(x_raw), dtype=object)
     columns = [(f"x{i}", x_raw[:, i]) for i in range(spec.n_in)] + [(f"y{j}", y_raw[:, j]) for j in range(spec.n_out)]

@@ -74,14 +74,25 @@ class FloatTwin:
             xs = torch.as_tensor(np.asarray(x, dtype=np.float64))
             return np.stack([self._forward(self.theta, xi).numpy() for xi in xs])
 
-    def run(self, x, y, progress=None) -> np.ndarray:
+    def run(self, x, y, progress=None, *, kind=None) -> np.ndarray:
         """Test-then-train over (N, n_in) inputs and (N, n_out) targets -> (N, n_out) predictions.
 
+        ``kind`` (N,) :class:`~onchip.model.stream.SampleKind` values (None: all TARGET), as in
+        the golden model: a TARGET row of ``y`` is a target (loss 1/2 |y_hat - y|^2), an ERROR
+        row is dL/dy_hat itself (the gradient is that vector times the Jacobian of y_hat), a
+        PREDICT row is ignored and its zero update still takes its slot of the D-sample window.
         ``progress``, if given, is called with the number of samples done every 1000 samples.
+
+        Raises:
+            ValueError: ``kind`` of the wrong shape or with a value that is not a sample kind.
         """
+        from .golden import check_kind
+        from .stream import SampleKind
+
         torch = self._torch
         xs = torch.as_tensor(np.asarray(x, dtype=np.float64))
         ys = torch.as_tensor(np.asarray(y, dtype=np.float64))
+        kinds = check_kind(kind, len(xs))
         preds = np.zeros((len(xs), self.spec.n_out))
         lr = self.spec.learning_rate
         depth = self.spec.effective_staleness
@@ -90,8 +101,11 @@ class FloatTwin:
                 self.theta -= self._pending.popleft()
             theta = self.theta.clone().requires_grad_(True)
             out = self._forward(theta, xs[n])
-            loss = 0.5 * ((out - ys[n]) ** 2).sum()
-            (grad,) = torch.autograd.grad(loss, theta)
+            if kinds[n] == SampleKind.PREDICT:
+                grad = torch.zeros_like(self.theta)
+            else:
+                err = out.detach() - ys[n] if kinds[n] == SampleKind.TARGET else ys[n]
+                (grad,) = torch.autograd.grad((out * err).sum(), theta)  # err^T dy_hat/dtheta
             preds[n] = out.detach().numpy()
             if depth:
                 self._pending.append(lr * grad)

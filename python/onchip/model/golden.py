@@ -21,7 +21,7 @@ from ..spec import LearnerSpec
 from .basis import basis_table
 from .kernels import KanConfig, MlpConfig
 from .stream import flush as _flush
-from .stream import run_kan, run_mlp
+from .stream import SampleKind, run_kan, run_mlp
 
 
 @dataclass(frozen=True)
@@ -112,27 +112,78 @@ def check_raw(name: str, a, cols: int, fmt: Fmt) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def check_stream(spec: LearnerSpec, x_raw, y_raw, *, learn: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a raw stream for ``spec`` (:func:`check_raw` on both sides, equal lengths).
+def check_kind(kind, n: int) -> np.ndarray:
+    """Validate per-sample kinds: None (every sample TARGET) or integers (n,) in :class:`SampleKind`.
+
+    Returns:
+        an int64 array (n,).
+
+    Raises:
+        ValueError: naming ``kind``: wrong shape, not integers, or the first sample whose value is
+            not a :class:`SampleKind`.
+    """
+    if kind is None:
+        return np.full(n, int(SampleKind.TARGET), np.int64)
+    k = np.asarray(kind)
+    if k.shape != (n,):
+        raise ValueError(f"kind must have shape ({n},) (one per sample), got {k.shape}")
+    if k.size and not np.issubdtype(k.dtype, np.integer):
+        raise ValueError(f"kind must hold integers (SampleKind), got dtype {k.dtype}")
+    bad = np.flatnonzero(~np.isin(k, [int(v) for v in SampleKind]))
+    if len(bad):
+        raise ValueError(
+            f"kind[{bad[0]}] = {int(k[bad[0]])} is not a sample kind "
+            f"({', '.join(f'{v.name} = {int(v)}' for v in SampleKind)})"
+        )
+    return k.astype(np.int64)
+
+
+def check_stream(
+    spec: LearnerSpec, x_raw, y_raw, *, learn: bool = True, kind=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a raw stream for ``spec``: the one check every backend applies.
 
     Args:
         x_raw: (N, n_in) raw inputs (``input`` format).
-        y_raw: (N, n_out) raw targets (``act`` format); ignored, and may be None, without ``learn``.
-        learn: False: the targets are not used and come back as zeros.
+        y_raw: (N, n_out) raw values, by each sample's kind: TARGET rows are targets (``act``
+            format), ERROR rows dL/dy_hat (``grad`` format), PREDICT rows are ignored. Ignored,
+            and may be None, without ``learn``.
+        learn: False: inference only; y and kind are not used and come back as zeros / PREDICT.
+        kind: (N,) :class:`SampleKind` values, or None: every sample TARGET.
 
     Returns:
-        (x, y) int64 arrays.
+        (x, y, kind) int64 arrays; PREDICT rows of y come back as zeros (what the hardware
+        stream carries for them).
 
     Raises:
-        ValueError: as :func:`check_raw`, or x and y of different lengths.
+        ValueError: as :func:`check_raw` (naming ``y_raw`` and, for the range, the first bad
+            sample and its kind), :func:`check_kind`, or x and y of different lengths.
     """
     x = check_raw("x_raw", x_raw, spec.n_in, spec.formats.input)
     if not learn:
-        return x, np.zeros((len(x), spec.n_out), np.int64)
-    y = check_raw("y_raw", y_raw, spec.n_out, spec.formats.act)
+        n = len(x)
+        return x, np.zeros((n, spec.n_out), np.int64), np.full(n, int(SampleKind.PREDICT), np.int64)
+    y = np.asarray(y_raw)
+    if y.ndim != 2 or y.shape[1] != spec.n_out:
+        raise ValueError(f"y_raw must have shape (N, {spec.n_out}), got {y.shape}")
+    if y.size and not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"y_raw must hold raw integers, got dtype {y.dtype}")
     if len(x) != len(y):
         raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
-    return x, y
+    k = check_kind(kind, len(x))
+    y = y.astype(np.int64)
+    for v, fmt, what in ((SampleKind.TARGET, spec.formats.act, "target"), (SampleKind.ERROR, spec.formats.grad, "error")):
+        rows = k == v
+        out = rows & ((y < fmt.min_raw) | (y > fmt.max_raw)).any(axis=1)
+        if out.any():
+            n = int(np.flatnonzero(out)[0])
+            raise ValueError(
+                f"y_raw holds raw values in [{int(y[rows].min())}, {int(y[rows].max())}] in {v.name} "
+                f"samples ({what}s), outside {fmt} ([{fmt.min_raw}, {fmt.max_raw}]); first: "
+                f"y_raw[{n}] = {y[n].tolist()}"
+            )
+    y[k == SampleKind.PREDICT] = 0
+    return x, y, k
 
 
 def split_parameters(spec: LearnerSpec, theta: np.ndarray) -> list[dict[str, np.ndarray]]:
@@ -271,35 +322,40 @@ class GoldenLearner:
         return dequantize(raw, self.spec.formats.act)
 
     # -- running ----------------------------------------------------------------------
-    def _run(self, x_raw, y_raw, learn: bool) -> np.ndarray:
-        x_raw, y_raw = check_stream(self.spec, x_raw, y_raw, learn=learn)
+    def _run(self, x_raw, y_raw, learn: bool, kind=None) -> np.ndarray:
+        x_raw, y_raw, kind = check_stream(self.spec, x_raw, y_raw, learn=learn, kind=kind)
         x_raw, y_raw = np.ascontiguousarray(x_raw), np.ascontiguousarray(y_raw)
         preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
         self._run_stream(
-            self.theta, x_raw, y_raw, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
+            self.theta, x_raw, y_raw, kind, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
         )
         return preds
 
-    def run(self, x_raw, y_raw) -> np.ndarray:
+    def run(self, x_raw, y_raw, kind=None) -> np.ndarray:
         """Test-then-train over a stream of raw samples.
 
         Args:
             x_raw: (N, n_in) raw inputs (``input`` format).
-            y_raw: (N, n_out) raw targets (``act`` format).
+            y_raw: (N, n_out) raw values by kind: targets (``act`` format) for TARGET samples,
+                dL/dy_hat (``grad`` format) for ERROR samples, ignored for PREDICT samples.
+            kind: (N,) :class:`~onchip.model.stream.SampleKind` values; None: all TARGET.
+                A PREDICT sample commits a zero update in its slot of the D-sample window
+                (:mod:`onchip.model.stream`).
 
         Returns:
-            (N, n_out) int64 raw predictions, each made before that sample's update.
+            (N, n_out) int64 raw predictions, each made before that sample's update; the
+            decisions are :func:`onchip.model.decision.decisions` of them.
 
         Raises:
-            ValueError: wrong shapes, non-integer values, or raw values outside their format
-                (:func:`check_stream`, the check every backend applies).
+            ValueError: wrong shapes, non-integer values, bad kinds or raw values outside their
+                format (:func:`check_stream`, the check every backend applies).
         """
-        return self._run(x_raw, y_raw, learn=True)
+        return self._run(x_raw, y_raw, learn=True, kind=kind)
 
     def predict(self, x_raw) -> np.ndarray:
         """Inference only: (N, n_in) raw inputs -> (N, n_out) raw predictions, no update."""
         return self._run(x_raw, None, learn=False)
 
-    def step(self, x_raw, y_raw) -> np.ndarray:
-        """One sample: (n_in,) raw input, (n_out,) raw target -> (n_out,) raw prediction."""
-        return self.run(np.asarray(x_raw).reshape(1, -1), np.asarray(y_raw).reshape(1, -1))[0]
+    def step(self, x_raw, y_raw, kind: int = 0) -> np.ndarray:
+        """One sample: (n_in,) raw input, (n_out,) raw target or error, its kind -> (n_out,) raw prediction."""
+        return self.run(np.asarray(x_raw).reshape(1, -1), np.asarray(y_raw).reshape(1, -1), [kind])[0]

@@ -20,7 +20,11 @@ Forward, per layer (input u in the input format for layer 0, else ``act``):
 * MLP: z[j] = requant(acc(bias[j]) + sum_i acc(W[j, i] * a[i]) -> ``act``);
   hidden layers apply ReLU, the output layer is linear.
 
-Output error: e = requant(y_hat - y -> ``grad``) (gradient of 1/2 (y_hat - y)^2).
+Output error, by the sample's kind (:class:`onchip.model.stream.SampleKind`, one int per sample):
+
+* TARGET (0): e = requant(y_hat - y -> ``grad``) (gradient of 1/2 (y_hat - y)^2), y in ``act``;
+* ERROR (2): e = y, the host's dL/dy_hat already raw in ``grad`` (no rounding);
+* PREDICT (1): e = 0, so every delta and every back-propagated error is 0 (requant(0) = 0).
 
 Backward, last layer first, with the parameters the forward pass read:
 
@@ -133,8 +137,21 @@ def spline_dot(theta, base, table, row, cfg):
 
 
 @numba.njit(cache=True, inline="always")
-def kan_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
-    """Sample ``n_sample`` of ``xs``/``ys`` through a KAN: fills ``preds[n_sample]`` and the update ``addr``/``delta``
+def output_error(err, act_out, ys, kinds, n_sample, f_act, f_grad):
+    """The output error ``err`` (n_out,) of sample ``n_sample`` by its kind (see the module doc)."""
+    kind = kinds[n_sample]
+    for j in range(len(act_out)):
+        if kind == 0:
+            err[j] = _to(act_out[j] - ys[n_sample, j], f_act.frac, f_grad)
+        elif kind == 2:
+            err[j] = ys[n_sample, j]
+        else:
+            err[j] = 0
+
+
+@numba.njit(cache=True, inline="always")
+def kan_step(theta, xs, ys, kinds, n_sample, cfg, preds, addr, delta, work):
+    """Sample ``n_sample`` of ``xs``/``ys`` (kind ``kinds[n_sample]``) through a KAN: fills ``preds[n_sample]`` and the update ``addr``/``delta``
     (sum over layers of n_out*n_in*(k+1) entries). ``theta`` is not modified;
     ``work`` is int64 scratch of shape (4L+3, max width)."""
     widths = cfg.widths
@@ -165,7 +182,7 @@ def kan_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
     n_out = widths[n_layers]
     for j in range(n_out):
         preds[n_sample, j] = act[n_layers, j]
-        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act.frac, f_grad)
+    output_error(err[:n_out], act[n_layers, :n_out], ys, kinds, n_sample, cfg.f_act, f_grad)
 
     # backward, last layer first: the sparse update (k+1 deltas per edge), then the error
     # to the previous layer through the spline derivatives
@@ -198,8 +215,8 @@ def kan_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
 
 
 @numba.njit(cache=True, inline="always")
-def mlp_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
-    """Sample ``n_sample`` of ``xs``/``ys`` through an MLP: fills ``preds[n_sample]`` and the dense update ``addr``/``delta``
+def mlp_step(theta, xs, ys, kinds, n_sample, cfg, preds, addr, delta, work):
+    """Sample ``n_sample`` of ``xs``/``ys`` (kind ``kinds[n_sample]``) through an MLP: fills ``preds[n_sample]`` and the dense update ``addr``/``delta``
     (one entry per parameter). ``theta`` is not modified; ``work`` is int64
     scratch of shape (at least L+3, max width)."""
     widths = cfg.widths
@@ -225,7 +242,7 @@ def mlp_step(theta, xs, ys, n_sample, cfg, preds, addr, delta, work):
     n_out = widths[n_layers]
     for j in range(n_out):
         preds[n_sample, j] = act[n_layers, j]
-        err[j] = _to(act[n_layers, j] - ys[n_sample, j], cfg.f_act.frac, f_grad)
+    output_error(err[:n_out], act[n_layers, :n_out], ys, kinds, n_sample, cfg.f_act, f_grad)
 
     f_back = f_coef.frac + f_grad.frac
     for layer in range(n_layers - 1, -1, -1):

@@ -7,8 +7,9 @@
 Tasks:
     ``drift-regression``  1 -> 1 regression whose target switches twice
                           (:mod:`onchip.tasks.regression`).
-    ``qubit-readout``     2 -> 1 state assignment of drifting readout shots,
-                          real (``data=FILE``) or modelled
+    ``qubit-readout``     2 -> S state assignment (S >= 2 prepared states, one output
+                          for S = 2) of drifting readout shots, real (``data=FILE``)
+                          or modelled, under a drift scenario (:mod:`onchip.tasks.drift`)
                           (:mod:`onchip.tasks.readout`, :mod:`onchip.tasks.fidelity`).
 """
 
@@ -19,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from .fidelity import (
+    confusion_counts,
+    state_errors,
     DEFAULT_WINDOW,
     assignment_fidelity,
     evaluate_readout,
@@ -26,6 +29,7 @@ from .fidelity import (
     rolling_fidelity,
     static_baseline_predictions,
 )
+from .drift import PRESETS as DRIFT_PRESETS, DriftChange, DriftError, DriftScenario, load_drift
 from .readout import DEFAULT_DRIFT, NO_DRIFT, DriftStep, ReadoutDrift, make_qubit_readout
 from .regression import evaluate_regression, make_drift_regression, rolling_mse
 from .shots import ReadoutModel, load_shots
@@ -39,6 +43,8 @@ __all__ = [
     "make_drift_regression", "make_qubit_readout", "static_baseline_predictions",
     "assignment_fidelity", "rolling_fidelity", "recovery_shots", "DEFAULT_WINDOW",
     "evaluate_readout", "evaluate_regression", "rolling_mse", "check_predictions",
+    "confusion_counts", "state_errors",
+    "DriftScenario", "DriftChange", "DriftError", "load_drift", "DRIFT_PRESETS",
 ]
 
 
@@ -48,8 +54,9 @@ def _check_task(task) -> str:
     return task
 
 
-def make_stream(task: str, *, samples: int, seed: int, data: str | Path | None = None) -> Stream:
-    """Build the default stream of a task.
+def make_stream(task: str, *, samples: int, seed: int, data: str | Path | None = None,
+                states=None, drift: "str | Path | DriftScenario | None" = None) -> Stream:
+    """Build the stream of a task.
 
     Args:
         task: one of :data:`TASKS`.
@@ -58,19 +65,27 @@ def make_stream(task: str, *, samples: int, seed: int, data: str | Path | None =
             give an identical stream.
         data: readout shots file (layout (states, shots, 2)); None uses the
             built-in model. Not accepted by drift-regression.
+        states: readout states to use (e.g. ``"0,1,2"``); default every state of the
+            file, or |0> and |1> of the built-in source. Not accepted by drift-regression.
+        drift: readout drift scenario, a preset name, TOML file or
+            :class:`DriftScenario` (see :mod:`onchip.tasks.drift`); default the
+            ``default`` preset. Not accepted by drift-regression (its drift is its task).
 
     Raises:
-        ValueError: unknown task, bad samples or seed, data given to
-            drift-regression, or a bad data file (see :func:`load_shots`).
-        FileNotFoundError: ``data`` does not exist.
+        ValueError: unknown task, bad samples or seed, data, states or drift given to
+            drift-regression, a bad data file (see :func:`load_shots`), bad states or an
+            invalid drift scenario.
+        FileNotFoundError: ``data`` or the drift file does not exist.
     """
     _check_task(task)
     samples, seed = check_samples_seed(samples, seed)
     if task == "drift-regression":
-        if data is not None:
-            raise ValueError(f"data: the drift-regression task takes no data file, got {str(data)!r}")
+        for name, value in (("data", data), ("states", states), ("drift", drift)):
+            if value is not None:
+                raise ValueError(f"{name}: the drift-regression task takes no {name} option, got {str(value)!r}")
         return make_drift_regression(samples, seed)
-    return make_qubit_readout(samples, seed, data=data)
+    return make_qubit_readout(samples, seed, data=data, states=states,
+                              drift="default" if drift is None else drift)
 
 
 def evaluate(stream: Stream, predictions: np.ndarray, window: int | None = None) -> dict:

@@ -1,17 +1,22 @@
-"""Readout metrics: assignment fidelity, its rolling value, recovery after drift, static baseline.
+"""Readout metrics: assignment fidelity, confusion matrix, rolling fidelity, recovery after
+drift, static baseline; for S >= 2 prepared states.
 
-Assignment fidelity F = 1 - (P(1|0) + P(0|1)) / 2, with P(a|b) the fraction of
-shots prepared in |b> assigned to |a> (A. Walter et al., "Rapid High-Fidelity
-Single-Shot Dispersive Readout of Superconducting Qubits", Phys. Rev. Applied
-7, 054020 (2017)). A prediction >= 0 assigns |1>, < 0 assigns |0>; targets
-are -1.0 (|0>) and +1.0 (|1>).
+Assignment fidelity F = mean over the S states s of P(s|s) = 1 - mean_s P(not s|s), with
+P(a|b) the fraction of shots prepared in |b> assigned to |a>; for two states
+F = 1 - (P(1|0) + P(0|1)) / 2 (A. Walter et al., "Rapid High-Fidelity Single-Shot
+Dispersive Readout of Superconducting Qubits", Phys. Rev. Applied 7, 054020 (2017)).
+The assigned state is :func:`onchip.model.decision.decisions` of the learner's outputs
+(sign of one output for two states, first argmax of S outputs); the prepared state is
+the same rule applied to the +/-1 targets. States are indices into the stream's selection
+(``stream.meta["states"]``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .readout import CALIBRATION_SHOTS
+from ..model.decision import decisions
+from .readout import CALIBRATION_SHOTS, readout_targets
 from .stream import Stream, check_predictions, check_window, trailing_sum
 
 DEFAULT_WINDOW = 1000
@@ -21,36 +26,67 @@ RECOVERY_TOLERANCE = 0.01
 _TIE = 1e-12
 
 
-def assignment_fidelity(targets, predictions) -> float:
-    """Assignment fidelity of decisions ``predictions >= 0`` against ±1 ``targets``.
+def _labels(targets, predictions) -> tuple[np.ndarray, np.ndarray, int]:
+    """(prepared, assigned) state indices ((N,) int64 each) and the number of states S."""
+    t = np.asarray(targets, dtype=np.float64)
+    p = np.asarray(predictions)
+    if t.ndim == 1:
+        t = t[:, None]
+    if p.ndim == 1:
+        p = p[:, None]
+    if len(t) != len(p):
+        raise ValueError(f"predictions: {len(p)} rows for {len(t)} targets")
+    return decisions(t), decisions(p), max(t.shape[1], 2)
+
+
+def _fidelity_from_counts(n_prepared, n_wrong) -> np.ndarray:
+    # 1 - mean_s (wrong_s / n_s), summed state by state in index order
+    acc = n_wrong[..., 0] / n_prepared[..., 0]
+    for s in range(1, n_prepared.shape[-1]):
+        acc = acc + n_wrong[..., s] / n_prepared[..., s]
+    return 1.0 - acc / n_prepared.shape[-1]
+
+
+def confusion_counts(targets, predictions) -> np.ndarray:
+    """Confusion matrix of counts: (S, S) int64, rows prepared, columns assigned.
 
     Args:
-        targets: (N,) or (N, 1) prepared states, -1.0 for |0>, +1.0 for |1>.
-        predictions: same length, any real score.
+        targets: (N, 1) or (N,) +/-1 (two states) or (N, S) one-hot +/-1 targets.
+        predictions: learner outputs of the same width (any real scores).
+    """
+    t, a, n_states = _labels(targets, predictions)
+    counts = np.zeros((n_states, n_states), dtype=np.int64)
+    np.add.at(counts, (t, a), 1)
+    return counts
+
+
+def assignment_fidelity(targets, predictions) -> float:
+    """Assignment fidelity F = 1 - mean over states of P(assigned != s | prepared s).
+
+    Args:
+        targets: (N,) or (N, 1) prepared states, -1.0 for the first, +1.0 for the second
+            state; or (N, S) one-hot +/-1.
+        predictions: same length and width, any real scores (decided by
+            :func:`onchip.model.decision.decisions`).
 
     Returns:
         F in [0, 1]; NaN if one of the states has no shot.
     """
-    t = np.asarray(targets).reshape(-1) > 0
-    a = np.asarray(predictions).reshape(-1) >= 0
-    n1 = t.sum()
-    n0 = t.size - n1
-    if n0 == 0 or n1 == 0:
+    t, a, n_states = _labels(targets, predictions)
+    n = np.bincount(t, minlength=n_states)
+    if (n == 0).any():
         return float("nan")
-    p10 = np.count_nonzero(a & ~t) / n0
-    p01 = np.count_nonzero(~a & t) / n1
-    return float(1.0 - (p10 + p01) / 2.0)
+    wrong = np.bincount(t[a != t], minlength=n_states)
+    return float(_fidelity_from_counts(n, wrong))
 
 
-def state_errors(targets, predictions) -> tuple[float, float]:
-    """(P(1|0), P(0|1)) of decisions ``predictions >= 0``; NaN for a state without shots."""
-    t = np.asarray(targets).reshape(-1) > 0
-    a = np.asarray(predictions).reshape(-1) >= 0
-    n1 = t.sum()
-    n0 = t.size - n1
-    p10 = np.count_nonzero(a & ~t) / n0 if n0 else float("nan")
-    p01 = np.count_nonzero(~a & t) / n1 if n1 else float("nan")
-    return float(p10), float(p01)
+def state_errors(targets, predictions) -> list[float]:
+    """Per-state error P(assigned != s | prepared s) for each state s; NaN for a state
+    without shots. For two states: [P(1|0), P(0|1)]."""
+    t, a, n_states = _labels(targets, predictions)
+    n = np.bincount(t, minlength=n_states)
+    wrong = np.bincount(t[a != t], minlength=n_states)
+    return [float(w / c) if c else float("nan") for w, c in zip(wrong, n)]
 
 
 def rolling_fidelity(targets, predictions, window: int = DEFAULT_WINDOW) -> np.ndarray:
@@ -65,26 +101,31 @@ def rolling_fidelity(targets, predictions, window: int = DEFAULT_WINDOW) -> np.n
         no shot of one of the states.
     """
     window = check_window(window)
-    t = np.asarray(targets).reshape(-1) > 0
-    a = np.asarray(predictions).reshape(-1) >= 0
-    counts = np.stack([~t, t, a & ~t, ~a & t], axis=1)
-    n0, n1, e10, e01 = trailing_sum(counts, window).T
+    t, a, n_states = _labels(targets, predictions)
+    prepared = t[:, None] == np.arange(n_states)[None, :]
+    wrong = prepared & (a != t)[:, None]
+    sums = trailing_sum(np.concatenate([prepared, wrong], axis=1), window)
+    n, e = sums[:, :n_states], sums[:, n_states:]
     with np.errstate(invalid="ignore", divide="ignore"):
-        f = 1.0 - (e10 / n0 + e01 / n1) / 2.0
-    f[(n0 == 0) | (n1 == 0)] = np.nan
+        f = _fidelity_from_counts(n, e)
+    f[(n == 0).any(axis=1)] = np.nan
     return f
 
 
 def recovery_shots(rolling: np.ndarray, event_indices, window: int,
                    tolerance: float = RECOVERY_TOLERANCE) -> list[int | None]:
-    """Shots after each drift event until the fidelity is back near its pre-event value.
+    """Shots after each drift event until the fidelity is back near its level before the drift.
 
     For an event at index e, the reference is the fidelity of the window of
-    shots just before it, ``[e - window, e)``. The recovery is the smallest
-    s >= 0 such that the window ``[e + s, e + s + window)``, lying wholly after
-    the event and before the next event (or the end), has a fidelity of at
-    least reference - ``tolerance``. A learner the drift does not disturb
-    scores 0; one that needs k shots to relearn scores about k.
+    shots just before it, ``[e - window, e)``, unless an earlier event was not
+    recovered from: then the reference stays that of the first such event (the
+    level before the drift the learner never came back from), so a learner
+    that stays degraded scores None for every later event instead of 0. The
+    recovery is the smallest s >= 0 such that the window ``[e + s, e + s +
+    window)``, lying wholly after the event and before the next event (or the
+    end), has a fidelity of at least reference - ``tolerance``. A learner the
+    drift does not disturb scores 0; one that needs k shots to relearn scores
+    about k.
 
     Args:
         rolling: (N,) trailing-window fidelity from :func:`rolling_fidelity` with this ``window``.
@@ -94,21 +135,31 @@ def recovery_shots(rolling: np.ndarray, event_indices, window: int,
 
     Returns:
         One entry per event: the shot count, or None if there is no full window
-        before the event or the fidelity never comes back in time.
+        before the event (and no unrecovered earlier reference) or the fidelity never
+        comes back in time.
     """
     rolling = np.asarray(rolling, dtype=np.float64)
     n = len(rolling)
     idx = [int(e) for e in event_indices]
     out: list[int | None] = []
+    carried = None  # reference of the first event not recovered from
     for k, e in enumerate(idx):
         stop = idx[k + 1] if k + 1 < len(idx) else n
-        if e < window or np.isnan(rolling[e - 1]):
+        if carried is not None:
+            reference = carried
+        elif e < window or np.isnan(rolling[e - 1]):
             out.append(None)
             continue
-        reference = rolling[e - 1]
+        else:
+            reference = rolling[e - 1]
         after = rolling[e + window - 1 : stop]  # windows starting at e, e+1, ...
         hit = np.flatnonzero(after >= reference - tolerance - _TIE)
-        out.append(int(hit[0]) if hit.size else None)
+        if hit.size:
+            out.append(int(hit[0]))
+            carried = None
+        else:
+            out.append(None)
+            carried = reference
     return out
 
 
@@ -116,46 +167,66 @@ def static_baseline_predictions(stream: Stream, calibration_shots: int = CALIBRA
     """Decisions of a linear discriminant calibrated at the start of the stream, then frozen.
 
     scikit-learn's LinearDiscriminantAnalysis (shared-covariance Gaussian
-    classes, the standard static readout discriminator) is fitted on the first
-    ``calibration_shots`` shots and applied unchanged to every shot,
-    including the calibration shots themselves.
+    classes, the standard static readout discriminator; multi-class for S > 2)
+    is fitted on the first ``calibration_shots`` shots and applied unchanged to
+    every shot, including the calibration shots themselves.
 
     Returns:
-        (N, 1) float64 of +1.0 (assigned |1>) and -1.0 (assigned |0>).
+        Outputs in the stream's target format: (N, 1) of +1.0 / -1.0 for two states,
+        (N, S) one-hot +/-1 for S > 2 (the assigned state at +1.0).
 
     Raises:
         ValueError: the stream is not a readout stream, or its calibration
-            shots do not hold both states.
+            shots do not hold every state.
     """
     if stream.task != "qubit-readout":
         raise ValueError(f"stream: the static baseline applies to qubit-readout, not {stream.task!r}")
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
     n = min(calibration_shots, len(stream))
-    labels = stream.y[:n, 0] > 0
-    if labels.all() or not labels.any():
+    labels = decisions(stream.y)
+    n_states = max(stream.y.shape[1], 2)
+    missing = sorted(set(range(n_states)) - set(labels[:n].tolist()))
+    if missing:
         raise ValueError(
-            f"stream: the first {n} shots hold only one prepared state; the static baseline cannot be calibrated"
+            f"stream: the first {n} shots hold no shot of state index {missing}; the static baseline "
+            "cannot be calibrated"
         )
-    lda = LinearDiscriminantAnalysis().fit(stream.x[:n], labels)
-    return np.where(lda.decision_function(stream.x) >= 0, 1.0, -1.0)[:, None]
+    lda = LinearDiscriminantAnalysis().fit(stream.x[:n], labels[:n])
+    if n_states == 2:
+        # the two-class discriminant's sign: the same decisions as predict, without its tie rule
+        return np.where(lda.decision_function(stream.x) >= 0, 1.0, -1.0)[:, None]
+    return readout_targets(lda.predict(stream.x), n_states)
 
 
 def readout_figures(stream: Stream, pred: np.ndarray, window: int) -> dict:
-    """Fidelity figures of one set of (N, 1) predictions (no static baseline)."""
-    y = stream.y[:, 0]
-    p = pred[:, 0]
+    """Fidelity figures of one set of (N, n_out) predictions (no static baseline).
+
+    ``confusion_matrix``: rows prepared state, columns assigned state, fractions of each
+    row (whole stream); ``confusion_counts`` the counts behind it;
+    ``confusion_counts_last_5000`` the counts over the last min(5000, N) shots.
+    ``error_0_as_1`` / ``error_1_as_0`` (two states only) equal ``error_per_state``.
+    """
+    y, p = stream.y, pred
     last = min(LAST_SHOTS, len(stream))
-    p10, p01 = state_errors(y, p)
+    errors = state_errors(y, p)
     rolling = rolling_fidelity(y, p, window)
-    return {
+    counts = confusion_counts(y, p)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fractions = counts / counts.sum(axis=1, keepdims=True)
+    out = {
         "samples": len(stream),
         "assignment_fidelity": assignment_fidelity(y, p),
         "assignment_fidelity_last_5000": assignment_fidelity(y[-last:], p[-last:]),
-        "error_0_as_1": p10,
-        "error_1_as_0": p01,
+        "error_per_state": errors,
+        "confusion_matrix": [[float(v) for v in row] for row in fractions],
+        "confusion_counts": counts.tolist(),
+        "confusion_counts_last_5000": confusion_counts(y[-last:], p[-last:]).tolist(),
         "recovery_shots": recovery_shots(rolling, [e.index for e in stream.events], window),
     }
+    if len(errors) == 2:
+        out["error_0_as_1"], out["error_1_as_0"] = errors
+    return out
 
 
 def evaluate_readout(stream: Stream, predictions, window: int | None = None) -> dict:
@@ -163,13 +234,16 @@ def evaluate_readout(stream: Stream, predictions, window: int | None = None) -> 
 
     Args:
         stream: a qubit-readout stream of N shots.
-        predictions: (N, 1) or (N,) scores; >= 0 assigns |1>.
+        predictions: (N, n_out) learner outputs (decided by
+            :func:`onchip.model.decision.decisions`).
         window: rolling-fidelity window in shots (default 1000) for recovery_shots.
 
     Returns:
         dict with ``samples``, ``assignment_fidelity`` (whole stream),
         ``assignment_fidelity_last_5000`` (last min(5000, N) shots),
-        ``error_0_as_1``, ``error_1_as_0``, ``recovery_shots`` (one per drift
+        ``error_per_state``, ``confusion_matrix``, ``confusion_counts``,
+        ``confusion_counts_last_5000``, ``error_0_as_1`` and ``error_1_as_0`` (two
+        states), ``states`` (the prepared state of each index), ``recovery_shots`` (one per drift
         event, see :func:`recovery_shots`), ``window``, ``events`` and
         ``static_baseline`` (the same figures for
         :func:`static_baseline_predictions`; None if it cannot be calibrated).
@@ -180,6 +254,7 @@ def evaluate_readout(stream: Stream, predictions, window: int | None = None) -> 
     pred = check_predictions(stream, predictions)
     window = check_window(DEFAULT_WINDOW if window is None else window)
     out = {"task": stream.task, **readout_figures(stream, pred, window)}
+    out["states"] = stream.meta.get("states", list(range(max(stream.y.shape[1], 2))))
     out["window"] = window
     out["events"] = [{"index": e.index, "label": e.label} for e in stream.events]
     try:

@@ -8,41 +8,46 @@ the label is the prepared state (calibration-style feedback).
 
 Building a stream of N shots (all randomness from one numpy Generator):
 
-1. Prepared states: N independent fair draws of |0> or |1>.
+1. Prepared states: N independent uniform draws among the S selected states
+   (``states``: every state of a file, |0> and |1> of the built-in source
+   unless more are asked for).
 2. Shots: for a file, shots of that state drawn at random from the file
    (without replacement while the file has enough, otherwise with
    replacement); without a file, fresh shots of :class:`ReadoutModel`.
-3. Drift, as a function of the shot index t (u = t / N), see :class:`ReadoutDrift`::
+3. Drift, as a function of the shot index t, see :mod:`onchip.tasks.drift`::
 
        z'_t = p + g_t R(theta_t) (z_t - p) + d o_t
 
-   theta_t = ramp_deg u + the rotations of the steps passed, g_t the product
-   of their gains, o_t the sum of their offsets (in units of d, the distance
-   between the source's |0> and |1> means), p the pivot of the rotation.
+   theta_t the rotations of the steps, ramps and rates reached at t, g_t the
+   product of their gains, o_t the sum of their offsets (in units of d, the
+   distance between the means of the first two selected states), p the pivot.
 4. Calibration: from the first min(2000, N) shots of the drifted stream,
-   the |0> and |1> means m0, m1 give a fixed affine map
+   the means m0, m1 of the first two selected states give a fixed affine map
    ``x = (z' - (m0 + m1) / 2) * 2 / |m1 - m0|``: centred between the states,
    which sit 2 apart (at distance 1 from the centre, the scale of the ±1
    targets). One scalar scale keeps the IQ geometry (angles, cluster
    shapes); on the real transmon shots with the default drift the features
    stay within about [-2.8, 2.8], inside the [-4, 4) of 16-bit formats with
    4 integer bits.
+5. Targets: S = 2, one output, -1.0 / +1.0 for the first / second selected
+   state (sign decision); S > 2, S outputs one-hot +/-1 (argmax decision).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .drift import PIVOTS, DriftChange, DriftScenario, load_drift
 from .shots import ReadoutModel, load_shots
 from .stream import DriftEvent, Stream, check_samples_seed
 
 CALIBRATION_SHOTS = 2000
 # distance between the calibrated |0> and |1> means in feature units
 FEATURE_SEPARATION = 2.0
-PIVOTS = ("centre", "origin")
 
 
 @dataclass(frozen=True)
@@ -115,26 +120,26 @@ class ReadoutDrift:
         """First shot index of each step in an n-shot stream: floor(at n)."""
         return [int(np.floor(s.at * n)) for s in self.steps]
 
+    def scenario(self) -> DriftScenario:
+        """The same drift as a :class:`~onchip.tasks.drift.DriftScenario` (a ramp over the
+        whole stream from shot 0, then one step per :class:`DriftStep`)."""
+        events = []
+        if self.ramp_deg != 0.0:
+            events.append(DriftChange(at=0.0, span=1.0, rotation_deg=self.ramp_deg,
+                                      label=f"slow rotation {self.ramp_deg:g} deg over the stream"))
+        for step in self.steps:
+            events.append(DriftChange(at=step.at, rotation_deg=step.rotation_deg, gain=step.gain,
+                                      offset=tuple(step.offset), label=step.label or f"drift step at {step.at:g}"))
+        events = [dataclasses.replace(e, number=k) for k, e in enumerate(events, start=1)]
+        return DriftScenario(tuple(events), pivot=self.pivot)
+
     def trajectory(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-shot rotation (rad, (n,)), gain ((n,)) and offset ((n, 2), separations)."""
-        t = np.arange(n)
-        theta = np.deg2rad(self.ramp_deg) * t / n
-        gain = np.ones(n)
-        offset = np.zeros((n, 2))
-        for step, start in zip(self.steps, self.step_indices(n)):
-            theta[start:] += np.deg2rad(step.rotation_deg)
-            gain[start:] *= step.gain
-            offset[start:] += np.asarray(step.offset, dtype=float)
-        return theta, gain, offset
+        return self.scenario().readout_trajectory(n)
 
     def apply(self, z: np.ndarray, pivot: np.ndarray, separation: float) -> np.ndarray:
         """Drift shots ``z`` ((n, 2), stream order, ADC units) and return them, same shape."""
-        theta, gain, offset = self.trajectory(len(z))
-        p = np.asarray(pivot, dtype=np.float64) if self.pivot == "centre" else np.zeros(2)
-        dz = z - p
-        c, s = np.cos(theta), np.sin(theta)
-        rotated = np.stack([c * dz[:, 0] - s * dz[:, 1], s * dz[:, 0] + c * dz[:, 1]], axis=1)
-        return p + gain[:, None] * rotated + separation * offset
+        return self.scenario().apply_readout(z, pivot, separation)
 
     def describe(self) -> dict:
         """JSON-able parameters."""
@@ -190,14 +195,66 @@ def calibrate(z: np.ndarray, states: np.ndarray, fallback: tuple[np.ndarray, np.
     return Calibration(centre=(m0 + m1) / 2.0, scale=FEATURE_SEPARATION / sep, shots=n, method=method)
 
 
+def check_states(states, available: int, where: str) -> tuple[int, ...]:
+    """Validate a selection of prepared states: distinct integers in [0, available), at least 2,
+    in increasing order.
+
+    Args:
+        states: sequence of ints, a comma-separated string such as ``"0,1,2"``, or None.
+        available: number of states the source holds.
+        where: what the states come from, for the message (a file path or "the built-in source").
+
+    Returns:
+        The selection as a tuple.
+
+    Raises:
+        ValueError: naming ``states`` and the bad value.
+    """
+    raw = states
+    if isinstance(states, str):
+        try:
+            states = [int(part) for part in states.split(",")]
+        except ValueError:
+            raise ValueError(f"states: expected comma-separated state numbers such as 0,1,2, got {raw!r}") from None
+    try:
+        states = tuple(states)
+    except TypeError:
+        raise ValueError(f"states: expected a list of state numbers, got {raw!r}") from None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in states):
+        raise ValueError(f"states: expected integer state numbers, got {raw!r}")
+    states = tuple(int(v) for v in states)
+    if len(states) < 2:
+        raise ValueError(f"states: need at least 2 states to tell apart, got {raw!r}")
+    if any(b <= a for a, b in zip(states, states[1:])):
+        raise ValueError(f"states: expected distinct states in increasing order, got {raw!r}")
+    if states[0] < 0 or states[-1] >= available:
+        raise ValueError(
+            f"states: {where} holds states 0..{available - 1}, got {raw!r}"
+        )
+    return states
+
+
+def readout_targets(labels: np.ndarray, n_states: int) -> np.ndarray:
+    """Targets of prepared-state indices ``labels`` ((N,) ints in [0, S)).
+
+    S = 2: (N, 1), -1.0 for index 0 and +1.0 for index 1 (one output, sign decision);
+    S > 2: (N, S) one-hot +/-1, +1.0 in the column of the prepared index, -1.0 elsewhere
+    (S outputs, argmax decision; see :func:`onchip.model.decision.decisions`).
+    """
+    if n_states == 2:
+        return np.where(labels == 1, 1.0, -1.0)[:, None]
+    return np.where(np.arange(n_states)[None, :] == labels[:, None], 1.0, -1.0)
+
+
 def make_qubit_readout(
     samples: int,
     seed: int,
     *,
     data: str | Path | None = None,
-    drift: ReadoutDrift = DEFAULT_DRIFT,
+    drift: "ReadoutDrift | DriftScenario | str | Path" = DEFAULT_DRIFT,
     model: ReadoutModel | None = None,
     calibration_shots: int = CALIBRATION_SHOTS,
+    states=None,
 ) -> Stream:
     """Build a drifting qubit-readout stream (see the module docstring for each step).
 
@@ -207,20 +264,27 @@ def make_qubit_readout(
             arguments and the file contents.
         data: ``.npy`` of layout (states, shots, 2) (see :func:`load_shots`);
             None uses the built-in :class:`ReadoutModel`.
-        drift: drift scenario; :data:`NO_DRIFT` gives a stationary stream.
+        drift: drift scenario: a :class:`ReadoutDrift`, a
+            :class:`~onchip.tasks.drift.DriftScenario`, or a preset name / TOML file
+            for :func:`~onchip.tasks.drift.load_drift`; :data:`NO_DRIFT` (preset ``none``)
+            gives a stationary stream.
         model: parameters of the built-in source (only without ``data``).
         calibration_shots: shots at the start of the stream used for the
             normalisation (and by the static baseline).
+        states: prepared states to use, increasing (e.g. ``(0, 1, 2)`` or ``"0,1,2"``);
+            default every state of the file, or states 0 and 1 of the built-in source.
 
     Returns:
-        Stream with x (N, 2) features (calibrated state means 2 apart), y (N, 1) in
-        {-1.0, +1.0} (prepared |0> / |1>), one event per drift step inside the stream.
+        Stream with x (N, 2) features (calibrated means of the first two selected states
+        2 apart) and y from :func:`readout_targets`: (N, 1) in {-1.0, +1.0} for two states,
+        (N, S) one-hot +/-1 for S > 2; one event per drift event inside the stream.
 
     Raises:
-        FileNotFoundError: ``data`` does not exist.
+        FileNotFoundError: ``data`` or a drift file does not exist.
         ValueError: samples < 1 or seed < 0 (or not integers), invalid file
-            (see :func:`load_shots`), states 0 and 1 with
-            identical means, both ``data`` and ``model`` given, calibration_shots < 1.
+            (see :func:`load_shots`), a bad ``states`` selection, two selected states
+            with identical means, both ``data`` and ``model`` given, calibration_shots < 1,
+            an invalid drift scenario (:class:`~onchip.tasks.drift.DriftError`).
     """
     samples, seed = check_samples_seed(samples, seed)
     if data is not None and model is not None:
@@ -228,54 +292,65 @@ def make_qubit_readout(
     if isinstance(calibration_shots, bool) or not isinstance(calibration_shots, (int, np.integer)) \
             or calibration_shots < 1:
         raise ValueError(f"calibration_shots: expected a positive integer, got {calibration_shots!r}")
+    scenario = drift.scenario() if isinstance(drift, ReadoutDrift) else load_drift(drift, task="qubit-readout")
     if data is not None:
         shots = load_shots(data)
-        means = (shots[0].mean(axis=0), shots[1].mean(axis=0))
-        if np.array_equal(means[0], means[1]):
-            raise ValueError(f"data: {str(data)!r}: states 0 and 1 have the same mean {means[0].tolist()}")
+        selected = check_states(range(len(shots)) if states is None else states, len(shots), f"data {str(data)!r}")
+        means = [shots[s].mean(axis=0) for s in selected]
+        for a in range(len(selected)):
+            for b in range(a + 1, len(selected)):
+                if np.array_equal(means[a], means[b]):
+                    raise ValueError(
+                        f"data: {str(data)!r}: states {selected[a]} and {selected[b]} have the same mean "
+                        f"{means[a].tolist()}"
+                    )
     else:
         model = model or ReadoutModel()
-        means = (np.asarray(model.mean0, dtype=float), np.asarray(model.mean1, dtype=float))
+        selected = check_states((0, 1) if states is None else states, model.STATES, "the built-in source")
+        means = [model.means()[s] for s in selected]
+    n_states = len(selected)
     separation = float(np.hypot(*(means[1] - means[0])))
+    events = scenario.stream_events(samples)  # refuses events outside the stream before any work
 
     rng = np.random.default_rng(seed)
-    states = rng.integers(0, 2, size=samples)
+    labels = rng.integers(0, n_states, size=samples)
     raw = np.empty((samples, 2))
-    replacement = []
-    for s in (0, 1):
-        where = np.flatnonzero(states == s)
+    replacement, draws = [], []
+    for k, state in enumerate(selected):
+        where = np.flatnonzero(labels == k)
+        draws.append(int(len(where)))
         if data is not None:
-            pool = shots[s]
+            pool = shots[state]
             replace = len(where) > len(pool)
             replacement.append(replace)
             raw[where] = pool[rng.choice(len(pool), size=len(where), replace=replace)]
         else:
-            raw[where] = model.sample(s, len(where), rng)
+            raw[where] = model.sample(state, len(where), rng)
 
-    drifted = drift.apply(raw, (means[0] + means[1]) / 2.0, separation)
-    cal = calibrate(drifted, states, means, calibration_shots)
+    drifted = scenario.apply_readout(raw, (means[0] + means[1]) / 2.0, separation)
+    cal = calibrate(drifted, labels, (means[0], means[1]), calibration_shots)
     x = cal(drifted)
-    y = np.where(states == 1, 1.0, -1.0)[:, None]
-
-    events, last = [], 0
-    for step, index in zip(drift.steps, drift.step_indices(samples)):
-        if last < index < samples:
-            events.append(DriftEvent(index, step.label or f"drift step at {step.at:g}"))
-            last = index
+    y = readout_targets(labels, n_states)
 
     if data is not None:
         source = {"kind": "file", "path": str(data), "file_shape": list(shots.shape),
-                  "states_used": [0, 1], "with_replacement": replacement}
+                  "states_used": list(selected), "with_replacement": replacement,
+                  "distinct_shots": [int(shots.shape[1])] * n_states, "draws": draws}
     else:
-        source = {"kind": "model", **model.describe()}
+        source = {"kind": "model", **model.describe(), "states_used": list(selected), "draws": draws}
     source["state_means_adc"] = [m.tolist() for m in means]
+    if n_states == 2:
+        target_labels = {"-1.0": f"prepared |{selected[0]}>", "+1.0": f"prepared |{selected[1]}>"}
+    else:
+        target_labels = {f"output {k}": f"+1.0 when prepared |{s}>, else -1.0" for k, s in enumerate(selected)}
     meta = {
         "task": "qubit-readout",
         "samples": samples,
         "seed": seed,
-        "labels": {"-1.0": "prepared |0>", "+1.0": "prepared |1>"},
+        "states": list(selected),
+        "labels": target_labels,
         "source": source,
-        "drift": drift.describe(),
+        "drift": scenario.describe(samples),
         "normalisation": {
             "formula": "x = (z - centre) * scale",
             "centre_adc": cal.centre.tolist(),
@@ -286,4 +361,4 @@ def make_qubit_readout(
         "feature_range": [float(x.min()), float(x.max())],
         "fraction_outside_pm4": float(np.mean((x < -4.0) | (x >= 4.0))),
     }
-    return Stream("qubit-readout", x, y, tuple(events), meta)
+    return Stream("qubit-readout", x, y, events, meta)

@@ -31,8 +31,9 @@ class Stream:
     Attributes:
         task: task name, one of :data:`onchip.tasks.TASKS`.
         x: (N, n_in) float64 features, in the units the learner sees.
-        y: (N, n_out) float64 targets; for ``qubit-readout`` -1.0 marks a shot
-            prepared in |0> and +1.0 one prepared in |1>.
+        y: (N, n_out) float64 targets; for ``qubit-readout`` with two states one
+            column, -1.0 for the first and +1.0 for the second selected state; with
+            S > 2 states S columns, one-hot +/-1.
         events: drift events in increasing index order.
         meta: JSON-able description (source, drift parameters, normalisation).
 

@@ -96,7 +96,7 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
 
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
-    x_raw, y_raw = check_stream(spec, x_raw, y_raw, learn=learn)
+    x_raw, y_raw, _ = check_stream(spec, x_raw, y_raw, learn=learn)
     load = None if theta is None else check_parameters(spec, theta)
     if not learn:
         load = initial_parameters(spec) if load is None else load
