@@ -25,7 +25,7 @@ from ..model.golden import layout
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
-from .fixedpoint import fmt_shape, node, overflow, requant
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_parallel
 from .pipeline import Pipe, Staged
 from .ram import div_const
 
@@ -132,6 +132,8 @@ class _Layer:
         # timing = "fast": products registered raw, their conversion after the register; KAN updates
         # carry bank addresses and bank-ordered deltas
         self.raw_products = self.bank_ordered = spec.timing == "fast"
+        #: the rounding conversion: fast decides its saturation in parallel with the rounding increment
+        self.rq = requant_parallel if spec.timing == "fast" else requant
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
         self.lookahead: list[Staged] = []
@@ -155,7 +157,7 @@ class _Layer:
             out = pipe.reg(requant(m, x * y, frac_from, fmt), stage, f"{name}_s{stage + 1}")
         else:
             raw = pipe.reg(x * y, stage, f"{name}_raw_s{stage + 1}")
-            out = Staged(requant(m, raw.value, frac_from, fmt), raw.stage)
+            out = Staged(self.rq(m, raw.value, frac_from, fmt), raw.stage)
             if to_stage > out.stage:
                 out = pipe.reg(out.value, out.stage, f"{name}_s{out.stage + 1}")
         if out.stage != to_stage:
@@ -171,9 +173,9 @@ class _Layer:
         if u == stage:
             return requant(m, x if y is None else x * y, frac_from, f.coef)
         if y is None:
-            return pipe.at(pipe.reg(requant(m, x, frac_from, f.coef), stage, f"{name}_s{stage + 1}"), u)
+            return pipe.at(pipe.reg(self.rq(m, x, frac_from, f.coef), stage, f"{name}_s{stage + 1}"), u)
         raw = pipe.reg(x * y, stage, f"{name}_raw_s{stage + 1}")
-        return pipe.at(pipe.reg(requant(m, raw.value, frac_from, f.coef), raw.stage, f"{name}_s{raw.stage + 1}"), u)
+        return pipe.at(pipe.reg(self.rq(m, raw.value, frac_from, f.coef), raw.stage, f"{name}_s{raw.stage + 1}"), u)
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
         """Build the forward pass on the inputs ``u`` (n_in values at one stage); returns the n_out
@@ -311,12 +313,12 @@ class KanLayer(_Layer):
                                                    f.acc, st["terms"], f"l{l}_dprod{j}_{i}_{mm}"))
                 if hidden_in:
                     sd = staged_tree(pipe, dterms, st["out"] - 1, f"l{l}_dsum{j}_{i}")
-                    dphi = requant(m, overflow(m, sd.value, f.acc), f.acc.frac_bits + self.spec.cell_exp, f.grad)
+                    dphi = self.rq(m, overflow(m, sd.value, f.acc), f.acc.frac_bits + self.spec.cell_exp, f.grad)
                     self_dphi.append(pipe.reg(dphi, sd.stage, f"l{l}_dphi{j}_{i}_s{st['out']}"))
             self.banks.append(row)
             self.dphi.append(self_dphi)
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}")
-            out = requant(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
+            out = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
             outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
@@ -344,7 +346,7 @@ class KanLayer(_Layer):
             terms = [self.product(m, pipe, err[j].value, pipe.at(self.dphi[j][i], e), e, 2 * f.grad.frac_bits,
                                   f.acc, st["bterms"], f"l{l}_bprod{i}_{j}") for j in range(self.n_out)]
             s = staged_tree(pipe, terms, st["prev"] - 1, f"l{l}_bsum{i}")
-            val = requant(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.grad)
+            val = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.grad)
             val = Mux(pipe.at(self.clamped[i], s.stage), 0, val)
             prev.append(pipe.reg(val, s.stage, f"l{l - 1}_err{i}_s{st['prev']}"))
         return prev
@@ -447,7 +449,7 @@ class MlpLayer(_Layer):
                 terms.append(self.product(m, pipe, self.w[j][i], u[i].value, a, f_prod, f.acc, st["terms"],
                                           f"l{l}_prod{j}_{i}"))
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}")
-            z = requant(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
+            z = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
             if not self.last:  # ReLU on hidden layers
                 z = Mux(z > 0, z, 0)
             outs.append(pipe.reg(z, s.stage, f"l{l}_out{j}_s{st['out']}"))
@@ -477,7 +479,7 @@ class MlpLayer(_Layer):
                 terms.append(self.product(m, pipe, w, err[j].value, e, f_back, f.acc, st["bterms"],
                                           f"l{l}_bprod{i}_{j}"))
             s = staged_tree(pipe, terms, st["prev"] - 1, f"l{l}_bsum{i}")
-            val = requant(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.grad)
+            val = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.grad)
             val = Mux(pipe.at(self.u[i], s.stage) <= 0, 0, val)
             prev.append(pipe.reg(val, s.stage, f"l{l - 1}_err{i}_s{st['prev']}"))
         return prev
