@@ -158,6 +158,10 @@ def test_recovery_episodes_hand_worked():
     assert recovery_episodes(steps, 20, 100.0) == 25
     assert recovery_episodes([100] * 20 + [400] * 30, 20, 100.0) is None
     assert recovery_episodes([100] * 20 + [105] * 20, 20, 100.0) == 20
+    assert recovery_episodes([500] * 40, 20, 500.0, cap=500) is None  # never learned: nothing to recover
+    assert recovery_episodes([450] * 40, 20, 450.0, cap=500) is None
+    assert recovery_episodes([449] * 40, 20, 449.0, cap=500) == 20
+    assert recovery_episodes([500] * 40, 20, 500.0) == 20
 
 
 def test_drift_changes_the_dynamics_mid_run_and_frozen_branch():

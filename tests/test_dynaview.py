@@ -11,8 +11,9 @@ import torch
 
 from onchip.cli import main
 from onchip.methods._tiny import TinyConfig, TinyTransformer
-from onchip.methods.dynaview.experiment import encode, schema_weights, vocab
-from onchip.methods.dynaview.world import apply, episode, random_transition, state_tokens
+from onchip.commands.dynaview import QUICK
+from onchip.methods.dynaview.experiment import DynaviewConfig, encode, positions, schema_weights, vocab
+from onchip.methods.dynaview.world import MAX_OBJECTS, SIZE, apply, episode, random_transition, state_tokens
 from method_support import assert_refused
 
 
@@ -25,21 +26,22 @@ def _one_thread():
 
 
 def test_world_rules_on_hand_cases():
-    s = {"red-ball": (0, 0), "blue-key": (0, 1), "green-box": (4, 4)}
+    s = {"red-ball": (0, 0), "blue-box": (0, 1), "blue-ball": (2, 2)}
     assert apply(s, ["E:move", "A:red-ball", "T:position", "C:down"])["red-ball"] == (1, 0)
-    r = apply(s, ["E:recolour", "A:blue-key", "T:colour", "C:yellow"])
-    assert "blue-key" not in r and r["yellow-key"] == (0, 1)
-    assert apply(s, ["E:appear", "A:red-box", "T:presence", "C:cell7"])["red-box"] == (1, 2)
-    assert "green-box" not in apply(s, ["E:disappear", "A:green-box", "T:presence", "C:off"])
+    r = apply(s, ["E:recolour", "A:blue-box", "T:colour", "C:red"])
+    assert "blue-box" not in r and r["red-box"] == (0, 1)
+    assert apply({"red-ball": (0, 0)}, ["E:appear", "A:red-box", "T:presence", "C:cell7"])["red-box"] == (2, 1)
+    assert "blue-ball" not in apply(s, ["E:disappear", "A:blue-ball", "T:presence", "C:off"])
     # wind: the row shifts together, the object at the right edge stays
     w = apply(s, ["E:wind", "A:all", "T:position", "C:right"])
-    assert w == {"red-ball": (0, 1), "blue-key": (0, 2), "green-box": (4, 4)}
+    assert w == {"red-ball": (0, 1), "blue-box": (0, 2), "blue-ball": (2, 2)}
     g = np.random.default_rng(0)
     for _ in range(200):
         st = episode(g, 1)[0][0]
         t = random_transition(st, g)
         nxt = apply(st, t)
-        assert len(set(nxt.values())) == len(nxt) and all(0 <= r < 5 and 0 <= c < 5 for r, c in nxt.values())
+        assert len(set(nxt.values())) == len(nxt) <= MAX_OBJECTS
+        assert all(0 <= r < SIZE and 0 <= c < SIZE for r, c in nxt.values())
         assert nxt != st
 
 
@@ -59,11 +61,41 @@ def test_encoding_types_and_target_start():
     s1 = state_tokens({"red-ball": (1, 0)})
     t = ["E:move", "A:red-ball", "T:position", "C:down"]
     ids, types, start = encode(v, "TP", s0, s1, t)
-    assert len(ids) == len(types) == 1 + 1 + 25 + 1 + 25 + 1 + 4 + 1
+    assert len(ids) == len(types) == 1 + 1 + 9 + 1 + 9 + 1 + 4 + 1
     assert [v.itos[i] for i in ids[start:start + 4]] == t and types[start:start + 4] == [1, 1, 1, 1]
     assert sum(types) == 4
     ids, types, start = encode(v, "SS", s0, s1, t)
-    assert [v.itos[i] for i in ids[start:start + 25]] == s1 and sum(types) == 4
+    assert [v.itos[i] for i in ids[start:start + 9]] == s1 and sum(types) == 4
+
+
+def test_positions_give_both_grids_the_same_spatial_ids():
+    v = vocab()
+    s0 = state_tokens({"red-ball": (0, 0)})
+    s1 = state_tokens({"red-ball": (1, 0)})
+    t = ["E:move", "A:red-ball", "T:position", "C:down"]
+    n = SIZE * SIZE
+    for task in ("TP", "SS"):
+        ids, _, start = encode(v, task, s0, s1, t)
+        pos = positions(task)
+        assert len(pos) == len(ids) and max(pos) < 64
+        assert pos[2:2 + n] == list(range(n))  # S_t: cell i at spatial id i
+    tp = positions("TP")
+    assert tp[3 + n:3 + 2 * n] == list(range(n))  # TP: S_t+1 cell i has the id of S_t cell i
+    ids, _, start = encode(v, "SS", s0, s1, t)
+    ss = positions("SS")
+    # SS: the input that predicts target cell i (position start - 1 + i) has cell i's id
+    assert [ss[start - 1 + i] for i in range(n)] == list(range(n))
+    # the non-cell tokens never share an id with a cell except the prediction slots above
+    assert len(set(ss[:start - 1]) - set(range(n))) == len(ss[:start - 1]) - n
+
+
+def test_explicit_positions_replace_the_default_ones():
+    torch.manual_seed(0)
+    m = TinyTransformer(TinyConfig(vocab=12, d_model=16, n_layers=1, n_heads=2, max_len=8))
+    ids = torch.randint(4, 12, (2, 5))
+    base = m(ids)["logits"]
+    assert torch.equal(m(ids, positions=torch.arange(5).repeat(2, 1))["logits"], base)
+    assert not torch.allclose(m(ids, positions=torch.tensor([[4, 3, 2, 1, 0]] * 2))["logits"], base)
 
 
 def test_selective_attention_keeps_topk_keys_of_the_other_type():
@@ -106,5 +138,18 @@ def test_cli_quick_run_writes_the_headline(tmp_path):
     assert h["method"] == "full" and h["direction"] == "higher"
     assert set(h["baselines"]) == {"dense", "no-selective", "no-reweight", "separate"}
     for r in m["results"].values():
-        assert all(0 <= r[k] <= 1 for k in ("schema", "next_state", "rollout"))
+        assert all(0 <= r[k] <= 1 for k in ("schema", "schema_token", "next_state", "cell", "rollout"))
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "metrics.png"}
+
+
+def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
+    import onchip.methods.dynaview.experiment as experiment
+
+    seen = []
+    monkeypatch.setattr(experiment, "run", seen.append)
+    assert main(["dynaview", "--quick", "--seeds", "5", "--train-steps", "9", "--out", str(tmp_path / "o")]) == 0
+    c = seen[0]
+    assert c.seeds == (5,) and c.train_steps == 9  # given: kept
+    assert c.episodes == QUICK["episodes"] and c.d_model == QUICK["d_model"]  # not given: --quick's
+    assert main(["dynaview", "--out", str(tmp_path / "o")]) == 0
+    assert seen[1].seeds == (0, 1, 2) and seen[1].episodes == DynaviewConfig().episodes  # no --quick: defaults

@@ -406,7 +406,8 @@ def test_generated_learners_with_initial_parameters_synthesize(family, preset, c
 
 def test_host_frames_follow_the_sample_and_prediction_layouts():
     """What hw/README.md's pyserial example sends and reads: kan-readout samples are x0 | x1 << 16 |
-    y << 32 in 6 bytes, predictions one 16-bit field in 2 bytes, little-endian, two's complement."""
+    y << 32 | kind << 48 in 7 bytes, predictions pred | decision << 16 in 3 bytes, little-endian,
+    two's complement."""
     import numpy as np
 
     from onchip.flow.boards import prediction_frame_bytes, read_predictions, sample_frames
@@ -414,10 +415,10 @@ def test_host_frames_follow_the_sample_and_prediction_layouts():
 
     spec = PRESETS["kan-readout"]
     frames = sample_frames(spec, np.array([[1, -1], [256, 0]]), np.array([[-2], [3]]))
-    assert frames == [bytes([0x01, 0x00, 0xFF, 0xFF, 0xFE, 0xFF]), bytes([0x00, 0x01, 0, 0, 0x03, 0x00])]
-    assert prediction_frame_bytes(spec) == 2
-    np.testing.assert_array_equal(read_predictions(spec, b"\xfe\xff\x05\x00"), [[-2], [5]])
-    with pytest.raises(ValueError, match="3 bytes is not a whole number of 2-byte prediction frames"):
-        read_predictions(spec, b"\x00\x00\x00")
+    assert frames == [bytes([0x01, 0x00, 0xFF, 0xFF, 0xFE, 0xFF, 0]), bytes([0x00, 0x01, 0, 0, 0x03, 0x00, 0])]
+    assert prediction_frame_bytes(spec) == 3
+    np.testing.assert_array_equal(read_predictions(spec, b"\xfe\xff\x00\x05\x00\x01"), [[-2], [5]])
+    with pytest.raises(ValueError, match="4 bytes is not a whole number of 3-byte prediction frames"):
+        read_predictions(spec, b"\x00\x00\x00\x00")
     with pytest.raises(ValueError, match="x_raw holds raw values"):
         sample_frames(spec, np.array([[-32769, 0]]), np.array([[0]]))

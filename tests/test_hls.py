@@ -242,7 +242,9 @@ def test_cli_writes_a_self_checking_vitis_project(learners, tmp_path):
     # a corrupted expectation is caught by the test bench
     exp = out / "tb_data" / "expected.dat"
     lines = exp.read_text().splitlines()
-    lines[3] = str(int(lines[3]) + 1)
+    fields = lines[3].split()  # prediction(s), then the decision
+    fields[0] = str(int(fields[0]) + 1)
+    lines[3] = " ".join(fields)
     exp.write_text("\n".join(lines) + "\n")
     bad = subprocess.run(["./tb"], cwd=out, capture_output=True, text=True)
     assert bad.returncode == 1 and "1 mismatches" in bad.stdout

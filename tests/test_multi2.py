@@ -132,3 +132,43 @@ def test_cli_quick_run_writes_the_headline(tmp_path, monkeypatch):
         for hz in ("1", "2"):
             assert 0 <= m["results"][arm][hz]["success"] <= 1
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "success.png", "drift.png"}
+
+
+def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
+    import onchip.methods.multi2.experiment as experiment
+
+    seen = []
+    monkeypatch.setattr(experiment, "run", seen.append)
+    assert main(["multi2", "--quick", "--seeds", "5,6", "--demos", "44", "--out", str(tmp_path / "o")]) == 0
+    c = seen[0]
+    assert c.seeds == (5, 6) and c.demos == 44  # given: kept
+    assert c.bc_steps == 40 and c.horizons == (1, 2)  # not given: --quick's
+    assert main(["multi2", "--out", str(tmp_path / "o")]) == 0
+    assert seen[1].seeds == (0, 1, 2) and seen[1].bc_steps == 800  # no --quick: the defaults
+
+
+def _expert_low_level(x):
+    """Joint-action logits of a perfect low level, read off its own input: walk to the sub-goal's
+    object (kind from the tokenised sub-goal, offset from the observation), touch it and declare done."""
+    from onchip.methods.multi2.agents import N_JOINT
+    from onchip.methods.multi2.env import COLOURS, N_ACTIONS
+
+    n_obs = 4 * len(KINDS)
+    logits = torch.zeros(len(x), N_JOINT)
+    for row, s in enumerate(x):
+        colour = int(s[n_obs:n_obs + len(COLOURS)].argmax())
+        kind = colour * 3 + int(s[n_obs + len(COLOURS):].argmax())
+        _, dr, dc, on = s[:n_obs].view(len(KINDS), 4)[kind].tolist()
+        joint = (TOUCH + N_ACTIONS if on else 0 if dr < 0 else 1 if dr > 0 else 2 if dc < 0 else 3)
+        logits[row, joint] = 1.0
+    return logits
+
+
+def test_true_subgoals_with_a_perfect_low_level_always_succeed():
+    from onchip.methods.multi2.agents import run_hierarchical
+
+    g = np.random.default_rng(4)
+    eps = [new_episode(g, 3) for _ in range(8)]
+    run_hierarchical(None, None, _expert_low_level, eps, true_subgoals=True)
+    assert all(e.success and not e.drift and e.progress == 3 for e in eps)
+    assert all([i for _, i in e.completed] == [0, 1, 2] for e in eps)

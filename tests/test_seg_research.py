@@ -139,3 +139,16 @@ def test_cli_quick_run_writes_the_headline(tmp_path):
     assert m["results"]["no-search"]["all"]["searches"] == 0
     assert 0 <= h["value"] <= 1
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "jf_by_hops.png", "training.png"}
+
+
+def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
+    import onchip.methods.seg_research.experiment as experiment
+
+    seen = []
+    monkeypatch.setattr(experiment, "run", seen.append)
+    assert main(["seg-research", "--quick", "--seeds", "5", "--iters", "7", "--out", str(tmp_path / "o")]) == 0
+    c = seen[0]
+    assert c.seeds == (5,) and c.iters == 7  # given: kept
+    assert c.train_clubs == 6 and c.group == 4  # not given: --quick's
+    assert main(["seg-research", "--out", str(tmp_path / "o")]) == 0
+    assert seen[1].seeds == (0, 1, 2) and seen[1].iters == 40  # no --quick: the defaults

@@ -207,42 +207,40 @@ class RtlBackend:
 
         return available()
 
-    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
         from .verilator.backend import run
 
-        return run(spec, x, y, theta=theta, learn=learn, progress=progress)
+        return run(spec, x, y, kind=kind, theta=theta, learn=learn, progress=progress)
 
 
 class CocotbBackend:
     """The design under the cocotb bench (:mod:`onchip.hw.sim`, Verilator): the parameters are
-    written and read through the parameter port, as a host would; without ``learn`` they are
-    written again before every sample (the learner always learns)."""
+    written and read through the parameter port, as a host would; without ``learn`` every sample
+    is sent as PREDICT (a zero update), so the parameters stay."""
 
     name, raw = "cocotb", True
 
     def available(self) -> bool:
         return RtlBackend().available() and importlib.util.find_spec("cocotb") is not None
 
-    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
         from .hw import sim
         from .model.golden import check_parameters, check_stream, initial_parameters
 
-        x, y, _ = check_stream(spec, x, y, learn=learn)
+        x, y, kind = check_stream(spec, x, y, learn=learn, kind=kind)
         theta = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
         design = sim.cached_design(spec)
         write = {"op": "write", "values": [int(v) for v in theta]}
-        if learn:
-            segments = [{"payloads": [], "then": write}, {"payloads": sim.pack_samples(design, x, y), "then": {"op": "none"}}]
-        else:  # every prediction with theta: rewrite it after each sample
-            segments = [{"payloads": [], "then": write}] + [
-                {"payloads": sim.pack_samples(design, x[i : i + 1], y[i : i + 1]), "then": write}
-                for i in range(len(x))
-            ]
-        segments.append({"payloads": [], "then": {"op": "read"}})
+        segments = [{"payloads": [], "then": write},
+                    {"payloads": sim.pack_samples(design, x, y, kind), "then": {"op": "none"}},
+                    {"payloads": [], "then": {"op": "read"}}]
         segs = sim.run_job(design, segments)["segments"]
-        preds = [sim.unpack_predictions(design, s["preds"]) for s in segs if s["preds"]]
-        preds = np.concatenate(preds) if preds else np.zeros((0, spec.n_out), np.int64)
-        return preds.astype(np.int64), sim.unpack_coef(design, segs[-1]["responses"])
+        got = [sim.unpack_predictions(design, s["preds"], decisions=True) for s in segs if s["preds"]]
+        if got:
+            preds, dec = np.concatenate([p for p, _ in got]), np.concatenate([d for _, d in got])
+        else:
+            preds, dec = np.zeros((0, spec.n_out), np.int64), np.zeros(0, np.int64)
+        return RunResult(preds.astype(np.int64), sim.unpack_coef(design, segs[-1]["responses"]), dec)
 
 
 class HlsBackend:
@@ -261,12 +259,10 @@ class HlsBackend:
             return False
         return shutil.which("g++") is not None
 
-    def run(self, spec, x, y, *, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
         from .hls import HlsLearner
-        from .model.golden import check_stream
 
-        x, y, _ = check_stream(spec, x, y, learn=learn)
-        return HlsLearner(spec, theta).run(x, y, learn=learn, progress=progress)
+        return HlsLearner(spec, theta).run(x, y, kind=kind, learn=learn, progress=progress)
 
 
 for _backend in (GoldenBackend(), FloatBackend(), RtlBackend(), CocotbBackend(), HlsBackend()):

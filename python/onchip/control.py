@@ -66,7 +66,7 @@ class QConfig:
         ValueError: a field outside its range (the message names it and its value).
     """
 
-    episodes: int = 240
+    episodes: int = 200
     gamma: float = 0.99
     reward_scale: float = 1.0 / 16
     error_scale: float = 1.0
@@ -272,14 +272,21 @@ WINDOW = 20
 #: Recovered: the mean over a window of episodes is back within this factor of the window
 #: before the change.
 RECOVERY_FACTOR = 1.1
+#: A policy whose mean steps before a change are at least this fraction of the step cap has not
+#: learned the task; its recovery is undefined (None).
+UNLEARNED = 0.9
 
 
 def recovery_episodes(steps, change: int, before: float, window: int = WINDOW,
-                      factor: float = RECOVERY_FACTOR) -> int | None:
+                      factor: float = RECOVERY_FACTOR, cap: int | None = None) -> int | None:
     """Episodes after a change until the policy is back: the smallest k >= ``window`` such
     that the mean steps of episodes change + k - window .. change + k - 1 (all after the
-    change) is <= ``factor`` * ``before``; None when no such window ends inside the run.
-    (k = ``window`` means the first full window after the change is already back.)"""
+    change) is <= ``factor`` * ``before``; None when no such window ends inside the run, and
+    when ``before`` is at least :data:`UNLEARNED` times the step cap ``cap`` (a policy that
+    hardly ever reached the goal before the change has nothing to recover). k = ``window`` means the first full window after the
+    change is already back."""
+    if cap is not None and before >= UNLEARNED * cap:
+        return None
     steps = np.asarray(steps, np.float64)
     for k in range(window, len(steps) - change + 1):
         if steps[change + k - window:change + k].mean() <= factor * before:
@@ -287,11 +294,12 @@ def recovery_episodes(steps, change: int, before: float, window: int = WINDOW,
     return None
 
 
-def change_metrics(steps, change: int, end: int | None = None, window: int = WINDOW) -> dict:
+def change_metrics(steps, change: int, end: int | None = None, window: int = WINDOW, cap: int = 500) -> dict:
     """Metrics around one change at episode ``change`` (the segment runs to ``end``, default the
     run's end): mean steps of the ``window`` episodes before it, of the first and the last
     ``window`` after it (in the segment), and :func:`recovery_episodes` (None when the segment
-    is shorter than a window; means over fewer episodes when a side is shorter)."""
+    is shorter than a window, or ``before`` >= :data:`UNLEARNED` * ``cap``; means over fewer episodes
+    when a side is shorter)."""
     steps = np.asarray(steps, np.float64)
     end = len(steps) if end is None else end
     before = float(steps[max(0, change - window):change].mean())
@@ -301,7 +309,7 @@ def change_metrics(steps, change: int, end: int | None = None, window: int = WIN
         "steps_before": before,
         "steps_after_first": float(seg[change:change + window].mean()),
         "steps_after": float(seg[max(change, end - window):end].mean()),
-        "recovery_episodes": recovery_episodes(seg, change, before, window),
+        "recovery_episodes": recovery_episodes(seg, change, before, window, cap=cap),
     }
 
 
@@ -448,9 +456,9 @@ def run_acrobot_job(*, model: str, out, spec=None, backend: str = "golden", epis
         }
         starts = [episode for episode, _ in run.changes if 0 < episode < cfg.episodes]
         ends = starts[1:] + [cfg.episodes]
-        metrics["changes"] = [change_metrics(run.steps, c, e) for c, e in zip(starts, ends)]
+        metrics["changes"] = [change_metrics(run.steps, c, e, cap=MAX_STEPS) for c, e in zip(starts, ends)]
         if run.frozen_steps is not None and starts:
-            metrics["frozen_baseline"] = change_metrics(run.frozen_steps, starts[0], ends[0])
+            metrics["frozen_baseline"] = change_metrics(run.frozen_steps, starts[0], ends[0], cap=MAX_STEPS)
             metrics["frozen_steps_per_episode"] = run.frozen_steps.tolist()
         if closed != backend:
             compared = {name: replay(backend, resolved, s) for name, s in run.streams.items()}
@@ -477,7 +485,9 @@ def summary_lines(metrics: dict) -> list[str]:
              f"goal reached in {metrics['goal_reached']} episodes"]
 
     def fmt(m):
-        rec = "never" if m["recovery_episodes"] is None else f"{m['recovery_episodes']} episodes"
+        rec = (f"{m['recovery_episodes']} episodes" if m["recovery_episodes"] is not None
+               else "n/a (not learned before the change)" if m["steps_before"] >= UNLEARNED * metrics["max_steps"]
+               else "never")
         return (f"steps {m['steps_before']:.1f} before, {m['steps_after_first']:.1f} first {WINDOW} after, "
                 f"{m['steps_after']:.1f} last {WINDOW}; recovered: {rec}")
 

@@ -32,10 +32,18 @@ class Learner:
         theta: initial parameters (P,): raw ``coef`` integers, or floats for ``"float"``;
             default: the spec's seeded initial parameters.
 
+    Sample kinds (:class:`onchip.model.SampleKind`): ``run``/``step``/``step_raw`` take
+    ``kind`` (N,): TARGET (y is the target; the default), PREDICT (y ignored, no update) or
+    ERROR (y is dL/dy_hat per output, 0 for an output that must not learn, ``grad`` format
+    when raw): the learner predicts x with its current parameters and applies the sparse
+    update with that error, the way a host computes any loss (or a TD error) itself.
+
     Attributes:
         spec: the resolved spec.
         backend: the backend's name.
         raw: True for a fixed-point backend.
+        decisions: (N,) int64 decisions of the last call's predictions, as the backend gave
+            them (index of the largest output, lowest on a tie; sign for one output), or None.
 
     Raises:
         onchip.SpecError: a bad spec.
@@ -49,6 +57,9 @@ class Learner:
         >>> predictions = learner.run(x, np.sin(x))       # learn, test-then-train
         >>> learner.predict(x).shape
         (256, 1)
+        >>> from onchip.model import SampleKind            # the host computes the error itself
+        >>> q = learner.predict(x[:1])
+        >>> _ = learner.step(x[:1], 0.5 * (q - 1.0), kind=[SampleKind.ERROR])
     """
 
     def __init__(self, spec: "LearnerSpec | str", backend: str = "golden", *, theta=None):
@@ -61,6 +72,7 @@ class Learner:
         self._golden = GoldenLearner(self.spec)  # the formats' quantizers; its own state is not used
         self._initial = None if theta is None else self._checked_theta(theta)
         self._theta = self._initial
+        self.decisions = None
 
     # -- parameters --------------------------------------------------------------------------
     def _checked_theta(self, theta) -> np.ndarray:
@@ -107,19 +119,24 @@ class Learner:
             ValueError: a float backend, bad shapes, or raw values outside their format.
         """
         self._need_raw("predict_raw")
-        return self._impl.run(self.spec, x_raw, None, theta=self._theta, learn=False)[0]
+        out = self._impl.run(self.spec, x_raw, None, theta=self._theta, learn=False)
+        self.decisions = out.decisions
+        return out[0]
 
-    def step_raw(self, x_raw, y_raw) -> np.ndarray:
-        """Test-then-train over raw samples: x (N, n_in) ``input``, y (N, n_out) ``act`` format.
+    def step_raw(self, x_raw, y_raw, kind=None) -> np.ndarray:
+        """Test-then-train over raw samples: x (N, n_in) ``input``, y (N, n_out) by ``kind``:
+        targets (``act``), errors dL/dy_hat (``grad``) or ignored (PREDICT).
 
         Returns:
             raw predictions (N, n_out) int64, each made before its sample's update.
 
         Raises:
-            ValueError: a float backend, bad shapes, or raw values outside their format.
+            ValueError: a float backend, bad shapes or kinds, or raw values outside their format.
         """
         self._need_raw("step_raw")
-        preds, self._theta = self._impl.run(self.spec, x_raw, y_raw, theta=self._theta)
+        out = self._impl.run(self.spec, x_raw, y_raw, kind=kind, theta=self._theta)
+        preds, self._theta = out
+        self.decisions = out.decisions
         return preds
 
     # -- floats ------------------------------------------------------------------------------
@@ -147,34 +164,54 @@ class Learner:
         """
         x = self._x(x)
         if not self.raw:
-            return self._impl.run(self.spec, x, None, theta=self._theta, learn=False)[0]
+            out = self._impl.run(self.spec, x, None, theta=self._theta, learn=False)
+            self.decisions = out.decisions
+            return out[0]
         return self._golden.dequantize_outputs(self.predict_raw(self._golden.quantize_inputs(x)))
 
-    def run(self, x, y, *, progress: bool = False) -> np.ndarray:
+    def run(self, x, y, *, kind=None, progress: bool = False) -> np.ndarray:
         """Test-then-train over float samples x (N, n_in), y (N, n_out) ((N,) for one column).
+
+        Args:
+            kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET); the y rows of
+                ERROR samples are dL/dy_hat (quantized to the ``grad`` format on a fixed-point
+                backend), those of PREDICT samples are ignored.
 
         Returns:
             predictions (N, n_out) float64, each made before its sample's update.
 
         Raises:
-            ValueError: bad shapes, NaN or infinite values.
+            ValueError: bad shapes or kinds, NaN or infinite values.
         """
+        from .model.golden import check_kind
+        from .model.stream import SampleKind
+
         x = self._x(x)
         y = self._y(y, len(x))
+        kinds = None if kind is None else check_kind(kind, len(x))
+        if kinds is not None:
+            y = np.where((kinds == SampleKind.PREDICT)[:, None], 0.0, y)
         if not self.raw:
-            preds, self._theta = self._impl.run(self.spec, x, y, theta=self._theta, progress=progress)
+            out = self._impl.run(self.spec, x, y, kind=kinds, theta=self._theta, progress=progress)
+            preds, self._theta = out
+            self.decisions = out.decisions
             return preds
-        preds, self._theta = self._impl.run(self.spec, self._golden.quantize_inputs(x),
-                                            self._golden.quantize_targets(y), theta=self._theta,
-                                            progress=progress)
+        y_raw = self._golden.quantize_targets(y)
+        if kinds is not None:
+            err = kinds == SampleKind.ERROR
+            y_raw[err] = self.spec.formats.grad.quantize(y[err])
+        out = self._impl.run(self.spec, self._golden.quantize_inputs(x), y_raw, kind=kinds,
+                             theta=self._theta, progress=progress)
+        preds, self._theta = out
+        self.decisions = out.decisions
         return self._golden.dequantize_outputs(preds)
 
-    def step(self, x, y) -> np.ndarray:
+    def step(self, x, y, kind=None) -> np.ndarray:
         """One sample or a few: :meth:`run` without a progress bar (x (n_in,) or (N, n_in))."""
         x = np.asarray(x, dtype=np.float64)
         if x.ndim == 1 and self.spec.n_in > 1:
             x, y = x.reshape(1, -1), np.asarray(y, dtype=np.float64).reshape(1, -1)
-        return self.run(x, y)
+        return self.run(x, y, kind=kind)
 
     def __repr__(self) -> str:
         return f"Learner({self.spec.name or self.spec.kind!r}, backend={self.backend!r})"

@@ -256,7 +256,7 @@ def run_job(
     """The main job: build the task stream, run one learner on it, write everything to ``out``.
 
     ``task="acrobot"`` is a closed control loop instead of a stream: see
-    :func:`onchip.control.run_acrobot_job` (it takes ``episodes``, default 240, and ``drift``;
+    :func:`onchip.control.run_acrobot_job` (it takes ``episodes``, default 200, and ``drift``;
     ``samples``, ``data`` and ``states`` do not apply).
 
     Writes ``metrics.json``, ``predictions.npy`` (raw int64 in sample order for

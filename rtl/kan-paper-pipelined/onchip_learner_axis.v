@@ -8,7 +8,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   input aresetn;
   wire aresetn;
   wire clk;
-  wire [15:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
@@ -19,8 +20,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tready;
   output m_axis_param_tvalid;
   wire m_axis_param_tvalid;
-  output [15:0] m_axis_pred_tdata;
-  wire [15:0] m_axis_pred_tdata;
+  output [23:0] m_axis_pred_tdata;
+  wire [23:0] m_axis_pred_tdata;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -36,7 +37,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire pr__ready;
   wire pr__valid;
   wire rst;
-  wire [31:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -49,8 +51,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
-  input [31:0] s_axis_sample_tdata;
-  wire [31:0] s_axis_sample_tdata;
+  input [39:0] s_axis_sample_tdata;
+  wire [39:0] s_axis_sample_tdata;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -59,7 +61,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   \onchip_learner_axis.learner  learner (
     .clk(aclk),
     .execute(s_axis_param_tready),
-    .m__payload(m_axis_pred_tdata),
+    .m__payload(m__payload),
     .m__ready(m_axis_pred_tready),
     .pc__payload(s_axis_param_tdata[19:0]),
     .pc__valid(s_axis_param_tvalid),
@@ -67,16 +69,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .pr__ready(m_axis_param_tready),
     .pr__valid(m_axis_param_tvalid),
     .rst(rst),
-    .s__payload(s_axis_sample_tdata),
+    .s__payload(s_axis_sample_tdata[33:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
     .valid_s4(m_axis_pred_tvalid)
   );
   assign clk = aclk;
-  assign s__payload = s_axis_sample_tdata;
+  assign s__payload = s_axis_sample_tdata[33:0];
   assign s__valid = s_axis_sample_tvalid;
   assign s__ready = s_axis_sample_tready;
-  assign m__payload = m_axis_pred_tdata;
   assign m__valid = m_axis_pred_tvalid;
   assign m__ready = m_axis_pred_tready;
   assign pc__payload = s_axis_param_tdata[19:0];
@@ -85,12 +86,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign m_axis_pred_tdata = { 7'h00, m__payload };
   assign \s__payload.x  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.y  = s_axis_sample_tdata[31:16];
   assign \s__payload.y[0]  = s_axis_sample_tdata[31:16];
-  assign \m__payload.pred  = m_axis_pred_tdata;
-  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \s__payload.kind  = s_axis_sample_tdata[33:32];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = s_axis_param_tdata[15:0];
   assign \pc__payload.addr  = s_axis_param_tdata[18:16];
   assign \pc__payload.write  = s_axis_param_tdata[19];
@@ -98,90 +102,90 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s4, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire [3:0] \$101 ;
+  wire [2:0] \$100 ;
+  wire \$101 ;
   wire [3:0] \$102 ;
-  wire \$103 ;
+  wire [3:0] \$103 ;
   wire \$104 ;
-  wire [15:0] \$105 ;
+  wire \$105 ;
   wire [15:0] \$106 ;
-  reg [15:0] \$107 ;
-  wire \$108 ;
+  wire [15:0] \$107 ;
+  reg [15:0] \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire [2:0] \$112 ;
+  wire \$112 ;
   wire [2:0] \$113 ;
   wire [2:0] \$114 ;
-  wire \$115 ;
-  wire [2:0] \$116 ;
+  wire [2:0] \$115 ;
+  wire \$116 ;
   wire [2:0] \$117 ;
-  wire \$118 ;
-  wire [3:0] \$119 ;
+  wire [2:0] \$118 ;
+  wire \$119 ;
   wire [3:0] \$12 ;
-  wire [2:0] \$120 ;
-  wire \$121 ;
-  wire [3:0] \$122 ;
+  wire [3:0] \$120 ;
+  wire [2:0] \$121 ;
+  wire \$122 ;
   wire [3:0] \$123 ;
-  wire \$124 ;
+  wire [3:0] \$124 ;
   wire \$125 ;
-  wire [15:0] \$126 ;
+  wire \$126 ;
   wire [15:0] \$127 ;
-  reg [15:0] \$128 ;
-  wire \$129 ;
+  wire [15:0] \$128 ;
+  reg [15:0] \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire [2:0] \$133 ;
+  wire \$133 ;
   wire [2:0] \$134 ;
   wire [2:0] \$135 ;
-  wire \$136 ;
-  wire [2:0] \$137 ;
+  wire [2:0] \$136 ;
+  wire \$137 ;
   wire [2:0] \$138 ;
-  wire \$139 ;
+  wire [2:0] \$139 ;
   wire \$14 ;
-  wire [3:0] \$140 ;
-  wire [2:0] \$141 ;
-  wire \$142 ;
-  wire [3:0] \$143 ;
+  wire \$140 ;
+  wire [3:0] \$141 ;
+  wire [2:0] \$142 ;
+  wire \$143 ;
   wire [3:0] \$144 ;
-  wire \$145 ;
+  wire [3:0] \$145 ;
   wire \$146 ;
-  wire [15:0] \$147 ;
+  wire \$147 ;
   wire [15:0] \$148 ;
-  reg [15:0] \$149 ;
+  wire [15:0] \$149 ;
   wire [3:0] \$15 ;
-  wire \$150 ;
+  reg [15:0] \$150 ;
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
-  wire [2:0] \$154 ;
+  wire \$154 ;
   wire [2:0] \$155 ;
   wire [2:0] \$156 ;
-  wire \$157 ;
-  wire [2:0] \$158 ;
+  wire [2:0] \$157 ;
+  wire \$158 ;
   wire [2:0] \$159 ;
   wire [3:0] \$16 ;
-  wire \$160 ;
-  wire [3:0] \$161 ;
-  wire [2:0] \$162 ;
-  wire \$163 ;
-  wire [3:0] \$164 ;
+  wire [2:0] \$160 ;
+  wire \$161 ;
+  wire [3:0] \$162 ;
+  wire [2:0] \$163 ;
+  wire \$164 ;
   wire [3:0] \$165 ;
-  wire \$166 ;
+  wire [3:0] \$166 ;
   wire \$167 ;
-  wire [15:0] \$168 ;
+  wire \$168 ;
   wire [15:0] \$169 ;
   wire [40:0] \$17 ;
-  wire \$170 ;
-  wire [4:0] \$171 ;
-  wire \$172 ;
+  wire [15:0] \$170 ;
+  wire \$171 ;
+  wire [4:0] \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
@@ -196,8 +200,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire [3:0] \$186 ;
-  wire \$187 ;
+  wire \$186 ;
+  wire [3:0] \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
@@ -208,64 +212,64 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire [6:0] \$197 ;
-  wire [7:0] \$198 ;
-  wire [5:0] \$199 ;
+  wire \$197 ;
+  wire [6:0] \$198 ;
+  wire [7:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [6:0] \$200 ;
-  wire \$201 ;
-  wire [2:0] \$202 ;
-  wire [3:0] \$203 ;
-  wire [4:0] \$204 ;
-  wire \$205 ;
+  wire [5:0] \$200 ;
+  wire [6:0] \$201 ;
+  wire \$202 ;
+  wire [2:0] \$203 ;
+  wire [3:0] \$204 ;
+  wire [4:0] \$205 ;
   wire \$206 ;
   wire \$207 ;
-  reg [15:0] \$208 ;
+  wire \$208 ;
   reg [15:0] \$209 ;
   wire \$21 ;
   reg [15:0] \$210 ;
-  reg \$211 ;
+  reg [15:0] \$211 ;
   reg \$212 ;
   reg \$213 ;
   reg \$214 ;
   reg \$215 ;
-  reg [1:0] \$216 ;
-  reg [3:0] \$217 ;
-  reg \$218 ;
-  reg [1:0] \$219 ;
+  reg \$216 ;
+  reg [1:0] \$217 ;
+  reg [3:0] \$218 ;
+  reg \$219 ;
   wire \$22 ;
-  reg \$220 ;
+  reg [1:0] \$220 ;
   reg \$221 ;
   reg \$222 ;
-  reg [15:0] \$223 ;
+  reg \$223 ;
   reg [15:0] \$224 ;
   reg [15:0] \$225 ;
-  reg [1:0] \$226 ;
-  reg [2:0] \$227 ;
-  reg [15:0] \$228 ;
-  reg [15:0] \$229 ;
+  reg [15:0] \$226 ;
+  reg [1:0] \$227 ;
+  reg [1:0] \$228 ;
+  reg [2:0] \$229 ;
   wire \$23 ;
   reg [15:0] \$230 ;
   reg [15:0] \$231 ;
-  reg [39:0] \$232 ;
-  reg [39:0] \$233 ;
+  reg [15:0] \$232 ;
+  reg [15:0] \$233 ;
   reg [39:0] \$234 ;
   reg [39:0] \$235 ;
-  reg [15:0] \$236 ;
-  reg [15:0] \$237 ;
+  reg [39:0] \$236 ;
+  reg [39:0] \$237 ;
   reg [15:0] \$238 ;
   reg [15:0] \$239 ;
   wire \$24 ;
   reg [15:0] \$240 ;
-  reg [2:0] \$241 ;
-  reg [2:0] \$242 ;
-  reg [2:0] \$243 ;
-  reg [15:0] \$244 ;
+  reg [15:0] \$241 ;
+  reg [1:0] \$242 ;
+  reg [1:0] \$243 ;
+  reg [1:0] \$244 ;
   reg [15:0] \$245 ;
-  reg [15:0] \$246 ;
-  reg [15:0] \$247 ;
-  reg [15:0] \$248 ;
+  reg [2:0] \$246 ;
+  reg [2:0] \$247 ;
+  reg [2:0] \$248 ;
   reg [15:0] \$249 ;
   wire \$25 ;
   reg [15:0] \$250 ;
@@ -274,14 +278,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$253 ;
   reg [15:0] \$254 ;
   reg [15:0] \$255 ;
+  reg [15:0] \$256 ;
+  reg [15:0] \$257 ;
+  reg [15:0] \$258 ;
+  reg [15:0] \$259 ;
   wire \$26 ;
+  reg [15:0] \$260 ;
   wire \$27 ;
   wire [15:0] \$28 ;
   wire \$29 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [15:0] \$31 ;
-  wire \$32 ;
+  wire \$31 ;
+  wire [15:0] \$32 ;
   wire \$33 ;
   wire \$34 ;
   wire \$35 ;
@@ -291,8 +300,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$39 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  wire [15:0] \$41 ;
-  wire \$42 ;
+  wire \$41 ;
+  wire [15:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -302,8 +311,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -313,8 +322,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -324,8 +333,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -340,44 +349,44 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  reg [15:0] \$86 ;
-  wire \$87 ;
+  wire \$86 ;
+  reg [15:0] \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire [2:0] \$91 ;
+  wire \$91 ;
   wire [2:0] \$92 ;
   wire [2:0] \$93 ;
-  wire \$94 ;
-  wire [2:0] \$95 ;
+  wire [2:0] \$94 ;
+  wire \$95 ;
   wire [2:0] \$96 ;
-  wire \$97 ;
-  wire [3:0] \$98 ;
-  wire [2:0] \$99 ;
+  wire [2:0] \$97 ;
+  wire \$98 ;
+  wire [3:0] \$99 ;
   wire \$signature__addr ;
   wire \$signature__addr$10 ;
-  wire \$signature__addr$100 ;
-  wire \$signature__addr$112 ;
+  wire \$signature__addr$102 ;
+  wire \$signature__addr$114 ;
   wire \$signature__addr$12 ;
-  wire \$signature__addr$120 ;
-  wire \$signature__addr$128 ;
+  wire \$signature__addr$122 ;
+  wire \$signature__addr$130 ;
   wire \$signature__addr$8 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$110 ;
-  wire [15:0] \$signature__data$118 ;
-  wire [15:0] \$signature__data$126 ;
+  wire [15:0] \$signature__data$112 ;
+  wire [15:0] \$signature__data$120 ;
+  wire [15:0] \$signature__data$128 ;
   wire [15:0] \$signature__data$17 ;
   wire [15:0] \$signature__data$18 ;
   wire [15:0] \$signature__data$19 ;
-  wire [15:0] \$signature__data$94 ;
+  wire [15:0] \$signature__data$96 ;
   wire \$signature__en ;
-  wire \$signature__en$104 ;
+  wire \$signature__en$106 ;
   wire \$signature__en$11 ;
-  wire \$signature__en$113 ;
-  wire \$signature__en$121 ;
-  wire \$signature__en$129 ;
+  wire \$signature__en$115 ;
+  wire \$signature__en$123 ;
   wire \$signature__en$13 ;
+  wire \$signature__en$131 ;
   wire \$signature__en$9 ;
   wire accept;
   wire busy;
@@ -391,16 +400,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire clk;
   wire commit_l0;
   wire commit_on_read_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$57 ;
-  wire [31:0] \floor$62 ;
-  wire [31:0] \floor$67 ;
-  wire [31:0] \floor$72 ;
+  wire [31:0] \floor$59 ;
+  wire [31:0] \floor$64 ;
+  wire [31:0] \floor$69 ;
+  wire [31:0] \floor$74 ;
   wire flush_l0;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -422,8 +436,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   reg [1:0] l0_pending = 2'h0;
   wire l0_port_baddr;
   wire [2:0] l0_port_baddr_q;
@@ -450,8 +463,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
   wire [1:0] level;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -490,8 +504,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [31:0] s__payload;
-  wire [31:0] s__payload;
+  input [33:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -501,9 +516,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [16:0] \t$109 ;
-  wire [16:0] \t$117 ;
-  wire [16:0] \t$125 ;
+  wire [16:0] \t$111 ;
+  wire [16:0] \t$119 ;
+  wire [16:0] \t$127 ;
   wire [34:0] \t$22 ;
   wire [39:0] \t$23 ;
   wire [31:0] \t$25 ;
@@ -522,19 +537,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \t$50 ;
   wire [17:0] \t$52 ;
   wire [15:0] \t$53 ;
-  wire [31:0] \t$54 ;
-  wire [32:0] \t$58 ;
-  wire [15:0] \t$59 ;
-  wire [31:0] \t$60 ;
-  wire [32:0] \t$63 ;
-  wire [15:0] \t$64 ;
-  wire [31:0] \t$65 ;
-  wire [32:0] \t$68 ;
-  wire [15:0] \t$69 ;
-  wire [31:0] \t$70 ;
-  wire [32:0] \t$73 ;
-  wire [15:0] \t$74 ;
-  wire [16:0] \t$93 ;
+  wire [31:0] \t$56 ;
+  wire [32:0] \t$60 ;
+  wire [15:0] \t$61 ;
+  wire [31:0] \t$62 ;
+  wire [32:0] \t$65 ;
+  wire [15:0] \t$66 ;
+  wire [31:0] \t$67 ;
+  wire [32:0] \t$70 ;
+  wire [15:0] \t$71 ;
+  wire [31:0] \t$72 ;
+  wire [32:0] \t$75 ;
+  wire [15:0] \t$76 ;
+  wire [16:0] \t$95 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -545,17 +560,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [66:0] w_data;
   wire w_en;
   wire wp__addr;
-  wire \wp__addr$114 ;
-  wire \wp__addr$122 ;
-  wire \wp__addr$130 ;
+  wire \wp__addr$116 ;
+  wire \wp__addr$124 ;
+  wire \wp__addr$132 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$115 ;
-  wire [15:0] \wp__data$123 ;
-  wire [15:0] \wp__data$131 ;
+  wire [15:0] \wp__data$117 ;
+  wire [15:0] \wp__data$125 ;
+  wire [15:0] \wp__data$133 ;
   wire wp__en;
-  wire \wp__en$116 ;
-  wire \wp__en$124 ;
-  wire \wp__en$132 ;
+  wire \wp__en$118 ;
+  wire \wp__en$126 ;
+  wire \wp__en$134 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -570,19 +585,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$102 [0]] <= wp__data;
+      l0_coef_0_0_bank0[\$103 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$98 [0];
+    _0_ <= \$99 [0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == \$102 [0])
+      if (wp__en && \$4 [0] == \$103 [0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$94  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$96  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
@@ -591,20 +606,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$116 )
-      l0_coef_0_0_bank1[\$123 [0]] <= \wp__data$115 ;
+    if (\wp__en$118 )
+      l0_coef_0_0_bank1[\$124 [0]] <= \wp__data$117 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$119 [0];
+    _2_ <= \$120 [0];
     if (\$signature__en$9 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$116  && \$8 [0] == \$123 [0])
-        _3_ <= \wp__data$115 ;
+      if (\wp__en$118  && \$8 [0] == \$124 [0])
+        _3_ <= \wp__data$117 ;
     end
   end
-  assign \$signature__data$110  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$112  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$17  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
@@ -613,20 +628,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$124 )
-      l0_coef_0_0_bank2[\$144 [0]] <= \wp__data$123 ;
+    if (\wp__en$126 )
+      l0_coef_0_0_bank2[\$145 [0]] <= \wp__data$125 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$140 [0];
+    _4_ <= \$141 [0];
     if (\$signature__en$11 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$124  && \$12 [0] == \$144 [0])
-        _5_ <= \wp__data$123 ;
+      if (\wp__en$126  && \$12 [0] == \$145 [0])
+        _5_ <= \wp__data$125 ;
     end
   end
-  assign \$signature__data$118  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$120  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$18  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
@@ -635,20 +650,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$132 )
-      l0_coef_0_0_bank3[\$165 [0]] <= \wp__data$131 ;
+    if (\wp__en$134 )
+      l0_coef_0_0_bank3[\$166 [0]] <= \wp__data$133 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$161 [0];
+    _6_ <= \$162 [0];
     if (\$signature__en$13 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$132  && \$16 [0] == \$165 [0])
-        _7_ <= \wp__data$131 ;
+      if (\wp__en$134  && \$16 [0] == \$166 [0])
+        _7_ <= \wp__data$133 ;
     end
   end
-  assign \$signature__data$126  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$128  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$19  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
@@ -701,314 +716,323 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$27  = $signed(\t$46 ) > $signed(16'h7fff);
   assign \$28  = \$27  ? 16'h7fff : \t$46 [15:0];
   assign \t$47  = \$26  ? 16'h8000 : \$28 ;
-  assign \t$50  = $signed(m__payload) - $signed(y0_s4);
-  assign \$29  = $signed(\t$52 ) < $signed(16'h8000);
-  assign \$30  = $signed(\t$52 ) > $signed(16'h7fff);
-  assign \$31  = \$30  ? 16'h7fff : \t$52 [15:0];
-  assign \t$53  = \$29  ? 16'h8000 : \$31 ;
-  assign \t$54  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$32  = ! \t$54 [14:0];
-  assign \$33  = ~ \$32 ;
-  assign \$34  = \t$54 [15] & \$33 ;
-  assign \$35  = ! \t$54 [14:0];
-  assign \$36  = \t$54 [15] & \$35 ;
-  assign \$37  = \$36  & \floor$57 [0];
-  assign \$38  = \$34  | \$37 ;
-  assign \t$58  = $signed(\floor$57 ) + $signed({ 1'h0, \$38  });
-  assign \$39  = $signed(\t$58 ) < $signed(16'h8000);
-  assign \$40  = $signed(\t$58 ) > $signed(16'h7fff);
-  assign \$41  = \$40  ? 16'h7fff : \t$58 [15:0];
-  assign \t$59  = \$39  ? 16'h8000 : \$41 ;
-  assign \t$60  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$42  = ! \t$60 [14:0];
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \t$60 [15] & \$43 ;
-  assign \$45  = ! \t$60 [14:0];
-  assign \$46  = \t$60 [15] & \$45 ;
-  assign \$47  = \$46  & \floor$62 [0];
-  assign \$48  = \$44  | \$47 ;
-  assign \t$63  = $signed(\floor$62 ) + $signed({ 1'h0, \$48  });
-  assign \$49  = $signed(\t$63 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$63 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$63 [15:0];
-  assign \t$64  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$65  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$52  = ! \t$65 [14:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$65 [15] & \$53 ;
-  assign \$55  = ! \t$65 [14:0];
-  assign \$56  = \t$65 [15] & \$55 ;
-  assign \$57  = \$56  & \floor$67 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$68  = $signed(\floor$67 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$68 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$68 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$68 [15:0];
-  assign \t$69  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$70  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$62  = ! \t$70 [14:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$70 [15] & \$63 ;
-  assign \$65  = ! \t$70 [14:0];
-  assign \$66  = \t$70 [15] & \$65 ;
-  assign \$67  = \$66  & \floor$72 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$73 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$73 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$73 [15:0];
-  assign \t$74  = \$69  ? 16'h8000 : \$71 ;
-  assign \$72  = ~ m__ready;
-  assign \$73  = valid_s4 & \$72 ;
-  assign en = ~ \$73 ;
+  assign \$29  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$50  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$30  = $signed(\t$52 ) < $signed(16'h8000);
+  assign \$31  = $signed(\t$52 ) > $signed(16'h7fff);
+  assign \$32  = \$31  ? 16'h7fff : \t$52 [15:0];
+  assign \t$53  = \$30  ? 16'h8000 : \$32 ;
+  assign \t$56  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$33  = ! \t$56 [14:0];
+  assign \$34  = ~ \$33 ;
+  assign \$35  = \t$56 [15] & \$34 ;
+  assign \$36  = ! \t$56 [14:0];
+  assign \$37  = \t$56 [15] & \$36 ;
+  assign \$38  = \$37  & \floor$59 [0];
+  assign \$39  = \$35  | \$38 ;
+  assign \t$60  = $signed(\floor$59 ) + $signed({ 1'h0, \$39  });
+  assign \$40  = $signed(\t$60 ) < $signed(16'h8000);
+  assign \$41  = $signed(\t$60 ) > $signed(16'h7fff);
+  assign \$42  = \$41  ? 16'h7fff : \t$60 [15:0];
+  assign \t$61  = \$40  ? 16'h8000 : \$42 ;
+  assign \t$62  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$43  = ! \t$62 [14:0];
+  assign \$44  = ~ \$43 ;
+  assign \$45  = \t$62 [15] & \$44 ;
+  assign \$46  = ! \t$62 [14:0];
+  assign \$47  = \t$62 [15] & \$46 ;
+  assign \$48  = \$47  & \floor$64 [0];
+  assign \$49  = \$45  | \$48 ;
+  assign \t$65  = $signed(\floor$64 ) + $signed({ 1'h0, \$49  });
+  assign \$50  = $signed(\t$65 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$65 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$65 [15:0];
+  assign \t$66  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$67  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$53  = ! \t$67 [14:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$67 [15] & \$54 ;
+  assign \$56  = ! \t$67 [14:0];
+  assign \$57  = \t$67 [15] & \$56 ;
+  assign \$58  = \$57  & \floor$69 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$70  = $signed(\floor$69 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$70 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$70 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$70 [15:0];
+  assign \t$71  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$72  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$63  = ! \t$72 [14:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$72 [15] & \$64 ;
+  assign \$66  = ! \t$72 [14:0];
+  assign \$67  = \t$72 [15] & \$66 ;
+  assign \$68  = \$67  & \floor$74 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$75  = $signed(\floor$74 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$75 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$75 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$75 [15:0];
+  assign \t$76  = \$70  ? 16'h8000 : \$72 ;
+  assign \$73  = ~ m__ready;
+  assign \$74  = valid_s4 & \$73 ;
+  assign en = ~ \$74 ;
   assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$74  = en & valid_s2;
-  assign \$75  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$74  & \$75 ;
-  assign \$76  = ~ busy;
-  assign \$77  = pc__valid & \$76 ;
-  assign \$78  = ! level;
-  assign \$79  = ~ \$78 ;
-  assign flush_l0 = \$77  & \$79 ;
+  assign \$75  = en & valid_s2;
+  assign \$76  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$75  & \$76 ;
+  assign \$77  = ~ busy;
+  assign \$78  = pc__valid & \$77 ;
+  assign \$79  = ! level;
+  assign \$80  = ~ \$79 ;
+  assign flush_l0 = \$78  & \$80 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$80  = en & valid_s5;
-  assign \$81  = ! level;
-  assign \$82  = commit_on_read_l0 & \$81 ;
-  assign \$83  = ~ \$82 ;
-  assign w_en = \$80  & \$83 ;
-  assign \$84  = ! level;
-  assign \$85  = ~ \$84 ;
-  assign r_en = commit_l0 & \$85 ;
-  assign \t$93  = $signed(\$signature__data$94 ) - $signed(\$86 );
-  assign \$89  = ! \$200 [1:0];
-  assign l0_port_hit0_0_0 = \$88  & \$89 ;
-  assign \$90  = ! next_level;
-  assign \$91  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$92  = \$90  ? \$91  : next_data[2:0];
-  assign \$94  = ! next_level;
-  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$96  = \$94  ? \$95  : next_data[2:0];
-  assign \$97  = \$96 [1:0] > 1'h0;
-  assign \$98  = \$93  + \$97 ;
-  assign \$100  = r_data[1:0] > 1'h0;
-  assign \$101  = \$99  + \$100 ;
-  assign \$102  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$101 ;
-  assign \$103  = $signed(\t$93 ) < $signed(16'h8000);
-  assign \$104  = $signed(\t$93 ) > $signed(16'h7fff);
-  assign \$105  = \$104  ? 16'h7fff : \t$93 [15:0];
-  assign \$106  = \$103  ? 16'h8000 : \$105 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$106 ;
+  assign \$81  = en & valid_s5;
+  assign \$82  = ! level;
+  assign \$83  = commit_on_read_l0 & \$82 ;
+  assign \$84  = ~ \$83 ;
+  assign w_en = \$81  & \$84 ;
+  assign \$85  = ! level;
+  assign \$86  = ~ \$85 ;
+  assign r_en = commit_l0 & \$86 ;
+  assign \t$95  = $signed(\$signature__data$96 ) - $signed(\$87 );
+  assign \$90  = ! \$201 [1:0];
+  assign l0_port_hit0_0_0 = \$89  & \$90 ;
+  assign \$91  = ! next_level;
+  assign \$92  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$93  = \$91  ? \$92  : next_data[2:0];
+  assign \$95  = ! next_level;
+  assign \$96  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$97  = \$95  ? \$96  : next_data[2:0];
+  assign \$98  = \$97 [1:0] > 1'h0;
+  assign \$99  = \$94  + \$98 ;
+  assign \$101  = r_data[1:0] > 1'h0;
+  assign \$102  = \$100  + \$101 ;
+  assign \$103  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$102 ;
+  assign \$104  = $signed(\t$95 ) < $signed(16'h8000);
+  assign \$105  = $signed(\t$95 ) > $signed(16'h7fff);
+  assign \$106  = \$105  ? 16'h7fff : \t$95 [15:0];
+  assign \$107  = \$104  ? 16'h8000 : \$106 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$107 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$109  = $signed(\$signature__data$110 ) - $signed(\$107 );
-  assign \$110  = \$200 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$109  & \$110 ;
-  assign \$111  = ! next_level;
-  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$113  = \$111  ? \$112  : next_data[2:0];
-  assign \$115  = ! next_level;
-  assign \$116  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$117  = \$115  ? \$116  : next_data[2:0];
-  assign \$118  = \$117 [1:0] > 1'h1;
-  assign \$119  = \$114  + \$118 ;
-  assign \$121  = r_data[1:0] > 1'h1;
-  assign \$122  = \$120  + \$121 ;
-  assign \$123  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$122 ;
-  assign \$124  = $signed(\t$109 ) < $signed(16'h8000);
-  assign \$125  = $signed(\t$109 ) > $signed(16'h7fff);
-  assign \$126  = \$125  ? 16'h7fff : \t$109 [15:0];
-  assign \$127  = \$124  ? 16'h8000 : \$126 ;
-  assign \wp__data$115  = l0_port_hit0_0_1 ? l0_port_data : \$127 ;
-  assign \wp__en$116  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$117  = $signed(\$signature__data$118 ) - $signed(\$128 );
-  assign \$131  = \$200 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$130  & \$131 ;
-  assign \$132  = ! next_level;
-  assign \$133  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$134  = \$132  ? \$133  : next_data[2:0];
-  assign \$136  = ! next_level;
-  assign \$137  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$138  = \$136  ? \$137  : next_data[2:0];
-  assign \$139  = \$138 [1:0] > 2'h2;
-  assign \$140  = \$135  + \$139 ;
-  assign \$142  = r_data[1:0] > 2'h2;
-  assign \$143  = \$141  + \$142 ;
-  assign \$144  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$143 ;
-  assign \$145  = $signed(\t$117 ) < $signed(16'h8000);
-  assign \$146  = $signed(\t$117 ) > $signed(16'h7fff);
-  assign \$147  = \$146  ? 16'h7fff : \t$117 [15:0];
-  assign \$148  = \$145  ? 16'h8000 : \$147 ;
-  assign \wp__data$123  = l0_port_hit0_0_2 ? l0_port_data : \$148 ;
-  assign \wp__en$124  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$125  = $signed(\$signature__data$126 ) - $signed(\$149 );
-  assign \$152  = \$200 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$151  & \$152 ;
-  assign \$153  = ! next_level;
-  assign \$154  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$155  = \$153  ? \$154  : next_data[2:0];
-  assign \$157  = ! next_level;
-  assign \$158  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$159  = \$157  ? \$158  : next_data[2:0];
-  assign \$160  = \$159 [1:0] > 2'h3;
-  assign \$161  = \$156  + \$160 ;
-  assign \$163  = r_data[1:0] > 2'h3;
-  assign \$164  = \$162  + \$163 ;
-  assign \$165  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$164 ;
-  assign \$166  = $signed(\t$125 ) < $signed(16'h8000);
-  assign \$167  = $signed(\t$125 ) > $signed(16'h7fff);
-  assign \$168  = \$167  ? 16'h7fff : \t$125 [15:0];
-  assign \$169  = \$166  ? 16'h8000 : \$168 ;
-  assign \wp__data$131  = l0_port_hit0_0_3 ? l0_port_data : \$169 ;
-  assign \wp__en$132  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$111  = $signed(\$signature__data$112 ) - $signed(\$108 );
+  assign \$111  = \$201 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$110  & \$111 ;
+  assign \$112  = ! next_level;
+  assign \$113  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$114  = \$112  ? \$113  : next_data[2:0];
+  assign \$116  = ! next_level;
+  assign \$117  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$118  = \$116  ? \$117  : next_data[2:0];
+  assign \$119  = \$118 [1:0] > 1'h1;
+  assign \$120  = \$115  + \$119 ;
+  assign \$122  = r_data[1:0] > 1'h1;
+  assign \$123  = \$121  + \$122 ;
+  assign \$124  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$123 ;
+  assign \$125  = $signed(\t$111 ) < $signed(16'h8000);
+  assign \$126  = $signed(\t$111 ) > $signed(16'h7fff);
+  assign \$127  = \$126  ? 16'h7fff : \t$111 [15:0];
+  assign \$128  = \$125  ? 16'h8000 : \$127 ;
+  assign \wp__data$117  = l0_port_hit0_0_1 ? l0_port_data : \$128 ;
+  assign \wp__en$118  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$119  = $signed(\$signature__data$120 ) - $signed(\$129 );
+  assign \$132  = \$201 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$131  & \$132 ;
+  assign \$133  = ! next_level;
+  assign \$134  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$135  = \$133  ? \$134  : next_data[2:0];
+  assign \$137  = ! next_level;
+  assign \$138  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$139  = \$137  ? \$138  : next_data[2:0];
+  assign \$140  = \$139 [1:0] > 2'h2;
+  assign \$141  = \$136  + \$140 ;
+  assign \$143  = r_data[1:0] > 2'h2;
+  assign \$144  = \$142  + \$143 ;
+  assign \$145  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$144 ;
+  assign \$146  = $signed(\t$119 ) < $signed(16'h8000);
+  assign \$147  = $signed(\t$119 ) > $signed(16'h7fff);
+  assign \$148  = \$147  ? 16'h7fff : \t$119 [15:0];
+  assign \$149  = \$146  ? 16'h8000 : \$148 ;
+  assign \wp__data$125  = l0_port_hit0_0_2 ? l0_port_data : \$149 ;
+  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$127  = $signed(\$signature__data$128 ) - $signed(\$150 );
+  assign \$153  = \$201 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$152  & \$153 ;
+  assign \$154  = ! next_level;
+  assign \$155  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$156  = \$154  ? \$155  : next_data[2:0];
+  assign \$158  = ! next_level;
+  assign \$159  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$160  = \$158  ? \$159  : next_data[2:0];
+  assign \$161  = \$160 [1:0] > 2'h3;
+  assign \$162  = \$157  + \$161 ;
+  assign \$164  = r_data[1:0] > 2'h3;
+  assign \$165  = \$163  + \$164 ;
+  assign \$166  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$165 ;
+  assign \$167  = $signed(\t$127 ) < $signed(16'h8000);
+  assign \$168  = $signed(\t$127 ) > $signed(16'h7fff);
+  assign \$169  = \$168  ? 16'h7fff : \t$127 [15:0];
+  assign \$170  = \$167  ? 16'h8000 : \$169 ;
+  assign \wp__data$133  = l0_port_hit0_0_3 ? l0_port_data : \$170 ;
+  assign \wp__en$134  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'h9;
-  assign \$170  = | reload_count;
-  assign reload_write = reloading & \$170 ;
-  assign \$171  = reload_count - 1'h1;
-  assign \$172  = ~ pc__valid;
-  assign \$173  = en & \$172 ;
-  assign \$174  = ~ reloading;
-  assign \$175  = \$173  & \$174 ;
+  assign \$171  = | reload_count;
+  assign reload_write = reloading & \$171 ;
+  assign \$172  = reload_count - 1'h1;
+  assign \$173  = ~ pc__valid;
+  assign \$174  = en & \$173 ;
+  assign \$175  = ~ reloading;
+  assign \$176  = \$174  & \$175 ;
   assign accept = s__valid & s__ready;
-  assign \$176  = ~ busy;
-  assign \$177  = ! level;
-  assign \$178  = \$176  & \$177 ;
-  assign \$179  = pc__valid & \$178 ;
-  assign \$180  = ~ reloading;
-  assign \$181  = \$179  & \$180 ;
-  assign \$182  = ~ read_wait;
-  assign \$183  = \$181  & \$182 ;
-  assign \$184  = ~ pr__valid;
-  assign \$185  = \$184  | pr__ready;
-  assign execute = \$183  & \$185 ;
-  assign port_addr = reload_write ? \$171 [2:0] : pc__payload[18:16];
-  assign \$186  = port_addr - 1'h0;
+  assign \$177  = ~ busy;
+  assign \$178  = ! level;
+  assign \$179  = \$177  & \$178 ;
+  assign \$180  = pc__valid & \$179 ;
+  assign \$181  = ~ reloading;
+  assign \$182  = \$180  & \$181 ;
+  assign \$183  = ~ read_wait;
+  assign \$184  = \$182  & \$183 ;
+  assign \$185  = ~ pr__valid;
+  assign \$186  = \$185  | pr__ready;
+  assign execute = \$184  & \$186 ;
+  assign port_addr = reload_write ? \$172 [2:0] : pc__payload[18:16];
+  assign \$187  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$187  = port_addr >= 1'h0;
-  assign \$188  = port_addr < 4'h8;
-  assign \$189  = \$187  & \$188 ;
-  assign \$190  = execute & pc__payload[19];
-  assign \$191  = reload_write | \$190 ;
-  assign l0_port_wr = \$189  & \$191 ;
-  assign \$192  = port_addr >= 1'h0;
-  assign \$193  = port_addr < 4'h8;
-  assign \$194  = \$192  & \$193 ;
-  assign \$195  = \$194  & execute;
-  assign \$196  = ~ pc__payload[19];
-  assign l0_port_rd = \$195  & \$196 ;
-  assign \$198  = \$186 [2:0] - 7'h00;
-  assign \$199  = l0_port_baddr_q * 3'h4;
-  assign \$200  = \$198 [2:0] - \$199 ;
-  assign \$201  = en & valid_s2;
-  assign \$202  = l0_pending + \$201 ;
-  assign \$203  = \$202  - commit_l0;
-  assign \$204  = reload_count + 1'h1;
-  assign \$205  = ~ pc__payload[19];
-  assign \$206  = execute & \$205 ;
-  assign \$207  = execute & pc__payload[19];
+  assign \$188  = port_addr >= 1'h0;
+  assign \$189  = port_addr < 4'h8;
+  assign \$190  = \$188  & \$189 ;
+  assign \$191  = execute & pc__payload[19];
+  assign \$192  = reload_write | \$191 ;
+  assign l0_port_wr = \$190  & \$192 ;
+  assign \$193  = port_addr >= 1'h0;
+  assign \$194  = port_addr < 4'h8;
+  assign \$195  = \$193  & \$194 ;
+  assign \$196  = \$195  & execute;
+  assign \$197  = ~ pc__payload[19];
+  assign l0_port_rd = \$196  & \$197 ;
+  assign \$199  = \$187 [2:0] - 7'h00;
+  assign \$200  = l0_port_baddr_q * 3'h4;
+  assign \$201  = \$199 [2:0] - \$200 ;
+  assign \$202  = en & valid_s2;
+  assign \$203  = l0_pending + \$202 ;
+  assign \$204  = \$203  - commit_l0;
+  assign \$205  = reload_count + 1'h1;
+  assign \$206  = ~ pc__payload[19];
+  assign \$207  = execute & \$206 ;
+  assign \$208  = execute & pc__payload[19];
   always @(posedge clk)
-    valid_s1 <= \$211 ;
+    valid_s1 <= \$212 ;
   always @(posedge clk)
-    valid_s2 <= \$212 ;
+    valid_s2 <= \$213 ;
   always @(posedge clk)
-    valid_s3 <= \$213 ;
+    valid_s3 <= \$214 ;
   always @(posedge clk)
-    valid_s4 <= \$214 ;
+    valid_s4 <= \$215 ;
   always @(posedge clk)
-    valid_s5 <= \$215 ;
+    valid_s5 <= \$216 ;
   always @(posedge clk)
-    l0_pending <= \$216 ;
+    l0_pending <= \$217 ;
   always @(posedge clk)
-    reload_count <= \$217 ;
+    reload_count <= \$218 ;
   always @(posedge clk)
-    l0_rd_edge <= \$218 ;
+    l0_rd_edge <= \$219 ;
   always @(posedge clk)
-    l0_rd_bank <= \$219 ;
+    l0_rd_bank <= \$220 ;
   always @(posedge clk)
-    read_layer <= \$220 ;
+    read_layer <= \$221 ;
   always @(posedge clk)
-    read_wait <= \$221 ;
+    read_wait <= \$222 ;
   always @(posedge clk)
-    pr__valid <= \$222 ;
+    pr__valid <= \$223 ;
   always @(posedge clk)
-    pr__payload <= \$223 ;
+    pr__payload <= \$224 ;
   always @(posedge clk)
-    u <= \$224 ;
+    u <= \$225 ;
   always @(posedge clk)
-    y0_s1 <= \$225 ;
+    y0_s1 <= \$226 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$226 ;
+    kind_s1 <= \$227 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$227 ;
+    l0_lo0_s2 <= \$228 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$228 ;
+    l0_cell0_s2 <= \$229 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$229 ;
+    l0_bval0_0_s2 <= \$230 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$230 ;
+    l0_bval0_1_s2 <= \$231 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$231 ;
+    l0_bval0_2_s2 <= \$232 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$232 ;
+    l0_bval0_3_s2 <= \$233 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$233 ;
+    l0_prod0_0_0_s3 <= \$234 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$234 ;
+    l0_prod0_0_1_s3 <= \$235 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$235 ;
+    l0_prod0_0_2_s3 <= \$236 ;
   always @(posedge clk)
-    m__payload <= \$236 ;
+    l0_prod0_0_3_s3 <= \$237 ;
   always @(posedge clk)
-    y0_s2 <= \$237 ;
+    l0_out0_s4 <= \$238 ;
   always @(posedge clk)
-    y0_s3 <= \$238 ;
+    y0_s2 <= \$239 ;
   always @(posedge clk)
-    y0_s4 <= \$239 ;
+    y0_s3 <= \$240 ;
   always @(posedge clk)
-    err0_s5 <= \$240 ;
+    y0_s4 <= \$241 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$241 ;
+    kind_s2 <= \$242 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$242 ;
+    kind_s3 <= \$243 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$243 ;
+    kind_s4 <= \$244 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$244 ;
+    err0_s5 <= \$245 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$245 ;
+    l0_cell0_s3 <= \$246 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$246 ;
+    l0_cell0_s4 <= \$247 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$247 ;
+    l0_cell0_s5 <= \$248 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$248 ;
+    l0_bval0_0_s3 <= \$249 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$249 ;
+    l0_bval0_0_s4 <= \$250 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$250 ;
+    l0_bval0_0_s5 <= \$251 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$251 ;
+    l0_bval0_1_s3 <= \$252 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$252 ;
+    l0_bval0_1_s4 <= \$253 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$253 ;
+    l0_bval0_1_s5 <= \$254 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$254 ;
+    l0_bval0_2_s3 <= \$255 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$255 ;
+    l0_bval0_2_s4 <= \$256 ;
+  always @(posedge clk)
+    l0_bval0_2_s5 <= \$257 ;
+  always @(posedge clk)
+    l0_bval0_3_s3 <= \$258 ;
+  always @(posedge clk)
+    l0_bval0_3_s4 <= \$259 ;
+  always @(posedge clk)
+    l0_bval0_3_s5 <= \$260 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .u(u)
   );
-  \onchip_learner_axis.learner.l0_pending$180  \l0_pending$180  (
+  \onchip_learner_axis.learner.l0_pending$185  \l0_pending$185  (
     .clk(clk),
     .level(level),
     .next_data(next_data),
     .next_level(next_level),
-    .\port$102$0 (\t$69 ),
-    .\port$116$0 (\t$74 ),
-    .\port$447$0 (l0_cell0_s5),
-    .\port$74$0 (\t$59 ),
-    .\port$88$0 (\t$64 ),
+    .\port$106$0 (\t$71 ),
+    .\port$120$0 (\t$76 ),
+    .\port$461$0 (l0_cell0_s5),
+    .\port$78$0 (\t$61 ),
+    .\port$92$0 (\t$66 ),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
@@ -1075,13 +1099,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$86  = r_data[18:3];
+          \$87  = r_data[18:3];
       2'h1:
-          \$86  = r_data[66:51];
+          \$87  = r_data[66:51];
       2'h2:
-          \$86  = r_data[50:35];
+          \$87  = r_data[50:35];
       2'h3:
-          \$86  = r_data[34:19];
+          \$87  = r_data[34:19];
     endcase
   end
   always @* begin
@@ -1089,13 +1113,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$107  = r_data[34:19];
+          \$108  = r_data[34:19];
       2'h1:
-          \$107  = r_data[18:3];
+          \$108  = r_data[18:3];
       2'h2:
-          \$107  = r_data[66:51];
+          \$108  = r_data[66:51];
       2'h3:
-          \$107  = r_data[50:35];
+          \$108  = r_data[50:35];
     endcase
   end
   always @* begin
@@ -1103,13 +1127,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$128  = r_data[50:35];
+          \$129  = r_data[50:35];
       2'h1:
-          \$128  = r_data[34:19];
+          \$129  = r_data[34:19];
       2'h2:
-          \$128  = r_data[18:3];
+          \$129  = r_data[18:3];
       2'h3:
-          \$128  = r_data[66:51];
+          \$129  = r_data[66:51];
     endcase
   end
   always @* begin
@@ -1117,13 +1141,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$149  = r_data[66:51];
+          \$150  = r_data[66:51];
       2'h1:
-          \$149  = r_data[50:35];
+          \$150  = r_data[50:35];
       2'h2:
-          \$149  = r_data[34:19];
+          \$150  = r_data[34:19];
       2'h3:
-          \$149  = r_data[18:3];
+          \$150  = r_data[18:3];
     endcase
   end
   always @* begin
@@ -1131,46 +1155,48 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$208  = \$signature__data ;
+          \$209  = \$signature__data ;
       2'h1:
-          \$208  = \$signature__data$17 ;
+          \$209  = \$signature__data$17 ;
       2'h2:
-          \$208  = \$signature__data$18 ;
+          \$209  = \$signature__data$18 ;
       2'h3:
-          \$208  = \$signature__data$19 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = 16'h0000;
-    casez (l0_rd_edge)
-      1'h0:
-          \$209  = \$208 ;
+          \$209  = \$signature__data$19 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$210  = 16'h0000;
-    casez (read_layer)
+    casez (l0_rd_edge)
       1'h0:
           \$210  = \$209 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = valid_s1;
-    if (en) begin
-      \$211  = accept;
-    end
-    if (rst) begin
-      \$211  = 1'h0;
-    end
+    \$211  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$211  = \$210 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$53 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$212  = valid_s1;
     if (en) begin
-      \$212  = valid_s1;
+      \$212  = accept;
     end
     if (rst) begin
       \$212  = 1'h0;
@@ -1178,9 +1204,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = valid_s3;
+    \$213  = valid_s2;
     if (en) begin
-      \$213  = valid_s2;
+      \$213  = valid_s1;
     end
     if (rst) begin
       \$213  = 1'h0;
@@ -1188,9 +1214,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = valid_s4;
+    \$214  = valid_s3;
     if (en) begin
-      \$214  = valid_s3;
+      \$214  = valid_s2;
     end
     if (rst) begin
       \$214  = 1'h0;
@@ -1198,9 +1224,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = valid_s5;
+    \$215  = valid_s4;
     if (en) begin
-      \$215  = valid_s4;
+      \$215  = valid_s3;
     end
     if (rst) begin
       \$215  = 1'h0;
@@ -1208,306 +1234,344 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = \$203 [1:0];
+    \$216  = valid_s5;
+    if (en) begin
+      \$216  = valid_s4;
+    end
     if (rst) begin
-      \$216  = 2'h0;
+      \$216  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = reload_count;
+    \$217  = \$204 [1:0];
+    if (rst) begin
+      \$217  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$218  = reload_count;
     if (reloading) begin
-      \$217  = \$204 [3:0];
+      \$218  = \$205 [3:0];
     end
     if (rst) begin
-      \$217  = 4'h0;
+      \$218  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = l0_rd_edge;
+    \$219  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$218  = l0_port_edge_q[0];
+      \$219  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$218  = 1'h0;
+      \$219  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_rd_bank;
+    \$220  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$219  = \$200 [1:0];
+      \$220  = \$201 [1:0];
     end
     if (rst) begin
-      \$219  = 2'h0;
+      \$220  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = read_layer;
+    \$221  = read_layer;
     if (l0_port_rd) begin
-      \$220  = 1'h0;
+      \$221  = 1'h0;
     end
-    if (rst) begin
-      \$220  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = \$206 ;
     if (rst) begin
       \$221  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = pr__valid;
-    if (\$207 ) begin
-      \$222  = 1'h1;
+    \$222  = \$207 ;
+    if (rst) begin
+      \$222  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$223  = pr__valid;
+    if (\$208 ) begin
+      \$223  = 1'h1;
     end else if (read_wait) begin
-      \$222  = 1'h1;
+      \$223  = 1'h1;
     end else if (pr__ready) begin
-      \$222  = 1'h0;
+      \$223  = 1'h0;
     end
     if (rst) begin
-      \$222  = 1'h0;
+      \$223  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = pr__payload;
-    if (\$207 ) begin
-      \$223  = pc__payload[15:0];
+    \$224  = pr__payload;
+    if (\$208 ) begin
+      \$224  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$223  = \$210 ;
+      \$224  = \$211 ;
     end
     if (rst) begin
-      \$223  = 16'h0000;
+      \$224  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = u;
+    \$225  = u;
     if (en) begin
-      \$224  = s__payload[15:0];
+      \$225  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = y0_s1;
+    \$226  = y0_s1;
     if (en) begin
-      \$225  = s__payload[31:16];
+      \$226  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = l0_lo0_s2;
+    \$227  = kind_s1;
     if (en) begin
-      \$226  = \cell [1:0];
+      \$227  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = l0_cell0_s2;
+    \$228  = l0_lo0_s2;
     if (en) begin
-      \$227  = \cell ;
+      \$228  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = l0_bval0_0_s2;
+    \$229  = l0_cell0_s2;
     if (en) begin
-      \$228  = bval[15:0];
+      \$229  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = l0_bval0_1_s2;
+    \$230  = l0_bval0_0_s2;
     if (en) begin
-      \$229  = bval[31:16];
+      \$230  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = l0_bval0_2_s2;
+    \$231  = l0_bval0_1_s2;
     if (en) begin
-      \$230  = bval[47:32];
+      \$231  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = l0_bval0_3_s2;
+    \$232  = l0_bval0_2_s2;
     if (en) begin
-      \$231  = bval[63:48];
+      \$232  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = l0_prod0_0_0_s3;
+    \$233  = l0_bval0_3_s2;
     if (en) begin
-      \$232  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
+      \$233  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = l0_prod0_0_1_s3;
+    \$234  = l0_prod0_0_0_s3;
     if (en) begin
-      \$233  = { \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27  };
+      \$234  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = l0_prod0_0_2_s3;
+    \$235  = l0_prod0_0_1_s3;
     if (en) begin
-      \$234  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
+      \$235  = { \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27 [34], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = l0_prod0_0_3_s3;
+    \$236  = l0_prod0_0_2_s3;
     if (en) begin
-      \$235  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
+      \$236  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = m__payload;
+    \$237  = l0_prod0_0_3_s3;
     if (en) begin
-      \$236  = \t$47 ;
+      \$237  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = y0_s2;
+    \$238  = l0_out0_s4;
     if (en) begin
-      \$237  = y0_s1;
+      \$238  = \t$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = y0_s3;
+    \$239  = y0_s2;
     if (en) begin
-      \$238  = y0_s2;
+      \$239  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = y0_s4;
+    \$240  = y0_s3;
     if (en) begin
-      \$239  = y0_s3;
+      \$240  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = err0_s5;
+    \$241  = y0_s4;
     if (en) begin
-      \$240  = \t$53 ;
+      \$241  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$241  = l0_cell0_s3;
+    \$242  = kind_s2;
     if (en) begin
-      \$241  = l0_cell0_s2;
+      \$242  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$242  = l0_cell0_s4;
+    \$243  = kind_s3;
     if (en) begin
-      \$242  = l0_cell0_s3;
+      \$243  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$243  = l0_cell0_s5;
+    \$244  = kind_s4;
     if (en) begin
-      \$243  = l0_cell0_s4;
+      \$244  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$244  = l0_bval0_0_s3;
+    \$245  = err0_s5;
     if (en) begin
-      \$244  = l0_bval0_0_s2;
+      \$245  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$245  = l0_bval0_0_s4;
+    \$246  = l0_cell0_s3;
     if (en) begin
-      \$245  = l0_bval0_0_s3;
+      \$246  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$246  = l0_bval0_0_s5;
+    \$247  = l0_cell0_s4;
     if (en) begin
-      \$246  = l0_bval0_0_s4;
+      \$247  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$247  = l0_bval0_1_s3;
+    \$248  = l0_cell0_s5;
     if (en) begin
-      \$247  = l0_bval0_1_s2;
+      \$248  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$248  = l0_bval0_1_s4;
+    \$249  = l0_bval0_0_s3;
     if (en) begin
-      \$248  = l0_bval0_1_s3;
+      \$249  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = l0_bval0_1_s5;
+    \$250  = l0_bval0_0_s4;
     if (en) begin
-      \$249  = l0_bval0_1_s4;
+      \$250  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$250  = l0_bval0_2_s3;
+    \$251  = l0_bval0_0_s5;
     if (en) begin
-      \$250  = l0_bval0_2_s2;
+      \$251  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = l0_bval0_2_s4;
+    \$252  = l0_bval0_1_s3;
     if (en) begin
-      \$251  = l0_bval0_2_s3;
+      \$252  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$252  = l0_bval0_2_s5;
+    \$253  = l0_bval0_1_s4;
     if (en) begin
-      \$252  = l0_bval0_2_s4;
+      \$253  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$253  = l0_bval0_3_s3;
+    \$254  = l0_bval0_1_s5;
     if (en) begin
-      \$253  = l0_bval0_3_s2;
+      \$254  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$254  = l0_bval0_3_s4;
+    \$255  = l0_bval0_2_s3;
     if (en) begin
-      \$254  = l0_bval0_3_s3;
+      \$255  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = l0_bval0_3_s5;
+    \$256  = l0_bval0_2_s4;
     if (en) begin
-      \$255  = l0_bval0_3_s4;
+      \$256  = l0_bval0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$257  = l0_bval0_2_s5;
+    if (en) begin
+      \$257  = l0_bval0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$258  = l0_bval0_3_s3;
+    if (en) begin
+      \$258  = l0_bval0_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$259  = l0_bval0_3_s4;
+    if (en) begin
+      \$259  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$260  = l0_bval0_3_s5;
+    if (en) begin
+      \$260  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -1521,31 +1585,31 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$33  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
   assign \t$38  = { \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37 [34], \t$37  };
   assign \t$44  = \t$39 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign w_data = { \t$74 , \t$69 , \t$64 , \t$59 , l0_cell0_s5 };
+  assign w_data = { \t$76 , \t$71 , \t$66 , \t$61 , l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$200 [1:0];
-  assign \$signature__addr$100  = \$98 [0];
-  assign \$signature__en$104  = 1'h1;
-  assign wp__addr = \$102 [0];
-  assign \$signature__addr$112  = \$119 [0];
-  assign \$signature__en$113  = 1'h1;
-  assign \wp__addr$114  = \$123 [0];
-  assign \$signature__addr$120  = \$140 [0];
-  assign \$signature__en$121  = 1'h1;
-  assign \wp__addr$122  = \$144 [0];
-  assign \$signature__addr$128  = \$161 [0];
-  assign \$signature__en$129  = 1'h1;
-  assign \wp__addr$130  = \$165 [0];
+  assign l0_port_bank = \$201 [1:0];
+  assign \$signature__addr$102  = \$99 [0];
+  assign \$signature__en$106  = 1'h1;
+  assign wp__addr = \$103 [0];
+  assign \$signature__addr$114  = \$120 [0];
+  assign \$signature__en$115  = 1'h1;
+  assign \wp__addr$116  = \$124 [0];
+  assign \$signature__addr$122  = \$141 [0];
+  assign \$signature__en$123  = 1'h1;
+  assign \wp__addr$124  = \$145 [0];
+  assign \$signature__addr$130  = \$162 [0];
+  assign \$signature__en$131  = 1'h1;
+  assign \wp__addr$132  = \$166 [0];
   assign rom_rd__addr = reload_count[2:0];
-  assign reload_addr = \$171 [2:0];
+  assign reload_addr = \$172 [2:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$186 [2:0];
-  assign l0_port_q = \$198 [2:0];
+  assign l0_port_local = \$187 [2:0];
+  assign l0_port_q = \$199 [2:0];
   assign resp = pr__payload;
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[18:16];
   assign \pc__payload.write  = pc__payload[19];
@@ -1554,13 +1618,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
   assign \s__payload.y[0]  = s__payload[31:16];
+  assign \s__payload.kind  = s__payload[33:32];
   assign \bval[0]  = bval[15:0];
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
+  assign m__payload[16] = \$29 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = 3'h0;
-  assign l0_port_baddr_q = { 2'h0, \$198 [2] };
+  assign l0_port_baddr_q = { 2'h0, \$199 [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -1570,28 +1637,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$37  = { \t$35 [31], \t$35 , 2'h0 };
   assign floor = { \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39], \t$39 [39:16] };
   assign \t$52  = { \t$50 [16], \t$50  };
-  assign \floor$57  = { \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31], \t$54 [31:16] };
-  assign \floor$62  = { \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31], \t$60 [31:16] };
-  assign \floor$67  = { \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31], \t$65 [31:16] };
-  assign \floor$72  = { \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31], \t$70 [31:16] };
-  assign \$93  = { 2'h0, \$92 [2] };
-  assign \$99  = { 2'h0, r_data[2] };
-  assign \$114  = { 2'h0, \$113 [2] };
-  assign \$120  = { 2'h0, r_data[2] };
-  assign \$135  = { 2'h0, \$134 [2] };
-  assign \$141  = { 2'h0, r_data[2] };
-  assign \$156  = { 2'h0, \$155 [2] };
-  assign \$162  = { 2'h0, r_data[2] };
-  assign s__ready = \$175 ;
-  assign \$197  = 7'h00;
-  assign \$87  = 1'h1;
-  assign \$88  = l0_port_wr;
-  assign \$108  = 1'h1;
-  assign \$109  = l0_port_wr;
-  assign \$129  = 1'h1;
-  assign \$130  = l0_port_wr;
-  assign \$150  = 1'h1;
-  assign \$151  = l0_port_wr;
+  assign \floor$59  = { \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31], \t$56 [31:16] };
+  assign \floor$64  = { \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31], \t$62 [31:16] };
+  assign \floor$69  = { \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31:16] };
+  assign \floor$74  = { \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31], \t$72 [31:16] };
+  assign \$94  = { 2'h0, \$93 [2] };
+  assign \$100  = { 2'h0, r_data[2] };
+  assign \$115  = { 2'h0, \$114 [2] };
+  assign \$121  = { 2'h0, r_data[2] };
+  assign \$136  = { 2'h0, \$135 [2] };
+  assign \$142  = { 2'h0, r_data[2] };
+  assign \$157  = { 2'h0, \$156 [2] };
+  assign \$163  = { 2'h0, r_data[2] };
+  assign s__ready = \$176 ;
+  assign \$198  = 7'h00;
+  assign \$88  = 1'h1;
+  assign \$89  = l0_port_wr;
+  assign \$109  = 1'h1;
+  assign \$110  = l0_port_wr;
+  assign \$130  = 1'h1;
+  assign \$131  = l0_port_wr;
+  assign \$151  = 1'h1;
+  assign \$152  = l0_port_wr;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -1718,7 +1785,7 @@ module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0 , \port$102$0 , \port$116$0 , w_en, r_en, next_level, r_data, next_data, \port$447$0 , level, clk);
+module \onchip_learner_axis.learner.l0_pending$185 (rst, \port$78$0 , \port$92$0 , \port$106$0 , \port$120$0 , w_en, r_en, next_level, r_data, next_data, \port$461$0 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [2:0] \$1 ;
   wire [2:0] \$10 ;
@@ -1755,16 +1822,16 @@ module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0
   wire [66:0] next_data;
   output [1:0] next_level;
   wire [1:0] next_level;
-  input [15:0] \port$102$0 ;
-  wire [15:0] \port$102$0 ;
-  input [15:0] \port$116$0 ;
-  wire [15:0] \port$116$0 ;
-  input [2:0] \port$447$0 ;
-  wire [2:0] \port$447$0 ;
-  input [15:0] \port$74$0 ;
-  wire [15:0] \port$74$0 ;
-  input [15:0] \port$88$0 ;
-  wire [15:0] \port$88$0 ;
+  input [15:0] \port$106$0 ;
+  wire [15:0] \port$106$0 ;
+  input [15:0] \port$120$0 ;
+  wire [15:0] \port$120$0 ;
+  input [2:0] \port$461$0 ;
+  wire [2:0] \port$461$0 ;
+  input [15:0] \port$78$0 ;
+  wire [15:0] \port$78$0 ;
+  input [15:0] \port$92$0 ;
+  wire [15:0] \port$92$0 ;
   output [66:0] r_data;
   wire [66:0] r_data;
   input r_en;
@@ -1788,10 +1855,10 @@ module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$120$0 , \port$106$0 , \port$92$0 , \port$78$0 , \port$461$0  } : \$14 ;
   assign \$15  = \$6 [1:0] == \$10 [1:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$120$0 , \port$106$0 , \port$92$0 , \port$78$0 , \port$461$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -1832,7 +1899,7 @@ module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0
     if (w_en) begin
       casez (\$6 [1:0])
         2'h0:
-            \$18  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+            \$18  = { \port$120$0 , \port$106$0 , \port$92$0 , \port$78$0 , \port$461$0  };
       endcase
     end
   end
@@ -1844,7 +1911,7 @@ module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0
         2'h0:
             /* empty */;
         2'h1:
-            \$19  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+            \$19  = { \port$120$0 , \port$106$0 , \port$92$0 , \port$78$0 , \port$461$0  };
       endcase
     end
   end
@@ -1858,7 +1925,7 @@ module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0
         2'h1:
             /* empty */;
         2'h2:
-            \$20  = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+            \$20  = { \port$120$0 , \port$106$0 , \port$92$0 , \port$78$0 , \port$461$0  };
       endcase
     end
   end
@@ -1878,6 +1945,6 @@ module \onchip_learner_axis.learner.l0_pending$180 (rst, \port$74$0 , \port$88$0
   end
   assign tail = \$6 [1:0];
   assign head_next = \$10 [1:0];
-  assign w_data = { \port$116$0 , \port$102$0 , \port$88$0 , \port$74$0 , \port$447$0  };
+  assign w_data = { \port$120$0 , \port$106$0 , \port$92$0 , \port$78$0 , \port$461$0  };
   assign next_level = \$12 [1:0];
 endmodule

@@ -6,55 +6,55 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire [2:0] \$100 ;
-  wire \$101 ;
-  wire [3:0] \$102 ;
+  wire [3:0] \$100 ;
+  wire [2:0] \$101 ;
+  wire \$102 ;
   wire [3:0] \$103 ;
-  wire \$104 ;
+  wire [3:0] \$104 ;
   wire \$105 ;
-  wire [15:0] \$106 ;
+  wire \$106 ;
   wire [15:0] \$107 ;
-  reg [15:0] \$108 ;
-  wire \$109 ;
+  wire [15:0] \$108 ;
+  reg [15:0] \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire [2:0] \$112 ;
+  wire \$112 ;
   wire [2:0] \$113 ;
   wire [2:0] \$114 ;
-  wire \$115 ;
-  wire [3:0] \$116 ;
-  wire [2:0] \$117 ;
-  wire \$118 ;
-  wire [3:0] \$119 ;
+  wire [2:0] \$115 ;
+  wire \$116 ;
+  wire [3:0] \$117 ;
+  wire [2:0] \$118 ;
+  wire \$119 ;
   wire [3:0] \$12 ;
   wire [3:0] \$120 ;
-  wire \$121 ;
+  wire [3:0] \$121 ;
   wire \$122 ;
-  wire [15:0] \$123 ;
+  wire \$123 ;
   wire [15:0] \$124 ;
-  reg [15:0] \$125 ;
-  wire \$126 ;
+  wire [15:0] \$125 ;
+  reg [15:0] \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire [2:0] \$129 ;
+  wire \$129 ;
   wire [2:0] \$13 ;
   wire [2:0] \$130 ;
   wire [2:0] \$131 ;
-  wire \$132 ;
-  wire [3:0] \$133 ;
-  wire [2:0] \$134 ;
-  wire \$135 ;
-  wire [3:0] \$136 ;
+  wire [2:0] \$132 ;
+  wire \$133 ;
+  wire [3:0] \$134 ;
+  wire [2:0] \$135 ;
+  wire \$136 ;
   wire [3:0] \$137 ;
-  wire \$138 ;
+  wire [3:0] \$138 ;
   wire \$139 ;
   wire \$14 ;
-  wire [15:0] \$140 ;
+  wire \$140 ;
   wire [15:0] \$141 ;
-  wire \$142 ;
-  wire [4:0] \$143 ;
-  wire \$144 ;
+  wire [15:0] \$142 ;
+  wire \$143 ;
+  wire [4:0] \$144 ;
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
@@ -69,8 +69,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire [3:0] \$158 ;
-  wire \$159 ;
+  wire \$158 ;
+  wire [3:0] \$159 ;
   wire [3:0] \$16 ;
   wire \$160 ;
   wire \$161 ;
@@ -81,60 +81,60 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire [6:0] \$169 ;
+  wire \$169 ;
   wire [40:0] \$17 ;
-  wire [7:0] \$170 ;
-  wire [5:0] \$171 ;
-  wire [6:0] \$172 ;
-  wire [4:0] \$173 ;
-  wire \$174 ;
+  wire [6:0] \$170 ;
+  wire [7:0] \$171 ;
+  wire [5:0] \$172 ;
+  wire [6:0] \$173 ;
+  wire [4:0] \$174 ;
   wire \$175 ;
   wire \$176 ;
-  reg [15:0] \$177 ;
+  wire \$177 ;
   reg [15:0] \$178 ;
   reg [15:0] \$179 ;
   wire [40:0] \$18 ;
-  reg \$180 ;
+  reg [15:0] \$180 ;
   reg \$181 ;
   reg \$182 ;
   reg \$183 ;
   reg \$184 ;
-  reg [3:0] \$185 ;
-  reg \$186 ;
-  reg [1:0] \$187 ;
-  reg \$188 ;
+  reg \$185 ;
+  reg [3:0] \$186 ;
+  reg \$187 ;
+  reg [1:0] \$188 ;
   reg \$189 ;
   wire \$19 ;
   reg \$190 ;
-  reg [15:0] \$191 ;
+  reg \$191 ;
   reg [15:0] \$192 ;
   reg [15:0] \$193 ;
-  reg [1:0] \$194 ;
-  reg [2:0] \$195 ;
-  reg [15:0] \$196 ;
-  reg [15:0] \$197 ;
+  reg [15:0] \$194 ;
+  reg [1:0] \$195 ;
+  reg [1:0] \$196 ;
+  reg [2:0] \$197 ;
   reg [15:0] \$198 ;
   reg [15:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  reg [39:0] \$200 ;
-  reg [39:0] \$201 ;
+  reg [15:0] \$200 ;
+  reg [15:0] \$201 ;
   reg [39:0] \$202 ;
   reg [39:0] \$203 ;
-  reg [15:0] \$204 ;
-  reg [15:0] \$205 ;
+  reg [39:0] \$204 ;
+  reg [39:0] \$205 ;
   reg [15:0] \$206 ;
   reg [15:0] \$207 ;
   reg [15:0] \$208 ;
-  reg [2:0] \$209 ;
+  reg [15:0] \$209 ;
   wire \$21 ;
-  reg [2:0] \$210 ;
-  reg [2:0] \$211 ;
-  reg [15:0] \$212 ;
+  reg [1:0] \$210 ;
+  reg [1:0] \$211 ;
+  reg [1:0] \$212 ;
   reg [15:0] \$213 ;
-  reg [15:0] \$214 ;
-  reg [15:0] \$215 ;
-  reg [15:0] \$216 ;
+  reg [2:0] \$214 ;
+  reg [2:0] \$215 ;
+  reg [2:0] \$216 ;
   reg [15:0] \$217 ;
   reg [15:0] \$218 ;
   reg [15:0] \$219 ;
@@ -143,6 +143,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$221 ;
   reg [15:0] \$222 ;
   reg [15:0] \$223 ;
+  reg [15:0] \$224 ;
+  reg [15:0] \$225 ;
+  reg [15:0] \$226 ;
+  reg [15:0] \$227 ;
+  reg [15:0] \$228 ;
   wire \$23 ;
   wire \$24 ;
   wire \$25 ;
@@ -152,8 +157,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$29 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [15:0] \$31 ;
-  wire \$32 ;
+  wire \$31 ;
+  wire [15:0] \$32 ;
   wire \$33 ;
   wire \$34 ;
   wire \$35 ;
@@ -163,8 +168,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$39 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  wire [15:0] \$41 ;
-  wire \$42 ;
+  wire \$41 ;
+  wire [15:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -174,8 +179,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -185,8 +190,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -196,58 +201,58 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
-  reg [15:0] \$74 ;
-  wire \$75 ;
+  wire \$74 ;
+  reg [15:0] \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire [2:0] \$78 ;
+  wire \$78 ;
   wire [2:0] \$79 ;
   wire [3:0] \$8 ;
   wire [2:0] \$80 ;
-  wire \$81 ;
-  wire [3:0] \$82 ;
-  wire [2:0] \$83 ;
-  wire \$84 ;
-  wire [3:0] \$85 ;
+  wire [2:0] \$81 ;
+  wire \$82 ;
+  wire [3:0] \$83 ;
+  wire [2:0] \$84 ;
+  wire \$85 ;
   wire [3:0] \$86 ;
-  wire \$87 ;
+  wire [3:0] \$87 ;
   wire \$88 ;
-  wire [15:0] \$89 ;
+  wire \$89 ;
   wire [2:0] \$9 ;
   wire [15:0] \$90 ;
-  reg [15:0] \$91 ;
-  wire \$92 ;
+  wire [15:0] \$91 ;
+  reg [15:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
-  wire [2:0] \$95 ;
+  wire \$95 ;
   wire [2:0] \$96 ;
   wire [2:0] \$97 ;
-  wire \$98 ;
-  wire [3:0] \$99 ;
+  wire [2:0] \$98 ;
+  wire \$99 ;
   wire \$signature__addr ;
-  wire \$signature__addr$102 ;
-  wire \$signature__addr$112 ;
-  wire \$signature__addr$120 ;
-  wire \$signature__addr$128 ;
+  wire \$signature__addr$104 ;
+  wire \$signature__addr$114 ;
+  wire \$signature__addr$122 ;
+  wire \$signature__addr$130 ;
   wire \$signature__addr$22 ;
   wire \$signature__addr$24 ;
   wire \$signature__addr$26 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$110 ;
-  wire [15:0] \$signature__data$118 ;
-  wire [15:0] \$signature__data$126 ;
+  wire [15:0] \$signature__data$112 ;
+  wire [15:0] \$signature__data$120 ;
+  wire [15:0] \$signature__data$128 ;
   wire [15:0] \$signature__data$31 ;
   wire [15:0] \$signature__data$32 ;
   wire [15:0] \$signature__data$33 ;
-  wire [15:0] \$signature__data$96 ;
+  wire [15:0] \$signature__data$98 ;
   wire \$signature__en ;
-  wire \$signature__en$104 ;
-  wire \$signature__en$113 ;
-  wire \$signature__en$121 ;
-  wire \$signature__en$129 ;
+  wire \$signature__en$106 ;
+  wire \$signature__en$115 ;
+  wire \$signature__en$123 ;
+  wire \$signature__en$131 ;
   wire \$signature__en$23 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
@@ -262,14 +267,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input clk;
   wire clk;
   wire commit_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$70 ;
-  wire [31:0] \floor$75 ;
-  wire [31:0] \floor$80 ;
-  wire [31:0] \floor$85 ;
+  wire [31:0] \floor$72 ;
+  wire [31:0] \floor$77 ;
+  wire [31:0] \floor$82 ;
+  wire [31:0] \floor$87 ;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -291,8 +301,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   wire l0_port_baddr;
   wire [2:0] l0_port_baddr_q;
   wire [1:0] l0_port_bank;
@@ -317,8 +326,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -354,8 +364,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [31:0] s__payload;
-  wire [31:0] s__payload;
+  input [33:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -365,9 +376,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [16:0] \t$109 ;
-  wire [16:0] \t$117 ;
-  wire [16:0] \t$125 ;
+  wire [16:0] \t$111 ;
+  wire [16:0] \t$119 ;
+  wire [16:0] \t$127 ;
   wire [34:0] \t$36 ;
   wire [39:0] \t$37 ;
   wire [31:0] \t$39 ;
@@ -386,19 +397,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \t$63 ;
   wire [17:0] \t$65 ;
   wire [15:0] \t$66 ;
-  wire [31:0] \t$67 ;
-  wire [32:0] \t$71 ;
-  wire [15:0] \t$72 ;
-  wire [31:0] \t$73 ;
-  wire [32:0] \t$76 ;
-  wire [15:0] \t$77 ;
-  wire [31:0] \t$78 ;
-  wire [32:0] \t$81 ;
-  wire [15:0] \t$82 ;
-  wire [31:0] \t$83 ;
-  wire [32:0] \t$86 ;
-  wire [15:0] \t$87 ;
-  wire [16:0] \t$95 ;
+  wire [31:0] \t$69 ;
+  wire [32:0] \t$73 ;
+  wire [15:0] \t$74 ;
+  wire [31:0] \t$75 ;
+  wire [32:0] \t$78 ;
+  wire [15:0] \t$79 ;
+  wire [31:0] \t$80 ;
+  wire [32:0] \t$83 ;
+  wire [15:0] \t$84 ;
+  wire [31:0] \t$85 ;
+  wire [32:0] \t$88 ;
+  wire [15:0] \t$89 ;
+  wire [16:0] \t$97 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -407,17 +418,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire valid_s4;
   reg valid_s5 = 1'h0;
   wire wp__addr;
-  wire \wp__addr$114 ;
-  wire \wp__addr$122 ;
-  wire \wp__addr$130 ;
+  wire \wp__addr$116 ;
+  wire \wp__addr$124 ;
+  wire \wp__addr$132 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$115 ;
-  wire [15:0] \wp__data$123 ;
-  wire [15:0] \wp__data$131 ;
+  wire [15:0] \wp__data$117 ;
+  wire [15:0] \wp__data$125 ;
+  wire [15:0] \wp__data$133 ;
   wire wp__en;
-  wire \wp__en$116 ;
-  wire \wp__en$124 ;
-  wire \wp__en$132 ;
+  wire \wp__en$118 ;
+  wire \wp__en$126 ;
+  wire \wp__en$134 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -432,19 +443,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$86 [0]] <= wp__data;
+      l0_coef_0_0_bank0[\$87 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$82 [0];
+    _0_ <= \$83 [0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == \$86 [0])
+      if (wp__en && \$4 [0] == \$87 [0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$96  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$98  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
@@ -453,20 +464,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$116 )
-      l0_coef_0_0_bank1[\$103 [0]] <= \wp__data$115 ;
+    if (\wp__en$118 )
+      l0_coef_0_0_bank1[\$104 [0]] <= \wp__data$117 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$99 [0];
+    _2_ <= \$100 [0];
     if (\$signature__en$23 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$116  && \$8 [0] == \$103 [0])
-        _3_ <= \wp__data$115 ;
+      if (\wp__en$118  && \$8 [0] == \$104 [0])
+        _3_ <= \wp__data$117 ;
     end
   end
-  assign \$signature__data$110  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$112  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$31  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
@@ -475,20 +486,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$124 )
-      l0_coef_0_0_bank2[\$120 [0]] <= \wp__data$123 ;
+    if (\wp__en$126 )
+      l0_coef_0_0_bank2[\$121 [0]] <= \wp__data$125 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$116 [0];
+    _4_ <= \$117 [0];
     if (\$signature__en$25 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$124  && \$12 [0] == \$120 [0])
-        _5_ <= \wp__data$123 ;
+      if (\wp__en$126  && \$12 [0] == \$121 [0])
+        _5_ <= \wp__data$125 ;
     end
   end
-  assign \$signature__data$118  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$120  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$32  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
@@ -497,20 +508,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$132 )
-      l0_coef_0_0_bank3[\$137 [0]] <= \wp__data$131 ;
+    if (\wp__en$134 )
+      l0_coef_0_0_bank3[\$138 [0]] <= \wp__data$133 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$133 [0];
+    _6_ <= \$134 [0];
     if (\$signature__en$27 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$132  && \$16 [0] == \$137 [0])
-        _7_ <= \wp__data$131 ;
+      if (\wp__en$134  && \$16 [0] == \$138 [0])
+        _7_ <= \wp__data$133 ;
     end
   end
-  assign \$signature__data$126  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$128  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$33  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
@@ -563,263 +574,272 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$27  = $signed(\t$60 ) > $signed(16'h7fff);
   assign \$28  = \$27  ? 16'h7fff : \t$60 [15:0];
   assign \t$61  = \$26  ? 16'h8000 : \$28 ;
-  assign \t$63  = $signed(m__payload) - $signed(y0_s4);
-  assign \$29  = $signed(\t$65 ) < $signed(16'h8000);
-  assign \$30  = $signed(\t$65 ) > $signed(16'h7fff);
-  assign \$31  = \$30  ? 16'h7fff : \t$65 [15:0];
-  assign \t$66  = \$29  ? 16'h8000 : \$31 ;
-  assign \t$67  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$32  = ! \t$67 [14:0];
-  assign \$33  = ~ \$32 ;
-  assign \$34  = \t$67 [15] & \$33 ;
-  assign \$35  = ! \t$67 [14:0];
-  assign \$36  = \t$67 [15] & \$35 ;
-  assign \$37  = \$36  & \floor$70 [0];
-  assign \$38  = \$34  | \$37 ;
-  assign \t$71  = $signed(\floor$70 ) + $signed({ 1'h0, \$38  });
-  assign \$39  = $signed(\t$71 ) < $signed(16'h8000);
-  assign \$40  = $signed(\t$71 ) > $signed(16'h7fff);
-  assign \$41  = \$40  ? 16'h7fff : \t$71 [15:0];
-  assign \t$72  = \$39  ? 16'h8000 : \$41 ;
-  assign \t$73  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$42  = ! \t$73 [14:0];
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \t$73 [15] & \$43 ;
-  assign \$45  = ! \t$73 [14:0];
-  assign \$46  = \t$73 [15] & \$45 ;
-  assign \$47  = \$46  & \floor$75 [0];
-  assign \$48  = \$44  | \$47 ;
-  assign \t$76  = $signed(\floor$75 ) + $signed({ 1'h0, \$48  });
-  assign \$49  = $signed(\t$76 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$76 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$76 [15:0];
-  assign \t$77  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$78  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$52  = ! \t$78 [14:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$78 [15] & \$53 ;
-  assign \$55  = ! \t$78 [14:0];
-  assign \$56  = \t$78 [15] & \$55 ;
-  assign \$57  = \$56  & \floor$80 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$81  = $signed(\floor$80 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$81 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$81 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$81 [15:0];
-  assign \t$82  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$83  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$62  = ! \t$83 [14:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$83 [15] & \$63 ;
-  assign \$65  = ! \t$83 [14:0];
-  assign \$66  = \t$83 [15] & \$65 ;
-  assign \$67  = \$66  & \floor$85 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$86  = $signed(\floor$85 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$86 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$86 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$86 [15:0];
-  assign \t$87  = \$69  ? 16'h8000 : \$71 ;
-  assign \$72  = ~ m__ready;
-  assign \$73  = m__valid & \$72 ;
-  assign en = ~ \$73 ;
+  assign \$29  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$63  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$30  = $signed(\t$65 ) < $signed(16'h8000);
+  assign \$31  = $signed(\t$65 ) > $signed(16'h7fff);
+  assign \$32  = \$31  ? 16'h7fff : \t$65 [15:0];
+  assign \t$66  = \$30  ? 16'h8000 : \$32 ;
+  assign \t$69  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$33  = ! \t$69 [14:0];
+  assign \$34  = ~ \$33 ;
+  assign \$35  = \t$69 [15] & \$34 ;
+  assign \$36  = ! \t$69 [14:0];
+  assign \$37  = \t$69 [15] & \$36 ;
+  assign \$38  = \$37  & \floor$72 [0];
+  assign \$39  = \$35  | \$38 ;
+  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$39  });
+  assign \$40  = $signed(\t$73 ) < $signed(16'h8000);
+  assign \$41  = $signed(\t$73 ) > $signed(16'h7fff);
+  assign \$42  = \$41  ? 16'h7fff : \t$73 [15:0];
+  assign \t$74  = \$40  ? 16'h8000 : \$42 ;
+  assign \t$75  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$43  = ! \t$75 [14:0];
+  assign \$44  = ~ \$43 ;
+  assign \$45  = \t$75 [15] & \$44 ;
+  assign \$46  = ! \t$75 [14:0];
+  assign \$47  = \t$75 [15] & \$46 ;
+  assign \$48  = \$47  & \floor$77 [0];
+  assign \$49  = \$45  | \$48 ;
+  assign \t$78  = $signed(\floor$77 ) + $signed({ 1'h0, \$49  });
+  assign \$50  = $signed(\t$78 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$78 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$78 [15:0];
+  assign \t$79  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$80  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$53  = ! \t$80 [14:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$80 [15] & \$54 ;
+  assign \$56  = ! \t$80 [14:0];
+  assign \$57  = \t$80 [15] & \$56 ;
+  assign \$58  = \$57  & \floor$82 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$83  = $signed(\floor$82 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$83 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$83 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$83 [15:0];
+  assign \t$84  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$85  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$63  = ! \t$85 [14:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$85 [15] & \$64 ;
+  assign \$66  = ! \t$85 [14:0];
+  assign \$67  = \t$85 [15] & \$66 ;
+  assign \$68  = \$67  & \floor$87 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$88  = $signed(\floor$87 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$88 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$88 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$88 [15:0];
+  assign \t$89  = \$70  ? 16'h8000 : \$72 ;
+  assign \$73  = ~ m__ready;
+  assign \$74  = m__valid & \$73 ;
+  assign en = ~ \$74 ;
   assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s5;
-  assign \t$95  = $signed(\$signature__data$96 ) - $signed(\$74 );
-  assign \$77  = ! \$172 [1:0];
-  assign l0_port_hit0_0_0 = \$76  & \$77 ;
-  assign \$78  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$80  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$81  = \$80 [1:0] > 1'h0;
-  assign \$82  = \$79  + \$81 ;
-  assign \$84  = l0_cell0_s5[1:0] > 1'h0;
-  assign \$85  = \$83  + \$84 ;
-  assign \$86  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$85 ;
-  assign \$87  = $signed(\t$95 ) < $signed(16'h8000);
-  assign \$88  = $signed(\t$95 ) > $signed(16'h7fff);
-  assign \$89  = \$88  ? 16'h7fff : \t$95 [15:0];
-  assign \$90  = \$87  ? 16'h8000 : \$89 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$90 ;
+  assign \t$97  = $signed(\$signature__data$98 ) - $signed(\$75 );
+  assign \$78  = ! \$173 [1:0];
+  assign l0_port_hit0_0_0 = \$77  & \$78 ;
+  assign \$79  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$81  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$82  = \$81 [1:0] > 1'h0;
+  assign \$83  = \$80  + \$82 ;
+  assign \$85  = l0_cell0_s5[1:0] > 1'h0;
+  assign \$86  = \$84  + \$85 ;
+  assign \$87  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$86 ;
+  assign \$88  = $signed(\t$97 ) < $signed(16'h8000);
+  assign \$89  = $signed(\t$97 ) > $signed(16'h7fff);
+  assign \$90  = \$89  ? 16'h7fff : \t$97 [15:0];
+  assign \$91  = \$88  ? 16'h8000 : \$90 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$91 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$109  = $signed(\$signature__data$110 ) - $signed(\$91 );
-  assign \$94  = \$172 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$93  & \$94 ;
-  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$97  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$98  = \$97 [1:0] > 1'h1;
-  assign \$99  = \$96  + \$98 ;
-  assign \$101  = l0_cell0_s5[1:0] > 1'h1;
-  assign \$102  = \$100  + \$101 ;
-  assign \$103  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$102 ;
-  assign \$104  = $signed(\t$109 ) < $signed(16'h8000);
-  assign \$105  = $signed(\t$109 ) > $signed(16'h7fff);
-  assign \$106  = \$105  ? 16'h7fff : \t$109 [15:0];
-  assign \$107  = \$104  ? 16'h8000 : \$106 ;
-  assign \wp__data$115  = l0_port_hit0_0_1 ? l0_port_data : \$107 ;
-  assign \wp__en$116  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$117  = $signed(\$signature__data$118 ) - $signed(\$108 );
-  assign \$111  = \$172 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$110  & \$111 ;
-  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$114  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$115  = \$114 [1:0] > 2'h2;
-  assign \$116  = \$113  + \$115 ;
-  assign \$118  = l0_cell0_s5[1:0] > 2'h2;
-  assign \$119  = \$117  + \$118 ;
-  assign \$120  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$119 ;
-  assign \$121  = $signed(\t$117 ) < $signed(16'h8000);
-  assign \$122  = $signed(\t$117 ) > $signed(16'h7fff);
-  assign \$123  = \$122  ? 16'h7fff : \t$117 [15:0];
-  assign \$124  = \$121  ? 16'h8000 : \$123 ;
-  assign \wp__data$123  = l0_port_hit0_0_2 ? l0_port_data : \$124 ;
-  assign \wp__en$124  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$125  = $signed(\$signature__data$126 ) - $signed(\$125 );
-  assign \$128  = \$172 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$127  & \$128 ;
-  assign \$129  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$131  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$132  = \$131 [1:0] > 2'h3;
-  assign \$133  = \$130  + \$132 ;
-  assign \$135  = l0_cell0_s5[1:0] > 2'h3;
-  assign \$136  = \$134  + \$135 ;
-  assign \$137  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$136 ;
-  assign \$138  = $signed(\t$125 ) < $signed(16'h8000);
-  assign \$139  = $signed(\t$125 ) > $signed(16'h7fff);
-  assign \$140  = \$139  ? 16'h7fff : \t$125 [15:0];
-  assign \$141  = \$138  ? 16'h8000 : \$140 ;
-  assign \wp__data$131  = l0_port_hit0_0_3 ? l0_port_data : \$141 ;
-  assign \wp__en$132  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$111  = $signed(\$signature__data$112 ) - $signed(\$92 );
+  assign \$95  = \$173 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$94  & \$95 ;
+  assign \$96  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$98  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$99  = \$98 [1:0] > 1'h1;
+  assign \$100  = \$97  + \$99 ;
+  assign \$102  = l0_cell0_s5[1:0] > 1'h1;
+  assign \$103  = \$101  + \$102 ;
+  assign \$104  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$103 ;
+  assign \$105  = $signed(\t$111 ) < $signed(16'h8000);
+  assign \$106  = $signed(\t$111 ) > $signed(16'h7fff);
+  assign \$107  = \$106  ? 16'h7fff : \t$111 [15:0];
+  assign \$108  = \$105  ? 16'h8000 : \$107 ;
+  assign \wp__data$117  = l0_port_hit0_0_1 ? l0_port_data : \$108 ;
+  assign \wp__en$118  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$119  = $signed(\$signature__data$120 ) - $signed(\$109 );
+  assign \$112  = \$173 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$111  & \$112 ;
+  assign \$113  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$115  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$116  = \$115 [1:0] > 2'h2;
+  assign \$117  = \$114  + \$116 ;
+  assign \$119  = l0_cell0_s5[1:0] > 2'h2;
+  assign \$120  = \$118  + \$119 ;
+  assign \$121  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$120 ;
+  assign \$122  = $signed(\t$119 ) < $signed(16'h8000);
+  assign \$123  = $signed(\t$119 ) > $signed(16'h7fff);
+  assign \$124  = \$123  ? 16'h7fff : \t$119 [15:0];
+  assign \$125  = \$122  ? 16'h8000 : \$124 ;
+  assign \wp__data$125  = l0_port_hit0_0_2 ? l0_port_data : \$125 ;
+  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$127  = $signed(\$signature__data$128 ) - $signed(\$126 );
+  assign \$129  = \$173 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$128  & \$129 ;
+  assign \$130  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$132  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$133  = \$132 [1:0] > 2'h3;
+  assign \$134  = \$131  + \$133 ;
+  assign \$136  = l0_cell0_s5[1:0] > 2'h3;
+  assign \$137  = \$135  + \$136 ;
+  assign \$138  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$137 ;
+  assign \$139  = $signed(\t$127 ) < $signed(16'h8000);
+  assign \$140  = $signed(\t$127 ) > $signed(16'h7fff);
+  assign \$141  = \$140  ? 16'h7fff : \t$127 [15:0];
+  assign \$142  = \$139  ? 16'h8000 : \$141 ;
+  assign \wp__data$133  = l0_port_hit0_0_3 ? l0_port_data : \$142 ;
+  assign \wp__en$134  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'h9;
-  assign \$142  = | reload_count;
-  assign reload_write = reloading & \$142 ;
-  assign \$143  = reload_count - 1'h1;
-  assign \$144  = ~ pc__valid;
-  assign \$145  = en & \$144 ;
-  assign \$146  = ~ reloading;
-  assign \$147  = \$145  & \$146 ;
-  assign \$148  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$149  = ~ \$148 ;
-  assign s__ready = \$147  & \$149 ;
+  assign \$143  = | reload_count;
+  assign reload_write = reloading & \$143 ;
+  assign \$144  = reload_count - 1'h1;
+  assign \$145  = ~ pc__valid;
+  assign \$146  = en & \$145 ;
+  assign \$147  = ~ reloading;
+  assign \$148  = \$146  & \$147 ;
+  assign \$149  = | { valid_s3, valid_s2, valid_s1 };
+  assign \$150  = ~ \$149 ;
+  assign s__ready = \$148  & \$150 ;
   assign accept = s__valid & s__ready;
-  assign \$150  = ~ busy;
-  assign \$151  = pc__valid & \$150 ;
-  assign \$152  = ~ reloading;
-  assign \$153  = \$151  & \$152 ;
-  assign \$154  = ~ read_wait;
-  assign \$155  = \$153  & \$154 ;
-  assign \$156  = ~ pr__valid;
-  assign \$157  = \$156  | pr__ready;
-  assign pc__ready = \$155  & \$157 ;
-  assign port_addr = reload_write ? \$143 [2:0] : pc__payload[18:16];
-  assign \$158  = port_addr - 1'h0;
+  assign \$151  = ~ busy;
+  assign \$152  = pc__valid & \$151 ;
+  assign \$153  = ~ reloading;
+  assign \$154  = \$152  & \$153 ;
+  assign \$155  = ~ read_wait;
+  assign \$156  = \$154  & \$155 ;
+  assign \$157  = ~ pr__valid;
+  assign \$158  = \$157  | pr__ready;
+  assign pc__ready = \$156  & \$158 ;
+  assign port_addr = reload_write ? \$144 [2:0] : pc__payload[18:16];
+  assign \$159  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$159  = port_addr >= 1'h0;
-  assign \$160  = port_addr < 4'h8;
-  assign \$161  = \$159  & \$160 ;
-  assign \$162  = pc__ready & pc__payload[19];
-  assign \$163  = reload_write | \$162 ;
-  assign l0_port_wr = \$161  & \$163 ;
-  assign \$164  = port_addr >= 1'h0;
-  assign \$165  = port_addr < 4'h8;
-  assign \$166  = \$164  & \$165 ;
-  assign \$167  = \$166  & pc__ready;
-  assign \$168  = ~ pc__payload[19];
-  assign l0_port_rd = \$167  & \$168 ;
-  assign \$170  = \$158 [2:0] - 7'h00;
-  assign \$171  = l0_port_baddr_q * 3'h4;
-  assign \$172  = \$170 [2:0] - \$171 ;
-  assign \$173  = reload_count + 1'h1;
-  assign \$174  = ~ pc__payload[19];
-  assign \$175  = pc__ready & \$174 ;
-  assign \$176  = pc__ready & pc__payload[19];
+  assign \$160  = port_addr >= 1'h0;
+  assign \$161  = port_addr < 4'h8;
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = pc__ready & pc__payload[19];
+  assign \$164  = reload_write | \$163 ;
+  assign l0_port_wr = \$162  & \$164 ;
+  assign \$165  = port_addr >= 1'h0;
+  assign \$166  = port_addr < 4'h8;
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = \$167  & pc__ready;
+  assign \$169  = ~ pc__payload[19];
+  assign l0_port_rd = \$168  & \$169 ;
+  assign \$171  = \$159 [2:0] - 7'h00;
+  assign \$172  = l0_port_baddr_q * 3'h4;
+  assign \$173  = \$171 [2:0] - \$172 ;
+  assign \$174  = reload_count + 1'h1;
+  assign \$175  = ~ pc__payload[19];
+  assign \$176  = pc__ready & \$175 ;
+  assign \$177  = pc__ready & pc__payload[19];
   always @(posedge clk)
-    valid_s1 <= \$180 ;
+    valid_s1 <= \$181 ;
   always @(posedge clk)
-    valid_s2 <= \$181 ;
+    valid_s2 <= \$182 ;
   always @(posedge clk)
-    valid_s3 <= \$182 ;
+    valid_s3 <= \$183 ;
   always @(posedge clk)
-    m__valid <= \$183 ;
+    m__valid <= \$184 ;
   always @(posedge clk)
-    valid_s5 <= \$184 ;
+    valid_s5 <= \$185 ;
   always @(posedge clk)
-    reload_count <= \$185 ;
+    reload_count <= \$186 ;
   always @(posedge clk)
-    l0_rd_edge <= \$186 ;
+    l0_rd_edge <= \$187 ;
   always @(posedge clk)
-    l0_rd_bank <= \$187 ;
+    l0_rd_bank <= \$188 ;
   always @(posedge clk)
-    read_layer <= \$188 ;
+    read_layer <= \$189 ;
   always @(posedge clk)
-    read_wait <= \$189 ;
+    read_wait <= \$190 ;
   always @(posedge clk)
-    pr__valid <= \$190 ;
+    pr__valid <= \$191 ;
   always @(posedge clk)
-    pr__payload <= \$191 ;
+    pr__payload <= \$192 ;
   always @(posedge clk)
-    u <= \$192 ;
+    u <= \$193 ;
   always @(posedge clk)
-    y0_s1 <= \$193 ;
+    y0_s1 <= \$194 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$194 ;
+    kind_s1 <= \$195 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$195 ;
+    l0_lo0_s2 <= \$196 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$196 ;
+    l0_cell0_s2 <= \$197 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$197 ;
+    l0_bval0_0_s2 <= \$198 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$198 ;
+    l0_bval0_1_s2 <= \$199 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$199 ;
+    l0_bval0_2_s2 <= \$200 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$200 ;
+    l0_bval0_3_s2 <= \$201 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$201 ;
+    l0_prod0_0_0_s3 <= \$202 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$202 ;
+    l0_prod0_0_1_s3 <= \$203 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$203 ;
+    l0_prod0_0_2_s3 <= \$204 ;
   always @(posedge clk)
-    m__payload <= \$204 ;
+    l0_prod0_0_3_s3 <= \$205 ;
   always @(posedge clk)
-    y0_s2 <= \$205 ;
+    l0_out0_s4 <= \$206 ;
   always @(posedge clk)
-    y0_s3 <= \$206 ;
+    y0_s2 <= \$207 ;
   always @(posedge clk)
-    y0_s4 <= \$207 ;
+    y0_s3 <= \$208 ;
   always @(posedge clk)
-    err0_s5 <= \$208 ;
+    y0_s4 <= \$209 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$209 ;
+    kind_s2 <= \$210 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$210 ;
+    kind_s3 <= \$211 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$211 ;
+    kind_s4 <= \$212 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$212 ;
+    err0_s5 <= \$213 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$213 ;
+    l0_cell0_s3 <= \$214 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$214 ;
+    l0_cell0_s4 <= \$215 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$215 ;
+    l0_cell0_s5 <= \$216 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$216 ;
+    l0_bval0_0_s3 <= \$217 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$217 ;
+    l0_bval0_0_s4 <= \$218 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$218 ;
+    l0_bval0_0_s5 <= \$219 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$219 ;
+    l0_bval0_1_s3 <= \$220 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$220 ;
+    l0_bval0_1_s4 <= \$221 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$221 ;
+    l0_bval0_1_s5 <= \$222 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$222 ;
+    l0_bval0_2_s3 <= \$223 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$223 ;
+    l0_bval0_2_s4 <= \$224 ;
+  always @(posedge clk)
+    l0_bval0_2_s5 <= \$225 ;
+  always @(posedge clk)
+    l0_bval0_3_s3 <= \$226 ;
+  always @(posedge clk)
+    l0_bval0_3_s4 <= \$227 ;
+  always @(posedge clk)
+    l0_bval0_3_s5 <= \$228 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -886,13 +906,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$74  = \t$72 ;
+          \$75  = \t$74 ;
       2'h1:
-          \$74  = \t$87 ;
+          \$75  = \t$89 ;
       2'h2:
-          \$74  = \t$82 ;
+          \$75  = \t$84 ;
       2'h3:
-          \$74  = \t$77 ;
+          \$75  = \t$79 ;
     endcase
   end
   always @* begin
@@ -900,13 +920,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$91  = \t$77 ;
+          \$92  = \t$79 ;
       2'h1:
-          \$91  = \t$72 ;
+          \$92  = \t$74 ;
       2'h2:
-          \$91  = \t$87 ;
+          \$92  = \t$89 ;
       2'h3:
-          \$91  = \t$82 ;
+          \$92  = \t$84 ;
     endcase
   end
   always @* begin
@@ -914,13 +934,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$108  = \t$82 ;
+          \$109  = \t$84 ;
       2'h1:
-          \$108  = \t$77 ;
+          \$109  = \t$79 ;
       2'h2:
-          \$108  = \t$72 ;
+          \$109  = \t$74 ;
       2'h3:
-          \$108  = \t$87 ;
+          \$109  = \t$89 ;
     endcase
   end
   always @* begin
@@ -928,13 +948,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$125  = \t$87 ;
+          \$126  = \t$89 ;
       2'h1:
-          \$125  = \t$82 ;
+          \$126  = \t$84 ;
       2'h2:
-          \$125  = \t$77 ;
+          \$126  = \t$79 ;
       2'h3:
-          \$125  = \t$72 ;
+          \$126  = \t$74 ;
     endcase
   end
   always @* begin
@@ -942,46 +962,48 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$177  = \$signature__data ;
+          \$178  = \$signature__data ;
       2'h1:
-          \$177  = \$signature__data$31 ;
+          \$178  = \$signature__data$31 ;
       2'h2:
-          \$177  = \$signature__data$32 ;
+          \$178  = \$signature__data$32 ;
       2'h3:
-          \$177  = \$signature__data$33 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$178  = 16'h0000;
-    casez (l0_rd_edge)
-      1'h0:
-          \$178  = \$177 ;
+          \$178  = \$signature__data$33 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$179  = 16'h0000;
-    casez (read_layer)
+    casez (l0_rd_edge)
       1'h0:
           \$179  = \$178 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$180  = valid_s1;
-    if (en) begin
-      \$180  = accept;
-    end
-    if (rst) begin
-      \$180  = 1'h0;
-    end
+    \$180  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$180  = \$179 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$181  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$66 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$181  = valid_s1;
     if (en) begin
-      \$181  = valid_s1;
+      \$181  = accept;
     end
     if (rst) begin
       \$181  = 1'h0;
@@ -989,9 +1011,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$182  = valid_s3;
+    \$182  = valid_s2;
     if (en) begin
-      \$182  = valid_s2;
+      \$182  = valid_s1;
     end
     if (rst) begin
       \$182  = 1'h0;
@@ -999,9 +1021,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$183  = m__valid;
+    \$183  = valid_s3;
     if (en) begin
-      \$183  = valid_s3;
+      \$183  = valid_s2;
     end
     if (rst) begin
       \$183  = 1'h0;
@@ -1009,9 +1031,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$184  = valid_s5;
+    \$184  = m__valid;
     if (en) begin
-      \$184  = m__valid;
+      \$184  = valid_s3;
     end
     if (rst) begin
       \$184  = 1'h0;
@@ -1019,299 +1041,337 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$185  = reload_count;
+    \$185  = valid_s5;
+    if (en) begin
+      \$185  = m__valid;
+    end
+    if (rst) begin
+      \$185  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$186  = reload_count;
     if (reloading) begin
-      \$185  = \$173 [3:0];
+      \$186  = \$174 [3:0];
     end
     if (rst) begin
-      \$185  = 4'h0;
+      \$186  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$186  = l0_rd_edge;
+    \$187  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$186  = l0_port_edge_q[0];
+      \$187  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$186  = 1'h0;
+      \$187  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$187  = l0_rd_bank;
+    \$188  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$187  = \$172 [1:0];
+      \$188  = \$173 [1:0];
     end
     if (rst) begin
-      \$187  = 2'h0;
+      \$188  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$188  = read_layer;
+    \$189  = read_layer;
     if (l0_port_rd) begin
-      \$188  = 1'h0;
+      \$189  = 1'h0;
     end
-    if (rst) begin
-      \$188  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$189  = \$175 ;
     if (rst) begin
       \$189  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$190  = pr__valid;
-    if (\$176 ) begin
-      \$190  = 1'h1;
+    \$190  = \$176 ;
+    if (rst) begin
+      \$190  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$191  = pr__valid;
+    if (\$177 ) begin
+      \$191  = 1'h1;
     end else if (read_wait) begin
-      \$190  = 1'h1;
+      \$191  = 1'h1;
     end else if (pr__ready) begin
-      \$190  = 1'h0;
+      \$191  = 1'h0;
     end
     if (rst) begin
-      \$190  = 1'h0;
+      \$191  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$191  = pr__payload;
-    if (\$176 ) begin
-      \$191  = pc__payload[15:0];
+    \$192  = pr__payload;
+    if (\$177 ) begin
+      \$192  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$191  = \$179 ;
+      \$192  = \$180 ;
     end
     if (rst) begin
-      \$191  = 16'h0000;
+      \$192  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$192  = u;
+    \$193  = u;
     if (en) begin
-      \$192  = s__payload[15:0];
+      \$193  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$193  = y0_s1;
+    \$194  = y0_s1;
     if (en) begin
-      \$193  = s__payload[31:16];
+      \$194  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$194  = l0_lo0_s2;
+    \$195  = kind_s1;
     if (en) begin
-      \$194  = \cell [1:0];
+      \$195  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = l0_cell0_s2;
+    \$196  = l0_lo0_s2;
     if (en) begin
-      \$195  = \cell ;
+      \$196  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$196  = l0_bval0_0_s2;
+    \$197  = l0_cell0_s2;
     if (en) begin
-      \$196  = bval[15:0];
+      \$197  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = l0_bval0_1_s2;
+    \$198  = l0_bval0_0_s2;
     if (en) begin
-      \$197  = bval[31:16];
+      \$198  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$198  = l0_bval0_2_s2;
+    \$199  = l0_bval0_1_s2;
     if (en) begin
-      \$198  = bval[47:32];
+      \$199  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$199  = l0_bval0_3_s2;
+    \$200  = l0_bval0_2_s2;
     if (en) begin
-      \$199  = bval[63:48];
+      \$200  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$200  = l0_prod0_0_0_s3;
+    \$201  = l0_bval0_3_s2;
     if (en) begin
-      \$200  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
+      \$201  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$201  = l0_prod0_0_1_s3;
+    \$202  = l0_prod0_0_0_s3;
     if (en) begin
-      \$201  = { \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41  };
+      \$202  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$202  = l0_prod0_0_2_s3;
+    \$203  = l0_prod0_0_1_s3;
     if (en) begin
-      \$202  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
+      \$203  = { \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = l0_prod0_0_3_s3;
+    \$204  = l0_prod0_0_2_s3;
     if (en) begin
-      \$203  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
+      \$204  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$204  = m__payload;
+    \$205  = l0_prod0_0_3_s3;
     if (en) begin
-      \$204  = \t$61 ;
+      \$205  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = y0_s2;
+    \$206  = l0_out0_s4;
     if (en) begin
-      \$205  = y0_s1;
+      \$206  = \t$61 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$206  = y0_s3;
+    \$207  = y0_s2;
     if (en) begin
-      \$206  = y0_s2;
+      \$207  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$207  = y0_s4;
+    \$208  = y0_s3;
     if (en) begin
-      \$207  = y0_s3;
+      \$208  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$208  = err0_s5;
+    \$209  = y0_s4;
     if (en) begin
-      \$208  = \t$66 ;
+      \$209  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = l0_cell0_s3;
+    \$210  = kind_s2;
     if (en) begin
-      \$209  = l0_cell0_s2;
+      \$210  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = l0_cell0_s4;
+    \$211  = kind_s3;
     if (en) begin
-      \$210  = l0_cell0_s3;
+      \$211  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = l0_cell0_s5;
+    \$212  = kind_s4;
     if (en) begin
-      \$211  = l0_cell0_s4;
+      \$212  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = l0_bval0_0_s3;
+    \$213  = err0_s5;
     if (en) begin
-      \$212  = l0_bval0_0_s2;
+      \$213  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = l0_bval0_0_s4;
+    \$214  = l0_cell0_s3;
     if (en) begin
-      \$213  = l0_bval0_0_s3;
+      \$214  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = l0_bval0_0_s5;
+    \$215  = l0_cell0_s4;
     if (en) begin
-      \$214  = l0_bval0_0_s4;
+      \$215  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = l0_bval0_1_s3;
+    \$216  = l0_cell0_s5;
     if (en) begin
-      \$215  = l0_bval0_1_s2;
+      \$216  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = l0_bval0_1_s4;
+    \$217  = l0_bval0_0_s3;
     if (en) begin
-      \$216  = l0_bval0_1_s3;
+      \$217  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = l0_bval0_1_s5;
+    \$218  = l0_bval0_0_s4;
     if (en) begin
-      \$217  = l0_bval0_1_s4;
+      \$218  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = l0_bval0_2_s3;
+    \$219  = l0_bval0_0_s5;
     if (en) begin
-      \$218  = l0_bval0_2_s2;
+      \$219  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_bval0_2_s4;
+    \$220  = l0_bval0_1_s3;
     if (en) begin
-      \$219  = l0_bval0_2_s3;
+      \$220  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_bval0_2_s5;
+    \$221  = l0_bval0_1_s4;
     if (en) begin
-      \$220  = l0_bval0_2_s4;
+      \$221  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = l0_bval0_3_s3;
+    \$222  = l0_bval0_1_s5;
     if (en) begin
-      \$221  = l0_bval0_3_s2;
+      \$222  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = l0_bval0_3_s4;
+    \$223  = l0_bval0_2_s3;
     if (en) begin
-      \$222  = l0_bval0_3_s3;
+      \$223  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = l0_bval0_3_s5;
+    \$224  = l0_bval0_2_s4;
     if (en) begin
-      \$223  = l0_bval0_3_s4;
+      \$224  = l0_bval0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$225  = l0_bval0_2_s5;
+    if (en) begin
+      \$225  = l0_bval0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$226  = l0_bval0_3_s3;
+    if (en) begin
+      \$226  = l0_bval0_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$227  = l0_bval0_3_s4;
+    if (en) begin
+      \$227  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$228  = l0_bval0_3_s5;
+    if (en) begin
+      \$228  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -1325,34 +1385,35 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$47  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
   assign \t$52  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
   assign \t$58  = \t$53 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign valid_s4 = m__valid;
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$172 [1:0];
-  assign \$signature__addr$102  = \$82 [0];
-  assign \$signature__en$104  = 1'h1;
-  assign wp__addr = \$86 [0];
-  assign \$signature__addr$112  = \$99 [0];
-  assign \$signature__en$113  = 1'h1;
-  assign \wp__addr$114  = \$103 [0];
-  assign \$signature__addr$120  = \$116 [0];
-  assign \$signature__en$121  = 1'h1;
-  assign \wp__addr$122  = \$120 [0];
-  assign \$signature__addr$128  = \$133 [0];
-  assign \$signature__en$129  = 1'h1;
-  assign \wp__addr$130  = \$137 [0];
+  assign l0_port_bank = \$173 [1:0];
+  assign \$signature__addr$104  = \$83 [0];
+  assign \$signature__en$106  = 1'h1;
+  assign wp__addr = \$87 [0];
+  assign \$signature__addr$114  = \$100 [0];
+  assign \$signature__en$115  = 1'h1;
+  assign \wp__addr$116  = \$104 [0];
+  assign \$signature__addr$122  = \$117 [0];
+  assign \$signature__en$123  = 1'h1;
+  assign \wp__addr$124  = \$121 [0];
+  assign \$signature__addr$130  = \$134 [0];
+  assign \$signature__en$131  = 1'h1;
+  assign \wp__addr$132  = \$138 [0];
   assign rom_rd__addr = reload_count[2:0];
-  assign reload_addr = \$143 [2:0];
+  assign reload_addr = \$144 [2:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$158 [2:0];
-  assign l0_port_q = \$170 [2:0];
+  assign l0_port_local = \$159 [2:0];
+  assign l0_port_q = \$171 [2:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[15:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
   assign \s__payload.y[0]  = s__payload[31:16];
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \s__payload.kind  = s__payload[33:32];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[18:16];
   assign \pc__payload.write  = pc__payload[19];
@@ -1361,9 +1422,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
+  assign m__payload[16] = \$29 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
   assign l0_port_edge_q = 3'h0;
-  assign l0_port_baddr_q = { 2'h0, \$170 [2] };
+  assign l0_port_baddr_q = { 2'h0, \$171 [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -1373,27 +1436,27 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$51  = { \t$49 [31], \t$49 , 2'h0 };
   assign floor = { \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39:16] };
   assign \t$65  = { \t$63 [16], \t$63  };
-  assign \floor$70  = { \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31:16] };
-  assign \floor$75  = { \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31:16] };
-  assign \floor$80  = { \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31:16] };
-  assign \floor$85  = { \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31:16] };
-  assign \$79  = { 2'h0, \$78 [2] };
-  assign \$83  = { 2'h0, l0_cell0_s5[2] };
-  assign \$96  = { 2'h0, \$95 [2] };
-  assign \$100  = { 2'h0, l0_cell0_s5[2] };
-  assign \$113  = { 2'h0, \$112 [2] };
-  assign \$117  = { 2'h0, l0_cell0_s5[2] };
-  assign \$130  = { 2'h0, \$129 [2] };
-  assign \$134  = { 2'h0, l0_cell0_s5[2] };
-  assign \$169  = 7'h00;
-  assign \$75  = 1'h1;
-  assign \$76  = l0_port_wr;
-  assign \$92  = 1'h1;
-  assign \$93  = l0_port_wr;
-  assign \$109  = 1'h1;
-  assign \$110  = l0_port_wr;
-  assign \$126  = 1'h1;
-  assign \$127  = l0_port_wr;
+  assign \floor$72  = { \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31:16] };
+  assign \floor$77  = { \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31:16] };
+  assign \floor$82  = { \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31:16] };
+  assign \floor$87  = { \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31:16] };
+  assign \$80  = { 2'h0, \$79 [2] };
+  assign \$84  = { 2'h0, l0_cell0_s5[2] };
+  assign \$97  = { 2'h0, \$96 [2] };
+  assign \$101  = { 2'h0, l0_cell0_s5[2] };
+  assign \$114  = { 2'h0, \$113 [2] };
+  assign \$118  = { 2'h0, l0_cell0_s5[2] };
+  assign \$131  = { 2'h0, \$130 [2] };
+  assign \$135  = { 2'h0, l0_cell0_s5[2] };
+  assign \$170  = 7'h00;
+  assign \$76  = 1'h1;
+  assign \$77  = l0_port_wr;
+  assign \$93  = 1'h1;
+  assign \$94  = l0_port_wr;
+  assign \$110  = 1'h1;
+  assign \$111  = l0_port_wr;
+  assign \$127  = 1'h1;
+  assign \$128  = l0_port_wr;
 endmodule
 
 (* generator = "Amaranth" *)

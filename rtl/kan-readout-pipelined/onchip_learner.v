@@ -7,8 +7,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire [15:0] \$101 ;
-  wire \$102 ;
+  wire \$101 ;
+  wire [15:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
@@ -18,8 +18,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire \$112 ;
+  wire \$111 ;
+  wire [15:0] \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
@@ -29,8 +29,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$119 ;
   wire [3:0] \$12 ;
   wire \$120 ;
-  wire [15:0] \$121 ;
-  wire \$122 ;
+  wire \$121 ;
+  wire [15:0] \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
@@ -40,8 +40,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
-  wire [15:0] \$131 ;
-  wire \$132 ;
+  wire \$131 ;
+  wire [15:0] \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
@@ -56,196 +56,196 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
-  reg [15:0] \$146 ;
-  wire \$147 ;
+  wire \$146 ;
+  reg [15:0] \$147 ;
   wire \$148 ;
   wire \$149 ;
   wire [3:0] \$15 ;
   wire \$150 ;
-  wire [2:0] \$151 ;
+  wire \$151 ;
   wire [2:0] \$152 ;
   wire [2:0] \$153 ;
-  wire \$154 ;
-  wire [2:0] \$155 ;
+  wire [2:0] \$154 ;
+  wire \$155 ;
   wire [2:0] \$156 ;
-  wire \$157 ;
-  wire [3:0] \$158 ;
-  wire [2:0] \$159 ;
+  wire [2:0] \$157 ;
+  wire \$158 ;
+  wire [3:0] \$159 ;
   wire [3:0] \$16 ;
-  wire \$160 ;
-  wire [3:0] \$161 ;
+  wire [2:0] \$160 ;
+  wire \$161 ;
   wire [3:0] \$162 ;
-  wire \$163 ;
+  wire [3:0] \$163 ;
   wire \$164 ;
-  wire [15:0] \$165 ;
+  wire \$165 ;
   wire [15:0] \$166 ;
-  reg [15:0] \$167 ;
-  wire \$168 ;
+  wire [15:0] \$167 ;
+  reg [15:0] \$168 ;
   wire \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
-  wire [2:0] \$172 ;
+  wire \$172 ;
   wire [2:0] \$173 ;
   wire [2:0] \$174 ;
-  wire \$175 ;
-  wire [2:0] \$176 ;
+  wire [2:0] \$175 ;
+  wire \$176 ;
   wire [2:0] \$177 ;
-  wire \$178 ;
-  wire [3:0] \$179 ;
+  wire [2:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [2:0] \$180 ;
-  wire \$181 ;
-  wire [3:0] \$182 ;
+  wire [3:0] \$180 ;
+  wire [2:0] \$181 ;
+  wire \$182 ;
   wire [3:0] \$183 ;
-  wire \$184 ;
+  wire [3:0] \$184 ;
   wire \$185 ;
-  wire [15:0] \$186 ;
+  wire \$186 ;
   wire [15:0] \$187 ;
-  reg [15:0] \$188 ;
-  wire \$189 ;
+  wire [15:0] \$188 ;
+  reg [15:0] \$189 ;
   wire [3:0] \$19 ;
   wire \$190 ;
   wire \$191 ;
   wire \$192 ;
-  wire [2:0] \$193 ;
+  wire \$193 ;
   wire [2:0] \$194 ;
   wire [2:0] \$195 ;
-  wire \$196 ;
-  wire [2:0] \$197 ;
+  wire [2:0] \$196 ;
+  wire \$197 ;
   wire [2:0] \$198 ;
-  wire \$199 ;
+  wire [2:0] \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire [3:0] \$200 ;
-  wire [2:0] \$201 ;
-  wire \$202 ;
-  wire [3:0] \$203 ;
+  wire \$200 ;
+  wire [3:0] \$201 ;
+  wire [2:0] \$202 ;
+  wire \$203 ;
   wire [3:0] \$204 ;
-  wire \$205 ;
+  wire [3:0] \$205 ;
   wire \$206 ;
-  wire [15:0] \$207 ;
+  wire \$207 ;
   wire [15:0] \$208 ;
-  reg [15:0] \$209 ;
+  wire [15:0] \$209 ;
   wire [2:0] \$21 ;
-  wire \$210 ;
+  reg [15:0] \$210 ;
   wire \$211 ;
   wire \$212 ;
   wire \$213 ;
-  wire [2:0] \$214 ;
+  wire \$214 ;
   wire [2:0] \$215 ;
   wire [2:0] \$216 ;
-  wire \$217 ;
-  wire [2:0] \$218 ;
+  wire [2:0] \$217 ;
+  wire \$218 ;
   wire [2:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire [3:0] \$221 ;
-  wire [2:0] \$222 ;
-  wire \$223 ;
-  wire [3:0] \$224 ;
+  wire [2:0] \$220 ;
+  wire \$221 ;
+  wire [3:0] \$222 ;
+  wire [2:0] \$223 ;
+  wire \$224 ;
   wire [3:0] \$225 ;
-  wire \$226 ;
+  wire [3:0] \$226 ;
   wire \$227 ;
-  wire [15:0] \$228 ;
+  wire \$228 ;
   wire [15:0] \$229 ;
   wire [3:0] \$23 ;
-  reg [15:0] \$230 ;
-  wire \$231 ;
+  wire [15:0] \$230 ;
+  reg [15:0] \$231 ;
   wire \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [2:0] \$235 ;
+  wire \$235 ;
   wire [2:0] \$236 ;
   wire [2:0] \$237 ;
-  wire \$238 ;
-  wire [2:0] \$239 ;
+  wire [2:0] \$238 ;
+  wire \$239 ;
   wire [3:0] \$24 ;
   wire [2:0] \$240 ;
-  wire \$241 ;
-  wire [3:0] \$242 ;
-  wire [2:0] \$243 ;
-  wire \$244 ;
-  wire [3:0] \$245 ;
+  wire [2:0] \$241 ;
+  wire \$242 ;
+  wire [3:0] \$243 ;
+  wire [2:0] \$244 ;
+  wire \$245 ;
   wire [3:0] \$246 ;
-  wire \$247 ;
+  wire [3:0] \$247 ;
   wire \$248 ;
-  wire [15:0] \$249 ;
+  wire \$249 ;
   wire [2:0] \$25 ;
   wire [15:0] \$250 ;
-  reg [15:0] \$251 ;
-  wire \$252 ;
+  wire [15:0] \$251 ;
+  reg [15:0] \$252 ;
   wire \$253 ;
   wire \$254 ;
   wire \$255 ;
-  wire [2:0] \$256 ;
+  wire \$256 ;
   wire [2:0] \$257 ;
   wire [2:0] \$258 ;
-  wire \$259 ;
+  wire [2:0] \$259 ;
   wire \$26 ;
-  wire [2:0] \$260 ;
+  wire \$260 ;
   wire [2:0] \$261 ;
-  wire \$262 ;
-  wire [3:0] \$263 ;
-  wire [2:0] \$264 ;
-  wire \$265 ;
-  wire [3:0] \$266 ;
+  wire [2:0] \$262 ;
+  wire \$263 ;
+  wire [3:0] \$264 ;
+  wire [2:0] \$265 ;
+  wire \$266 ;
   wire [3:0] \$267 ;
-  wire \$268 ;
+  wire [3:0] \$268 ;
   wire \$269 ;
   wire [3:0] \$27 ;
-  wire [15:0] \$270 ;
+  wire \$270 ;
   wire [15:0] \$271 ;
-  reg [15:0] \$272 ;
-  wire \$273 ;
+  wire [15:0] \$272 ;
+  reg [15:0] \$273 ;
   wire \$274 ;
   wire \$275 ;
   wire \$276 ;
-  wire [2:0] \$277 ;
+  wire \$277 ;
   wire [2:0] \$278 ;
   wire [2:0] \$279 ;
   wire [3:0] \$28 ;
-  wire \$280 ;
-  wire [2:0] \$281 ;
+  wire [2:0] \$280 ;
+  wire \$281 ;
   wire [2:0] \$282 ;
-  wire \$283 ;
-  wire [3:0] \$284 ;
-  wire [2:0] \$285 ;
-  wire \$286 ;
-  wire [3:0] \$287 ;
+  wire [2:0] \$283 ;
+  wire \$284 ;
+  wire [3:0] \$285 ;
+  wire [2:0] \$286 ;
+  wire \$287 ;
   wire [3:0] \$288 ;
-  wire \$289 ;
+  wire [3:0] \$289 ;
   wire [2:0] \$29 ;
   wire \$290 ;
-  wire [15:0] \$291 ;
+  wire \$291 ;
   wire [15:0] \$292 ;
-  reg [15:0] \$293 ;
-  wire \$294 ;
+  wire [15:0] \$293 ;
+  reg [15:0] \$294 ;
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [2:0] \$298 ;
+  wire \$298 ;
   wire [2:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
   wire [2:0] \$300 ;
-  wire \$301 ;
-  wire [2:0] \$302 ;
+  wire [2:0] \$301 ;
+  wire \$302 ;
   wire [2:0] \$303 ;
-  wire \$304 ;
-  wire [3:0] \$305 ;
-  wire [2:0] \$306 ;
-  wire \$307 ;
-  wire [3:0] \$308 ;
+  wire [2:0] \$304 ;
+  wire \$305 ;
+  wire [3:0] \$306 ;
+  wire [2:0] \$307 ;
+  wire \$308 ;
   wire [3:0] \$309 ;
   wire [3:0] \$31 ;
-  wire \$310 ;
+  wire [3:0] \$310 ;
   wire \$311 ;
-  wire [15:0] \$312 ;
+  wire \$312 ;
   wire [15:0] \$313 ;
-  wire \$314 ;
-  wire [5:0] \$315 ;
-  wire \$316 ;
+  wire [15:0] \$314 ;
+  wire \$315 ;
+  wire [5:0] \$316 ;
   wire \$317 ;
   wire \$318 ;
   wire \$319 ;
@@ -261,8 +261,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$328 ;
   wire \$329 ;
   wire [40:0] \$33 ;
-  wire [5:0] \$330 ;
-  wire \$331 ;
+  wire \$330 ;
+  wire [5:0] \$331 ;
   wire \$332 ;
   wire \$333 ;
   wire \$334 ;
@@ -273,56 +273,56 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$339 ;
   wire [40:0] \$34 ;
   wire \$340 ;
-  wire [6:0] \$341 ;
-  wire [10:0] \$342 ;
-  wire [11:0] \$343 ;
-  wire [6:0] \$344 ;
-  wire [7:0] \$345 ;
-  wire \$346 ;
-  wire [2:0] \$347 ;
-  wire [3:0] \$348 ;
-  wire [5:0] \$349 ;
+  wire \$341 ;
+  wire [6:0] \$342 ;
+  wire [10:0] \$343 ;
+  wire [11:0] \$344 ;
+  wire [6:0] \$345 ;
+  wire [7:0] \$346 ;
+  wire \$347 ;
+  wire [2:0] \$348 ;
+  wire [3:0] \$349 ;
   wire [41:0] \$35 ;
-  wire \$350 ;
+  wire [5:0] \$350 ;
   wire \$351 ;
   wire \$352 ;
-  reg [15:0] \$353 ;
+  wire \$353 ;
   reg [15:0] \$354 ;
   reg [15:0] \$355 ;
   reg [15:0] \$356 ;
-  reg \$357 ;
+  reg [15:0] \$357 ;
   reg \$358 ;
   reg \$359 ;
   wire [40:0] \$36 ;
   reg \$360 ;
   reg \$361 ;
-  reg [1:0] \$362 ;
-  reg [4:0] \$363 ;
-  reg \$364 ;
-  reg [1:0] \$365 ;
-  reg \$366 ;
+  reg \$362 ;
+  reg [1:0] \$363 ;
+  reg [4:0] \$364 ;
+  reg \$365 ;
+  reg [1:0] \$366 ;
   reg \$367 ;
   reg \$368 ;
-  reg [15:0] \$369 ;
+  reg \$369 ;
   wire [40:0] \$37 ;
   reg [15:0] \$370 ;
   reg [15:0] \$371 ;
   reg [15:0] \$372 ;
-  reg [1:0] \$373 ;
-  reg [2:0] \$374 ;
-  reg [15:0] \$375 ;
-  reg [15:0] \$376 ;
+  reg [15:0] \$373 ;
+  reg [1:0] \$374 ;
+  reg [1:0] \$375 ;
+  reg [2:0] \$376 ;
   reg [15:0] \$377 ;
   reg [15:0] \$378 ;
-  reg [1:0] \$379 ;
+  reg [15:0] \$379 ;
   wire [41:0] \$38 ;
-  reg [2:0] \$380 ;
-  reg [15:0] \$381 ;
-  reg [15:0] \$382 ;
+  reg [15:0] \$380 ;
+  reg [1:0] \$381 ;
+  reg [2:0] \$382 ;
   reg [15:0] \$383 ;
   reg [15:0] \$384 ;
-  reg [39:0] \$385 ;
-  reg [39:0] \$386 ;
+  reg [15:0] \$385 ;
+  reg [15:0] \$386 ;
   reg [39:0] \$387 ;
   reg [39:0] \$388 ;
   reg [39:0] \$389 ;
@@ -330,24 +330,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] \$390 ;
   reg [39:0] \$391 ;
   reg [39:0] \$392 ;
-  reg [15:0] \$393 ;
-  reg [15:0] \$394 ;
+  reg [39:0] \$393 ;
+  reg [39:0] \$394 ;
   reg [15:0] \$395 ;
   reg [15:0] \$396 ;
   reg [15:0] \$397 ;
-  reg [2:0] \$398 ;
-  reg [2:0] \$399 ;
+  reg [15:0] \$398 ;
+  reg [1:0] \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  reg [2:0] \$400 ;
-  reg [2:0] \$401 ;
-  reg [2:0] \$402 ;
+  reg [1:0] \$400 ;
+  reg [1:0] \$401 ;
+  reg [15:0] \$402 ;
   reg [2:0] \$403 ;
-  reg [15:0] \$404 ;
-  reg [15:0] \$405 ;
-  reg [15:0] \$406 ;
-  reg [15:0] \$407 ;
-  reg [15:0] \$408 ;
+  reg [2:0] \$404 ;
+  reg [2:0] \$405 ;
+  reg [2:0] \$406 ;
+  reg [2:0] \$407 ;
+  reg [2:0] \$408 ;
   reg [15:0] \$409 ;
   wire \$41 ;
   reg [15:0] \$410 ;
@@ -369,7 +369,12 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$425 ;
   reg [15:0] \$426 ;
   reg [15:0] \$427 ;
+  reg [15:0] \$428 ;
+  reg [15:0] \$429 ;
   wire \$43 ;
+  reg [15:0] \$430 ;
+  reg [15:0] \$431 ;
+  reg [15:0] \$432 ;
   wire \$44 ;
   wire \$45 ;
   wire \$46 ;
@@ -378,8 +383,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -389,8 +394,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -400,8 +405,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -411,8 +416,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$79 ;
   wire [3:0] \$8 ;
   wire \$80 ;
-  wire [15:0] \$81 ;
-  wire \$82 ;
+  wire \$81 ;
+  wire [15:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
@@ -422,8 +427,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire [15:0] \$91 ;
-  wire \$92 ;
+  wire \$91 ;
+  wire [15:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
@@ -432,14 +437,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$171 ;
-  wire [1:0] \$signature__addr$183 ;
-  wire [1:0] \$signature__addr$191 ;
-  wire [1:0] \$signature__addr$199 ;
-  wire [1:0] \$signature__addr$207 ;
-  wire [1:0] \$signature__addr$216 ;
-  wire [1:0] \$signature__addr$224 ;
-  wire [1:0] \$signature__addr$232 ;
+  wire [1:0] \$signature__addr$173 ;
+  wire [1:0] \$signature__addr$185 ;
+  wire [1:0] \$signature__addr$193 ;
+  wire [1:0] \$signature__addr$201 ;
+  wire [1:0] \$signature__addr$209 ;
+  wire [1:0] \$signature__addr$218 ;
+  wire [1:0] \$signature__addr$226 ;
+  wire [1:0] \$signature__addr$234 ;
   wire [1:0] \$signature__addr$24 ;
   wire [1:0] \$signature__addr$26 ;
   wire [1:0] \$signature__addr$28 ;
@@ -448,14 +453,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] \$signature__addr$60 ;
   wire [1:0] \$signature__addr$62 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$165 ;
-  wire [15:0] \$signature__data$181 ;
-  wire [15:0] \$signature__data$189 ;
-  wire [15:0] \$signature__data$197 ;
-  wire [15:0] \$signature__data$205 ;
-  wire [15:0] \$signature__data$214 ;
-  wire [15:0] \$signature__data$222 ;
-  wire [15:0] \$signature__data$230 ;
+  wire [15:0] \$signature__data$167 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$191 ;
+  wire [15:0] \$signature__data$199 ;
+  wire [15:0] \$signature__data$207 ;
+  wire [15:0] \$signature__data$216 ;
+  wire [15:0] \$signature__data$224 ;
+  wire [15:0] \$signature__data$232 ;
   wire [15:0] \$signature__data$33 ;
   wire [15:0] \$signature__data$34 ;
   wire [15:0] \$signature__data$35 ;
@@ -464,14 +469,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$signature__data$68 ;
   wire [15:0] \$signature__data$69 ;
   wire \$signature__en ;
-  wire \$signature__en$175 ;
-  wire \$signature__en$184 ;
-  wire \$signature__en$192 ;
-  wire \$signature__en$200 ;
-  wire \$signature__en$209 ;
-  wire \$signature__en$217 ;
-  wire \$signature__en$225 ;
-  wire \$signature__en$233 ;
+  wire \$signature__en$177 ;
+  wire \$signature__en$186 ;
+  wire \$signature__en$194 ;
+  wire \$signature__en$202 ;
+  wire \$signature__en$211 ;
+  wire \$signature__en$219 ;
+  wire \$signature__en$227 ;
+  wire \$signature__en$235 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
   wire \$signature__en$29 ;
@@ -482,11 +487,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$259 ;
-  wire [15:0] \bval$259[0] ;
-  wire [15:0] \bval$259[1] ;
-  wire [15:0] \bval$259[2] ;
-  wire [15:0] \bval$259[3] ;
+  wire [63:0] \bval$262 ;
+  wire [15:0] \bval$262[0] ;
+  wire [15:0] \bval$262[1] ;
+  wire [15:0] \bval$262[2] ;
+  wire [15:0] \bval$262[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -497,19 +502,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire clk;
   wire commit_l0;
   wire commit_on_read_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$110 ;
-  wire [31:0] \floor$115 ;
-  wire [31:0] \floor$120 ;
-  wire [31:0] \floor$125 ;
-  wire [31:0] \floor$130 ;
-  wire [31:0] \floor$135 ;
-  wire [31:0] \floor$140 ;
-  wire [31:0] \floor$145 ;
+  wire [31:0] \floor$112 ;
+  wire [31:0] \floor$117 ;
+  wire [31:0] \floor$122 ;
+  wire [31:0] \floor$127 ;
+  wire [31:0] \floor$132 ;
+  wire [31:0] \floor$137 ;
+  wire [31:0] \floor$142 ;
+  wire [31:0] \floor$147 ;
   wire flush_l0;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -552,8 +562,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [2:0] l0_cell1_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
   reg [1:0] l0_lo1_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   reg [1:0] l0_pending = 2'h0;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
@@ -592,8 +601,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
   wire [1:0] level;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -634,8 +644,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [47:0] s__payload;
-  wire [47:0] s__payload;
+  input [49:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -651,38 +662,38 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \t$103 ;
   wire [17:0] \t$105 ;
   wire [15:0] \t$106 ;
-  wire [31:0] \t$107 ;
-  wire [32:0] \t$111 ;
-  wire [15:0] \t$112 ;
-  wire [31:0] \t$113 ;
-  wire [32:0] \t$116 ;
-  wire [15:0] \t$117 ;
-  wire [31:0] \t$118 ;
-  wire [32:0] \t$121 ;
-  wire [15:0] \t$122 ;
-  wire [31:0] \t$123 ;
-  wire [32:0] \t$126 ;
-  wire [15:0] \t$127 ;
-  wire [31:0] \t$128 ;
-  wire [32:0] \t$131 ;
-  wire [15:0] \t$132 ;
-  wire [31:0] \t$133 ;
-  wire [32:0] \t$136 ;
-  wire [15:0] \t$137 ;
-  wire [31:0] \t$138 ;
-  wire [32:0] \t$141 ;
-  wire [15:0] \t$142 ;
-  wire [31:0] \t$143 ;
-  wire [32:0] \t$146 ;
-  wire [15:0] \t$147 ;
-  wire [16:0] \t$164 ;
-  wire [16:0] \t$180 ;
-  wire [16:0] \t$188 ;
-  wire [16:0] \t$196 ;
-  wire [16:0] \t$204 ;
-  wire [16:0] \t$213 ;
-  wire [16:0] \t$221 ;
-  wire [16:0] \t$229 ;
+  wire [31:0] \t$109 ;
+  wire [32:0] \t$113 ;
+  wire [15:0] \t$114 ;
+  wire [31:0] \t$115 ;
+  wire [32:0] \t$118 ;
+  wire [15:0] \t$119 ;
+  wire [31:0] \t$120 ;
+  wire [32:0] \t$123 ;
+  wire [15:0] \t$124 ;
+  wire [31:0] \t$125 ;
+  wire [32:0] \t$128 ;
+  wire [15:0] \t$129 ;
+  wire [31:0] \t$130 ;
+  wire [32:0] \t$133 ;
+  wire [15:0] \t$134 ;
+  wire [31:0] \t$135 ;
+  wire [32:0] \t$138 ;
+  wire [15:0] \t$139 ;
+  wire [31:0] \t$140 ;
+  wire [32:0] \t$143 ;
+  wire [15:0] \t$144 ;
+  wire [31:0] \t$145 ;
+  wire [32:0] \t$148 ;
+  wire [15:0] \t$149 ;
+  wire [16:0] \t$166 ;
+  wire [16:0] \t$182 ;
+  wire [16:0] \t$190 ;
+  wire [16:0] \t$198 ;
+  wire [16:0] \t$206 ;
+  wire [16:0] \t$215 ;
+  wire [16:0] \t$223 ;
+  wire [16:0] \t$231 ;
   wire [32:0] \t$38 ;
   wire [39:0] \t$39 ;
   wire [31:0] \t$41 ;
@@ -719,29 +730,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [133:0] w_data;
   wire w_en;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$185 ;
-  wire [1:0] \wp__addr$193 ;
-  wire [1:0] \wp__addr$201 ;
-  wire [1:0] \wp__addr$210 ;
-  wire [1:0] \wp__addr$218 ;
-  wire [1:0] \wp__addr$226 ;
-  wire [1:0] \wp__addr$234 ;
+  wire [1:0] \wp__addr$187 ;
+  wire [1:0] \wp__addr$195 ;
+  wire [1:0] \wp__addr$203 ;
+  wire [1:0] \wp__addr$212 ;
+  wire [1:0] \wp__addr$220 ;
+  wire [1:0] \wp__addr$228 ;
+  wire [1:0] \wp__addr$236 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$186 ;
-  wire [15:0] \wp__data$194 ;
-  wire [15:0] \wp__data$202 ;
-  wire [15:0] \wp__data$211 ;
-  wire [15:0] \wp__data$219 ;
-  wire [15:0] \wp__data$227 ;
-  wire [15:0] \wp__data$235 ;
+  wire [15:0] \wp__data$188 ;
+  wire [15:0] \wp__data$196 ;
+  wire [15:0] \wp__data$204 ;
+  wire [15:0] \wp__data$213 ;
+  wire [15:0] \wp__data$221 ;
+  wire [15:0] \wp__data$229 ;
+  wire [15:0] \wp__data$237 ;
   wire wp__en;
-  wire \wp__en$187 ;
-  wire \wp__en$195 ;
-  wire \wp__en$203 ;
-  wire \wp__en$212 ;
-  wire \wp__en$220 ;
-  wire \wp__en$228 ;
-  wire \wp__en$236 ;
+  wire \wp__en$189 ;
+  wire \wp__en$197 ;
+  wire \wp__en$205 ;
+  wire \wp__en$214 ;
+  wire \wp__en$222 ;
+  wire \wp__en$230 ;
+  wire \wp__en$238 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -759,19 +770,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$162 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$163 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$158 [1:0];
+    _0_ <= \$159 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$162 [1:0])
+      if (wp__en && \$4 [1:0] == \$163 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$165  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$167  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -781,20 +792,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$187 )
-      l0_coef_0_0_bank1[\$183 [1:0]] <= \wp__data$186 ;
+    if (\wp__en$189 )
+      l0_coef_0_0_bank1[\$184 [1:0]] <= \wp__data$188 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$179 [1:0];
+    _2_ <= \$180 [1:0];
     if (\$signature__en$25 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$187  && \$8 [1:0] == \$183 [1:0])
-        _3_ <= \wp__data$186 ;
+      if (\wp__en$189  && \$8 [1:0] == \$184 [1:0])
+        _3_ <= \wp__data$188 ;
     end
   end
-  assign \$signature__data$181  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$183  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$33  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -804,20 +815,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$195 )
-      l0_coef_0_0_bank2[\$204 [1:0]] <= \wp__data$194 ;
+    if (\wp__en$197 )
+      l0_coef_0_0_bank2[\$205 [1:0]] <= \wp__data$196 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$200 [1:0];
+    _4_ <= \$201 [1:0];
     if (\$signature__en$27 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$195  && \$12 [1:0] == \$204 [1:0])
-        _5_ <= \wp__data$194 ;
+      if (\wp__en$197  && \$12 [1:0] == \$205 [1:0])
+        _5_ <= \wp__data$196 ;
     end
   end
-  assign \$signature__data$189  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$191  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$34  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -827,20 +838,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$203 )
-      l0_coef_0_0_bank3[\$225 [1:0]] <= \wp__data$202 ;
+    if (\wp__en$205 )
+      l0_coef_0_0_bank3[\$226 [1:0]] <= \wp__data$204 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$221 [1:0];
+    _6_ <= \$222 [1:0];
     if (\$signature__en$29 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$203  && \$16 [1:0] == \$225 [1:0])
-        _7_ <= \wp__data$202 ;
+      if (\wp__en$205  && \$16 [1:0] == \$226 [1:0])
+        _7_ <= \wp__data$204 ;
     end
   end
-  assign \$signature__data$197  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$199  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$35  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -850,20 +861,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$212 )
-      l0_coef_0_1_bank0[\$246 [1:0]] <= \wp__data$211 ;
+    if (\wp__en$214 )
+      l0_coef_0_1_bank0[\$247 [1:0]] <= \wp__data$213 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$242 [1:0];
+    _8_ <= \$243 [1:0];
     if (\$signature__en$57 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$212  && \$20 [1:0] == \$246 [1:0])
-        _9_ <= \wp__data$211 ;
+      if (\wp__en$214  && \$20 [1:0] == \$247 [1:0])
+        _9_ <= \wp__data$213 ;
     end
   end
-  assign \$signature__data$205  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$207  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$66  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -873,20 +884,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$220 )
-      l0_coef_0_1_bank1[\$267 [1:0]] <= \wp__data$219 ;
+    if (\wp__en$222 )
+      l0_coef_0_1_bank1[\$268 [1:0]] <= \wp__data$221 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$263 [1:0];
+    _10_ <= \$264 [1:0];
     if (\$signature__en$59 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$220  && \$24 [1:0] == \$267 [1:0])
-        _11_ <= \wp__data$219 ;
+      if (\wp__en$222  && \$24 [1:0] == \$268 [1:0])
+        _11_ <= \wp__data$221 ;
     end
   end
-  assign \$signature__data$214  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$216  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$67  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -896,20 +907,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$228 )
-      l0_coef_0_1_bank2[\$288 [1:0]] <= \wp__data$227 ;
+    if (\wp__en$230 )
+      l0_coef_0_1_bank2[\$289 [1:0]] <= \wp__data$229 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$284 [1:0];
+    _12_ <= \$285 [1:0];
     if (\$signature__en$61 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$228  && \$28 [1:0] == \$288 [1:0])
-        _13_ <= \wp__data$227 ;
+      if (\wp__en$230  && \$28 [1:0] == \$289 [1:0])
+        _13_ <= \wp__data$229 ;
     end
   end
-  assign \$signature__data$222  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$224  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$68  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -919,20 +930,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$236 )
-      l0_coef_0_1_bank3[\$309 [1:0]] <= \wp__data$235 ;
+    if (\wp__en$238 )
+      l0_coef_0_1_bank3[\$310 [1:0]] <= \wp__data$237 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$305 [1:0];
+    _14_ <= \$306 [1:0];
     if (\$signature__en$63 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$236  && \$32 [1:0] == \$309 [1:0])
-        _15_ <= \wp__data$235 ;
+      if (\wp__en$238  && \$32 [1:0] == \$310 [1:0])
+        _15_ <= \wp__data$237 ;
     end
   end
-  assign \$signature__data$230  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$232  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$69  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -965,87 +976,103 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   assign rom_rd__data = _16_;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$387 ;
+    l0_bval1_1_s2 <= \$384 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$388 ;
+    l0_bval1_2_s2 <= \$385 ;
   always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$389 ;
+    l0_bval1_3_s2 <= \$386 ;
   always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$390 ;
+    l0_prod0_0_0_s3 <= \$387 ;
   always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$391 ;
+    l0_prod0_0_1_s3 <= \$388 ;
   always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$392 ;
+    l0_prod0_0_2_s3 <= \$389 ;
   always @(posedge clk)
-    m__payload <= \$393 ;
+    l0_prod0_0_3_s3 <= \$390 ;
   always @(posedge clk)
-    y0_s2 <= \$394 ;
+    l0_prod0_1_0_s3 <= \$391 ;
   always @(posedge clk)
-    y0_s3 <= \$395 ;
+    l0_prod0_1_1_s3 <= \$392 ;
   always @(posedge clk)
-    y0_s4 <= \$396 ;
+    l0_prod0_1_2_s3 <= \$393 ;
   always @(posedge clk)
-    err0_s5 <= \$397 ;
+    l0_prod0_1_3_s3 <= \$394 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$398 ;
+    l0_out0_s4 <= \$395 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$399 ;
+    y0_s2 <= \$396 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$400 ;
+    y0_s3 <= \$397 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$401 ;
+    y0_s4 <= \$398 ;
   always @(posedge clk)
-    l0_cell1_s4 <= \$402 ;
+    kind_s2 <= \$399 ;
   always @(posedge clk)
-    l0_cell1_s5 <= \$403 ;
+    kind_s3 <= \$400 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$404 ;
+    kind_s4 <= \$401 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$405 ;
+    err0_s5 <= \$402 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$406 ;
+    l0_cell0_s3 <= \$403 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$407 ;
+    l0_cell0_s4 <= \$404 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$408 ;
+    l0_cell0_s5 <= \$405 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$409 ;
+    l0_cell1_s3 <= \$406 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$410 ;
+    l0_cell1_s4 <= \$407 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$411 ;
+    l0_cell1_s5 <= \$408 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$412 ;
+    l0_bval0_0_s3 <= \$409 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$413 ;
+    l0_bval0_0_s4 <= \$410 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$414 ;
+    l0_bval0_0_s5 <= \$411 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$415 ;
+    l0_bval0_1_s3 <= \$412 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$416 ;
+    l0_bval0_1_s4 <= \$413 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$417 ;
+    l0_bval0_1_s5 <= \$414 ;
   always @(posedge clk)
-    l0_bval1_0_s5 <= \$418 ;
+    l0_bval0_2_s3 <= \$415 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$419 ;
+    l0_bval0_2_s4 <= \$416 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$420 ;
+    l0_bval0_2_s5 <= \$417 ;
   always @(posedge clk)
-    l0_bval1_1_s5 <= \$421 ;
+    l0_bval0_3_s3 <= \$418 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$422 ;
+    l0_bval0_3_s4 <= \$419 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$423 ;
+    l0_bval0_3_s5 <= \$420 ;
   always @(posedge clk)
-    l0_bval1_2_s5 <= \$424 ;
+    l0_bval1_0_s3 <= \$421 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$425 ;
+    l0_bval1_0_s4 <= \$422 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$426 ;
+    l0_bval1_0_s5 <= \$423 ;
   always @(posedge clk)
-    l0_bval1_3_s5 <= \$427 ;
+    l0_bval1_1_s3 <= \$424 ;
+  always @(posedge clk)
+    l0_bval1_1_s4 <= \$425 ;
+  always @(posedge clk)
+    l0_bval1_1_s5 <= \$426 ;
+  always @(posedge clk)
+    l0_bval1_2_s3 <= \$427 ;
+  always @(posedge clk)
+    l0_bval1_2_s4 <= \$428 ;
+  always @(posedge clk)
+    l0_bval1_2_s5 <= \$429 ;
+  always @(posedge clk)
+    l0_bval1_3_s3 <= \$430 ;
+  always @(posedge clk)
+    l0_bval1_3_s4 <= \$431 ;
+  always @(posedge clk)
+    l0_bval1_3_s5 <= \$432 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
@@ -1105,440 +1132,433 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$47  = $signed(\t$100 ) > $signed(16'h7fff);
   assign \$48  = \$47  ? 16'h7fff : \t$100 [15:0];
   assign \t$101  = \$46  ? 16'h8000 : \$48 ;
-  assign \t$103  = $signed(m__payload) - $signed(y0_s4);
-  assign \$49  = $signed(\t$105 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$105 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$105 [15:0];
-  assign \t$106  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$107  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$52  = ! \t$107 [16:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$107 [17] & \$53 ;
-  assign \$55  = ! \t$107 [16:0];
-  assign \$56  = \t$107 [17] & \$55 ;
-  assign \$57  = \$56  & \floor$110 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$111  = $signed(\floor$110 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$111 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$111 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$111 [15:0];
-  assign \t$112  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$113  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$62  = ! \t$113 [16:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$113 [17] & \$63 ;
-  assign \$65  = ! \t$113 [16:0];
-  assign \$66  = \t$113 [17] & \$65 ;
-  assign \$67  = \$66  & \floor$115 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$116  = $signed(\floor$115 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$116 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$116 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$116 [15:0];
-  assign \t$117  = \$69  ? 16'h8000 : \$71 ;
-  assign \t$118  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$72  = ! \t$118 [16:0];
-  assign \$73  = ~ \$72 ;
-  assign \$74  = \t$118 [17] & \$73 ;
-  assign \$75  = ! \t$118 [16:0];
-  assign \$76  = \t$118 [17] & \$75 ;
-  assign \$77  = \$76  & \floor$120 [0];
-  assign \$78  = \$74  | \$77 ;
-  assign \t$121  = $signed(\floor$120 ) + $signed({ 1'h0, \$78  });
-  assign \$79  = $signed(\t$121 ) < $signed(16'h8000);
-  assign \$80  = $signed(\t$121 ) > $signed(16'h7fff);
-  assign \$81  = \$80  ? 16'h7fff : \t$121 [15:0];
-  assign \t$122  = \$79  ? 16'h8000 : \$81 ;
-  assign \t$123  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$82  = ! \t$123 [16:0];
-  assign \$83  = ~ \$82 ;
-  assign \$84  = \t$123 [17] & \$83 ;
-  assign \$85  = ! \t$123 [16:0];
-  assign \$86  = \t$123 [17] & \$85 ;
-  assign \$87  = \$86  & \floor$125 [0];
-  assign \$88  = \$84  | \$87 ;
-  assign \t$126  = $signed(\floor$125 ) + $signed({ 1'h0, \$88  });
-  assign \$89  = $signed(\t$126 ) < $signed(16'h8000);
-  assign \$90  = $signed(\t$126 ) > $signed(16'h7fff);
-  assign \$91  = \$90  ? 16'h7fff : \t$126 [15:0];
-  assign \t$127  = \$89  ? 16'h8000 : \$91 ;
-  assign \t$128  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$92  = ! \t$128 [16:0];
-  assign \$93  = ~ \$92 ;
-  assign \$94  = \t$128 [17] & \$93 ;
-  assign \$95  = ! \t$128 [16:0];
-  assign \$96  = \t$128 [17] & \$95 ;
-  assign \$97  = \$96  & \floor$130 [0];
-  assign \$98  = \$94  | \$97 ;
-  assign \t$131  = $signed(\floor$130 ) + $signed({ 1'h0, \$98  });
-  assign \$99  = $signed(\t$131 ) < $signed(16'h8000);
-  assign \$100  = $signed(\t$131 ) > $signed(16'h7fff);
-  assign \$101  = \$100  ? 16'h7fff : \t$131 [15:0];
-  assign \t$132  = \$99  ? 16'h8000 : \$101 ;
-  assign \t$133  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$102  = ! \t$133 [16:0];
-  assign \$103  = ~ \$102 ;
-  assign \$104  = \t$133 [17] & \$103 ;
-  assign \$105  = ! \t$133 [16:0];
-  assign \$106  = \t$133 [17] & \$105 ;
-  assign \$107  = \$106  & \floor$135 [0];
-  assign \$108  = \$104  | \$107 ;
-  assign \t$136  = $signed(\floor$135 ) + $signed({ 1'h0, \$108  });
-  assign \$109  = $signed(\t$136 ) < $signed(16'h8000);
-  assign \$110  = $signed(\t$136 ) > $signed(16'h7fff);
-  assign \$111  = \$110  ? 16'h7fff : \t$136 [15:0];
-  assign \t$137  = \$109  ? 16'h8000 : \$111 ;
-  assign \t$138  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$112  = ! \t$138 [16:0];
-  assign \$113  = ~ \$112 ;
-  assign \$114  = \t$138 [17] & \$113 ;
-  assign \$115  = ! \t$138 [16:0];
-  assign \$116  = \t$138 [17] & \$115 ;
-  assign \$117  = \$116  & \floor$140 [0];
-  assign \$118  = \$114  | \$117 ;
-  assign \t$141  = $signed(\floor$140 ) + $signed({ 1'h0, \$118  });
-  assign \$119  = $signed(\t$141 ) < $signed(16'h8000);
-  assign \$120  = $signed(\t$141 ) > $signed(16'h7fff);
-  assign \$121  = \$120  ? 16'h7fff : \t$141 [15:0];
-  assign \t$142  = \$119  ? 16'h8000 : \$121 ;
-  assign \t$143  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$122  = ! \t$143 [16:0];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \t$143 [17] & \$123 ;
-  assign \$125  = ! \t$143 [16:0];
-  assign \$126  = \t$143 [17] & \$125 ;
-  assign \$127  = \$126  & \floor$145 [0];
-  assign \$128  = \$124  | \$127 ;
-  assign \t$146  = $signed(\floor$145 ) + $signed({ 1'h0, \$128  });
-  assign \$129  = $signed(\t$146 ) < $signed(16'h8000);
-  assign \$130  = $signed(\t$146 ) > $signed(16'h7fff);
-  assign \$131  = \$130  ? 16'h7fff : \t$146 [15:0];
-  assign \t$147  = \$129  ? 16'h8000 : \$131 ;
-  assign \$132  = ~ m__ready;
-  assign \$133  = m__valid & \$132 ;
-  assign en = ~ \$133 ;
+  assign \$49  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$103  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$50  = $signed(\t$105 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$105 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$105 [15:0];
+  assign \t$106  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$109  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$53  = ! \t$109 [16:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$109 [17] & \$54 ;
+  assign \$56  = ! \t$109 [16:0];
+  assign \$57  = \t$109 [17] & \$56 ;
+  assign \$58  = \$57  & \floor$112 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$113  = $signed(\floor$112 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$113 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$113 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$113 [15:0];
+  assign \t$114  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$115  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$63  = ! \t$115 [16:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$115 [17] & \$64 ;
+  assign \$66  = ! \t$115 [16:0];
+  assign \$67  = \t$115 [17] & \$66 ;
+  assign \$68  = \$67  & \floor$117 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$118  = $signed(\floor$117 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$118 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$118 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$118 [15:0];
+  assign \t$119  = \$70  ? 16'h8000 : \$72 ;
+  assign \t$120  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$73  = ! \t$120 [16:0];
+  assign \$74  = ~ \$73 ;
+  assign \$75  = \t$120 [17] & \$74 ;
+  assign \$76  = ! \t$120 [16:0];
+  assign \$77  = \t$120 [17] & \$76 ;
+  assign \$78  = \$77  & \floor$122 [0];
+  assign \$79  = \$75  | \$78 ;
+  assign \t$123  = $signed(\floor$122 ) + $signed({ 1'h0, \$79  });
+  assign \$80  = $signed(\t$123 ) < $signed(16'h8000);
+  assign \$81  = $signed(\t$123 ) > $signed(16'h7fff);
+  assign \$82  = \$81  ? 16'h7fff : \t$123 [15:0];
+  assign \t$124  = \$80  ? 16'h8000 : \$82 ;
+  assign \t$125  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$83  = ! \t$125 [16:0];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = \t$125 [17] & \$84 ;
+  assign \$86  = ! \t$125 [16:0];
+  assign \$87  = \t$125 [17] & \$86 ;
+  assign \$88  = \$87  & \floor$127 [0];
+  assign \$89  = \$85  | \$88 ;
+  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$89  });
+  assign \$90  = $signed(\t$128 ) < $signed(16'h8000);
+  assign \$91  = $signed(\t$128 ) > $signed(16'h7fff);
+  assign \$92  = \$91  ? 16'h7fff : \t$128 [15:0];
+  assign \t$129  = \$90  ? 16'h8000 : \$92 ;
+  assign \t$130  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
+  assign \$93  = ! \t$130 [16:0];
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \t$130 [17] & \$94 ;
+  assign \$96  = ! \t$130 [16:0];
+  assign \$97  = \t$130 [17] & \$96 ;
+  assign \$98  = \$97  & \floor$132 [0];
+  assign \$99  = \$95  | \$98 ;
+  assign \t$133  = $signed(\floor$132 ) + $signed({ 1'h0, \$99  });
+  assign \$100  = $signed(\t$133 ) < $signed(16'h8000);
+  assign \$101  = $signed(\t$133 ) > $signed(16'h7fff);
+  assign \$102  = \$101  ? 16'h7fff : \t$133 [15:0];
+  assign \t$134  = \$100  ? 16'h8000 : \$102 ;
+  assign \t$135  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
+  assign \$103  = ! \t$135 [16:0];
+  assign \$104  = ~ \$103 ;
+  assign \$105  = \t$135 [17] & \$104 ;
+  assign \$106  = ! \t$135 [16:0];
+  assign \$107  = \t$135 [17] & \$106 ;
+  assign \$108  = \$107  & \floor$137 [0];
+  assign \$109  = \$105  | \$108 ;
+  assign \t$138  = $signed(\floor$137 ) + $signed({ 1'h0, \$109  });
+  assign \$110  = $signed(\t$138 ) < $signed(16'h8000);
+  assign \$111  = $signed(\t$138 ) > $signed(16'h7fff);
+  assign \$112  = \$111  ? 16'h7fff : \t$138 [15:0];
+  assign \t$139  = \$110  ? 16'h8000 : \$112 ;
+  assign \t$140  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
+  assign \$113  = ! \t$140 [16:0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = \t$140 [17] & \$114 ;
+  assign \$116  = ! \t$140 [16:0];
+  assign \$117  = \t$140 [17] & \$116 ;
+  assign \$118  = \$117  & \floor$142 [0];
+  assign \$119  = \$115  | \$118 ;
+  assign \t$143  = $signed(\floor$142 ) + $signed({ 1'h0, \$119  });
+  assign \$120  = $signed(\t$143 ) < $signed(16'h8000);
+  assign \$121  = $signed(\t$143 ) > $signed(16'h7fff);
+  assign \$122  = \$121  ? 16'h7fff : \t$143 [15:0];
+  assign \t$144  = \$120  ? 16'h8000 : \$122 ;
+  assign \t$145  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
+  assign \$123  = ! \t$145 [16:0];
+  assign \$124  = ~ \$123 ;
+  assign \$125  = \t$145 [17] & \$124 ;
+  assign \$126  = ! \t$145 [16:0];
+  assign \$127  = \t$145 [17] & \$126 ;
+  assign \$128  = \$127  & \floor$147 [0];
+  assign \$129  = \$125  | \$128 ;
+  assign \t$148  = $signed(\floor$147 ) + $signed({ 1'h0, \$129  });
+  assign \$130  = $signed(\t$148 ) < $signed(16'h8000);
+  assign \$131  = $signed(\t$148 ) > $signed(16'h7fff);
+  assign \$132  = \$131  ? 16'h7fff : \t$148 [15:0];
+  assign \t$149  = \$130  ? 16'h8000 : \$132 ;
+  assign \$133  = ~ m__ready;
+  assign \$134  = m__valid & \$133 ;
+  assign en = ~ \$134 ;
   assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
-  assign \$134  = en & valid_s2;
-  assign \$135  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$134  & \$135 ;
-  assign \$136  = ~ busy;
-  assign \$137  = pc__valid & \$136 ;
-  assign \$138  = ! level;
-  assign \$139  = ~ \$138 ;
-  assign flush_l0 = \$137  & \$139 ;
+  assign \$135  = en & valid_s2;
+  assign \$136  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$135  & \$136 ;
+  assign \$137  = ~ busy;
+  assign \$138  = pc__valid & \$137 ;
+  assign \$139  = ! level;
+  assign \$140  = ~ \$139 ;
+  assign flush_l0 = \$138  & \$140 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$140  = en & valid_s5;
-  assign \$141  = ! level;
-  assign \$142  = commit_on_read_l0 & \$141 ;
-  assign \$143  = ~ \$142 ;
-  assign w_en = \$140  & \$143 ;
-  assign \$144  = ! level;
-  assign \$145  = ~ \$144 ;
-  assign r_en = commit_l0 & \$145 ;
-  assign \t$164  = $signed(\$signature__data$165 ) - $signed(\$146 );
-  assign \$147  = ! l0_port_edge_q[0];
-  assign \$148  = l0_port_wr & \$147 ;
-  assign \$149  = ! \$345 [1:0];
-  assign l0_port_hit0_0_0 = \$148  & \$149 ;
-  assign \$150  = ! next_level;
-  assign \$151  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$152  = \$150  ? \$151  : next_data[2:0];
-  assign \$154  = ! next_level;
-  assign \$155  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$156  = \$154  ? \$155  : next_data[2:0];
-  assign \$157  = \$156 [1:0] > 1'h0;
-  assign \$158  = \$153  + \$157 ;
-  assign \$160  = r_data[1:0] > 1'h0;
-  assign \$161  = \$159  + \$160 ;
-  assign \$162  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$161 ;
-  assign \$163  = $signed(\t$164 ) < $signed(16'h8000);
-  assign \$164  = $signed(\t$164 ) > $signed(16'h7fff);
-  assign \$165  = \$164  ? 16'h7fff : \t$164 [15:0];
-  assign \$166  = \$163  ? 16'h8000 : \$165 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$166 ;
+  assign \$141  = en & valid_s5;
+  assign \$142  = ! level;
+  assign \$143  = commit_on_read_l0 & \$142 ;
+  assign \$144  = ~ \$143 ;
+  assign w_en = \$141  & \$144 ;
+  assign \$145  = ! level;
+  assign \$146  = ~ \$145 ;
+  assign r_en = commit_l0 & \$146 ;
+  assign \t$166  = $signed(\$signature__data$167 ) - $signed(\$147 );
+  assign \$148  = ! l0_port_edge_q[0];
+  assign \$149  = l0_port_wr & \$148 ;
+  assign \$150  = ! \$346 [1:0];
+  assign l0_port_hit0_0_0 = \$149  & \$150 ;
+  assign \$151  = ! next_level;
+  assign \$152  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$153  = \$151  ? \$152  : next_data[2:0];
+  assign \$155  = ! next_level;
+  assign \$156  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$157  = \$155  ? \$156  : next_data[2:0];
+  assign \$158  = \$157 [1:0] > 1'h0;
+  assign \$159  = \$154  + \$158 ;
+  assign \$161  = r_data[1:0] > 1'h0;
+  assign \$162  = \$160  + \$161 ;
+  assign \$163  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$162 ;
+  assign \$164  = $signed(\t$166 ) < $signed(16'h8000);
+  assign \$165  = $signed(\t$166 ) > $signed(16'h7fff);
+  assign \$166  = \$165  ? 16'h7fff : \t$166 [15:0];
+  assign \$167  = \$164  ? 16'h8000 : \$166 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$167 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$180  = $signed(\$signature__data$181 ) - $signed(\$167 );
-  assign \$168  = ! l0_port_edge_q[0];
-  assign \$169  = l0_port_wr & \$168 ;
-  assign \$170  = \$345 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$169  & \$170 ;
-  assign \$171  = ! next_level;
-  assign \$172  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$173  = \$171  ? \$172  : next_data[2:0];
-  assign \$175  = ! next_level;
-  assign \$176  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$177  = \$175  ? \$176  : next_data[2:0];
-  assign \$178  = \$177 [1:0] > 1'h1;
-  assign \$179  = \$174  + \$178 ;
-  assign \$181  = r_data[1:0] > 1'h1;
-  assign \$182  = \$180  + \$181 ;
-  assign \$183  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$182 ;
-  assign \$184  = $signed(\t$180 ) < $signed(16'h8000);
-  assign \$185  = $signed(\t$180 ) > $signed(16'h7fff);
-  assign \$186  = \$185  ? 16'h7fff : \t$180 [15:0];
-  assign \$187  = \$184  ? 16'h8000 : \$186 ;
-  assign \wp__data$186  = l0_port_hit0_0_1 ? l0_port_data : \$187 ;
-  assign \wp__en$187  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$188  = $signed(\$signature__data$189 ) - $signed(\$188 );
-  assign \$189  = ! l0_port_edge_q[0];
-  assign \$190  = l0_port_wr & \$189 ;
-  assign \$191  = \$345 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$190  & \$191 ;
-  assign \$192  = ! next_level;
-  assign \$193  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$194  = \$192  ? \$193  : next_data[2:0];
-  assign \$196  = ! next_level;
-  assign \$197  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$198  = \$196  ? \$197  : next_data[2:0];
-  assign \$199  = \$198 [1:0] > 2'h2;
-  assign \$200  = \$195  + \$199 ;
-  assign \$202  = r_data[1:0] > 2'h2;
-  assign \$203  = \$201  + \$202 ;
-  assign \$204  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$203 ;
-  assign \$205  = $signed(\t$188 ) < $signed(16'h8000);
-  assign \$206  = $signed(\t$188 ) > $signed(16'h7fff);
-  assign \$207  = \$206  ? 16'h7fff : \t$188 [15:0];
-  assign \$208  = \$205  ? 16'h8000 : \$207 ;
-  assign \wp__data$194  = l0_port_hit0_0_2 ? l0_port_data : \$208 ;
-  assign \wp__en$195  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$196  = $signed(\$signature__data$197 ) - $signed(\$209 );
-  assign \$210  = ! l0_port_edge_q[0];
-  assign \$211  = l0_port_wr & \$210 ;
-  assign \$212  = \$345 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$211  & \$212 ;
-  assign \$213  = ! next_level;
-  assign \$214  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$215  = \$213  ? \$214  : next_data[2:0];
-  assign \$217  = ! next_level;
-  assign \$218  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$219  = \$217  ? \$218  : next_data[2:0];
-  assign \$220  = \$219 [1:0] > 2'h3;
-  assign \$221  = \$216  + \$220 ;
-  assign \$223  = r_data[1:0] > 2'h3;
-  assign \$224  = \$222  + \$223 ;
-  assign \$225  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$224 ;
-  assign \$226  = $signed(\t$196 ) < $signed(16'h8000);
-  assign \$227  = $signed(\t$196 ) > $signed(16'h7fff);
-  assign \$228  = \$227  ? 16'h7fff : \t$196 [15:0];
-  assign \$229  = \$226  ? 16'h8000 : \$228 ;
-  assign \wp__data$202  = l0_port_hit0_0_3 ? l0_port_data : \$229 ;
-  assign \wp__en$203  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$204  = $signed(\$signature__data$205 ) - $signed(\$230 );
-  assign \$232  = l0_port_wr & \$231 ;
-  assign \$233  = ! \$345 [1:0];
-  assign l0_port_hit0_1_0 = \$232  & \$233 ;
-  assign \$234  = ! next_level;
-  assign \$235  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$236  = \$234  ? \$235  : next_data[5:3];
-  assign \$238  = ! next_level;
-  assign \$239  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$240  = \$238  ? \$239  : next_data[5:3];
-  assign \$241  = \$240 [1:0] > 1'h0;
-  assign \$242  = \$237  + \$241 ;
-  assign \$244  = r_data[4:3] > 1'h0;
-  assign \$245  = \$243  + \$244 ;
-  assign \$246  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$245 ;
-  assign \$247  = $signed(\t$204 ) < $signed(16'h8000);
-  assign \$248  = $signed(\t$204 ) > $signed(16'h7fff);
-  assign \$249  = \$248  ? 16'h7fff : \t$204 [15:0];
-  assign \$250  = \$247  ? 16'h8000 : \$249 ;
-  assign \wp__data$211  = l0_port_hit0_1_0 ? l0_port_data : \$250 ;
-  assign \wp__en$212  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$213  = $signed(\$signature__data$214 ) - $signed(\$251 );
-  assign \$253  = l0_port_wr & \$252 ;
-  assign \$254  = \$345 [1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$253  & \$254 ;
-  assign \$255  = ! next_level;
-  assign \$256  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$257  = \$255  ? \$256  : next_data[5:3];
-  assign \$259  = ! next_level;
-  assign \$260  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$261  = \$259  ? \$260  : next_data[5:3];
-  assign \$262  = \$261 [1:0] > 1'h1;
-  assign \$263  = \$258  + \$262 ;
-  assign \$265  = r_data[4:3] > 1'h1;
-  assign \$266  = \$264  + \$265 ;
-  assign \$267  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$266 ;
-  assign \$268  = $signed(\t$213 ) < $signed(16'h8000);
-  assign \$269  = $signed(\t$213 ) > $signed(16'h7fff);
-  assign \$270  = \$269  ? 16'h7fff : \t$213 [15:0];
-  assign \$271  = \$268  ? 16'h8000 : \$270 ;
-  assign \wp__data$219  = l0_port_hit0_1_1 ? l0_port_data : \$271 ;
-  assign \wp__en$220  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$221  = $signed(\$signature__data$222 ) - $signed(\$272 );
-  assign \$274  = l0_port_wr & \$273 ;
-  assign \$275  = \$345 [1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$274  & \$275 ;
-  assign \$276  = ! next_level;
-  assign \$277  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$278  = \$276  ? \$277  : next_data[5:3];
-  assign \$280  = ! next_level;
-  assign \$281  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$282  = \$280  ? \$281  : next_data[5:3];
-  assign \$283  = \$282 [1:0] > 2'h2;
-  assign \$284  = \$279  + \$283 ;
-  assign \$286  = r_data[4:3] > 2'h2;
-  assign \$287  = \$285  + \$286 ;
-  assign \$288  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$287 ;
-  assign \$289  = $signed(\t$221 ) < $signed(16'h8000);
-  assign \$290  = $signed(\t$221 ) > $signed(16'h7fff);
-  assign \$291  = \$290  ? 16'h7fff : \t$221 [15:0];
-  assign \$292  = \$289  ? 16'h8000 : \$291 ;
-  assign \wp__data$227  = l0_port_hit0_1_2 ? l0_port_data : \$292 ;
-  assign \wp__en$228  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$229  = $signed(\$signature__data$230 ) - $signed(\$293 );
-  assign \$295  = l0_port_wr & \$294 ;
-  assign \$296  = \$345 [1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$295  & \$296 ;
-  assign \$297  = ! next_level;
-  assign \$298  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$299  = \$297  ? \$298  : next_data[5:3];
-  assign \$301  = ! next_level;
-  assign \$302  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$303  = \$301  ? \$302  : next_data[5:3];
-  assign \$304  = \$303 [1:0] > 2'h3;
-  assign \$305  = \$300  + \$304 ;
-  assign \$307  = r_data[4:3] > 2'h3;
-  assign \$308  = \$306  + \$307 ;
-  assign \$309  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$308 ;
-  assign \$310  = $signed(\t$229 ) < $signed(16'h8000);
-  assign \$311  = $signed(\t$229 ) > $signed(16'h7fff);
-  assign \$312  = \$311  ? 16'h7fff : \t$229 [15:0];
-  assign \$313  = \$310  ? 16'h8000 : \$312 ;
-  assign \wp__data$235  = l0_port_hit0_1_3 ? l0_port_data : \$313 ;
-  assign \wp__en$236  = commit_l0 | l0_port_hit0_1_3;
+  assign \t$182  = $signed(\$signature__data$183 ) - $signed(\$168 );
+  assign \$169  = ! l0_port_edge_q[0];
+  assign \$170  = l0_port_wr & \$169 ;
+  assign \$171  = \$346 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$170  & \$171 ;
+  assign \$172  = ! next_level;
+  assign \$173  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$174  = \$172  ? \$173  : next_data[2:0];
+  assign \$176  = ! next_level;
+  assign \$177  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$178  = \$176  ? \$177  : next_data[2:0];
+  assign \$179  = \$178 [1:0] > 1'h1;
+  assign \$180  = \$175  + \$179 ;
+  assign \$182  = r_data[1:0] > 1'h1;
+  assign \$183  = \$181  + \$182 ;
+  assign \$184  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$183 ;
+  assign \$185  = $signed(\t$182 ) < $signed(16'h8000);
+  assign \$186  = $signed(\t$182 ) > $signed(16'h7fff);
+  assign \$187  = \$186  ? 16'h7fff : \t$182 [15:0];
+  assign \$188  = \$185  ? 16'h8000 : \$187 ;
+  assign \wp__data$188  = l0_port_hit0_0_1 ? l0_port_data : \$188 ;
+  assign \wp__en$189  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$190  = $signed(\$signature__data$191 ) - $signed(\$189 );
+  assign \$190  = ! l0_port_edge_q[0];
+  assign \$191  = l0_port_wr & \$190 ;
+  assign \$192  = \$346 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$191  & \$192 ;
+  assign \$193  = ! next_level;
+  assign \$194  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$195  = \$193  ? \$194  : next_data[2:0];
+  assign \$197  = ! next_level;
+  assign \$198  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$199  = \$197  ? \$198  : next_data[2:0];
+  assign \$200  = \$199 [1:0] > 2'h2;
+  assign \$201  = \$196  + \$200 ;
+  assign \$203  = r_data[1:0] > 2'h2;
+  assign \$204  = \$202  + \$203 ;
+  assign \$205  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$204 ;
+  assign \$206  = $signed(\t$190 ) < $signed(16'h8000);
+  assign \$207  = $signed(\t$190 ) > $signed(16'h7fff);
+  assign \$208  = \$207  ? 16'h7fff : \t$190 [15:0];
+  assign \$209  = \$206  ? 16'h8000 : \$208 ;
+  assign \wp__data$196  = l0_port_hit0_0_2 ? l0_port_data : \$209 ;
+  assign \wp__en$197  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$198  = $signed(\$signature__data$199 ) - $signed(\$210 );
+  assign \$211  = ! l0_port_edge_q[0];
+  assign \$212  = l0_port_wr & \$211 ;
+  assign \$213  = \$346 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$212  & \$213 ;
+  assign \$214  = ! next_level;
+  assign \$215  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$216  = \$214  ? \$215  : next_data[2:0];
+  assign \$218  = ! next_level;
+  assign \$219  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$220  = \$218  ? \$219  : next_data[2:0];
+  assign \$221  = \$220 [1:0] > 2'h3;
+  assign \$222  = \$217  + \$221 ;
+  assign \$224  = r_data[1:0] > 2'h3;
+  assign \$225  = \$223  + \$224 ;
+  assign \$226  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$225 ;
+  assign \$227  = $signed(\t$198 ) < $signed(16'h8000);
+  assign \$228  = $signed(\t$198 ) > $signed(16'h7fff);
+  assign \$229  = \$228  ? 16'h7fff : \t$198 [15:0];
+  assign \$230  = \$227  ? 16'h8000 : \$229 ;
+  assign \wp__data$204  = l0_port_hit0_0_3 ? l0_port_data : \$230 ;
+  assign \wp__en$205  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$206  = $signed(\$signature__data$207 ) - $signed(\$231 );
+  assign \$233  = l0_port_wr & \$232 ;
+  assign \$234  = ! \$346 [1:0];
+  assign l0_port_hit0_1_0 = \$233  & \$234 ;
+  assign \$235  = ! next_level;
+  assign \$236  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$237  = \$235  ? \$236  : next_data[5:3];
+  assign \$239  = ! next_level;
+  assign \$240  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$241  = \$239  ? \$240  : next_data[5:3];
+  assign \$242  = \$241 [1:0] > 1'h0;
+  assign \$243  = \$238  + \$242 ;
+  assign \$245  = r_data[4:3] > 1'h0;
+  assign \$246  = \$244  + \$245 ;
+  assign \$247  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$246 ;
+  assign \$248  = $signed(\t$206 ) < $signed(16'h8000);
+  assign \$249  = $signed(\t$206 ) > $signed(16'h7fff);
+  assign \$250  = \$249  ? 16'h7fff : \t$206 [15:0];
+  assign \$251  = \$248  ? 16'h8000 : \$250 ;
+  assign \wp__data$213  = l0_port_hit0_1_0 ? l0_port_data : \$251 ;
+  assign \wp__en$214  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$215  = $signed(\$signature__data$216 ) - $signed(\$252 );
+  assign \$254  = l0_port_wr & \$253 ;
+  assign \$255  = \$346 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$254  & \$255 ;
+  assign \$256  = ! next_level;
+  assign \$257  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$258  = \$256  ? \$257  : next_data[5:3];
+  assign \$260  = ! next_level;
+  assign \$261  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$262  = \$260  ? \$261  : next_data[5:3];
+  assign \$263  = \$262 [1:0] > 1'h1;
+  assign \$264  = \$259  + \$263 ;
+  assign \$266  = r_data[4:3] > 1'h1;
+  assign \$267  = \$265  + \$266 ;
+  assign \$268  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$267 ;
+  assign \$269  = $signed(\t$215 ) < $signed(16'h8000);
+  assign \$270  = $signed(\t$215 ) > $signed(16'h7fff);
+  assign \$271  = \$270  ? 16'h7fff : \t$215 [15:0];
+  assign \$272  = \$269  ? 16'h8000 : \$271 ;
+  assign \wp__data$221  = l0_port_hit0_1_1 ? l0_port_data : \$272 ;
+  assign \wp__en$222  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$223  = $signed(\$signature__data$224 ) - $signed(\$273 );
+  assign \$275  = l0_port_wr & \$274 ;
+  assign \$276  = \$346 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$275  & \$276 ;
+  assign \$277  = ! next_level;
+  assign \$278  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$279  = \$277  ? \$278  : next_data[5:3];
+  assign \$281  = ! next_level;
+  assign \$282  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$283  = \$281  ? \$282  : next_data[5:3];
+  assign \$284  = \$283 [1:0] > 2'h2;
+  assign \$285  = \$280  + \$284 ;
+  assign \$287  = r_data[4:3] > 2'h2;
+  assign \$288  = \$286  + \$287 ;
+  assign \$289  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$288 ;
+  assign \$290  = $signed(\t$223 ) < $signed(16'h8000);
+  assign \$291  = $signed(\t$223 ) > $signed(16'h7fff);
+  assign \$292  = \$291  ? 16'h7fff : \t$223 [15:0];
+  assign \$293  = \$290  ? 16'h8000 : \$292 ;
+  assign \wp__data$229  = l0_port_hit0_1_2 ? l0_port_data : \$293 ;
+  assign \wp__en$230  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$231  = $signed(\$signature__data$232 ) - $signed(\$294 );
+  assign \$296  = l0_port_wr & \$295 ;
+  assign \$297  = \$346 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$296  & \$297 ;
+  assign \$298  = ! next_level;
+  assign \$299  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$300  = \$298  ? \$299  : next_data[5:3];
+  assign \$302  = ! next_level;
+  assign \$303  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$304  = \$302  ? \$303  : next_data[5:3];
+  assign \$305  = \$304 [1:0] > 2'h3;
+  assign \$306  = \$301  + \$305 ;
+  assign \$308  = r_data[4:3] > 2'h3;
+  assign \$309  = \$307  + \$308 ;
+  assign \$310  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$309 ;
+  assign \$311  = $signed(\t$231 ) < $signed(16'h8000);
+  assign \$312  = $signed(\t$231 ) > $signed(16'h7fff);
+  assign \$313  = \$312  ? 16'h7fff : \t$231 [15:0];
+  assign \$314  = \$311  ? 16'h8000 : \$313 ;
+  assign \wp__data$237  = l0_port_hit0_1_3 ? l0_port_data : \$314 ;
+  assign \wp__en$238  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
-  assign \$314  = | reload_count;
-  assign reload_write = reloading & \$314 ;
-  assign \$315  = reload_count - 1'h1;
-  assign \$316  = ~ pc__valid;
-  assign \$317  = en & \$316 ;
-  assign \$318  = ~ reloading;
-  assign \$319  = \$317  & \$318 ;
+  assign \$315  = | reload_count;
+  assign reload_write = reloading & \$315 ;
+  assign \$316  = reload_count - 1'h1;
+  assign \$317  = ~ pc__valid;
+  assign \$318  = en & \$317 ;
+  assign \$319  = ~ reloading;
+  assign \$320  = \$318  & \$319 ;
   assign accept = s__valid & s__ready;
-  assign \$320  = ~ busy;
-  assign \$321  = ! level;
-  assign \$322  = \$320  & \$321 ;
-  assign \$323  = pc__valid & \$322 ;
-  assign \$324  = ~ reloading;
-  assign \$325  = \$323  & \$324 ;
-  assign \$326  = ~ read_wait;
-  assign \$327  = \$325  & \$326 ;
-  assign \$328  = ~ pr__valid;
-  assign \$329  = \$328  | pr__ready;
-  assign pc__ready = \$327  & \$329 ;
-  assign port_addr = reload_write ? \$315 [4:0] : pc__payload[20:16];
-  assign \$330  = port_addr - 1'h0;
+  assign \$321  = ~ busy;
+  assign \$322  = ! level;
+  assign \$323  = \$321  & \$322 ;
+  assign \$324  = pc__valid & \$323 ;
+  assign \$325  = ~ reloading;
+  assign \$326  = \$324  & \$325 ;
+  assign \$327  = ~ read_wait;
+  assign \$328  = \$326  & \$327 ;
+  assign \$329  = ~ pr__valid;
+  assign \$330  = \$329  | pr__ready;
+  assign pc__ready = \$328  & \$330 ;
+  assign port_addr = reload_write ? \$316 [4:0] : pc__payload[20:16];
+  assign \$331  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$331  = port_addr >= 1'h0;
-  assign \$332  = port_addr < 5'h16;
-  assign \$333  = \$331  & \$332 ;
-  assign \$334  = pc__ready & pc__payload[21];
-  assign \$335  = reload_write | \$334 ;
-  assign l0_port_wr = \$333  & \$335 ;
-  assign \$336  = port_addr >= 1'h0;
-  assign \$337  = port_addr < 5'h16;
-  assign \$338  = \$336  & \$337 ;
-  assign \$339  = \$338  & pc__ready;
-  assign \$340  = ~ pc__payload[21];
-  assign l0_port_rd = \$339  & \$340 ;
-  assign \$341  = \$330 [4:0] * 2'h3;
-  assign \$342  = l0_port_edge_q * 4'hb;
-  assign \$343  = \$330 [4:0] - \$342 ;
-  assign \$344  = l0_port_baddr_q * 3'h4;
-  assign \$345  = \$343 [3:0] - \$344 ;
-  assign \$346  = en & valid_s2;
-  assign \$347  = l0_pending + \$346 ;
-  assign \$348  = \$347  - commit_l0;
-  assign \$349  = reload_count + 1'h1;
-  assign \$350  = ~ pc__payload[21];
-  assign \$351  = pc__ready & \$350 ;
-  assign \$352  = pc__ready & pc__payload[21];
+  assign \$332  = port_addr >= 1'h0;
+  assign \$333  = port_addr < 5'h16;
+  assign \$334  = \$332  & \$333 ;
+  assign \$335  = pc__ready & pc__payload[21];
+  assign \$336  = reload_write | \$335 ;
+  assign l0_port_wr = \$334  & \$336 ;
+  assign \$337  = port_addr >= 1'h0;
+  assign \$338  = port_addr < 5'h16;
+  assign \$339  = \$337  & \$338 ;
+  assign \$340  = \$339  & pc__ready;
+  assign \$341  = ~ pc__payload[21];
+  assign l0_port_rd = \$340  & \$341 ;
+  assign \$342  = \$331 [4:0] * 2'h3;
+  assign \$343  = l0_port_edge_q * 4'hb;
+  assign \$344  = \$331 [4:0] - \$343 ;
+  assign \$345  = l0_port_baddr_q * 3'h4;
+  assign \$346  = \$344 [3:0] - \$345 ;
+  assign \$347  = en & valid_s2;
+  assign \$348  = l0_pending + \$347 ;
+  assign \$349  = \$348  - commit_l0;
+  assign \$350  = reload_count + 1'h1;
+  assign \$351  = ~ pc__payload[21];
+  assign \$352  = pc__ready & \$351 ;
+  assign \$353  = pc__ready & pc__payload[21];
   always @(posedge clk)
-    valid_s1 <= \$357 ;
+    valid_s1 <= \$358 ;
   always @(posedge clk)
-    valid_s2 <= \$358 ;
+    valid_s2 <= \$359 ;
   always @(posedge clk)
-    valid_s3 <= \$359 ;
+    valid_s3 <= \$360 ;
   always @(posedge clk)
-    m__valid <= \$360 ;
+    m__valid <= \$361 ;
   always @(posedge clk)
-    valid_s5 <= \$361 ;
+    valid_s5 <= \$362 ;
   always @(posedge clk)
-    l0_pending <= \$362 ;
+    l0_pending <= \$363 ;
   always @(posedge clk)
-    reload_count <= \$363 ;
+    reload_count <= \$364 ;
   always @(posedge clk)
-    l0_rd_edge <= \$364 ;
+    l0_rd_edge <= \$365 ;
   always @(posedge clk)
-    l0_rd_bank <= \$365 ;
+    l0_rd_bank <= \$366 ;
   always @(posedge clk)
-    read_layer <= \$366 ;
+    read_layer <= \$367 ;
   always @(posedge clk)
-    read_wait <= \$367 ;
+    read_wait <= \$368 ;
   always @(posedge clk)
-    pr__valid <= \$368 ;
+    pr__valid <= \$369 ;
   always @(posedge clk)
-    pr__payload <= \$369 ;
+    pr__payload <= \$370 ;
   always @(posedge clk)
-    u <= \$370 ;
+    u <= \$371 ;
   always @(posedge clk)
-    \u$16  <= \$371 ;
+    \u$16  <= \$372 ;
   always @(posedge clk)
-    y0_s1 <= \$372 ;
+    y0_s1 <= \$373 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$373 ;
+    kind_s1 <= \$374 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$374 ;
+    l0_lo0_s2 <= \$375 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$375 ;
+    l0_cell0_s2 <= \$376 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$376 ;
+    l0_bval0_0_s2 <= \$377 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$377 ;
+    l0_bval0_1_s2 <= \$378 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$378 ;
+    l0_bval0_2_s2 <= \$379 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$379 ;
+    l0_bval0_3_s2 <= \$380 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$380 ;
+    l0_lo1_s2 <= \$381 ;
   always @(posedge clk)
-    l0_bval1_0_s2 <= \$381 ;
+    l0_cell1_s2 <= \$382 ;
   always @(posedge clk)
-    l0_bval1_1_s2 <= \$382 ;
-  always @(posedge clk)
-    l0_bval1_2_s2 <= \$383 ;
-  always @(posedge clk)
-    l0_bval1_3_s2 <= \$384 ;
-  always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$385 ;
-  always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$386 ;
+    l0_bval1_0_s2 <= \$383 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .u(u)
   );
   \onchip_learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$259 ),
+    .bval(\bval$262 ),
     .\cell (\cell$56 ),
     .u(\u$16 )
   );
-  \onchip_learner.l0_pending$290  \l0_pending$290  (
+  \onchip_learner.l0_pending$295  \l0_pending$295  (
     .clk(clk),
     .level(level),
     .next_data(next_data),
     .next_level(next_level),
-    .\port$114$0 (\t$112 ),
-    .\port$128$0 (\t$117 ),
-    .\port$142$0 (\t$122 ),
-    .\port$156$0 (\t$127 ),
-    .\port$170$0 (\t$132 ),
-    .\port$184$0 (\t$137 ),
-    .\port$198$0 (\t$142 ),
-    .\port$212$0 (\t$147 ),
-    .\port$700$0 (l0_cell0_s5),
-    .\port$706$0 (l0_cell1_s5),
+    .\port$118$0 (\t$114 ),
+    .\port$132$0 (\t$119 ),
+    .\port$146$0 (\t$124 ),
+    .\port$160$0 (\t$129 ),
+    .\port$174$0 (\t$134 ),
+    .\port$188$0 (\t$139 ),
+    .\port$202$0 (\t$144 ),
+    .\port$216$0 (\t$149 ),
+    .\port$714$0 (l0_cell0_s5),
+    .\port$720$0 (l0_cell1_s5),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
@@ -1546,282 +1566,338 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_prod0_0_3_s3;
+    \$385  = l0_bval1_2_s2;
     if (en) begin
-      \$388  = { \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53  };
+      \$385  = \bval$262 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_prod0_1_0_s3;
+    \$386  = l0_bval1_3_s2;
     if (en) begin
-      \$389  = { \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72  };
+      \$386  = \bval$262 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_prod0_1_1_s3;
+    \$387  = l0_prod0_0_0_s3;
     if (en) begin
-      \$390  = { \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77  };
+      \$387  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_prod0_1_2_s3;
+    \$388  = l0_prod0_0_1_s3;
     if (en) begin
-      \$391  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
+      \$388  = { \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_prod0_1_3_s3;
+    \$389  = l0_prod0_0_2_s3;
     if (en) begin
-      \$392  = { \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87  };
+      \$389  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = m__payload;
+    \$390  = l0_prod0_0_3_s3;
     if (en) begin
-      \$393  = \t$101 ;
+      \$390  = { \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = y0_s2;
+    \$391  = l0_prod0_1_0_s3;
     if (en) begin
-      \$394  = y0_s1;
+      \$391  = { \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = y0_s3;
+    \$392  = l0_prod0_1_1_s3;
     if (en) begin
-      \$395  = y0_s2;
+      \$392  = { \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = y0_s4;
+    \$393  = l0_prod0_1_2_s3;
     if (en) begin
-      \$396  = y0_s3;
+      \$393  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = err0_s5;
+    \$394  = l0_prod0_1_3_s3;
     if (en) begin
-      \$397  = \t$106 ;
+      \$394  = { \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$398  = l0_cell0_s3;
+    \$395  = l0_out0_s4;
     if (en) begin
-      \$398  = l0_cell0_s2;
+      \$395  = \t$101 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_cell0_s4;
+    \$396  = y0_s2;
     if (en) begin
-      \$399  = l0_cell0_s3;
+      \$396  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_cell0_s5;
+    \$397  = y0_s3;
     if (en) begin
-      \$400  = l0_cell0_s4;
+      \$397  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = l0_cell1_s3;
+    \$398  = y0_s4;
     if (en) begin
-      \$401  = l0_cell1_s2;
+      \$398  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = l0_cell1_s4;
+    \$399  = kind_s2;
     if (en) begin
-      \$402  = l0_cell1_s3;
+      \$399  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = l0_cell1_s5;
+    \$400  = kind_s3;
     if (en) begin
-      \$403  = l0_cell1_s4;
+      \$400  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = l0_bval0_0_s3;
+    \$401  = kind_s4;
     if (en) begin
-      \$404  = l0_bval0_0_s2;
+      \$401  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = l0_bval0_0_s4;
+    \$402  = err0_s5;
     if (en) begin
-      \$405  = l0_bval0_0_s3;
+      \$402  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = l0_bval0_0_s5;
+    \$403  = l0_cell0_s3;
     if (en) begin
-      \$406  = l0_bval0_0_s4;
+      \$403  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = l0_bval0_1_s3;
+    \$404  = l0_cell0_s4;
     if (en) begin
-      \$407  = l0_bval0_1_s2;
+      \$404  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = l0_bval0_1_s4;
+    \$405  = l0_cell0_s5;
     if (en) begin
-      \$408  = l0_bval0_1_s3;
+      \$405  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = l0_bval0_1_s5;
+    \$406  = l0_cell1_s3;
     if (en) begin
-      \$409  = l0_bval0_1_s4;
+      \$406  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = l0_bval0_2_s3;
+    \$407  = l0_cell1_s4;
     if (en) begin
-      \$410  = l0_bval0_2_s2;
+      \$407  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = l0_bval0_2_s4;
+    \$408  = l0_cell1_s5;
     if (en) begin
-      \$411  = l0_bval0_2_s3;
+      \$408  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = l0_bval0_2_s5;
+    \$409  = l0_bval0_0_s3;
     if (en) begin
-      \$412  = l0_bval0_2_s4;
+      \$409  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = l0_bval0_3_s3;
+    \$410  = l0_bval0_0_s4;
     if (en) begin
-      \$413  = l0_bval0_3_s2;
+      \$410  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = l0_bval0_3_s4;
+    \$411  = l0_bval0_0_s5;
     if (en) begin
-      \$414  = l0_bval0_3_s3;
+      \$411  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = l0_bval0_3_s5;
+    \$412  = l0_bval0_1_s3;
     if (en) begin
-      \$415  = l0_bval0_3_s4;
+      \$412  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = l0_bval1_0_s3;
+    \$413  = l0_bval0_1_s4;
     if (en) begin
-      \$416  = l0_bval1_0_s2;
+      \$413  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_bval1_0_s4;
+    \$414  = l0_bval0_1_s5;
     if (en) begin
-      \$417  = l0_bval1_0_s3;
+      \$414  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = l0_bval1_0_s5;
+    \$415  = l0_bval0_2_s3;
     if (en) begin
-      \$418  = l0_bval1_0_s4;
+      \$415  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_bval1_1_s3;
+    \$416  = l0_bval0_2_s4;
     if (en) begin
-      \$419  = l0_bval1_1_s2;
+      \$416  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = l0_bval1_1_s4;
+    \$417  = l0_bval0_2_s5;
     if (en) begin
-      \$420  = l0_bval1_1_s3;
+      \$417  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_bval1_1_s5;
+    \$418  = l0_bval0_3_s3;
     if (en) begin
-      \$421  = l0_bval1_1_s4;
+      \$418  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_bval1_2_s3;
+    \$419  = l0_bval0_3_s4;
     if (en) begin
-      \$422  = l0_bval1_2_s2;
+      \$419  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_bval1_2_s4;
+    \$420  = l0_bval0_3_s5;
     if (en) begin
-      \$423  = l0_bval1_2_s3;
+      \$420  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_bval1_2_s5;
+    \$421  = l0_bval1_0_s3;
     if (en) begin
-      \$424  = l0_bval1_2_s4;
+      \$421  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = l0_bval1_3_s3;
+    \$422  = l0_bval1_0_s4;
     if (en) begin
-      \$425  = l0_bval1_3_s2;
+      \$422  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = l0_bval1_3_s4;
+    \$423  = l0_bval1_0_s5;
     if (en) begin
-      \$426  = l0_bval1_3_s3;
+      \$423  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = l0_bval1_3_s5;
+    \$424  = l0_bval1_1_s3;
     if (en) begin
-      \$427  = l0_bval1_3_s4;
+      \$424  = l0_bval1_1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$425  = l0_bval1_1_s4;
+    if (en) begin
+      \$425  = l0_bval1_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$426  = l0_bval1_1_s5;
+    if (en) begin
+      \$426  = l0_bval1_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$427  = l0_bval1_2_s3;
+    if (en) begin
+      \$427  = l0_bval1_2_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$428  = l0_bval1_2_s4;
+    if (en) begin
+      \$428  = l0_bval1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$429  = l0_bval1_2_s5;
+    if (en) begin
+      \$429  = l0_bval1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$430  = l0_bval1_3_s3;
+    if (en) begin
+      \$430  = l0_bval1_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$431  = l0_bval1_3_s4;
+    if (en) begin
+      \$431  = l0_bval1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$432  = l0_bval1_3_s5;
+    if (en) begin
+      \$432  = l0_bval1_3_s4;
     end
   end
   always @* begin
@@ -1941,13 +2017,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$146  = r_data[21:6];
+          \$147  = r_data[21:6];
       2'h1:
-          \$146  = r_data[69:54];
+          \$147  = r_data[69:54];
       2'h2:
-          \$146  = r_data[53:38];
+          \$147  = r_data[53:38];
       2'h3:
-          \$146  = r_data[37:22];
+          \$147  = r_data[37:22];
     endcase
   end
   always @* begin
@@ -1955,13 +2031,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$167  = r_data[37:22];
+          \$168  = r_data[37:22];
       2'h1:
-          \$167  = r_data[21:6];
+          \$168  = r_data[21:6];
       2'h2:
-          \$167  = r_data[69:54];
+          \$168  = r_data[69:54];
       2'h3:
-          \$167  = r_data[53:38];
+          \$168  = r_data[53:38];
     endcase
   end
   always @* begin
@@ -1969,13 +2045,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$188  = r_data[53:38];
+          \$189  = r_data[53:38];
       2'h1:
-          \$188  = r_data[37:22];
+          \$189  = r_data[37:22];
       2'h2:
-          \$188  = r_data[21:6];
+          \$189  = r_data[21:6];
       2'h3:
-          \$188  = r_data[69:54];
+          \$189  = r_data[69:54];
     endcase
   end
   always @* begin
@@ -1983,13 +2059,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$209  = r_data[69:54];
+          \$210  = r_data[69:54];
       2'h1:
-          \$209  = r_data[53:38];
+          \$210  = r_data[53:38];
       2'h2:
-          \$209  = r_data[37:22];
+          \$210  = r_data[37:22];
       2'h3:
-          \$209  = r_data[21:6];
+          \$210  = r_data[21:6];
     endcase
   end
   always @* begin
@@ -1997,13 +2073,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$230  = r_data[85:70];
+          \$231  = r_data[85:70];
       2'h1:
-          \$230  = r_data[133:118];
+          \$231  = r_data[133:118];
       2'h2:
-          \$230  = r_data[117:102];
+          \$231  = r_data[117:102];
       2'h3:
-          \$230  = r_data[101:86];
+          \$231  = r_data[101:86];
     endcase
   end
   always @* begin
@@ -2011,13 +2087,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$251  = r_data[101:86];
+          \$252  = r_data[101:86];
       2'h1:
-          \$251  = r_data[85:70];
+          \$252  = r_data[85:70];
       2'h2:
-          \$251  = r_data[133:118];
+          \$252  = r_data[133:118];
       2'h3:
-          \$251  = r_data[117:102];
+          \$252  = r_data[117:102];
     endcase
   end
   always @* begin
@@ -2025,13 +2101,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$272  = r_data[117:102];
+          \$273  = r_data[117:102];
       2'h1:
-          \$272  = r_data[101:86];
+          \$273  = r_data[101:86];
       2'h2:
-          \$272  = r_data[85:70];
+          \$273  = r_data[85:70];
       2'h3:
-          \$272  = r_data[133:118];
+          \$273  = r_data[133:118];
     endcase
   end
   always @* begin
@@ -2039,13 +2115,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$293  = r_data[133:118];
+          \$294  = r_data[133:118];
       2'h1:
-          \$293  = r_data[117:102];
+          \$294  = r_data[117:102];
       2'h2:
-          \$293  = r_data[101:86];
+          \$294  = r_data[101:86];
       2'h3:
-          \$293  = r_data[85:70];
+          \$294  = r_data[85:70];
     endcase
   end
   always @* begin
@@ -2053,13 +2129,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$353  = \$signature__data ;
+          \$354  = \$signature__data ;
       2'h1:
-          \$353  = \$signature__data$33 ;
+          \$354  = \$signature__data$33 ;
       2'h2:
-          \$353  = \$signature__data$34 ;
+          \$354  = \$signature__data$34 ;
       2'h3:
-          \$353  = \$signature__data$35 ;
+          \$354  = \$signature__data$35 ;
     endcase
   end
   always @* begin
@@ -2067,13 +2143,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$354  = \$signature__data$66 ;
+          \$355  = \$signature__data$66 ;
       2'h1:
-          \$354  = \$signature__data$67 ;
+          \$355  = \$signature__data$67 ;
       2'h2:
-          \$354  = \$signature__data$68 ;
+          \$355  = \$signature__data$68 ;
       2'h3:
-          \$354  = \$signature__data$69 ;
+          \$355  = \$signature__data$69 ;
     endcase
   end
   always @* begin
@@ -2081,34 +2157,36 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$355  = \$353 ;
+          \$356  = \$354 ;
       1'h1:
-          \$355  = \$354 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = 16'h0000;
-    casez (read_layer)
-      1'h0:
           \$356  = \$355 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = valid_s1;
-    if (en) begin
-      \$357  = accept;
-    end
-    if (rst) begin
-      \$357  = 1'h0;
-    end
+    \$357  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$357  = \$356 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$106 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$358  = valid_s1;
     if (en) begin
-      \$358  = valid_s1;
+      \$358  = accept;
     end
     if (rst) begin
       \$358  = 1'h0;
@@ -2116,9 +2194,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = valid_s3;
+    \$359  = valid_s2;
     if (en) begin
-      \$359  = valid_s2;
+      \$359  = valid_s1;
     end
     if (rst) begin
       \$359  = 1'h0;
@@ -2126,9 +2204,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = m__valid;
+    \$360  = valid_s3;
     if (en) begin
-      \$360  = valid_s3;
+      \$360  = valid_s2;
     end
     if (rst) begin
       \$360  = 1'h0;
@@ -2136,9 +2214,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = valid_s5;
+    \$361  = m__valid;
     if (en) begin
-      \$361  = m__valid;
+      \$361  = valid_s3;
     end
     if (rst) begin
       \$361  = 1'h0;
@@ -2146,208 +2224,190 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = \$348 [1:0];
+    \$362  = valid_s5;
+    if (en) begin
+      \$362  = m__valid;
+    end
     if (rst) begin
-      \$362  = 2'h0;
+      \$362  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = reload_count;
+    \$363  = \$349 [1:0];
+    if (rst) begin
+      \$363  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$364  = reload_count;
     if (reloading) begin
-      \$363  = \$349 [4:0];
+      \$364  = \$350 [4:0];
     end
     if (rst) begin
-      \$363  = 5'h00;
+      \$364  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_rd_edge;
+    \$365  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$364  = l0_port_edge_q[0];
+      \$365  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$364  = 1'h0;
+      \$365  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_rd_bank;
+    \$366  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$365  = \$345 [1:0];
+      \$366  = \$346 [1:0];
     end
     if (rst) begin
-      \$365  = 2'h0;
+      \$366  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = read_layer;
+    \$367  = read_layer;
     if (l0_port_rd) begin
-      \$366  = 1'h0;
+      \$367  = 1'h0;
     end
-    if (rst) begin
-      \$366  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = \$351 ;
     if (rst) begin
       \$367  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = pr__valid;
-    if (\$352 ) begin
-      \$368  = 1'h1;
+    \$368  = \$352 ;
+    if (rst) begin
+      \$368  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$369  = pr__valid;
+    if (\$353 ) begin
+      \$369  = 1'h1;
     end else if (read_wait) begin
-      \$368  = 1'h1;
+      \$369  = 1'h1;
     end else if (pr__ready) begin
-      \$368  = 1'h0;
+      \$369  = 1'h0;
     end
     if (rst) begin
-      \$368  = 1'h0;
+      \$369  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = pr__payload;
-    if (\$352 ) begin
-      \$369  = pc__payload[15:0];
+    \$370  = pr__payload;
+    if (\$353 ) begin
+      \$370  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$369  = \$356 ;
+      \$370  = \$357 ;
     end
     if (rst) begin
-      \$369  = 16'h0000;
+      \$370  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = u;
+    \$371  = u;
     if (en) begin
-      \$370  = s__payload[15:0];
+      \$371  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = \u$16 ;
+    \$372  = \u$16 ;
     if (en) begin
-      \$371  = s__payload[31:16];
+      \$372  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = y0_s1;
+    \$373  = y0_s1;
     if (en) begin
-      \$372  = s__payload[47:32];
+      \$373  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_lo0_s2;
+    \$374  = kind_s1;
     if (en) begin
-      \$373  = \cell [1:0];
+      \$374  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_cell0_s2;
+    \$375  = l0_lo0_s2;
     if (en) begin
-      \$374  = \cell ;
+      \$375  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_bval0_0_s2;
+    \$376  = l0_cell0_s2;
     if (en) begin
-      \$375  = bval[15:0];
+      \$376  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_bval0_1_s2;
+    \$377  = l0_bval0_0_s2;
     if (en) begin
-      \$376  = bval[31:16];
+      \$377  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval0_2_s2;
+    \$378  = l0_bval0_1_s2;
     if (en) begin
-      \$377  = bval[47:32];
+      \$378  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval0_3_s2;
+    \$379  = l0_bval0_2_s2;
     if (en) begin
-      \$378  = bval[63:48];
+      \$379  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_lo1_s2;
+    \$380  = l0_bval0_3_s2;
     if (en) begin
-      \$379  = \cell$56 [1:0];
+      \$380  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_cell1_s2;
+    \$381  = l0_lo1_s2;
     if (en) begin
-      \$380  = \cell$56 ;
+      \$381  = \cell$56 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_bval1_0_s2;
+    \$382  = l0_cell1_s2;
     if (en) begin
-      \$381  = \bval$259 [15:0];
+      \$382  = \cell$56 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_bval1_1_s2;
+    \$383  = l0_bval1_0_s2;
     if (en) begin
-      \$382  = \bval$259 [31:16];
+      \$383  = \bval$262 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_bval1_2_s2;
+    \$384  = l0_bval1_1_s2;
     if (en) begin
-      \$383  = \bval$259 [47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_bval1_3_s2;
-    if (en) begin
-      \$384  = \bval$259 [63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_prod0_0_0_s3;
-    if (en) begin
-      \$385  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_prod0_0_1_s3;
-    if (en) begin
-      \$386  = { \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_prod0_0_2_s3;
-    if (en) begin
-      \$387  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
+      \$384  = \bval$262 [31:16];
     end
   end
   assign x0_s1 = u;
@@ -2370,48 +2430,49 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$83  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
   assign \t$88  = { \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87  };
   assign \t$98  = \t$89 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign valid_s4 = m__valid;
-  assign w_data = { \t$147 , \t$142 , \t$137 , \t$132 , \t$127 , \t$122 , \t$117 , \t$112 , l0_cell1_s5, l0_cell0_s5 };
+  assign w_data = { \t$149 , \t$144 , \t$139 , \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , l0_cell1_s5, l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$345 [1:0];
-  assign \$signature__addr$171  = \$158 [1:0];
-  assign \$signature__en$175  = 1'h1;
-  assign wp__addr = \$162 [1:0];
-  assign \$signature__addr$183  = \$179 [1:0];
-  assign \$signature__en$184  = 1'h1;
-  assign \wp__addr$185  = \$183 [1:0];
-  assign \$signature__addr$191  = \$200 [1:0];
-  assign \$signature__en$192  = 1'h1;
-  assign \wp__addr$193  = \$204 [1:0];
-  assign \$signature__addr$199  = \$221 [1:0];
-  assign \$signature__en$200  = 1'h1;
-  assign \wp__addr$201  = \$225 [1:0];
-  assign \$signature__addr$207  = \$242 [1:0];
-  assign \$signature__en$209  = 1'h1;
-  assign \wp__addr$210  = \$246 [1:0];
-  assign \$signature__addr$216  = \$263 [1:0];
-  assign \$signature__en$217  = 1'h1;
-  assign \wp__addr$218  = \$267 [1:0];
-  assign \$signature__addr$224  = \$284 [1:0];
-  assign \$signature__en$225  = 1'h1;
-  assign \wp__addr$226  = \$288 [1:0];
-  assign \$signature__addr$232  = \$305 [1:0];
-  assign \$signature__en$233  = 1'h1;
-  assign \wp__addr$234  = \$309 [1:0];
+  assign l0_port_bank = \$346 [1:0];
+  assign \$signature__addr$173  = \$159 [1:0];
+  assign \$signature__en$177  = 1'h1;
+  assign wp__addr = \$163 [1:0];
+  assign \$signature__addr$185  = \$180 [1:0];
+  assign \$signature__en$186  = 1'h1;
+  assign \wp__addr$187  = \$184 [1:0];
+  assign \$signature__addr$193  = \$201 [1:0];
+  assign \$signature__en$194  = 1'h1;
+  assign \wp__addr$195  = \$205 [1:0];
+  assign \$signature__addr$201  = \$222 [1:0];
+  assign \$signature__en$202  = 1'h1;
+  assign \wp__addr$203  = \$226 [1:0];
+  assign \$signature__addr$209  = \$243 [1:0];
+  assign \$signature__en$211  = 1'h1;
+  assign \wp__addr$212  = \$247 [1:0];
+  assign \$signature__addr$218  = \$264 [1:0];
+  assign \$signature__en$219  = 1'h1;
+  assign \wp__addr$220  = \$268 [1:0];
+  assign \$signature__addr$226  = \$285 [1:0];
+  assign \$signature__en$227  = 1'h1;
+  assign \wp__addr$228  = \$289 [1:0];
+  assign \$signature__addr$234  = \$306 [1:0];
+  assign \$signature__en$235  = 1'h1;
+  assign \wp__addr$236  = \$310 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$315 [4:0];
+  assign reload_addr = \$316 [4:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$330 [4:0];
-  assign l0_port_q = \$343 [3:0];
+  assign l0_port_local = \$331 [4:0];
+  assign l0_port_q = \$344 [3:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[31:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \s__payload.kind  = s__payload[49:48];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[20:16];
   assign \pc__payload.write  = pc__payload[21];
@@ -2420,13 +2481,15 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$259[0]  = \bval$259 [15:0];
-  assign \bval$259[1]  = \bval$259 [31:16];
-  assign \bval$259[2]  = \bval$259 [47:32];
-  assign \bval$259[3]  = \bval$259 [63:48];
+  assign \bval$262[0]  = \bval$262 [15:0];
+  assign \bval$262[1]  = \bval$262 [31:16];
+  assign \bval$262[2]  = \bval$262 [47:32];
+  assign \bval$262[3]  = \bval$262 [63:48];
+  assign m__payload[16] = \$49 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$341 [6:5] };
-  assign l0_port_baddr_q = { 2'h0, \$343 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$342 [6:5] };
+  assign l0_port_baddr_q = { 2'h0, \$344 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -2444,35 +2507,35 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$87  = { \t$85 [31], \t$85  };
   assign floor = { \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39:14] };
   assign \t$105  = { \t$103 [16], \t$103  };
-  assign \floor$110  = { \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31:18] };
-  assign \floor$115  = { \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31:18] };
-  assign \floor$120  = { \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31:18] };
-  assign \floor$125  = { \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31:18] };
-  assign \floor$130  = { \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31:18] };
-  assign \floor$135  = { \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31:18] };
-  assign \floor$140  = { \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31:18] };
-  assign \floor$145  = { \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31:18] };
-  assign \$153  = { 2'h0, \$152 [2] };
-  assign \$159  = { 2'h0, r_data[2] };
-  assign \$174  = { 2'h0, \$173 [2] };
-  assign \$180  = { 2'h0, r_data[2] };
-  assign \$195  = { 2'h0, \$194 [2] };
-  assign \$201  = { 2'h0, r_data[2] };
-  assign \$216  = { 2'h0, \$215 [2] };
-  assign \$222  = { 2'h0, r_data[2] };
-  assign \$231  = l0_port_edge_q[0];
-  assign \$237  = { 2'h0, \$236 [2] };
-  assign \$243  = { 2'h0, r_data[5] };
-  assign \$252  = l0_port_edge_q[0];
-  assign \$258  = { 2'h0, \$257 [2] };
-  assign \$264  = { 2'h0, r_data[5] };
-  assign \$273  = l0_port_edge_q[0];
-  assign \$279  = { 2'h0, \$278 [2] };
-  assign \$285  = { 2'h0, r_data[5] };
-  assign \$294  = l0_port_edge_q[0];
-  assign \$300  = { 2'h0, \$299 [2] };
-  assign \$306  = { 2'h0, r_data[5] };
-  assign s__ready = \$319 ;
+  assign \floor$112  = { \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31:18] };
+  assign \floor$117  = { \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31:18] };
+  assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
+  assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
+  assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
+  assign \floor$137  = { \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31:18] };
+  assign \floor$142  = { \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31:18] };
+  assign \floor$147  = { \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31:18] };
+  assign \$154  = { 2'h0, \$153 [2] };
+  assign \$160  = { 2'h0, r_data[2] };
+  assign \$175  = { 2'h0, \$174 [2] };
+  assign \$181  = { 2'h0, r_data[2] };
+  assign \$196  = { 2'h0, \$195 [2] };
+  assign \$202  = { 2'h0, r_data[2] };
+  assign \$217  = { 2'h0, \$216 [2] };
+  assign \$223  = { 2'h0, r_data[2] };
+  assign \$232  = l0_port_edge_q[0];
+  assign \$238  = { 2'h0, \$237 [2] };
+  assign \$244  = { 2'h0, r_data[5] };
+  assign \$253  = l0_port_edge_q[0];
+  assign \$259  = { 2'h0, \$258 [2] };
+  assign \$265  = { 2'h0, r_data[5] };
+  assign \$274  = l0_port_edge_q[0];
+  assign \$280  = { 2'h0, \$279 [2] };
+  assign \$286  = { 2'h0, r_data[5] };
+  assign \$295  = l0_port_edge_q[0];
+  assign \$301  = { 2'h0, \$300 [2] };
+  assign \$307  = { 2'h0, r_data[5] };
+  assign s__ready = \$320 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -2722,7 +2785,7 @@ module \onchip_learner.l0_bspline1 (bval, u, \cell );
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$142$0 , \port$156$0 , \port$170$0 , \port$184$0 , \port$198$0 , \port$212$0 , w_en, r_en, next_level, r_data, next_data, \port$700$0 , \port$706$0 , level, clk);
+module \onchip_learner.l0_pending$295 (rst, \port$118$0 , \port$132$0 , \port$146$0 , \port$160$0 , \port$174$0 , \port$188$0 , \port$202$0 , \port$216$0 , w_en, r_en, next_level, r_data, next_data, \port$714$0 , \port$720$0 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [2:0] \$1 ;
   wire [2:0] \$10 ;
@@ -2759,26 +2822,26 @@ module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$14
   wire [133:0] next_data;
   output [1:0] next_level;
   wire [1:0] next_level;
-  input [15:0] \port$114$0 ;
-  wire [15:0] \port$114$0 ;
-  input [15:0] \port$128$0 ;
-  wire [15:0] \port$128$0 ;
-  input [15:0] \port$142$0 ;
-  wire [15:0] \port$142$0 ;
-  input [15:0] \port$156$0 ;
-  wire [15:0] \port$156$0 ;
-  input [15:0] \port$170$0 ;
-  wire [15:0] \port$170$0 ;
-  input [15:0] \port$184$0 ;
-  wire [15:0] \port$184$0 ;
-  input [15:0] \port$198$0 ;
-  wire [15:0] \port$198$0 ;
-  input [15:0] \port$212$0 ;
-  wire [15:0] \port$212$0 ;
-  input [2:0] \port$700$0 ;
-  wire [2:0] \port$700$0 ;
-  input [2:0] \port$706$0 ;
-  wire [2:0] \port$706$0 ;
+  input [15:0] \port$118$0 ;
+  wire [15:0] \port$118$0 ;
+  input [15:0] \port$132$0 ;
+  wire [15:0] \port$132$0 ;
+  input [15:0] \port$146$0 ;
+  wire [15:0] \port$146$0 ;
+  input [15:0] \port$160$0 ;
+  wire [15:0] \port$160$0 ;
+  input [15:0] \port$174$0 ;
+  wire [15:0] \port$174$0 ;
+  input [15:0] \port$188$0 ;
+  wire [15:0] \port$188$0 ;
+  input [15:0] \port$202$0 ;
+  wire [15:0] \port$202$0 ;
+  input [15:0] \port$216$0 ;
+  wire [15:0] \port$216$0 ;
+  input [2:0] \port$714$0 ;
+  wire [2:0] \port$714$0 ;
+  input [2:0] \port$720$0 ;
+  wire [2:0] \port$720$0 ;
   output [133:0] r_data;
   wire [133:0] r_data;
   input r_en;
@@ -2802,10 +2865,10 @@ module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$14
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$212$0 , \port$198$0 , \port$184$0 , \port$170$0 , \port$156$0 , \port$142$0 , \port$128$0 , \port$114$0 , \port$706$0 , \port$700$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$216$0 , \port$202$0 , \port$188$0 , \port$174$0 , \port$160$0 , \port$146$0 , \port$132$0 , \port$118$0 , \port$720$0 , \port$714$0  } : \$14 ;
   assign \$15  = \$6 [1:0] == \$10 [1:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$212$0 , \port$198$0 , \port$184$0 , \port$170$0 , \port$156$0 , \port$142$0 , \port$128$0 , \port$114$0 , \port$706$0 , \port$700$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$216$0 , \port$202$0 , \port$188$0 , \port$174$0 , \port$160$0 , \port$146$0 , \port$132$0 , \port$118$0 , \port$720$0 , \port$714$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -2846,7 +2909,7 @@ module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$14
     if (w_en) begin
       casez (\$6 [1:0])
         2'h0:
-            \$18  = { \port$212$0 , \port$198$0 , \port$184$0 , \port$170$0 , \port$156$0 , \port$142$0 , \port$128$0 , \port$114$0 , \port$706$0 , \port$700$0  };
+            \$18  = { \port$216$0 , \port$202$0 , \port$188$0 , \port$174$0 , \port$160$0 , \port$146$0 , \port$132$0 , \port$118$0 , \port$720$0 , \port$714$0  };
       endcase
     end
   end
@@ -2858,7 +2921,7 @@ module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$14
         2'h0:
             /* empty */;
         2'h1:
-            \$19  = { \port$212$0 , \port$198$0 , \port$184$0 , \port$170$0 , \port$156$0 , \port$142$0 , \port$128$0 , \port$114$0 , \port$706$0 , \port$700$0  };
+            \$19  = { \port$216$0 , \port$202$0 , \port$188$0 , \port$174$0 , \port$160$0 , \port$146$0 , \port$132$0 , \port$118$0 , \port$720$0 , \port$714$0  };
       endcase
     end
   end
@@ -2872,7 +2935,7 @@ module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$14
         2'h1:
             /* empty */;
         2'h2:
-            \$20  = { \port$212$0 , \port$198$0 , \port$184$0 , \port$170$0 , \port$156$0 , \port$142$0 , \port$128$0 , \port$114$0 , \port$706$0 , \port$700$0  };
+            \$20  = { \port$216$0 , \port$202$0 , \port$188$0 , \port$174$0 , \port$160$0 , \port$146$0 , \port$132$0 , \port$118$0 , \port$720$0 , \port$714$0  };
       endcase
     end
   end
@@ -2892,6 +2955,6 @@ module \onchip_learner.l0_pending$290 (rst, \port$114$0 , \port$128$0 , \port$14
   end
   assign tail = \$6 [1:0];
   assign head_next = \$10 [1:0];
-  assign w_data = { \port$212$0 , \port$198$0 , \port$184$0 , \port$170$0 , \port$156$0 , \port$142$0 , \port$128$0 , \port$114$0 , \port$706$0 , \port$700$0  };
+  assign w_data = { \port$216$0 , \port$202$0 , \port$188$0 , \port$174$0 , \port$160$0 , \port$146$0 , \port$132$0 , \port$118$0 , \port$720$0 , \port$714$0  };
   assign next_level = \$12 [1:0];
 endmodule

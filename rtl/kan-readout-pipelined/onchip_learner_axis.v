@@ -8,7 +8,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   input aresetn;
   wire aresetn;
   wire clk;
-  wire [15:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
@@ -19,8 +20,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tready;
   output m_axis_param_tvalid;
   wire m_axis_param_tvalid;
-  output [15:0] m_axis_pred_tdata;
-  wire [15:0] m_axis_pred_tdata;
+  output [23:0] m_axis_pred_tdata;
+  wire [23:0] m_axis_pred_tdata;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -36,7 +37,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire pr__ready;
   wire pr__valid;
   wire rst;
-  wire [47:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -50,8 +52,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
-  input [47:0] s_axis_sample_tdata;
-  wire [47:0] s_axis_sample_tdata;
+  input [55:0] s_axis_sample_tdata;
+  wire [55:0] s_axis_sample_tdata;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -60,7 +62,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   \onchip_learner_axis.learner  learner (
     .clk(aclk),
     .execute(s_axis_param_tready),
-    .m__payload(m_axis_pred_tdata),
+    .m__payload(m__payload),
     .m__ready(m_axis_pred_tready),
     .pc__payload(s_axis_param_tdata[21:0]),
     .pc__valid(s_axis_param_tvalid),
@@ -68,16 +70,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .pr__ready(m_axis_param_tready),
     .pr__valid(m_axis_param_tvalid),
     .rst(rst),
-    .s__payload(s_axis_sample_tdata),
+    .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
     .valid_s4(m_axis_pred_tvalid)
   );
   assign clk = aclk;
-  assign s__payload = s_axis_sample_tdata;
+  assign s__payload = s_axis_sample_tdata[49:0];
   assign s__valid = s_axis_sample_tvalid;
   assign s__ready = s_axis_sample_tready;
-  assign m__payload = m_axis_pred_tdata;
   assign m__valid = m_axis_pred_tvalid;
   assign m__ready = m_axis_pred_tready;
   assign pc__payload = s_axis_param_tdata[21:0];
@@ -86,13 +87,16 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign m_axis_pred_tdata = { 7'h00, m__payload };
   assign \s__payload.x  = s_axis_sample_tdata[31:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[1]  = s_axis_sample_tdata[31:16];
   assign \s__payload.y  = s_axis_sample_tdata[47:32];
   assign \s__payload.y[0]  = s_axis_sample_tdata[47:32];
-  assign \m__payload.pred  = m_axis_pred_tdata;
-  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \s__payload.kind  = s_axis_sample_tdata[49:48];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = s_axis_param_tdata[15:0];
   assign \pc__payload.addr  = s_axis_param_tdata[20:16];
   assign \pc__payload.write  = s_axis_param_tdata[21];
@@ -100,13 +104,13 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s4, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire [15:0] \$101 ;
-  wire \$102 ;
+  wire \$101 ;
+  wire [15:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
@@ -116,8 +120,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire \$112 ;
+  wire \$111 ;
+  wire [15:0] \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
@@ -127,8 +131,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$119 ;
   wire [3:0] \$12 ;
   wire \$120 ;
-  wire [15:0] \$121 ;
-  wire \$122 ;
+  wire \$121 ;
+  wire [15:0] \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
@@ -138,8 +142,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
-  wire [15:0] \$131 ;
-  wire \$132 ;
+  wire \$131 ;
+  wire [15:0] \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
@@ -154,196 +158,196 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
-  reg [15:0] \$146 ;
-  wire \$147 ;
+  wire \$146 ;
+  reg [15:0] \$147 ;
   wire \$148 ;
   wire \$149 ;
   wire [3:0] \$15 ;
   wire \$150 ;
-  wire [2:0] \$151 ;
+  wire \$151 ;
   wire [2:0] \$152 ;
   wire [2:0] \$153 ;
-  wire \$154 ;
-  wire [2:0] \$155 ;
+  wire [2:0] \$154 ;
+  wire \$155 ;
   wire [2:0] \$156 ;
-  wire \$157 ;
-  wire [3:0] \$158 ;
-  wire [2:0] \$159 ;
+  wire [2:0] \$157 ;
+  wire \$158 ;
+  wire [3:0] \$159 ;
   wire [3:0] \$16 ;
-  wire \$160 ;
-  wire [3:0] \$161 ;
+  wire [2:0] \$160 ;
+  wire \$161 ;
   wire [3:0] \$162 ;
-  wire \$163 ;
+  wire [3:0] \$163 ;
   wire \$164 ;
-  wire [15:0] \$165 ;
+  wire \$165 ;
   wire [15:0] \$166 ;
-  reg [15:0] \$167 ;
-  wire \$168 ;
+  wire [15:0] \$167 ;
+  reg [15:0] \$168 ;
   wire \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
-  wire [2:0] \$172 ;
+  wire \$172 ;
   wire [2:0] \$173 ;
   wire [2:0] \$174 ;
-  wire \$175 ;
-  wire [2:0] \$176 ;
+  wire [2:0] \$175 ;
+  wire \$176 ;
   wire [2:0] \$177 ;
-  wire \$178 ;
-  wire [3:0] \$179 ;
+  wire [2:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [2:0] \$180 ;
-  wire \$181 ;
-  wire [3:0] \$182 ;
+  wire [3:0] \$180 ;
+  wire [2:0] \$181 ;
+  wire \$182 ;
   wire [3:0] \$183 ;
-  wire \$184 ;
+  wire [3:0] \$184 ;
   wire \$185 ;
-  wire [15:0] \$186 ;
+  wire \$186 ;
   wire [15:0] \$187 ;
-  reg [15:0] \$188 ;
-  wire \$189 ;
+  wire [15:0] \$188 ;
+  reg [15:0] \$189 ;
   wire [3:0] \$19 ;
   wire \$190 ;
   wire \$191 ;
   wire \$192 ;
-  wire [2:0] \$193 ;
+  wire \$193 ;
   wire [2:0] \$194 ;
   wire [2:0] \$195 ;
-  wire \$196 ;
-  wire [2:0] \$197 ;
+  wire [2:0] \$196 ;
+  wire \$197 ;
   wire [2:0] \$198 ;
-  wire \$199 ;
+  wire [2:0] \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire [3:0] \$200 ;
-  wire [2:0] \$201 ;
-  wire \$202 ;
-  wire [3:0] \$203 ;
+  wire \$200 ;
+  wire [3:0] \$201 ;
+  wire [2:0] \$202 ;
+  wire \$203 ;
   wire [3:0] \$204 ;
-  wire \$205 ;
+  wire [3:0] \$205 ;
   wire \$206 ;
-  wire [15:0] \$207 ;
+  wire \$207 ;
   wire [15:0] \$208 ;
-  reg [15:0] \$209 ;
+  wire [15:0] \$209 ;
   wire [2:0] \$21 ;
-  wire \$210 ;
+  reg [15:0] \$210 ;
   wire \$211 ;
   wire \$212 ;
   wire \$213 ;
-  wire [2:0] \$214 ;
+  wire \$214 ;
   wire [2:0] \$215 ;
   wire [2:0] \$216 ;
-  wire \$217 ;
-  wire [2:0] \$218 ;
+  wire [2:0] \$217 ;
+  wire \$218 ;
   wire [2:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire [3:0] \$221 ;
-  wire [2:0] \$222 ;
-  wire \$223 ;
-  wire [3:0] \$224 ;
+  wire [2:0] \$220 ;
+  wire \$221 ;
+  wire [3:0] \$222 ;
+  wire [2:0] \$223 ;
+  wire \$224 ;
   wire [3:0] \$225 ;
-  wire \$226 ;
+  wire [3:0] \$226 ;
   wire \$227 ;
-  wire [15:0] \$228 ;
+  wire \$228 ;
   wire [15:0] \$229 ;
   wire [3:0] \$23 ;
-  reg [15:0] \$230 ;
-  wire \$231 ;
+  wire [15:0] \$230 ;
+  reg [15:0] \$231 ;
   wire \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [2:0] \$235 ;
+  wire \$235 ;
   wire [2:0] \$236 ;
   wire [2:0] \$237 ;
-  wire \$238 ;
-  wire [2:0] \$239 ;
+  wire [2:0] \$238 ;
+  wire \$239 ;
   wire [3:0] \$24 ;
   wire [2:0] \$240 ;
-  wire \$241 ;
-  wire [3:0] \$242 ;
-  wire [2:0] \$243 ;
-  wire \$244 ;
-  wire [3:0] \$245 ;
+  wire [2:0] \$241 ;
+  wire \$242 ;
+  wire [3:0] \$243 ;
+  wire [2:0] \$244 ;
+  wire \$245 ;
   wire [3:0] \$246 ;
-  wire \$247 ;
+  wire [3:0] \$247 ;
   wire \$248 ;
-  wire [15:0] \$249 ;
+  wire \$249 ;
   wire [2:0] \$25 ;
   wire [15:0] \$250 ;
-  reg [15:0] \$251 ;
-  wire \$252 ;
+  wire [15:0] \$251 ;
+  reg [15:0] \$252 ;
   wire \$253 ;
   wire \$254 ;
   wire \$255 ;
-  wire [2:0] \$256 ;
+  wire \$256 ;
   wire [2:0] \$257 ;
   wire [2:0] \$258 ;
-  wire \$259 ;
+  wire [2:0] \$259 ;
   wire \$26 ;
-  wire [2:0] \$260 ;
+  wire \$260 ;
   wire [2:0] \$261 ;
-  wire \$262 ;
-  wire [3:0] \$263 ;
-  wire [2:0] \$264 ;
-  wire \$265 ;
-  wire [3:0] \$266 ;
+  wire [2:0] \$262 ;
+  wire \$263 ;
+  wire [3:0] \$264 ;
+  wire [2:0] \$265 ;
+  wire \$266 ;
   wire [3:0] \$267 ;
-  wire \$268 ;
+  wire [3:0] \$268 ;
   wire \$269 ;
   wire [3:0] \$27 ;
-  wire [15:0] \$270 ;
+  wire \$270 ;
   wire [15:0] \$271 ;
-  reg [15:0] \$272 ;
-  wire \$273 ;
+  wire [15:0] \$272 ;
+  reg [15:0] \$273 ;
   wire \$274 ;
   wire \$275 ;
   wire \$276 ;
-  wire [2:0] \$277 ;
+  wire \$277 ;
   wire [2:0] \$278 ;
   wire [2:0] \$279 ;
   wire [3:0] \$28 ;
-  wire \$280 ;
-  wire [2:0] \$281 ;
+  wire [2:0] \$280 ;
+  wire \$281 ;
   wire [2:0] \$282 ;
-  wire \$283 ;
-  wire [3:0] \$284 ;
-  wire [2:0] \$285 ;
-  wire \$286 ;
-  wire [3:0] \$287 ;
+  wire [2:0] \$283 ;
+  wire \$284 ;
+  wire [3:0] \$285 ;
+  wire [2:0] \$286 ;
+  wire \$287 ;
   wire [3:0] \$288 ;
-  wire \$289 ;
+  wire [3:0] \$289 ;
   wire [2:0] \$29 ;
   wire \$290 ;
-  wire [15:0] \$291 ;
+  wire \$291 ;
   wire [15:0] \$292 ;
-  reg [15:0] \$293 ;
-  wire \$294 ;
+  wire [15:0] \$293 ;
+  reg [15:0] \$294 ;
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [2:0] \$298 ;
+  wire \$298 ;
   wire [2:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
   wire [2:0] \$300 ;
-  wire \$301 ;
-  wire [2:0] \$302 ;
+  wire [2:0] \$301 ;
+  wire \$302 ;
   wire [2:0] \$303 ;
-  wire \$304 ;
-  wire [3:0] \$305 ;
-  wire [2:0] \$306 ;
-  wire \$307 ;
-  wire [3:0] \$308 ;
+  wire [2:0] \$304 ;
+  wire \$305 ;
+  wire [3:0] \$306 ;
+  wire [2:0] \$307 ;
+  wire \$308 ;
   wire [3:0] \$309 ;
   wire [3:0] \$31 ;
-  wire \$310 ;
+  wire [3:0] \$310 ;
   wire \$311 ;
-  wire [15:0] \$312 ;
+  wire \$312 ;
   wire [15:0] \$313 ;
-  wire \$314 ;
-  wire [5:0] \$315 ;
-  wire \$316 ;
+  wire [15:0] \$314 ;
+  wire \$315 ;
+  wire [5:0] \$316 ;
   wire \$317 ;
   wire \$318 ;
   wire \$319 ;
@@ -359,8 +363,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$328 ;
   wire \$329 ;
   wire [40:0] \$33 ;
-  wire [5:0] \$330 ;
-  wire \$331 ;
+  wire \$330 ;
+  wire [5:0] \$331 ;
   wire \$332 ;
   wire \$333 ;
   wire \$334 ;
@@ -371,56 +375,56 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$339 ;
   wire [40:0] \$34 ;
   wire \$340 ;
-  wire [6:0] \$341 ;
-  wire [10:0] \$342 ;
-  wire [11:0] \$343 ;
-  wire [6:0] \$344 ;
-  wire [7:0] \$345 ;
-  wire \$346 ;
-  wire [2:0] \$347 ;
-  wire [3:0] \$348 ;
-  wire [5:0] \$349 ;
+  wire \$341 ;
+  wire [6:0] \$342 ;
+  wire [10:0] \$343 ;
+  wire [11:0] \$344 ;
+  wire [6:0] \$345 ;
+  wire [7:0] \$346 ;
+  wire \$347 ;
+  wire [2:0] \$348 ;
+  wire [3:0] \$349 ;
   wire [41:0] \$35 ;
-  wire \$350 ;
+  wire [5:0] \$350 ;
   wire \$351 ;
   wire \$352 ;
-  reg [15:0] \$353 ;
+  wire \$353 ;
   reg [15:0] \$354 ;
   reg [15:0] \$355 ;
   reg [15:0] \$356 ;
-  reg \$357 ;
+  reg [15:0] \$357 ;
   reg \$358 ;
   reg \$359 ;
   wire [40:0] \$36 ;
   reg \$360 ;
   reg \$361 ;
-  reg [1:0] \$362 ;
-  reg [4:0] \$363 ;
-  reg \$364 ;
-  reg [1:0] \$365 ;
-  reg \$366 ;
+  reg \$362 ;
+  reg [1:0] \$363 ;
+  reg [4:0] \$364 ;
+  reg \$365 ;
+  reg [1:0] \$366 ;
   reg \$367 ;
   reg \$368 ;
-  reg [15:0] \$369 ;
+  reg \$369 ;
   wire [40:0] \$37 ;
   reg [15:0] \$370 ;
   reg [15:0] \$371 ;
   reg [15:0] \$372 ;
-  reg [1:0] \$373 ;
-  reg [2:0] \$374 ;
-  reg [15:0] \$375 ;
-  reg [15:0] \$376 ;
+  reg [15:0] \$373 ;
+  reg [1:0] \$374 ;
+  reg [1:0] \$375 ;
+  reg [2:0] \$376 ;
   reg [15:0] \$377 ;
   reg [15:0] \$378 ;
-  reg [1:0] \$379 ;
+  reg [15:0] \$379 ;
   wire [41:0] \$38 ;
-  reg [2:0] \$380 ;
-  reg [15:0] \$381 ;
-  reg [15:0] \$382 ;
+  reg [15:0] \$380 ;
+  reg [1:0] \$381 ;
+  reg [2:0] \$382 ;
   reg [15:0] \$383 ;
   reg [15:0] \$384 ;
-  reg [39:0] \$385 ;
-  reg [39:0] \$386 ;
+  reg [15:0] \$385 ;
+  reg [15:0] \$386 ;
   reg [39:0] \$387 ;
   reg [39:0] \$388 ;
   reg [39:0] \$389 ;
@@ -428,24 +432,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] \$390 ;
   reg [39:0] \$391 ;
   reg [39:0] \$392 ;
-  reg [15:0] \$393 ;
-  reg [15:0] \$394 ;
+  reg [39:0] \$393 ;
+  reg [39:0] \$394 ;
   reg [15:0] \$395 ;
   reg [15:0] \$396 ;
   reg [15:0] \$397 ;
-  reg [2:0] \$398 ;
-  reg [2:0] \$399 ;
+  reg [15:0] \$398 ;
+  reg [1:0] \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  reg [2:0] \$400 ;
-  reg [2:0] \$401 ;
-  reg [2:0] \$402 ;
+  reg [1:0] \$400 ;
+  reg [1:0] \$401 ;
+  reg [15:0] \$402 ;
   reg [2:0] \$403 ;
-  reg [15:0] \$404 ;
-  reg [15:0] \$405 ;
-  reg [15:0] \$406 ;
-  reg [15:0] \$407 ;
-  reg [15:0] \$408 ;
+  reg [2:0] \$404 ;
+  reg [2:0] \$405 ;
+  reg [2:0] \$406 ;
+  reg [2:0] \$407 ;
+  reg [2:0] \$408 ;
   reg [15:0] \$409 ;
   wire \$41 ;
   reg [15:0] \$410 ;
@@ -467,7 +471,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$425 ;
   reg [15:0] \$426 ;
   reg [15:0] \$427 ;
+  reg [15:0] \$428 ;
+  reg [15:0] \$429 ;
   wire \$43 ;
+  reg [15:0] \$430 ;
+  reg [15:0] \$431 ;
+  reg [15:0] \$432 ;
   wire \$44 ;
   wire \$45 ;
   wire \$46 ;
@@ -476,8 +485,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -487,8 +496,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -498,8 +507,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -509,8 +518,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$79 ;
   wire [3:0] \$8 ;
   wire \$80 ;
-  wire [15:0] \$81 ;
-  wire \$82 ;
+  wire \$81 ;
+  wire [15:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
@@ -520,8 +529,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire [15:0] \$91 ;
-  wire \$92 ;
+  wire \$91 ;
+  wire [15:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
@@ -533,30 +542,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] \$signature__addr$10 ;
   wire [1:0] \$signature__addr$12 ;
   wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$161 ;
-  wire [1:0] \$signature__addr$173 ;
-  wire [1:0] \$signature__addr$181 ;
-  wire [1:0] \$signature__addr$189 ;
-  wire [1:0] \$signature__addr$197 ;
-  wire [1:0] \$signature__addr$206 ;
-  wire [1:0] \$signature__addr$214 ;
-  wire [1:0] \$signature__addr$222 ;
+  wire [1:0] \$signature__addr$163 ;
+  wire [1:0] \$signature__addr$175 ;
+  wire [1:0] \$signature__addr$183 ;
+  wire [1:0] \$signature__addr$191 ;
+  wire [1:0] \$signature__addr$199 ;
+  wire [1:0] \$signature__addr$208 ;
+  wire [1:0] \$signature__addr$216 ;
+  wire [1:0] \$signature__addr$224 ;
   wire [1:0] \$signature__addr$41 ;
   wire [1:0] \$signature__addr$44 ;
   wire [1:0] \$signature__addr$46 ;
   wire [1:0] \$signature__addr$48 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$155 ;
-  wire [15:0] \$signature__data$171 ;
-  wire [15:0] \$signature__data$179 ;
-  wire [15:0] \$signature__data$187 ;
+  wire [15:0] \$signature__data$157 ;
+  wire [15:0] \$signature__data$173 ;
+  wire [15:0] \$signature__data$181 ;
+  wire [15:0] \$signature__data$189 ;
   wire [15:0] \$signature__data$19 ;
-  wire [15:0] \$signature__data$195 ;
+  wire [15:0] \$signature__data$197 ;
   wire [15:0] \$signature__data$20 ;
-  wire [15:0] \$signature__data$204 ;
+  wire [15:0] \$signature__data$206 ;
   wire [15:0] \$signature__data$21 ;
-  wire [15:0] \$signature__data$212 ;
-  wire [15:0] \$signature__data$220 ;
+  wire [15:0] \$signature__data$214 ;
+  wire [15:0] \$signature__data$222 ;
   wire [15:0] \$signature__data$52 ;
   wire [15:0] \$signature__data$53 ;
   wire [15:0] \$signature__data$54 ;
@@ -565,14 +574,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$signature__en$11 ;
   wire \$signature__en$13 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$165 ;
-  wire \$signature__en$174 ;
-  wire \$signature__en$182 ;
-  wire \$signature__en$190 ;
-  wire \$signature__en$199 ;
-  wire \$signature__en$207 ;
-  wire \$signature__en$215 ;
-  wire \$signature__en$223 ;
+  wire \$signature__en$167 ;
+  wire \$signature__en$176 ;
+  wire \$signature__en$184 ;
+  wire \$signature__en$192 ;
+  wire \$signature__en$201 ;
+  wire \$signature__en$209 ;
+  wire \$signature__en$217 ;
+  wire \$signature__en$225 ;
   wire \$signature__en$43 ;
   wire \$signature__en$45 ;
   wire \$signature__en$47 ;
@@ -580,11 +589,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$259 ;
-  wire [15:0] \bval$259[0] ;
-  wire [15:0] \bval$259[1] ;
-  wire [15:0] \bval$259[2] ;
-  wire [15:0] \bval$259[3] ;
+  wire [63:0] \bval$262 ;
+  wire [15:0] \bval$262[0] ;
+  wire [15:0] \bval$262[1] ;
+  wire [15:0] \bval$262[2] ;
+  wire [15:0] \bval$262[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -595,20 +604,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire clk;
   wire commit_l0;
   wire commit_on_read_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$102 ;
-  wire [31:0] \floor$107 ;
-  wire [31:0] \floor$112 ;
-  wire [31:0] \floor$117 ;
-  wire [31:0] \floor$122 ;
-  wire [31:0] \floor$127 ;
-  wire [31:0] \floor$132 ;
-  wire [31:0] \floor$97 ;
+  wire [31:0] \floor$104 ;
+  wire [31:0] \floor$109 ;
+  wire [31:0] \floor$114 ;
+  wire [31:0] \floor$119 ;
+  wire [31:0] \floor$124 ;
+  wire [31:0] \floor$129 ;
+  wire [31:0] \floor$134 ;
+  wire [31:0] \floor$99 ;
   wire flush_l0;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -651,8 +665,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell1_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
   reg [1:0] l0_lo1_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   reg [1:0] l0_pending = 2'h0;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
@@ -691,8 +704,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
   wire [1:0] level;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -732,8 +746,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [47:0] s__payload;
-  wire [47:0] s__payload;
+  input [49:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -744,35 +759,37 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [31:0] \t$100 ;
-  wire [32:0] \t$103 ;
-  wire [15:0] \t$104 ;
-  wire [31:0] \t$105 ;
-  wire [32:0] \t$108 ;
-  wire [15:0] \t$109 ;
-  wire [31:0] \t$110 ;
-  wire [32:0] \t$113 ;
-  wire [15:0] \t$114 ;
-  wire [31:0] \t$115 ;
-  wire [32:0] \t$118 ;
-  wire [15:0] \t$119 ;
-  wire [31:0] \t$120 ;
-  wire [32:0] \t$123 ;
-  wire [15:0] \t$124 ;
-  wire [31:0] \t$125 ;
-  wire [32:0] \t$128 ;
-  wire [15:0] \t$129 ;
-  wire [31:0] \t$130 ;
-  wire [32:0] \t$133 ;
-  wire [15:0] \t$134 ;
-  wire [16:0] \t$154 ;
-  wire [16:0] \t$170 ;
-  wire [16:0] \t$178 ;
-  wire [16:0] \t$186 ;
-  wire [16:0] \t$194 ;
-  wire [16:0] \t$203 ;
-  wire [16:0] \t$211 ;
-  wire [16:0] \t$219 ;
+  wire [32:0] \t$100 ;
+  wire [15:0] \t$101 ;
+  wire [31:0] \t$102 ;
+  wire [32:0] \t$105 ;
+  wire [15:0] \t$106 ;
+  wire [31:0] \t$107 ;
+  wire [32:0] \t$110 ;
+  wire [15:0] \t$111 ;
+  wire [31:0] \t$112 ;
+  wire [32:0] \t$115 ;
+  wire [15:0] \t$116 ;
+  wire [31:0] \t$117 ;
+  wire [32:0] \t$120 ;
+  wire [15:0] \t$121 ;
+  wire [31:0] \t$122 ;
+  wire [32:0] \t$125 ;
+  wire [15:0] \t$126 ;
+  wire [31:0] \t$127 ;
+  wire [32:0] \t$130 ;
+  wire [15:0] \t$131 ;
+  wire [31:0] \t$132 ;
+  wire [32:0] \t$135 ;
+  wire [15:0] \t$136 ;
+  wire [16:0] \t$156 ;
+  wire [16:0] \t$172 ;
+  wire [16:0] \t$180 ;
+  wire [16:0] \t$188 ;
+  wire [16:0] \t$196 ;
+  wire [16:0] \t$205 ;
+  wire [16:0] \t$213 ;
+  wire [16:0] \t$221 ;
   wire [32:0] \t$24 ;
   wire [39:0] \t$25 ;
   wire [31:0] \t$27 ;
@@ -803,9 +820,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \t$90 ;
   wire [17:0] \t$92 ;
   wire [15:0] \t$93 ;
-  wire [31:0] \t$94 ;
-  wire [32:0] \t$98 ;
-  wire [15:0] \t$99 ;
+  wire [31:0] \t$96 ;
   reg [15:0] u = 16'h0000;
   reg [15:0] \u$2  = 16'h0000;
   reg valid_s1 = 1'h0;
@@ -817,29 +832,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [133:0] w_data;
   wire w_en;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$175 ;
-  wire [1:0] \wp__addr$183 ;
-  wire [1:0] \wp__addr$191 ;
-  wire [1:0] \wp__addr$200 ;
-  wire [1:0] \wp__addr$208 ;
-  wire [1:0] \wp__addr$216 ;
-  wire [1:0] \wp__addr$224 ;
+  wire [1:0] \wp__addr$177 ;
+  wire [1:0] \wp__addr$185 ;
+  wire [1:0] \wp__addr$193 ;
+  wire [1:0] \wp__addr$202 ;
+  wire [1:0] \wp__addr$210 ;
+  wire [1:0] \wp__addr$218 ;
+  wire [1:0] \wp__addr$226 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$176 ;
-  wire [15:0] \wp__data$184 ;
-  wire [15:0] \wp__data$192 ;
-  wire [15:0] \wp__data$201 ;
-  wire [15:0] \wp__data$209 ;
-  wire [15:0] \wp__data$217 ;
-  wire [15:0] \wp__data$225 ;
+  wire [15:0] \wp__data$178 ;
+  wire [15:0] \wp__data$186 ;
+  wire [15:0] \wp__data$194 ;
+  wire [15:0] \wp__data$203 ;
+  wire [15:0] \wp__data$211 ;
+  wire [15:0] \wp__data$219 ;
+  wire [15:0] \wp__data$227 ;
   wire wp__en;
-  wire \wp__en$177 ;
-  wire \wp__en$185 ;
-  wire \wp__en$193 ;
-  wire \wp__en$202 ;
-  wire \wp__en$210 ;
-  wire \wp__en$218 ;
-  wire \wp__en$226 ;
+  wire \wp__en$179 ;
+  wire \wp__en$187 ;
+  wire \wp__en$195 ;
+  wire \wp__en$204 ;
+  wire \wp__en$212 ;
+  wire \wp__en$220 ;
+  wire \wp__en$228 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -857,19 +872,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$162 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$163 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$158 [1:0];
+    _0_ <= \$159 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$162 [1:0])
+      if (wp__en && \$4 [1:0] == \$163 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$155  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$157  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -879,20 +894,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$177 )
-      l0_coef_0_0_bank1[\$183 [1:0]] <= \wp__data$176 ;
+    if (\wp__en$179 )
+      l0_coef_0_0_bank1[\$184 [1:0]] <= \wp__data$178 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$179 [1:0];
+    _2_ <= \$180 [1:0];
     if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$177  && \$8 [1:0] == \$183 [1:0])
-        _3_ <= \wp__data$176 ;
+      if (\wp__en$179  && \$8 [1:0] == \$184 [1:0])
+        _3_ <= \wp__data$178 ;
     end
   end
-  assign \$signature__data$171  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$173  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$19  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -902,20 +917,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$185 )
-      l0_coef_0_0_bank2[\$204 [1:0]] <= \wp__data$184 ;
+    if (\wp__en$187 )
+      l0_coef_0_0_bank2[\$205 [1:0]] <= \wp__data$186 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$200 [1:0];
+    _4_ <= \$201 [1:0];
     if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$185  && \$12 [1:0] == \$204 [1:0])
-        _5_ <= \wp__data$184 ;
+      if (\wp__en$187  && \$12 [1:0] == \$205 [1:0])
+        _5_ <= \wp__data$186 ;
     end
   end
-  assign \$signature__data$179  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$181  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$20  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -925,20 +940,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$193 )
-      l0_coef_0_0_bank3[\$225 [1:0]] <= \wp__data$192 ;
+    if (\wp__en$195 )
+      l0_coef_0_0_bank3[\$226 [1:0]] <= \wp__data$194 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$221 [1:0];
+    _6_ <= \$222 [1:0];
     if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$193  && \$16 [1:0] == \$225 [1:0])
-        _7_ <= \wp__data$192 ;
+      if (\wp__en$195  && \$16 [1:0] == \$226 [1:0])
+        _7_ <= \wp__data$194 ;
     end
   end
-  assign \$signature__data$187  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$189  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$21  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -948,20 +963,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$202 )
-      l0_coef_0_1_bank0[\$246 [1:0]] <= \wp__data$201 ;
+    if (\wp__en$204 )
+      l0_coef_0_1_bank0[\$247 [1:0]] <= \wp__data$203 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$242 [1:0];
+    _8_ <= \$243 [1:0];
     if (\$signature__en$43 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$202  && \$20 [1:0] == \$246 [1:0])
-        _9_ <= \wp__data$201 ;
+      if (\wp__en$204  && \$20 [1:0] == \$247 [1:0])
+        _9_ <= \wp__data$203 ;
     end
   end
-  assign \$signature__data$195  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$197  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$52  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -971,20 +986,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$210 )
-      l0_coef_0_1_bank1[\$267 [1:0]] <= \wp__data$209 ;
+    if (\wp__en$212 )
+      l0_coef_0_1_bank1[\$268 [1:0]] <= \wp__data$211 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$263 [1:0];
+    _10_ <= \$264 [1:0];
     if (\$signature__en$45 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$210  && \$24 [1:0] == \$267 [1:0])
-        _11_ <= \wp__data$209 ;
+      if (\wp__en$212  && \$24 [1:0] == \$268 [1:0])
+        _11_ <= \wp__data$211 ;
     end
   end
-  assign \$signature__data$204  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$206  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$53  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -994,20 +1009,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$218 )
-      l0_coef_0_1_bank2[\$288 [1:0]] <= \wp__data$217 ;
+    if (\wp__en$220 )
+      l0_coef_0_1_bank2[\$289 [1:0]] <= \wp__data$219 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$284 [1:0];
+    _12_ <= \$285 [1:0];
     if (\$signature__en$47 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$218  && \$28 [1:0] == \$288 [1:0])
-        _13_ <= \wp__data$217 ;
+      if (\wp__en$220  && \$28 [1:0] == \$289 [1:0])
+        _13_ <= \wp__data$219 ;
     end
   end
-  assign \$signature__data$212  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$214  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$54  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -1017,20 +1032,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$226 )
-      l0_coef_0_1_bank3[\$309 [1:0]] <= \wp__data$225 ;
+    if (\wp__en$228 )
+      l0_coef_0_1_bank3[\$310 [1:0]] <= \wp__data$227 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$305 [1:0];
+    _14_ <= \$306 [1:0];
     if (\$signature__en$49 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$226  && \$32 [1:0] == \$309 [1:0])
-        _15_ <= \wp__data$225 ;
+      if (\wp__en$228  && \$32 [1:0] == \$310 [1:0])
+        _15_ <= \wp__data$227 ;
     end
   end
-  assign \$signature__data$220  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$222  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$55  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -1063,87 +1078,103 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   assign rom_rd__data = _16_;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$387 ;
+    l0_bval1_1_s2 <= \$384 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$388 ;
+    l0_bval1_2_s2 <= \$385 ;
   always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$389 ;
+    l0_bval1_3_s2 <= \$386 ;
   always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$390 ;
+    l0_prod0_0_0_s3 <= \$387 ;
   always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$391 ;
+    l0_prod0_0_1_s3 <= \$388 ;
   always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$392 ;
+    l0_prod0_0_2_s3 <= \$389 ;
   always @(posedge clk)
-    m__payload <= \$393 ;
+    l0_prod0_0_3_s3 <= \$390 ;
   always @(posedge clk)
-    y0_s2 <= \$394 ;
+    l0_prod0_1_0_s3 <= \$391 ;
   always @(posedge clk)
-    y0_s3 <= \$395 ;
+    l0_prod0_1_1_s3 <= \$392 ;
   always @(posedge clk)
-    y0_s4 <= \$396 ;
+    l0_prod0_1_2_s3 <= \$393 ;
   always @(posedge clk)
-    err0_s5 <= \$397 ;
+    l0_prod0_1_3_s3 <= \$394 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$398 ;
+    l0_out0_s4 <= \$395 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$399 ;
+    y0_s2 <= \$396 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$400 ;
+    y0_s3 <= \$397 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$401 ;
+    y0_s4 <= \$398 ;
   always @(posedge clk)
-    l0_cell1_s4 <= \$402 ;
+    kind_s2 <= \$399 ;
   always @(posedge clk)
-    l0_cell1_s5 <= \$403 ;
+    kind_s3 <= \$400 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$404 ;
+    kind_s4 <= \$401 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$405 ;
+    err0_s5 <= \$402 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$406 ;
+    l0_cell0_s3 <= \$403 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$407 ;
+    l0_cell0_s4 <= \$404 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$408 ;
+    l0_cell0_s5 <= \$405 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$409 ;
+    l0_cell1_s3 <= \$406 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$410 ;
+    l0_cell1_s4 <= \$407 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$411 ;
+    l0_cell1_s5 <= \$408 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$412 ;
+    l0_bval0_0_s3 <= \$409 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$413 ;
+    l0_bval0_0_s4 <= \$410 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$414 ;
+    l0_bval0_0_s5 <= \$411 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$415 ;
+    l0_bval0_1_s3 <= \$412 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$416 ;
+    l0_bval0_1_s4 <= \$413 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$417 ;
+    l0_bval0_1_s5 <= \$414 ;
   always @(posedge clk)
-    l0_bval1_0_s5 <= \$418 ;
+    l0_bval0_2_s3 <= \$415 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$419 ;
+    l0_bval0_2_s4 <= \$416 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$420 ;
+    l0_bval0_2_s5 <= \$417 ;
   always @(posedge clk)
-    l0_bval1_1_s5 <= \$421 ;
+    l0_bval0_3_s3 <= \$418 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$422 ;
+    l0_bval0_3_s4 <= \$419 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$423 ;
+    l0_bval0_3_s5 <= \$420 ;
   always @(posedge clk)
-    l0_bval1_2_s5 <= \$424 ;
+    l0_bval1_0_s3 <= \$421 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$425 ;
+    l0_bval1_0_s4 <= \$422 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$426 ;
+    l0_bval1_0_s5 <= \$423 ;
   always @(posedge clk)
-    l0_bval1_3_s5 <= \$427 ;
+    l0_bval1_1_s3 <= \$424 ;
+  always @(posedge clk)
+    l0_bval1_1_s4 <= \$425 ;
+  always @(posedge clk)
+    l0_bval1_1_s5 <= \$426 ;
+  always @(posedge clk)
+    l0_bval1_2_s3 <= \$427 ;
+  always @(posedge clk)
+    l0_bval1_2_s4 <= \$428 ;
+  always @(posedge clk)
+    l0_bval1_2_s5 <= \$429 ;
+  always @(posedge clk)
+    l0_bval1_3_s3 <= \$430 ;
+  always @(posedge clk)
+    l0_bval1_3_s4 <= \$431 ;
+  always @(posedge clk)
+    l0_bval1_3_s5 <= \$432 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
@@ -1203,440 +1234,433 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$47  = $signed(\t$86 ) > $signed(16'h7fff);
   assign \$48  = \$47  ? 16'h7fff : \t$86 [15:0];
   assign \t$87  = \$46  ? 16'h8000 : \$48 ;
-  assign \t$90  = $signed(m__payload) - $signed(y0_s4);
-  assign \$49  = $signed(\t$92 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$92 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$92 [15:0];
-  assign \t$93  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$94  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$52  = ! \t$94 [16:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$94 [17] & \$53 ;
-  assign \$55  = ! \t$94 [16:0];
-  assign \$56  = \t$94 [17] & \$55 ;
-  assign \$57  = \$56  & \floor$97 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$98  = $signed(\floor$97 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$98 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$98 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$98 [15:0];
-  assign \t$99  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$100  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$62  = ! \t$100 [16:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$100 [17] & \$63 ;
-  assign \$65  = ! \t$100 [16:0];
-  assign \$66  = \t$100 [17] & \$65 ;
-  assign \$67  = \$66  & \floor$102 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$103  = $signed(\floor$102 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$103 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$103 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$103 [15:0];
-  assign \t$104  = \$69  ? 16'h8000 : \$71 ;
-  assign \t$105  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$72  = ! \t$105 [16:0];
-  assign \$73  = ~ \$72 ;
-  assign \$74  = \t$105 [17] & \$73 ;
-  assign \$75  = ! \t$105 [16:0];
-  assign \$76  = \t$105 [17] & \$75 ;
-  assign \$77  = \$76  & \floor$107 [0];
-  assign \$78  = \$74  | \$77 ;
-  assign \t$108  = $signed(\floor$107 ) + $signed({ 1'h0, \$78  });
-  assign \$79  = $signed(\t$108 ) < $signed(16'h8000);
-  assign \$80  = $signed(\t$108 ) > $signed(16'h7fff);
-  assign \$81  = \$80  ? 16'h7fff : \t$108 [15:0];
-  assign \t$109  = \$79  ? 16'h8000 : \$81 ;
-  assign \t$110  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$82  = ! \t$110 [16:0];
-  assign \$83  = ~ \$82 ;
-  assign \$84  = \t$110 [17] & \$83 ;
-  assign \$85  = ! \t$110 [16:0];
-  assign \$86  = \t$110 [17] & \$85 ;
-  assign \$87  = \$86  & \floor$112 [0];
-  assign \$88  = \$84  | \$87 ;
-  assign \t$113  = $signed(\floor$112 ) + $signed({ 1'h0, \$88  });
-  assign \$89  = $signed(\t$113 ) < $signed(16'h8000);
-  assign \$90  = $signed(\t$113 ) > $signed(16'h7fff);
-  assign \$91  = \$90  ? 16'h7fff : \t$113 [15:0];
-  assign \t$114  = \$89  ? 16'h8000 : \$91 ;
-  assign \t$115  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$92  = ! \t$115 [16:0];
-  assign \$93  = ~ \$92 ;
-  assign \$94  = \t$115 [17] & \$93 ;
-  assign \$95  = ! \t$115 [16:0];
-  assign \$96  = \t$115 [17] & \$95 ;
-  assign \$97  = \$96  & \floor$117 [0];
-  assign \$98  = \$94  | \$97 ;
-  assign \t$118  = $signed(\floor$117 ) + $signed({ 1'h0, \$98  });
-  assign \$99  = $signed(\t$118 ) < $signed(16'h8000);
-  assign \$100  = $signed(\t$118 ) > $signed(16'h7fff);
-  assign \$101  = \$100  ? 16'h7fff : \t$118 [15:0];
-  assign \t$119  = \$99  ? 16'h8000 : \$101 ;
-  assign \t$120  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$102  = ! \t$120 [16:0];
-  assign \$103  = ~ \$102 ;
-  assign \$104  = \t$120 [17] & \$103 ;
-  assign \$105  = ! \t$120 [16:0];
-  assign \$106  = \t$120 [17] & \$105 ;
-  assign \$107  = \$106  & \floor$122 [0];
-  assign \$108  = \$104  | \$107 ;
-  assign \t$123  = $signed(\floor$122 ) + $signed({ 1'h0, \$108  });
-  assign \$109  = $signed(\t$123 ) < $signed(16'h8000);
-  assign \$110  = $signed(\t$123 ) > $signed(16'h7fff);
-  assign \$111  = \$110  ? 16'h7fff : \t$123 [15:0];
-  assign \t$124  = \$109  ? 16'h8000 : \$111 ;
-  assign \t$125  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$112  = ! \t$125 [16:0];
-  assign \$113  = ~ \$112 ;
-  assign \$114  = \t$125 [17] & \$113 ;
-  assign \$115  = ! \t$125 [16:0];
-  assign \$116  = \t$125 [17] & \$115 ;
-  assign \$117  = \$116  & \floor$127 [0];
-  assign \$118  = \$114  | \$117 ;
-  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$118  });
-  assign \$119  = $signed(\t$128 ) < $signed(16'h8000);
-  assign \$120  = $signed(\t$128 ) > $signed(16'h7fff);
-  assign \$121  = \$120  ? 16'h7fff : \t$128 [15:0];
-  assign \t$129  = \$119  ? 16'h8000 : \$121 ;
-  assign \t$130  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$122  = ! \t$130 [16:0];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \t$130 [17] & \$123 ;
-  assign \$125  = ! \t$130 [16:0];
-  assign \$126  = \t$130 [17] & \$125 ;
-  assign \$127  = \$126  & \floor$132 [0];
-  assign \$128  = \$124  | \$127 ;
-  assign \t$133  = $signed(\floor$132 ) + $signed({ 1'h0, \$128  });
-  assign \$129  = $signed(\t$133 ) < $signed(16'h8000);
-  assign \$130  = $signed(\t$133 ) > $signed(16'h7fff);
-  assign \$131  = \$130  ? 16'h7fff : \t$133 [15:0];
-  assign \t$134  = \$129  ? 16'h8000 : \$131 ;
-  assign \$132  = ~ m__ready;
-  assign \$133  = valid_s4 & \$132 ;
-  assign en = ~ \$133 ;
+  assign \$49  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$90  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$50  = $signed(\t$92 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$92 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$92 [15:0];
+  assign \t$93  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$96  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$53  = ! \t$96 [16:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$96 [17] & \$54 ;
+  assign \$56  = ! \t$96 [16:0];
+  assign \$57  = \t$96 [17] & \$56 ;
+  assign \$58  = \$57  & \floor$99 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$100  = $signed(\floor$99 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$100 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$100 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$100 [15:0];
+  assign \t$101  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$102  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$63  = ! \t$102 [16:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$102 [17] & \$64 ;
+  assign \$66  = ! \t$102 [16:0];
+  assign \$67  = \t$102 [17] & \$66 ;
+  assign \$68  = \$67  & \floor$104 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$105  = $signed(\floor$104 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$105 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$105 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$105 [15:0];
+  assign \t$106  = \$70  ? 16'h8000 : \$72 ;
+  assign \t$107  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$73  = ! \t$107 [16:0];
+  assign \$74  = ~ \$73 ;
+  assign \$75  = \t$107 [17] & \$74 ;
+  assign \$76  = ! \t$107 [16:0];
+  assign \$77  = \t$107 [17] & \$76 ;
+  assign \$78  = \$77  & \floor$109 [0];
+  assign \$79  = \$75  | \$78 ;
+  assign \t$110  = $signed(\floor$109 ) + $signed({ 1'h0, \$79  });
+  assign \$80  = $signed(\t$110 ) < $signed(16'h8000);
+  assign \$81  = $signed(\t$110 ) > $signed(16'h7fff);
+  assign \$82  = \$81  ? 16'h7fff : \t$110 [15:0];
+  assign \t$111  = \$80  ? 16'h8000 : \$82 ;
+  assign \t$112  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$83  = ! \t$112 [16:0];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = \t$112 [17] & \$84 ;
+  assign \$86  = ! \t$112 [16:0];
+  assign \$87  = \t$112 [17] & \$86 ;
+  assign \$88  = \$87  & \floor$114 [0];
+  assign \$89  = \$85  | \$88 ;
+  assign \t$115  = $signed(\floor$114 ) + $signed({ 1'h0, \$89  });
+  assign \$90  = $signed(\t$115 ) < $signed(16'h8000);
+  assign \$91  = $signed(\t$115 ) > $signed(16'h7fff);
+  assign \$92  = \$91  ? 16'h7fff : \t$115 [15:0];
+  assign \t$116  = \$90  ? 16'h8000 : \$92 ;
+  assign \t$117  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
+  assign \$93  = ! \t$117 [16:0];
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \t$117 [17] & \$94 ;
+  assign \$96  = ! \t$117 [16:0];
+  assign \$97  = \t$117 [17] & \$96 ;
+  assign \$98  = \$97  & \floor$119 [0];
+  assign \$99  = \$95  | \$98 ;
+  assign \t$120  = $signed(\floor$119 ) + $signed({ 1'h0, \$99  });
+  assign \$100  = $signed(\t$120 ) < $signed(16'h8000);
+  assign \$101  = $signed(\t$120 ) > $signed(16'h7fff);
+  assign \$102  = \$101  ? 16'h7fff : \t$120 [15:0];
+  assign \t$121  = \$100  ? 16'h8000 : \$102 ;
+  assign \t$122  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
+  assign \$103  = ! \t$122 [16:0];
+  assign \$104  = ~ \$103 ;
+  assign \$105  = \t$122 [17] & \$104 ;
+  assign \$106  = ! \t$122 [16:0];
+  assign \$107  = \t$122 [17] & \$106 ;
+  assign \$108  = \$107  & \floor$124 [0];
+  assign \$109  = \$105  | \$108 ;
+  assign \t$125  = $signed(\floor$124 ) + $signed({ 1'h0, \$109  });
+  assign \$110  = $signed(\t$125 ) < $signed(16'h8000);
+  assign \$111  = $signed(\t$125 ) > $signed(16'h7fff);
+  assign \$112  = \$111  ? 16'h7fff : \t$125 [15:0];
+  assign \t$126  = \$110  ? 16'h8000 : \$112 ;
+  assign \t$127  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
+  assign \$113  = ! \t$127 [16:0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = \t$127 [17] & \$114 ;
+  assign \$116  = ! \t$127 [16:0];
+  assign \$117  = \t$127 [17] & \$116 ;
+  assign \$118  = \$117  & \floor$129 [0];
+  assign \$119  = \$115  | \$118 ;
+  assign \t$130  = $signed(\floor$129 ) + $signed({ 1'h0, \$119  });
+  assign \$120  = $signed(\t$130 ) < $signed(16'h8000);
+  assign \$121  = $signed(\t$130 ) > $signed(16'h7fff);
+  assign \$122  = \$121  ? 16'h7fff : \t$130 [15:0];
+  assign \t$131  = \$120  ? 16'h8000 : \$122 ;
+  assign \t$132  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
+  assign \$123  = ! \t$132 [16:0];
+  assign \$124  = ~ \$123 ;
+  assign \$125  = \t$132 [17] & \$124 ;
+  assign \$126  = ! \t$132 [16:0];
+  assign \$127  = \t$132 [17] & \$126 ;
+  assign \$128  = \$127  & \floor$134 [0];
+  assign \$129  = \$125  | \$128 ;
+  assign \t$135  = $signed(\floor$134 ) + $signed({ 1'h0, \$129  });
+  assign \$130  = $signed(\t$135 ) < $signed(16'h8000);
+  assign \$131  = $signed(\t$135 ) > $signed(16'h7fff);
+  assign \$132  = \$131  ? 16'h7fff : \t$135 [15:0];
+  assign \t$136  = \$130  ? 16'h8000 : \$132 ;
+  assign \$133  = ~ m__ready;
+  assign \$134  = valid_s4 & \$133 ;
+  assign en = ~ \$134 ;
   assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$134  = en & valid_s2;
-  assign \$135  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$134  & \$135 ;
-  assign \$136  = ~ busy;
-  assign \$137  = pc__valid & \$136 ;
-  assign \$138  = ! level;
-  assign \$139  = ~ \$138 ;
-  assign flush_l0 = \$137  & \$139 ;
+  assign \$135  = en & valid_s2;
+  assign \$136  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$135  & \$136 ;
+  assign \$137  = ~ busy;
+  assign \$138  = pc__valid & \$137 ;
+  assign \$139  = ! level;
+  assign \$140  = ~ \$139 ;
+  assign flush_l0 = \$138  & \$140 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$140  = en & valid_s5;
-  assign \$141  = ! level;
-  assign \$142  = commit_on_read_l0 & \$141 ;
-  assign \$143  = ~ \$142 ;
-  assign w_en = \$140  & \$143 ;
-  assign \$144  = ! level;
-  assign \$145  = ~ \$144 ;
-  assign r_en = commit_l0 & \$145 ;
-  assign \t$154  = $signed(\$signature__data$155 ) - $signed(\$146 );
-  assign \$147  = ! l0_port_edge_q[0];
-  assign \$148  = l0_port_wr & \$147 ;
-  assign \$149  = ! \$345 [1:0];
-  assign l0_port_hit0_0_0 = \$148  & \$149 ;
-  assign \$150  = ! next_level;
-  assign \$151  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$152  = \$150  ? \$151  : next_data[2:0];
-  assign \$154  = ! next_level;
-  assign \$155  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$156  = \$154  ? \$155  : next_data[2:0];
-  assign \$157  = \$156 [1:0] > 1'h0;
-  assign \$158  = \$153  + \$157 ;
-  assign \$160  = r_data[1:0] > 1'h0;
-  assign \$161  = \$159  + \$160 ;
-  assign \$162  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$161 ;
-  assign \$163  = $signed(\t$154 ) < $signed(16'h8000);
-  assign \$164  = $signed(\t$154 ) > $signed(16'h7fff);
-  assign \$165  = \$164  ? 16'h7fff : \t$154 [15:0];
-  assign \$166  = \$163  ? 16'h8000 : \$165 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$166 ;
+  assign \$141  = en & valid_s5;
+  assign \$142  = ! level;
+  assign \$143  = commit_on_read_l0 & \$142 ;
+  assign \$144  = ~ \$143 ;
+  assign w_en = \$141  & \$144 ;
+  assign \$145  = ! level;
+  assign \$146  = ~ \$145 ;
+  assign r_en = commit_l0 & \$146 ;
+  assign \t$156  = $signed(\$signature__data$157 ) - $signed(\$147 );
+  assign \$148  = ! l0_port_edge_q[0];
+  assign \$149  = l0_port_wr & \$148 ;
+  assign \$150  = ! \$346 [1:0];
+  assign l0_port_hit0_0_0 = \$149  & \$150 ;
+  assign \$151  = ! next_level;
+  assign \$152  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$153  = \$151  ? \$152  : next_data[2:0];
+  assign \$155  = ! next_level;
+  assign \$156  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$157  = \$155  ? \$156  : next_data[2:0];
+  assign \$158  = \$157 [1:0] > 1'h0;
+  assign \$159  = \$154  + \$158 ;
+  assign \$161  = r_data[1:0] > 1'h0;
+  assign \$162  = \$160  + \$161 ;
+  assign \$163  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$162 ;
+  assign \$164  = $signed(\t$156 ) < $signed(16'h8000);
+  assign \$165  = $signed(\t$156 ) > $signed(16'h7fff);
+  assign \$166  = \$165  ? 16'h7fff : \t$156 [15:0];
+  assign \$167  = \$164  ? 16'h8000 : \$166 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$167 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$170  = $signed(\$signature__data$171 ) - $signed(\$167 );
-  assign \$168  = ! l0_port_edge_q[0];
-  assign \$169  = l0_port_wr & \$168 ;
-  assign \$170  = \$345 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$169  & \$170 ;
-  assign \$171  = ! next_level;
-  assign \$172  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$173  = \$171  ? \$172  : next_data[2:0];
-  assign \$175  = ! next_level;
-  assign \$176  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$177  = \$175  ? \$176  : next_data[2:0];
-  assign \$178  = \$177 [1:0] > 1'h1;
-  assign \$179  = \$174  + \$178 ;
-  assign \$181  = r_data[1:0] > 1'h1;
-  assign \$182  = \$180  + \$181 ;
-  assign \$183  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$182 ;
-  assign \$184  = $signed(\t$170 ) < $signed(16'h8000);
-  assign \$185  = $signed(\t$170 ) > $signed(16'h7fff);
-  assign \$186  = \$185  ? 16'h7fff : \t$170 [15:0];
-  assign \$187  = \$184  ? 16'h8000 : \$186 ;
-  assign \wp__data$176  = l0_port_hit0_0_1 ? l0_port_data : \$187 ;
-  assign \wp__en$177  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$178  = $signed(\$signature__data$179 ) - $signed(\$188 );
-  assign \$189  = ! l0_port_edge_q[0];
-  assign \$190  = l0_port_wr & \$189 ;
-  assign \$191  = \$345 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$190  & \$191 ;
-  assign \$192  = ! next_level;
-  assign \$193  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$194  = \$192  ? \$193  : next_data[2:0];
-  assign \$196  = ! next_level;
-  assign \$197  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$198  = \$196  ? \$197  : next_data[2:0];
-  assign \$199  = \$198 [1:0] > 2'h2;
-  assign \$200  = \$195  + \$199 ;
-  assign \$202  = r_data[1:0] > 2'h2;
-  assign \$203  = \$201  + \$202 ;
-  assign \$204  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$203 ;
-  assign \$205  = $signed(\t$178 ) < $signed(16'h8000);
-  assign \$206  = $signed(\t$178 ) > $signed(16'h7fff);
-  assign \$207  = \$206  ? 16'h7fff : \t$178 [15:0];
-  assign \$208  = \$205  ? 16'h8000 : \$207 ;
-  assign \wp__data$184  = l0_port_hit0_0_2 ? l0_port_data : \$208 ;
-  assign \wp__en$185  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$186  = $signed(\$signature__data$187 ) - $signed(\$209 );
-  assign \$210  = ! l0_port_edge_q[0];
-  assign \$211  = l0_port_wr & \$210 ;
-  assign \$212  = \$345 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$211  & \$212 ;
-  assign \$213  = ! next_level;
-  assign \$214  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$215  = \$213  ? \$214  : next_data[2:0];
-  assign \$217  = ! next_level;
-  assign \$218  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$219  = \$217  ? \$218  : next_data[2:0];
-  assign \$220  = \$219 [1:0] > 2'h3;
-  assign \$221  = \$216  + \$220 ;
-  assign \$223  = r_data[1:0] > 2'h3;
-  assign \$224  = \$222  + \$223 ;
-  assign \$225  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$224 ;
-  assign \$226  = $signed(\t$186 ) < $signed(16'h8000);
-  assign \$227  = $signed(\t$186 ) > $signed(16'h7fff);
-  assign \$228  = \$227  ? 16'h7fff : \t$186 [15:0];
-  assign \$229  = \$226  ? 16'h8000 : \$228 ;
-  assign \wp__data$192  = l0_port_hit0_0_3 ? l0_port_data : \$229 ;
-  assign \wp__en$193  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$194  = $signed(\$signature__data$195 ) - $signed(\$230 );
-  assign \$232  = l0_port_wr & \$231 ;
-  assign \$233  = ! \$345 [1:0];
-  assign l0_port_hit0_1_0 = \$232  & \$233 ;
-  assign \$234  = ! next_level;
-  assign \$235  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$236  = \$234  ? \$235  : next_data[5:3];
-  assign \$238  = ! next_level;
-  assign \$239  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$240  = \$238  ? \$239  : next_data[5:3];
-  assign \$241  = \$240 [1:0] > 1'h0;
-  assign \$242  = \$237  + \$241 ;
-  assign \$244  = r_data[4:3] > 1'h0;
-  assign \$245  = \$243  + \$244 ;
-  assign \$246  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$245 ;
-  assign \$247  = $signed(\t$194 ) < $signed(16'h8000);
-  assign \$248  = $signed(\t$194 ) > $signed(16'h7fff);
-  assign \$249  = \$248  ? 16'h7fff : \t$194 [15:0];
-  assign \$250  = \$247  ? 16'h8000 : \$249 ;
-  assign \wp__data$201  = l0_port_hit0_1_0 ? l0_port_data : \$250 ;
-  assign \wp__en$202  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$203  = $signed(\$signature__data$204 ) - $signed(\$251 );
-  assign \$253  = l0_port_wr & \$252 ;
-  assign \$254  = \$345 [1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$253  & \$254 ;
-  assign \$255  = ! next_level;
-  assign \$256  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$257  = \$255  ? \$256  : next_data[5:3];
-  assign \$259  = ! next_level;
-  assign \$260  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$261  = \$259  ? \$260  : next_data[5:3];
-  assign \$262  = \$261 [1:0] > 1'h1;
-  assign \$263  = \$258  + \$262 ;
-  assign \$265  = r_data[4:3] > 1'h1;
-  assign \$266  = \$264  + \$265 ;
-  assign \$267  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$266 ;
-  assign \$268  = $signed(\t$203 ) < $signed(16'h8000);
-  assign \$269  = $signed(\t$203 ) > $signed(16'h7fff);
-  assign \$270  = \$269  ? 16'h7fff : \t$203 [15:0];
-  assign \$271  = \$268  ? 16'h8000 : \$270 ;
-  assign \wp__data$209  = l0_port_hit0_1_1 ? l0_port_data : \$271 ;
-  assign \wp__en$210  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$211  = $signed(\$signature__data$212 ) - $signed(\$272 );
-  assign \$274  = l0_port_wr & \$273 ;
-  assign \$275  = \$345 [1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$274  & \$275 ;
-  assign \$276  = ! next_level;
-  assign \$277  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$278  = \$276  ? \$277  : next_data[5:3];
-  assign \$280  = ! next_level;
-  assign \$281  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$282  = \$280  ? \$281  : next_data[5:3];
-  assign \$283  = \$282 [1:0] > 2'h2;
-  assign \$284  = \$279  + \$283 ;
-  assign \$286  = r_data[4:3] > 2'h2;
-  assign \$287  = \$285  + \$286 ;
-  assign \$288  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$287 ;
-  assign \$289  = $signed(\t$211 ) < $signed(16'h8000);
-  assign \$290  = $signed(\t$211 ) > $signed(16'h7fff);
-  assign \$291  = \$290  ? 16'h7fff : \t$211 [15:0];
-  assign \$292  = \$289  ? 16'h8000 : \$291 ;
-  assign \wp__data$217  = l0_port_hit0_1_2 ? l0_port_data : \$292 ;
-  assign \wp__en$218  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$219  = $signed(\$signature__data$220 ) - $signed(\$293 );
-  assign \$295  = l0_port_wr & \$294 ;
-  assign \$296  = \$345 [1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$295  & \$296 ;
-  assign \$297  = ! next_level;
-  assign \$298  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$299  = \$297  ? \$298  : next_data[5:3];
-  assign \$301  = ! next_level;
-  assign \$302  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$303  = \$301  ? \$302  : next_data[5:3];
-  assign \$304  = \$303 [1:0] > 2'h3;
-  assign \$305  = \$300  + \$304 ;
-  assign \$307  = r_data[4:3] > 2'h3;
-  assign \$308  = \$306  + \$307 ;
-  assign \$309  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$308 ;
-  assign \$310  = $signed(\t$219 ) < $signed(16'h8000);
-  assign \$311  = $signed(\t$219 ) > $signed(16'h7fff);
-  assign \$312  = \$311  ? 16'h7fff : \t$219 [15:0];
-  assign \$313  = \$310  ? 16'h8000 : \$312 ;
-  assign \wp__data$225  = l0_port_hit0_1_3 ? l0_port_data : \$313 ;
-  assign \wp__en$226  = commit_l0 | l0_port_hit0_1_3;
+  assign \t$172  = $signed(\$signature__data$173 ) - $signed(\$168 );
+  assign \$169  = ! l0_port_edge_q[0];
+  assign \$170  = l0_port_wr & \$169 ;
+  assign \$171  = \$346 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$170  & \$171 ;
+  assign \$172  = ! next_level;
+  assign \$173  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$174  = \$172  ? \$173  : next_data[2:0];
+  assign \$176  = ! next_level;
+  assign \$177  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$178  = \$176  ? \$177  : next_data[2:0];
+  assign \$179  = \$178 [1:0] > 1'h1;
+  assign \$180  = \$175  + \$179 ;
+  assign \$182  = r_data[1:0] > 1'h1;
+  assign \$183  = \$181  + \$182 ;
+  assign \$184  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$183 ;
+  assign \$185  = $signed(\t$172 ) < $signed(16'h8000);
+  assign \$186  = $signed(\t$172 ) > $signed(16'h7fff);
+  assign \$187  = \$186  ? 16'h7fff : \t$172 [15:0];
+  assign \$188  = \$185  ? 16'h8000 : \$187 ;
+  assign \wp__data$178  = l0_port_hit0_0_1 ? l0_port_data : \$188 ;
+  assign \wp__en$179  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$180  = $signed(\$signature__data$181 ) - $signed(\$189 );
+  assign \$190  = ! l0_port_edge_q[0];
+  assign \$191  = l0_port_wr & \$190 ;
+  assign \$192  = \$346 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$191  & \$192 ;
+  assign \$193  = ! next_level;
+  assign \$194  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$195  = \$193  ? \$194  : next_data[2:0];
+  assign \$197  = ! next_level;
+  assign \$198  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$199  = \$197  ? \$198  : next_data[2:0];
+  assign \$200  = \$199 [1:0] > 2'h2;
+  assign \$201  = \$196  + \$200 ;
+  assign \$203  = r_data[1:0] > 2'h2;
+  assign \$204  = \$202  + \$203 ;
+  assign \$205  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$204 ;
+  assign \$206  = $signed(\t$180 ) < $signed(16'h8000);
+  assign \$207  = $signed(\t$180 ) > $signed(16'h7fff);
+  assign \$208  = \$207  ? 16'h7fff : \t$180 [15:0];
+  assign \$209  = \$206  ? 16'h8000 : \$208 ;
+  assign \wp__data$186  = l0_port_hit0_0_2 ? l0_port_data : \$209 ;
+  assign \wp__en$187  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$188  = $signed(\$signature__data$189 ) - $signed(\$210 );
+  assign \$211  = ! l0_port_edge_q[0];
+  assign \$212  = l0_port_wr & \$211 ;
+  assign \$213  = \$346 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$212  & \$213 ;
+  assign \$214  = ! next_level;
+  assign \$215  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$216  = \$214  ? \$215  : next_data[2:0];
+  assign \$218  = ! next_level;
+  assign \$219  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$220  = \$218  ? \$219  : next_data[2:0];
+  assign \$221  = \$220 [1:0] > 2'h3;
+  assign \$222  = \$217  + \$221 ;
+  assign \$224  = r_data[1:0] > 2'h3;
+  assign \$225  = \$223  + \$224 ;
+  assign \$226  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$225 ;
+  assign \$227  = $signed(\t$188 ) < $signed(16'h8000);
+  assign \$228  = $signed(\t$188 ) > $signed(16'h7fff);
+  assign \$229  = \$228  ? 16'h7fff : \t$188 [15:0];
+  assign \$230  = \$227  ? 16'h8000 : \$229 ;
+  assign \wp__data$194  = l0_port_hit0_0_3 ? l0_port_data : \$230 ;
+  assign \wp__en$195  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$196  = $signed(\$signature__data$197 ) - $signed(\$231 );
+  assign \$233  = l0_port_wr & \$232 ;
+  assign \$234  = ! \$346 [1:0];
+  assign l0_port_hit0_1_0 = \$233  & \$234 ;
+  assign \$235  = ! next_level;
+  assign \$236  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$237  = \$235  ? \$236  : next_data[5:3];
+  assign \$239  = ! next_level;
+  assign \$240  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$241  = \$239  ? \$240  : next_data[5:3];
+  assign \$242  = \$241 [1:0] > 1'h0;
+  assign \$243  = \$238  + \$242 ;
+  assign \$245  = r_data[4:3] > 1'h0;
+  assign \$246  = \$244  + \$245 ;
+  assign \$247  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$246 ;
+  assign \$248  = $signed(\t$196 ) < $signed(16'h8000);
+  assign \$249  = $signed(\t$196 ) > $signed(16'h7fff);
+  assign \$250  = \$249  ? 16'h7fff : \t$196 [15:0];
+  assign \$251  = \$248  ? 16'h8000 : \$250 ;
+  assign \wp__data$203  = l0_port_hit0_1_0 ? l0_port_data : \$251 ;
+  assign \wp__en$204  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$205  = $signed(\$signature__data$206 ) - $signed(\$252 );
+  assign \$254  = l0_port_wr & \$253 ;
+  assign \$255  = \$346 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$254  & \$255 ;
+  assign \$256  = ! next_level;
+  assign \$257  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$258  = \$256  ? \$257  : next_data[5:3];
+  assign \$260  = ! next_level;
+  assign \$261  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$262  = \$260  ? \$261  : next_data[5:3];
+  assign \$263  = \$262 [1:0] > 1'h1;
+  assign \$264  = \$259  + \$263 ;
+  assign \$266  = r_data[4:3] > 1'h1;
+  assign \$267  = \$265  + \$266 ;
+  assign \$268  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$267 ;
+  assign \$269  = $signed(\t$205 ) < $signed(16'h8000);
+  assign \$270  = $signed(\t$205 ) > $signed(16'h7fff);
+  assign \$271  = \$270  ? 16'h7fff : \t$205 [15:0];
+  assign \$272  = \$269  ? 16'h8000 : \$271 ;
+  assign \wp__data$211  = l0_port_hit0_1_1 ? l0_port_data : \$272 ;
+  assign \wp__en$212  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$213  = $signed(\$signature__data$214 ) - $signed(\$273 );
+  assign \$275  = l0_port_wr & \$274 ;
+  assign \$276  = \$346 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$275  & \$276 ;
+  assign \$277  = ! next_level;
+  assign \$278  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$279  = \$277  ? \$278  : next_data[5:3];
+  assign \$281  = ! next_level;
+  assign \$282  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$283  = \$281  ? \$282  : next_data[5:3];
+  assign \$284  = \$283 [1:0] > 2'h2;
+  assign \$285  = \$280  + \$284 ;
+  assign \$287  = r_data[4:3] > 2'h2;
+  assign \$288  = \$286  + \$287 ;
+  assign \$289  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$288 ;
+  assign \$290  = $signed(\t$213 ) < $signed(16'h8000);
+  assign \$291  = $signed(\t$213 ) > $signed(16'h7fff);
+  assign \$292  = \$291  ? 16'h7fff : \t$213 [15:0];
+  assign \$293  = \$290  ? 16'h8000 : \$292 ;
+  assign \wp__data$219  = l0_port_hit0_1_2 ? l0_port_data : \$293 ;
+  assign \wp__en$220  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$221  = $signed(\$signature__data$222 ) - $signed(\$294 );
+  assign \$296  = l0_port_wr & \$295 ;
+  assign \$297  = \$346 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$296  & \$297 ;
+  assign \$298  = ! next_level;
+  assign \$299  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$300  = \$298  ? \$299  : next_data[5:3];
+  assign \$302  = ! next_level;
+  assign \$303  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$304  = \$302  ? \$303  : next_data[5:3];
+  assign \$305  = \$304 [1:0] > 2'h3;
+  assign \$306  = \$301  + \$305 ;
+  assign \$308  = r_data[4:3] > 2'h3;
+  assign \$309  = \$307  + \$308 ;
+  assign \$310  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$309 ;
+  assign \$311  = $signed(\t$221 ) < $signed(16'h8000);
+  assign \$312  = $signed(\t$221 ) > $signed(16'h7fff);
+  assign \$313  = \$312  ? 16'h7fff : \t$221 [15:0];
+  assign \$314  = \$311  ? 16'h8000 : \$313 ;
+  assign \wp__data$227  = l0_port_hit0_1_3 ? l0_port_data : \$314 ;
+  assign \wp__en$228  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
-  assign \$314  = | reload_count;
-  assign reload_write = reloading & \$314 ;
-  assign \$315  = reload_count - 1'h1;
-  assign \$316  = ~ pc__valid;
-  assign \$317  = en & \$316 ;
-  assign \$318  = ~ reloading;
-  assign \$319  = \$317  & \$318 ;
+  assign \$315  = | reload_count;
+  assign reload_write = reloading & \$315 ;
+  assign \$316  = reload_count - 1'h1;
+  assign \$317  = ~ pc__valid;
+  assign \$318  = en & \$317 ;
+  assign \$319  = ~ reloading;
+  assign \$320  = \$318  & \$319 ;
   assign accept = s__valid & s__ready;
-  assign \$320  = ~ busy;
-  assign \$321  = ! level;
-  assign \$322  = \$320  & \$321 ;
-  assign \$323  = pc__valid & \$322 ;
-  assign \$324  = ~ reloading;
-  assign \$325  = \$323  & \$324 ;
-  assign \$326  = ~ read_wait;
-  assign \$327  = \$325  & \$326 ;
-  assign \$328  = ~ pr__valid;
-  assign \$329  = \$328  | pr__ready;
-  assign execute = \$327  & \$329 ;
-  assign port_addr = reload_write ? \$315 [4:0] : pc__payload[20:16];
-  assign \$330  = port_addr - 1'h0;
+  assign \$321  = ~ busy;
+  assign \$322  = ! level;
+  assign \$323  = \$321  & \$322 ;
+  assign \$324  = pc__valid & \$323 ;
+  assign \$325  = ~ reloading;
+  assign \$326  = \$324  & \$325 ;
+  assign \$327  = ~ read_wait;
+  assign \$328  = \$326  & \$327 ;
+  assign \$329  = ~ pr__valid;
+  assign \$330  = \$329  | pr__ready;
+  assign execute = \$328  & \$330 ;
+  assign port_addr = reload_write ? \$316 [4:0] : pc__payload[20:16];
+  assign \$331  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$331  = port_addr >= 1'h0;
-  assign \$332  = port_addr < 5'h16;
-  assign \$333  = \$331  & \$332 ;
-  assign \$334  = execute & pc__payload[21];
-  assign \$335  = reload_write | \$334 ;
-  assign l0_port_wr = \$333  & \$335 ;
-  assign \$336  = port_addr >= 1'h0;
-  assign \$337  = port_addr < 5'h16;
-  assign \$338  = \$336  & \$337 ;
-  assign \$339  = \$338  & execute;
-  assign \$340  = ~ pc__payload[21];
-  assign l0_port_rd = \$339  & \$340 ;
-  assign \$341  = \$330 [4:0] * 2'h3;
-  assign \$342  = l0_port_edge_q * 4'hb;
-  assign \$343  = \$330 [4:0] - \$342 ;
-  assign \$344  = l0_port_baddr_q * 3'h4;
-  assign \$345  = \$343 [3:0] - \$344 ;
-  assign \$346  = en & valid_s2;
-  assign \$347  = l0_pending + \$346 ;
-  assign \$348  = \$347  - commit_l0;
-  assign \$349  = reload_count + 1'h1;
-  assign \$350  = ~ pc__payload[21];
-  assign \$351  = execute & \$350 ;
-  assign \$352  = execute & pc__payload[21];
+  assign \$332  = port_addr >= 1'h0;
+  assign \$333  = port_addr < 5'h16;
+  assign \$334  = \$332  & \$333 ;
+  assign \$335  = execute & pc__payload[21];
+  assign \$336  = reload_write | \$335 ;
+  assign l0_port_wr = \$334  & \$336 ;
+  assign \$337  = port_addr >= 1'h0;
+  assign \$338  = port_addr < 5'h16;
+  assign \$339  = \$337  & \$338 ;
+  assign \$340  = \$339  & execute;
+  assign \$341  = ~ pc__payload[21];
+  assign l0_port_rd = \$340  & \$341 ;
+  assign \$342  = \$331 [4:0] * 2'h3;
+  assign \$343  = l0_port_edge_q * 4'hb;
+  assign \$344  = \$331 [4:0] - \$343 ;
+  assign \$345  = l0_port_baddr_q * 3'h4;
+  assign \$346  = \$344 [3:0] - \$345 ;
+  assign \$347  = en & valid_s2;
+  assign \$348  = l0_pending + \$347 ;
+  assign \$349  = \$348  - commit_l0;
+  assign \$350  = reload_count + 1'h1;
+  assign \$351  = ~ pc__payload[21];
+  assign \$352  = execute & \$351 ;
+  assign \$353  = execute & pc__payload[21];
   always @(posedge clk)
-    valid_s1 <= \$357 ;
+    valid_s1 <= \$358 ;
   always @(posedge clk)
-    valid_s2 <= \$358 ;
+    valid_s2 <= \$359 ;
   always @(posedge clk)
-    valid_s3 <= \$359 ;
+    valid_s3 <= \$360 ;
   always @(posedge clk)
-    valid_s4 <= \$360 ;
+    valid_s4 <= \$361 ;
   always @(posedge clk)
-    valid_s5 <= \$361 ;
+    valid_s5 <= \$362 ;
   always @(posedge clk)
-    l0_pending <= \$362 ;
+    l0_pending <= \$363 ;
   always @(posedge clk)
-    reload_count <= \$363 ;
+    reload_count <= \$364 ;
   always @(posedge clk)
-    l0_rd_edge <= \$364 ;
+    l0_rd_edge <= \$365 ;
   always @(posedge clk)
-    l0_rd_bank <= \$365 ;
+    l0_rd_bank <= \$366 ;
   always @(posedge clk)
-    read_layer <= \$366 ;
+    read_layer <= \$367 ;
   always @(posedge clk)
-    read_wait <= \$367 ;
+    read_wait <= \$368 ;
   always @(posedge clk)
-    pr__valid <= \$368 ;
+    pr__valid <= \$369 ;
   always @(posedge clk)
-    pr__payload <= \$369 ;
+    pr__payload <= \$370 ;
   always @(posedge clk)
-    u <= \$370 ;
+    u <= \$371 ;
   always @(posedge clk)
-    \u$2  <= \$371 ;
+    \u$2  <= \$372 ;
   always @(posedge clk)
-    y0_s1 <= \$372 ;
+    y0_s1 <= \$373 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$373 ;
+    kind_s1 <= \$374 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$374 ;
+    l0_lo0_s2 <= \$375 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$375 ;
+    l0_cell0_s2 <= \$376 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$376 ;
+    l0_bval0_0_s2 <= \$377 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$377 ;
+    l0_bval0_1_s2 <= \$378 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$378 ;
+    l0_bval0_2_s2 <= \$379 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$379 ;
+    l0_bval0_3_s2 <= \$380 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$380 ;
+    l0_lo1_s2 <= \$381 ;
   always @(posedge clk)
-    l0_bval1_0_s2 <= \$381 ;
+    l0_cell1_s2 <= \$382 ;
   always @(posedge clk)
-    l0_bval1_1_s2 <= \$382 ;
-  always @(posedge clk)
-    l0_bval1_2_s2 <= \$383 ;
-  always @(posedge clk)
-    l0_bval1_3_s2 <= \$384 ;
-  always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$385 ;
-  always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$386 ;
+    l0_bval1_0_s2 <= \$383 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$259 ),
+    .bval(\bval$262 ),
     .\cell (\cell$42 ),
     .u(\u$2 )
   );
-  \onchip_learner_axis.learner.l0_pending$290  \l0_pending$290  (
+  \onchip_learner_axis.learner.l0_pending$295  \l0_pending$295  (
     .clk(clk),
     .level(level),
     .next_data(next_data),
     .next_level(next_level),
-    .\port$115$0 (\t$99 ),
-    .\port$129$0 (\t$104 ),
-    .\port$143$0 (\t$109 ),
-    .\port$157$0 (\t$114 ),
-    .\port$171$0 (\t$119 ),
-    .\port$185$0 (\t$124 ),
-    .\port$199$0 (\t$129 ),
-    .\port$213$0 (\t$134 ),
-    .\port$701$0 (l0_cell0_s5),
-    .\port$707$0 (l0_cell1_s5),
+    .\port$119$0 (\t$101 ),
+    .\port$133$0 (\t$106 ),
+    .\port$147$0 (\t$111 ),
+    .\port$161$0 (\t$116 ),
+    .\port$175$0 (\t$121 ),
+    .\port$189$0 (\t$126 ),
+    .\port$203$0 (\t$131 ),
+    .\port$217$0 (\t$136 ),
+    .\port$715$0 (l0_cell0_s5),
+    .\port$721$0 (l0_cell1_s5),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
@@ -1644,282 +1668,338 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_prod0_0_3_s3;
+    \$385  = l0_bval1_2_s2;
     if (en) begin
-      \$388  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
+      \$385  = \bval$262 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_prod0_1_0_s3;
+    \$386  = l0_bval1_3_s2;
     if (en) begin
-      \$389  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
+      \$386  = \bval$262 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_prod0_1_1_s3;
+    \$387  = l0_prod0_0_0_s3;
     if (en) begin
-      \$390  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
+      \$387  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_prod0_1_2_s3;
+    \$388  = l0_prod0_0_1_s3;
     if (en) begin
-      \$391  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
+      \$388  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_prod0_1_3_s3;
+    \$389  = l0_prod0_0_2_s3;
     if (en) begin
-      \$392  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
+      \$389  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = m__payload;
+    \$390  = l0_prod0_0_3_s3;
     if (en) begin
-      \$393  = \t$87 ;
+      \$390  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = y0_s2;
+    \$391  = l0_prod0_1_0_s3;
     if (en) begin
-      \$394  = y0_s1;
+      \$391  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = y0_s3;
+    \$392  = l0_prod0_1_1_s3;
     if (en) begin
-      \$395  = y0_s2;
+      \$392  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = y0_s4;
+    \$393  = l0_prod0_1_2_s3;
     if (en) begin
-      \$396  = y0_s3;
+      \$393  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = err0_s5;
+    \$394  = l0_prod0_1_3_s3;
     if (en) begin
-      \$397  = \t$93 ;
+      \$394  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$398  = l0_cell0_s3;
+    \$395  = l0_out0_s4;
     if (en) begin
-      \$398  = l0_cell0_s2;
+      \$395  = \t$87 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_cell0_s4;
+    \$396  = y0_s2;
     if (en) begin
-      \$399  = l0_cell0_s3;
+      \$396  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_cell0_s5;
+    \$397  = y0_s3;
     if (en) begin
-      \$400  = l0_cell0_s4;
+      \$397  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = l0_cell1_s3;
+    \$398  = y0_s4;
     if (en) begin
-      \$401  = l0_cell1_s2;
+      \$398  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = l0_cell1_s4;
+    \$399  = kind_s2;
     if (en) begin
-      \$402  = l0_cell1_s3;
+      \$399  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = l0_cell1_s5;
+    \$400  = kind_s3;
     if (en) begin
-      \$403  = l0_cell1_s4;
+      \$400  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = l0_bval0_0_s3;
+    \$401  = kind_s4;
     if (en) begin
-      \$404  = l0_bval0_0_s2;
+      \$401  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = l0_bval0_0_s4;
+    \$402  = err0_s5;
     if (en) begin
-      \$405  = l0_bval0_0_s3;
+      \$402  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = l0_bval0_0_s5;
+    \$403  = l0_cell0_s3;
     if (en) begin
-      \$406  = l0_bval0_0_s4;
+      \$403  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = l0_bval0_1_s3;
+    \$404  = l0_cell0_s4;
     if (en) begin
-      \$407  = l0_bval0_1_s2;
+      \$404  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = l0_bval0_1_s4;
+    \$405  = l0_cell0_s5;
     if (en) begin
-      \$408  = l0_bval0_1_s3;
+      \$405  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = l0_bval0_1_s5;
+    \$406  = l0_cell1_s3;
     if (en) begin
-      \$409  = l0_bval0_1_s4;
+      \$406  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = l0_bval0_2_s3;
+    \$407  = l0_cell1_s4;
     if (en) begin
-      \$410  = l0_bval0_2_s2;
+      \$407  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = l0_bval0_2_s4;
+    \$408  = l0_cell1_s5;
     if (en) begin
-      \$411  = l0_bval0_2_s3;
+      \$408  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = l0_bval0_2_s5;
+    \$409  = l0_bval0_0_s3;
     if (en) begin
-      \$412  = l0_bval0_2_s4;
+      \$409  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = l0_bval0_3_s3;
+    \$410  = l0_bval0_0_s4;
     if (en) begin
-      \$413  = l0_bval0_3_s2;
+      \$410  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = l0_bval0_3_s4;
+    \$411  = l0_bval0_0_s5;
     if (en) begin
-      \$414  = l0_bval0_3_s3;
+      \$411  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = l0_bval0_3_s5;
+    \$412  = l0_bval0_1_s3;
     if (en) begin
-      \$415  = l0_bval0_3_s4;
+      \$412  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = l0_bval1_0_s3;
+    \$413  = l0_bval0_1_s4;
     if (en) begin
-      \$416  = l0_bval1_0_s2;
+      \$413  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_bval1_0_s4;
+    \$414  = l0_bval0_1_s5;
     if (en) begin
-      \$417  = l0_bval1_0_s3;
+      \$414  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = l0_bval1_0_s5;
+    \$415  = l0_bval0_2_s3;
     if (en) begin
-      \$418  = l0_bval1_0_s4;
+      \$415  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_bval1_1_s3;
+    \$416  = l0_bval0_2_s4;
     if (en) begin
-      \$419  = l0_bval1_1_s2;
+      \$416  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = l0_bval1_1_s4;
+    \$417  = l0_bval0_2_s5;
     if (en) begin
-      \$420  = l0_bval1_1_s3;
+      \$417  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_bval1_1_s5;
+    \$418  = l0_bval0_3_s3;
     if (en) begin
-      \$421  = l0_bval1_1_s4;
+      \$418  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_bval1_2_s3;
+    \$419  = l0_bval0_3_s4;
     if (en) begin
-      \$422  = l0_bval1_2_s2;
+      \$419  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_bval1_2_s4;
+    \$420  = l0_bval0_3_s5;
     if (en) begin
-      \$423  = l0_bval1_2_s3;
+      \$420  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_bval1_2_s5;
+    \$421  = l0_bval1_0_s3;
     if (en) begin
-      \$424  = l0_bval1_2_s4;
+      \$421  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = l0_bval1_3_s3;
+    \$422  = l0_bval1_0_s4;
     if (en) begin
-      \$425  = l0_bval1_3_s2;
+      \$422  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = l0_bval1_3_s4;
+    \$423  = l0_bval1_0_s5;
     if (en) begin
-      \$426  = l0_bval1_3_s3;
+      \$423  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = l0_bval1_3_s5;
+    \$424  = l0_bval1_1_s3;
     if (en) begin
-      \$427  = l0_bval1_3_s4;
+      \$424  = l0_bval1_1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$425  = l0_bval1_1_s4;
+    if (en) begin
+      \$425  = l0_bval1_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$426  = l0_bval1_1_s5;
+    if (en) begin
+      \$426  = l0_bval1_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$427  = l0_bval1_2_s3;
+    if (en) begin
+      \$427  = l0_bval1_2_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$428  = l0_bval1_2_s4;
+    if (en) begin
+      \$428  = l0_bval1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$429  = l0_bval1_2_s5;
+    if (en) begin
+      \$429  = l0_bval1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$430  = l0_bval1_3_s3;
+    if (en) begin
+      \$430  = l0_bval1_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$431  = l0_bval1_3_s4;
+    if (en) begin
+      \$431  = l0_bval1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$432  = l0_bval1_3_s5;
+    if (en) begin
+      \$432  = l0_bval1_3_s4;
     end
   end
   always @* begin
@@ -2039,13 +2119,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$146  = r_data[21:6];
+          \$147  = r_data[21:6];
       2'h1:
-          \$146  = r_data[69:54];
+          \$147  = r_data[69:54];
       2'h2:
-          \$146  = r_data[53:38];
+          \$147  = r_data[53:38];
       2'h3:
-          \$146  = r_data[37:22];
+          \$147  = r_data[37:22];
     endcase
   end
   always @* begin
@@ -2053,13 +2133,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$167  = r_data[37:22];
+          \$168  = r_data[37:22];
       2'h1:
-          \$167  = r_data[21:6];
+          \$168  = r_data[21:6];
       2'h2:
-          \$167  = r_data[69:54];
+          \$168  = r_data[69:54];
       2'h3:
-          \$167  = r_data[53:38];
+          \$168  = r_data[53:38];
     endcase
   end
   always @* begin
@@ -2067,13 +2147,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$188  = r_data[53:38];
+          \$189  = r_data[53:38];
       2'h1:
-          \$188  = r_data[37:22];
+          \$189  = r_data[37:22];
       2'h2:
-          \$188  = r_data[21:6];
+          \$189  = r_data[21:6];
       2'h3:
-          \$188  = r_data[69:54];
+          \$189  = r_data[69:54];
     endcase
   end
   always @* begin
@@ -2081,13 +2161,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$209  = r_data[69:54];
+          \$210  = r_data[69:54];
       2'h1:
-          \$209  = r_data[53:38];
+          \$210  = r_data[53:38];
       2'h2:
-          \$209  = r_data[37:22];
+          \$210  = r_data[37:22];
       2'h3:
-          \$209  = r_data[21:6];
+          \$210  = r_data[21:6];
     endcase
   end
   always @* begin
@@ -2095,13 +2175,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$230  = r_data[85:70];
+          \$231  = r_data[85:70];
       2'h1:
-          \$230  = r_data[133:118];
+          \$231  = r_data[133:118];
       2'h2:
-          \$230  = r_data[117:102];
+          \$231  = r_data[117:102];
       2'h3:
-          \$230  = r_data[101:86];
+          \$231  = r_data[101:86];
     endcase
   end
   always @* begin
@@ -2109,13 +2189,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$251  = r_data[101:86];
+          \$252  = r_data[101:86];
       2'h1:
-          \$251  = r_data[85:70];
+          \$252  = r_data[85:70];
       2'h2:
-          \$251  = r_data[133:118];
+          \$252  = r_data[133:118];
       2'h3:
-          \$251  = r_data[117:102];
+          \$252  = r_data[117:102];
     endcase
   end
   always @* begin
@@ -2123,13 +2203,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$272  = r_data[117:102];
+          \$273  = r_data[117:102];
       2'h1:
-          \$272  = r_data[101:86];
+          \$273  = r_data[101:86];
       2'h2:
-          \$272  = r_data[85:70];
+          \$273  = r_data[85:70];
       2'h3:
-          \$272  = r_data[133:118];
+          \$273  = r_data[133:118];
     endcase
   end
   always @* begin
@@ -2137,13 +2217,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (r_data[4:3])
       2'h0:
-          \$293  = r_data[133:118];
+          \$294  = r_data[133:118];
       2'h1:
-          \$293  = r_data[117:102];
+          \$294  = r_data[117:102];
       2'h2:
-          \$293  = r_data[101:86];
+          \$294  = r_data[101:86];
       2'h3:
-          \$293  = r_data[85:70];
+          \$294  = r_data[85:70];
     endcase
   end
   always @* begin
@@ -2151,13 +2231,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$353  = \$signature__data ;
+          \$354  = \$signature__data ;
       2'h1:
-          \$353  = \$signature__data$19 ;
+          \$354  = \$signature__data$19 ;
       2'h2:
-          \$353  = \$signature__data$20 ;
+          \$354  = \$signature__data$20 ;
       2'h3:
-          \$353  = \$signature__data$21 ;
+          \$354  = \$signature__data$21 ;
     endcase
   end
   always @* begin
@@ -2165,13 +2245,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$354  = \$signature__data$52 ;
+          \$355  = \$signature__data$52 ;
       2'h1:
-          \$354  = \$signature__data$53 ;
+          \$355  = \$signature__data$53 ;
       2'h2:
-          \$354  = \$signature__data$54 ;
+          \$355  = \$signature__data$54 ;
       2'h3:
-          \$354  = \$signature__data$55 ;
+          \$355  = \$signature__data$55 ;
     endcase
   end
   always @* begin
@@ -2179,34 +2259,36 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$355  = \$353 ;
+          \$356  = \$354 ;
       1'h1:
-          \$355  = \$354 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = 16'h0000;
-    casez (read_layer)
-      1'h0:
           \$356  = \$355 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = valid_s1;
-    if (en) begin
-      \$357  = accept;
-    end
-    if (rst) begin
-      \$357  = 1'h0;
-    end
+    \$357  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$357  = \$356 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$93 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$358  = valid_s1;
     if (en) begin
-      \$358  = valid_s1;
+      \$358  = accept;
     end
     if (rst) begin
       \$358  = 1'h0;
@@ -2214,9 +2296,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = valid_s3;
+    \$359  = valid_s2;
     if (en) begin
-      \$359  = valid_s2;
+      \$359  = valid_s1;
     end
     if (rst) begin
       \$359  = 1'h0;
@@ -2224,9 +2306,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = valid_s4;
+    \$360  = valid_s3;
     if (en) begin
-      \$360  = valid_s3;
+      \$360  = valid_s2;
     end
     if (rst) begin
       \$360  = 1'h0;
@@ -2234,9 +2316,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = valid_s5;
+    \$361  = valid_s4;
     if (en) begin
-      \$361  = valid_s4;
+      \$361  = valid_s3;
     end
     if (rst) begin
       \$361  = 1'h0;
@@ -2244,208 +2326,190 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = \$348 [1:0];
+    \$362  = valid_s5;
+    if (en) begin
+      \$362  = valid_s4;
+    end
     if (rst) begin
-      \$362  = 2'h0;
+      \$362  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = reload_count;
+    \$363  = \$349 [1:0];
+    if (rst) begin
+      \$363  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$364  = reload_count;
     if (reloading) begin
-      \$363  = \$349 [4:0];
+      \$364  = \$350 [4:0];
     end
     if (rst) begin
-      \$363  = 5'h00;
+      \$364  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_rd_edge;
+    \$365  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$364  = l0_port_edge_q[0];
+      \$365  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$364  = 1'h0;
+      \$365  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_rd_bank;
+    \$366  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$365  = \$345 [1:0];
+      \$366  = \$346 [1:0];
     end
     if (rst) begin
-      \$365  = 2'h0;
+      \$366  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = read_layer;
+    \$367  = read_layer;
     if (l0_port_rd) begin
-      \$366  = 1'h0;
+      \$367  = 1'h0;
     end
-    if (rst) begin
-      \$366  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = \$351 ;
     if (rst) begin
       \$367  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = pr__valid;
-    if (\$352 ) begin
-      \$368  = 1'h1;
+    \$368  = \$352 ;
+    if (rst) begin
+      \$368  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$369  = pr__valid;
+    if (\$353 ) begin
+      \$369  = 1'h1;
     end else if (read_wait) begin
-      \$368  = 1'h1;
+      \$369  = 1'h1;
     end else if (pr__ready) begin
-      \$368  = 1'h0;
+      \$369  = 1'h0;
     end
     if (rst) begin
-      \$368  = 1'h0;
+      \$369  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = pr__payload;
-    if (\$352 ) begin
-      \$369  = pc__payload[15:0];
+    \$370  = pr__payload;
+    if (\$353 ) begin
+      \$370  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$369  = \$356 ;
+      \$370  = \$357 ;
     end
     if (rst) begin
-      \$369  = 16'h0000;
+      \$370  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = u;
+    \$371  = u;
     if (en) begin
-      \$370  = s__payload[15:0];
+      \$371  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = \u$2 ;
+    \$372  = \u$2 ;
     if (en) begin
-      \$371  = s__payload[31:16];
+      \$372  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = y0_s1;
+    \$373  = y0_s1;
     if (en) begin
-      \$372  = s__payload[47:32];
+      \$373  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_lo0_s2;
+    \$374  = kind_s1;
     if (en) begin
-      \$373  = \cell [1:0];
+      \$374  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_cell0_s2;
+    \$375  = l0_lo0_s2;
     if (en) begin
-      \$374  = \cell ;
+      \$375  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_bval0_0_s2;
+    \$376  = l0_cell0_s2;
     if (en) begin
-      \$375  = bval[15:0];
+      \$376  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_bval0_1_s2;
+    \$377  = l0_bval0_0_s2;
     if (en) begin
-      \$376  = bval[31:16];
+      \$377  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval0_2_s2;
+    \$378  = l0_bval0_1_s2;
     if (en) begin
-      \$377  = bval[47:32];
+      \$378  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval0_3_s2;
+    \$379  = l0_bval0_2_s2;
     if (en) begin
-      \$378  = bval[63:48];
+      \$379  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_lo1_s2;
+    \$380  = l0_bval0_3_s2;
     if (en) begin
-      \$379  = \cell$42 [1:0];
+      \$380  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_cell1_s2;
+    \$381  = l0_lo1_s2;
     if (en) begin
-      \$380  = \cell$42 ;
+      \$381  = \cell$42 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_bval1_0_s2;
+    \$382  = l0_cell1_s2;
     if (en) begin
-      \$381  = \bval$259 [15:0];
+      \$382  = \cell$42 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_bval1_1_s2;
+    \$383  = l0_bval1_0_s2;
     if (en) begin
-      \$382  = \bval$259 [31:16];
+      \$383  = \bval$262 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_bval1_2_s2;
+    \$384  = l0_bval1_1_s2;
     if (en) begin
-      \$383  = \bval$259 [47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_bval1_3_s2;
-    if (en) begin
-      \$384  = \bval$259 [63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_prod0_0_0_s3;
-    if (en) begin
-      \$385  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_prod0_0_1_s3;
-    if (en) begin
-      \$386  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_prod0_0_2_s3;
-    if (en) begin
-      \$387  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
+      \$384  = \bval$262 [31:16];
     end
   end
   assign x0_s1 = u;
@@ -2468,43 +2532,43 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$69  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
   assign \t$74  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
   assign \t$84  = \t$75 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
-  assign w_data = { \t$134 , \t$129 , \t$124 , \t$119 , \t$114 , \t$109 , \t$104 , \t$99 , l0_cell1_s5, l0_cell0_s5 };
+  assign w_data = { \t$136 , \t$131 , \t$126 , \t$121 , \t$116 , \t$111 , \t$106 , \t$101 , l0_cell1_s5, l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$345 [1:0];
-  assign \$signature__addr$161  = \$158 [1:0];
-  assign \$signature__en$165  = 1'h1;
-  assign wp__addr = \$162 [1:0];
-  assign \$signature__addr$173  = \$179 [1:0];
-  assign \$signature__en$174  = 1'h1;
-  assign \wp__addr$175  = \$183 [1:0];
-  assign \$signature__addr$181  = \$200 [1:0];
-  assign \$signature__en$182  = 1'h1;
-  assign \wp__addr$183  = \$204 [1:0];
-  assign \$signature__addr$189  = \$221 [1:0];
-  assign \$signature__en$190  = 1'h1;
-  assign \wp__addr$191  = \$225 [1:0];
-  assign \$signature__addr$197  = \$242 [1:0];
-  assign \$signature__en$199  = 1'h1;
-  assign \wp__addr$200  = \$246 [1:0];
-  assign \$signature__addr$206  = \$263 [1:0];
-  assign \$signature__en$207  = 1'h1;
-  assign \wp__addr$208  = \$267 [1:0];
-  assign \$signature__addr$214  = \$284 [1:0];
-  assign \$signature__en$215  = 1'h1;
-  assign \wp__addr$216  = \$288 [1:0];
-  assign \$signature__addr$222  = \$305 [1:0];
-  assign \$signature__en$223  = 1'h1;
-  assign \wp__addr$224  = \$309 [1:0];
+  assign l0_port_bank = \$346 [1:0];
+  assign \$signature__addr$163  = \$159 [1:0];
+  assign \$signature__en$167  = 1'h1;
+  assign wp__addr = \$163 [1:0];
+  assign \$signature__addr$175  = \$180 [1:0];
+  assign \$signature__en$176  = 1'h1;
+  assign \wp__addr$177  = \$184 [1:0];
+  assign \$signature__addr$183  = \$201 [1:0];
+  assign \$signature__en$184  = 1'h1;
+  assign \wp__addr$185  = \$205 [1:0];
+  assign \$signature__addr$191  = \$222 [1:0];
+  assign \$signature__en$192  = 1'h1;
+  assign \wp__addr$193  = \$226 [1:0];
+  assign \$signature__addr$199  = \$243 [1:0];
+  assign \$signature__en$201  = 1'h1;
+  assign \wp__addr$202  = \$247 [1:0];
+  assign \$signature__addr$208  = \$264 [1:0];
+  assign \$signature__en$209  = 1'h1;
+  assign \wp__addr$210  = \$268 [1:0];
+  assign \$signature__addr$216  = \$285 [1:0];
+  assign \$signature__en$217  = 1'h1;
+  assign \wp__addr$218  = \$289 [1:0];
+  assign \$signature__addr$224  = \$306 [1:0];
+  assign \$signature__en$225  = 1'h1;
+  assign \wp__addr$226  = \$310 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$315 [4:0];
+  assign reload_addr = \$316 [4:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$330 [4:0];
-  assign l0_port_q = \$343 [3:0];
+  assign l0_port_local = \$331 [4:0];
+  assign l0_port_q = \$344 [3:0];
   assign resp = pr__payload;
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[20:16];
   assign \pc__payload.write  = pc__payload[21];
@@ -2514,17 +2578,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
+  assign \s__payload.kind  = s__payload[49:48];
   assign \bval[0]  = bval[15:0];
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$259[0]  = \bval$259 [15:0];
-  assign \bval$259[1]  = \bval$259 [31:16];
-  assign \bval$259[2]  = \bval$259 [47:32];
-  assign \bval$259[3]  = \bval$259 [63:48];
+  assign \bval$262[0]  = \bval$262 [15:0];
+  assign \bval$262[1]  = \bval$262 [31:16];
+  assign \bval$262[2]  = \bval$262 [47:32];
+  assign \bval$262[3]  = \bval$262 [63:48];
+  assign m__payload[16] = \$49 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$341 [6:5] };
-  assign l0_port_baddr_q = { 2'h0, \$343 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$342 [6:5] };
+  assign l0_port_baddr_q = { 2'h0, \$344 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -2542,35 +2609,35 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$73  = { \t$71 [31], \t$71  };
   assign floor = { \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39:14] };
   assign \t$92  = { \t$90 [16], \t$90  };
-  assign \floor$97  = { \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31:18] };
-  assign \floor$102  = { \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31:18] };
-  assign \floor$107  = { \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31:18] };
-  assign \floor$112  = { \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31:18] };
-  assign \floor$117  = { \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31:18] };
-  assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
-  assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
-  assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
-  assign \$153  = { 2'h0, \$152 [2] };
-  assign \$159  = { 2'h0, r_data[2] };
-  assign \$174  = { 2'h0, \$173 [2] };
-  assign \$180  = { 2'h0, r_data[2] };
-  assign \$195  = { 2'h0, \$194 [2] };
-  assign \$201  = { 2'h0, r_data[2] };
-  assign \$216  = { 2'h0, \$215 [2] };
-  assign \$222  = { 2'h0, r_data[2] };
-  assign \$231  = l0_port_edge_q[0];
-  assign \$237  = { 2'h0, \$236 [2] };
-  assign \$243  = { 2'h0, r_data[5] };
-  assign \$252  = l0_port_edge_q[0];
-  assign \$258  = { 2'h0, \$257 [2] };
-  assign \$264  = { 2'h0, r_data[5] };
-  assign \$273  = l0_port_edge_q[0];
-  assign \$279  = { 2'h0, \$278 [2] };
-  assign \$285  = { 2'h0, r_data[5] };
-  assign \$294  = l0_port_edge_q[0];
-  assign \$300  = { 2'h0, \$299 [2] };
-  assign \$306  = { 2'h0, r_data[5] };
-  assign s__ready = \$319 ;
+  assign \floor$99  = { \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31:18] };
+  assign \floor$104  = { \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31:18] };
+  assign \floor$109  = { \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31:18] };
+  assign \floor$114  = { \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31:18] };
+  assign \floor$119  = { \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31:18] };
+  assign \floor$124  = { \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31:18] };
+  assign \floor$129  = { \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31:18] };
+  assign \floor$134  = { \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31:18] };
+  assign \$154  = { 2'h0, \$153 [2] };
+  assign \$160  = { 2'h0, r_data[2] };
+  assign \$175  = { 2'h0, \$174 [2] };
+  assign \$181  = { 2'h0, r_data[2] };
+  assign \$196  = { 2'h0, \$195 [2] };
+  assign \$202  = { 2'h0, r_data[2] };
+  assign \$217  = { 2'h0, \$216 [2] };
+  assign \$223  = { 2'h0, r_data[2] };
+  assign \$232  = l0_port_edge_q[0];
+  assign \$238  = { 2'h0, \$237 [2] };
+  assign \$244  = { 2'h0, r_data[5] };
+  assign \$253  = l0_port_edge_q[0];
+  assign \$259  = { 2'h0, \$258 [2] };
+  assign \$265  = { 2'h0, r_data[5] };
+  assign \$274  = l0_port_edge_q[0];
+  assign \$280  = { 2'h0, \$279 [2] };
+  assign \$286  = { 2'h0, r_data[5] };
+  assign \$295  = l0_port_edge_q[0];
+  assign \$301  = { 2'h0, \$300 [2] };
+  assign \$307  = { 2'h0, r_data[5] };
+  assign s__ready = \$320 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -2820,7 +2887,7 @@ module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129$0 , \port$143$0 , \port$157$0 , \port$171$0 , \port$185$0 , \port$199$0 , \port$213$0 , w_en, r_en, next_level, r_data, next_data, \port$701$0 , \port$707$0 , level, clk);
+module \onchip_learner_axis.learner.l0_pending$295 (rst, \port$119$0 , \port$133$0 , \port$147$0 , \port$161$0 , \port$175$0 , \port$189$0 , \port$203$0 , \port$217$0 , w_en, r_en, next_level, r_data, next_data, \port$715$0 , \port$721$0 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [2:0] \$1 ;
   wire [2:0] \$10 ;
@@ -2857,26 +2924,26 @@ module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129
   wire [133:0] next_data;
   output [1:0] next_level;
   wire [1:0] next_level;
-  input [15:0] \port$115$0 ;
-  wire [15:0] \port$115$0 ;
-  input [15:0] \port$129$0 ;
-  wire [15:0] \port$129$0 ;
-  input [15:0] \port$143$0 ;
-  wire [15:0] \port$143$0 ;
-  input [15:0] \port$157$0 ;
-  wire [15:0] \port$157$0 ;
-  input [15:0] \port$171$0 ;
-  wire [15:0] \port$171$0 ;
-  input [15:0] \port$185$0 ;
-  wire [15:0] \port$185$0 ;
-  input [15:0] \port$199$0 ;
-  wire [15:0] \port$199$0 ;
-  input [15:0] \port$213$0 ;
-  wire [15:0] \port$213$0 ;
-  input [2:0] \port$701$0 ;
-  wire [2:0] \port$701$0 ;
-  input [2:0] \port$707$0 ;
-  wire [2:0] \port$707$0 ;
+  input [15:0] \port$119$0 ;
+  wire [15:0] \port$119$0 ;
+  input [15:0] \port$133$0 ;
+  wire [15:0] \port$133$0 ;
+  input [15:0] \port$147$0 ;
+  wire [15:0] \port$147$0 ;
+  input [15:0] \port$161$0 ;
+  wire [15:0] \port$161$0 ;
+  input [15:0] \port$175$0 ;
+  wire [15:0] \port$175$0 ;
+  input [15:0] \port$189$0 ;
+  wire [15:0] \port$189$0 ;
+  input [15:0] \port$203$0 ;
+  wire [15:0] \port$203$0 ;
+  input [15:0] \port$217$0 ;
+  wire [15:0] \port$217$0 ;
+  input [2:0] \port$715$0 ;
+  wire [2:0] \port$715$0 ;
+  input [2:0] \port$721$0 ;
+  wire [2:0] \port$721$0 ;
   output [133:0] r_data;
   wire [133:0] r_data;
   input r_en;
@@ -2900,10 +2967,10 @@ module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$217$0 , \port$203$0 , \port$189$0 , \port$175$0 , \port$161$0 , \port$147$0 , \port$133$0 , \port$119$0 , \port$721$0 , \port$715$0  } : \$14 ;
   assign \$15  = \$6 [1:0] == \$10 [1:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$217$0 , \port$203$0 , \port$189$0 , \port$175$0 , \port$161$0 , \port$147$0 , \port$133$0 , \port$119$0 , \port$721$0 , \port$715$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -2944,7 +3011,7 @@ module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129
     if (w_en) begin
       casez (\$6 [1:0])
         2'h0:
-            \$18  = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+            \$18  = { \port$217$0 , \port$203$0 , \port$189$0 , \port$175$0 , \port$161$0 , \port$147$0 , \port$133$0 , \port$119$0 , \port$721$0 , \port$715$0  };
       endcase
     end
   end
@@ -2956,7 +3023,7 @@ module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129
         2'h0:
             /* empty */;
         2'h1:
-            \$19  = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+            \$19  = { \port$217$0 , \port$203$0 , \port$189$0 , \port$175$0 , \port$161$0 , \port$147$0 , \port$133$0 , \port$119$0 , \port$721$0 , \port$715$0  };
       endcase
     end
   end
@@ -2970,7 +3037,7 @@ module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129
         2'h1:
             /* empty */;
         2'h2:
-            \$20  = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+            \$20  = { \port$217$0 , \port$203$0 , \port$189$0 , \port$175$0 , \port$161$0 , \port$147$0 , \port$133$0 , \port$119$0 , \port$721$0 , \port$715$0  };
       endcase
     end
   end
@@ -2990,6 +3057,6 @@ module \onchip_learner_axis.learner.l0_pending$290 (rst, \port$115$0 , \port$129
   end
   assign tail = \$6 [1:0];
   assign head_next = \$10 [1:0];
-  assign w_data = { \port$213$0 , \port$199$0 , \port$185$0 , \port$171$0 , \port$157$0 , \port$143$0 , \port$129$0 , \port$115$0 , \port$707$0 , \port$701$0  };
+  assign w_data = { \port$217$0 , \port$203$0 , \port$189$0 , \port$175$0 , \port$161$0 , \port$147$0 , \port$133$0 , \port$119$0 , \port$721$0 , \port$715$0  };
   assign next_level = \$12 [1:0];
 endmodule

@@ -7,8 +7,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire [15:0] \$101 ;
-  wire \$102 ;
+  wire \$101 ;
+  wire [15:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
@@ -18,8 +18,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire \$112 ;
+  wire \$111 ;
+  wire [15:0] \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
@@ -29,8 +29,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$119 ;
   wire [3:0] \$12 ;
   wire \$120 ;
-  wire [15:0] \$121 ;
-  wire \$122 ;
+  wire \$121 ;
+  wire [15:0] \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
@@ -40,163 +40,163 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
-  wire [15:0] \$131 ;
-  wire \$132 ;
+  wire \$131 ;
+  wire [15:0] \$132 ;
   wire \$133 ;
-  reg [15:0] \$134 ;
-  wire \$135 ;
+  wire \$134 ;
+  reg [15:0] \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [2:0] \$138 ;
+  wire \$138 ;
   wire [2:0] \$139 ;
   wire \$14 ;
   wire [2:0] \$140 ;
-  wire \$141 ;
-  wire [3:0] \$142 ;
-  wire [2:0] \$143 ;
-  wire \$144 ;
-  wire [3:0] \$145 ;
+  wire [2:0] \$141 ;
+  wire \$142 ;
+  wire [3:0] \$143 ;
+  wire [2:0] \$144 ;
+  wire \$145 ;
   wire [3:0] \$146 ;
-  wire \$147 ;
+  wire [3:0] \$147 ;
   wire \$148 ;
-  wire [15:0] \$149 ;
+  wire \$149 ;
   wire [3:0] \$15 ;
   wire [15:0] \$150 ;
-  reg [15:0] \$151 ;
-  wire \$152 ;
+  wire [15:0] \$151 ;
+  reg [15:0] \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire [2:0] \$155 ;
+  wire \$155 ;
   wire [2:0] \$156 ;
   wire [2:0] \$157 ;
-  wire \$158 ;
-  wire [3:0] \$159 ;
+  wire [2:0] \$158 ;
+  wire \$159 ;
   wire [3:0] \$16 ;
-  wire [2:0] \$160 ;
-  wire \$161 ;
-  wire [3:0] \$162 ;
+  wire [3:0] \$160 ;
+  wire [2:0] \$161 ;
+  wire \$162 ;
   wire [3:0] \$163 ;
-  wire \$164 ;
+  wire [3:0] \$164 ;
   wire \$165 ;
-  wire [15:0] \$166 ;
+  wire \$166 ;
   wire [15:0] \$167 ;
-  reg [15:0] \$168 ;
-  wire \$169 ;
+  wire [15:0] \$168 ;
+  reg [15:0] \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
-  wire [2:0] \$172 ;
+  wire \$172 ;
   wire [2:0] \$173 ;
   wire [2:0] \$174 ;
-  wire \$175 ;
-  wire [3:0] \$176 ;
-  wire [2:0] \$177 ;
-  wire \$178 ;
-  wire [3:0] \$179 ;
+  wire [2:0] \$175 ;
+  wire \$176 ;
+  wire [3:0] \$177 ;
+  wire [2:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
   wire [3:0] \$180 ;
-  wire \$181 ;
+  wire [3:0] \$181 ;
   wire \$182 ;
-  wire [15:0] \$183 ;
+  wire \$183 ;
   wire [15:0] \$184 ;
-  reg [15:0] \$185 ;
-  wire \$186 ;
+  wire [15:0] \$185 ;
+  reg [15:0] \$186 ;
   wire \$187 ;
   wire \$188 ;
-  wire [2:0] \$189 ;
+  wire \$189 ;
   wire [3:0] \$19 ;
   wire [2:0] \$190 ;
   wire [2:0] \$191 ;
-  wire \$192 ;
-  wire [3:0] \$193 ;
-  wire [2:0] \$194 ;
-  wire \$195 ;
-  wire [3:0] \$196 ;
+  wire [2:0] \$192 ;
+  wire \$193 ;
+  wire [3:0] \$194 ;
+  wire [2:0] \$195 ;
+  wire \$196 ;
   wire [3:0] \$197 ;
-  wire \$198 ;
+  wire [3:0] \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire [15:0] \$200 ;
+  wire \$200 ;
   wire [15:0] \$201 ;
-  reg [15:0] \$202 ;
-  wire \$203 ;
+  wire [15:0] \$202 ;
+  reg [15:0] \$203 ;
   wire \$204 ;
   wire \$205 ;
-  wire [2:0] \$206 ;
+  wire \$206 ;
   wire [2:0] \$207 ;
   wire [2:0] \$208 ;
-  wire \$209 ;
+  wire [2:0] \$209 ;
   wire [2:0] \$21 ;
-  wire [3:0] \$210 ;
-  wire [2:0] \$211 ;
-  wire \$212 ;
-  wire [3:0] \$213 ;
+  wire \$210 ;
+  wire [3:0] \$211 ;
+  wire [2:0] \$212 ;
+  wire \$213 ;
   wire [3:0] \$214 ;
-  wire \$215 ;
+  wire [3:0] \$215 ;
   wire \$216 ;
-  wire [15:0] \$217 ;
+  wire \$217 ;
   wire [15:0] \$218 ;
-  reg [15:0] \$219 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
+  reg [15:0] \$220 ;
   wire \$221 ;
   wire \$222 ;
-  wire [2:0] \$223 ;
+  wire \$223 ;
   wire [2:0] \$224 ;
   wire [2:0] \$225 ;
-  wire \$226 ;
-  wire [3:0] \$227 ;
-  wire [2:0] \$228 ;
-  wire \$229 ;
+  wire [2:0] \$226 ;
+  wire \$227 ;
+  wire [3:0] \$228 ;
+  wire [2:0] \$229 ;
   wire [3:0] \$23 ;
-  wire [3:0] \$230 ;
+  wire \$230 ;
   wire [3:0] \$231 ;
-  wire \$232 ;
+  wire [3:0] \$232 ;
   wire \$233 ;
-  wire [15:0] \$234 ;
+  wire \$234 ;
   wire [15:0] \$235 ;
-  reg [15:0] \$236 ;
-  wire \$237 ;
+  wire [15:0] \$236 ;
+  reg [15:0] \$237 ;
   wire \$238 ;
   wire \$239 ;
   wire [3:0] \$24 ;
-  wire [2:0] \$240 ;
+  wire \$240 ;
   wire [2:0] \$241 ;
   wire [2:0] \$242 ;
-  wire \$243 ;
-  wire [3:0] \$244 ;
-  wire [2:0] \$245 ;
-  wire \$246 ;
-  wire [3:0] \$247 ;
+  wire [2:0] \$243 ;
+  wire \$244 ;
+  wire [3:0] \$245 ;
+  wire [2:0] \$246 ;
+  wire \$247 ;
   wire [3:0] \$248 ;
-  wire \$249 ;
+  wire [3:0] \$249 ;
   wire [2:0] \$25 ;
   wire \$250 ;
-  wire [15:0] \$251 ;
+  wire \$251 ;
   wire [15:0] \$252 ;
-  reg [15:0] \$253 ;
-  wire \$254 ;
+  wire [15:0] \$253 ;
+  reg [15:0] \$254 ;
   wire \$255 ;
   wire \$256 ;
-  wire [2:0] \$257 ;
+  wire \$257 ;
   wire [2:0] \$258 ;
   wire [2:0] \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire [3:0] \$261 ;
-  wire [2:0] \$262 ;
-  wire \$263 ;
-  wire [3:0] \$264 ;
+  wire [2:0] \$260 ;
+  wire \$261 ;
+  wire [3:0] \$262 ;
+  wire [2:0] \$263 ;
+  wire \$264 ;
   wire [3:0] \$265 ;
-  wire \$266 ;
+  wire [3:0] \$266 ;
   wire \$267 ;
-  wire [15:0] \$268 ;
+  wire \$268 ;
   wire [15:0] \$269 ;
   wire [3:0] \$27 ;
-  wire \$270 ;
-  wire [5:0] \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire \$271 ;
+  wire [5:0] \$272 ;
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
@@ -211,8 +211,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire [5:0] \$286 ;
-  wire \$287 ;
+  wire \$286 ;
+  wire [5:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
   wire [2:0] \$29 ;
@@ -223,53 +223,53 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$294 ;
   wire \$295 ;
   wire \$296 ;
-  wire [6:0] \$297 ;
-  wire [10:0] \$298 ;
-  wire [11:0] \$299 ;
+  wire \$297 ;
+  wire [6:0] \$298 ;
+  wire [10:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [6:0] \$300 ;
-  wire [7:0] \$301 ;
-  wire [5:0] \$302 ;
-  wire \$303 ;
+  wire [11:0] \$300 ;
+  wire [6:0] \$301 ;
+  wire [7:0] \$302 ;
+  wire [5:0] \$303 ;
   wire \$304 ;
   wire \$305 ;
-  reg [15:0] \$306 ;
+  wire \$306 ;
   reg [15:0] \$307 ;
   reg [15:0] \$308 ;
   reg [15:0] \$309 ;
   wire [3:0] \$31 ;
-  reg \$310 ;
+  reg [15:0] \$310 ;
   reg \$311 ;
   reg \$312 ;
   reg \$313 ;
   reg \$314 ;
-  reg [4:0] \$315 ;
-  reg \$316 ;
-  reg [1:0] \$317 ;
-  reg \$318 ;
+  reg \$315 ;
+  reg [4:0] \$316 ;
+  reg \$317 ;
+  reg [1:0] \$318 ;
   reg \$319 ;
   wire [3:0] \$32 ;
   reg \$320 ;
-  reg [15:0] \$321 ;
+  reg \$321 ;
   reg [15:0] \$322 ;
   reg [15:0] \$323 ;
   reg [15:0] \$324 ;
-  reg [1:0] \$325 ;
-  reg [2:0] \$326 ;
-  reg [15:0] \$327 ;
-  reg [15:0] \$328 ;
+  reg [15:0] \$325 ;
+  reg [1:0] \$326 ;
+  reg [1:0] \$327 ;
+  reg [2:0] \$328 ;
   reg [15:0] \$329 ;
   wire [40:0] \$33 ;
   reg [15:0] \$330 ;
-  reg [1:0] \$331 ;
-  reg [2:0] \$332 ;
-  reg [15:0] \$333 ;
-  reg [15:0] \$334 ;
+  reg [15:0] \$331 ;
+  reg [15:0] \$332 ;
+  reg [1:0] \$333 ;
+  reg [2:0] \$334 ;
   reg [15:0] \$335 ;
   reg [15:0] \$336 ;
-  reg [39:0] \$337 ;
-  reg [39:0] \$338 ;
+  reg [15:0] \$337 ;
+  reg [15:0] \$338 ;
   reg [39:0] \$339 ;
   wire [40:0] \$34 ;
   reg [39:0] \$340 ;
@@ -277,24 +277,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] \$342 ;
   reg [39:0] \$343 ;
   reg [39:0] \$344 ;
-  reg [15:0] \$345 ;
-  reg [15:0] \$346 ;
+  reg [39:0] \$345 ;
+  reg [39:0] \$346 ;
   reg [15:0] \$347 ;
   reg [15:0] \$348 ;
   reg [15:0] \$349 ;
   wire [41:0] \$35 ;
-  reg [2:0] \$350 ;
-  reg [2:0] \$351 ;
-  reg [2:0] \$352 ;
-  reg [2:0] \$353 ;
-  reg [2:0] \$354 ;
+  reg [15:0] \$350 ;
+  reg [1:0] \$351 ;
+  reg [1:0] \$352 ;
+  reg [1:0] \$353 ;
+  reg [15:0] \$354 ;
   reg [2:0] \$355 ;
-  reg [15:0] \$356 ;
-  reg [15:0] \$357 ;
-  reg [15:0] \$358 ;
-  reg [15:0] \$359 ;
+  reg [2:0] \$356 ;
+  reg [2:0] \$357 ;
+  reg [2:0] \$358 ;
+  reg [2:0] \$359 ;
   wire [40:0] \$36 ;
-  reg [15:0] \$360 ;
+  reg [2:0] \$360 ;
   reg [15:0] \$361 ;
   reg [15:0] \$362 ;
   reg [15:0] \$363 ;
@@ -316,6 +316,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$378 ;
   reg [15:0] \$379 ;
   wire [41:0] \$38 ;
+  reg [15:0] \$380 ;
+  reg [15:0] \$381 ;
+  reg [15:0] \$382 ;
+  reg [15:0] \$383 ;
+  reg [15:0] \$384 ;
   wire \$39 ;
   wire [3:0] \$4 ;
   wire \$40 ;
@@ -330,8 +335,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -341,8 +346,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -352,8 +357,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -363,8 +368,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$79 ;
   wire [3:0] \$8 ;
   wire \$80 ;
-  wire [15:0] \$81 ;
-  wire \$82 ;
+  wire \$81 ;
+  wire [15:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
@@ -374,8 +379,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire [15:0] \$91 ;
-  wire \$92 ;
+  wire \$91 ;
+  wire [15:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
@@ -384,14 +389,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$162 ;
-  wire [1:0] \$signature__addr$172 ;
-  wire [1:0] \$signature__addr$180 ;
-  wire [1:0] \$signature__addr$188 ;
-  wire [1:0] \$signature__addr$197 ;
-  wire [1:0] \$signature__addr$206 ;
-  wire [1:0] \$signature__addr$214 ;
-  wire [1:0] \$signature__addr$222 ;
+  wire [1:0] \$signature__addr$164 ;
+  wire [1:0] \$signature__addr$174 ;
+  wire [1:0] \$signature__addr$182 ;
+  wire [1:0] \$signature__addr$190 ;
+  wire [1:0] \$signature__addr$199 ;
+  wire [1:0] \$signature__addr$208 ;
+  wire [1:0] \$signature__addr$216 ;
+  wire [1:0] \$signature__addr$224 ;
   wire [1:0] \$signature__addr$24 ;
   wire [1:0] \$signature__addr$26 ;
   wire [1:0] \$signature__addr$28 ;
@@ -400,14 +405,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] \$signature__addr$60 ;
   wire [1:0] \$signature__addr$62 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$156 ;
-  wire [15:0] \$signature__data$170 ;
-  wire [15:0] \$signature__data$178 ;
-  wire [15:0] \$signature__data$186 ;
-  wire [15:0] \$signature__data$194 ;
-  wire [15:0] \$signature__data$204 ;
-  wire [15:0] \$signature__data$212 ;
-  wire [15:0] \$signature__data$220 ;
+  wire [15:0] \$signature__data$158 ;
+  wire [15:0] \$signature__data$172 ;
+  wire [15:0] \$signature__data$180 ;
+  wire [15:0] \$signature__data$188 ;
+  wire [15:0] \$signature__data$196 ;
+  wire [15:0] \$signature__data$206 ;
+  wire [15:0] \$signature__data$214 ;
+  wire [15:0] \$signature__data$222 ;
   wire [15:0] \$signature__data$33 ;
   wire [15:0] \$signature__data$34 ;
   wire [15:0] \$signature__data$35 ;
@@ -416,14 +421,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$signature__data$68 ;
   wire [15:0] \$signature__data$69 ;
   wire \$signature__en ;
-  wire \$signature__en$164 ;
-  wire \$signature__en$173 ;
-  wire \$signature__en$181 ;
-  wire \$signature__en$189 ;
-  wire \$signature__en$199 ;
-  wire \$signature__en$207 ;
-  wire \$signature__en$215 ;
-  wire \$signature__en$223 ;
+  wire \$signature__en$166 ;
+  wire \$signature__en$175 ;
+  wire \$signature__en$183 ;
+  wire \$signature__en$191 ;
+  wire \$signature__en$201 ;
+  wire \$signature__en$209 ;
+  wire \$signature__en$217 ;
+  wire \$signature__en$225 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
   wire \$signature__en$29 ;
@@ -434,11 +439,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$249 ;
-  wire [15:0] \bval$249[0] ;
-  wire [15:0] \bval$249[1] ;
-  wire [15:0] \bval$249[2] ;
-  wire [15:0] \bval$249[3] ;
+  wire [63:0] \bval$252 ;
+  wire [15:0] \bval$252[0] ;
+  wire [15:0] \bval$252[1] ;
+  wire [15:0] \bval$252[2] ;
+  wire [15:0] \bval$252[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -448,18 +453,23 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input clk;
   wire clk;
   wire commit_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$110 ;
-  wire [31:0] \floor$115 ;
-  wire [31:0] \floor$120 ;
-  wire [31:0] \floor$125 ;
-  wire [31:0] \floor$130 ;
-  wire [31:0] \floor$135 ;
-  wire [31:0] \floor$140 ;
-  wire [31:0] \floor$145 ;
+  wire [31:0] \floor$112 ;
+  wire [31:0] \floor$117 ;
+  wire [31:0] \floor$122 ;
+  wire [31:0] \floor$127 ;
+  wire [31:0] \floor$132 ;
+  wire [31:0] \floor$137 ;
+  wire [31:0] \floor$142 ;
+  wire [31:0] \floor$147 ;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -502,8 +512,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [2:0] l0_cell1_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
   reg [1:0] l0_lo1_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
   wire [1:0] l0_port_bank;
@@ -540,8 +549,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_read0_1_1;
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -578,8 +588,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [47:0] s__payload;
-  wire [47:0] s__payload;
+  input [49:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -595,38 +606,38 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \t$103 ;
   wire [17:0] \t$105 ;
   wire [15:0] \t$106 ;
-  wire [31:0] \t$107 ;
-  wire [32:0] \t$111 ;
-  wire [15:0] \t$112 ;
-  wire [31:0] \t$113 ;
-  wire [32:0] \t$116 ;
-  wire [15:0] \t$117 ;
-  wire [31:0] \t$118 ;
-  wire [32:0] \t$121 ;
-  wire [15:0] \t$122 ;
-  wire [31:0] \t$123 ;
-  wire [32:0] \t$126 ;
-  wire [15:0] \t$127 ;
-  wire [31:0] \t$128 ;
-  wire [32:0] \t$131 ;
-  wire [15:0] \t$132 ;
-  wire [31:0] \t$133 ;
-  wire [32:0] \t$136 ;
-  wire [15:0] \t$137 ;
-  wire [31:0] \t$138 ;
-  wire [32:0] \t$141 ;
-  wire [15:0] \t$142 ;
-  wire [31:0] \t$143 ;
-  wire [32:0] \t$146 ;
-  wire [15:0] \t$147 ;
-  wire [16:0] \t$155 ;
-  wire [16:0] \t$169 ;
-  wire [16:0] \t$177 ;
-  wire [16:0] \t$185 ;
-  wire [16:0] \t$193 ;
-  wire [16:0] \t$203 ;
-  wire [16:0] \t$211 ;
-  wire [16:0] \t$219 ;
+  wire [31:0] \t$109 ;
+  wire [32:0] \t$113 ;
+  wire [15:0] \t$114 ;
+  wire [31:0] \t$115 ;
+  wire [32:0] \t$118 ;
+  wire [15:0] \t$119 ;
+  wire [31:0] \t$120 ;
+  wire [32:0] \t$123 ;
+  wire [15:0] \t$124 ;
+  wire [31:0] \t$125 ;
+  wire [32:0] \t$128 ;
+  wire [15:0] \t$129 ;
+  wire [31:0] \t$130 ;
+  wire [32:0] \t$133 ;
+  wire [15:0] \t$134 ;
+  wire [31:0] \t$135 ;
+  wire [32:0] \t$138 ;
+  wire [15:0] \t$139 ;
+  wire [31:0] \t$140 ;
+  wire [32:0] \t$143 ;
+  wire [15:0] \t$144 ;
+  wire [31:0] \t$145 ;
+  wire [32:0] \t$148 ;
+  wire [15:0] \t$149 ;
+  wire [16:0] \t$157 ;
+  wire [16:0] \t$171 ;
+  wire [16:0] \t$179 ;
+  wire [16:0] \t$187 ;
+  wire [16:0] \t$195 ;
+  wire [16:0] \t$205 ;
+  wire [16:0] \t$213 ;
+  wire [16:0] \t$221 ;
   wire [32:0] \t$38 ;
   wire [39:0] \t$39 ;
   wire [31:0] \t$41 ;
@@ -661,29 +672,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire valid_s4;
   reg valid_s5 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$174 ;
-  wire [1:0] \wp__addr$182 ;
-  wire [1:0] \wp__addr$190 ;
-  wire [1:0] \wp__addr$200 ;
-  wire [1:0] \wp__addr$208 ;
-  wire [1:0] \wp__addr$216 ;
-  wire [1:0] \wp__addr$224 ;
+  wire [1:0] \wp__addr$176 ;
+  wire [1:0] \wp__addr$184 ;
+  wire [1:0] \wp__addr$192 ;
+  wire [1:0] \wp__addr$202 ;
+  wire [1:0] \wp__addr$210 ;
+  wire [1:0] \wp__addr$218 ;
+  wire [1:0] \wp__addr$226 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$175 ;
-  wire [15:0] \wp__data$183 ;
-  wire [15:0] \wp__data$191 ;
-  wire [15:0] \wp__data$201 ;
-  wire [15:0] \wp__data$209 ;
-  wire [15:0] \wp__data$217 ;
-  wire [15:0] \wp__data$225 ;
+  wire [15:0] \wp__data$177 ;
+  wire [15:0] \wp__data$185 ;
+  wire [15:0] \wp__data$193 ;
+  wire [15:0] \wp__data$203 ;
+  wire [15:0] \wp__data$211 ;
+  wire [15:0] \wp__data$219 ;
+  wire [15:0] \wp__data$227 ;
   wire wp__en;
-  wire \wp__en$176 ;
-  wire \wp__en$184 ;
-  wire \wp__en$192 ;
-  wire \wp__en$202 ;
-  wire \wp__en$210 ;
-  wire \wp__en$218 ;
-  wire \wp__en$226 ;
+  wire \wp__en$178 ;
+  wire \wp__en$186 ;
+  wire \wp__en$194 ;
+  wire \wp__en$204 ;
+  wire \wp__en$212 ;
+  wire \wp__en$220 ;
+  wire \wp__en$228 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -701,19 +712,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$146 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$147 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$142 [1:0];
+    _0_ <= \$143 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$146 [1:0])
+      if (wp__en && \$4 [1:0] == \$147 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$156  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$158  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -723,20 +734,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$176 )
-      l0_coef_0_0_bank1[\$163 [1:0]] <= \wp__data$175 ;
+    if (\wp__en$178 )
+      l0_coef_0_0_bank1[\$164 [1:0]] <= \wp__data$177 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$159 [1:0];
+    _2_ <= \$160 [1:0];
     if (\$signature__en$25 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$176  && \$8 [1:0] == \$163 [1:0])
-        _3_ <= \wp__data$175 ;
+      if (\wp__en$178  && \$8 [1:0] == \$164 [1:0])
+        _3_ <= \wp__data$177 ;
     end
   end
-  assign \$signature__data$170  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$172  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$33  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -746,20 +757,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$184 )
-      l0_coef_0_0_bank2[\$180 [1:0]] <= \wp__data$183 ;
+    if (\wp__en$186 )
+      l0_coef_0_0_bank2[\$181 [1:0]] <= \wp__data$185 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$176 [1:0];
+    _4_ <= \$177 [1:0];
     if (\$signature__en$27 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$184  && \$12 [1:0] == \$180 [1:0])
-        _5_ <= \wp__data$183 ;
+      if (\wp__en$186  && \$12 [1:0] == \$181 [1:0])
+        _5_ <= \wp__data$185 ;
     end
   end
-  assign \$signature__data$178  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$180  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$34  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -769,20 +780,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$192 )
-      l0_coef_0_0_bank3[\$197 [1:0]] <= \wp__data$191 ;
+    if (\wp__en$194 )
+      l0_coef_0_0_bank3[\$198 [1:0]] <= \wp__data$193 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$193 [1:0];
+    _6_ <= \$194 [1:0];
     if (\$signature__en$29 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$192  && \$16 [1:0] == \$197 [1:0])
-        _7_ <= \wp__data$191 ;
+      if (\wp__en$194  && \$16 [1:0] == \$198 [1:0])
+        _7_ <= \wp__data$193 ;
     end
   end
-  assign \$signature__data$186  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$188  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$35  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -792,20 +803,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$202 )
-      l0_coef_0_1_bank0[\$214 [1:0]] <= \wp__data$201 ;
+    if (\wp__en$204 )
+      l0_coef_0_1_bank0[\$215 [1:0]] <= \wp__data$203 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$210 [1:0];
+    _8_ <= \$211 [1:0];
     if (\$signature__en$57 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$202  && \$20 [1:0] == \$214 [1:0])
-        _9_ <= \wp__data$201 ;
+      if (\wp__en$204  && \$20 [1:0] == \$215 [1:0])
+        _9_ <= \wp__data$203 ;
     end
   end
-  assign \$signature__data$194  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$196  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$66  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -815,20 +826,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$210 )
-      l0_coef_0_1_bank1[\$231 [1:0]] <= \wp__data$209 ;
+    if (\wp__en$212 )
+      l0_coef_0_1_bank1[\$232 [1:0]] <= \wp__data$211 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$227 [1:0];
+    _10_ <= \$228 [1:0];
     if (\$signature__en$59 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$210  && \$24 [1:0] == \$231 [1:0])
-        _11_ <= \wp__data$209 ;
+      if (\wp__en$212  && \$24 [1:0] == \$232 [1:0])
+        _11_ <= \wp__data$211 ;
     end
   end
-  assign \$signature__data$204  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$206  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$67  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -838,20 +849,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$218 )
-      l0_coef_0_1_bank2[\$248 [1:0]] <= \wp__data$217 ;
+    if (\wp__en$220 )
+      l0_coef_0_1_bank2[\$249 [1:0]] <= \wp__data$219 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$244 [1:0];
+    _12_ <= \$245 [1:0];
     if (\$signature__en$61 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$218  && \$28 [1:0] == \$248 [1:0])
-        _13_ <= \wp__data$217 ;
+      if (\wp__en$220  && \$28 [1:0] == \$249 [1:0])
+        _13_ <= \wp__data$219 ;
     end
   end
-  assign \$signature__data$212  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$214  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$68  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -861,20 +872,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$226 )
-      l0_coef_0_1_bank3[\$265 [1:0]] <= \wp__data$225 ;
+    if (\wp__en$228 )
+      l0_coef_0_1_bank3[\$266 [1:0]] <= \wp__data$227 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$261 [1:0];
+    _14_ <= \$262 [1:0];
     if (\$signature__en$63 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$226  && \$32 [1:0] == \$265 [1:0])
-        _15_ <= \wp__data$225 ;
+      if (\wp__en$228  && \$32 [1:0] == \$266 [1:0])
+        _15_ <= \wp__data$227 ;
     end
   end
-  assign \$signature__data$220  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$222  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$69  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -965,452 +976,461 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$47  = $signed(\t$100 ) > $signed(16'h7fff);
   assign \$48  = \$47  ? 16'h7fff : \t$100 [15:0];
   assign \t$101  = \$46  ? 16'h8000 : \$48 ;
-  assign \t$103  = $signed(m__payload) - $signed(y0_s4);
-  assign \$49  = $signed(\t$105 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$105 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$105 [15:0];
-  assign \t$106  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$107  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$52  = ! \t$107 [16:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$107 [17] & \$53 ;
-  assign \$55  = ! \t$107 [16:0];
-  assign \$56  = \t$107 [17] & \$55 ;
-  assign \$57  = \$56  & \floor$110 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$111  = $signed(\floor$110 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$111 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$111 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$111 [15:0];
-  assign \t$112  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$113  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$62  = ! \t$113 [16:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$113 [17] & \$63 ;
-  assign \$65  = ! \t$113 [16:0];
-  assign \$66  = \t$113 [17] & \$65 ;
-  assign \$67  = \$66  & \floor$115 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$116  = $signed(\floor$115 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$116 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$116 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$116 [15:0];
-  assign \t$117  = \$69  ? 16'h8000 : \$71 ;
-  assign \t$118  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$72  = ! \t$118 [16:0];
-  assign \$73  = ~ \$72 ;
-  assign \$74  = \t$118 [17] & \$73 ;
-  assign \$75  = ! \t$118 [16:0];
-  assign \$76  = \t$118 [17] & \$75 ;
-  assign \$77  = \$76  & \floor$120 [0];
-  assign \$78  = \$74  | \$77 ;
-  assign \t$121  = $signed(\floor$120 ) + $signed({ 1'h0, \$78  });
-  assign \$79  = $signed(\t$121 ) < $signed(16'h8000);
-  assign \$80  = $signed(\t$121 ) > $signed(16'h7fff);
-  assign \$81  = \$80  ? 16'h7fff : \t$121 [15:0];
-  assign \t$122  = \$79  ? 16'h8000 : \$81 ;
-  assign \t$123  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$82  = ! \t$123 [16:0];
-  assign \$83  = ~ \$82 ;
-  assign \$84  = \t$123 [17] & \$83 ;
-  assign \$85  = ! \t$123 [16:0];
-  assign \$86  = \t$123 [17] & \$85 ;
-  assign \$87  = \$86  & \floor$125 [0];
-  assign \$88  = \$84  | \$87 ;
-  assign \t$126  = $signed(\floor$125 ) + $signed({ 1'h0, \$88  });
-  assign \$89  = $signed(\t$126 ) < $signed(16'h8000);
-  assign \$90  = $signed(\t$126 ) > $signed(16'h7fff);
-  assign \$91  = \$90  ? 16'h7fff : \t$126 [15:0];
-  assign \t$127  = \$89  ? 16'h8000 : \$91 ;
-  assign \t$128  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$92  = ! \t$128 [16:0];
-  assign \$93  = ~ \$92 ;
-  assign \$94  = \t$128 [17] & \$93 ;
-  assign \$95  = ! \t$128 [16:0];
-  assign \$96  = \t$128 [17] & \$95 ;
-  assign \$97  = \$96  & \floor$130 [0];
-  assign \$98  = \$94  | \$97 ;
-  assign \t$131  = $signed(\floor$130 ) + $signed({ 1'h0, \$98  });
-  assign \$99  = $signed(\t$131 ) < $signed(16'h8000);
-  assign \$100  = $signed(\t$131 ) > $signed(16'h7fff);
-  assign \$101  = \$100  ? 16'h7fff : \t$131 [15:0];
-  assign \t$132  = \$99  ? 16'h8000 : \$101 ;
-  assign \t$133  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$102  = ! \t$133 [16:0];
-  assign \$103  = ~ \$102 ;
-  assign \$104  = \t$133 [17] & \$103 ;
-  assign \$105  = ! \t$133 [16:0];
-  assign \$106  = \t$133 [17] & \$105 ;
-  assign \$107  = \$106  & \floor$135 [0];
-  assign \$108  = \$104  | \$107 ;
-  assign \t$136  = $signed(\floor$135 ) + $signed({ 1'h0, \$108  });
-  assign \$109  = $signed(\t$136 ) < $signed(16'h8000);
-  assign \$110  = $signed(\t$136 ) > $signed(16'h7fff);
-  assign \$111  = \$110  ? 16'h7fff : \t$136 [15:0];
-  assign \t$137  = \$109  ? 16'h8000 : \$111 ;
-  assign \t$138  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$112  = ! \t$138 [16:0];
-  assign \$113  = ~ \$112 ;
-  assign \$114  = \t$138 [17] & \$113 ;
-  assign \$115  = ! \t$138 [16:0];
-  assign \$116  = \t$138 [17] & \$115 ;
-  assign \$117  = \$116  & \floor$140 [0];
-  assign \$118  = \$114  | \$117 ;
-  assign \t$141  = $signed(\floor$140 ) + $signed({ 1'h0, \$118  });
-  assign \$119  = $signed(\t$141 ) < $signed(16'h8000);
-  assign \$120  = $signed(\t$141 ) > $signed(16'h7fff);
-  assign \$121  = \$120  ? 16'h7fff : \t$141 [15:0];
-  assign \t$142  = \$119  ? 16'h8000 : \$121 ;
-  assign \t$143  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$122  = ! \t$143 [16:0];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \t$143 [17] & \$123 ;
-  assign \$125  = ! \t$143 [16:0];
-  assign \$126  = \t$143 [17] & \$125 ;
-  assign \$127  = \$126  & \floor$145 [0];
-  assign \$128  = \$124  | \$127 ;
-  assign \t$146  = $signed(\floor$145 ) + $signed({ 1'h0, \$128  });
-  assign \$129  = $signed(\t$146 ) < $signed(16'h8000);
-  assign \$130  = $signed(\t$146 ) > $signed(16'h7fff);
-  assign \$131  = \$130  ? 16'h7fff : \t$146 [15:0];
-  assign \t$147  = \$129  ? 16'h8000 : \$131 ;
-  assign \$132  = ~ m__ready;
-  assign \$133  = m__valid & \$132 ;
-  assign en = ~ \$133 ;
+  assign \$49  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$103  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$50  = $signed(\t$105 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$105 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$105 [15:0];
+  assign \t$106  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$109  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$53  = ! \t$109 [16:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$109 [17] & \$54 ;
+  assign \$56  = ! \t$109 [16:0];
+  assign \$57  = \t$109 [17] & \$56 ;
+  assign \$58  = \$57  & \floor$112 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$113  = $signed(\floor$112 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$113 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$113 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$113 [15:0];
+  assign \t$114  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$115  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$63  = ! \t$115 [16:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$115 [17] & \$64 ;
+  assign \$66  = ! \t$115 [16:0];
+  assign \$67  = \t$115 [17] & \$66 ;
+  assign \$68  = \$67  & \floor$117 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$118  = $signed(\floor$117 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$118 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$118 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$118 [15:0];
+  assign \t$119  = \$70  ? 16'h8000 : \$72 ;
+  assign \t$120  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$73  = ! \t$120 [16:0];
+  assign \$74  = ~ \$73 ;
+  assign \$75  = \t$120 [17] & \$74 ;
+  assign \$76  = ! \t$120 [16:0];
+  assign \$77  = \t$120 [17] & \$76 ;
+  assign \$78  = \$77  & \floor$122 [0];
+  assign \$79  = \$75  | \$78 ;
+  assign \t$123  = $signed(\floor$122 ) + $signed({ 1'h0, \$79  });
+  assign \$80  = $signed(\t$123 ) < $signed(16'h8000);
+  assign \$81  = $signed(\t$123 ) > $signed(16'h7fff);
+  assign \$82  = \$81  ? 16'h7fff : \t$123 [15:0];
+  assign \t$124  = \$80  ? 16'h8000 : \$82 ;
+  assign \t$125  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$83  = ! \t$125 [16:0];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = \t$125 [17] & \$84 ;
+  assign \$86  = ! \t$125 [16:0];
+  assign \$87  = \t$125 [17] & \$86 ;
+  assign \$88  = \$87  & \floor$127 [0];
+  assign \$89  = \$85  | \$88 ;
+  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$89  });
+  assign \$90  = $signed(\t$128 ) < $signed(16'h8000);
+  assign \$91  = $signed(\t$128 ) > $signed(16'h7fff);
+  assign \$92  = \$91  ? 16'h7fff : \t$128 [15:0];
+  assign \t$129  = \$90  ? 16'h8000 : \$92 ;
+  assign \t$130  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
+  assign \$93  = ! \t$130 [16:0];
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \t$130 [17] & \$94 ;
+  assign \$96  = ! \t$130 [16:0];
+  assign \$97  = \t$130 [17] & \$96 ;
+  assign \$98  = \$97  & \floor$132 [0];
+  assign \$99  = \$95  | \$98 ;
+  assign \t$133  = $signed(\floor$132 ) + $signed({ 1'h0, \$99  });
+  assign \$100  = $signed(\t$133 ) < $signed(16'h8000);
+  assign \$101  = $signed(\t$133 ) > $signed(16'h7fff);
+  assign \$102  = \$101  ? 16'h7fff : \t$133 [15:0];
+  assign \t$134  = \$100  ? 16'h8000 : \$102 ;
+  assign \t$135  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
+  assign \$103  = ! \t$135 [16:0];
+  assign \$104  = ~ \$103 ;
+  assign \$105  = \t$135 [17] & \$104 ;
+  assign \$106  = ! \t$135 [16:0];
+  assign \$107  = \t$135 [17] & \$106 ;
+  assign \$108  = \$107  & \floor$137 [0];
+  assign \$109  = \$105  | \$108 ;
+  assign \t$138  = $signed(\floor$137 ) + $signed({ 1'h0, \$109  });
+  assign \$110  = $signed(\t$138 ) < $signed(16'h8000);
+  assign \$111  = $signed(\t$138 ) > $signed(16'h7fff);
+  assign \$112  = \$111  ? 16'h7fff : \t$138 [15:0];
+  assign \t$139  = \$110  ? 16'h8000 : \$112 ;
+  assign \t$140  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
+  assign \$113  = ! \t$140 [16:0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = \t$140 [17] & \$114 ;
+  assign \$116  = ! \t$140 [16:0];
+  assign \$117  = \t$140 [17] & \$116 ;
+  assign \$118  = \$117  & \floor$142 [0];
+  assign \$119  = \$115  | \$118 ;
+  assign \t$143  = $signed(\floor$142 ) + $signed({ 1'h0, \$119  });
+  assign \$120  = $signed(\t$143 ) < $signed(16'h8000);
+  assign \$121  = $signed(\t$143 ) > $signed(16'h7fff);
+  assign \$122  = \$121  ? 16'h7fff : \t$143 [15:0];
+  assign \t$144  = \$120  ? 16'h8000 : \$122 ;
+  assign \t$145  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
+  assign \$123  = ! \t$145 [16:0];
+  assign \$124  = ~ \$123 ;
+  assign \$125  = \t$145 [17] & \$124 ;
+  assign \$126  = ! \t$145 [16:0];
+  assign \$127  = \t$145 [17] & \$126 ;
+  assign \$128  = \$127  & \floor$147 [0];
+  assign \$129  = \$125  | \$128 ;
+  assign \t$148  = $signed(\floor$147 ) + $signed({ 1'h0, \$129  });
+  assign \$130  = $signed(\t$148 ) < $signed(16'h8000);
+  assign \$131  = $signed(\t$148 ) > $signed(16'h7fff);
+  assign \$132  = \$131  ? 16'h7fff : \t$148 [15:0];
+  assign \t$149  = \$130  ? 16'h8000 : \$132 ;
+  assign \$133  = ~ m__ready;
+  assign \$134  = m__valid & \$133 ;
+  assign en = ~ \$134 ;
   assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s5;
-  assign \t$155  = $signed(\$signature__data$156 ) - $signed(\$134 );
-  assign \$135  = ! l0_port_edge_q[0];
-  assign \$136  = l0_port_wr & \$135 ;
-  assign \$137  = ! \$301 [1:0];
-  assign l0_port_hit0_0_0 = \$136  & \$137 ;
-  assign \$138  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$140  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$141  = \$140 [1:0] > 1'h0;
-  assign \$142  = \$139  + \$141 ;
-  assign \$144  = l0_cell0_s5[1:0] > 1'h0;
-  assign \$145  = \$143  + \$144 ;
-  assign \$146  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$145 ;
-  assign \$147  = $signed(\t$155 ) < $signed(16'h8000);
-  assign \$148  = $signed(\t$155 ) > $signed(16'h7fff);
-  assign \$149  = \$148  ? 16'h7fff : \t$155 [15:0];
-  assign \$150  = \$147  ? 16'h8000 : \$149 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$150 ;
+  assign \t$157  = $signed(\$signature__data$158 ) - $signed(\$135 );
+  assign \$136  = ! l0_port_edge_q[0];
+  assign \$137  = l0_port_wr & \$136 ;
+  assign \$138  = ! \$302 [1:0];
+  assign l0_port_hit0_0_0 = \$137  & \$138 ;
+  assign \$139  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$141  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$142  = \$141 [1:0] > 1'h0;
+  assign \$143  = \$140  + \$142 ;
+  assign \$145  = l0_cell0_s5[1:0] > 1'h0;
+  assign \$146  = \$144  + \$145 ;
+  assign \$147  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$146 ;
+  assign \$148  = $signed(\t$157 ) < $signed(16'h8000);
+  assign \$149  = $signed(\t$157 ) > $signed(16'h7fff);
+  assign \$150  = \$149  ? 16'h7fff : \t$157 [15:0];
+  assign \$151  = \$148  ? 16'h8000 : \$150 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$151 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$169  = $signed(\$signature__data$170 ) - $signed(\$151 );
-  assign \$152  = ! l0_port_edge_q[0];
-  assign \$153  = l0_port_wr & \$152 ;
-  assign \$154  = \$301 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$153  & \$154 ;
-  assign \$155  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$157  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$158  = \$157 [1:0] > 1'h1;
-  assign \$159  = \$156  + \$158 ;
-  assign \$161  = l0_cell0_s5[1:0] > 1'h1;
-  assign \$162  = \$160  + \$161 ;
-  assign \$163  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$162 ;
-  assign \$164  = $signed(\t$169 ) < $signed(16'h8000);
-  assign \$165  = $signed(\t$169 ) > $signed(16'h7fff);
-  assign \$166  = \$165  ? 16'h7fff : \t$169 [15:0];
-  assign \$167  = \$164  ? 16'h8000 : \$166 ;
-  assign \wp__data$175  = l0_port_hit0_0_1 ? l0_port_data : \$167 ;
-  assign \wp__en$176  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$177  = $signed(\$signature__data$178 ) - $signed(\$168 );
-  assign \$169  = ! l0_port_edge_q[0];
-  assign \$170  = l0_port_wr & \$169 ;
-  assign \$171  = \$301 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$170  & \$171 ;
-  assign \$172  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$174  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$175  = \$174 [1:0] > 2'h2;
-  assign \$176  = \$173  + \$175 ;
-  assign \$178  = l0_cell0_s5[1:0] > 2'h2;
-  assign \$179  = \$177  + \$178 ;
-  assign \$180  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$179 ;
-  assign \$181  = $signed(\t$177 ) < $signed(16'h8000);
-  assign \$182  = $signed(\t$177 ) > $signed(16'h7fff);
-  assign \$183  = \$182  ? 16'h7fff : \t$177 [15:0];
-  assign \$184  = \$181  ? 16'h8000 : \$183 ;
-  assign \wp__data$183  = l0_port_hit0_0_2 ? l0_port_data : \$184 ;
-  assign \wp__en$184  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$185  = $signed(\$signature__data$186 ) - $signed(\$185 );
-  assign \$186  = ! l0_port_edge_q[0];
-  assign \$187  = l0_port_wr & \$186 ;
-  assign \$188  = \$301 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$187  & \$188 ;
-  assign \$189  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$191  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$192  = \$191 [1:0] > 2'h3;
-  assign \$193  = \$190  + \$192 ;
-  assign \$195  = l0_cell0_s5[1:0] > 2'h3;
-  assign \$196  = \$194  + \$195 ;
-  assign \$197  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$196 ;
-  assign \$198  = $signed(\t$185 ) < $signed(16'h8000);
-  assign \$199  = $signed(\t$185 ) > $signed(16'h7fff);
-  assign \$200  = \$199  ? 16'h7fff : \t$185 [15:0];
-  assign \$201  = \$198  ? 16'h8000 : \$200 ;
-  assign \wp__data$191  = l0_port_hit0_0_3 ? l0_port_data : \$201 ;
-  assign \wp__en$192  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$193  = $signed(\$signature__data$194 ) - $signed(\$202 );
-  assign \$204  = l0_port_wr & \$203 ;
-  assign \$205  = ! \$301 [1:0];
-  assign l0_port_hit0_1_0 = \$204  & \$205 ;
-  assign \$206  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$208  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$209  = \$208 [1:0] > 1'h0;
-  assign \$210  = \$207  + \$209 ;
-  assign \$212  = l0_cell1_s5[1:0] > 1'h0;
-  assign \$213  = \$211  + \$212 ;
-  assign \$214  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$213 ;
-  assign \$215  = $signed(\t$193 ) < $signed(16'h8000);
-  assign \$216  = $signed(\t$193 ) > $signed(16'h7fff);
-  assign \$217  = \$216  ? 16'h7fff : \t$193 [15:0];
-  assign \$218  = \$215  ? 16'h8000 : \$217 ;
-  assign \wp__data$201  = l0_port_hit0_1_0 ? l0_port_data : \$218 ;
-  assign \wp__en$202  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$203  = $signed(\$signature__data$204 ) - $signed(\$219 );
-  assign \$221  = l0_port_wr & \$220 ;
-  assign \$222  = \$301 [1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$221  & \$222 ;
-  assign \$223  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$225  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$226  = \$225 [1:0] > 1'h1;
-  assign \$227  = \$224  + \$226 ;
-  assign \$229  = l0_cell1_s5[1:0] > 1'h1;
-  assign \$230  = \$228  + \$229 ;
-  assign \$231  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$230 ;
-  assign \$232  = $signed(\t$203 ) < $signed(16'h8000);
-  assign \$233  = $signed(\t$203 ) > $signed(16'h7fff);
-  assign \$234  = \$233  ? 16'h7fff : \t$203 [15:0];
-  assign \$235  = \$232  ? 16'h8000 : \$234 ;
-  assign \wp__data$209  = l0_port_hit0_1_1 ? l0_port_data : \$235 ;
-  assign \wp__en$210  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$211  = $signed(\$signature__data$212 ) - $signed(\$236 );
-  assign \$238  = l0_port_wr & \$237 ;
-  assign \$239  = \$301 [1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$238  & \$239 ;
-  assign \$240  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$242  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$243  = \$242 [1:0] > 2'h2;
-  assign \$244  = \$241  + \$243 ;
-  assign \$246  = l0_cell1_s5[1:0] > 2'h2;
-  assign \$247  = \$245  + \$246 ;
-  assign \$248  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$247 ;
-  assign \$249  = $signed(\t$211 ) < $signed(16'h8000);
-  assign \$250  = $signed(\t$211 ) > $signed(16'h7fff);
-  assign \$251  = \$250  ? 16'h7fff : \t$211 [15:0];
-  assign \$252  = \$249  ? 16'h8000 : \$251 ;
-  assign \wp__data$217  = l0_port_hit0_1_2 ? l0_port_data : \$252 ;
-  assign \wp__en$218  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$219  = $signed(\$signature__data$220 ) - $signed(\$253 );
-  assign \$255  = l0_port_wr & \$254 ;
-  assign \$256  = \$301 [1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$255  & \$256 ;
-  assign \$257  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$259  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$260  = \$259 [1:0] > 2'h3;
-  assign \$261  = \$258  + \$260 ;
-  assign \$263  = l0_cell1_s5[1:0] > 2'h3;
-  assign \$264  = \$262  + \$263 ;
-  assign \$265  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$264 ;
-  assign \$266  = $signed(\t$219 ) < $signed(16'h8000);
-  assign \$267  = $signed(\t$219 ) > $signed(16'h7fff);
-  assign \$268  = \$267  ? 16'h7fff : \t$219 [15:0];
-  assign \$269  = \$266  ? 16'h8000 : \$268 ;
-  assign \wp__data$225  = l0_port_hit0_1_3 ? l0_port_data : \$269 ;
-  assign \wp__en$226  = commit_l0 | l0_port_hit0_1_3;
+  assign \t$171  = $signed(\$signature__data$172 ) - $signed(\$152 );
+  assign \$153  = ! l0_port_edge_q[0];
+  assign \$154  = l0_port_wr & \$153 ;
+  assign \$155  = \$302 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$154  & \$155 ;
+  assign \$156  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$158  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$159  = \$158 [1:0] > 1'h1;
+  assign \$160  = \$157  + \$159 ;
+  assign \$162  = l0_cell0_s5[1:0] > 1'h1;
+  assign \$163  = \$161  + \$162 ;
+  assign \$164  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$163 ;
+  assign \$165  = $signed(\t$171 ) < $signed(16'h8000);
+  assign \$166  = $signed(\t$171 ) > $signed(16'h7fff);
+  assign \$167  = \$166  ? 16'h7fff : \t$171 [15:0];
+  assign \$168  = \$165  ? 16'h8000 : \$167 ;
+  assign \wp__data$177  = l0_port_hit0_0_1 ? l0_port_data : \$168 ;
+  assign \wp__en$178  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$179  = $signed(\$signature__data$180 ) - $signed(\$169 );
+  assign \$170  = ! l0_port_edge_q[0];
+  assign \$171  = l0_port_wr & \$170 ;
+  assign \$172  = \$302 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$171  & \$172 ;
+  assign \$173  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$175  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$176  = \$175 [1:0] > 2'h2;
+  assign \$177  = \$174  + \$176 ;
+  assign \$179  = l0_cell0_s5[1:0] > 2'h2;
+  assign \$180  = \$178  + \$179 ;
+  assign \$181  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$180 ;
+  assign \$182  = $signed(\t$179 ) < $signed(16'h8000);
+  assign \$183  = $signed(\t$179 ) > $signed(16'h7fff);
+  assign \$184  = \$183  ? 16'h7fff : \t$179 [15:0];
+  assign \$185  = \$182  ? 16'h8000 : \$184 ;
+  assign \wp__data$185  = l0_port_hit0_0_2 ? l0_port_data : \$185 ;
+  assign \wp__en$186  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$187  = $signed(\$signature__data$188 ) - $signed(\$186 );
+  assign \$187  = ! l0_port_edge_q[0];
+  assign \$188  = l0_port_wr & \$187 ;
+  assign \$189  = \$302 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$188  & \$189 ;
+  assign \$190  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$192  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$193  = \$192 [1:0] > 2'h3;
+  assign \$194  = \$191  + \$193 ;
+  assign \$196  = l0_cell0_s5[1:0] > 2'h3;
+  assign \$197  = \$195  + \$196 ;
+  assign \$198  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$197 ;
+  assign \$199  = $signed(\t$187 ) < $signed(16'h8000);
+  assign \$200  = $signed(\t$187 ) > $signed(16'h7fff);
+  assign \$201  = \$200  ? 16'h7fff : \t$187 [15:0];
+  assign \$202  = \$199  ? 16'h8000 : \$201 ;
+  assign \wp__data$193  = l0_port_hit0_0_3 ? l0_port_data : \$202 ;
+  assign \wp__en$194  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$195  = $signed(\$signature__data$196 ) - $signed(\$203 );
+  assign \$205  = l0_port_wr & \$204 ;
+  assign \$206  = ! \$302 [1:0];
+  assign l0_port_hit0_1_0 = \$205  & \$206 ;
+  assign \$207  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$209  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$210  = \$209 [1:0] > 1'h0;
+  assign \$211  = \$208  + \$210 ;
+  assign \$213  = l0_cell1_s5[1:0] > 1'h0;
+  assign \$214  = \$212  + \$213 ;
+  assign \$215  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$214 ;
+  assign \$216  = $signed(\t$195 ) < $signed(16'h8000);
+  assign \$217  = $signed(\t$195 ) > $signed(16'h7fff);
+  assign \$218  = \$217  ? 16'h7fff : \t$195 [15:0];
+  assign \$219  = \$216  ? 16'h8000 : \$218 ;
+  assign \wp__data$203  = l0_port_hit0_1_0 ? l0_port_data : \$219 ;
+  assign \wp__en$204  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$205  = $signed(\$signature__data$206 ) - $signed(\$220 );
+  assign \$222  = l0_port_wr & \$221 ;
+  assign \$223  = \$302 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$222  & \$223 ;
+  assign \$224  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$226  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$227  = \$226 [1:0] > 1'h1;
+  assign \$228  = \$225  + \$227 ;
+  assign \$230  = l0_cell1_s5[1:0] > 1'h1;
+  assign \$231  = \$229  + \$230 ;
+  assign \$232  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$231 ;
+  assign \$233  = $signed(\t$205 ) < $signed(16'h8000);
+  assign \$234  = $signed(\t$205 ) > $signed(16'h7fff);
+  assign \$235  = \$234  ? 16'h7fff : \t$205 [15:0];
+  assign \$236  = \$233  ? 16'h8000 : \$235 ;
+  assign \wp__data$211  = l0_port_hit0_1_1 ? l0_port_data : \$236 ;
+  assign \wp__en$212  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$213  = $signed(\$signature__data$214 ) - $signed(\$237 );
+  assign \$239  = l0_port_wr & \$238 ;
+  assign \$240  = \$302 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$239  & \$240 ;
+  assign \$241  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$243  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$244  = \$243 [1:0] > 2'h2;
+  assign \$245  = \$242  + \$244 ;
+  assign \$247  = l0_cell1_s5[1:0] > 2'h2;
+  assign \$248  = \$246  + \$247 ;
+  assign \$249  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$248 ;
+  assign \$250  = $signed(\t$213 ) < $signed(16'h8000);
+  assign \$251  = $signed(\t$213 ) > $signed(16'h7fff);
+  assign \$252  = \$251  ? 16'h7fff : \t$213 [15:0];
+  assign \$253  = \$250  ? 16'h8000 : \$252 ;
+  assign \wp__data$219  = l0_port_hit0_1_2 ? l0_port_data : \$253 ;
+  assign \wp__en$220  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$221  = $signed(\$signature__data$222 ) - $signed(\$254 );
+  assign \$256  = l0_port_wr & \$255 ;
+  assign \$257  = \$302 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$256  & \$257 ;
+  assign \$258  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$260  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$261  = \$260 [1:0] > 2'h3;
+  assign \$262  = \$259  + \$261 ;
+  assign \$264  = l0_cell1_s5[1:0] > 2'h3;
+  assign \$265  = \$263  + \$264 ;
+  assign \$266  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$265 ;
+  assign \$267  = $signed(\t$221 ) < $signed(16'h8000);
+  assign \$268  = $signed(\t$221 ) > $signed(16'h7fff);
+  assign \$269  = \$268  ? 16'h7fff : \t$221 [15:0];
+  assign \$270  = \$267  ? 16'h8000 : \$269 ;
+  assign \wp__data$227  = l0_port_hit0_1_3 ? l0_port_data : \$270 ;
+  assign \wp__en$228  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
-  assign \$270  = | reload_count;
-  assign reload_write = reloading & \$270 ;
-  assign \$271  = reload_count - 1'h1;
-  assign \$272  = ~ pc__valid;
-  assign \$273  = en & \$272 ;
-  assign \$274  = ~ reloading;
-  assign \$275  = \$273  & \$274 ;
-  assign \$276  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$277  = ~ \$276 ;
-  assign s__ready = \$275  & \$277 ;
+  assign \$271  = | reload_count;
+  assign reload_write = reloading & \$271 ;
+  assign \$272  = reload_count - 1'h1;
+  assign \$273  = ~ pc__valid;
+  assign \$274  = en & \$273 ;
+  assign \$275  = ~ reloading;
+  assign \$276  = \$274  & \$275 ;
+  assign \$277  = | { valid_s3, valid_s2, valid_s1 };
+  assign \$278  = ~ \$277 ;
+  assign s__ready = \$276  & \$278 ;
   assign accept = s__valid & s__ready;
-  assign \$278  = ~ busy;
-  assign \$279  = pc__valid & \$278 ;
-  assign \$280  = ~ reloading;
-  assign \$281  = \$279  & \$280 ;
-  assign \$282  = ~ read_wait;
-  assign \$283  = \$281  & \$282 ;
-  assign \$284  = ~ pr__valid;
-  assign \$285  = \$284  | pr__ready;
-  assign pc__ready = \$283  & \$285 ;
-  assign port_addr = reload_write ? \$271 [4:0] : pc__payload[20:16];
-  assign \$286  = port_addr - 1'h0;
+  assign \$279  = ~ busy;
+  assign \$280  = pc__valid & \$279 ;
+  assign \$281  = ~ reloading;
+  assign \$282  = \$280  & \$281 ;
+  assign \$283  = ~ read_wait;
+  assign \$284  = \$282  & \$283 ;
+  assign \$285  = ~ pr__valid;
+  assign \$286  = \$285  | pr__ready;
+  assign pc__ready = \$284  & \$286 ;
+  assign port_addr = reload_write ? \$272 [4:0] : pc__payload[20:16];
+  assign \$287  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$287  = port_addr >= 1'h0;
-  assign \$288  = port_addr < 5'h16;
-  assign \$289  = \$287  & \$288 ;
-  assign \$290  = pc__ready & pc__payload[21];
-  assign \$291  = reload_write | \$290 ;
-  assign l0_port_wr = \$289  & \$291 ;
-  assign \$292  = port_addr >= 1'h0;
-  assign \$293  = port_addr < 5'h16;
-  assign \$294  = \$292  & \$293 ;
-  assign \$295  = \$294  & pc__ready;
-  assign \$296  = ~ pc__payload[21];
-  assign l0_port_rd = \$295  & \$296 ;
-  assign \$297  = \$286 [4:0] * 2'h3;
-  assign \$298  = l0_port_edge_q * 4'hb;
-  assign \$299  = \$286 [4:0] - \$298 ;
-  assign \$300  = l0_port_baddr_q * 3'h4;
-  assign \$301  = \$299 [3:0] - \$300 ;
-  assign \$302  = reload_count + 1'h1;
-  assign \$303  = ~ pc__payload[21];
-  assign \$304  = pc__ready & \$303 ;
-  assign \$305  = pc__ready & pc__payload[21];
+  assign \$288  = port_addr >= 1'h0;
+  assign \$289  = port_addr < 5'h16;
+  assign \$290  = \$288  & \$289 ;
+  assign \$291  = pc__ready & pc__payload[21];
+  assign \$292  = reload_write | \$291 ;
+  assign l0_port_wr = \$290  & \$292 ;
+  assign \$293  = port_addr >= 1'h0;
+  assign \$294  = port_addr < 5'h16;
+  assign \$295  = \$293  & \$294 ;
+  assign \$296  = \$295  & pc__ready;
+  assign \$297  = ~ pc__payload[21];
+  assign l0_port_rd = \$296  & \$297 ;
+  assign \$298  = \$287 [4:0] * 2'h3;
+  assign \$299  = l0_port_edge_q * 4'hb;
+  assign \$300  = \$287 [4:0] - \$299 ;
+  assign \$301  = l0_port_baddr_q * 3'h4;
+  assign \$302  = \$300 [3:0] - \$301 ;
+  assign \$303  = reload_count + 1'h1;
+  assign \$304  = ~ pc__payload[21];
+  assign \$305  = pc__ready & \$304 ;
+  assign \$306  = pc__ready & pc__payload[21];
   always @(posedge clk)
-    valid_s1 <= \$310 ;
+    valid_s1 <= \$311 ;
   always @(posedge clk)
-    valid_s2 <= \$311 ;
+    valid_s2 <= \$312 ;
   always @(posedge clk)
-    valid_s3 <= \$312 ;
+    valid_s3 <= \$313 ;
   always @(posedge clk)
-    m__valid <= \$313 ;
+    m__valid <= \$314 ;
   always @(posedge clk)
-    valid_s5 <= \$314 ;
+    valid_s5 <= \$315 ;
   always @(posedge clk)
-    reload_count <= \$315 ;
+    reload_count <= \$316 ;
   always @(posedge clk)
-    l0_rd_edge <= \$316 ;
+    l0_rd_edge <= \$317 ;
   always @(posedge clk)
-    l0_rd_bank <= \$317 ;
+    l0_rd_bank <= \$318 ;
   always @(posedge clk)
-    read_layer <= \$318 ;
+    read_layer <= \$319 ;
   always @(posedge clk)
-    read_wait <= \$319 ;
+    read_wait <= \$320 ;
   always @(posedge clk)
-    pr__valid <= \$320 ;
+    pr__valid <= \$321 ;
   always @(posedge clk)
-    pr__payload <= \$321 ;
+    pr__payload <= \$322 ;
   always @(posedge clk)
-    u <= \$322 ;
+    u <= \$323 ;
   always @(posedge clk)
-    \u$16  <= \$323 ;
+    \u$16  <= \$324 ;
   always @(posedge clk)
-    y0_s1 <= \$324 ;
+    y0_s1 <= \$325 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$325 ;
+    kind_s1 <= \$326 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$326 ;
+    l0_lo0_s2 <= \$327 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$327 ;
+    l0_cell0_s2 <= \$328 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$328 ;
+    l0_bval0_0_s2 <= \$329 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$329 ;
+    l0_bval0_1_s2 <= \$330 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$330 ;
+    l0_bval0_2_s2 <= \$331 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$331 ;
+    l0_bval0_3_s2 <= \$332 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$332 ;
+    l0_lo1_s2 <= \$333 ;
   always @(posedge clk)
-    l0_bval1_0_s2 <= \$333 ;
+    l0_cell1_s2 <= \$334 ;
   always @(posedge clk)
-    l0_bval1_1_s2 <= \$334 ;
+    l0_bval1_0_s2 <= \$335 ;
   always @(posedge clk)
-    l0_bval1_2_s2 <= \$335 ;
+    l0_bval1_1_s2 <= \$336 ;
   always @(posedge clk)
-    l0_bval1_3_s2 <= \$336 ;
+    l0_bval1_2_s2 <= \$337 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$337 ;
+    l0_bval1_3_s2 <= \$338 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$338 ;
+    l0_prod0_0_0_s3 <= \$339 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$339 ;
+    l0_prod0_0_1_s3 <= \$340 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$340 ;
+    l0_prod0_0_2_s3 <= \$341 ;
   always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$341 ;
+    l0_prod0_0_3_s3 <= \$342 ;
   always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$342 ;
+    l0_prod0_1_0_s3 <= \$343 ;
   always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$343 ;
+    l0_prod0_1_1_s3 <= \$344 ;
   always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$344 ;
+    l0_prod0_1_2_s3 <= \$345 ;
   always @(posedge clk)
-    m__payload <= \$345 ;
+    l0_prod0_1_3_s3 <= \$346 ;
   always @(posedge clk)
-    y0_s2 <= \$346 ;
+    l0_out0_s4 <= \$347 ;
   always @(posedge clk)
-    y0_s3 <= \$347 ;
+    y0_s2 <= \$348 ;
   always @(posedge clk)
-    y0_s4 <= \$348 ;
+    y0_s3 <= \$349 ;
   always @(posedge clk)
-    err0_s5 <= \$349 ;
+    y0_s4 <= \$350 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$350 ;
+    kind_s2 <= \$351 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$351 ;
+    kind_s3 <= \$352 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$352 ;
+    kind_s4 <= \$353 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$353 ;
+    err0_s5 <= \$354 ;
   always @(posedge clk)
-    l0_cell1_s4 <= \$354 ;
+    l0_cell0_s3 <= \$355 ;
   always @(posedge clk)
-    l0_cell1_s5 <= \$355 ;
+    l0_cell0_s4 <= \$356 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$356 ;
+    l0_cell0_s5 <= \$357 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$357 ;
+    l0_cell1_s3 <= \$358 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$358 ;
+    l0_cell1_s4 <= \$359 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$359 ;
+    l0_cell1_s5 <= \$360 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$360 ;
+    l0_bval0_0_s3 <= \$361 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$361 ;
+    l0_bval0_0_s4 <= \$362 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$362 ;
+    l0_bval0_0_s5 <= \$363 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$363 ;
+    l0_bval0_1_s3 <= \$364 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$364 ;
+    l0_bval0_1_s4 <= \$365 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$365 ;
+    l0_bval0_1_s5 <= \$366 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$366 ;
+    l0_bval0_2_s3 <= \$367 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$367 ;
+    l0_bval0_2_s4 <= \$368 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$368 ;
+    l0_bval0_2_s5 <= \$369 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$369 ;
+    l0_bval0_3_s3 <= \$370 ;
   always @(posedge clk)
-    l0_bval1_0_s5 <= \$370 ;
+    l0_bval0_3_s4 <= \$371 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$371 ;
+    l0_bval0_3_s5 <= \$372 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$372 ;
+    l0_bval1_0_s3 <= \$373 ;
   always @(posedge clk)
-    l0_bval1_1_s5 <= \$373 ;
+    l0_bval1_0_s4 <= \$374 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$374 ;
+    l0_bval1_0_s5 <= \$375 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$375 ;
+    l0_bval1_1_s3 <= \$376 ;
   always @(posedge clk)
-    l0_bval1_2_s5 <= \$376 ;
+    l0_bval1_1_s4 <= \$377 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$377 ;
+    l0_bval1_1_s5 <= \$378 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$378 ;
+    l0_bval1_2_s3 <= \$379 ;
   always @(posedge clk)
-    l0_bval1_3_s5 <= \$379 ;
+    l0_bval1_2_s4 <= \$380 ;
+  always @(posedge clk)
+    l0_bval1_2_s5 <= \$381 ;
+  always @(posedge clk)
+    l0_bval1_3_s3 <= \$382 ;
+  always @(posedge clk)
+    l0_bval1_3_s4 <= \$383 ;
+  always @(posedge clk)
+    l0_bval1_3_s5 <= \$384 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .u(u)
   );
   \onchip_learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$249 ),
+    .bval(\bval$252 ),
     .\cell (\cell$56 ),
     .u(\u$16 )
   );
@@ -1531,13 +1551,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$134  = \t$112 ;
+          \$135  = \t$114 ;
       2'h1:
-          \$134  = \t$127 ;
+          \$135  = \t$129 ;
       2'h2:
-          \$134  = \t$122 ;
+          \$135  = \t$124 ;
       2'h3:
-          \$134  = \t$117 ;
+          \$135  = \t$119 ;
     endcase
   end
   always @* begin
@@ -1545,13 +1565,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$151  = \t$117 ;
+          \$152  = \t$119 ;
       2'h1:
-          \$151  = \t$112 ;
+          \$152  = \t$114 ;
       2'h2:
-          \$151  = \t$127 ;
+          \$152  = \t$129 ;
       2'h3:
-          \$151  = \t$122 ;
+          \$152  = \t$124 ;
     endcase
   end
   always @* begin
@@ -1559,13 +1579,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$168  = \t$122 ;
+          \$169  = \t$124 ;
       2'h1:
-          \$168  = \t$117 ;
+          \$169  = \t$119 ;
       2'h2:
-          \$168  = \t$112 ;
+          \$169  = \t$114 ;
       2'h3:
-          \$168  = \t$127 ;
+          \$169  = \t$129 ;
     endcase
   end
   always @* begin
@@ -1573,13 +1593,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$185  = \t$127 ;
+          \$186  = \t$129 ;
       2'h1:
-          \$185  = \t$122 ;
+          \$186  = \t$124 ;
       2'h2:
-          \$185  = \t$117 ;
+          \$186  = \t$119 ;
       2'h3:
-          \$185  = \t$112 ;
+          \$186  = \t$114 ;
     endcase
   end
   always @* begin
@@ -1587,13 +1607,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$202  = \t$132 ;
+          \$203  = \t$134 ;
       2'h1:
-          \$202  = \t$147 ;
+          \$203  = \t$149 ;
       2'h2:
-          \$202  = \t$142 ;
+          \$203  = \t$144 ;
       2'h3:
-          \$202  = \t$137 ;
+          \$203  = \t$139 ;
     endcase
   end
   always @* begin
@@ -1601,13 +1621,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$219  = \t$137 ;
+          \$220  = \t$139 ;
       2'h1:
-          \$219  = \t$132 ;
+          \$220  = \t$134 ;
       2'h2:
-          \$219  = \t$147 ;
+          \$220  = \t$149 ;
       2'h3:
-          \$219  = \t$142 ;
+          \$220  = \t$144 ;
     endcase
   end
   always @* begin
@@ -1615,13 +1635,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$236  = \t$142 ;
+          \$237  = \t$144 ;
       2'h1:
-          \$236  = \t$137 ;
+          \$237  = \t$139 ;
       2'h2:
-          \$236  = \t$132 ;
+          \$237  = \t$134 ;
       2'h3:
-          \$236  = \t$147 ;
+          \$237  = \t$149 ;
     endcase
   end
   always @* begin
@@ -1629,13 +1649,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$253  = \t$147 ;
+          \$254  = \t$149 ;
       2'h1:
-          \$253  = \t$142 ;
+          \$254  = \t$144 ;
       2'h2:
-          \$253  = \t$137 ;
+          \$254  = \t$139 ;
       2'h3:
-          \$253  = \t$132 ;
+          \$254  = \t$134 ;
     endcase
   end
   always @* begin
@@ -1643,13 +1663,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$306  = \$signature__data ;
+          \$307  = \$signature__data ;
       2'h1:
-          \$306  = \$signature__data$33 ;
+          \$307  = \$signature__data$33 ;
       2'h2:
-          \$306  = \$signature__data$34 ;
+          \$307  = \$signature__data$34 ;
       2'h3:
-          \$306  = \$signature__data$35 ;
+          \$307  = \$signature__data$35 ;
     endcase
   end
   always @* begin
@@ -1657,13 +1677,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$307  = \$signature__data$66 ;
+          \$308  = \$signature__data$66 ;
       2'h1:
-          \$307  = \$signature__data$67 ;
+          \$308  = \$signature__data$67 ;
       2'h2:
-          \$307  = \$signature__data$68 ;
+          \$308  = \$signature__data$68 ;
       2'h3:
-          \$307  = \$signature__data$69 ;
+          \$308  = \$signature__data$69 ;
     endcase
   end
   always @* begin
@@ -1671,34 +1691,36 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$308  = \$306 ;
+          \$309  = \$307 ;
       1'h1:
-          \$308  = \$307 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = 16'h0000;
-    casez (read_layer)
-      1'h0:
           \$309  = \$308 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = valid_s1;
-    if (en) begin
-      \$310  = accept;
-    end
-    if (rst) begin
-      \$310  = 1'h0;
-    end
+    \$310  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$310  = \$309 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$106 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$311  = valid_s1;
     if (en) begin
-      \$311  = valid_s1;
+      \$311  = accept;
     end
     if (rst) begin
       \$311  = 1'h0;
@@ -1706,9 +1728,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = valid_s3;
+    \$312  = valid_s2;
     if (en) begin
-      \$312  = valid_s2;
+      \$312  = valid_s1;
     end
     if (rst) begin
       \$312  = 1'h0;
@@ -1716,9 +1738,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = m__valid;
+    \$313  = valid_s3;
     if (en) begin
-      \$313  = valid_s3;
+      \$313  = valid_s2;
     end
     if (rst) begin
       \$313  = 1'h0;
@@ -1726,9 +1748,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = valid_s5;
+    \$314  = m__valid;
     if (en) begin
-      \$314  = m__valid;
+      \$314  = valid_s3;
     end
     if (rst) begin
       \$314  = 1'h0;
@@ -1736,481 +1758,519 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = reload_count;
+    \$315  = valid_s5;
+    if (en) begin
+      \$315  = m__valid;
+    end
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$316  = reload_count;
     if (reloading) begin
-      \$315  = \$302 [4:0];
+      \$316  = \$303 [4:0];
     end
     if (rst) begin
-      \$315  = 5'h00;
+      \$316  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_rd_edge;
+    \$317  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$316  = l0_port_edge_q[0];
+      \$317  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$316  = 1'h0;
+      \$317  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_rd_bank;
+    \$318  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$317  = \$301 [1:0];
+      \$318  = \$302 [1:0];
     end
     if (rst) begin
-      \$317  = 2'h0;
+      \$318  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = read_layer;
+    \$319  = read_layer;
     if (l0_port_rd) begin
-      \$318  = 1'h0;
+      \$319  = 1'h0;
     end
-    if (rst) begin
-      \$318  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = \$304 ;
     if (rst) begin
       \$319  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = pr__valid;
-    if (\$305 ) begin
-      \$320  = 1'h1;
+    \$320  = \$305 ;
+    if (rst) begin
+      \$320  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$321  = pr__valid;
+    if (\$306 ) begin
+      \$321  = 1'h1;
     end else if (read_wait) begin
-      \$320  = 1'h1;
+      \$321  = 1'h1;
     end else if (pr__ready) begin
-      \$320  = 1'h0;
+      \$321  = 1'h0;
     end
     if (rst) begin
-      \$320  = 1'h0;
+      \$321  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = pr__payload;
-    if (\$305 ) begin
-      \$321  = pc__payload[15:0];
+    \$322  = pr__payload;
+    if (\$306 ) begin
+      \$322  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$321  = \$309 ;
+      \$322  = \$310 ;
     end
     if (rst) begin
-      \$321  = 16'h0000;
+      \$322  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = u;
+    \$323  = u;
     if (en) begin
-      \$322  = s__payload[15:0];
+      \$323  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = \u$16 ;
+    \$324  = \u$16 ;
     if (en) begin
-      \$323  = s__payload[31:16];
+      \$324  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = y0_s1;
+    \$325  = y0_s1;
     if (en) begin
-      \$324  = s__payload[47:32];
+      \$325  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_lo0_s2;
+    \$326  = kind_s1;
     if (en) begin
-      \$325  = \cell [1:0];
+      \$326  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = l0_cell0_s2;
+    \$327  = l0_lo0_s2;
     if (en) begin
-      \$326  = \cell ;
+      \$327  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_bval0_0_s2;
+    \$328  = l0_cell0_s2;
     if (en) begin
-      \$327  = bval[15:0];
+      \$328  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_bval0_1_s2;
+    \$329  = l0_bval0_0_s2;
     if (en) begin
-      \$328  = bval[31:16];
+      \$329  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_bval0_2_s2;
+    \$330  = l0_bval0_1_s2;
     if (en) begin
-      \$329  = bval[47:32];
+      \$330  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_bval0_3_s2;
+    \$331  = l0_bval0_2_s2;
     if (en) begin
-      \$330  = bval[63:48];
+      \$331  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_lo1_s2;
+    \$332  = l0_bval0_3_s2;
     if (en) begin
-      \$331  = \cell$56 [1:0];
+      \$332  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_cell1_s2;
+    \$333  = l0_lo1_s2;
     if (en) begin
-      \$332  = \cell$56 ;
+      \$333  = \cell$56 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_bval1_0_s2;
+    \$334  = l0_cell1_s2;
     if (en) begin
-      \$333  = \bval$249 [15:0];
+      \$334  = \cell$56 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_bval1_1_s2;
+    \$335  = l0_bval1_0_s2;
     if (en) begin
-      \$334  = \bval$249 [31:16];
+      \$335  = \bval$252 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_bval1_2_s2;
+    \$336  = l0_bval1_1_s2;
     if (en) begin
-      \$335  = \bval$249 [47:32];
+      \$336  = \bval$252 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = l0_bval1_3_s2;
+    \$337  = l0_bval1_2_s2;
     if (en) begin
-      \$336  = \bval$249 [63:48];
+      \$337  = \bval$252 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = l0_prod0_0_0_s3;
+    \$338  = l0_bval1_3_s2;
     if (en) begin
-      \$337  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
+      \$338  = \bval$252 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = l0_prod0_0_1_s3;
+    \$339  = l0_prod0_0_0_s3;
     if (en) begin
-      \$338  = { \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43  };
+      \$339  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_prod0_0_2_s3;
+    \$340  = l0_prod0_0_1_s3;
     if (en) begin
-      \$339  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
+      \$340  = { \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_prod0_0_3_s3;
+    \$341  = l0_prod0_0_2_s3;
     if (en) begin
-      \$340  = { \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53  };
+      \$341  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = l0_prod0_1_0_s3;
+    \$342  = l0_prod0_0_3_s3;
     if (en) begin
-      \$341  = { \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72  };
+      \$342  = { \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = l0_prod0_1_1_s3;
+    \$343  = l0_prod0_1_0_s3;
     if (en) begin
-      \$342  = { \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77  };
+      \$343  = { \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72 [32], \t$72  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = l0_prod0_1_2_s3;
+    \$344  = l0_prod0_1_1_s3;
     if (en) begin
-      \$343  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
+      \$344  = { \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77 [32], \t$77  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_prod0_1_3_s3;
+    \$345  = l0_prod0_1_2_s3;
     if (en) begin
-      \$344  = { \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87  };
+      \$345  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = m__payload;
+    \$346  = l0_prod0_1_3_s3;
     if (en) begin
-      \$345  = \t$101 ;
+      \$346  = { \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = y0_s2;
+    \$347  = l0_out0_s4;
     if (en) begin
-      \$346  = y0_s1;
+      \$347  = \t$101 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = y0_s3;
+    \$348  = y0_s2;
     if (en) begin
-      \$347  = y0_s2;
+      \$348  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = y0_s4;
+    \$349  = y0_s3;
     if (en) begin
-      \$348  = y0_s3;
+      \$349  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = err0_s5;
+    \$350  = y0_s4;
     if (en) begin
-      \$349  = \t$106 ;
+      \$350  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_cell0_s3;
+    \$351  = kind_s2;
     if (en) begin
-      \$350  = l0_cell0_s2;
+      \$351  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_cell0_s4;
+    \$352  = kind_s3;
     if (en) begin
-      \$351  = l0_cell0_s3;
+      \$352  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_cell0_s5;
+    \$353  = kind_s4;
     if (en) begin
-      \$352  = l0_cell0_s4;
+      \$353  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_cell1_s3;
+    \$354  = err0_s5;
     if (en) begin
-      \$353  = l0_cell1_s2;
+      \$354  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_cell1_s4;
+    \$355  = l0_cell0_s3;
     if (en) begin
-      \$354  = l0_cell1_s3;
+      \$355  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_cell1_s5;
+    \$356  = l0_cell0_s4;
     if (en) begin
-      \$355  = l0_cell1_s4;
+      \$356  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = l0_bval0_0_s3;
+    \$357  = l0_cell0_s5;
     if (en) begin
-      \$356  = l0_bval0_0_s2;
+      \$357  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = l0_bval0_0_s4;
+    \$358  = l0_cell1_s3;
     if (en) begin
-      \$357  = l0_bval0_0_s3;
+      \$358  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = l0_bval0_0_s5;
+    \$359  = l0_cell1_s4;
     if (en) begin
-      \$358  = l0_bval0_0_s4;
+      \$359  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = l0_bval0_1_s3;
+    \$360  = l0_cell1_s5;
     if (en) begin
-      \$359  = l0_bval0_1_s2;
+      \$360  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = l0_bval0_1_s4;
+    \$361  = l0_bval0_0_s3;
     if (en) begin
-      \$360  = l0_bval0_1_s3;
+      \$361  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = l0_bval0_1_s5;
+    \$362  = l0_bval0_0_s4;
     if (en) begin
-      \$361  = l0_bval0_1_s4;
+      \$362  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = l0_bval0_2_s3;
+    \$363  = l0_bval0_0_s5;
     if (en) begin
-      \$362  = l0_bval0_2_s2;
+      \$363  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = l0_bval0_2_s4;
+    \$364  = l0_bval0_1_s3;
     if (en) begin
-      \$363  = l0_bval0_2_s3;
+      \$364  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_bval0_2_s5;
+    \$365  = l0_bval0_1_s4;
     if (en) begin
-      \$364  = l0_bval0_2_s4;
+      \$365  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_bval0_3_s3;
+    \$366  = l0_bval0_1_s5;
     if (en) begin
-      \$365  = l0_bval0_3_s2;
+      \$366  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = l0_bval0_3_s4;
+    \$367  = l0_bval0_2_s3;
     if (en) begin
-      \$366  = l0_bval0_3_s3;
+      \$367  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_bval0_3_s5;
+    \$368  = l0_bval0_2_s4;
     if (en) begin
-      \$367  = l0_bval0_3_s4;
+      \$368  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_bval1_0_s3;
+    \$369  = l0_bval0_2_s5;
     if (en) begin
-      \$368  = l0_bval1_0_s2;
+      \$369  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_bval1_0_s4;
+    \$370  = l0_bval0_3_s3;
     if (en) begin
-      \$369  = l0_bval1_0_s3;
+      \$370  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_bval1_0_s5;
+    \$371  = l0_bval0_3_s4;
     if (en) begin
-      \$370  = l0_bval1_0_s4;
+      \$371  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval1_1_s3;
+    \$372  = l0_bval0_3_s5;
     if (en) begin
-      \$371  = l0_bval1_1_s2;
+      \$372  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval1_1_s4;
+    \$373  = l0_bval1_0_s3;
     if (en) begin
-      \$372  = l0_bval1_1_s3;
+      \$373  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval1_1_s5;
+    \$374  = l0_bval1_0_s4;
     if (en) begin
-      \$373  = l0_bval1_1_s4;
+      \$374  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_bval1_2_s3;
+    \$375  = l0_bval1_0_s5;
     if (en) begin
-      \$374  = l0_bval1_2_s2;
+      \$375  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_bval1_2_s4;
+    \$376  = l0_bval1_1_s3;
     if (en) begin
-      \$375  = l0_bval1_2_s3;
+      \$376  = l0_bval1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_bval1_2_s5;
+    \$377  = l0_bval1_1_s4;
     if (en) begin
-      \$376  = l0_bval1_2_s4;
+      \$377  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval1_3_s3;
+    \$378  = l0_bval1_1_s5;
     if (en) begin
-      \$377  = l0_bval1_3_s2;
+      \$378  = l0_bval1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval1_3_s4;
+    \$379  = l0_bval1_2_s3;
     if (en) begin
-      \$378  = l0_bval1_3_s3;
+      \$379  = l0_bval1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval1_3_s5;
+    \$380  = l0_bval1_2_s4;
     if (en) begin
-      \$379  = l0_bval1_3_s4;
+      \$380  = l0_bval1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$381  = l0_bval1_2_s5;
+    if (en) begin
+      \$381  = l0_bval1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$382  = l0_bval1_3_s3;
+    if (en) begin
+      \$382  = l0_bval1_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$383  = l0_bval1_3_s4;
+    if (en) begin
+      \$383  = l0_bval1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$384  = l0_bval1_3_s5;
+    if (en) begin
+      \$384  = l0_bval1_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -2233,47 +2293,48 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$83  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
   assign \t$88  = { \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87 [32], \t$87  };
   assign \t$98  = \t$89 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign valid_s4 = m__valid;
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$301 [1:0];
-  assign \$signature__addr$162  = \$142 [1:0];
-  assign \$signature__en$164  = 1'h1;
-  assign wp__addr = \$146 [1:0];
-  assign \$signature__addr$172  = \$159 [1:0];
-  assign \$signature__en$173  = 1'h1;
-  assign \wp__addr$174  = \$163 [1:0];
-  assign \$signature__addr$180  = \$176 [1:0];
-  assign \$signature__en$181  = 1'h1;
-  assign \wp__addr$182  = \$180 [1:0];
-  assign \$signature__addr$188  = \$193 [1:0];
-  assign \$signature__en$189  = 1'h1;
-  assign \wp__addr$190  = \$197 [1:0];
-  assign \$signature__addr$197  = \$210 [1:0];
-  assign \$signature__en$199  = 1'h1;
-  assign \wp__addr$200  = \$214 [1:0];
-  assign \$signature__addr$206  = \$227 [1:0];
-  assign \$signature__en$207  = 1'h1;
-  assign \wp__addr$208  = \$231 [1:0];
-  assign \$signature__addr$214  = \$244 [1:0];
-  assign \$signature__en$215  = 1'h1;
-  assign \wp__addr$216  = \$248 [1:0];
-  assign \$signature__addr$222  = \$261 [1:0];
-  assign \$signature__en$223  = 1'h1;
-  assign \wp__addr$224  = \$265 [1:0];
+  assign l0_port_bank = \$302 [1:0];
+  assign \$signature__addr$164  = \$143 [1:0];
+  assign \$signature__en$166  = 1'h1;
+  assign wp__addr = \$147 [1:0];
+  assign \$signature__addr$174  = \$160 [1:0];
+  assign \$signature__en$175  = 1'h1;
+  assign \wp__addr$176  = \$164 [1:0];
+  assign \$signature__addr$182  = \$177 [1:0];
+  assign \$signature__en$183  = 1'h1;
+  assign \wp__addr$184  = \$181 [1:0];
+  assign \$signature__addr$190  = \$194 [1:0];
+  assign \$signature__en$191  = 1'h1;
+  assign \wp__addr$192  = \$198 [1:0];
+  assign \$signature__addr$199  = \$211 [1:0];
+  assign \$signature__en$201  = 1'h1;
+  assign \wp__addr$202  = \$215 [1:0];
+  assign \$signature__addr$208  = \$228 [1:0];
+  assign \$signature__en$209  = 1'h1;
+  assign \wp__addr$210  = \$232 [1:0];
+  assign \$signature__addr$216  = \$245 [1:0];
+  assign \$signature__en$217  = 1'h1;
+  assign \wp__addr$218  = \$249 [1:0];
+  assign \$signature__addr$224  = \$262 [1:0];
+  assign \$signature__en$225  = 1'h1;
+  assign \wp__addr$226  = \$266 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$271 [4:0];
+  assign reload_addr = \$272 [4:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$286 [4:0];
-  assign l0_port_q = \$299 [3:0];
+  assign l0_port_local = \$287 [4:0];
+  assign l0_port_q = \$300 [3:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[31:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \s__payload.kind  = s__payload[49:48];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[20:16];
   assign \pc__payload.write  = pc__payload[21];
@@ -2282,13 +2343,15 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$249[0]  = \bval$249 [15:0];
-  assign \bval$249[1]  = \bval$249 [31:16];
-  assign \bval$249[2]  = \bval$249 [47:32];
-  assign \bval$249[3]  = \bval$249 [63:48];
+  assign \bval$252[0]  = \bval$252 [15:0];
+  assign \bval$252[1]  = \bval$252 [31:16];
+  assign \bval$252[2]  = \bval$252 [47:32];
+  assign \bval$252[3]  = \bval$252 [63:48];
+  assign m__payload[16] = \$49 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$297 [6:5] };
-  assign l0_port_baddr_q = { 2'h0, \$299 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$298 [6:5] };
+  assign l0_port_baddr_q = { 2'h0, \$300 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -2306,34 +2369,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$87  = { \t$85 [31], \t$85  };
   assign floor = { \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39], \t$89 [39:14] };
   assign \t$105  = { \t$103 [16], \t$103  };
-  assign \floor$110  = { \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31:18] };
-  assign \floor$115  = { \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31], \t$113 [31:18] };
-  assign \floor$120  = { \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31], \t$118 [31:18] };
-  assign \floor$125  = { \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31], \t$123 [31:18] };
-  assign \floor$130  = { \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31], \t$128 [31:18] };
-  assign \floor$135  = { \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31], \t$133 [31:18] };
-  assign \floor$140  = { \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31], \t$138 [31:18] };
-  assign \floor$145  = { \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31], \t$143 [31:18] };
-  assign \$139  = { 2'h0, \$138 [2] };
-  assign \$143  = { 2'h0, l0_cell0_s5[2] };
-  assign \$156  = { 2'h0, \$155 [2] };
-  assign \$160  = { 2'h0, l0_cell0_s5[2] };
-  assign \$173  = { 2'h0, \$172 [2] };
-  assign \$177  = { 2'h0, l0_cell0_s5[2] };
-  assign \$190  = { 2'h0, \$189 [2] };
-  assign \$194  = { 2'h0, l0_cell0_s5[2] };
-  assign \$203  = l0_port_edge_q[0];
-  assign \$207  = { 2'h0, \$206 [2] };
-  assign \$211  = { 2'h0, l0_cell1_s5[2] };
-  assign \$220  = l0_port_edge_q[0];
-  assign \$224  = { 2'h0, \$223 [2] };
-  assign \$228  = { 2'h0, l0_cell1_s5[2] };
-  assign \$237  = l0_port_edge_q[0];
-  assign \$241  = { 2'h0, \$240 [2] };
-  assign \$245  = { 2'h0, l0_cell1_s5[2] };
-  assign \$254  = l0_port_edge_q[0];
-  assign \$258  = { 2'h0, \$257 [2] };
-  assign \$262  = { 2'h0, l0_cell1_s5[2] };
+  assign \floor$112  = { \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31], \t$109 [31:18] };
+  assign \floor$117  = { \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31:18] };
+  assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
+  assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
+  assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
+  assign \floor$137  = { \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31], \t$135 [31:18] };
+  assign \floor$142  = { \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31], \t$140 [31:18] };
+  assign \floor$147  = { \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31], \t$145 [31:18] };
+  assign \$140  = { 2'h0, \$139 [2] };
+  assign \$144  = { 2'h0, l0_cell0_s5[2] };
+  assign \$157  = { 2'h0, \$156 [2] };
+  assign \$161  = { 2'h0, l0_cell0_s5[2] };
+  assign \$174  = { 2'h0, \$173 [2] };
+  assign \$178  = { 2'h0, l0_cell0_s5[2] };
+  assign \$191  = { 2'h0, \$190 [2] };
+  assign \$195  = { 2'h0, l0_cell0_s5[2] };
+  assign \$204  = l0_port_edge_q[0];
+  assign \$208  = { 2'h0, \$207 [2] };
+  assign \$212  = { 2'h0, l0_cell1_s5[2] };
+  assign \$221  = l0_port_edge_q[0];
+  assign \$225  = { 2'h0, \$224 [2] };
+  assign \$229  = { 2'h0, l0_cell1_s5[2] };
+  assign \$238  = l0_port_edge_q[0];
+  assign \$242  = { 2'h0, \$241 [2] };
+  assign \$246  = { 2'h0, l0_cell1_s5[2] };
+  assign \$255  = l0_port_edge_q[0];
+  assign \$259  = { 2'h0, \$258 [2] };
+  assign \$263  = { 2'h0, l0_cell1_s5[2] };
 endmodule
 
 (* generator = "Amaranth" *)

@@ -8,7 +8,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   input aresetn;
   wire aresetn;
   wire clk;
-  wire [15:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
@@ -19,8 +20,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tready;
   output m_axis_param_tvalid;
   wire m_axis_param_tvalid;
-  output [15:0] m_axis_pred_tdata;
-  wire [15:0] m_axis_pred_tdata;
+  output [23:0] m_axis_pred_tdata;
+  wire [23:0] m_axis_pred_tdata;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -36,7 +37,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire pr__ready;
   wire pr__valid;
   wire rst;
-  wire [47:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -50,8 +52,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
-  input [47:0] s_axis_sample_tdata;
-  wire [47:0] s_axis_sample_tdata;
+  input [55:0] s_axis_sample_tdata;
+  wire [55:0] s_axis_sample_tdata;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -60,7 +62,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   \onchip_learner_axis.learner  learner (
     .clk(aclk),
     .execute(s_axis_param_tready),
-    .m__payload(m_axis_pred_tdata),
+    .m__payload(m__payload),
     .m__ready(m_axis_pred_tready),
     .pc__payload(s_axis_param_tdata[21:0]),
     .pc__valid(s_axis_param_tvalid),
@@ -68,16 +70,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .pr__ready(m_axis_param_tready),
     .pr__valid(m_axis_param_tvalid),
     .rst(rst),
-    .s__payload(s_axis_sample_tdata),
+    .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
     .valid_s4(m_axis_pred_tvalid)
   );
   assign clk = aclk;
-  assign s__payload = s_axis_sample_tdata;
+  assign s__payload = s_axis_sample_tdata[49:0];
   assign s__valid = s_axis_sample_tvalid;
   assign s__ready = s_axis_sample_tready;
-  assign m__payload = m_axis_pred_tdata;
   assign m__valid = m_axis_pred_tvalid;
   assign m__ready = m_axis_pred_tready;
   assign pc__payload = s_axis_param_tdata[21:0];
@@ -86,13 +87,16 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign m_axis_pred_tdata = { 7'h00, m__payload };
   assign \s__payload.x  = s_axis_sample_tdata[31:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[1]  = s_axis_sample_tdata[31:16];
   assign \s__payload.y  = s_axis_sample_tdata[47:32];
   assign \s__payload.y[0]  = s_axis_sample_tdata[47:32];
-  assign \m__payload.pred  = m_axis_pred_tdata;
-  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \s__payload.kind  = s_axis_sample_tdata[49:48];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = s_axis_param_tdata[15:0];
   assign \pc__payload.addr  = s_axis_param_tdata[20:16];
   assign \pc__payload.write  = s_axis_param_tdata[21];
@@ -100,13 +104,13 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s4, pr__valid, pr__payload, m__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s4, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire [15:0] \$101 ;
-  wire \$102 ;
+  wire \$101 ;
+  wire [15:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
@@ -116,8 +120,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire \$112 ;
+  wire \$111 ;
+  wire [15:0] \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
@@ -127,8 +131,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$119 ;
   wire [3:0] \$12 ;
   wire \$120 ;
-  wire [15:0] \$121 ;
-  wire \$122 ;
+  wire \$121 ;
+  wire [15:0] \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
@@ -138,163 +142,163 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
-  wire [15:0] \$131 ;
-  wire \$132 ;
+  wire \$131 ;
+  wire [15:0] \$132 ;
   wire \$133 ;
-  reg [15:0] \$134 ;
-  wire \$135 ;
+  wire \$134 ;
+  reg [15:0] \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [2:0] \$138 ;
+  wire \$138 ;
   wire [2:0] \$139 ;
   wire \$14 ;
   wire [2:0] \$140 ;
-  wire \$141 ;
-  wire [3:0] \$142 ;
-  wire [2:0] \$143 ;
-  wire \$144 ;
-  wire [3:0] \$145 ;
+  wire [2:0] \$141 ;
+  wire \$142 ;
+  wire [3:0] \$143 ;
+  wire [2:0] \$144 ;
+  wire \$145 ;
   wire [3:0] \$146 ;
-  wire \$147 ;
+  wire [3:0] \$147 ;
   wire \$148 ;
-  wire [15:0] \$149 ;
+  wire \$149 ;
   wire [3:0] \$15 ;
   wire [15:0] \$150 ;
-  reg [15:0] \$151 ;
-  wire \$152 ;
+  wire [15:0] \$151 ;
+  reg [15:0] \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire [2:0] \$155 ;
+  wire \$155 ;
   wire [2:0] \$156 ;
   wire [2:0] \$157 ;
-  wire \$158 ;
-  wire [3:0] \$159 ;
+  wire [2:0] \$158 ;
+  wire \$159 ;
   wire [3:0] \$16 ;
-  wire [2:0] \$160 ;
-  wire \$161 ;
-  wire [3:0] \$162 ;
+  wire [3:0] \$160 ;
+  wire [2:0] \$161 ;
+  wire \$162 ;
   wire [3:0] \$163 ;
-  wire \$164 ;
+  wire [3:0] \$164 ;
   wire \$165 ;
-  wire [15:0] \$166 ;
+  wire \$166 ;
   wire [15:0] \$167 ;
-  reg [15:0] \$168 ;
-  wire \$169 ;
+  wire [15:0] \$168 ;
+  reg [15:0] \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
-  wire [2:0] \$172 ;
+  wire \$172 ;
   wire [2:0] \$173 ;
   wire [2:0] \$174 ;
-  wire \$175 ;
-  wire [3:0] \$176 ;
-  wire [2:0] \$177 ;
-  wire \$178 ;
-  wire [3:0] \$179 ;
+  wire [2:0] \$175 ;
+  wire \$176 ;
+  wire [3:0] \$177 ;
+  wire [2:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
   wire [3:0] \$180 ;
-  wire \$181 ;
+  wire [3:0] \$181 ;
   wire \$182 ;
-  wire [15:0] \$183 ;
+  wire \$183 ;
   wire [15:0] \$184 ;
-  reg [15:0] \$185 ;
-  wire \$186 ;
+  wire [15:0] \$185 ;
+  reg [15:0] \$186 ;
   wire \$187 ;
   wire \$188 ;
-  wire [2:0] \$189 ;
+  wire \$189 ;
   wire [3:0] \$19 ;
   wire [2:0] \$190 ;
   wire [2:0] \$191 ;
-  wire \$192 ;
-  wire [3:0] \$193 ;
-  wire [2:0] \$194 ;
-  wire \$195 ;
-  wire [3:0] \$196 ;
+  wire [2:0] \$192 ;
+  wire \$193 ;
+  wire [3:0] \$194 ;
+  wire [2:0] \$195 ;
+  wire \$196 ;
   wire [3:0] \$197 ;
-  wire \$198 ;
+  wire [3:0] \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire [15:0] \$200 ;
+  wire \$200 ;
   wire [15:0] \$201 ;
-  reg [15:0] \$202 ;
-  wire \$203 ;
+  wire [15:0] \$202 ;
+  reg [15:0] \$203 ;
   wire \$204 ;
   wire \$205 ;
-  wire [2:0] \$206 ;
+  wire \$206 ;
   wire [2:0] \$207 ;
   wire [2:0] \$208 ;
-  wire \$209 ;
+  wire [2:0] \$209 ;
   wire [2:0] \$21 ;
-  wire [3:0] \$210 ;
-  wire [2:0] \$211 ;
-  wire \$212 ;
-  wire [3:0] \$213 ;
+  wire \$210 ;
+  wire [3:0] \$211 ;
+  wire [2:0] \$212 ;
+  wire \$213 ;
   wire [3:0] \$214 ;
-  wire \$215 ;
+  wire [3:0] \$215 ;
   wire \$216 ;
-  wire [15:0] \$217 ;
+  wire \$217 ;
   wire [15:0] \$218 ;
-  reg [15:0] \$219 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
+  reg [15:0] \$220 ;
   wire \$221 ;
   wire \$222 ;
-  wire [2:0] \$223 ;
+  wire \$223 ;
   wire [2:0] \$224 ;
   wire [2:0] \$225 ;
-  wire \$226 ;
-  wire [3:0] \$227 ;
-  wire [2:0] \$228 ;
-  wire \$229 ;
+  wire [2:0] \$226 ;
+  wire \$227 ;
+  wire [3:0] \$228 ;
+  wire [2:0] \$229 ;
   wire [3:0] \$23 ;
-  wire [3:0] \$230 ;
+  wire \$230 ;
   wire [3:0] \$231 ;
-  wire \$232 ;
+  wire [3:0] \$232 ;
   wire \$233 ;
-  wire [15:0] \$234 ;
+  wire \$234 ;
   wire [15:0] \$235 ;
-  reg [15:0] \$236 ;
-  wire \$237 ;
+  wire [15:0] \$236 ;
+  reg [15:0] \$237 ;
   wire \$238 ;
   wire \$239 ;
   wire [3:0] \$24 ;
-  wire [2:0] \$240 ;
+  wire \$240 ;
   wire [2:0] \$241 ;
   wire [2:0] \$242 ;
-  wire \$243 ;
-  wire [3:0] \$244 ;
-  wire [2:0] \$245 ;
-  wire \$246 ;
-  wire [3:0] \$247 ;
+  wire [2:0] \$243 ;
+  wire \$244 ;
+  wire [3:0] \$245 ;
+  wire [2:0] \$246 ;
+  wire \$247 ;
   wire [3:0] \$248 ;
-  wire \$249 ;
+  wire [3:0] \$249 ;
   wire [2:0] \$25 ;
   wire \$250 ;
-  wire [15:0] \$251 ;
+  wire \$251 ;
   wire [15:0] \$252 ;
-  reg [15:0] \$253 ;
-  wire \$254 ;
+  wire [15:0] \$253 ;
+  reg [15:0] \$254 ;
   wire \$255 ;
   wire \$256 ;
-  wire [2:0] \$257 ;
+  wire \$257 ;
   wire [2:0] \$258 ;
   wire [2:0] \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire [3:0] \$261 ;
-  wire [2:0] \$262 ;
-  wire \$263 ;
-  wire [3:0] \$264 ;
+  wire [2:0] \$260 ;
+  wire \$261 ;
+  wire [3:0] \$262 ;
+  wire [2:0] \$263 ;
+  wire \$264 ;
   wire [3:0] \$265 ;
-  wire \$266 ;
+  wire [3:0] \$266 ;
   wire \$267 ;
-  wire [15:0] \$268 ;
+  wire \$268 ;
   wire [15:0] \$269 ;
   wire [3:0] \$27 ;
-  wire \$270 ;
-  wire [5:0] \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire \$271 ;
+  wire [5:0] \$272 ;
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
@@ -309,8 +313,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire [5:0] \$286 ;
-  wire \$287 ;
+  wire \$286 ;
+  wire [5:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
   wire [2:0] \$29 ;
@@ -321,53 +325,53 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$294 ;
   wire \$295 ;
   wire \$296 ;
-  wire [6:0] \$297 ;
-  wire [10:0] \$298 ;
-  wire [11:0] \$299 ;
+  wire \$297 ;
+  wire [6:0] \$298 ;
+  wire [10:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [6:0] \$300 ;
-  wire [7:0] \$301 ;
-  wire [5:0] \$302 ;
-  wire \$303 ;
+  wire [11:0] \$300 ;
+  wire [6:0] \$301 ;
+  wire [7:0] \$302 ;
+  wire [5:0] \$303 ;
   wire \$304 ;
   wire \$305 ;
-  reg [15:0] \$306 ;
+  wire \$306 ;
   reg [15:0] \$307 ;
   reg [15:0] \$308 ;
   reg [15:0] \$309 ;
   wire [3:0] \$31 ;
-  reg \$310 ;
+  reg [15:0] \$310 ;
   reg \$311 ;
   reg \$312 ;
   reg \$313 ;
   reg \$314 ;
-  reg [4:0] \$315 ;
-  reg \$316 ;
-  reg [1:0] \$317 ;
-  reg \$318 ;
+  reg \$315 ;
+  reg [4:0] \$316 ;
+  reg \$317 ;
+  reg [1:0] \$318 ;
   reg \$319 ;
   wire [3:0] \$32 ;
   reg \$320 ;
-  reg [15:0] \$321 ;
+  reg \$321 ;
   reg [15:0] \$322 ;
   reg [15:0] \$323 ;
   reg [15:0] \$324 ;
-  reg [1:0] \$325 ;
-  reg [2:0] \$326 ;
-  reg [15:0] \$327 ;
-  reg [15:0] \$328 ;
+  reg [15:0] \$325 ;
+  reg [1:0] \$326 ;
+  reg [1:0] \$327 ;
+  reg [2:0] \$328 ;
   reg [15:0] \$329 ;
   wire [40:0] \$33 ;
   reg [15:0] \$330 ;
-  reg [1:0] \$331 ;
-  reg [2:0] \$332 ;
-  reg [15:0] \$333 ;
-  reg [15:0] \$334 ;
+  reg [15:0] \$331 ;
+  reg [15:0] \$332 ;
+  reg [1:0] \$333 ;
+  reg [2:0] \$334 ;
   reg [15:0] \$335 ;
   reg [15:0] \$336 ;
-  reg [39:0] \$337 ;
-  reg [39:0] \$338 ;
+  reg [15:0] \$337 ;
+  reg [15:0] \$338 ;
   reg [39:0] \$339 ;
   wire [40:0] \$34 ;
   reg [39:0] \$340 ;
@@ -375,24 +379,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] \$342 ;
   reg [39:0] \$343 ;
   reg [39:0] \$344 ;
-  reg [15:0] \$345 ;
-  reg [15:0] \$346 ;
+  reg [39:0] \$345 ;
+  reg [39:0] \$346 ;
   reg [15:0] \$347 ;
   reg [15:0] \$348 ;
   reg [15:0] \$349 ;
   wire [41:0] \$35 ;
-  reg [2:0] \$350 ;
-  reg [2:0] \$351 ;
-  reg [2:0] \$352 ;
-  reg [2:0] \$353 ;
-  reg [2:0] \$354 ;
+  reg [15:0] \$350 ;
+  reg [1:0] \$351 ;
+  reg [1:0] \$352 ;
+  reg [1:0] \$353 ;
+  reg [15:0] \$354 ;
   reg [2:0] \$355 ;
-  reg [15:0] \$356 ;
-  reg [15:0] \$357 ;
-  reg [15:0] \$358 ;
-  reg [15:0] \$359 ;
+  reg [2:0] \$356 ;
+  reg [2:0] \$357 ;
+  reg [2:0] \$358 ;
+  reg [2:0] \$359 ;
   wire [40:0] \$36 ;
-  reg [15:0] \$360 ;
+  reg [2:0] \$360 ;
   reg [15:0] \$361 ;
   reg [15:0] \$362 ;
   reg [15:0] \$363 ;
@@ -414,6 +418,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$378 ;
   reg [15:0] \$379 ;
   wire [41:0] \$38 ;
+  reg [15:0] \$380 ;
+  reg [15:0] \$381 ;
+  reg [15:0] \$382 ;
+  reg [15:0] \$383 ;
+  reg [15:0] \$384 ;
   wire \$39 ;
   wire [3:0] \$4 ;
   wire \$40 ;
@@ -428,8 +437,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -439,8 +448,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -450,8 +459,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -461,8 +470,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$79 ;
   wire [3:0] \$8 ;
   wire \$80 ;
-  wire [15:0] \$81 ;
-  wire \$82 ;
+  wire \$81 ;
+  wire [15:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
@@ -472,8 +481,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire [15:0] \$91 ;
-  wire \$92 ;
+  wire \$91 ;
+  wire [15:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
@@ -485,30 +494,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [1:0] \$signature__addr$10 ;
   wire [1:0] \$signature__addr$12 ;
   wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$151 ;
-  wire [1:0] \$signature__addr$161 ;
-  wire [1:0] \$signature__addr$169 ;
-  wire [1:0] \$signature__addr$177 ;
-  wire [1:0] \$signature__addr$186 ;
-  wire [1:0] \$signature__addr$195 ;
-  wire [1:0] \$signature__addr$203 ;
-  wire [1:0] \$signature__addr$211 ;
+  wire [1:0] \$signature__addr$153 ;
+  wire [1:0] \$signature__addr$163 ;
+  wire [1:0] \$signature__addr$171 ;
+  wire [1:0] \$signature__addr$179 ;
+  wire [1:0] \$signature__addr$188 ;
+  wire [1:0] \$signature__addr$197 ;
+  wire [1:0] \$signature__addr$205 ;
+  wire [1:0] \$signature__addr$213 ;
   wire [1:0] \$signature__addr$41 ;
   wire [1:0] \$signature__addr$44 ;
   wire [1:0] \$signature__addr$46 ;
   wire [1:0] \$signature__addr$48 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$145 ;
-  wire [15:0] \$signature__data$159 ;
-  wire [15:0] \$signature__data$167 ;
-  wire [15:0] \$signature__data$175 ;
-  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$147 ;
+  wire [15:0] \$signature__data$161 ;
+  wire [15:0] \$signature__data$169 ;
+  wire [15:0] \$signature__data$177 ;
+  wire [15:0] \$signature__data$185 ;
   wire [15:0] \$signature__data$19 ;
-  wire [15:0] \$signature__data$193 ;
+  wire [15:0] \$signature__data$195 ;
   wire [15:0] \$signature__data$20 ;
-  wire [15:0] \$signature__data$201 ;
-  wire [15:0] \$signature__data$209 ;
+  wire [15:0] \$signature__data$203 ;
   wire [15:0] \$signature__data$21 ;
+  wire [15:0] \$signature__data$211 ;
   wire [15:0] \$signature__data$52 ;
   wire [15:0] \$signature__data$53 ;
   wire [15:0] \$signature__data$54 ;
@@ -517,14 +526,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$signature__en$11 ;
   wire \$signature__en$13 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$153 ;
-  wire \$signature__en$162 ;
-  wire \$signature__en$170 ;
-  wire \$signature__en$178 ;
-  wire \$signature__en$188 ;
-  wire \$signature__en$196 ;
-  wire \$signature__en$204 ;
-  wire \$signature__en$212 ;
+  wire \$signature__en$155 ;
+  wire \$signature__en$164 ;
+  wire \$signature__en$172 ;
+  wire \$signature__en$180 ;
+  wire \$signature__en$190 ;
+  wire \$signature__en$198 ;
+  wire \$signature__en$206 ;
+  wire \$signature__en$214 ;
   wire \$signature__en$43 ;
   wire \$signature__en$45 ;
   wire \$signature__en$47 ;
@@ -532,11 +541,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$249 ;
-  wire [15:0] \bval$249[0] ;
-  wire [15:0] \bval$249[1] ;
-  wire [15:0] \bval$249[2] ;
-  wire [15:0] \bval$249[3] ;
+  wire [63:0] \bval$252 ;
+  wire [15:0] \bval$252[0] ;
+  wire [15:0] \bval$252[1] ;
+  wire [15:0] \bval$252[2] ;
+  wire [15:0] \bval$252[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -546,19 +555,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input clk;
   wire clk;
   wire commit_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   output execute;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$102 ;
-  wire [31:0] \floor$107 ;
-  wire [31:0] \floor$112 ;
-  wire [31:0] \floor$117 ;
-  wire [31:0] \floor$122 ;
-  wire [31:0] \floor$127 ;
-  wire [31:0] \floor$132 ;
-  wire [31:0] \floor$97 ;
+  wire [31:0] \floor$104 ;
+  wire [31:0] \floor$109 ;
+  wire [31:0] \floor$114 ;
+  wire [31:0] \floor$119 ;
+  wire [31:0] \floor$124 ;
+  wire [31:0] \floor$129 ;
+  wire [31:0] \floor$134 ;
+  wire [31:0] \floor$99 ;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -601,8 +615,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [2:0] l0_cell1_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
   reg [1:0] l0_lo1_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
   wire [1:0] l0_port_bank;
@@ -639,8 +652,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_1_1;
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -676,8 +690,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [47:0] s__payload;
-  wire [47:0] s__payload;
+  input [49:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -688,35 +703,37 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [31:0] \t$100 ;
-  wire [32:0] \t$103 ;
-  wire [15:0] \t$104 ;
-  wire [31:0] \t$105 ;
-  wire [32:0] \t$108 ;
-  wire [15:0] \t$109 ;
-  wire [31:0] \t$110 ;
-  wire [32:0] \t$113 ;
-  wire [15:0] \t$114 ;
-  wire [31:0] \t$115 ;
-  wire [32:0] \t$118 ;
-  wire [15:0] \t$119 ;
-  wire [31:0] \t$120 ;
-  wire [32:0] \t$123 ;
-  wire [15:0] \t$124 ;
-  wire [31:0] \t$125 ;
-  wire [32:0] \t$128 ;
-  wire [15:0] \t$129 ;
-  wire [31:0] \t$130 ;
-  wire [32:0] \t$133 ;
-  wire [15:0] \t$134 ;
-  wire [16:0] \t$144 ;
-  wire [16:0] \t$158 ;
-  wire [16:0] \t$166 ;
-  wire [16:0] \t$174 ;
-  wire [16:0] \t$182 ;
-  wire [16:0] \t$192 ;
-  wire [16:0] \t$200 ;
-  wire [16:0] \t$208 ;
+  wire [32:0] \t$100 ;
+  wire [15:0] \t$101 ;
+  wire [31:0] \t$102 ;
+  wire [32:0] \t$105 ;
+  wire [15:0] \t$106 ;
+  wire [31:0] \t$107 ;
+  wire [32:0] \t$110 ;
+  wire [15:0] \t$111 ;
+  wire [31:0] \t$112 ;
+  wire [32:0] \t$115 ;
+  wire [15:0] \t$116 ;
+  wire [31:0] \t$117 ;
+  wire [32:0] \t$120 ;
+  wire [15:0] \t$121 ;
+  wire [31:0] \t$122 ;
+  wire [32:0] \t$125 ;
+  wire [15:0] \t$126 ;
+  wire [31:0] \t$127 ;
+  wire [32:0] \t$130 ;
+  wire [15:0] \t$131 ;
+  wire [31:0] \t$132 ;
+  wire [32:0] \t$135 ;
+  wire [15:0] \t$136 ;
+  wire [16:0] \t$146 ;
+  wire [16:0] \t$160 ;
+  wire [16:0] \t$168 ;
+  wire [16:0] \t$176 ;
+  wire [16:0] \t$184 ;
+  wire [16:0] \t$194 ;
+  wire [16:0] \t$202 ;
+  wire [16:0] \t$210 ;
   wire [32:0] \t$24 ;
   wire [39:0] \t$25 ;
   wire [31:0] \t$27 ;
@@ -747,9 +764,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \t$90 ;
   wire [17:0] \t$92 ;
   wire [15:0] \t$93 ;
-  wire [31:0] \t$94 ;
-  wire [32:0] \t$98 ;
-  wire [15:0] \t$99 ;
+  wire [31:0] \t$96 ;
   reg [15:0] u = 16'h0000;
   reg [15:0] \u$2  = 16'h0000;
   reg valid_s1 = 1'h0;
@@ -759,29 +774,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$163 ;
-  wire [1:0] \wp__addr$171 ;
-  wire [1:0] \wp__addr$179 ;
-  wire [1:0] \wp__addr$189 ;
-  wire [1:0] \wp__addr$197 ;
-  wire [1:0] \wp__addr$205 ;
-  wire [1:0] \wp__addr$213 ;
+  wire [1:0] \wp__addr$165 ;
+  wire [1:0] \wp__addr$173 ;
+  wire [1:0] \wp__addr$181 ;
+  wire [1:0] \wp__addr$191 ;
+  wire [1:0] \wp__addr$199 ;
+  wire [1:0] \wp__addr$207 ;
+  wire [1:0] \wp__addr$215 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$164 ;
-  wire [15:0] \wp__data$172 ;
-  wire [15:0] \wp__data$180 ;
-  wire [15:0] \wp__data$190 ;
-  wire [15:0] \wp__data$198 ;
-  wire [15:0] \wp__data$206 ;
-  wire [15:0] \wp__data$214 ;
+  wire [15:0] \wp__data$166 ;
+  wire [15:0] \wp__data$174 ;
+  wire [15:0] \wp__data$182 ;
+  wire [15:0] \wp__data$192 ;
+  wire [15:0] \wp__data$200 ;
+  wire [15:0] \wp__data$208 ;
+  wire [15:0] \wp__data$216 ;
   wire wp__en;
-  wire \wp__en$165 ;
-  wire \wp__en$173 ;
-  wire \wp__en$181 ;
-  wire \wp__en$191 ;
-  wire \wp__en$199 ;
-  wire \wp__en$207 ;
-  wire \wp__en$215 ;
+  wire \wp__en$167 ;
+  wire \wp__en$175 ;
+  wire \wp__en$183 ;
+  wire \wp__en$193 ;
+  wire \wp__en$201 ;
+  wire \wp__en$209 ;
+  wire \wp__en$217 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -799,19 +814,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$146 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$147 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$142 [1:0];
+    _0_ <= \$143 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$146 [1:0])
+      if (wp__en && \$4 [1:0] == \$147 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$145  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$147  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -821,20 +836,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$165 )
-      l0_coef_0_0_bank1[\$163 [1:0]] <= \wp__data$164 ;
+    if (\wp__en$167 )
+      l0_coef_0_0_bank1[\$164 [1:0]] <= \wp__data$166 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$159 [1:0];
+    _2_ <= \$160 [1:0];
     if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$165  && \$8 [1:0] == \$163 [1:0])
-        _3_ <= \wp__data$164 ;
+      if (\wp__en$167  && \$8 [1:0] == \$164 [1:0])
+        _3_ <= \wp__data$166 ;
     end
   end
-  assign \$signature__data$159  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$161  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$19  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -844,20 +859,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$173 )
-      l0_coef_0_0_bank2[\$180 [1:0]] <= \wp__data$172 ;
+    if (\wp__en$175 )
+      l0_coef_0_0_bank2[\$181 [1:0]] <= \wp__data$174 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$176 [1:0];
+    _4_ <= \$177 [1:0];
     if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$173  && \$12 [1:0] == \$180 [1:0])
-        _5_ <= \wp__data$172 ;
+      if (\wp__en$175  && \$12 [1:0] == \$181 [1:0])
+        _5_ <= \wp__data$174 ;
     end
   end
-  assign \$signature__data$167  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$169  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$20  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -867,20 +882,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$181 )
-      l0_coef_0_0_bank3[\$197 [1:0]] <= \wp__data$180 ;
+    if (\wp__en$183 )
+      l0_coef_0_0_bank3[\$198 [1:0]] <= \wp__data$182 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$193 [1:0];
+    _6_ <= \$194 [1:0];
     if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$181  && \$16 [1:0] == \$197 [1:0])
-        _7_ <= \wp__data$180 ;
+      if (\wp__en$183  && \$16 [1:0] == \$198 [1:0])
+        _7_ <= \wp__data$182 ;
     end
   end
-  assign \$signature__data$175  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$177  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$21  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -890,20 +905,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$191 )
-      l0_coef_0_1_bank0[\$214 [1:0]] <= \wp__data$190 ;
+    if (\wp__en$193 )
+      l0_coef_0_1_bank0[\$215 [1:0]] <= \wp__data$192 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$210 [1:0];
+    _8_ <= \$211 [1:0];
     if (\$signature__en$43 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$191  && \$20 [1:0] == \$214 [1:0])
-        _9_ <= \wp__data$190 ;
+      if (\wp__en$193  && \$20 [1:0] == \$215 [1:0])
+        _9_ <= \wp__data$192 ;
     end
   end
-  assign \$signature__data$183  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$185  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$52  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -913,20 +928,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$199 )
-      l0_coef_0_1_bank1[\$231 [1:0]] <= \wp__data$198 ;
+    if (\wp__en$201 )
+      l0_coef_0_1_bank1[\$232 [1:0]] <= \wp__data$200 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$227 [1:0];
+    _10_ <= \$228 [1:0];
     if (\$signature__en$45 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$199  && \$24 [1:0] == \$231 [1:0])
-        _11_ <= \wp__data$198 ;
+      if (\wp__en$201  && \$24 [1:0] == \$232 [1:0])
+        _11_ <= \wp__data$200 ;
     end
   end
-  assign \$signature__data$193  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$195  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$53  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -936,20 +951,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$207 )
-      l0_coef_0_1_bank2[\$248 [1:0]] <= \wp__data$206 ;
+    if (\wp__en$209 )
+      l0_coef_0_1_bank2[\$249 [1:0]] <= \wp__data$208 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$244 [1:0];
+    _12_ <= \$245 [1:0];
     if (\$signature__en$47 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$207  && \$28 [1:0] == \$248 [1:0])
-        _13_ <= \wp__data$206 ;
+      if (\wp__en$209  && \$28 [1:0] == \$249 [1:0])
+        _13_ <= \wp__data$208 ;
     end
   end
-  assign \$signature__data$201  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$203  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$54  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -959,20 +974,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$215 )
-      l0_coef_0_1_bank3[\$265 [1:0]] <= \wp__data$214 ;
+    if (\wp__en$217 )
+      l0_coef_0_1_bank3[\$266 [1:0]] <= \wp__data$216 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$261 [1:0];
+    _14_ <= \$262 [1:0];
     if (\$signature__en$49 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$215  && \$32 [1:0] == \$265 [1:0])
-        _15_ <= \wp__data$214 ;
+      if (\wp__en$217  && \$32 [1:0] == \$266 [1:0])
+        _15_ <= \wp__data$216 ;
     end
   end
-  assign \$signature__data$209  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$211  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$55  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -1063,452 +1078,461 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$47  = $signed(\t$86 ) > $signed(16'h7fff);
   assign \$48  = \$47  ? 16'h7fff : \t$86 [15:0];
   assign \t$87  = \$46  ? 16'h8000 : \$48 ;
-  assign \t$90  = $signed(m__payload) - $signed(y0_s4);
-  assign \$49  = $signed(\t$92 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$92 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$92 [15:0];
-  assign \t$93  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$94  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$52  = ! \t$94 [16:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$94 [17] & \$53 ;
-  assign \$55  = ! \t$94 [16:0];
-  assign \$56  = \t$94 [17] & \$55 ;
-  assign \$57  = \$56  & \floor$97 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$98  = $signed(\floor$97 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$98 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$98 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$98 [15:0];
-  assign \t$99  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$100  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$62  = ! \t$100 [16:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$100 [17] & \$63 ;
-  assign \$65  = ! \t$100 [16:0];
-  assign \$66  = \t$100 [17] & \$65 ;
-  assign \$67  = \$66  & \floor$102 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$103  = $signed(\floor$102 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$103 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$103 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$103 [15:0];
-  assign \t$104  = \$69  ? 16'h8000 : \$71 ;
-  assign \t$105  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$72  = ! \t$105 [16:0];
-  assign \$73  = ~ \$72 ;
-  assign \$74  = \t$105 [17] & \$73 ;
-  assign \$75  = ! \t$105 [16:0];
-  assign \$76  = \t$105 [17] & \$75 ;
-  assign \$77  = \$76  & \floor$107 [0];
-  assign \$78  = \$74  | \$77 ;
-  assign \t$108  = $signed(\floor$107 ) + $signed({ 1'h0, \$78  });
-  assign \$79  = $signed(\t$108 ) < $signed(16'h8000);
-  assign \$80  = $signed(\t$108 ) > $signed(16'h7fff);
-  assign \$81  = \$80  ? 16'h7fff : \t$108 [15:0];
-  assign \t$109  = \$79  ? 16'h8000 : \$81 ;
-  assign \t$110  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$82  = ! \t$110 [16:0];
-  assign \$83  = ~ \$82 ;
-  assign \$84  = \t$110 [17] & \$83 ;
-  assign \$85  = ! \t$110 [16:0];
-  assign \$86  = \t$110 [17] & \$85 ;
-  assign \$87  = \$86  & \floor$112 [0];
-  assign \$88  = \$84  | \$87 ;
-  assign \t$113  = $signed(\floor$112 ) + $signed({ 1'h0, \$88  });
-  assign \$89  = $signed(\t$113 ) < $signed(16'h8000);
-  assign \$90  = $signed(\t$113 ) > $signed(16'h7fff);
-  assign \$91  = \$90  ? 16'h7fff : \t$113 [15:0];
-  assign \t$114  = \$89  ? 16'h8000 : \$91 ;
-  assign \t$115  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$92  = ! \t$115 [16:0];
-  assign \$93  = ~ \$92 ;
-  assign \$94  = \t$115 [17] & \$93 ;
-  assign \$95  = ! \t$115 [16:0];
-  assign \$96  = \t$115 [17] & \$95 ;
-  assign \$97  = \$96  & \floor$117 [0];
-  assign \$98  = \$94  | \$97 ;
-  assign \t$118  = $signed(\floor$117 ) + $signed({ 1'h0, \$98  });
-  assign \$99  = $signed(\t$118 ) < $signed(16'h8000);
-  assign \$100  = $signed(\t$118 ) > $signed(16'h7fff);
-  assign \$101  = \$100  ? 16'h7fff : \t$118 [15:0];
-  assign \t$119  = \$99  ? 16'h8000 : \$101 ;
-  assign \t$120  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$102  = ! \t$120 [16:0];
-  assign \$103  = ~ \$102 ;
-  assign \$104  = \t$120 [17] & \$103 ;
-  assign \$105  = ! \t$120 [16:0];
-  assign \$106  = \t$120 [17] & \$105 ;
-  assign \$107  = \$106  & \floor$122 [0];
-  assign \$108  = \$104  | \$107 ;
-  assign \t$123  = $signed(\floor$122 ) + $signed({ 1'h0, \$108  });
-  assign \$109  = $signed(\t$123 ) < $signed(16'h8000);
-  assign \$110  = $signed(\t$123 ) > $signed(16'h7fff);
-  assign \$111  = \$110  ? 16'h7fff : \t$123 [15:0];
-  assign \t$124  = \$109  ? 16'h8000 : \$111 ;
-  assign \t$125  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$112  = ! \t$125 [16:0];
-  assign \$113  = ~ \$112 ;
-  assign \$114  = \t$125 [17] & \$113 ;
-  assign \$115  = ! \t$125 [16:0];
-  assign \$116  = \t$125 [17] & \$115 ;
-  assign \$117  = \$116  & \floor$127 [0];
-  assign \$118  = \$114  | \$117 ;
-  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$118  });
-  assign \$119  = $signed(\t$128 ) < $signed(16'h8000);
-  assign \$120  = $signed(\t$128 ) > $signed(16'h7fff);
-  assign \$121  = \$120  ? 16'h7fff : \t$128 [15:0];
-  assign \t$129  = \$119  ? 16'h8000 : \$121 ;
-  assign \t$130  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$122  = ! \t$130 [16:0];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \t$130 [17] & \$123 ;
-  assign \$125  = ! \t$130 [16:0];
-  assign \$126  = \t$130 [17] & \$125 ;
-  assign \$127  = \$126  & \floor$132 [0];
-  assign \$128  = \$124  | \$127 ;
-  assign \t$133  = $signed(\floor$132 ) + $signed({ 1'h0, \$128  });
-  assign \$129  = $signed(\t$133 ) < $signed(16'h8000);
-  assign \$130  = $signed(\t$133 ) > $signed(16'h7fff);
-  assign \$131  = \$130  ? 16'h7fff : \t$133 [15:0];
-  assign \t$134  = \$129  ? 16'h8000 : \$131 ;
-  assign \$132  = ~ m__ready;
-  assign \$133  = valid_s4 & \$132 ;
-  assign en = ~ \$133 ;
+  assign \$49  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$90  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$50  = $signed(\t$92 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$92 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$92 [15:0];
+  assign \t$93  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$96  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$53  = ! \t$96 [16:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$96 [17] & \$54 ;
+  assign \$56  = ! \t$96 [16:0];
+  assign \$57  = \t$96 [17] & \$56 ;
+  assign \$58  = \$57  & \floor$99 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$100  = $signed(\floor$99 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$100 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$100 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$100 [15:0];
+  assign \t$101  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$102  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$63  = ! \t$102 [16:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$102 [17] & \$64 ;
+  assign \$66  = ! \t$102 [16:0];
+  assign \$67  = \t$102 [17] & \$66 ;
+  assign \$68  = \$67  & \floor$104 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$105  = $signed(\floor$104 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$105 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$105 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$105 [15:0];
+  assign \t$106  = \$70  ? 16'h8000 : \$72 ;
+  assign \t$107  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$73  = ! \t$107 [16:0];
+  assign \$74  = ~ \$73 ;
+  assign \$75  = \t$107 [17] & \$74 ;
+  assign \$76  = ! \t$107 [16:0];
+  assign \$77  = \t$107 [17] & \$76 ;
+  assign \$78  = \$77  & \floor$109 [0];
+  assign \$79  = \$75  | \$78 ;
+  assign \t$110  = $signed(\floor$109 ) + $signed({ 1'h0, \$79  });
+  assign \$80  = $signed(\t$110 ) < $signed(16'h8000);
+  assign \$81  = $signed(\t$110 ) > $signed(16'h7fff);
+  assign \$82  = \$81  ? 16'h7fff : \t$110 [15:0];
+  assign \t$111  = \$80  ? 16'h8000 : \$82 ;
+  assign \t$112  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$83  = ! \t$112 [16:0];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = \t$112 [17] & \$84 ;
+  assign \$86  = ! \t$112 [16:0];
+  assign \$87  = \t$112 [17] & \$86 ;
+  assign \$88  = \$87  & \floor$114 [0];
+  assign \$89  = \$85  | \$88 ;
+  assign \t$115  = $signed(\floor$114 ) + $signed({ 1'h0, \$89  });
+  assign \$90  = $signed(\t$115 ) < $signed(16'h8000);
+  assign \$91  = $signed(\t$115 ) > $signed(16'h7fff);
+  assign \$92  = \$91  ? 16'h7fff : \t$115 [15:0];
+  assign \t$116  = \$90  ? 16'h8000 : \$92 ;
+  assign \t$117  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
+  assign \$93  = ! \t$117 [16:0];
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \t$117 [17] & \$94 ;
+  assign \$96  = ! \t$117 [16:0];
+  assign \$97  = \t$117 [17] & \$96 ;
+  assign \$98  = \$97  & \floor$119 [0];
+  assign \$99  = \$95  | \$98 ;
+  assign \t$120  = $signed(\floor$119 ) + $signed({ 1'h0, \$99  });
+  assign \$100  = $signed(\t$120 ) < $signed(16'h8000);
+  assign \$101  = $signed(\t$120 ) > $signed(16'h7fff);
+  assign \$102  = \$101  ? 16'h7fff : \t$120 [15:0];
+  assign \t$121  = \$100  ? 16'h8000 : \$102 ;
+  assign \t$122  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
+  assign \$103  = ! \t$122 [16:0];
+  assign \$104  = ~ \$103 ;
+  assign \$105  = \t$122 [17] & \$104 ;
+  assign \$106  = ! \t$122 [16:0];
+  assign \$107  = \t$122 [17] & \$106 ;
+  assign \$108  = \$107  & \floor$124 [0];
+  assign \$109  = \$105  | \$108 ;
+  assign \t$125  = $signed(\floor$124 ) + $signed({ 1'h0, \$109  });
+  assign \$110  = $signed(\t$125 ) < $signed(16'h8000);
+  assign \$111  = $signed(\t$125 ) > $signed(16'h7fff);
+  assign \$112  = \$111  ? 16'h7fff : \t$125 [15:0];
+  assign \t$126  = \$110  ? 16'h8000 : \$112 ;
+  assign \t$127  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
+  assign \$113  = ! \t$127 [16:0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = \t$127 [17] & \$114 ;
+  assign \$116  = ! \t$127 [16:0];
+  assign \$117  = \t$127 [17] & \$116 ;
+  assign \$118  = \$117  & \floor$129 [0];
+  assign \$119  = \$115  | \$118 ;
+  assign \t$130  = $signed(\floor$129 ) + $signed({ 1'h0, \$119  });
+  assign \$120  = $signed(\t$130 ) < $signed(16'h8000);
+  assign \$121  = $signed(\t$130 ) > $signed(16'h7fff);
+  assign \$122  = \$121  ? 16'h7fff : \t$130 [15:0];
+  assign \t$131  = \$120  ? 16'h8000 : \$122 ;
+  assign \t$132  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
+  assign \$123  = ! \t$132 [16:0];
+  assign \$124  = ~ \$123 ;
+  assign \$125  = \t$132 [17] & \$124 ;
+  assign \$126  = ! \t$132 [16:0];
+  assign \$127  = \t$132 [17] & \$126 ;
+  assign \$128  = \$127  & \floor$134 [0];
+  assign \$129  = \$125  | \$128 ;
+  assign \t$135  = $signed(\floor$134 ) + $signed({ 1'h0, \$129  });
+  assign \$130  = $signed(\t$135 ) < $signed(16'h8000);
+  assign \$131  = $signed(\t$135 ) > $signed(16'h7fff);
+  assign \$132  = \$131  ? 16'h7fff : \t$135 [15:0];
+  assign \t$136  = \$130  ? 16'h8000 : \$132 ;
+  assign \$133  = ~ m__ready;
+  assign \$134  = valid_s4 & \$133 ;
+  assign en = ~ \$134 ;
   assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s5;
-  assign \t$144  = $signed(\$signature__data$145 ) - $signed(\$134 );
-  assign \$135  = ! l0_port_edge_q[0];
-  assign \$136  = l0_port_wr & \$135 ;
-  assign \$137  = ! \$301 [1:0];
-  assign l0_port_hit0_0_0 = \$136  & \$137 ;
-  assign \$138  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$140  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$141  = \$140 [1:0] > 1'h0;
-  assign \$142  = \$139  + \$141 ;
-  assign \$144  = l0_cell0_s5[1:0] > 1'h0;
-  assign \$145  = \$143  + \$144 ;
-  assign \$146  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$145 ;
-  assign \$147  = $signed(\t$144 ) < $signed(16'h8000);
-  assign \$148  = $signed(\t$144 ) > $signed(16'h7fff);
-  assign \$149  = \$148  ? 16'h7fff : \t$144 [15:0];
-  assign \$150  = \$147  ? 16'h8000 : \$149 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$150 ;
+  assign \t$146  = $signed(\$signature__data$147 ) - $signed(\$135 );
+  assign \$136  = ! l0_port_edge_q[0];
+  assign \$137  = l0_port_wr & \$136 ;
+  assign \$138  = ! \$302 [1:0];
+  assign l0_port_hit0_0_0 = \$137  & \$138 ;
+  assign \$139  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$141  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$142  = \$141 [1:0] > 1'h0;
+  assign \$143  = \$140  + \$142 ;
+  assign \$145  = l0_cell0_s5[1:0] > 1'h0;
+  assign \$146  = \$144  + \$145 ;
+  assign \$147  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$146 ;
+  assign \$148  = $signed(\t$146 ) < $signed(16'h8000);
+  assign \$149  = $signed(\t$146 ) > $signed(16'h7fff);
+  assign \$150  = \$149  ? 16'h7fff : \t$146 [15:0];
+  assign \$151  = \$148  ? 16'h8000 : \$150 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$151 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$158  = $signed(\$signature__data$159 ) - $signed(\$151 );
-  assign \$152  = ! l0_port_edge_q[0];
-  assign \$153  = l0_port_wr & \$152 ;
-  assign \$154  = \$301 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$153  & \$154 ;
-  assign \$155  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$157  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$158  = \$157 [1:0] > 1'h1;
-  assign \$159  = \$156  + \$158 ;
-  assign \$161  = l0_cell0_s5[1:0] > 1'h1;
-  assign \$162  = \$160  + \$161 ;
-  assign \$163  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$162 ;
-  assign \$164  = $signed(\t$158 ) < $signed(16'h8000);
-  assign \$165  = $signed(\t$158 ) > $signed(16'h7fff);
-  assign \$166  = \$165  ? 16'h7fff : \t$158 [15:0];
-  assign \$167  = \$164  ? 16'h8000 : \$166 ;
-  assign \wp__data$164  = l0_port_hit0_0_1 ? l0_port_data : \$167 ;
-  assign \wp__en$165  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$166  = $signed(\$signature__data$167 ) - $signed(\$168 );
-  assign \$169  = ! l0_port_edge_q[0];
-  assign \$170  = l0_port_wr & \$169 ;
-  assign \$171  = \$301 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$170  & \$171 ;
-  assign \$172  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$174  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$175  = \$174 [1:0] > 2'h2;
-  assign \$176  = \$173  + \$175 ;
-  assign \$178  = l0_cell0_s5[1:0] > 2'h2;
-  assign \$179  = \$177  + \$178 ;
-  assign \$180  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$179 ;
-  assign \$181  = $signed(\t$166 ) < $signed(16'h8000);
-  assign \$182  = $signed(\t$166 ) > $signed(16'h7fff);
-  assign \$183  = \$182  ? 16'h7fff : \t$166 [15:0];
-  assign \$184  = \$181  ? 16'h8000 : \$183 ;
-  assign \wp__data$172  = l0_port_hit0_0_2 ? l0_port_data : \$184 ;
-  assign \wp__en$173  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$174  = $signed(\$signature__data$175 ) - $signed(\$185 );
-  assign \$186  = ! l0_port_edge_q[0];
-  assign \$187  = l0_port_wr & \$186 ;
-  assign \$188  = \$301 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$187  & \$188 ;
-  assign \$189  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$191  = \$133  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$192  = \$191 [1:0] > 2'h3;
-  assign \$193  = \$190  + \$192 ;
-  assign \$195  = l0_cell0_s5[1:0] > 2'h3;
-  assign \$196  = \$194  + \$195 ;
-  assign \$197  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$196 ;
-  assign \$198  = $signed(\t$174 ) < $signed(16'h8000);
-  assign \$199  = $signed(\t$174 ) > $signed(16'h7fff);
-  assign \$200  = \$199  ? 16'h7fff : \t$174 [15:0];
-  assign \$201  = \$198  ? 16'h8000 : \$200 ;
-  assign \wp__data$180  = l0_port_hit0_0_3 ? l0_port_data : \$201 ;
-  assign \wp__en$181  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$182  = $signed(\$signature__data$183 ) - $signed(\$202 );
-  assign \$204  = l0_port_wr & \$203 ;
-  assign \$205  = ! \$301 [1:0];
-  assign l0_port_hit0_1_0 = \$204  & \$205 ;
-  assign \$206  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$208  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$209  = \$208 [1:0] > 1'h0;
-  assign \$210  = \$207  + \$209 ;
-  assign \$212  = l0_cell1_s5[1:0] > 1'h0;
-  assign \$213  = \$211  + \$212 ;
-  assign \$214  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$213 ;
-  assign \$215  = $signed(\t$182 ) < $signed(16'h8000);
-  assign \$216  = $signed(\t$182 ) > $signed(16'h7fff);
-  assign \$217  = \$216  ? 16'h7fff : \t$182 [15:0];
-  assign \$218  = \$215  ? 16'h8000 : \$217 ;
-  assign \wp__data$190  = l0_port_hit0_1_0 ? l0_port_data : \$218 ;
-  assign \wp__en$191  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$192  = $signed(\$signature__data$193 ) - $signed(\$219 );
-  assign \$221  = l0_port_wr & \$220 ;
-  assign \$222  = \$301 [1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$221  & \$222 ;
-  assign \$223  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$225  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$226  = \$225 [1:0] > 1'h1;
-  assign \$227  = \$224  + \$226 ;
-  assign \$229  = l0_cell1_s5[1:0] > 1'h1;
-  assign \$230  = \$228  + \$229 ;
-  assign \$231  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$230 ;
-  assign \$232  = $signed(\t$192 ) < $signed(16'h8000);
-  assign \$233  = $signed(\t$192 ) > $signed(16'h7fff);
-  assign \$234  = \$233  ? 16'h7fff : \t$192 [15:0];
-  assign \$235  = \$232  ? 16'h8000 : \$234 ;
-  assign \wp__data$198  = l0_port_hit0_1_1 ? l0_port_data : \$235 ;
-  assign \wp__en$199  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$200  = $signed(\$signature__data$201 ) - $signed(\$236 );
-  assign \$238  = l0_port_wr & \$237 ;
-  assign \$239  = \$301 [1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$238  & \$239 ;
-  assign \$240  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$242  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$243  = \$242 [1:0] > 2'h2;
-  assign \$244  = \$241  + \$243 ;
-  assign \$246  = l0_cell1_s5[1:0] > 2'h2;
-  assign \$247  = \$245  + \$246 ;
-  assign \$248  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$247 ;
-  assign \$249  = $signed(\t$200 ) < $signed(16'h8000);
-  assign \$250  = $signed(\t$200 ) > $signed(16'h7fff);
-  assign \$251  = \$250  ? 16'h7fff : \t$200 [15:0];
-  assign \$252  = \$249  ? 16'h8000 : \$251 ;
-  assign \wp__data$206  = l0_port_hit0_1_2 ? l0_port_data : \$252 ;
-  assign \wp__en$207  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$208  = $signed(\$signature__data$209 ) - $signed(\$253 );
-  assign \$255  = l0_port_wr & \$254 ;
-  assign \$256  = \$301 [1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$255  & \$256 ;
-  assign \$257  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$259  = \$133  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$260  = \$259 [1:0] > 2'h3;
-  assign \$261  = \$258  + \$260 ;
-  assign \$263  = l0_cell1_s5[1:0] > 2'h3;
-  assign \$264  = \$262  + \$263 ;
-  assign \$265  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$264 ;
-  assign \$266  = $signed(\t$208 ) < $signed(16'h8000);
-  assign \$267  = $signed(\t$208 ) > $signed(16'h7fff);
-  assign \$268  = \$267  ? 16'h7fff : \t$208 [15:0];
-  assign \$269  = \$266  ? 16'h8000 : \$268 ;
-  assign \wp__data$214  = l0_port_hit0_1_3 ? l0_port_data : \$269 ;
-  assign \wp__en$215  = commit_l0 | l0_port_hit0_1_3;
+  assign \t$160  = $signed(\$signature__data$161 ) - $signed(\$152 );
+  assign \$153  = ! l0_port_edge_q[0];
+  assign \$154  = l0_port_wr & \$153 ;
+  assign \$155  = \$302 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$154  & \$155 ;
+  assign \$156  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$158  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$159  = \$158 [1:0] > 1'h1;
+  assign \$160  = \$157  + \$159 ;
+  assign \$162  = l0_cell0_s5[1:0] > 1'h1;
+  assign \$163  = \$161  + \$162 ;
+  assign \$164  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$163 ;
+  assign \$165  = $signed(\t$160 ) < $signed(16'h8000);
+  assign \$166  = $signed(\t$160 ) > $signed(16'h7fff);
+  assign \$167  = \$166  ? 16'h7fff : \t$160 [15:0];
+  assign \$168  = \$165  ? 16'h8000 : \$167 ;
+  assign \wp__data$166  = l0_port_hit0_0_1 ? l0_port_data : \$168 ;
+  assign \wp__en$167  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$168  = $signed(\$signature__data$169 ) - $signed(\$169 );
+  assign \$170  = ! l0_port_edge_q[0];
+  assign \$171  = l0_port_wr & \$170 ;
+  assign \$172  = \$302 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$171  & \$172 ;
+  assign \$173  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$175  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$176  = \$175 [1:0] > 2'h2;
+  assign \$177  = \$174  + \$176 ;
+  assign \$179  = l0_cell0_s5[1:0] > 2'h2;
+  assign \$180  = \$178  + \$179 ;
+  assign \$181  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$180 ;
+  assign \$182  = $signed(\t$168 ) < $signed(16'h8000);
+  assign \$183  = $signed(\t$168 ) > $signed(16'h7fff);
+  assign \$184  = \$183  ? 16'h7fff : \t$168 [15:0];
+  assign \$185  = \$182  ? 16'h8000 : \$184 ;
+  assign \wp__data$174  = l0_port_hit0_0_2 ? l0_port_data : \$185 ;
+  assign \wp__en$175  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$176  = $signed(\$signature__data$177 ) - $signed(\$186 );
+  assign \$187  = ! l0_port_edge_q[0];
+  assign \$188  = l0_port_wr & \$187 ;
+  assign \$189  = \$302 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$188  & \$189 ;
+  assign \$190  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$192  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$193  = \$192 [1:0] > 2'h3;
+  assign \$194  = \$191  + \$193 ;
+  assign \$196  = l0_cell0_s5[1:0] > 2'h3;
+  assign \$197  = \$195  + \$196 ;
+  assign \$198  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$197 ;
+  assign \$199  = $signed(\t$176 ) < $signed(16'h8000);
+  assign \$200  = $signed(\t$176 ) > $signed(16'h7fff);
+  assign \$201  = \$200  ? 16'h7fff : \t$176 [15:0];
+  assign \$202  = \$199  ? 16'h8000 : \$201 ;
+  assign \wp__data$182  = l0_port_hit0_0_3 ? l0_port_data : \$202 ;
+  assign \wp__en$183  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$184  = $signed(\$signature__data$185 ) - $signed(\$203 );
+  assign \$205  = l0_port_wr & \$204 ;
+  assign \$206  = ! \$302 [1:0];
+  assign l0_port_hit0_1_0 = \$205  & \$206 ;
+  assign \$207  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$209  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$210  = \$209 [1:0] > 1'h0;
+  assign \$211  = \$208  + \$210 ;
+  assign \$213  = l0_cell1_s5[1:0] > 1'h0;
+  assign \$214  = \$212  + \$213 ;
+  assign \$215  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$214 ;
+  assign \$216  = $signed(\t$184 ) < $signed(16'h8000);
+  assign \$217  = $signed(\t$184 ) > $signed(16'h7fff);
+  assign \$218  = \$217  ? 16'h7fff : \t$184 [15:0];
+  assign \$219  = \$216  ? 16'h8000 : \$218 ;
+  assign \wp__data$192  = l0_port_hit0_1_0 ? l0_port_data : \$219 ;
+  assign \wp__en$193  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$194  = $signed(\$signature__data$195 ) - $signed(\$220 );
+  assign \$222  = l0_port_wr & \$221 ;
+  assign \$223  = \$302 [1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$222  & \$223 ;
+  assign \$224  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$226  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$227  = \$226 [1:0] > 1'h1;
+  assign \$228  = \$225  + \$227 ;
+  assign \$230  = l0_cell1_s5[1:0] > 1'h1;
+  assign \$231  = \$229  + \$230 ;
+  assign \$232  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$231 ;
+  assign \$233  = $signed(\t$194 ) < $signed(16'h8000);
+  assign \$234  = $signed(\t$194 ) > $signed(16'h7fff);
+  assign \$235  = \$234  ? 16'h7fff : \t$194 [15:0];
+  assign \$236  = \$233  ? 16'h8000 : \$235 ;
+  assign \wp__data$200  = l0_port_hit0_1_1 ? l0_port_data : \$236 ;
+  assign \wp__en$201  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$202  = $signed(\$signature__data$203 ) - $signed(\$237 );
+  assign \$239  = l0_port_wr & \$238 ;
+  assign \$240  = \$302 [1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$239  & \$240 ;
+  assign \$241  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$243  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$244  = \$243 [1:0] > 2'h2;
+  assign \$245  = \$242  + \$244 ;
+  assign \$247  = l0_cell1_s5[1:0] > 2'h2;
+  assign \$248  = \$246  + \$247 ;
+  assign \$249  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$248 ;
+  assign \$250  = $signed(\t$202 ) < $signed(16'h8000);
+  assign \$251  = $signed(\t$202 ) > $signed(16'h7fff);
+  assign \$252  = \$251  ? 16'h7fff : \t$202 [15:0];
+  assign \$253  = \$250  ? 16'h8000 : \$252 ;
+  assign \wp__data$208  = l0_port_hit0_1_2 ? l0_port_data : \$253 ;
+  assign \wp__en$209  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$210  = $signed(\$signature__data$211 ) - $signed(\$254 );
+  assign \$256  = l0_port_wr & \$255 ;
+  assign \$257  = \$302 [1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$256  & \$257 ;
+  assign \$258  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$260  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
+  assign \$261  = \$260 [1:0] > 2'h3;
+  assign \$262  = \$259  + \$261 ;
+  assign \$264  = l0_cell1_s5[1:0] > 2'h3;
+  assign \$265  = \$263  + \$264 ;
+  assign \$266  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$265 ;
+  assign \$267  = $signed(\t$210 ) < $signed(16'h8000);
+  assign \$268  = $signed(\t$210 ) > $signed(16'h7fff);
+  assign \$269  = \$268  ? 16'h7fff : \t$210 [15:0];
+  assign \$270  = \$267  ? 16'h8000 : \$269 ;
+  assign \wp__data$216  = l0_port_hit0_1_3 ? l0_port_data : \$270 ;
+  assign \wp__en$217  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
-  assign \$270  = | reload_count;
-  assign reload_write = reloading & \$270 ;
-  assign \$271  = reload_count - 1'h1;
-  assign \$272  = ~ pc__valid;
-  assign \$273  = en & \$272 ;
-  assign \$274  = ~ reloading;
-  assign \$275  = \$273  & \$274 ;
-  assign \$276  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$277  = ~ \$276 ;
-  assign s__ready = \$275  & \$277 ;
+  assign \$271  = | reload_count;
+  assign reload_write = reloading & \$271 ;
+  assign \$272  = reload_count - 1'h1;
+  assign \$273  = ~ pc__valid;
+  assign \$274  = en & \$273 ;
+  assign \$275  = ~ reloading;
+  assign \$276  = \$274  & \$275 ;
+  assign \$277  = | { valid_s3, valid_s2, valid_s1 };
+  assign \$278  = ~ \$277 ;
+  assign s__ready = \$276  & \$278 ;
   assign accept = s__valid & s__ready;
-  assign \$278  = ~ busy;
-  assign \$279  = pc__valid & \$278 ;
-  assign \$280  = ~ reloading;
-  assign \$281  = \$279  & \$280 ;
-  assign \$282  = ~ read_wait;
-  assign \$283  = \$281  & \$282 ;
-  assign \$284  = ~ pr__valid;
-  assign \$285  = \$284  | pr__ready;
-  assign execute = \$283  & \$285 ;
-  assign port_addr = reload_write ? \$271 [4:0] : pc__payload[20:16];
-  assign \$286  = port_addr - 1'h0;
+  assign \$279  = ~ busy;
+  assign \$280  = pc__valid & \$279 ;
+  assign \$281  = ~ reloading;
+  assign \$282  = \$280  & \$281 ;
+  assign \$283  = ~ read_wait;
+  assign \$284  = \$282  & \$283 ;
+  assign \$285  = ~ pr__valid;
+  assign \$286  = \$285  | pr__ready;
+  assign execute = \$284  & \$286 ;
+  assign port_addr = reload_write ? \$272 [4:0] : pc__payload[20:16];
+  assign \$287  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$287  = port_addr >= 1'h0;
-  assign \$288  = port_addr < 5'h16;
-  assign \$289  = \$287  & \$288 ;
-  assign \$290  = execute & pc__payload[21];
-  assign \$291  = reload_write | \$290 ;
-  assign l0_port_wr = \$289  & \$291 ;
-  assign \$292  = port_addr >= 1'h0;
-  assign \$293  = port_addr < 5'h16;
-  assign \$294  = \$292  & \$293 ;
-  assign \$295  = \$294  & execute;
-  assign \$296  = ~ pc__payload[21];
-  assign l0_port_rd = \$295  & \$296 ;
-  assign \$297  = \$286 [4:0] * 2'h3;
-  assign \$298  = l0_port_edge_q * 4'hb;
-  assign \$299  = \$286 [4:0] - \$298 ;
-  assign \$300  = l0_port_baddr_q * 3'h4;
-  assign \$301  = \$299 [3:0] - \$300 ;
-  assign \$302  = reload_count + 1'h1;
-  assign \$303  = ~ pc__payload[21];
-  assign \$304  = execute & \$303 ;
-  assign \$305  = execute & pc__payload[21];
+  assign \$288  = port_addr >= 1'h0;
+  assign \$289  = port_addr < 5'h16;
+  assign \$290  = \$288  & \$289 ;
+  assign \$291  = execute & pc__payload[21];
+  assign \$292  = reload_write | \$291 ;
+  assign l0_port_wr = \$290  & \$292 ;
+  assign \$293  = port_addr >= 1'h0;
+  assign \$294  = port_addr < 5'h16;
+  assign \$295  = \$293  & \$294 ;
+  assign \$296  = \$295  & execute;
+  assign \$297  = ~ pc__payload[21];
+  assign l0_port_rd = \$296  & \$297 ;
+  assign \$298  = \$287 [4:0] * 2'h3;
+  assign \$299  = l0_port_edge_q * 4'hb;
+  assign \$300  = \$287 [4:0] - \$299 ;
+  assign \$301  = l0_port_baddr_q * 3'h4;
+  assign \$302  = \$300 [3:0] - \$301 ;
+  assign \$303  = reload_count + 1'h1;
+  assign \$304  = ~ pc__payload[21];
+  assign \$305  = execute & \$304 ;
+  assign \$306  = execute & pc__payload[21];
   always @(posedge clk)
-    valid_s1 <= \$310 ;
+    valid_s1 <= \$311 ;
   always @(posedge clk)
-    valid_s2 <= \$311 ;
+    valid_s2 <= \$312 ;
   always @(posedge clk)
-    valid_s3 <= \$312 ;
+    valid_s3 <= \$313 ;
   always @(posedge clk)
-    valid_s4 <= \$313 ;
+    valid_s4 <= \$314 ;
   always @(posedge clk)
-    valid_s5 <= \$314 ;
+    valid_s5 <= \$315 ;
   always @(posedge clk)
-    reload_count <= \$315 ;
+    reload_count <= \$316 ;
   always @(posedge clk)
-    l0_rd_edge <= \$316 ;
+    l0_rd_edge <= \$317 ;
   always @(posedge clk)
-    l0_rd_bank <= \$317 ;
+    l0_rd_bank <= \$318 ;
   always @(posedge clk)
-    read_layer <= \$318 ;
+    read_layer <= \$319 ;
   always @(posedge clk)
-    read_wait <= \$319 ;
+    read_wait <= \$320 ;
   always @(posedge clk)
-    pr__valid <= \$320 ;
+    pr__valid <= \$321 ;
   always @(posedge clk)
-    pr__payload <= \$321 ;
+    pr__payload <= \$322 ;
   always @(posedge clk)
-    u <= \$322 ;
+    u <= \$323 ;
   always @(posedge clk)
-    \u$2  <= \$323 ;
+    \u$2  <= \$324 ;
   always @(posedge clk)
-    y0_s1 <= \$324 ;
+    y0_s1 <= \$325 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$325 ;
+    kind_s1 <= \$326 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$326 ;
+    l0_lo0_s2 <= \$327 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$327 ;
+    l0_cell0_s2 <= \$328 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$328 ;
+    l0_bval0_0_s2 <= \$329 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$329 ;
+    l0_bval0_1_s2 <= \$330 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$330 ;
+    l0_bval0_2_s2 <= \$331 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$331 ;
+    l0_bval0_3_s2 <= \$332 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$332 ;
+    l0_lo1_s2 <= \$333 ;
   always @(posedge clk)
-    l0_bval1_0_s2 <= \$333 ;
+    l0_cell1_s2 <= \$334 ;
   always @(posedge clk)
-    l0_bval1_1_s2 <= \$334 ;
+    l0_bval1_0_s2 <= \$335 ;
   always @(posedge clk)
-    l0_bval1_2_s2 <= \$335 ;
+    l0_bval1_1_s2 <= \$336 ;
   always @(posedge clk)
-    l0_bval1_3_s2 <= \$336 ;
+    l0_bval1_2_s2 <= \$337 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$337 ;
+    l0_bval1_3_s2 <= \$338 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$338 ;
+    l0_prod0_0_0_s3 <= \$339 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$339 ;
+    l0_prod0_0_1_s3 <= \$340 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$340 ;
+    l0_prod0_0_2_s3 <= \$341 ;
   always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$341 ;
+    l0_prod0_0_3_s3 <= \$342 ;
   always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$342 ;
+    l0_prod0_1_0_s3 <= \$343 ;
   always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$343 ;
+    l0_prod0_1_1_s3 <= \$344 ;
   always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$344 ;
+    l0_prod0_1_2_s3 <= \$345 ;
   always @(posedge clk)
-    m__payload <= \$345 ;
+    l0_prod0_1_3_s3 <= \$346 ;
   always @(posedge clk)
-    y0_s2 <= \$346 ;
+    l0_out0_s4 <= \$347 ;
   always @(posedge clk)
-    y0_s3 <= \$347 ;
+    y0_s2 <= \$348 ;
   always @(posedge clk)
-    y0_s4 <= \$348 ;
+    y0_s3 <= \$349 ;
   always @(posedge clk)
-    err0_s5 <= \$349 ;
+    y0_s4 <= \$350 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$350 ;
+    kind_s2 <= \$351 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$351 ;
+    kind_s3 <= \$352 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$352 ;
+    kind_s4 <= \$353 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$353 ;
+    err0_s5 <= \$354 ;
   always @(posedge clk)
-    l0_cell1_s4 <= \$354 ;
+    l0_cell0_s3 <= \$355 ;
   always @(posedge clk)
-    l0_cell1_s5 <= \$355 ;
+    l0_cell0_s4 <= \$356 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$356 ;
+    l0_cell0_s5 <= \$357 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$357 ;
+    l0_cell1_s3 <= \$358 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$358 ;
+    l0_cell1_s4 <= \$359 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$359 ;
+    l0_cell1_s5 <= \$360 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$360 ;
+    l0_bval0_0_s3 <= \$361 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$361 ;
+    l0_bval0_0_s4 <= \$362 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$362 ;
+    l0_bval0_0_s5 <= \$363 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$363 ;
+    l0_bval0_1_s3 <= \$364 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$364 ;
+    l0_bval0_1_s4 <= \$365 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$365 ;
+    l0_bval0_1_s5 <= \$366 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$366 ;
+    l0_bval0_2_s3 <= \$367 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$367 ;
+    l0_bval0_2_s4 <= \$368 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$368 ;
+    l0_bval0_2_s5 <= \$369 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$369 ;
+    l0_bval0_3_s3 <= \$370 ;
   always @(posedge clk)
-    l0_bval1_0_s5 <= \$370 ;
+    l0_bval0_3_s4 <= \$371 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$371 ;
+    l0_bval0_3_s5 <= \$372 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$372 ;
+    l0_bval1_0_s3 <= \$373 ;
   always @(posedge clk)
-    l0_bval1_1_s5 <= \$373 ;
+    l0_bval1_0_s4 <= \$374 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$374 ;
+    l0_bval1_0_s5 <= \$375 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$375 ;
+    l0_bval1_1_s3 <= \$376 ;
   always @(posedge clk)
-    l0_bval1_2_s5 <= \$376 ;
+    l0_bval1_1_s4 <= \$377 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$377 ;
+    l0_bval1_1_s5 <= \$378 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$378 ;
+    l0_bval1_2_s3 <= \$379 ;
   always @(posedge clk)
-    l0_bval1_3_s5 <= \$379 ;
+    l0_bval1_2_s4 <= \$380 ;
+  always @(posedge clk)
+    l0_bval1_2_s5 <= \$381 ;
+  always @(posedge clk)
+    l0_bval1_3_s3 <= \$382 ;
+  always @(posedge clk)
+    l0_bval1_3_s4 <= \$383 ;
+  always @(posedge clk)
+    l0_bval1_3_s5 <= \$384 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .u(u)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$249 ),
+    .bval(\bval$252 ),
     .\cell (\cell$42 ),
     .u(\u$2 )
   );
@@ -1629,13 +1653,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$134  = \t$99 ;
+          \$135  = \t$101 ;
       2'h1:
-          \$134  = \t$114 ;
+          \$135  = \t$116 ;
       2'h2:
-          \$134  = \t$109 ;
+          \$135  = \t$111 ;
       2'h3:
-          \$134  = \t$104 ;
+          \$135  = \t$106 ;
     endcase
   end
   always @* begin
@@ -1643,13 +1667,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$151  = \t$104 ;
+          \$152  = \t$106 ;
       2'h1:
-          \$151  = \t$99 ;
+          \$152  = \t$101 ;
       2'h2:
-          \$151  = \t$114 ;
+          \$152  = \t$116 ;
       2'h3:
-          \$151  = \t$109 ;
+          \$152  = \t$111 ;
     endcase
   end
   always @* begin
@@ -1657,13 +1681,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$168  = \t$109 ;
+          \$169  = \t$111 ;
       2'h1:
-          \$168  = \t$104 ;
+          \$169  = \t$106 ;
       2'h2:
-          \$168  = \t$99 ;
+          \$169  = \t$101 ;
       2'h3:
-          \$168  = \t$114 ;
+          \$169  = \t$116 ;
     endcase
   end
   always @* begin
@@ -1671,13 +1695,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell0_s5[1:0])
       2'h0:
-          \$185  = \t$114 ;
+          \$186  = \t$116 ;
       2'h1:
-          \$185  = \t$109 ;
+          \$186  = \t$111 ;
       2'h2:
-          \$185  = \t$104 ;
+          \$186  = \t$106 ;
       2'h3:
-          \$185  = \t$99 ;
+          \$186  = \t$101 ;
     endcase
   end
   always @* begin
@@ -1685,13 +1709,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$202  = \t$119 ;
+          \$203  = \t$121 ;
       2'h1:
-          \$202  = \t$134 ;
+          \$203  = \t$136 ;
       2'h2:
-          \$202  = \t$129 ;
+          \$203  = \t$131 ;
       2'h3:
-          \$202  = \t$124 ;
+          \$203  = \t$126 ;
     endcase
   end
   always @* begin
@@ -1699,13 +1723,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$219  = \t$124 ;
+          \$220  = \t$126 ;
       2'h1:
-          \$219  = \t$119 ;
+          \$220  = \t$121 ;
       2'h2:
-          \$219  = \t$134 ;
+          \$220  = \t$136 ;
       2'h3:
-          \$219  = \t$129 ;
+          \$220  = \t$131 ;
     endcase
   end
   always @* begin
@@ -1713,13 +1737,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$236  = \t$129 ;
+          \$237  = \t$131 ;
       2'h1:
-          \$236  = \t$124 ;
+          \$237  = \t$126 ;
       2'h2:
-          \$236  = \t$119 ;
+          \$237  = \t$121 ;
       2'h3:
-          \$236  = \t$134 ;
+          \$237  = \t$136 ;
     endcase
   end
   always @* begin
@@ -1727,13 +1751,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_cell1_s5[1:0])
       2'h0:
-          \$253  = \t$134 ;
+          \$254  = \t$136 ;
       2'h1:
-          \$253  = \t$129 ;
+          \$254  = \t$131 ;
       2'h2:
-          \$253  = \t$124 ;
+          \$254  = \t$126 ;
       2'h3:
-          \$253  = \t$119 ;
+          \$254  = \t$121 ;
     endcase
   end
   always @* begin
@@ -1741,13 +1765,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$306  = \$signature__data ;
+          \$307  = \$signature__data ;
       2'h1:
-          \$306  = \$signature__data$19 ;
+          \$307  = \$signature__data$19 ;
       2'h2:
-          \$306  = \$signature__data$20 ;
+          \$307  = \$signature__data$20 ;
       2'h3:
-          \$306  = \$signature__data$21 ;
+          \$307  = \$signature__data$21 ;
     endcase
   end
   always @* begin
@@ -1755,13 +1779,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$307  = \$signature__data$52 ;
+          \$308  = \$signature__data$52 ;
       2'h1:
-          \$307  = \$signature__data$53 ;
+          \$308  = \$signature__data$53 ;
       2'h2:
-          \$307  = \$signature__data$54 ;
+          \$308  = \$signature__data$54 ;
       2'h3:
-          \$307  = \$signature__data$55 ;
+          \$308  = \$signature__data$55 ;
     endcase
   end
   always @* begin
@@ -1769,34 +1793,36 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$308  = \$306 ;
+          \$309  = \$307 ;
       1'h1:
-          \$308  = \$307 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = 16'h0000;
-    casez (read_layer)
-      1'h0:
           \$309  = \$308 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = valid_s1;
-    if (en) begin
-      \$310  = accept;
-    end
-    if (rst) begin
-      \$310  = 1'h0;
-    end
+    \$310  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$310  = \$309 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$93 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$311  = valid_s1;
     if (en) begin
-      \$311  = valid_s1;
+      \$311  = accept;
     end
     if (rst) begin
       \$311  = 1'h0;
@@ -1804,9 +1830,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = valid_s3;
+    \$312  = valid_s2;
     if (en) begin
-      \$312  = valid_s2;
+      \$312  = valid_s1;
     end
     if (rst) begin
       \$312  = 1'h0;
@@ -1814,9 +1840,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = valid_s4;
+    \$313  = valid_s3;
     if (en) begin
-      \$313  = valid_s3;
+      \$313  = valid_s2;
     end
     if (rst) begin
       \$313  = 1'h0;
@@ -1824,9 +1850,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = valid_s5;
+    \$314  = valid_s4;
     if (en) begin
-      \$314  = valid_s4;
+      \$314  = valid_s3;
     end
     if (rst) begin
       \$314  = 1'h0;
@@ -1834,481 +1860,519 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = reload_count;
+    \$315  = valid_s5;
+    if (en) begin
+      \$315  = valid_s4;
+    end
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$316  = reload_count;
     if (reloading) begin
-      \$315  = \$302 [4:0];
+      \$316  = \$303 [4:0];
     end
     if (rst) begin
-      \$315  = 5'h00;
+      \$316  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_rd_edge;
+    \$317  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$316  = l0_port_edge_q[0];
+      \$317  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$316  = 1'h0;
+      \$317  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_rd_bank;
+    \$318  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$317  = \$301 [1:0];
+      \$318  = \$302 [1:0];
     end
     if (rst) begin
-      \$317  = 2'h0;
+      \$318  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = read_layer;
+    \$319  = read_layer;
     if (l0_port_rd) begin
-      \$318  = 1'h0;
+      \$319  = 1'h0;
     end
-    if (rst) begin
-      \$318  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = \$304 ;
     if (rst) begin
       \$319  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = pr__valid;
-    if (\$305 ) begin
-      \$320  = 1'h1;
+    \$320  = \$305 ;
+    if (rst) begin
+      \$320  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$321  = pr__valid;
+    if (\$306 ) begin
+      \$321  = 1'h1;
     end else if (read_wait) begin
-      \$320  = 1'h1;
+      \$321  = 1'h1;
     end else if (pr__ready) begin
-      \$320  = 1'h0;
+      \$321  = 1'h0;
     end
     if (rst) begin
-      \$320  = 1'h0;
+      \$321  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = pr__payload;
-    if (\$305 ) begin
-      \$321  = pc__payload[15:0];
+    \$322  = pr__payload;
+    if (\$306 ) begin
+      \$322  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$321  = \$309 ;
+      \$322  = \$310 ;
     end
     if (rst) begin
-      \$321  = 16'h0000;
+      \$322  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = u;
+    \$323  = u;
     if (en) begin
-      \$322  = s__payload[15:0];
+      \$323  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = \u$2 ;
+    \$324  = \u$2 ;
     if (en) begin
-      \$323  = s__payload[31:16];
+      \$324  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = y0_s1;
+    \$325  = y0_s1;
     if (en) begin
-      \$324  = s__payload[47:32];
+      \$325  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_lo0_s2;
+    \$326  = kind_s1;
     if (en) begin
-      \$325  = \cell [1:0];
+      \$326  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = l0_cell0_s2;
+    \$327  = l0_lo0_s2;
     if (en) begin
-      \$326  = \cell ;
+      \$327  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_bval0_0_s2;
+    \$328  = l0_cell0_s2;
     if (en) begin
-      \$327  = bval[15:0];
+      \$328  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_bval0_1_s2;
+    \$329  = l0_bval0_0_s2;
     if (en) begin
-      \$328  = bval[31:16];
+      \$329  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_bval0_2_s2;
+    \$330  = l0_bval0_1_s2;
     if (en) begin
-      \$329  = bval[47:32];
+      \$330  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_bval0_3_s2;
+    \$331  = l0_bval0_2_s2;
     if (en) begin
-      \$330  = bval[63:48];
+      \$331  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_lo1_s2;
+    \$332  = l0_bval0_3_s2;
     if (en) begin
-      \$331  = \cell$42 [1:0];
+      \$332  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_cell1_s2;
+    \$333  = l0_lo1_s2;
     if (en) begin
-      \$332  = \cell$42 ;
+      \$333  = \cell$42 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_bval1_0_s2;
+    \$334  = l0_cell1_s2;
     if (en) begin
-      \$333  = \bval$249 [15:0];
+      \$334  = \cell$42 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_bval1_1_s2;
+    \$335  = l0_bval1_0_s2;
     if (en) begin
-      \$334  = \bval$249 [31:16];
+      \$335  = \bval$252 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_bval1_2_s2;
+    \$336  = l0_bval1_1_s2;
     if (en) begin
-      \$335  = \bval$249 [47:32];
+      \$336  = \bval$252 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = l0_bval1_3_s2;
+    \$337  = l0_bval1_2_s2;
     if (en) begin
-      \$336  = \bval$249 [63:48];
+      \$337  = \bval$252 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = l0_prod0_0_0_s3;
+    \$338  = l0_bval1_3_s2;
     if (en) begin
-      \$337  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
+      \$338  = \bval$252 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = l0_prod0_0_1_s3;
+    \$339  = l0_prod0_0_0_s3;
     if (en) begin
-      \$338  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
+      \$339  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_prod0_0_2_s3;
+    \$340  = l0_prod0_0_1_s3;
     if (en) begin
-      \$339  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
+      \$340  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_prod0_0_3_s3;
+    \$341  = l0_prod0_0_2_s3;
     if (en) begin
-      \$340  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
+      \$341  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = l0_prod0_1_0_s3;
+    \$342  = l0_prod0_0_3_s3;
     if (en) begin
-      \$341  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
+      \$342  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = l0_prod0_1_1_s3;
+    \$343  = l0_prod0_1_0_s3;
     if (en) begin
-      \$342  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
+      \$343  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = l0_prod0_1_2_s3;
+    \$344  = l0_prod0_1_1_s3;
     if (en) begin
-      \$343  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
+      \$344  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_prod0_1_3_s3;
+    \$345  = l0_prod0_1_2_s3;
     if (en) begin
-      \$344  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
+      \$345  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = m__payload;
+    \$346  = l0_prod0_1_3_s3;
     if (en) begin
-      \$345  = \t$87 ;
+      \$346  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = y0_s2;
+    \$347  = l0_out0_s4;
     if (en) begin
-      \$346  = y0_s1;
+      \$347  = \t$87 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = y0_s3;
+    \$348  = y0_s2;
     if (en) begin
-      \$347  = y0_s2;
+      \$348  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = y0_s4;
+    \$349  = y0_s3;
     if (en) begin
-      \$348  = y0_s3;
+      \$349  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = err0_s5;
+    \$350  = y0_s4;
     if (en) begin
-      \$349  = \t$93 ;
+      \$350  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_cell0_s3;
+    \$351  = kind_s2;
     if (en) begin
-      \$350  = l0_cell0_s2;
+      \$351  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_cell0_s4;
+    \$352  = kind_s3;
     if (en) begin
-      \$351  = l0_cell0_s3;
+      \$352  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_cell0_s5;
+    \$353  = kind_s4;
     if (en) begin
-      \$352  = l0_cell0_s4;
+      \$353  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_cell1_s3;
+    \$354  = err0_s5;
     if (en) begin
-      \$353  = l0_cell1_s2;
+      \$354  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_cell1_s4;
+    \$355  = l0_cell0_s3;
     if (en) begin
-      \$354  = l0_cell1_s3;
+      \$355  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_cell1_s5;
+    \$356  = l0_cell0_s4;
     if (en) begin
-      \$355  = l0_cell1_s4;
+      \$356  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = l0_bval0_0_s3;
+    \$357  = l0_cell0_s5;
     if (en) begin
-      \$356  = l0_bval0_0_s2;
+      \$357  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = l0_bval0_0_s4;
+    \$358  = l0_cell1_s3;
     if (en) begin
-      \$357  = l0_bval0_0_s3;
+      \$358  = l0_cell1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = l0_bval0_0_s5;
+    \$359  = l0_cell1_s4;
     if (en) begin
-      \$358  = l0_bval0_0_s4;
+      \$359  = l0_cell1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = l0_bval0_1_s3;
+    \$360  = l0_cell1_s5;
     if (en) begin
-      \$359  = l0_bval0_1_s2;
+      \$360  = l0_cell1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = l0_bval0_1_s4;
+    \$361  = l0_bval0_0_s3;
     if (en) begin
-      \$360  = l0_bval0_1_s3;
+      \$361  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = l0_bval0_1_s5;
+    \$362  = l0_bval0_0_s4;
     if (en) begin
-      \$361  = l0_bval0_1_s4;
+      \$362  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = l0_bval0_2_s3;
+    \$363  = l0_bval0_0_s5;
     if (en) begin
-      \$362  = l0_bval0_2_s2;
+      \$363  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = l0_bval0_2_s4;
+    \$364  = l0_bval0_1_s3;
     if (en) begin
-      \$363  = l0_bval0_2_s3;
+      \$364  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_bval0_2_s5;
+    \$365  = l0_bval0_1_s4;
     if (en) begin
-      \$364  = l0_bval0_2_s4;
+      \$365  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_bval0_3_s3;
+    \$366  = l0_bval0_1_s5;
     if (en) begin
-      \$365  = l0_bval0_3_s2;
+      \$366  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = l0_bval0_3_s4;
+    \$367  = l0_bval0_2_s3;
     if (en) begin
-      \$366  = l0_bval0_3_s3;
+      \$367  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_bval0_3_s5;
+    \$368  = l0_bval0_2_s4;
     if (en) begin
-      \$367  = l0_bval0_3_s4;
+      \$368  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_bval1_0_s3;
+    \$369  = l0_bval0_2_s5;
     if (en) begin
-      \$368  = l0_bval1_0_s2;
+      \$369  = l0_bval0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_bval1_0_s4;
+    \$370  = l0_bval0_3_s3;
     if (en) begin
-      \$369  = l0_bval1_0_s3;
+      \$370  = l0_bval0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_bval1_0_s5;
+    \$371  = l0_bval0_3_s4;
     if (en) begin
-      \$370  = l0_bval1_0_s4;
+      \$371  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval1_1_s3;
+    \$372  = l0_bval0_3_s5;
     if (en) begin
-      \$371  = l0_bval1_1_s2;
+      \$372  = l0_bval0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval1_1_s4;
+    \$373  = l0_bval1_0_s3;
     if (en) begin
-      \$372  = l0_bval1_1_s3;
+      \$373  = l0_bval1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval1_1_s5;
+    \$374  = l0_bval1_0_s4;
     if (en) begin
-      \$373  = l0_bval1_1_s4;
+      \$374  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_bval1_2_s3;
+    \$375  = l0_bval1_0_s5;
     if (en) begin
-      \$374  = l0_bval1_2_s2;
+      \$375  = l0_bval1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_bval1_2_s4;
+    \$376  = l0_bval1_1_s3;
     if (en) begin
-      \$375  = l0_bval1_2_s3;
+      \$376  = l0_bval1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_bval1_2_s5;
+    \$377  = l0_bval1_1_s4;
     if (en) begin
-      \$376  = l0_bval1_2_s4;
+      \$377  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval1_3_s3;
+    \$378  = l0_bval1_1_s5;
     if (en) begin
-      \$377  = l0_bval1_3_s2;
+      \$378  = l0_bval1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval1_3_s4;
+    \$379  = l0_bval1_2_s3;
     if (en) begin
-      \$378  = l0_bval1_3_s3;
+      \$379  = l0_bval1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval1_3_s5;
+    \$380  = l0_bval1_2_s4;
     if (en) begin
-      \$379  = l0_bval1_3_s4;
+      \$380  = l0_bval1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$381  = l0_bval1_2_s5;
+    if (en) begin
+      \$381  = l0_bval1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$382  = l0_bval1_3_s3;
+    if (en) begin
+      \$382  = l0_bval1_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$383  = l0_bval1_3_s4;
+    if (en) begin
+      \$383  = l0_bval1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$384  = l0_bval1_3_s5;
+    if (en) begin
+      \$384  = l0_bval1_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -2331,42 +2395,42 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$69  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
   assign \t$74  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
   assign \t$84  = \t$75 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign m__valid = valid_s4;
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$301 [1:0];
-  assign \$signature__addr$151  = \$142 [1:0];
-  assign \$signature__en$153  = 1'h1;
-  assign wp__addr = \$146 [1:0];
-  assign \$signature__addr$161  = \$159 [1:0];
-  assign \$signature__en$162  = 1'h1;
-  assign \wp__addr$163  = \$163 [1:0];
-  assign \$signature__addr$169  = \$176 [1:0];
-  assign \$signature__en$170  = 1'h1;
-  assign \wp__addr$171  = \$180 [1:0];
-  assign \$signature__addr$177  = \$193 [1:0];
-  assign \$signature__en$178  = 1'h1;
-  assign \wp__addr$179  = \$197 [1:0];
-  assign \$signature__addr$186  = \$210 [1:0];
-  assign \$signature__en$188  = 1'h1;
-  assign \wp__addr$189  = \$214 [1:0];
-  assign \$signature__addr$195  = \$227 [1:0];
-  assign \$signature__en$196  = 1'h1;
-  assign \wp__addr$197  = \$231 [1:0];
-  assign \$signature__addr$203  = \$244 [1:0];
-  assign \$signature__en$204  = 1'h1;
-  assign \wp__addr$205  = \$248 [1:0];
-  assign \$signature__addr$211  = \$261 [1:0];
-  assign \$signature__en$212  = 1'h1;
-  assign \wp__addr$213  = \$265 [1:0];
+  assign l0_port_bank = \$302 [1:0];
+  assign \$signature__addr$153  = \$143 [1:0];
+  assign \$signature__en$155  = 1'h1;
+  assign wp__addr = \$147 [1:0];
+  assign \$signature__addr$163  = \$160 [1:0];
+  assign \$signature__en$164  = 1'h1;
+  assign \wp__addr$165  = \$164 [1:0];
+  assign \$signature__addr$171  = \$177 [1:0];
+  assign \$signature__en$172  = 1'h1;
+  assign \wp__addr$173  = \$181 [1:0];
+  assign \$signature__addr$179  = \$194 [1:0];
+  assign \$signature__en$180  = 1'h1;
+  assign \wp__addr$181  = \$198 [1:0];
+  assign \$signature__addr$188  = \$211 [1:0];
+  assign \$signature__en$190  = 1'h1;
+  assign \wp__addr$191  = \$215 [1:0];
+  assign \$signature__addr$197  = \$228 [1:0];
+  assign \$signature__en$198  = 1'h1;
+  assign \wp__addr$199  = \$232 [1:0];
+  assign \$signature__addr$205  = \$245 [1:0];
+  assign \$signature__en$206  = 1'h1;
+  assign \wp__addr$207  = \$249 [1:0];
+  assign \$signature__addr$213  = \$262 [1:0];
+  assign \$signature__en$214  = 1'h1;
+  assign \wp__addr$215  = \$266 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$271 [4:0];
+  assign reload_addr = \$272 [4:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$286 [4:0];
-  assign l0_port_q = \$299 [3:0];
+  assign l0_port_local = \$287 [4:0];
+  assign l0_port_q = \$300 [3:0];
   assign resp = pr__payload;
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[20:16];
   assign \pc__payload.write  = pc__payload[21];
@@ -2376,17 +2440,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
+  assign \s__payload.kind  = s__payload[49:48];
   assign \bval[0]  = bval[15:0];
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$249[0]  = \bval$249 [15:0];
-  assign \bval$249[1]  = \bval$249 [31:16];
-  assign \bval$249[2]  = \bval$249 [47:32];
-  assign \bval$249[3]  = \bval$249 [63:48];
+  assign \bval$252[0]  = \bval$252 [15:0];
+  assign \bval$252[1]  = \bval$252 [31:16];
+  assign \bval$252[2]  = \bval$252 [47:32];
+  assign \bval$252[3]  = \bval$252 [63:48];
+  assign m__payload[16] = \$49 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$297 [6:5] };
-  assign l0_port_baddr_q = { 2'h0, \$299 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$298 [6:5] };
+  assign l0_port_baddr_q = { 2'h0, \$300 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -2404,34 +2471,34 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$73  = { \t$71 [31], \t$71  };
   assign floor = { \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39:14] };
   assign \t$92  = { \t$90 [16], \t$90  };
-  assign \floor$97  = { \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31], \t$94 [31:18] };
-  assign \floor$102  = { \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31], \t$100 [31:18] };
-  assign \floor$107  = { \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31], \t$105 [31:18] };
-  assign \floor$112  = { \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31], \t$110 [31:18] };
-  assign \floor$117  = { \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31], \t$115 [31:18] };
-  assign \floor$122  = { \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31], \t$120 [31:18] };
-  assign \floor$127  = { \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31], \t$125 [31:18] };
-  assign \floor$132  = { \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31], \t$130 [31:18] };
-  assign \$139  = { 2'h0, \$138 [2] };
-  assign \$143  = { 2'h0, l0_cell0_s5[2] };
-  assign \$156  = { 2'h0, \$155 [2] };
-  assign \$160  = { 2'h0, l0_cell0_s5[2] };
-  assign \$173  = { 2'h0, \$172 [2] };
-  assign \$177  = { 2'h0, l0_cell0_s5[2] };
-  assign \$190  = { 2'h0, \$189 [2] };
-  assign \$194  = { 2'h0, l0_cell0_s5[2] };
-  assign \$203  = l0_port_edge_q[0];
-  assign \$207  = { 2'h0, \$206 [2] };
-  assign \$211  = { 2'h0, l0_cell1_s5[2] };
-  assign \$220  = l0_port_edge_q[0];
-  assign \$224  = { 2'h0, \$223 [2] };
-  assign \$228  = { 2'h0, l0_cell1_s5[2] };
-  assign \$237  = l0_port_edge_q[0];
-  assign \$241  = { 2'h0, \$240 [2] };
-  assign \$245  = { 2'h0, l0_cell1_s5[2] };
-  assign \$254  = l0_port_edge_q[0];
-  assign \$258  = { 2'h0, \$257 [2] };
-  assign \$262  = { 2'h0, l0_cell1_s5[2] };
+  assign \floor$99  = { \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31:18] };
+  assign \floor$104  = { \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31:18] };
+  assign \floor$109  = { \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31:18] };
+  assign \floor$114  = { \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31:18] };
+  assign \floor$119  = { \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31:18] };
+  assign \floor$124  = { \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31:18] };
+  assign \floor$129  = { \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31:18] };
+  assign \floor$134  = { \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31:18] };
+  assign \$140  = { 2'h0, \$139 [2] };
+  assign \$144  = { 2'h0, l0_cell0_s5[2] };
+  assign \$157  = { 2'h0, \$156 [2] };
+  assign \$161  = { 2'h0, l0_cell0_s5[2] };
+  assign \$174  = { 2'h0, \$173 [2] };
+  assign \$178  = { 2'h0, l0_cell0_s5[2] };
+  assign \$191  = { 2'h0, \$190 [2] };
+  assign \$195  = { 2'h0, l0_cell0_s5[2] };
+  assign \$204  = l0_port_edge_q[0];
+  assign \$208  = { 2'h0, \$207 [2] };
+  assign \$212  = { 2'h0, l0_cell1_s5[2] };
+  assign \$221  = l0_port_edge_q[0];
+  assign \$225  = { 2'h0, \$224 [2] };
+  assign \$229  = { 2'h0, l0_cell1_s5[2] };
+  assign \$238  = l0_port_edge_q[0];
+  assign \$242  = { 2'h0, \$241 [2] };
+  assign \$246  = { 2'h0, l0_cell1_s5[2] };
+  assign \$255  = l0_port_edge_q[0];
+  assign \$259  = { 2'h0, \$258 [2] };
+  assign \$263  = { 2'h0, l0_cell1_s5[2] };
 endmodule
 
 (* generator = "Amaranth" *)

@@ -6,86 +6,86 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire [3:0] \$101 ;
+  wire [2:0] \$100 ;
+  wire \$101 ;
   wire [3:0] \$102 ;
-  wire \$103 ;
+  wire [3:0] \$103 ;
   wire \$104 ;
-  wire [15:0] \$105 ;
+  wire \$105 ;
   wire [15:0] \$106 ;
-  reg [15:0] \$107 ;
-  wire \$108 ;
+  wire [15:0] \$107 ;
+  reg [15:0] \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire [2:0] \$112 ;
+  wire \$112 ;
   wire [2:0] \$113 ;
   wire [2:0] \$114 ;
-  wire \$115 ;
-  wire [2:0] \$116 ;
+  wire [2:0] \$115 ;
+  wire \$116 ;
   wire [2:0] \$117 ;
-  wire \$118 ;
-  wire [3:0] \$119 ;
+  wire [2:0] \$118 ;
+  wire \$119 ;
   wire [3:0] \$12 ;
-  wire [2:0] \$120 ;
-  wire \$121 ;
-  wire [3:0] \$122 ;
+  wire [3:0] \$120 ;
+  wire [2:0] \$121 ;
+  wire \$122 ;
   wire [3:0] \$123 ;
-  wire \$124 ;
+  wire [3:0] \$124 ;
   wire \$125 ;
-  wire [15:0] \$126 ;
+  wire \$126 ;
   wire [15:0] \$127 ;
-  reg [15:0] \$128 ;
-  wire \$129 ;
+  wire [15:0] \$128 ;
+  reg [15:0] \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire [2:0] \$133 ;
+  wire \$133 ;
   wire [2:0] \$134 ;
   wire [2:0] \$135 ;
-  wire \$136 ;
-  wire [2:0] \$137 ;
+  wire [2:0] \$136 ;
+  wire \$137 ;
   wire [2:0] \$138 ;
-  wire \$139 ;
+  wire [2:0] \$139 ;
   wire \$14 ;
-  wire [3:0] \$140 ;
-  wire [2:0] \$141 ;
-  wire \$142 ;
-  wire [3:0] \$143 ;
+  wire \$140 ;
+  wire [3:0] \$141 ;
+  wire [2:0] \$142 ;
+  wire \$143 ;
   wire [3:0] \$144 ;
-  wire \$145 ;
+  wire [3:0] \$145 ;
   wire \$146 ;
-  wire [15:0] \$147 ;
+  wire \$147 ;
   wire [15:0] \$148 ;
-  reg [15:0] \$149 ;
+  wire [15:0] \$149 ;
   wire [3:0] \$15 ;
-  wire \$150 ;
+  reg [15:0] \$150 ;
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
-  wire [2:0] \$154 ;
+  wire \$154 ;
   wire [2:0] \$155 ;
   wire [2:0] \$156 ;
-  wire \$157 ;
-  wire [2:0] \$158 ;
+  wire [2:0] \$157 ;
+  wire \$158 ;
   wire [2:0] \$159 ;
   wire [3:0] \$16 ;
-  wire \$160 ;
-  wire [3:0] \$161 ;
-  wire [2:0] \$162 ;
-  wire \$163 ;
-  wire [3:0] \$164 ;
+  wire [2:0] \$160 ;
+  wire \$161 ;
+  wire [3:0] \$162 ;
+  wire [2:0] \$163 ;
+  wire \$164 ;
   wire [3:0] \$165 ;
-  wire \$166 ;
+  wire [3:0] \$166 ;
   wire \$167 ;
-  wire [15:0] \$168 ;
+  wire \$168 ;
   wire [15:0] \$169 ;
   wire [40:0] \$17 ;
-  wire \$170 ;
-  wire [4:0] \$171 ;
-  wire \$172 ;
+  wire [15:0] \$170 ;
+  wire \$171 ;
+  wire [4:0] \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
@@ -100,8 +100,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire [4:0] \$186 ;
-  wire \$187 ;
+  wire \$186 ;
+  wire [4:0] \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
@@ -112,65 +112,65 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire [5:0] \$197 ;
-  wire [9:0] \$198 ;
-  wire [10:0] \$199 ;
+  wire \$197 ;
+  wire [5:0] \$198 ;
+  wire [9:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [6:0] \$200 ;
-  wire [7:0] \$201 ;
-  wire \$202 ;
-  wire [2:0] \$203 ;
-  wire [3:0] \$204 ;
-  wire [4:0] \$205 ;
-  wire \$206 ;
+  wire [10:0] \$200 ;
+  wire [6:0] \$201 ;
+  wire [7:0] \$202 ;
+  wire \$203 ;
+  wire [2:0] \$204 ;
+  wire [3:0] \$205 ;
+  wire [4:0] \$206 ;
   wire \$207 ;
   wire \$208 ;
-  reg [15:0] \$209 ;
+  wire \$209 ;
   wire \$21 ;
   reg [15:0] \$210 ;
   reg [15:0] \$211 ;
-  reg \$212 ;
+  reg [15:0] \$212 ;
   reg \$213 ;
   reg \$214 ;
   reg \$215 ;
   reg \$216 ;
-  reg [1:0] \$217 ;
-  reg [3:0] \$218 ;
-  reg \$219 ;
+  reg \$217 ;
+  reg [1:0] \$218 ;
+  reg [3:0] \$219 ;
   wire \$22 ;
-  reg [1:0] \$220 ;
-  reg \$221 ;
+  reg \$220 ;
+  reg [1:0] \$221 ;
   reg \$222 ;
   reg \$223 ;
-  reg [15:0] \$224 ;
+  reg \$224 ;
   reg [15:0] \$225 ;
   reg [15:0] \$226 ;
-  reg [1:0] \$227 ;
-  reg [2:0] \$228 ;
-  reg [15:0] \$229 ;
+  reg [15:0] \$227 ;
+  reg [1:0] \$228 ;
+  reg [1:0] \$229 ;
   wire \$23 ;
-  reg [15:0] \$230 ;
+  reg [2:0] \$230 ;
   reg [15:0] \$231 ;
   reg [15:0] \$232 ;
-  reg [39:0] \$233 ;
-  reg [39:0] \$234 ;
+  reg [15:0] \$233 ;
+  reg [15:0] \$234 ;
   reg [39:0] \$235 ;
   reg [39:0] \$236 ;
-  reg [15:0] \$237 ;
-  reg [15:0] \$238 ;
+  reg [39:0] \$237 ;
+  reg [39:0] \$238 ;
   reg [15:0] \$239 ;
   wire \$24 ;
   reg [15:0] \$240 ;
   reg [15:0] \$241 ;
-  reg [2:0] \$242 ;
-  reg [2:0] \$243 ;
-  reg [2:0] \$244 ;
-  reg [15:0] \$245 ;
+  reg [15:0] \$242 ;
+  reg [1:0] \$243 ;
+  reg [1:0] \$244 ;
+  reg [1:0] \$245 ;
   reg [15:0] \$246 ;
-  reg [15:0] \$247 ;
-  reg [15:0] \$248 ;
-  reg [15:0] \$249 ;
+  reg [2:0] \$247 ;
+  reg [2:0] \$248 ;
+  reg [2:0] \$249 ;
   wire \$25 ;
   reg [15:0] \$250 ;
   reg [15:0] \$251 ;
@@ -179,14 +179,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$254 ;
   reg [15:0] \$255 ;
   reg [15:0] \$256 ;
+  reg [15:0] \$257 ;
+  reg [15:0] \$258 ;
+  reg [15:0] \$259 ;
   wire \$26 ;
+  reg [15:0] \$260 ;
+  reg [15:0] \$261 ;
   wire \$27 ;
   wire [15:0] \$28 ;
   wire \$29 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [15:0] \$31 ;
-  wire \$32 ;
+  wire \$31 ;
+  wire [15:0] \$32 ;
   wire \$33 ;
   wire \$34 ;
   wire \$35 ;
@@ -196,8 +201,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$39 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  wire [15:0] \$41 ;
-  wire \$42 ;
+  wire \$41 ;
+  wire [15:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -207,8 +212,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  wire [15:0] \$51 ;
-  wire \$52 ;
+  wire \$51 ;
+  wire [15:0] \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -218,8 +223,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$61 ;
-  wire \$62 ;
+  wire \$61 ;
+  wire [15:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -229,8 +234,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  wire [15:0] \$71 ;
-  wire \$72 ;
+  wire \$71 ;
+  wire [15:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
@@ -245,42 +250,42 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  reg [15:0] \$86 ;
-  wire \$87 ;
+  wire \$86 ;
+  reg [15:0] \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire [2:0] \$91 ;
+  wire \$91 ;
   wire [2:0] \$92 ;
   wire [2:0] \$93 ;
-  wire \$94 ;
-  wire [2:0] \$95 ;
+  wire [2:0] \$94 ;
+  wire \$95 ;
   wire [2:0] \$96 ;
-  wire \$97 ;
-  wire [3:0] \$98 ;
-  wire [2:0] \$99 ;
+  wire [2:0] \$97 ;
+  wire \$98 ;
+  wire [3:0] \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$110 ;
-  wire [1:0] \$signature__addr$122 ;
-  wire [1:0] \$signature__addr$130 ;
-  wire [1:0] \$signature__addr$138 ;
+  wire [1:0] \$signature__addr$112 ;
+  wire [1:0] \$signature__addr$124 ;
+  wire [1:0] \$signature__addr$132 ;
+  wire [1:0] \$signature__addr$140 ;
   wire [1:0] \$signature__addr$22 ;
   wire [1:0] \$signature__addr$24 ;
   wire [1:0] \$signature__addr$26 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$104 ;
-  wire [15:0] \$signature__data$120 ;
-  wire [15:0] \$signature__data$128 ;
-  wire [15:0] \$signature__data$136 ;
+  wire [15:0] \$signature__data$106 ;
+  wire [15:0] \$signature__data$122 ;
+  wire [15:0] \$signature__data$130 ;
+  wire [15:0] \$signature__data$138 ;
   wire [15:0] \$signature__data$31 ;
   wire [15:0] \$signature__data$32 ;
   wire [15:0] \$signature__data$33 ;
   wire \$signature__en ;
-  wire \$signature__en$114 ;
-  wire \$signature__en$123 ;
-  wire \$signature__en$131 ;
-  wire \$signature__en$139 ;
+  wire \$signature__en$116 ;
+  wire \$signature__en$125 ;
+  wire \$signature__en$133 ;
+  wire \$signature__en$141 ;
   wire \$signature__en$23 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
@@ -296,15 +301,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire clk;
   wire commit_l0;
   wire commit_on_read_l0;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s5 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$70 ;
-  wire [31:0] \floor$75 ;
-  wire [31:0] \floor$80 ;
-  wire [31:0] \floor$85 ;
+  wire [31:0] \floor$72 ;
+  wire [31:0] \floor$77 ;
+  wire [31:0] \floor$82 ;
+  wire [31:0] \floor$87 ;
   wire flush_l0;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
   reg [15:0] l0_bval0_0_s2 = 16'h0000;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
@@ -326,8 +336,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [2:0] l0_cell0_s4 = 3'h0;
   reg [2:0] l0_cell0_s5 = 3'h0;
   reg [1:0] l0_lo0_s2 = 2'h0;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_out0_s4;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   reg [1:0] l0_pending = 2'h0;
   wire [1:0] l0_port_baddr;
   wire [3:0] l0_port_baddr_q;
@@ -354,8 +363,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
   wire [1:0] level;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -396,8 +406,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] rom_rd__data;
   input rst;
   wire rst;
-  input [31:0] s__payload;
-  wire [31:0] s__payload;
+  input [33:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -407,10 +418,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [31:0] t;
-  wire [16:0] \t$103 ;
-  wire [16:0] \t$119 ;
-  wire [16:0] \t$127 ;
-  wire [16:0] \t$135 ;
+  wire [16:0] \t$105 ;
+  wire [16:0] \t$121 ;
+  wire [16:0] \t$129 ;
+  wire [16:0] \t$137 ;
   wire [32:0] \t$36 ;
   wire [39:0] \t$37 ;
   wire [31:0] \t$39 ;
@@ -429,18 +440,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \t$63 ;
   wire [17:0] \t$65 ;
   wire [15:0] \t$66 ;
-  wire [31:0] \t$67 ;
-  wire [32:0] \t$71 ;
-  wire [15:0] \t$72 ;
-  wire [31:0] \t$73 ;
-  wire [32:0] \t$76 ;
-  wire [15:0] \t$77 ;
-  wire [31:0] \t$78 ;
-  wire [32:0] \t$81 ;
-  wire [15:0] \t$82 ;
-  wire [31:0] \t$83 ;
-  wire [32:0] \t$86 ;
-  wire [15:0] \t$87 ;
+  wire [31:0] \t$69 ;
+  wire [32:0] \t$73 ;
+  wire [15:0] \t$74 ;
+  wire [31:0] \t$75 ;
+  wire [32:0] \t$78 ;
+  wire [15:0] \t$79 ;
+  wire [31:0] \t$80 ;
+  wire [32:0] \t$83 ;
+  wire [15:0] \t$84 ;
+  wire [31:0] \t$85 ;
+  wire [32:0] \t$88 ;
+  wire [15:0] \t$89 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -451,17 +462,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [66:0] w_data;
   wire w_en;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$124 ;
-  wire [1:0] \wp__addr$132 ;
-  wire [1:0] \wp__addr$140 ;
+  wire [1:0] \wp__addr$126 ;
+  wire [1:0] \wp__addr$134 ;
+  wire [1:0] \wp__addr$142 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$125 ;
-  wire [15:0] \wp__data$133 ;
-  wire [15:0] \wp__data$141 ;
+  wire [15:0] \wp__data$127 ;
+  wire [15:0] \wp__data$135 ;
+  wire [15:0] \wp__data$143 ;
   wire wp__en;
-  wire \wp__en$126 ;
-  wire \wp__en$134 ;
-  wire \wp__en$142 ;
+  wire \wp__en$128 ;
+  wire \wp__en$136 ;
+  wire \wp__en$144 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -477,19 +488,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$102 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$103 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$98 [1:0];
+    _0_ <= \$99 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$102 [1:0])
+      if (wp__en && \$4 [1:0] == \$103 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$104  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$106  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -499,20 +510,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$126 )
-      l0_coef_0_0_bank1[\$123 [1:0]] <= \wp__data$125 ;
+    if (\wp__en$128 )
+      l0_coef_0_0_bank1[\$124 [1:0]] <= \wp__data$127 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$119 [1:0];
+    _2_ <= \$120 [1:0];
     if (\$signature__en$23 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$126  && \$8 [1:0] == \$123 [1:0])
-        _3_ <= \wp__data$125 ;
+      if (\wp__en$128  && \$8 [1:0] == \$124 [1:0])
+        _3_ <= \wp__data$127 ;
     end
   end
-  assign \$signature__data$120  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$122  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$31  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -522,20 +533,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$134 )
-      l0_coef_0_0_bank2[\$144 [1:0]] <= \wp__data$133 ;
+    if (\wp__en$136 )
+      l0_coef_0_0_bank2[\$145 [1:0]] <= \wp__data$135 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$140 [1:0];
+    _4_ <= \$141 [1:0];
     if (\$signature__en$25 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$134  && \$12 [1:0] == \$144 [1:0])
-        _5_ <= \wp__data$133 ;
+      if (\wp__en$136  && \$12 [1:0] == \$145 [1:0])
+        _5_ <= \wp__data$135 ;
     end
   end
-  assign \$signature__data$128  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$130  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$32  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -545,20 +556,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$142 )
-      l0_coef_0_0_bank3[\$165 [1:0]] <= \wp__data$141 ;
+    if (\wp__en$144 )
+      l0_coef_0_0_bank3[\$166 [1:0]] <= \wp__data$143 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$161 [1:0];
+    _6_ <= \$162 [1:0];
     if (\$signature__en$27 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$142  && \$16 [1:0] == \$165 [1:0])
-        _7_ <= \wp__data$141 ;
+      if (\wp__en$144  && \$16 [1:0] == \$166 [1:0])
+        _7_ <= \wp__data$143 ;
     end
   end
-  assign \$signature__data$136  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$138  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$33  = _7_;
   reg [15:0] theta0_rom [10:0];
   initial begin
@@ -614,324 +625,333 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$27  = $signed(\t$60 ) > $signed(16'h7fff);
   assign \$28  = \$27  ? 16'h7fff : \t$60 [15:0];
   assign \t$61  = \$26  ? 16'h8000 : \$28 ;
-  assign \t$63  = $signed(m__payload) - $signed(y0_s4);
-  assign \$29  = $signed(\t$65 ) < $signed(16'h8000);
-  assign \$30  = $signed(\t$65 ) > $signed(16'h7fff);
-  assign \$31  = \$30  ? 16'h7fff : \t$65 [15:0];
-  assign \t$66  = \$29  ? 16'h8000 : \$31 ;
-  assign \t$67  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$32  = ! \t$67 [14:0];
-  assign \$33  = ~ \$32 ;
-  assign \$34  = \t$67 [15] & \$33 ;
-  assign \$35  = ! \t$67 [14:0];
-  assign \$36  = \t$67 [15] & \$35 ;
-  assign \$37  = \$36  & \floor$70 [0];
-  assign \$38  = \$34  | \$37 ;
-  assign \t$71  = $signed(\floor$70 ) + $signed({ 1'h0, \$38  });
-  assign \$39  = $signed(\t$71 ) < $signed(16'h8000);
-  assign \$40  = $signed(\t$71 ) > $signed(16'h7fff);
-  assign \$41  = \$40  ? 16'h7fff : \t$71 [15:0];
-  assign \t$72  = \$39  ? 16'h8000 : \$41 ;
-  assign \t$73  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$42  = ! \t$73 [14:0];
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \t$73 [15] & \$43 ;
-  assign \$45  = ! \t$73 [14:0];
-  assign \$46  = \t$73 [15] & \$45 ;
-  assign \$47  = \$46  & \floor$75 [0];
-  assign \$48  = \$44  | \$47 ;
-  assign \t$76  = $signed(\floor$75 ) + $signed({ 1'h0, \$48  });
-  assign \$49  = $signed(\t$76 ) < $signed(16'h8000);
-  assign \$50  = $signed(\t$76 ) > $signed(16'h7fff);
-  assign \$51  = \$50  ? 16'h7fff : \t$76 [15:0];
-  assign \t$77  = \$49  ? 16'h8000 : \$51 ;
-  assign \t$78  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$52  = ! \t$78 [14:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \t$78 [15] & \$53 ;
-  assign \$55  = ! \t$78 [14:0];
-  assign \$56  = \t$78 [15] & \$55 ;
-  assign \$57  = \$56  & \floor$80 [0];
-  assign \$58  = \$54  | \$57 ;
-  assign \t$81  = $signed(\floor$80 ) + $signed({ 1'h0, \$58  });
-  assign \$59  = $signed(\t$81 ) < $signed(16'h8000);
-  assign \$60  = $signed(\t$81 ) > $signed(16'h7fff);
-  assign \$61  = \$60  ? 16'h7fff : \t$81 [15:0];
-  assign \t$82  = \$59  ? 16'h8000 : \$61 ;
-  assign \t$83  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$62  = ! \t$83 [14:0];
-  assign \$63  = ~ \$62 ;
-  assign \$64  = \t$83 [15] & \$63 ;
-  assign \$65  = ! \t$83 [14:0];
-  assign \$66  = \t$83 [15] & \$65 ;
-  assign \$67  = \$66  & \floor$85 [0];
-  assign \$68  = \$64  | \$67 ;
-  assign \t$86  = $signed(\floor$85 ) + $signed({ 1'h0, \$68  });
-  assign \$69  = $signed(\t$86 ) < $signed(16'h8000);
-  assign \$70  = $signed(\t$86 ) > $signed(16'h7fff);
-  assign \$71  = \$70  ? 16'h7fff : \t$86 [15:0];
-  assign \t$87  = \$69  ? 16'h8000 : \$71 ;
-  assign \$72  = ~ m__ready;
-  assign \$73  = m__valid & \$72 ;
-  assign en = ~ \$73 ;
+  assign \$29  = $signed(l0_out0_s4) >= $signed(1'h0);
+  assign \t$63  = $signed(l0_out0_s4) - $signed(y0_s4);
+  assign \$30  = $signed(\t$65 ) < $signed(16'h8000);
+  assign \$31  = $signed(\t$65 ) > $signed(16'h7fff);
+  assign \$32  = \$31  ? 16'h7fff : \t$65 [15:0];
+  assign \t$66  = \$30  ? 16'h8000 : \$32 ;
+  assign \t$69  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
+  assign \$33  = ! \t$69 [14:0];
+  assign \$34  = ~ \$33 ;
+  assign \$35  = \t$69 [15] & \$34 ;
+  assign \$36  = ! \t$69 [14:0];
+  assign \$37  = \t$69 [15] & \$36 ;
+  assign \$38  = \$37  & \floor$72 [0];
+  assign \$39  = \$35  | \$38 ;
+  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$39  });
+  assign \$40  = $signed(\t$73 ) < $signed(16'h8000);
+  assign \$41  = $signed(\t$73 ) > $signed(16'h7fff);
+  assign \$42  = \$41  ? 16'h7fff : \t$73 [15:0];
+  assign \t$74  = \$40  ? 16'h8000 : \$42 ;
+  assign \t$75  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
+  assign \$43  = ! \t$75 [14:0];
+  assign \$44  = ~ \$43 ;
+  assign \$45  = \t$75 [15] & \$44 ;
+  assign \$46  = ! \t$75 [14:0];
+  assign \$47  = \t$75 [15] & \$46 ;
+  assign \$48  = \$47  & \floor$77 [0];
+  assign \$49  = \$45  | \$48 ;
+  assign \t$78  = $signed(\floor$77 ) + $signed({ 1'h0, \$49  });
+  assign \$50  = $signed(\t$78 ) < $signed(16'h8000);
+  assign \$51  = $signed(\t$78 ) > $signed(16'h7fff);
+  assign \$52  = \$51  ? 16'h7fff : \t$78 [15:0];
+  assign \t$79  = \$50  ? 16'h8000 : \$52 ;
+  assign \t$80  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
+  assign \$53  = ! \t$80 [14:0];
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \t$80 [15] & \$54 ;
+  assign \$56  = ! \t$80 [14:0];
+  assign \$57  = \t$80 [15] & \$56 ;
+  assign \$58  = \$57  & \floor$82 [0];
+  assign \$59  = \$55  | \$58 ;
+  assign \t$83  = $signed(\floor$82 ) + $signed({ 1'h0, \$59  });
+  assign \$60  = $signed(\t$83 ) < $signed(16'h8000);
+  assign \$61  = $signed(\t$83 ) > $signed(16'h7fff);
+  assign \$62  = \$61  ? 16'h7fff : \t$83 [15:0];
+  assign \t$84  = \$60  ? 16'h8000 : \$62 ;
+  assign \t$85  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
+  assign \$63  = ! \t$85 [14:0];
+  assign \$64  = ~ \$63 ;
+  assign \$65  = \t$85 [15] & \$64 ;
+  assign \$66  = ! \t$85 [14:0];
+  assign \$67  = \t$85 [15] & \$66 ;
+  assign \$68  = \$67  & \floor$87 [0];
+  assign \$69  = \$65  | \$68 ;
+  assign \t$88  = $signed(\floor$87 ) + $signed({ 1'h0, \$69  });
+  assign \$70  = $signed(\t$88 ) < $signed(16'h8000);
+  assign \$71  = $signed(\t$88 ) > $signed(16'h7fff);
+  assign \$72  = \$71  ? 16'h7fff : \t$88 [15:0];
+  assign \t$89  = \$70  ? 16'h8000 : \$72 ;
+  assign \$73  = ~ m__ready;
+  assign \$74  = m__valid & \$73 ;
+  assign en = ~ \$74 ;
   assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
-  assign \$74  = en & valid_s2;
-  assign \$75  = l0_pending == 2'h3;
-  assign commit_on_read_l0 = \$74  & \$75 ;
-  assign \$76  = ~ busy;
-  assign \$77  = pc__valid & \$76 ;
-  assign \$78  = ! level;
-  assign \$79  = ~ \$78 ;
-  assign flush_l0 = \$77  & \$79 ;
+  assign \$75  = en & valid_s2;
+  assign \$76  = l0_pending == 2'h3;
+  assign commit_on_read_l0 = \$75  & \$76 ;
+  assign \$77  = ~ busy;
+  assign \$78  = pc__valid & \$77 ;
+  assign \$79  = ! level;
+  assign \$80  = ~ \$79 ;
+  assign flush_l0 = \$78  & \$80 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$80  = en & valid_s5;
-  assign \$81  = ! level;
-  assign \$82  = commit_on_read_l0 & \$81 ;
-  assign \$83  = ~ \$82 ;
-  assign w_en = \$80  & \$83 ;
-  assign \$84  = ! level;
-  assign \$85  = ~ \$84 ;
-  assign r_en = commit_l0 & \$85 ;
-  assign \t$103  = $signed(\$signature__data$104 ) - $signed(\$86 );
-  assign \$87  = ! l0_port_edge_q[0];
-  assign \$88  = l0_port_wr & \$87 ;
-  assign \$89  = ! \$201 [1:0];
-  assign l0_port_hit0_0_0 = \$88  & \$89 ;
-  assign \$90  = ! next_level;
-  assign \$91  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$92  = \$90  ? \$91  : next_data[2:0];
-  assign \$94  = ! next_level;
-  assign \$95  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$96  = \$94  ? \$95  : next_data[2:0];
-  assign \$97  = \$96 [1:0] > 1'h0;
-  assign \$98  = \$93  + \$97 ;
-  assign \$100  = r_data[1:0] > 1'h0;
-  assign \$101  = \$99  + \$100 ;
-  assign \$102  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$101 ;
-  assign \$103  = $signed(\t$103 ) < $signed(16'h8000);
-  assign \$104  = $signed(\t$103 ) > $signed(16'h7fff);
-  assign \$105  = \$104  ? 16'h7fff : \t$103 [15:0];
-  assign \$106  = \$103  ? 16'h8000 : \$105 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$106 ;
+  assign \$81  = en & valid_s5;
+  assign \$82  = ! level;
+  assign \$83  = commit_on_read_l0 & \$82 ;
+  assign \$84  = ~ \$83 ;
+  assign w_en = \$81  & \$84 ;
+  assign \$85  = ! level;
+  assign \$86  = ~ \$85 ;
+  assign r_en = commit_l0 & \$86 ;
+  assign \t$105  = $signed(\$signature__data$106 ) - $signed(\$87 );
+  assign \$88  = ! l0_port_edge_q[0];
+  assign \$89  = l0_port_wr & \$88 ;
+  assign \$90  = ! \$202 [1:0];
+  assign l0_port_hit0_0_0 = \$89  & \$90 ;
+  assign \$91  = ! next_level;
+  assign \$92  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$93  = \$91  ? \$92  : next_data[2:0];
+  assign \$95  = ! next_level;
+  assign \$96  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$97  = \$95  ? \$96  : next_data[2:0];
+  assign \$98  = \$97 [1:0] > 1'h0;
+  assign \$99  = \$94  + \$98 ;
+  assign \$101  = r_data[1:0] > 1'h0;
+  assign \$102  = \$100  + \$101 ;
+  assign \$103  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$102 ;
+  assign \$104  = $signed(\t$105 ) < $signed(16'h8000);
+  assign \$105  = $signed(\t$105 ) > $signed(16'h7fff);
+  assign \$106  = \$105  ? 16'h7fff : \t$105 [15:0];
+  assign \$107  = \$104  ? 16'h8000 : \$106 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$107 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$119  = $signed(\$signature__data$120 ) - $signed(\$107 );
-  assign \$108  = ! l0_port_edge_q[0];
-  assign \$109  = l0_port_wr & \$108 ;
-  assign \$110  = \$201 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$109  & \$110 ;
-  assign \$111  = ! next_level;
-  assign \$112  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$113  = \$111  ? \$112  : next_data[2:0];
-  assign \$115  = ! next_level;
-  assign \$116  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$117  = \$115  ? \$116  : next_data[2:0];
-  assign \$118  = \$117 [1:0] > 1'h1;
-  assign \$119  = \$114  + \$118 ;
-  assign \$121  = r_data[1:0] > 1'h1;
-  assign \$122  = \$120  + \$121 ;
-  assign \$123  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$122 ;
-  assign \$124  = $signed(\t$119 ) < $signed(16'h8000);
-  assign \$125  = $signed(\t$119 ) > $signed(16'h7fff);
-  assign \$126  = \$125  ? 16'h7fff : \t$119 [15:0];
-  assign \$127  = \$124  ? 16'h8000 : \$126 ;
-  assign \wp__data$125  = l0_port_hit0_0_1 ? l0_port_data : \$127 ;
-  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$127  = $signed(\$signature__data$128 ) - $signed(\$128 );
-  assign \$129  = ! l0_port_edge_q[0];
-  assign \$130  = l0_port_wr & \$129 ;
-  assign \$131  = \$201 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$130  & \$131 ;
-  assign \$132  = ! next_level;
-  assign \$133  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$134  = \$132  ? \$133  : next_data[2:0];
-  assign \$136  = ! next_level;
-  assign \$137  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$138  = \$136  ? \$137  : next_data[2:0];
-  assign \$139  = \$138 [1:0] > 2'h2;
-  assign \$140  = \$135  + \$139 ;
-  assign \$142  = r_data[1:0] > 2'h2;
-  assign \$143  = \$141  + \$142 ;
-  assign \$144  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$143 ;
-  assign \$145  = $signed(\t$127 ) < $signed(16'h8000);
-  assign \$146  = $signed(\t$127 ) > $signed(16'h7fff);
-  assign \$147  = \$146  ? 16'h7fff : \t$127 [15:0];
-  assign \$148  = \$145  ? 16'h8000 : \$147 ;
-  assign \wp__data$133  = l0_port_hit0_0_2 ? l0_port_data : \$148 ;
-  assign \wp__en$134  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$135  = $signed(\$signature__data$136 ) - $signed(\$149 );
-  assign \$150  = ! l0_port_edge_q[0];
-  assign \$151  = l0_port_wr & \$150 ;
-  assign \$152  = \$201 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$151  & \$152 ;
-  assign \$153  = ! next_level;
-  assign \$154  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$155  = \$153  ? \$154  : next_data[2:0];
-  assign \$157  = ! next_level;
-  assign \$158  = \$73  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$159  = \$157  ? \$158  : next_data[2:0];
-  assign \$160  = \$159 [1:0] > 2'h3;
-  assign \$161  = \$156  + \$160 ;
-  assign \$163  = r_data[1:0] > 2'h3;
-  assign \$164  = \$162  + \$163 ;
-  assign \$165  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$164 ;
-  assign \$166  = $signed(\t$135 ) < $signed(16'h8000);
-  assign \$167  = $signed(\t$135 ) > $signed(16'h7fff);
-  assign \$168  = \$167  ? 16'h7fff : \t$135 [15:0];
-  assign \$169  = \$166  ? 16'h8000 : \$168 ;
-  assign \wp__data$141  = l0_port_hit0_0_3 ? l0_port_data : \$169 ;
-  assign \wp__en$142  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$121  = $signed(\$signature__data$122 ) - $signed(\$108 );
+  assign \$109  = ! l0_port_edge_q[0];
+  assign \$110  = l0_port_wr & \$109 ;
+  assign \$111  = \$202 [1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$110  & \$111 ;
+  assign \$112  = ! next_level;
+  assign \$113  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$114  = \$112  ? \$113  : next_data[2:0];
+  assign \$116  = ! next_level;
+  assign \$117  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$118  = \$116  ? \$117  : next_data[2:0];
+  assign \$119  = \$118 [1:0] > 1'h1;
+  assign \$120  = \$115  + \$119 ;
+  assign \$122  = r_data[1:0] > 1'h1;
+  assign \$123  = \$121  + \$122 ;
+  assign \$124  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$123 ;
+  assign \$125  = $signed(\t$121 ) < $signed(16'h8000);
+  assign \$126  = $signed(\t$121 ) > $signed(16'h7fff);
+  assign \$127  = \$126  ? 16'h7fff : \t$121 [15:0];
+  assign \$128  = \$125  ? 16'h8000 : \$127 ;
+  assign \wp__data$127  = l0_port_hit0_0_1 ? l0_port_data : \$128 ;
+  assign \wp__en$128  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$129  = $signed(\$signature__data$130 ) - $signed(\$129 );
+  assign \$130  = ! l0_port_edge_q[0];
+  assign \$131  = l0_port_wr & \$130 ;
+  assign \$132  = \$202 [1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$131  & \$132 ;
+  assign \$133  = ! next_level;
+  assign \$134  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$135  = \$133  ? \$134  : next_data[2:0];
+  assign \$137  = ! next_level;
+  assign \$138  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$139  = \$137  ? \$138  : next_data[2:0];
+  assign \$140  = \$139 [1:0] > 2'h2;
+  assign \$141  = \$136  + \$140 ;
+  assign \$143  = r_data[1:0] > 2'h2;
+  assign \$144  = \$142  + \$143 ;
+  assign \$145  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$144 ;
+  assign \$146  = $signed(\t$129 ) < $signed(16'h8000);
+  assign \$147  = $signed(\t$129 ) > $signed(16'h7fff);
+  assign \$148  = \$147  ? 16'h7fff : \t$129 [15:0];
+  assign \$149  = \$146  ? 16'h8000 : \$148 ;
+  assign \wp__data$135  = l0_port_hit0_0_2 ? l0_port_data : \$149 ;
+  assign \wp__en$136  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$137  = $signed(\$signature__data$138 ) - $signed(\$150 );
+  assign \$151  = ! l0_port_edge_q[0];
+  assign \$152  = l0_port_wr & \$151 ;
+  assign \$153  = \$202 [1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$152  & \$153 ;
+  assign \$154  = ! next_level;
+  assign \$155  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$156  = \$154  ? \$155  : next_data[2:0];
+  assign \$158  = ! next_level;
+  assign \$159  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
+  assign \$160  = \$158  ? \$159  : next_data[2:0];
+  assign \$161  = \$160 [1:0] > 2'h3;
+  assign \$162  = \$157  + \$161 ;
+  assign \$164  = r_data[1:0] > 2'h3;
+  assign \$165  = \$163  + \$164 ;
+  assign \$166  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$165 ;
+  assign \$167  = $signed(\t$137 ) < $signed(16'h8000);
+  assign \$168  = $signed(\t$137 ) > $signed(16'h7fff);
+  assign \$169  = \$168  ? 16'h7fff : \t$137 [15:0];
+  assign \$170  = \$167  ? 16'h8000 : \$169 ;
+  assign \wp__data$143  = l0_port_hit0_0_3 ? l0_port_data : \$170 ;
+  assign \wp__en$144  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'hc;
-  assign \$170  = | reload_count;
-  assign reload_write = reloading & \$170 ;
-  assign \$171  = reload_count - 1'h1;
-  assign \$172  = ~ pc__valid;
-  assign \$173  = en & \$172 ;
-  assign \$174  = ~ reloading;
-  assign \$175  = \$173  & \$174 ;
+  assign \$171  = | reload_count;
+  assign reload_write = reloading & \$171 ;
+  assign \$172  = reload_count - 1'h1;
+  assign \$173  = ~ pc__valid;
+  assign \$174  = en & \$173 ;
+  assign \$175  = ~ reloading;
+  assign \$176  = \$174  & \$175 ;
   assign accept = s__valid & s__ready;
-  assign \$176  = ~ busy;
-  assign \$177  = ! level;
-  assign \$178  = \$176  & \$177 ;
-  assign \$179  = pc__valid & \$178 ;
-  assign \$180  = ~ reloading;
-  assign \$181  = \$179  & \$180 ;
-  assign \$182  = ~ read_wait;
-  assign \$183  = \$181  & \$182 ;
-  assign \$184  = ~ pr__valid;
-  assign \$185  = \$184  | pr__ready;
-  assign pc__ready = \$183  & \$185 ;
-  assign port_addr = reload_write ? \$171 [3:0] : pc__payload[19:16];
-  assign \$186  = port_addr - 1'h0;
+  assign \$177  = ~ busy;
+  assign \$178  = ! level;
+  assign \$179  = \$177  & \$178 ;
+  assign \$180  = pc__valid & \$179 ;
+  assign \$181  = ~ reloading;
+  assign \$182  = \$180  & \$181 ;
+  assign \$183  = ~ read_wait;
+  assign \$184  = \$182  & \$183 ;
+  assign \$185  = ~ pr__valid;
+  assign \$186  = \$185  | pr__ready;
+  assign pc__ready = \$184  & \$186 ;
+  assign port_addr = reload_write ? \$172 [3:0] : pc__payload[19:16];
+  assign \$187  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$187  = port_addr >= 1'h0;
-  assign \$188  = port_addr < 4'hb;
-  assign \$189  = \$187  & \$188 ;
-  assign \$190  = pc__ready & pc__payload[20];
-  assign \$191  = reload_write | \$190 ;
-  assign l0_port_wr = \$189  & \$191 ;
-  assign \$192  = port_addr >= 1'h0;
-  assign \$193  = port_addr < 4'hb;
-  assign \$194  = \$192  & \$193 ;
-  assign \$195  = \$194  & pc__ready;
-  assign \$196  = ~ pc__payload[20];
-  assign l0_port_rd = \$195  & \$196 ;
-  assign \$197  = \$186 [3:0] * 2'h3;
-  assign \$198  = l0_port_edge_q * 4'hb;
-  assign \$199  = \$186 [3:0] - \$198 ;
-  assign \$200  = l0_port_baddr_q * 3'h4;
-  assign \$201  = \$199 [3:0] - \$200 ;
-  assign \$202  = en & valid_s2;
-  assign \$203  = l0_pending + \$202 ;
-  assign \$204  = \$203  - commit_l0;
-  assign \$205  = reload_count + 1'h1;
-  assign \$206  = ~ pc__payload[20];
-  assign \$207  = pc__ready & \$206 ;
-  assign \$208  = pc__ready & pc__payload[20];
+  assign \$188  = port_addr >= 1'h0;
+  assign \$189  = port_addr < 4'hb;
+  assign \$190  = \$188  & \$189 ;
+  assign \$191  = pc__ready & pc__payload[20];
+  assign \$192  = reload_write | \$191 ;
+  assign l0_port_wr = \$190  & \$192 ;
+  assign \$193  = port_addr >= 1'h0;
+  assign \$194  = port_addr < 4'hb;
+  assign \$195  = \$193  & \$194 ;
+  assign \$196  = \$195  & pc__ready;
+  assign \$197  = ~ pc__payload[20];
+  assign l0_port_rd = \$196  & \$197 ;
+  assign \$198  = \$187 [3:0] * 2'h3;
+  assign \$199  = l0_port_edge_q * 4'hb;
+  assign \$200  = \$187 [3:0] - \$199 ;
+  assign \$201  = l0_port_baddr_q * 3'h4;
+  assign \$202  = \$200 [3:0] - \$201 ;
+  assign \$203  = en & valid_s2;
+  assign \$204  = l0_pending + \$203 ;
+  assign \$205  = \$204  - commit_l0;
+  assign \$206  = reload_count + 1'h1;
+  assign \$207  = ~ pc__payload[20];
+  assign \$208  = pc__ready & \$207 ;
+  assign \$209  = pc__ready & pc__payload[20];
   always @(posedge clk)
-    valid_s1 <= \$212 ;
+    valid_s1 <= \$213 ;
   always @(posedge clk)
-    valid_s2 <= \$213 ;
+    valid_s2 <= \$214 ;
   always @(posedge clk)
-    valid_s3 <= \$214 ;
+    valid_s3 <= \$215 ;
   always @(posedge clk)
-    m__valid <= \$215 ;
+    m__valid <= \$216 ;
   always @(posedge clk)
-    valid_s5 <= \$216 ;
+    valid_s5 <= \$217 ;
   always @(posedge clk)
-    l0_pending <= \$217 ;
+    l0_pending <= \$218 ;
   always @(posedge clk)
-    reload_count <= \$218 ;
+    reload_count <= \$219 ;
   always @(posedge clk)
-    l0_rd_edge <= \$219 ;
+    l0_rd_edge <= \$220 ;
   always @(posedge clk)
-    l0_rd_bank <= \$220 ;
+    l0_rd_bank <= \$221 ;
   always @(posedge clk)
-    read_layer <= \$221 ;
+    read_layer <= \$222 ;
   always @(posedge clk)
-    read_wait <= \$222 ;
+    read_wait <= \$223 ;
   always @(posedge clk)
-    pr__valid <= \$223 ;
+    pr__valid <= \$224 ;
   always @(posedge clk)
-    pr__payload <= \$224 ;
+    pr__payload <= \$225 ;
   always @(posedge clk)
-    u <= \$225 ;
+    u <= \$226 ;
   always @(posedge clk)
-    y0_s1 <= \$226 ;
+    y0_s1 <= \$227 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$227 ;
+    kind_s1 <= \$228 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$228 ;
+    l0_lo0_s2 <= \$229 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$229 ;
+    l0_cell0_s2 <= \$230 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$230 ;
+    l0_bval0_0_s2 <= \$231 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$231 ;
+    l0_bval0_1_s2 <= \$232 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$232 ;
+    l0_bval0_2_s2 <= \$233 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$233 ;
+    l0_bval0_3_s2 <= \$234 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$234 ;
+    l0_prod0_0_0_s3 <= \$235 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$235 ;
+    l0_prod0_0_1_s3 <= \$236 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$236 ;
+    l0_prod0_0_2_s3 <= \$237 ;
   always @(posedge clk)
-    m__payload <= \$237 ;
+    l0_prod0_0_3_s3 <= \$238 ;
   always @(posedge clk)
-    y0_s2 <= \$238 ;
+    l0_out0_s4 <= \$239 ;
   always @(posedge clk)
-    y0_s3 <= \$239 ;
+    y0_s2 <= \$240 ;
   always @(posedge clk)
-    y0_s4 <= \$240 ;
+    y0_s3 <= \$241 ;
   always @(posedge clk)
-    err0_s5 <= \$241 ;
+    y0_s4 <= \$242 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$242 ;
+    kind_s2 <= \$243 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$243 ;
+    kind_s3 <= \$244 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$244 ;
+    kind_s4 <= \$245 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$245 ;
+    err0_s5 <= \$246 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$246 ;
+    l0_cell0_s3 <= \$247 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$247 ;
+    l0_cell0_s4 <= \$248 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$248 ;
+    l0_cell0_s5 <= \$249 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$249 ;
+    l0_bval0_0_s3 <= \$250 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$250 ;
+    l0_bval0_0_s4 <= \$251 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$251 ;
+    l0_bval0_0_s5 <= \$252 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$252 ;
+    l0_bval0_1_s3 <= \$253 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$253 ;
+    l0_bval0_1_s4 <= \$254 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$254 ;
+    l0_bval0_1_s5 <= \$255 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$255 ;
+    l0_bval0_2_s3 <= \$256 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$256 ;
+    l0_bval0_2_s4 <= \$257 ;
+  always @(posedge clk)
+    l0_bval0_2_s5 <= \$258 ;
+  always @(posedge clk)
+    l0_bval0_3_s3 <= \$259 ;
+  always @(posedge clk)
+    l0_bval0_3_s4 <= \$260 ;
+  always @(posedge clk)
+    l0_bval0_3_s5 <= \$261 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .u(u)
   );
-  \onchip_learner.l0_pending$180  \l0_pending$180  (
+  \onchip_learner.l0_pending$185  \l0_pending$185  (
     .clk(clk),
     .level(level),
     .next_data(next_data),
     .next_level(next_level),
-    .\port$101$0 (\t$82 ),
-    .\port$115$0 (\t$87 ),
-    .\port$447$0 (l0_cell0_s5),
-    .\port$73$0 (\t$72 ),
-    .\port$87$0 (\t$77 ),
+    .\port$105$0 (\t$84 ),
+    .\port$119$0 (\t$89 ),
+    .\port$461$0 (l0_cell0_s5),
+    .\port$77$0 (\t$74 ),
+    .\port$91$0 (\t$79 ),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
@@ -998,13 +1018,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$86  = r_data[18:3];
+          \$87  = r_data[18:3];
       2'h1:
-          \$86  = r_data[66:51];
+          \$87  = r_data[66:51];
       2'h2:
-          \$86  = r_data[50:35];
+          \$87  = r_data[50:35];
       2'h3:
-          \$86  = r_data[34:19];
+          \$87  = r_data[34:19];
     endcase
   end
   always @* begin
@@ -1012,13 +1032,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$107  = r_data[34:19];
+          \$108  = r_data[34:19];
       2'h1:
-          \$107  = r_data[18:3];
+          \$108  = r_data[18:3];
       2'h2:
-          \$107  = r_data[66:51];
+          \$108  = r_data[66:51];
       2'h3:
-          \$107  = r_data[50:35];
+          \$108  = r_data[50:35];
     endcase
   end
   always @* begin
@@ -1026,13 +1046,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$128  = r_data[50:35];
+          \$129  = r_data[50:35];
       2'h1:
-          \$128  = r_data[34:19];
+          \$129  = r_data[34:19];
       2'h2:
-          \$128  = r_data[18:3];
+          \$129  = r_data[18:3];
       2'h3:
-          \$128  = r_data[66:51];
+          \$129  = r_data[66:51];
     endcase
   end
   always @* begin
@@ -1040,13 +1060,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (r_data[1:0])
       2'h0:
-          \$149  = r_data[66:51];
+          \$150  = r_data[66:51];
       2'h1:
-          \$149  = r_data[50:35];
+          \$150  = r_data[50:35];
       2'h2:
-          \$149  = r_data[34:19];
+          \$150  = r_data[34:19];
       2'h3:
-          \$149  = r_data[18:3];
+          \$150  = r_data[18:3];
     endcase
   end
   always @* begin
@@ -1054,46 +1074,48 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$209  = \$signature__data ;
+          \$210  = \$signature__data ;
       2'h1:
-          \$209  = \$signature__data$31 ;
+          \$210  = \$signature__data$31 ;
       2'h2:
-          \$209  = \$signature__data$32 ;
+          \$210  = \$signature__data$32 ;
       2'h3:
-          \$209  = \$signature__data$33 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = 16'h0000;
-    casez (l0_rd_edge)
-      1'h0:
-          \$210  = \$209 ;
+          \$210  = \$signature__data$33 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$211  = 16'h0000;
-    casez (read_layer)
+    casez (l0_rd_edge)
       1'h0:
           \$211  = \$210 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = valid_s1;
-    if (en) begin
-      \$212  = accept;
-    end
-    if (rst) begin
-      \$212  = 1'h0;
-    end
+    \$212  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$212  = \$211 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = valid_s2;
+    (* full_case = 32'd1 *)
+    casez (kind_s4)
+      2'h0:
+          e = \t$66 ;
+      2'h2:
+          e = y0_s4;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$213  = valid_s1;
     if (en) begin
-      \$213  = valid_s1;
+      \$213  = accept;
     end
     if (rst) begin
       \$213  = 1'h0;
@@ -1101,9 +1123,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = valid_s3;
+    \$214  = valid_s2;
     if (en) begin
-      \$214  = valid_s2;
+      \$214  = valid_s1;
     end
     if (rst) begin
       \$214  = 1'h0;
@@ -1111,9 +1133,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = m__valid;
+    \$215  = valid_s3;
     if (en) begin
-      \$215  = valid_s3;
+      \$215  = valid_s2;
     end
     if (rst) begin
       \$215  = 1'h0;
@@ -1121,9 +1143,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = valid_s5;
+    \$216  = m__valid;
     if (en) begin
-      \$216  = m__valid;
+      \$216  = valid_s3;
     end
     if (rst) begin
       \$216  = 1'h0;
@@ -1131,306 +1153,344 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = \$204 [1:0];
+    \$217  = valid_s5;
+    if (en) begin
+      \$217  = m__valid;
+    end
     if (rst) begin
-      \$217  = 2'h0;
+      \$217  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = reload_count;
+    \$218  = \$205 [1:0];
+    if (rst) begin
+      \$218  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$219  = reload_count;
     if (reloading) begin
-      \$218  = \$205 [3:0];
+      \$219  = \$206 [3:0];
     end
     if (rst) begin
-      \$218  = 4'h0;
+      \$219  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_rd_edge;
+    \$220  = l0_rd_edge;
     if (l0_port_rd) begin
-      \$219  = l0_port_edge_q[0];
+      \$220  = l0_port_edge_q[0];
     end
     if (rst) begin
-      \$219  = 1'h0;
+      \$220  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_rd_bank;
+    \$221  = l0_rd_bank;
     if (l0_port_rd) begin
-      \$220  = \$201 [1:0];
+      \$221  = \$202 [1:0];
     end
     if (rst) begin
-      \$220  = 2'h0;
+      \$221  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = read_layer;
+    \$222  = read_layer;
     if (l0_port_rd) begin
-      \$221  = 1'h0;
+      \$222  = 1'h0;
     end
-    if (rst) begin
-      \$221  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = \$207 ;
     if (rst) begin
       \$222  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = pr__valid;
-    if (\$208 ) begin
-      \$223  = 1'h1;
+    \$223  = \$208 ;
+    if (rst) begin
+      \$223  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$224  = pr__valid;
+    if (\$209 ) begin
+      \$224  = 1'h1;
     end else if (read_wait) begin
-      \$223  = 1'h1;
+      \$224  = 1'h1;
     end else if (pr__ready) begin
-      \$223  = 1'h0;
+      \$224  = 1'h0;
     end
     if (rst) begin
-      \$223  = 1'h0;
+      \$224  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = pr__payload;
-    if (\$208 ) begin
-      \$224  = pc__payload[15:0];
+    \$225  = pr__payload;
+    if (\$209 ) begin
+      \$225  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$224  = \$211 ;
+      \$225  = \$212 ;
     end
     if (rst) begin
-      \$224  = 16'h0000;
+      \$225  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = u;
+    \$226  = u;
     if (en) begin
-      \$225  = s__payload[15:0];
+      \$226  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = y0_s1;
+    \$227  = y0_s1;
     if (en) begin
-      \$226  = s__payload[31:16];
+      \$227  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = l0_lo0_s2;
+    \$228  = kind_s1;
     if (en) begin
-      \$227  = \cell [1:0];
+      \$228  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = l0_cell0_s2;
+    \$229  = l0_lo0_s2;
     if (en) begin
-      \$228  = \cell ;
+      \$229  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = l0_bval0_0_s2;
+    \$230  = l0_cell0_s2;
     if (en) begin
-      \$229  = bval[15:0];
+      \$230  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = l0_bval0_1_s2;
+    \$231  = l0_bval0_0_s2;
     if (en) begin
-      \$230  = bval[31:16];
+      \$231  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = l0_bval0_2_s2;
+    \$232  = l0_bval0_1_s2;
     if (en) begin
-      \$231  = bval[47:32];
+      \$232  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = l0_bval0_3_s2;
+    \$233  = l0_bval0_2_s2;
     if (en) begin
-      \$232  = bval[63:48];
+      \$233  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = l0_prod0_0_0_s3;
+    \$234  = l0_bval0_3_s2;
     if (en) begin
-      \$233  = { \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36  };
+      \$234  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = l0_prod0_0_1_s3;
+    \$235  = l0_prod0_0_0_s3;
     if (en) begin
-      \$234  = { \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41  };
+      \$235  = { \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36 [32], \t$36  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = l0_prod0_0_2_s3;
+    \$236  = l0_prod0_0_1_s3;
     if (en) begin
-      \$235  = { \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46  };
+      \$236  = { \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = l0_prod0_0_3_s3;
+    \$237  = l0_prod0_0_2_s3;
     if (en) begin
-      \$236  = { \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51  };
+      \$237  = { \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = m__payload;
+    \$238  = l0_prod0_0_3_s3;
     if (en) begin
-      \$237  = \t$61 ;
+      \$238  = { \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = y0_s2;
+    \$239  = l0_out0_s4;
     if (en) begin
-      \$238  = y0_s1;
+      \$239  = \t$61 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = y0_s3;
+    \$240  = y0_s2;
     if (en) begin
-      \$239  = y0_s2;
+      \$240  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = y0_s4;
+    \$241  = y0_s3;
     if (en) begin
-      \$240  = y0_s3;
+      \$241  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$241  = err0_s5;
+    \$242  = y0_s4;
     if (en) begin
-      \$241  = \t$66 ;
+      \$242  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$242  = l0_cell0_s3;
+    \$243  = kind_s2;
     if (en) begin
-      \$242  = l0_cell0_s2;
+      \$243  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$243  = l0_cell0_s4;
+    \$244  = kind_s3;
     if (en) begin
-      \$243  = l0_cell0_s3;
+      \$244  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$244  = l0_cell0_s5;
+    \$245  = kind_s4;
     if (en) begin
-      \$244  = l0_cell0_s4;
+      \$245  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$245  = l0_bval0_0_s3;
+    \$246  = err0_s5;
     if (en) begin
-      \$245  = l0_bval0_0_s2;
+      \$246  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$246  = l0_bval0_0_s4;
+    \$247  = l0_cell0_s3;
     if (en) begin
-      \$246  = l0_bval0_0_s3;
+      \$247  = l0_cell0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$247  = l0_bval0_0_s5;
+    \$248  = l0_cell0_s4;
     if (en) begin
-      \$247  = l0_bval0_0_s4;
+      \$248  = l0_cell0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$248  = l0_bval0_1_s3;
+    \$249  = l0_cell0_s5;
     if (en) begin
-      \$248  = l0_bval0_1_s2;
+      \$249  = l0_cell0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = l0_bval0_1_s4;
+    \$250  = l0_bval0_0_s3;
     if (en) begin
-      \$249  = l0_bval0_1_s3;
+      \$250  = l0_bval0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$250  = l0_bval0_1_s5;
+    \$251  = l0_bval0_0_s4;
     if (en) begin
-      \$250  = l0_bval0_1_s4;
+      \$251  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = l0_bval0_2_s3;
+    \$252  = l0_bval0_0_s5;
     if (en) begin
-      \$251  = l0_bval0_2_s2;
+      \$252  = l0_bval0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$252  = l0_bval0_2_s4;
+    \$253  = l0_bval0_1_s3;
     if (en) begin
-      \$252  = l0_bval0_2_s3;
+      \$253  = l0_bval0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$253  = l0_bval0_2_s5;
+    \$254  = l0_bval0_1_s4;
     if (en) begin
-      \$253  = l0_bval0_2_s4;
+      \$254  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$254  = l0_bval0_3_s3;
+    \$255  = l0_bval0_1_s5;
     if (en) begin
-      \$254  = l0_bval0_3_s2;
+      \$255  = l0_bval0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = l0_bval0_3_s4;
+    \$256  = l0_bval0_2_s3;
     if (en) begin
-      \$255  = l0_bval0_3_s3;
+      \$256  = l0_bval0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = l0_bval0_3_s5;
+    \$257  = l0_bval0_2_s4;
     if (en) begin
-      \$256  = l0_bval0_3_s4;
+      \$257  = l0_bval0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$258  = l0_bval0_2_s5;
+    if (en) begin
+      \$258  = l0_bval0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$259  = l0_bval0_3_s3;
+    if (en) begin
+      \$259  = l0_bval0_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$260  = l0_bval0_3_s4;
+    if (en) begin
+      \$260  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$261  = l0_bval0_3_s5;
+    if (en) begin
+      \$261  = l0_bval0_3_s4;
     end
   end
   assign x0_s1 = u;
@@ -1444,35 +1504,36 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$47  = { \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46  };
   assign \t$52  = { \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51 [32], \t$51  };
   assign \t$58  = \t$53 [39:0];
-  assign l0_out0_s4 = m__payload;
   assign valid_s4 = m__valid;
-  assign w_data = { \t$87 , \t$82 , \t$77 , \t$72 , l0_cell0_s5 };
+  assign w_data = { \t$89 , \t$84 , \t$79 , \t$74 , l0_cell0_s5 };
   assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$201 [1:0];
-  assign \$signature__addr$110  = \$98 [1:0];
-  assign \$signature__en$114  = 1'h1;
-  assign wp__addr = \$102 [1:0];
-  assign \$signature__addr$122  = \$119 [1:0];
-  assign \$signature__en$123  = 1'h1;
-  assign \wp__addr$124  = \$123 [1:0];
-  assign \$signature__addr$130  = \$140 [1:0];
-  assign \$signature__en$131  = 1'h1;
-  assign \wp__addr$132  = \$144 [1:0];
-  assign \$signature__addr$138  = \$161 [1:0];
-  assign \$signature__en$139  = 1'h1;
-  assign \wp__addr$140  = \$165 [1:0];
+  assign l0_port_bank = \$202 [1:0];
+  assign \$signature__addr$112  = \$99 [1:0];
+  assign \$signature__en$116  = 1'h1;
+  assign wp__addr = \$103 [1:0];
+  assign \$signature__addr$124  = \$120 [1:0];
+  assign \$signature__en$125  = 1'h1;
+  assign \wp__addr$126  = \$124 [1:0];
+  assign \$signature__addr$132  = \$141 [1:0];
+  assign \$signature__en$133  = 1'h1;
+  assign \wp__addr$134  = \$145 [1:0];
+  assign \$signature__addr$140  = \$162 [1:0];
+  assign \$signature__en$141  = 1'h1;
+  assign \wp__addr$142  = \$166 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$171 [3:0];
+  assign reload_addr = \$172 [3:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$186 [3:0];
-  assign l0_port_q = \$199 [3:0];
+  assign l0_port_local = \$187 [3:0];
+  assign l0_port_q = \$200 [3:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[15:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
   assign \s__payload.y[0]  = s__payload[31:16];
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \s__payload.kind  = s__payload[33:32];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[19:16];
   assign \pc__payload.write  = pc__payload[20];
@@ -1481,9 +1542,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
+  assign m__payload[16] = \$29 ;
+  assign m__payload[15:0] = l0_out0_s4;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$197 [5] };
-  assign l0_port_baddr_q = { 2'h0, \$199 [3:2] };
+  assign l0_port_edge_q = { 5'h00, \$198 [5] };
+  assign l0_port_baddr_q = { 2'h0, \$200 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
@@ -1493,19 +1556,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$51  = { \t$49 [31], \t$49  };
   assign floor = { \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39:14] };
   assign \t$65  = { \t$63 [16], \t$63  };
-  assign \floor$70  = { \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31], \t$67 [31:16] };
-  assign \floor$75  = { \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31], \t$73 [31:16] };
-  assign \floor$80  = { \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31], \t$78 [31:16] };
-  assign \floor$85  = { \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31], \t$83 [31:16] };
-  assign \$93  = { 2'h0, \$92 [2] };
-  assign \$99  = { 2'h0, r_data[2] };
-  assign \$114  = { 2'h0, \$113 [2] };
-  assign \$120  = { 2'h0, r_data[2] };
-  assign \$135  = { 2'h0, \$134 [2] };
-  assign \$141  = { 2'h0, r_data[2] };
-  assign \$156  = { 2'h0, \$155 [2] };
-  assign \$162  = { 2'h0, r_data[2] };
-  assign s__ready = \$175 ;
+  assign \floor$72  = { \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31:16] };
+  assign \floor$77  = { \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31:16] };
+  assign \floor$82  = { \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31:16] };
+  assign \floor$87  = { \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31:16] };
+  assign \$94  = { 2'h0, \$93 [2] };
+  assign \$100  = { 2'h0, r_data[2] };
+  assign \$115  = { 2'h0, \$114 [2] };
+  assign \$121  = { 2'h0, r_data[2] };
+  assign \$136  = { 2'h0, \$135 [2] };
+  assign \$142  = { 2'h0, r_data[2] };
+  assign \$157  = { 2'h0, \$156 [2] };
+  assign \$163  = { 2'h0, r_data[2] };
+  assign s__ready = \$176 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -1632,7 +1695,7 @@ module \onchip_learner.l0_bspline0 (bval, u, \cell );
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$0 , \port$115$0 , w_en, r_en, next_level, r_data, next_data, \port$447$0 , level, clk);
+module \onchip_learner.l0_pending$185 (rst, \port$77$0 , \port$91$0 , \port$105$0 , \port$119$0 , w_en, r_en, next_level, r_data, next_data, \port$461$0 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [2:0] \$1 ;
   wire [2:0] \$10 ;
@@ -1669,16 +1732,16 @@ module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$
   wire [66:0] next_data;
   output [1:0] next_level;
   wire [1:0] next_level;
-  input [15:0] \port$101$0 ;
-  wire [15:0] \port$101$0 ;
-  input [15:0] \port$115$0 ;
-  wire [15:0] \port$115$0 ;
-  input [2:0] \port$447$0 ;
-  wire [2:0] \port$447$0 ;
-  input [15:0] \port$73$0 ;
-  wire [15:0] \port$73$0 ;
-  input [15:0] \port$87$0 ;
-  wire [15:0] \port$87$0 ;
+  input [15:0] \port$105$0 ;
+  wire [15:0] \port$105$0 ;
+  input [15:0] \port$119$0 ;
+  wire [15:0] \port$119$0 ;
+  input [2:0] \port$461$0 ;
+  wire [2:0] \port$461$0 ;
+  input [15:0] \port$77$0 ;
+  wire [15:0] \port$77$0 ;
+  input [15:0] \port$91$0 ;
+  wire [15:0] \port$91$0 ;
   output [66:0] r_data;
   wire [66:0] r_data;
   input r_en;
@@ -1702,10 +1765,10 @@ module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$115$0 , \port$101$0 , \port$87$0 , \port$73$0 , \port$447$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$119$0 , \port$105$0 , \port$91$0 , \port$77$0 , \port$461$0  } : \$14 ;
   assign \$15  = \$6 [1:0] == \$10 [1:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$115$0 , \port$101$0 , \port$87$0 , \port$73$0 , \port$447$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$119$0 , \port$105$0 , \port$91$0 , \port$77$0 , \port$461$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -1746,7 +1809,7 @@ module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$
     if (w_en) begin
       casez (\$6 [1:0])
         2'h0:
-            \$18  = { \port$115$0 , \port$101$0 , \port$87$0 , \port$73$0 , \port$447$0  };
+            \$18  = { \port$119$0 , \port$105$0 , \port$91$0 , \port$77$0 , \port$461$0  };
       endcase
     end
   end
@@ -1758,7 +1821,7 @@ module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$
         2'h0:
             /* empty */;
         2'h1:
-            \$19  = { \port$115$0 , \port$101$0 , \port$87$0 , \port$73$0 , \port$447$0  };
+            \$19  = { \port$119$0 , \port$105$0 , \port$91$0 , \port$77$0 , \port$461$0  };
       endcase
     end
   end
@@ -1772,7 +1835,7 @@ module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$
         2'h1:
             /* empty */;
         2'h2:
-            \$20  = { \port$115$0 , \port$101$0 , \port$87$0 , \port$73$0 , \port$447$0  };
+            \$20  = { \port$119$0 , \port$105$0 , \port$91$0 , \port$77$0 , \port$461$0  };
       endcase
     end
   end
@@ -1792,6 +1855,6 @@ module \onchip_learner.l0_pending$180 (rst, \port$73$0 , \port$87$0 , \port$101$
   end
   assign tail = \$6 [1:0];
   assign head_next = \$10 [1:0];
-  assign w_data = { \port$115$0 , \port$101$0 , \port$87$0 , \port$73$0 , \port$447$0  };
+  assign w_data = { \port$119$0 , \port$105$0 , \port$91$0 , \port$77$0 , \port$461$0  };
   assign next_level = \$12 [1:0];
 endmodule

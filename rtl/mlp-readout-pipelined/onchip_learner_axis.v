@@ -8,7 +8,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   input aresetn;
   wire aresetn;
   wire clk;
-  wire [15:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
@@ -19,8 +20,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tready;
   output m_axis_param_tvalid;
   wire m_axis_param_tvalid;
-  output [15:0] m_axis_pred_tdata;
-  wire [15:0] m_axis_pred_tdata;
+  output [23:0] m_axis_pred_tdata;
+  wire [23:0] m_axis_pred_tdata;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -36,7 +37,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire pr__ready;
   wire pr__valid;
   wire rst;
-  wire [47:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -50,8 +52,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
-  input [47:0] s_axis_sample_tdata;
-  wire [47:0] s_axis_sample_tdata;
+  input [55:0] s_axis_sample_tdata;
+  wire [55:0] s_axis_sample_tdata;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -60,7 +62,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   \onchip_learner_axis.learner  learner (
     .clk(aclk),
     .execute(s_axis_param_tready),
-    .m__payload(m_axis_pred_tdata),
+    .m__payload(m__payload),
     .m__ready(m_axis_pred_tready),
     .pc__payload(s_axis_param_tdata[22:0]),
     .pc__valid(s_axis_param_tvalid),
@@ -68,16 +70,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .pr__ready(m_axis_param_tready),
     .pr__valid(m_axis_param_tvalid),
     .rst(rst),
-    .s__payload(s_axis_sample_tdata),
+    .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
     .valid_s5(m_axis_pred_tvalid)
   );
   assign clk = aclk;
-  assign s__payload = s_axis_sample_tdata;
+  assign s__payload = s_axis_sample_tdata[49:0];
   assign s__valid = s_axis_sample_tvalid;
   assign s__ready = s_axis_sample_tready;
-  assign m__payload = m_axis_pred_tdata;
   assign m__valid = m_axis_pred_tvalid;
   assign m__ready = m_axis_pred_tready;
   assign pc__payload = s_axis_param_tdata[22:0];
@@ -86,13 +87,16 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign m_axis_pred_tdata = { 7'h00, m__payload };
   assign \s__payload.x  = s_axis_sample_tdata[31:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[1]  = s_axis_sample_tdata[31:16];
   assign \s__payload.y  = s_axis_sample_tdata[47:32];
   assign \s__payload.y[0]  = s_axis_sample_tdata[47:32];
-  assign \m__payload.pred  = m_axis_pred_tdata;
-  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \s__payload.kind  = s_axis_sample_tdata[49:48];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = s_axis_param_tdata[15:0];
   assign \pc__payload.addr  = s_axis_param_tdata[21:16];
   assign \pc__payload.write  = s_axis_param_tdata[22];
@@ -100,7 +104,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s5, pr__valid, pr__payload, m__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s5, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [40:0] \$1 ;
   wire \$10 ;
@@ -112,8 +116,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire [15:0] \$108 ;
-  wire \$109 ;
+  wire \$108 ;
+  wire [15:0] \$109 ;
   wire [15:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
@@ -123,8 +127,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
-  wire [15:0] \$118 ;
-  wire \$119 ;
+  wire \$118 ;
+  wire [15:0] \$119 ;
   wire [40:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
@@ -134,8 +138,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire [15:0] \$128 ;
-  wire \$129 ;
+  wire \$128 ;
+  wire [15:0] \$129 ;
   wire \$13 ;
   wire \$130 ;
   wire \$131 ;
@@ -145,8 +149,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [15:0] \$138 ;
-  wire \$139 ;
+  wire \$138 ;
+  wire [15:0] \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
@@ -156,8 +160,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire [15:0] \$148 ;
-  wire \$149 ;
+  wire \$148 ;
+  wire [15:0] \$149 ;
   wire \$15 ;
   wire \$150 ;
   wire \$151 ;
@@ -167,8 +171,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire [15:0] \$158 ;
-  wire \$159 ;
+  wire \$158 ;
+  wire [15:0] \$159 ;
   wire \$16 ;
   wire \$160 ;
   wire \$161 ;
@@ -178,8 +182,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire [15:0] \$168 ;
-  wire \$169 ;
+  wire \$168 ;
+  wire [15:0] \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
@@ -189,8 +193,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
-  wire [15:0] \$178 ;
-  wire \$179 ;
+  wire \$178 ;
+  wire [15:0] \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
@@ -200,8 +204,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire [15:0] \$188 ;
-  wire \$189 ;
+  wire \$188 ;
+  wire [15:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -211,8 +215,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$195 ;
   wire \$196 ;
   wire \$197 ;
-  wire [15:0] \$198 ;
-  wire \$199 ;
+  wire \$198 ;
+  wire [15:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire \$200 ;
@@ -223,8 +227,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire [15:0] \$208 ;
-  wire \$209 ;
+  wire \$208 ;
+  wire [15:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
@@ -234,8 +238,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire [15:0] \$218 ;
-  wire \$219 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire [15:0] \$22 ;
   wire \$220 ;
   wire \$221 ;
@@ -245,8 +249,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
-  wire [15:0] \$228 ;
-  wire \$229 ;
+  wire \$228 ;
+  wire [15:0] \$229 ;
   wire [40:0] \$23 ;
   wire \$230 ;
   wire \$231 ;
@@ -256,8 +260,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
-  wire [15:0] \$238 ;
-  wire \$239 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
   wire \$240 ;
   wire \$241 ;
@@ -267,8 +271,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$245 ;
   wire \$246 ;
   wire \$247 ;
-  wire [15:0] \$248 ;
-  wire \$249 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
   wire \$250 ;
   wire \$251 ;
@@ -278,8 +282,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [15:0] \$258 ;
-  wire \$259 ;
+  wire \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -289,8 +293,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$265 ;
   wire \$266 ;
   wire \$267 ;
-  wire [15:0] \$268 ;
-  wire \$269 ;
+  wire \$268 ;
+  wire [15:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -300,8 +304,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
-  wire [15:0] \$278 ;
-  wire \$279 ;
+  wire \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
   wire \$280 ;
   wire \$281 ;
@@ -311,8 +315,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$285 ;
   wire \$286 ;
   wire \$287 ;
-  wire [15:0] \$288 ;
-  wire \$289 ;
+  wire \$288 ;
+  wire [15:0] \$289 ;
   wire \$29 ;
   wire \$290 ;
   wire \$291 ;
@@ -322,8 +326,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [15:0] \$298 ;
-  wire \$299 ;
+  wire \$298 ;
+  wire [15:0] \$299 ;
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
@@ -334,8 +338,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire [15:0] \$308 ;
-  wire \$309 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
   wire \$31 ;
   wire \$310 ;
   wire \$311 ;
@@ -345,8 +349,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire [15:0] \$318 ;
-  wire \$319 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
   wire \$320 ;
   wire \$321 ;
@@ -356,8 +360,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
-  wire [15:0] \$328 ;
-  wire \$329 ;
+  wire \$328 ;
+  wire [15:0] \$329 ;
   wire [15:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
@@ -367,8 +371,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
-  wire [15:0] \$338 ;
-  wire \$339 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire [40:0] \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -378,8 +382,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire [15:0] \$348 ;
-  wire \$349 ;
+  wire \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
@@ -389,8 +393,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
-  wire [15:0] \$358 ;
-  wire \$359 ;
+  wire \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -400,8 +404,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$365 ;
   wire \$366 ;
   wire \$367 ;
-  wire [15:0] \$368 ;
-  wire \$369 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
@@ -411,8 +415,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire [15:0] \$378 ;
-  wire \$379 ;
+  wire \$378 ;
+  wire [15:0] \$379 ;
   wire \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -422,8 +426,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire [15:0] \$388 ;
-  wire \$389 ;
+  wire \$388 ;
+  wire [15:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -433,8 +437,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [15:0] \$398 ;
-  wire \$399 ;
+  wire \$398 ;
+  wire [15:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
@@ -445,8 +449,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$405 ;
   wire \$406 ;
   wire \$407 ;
-  wire [15:0] \$408 ;
-  wire \$409 ;
+  wire \$408 ;
+  wire [15:0] \$409 ;
   wire \$41 ;
   wire \$410 ;
   wire \$411 ;
@@ -456,8 +460,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$415 ;
   wire \$416 ;
   wire \$417 ;
-  wire [15:0] \$418 ;
-  wire \$419 ;
+  wire \$418 ;
+  wire [15:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
@@ -467,8 +471,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [15:0] \$428 ;
-  wire \$429 ;
+  wire \$428 ;
+  wire [15:0] \$429 ;
   wire \$43 ;
   wire \$430 ;
   wire \$431 ;
@@ -478,8 +482,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$435 ;
   wire \$436 ;
   wire \$437 ;
-  wire [15:0] \$438 ;
-  wire \$439 ;
+  wire \$438 ;
+  wire [15:0] \$439 ;
   wire [15:0] \$44 ;
   wire \$440 ;
   wire \$441 ;
@@ -489,8 +493,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
-  wire [15:0] \$448 ;
-  wire \$449 ;
+  wire \$448 ;
+  wire [15:0] \$449 ;
   wire [40:0] \$45 ;
   wire \$450 ;
   wire \$451 ;
@@ -500,8 +504,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [15:0] \$458 ;
-  wire \$459 ;
+  wire \$458 ;
+  wire [15:0] \$459 ;
   wire \$46 ;
   wire \$460 ;
   wire \$461 ;
@@ -511,8 +515,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$465 ;
   wire \$466 ;
   wire \$467 ;
-  wire [15:0] \$468 ;
-  wire \$469 ;
+  wire \$468 ;
+  wire [15:0] \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
@@ -522,8 +526,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$475 ;
   wire \$476 ;
   wire \$477 ;
-  wire [15:0] \$478 ;
-  wire \$479 ;
+  wire \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
   wire \$480 ;
   wire \$481 ;
@@ -533,8 +537,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$485 ;
   wire \$486 ;
   wire \$487 ;
-  wire [15:0] \$488 ;
-  wire \$489 ;
+  wire \$488 ;
+  wire [15:0] \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -544,8 +548,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire [15:0] \$498 ;
-  wire \$499 ;
+  wire \$498 ;
+  wire [15:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire \$500 ;
@@ -556,8 +560,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire [15:0] \$508 ;
-  wire \$509 ;
+  wire \$508 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
   wire \$510 ;
   wire \$511 ;
@@ -567,8 +571,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire [15:0] \$518 ;
-  wire \$519 ;
+  wire \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -584,7 +588,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$530 ;
   wire \$531 ;
   wire \$532 ;
-  wire [16:0] \$533 ;
+  wire \$533 ;
   wire [16:0] \$534 ;
   wire [16:0] \$535 ;
   wire [16:0] \$536 ;
@@ -610,7 +614,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$554 ;
   wire [16:0] \$555 ;
   wire [16:0] \$556 ;
-  wire \$557 ;
+  wire [16:0] \$557 ;
   wire \$558 ;
   wire \$559 ;
   wire [40:0] \$56 ;
@@ -623,7 +627,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
-  wire [16:0] \$569 ;
+  wire \$569 ;
   wire \$57 ;
   wire [16:0] \$570 ;
   wire [16:0] \$571 ;
@@ -633,7 +637,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$575 ;
   wire [16:0] \$576 ;
   wire [16:0] \$577 ;
-  wire \$578 ;
+  wire [16:0] \$578 ;
   wire \$579 ;
   wire \$58 ;
   wire \$580 ;
@@ -651,8 +655,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$591 ;
   wire \$592 ;
   wire \$593 ;
-  wire [6:0] \$594 ;
-  wire \$595 ;
+  wire \$594 ;
+  wire [6:0] \$595 ;
   wire \$596 ;
   wire \$597 ;
   wire \$598 ;
@@ -664,8 +668,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$602 ;
   wire \$603 ;
   wire \$604 ;
-  wire [6:0] \$605 ;
-  wire \$606 ;
+  wire \$605 ;
+  wire [6:0] \$606 ;
   wire \$607 ;
   wire \$608 ;
   wire \$609 ;
@@ -678,200 +682,200 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire [15:0] \$618 ;
+  wire \$618 ;
   wire [15:0] \$619 ;
   wire \$62 ;
-  wire \$620 ;
+  wire [15:0] \$620 ;
   wire \$621 ;
-  wire [15:0] \$622 ;
+  wire \$622 ;
   wire [15:0] \$623 ;
-  wire \$624 ;
+  wire [15:0] \$624 ;
   wire \$625 ;
-  wire [15:0] \$626 ;
+  wire \$626 ;
   wire [15:0] \$627 ;
-  wire \$628 ;
+  wire [15:0] \$628 ;
   wire \$629 ;
   wire \$63 ;
-  wire [15:0] \$630 ;
+  wire \$630 ;
   wire [15:0] \$631 ;
-  wire \$632 ;
+  wire [15:0] \$632 ;
   wire \$633 ;
-  wire [15:0] \$634 ;
+  wire \$634 ;
   wire [15:0] \$635 ;
-  wire \$636 ;
+  wire [15:0] \$636 ;
   wire \$637 ;
-  wire [15:0] \$638 ;
+  wire \$638 ;
   wire [15:0] \$639 ;
   wire \$64 ;
-  wire \$640 ;
+  wire [15:0] \$640 ;
   wire \$641 ;
-  wire [15:0] \$642 ;
+  wire \$642 ;
   wire [15:0] \$643 ;
-  wire \$644 ;
+  wire [15:0] \$644 ;
   wire \$645 ;
-  wire [15:0] \$646 ;
+  wire \$646 ;
   wire [15:0] \$647 ;
-  wire \$648 ;
+  wire [15:0] \$648 ;
   wire \$649 ;
   wire \$65 ;
-  wire [15:0] \$650 ;
+  wire \$650 ;
   wire [15:0] \$651 ;
-  wire \$652 ;
+  wire [15:0] \$652 ;
   wire \$653 ;
-  wire [15:0] \$654 ;
+  wire \$654 ;
   wire [15:0] \$655 ;
-  wire \$656 ;
+  wire [15:0] \$656 ;
   wire \$657 ;
-  wire [15:0] \$658 ;
+  wire \$658 ;
   wire [15:0] \$659 ;
   wire [15:0] \$66 ;
-  wire \$660 ;
+  wire [15:0] \$660 ;
   wire \$661 ;
-  wire [15:0] \$662 ;
+  wire \$662 ;
   wire [15:0] \$663 ;
-  wire \$664 ;
+  wire [15:0] \$664 ;
   wire \$665 ;
-  wire [15:0] \$666 ;
+  wire \$666 ;
   wire [15:0] \$667 ;
-  wire \$668 ;
+  wire [15:0] \$668 ;
   wire \$669 ;
   wire [40:0] \$67 ;
-  wire [15:0] \$670 ;
+  wire \$670 ;
   wire [15:0] \$671 ;
-  wire \$672 ;
+  wire [15:0] \$672 ;
   wire \$673 ;
-  wire [15:0] \$674 ;
+  wire \$674 ;
   wire [15:0] \$675 ;
-  wire \$676 ;
+  wire [15:0] \$676 ;
   wire \$677 ;
-  wire [15:0] \$678 ;
+  wire \$678 ;
   wire [15:0] \$679 ;
   wire \$68 ;
-  wire \$680 ;
+  wire [15:0] \$680 ;
   wire \$681 ;
-  wire [15:0] \$682 ;
+  wire \$682 ;
   wire [15:0] \$683 ;
-  wire \$684 ;
+  wire [15:0] \$684 ;
   wire \$685 ;
-  wire [15:0] \$686 ;
+  wire \$686 ;
   wire [15:0] \$687 ;
-  wire \$688 ;
+  wire [15:0] \$688 ;
   wire \$689 ;
   wire \$69 ;
-  wire [15:0] \$690 ;
+  wire \$690 ;
   wire [15:0] \$691 ;
-  wire \$692 ;
+  wire [15:0] \$692 ;
   wire \$693 ;
-  wire [15:0] \$694 ;
+  wire \$694 ;
   wire [15:0] \$695 ;
-  wire \$696 ;
+  wire [15:0] \$696 ;
   wire \$697 ;
-  wire [15:0] \$698 ;
+  wire \$698 ;
   wire [15:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
-  wire \$700 ;
+  wire [15:0] \$700 ;
   wire \$701 ;
-  wire [15:0] \$702 ;
+  wire \$702 ;
   wire [15:0] \$703 ;
-  wire \$704 ;
+  wire [15:0] \$704 ;
   wire \$705 ;
-  wire [15:0] \$706 ;
+  wire \$706 ;
   wire [15:0] \$707 ;
-  wire \$708 ;
+  wire [15:0] \$708 ;
   wire \$709 ;
   wire \$71 ;
-  wire [15:0] \$710 ;
+  wire \$710 ;
   wire [15:0] \$711 ;
-  wire \$712 ;
-  wire [3:0] \$713 ;
-  wire [4:0] \$714 ;
-  wire \$715 ;
+  wire [15:0] \$712 ;
+  wire \$713 ;
+  wire [3:0] \$714 ;
+  wire [4:0] \$715 ;
   wire \$716 ;
-  wire [15:0] \$717 ;
+  wire \$717 ;
   wire [15:0] \$718 ;
-  wire \$719 ;
+  wire [15:0] \$719 ;
   wire \$72 ;
   wire \$720 ;
-  wire [15:0] \$721 ;
+  wire \$721 ;
   wire [15:0] \$722 ;
-  wire \$723 ;
+  wire [15:0] \$723 ;
   wire \$724 ;
-  wire [15:0] \$725 ;
+  wire \$725 ;
   wire [15:0] \$726 ;
-  wire \$727 ;
+  wire [15:0] \$727 ;
   wire \$728 ;
-  wire [15:0] \$729 ;
+  wire \$729 ;
   wire \$73 ;
   wire [15:0] \$730 ;
-  wire \$731 ;
+  wire [15:0] \$731 ;
   wire \$732 ;
-  wire [15:0] \$733 ;
+  wire \$733 ;
   wire [15:0] \$734 ;
-  wire \$735 ;
+  wire [15:0] \$735 ;
   wire \$736 ;
-  wire [15:0] \$737 ;
+  wire \$737 ;
   wire [15:0] \$738 ;
-  wire \$739 ;
+  wire [15:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
-  wire [15:0] \$741 ;
+  wire \$741 ;
   wire [15:0] \$742 ;
-  wire \$743 ;
+  wire [15:0] \$743 ;
   wire \$744 ;
-  wire [15:0] \$745 ;
+  wire \$745 ;
   wire [15:0] \$746 ;
-  wire \$747 ;
+  wire [15:0] \$747 ;
   wire \$748 ;
-  wire [15:0] \$749 ;
+  wire \$749 ;
   wire \$75 ;
   wire [15:0] \$750 ;
-  wire \$751 ;
-  wire [3:0] \$752 ;
-  wire [4:0] \$753 ;
-  wire \$754 ;
+  wire [15:0] \$751 ;
+  wire \$752 ;
+  wire [3:0] \$753 ;
+  wire [4:0] \$754 ;
   wire \$755 ;
   wire \$756 ;
-  reg [15:0] \$757 ;
+  wire \$757 ;
   reg [15:0] \$758 ;
   reg [15:0] \$759 ;
   wire \$76 ;
-  wire \$760 ;
-  wire [15:0] \$761 ;
-  wire \$762 ;
-  wire [15:0] \$763 ;
-  wire \$764 ;
-  wire [15:0] \$765 ;
-  wire \$766 ;
-  wire [15:0] \$767 ;
-  wire \$768 ;
-  wire [15:0] \$769 ;
+  reg [15:0] \$760 ;
+  wire \$761 ;
+  wire [15:0] \$762 ;
+  wire \$763 ;
+  wire [15:0] \$764 ;
+  wire \$765 ;
+  wire [15:0] \$766 ;
+  wire \$767 ;
+  wire [15:0] \$768 ;
+  wire \$769 ;
   wire [15:0] \$77 ;
-  wire \$770 ;
-  wire [15:0] \$771 ;
-  wire \$772 ;
-  wire [15:0] \$773 ;
-  wire \$774 ;
-  wire [15:0] \$775 ;
-  wire \$776 ;
-  wire [15:0] \$777 ;
-  wire \$778 ;
-  wire [15:0] \$779 ;
+  wire [15:0] \$770 ;
+  wire \$771 ;
+  wire [15:0] \$772 ;
+  wire \$773 ;
+  wire [15:0] \$774 ;
+  wire \$775 ;
+  wire [15:0] \$776 ;
+  wire \$777 ;
+  wire [15:0] \$778 ;
+  wire \$779 ;
   wire [40:0] \$78 ;
-  wire \$780 ;
-  wire [15:0] \$781 ;
-  wire \$782 ;
-  wire [15:0] \$783 ;
-  wire \$784 ;
-  wire [15:0] \$785 ;
-  wire \$786 ;
-  wire [15:0] \$787 ;
-  wire \$788 ;
-  wire [15:0] \$789 ;
+  wire [15:0] \$780 ;
+  wire \$781 ;
+  wire [15:0] \$782 ;
+  wire \$783 ;
+  wire [15:0] \$784 ;
+  wire \$785 ;
+  wire [15:0] \$786 ;
+  wire \$787 ;
+  wire [15:0] \$788 ;
+  wire \$789 ;
   wire \$79 ;
-  wire \$790 ;
-  wire [15:0] \$791 ;
-  reg \$792 ;
+  wire [15:0] \$790 ;
+  wire \$791 ;
+  wire [15:0] \$792 ;
   reg \$793 ;
   reg \$794 ;
   reg \$795 ;
@@ -881,7 +885,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$799 ;
   wire \$8 ;
   wire \$80 ;
-  reg [15:0] \$800 ;
+  reg \$800 ;
   reg [15:0] \$801 ;
   reg [15:0] \$802 ;
   reg [15:0] \$803 ;
@@ -907,8 +911,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$821 ;
   reg [15:0] \$822 ;
   reg [15:0] \$823 ;
-  reg [2:0] \$824 ;
-  reg [15:0] \$825 ;
+  reg [15:0] \$824 ;
+  reg [2:0] \$825 ;
   reg [15:0] \$826 ;
   reg [15:0] \$827 ;
   reg [15:0] \$828 ;
@@ -918,53 +922,53 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$831 ;
   reg [15:0] \$832 ;
   reg [15:0] \$833 ;
-  reg [2:0] \$834 ;
-  reg [4:0] \$835 ;
-  reg \$836 ;
-  reg [3:0] \$837 ;
-  reg \$838 ;
+  reg [15:0] \$834 ;
+  reg [2:0] \$835 ;
+  reg [4:0] \$836 ;
+  reg \$837 ;
+  reg [3:0] \$838 ;
   reg \$839 ;
   wire \$84 ;
-  reg [15:0] \$840 ;
+  reg \$840 ;
   reg [15:0] \$841 ;
   reg [15:0] \$842 ;
   reg [15:0] \$843 ;
-  reg [39:0] \$844 ;
-  reg [39:0] \$845 ;
+  reg [15:0] \$844 ;
+  reg [1:0] \$845 ;
   reg [39:0] \$846 ;
-  reg [15:0] \$847 ;
+  reg [39:0] \$847 ;
   reg [39:0] \$848 ;
-  reg [39:0] \$849 ;
+  reg [15:0] \$849 ;
   wire \$85 ;
   reg [39:0] \$850 ;
-  reg [15:0] \$851 ;
+  reg [39:0] \$851 ;
   reg [39:0] \$852 ;
-  reg [39:0] \$853 ;
+  reg [15:0] \$853 ;
   reg [39:0] \$854 ;
-  reg [15:0] \$855 ;
+  reg [39:0] \$855 ;
   reg [39:0] \$856 ;
-  reg [39:0] \$857 ;
+  reg [15:0] \$857 ;
   reg [39:0] \$858 ;
-  reg [15:0] \$859 ;
+  reg [39:0] \$859 ;
   wire \$86 ;
   reg [39:0] \$860 ;
-  reg [39:0] \$861 ;
+  reg [15:0] \$861 ;
   reg [39:0] \$862 ;
-  reg [15:0] \$863 ;
+  reg [39:0] \$863 ;
   reg [39:0] \$864 ;
-  reg [39:0] \$865 ;
+  reg [15:0] \$865 ;
   reg [39:0] \$866 ;
-  reg [15:0] \$867 ;
+  reg [39:0] \$867 ;
   reg [39:0] \$868 ;
-  reg [39:0] \$869 ;
+  reg [15:0] \$869 ;
   wire \$87 ;
   reg [39:0] \$870 ;
-  reg [15:0] \$871 ;
+  reg [39:0] \$871 ;
   reg [39:0] \$872 ;
-  reg [39:0] \$873 ;
+  reg [15:0] \$873 ;
   reg [39:0] \$874 ;
-  reg [15:0] \$875 ;
-  reg [15:0] \$876 ;
+  reg [39:0] \$875 ;
+  reg [39:0] \$876 ;
   reg [15:0] \$877 ;
   reg [15:0] \$878 ;
   reg [15:0] \$879 ;
@@ -973,8 +977,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$881 ;
   reg [15:0] \$882 ;
   reg [15:0] \$883 ;
-  reg [39:0] \$884 ;
-  reg [39:0] \$885 ;
+  reg [15:0] \$884 ;
+  reg [15:0] \$885 ;
   reg [39:0] \$886 ;
   reg [39:0] \$887 ;
   reg [39:0] \$888 ;
@@ -983,8 +987,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] \$890 ;
   reg [39:0] \$891 ;
   reg [39:0] \$892 ;
-  reg [15:0] \$893 ;
-  reg [15:0] \$894 ;
+  reg [39:0] \$893 ;
+  reg [39:0] \$894 ;
   reg [15:0] \$895 ;
   reg [15:0] \$896 ;
   reg [15:0] \$897 ;
@@ -992,10 +996,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$899 ;
   wire \$9 ;
   wire [40:0] \$90 ;
-  reg [15:0] \$900 ;
-  reg [15:0] \$901 ;
-  reg [15:0] \$902 ;
-  reg [15:0] \$903 ;
+  reg [1:0] \$900 ;
+  reg [1:0] \$901 ;
+  reg [1:0] \$902 ;
+  reg [1:0] \$903 ;
   reg [15:0] \$904 ;
   reg [15:0] \$905 ;
   reg [15:0] \$906 ;
@@ -1019,52 +1023,52 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$922 ;
   reg [15:0] \$923 ;
   reg [15:0] \$924 ;
-  reg [39:0] \$925 ;
+  reg [15:0] \$925 ;
   reg [15:0] \$926 ;
   reg [15:0] \$927 ;
   reg [15:0] \$928 ;
   reg [15:0] \$929 ;
   wire [40:0] \$93 ;
-  reg [39:0] \$930 ;
-  reg [15:0] \$931 ;
+  reg [15:0] \$930 ;
+  reg [39:0] \$931 ;
   reg [15:0] \$932 ;
   reg [15:0] \$933 ;
   reg [15:0] \$934 ;
-  reg [39:0] \$935 ;
-  reg [15:0] \$936 ;
+  reg [15:0] \$935 ;
+  reg [39:0] \$936 ;
   reg [15:0] \$937 ;
   reg [15:0] \$938 ;
   reg [15:0] \$939 ;
   wire [41:0] \$94 ;
-  reg [39:0] \$940 ;
-  reg [15:0] \$941 ;
+  reg [15:0] \$940 ;
+  reg [39:0] \$941 ;
   reg [15:0] \$942 ;
   reg [15:0] \$943 ;
   reg [15:0] \$944 ;
-  reg [39:0] \$945 ;
-  reg [15:0] \$946 ;
+  reg [15:0] \$945 ;
+  reg [39:0] \$946 ;
   reg [15:0] \$947 ;
   reg [15:0] \$948 ;
   reg [15:0] \$949 ;
   wire [42:0] \$95 ;
-  reg [39:0] \$950 ;
-  reg [15:0] \$951 ;
+  reg [15:0] \$950 ;
+  reg [39:0] \$951 ;
   reg [15:0] \$952 ;
   reg [15:0] \$953 ;
   reg [15:0] \$954 ;
-  reg [39:0] \$955 ;
-  reg [15:0] \$956 ;
+  reg [15:0] \$955 ;
+  reg [39:0] \$956 ;
   reg [15:0] \$957 ;
   reg [15:0] \$958 ;
   reg [15:0] \$959 ;
   wire \$96 ;
-  reg [39:0] \$960 ;
-  reg [15:0] \$961 ;
+  reg [15:0] \$960 ;
+  reg [39:0] \$961 ;
   reg [15:0] \$962 ;
   reg [15:0] \$963 ;
   reg [15:0] \$964 ;
   reg [15:0] \$965 ;
-  reg [15:0] \$966 ;
+  reg [39:0] \$966 ;
   reg [15:0] \$967 ;
   reg [15:0] \$968 ;
   reg [15:0] \$969 ;
@@ -1076,7 +1080,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$974 ;
   reg [15:0] \$975 ;
   reg [15:0] \$976 ;
+  reg [15:0] \$977 ;
+  reg [15:0] \$978 ;
+  reg [15:0] \$979 ;
   wire \$98 ;
+  reg [15:0] \$980 ;
+  reg [15:0] \$981 ;
+  reg [15:0] \$982 ;
   wire \$99 ;
   wire accept;
   wire busy;
@@ -1086,6 +1096,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire commit_l1;
   wire commit_on_read_l0;
   wire commit_on_read_l1;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s6 = 16'h0000;
   output execute;
@@ -1095,53 +1106,58 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] \floor$132 ;
   wire [39:0] \floor$151 ;
   wire [39:0] \floor$208 ;
-  wire [31:0] \floor$220 ;
-  wire [31:0] \floor$225 ;
-  wire [31:0] \floor$230 ;
-  wire [31:0] \floor$235 ;
-  wire [31:0] \floor$240 ;
-  wire [31:0] \floor$245 ;
-  wire [31:0] \floor$250 ;
-  wire [31:0] \floor$255 ;
-  wire [15:0] \floor$258 ;
-  wire [39:0] \floor$267 ;
-  wire [39:0] \floor$276 ;
-  wire [39:0] \floor$285 ;
-  wire [39:0] \floor$294 ;
-  wire [39:0] \floor$303 ;
-  wire [39:0] \floor$312 ;
-  wire [39:0] \floor$321 ;
-  wire [39:0] \floor$330 ;
-  wire [31:0] \floor$336 ;
-  wire [31:0] \floor$341 ;
-  wire [31:0] \floor$346 ;
-  wire [31:0] \floor$350 ;
-  wire [31:0] \floor$355 ;
-  wire [31:0] \floor$359 ;
-  wire [31:0] \floor$364 ;
-  wire [31:0] \floor$368 ;
+  wire [31:0] \floor$222 ;
+  wire [31:0] \floor$227 ;
+  wire [31:0] \floor$232 ;
+  wire [31:0] \floor$237 ;
+  wire [31:0] \floor$242 ;
+  wire [31:0] \floor$247 ;
+  wire [31:0] \floor$252 ;
+  wire [31:0] \floor$257 ;
+  wire [15:0] \floor$260 ;
+  wire [39:0] \floor$269 ;
+  wire [39:0] \floor$278 ;
+  wire [39:0] \floor$287 ;
+  wire [39:0] \floor$296 ;
+  wire [39:0] \floor$305 ;
+  wire [39:0] \floor$314 ;
+  wire [39:0] \floor$323 ;
+  wire [39:0] \floor$332 ;
+  wire [31:0] \floor$338 ;
+  wire [31:0] \floor$343 ;
+  wire [31:0] \floor$348 ;
+  wire [31:0] \floor$352 ;
+  wire [31:0] \floor$357 ;
+  wire [31:0] \floor$361 ;
+  wire [31:0] \floor$366 ;
   wire [39:0] \floor$37 ;
-  wire [31:0] \floor$373 ;
-  wire [31:0] \floor$377 ;
-  wire [31:0] \floor$382 ;
-  wire [31:0] \floor$386 ;
-  wire [31:0] \floor$391 ;
-  wire [31:0] \floor$395 ;
-  wire [31:0] \floor$400 ;
-  wire [31:0] \floor$404 ;
-  wire [15:0] \floor$407 ;
-  wire [15:0] \floor$410 ;
-  wire [15:0] \floor$413 ;
-  wire [15:0] \floor$416 ;
-  wire [15:0] \floor$419 ;
-  wire [15:0] \floor$422 ;
-  wire [15:0] \floor$425 ;
-  wire [15:0] \floor$428 ;
+  wire [31:0] \floor$370 ;
+  wire [31:0] \floor$375 ;
+  wire [31:0] \floor$379 ;
+  wire [31:0] \floor$384 ;
+  wire [31:0] \floor$388 ;
+  wire [31:0] \floor$393 ;
+  wire [31:0] \floor$397 ;
+  wire [31:0] \floor$402 ;
+  wire [31:0] \floor$406 ;
+  wire [15:0] \floor$409 ;
+  wire [15:0] \floor$412 ;
+  wire [15:0] \floor$415 ;
+  wire [15:0] \floor$418 ;
+  wire [15:0] \floor$421 ;
+  wire [15:0] \floor$424 ;
+  wire [15:0] \floor$427 ;
+  wire [15:0] \floor$430 ;
   wire [39:0] \floor$56 ;
   wire [39:0] \floor$75 ;
   wire [39:0] \floor$94 ;
   wire flush_l0;
   wire flush_l1;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
+  reg [1:0] kind_s5 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_2 = 16'h0000;
@@ -1262,8 +1278,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] l1_bprod6_0_s7;
   (* init = 40'h0000000000 *)
   wire [39:0] l1_bprod7_0_s7;
-  (* init = 16'h0000 *)
-  wire [15:0] l1_out0_s5;
+  reg [15:0] l1_out0_s5 = 16'h0000;
   reg [2:0] l1_pending = 3'h0;
   wire [15:0] l1_port_data;
   wire [3:0] l1_port_local;
@@ -1311,9 +1326,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l1_wread_0_7_s5 = 16'h0000;
   reg [15:0] l1_wread_0_7_s6 = 16'h0000;
   wire [2:0] level;
-  wire [2:0] \level$480 ;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  wire [2:0] \level$482 ;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -1337,17 +1353,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output pr__valid;
   reg pr__valid = 1'h0;
   wire [383:0] r_data;
-  wire [143:0] \r_data$486 ;
+  wire [143:0] \r_data$488 ;
   wire r_en;
-  wire \r_en$484 ;
+  wire \r_en$486 ;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
   wire rst;
-  input [47:0] s__payload;
-  wire [47:0] s__payload;
+  input [49:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -1433,163 +1450,161 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \t$213 ;
   wire [17:0] \t$215 ;
   wire [15:0] \t$216 ;
-  wire [31:0] \t$217 ;
-  wire [32:0] \t$221 ;
-  wire [15:0] \t$222 ;
-  wire [31:0] \t$223 ;
-  wire [32:0] \t$226 ;
-  wire [15:0] \t$227 ;
-  wire [31:0] \t$228 ;
+  wire [31:0] \t$219 ;
+  wire [32:0] \t$223 ;
+  wire [15:0] \t$224 ;
+  wire [31:0] \t$225 ;
+  wire [32:0] \t$228 ;
+  wire [15:0] \t$229 ;
   wire [39:0] \t$23 ;
-  wire [32:0] \t$231 ;
-  wire [15:0] \t$232 ;
-  wire [31:0] \t$233 ;
-  wire [32:0] \t$236 ;
-  wire [15:0] \t$237 ;
-  wire [31:0] \t$238 ;
+  wire [31:0] \t$230 ;
+  wire [32:0] \t$233 ;
+  wire [15:0] \t$234 ;
+  wire [31:0] \t$235 ;
+  wire [32:0] \t$238 ;
+  wire [15:0] \t$239 ;
   wire [31:0] \t$24 ;
-  wire [32:0] \t$241 ;
-  wire [15:0] \t$242 ;
-  wire [31:0] \t$243 ;
-  wire [32:0] \t$246 ;
-  wire [15:0] \t$247 ;
-  wire [31:0] \t$248 ;
-  wire [32:0] \t$251 ;
-  wire [15:0] \t$252 ;
-  wire [31:0] \t$253 ;
-  wire [32:0] \t$256 ;
-  wire [15:0] \t$257 ;
-  wire [16:0] \t$259 ;
+  wire [31:0] \t$240 ;
+  wire [32:0] \t$243 ;
+  wire [15:0] \t$244 ;
+  wire [31:0] \t$245 ;
+  wire [32:0] \t$248 ;
+  wire [15:0] \t$249 ;
+  wire [31:0] \t$250 ;
+  wire [32:0] \t$253 ;
+  wire [15:0] \t$254 ;
+  wire [31:0] \t$255 ;
+  wire [32:0] \t$258 ;
+  wire [15:0] \t$259 ;
   wire [34:0] \t$26 ;
-  wire [15:0] \t$260 ;
-  wire [31:0] \t$261 ;
-  wire [34:0] \t$263 ;
-  wire [39:0] \t$264 ;
-  reg [39:0] \t$265  = 40'h0000000000;
-  wire [40:0] \t$268 ;
-  wire [15:0] \t$269 ;
+  wire [16:0] \t$261 ;
+  wire [15:0] \t$262 ;
+  wire [31:0] \t$263 ;
+  wire [34:0] \t$265 ;
+  wire [39:0] \t$266 ;
+  reg [39:0] \t$267  = 40'h0000000000;
   wire [39:0] \t$27 ;
-  wire [31:0] \t$270 ;
-  wire [34:0] \t$272 ;
-  wire [39:0] \t$273 ;
-  reg [39:0] \t$274  = 40'h0000000000;
-  wire [40:0] \t$277 ;
-  wire [15:0] \t$278 ;
-  wire [31:0] \t$279 ;
+  wire [40:0] \t$270 ;
+  wire [15:0] \t$271 ;
+  wire [31:0] \t$272 ;
+  wire [34:0] \t$274 ;
+  wire [39:0] \t$275 ;
+  reg [39:0] \t$276  = 40'h0000000000;
+  wire [40:0] \t$279 ;
   wire [31:0] \t$28 ;
-  wire [34:0] \t$281 ;
-  wire [39:0] \t$282 ;
-  reg [39:0] \t$283  = 40'h0000000000;
-  wire [40:0] \t$286 ;
-  wire [15:0] \t$287 ;
-  wire [31:0] \t$288 ;
-  wire [34:0] \t$290 ;
-  wire [39:0] \t$291 ;
-  reg [39:0] \t$292  = 40'h0000000000;
-  wire [40:0] \t$295 ;
-  wire [15:0] \t$296 ;
-  wire [31:0] \t$297 ;
-  wire [34:0] \t$299 ;
+  wire [15:0] \t$280 ;
+  wire [31:0] \t$281 ;
+  wire [34:0] \t$283 ;
+  wire [39:0] \t$284 ;
+  reg [39:0] \t$285  = 40'h0000000000;
+  wire [40:0] \t$288 ;
+  wire [15:0] \t$289 ;
+  wire [31:0] \t$290 ;
+  wire [34:0] \t$292 ;
+  wire [39:0] \t$293 ;
+  reg [39:0] \t$294  = 40'h0000000000;
+  wire [40:0] \t$297 ;
+  wire [15:0] \t$298 ;
+  wire [31:0] \t$299 ;
   wire [31:0] \t$3 ;
   wire [34:0] \t$30 ;
-  wire [39:0] \t$300 ;
-  reg [39:0] \t$301  = 40'h0000000000;
-  wire [40:0] \t$304 ;
-  wire [15:0] \t$305 ;
-  wire [31:0] \t$306 ;
-  wire [34:0] \t$308 ;
-  wire [39:0] \t$309 ;
+  wire [34:0] \t$301 ;
+  wire [39:0] \t$302 ;
+  reg [39:0] \t$303  = 40'h0000000000;
+  wire [40:0] \t$306 ;
+  wire [15:0] \t$307 ;
+  wire [31:0] \t$308 ;
   wire [39:0] \t$31 ;
-  reg [39:0] \t$310  = 40'h0000000000;
-  wire [40:0] \t$313 ;
-  wire [15:0] \t$314 ;
-  wire [31:0] \t$315 ;
-  wire [34:0] \t$317 ;
-  wire [39:0] \t$318 ;
-  reg [39:0] \t$319  = 40'h0000000000;
+  wire [34:0] \t$310 ;
+  wire [39:0] \t$311 ;
+  reg [39:0] \t$312  = 40'h0000000000;
+  wire [40:0] \t$315 ;
+  wire [15:0] \t$316 ;
+  wire [31:0] \t$317 ;
+  wire [34:0] \t$319 ;
   wire [41:0] \t$32 ;
-  wire [40:0] \t$322 ;
-  wire [15:0] \t$323 ;
-  wire [31:0] \t$324 ;
-  wire [34:0] \t$326 ;
-  wire [39:0] \t$327 ;
-  reg [39:0] \t$328  = 40'h0000000000;
-  wire [40:0] \t$331 ;
-  wire [15:0] \t$332 ;
-  wire [31:0] \t$333 ;
-  wire [32:0] \t$337 ;
-  wire [15:0] \t$338 ;
-  wire [31:0] \t$339 ;
-  wire [32:0] \t$342 ;
-  wire [15:0] \t$343 ;
-  wire [31:0] \t$344 ;
-  wire [32:0] \t$347 ;
-  wire [15:0] \t$348 ;
-  wire [31:0] \t$349 ;
-  wire [32:0] \t$351 ;
-  wire [15:0] \t$352 ;
-  wire [31:0] \t$353 ;
-  wire [32:0] \t$356 ;
-  wire [15:0] \t$357 ;
-  wire [31:0] \t$358 ;
+  wire [39:0] \t$320 ;
+  reg [39:0] \t$321  = 40'h0000000000;
+  wire [40:0] \t$324 ;
+  wire [15:0] \t$325 ;
+  wire [31:0] \t$326 ;
+  wire [34:0] \t$328 ;
+  wire [39:0] \t$329 ;
+  reg [39:0] \t$330  = 40'h0000000000;
+  wire [40:0] \t$333 ;
+  wire [15:0] \t$334 ;
+  wire [31:0] \t$335 ;
+  wire [32:0] \t$339 ;
+  wire [15:0] \t$340 ;
+  wire [31:0] \t$341 ;
+  wire [32:0] \t$344 ;
+  wire [15:0] \t$345 ;
+  wire [31:0] \t$346 ;
+  wire [32:0] \t$349 ;
+  wire [15:0] \t$350 ;
+  wire [31:0] \t$351 ;
+  wire [32:0] \t$353 ;
+  wire [15:0] \t$354 ;
+  wire [31:0] \t$355 ;
+  wire [32:0] \t$358 ;
+  wire [15:0] \t$359 ;
   wire [39:0] \t$36 ;
-  wire [32:0] \t$360 ;
-  wire [15:0] \t$361 ;
-  wire [31:0] \t$362 ;
-  wire [32:0] \t$365 ;
-  wire [15:0] \t$366 ;
-  wire [31:0] \t$367 ;
-  wire [32:0] \t$369 ;
-  wire [15:0] \t$370 ;
-  wire [31:0] \t$371 ;
-  wire [32:0] \t$374 ;
-  wire [15:0] \t$375 ;
-  wire [31:0] \t$376 ;
-  wire [32:0] \t$378 ;
-  wire [15:0] \t$379 ;
+  wire [31:0] \t$360 ;
+  wire [32:0] \t$362 ;
+  wire [15:0] \t$363 ;
+  wire [31:0] \t$364 ;
+  wire [32:0] \t$367 ;
+  wire [15:0] \t$368 ;
+  wire [31:0] \t$369 ;
+  wire [32:0] \t$371 ;
+  wire [15:0] \t$372 ;
+  wire [31:0] \t$373 ;
+  wire [32:0] \t$376 ;
+  wire [15:0] \t$377 ;
+  wire [31:0] \t$378 ;
   wire [40:0] \t$38 ;
-  wire [31:0] \t$380 ;
-  wire [32:0] \t$383 ;
-  wire [15:0] \t$384 ;
-  wire [31:0] \t$385 ;
-  wire [32:0] \t$387 ;
-  wire [15:0] \t$388 ;
-  wire [31:0] \t$389 ;
+  wire [32:0] \t$380 ;
+  wire [15:0] \t$381 ;
+  wire [31:0] \t$382 ;
+  wire [32:0] \t$385 ;
+  wire [15:0] \t$386 ;
+  wire [31:0] \t$387 ;
+  wire [32:0] \t$389 ;
   wire [15:0] \t$39 ;
-  wire [32:0] \t$392 ;
-  wire [15:0] \t$393 ;
-  wire [31:0] \t$394 ;
-  wire [32:0] \t$396 ;
-  wire [15:0] \t$397 ;
-  wire [31:0] \t$398 ;
+  wire [15:0] \t$390 ;
+  wire [31:0] \t$391 ;
+  wire [32:0] \t$394 ;
+  wire [15:0] \t$395 ;
+  wire [31:0] \t$396 ;
+  wire [32:0] \t$398 ;
+  wire [15:0] \t$399 ;
   wire [30:0] \t$40 ;
-  wire [32:0] \t$401 ;
-  wire [15:0] \t$402 ;
-  wire [31:0] \t$403 ;
-  wire [32:0] \t$405 ;
-  wire [15:0] \t$406 ;
-  wire [16:0] \t$408 ;
-  wire [15:0] \t$409 ;
-  wire [16:0] \t$411 ;
-  wire [15:0] \t$412 ;
-  wire [16:0] \t$414 ;
-  wire [15:0] \t$415 ;
-  wire [16:0] \t$417 ;
-  wire [15:0] \t$418 ;
+  wire [31:0] \t$400 ;
+  wire [32:0] \t$403 ;
+  wire [15:0] \t$404 ;
+  wire [31:0] \t$405 ;
+  wire [32:0] \t$407 ;
+  wire [15:0] \t$408 ;
+  wire [16:0] \t$410 ;
+  wire [15:0] \t$411 ;
+  wire [16:0] \t$413 ;
+  wire [15:0] \t$414 ;
+  wire [16:0] \t$416 ;
+  wire [15:0] \t$417 ;
+  wire [16:0] \t$419 ;
   wire [39:0] \t$42 ;
-  wire [16:0] \t$420 ;
-  wire [15:0] \t$421 ;
-  wire [16:0] \t$423 ;
-  wire [15:0] \t$424 ;
-  wire [16:0] \t$426 ;
-  wire [15:0] \t$427 ;
-  wire [16:0] \t$429 ;
+  wire [15:0] \t$420 ;
+  wire [16:0] \t$422 ;
+  wire [15:0] \t$423 ;
+  wire [16:0] \t$425 ;
+  wire [15:0] \t$426 ;
+  wire [16:0] \t$428 ;
+  wire [15:0] \t$429 ;
   wire [31:0] \t$43 ;
-  wire [15:0] \t$430 ;
+  wire [16:0] \t$431 ;
+  wire [15:0] \t$432 ;
   wire [34:0] \t$45 ;
-  reg [16:0] \t$452 ;
   reg [16:0] \t$454 ;
-  reg [16:0] \t$455 ;
   reg [16:0] \t$456 ;
   reg [16:0] \t$457 ;
   reg [16:0] \t$458 ;
@@ -1613,9 +1628,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$474 ;
   reg [16:0] \t$475 ;
   reg [16:0] \t$476 ;
-  reg [16:0] \t$485 ;
+  reg [16:0] \t$477 ;
+  reg [16:0] \t$478 ;
   reg [16:0] \t$487 ;
-  reg [16:0] \t$488 ;
   reg [16:0] \t$489 ;
   wire [34:0] \t$49 ;
   reg [16:0] \t$490 ;
@@ -1623,6 +1638,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$492 ;
   reg [16:0] \t$493 ;
   reg [16:0] \t$494 ;
+  reg [16:0] \t$495 ;
+  reg [16:0] \t$496 ;
   wire [39:0] \t$50 ;
   wire [41:0] \t$51 ;
   wire [39:0] \t$55 ;
@@ -1667,9 +1684,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
   wire [383:0] w_data;
-  wire [143:0] \w_data$483 ;
+  wire [143:0] \w_data$485 ;
   wire w_en;
-  wire \w_en$482 ;
+  wire \w_en$484 ;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
@@ -1691,6 +1708,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
+  assign \$10  = $signed(\t$19 ) > $signed(16'h7fff);
+  assign \$11  = \$10  ? 16'h7fff : \t$19 [15:0];
+  assign \t$20  = \$9  ? 16'h8000 : \$11 ;
+  assign \t$24  = $signed(l0_w_1_0) * $signed(x0_s1);
   assign \t$28  = $signed(l0_w_1_1) * $signed(x1_s1);
   assign \$12  = $signed(l0_bias1_s2) + $signed(l0_prod1_0_s2);
   assign \t$32  = $signed(\$12 ) + $signed(l0_prod1_1_s2);
@@ -1830,1187 +1851,1198 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$104  = $signed(\t$209 ) > $signed(16'h7fff);
   assign \$105  = \$104  ? 16'h7fff : \t$209 [15:0];
   assign \t$210  = \$103  ? 16'h8000 : \$105 ;
-  assign \t$213  = $signed(m__payload) - $signed(y0_s5);
-  assign \$106  = $signed(\t$215 ) < $signed(16'h8000);
-  assign \$107  = $signed(\t$215 ) > $signed(16'h7fff);
-  assign \$108  = \$107  ? 16'h7fff : \t$215 [15:0];
-  assign \t$216  = \$106  ? 16'h8000 : \$108 ;
-  assign \t$217  = $signed(err0_s6) * $signed(l0_out0_s6);
-  assign \$109  = ! \t$217 [15:0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \t$217 [16] & \$110 ;
-  assign \$112  = ! \t$217 [15:0];
-  assign \$113  = \t$217 [16] & \$112 ;
-  assign \$114  = \$113  & \floor$220 [0];
-  assign \$115  = \$111  | \$114 ;
-  assign \t$221  = $signed(\floor$220 ) + $signed({ 1'h0, \$115  });
-  assign \$116  = $signed(\t$221 ) < $signed(16'h8000);
-  assign \$117  = $signed(\t$221 ) > $signed(16'h7fff);
-  assign \$118  = \$117  ? 16'h7fff : \t$221 [15:0];
-  assign \t$222  = \$116  ? 16'h8000 : \$118 ;
-  assign \t$223  = $signed(err0_s6) * $signed(l0_out1_s6);
-  assign \$119  = ! \t$223 [15:0];
-  assign \$120  = ~ \$119 ;
-  assign \$121  = \t$223 [16] & \$120 ;
-  assign \$122  = ! \t$223 [15:0];
-  assign \$123  = \t$223 [16] & \$122 ;
-  assign \$124  = \$123  & \floor$225 [0];
-  assign \$125  = \$121  | \$124 ;
-  assign \t$226  = $signed(\floor$225 ) + $signed({ 1'h0, \$125  });
-  assign \$126  = $signed(\t$226 ) < $signed(16'h8000);
-  assign \$127  = $signed(\t$226 ) > $signed(16'h7fff);
-  assign \$128  = \$127  ? 16'h7fff : \t$226 [15:0];
-  assign \t$227  = \$126  ? 16'h8000 : \$128 ;
-  assign \t$228  = $signed(err0_s6) * $signed(l0_out2_s6);
-  assign \$129  = ! \t$228 [15:0];
-  assign \$130  = ~ \$129 ;
-  assign \$131  = \t$228 [16] & \$130 ;
-  assign \$132  = ! \t$228 [15:0];
-  assign \$133  = \t$228 [16] & \$132 ;
-  assign \$134  = \$133  & \floor$230 [0];
-  assign \$135  = \$131  | \$134 ;
-  assign \t$231  = $signed(\floor$230 ) + $signed({ 1'h0, \$135  });
-  assign \$136  = $signed(\t$231 ) < $signed(16'h8000);
-  assign \$137  = $signed(\t$231 ) > $signed(16'h7fff);
-  assign \$138  = \$137  ? 16'h7fff : \t$231 [15:0];
-  assign \t$232  = \$136  ? 16'h8000 : \$138 ;
-  assign \t$233  = $signed(err0_s6) * $signed(l0_out3_s6);
-  assign \$139  = ! \t$233 [15:0];
-  assign \$140  = ~ \$139 ;
-  assign \$141  = \t$233 [16] & \$140 ;
-  assign \$142  = ! \t$233 [15:0];
-  assign \$143  = \t$233 [16] & \$142 ;
-  assign \$144  = \$143  & \floor$235 [0];
-  assign \$145  = \$141  | \$144 ;
-  assign \t$236  = $signed(\floor$235 ) + $signed({ 1'h0, \$145  });
-  assign \$146  = $signed(\t$236 ) < $signed(16'h8000);
-  assign \$147  = $signed(\t$236 ) > $signed(16'h7fff);
-  assign \$148  = \$147  ? 16'h7fff : \t$236 [15:0];
-  assign \t$237  = \$146  ? 16'h8000 : \$148 ;
-  assign \t$238  = $signed(err0_s6) * $signed(l0_out4_s6);
-  assign \$149  = ! \t$238 [15:0];
-  assign \$150  = ~ \$149 ;
-  assign \$151  = \t$238 [16] & \$150 ;
-  assign \$152  = ! \t$238 [15:0];
-  assign \$153  = \t$238 [16] & \$152 ;
-  assign \$154  = \$153  & \floor$240 [0];
-  assign \$155  = \$151  | \$154 ;
-  assign \t$241  = $signed(\floor$240 ) + $signed({ 1'h0, \$155  });
-  assign \$156  = $signed(\t$241 ) < $signed(16'h8000);
-  assign \$157  = $signed(\t$241 ) > $signed(16'h7fff);
-  assign \$158  = \$157  ? 16'h7fff : \t$241 [15:0];
-  assign \t$242  = \$156  ? 16'h8000 : \$158 ;
-  assign \t$243  = $signed(err0_s6) * $signed(l0_out5_s6);
-  assign \$159  = ! \t$243 [15:0];
-  assign \$160  = ~ \$159 ;
-  assign \$161  = \t$243 [16] & \$160 ;
-  assign \$162  = ! \t$243 [15:0];
-  assign \$163  = \t$243 [16] & \$162 ;
-  assign \$164  = \$163  & \floor$245 [0];
-  assign \$165  = \$161  | \$164 ;
-  assign \t$246  = $signed(\floor$245 ) + $signed({ 1'h0, \$165  });
-  assign \$166  = $signed(\t$246 ) < $signed(16'h8000);
-  assign \$167  = $signed(\t$246 ) > $signed(16'h7fff);
-  assign \$168  = \$167  ? 16'h7fff : \t$246 [15:0];
-  assign \t$247  = \$166  ? 16'h8000 : \$168 ;
-  assign \t$248  = $signed(err0_s6) * $signed(l0_out6_s6);
-  assign \$169  = ! \t$248 [15:0];
-  assign \$170  = ~ \$169 ;
-  assign \$171  = \t$248 [16] & \$170 ;
-  assign \$172  = ! \t$248 [15:0];
-  assign \$173  = \t$248 [16] & \$172 ;
-  assign \$174  = \$173  & \floor$250 [0];
-  assign \$175  = \$171  | \$174 ;
-  assign \t$251  = $signed(\floor$250 ) + $signed({ 1'h0, \$175  });
-  assign \$176  = $signed(\t$251 ) < $signed(16'h8000);
-  assign \$177  = $signed(\t$251 ) > $signed(16'h7fff);
-  assign \$178  = \$177  ? 16'h7fff : \t$251 [15:0];
-  assign \t$252  = \$176  ? 16'h8000 : \$178 ;
-  assign \t$253  = $signed(err0_s6) * $signed(l0_out7_s6);
-  assign \$179  = ! \t$253 [15:0];
-  assign \$180  = ~ \$179 ;
-  assign \$181  = \t$253 [16] & \$180 ;
-  assign \$182  = ! \t$253 [15:0];
-  assign \$183  = \t$253 [16] & \$182 ;
-  assign \$184  = \$183  & \floor$255 [0];
-  assign \$185  = \$181  | \$184 ;
-  assign \t$256  = $signed(\floor$255 ) + $signed({ 1'h0, \$185  });
-  assign \$186  = $signed(\t$256 ) < $signed(16'h8000);
-  assign \$187  = $signed(\t$256 ) > $signed(16'h7fff);
-  assign \$188  = \$187  ? 16'h7fff : \t$256 [15:0];
-  assign \t$257  = \$186  ? 16'h8000 : \$188 ;
-  assign \$189  = ! err0_s6[3:0];
-  assign \$190  = ~ \$189 ;
-  assign \$191  = err0_s6[4] & \$190 ;
-  assign \$192  = ! err0_s6[3:0];
-  assign \$193  = err0_s6[4] & \$192 ;
-  assign \$194  = \$193  & \floor$258 [0];
-  assign \$195  = \$191  | \$194 ;
-  assign \t$259  = $signed(\floor$258 ) + $signed({ 1'h0, \$195  });
-  assign \$196  = $signed(\t$259 ) < $signed(16'h8000);
-  assign \$197  = $signed(\t$259 ) > $signed(16'h7fff);
-  assign \$198  = \$197  ? 16'h7fff : \t$259 [15:0];
-  assign \t$260  = \$196  ? 16'h8000 : \$198 ;
-  assign \t$261  = $signed(l1_wread_0_0_s6) * $signed(err0_s6);
-  assign \$199  = ! \t$265 [12:0];
-  assign \$200  = ~ \$199 ;
-  assign \$201  = \t$265 [13] & \$200 ;
-  assign \$202  = ! \t$265 [12:0];
-  assign \$203  = \t$265 [13] & \$202 ;
-  assign \$204  = \$203  & \floor$267 [0];
-  assign \$205  = \$201  | \$204 ;
-  assign \t$268  = $signed(\floor$267 ) + $signed({ 1'h0, \$205  });
-  assign \$206  = $signed(\t$268 ) < $signed(16'h8000);
-  assign \$207  = $signed(\t$268 ) > $signed(16'h7fff);
-  assign \$208  = \$207  ? 16'h7fff : \t$268 [15:0];
-  assign \t$269  = \$206  ? 16'h8000 : \$208 ;
-  assign \t$270  = $signed(l1_wread_0_1_s6) * $signed(err0_s6);
-  assign \$209  = ! \t$274 [12:0];
-  assign \$210  = ~ \$209 ;
-  assign \$211  = \t$274 [13] & \$210 ;
-  assign \$212  = ! \t$274 [12:0];
-  assign \$213  = \t$274 [13] & \$212 ;
-  assign \$214  = \$213  & \floor$276 [0];
-  assign \$215  = \$211  | \$214 ;
-  assign \t$277  = $signed(\floor$276 ) + $signed({ 1'h0, \$215  });
-  assign \$216  = $signed(\t$277 ) < $signed(16'h8000);
-  assign \$217  = $signed(\t$277 ) > $signed(16'h7fff);
-  assign \$218  = \$217  ? 16'h7fff : \t$277 [15:0];
-  assign \t$278  = \$216  ? 16'h8000 : \$218 ;
-  assign \t$279  = $signed(l1_wread_0_2_s6) * $signed(err0_s6);
-  assign \$219  = ! \t$283 [12:0];
-  assign \$220  = ~ \$219 ;
-  assign \$221  = \t$283 [13] & \$220 ;
-  assign \$222  = ! \t$283 [12:0];
-  assign \$223  = \t$283 [13] & \$222 ;
-  assign \$224  = \$223  & \floor$285 [0];
-  assign \$225  = \$221  | \$224 ;
-  assign \t$286  = $signed(\floor$285 ) + $signed({ 1'h0, \$225  });
-  assign \$226  = $signed(\t$286 ) < $signed(16'h8000);
-  assign \$227  = $signed(\t$286 ) > $signed(16'h7fff);
-  assign \$228  = \$227  ? 16'h7fff : \t$286 [15:0];
-  assign \t$287  = \$226  ? 16'h8000 : \$228 ;
-  assign \t$288  = $signed(l1_wread_0_3_s6) * $signed(err0_s6);
-  assign \$229  = ! \t$292 [12:0];
-  assign \$230  = ~ \$229 ;
-  assign \$231  = \t$292 [13] & \$230 ;
-  assign \$232  = ! \t$292 [12:0];
-  assign \$233  = \t$292 [13] & \$232 ;
-  assign \$234  = \$233  & \floor$294 [0];
-  assign \$235  = \$231  | \$234 ;
-  assign \t$295  = $signed(\floor$294 ) + $signed({ 1'h0, \$235  });
-  assign \$236  = $signed(\t$295 ) < $signed(16'h8000);
-  assign \$237  = $signed(\t$295 ) > $signed(16'h7fff);
-  assign \$238  = \$237  ? 16'h7fff : \t$295 [15:0];
-  assign \t$296  = \$236  ? 16'h8000 : \$238 ;
-  assign \t$297  = $signed(l1_wread_0_4_s6) * $signed(err0_s6);
-  assign \$239  = ! \t$301 [12:0];
-  assign \$240  = ~ \$239 ;
-  assign \$241  = \t$301 [13] & \$240 ;
-  assign \$242  = ! \t$301 [12:0];
-  assign \$243  = \t$301 [13] & \$242 ;
-  assign \$244  = \$243  & \floor$303 [0];
-  assign \$245  = \$241  | \$244 ;
-  assign \t$304  = $signed(\floor$303 ) + $signed({ 1'h0, \$245  });
-  assign \$246  = $signed(\t$304 ) < $signed(16'h8000);
-  assign \$247  = $signed(\t$304 ) > $signed(16'h7fff);
-  assign \$248  = \$247  ? 16'h7fff : \t$304 [15:0];
-  assign \t$305  = \$246  ? 16'h8000 : \$248 ;
-  assign \t$306  = $signed(l1_wread_0_5_s6) * $signed(err0_s6);
-  assign \$249  = ! \t$310 [12:0];
-  assign \$250  = ~ \$249 ;
-  assign \$251  = \t$310 [13] & \$250 ;
-  assign \$252  = ! \t$310 [12:0];
-  assign \$253  = \t$310 [13] & \$252 ;
-  assign \$254  = \$253  & \floor$312 [0];
-  assign \$255  = \$251  | \$254 ;
-  assign \t$313  = $signed(\floor$312 ) + $signed({ 1'h0, \$255  });
-  assign \$256  = $signed(\t$313 ) < $signed(16'h8000);
-  assign \$257  = $signed(\t$313 ) > $signed(16'h7fff);
-  assign \$258  = \$257  ? 16'h7fff : \t$313 [15:0];
-  assign \t$314  = \$256  ? 16'h8000 : \$258 ;
-  assign \t$315  = $signed(l1_wread_0_6_s6) * $signed(err0_s6);
-  assign \$259  = ! \t$319 [12:0];
-  assign \$260  = ~ \$259 ;
-  assign \$261  = \t$319 [13] & \$260 ;
-  assign \$262  = ! \t$319 [12:0];
-  assign \$263  = \t$319 [13] & \$262 ;
-  assign \$264  = \$263  & \floor$321 [0];
-  assign \$265  = \$261  | \$264 ;
-  assign \t$322  = $signed(\floor$321 ) + $signed({ 1'h0, \$265  });
-  assign \$266  = $signed(\t$322 ) < $signed(16'h8000);
-  assign \$267  = $signed(\t$322 ) > $signed(16'h7fff);
-  assign \$268  = \$267  ? 16'h7fff : \t$322 [15:0];
-  assign \t$323  = \$266  ? 16'h8000 : \$268 ;
-  assign \t$324  = $signed(l1_wread_0_7_s6) * $signed(err0_s6);
-  assign \$269  = ! \t$328 [12:0];
-  assign \$270  = ~ \$269 ;
-  assign \$271  = \t$328 [13] & \$270 ;
-  assign \$272  = ! \t$328 [12:0];
-  assign \$273  = \t$328 [13] & \$272 ;
-  assign \$274  = \$273  & \floor$330 [0];
-  assign \$275  = \$271  | \$274 ;
-  assign \t$331  = $signed(\floor$330 ) + $signed({ 1'h0, \$275  });
-  assign \$276  = $signed(\t$331 ) < $signed(16'h8000);
-  assign \$277  = $signed(\t$331 ) > $signed(16'h7fff);
-  assign \$278  = \$277  ? 16'h7fff : \t$331 [15:0];
-  assign \t$332  = \$276  ? 16'h8000 : \$278 ;
-  assign \t$333  = $signed(l0_err0_s8) * $signed(x0_s8);
-  assign \$279  = ! \t$333 [15:0];
-  assign \$280  = ~ \$279 ;
-  assign \$281  = \t$333 [16] & \$280 ;
-  assign \$282  = ! \t$333 [15:0];
-  assign \$283  = \t$333 [16] & \$282 ;
-  assign \$284  = \$283  & \floor$336 [0];
-  assign \$285  = \$281  | \$284 ;
-  assign \t$337  = $signed(\floor$336 ) + $signed({ 1'h0, \$285  });
-  assign \$286  = $signed(\t$337 ) < $signed(16'h8000);
-  assign \$287  = $signed(\t$337 ) > $signed(16'h7fff);
-  assign \$288  = \$287  ? 16'h7fff : \t$337 [15:0];
-  assign \t$338  = \$286  ? 16'h8000 : \$288 ;
-  assign \t$339  = $signed(l0_err0_s8) * $signed(x1_s8);
-  assign \$289  = ! \t$339 [15:0];
-  assign \$290  = ~ \$289 ;
-  assign \$291  = \t$339 [16] & \$290 ;
-  assign \$292  = ! \t$339 [15:0];
-  assign \$293  = \t$339 [16] & \$292 ;
-  assign \$294  = \$293  & \floor$341 [0];
-  assign \$295  = \$291  | \$294 ;
-  assign \t$342  = $signed(\floor$341 ) + $signed({ 1'h0, \$295  });
-  assign \$296  = $signed(\t$342 ) < $signed(16'h8000);
-  assign \$297  = $signed(\t$342 ) > $signed(16'h7fff);
-  assign \$298  = \$297  ? 16'h7fff : \t$342 [15:0];
-  assign \t$343  = \$296  ? 16'h8000 : \$298 ;
-  assign \t$344  = $signed(l0_err1_s8) * $signed(x0_s8);
-  assign \$299  = ! \t$344 [15:0];
-  assign \$300  = ~ \$299 ;
-  assign \$301  = \t$344 [16] & \$300 ;
-  assign \$302  = ! \t$344 [15:0];
-  assign \$303  = \t$344 [16] & \$302 ;
-  assign \$304  = \$303  & \floor$346 [0];
-  assign \$305  = \$301  | \$304 ;
-  assign \t$347  = $signed(\floor$346 ) + $signed({ 1'h0, \$305  });
-  assign \$306  = $signed(\t$347 ) < $signed(16'h8000);
-  assign \$307  = $signed(\t$347 ) > $signed(16'h7fff);
-  assign \$308  = \$307  ? 16'h7fff : \t$347 [15:0];
-  assign \t$348  = \$306  ? 16'h8000 : \$308 ;
-  assign \t$349  = $signed(l0_err1_s8) * $signed(x1_s8);
-  assign \$309  = ! \t$349 [15:0];
-  assign \$310  = ~ \$309 ;
-  assign \$311  = \t$349 [16] & \$310 ;
-  assign \$312  = ! \t$349 [15:0];
-  assign \$313  = \t$349 [16] & \$312 ;
-  assign \$314  = \$313  & \floor$350 [0];
-  assign \$315  = \$311  | \$314 ;
-  assign \t$351  = $signed(\floor$350 ) + $signed({ 1'h0, \$315  });
-  assign \$316  = $signed(\t$351 ) < $signed(16'h8000);
-  assign \$317  = $signed(\t$351 ) > $signed(16'h7fff);
-  assign \$318  = \$317  ? 16'h7fff : \t$351 [15:0];
-  assign \t$352  = \$316  ? 16'h8000 : \$318 ;
-  assign \t$353  = $signed(l0_err2_s8) * $signed(x0_s8);
-  assign \$319  = ! \t$353 [15:0];
-  assign \$320  = ~ \$319 ;
-  assign \$321  = \t$353 [16] & \$320 ;
-  assign \$322  = ! \t$353 [15:0];
-  assign \$323  = \t$353 [16] & \$322 ;
-  assign \$324  = \$323  & \floor$355 [0];
-  assign \$325  = \$321  | \$324 ;
-  assign \t$356  = $signed(\floor$355 ) + $signed({ 1'h0, \$325  });
-  assign \$326  = $signed(\t$356 ) < $signed(16'h8000);
-  assign \$327  = $signed(\t$356 ) > $signed(16'h7fff);
-  assign \$328  = \$327  ? 16'h7fff : \t$356 [15:0];
-  assign \t$357  = \$326  ? 16'h8000 : \$328 ;
-  assign \t$358  = $signed(l0_err2_s8) * $signed(x1_s8);
-  assign \$329  = ! \t$358 [15:0];
-  assign \$330  = ~ \$329 ;
-  assign \$331  = \t$358 [16] & \$330 ;
-  assign \$332  = ! \t$358 [15:0];
-  assign \$333  = \t$358 [16] & \$332 ;
-  assign \$334  = \$333  & \floor$359 [0];
-  assign \$335  = \$331  | \$334 ;
-  assign \t$360  = $signed(\floor$359 ) + $signed({ 1'h0, \$335  });
-  assign \$336  = $signed(\t$360 ) < $signed(16'h8000);
-  assign \$337  = $signed(\t$360 ) > $signed(16'h7fff);
-  assign \$338  = \$337  ? 16'h7fff : \t$360 [15:0];
-  assign \t$361  = \$336  ? 16'h8000 : \$338 ;
-  assign \t$362  = $signed(l0_err3_s8) * $signed(x0_s8);
-  assign \$339  = ! \t$362 [15:0];
-  assign \$340  = ~ \$339 ;
-  assign \$341  = \t$362 [16] & \$340 ;
-  assign \$342  = ! \t$362 [15:0];
-  assign \$343  = \t$362 [16] & \$342 ;
-  assign \$344  = \$343  & \floor$364 [0];
-  assign \$345  = \$341  | \$344 ;
-  assign \t$365  = $signed(\floor$364 ) + $signed({ 1'h0, \$345  });
-  assign \$346  = $signed(\t$365 ) < $signed(16'h8000);
-  assign \$347  = $signed(\t$365 ) > $signed(16'h7fff);
-  assign \$348  = \$347  ? 16'h7fff : \t$365 [15:0];
-  assign \t$366  = \$346  ? 16'h8000 : \$348 ;
-  assign \t$367  = $signed(l0_err3_s8) * $signed(x1_s8);
-  assign \$349  = ! \t$367 [15:0];
-  assign \$350  = ~ \$349 ;
-  assign \$351  = \t$367 [16] & \$350 ;
-  assign \$352  = ! \t$367 [15:0];
-  assign \$353  = \t$367 [16] & \$352 ;
-  assign \$354  = \$353  & \floor$368 [0];
-  assign \$355  = \$351  | \$354 ;
-  assign \t$369  = $signed(\floor$368 ) + $signed({ 1'h0, \$355  });
-  assign \$356  = $signed(\t$369 ) < $signed(16'h8000);
-  assign \$357  = $signed(\t$369 ) > $signed(16'h7fff);
-  assign \$358  = \$357  ? 16'h7fff : \t$369 [15:0];
-  assign \t$370  = \$356  ? 16'h8000 : \$358 ;
-  assign \t$371  = $signed(l0_err4_s8) * $signed(x0_s8);
-  assign \$359  = ! \t$371 [15:0];
-  assign \$360  = ~ \$359 ;
-  assign \$361  = \t$371 [16] & \$360 ;
-  assign \$362  = ! \t$371 [15:0];
-  assign \$363  = \t$371 [16] & \$362 ;
-  assign \$364  = \$363  & \floor$373 [0];
-  assign \$365  = \$361  | \$364 ;
-  assign \t$374  = $signed(\floor$373 ) + $signed({ 1'h0, \$365  });
-  assign \$366  = $signed(\t$374 ) < $signed(16'h8000);
-  assign \$367  = $signed(\t$374 ) > $signed(16'h7fff);
-  assign \$368  = \$367  ? 16'h7fff : \t$374 [15:0];
-  assign \t$375  = \$366  ? 16'h8000 : \$368 ;
-  assign \t$376  = $signed(l0_err4_s8) * $signed(x1_s8);
-  assign \$369  = ! \t$376 [15:0];
-  assign \$370  = ~ \$369 ;
-  assign \$371  = \t$376 [16] & \$370 ;
-  assign \$372  = ! \t$376 [15:0];
-  assign \$373  = \t$376 [16] & \$372 ;
-  assign \$374  = \$373  & \floor$377 [0];
-  assign \$375  = \$371  | \$374 ;
-  assign \t$378  = $signed(\floor$377 ) + $signed({ 1'h0, \$375  });
-  assign \$376  = $signed(\t$378 ) < $signed(16'h8000);
-  assign \$377  = $signed(\t$378 ) > $signed(16'h7fff);
-  assign \$378  = \$377  ? 16'h7fff : \t$378 [15:0];
-  assign \t$379  = \$376  ? 16'h8000 : \$378 ;
-  assign \t$380  = $signed(l0_err5_s8) * $signed(x0_s8);
-  assign \$379  = ! \t$380 [15:0];
-  assign \$380  = ~ \$379 ;
-  assign \$381  = \t$380 [16] & \$380 ;
-  assign \$382  = ! \t$380 [15:0];
-  assign \$383  = \t$380 [16] & \$382 ;
-  assign \$384  = \$383  & \floor$382 [0];
-  assign \$385  = \$381  | \$384 ;
-  assign \t$383  = $signed(\floor$382 ) + $signed({ 1'h0, \$385  });
-  assign \$386  = $signed(\t$383 ) < $signed(16'h8000);
-  assign \$387  = $signed(\t$383 ) > $signed(16'h7fff);
-  assign \$388  = \$387  ? 16'h7fff : \t$383 [15:0];
-  assign \t$384  = \$386  ? 16'h8000 : \$388 ;
-  assign \t$385  = $signed(l0_err5_s8) * $signed(x1_s8);
-  assign \$389  = ! \t$385 [15:0];
-  assign \$390  = ~ \$389 ;
-  assign \$391  = \t$385 [16] & \$390 ;
-  assign \$392  = ! \t$385 [15:0];
-  assign \$393  = \t$385 [16] & \$392 ;
-  assign \$394  = \$393  & \floor$386 [0];
-  assign \$395  = \$391  | \$394 ;
-  assign \t$387  = $signed(\floor$386 ) + $signed({ 1'h0, \$395  });
-  assign \$396  = $signed(\t$387 ) < $signed(16'h8000);
-  assign \$397  = $signed(\t$387 ) > $signed(16'h7fff);
-  assign \$398  = \$397  ? 16'h7fff : \t$387 [15:0];
-  assign \t$388  = \$396  ? 16'h8000 : \$398 ;
-  assign \t$389  = $signed(l0_err6_s8) * $signed(x0_s8);
-  assign \$399  = ! \t$389 [15:0];
-  assign \$400  = ~ \$399 ;
-  assign \$401  = \t$389 [16] & \$400 ;
-  assign \$402  = ! \t$389 [15:0];
-  assign \$403  = \t$389 [16] & \$402 ;
-  assign \$404  = \$403  & \floor$391 [0];
-  assign \$405  = \$401  | \$404 ;
-  assign \t$392  = $signed(\floor$391 ) + $signed({ 1'h0, \$405  });
-  assign \$406  = $signed(\t$392 ) < $signed(16'h8000);
-  assign \$407  = $signed(\t$392 ) > $signed(16'h7fff);
-  assign \$408  = \$407  ? 16'h7fff : \t$392 [15:0];
-  assign \t$393  = \$406  ? 16'h8000 : \$408 ;
-  assign \t$394  = $signed(l0_err6_s8) * $signed(x1_s8);
-  assign \$409  = ! \t$394 [15:0];
-  assign \$410  = ~ \$409 ;
-  assign \$411  = \t$394 [16] & \$410 ;
-  assign \$412  = ! \t$394 [15:0];
-  assign \$413  = \t$394 [16] & \$412 ;
-  assign \$414  = \$413  & \floor$395 [0];
-  assign \$415  = \$411  | \$414 ;
-  assign \t$396  = $signed(\floor$395 ) + $signed({ 1'h0, \$415  });
-  assign \$416  = $signed(\t$396 ) < $signed(16'h8000);
-  assign \$417  = $signed(\t$396 ) > $signed(16'h7fff);
-  assign \$418  = \$417  ? 16'h7fff : \t$396 [15:0];
-  assign \t$397  = \$416  ? 16'h8000 : \$418 ;
-  assign \t$398  = $signed(l0_err7_s8) * $signed(x0_s8);
-  assign \$419  = ! \t$398 [15:0];
-  assign \$420  = ~ \$419 ;
-  assign \$421  = \t$398 [16] & \$420 ;
-  assign \$422  = ! \t$398 [15:0];
-  assign \$423  = \t$398 [16] & \$422 ;
-  assign \$424  = \$423  & \floor$400 [0];
-  assign \$425  = \$421  | \$424 ;
-  assign \t$401  = $signed(\floor$400 ) + $signed({ 1'h0, \$425  });
-  assign \$426  = $signed(\t$401 ) < $signed(16'h8000);
-  assign \$427  = $signed(\t$401 ) > $signed(16'h7fff);
-  assign \$428  = \$427  ? 16'h7fff : \t$401 [15:0];
-  assign \t$402  = \$426  ? 16'h8000 : \$428 ;
-  assign \t$403  = $signed(l0_err7_s8) * $signed(x1_s8);
-  assign \$429  = ! \t$403 [15:0];
-  assign \$430  = ~ \$429 ;
-  assign \$431  = \t$403 [16] & \$430 ;
-  assign \$432  = ! \t$403 [15:0];
-  assign \$433  = \t$403 [16] & \$432 ;
-  assign \$434  = \$433  & \floor$404 [0];
-  assign \$435  = \$431  | \$434 ;
-  assign \t$405  = $signed(\floor$404 ) + $signed({ 1'h0, \$435  });
-  assign \$436  = $signed(\t$405 ) < $signed(16'h8000);
-  assign \$437  = $signed(\t$405 ) > $signed(16'h7fff);
-  assign \$438  = \$437  ? 16'h7fff : \t$405 [15:0];
-  assign \t$406  = \$436  ? 16'h8000 : \$438 ;
-  assign \$439  = ! l0_err0_s8[3:0];
-  assign \$440  = ~ \$439 ;
-  assign \$441  = l0_err0_s8[4] & \$440 ;
-  assign \$442  = ! l0_err0_s8[3:0];
-  assign \$443  = l0_err0_s8[4] & \$442 ;
-  assign \$444  = \$443  & \floor$407 [0];
-  assign \$445  = \$441  | \$444 ;
-  assign \t$408  = $signed(\floor$407 ) + $signed({ 1'h0, \$445  });
-  assign \$446  = $signed(\t$408 ) < $signed(16'h8000);
-  assign \$447  = $signed(\t$408 ) > $signed(16'h7fff);
-  assign \$448  = \$447  ? 16'h7fff : \t$408 [15:0];
-  assign \t$409  = \$446  ? 16'h8000 : \$448 ;
-  assign \$449  = ! l0_err1_s8[3:0];
-  assign \$450  = ~ \$449 ;
-  assign \$451  = l0_err1_s8[4] & \$450 ;
-  assign \$452  = ! l0_err1_s8[3:0];
-  assign \$453  = l0_err1_s8[4] & \$452 ;
-  assign \$454  = \$453  & \floor$410 [0];
-  assign \$455  = \$451  | \$454 ;
-  assign \t$411  = $signed(\floor$410 ) + $signed({ 1'h0, \$455  });
-  assign \$456  = $signed(\t$411 ) < $signed(16'h8000);
-  assign \$457  = $signed(\t$411 ) > $signed(16'h7fff);
-  assign \$458  = \$457  ? 16'h7fff : \t$411 [15:0];
-  assign \t$412  = \$456  ? 16'h8000 : \$458 ;
-  assign \$459  = ! l0_err2_s8[3:0];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = l0_err2_s8[4] & \$460 ;
-  assign \$462  = ! l0_err2_s8[3:0];
-  assign \$463  = l0_err2_s8[4] & \$462 ;
-  assign \$464  = \$463  & \floor$413 [0];
-  assign \$465  = \$461  | \$464 ;
-  assign \t$414  = $signed(\floor$413 ) + $signed({ 1'h0, \$465  });
-  assign \$466  = $signed(\t$414 ) < $signed(16'h8000);
-  assign \$467  = $signed(\t$414 ) > $signed(16'h7fff);
-  assign \$468  = \$467  ? 16'h7fff : \t$414 [15:0];
-  assign \t$415  = \$466  ? 16'h8000 : \$468 ;
-  assign \$469  = ! l0_err3_s8[3:0];
-  assign \$470  = ~ \$469 ;
-  assign \$471  = l0_err3_s8[4] & \$470 ;
-  assign \$472  = ! l0_err3_s8[3:0];
-  assign \$473  = l0_err3_s8[4] & \$472 ;
-  assign \$474  = \$473  & \floor$416 [0];
-  assign \$475  = \$471  | \$474 ;
-  assign \t$417  = $signed(\floor$416 ) + $signed({ 1'h0, \$475  });
-  assign \$476  = $signed(\t$417 ) < $signed(16'h8000);
-  assign \$477  = $signed(\t$417 ) > $signed(16'h7fff);
-  assign \$478  = \$477  ? 16'h7fff : \t$417 [15:0];
-  assign \t$418  = \$476  ? 16'h8000 : \$478 ;
-  assign \$479  = ! l0_err4_s8[3:0];
-  assign \$480  = ~ \$479 ;
-  assign \$481  = l0_err4_s8[4] & \$480 ;
-  assign \$482  = ! l0_err4_s8[3:0];
-  assign \$483  = l0_err4_s8[4] & \$482 ;
-  assign \$484  = \$483  & \floor$419 [0];
-  assign \$485  = \$481  | \$484 ;
-  assign \t$420  = $signed(\floor$419 ) + $signed({ 1'h0, \$485  });
-  assign \$486  = $signed(\t$420 ) < $signed(16'h8000);
-  assign \$487  = $signed(\t$420 ) > $signed(16'h7fff);
-  assign \$488  = \$487  ? 16'h7fff : \t$420 [15:0];
-  assign \t$421  = \$486  ? 16'h8000 : \$488 ;
-  assign \$489  = ! l0_err5_s8[3:0];
-  assign \$490  = ~ \$489 ;
-  assign \$491  = l0_err5_s8[4] & \$490 ;
-  assign \$492  = ! l0_err5_s8[3:0];
-  assign \$493  = l0_err5_s8[4] & \$492 ;
-  assign \$494  = \$493  & \floor$422 [0];
-  assign \$495  = \$491  | \$494 ;
-  assign \t$423  = $signed(\floor$422 ) + $signed({ 1'h0, \$495  });
-  assign \$496  = $signed(\t$423 ) < $signed(16'h8000);
-  assign \$497  = $signed(\t$423 ) > $signed(16'h7fff);
-  assign \$498  = \$497  ? 16'h7fff : \t$423 [15:0];
-  assign \t$424  = \$496  ? 16'h8000 : \$498 ;
-  assign \$499  = ! l0_err6_s8[3:0];
-  assign \$500  = ~ \$499 ;
-  assign \$501  = l0_err6_s8[4] & \$500 ;
-  assign \$502  = ! l0_err6_s8[3:0];
-  assign \$503  = l0_err6_s8[4] & \$502 ;
-  assign \$504  = \$503  & \floor$425 [0];
-  assign \$505  = \$501  | \$504 ;
-  assign \t$426  = $signed(\floor$425 ) + $signed({ 1'h0, \$505  });
-  assign \$506  = $signed(\t$426 ) < $signed(16'h8000);
-  assign \$507  = $signed(\t$426 ) > $signed(16'h7fff);
-  assign \$508  = \$507  ? 16'h7fff : \t$426 [15:0];
-  assign \t$427  = \$506  ? 16'h8000 : \$508 ;
-  assign \$509  = ! l0_err7_s8[3:0];
-  assign \$510  = ~ \$509 ;
-  assign \$511  = l0_err7_s8[4] & \$510 ;
-  assign \$512  = ! l0_err7_s8[3:0];
-  assign \$513  = l0_err7_s8[4] & \$512 ;
-  assign \$514  = \$513  & \floor$428 [0];
-  assign \$515  = \$511  | \$514 ;
-  assign \t$429  = $signed(\floor$428 ) + $signed({ 1'h0, \$515  });
-  assign \$516  = $signed(\t$429 ) < $signed(16'h8000);
-  assign \$517  = $signed(\t$429 ) > $signed(16'h7fff);
-  assign \$518  = \$517  ? 16'h7fff : \t$429 [15:0];
-  assign \t$430  = \$516  ? 16'h8000 : \$518 ;
-  assign \$519  = ~ m__ready;
-  assign \$520  = valid_s5 & \$519 ;
-  assign en = ~ \$520 ;
+  assign \$106  = $signed(l1_out0_s5) >= $signed(1'h0);
+  assign \t$213  = $signed(l1_out0_s5) - $signed(y0_s5);
+  assign \$107  = $signed(\t$215 ) < $signed(16'h8000);
+  assign \$108  = $signed(\t$215 ) > $signed(16'h7fff);
+  assign \$109  = \$108  ? 16'h7fff : \t$215 [15:0];
+  assign \t$216  = \$107  ? 16'h8000 : \$109 ;
+  assign \t$219  = $signed(err0_s6) * $signed(l0_out0_s6);
+  assign \$110  = ! \t$219 [15:0];
+  assign \$111  = ~ \$110 ;
+  assign \$112  = \t$219 [16] & \$111 ;
+  assign \$113  = ! \t$219 [15:0];
+  assign \$114  = \t$219 [16] & \$113 ;
+  assign \$115  = \$114  & \floor$222 [0];
+  assign \$116  = \$112  | \$115 ;
+  assign \t$223  = $signed(\floor$222 ) + $signed({ 1'h0, \$116  });
+  assign \$117  = $signed(\t$223 ) < $signed(16'h8000);
+  assign \$118  = $signed(\t$223 ) > $signed(16'h7fff);
+  assign \$119  = \$118  ? 16'h7fff : \t$223 [15:0];
+  assign \t$224  = \$117  ? 16'h8000 : \$119 ;
+  assign \t$225  = $signed(err0_s6) * $signed(l0_out1_s6);
+  assign \$120  = ! \t$225 [15:0];
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \t$225 [16] & \$121 ;
+  assign \$123  = ! \t$225 [15:0];
+  assign \$124  = \t$225 [16] & \$123 ;
+  assign \$125  = \$124  & \floor$227 [0];
+  assign \$126  = \$122  | \$125 ;
+  assign \t$228  = $signed(\floor$227 ) + $signed({ 1'h0, \$126  });
+  assign \$127  = $signed(\t$228 ) < $signed(16'h8000);
+  assign \$128  = $signed(\t$228 ) > $signed(16'h7fff);
+  assign \$129  = \$128  ? 16'h7fff : \t$228 [15:0];
+  assign \t$229  = \$127  ? 16'h8000 : \$129 ;
+  assign \t$230  = $signed(err0_s6) * $signed(l0_out2_s6);
+  assign \$130  = ! \t$230 [15:0];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = \t$230 [16] & \$131 ;
+  assign \$133  = ! \t$230 [15:0];
+  assign \$134  = \t$230 [16] & \$133 ;
+  assign \$135  = \$134  & \floor$232 [0];
+  assign \$136  = \$132  | \$135 ;
+  assign \t$233  = $signed(\floor$232 ) + $signed({ 1'h0, \$136  });
+  assign \$137  = $signed(\t$233 ) < $signed(16'h8000);
+  assign \$138  = $signed(\t$233 ) > $signed(16'h7fff);
+  assign \$139  = \$138  ? 16'h7fff : \t$233 [15:0];
+  assign \t$234  = \$137  ? 16'h8000 : \$139 ;
+  assign \t$235  = $signed(err0_s6) * $signed(l0_out3_s6);
+  assign \$140  = ! \t$235 [15:0];
+  assign \$141  = ~ \$140 ;
+  assign \$142  = \t$235 [16] & \$141 ;
+  assign \$143  = ! \t$235 [15:0];
+  assign \$144  = \t$235 [16] & \$143 ;
+  assign \$145  = \$144  & \floor$237 [0];
+  assign \$146  = \$142  | \$145 ;
+  assign \t$238  = $signed(\floor$237 ) + $signed({ 1'h0, \$146  });
+  assign \$147  = $signed(\t$238 ) < $signed(16'h8000);
+  assign \$148  = $signed(\t$238 ) > $signed(16'h7fff);
+  assign \$149  = \$148  ? 16'h7fff : \t$238 [15:0];
+  assign \t$239  = \$147  ? 16'h8000 : \$149 ;
+  assign \t$240  = $signed(err0_s6) * $signed(l0_out4_s6);
+  assign \$150  = ! \t$240 [15:0];
+  assign \$151  = ~ \$150 ;
+  assign \$152  = \t$240 [16] & \$151 ;
+  assign \$153  = ! \t$240 [15:0];
+  assign \$154  = \t$240 [16] & \$153 ;
+  assign \$155  = \$154  & \floor$242 [0];
+  assign \$156  = \$152  | \$155 ;
+  assign \t$243  = $signed(\floor$242 ) + $signed({ 1'h0, \$156  });
+  assign \$157  = $signed(\t$243 ) < $signed(16'h8000);
+  assign \$158  = $signed(\t$243 ) > $signed(16'h7fff);
+  assign \$159  = \$158  ? 16'h7fff : \t$243 [15:0];
+  assign \t$244  = \$157  ? 16'h8000 : \$159 ;
+  assign \t$245  = $signed(err0_s6) * $signed(l0_out5_s6);
+  assign \$160  = ! \t$245 [15:0];
+  assign \$161  = ~ \$160 ;
+  assign \$162  = \t$245 [16] & \$161 ;
+  assign \$163  = ! \t$245 [15:0];
+  assign \$164  = \t$245 [16] & \$163 ;
+  assign \$165  = \$164  & \floor$247 [0];
+  assign \$166  = \$162  | \$165 ;
+  assign \t$248  = $signed(\floor$247 ) + $signed({ 1'h0, \$166  });
+  assign \$167  = $signed(\t$248 ) < $signed(16'h8000);
+  assign \$168  = $signed(\t$248 ) > $signed(16'h7fff);
+  assign \$169  = \$168  ? 16'h7fff : \t$248 [15:0];
+  assign \t$249  = \$167  ? 16'h8000 : \$169 ;
+  assign \t$250  = $signed(err0_s6) * $signed(l0_out6_s6);
+  assign \$170  = ! \t$250 [15:0];
+  assign \$171  = ~ \$170 ;
+  assign \$172  = \t$250 [16] & \$171 ;
+  assign \$173  = ! \t$250 [15:0];
+  assign \$174  = \t$250 [16] & \$173 ;
+  assign \$175  = \$174  & \floor$252 [0];
+  assign \$176  = \$172  | \$175 ;
+  assign \t$253  = $signed(\floor$252 ) + $signed({ 1'h0, \$176  });
+  assign \$177  = $signed(\t$253 ) < $signed(16'h8000);
+  assign \$178  = $signed(\t$253 ) > $signed(16'h7fff);
+  assign \$179  = \$178  ? 16'h7fff : \t$253 [15:0];
+  assign \t$254  = \$177  ? 16'h8000 : \$179 ;
+  assign \t$255  = $signed(err0_s6) * $signed(l0_out7_s6);
+  assign \$180  = ! \t$255 [15:0];
+  assign \$181  = ~ \$180 ;
+  assign \$182  = \t$255 [16] & \$181 ;
+  assign \$183  = ! \t$255 [15:0];
+  assign \$184  = \t$255 [16] & \$183 ;
+  assign \$185  = \$184  & \floor$257 [0];
+  assign \$186  = \$182  | \$185 ;
+  assign \t$258  = $signed(\floor$257 ) + $signed({ 1'h0, \$186  });
+  assign \$187  = $signed(\t$258 ) < $signed(16'h8000);
+  assign \$188  = $signed(\t$258 ) > $signed(16'h7fff);
+  assign \$189  = \$188  ? 16'h7fff : \t$258 [15:0];
+  assign \t$259  = \$187  ? 16'h8000 : \$189 ;
+  assign \$190  = ! err0_s6[3:0];
+  assign \$191  = ~ \$190 ;
+  assign \$192  = err0_s6[4] & \$191 ;
+  assign \$193  = ! err0_s6[3:0];
+  assign \$194  = err0_s6[4] & \$193 ;
+  assign \$195  = \$194  & \floor$260 [0];
+  assign \$196  = \$192  | \$195 ;
+  assign \t$261  = $signed(\floor$260 ) + $signed({ 1'h0, \$196  });
+  assign \$197  = $signed(\t$261 ) < $signed(16'h8000);
+  assign \$198  = $signed(\t$261 ) > $signed(16'h7fff);
+  assign \$199  = \$198  ? 16'h7fff : \t$261 [15:0];
+  assign \t$262  = \$197  ? 16'h8000 : \$199 ;
+  assign \t$263  = $signed(l1_wread_0_0_s6) * $signed(err0_s6);
+  assign \$200  = ! \t$267 [12:0];
+  assign \$201  = ~ \$200 ;
+  assign \$202  = \t$267 [13] & \$201 ;
+  assign \$203  = ! \t$267 [12:0];
+  assign \$204  = \t$267 [13] & \$203 ;
+  assign \$205  = \$204  & \floor$269 [0];
+  assign \$206  = \$202  | \$205 ;
+  assign \t$270  = $signed(\floor$269 ) + $signed({ 1'h0, \$206  });
+  assign \$207  = $signed(\t$270 ) < $signed(16'h8000);
+  assign \$208  = $signed(\t$270 ) > $signed(16'h7fff);
+  assign \$209  = \$208  ? 16'h7fff : \t$270 [15:0];
+  assign \t$271  = \$207  ? 16'h8000 : \$209 ;
+  assign \t$272  = $signed(l1_wread_0_1_s6) * $signed(err0_s6);
+  assign \$210  = ! \t$276 [12:0];
+  assign \$211  = ~ \$210 ;
+  assign \$212  = \t$276 [13] & \$211 ;
+  assign \$213  = ! \t$276 [12:0];
+  assign \$214  = \t$276 [13] & \$213 ;
+  assign \$215  = \$214  & \floor$278 [0];
+  assign \$216  = \$212  | \$215 ;
+  assign \t$279  = $signed(\floor$278 ) + $signed({ 1'h0, \$216  });
+  assign \$217  = $signed(\t$279 ) < $signed(16'h8000);
+  assign \$218  = $signed(\t$279 ) > $signed(16'h7fff);
+  assign \$219  = \$218  ? 16'h7fff : \t$279 [15:0];
+  assign \t$280  = \$217  ? 16'h8000 : \$219 ;
+  assign \t$281  = $signed(l1_wread_0_2_s6) * $signed(err0_s6);
+  assign \$220  = ! \t$285 [12:0];
+  assign \$221  = ~ \$220 ;
+  assign \$222  = \t$285 [13] & \$221 ;
+  assign \$223  = ! \t$285 [12:0];
+  assign \$224  = \t$285 [13] & \$223 ;
+  assign \$225  = \$224  & \floor$287 [0];
+  assign \$226  = \$222  | \$225 ;
+  assign \t$288  = $signed(\floor$287 ) + $signed({ 1'h0, \$226  });
+  assign \$227  = $signed(\t$288 ) < $signed(16'h8000);
+  assign \$228  = $signed(\t$288 ) > $signed(16'h7fff);
+  assign \$229  = \$228  ? 16'h7fff : \t$288 [15:0];
+  assign \t$289  = \$227  ? 16'h8000 : \$229 ;
+  assign \t$290  = $signed(l1_wread_0_3_s6) * $signed(err0_s6);
+  assign \$230  = ! \t$294 [12:0];
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \t$294 [13] & \$231 ;
+  assign \$233  = ! \t$294 [12:0];
+  assign \$234  = \t$294 [13] & \$233 ;
+  assign \$235  = \$234  & \floor$296 [0];
+  assign \$236  = \$232  | \$235 ;
+  assign \t$297  = $signed(\floor$296 ) + $signed({ 1'h0, \$236  });
+  assign \$237  = $signed(\t$297 ) < $signed(16'h8000);
+  assign \$238  = $signed(\t$297 ) > $signed(16'h7fff);
+  assign \$239  = \$238  ? 16'h7fff : \t$297 [15:0];
+  assign \t$298  = \$237  ? 16'h8000 : \$239 ;
+  assign \t$299  = $signed(l1_wread_0_4_s6) * $signed(err0_s6);
+  assign \$240  = ! \t$303 [12:0];
+  assign \$241  = ~ \$240 ;
+  assign \$242  = \t$303 [13] & \$241 ;
+  assign \$243  = ! \t$303 [12:0];
+  assign \$244  = \t$303 [13] & \$243 ;
+  assign \$245  = \$244  & \floor$305 [0];
+  assign \$246  = \$242  | \$245 ;
+  assign \t$306  = $signed(\floor$305 ) + $signed({ 1'h0, \$246  });
+  assign \$247  = $signed(\t$306 ) < $signed(16'h8000);
+  assign \$248  = $signed(\t$306 ) > $signed(16'h7fff);
+  assign \$249  = \$248  ? 16'h7fff : \t$306 [15:0];
+  assign \t$307  = \$247  ? 16'h8000 : \$249 ;
+  assign \t$308  = $signed(l1_wread_0_5_s6) * $signed(err0_s6);
+  assign \$250  = ! \t$312 [12:0];
+  assign \$251  = ~ \$250 ;
+  assign \$252  = \t$312 [13] & \$251 ;
+  assign \$253  = ! \t$312 [12:0];
+  assign \$254  = \t$312 [13] & \$253 ;
+  assign \$255  = \$254  & \floor$314 [0];
+  assign \$256  = \$252  | \$255 ;
+  assign \t$315  = $signed(\floor$314 ) + $signed({ 1'h0, \$256  });
+  assign \$257  = $signed(\t$315 ) < $signed(16'h8000);
+  assign \$258  = $signed(\t$315 ) > $signed(16'h7fff);
+  assign \$259  = \$258  ? 16'h7fff : \t$315 [15:0];
+  assign \t$316  = \$257  ? 16'h8000 : \$259 ;
+  assign \t$317  = $signed(l1_wread_0_6_s6) * $signed(err0_s6);
+  assign \$260  = ! \t$321 [12:0];
+  assign \$261  = ~ \$260 ;
+  assign \$262  = \t$321 [13] & \$261 ;
+  assign \$263  = ! \t$321 [12:0];
+  assign \$264  = \t$321 [13] & \$263 ;
+  assign \$265  = \$264  & \floor$323 [0];
+  assign \$266  = \$262  | \$265 ;
+  assign \t$324  = $signed(\floor$323 ) + $signed({ 1'h0, \$266  });
+  assign \$267  = $signed(\t$324 ) < $signed(16'h8000);
+  assign \$268  = $signed(\t$324 ) > $signed(16'h7fff);
+  assign \$269  = \$268  ? 16'h7fff : \t$324 [15:0];
+  assign \t$325  = \$267  ? 16'h8000 : \$269 ;
+  assign \t$326  = $signed(l1_wread_0_7_s6) * $signed(err0_s6);
+  assign \$270  = ! \t$330 [12:0];
+  assign \$271  = ~ \$270 ;
+  assign \$272  = \t$330 [13] & \$271 ;
+  assign \$273  = ! \t$330 [12:0];
+  assign \$274  = \t$330 [13] & \$273 ;
+  assign \$275  = \$274  & \floor$332 [0];
+  assign \$276  = \$272  | \$275 ;
+  assign \t$333  = $signed(\floor$332 ) + $signed({ 1'h0, \$276  });
+  assign \$277  = $signed(\t$333 ) < $signed(16'h8000);
+  assign \$278  = $signed(\t$333 ) > $signed(16'h7fff);
+  assign \$279  = \$278  ? 16'h7fff : \t$333 [15:0];
+  assign \t$334  = \$277  ? 16'h8000 : \$279 ;
+  assign \t$335  = $signed(l0_err0_s8) * $signed(x0_s8);
+  assign \$280  = ! \t$335 [15:0];
+  assign \$281  = ~ \$280 ;
+  assign \$282  = \t$335 [16] & \$281 ;
+  assign \$283  = ! \t$335 [15:0];
+  assign \$284  = \t$335 [16] & \$283 ;
+  assign \$285  = \$284  & \floor$338 [0];
+  assign \$286  = \$282  | \$285 ;
+  assign \t$339  = $signed(\floor$338 ) + $signed({ 1'h0, \$286  });
+  assign \$287  = $signed(\t$339 ) < $signed(16'h8000);
+  assign \$288  = $signed(\t$339 ) > $signed(16'h7fff);
+  assign \$289  = \$288  ? 16'h7fff : \t$339 [15:0];
+  assign \t$340  = \$287  ? 16'h8000 : \$289 ;
+  assign \t$341  = $signed(l0_err0_s8) * $signed(x1_s8);
+  assign \$290  = ! \t$341 [15:0];
+  assign \$291  = ~ \$290 ;
+  assign \$292  = \t$341 [16] & \$291 ;
+  assign \$293  = ! \t$341 [15:0];
+  assign \$294  = \t$341 [16] & \$293 ;
+  assign \$295  = \$294  & \floor$343 [0];
+  assign \$296  = \$292  | \$295 ;
+  assign \t$344  = $signed(\floor$343 ) + $signed({ 1'h0, \$296  });
+  assign \$297  = $signed(\t$344 ) < $signed(16'h8000);
+  assign \$298  = $signed(\t$344 ) > $signed(16'h7fff);
+  assign \$299  = \$298  ? 16'h7fff : \t$344 [15:0];
+  assign \t$345  = \$297  ? 16'h8000 : \$299 ;
+  assign \t$346  = $signed(l0_err1_s8) * $signed(x0_s8);
+  assign \$300  = ! \t$346 [15:0];
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \t$346 [16] & \$301 ;
+  assign \$303  = ! \t$346 [15:0];
+  assign \$304  = \t$346 [16] & \$303 ;
+  assign \$305  = \$304  & \floor$348 [0];
+  assign \$306  = \$302  | \$305 ;
+  assign \t$349  = $signed(\floor$348 ) + $signed({ 1'h0, \$306  });
+  assign \$307  = $signed(\t$349 ) < $signed(16'h8000);
+  assign \$308  = $signed(\t$349 ) > $signed(16'h7fff);
+  assign \$309  = \$308  ? 16'h7fff : \t$349 [15:0];
+  assign \t$350  = \$307  ? 16'h8000 : \$309 ;
+  assign \t$351  = $signed(l0_err1_s8) * $signed(x1_s8);
+  assign \$310  = ! \t$351 [15:0];
+  assign \$311  = ~ \$310 ;
+  assign \$312  = \t$351 [16] & \$311 ;
+  assign \$313  = ! \t$351 [15:0];
+  assign \$314  = \t$351 [16] & \$313 ;
+  assign \$315  = \$314  & \floor$352 [0];
+  assign \$316  = \$312  | \$315 ;
+  assign \t$353  = $signed(\floor$352 ) + $signed({ 1'h0, \$316  });
+  assign \$317  = $signed(\t$353 ) < $signed(16'h8000);
+  assign \$318  = $signed(\t$353 ) > $signed(16'h7fff);
+  assign \$319  = \$318  ? 16'h7fff : \t$353 [15:0];
+  assign \t$354  = \$317  ? 16'h8000 : \$319 ;
+  assign \t$355  = $signed(l0_err2_s8) * $signed(x0_s8);
+  assign \$320  = ! \t$355 [15:0];
+  assign \$321  = ~ \$320 ;
+  assign \$322  = \t$355 [16] & \$321 ;
+  assign \$323  = ! \t$355 [15:0];
+  assign \$324  = \t$355 [16] & \$323 ;
+  assign \$325  = \$324  & \floor$357 [0];
+  assign \$326  = \$322  | \$325 ;
+  assign \t$358  = $signed(\floor$357 ) + $signed({ 1'h0, \$326  });
+  assign \$327  = $signed(\t$358 ) < $signed(16'h8000);
+  assign \$328  = $signed(\t$358 ) > $signed(16'h7fff);
+  assign \$329  = \$328  ? 16'h7fff : \t$358 [15:0];
+  assign \t$359  = \$327  ? 16'h8000 : \$329 ;
+  assign \t$360  = $signed(l0_err2_s8) * $signed(x1_s8);
+  assign \$330  = ! \t$360 [15:0];
+  assign \$331  = ~ \$330 ;
+  assign \$332  = \t$360 [16] & \$331 ;
+  assign \$333  = ! \t$360 [15:0];
+  assign \$334  = \t$360 [16] & \$333 ;
+  assign \$335  = \$334  & \floor$361 [0];
+  assign \$336  = \$332  | \$335 ;
+  assign \t$362  = $signed(\floor$361 ) + $signed({ 1'h0, \$336  });
+  assign \$337  = $signed(\t$362 ) < $signed(16'h8000);
+  assign \$338  = $signed(\t$362 ) > $signed(16'h7fff);
+  assign \$339  = \$338  ? 16'h7fff : \t$362 [15:0];
+  assign \t$363  = \$337  ? 16'h8000 : \$339 ;
+  assign \t$364  = $signed(l0_err3_s8) * $signed(x0_s8);
+  assign \$340  = ! \t$364 [15:0];
+  assign \$341  = ~ \$340 ;
+  assign \$342  = \t$364 [16] & \$341 ;
+  assign \$343  = ! \t$364 [15:0];
+  assign \$344  = \t$364 [16] & \$343 ;
+  assign \$345  = \$344  & \floor$366 [0];
+  assign \$346  = \$342  | \$345 ;
+  assign \t$367  = $signed(\floor$366 ) + $signed({ 1'h0, \$346  });
+  assign \$347  = $signed(\t$367 ) < $signed(16'h8000);
+  assign \$348  = $signed(\t$367 ) > $signed(16'h7fff);
+  assign \$349  = \$348  ? 16'h7fff : \t$367 [15:0];
+  assign \t$368  = \$347  ? 16'h8000 : \$349 ;
+  assign \t$369  = $signed(l0_err3_s8) * $signed(x1_s8);
+  assign \$350  = ! \t$369 [15:0];
+  assign \$351  = ~ \$350 ;
+  assign \$352  = \t$369 [16] & \$351 ;
+  assign \$353  = ! \t$369 [15:0];
+  assign \$354  = \t$369 [16] & \$353 ;
+  assign \$355  = \$354  & \floor$370 [0];
+  assign \$356  = \$352  | \$355 ;
+  assign \t$371  = $signed(\floor$370 ) + $signed({ 1'h0, \$356  });
+  assign \$357  = $signed(\t$371 ) < $signed(16'h8000);
+  assign \$358  = $signed(\t$371 ) > $signed(16'h7fff);
+  assign \$359  = \$358  ? 16'h7fff : \t$371 [15:0];
+  assign \t$372  = \$357  ? 16'h8000 : \$359 ;
+  assign \t$373  = $signed(l0_err4_s8) * $signed(x0_s8);
+  assign \$360  = ! \t$373 [15:0];
+  assign \$361  = ~ \$360 ;
+  assign \$362  = \t$373 [16] & \$361 ;
+  assign \$363  = ! \t$373 [15:0];
+  assign \$364  = \t$373 [16] & \$363 ;
+  assign \$365  = \$364  & \floor$375 [0];
+  assign \$366  = \$362  | \$365 ;
+  assign \t$376  = $signed(\floor$375 ) + $signed({ 1'h0, \$366  });
+  assign \$367  = $signed(\t$376 ) < $signed(16'h8000);
+  assign \$368  = $signed(\t$376 ) > $signed(16'h7fff);
+  assign \$369  = \$368  ? 16'h7fff : \t$376 [15:0];
+  assign \t$377  = \$367  ? 16'h8000 : \$369 ;
+  assign \t$378  = $signed(l0_err4_s8) * $signed(x1_s8);
+  assign \$370  = ! \t$378 [15:0];
+  assign \$371  = ~ \$370 ;
+  assign \$372  = \t$378 [16] & \$371 ;
+  assign \$373  = ! \t$378 [15:0];
+  assign \$374  = \t$378 [16] & \$373 ;
+  assign \$375  = \$374  & \floor$379 [0];
+  assign \$376  = \$372  | \$375 ;
+  assign \t$380  = $signed(\floor$379 ) + $signed({ 1'h0, \$376  });
+  assign \$377  = $signed(\t$380 ) < $signed(16'h8000);
+  assign \$378  = $signed(\t$380 ) > $signed(16'h7fff);
+  assign \$379  = \$378  ? 16'h7fff : \t$380 [15:0];
+  assign \t$381  = \$377  ? 16'h8000 : \$379 ;
+  assign \t$382  = $signed(l0_err5_s8) * $signed(x0_s8);
+  assign \$380  = ! \t$382 [15:0];
+  assign \$381  = ~ \$380 ;
+  assign \$382  = \t$382 [16] & \$381 ;
+  assign \$383  = ! \t$382 [15:0];
+  assign \$384  = \t$382 [16] & \$383 ;
+  assign \$385  = \$384  & \floor$384 [0];
+  assign \$386  = \$382  | \$385 ;
+  assign \t$385  = $signed(\floor$384 ) + $signed({ 1'h0, \$386  });
+  assign \$387  = $signed(\t$385 ) < $signed(16'h8000);
+  assign \$388  = $signed(\t$385 ) > $signed(16'h7fff);
+  assign \$389  = \$388  ? 16'h7fff : \t$385 [15:0];
+  assign \t$386  = \$387  ? 16'h8000 : \$389 ;
+  assign \t$387  = $signed(l0_err5_s8) * $signed(x1_s8);
+  assign \$390  = ! \t$387 [15:0];
+  assign \$391  = ~ \$390 ;
+  assign \$392  = \t$387 [16] & \$391 ;
+  assign \$393  = ! \t$387 [15:0];
+  assign \$394  = \t$387 [16] & \$393 ;
+  assign \$395  = \$394  & \floor$388 [0];
+  assign \$396  = \$392  | \$395 ;
+  assign \t$389  = $signed(\floor$388 ) + $signed({ 1'h0, \$396  });
+  assign \$397  = $signed(\t$389 ) < $signed(16'h8000);
+  assign \$398  = $signed(\t$389 ) > $signed(16'h7fff);
+  assign \$399  = \$398  ? 16'h7fff : \t$389 [15:0];
+  assign \t$390  = \$397  ? 16'h8000 : \$399 ;
+  assign \t$391  = $signed(l0_err6_s8) * $signed(x0_s8);
+  assign \$400  = ! \t$391 [15:0];
+  assign \$401  = ~ \$400 ;
+  assign \$402  = \t$391 [16] & \$401 ;
+  assign \$403  = ! \t$391 [15:0];
+  assign \$404  = \t$391 [16] & \$403 ;
+  assign \$405  = \$404  & \floor$393 [0];
+  assign \$406  = \$402  | \$405 ;
+  assign \t$394  = $signed(\floor$393 ) + $signed({ 1'h0, \$406  });
+  assign \$407  = $signed(\t$394 ) < $signed(16'h8000);
+  assign \$408  = $signed(\t$394 ) > $signed(16'h7fff);
+  assign \$409  = \$408  ? 16'h7fff : \t$394 [15:0];
+  assign \t$395  = \$407  ? 16'h8000 : \$409 ;
+  assign \t$396  = $signed(l0_err6_s8) * $signed(x1_s8);
+  assign \$410  = ! \t$396 [15:0];
+  assign \$411  = ~ \$410 ;
+  assign \$412  = \t$396 [16] & \$411 ;
+  assign \$413  = ! \t$396 [15:0];
+  assign \$414  = \t$396 [16] & \$413 ;
+  assign \$415  = \$414  & \floor$397 [0];
+  assign \$416  = \$412  | \$415 ;
+  assign \t$398  = $signed(\floor$397 ) + $signed({ 1'h0, \$416  });
+  assign \$417  = $signed(\t$398 ) < $signed(16'h8000);
+  assign \$418  = $signed(\t$398 ) > $signed(16'h7fff);
+  assign \$419  = \$418  ? 16'h7fff : \t$398 [15:0];
+  assign \t$399  = \$417  ? 16'h8000 : \$419 ;
+  assign \t$400  = $signed(l0_err7_s8) * $signed(x0_s8);
+  assign \$420  = ! \t$400 [15:0];
+  assign \$421  = ~ \$420 ;
+  assign \$422  = \t$400 [16] & \$421 ;
+  assign \$423  = ! \t$400 [15:0];
+  assign \$424  = \t$400 [16] & \$423 ;
+  assign \$425  = \$424  & \floor$402 [0];
+  assign \$426  = \$422  | \$425 ;
+  assign \t$403  = $signed(\floor$402 ) + $signed({ 1'h0, \$426  });
+  assign \$427  = $signed(\t$403 ) < $signed(16'h8000);
+  assign \$428  = $signed(\t$403 ) > $signed(16'h7fff);
+  assign \$429  = \$428  ? 16'h7fff : \t$403 [15:0];
+  assign \t$404  = \$427  ? 16'h8000 : \$429 ;
+  assign \t$405  = $signed(l0_err7_s8) * $signed(x1_s8);
+  assign \$430  = ! \t$405 [15:0];
+  assign \$431  = ~ \$430 ;
+  assign \$432  = \t$405 [16] & \$431 ;
+  assign \$433  = ! \t$405 [15:0];
+  assign \$434  = \t$405 [16] & \$433 ;
+  assign \$435  = \$434  & \floor$406 [0];
+  assign \$436  = \$432  | \$435 ;
+  assign \t$407  = $signed(\floor$406 ) + $signed({ 1'h0, \$436  });
+  assign \$437  = $signed(\t$407 ) < $signed(16'h8000);
+  assign \$438  = $signed(\t$407 ) > $signed(16'h7fff);
+  assign \$439  = \$438  ? 16'h7fff : \t$407 [15:0];
+  assign \t$408  = \$437  ? 16'h8000 : \$439 ;
+  assign \$440  = ! l0_err0_s8[3:0];
+  assign \$441  = ~ \$440 ;
+  assign \$442  = l0_err0_s8[4] & \$441 ;
+  assign \$443  = ! l0_err0_s8[3:0];
+  assign \$444  = l0_err0_s8[4] & \$443 ;
+  assign \$445  = \$444  & \floor$409 [0];
+  assign \$446  = \$442  | \$445 ;
+  assign \t$410  = $signed(\floor$409 ) + $signed({ 1'h0, \$446  });
+  assign \$447  = $signed(\t$410 ) < $signed(16'h8000);
+  assign \$448  = $signed(\t$410 ) > $signed(16'h7fff);
+  assign \$449  = \$448  ? 16'h7fff : \t$410 [15:0];
+  assign \t$411  = \$447  ? 16'h8000 : \$449 ;
+  assign \$450  = ! l0_err1_s8[3:0];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = l0_err1_s8[4] & \$451 ;
+  assign \$453  = ! l0_err1_s8[3:0];
+  assign \$454  = l0_err1_s8[4] & \$453 ;
+  assign \$455  = \$454  & \floor$412 [0];
+  assign \$456  = \$452  | \$455 ;
+  assign \t$413  = $signed(\floor$412 ) + $signed({ 1'h0, \$456  });
+  assign \$457  = $signed(\t$413 ) < $signed(16'h8000);
+  assign \$458  = $signed(\t$413 ) > $signed(16'h7fff);
+  assign \$459  = \$458  ? 16'h7fff : \t$413 [15:0];
+  assign \t$414  = \$457  ? 16'h8000 : \$459 ;
+  assign \$460  = ! l0_err2_s8[3:0];
+  assign \$461  = ~ \$460 ;
+  assign \$462  = l0_err2_s8[4] & \$461 ;
+  assign \$463  = ! l0_err2_s8[3:0];
+  assign \$464  = l0_err2_s8[4] & \$463 ;
+  assign \$465  = \$464  & \floor$415 [0];
+  assign \$466  = \$462  | \$465 ;
+  assign \t$416  = $signed(\floor$415 ) + $signed({ 1'h0, \$466  });
+  assign \$467  = $signed(\t$416 ) < $signed(16'h8000);
+  assign \$468  = $signed(\t$416 ) > $signed(16'h7fff);
+  assign \$469  = \$468  ? 16'h7fff : \t$416 [15:0];
+  assign \t$417  = \$467  ? 16'h8000 : \$469 ;
+  assign \$470  = ! l0_err3_s8[3:0];
+  assign \$471  = ~ \$470 ;
+  assign \$472  = l0_err3_s8[4] & \$471 ;
+  assign \$473  = ! l0_err3_s8[3:0];
+  assign \$474  = l0_err3_s8[4] & \$473 ;
+  assign \$475  = \$474  & \floor$418 [0];
+  assign \$476  = \$472  | \$475 ;
+  assign \t$419  = $signed(\floor$418 ) + $signed({ 1'h0, \$476  });
+  assign \$477  = $signed(\t$419 ) < $signed(16'h8000);
+  assign \$478  = $signed(\t$419 ) > $signed(16'h7fff);
+  assign \$479  = \$478  ? 16'h7fff : \t$419 [15:0];
+  assign \t$420  = \$477  ? 16'h8000 : \$479 ;
+  assign \$480  = ! l0_err4_s8[3:0];
+  assign \$481  = ~ \$480 ;
+  assign \$482  = l0_err4_s8[4] & \$481 ;
+  assign \$483  = ! l0_err4_s8[3:0];
+  assign \$484  = l0_err4_s8[4] & \$483 ;
+  assign \$485  = \$484  & \floor$421 [0];
+  assign \$486  = \$482  | \$485 ;
+  assign \t$422  = $signed(\floor$421 ) + $signed({ 1'h0, \$486  });
+  assign \$487  = $signed(\t$422 ) < $signed(16'h8000);
+  assign \$488  = $signed(\t$422 ) > $signed(16'h7fff);
+  assign \$489  = \$488  ? 16'h7fff : \t$422 [15:0];
+  assign \t$423  = \$487  ? 16'h8000 : \$489 ;
+  assign \$490  = ! l0_err5_s8[3:0];
+  assign \$491  = ~ \$490 ;
+  assign \$492  = l0_err5_s8[4] & \$491 ;
+  assign \$493  = ! l0_err5_s8[3:0];
+  assign \$494  = l0_err5_s8[4] & \$493 ;
+  assign \$495  = \$494  & \floor$424 [0];
+  assign \$496  = \$492  | \$495 ;
+  assign \t$425  = $signed(\floor$424 ) + $signed({ 1'h0, \$496  });
+  assign \$497  = $signed(\t$425 ) < $signed(16'h8000);
+  assign \$498  = $signed(\t$425 ) > $signed(16'h7fff);
+  assign \$499  = \$498  ? 16'h7fff : \t$425 [15:0];
+  assign \t$426  = \$497  ? 16'h8000 : \$499 ;
+  assign \$500  = ! l0_err6_s8[3:0];
+  assign \$501  = ~ \$500 ;
+  assign \$502  = l0_err6_s8[4] & \$501 ;
+  assign \$503  = ! l0_err6_s8[3:0];
+  assign \$504  = l0_err6_s8[4] & \$503 ;
+  assign \$505  = \$504  & \floor$427 [0];
+  assign \$506  = \$502  | \$505 ;
+  assign \t$428  = $signed(\floor$427 ) + $signed({ 1'h0, \$506  });
+  assign \$507  = $signed(\t$428 ) < $signed(16'h8000);
+  assign \$508  = $signed(\t$428 ) > $signed(16'h7fff);
+  assign \$509  = \$508  ? 16'h7fff : \t$428 [15:0];
+  assign \t$429  = \$507  ? 16'h8000 : \$509 ;
+  assign \$510  = ! l0_err7_s8[3:0];
+  assign \$511  = ~ \$510 ;
+  assign \$512  = l0_err7_s8[4] & \$511 ;
+  assign \$513  = ! l0_err7_s8[3:0];
+  assign \$514  = l0_err7_s8[4] & \$513 ;
+  assign \$515  = \$514  & \floor$430 [0];
+  assign \$516  = \$512  | \$515 ;
+  assign \t$431  = $signed(\floor$430 ) + $signed({ 1'h0, \$516  });
+  assign \$517  = $signed(\t$431 ) < $signed(16'h8000);
+  assign \$518  = $signed(\t$431 ) > $signed(16'h7fff);
+  assign \$519  = \$518  ? 16'h7fff : \t$431 [15:0];
+  assign \t$432  = \$517  ? 16'h8000 : \$519 ;
+  assign \$520  = ~ m__ready;
+  assign \$521  = valid_s5 & \$520 ;
+  assign en = ~ \$521 ;
   assign busy = | { valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$521  = en & valid_s1;
-  assign \$522  = l0_pending == 3'h7;
-  assign commit_on_read_l0 = \$521  & \$522 ;
-  assign \$523  = ~ busy;
-  assign \$524  = pc__valid & \$523 ;
-  assign \$525  = ! level;
-  assign \$526  = ~ \$525 ;
-  assign flush_l0 = \$524  & \$526 ;
+  assign \$522  = en & valid_s1;
+  assign \$523  = l0_pending == 3'h7;
+  assign commit_on_read_l0 = \$522  & \$523 ;
+  assign \$524  = ~ busy;
+  assign \$525  = pc__valid & \$524 ;
+  assign \$526  = ! level;
+  assign \$527  = ~ \$526 ;
+  assign flush_l0 = \$525  & \$527 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$527  = en & valid_s8;
-  assign \$528  = ! level;
-  assign \$529  = commit_on_read_l0 & \$528 ;
-  assign \$530  = ~ \$529 ;
-  assign w_en = \$527  & \$530 ;
-  assign \$531  = ! level;
-  assign \$532  = ~ \$531 ;
-  assign r_en = commit_l0 & \$532 ;
-  assign \$533  = $signed(l0_w_0_0) - $signed(r_data[15:0]);
-  assign \$534  = $signed(l0_w_0_1) - $signed(r_data[31:16]);
-  assign \$535  = $signed(l0_w_1_0) - $signed(r_data[47:32]);
-  assign \$536  = $signed(l0_w_1_1) - $signed(r_data[63:48]);
-  assign \$537  = $signed(l0_w_2_0) - $signed(r_data[79:64]);
-  assign \$538  = $signed(l0_w_2_1) - $signed(r_data[95:80]);
-  assign \$539  = $signed(l0_w_3_0) - $signed(r_data[111:96]);
-  assign \$540  = $signed(l0_w_3_1) - $signed(r_data[127:112]);
-  assign \$541  = $signed(l0_w_4_0) - $signed(r_data[143:128]);
-  assign \$542  = $signed(l0_w_4_1) - $signed(r_data[159:144]);
-  assign \$543  = $signed(l0_w_5_0) - $signed(r_data[175:160]);
-  assign \$544  = $signed(l0_w_5_1) - $signed(r_data[191:176]);
-  assign \$545  = $signed(l0_w_6_0) - $signed(r_data[207:192]);
-  assign \$546  = $signed(l0_w_6_1) - $signed(r_data[223:208]);
-  assign \$547  = $signed(l0_w_7_0) - $signed(r_data[239:224]);
-  assign \$548  = $signed(l0_w_7_1) - $signed(r_data[255:240]);
-  assign \$549  = $signed(l0_b_0) - $signed(r_data[271:256]);
-  assign \$550  = $signed(l0_b_1) - $signed(r_data[287:272]);
-  assign \$551  = $signed(l0_b_2) - $signed(r_data[303:288]);
-  assign \$552  = $signed(l0_b_3) - $signed(r_data[319:304]);
-  assign \$553  = $signed(l0_b_4) - $signed(r_data[335:320]);
-  assign \$554  = $signed(l0_b_5) - $signed(r_data[351:336]);
-  assign \$555  = $signed(l0_b_6) - $signed(r_data[367:352]);
-  assign \$556  = $signed(l0_b_7) - $signed(r_data[383:368]);
-  assign \$557  = en & valid_s3;
-  assign \$558  = l1_pending == 3'h7;
-  assign commit_on_read_l1 = \$557  & \$558 ;
-  assign \$559  = ~ busy;
-  assign \$560  = pc__valid & \$559 ;
-  assign \$561  = ! \level$480 ;
-  assign \$562  = ~ \$561 ;
-  assign flush_l1 = \$560  & \$562 ;
+  assign \$528  = en & valid_s8;
+  assign \$529  = ! level;
+  assign \$530  = commit_on_read_l0 & \$529 ;
+  assign \$531  = ~ \$530 ;
+  assign w_en = \$528  & \$531 ;
+  assign \$532  = ! level;
+  assign \$533  = ~ \$532 ;
+  assign r_en = commit_l0 & \$533 ;
+  assign \$534  = $signed(l0_w_0_0) - $signed(r_data[15:0]);
+  assign \$535  = $signed(l0_w_0_1) - $signed(r_data[31:16]);
+  assign \$536  = $signed(l0_w_1_0) - $signed(r_data[47:32]);
+  assign \$537  = $signed(l0_w_1_1) - $signed(r_data[63:48]);
+  assign \$538  = $signed(l0_w_2_0) - $signed(r_data[79:64]);
+  assign \$539  = $signed(l0_w_2_1) - $signed(r_data[95:80]);
+  assign \$540  = $signed(l0_w_3_0) - $signed(r_data[111:96]);
+  assign \$541  = $signed(l0_w_3_1) - $signed(r_data[127:112]);
+  assign \$542  = $signed(l0_w_4_0) - $signed(r_data[143:128]);
+  assign \$543  = $signed(l0_w_4_1) - $signed(r_data[159:144]);
+  assign \$544  = $signed(l0_w_5_0) - $signed(r_data[175:160]);
+  assign \$545  = $signed(l0_w_5_1) - $signed(r_data[191:176]);
+  assign \$546  = $signed(l0_w_6_0) - $signed(r_data[207:192]);
+  assign \$547  = $signed(l0_w_6_1) - $signed(r_data[223:208]);
+  assign \$548  = $signed(l0_w_7_0) - $signed(r_data[239:224]);
+  assign \$549  = $signed(l0_w_7_1) - $signed(r_data[255:240]);
+  assign \$550  = $signed(l0_b_0) - $signed(r_data[271:256]);
+  assign \$551  = $signed(l0_b_1) - $signed(r_data[287:272]);
+  assign \$552  = $signed(l0_b_2) - $signed(r_data[303:288]);
+  assign \$553  = $signed(l0_b_3) - $signed(r_data[319:304]);
+  assign \$554  = $signed(l0_b_4) - $signed(r_data[335:320]);
+  assign \$555  = $signed(l0_b_5) - $signed(r_data[351:336]);
+  assign \$556  = $signed(l0_b_6) - $signed(r_data[367:352]);
+  assign \$557  = $signed(l0_b_7) - $signed(r_data[383:368]);
+  assign \$558  = en & valid_s3;
+  assign \$559  = l1_pending == 3'h7;
+  assign commit_on_read_l1 = \$558  & \$559 ;
+  assign \$560  = ~ busy;
+  assign \$561  = pc__valid & \$560 ;
+  assign \$562  = ! \level$482 ;
+  assign \$563  = ~ \$562 ;
+  assign flush_l1 = \$561  & \$563 ;
   assign commit_l1 = commit_on_read_l1 | flush_l1;
-  assign \$563  = en & valid_s6;
-  assign \$564  = ! \level$480 ;
-  assign \$565  = commit_on_read_l1 & \$564 ;
-  assign \$566  = ~ \$565 ;
-  assign \w_en$482  = \$563  & \$566 ;
-  assign \$567  = ! \level$480 ;
-  assign \$568  = ~ \$567 ;
-  assign \r_en$484  = commit_l1 & \$568 ;
-  assign \$569  = $signed(l1_w_0_0) - $signed(\r_data$486 [15:0]);
-  assign \$570  = $signed(l1_w_0_1) - $signed(\r_data$486 [31:16]);
-  assign \$571  = $signed(l1_w_0_2) - $signed(\r_data$486 [47:32]);
-  assign \$572  = $signed(l1_w_0_3) - $signed(\r_data$486 [63:48]);
-  assign \$573  = $signed(l1_w_0_4) - $signed(\r_data$486 [79:64]);
-  assign \$574  = $signed(l1_w_0_5) - $signed(\r_data$486 [95:80]);
-  assign \$575  = $signed(l1_w_0_6) - $signed(\r_data$486 [111:96]);
-  assign \$576  = $signed(l1_w_0_7) - $signed(\r_data$486 [127:112]);
-  assign \$577  = $signed(l1_b_0) - $signed(\r_data$486 [143:128]);
-  assign \$578  = ~ pc__valid;
-  assign \$579  = en & \$578 ;
+  assign \$564  = en & valid_s6;
+  assign \$565  = ! \level$482 ;
+  assign \$566  = commit_on_read_l1 & \$565 ;
+  assign \$567  = ~ \$566 ;
+  assign \w_en$484  = \$564  & \$567 ;
+  assign \$568  = ! \level$482 ;
+  assign \$569  = ~ \$568 ;
+  assign \r_en$486  = commit_l1 & \$569 ;
+  assign \$570  = $signed(l1_w_0_0) - $signed(\r_data$488 [15:0]);
+  assign \$571  = $signed(l1_w_0_1) - $signed(\r_data$488 [31:16]);
+  assign \$572  = $signed(l1_w_0_2) - $signed(\r_data$488 [47:32]);
+  assign \$573  = $signed(l1_w_0_3) - $signed(\r_data$488 [63:48]);
+  assign \$574  = $signed(l1_w_0_4) - $signed(\r_data$488 [79:64]);
+  assign \$575  = $signed(l1_w_0_5) - $signed(\r_data$488 [95:80]);
+  assign \$576  = $signed(l1_w_0_6) - $signed(\r_data$488 [111:96]);
+  assign \$577  = $signed(l1_w_0_7) - $signed(\r_data$488 [127:112]);
+  assign \$578  = $signed(l1_b_0) - $signed(\r_data$488 [143:128]);
+  assign \$579  = ~ pc__valid;
+  assign \$580  = en & \$579 ;
   assign accept = s__valid & s__ready;
-  assign \$582  = ~ busy;
-  assign \$583  = ! level;
-  assign \$584  = \$582  & \$583 ;
-  assign \$585  = ! \level$480 ;
-  assign \$586  = \$584  & \$585 ;
-  assign \$587  = pc__valid & \$586 ;
-  assign \$590  = ~ read_wait;
-  assign \$591  = \$589  & \$590 ;
-  assign \$592  = ~ pr__valid;
-  assign \$593  = \$592  | pr__ready;
-  assign execute = \$591  & \$593 ;
-  assign \$594  = port_addr - 1'h0;
-  assign \$595  = port_addr >= 1'h0;
-  assign \$596  = port_addr < 5'h18;
-  assign \$597  = \$595  & \$596 ;
-  assign \$598  = execute & pc__payload[22];
-  assign l0_port_wr = \$597  & \$599 ;
-  assign \$600  = port_addr >= 1'h0;
-  assign \$601  = port_addr < 5'h18;
-  assign \$602  = \$600  & \$601 ;
-  assign \$603  = \$602  & execute;
-  assign \$604  = ~ pc__payload[22];
-  assign l0_port_rd = \$603  & \$604 ;
-  assign \$605  = port_addr - 5'h18;
-  assign \$606  = port_addr >= 5'h18;
-  assign \$607  = port_addr < 6'h21;
-  assign \$608  = \$606  & \$607 ;
-  assign \$609  = execute & pc__payload[22];
-  assign l1_port_wr = \$608  & \$610 ;
-  assign \$611  = port_addr >= 5'h18;
-  assign \$612  = port_addr < 6'h21;
-  assign \$613  = \$611  & \$612 ;
-  assign \$614  = \$613  & execute;
-  assign \$615  = ~ pc__payload[22];
-  assign l1_port_rd = \$614  & \$615 ;
-  assign \$616  = $signed(\t$452 ) < $signed(16'h8000);
-  assign \$617  = $signed(\t$452 ) > $signed(16'h7fff);
-  assign \$618  = \$617  ? 16'h7fff : \t$452 [15:0];
-  assign \$619  = \$616  ? 16'h8000 : \$618 ;
-  assign \$620  = $signed(\t$454 ) < $signed(16'h8000);
-  assign \$621  = $signed(\t$454 ) > $signed(16'h7fff);
-  assign \$622  = \$621  ? 16'h7fff : \t$454 [15:0];
-  assign \$623  = \$620  ? 16'h8000 : \$622 ;
-  assign \$624  = $signed(\t$455 ) < $signed(16'h8000);
-  assign \$625  = $signed(\t$455 ) > $signed(16'h7fff);
-  assign \$626  = \$625  ? 16'h7fff : \t$455 [15:0];
-  assign \$627  = \$624  ? 16'h8000 : \$626 ;
-  assign \$628  = $signed(\t$456 ) < $signed(16'h8000);
-  assign \$629  = $signed(\t$456 ) > $signed(16'h7fff);
-  assign \$630  = \$629  ? 16'h7fff : \t$456 [15:0];
-  assign \$631  = \$628  ? 16'h8000 : \$630 ;
-  assign \$632  = $signed(\t$457 ) < $signed(16'h8000);
-  assign \$633  = $signed(\t$457 ) > $signed(16'h7fff);
-  assign \$634  = \$633  ? 16'h7fff : \t$457 [15:0];
-  assign \$635  = \$632  ? 16'h8000 : \$634 ;
-  assign \$636  = $signed(\t$458 ) < $signed(16'h8000);
-  assign \$637  = $signed(\t$458 ) > $signed(16'h7fff);
-  assign \$638  = \$637  ? 16'h7fff : \t$458 [15:0];
-  assign \$639  = \$636  ? 16'h8000 : \$638 ;
-  assign \$640  = $signed(\t$459 ) < $signed(16'h8000);
-  assign \$641  = $signed(\t$459 ) > $signed(16'h7fff);
-  assign \$642  = \$641  ? 16'h7fff : \t$459 [15:0];
-  assign \$643  = \$640  ? 16'h8000 : \$642 ;
-  assign \$644  = $signed(\t$460 ) < $signed(16'h8000);
-  assign \$645  = $signed(\t$460 ) > $signed(16'h7fff);
-  assign \$646  = \$645  ? 16'h7fff : \t$460 [15:0];
-  assign \$647  = \$644  ? 16'h8000 : \$646 ;
-  assign \$648  = $signed(\t$461 ) < $signed(16'h8000);
-  assign \$649  = $signed(\t$461 ) > $signed(16'h7fff);
-  assign \$650  = \$649  ? 16'h7fff : \t$461 [15:0];
-  assign \$651  = \$648  ? 16'h8000 : \$650 ;
-  assign \$652  = $signed(\t$462 ) < $signed(16'h8000);
-  assign \$653  = $signed(\t$462 ) > $signed(16'h7fff);
-  assign \$654  = \$653  ? 16'h7fff : \t$462 [15:0];
-  assign \$655  = \$652  ? 16'h8000 : \$654 ;
-  assign \$656  = $signed(\t$463 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$463 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$463 [15:0];
-  assign \$659  = \$656  ? 16'h8000 : \$658 ;
-  assign \$660  = $signed(\t$464 ) < $signed(16'h8000);
-  assign \$661  = $signed(\t$464 ) > $signed(16'h7fff);
-  assign \$662  = \$661  ? 16'h7fff : \t$464 [15:0];
-  assign \$663  = \$660  ? 16'h8000 : \$662 ;
-  assign \$664  = $signed(\t$465 ) < $signed(16'h8000);
-  assign \$665  = $signed(\t$465 ) > $signed(16'h7fff);
-  assign \$666  = \$665  ? 16'h7fff : \t$465 [15:0];
-  assign \$667  = \$664  ? 16'h8000 : \$666 ;
-  assign \$668  = $signed(\t$466 ) < $signed(16'h8000);
-  assign \$669  = $signed(\t$466 ) > $signed(16'h7fff);
-  assign \$670  = \$669  ? 16'h7fff : \t$466 [15:0];
-  assign \$671  = \$668  ? 16'h8000 : \$670 ;
-  assign \$672  = $signed(\t$467 ) < $signed(16'h8000);
-  assign \$673  = $signed(\t$467 ) > $signed(16'h7fff);
-  assign \$674  = \$673  ? 16'h7fff : \t$467 [15:0];
-  assign \$675  = \$672  ? 16'h8000 : \$674 ;
-  assign \$676  = $signed(\t$468 ) < $signed(16'h8000);
-  assign \$677  = $signed(\t$468 ) > $signed(16'h7fff);
-  assign \$678  = \$677  ? 16'h7fff : \t$468 [15:0];
-  assign \$679  = \$676  ? 16'h8000 : \$678 ;
-  assign \$680  = $signed(\t$469 ) < $signed(16'h8000);
-  assign \$681  = $signed(\t$469 ) > $signed(16'h7fff);
-  assign \$682  = \$681  ? 16'h7fff : \t$469 [15:0];
-  assign \$683  = \$680  ? 16'h8000 : \$682 ;
-  assign \$684  = $signed(\t$470 ) < $signed(16'h8000);
-  assign \$685  = $signed(\t$470 ) > $signed(16'h7fff);
-  assign \$686  = \$685  ? 16'h7fff : \t$470 [15:0];
-  assign \$687  = \$684  ? 16'h8000 : \$686 ;
-  assign \$688  = $signed(\t$471 ) < $signed(16'h8000);
-  assign \$689  = $signed(\t$471 ) > $signed(16'h7fff);
-  assign \$690  = \$689  ? 16'h7fff : \t$471 [15:0];
-  assign \$691  = \$688  ? 16'h8000 : \$690 ;
-  assign \$692  = $signed(\t$472 ) < $signed(16'h8000);
-  assign \$693  = $signed(\t$472 ) > $signed(16'h7fff);
-  assign \$694  = \$693  ? 16'h7fff : \t$472 [15:0];
-  assign \$695  = \$692  ? 16'h8000 : \$694 ;
-  assign \$696  = $signed(\t$473 ) < $signed(16'h8000);
-  assign \$697  = $signed(\t$473 ) > $signed(16'h7fff);
-  assign \$698  = \$697  ? 16'h7fff : \t$473 [15:0];
-  assign \$699  = \$696  ? 16'h8000 : \$698 ;
-  assign \$700  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$701  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$702  = \$701  ? 16'h7fff : \t$474 [15:0];
-  assign \$703  = \$700  ? 16'h8000 : \$702 ;
-  assign \$704  = $signed(\t$475 ) < $signed(16'h8000);
-  assign \$705  = $signed(\t$475 ) > $signed(16'h7fff);
-  assign \$706  = \$705  ? 16'h7fff : \t$475 [15:0];
-  assign \$707  = \$704  ? 16'h8000 : \$706 ;
-  assign \$708  = $signed(\t$476 ) < $signed(16'h8000);
-  assign \$709  = $signed(\t$476 ) > $signed(16'h7fff);
-  assign \$710  = \$709  ? 16'h7fff : \t$476 [15:0];
-  assign \$711  = \$708  ? 16'h8000 : \$710 ;
-  assign \$712  = en & valid_s1;
-  assign \$713  = l0_pending + \$712 ;
-  assign \$714  = \$713  - commit_l0;
-  assign \$715  = $signed(\t$485 ) < $signed(16'h8000);
-  assign \$716  = $signed(\t$485 ) > $signed(16'h7fff);
-  assign \$717  = \$716  ? 16'h7fff : \t$485 [15:0];
-  assign \$718  = \$715  ? 16'h8000 : \$717 ;
-  assign \$719  = $signed(\t$487 ) < $signed(16'h8000);
-  assign \$720  = $signed(\t$487 ) > $signed(16'h7fff);
-  assign \$721  = \$720  ? 16'h7fff : \t$487 [15:0];
-  assign \$722  = \$719  ? 16'h8000 : \$721 ;
-  assign \$723  = $signed(\t$488 ) < $signed(16'h8000);
-  assign \$724  = $signed(\t$488 ) > $signed(16'h7fff);
-  assign \$725  = \$724  ? 16'h7fff : \t$488 [15:0];
-  assign \$726  = \$723  ? 16'h8000 : \$725 ;
-  assign \$727  = $signed(\t$489 ) < $signed(16'h8000);
-  assign \$728  = $signed(\t$489 ) > $signed(16'h7fff);
-  assign \$729  = \$728  ? 16'h7fff : \t$489 [15:0];
-  assign \$730  = \$727  ? 16'h8000 : \$729 ;
-  assign \$731  = $signed(\t$490 ) < $signed(16'h8000);
-  assign \$732  = $signed(\t$490 ) > $signed(16'h7fff);
-  assign \$733  = \$732  ? 16'h7fff : \t$490 [15:0];
-  assign \$734  = \$731  ? 16'h8000 : \$733 ;
-  assign \$735  = $signed(\t$491 ) < $signed(16'h8000);
-  assign \$736  = $signed(\t$491 ) > $signed(16'h7fff);
-  assign \$737  = \$736  ? 16'h7fff : \t$491 [15:0];
-  assign \$738  = \$735  ? 16'h8000 : \$737 ;
-  assign \$739  = $signed(\t$492 ) < $signed(16'h8000);
-  assign \$740  = $signed(\t$492 ) > $signed(16'h7fff);
-  assign \$741  = \$740  ? 16'h7fff : \t$492 [15:0];
-  assign \$742  = \$739  ? 16'h8000 : \$741 ;
-  assign \$743  = $signed(\t$493 ) < $signed(16'h8000);
-  assign \$744  = $signed(\t$493 ) > $signed(16'h7fff);
-  assign \$745  = \$744  ? 16'h7fff : \t$493 [15:0];
-  assign \$746  = \$743  ? 16'h8000 : \$745 ;
-  assign \$747  = $signed(\t$494 ) < $signed(16'h8000);
-  assign \$748  = $signed(\t$494 ) > $signed(16'h7fff);
-  assign \$749  = \$748  ? 16'h7fff : \t$494 [15:0];
-  assign \$750  = \$747  ? 16'h8000 : \$749 ;
-  assign \$751  = en & valid_s3;
-  assign \$752  = l1_pending + \$751 ;
-  assign \$753  = \$752  - commit_l1;
-  assign \$754  = ~ pc__payload[22];
-  assign \$755  = execute & \$754 ;
-  assign \$756  = execute & pc__payload[22];
-  assign \$760  = $signed(\t$20 ) > $signed(1'h0);
-  assign \$761  = \$760  ? \t$20  : 16'h0000;
-  assign \$762  = $signed(\t$39 ) > $signed(1'h0);
-  assign \$763  = \$762  ? \t$39  : 16'h0000;
-  assign \$764  = $signed(\t$58 ) > $signed(1'h0);
-  assign \$765  = \$764  ? \t$58  : 16'h0000;
-  assign \$766  = $signed(\t$77 ) > $signed(1'h0);
-  assign \$767  = \$766  ? \t$77  : 16'h0000;
-  assign \$768  = $signed(\t$96 ) > $signed(1'h0);
-  assign \$769  = \$768  ? \t$96  : 16'h0000;
-  assign \$770  = $signed(\t$115 ) > $signed(1'h0);
-  assign \$771  = \$770  ? \t$115  : 16'h0000;
-  assign \$772  = $signed(\t$134 ) > $signed(1'h0);
-  assign \$773  = \$772  ? \t$134  : 16'h0000;
-  assign \$774  = $signed(\t$153 ) > $signed(1'h0);
-  assign \$775  = \$774  ? \t$153  : 16'h0000;
-  assign \$776  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$777  = \$776  ? 16'h0000 : \t$269 ;
-  assign \$778  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$779  = \$778  ? 16'h0000 : \t$278 ;
-  assign \$780  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$781  = \$780  ? 16'h0000 : \t$287 ;
-  assign \$782  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$783  = \$782  ? 16'h0000 : \t$296 ;
-  assign \$784  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$785  = \$784  ? 16'h0000 : \t$305 ;
-  assign \$786  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$787  = \$786  ? 16'h0000 : \t$314 ;
-  assign \$788  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$789  = \$788  ? 16'h0000 : \t$323 ;
-  assign \$790  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$791  = \$790  ? 16'h0000 : \t$332 ;
-  always @(posedge clk)
-    valid_s1 <= \$792 ;
-  always @(posedge clk)
-    valid_s2 <= \$793 ;
-  always @(posedge clk)
-    valid_s3 <= \$794 ;
-  always @(posedge clk)
-    valid_s4 <= \$795 ;
+  assign \$583  = ~ busy;
+  assign \$584  = ! level;
+  assign \$585  = \$583  & \$584 ;
+  assign \$586  = ! \level$482 ;
+  assign \$587  = \$585  & \$586 ;
+  assign \$588  = pc__valid & \$587 ;
+  assign \$591  = ~ read_wait;
+  assign \$592  = \$590  & \$591 ;
+  assign \$593  = ~ pr__valid;
+  assign \$594  = \$593  | pr__ready;
+  assign execute = \$592  & \$594 ;
+  assign \$595  = port_addr - 1'h0;
+  assign \$596  = port_addr >= 1'h0;
+  assign \$597  = port_addr < 5'h18;
+  assign \$598  = \$596  & \$597 ;
+  assign \$599  = execute & pc__payload[22];
+  assign l0_port_wr = \$598  & \$600 ;
+  assign \$601  = port_addr >= 1'h0;
+  assign \$602  = port_addr < 5'h18;
+  assign \$603  = \$601  & \$602 ;
+  assign \$604  = \$603  & execute;
+  assign \$605  = ~ pc__payload[22];
+  assign l0_port_rd = \$604  & \$605 ;
+  assign \$606  = port_addr - 5'h18;
+  assign \$607  = port_addr >= 5'h18;
+  assign \$608  = port_addr < 6'h21;
+  assign \$609  = \$607  & \$608 ;
+  assign \$610  = execute & pc__payload[22];
+  assign l1_port_wr = \$609  & \$611 ;
+  assign \$612  = port_addr >= 5'h18;
+  assign \$613  = port_addr < 6'h21;
+  assign \$614  = \$612  & \$613 ;
+  assign \$615  = \$614  & execute;
+  assign \$616  = ~ pc__payload[22];
+  assign l1_port_rd = \$615  & \$616 ;
+  assign \$617  = $signed(\t$454 ) < $signed(16'h8000);
+  assign \$618  = $signed(\t$454 ) > $signed(16'h7fff);
+  assign \$619  = \$618  ? 16'h7fff : \t$454 [15:0];
+  assign \$620  = \$617  ? 16'h8000 : \$619 ;
+  assign \$621  = $signed(\t$456 ) < $signed(16'h8000);
+  assign \$622  = $signed(\t$456 ) > $signed(16'h7fff);
+  assign \$623  = \$622  ? 16'h7fff : \t$456 [15:0];
+  assign \$624  = \$621  ? 16'h8000 : \$623 ;
+  assign \$625  = $signed(\t$457 ) < $signed(16'h8000);
+  assign \$626  = $signed(\t$457 ) > $signed(16'h7fff);
+  assign \$627  = \$626  ? 16'h7fff : \t$457 [15:0];
+  assign \$628  = \$625  ? 16'h8000 : \$627 ;
+  assign \$629  = $signed(\t$458 ) < $signed(16'h8000);
+  assign \$630  = $signed(\t$458 ) > $signed(16'h7fff);
+  assign \$631  = \$630  ? 16'h7fff : \t$458 [15:0];
+  assign \$632  = \$629  ? 16'h8000 : \$631 ;
+  assign \$633  = $signed(\t$459 ) < $signed(16'h8000);
+  assign \$634  = $signed(\t$459 ) > $signed(16'h7fff);
+  assign \$635  = \$634  ? 16'h7fff : \t$459 [15:0];
+  assign \$636  = \$633  ? 16'h8000 : \$635 ;
+  assign \$637  = $signed(\t$460 ) < $signed(16'h8000);
+  assign \$638  = $signed(\t$460 ) > $signed(16'h7fff);
+  assign \$639  = \$638  ? 16'h7fff : \t$460 [15:0];
+  assign \$640  = \$637  ? 16'h8000 : \$639 ;
+  assign \$641  = $signed(\t$461 ) < $signed(16'h8000);
+  assign \$642  = $signed(\t$461 ) > $signed(16'h7fff);
+  assign \$643  = \$642  ? 16'h7fff : \t$461 [15:0];
+  assign \$644  = \$641  ? 16'h8000 : \$643 ;
+  assign \$645  = $signed(\t$462 ) < $signed(16'h8000);
+  assign \$646  = $signed(\t$462 ) > $signed(16'h7fff);
+  assign \$647  = \$646  ? 16'h7fff : \t$462 [15:0];
+  assign \$648  = \$645  ? 16'h8000 : \$647 ;
+  assign \$649  = $signed(\t$463 ) < $signed(16'h8000);
+  assign \$650  = $signed(\t$463 ) > $signed(16'h7fff);
+  assign \$651  = \$650  ? 16'h7fff : \t$463 [15:0];
+  assign \$652  = \$649  ? 16'h8000 : \$651 ;
+  assign \$653  = $signed(\t$464 ) < $signed(16'h8000);
+  assign \$654  = $signed(\t$464 ) > $signed(16'h7fff);
+  assign \$655  = \$654  ? 16'h7fff : \t$464 [15:0];
+  assign \$656  = \$653  ? 16'h8000 : \$655 ;
+  assign \$657  = $signed(\t$465 ) < $signed(16'h8000);
+  assign \$658  = $signed(\t$465 ) > $signed(16'h7fff);
+  assign \$659  = \$658  ? 16'h7fff : \t$465 [15:0];
+  assign \$660  = \$657  ? 16'h8000 : \$659 ;
+  assign \$661  = $signed(\t$466 ) < $signed(16'h8000);
+  assign \$662  = $signed(\t$466 ) > $signed(16'h7fff);
+  assign \$663  = \$662  ? 16'h7fff : \t$466 [15:0];
+  assign \$664  = \$661  ? 16'h8000 : \$663 ;
+  assign \$665  = $signed(\t$467 ) < $signed(16'h8000);
+  assign \$666  = $signed(\t$467 ) > $signed(16'h7fff);
+  assign \$667  = \$666  ? 16'h7fff : \t$467 [15:0];
+  assign \$668  = \$665  ? 16'h8000 : \$667 ;
+  assign \$669  = $signed(\t$468 ) < $signed(16'h8000);
+  assign \$670  = $signed(\t$468 ) > $signed(16'h7fff);
+  assign \$671  = \$670  ? 16'h7fff : \t$468 [15:0];
+  assign \$672  = \$669  ? 16'h8000 : \$671 ;
+  assign \$673  = $signed(\t$469 ) < $signed(16'h8000);
+  assign \$674  = $signed(\t$469 ) > $signed(16'h7fff);
+  assign \$675  = \$674  ? 16'h7fff : \t$469 [15:0];
+  assign \$676  = \$673  ? 16'h8000 : \$675 ;
+  assign \$677  = $signed(\t$470 ) < $signed(16'h8000);
+  assign \$678  = $signed(\t$470 ) > $signed(16'h7fff);
+  assign \$679  = \$678  ? 16'h7fff : \t$470 [15:0];
+  assign \$680  = \$677  ? 16'h8000 : \$679 ;
+  assign \$681  = $signed(\t$471 ) < $signed(16'h8000);
+  assign \$682  = $signed(\t$471 ) > $signed(16'h7fff);
+  assign \$683  = \$682  ? 16'h7fff : \t$471 [15:0];
+  assign \$684  = \$681  ? 16'h8000 : \$683 ;
+  assign \$685  = $signed(\t$472 ) < $signed(16'h8000);
+  assign \$686  = $signed(\t$472 ) > $signed(16'h7fff);
+  assign \$687  = \$686  ? 16'h7fff : \t$472 [15:0];
+  assign \$688  = \$685  ? 16'h8000 : \$687 ;
+  assign \$689  = $signed(\t$473 ) < $signed(16'h8000);
+  assign \$690  = $signed(\t$473 ) > $signed(16'h7fff);
+  assign \$691  = \$690  ? 16'h7fff : \t$473 [15:0];
+  assign \$692  = \$689  ? 16'h8000 : \$691 ;
+  assign \$693  = $signed(\t$474 ) < $signed(16'h8000);
+  assign \$694  = $signed(\t$474 ) > $signed(16'h7fff);
+  assign \$695  = \$694  ? 16'h7fff : \t$474 [15:0];
+  assign \$696  = \$693  ? 16'h8000 : \$695 ;
+  assign \$697  = $signed(\t$475 ) < $signed(16'h8000);
+  assign \$698  = $signed(\t$475 ) > $signed(16'h7fff);
+  assign \$699  = \$698  ? 16'h7fff : \t$475 [15:0];
+  assign \$700  = \$697  ? 16'h8000 : \$699 ;
+  assign \$701  = $signed(\t$476 ) < $signed(16'h8000);
+  assign \$702  = $signed(\t$476 ) > $signed(16'h7fff);
+  assign \$703  = \$702  ? 16'h7fff : \t$476 [15:0];
+  assign \$704  = \$701  ? 16'h8000 : \$703 ;
+  assign \$705  = $signed(\t$477 ) < $signed(16'h8000);
+  assign \$706  = $signed(\t$477 ) > $signed(16'h7fff);
+  assign \$707  = \$706  ? 16'h7fff : \t$477 [15:0];
+  assign \$708  = \$705  ? 16'h8000 : \$707 ;
+  assign \$709  = $signed(\t$478 ) < $signed(16'h8000);
+  assign \$710  = $signed(\t$478 ) > $signed(16'h7fff);
+  assign \$711  = \$710  ? 16'h7fff : \t$478 [15:0];
+  assign \$712  = \$709  ? 16'h8000 : \$711 ;
+  assign \$713  = en & valid_s1;
+  assign \$714  = l0_pending + \$713 ;
+  assign \$715  = \$714  - commit_l0;
+  assign \$716  = $signed(\t$487 ) < $signed(16'h8000);
+  assign \$717  = $signed(\t$487 ) > $signed(16'h7fff);
+  assign \$718  = \$717  ? 16'h7fff : \t$487 [15:0];
+  assign \$719  = \$716  ? 16'h8000 : \$718 ;
+  assign \$720  = $signed(\t$489 ) < $signed(16'h8000);
+  assign \$721  = $signed(\t$489 ) > $signed(16'h7fff);
+  assign \$722  = \$721  ? 16'h7fff : \t$489 [15:0];
+  assign \$723  = \$720  ? 16'h8000 : \$722 ;
+  assign \$724  = $signed(\t$490 ) < $signed(16'h8000);
+  assign \$725  = $signed(\t$490 ) > $signed(16'h7fff);
+  assign \$726  = \$725  ? 16'h7fff : \t$490 [15:0];
+  assign \$727  = \$724  ? 16'h8000 : \$726 ;
+  assign \$728  = $signed(\t$491 ) < $signed(16'h8000);
+  assign \$729  = $signed(\t$491 ) > $signed(16'h7fff);
+  assign \$730  = \$729  ? 16'h7fff : \t$491 [15:0];
+  assign \$731  = \$728  ? 16'h8000 : \$730 ;
+  assign \$732  = $signed(\t$492 ) < $signed(16'h8000);
+  assign \$733  = $signed(\t$492 ) > $signed(16'h7fff);
+  assign \$734  = \$733  ? 16'h7fff : \t$492 [15:0];
+  assign \$735  = \$732  ? 16'h8000 : \$734 ;
+  assign \$736  = $signed(\t$493 ) < $signed(16'h8000);
+  assign \$737  = $signed(\t$493 ) > $signed(16'h7fff);
+  assign \$738  = \$737  ? 16'h7fff : \t$493 [15:0];
+  assign \$739  = \$736  ? 16'h8000 : \$738 ;
+  assign \$740  = $signed(\t$494 ) < $signed(16'h8000);
+  assign \$741  = $signed(\t$494 ) > $signed(16'h7fff);
+  assign \$742  = \$741  ? 16'h7fff : \t$494 [15:0];
+  assign \$743  = \$740  ? 16'h8000 : \$742 ;
+  assign \$744  = $signed(\t$495 ) < $signed(16'h8000);
+  assign \$745  = $signed(\t$495 ) > $signed(16'h7fff);
+  assign \$746  = \$745  ? 16'h7fff : \t$495 [15:0];
+  assign \$747  = \$744  ? 16'h8000 : \$746 ;
+  assign \$748  = $signed(\t$496 ) < $signed(16'h8000);
+  assign \$749  = $signed(\t$496 ) > $signed(16'h7fff);
+  assign \$750  = \$749  ? 16'h7fff : \t$496 [15:0];
+  assign \$751  = \$748  ? 16'h8000 : \$750 ;
+  assign \$752  = en & valid_s3;
+  assign \$753  = l1_pending + \$752 ;
+  assign \$754  = \$753  - commit_l1;
+  assign \$755  = ~ pc__payload[22];
+  assign \$756  = execute & \$755 ;
+  assign \$757  = execute & pc__payload[22];
+  assign \$761  = $signed(\t$20 ) > $signed(1'h0);
+  assign \$762  = \$761  ? \t$20  : 16'h0000;
+  assign \$763  = $signed(\t$39 ) > $signed(1'h0);
+  assign \$764  = \$763  ? \t$39  : 16'h0000;
+  assign \$765  = $signed(\t$58 ) > $signed(1'h0);
+  assign \$766  = \$765  ? \t$58  : 16'h0000;
+  assign \$767  = $signed(\t$77 ) > $signed(1'h0);
+  assign \$768  = \$767  ? \t$77  : 16'h0000;
+  assign \$769  = $signed(\t$96 ) > $signed(1'h0);
+  assign \$770  = \$769  ? \t$96  : 16'h0000;
+  assign \$771  = $signed(\t$115 ) > $signed(1'h0);
+  assign \$772  = \$771  ? \t$115  : 16'h0000;
+  assign \$773  = $signed(\t$134 ) > $signed(1'h0);
+  assign \$774  = \$773  ? \t$134  : 16'h0000;
+  assign \$775  = $signed(\t$153 ) > $signed(1'h0);
+  assign \$776  = \$775  ? \t$153  : 16'h0000;
+  assign \$777  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$778  = \$777  ? 16'h0000 : \t$271 ;
+  assign \$779  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$780  = \$779  ? 16'h0000 : \t$280 ;
+  assign \$781  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$782  = \$781  ? 16'h0000 : \t$289 ;
+  assign \$783  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$784  = \$783  ? 16'h0000 : \t$298 ;
+  assign \$785  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$786  = \$785  ? 16'h0000 : \t$307 ;
+  assign \$787  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$788  = \$787  ? 16'h0000 : \t$316 ;
+  assign \$789  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$790  = \$789  ? 16'h0000 : \t$325 ;
+  assign \$791  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$792  = \$791  ? 16'h0000 : \t$334 ;
+  always @(posedge clk)
+    valid_s1 <= \$793 ;
+  always @(posedge clk)
+    valid_s2 <= \$794 ;
+  always @(posedge clk)
+    valid_s3 <= \$795 ;
+  always @(posedge clk)
+    valid_s4 <= \$796 ;
   always @(posedge clk)
-    valid_s5 <= \$796 ;
+    valid_s5 <= \$797 ;
   always @(posedge clk)
-    valid_s6 <= \$797 ;
+    valid_s6 <= \$798 ;
   always @(posedge clk)
-    valid_s7 <= \$798 ;
+    valid_s7 <= \$799 ;
   always @(posedge clk)
-    valid_s8 <= \$799 ;
+    valid_s8 <= \$800 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$800 ;
+    l0_w_0_0 <= \$801 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$801 ;
+    l0_w_0_1 <= \$802 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$802 ;
+    l0_w_1_0 <= \$803 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$803 ;
+    l0_w_1_1 <= \$804 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$804 ;
+    l0_w_2_0 <= \$805 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$805 ;
+    l0_w_2_1 <= \$806 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$806 ;
+    l0_w_3_0 <= \$807 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$807 ;
+    l0_w_3_1 <= \$808 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$808 ;
+    l0_w_4_0 <= \$809 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$809 ;
+    l0_w_4_1 <= \$810 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$810 ;
+    l0_w_5_0 <= \$811 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$811 ;
+    l0_w_5_1 <= \$812 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$812 ;
+    l0_w_6_0 <= \$813 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$813 ;
+    l0_w_6_1 <= \$814 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$814 ;
+    l0_w_7_0 <= \$815 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$815 ;
+    l0_w_7_1 <= \$816 ;
   always @(posedge clk)
-    l0_b_0 <= \$816 ;
+    l0_b_0 <= \$817 ;
   always @(posedge clk)
-    l0_b_1 <= \$817 ;
+    l0_b_1 <= \$818 ;
   always @(posedge clk)
-    l0_b_2 <= \$818 ;
+    l0_b_2 <= \$819 ;
   always @(posedge clk)
-    l0_b_3 <= \$819 ;
+    l0_b_3 <= \$820 ;
   always @(posedge clk)
-    l0_b_4 <= \$820 ;
+    l0_b_4 <= \$821 ;
   always @(posedge clk)
-    l0_b_5 <= \$821 ;
+    l0_b_5 <= \$822 ;
   always @(posedge clk)
-    l0_b_6 <= \$822 ;
+    l0_b_6 <= \$823 ;
   always @(posedge clk)
-    l0_b_7 <= \$823 ;
+    l0_b_7 <= \$824 ;
   always @(posedge clk)
-    l0_pending <= \$824 ;
+    l0_pending <= \$825 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$825 ;
+    l1_w_0_0 <= \$826 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$826 ;
+    l1_w_0_1 <= \$827 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$827 ;
+    l1_w_0_2 <= \$828 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$828 ;
+    l1_w_0_3 <= \$829 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$829 ;
+    l1_w_0_4 <= \$830 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$830 ;
+    l1_w_0_5 <= \$831 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$831 ;
+    l1_w_0_6 <= \$832 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$832 ;
+    l1_w_0_7 <= \$833 ;
   always @(posedge clk)
-    l1_b_0 <= \$833 ;
+    l1_b_0 <= \$834 ;
   always @(posedge clk)
-    l1_pending <= \$834 ;
+    l1_pending <= \$835 ;
   always @(posedge clk)
-    l0_rd_sel <= \$835 ;
+    l0_rd_sel <= \$836 ;
   always @(posedge clk)
-    read_layer <= \$836 ;
+    read_layer <= \$837 ;
   always @(posedge clk)
-    l1_rd_sel <= \$837 ;
+    l1_rd_sel <= \$838 ;
   always @(posedge clk)
-    read_wait <= \$838 ;
+    read_wait <= \$839 ;
   always @(posedge clk)
-    pr__valid <= \$839 ;
+    pr__valid <= \$840 ;
   always @(posedge clk)
-    pr__payload <= \$840 ;
+    pr__payload <= \$841 ;
   always @(posedge clk)
-    x0_s1 <= \$841 ;
+    x0_s1 <= \$842 ;
   always @(posedge clk)
-    x1_s1 <= \$842 ;
+    x1_s1 <= \$843 ;
   always @(posedge clk)
-    y0_s1 <= \$843 ;
+    y0_s1 <= \$844 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$844 ;
+    kind_s1 <= \$845 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$845 ;
+    l0_bias0_s2 <= \$846 ;
   always @(posedge clk)
-    l0_prod0_1_s2 <= \$846 ;
+    l0_prod0_0_s2 <= \$847 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$847 ;
+    l0_prod0_1_s2 <= \$848 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$848 ;
+    l0_out0_s3 <= \$849 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$849 ;
+    l0_bias1_s2 <= \$850 ;
   always @(posedge clk)
-    l0_prod1_1_s2 <= \$850 ;
+    l0_prod1_0_s2 <= \$851 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$851 ;
+    l0_prod1_1_s2 <= \$852 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$852 ;
+    l0_out1_s3 <= \$853 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$853 ;
+    l0_bias2_s2 <= \$854 ;
   always @(posedge clk)
-    l0_prod2_1_s2 <= \$854 ;
+    l0_prod2_0_s2 <= \$855 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$855 ;
+    l0_prod2_1_s2 <= \$856 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$856 ;
+    l0_out2_s3 <= \$857 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$857 ;
+    l0_bias3_s2 <= \$858 ;
   always @(posedge clk)
-    l0_prod3_1_s2 <= \$858 ;
+    l0_prod3_0_s2 <= \$859 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$859 ;
+    l0_prod3_1_s2 <= \$860 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$860 ;
+    l0_out3_s3 <= \$861 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$861 ;
+    l0_bias4_s2 <= \$862 ;
   always @(posedge clk)
-    l0_prod4_1_s2 <= \$862 ;
+    l0_prod4_0_s2 <= \$863 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$863 ;
+    l0_prod4_1_s2 <= \$864 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$864 ;
+    l0_out4_s3 <= \$865 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$865 ;
+    l0_bias5_s2 <= \$866 ;
   always @(posedge clk)
-    l0_prod5_1_s2 <= \$866 ;
+    l0_prod5_0_s2 <= \$867 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$867 ;
+    l0_prod5_1_s2 <= \$868 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$868 ;
+    l0_out5_s3 <= \$869 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$869 ;
+    l0_bias6_s2 <= \$870 ;
   always @(posedge clk)
-    l0_prod6_1_s2 <= \$870 ;
+    l0_prod6_0_s2 <= \$871 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$871 ;
+    l0_prod6_1_s2 <= \$872 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$872 ;
+    l0_out6_s3 <= \$873 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$873 ;
+    l0_bias7_s2 <= \$874 ;
   always @(posedge clk)
-    l0_prod7_1_s2 <= \$874 ;
+    l0_prod7_0_s2 <= \$875 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$875 ;
+    l0_prod7_1_s2 <= \$876 ;
   always @(posedge clk)
-    l1_wread_0_0_s4 <= \$876 ;
+    l0_out7_s3 <= \$877 ;
   always @(posedge clk)
-    l1_wread_0_1_s4 <= \$877 ;
+    l1_wread_0_0_s4 <= \$878 ;
   always @(posedge clk)
-    l1_wread_0_2_s4 <= \$878 ;
+    l1_wread_0_1_s4 <= \$879 ;
   always @(posedge clk)
-    l1_wread_0_3_s4 <= \$879 ;
+    l1_wread_0_2_s4 <= \$880 ;
   always @(posedge clk)
-    l1_wread_0_4_s4 <= \$880 ;
+    l1_wread_0_3_s4 <= \$881 ;
   always @(posedge clk)
-    l1_wread_0_5_s4 <= \$881 ;
+    l1_wread_0_4_s4 <= \$882 ;
   always @(posedge clk)
-    l1_wread_0_6_s4 <= \$882 ;
+    l1_wread_0_5_s4 <= \$883 ;
   always @(posedge clk)
-    l1_wread_0_7_s4 <= \$883 ;
+    l1_wread_0_6_s4 <= \$884 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$884 ;
+    l1_wread_0_7_s4 <= \$885 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$885 ;
+    l1_bias0_s4 <= \$886 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$886 ;
+    l1_prod0_0_s4 <= \$887 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$887 ;
+    l1_prod0_1_s4 <= \$888 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$888 ;
+    l1_prod0_2_s4 <= \$889 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$889 ;
+    l1_prod0_3_s4 <= \$890 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$890 ;
+    l1_prod0_4_s4 <= \$891 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$891 ;
+    l1_prod0_5_s4 <= \$892 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$892 ;
+    l1_prod0_6_s4 <= \$893 ;
   always @(posedge clk)
-    m__payload <= \$893 ;
+    l1_prod0_7_s4 <= \$894 ;
   always @(posedge clk)
-    y0_s2 <= \$894 ;
+    l1_out0_s5 <= \$895 ;
   always @(posedge clk)
-    y0_s3 <= \$895 ;
+    y0_s2 <= \$896 ;
   always @(posedge clk)
-    y0_s4 <= \$896 ;
+    y0_s3 <= \$897 ;
   always @(posedge clk)
-    y0_s5 <= \$897 ;
+    y0_s4 <= \$898 ;
   always @(posedge clk)
-    err0_s6 <= \$898 ;
+    y0_s5 <= \$899 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$899 ;
+    kind_s2 <= \$900 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$900 ;
+    kind_s3 <= \$901 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$901 ;
+    kind_s4 <= \$902 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$902 ;
+    kind_s5 <= \$903 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$903 ;
+    err0_s6 <= \$904 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$904 ;
+    l0_out0_s4 <= \$905 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$905 ;
+    l0_out0_s5 <= \$906 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$906 ;
+    l0_out0_s6 <= \$907 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$907 ;
+    l0_out1_s4 <= \$908 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$908 ;
+    l0_out1_s5 <= \$909 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$909 ;
+    l0_out1_s6 <= \$910 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$910 ;
+    l0_out2_s4 <= \$911 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$911 ;
+    l0_out2_s5 <= \$912 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$912 ;
+    l0_out2_s6 <= \$913 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$913 ;
+    l0_out3_s4 <= \$914 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$914 ;
+    l0_out3_s5 <= \$915 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$915 ;
+    l0_out3_s6 <= \$916 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$916 ;
+    l0_out4_s4 <= \$917 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$917 ;
+    l0_out4_s5 <= \$918 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$918 ;
+    l0_out4_s6 <= \$919 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$919 ;
+    l0_out5_s4 <= \$920 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$920 ;
+    l0_out5_s5 <= \$921 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$921 ;
+    l0_out5_s6 <= \$922 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$922 ;
+    l0_out6_s4 <= \$923 ;
   always @(posedge clk)
-    l1_wread_0_0_s5 <= \$923 ;
+    l0_out6_s5 <= \$924 ;
   always @(posedge clk)
-    l1_wread_0_0_s6 <= \$924 ;
+    l0_out6_s6 <= \$925 ;
   always @(posedge clk)
-    \t$265  <= \$925 ;
+    l0_out7_s4 <= \$926 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$926 ;
+    l0_out7_s5 <= \$927 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$927 ;
+    l0_out7_s6 <= \$928 ;
   always @(posedge clk)
-    l1_wread_0_1_s5 <= \$928 ;
+    l1_wread_0_0_s5 <= \$929 ;
   always @(posedge clk)
-    l1_wread_0_1_s6 <= \$929 ;
+    l1_wread_0_0_s6 <= \$930 ;
   always @(posedge clk)
-    \t$274  <= \$930 ;
+    \t$267  <= \$931 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$931 ;
+    l0_out0_s7 <= \$932 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$932 ;
+    l0_err0_s8 <= \$933 ;
   always @(posedge clk)
-    l1_wread_0_2_s5 <= \$933 ;
+    l1_wread_0_1_s5 <= \$934 ;
   always @(posedge clk)
-    l1_wread_0_2_s6 <= \$934 ;
+    l1_wread_0_1_s6 <= \$935 ;
   always @(posedge clk)
-    \t$283  <= \$935 ;
+    \t$276  <= \$936 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$936 ;
+    l0_out1_s7 <= \$937 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$937 ;
+    l0_err1_s8 <= \$938 ;
   always @(posedge clk)
-    l1_wread_0_3_s5 <= \$938 ;
+    l1_wread_0_2_s5 <= \$939 ;
   always @(posedge clk)
-    l1_wread_0_3_s6 <= \$939 ;
+    l1_wread_0_2_s6 <= \$940 ;
   always @(posedge clk)
-    \t$292  <= \$940 ;
+    \t$285  <= \$941 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$941 ;
+    l0_out2_s7 <= \$942 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$942 ;
+    l0_err2_s8 <= \$943 ;
   always @(posedge clk)
-    l1_wread_0_4_s5 <= \$943 ;
+    l1_wread_0_3_s5 <= \$944 ;
   always @(posedge clk)
-    l1_wread_0_4_s6 <= \$944 ;
+    l1_wread_0_3_s6 <= \$945 ;
   always @(posedge clk)
-    \t$301  <= \$945 ;
+    \t$294  <= \$946 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$946 ;
+    l0_out3_s7 <= \$947 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$947 ;
+    l0_err3_s8 <= \$948 ;
   always @(posedge clk)
-    l1_wread_0_5_s5 <= \$948 ;
+    l1_wread_0_4_s5 <= \$949 ;
   always @(posedge clk)
-    l1_wread_0_5_s6 <= \$949 ;
+    l1_wread_0_4_s6 <= \$950 ;
   always @(posedge clk)
-    \t$310  <= \$950 ;
+    \t$303  <= \$951 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$951 ;
+    l0_out4_s7 <= \$952 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$952 ;
+    l0_err4_s8 <= \$953 ;
   always @(posedge clk)
-    l1_wread_0_6_s5 <= \$953 ;
+    l1_wread_0_5_s5 <= \$954 ;
   always @(posedge clk)
-    l1_wread_0_6_s6 <= \$954 ;
+    l1_wread_0_5_s6 <= \$955 ;
   always @(posedge clk)
-    \t$319  <= \$955 ;
+    \t$312  <= \$956 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$956 ;
+    l0_out5_s7 <= \$957 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$957 ;
+    l0_err5_s8 <= \$958 ;
   always @(posedge clk)
-    l1_wread_0_7_s5 <= \$958 ;
+    l1_wread_0_6_s5 <= \$959 ;
   always @(posedge clk)
-    l1_wread_0_7_s6 <= \$959 ;
+    l1_wread_0_6_s6 <= \$960 ;
   always @(posedge clk)
-    \t$328  <= \$960 ;
+    \t$321  <= \$961 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$961 ;
+    l0_out6_s7 <= \$962 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$962 ;
+    l0_err6_s8 <= \$963 ;
   always @(posedge clk)
-    x0_s2 <= \$963 ;
+    l1_wread_0_7_s5 <= \$964 ;
   always @(posedge clk)
-    x0_s3 <= \$964 ;
+    l1_wread_0_7_s6 <= \$965 ;
   always @(posedge clk)
-    x0_s4 <= \$965 ;
+    \t$330  <= \$966 ;
   always @(posedge clk)
-    x0_s5 <= \$966 ;
+    l0_out7_s7 <= \$967 ;
   always @(posedge clk)
-    x0_s6 <= \$967 ;
+    l0_err7_s8 <= \$968 ;
   always @(posedge clk)
-    x0_s7 <= \$968 ;
+    x0_s2 <= \$969 ;
   always @(posedge clk)
-    x0_s8 <= \$969 ;
+    x0_s3 <= \$970 ;
   always @(posedge clk)
-    x1_s2 <= \$970 ;
+    x0_s4 <= \$971 ;
   always @(posedge clk)
-    x1_s3 <= \$971 ;
+    x0_s5 <= \$972 ;
   always @(posedge clk)
-    x1_s4 <= \$972 ;
+    x0_s6 <= \$973 ;
   always @(posedge clk)
-    x1_s5 <= \$973 ;
+    x0_s7 <= \$974 ;
   always @(posedge clk)
-    x1_s6 <= \$974 ;
+    x0_s8 <= \$975 ;
   always @(posedge clk)
-    x1_s7 <= \$975 ;
+    x1_s2 <= \$976 ;
   always @(posedge clk)
-    x1_s8 <= \$976 ;
+    x1_s3 <= \$977 ;
+  always @(posedge clk)
+    x1_s4 <= \$978 ;
+  always @(posedge clk)
+    x1_s5 <= \$979 ;
+  always @(posedge clk)
+    x1_s6 <= \$980 ;
+  always @(posedge clk)
+    x1_s7 <= \$981 ;
+  always @(posedge clk)
+    x1_s8 <= \$982 ;
   assign \t$3  = $signed(l0_w_0_0) * $signed(x0_s1);
   assign \t$8  = $signed(l0_w_0_1) * $signed(x1_s1);
   assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
@@ -3024,135 +3056,131 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$8  = \$4  | \$7 ;
   assign \t$19  = $signed(floor) + $signed({ 1'h0, \$8  });
   assign \$9  = $signed(\t$19 ) < $signed(16'h8000);
-  assign \$10  = $signed(\t$19 ) > $signed(16'h7fff);
-  assign \$11  = \$10  ? 16'h7fff : \t$19 [15:0];
-  assign \t$20  = \$9  ? 16'h8000 : \$11 ;
-  assign \t$24  = $signed(l0_w_1_0) * $signed(x0_s1);
-  \onchip_learner_axis.learner.l0_pending$577  \l0_pending$577  (
+  \onchip_learner_axis.learner.l0_pending$583  \l0_pending$583  (
     .clk(clk),
     .level(level),
-    .\port$464$0 (\t$338 ),
-    .\port$478$0 (\t$343 ),
-    .\port$492$0 (\t$348 ),
-    .\port$506$0 (\t$352 ),
-    .\port$520$0 (\t$357 ),
-    .\port$534$0 (\t$361 ),
-    .\port$548$0 (\t$366 ),
-    .\port$562$0 (\t$370 ),
-    .\port$576$0 (\t$375 ),
-    .\port$590$0 (\t$379 ),
-    .\port$604$0 (\t$384 ),
-    .\port$618$0 (\t$388 ),
-    .\port$632$0 (\t$393 ),
-    .\port$646$0 (\t$397 ),
-    .\port$660$0 (\t$402 ),
-    .\port$674$0 (\t$406 ),
-    .\port$687$0 (\t$409 ),
-    .\port$700$0 (\t$412 ),
-    .\port$713$0 (\t$415 ),
-    .\port$726$0 (\t$418 ),
-    .\port$739$0 (\t$421 ),
-    .\port$752$0 (\t$424 ),
-    .\port$765$0 (\t$427 ),
-    .\port$778$0 (\t$430 ),
+    .\port$468$0 (\t$340 ),
+    .\port$482$0 (\t$345 ),
+    .\port$496$0 (\t$350 ),
+    .\port$510$0 (\t$354 ),
+    .\port$524$0 (\t$359 ),
+    .\port$538$0 (\t$363 ),
+    .\port$552$0 (\t$368 ),
+    .\port$566$0 (\t$372 ),
+    .\port$580$0 (\t$377 ),
+    .\port$594$0 (\t$381 ),
+    .\port$608$0 (\t$386 ),
+    .\port$622$0 (\t$390 ),
+    .\port$636$0 (\t$395 ),
+    .\port$650$0 (\t$399 ),
+    .\port$664$0 (\t$404 ),
+    .\port$678$0 (\t$408 ),
+    .\port$691$0 (\t$411 ),
+    .\port$704$0 (\t$414 ),
+    .\port$717$0 (\t$417 ),
+    .\port$730$0 (\t$420 ),
+    .\port$743$0 (\t$423 ),
+    .\port$756$0 (\t$426 ),
+    .\port$769$0 (\t$429 ),
+    .\port$782$0 (\t$432 ),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
     .w_en(w_en)
   );
-  \onchip_learner_axis.learner.l1_pending$578  \l1_pending$578  (
+  \onchip_learner_axis.learner.l1_pending$584  \l1_pending$584  (
     .clk(clk),
-    .level(\level$480 ),
-    .\port$219$0 (\t$222 ),
-    .\port$233$0 (\t$227 ),
-    .\port$247$0 (\t$232 ),
-    .\port$261$0 (\t$237 ),
-    .\port$275$0 (\t$242 ),
-    .\port$289$0 (\t$247 ),
-    .\port$303$0 (\t$252 ),
-    .\port$317$0 (\t$257 ),
-    .\port$330$0 (\t$260 ),
-    .r_data(\r_data$486 ),
-    .r_en(\r_en$484 ),
+    .level(\level$482 ),
+    .\port$223$0 (\t$224 ),
+    .\port$237$0 (\t$229 ),
+    .\port$251$0 (\t$234 ),
+    .\port$265$0 (\t$239 ),
+    .\port$279$0 (\t$244 ),
+    .\port$293$0 (\t$249 ),
+    .\port$307$0 (\t$254 ),
+    .\port$321$0 (\t$259 ),
+    .\port$334$0 (\t$262 ),
+    .r_data(\r_data$488 ),
+    .r_en(\r_en$486 ),
     .rst(rst),
-    .w_en(\w_en$482 )
+    .w_en(\w_en$484 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$757  = 16'h0000;
+    \$758  = 16'h0000;
     casez (l0_rd_sel)
       5'h00:
-          \$757  = l0_w_0_0;
+          \$758  = l0_w_0_0;
       5'h01:
-          \$757  = l0_w_0_1;
+          \$758  = l0_w_0_1;
       5'h02:
-          \$757  = l0_w_1_0;
+          \$758  = l0_w_1_0;
       5'h03:
-          \$757  = l0_w_1_1;
+          \$758  = l0_w_1_1;
       5'h04:
-          \$757  = l0_w_2_0;
+          \$758  = l0_w_2_0;
       5'h05:
-          \$757  = l0_w_2_1;
+          \$758  = l0_w_2_1;
       5'h06:
-          \$757  = l0_w_3_0;
+          \$758  = l0_w_3_0;
       5'h07:
-          \$757  = l0_w_3_1;
+          \$758  = l0_w_3_1;
       5'h08:
-          \$757  = l0_w_4_0;
+          \$758  = l0_w_4_0;
       5'h09:
-          \$757  = l0_w_4_1;
+          \$758  = l0_w_4_1;
       5'h0a:
-          \$757  = l0_w_5_0;
+          \$758  = l0_w_5_0;
       5'h0b:
-          \$757  = l0_w_5_1;
+          \$758  = l0_w_5_1;
       5'h0c:
-          \$757  = l0_w_6_0;
+          \$758  = l0_w_6_0;
       5'h0d:
-          \$757  = l0_w_6_1;
+          \$758  = l0_w_6_1;
       5'h0e:
-          \$757  = l0_w_7_0;
+          \$758  = l0_w_7_0;
       5'h0f:
-          \$757  = l0_w_7_1;
+          \$758  = l0_w_7_1;
       5'h10:
-          \$757  = l0_b_0;
+          \$758  = l0_b_0;
       5'h11:
-          \$757  = l0_b_1;
+          \$758  = l0_b_1;
       5'h12:
-          \$757  = l0_b_2;
+          \$758  = l0_b_2;
       5'h13:
-          \$757  = l0_b_3;
+          \$758  = l0_b_3;
       5'h14:
-          \$757  = l0_b_4;
+          \$758  = l0_b_4;
       5'h15:
-          \$757  = l0_b_5;
+          \$758  = l0_b_5;
       5'h16:
-          \$757  = l0_b_6;
+          \$758  = l0_b_6;
       5'h17:
-          \$757  = l0_b_7;
+          \$758  = l0_b_7;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$758  = 16'h0000;
+    \$759  = 16'h0000;
     casez (l1_rd_sel)
       4'h0:
-          \$758  = l1_w_0_0;
+          \$759  = l1_w_0_0;
       4'h1:
-          \$758  = l1_w_0_1;
+          \$759  = l1_w_0_1;
       4'h2:
-          \$758  = l1_w_0_2;
+          \$759  = l1_w_0_2;
       4'h3:
-          \$758  = l1_w_0_3;
+          \$759  = l1_w_0_3;
       4'h4:
-          \$758  = l1_w_0_4;
+          \$759  = l1_w_0_4;
       4'h5:
-          \$758  = l1_w_0_5;
+          \$759  = l1_w_0_5;
       4'h6:
-          \$758  = l1_w_0_6;
+          \$759  = l1_w_0_6;
       4'h7:
-          \$758  = l1_w_0_7;
+          \$759  = l1_w_0_7;
       4'h8:
-          \$758  = l1_b_0;
+          \$759  = l1_b_0;
     endcase
   end
   always @* begin
@@ -3160,17 +3188,22 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$759  = \$757 ;
+          \$760  = \$758 ;
       1'h1:
-          \$759  = \$758 ;
+          \$760  = \$759 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$452  = 17'h00000;
-    if (commit_l0) begin
-      \t$452  = \$533 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (kind_s5)
+      2'h0:
+          e = \t$216 ;
+      2'h2:
+          e = y0_s5;
+      default:
+          e = 16'h0000;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -3181,163 +3214,163 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$455  = 17'h00000;
-    if (commit_l0) begin
-      \t$455  = \$535 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$456  = 17'h00000;
     if (commit_l0) begin
-      \t$456  = \$536 ;
+      \t$456  = \$535 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$457  = 17'h00000;
     if (commit_l0) begin
-      \t$457  = \$537 ;
+      \t$457  = \$536 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$458  = 17'h00000;
     if (commit_l0) begin
-      \t$458  = \$538 ;
+      \t$458  = \$537 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$459  = 17'h00000;
     if (commit_l0) begin
-      \t$459  = \$539 ;
+      \t$459  = \$538 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$460  = 17'h00000;
     if (commit_l0) begin
-      \t$460  = \$540 ;
+      \t$460  = \$539 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$461  = 17'h00000;
     if (commit_l0) begin
-      \t$461  = \$541 ;
+      \t$461  = \$540 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$462  = 17'h00000;
     if (commit_l0) begin
-      \t$462  = \$542 ;
+      \t$462  = \$541 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$463  = 17'h00000;
     if (commit_l0) begin
-      \t$463  = \$543 ;
+      \t$463  = \$542 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$464  = 17'h00000;
     if (commit_l0) begin
-      \t$464  = \$544 ;
+      \t$464  = \$543 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$465  = 17'h00000;
     if (commit_l0) begin
-      \t$465  = \$545 ;
+      \t$465  = \$544 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$466  = 17'h00000;
     if (commit_l0) begin
-      \t$466  = \$546 ;
+      \t$466  = \$545 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$467  = 17'h00000;
     if (commit_l0) begin
-      \t$467  = \$547 ;
+      \t$467  = \$546 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$468  = 17'h00000;
     if (commit_l0) begin
-      \t$468  = \$548 ;
+      \t$468  = \$547 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$469  = 17'h00000;
     if (commit_l0) begin
-      \t$469  = \$549 ;
+      \t$469  = \$548 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$470  = 17'h00000;
     if (commit_l0) begin
-      \t$470  = \$550 ;
+      \t$470  = \$549 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$471  = 17'h00000;
     if (commit_l0) begin
-      \t$471  = \$551 ;
+      \t$471  = \$550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$472  = 17'h00000;
     if (commit_l0) begin
-      \t$472  = \$552 ;
+      \t$472  = \$551 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$473  = 17'h00000;
     if (commit_l0) begin
-      \t$473  = \$553 ;
+      \t$473  = \$552 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$474  = 17'h00000;
     if (commit_l0) begin
-      \t$474  = \$554 ;
+      \t$474  = \$553 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$475  = 17'h00000;
     if (commit_l0) begin
-      \t$475  = \$555 ;
+      \t$475  = \$554 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$476  = 17'h00000;
     if (commit_l0) begin
-      \t$476  = \$556 ;
+      \t$476  = \$555 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$485  = 17'h00000;
-    if (commit_l1) begin
-      \t$485  = \$569 ;
+    \t$477  = 17'h00000;
+    if (commit_l0) begin
+      \t$477  = \$556 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$478  = 17'h00000;
+    if (commit_l0) begin
+      \t$478  = \$557 ;
     end
   end
   always @* begin
@@ -3349,68 +3382,65 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$488  = 17'h00000;
-    if (commit_l1) begin
-      \t$488  = \$571 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$489  = 17'h00000;
     if (commit_l1) begin
-      \t$489  = \$572 ;
+      \t$489  = \$571 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$490  = 17'h00000;
     if (commit_l1) begin
-      \t$490  = \$573 ;
+      \t$490  = \$572 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$491  = 17'h00000;
     if (commit_l1) begin
-      \t$491  = \$574 ;
+      \t$491  = \$573 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$492  = 17'h00000;
     if (commit_l1) begin
-      \t$492  = \$575 ;
+      \t$492  = \$574 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$493  = 17'h00000;
     if (commit_l1) begin
-      \t$493  = \$576 ;
+      \t$493  = \$575 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$494  = 17'h00000;
     if (commit_l1) begin
-      \t$494  = \$577 ;
+      \t$494  = \$576 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = valid_s1;
-    if (en) begin
-      \$792  = accept;
-    end
-    if (rst) begin
-      \$792  = 1'h0;
+    \t$495  = 17'h00000;
+    if (commit_l1) begin
+      \t$495  = \$577 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = valid_s2;
+    \t$496  = 17'h00000;
+    if (commit_l1) begin
+      \t$496  = \$578 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$793  = valid_s1;
     if (en) begin
-      \$793  = valid_s1;
+      \$793  = accept;
     end
     if (rst) begin
       \$793  = 1'h0;
@@ -3418,9 +3448,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = valid_s3;
+    \$794  = valid_s2;
     if (en) begin
-      \$794  = valid_s2;
+      \$794  = valid_s1;
     end
     if (rst) begin
       \$794  = 1'h0;
@@ -3428,9 +3458,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = valid_s4;
+    \$795  = valid_s3;
     if (en) begin
-      \$795  = valid_s3;
+      \$795  = valid_s2;
     end
     if (rst) begin
       \$795  = 1'h0;
@@ -3438,9 +3468,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = valid_s5;
+    \$796  = valid_s4;
     if (en) begin
-      \$796  = valid_s4;
+      \$796  = valid_s3;
     end
     if (rst) begin
       \$796  = 1'h0;
@@ -3448,9 +3478,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = valid_s6;
+    \$797  = valid_s5;
     if (en) begin
-      \$797  = valid_s5;
+      \$797  = valid_s4;
     end
     if (rst) begin
       \$797  = 1'h0;
@@ -3458,9 +3488,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = valid_s7;
+    \$798  = valid_s6;
     if (en) begin
-      \$798  = valid_s6;
+      \$798  = valid_s5;
     end
     if (rst) begin
       \$798  = 1'h0;
@@ -3468,9 +3498,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = valid_s8;
+    \$799  = valid_s7;
     if (en) begin
-      \$799  = valid_s7;
+      \$799  = valid_s6;
     end
     if (rst) begin
       \$799  = 1'h0;
@@ -3478,66 +3508,76 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = l0_w_0_0;
-    if (commit_l0) begin
-      \$800  = \$619 ;
-    end
-    if (l0_port_wr) begin
-      casez (\$594 [4:0])
-        5'h00:
-            \$800  = l0_port_data;
-      endcase
+    \$800  = valid_s8;
+    if (en) begin
+      \$800  = valid_s7;
     end
     if (rst) begin
-      \$800  = 16'h055e;
+      \$800  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = l0_w_0_1;
+    \$801  = l0_w_0_0;
     if (commit_l0) begin
-      \$801  = \$623 ;
+      \$801  = \$620 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
-            /* empty */;
-        5'h01:
             \$801  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$801  = 16'hf6fa;
+      \$801  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = l0_w_1_0;
+    \$802  = l0_w_0_1;
     if (commit_l0) begin
-      \$802  = \$627 ;
+      \$802  = \$624 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$802  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$802  = 16'hf6fa;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$803  = l0_w_1_0;
+    if (commit_l0) begin
+      \$803  = \$628 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$802  = l0_port_data;
+            \$803  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$802  = 16'hee03;
+      \$803  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = l0_w_1_1;
+    \$804  = l0_w_1_1;
     if (commit_l0) begin
-      \$803  = \$631 ;
+      \$804  = \$632 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3545,21 +3585,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$803  = l0_port_data;
+            \$804  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$803  = 16'hed0d;
+      \$804  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = l0_w_2_0;
+    \$805  = l0_w_2_0;
     if (commit_l0) begin
-      \$804  = \$635 ;
+      \$805  = \$636 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3569,21 +3609,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$804  = l0_port_data;
+            \$805  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$804  = 16'h0c47;
+      \$805  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = l0_w_2_1;
+    \$806  = l0_w_2_1;
     if (commit_l0) begin
-      \$805  = \$639 ;
+      \$806  = \$640 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3595,21 +3635,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$805  = l0_port_data;
+            \$806  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$805  = 16'h102d;
+      \$806  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = l0_w_3_0;
+    \$807  = l0_w_3_0;
     if (commit_l0) begin
-      \$806  = \$643 ;
+      \$807  = \$644 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3623,21 +3663,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$806  = l0_port_data;
+            \$807  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$806  = 16'h042e;
+      \$807  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = l0_w_3_1;
+    \$808  = l0_w_3_1;
     if (commit_l0) begin
-      \$807  = \$647 ;
+      \$808  = \$648 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3653,21 +3693,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$807  = l0_port_data;
+            \$808  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$807  = 16'h08ff;
+      \$808  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = l0_w_4_0;
+    \$809  = l0_w_4_0;
     if (commit_l0) begin
-      \$808  = \$651 ;
+      \$809  = \$652 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3685,21 +3725,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$808  = l0_port_data;
+            \$809  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$808  = 16'h01b6;
+      \$809  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = l0_w_4_1;
+    \$810  = l0_w_4_1;
     if (commit_l0) begin
-      \$809  = \$655 ;
+      \$810  = \$656 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3719,21 +3759,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$809  = l0_port_data;
+            \$810  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$809  = 16'h110d;
+      \$810  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = l0_w_5_0;
+    \$811  = l0_w_5_0;
     if (commit_l0) begin
-      \$810  = \$659 ;
+      \$811  = \$660 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3755,21 +3795,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$810  = l0_port_data;
+            \$811  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$810  = 16'h0c61;
+      \$811  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = l0_w_5_1;
+    \$812  = l0_w_5_1;
     if (commit_l0) begin
-      \$811  = \$663 ;
+      \$812  = \$664 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3793,21 +3833,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$811  = l0_port_data;
+            \$812  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$811  = 16'hec83;
+      \$812  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l0_w_6_0;
+    \$813  = l0_w_6_0;
     if (commit_l0) begin
-      \$812  = \$667 ;
+      \$813  = \$668 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3833,21 +3873,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$812  = l0_port_data;
+            \$813  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$812  = 16'h0e02;
+      \$813  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l0_w_6_1;
+    \$814  = l0_w_6_1;
     if (commit_l0) begin
-      \$813  = \$671 ;
+      \$814  = \$672 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3875,21 +3915,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$813  = l0_port_data;
+            \$814  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$813  = 16'hedb8;
+      \$814  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = l0_w_7_0;
+    \$815  = l0_w_7_0;
     if (commit_l0) begin
-      \$814  = \$675 ;
+      \$815  = \$676 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3919,21 +3959,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$814  = l0_port_data;
+            \$815  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$814  = 16'h0900;
+      \$815  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = l0_w_7_1;
+    \$816  = l0_w_7_1;
     if (commit_l0) begin
-      \$815  = \$679 ;
+      \$816  = \$680 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3965,21 +4005,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$815  = l0_port_data;
+            \$816  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$815  = 16'hf34a;
+      \$816  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = l0_b_0;
+    \$817  = l0_b_0;
     if (commit_l0) begin
-      \$816  = \$683 ;
+      \$817  = \$684 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4013,21 +4053,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$816  = l0_port_data;
+            \$817  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$816  = 16'h0000;
+      \$817  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = l0_b_1;
+    \$818  = l0_b_1;
     if (commit_l0) begin
-      \$817  = \$687 ;
+      \$818  = \$688 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4063,21 +4103,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h10:
             /* empty */;
         5'h11:
-            \$817  = l0_port_data;
+            \$818  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$817  = 16'h0000;
+      \$818  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = l0_b_2;
+    \$819  = l0_b_2;
     if (commit_l0) begin
-      \$818  = \$691 ;
+      \$819  = \$692 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4115,21 +4155,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h11:
             /* empty */;
         5'h12:
-            \$818  = l0_port_data;
+            \$819  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$818  = 16'h0000;
+      \$819  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = l0_b_3;
+    \$820  = l0_b_3;
     if (commit_l0) begin
-      \$819  = \$695 ;
+      \$820  = \$696 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4169,21 +4209,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h12:
             /* empty */;
         5'h13:
-            \$819  = l0_port_data;
+            \$820  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$819  = 16'h0000;
+      \$820  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_b_4;
+    \$821  = l0_b_4;
     if (commit_l0) begin
-      \$820  = \$699 ;
+      \$821  = \$700 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4225,21 +4265,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h13:
             /* empty */;
         5'h14:
-            \$820  = l0_port_data;
+            \$821  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$820  = 16'h0000;
+      \$821  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_b_5;
+    \$822  = l0_b_5;
     if (commit_l0) begin
-      \$821  = \$703 ;
+      \$822  = \$704 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4283,21 +4323,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h14:
             /* empty */;
         5'h15:
-            \$821  = l0_port_data;
+            \$822  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$821  = 16'h0000;
+      \$822  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_b_6;
+    \$823  = l0_b_6;
     if (commit_l0) begin
-      \$822  = \$707 ;
+      \$823  = \$708 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4343,21 +4383,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h15:
             /* empty */;
         5'h16:
-            \$822  = l0_port_data;
+            \$823  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$822  = 16'h0000;
+      \$823  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_b_7;
+    \$824  = l0_b_7;
     if (commit_l0) begin
-      \$823  = \$711 ;
+      \$824  = \$712 ;
     end
     if (l0_port_wr) begin
-      casez (\$594 [4:0])
+      casez (\$595 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4405,82 +4445,82 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h16:
             /* empty */;
         5'h17:
-            \$823  = l0_port_data;
+            \$824  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$823  = 16'h0000;
+      \$824  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = \$714 [2:0];
+    \$825  = \$715 [2:0];
     if (rst) begin
-      \$824  = 3'h0;
+      \$825  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = l1_w_0_0;
+    \$826  = l1_w_0_0;
     if (commit_l1) begin
-      \$825  = \$718 ;
+      \$826  = \$719 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
-            \$825  = l1_port_data;
-      endcase
-    end
-    if (rst) begin
-      \$825  = 16'h071e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = l1_w_0_1;
-    if (commit_l1) begin
-      \$826  = \$722 ;
-    end
-    if (l1_port_wr) begin
-      casez (\$605 [3:0])
-        4'h0:
-            /* empty */;
-        4'h1:
             \$826  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$826  = 16'h00d0;
+      \$826  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l1_w_0_2;
+    \$827  = l1_w_0_1;
     if (commit_l1) begin
-      \$827  = \$726 ;
+      \$827  = \$723 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            \$827  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$827  = 16'h00d0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$828  = l1_w_0_2;
+    if (commit_l1) begin
+      \$828  = \$727 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
             /* empty */;
         4'h2:
-            \$827  = l1_port_data;
+            \$828  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$827  = 16'hfc13;
+      \$828  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l1_w_0_3;
+    \$829  = l1_w_0_3;
     if (commit_l1) begin
-      \$828  = \$730 ;
+      \$829  = \$731 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4488,21 +4528,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h2:
             /* empty */;
         4'h3:
-            \$828  = l1_port_data;
+            \$829  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$828  = 16'hfe7c;
+      \$829  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l1_w_0_4;
+    \$830  = l1_w_0_4;
     if (commit_l1) begin
-      \$829  = \$734 ;
+      \$830  = \$735 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4512,21 +4552,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h3:
             /* empty */;
         4'h4:
-            \$829  = l1_port_data;
+            \$830  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$829  = 16'hf6c2;
+      \$830  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l1_w_0_5;
+    \$831  = l1_w_0_5;
     if (commit_l1) begin
-      \$830  = \$738 ;
+      \$831  = \$739 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4538,21 +4578,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h4:
             /* empty */;
         4'h5:
-            \$830  = l1_port_data;
+            \$831  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$830  = 16'hf8a3;
+      \$831  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l1_w_0_6;
+    \$832  = l1_w_0_6;
     if (commit_l1) begin
-      \$831  = \$742 ;
+      \$832  = \$743 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4566,21 +4606,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h5:
             /* empty */;
         4'h6:
-            \$831  = l1_port_data;
+            \$832  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$831  = 16'h0358;
+      \$832  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l1_w_0_7;
+    \$833  = l1_w_0_7;
     if (commit_l1) begin
-      \$832  = \$746 ;
+      \$833  = \$747 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4596,21 +4636,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h6:
             /* empty */;
         4'h7:
-            \$832  = l1_port_data;
+            \$833  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$832  = 16'h02e2;
+      \$833  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l1_b_0;
+    \$834  = l1_b_0;
     if (commit_l1) begin
-      \$833  = \$750 ;
+      \$834  = \$751 ;
     end
     if (l1_port_wr) begin
-      casez (\$605 [3:0])
+      casez (\$606 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4628,1036 +4668,1071 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h7:
             /* empty */;
         4'h8:
-            \$833  = l1_port_data;
+            \$834  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$833  = 16'h0000;
+      \$834  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = \$753 [2:0];
+    \$835  = \$754 [2:0];
     if (rst) begin
-      \$834  = 3'h0;
+      \$835  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_rd_sel;
+    \$836  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$835  = \$594 [4:0];
+      \$836  = \$595 [4:0];
     end
     if (rst) begin
-      \$835  = 5'h00;
+      \$836  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = read_layer;
+    \$837  = read_layer;
     if (l0_port_rd) begin
-      \$836  = 1'h0;
+      \$837  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$836  = 1'h1;
+      \$837  = 1'h1;
     end
     if (rst) begin
-      \$836  = 1'h0;
+      \$837  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l1_rd_sel;
+    \$838  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$837  = \$605 [3:0];
+      \$838  = \$606 [3:0];
     end
     if (rst) begin
-      \$837  = 4'h0;
+      \$838  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = \$755 ;
+    \$839  = \$756 ;
     if (rst) begin
-      \$838  = 1'h0;
+      \$839  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = pr__valid;
-    if (\$756 ) begin
-      \$839  = 1'h1;
+    \$840  = pr__valid;
+    if (\$757 ) begin
+      \$840  = 1'h1;
     end else if (read_wait) begin
-      \$839  = 1'h1;
+      \$840  = 1'h1;
     end else if (pr__ready) begin
-      \$839  = 1'h0;
+      \$840  = 1'h0;
     end
     if (rst) begin
-      \$839  = 1'h0;
+      \$840  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = pr__payload;
-    if (\$756 ) begin
-      \$840  = pc__payload[15:0];
+    \$841  = pr__payload;
+    if (\$757 ) begin
+      \$841  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$840  = \$759 ;
+      \$841  = \$760 ;
     end
     if (rst) begin
-      \$840  = 16'h0000;
+      \$841  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = x0_s1;
+    \$842  = x0_s1;
     if (en) begin
-      \$841  = s__payload[15:0];
+      \$842  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = x1_s1;
+    \$843  = x1_s1;
     if (en) begin
-      \$842  = s__payload[31:16];
+      \$843  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = y0_s1;
+    \$844  = y0_s1;
     if (en) begin
-      \$843  = s__payload[47:32];
+      \$844  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = l0_bias0_s2;
+    \$845  = kind_s1;
     if (en) begin
-      \$844  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$845  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l0_prod0_0_s2;
+    \$846  = l0_bias0_s2;
     if (en) begin
-      \$845  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
+      \$846  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l0_prod0_1_s2;
+    \$847  = l0_prod0_0_s2;
     if (en) begin
-      \$846  = { \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11  };
+      \$847  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = l0_out0_s3;
+    \$848  = l0_prod0_1_s2;
     if (en) begin
-      \$847  = \$761 ;
+      \$848  = { \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11 [34], \t$11  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l0_bias1_s2;
+    \$849  = l0_out0_s3;
     if (en) begin
-      \$848  = { \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21  };
+      \$849  = \$762 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l0_prod1_0_s2;
+    \$850  = l0_bias1_s2;
     if (en) begin
-      \$849  = { \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26  };
+      \$850  = { \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21 [30], \t$21  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = l0_prod1_1_s2;
+    \$851  = l0_prod1_0_s2;
     if (en) begin
-      \$850  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
+      \$851  = { \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26 [34], \t$26  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l0_out1_s3;
+    \$852  = l0_prod1_1_s2;
     if (en) begin
-      \$851  = \$763 ;
+      \$852  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l0_bias2_s2;
+    \$853  = l0_out1_s3;
     if (en) begin
-      \$852  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
+      \$853  = \$764 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = l0_prod2_0_s2;
+    \$854  = l0_bias2_s2;
     if (en) begin
-      \$853  = { \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45  };
+      \$854  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = l0_prod2_1_s2;
+    \$855  = l0_prod2_0_s2;
     if (en) begin
-      \$854  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
+      \$855  = { \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = l0_out2_s3;
+    \$856  = l0_prod2_1_s2;
     if (en) begin
-      \$855  = \$765 ;
+      \$856  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = l0_bias3_s2;
+    \$857  = l0_out2_s3;
     if (en) begin
-      \$856  = { \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59  };
+      \$857  = \$766 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_prod3_0_s2;
+    \$858  = l0_bias3_s2;
     if (en) begin
-      \$857  = { \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64  };
+      \$858  = { \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59 [30], \t$59  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_prod3_1_s2;
+    \$859  = l0_prod3_0_s2;
     if (en) begin
-      \$858  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
+      \$859  = { \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64 [34], \t$64  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = l0_out3_s3;
+    \$860  = l0_prod3_1_s2;
     if (en) begin
-      \$859  = \$767 ;
+      \$860  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = l0_bias4_s2;
+    \$861  = l0_out3_s3;
     if (en) begin
-      \$860  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
+      \$861  = \$768 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = l0_prod4_0_s2;
+    \$862  = l0_bias4_s2;
     if (en) begin
-      \$861  = { \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83  };
+      \$862  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = l0_prod4_1_s2;
+    \$863  = l0_prod4_0_s2;
     if (en) begin
-      \$862  = { \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87  };
+      \$863  = { \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_out4_s3;
+    \$864  = l0_prod4_1_s2;
     if (en) begin
-      \$863  = \$769 ;
+      \$864  = { \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87 [34], \t$87  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_bias5_s2;
+    \$865  = l0_out4_s3;
     if (en) begin
-      \$864  = { \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97  };
+      \$865  = \$770 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l0_prod5_0_s2;
+    \$866  = l0_bias5_s2;
     if (en) begin
-      \$865  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
+      \$866  = { \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97 [30], \t$97  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_prod5_1_s2;
+    \$867  = l0_prod5_0_s2;
     if (en) begin
-      \$866  = { \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106  };
+      \$867  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_out5_s3;
+    \$868  = l0_prod5_1_s2;
     if (en) begin
-      \$867  = \$771 ;
+      \$868  = { \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106 [34], \t$106  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l0_bias6_s2;
+    \$869  = l0_out5_s3;
     if (en) begin
-      \$868  = { \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116  };
+      \$869  = \$772 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l0_prod6_0_s2;
+    \$870  = l0_bias6_s2;
     if (en) begin
-      \$869  = { \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121  };
+      \$870  = { \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116 [30], \t$116  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l0_prod6_1_s2;
+    \$871  = l0_prod6_0_s2;
     if (en) begin
-      \$870  = { \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125  };
+      \$871  = { \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l0_out6_s3;
+    \$872  = l0_prod6_1_s2;
     if (en) begin
-      \$871  = \$773 ;
+      \$872  = { \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l0_bias7_s2;
+    \$873  = l0_out6_s3;
     if (en) begin
-      \$872  = { \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135  };
+      \$873  = \$774 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l0_prod7_0_s2;
+    \$874  = l0_bias7_s2;
     if (en) begin
-      \$873  = { \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140  };
+      \$874  = { \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135 [30], \t$135  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l0_prod7_1_s2;
+    \$875  = l0_prod7_0_s2;
     if (en) begin
-      \$874  = { \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144  };
+      \$875  = { \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l0_out7_s3;
+    \$876  = l0_prod7_1_s2;
     if (en) begin
-      \$875  = \$775 ;
+      \$876  = { \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144 [34], \t$144  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l1_wread_0_0_s4;
+    \$877  = l0_out7_s3;
     if (en) begin
-      \$876  = l1_w_0_0;
+      \$877  = \$776 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l1_wread_0_1_s4;
+    \$878  = l1_wread_0_0_s4;
     if (en) begin
-      \$877  = l1_w_0_1;
+      \$878  = l1_w_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = l1_wread_0_2_s4;
+    \$879  = l1_wread_0_1_s4;
     if (en) begin
-      \$878  = l1_w_0_2;
+      \$879  = l1_w_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = l1_wread_0_3_s4;
+    \$880  = l1_wread_0_2_s4;
     if (en) begin
-      \$879  = l1_w_0_3;
+      \$880  = l1_w_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$880  = l1_wread_0_4_s4;
+    \$881  = l1_wread_0_3_s4;
     if (en) begin
-      \$880  = l1_w_0_4;
+      \$881  = l1_w_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$881  = l1_wread_0_5_s4;
+    \$882  = l1_wread_0_4_s4;
     if (en) begin
-      \$881  = l1_w_0_5;
+      \$882  = l1_w_0_4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$882  = l1_wread_0_6_s4;
+    \$883  = l1_wread_0_5_s4;
     if (en) begin
-      \$882  = l1_w_0_6;
+      \$883  = l1_w_0_5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$883  = l1_wread_0_7_s4;
+    \$884  = l1_wread_0_6_s4;
     if (en) begin
-      \$883  = l1_w_0_7;
+      \$884  = l1_w_0_6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$884  = l1_bias0_s4;
+    \$885  = l1_wread_0_7_s4;
     if (en) begin
-      \$884  = { \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154  };
+      \$885  = l1_w_0_7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$885  = l1_prod0_0_s4;
+    \$886  = l1_bias0_s4;
     if (en) begin
-      \$885  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$886  = { \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154 [30], \t$154  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$886  = l1_prod0_1_s4;
+    \$887  = l1_prod0_0_s4;
     if (en) begin
-      \$886  = { \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165  };
+      \$887  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$887  = l1_prod0_2_s4;
+    \$888  = l1_prod0_1_s4;
     if (en) begin
-      \$887  = { \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170  };
+      \$888  = { \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165 [34], \t$165  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$888  = l1_prod0_3_s4;
+    \$889  = l1_prod0_2_s4;
     if (en) begin
-      \$888  = { \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175  };
+      \$889  = { \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$889  = l1_prod0_4_s4;
+    \$890  = l1_prod0_3_s4;
     if (en) begin
-      \$889  = { \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180  };
+      \$890  = { \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175 [34], \t$175  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$890  = l1_prod0_5_s4;
+    \$891  = l1_prod0_4_s4;
     if (en) begin
-      \$890  = { \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185  };
+      \$891  = { \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180 [34], \t$180  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$891  = l1_prod0_6_s4;
+    \$892  = l1_prod0_5_s4;
     if (en) begin
-      \$891  = { \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190  };
+      \$892  = { \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185 [34], \t$185  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$892  = l1_prod0_7_s4;
+    \$893  = l1_prod0_6_s4;
     if (en) begin
-      \$892  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
+      \$893  = { \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$893  = m__payload;
+    \$894  = l1_prod0_7_s4;
     if (en) begin
-      \$893  = \t$210 ;
+      \$894  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$894  = y0_s2;
+    \$895  = l1_out0_s5;
     if (en) begin
-      \$894  = y0_s1;
+      \$895  = \t$210 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$895  = y0_s3;
+    \$896  = y0_s2;
     if (en) begin
-      \$895  = y0_s2;
+      \$896  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$896  = y0_s4;
+    \$897  = y0_s3;
     if (en) begin
-      \$896  = y0_s3;
+      \$897  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$897  = y0_s5;
+    \$898  = y0_s4;
     if (en) begin
-      \$897  = y0_s4;
+      \$898  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$898  = err0_s6;
+    \$899  = y0_s5;
     if (en) begin
-      \$898  = \t$216 ;
+      \$899  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$899  = l0_out0_s4;
+    \$900  = kind_s2;
     if (en) begin
-      \$899  = l0_out0_s3;
+      \$900  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$900  = l0_out0_s5;
+    \$901  = kind_s3;
     if (en) begin
-      \$900  = l0_out0_s4;
+      \$901  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$901  = l0_out0_s6;
+    \$902  = kind_s4;
     if (en) begin
-      \$901  = l0_out0_s5;
+      \$902  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$902  = l0_out1_s4;
+    \$903  = kind_s5;
     if (en) begin
-      \$902  = l0_out1_s3;
+      \$903  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$903  = l0_out1_s5;
+    \$904  = err0_s6;
     if (en) begin
-      \$903  = l0_out1_s4;
+      \$904  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$904  = l0_out1_s6;
+    \$905  = l0_out0_s4;
     if (en) begin
-      \$904  = l0_out1_s5;
+      \$905  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$905  = l0_out2_s4;
+    \$906  = l0_out0_s5;
     if (en) begin
-      \$905  = l0_out2_s3;
+      \$906  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$906  = l0_out2_s5;
+    \$907  = l0_out0_s6;
     if (en) begin
-      \$906  = l0_out2_s4;
+      \$907  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$907  = l0_out2_s6;
+    \$908  = l0_out1_s4;
     if (en) begin
-      \$907  = l0_out2_s5;
+      \$908  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$908  = l0_out3_s4;
+    \$909  = l0_out1_s5;
     if (en) begin
-      \$908  = l0_out3_s3;
+      \$909  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$909  = l0_out3_s5;
+    \$910  = l0_out1_s6;
     if (en) begin
-      \$909  = l0_out3_s4;
+      \$910  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$910  = l0_out3_s6;
+    \$911  = l0_out2_s4;
     if (en) begin
-      \$910  = l0_out3_s5;
+      \$911  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$911  = l0_out4_s4;
+    \$912  = l0_out2_s5;
     if (en) begin
-      \$911  = l0_out4_s3;
+      \$912  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$912  = l0_out4_s5;
+    \$913  = l0_out2_s6;
     if (en) begin
-      \$912  = l0_out4_s4;
+      \$913  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$913  = l0_out4_s6;
+    \$914  = l0_out3_s4;
     if (en) begin
-      \$913  = l0_out4_s5;
+      \$914  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$914  = l0_out5_s4;
+    \$915  = l0_out3_s5;
     if (en) begin
-      \$914  = l0_out5_s3;
+      \$915  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$915  = l0_out5_s5;
+    \$916  = l0_out3_s6;
     if (en) begin
-      \$915  = l0_out5_s4;
+      \$916  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$916  = l0_out5_s6;
+    \$917  = l0_out4_s4;
     if (en) begin
-      \$916  = l0_out5_s5;
+      \$917  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$917  = l0_out6_s4;
+    \$918  = l0_out4_s5;
     if (en) begin
-      \$917  = l0_out6_s3;
+      \$918  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$918  = l0_out6_s5;
+    \$919  = l0_out4_s6;
     if (en) begin
-      \$918  = l0_out6_s4;
+      \$919  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$919  = l0_out6_s6;
+    \$920  = l0_out5_s4;
     if (en) begin
-      \$919  = l0_out6_s5;
+      \$920  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$920  = l0_out7_s4;
+    \$921  = l0_out5_s5;
     if (en) begin
-      \$920  = l0_out7_s3;
+      \$921  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$921  = l0_out7_s5;
+    \$922  = l0_out5_s6;
     if (en) begin
-      \$921  = l0_out7_s4;
+      \$922  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$922  = l0_out7_s6;
+    \$923  = l0_out6_s4;
     if (en) begin
-      \$922  = l0_out7_s5;
+      \$923  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$923  = l1_wread_0_0_s5;
+    \$924  = l0_out6_s5;
     if (en) begin
-      \$923  = l1_wread_0_0_s4;
+      \$924  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$924  = l1_wread_0_0_s6;
+    \$925  = l0_out6_s6;
     if (en) begin
-      \$924  = l1_wread_0_0_s5;
+      \$925  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$925  = \t$265 ;
+    \$926  = l0_out7_s4;
     if (en) begin
-      \$925  = { \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263  };
+      \$926  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$926  = l0_out0_s7;
+    \$927  = l0_out7_s5;
     if (en) begin
-      \$926  = l0_out0_s6;
+      \$927  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$927  = l0_err0_s8;
+    \$928  = l0_out7_s6;
     if (en) begin
-      \$927  = \$777 ;
+      \$928  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$928  = l1_wread_0_1_s5;
+    \$929  = l1_wread_0_0_s5;
     if (en) begin
-      \$928  = l1_wread_0_1_s4;
+      \$929  = l1_wread_0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$929  = l1_wread_0_1_s6;
+    \$930  = l1_wread_0_0_s6;
     if (en) begin
-      \$929  = l1_wread_0_1_s5;
+      \$930  = l1_wread_0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$930  = \t$274 ;
+    \$931  = \t$267 ;
     if (en) begin
-      \$930  = { \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272  };
+      \$931  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$931  = l0_out1_s7;
+    \$932  = l0_out0_s7;
     if (en) begin
-      \$931  = l0_out1_s6;
+      \$932  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$932  = l0_err1_s8;
+    \$933  = l0_err0_s8;
     if (en) begin
-      \$932  = \$779 ;
+      \$933  = \$778 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$933  = l1_wread_0_2_s5;
+    \$934  = l1_wread_0_1_s5;
     if (en) begin
-      \$933  = l1_wread_0_2_s4;
+      \$934  = l1_wread_0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$934  = l1_wread_0_2_s6;
+    \$935  = l1_wread_0_1_s6;
     if (en) begin
-      \$934  = l1_wread_0_2_s5;
+      \$935  = l1_wread_0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$935  = \t$283 ;
+    \$936  = \t$276 ;
     if (en) begin
-      \$935  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
+      \$936  = { \t$274 [34], \t$274 [34], \t$274 [34], \t$274 [34], \t$274 [34], \t$274  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$936  = l0_out2_s7;
+    \$937  = l0_out1_s7;
     if (en) begin
-      \$936  = l0_out2_s6;
+      \$937  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$937  = l0_err2_s8;
+    \$938  = l0_err1_s8;
     if (en) begin
-      \$937  = \$781 ;
+      \$938  = \$780 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$938  = l1_wread_0_3_s5;
+    \$939  = l1_wread_0_2_s5;
     if (en) begin
-      \$938  = l1_wread_0_3_s4;
+      \$939  = l1_wread_0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$939  = l1_wread_0_3_s6;
+    \$940  = l1_wread_0_2_s6;
     if (en) begin
-      \$939  = l1_wread_0_3_s5;
+      \$940  = l1_wread_0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$940  = \t$292 ;
+    \$941  = \t$285 ;
     if (en) begin
-      \$940  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
+      \$941  = { \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$941  = l0_out3_s7;
+    \$942  = l0_out2_s7;
     if (en) begin
-      \$941  = l0_out3_s6;
+      \$942  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$942  = l0_err3_s8;
+    \$943  = l0_err2_s8;
     if (en) begin
-      \$942  = \$783 ;
+      \$943  = \$782 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$943  = l1_wread_0_4_s5;
+    \$944  = l1_wread_0_3_s5;
     if (en) begin
-      \$943  = l1_wread_0_4_s4;
+      \$944  = l1_wread_0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$944  = l1_wread_0_4_s6;
+    \$945  = l1_wread_0_3_s6;
     if (en) begin
-      \$944  = l1_wread_0_4_s5;
+      \$945  = l1_wread_0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$945  = \t$301 ;
+    \$946  = \t$294 ;
     if (en) begin
-      \$945  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
+      \$946  = { \t$292 [34], \t$292 [34], \t$292 [34], \t$292 [34], \t$292 [34], \t$292  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$946  = l0_out4_s7;
+    \$947  = l0_out3_s7;
     if (en) begin
-      \$946  = l0_out4_s6;
+      \$947  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$947  = l0_err4_s8;
+    \$948  = l0_err3_s8;
     if (en) begin
-      \$947  = \$785 ;
+      \$948  = \$784 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$948  = l1_wread_0_5_s5;
+    \$949  = l1_wread_0_4_s5;
     if (en) begin
-      \$948  = l1_wread_0_5_s4;
+      \$949  = l1_wread_0_4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$949  = l1_wread_0_5_s6;
+    \$950  = l1_wread_0_4_s6;
     if (en) begin
-      \$949  = l1_wread_0_5_s5;
+      \$950  = l1_wread_0_4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$950  = \t$310 ;
+    \$951  = \t$303 ;
     if (en) begin
-      \$950  = { \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308  };
+      \$951  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$951  = l0_out5_s7;
+    \$952  = l0_out4_s7;
     if (en) begin
-      \$951  = l0_out5_s6;
+      \$952  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$952  = l0_err5_s8;
+    \$953  = l0_err4_s8;
     if (en) begin
-      \$952  = \$787 ;
+      \$953  = \$786 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$953  = l1_wread_0_6_s5;
+    \$954  = l1_wread_0_5_s5;
     if (en) begin
-      \$953  = l1_wread_0_6_s4;
+      \$954  = l1_wread_0_5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$954  = l1_wread_0_6_s6;
+    \$955  = l1_wread_0_5_s6;
     if (en) begin
-      \$954  = l1_wread_0_6_s5;
+      \$955  = l1_wread_0_5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$955  = \t$319 ;
+    \$956  = \t$312 ;
     if (en) begin
-      \$955  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
+      \$956  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$956  = l0_out6_s7;
+    \$957  = l0_out5_s7;
     if (en) begin
-      \$956  = l0_out6_s6;
+      \$957  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$957  = l0_err6_s8;
+    \$958  = l0_err5_s8;
     if (en) begin
-      \$957  = \$789 ;
+      \$958  = \$788 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$958  = l1_wread_0_7_s5;
+    \$959  = l1_wread_0_6_s5;
     if (en) begin
-      \$958  = l1_wread_0_7_s4;
+      \$959  = l1_wread_0_6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$959  = l1_wread_0_7_s6;
+    \$960  = l1_wread_0_6_s6;
     if (en) begin
-      \$959  = l1_wread_0_7_s5;
+      \$960  = l1_wread_0_6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$960  = \t$328 ;
+    \$961  = \t$321 ;
     if (en) begin
-      \$960  = { \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326  };
+      \$961  = { \t$319 [34], \t$319 [34], \t$319 [34], \t$319 [34], \t$319 [34], \t$319  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$961  = l0_out7_s7;
+    \$962  = l0_out6_s7;
     if (en) begin
-      \$961  = l0_out7_s6;
+      \$962  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$962  = l0_err7_s8;
+    \$963  = l0_err6_s8;
     if (en) begin
-      \$962  = \$791 ;
+      \$963  = \$790 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$963  = x0_s2;
+    \$964  = l1_wread_0_7_s5;
     if (en) begin
-      \$963  = x0_s1;
+      \$964  = l1_wread_0_7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$964  = x0_s3;
+    \$965  = l1_wread_0_7_s6;
     if (en) begin
-      \$964  = x0_s2;
+      \$965  = l1_wread_0_7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$965  = x0_s4;
+    \$966  = \t$330 ;
     if (en) begin
-      \$965  = x0_s3;
+      \$966  = { \t$328 [34], \t$328 [34], \t$328 [34], \t$328 [34], \t$328 [34], \t$328  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$966  = x0_s5;
+    \$967  = l0_out7_s7;
     if (en) begin
-      \$966  = x0_s4;
+      \$967  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$967  = x0_s6;
+    \$968  = l0_err7_s8;
     if (en) begin
-      \$967  = x0_s5;
+      \$968  = \$792 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$968  = x0_s7;
+    \$969  = x0_s2;
     if (en) begin
-      \$968  = x0_s6;
+      \$969  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$969  = x0_s8;
+    \$970  = x0_s3;
     if (en) begin
-      \$969  = x0_s7;
+      \$970  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$970  = x1_s2;
+    \$971  = x0_s4;
     if (en) begin
-      \$970  = x1_s1;
+      \$971  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$971  = x1_s3;
+    \$972  = x0_s5;
     if (en) begin
-      \$971  = x1_s2;
+      \$972  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$972  = x1_s4;
+    \$973  = x0_s6;
     if (en) begin
-      \$972  = x1_s3;
+      \$973  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$973  = x1_s5;
+    \$974  = x0_s7;
     if (en) begin
-      \$973  = x1_s4;
+      \$974  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$974  = x1_s6;
+    \$975  = x0_s8;
     if (en) begin
-      \$974  = x1_s5;
+      \$975  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$975  = x1_s7;
+    \$976  = x1_s2;
     if (en) begin
-      \$975  = x1_s6;
+      \$976  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$976  = x1_s8;
+    \$977  = x1_s3;
     if (en) begin
-      \$976  = x1_s7;
+      \$977  = x1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$978  = x1_s4;
+    if (en) begin
+      \$978  = x1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$979  = x1_s5;
+    if (en) begin
+      \$979  = x1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$980  = x1_s6;
+    if (en) begin
+      \$980  = x1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$981  = x1_s7;
+    if (en) begin
+      \$981  = x1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$982  = x1_s8;
+    if (en) begin
+      \$982  = x1_s7;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -5702,32 +5777,32 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$191  = { \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190 [34], \t$190  };
   assign \t$196  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
   assign \t$207  = \t$197 [39:0];
-  assign l1_out0_s5 = m__payload;
-  assign \t$264  = { \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263 [34], \t$263  };
-  assign l1_bprod0_0_s7 = \t$265 ;
-  assign \t$273  = { \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272 [34], \t$272  };
-  assign l1_bprod1_0_s7 = \t$274 ;
-  assign \t$282  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
-  assign l1_bprod2_0_s7 = \t$283 ;
-  assign \t$291  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
-  assign l1_bprod3_0_s7 = \t$292 ;
-  assign \t$300  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
-  assign l1_bprod4_0_s7 = \t$301 ;
-  assign \t$309  = { \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308 [34], \t$308  };
-  assign l1_bprod5_0_s7 = \t$310 ;
-  assign \t$318  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
-  assign l1_bprod6_0_s7 = \t$319 ;
-  assign \t$327  = { \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326 [34], \t$326  };
-  assign l1_bprod7_0_s7 = \t$328 ;
+  assign \t$266  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
+  assign l1_bprod0_0_s7 = \t$267 ;
+  assign \t$275  = { \t$274 [34], \t$274 [34], \t$274 [34], \t$274 [34], \t$274 [34], \t$274  };
+  assign l1_bprod1_0_s7 = \t$276 ;
+  assign \t$284  = { \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283  };
+  assign l1_bprod2_0_s7 = \t$285 ;
+  assign \t$293  = { \t$292 [34], \t$292 [34], \t$292 [34], \t$292 [34], \t$292 [34], \t$292  };
+  assign l1_bprod3_0_s7 = \t$294 ;
+  assign \t$302  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
+  assign l1_bprod4_0_s7 = \t$303 ;
+  assign \t$311  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
+  assign l1_bprod5_0_s7 = \t$312 ;
+  assign \t$320  = { \t$319 [34], \t$319 [34], \t$319 [34], \t$319 [34], \t$319 [34], \t$319  };
+  assign l1_bprod6_0_s7 = \t$321 ;
+  assign \t$329  = { \t$328 [34], \t$328 [34], \t$328 [34], \t$328 [34], \t$328 [34], \t$328  };
+  assign l1_bprod7_0_s7 = \t$330 ;
   assign m__valid = valid_s5;
-  assign w_data = { \t$430 , \t$427 , \t$424 , \t$421 , \t$418 , \t$415 , \t$412 , \t$409 , \t$406 , \t$402 , \t$397 , \t$393 , \t$388 , \t$384 , \t$379 , \t$375 , \t$370 , \t$366 , \t$361 , \t$357 , \t$352 , \t$348 , \t$343 , \t$338  };
-  assign \w_data$483  = { \t$260 , \t$257 , \t$252 , \t$247 , \t$242 , \t$237 , \t$232 , \t$227 , \t$222  };
+  assign w_data = { \t$432 , \t$429 , \t$426 , \t$423 , \t$420 , \t$417 , \t$414 , \t$411 , \t$408 , \t$404 , \t$399 , \t$395 , \t$390 , \t$386 , \t$381 , \t$377 , \t$372 , \t$368 , \t$363 , \t$359 , \t$354 , \t$350 , \t$345 , \t$340  };
+  assign \w_data$485  = { \t$262 , \t$259 , \t$254 , \t$249 , \t$244 , \t$239 , \t$234 , \t$229 , \t$224  };
   assign pc__ready = execute;
-  assign l0_port_local = \$594 [4:0];
-  assign l1_port_local = \$605 [3:0];
+  assign l0_port_local = \$595 [4:0];
+  assign l1_port_local = \$606 [3:0];
   assign resp = pr__payload;
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
@@ -5737,6 +5812,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
+  assign \s__payload.kind  = s__payload[49:48];
+  assign m__payload[16] = \$106 ;
+  assign m__payload[15:0] = l1_out0_s5;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$6  = { \t$3 [31], \t$3 , 2'h0 };
   assign \t$11  = { \t$8 [31], \t$8 , 2'h0 };
@@ -5780,70 +5858,70 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$195  = { \t$192 [31], \t$192 , 2'h0 };
   assign \floor$208  = { \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39], \t$197 [39:14] };
   assign \t$215  = { \t$213 [16], \t$213  };
-  assign \floor$220  = { \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31], \t$217 [31:17] };
-  assign \floor$225  = { \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31], \t$223 [31:17] };
-  assign \floor$230  = { \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31], \t$228 [31:17] };
-  assign \floor$235  = { \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31], \t$233 [31:17] };
-  assign \floor$240  = { \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31:17] };
-  assign \floor$245  = { \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31:17] };
-  assign \floor$250  = { \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31:17] };
-  assign \floor$255  = { \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31:17] };
-  assign \floor$258  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
-  assign \t$263  = { \t$261 [31], \t$261 , 2'h0 };
-  assign \floor$267  = { \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39], \t$265 [39:14] };
-  assign \t$272  = { \t$270 [31], \t$270 , 2'h0 };
-  assign \floor$276  = { \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39], \t$274 [39:14] };
-  assign \t$281  = { \t$279 [31], \t$279 , 2'h0 };
-  assign \floor$285  = { \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39], \t$283 [39:14] };
-  assign \t$290  = { \t$288 [31], \t$288 , 2'h0 };
-  assign \floor$294  = { \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39], \t$292 [39:14] };
-  assign \t$299  = { \t$297 [31], \t$297 , 2'h0 };
-  assign \floor$303  = { \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39:14] };
-  assign \t$308  = { \t$306 [31], \t$306 , 2'h0 };
-  assign \floor$312  = { \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39], \t$310 [39:14] };
-  assign \t$317  = { \t$315 [31], \t$315 , 2'h0 };
-  assign \floor$321  = { \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39:14] };
-  assign \t$326  = { \t$324 [31], \t$324 , 2'h0 };
-  assign \floor$330  = { \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39], \t$328 [39:14] };
-  assign \floor$336  = { \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31], \t$333 [31:17] };
-  assign \floor$341  = { \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31], \t$339 [31:17] };
-  assign \floor$346  = { \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31:17] };
-  assign \floor$350  = { \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31:17] };
-  assign \floor$355  = { \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31], \t$353 [31:17] };
-  assign \floor$359  = { \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31:17] };
-  assign \floor$364  = { \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31:17] };
-  assign \floor$368  = { \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31:17] };
-  assign \floor$373  = { \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31], \t$371 [31:17] };
-  assign \floor$377  = { \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31:17] };
-  assign \floor$382  = { \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31], \t$380 [31:17] };
-  assign \floor$386  = { \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31:17] };
-  assign \floor$391  = { \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31:17] };
-  assign \floor$395  = { \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31:17] };
-  assign \floor$400  = { \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31], \t$398 [31:17] };
-  assign \floor$404  = { \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31:17] };
-  assign \floor$407  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
-  assign \floor$410  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
-  assign \floor$413  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
-  assign \floor$416  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
-  assign \floor$419  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
-  assign \floor$422  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
-  assign \floor$425  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
-  assign \floor$428  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \$580  = 1'h1;
-  assign \$581  = \$579 ;
-  assign s__ready = \$579 ;
-  assign \$588  = 1'h1;
-  assign \$589  = \$587 ;
+  assign \floor$222  = { \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31], \t$219 [31:17] };
+  assign \floor$227  = { \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31], \t$225 [31:17] };
+  assign \floor$232  = { \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31:17] };
+  assign \floor$237  = { \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31], \t$235 [31:17] };
+  assign \floor$242  = { \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31], \t$240 [31:17] };
+  assign \floor$247  = { \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31], \t$245 [31:17] };
+  assign \floor$252  = { \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31], \t$250 [31:17] };
+  assign \floor$257  = { \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31], \t$255 [31:17] };
+  assign \floor$260  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
+  assign \t$265  = { \t$263 [31], \t$263 , 2'h0 };
+  assign \floor$269  = { \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39], \t$267 [39:14] };
+  assign \t$274  = { \t$272 [31], \t$272 , 2'h0 };
+  assign \floor$278  = { \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39], \t$276 [39:14] };
+  assign \t$283  = { \t$281 [31], \t$281 , 2'h0 };
+  assign \floor$287  = { \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39:14] };
+  assign \t$292  = { \t$290 [31], \t$290 , 2'h0 };
+  assign \floor$296  = { \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39], \t$294 [39:14] };
+  assign \t$301  = { \t$299 [31], \t$299 , 2'h0 };
+  assign \floor$305  = { \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39:14] };
+  assign \t$310  = { \t$308 [31], \t$308 , 2'h0 };
+  assign \floor$314  = { \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39], \t$312 [39:14] };
+  assign \t$319  = { \t$317 [31], \t$317 , 2'h0 };
+  assign \floor$323  = { \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39], \t$321 [39:14] };
+  assign \t$328  = { \t$326 [31], \t$326 , 2'h0 };
+  assign \floor$332  = { \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39], \t$330 [39:14] };
+  assign \floor$338  = { \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31], \t$335 [31:17] };
+  assign \floor$343  = { \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31], \t$341 [31:17] };
+  assign \floor$348  = { \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31:17] };
+  assign \floor$352  = { \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31:17] };
+  assign \floor$357  = { \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31], \t$355 [31:17] };
+  assign \floor$361  = { \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31:17] };
+  assign \floor$366  = { \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31:17] };
+  assign \floor$370  = { \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31:17] };
+  assign \floor$375  = { \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31], \t$373 [31:17] };
+  assign \floor$379  = { \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31:17] };
+  assign \floor$384  = { \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31:17] };
+  assign \floor$388  = { \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31:17] };
+  assign \floor$393  = { \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31], \t$391 [31:17] };
+  assign \floor$397  = { \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31:17] };
+  assign \floor$402  = { \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31], \t$400 [31:17] };
+  assign \floor$406  = { \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31:17] };
+  assign \floor$409  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
+  assign \floor$412  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
+  assign \floor$415  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
+  assign \floor$418  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
+  assign \floor$421  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
+  assign \floor$424  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
+  assign \floor$427  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
+  assign \floor$430  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
+  assign \$581  = 1'h1;
+  assign \$582  = \$580 ;
+  assign s__ready = \$580 ;
+  assign \$589  = 1'h1;
+  assign \$590  = \$588 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$599  = \$598 ;
+  assign \$600  = \$599 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$610  = \$609 ;
+  assign \$611  = \$610 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478$0 , \port$492$0 , \port$506$0 , \port$520$0 , \port$534$0 , \port$548$0 , \port$562$0 , \port$576$0 , \port$590$0 , \port$604$0 , \port$618$0 , \port$632$0 , \port$646$0 , \port$660$0 , \port$674$0 , \port$687$0 , \port$700$0 , \port$713$0 , \port$726$0 
-, \port$739$0 , \port$752$0 , \port$765$0 , \port$778$0 , w_en, r_en, r_data, level, clk);
+module \onchip_learner_axis.learner.l0_pending$583 (rst, \port$468$0 , \port$482$0 , \port$496$0 , \port$510$0 , \port$524$0 , \port$538$0 , \port$552$0 , \port$566$0 , \port$580$0 , \port$594$0 , \port$608$0 , \port$622$0 , \port$636$0 , \port$650$0 , \port$664$0 , \port$678$0 , \port$691$0 , \port$704$0 , \port$717$0 , \port$730$0 
+, \port$743$0 , \port$756$0 , \port$769$0 , \port$782$0 , w_en, r_en, r_data, level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [3:0] \$1 ;
   wire [3:0] \$10 ;
@@ -5886,54 +5964,54 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
   reg [2:0] level = 3'h0;
   wire [383:0] next_data;
   wire [2:0] next_level;
-  input [15:0] \port$464$0 ;
-  wire [15:0] \port$464$0 ;
-  input [15:0] \port$478$0 ;
-  wire [15:0] \port$478$0 ;
-  input [15:0] \port$492$0 ;
-  wire [15:0] \port$492$0 ;
-  input [15:0] \port$506$0 ;
-  wire [15:0] \port$506$0 ;
-  input [15:0] \port$520$0 ;
-  wire [15:0] \port$520$0 ;
-  input [15:0] \port$534$0 ;
-  wire [15:0] \port$534$0 ;
-  input [15:0] \port$548$0 ;
-  wire [15:0] \port$548$0 ;
-  input [15:0] \port$562$0 ;
-  wire [15:0] \port$562$0 ;
-  input [15:0] \port$576$0 ;
-  wire [15:0] \port$576$0 ;
-  input [15:0] \port$590$0 ;
-  wire [15:0] \port$590$0 ;
-  input [15:0] \port$604$0 ;
-  wire [15:0] \port$604$0 ;
-  input [15:0] \port$618$0 ;
-  wire [15:0] \port$618$0 ;
-  input [15:0] \port$632$0 ;
-  wire [15:0] \port$632$0 ;
-  input [15:0] \port$646$0 ;
-  wire [15:0] \port$646$0 ;
-  input [15:0] \port$660$0 ;
-  wire [15:0] \port$660$0 ;
-  input [15:0] \port$674$0 ;
-  wire [15:0] \port$674$0 ;
-  input [15:0] \port$687$0 ;
-  wire [15:0] \port$687$0 ;
-  input [15:0] \port$700$0 ;
-  wire [15:0] \port$700$0 ;
-  input [15:0] \port$713$0 ;
-  wire [15:0] \port$713$0 ;
-  input [15:0] \port$726$0 ;
-  wire [15:0] \port$726$0 ;
-  input [15:0] \port$739$0 ;
-  wire [15:0] \port$739$0 ;
-  input [15:0] \port$752$0 ;
-  wire [15:0] \port$752$0 ;
-  input [15:0] \port$765$0 ;
-  wire [15:0] \port$765$0 ;
-  input [15:0] \port$778$0 ;
-  wire [15:0] \port$778$0 ;
+  input [15:0] \port$468$0 ;
+  wire [15:0] \port$468$0 ;
+  input [15:0] \port$482$0 ;
+  wire [15:0] \port$482$0 ;
+  input [15:0] \port$496$0 ;
+  wire [15:0] \port$496$0 ;
+  input [15:0] \port$510$0 ;
+  wire [15:0] \port$510$0 ;
+  input [15:0] \port$524$0 ;
+  wire [15:0] \port$524$0 ;
+  input [15:0] \port$538$0 ;
+  wire [15:0] \port$538$0 ;
+  input [15:0] \port$552$0 ;
+  wire [15:0] \port$552$0 ;
+  input [15:0] \port$566$0 ;
+  wire [15:0] \port$566$0 ;
+  input [15:0] \port$580$0 ;
+  wire [15:0] \port$580$0 ;
+  input [15:0] \port$594$0 ;
+  wire [15:0] \port$594$0 ;
+  input [15:0] \port$608$0 ;
+  wire [15:0] \port$608$0 ;
+  input [15:0] \port$622$0 ;
+  wire [15:0] \port$622$0 ;
+  input [15:0] \port$636$0 ;
+  wire [15:0] \port$636$0 ;
+  input [15:0] \port$650$0 ;
+  wire [15:0] \port$650$0 ;
+  input [15:0] \port$664$0 ;
+  wire [15:0] \port$664$0 ;
+  input [15:0] \port$678$0 ;
+  wire [15:0] \port$678$0 ;
+  input [15:0] \port$691$0 ;
+  wire [15:0] \port$691$0 ;
+  input [15:0] \port$704$0 ;
+  wire [15:0] \port$704$0 ;
+  input [15:0] \port$717$0 ;
+  wire [15:0] \port$717$0 ;
+  input [15:0] \port$730$0 ;
+  wire [15:0] \port$730$0 ;
+  input [15:0] \port$743$0 ;
+  wire [15:0] \port$743$0 ;
+  input [15:0] \port$756$0 ;
+  wire [15:0] \port$756$0 ;
+  input [15:0] \port$769$0 ;
+  wire [15:0] \port$769$0 ;
+  input [15:0] \port$782$0 ;
+  wire [15:0] \port$782$0 ;
   output [383:0] r_data;
   wire [383:0] r_data;
   input r_en;
@@ -5957,10 +6035,10 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  } : \$14 ;
   assign \$15  = \$6 [2:0] == \$10 [2:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -6025,7 +6103,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
     if (w_en) begin
       casez (\$6 [2:0])
         3'h0:
-            \$18  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$18  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6037,7 +6115,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
         3'h0:
             /* empty */;
         3'h1:
-            \$19  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$19  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6051,7 +6129,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
         3'h1:
             /* empty */;
         3'h2:
-            \$20  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$20  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6067,7 +6145,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
         3'h2:
             /* empty */;
         3'h3:
-            \$21  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$21  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6085,7 +6163,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
         3'h3:
             /* empty */;
         3'h4:
-            \$22  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$22  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6105,7 +6183,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
         3'h4:
             /* empty */;
         3'h5:
-            \$23  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$23  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6127,7 +6205,7 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
         3'h5:
             /* empty */;
         3'h6:
-            \$24  = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+            \$24  = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
       endcase
     end
   end
@@ -6148,11 +6226,11 @@ module \onchip_learner_axis.learner.l0_pending$577 (rst, \port$464$0 , \port$478
   assign tail = \$6 [2:0];
   assign head_next = \$10 [2:0];
   assign next_level = \$12 [2:0];
-  assign w_data = { \port$778$0 , \port$765$0 , \port$752$0 , \port$739$0 , \port$726$0 , \port$713$0 , \port$700$0 , \port$687$0 , \port$674$0 , \port$660$0 , \port$646$0 , \port$632$0 , \port$618$0 , \port$604$0 , \port$590$0 , \port$576$0 , \port$562$0 , \port$548$0 , \port$534$0 , \port$520$0 , \port$506$0 , \port$492$0 , \port$478$0 , \port$464$0  };
+  assign w_data = { \port$782$0 , \port$769$0 , \port$756$0 , \port$743$0 , \port$730$0 , \port$717$0 , \port$704$0 , \port$691$0 , \port$678$0 , \port$664$0 , \port$650$0 , \port$636$0 , \port$622$0 , \port$608$0 , \port$594$0 , \port$580$0 , \port$566$0 , \port$552$0 , \port$538$0 , \port$524$0 , \port$510$0 , \port$496$0 , \port$482$0 , \port$468$0  };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233$0 , \port$247$0 , \port$261$0 , \port$275$0 , \port$289$0 , \port$303$0 , \port$317$0 , \port$330$0 , w_en, r_en, r_data, level, clk);
+module \onchip_learner_axis.learner.l1_pending$584 (rst, \port$223$0 , \port$237$0 , \port$251$0 , \port$265$0 , \port$279$0 , \port$293$0 , \port$307$0 , \port$321$0 , \port$334$0 , w_en, r_en, r_data, level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire [3:0] \$1 ;
   wire [3:0] \$10 ;
@@ -6195,24 +6273,24 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
   reg [2:0] level = 3'h0;
   wire [143:0] next_data;
   wire [2:0] next_level;
-  input [15:0] \port$219$0 ;
-  wire [15:0] \port$219$0 ;
-  input [15:0] \port$233$0 ;
-  wire [15:0] \port$233$0 ;
-  input [15:0] \port$247$0 ;
-  wire [15:0] \port$247$0 ;
-  input [15:0] \port$261$0 ;
-  wire [15:0] \port$261$0 ;
-  input [15:0] \port$275$0 ;
-  wire [15:0] \port$275$0 ;
-  input [15:0] \port$289$0 ;
-  wire [15:0] \port$289$0 ;
-  input [15:0] \port$303$0 ;
-  wire [15:0] \port$303$0 ;
-  input [15:0] \port$317$0 ;
-  wire [15:0] \port$317$0 ;
-  input [15:0] \port$330$0 ;
-  wire [15:0] \port$330$0 ;
+  input [15:0] \port$223$0 ;
+  wire [15:0] \port$223$0 ;
+  input [15:0] \port$237$0 ;
+  wire [15:0] \port$237$0 ;
+  input [15:0] \port$251$0 ;
+  wire [15:0] \port$251$0 ;
+  input [15:0] \port$265$0 ;
+  wire [15:0] \port$265$0 ;
+  input [15:0] \port$279$0 ;
+  wire [15:0] \port$279$0 ;
+  input [15:0] \port$293$0 ;
+  wire [15:0] \port$293$0 ;
+  input [15:0] \port$307$0 ;
+  wire [15:0] \port$307$0 ;
+  input [15:0] \port$321$0 ;
+  wire [15:0] \port$321$0 ;
+  input [15:0] \port$334$0 ;
+  wire [15:0] \port$334$0 ;
   output [143:0] r_data;
   wire [143:0] r_data;
   input r_en;
@@ -6236,10 +6314,10 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  } : \$14 ;
   assign \$15  = \$6 [2:0] == \$10 [2:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -6304,7 +6382,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
     if (w_en) begin
       casez (\$6 [2:0])
         3'h0:
-            \$18  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$18  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6316,7 +6394,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
         3'h0:
             /* empty */;
         3'h1:
-            \$19  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$19  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6330,7 +6408,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
         3'h1:
             /* empty */;
         3'h2:
-            \$20  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$20  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6346,7 +6424,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
         3'h2:
             /* empty */;
         3'h3:
-            \$21  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$21  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6364,7 +6442,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
         3'h3:
             /* empty */;
         3'h4:
-            \$22  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$22  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6384,7 +6462,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
         3'h4:
             /* empty */;
         3'h5:
-            \$23  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$23  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6406,7 +6484,7 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
         3'h5:
             /* empty */;
         3'h6:
-            \$24  = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+            \$24  = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
       endcase
     end
   end
@@ -6427,5 +6505,5 @@ module \onchip_learner_axis.learner.l1_pending$578 (rst, \port$219$0 , \port$233
   assign tail = \$6 [2:0];
   assign head_next = \$10 [2:0];
   assign next_level = \$12 [2:0];
-  assign w_data = { \port$330$0 , \port$317$0 , \port$303$0 , \port$289$0 , \port$275$0 , \port$261$0 , \port$247$0 , \port$233$0 , \port$219$0  };
+  assign w_data = { \port$334$0 , \port$321$0 , \port$307$0 , \port$293$0 , \port$279$0 , \port$265$0 , \port$251$0 , \port$237$0 , \port$223$0  };
 endmodule

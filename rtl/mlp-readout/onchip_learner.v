@@ -14,8 +14,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire [15:0] \$108 ;
-  wire \$109 ;
+  wire \$108 ;
+  wire [15:0] \$109 ;
   wire [15:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
@@ -25,8 +25,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
-  wire [15:0] \$118 ;
-  wire \$119 ;
+  wire \$118 ;
+  wire [15:0] \$119 ;
   wire [40:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
@@ -36,8 +36,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire [15:0] \$128 ;
-  wire \$129 ;
+  wire \$128 ;
+  wire [15:0] \$129 ;
   wire \$13 ;
   wire \$130 ;
   wire \$131 ;
@@ -47,8 +47,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire [15:0] \$138 ;
-  wire \$139 ;
+  wire \$138 ;
+  wire [15:0] \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
@@ -58,8 +58,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire [15:0] \$148 ;
-  wire \$149 ;
+  wire \$148 ;
+  wire [15:0] \$149 ;
   wire \$15 ;
   wire \$150 ;
   wire \$151 ;
@@ -69,8 +69,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire [15:0] \$158 ;
-  wire \$159 ;
+  wire \$158 ;
+  wire [15:0] \$159 ;
   wire \$16 ;
   wire \$160 ;
   wire \$161 ;
@@ -80,8 +80,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire [15:0] \$168 ;
-  wire \$169 ;
+  wire \$168 ;
+  wire [15:0] \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
@@ -91,8 +91,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
-  wire [15:0] \$178 ;
-  wire \$179 ;
+  wire \$178 ;
+  wire [15:0] \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
@@ -102,8 +102,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire [15:0] \$188 ;
-  wire \$189 ;
+  wire \$188 ;
+  wire [15:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -113,8 +113,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$195 ;
   wire \$196 ;
   wire \$197 ;
-  wire [15:0] \$198 ;
-  wire \$199 ;
+  wire \$198 ;
+  wire [15:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire \$200 ;
@@ -125,8 +125,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire [15:0] \$208 ;
-  wire \$209 ;
+  wire \$208 ;
+  wire [15:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
@@ -136,8 +136,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire [15:0] \$218 ;
-  wire \$219 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire [15:0] \$22 ;
   wire \$220 ;
   wire \$221 ;
@@ -147,8 +147,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
-  wire [15:0] \$228 ;
-  wire \$229 ;
+  wire \$228 ;
+  wire [15:0] \$229 ;
   wire [40:0] \$23 ;
   wire \$230 ;
   wire \$231 ;
@@ -158,8 +158,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
-  wire [15:0] \$238 ;
-  wire \$239 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
   wire \$240 ;
   wire \$241 ;
@@ -169,8 +169,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$245 ;
   wire \$246 ;
   wire \$247 ;
-  wire [15:0] \$248 ;
-  wire \$249 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
   wire \$250 ;
   wire \$251 ;
@@ -180,8 +180,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [15:0] \$258 ;
-  wire \$259 ;
+  wire \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -191,8 +191,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$265 ;
   wire \$266 ;
   wire \$267 ;
-  wire [15:0] \$268 ;
-  wire \$269 ;
+  wire \$268 ;
+  wire [15:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -202,8 +202,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
-  wire [15:0] \$278 ;
-  wire \$279 ;
+  wire \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
   wire \$280 ;
   wire \$281 ;
@@ -213,8 +213,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$285 ;
   wire \$286 ;
   wire \$287 ;
-  wire [15:0] \$288 ;
-  wire \$289 ;
+  wire \$288 ;
+  wire [15:0] \$289 ;
   wire \$29 ;
   wire \$290 ;
   wire \$291 ;
@@ -224,8 +224,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [15:0] \$298 ;
-  wire \$299 ;
+  wire \$298 ;
+  wire [15:0] \$299 ;
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
@@ -236,8 +236,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire [15:0] \$308 ;
-  wire \$309 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
   wire \$31 ;
   wire \$310 ;
   wire \$311 ;
@@ -247,8 +247,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire [15:0] \$318 ;
-  wire \$319 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
   wire \$320 ;
   wire \$321 ;
@@ -258,8 +258,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
-  wire [15:0] \$328 ;
-  wire \$329 ;
+  wire \$328 ;
+  wire [15:0] \$329 ;
   wire [15:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
@@ -269,8 +269,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
-  wire [15:0] \$338 ;
-  wire \$339 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire [40:0] \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -280,8 +280,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire [15:0] \$348 ;
-  wire \$349 ;
+  wire \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
@@ -291,8 +291,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
-  wire [15:0] \$358 ;
-  wire \$359 ;
+  wire \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -302,8 +302,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$365 ;
   wire \$366 ;
   wire \$367 ;
-  wire [15:0] \$368 ;
-  wire \$369 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
@@ -313,8 +313,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire [15:0] \$378 ;
-  wire \$379 ;
+  wire \$378 ;
+  wire [15:0] \$379 ;
   wire \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -324,8 +324,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire [15:0] \$388 ;
-  wire \$389 ;
+  wire \$388 ;
+  wire [15:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -335,8 +335,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [15:0] \$398 ;
-  wire \$399 ;
+  wire \$398 ;
+  wire [15:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
@@ -347,8 +347,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$405 ;
   wire \$406 ;
   wire \$407 ;
-  wire [15:0] \$408 ;
-  wire \$409 ;
+  wire \$408 ;
+  wire [15:0] \$409 ;
   wire \$41 ;
   wire \$410 ;
   wire \$411 ;
@@ -358,8 +358,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$415 ;
   wire \$416 ;
   wire \$417 ;
-  wire [15:0] \$418 ;
-  wire \$419 ;
+  wire \$418 ;
+  wire [15:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
@@ -369,8 +369,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [15:0] \$428 ;
-  wire \$429 ;
+  wire \$428 ;
+  wire [15:0] \$429 ;
   wire \$43 ;
   wire \$430 ;
   wire \$431 ;
@@ -380,8 +380,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$435 ;
   wire \$436 ;
   wire \$437 ;
-  wire [15:0] \$438 ;
-  wire \$439 ;
+  wire \$438 ;
+  wire [15:0] \$439 ;
   wire [15:0] \$44 ;
   wire \$440 ;
   wire \$441 ;
@@ -391,8 +391,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
-  wire [15:0] \$448 ;
-  wire \$449 ;
+  wire \$448 ;
+  wire [15:0] \$449 ;
   wire [40:0] \$45 ;
   wire \$450 ;
   wire \$451 ;
@@ -402,8 +402,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [15:0] \$458 ;
-  wire \$459 ;
+  wire \$458 ;
+  wire [15:0] \$459 ;
   wire \$46 ;
   wire \$460 ;
   wire \$461 ;
@@ -413,8 +413,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$465 ;
   wire \$466 ;
   wire \$467 ;
-  wire [15:0] \$468 ;
-  wire \$469 ;
+  wire \$468 ;
+  wire [15:0] \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
@@ -424,8 +424,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$475 ;
   wire \$476 ;
   wire \$477 ;
-  wire [15:0] \$478 ;
-  wire \$479 ;
+  wire \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
   wire \$480 ;
   wire \$481 ;
@@ -435,8 +435,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$485 ;
   wire \$486 ;
   wire \$487 ;
-  wire [15:0] \$488 ;
-  wire \$489 ;
+  wire \$488 ;
+  wire [15:0] \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -446,8 +446,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire [15:0] \$498 ;
-  wire \$499 ;
+  wire \$498 ;
+  wire [15:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire \$500 ;
@@ -458,8 +458,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire [15:0] \$508 ;
-  wire \$509 ;
+  wire \$508 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
   wire \$510 ;
   wire \$511 ;
@@ -469,11 +469,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire [15:0] \$518 ;
-  wire \$519 ;
+  wire \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
   wire \$520 ;
-  wire [16:0] \$521 ;
+  wire \$521 ;
   wire [16:0] \$522 ;
   wire [16:0] \$523 ;
   wire [16:0] \$524 ;
@@ -509,7 +509,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \$551 ;
   wire [16:0] \$552 ;
   wire [16:0] \$553 ;
-  wire \$554 ;
+  wire [16:0] \$554 ;
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
@@ -524,8 +524,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
-  wire [6:0] \$568 ;
-  wire \$569 ;
+  wire \$568 ;
+  wire [6:0] \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
@@ -536,9 +536,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$576 ;
   wire \$577 ;
   wire \$578 ;
-  wire [6:0] \$579 ;
+  wire \$579 ;
   wire \$58 ;
-  wire \$580 ;
+  wire [6:0] \$580 ;
   wire \$581 ;
   wire \$582 ;
   wire \$583 ;
@@ -551,194 +551,194 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$59 ;
   wire \$590 ;
   wire \$591 ;
-  wire [15:0] \$592 ;
+  wire \$592 ;
   wire [15:0] \$593 ;
-  wire \$594 ;
+  wire [15:0] \$594 ;
   wire \$595 ;
-  wire [15:0] \$596 ;
+  wire \$596 ;
   wire [15:0] \$597 ;
-  wire \$598 ;
+  wire [15:0] \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$600 ;
+  wire \$600 ;
   wire [15:0] \$601 ;
-  wire \$602 ;
+  wire [15:0] \$602 ;
   wire \$603 ;
-  wire [15:0] \$604 ;
+  wire \$604 ;
   wire [15:0] \$605 ;
-  wire \$606 ;
+  wire [15:0] \$606 ;
   wire \$607 ;
-  wire [15:0] \$608 ;
+  wire \$608 ;
   wire [15:0] \$609 ;
   wire \$61 ;
-  wire \$610 ;
+  wire [15:0] \$610 ;
   wire \$611 ;
-  wire [15:0] \$612 ;
+  wire \$612 ;
   wire [15:0] \$613 ;
-  wire \$614 ;
+  wire [15:0] \$614 ;
   wire \$615 ;
-  wire [15:0] \$616 ;
+  wire \$616 ;
   wire [15:0] \$617 ;
-  wire \$618 ;
+  wire [15:0] \$618 ;
   wire \$619 ;
   wire \$62 ;
-  wire [15:0] \$620 ;
+  wire \$620 ;
   wire [15:0] \$621 ;
-  wire \$622 ;
+  wire [15:0] \$622 ;
   wire \$623 ;
-  wire [15:0] \$624 ;
+  wire \$624 ;
   wire [15:0] \$625 ;
-  wire \$626 ;
+  wire [15:0] \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
+  wire \$628 ;
   wire [15:0] \$629 ;
   wire \$63 ;
-  wire \$630 ;
+  wire [15:0] \$630 ;
   wire \$631 ;
-  wire [15:0] \$632 ;
+  wire \$632 ;
   wire [15:0] \$633 ;
-  wire \$634 ;
+  wire [15:0] \$634 ;
   wire \$635 ;
-  wire [15:0] \$636 ;
+  wire \$636 ;
   wire [15:0] \$637 ;
-  wire \$638 ;
+  wire [15:0] \$638 ;
   wire \$639 ;
   wire \$64 ;
-  wire [15:0] \$640 ;
+  wire \$640 ;
   wire [15:0] \$641 ;
-  wire \$642 ;
+  wire [15:0] \$642 ;
   wire \$643 ;
-  wire [15:0] \$644 ;
+  wire \$644 ;
   wire [15:0] \$645 ;
-  wire \$646 ;
+  wire [15:0] \$646 ;
   wire \$647 ;
-  wire [15:0] \$648 ;
+  wire \$648 ;
   wire [15:0] \$649 ;
   wire \$65 ;
-  wire \$650 ;
+  wire [15:0] \$650 ;
   wire \$651 ;
-  wire [15:0] \$652 ;
+  wire \$652 ;
   wire [15:0] \$653 ;
-  wire \$654 ;
+  wire [15:0] \$654 ;
   wire \$655 ;
-  wire [15:0] \$656 ;
+  wire \$656 ;
   wire [15:0] \$657 ;
-  wire \$658 ;
+  wire [15:0] \$658 ;
   wire \$659 ;
   wire [15:0] \$66 ;
-  wire [15:0] \$660 ;
+  wire \$660 ;
   wire [15:0] \$661 ;
-  wire \$662 ;
+  wire [15:0] \$662 ;
   wire \$663 ;
-  wire [15:0] \$664 ;
+  wire \$664 ;
   wire [15:0] \$665 ;
-  wire \$666 ;
+  wire [15:0] \$666 ;
   wire \$667 ;
-  wire [15:0] \$668 ;
+  wire \$668 ;
   wire [15:0] \$669 ;
   wire [40:0] \$67 ;
-  wire \$670 ;
+  wire [15:0] \$670 ;
   wire \$671 ;
-  wire [15:0] \$672 ;
+  wire \$672 ;
   wire [15:0] \$673 ;
-  wire \$674 ;
+  wire [15:0] \$674 ;
   wire \$675 ;
-  wire [15:0] \$676 ;
+  wire \$676 ;
   wire [15:0] \$677 ;
-  wire \$678 ;
+  wire [15:0] \$678 ;
   wire \$679 ;
   wire \$68 ;
-  wire [15:0] \$680 ;
+  wire \$680 ;
   wire [15:0] \$681 ;
-  wire \$682 ;
+  wire [15:0] \$682 ;
   wire \$683 ;
-  wire [15:0] \$684 ;
+  wire \$684 ;
   wire [15:0] \$685 ;
-  wire \$686 ;
+  wire [15:0] \$686 ;
   wire \$687 ;
-  wire [15:0] \$688 ;
+  wire \$688 ;
   wire [15:0] \$689 ;
   wire \$69 ;
-  wire \$690 ;
+  wire [15:0] \$690 ;
   wire \$691 ;
-  wire [15:0] \$692 ;
+  wire \$692 ;
   wire [15:0] \$693 ;
-  wire \$694 ;
+  wire [15:0] \$694 ;
   wire \$695 ;
-  wire [15:0] \$696 ;
+  wire \$696 ;
   wire [15:0] \$697 ;
-  wire \$698 ;
+  wire [15:0] \$698 ;
   wire \$699 ;
   wire \$7 ;
   wire \$70 ;
-  wire [15:0] \$700 ;
+  wire \$700 ;
   wire [15:0] \$701 ;
-  wire \$702 ;
+  wire [15:0] \$702 ;
   wire \$703 ;
-  wire [15:0] \$704 ;
+  wire \$704 ;
   wire [15:0] \$705 ;
-  wire \$706 ;
+  wire [15:0] \$706 ;
   wire \$707 ;
-  wire [15:0] \$708 ;
+  wire \$708 ;
   wire [15:0] \$709 ;
   wire \$71 ;
-  wire \$710 ;
+  wire [15:0] \$710 ;
   wire \$711 ;
-  wire [15:0] \$712 ;
+  wire \$712 ;
   wire [15:0] \$713 ;
-  wire \$714 ;
+  wire [15:0] \$714 ;
   wire \$715 ;
-  wire [15:0] \$716 ;
+  wire \$716 ;
   wire [15:0] \$717 ;
-  wire \$718 ;
+  wire [15:0] \$718 ;
   wire \$719 ;
   wire \$72 ;
-  wire [15:0] \$720 ;
+  wire \$720 ;
   wire [15:0] \$721 ;
-  wire \$722 ;
+  wire [15:0] \$722 ;
   wire \$723 ;
   wire \$724 ;
-  reg [15:0] \$725 ;
+  wire \$725 ;
   reg [15:0] \$726 ;
   reg [15:0] \$727 ;
-  wire \$728 ;
-  wire [15:0] \$729 ;
+  reg [15:0] \$728 ;
+  wire \$729 ;
   wire \$73 ;
-  wire \$730 ;
-  wire [15:0] \$731 ;
-  wire \$732 ;
-  wire [15:0] \$733 ;
-  wire \$734 ;
-  wire [15:0] \$735 ;
-  wire \$736 ;
-  wire [15:0] \$737 ;
-  wire \$738 ;
-  wire [15:0] \$739 ;
+  wire [15:0] \$730 ;
+  wire \$731 ;
+  wire [15:0] \$732 ;
+  wire \$733 ;
+  wire [15:0] \$734 ;
+  wire \$735 ;
+  wire [15:0] \$736 ;
+  wire \$737 ;
+  wire [15:0] \$738 ;
+  wire \$739 ;
   wire \$74 ;
-  wire \$740 ;
-  wire [15:0] \$741 ;
-  wire \$742 ;
-  wire [15:0] \$743 ;
-  wire \$744 ;
-  wire [15:0] \$745 ;
-  wire \$746 ;
-  wire [15:0] \$747 ;
-  wire \$748 ;
-  wire [15:0] \$749 ;
+  wire [15:0] \$740 ;
+  wire \$741 ;
+  wire [15:0] \$742 ;
+  wire \$743 ;
+  wire [15:0] \$744 ;
+  wire \$745 ;
+  wire [15:0] \$746 ;
+  wire \$747 ;
+  wire [15:0] \$748 ;
+  wire \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire [15:0] \$751 ;
-  wire \$752 ;
-  wire [15:0] \$753 ;
-  wire \$754 ;
-  wire [15:0] \$755 ;
-  wire \$756 ;
-  wire [15:0] \$757 ;
-  wire \$758 ;
-  wire [15:0] \$759 ;
+  wire [15:0] \$750 ;
+  wire \$751 ;
+  wire [15:0] \$752 ;
+  wire \$753 ;
+  wire [15:0] \$754 ;
+  wire \$755 ;
+  wire [15:0] \$756 ;
+  wire \$757 ;
+  wire [15:0] \$758 ;
+  wire \$759 ;
   wire \$76 ;
-  reg \$760 ;
+  wire [15:0] \$760 ;
   reg \$761 ;
   reg \$762 ;
   reg \$763 ;
@@ -746,7 +746,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$765 ;
   reg \$766 ;
   reg \$767 ;
-  reg [15:0] \$768 ;
+  reg \$768 ;
   reg [15:0] \$769 ;
   wire [15:0] \$77 ;
   reg [15:0] \$770 ;
@@ -784,53 +784,53 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$8 ;
   wire \$80 ;
   reg [15:0] \$800 ;
-  reg [4:0] \$801 ;
-  reg \$802 ;
-  reg [3:0] \$803 ;
-  reg \$804 ;
+  reg [15:0] \$801 ;
+  reg [4:0] \$802 ;
+  reg \$803 ;
+  reg [3:0] \$804 ;
   reg \$805 ;
-  reg [15:0] \$806 ;
+  reg \$806 ;
   reg [15:0] \$807 ;
   reg [15:0] \$808 ;
   reg [15:0] \$809 ;
   wire \$81 ;
-  reg [39:0] \$810 ;
-  reg [39:0] \$811 ;
+  reg [15:0] \$810 ;
+  reg [1:0] \$811 ;
   reg [39:0] \$812 ;
-  reg [15:0] \$813 ;
+  reg [39:0] \$813 ;
   reg [39:0] \$814 ;
-  reg [39:0] \$815 ;
+  reg [15:0] \$815 ;
   reg [39:0] \$816 ;
-  reg [15:0] \$817 ;
+  reg [39:0] \$817 ;
   reg [39:0] \$818 ;
-  reg [39:0] \$819 ;
+  reg [15:0] \$819 ;
   wire \$82 ;
   reg [39:0] \$820 ;
-  reg [15:0] \$821 ;
+  reg [39:0] \$821 ;
   reg [39:0] \$822 ;
-  reg [39:0] \$823 ;
+  reg [15:0] \$823 ;
   reg [39:0] \$824 ;
-  reg [15:0] \$825 ;
+  reg [39:0] \$825 ;
   reg [39:0] \$826 ;
-  reg [39:0] \$827 ;
+  reg [15:0] \$827 ;
   reg [39:0] \$828 ;
-  reg [15:0] \$829 ;
+  reg [39:0] \$829 ;
   wire \$83 ;
   reg [39:0] \$830 ;
-  reg [39:0] \$831 ;
+  reg [15:0] \$831 ;
   reg [39:0] \$832 ;
-  reg [15:0] \$833 ;
+  reg [39:0] \$833 ;
   reg [39:0] \$834 ;
-  reg [39:0] \$835 ;
+  reg [15:0] \$835 ;
   reg [39:0] \$836 ;
-  reg [15:0] \$837 ;
+  reg [39:0] \$837 ;
   reg [39:0] \$838 ;
-  reg [39:0] \$839 ;
+  reg [15:0] \$839 ;
   wire \$84 ;
   reg [39:0] \$840 ;
-  reg [15:0] \$841 ;
+  reg [39:0] \$841 ;
   reg [39:0] \$842 ;
-  reg [39:0] \$843 ;
+  reg [15:0] \$843 ;
   reg [39:0] \$844 ;
   reg [39:0] \$845 ;
   reg [39:0] \$846 ;
@@ -839,18 +839,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] \$849 ;
   wire \$85 ;
   reg [39:0] \$850 ;
-  reg [15:0] \$851 ;
-  reg [15:0] \$852 ;
+  reg [39:0] \$851 ;
+  reg [39:0] \$852 ;
   reg [15:0] \$853 ;
   reg [15:0] \$854 ;
   reg [15:0] \$855 ;
   reg [15:0] \$856 ;
   reg [15:0] \$857 ;
-  reg [15:0] \$858 ;
-  reg [15:0] \$859 ;
+  reg [1:0] \$858 ;
+  reg [1:0] \$859 ;
   wire \$86 ;
-  reg [15:0] \$860 ;
-  reg [15:0] \$861 ;
+  reg [1:0] \$860 ;
+  reg [1:0] \$861 ;
   reg [15:0] \$862 ;
   reg [15:0] \$863 ;
   reg [15:0] \$864 ;
@@ -872,10 +872,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$879 ;
   wire [15:0] \$88 ;
   reg [15:0] \$880 ;
-  reg [39:0] \$881 ;
+  reg [15:0] \$881 ;
   reg [15:0] \$882 ;
   reg [15:0] \$883 ;
-  reg [39:0] \$884 ;
+  reg [15:0] \$884 ;
   reg [15:0] \$885 ;
   reg [15:0] \$886 ;
   reg [39:0] \$887 ;
@@ -899,10 +899,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] \$902 ;
   reg [15:0] \$903 ;
   reg [15:0] \$904 ;
-  reg [15:0] \$905 ;
+  reg [39:0] \$905 ;
   reg [15:0] \$906 ;
   reg [15:0] \$907 ;
-  reg [15:0] \$908 ;
+  reg [39:0] \$908 ;
   reg [15:0] \$909 ;
   wire [41:0] \$91 ;
   reg [15:0] \$910 ;
@@ -914,7 +914,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$916 ;
   reg [15:0] \$917 ;
   reg [15:0] \$918 ;
+  reg [15:0] \$919 ;
   wire [40:0] \$92 ;
+  reg [15:0] \$920 ;
+  reg [15:0] \$921 ;
+  reg [15:0] \$922 ;
+  reg [15:0] \$923 ;
+  reg [15:0] \$924 ;
   wire [40:0] \$93 ;
   wire [41:0] \$94 ;
   wire [42:0] \$95 ;
@@ -928,6 +934,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire clk;
   wire commit_l0;
   wire commit_l1;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s6 = 16'h0000;
   wire execute;
@@ -937,50 +944,55 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] \floor$146 ;
   wire [39:0] \floor$165 ;
   wire [39:0] \floor$222 ;
-  wire [31:0] \floor$233 ;
-  wire [31:0] \floor$238 ;
-  wire [31:0] \floor$243 ;
-  wire [31:0] \floor$248 ;
-  wire [31:0] \floor$253 ;
-  wire [31:0] \floor$258 ;
-  wire [31:0] \floor$263 ;
-  wire [31:0] \floor$268 ;
-  wire [15:0] \floor$271 ;
-  wire [39:0] \floor$279 ;
-  wire [39:0] \floor$287 ;
-  wire [39:0] \floor$295 ;
-  wire [39:0] \floor$303 ;
-  wire [39:0] \floor$311 ;
-  wire [39:0] \floor$319 ;
-  wire [39:0] \floor$327 ;
-  wire [39:0] \floor$335 ;
-  wire [31:0] \floor$341 ;
-  wire [31:0] \floor$346 ;
-  wire [31:0] \floor$351 ;
-  wire [31:0] \floor$355 ;
-  wire [31:0] \floor$360 ;
-  wire [31:0] \floor$364 ;
-  wire [31:0] \floor$369 ;
-  wire [31:0] \floor$373 ;
-  wire [31:0] \floor$378 ;
-  wire [31:0] \floor$382 ;
-  wire [31:0] \floor$387 ;
-  wire [31:0] \floor$391 ;
-  wire [31:0] \floor$396 ;
-  wire [31:0] \floor$400 ;
-  wire [31:0] \floor$405 ;
-  wire [31:0] \floor$409 ;
-  wire [15:0] \floor$412 ;
-  wire [15:0] \floor$415 ;
-  wire [15:0] \floor$418 ;
-  wire [15:0] \floor$421 ;
-  wire [15:0] \floor$424 ;
-  wire [15:0] \floor$427 ;
-  wire [15:0] \floor$430 ;
-  wire [15:0] \floor$433 ;
+  wire [31:0] \floor$235 ;
+  wire [31:0] \floor$240 ;
+  wire [31:0] \floor$245 ;
+  wire [31:0] \floor$250 ;
+  wire [31:0] \floor$255 ;
+  wire [31:0] \floor$260 ;
+  wire [31:0] \floor$265 ;
+  wire [31:0] \floor$270 ;
+  wire [15:0] \floor$273 ;
+  wire [39:0] \floor$281 ;
+  wire [39:0] \floor$289 ;
+  wire [39:0] \floor$297 ;
+  wire [39:0] \floor$305 ;
+  wire [39:0] \floor$313 ;
+  wire [39:0] \floor$321 ;
+  wire [39:0] \floor$329 ;
+  wire [39:0] \floor$337 ;
+  wire [31:0] \floor$343 ;
+  wire [31:0] \floor$348 ;
+  wire [31:0] \floor$353 ;
+  wire [31:0] \floor$357 ;
+  wire [31:0] \floor$362 ;
+  wire [31:0] \floor$366 ;
+  wire [31:0] \floor$371 ;
+  wire [31:0] \floor$375 ;
+  wire [31:0] \floor$380 ;
+  wire [31:0] \floor$384 ;
+  wire [31:0] \floor$389 ;
+  wire [31:0] \floor$393 ;
+  wire [31:0] \floor$398 ;
+  wire [31:0] \floor$402 ;
+  wire [31:0] \floor$407 ;
+  wire [31:0] \floor$411 ;
+  wire [15:0] \floor$414 ;
+  wire [15:0] \floor$417 ;
+  wire [15:0] \floor$420 ;
+  wire [15:0] \floor$423 ;
+  wire [15:0] \floor$426 ;
+  wire [15:0] \floor$429 ;
+  wire [15:0] \floor$432 ;
+  wire [15:0] \floor$435 ;
   wire [39:0] \floor$51 ;
   wire [39:0] \floor$70 ;
   wire [39:0] \floor$89 ;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
+  reg [1:0] kind_s5 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_2 = 16'h0000;
@@ -1100,8 +1112,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] l1_bprod6_0_s7;
   (* init = 40'h0000000000 *)
   wire [39:0] l1_bprod7_0_s7;
-  (* init = 16'h0000 *)
-  wire [15:0] l1_out0_s5;
+  reg [15:0] l1_out0_s5 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [3:0] l1_port_local;
   wire l1_port_rd;
@@ -1123,8 +1134,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l1_w_0_5 = 16'hf8a3;
   reg [15:0] l1_w_0_6 = 16'h0358;
   reg [15:0] l1_w_0_7 = 16'h02e2;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -1154,8 +1166,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] resp;
   input rst;
   wire rst;
-  input [47:0] s__payload;
-  wire [47:0] s__payload;
+  input [49:0] s__payload;
+  wire [49:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [31:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.x[1] ;
@@ -1246,159 +1259,157 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [16:0] \t$226 ;
   wire [17:0] \t$228 ;
   wire [15:0] \t$229 ;
-  wire [31:0] \t$230 ;
-  wire [32:0] \t$234 ;
-  wire [15:0] \t$235 ;
-  wire [31:0] \t$236 ;
-  wire [32:0] \t$239 ;
-  wire [15:0] \t$240 ;
-  wire [31:0] \t$241 ;
-  wire [32:0] \t$244 ;
-  wire [15:0] \t$245 ;
-  wire [31:0] \t$246 ;
-  wire [32:0] \t$249 ;
+  wire [31:0] \t$232 ;
+  wire [32:0] \t$236 ;
+  wire [15:0] \t$237 ;
+  wire [31:0] \t$238 ;
+  wire [32:0] \t$241 ;
+  wire [15:0] \t$242 ;
+  wire [31:0] \t$243 ;
+  wire [32:0] \t$246 ;
+  wire [15:0] \t$247 ;
+  wire [31:0] \t$248 ;
   wire [34:0] \t$25 ;
-  wire [15:0] \t$250 ;
-  wire [31:0] \t$251 ;
-  wire [32:0] \t$254 ;
-  wire [15:0] \t$255 ;
-  wire [31:0] \t$256 ;
-  wire [32:0] \t$259 ;
+  wire [32:0] \t$251 ;
+  wire [15:0] \t$252 ;
+  wire [31:0] \t$253 ;
+  wire [32:0] \t$256 ;
+  wire [15:0] \t$257 ;
+  wire [31:0] \t$258 ;
   wire [39:0] \t$26 ;
-  wire [15:0] \t$260 ;
-  wire [31:0] \t$261 ;
-  wire [32:0] \t$264 ;
-  wire [15:0] \t$265 ;
-  wire [31:0] \t$266 ;
-  wire [32:0] \t$269 ;
+  wire [32:0] \t$261 ;
+  wire [15:0] \t$262 ;
+  wire [31:0] \t$263 ;
+  wire [32:0] \t$266 ;
+  wire [15:0] \t$267 ;
+  wire [31:0] \t$268 ;
   wire [41:0] \t$27 ;
-  wire [15:0] \t$270 ;
-  wire [16:0] \t$272 ;
-  wire [15:0] \t$273 ;
-  wire [31:0] \t$274 ;
-  wire [34:0] \t$275 ;
-  wire [39:0] \t$276 ;
-  reg [39:0] \t$277  = 40'h0000000000;
-  wire [40:0] \t$280 ;
-  wire [15:0] \t$281 ;
-  wire [31:0] \t$282 ;
-  wire [34:0] \t$283 ;
-  wire [39:0] \t$284 ;
-  reg [39:0] \t$285  = 40'h0000000000;
-  wire [40:0] \t$288 ;
-  wire [15:0] \t$289 ;
-  wire [31:0] \t$290 ;
-  wire [34:0] \t$291 ;
-  wire [39:0] \t$292 ;
-  reg [39:0] \t$293  = 40'h0000000000;
-  wire [40:0] \t$296 ;
-  wire [15:0] \t$297 ;
-  wire [31:0] \t$298 ;
-  wire [34:0] \t$299 ;
-  wire [39:0] \t$300 ;
-  reg [39:0] \t$301  = 40'h0000000000;
-  wire [40:0] \t$304 ;
-  wire [15:0] \t$305 ;
-  wire [31:0] \t$306 ;
-  wire [34:0] \t$307 ;
-  wire [39:0] \t$308 ;
-  reg [39:0] \t$309  = 40'h0000000000;
+  wire [32:0] \t$271 ;
+  wire [15:0] \t$272 ;
+  wire [16:0] \t$274 ;
+  wire [15:0] \t$275 ;
+  wire [31:0] \t$276 ;
+  wire [34:0] \t$277 ;
+  wire [39:0] \t$278 ;
+  reg [39:0] \t$279  = 40'h0000000000;
+  wire [40:0] \t$282 ;
+  wire [15:0] \t$283 ;
+  wire [31:0] \t$284 ;
+  wire [34:0] \t$285 ;
+  wire [39:0] \t$286 ;
+  reg [39:0] \t$287  = 40'h0000000000;
+  wire [40:0] \t$290 ;
+  wire [15:0] \t$291 ;
+  wire [31:0] \t$292 ;
+  wire [34:0] \t$293 ;
+  wire [39:0] \t$294 ;
+  reg [39:0] \t$295  = 40'h0000000000;
+  wire [40:0] \t$298 ;
+  wire [15:0] \t$299 ;
+  wire [31:0] \t$300 ;
+  wire [34:0] \t$301 ;
+  wire [39:0] \t$302 ;
+  reg [39:0] \t$303  = 40'h0000000000;
+  wire [40:0] \t$306 ;
+  wire [15:0] \t$307 ;
+  wire [31:0] \t$308 ;
+  wire [34:0] \t$309 ;
   wire [39:0] \t$31 ;
-  wire [40:0] \t$312 ;
-  wire [15:0] \t$313 ;
-  wire [31:0] \t$314 ;
-  wire [34:0] \t$315 ;
-  wire [39:0] \t$316 ;
-  reg [39:0] \t$317  = 40'h0000000000;
-  wire [40:0] \t$320 ;
-  wire [15:0] \t$321 ;
-  wire [31:0] \t$322 ;
-  wire [34:0] \t$323 ;
-  wire [39:0] \t$324 ;
-  reg [39:0] \t$325  = 40'h0000000000;
-  wire [40:0] \t$328 ;
-  wire [15:0] \t$329 ;
+  wire [39:0] \t$310 ;
+  reg [39:0] \t$311  = 40'h0000000000;
+  wire [40:0] \t$314 ;
+  wire [15:0] \t$315 ;
+  wire [31:0] \t$316 ;
+  wire [34:0] \t$317 ;
+  wire [39:0] \t$318 ;
+  reg [39:0] \t$319  = 40'h0000000000;
+  wire [40:0] \t$322 ;
+  wire [15:0] \t$323 ;
+  wire [31:0] \t$324 ;
+  wire [34:0] \t$325 ;
+  wire [39:0] \t$326 ;
+  reg [39:0] \t$327  = 40'h0000000000;
   wire [40:0] \t$33 ;
-  wire [31:0] \t$330 ;
-  wire [34:0] \t$331 ;
-  wire [39:0] \t$332 ;
-  reg [39:0] \t$333  = 40'h0000000000;
-  wire [40:0] \t$336 ;
-  wire [15:0] \t$337 ;
-  wire [31:0] \t$338 ;
+  wire [40:0] \t$330 ;
+  wire [15:0] \t$331 ;
+  wire [31:0] \t$332 ;
+  wire [34:0] \t$333 ;
+  wire [39:0] \t$334 ;
+  reg [39:0] \t$335  = 40'h0000000000;
+  wire [40:0] \t$338 ;
+  wire [15:0] \t$339 ;
   wire [15:0] \t$34 ;
-  wire [32:0] \t$342 ;
-  wire [15:0] \t$343 ;
-  wire [31:0] \t$344 ;
-  wire [32:0] \t$347 ;
-  wire [15:0] \t$348 ;
-  wire [31:0] \t$349 ;
+  wire [31:0] \t$340 ;
+  wire [32:0] \t$344 ;
+  wire [15:0] \t$345 ;
+  wire [31:0] \t$346 ;
+  wire [32:0] \t$349 ;
   wire [30:0] \t$35 ;
-  wire [32:0] \t$352 ;
-  wire [15:0] \t$353 ;
-  wire [31:0] \t$354 ;
-  wire [32:0] \t$356 ;
-  wire [15:0] \t$357 ;
-  wire [31:0] \t$358 ;
-  wire [32:0] \t$361 ;
-  wire [15:0] \t$362 ;
-  wire [31:0] \t$363 ;
-  wire [32:0] \t$365 ;
-  wire [15:0] \t$366 ;
-  wire [31:0] \t$367 ;
+  wire [15:0] \t$350 ;
+  wire [31:0] \t$351 ;
+  wire [32:0] \t$354 ;
+  wire [15:0] \t$355 ;
+  wire [31:0] \t$356 ;
+  wire [32:0] \t$358 ;
+  wire [15:0] \t$359 ;
+  wire [31:0] \t$360 ;
+  wire [32:0] \t$363 ;
+  wire [15:0] \t$364 ;
+  wire [31:0] \t$365 ;
+  wire [32:0] \t$367 ;
+  wire [15:0] \t$368 ;
+  wire [31:0] \t$369 ;
   wire [39:0] \t$37 ;
-  wire [32:0] \t$370 ;
-  wire [15:0] \t$371 ;
-  wire [31:0] \t$372 ;
-  wire [32:0] \t$374 ;
-  wire [15:0] \t$375 ;
-  wire [31:0] \t$376 ;
-  wire [32:0] \t$379 ;
+  wire [32:0] \t$372 ;
+  wire [15:0] \t$373 ;
+  wire [31:0] \t$374 ;
+  wire [32:0] \t$376 ;
+  wire [15:0] \t$377 ;
+  wire [31:0] \t$378 ;
   wire [31:0] \t$38 ;
-  wire [15:0] \t$380 ;
-  wire [31:0] \t$381 ;
-  wire [32:0] \t$383 ;
-  wire [15:0] \t$384 ;
-  wire [31:0] \t$385 ;
-  wire [32:0] \t$388 ;
-  wire [15:0] \t$389 ;
-  wire [31:0] \t$390 ;
-  wire [32:0] \t$392 ;
-  wire [15:0] \t$393 ;
-  wire [31:0] \t$394 ;
-  wire [32:0] \t$397 ;
-  wire [15:0] \t$398 ;
-  wire [31:0] \t$399 ;
+  wire [32:0] \t$381 ;
+  wire [15:0] \t$382 ;
+  wire [31:0] \t$383 ;
+  wire [32:0] \t$385 ;
+  wire [15:0] \t$386 ;
+  wire [31:0] \t$387 ;
+  wire [32:0] \t$390 ;
+  wire [15:0] \t$391 ;
+  wire [31:0] \t$392 ;
+  wire [32:0] \t$394 ;
+  wire [15:0] \t$395 ;
+  wire [31:0] \t$396 ;
+  wire [32:0] \t$399 ;
   wire [34:0] \t$40 ;
-  wire [32:0] \t$401 ;
-  wire [15:0] \t$402 ;
-  wire [31:0] \t$403 ;
-  wire [32:0] \t$406 ;
-  wire [15:0] \t$407 ;
-  wire [31:0] \t$408 ;
+  wire [15:0] \t$400 ;
+  wire [31:0] \t$401 ;
+  wire [32:0] \t$403 ;
+  wire [15:0] \t$404 ;
+  wire [31:0] \t$405 ;
+  wire [32:0] \t$408 ;
+  wire [15:0] \t$409 ;
   wire [39:0] \t$41 ;
-  wire [32:0] \t$410 ;
-  wire [15:0] \t$411 ;
-  wire [16:0] \t$413 ;
-  wire [15:0] \t$414 ;
-  wire [16:0] \t$416 ;
-  wire [15:0] \t$417 ;
-  wire [16:0] \t$419 ;
+  wire [31:0] \t$410 ;
+  wire [32:0] \t$412 ;
+  wire [15:0] \t$413 ;
+  wire [16:0] \t$415 ;
+  wire [15:0] \t$416 ;
+  wire [16:0] \t$418 ;
+  wire [15:0] \t$419 ;
   wire [31:0] \t$42 ;
-  wire [15:0] \t$420 ;
-  wire [16:0] \t$422 ;
-  wire [15:0] \t$423 ;
-  wire [16:0] \t$425 ;
-  wire [15:0] \t$426 ;
-  wire [16:0] \t$428 ;
-  wire [15:0] \t$429 ;
-  wire [16:0] \t$431 ;
-  wire [15:0] \t$432 ;
-  wire [16:0] \t$434 ;
-  wire [15:0] \t$435 ;
+  wire [16:0] \t$421 ;
+  wire [15:0] \t$422 ;
+  wire [16:0] \t$424 ;
+  wire [15:0] \t$425 ;
+  wire [16:0] \t$427 ;
+  wire [15:0] \t$428 ;
+  wire [16:0] \t$430 ;
+  wire [15:0] \t$431 ;
+  wire [16:0] \t$433 ;
+  wire [15:0] \t$434 ;
+  wire [16:0] \t$436 ;
+  wire [15:0] \t$437 ;
   wire [34:0] \t$44 ;
-  reg [16:0] \t$447 ;
-  reg [16:0] \t$448 ;
   reg [16:0] \t$449 ;
   wire [39:0] \t$45 ;
   reg [16:0] \t$450 ;
@@ -1423,8 +1434,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$468 ;
   reg [16:0] \t$469 ;
   reg [16:0] \t$470 ;
+  reg [16:0] \t$471 ;
   reg [16:0] \t$472 ;
-  reg [16:0] \t$473 ;
   reg [16:0] \t$474 ;
   reg [16:0] \t$475 ;
   reg [16:0] \t$476 ;
@@ -1432,6 +1443,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$478 ;
   reg [16:0] \t$479 ;
   reg [16:0] \t$480 ;
+  reg [16:0] \t$481 ;
+  reg [16:0] \t$482 ;
   wire [39:0] \t$50 ;
   wire [40:0] \t$52 ;
   wire [15:0] \t$53 ;
@@ -1495,6 +1508,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
+  assign \t$90  = $signed(\floor$89 ) + $signed({ 1'h0, \$41  });
+  assign \$42  = $signed(\t$90 ) < $signed(16'h8000);
+  assign \$43  = $signed(\t$90 ) > $signed(16'h7fff);
+  assign \$44  = \$43  ? 16'h7fff : \t$90 [15:0];
+  assign \t$91  = \$42  ? 16'h8000 : \$44 ;
   assign \t$95  = $signed(l0_w_4_0) * $signed(x0_s1);
   assign \t$99  = $signed(l0_w_4_1) * $signed(x1_s1);
   assign \$45  = $signed(l0_bias4_s2) + $signed(l0_prod4_0_s2);
@@ -1587,1096 +1605,1107 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$104  = $signed(\t$223 ) > $signed(16'h7fff);
   assign \$105  = \$104  ? 16'h7fff : \t$223 [15:0];
   assign \t$224  = \$103  ? 16'h8000 : \$105 ;
-  assign \t$226  = $signed(m__payload) - $signed(y0_s5);
-  assign \$106  = $signed(\t$228 ) < $signed(16'h8000);
-  assign \$107  = $signed(\t$228 ) > $signed(16'h7fff);
-  assign \$108  = \$107  ? 16'h7fff : \t$228 [15:0];
-  assign \t$229  = \$106  ? 16'h8000 : \$108 ;
-  assign \t$230  = $signed(err0_s6) * $signed(l0_out0_s6);
-  assign \$109  = ! \t$230 [15:0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \t$230 [16] & \$110 ;
-  assign \$112  = ! \t$230 [15:0];
-  assign \$113  = \t$230 [16] & \$112 ;
-  assign \$114  = \$113  & \floor$233 [0];
-  assign \$115  = \$111  | \$114 ;
-  assign \t$234  = $signed(\floor$233 ) + $signed({ 1'h0, \$115  });
-  assign \$116  = $signed(\t$234 ) < $signed(16'h8000);
-  assign \$117  = $signed(\t$234 ) > $signed(16'h7fff);
-  assign \$118  = \$117  ? 16'h7fff : \t$234 [15:0];
-  assign \t$235  = \$116  ? 16'h8000 : \$118 ;
-  assign \t$236  = $signed(err0_s6) * $signed(l0_out1_s6);
-  assign \$119  = ! \t$236 [15:0];
-  assign \$120  = ~ \$119 ;
-  assign \$121  = \t$236 [16] & \$120 ;
-  assign \$122  = ! \t$236 [15:0];
-  assign \$123  = \t$236 [16] & \$122 ;
-  assign \$124  = \$123  & \floor$238 [0];
-  assign \$125  = \$121  | \$124 ;
-  assign \t$239  = $signed(\floor$238 ) + $signed({ 1'h0, \$125  });
-  assign \$126  = $signed(\t$239 ) < $signed(16'h8000);
-  assign \$127  = $signed(\t$239 ) > $signed(16'h7fff);
-  assign \$128  = \$127  ? 16'h7fff : \t$239 [15:0];
-  assign \t$240  = \$126  ? 16'h8000 : \$128 ;
-  assign \t$241  = $signed(err0_s6) * $signed(l0_out2_s6);
-  assign \$129  = ! \t$241 [15:0];
-  assign \$130  = ~ \$129 ;
-  assign \$131  = \t$241 [16] & \$130 ;
-  assign \$132  = ! \t$241 [15:0];
-  assign \$133  = \t$241 [16] & \$132 ;
-  assign \$134  = \$133  & \floor$243 [0];
-  assign \$135  = \$131  | \$134 ;
-  assign \t$244  = $signed(\floor$243 ) + $signed({ 1'h0, \$135  });
-  assign \$136  = $signed(\t$244 ) < $signed(16'h8000);
-  assign \$137  = $signed(\t$244 ) > $signed(16'h7fff);
-  assign \$138  = \$137  ? 16'h7fff : \t$244 [15:0];
-  assign \t$245  = \$136  ? 16'h8000 : \$138 ;
-  assign \t$246  = $signed(err0_s6) * $signed(l0_out3_s6);
-  assign \$139  = ! \t$246 [15:0];
-  assign \$140  = ~ \$139 ;
-  assign \$141  = \t$246 [16] & \$140 ;
-  assign \$142  = ! \t$246 [15:0];
-  assign \$143  = \t$246 [16] & \$142 ;
-  assign \$144  = \$143  & \floor$248 [0];
-  assign \$145  = \$141  | \$144 ;
-  assign \t$249  = $signed(\floor$248 ) + $signed({ 1'h0, \$145  });
-  assign \$146  = $signed(\t$249 ) < $signed(16'h8000);
-  assign \$147  = $signed(\t$249 ) > $signed(16'h7fff);
-  assign \$148  = \$147  ? 16'h7fff : \t$249 [15:0];
-  assign \t$250  = \$146  ? 16'h8000 : \$148 ;
-  assign \t$251  = $signed(err0_s6) * $signed(l0_out4_s6);
-  assign \$149  = ! \t$251 [15:0];
-  assign \$150  = ~ \$149 ;
-  assign \$151  = \t$251 [16] & \$150 ;
-  assign \$152  = ! \t$251 [15:0];
-  assign \$153  = \t$251 [16] & \$152 ;
-  assign \$154  = \$153  & \floor$253 [0];
-  assign \$155  = \$151  | \$154 ;
-  assign \t$254  = $signed(\floor$253 ) + $signed({ 1'h0, \$155  });
-  assign \$156  = $signed(\t$254 ) < $signed(16'h8000);
-  assign \$157  = $signed(\t$254 ) > $signed(16'h7fff);
-  assign \$158  = \$157  ? 16'h7fff : \t$254 [15:0];
-  assign \t$255  = \$156  ? 16'h8000 : \$158 ;
-  assign \t$256  = $signed(err0_s6) * $signed(l0_out5_s6);
-  assign \$159  = ! \t$256 [15:0];
-  assign \$160  = ~ \$159 ;
-  assign \$161  = \t$256 [16] & \$160 ;
-  assign \$162  = ! \t$256 [15:0];
-  assign \$163  = \t$256 [16] & \$162 ;
-  assign \$164  = \$163  & \floor$258 [0];
-  assign \$165  = \$161  | \$164 ;
-  assign \t$259  = $signed(\floor$258 ) + $signed({ 1'h0, \$165  });
-  assign \$166  = $signed(\t$259 ) < $signed(16'h8000);
-  assign \$167  = $signed(\t$259 ) > $signed(16'h7fff);
-  assign \$168  = \$167  ? 16'h7fff : \t$259 [15:0];
-  assign \t$260  = \$166  ? 16'h8000 : \$168 ;
-  assign \t$261  = $signed(err0_s6) * $signed(l0_out6_s6);
-  assign \$169  = ! \t$261 [15:0];
-  assign \$170  = ~ \$169 ;
-  assign \$171  = \t$261 [16] & \$170 ;
-  assign \$172  = ! \t$261 [15:0];
-  assign \$173  = \t$261 [16] & \$172 ;
-  assign \$174  = \$173  & \floor$263 [0];
-  assign \$175  = \$171  | \$174 ;
-  assign \t$264  = $signed(\floor$263 ) + $signed({ 1'h0, \$175  });
-  assign \$176  = $signed(\t$264 ) < $signed(16'h8000);
-  assign \$177  = $signed(\t$264 ) > $signed(16'h7fff);
-  assign \$178  = \$177  ? 16'h7fff : \t$264 [15:0];
-  assign \t$265  = \$176  ? 16'h8000 : \$178 ;
-  assign \t$266  = $signed(err0_s6) * $signed(l0_out7_s6);
-  assign \$179  = ! \t$266 [15:0];
-  assign \$180  = ~ \$179 ;
-  assign \$181  = \t$266 [16] & \$180 ;
-  assign \$182  = ! \t$266 [15:0];
-  assign \$183  = \t$266 [16] & \$182 ;
-  assign \$184  = \$183  & \floor$268 [0];
-  assign \$185  = \$181  | \$184 ;
-  assign \t$269  = $signed(\floor$268 ) + $signed({ 1'h0, \$185  });
-  assign \$186  = $signed(\t$269 ) < $signed(16'h8000);
-  assign \$187  = $signed(\t$269 ) > $signed(16'h7fff);
-  assign \$188  = \$187  ? 16'h7fff : \t$269 [15:0];
-  assign \t$270  = \$186  ? 16'h8000 : \$188 ;
-  assign \$189  = ! err0_s6[3:0];
-  assign \$190  = ~ \$189 ;
-  assign \$191  = err0_s6[4] & \$190 ;
-  assign \$192  = ! err0_s6[3:0];
-  assign \$193  = err0_s6[4] & \$192 ;
-  assign \$194  = \$193  & \floor$271 [0];
-  assign \$195  = \$191  | \$194 ;
-  assign \t$272  = $signed(\floor$271 ) + $signed({ 1'h0, \$195  });
-  assign \$196  = $signed(\t$272 ) < $signed(16'h8000);
-  assign \$197  = $signed(\t$272 ) > $signed(16'h7fff);
-  assign \$198  = \$197  ? 16'h7fff : \t$272 [15:0];
-  assign \t$273  = \$196  ? 16'h8000 : \$198 ;
-  assign \t$274  = $signed(l1_w_0_0) * $signed(err0_s6);
-  assign \$199  = ! \t$277 [12:0];
-  assign \$200  = ~ \$199 ;
-  assign \$201  = \t$277 [13] & \$200 ;
-  assign \$202  = ! \t$277 [12:0];
-  assign \$203  = \t$277 [13] & \$202 ;
-  assign \$204  = \$203  & \floor$279 [0];
-  assign \$205  = \$201  | \$204 ;
-  assign \t$280  = $signed(\floor$279 ) + $signed({ 1'h0, \$205  });
-  assign \$206  = $signed(\t$280 ) < $signed(16'h8000);
-  assign \$207  = $signed(\t$280 ) > $signed(16'h7fff);
-  assign \$208  = \$207  ? 16'h7fff : \t$280 [15:0];
-  assign \t$281  = \$206  ? 16'h8000 : \$208 ;
-  assign \t$282  = $signed(l1_w_0_1) * $signed(err0_s6);
-  assign \$209  = ! \t$285 [12:0];
-  assign \$210  = ~ \$209 ;
-  assign \$211  = \t$285 [13] & \$210 ;
-  assign \$212  = ! \t$285 [12:0];
-  assign \$213  = \t$285 [13] & \$212 ;
-  assign \$214  = \$213  & \floor$287 [0];
-  assign \$215  = \$211  | \$214 ;
-  assign \t$288  = $signed(\floor$287 ) + $signed({ 1'h0, \$215  });
-  assign \$216  = $signed(\t$288 ) < $signed(16'h8000);
-  assign \$217  = $signed(\t$288 ) > $signed(16'h7fff);
-  assign \$218  = \$217  ? 16'h7fff : \t$288 [15:0];
-  assign \t$289  = \$216  ? 16'h8000 : \$218 ;
-  assign \t$290  = $signed(l1_w_0_2) * $signed(err0_s6);
-  assign \$219  = ! \t$293 [12:0];
-  assign \$220  = ~ \$219 ;
-  assign \$221  = \t$293 [13] & \$220 ;
-  assign \$222  = ! \t$293 [12:0];
-  assign \$223  = \t$293 [13] & \$222 ;
-  assign \$224  = \$223  & \floor$295 [0];
-  assign \$225  = \$221  | \$224 ;
-  assign \t$296  = $signed(\floor$295 ) + $signed({ 1'h0, \$225  });
-  assign \$226  = $signed(\t$296 ) < $signed(16'h8000);
-  assign \$227  = $signed(\t$296 ) > $signed(16'h7fff);
-  assign \$228  = \$227  ? 16'h7fff : \t$296 [15:0];
-  assign \t$297  = \$226  ? 16'h8000 : \$228 ;
-  assign \t$298  = $signed(l1_w_0_3) * $signed(err0_s6);
-  assign \$229  = ! \t$301 [12:0];
-  assign \$230  = ~ \$229 ;
-  assign \$231  = \t$301 [13] & \$230 ;
-  assign \$232  = ! \t$301 [12:0];
-  assign \$233  = \t$301 [13] & \$232 ;
-  assign \$234  = \$233  & \floor$303 [0];
-  assign \$235  = \$231  | \$234 ;
-  assign \t$304  = $signed(\floor$303 ) + $signed({ 1'h0, \$235  });
-  assign \$236  = $signed(\t$304 ) < $signed(16'h8000);
-  assign \$237  = $signed(\t$304 ) > $signed(16'h7fff);
-  assign \$238  = \$237  ? 16'h7fff : \t$304 [15:0];
-  assign \t$305  = \$236  ? 16'h8000 : \$238 ;
-  assign \t$306  = $signed(l1_w_0_4) * $signed(err0_s6);
-  assign \$239  = ! \t$309 [12:0];
-  assign \$240  = ~ \$239 ;
-  assign \$241  = \t$309 [13] & \$240 ;
-  assign \$242  = ! \t$309 [12:0];
-  assign \$243  = \t$309 [13] & \$242 ;
-  assign \$244  = \$243  & \floor$311 [0];
-  assign \$245  = \$241  | \$244 ;
-  assign \t$312  = $signed(\floor$311 ) + $signed({ 1'h0, \$245  });
-  assign \$246  = $signed(\t$312 ) < $signed(16'h8000);
-  assign \$247  = $signed(\t$312 ) > $signed(16'h7fff);
-  assign \$248  = \$247  ? 16'h7fff : \t$312 [15:0];
-  assign \t$313  = \$246  ? 16'h8000 : \$248 ;
-  assign \t$314  = $signed(l1_w_0_5) * $signed(err0_s6);
-  assign \$249  = ! \t$317 [12:0];
-  assign \$250  = ~ \$249 ;
-  assign \$251  = \t$317 [13] & \$250 ;
-  assign \$252  = ! \t$317 [12:0];
-  assign \$253  = \t$317 [13] & \$252 ;
-  assign \$254  = \$253  & \floor$319 [0];
-  assign \$255  = \$251  | \$254 ;
-  assign \t$320  = $signed(\floor$319 ) + $signed({ 1'h0, \$255  });
-  assign \$256  = $signed(\t$320 ) < $signed(16'h8000);
-  assign \$257  = $signed(\t$320 ) > $signed(16'h7fff);
-  assign \$258  = \$257  ? 16'h7fff : \t$320 [15:0];
-  assign \t$321  = \$256  ? 16'h8000 : \$258 ;
-  assign \t$322  = $signed(l1_w_0_6) * $signed(err0_s6);
-  assign \$259  = ! \t$325 [12:0];
-  assign \$260  = ~ \$259 ;
-  assign \$261  = \t$325 [13] & \$260 ;
-  assign \$262  = ! \t$325 [12:0];
-  assign \$263  = \t$325 [13] & \$262 ;
-  assign \$264  = \$263  & \floor$327 [0];
-  assign \$265  = \$261  | \$264 ;
-  assign \t$328  = $signed(\floor$327 ) + $signed({ 1'h0, \$265  });
-  assign \$266  = $signed(\t$328 ) < $signed(16'h8000);
-  assign \$267  = $signed(\t$328 ) > $signed(16'h7fff);
-  assign \$268  = \$267  ? 16'h7fff : \t$328 [15:0];
-  assign \t$329  = \$266  ? 16'h8000 : \$268 ;
-  assign \t$330  = $signed(l1_w_0_7) * $signed(err0_s6);
-  assign \$269  = ! \t$333 [12:0];
-  assign \$270  = ~ \$269 ;
-  assign \$271  = \t$333 [13] & \$270 ;
-  assign \$272  = ! \t$333 [12:0];
-  assign \$273  = \t$333 [13] & \$272 ;
-  assign \$274  = \$273  & \floor$335 [0];
-  assign \$275  = \$271  | \$274 ;
-  assign \t$336  = $signed(\floor$335 ) + $signed({ 1'h0, \$275  });
-  assign \$276  = $signed(\t$336 ) < $signed(16'h8000);
-  assign \$277  = $signed(\t$336 ) > $signed(16'h7fff);
-  assign \$278  = \$277  ? 16'h7fff : \t$336 [15:0];
-  assign \t$337  = \$276  ? 16'h8000 : \$278 ;
-  assign \t$338  = $signed(l0_err0_s8) * $signed(x0_s8);
-  assign \$279  = ! \t$338 [15:0];
-  assign \$280  = ~ \$279 ;
-  assign \$281  = \t$338 [16] & \$280 ;
-  assign \$282  = ! \t$338 [15:0];
-  assign \$283  = \t$338 [16] & \$282 ;
-  assign \$284  = \$283  & \floor$341 [0];
-  assign \$285  = \$281  | \$284 ;
-  assign \t$342  = $signed(\floor$341 ) + $signed({ 1'h0, \$285  });
-  assign \$286  = $signed(\t$342 ) < $signed(16'h8000);
-  assign \$287  = $signed(\t$342 ) > $signed(16'h7fff);
-  assign \$288  = \$287  ? 16'h7fff : \t$342 [15:0];
-  assign \t$343  = \$286  ? 16'h8000 : \$288 ;
-  assign \t$344  = $signed(l0_err0_s8) * $signed(x1_s8);
-  assign \$289  = ! \t$344 [15:0];
-  assign \$290  = ~ \$289 ;
-  assign \$291  = \t$344 [16] & \$290 ;
-  assign \$292  = ! \t$344 [15:0];
-  assign \$293  = \t$344 [16] & \$292 ;
-  assign \$294  = \$293  & \floor$346 [0];
-  assign \$295  = \$291  | \$294 ;
-  assign \t$347  = $signed(\floor$346 ) + $signed({ 1'h0, \$295  });
-  assign \$296  = $signed(\t$347 ) < $signed(16'h8000);
-  assign \$297  = $signed(\t$347 ) > $signed(16'h7fff);
-  assign \$298  = \$297  ? 16'h7fff : \t$347 [15:0];
-  assign \t$348  = \$296  ? 16'h8000 : \$298 ;
-  assign \t$349  = $signed(l0_err1_s8) * $signed(x0_s8);
-  assign \$299  = ! \t$349 [15:0];
-  assign \$300  = ~ \$299 ;
-  assign \$301  = \t$349 [16] & \$300 ;
-  assign \$302  = ! \t$349 [15:0];
-  assign \$303  = \t$349 [16] & \$302 ;
-  assign \$304  = \$303  & \floor$351 [0];
-  assign \$305  = \$301  | \$304 ;
-  assign \t$352  = $signed(\floor$351 ) + $signed({ 1'h0, \$305  });
-  assign \$306  = $signed(\t$352 ) < $signed(16'h8000);
-  assign \$307  = $signed(\t$352 ) > $signed(16'h7fff);
-  assign \$308  = \$307  ? 16'h7fff : \t$352 [15:0];
-  assign \t$353  = \$306  ? 16'h8000 : \$308 ;
-  assign \t$354  = $signed(l0_err1_s8) * $signed(x1_s8);
-  assign \$309  = ! \t$354 [15:0];
-  assign \$310  = ~ \$309 ;
-  assign \$311  = \t$354 [16] & \$310 ;
-  assign \$312  = ! \t$354 [15:0];
-  assign \$313  = \t$354 [16] & \$312 ;
-  assign \$314  = \$313  & \floor$355 [0];
-  assign \$315  = \$311  | \$314 ;
-  assign \t$356  = $signed(\floor$355 ) + $signed({ 1'h0, \$315  });
-  assign \$316  = $signed(\t$356 ) < $signed(16'h8000);
-  assign \$317  = $signed(\t$356 ) > $signed(16'h7fff);
-  assign \$318  = \$317  ? 16'h7fff : \t$356 [15:0];
-  assign \t$357  = \$316  ? 16'h8000 : \$318 ;
-  assign \t$358  = $signed(l0_err2_s8) * $signed(x0_s8);
-  assign \$319  = ! \t$358 [15:0];
-  assign \$320  = ~ \$319 ;
-  assign \$321  = \t$358 [16] & \$320 ;
-  assign \$322  = ! \t$358 [15:0];
-  assign \$323  = \t$358 [16] & \$322 ;
-  assign \$324  = \$323  & \floor$360 [0];
-  assign \$325  = \$321  | \$324 ;
-  assign \t$361  = $signed(\floor$360 ) + $signed({ 1'h0, \$325  });
-  assign \$326  = $signed(\t$361 ) < $signed(16'h8000);
-  assign \$327  = $signed(\t$361 ) > $signed(16'h7fff);
-  assign \$328  = \$327  ? 16'h7fff : \t$361 [15:0];
-  assign \t$362  = \$326  ? 16'h8000 : \$328 ;
-  assign \t$363  = $signed(l0_err2_s8) * $signed(x1_s8);
-  assign \$329  = ! \t$363 [15:0];
-  assign \$330  = ~ \$329 ;
-  assign \$331  = \t$363 [16] & \$330 ;
-  assign \$332  = ! \t$363 [15:0];
-  assign \$333  = \t$363 [16] & \$332 ;
-  assign \$334  = \$333  & \floor$364 [0];
-  assign \$335  = \$331  | \$334 ;
-  assign \t$365  = $signed(\floor$364 ) + $signed({ 1'h0, \$335  });
-  assign \$336  = $signed(\t$365 ) < $signed(16'h8000);
-  assign \$337  = $signed(\t$365 ) > $signed(16'h7fff);
-  assign \$338  = \$337  ? 16'h7fff : \t$365 [15:0];
-  assign \t$366  = \$336  ? 16'h8000 : \$338 ;
-  assign \t$367  = $signed(l0_err3_s8) * $signed(x0_s8);
-  assign \$339  = ! \t$367 [15:0];
-  assign \$340  = ~ \$339 ;
-  assign \$341  = \t$367 [16] & \$340 ;
-  assign \$342  = ! \t$367 [15:0];
-  assign \$343  = \t$367 [16] & \$342 ;
-  assign \$344  = \$343  & \floor$369 [0];
-  assign \$345  = \$341  | \$344 ;
-  assign \t$370  = $signed(\floor$369 ) + $signed({ 1'h0, \$345  });
-  assign \$346  = $signed(\t$370 ) < $signed(16'h8000);
-  assign \$347  = $signed(\t$370 ) > $signed(16'h7fff);
-  assign \$348  = \$347  ? 16'h7fff : \t$370 [15:0];
-  assign \t$371  = \$346  ? 16'h8000 : \$348 ;
-  assign \t$372  = $signed(l0_err3_s8) * $signed(x1_s8);
-  assign \$349  = ! \t$372 [15:0];
-  assign \$350  = ~ \$349 ;
-  assign \$351  = \t$372 [16] & \$350 ;
-  assign \$352  = ! \t$372 [15:0];
-  assign \$353  = \t$372 [16] & \$352 ;
-  assign \$354  = \$353  & \floor$373 [0];
-  assign \$355  = \$351  | \$354 ;
-  assign \t$374  = $signed(\floor$373 ) + $signed({ 1'h0, \$355  });
-  assign \$356  = $signed(\t$374 ) < $signed(16'h8000);
-  assign \$357  = $signed(\t$374 ) > $signed(16'h7fff);
-  assign \$358  = \$357  ? 16'h7fff : \t$374 [15:0];
-  assign \t$375  = \$356  ? 16'h8000 : \$358 ;
-  assign \t$376  = $signed(l0_err4_s8) * $signed(x0_s8);
-  assign \$359  = ! \t$376 [15:0];
-  assign \$360  = ~ \$359 ;
-  assign \$361  = \t$376 [16] & \$360 ;
-  assign \$362  = ! \t$376 [15:0];
-  assign \$363  = \t$376 [16] & \$362 ;
-  assign \$364  = \$363  & \floor$378 [0];
-  assign \$365  = \$361  | \$364 ;
-  assign \t$379  = $signed(\floor$378 ) + $signed({ 1'h0, \$365  });
-  assign \$366  = $signed(\t$379 ) < $signed(16'h8000);
-  assign \$367  = $signed(\t$379 ) > $signed(16'h7fff);
-  assign \$368  = \$367  ? 16'h7fff : \t$379 [15:0];
-  assign \t$380  = \$366  ? 16'h8000 : \$368 ;
-  assign \t$381  = $signed(l0_err4_s8) * $signed(x1_s8);
-  assign \$369  = ! \t$381 [15:0];
-  assign \$370  = ~ \$369 ;
-  assign \$371  = \t$381 [16] & \$370 ;
-  assign \$372  = ! \t$381 [15:0];
-  assign \$373  = \t$381 [16] & \$372 ;
-  assign \$374  = \$373  & \floor$382 [0];
-  assign \$375  = \$371  | \$374 ;
-  assign \t$383  = $signed(\floor$382 ) + $signed({ 1'h0, \$375  });
-  assign \$376  = $signed(\t$383 ) < $signed(16'h8000);
-  assign \$377  = $signed(\t$383 ) > $signed(16'h7fff);
-  assign \$378  = \$377  ? 16'h7fff : \t$383 [15:0];
-  assign \t$384  = \$376  ? 16'h8000 : \$378 ;
-  assign \t$385  = $signed(l0_err5_s8) * $signed(x0_s8);
-  assign \$379  = ! \t$385 [15:0];
-  assign \$380  = ~ \$379 ;
-  assign \$381  = \t$385 [16] & \$380 ;
-  assign \$382  = ! \t$385 [15:0];
-  assign \$383  = \t$385 [16] & \$382 ;
-  assign \$384  = \$383  & \floor$387 [0];
-  assign \$385  = \$381  | \$384 ;
-  assign \t$388  = $signed(\floor$387 ) + $signed({ 1'h0, \$385  });
-  assign \$386  = $signed(\t$388 ) < $signed(16'h8000);
-  assign \$387  = $signed(\t$388 ) > $signed(16'h7fff);
-  assign \$388  = \$387  ? 16'h7fff : \t$388 [15:0];
-  assign \t$389  = \$386  ? 16'h8000 : \$388 ;
-  assign \t$390  = $signed(l0_err5_s8) * $signed(x1_s8);
-  assign \$389  = ! \t$390 [15:0];
-  assign \$390  = ~ \$389 ;
-  assign \$391  = \t$390 [16] & \$390 ;
-  assign \$392  = ! \t$390 [15:0];
-  assign \$393  = \t$390 [16] & \$392 ;
-  assign \$394  = \$393  & \floor$391 [0];
-  assign \$395  = \$391  | \$394 ;
-  assign \t$392  = $signed(\floor$391 ) + $signed({ 1'h0, \$395  });
-  assign \$396  = $signed(\t$392 ) < $signed(16'h8000);
-  assign \$397  = $signed(\t$392 ) > $signed(16'h7fff);
-  assign \$398  = \$397  ? 16'h7fff : \t$392 [15:0];
-  assign \t$393  = \$396  ? 16'h8000 : \$398 ;
-  assign \t$394  = $signed(l0_err6_s8) * $signed(x0_s8);
-  assign \$399  = ! \t$394 [15:0];
-  assign \$400  = ~ \$399 ;
-  assign \$401  = \t$394 [16] & \$400 ;
-  assign \$402  = ! \t$394 [15:0];
-  assign \$403  = \t$394 [16] & \$402 ;
-  assign \$404  = \$403  & \floor$396 [0];
-  assign \$405  = \$401  | \$404 ;
-  assign \t$397  = $signed(\floor$396 ) + $signed({ 1'h0, \$405  });
-  assign \$406  = $signed(\t$397 ) < $signed(16'h8000);
-  assign \$407  = $signed(\t$397 ) > $signed(16'h7fff);
-  assign \$408  = \$407  ? 16'h7fff : \t$397 [15:0];
-  assign \t$398  = \$406  ? 16'h8000 : \$408 ;
-  assign \t$399  = $signed(l0_err6_s8) * $signed(x1_s8);
-  assign \$409  = ! \t$399 [15:0];
-  assign \$410  = ~ \$409 ;
-  assign \$411  = \t$399 [16] & \$410 ;
-  assign \$412  = ! \t$399 [15:0];
-  assign \$413  = \t$399 [16] & \$412 ;
-  assign \$414  = \$413  & \floor$400 [0];
-  assign \$415  = \$411  | \$414 ;
-  assign \t$401  = $signed(\floor$400 ) + $signed({ 1'h0, \$415  });
-  assign \$416  = $signed(\t$401 ) < $signed(16'h8000);
-  assign \$417  = $signed(\t$401 ) > $signed(16'h7fff);
-  assign \$418  = \$417  ? 16'h7fff : \t$401 [15:0];
-  assign \t$402  = \$416  ? 16'h8000 : \$418 ;
-  assign \t$403  = $signed(l0_err7_s8) * $signed(x0_s8);
-  assign \$419  = ! \t$403 [15:0];
-  assign \$420  = ~ \$419 ;
-  assign \$421  = \t$403 [16] & \$420 ;
-  assign \$422  = ! \t$403 [15:0];
-  assign \$423  = \t$403 [16] & \$422 ;
-  assign \$424  = \$423  & \floor$405 [0];
-  assign \$425  = \$421  | \$424 ;
-  assign \t$406  = $signed(\floor$405 ) + $signed({ 1'h0, \$425  });
-  assign \$426  = $signed(\t$406 ) < $signed(16'h8000);
-  assign \$427  = $signed(\t$406 ) > $signed(16'h7fff);
-  assign \$428  = \$427  ? 16'h7fff : \t$406 [15:0];
-  assign \t$407  = \$426  ? 16'h8000 : \$428 ;
-  assign \t$408  = $signed(l0_err7_s8) * $signed(x1_s8);
-  assign \$429  = ! \t$408 [15:0];
-  assign \$430  = ~ \$429 ;
-  assign \$431  = \t$408 [16] & \$430 ;
-  assign \$432  = ! \t$408 [15:0];
-  assign \$433  = \t$408 [16] & \$432 ;
-  assign \$434  = \$433  & \floor$409 [0];
-  assign \$435  = \$431  | \$434 ;
-  assign \t$410  = $signed(\floor$409 ) + $signed({ 1'h0, \$435  });
-  assign \$436  = $signed(\t$410 ) < $signed(16'h8000);
-  assign \$437  = $signed(\t$410 ) > $signed(16'h7fff);
-  assign \$438  = \$437  ? 16'h7fff : \t$410 [15:0];
-  assign \t$411  = \$436  ? 16'h8000 : \$438 ;
-  assign \$439  = ! l0_err0_s8[3:0];
-  assign \$440  = ~ \$439 ;
-  assign \$441  = l0_err0_s8[4] & \$440 ;
-  assign \$442  = ! l0_err0_s8[3:0];
-  assign \$443  = l0_err0_s8[4] & \$442 ;
-  assign \$444  = \$443  & \floor$412 [0];
-  assign \$445  = \$441  | \$444 ;
-  assign \t$413  = $signed(\floor$412 ) + $signed({ 1'h0, \$445  });
-  assign \$446  = $signed(\t$413 ) < $signed(16'h8000);
-  assign \$447  = $signed(\t$413 ) > $signed(16'h7fff);
-  assign \$448  = \$447  ? 16'h7fff : \t$413 [15:0];
-  assign \t$414  = \$446  ? 16'h8000 : \$448 ;
-  assign \$449  = ! l0_err1_s8[3:0];
-  assign \$450  = ~ \$449 ;
-  assign \$451  = l0_err1_s8[4] & \$450 ;
-  assign \$452  = ! l0_err1_s8[3:0];
-  assign \$453  = l0_err1_s8[4] & \$452 ;
-  assign \$454  = \$453  & \floor$415 [0];
-  assign \$455  = \$451  | \$454 ;
-  assign \t$416  = $signed(\floor$415 ) + $signed({ 1'h0, \$455  });
-  assign \$456  = $signed(\t$416 ) < $signed(16'h8000);
-  assign \$457  = $signed(\t$416 ) > $signed(16'h7fff);
-  assign \$458  = \$457  ? 16'h7fff : \t$416 [15:0];
-  assign \t$417  = \$456  ? 16'h8000 : \$458 ;
-  assign \$459  = ! l0_err2_s8[3:0];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = l0_err2_s8[4] & \$460 ;
-  assign \$462  = ! l0_err2_s8[3:0];
-  assign \$463  = l0_err2_s8[4] & \$462 ;
-  assign \$464  = \$463  & \floor$418 [0];
-  assign \$465  = \$461  | \$464 ;
-  assign \t$419  = $signed(\floor$418 ) + $signed({ 1'h0, \$465  });
-  assign \$466  = $signed(\t$419 ) < $signed(16'h8000);
-  assign \$467  = $signed(\t$419 ) > $signed(16'h7fff);
-  assign \$468  = \$467  ? 16'h7fff : \t$419 [15:0];
-  assign \t$420  = \$466  ? 16'h8000 : \$468 ;
-  assign \$469  = ! l0_err3_s8[3:0];
-  assign \$470  = ~ \$469 ;
-  assign \$471  = l0_err3_s8[4] & \$470 ;
-  assign \$472  = ! l0_err3_s8[3:0];
-  assign \$473  = l0_err3_s8[4] & \$472 ;
-  assign \$474  = \$473  & \floor$421 [0];
-  assign \$475  = \$471  | \$474 ;
-  assign \t$422  = $signed(\floor$421 ) + $signed({ 1'h0, \$475  });
-  assign \$476  = $signed(\t$422 ) < $signed(16'h8000);
-  assign \$477  = $signed(\t$422 ) > $signed(16'h7fff);
-  assign \$478  = \$477  ? 16'h7fff : \t$422 [15:0];
-  assign \t$423  = \$476  ? 16'h8000 : \$478 ;
-  assign \$479  = ! l0_err4_s8[3:0];
-  assign \$480  = ~ \$479 ;
-  assign \$481  = l0_err4_s8[4] & \$480 ;
-  assign \$482  = ! l0_err4_s8[3:0];
-  assign \$483  = l0_err4_s8[4] & \$482 ;
-  assign \$484  = \$483  & \floor$424 [0];
-  assign \$485  = \$481  | \$484 ;
-  assign \t$425  = $signed(\floor$424 ) + $signed({ 1'h0, \$485  });
-  assign \$486  = $signed(\t$425 ) < $signed(16'h8000);
-  assign \$487  = $signed(\t$425 ) > $signed(16'h7fff);
-  assign \$488  = \$487  ? 16'h7fff : \t$425 [15:0];
-  assign \t$426  = \$486  ? 16'h8000 : \$488 ;
-  assign \$489  = ! l0_err5_s8[3:0];
-  assign \$490  = ~ \$489 ;
-  assign \$491  = l0_err5_s8[4] & \$490 ;
-  assign \$492  = ! l0_err5_s8[3:0];
-  assign \$493  = l0_err5_s8[4] & \$492 ;
-  assign \$494  = \$493  & \floor$427 [0];
-  assign \$495  = \$491  | \$494 ;
-  assign \t$428  = $signed(\floor$427 ) + $signed({ 1'h0, \$495  });
-  assign \$496  = $signed(\t$428 ) < $signed(16'h8000);
-  assign \$497  = $signed(\t$428 ) > $signed(16'h7fff);
-  assign \$498  = \$497  ? 16'h7fff : \t$428 [15:0];
-  assign \t$429  = \$496  ? 16'h8000 : \$498 ;
-  assign \$499  = ! l0_err6_s8[3:0];
-  assign \$500  = ~ \$499 ;
-  assign \$501  = l0_err6_s8[4] & \$500 ;
-  assign \$502  = ! l0_err6_s8[3:0];
-  assign \$503  = l0_err6_s8[4] & \$502 ;
-  assign \$504  = \$503  & \floor$430 [0];
-  assign \$505  = \$501  | \$504 ;
-  assign \t$431  = $signed(\floor$430 ) + $signed({ 1'h0, \$505  });
-  assign \$506  = $signed(\t$431 ) < $signed(16'h8000);
-  assign \$507  = $signed(\t$431 ) > $signed(16'h7fff);
-  assign \$508  = \$507  ? 16'h7fff : \t$431 [15:0];
-  assign \t$432  = \$506  ? 16'h8000 : \$508 ;
-  assign \$509  = ! l0_err7_s8[3:0];
-  assign \$510  = ~ \$509 ;
-  assign \$511  = l0_err7_s8[4] & \$510 ;
-  assign \$512  = ! l0_err7_s8[3:0];
-  assign \$513  = l0_err7_s8[4] & \$512 ;
-  assign \$514  = \$513  & \floor$433 [0];
-  assign \$515  = \$511  | \$514 ;
-  assign \t$434  = $signed(\floor$433 ) + $signed({ 1'h0, \$515  });
-  assign \$516  = $signed(\t$434 ) < $signed(16'h8000);
-  assign \$517  = $signed(\t$434 ) > $signed(16'h7fff);
-  assign \$518  = \$517  ? 16'h7fff : \t$434 [15:0];
-  assign \t$435  = \$516  ? 16'h8000 : \$518 ;
-  assign \$519  = ~ m__ready;
-  assign \$520  = m__valid & \$519 ;
-  assign en = ~ \$520 ;
+  assign \$106  = $signed(l1_out0_s5) >= $signed(1'h0);
+  assign \t$226  = $signed(l1_out0_s5) - $signed(y0_s5);
+  assign \$107  = $signed(\t$228 ) < $signed(16'h8000);
+  assign \$108  = $signed(\t$228 ) > $signed(16'h7fff);
+  assign \$109  = \$108  ? 16'h7fff : \t$228 [15:0];
+  assign \t$229  = \$107  ? 16'h8000 : \$109 ;
+  assign \t$232  = $signed(err0_s6) * $signed(l0_out0_s6);
+  assign \$110  = ! \t$232 [15:0];
+  assign \$111  = ~ \$110 ;
+  assign \$112  = \t$232 [16] & \$111 ;
+  assign \$113  = ! \t$232 [15:0];
+  assign \$114  = \t$232 [16] & \$113 ;
+  assign \$115  = \$114  & \floor$235 [0];
+  assign \$116  = \$112  | \$115 ;
+  assign \t$236  = $signed(\floor$235 ) + $signed({ 1'h0, \$116  });
+  assign \$117  = $signed(\t$236 ) < $signed(16'h8000);
+  assign \$118  = $signed(\t$236 ) > $signed(16'h7fff);
+  assign \$119  = \$118  ? 16'h7fff : \t$236 [15:0];
+  assign \t$237  = \$117  ? 16'h8000 : \$119 ;
+  assign \t$238  = $signed(err0_s6) * $signed(l0_out1_s6);
+  assign \$120  = ! \t$238 [15:0];
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \t$238 [16] & \$121 ;
+  assign \$123  = ! \t$238 [15:0];
+  assign \$124  = \t$238 [16] & \$123 ;
+  assign \$125  = \$124  & \floor$240 [0];
+  assign \$126  = \$122  | \$125 ;
+  assign \t$241  = $signed(\floor$240 ) + $signed({ 1'h0, \$126  });
+  assign \$127  = $signed(\t$241 ) < $signed(16'h8000);
+  assign \$128  = $signed(\t$241 ) > $signed(16'h7fff);
+  assign \$129  = \$128  ? 16'h7fff : \t$241 [15:0];
+  assign \t$242  = \$127  ? 16'h8000 : \$129 ;
+  assign \t$243  = $signed(err0_s6) * $signed(l0_out2_s6);
+  assign \$130  = ! \t$243 [15:0];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = \t$243 [16] & \$131 ;
+  assign \$133  = ! \t$243 [15:0];
+  assign \$134  = \t$243 [16] & \$133 ;
+  assign \$135  = \$134  & \floor$245 [0];
+  assign \$136  = \$132  | \$135 ;
+  assign \t$246  = $signed(\floor$245 ) + $signed({ 1'h0, \$136  });
+  assign \$137  = $signed(\t$246 ) < $signed(16'h8000);
+  assign \$138  = $signed(\t$246 ) > $signed(16'h7fff);
+  assign \$139  = \$138  ? 16'h7fff : \t$246 [15:0];
+  assign \t$247  = \$137  ? 16'h8000 : \$139 ;
+  assign \t$248  = $signed(err0_s6) * $signed(l0_out3_s6);
+  assign \$140  = ! \t$248 [15:0];
+  assign \$141  = ~ \$140 ;
+  assign \$142  = \t$248 [16] & \$141 ;
+  assign \$143  = ! \t$248 [15:0];
+  assign \$144  = \t$248 [16] & \$143 ;
+  assign \$145  = \$144  & \floor$250 [0];
+  assign \$146  = \$142  | \$145 ;
+  assign \t$251  = $signed(\floor$250 ) + $signed({ 1'h0, \$146  });
+  assign \$147  = $signed(\t$251 ) < $signed(16'h8000);
+  assign \$148  = $signed(\t$251 ) > $signed(16'h7fff);
+  assign \$149  = \$148  ? 16'h7fff : \t$251 [15:0];
+  assign \t$252  = \$147  ? 16'h8000 : \$149 ;
+  assign \t$253  = $signed(err0_s6) * $signed(l0_out4_s6);
+  assign \$150  = ! \t$253 [15:0];
+  assign \$151  = ~ \$150 ;
+  assign \$152  = \t$253 [16] & \$151 ;
+  assign \$153  = ! \t$253 [15:0];
+  assign \$154  = \t$253 [16] & \$153 ;
+  assign \$155  = \$154  & \floor$255 [0];
+  assign \$156  = \$152  | \$155 ;
+  assign \t$256  = $signed(\floor$255 ) + $signed({ 1'h0, \$156  });
+  assign \$157  = $signed(\t$256 ) < $signed(16'h8000);
+  assign \$158  = $signed(\t$256 ) > $signed(16'h7fff);
+  assign \$159  = \$158  ? 16'h7fff : \t$256 [15:0];
+  assign \t$257  = \$157  ? 16'h8000 : \$159 ;
+  assign \t$258  = $signed(err0_s6) * $signed(l0_out5_s6);
+  assign \$160  = ! \t$258 [15:0];
+  assign \$161  = ~ \$160 ;
+  assign \$162  = \t$258 [16] & \$161 ;
+  assign \$163  = ! \t$258 [15:0];
+  assign \$164  = \t$258 [16] & \$163 ;
+  assign \$165  = \$164  & \floor$260 [0];
+  assign \$166  = \$162  | \$165 ;
+  assign \t$261  = $signed(\floor$260 ) + $signed({ 1'h0, \$166  });
+  assign \$167  = $signed(\t$261 ) < $signed(16'h8000);
+  assign \$168  = $signed(\t$261 ) > $signed(16'h7fff);
+  assign \$169  = \$168  ? 16'h7fff : \t$261 [15:0];
+  assign \t$262  = \$167  ? 16'h8000 : \$169 ;
+  assign \t$263  = $signed(err0_s6) * $signed(l0_out6_s6);
+  assign \$170  = ! \t$263 [15:0];
+  assign \$171  = ~ \$170 ;
+  assign \$172  = \t$263 [16] & \$171 ;
+  assign \$173  = ! \t$263 [15:0];
+  assign \$174  = \t$263 [16] & \$173 ;
+  assign \$175  = \$174  & \floor$265 [0];
+  assign \$176  = \$172  | \$175 ;
+  assign \t$266  = $signed(\floor$265 ) + $signed({ 1'h0, \$176  });
+  assign \$177  = $signed(\t$266 ) < $signed(16'h8000);
+  assign \$178  = $signed(\t$266 ) > $signed(16'h7fff);
+  assign \$179  = \$178  ? 16'h7fff : \t$266 [15:0];
+  assign \t$267  = \$177  ? 16'h8000 : \$179 ;
+  assign \t$268  = $signed(err0_s6) * $signed(l0_out7_s6);
+  assign \$180  = ! \t$268 [15:0];
+  assign \$181  = ~ \$180 ;
+  assign \$182  = \t$268 [16] & \$181 ;
+  assign \$183  = ! \t$268 [15:0];
+  assign \$184  = \t$268 [16] & \$183 ;
+  assign \$185  = \$184  & \floor$270 [0];
+  assign \$186  = \$182  | \$185 ;
+  assign \t$271  = $signed(\floor$270 ) + $signed({ 1'h0, \$186  });
+  assign \$187  = $signed(\t$271 ) < $signed(16'h8000);
+  assign \$188  = $signed(\t$271 ) > $signed(16'h7fff);
+  assign \$189  = \$188  ? 16'h7fff : \t$271 [15:0];
+  assign \t$272  = \$187  ? 16'h8000 : \$189 ;
+  assign \$190  = ! err0_s6[3:0];
+  assign \$191  = ~ \$190 ;
+  assign \$192  = err0_s6[4] & \$191 ;
+  assign \$193  = ! err0_s6[3:0];
+  assign \$194  = err0_s6[4] & \$193 ;
+  assign \$195  = \$194  & \floor$273 [0];
+  assign \$196  = \$192  | \$195 ;
+  assign \t$274  = $signed(\floor$273 ) + $signed({ 1'h0, \$196  });
+  assign \$197  = $signed(\t$274 ) < $signed(16'h8000);
+  assign \$198  = $signed(\t$274 ) > $signed(16'h7fff);
+  assign \$199  = \$198  ? 16'h7fff : \t$274 [15:0];
+  assign \t$275  = \$197  ? 16'h8000 : \$199 ;
+  assign \t$276  = $signed(l1_w_0_0) * $signed(err0_s6);
+  assign \$200  = ! \t$279 [12:0];
+  assign \$201  = ~ \$200 ;
+  assign \$202  = \t$279 [13] & \$201 ;
+  assign \$203  = ! \t$279 [12:0];
+  assign \$204  = \t$279 [13] & \$203 ;
+  assign \$205  = \$204  & \floor$281 [0];
+  assign \$206  = \$202  | \$205 ;
+  assign \t$282  = $signed(\floor$281 ) + $signed({ 1'h0, \$206  });
+  assign \$207  = $signed(\t$282 ) < $signed(16'h8000);
+  assign \$208  = $signed(\t$282 ) > $signed(16'h7fff);
+  assign \$209  = \$208  ? 16'h7fff : \t$282 [15:0];
+  assign \t$283  = \$207  ? 16'h8000 : \$209 ;
+  assign \t$284  = $signed(l1_w_0_1) * $signed(err0_s6);
+  assign \$210  = ! \t$287 [12:0];
+  assign \$211  = ~ \$210 ;
+  assign \$212  = \t$287 [13] & \$211 ;
+  assign \$213  = ! \t$287 [12:0];
+  assign \$214  = \t$287 [13] & \$213 ;
+  assign \$215  = \$214  & \floor$289 [0];
+  assign \$216  = \$212  | \$215 ;
+  assign \t$290  = $signed(\floor$289 ) + $signed({ 1'h0, \$216  });
+  assign \$217  = $signed(\t$290 ) < $signed(16'h8000);
+  assign \$218  = $signed(\t$290 ) > $signed(16'h7fff);
+  assign \$219  = \$218  ? 16'h7fff : \t$290 [15:0];
+  assign \t$291  = \$217  ? 16'h8000 : \$219 ;
+  assign \t$292  = $signed(l1_w_0_2) * $signed(err0_s6);
+  assign \$220  = ! \t$295 [12:0];
+  assign \$221  = ~ \$220 ;
+  assign \$222  = \t$295 [13] & \$221 ;
+  assign \$223  = ! \t$295 [12:0];
+  assign \$224  = \t$295 [13] & \$223 ;
+  assign \$225  = \$224  & \floor$297 [0];
+  assign \$226  = \$222  | \$225 ;
+  assign \t$298  = $signed(\floor$297 ) + $signed({ 1'h0, \$226  });
+  assign \$227  = $signed(\t$298 ) < $signed(16'h8000);
+  assign \$228  = $signed(\t$298 ) > $signed(16'h7fff);
+  assign \$229  = \$228  ? 16'h7fff : \t$298 [15:0];
+  assign \t$299  = \$227  ? 16'h8000 : \$229 ;
+  assign \t$300  = $signed(l1_w_0_3) * $signed(err0_s6);
+  assign \$230  = ! \t$303 [12:0];
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \t$303 [13] & \$231 ;
+  assign \$233  = ! \t$303 [12:0];
+  assign \$234  = \t$303 [13] & \$233 ;
+  assign \$235  = \$234  & \floor$305 [0];
+  assign \$236  = \$232  | \$235 ;
+  assign \t$306  = $signed(\floor$305 ) + $signed({ 1'h0, \$236  });
+  assign \$237  = $signed(\t$306 ) < $signed(16'h8000);
+  assign \$238  = $signed(\t$306 ) > $signed(16'h7fff);
+  assign \$239  = \$238  ? 16'h7fff : \t$306 [15:0];
+  assign \t$307  = \$237  ? 16'h8000 : \$239 ;
+  assign \t$308  = $signed(l1_w_0_4) * $signed(err0_s6);
+  assign \$240  = ! \t$311 [12:0];
+  assign \$241  = ~ \$240 ;
+  assign \$242  = \t$311 [13] & \$241 ;
+  assign \$243  = ! \t$311 [12:0];
+  assign \$244  = \t$311 [13] & \$243 ;
+  assign \$245  = \$244  & \floor$313 [0];
+  assign \$246  = \$242  | \$245 ;
+  assign \t$314  = $signed(\floor$313 ) + $signed({ 1'h0, \$246  });
+  assign \$247  = $signed(\t$314 ) < $signed(16'h8000);
+  assign \$248  = $signed(\t$314 ) > $signed(16'h7fff);
+  assign \$249  = \$248  ? 16'h7fff : \t$314 [15:0];
+  assign \t$315  = \$247  ? 16'h8000 : \$249 ;
+  assign \t$316  = $signed(l1_w_0_5) * $signed(err0_s6);
+  assign \$250  = ! \t$319 [12:0];
+  assign \$251  = ~ \$250 ;
+  assign \$252  = \t$319 [13] & \$251 ;
+  assign \$253  = ! \t$319 [12:0];
+  assign \$254  = \t$319 [13] & \$253 ;
+  assign \$255  = \$254  & \floor$321 [0];
+  assign \$256  = \$252  | \$255 ;
+  assign \t$322  = $signed(\floor$321 ) + $signed({ 1'h0, \$256  });
+  assign \$257  = $signed(\t$322 ) < $signed(16'h8000);
+  assign \$258  = $signed(\t$322 ) > $signed(16'h7fff);
+  assign \$259  = \$258  ? 16'h7fff : \t$322 [15:0];
+  assign \t$323  = \$257  ? 16'h8000 : \$259 ;
+  assign \t$324  = $signed(l1_w_0_6) * $signed(err0_s6);
+  assign \$260  = ! \t$327 [12:0];
+  assign \$261  = ~ \$260 ;
+  assign \$262  = \t$327 [13] & \$261 ;
+  assign \$263  = ! \t$327 [12:0];
+  assign \$264  = \t$327 [13] & \$263 ;
+  assign \$265  = \$264  & \floor$329 [0];
+  assign \$266  = \$262  | \$265 ;
+  assign \t$330  = $signed(\floor$329 ) + $signed({ 1'h0, \$266  });
+  assign \$267  = $signed(\t$330 ) < $signed(16'h8000);
+  assign \$268  = $signed(\t$330 ) > $signed(16'h7fff);
+  assign \$269  = \$268  ? 16'h7fff : \t$330 [15:0];
+  assign \t$331  = \$267  ? 16'h8000 : \$269 ;
+  assign \t$332  = $signed(l1_w_0_7) * $signed(err0_s6);
+  assign \$270  = ! \t$335 [12:0];
+  assign \$271  = ~ \$270 ;
+  assign \$272  = \t$335 [13] & \$271 ;
+  assign \$273  = ! \t$335 [12:0];
+  assign \$274  = \t$335 [13] & \$273 ;
+  assign \$275  = \$274  & \floor$337 [0];
+  assign \$276  = \$272  | \$275 ;
+  assign \t$338  = $signed(\floor$337 ) + $signed({ 1'h0, \$276  });
+  assign \$277  = $signed(\t$338 ) < $signed(16'h8000);
+  assign \$278  = $signed(\t$338 ) > $signed(16'h7fff);
+  assign \$279  = \$278  ? 16'h7fff : \t$338 [15:0];
+  assign \t$339  = \$277  ? 16'h8000 : \$279 ;
+  assign \t$340  = $signed(l0_err0_s8) * $signed(x0_s8);
+  assign \$280  = ! \t$340 [15:0];
+  assign \$281  = ~ \$280 ;
+  assign \$282  = \t$340 [16] & \$281 ;
+  assign \$283  = ! \t$340 [15:0];
+  assign \$284  = \t$340 [16] & \$283 ;
+  assign \$285  = \$284  & \floor$343 [0];
+  assign \$286  = \$282  | \$285 ;
+  assign \t$344  = $signed(\floor$343 ) + $signed({ 1'h0, \$286  });
+  assign \$287  = $signed(\t$344 ) < $signed(16'h8000);
+  assign \$288  = $signed(\t$344 ) > $signed(16'h7fff);
+  assign \$289  = \$288  ? 16'h7fff : \t$344 [15:0];
+  assign \t$345  = \$287  ? 16'h8000 : \$289 ;
+  assign \t$346  = $signed(l0_err0_s8) * $signed(x1_s8);
+  assign \$290  = ! \t$346 [15:0];
+  assign \$291  = ~ \$290 ;
+  assign \$292  = \t$346 [16] & \$291 ;
+  assign \$293  = ! \t$346 [15:0];
+  assign \$294  = \t$346 [16] & \$293 ;
+  assign \$295  = \$294  & \floor$348 [0];
+  assign \$296  = \$292  | \$295 ;
+  assign \t$349  = $signed(\floor$348 ) + $signed({ 1'h0, \$296  });
+  assign \$297  = $signed(\t$349 ) < $signed(16'h8000);
+  assign \$298  = $signed(\t$349 ) > $signed(16'h7fff);
+  assign \$299  = \$298  ? 16'h7fff : \t$349 [15:0];
+  assign \t$350  = \$297  ? 16'h8000 : \$299 ;
+  assign \t$351  = $signed(l0_err1_s8) * $signed(x0_s8);
+  assign \$300  = ! \t$351 [15:0];
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \t$351 [16] & \$301 ;
+  assign \$303  = ! \t$351 [15:0];
+  assign \$304  = \t$351 [16] & \$303 ;
+  assign \$305  = \$304  & \floor$353 [0];
+  assign \$306  = \$302  | \$305 ;
+  assign \t$354  = $signed(\floor$353 ) + $signed({ 1'h0, \$306  });
+  assign \$307  = $signed(\t$354 ) < $signed(16'h8000);
+  assign \$308  = $signed(\t$354 ) > $signed(16'h7fff);
+  assign \$309  = \$308  ? 16'h7fff : \t$354 [15:0];
+  assign \t$355  = \$307  ? 16'h8000 : \$309 ;
+  assign \t$356  = $signed(l0_err1_s8) * $signed(x1_s8);
+  assign \$310  = ! \t$356 [15:0];
+  assign \$311  = ~ \$310 ;
+  assign \$312  = \t$356 [16] & \$311 ;
+  assign \$313  = ! \t$356 [15:0];
+  assign \$314  = \t$356 [16] & \$313 ;
+  assign \$315  = \$314  & \floor$357 [0];
+  assign \$316  = \$312  | \$315 ;
+  assign \t$358  = $signed(\floor$357 ) + $signed({ 1'h0, \$316  });
+  assign \$317  = $signed(\t$358 ) < $signed(16'h8000);
+  assign \$318  = $signed(\t$358 ) > $signed(16'h7fff);
+  assign \$319  = \$318  ? 16'h7fff : \t$358 [15:0];
+  assign \t$359  = \$317  ? 16'h8000 : \$319 ;
+  assign \t$360  = $signed(l0_err2_s8) * $signed(x0_s8);
+  assign \$320  = ! \t$360 [15:0];
+  assign \$321  = ~ \$320 ;
+  assign \$322  = \t$360 [16] & \$321 ;
+  assign \$323  = ! \t$360 [15:0];
+  assign \$324  = \t$360 [16] & \$323 ;
+  assign \$325  = \$324  & \floor$362 [0];
+  assign \$326  = \$322  | \$325 ;
+  assign \t$363  = $signed(\floor$362 ) + $signed({ 1'h0, \$326  });
+  assign \$327  = $signed(\t$363 ) < $signed(16'h8000);
+  assign \$328  = $signed(\t$363 ) > $signed(16'h7fff);
+  assign \$329  = \$328  ? 16'h7fff : \t$363 [15:0];
+  assign \t$364  = \$327  ? 16'h8000 : \$329 ;
+  assign \t$365  = $signed(l0_err2_s8) * $signed(x1_s8);
+  assign \$330  = ! \t$365 [15:0];
+  assign \$331  = ~ \$330 ;
+  assign \$332  = \t$365 [16] & \$331 ;
+  assign \$333  = ! \t$365 [15:0];
+  assign \$334  = \t$365 [16] & \$333 ;
+  assign \$335  = \$334  & \floor$366 [0];
+  assign \$336  = \$332  | \$335 ;
+  assign \t$367  = $signed(\floor$366 ) + $signed({ 1'h0, \$336  });
+  assign \$337  = $signed(\t$367 ) < $signed(16'h8000);
+  assign \$338  = $signed(\t$367 ) > $signed(16'h7fff);
+  assign \$339  = \$338  ? 16'h7fff : \t$367 [15:0];
+  assign \t$368  = \$337  ? 16'h8000 : \$339 ;
+  assign \t$369  = $signed(l0_err3_s8) * $signed(x0_s8);
+  assign \$340  = ! \t$369 [15:0];
+  assign \$341  = ~ \$340 ;
+  assign \$342  = \t$369 [16] & \$341 ;
+  assign \$343  = ! \t$369 [15:0];
+  assign \$344  = \t$369 [16] & \$343 ;
+  assign \$345  = \$344  & \floor$371 [0];
+  assign \$346  = \$342  | \$345 ;
+  assign \t$372  = $signed(\floor$371 ) + $signed({ 1'h0, \$346  });
+  assign \$347  = $signed(\t$372 ) < $signed(16'h8000);
+  assign \$348  = $signed(\t$372 ) > $signed(16'h7fff);
+  assign \$349  = \$348  ? 16'h7fff : \t$372 [15:0];
+  assign \t$373  = \$347  ? 16'h8000 : \$349 ;
+  assign \t$374  = $signed(l0_err3_s8) * $signed(x1_s8);
+  assign \$350  = ! \t$374 [15:0];
+  assign \$351  = ~ \$350 ;
+  assign \$352  = \t$374 [16] & \$351 ;
+  assign \$353  = ! \t$374 [15:0];
+  assign \$354  = \t$374 [16] & \$353 ;
+  assign \$355  = \$354  & \floor$375 [0];
+  assign \$356  = \$352  | \$355 ;
+  assign \t$376  = $signed(\floor$375 ) + $signed({ 1'h0, \$356  });
+  assign \$357  = $signed(\t$376 ) < $signed(16'h8000);
+  assign \$358  = $signed(\t$376 ) > $signed(16'h7fff);
+  assign \$359  = \$358  ? 16'h7fff : \t$376 [15:0];
+  assign \t$377  = \$357  ? 16'h8000 : \$359 ;
+  assign \t$378  = $signed(l0_err4_s8) * $signed(x0_s8);
+  assign \$360  = ! \t$378 [15:0];
+  assign \$361  = ~ \$360 ;
+  assign \$362  = \t$378 [16] & \$361 ;
+  assign \$363  = ! \t$378 [15:0];
+  assign \$364  = \t$378 [16] & \$363 ;
+  assign \$365  = \$364  & \floor$380 [0];
+  assign \$366  = \$362  | \$365 ;
+  assign \t$381  = $signed(\floor$380 ) + $signed({ 1'h0, \$366  });
+  assign \$367  = $signed(\t$381 ) < $signed(16'h8000);
+  assign \$368  = $signed(\t$381 ) > $signed(16'h7fff);
+  assign \$369  = \$368  ? 16'h7fff : \t$381 [15:0];
+  assign \t$382  = \$367  ? 16'h8000 : \$369 ;
+  assign \t$383  = $signed(l0_err4_s8) * $signed(x1_s8);
+  assign \$370  = ! \t$383 [15:0];
+  assign \$371  = ~ \$370 ;
+  assign \$372  = \t$383 [16] & \$371 ;
+  assign \$373  = ! \t$383 [15:0];
+  assign \$374  = \t$383 [16] & \$373 ;
+  assign \$375  = \$374  & \floor$384 [0];
+  assign \$376  = \$372  | \$375 ;
+  assign \t$385  = $signed(\floor$384 ) + $signed({ 1'h0, \$376  });
+  assign \$377  = $signed(\t$385 ) < $signed(16'h8000);
+  assign \$378  = $signed(\t$385 ) > $signed(16'h7fff);
+  assign \$379  = \$378  ? 16'h7fff : \t$385 [15:0];
+  assign \t$386  = \$377  ? 16'h8000 : \$379 ;
+  assign \t$387  = $signed(l0_err5_s8) * $signed(x0_s8);
+  assign \$380  = ! \t$387 [15:0];
+  assign \$381  = ~ \$380 ;
+  assign \$382  = \t$387 [16] & \$381 ;
+  assign \$383  = ! \t$387 [15:0];
+  assign \$384  = \t$387 [16] & \$383 ;
+  assign \$385  = \$384  & \floor$389 [0];
+  assign \$386  = \$382  | \$385 ;
+  assign \t$390  = $signed(\floor$389 ) + $signed({ 1'h0, \$386  });
+  assign \$387  = $signed(\t$390 ) < $signed(16'h8000);
+  assign \$388  = $signed(\t$390 ) > $signed(16'h7fff);
+  assign \$389  = \$388  ? 16'h7fff : \t$390 [15:0];
+  assign \t$391  = \$387  ? 16'h8000 : \$389 ;
+  assign \t$392  = $signed(l0_err5_s8) * $signed(x1_s8);
+  assign \$390  = ! \t$392 [15:0];
+  assign \$391  = ~ \$390 ;
+  assign \$392  = \t$392 [16] & \$391 ;
+  assign \$393  = ! \t$392 [15:0];
+  assign \$394  = \t$392 [16] & \$393 ;
+  assign \$395  = \$394  & \floor$393 [0];
+  assign \$396  = \$392  | \$395 ;
+  assign \t$394  = $signed(\floor$393 ) + $signed({ 1'h0, \$396  });
+  assign \$397  = $signed(\t$394 ) < $signed(16'h8000);
+  assign \$398  = $signed(\t$394 ) > $signed(16'h7fff);
+  assign \$399  = \$398  ? 16'h7fff : \t$394 [15:0];
+  assign \t$395  = \$397  ? 16'h8000 : \$399 ;
+  assign \t$396  = $signed(l0_err6_s8) * $signed(x0_s8);
+  assign \$400  = ! \t$396 [15:0];
+  assign \$401  = ~ \$400 ;
+  assign \$402  = \t$396 [16] & \$401 ;
+  assign \$403  = ! \t$396 [15:0];
+  assign \$404  = \t$396 [16] & \$403 ;
+  assign \$405  = \$404  & \floor$398 [0];
+  assign \$406  = \$402  | \$405 ;
+  assign \t$399  = $signed(\floor$398 ) + $signed({ 1'h0, \$406  });
+  assign \$407  = $signed(\t$399 ) < $signed(16'h8000);
+  assign \$408  = $signed(\t$399 ) > $signed(16'h7fff);
+  assign \$409  = \$408  ? 16'h7fff : \t$399 [15:0];
+  assign \t$400  = \$407  ? 16'h8000 : \$409 ;
+  assign \t$401  = $signed(l0_err6_s8) * $signed(x1_s8);
+  assign \$410  = ! \t$401 [15:0];
+  assign \$411  = ~ \$410 ;
+  assign \$412  = \t$401 [16] & \$411 ;
+  assign \$413  = ! \t$401 [15:0];
+  assign \$414  = \t$401 [16] & \$413 ;
+  assign \$415  = \$414  & \floor$402 [0];
+  assign \$416  = \$412  | \$415 ;
+  assign \t$403  = $signed(\floor$402 ) + $signed({ 1'h0, \$416  });
+  assign \$417  = $signed(\t$403 ) < $signed(16'h8000);
+  assign \$418  = $signed(\t$403 ) > $signed(16'h7fff);
+  assign \$419  = \$418  ? 16'h7fff : \t$403 [15:0];
+  assign \t$404  = \$417  ? 16'h8000 : \$419 ;
+  assign \t$405  = $signed(l0_err7_s8) * $signed(x0_s8);
+  assign \$420  = ! \t$405 [15:0];
+  assign \$421  = ~ \$420 ;
+  assign \$422  = \t$405 [16] & \$421 ;
+  assign \$423  = ! \t$405 [15:0];
+  assign \$424  = \t$405 [16] & \$423 ;
+  assign \$425  = \$424  & \floor$407 [0];
+  assign \$426  = \$422  | \$425 ;
+  assign \t$408  = $signed(\floor$407 ) + $signed({ 1'h0, \$426  });
+  assign \$427  = $signed(\t$408 ) < $signed(16'h8000);
+  assign \$428  = $signed(\t$408 ) > $signed(16'h7fff);
+  assign \$429  = \$428  ? 16'h7fff : \t$408 [15:0];
+  assign \t$409  = \$427  ? 16'h8000 : \$429 ;
+  assign \t$410  = $signed(l0_err7_s8) * $signed(x1_s8);
+  assign \$430  = ! \t$410 [15:0];
+  assign \$431  = ~ \$430 ;
+  assign \$432  = \t$410 [16] & \$431 ;
+  assign \$433  = ! \t$410 [15:0];
+  assign \$434  = \t$410 [16] & \$433 ;
+  assign \$435  = \$434  & \floor$411 [0];
+  assign \$436  = \$432  | \$435 ;
+  assign \t$412  = $signed(\floor$411 ) + $signed({ 1'h0, \$436  });
+  assign \$437  = $signed(\t$412 ) < $signed(16'h8000);
+  assign \$438  = $signed(\t$412 ) > $signed(16'h7fff);
+  assign \$439  = \$438  ? 16'h7fff : \t$412 [15:0];
+  assign \t$413  = \$437  ? 16'h8000 : \$439 ;
+  assign \$440  = ! l0_err0_s8[3:0];
+  assign \$441  = ~ \$440 ;
+  assign \$442  = l0_err0_s8[4] & \$441 ;
+  assign \$443  = ! l0_err0_s8[3:0];
+  assign \$444  = l0_err0_s8[4] & \$443 ;
+  assign \$445  = \$444  & \floor$414 [0];
+  assign \$446  = \$442  | \$445 ;
+  assign \t$415  = $signed(\floor$414 ) + $signed({ 1'h0, \$446  });
+  assign \$447  = $signed(\t$415 ) < $signed(16'h8000);
+  assign \$448  = $signed(\t$415 ) > $signed(16'h7fff);
+  assign \$449  = \$448  ? 16'h7fff : \t$415 [15:0];
+  assign \t$416  = \$447  ? 16'h8000 : \$449 ;
+  assign \$450  = ! l0_err1_s8[3:0];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = l0_err1_s8[4] & \$451 ;
+  assign \$453  = ! l0_err1_s8[3:0];
+  assign \$454  = l0_err1_s8[4] & \$453 ;
+  assign \$455  = \$454  & \floor$417 [0];
+  assign \$456  = \$452  | \$455 ;
+  assign \t$418  = $signed(\floor$417 ) + $signed({ 1'h0, \$456  });
+  assign \$457  = $signed(\t$418 ) < $signed(16'h8000);
+  assign \$458  = $signed(\t$418 ) > $signed(16'h7fff);
+  assign \$459  = \$458  ? 16'h7fff : \t$418 [15:0];
+  assign \t$419  = \$457  ? 16'h8000 : \$459 ;
+  assign \$460  = ! l0_err2_s8[3:0];
+  assign \$461  = ~ \$460 ;
+  assign \$462  = l0_err2_s8[4] & \$461 ;
+  assign \$463  = ! l0_err2_s8[3:0];
+  assign \$464  = l0_err2_s8[4] & \$463 ;
+  assign \$465  = \$464  & \floor$420 [0];
+  assign \$466  = \$462  | \$465 ;
+  assign \t$421  = $signed(\floor$420 ) + $signed({ 1'h0, \$466  });
+  assign \$467  = $signed(\t$421 ) < $signed(16'h8000);
+  assign \$468  = $signed(\t$421 ) > $signed(16'h7fff);
+  assign \$469  = \$468  ? 16'h7fff : \t$421 [15:0];
+  assign \t$422  = \$467  ? 16'h8000 : \$469 ;
+  assign \$470  = ! l0_err3_s8[3:0];
+  assign \$471  = ~ \$470 ;
+  assign \$472  = l0_err3_s8[4] & \$471 ;
+  assign \$473  = ! l0_err3_s8[3:0];
+  assign \$474  = l0_err3_s8[4] & \$473 ;
+  assign \$475  = \$474  & \floor$423 [0];
+  assign \$476  = \$472  | \$475 ;
+  assign \t$424  = $signed(\floor$423 ) + $signed({ 1'h0, \$476  });
+  assign \$477  = $signed(\t$424 ) < $signed(16'h8000);
+  assign \$478  = $signed(\t$424 ) > $signed(16'h7fff);
+  assign \$479  = \$478  ? 16'h7fff : \t$424 [15:0];
+  assign \t$425  = \$477  ? 16'h8000 : \$479 ;
+  assign \$480  = ! l0_err4_s8[3:0];
+  assign \$481  = ~ \$480 ;
+  assign \$482  = l0_err4_s8[4] & \$481 ;
+  assign \$483  = ! l0_err4_s8[3:0];
+  assign \$484  = l0_err4_s8[4] & \$483 ;
+  assign \$485  = \$484  & \floor$426 [0];
+  assign \$486  = \$482  | \$485 ;
+  assign \t$427  = $signed(\floor$426 ) + $signed({ 1'h0, \$486  });
+  assign \$487  = $signed(\t$427 ) < $signed(16'h8000);
+  assign \$488  = $signed(\t$427 ) > $signed(16'h7fff);
+  assign \$489  = \$488  ? 16'h7fff : \t$427 [15:0];
+  assign \t$428  = \$487  ? 16'h8000 : \$489 ;
+  assign \$490  = ! l0_err5_s8[3:0];
+  assign \$491  = ~ \$490 ;
+  assign \$492  = l0_err5_s8[4] & \$491 ;
+  assign \$493  = ! l0_err5_s8[3:0];
+  assign \$494  = l0_err5_s8[4] & \$493 ;
+  assign \$495  = \$494  & \floor$429 [0];
+  assign \$496  = \$492  | \$495 ;
+  assign \t$430  = $signed(\floor$429 ) + $signed({ 1'h0, \$496  });
+  assign \$497  = $signed(\t$430 ) < $signed(16'h8000);
+  assign \$498  = $signed(\t$430 ) > $signed(16'h7fff);
+  assign \$499  = \$498  ? 16'h7fff : \t$430 [15:0];
+  assign \t$431  = \$497  ? 16'h8000 : \$499 ;
+  assign \$500  = ! l0_err6_s8[3:0];
+  assign \$501  = ~ \$500 ;
+  assign \$502  = l0_err6_s8[4] & \$501 ;
+  assign \$503  = ! l0_err6_s8[3:0];
+  assign \$504  = l0_err6_s8[4] & \$503 ;
+  assign \$505  = \$504  & \floor$432 [0];
+  assign \$506  = \$502  | \$505 ;
+  assign \t$433  = $signed(\floor$432 ) + $signed({ 1'h0, \$506  });
+  assign \$507  = $signed(\t$433 ) < $signed(16'h8000);
+  assign \$508  = $signed(\t$433 ) > $signed(16'h7fff);
+  assign \$509  = \$508  ? 16'h7fff : \t$433 [15:0];
+  assign \t$434  = \$507  ? 16'h8000 : \$509 ;
+  assign \$510  = ! l0_err7_s8[3:0];
+  assign \$511  = ~ \$510 ;
+  assign \$512  = l0_err7_s8[4] & \$511 ;
+  assign \$513  = ! l0_err7_s8[3:0];
+  assign \$514  = l0_err7_s8[4] & \$513 ;
+  assign \$515  = \$514  & \floor$435 [0];
+  assign \$516  = \$512  | \$515 ;
+  assign \t$436  = $signed(\floor$435 ) + $signed({ 1'h0, \$516  });
+  assign \$517  = $signed(\t$436 ) < $signed(16'h8000);
+  assign \$518  = $signed(\t$436 ) > $signed(16'h7fff);
+  assign \$519  = \$518  ? 16'h7fff : \t$436 [15:0];
+  assign \t$437  = \$517  ? 16'h8000 : \$519 ;
+  assign \$520  = ~ m__ready;
+  assign \$521  = m__valid & \$520 ;
+  assign en = ~ \$521 ;
   assign busy = | { valid_s8, valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s8;
-  assign \$521  = $signed(l0_w_0_0) - $signed(\t$343 );
-  assign \$522  = $signed(l0_w_0_1) - $signed(\t$348 );
-  assign \$523  = $signed(l0_w_1_0) - $signed(\t$353 );
-  assign \$524  = $signed(l0_w_1_1) - $signed(\t$357 );
-  assign \$525  = $signed(l0_w_2_0) - $signed(\t$362 );
-  assign \$526  = $signed(l0_w_2_1) - $signed(\t$366 );
-  assign \$527  = $signed(l0_w_3_0) - $signed(\t$371 );
-  assign \$528  = $signed(l0_w_3_1) - $signed(\t$375 );
-  assign \$529  = $signed(l0_w_4_0) - $signed(\t$380 );
-  assign \$530  = $signed(l0_w_4_1) - $signed(\t$384 );
-  assign \$531  = $signed(l0_w_5_0) - $signed(\t$389 );
-  assign \$532  = $signed(l0_w_5_1) - $signed(\t$393 );
-  assign \$533  = $signed(l0_w_6_0) - $signed(\t$398 );
-  assign \$534  = $signed(l0_w_6_1) - $signed(\t$402 );
-  assign \$535  = $signed(l0_w_7_0) - $signed(\t$407 );
-  assign \$536  = $signed(l0_w_7_1) - $signed(\t$411 );
-  assign \$537  = $signed(l0_b_0) - $signed(\t$414 );
-  assign \$538  = $signed(l0_b_1) - $signed(\t$417 );
-  assign \$539  = $signed(l0_b_2) - $signed(\t$420 );
-  assign \$540  = $signed(l0_b_3) - $signed(\t$423 );
-  assign \$541  = $signed(l0_b_4) - $signed(\t$426 );
-  assign \$542  = $signed(l0_b_5) - $signed(\t$429 );
-  assign \$543  = $signed(l0_b_6) - $signed(\t$432 );
-  assign \$544  = $signed(l0_b_7) - $signed(\t$435 );
+  assign \$522  = $signed(l0_w_0_0) - $signed(\t$345 );
+  assign \$523  = $signed(l0_w_0_1) - $signed(\t$350 );
+  assign \$524  = $signed(l0_w_1_0) - $signed(\t$355 );
+  assign \$525  = $signed(l0_w_1_1) - $signed(\t$359 );
+  assign \$526  = $signed(l0_w_2_0) - $signed(\t$364 );
+  assign \$527  = $signed(l0_w_2_1) - $signed(\t$368 );
+  assign \$528  = $signed(l0_w_3_0) - $signed(\t$373 );
+  assign \$529  = $signed(l0_w_3_1) - $signed(\t$377 );
+  assign \$530  = $signed(l0_w_4_0) - $signed(\t$382 );
+  assign \$531  = $signed(l0_w_4_1) - $signed(\t$386 );
+  assign \$532  = $signed(l0_w_5_0) - $signed(\t$391 );
+  assign \$533  = $signed(l0_w_5_1) - $signed(\t$395 );
+  assign \$534  = $signed(l0_w_6_0) - $signed(\t$400 );
+  assign \$535  = $signed(l0_w_6_1) - $signed(\t$404 );
+  assign \$536  = $signed(l0_w_7_0) - $signed(\t$409 );
+  assign \$537  = $signed(l0_w_7_1) - $signed(\t$413 );
+  assign \$538  = $signed(l0_b_0) - $signed(\t$416 );
+  assign \$539  = $signed(l0_b_1) - $signed(\t$419 );
+  assign \$540  = $signed(l0_b_2) - $signed(\t$422 );
+  assign \$541  = $signed(l0_b_3) - $signed(\t$425 );
+  assign \$542  = $signed(l0_b_4) - $signed(\t$428 );
+  assign \$543  = $signed(l0_b_5) - $signed(\t$431 );
+  assign \$544  = $signed(l0_b_6) - $signed(\t$434 );
+  assign \$545  = $signed(l0_b_7) - $signed(\t$437 );
   assign commit_l1 = en & valid_s6;
-  assign \$545  = $signed(l1_w_0_0) - $signed(\t$235 );
-  assign \$546  = $signed(l1_w_0_1) - $signed(\t$240 );
-  assign \$547  = $signed(l1_w_0_2) - $signed(\t$245 );
-  assign \$548  = $signed(l1_w_0_3) - $signed(\t$250 );
-  assign \$549  = $signed(l1_w_0_4) - $signed(\t$255 );
-  assign \$550  = $signed(l1_w_0_5) - $signed(\t$260 );
-  assign \$551  = $signed(l1_w_0_6) - $signed(\t$265 );
-  assign \$552  = $signed(l1_w_0_7) - $signed(\t$270 );
-  assign \$553  = $signed(l1_b_0) - $signed(\t$273 );
-  assign \$554  = ~ pc__valid;
-  assign \$555  = en & \$554 ;
-  assign \$558  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$559  = ~ \$558 ;
-  assign s__ready = \$557  & \$559 ;
+  assign \$546  = $signed(l1_w_0_0) - $signed(\t$237 );
+  assign \$547  = $signed(l1_w_0_1) - $signed(\t$242 );
+  assign \$548  = $signed(l1_w_0_2) - $signed(\t$247 );
+  assign \$549  = $signed(l1_w_0_3) - $signed(\t$252 );
+  assign \$550  = $signed(l1_w_0_4) - $signed(\t$257 );
+  assign \$551  = $signed(l1_w_0_5) - $signed(\t$262 );
+  assign \$552  = $signed(l1_w_0_6) - $signed(\t$267 );
+  assign \$553  = $signed(l1_w_0_7) - $signed(\t$272 );
+  assign \$554  = $signed(l1_b_0) - $signed(\t$275 );
+  assign \$555  = ~ pc__valid;
+  assign \$556  = en & \$555 ;
+  assign \$559  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$560  = ~ \$559 ;
+  assign s__ready = \$558  & \$560 ;
   assign accept = s__valid & s__ready;
-  assign \$560  = ~ busy;
-  assign \$561  = pc__valid & \$560 ;
-  assign \$564  = ~ read_wait;
-  assign \$565  = \$563  & \$564 ;
-  assign \$566  = ~ pr__valid;
-  assign \$567  = \$566  | pr__ready;
-  assign pc__ready = \$565  & \$567 ;
-  assign \$568  = port_addr - 1'h0;
-  assign \$569  = port_addr >= 1'h0;
-  assign \$570  = port_addr < 5'h18;
-  assign \$571  = \$569  & \$570 ;
-  assign \$572  = pc__ready & pc__payload[22];
-  assign l0_port_wr = \$571  & \$573 ;
-  assign \$574  = port_addr >= 1'h0;
-  assign \$575  = port_addr < 5'h18;
-  assign \$576  = \$574  & \$575 ;
-  assign \$577  = \$576  & pc__ready;
-  assign \$578  = ~ pc__payload[22];
-  assign l0_port_rd = \$577  & \$578 ;
-  assign \$579  = port_addr - 5'h18;
-  assign \$580  = port_addr >= 5'h18;
-  assign \$581  = port_addr < 6'h21;
-  assign \$582  = \$580  & \$581 ;
-  assign \$583  = pc__ready & pc__payload[22];
-  assign l1_port_wr = \$582  & \$584 ;
-  assign \$585  = port_addr >= 5'h18;
-  assign \$586  = port_addr < 6'h21;
-  assign \$587  = \$585  & \$586 ;
-  assign \$588  = \$587  & pc__ready;
-  assign \$589  = ~ pc__payload[22];
-  assign l1_port_rd = \$588  & \$589 ;
-  assign \$590  = $signed(\t$447 ) < $signed(16'h8000);
-  assign \$591  = $signed(\t$447 ) > $signed(16'h7fff);
-  assign \$592  = \$591  ? 16'h7fff : \t$447 [15:0];
-  assign \$593  = \$590  ? 16'h8000 : \$592 ;
-  assign \$594  = $signed(\t$448 ) < $signed(16'h8000);
-  assign \$595  = $signed(\t$448 ) > $signed(16'h7fff);
-  assign \$596  = \$595  ? 16'h7fff : \t$448 [15:0];
-  assign \$597  = \$594  ? 16'h8000 : \$596 ;
-  assign \$598  = $signed(\t$449 ) < $signed(16'h8000);
-  assign \$599  = $signed(\t$449 ) > $signed(16'h7fff);
-  assign \$600  = \$599  ? 16'h7fff : \t$449 [15:0];
-  assign \$601  = \$598  ? 16'h8000 : \$600 ;
-  assign \$602  = $signed(\t$450 ) < $signed(16'h8000);
-  assign \$603  = $signed(\t$450 ) > $signed(16'h7fff);
-  assign \$604  = \$603  ? 16'h7fff : \t$450 [15:0];
-  assign \$605  = \$602  ? 16'h8000 : \$604 ;
-  assign \$606  = $signed(\t$451 ) < $signed(16'h8000);
-  assign \$607  = $signed(\t$451 ) > $signed(16'h7fff);
-  assign \$608  = \$607  ? 16'h7fff : \t$451 [15:0];
-  assign \$609  = \$606  ? 16'h8000 : \$608 ;
-  assign \$610  = $signed(\t$452 ) < $signed(16'h8000);
-  assign \$611  = $signed(\t$452 ) > $signed(16'h7fff);
-  assign \$612  = \$611  ? 16'h7fff : \t$452 [15:0];
-  assign \$613  = \$610  ? 16'h8000 : \$612 ;
-  assign \$614  = $signed(\t$453 ) < $signed(16'h8000);
-  assign \$615  = $signed(\t$453 ) > $signed(16'h7fff);
-  assign \$616  = \$615  ? 16'h7fff : \t$453 [15:0];
-  assign \$617  = \$614  ? 16'h8000 : \$616 ;
-  assign \$618  = $signed(\t$454 ) < $signed(16'h8000);
-  assign \$619  = $signed(\t$454 ) > $signed(16'h7fff);
-  assign \$620  = \$619  ? 16'h7fff : \t$454 [15:0];
-  assign \$621  = \$618  ? 16'h8000 : \$620 ;
-  assign \$622  = $signed(\t$455 ) < $signed(16'h8000);
-  assign \$623  = $signed(\t$455 ) > $signed(16'h7fff);
-  assign \$624  = \$623  ? 16'h7fff : \t$455 [15:0];
-  assign \$625  = \$622  ? 16'h8000 : \$624 ;
-  assign \$626  = $signed(\t$456 ) < $signed(16'h8000);
-  assign \$627  = $signed(\t$456 ) > $signed(16'h7fff);
-  assign \$628  = \$627  ? 16'h7fff : \t$456 [15:0];
-  assign \$629  = \$626  ? 16'h8000 : \$628 ;
-  assign \$630  = $signed(\t$457 ) < $signed(16'h8000);
-  assign \$631  = $signed(\t$457 ) > $signed(16'h7fff);
-  assign \$632  = \$631  ? 16'h7fff : \t$457 [15:0];
-  assign \$633  = \$630  ? 16'h8000 : \$632 ;
-  assign \$634  = $signed(\t$458 ) < $signed(16'h8000);
-  assign \$635  = $signed(\t$458 ) > $signed(16'h7fff);
-  assign \$636  = \$635  ? 16'h7fff : \t$458 [15:0];
-  assign \$637  = \$634  ? 16'h8000 : \$636 ;
-  assign \$638  = $signed(\t$459 ) < $signed(16'h8000);
-  assign \$639  = $signed(\t$459 ) > $signed(16'h7fff);
-  assign \$640  = \$639  ? 16'h7fff : \t$459 [15:0];
-  assign \$641  = \$638  ? 16'h8000 : \$640 ;
-  assign \$642  = $signed(\t$460 ) < $signed(16'h8000);
-  assign \$643  = $signed(\t$460 ) > $signed(16'h7fff);
-  assign \$644  = \$643  ? 16'h7fff : \t$460 [15:0];
-  assign \$645  = \$642  ? 16'h8000 : \$644 ;
-  assign \$646  = $signed(\t$461 ) < $signed(16'h8000);
-  assign \$647  = $signed(\t$461 ) > $signed(16'h7fff);
-  assign \$648  = \$647  ? 16'h7fff : \t$461 [15:0];
-  assign \$649  = \$646  ? 16'h8000 : \$648 ;
-  assign \$650  = $signed(\t$462 ) < $signed(16'h8000);
-  assign \$651  = $signed(\t$462 ) > $signed(16'h7fff);
-  assign \$652  = \$651  ? 16'h7fff : \t$462 [15:0];
-  assign \$653  = \$650  ? 16'h8000 : \$652 ;
-  assign \$654  = $signed(\t$463 ) < $signed(16'h8000);
-  assign \$655  = $signed(\t$463 ) > $signed(16'h7fff);
-  assign \$656  = \$655  ? 16'h7fff : \t$463 [15:0];
-  assign \$657  = \$654  ? 16'h8000 : \$656 ;
-  assign \$658  = $signed(\t$464 ) < $signed(16'h8000);
-  assign \$659  = $signed(\t$464 ) > $signed(16'h7fff);
-  assign \$660  = \$659  ? 16'h7fff : \t$464 [15:0];
-  assign \$661  = \$658  ? 16'h8000 : \$660 ;
-  assign \$662  = $signed(\t$465 ) < $signed(16'h8000);
-  assign \$663  = $signed(\t$465 ) > $signed(16'h7fff);
-  assign \$664  = \$663  ? 16'h7fff : \t$465 [15:0];
-  assign \$665  = \$662  ? 16'h8000 : \$664 ;
-  assign \$666  = $signed(\t$466 ) < $signed(16'h8000);
-  assign \$667  = $signed(\t$466 ) > $signed(16'h7fff);
-  assign \$668  = \$667  ? 16'h7fff : \t$466 [15:0];
-  assign \$669  = \$666  ? 16'h8000 : \$668 ;
-  assign \$670  = $signed(\t$467 ) < $signed(16'h8000);
-  assign \$671  = $signed(\t$467 ) > $signed(16'h7fff);
-  assign \$672  = \$671  ? 16'h7fff : \t$467 [15:0];
-  assign \$673  = \$670  ? 16'h8000 : \$672 ;
-  assign \$674  = $signed(\t$468 ) < $signed(16'h8000);
-  assign \$675  = $signed(\t$468 ) > $signed(16'h7fff);
-  assign \$676  = \$675  ? 16'h7fff : \t$468 [15:0];
-  assign \$677  = \$674  ? 16'h8000 : \$676 ;
-  assign \$678  = $signed(\t$469 ) < $signed(16'h8000);
-  assign \$679  = $signed(\t$469 ) > $signed(16'h7fff);
-  assign \$680  = \$679  ? 16'h7fff : \t$469 [15:0];
-  assign \$681  = \$678  ? 16'h8000 : \$680 ;
-  assign \$682  = $signed(\t$470 ) < $signed(16'h8000);
-  assign \$683  = $signed(\t$470 ) > $signed(16'h7fff);
-  assign \$684  = \$683  ? 16'h7fff : \t$470 [15:0];
-  assign \$685  = \$682  ? 16'h8000 : \$684 ;
-  assign \$686  = $signed(\t$472 ) < $signed(16'h8000);
-  assign \$687  = $signed(\t$472 ) > $signed(16'h7fff);
-  assign \$688  = \$687  ? 16'h7fff : \t$472 [15:0];
-  assign \$689  = \$686  ? 16'h8000 : \$688 ;
-  assign \$690  = $signed(\t$473 ) < $signed(16'h8000);
-  assign \$691  = $signed(\t$473 ) > $signed(16'h7fff);
-  assign \$692  = \$691  ? 16'h7fff : \t$473 [15:0];
-  assign \$693  = \$690  ? 16'h8000 : \$692 ;
-  assign \$694  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$695  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$696  = \$695  ? 16'h7fff : \t$474 [15:0];
-  assign \$697  = \$694  ? 16'h8000 : \$696 ;
-  assign \$698  = $signed(\t$475 ) < $signed(16'h8000);
-  assign \$699  = $signed(\t$475 ) > $signed(16'h7fff);
-  assign \$700  = \$699  ? 16'h7fff : \t$475 [15:0];
-  assign \$701  = \$698  ? 16'h8000 : \$700 ;
-  assign \$702  = $signed(\t$476 ) < $signed(16'h8000);
-  assign \$703  = $signed(\t$476 ) > $signed(16'h7fff);
-  assign \$704  = \$703  ? 16'h7fff : \t$476 [15:0];
-  assign \$705  = \$702  ? 16'h8000 : \$704 ;
-  assign \$706  = $signed(\t$477 ) < $signed(16'h8000);
-  assign \$707  = $signed(\t$477 ) > $signed(16'h7fff);
-  assign \$708  = \$707  ? 16'h7fff : \t$477 [15:0];
-  assign \$709  = \$706  ? 16'h8000 : \$708 ;
-  assign \$710  = $signed(\t$478 ) < $signed(16'h8000);
-  assign \$711  = $signed(\t$478 ) > $signed(16'h7fff);
-  assign \$712  = \$711  ? 16'h7fff : \t$478 [15:0];
-  assign \$713  = \$710  ? 16'h8000 : \$712 ;
-  assign \$714  = $signed(\t$479 ) < $signed(16'h8000);
-  assign \$715  = $signed(\t$479 ) > $signed(16'h7fff);
-  assign \$716  = \$715  ? 16'h7fff : \t$479 [15:0];
-  assign \$717  = \$714  ? 16'h8000 : \$716 ;
-  assign \$718  = $signed(\t$480 ) < $signed(16'h8000);
-  assign \$719  = $signed(\t$480 ) > $signed(16'h7fff);
-  assign \$720  = \$719  ? 16'h7fff : \t$480 [15:0];
-  assign \$721  = \$718  ? 16'h8000 : \$720 ;
-  assign \$722  = ~ pc__payload[22];
-  assign \$723  = pc__ready & \$722 ;
-  assign \$724  = pc__ready & pc__payload[22];
-  assign \$728  = $signed(\t$34 ) > $signed(1'h0);
-  assign \$729  = \$728  ? \t$34  : 16'h0000;
-  assign \$730  = $signed(\t$53 ) > $signed(1'h0);
-  assign \$731  = \$730  ? \t$53  : 16'h0000;
-  assign \$732  = $signed(\t$72 ) > $signed(1'h0);
-  assign \$733  = \$732  ? \t$72  : 16'h0000;
-  assign \$734  = $signed(\t$91 ) > $signed(1'h0);
-  assign \$735  = \$734  ? \t$91  : 16'h0000;
-  assign \$736  = $signed(\t$110 ) > $signed(1'h0);
-  assign \$737  = \$736  ? \t$110  : 16'h0000;
-  assign \$738  = $signed(\t$129 ) > $signed(1'h0);
-  assign \$739  = \$738  ? \t$129  : 16'h0000;
-  assign \$740  = $signed(\t$148 ) > $signed(1'h0);
-  assign \$741  = \$740  ? \t$148  : 16'h0000;
-  assign \$742  = $signed(\t$167 ) > $signed(1'h0);
-  assign \$743  = \$742  ? \t$167  : 16'h0000;
-  assign \$744  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$745  = \$744  ? 16'h0000 : \t$281 ;
-  assign \$746  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$747  = \$746  ? 16'h0000 : \t$289 ;
-  assign \$748  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$749  = \$748  ? 16'h0000 : \t$297 ;
-  assign \$750  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$751  = \$750  ? 16'h0000 : \t$305 ;
-  assign \$752  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$753  = \$752  ? 16'h0000 : \t$313 ;
-  assign \$754  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$755  = \$754  ? 16'h0000 : \t$321 ;
-  assign \$756  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$757  = \$756  ? 16'h0000 : \t$329 ;
-  assign \$758  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$759  = \$758  ? 16'h0000 : \t$337 ;
+  assign \$561  = ~ busy;
+  assign \$562  = pc__valid & \$561 ;
+  assign \$565  = ~ read_wait;
+  assign \$566  = \$564  & \$565 ;
+  assign \$567  = ~ pr__valid;
+  assign \$568  = \$567  | pr__ready;
+  assign pc__ready = \$566  & \$568 ;
+  assign \$569  = port_addr - 1'h0;
+  assign \$570  = port_addr >= 1'h0;
+  assign \$571  = port_addr < 5'h18;
+  assign \$572  = \$570  & \$571 ;
+  assign \$573  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$572  & \$574 ;
+  assign \$575  = port_addr >= 1'h0;
+  assign \$576  = port_addr < 5'h18;
+  assign \$577  = \$575  & \$576 ;
+  assign \$578  = \$577  & pc__ready;
+  assign \$579  = ~ pc__payload[22];
+  assign l0_port_rd = \$578  & \$579 ;
+  assign \$580  = port_addr - 5'h18;
+  assign \$581  = port_addr >= 5'h18;
+  assign \$582  = port_addr < 6'h21;
+  assign \$583  = \$581  & \$582 ;
+  assign \$584  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$583  & \$585 ;
+  assign \$586  = port_addr >= 5'h18;
+  assign \$587  = port_addr < 6'h21;
+  assign \$588  = \$586  & \$587 ;
+  assign \$589  = \$588  & pc__ready;
+  assign \$590  = ~ pc__payload[22];
+  assign l1_port_rd = \$589  & \$590 ;
+  assign \$591  = $signed(\t$449 ) < $signed(16'h8000);
+  assign \$592  = $signed(\t$449 ) > $signed(16'h7fff);
+  assign \$593  = \$592  ? 16'h7fff : \t$449 [15:0];
+  assign \$594  = \$591  ? 16'h8000 : \$593 ;
+  assign \$595  = $signed(\t$450 ) < $signed(16'h8000);
+  assign \$596  = $signed(\t$450 ) > $signed(16'h7fff);
+  assign \$597  = \$596  ? 16'h7fff : \t$450 [15:0];
+  assign \$598  = \$595  ? 16'h8000 : \$597 ;
+  assign \$599  = $signed(\t$451 ) < $signed(16'h8000);
+  assign \$600  = $signed(\t$451 ) > $signed(16'h7fff);
+  assign \$601  = \$600  ? 16'h7fff : \t$451 [15:0];
+  assign \$602  = \$599  ? 16'h8000 : \$601 ;
+  assign \$603  = $signed(\t$452 ) < $signed(16'h8000);
+  assign \$604  = $signed(\t$452 ) > $signed(16'h7fff);
+  assign \$605  = \$604  ? 16'h7fff : \t$452 [15:0];
+  assign \$606  = \$603  ? 16'h8000 : \$605 ;
+  assign \$607  = $signed(\t$453 ) < $signed(16'h8000);
+  assign \$608  = $signed(\t$453 ) > $signed(16'h7fff);
+  assign \$609  = \$608  ? 16'h7fff : \t$453 [15:0];
+  assign \$610  = \$607  ? 16'h8000 : \$609 ;
+  assign \$611  = $signed(\t$454 ) < $signed(16'h8000);
+  assign \$612  = $signed(\t$454 ) > $signed(16'h7fff);
+  assign \$613  = \$612  ? 16'h7fff : \t$454 [15:0];
+  assign \$614  = \$611  ? 16'h8000 : \$613 ;
+  assign \$615  = $signed(\t$455 ) < $signed(16'h8000);
+  assign \$616  = $signed(\t$455 ) > $signed(16'h7fff);
+  assign \$617  = \$616  ? 16'h7fff : \t$455 [15:0];
+  assign \$618  = \$615  ? 16'h8000 : \$617 ;
+  assign \$619  = $signed(\t$456 ) < $signed(16'h8000);
+  assign \$620  = $signed(\t$456 ) > $signed(16'h7fff);
+  assign \$621  = \$620  ? 16'h7fff : \t$456 [15:0];
+  assign \$622  = \$619  ? 16'h8000 : \$621 ;
+  assign \$623  = $signed(\t$457 ) < $signed(16'h8000);
+  assign \$624  = $signed(\t$457 ) > $signed(16'h7fff);
+  assign \$625  = \$624  ? 16'h7fff : \t$457 [15:0];
+  assign \$626  = \$623  ? 16'h8000 : \$625 ;
+  assign \$627  = $signed(\t$458 ) < $signed(16'h8000);
+  assign \$628  = $signed(\t$458 ) > $signed(16'h7fff);
+  assign \$629  = \$628  ? 16'h7fff : \t$458 [15:0];
+  assign \$630  = \$627  ? 16'h8000 : \$629 ;
+  assign \$631  = $signed(\t$459 ) < $signed(16'h8000);
+  assign \$632  = $signed(\t$459 ) > $signed(16'h7fff);
+  assign \$633  = \$632  ? 16'h7fff : \t$459 [15:0];
+  assign \$634  = \$631  ? 16'h8000 : \$633 ;
+  assign \$635  = $signed(\t$460 ) < $signed(16'h8000);
+  assign \$636  = $signed(\t$460 ) > $signed(16'h7fff);
+  assign \$637  = \$636  ? 16'h7fff : \t$460 [15:0];
+  assign \$638  = \$635  ? 16'h8000 : \$637 ;
+  assign \$639  = $signed(\t$461 ) < $signed(16'h8000);
+  assign \$640  = $signed(\t$461 ) > $signed(16'h7fff);
+  assign \$641  = \$640  ? 16'h7fff : \t$461 [15:0];
+  assign \$642  = \$639  ? 16'h8000 : \$641 ;
+  assign \$643  = $signed(\t$462 ) < $signed(16'h8000);
+  assign \$644  = $signed(\t$462 ) > $signed(16'h7fff);
+  assign \$645  = \$644  ? 16'h7fff : \t$462 [15:0];
+  assign \$646  = \$643  ? 16'h8000 : \$645 ;
+  assign \$647  = $signed(\t$463 ) < $signed(16'h8000);
+  assign \$648  = $signed(\t$463 ) > $signed(16'h7fff);
+  assign \$649  = \$648  ? 16'h7fff : \t$463 [15:0];
+  assign \$650  = \$647  ? 16'h8000 : \$649 ;
+  assign \$651  = $signed(\t$464 ) < $signed(16'h8000);
+  assign \$652  = $signed(\t$464 ) > $signed(16'h7fff);
+  assign \$653  = \$652  ? 16'h7fff : \t$464 [15:0];
+  assign \$654  = \$651  ? 16'h8000 : \$653 ;
+  assign \$655  = $signed(\t$465 ) < $signed(16'h8000);
+  assign \$656  = $signed(\t$465 ) > $signed(16'h7fff);
+  assign \$657  = \$656  ? 16'h7fff : \t$465 [15:0];
+  assign \$658  = \$655  ? 16'h8000 : \$657 ;
+  assign \$659  = $signed(\t$466 ) < $signed(16'h8000);
+  assign \$660  = $signed(\t$466 ) > $signed(16'h7fff);
+  assign \$661  = \$660  ? 16'h7fff : \t$466 [15:0];
+  assign \$662  = \$659  ? 16'h8000 : \$661 ;
+  assign \$663  = $signed(\t$467 ) < $signed(16'h8000);
+  assign \$664  = $signed(\t$467 ) > $signed(16'h7fff);
+  assign \$665  = \$664  ? 16'h7fff : \t$467 [15:0];
+  assign \$666  = \$663  ? 16'h8000 : \$665 ;
+  assign \$667  = $signed(\t$468 ) < $signed(16'h8000);
+  assign \$668  = $signed(\t$468 ) > $signed(16'h7fff);
+  assign \$669  = \$668  ? 16'h7fff : \t$468 [15:0];
+  assign \$670  = \$667  ? 16'h8000 : \$669 ;
+  assign \$671  = $signed(\t$469 ) < $signed(16'h8000);
+  assign \$672  = $signed(\t$469 ) > $signed(16'h7fff);
+  assign \$673  = \$672  ? 16'h7fff : \t$469 [15:0];
+  assign \$674  = \$671  ? 16'h8000 : \$673 ;
+  assign \$675  = $signed(\t$470 ) < $signed(16'h8000);
+  assign \$676  = $signed(\t$470 ) > $signed(16'h7fff);
+  assign \$677  = \$676  ? 16'h7fff : \t$470 [15:0];
+  assign \$678  = \$675  ? 16'h8000 : \$677 ;
+  assign \$679  = $signed(\t$471 ) < $signed(16'h8000);
+  assign \$680  = $signed(\t$471 ) > $signed(16'h7fff);
+  assign \$681  = \$680  ? 16'h7fff : \t$471 [15:0];
+  assign \$682  = \$679  ? 16'h8000 : \$681 ;
+  assign \$683  = $signed(\t$472 ) < $signed(16'h8000);
+  assign \$684  = $signed(\t$472 ) > $signed(16'h7fff);
+  assign \$685  = \$684  ? 16'h7fff : \t$472 [15:0];
+  assign \$686  = \$683  ? 16'h8000 : \$685 ;
+  assign \$687  = $signed(\t$474 ) < $signed(16'h8000);
+  assign \$688  = $signed(\t$474 ) > $signed(16'h7fff);
+  assign \$689  = \$688  ? 16'h7fff : \t$474 [15:0];
+  assign \$690  = \$687  ? 16'h8000 : \$689 ;
+  assign \$691  = $signed(\t$475 ) < $signed(16'h8000);
+  assign \$692  = $signed(\t$475 ) > $signed(16'h7fff);
+  assign \$693  = \$692  ? 16'h7fff : \t$475 [15:0];
+  assign \$694  = \$691  ? 16'h8000 : \$693 ;
+  assign \$695  = $signed(\t$476 ) < $signed(16'h8000);
+  assign \$696  = $signed(\t$476 ) > $signed(16'h7fff);
+  assign \$697  = \$696  ? 16'h7fff : \t$476 [15:0];
+  assign \$698  = \$695  ? 16'h8000 : \$697 ;
+  assign \$699  = $signed(\t$477 ) < $signed(16'h8000);
+  assign \$700  = $signed(\t$477 ) > $signed(16'h7fff);
+  assign \$701  = \$700  ? 16'h7fff : \t$477 [15:0];
+  assign \$702  = \$699  ? 16'h8000 : \$701 ;
+  assign \$703  = $signed(\t$478 ) < $signed(16'h8000);
+  assign \$704  = $signed(\t$478 ) > $signed(16'h7fff);
+  assign \$705  = \$704  ? 16'h7fff : \t$478 [15:0];
+  assign \$706  = \$703  ? 16'h8000 : \$705 ;
+  assign \$707  = $signed(\t$479 ) < $signed(16'h8000);
+  assign \$708  = $signed(\t$479 ) > $signed(16'h7fff);
+  assign \$709  = \$708  ? 16'h7fff : \t$479 [15:0];
+  assign \$710  = \$707  ? 16'h8000 : \$709 ;
+  assign \$711  = $signed(\t$480 ) < $signed(16'h8000);
+  assign \$712  = $signed(\t$480 ) > $signed(16'h7fff);
+  assign \$713  = \$712  ? 16'h7fff : \t$480 [15:0];
+  assign \$714  = \$711  ? 16'h8000 : \$713 ;
+  assign \$715  = $signed(\t$481 ) < $signed(16'h8000);
+  assign \$716  = $signed(\t$481 ) > $signed(16'h7fff);
+  assign \$717  = \$716  ? 16'h7fff : \t$481 [15:0];
+  assign \$718  = \$715  ? 16'h8000 : \$717 ;
+  assign \$719  = $signed(\t$482 ) < $signed(16'h8000);
+  assign \$720  = $signed(\t$482 ) > $signed(16'h7fff);
+  assign \$721  = \$720  ? 16'h7fff : \t$482 [15:0];
+  assign \$722  = \$719  ? 16'h8000 : \$721 ;
+  assign \$723  = ~ pc__payload[22];
+  assign \$724  = pc__ready & \$723 ;
+  assign \$725  = pc__ready & pc__payload[22];
+  assign \$729  = $signed(\t$34 ) > $signed(1'h0);
+  assign \$730  = \$729  ? \t$34  : 16'h0000;
+  assign \$731  = $signed(\t$53 ) > $signed(1'h0);
+  assign \$732  = \$731  ? \t$53  : 16'h0000;
+  assign \$733  = $signed(\t$72 ) > $signed(1'h0);
+  assign \$734  = \$733  ? \t$72  : 16'h0000;
+  assign \$735  = $signed(\t$91 ) > $signed(1'h0);
+  assign \$736  = \$735  ? \t$91  : 16'h0000;
+  assign \$737  = $signed(\t$110 ) > $signed(1'h0);
+  assign \$738  = \$737  ? \t$110  : 16'h0000;
+  assign \$739  = $signed(\t$129 ) > $signed(1'h0);
+  assign \$740  = \$739  ? \t$129  : 16'h0000;
+  assign \$741  = $signed(\t$148 ) > $signed(1'h0);
+  assign \$742  = \$741  ? \t$148  : 16'h0000;
+  assign \$743  = $signed(\t$167 ) > $signed(1'h0);
+  assign \$744  = \$743  ? \t$167  : 16'h0000;
+  assign \$745  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$746  = \$745  ? 16'h0000 : \t$283 ;
+  assign \$747  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$748  = \$747  ? 16'h0000 : \t$291 ;
+  assign \$749  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$750  = \$749  ? 16'h0000 : \t$299 ;
+  assign \$751  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$752  = \$751  ? 16'h0000 : \t$307 ;
+  assign \$753  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$754  = \$753  ? 16'h0000 : \t$315 ;
+  assign \$755  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$756  = \$755  ? 16'h0000 : \t$323 ;
+  assign \$757  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$758  = \$757  ? 16'h0000 : \t$331 ;
+  assign \$759  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$760  = \$759  ? 16'h0000 : \t$339 ;
   always @(posedge clk)
-    valid_s1 <= \$760 ;
+    valid_s1 <= \$761 ;
   always @(posedge clk)
-    valid_s2 <= \$761 ;
+    valid_s2 <= \$762 ;
   always @(posedge clk)
-    valid_s3 <= \$762 ;
+    valid_s3 <= \$763 ;
   always @(posedge clk)
-    valid_s4 <= \$763 ;
+    valid_s4 <= \$764 ;
   always @(posedge clk)
-    m__valid <= \$764 ;
+    m__valid <= \$765 ;
   always @(posedge clk)
-    valid_s6 <= \$765 ;
+    valid_s6 <= \$766 ;
   always @(posedge clk)
-    valid_s7 <= \$766 ;
+    valid_s7 <= \$767 ;
   always @(posedge clk)
-    valid_s8 <= \$767 ;
+    valid_s8 <= \$768 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$768 ;
+    l0_w_0_0 <= \$769 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$769 ;
+    l0_w_0_1 <= \$770 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$770 ;
+    l0_w_1_0 <= \$771 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$771 ;
+    l0_w_1_1 <= \$772 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$772 ;
+    l0_w_2_0 <= \$773 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$773 ;
+    l0_w_2_1 <= \$774 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$774 ;
+    l0_w_3_0 <= \$775 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$775 ;
+    l0_w_3_1 <= \$776 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$776 ;
+    l0_w_4_0 <= \$777 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$777 ;
+    l0_w_4_1 <= \$778 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$778 ;
+    l0_w_5_0 <= \$779 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$779 ;
+    l0_w_5_1 <= \$780 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$780 ;
+    l0_w_6_0 <= \$781 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$781 ;
+    l0_w_6_1 <= \$782 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$782 ;
+    l0_w_7_0 <= \$783 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$783 ;
+    l0_w_7_1 <= \$784 ;
   always @(posedge clk)
-    l0_b_0 <= \$784 ;
+    l0_b_0 <= \$785 ;
   always @(posedge clk)
-    l0_b_1 <= \$785 ;
+    l0_b_1 <= \$786 ;
   always @(posedge clk)
-    l0_b_2 <= \$786 ;
+    l0_b_2 <= \$787 ;
   always @(posedge clk)
-    l0_b_3 <= \$787 ;
+    l0_b_3 <= \$788 ;
   always @(posedge clk)
-    l0_b_4 <= \$788 ;
+    l0_b_4 <= \$789 ;
   always @(posedge clk)
-    l0_b_5 <= \$789 ;
+    l0_b_5 <= \$790 ;
   always @(posedge clk)
-    l0_b_6 <= \$790 ;
+    l0_b_6 <= \$791 ;
   always @(posedge clk)
-    l0_b_7 <= \$791 ;
+    l0_b_7 <= \$792 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$792 ;
+    l1_w_0_0 <= \$793 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$793 ;
+    l1_w_0_1 <= \$794 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$794 ;
+    l1_w_0_2 <= \$795 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$795 ;
+    l1_w_0_3 <= \$796 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$796 ;
+    l1_w_0_4 <= \$797 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$797 ;
+    l1_w_0_5 <= \$798 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$798 ;
+    l1_w_0_6 <= \$799 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$799 ;
+    l1_w_0_7 <= \$800 ;
   always @(posedge clk)
-    l1_b_0 <= \$800 ;
+    l1_b_0 <= \$801 ;
   always @(posedge clk)
-    l0_rd_sel <= \$801 ;
+    l0_rd_sel <= \$802 ;
   always @(posedge clk)
-    read_layer <= \$802 ;
+    read_layer <= \$803 ;
   always @(posedge clk)
-    l1_rd_sel <= \$803 ;
+    l1_rd_sel <= \$804 ;
   always @(posedge clk)
-    read_wait <= \$804 ;
+    read_wait <= \$805 ;
   always @(posedge clk)
-    pr__valid <= \$805 ;
+    pr__valid <= \$806 ;
   always @(posedge clk)
-    pr__payload <= \$806 ;
+    pr__payload <= \$807 ;
   always @(posedge clk)
-    x0_s1 <= \$807 ;
+    x0_s1 <= \$808 ;
   always @(posedge clk)
-    x1_s1 <= \$808 ;
+    x1_s1 <= \$809 ;
   always @(posedge clk)
-    y0_s1 <= \$809 ;
+    y0_s1 <= \$810 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$810 ;
+    kind_s1 <= \$811 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$811 ;
+    l0_bias0_s2 <= \$812 ;
   always @(posedge clk)
-    l0_prod0_1_s2 <= \$812 ;
+    l0_prod0_0_s2 <= \$813 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$813 ;
+    l0_prod0_1_s2 <= \$814 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$814 ;
+    l0_out0_s3 <= \$815 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$815 ;
+    l0_bias1_s2 <= \$816 ;
   always @(posedge clk)
-    l0_prod1_1_s2 <= \$816 ;
+    l0_prod1_0_s2 <= \$817 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$817 ;
+    l0_prod1_1_s2 <= \$818 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$818 ;
+    l0_out1_s3 <= \$819 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$819 ;
+    l0_bias2_s2 <= \$820 ;
   always @(posedge clk)
-    l0_prod2_1_s2 <= \$820 ;
+    l0_prod2_0_s2 <= \$821 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$821 ;
+    l0_prod2_1_s2 <= \$822 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$822 ;
+    l0_out2_s3 <= \$823 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$823 ;
+    l0_bias3_s2 <= \$824 ;
   always @(posedge clk)
-    l0_prod3_1_s2 <= \$824 ;
+    l0_prod3_0_s2 <= \$825 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$825 ;
+    l0_prod3_1_s2 <= \$826 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$826 ;
+    l0_out3_s3 <= \$827 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$827 ;
+    l0_bias4_s2 <= \$828 ;
   always @(posedge clk)
-    l0_prod4_1_s2 <= \$828 ;
+    l0_prod4_0_s2 <= \$829 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$829 ;
+    l0_prod4_1_s2 <= \$830 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$830 ;
+    l0_out4_s3 <= \$831 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$831 ;
+    l0_bias5_s2 <= \$832 ;
   always @(posedge clk)
-    l0_prod5_1_s2 <= \$832 ;
+    l0_prod5_0_s2 <= \$833 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$833 ;
+    l0_prod5_1_s2 <= \$834 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$834 ;
+    l0_out5_s3 <= \$835 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$835 ;
+    l0_bias6_s2 <= \$836 ;
   always @(posedge clk)
-    l0_prod6_1_s2 <= \$836 ;
+    l0_prod6_0_s2 <= \$837 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$837 ;
+    l0_prod6_1_s2 <= \$838 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$838 ;
+    l0_out6_s3 <= \$839 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$839 ;
+    l0_bias7_s2 <= \$840 ;
   always @(posedge clk)
-    l0_prod7_1_s2 <= \$840 ;
+    l0_prod7_0_s2 <= \$841 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$841 ;
+    l0_prod7_1_s2 <= \$842 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$842 ;
+    l0_out7_s3 <= \$843 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$843 ;
+    l1_bias0_s4 <= \$844 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$844 ;
+    l1_prod0_0_s4 <= \$845 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$845 ;
+    l1_prod0_1_s4 <= \$846 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$846 ;
+    l1_prod0_2_s4 <= \$847 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$847 ;
+    l1_prod0_3_s4 <= \$848 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$848 ;
+    l1_prod0_4_s4 <= \$849 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$849 ;
+    l1_prod0_5_s4 <= \$850 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$850 ;
+    l1_prod0_6_s4 <= \$851 ;
   always @(posedge clk)
-    m__payload <= \$851 ;
+    l1_prod0_7_s4 <= \$852 ;
   always @(posedge clk)
-    y0_s2 <= \$852 ;
+    l1_out0_s5 <= \$853 ;
   always @(posedge clk)
-    y0_s3 <= \$853 ;
+    y0_s2 <= \$854 ;
   always @(posedge clk)
-    y0_s4 <= \$854 ;
+    y0_s3 <= \$855 ;
   always @(posedge clk)
-    y0_s5 <= \$855 ;
+    y0_s4 <= \$856 ;
   always @(posedge clk)
-    err0_s6 <= \$856 ;
+    y0_s5 <= \$857 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$857 ;
+    kind_s2 <= \$858 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$858 ;
+    kind_s3 <= \$859 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$859 ;
+    kind_s4 <= \$860 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$860 ;
+    kind_s5 <= \$861 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$861 ;
+    err0_s6 <= \$862 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$862 ;
+    l0_out0_s4 <= \$863 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$863 ;
+    l0_out0_s5 <= \$864 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$864 ;
+    l0_out0_s6 <= \$865 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$865 ;
+    l0_out1_s4 <= \$866 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$866 ;
+    l0_out1_s5 <= \$867 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$867 ;
+    l0_out1_s6 <= \$868 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$868 ;
+    l0_out2_s4 <= \$869 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$869 ;
+    l0_out2_s5 <= \$870 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$870 ;
+    l0_out2_s6 <= \$871 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$871 ;
+    l0_out3_s4 <= \$872 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$872 ;
+    l0_out3_s5 <= \$873 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$873 ;
+    l0_out3_s6 <= \$874 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$874 ;
+    l0_out4_s4 <= \$875 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$875 ;
+    l0_out4_s5 <= \$876 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$876 ;
+    l0_out4_s6 <= \$877 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$877 ;
+    l0_out5_s4 <= \$878 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$878 ;
+    l0_out5_s5 <= \$879 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$879 ;
+    l0_out5_s6 <= \$880 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$880 ;
+    l0_out6_s4 <= \$881 ;
   always @(posedge clk)
-    \t$277  <= \$881 ;
+    l0_out6_s5 <= \$882 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$882 ;
+    l0_out6_s6 <= \$883 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$883 ;
+    l0_out7_s4 <= \$884 ;
   always @(posedge clk)
-    \t$285  <= \$884 ;
+    l0_out7_s5 <= \$885 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$885 ;
+    l0_out7_s6 <= \$886 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$886 ;
+    \t$279  <= \$887 ;
   always @(posedge clk)
-    \t$293  <= \$887 ;
+    l0_out0_s7 <= \$888 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$888 ;
+    l0_err0_s8 <= \$889 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$889 ;
+    \t$287  <= \$890 ;
   always @(posedge clk)
-    \t$301  <= \$890 ;
+    l0_out1_s7 <= \$891 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$891 ;
+    l0_err1_s8 <= \$892 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$892 ;
+    \t$295  <= \$893 ;
   always @(posedge clk)
-    \t$309  <= \$893 ;
+    l0_out2_s7 <= \$894 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$894 ;
+    l0_err2_s8 <= \$895 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$895 ;
+    \t$303  <= \$896 ;
   always @(posedge clk)
-    \t$317  <= \$896 ;
+    l0_out3_s7 <= \$897 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$897 ;
+    l0_err3_s8 <= \$898 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$898 ;
+    \t$311  <= \$899 ;
   always @(posedge clk)
-    \t$325  <= \$899 ;
+    l0_out4_s7 <= \$900 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$900 ;
+    l0_err4_s8 <= \$901 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$901 ;
+    \t$319  <= \$902 ;
   always @(posedge clk)
-    \t$333  <= \$902 ;
+    l0_out5_s7 <= \$903 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$903 ;
+    l0_err5_s8 <= \$904 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$904 ;
+    \t$327  <= \$905 ;
   always @(posedge clk)
-    x0_s2 <= \$905 ;
+    l0_out6_s7 <= \$906 ;
   always @(posedge clk)
-    x0_s3 <= \$906 ;
+    l0_err6_s8 <= \$907 ;
   always @(posedge clk)
-    x0_s4 <= \$907 ;
+    \t$335  <= \$908 ;
   always @(posedge clk)
-    x0_s5 <= \$908 ;
+    l0_out7_s7 <= \$909 ;
   always @(posedge clk)
-    x0_s6 <= \$909 ;
+    l0_err7_s8 <= \$910 ;
   always @(posedge clk)
-    x0_s7 <= \$910 ;
+    x0_s2 <= \$911 ;
   always @(posedge clk)
-    x0_s8 <= \$911 ;
+    x0_s3 <= \$912 ;
   always @(posedge clk)
-    x1_s2 <= \$912 ;
+    x0_s4 <= \$913 ;
   always @(posedge clk)
-    x1_s3 <= \$913 ;
+    x0_s5 <= \$914 ;
   always @(posedge clk)
-    x1_s4 <= \$914 ;
+    x0_s6 <= \$915 ;
   always @(posedge clk)
-    x1_s5 <= \$915 ;
+    x0_s7 <= \$916 ;
   always @(posedge clk)
-    x1_s6 <= \$916 ;
+    x0_s8 <= \$917 ;
   always @(posedge clk)
-    x1_s7 <= \$917 ;
+    x1_s2 <= \$918 ;
   always @(posedge clk)
-    x1_s8 <= \$918 ;
+    x1_s3 <= \$919 ;
+  always @(posedge clk)
+    x1_s4 <= \$920 ;
+  always @(posedge clk)
+    x1_s5 <= \$921 ;
+  always @(posedge clk)
+    x1_s6 <= \$922 ;
+  always @(posedge clk)
+    x1_s7 <= \$923 ;
+  always @(posedge clk)
+    x1_s8 <= \$924 ;
   assign \t$17  = $signed(l0_w_0_0) * $signed(x0_s1);
   assign \t$22  = $signed(l0_w_0_1) * $signed(x1_s1);
   assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
@@ -2736,87 +2765,82 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$39  = \t$84 [13] & \$38 ;
   assign \$40  = \$39  & \floor$89 [0];
   assign \$41  = \$37  | \$40 ;
-  assign \t$90  = $signed(\floor$89 ) + $signed({ 1'h0, \$41  });
-  assign \$42  = $signed(\t$90 ) < $signed(16'h8000);
-  assign \$43  = $signed(\t$90 ) > $signed(16'h7fff);
-  assign \$44  = \$43  ? 16'h7fff : \t$90 [15:0];
-  assign \t$91  = \$42  ? 16'h8000 : \$44 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$725  = 16'h0000;
+    \$726  = 16'h0000;
     casez (l0_rd_sel)
       5'h00:
-          \$725  = l0_w_0_0;
+          \$726  = l0_w_0_0;
       5'h01:
-          \$725  = l0_w_0_1;
+          \$726  = l0_w_0_1;
       5'h02:
-          \$725  = l0_w_1_0;
+          \$726  = l0_w_1_0;
       5'h03:
-          \$725  = l0_w_1_1;
+          \$726  = l0_w_1_1;
       5'h04:
-          \$725  = l0_w_2_0;
+          \$726  = l0_w_2_0;
       5'h05:
-          \$725  = l0_w_2_1;
+          \$726  = l0_w_2_1;
       5'h06:
-          \$725  = l0_w_3_0;
+          \$726  = l0_w_3_0;
       5'h07:
-          \$725  = l0_w_3_1;
+          \$726  = l0_w_3_1;
       5'h08:
-          \$725  = l0_w_4_0;
+          \$726  = l0_w_4_0;
       5'h09:
-          \$725  = l0_w_4_1;
+          \$726  = l0_w_4_1;
       5'h0a:
-          \$725  = l0_w_5_0;
+          \$726  = l0_w_5_0;
       5'h0b:
-          \$725  = l0_w_5_1;
+          \$726  = l0_w_5_1;
       5'h0c:
-          \$725  = l0_w_6_0;
+          \$726  = l0_w_6_0;
       5'h0d:
-          \$725  = l0_w_6_1;
+          \$726  = l0_w_6_1;
       5'h0e:
-          \$725  = l0_w_7_0;
+          \$726  = l0_w_7_0;
       5'h0f:
-          \$725  = l0_w_7_1;
+          \$726  = l0_w_7_1;
       5'h10:
-          \$725  = l0_b_0;
+          \$726  = l0_b_0;
       5'h11:
-          \$725  = l0_b_1;
+          \$726  = l0_b_1;
       5'h12:
-          \$725  = l0_b_2;
+          \$726  = l0_b_2;
       5'h13:
-          \$725  = l0_b_3;
+          \$726  = l0_b_3;
       5'h14:
-          \$725  = l0_b_4;
+          \$726  = l0_b_4;
       5'h15:
-          \$725  = l0_b_5;
+          \$726  = l0_b_5;
       5'h16:
-          \$725  = l0_b_6;
+          \$726  = l0_b_6;
       5'h17:
-          \$725  = l0_b_7;
+          \$726  = l0_b_7;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$726  = 16'h0000;
+    \$727  = 16'h0000;
     casez (l1_rd_sel)
       4'h0:
-          \$726  = l1_w_0_0;
+          \$727  = l1_w_0_0;
       4'h1:
-          \$726  = l1_w_0_1;
+          \$727  = l1_w_0_1;
       4'h2:
-          \$726  = l1_w_0_2;
+          \$727  = l1_w_0_2;
       4'h3:
-          \$726  = l1_w_0_3;
+          \$727  = l1_w_0_3;
       4'h4:
-          \$726  = l1_w_0_4;
+          \$727  = l1_w_0_4;
       4'h5:
-          \$726  = l1_w_0_5;
+          \$727  = l1_w_0_5;
       4'h6:
-          \$726  = l1_w_0_6;
+          \$727  = l1_w_0_6;
       4'h7:
-          \$726  = l1_w_0_7;
+          \$727  = l1_w_0_7;
       4'h8:
-          \$726  = l1_b_0;
+          \$727  = l1_b_0;
     endcase
   end
   always @* begin
@@ -2824,257 +2848,259 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$727  = \$725 ;
+          \$728  = \$726 ;
       1'h1:
-          \$727  = \$726 ;
+          \$728  = \$727 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$447  = 17'h00000;
-    if (commit_l0) begin
-      \t$447  = \$521 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$448  = 17'h00000;
-    if (commit_l0) begin
-      \t$448  = \$522 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (kind_s5)
+      2'h0:
+          e = \t$229 ;
+      2'h2:
+          e = y0_s5;
+      default:
+          e = 16'h0000;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$449  = 17'h00000;
     if (commit_l0) begin
-      \t$449  = \$523 ;
+      \t$449  = \$522 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$450  = 17'h00000;
     if (commit_l0) begin
-      \t$450  = \$524 ;
+      \t$450  = \$523 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$451  = 17'h00000;
     if (commit_l0) begin
-      \t$451  = \$525 ;
+      \t$451  = \$524 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$452  = 17'h00000;
     if (commit_l0) begin
-      \t$452  = \$526 ;
+      \t$452  = \$525 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$453  = 17'h00000;
     if (commit_l0) begin
-      \t$453  = \$527 ;
+      \t$453  = \$526 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$454  = 17'h00000;
     if (commit_l0) begin
-      \t$454  = \$528 ;
+      \t$454  = \$527 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$455  = 17'h00000;
     if (commit_l0) begin
-      \t$455  = \$529 ;
+      \t$455  = \$528 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$456  = 17'h00000;
     if (commit_l0) begin
-      \t$456  = \$530 ;
+      \t$456  = \$529 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$457  = 17'h00000;
     if (commit_l0) begin
-      \t$457  = \$531 ;
+      \t$457  = \$530 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$458  = 17'h00000;
     if (commit_l0) begin
-      \t$458  = \$532 ;
+      \t$458  = \$531 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$459  = 17'h00000;
     if (commit_l0) begin
-      \t$459  = \$533 ;
+      \t$459  = \$532 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$460  = 17'h00000;
     if (commit_l0) begin
-      \t$460  = \$534 ;
+      \t$460  = \$533 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$461  = 17'h00000;
     if (commit_l0) begin
-      \t$461  = \$535 ;
+      \t$461  = \$534 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$462  = 17'h00000;
     if (commit_l0) begin
-      \t$462  = \$536 ;
+      \t$462  = \$535 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$463  = 17'h00000;
     if (commit_l0) begin
-      \t$463  = \$537 ;
+      \t$463  = \$536 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$464  = 17'h00000;
     if (commit_l0) begin
-      \t$464  = \$538 ;
+      \t$464  = \$537 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$465  = 17'h00000;
     if (commit_l0) begin
-      \t$465  = \$539 ;
+      \t$465  = \$538 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$466  = 17'h00000;
     if (commit_l0) begin
-      \t$466  = \$540 ;
+      \t$466  = \$539 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$467  = 17'h00000;
     if (commit_l0) begin
-      \t$467  = \$541 ;
+      \t$467  = \$540 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$468  = 17'h00000;
     if (commit_l0) begin
-      \t$468  = \$542 ;
+      \t$468  = \$541 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$469  = 17'h00000;
     if (commit_l0) begin
-      \t$469  = \$543 ;
+      \t$469  = \$542 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$470  = 17'h00000;
     if (commit_l0) begin
-      \t$470  = \$544 ;
+      \t$470  = \$543 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$471  = 17'h00000;
+    if (commit_l0) begin
+      \t$471  = \$544 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$472  = 17'h00000;
-    if (commit_l1) begin
+    if (commit_l0) begin
       \t$472  = \$545 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$473  = 17'h00000;
-    if (commit_l1) begin
-      \t$473  = \$546 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$474  = 17'h00000;
     if (commit_l1) begin
-      \t$474  = \$547 ;
+      \t$474  = \$546 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$475  = 17'h00000;
     if (commit_l1) begin
-      \t$475  = \$548 ;
+      \t$475  = \$547 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$476  = 17'h00000;
     if (commit_l1) begin
-      \t$476  = \$549 ;
+      \t$476  = \$548 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$477  = 17'h00000;
     if (commit_l1) begin
-      \t$477  = \$550 ;
+      \t$477  = \$549 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$478  = 17'h00000;
     if (commit_l1) begin
-      \t$478  = \$551 ;
+      \t$478  = \$550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$479  = 17'h00000;
     if (commit_l1) begin
-      \t$479  = \$552 ;
+      \t$479  = \$551 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$480  = 17'h00000;
     if (commit_l1) begin
-      \t$480  = \$553 ;
+      \t$480  = \$552 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$760  = valid_s1;
-    if (en) begin
-      \$760  = accept;
-    end
-    if (rst) begin
-      \$760  = 1'h0;
+    \t$481  = 17'h00000;
+    if (commit_l1) begin
+      \t$481  = \$553 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$761  = valid_s2;
+    \t$482  = 17'h00000;
+    if (commit_l1) begin
+      \t$482  = \$554 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$761  = valid_s1;
     if (en) begin
-      \$761  = valid_s1;
+      \$761  = accept;
     end
     if (rst) begin
       \$761  = 1'h0;
@@ -3082,9 +3108,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$762  = valid_s3;
+    \$762  = valid_s2;
     if (en) begin
-      \$762  = valid_s2;
+      \$762  = valid_s1;
     end
     if (rst) begin
       \$762  = 1'h0;
@@ -3092,9 +3118,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$763  = valid_s4;
+    \$763  = valid_s3;
     if (en) begin
-      \$763  = valid_s3;
+      \$763  = valid_s2;
     end
     if (rst) begin
       \$763  = 1'h0;
@@ -3102,9 +3128,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$764  = m__valid;
+    \$764  = valid_s4;
     if (en) begin
-      \$764  = valid_s4;
+      \$764  = valid_s3;
     end
     if (rst) begin
       \$764  = 1'h0;
@@ -3112,9 +3138,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$765  = valid_s6;
+    \$765  = m__valid;
     if (en) begin
-      \$765  = m__valid;
+      \$765  = valid_s4;
     end
     if (rst) begin
       \$765  = 1'h0;
@@ -3122,9 +3148,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$766  = valid_s7;
+    \$766  = valid_s6;
     if (en) begin
-      \$766  = valid_s6;
+      \$766  = m__valid;
     end
     if (rst) begin
       \$766  = 1'h0;
@@ -3132,9 +3158,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$767  = valid_s8;
+    \$767  = valid_s7;
     if (en) begin
-      \$767  = valid_s7;
+      \$767  = valid_s6;
     end
     if (rst) begin
       \$767  = 1'h0;
@@ -3142,66 +3168,76 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$768  = l0_w_0_0;
-    if (commit_l0) begin
-      \$768  = \$593 ;
-    end
-    if (l0_port_wr) begin
-      casez (\$568 [4:0])
-        5'h00:
-            \$768  = l0_port_data;
-      endcase
+    \$768  = valid_s8;
+    if (en) begin
+      \$768  = valid_s7;
     end
     if (rst) begin
-      \$768  = 16'h055e;
+      \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$769  = l0_w_0_1;
+    \$769  = l0_w_0_0;
     if (commit_l0) begin
-      \$769  = \$597 ;
+      \$769  = \$594 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
-            /* empty */;
-        5'h01:
             \$769  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$769  = 16'hf6fa;
+      \$769  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$770  = l0_w_1_0;
+    \$770  = l0_w_0_1;
     if (commit_l0) begin
-      \$770  = \$601 ;
+      \$770  = \$598 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$770  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$770  = 16'hf6fa;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$771  = l0_w_1_0;
+    if (commit_l0) begin
+      \$771  = \$602 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$770  = l0_port_data;
+            \$771  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$770  = 16'hee03;
+      \$771  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$771  = l0_w_1_1;
+    \$772  = l0_w_1_1;
     if (commit_l0) begin
-      \$771  = \$605 ;
+      \$772  = \$606 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3209,21 +3245,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$771  = l0_port_data;
+            \$772  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$771  = 16'hed0d;
+      \$772  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$772  = l0_w_2_0;
+    \$773  = l0_w_2_0;
     if (commit_l0) begin
-      \$772  = \$609 ;
+      \$773  = \$610 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3233,21 +3269,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$772  = l0_port_data;
+            \$773  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$772  = 16'h0c47;
+      \$773  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$773  = l0_w_2_1;
+    \$774  = l0_w_2_1;
     if (commit_l0) begin
-      \$773  = \$613 ;
+      \$774  = \$614 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3259,21 +3295,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$773  = l0_port_data;
+            \$774  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$773  = 16'h102d;
+      \$774  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$774  = l0_w_3_0;
+    \$775  = l0_w_3_0;
     if (commit_l0) begin
-      \$774  = \$617 ;
+      \$775  = \$618 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3287,21 +3323,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$774  = l0_port_data;
+            \$775  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$774  = 16'h042e;
+      \$775  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$775  = l0_w_3_1;
+    \$776  = l0_w_3_1;
     if (commit_l0) begin
-      \$775  = \$621 ;
+      \$776  = \$622 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3317,21 +3353,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$775  = l0_port_data;
+            \$776  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$775  = 16'h08ff;
+      \$776  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$776  = l0_w_4_0;
+    \$777  = l0_w_4_0;
     if (commit_l0) begin
-      \$776  = \$625 ;
+      \$777  = \$626 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3349,21 +3385,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$776  = l0_port_data;
+            \$777  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$776  = 16'h01b6;
+      \$777  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$777  = l0_w_4_1;
+    \$778  = l0_w_4_1;
     if (commit_l0) begin
-      \$777  = \$629 ;
+      \$778  = \$630 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3383,21 +3419,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$777  = l0_port_data;
+            \$778  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$777  = 16'h110d;
+      \$778  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$778  = l0_w_5_0;
+    \$779  = l0_w_5_0;
     if (commit_l0) begin
-      \$778  = \$633 ;
+      \$779  = \$634 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3419,21 +3455,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$778  = l0_port_data;
+            \$779  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$778  = 16'h0c61;
+      \$779  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$779  = l0_w_5_1;
+    \$780  = l0_w_5_1;
     if (commit_l0) begin
-      \$779  = \$637 ;
+      \$780  = \$638 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3457,21 +3493,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$779  = l0_port_data;
+            \$780  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$779  = 16'hec83;
+      \$780  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$780  = l0_w_6_0;
+    \$781  = l0_w_6_0;
     if (commit_l0) begin
-      \$780  = \$641 ;
+      \$781  = \$642 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3497,21 +3533,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$780  = l0_port_data;
+            \$781  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$780  = 16'h0e02;
+      \$781  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$781  = l0_w_6_1;
+    \$782  = l0_w_6_1;
     if (commit_l0) begin
-      \$781  = \$645 ;
+      \$782  = \$646 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3539,21 +3575,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$781  = l0_port_data;
+            \$782  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$781  = 16'hedb8;
+      \$782  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$782  = l0_w_7_0;
+    \$783  = l0_w_7_0;
     if (commit_l0) begin
-      \$782  = \$649 ;
+      \$783  = \$650 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3583,21 +3619,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$782  = l0_port_data;
+            \$783  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$782  = 16'h0900;
+      \$783  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$783  = l0_w_7_1;
+    \$784  = l0_w_7_1;
     if (commit_l0) begin
-      \$783  = \$653 ;
+      \$784  = \$654 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3629,21 +3665,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$783  = l0_port_data;
+            \$784  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$783  = 16'hf34a;
+      \$784  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$784  = l0_b_0;
+    \$785  = l0_b_0;
     if (commit_l0) begin
-      \$784  = \$657 ;
+      \$785  = \$658 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3677,21 +3713,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$784  = l0_port_data;
+            \$785  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$784  = 16'h0000;
+      \$785  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = l0_b_1;
+    \$786  = l0_b_1;
     if (commit_l0) begin
-      \$785  = \$661 ;
+      \$786  = \$662 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3727,21 +3763,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$785  = l0_port_data;
+            \$786  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$785  = 16'h0000;
+      \$786  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = l0_b_2;
+    \$787  = l0_b_2;
     if (commit_l0) begin
-      \$786  = \$665 ;
+      \$787  = \$666 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3779,21 +3815,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$786  = l0_port_data;
+            \$787  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$786  = 16'h0000;
+      \$787  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$787  = l0_b_3;
+    \$788  = l0_b_3;
     if (commit_l0) begin
-      \$787  = \$669 ;
+      \$788  = \$670 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3833,21 +3869,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$787  = l0_port_data;
+            \$788  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$787  = 16'h0000;
+      \$788  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$788  = l0_b_4;
+    \$789  = l0_b_4;
     if (commit_l0) begin
-      \$788  = \$673 ;
+      \$789  = \$674 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3889,21 +3925,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$788  = l0_port_data;
+            \$789  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$788  = 16'h0000;
+      \$789  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$789  = l0_b_5;
+    \$790  = l0_b_5;
     if (commit_l0) begin
-      \$789  = \$677 ;
+      \$790  = \$678 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3947,21 +3983,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$789  = l0_port_data;
+            \$790  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$789  = 16'h0000;
+      \$790  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$790  = l0_b_6;
+    \$791  = l0_b_6;
     if (commit_l0) begin
-      \$790  = \$681 ;
+      \$791  = \$682 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4007,21 +4043,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$790  = l0_port_data;
+            \$791  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$790  = 16'h0000;
+      \$791  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$791  = l0_b_7;
+    \$792  = l0_b_7;
     if (commit_l0) begin
-      \$791  = \$685 ;
+      \$792  = \$686 ;
     end
     if (l0_port_wr) begin
-      casez (\$568 [4:0])
+      casez (\$569 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4069,75 +4105,75 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$791  = l0_port_data;
+            \$792  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$791  = 16'h0000;
+      \$792  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = l1_w_0_0;
+    \$793  = l1_w_0_0;
     if (commit_l1) begin
-      \$792  = \$689 ;
+      \$793  = \$690 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
-            \$792  = l1_port_data;
-      endcase
-    end
-    if (rst) begin
-      \$792  = 16'h071e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = l1_w_0_1;
-    if (commit_l1) begin
-      \$793  = \$693 ;
-    end
-    if (l1_port_wr) begin
-      casez (\$579 [3:0])
-        4'h0:
-            /* empty */;
-        4'h1:
             \$793  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$793  = 16'h00d0;
+      \$793  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = l1_w_0_2;
+    \$794  = l1_w_0_1;
     if (commit_l1) begin
-      \$794  = \$697 ;
+      \$794  = \$694 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
+        4'h0:
+            /* empty */;
+        4'h1:
+            \$794  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$794  = 16'h00d0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$795  = l1_w_0_2;
+    if (commit_l1) begin
+      \$795  = \$698 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
             /* empty */;
         4'h2:
-            \$794  = l1_port_data;
+            \$795  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$794  = 16'hfc13;
+      \$795  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = l1_w_0_3;
+    \$796  = l1_w_0_3;
     if (commit_l1) begin
-      \$795  = \$701 ;
+      \$796  = \$702 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4145,21 +4181,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h2:
             /* empty */;
         4'h3:
-            \$795  = l1_port_data;
+            \$796  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$795  = 16'hfe7c;
+      \$796  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = l1_w_0_4;
+    \$797  = l1_w_0_4;
     if (commit_l1) begin
-      \$796  = \$705 ;
+      \$797  = \$706 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4169,21 +4205,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h3:
             /* empty */;
         4'h4:
-            \$796  = l1_port_data;
+            \$797  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$796  = 16'hf6c2;
+      \$797  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = l1_w_0_5;
+    \$798  = l1_w_0_5;
     if (commit_l1) begin
-      \$797  = \$709 ;
+      \$798  = \$710 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4195,21 +4231,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h4:
             /* empty */;
         4'h5:
-            \$797  = l1_port_data;
+            \$798  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$797  = 16'hf8a3;
+      \$798  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = l1_w_0_6;
+    \$799  = l1_w_0_6;
     if (commit_l1) begin
-      \$798  = \$713 ;
+      \$799  = \$714 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4223,21 +4259,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h5:
             /* empty */;
         4'h6:
-            \$798  = l1_port_data;
+            \$799  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$798  = 16'h0358;
+      \$799  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = l1_w_0_7;
+    \$800  = l1_w_0_7;
     if (commit_l1) begin
-      \$799  = \$717 ;
+      \$800  = \$718 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4253,21 +4289,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h6:
             /* empty */;
         4'h7:
-            \$799  = l1_port_data;
+            \$800  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$799  = 16'h02e2;
+      \$800  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = l1_b_0;
+    \$801  = l1_b_0;
     if (commit_l1) begin
-      \$800  = \$721 ;
+      \$801  = \$722 ;
     end
     if (l1_port_wr) begin
-      casez (\$579 [3:0])
+      casez (\$580 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4285,861 +4321,896 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h7:
             /* empty */;
         4'h8:
-            \$800  = l1_port_data;
+            \$801  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$800  = 16'h0000;
+      \$801  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = l0_rd_sel;
+    \$802  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$801  = \$568 [4:0];
+      \$802  = \$569 [4:0];
     end
     if (rst) begin
-      \$801  = 5'h00;
+      \$802  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = read_layer;
+    \$803  = read_layer;
     if (l0_port_rd) begin
-      \$802  = 1'h0;
+      \$803  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$802  = 1'h1;
+      \$803  = 1'h1;
     end
     if (rst) begin
-      \$802  = 1'h0;
+      \$803  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = l1_rd_sel;
+    \$804  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$803  = \$579 [3:0];
+      \$804  = \$580 [3:0];
     end
     if (rst) begin
-      \$803  = 4'h0;
+      \$804  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = \$723 ;
+    \$805  = \$724 ;
     if (rst) begin
-      \$804  = 1'h0;
+      \$805  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = pr__valid;
-    if (\$724 ) begin
-      \$805  = 1'h1;
+    \$806  = pr__valid;
+    if (\$725 ) begin
+      \$806  = 1'h1;
     end else if (read_wait) begin
-      \$805  = 1'h1;
+      \$806  = 1'h1;
     end else if (pr__ready) begin
-      \$805  = 1'h0;
+      \$806  = 1'h0;
     end
     if (rst) begin
-      \$805  = 1'h0;
+      \$806  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = pr__payload;
-    if (\$724 ) begin
-      \$806  = pc__payload[15:0];
+    \$807  = pr__payload;
+    if (\$725 ) begin
+      \$807  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$806  = \$727 ;
+      \$807  = \$728 ;
     end
     if (rst) begin
-      \$806  = 16'h0000;
+      \$807  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = x0_s1;
+    \$808  = x0_s1;
     if (en) begin
-      \$807  = s__payload[15:0];
+      \$808  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = x1_s1;
+    \$809  = x1_s1;
     if (en) begin
-      \$808  = s__payload[31:16];
+      \$809  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = y0_s1;
+    \$810  = y0_s1;
     if (en) begin
-      \$809  = s__payload[47:32];
+      \$810  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = l0_bias0_s2;
+    \$811  = kind_s1;
     if (en) begin
-      \$810  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$811  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = l0_prod0_0_s2;
+    \$812  = l0_bias0_s2;
     if (en) begin
-      \$811  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$812  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l0_prod0_1_s2;
+    \$813  = l0_prod0_0_s2;
     if (en) begin
-      \$812  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
+      \$813  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l0_out0_s3;
+    \$814  = l0_prod0_1_s2;
     if (en) begin
-      \$813  = \$729 ;
+      \$814  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = l0_bias1_s2;
+    \$815  = l0_out0_s3;
     if (en) begin
-      \$814  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
+      \$815  = \$730 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = l0_prod1_0_s2;
+    \$816  = l0_bias1_s2;
     if (en) begin
-      \$815  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
+      \$816  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = l0_prod1_1_s2;
+    \$817  = l0_prod1_0_s2;
     if (en) begin
-      \$816  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
+      \$817  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = l0_out1_s3;
+    \$818  = l0_prod1_1_s2;
     if (en) begin
-      \$817  = \$731 ;
+      \$818  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = l0_bias2_s2;
+    \$819  = l0_out1_s3;
     if (en) begin
-      \$818  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
+      \$819  = \$732 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = l0_prod2_0_s2;
+    \$820  = l0_bias2_s2;
     if (en) begin
-      \$819  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
+      \$820  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_prod2_1_s2;
+    \$821  = l0_prod2_0_s2;
     if (en) begin
-      \$820  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
+      \$821  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_out2_s3;
+    \$822  = l0_prod2_1_s2;
     if (en) begin
-      \$821  = \$733 ;
+      \$822  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_bias3_s2;
+    \$823  = l0_out2_s3;
     if (en) begin
-      \$822  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
+      \$823  = \$734 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_prod3_0_s2;
+    \$824  = l0_bias3_s2;
     if (en) begin
-      \$823  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
+      \$824  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = l0_prod3_1_s2;
+    \$825  = l0_prod3_0_s2;
     if (en) begin
-      \$824  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
+      \$825  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = l0_out3_s3;
+    \$826  = l0_prod3_1_s2;
     if (en) begin
-      \$825  = \$735 ;
+      \$826  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = l0_bias4_s2;
+    \$827  = l0_out3_s3;
     if (en) begin
-      \$826  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+      \$827  = \$736 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l0_prod4_0_s2;
+    \$828  = l0_bias4_s2;
     if (en) begin
-      \$827  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
+      \$828  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l0_prod4_1_s2;
+    \$829  = l0_prod4_0_s2;
     if (en) begin
-      \$828  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
+      \$829  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l0_out4_s3;
+    \$830  = l0_prod4_1_s2;
     if (en) begin
-      \$829  = \$737 ;
+      \$830  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l0_bias5_s2;
+    \$831  = l0_out4_s3;
     if (en) begin
-      \$830  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
+      \$831  = \$738 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l0_prod5_0_s2;
+    \$832  = l0_bias5_s2;
     if (en) begin
-      \$831  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
+      \$832  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l0_prod5_1_s2;
+    \$833  = l0_prod5_0_s2;
     if (en) begin
-      \$832  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
+      \$833  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l0_out5_s3;
+    \$834  = l0_prod5_1_s2;
     if (en) begin
-      \$833  = \$739 ;
+      \$834  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l0_bias6_s2;
+    \$835  = l0_out5_s3;
     if (en) begin
-      \$834  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
+      \$835  = \$740 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_prod6_0_s2;
+    \$836  = l0_bias6_s2;
     if (en) begin
-      \$835  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
+      \$836  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l0_prod6_1_s2;
+    \$837  = l0_prod6_0_s2;
     if (en) begin
-      \$836  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
+      \$837  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l0_out6_s3;
+    \$838  = l0_prod6_1_s2;
     if (en) begin
-      \$837  = \$741 ;
+      \$838  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l0_bias7_s2;
+    \$839  = l0_out6_s3;
     if (en) begin
-      \$838  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
+      \$839  = \$742 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l0_prod7_0_s2;
+    \$840  = l0_bias7_s2;
     if (en) begin
-      \$839  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
+      \$840  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l0_prod7_1_s2;
+    \$841  = l0_prod7_0_s2;
     if (en) begin
-      \$840  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
+      \$841  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l0_out7_s3;
+    \$842  = l0_prod7_1_s2;
     if (en) begin
-      \$841  = \$743 ;
+      \$842  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l1_bias0_s4;
+    \$843  = l0_out7_s3;
     if (en) begin
-      \$842  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
+      \$843  = \$744 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l1_prod0_0_s4;
+    \$844  = l1_bias0_s4;
     if (en) begin
-      \$843  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$844  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = l1_prod0_1_s4;
+    \$845  = l1_prod0_0_s4;
     if (en) begin
-      \$844  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
+      \$845  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l1_prod0_2_s4;
+    \$846  = l1_prod0_1_s4;
     if (en) begin
-      \$845  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
+      \$846  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l1_prod0_3_s4;
+    \$847  = l1_prod0_2_s4;
     if (en) begin
-      \$846  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
+      \$847  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = l1_prod0_4_s4;
+    \$848  = l1_prod0_3_s4;
     if (en) begin
-      \$847  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
+      \$848  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l1_prod0_5_s4;
+    \$849  = l1_prod0_4_s4;
     if (en) begin
-      \$848  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
+      \$849  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l1_prod0_6_s4;
+    \$850  = l1_prod0_5_s4;
     if (en) begin
-      \$849  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
+      \$850  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = l1_prod0_7_s4;
+    \$851  = l1_prod0_6_s4;
     if (en) begin
-      \$850  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
+      \$851  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = m__payload;
+    \$852  = l1_prod0_7_s4;
     if (en) begin
-      \$851  = \t$224 ;
+      \$852  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = y0_s2;
+    \$853  = l1_out0_s5;
     if (en) begin
-      \$852  = y0_s1;
+      \$853  = \t$224 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = y0_s3;
+    \$854  = y0_s2;
     if (en) begin
-      \$853  = y0_s2;
+      \$854  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = y0_s4;
+    \$855  = y0_s3;
     if (en) begin
-      \$854  = y0_s3;
+      \$855  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = y0_s5;
+    \$856  = y0_s4;
     if (en) begin
-      \$855  = y0_s4;
+      \$856  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = err0_s6;
+    \$857  = y0_s5;
     if (en) begin
-      \$856  = \t$229 ;
+      \$857  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_out0_s4;
+    \$858  = kind_s2;
     if (en) begin
-      \$857  = l0_out0_s3;
+      \$858  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_out0_s5;
+    \$859  = kind_s3;
     if (en) begin
-      \$858  = l0_out0_s4;
+      \$859  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = l0_out0_s6;
+    \$860  = kind_s4;
     if (en) begin
-      \$859  = l0_out0_s5;
+      \$860  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = l0_out1_s4;
+    \$861  = kind_s5;
     if (en) begin
-      \$860  = l0_out1_s3;
+      \$861  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = l0_out1_s5;
+    \$862  = err0_s6;
     if (en) begin
-      \$861  = l0_out1_s4;
+      \$862  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = l0_out1_s6;
+    \$863  = l0_out0_s4;
     if (en) begin
-      \$862  = l0_out1_s5;
+      \$863  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_out2_s4;
+    \$864  = l0_out0_s5;
     if (en) begin
-      \$863  = l0_out2_s3;
+      \$864  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_out2_s5;
+    \$865  = l0_out0_s6;
     if (en) begin
-      \$864  = l0_out2_s4;
+      \$865  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l0_out2_s6;
+    \$866  = l0_out1_s4;
     if (en) begin
-      \$865  = l0_out2_s5;
+      \$866  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_out3_s4;
+    \$867  = l0_out1_s5;
     if (en) begin
-      \$866  = l0_out3_s3;
+      \$867  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_out3_s5;
+    \$868  = l0_out1_s6;
     if (en) begin
-      \$867  = l0_out3_s4;
+      \$868  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l0_out3_s6;
+    \$869  = l0_out2_s4;
     if (en) begin
-      \$868  = l0_out3_s5;
+      \$869  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l0_out4_s4;
+    \$870  = l0_out2_s5;
     if (en) begin
-      \$869  = l0_out4_s3;
+      \$870  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l0_out4_s5;
+    \$871  = l0_out2_s6;
     if (en) begin
-      \$870  = l0_out4_s4;
+      \$871  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l0_out4_s6;
+    \$872  = l0_out3_s4;
     if (en) begin
-      \$871  = l0_out4_s5;
+      \$872  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l0_out5_s4;
+    \$873  = l0_out3_s5;
     if (en) begin
-      \$872  = l0_out5_s3;
+      \$873  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l0_out5_s5;
+    \$874  = l0_out3_s6;
     if (en) begin
-      \$873  = l0_out5_s4;
+      \$874  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l0_out5_s6;
+    \$875  = l0_out4_s4;
     if (en) begin
-      \$874  = l0_out5_s5;
+      \$875  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l0_out6_s4;
+    \$876  = l0_out4_s5;
     if (en) begin
-      \$875  = l0_out6_s3;
+      \$876  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l0_out6_s5;
+    \$877  = l0_out4_s6;
     if (en) begin
-      \$876  = l0_out6_s4;
+      \$877  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l0_out6_s6;
+    \$878  = l0_out5_s4;
     if (en) begin
-      \$877  = l0_out6_s5;
+      \$878  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = l0_out7_s4;
+    \$879  = l0_out5_s5;
     if (en) begin
-      \$878  = l0_out7_s3;
+      \$879  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = l0_out7_s5;
+    \$880  = l0_out5_s6;
     if (en) begin
-      \$879  = l0_out7_s4;
+      \$880  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$880  = l0_out7_s6;
+    \$881  = l0_out6_s4;
     if (en) begin
-      \$880  = l0_out7_s5;
+      \$881  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$881  = \t$277 ;
+    \$882  = l0_out6_s5;
     if (en) begin
-      \$881  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
+      \$882  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$882  = l0_out0_s7;
+    \$883  = l0_out6_s6;
     if (en) begin
-      \$882  = l0_out0_s6;
+      \$883  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$883  = l0_err0_s8;
+    \$884  = l0_out7_s4;
     if (en) begin
-      \$883  = \$745 ;
+      \$884  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$884  = \t$285 ;
+    \$885  = l0_out7_s5;
     if (en) begin
-      \$884  = { \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283  };
+      \$885  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$885  = l0_out1_s7;
+    \$886  = l0_out7_s6;
     if (en) begin
-      \$885  = l0_out1_s6;
+      \$886  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$886  = l0_err1_s8;
+    \$887  = \t$279 ;
     if (en) begin
-      \$886  = \$747 ;
+      \$887  = { \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$887  = \t$293 ;
+    \$888  = l0_out0_s7;
     if (en) begin
-      \$887  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+      \$888  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$888  = l0_out2_s7;
+    \$889  = l0_err0_s8;
     if (en) begin
-      \$888  = l0_out2_s6;
+      \$889  = \$746 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$889  = l0_err2_s8;
+    \$890  = \t$287 ;
     if (en) begin
-      \$889  = \$749 ;
+      \$890  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$890  = \t$301 ;
+    \$891  = l0_out1_s7;
     if (en) begin
-      \$890  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
+      \$891  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$891  = l0_out3_s7;
+    \$892  = l0_err1_s8;
     if (en) begin
-      \$891  = l0_out3_s6;
+      \$892  = \$748 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$892  = l0_err3_s8;
+    \$893  = \t$295 ;
     if (en) begin
-      \$892  = \$751 ;
+      \$893  = { \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$893  = \t$309 ;
+    \$894  = l0_out2_s7;
     if (en) begin
-      \$893  = { \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307  };
+      \$894  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$894  = l0_out4_s7;
+    \$895  = l0_err2_s8;
     if (en) begin
-      \$894  = l0_out4_s6;
+      \$895  = \$750 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$895  = l0_err4_s8;
+    \$896  = \t$303 ;
     if (en) begin
-      \$895  = \$753 ;
+      \$896  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$896  = \t$317 ;
+    \$897  = l0_out3_s7;
     if (en) begin
-      \$896  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
+      \$897  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$897  = l0_out5_s7;
+    \$898  = l0_err3_s8;
     if (en) begin
-      \$897  = l0_out5_s6;
+      \$898  = \$752 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$898  = l0_err5_s8;
+    \$899  = \t$311 ;
     if (en) begin
-      \$898  = \$755 ;
+      \$899  = { \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$899  = \t$325 ;
+    \$900  = l0_out4_s7;
     if (en) begin
-      \$899  = { \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323  };
+      \$900  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$900  = l0_out6_s7;
+    \$901  = l0_err4_s8;
     if (en) begin
-      \$900  = l0_out6_s6;
+      \$901  = \$754 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$901  = l0_err6_s8;
+    \$902  = \t$319 ;
     if (en) begin
-      \$901  = \$757 ;
+      \$902  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$902  = \t$333 ;
+    \$903  = l0_out5_s7;
     if (en) begin
-      \$902  = { \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331  };
+      \$903  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$903  = l0_out7_s7;
+    \$904  = l0_err5_s8;
     if (en) begin
-      \$903  = l0_out7_s6;
+      \$904  = \$756 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$904  = l0_err7_s8;
+    \$905  = \t$327 ;
     if (en) begin
-      \$904  = \$759 ;
+      \$905  = { \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$905  = x0_s2;
+    \$906  = l0_out6_s7;
     if (en) begin
-      \$905  = x0_s1;
+      \$906  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$906  = x0_s3;
+    \$907  = l0_err6_s8;
     if (en) begin
-      \$906  = x0_s2;
+      \$907  = \$758 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$907  = x0_s4;
+    \$908  = \t$335 ;
     if (en) begin
-      \$907  = x0_s3;
+      \$908  = { \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$908  = x0_s5;
+    \$909  = l0_out7_s7;
     if (en) begin
-      \$908  = x0_s4;
+      \$909  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$909  = x0_s6;
+    \$910  = l0_err7_s8;
     if (en) begin
-      \$909  = x0_s5;
+      \$910  = \$760 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$910  = x0_s7;
+    \$911  = x0_s2;
     if (en) begin
-      \$910  = x0_s6;
+      \$911  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$911  = x0_s8;
+    \$912  = x0_s3;
     if (en) begin
-      \$911  = x0_s7;
+      \$912  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$912  = x1_s2;
+    \$913  = x0_s4;
     if (en) begin
-      \$912  = x1_s1;
+      \$913  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$913  = x1_s3;
+    \$914  = x0_s5;
     if (en) begin
-      \$913  = x1_s2;
+      \$914  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$914  = x1_s4;
+    \$915  = x0_s6;
     if (en) begin
-      \$914  = x1_s3;
+      \$915  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$915  = x1_s5;
+    \$916  = x0_s7;
     if (en) begin
-      \$915  = x1_s4;
+      \$916  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$916  = x1_s6;
+    \$917  = x0_s8;
     if (en) begin
-      \$916  = x1_s5;
+      \$917  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$917  = x1_s7;
+    \$918  = x1_s2;
     if (en) begin
-      \$917  = x1_s6;
+      \$918  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$918  = x1_s8;
+    \$919  = x1_s3;
     if (en) begin
-      \$918  = x1_s7;
+      \$919  = x1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$920  = x1_s4;
+    if (en) begin
+      \$920  = x1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$921  = x1_s5;
+    if (en) begin
+      \$921  = x1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$922  = x1_s6;
+    if (en) begin
+      \$922  = x1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$923  = x1_s7;
+    if (en) begin
+      \$923  = x1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$924  = x1_s8;
+    if (en) begin
+      \$924  = x1_s7;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -5184,39 +5255,42 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$205  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
   assign \t$210  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
   assign \t$221  = \t$211 [39:0];
-  assign l1_out0_s5 = m__payload;
-  assign \t$276  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
-  assign l1_bprod0_0_s7 = \t$277 ;
-  assign \t$284  = { \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283 [34], \t$283  };
-  assign l1_bprod1_0_s7 = \t$285 ;
-  assign \t$292  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
-  assign l1_bprod2_0_s7 = \t$293 ;
-  assign \t$300  = { \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299 [34], \t$299  };
-  assign l1_bprod3_0_s7 = \t$301 ;
-  assign \t$308  = { \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307 [34], \t$307  };
-  assign l1_bprod4_0_s7 = \t$309 ;
-  assign \t$316  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
-  assign l1_bprod5_0_s7 = \t$317 ;
-  assign \t$324  = { \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323 [34], \t$323  };
-  assign l1_bprod6_0_s7 = \t$325 ;
-  assign \t$332  = { \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331 [34], \t$331  };
-  assign l1_bprod7_0_s7 = \t$333 ;
+  assign \t$278  = { \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277  };
+  assign l1_bprod0_0_s7 = \t$279 ;
+  assign \t$286  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
+  assign l1_bprod1_0_s7 = \t$287 ;
+  assign \t$294  = { \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293  };
+  assign l1_bprod2_0_s7 = \t$295 ;
+  assign \t$302  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
+  assign l1_bprod3_0_s7 = \t$303 ;
+  assign \t$310  = { \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309  };
+  assign l1_bprod4_0_s7 = \t$311 ;
+  assign \t$318  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
+  assign l1_bprod5_0_s7 = \t$319 ;
+  assign \t$326  = { \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325  };
+  assign l1_bprod6_0_s7 = \t$327 ;
+  assign \t$334  = { \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333  };
+  assign l1_bprod7_0_s7 = \t$335 ;
   assign valid_s5 = m__valid;
   assign execute = pc__ready;
-  assign l0_port_local = \$568 [4:0];
-  assign l1_port_local = \$579 [3:0];
+  assign l0_port_local = \$569 [4:0];
+  assign l1_port_local = \$580 [3:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[31:0];
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.x[1]  = s__payload[31:16];
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \s__payload.kind  = s__payload[49:48];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
   assign \pr__payload.data  = pr__payload;
+  assign m__payload[16] = \$106 ;
+  assign m__payload[15:0] = l1_out0_s5;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
   assign \t$25  = { \t$22 [31], \t$22 , 2'h0 };
@@ -5260,62 +5334,62 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$209  = { \t$206 [31], \t$206 , 2'h0 };
   assign \floor$222  = { \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39:14] };
   assign \t$228  = { \t$226 [16], \t$226  };
-  assign \floor$233  = { \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31], \t$230 [31:17] };
-  assign \floor$238  = { \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31], \t$236 [31:17] };
-  assign \floor$243  = { \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31], \t$241 [31:17] };
-  assign \floor$248  = { \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31], \t$246 [31:17] };
-  assign \floor$253  = { \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31], \t$251 [31:17] };
-  assign \floor$258  = { \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31], \t$256 [31:17] };
-  assign \floor$263  = { \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31], \t$261 [31:17] };
-  assign \floor$268  = { \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31], \t$266 [31:17] };
-  assign \floor$271  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
-  assign \t$275  = { \t$274 [31], \t$274 , 2'h0 };
-  assign \floor$279  = { \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39], \t$277 [39:14] };
-  assign \t$283  = { \t$282 [31], \t$282 , 2'h0 };
-  assign \floor$287  = { \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39], \t$285 [39:14] };
-  assign \t$291  = { \t$290 [31], \t$290 , 2'h0 };
-  assign \floor$295  = { \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39], \t$293 [39:14] };
-  assign \t$299  = { \t$298 [31], \t$298 , 2'h0 };
-  assign \floor$303  = { \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39], \t$301 [39:14] };
-  assign \t$307  = { \t$306 [31], \t$306 , 2'h0 };
-  assign \floor$311  = { \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39], \t$309 [39:14] };
-  assign \t$315  = { \t$314 [31], \t$314 , 2'h0 };
-  assign \floor$319  = { \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39], \t$317 [39:14] };
-  assign \t$323  = { \t$322 [31], \t$322 , 2'h0 };
-  assign \floor$327  = { \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39], \t$325 [39:14] };
-  assign \t$331  = { \t$330 [31], \t$330 , 2'h0 };
-  assign \floor$335  = { \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39], \t$333 [39:14] };
-  assign \floor$341  = { \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31:17] };
-  assign \floor$346  = { \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31:17] };
-  assign \floor$351  = { \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31:17] };
-  assign \floor$355  = { \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31:17] };
-  assign \floor$360  = { \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31], \t$358 [31:17] };
-  assign \floor$364  = { \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31], \t$363 [31:17] };
-  assign \floor$369  = { \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31:17] };
-  assign \floor$373  = { \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31:17] };
-  assign \floor$378  = { \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31], \t$376 [31:17] };
-  assign \floor$382  = { \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31], \t$381 [31:17] };
-  assign \floor$387  = { \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31], \t$385 [31:17] };
-  assign \floor$391  = { \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31], \t$390 [31:17] };
-  assign \floor$396  = { \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31:17] };
-  assign \floor$400  = { \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31:17] };
-  assign \floor$405  = { \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31], \t$403 [31:17] };
-  assign \floor$409  = { \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31], \t$408 [31:17] };
-  assign \floor$412  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
-  assign \floor$415  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
-  assign \floor$418  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
-  assign \floor$421  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
-  assign \floor$424  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
-  assign \floor$427  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
-  assign \floor$430  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
-  assign \floor$433  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \$556  = 1'h1;
-  assign \$557  = \$555 ;
-  assign \$562  = 1'h1;
-  assign \$563  = \$561 ;
+  assign \floor$235  = { \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31:17] };
+  assign \floor$240  = { \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31:17] };
+  assign \floor$245  = { \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31:17] };
+  assign \floor$250  = { \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31:17] };
+  assign \floor$255  = { \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31:17] };
+  assign \floor$260  = { \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31:17] };
+  assign \floor$265  = { \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31:17] };
+  assign \floor$270  = { \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31:17] };
+  assign \floor$273  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
+  assign \t$277  = { \t$276 [31], \t$276 , 2'h0 };
+  assign \floor$281  = { \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39:14] };
+  assign \t$285  = { \t$284 [31], \t$284 , 2'h0 };
+  assign \floor$289  = { \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39:14] };
+  assign \t$293  = { \t$292 [31], \t$292 , 2'h0 };
+  assign \floor$297  = { \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39:14] };
+  assign \t$301  = { \t$300 [31], \t$300 , 2'h0 };
+  assign \floor$305  = { \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39:14] };
+  assign \t$309  = { \t$308 [31], \t$308 , 2'h0 };
+  assign \floor$313  = { \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39:14] };
+  assign \t$317  = { \t$316 [31], \t$316 , 2'h0 };
+  assign \floor$321  = { \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39:14] };
+  assign \t$325  = { \t$324 [31], \t$324 , 2'h0 };
+  assign \floor$329  = { \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39:14] };
+  assign \t$333  = { \t$332 [31], \t$332 , 2'h0 };
+  assign \floor$337  = { \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39:14] };
+  assign \floor$343  = { \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31:17] };
+  assign \floor$348  = { \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31:17] };
+  assign \floor$353  = { \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31:17] };
+  assign \floor$357  = { \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31:17] };
+  assign \floor$362  = { \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31:17] };
+  assign \floor$366  = { \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31:17] };
+  assign \floor$371  = { \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31:17] };
+  assign \floor$375  = { \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31:17] };
+  assign \floor$380  = { \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31:17] };
+  assign \floor$384  = { \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31:17] };
+  assign \floor$389  = { \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31:17] };
+  assign \floor$393  = { \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31:17] };
+  assign \floor$398  = { \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31:17] };
+  assign \floor$402  = { \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31:17] };
+  assign \floor$407  = { \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31:17] };
+  assign \floor$411  = { \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31:17] };
+  assign \floor$414  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
+  assign \floor$417  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
+  assign \floor$420  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
+  assign \floor$423  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
+  assign \floor$426  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
+  assign \floor$429  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
+  assign \floor$432  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
+  assign \floor$435  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
+  assign \$557  = 1'h1;
+  assign \$558  = \$556 ;
+  assign \$563  = 1'h1;
+  assign \$564  = \$562 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$573  = \$572 ;
+  assign \$574  = \$573 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$584  = \$583 ;
+  assign \$585  = \$584 ;
 endmodule

@@ -8,7 +8,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   input aresetn;
   wire aresetn;
   wire clk;
-  wire [15:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
@@ -19,8 +20,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tready;
   output m_axis_param_tvalid;
   wire m_axis_param_tvalid;
-  output [15:0] m_axis_pred_tdata;
-  wire [15:0] m_axis_pred_tdata;
+  output [23:0] m_axis_pred_tdata;
+  wire [23:0] m_axis_pred_tdata;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -36,7 +37,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire pr__ready;
   wire pr__valid;
   wire rst;
-  wire [31:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -49,8 +51,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
-  input [31:0] s_axis_sample_tdata;
-  wire [31:0] s_axis_sample_tdata;
+  input [39:0] s_axis_sample_tdata;
+  wire [39:0] s_axis_sample_tdata;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -59,7 +61,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   \onchip_learner_axis.learner  learner (
     .clk(aclk),
     .execute(s_axis_param_tready),
-    .m__payload(m_axis_pred_tdata),
+    .m__payload(m__payload),
     .m__ready(m_axis_pred_tready),
     .pc__payload(s_axis_param_tdata[22:0]),
     .pc__valid(s_axis_param_tvalid),
@@ -67,16 +69,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .pr__ready(m_axis_param_tready),
     .pr__valid(m_axis_param_tvalid),
     .rst(rst),
-    .s__payload(s_axis_sample_tdata),
+    .s__payload(s_axis_sample_tdata[33:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
     .valid_s5(m_axis_pred_tvalid)
   );
   assign clk = aclk;
-  assign s__payload = s_axis_sample_tdata;
+  assign s__payload = s_axis_sample_tdata[33:0];
   assign s__valid = s_axis_sample_tvalid;
   assign s__ready = s_axis_sample_tready;
-  assign m__payload = m_axis_pred_tdata;
   assign m__valid = m_axis_pred_tvalid;
   assign m__ready = m_axis_pred_tready;
   assign pc__payload = s_axis_param_tdata[22:0];
@@ -85,12 +86,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign m_axis_pred_tdata = { 7'h00, m__payload };
   assign \s__payload.x  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.y  = s_axis_sample_tdata[31:16];
   assign \s__payload.y[0]  = s_axis_sample_tdata[31:16];
-  assign \m__payload.pred  = m_axis_pred_tdata;
-  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \s__payload.kind  = s_axis_sample_tdata[33:32];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = s_axis_param_tdata[15:0];
   assign \pc__payload.addr  = s_axis_param_tdata[21:16];
   assign \pc__payload.write  = s_axis_param_tdata[22];
@@ -98,260 +102,260 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s5, pr__valid, pr__payload, m__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s5, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
   wire [15:0] \$100 ;
-  wire \$1000 ;
+  wire [15:0] \$1000 ;
   wire \$1001 ;
-  wire [15:0] \$1002 ;
+  wire \$1002 ;
   wire [15:0] \$1003 ;
-  wire \$1004 ;
+  wire [15:0] \$1004 ;
   wire \$1005 ;
-  wire [15:0] \$1006 ;
+  wire \$1006 ;
   wire [15:0] \$1007 ;
-  wire \$1008 ;
+  wire [15:0] \$1008 ;
   wire \$1009 ;
   wire \$101 ;
-  wire [15:0] \$1010 ;
+  wire \$1010 ;
   wire [15:0] \$1011 ;
-  wire \$1012 ;
+  wire [15:0] \$1012 ;
   wire \$1013 ;
-  wire [15:0] \$1014 ;
+  wire \$1014 ;
   wire [15:0] \$1015 ;
-  wire \$1016 ;
+  wire [15:0] \$1016 ;
   wire \$1017 ;
-  wire [15:0] \$1018 ;
+  wire \$1018 ;
   wire [15:0] \$1019 ;
   wire \$102 ;
-  wire \$1020 ;
+  wire [15:0] \$1020 ;
   wire \$1021 ;
-  wire [15:0] \$1022 ;
+  wire \$1022 ;
   wire [15:0] \$1023 ;
-  wire \$1024 ;
+  wire [15:0] \$1024 ;
   wire \$1025 ;
-  wire [15:0] \$1026 ;
+  wire \$1026 ;
   wire [15:0] \$1027 ;
-  wire \$1028 ;
+  wire [15:0] \$1028 ;
   wire \$1029 ;
   wire \$103 ;
-  wire [15:0] \$1030 ;
+  wire \$1030 ;
   wire [15:0] \$1031 ;
-  wire \$1032 ;
+  wire [15:0] \$1032 ;
   wire \$1033 ;
-  wire [15:0] \$1034 ;
+  wire \$1034 ;
   wire [15:0] \$1035 ;
-  wire \$1036 ;
+  wire [15:0] \$1036 ;
   wire \$1037 ;
-  wire [15:0] \$1038 ;
+  wire \$1038 ;
   wire [15:0] \$1039 ;
   wire \$104 ;
-  wire \$1040 ;
+  wire [15:0] \$1040 ;
   wire \$1041 ;
-  wire [15:0] \$1042 ;
+  wire \$1042 ;
   wire [15:0] \$1043 ;
-  wire \$1044 ;
+  wire [15:0] \$1044 ;
   wire \$1045 ;
-  wire [15:0] \$1046 ;
+  wire \$1046 ;
   wire [15:0] \$1047 ;
-  wire \$1048 ;
+  wire [15:0] \$1048 ;
   wire \$1049 ;
   wire \$105 ;
-  wire [15:0] \$1050 ;
+  wire \$1050 ;
   wire [15:0] \$1051 ;
-  wire \$1052 ;
+  wire [15:0] \$1052 ;
   wire \$1053 ;
-  wire [15:0] \$1054 ;
+  wire \$1054 ;
   wire [15:0] \$1055 ;
-  wire \$1056 ;
+  wire [15:0] \$1056 ;
   wire \$1057 ;
-  wire [15:0] \$1058 ;
+  wire \$1058 ;
   wire [15:0] \$1059 ;
   wire \$106 ;
-  wire \$1060 ;
+  wire [15:0] \$1060 ;
   wire \$1061 ;
-  wire [15:0] \$1062 ;
+  wire \$1062 ;
   wire [15:0] \$1063 ;
-  wire \$1064 ;
+  wire [15:0] \$1064 ;
   wire \$1065 ;
-  wire [15:0] \$1066 ;
+  wire \$1066 ;
   wire [15:0] \$1067 ;
-  wire \$1068 ;
+  wire [15:0] \$1068 ;
   wire \$1069 ;
   wire \$107 ;
-  wire [15:0] \$1070 ;
+  wire \$1070 ;
   wire [15:0] \$1071 ;
-  wire \$1072 ;
+  wire [15:0] \$1072 ;
   wire \$1073 ;
-  wire [15:0] \$1074 ;
+  wire \$1074 ;
   wire [15:0] \$1075 ;
-  wire \$1076 ;
+  wire [15:0] \$1076 ;
   wire \$1077 ;
-  wire [15:0] \$1078 ;
+  wire \$1078 ;
   wire [15:0] \$1079 ;
   wire \$108 ;
-  wire \$1080 ;
-  wire [3:0] \$1081 ;
-  wire [4:0] \$1082 ;
-  wire \$1083 ;
+  wire [15:0] \$1080 ;
+  wire \$1081 ;
+  wire [3:0] \$1082 ;
+  wire [4:0] \$1083 ;
   wire \$1084 ;
-  wire [15:0] \$1085 ;
+  wire \$1085 ;
   wire [15:0] \$1086 ;
-  wire \$1087 ;
+  wire [15:0] \$1087 ;
   wire \$1088 ;
-  wire [15:0] \$1089 ;
+  wire \$1089 ;
   wire \$109 ;
   wire [15:0] \$1090 ;
-  wire \$1091 ;
+  wire [15:0] \$1091 ;
   wire \$1092 ;
-  wire [15:0] \$1093 ;
+  wire \$1093 ;
   wire [15:0] \$1094 ;
-  wire \$1095 ;
+  wire [15:0] \$1095 ;
   wire \$1096 ;
-  wire [15:0] \$1097 ;
+  wire \$1097 ;
   wire [15:0] \$1098 ;
-  wire \$1099 ;
+  wire [15:0] \$1099 ;
   wire \$11 ;
   wire [15:0] \$110 ;
   wire \$1100 ;
-  wire [15:0] \$1101 ;
+  wire \$1101 ;
   wire [15:0] \$1102 ;
-  wire \$1103 ;
+  wire [15:0] \$1103 ;
   wire \$1104 ;
-  wire [15:0] \$1105 ;
+  wire \$1105 ;
   wire [15:0] \$1106 ;
-  wire \$1107 ;
+  wire [15:0] \$1107 ;
   wire \$1108 ;
-  wire [15:0] \$1109 ;
+  wire \$1109 ;
   wire \$111 ;
   wire [15:0] \$1110 ;
-  wire \$1111 ;
+  wire [15:0] \$1111 ;
   wire \$1112 ;
-  wire [15:0] \$1113 ;
+  wire \$1113 ;
   wire [15:0] \$1114 ;
-  wire \$1115 ;
+  wire [15:0] \$1115 ;
   wire \$1116 ;
-  wire [15:0] \$1117 ;
+  wire \$1117 ;
   wire [15:0] \$1118 ;
-  wire \$1119 ;
+  wire [15:0] \$1119 ;
   wire \$112 ;
   wire \$1120 ;
-  wire [15:0] \$1121 ;
+  wire \$1121 ;
   wire [15:0] \$1122 ;
-  wire \$1123 ;
+  wire [15:0] \$1123 ;
   wire \$1124 ;
-  wire [15:0] \$1125 ;
+  wire \$1125 ;
   wire [15:0] \$1126 ;
-  wire \$1127 ;
+  wire [15:0] \$1127 ;
   wire \$1128 ;
-  wire [15:0] \$1129 ;
+  wire \$1129 ;
   wire \$113 ;
   wire [15:0] \$1130 ;
-  wire \$1131 ;
+  wire [15:0] \$1131 ;
   wire \$1132 ;
-  wire [15:0] \$1133 ;
+  wire \$1133 ;
   wire [15:0] \$1134 ;
-  wire \$1135 ;
+  wire [15:0] \$1135 ;
   wire \$1136 ;
-  wire [15:0] \$1137 ;
+  wire \$1137 ;
   wire [15:0] \$1138 ;
-  wire \$1139 ;
+  wire [15:0] \$1139 ;
   wire \$114 ;
   wire \$1140 ;
-  wire [15:0] \$1141 ;
+  wire \$1141 ;
   wire [15:0] \$1142 ;
-  wire \$1143 ;
+  wire [15:0] \$1143 ;
   wire \$1144 ;
-  wire [15:0] \$1145 ;
+  wire \$1145 ;
   wire [15:0] \$1146 ;
-  wire \$1147 ;
+  wire [15:0] \$1147 ;
   wire \$1148 ;
-  wire [15:0] \$1149 ;
+  wire \$1149 ;
   wire \$115 ;
   wire [15:0] \$1150 ;
-  wire \$1151 ;
-  wire [3:0] \$1152 ;
-  wire [4:0] \$1153 ;
-  wire \$1154 ;
+  wire [15:0] \$1151 ;
+  wire \$1152 ;
+  wire [3:0] \$1153 ;
+  wire [4:0] \$1154 ;
   wire \$1155 ;
   wire \$1156 ;
-  reg [15:0] \$1157 ;
+  wire \$1157 ;
   reg [15:0] \$1158 ;
   reg [15:0] \$1159 ;
   wire \$116 ;
-  wire \$1160 ;
-  wire [15:0] \$1161 ;
-  wire \$1162 ;
-  wire [15:0] \$1163 ;
-  wire \$1164 ;
-  wire [15:0] \$1165 ;
-  wire \$1166 ;
-  wire [15:0] \$1167 ;
-  wire \$1168 ;
-  wire [15:0] \$1169 ;
+  reg [15:0] \$1160 ;
+  wire \$1161 ;
+  wire [15:0] \$1162 ;
+  wire \$1163 ;
+  wire [15:0] \$1164 ;
+  wire \$1165 ;
+  wire [15:0] \$1166 ;
+  wire \$1167 ;
+  wire [15:0] \$1168 ;
+  wire \$1169 ;
   wire \$117 ;
-  wire \$1170 ;
-  wire [15:0] \$1171 ;
-  wire \$1172 ;
-  wire [15:0] \$1173 ;
-  wire \$1174 ;
-  wire [15:0] \$1175 ;
-  wire \$1176 ;
-  wire [15:0] \$1177 ;
-  wire \$1178 ;
-  wire [15:0] \$1179 ;
+  wire [15:0] \$1170 ;
+  wire \$1171 ;
+  wire [15:0] \$1172 ;
+  wire \$1173 ;
+  wire [15:0] \$1174 ;
+  wire \$1175 ;
+  wire [15:0] \$1176 ;
+  wire \$1177 ;
+  wire [15:0] \$1178 ;
+  wire \$1179 ;
   wire \$118 ;
-  wire \$1180 ;
-  wire [15:0] \$1181 ;
-  wire \$1182 ;
-  wire [15:0] \$1183 ;
-  wire \$1184 ;
-  wire [15:0] \$1185 ;
-  wire \$1186 ;
-  wire [15:0] \$1187 ;
-  wire \$1188 ;
-  wire [15:0] \$1189 ;
+  wire [15:0] \$1180 ;
+  wire \$1181 ;
+  wire [15:0] \$1182 ;
+  wire \$1183 ;
+  wire [15:0] \$1184 ;
+  wire \$1185 ;
+  wire [15:0] \$1186 ;
+  wire \$1187 ;
+  wire [15:0] \$1188 ;
+  wire \$1189 ;
   wire \$119 ;
-  wire \$1190 ;
-  wire [15:0] \$1191 ;
-  wire \$1192 ;
-  wire [15:0] \$1193 ;
-  wire \$1194 ;
-  wire [15:0] \$1195 ;
-  wire \$1196 ;
-  wire [15:0] \$1197 ;
-  wire \$1198 ;
-  wire [15:0] \$1199 ;
+  wire [15:0] \$1190 ;
+  wire \$1191 ;
+  wire [15:0] \$1192 ;
+  wire \$1193 ;
+  wire [15:0] \$1194 ;
+  wire \$1195 ;
+  wire [15:0] \$1196 ;
+  wire \$1197 ;
+  wire [15:0] \$1198 ;
+  wire \$1199 ;
   wire \$12 ;
   wire [15:0] \$120 ;
-  wire \$1200 ;
-  wire [15:0] \$1201 ;
-  wire \$1202 ;
-  wire [15:0] \$1203 ;
-  wire \$1204 ;
-  wire [15:0] \$1205 ;
-  wire \$1206 ;
-  wire [15:0] \$1207 ;
-  wire \$1208 ;
-  wire [15:0] \$1209 ;
+  wire [15:0] \$1200 ;
+  wire \$1201 ;
+  wire [15:0] \$1202 ;
+  wire \$1203 ;
+  wire [15:0] \$1204 ;
+  wire \$1205 ;
+  wire [15:0] \$1206 ;
+  wire \$1207 ;
+  wire [15:0] \$1208 ;
+  wire \$1209 ;
   wire \$121 ;
-  wire \$1210 ;
-  wire [15:0] \$1211 ;
-  wire \$1212 ;
-  wire [15:0] \$1213 ;
-  wire \$1214 ;
-  wire [15:0] \$1215 ;
-  wire \$1216 ;
-  wire [15:0] \$1217 ;
-  wire \$1218 ;
-  wire [15:0] \$1219 ;
+  wire [15:0] \$1210 ;
+  wire \$1211 ;
+  wire [15:0] \$1212 ;
+  wire \$1213 ;
+  wire [15:0] \$1214 ;
+  wire \$1215 ;
+  wire [15:0] \$1216 ;
+  wire \$1217 ;
+  wire [15:0] \$1218 ;
+  wire \$1219 ;
   wire \$122 ;
-  wire \$1220 ;
-  wire [15:0] \$1221 ;
-  wire \$1222 ;
-  wire [15:0] \$1223 ;
-  reg \$1224 ;
+  wire [15:0] \$1220 ;
+  wire \$1221 ;
+  wire [15:0] \$1222 ;
+  wire \$1223 ;
+  wire [15:0] \$1224 ;
   reg \$1225 ;
   reg \$1226 ;
   reg \$1227 ;
@@ -360,7 +364,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$123 ;
   reg \$1230 ;
   reg \$1231 ;
-  reg [15:0] \$1232 ;
+  reg \$1232 ;
   reg [15:0] \$1233 ;
   reg [15:0] \$1234 ;
   reg [15:0] \$1235 ;
@@ -395,8 +399,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1261 ;
   reg [15:0] \$1262 ;
   reg [15:0] \$1263 ;
-  reg [2:0] \$1264 ;
-  reg [15:0] \$1265 ;
+  reg [15:0] \$1264 ;
+  reg [2:0] \$1265 ;
   reg [15:0] \$1266 ;
   reg [15:0] \$1267 ;
   reg [15:0] \$1268 ;
@@ -415,70 +419,70 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$128 ;
   reg [15:0] \$1280 ;
   reg [15:0] \$1281 ;
-  reg [2:0] \$1282 ;
-  reg [4:0] \$1283 ;
-  reg \$1284 ;
-  reg [4:0] \$1285 ;
-  reg \$1286 ;
+  reg [15:0] \$1282 ;
+  reg [2:0] \$1283 ;
+  reg [4:0] \$1284 ;
+  reg \$1285 ;
+  reg [4:0] \$1286 ;
   reg \$1287 ;
-  reg [15:0] \$1288 ;
+  reg \$1288 ;
   reg [15:0] \$1289 ;
   wire \$129 ;
   reg [15:0] \$1290 ;
-  reg [39:0] \$1291 ;
-  reg [39:0] \$1292 ;
-  reg [15:0] \$1293 ;
+  reg [15:0] \$1291 ;
+  reg [1:0] \$1292 ;
+  reg [39:0] \$1293 ;
   reg [39:0] \$1294 ;
-  reg [39:0] \$1295 ;
-  reg [15:0] \$1296 ;
+  reg [15:0] \$1295 ;
+  reg [39:0] \$1296 ;
   reg [39:0] \$1297 ;
-  reg [39:0] \$1298 ;
-  reg [15:0] \$1299 ;
+  reg [15:0] \$1298 ;
+  reg [39:0] \$1299 ;
   wire \$13 ;
   wire [15:0] \$130 ;
   reg [39:0] \$1300 ;
-  reg [39:0] \$1301 ;
-  reg [15:0] \$1302 ;
+  reg [15:0] \$1301 ;
+  reg [39:0] \$1302 ;
   reg [39:0] \$1303 ;
-  reg [39:0] \$1304 ;
-  reg [15:0] \$1305 ;
+  reg [15:0] \$1304 ;
+  reg [39:0] \$1305 ;
   reg [39:0] \$1306 ;
-  reg [39:0] \$1307 ;
-  reg [15:0] \$1308 ;
+  reg [15:0] \$1307 ;
+  reg [39:0] \$1308 ;
   reg [39:0] \$1309 ;
   wire \$131 ;
-  reg [39:0] \$1310 ;
-  reg [15:0] \$1311 ;
+  reg [15:0] \$1310 ;
+  reg [39:0] \$1311 ;
   reg [39:0] \$1312 ;
-  reg [39:0] \$1313 ;
-  reg [15:0] \$1314 ;
+  reg [15:0] \$1313 ;
+  reg [39:0] \$1314 ;
   reg [39:0] \$1315 ;
-  reg [39:0] \$1316 ;
-  reg [15:0] \$1317 ;
+  reg [15:0] \$1316 ;
+  reg [39:0] \$1317 ;
   reg [39:0] \$1318 ;
-  reg [39:0] \$1319 ;
+  reg [15:0] \$1319 ;
   wire \$132 ;
-  reg [15:0] \$1320 ;
+  reg [39:0] \$1320 ;
   reg [39:0] \$1321 ;
-  reg [39:0] \$1322 ;
-  reg [15:0] \$1323 ;
+  reg [15:0] \$1322 ;
+  reg [39:0] \$1323 ;
   reg [39:0] \$1324 ;
-  reg [39:0] \$1325 ;
-  reg [15:0] \$1326 ;
+  reg [15:0] \$1325 ;
+  reg [39:0] \$1326 ;
   reg [39:0] \$1327 ;
-  reg [39:0] \$1328 ;
-  reg [15:0] \$1329 ;
+  reg [15:0] \$1328 ;
+  reg [39:0] \$1329 ;
   wire \$133 ;
   reg [39:0] \$1330 ;
-  reg [39:0] \$1331 ;
-  reg [15:0] \$1332 ;
+  reg [15:0] \$1331 ;
+  reg [39:0] \$1332 ;
   reg [39:0] \$1333 ;
-  reg [39:0] \$1334 ;
-  reg [15:0] \$1335 ;
+  reg [15:0] \$1334 ;
+  reg [39:0] \$1335 ;
   reg [39:0] \$1336 ;
-  reg [39:0] \$1337 ;
-  reg [15:0] \$1338 ;
-  reg [15:0] \$1339 ;
+  reg [15:0] \$1337 ;
+  reg [39:0] \$1338 ;
+  reg [39:0] \$1339 ;
   wire \$134 ;
   reg [15:0] \$1340 ;
   reg [15:0] \$1341 ;
@@ -496,8 +500,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1352 ;
   reg [15:0] \$1353 ;
   reg [15:0] \$1354 ;
-  reg [39:0] \$1355 ;
-  reg [39:0] \$1356 ;
+  reg [15:0] \$1355 ;
+  reg [15:0] \$1356 ;
   reg [39:0] \$1357 ;
   reg [39:0] \$1358 ;
   reg [39:0] \$1359 ;
@@ -515,18 +519,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$137 ;
   reg [39:0] \$1370 ;
   reg [39:0] \$1371 ;
-  reg [15:0] \$1372 ;
-  reg [15:0] \$1373 ;
+  reg [39:0] \$1372 ;
+  reg [39:0] \$1373 ;
   reg [15:0] \$1374 ;
   reg [15:0] \$1375 ;
   reg [15:0] \$1376 ;
   reg [15:0] \$1377 ;
   reg [15:0] \$1378 ;
-  reg [15:0] \$1379 ;
+  reg [1:0] \$1379 ;
   wire \$138 ;
-  reg [15:0] \$1380 ;
-  reg [15:0] \$1381 ;
-  reg [15:0] \$1382 ;
+  reg [1:0] \$1380 ;
+  reg [1:0] \$1381 ;
+  reg [1:0] \$1382 ;
   reg [15:0] \$1383 ;
   reg [15:0] \$1384 ;
   reg [15:0] \$1385 ;
@@ -577,101 +581,107 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1425 ;
   reg [15:0] \$1426 ;
   reg [15:0] \$1427 ;
-  reg [39:0] \$1428 ;
+  reg [15:0] \$1428 ;
   reg [15:0] \$1429 ;
   wire \$143 ;
   reg [15:0] \$1430 ;
   reg [15:0] \$1431 ;
   reg [15:0] \$1432 ;
-  reg [39:0] \$1433 ;
-  reg [15:0] \$1434 ;
+  reg [15:0] \$1433 ;
+  reg [39:0] \$1434 ;
   reg [15:0] \$1435 ;
   reg [15:0] \$1436 ;
   reg [15:0] \$1437 ;
-  reg [39:0] \$1438 ;
-  reg [15:0] \$1439 ;
+  reg [15:0] \$1438 ;
+  reg [39:0] \$1439 ;
   wire \$144 ;
   reg [15:0] \$1440 ;
   reg [15:0] \$1441 ;
   reg [15:0] \$1442 ;
-  reg [39:0] \$1443 ;
-  reg [15:0] \$1444 ;
+  reg [15:0] \$1443 ;
+  reg [39:0] \$1444 ;
   reg [15:0] \$1445 ;
   reg [15:0] \$1446 ;
   reg [15:0] \$1447 ;
-  reg [39:0] \$1448 ;
-  reg [15:0] \$1449 ;
+  reg [15:0] \$1448 ;
+  reg [39:0] \$1449 ;
   wire \$145 ;
   reg [15:0] \$1450 ;
   reg [15:0] \$1451 ;
   reg [15:0] \$1452 ;
-  reg [39:0] \$1453 ;
-  reg [15:0] \$1454 ;
+  reg [15:0] \$1453 ;
+  reg [39:0] \$1454 ;
   reg [15:0] \$1455 ;
   reg [15:0] \$1456 ;
   reg [15:0] \$1457 ;
-  reg [39:0] \$1458 ;
-  reg [15:0] \$1459 ;
+  reg [15:0] \$1458 ;
+  reg [39:0] \$1459 ;
   wire \$146 ;
   reg [15:0] \$1460 ;
   reg [15:0] \$1461 ;
   reg [15:0] \$1462 ;
-  reg [39:0] \$1463 ;
-  reg [15:0] \$1464 ;
+  reg [15:0] \$1463 ;
+  reg [39:0] \$1464 ;
   reg [15:0] \$1465 ;
   reg [15:0] \$1466 ;
   reg [15:0] \$1467 ;
-  reg [39:0] \$1468 ;
-  reg [15:0] \$1469 ;
+  reg [15:0] \$1468 ;
+  reg [39:0] \$1469 ;
   wire \$147 ;
   reg [15:0] \$1470 ;
   reg [15:0] \$1471 ;
   reg [15:0] \$1472 ;
-  reg [39:0] \$1473 ;
-  reg [15:0] \$1474 ;
+  reg [15:0] \$1473 ;
+  reg [39:0] \$1474 ;
   reg [15:0] \$1475 ;
   reg [15:0] \$1476 ;
   reg [15:0] \$1477 ;
-  reg [39:0] \$1478 ;
-  reg [15:0] \$1479 ;
+  reg [15:0] \$1478 ;
+  reg [39:0] \$1479 ;
   wire \$148 ;
   reg [15:0] \$1480 ;
   reg [15:0] \$1481 ;
   reg [15:0] \$1482 ;
-  reg [39:0] \$1483 ;
-  reg [15:0] \$1484 ;
+  reg [15:0] \$1483 ;
+  reg [39:0] \$1484 ;
   reg [15:0] \$1485 ;
   reg [15:0] \$1486 ;
   reg [15:0] \$1487 ;
-  reg [39:0] \$1488 ;
-  reg [15:0] \$1489 ;
+  reg [15:0] \$1488 ;
+  reg [39:0] \$1489 ;
   wire \$149 ;
   reg [15:0] \$1490 ;
   reg [15:0] \$1491 ;
   reg [15:0] \$1492 ;
-  reg [39:0] \$1493 ;
-  reg [15:0] \$1494 ;
+  reg [15:0] \$1493 ;
+  reg [39:0] \$1494 ;
   reg [15:0] \$1495 ;
   reg [15:0] \$1496 ;
   reg [15:0] \$1497 ;
-  reg [39:0] \$1498 ;
-  reg [15:0] \$1499 ;
+  reg [15:0] \$1498 ;
+  reg [39:0] \$1499 ;
   wire \$15 ;
   wire [15:0] \$150 ;
   reg [15:0] \$1500 ;
   reg [15:0] \$1501 ;
   reg [15:0] \$1502 ;
-  reg [39:0] \$1503 ;
-  reg [15:0] \$1504 ;
+  reg [15:0] \$1503 ;
+  reg [39:0] \$1504 ;
   reg [15:0] \$1505 ;
   reg [15:0] \$1506 ;
   reg [15:0] \$1507 ;
   reg [15:0] \$1508 ;
-  reg [15:0] \$1509 ;
+  reg [39:0] \$1509 ;
   wire \$151 ;
   reg [15:0] \$1510 ;
   reg [15:0] \$1511 ;
   reg [15:0] \$1512 ;
+  reg [15:0] \$1513 ;
+  reg [15:0] \$1514 ;
+  reg [15:0] \$1515 ;
+  reg [15:0] \$1516 ;
+  reg [15:0] \$1517 ;
+  reg [15:0] \$1518 ;
   wire \$152 ;
   wire \$153 ;
   wire \$154 ;
@@ -711,8 +721,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire [15:0] \$188 ;
-  wire \$189 ;
+  wire \$188 ;
+  wire [15:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -722,8 +732,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$195 ;
   wire \$196 ;
   wire \$197 ;
-  wire [15:0] \$198 ;
-  wire \$199 ;
+  wire \$198 ;
+  wire [15:0] \$199 ;
   wire \$2 ;
   wire [15:0] \$20 ;
   wire \$200 ;
@@ -734,8 +744,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire [15:0] \$208 ;
-  wire \$209 ;
+  wire \$208 ;
+  wire [15:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
@@ -745,8 +755,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire [15:0] \$218 ;
-  wire \$219 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
   wire \$220 ;
   wire \$221 ;
@@ -756,8 +766,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
-  wire [15:0] \$228 ;
-  wire \$229 ;
+  wire \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
   wire \$230 ;
   wire \$231 ;
@@ -767,8 +777,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
-  wire [15:0] \$238 ;
-  wire \$239 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
   wire \$240 ;
   wire \$241 ;
@@ -778,8 +788,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$245 ;
   wire \$246 ;
   wire \$247 ;
-  wire [15:0] \$248 ;
-  wire \$249 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
   wire \$250 ;
   wire \$251 ;
@@ -789,8 +799,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [15:0] \$258 ;
-  wire \$259 ;
+  wire \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -800,8 +810,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$265 ;
   wire \$266 ;
   wire \$267 ;
-  wire [15:0] \$268 ;
-  wire \$269 ;
+  wire \$268 ;
+  wire [15:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -811,8 +821,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
-  wire [15:0] \$278 ;
-  wire \$279 ;
+  wire \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
   wire \$280 ;
   wire \$281 ;
@@ -822,8 +832,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$285 ;
   wire \$286 ;
   wire \$287 ;
-  wire [15:0] \$288 ;
-  wire \$289 ;
+  wire \$288 ;
+  wire [15:0] \$289 ;
   wire \$29 ;
   wire \$290 ;
   wire \$291 ;
@@ -833,8 +843,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [15:0] \$298 ;
-  wire \$299 ;
+  wire \$298 ;
+  wire [15:0] \$299 ;
   wire \$3 ;
   wire [15:0] \$30 ;
   wire \$300 ;
@@ -845,8 +855,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire [15:0] \$308 ;
-  wire \$309 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
   wire \$31 ;
   wire \$310 ;
   wire \$311 ;
@@ -856,8 +866,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire [15:0] \$318 ;
-  wire \$319 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
   wire \$320 ;
   wire \$321 ;
@@ -867,8 +877,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
-  wire [15:0] \$328 ;
-  wire \$329 ;
+  wire \$328 ;
+  wire [15:0] \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
@@ -878,8 +888,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
-  wire [15:0] \$338 ;
-  wire \$339 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -889,8 +899,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire [15:0] \$348 ;
-  wire \$349 ;
+  wire \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
@@ -900,8 +910,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
-  wire [15:0] \$358 ;
-  wire \$359 ;
+  wire \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -911,8 +921,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$365 ;
   wire \$366 ;
   wire \$367 ;
-  wire [15:0] \$368 ;
-  wire \$369 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
@@ -922,8 +932,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire [15:0] \$378 ;
-  wire \$379 ;
+  wire \$378 ;
+  wire [15:0] \$379 ;
   wire \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -933,8 +943,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire [15:0] \$388 ;
-  wire \$389 ;
+  wire \$388 ;
+  wire [15:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -944,8 +954,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [15:0] \$398 ;
-  wire \$399 ;
+  wire \$398 ;
+  wire [15:0] \$399 ;
   wire \$4 ;
   wire [15:0] \$40 ;
   wire \$400 ;
@@ -956,8 +966,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$405 ;
   wire \$406 ;
   wire \$407 ;
-  wire [15:0] \$408 ;
-  wire \$409 ;
+  wire \$408 ;
+  wire [15:0] \$409 ;
   wire \$41 ;
   wire \$410 ;
   wire \$411 ;
@@ -967,8 +977,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$415 ;
   wire \$416 ;
   wire \$417 ;
-  wire [15:0] \$418 ;
-  wire \$419 ;
+  wire \$418 ;
+  wire [15:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
@@ -978,8 +988,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [15:0] \$428 ;
-  wire \$429 ;
+  wire \$428 ;
+  wire [15:0] \$429 ;
   wire \$43 ;
   wire \$430 ;
   wire \$431 ;
@@ -989,8 +999,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$435 ;
   wire \$436 ;
   wire \$437 ;
-  wire [15:0] \$438 ;
-  wire \$439 ;
+  wire \$438 ;
+  wire [15:0] \$439 ;
   wire \$44 ;
   wire \$440 ;
   wire \$441 ;
@@ -1000,8 +1010,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
-  wire [15:0] \$448 ;
-  wire \$449 ;
+  wire \$448 ;
+  wire [15:0] \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
@@ -1011,8 +1021,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [15:0] \$458 ;
-  wire \$459 ;
+  wire \$458 ;
+  wire [15:0] \$459 ;
   wire \$46 ;
   wire \$460 ;
   wire \$461 ;
@@ -1022,8 +1032,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$465 ;
   wire \$466 ;
   wire \$467 ;
-  wire [15:0] \$468 ;
-  wire \$469 ;
+  wire \$468 ;
+  wire [15:0] \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
@@ -1033,8 +1043,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$475 ;
   wire \$476 ;
   wire \$477 ;
-  wire [15:0] \$478 ;
-  wire \$479 ;
+  wire \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
   wire \$480 ;
   wire \$481 ;
@@ -1044,8 +1054,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$485 ;
   wire \$486 ;
   wire \$487 ;
-  wire [15:0] \$488 ;
-  wire \$489 ;
+  wire \$488 ;
+  wire [15:0] \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -1055,8 +1065,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire [15:0] \$498 ;
-  wire \$499 ;
+  wire \$498 ;
+  wire [15:0] \$499 ;
   wire \$5 ;
   wire [15:0] \$50 ;
   wire \$500 ;
@@ -1067,8 +1077,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire [15:0] \$508 ;
-  wire \$509 ;
+  wire \$508 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
   wire \$510 ;
   wire \$511 ;
@@ -1078,8 +1088,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire [15:0] \$518 ;
-  wire \$519 ;
+  wire \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -1089,8 +1099,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$525 ;
   wire \$526 ;
   wire \$527 ;
-  wire [15:0] \$528 ;
-  wire \$529 ;
+  wire \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
   wire \$530 ;
   wire \$531 ;
@@ -1100,8 +1110,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$535 ;
   wire \$536 ;
   wire \$537 ;
-  wire [15:0] \$538 ;
-  wire \$539 ;
+  wire \$538 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire \$540 ;
   wire \$541 ;
@@ -1111,8 +1121,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$545 ;
   wire \$546 ;
   wire \$547 ;
-  wire [15:0] \$548 ;
-  wire \$549 ;
+  wire \$548 ;
+  wire [15:0] \$549 ;
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
@@ -1122,8 +1132,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [15:0] \$559 ;
   wire \$56 ;
   wire \$560 ;
   wire \$561 ;
@@ -1133,8 +1143,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
-  wire [15:0] \$568 ;
-  wire \$569 ;
+  wire \$568 ;
+  wire [15:0] \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
@@ -1144,8 +1154,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$575 ;
   wire \$576 ;
   wire \$577 ;
-  wire [15:0] \$578 ;
-  wire \$579 ;
+  wire \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
@@ -1155,8 +1165,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$585 ;
   wire \$586 ;
   wire \$587 ;
-  wire [15:0] \$588 ;
-  wire \$589 ;
+  wire \$588 ;
+  wire [15:0] \$589 ;
   wire \$59 ;
   wire \$590 ;
   wire \$591 ;
@@ -1166,8 +1176,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$595 ;
   wire \$596 ;
   wire \$597 ;
-  wire [15:0] \$598 ;
-  wire \$599 ;
+  wire \$598 ;
+  wire [15:0] \$599 ;
   wire \$6 ;
   wire [15:0] \$60 ;
   wire \$600 ;
@@ -1178,8 +1188,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$605 ;
   wire \$606 ;
   wire \$607 ;
-  wire [15:0] \$608 ;
-  wire \$609 ;
+  wire \$608 ;
+  wire [15:0] \$609 ;
   wire \$61 ;
   wire \$610 ;
   wire \$611 ;
@@ -1189,8 +1199,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire [15:0] \$618 ;
-  wire \$619 ;
+  wire \$618 ;
+  wire [15:0] \$619 ;
   wire \$62 ;
   wire \$620 ;
   wire \$621 ;
@@ -1200,8 +1210,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$625 ;
   wire \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
-  wire \$629 ;
+  wire \$628 ;
+  wire [15:0] \$629 ;
   wire \$63 ;
   wire \$630 ;
   wire \$631 ;
@@ -1211,8 +1221,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$635 ;
   wire \$636 ;
   wire \$637 ;
-  wire [15:0] \$638 ;
-  wire \$639 ;
+  wire \$638 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
@@ -1222,8 +1232,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$645 ;
   wire \$646 ;
   wire \$647 ;
-  wire [15:0] \$648 ;
-  wire \$649 ;
+  wire \$648 ;
+  wire [15:0] \$649 ;
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
@@ -1233,8 +1243,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$655 ;
   wire \$656 ;
   wire \$657 ;
-  wire [15:0] \$658 ;
-  wire \$659 ;
+  wire \$658 ;
+  wire [15:0] \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
@@ -1244,8 +1254,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$665 ;
   wire \$666 ;
   wire \$667 ;
-  wire [15:0] \$668 ;
-  wire \$669 ;
+  wire \$668 ;
+  wire [15:0] \$669 ;
   wire \$67 ;
   wire \$670 ;
   wire \$671 ;
@@ -1255,8 +1265,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire [15:0] \$678 ;
-  wire \$679 ;
+  wire \$678 ;
+  wire [15:0] \$679 ;
   wire \$68 ;
   wire \$680 ;
   wire \$681 ;
@@ -1266,8 +1276,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$685 ;
   wire \$686 ;
   wire \$687 ;
-  wire [15:0] \$688 ;
-  wire \$689 ;
+  wire \$688 ;
+  wire [15:0] \$689 ;
   wire \$69 ;
   wire \$690 ;
   wire \$691 ;
@@ -1277,8 +1287,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$695 ;
   wire \$696 ;
   wire \$697 ;
-  wire [15:0] \$698 ;
-  wire \$699 ;
+  wire \$698 ;
+  wire [15:0] \$699 ;
   wire \$7 ;
   wire [15:0] \$70 ;
   wire \$700 ;
@@ -1289,8 +1299,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$705 ;
   wire \$706 ;
   wire \$707 ;
-  wire [15:0] \$708 ;
-  wire \$709 ;
+  wire \$708 ;
+  wire [15:0] \$709 ;
   wire \$71 ;
   wire \$710 ;
   wire \$711 ;
@@ -1300,8 +1310,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$715 ;
   wire \$716 ;
   wire \$717 ;
-  wire [15:0] \$718 ;
-  wire \$719 ;
+  wire \$718 ;
+  wire [15:0] \$719 ;
   wire \$72 ;
   wire \$720 ;
   wire \$721 ;
@@ -1311,8 +1321,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$725 ;
   wire \$726 ;
   wire \$727 ;
-  wire [15:0] \$728 ;
-  wire \$729 ;
+  wire \$728 ;
+  wire [15:0] \$729 ;
   wire \$73 ;
   wire \$730 ;
   wire \$731 ;
@@ -1322,8 +1332,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$735 ;
   wire \$736 ;
   wire \$737 ;
-  wire [15:0] \$738 ;
-  wire \$739 ;
+  wire \$738 ;
+  wire [15:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
   wire \$741 ;
@@ -1333,8 +1343,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$745 ;
   wire \$746 ;
   wire \$747 ;
-  wire [15:0] \$748 ;
-  wire \$749 ;
+  wire \$748 ;
+  wire [15:0] \$749 ;
   wire \$75 ;
   wire \$750 ;
   wire \$751 ;
@@ -1344,8 +1354,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$755 ;
   wire \$756 ;
   wire \$757 ;
-  wire [15:0] \$758 ;
-  wire \$759 ;
+  wire \$758 ;
+  wire [15:0] \$759 ;
   wire \$76 ;
   wire \$760 ;
   wire \$761 ;
@@ -1355,8 +1365,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$765 ;
   wire \$766 ;
   wire \$767 ;
-  wire [15:0] \$768 ;
-  wire \$769 ;
+  wire \$768 ;
+  wire [15:0] \$769 ;
   wire \$77 ;
   wire \$770 ;
   wire \$771 ;
@@ -1366,8 +1376,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$775 ;
   wire \$776 ;
   wire \$777 ;
-  wire [15:0] \$778 ;
-  wire \$779 ;
+  wire \$778 ;
+  wire [15:0] \$779 ;
   wire \$78 ;
   wire \$780 ;
   wire \$781 ;
@@ -1377,8 +1387,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$785 ;
   wire \$786 ;
   wire \$787 ;
-  wire [15:0] \$788 ;
-  wire \$789 ;
+  wire \$788 ;
+  wire [15:0] \$789 ;
   wire \$79 ;
   wire \$790 ;
   wire \$791 ;
@@ -1388,8 +1398,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$795 ;
   wire \$796 ;
   wire \$797 ;
-  wire [15:0] \$798 ;
-  wire \$799 ;
+  wire \$798 ;
+  wire [15:0] \$799 ;
   wire \$8 ;
   wire [15:0] \$80 ;
   wire \$800 ;
@@ -1400,8 +1410,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$805 ;
   wire \$806 ;
   wire \$807 ;
-  wire [15:0] \$808 ;
-  wire \$809 ;
+  wire \$808 ;
+  wire [15:0] \$809 ;
   wire \$81 ;
   wire \$810 ;
   wire \$811 ;
@@ -1411,8 +1421,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$815 ;
   wire \$816 ;
   wire \$817 ;
-  wire [15:0] \$818 ;
-  wire \$819 ;
+  wire \$818 ;
+  wire [15:0] \$819 ;
   wire \$82 ;
   wire \$820 ;
   wire \$821 ;
@@ -1422,8 +1432,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$825 ;
   wire \$826 ;
   wire \$827 ;
-  wire [15:0] \$828 ;
-  wire \$829 ;
+  wire \$828 ;
+  wire [15:0] \$829 ;
   wire \$83 ;
   wire \$830 ;
   wire \$831 ;
@@ -1433,8 +1443,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$835 ;
   wire \$836 ;
   wire \$837 ;
-  wire [15:0] \$838 ;
-  wire \$839 ;
+  wire \$838 ;
+  wire [15:0] \$839 ;
   wire \$84 ;
   wire \$840 ;
   wire \$841 ;
@@ -1450,7 +1460,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$850 ;
   wire \$851 ;
   wire \$852 ;
-  wire [16:0] \$853 ;
+  wire \$853 ;
   wire [16:0] \$854 ;
   wire [16:0] \$855 ;
   wire [16:0] \$856 ;
@@ -1485,7 +1495,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$882 ;
   wire [16:0] \$883 ;
   wire [16:0] \$884 ;
-  wire \$885 ;
+  wire [16:0] \$885 ;
   wire \$886 ;
   wire \$887 ;
   wire \$888 ;
@@ -1498,7 +1508,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$894 ;
   wire \$895 ;
   wire \$896 ;
-  wire [16:0] \$897 ;
+  wire \$897 ;
   wire [16:0] \$898 ;
   wire [16:0] \$899 ;
   wire \$9 ;
@@ -1518,7 +1528,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$911 ;
   wire [16:0] \$912 ;
   wire [16:0] \$913 ;
-  wire \$914 ;
+  wire [16:0] \$914 ;
   wire \$915 ;
   wire \$916 ;
   wire \$917 ;
@@ -1536,8 +1546,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$928 ;
   wire \$929 ;
   wire \$93 ;
-  wire [6:0] \$930 ;
-  wire \$931 ;
+  wire \$930 ;
+  wire [6:0] \$931 ;
   wire \$932 ;
   wire \$933 ;
   wire \$934 ;
@@ -1548,8 +1558,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$939 ;
   wire \$94 ;
   wire \$940 ;
-  wire [6:0] \$941 ;
-  wire \$942 ;
+  wire \$941 ;
+  wire [6:0] \$942 ;
   wire \$943 ;
   wire \$944 ;
   wire \$945 ;
@@ -1562,55 +1572,55 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$951 ;
   wire \$952 ;
   wire \$953 ;
-  wire [15:0] \$954 ;
+  wire \$954 ;
   wire [15:0] \$955 ;
-  wire \$956 ;
+  wire [15:0] \$956 ;
   wire \$957 ;
-  wire [15:0] \$958 ;
+  wire \$958 ;
   wire [15:0] \$959 ;
   wire \$96 ;
-  wire \$960 ;
+  wire [15:0] \$960 ;
   wire \$961 ;
-  wire [15:0] \$962 ;
+  wire \$962 ;
   wire [15:0] \$963 ;
-  wire \$964 ;
+  wire [15:0] \$964 ;
   wire \$965 ;
-  wire [15:0] \$966 ;
+  wire \$966 ;
   wire [15:0] \$967 ;
-  wire \$968 ;
+  wire [15:0] \$968 ;
   wire \$969 ;
   wire \$97 ;
-  wire [15:0] \$970 ;
+  wire \$970 ;
   wire [15:0] \$971 ;
-  wire \$972 ;
+  wire [15:0] \$972 ;
   wire \$973 ;
-  wire [15:0] \$974 ;
+  wire \$974 ;
   wire [15:0] \$975 ;
-  wire \$976 ;
+  wire [15:0] \$976 ;
   wire \$977 ;
-  wire [15:0] \$978 ;
+  wire \$978 ;
   wire [15:0] \$979 ;
   wire \$98 ;
-  wire \$980 ;
+  wire [15:0] \$980 ;
   wire \$981 ;
-  wire [15:0] \$982 ;
+  wire \$982 ;
   wire [15:0] \$983 ;
-  wire \$984 ;
+  wire [15:0] \$984 ;
   wire \$985 ;
-  wire [15:0] \$986 ;
+  wire \$986 ;
   wire [15:0] \$987 ;
-  wire \$988 ;
+  wire [15:0] \$988 ;
   wire \$989 ;
   wire \$99 ;
-  wire [15:0] \$990 ;
+  wire \$990 ;
   wire [15:0] \$991 ;
-  wire \$992 ;
+  wire [15:0] \$992 ;
   wire \$993 ;
-  wire [15:0] \$994 ;
+  wire \$994 ;
   wire [15:0] \$995 ;
-  wire \$996 ;
+  wire [15:0] \$996 ;
   wire \$997 ;
-  wire [15:0] \$998 ;
+  wire \$998 ;
   wire [15:0] \$999 ;
   wire accept;
   wire busy;
@@ -1620,6 +1630,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire commit_l1;
   wire commit_on_read_l0;
   wire commit_on_read_l1;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s6 = 16'h0000;
   output execute;
@@ -1636,78 +1647,83 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] \floor$222 ;
   wire [39:0] \floor$26 ;
   wire [39:0] \floor$327 ;
-  wire [31:0] \floor$339 ;
-  wire [31:0] \floor$344 ;
-  wire [31:0] \floor$349 ;
-  wire [31:0] \floor$354 ;
-  wire [31:0] \floor$359 ;
-  wire [31:0] \floor$364 ;
-  wire [31:0] \floor$369 ;
-  wire [31:0] \floor$374 ;
-  wire [31:0] \floor$379 ;
-  wire [31:0] \floor$384 ;
-  wire [31:0] \floor$389 ;
-  wire [31:0] \floor$394 ;
-  wire [31:0] \floor$399 ;
+  wire [31:0] \floor$341 ;
+  wire [31:0] \floor$346 ;
+  wire [31:0] \floor$351 ;
+  wire [31:0] \floor$356 ;
+  wire [31:0] \floor$361 ;
+  wire [31:0] \floor$366 ;
+  wire [31:0] \floor$371 ;
+  wire [31:0] \floor$376 ;
+  wire [31:0] \floor$381 ;
+  wire [31:0] \floor$386 ;
+  wire [31:0] \floor$391 ;
+  wire [31:0] \floor$396 ;
   wire [39:0] \floor$40 ;
-  wire [31:0] \floor$404 ;
-  wire [31:0] \floor$409 ;
-  wire [31:0] \floor$414 ;
-  wire [15:0] \floor$417 ;
-  wire [39:0] \floor$426 ;
-  wire [39:0] \floor$435 ;
-  wire [39:0] \floor$444 ;
-  wire [39:0] \floor$453 ;
-  wire [39:0] \floor$462 ;
-  wire [39:0] \floor$471 ;
-  wire [39:0] \floor$480 ;
-  wire [39:0] \floor$489 ;
-  wire [39:0] \floor$498 ;
-  wire [39:0] \floor$507 ;
-  wire [39:0] \floor$516 ;
-  wire [39:0] \floor$525 ;
-  wire [39:0] \floor$534 ;
+  wire [31:0] \floor$401 ;
+  wire [31:0] \floor$406 ;
+  wire [31:0] \floor$411 ;
+  wire [31:0] \floor$416 ;
+  wire [15:0] \floor$419 ;
+  wire [39:0] \floor$428 ;
+  wire [39:0] \floor$437 ;
+  wire [39:0] \floor$446 ;
+  wire [39:0] \floor$455 ;
+  wire [39:0] \floor$464 ;
+  wire [39:0] \floor$473 ;
+  wire [39:0] \floor$482 ;
+  wire [39:0] \floor$491 ;
+  wire [39:0] \floor$500 ;
+  wire [39:0] \floor$509 ;
+  wire [39:0] \floor$518 ;
+  wire [39:0] \floor$527 ;
+  wire [39:0] \floor$536 ;
   wire [39:0] \floor$54 ;
-  wire [39:0] \floor$543 ;
-  wire [39:0] \floor$552 ;
-  wire [39:0] \floor$561 ;
-  wire [31:0] \floor$567 ;
-  wire [31:0] \floor$572 ;
-  wire [31:0] \floor$577 ;
-  wire [31:0] \floor$582 ;
-  wire [31:0] \floor$587 ;
-  wire [31:0] \floor$592 ;
-  wire [31:0] \floor$597 ;
-  wire [31:0] \floor$602 ;
-  wire [31:0] \floor$607 ;
-  wire [31:0] \floor$612 ;
-  wire [31:0] \floor$617 ;
-  wire [31:0] \floor$622 ;
-  wire [31:0] \floor$627 ;
-  wire [31:0] \floor$632 ;
-  wire [31:0] \floor$637 ;
-  wire [31:0] \floor$642 ;
-  wire [15:0] \floor$645 ;
-  wire [15:0] \floor$648 ;
-  wire [15:0] \floor$651 ;
-  wire [15:0] \floor$654 ;
-  wire [15:0] \floor$657 ;
-  wire [15:0] \floor$660 ;
-  wire [15:0] \floor$663 ;
-  wire [15:0] \floor$666 ;
-  wire [15:0] \floor$669 ;
-  wire [15:0] \floor$672 ;
-  wire [15:0] \floor$675 ;
-  wire [15:0] \floor$678 ;
+  wire [39:0] \floor$545 ;
+  wire [39:0] \floor$554 ;
+  wire [39:0] \floor$563 ;
+  wire [31:0] \floor$569 ;
+  wire [31:0] \floor$574 ;
+  wire [31:0] \floor$579 ;
+  wire [31:0] \floor$584 ;
+  wire [31:0] \floor$589 ;
+  wire [31:0] \floor$594 ;
+  wire [31:0] \floor$599 ;
+  wire [31:0] \floor$604 ;
+  wire [31:0] \floor$609 ;
+  wire [31:0] \floor$614 ;
+  wire [31:0] \floor$619 ;
+  wire [31:0] \floor$624 ;
+  wire [31:0] \floor$629 ;
+  wire [31:0] \floor$634 ;
+  wire [31:0] \floor$639 ;
+  wire [31:0] \floor$644 ;
+  wire [15:0] \floor$647 ;
+  wire [15:0] \floor$650 ;
+  wire [15:0] \floor$653 ;
+  wire [15:0] \floor$656 ;
+  wire [15:0] \floor$659 ;
+  wire [15:0] \floor$662 ;
+  wire [15:0] \floor$665 ;
+  wire [15:0] \floor$668 ;
+  wire [15:0] \floor$671 ;
+  wire [15:0] \floor$674 ;
+  wire [15:0] \floor$677 ;
   wire [39:0] \floor$68 ;
-  wire [15:0] \floor$681 ;
-  wire [15:0] \floor$684 ;
-  wire [15:0] \floor$687 ;
-  wire [15:0] \floor$690 ;
+  wire [15:0] \floor$680 ;
+  wire [15:0] \floor$683 ;
+  wire [15:0] \floor$686 ;
+  wire [15:0] \floor$689 ;
+  wire [15:0] \floor$692 ;
   wire [39:0] \floor$82 ;
   wire [39:0] \floor$96 ;
   wire flush_l0;
   wire flush_l1;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
+  reg [1:0] kind_s5 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_10 = 16'h0000;
@@ -1908,8 +1924,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] l1_bprod8_0_s7;
   (* init = 40'h0000000000 *)
   wire [39:0] l1_bprod9_0_s7;
-  (* init = 16'h0000 *)
-  wire [15:0] l1_out0_s5;
+  reg [15:0] l1_out0_s5 = 16'h0000;
   reg [2:0] l1_pending = 3'h0;
   wire [15:0] l1_port_data;
   wire [4:0] l1_port_local;
@@ -1997,9 +2012,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l1_wread_0_9_s5 = 16'h0000;
   reg [15:0] l1_wread_0_9_s6 = 16'h0000;
   wire [2:0] level;
-  wire [2:0] \level$750 ;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  wire [2:0] \level$752 ;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -2023,17 +2039,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output pr__valid;
   reg pr__valid = 1'h0;
   wire [511:0] r_data;
-  wire [271:0] \r_data$756 ;
+  wire [271:0] \r_data$758 ;
   wire r_en;
-  wire \r_en$754 ;
+  wire \r_en$756 ;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   (* init = 16'h0000 *)
   wire [15:0] resp;
   input rst;
   wire rst;
-  input [31:0] s__payload;
-  wire [31:0] s__payload;
+  input [33:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -2197,262 +2214,260 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \t$332 ;
   wire [17:0] \t$334 ;
   wire [15:0] \t$335 ;
-  wire [31:0] \t$336 ;
+  wire [31:0] \t$338 ;
   wire [34:0] \t$34 ;
-  wire [32:0] \t$340 ;
-  wire [15:0] \t$341 ;
-  wire [31:0] \t$342 ;
-  wire [32:0] \t$345 ;
-  wire [15:0] \t$346 ;
-  wire [31:0] \t$347 ;
+  wire [32:0] \t$342 ;
+  wire [15:0] \t$343 ;
+  wire [31:0] \t$344 ;
+  wire [32:0] \t$347 ;
+  wire [15:0] \t$348 ;
+  wire [31:0] \t$349 ;
   wire [39:0] \t$35 ;
-  wire [32:0] \t$350 ;
-  wire [15:0] \t$351 ;
-  wire [31:0] \t$352 ;
-  wire [32:0] \t$355 ;
-  wire [15:0] \t$356 ;
-  wire [31:0] \t$357 ;
+  wire [32:0] \t$352 ;
+  wire [15:0] \t$353 ;
+  wire [31:0] \t$354 ;
+  wire [32:0] \t$357 ;
+  wire [15:0] \t$358 ;
+  wire [31:0] \t$359 ;
   wire [40:0] \t$36 ;
-  wire [32:0] \t$360 ;
-  wire [15:0] \t$361 ;
-  wire [31:0] \t$362 ;
-  wire [32:0] \t$365 ;
-  wire [15:0] \t$366 ;
-  wire [31:0] \t$367 ;
-  wire [32:0] \t$370 ;
-  wire [15:0] \t$371 ;
-  wire [31:0] \t$372 ;
-  wire [32:0] \t$375 ;
-  wire [15:0] \t$376 ;
-  wire [31:0] \t$377 ;
-  wire [32:0] \t$380 ;
-  wire [15:0] \t$381 ;
-  wire [31:0] \t$382 ;
-  wire [32:0] \t$385 ;
-  wire [15:0] \t$386 ;
-  wire [31:0] \t$387 ;
+  wire [32:0] \t$362 ;
+  wire [15:0] \t$363 ;
+  wire [31:0] \t$364 ;
+  wire [32:0] \t$367 ;
+  wire [15:0] \t$368 ;
+  wire [31:0] \t$369 ;
+  wire [32:0] \t$372 ;
+  wire [15:0] \t$373 ;
+  wire [31:0] \t$374 ;
+  wire [32:0] \t$377 ;
+  wire [15:0] \t$378 ;
+  wire [31:0] \t$379 ;
+  wire [32:0] \t$382 ;
+  wire [15:0] \t$383 ;
+  wire [31:0] \t$384 ;
+  wire [32:0] \t$387 ;
+  wire [15:0] \t$388 ;
+  wire [31:0] \t$389 ;
   wire [39:0] \t$39 ;
-  wire [32:0] \t$390 ;
-  wire [15:0] \t$391 ;
-  wire [31:0] \t$392 ;
-  wire [32:0] \t$395 ;
-  wire [15:0] \t$396 ;
-  wire [31:0] \t$397 ;
-  wire [32:0] \t$400 ;
-  wire [15:0] \t$401 ;
-  wire [31:0] \t$402 ;
-  wire [32:0] \t$405 ;
-  wire [15:0] \t$406 ;
-  wire [31:0] \t$407 ;
+  wire [32:0] \t$392 ;
+  wire [15:0] \t$393 ;
+  wire [31:0] \t$394 ;
+  wire [32:0] \t$397 ;
+  wire [15:0] \t$398 ;
+  wire [31:0] \t$399 ;
+  wire [32:0] \t$402 ;
+  wire [15:0] \t$403 ;
+  wire [31:0] \t$404 ;
+  wire [32:0] \t$407 ;
+  wire [15:0] \t$408 ;
+  wire [31:0] \t$409 ;
   wire [40:0] \t$41 ;
-  wire [32:0] \t$410 ;
-  wire [15:0] \t$411 ;
-  wire [31:0] \t$412 ;
-  wire [32:0] \t$415 ;
-  wire [15:0] \t$416 ;
-  wire [16:0] \t$418 ;
-  wire [15:0] \t$419 ;
+  wire [32:0] \t$412 ;
+  wire [15:0] \t$413 ;
+  wire [31:0] \t$414 ;
+  wire [32:0] \t$417 ;
+  wire [15:0] \t$418 ;
   wire [15:0] \t$42 ;
-  wire [31:0] \t$420 ;
-  wire [34:0] \t$422 ;
-  wire [39:0] \t$423 ;
-  reg [39:0] \t$424  = 40'h0000000000;
-  wire [40:0] \t$427 ;
-  wire [15:0] \t$428 ;
-  wire [31:0] \t$429 ;
+  wire [16:0] \t$420 ;
+  wire [15:0] \t$421 ;
+  wire [31:0] \t$422 ;
+  wire [34:0] \t$424 ;
+  wire [39:0] \t$425 ;
+  reg [39:0] \t$426  = 40'h0000000000;
+  wire [40:0] \t$429 ;
   wire [30:0] \t$43 ;
-  wire [34:0] \t$431 ;
-  wire [39:0] \t$432 ;
-  reg [39:0] \t$433  = 40'h0000000000;
-  wire [40:0] \t$436 ;
-  wire [15:0] \t$437 ;
-  wire [31:0] \t$438 ;
-  wire [34:0] \t$440 ;
-  wire [39:0] \t$441 ;
-  reg [39:0] \t$442  = 40'h0000000000;
-  wire [40:0] \t$445 ;
-  wire [15:0] \t$446 ;
-  wire [31:0] \t$447 ;
-  wire [34:0] \t$449 ;
+  wire [15:0] \t$430 ;
+  wire [31:0] \t$431 ;
+  wire [34:0] \t$433 ;
+  wire [39:0] \t$434 ;
+  reg [39:0] \t$435  = 40'h0000000000;
+  wire [40:0] \t$438 ;
+  wire [15:0] \t$439 ;
+  wire [31:0] \t$440 ;
+  wire [34:0] \t$442 ;
+  wire [39:0] \t$443 ;
+  reg [39:0] \t$444  = 40'h0000000000;
+  wire [40:0] \t$447 ;
+  wire [15:0] \t$448 ;
+  wire [31:0] \t$449 ;
   wire [39:0] \t$45 ;
-  wire [39:0] \t$450 ;
-  reg [39:0] \t$451  = 40'h0000000000;
-  wire [40:0] \t$454 ;
-  wire [15:0] \t$455 ;
-  wire [31:0] \t$456 ;
-  wire [34:0] \t$458 ;
-  wire [39:0] \t$459 ;
+  wire [34:0] \t$451 ;
+  wire [39:0] \t$452 ;
+  reg [39:0] \t$453  = 40'h0000000000;
+  wire [40:0] \t$456 ;
+  wire [15:0] \t$457 ;
+  wire [31:0] \t$458 ;
   wire [31:0] \t$46 ;
-  reg [39:0] \t$460  = 40'h0000000000;
-  wire [40:0] \t$463 ;
-  wire [15:0] \t$464 ;
-  wire [31:0] \t$465 ;
-  wire [34:0] \t$467 ;
-  wire [39:0] \t$468 ;
-  reg [39:0] \t$469  = 40'h0000000000;
-  wire [40:0] \t$472 ;
-  wire [15:0] \t$473 ;
-  wire [31:0] \t$474 ;
-  wire [34:0] \t$476 ;
-  wire [39:0] \t$477 ;
-  reg [39:0] \t$478  = 40'h0000000000;
+  wire [34:0] \t$460 ;
+  wire [39:0] \t$461 ;
+  reg [39:0] \t$462  = 40'h0000000000;
+  wire [40:0] \t$465 ;
+  wire [15:0] \t$466 ;
+  wire [31:0] \t$467 ;
+  wire [34:0] \t$469 ;
+  wire [39:0] \t$470 ;
+  reg [39:0] \t$471  = 40'h0000000000;
+  wire [40:0] \t$474 ;
+  wire [15:0] \t$475 ;
+  wire [31:0] \t$476 ;
+  wire [34:0] \t$478 ;
+  wire [39:0] \t$479 ;
   wire [34:0] \t$48 ;
-  wire [40:0] \t$481 ;
-  wire [15:0] \t$482 ;
-  wire [31:0] \t$483 ;
-  wire [34:0] \t$485 ;
-  wire [39:0] \t$486 ;
-  reg [39:0] \t$487  = 40'h0000000000;
+  reg [39:0] \t$480  = 40'h0000000000;
+  wire [40:0] \t$483 ;
+  wire [15:0] \t$484 ;
+  wire [31:0] \t$485 ;
+  wire [34:0] \t$487 ;
+  wire [39:0] \t$488 ;
+  reg [39:0] \t$489  = 40'h0000000000;
   wire [39:0] \t$49 ;
-  wire [40:0] \t$490 ;
-  wire [15:0] \t$491 ;
-  wire [31:0] \t$492 ;
-  wire [34:0] \t$494 ;
-  wire [39:0] \t$495 ;
-  reg [39:0] \t$496  = 40'h0000000000;
-  wire [40:0] \t$499 ;
+  wire [40:0] \t$492 ;
+  wire [15:0] \t$493 ;
+  wire [31:0] \t$494 ;
+  wire [34:0] \t$496 ;
+  wire [39:0] \t$497 ;
+  reg [39:0] \t$498  = 40'h0000000000;
   wire [40:0] \t$50 ;
-  wire [15:0] \t$500 ;
-  wire [31:0] \t$501 ;
-  wire [34:0] \t$503 ;
-  wire [39:0] \t$504 ;
-  reg [39:0] \t$505  = 40'h0000000000;
-  wire [40:0] \t$508 ;
-  wire [15:0] \t$509 ;
-  wire [31:0] \t$510 ;
-  wire [34:0] \t$512 ;
-  wire [39:0] \t$513 ;
-  reg [39:0] \t$514  = 40'h0000000000;
-  wire [40:0] \t$517 ;
-  wire [15:0] \t$518 ;
-  wire [31:0] \t$519 ;
-  wire [34:0] \t$521 ;
-  wire [39:0] \t$522 ;
-  reg [39:0] \t$523  = 40'h0000000000;
-  wire [40:0] \t$526 ;
-  wire [15:0] \t$527 ;
-  wire [31:0] \t$528 ;
+  wire [40:0] \t$501 ;
+  wire [15:0] \t$502 ;
+  wire [31:0] \t$503 ;
+  wire [34:0] \t$505 ;
+  wire [39:0] \t$506 ;
+  reg [39:0] \t$507  = 40'h0000000000;
+  wire [40:0] \t$510 ;
+  wire [15:0] \t$511 ;
+  wire [31:0] \t$512 ;
+  wire [34:0] \t$514 ;
+  wire [39:0] \t$515 ;
+  reg [39:0] \t$516  = 40'h0000000000;
+  wire [40:0] \t$519 ;
+  wire [15:0] \t$520 ;
+  wire [31:0] \t$521 ;
+  wire [34:0] \t$523 ;
+  wire [39:0] \t$524 ;
+  reg [39:0] \t$525  = 40'h0000000000;
+  wire [40:0] \t$528 ;
+  wire [15:0] \t$529 ;
   wire [39:0] \t$53 ;
-  wire [34:0] \t$530 ;
-  wire [39:0] \t$531 ;
-  reg [39:0] \t$532  = 40'h0000000000;
-  wire [40:0] \t$535 ;
-  wire [15:0] \t$536 ;
-  wire [31:0] \t$537 ;
-  wire [34:0] \t$539 ;
-  wire [39:0] \t$540 ;
-  reg [39:0] \t$541  = 40'h0000000000;
-  wire [40:0] \t$544 ;
-  wire [15:0] \t$545 ;
-  wire [31:0] \t$546 ;
-  wire [34:0] \t$548 ;
-  wire [39:0] \t$549 ;
+  wire [31:0] \t$530 ;
+  wire [34:0] \t$532 ;
+  wire [39:0] \t$533 ;
+  reg [39:0] \t$534  = 40'h0000000000;
+  wire [40:0] \t$537 ;
+  wire [15:0] \t$538 ;
+  wire [31:0] \t$539 ;
+  wire [34:0] \t$541 ;
+  wire [39:0] \t$542 ;
+  reg [39:0] \t$543  = 40'h0000000000;
+  wire [40:0] \t$546 ;
+  wire [15:0] \t$547 ;
+  wire [31:0] \t$548 ;
   wire [40:0] \t$55 ;
-  reg [39:0] \t$550  = 40'h0000000000;
-  wire [40:0] \t$553 ;
-  wire [15:0] \t$554 ;
-  wire [31:0] \t$555 ;
-  wire [34:0] \t$557 ;
-  wire [39:0] \t$558 ;
-  reg [39:0] \t$559  = 40'h0000000000;
+  wire [34:0] \t$550 ;
+  wire [39:0] \t$551 ;
+  reg [39:0] \t$552  = 40'h0000000000;
+  wire [40:0] \t$555 ;
+  wire [15:0] \t$556 ;
+  wire [31:0] \t$557 ;
+  wire [34:0] \t$559 ;
   wire [15:0] \t$56 ;
-  wire [40:0] \t$562 ;
-  wire [15:0] \t$563 ;
-  wire [31:0] \t$564 ;
-  wire [32:0] \t$568 ;
-  wire [15:0] \t$569 ;
+  wire [39:0] \t$560 ;
+  reg [39:0] \t$561  = 40'h0000000000;
+  wire [40:0] \t$564 ;
+  wire [15:0] \t$565 ;
+  wire [31:0] \t$566 ;
   wire [30:0] \t$57 ;
-  wire [31:0] \t$570 ;
-  wire [32:0] \t$573 ;
-  wire [15:0] \t$574 ;
-  wire [31:0] \t$575 ;
-  wire [32:0] \t$578 ;
-  wire [15:0] \t$579 ;
-  wire [31:0] \t$580 ;
-  wire [32:0] \t$583 ;
-  wire [15:0] \t$584 ;
-  wire [31:0] \t$585 ;
-  wire [32:0] \t$588 ;
-  wire [15:0] \t$589 ;
+  wire [32:0] \t$570 ;
+  wire [15:0] \t$571 ;
+  wire [31:0] \t$572 ;
+  wire [32:0] \t$575 ;
+  wire [15:0] \t$576 ;
+  wire [31:0] \t$577 ;
+  wire [32:0] \t$580 ;
+  wire [15:0] \t$581 ;
+  wire [31:0] \t$582 ;
+  wire [32:0] \t$585 ;
+  wire [15:0] \t$586 ;
+  wire [31:0] \t$587 ;
   wire [39:0] \t$59 ;
-  wire [31:0] \t$590 ;
-  wire [32:0] \t$593 ;
-  wire [15:0] \t$594 ;
-  wire [31:0] \t$595 ;
-  wire [32:0] \t$598 ;
-  wire [15:0] \t$599 ;
+  wire [32:0] \t$590 ;
+  wire [15:0] \t$591 ;
+  wire [31:0] \t$592 ;
+  wire [32:0] \t$595 ;
+  wire [15:0] \t$596 ;
+  wire [31:0] \t$597 ;
   wire [34:0] \t$6 ;
   wire [31:0] \t$60 ;
-  wire [31:0] \t$600 ;
-  wire [32:0] \t$603 ;
-  wire [15:0] \t$604 ;
-  wire [31:0] \t$605 ;
-  wire [32:0] \t$608 ;
-  wire [15:0] \t$609 ;
-  wire [31:0] \t$610 ;
-  wire [32:0] \t$613 ;
-  wire [15:0] \t$614 ;
-  wire [31:0] \t$615 ;
-  wire [32:0] \t$618 ;
-  wire [15:0] \t$619 ;
+  wire [32:0] \t$600 ;
+  wire [15:0] \t$601 ;
+  wire [31:0] \t$602 ;
+  wire [32:0] \t$605 ;
+  wire [15:0] \t$606 ;
+  wire [31:0] \t$607 ;
+  wire [32:0] \t$610 ;
+  wire [15:0] \t$611 ;
+  wire [31:0] \t$612 ;
+  wire [32:0] \t$615 ;
+  wire [15:0] \t$616 ;
+  wire [31:0] \t$617 ;
   wire [34:0] \t$62 ;
-  wire [31:0] \t$620 ;
-  wire [32:0] \t$623 ;
-  wire [15:0] \t$624 ;
-  wire [31:0] \t$625 ;
-  wire [32:0] \t$628 ;
-  wire [15:0] \t$629 ;
+  wire [32:0] \t$620 ;
+  wire [15:0] \t$621 ;
+  wire [31:0] \t$622 ;
+  wire [32:0] \t$625 ;
+  wire [15:0] \t$626 ;
+  wire [31:0] \t$627 ;
   wire [39:0] \t$63 ;
-  wire [31:0] \t$630 ;
-  wire [32:0] \t$633 ;
-  wire [15:0] \t$634 ;
-  wire [31:0] \t$635 ;
-  wire [32:0] \t$638 ;
-  wire [15:0] \t$639 ;
+  wire [32:0] \t$630 ;
+  wire [15:0] \t$631 ;
+  wire [31:0] \t$632 ;
+  wire [32:0] \t$635 ;
+  wire [15:0] \t$636 ;
+  wire [31:0] \t$637 ;
   wire [40:0] \t$64 ;
-  wire [31:0] \t$640 ;
-  wire [32:0] \t$643 ;
-  wire [15:0] \t$644 ;
-  wire [16:0] \t$646 ;
-  wire [15:0] \t$647 ;
-  wire [16:0] \t$649 ;
-  wire [15:0] \t$650 ;
-  wire [16:0] \t$652 ;
-  wire [15:0] \t$653 ;
-  wire [16:0] \t$655 ;
-  wire [15:0] \t$656 ;
-  wire [16:0] \t$658 ;
-  wire [15:0] \t$659 ;
-  wire [16:0] \t$661 ;
-  wire [15:0] \t$662 ;
-  wire [16:0] \t$664 ;
-  wire [15:0] \t$665 ;
-  wire [16:0] \t$667 ;
-  wire [15:0] \t$668 ;
+  wire [32:0] \t$640 ;
+  wire [15:0] \t$641 ;
+  wire [31:0] \t$642 ;
+  wire [32:0] \t$645 ;
+  wire [15:0] \t$646 ;
+  wire [16:0] \t$648 ;
+  wire [15:0] \t$649 ;
+  wire [16:0] \t$651 ;
+  wire [15:0] \t$652 ;
+  wire [16:0] \t$654 ;
+  wire [15:0] \t$655 ;
+  wire [16:0] \t$657 ;
+  wire [15:0] \t$658 ;
+  wire [16:0] \t$660 ;
+  wire [15:0] \t$661 ;
+  wire [16:0] \t$663 ;
+  wire [15:0] \t$664 ;
+  wire [16:0] \t$666 ;
+  wire [15:0] \t$667 ;
+  wire [16:0] \t$669 ;
   wire [39:0] \t$67 ;
-  wire [16:0] \t$670 ;
-  wire [15:0] \t$671 ;
-  wire [16:0] \t$673 ;
-  wire [15:0] \t$674 ;
-  wire [16:0] \t$676 ;
-  wire [15:0] \t$677 ;
-  wire [16:0] \t$679 ;
-  wire [15:0] \t$680 ;
-  wire [16:0] \t$682 ;
-  wire [15:0] \t$683 ;
-  wire [16:0] \t$685 ;
-  wire [15:0] \t$686 ;
-  wire [16:0] \t$688 ;
-  wire [15:0] \t$689 ;
+  wire [15:0] \t$670 ;
+  wire [16:0] \t$672 ;
+  wire [15:0] \t$673 ;
+  wire [16:0] \t$675 ;
+  wire [15:0] \t$676 ;
+  wire [16:0] \t$678 ;
+  wire [15:0] \t$679 ;
+  wire [16:0] \t$681 ;
+  wire [15:0] \t$682 ;
+  wire [16:0] \t$684 ;
+  wire [15:0] \t$685 ;
+  wire [16:0] \t$687 ;
+  wire [15:0] \t$688 ;
   wire [40:0] \t$69 ;
-  wire [16:0] \t$691 ;
-  wire [15:0] \t$692 ;
+  wire [16:0] \t$690 ;
+  wire [15:0] \t$691 ;
+  wire [16:0] \t$693 ;
+  wire [15:0] \t$694 ;
   wire [39:0] \t$7 ;
   wire [15:0] \t$70 ;
   wire [30:0] \t$71 ;
-  reg [16:0] \t$714 ;
   reg [16:0] \t$716 ;
-  reg [16:0] \t$717 ;
   reg [16:0] \t$718 ;
   reg [16:0] \t$719 ;
   reg [16:0] \t$720 ;
@@ -2484,9 +2499,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$744 ;
   reg [16:0] \t$745 ;
   reg [16:0] \t$746 ;
-  reg [16:0] \t$755 ;
+  reg [16:0] \t$747 ;
+  reg [16:0] \t$748 ;
   reg [16:0] \t$757 ;
-  reg [16:0] \t$758 ;
   reg [16:0] \t$759 ;
   wire [34:0] \t$76 ;
   reg [16:0] \t$760 ;
@@ -2503,6 +2518,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$770 ;
   reg [16:0] \t$771 ;
   reg [16:0] \t$772 ;
+  reg [16:0] \t$773 ;
+  reg [16:0] \t$774 ;
   wire [40:0] \t$78 ;
   wire [40:0] \t$8 ;
   wire [39:0] \t$81 ;
@@ -2528,9 +2545,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
   wire [511:0] w_data;
-  wire [271:0] \w_data$753 ;
+  wire [271:0] \w_data$755 ;
   wire w_en;
-  wire \w_en$752 ;
+  wire \w_en$754 ;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
@@ -2812,1984 +2829,1995 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$184  = $signed(\t$328 ) > $signed(16'h7fff);
   assign \$185  = \$184  ? 16'h7fff : \t$328 [15:0];
   assign \t$329  = \$183  ? 16'h8000 : \$185 ;
-  assign \t$332  = $signed(m__payload) - $signed(y0_s5);
-  assign \$186  = $signed(\t$334 ) < $signed(16'h8000);
-  assign \$187  = $signed(\t$334 ) > $signed(16'h7fff);
-  assign \$188  = \$187  ? 16'h7fff : \t$334 [15:0];
-  assign \t$335  = \$186  ? 16'h8000 : \$188 ;
-  assign \t$336  = $signed(err0_s6) * $signed(l0_out0_s6);
-  assign \$189  = ! \t$336 [15:0];
-  assign \$190  = ~ \$189 ;
-  assign \$191  = \t$336 [16] & \$190 ;
-  assign \$192  = ! \t$336 [15:0];
-  assign \$193  = \t$336 [16] & \$192 ;
-  assign \$194  = \$193  & \floor$339 [0];
-  assign \$195  = \$191  | \$194 ;
-  assign \t$340  = $signed(\floor$339 ) + $signed({ 1'h0, \$195  });
-  assign \$196  = $signed(\t$340 ) < $signed(16'h8000);
-  assign \$197  = $signed(\t$340 ) > $signed(16'h7fff);
-  assign \$198  = \$197  ? 16'h7fff : \t$340 [15:0];
-  assign \t$341  = \$196  ? 16'h8000 : \$198 ;
-  assign \t$342  = $signed(err0_s6) * $signed(l0_out1_s6);
-  assign \$199  = ! \t$342 [15:0];
-  assign \$200  = ~ \$199 ;
-  assign \$201  = \t$342 [16] & \$200 ;
-  assign \$202  = ! \t$342 [15:0];
-  assign \$203  = \t$342 [16] & \$202 ;
-  assign \$204  = \$203  & \floor$344 [0];
-  assign \$205  = \$201  | \$204 ;
-  assign \t$345  = $signed(\floor$344 ) + $signed({ 1'h0, \$205  });
-  assign \$206  = $signed(\t$345 ) < $signed(16'h8000);
-  assign \$207  = $signed(\t$345 ) > $signed(16'h7fff);
-  assign \$208  = \$207  ? 16'h7fff : \t$345 [15:0];
-  assign \t$346  = \$206  ? 16'h8000 : \$208 ;
-  assign \t$347  = $signed(err0_s6) * $signed(l0_out2_s6);
-  assign \$209  = ! \t$347 [15:0];
-  assign \$210  = ~ \$209 ;
-  assign \$211  = \t$347 [16] & \$210 ;
-  assign \$212  = ! \t$347 [15:0];
-  assign \$213  = \t$347 [16] & \$212 ;
-  assign \$214  = \$213  & \floor$349 [0];
-  assign \$215  = \$211  | \$214 ;
-  assign \t$350  = $signed(\floor$349 ) + $signed({ 1'h0, \$215  });
-  assign \$216  = $signed(\t$350 ) < $signed(16'h8000);
-  assign \$217  = $signed(\t$350 ) > $signed(16'h7fff);
-  assign \$218  = \$217  ? 16'h7fff : \t$350 [15:0];
-  assign \t$351  = \$216  ? 16'h8000 : \$218 ;
-  assign \t$352  = $signed(err0_s6) * $signed(l0_out3_s6);
-  assign \$219  = ! \t$352 [15:0];
-  assign \$220  = ~ \$219 ;
-  assign \$221  = \t$352 [16] & \$220 ;
-  assign \$222  = ! \t$352 [15:0];
-  assign \$223  = \t$352 [16] & \$222 ;
-  assign \$224  = \$223  & \floor$354 [0];
-  assign \$225  = \$221  | \$224 ;
-  assign \t$355  = $signed(\floor$354 ) + $signed({ 1'h0, \$225  });
-  assign \$226  = $signed(\t$355 ) < $signed(16'h8000);
-  assign \$227  = $signed(\t$355 ) > $signed(16'h7fff);
-  assign \$228  = \$227  ? 16'h7fff : \t$355 [15:0];
-  assign \t$356  = \$226  ? 16'h8000 : \$228 ;
-  assign \t$357  = $signed(err0_s6) * $signed(l0_out4_s6);
-  assign \$229  = ! \t$357 [15:0];
-  assign \$230  = ~ \$229 ;
-  assign \$231  = \t$357 [16] & \$230 ;
-  assign \$232  = ! \t$357 [15:0];
-  assign \$233  = \t$357 [16] & \$232 ;
-  assign \$234  = \$233  & \floor$359 [0];
-  assign \$235  = \$231  | \$234 ;
-  assign \t$360  = $signed(\floor$359 ) + $signed({ 1'h0, \$235  });
-  assign \$236  = $signed(\t$360 ) < $signed(16'h8000);
-  assign \$237  = $signed(\t$360 ) > $signed(16'h7fff);
-  assign \$238  = \$237  ? 16'h7fff : \t$360 [15:0];
-  assign \t$361  = \$236  ? 16'h8000 : \$238 ;
-  assign \t$362  = $signed(err0_s6) * $signed(l0_out5_s6);
-  assign \$239  = ! \t$362 [15:0];
-  assign \$240  = ~ \$239 ;
-  assign \$241  = \t$362 [16] & \$240 ;
-  assign \$242  = ! \t$362 [15:0];
-  assign \$243  = \t$362 [16] & \$242 ;
-  assign \$244  = \$243  & \floor$364 [0];
-  assign \$245  = \$241  | \$244 ;
-  assign \t$365  = $signed(\floor$364 ) + $signed({ 1'h0, \$245  });
-  assign \$246  = $signed(\t$365 ) < $signed(16'h8000);
-  assign \$247  = $signed(\t$365 ) > $signed(16'h7fff);
-  assign \$248  = \$247  ? 16'h7fff : \t$365 [15:0];
-  assign \t$366  = \$246  ? 16'h8000 : \$248 ;
-  assign \t$367  = $signed(err0_s6) * $signed(l0_out6_s6);
-  assign \$249  = ! \t$367 [15:0];
-  assign \$250  = ~ \$249 ;
-  assign \$251  = \t$367 [16] & \$250 ;
-  assign \$252  = ! \t$367 [15:0];
-  assign \$253  = \t$367 [16] & \$252 ;
-  assign \$254  = \$253  & \floor$369 [0];
-  assign \$255  = \$251  | \$254 ;
-  assign \t$370  = $signed(\floor$369 ) + $signed({ 1'h0, \$255  });
-  assign \$256  = $signed(\t$370 ) < $signed(16'h8000);
-  assign \$257  = $signed(\t$370 ) > $signed(16'h7fff);
-  assign \$258  = \$257  ? 16'h7fff : \t$370 [15:0];
-  assign \t$371  = \$256  ? 16'h8000 : \$258 ;
-  assign \t$372  = $signed(err0_s6) * $signed(l0_out7_s6);
-  assign \$259  = ! \t$372 [15:0];
-  assign \$260  = ~ \$259 ;
-  assign \$261  = \t$372 [16] & \$260 ;
-  assign \$262  = ! \t$372 [15:0];
-  assign \$263  = \t$372 [16] & \$262 ;
-  assign \$264  = \$263  & \floor$374 [0];
-  assign \$265  = \$261  | \$264 ;
-  assign \t$375  = $signed(\floor$374 ) + $signed({ 1'h0, \$265  });
-  assign \$266  = $signed(\t$375 ) < $signed(16'h8000);
-  assign \$267  = $signed(\t$375 ) > $signed(16'h7fff);
-  assign \$268  = \$267  ? 16'h7fff : \t$375 [15:0];
-  assign \t$376  = \$266  ? 16'h8000 : \$268 ;
-  assign \t$377  = $signed(err0_s6) * $signed(l0_out8_s6);
-  assign \$269  = ! \t$377 [15:0];
-  assign \$270  = ~ \$269 ;
-  assign \$271  = \t$377 [16] & \$270 ;
-  assign \$272  = ! \t$377 [15:0];
-  assign \$273  = \t$377 [16] & \$272 ;
-  assign \$274  = \$273  & \floor$379 [0];
-  assign \$275  = \$271  | \$274 ;
-  assign \t$380  = $signed(\floor$379 ) + $signed({ 1'h0, \$275  });
-  assign \$276  = $signed(\t$380 ) < $signed(16'h8000);
-  assign \$277  = $signed(\t$380 ) > $signed(16'h7fff);
-  assign \$278  = \$277  ? 16'h7fff : \t$380 [15:0];
-  assign \t$381  = \$276  ? 16'h8000 : \$278 ;
-  assign \t$382  = $signed(err0_s6) * $signed(l0_out9_s6);
-  assign \$279  = ! \t$382 [15:0];
-  assign \$280  = ~ \$279 ;
-  assign \$281  = \t$382 [16] & \$280 ;
-  assign \$282  = ! \t$382 [15:0];
-  assign \$283  = \t$382 [16] & \$282 ;
-  assign \$284  = \$283  & \floor$384 [0];
-  assign \$285  = \$281  | \$284 ;
-  assign \t$385  = $signed(\floor$384 ) + $signed({ 1'h0, \$285  });
-  assign \$286  = $signed(\t$385 ) < $signed(16'h8000);
-  assign \$287  = $signed(\t$385 ) > $signed(16'h7fff);
-  assign \$288  = \$287  ? 16'h7fff : \t$385 [15:0];
-  assign \t$386  = \$286  ? 16'h8000 : \$288 ;
-  assign \t$387  = $signed(err0_s6) * $signed(l0_out10_s6);
-  assign \$289  = ! \t$387 [15:0];
-  assign \$290  = ~ \$289 ;
-  assign \$291  = \t$387 [16] & \$290 ;
-  assign \$292  = ! \t$387 [15:0];
-  assign \$293  = \t$387 [16] & \$292 ;
-  assign \$294  = \$293  & \floor$389 [0];
-  assign \$295  = \$291  | \$294 ;
-  assign \t$390  = $signed(\floor$389 ) + $signed({ 1'h0, \$295  });
-  assign \$296  = $signed(\t$390 ) < $signed(16'h8000);
-  assign \$297  = $signed(\t$390 ) > $signed(16'h7fff);
-  assign \$298  = \$297  ? 16'h7fff : \t$390 [15:0];
-  assign \t$391  = \$296  ? 16'h8000 : \$298 ;
-  assign \t$392  = $signed(err0_s6) * $signed(l0_out11_s6);
-  assign \$299  = ! \t$392 [15:0];
-  assign \$300  = ~ \$299 ;
-  assign \$301  = \t$392 [16] & \$300 ;
-  assign \$302  = ! \t$392 [15:0];
-  assign \$303  = \t$392 [16] & \$302 ;
-  assign \$304  = \$303  & \floor$394 [0];
-  assign \$305  = \$301  | \$304 ;
-  assign \t$395  = $signed(\floor$394 ) + $signed({ 1'h0, \$305  });
-  assign \$306  = $signed(\t$395 ) < $signed(16'h8000);
-  assign \$307  = $signed(\t$395 ) > $signed(16'h7fff);
-  assign \$308  = \$307  ? 16'h7fff : \t$395 [15:0];
-  assign \t$396  = \$306  ? 16'h8000 : \$308 ;
-  assign \t$397  = $signed(err0_s6) * $signed(l0_out12_s6);
-  assign \$309  = ! \t$397 [15:0];
-  assign \$310  = ~ \$309 ;
-  assign \$311  = \t$397 [16] & \$310 ;
-  assign \$312  = ! \t$397 [15:0];
-  assign \$313  = \t$397 [16] & \$312 ;
-  assign \$314  = \$313  & \floor$399 [0];
-  assign \$315  = \$311  | \$314 ;
-  assign \t$400  = $signed(\floor$399 ) + $signed({ 1'h0, \$315  });
-  assign \$316  = $signed(\t$400 ) < $signed(16'h8000);
-  assign \$317  = $signed(\t$400 ) > $signed(16'h7fff);
-  assign \$318  = \$317  ? 16'h7fff : \t$400 [15:0];
-  assign \t$401  = \$316  ? 16'h8000 : \$318 ;
-  assign \t$402  = $signed(err0_s6) * $signed(l0_out13_s6);
-  assign \$319  = ! \t$402 [15:0];
-  assign \$320  = ~ \$319 ;
-  assign \$321  = \t$402 [16] & \$320 ;
-  assign \$322  = ! \t$402 [15:0];
-  assign \$323  = \t$402 [16] & \$322 ;
-  assign \$324  = \$323  & \floor$404 [0];
-  assign \$325  = \$321  | \$324 ;
-  assign \t$405  = $signed(\floor$404 ) + $signed({ 1'h0, \$325  });
-  assign \$326  = $signed(\t$405 ) < $signed(16'h8000);
-  assign \$327  = $signed(\t$405 ) > $signed(16'h7fff);
-  assign \$328  = \$327  ? 16'h7fff : \t$405 [15:0];
-  assign \t$406  = \$326  ? 16'h8000 : \$328 ;
-  assign \t$407  = $signed(err0_s6) * $signed(l0_out14_s6);
-  assign \$329  = ! \t$407 [15:0];
-  assign \$330  = ~ \$329 ;
-  assign \$331  = \t$407 [16] & \$330 ;
-  assign \$332  = ! \t$407 [15:0];
-  assign \$333  = \t$407 [16] & \$332 ;
-  assign \$334  = \$333  & \floor$409 [0];
-  assign \$335  = \$331  | \$334 ;
-  assign \t$410  = $signed(\floor$409 ) + $signed({ 1'h0, \$335  });
-  assign \$336  = $signed(\t$410 ) < $signed(16'h8000);
-  assign \$337  = $signed(\t$410 ) > $signed(16'h7fff);
-  assign \$338  = \$337  ? 16'h7fff : \t$410 [15:0];
-  assign \t$411  = \$336  ? 16'h8000 : \$338 ;
-  assign \t$412  = $signed(err0_s6) * $signed(l0_out15_s6);
-  assign \$339  = ! \t$412 [15:0];
-  assign \$340  = ~ \$339 ;
-  assign \$341  = \t$412 [16] & \$340 ;
-  assign \$342  = ! \t$412 [15:0];
-  assign \$343  = \t$412 [16] & \$342 ;
-  assign \$344  = \$343  & \floor$414 [0];
-  assign \$345  = \$341  | \$344 ;
-  assign \t$415  = $signed(\floor$414 ) + $signed({ 1'h0, \$345  });
-  assign \$346  = $signed(\t$415 ) < $signed(16'h8000);
-  assign \$347  = $signed(\t$415 ) > $signed(16'h7fff);
-  assign \$348  = \$347  ? 16'h7fff : \t$415 [15:0];
-  assign \t$416  = \$346  ? 16'h8000 : \$348 ;
-  assign \$349  = ! err0_s6[3:0];
-  assign \$350  = ~ \$349 ;
-  assign \$351  = err0_s6[4] & \$350 ;
-  assign \$352  = ! err0_s6[3:0];
-  assign \$353  = err0_s6[4] & \$352 ;
-  assign \$354  = \$353  & \floor$417 [0];
-  assign \$355  = \$351  | \$354 ;
-  assign \t$418  = $signed(\floor$417 ) + $signed({ 1'h0, \$355  });
-  assign \$356  = $signed(\t$418 ) < $signed(16'h8000);
-  assign \$357  = $signed(\t$418 ) > $signed(16'h7fff);
-  assign \$358  = \$357  ? 16'h7fff : \t$418 [15:0];
-  assign \t$419  = \$356  ? 16'h8000 : \$358 ;
-  assign \t$420  = $signed(l1_wread_0_0_s6) * $signed(err0_s6);
-  assign \$359  = ! \t$424 [12:0];
-  assign \$360  = ~ \$359 ;
-  assign \$361  = \t$424 [13] & \$360 ;
-  assign \$362  = ! \t$424 [12:0];
-  assign \$363  = \t$424 [13] & \$362 ;
-  assign \$364  = \$363  & \floor$426 [0];
-  assign \$365  = \$361  | \$364 ;
-  assign \t$427  = $signed(\floor$426 ) + $signed({ 1'h0, \$365  });
-  assign \$366  = $signed(\t$427 ) < $signed(16'h8000);
-  assign \$367  = $signed(\t$427 ) > $signed(16'h7fff);
-  assign \$368  = \$367  ? 16'h7fff : \t$427 [15:0];
-  assign \t$428  = \$366  ? 16'h8000 : \$368 ;
-  assign \t$429  = $signed(l1_wread_0_1_s6) * $signed(err0_s6);
-  assign \$369  = ! \t$433 [12:0];
-  assign \$370  = ~ \$369 ;
-  assign \$371  = \t$433 [13] & \$370 ;
-  assign \$372  = ! \t$433 [12:0];
-  assign \$373  = \t$433 [13] & \$372 ;
-  assign \$374  = \$373  & \floor$435 [0];
-  assign \$375  = \$371  | \$374 ;
-  assign \t$436  = $signed(\floor$435 ) + $signed({ 1'h0, \$375  });
-  assign \$376  = $signed(\t$436 ) < $signed(16'h8000);
-  assign \$377  = $signed(\t$436 ) > $signed(16'h7fff);
-  assign \$378  = \$377  ? 16'h7fff : \t$436 [15:0];
-  assign \t$437  = \$376  ? 16'h8000 : \$378 ;
-  assign \t$438  = $signed(l1_wread_0_2_s6) * $signed(err0_s6);
-  assign \$379  = ! \t$442 [12:0];
-  assign \$380  = ~ \$379 ;
-  assign \$381  = \t$442 [13] & \$380 ;
-  assign \$382  = ! \t$442 [12:0];
-  assign \$383  = \t$442 [13] & \$382 ;
-  assign \$384  = \$383  & \floor$444 [0];
-  assign \$385  = \$381  | \$384 ;
-  assign \t$445  = $signed(\floor$444 ) + $signed({ 1'h0, \$385  });
-  assign \$386  = $signed(\t$445 ) < $signed(16'h8000);
-  assign \$387  = $signed(\t$445 ) > $signed(16'h7fff);
-  assign \$388  = \$387  ? 16'h7fff : \t$445 [15:0];
-  assign \t$446  = \$386  ? 16'h8000 : \$388 ;
-  assign \t$447  = $signed(l1_wread_0_3_s6) * $signed(err0_s6);
-  assign \$389  = ! \t$451 [12:0];
-  assign \$390  = ~ \$389 ;
-  assign \$391  = \t$451 [13] & \$390 ;
-  assign \$392  = ! \t$451 [12:0];
-  assign \$393  = \t$451 [13] & \$392 ;
-  assign \$394  = \$393  & \floor$453 [0];
-  assign \$395  = \$391  | \$394 ;
-  assign \t$454  = $signed(\floor$453 ) + $signed({ 1'h0, \$395  });
-  assign \$396  = $signed(\t$454 ) < $signed(16'h8000);
-  assign \$397  = $signed(\t$454 ) > $signed(16'h7fff);
-  assign \$398  = \$397  ? 16'h7fff : \t$454 [15:0];
-  assign \t$455  = \$396  ? 16'h8000 : \$398 ;
-  assign \t$456  = $signed(l1_wread_0_4_s6) * $signed(err0_s6);
-  assign \$399  = ! \t$460 [12:0];
-  assign \$400  = ~ \$399 ;
-  assign \$401  = \t$460 [13] & \$400 ;
-  assign \$402  = ! \t$460 [12:0];
-  assign \$403  = \t$460 [13] & \$402 ;
-  assign \$404  = \$403  & \floor$462 [0];
-  assign \$405  = \$401  | \$404 ;
-  assign \t$463  = $signed(\floor$462 ) + $signed({ 1'h0, \$405  });
-  assign \$406  = $signed(\t$463 ) < $signed(16'h8000);
-  assign \$407  = $signed(\t$463 ) > $signed(16'h7fff);
-  assign \$408  = \$407  ? 16'h7fff : \t$463 [15:0];
-  assign \t$464  = \$406  ? 16'h8000 : \$408 ;
-  assign \t$465  = $signed(l1_wread_0_5_s6) * $signed(err0_s6);
-  assign \$409  = ! \t$469 [12:0];
-  assign \$410  = ~ \$409 ;
-  assign \$411  = \t$469 [13] & \$410 ;
-  assign \$412  = ! \t$469 [12:0];
-  assign \$413  = \t$469 [13] & \$412 ;
-  assign \$414  = \$413  & \floor$471 [0];
-  assign \$415  = \$411  | \$414 ;
-  assign \t$472  = $signed(\floor$471 ) + $signed({ 1'h0, \$415  });
-  assign \$416  = $signed(\t$472 ) < $signed(16'h8000);
-  assign \$417  = $signed(\t$472 ) > $signed(16'h7fff);
-  assign \$418  = \$417  ? 16'h7fff : \t$472 [15:0];
-  assign \t$473  = \$416  ? 16'h8000 : \$418 ;
-  assign \t$474  = $signed(l1_wread_0_6_s6) * $signed(err0_s6);
-  assign \$419  = ! \t$478 [12:0];
-  assign \$420  = ~ \$419 ;
-  assign \$421  = \t$478 [13] & \$420 ;
-  assign \$422  = ! \t$478 [12:0];
-  assign \$423  = \t$478 [13] & \$422 ;
-  assign \$424  = \$423  & \floor$480 [0];
-  assign \$425  = \$421  | \$424 ;
-  assign \t$481  = $signed(\floor$480 ) + $signed({ 1'h0, \$425  });
-  assign \$426  = $signed(\t$481 ) < $signed(16'h8000);
-  assign \$427  = $signed(\t$481 ) > $signed(16'h7fff);
-  assign \$428  = \$427  ? 16'h7fff : \t$481 [15:0];
-  assign \t$482  = \$426  ? 16'h8000 : \$428 ;
-  assign \t$483  = $signed(l1_wread_0_7_s6) * $signed(err0_s6);
-  assign \$429  = ! \t$487 [12:0];
-  assign \$430  = ~ \$429 ;
-  assign \$431  = \t$487 [13] & \$430 ;
-  assign \$432  = ! \t$487 [12:0];
-  assign \$433  = \t$487 [13] & \$432 ;
-  assign \$434  = \$433  & \floor$489 [0];
-  assign \$435  = \$431  | \$434 ;
-  assign \t$490  = $signed(\floor$489 ) + $signed({ 1'h0, \$435  });
-  assign \$436  = $signed(\t$490 ) < $signed(16'h8000);
-  assign \$437  = $signed(\t$490 ) > $signed(16'h7fff);
-  assign \$438  = \$437  ? 16'h7fff : \t$490 [15:0];
-  assign \t$491  = \$436  ? 16'h8000 : \$438 ;
-  assign \t$492  = $signed(l1_wread_0_8_s6) * $signed(err0_s6);
-  assign \$439  = ! \t$496 [12:0];
-  assign \$440  = ~ \$439 ;
-  assign \$441  = \t$496 [13] & \$440 ;
-  assign \$442  = ! \t$496 [12:0];
-  assign \$443  = \t$496 [13] & \$442 ;
-  assign \$444  = \$443  & \floor$498 [0];
-  assign \$445  = \$441  | \$444 ;
-  assign \t$499  = $signed(\floor$498 ) + $signed({ 1'h0, \$445  });
-  assign \$446  = $signed(\t$499 ) < $signed(16'h8000);
-  assign \$447  = $signed(\t$499 ) > $signed(16'h7fff);
-  assign \$448  = \$447  ? 16'h7fff : \t$499 [15:0];
-  assign \t$500  = \$446  ? 16'h8000 : \$448 ;
-  assign \t$501  = $signed(l1_wread_0_9_s6) * $signed(err0_s6);
-  assign \$449  = ! \t$505 [12:0];
-  assign \$450  = ~ \$449 ;
-  assign \$451  = \t$505 [13] & \$450 ;
-  assign \$452  = ! \t$505 [12:0];
-  assign \$453  = \t$505 [13] & \$452 ;
-  assign \$454  = \$453  & \floor$507 [0];
-  assign \$455  = \$451  | \$454 ;
-  assign \t$508  = $signed(\floor$507 ) + $signed({ 1'h0, \$455  });
-  assign \$456  = $signed(\t$508 ) < $signed(16'h8000);
-  assign \$457  = $signed(\t$508 ) > $signed(16'h7fff);
-  assign \$458  = \$457  ? 16'h7fff : \t$508 [15:0];
-  assign \t$509  = \$456  ? 16'h8000 : \$458 ;
-  assign \t$510  = $signed(l1_wread_0_10_s6) * $signed(err0_s6);
-  assign \$459  = ! \t$514 [12:0];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = \t$514 [13] & \$460 ;
-  assign \$462  = ! \t$514 [12:0];
-  assign \$463  = \t$514 [13] & \$462 ;
-  assign \$464  = \$463  & \floor$516 [0];
-  assign \$465  = \$461  | \$464 ;
-  assign \t$517  = $signed(\floor$516 ) + $signed({ 1'h0, \$465  });
-  assign \$466  = $signed(\t$517 ) < $signed(16'h8000);
-  assign \$467  = $signed(\t$517 ) > $signed(16'h7fff);
-  assign \$468  = \$467  ? 16'h7fff : \t$517 [15:0];
-  assign \t$518  = \$466  ? 16'h8000 : \$468 ;
-  assign \t$519  = $signed(l1_wread_0_11_s6) * $signed(err0_s6);
-  assign \$469  = ! \t$523 [12:0];
-  assign \$470  = ~ \$469 ;
-  assign \$471  = \t$523 [13] & \$470 ;
-  assign \$472  = ! \t$523 [12:0];
-  assign \$473  = \t$523 [13] & \$472 ;
-  assign \$474  = \$473  & \floor$525 [0];
-  assign \$475  = \$471  | \$474 ;
-  assign \t$526  = $signed(\floor$525 ) + $signed({ 1'h0, \$475  });
-  assign \$476  = $signed(\t$526 ) < $signed(16'h8000);
-  assign \$477  = $signed(\t$526 ) > $signed(16'h7fff);
-  assign \$478  = \$477  ? 16'h7fff : \t$526 [15:0];
-  assign \t$527  = \$476  ? 16'h8000 : \$478 ;
-  assign \t$528  = $signed(l1_wread_0_12_s6) * $signed(err0_s6);
-  assign \$479  = ! \t$532 [12:0];
-  assign \$480  = ~ \$479 ;
-  assign \$481  = \t$532 [13] & \$480 ;
-  assign \$482  = ! \t$532 [12:0];
-  assign \$483  = \t$532 [13] & \$482 ;
-  assign \$484  = \$483  & \floor$534 [0];
-  assign \$485  = \$481  | \$484 ;
-  assign \t$535  = $signed(\floor$534 ) + $signed({ 1'h0, \$485  });
-  assign \$486  = $signed(\t$535 ) < $signed(16'h8000);
-  assign \$487  = $signed(\t$535 ) > $signed(16'h7fff);
-  assign \$488  = \$487  ? 16'h7fff : \t$535 [15:0];
-  assign \t$536  = \$486  ? 16'h8000 : \$488 ;
-  assign \t$537  = $signed(l1_wread_0_13_s6) * $signed(err0_s6);
-  assign \$489  = ! \t$541 [12:0];
-  assign \$490  = ~ \$489 ;
-  assign \$491  = \t$541 [13] & \$490 ;
-  assign \$492  = ! \t$541 [12:0];
-  assign \$493  = \t$541 [13] & \$492 ;
-  assign \$494  = \$493  & \floor$543 [0];
-  assign \$495  = \$491  | \$494 ;
-  assign \t$544  = $signed(\floor$543 ) + $signed({ 1'h0, \$495  });
-  assign \$496  = $signed(\t$544 ) < $signed(16'h8000);
-  assign \$497  = $signed(\t$544 ) > $signed(16'h7fff);
-  assign \$498  = \$497  ? 16'h7fff : \t$544 [15:0];
-  assign \t$545  = \$496  ? 16'h8000 : \$498 ;
-  assign \t$546  = $signed(l1_wread_0_14_s6) * $signed(err0_s6);
-  assign \$499  = ! \t$550 [12:0];
-  assign \$500  = ~ \$499 ;
-  assign \$501  = \t$550 [13] & \$500 ;
-  assign \$502  = ! \t$550 [12:0];
-  assign \$503  = \t$550 [13] & \$502 ;
-  assign \$504  = \$503  & \floor$552 [0];
-  assign \$505  = \$501  | \$504 ;
-  assign \t$553  = $signed(\floor$552 ) + $signed({ 1'h0, \$505  });
-  assign \$506  = $signed(\t$553 ) < $signed(16'h8000);
-  assign \$507  = $signed(\t$553 ) > $signed(16'h7fff);
-  assign \$508  = \$507  ? 16'h7fff : \t$553 [15:0];
-  assign \t$554  = \$506  ? 16'h8000 : \$508 ;
-  assign \t$555  = $signed(l1_wread_0_15_s6) * $signed(err0_s6);
-  assign \$509  = ! \t$559 [12:0];
-  assign \$510  = ~ \$509 ;
-  assign \$511  = \t$559 [13] & \$510 ;
-  assign \$512  = ! \t$559 [12:0];
-  assign \$513  = \t$559 [13] & \$512 ;
-  assign \$514  = \$513  & \floor$561 [0];
-  assign \$515  = \$511  | \$514 ;
-  assign \t$562  = $signed(\floor$561 ) + $signed({ 1'h0, \$515  });
-  assign \$516  = $signed(\t$562 ) < $signed(16'h8000);
-  assign \$517  = $signed(\t$562 ) > $signed(16'h7fff);
-  assign \$518  = \$517  ? 16'h7fff : \t$562 [15:0];
-  assign \t$563  = \$516  ? 16'h8000 : \$518 ;
-  assign \t$564  = $signed(l0_err0_s8) * $signed(x0_s8);
-  assign \$519  = ! \t$564 [15:0];
-  assign \$520  = ~ \$519 ;
-  assign \$521  = \t$564 [16] & \$520 ;
-  assign \$522  = ! \t$564 [15:0];
-  assign \$523  = \t$564 [16] & \$522 ;
-  assign \$524  = \$523  & \floor$567 [0];
-  assign \$525  = \$521  | \$524 ;
-  assign \t$568  = $signed(\floor$567 ) + $signed({ 1'h0, \$525  });
-  assign \$526  = $signed(\t$568 ) < $signed(16'h8000);
-  assign \$527  = $signed(\t$568 ) > $signed(16'h7fff);
-  assign \$528  = \$527  ? 16'h7fff : \t$568 [15:0];
-  assign \t$569  = \$526  ? 16'h8000 : \$528 ;
-  assign \t$570  = $signed(l0_err1_s8) * $signed(x0_s8);
-  assign \$529  = ! \t$570 [15:0];
-  assign \$530  = ~ \$529 ;
-  assign \$531  = \t$570 [16] & \$530 ;
-  assign \$532  = ! \t$570 [15:0];
-  assign \$533  = \t$570 [16] & \$532 ;
-  assign \$534  = \$533  & \floor$572 [0];
-  assign \$535  = \$531  | \$534 ;
-  assign \t$573  = $signed(\floor$572 ) + $signed({ 1'h0, \$535  });
-  assign \$536  = $signed(\t$573 ) < $signed(16'h8000);
-  assign \$537  = $signed(\t$573 ) > $signed(16'h7fff);
-  assign \$538  = \$537  ? 16'h7fff : \t$573 [15:0];
-  assign \t$574  = \$536  ? 16'h8000 : \$538 ;
-  assign \t$575  = $signed(l0_err2_s8) * $signed(x0_s8);
-  assign \$539  = ! \t$575 [15:0];
-  assign \$540  = ~ \$539 ;
-  assign \$541  = \t$575 [16] & \$540 ;
-  assign \$542  = ! \t$575 [15:0];
-  assign \$543  = \t$575 [16] & \$542 ;
-  assign \$544  = \$543  & \floor$577 [0];
-  assign \$545  = \$541  | \$544 ;
-  assign \t$578  = $signed(\floor$577 ) + $signed({ 1'h0, \$545  });
-  assign \$546  = $signed(\t$578 ) < $signed(16'h8000);
-  assign \$547  = $signed(\t$578 ) > $signed(16'h7fff);
-  assign \$548  = \$547  ? 16'h7fff : \t$578 [15:0];
-  assign \t$579  = \$546  ? 16'h8000 : \$548 ;
-  assign \t$580  = $signed(l0_err3_s8) * $signed(x0_s8);
-  assign \$549  = ! \t$580 [15:0];
-  assign \$550  = ~ \$549 ;
-  assign \$551  = \t$580 [16] & \$550 ;
-  assign \$552  = ! \t$580 [15:0];
-  assign \$553  = \t$580 [16] & \$552 ;
-  assign \$554  = \$553  & \floor$582 [0];
-  assign \$555  = \$551  | \$554 ;
-  assign \t$583  = $signed(\floor$582 ) + $signed({ 1'h0, \$555  });
-  assign \$556  = $signed(\t$583 ) < $signed(16'h8000);
-  assign \$557  = $signed(\t$583 ) > $signed(16'h7fff);
-  assign \$558  = \$557  ? 16'h7fff : \t$583 [15:0];
-  assign \t$584  = \$556  ? 16'h8000 : \$558 ;
-  assign \t$585  = $signed(l0_err4_s8) * $signed(x0_s8);
-  assign \$559  = ! \t$585 [15:0];
-  assign \$560  = ~ \$559 ;
-  assign \$561  = \t$585 [16] & \$560 ;
-  assign \$562  = ! \t$585 [15:0];
-  assign \$563  = \t$585 [16] & \$562 ;
-  assign \$564  = \$563  & \floor$587 [0];
-  assign \$565  = \$561  | \$564 ;
-  assign \t$588  = $signed(\floor$587 ) + $signed({ 1'h0, \$565  });
-  assign \$566  = $signed(\t$588 ) < $signed(16'h8000);
-  assign \$567  = $signed(\t$588 ) > $signed(16'h7fff);
-  assign \$568  = \$567  ? 16'h7fff : \t$588 [15:0];
-  assign \t$589  = \$566  ? 16'h8000 : \$568 ;
-  assign \t$590  = $signed(l0_err5_s8) * $signed(x0_s8);
-  assign \$569  = ! \t$590 [15:0];
-  assign \$570  = ~ \$569 ;
-  assign \$571  = \t$590 [16] & \$570 ;
-  assign \$572  = ! \t$590 [15:0];
-  assign \$573  = \t$590 [16] & \$572 ;
-  assign \$574  = \$573  & \floor$592 [0];
-  assign \$575  = \$571  | \$574 ;
-  assign \t$593  = $signed(\floor$592 ) + $signed({ 1'h0, \$575  });
-  assign \$576  = $signed(\t$593 ) < $signed(16'h8000);
-  assign \$577  = $signed(\t$593 ) > $signed(16'h7fff);
-  assign \$578  = \$577  ? 16'h7fff : \t$593 [15:0];
-  assign \t$594  = \$576  ? 16'h8000 : \$578 ;
-  assign \t$595  = $signed(l0_err6_s8) * $signed(x0_s8);
-  assign \$579  = ! \t$595 [15:0];
-  assign \$580  = ~ \$579 ;
-  assign \$581  = \t$595 [16] & \$580 ;
-  assign \$582  = ! \t$595 [15:0];
-  assign \$583  = \t$595 [16] & \$582 ;
-  assign \$584  = \$583  & \floor$597 [0];
-  assign \$585  = \$581  | \$584 ;
-  assign \t$598  = $signed(\floor$597 ) + $signed({ 1'h0, \$585  });
-  assign \$586  = $signed(\t$598 ) < $signed(16'h8000);
-  assign \$587  = $signed(\t$598 ) > $signed(16'h7fff);
-  assign \$588  = \$587  ? 16'h7fff : \t$598 [15:0];
-  assign \t$599  = \$586  ? 16'h8000 : \$588 ;
-  assign \t$600  = $signed(l0_err7_s8) * $signed(x0_s8);
-  assign \$589  = ! \t$600 [15:0];
-  assign \$590  = ~ \$589 ;
-  assign \$591  = \t$600 [16] & \$590 ;
-  assign \$592  = ! \t$600 [15:0];
-  assign \$593  = \t$600 [16] & \$592 ;
-  assign \$594  = \$593  & \floor$602 [0];
-  assign \$595  = \$591  | \$594 ;
-  assign \t$603  = $signed(\floor$602 ) + $signed({ 1'h0, \$595  });
-  assign \$596  = $signed(\t$603 ) < $signed(16'h8000);
-  assign \$597  = $signed(\t$603 ) > $signed(16'h7fff);
-  assign \$598  = \$597  ? 16'h7fff : \t$603 [15:0];
-  assign \t$604  = \$596  ? 16'h8000 : \$598 ;
-  assign \t$605  = $signed(l0_err8_s8) * $signed(x0_s8);
-  assign \$599  = ! \t$605 [15:0];
-  assign \$600  = ~ \$599 ;
-  assign \$601  = \t$605 [16] & \$600 ;
-  assign \$602  = ! \t$605 [15:0];
-  assign \$603  = \t$605 [16] & \$602 ;
-  assign \$604  = \$603  & \floor$607 [0];
-  assign \$605  = \$601  | \$604 ;
-  assign \t$608  = $signed(\floor$607 ) + $signed({ 1'h0, \$605  });
-  assign \$606  = $signed(\t$608 ) < $signed(16'h8000);
-  assign \$607  = $signed(\t$608 ) > $signed(16'h7fff);
-  assign \$608  = \$607  ? 16'h7fff : \t$608 [15:0];
-  assign \t$609  = \$606  ? 16'h8000 : \$608 ;
-  assign \t$610  = $signed(l0_err9_s8) * $signed(x0_s8);
-  assign \$609  = ! \t$610 [15:0];
-  assign \$610  = ~ \$609 ;
-  assign \$611  = \t$610 [16] & \$610 ;
-  assign \$612  = ! \t$610 [15:0];
-  assign \$613  = \t$610 [16] & \$612 ;
-  assign \$614  = \$613  & \floor$612 [0];
-  assign \$615  = \$611  | \$614 ;
-  assign \t$613  = $signed(\floor$612 ) + $signed({ 1'h0, \$615  });
-  assign \$616  = $signed(\t$613 ) < $signed(16'h8000);
-  assign \$617  = $signed(\t$613 ) > $signed(16'h7fff);
-  assign \$618  = \$617  ? 16'h7fff : \t$613 [15:0];
-  assign \t$614  = \$616  ? 16'h8000 : \$618 ;
-  assign \t$615  = $signed(l0_err10_s8) * $signed(x0_s8);
-  assign \$619  = ! \t$615 [15:0];
-  assign \$620  = ~ \$619 ;
-  assign \$621  = \t$615 [16] & \$620 ;
-  assign \$622  = ! \t$615 [15:0];
-  assign \$623  = \t$615 [16] & \$622 ;
-  assign \$624  = \$623  & \floor$617 [0];
-  assign \$625  = \$621  | \$624 ;
-  assign \t$618  = $signed(\floor$617 ) + $signed({ 1'h0, \$625  });
-  assign \$626  = $signed(\t$618 ) < $signed(16'h8000);
-  assign \$627  = $signed(\t$618 ) > $signed(16'h7fff);
-  assign \$628  = \$627  ? 16'h7fff : \t$618 [15:0];
-  assign \t$619  = \$626  ? 16'h8000 : \$628 ;
-  assign \t$620  = $signed(l0_err11_s8) * $signed(x0_s8);
-  assign \$629  = ! \t$620 [15:0];
-  assign \$630  = ~ \$629 ;
-  assign \$631  = \t$620 [16] & \$630 ;
-  assign \$632  = ! \t$620 [15:0];
-  assign \$633  = \t$620 [16] & \$632 ;
-  assign \$634  = \$633  & \floor$622 [0];
-  assign \$635  = \$631  | \$634 ;
-  assign \t$623  = $signed(\floor$622 ) + $signed({ 1'h0, \$635  });
-  assign \$636  = $signed(\t$623 ) < $signed(16'h8000);
-  assign \$637  = $signed(\t$623 ) > $signed(16'h7fff);
-  assign \$638  = \$637  ? 16'h7fff : \t$623 [15:0];
-  assign \t$624  = \$636  ? 16'h8000 : \$638 ;
-  assign \t$625  = $signed(l0_err12_s8) * $signed(x0_s8);
-  assign \$639  = ! \t$625 [15:0];
-  assign \$640  = ~ \$639 ;
-  assign \$641  = \t$625 [16] & \$640 ;
-  assign \$642  = ! \t$625 [15:0];
-  assign \$643  = \t$625 [16] & \$642 ;
-  assign \$644  = \$643  & \floor$627 [0];
-  assign \$645  = \$641  | \$644 ;
-  assign \t$628  = $signed(\floor$627 ) + $signed({ 1'h0, \$645  });
-  assign \$646  = $signed(\t$628 ) < $signed(16'h8000);
-  assign \$647  = $signed(\t$628 ) > $signed(16'h7fff);
-  assign \$648  = \$647  ? 16'h7fff : \t$628 [15:0];
-  assign \t$629  = \$646  ? 16'h8000 : \$648 ;
-  assign \t$630  = $signed(l0_err13_s8) * $signed(x0_s8);
-  assign \$649  = ! \t$630 [15:0];
-  assign \$650  = ~ \$649 ;
-  assign \$651  = \t$630 [16] & \$650 ;
-  assign \$652  = ! \t$630 [15:0];
-  assign \$653  = \t$630 [16] & \$652 ;
-  assign \$654  = \$653  & \floor$632 [0];
-  assign \$655  = \$651  | \$654 ;
-  assign \t$633  = $signed(\floor$632 ) + $signed({ 1'h0, \$655  });
-  assign \$656  = $signed(\t$633 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$633 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$633 [15:0];
-  assign \t$634  = \$656  ? 16'h8000 : \$658 ;
-  assign \t$635  = $signed(l0_err14_s8) * $signed(x0_s8);
-  assign \$659  = ! \t$635 [15:0];
-  assign \$660  = ~ \$659 ;
-  assign \$661  = \t$635 [16] & \$660 ;
-  assign \$662  = ! \t$635 [15:0];
-  assign \$663  = \t$635 [16] & \$662 ;
-  assign \$664  = \$663  & \floor$637 [0];
-  assign \$665  = \$661  | \$664 ;
-  assign \t$638  = $signed(\floor$637 ) + $signed({ 1'h0, \$665  });
-  assign \$666  = $signed(\t$638 ) < $signed(16'h8000);
-  assign \$667  = $signed(\t$638 ) > $signed(16'h7fff);
-  assign \$668  = \$667  ? 16'h7fff : \t$638 [15:0];
-  assign \t$639  = \$666  ? 16'h8000 : \$668 ;
-  assign \t$640  = $signed(l0_err15_s8) * $signed(x0_s8);
-  assign \$669  = ! \t$640 [15:0];
-  assign \$670  = ~ \$669 ;
-  assign \$671  = \t$640 [16] & \$670 ;
-  assign \$672  = ! \t$640 [15:0];
-  assign \$673  = \t$640 [16] & \$672 ;
-  assign \$674  = \$673  & \floor$642 [0];
-  assign \$675  = \$671  | \$674 ;
-  assign \t$643  = $signed(\floor$642 ) + $signed({ 1'h0, \$675  });
-  assign \$676  = $signed(\t$643 ) < $signed(16'h8000);
-  assign \$677  = $signed(\t$643 ) > $signed(16'h7fff);
-  assign \$678  = \$677  ? 16'h7fff : \t$643 [15:0];
-  assign \t$644  = \$676  ? 16'h8000 : \$678 ;
-  assign \$679  = ! l0_err0_s8[3:0];
-  assign \$680  = ~ \$679 ;
-  assign \$681  = l0_err0_s8[4] & \$680 ;
-  assign \$682  = ! l0_err0_s8[3:0];
-  assign \$683  = l0_err0_s8[4] & \$682 ;
-  assign \$684  = \$683  & \floor$645 [0];
-  assign \$685  = \$681  | \$684 ;
-  assign \t$646  = $signed(\floor$645 ) + $signed({ 1'h0, \$685  });
-  assign \$686  = $signed(\t$646 ) < $signed(16'h8000);
-  assign \$687  = $signed(\t$646 ) > $signed(16'h7fff);
-  assign \$688  = \$687  ? 16'h7fff : \t$646 [15:0];
-  assign \t$647  = \$686  ? 16'h8000 : \$688 ;
-  assign \$689  = ! l0_err1_s8[3:0];
-  assign \$690  = ~ \$689 ;
-  assign \$691  = l0_err1_s8[4] & \$690 ;
-  assign \$692  = ! l0_err1_s8[3:0];
-  assign \$693  = l0_err1_s8[4] & \$692 ;
-  assign \$694  = \$693  & \floor$648 [0];
-  assign \$695  = \$691  | \$694 ;
-  assign \t$649  = $signed(\floor$648 ) + $signed({ 1'h0, \$695  });
-  assign \$696  = $signed(\t$649 ) < $signed(16'h8000);
-  assign \$697  = $signed(\t$649 ) > $signed(16'h7fff);
-  assign \$698  = \$697  ? 16'h7fff : \t$649 [15:0];
-  assign \t$650  = \$696  ? 16'h8000 : \$698 ;
-  assign \$699  = ! l0_err2_s8[3:0];
-  assign \$700  = ~ \$699 ;
-  assign \$701  = l0_err2_s8[4] & \$700 ;
-  assign \$702  = ! l0_err2_s8[3:0];
-  assign \$703  = l0_err2_s8[4] & \$702 ;
-  assign \$704  = \$703  & \floor$651 [0];
-  assign \$705  = \$701  | \$704 ;
-  assign \t$652  = $signed(\floor$651 ) + $signed({ 1'h0, \$705  });
-  assign \$706  = $signed(\t$652 ) < $signed(16'h8000);
-  assign \$707  = $signed(\t$652 ) > $signed(16'h7fff);
-  assign \$708  = \$707  ? 16'h7fff : \t$652 [15:0];
-  assign \t$653  = \$706  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l0_err3_s8[3:0];
-  assign \$710  = ~ \$709 ;
-  assign \$711  = l0_err3_s8[4] & \$710 ;
-  assign \$712  = ! l0_err3_s8[3:0];
-  assign \$713  = l0_err3_s8[4] & \$712 ;
-  assign \$714  = \$713  & \floor$654 [0];
-  assign \$715  = \$711  | \$714 ;
-  assign \t$655  = $signed(\floor$654 ) + $signed({ 1'h0, \$715  });
-  assign \$716  = $signed(\t$655 ) < $signed(16'h8000);
-  assign \$717  = $signed(\t$655 ) > $signed(16'h7fff);
-  assign \$718  = \$717  ? 16'h7fff : \t$655 [15:0];
-  assign \t$656  = \$716  ? 16'h8000 : \$718 ;
-  assign \$719  = ! l0_err4_s8[3:0];
-  assign \$720  = ~ \$719 ;
-  assign \$721  = l0_err4_s8[4] & \$720 ;
-  assign \$722  = ! l0_err4_s8[3:0];
-  assign \$723  = l0_err4_s8[4] & \$722 ;
-  assign \$724  = \$723  & \floor$657 [0];
-  assign \$725  = \$721  | \$724 ;
-  assign \t$658  = $signed(\floor$657 ) + $signed({ 1'h0, \$725  });
-  assign \$726  = $signed(\t$658 ) < $signed(16'h8000);
-  assign \$727  = $signed(\t$658 ) > $signed(16'h7fff);
-  assign \$728  = \$727  ? 16'h7fff : \t$658 [15:0];
-  assign \t$659  = \$726  ? 16'h8000 : \$728 ;
-  assign \$729  = ! l0_err5_s8[3:0];
-  assign \$730  = ~ \$729 ;
-  assign \$731  = l0_err5_s8[4] & \$730 ;
-  assign \$732  = ! l0_err5_s8[3:0];
-  assign \$733  = l0_err5_s8[4] & \$732 ;
-  assign \$734  = \$733  & \floor$660 [0];
-  assign \$735  = \$731  | \$734 ;
-  assign \t$661  = $signed(\floor$660 ) + $signed({ 1'h0, \$735  });
-  assign \$736  = $signed(\t$661 ) < $signed(16'h8000);
-  assign \$737  = $signed(\t$661 ) > $signed(16'h7fff);
-  assign \$738  = \$737  ? 16'h7fff : \t$661 [15:0];
-  assign \t$662  = \$736  ? 16'h8000 : \$738 ;
-  assign \$739  = ! l0_err6_s8[3:0];
-  assign \$740  = ~ \$739 ;
-  assign \$741  = l0_err6_s8[4] & \$740 ;
-  assign \$742  = ! l0_err6_s8[3:0];
-  assign \$743  = l0_err6_s8[4] & \$742 ;
-  assign \$744  = \$743  & \floor$663 [0];
-  assign \$745  = \$741  | \$744 ;
-  assign \t$664  = $signed(\floor$663 ) + $signed({ 1'h0, \$745  });
-  assign \$746  = $signed(\t$664 ) < $signed(16'h8000);
-  assign \$747  = $signed(\t$664 ) > $signed(16'h7fff);
-  assign \$748  = \$747  ? 16'h7fff : \t$664 [15:0];
-  assign \t$665  = \$746  ? 16'h8000 : \$748 ;
-  assign \$749  = ! l0_err7_s8[3:0];
-  assign \$750  = ~ \$749 ;
-  assign \$751  = l0_err7_s8[4] & \$750 ;
-  assign \$752  = ! l0_err7_s8[3:0];
-  assign \$753  = l0_err7_s8[4] & \$752 ;
-  assign \$754  = \$753  & \floor$666 [0];
-  assign \$755  = \$751  | \$754 ;
-  assign \t$667  = $signed(\floor$666 ) + $signed({ 1'h0, \$755  });
-  assign \$756  = $signed(\t$667 ) < $signed(16'h8000);
-  assign \$757  = $signed(\t$667 ) > $signed(16'h7fff);
-  assign \$758  = \$757  ? 16'h7fff : \t$667 [15:0];
-  assign \t$668  = \$756  ? 16'h8000 : \$758 ;
-  assign \$759  = ! l0_err8_s8[3:0];
-  assign \$760  = ~ \$759 ;
-  assign \$761  = l0_err8_s8[4] & \$760 ;
-  assign \$762  = ! l0_err8_s8[3:0];
-  assign \$763  = l0_err8_s8[4] & \$762 ;
-  assign \$764  = \$763  & \floor$669 [0];
-  assign \$765  = \$761  | \$764 ;
-  assign \t$670  = $signed(\floor$669 ) + $signed({ 1'h0, \$765  });
-  assign \$766  = $signed(\t$670 ) < $signed(16'h8000);
-  assign \$767  = $signed(\t$670 ) > $signed(16'h7fff);
-  assign \$768  = \$767  ? 16'h7fff : \t$670 [15:0];
-  assign \t$671  = \$766  ? 16'h8000 : \$768 ;
-  assign \$769  = ! l0_err9_s8[3:0];
-  assign \$770  = ~ \$769 ;
-  assign \$771  = l0_err9_s8[4] & \$770 ;
-  assign \$772  = ! l0_err9_s8[3:0];
-  assign \$773  = l0_err9_s8[4] & \$772 ;
-  assign \$774  = \$773  & \floor$672 [0];
-  assign \$775  = \$771  | \$774 ;
-  assign \t$673  = $signed(\floor$672 ) + $signed({ 1'h0, \$775  });
-  assign \$776  = $signed(\t$673 ) < $signed(16'h8000);
-  assign \$777  = $signed(\t$673 ) > $signed(16'h7fff);
-  assign \$778  = \$777  ? 16'h7fff : \t$673 [15:0];
-  assign \t$674  = \$776  ? 16'h8000 : \$778 ;
-  assign \$779  = ! l0_err10_s8[3:0];
-  assign \$780  = ~ \$779 ;
-  assign \$781  = l0_err10_s8[4] & \$780 ;
-  assign \$782  = ! l0_err10_s8[3:0];
-  assign \$783  = l0_err10_s8[4] & \$782 ;
-  assign \$784  = \$783  & \floor$675 [0];
-  assign \$785  = \$781  | \$784 ;
-  assign \t$676  = $signed(\floor$675 ) + $signed({ 1'h0, \$785  });
-  assign \$786  = $signed(\t$676 ) < $signed(16'h8000);
-  assign \$787  = $signed(\t$676 ) > $signed(16'h7fff);
-  assign \$788  = \$787  ? 16'h7fff : \t$676 [15:0];
-  assign \t$677  = \$786  ? 16'h8000 : \$788 ;
-  assign \$789  = ! l0_err11_s8[3:0];
-  assign \$790  = ~ \$789 ;
-  assign \$791  = l0_err11_s8[4] & \$790 ;
-  assign \$792  = ! l0_err11_s8[3:0];
-  assign \$793  = l0_err11_s8[4] & \$792 ;
-  assign \$794  = \$793  & \floor$678 [0];
-  assign \$795  = \$791  | \$794 ;
-  assign \t$679  = $signed(\floor$678 ) + $signed({ 1'h0, \$795  });
-  assign \$796  = $signed(\t$679 ) < $signed(16'h8000);
-  assign \$797  = $signed(\t$679 ) > $signed(16'h7fff);
-  assign \$798  = \$797  ? 16'h7fff : \t$679 [15:0];
-  assign \t$680  = \$796  ? 16'h8000 : \$798 ;
-  assign \$799  = ! l0_err12_s8[3:0];
-  assign \$800  = ~ \$799 ;
-  assign \$801  = l0_err12_s8[4] & \$800 ;
-  assign \$802  = ! l0_err12_s8[3:0];
-  assign \$803  = l0_err12_s8[4] & \$802 ;
-  assign \$804  = \$803  & \floor$681 [0];
-  assign \$805  = \$801  | \$804 ;
-  assign \t$682  = $signed(\floor$681 ) + $signed({ 1'h0, \$805  });
-  assign \$806  = $signed(\t$682 ) < $signed(16'h8000);
-  assign \$807  = $signed(\t$682 ) > $signed(16'h7fff);
-  assign \$808  = \$807  ? 16'h7fff : \t$682 [15:0];
-  assign \t$683  = \$806  ? 16'h8000 : \$808 ;
-  assign \$809  = ! l0_err13_s8[3:0];
-  assign \$810  = ~ \$809 ;
-  assign \$811  = l0_err13_s8[4] & \$810 ;
-  assign \$812  = ! l0_err13_s8[3:0];
-  assign \$813  = l0_err13_s8[4] & \$812 ;
-  assign \$814  = \$813  & \floor$684 [0];
-  assign \$815  = \$811  | \$814 ;
-  assign \t$685  = $signed(\floor$684 ) + $signed({ 1'h0, \$815  });
-  assign \$816  = $signed(\t$685 ) < $signed(16'h8000);
-  assign \$817  = $signed(\t$685 ) > $signed(16'h7fff);
-  assign \$818  = \$817  ? 16'h7fff : \t$685 [15:0];
-  assign \t$686  = \$816  ? 16'h8000 : \$818 ;
-  assign \$819  = ! l0_err14_s8[3:0];
-  assign \$820  = ~ \$819 ;
-  assign \$821  = l0_err14_s8[4] & \$820 ;
-  assign \$822  = ! l0_err14_s8[3:0];
-  assign \$823  = l0_err14_s8[4] & \$822 ;
-  assign \$824  = \$823  & \floor$687 [0];
-  assign \$825  = \$821  | \$824 ;
-  assign \t$688  = $signed(\floor$687 ) + $signed({ 1'h0, \$825  });
-  assign \$826  = $signed(\t$688 ) < $signed(16'h8000);
-  assign \$827  = $signed(\t$688 ) > $signed(16'h7fff);
-  assign \$828  = \$827  ? 16'h7fff : \t$688 [15:0];
-  assign \t$689  = \$826  ? 16'h8000 : \$828 ;
-  assign \$829  = ! l0_err15_s8[3:0];
-  assign \$830  = ~ \$829 ;
-  assign \$831  = l0_err15_s8[4] & \$830 ;
-  assign \$832  = ! l0_err15_s8[3:0];
-  assign \$833  = l0_err15_s8[4] & \$832 ;
-  assign \$834  = \$833  & \floor$690 [0];
-  assign \$835  = \$831  | \$834 ;
-  assign \t$691  = $signed(\floor$690 ) + $signed({ 1'h0, \$835  });
-  assign \$836  = $signed(\t$691 ) < $signed(16'h8000);
-  assign \$837  = $signed(\t$691 ) > $signed(16'h7fff);
-  assign \$838  = \$837  ? 16'h7fff : \t$691 [15:0];
-  assign \t$692  = \$836  ? 16'h8000 : \$838 ;
-  assign \$839  = ~ m__ready;
-  assign \$840  = valid_s5 & \$839 ;
-  assign en = ~ \$840 ;
+  assign \$186  = $signed(l1_out0_s5) >= $signed(1'h0);
+  assign \t$332  = $signed(l1_out0_s5) - $signed(y0_s5);
+  assign \$187  = $signed(\t$334 ) < $signed(16'h8000);
+  assign \$188  = $signed(\t$334 ) > $signed(16'h7fff);
+  assign \$189  = \$188  ? 16'h7fff : \t$334 [15:0];
+  assign \t$335  = \$187  ? 16'h8000 : \$189 ;
+  assign \t$338  = $signed(err0_s6) * $signed(l0_out0_s6);
+  assign \$190  = ! \t$338 [15:0];
+  assign \$191  = ~ \$190 ;
+  assign \$192  = \t$338 [16] & \$191 ;
+  assign \$193  = ! \t$338 [15:0];
+  assign \$194  = \t$338 [16] & \$193 ;
+  assign \$195  = \$194  & \floor$341 [0];
+  assign \$196  = \$192  | \$195 ;
+  assign \t$342  = $signed(\floor$341 ) + $signed({ 1'h0, \$196  });
+  assign \$197  = $signed(\t$342 ) < $signed(16'h8000);
+  assign \$198  = $signed(\t$342 ) > $signed(16'h7fff);
+  assign \$199  = \$198  ? 16'h7fff : \t$342 [15:0];
+  assign \t$343  = \$197  ? 16'h8000 : \$199 ;
+  assign \t$344  = $signed(err0_s6) * $signed(l0_out1_s6);
+  assign \$200  = ! \t$344 [15:0];
+  assign \$201  = ~ \$200 ;
+  assign \$202  = \t$344 [16] & \$201 ;
+  assign \$203  = ! \t$344 [15:0];
+  assign \$204  = \t$344 [16] & \$203 ;
+  assign \$205  = \$204  & \floor$346 [0];
+  assign \$206  = \$202  | \$205 ;
+  assign \t$347  = $signed(\floor$346 ) + $signed({ 1'h0, \$206  });
+  assign \$207  = $signed(\t$347 ) < $signed(16'h8000);
+  assign \$208  = $signed(\t$347 ) > $signed(16'h7fff);
+  assign \$209  = \$208  ? 16'h7fff : \t$347 [15:0];
+  assign \t$348  = \$207  ? 16'h8000 : \$209 ;
+  assign \t$349  = $signed(err0_s6) * $signed(l0_out2_s6);
+  assign \$210  = ! \t$349 [15:0];
+  assign \$211  = ~ \$210 ;
+  assign \$212  = \t$349 [16] & \$211 ;
+  assign \$213  = ! \t$349 [15:0];
+  assign \$214  = \t$349 [16] & \$213 ;
+  assign \$215  = \$214  & \floor$351 [0];
+  assign \$216  = \$212  | \$215 ;
+  assign \t$352  = $signed(\floor$351 ) + $signed({ 1'h0, \$216  });
+  assign \$217  = $signed(\t$352 ) < $signed(16'h8000);
+  assign \$218  = $signed(\t$352 ) > $signed(16'h7fff);
+  assign \$219  = \$218  ? 16'h7fff : \t$352 [15:0];
+  assign \t$353  = \$217  ? 16'h8000 : \$219 ;
+  assign \t$354  = $signed(err0_s6) * $signed(l0_out3_s6);
+  assign \$220  = ! \t$354 [15:0];
+  assign \$221  = ~ \$220 ;
+  assign \$222  = \t$354 [16] & \$221 ;
+  assign \$223  = ! \t$354 [15:0];
+  assign \$224  = \t$354 [16] & \$223 ;
+  assign \$225  = \$224  & \floor$356 [0];
+  assign \$226  = \$222  | \$225 ;
+  assign \t$357  = $signed(\floor$356 ) + $signed({ 1'h0, \$226  });
+  assign \$227  = $signed(\t$357 ) < $signed(16'h8000);
+  assign \$228  = $signed(\t$357 ) > $signed(16'h7fff);
+  assign \$229  = \$228  ? 16'h7fff : \t$357 [15:0];
+  assign \t$358  = \$227  ? 16'h8000 : \$229 ;
+  assign \t$359  = $signed(err0_s6) * $signed(l0_out4_s6);
+  assign \$230  = ! \t$359 [15:0];
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \t$359 [16] & \$231 ;
+  assign \$233  = ! \t$359 [15:0];
+  assign \$234  = \t$359 [16] & \$233 ;
+  assign \$235  = \$234  & \floor$361 [0];
+  assign \$236  = \$232  | \$235 ;
+  assign \t$362  = $signed(\floor$361 ) + $signed({ 1'h0, \$236  });
+  assign \$237  = $signed(\t$362 ) < $signed(16'h8000);
+  assign \$238  = $signed(\t$362 ) > $signed(16'h7fff);
+  assign \$239  = \$238  ? 16'h7fff : \t$362 [15:0];
+  assign \t$363  = \$237  ? 16'h8000 : \$239 ;
+  assign \t$364  = $signed(err0_s6) * $signed(l0_out5_s6);
+  assign \$240  = ! \t$364 [15:0];
+  assign \$241  = ~ \$240 ;
+  assign \$242  = \t$364 [16] & \$241 ;
+  assign \$243  = ! \t$364 [15:0];
+  assign \$244  = \t$364 [16] & \$243 ;
+  assign \$245  = \$244  & \floor$366 [0];
+  assign \$246  = \$242  | \$245 ;
+  assign \t$367  = $signed(\floor$366 ) + $signed({ 1'h0, \$246  });
+  assign \$247  = $signed(\t$367 ) < $signed(16'h8000);
+  assign \$248  = $signed(\t$367 ) > $signed(16'h7fff);
+  assign \$249  = \$248  ? 16'h7fff : \t$367 [15:0];
+  assign \t$368  = \$247  ? 16'h8000 : \$249 ;
+  assign \t$369  = $signed(err0_s6) * $signed(l0_out6_s6);
+  assign \$250  = ! \t$369 [15:0];
+  assign \$251  = ~ \$250 ;
+  assign \$252  = \t$369 [16] & \$251 ;
+  assign \$253  = ! \t$369 [15:0];
+  assign \$254  = \t$369 [16] & \$253 ;
+  assign \$255  = \$254  & \floor$371 [0];
+  assign \$256  = \$252  | \$255 ;
+  assign \t$372  = $signed(\floor$371 ) + $signed({ 1'h0, \$256  });
+  assign \$257  = $signed(\t$372 ) < $signed(16'h8000);
+  assign \$258  = $signed(\t$372 ) > $signed(16'h7fff);
+  assign \$259  = \$258  ? 16'h7fff : \t$372 [15:0];
+  assign \t$373  = \$257  ? 16'h8000 : \$259 ;
+  assign \t$374  = $signed(err0_s6) * $signed(l0_out7_s6);
+  assign \$260  = ! \t$374 [15:0];
+  assign \$261  = ~ \$260 ;
+  assign \$262  = \t$374 [16] & \$261 ;
+  assign \$263  = ! \t$374 [15:0];
+  assign \$264  = \t$374 [16] & \$263 ;
+  assign \$265  = \$264  & \floor$376 [0];
+  assign \$266  = \$262  | \$265 ;
+  assign \t$377  = $signed(\floor$376 ) + $signed({ 1'h0, \$266  });
+  assign \$267  = $signed(\t$377 ) < $signed(16'h8000);
+  assign \$268  = $signed(\t$377 ) > $signed(16'h7fff);
+  assign \$269  = \$268  ? 16'h7fff : \t$377 [15:0];
+  assign \t$378  = \$267  ? 16'h8000 : \$269 ;
+  assign \t$379  = $signed(err0_s6) * $signed(l0_out8_s6);
+  assign \$270  = ! \t$379 [15:0];
+  assign \$271  = ~ \$270 ;
+  assign \$272  = \t$379 [16] & \$271 ;
+  assign \$273  = ! \t$379 [15:0];
+  assign \$274  = \t$379 [16] & \$273 ;
+  assign \$275  = \$274  & \floor$381 [0];
+  assign \$276  = \$272  | \$275 ;
+  assign \t$382  = $signed(\floor$381 ) + $signed({ 1'h0, \$276  });
+  assign \$277  = $signed(\t$382 ) < $signed(16'h8000);
+  assign \$278  = $signed(\t$382 ) > $signed(16'h7fff);
+  assign \$279  = \$278  ? 16'h7fff : \t$382 [15:0];
+  assign \t$383  = \$277  ? 16'h8000 : \$279 ;
+  assign \t$384  = $signed(err0_s6) * $signed(l0_out9_s6);
+  assign \$280  = ! \t$384 [15:0];
+  assign \$281  = ~ \$280 ;
+  assign \$282  = \t$384 [16] & \$281 ;
+  assign \$283  = ! \t$384 [15:0];
+  assign \$284  = \t$384 [16] & \$283 ;
+  assign \$285  = \$284  & \floor$386 [0];
+  assign \$286  = \$282  | \$285 ;
+  assign \t$387  = $signed(\floor$386 ) + $signed({ 1'h0, \$286  });
+  assign \$287  = $signed(\t$387 ) < $signed(16'h8000);
+  assign \$288  = $signed(\t$387 ) > $signed(16'h7fff);
+  assign \$289  = \$288  ? 16'h7fff : \t$387 [15:0];
+  assign \t$388  = \$287  ? 16'h8000 : \$289 ;
+  assign \t$389  = $signed(err0_s6) * $signed(l0_out10_s6);
+  assign \$290  = ! \t$389 [15:0];
+  assign \$291  = ~ \$290 ;
+  assign \$292  = \t$389 [16] & \$291 ;
+  assign \$293  = ! \t$389 [15:0];
+  assign \$294  = \t$389 [16] & \$293 ;
+  assign \$295  = \$294  & \floor$391 [0];
+  assign \$296  = \$292  | \$295 ;
+  assign \t$392  = $signed(\floor$391 ) + $signed({ 1'h0, \$296  });
+  assign \$297  = $signed(\t$392 ) < $signed(16'h8000);
+  assign \$298  = $signed(\t$392 ) > $signed(16'h7fff);
+  assign \$299  = \$298  ? 16'h7fff : \t$392 [15:0];
+  assign \t$393  = \$297  ? 16'h8000 : \$299 ;
+  assign \t$394  = $signed(err0_s6) * $signed(l0_out11_s6);
+  assign \$300  = ! \t$394 [15:0];
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \t$394 [16] & \$301 ;
+  assign \$303  = ! \t$394 [15:0];
+  assign \$304  = \t$394 [16] & \$303 ;
+  assign \$305  = \$304  & \floor$396 [0];
+  assign \$306  = \$302  | \$305 ;
+  assign \t$397  = $signed(\floor$396 ) + $signed({ 1'h0, \$306  });
+  assign \$307  = $signed(\t$397 ) < $signed(16'h8000);
+  assign \$308  = $signed(\t$397 ) > $signed(16'h7fff);
+  assign \$309  = \$308  ? 16'h7fff : \t$397 [15:0];
+  assign \t$398  = \$307  ? 16'h8000 : \$309 ;
+  assign \t$399  = $signed(err0_s6) * $signed(l0_out12_s6);
+  assign \$310  = ! \t$399 [15:0];
+  assign \$311  = ~ \$310 ;
+  assign \$312  = \t$399 [16] & \$311 ;
+  assign \$313  = ! \t$399 [15:0];
+  assign \$314  = \t$399 [16] & \$313 ;
+  assign \$315  = \$314  & \floor$401 [0];
+  assign \$316  = \$312  | \$315 ;
+  assign \t$402  = $signed(\floor$401 ) + $signed({ 1'h0, \$316  });
+  assign \$317  = $signed(\t$402 ) < $signed(16'h8000);
+  assign \$318  = $signed(\t$402 ) > $signed(16'h7fff);
+  assign \$319  = \$318  ? 16'h7fff : \t$402 [15:0];
+  assign \t$403  = \$317  ? 16'h8000 : \$319 ;
+  assign \t$404  = $signed(err0_s6) * $signed(l0_out13_s6);
+  assign \$320  = ! \t$404 [15:0];
+  assign \$321  = ~ \$320 ;
+  assign \$322  = \t$404 [16] & \$321 ;
+  assign \$323  = ! \t$404 [15:0];
+  assign \$324  = \t$404 [16] & \$323 ;
+  assign \$325  = \$324  & \floor$406 [0];
+  assign \$326  = \$322  | \$325 ;
+  assign \t$407  = $signed(\floor$406 ) + $signed({ 1'h0, \$326  });
+  assign \$327  = $signed(\t$407 ) < $signed(16'h8000);
+  assign \$328  = $signed(\t$407 ) > $signed(16'h7fff);
+  assign \$329  = \$328  ? 16'h7fff : \t$407 [15:0];
+  assign \t$408  = \$327  ? 16'h8000 : \$329 ;
+  assign \t$409  = $signed(err0_s6) * $signed(l0_out14_s6);
+  assign \$330  = ! \t$409 [15:0];
+  assign \$331  = ~ \$330 ;
+  assign \$332  = \t$409 [16] & \$331 ;
+  assign \$333  = ! \t$409 [15:0];
+  assign \$334  = \t$409 [16] & \$333 ;
+  assign \$335  = \$334  & \floor$411 [0];
+  assign \$336  = \$332  | \$335 ;
+  assign \t$412  = $signed(\floor$411 ) + $signed({ 1'h0, \$336  });
+  assign \$337  = $signed(\t$412 ) < $signed(16'h8000);
+  assign \$338  = $signed(\t$412 ) > $signed(16'h7fff);
+  assign \$339  = \$338  ? 16'h7fff : \t$412 [15:0];
+  assign \t$413  = \$337  ? 16'h8000 : \$339 ;
+  assign \t$414  = $signed(err0_s6) * $signed(l0_out15_s6);
+  assign \$340  = ! \t$414 [15:0];
+  assign \$341  = ~ \$340 ;
+  assign \$342  = \t$414 [16] & \$341 ;
+  assign \$343  = ! \t$414 [15:0];
+  assign \$344  = \t$414 [16] & \$343 ;
+  assign \$345  = \$344  & \floor$416 [0];
+  assign \$346  = \$342  | \$345 ;
+  assign \t$417  = $signed(\floor$416 ) + $signed({ 1'h0, \$346  });
+  assign \$347  = $signed(\t$417 ) < $signed(16'h8000);
+  assign \$348  = $signed(\t$417 ) > $signed(16'h7fff);
+  assign \$349  = \$348  ? 16'h7fff : \t$417 [15:0];
+  assign \t$418  = \$347  ? 16'h8000 : \$349 ;
+  assign \$350  = ! err0_s6[3:0];
+  assign \$351  = ~ \$350 ;
+  assign \$352  = err0_s6[4] & \$351 ;
+  assign \$353  = ! err0_s6[3:0];
+  assign \$354  = err0_s6[4] & \$353 ;
+  assign \$355  = \$354  & \floor$419 [0];
+  assign \$356  = \$352  | \$355 ;
+  assign \t$420  = $signed(\floor$419 ) + $signed({ 1'h0, \$356  });
+  assign \$357  = $signed(\t$420 ) < $signed(16'h8000);
+  assign \$358  = $signed(\t$420 ) > $signed(16'h7fff);
+  assign \$359  = \$358  ? 16'h7fff : \t$420 [15:0];
+  assign \t$421  = \$357  ? 16'h8000 : \$359 ;
+  assign \t$422  = $signed(l1_wread_0_0_s6) * $signed(err0_s6);
+  assign \$360  = ! \t$426 [12:0];
+  assign \$361  = ~ \$360 ;
+  assign \$362  = \t$426 [13] & \$361 ;
+  assign \$363  = ! \t$426 [12:0];
+  assign \$364  = \t$426 [13] & \$363 ;
+  assign \$365  = \$364  & \floor$428 [0];
+  assign \$366  = \$362  | \$365 ;
+  assign \t$429  = $signed(\floor$428 ) + $signed({ 1'h0, \$366  });
+  assign \$367  = $signed(\t$429 ) < $signed(16'h8000);
+  assign \$368  = $signed(\t$429 ) > $signed(16'h7fff);
+  assign \$369  = \$368  ? 16'h7fff : \t$429 [15:0];
+  assign \t$430  = \$367  ? 16'h8000 : \$369 ;
+  assign \t$431  = $signed(l1_wread_0_1_s6) * $signed(err0_s6);
+  assign \$370  = ! \t$435 [12:0];
+  assign \$371  = ~ \$370 ;
+  assign \$372  = \t$435 [13] & \$371 ;
+  assign \$373  = ! \t$435 [12:0];
+  assign \$374  = \t$435 [13] & \$373 ;
+  assign \$375  = \$374  & \floor$437 [0];
+  assign \$376  = \$372  | \$375 ;
+  assign \t$438  = $signed(\floor$437 ) + $signed({ 1'h0, \$376  });
+  assign \$377  = $signed(\t$438 ) < $signed(16'h8000);
+  assign \$378  = $signed(\t$438 ) > $signed(16'h7fff);
+  assign \$379  = \$378  ? 16'h7fff : \t$438 [15:0];
+  assign \t$439  = \$377  ? 16'h8000 : \$379 ;
+  assign \t$440  = $signed(l1_wread_0_2_s6) * $signed(err0_s6);
+  assign \$380  = ! \t$444 [12:0];
+  assign \$381  = ~ \$380 ;
+  assign \$382  = \t$444 [13] & \$381 ;
+  assign \$383  = ! \t$444 [12:0];
+  assign \$384  = \t$444 [13] & \$383 ;
+  assign \$385  = \$384  & \floor$446 [0];
+  assign \$386  = \$382  | \$385 ;
+  assign \t$447  = $signed(\floor$446 ) + $signed({ 1'h0, \$386  });
+  assign \$387  = $signed(\t$447 ) < $signed(16'h8000);
+  assign \$388  = $signed(\t$447 ) > $signed(16'h7fff);
+  assign \$389  = \$388  ? 16'h7fff : \t$447 [15:0];
+  assign \t$448  = \$387  ? 16'h8000 : \$389 ;
+  assign \t$449  = $signed(l1_wread_0_3_s6) * $signed(err0_s6);
+  assign \$390  = ! \t$453 [12:0];
+  assign \$391  = ~ \$390 ;
+  assign \$392  = \t$453 [13] & \$391 ;
+  assign \$393  = ! \t$453 [12:0];
+  assign \$394  = \t$453 [13] & \$393 ;
+  assign \$395  = \$394  & \floor$455 [0];
+  assign \$396  = \$392  | \$395 ;
+  assign \t$456  = $signed(\floor$455 ) + $signed({ 1'h0, \$396  });
+  assign \$397  = $signed(\t$456 ) < $signed(16'h8000);
+  assign \$398  = $signed(\t$456 ) > $signed(16'h7fff);
+  assign \$399  = \$398  ? 16'h7fff : \t$456 [15:0];
+  assign \t$457  = \$397  ? 16'h8000 : \$399 ;
+  assign \t$458  = $signed(l1_wread_0_4_s6) * $signed(err0_s6);
+  assign \$400  = ! \t$462 [12:0];
+  assign \$401  = ~ \$400 ;
+  assign \$402  = \t$462 [13] & \$401 ;
+  assign \$403  = ! \t$462 [12:0];
+  assign \$404  = \t$462 [13] & \$403 ;
+  assign \$405  = \$404  & \floor$464 [0];
+  assign \$406  = \$402  | \$405 ;
+  assign \t$465  = $signed(\floor$464 ) + $signed({ 1'h0, \$406  });
+  assign \$407  = $signed(\t$465 ) < $signed(16'h8000);
+  assign \$408  = $signed(\t$465 ) > $signed(16'h7fff);
+  assign \$409  = \$408  ? 16'h7fff : \t$465 [15:0];
+  assign \t$466  = \$407  ? 16'h8000 : \$409 ;
+  assign \t$467  = $signed(l1_wread_0_5_s6) * $signed(err0_s6);
+  assign \$410  = ! \t$471 [12:0];
+  assign \$411  = ~ \$410 ;
+  assign \$412  = \t$471 [13] & \$411 ;
+  assign \$413  = ! \t$471 [12:0];
+  assign \$414  = \t$471 [13] & \$413 ;
+  assign \$415  = \$414  & \floor$473 [0];
+  assign \$416  = \$412  | \$415 ;
+  assign \t$474  = $signed(\floor$473 ) + $signed({ 1'h0, \$416  });
+  assign \$417  = $signed(\t$474 ) < $signed(16'h8000);
+  assign \$418  = $signed(\t$474 ) > $signed(16'h7fff);
+  assign \$419  = \$418  ? 16'h7fff : \t$474 [15:0];
+  assign \t$475  = \$417  ? 16'h8000 : \$419 ;
+  assign \t$476  = $signed(l1_wread_0_6_s6) * $signed(err0_s6);
+  assign \$420  = ! \t$480 [12:0];
+  assign \$421  = ~ \$420 ;
+  assign \$422  = \t$480 [13] & \$421 ;
+  assign \$423  = ! \t$480 [12:0];
+  assign \$424  = \t$480 [13] & \$423 ;
+  assign \$425  = \$424  & \floor$482 [0];
+  assign \$426  = \$422  | \$425 ;
+  assign \t$483  = $signed(\floor$482 ) + $signed({ 1'h0, \$426  });
+  assign \$427  = $signed(\t$483 ) < $signed(16'h8000);
+  assign \$428  = $signed(\t$483 ) > $signed(16'h7fff);
+  assign \$429  = \$428  ? 16'h7fff : \t$483 [15:0];
+  assign \t$484  = \$427  ? 16'h8000 : \$429 ;
+  assign \t$485  = $signed(l1_wread_0_7_s6) * $signed(err0_s6);
+  assign \$430  = ! \t$489 [12:0];
+  assign \$431  = ~ \$430 ;
+  assign \$432  = \t$489 [13] & \$431 ;
+  assign \$433  = ! \t$489 [12:0];
+  assign \$434  = \t$489 [13] & \$433 ;
+  assign \$435  = \$434  & \floor$491 [0];
+  assign \$436  = \$432  | \$435 ;
+  assign \t$492  = $signed(\floor$491 ) + $signed({ 1'h0, \$436  });
+  assign \$437  = $signed(\t$492 ) < $signed(16'h8000);
+  assign \$438  = $signed(\t$492 ) > $signed(16'h7fff);
+  assign \$439  = \$438  ? 16'h7fff : \t$492 [15:0];
+  assign \t$493  = \$437  ? 16'h8000 : \$439 ;
+  assign \t$494  = $signed(l1_wread_0_8_s6) * $signed(err0_s6);
+  assign \$440  = ! \t$498 [12:0];
+  assign \$441  = ~ \$440 ;
+  assign \$442  = \t$498 [13] & \$441 ;
+  assign \$443  = ! \t$498 [12:0];
+  assign \$444  = \t$498 [13] & \$443 ;
+  assign \$445  = \$444  & \floor$500 [0];
+  assign \$446  = \$442  | \$445 ;
+  assign \t$501  = $signed(\floor$500 ) + $signed({ 1'h0, \$446  });
+  assign \$447  = $signed(\t$501 ) < $signed(16'h8000);
+  assign \$448  = $signed(\t$501 ) > $signed(16'h7fff);
+  assign \$449  = \$448  ? 16'h7fff : \t$501 [15:0];
+  assign \t$502  = \$447  ? 16'h8000 : \$449 ;
+  assign \t$503  = $signed(l1_wread_0_9_s6) * $signed(err0_s6);
+  assign \$450  = ! \t$507 [12:0];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = \t$507 [13] & \$451 ;
+  assign \$453  = ! \t$507 [12:0];
+  assign \$454  = \t$507 [13] & \$453 ;
+  assign \$455  = \$454  & \floor$509 [0];
+  assign \$456  = \$452  | \$455 ;
+  assign \t$510  = $signed(\floor$509 ) + $signed({ 1'h0, \$456  });
+  assign \$457  = $signed(\t$510 ) < $signed(16'h8000);
+  assign \$458  = $signed(\t$510 ) > $signed(16'h7fff);
+  assign \$459  = \$458  ? 16'h7fff : \t$510 [15:0];
+  assign \t$511  = \$457  ? 16'h8000 : \$459 ;
+  assign \t$512  = $signed(l1_wread_0_10_s6) * $signed(err0_s6);
+  assign \$460  = ! \t$516 [12:0];
+  assign \$461  = ~ \$460 ;
+  assign \$462  = \t$516 [13] & \$461 ;
+  assign \$463  = ! \t$516 [12:0];
+  assign \$464  = \t$516 [13] & \$463 ;
+  assign \$465  = \$464  & \floor$518 [0];
+  assign \$466  = \$462  | \$465 ;
+  assign \t$519  = $signed(\floor$518 ) + $signed({ 1'h0, \$466  });
+  assign \$467  = $signed(\t$519 ) < $signed(16'h8000);
+  assign \$468  = $signed(\t$519 ) > $signed(16'h7fff);
+  assign \$469  = \$468  ? 16'h7fff : \t$519 [15:0];
+  assign \t$520  = \$467  ? 16'h8000 : \$469 ;
+  assign \t$521  = $signed(l1_wread_0_11_s6) * $signed(err0_s6);
+  assign \$470  = ! \t$525 [12:0];
+  assign \$471  = ~ \$470 ;
+  assign \$472  = \t$525 [13] & \$471 ;
+  assign \$473  = ! \t$525 [12:0];
+  assign \$474  = \t$525 [13] & \$473 ;
+  assign \$475  = \$474  & \floor$527 [0];
+  assign \$476  = \$472  | \$475 ;
+  assign \t$528  = $signed(\floor$527 ) + $signed({ 1'h0, \$476  });
+  assign \$477  = $signed(\t$528 ) < $signed(16'h8000);
+  assign \$478  = $signed(\t$528 ) > $signed(16'h7fff);
+  assign \$479  = \$478  ? 16'h7fff : \t$528 [15:0];
+  assign \t$529  = \$477  ? 16'h8000 : \$479 ;
+  assign \t$530  = $signed(l1_wread_0_12_s6) * $signed(err0_s6);
+  assign \$480  = ! \t$534 [12:0];
+  assign \$481  = ~ \$480 ;
+  assign \$482  = \t$534 [13] & \$481 ;
+  assign \$483  = ! \t$534 [12:0];
+  assign \$484  = \t$534 [13] & \$483 ;
+  assign \$485  = \$484  & \floor$536 [0];
+  assign \$486  = \$482  | \$485 ;
+  assign \t$537  = $signed(\floor$536 ) + $signed({ 1'h0, \$486  });
+  assign \$487  = $signed(\t$537 ) < $signed(16'h8000);
+  assign \$488  = $signed(\t$537 ) > $signed(16'h7fff);
+  assign \$489  = \$488  ? 16'h7fff : \t$537 [15:0];
+  assign \t$538  = \$487  ? 16'h8000 : \$489 ;
+  assign \t$539  = $signed(l1_wread_0_13_s6) * $signed(err0_s6);
+  assign \$490  = ! \t$543 [12:0];
+  assign \$491  = ~ \$490 ;
+  assign \$492  = \t$543 [13] & \$491 ;
+  assign \$493  = ! \t$543 [12:0];
+  assign \$494  = \t$543 [13] & \$493 ;
+  assign \$495  = \$494  & \floor$545 [0];
+  assign \$496  = \$492  | \$495 ;
+  assign \t$546  = $signed(\floor$545 ) + $signed({ 1'h0, \$496  });
+  assign \$497  = $signed(\t$546 ) < $signed(16'h8000);
+  assign \$498  = $signed(\t$546 ) > $signed(16'h7fff);
+  assign \$499  = \$498  ? 16'h7fff : \t$546 [15:0];
+  assign \t$547  = \$497  ? 16'h8000 : \$499 ;
+  assign \t$548  = $signed(l1_wread_0_14_s6) * $signed(err0_s6);
+  assign \$500  = ! \t$552 [12:0];
+  assign \$501  = ~ \$500 ;
+  assign \$502  = \t$552 [13] & \$501 ;
+  assign \$503  = ! \t$552 [12:0];
+  assign \$504  = \t$552 [13] & \$503 ;
+  assign \$505  = \$504  & \floor$554 [0];
+  assign \$506  = \$502  | \$505 ;
+  assign \t$555  = $signed(\floor$554 ) + $signed({ 1'h0, \$506  });
+  assign \$507  = $signed(\t$555 ) < $signed(16'h8000);
+  assign \$508  = $signed(\t$555 ) > $signed(16'h7fff);
+  assign \$509  = \$508  ? 16'h7fff : \t$555 [15:0];
+  assign \t$556  = \$507  ? 16'h8000 : \$509 ;
+  assign \t$557  = $signed(l1_wread_0_15_s6) * $signed(err0_s6);
+  assign \$510  = ! \t$561 [12:0];
+  assign \$511  = ~ \$510 ;
+  assign \$512  = \t$561 [13] & \$511 ;
+  assign \$513  = ! \t$561 [12:0];
+  assign \$514  = \t$561 [13] & \$513 ;
+  assign \$515  = \$514  & \floor$563 [0];
+  assign \$516  = \$512  | \$515 ;
+  assign \t$564  = $signed(\floor$563 ) + $signed({ 1'h0, \$516  });
+  assign \$517  = $signed(\t$564 ) < $signed(16'h8000);
+  assign \$518  = $signed(\t$564 ) > $signed(16'h7fff);
+  assign \$519  = \$518  ? 16'h7fff : \t$564 [15:0];
+  assign \t$565  = \$517  ? 16'h8000 : \$519 ;
+  assign \t$566  = $signed(l0_err0_s8) * $signed(x0_s8);
+  assign \$520  = ! \t$566 [15:0];
+  assign \$521  = ~ \$520 ;
+  assign \$522  = \t$566 [16] & \$521 ;
+  assign \$523  = ! \t$566 [15:0];
+  assign \$524  = \t$566 [16] & \$523 ;
+  assign \$525  = \$524  & \floor$569 [0];
+  assign \$526  = \$522  | \$525 ;
+  assign \t$570  = $signed(\floor$569 ) + $signed({ 1'h0, \$526  });
+  assign \$527  = $signed(\t$570 ) < $signed(16'h8000);
+  assign \$528  = $signed(\t$570 ) > $signed(16'h7fff);
+  assign \$529  = \$528  ? 16'h7fff : \t$570 [15:0];
+  assign \t$571  = \$527  ? 16'h8000 : \$529 ;
+  assign \t$572  = $signed(l0_err1_s8) * $signed(x0_s8);
+  assign \$530  = ! \t$572 [15:0];
+  assign \$531  = ~ \$530 ;
+  assign \$532  = \t$572 [16] & \$531 ;
+  assign \$533  = ! \t$572 [15:0];
+  assign \$534  = \t$572 [16] & \$533 ;
+  assign \$535  = \$534  & \floor$574 [0];
+  assign \$536  = \$532  | \$535 ;
+  assign \t$575  = $signed(\floor$574 ) + $signed({ 1'h0, \$536  });
+  assign \$537  = $signed(\t$575 ) < $signed(16'h8000);
+  assign \$538  = $signed(\t$575 ) > $signed(16'h7fff);
+  assign \$539  = \$538  ? 16'h7fff : \t$575 [15:0];
+  assign \t$576  = \$537  ? 16'h8000 : \$539 ;
+  assign \t$577  = $signed(l0_err2_s8) * $signed(x0_s8);
+  assign \$540  = ! \t$577 [15:0];
+  assign \$541  = ~ \$540 ;
+  assign \$542  = \t$577 [16] & \$541 ;
+  assign \$543  = ! \t$577 [15:0];
+  assign \$544  = \t$577 [16] & \$543 ;
+  assign \$545  = \$544  & \floor$579 [0];
+  assign \$546  = \$542  | \$545 ;
+  assign \t$580  = $signed(\floor$579 ) + $signed({ 1'h0, \$546  });
+  assign \$547  = $signed(\t$580 ) < $signed(16'h8000);
+  assign \$548  = $signed(\t$580 ) > $signed(16'h7fff);
+  assign \$549  = \$548  ? 16'h7fff : \t$580 [15:0];
+  assign \t$581  = \$547  ? 16'h8000 : \$549 ;
+  assign \t$582  = $signed(l0_err3_s8) * $signed(x0_s8);
+  assign \$550  = ! \t$582 [15:0];
+  assign \$551  = ~ \$550 ;
+  assign \$552  = \t$582 [16] & \$551 ;
+  assign \$553  = ! \t$582 [15:0];
+  assign \$554  = \t$582 [16] & \$553 ;
+  assign \$555  = \$554  & \floor$584 [0];
+  assign \$556  = \$552  | \$555 ;
+  assign \t$585  = $signed(\floor$584 ) + $signed({ 1'h0, \$556  });
+  assign \$557  = $signed(\t$585 ) < $signed(16'h8000);
+  assign \$558  = $signed(\t$585 ) > $signed(16'h7fff);
+  assign \$559  = \$558  ? 16'h7fff : \t$585 [15:0];
+  assign \t$586  = \$557  ? 16'h8000 : \$559 ;
+  assign \t$587  = $signed(l0_err4_s8) * $signed(x0_s8);
+  assign \$560  = ! \t$587 [15:0];
+  assign \$561  = ~ \$560 ;
+  assign \$562  = \t$587 [16] & \$561 ;
+  assign \$563  = ! \t$587 [15:0];
+  assign \$564  = \t$587 [16] & \$563 ;
+  assign \$565  = \$564  & \floor$589 [0];
+  assign \$566  = \$562  | \$565 ;
+  assign \t$590  = $signed(\floor$589 ) + $signed({ 1'h0, \$566  });
+  assign \$567  = $signed(\t$590 ) < $signed(16'h8000);
+  assign \$568  = $signed(\t$590 ) > $signed(16'h7fff);
+  assign \$569  = \$568  ? 16'h7fff : \t$590 [15:0];
+  assign \t$591  = \$567  ? 16'h8000 : \$569 ;
+  assign \t$592  = $signed(l0_err5_s8) * $signed(x0_s8);
+  assign \$570  = ! \t$592 [15:0];
+  assign \$571  = ~ \$570 ;
+  assign \$572  = \t$592 [16] & \$571 ;
+  assign \$573  = ! \t$592 [15:0];
+  assign \$574  = \t$592 [16] & \$573 ;
+  assign \$575  = \$574  & \floor$594 [0];
+  assign \$576  = \$572  | \$575 ;
+  assign \t$595  = $signed(\floor$594 ) + $signed({ 1'h0, \$576  });
+  assign \$577  = $signed(\t$595 ) < $signed(16'h8000);
+  assign \$578  = $signed(\t$595 ) > $signed(16'h7fff);
+  assign \$579  = \$578  ? 16'h7fff : \t$595 [15:0];
+  assign \t$596  = \$577  ? 16'h8000 : \$579 ;
+  assign \t$597  = $signed(l0_err6_s8) * $signed(x0_s8);
+  assign \$580  = ! \t$597 [15:0];
+  assign \$581  = ~ \$580 ;
+  assign \$582  = \t$597 [16] & \$581 ;
+  assign \$583  = ! \t$597 [15:0];
+  assign \$584  = \t$597 [16] & \$583 ;
+  assign \$585  = \$584  & \floor$599 [0];
+  assign \$586  = \$582  | \$585 ;
+  assign \t$600  = $signed(\floor$599 ) + $signed({ 1'h0, \$586  });
+  assign \$587  = $signed(\t$600 ) < $signed(16'h8000);
+  assign \$588  = $signed(\t$600 ) > $signed(16'h7fff);
+  assign \$589  = \$588  ? 16'h7fff : \t$600 [15:0];
+  assign \t$601  = \$587  ? 16'h8000 : \$589 ;
+  assign \t$602  = $signed(l0_err7_s8) * $signed(x0_s8);
+  assign \$590  = ! \t$602 [15:0];
+  assign \$591  = ~ \$590 ;
+  assign \$592  = \t$602 [16] & \$591 ;
+  assign \$593  = ! \t$602 [15:0];
+  assign \$594  = \t$602 [16] & \$593 ;
+  assign \$595  = \$594  & \floor$604 [0];
+  assign \$596  = \$592  | \$595 ;
+  assign \t$605  = $signed(\floor$604 ) + $signed({ 1'h0, \$596  });
+  assign \$597  = $signed(\t$605 ) < $signed(16'h8000);
+  assign \$598  = $signed(\t$605 ) > $signed(16'h7fff);
+  assign \$599  = \$598  ? 16'h7fff : \t$605 [15:0];
+  assign \t$606  = \$597  ? 16'h8000 : \$599 ;
+  assign \t$607  = $signed(l0_err8_s8) * $signed(x0_s8);
+  assign \$600  = ! \t$607 [15:0];
+  assign \$601  = ~ \$600 ;
+  assign \$602  = \t$607 [16] & \$601 ;
+  assign \$603  = ! \t$607 [15:0];
+  assign \$604  = \t$607 [16] & \$603 ;
+  assign \$605  = \$604  & \floor$609 [0];
+  assign \$606  = \$602  | \$605 ;
+  assign \t$610  = $signed(\floor$609 ) + $signed({ 1'h0, \$606  });
+  assign \$607  = $signed(\t$610 ) < $signed(16'h8000);
+  assign \$608  = $signed(\t$610 ) > $signed(16'h7fff);
+  assign \$609  = \$608  ? 16'h7fff : \t$610 [15:0];
+  assign \t$611  = \$607  ? 16'h8000 : \$609 ;
+  assign \t$612  = $signed(l0_err9_s8) * $signed(x0_s8);
+  assign \$610  = ! \t$612 [15:0];
+  assign \$611  = ~ \$610 ;
+  assign \$612  = \t$612 [16] & \$611 ;
+  assign \$613  = ! \t$612 [15:0];
+  assign \$614  = \t$612 [16] & \$613 ;
+  assign \$615  = \$614  & \floor$614 [0];
+  assign \$616  = \$612  | \$615 ;
+  assign \t$615  = $signed(\floor$614 ) + $signed({ 1'h0, \$616  });
+  assign \$617  = $signed(\t$615 ) < $signed(16'h8000);
+  assign \$618  = $signed(\t$615 ) > $signed(16'h7fff);
+  assign \$619  = \$618  ? 16'h7fff : \t$615 [15:0];
+  assign \t$616  = \$617  ? 16'h8000 : \$619 ;
+  assign \t$617  = $signed(l0_err10_s8) * $signed(x0_s8);
+  assign \$620  = ! \t$617 [15:0];
+  assign \$621  = ~ \$620 ;
+  assign \$622  = \t$617 [16] & \$621 ;
+  assign \$623  = ! \t$617 [15:0];
+  assign \$624  = \t$617 [16] & \$623 ;
+  assign \$625  = \$624  & \floor$619 [0];
+  assign \$626  = \$622  | \$625 ;
+  assign \t$620  = $signed(\floor$619 ) + $signed({ 1'h0, \$626  });
+  assign \$627  = $signed(\t$620 ) < $signed(16'h8000);
+  assign \$628  = $signed(\t$620 ) > $signed(16'h7fff);
+  assign \$629  = \$628  ? 16'h7fff : \t$620 [15:0];
+  assign \t$621  = \$627  ? 16'h8000 : \$629 ;
+  assign \t$622  = $signed(l0_err11_s8) * $signed(x0_s8);
+  assign \$630  = ! \t$622 [15:0];
+  assign \$631  = ~ \$630 ;
+  assign \$632  = \t$622 [16] & \$631 ;
+  assign \$633  = ! \t$622 [15:0];
+  assign \$634  = \t$622 [16] & \$633 ;
+  assign \$635  = \$634  & \floor$624 [0];
+  assign \$636  = \$632  | \$635 ;
+  assign \t$625  = $signed(\floor$624 ) + $signed({ 1'h0, \$636  });
+  assign \$637  = $signed(\t$625 ) < $signed(16'h8000);
+  assign \$638  = $signed(\t$625 ) > $signed(16'h7fff);
+  assign \$639  = \$638  ? 16'h7fff : \t$625 [15:0];
+  assign \t$626  = \$637  ? 16'h8000 : \$639 ;
+  assign \t$627  = $signed(l0_err12_s8) * $signed(x0_s8);
+  assign \$640  = ! \t$627 [15:0];
+  assign \$641  = ~ \$640 ;
+  assign \$642  = \t$627 [16] & \$641 ;
+  assign \$643  = ! \t$627 [15:0];
+  assign \$644  = \t$627 [16] & \$643 ;
+  assign \$645  = \$644  & \floor$629 [0];
+  assign \$646  = \$642  | \$645 ;
+  assign \t$630  = $signed(\floor$629 ) + $signed({ 1'h0, \$646  });
+  assign \$647  = $signed(\t$630 ) < $signed(16'h8000);
+  assign \$648  = $signed(\t$630 ) > $signed(16'h7fff);
+  assign \$649  = \$648  ? 16'h7fff : \t$630 [15:0];
+  assign \t$631  = \$647  ? 16'h8000 : \$649 ;
+  assign \t$632  = $signed(l0_err13_s8) * $signed(x0_s8);
+  assign \$650  = ! \t$632 [15:0];
+  assign \$651  = ~ \$650 ;
+  assign \$652  = \t$632 [16] & \$651 ;
+  assign \$653  = ! \t$632 [15:0];
+  assign \$654  = \t$632 [16] & \$653 ;
+  assign \$655  = \$654  & \floor$634 [0];
+  assign \$656  = \$652  | \$655 ;
+  assign \t$635  = $signed(\floor$634 ) + $signed({ 1'h0, \$656  });
+  assign \$657  = $signed(\t$635 ) < $signed(16'h8000);
+  assign \$658  = $signed(\t$635 ) > $signed(16'h7fff);
+  assign \$659  = \$658  ? 16'h7fff : \t$635 [15:0];
+  assign \t$636  = \$657  ? 16'h8000 : \$659 ;
+  assign \t$637  = $signed(l0_err14_s8) * $signed(x0_s8);
+  assign \$660  = ! \t$637 [15:0];
+  assign \$661  = ~ \$660 ;
+  assign \$662  = \t$637 [16] & \$661 ;
+  assign \$663  = ! \t$637 [15:0];
+  assign \$664  = \t$637 [16] & \$663 ;
+  assign \$665  = \$664  & \floor$639 [0];
+  assign \$666  = \$662  | \$665 ;
+  assign \t$640  = $signed(\floor$639 ) + $signed({ 1'h0, \$666  });
+  assign \$667  = $signed(\t$640 ) < $signed(16'h8000);
+  assign \$668  = $signed(\t$640 ) > $signed(16'h7fff);
+  assign \$669  = \$668  ? 16'h7fff : \t$640 [15:0];
+  assign \t$641  = \$667  ? 16'h8000 : \$669 ;
+  assign \t$642  = $signed(l0_err15_s8) * $signed(x0_s8);
+  assign \$670  = ! \t$642 [15:0];
+  assign \$671  = ~ \$670 ;
+  assign \$672  = \t$642 [16] & \$671 ;
+  assign \$673  = ! \t$642 [15:0];
+  assign \$674  = \t$642 [16] & \$673 ;
+  assign \$675  = \$674  & \floor$644 [0];
+  assign \$676  = \$672  | \$675 ;
+  assign \t$645  = $signed(\floor$644 ) + $signed({ 1'h0, \$676  });
+  assign \$677  = $signed(\t$645 ) < $signed(16'h8000);
+  assign \$678  = $signed(\t$645 ) > $signed(16'h7fff);
+  assign \$679  = \$678  ? 16'h7fff : \t$645 [15:0];
+  assign \t$646  = \$677  ? 16'h8000 : \$679 ;
+  assign \$680  = ! l0_err0_s8[3:0];
+  assign \$681  = ~ \$680 ;
+  assign \$682  = l0_err0_s8[4] & \$681 ;
+  assign \$683  = ! l0_err0_s8[3:0];
+  assign \$684  = l0_err0_s8[4] & \$683 ;
+  assign \$685  = \$684  & \floor$647 [0];
+  assign \$686  = \$682  | \$685 ;
+  assign \t$648  = $signed(\floor$647 ) + $signed({ 1'h0, \$686  });
+  assign \$687  = $signed(\t$648 ) < $signed(16'h8000);
+  assign \$688  = $signed(\t$648 ) > $signed(16'h7fff);
+  assign \$689  = \$688  ? 16'h7fff : \t$648 [15:0];
+  assign \t$649  = \$687  ? 16'h8000 : \$689 ;
+  assign \$690  = ! l0_err1_s8[3:0];
+  assign \$691  = ~ \$690 ;
+  assign \$692  = l0_err1_s8[4] & \$691 ;
+  assign \$693  = ! l0_err1_s8[3:0];
+  assign \$694  = l0_err1_s8[4] & \$693 ;
+  assign \$695  = \$694  & \floor$650 [0];
+  assign \$696  = \$692  | \$695 ;
+  assign \t$651  = $signed(\floor$650 ) + $signed({ 1'h0, \$696  });
+  assign \$697  = $signed(\t$651 ) < $signed(16'h8000);
+  assign \$698  = $signed(\t$651 ) > $signed(16'h7fff);
+  assign \$699  = \$698  ? 16'h7fff : \t$651 [15:0];
+  assign \t$652  = \$697  ? 16'h8000 : \$699 ;
+  assign \$700  = ! l0_err2_s8[3:0];
+  assign \$701  = ~ \$700 ;
+  assign \$702  = l0_err2_s8[4] & \$701 ;
+  assign \$703  = ! l0_err2_s8[3:0];
+  assign \$704  = l0_err2_s8[4] & \$703 ;
+  assign \$705  = \$704  & \floor$653 [0];
+  assign \$706  = \$702  | \$705 ;
+  assign \t$654  = $signed(\floor$653 ) + $signed({ 1'h0, \$706  });
+  assign \$707  = $signed(\t$654 ) < $signed(16'h8000);
+  assign \$708  = $signed(\t$654 ) > $signed(16'h7fff);
+  assign \$709  = \$708  ? 16'h7fff : \t$654 [15:0];
+  assign \t$655  = \$707  ? 16'h8000 : \$709 ;
+  assign \$710  = ! l0_err3_s8[3:0];
+  assign \$711  = ~ \$710 ;
+  assign \$712  = l0_err3_s8[4] & \$711 ;
+  assign \$713  = ! l0_err3_s8[3:0];
+  assign \$714  = l0_err3_s8[4] & \$713 ;
+  assign \$715  = \$714  & \floor$656 [0];
+  assign \$716  = \$712  | \$715 ;
+  assign \t$657  = $signed(\floor$656 ) + $signed({ 1'h0, \$716  });
+  assign \$717  = $signed(\t$657 ) < $signed(16'h8000);
+  assign \$718  = $signed(\t$657 ) > $signed(16'h7fff);
+  assign \$719  = \$718  ? 16'h7fff : \t$657 [15:0];
+  assign \t$658  = \$717  ? 16'h8000 : \$719 ;
+  assign \$720  = ! l0_err4_s8[3:0];
+  assign \$721  = ~ \$720 ;
+  assign \$722  = l0_err4_s8[4] & \$721 ;
+  assign \$723  = ! l0_err4_s8[3:0];
+  assign \$724  = l0_err4_s8[4] & \$723 ;
+  assign \$725  = \$724  & \floor$659 [0];
+  assign \$726  = \$722  | \$725 ;
+  assign \t$660  = $signed(\floor$659 ) + $signed({ 1'h0, \$726  });
+  assign \$727  = $signed(\t$660 ) < $signed(16'h8000);
+  assign \$728  = $signed(\t$660 ) > $signed(16'h7fff);
+  assign \$729  = \$728  ? 16'h7fff : \t$660 [15:0];
+  assign \t$661  = \$727  ? 16'h8000 : \$729 ;
+  assign \$730  = ! l0_err5_s8[3:0];
+  assign \$731  = ~ \$730 ;
+  assign \$732  = l0_err5_s8[4] & \$731 ;
+  assign \$733  = ! l0_err5_s8[3:0];
+  assign \$734  = l0_err5_s8[4] & \$733 ;
+  assign \$735  = \$734  & \floor$662 [0];
+  assign \$736  = \$732  | \$735 ;
+  assign \t$663  = $signed(\floor$662 ) + $signed({ 1'h0, \$736  });
+  assign \$737  = $signed(\t$663 ) < $signed(16'h8000);
+  assign \$738  = $signed(\t$663 ) > $signed(16'h7fff);
+  assign \$739  = \$738  ? 16'h7fff : \t$663 [15:0];
+  assign \t$664  = \$737  ? 16'h8000 : \$739 ;
+  assign \$740  = ! l0_err6_s8[3:0];
+  assign \$741  = ~ \$740 ;
+  assign \$742  = l0_err6_s8[4] & \$741 ;
+  assign \$743  = ! l0_err6_s8[3:0];
+  assign \$744  = l0_err6_s8[4] & \$743 ;
+  assign \$745  = \$744  & \floor$665 [0];
+  assign \$746  = \$742  | \$745 ;
+  assign \t$666  = $signed(\floor$665 ) + $signed({ 1'h0, \$746  });
+  assign \$747  = $signed(\t$666 ) < $signed(16'h8000);
+  assign \$748  = $signed(\t$666 ) > $signed(16'h7fff);
+  assign \$749  = \$748  ? 16'h7fff : \t$666 [15:0];
+  assign \t$667  = \$747  ? 16'h8000 : \$749 ;
+  assign \$750  = ! l0_err7_s8[3:0];
+  assign \$751  = ~ \$750 ;
+  assign \$752  = l0_err7_s8[4] & \$751 ;
+  assign \$753  = ! l0_err7_s8[3:0];
+  assign \$754  = l0_err7_s8[4] & \$753 ;
+  assign \$755  = \$754  & \floor$668 [0];
+  assign \$756  = \$752  | \$755 ;
+  assign \t$669  = $signed(\floor$668 ) + $signed({ 1'h0, \$756  });
+  assign \$757  = $signed(\t$669 ) < $signed(16'h8000);
+  assign \$758  = $signed(\t$669 ) > $signed(16'h7fff);
+  assign \$759  = \$758  ? 16'h7fff : \t$669 [15:0];
+  assign \t$670  = \$757  ? 16'h8000 : \$759 ;
+  assign \$760  = ! l0_err8_s8[3:0];
+  assign \$761  = ~ \$760 ;
+  assign \$762  = l0_err8_s8[4] & \$761 ;
+  assign \$763  = ! l0_err8_s8[3:0];
+  assign \$764  = l0_err8_s8[4] & \$763 ;
+  assign \$765  = \$764  & \floor$671 [0];
+  assign \$766  = \$762  | \$765 ;
+  assign \t$672  = $signed(\floor$671 ) + $signed({ 1'h0, \$766  });
+  assign \$767  = $signed(\t$672 ) < $signed(16'h8000);
+  assign \$768  = $signed(\t$672 ) > $signed(16'h7fff);
+  assign \$769  = \$768  ? 16'h7fff : \t$672 [15:0];
+  assign \t$673  = \$767  ? 16'h8000 : \$769 ;
+  assign \$770  = ! l0_err9_s8[3:0];
+  assign \$771  = ~ \$770 ;
+  assign \$772  = l0_err9_s8[4] & \$771 ;
+  assign \$773  = ! l0_err9_s8[3:0];
+  assign \$774  = l0_err9_s8[4] & \$773 ;
+  assign \$775  = \$774  & \floor$674 [0];
+  assign \$776  = \$772  | \$775 ;
+  assign \t$675  = $signed(\floor$674 ) + $signed({ 1'h0, \$776  });
+  assign \$777  = $signed(\t$675 ) < $signed(16'h8000);
+  assign \$778  = $signed(\t$675 ) > $signed(16'h7fff);
+  assign \$779  = \$778  ? 16'h7fff : \t$675 [15:0];
+  assign \t$676  = \$777  ? 16'h8000 : \$779 ;
+  assign \$780  = ! l0_err10_s8[3:0];
+  assign \$781  = ~ \$780 ;
+  assign \$782  = l0_err10_s8[4] & \$781 ;
+  assign \$783  = ! l0_err10_s8[3:0];
+  assign \$784  = l0_err10_s8[4] & \$783 ;
+  assign \$785  = \$784  & \floor$677 [0];
+  assign \$786  = \$782  | \$785 ;
+  assign \t$678  = $signed(\floor$677 ) + $signed({ 1'h0, \$786  });
+  assign \$787  = $signed(\t$678 ) < $signed(16'h8000);
+  assign \$788  = $signed(\t$678 ) > $signed(16'h7fff);
+  assign \$789  = \$788  ? 16'h7fff : \t$678 [15:0];
+  assign \t$679  = \$787  ? 16'h8000 : \$789 ;
+  assign \$790  = ! l0_err11_s8[3:0];
+  assign \$791  = ~ \$790 ;
+  assign \$792  = l0_err11_s8[4] & \$791 ;
+  assign \$793  = ! l0_err11_s8[3:0];
+  assign \$794  = l0_err11_s8[4] & \$793 ;
+  assign \$795  = \$794  & \floor$680 [0];
+  assign \$796  = \$792  | \$795 ;
+  assign \t$681  = $signed(\floor$680 ) + $signed({ 1'h0, \$796  });
+  assign \$797  = $signed(\t$681 ) < $signed(16'h8000);
+  assign \$798  = $signed(\t$681 ) > $signed(16'h7fff);
+  assign \$799  = \$798  ? 16'h7fff : \t$681 [15:0];
+  assign \t$682  = \$797  ? 16'h8000 : \$799 ;
+  assign \$800  = ! l0_err12_s8[3:0];
+  assign \$801  = ~ \$800 ;
+  assign \$802  = l0_err12_s8[4] & \$801 ;
+  assign \$803  = ! l0_err12_s8[3:0];
+  assign \$804  = l0_err12_s8[4] & \$803 ;
+  assign \$805  = \$804  & \floor$683 [0];
+  assign \$806  = \$802  | \$805 ;
+  assign \t$684  = $signed(\floor$683 ) + $signed({ 1'h0, \$806  });
+  assign \$807  = $signed(\t$684 ) < $signed(16'h8000);
+  assign \$808  = $signed(\t$684 ) > $signed(16'h7fff);
+  assign \$809  = \$808  ? 16'h7fff : \t$684 [15:0];
+  assign \t$685  = \$807  ? 16'h8000 : \$809 ;
+  assign \$810  = ! l0_err13_s8[3:0];
+  assign \$811  = ~ \$810 ;
+  assign \$812  = l0_err13_s8[4] & \$811 ;
+  assign \$813  = ! l0_err13_s8[3:0];
+  assign \$814  = l0_err13_s8[4] & \$813 ;
+  assign \$815  = \$814  & \floor$686 [0];
+  assign \$816  = \$812  | \$815 ;
+  assign \t$687  = $signed(\floor$686 ) + $signed({ 1'h0, \$816  });
+  assign \$817  = $signed(\t$687 ) < $signed(16'h8000);
+  assign \$818  = $signed(\t$687 ) > $signed(16'h7fff);
+  assign \$819  = \$818  ? 16'h7fff : \t$687 [15:0];
+  assign \t$688  = \$817  ? 16'h8000 : \$819 ;
+  assign \$820  = ! l0_err14_s8[3:0];
+  assign \$821  = ~ \$820 ;
+  assign \$822  = l0_err14_s8[4] & \$821 ;
+  assign \$823  = ! l0_err14_s8[3:0];
+  assign \$824  = l0_err14_s8[4] & \$823 ;
+  assign \$825  = \$824  & \floor$689 [0];
+  assign \$826  = \$822  | \$825 ;
+  assign \t$690  = $signed(\floor$689 ) + $signed({ 1'h0, \$826  });
+  assign \$827  = $signed(\t$690 ) < $signed(16'h8000);
+  assign \$828  = $signed(\t$690 ) > $signed(16'h7fff);
+  assign \$829  = \$828  ? 16'h7fff : \t$690 [15:0];
+  assign \t$691  = \$827  ? 16'h8000 : \$829 ;
+  assign \$830  = ! l0_err15_s8[3:0];
+  assign \$831  = ~ \$830 ;
+  assign \$832  = l0_err15_s8[4] & \$831 ;
+  assign \$833  = ! l0_err15_s8[3:0];
+  assign \$834  = l0_err15_s8[4] & \$833 ;
+  assign \$835  = \$834  & \floor$692 [0];
+  assign \$836  = \$832  | \$835 ;
+  assign \t$693  = $signed(\floor$692 ) + $signed({ 1'h0, \$836  });
+  assign \$837  = $signed(\t$693 ) < $signed(16'h8000);
+  assign \$838  = $signed(\t$693 ) > $signed(16'h7fff);
+  assign \$839  = \$838  ? 16'h7fff : \t$693 [15:0];
+  assign \t$694  = \$837  ? 16'h8000 : \$839 ;
+  assign \$840  = ~ m__ready;
+  assign \$841  = valid_s5 & \$840 ;
+  assign en = ~ \$841 ;
   assign busy = | { valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$841  = en & valid_s1;
-  assign \$842  = l0_pending == 3'h7;
-  assign commit_on_read_l0 = \$841  & \$842 ;
-  assign \$843  = ~ busy;
-  assign \$844  = pc__valid & \$843 ;
-  assign \$845  = ! level;
-  assign \$846  = ~ \$845 ;
-  assign flush_l0 = \$844  & \$846 ;
+  assign \$842  = en & valid_s1;
+  assign \$843  = l0_pending == 3'h7;
+  assign commit_on_read_l0 = \$842  & \$843 ;
+  assign \$844  = ~ busy;
+  assign \$845  = pc__valid & \$844 ;
+  assign \$846  = ! level;
+  assign \$847  = ~ \$846 ;
+  assign flush_l0 = \$845  & \$847 ;
   assign commit_l0 = commit_on_read_l0 | flush_l0;
-  assign \$847  = en & valid_s8;
-  assign \$848  = ! level;
-  assign \$849  = commit_on_read_l0 & \$848 ;
-  assign \$850  = ~ \$849 ;
-  assign w_en = \$847  & \$850 ;
-  assign \$851  = ! level;
-  assign \$852  = ~ \$851 ;
-  assign r_en = commit_l0 & \$852 ;
-  assign \$853  = $signed(l0_w_0_0) - $signed(r_data[15:0]);
-  assign \$854  = $signed(l0_w_1_0) - $signed(r_data[31:16]);
-  assign \$855  = $signed(l0_w_2_0) - $signed(r_data[47:32]);
-  assign \$856  = $signed(l0_w_3_0) - $signed(r_data[63:48]);
-  assign \$857  = $signed(l0_w_4_0) - $signed(r_data[79:64]);
-  assign \$858  = $signed(l0_w_5_0) - $signed(r_data[95:80]);
-  assign \$859  = $signed(l0_w_6_0) - $signed(r_data[111:96]);
-  assign \$860  = $signed(l0_w_7_0) - $signed(r_data[127:112]);
-  assign \$861  = $signed(l0_w_8_0) - $signed(r_data[143:128]);
-  assign \$862  = $signed(l0_w_9_0) - $signed(r_data[159:144]);
-  assign \$863  = $signed(l0_w_10_0) - $signed(r_data[175:160]);
-  assign \$864  = $signed(l0_w_11_0) - $signed(r_data[191:176]);
-  assign \$865  = $signed(l0_w_12_0) - $signed(r_data[207:192]);
-  assign \$866  = $signed(l0_w_13_0) - $signed(r_data[223:208]);
-  assign \$867  = $signed(l0_w_14_0) - $signed(r_data[239:224]);
-  assign \$868  = $signed(l0_w_15_0) - $signed(r_data[255:240]);
-  assign \$869  = $signed(l0_b_0) - $signed(r_data[271:256]);
-  assign \$870  = $signed(l0_b_1) - $signed(r_data[287:272]);
-  assign \$871  = $signed(l0_b_2) - $signed(r_data[303:288]);
-  assign \$872  = $signed(l0_b_3) - $signed(r_data[319:304]);
-  assign \$873  = $signed(l0_b_4) - $signed(r_data[335:320]);
-  assign \$874  = $signed(l0_b_5) - $signed(r_data[351:336]);
-  assign \$875  = $signed(l0_b_6) - $signed(r_data[367:352]);
-  assign \$876  = $signed(l0_b_7) - $signed(r_data[383:368]);
-  assign \$877  = $signed(l0_b_8) - $signed(r_data[399:384]);
-  assign \$878  = $signed(l0_b_9) - $signed(r_data[415:400]);
-  assign \$879  = $signed(l0_b_10) - $signed(r_data[431:416]);
-  assign \$880  = $signed(l0_b_11) - $signed(r_data[447:432]);
-  assign \$881  = $signed(l0_b_12) - $signed(r_data[463:448]);
-  assign \$882  = $signed(l0_b_13) - $signed(r_data[479:464]);
-  assign \$883  = $signed(l0_b_14) - $signed(r_data[495:480]);
-  assign \$884  = $signed(l0_b_15) - $signed(r_data[511:496]);
-  assign \$885  = en & valid_s3;
-  assign \$886  = l1_pending == 3'h7;
-  assign commit_on_read_l1 = \$885  & \$886 ;
-  assign \$887  = ~ busy;
-  assign \$888  = pc__valid & \$887 ;
-  assign \$889  = ! \level$750 ;
-  assign \$890  = ~ \$889 ;
-  assign flush_l1 = \$888  & \$890 ;
+  assign \$848  = en & valid_s8;
+  assign \$849  = ! level;
+  assign \$850  = commit_on_read_l0 & \$849 ;
+  assign \$851  = ~ \$850 ;
+  assign w_en = \$848  & \$851 ;
+  assign \$852  = ! level;
+  assign \$853  = ~ \$852 ;
+  assign r_en = commit_l0 & \$853 ;
+  assign \$854  = $signed(l0_w_0_0) - $signed(r_data[15:0]);
+  assign \$855  = $signed(l0_w_1_0) - $signed(r_data[31:16]);
+  assign \$856  = $signed(l0_w_2_0) - $signed(r_data[47:32]);
+  assign \$857  = $signed(l0_w_3_0) - $signed(r_data[63:48]);
+  assign \$858  = $signed(l0_w_4_0) - $signed(r_data[79:64]);
+  assign \$859  = $signed(l0_w_5_0) - $signed(r_data[95:80]);
+  assign \$860  = $signed(l0_w_6_0) - $signed(r_data[111:96]);
+  assign \$861  = $signed(l0_w_7_0) - $signed(r_data[127:112]);
+  assign \$862  = $signed(l0_w_8_0) - $signed(r_data[143:128]);
+  assign \$863  = $signed(l0_w_9_0) - $signed(r_data[159:144]);
+  assign \$864  = $signed(l0_w_10_0) - $signed(r_data[175:160]);
+  assign \$865  = $signed(l0_w_11_0) - $signed(r_data[191:176]);
+  assign \$866  = $signed(l0_w_12_0) - $signed(r_data[207:192]);
+  assign \$867  = $signed(l0_w_13_0) - $signed(r_data[223:208]);
+  assign \$868  = $signed(l0_w_14_0) - $signed(r_data[239:224]);
+  assign \$869  = $signed(l0_w_15_0) - $signed(r_data[255:240]);
+  assign \$870  = $signed(l0_b_0) - $signed(r_data[271:256]);
+  assign \$871  = $signed(l0_b_1) - $signed(r_data[287:272]);
+  assign \$872  = $signed(l0_b_2) - $signed(r_data[303:288]);
+  assign \$873  = $signed(l0_b_3) - $signed(r_data[319:304]);
+  assign \$874  = $signed(l0_b_4) - $signed(r_data[335:320]);
+  assign \$875  = $signed(l0_b_5) - $signed(r_data[351:336]);
+  assign \$876  = $signed(l0_b_6) - $signed(r_data[367:352]);
+  assign \$877  = $signed(l0_b_7) - $signed(r_data[383:368]);
+  assign \$878  = $signed(l0_b_8) - $signed(r_data[399:384]);
+  assign \$879  = $signed(l0_b_9) - $signed(r_data[415:400]);
+  assign \$880  = $signed(l0_b_10) - $signed(r_data[431:416]);
+  assign \$881  = $signed(l0_b_11) - $signed(r_data[447:432]);
+  assign \$882  = $signed(l0_b_12) - $signed(r_data[463:448]);
+  assign \$883  = $signed(l0_b_13) - $signed(r_data[479:464]);
+  assign \$884  = $signed(l0_b_14) - $signed(r_data[495:480]);
+  assign \$885  = $signed(l0_b_15) - $signed(r_data[511:496]);
+  assign \$886  = en & valid_s3;
+  assign \$887  = l1_pending == 3'h7;
+  assign commit_on_read_l1 = \$886  & \$887 ;
+  assign \$888  = ~ busy;
+  assign \$889  = pc__valid & \$888 ;
+  assign \$890  = ! \level$752 ;
+  assign \$891  = ~ \$890 ;
+  assign flush_l1 = \$889  & \$891 ;
   assign commit_l1 = commit_on_read_l1 | flush_l1;
-  assign \$891  = en & valid_s6;
-  assign \$892  = ! \level$750 ;
-  assign \$893  = commit_on_read_l1 & \$892 ;
-  assign \$894  = ~ \$893 ;
-  assign \w_en$752  = \$891  & \$894 ;
-  assign \$895  = ! \level$750 ;
-  assign \$896  = ~ \$895 ;
-  assign \r_en$754  = commit_l1 & \$896 ;
-  assign \$897  = $signed(l1_w_0_0) - $signed(\r_data$756 [15:0]);
-  assign \$898  = $signed(l1_w_0_1) - $signed(\r_data$756 [31:16]);
-  assign \$899  = $signed(l1_w_0_2) - $signed(\r_data$756 [47:32]);
-  assign \$900  = $signed(l1_w_0_3) - $signed(\r_data$756 [63:48]);
-  assign \$901  = $signed(l1_w_0_4) - $signed(\r_data$756 [79:64]);
-  assign \$902  = $signed(l1_w_0_5) - $signed(\r_data$756 [95:80]);
-  assign \$903  = $signed(l1_w_0_6) - $signed(\r_data$756 [111:96]);
-  assign \$904  = $signed(l1_w_0_7) - $signed(\r_data$756 [127:112]);
-  assign \$905  = $signed(l1_w_0_8) - $signed(\r_data$756 [143:128]);
-  assign \$906  = $signed(l1_w_0_9) - $signed(\r_data$756 [159:144]);
-  assign \$907  = $signed(l1_w_0_10) - $signed(\r_data$756 [175:160]);
-  assign \$908  = $signed(l1_w_0_11) - $signed(\r_data$756 [191:176]);
-  assign \$909  = $signed(l1_w_0_12) - $signed(\r_data$756 [207:192]);
-  assign \$910  = $signed(l1_w_0_13) - $signed(\r_data$756 [223:208]);
-  assign \$911  = $signed(l1_w_0_14) - $signed(\r_data$756 [239:224]);
-  assign \$912  = $signed(l1_w_0_15) - $signed(\r_data$756 [255:240]);
-  assign \$913  = $signed(l1_b_0) - $signed(\r_data$756 [271:256]);
-  assign \$914  = ~ pc__valid;
-  assign \$915  = en & \$914 ;
+  assign \$892  = en & valid_s6;
+  assign \$893  = ! \level$752 ;
+  assign \$894  = commit_on_read_l1 & \$893 ;
+  assign \$895  = ~ \$894 ;
+  assign \w_en$754  = \$892  & \$895 ;
+  assign \$896  = ! \level$752 ;
+  assign \$897  = ~ \$896 ;
+  assign \r_en$756  = commit_l1 & \$897 ;
+  assign \$898  = $signed(l1_w_0_0) - $signed(\r_data$758 [15:0]);
+  assign \$899  = $signed(l1_w_0_1) - $signed(\r_data$758 [31:16]);
+  assign \$900  = $signed(l1_w_0_2) - $signed(\r_data$758 [47:32]);
+  assign \$901  = $signed(l1_w_0_3) - $signed(\r_data$758 [63:48]);
+  assign \$902  = $signed(l1_w_0_4) - $signed(\r_data$758 [79:64]);
+  assign \$903  = $signed(l1_w_0_5) - $signed(\r_data$758 [95:80]);
+  assign \$904  = $signed(l1_w_0_6) - $signed(\r_data$758 [111:96]);
+  assign \$905  = $signed(l1_w_0_7) - $signed(\r_data$758 [127:112]);
+  assign \$906  = $signed(l1_w_0_8) - $signed(\r_data$758 [143:128]);
+  assign \$907  = $signed(l1_w_0_9) - $signed(\r_data$758 [159:144]);
+  assign \$908  = $signed(l1_w_0_10) - $signed(\r_data$758 [175:160]);
+  assign \$909  = $signed(l1_w_0_11) - $signed(\r_data$758 [191:176]);
+  assign \$910  = $signed(l1_w_0_12) - $signed(\r_data$758 [207:192]);
+  assign \$911  = $signed(l1_w_0_13) - $signed(\r_data$758 [223:208]);
+  assign \$912  = $signed(l1_w_0_14) - $signed(\r_data$758 [239:224]);
+  assign \$913  = $signed(l1_w_0_15) - $signed(\r_data$758 [255:240]);
+  assign \$914  = $signed(l1_b_0) - $signed(\r_data$758 [271:256]);
+  assign \$915  = ~ pc__valid;
+  assign \$916  = en & \$915 ;
   assign accept = s__valid & s__ready;
-  assign \$918  = ~ busy;
-  assign \$919  = ! level;
-  assign \$920  = \$918  & \$919 ;
-  assign \$921  = ! \level$750 ;
-  assign \$922  = \$920  & \$921 ;
-  assign \$923  = pc__valid & \$922 ;
-  assign \$926  = ~ read_wait;
-  assign \$927  = \$925  & \$926 ;
-  assign \$928  = ~ pr__valid;
-  assign \$929  = \$928  | pr__ready;
-  assign execute = \$927  & \$929 ;
-  assign \$930  = port_addr - 1'h0;
-  assign \$931  = port_addr >= 1'h0;
-  assign \$932  = port_addr < 6'h20;
-  assign \$933  = \$931  & \$932 ;
-  assign \$934  = execute & pc__payload[22];
-  assign l0_port_wr = \$933  & \$935 ;
-  assign \$936  = port_addr >= 1'h0;
-  assign \$937  = port_addr < 6'h20;
-  assign \$938  = \$936  & \$937 ;
-  assign \$939  = \$938  & execute;
-  assign \$940  = ~ pc__payload[22];
-  assign l0_port_rd = \$939  & \$940 ;
-  assign \$941  = port_addr - 6'h20;
-  assign \$942  = port_addr >= 6'h20;
-  assign \$943  = port_addr < 6'h31;
-  assign \$944  = \$942  & \$943 ;
-  assign \$945  = execute & pc__payload[22];
-  assign l1_port_wr = \$944  & \$946 ;
-  assign \$947  = port_addr >= 6'h20;
-  assign \$948  = port_addr < 6'h31;
-  assign \$949  = \$947  & \$948 ;
-  assign \$950  = \$949  & execute;
-  assign \$951  = ~ pc__payload[22];
-  assign l1_port_rd = \$950  & \$951 ;
-  assign \$952  = $signed(\t$714 ) < $signed(16'h8000);
-  assign \$953  = $signed(\t$714 ) > $signed(16'h7fff);
-  assign \$954  = \$953  ? 16'h7fff : \t$714 [15:0];
-  assign \$955  = \$952  ? 16'h8000 : \$954 ;
-  assign \$956  = $signed(\t$716 ) < $signed(16'h8000);
-  assign \$957  = $signed(\t$716 ) > $signed(16'h7fff);
-  assign \$958  = \$957  ? 16'h7fff : \t$716 [15:0];
-  assign \$959  = \$956  ? 16'h8000 : \$958 ;
-  assign \$960  = $signed(\t$717 ) < $signed(16'h8000);
-  assign \$961  = $signed(\t$717 ) > $signed(16'h7fff);
-  assign \$962  = \$961  ? 16'h7fff : \t$717 [15:0];
-  assign \$963  = \$960  ? 16'h8000 : \$962 ;
-  assign \$964  = $signed(\t$718 ) < $signed(16'h8000);
-  assign \$965  = $signed(\t$718 ) > $signed(16'h7fff);
-  assign \$966  = \$965  ? 16'h7fff : \t$718 [15:0];
-  assign \$967  = \$964  ? 16'h8000 : \$966 ;
-  assign \$968  = $signed(\t$719 ) < $signed(16'h8000);
-  assign \$969  = $signed(\t$719 ) > $signed(16'h7fff);
-  assign \$970  = \$969  ? 16'h7fff : \t$719 [15:0];
-  assign \$971  = \$968  ? 16'h8000 : \$970 ;
-  assign \$972  = $signed(\t$720 ) < $signed(16'h8000);
-  assign \$973  = $signed(\t$720 ) > $signed(16'h7fff);
-  assign \$974  = \$973  ? 16'h7fff : \t$720 [15:0];
-  assign \$975  = \$972  ? 16'h8000 : \$974 ;
-  assign \$976  = $signed(\t$721 ) < $signed(16'h8000);
-  assign \$977  = $signed(\t$721 ) > $signed(16'h7fff);
-  assign \$978  = \$977  ? 16'h7fff : \t$721 [15:0];
-  assign \$979  = \$976  ? 16'h8000 : \$978 ;
-  assign \$980  = $signed(\t$722 ) < $signed(16'h8000);
-  assign \$981  = $signed(\t$722 ) > $signed(16'h7fff);
-  assign \$982  = \$981  ? 16'h7fff : \t$722 [15:0];
-  assign \$983  = \$980  ? 16'h8000 : \$982 ;
-  assign \$984  = $signed(\t$723 ) < $signed(16'h8000);
-  assign \$985  = $signed(\t$723 ) > $signed(16'h7fff);
-  assign \$986  = \$985  ? 16'h7fff : \t$723 [15:0];
-  assign \$987  = \$984  ? 16'h8000 : \$986 ;
-  assign \$988  = $signed(\t$724 ) < $signed(16'h8000);
-  assign \$989  = $signed(\t$724 ) > $signed(16'h7fff);
-  assign \$990  = \$989  ? 16'h7fff : \t$724 [15:0];
-  assign \$991  = \$988  ? 16'h8000 : \$990 ;
-  assign \$992  = $signed(\t$725 ) < $signed(16'h8000);
-  assign \$993  = $signed(\t$725 ) > $signed(16'h7fff);
-  assign \$994  = \$993  ? 16'h7fff : \t$725 [15:0];
-  assign \$995  = \$992  ? 16'h8000 : \$994 ;
-  assign \$996  = $signed(\t$726 ) < $signed(16'h8000);
-  assign \$997  = $signed(\t$726 ) > $signed(16'h7fff);
-  assign \$998  = \$997  ? 16'h7fff : \t$726 [15:0];
-  assign \$999  = \$996  ? 16'h8000 : \$998 ;
-  assign \$1000  = $signed(\t$727 ) < $signed(16'h8000);
-  assign \$1001  = $signed(\t$727 ) > $signed(16'h7fff);
-  assign \$1002  = \$1001  ? 16'h7fff : \t$727 [15:0];
-  assign \$1003  = \$1000  ? 16'h8000 : \$1002 ;
-  assign \$1004  = $signed(\t$728 ) < $signed(16'h8000);
-  assign \$1005  = $signed(\t$728 ) > $signed(16'h7fff);
-  assign \$1006  = \$1005  ? 16'h7fff : \t$728 [15:0];
-  assign \$1007  = \$1004  ? 16'h8000 : \$1006 ;
-  assign \$1008  = $signed(\t$729 ) < $signed(16'h8000);
-  assign \$1009  = $signed(\t$729 ) > $signed(16'h7fff);
-  assign \$1010  = \$1009  ? 16'h7fff : \t$729 [15:0];
-  assign \$1011  = \$1008  ? 16'h8000 : \$1010 ;
-  assign \$1012  = $signed(\t$730 ) < $signed(16'h8000);
-  assign \$1013  = $signed(\t$730 ) > $signed(16'h7fff);
-  assign \$1014  = \$1013  ? 16'h7fff : \t$730 [15:0];
-  assign \$1015  = \$1012  ? 16'h8000 : \$1014 ;
-  assign \$1016  = $signed(\t$731 ) < $signed(16'h8000);
-  assign \$1017  = $signed(\t$731 ) > $signed(16'h7fff);
-  assign \$1018  = \$1017  ? 16'h7fff : \t$731 [15:0];
-  assign \$1019  = \$1016  ? 16'h8000 : \$1018 ;
-  assign \$1020  = $signed(\t$732 ) < $signed(16'h8000);
-  assign \$1021  = $signed(\t$732 ) > $signed(16'h7fff);
-  assign \$1022  = \$1021  ? 16'h7fff : \t$732 [15:0];
-  assign \$1023  = \$1020  ? 16'h8000 : \$1022 ;
-  assign \$1024  = $signed(\t$733 ) < $signed(16'h8000);
-  assign \$1025  = $signed(\t$733 ) > $signed(16'h7fff);
-  assign \$1026  = \$1025  ? 16'h7fff : \t$733 [15:0];
-  assign \$1027  = \$1024  ? 16'h8000 : \$1026 ;
-  assign \$1028  = $signed(\t$734 ) < $signed(16'h8000);
-  assign \$1029  = $signed(\t$734 ) > $signed(16'h7fff);
-  assign \$1030  = \$1029  ? 16'h7fff : \t$734 [15:0];
-  assign \$1031  = \$1028  ? 16'h8000 : \$1030 ;
-  assign \$1032  = $signed(\t$735 ) < $signed(16'h8000);
-  assign \$1033  = $signed(\t$735 ) > $signed(16'h7fff);
-  assign \$1034  = \$1033  ? 16'h7fff : \t$735 [15:0];
-  assign \$1035  = \$1032  ? 16'h8000 : \$1034 ;
-  assign \$1036  = $signed(\t$736 ) < $signed(16'h8000);
-  assign \$1037  = $signed(\t$736 ) > $signed(16'h7fff);
-  assign \$1038  = \$1037  ? 16'h7fff : \t$736 [15:0];
-  assign \$1039  = \$1036  ? 16'h8000 : \$1038 ;
-  assign \$1040  = $signed(\t$737 ) < $signed(16'h8000);
-  assign \$1041  = $signed(\t$737 ) > $signed(16'h7fff);
-  assign \$1042  = \$1041  ? 16'h7fff : \t$737 [15:0];
-  assign \$1043  = \$1040  ? 16'h8000 : \$1042 ;
-  assign \$1044  = $signed(\t$738 ) < $signed(16'h8000);
-  assign \$1045  = $signed(\t$738 ) > $signed(16'h7fff);
-  assign \$1046  = \$1045  ? 16'h7fff : \t$738 [15:0];
-  assign \$1047  = \$1044  ? 16'h8000 : \$1046 ;
-  assign \$1048  = $signed(\t$739 ) < $signed(16'h8000);
-  assign \$1049  = $signed(\t$739 ) > $signed(16'h7fff);
-  assign \$1050  = \$1049  ? 16'h7fff : \t$739 [15:0];
-  assign \$1051  = \$1048  ? 16'h8000 : \$1050 ;
-  assign \$1052  = $signed(\t$740 ) < $signed(16'h8000);
-  assign \$1053  = $signed(\t$740 ) > $signed(16'h7fff);
-  assign \$1054  = \$1053  ? 16'h7fff : \t$740 [15:0];
-  assign \$1055  = \$1052  ? 16'h8000 : \$1054 ;
-  assign \$1056  = $signed(\t$741 ) < $signed(16'h8000);
-  assign \$1057  = $signed(\t$741 ) > $signed(16'h7fff);
-  assign \$1058  = \$1057  ? 16'h7fff : \t$741 [15:0];
-  assign \$1059  = \$1056  ? 16'h8000 : \$1058 ;
-  assign \$1060  = $signed(\t$742 ) < $signed(16'h8000);
-  assign \$1061  = $signed(\t$742 ) > $signed(16'h7fff);
-  assign \$1062  = \$1061  ? 16'h7fff : \t$742 [15:0];
-  assign \$1063  = \$1060  ? 16'h8000 : \$1062 ;
-  assign \$1064  = $signed(\t$743 ) < $signed(16'h8000);
-  assign \$1065  = $signed(\t$743 ) > $signed(16'h7fff);
-  assign \$1066  = \$1065  ? 16'h7fff : \t$743 [15:0];
-  assign \$1067  = \$1064  ? 16'h8000 : \$1066 ;
-  assign \$1068  = $signed(\t$744 ) < $signed(16'h8000);
-  assign \$1069  = $signed(\t$744 ) > $signed(16'h7fff);
-  assign \$1070  = \$1069  ? 16'h7fff : \t$744 [15:0];
-  assign \$1071  = \$1068  ? 16'h8000 : \$1070 ;
-  assign \$1072  = $signed(\t$745 ) < $signed(16'h8000);
-  assign \$1073  = $signed(\t$745 ) > $signed(16'h7fff);
-  assign \$1074  = \$1073  ? 16'h7fff : \t$745 [15:0];
-  assign \$1075  = \$1072  ? 16'h8000 : \$1074 ;
-  assign \$1076  = $signed(\t$746 ) < $signed(16'h8000);
-  assign \$1077  = $signed(\t$746 ) > $signed(16'h7fff);
-  assign \$1078  = \$1077  ? 16'h7fff : \t$746 [15:0];
-  assign \$1079  = \$1076  ? 16'h8000 : \$1078 ;
-  assign \$1080  = en & valid_s1;
-  assign \$1081  = l0_pending + \$1080 ;
-  assign \$1082  = \$1081  - commit_l0;
-  assign \$1083  = $signed(\t$755 ) < $signed(16'h8000);
-  assign \$1084  = $signed(\t$755 ) > $signed(16'h7fff);
-  assign \$1085  = \$1084  ? 16'h7fff : \t$755 [15:0];
-  assign \$1086  = \$1083  ? 16'h8000 : \$1085 ;
-  assign \$1087  = $signed(\t$757 ) < $signed(16'h8000);
-  assign \$1088  = $signed(\t$757 ) > $signed(16'h7fff);
-  assign \$1089  = \$1088  ? 16'h7fff : \t$757 [15:0];
-  assign \$1090  = \$1087  ? 16'h8000 : \$1089 ;
-  assign \$1091  = $signed(\t$758 ) < $signed(16'h8000);
-  assign \$1092  = $signed(\t$758 ) > $signed(16'h7fff);
-  assign \$1093  = \$1092  ? 16'h7fff : \t$758 [15:0];
-  assign \$1094  = \$1091  ? 16'h8000 : \$1093 ;
-  assign \$1095  = $signed(\t$759 ) < $signed(16'h8000);
-  assign \$1096  = $signed(\t$759 ) > $signed(16'h7fff);
-  assign \$1097  = \$1096  ? 16'h7fff : \t$759 [15:0];
-  assign \$1098  = \$1095  ? 16'h8000 : \$1097 ;
-  assign \$1099  = $signed(\t$760 ) < $signed(16'h8000);
-  assign \$1100  = $signed(\t$760 ) > $signed(16'h7fff);
-  assign \$1101  = \$1100  ? 16'h7fff : \t$760 [15:0];
-  assign \$1102  = \$1099  ? 16'h8000 : \$1101 ;
-  assign \$1103  = $signed(\t$761 ) < $signed(16'h8000);
-  assign \$1104  = $signed(\t$761 ) > $signed(16'h7fff);
-  assign \$1105  = \$1104  ? 16'h7fff : \t$761 [15:0];
-  assign \$1106  = \$1103  ? 16'h8000 : \$1105 ;
-  assign \$1107  = $signed(\t$762 ) < $signed(16'h8000);
-  assign \$1108  = $signed(\t$762 ) > $signed(16'h7fff);
-  assign \$1109  = \$1108  ? 16'h7fff : \t$762 [15:0];
-  assign \$1110  = \$1107  ? 16'h8000 : \$1109 ;
-  assign \$1111  = $signed(\t$763 ) < $signed(16'h8000);
-  assign \$1112  = $signed(\t$763 ) > $signed(16'h7fff);
-  assign \$1113  = \$1112  ? 16'h7fff : \t$763 [15:0];
-  assign \$1114  = \$1111  ? 16'h8000 : \$1113 ;
-  assign \$1115  = $signed(\t$764 ) < $signed(16'h8000);
-  assign \$1116  = $signed(\t$764 ) > $signed(16'h7fff);
-  assign \$1117  = \$1116  ? 16'h7fff : \t$764 [15:0];
-  assign \$1118  = \$1115  ? 16'h8000 : \$1117 ;
-  assign \$1119  = $signed(\t$765 ) < $signed(16'h8000);
-  assign \$1120  = $signed(\t$765 ) > $signed(16'h7fff);
-  assign \$1121  = \$1120  ? 16'h7fff : \t$765 [15:0];
-  assign \$1122  = \$1119  ? 16'h8000 : \$1121 ;
-  assign \$1123  = $signed(\t$766 ) < $signed(16'h8000);
-  assign \$1124  = $signed(\t$766 ) > $signed(16'h7fff);
-  assign \$1125  = \$1124  ? 16'h7fff : \t$766 [15:0];
-  assign \$1126  = \$1123  ? 16'h8000 : \$1125 ;
-  assign \$1127  = $signed(\t$767 ) < $signed(16'h8000);
-  assign \$1128  = $signed(\t$767 ) > $signed(16'h7fff);
-  assign \$1129  = \$1128  ? 16'h7fff : \t$767 [15:0];
-  assign \$1130  = \$1127  ? 16'h8000 : \$1129 ;
-  assign \$1131  = $signed(\t$768 ) < $signed(16'h8000);
-  assign \$1132  = $signed(\t$768 ) > $signed(16'h7fff);
-  assign \$1133  = \$1132  ? 16'h7fff : \t$768 [15:0];
-  assign \$1134  = \$1131  ? 16'h8000 : \$1133 ;
-  assign \$1135  = $signed(\t$769 ) < $signed(16'h8000);
-  assign \$1136  = $signed(\t$769 ) > $signed(16'h7fff);
-  assign \$1137  = \$1136  ? 16'h7fff : \t$769 [15:0];
-  assign \$1138  = \$1135  ? 16'h8000 : \$1137 ;
-  assign \$1139  = $signed(\t$770 ) < $signed(16'h8000);
-  assign \$1140  = $signed(\t$770 ) > $signed(16'h7fff);
-  assign \$1141  = \$1140  ? 16'h7fff : \t$770 [15:0];
-  assign \$1142  = \$1139  ? 16'h8000 : \$1141 ;
-  assign \$1143  = $signed(\t$771 ) < $signed(16'h8000);
-  assign \$1144  = $signed(\t$771 ) > $signed(16'h7fff);
-  assign \$1145  = \$1144  ? 16'h7fff : \t$771 [15:0];
-  assign \$1146  = \$1143  ? 16'h8000 : \$1145 ;
-  assign \$1147  = $signed(\t$772 ) < $signed(16'h8000);
-  assign \$1148  = $signed(\t$772 ) > $signed(16'h7fff);
-  assign \$1149  = \$1148  ? 16'h7fff : \t$772 [15:0];
-  assign \$1150  = \$1147  ? 16'h8000 : \$1149 ;
-  assign \$1151  = en & valid_s3;
-  assign \$1152  = l1_pending + \$1151 ;
-  assign \$1153  = \$1152  - commit_l1;
-  assign \$1154  = ~ pc__payload[22];
-  assign \$1155  = execute & \$1154 ;
-  assign \$1156  = execute & pc__payload[22];
-  assign \$1160  = $signed(\t$14 ) > $signed(1'h0);
-  assign \$1161  = \$1160  ? \t$14  : 16'h0000;
-  assign \$1162  = $signed(\t$28 ) > $signed(1'h0);
-  assign \$1163  = \$1162  ? \t$28  : 16'h0000;
-  assign \$1164  = $signed(\t$42 ) > $signed(1'h0);
-  assign \$1165  = \$1164  ? \t$42  : 16'h0000;
-  assign \$1166  = $signed(\t$56 ) > $signed(1'h0);
-  assign \$1167  = \$1166  ? \t$56  : 16'h0000;
-  assign \$1168  = $signed(\t$70 ) > $signed(1'h0);
-  assign \$1169  = \$1168  ? \t$70  : 16'h0000;
-  assign \$1170  = $signed(\t$84 ) > $signed(1'h0);
-  assign \$1171  = \$1170  ? \t$84  : 16'h0000;
-  assign \$1172  = $signed(\t$98 ) > $signed(1'h0);
-  assign \$1173  = \$1172  ? \t$98  : 16'h0000;
-  assign \$1174  = $signed(\t$112 ) > $signed(1'h0);
-  assign \$1175  = \$1174  ? \t$112  : 16'h0000;
-  assign \$1176  = $signed(\t$126 ) > $signed(1'h0);
-  assign \$1177  = \$1176  ? \t$126  : 16'h0000;
-  assign \$1178  = $signed(\t$140 ) > $signed(1'h0);
-  assign \$1179  = \$1178  ? \t$140  : 16'h0000;
-  assign \$1180  = $signed(\t$154 ) > $signed(1'h0);
-  assign \$1181  = \$1180  ? \t$154  : 16'h0000;
-  assign \$1182  = $signed(\t$168 ) > $signed(1'h0);
-  assign \$1183  = \$1182  ? \t$168  : 16'h0000;
-  assign \$1184  = $signed(\t$182 ) > $signed(1'h0);
-  assign \$1185  = \$1184  ? \t$182  : 16'h0000;
-  assign \$1186  = $signed(\t$196 ) > $signed(1'h0);
-  assign \$1187  = \$1186  ? \t$196  : 16'h0000;
-  assign \$1188  = $signed(\t$210 ) > $signed(1'h0);
-  assign \$1189  = \$1188  ? \t$210  : 16'h0000;
-  assign \$1190  = $signed(\t$224 ) > $signed(1'h0);
-  assign \$1191  = \$1190  ? \t$224  : 16'h0000;
-  assign \$1192  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$1193  = \$1192  ? 16'h0000 : \t$428 ;
-  assign \$1194  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$1195  = \$1194  ? 16'h0000 : \t$437 ;
-  assign \$1196  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$1197  = \$1196  ? 16'h0000 : \t$446 ;
-  assign \$1198  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$1199  = \$1198  ? 16'h0000 : \t$455 ;
-  assign \$1200  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$1201  = \$1200  ? 16'h0000 : \t$464 ;
-  assign \$1202  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$1203  = \$1202  ? 16'h0000 : \t$473 ;
-  assign \$1204  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$1205  = \$1204  ? 16'h0000 : \t$482 ;
-  assign \$1206  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$1207  = \$1206  ? 16'h0000 : \t$491 ;
-  assign \$1208  = $signed(l0_out8_s7) <= $signed(1'h0);
-  assign \$1209  = \$1208  ? 16'h0000 : \t$500 ;
-  assign \$1210  = $signed(l0_out9_s7) <= $signed(1'h0);
-  assign \$1211  = \$1210  ? 16'h0000 : \t$509 ;
-  assign \$1212  = $signed(l0_out10_s7) <= $signed(1'h0);
-  assign \$1213  = \$1212  ? 16'h0000 : \t$518 ;
-  assign \$1214  = $signed(l0_out11_s7) <= $signed(1'h0);
-  assign \$1215  = \$1214  ? 16'h0000 : \t$527 ;
-  assign \$1216  = $signed(l0_out12_s7) <= $signed(1'h0);
-  assign \$1217  = \$1216  ? 16'h0000 : \t$536 ;
-  assign \$1218  = $signed(l0_out13_s7) <= $signed(1'h0);
-  assign \$1219  = \$1218  ? 16'h0000 : \t$545 ;
-  assign \$1220  = $signed(l0_out14_s7) <= $signed(1'h0);
-  assign \$1221  = \$1220  ? 16'h0000 : \t$554 ;
-  assign \$1222  = $signed(l0_out15_s7) <= $signed(1'h0);
-  assign \$1223  = \$1222  ? 16'h0000 : \t$563 ;
-  always @(posedge clk)
-    valid_s1 <= \$1224 ;
-  always @(posedge clk)
-    valid_s2 <= \$1225 ;
-  always @(posedge clk)
-    valid_s3 <= \$1226 ;
-  always @(posedge clk)
-    valid_s4 <= \$1227 ;
-  always @(posedge clk)
-    valid_s5 <= \$1228 ;
-  always @(posedge clk)
-    valid_s6 <= \$1229 ;
-  always @(posedge clk)
-    valid_s7 <= \$1230 ;
-  always @(posedge clk)
-    valid_s8 <= \$1231 ;
-  always @(posedge clk)
-    l0_w_0_0 <= \$1232 ;
-  always @(posedge clk)
-    l0_w_1_0 <= \$1233 ;
-  always @(posedge clk)
-    l0_w_2_0 <= \$1234 ;
-  always @(posedge clk)
-    l0_w_3_0 <= \$1235 ;
-  always @(posedge clk)
-    l0_w_4_0 <= \$1236 ;
-  always @(posedge clk)
-    l0_w_5_0 <= \$1237 ;
-  always @(posedge clk)
-    l0_w_6_0 <= \$1238 ;
-  always @(posedge clk)
-    l0_w_7_0 <= \$1239 ;
-  always @(posedge clk)
-    l0_w_8_0 <= \$1240 ;
-  always @(posedge clk)
-    l0_w_9_0 <= \$1241 ;
-  always @(posedge clk)
-    l0_w_10_0 <= \$1242 ;
-  always @(posedge clk)
-    l0_w_11_0 <= \$1243 ;
-  always @(posedge clk)
-    l0_w_12_0 <= \$1244 ;
-  always @(posedge clk)
-    l0_w_13_0 <= \$1245 ;
-  always @(posedge clk)
-    l0_w_14_0 <= \$1246 ;
-  always @(posedge clk)
-    l0_w_15_0 <= \$1247 ;
-  always @(posedge clk)
-    l0_b_0 <= \$1248 ;
-  always @(posedge clk)
-    l0_b_1 <= \$1249 ;
-  always @(posedge clk)
-    l0_b_2 <= \$1250 ;
-  always @(posedge clk)
-    l0_b_3 <= \$1251 ;
-  always @(posedge clk)
-    l0_b_4 <= \$1252 ;
-  always @(posedge clk)
-    l0_b_5 <= \$1253 ;
-  always @(posedge clk)
-    l0_b_6 <= \$1254 ;
-  always @(posedge clk)
-    l0_b_7 <= \$1255 ;
-  always @(posedge clk)
-    l0_b_8 <= \$1256 ;
-  always @(posedge clk)
-    l0_b_9 <= \$1257 ;
-  always @(posedge clk)
-    l0_b_10 <= \$1258 ;
-  always @(posedge clk)
-    l0_b_11 <= \$1259 ;
-  always @(posedge clk)
-    l0_b_12 <= \$1260 ;
-  always @(posedge clk)
-    l0_b_13 <= \$1261 ;
-  always @(posedge clk)
-    l0_b_14 <= \$1262 ;
-  always @(posedge clk)
-    l0_b_15 <= \$1263 ;
-  always @(posedge clk)
-    l0_pending <= \$1264 ;
-  always @(posedge clk)
-    l1_w_0_0 <= \$1265 ;
-  always @(posedge clk)
-    l1_w_0_1 <= \$1266 ;
-  always @(posedge clk)
-    l1_w_0_2 <= \$1267 ;
-  always @(posedge clk)
-    l1_w_0_3 <= \$1268 ;
-  always @(posedge clk)
-    l1_w_0_4 <= \$1269 ;
-  always @(posedge clk)
-    l1_w_0_5 <= \$1270 ;
-  always @(posedge clk)
-    l1_w_0_6 <= \$1271 ;
-  always @(posedge clk)
-    l1_w_0_7 <= \$1272 ;
-  always @(posedge clk)
-    l1_w_0_8 <= \$1273 ;
-  always @(posedge clk)
-    l1_w_0_9 <= \$1274 ;
-  always @(posedge clk)
-    l1_w_0_10 <= \$1275 ;
+  assign \$919  = ~ busy;
+  assign \$920  = ! level;
+  assign \$921  = \$919  & \$920 ;
+  assign \$922  = ! \level$752 ;
+  assign \$923  = \$921  & \$922 ;
+  assign \$924  = pc__valid & \$923 ;
+  assign \$927  = ~ read_wait;
+  assign \$928  = \$926  & \$927 ;
+  assign \$929  = ~ pr__valid;
+  assign \$930  = \$929  | pr__ready;
+  assign execute = \$928  & \$930 ;
+  assign \$931  = port_addr - 1'h0;
+  assign \$932  = port_addr >= 1'h0;
+  assign \$933  = port_addr < 6'h20;
+  assign \$934  = \$932  & \$933 ;
+  assign \$935  = execute & pc__payload[22];
+  assign l0_port_wr = \$934  & \$936 ;
+  assign \$937  = port_addr >= 1'h0;
+  assign \$938  = port_addr < 6'h20;
+  assign \$939  = \$937  & \$938 ;
+  assign \$940  = \$939  & execute;
+  assign \$941  = ~ pc__payload[22];
+  assign l0_port_rd = \$940  & \$941 ;
+  assign \$942  = port_addr - 6'h20;
+  assign \$943  = port_addr >= 6'h20;
+  assign \$944  = port_addr < 6'h31;
+  assign \$945  = \$943  & \$944 ;
+  assign \$946  = execute & pc__payload[22];
+  assign l1_port_wr = \$945  & \$947 ;
+  assign \$948  = port_addr >= 6'h20;
+  assign \$949  = port_addr < 6'h31;
+  assign \$950  = \$948  & \$949 ;
+  assign \$951  = \$950  & execute;
+  assign \$952  = ~ pc__payload[22];
+  assign l1_port_rd = \$951  & \$952 ;
+  assign \$953  = $signed(\t$716 ) < $signed(16'h8000);
+  assign \$954  = $signed(\t$716 ) > $signed(16'h7fff);
+  assign \$955  = \$954  ? 16'h7fff : \t$716 [15:0];
+  assign \$956  = \$953  ? 16'h8000 : \$955 ;
+  assign \$957  = $signed(\t$718 ) < $signed(16'h8000);
+  assign \$958  = $signed(\t$718 ) > $signed(16'h7fff);
+  assign \$959  = \$958  ? 16'h7fff : \t$718 [15:0];
+  assign \$960  = \$957  ? 16'h8000 : \$959 ;
+  assign \$961  = $signed(\t$719 ) < $signed(16'h8000);
+  assign \$962  = $signed(\t$719 ) > $signed(16'h7fff);
+  assign \$963  = \$962  ? 16'h7fff : \t$719 [15:0];
+  assign \$964  = \$961  ? 16'h8000 : \$963 ;
+  assign \$965  = $signed(\t$720 ) < $signed(16'h8000);
+  assign \$966  = $signed(\t$720 ) > $signed(16'h7fff);
+  assign \$967  = \$966  ? 16'h7fff : \t$720 [15:0];
+  assign \$968  = \$965  ? 16'h8000 : \$967 ;
+  assign \$969  = $signed(\t$721 ) < $signed(16'h8000);
+  assign \$970  = $signed(\t$721 ) > $signed(16'h7fff);
+  assign \$971  = \$970  ? 16'h7fff : \t$721 [15:0];
+  assign \$972  = \$969  ? 16'h8000 : \$971 ;
+  assign \$973  = $signed(\t$722 ) < $signed(16'h8000);
+  assign \$974  = $signed(\t$722 ) > $signed(16'h7fff);
+  assign \$975  = \$974  ? 16'h7fff : \t$722 [15:0];
+  assign \$976  = \$973  ? 16'h8000 : \$975 ;
+  assign \$977  = $signed(\t$723 ) < $signed(16'h8000);
+  assign \$978  = $signed(\t$723 ) > $signed(16'h7fff);
+  assign \$979  = \$978  ? 16'h7fff : \t$723 [15:0];
+  assign \$980  = \$977  ? 16'h8000 : \$979 ;
+  assign \$981  = $signed(\t$724 ) < $signed(16'h8000);
+  assign \$982  = $signed(\t$724 ) > $signed(16'h7fff);
+  assign \$983  = \$982  ? 16'h7fff : \t$724 [15:0];
+  assign \$984  = \$981  ? 16'h8000 : \$983 ;
+  assign \$985  = $signed(\t$725 ) < $signed(16'h8000);
+  assign \$986  = $signed(\t$725 ) > $signed(16'h7fff);
+  assign \$987  = \$986  ? 16'h7fff : \t$725 [15:0];
+  assign \$988  = \$985  ? 16'h8000 : \$987 ;
+  assign \$989  = $signed(\t$726 ) < $signed(16'h8000);
+  assign \$990  = $signed(\t$726 ) > $signed(16'h7fff);
+  assign \$991  = \$990  ? 16'h7fff : \t$726 [15:0];
+  assign \$992  = \$989  ? 16'h8000 : \$991 ;
+  assign \$993  = $signed(\t$727 ) < $signed(16'h8000);
+  assign \$994  = $signed(\t$727 ) > $signed(16'h7fff);
+  assign \$995  = \$994  ? 16'h7fff : \t$727 [15:0];
+  assign \$996  = \$993  ? 16'h8000 : \$995 ;
+  assign \$997  = $signed(\t$728 ) < $signed(16'h8000);
+  assign \$998  = $signed(\t$728 ) > $signed(16'h7fff);
+  assign \$999  = \$998  ? 16'h7fff : \t$728 [15:0];
+  assign \$1000  = \$997  ? 16'h8000 : \$999 ;
+  assign \$1001  = $signed(\t$729 ) < $signed(16'h8000);
+  assign \$1002  = $signed(\t$729 ) > $signed(16'h7fff);
+  assign \$1003  = \$1002  ? 16'h7fff : \t$729 [15:0];
+  assign \$1004  = \$1001  ? 16'h8000 : \$1003 ;
+  assign \$1005  = $signed(\t$730 ) < $signed(16'h8000);
+  assign \$1006  = $signed(\t$730 ) > $signed(16'h7fff);
+  assign \$1007  = \$1006  ? 16'h7fff : \t$730 [15:0];
+  assign \$1008  = \$1005  ? 16'h8000 : \$1007 ;
+  assign \$1009  = $signed(\t$731 ) < $signed(16'h8000);
+  assign \$1010  = $signed(\t$731 ) > $signed(16'h7fff);
+  assign \$1011  = \$1010  ? 16'h7fff : \t$731 [15:0];
+  assign \$1012  = \$1009  ? 16'h8000 : \$1011 ;
+  assign \$1013  = $signed(\t$732 ) < $signed(16'h8000);
+  assign \$1014  = $signed(\t$732 ) > $signed(16'h7fff);
+  assign \$1015  = \$1014  ? 16'h7fff : \t$732 [15:0];
+  assign \$1016  = \$1013  ? 16'h8000 : \$1015 ;
+  assign \$1017  = $signed(\t$733 ) < $signed(16'h8000);
+  assign \$1018  = $signed(\t$733 ) > $signed(16'h7fff);
+  assign \$1019  = \$1018  ? 16'h7fff : \t$733 [15:0];
+  assign \$1020  = \$1017  ? 16'h8000 : \$1019 ;
+  assign \$1021  = $signed(\t$734 ) < $signed(16'h8000);
+  assign \$1022  = $signed(\t$734 ) > $signed(16'h7fff);
+  assign \$1023  = \$1022  ? 16'h7fff : \t$734 [15:0];
+  assign \$1024  = \$1021  ? 16'h8000 : \$1023 ;
+  assign \$1025  = $signed(\t$735 ) < $signed(16'h8000);
+  assign \$1026  = $signed(\t$735 ) > $signed(16'h7fff);
+  assign \$1027  = \$1026  ? 16'h7fff : \t$735 [15:0];
+  assign \$1028  = \$1025  ? 16'h8000 : \$1027 ;
+  assign \$1029  = $signed(\t$736 ) < $signed(16'h8000);
+  assign \$1030  = $signed(\t$736 ) > $signed(16'h7fff);
+  assign \$1031  = \$1030  ? 16'h7fff : \t$736 [15:0];
+  assign \$1032  = \$1029  ? 16'h8000 : \$1031 ;
+  assign \$1033  = $signed(\t$737 ) < $signed(16'h8000);
+  assign \$1034  = $signed(\t$737 ) > $signed(16'h7fff);
+  assign \$1035  = \$1034  ? 16'h7fff : \t$737 [15:0];
+  assign \$1036  = \$1033  ? 16'h8000 : \$1035 ;
+  assign \$1037  = $signed(\t$738 ) < $signed(16'h8000);
+  assign \$1038  = $signed(\t$738 ) > $signed(16'h7fff);
+  assign \$1039  = \$1038  ? 16'h7fff : \t$738 [15:0];
+  assign \$1040  = \$1037  ? 16'h8000 : \$1039 ;
+  assign \$1041  = $signed(\t$739 ) < $signed(16'h8000);
+  assign \$1042  = $signed(\t$739 ) > $signed(16'h7fff);
+  assign \$1043  = \$1042  ? 16'h7fff : \t$739 [15:0];
+  assign \$1044  = \$1041  ? 16'h8000 : \$1043 ;
+  assign \$1045  = $signed(\t$740 ) < $signed(16'h8000);
+  assign \$1046  = $signed(\t$740 ) > $signed(16'h7fff);
+  assign \$1047  = \$1046  ? 16'h7fff : \t$740 [15:0];
+  assign \$1048  = \$1045  ? 16'h8000 : \$1047 ;
+  assign \$1049  = $signed(\t$741 ) < $signed(16'h8000);
+  assign \$1050  = $signed(\t$741 ) > $signed(16'h7fff);
+  assign \$1051  = \$1050  ? 16'h7fff : \t$741 [15:0];
+  assign \$1052  = \$1049  ? 16'h8000 : \$1051 ;
+  assign \$1053  = $signed(\t$742 ) < $signed(16'h8000);
+  assign \$1054  = $signed(\t$742 ) > $signed(16'h7fff);
+  assign \$1055  = \$1054  ? 16'h7fff : \t$742 [15:0];
+  assign \$1056  = \$1053  ? 16'h8000 : \$1055 ;
+  assign \$1057  = $signed(\t$743 ) < $signed(16'h8000);
+  assign \$1058  = $signed(\t$743 ) > $signed(16'h7fff);
+  assign \$1059  = \$1058  ? 16'h7fff : \t$743 [15:0];
+  assign \$1060  = \$1057  ? 16'h8000 : \$1059 ;
+  assign \$1061  = $signed(\t$744 ) < $signed(16'h8000);
+  assign \$1062  = $signed(\t$744 ) > $signed(16'h7fff);
+  assign \$1063  = \$1062  ? 16'h7fff : \t$744 [15:0];
+  assign \$1064  = \$1061  ? 16'h8000 : \$1063 ;
+  assign \$1065  = $signed(\t$745 ) < $signed(16'h8000);
+  assign \$1066  = $signed(\t$745 ) > $signed(16'h7fff);
+  assign \$1067  = \$1066  ? 16'h7fff : \t$745 [15:0];
+  assign \$1068  = \$1065  ? 16'h8000 : \$1067 ;
+  assign \$1069  = $signed(\t$746 ) < $signed(16'h8000);
+  assign \$1070  = $signed(\t$746 ) > $signed(16'h7fff);
+  assign \$1071  = \$1070  ? 16'h7fff : \t$746 [15:0];
+  assign \$1072  = \$1069  ? 16'h8000 : \$1071 ;
+  assign \$1073  = $signed(\t$747 ) < $signed(16'h8000);
+  assign \$1074  = $signed(\t$747 ) > $signed(16'h7fff);
+  assign \$1075  = \$1074  ? 16'h7fff : \t$747 [15:0];
+  assign \$1076  = \$1073  ? 16'h8000 : \$1075 ;
+  assign \$1077  = $signed(\t$748 ) < $signed(16'h8000);
+  assign \$1078  = $signed(\t$748 ) > $signed(16'h7fff);
+  assign \$1079  = \$1078  ? 16'h7fff : \t$748 [15:0];
+  assign \$1080  = \$1077  ? 16'h8000 : \$1079 ;
+  assign \$1081  = en & valid_s1;
+  assign \$1082  = l0_pending + \$1081 ;
+  assign \$1083  = \$1082  - commit_l0;
+  assign \$1084  = $signed(\t$757 ) < $signed(16'h8000);
+  assign \$1085  = $signed(\t$757 ) > $signed(16'h7fff);
+  assign \$1086  = \$1085  ? 16'h7fff : \t$757 [15:0];
+  assign \$1087  = \$1084  ? 16'h8000 : \$1086 ;
+  assign \$1088  = $signed(\t$759 ) < $signed(16'h8000);
+  assign \$1089  = $signed(\t$759 ) > $signed(16'h7fff);
+  assign \$1090  = \$1089  ? 16'h7fff : \t$759 [15:0];
+  assign \$1091  = \$1088  ? 16'h8000 : \$1090 ;
+  assign \$1092  = $signed(\t$760 ) < $signed(16'h8000);
+  assign \$1093  = $signed(\t$760 ) > $signed(16'h7fff);
+  assign \$1094  = \$1093  ? 16'h7fff : \t$760 [15:0];
+  assign \$1095  = \$1092  ? 16'h8000 : \$1094 ;
+  assign \$1096  = $signed(\t$761 ) < $signed(16'h8000);
+  assign \$1097  = $signed(\t$761 ) > $signed(16'h7fff);
+  assign \$1098  = \$1097  ? 16'h7fff : \t$761 [15:0];
+  assign \$1099  = \$1096  ? 16'h8000 : \$1098 ;
+  assign \$1100  = $signed(\t$762 ) < $signed(16'h8000);
+  assign \$1101  = $signed(\t$762 ) > $signed(16'h7fff);
+  assign \$1102  = \$1101  ? 16'h7fff : \t$762 [15:0];
+  assign \$1103  = \$1100  ? 16'h8000 : \$1102 ;
+  assign \$1104  = $signed(\t$763 ) < $signed(16'h8000);
+  assign \$1105  = $signed(\t$763 ) > $signed(16'h7fff);
+  assign \$1106  = \$1105  ? 16'h7fff : \t$763 [15:0];
+  assign \$1107  = \$1104  ? 16'h8000 : \$1106 ;
+  assign \$1108  = $signed(\t$764 ) < $signed(16'h8000);
+  assign \$1109  = $signed(\t$764 ) > $signed(16'h7fff);
+  assign \$1110  = \$1109  ? 16'h7fff : \t$764 [15:0];
+  assign \$1111  = \$1108  ? 16'h8000 : \$1110 ;
+  assign \$1112  = $signed(\t$765 ) < $signed(16'h8000);
+  assign \$1113  = $signed(\t$765 ) > $signed(16'h7fff);
+  assign \$1114  = \$1113  ? 16'h7fff : \t$765 [15:0];
+  assign \$1115  = \$1112  ? 16'h8000 : \$1114 ;
+  assign \$1116  = $signed(\t$766 ) < $signed(16'h8000);
+  assign \$1117  = $signed(\t$766 ) > $signed(16'h7fff);
+  assign \$1118  = \$1117  ? 16'h7fff : \t$766 [15:0];
+  assign \$1119  = \$1116  ? 16'h8000 : \$1118 ;
+  assign \$1120  = $signed(\t$767 ) < $signed(16'h8000);
+  assign \$1121  = $signed(\t$767 ) > $signed(16'h7fff);
+  assign \$1122  = \$1121  ? 16'h7fff : \t$767 [15:0];
+  assign \$1123  = \$1120  ? 16'h8000 : \$1122 ;
+  assign \$1124  = $signed(\t$768 ) < $signed(16'h8000);
+  assign \$1125  = $signed(\t$768 ) > $signed(16'h7fff);
+  assign \$1126  = \$1125  ? 16'h7fff : \t$768 [15:0];
+  assign \$1127  = \$1124  ? 16'h8000 : \$1126 ;
+  assign \$1128  = $signed(\t$769 ) < $signed(16'h8000);
+  assign \$1129  = $signed(\t$769 ) > $signed(16'h7fff);
+  assign \$1130  = \$1129  ? 16'h7fff : \t$769 [15:0];
+  assign \$1131  = \$1128  ? 16'h8000 : \$1130 ;
+  assign \$1132  = $signed(\t$770 ) < $signed(16'h8000);
+  assign \$1133  = $signed(\t$770 ) > $signed(16'h7fff);
+  assign \$1134  = \$1133  ? 16'h7fff : \t$770 [15:0];
+  assign \$1135  = \$1132  ? 16'h8000 : \$1134 ;
+  assign \$1136  = $signed(\t$771 ) < $signed(16'h8000);
+  assign \$1137  = $signed(\t$771 ) > $signed(16'h7fff);
+  assign \$1138  = \$1137  ? 16'h7fff : \t$771 [15:0];
+  assign \$1139  = \$1136  ? 16'h8000 : \$1138 ;
+  assign \$1140  = $signed(\t$772 ) < $signed(16'h8000);
+  assign \$1141  = $signed(\t$772 ) > $signed(16'h7fff);
+  assign \$1142  = \$1141  ? 16'h7fff : \t$772 [15:0];
+  assign \$1143  = \$1140  ? 16'h8000 : \$1142 ;
+  assign \$1144  = $signed(\t$773 ) < $signed(16'h8000);
+  assign \$1145  = $signed(\t$773 ) > $signed(16'h7fff);
+  assign \$1146  = \$1145  ? 16'h7fff : \t$773 [15:0];
+  assign \$1147  = \$1144  ? 16'h8000 : \$1146 ;
+  assign \$1148  = $signed(\t$774 ) < $signed(16'h8000);
+  assign \$1149  = $signed(\t$774 ) > $signed(16'h7fff);
+  assign \$1150  = \$1149  ? 16'h7fff : \t$774 [15:0];
+  assign \$1151  = \$1148  ? 16'h8000 : \$1150 ;
+  assign \$1152  = en & valid_s3;
+  assign \$1153  = l1_pending + \$1152 ;
+  assign \$1154  = \$1153  - commit_l1;
+  assign \$1155  = ~ pc__payload[22];
+  assign \$1156  = execute & \$1155 ;
+  assign \$1157  = execute & pc__payload[22];
+  assign \$1161  = $signed(\t$14 ) > $signed(1'h0);
+  assign \$1162  = \$1161  ? \t$14  : 16'h0000;
+  assign \$1163  = $signed(\t$28 ) > $signed(1'h0);
+  assign \$1164  = \$1163  ? \t$28  : 16'h0000;
+  assign \$1165  = $signed(\t$42 ) > $signed(1'h0);
+  assign \$1166  = \$1165  ? \t$42  : 16'h0000;
+  assign \$1167  = $signed(\t$56 ) > $signed(1'h0);
+  assign \$1168  = \$1167  ? \t$56  : 16'h0000;
+  assign \$1169  = $signed(\t$70 ) > $signed(1'h0);
+  assign \$1170  = \$1169  ? \t$70  : 16'h0000;
+  assign \$1171  = $signed(\t$84 ) > $signed(1'h0);
+  assign \$1172  = \$1171  ? \t$84  : 16'h0000;
+  assign \$1173  = $signed(\t$98 ) > $signed(1'h0);
+  assign \$1174  = \$1173  ? \t$98  : 16'h0000;
+  assign \$1175  = $signed(\t$112 ) > $signed(1'h0);
+  assign \$1176  = \$1175  ? \t$112  : 16'h0000;
+  assign \$1177  = $signed(\t$126 ) > $signed(1'h0);
+  assign \$1178  = \$1177  ? \t$126  : 16'h0000;
+  assign \$1179  = $signed(\t$140 ) > $signed(1'h0);
+  assign \$1180  = \$1179  ? \t$140  : 16'h0000;
+  assign \$1181  = $signed(\t$154 ) > $signed(1'h0);
+  assign \$1182  = \$1181  ? \t$154  : 16'h0000;
+  assign \$1183  = $signed(\t$168 ) > $signed(1'h0);
+  assign \$1184  = \$1183  ? \t$168  : 16'h0000;
+  assign \$1185  = $signed(\t$182 ) > $signed(1'h0);
+  assign \$1186  = \$1185  ? \t$182  : 16'h0000;
+  assign \$1187  = $signed(\t$196 ) > $signed(1'h0);
+  assign \$1188  = \$1187  ? \t$196  : 16'h0000;
+  assign \$1189  = $signed(\t$210 ) > $signed(1'h0);
+  assign \$1190  = \$1189  ? \t$210  : 16'h0000;
+  assign \$1191  = $signed(\t$224 ) > $signed(1'h0);
+  assign \$1192  = \$1191  ? \t$224  : 16'h0000;
+  assign \$1193  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$1194  = \$1193  ? 16'h0000 : \t$430 ;
+  assign \$1195  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$1196  = \$1195  ? 16'h0000 : \t$439 ;
+  assign \$1197  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$1198  = \$1197  ? 16'h0000 : \t$448 ;
+  assign \$1199  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$1200  = \$1199  ? 16'h0000 : \t$457 ;
+  assign \$1201  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$1202  = \$1201  ? 16'h0000 : \t$466 ;
+  assign \$1203  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$1204  = \$1203  ? 16'h0000 : \t$475 ;
+  assign \$1205  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$1206  = \$1205  ? 16'h0000 : \t$484 ;
+  assign \$1207  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$1208  = \$1207  ? 16'h0000 : \t$493 ;
+  assign \$1209  = $signed(l0_out8_s7) <= $signed(1'h0);
+  assign \$1210  = \$1209  ? 16'h0000 : \t$502 ;
+  assign \$1211  = $signed(l0_out9_s7) <= $signed(1'h0);
+  assign \$1212  = \$1211  ? 16'h0000 : \t$511 ;
+  assign \$1213  = $signed(l0_out10_s7) <= $signed(1'h0);
+  assign \$1214  = \$1213  ? 16'h0000 : \t$520 ;
+  assign \$1215  = $signed(l0_out11_s7) <= $signed(1'h0);
+  assign \$1216  = \$1215  ? 16'h0000 : \t$529 ;
+  assign \$1217  = $signed(l0_out12_s7) <= $signed(1'h0);
+  assign \$1218  = \$1217  ? 16'h0000 : \t$538 ;
+  assign \$1219  = $signed(l0_out13_s7) <= $signed(1'h0);
+  assign \$1220  = \$1219  ? 16'h0000 : \t$547 ;
+  assign \$1221  = $signed(l0_out14_s7) <= $signed(1'h0);
+  assign \$1222  = \$1221  ? 16'h0000 : \t$556 ;
+  assign \$1223  = $signed(l0_out15_s7) <= $signed(1'h0);
+  assign \$1224  = \$1223  ? 16'h0000 : \t$565 ;
+  always @(posedge clk)
+    valid_s1 <= \$1225 ;
+  always @(posedge clk)
+    valid_s2 <= \$1226 ;
+  always @(posedge clk)
+    valid_s3 <= \$1227 ;
+  always @(posedge clk)
+    valid_s4 <= \$1228 ;
+  always @(posedge clk)
+    valid_s5 <= \$1229 ;
+  always @(posedge clk)
+    valid_s6 <= \$1230 ;
+  always @(posedge clk)
+    valid_s7 <= \$1231 ;
+  always @(posedge clk)
+    valid_s8 <= \$1232 ;
+  always @(posedge clk)
+    l0_w_0_0 <= \$1233 ;
+  always @(posedge clk)
+    l0_w_1_0 <= \$1234 ;
+  always @(posedge clk)
+    l0_w_2_0 <= \$1235 ;
+  always @(posedge clk)
+    l0_w_3_0 <= \$1236 ;
+  always @(posedge clk)
+    l0_w_4_0 <= \$1237 ;
+  always @(posedge clk)
+    l0_w_5_0 <= \$1238 ;
+  always @(posedge clk)
+    l0_w_6_0 <= \$1239 ;
+  always @(posedge clk)
+    l0_w_7_0 <= \$1240 ;
+  always @(posedge clk)
+    l0_w_8_0 <= \$1241 ;
+  always @(posedge clk)
+    l0_w_9_0 <= \$1242 ;
+  always @(posedge clk)
+    l0_w_10_0 <= \$1243 ;
+  always @(posedge clk)
+    l0_w_11_0 <= \$1244 ;
+  always @(posedge clk)
+    l0_w_12_0 <= \$1245 ;
+  always @(posedge clk)
+    l0_w_13_0 <= \$1246 ;
+  always @(posedge clk)
+    l0_w_14_0 <= \$1247 ;
+  always @(posedge clk)
+    l0_w_15_0 <= \$1248 ;
+  always @(posedge clk)
+    l0_b_0 <= \$1249 ;
+  always @(posedge clk)
+    l0_b_1 <= \$1250 ;
+  always @(posedge clk)
+    l0_b_2 <= \$1251 ;
+  always @(posedge clk)
+    l0_b_3 <= \$1252 ;
+  always @(posedge clk)
+    l0_b_4 <= \$1253 ;
+  always @(posedge clk)
+    l0_b_5 <= \$1254 ;
+  always @(posedge clk)
+    l0_b_6 <= \$1255 ;
+  always @(posedge clk)
+    l0_b_7 <= \$1256 ;
+  always @(posedge clk)
+    l0_b_8 <= \$1257 ;
+  always @(posedge clk)
+    l0_b_9 <= \$1258 ;
+  always @(posedge clk)
+    l0_b_10 <= \$1259 ;
+  always @(posedge clk)
+    l0_b_11 <= \$1260 ;
+  always @(posedge clk)
+    l0_b_12 <= \$1261 ;
+  always @(posedge clk)
+    l0_b_13 <= \$1262 ;
+  always @(posedge clk)
+    l0_b_14 <= \$1263 ;
+  always @(posedge clk)
+    l0_b_15 <= \$1264 ;
+  always @(posedge clk)
+    l0_pending <= \$1265 ;
+  always @(posedge clk)
+    l1_w_0_0 <= \$1266 ;
+  always @(posedge clk)
+    l1_w_0_1 <= \$1267 ;
+  always @(posedge clk)
+    l1_w_0_2 <= \$1268 ;
+  always @(posedge clk)
+    l1_w_0_3 <= \$1269 ;
+  always @(posedge clk)
+    l1_w_0_4 <= \$1270 ;
+  always @(posedge clk)
+    l1_w_0_5 <= \$1271 ;
+  always @(posedge clk)
+    l1_w_0_6 <= \$1272 ;
+  always @(posedge clk)
+    l1_w_0_7 <= \$1273 ;
+  always @(posedge clk)
+    l1_w_0_8 <= \$1274 ;
+  always @(posedge clk)
+    l1_w_0_9 <= \$1275 ;
+  always @(posedge clk)
+    l1_w_0_10 <= \$1276 ;
   always @(posedge clk)
-    l1_w_0_11 <= \$1276 ;
+    l1_w_0_11 <= \$1277 ;
   always @(posedge clk)
-    l1_w_0_12 <= \$1277 ;
+    l1_w_0_12 <= \$1278 ;
   always @(posedge clk)
-    l1_w_0_13 <= \$1278 ;
+    l1_w_0_13 <= \$1279 ;
   always @(posedge clk)
-    l1_w_0_14 <= \$1279 ;
+    l1_w_0_14 <= \$1280 ;
   always @(posedge clk)
-    l1_w_0_15 <= \$1280 ;
+    l1_w_0_15 <= \$1281 ;
   always @(posedge clk)
-    l1_b_0 <= \$1281 ;
+    l1_b_0 <= \$1282 ;
   always @(posedge clk)
-    l1_pending <= \$1282 ;
+    l1_pending <= \$1283 ;
   always @(posedge clk)
-    l0_rd_sel <= \$1283 ;
+    l0_rd_sel <= \$1284 ;
   always @(posedge clk)
-    read_layer <= \$1284 ;
+    read_layer <= \$1285 ;
   always @(posedge clk)
-    l1_rd_sel <= \$1285 ;
+    l1_rd_sel <= \$1286 ;
   always @(posedge clk)
-    read_wait <= \$1286 ;
+    read_wait <= \$1287 ;
   always @(posedge clk)
-    pr__valid <= \$1287 ;
+    pr__valid <= \$1288 ;
   always @(posedge clk)
-    pr__payload <= \$1288 ;
+    pr__payload <= \$1289 ;
   always @(posedge clk)
-    x0_s1 <= \$1289 ;
+    x0_s1 <= \$1290 ;
   always @(posedge clk)
-    y0_s1 <= \$1290 ;
+    y0_s1 <= \$1291 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1291 ;
+    kind_s1 <= \$1292 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$1292 ;
+    l0_bias0_s2 <= \$1293 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$1293 ;
+    l0_prod0_0_s2 <= \$1294 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1294 ;
+    l0_out0_s3 <= \$1295 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$1295 ;
+    l0_bias1_s2 <= \$1296 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$1296 ;
+    l0_prod1_0_s2 <= \$1297 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1297 ;
+    l0_out1_s3 <= \$1298 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$1298 ;
+    l0_bias2_s2 <= \$1299 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$1299 ;
+    l0_prod2_0_s2 <= \$1300 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1300 ;
+    l0_out2_s3 <= \$1301 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$1301 ;
+    l0_bias3_s2 <= \$1302 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$1302 ;
+    l0_prod3_0_s2 <= \$1303 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1303 ;
+    l0_out3_s3 <= \$1304 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$1304 ;
+    l0_bias4_s2 <= \$1305 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$1305 ;
+    l0_prod4_0_s2 <= \$1306 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1306 ;
+    l0_out4_s3 <= \$1307 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$1307 ;
+    l0_bias5_s2 <= \$1308 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$1308 ;
+    l0_prod5_0_s2 <= \$1309 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1309 ;
+    l0_out5_s3 <= \$1310 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$1310 ;
+    l0_bias6_s2 <= \$1311 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$1311 ;
+    l0_prod6_0_s2 <= \$1312 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1312 ;
+    l0_out6_s3 <= \$1313 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$1313 ;
+    l0_bias7_s2 <= \$1314 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$1314 ;
+    l0_prod7_0_s2 <= \$1315 ;
   always @(posedge clk)
-    l0_bias8_s2 <= \$1315 ;
+    l0_out7_s3 <= \$1316 ;
   always @(posedge clk)
-    l0_prod8_0_s2 <= \$1316 ;
+    l0_bias8_s2 <= \$1317 ;
   always @(posedge clk)
-    l0_out8_s3 <= \$1317 ;
+    l0_prod8_0_s2 <= \$1318 ;
   always @(posedge clk)
-    l0_bias9_s2 <= \$1318 ;
+    l0_out8_s3 <= \$1319 ;
   always @(posedge clk)
-    l0_prod9_0_s2 <= \$1319 ;
+    l0_bias9_s2 <= \$1320 ;
   always @(posedge clk)
-    l0_out9_s3 <= \$1320 ;
+    l0_prod9_0_s2 <= \$1321 ;
   always @(posedge clk)
-    l0_bias10_s2 <= \$1321 ;
+    l0_out9_s3 <= \$1322 ;
   always @(posedge clk)
-    l0_prod10_0_s2 <= \$1322 ;
+    l0_bias10_s2 <= \$1323 ;
   always @(posedge clk)
-    l0_out10_s3 <= \$1323 ;
+    l0_prod10_0_s2 <= \$1324 ;
   always @(posedge clk)
-    l0_bias11_s2 <= \$1324 ;
+    l0_out10_s3 <= \$1325 ;
   always @(posedge clk)
-    l0_prod11_0_s2 <= \$1325 ;
+    l0_bias11_s2 <= \$1326 ;
   always @(posedge clk)
-    l0_out11_s3 <= \$1326 ;
+    l0_prod11_0_s2 <= \$1327 ;
   always @(posedge clk)
-    l0_bias12_s2 <= \$1327 ;
+    l0_out11_s3 <= \$1328 ;
   always @(posedge clk)
-    l0_prod12_0_s2 <= \$1328 ;
+    l0_bias12_s2 <= \$1329 ;
   always @(posedge clk)
-    l0_out12_s3 <= \$1329 ;
+    l0_prod12_0_s2 <= \$1330 ;
   always @(posedge clk)
-    l0_bias13_s2 <= \$1330 ;
+    l0_out12_s3 <= \$1331 ;
   always @(posedge clk)
-    l0_prod13_0_s2 <= \$1331 ;
+    l0_bias13_s2 <= \$1332 ;
   always @(posedge clk)
-    l0_out13_s3 <= \$1332 ;
+    l0_prod13_0_s2 <= \$1333 ;
   always @(posedge clk)
-    l0_bias14_s2 <= \$1333 ;
+    l0_out13_s3 <= \$1334 ;
   always @(posedge clk)
-    l0_prod14_0_s2 <= \$1334 ;
+    l0_bias14_s2 <= \$1335 ;
   always @(posedge clk)
-    l0_out14_s3 <= \$1335 ;
+    l0_prod14_0_s2 <= \$1336 ;
   always @(posedge clk)
-    l0_bias15_s2 <= \$1336 ;
+    l0_out14_s3 <= \$1337 ;
   always @(posedge clk)
-    l0_prod15_0_s2 <= \$1337 ;
+    l0_bias15_s2 <= \$1338 ;
   always @(posedge clk)
-    l0_out15_s3 <= \$1338 ;
+    l0_prod15_0_s2 <= \$1339 ;
   always @(posedge clk)
-    l1_wread_0_0_s4 <= \$1339 ;
+    l0_out15_s3 <= \$1340 ;
   always @(posedge clk)
-    l1_wread_0_1_s4 <= \$1340 ;
+    l1_wread_0_0_s4 <= \$1341 ;
   always @(posedge clk)
-    l1_wread_0_2_s4 <= \$1341 ;
+    l1_wread_0_1_s4 <= \$1342 ;
   always @(posedge clk)
-    l1_wread_0_3_s4 <= \$1342 ;
+    l1_wread_0_2_s4 <= \$1343 ;
   always @(posedge clk)
-    l1_wread_0_4_s4 <= \$1343 ;
+    l1_wread_0_3_s4 <= \$1344 ;
   always @(posedge clk)
-    l1_wread_0_5_s4 <= \$1344 ;
+    l1_wread_0_4_s4 <= \$1345 ;
   always @(posedge clk)
-    l1_wread_0_6_s4 <= \$1345 ;
+    l1_wread_0_5_s4 <= \$1346 ;
   always @(posedge clk)
-    l1_wread_0_7_s4 <= \$1346 ;
+    l1_wread_0_6_s4 <= \$1347 ;
   always @(posedge clk)
-    l1_wread_0_8_s4 <= \$1347 ;
+    l1_wread_0_7_s4 <= \$1348 ;
   always @(posedge clk)
-    l1_wread_0_9_s4 <= \$1348 ;
+    l1_wread_0_8_s4 <= \$1349 ;
   always @(posedge clk)
-    l1_wread_0_10_s4 <= \$1349 ;
+    l1_wread_0_9_s4 <= \$1350 ;
   always @(posedge clk)
-    l1_wread_0_11_s4 <= \$1350 ;
+    l1_wread_0_10_s4 <= \$1351 ;
   always @(posedge clk)
-    l1_wread_0_12_s4 <= \$1351 ;
+    l1_wread_0_11_s4 <= \$1352 ;
   always @(posedge clk)
-    l1_wread_0_13_s4 <= \$1352 ;
+    l1_wread_0_12_s4 <= \$1353 ;
   always @(posedge clk)
-    l1_wread_0_14_s4 <= \$1353 ;
+    l1_wread_0_13_s4 <= \$1354 ;
   always @(posedge clk)
-    l1_wread_0_15_s4 <= \$1354 ;
+    l1_wread_0_14_s4 <= \$1355 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$1355 ;
+    l1_wread_0_15_s4 <= \$1356 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$1356 ;
+    l1_bias0_s4 <= \$1357 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$1357 ;
+    l1_prod0_0_s4 <= \$1358 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$1358 ;
+    l1_prod0_1_s4 <= \$1359 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$1359 ;
+    l1_prod0_2_s4 <= \$1360 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$1360 ;
+    l1_prod0_3_s4 <= \$1361 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$1361 ;
+    l1_prod0_4_s4 <= \$1362 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$1362 ;
+    l1_prod0_5_s4 <= \$1363 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$1363 ;
+    l1_prod0_6_s4 <= \$1364 ;
   always @(posedge clk)
-    l1_prod0_8_s4 <= \$1364 ;
+    l1_prod0_7_s4 <= \$1365 ;
   always @(posedge clk)
-    l1_prod0_9_s4 <= \$1365 ;
+    l1_prod0_8_s4 <= \$1366 ;
   always @(posedge clk)
-    l1_prod0_10_s4 <= \$1366 ;
+    l1_prod0_9_s4 <= \$1367 ;
   always @(posedge clk)
-    l1_prod0_11_s4 <= \$1367 ;
+    l1_prod0_10_s4 <= \$1368 ;
   always @(posedge clk)
-    l1_prod0_12_s4 <= \$1368 ;
+    l1_prod0_11_s4 <= \$1369 ;
   always @(posedge clk)
-    l1_prod0_13_s4 <= \$1369 ;
+    l1_prod0_12_s4 <= \$1370 ;
   always @(posedge clk)
-    l1_prod0_14_s4 <= \$1370 ;
+    l1_prod0_13_s4 <= \$1371 ;
   always @(posedge clk)
-    l1_prod0_15_s4 <= \$1371 ;
+    l1_prod0_14_s4 <= \$1372 ;
   always @(posedge clk)
-    m__payload <= \$1372 ;
+    l1_prod0_15_s4 <= \$1373 ;
   always @(posedge clk)
-    y0_s2 <= \$1373 ;
+    l1_out0_s5 <= \$1374 ;
   always @(posedge clk)
-    y0_s3 <= \$1374 ;
+    y0_s2 <= \$1375 ;
   always @(posedge clk)
-    y0_s4 <= \$1375 ;
+    y0_s3 <= \$1376 ;
   always @(posedge clk)
-    y0_s5 <= \$1376 ;
+    y0_s4 <= \$1377 ;
   always @(posedge clk)
-    err0_s6 <= \$1377 ;
+    y0_s5 <= \$1378 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$1378 ;
+    kind_s2 <= \$1379 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1379 ;
+    kind_s3 <= \$1380 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1380 ;
+    kind_s4 <= \$1381 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$1381 ;
+    kind_s5 <= \$1382 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1382 ;
+    err0_s6 <= \$1383 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1383 ;
+    l0_out0_s4 <= \$1384 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$1384 ;
+    l0_out0_s5 <= \$1385 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1385 ;
+    l0_out0_s6 <= \$1386 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1386 ;
+    l0_out1_s4 <= \$1387 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$1387 ;
+    l0_out1_s5 <= \$1388 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1388 ;
+    l0_out1_s6 <= \$1389 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1389 ;
+    l0_out2_s4 <= \$1390 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$1390 ;
+    l0_out2_s5 <= \$1391 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1391 ;
+    l0_out2_s6 <= \$1392 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1392 ;
+    l0_out3_s4 <= \$1393 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$1393 ;
+    l0_out3_s5 <= \$1394 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1394 ;
+    l0_out3_s6 <= \$1395 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1395 ;
+    l0_out4_s4 <= \$1396 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$1396 ;
+    l0_out4_s5 <= \$1397 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1397 ;
+    l0_out4_s6 <= \$1398 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1398 ;
+    l0_out5_s4 <= \$1399 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$1399 ;
+    l0_out5_s5 <= \$1400 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1400 ;
+    l0_out5_s6 <= \$1401 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1401 ;
+    l0_out6_s4 <= \$1402 ;
   always @(posedge clk)
-    l0_out8_s4 <= \$1402 ;
+    l0_out6_s5 <= \$1403 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$1403 ;
+    l0_out6_s6 <= \$1404 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$1404 ;
+    l0_out7_s4 <= \$1405 ;
   always @(posedge clk)
-    l0_out9_s4 <= \$1405 ;
+    l0_out7_s5 <= \$1406 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$1406 ;
+    l0_out7_s6 <= \$1407 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$1407 ;
+    l0_out8_s4 <= \$1408 ;
   always @(posedge clk)
-    l0_out10_s4 <= \$1408 ;
+    l0_out8_s5 <= \$1409 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$1409 ;
+    l0_out8_s6 <= \$1410 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$1410 ;
+    l0_out9_s4 <= \$1411 ;
   always @(posedge clk)
-    l0_out11_s4 <= \$1411 ;
+    l0_out9_s5 <= \$1412 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$1412 ;
+    l0_out9_s6 <= \$1413 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$1413 ;
+    l0_out10_s4 <= \$1414 ;
   always @(posedge clk)
-    l0_out12_s4 <= \$1414 ;
+    l0_out10_s5 <= \$1415 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$1415 ;
+    l0_out10_s6 <= \$1416 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$1416 ;
+    l0_out11_s4 <= \$1417 ;
   always @(posedge clk)
-    l0_out13_s4 <= \$1417 ;
+    l0_out11_s5 <= \$1418 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$1418 ;
+    l0_out11_s6 <= \$1419 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$1419 ;
+    l0_out12_s4 <= \$1420 ;
   always @(posedge clk)
-    l0_out14_s4 <= \$1420 ;
+    l0_out12_s5 <= \$1421 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$1421 ;
+    l0_out12_s6 <= \$1422 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$1422 ;
+    l0_out13_s4 <= \$1423 ;
   always @(posedge clk)
-    l0_out15_s4 <= \$1423 ;
+    l0_out13_s5 <= \$1424 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$1424 ;
+    l0_out13_s6 <= \$1425 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$1425 ;
+    l0_out14_s4 <= \$1426 ;
   always @(posedge clk)
-    l1_wread_0_0_s5 <= \$1426 ;
+    l0_out14_s5 <= \$1427 ;
   always @(posedge clk)
-    l1_wread_0_0_s6 <= \$1427 ;
+    l0_out14_s6 <= \$1428 ;
   always @(posedge clk)
-    \t$424  <= \$1428 ;
+    l0_out15_s4 <= \$1429 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1429 ;
+    l0_out15_s5 <= \$1430 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$1430 ;
+    l0_out15_s6 <= \$1431 ;
   always @(posedge clk)
-    l1_wread_0_1_s5 <= \$1431 ;
+    l1_wread_0_0_s5 <= \$1432 ;
   always @(posedge clk)
-    l1_wread_0_1_s6 <= \$1432 ;
+    l1_wread_0_0_s6 <= \$1433 ;
   always @(posedge clk)
-    \t$433  <= \$1433 ;
+    \t$426  <= \$1434 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1434 ;
+    l0_out0_s7 <= \$1435 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$1435 ;
+    l0_err0_s8 <= \$1436 ;
   always @(posedge clk)
-    l1_wread_0_2_s5 <= \$1436 ;
+    l1_wread_0_1_s5 <= \$1437 ;
   always @(posedge clk)
-    l1_wread_0_2_s6 <= \$1437 ;
+    l1_wread_0_1_s6 <= \$1438 ;
   always @(posedge clk)
-    \t$442  <= \$1438 ;
+    \t$435  <= \$1439 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1439 ;
+    l0_out1_s7 <= \$1440 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$1440 ;
+    l0_err1_s8 <= \$1441 ;
   always @(posedge clk)
-    l1_wread_0_3_s5 <= \$1441 ;
+    l1_wread_0_2_s5 <= \$1442 ;
   always @(posedge clk)
-    l1_wread_0_3_s6 <= \$1442 ;
+    l1_wread_0_2_s6 <= \$1443 ;
   always @(posedge clk)
-    \t$451  <= \$1443 ;
+    \t$444  <= \$1444 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1444 ;
+    l0_out2_s7 <= \$1445 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$1445 ;
+    l0_err2_s8 <= \$1446 ;
   always @(posedge clk)
-    l1_wread_0_4_s5 <= \$1446 ;
+    l1_wread_0_3_s5 <= \$1447 ;
   always @(posedge clk)
-    l1_wread_0_4_s6 <= \$1447 ;
+    l1_wread_0_3_s6 <= \$1448 ;
   always @(posedge clk)
-    \t$460  <= \$1448 ;
+    \t$453  <= \$1449 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1449 ;
+    l0_out3_s7 <= \$1450 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$1450 ;
+    l0_err3_s8 <= \$1451 ;
   always @(posedge clk)
-    l1_wread_0_5_s5 <= \$1451 ;
+    l1_wread_0_4_s5 <= \$1452 ;
   always @(posedge clk)
-    l1_wread_0_5_s6 <= \$1452 ;
+    l1_wread_0_4_s6 <= \$1453 ;
   always @(posedge clk)
-    \t$469  <= \$1453 ;
+    \t$462  <= \$1454 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1454 ;
+    l0_out4_s7 <= \$1455 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$1455 ;
+    l0_err4_s8 <= \$1456 ;
   always @(posedge clk)
-    l1_wread_0_6_s5 <= \$1456 ;
+    l1_wread_0_5_s5 <= \$1457 ;
   always @(posedge clk)
-    l1_wread_0_6_s6 <= \$1457 ;
+    l1_wread_0_5_s6 <= \$1458 ;
   always @(posedge clk)
-    \t$478  <= \$1458 ;
+    \t$471  <= \$1459 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1459 ;
+    l0_out5_s7 <= \$1460 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$1460 ;
+    l0_err5_s8 <= \$1461 ;
   always @(posedge clk)
-    l1_wread_0_7_s5 <= \$1461 ;
+    l1_wread_0_6_s5 <= \$1462 ;
   always @(posedge clk)
-    l1_wread_0_7_s6 <= \$1462 ;
+    l1_wread_0_6_s6 <= \$1463 ;
   always @(posedge clk)
-    \t$487  <= \$1463 ;
+    \t$480  <= \$1464 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1464 ;
+    l0_out6_s7 <= \$1465 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$1465 ;
+    l0_err6_s8 <= \$1466 ;
   always @(posedge clk)
-    l1_wread_0_8_s5 <= \$1466 ;
+    l1_wread_0_7_s5 <= \$1467 ;
   always @(posedge clk)
-    l1_wread_0_8_s6 <= \$1467 ;
+    l1_wread_0_7_s6 <= \$1468 ;
   always @(posedge clk)
-    \t$496  <= \$1468 ;
+    \t$489  <= \$1469 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$1469 ;
+    l0_out7_s7 <= \$1470 ;
   always @(posedge clk)
-    l0_err8_s8 <= \$1470 ;
+    l0_err7_s8 <= \$1471 ;
   always @(posedge clk)
-    l1_wread_0_9_s5 <= \$1471 ;
+    l1_wread_0_8_s5 <= \$1472 ;
   always @(posedge clk)
-    l1_wread_0_9_s6 <= \$1472 ;
+    l1_wread_0_8_s6 <= \$1473 ;
   always @(posedge clk)
-    \t$505  <= \$1473 ;
+    \t$498  <= \$1474 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$1474 ;
+    l0_out8_s7 <= \$1475 ;
   always @(posedge clk)
-    l0_err9_s8 <= \$1475 ;
+    l0_err8_s8 <= \$1476 ;
   always @(posedge clk)
-    l1_wread_0_10_s5 <= \$1476 ;
+    l1_wread_0_9_s5 <= \$1477 ;
   always @(posedge clk)
-    l1_wread_0_10_s6 <= \$1477 ;
+    l1_wread_0_9_s6 <= \$1478 ;
   always @(posedge clk)
-    \t$514  <= \$1478 ;
+    \t$507  <= \$1479 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$1479 ;
+    l0_out9_s7 <= \$1480 ;
   always @(posedge clk)
-    l0_err10_s8 <= \$1480 ;
+    l0_err9_s8 <= \$1481 ;
   always @(posedge clk)
-    l1_wread_0_11_s5 <= \$1481 ;
+    l1_wread_0_10_s5 <= \$1482 ;
   always @(posedge clk)
-    l1_wread_0_11_s6 <= \$1482 ;
+    l1_wread_0_10_s6 <= \$1483 ;
   always @(posedge clk)
-    \t$523  <= \$1483 ;
+    \t$516  <= \$1484 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$1484 ;
+    l0_out10_s7 <= \$1485 ;
   always @(posedge clk)
-    l0_err11_s8 <= \$1485 ;
+    l0_err10_s8 <= \$1486 ;
   always @(posedge clk)
-    l1_wread_0_12_s5 <= \$1486 ;
+    l1_wread_0_11_s5 <= \$1487 ;
   always @(posedge clk)
-    l1_wread_0_12_s6 <= \$1487 ;
+    l1_wread_0_11_s6 <= \$1488 ;
   always @(posedge clk)
-    \t$532  <= \$1488 ;
+    \t$525  <= \$1489 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$1489 ;
+    l0_out11_s7 <= \$1490 ;
   always @(posedge clk)
-    l0_err12_s8 <= \$1490 ;
+    l0_err11_s8 <= \$1491 ;
   always @(posedge clk)
-    l1_wread_0_13_s5 <= \$1491 ;
+    l1_wread_0_12_s5 <= \$1492 ;
   always @(posedge clk)
-    l1_wread_0_13_s6 <= \$1492 ;
+    l1_wread_0_12_s6 <= \$1493 ;
   always @(posedge clk)
-    \t$541  <= \$1493 ;
+    \t$534  <= \$1494 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$1494 ;
+    l0_out12_s7 <= \$1495 ;
   always @(posedge clk)
-    l0_err13_s8 <= \$1495 ;
+    l0_err12_s8 <= \$1496 ;
   always @(posedge clk)
-    l1_wread_0_14_s5 <= \$1496 ;
+    l1_wread_0_13_s5 <= \$1497 ;
   always @(posedge clk)
-    l1_wread_0_14_s6 <= \$1497 ;
+    l1_wread_0_13_s6 <= \$1498 ;
   always @(posedge clk)
-    \t$550  <= \$1498 ;
+    \t$543  <= \$1499 ;
   always @(posedge clk)
-    l0_out14_s7 <= \$1499 ;
+    l0_out13_s7 <= \$1500 ;
   always @(posedge clk)
-    l0_err14_s8 <= \$1500 ;
+    l0_err13_s8 <= \$1501 ;
   always @(posedge clk)
-    l1_wread_0_15_s5 <= \$1501 ;
+    l1_wread_0_14_s5 <= \$1502 ;
   always @(posedge clk)
-    l1_wread_0_15_s6 <= \$1502 ;
+    l1_wread_0_14_s6 <= \$1503 ;
   always @(posedge clk)
-    \t$559  <= \$1503 ;
+    \t$552  <= \$1504 ;
   always @(posedge clk)
-    l0_out15_s7 <= \$1504 ;
+    l0_out14_s7 <= \$1505 ;
   always @(posedge clk)
-    l0_err15_s8 <= \$1505 ;
+    l0_err14_s8 <= \$1506 ;
   always @(posedge clk)
-    x0_s2 <= \$1506 ;
+    l1_wread_0_15_s5 <= \$1507 ;
   always @(posedge clk)
-    x0_s3 <= \$1507 ;
+    l1_wread_0_15_s6 <= \$1508 ;
   always @(posedge clk)
-    x0_s4 <= \$1508 ;
+    \t$561  <= \$1509 ;
   always @(posedge clk)
-    x0_s5 <= \$1509 ;
+    l0_out15_s7 <= \$1510 ;
   always @(posedge clk)
-    x0_s6 <= \$1510 ;
+    l0_err15_s8 <= \$1511 ;
   always @(posedge clk)
-    x0_s7 <= \$1511 ;
+    x0_s2 <= \$1512 ;
   always @(posedge clk)
-    x0_s8 <= \$1512 ;
-  \onchip_learner_axis.learner.l0_pending$889  \l0_pending$889  (
+    x0_s3 <= \$1513 ;
+  always @(posedge clk)
+    x0_s4 <= \$1514 ;
+  always @(posedge clk)
+    x0_s5 <= \$1515 ;
+  always @(posedge clk)
+    x0_s6 <= \$1516 ;
+  always @(posedge clk)
+    x0_s7 <= \$1517 ;
+  always @(posedge clk)
+    x0_s8 <= \$1518 ;
+  \onchip_learner_axis.learner.l0_pending$895  \l0_pending$895  (
     .clk(clk),
     .level(level),
-    .\port$1000$0 (\t$629 ),
-    .\port$1014$0 (\t$634 ),
-    .\port$1028$0 (\t$639 ),
-    .\port$1042$0 (\t$644 ),
-    .\port$1055$0 (\t$647 ),
-    .\port$1068$0 (\t$650 ),
-    .\port$1081$0 (\t$653 ),
-    .\port$1094$0 (\t$656 ),
-    .\port$1107$0 (\t$659 ),
-    .\port$1120$0 (\t$662 ),
-    .\port$1133$0 (\t$665 ),
-    .\port$1146$0 (\t$668 ),
-    .\port$1159$0 (\t$671 ),
-    .\port$1172$0 (\t$674 ),
-    .\port$1185$0 (\t$677 ),
-    .\port$1198$0 (\t$680 ),
-    .\port$1211$0 (\t$683 ),
-    .\port$1224$0 (\t$686 ),
-    .\port$1237$0 (\t$689 ),
-    .\port$1250$0 (\t$692 ),
-    .\port$832$0 (\t$569 ),
-    .\port$846$0 (\t$574 ),
-    .\port$860$0 (\t$579 ),
-    .\port$874$0 (\t$584 ),
-    .\port$888$0 (\t$589 ),
-    .\port$902$0 (\t$594 ),
-    .\port$916$0 (\t$599 ),
-    .\port$930$0 (\t$604 ),
-    .\port$944$0 (\t$609 ),
-    .\port$958$0 (\t$614 ),
-    .\port$972$0 (\t$619 ),
-    .\port$986$0 (\t$624 ),
+    .\port$1004$0 (\t$631 ),
+    .\port$1018$0 (\t$636 ),
+    .\port$1032$0 (\t$641 ),
+    .\port$1046$0 (\t$646 ),
+    .\port$1059$0 (\t$649 ),
+    .\port$1072$0 (\t$652 ),
+    .\port$1085$0 (\t$655 ),
+    .\port$1098$0 (\t$658 ),
+    .\port$1111$0 (\t$661 ),
+    .\port$1124$0 (\t$664 ),
+    .\port$1137$0 (\t$667 ),
+    .\port$1150$0 (\t$670 ),
+    .\port$1163$0 (\t$673 ),
+    .\port$1176$0 (\t$676 ),
+    .\port$1189$0 (\t$679 ),
+    .\port$1202$0 (\t$682 ),
+    .\port$1215$0 (\t$685 ),
+    .\port$1228$0 (\t$688 ),
+    .\port$1241$0 (\t$691 ),
+    .\port$1254$0 (\t$694 ),
+    .\port$836$0 (\t$571 ),
+    .\port$850$0 (\t$576 ),
+    .\port$864$0 (\t$581 ),
+    .\port$878$0 (\t$586 ),
+    .\port$892$0 (\t$591 ),
+    .\port$906$0 (\t$596 ),
+    .\port$920$0 (\t$601 ),
+    .\port$934$0 (\t$606 ),
+    .\port$948$0 (\t$611 ),
+    .\port$962$0 (\t$616 ),
+    .\port$976$0 (\t$621 ),
+    .\port$990$0 (\t$626 ),
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
     .w_en(w_en)
   );
-  \onchip_learner_axis.learner.l1_pending$890  \l1_pending$890  (
+  \onchip_learner_axis.learner.l1_pending$896  \l1_pending$896  (
     .clk(clk),
-    .level(\level$750 ),
-    .\port$355$0 (\t$341 ),
-    .\port$369$0 (\t$346 ),
-    .\port$383$0 (\t$351 ),
-    .\port$397$0 (\t$356 ),
-    .\port$411$0 (\t$361 ),
-    .\port$425$0 (\t$366 ),
-    .\port$439$0 (\t$371 ),
-    .\port$453$0 (\t$376 ),
-    .\port$467$0 (\t$381 ),
-    .\port$481$0 (\t$386 ),
-    .\port$495$0 (\t$391 ),
-    .\port$509$0 (\t$396 ),
-    .\port$523$0 (\t$401 ),
-    .\port$537$0 (\t$406 ),
-    .\port$551$0 (\t$411 ),
-    .\port$565$0 (\t$416 ),
-    .\port$578$0 (\t$419 ),
-    .r_data(\r_data$756 ),
-    .r_en(\r_en$754 ),
+    .level(\level$752 ),
+    .\port$359$0 (\t$343 ),
+    .\port$373$0 (\t$348 ),
+    .\port$387$0 (\t$353 ),
+    .\port$401$0 (\t$358 ),
+    .\port$415$0 (\t$363 ),
+    .\port$429$0 (\t$368 ),
+    .\port$443$0 (\t$373 ),
+    .\port$457$0 (\t$378 ),
+    .\port$471$0 (\t$383 ),
+    .\port$485$0 (\t$388 ),
+    .\port$499$0 (\t$393 ),
+    .\port$513$0 (\t$398 ),
+    .\port$527$0 (\t$403 ),
+    .\port$541$0 (\t$408 ),
+    .\port$555$0 (\t$413 ),
+    .\port$569$0 (\t$418 ),
+    .\port$582$0 (\t$421 ),
+    .r_data(\r_data$758 ),
+    .r_en(\r_en$756 ),
     .rst(rst),
-    .w_en(\w_en$752 )
+    .w_en(\w_en$754 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
     casez (l0_rd_sel)
       5'h00:
-          \$1157  = l0_w_0_0;
+          \$1158  = l0_w_0_0;
       5'h01:
-          \$1157  = l0_w_1_0;
+          \$1158  = l0_w_1_0;
       5'h02:
-          \$1157  = l0_w_2_0;
+          \$1158  = l0_w_2_0;
       5'h03:
-          \$1157  = l0_w_3_0;
+          \$1158  = l0_w_3_0;
       5'h04:
-          \$1157  = l0_w_4_0;
+          \$1158  = l0_w_4_0;
       5'h05:
-          \$1157  = l0_w_5_0;
+          \$1158  = l0_w_5_0;
       5'h06:
-          \$1157  = l0_w_6_0;
+          \$1158  = l0_w_6_0;
       5'h07:
-          \$1157  = l0_w_7_0;
+          \$1158  = l0_w_7_0;
       5'h08:
-          \$1157  = l0_w_8_0;
+          \$1158  = l0_w_8_0;
       5'h09:
-          \$1157  = l0_w_9_0;
+          \$1158  = l0_w_9_0;
       5'h0a:
-          \$1157  = l0_w_10_0;
+          \$1158  = l0_w_10_0;
       5'h0b:
-          \$1157  = l0_w_11_0;
+          \$1158  = l0_w_11_0;
       5'h0c:
-          \$1157  = l0_w_12_0;
+          \$1158  = l0_w_12_0;
       5'h0d:
-          \$1157  = l0_w_13_0;
+          \$1158  = l0_w_13_0;
       5'h0e:
-          \$1157  = l0_w_14_0;
+          \$1158  = l0_w_14_0;
       5'h0f:
-          \$1157  = l0_w_15_0;
+          \$1158  = l0_w_15_0;
       5'h10:
-          \$1157  = l0_b_0;
+          \$1158  = l0_b_0;
       5'h11:
-          \$1157  = l0_b_1;
+          \$1158  = l0_b_1;
       5'h12:
-          \$1157  = l0_b_2;
+          \$1158  = l0_b_2;
       5'h13:
-          \$1157  = l0_b_3;
+          \$1158  = l0_b_3;
       5'h14:
-          \$1157  = l0_b_4;
+          \$1158  = l0_b_4;
       5'h15:
-          \$1157  = l0_b_5;
+          \$1158  = l0_b_5;
       5'h16:
-          \$1157  = l0_b_6;
+          \$1158  = l0_b_6;
       5'h17:
-          \$1157  = l0_b_7;
+          \$1158  = l0_b_7;
       5'h18:
-          \$1157  = l0_b_8;
+          \$1158  = l0_b_8;
       5'h19:
-          \$1157  = l0_b_9;
+          \$1158  = l0_b_9;
       5'h1a:
-          \$1157  = l0_b_10;
+          \$1158  = l0_b_10;
       5'h1b:
-          \$1157  = l0_b_11;
+          \$1158  = l0_b_11;
       5'h1c:
-          \$1157  = l0_b_12;
+          \$1158  = l0_b_12;
       5'h1d:
-          \$1157  = l0_b_13;
+          \$1158  = l0_b_13;
       5'h1e:
-          \$1157  = l0_b_14;
+          \$1158  = l0_b_14;
       5'h1f:
-          \$1157  = l0_b_15;
+          \$1158  = l0_b_15;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1158  = 16'h0000;
+    \$1159  = 16'h0000;
     casez (l1_rd_sel)
       5'h00:
-          \$1158  = l1_w_0_0;
+          \$1159  = l1_w_0_0;
       5'h01:
-          \$1158  = l1_w_0_1;
+          \$1159  = l1_w_0_1;
       5'h02:
-          \$1158  = l1_w_0_2;
+          \$1159  = l1_w_0_2;
       5'h03:
-          \$1158  = l1_w_0_3;
+          \$1159  = l1_w_0_3;
       5'h04:
-          \$1158  = l1_w_0_4;
+          \$1159  = l1_w_0_4;
       5'h05:
-          \$1158  = l1_w_0_5;
+          \$1159  = l1_w_0_5;
       5'h06:
-          \$1158  = l1_w_0_6;
+          \$1159  = l1_w_0_6;
       5'h07:
-          \$1158  = l1_w_0_7;
+          \$1159  = l1_w_0_7;
       5'h08:
-          \$1158  = l1_w_0_8;
+          \$1159  = l1_w_0_8;
       5'h09:
-          \$1158  = l1_w_0_9;
+          \$1159  = l1_w_0_9;
       5'h0a:
-          \$1158  = l1_w_0_10;
+          \$1159  = l1_w_0_10;
       5'h0b:
-          \$1158  = l1_w_0_11;
+          \$1159  = l1_w_0_11;
       5'h0c:
-          \$1158  = l1_w_0_12;
+          \$1159  = l1_w_0_12;
       5'h0d:
-          \$1158  = l1_w_0_13;
+          \$1159  = l1_w_0_13;
       5'h0e:
-          \$1158  = l1_w_0_14;
+          \$1159  = l1_w_0_14;
       5'h0f:
-          \$1158  = l1_w_0_15;
+          \$1159  = l1_w_0_15;
       5'h10:
-          \$1158  = l1_b_0;
+          \$1159  = l1_b_0;
     endcase
   end
   always @* begin
@@ -4797,17 +4825,22 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$1159  = \$1157 ;
+          \$1160  = \$1158 ;
       1'h1:
-          \$1159  = \$1158 ;
+          \$1160  = \$1159 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$714  = 17'h00000;
-    if (commit_l0) begin
-      \t$714  = \$853 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (kind_s5)
+      2'h0:
+          e = \t$335 ;
+      2'h2:
+          e = y0_s5;
+      default:
+          e = 16'h0000;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -4818,219 +4851,219 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$717  = 17'h00000;
-    if (commit_l0) begin
-      \t$717  = \$855 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$718  = 17'h00000;
     if (commit_l0) begin
-      \t$718  = \$856 ;
+      \t$718  = \$855 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$719  = 17'h00000;
     if (commit_l0) begin
-      \t$719  = \$857 ;
+      \t$719  = \$856 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$720  = 17'h00000;
     if (commit_l0) begin
-      \t$720  = \$858 ;
+      \t$720  = \$857 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$721  = 17'h00000;
     if (commit_l0) begin
-      \t$721  = \$859 ;
+      \t$721  = \$858 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$722  = 17'h00000;
     if (commit_l0) begin
-      \t$722  = \$860 ;
+      \t$722  = \$859 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$723  = 17'h00000;
     if (commit_l0) begin
-      \t$723  = \$861 ;
+      \t$723  = \$860 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$724  = 17'h00000;
     if (commit_l0) begin
-      \t$724  = \$862 ;
+      \t$724  = \$861 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$725  = 17'h00000;
     if (commit_l0) begin
-      \t$725  = \$863 ;
+      \t$725  = \$862 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$726  = 17'h00000;
     if (commit_l0) begin
-      \t$726  = \$864 ;
+      \t$726  = \$863 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$727  = 17'h00000;
     if (commit_l0) begin
-      \t$727  = \$865 ;
+      \t$727  = \$864 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$728  = 17'h00000;
     if (commit_l0) begin
-      \t$728  = \$866 ;
+      \t$728  = \$865 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$729  = 17'h00000;
     if (commit_l0) begin
-      \t$729  = \$867 ;
+      \t$729  = \$866 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$730  = 17'h00000;
     if (commit_l0) begin
-      \t$730  = \$868 ;
+      \t$730  = \$867 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$731  = 17'h00000;
     if (commit_l0) begin
-      \t$731  = \$869 ;
+      \t$731  = \$868 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$732  = 17'h00000;
     if (commit_l0) begin
-      \t$732  = \$870 ;
+      \t$732  = \$869 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$733  = 17'h00000;
     if (commit_l0) begin
-      \t$733  = \$871 ;
+      \t$733  = \$870 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$734  = 17'h00000;
     if (commit_l0) begin
-      \t$734  = \$872 ;
+      \t$734  = \$871 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$735  = 17'h00000;
     if (commit_l0) begin
-      \t$735  = \$873 ;
+      \t$735  = \$872 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$736  = 17'h00000;
     if (commit_l0) begin
-      \t$736  = \$874 ;
+      \t$736  = \$873 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$737  = 17'h00000;
     if (commit_l0) begin
-      \t$737  = \$875 ;
+      \t$737  = \$874 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$738  = 17'h00000;
     if (commit_l0) begin
-      \t$738  = \$876 ;
+      \t$738  = \$875 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$739  = 17'h00000;
     if (commit_l0) begin
-      \t$739  = \$877 ;
+      \t$739  = \$876 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$740  = 17'h00000;
     if (commit_l0) begin
-      \t$740  = \$878 ;
+      \t$740  = \$877 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$741  = 17'h00000;
     if (commit_l0) begin
-      \t$741  = \$879 ;
+      \t$741  = \$878 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$742  = 17'h00000;
     if (commit_l0) begin
-      \t$742  = \$880 ;
+      \t$742  = \$879 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$743  = 17'h00000;
     if (commit_l0) begin
-      \t$743  = \$881 ;
+      \t$743  = \$880 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$744  = 17'h00000;
     if (commit_l0) begin
-      \t$744  = \$882 ;
+      \t$744  = \$881 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$745  = 17'h00000;
     if (commit_l0) begin
-      \t$745  = \$883 ;
+      \t$745  = \$882 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$746  = 17'h00000;
     if (commit_l0) begin
-      \t$746  = \$884 ;
+      \t$746  = \$883 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$755  = 17'h00000;
-    if (commit_l1) begin
-      \t$755  = \$897 ;
+    \t$747  = 17'h00000;
+    if (commit_l0) begin
+      \t$747  = \$884 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$748  = 17'h00000;
+    if (commit_l0) begin
+      \t$748  = \$885 ;
     end
   end
   always @* begin
@@ -5042,124 +5075,121 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$758  = 17'h00000;
-    if (commit_l1) begin
-      \t$758  = \$899 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$759  = 17'h00000;
     if (commit_l1) begin
-      \t$759  = \$900 ;
+      \t$759  = \$899 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$760  = 17'h00000;
     if (commit_l1) begin
-      \t$760  = \$901 ;
+      \t$760  = \$900 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$761  = 17'h00000;
     if (commit_l1) begin
-      \t$761  = \$902 ;
+      \t$761  = \$901 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$762  = 17'h00000;
     if (commit_l1) begin
-      \t$762  = \$903 ;
+      \t$762  = \$902 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$763  = 17'h00000;
     if (commit_l1) begin
-      \t$763  = \$904 ;
+      \t$763  = \$903 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$764  = 17'h00000;
     if (commit_l1) begin
-      \t$764  = \$905 ;
+      \t$764  = \$904 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$765  = 17'h00000;
     if (commit_l1) begin
-      \t$765  = \$906 ;
+      \t$765  = \$905 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$766  = 17'h00000;
     if (commit_l1) begin
-      \t$766  = \$907 ;
+      \t$766  = \$906 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$767  = 17'h00000;
     if (commit_l1) begin
-      \t$767  = \$908 ;
+      \t$767  = \$907 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$768  = 17'h00000;
     if (commit_l1) begin
-      \t$768  = \$909 ;
+      \t$768  = \$908 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$769  = 17'h00000;
     if (commit_l1) begin
-      \t$769  = \$910 ;
+      \t$769  = \$909 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$770  = 17'h00000;
     if (commit_l1) begin
-      \t$770  = \$911 ;
+      \t$770  = \$910 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$771  = 17'h00000;
     if (commit_l1) begin
-      \t$771  = \$912 ;
+      \t$771  = \$911 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$772  = 17'h00000;
     if (commit_l1) begin
-      \t$772  = \$913 ;
+      \t$772  = \$912 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1224  = valid_s1;
-    if (en) begin
-      \$1224  = accept;
-    end
-    if (rst) begin
-      \$1224  = 1'h0;
+    \t$773  = 17'h00000;
+    if (commit_l1) begin
+      \t$773  = \$913 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1225  = valid_s2;
+    \t$774  = 17'h00000;
+    if (commit_l1) begin
+      \t$774  = \$914 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1225  = valid_s1;
     if (en) begin
-      \$1225  = valid_s1;
+      \$1225  = accept;
     end
     if (rst) begin
       \$1225  = 1'h0;
@@ -5167,9 +5197,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1226  = valid_s3;
+    \$1226  = valid_s2;
     if (en) begin
-      \$1226  = valid_s2;
+      \$1226  = valid_s1;
     end
     if (rst) begin
       \$1226  = 1'h0;
@@ -5177,9 +5207,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1227  = valid_s4;
+    \$1227  = valid_s3;
     if (en) begin
-      \$1227  = valid_s3;
+      \$1227  = valid_s2;
     end
     if (rst) begin
       \$1227  = 1'h0;
@@ -5187,9 +5217,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1228  = valid_s5;
+    \$1228  = valid_s4;
     if (en) begin
-      \$1228  = valid_s4;
+      \$1228  = valid_s3;
     end
     if (rst) begin
       \$1228  = 1'h0;
@@ -5197,9 +5227,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1229  = valid_s6;
+    \$1229  = valid_s5;
     if (en) begin
-      \$1229  = valid_s5;
+      \$1229  = valid_s4;
     end
     if (rst) begin
       \$1229  = 1'h0;
@@ -5207,9 +5237,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1230  = valid_s7;
+    \$1230  = valid_s6;
     if (en) begin
-      \$1230  = valid_s6;
+      \$1230  = valid_s5;
     end
     if (rst) begin
       \$1230  = 1'h0;
@@ -5217,9 +5247,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1231  = valid_s8;
+    \$1231  = valid_s7;
     if (en) begin
-      \$1231  = valid_s7;
+      \$1231  = valid_s6;
     end
     if (rst) begin
       \$1231  = 1'h0;
@@ -5227,66 +5257,76 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1232  = l0_w_0_0;
-    if (commit_l0) begin
-      \$1232  = \$955 ;
-    end
-    if (l0_port_wr) begin
-      casez (\$930 [4:0])
-        5'h00:
-            \$1232  = l0_port_data;
-      endcase
+    \$1232  = valid_s8;
+    if (en) begin
+      \$1232  = valid_s7;
     end
     if (rst) begin
-      \$1232  = 16'h0797;
+      \$1232  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1233  = l0_w_1_0;
+    \$1233  = l0_w_0_0;
     if (commit_l0) begin
-      \$1233  = \$959 ;
+      \$1233  = \$956 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
-            /* empty */;
-        5'h01:
             \$1233  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1233  = 16'hf33e;
+      \$1233  = 16'h0797;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1234  = l0_w_2_0;
+    \$1234  = l0_w_1_0;
     if (commit_l0) begin
-      \$1234  = \$963 ;
+      \$1234  = \$960 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1234  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1234  = 16'hf33e;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1235  = l0_w_2_0;
+    if (commit_l0) begin
+      \$1235  = \$964 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1234  = l0_port_data;
+            \$1235  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1234  = 16'he68f;
+      \$1235  = 16'he68f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1235  = l0_w_3_0;
+    \$1236  = l0_w_3_0;
     if (commit_l0) begin
-      \$1235  = \$967 ;
+      \$1236  = \$968 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5294,21 +5334,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$1235  = l0_port_data;
+            \$1236  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1235  = 16'he534;
+      \$1236  = 16'he534;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1236  = l0_w_4_0;
+    \$1237  = l0_w_4_0;
     if (commit_l0) begin
-      \$1236  = \$971 ;
+      \$1237  = \$972 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5318,21 +5358,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$1236  = l0_port_data;
+            \$1237  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1236  = 16'h115d;
+      \$1237  = 16'h115d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1237  = l0_w_5_0;
+    \$1238  = l0_w_5_0;
     if (commit_l0) begin
-      \$1237  = \$975 ;
+      \$1238  = \$976 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5344,21 +5384,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$1237  = l0_port_data;
+            \$1238  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1237  = 16'h16e1;
+      \$1238  = 16'h16e1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1238  = l0_w_6_0;
+    \$1239  = l0_w_6_0;
     if (commit_l0) begin
-      \$1238  = \$979 ;
+      \$1239  = \$980 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5372,21 +5412,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$1238  = l0_port_data;
+            \$1239  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1238  = 16'h05e9;
+      \$1239  = 16'h05e9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1239  = l0_w_7_0;
+    \$1240  = l0_w_7_0;
     if (commit_l0) begin
-      \$1239  = \$983 ;
+      \$1240  = \$984 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5402,21 +5442,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$1239  = l0_port_data;
+            \$1240  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1239  = 16'h0cb8;
+      \$1240  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1240  = l0_w_8_0;
+    \$1241  = l0_w_8_0;
     if (commit_l0) begin
-      \$1240  = \$987 ;
+      \$1241  = \$988 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5434,21 +5474,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$1240  = l0_port_data;
+            \$1241  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1240  = 16'h026b;
+      \$1241  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1241  = l0_w_9_0;
+    \$1242  = l0_w_9_0;
     if (commit_l0) begin
-      \$1241  = \$991 ;
+      \$1242  = \$992 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5468,21 +5508,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$1241  = l0_port_data;
+            \$1242  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1241  = 16'h181d;
+      \$1242  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1242  = l0_w_10_0;
+    \$1243  = l0_w_10_0;
     if (commit_l0) begin
-      \$1242  = \$995 ;
+      \$1243  = \$996 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5504,21 +5544,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$1242  = l0_port_data;
+            \$1243  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1242  = 16'h1182;
+      \$1243  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1243  = l0_w_11_0;
+    \$1244  = l0_w_11_0;
     if (commit_l0) begin
-      \$1243  = \$999 ;
+      \$1244  = \$1000 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5542,21 +5582,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1243  = l0_port_data;
+            \$1244  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1243  = 16'he470;
+      \$1244  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1244  = l0_w_12_0;
+    \$1245  = l0_w_12_0;
     if (commit_l0) begin
-      \$1244  = \$1003 ;
+      \$1245  = \$1004 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5582,21 +5622,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1244  = l0_port_data;
+            \$1245  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1244  = 16'h13cf;
+      \$1245  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1245  = l0_w_13_0;
+    \$1246  = l0_w_13_0;
     if (commit_l0) begin
-      \$1245  = \$1007 ;
+      \$1246  = \$1008 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5624,21 +5664,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1245  = l0_port_data;
+            \$1246  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1245  = 16'he626;
+      \$1246  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1246  = l0_w_14_0;
+    \$1247  = l0_w_14_0;
     if (commit_l0) begin
-      \$1246  = \$1011 ;
+      \$1247  = \$1012 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5668,21 +5708,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1246  = l0_port_data;
+            \$1247  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1246  = 16'h0cbb;
+      \$1247  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1247  = l0_w_15_0;
+    \$1248  = l0_w_15_0;
     if (commit_l0) begin
-      \$1247  = \$1015 ;
+      \$1248  = \$1016 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5714,21 +5754,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1247  = l0_port_data;
+            \$1248  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1247  = 16'hee06;
+      \$1248  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1248  = l0_b_0;
+    \$1249  = l0_b_0;
     if (commit_l0) begin
-      \$1248  = \$1019 ;
+      \$1249  = \$1020 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5762,21 +5802,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$1248  = l0_port_data;
+            \$1249  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1248  = 16'h0000;
+      \$1249  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1249  = l0_b_1;
+    \$1250  = l0_b_1;
     if (commit_l0) begin
-      \$1249  = \$1023 ;
+      \$1250  = \$1024 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5812,21 +5852,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h10:
             /* empty */;
         5'h11:
-            \$1249  = l0_port_data;
+            \$1250  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1249  = 16'h0000;
+      \$1250  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1250  = l0_b_2;
+    \$1251  = l0_b_2;
     if (commit_l0) begin
-      \$1250  = \$1027 ;
+      \$1251  = \$1028 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5864,21 +5904,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h11:
             /* empty */;
         5'h12:
-            \$1250  = l0_port_data;
+            \$1251  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1250  = 16'h0000;
+      \$1251  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1251  = l0_b_3;
+    \$1252  = l0_b_3;
     if (commit_l0) begin
-      \$1251  = \$1031 ;
+      \$1252  = \$1032 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5918,21 +5958,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h12:
             /* empty */;
         5'h13:
-            \$1251  = l0_port_data;
+            \$1252  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1251  = 16'h0000;
+      \$1252  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1252  = l0_b_4;
+    \$1253  = l0_b_4;
     if (commit_l0) begin
-      \$1252  = \$1035 ;
+      \$1253  = \$1036 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5974,21 +6014,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h13:
             /* empty */;
         5'h14:
-            \$1252  = l0_port_data;
+            \$1253  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1252  = 16'h0000;
+      \$1253  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1253  = l0_b_5;
+    \$1254  = l0_b_5;
     if (commit_l0) begin
-      \$1253  = \$1039 ;
+      \$1254  = \$1040 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6032,21 +6072,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h14:
             /* empty */;
         5'h15:
-            \$1253  = l0_port_data;
+            \$1254  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1253  = 16'h0000;
+      \$1254  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1254  = l0_b_6;
+    \$1255  = l0_b_6;
     if (commit_l0) begin
-      \$1254  = \$1043 ;
+      \$1255  = \$1044 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6092,21 +6132,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h15:
             /* empty */;
         5'h16:
-            \$1254  = l0_port_data;
+            \$1255  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1254  = 16'h0000;
+      \$1255  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1255  = l0_b_7;
+    \$1256  = l0_b_7;
     if (commit_l0) begin
-      \$1255  = \$1047 ;
+      \$1256  = \$1048 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6154,21 +6194,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h16:
             /* empty */;
         5'h17:
-            \$1255  = l0_port_data;
+            \$1256  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1255  = 16'h0000;
+      \$1256  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1256  = l0_b_8;
+    \$1257  = l0_b_8;
     if (commit_l0) begin
-      \$1256  = \$1051 ;
+      \$1257  = \$1052 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6218,21 +6258,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h17:
             /* empty */;
         5'h18:
-            \$1256  = l0_port_data;
+            \$1257  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1256  = 16'h0000;
+      \$1257  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1257  = l0_b_9;
+    \$1258  = l0_b_9;
     if (commit_l0) begin
-      \$1257  = \$1055 ;
+      \$1258  = \$1056 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6284,21 +6324,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h18:
             /* empty */;
         5'h19:
-            \$1257  = l0_port_data;
+            \$1258  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1257  = 16'h0000;
+      \$1258  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1258  = l0_b_10;
+    \$1259  = l0_b_10;
     if (commit_l0) begin
-      \$1258  = \$1059 ;
+      \$1259  = \$1060 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6352,21 +6392,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h19:
             /* empty */;
         5'h1a:
-            \$1258  = l0_port_data;
+            \$1259  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1258  = 16'h0000;
+      \$1259  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1259  = l0_b_11;
+    \$1260  = l0_b_11;
     if (commit_l0) begin
-      \$1259  = \$1063 ;
+      \$1260  = \$1064 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6422,21 +6462,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1a:
             /* empty */;
         5'h1b:
-            \$1259  = l0_port_data;
+            \$1260  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1259  = 16'h0000;
+      \$1260  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1260  = l0_b_12;
+    \$1261  = l0_b_12;
     if (commit_l0) begin
-      \$1260  = \$1067 ;
+      \$1261  = \$1068 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6494,21 +6534,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1b:
             /* empty */;
         5'h1c:
-            \$1260  = l0_port_data;
+            \$1261  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1260  = 16'h0000;
+      \$1261  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1261  = l0_b_13;
+    \$1262  = l0_b_13;
     if (commit_l0) begin
-      \$1261  = \$1071 ;
+      \$1262  = \$1072 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6568,21 +6608,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1c:
             /* empty */;
         5'h1d:
-            \$1261  = l0_port_data;
+            \$1262  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1261  = 16'h0000;
+      \$1262  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1262  = l0_b_14;
+    \$1263  = l0_b_14;
     if (commit_l0) begin
-      \$1262  = \$1075 ;
+      \$1263  = \$1076 ;
     end
     if (l0_port_wr) begin
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6644,22 +6684,22 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1d:
             /* empty */;
         5'h1e:
-            \$1262  = l0_port_data;
+            \$1263  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1262  = 16'h0000;
+      \$1263  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1263  = l0_b_15;
+    \$1264  = l0_b_15;
     if (commit_l0) begin
-      \$1263  = \$1079 ;
+      \$1264  = \$1080 ;
     end
     if (l0_port_wr) begin
       (* full_case = 32'd1 *)
-      casez (\$930 [4:0])
+      casez (\$931 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6723,82 +6763,82 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1e:
             /* empty */;
         5'h1f:
-            \$1263  = l0_port_data;
+            \$1264  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1263  = 16'h0000;
+      \$1264  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1264  = \$1082 [2:0];
+    \$1265  = \$1083 [2:0];
     if (rst) begin
-      \$1264  = 3'h0;
+      \$1265  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1265  = l1_w_0_0;
+    \$1266  = l1_w_0_0;
     if (commit_l1) begin
-      \$1265  = \$1086 ;
+      \$1266  = \$1087 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
-            \$1265  = l1_port_data;
-      endcase
-    end
-    if (rst) begin
-      \$1265  = 16'h0508;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1266  = l1_w_0_1;
-    if (commit_l1) begin
-      \$1266  = \$1090 ;
-    end
-    if (l1_port_wr) begin
-      casez (\$941 [4:0])
-        5'h00:
-            /* empty */;
-        5'h01:
             \$1266  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1266  = 16'h0093;
+      \$1266  = 16'h0508;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1267  = l1_w_0_2;
+    \$1267  = l1_w_0_1;
     if (commit_l1) begin
-      \$1267  = \$1094 ;
+      \$1267  = \$1091 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1267  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1267  = 16'h0093;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1268  = l1_w_0_2;
+    if (commit_l1) begin
+      \$1268  = \$1095 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1267  = l1_port_data;
+            \$1268  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1267  = 16'hfd3a;
+      \$1268  = 16'hfd3a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1268  = l1_w_0_3;
+    \$1269  = l1_w_0_3;
     if (commit_l1) begin
-      \$1268  = \$1098 ;
+      \$1269  = \$1099 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6806,21 +6846,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$1268  = l1_port_data;
+            \$1269  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1268  = 16'hfeee;
+      \$1269  = 16'hfeee;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1269  = l1_w_0_4;
+    \$1270  = l1_w_0_4;
     if (commit_l1) begin
-      \$1269  = \$1102 ;
+      \$1270  = \$1103 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6830,21 +6870,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$1269  = l1_port_data;
+            \$1270  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1269  = 16'hf977;
+      \$1270  = 16'hf977;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1270  = l1_w_0_5;
+    \$1271  = l1_w_0_5;
     if (commit_l1) begin
-      \$1270  = \$1106 ;
+      \$1271  = \$1107 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6856,21 +6896,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$1270  = l1_port_data;
+            \$1271  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1270  = 16'hfacb;
+      \$1271  = 16'hfacb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1271  = l1_w_0_6;
+    \$1272  = l1_w_0_6;
     if (commit_l1) begin
-      \$1271  = \$1110 ;
+      \$1272  = \$1111 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6884,21 +6924,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$1271  = l1_port_data;
+            \$1272  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1271  = 16'h025d;
+      \$1272  = 16'h025d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1272  = l1_w_0_7;
+    \$1273  = l1_w_0_7;
     if (commit_l1) begin
-      \$1272  = \$1114 ;
+      \$1273  = \$1115 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6914,21 +6954,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$1272  = l1_port_data;
+            \$1273  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1272  = 16'h020a;
+      \$1273  = 16'h020a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1273  = l1_w_0_8;
+    \$1274  = l1_w_0_8;
     if (commit_l1) begin
-      \$1273  = \$1118 ;
+      \$1274  = \$1119 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6946,21 +6986,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$1273  = l1_port_data;
+            \$1274  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1273  = 16'h0199;
+      \$1274  = 16'h0199;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1274  = l1_w_0_9;
+    \$1275  = l1_w_0_9;
     if (commit_l1) begin
-      \$1274  = \$1122 ;
+      \$1275  = \$1123 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6980,21 +7020,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$1274  = l1_port_data;
+            \$1275  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1274  = 16'hfe63;
+      \$1275  = 16'hfe63;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1275  = l1_w_0_10;
+    \$1276  = l1_w_0_10;
     if (commit_l1) begin
-      \$1275  = \$1126 ;
+      \$1276  = \$1127 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7016,21 +7056,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$1275  = l1_port_data;
+            \$1276  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1275  = 16'h06e4;
+      \$1276  = 16'h06e4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1276  = l1_w_0_11;
+    \$1277  = l1_w_0_11;
     if (commit_l1) begin
-      \$1276  = \$1130 ;
+      \$1277  = \$1131 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7054,21 +7094,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1276  = l1_port_data;
+            \$1277  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1276  = 16'h06aa;
+      \$1277  = 16'h06aa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1277  = l1_w_0_12;
+    \$1278  = l1_w_0_12;
     if (commit_l1) begin
-      \$1277  = \$1134 ;
+      \$1278  = \$1135 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7094,21 +7134,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1277  = l1_port_data;
+            \$1278  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1277  = 16'h0292;
+      \$1278  = 16'h0292;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1278  = l1_w_0_13;
+    \$1279  = l1_w_0_13;
     if (commit_l1) begin
-      \$1278  = \$1138 ;
+      \$1279  = \$1139 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7136,21 +7176,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1278  = l1_port_data;
+            \$1279  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1278  = 16'h0216;
+      \$1279  = 16'h0216;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1279  = l1_w_0_14;
+    \$1280  = l1_w_0_14;
     if (commit_l1) begin
-      \$1279  = \$1142 ;
+      \$1280  = \$1143 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7180,21 +7220,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1279  = l1_port_data;
+            \$1280  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1279  = 16'h029c;
+      \$1280  = 16'h029c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1280  = l1_w_0_15;
+    \$1281  = l1_w_0_15;
     if (commit_l1) begin
-      \$1280  = \$1146 ;
+      \$1281  = \$1147 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7226,21 +7266,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1280  = l1_port_data;
+            \$1281  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1280  = 16'hfe76;
+      \$1281  = 16'hfe76;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1281  = l1_b_0;
+    \$1282  = l1_b_0;
     if (commit_l1) begin
-      \$1281  = \$1150 ;
+      \$1282  = \$1151 ;
     end
     if (l1_port_wr) begin
-      casez (\$941 [4:0])
+      casez (\$942 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -7274,1652 +7314,1687 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$1281  = l1_port_data;
+            \$1282  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1281  = 16'h0000;
+      \$1282  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1282  = \$1153 [2:0];
+    \$1283  = \$1154 [2:0];
     if (rst) begin
-      \$1282  = 3'h0;
+      \$1283  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1283  = l0_rd_sel;
+    \$1284  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1283  = \$930 [4:0];
+      \$1284  = \$931 [4:0];
     end
     if (rst) begin
-      \$1283  = 5'h00;
+      \$1284  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1284  = read_layer;
+    \$1285  = read_layer;
     if (l0_port_rd) begin
-      \$1284  = 1'h0;
+      \$1285  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$1284  = 1'h1;
+      \$1285  = 1'h1;
     end
     if (rst) begin
-      \$1284  = 1'h0;
+      \$1285  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1285  = l1_rd_sel;
+    \$1286  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$1285  = \$941 [4:0];
+      \$1286  = \$942 [4:0];
     end
     if (rst) begin
-      \$1285  = 5'h00;
+      \$1286  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1286  = \$1155 ;
+    \$1287  = \$1156 ;
     if (rst) begin
-      \$1286  = 1'h0;
+      \$1287  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1287  = pr__valid;
-    if (\$1156 ) begin
-      \$1287  = 1'h1;
+    \$1288  = pr__valid;
+    if (\$1157 ) begin
+      \$1288  = 1'h1;
     end else if (read_wait) begin
-      \$1287  = 1'h1;
+      \$1288  = 1'h1;
     end else if (pr__ready) begin
-      \$1287  = 1'h0;
+      \$1288  = 1'h0;
     end
     if (rst) begin
-      \$1287  = 1'h0;
+      \$1288  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1288  = pr__payload;
-    if (\$1156 ) begin
-      \$1288  = pc__payload[15:0];
+    \$1289  = pr__payload;
+    if (\$1157 ) begin
+      \$1289  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1288  = \$1159 ;
+      \$1289  = \$1160 ;
     end
     if (rst) begin
-      \$1288  = 16'h0000;
+      \$1289  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1289  = x0_s1;
+    \$1290  = x0_s1;
     if (en) begin
-      \$1289  = s__payload[15:0];
+      \$1290  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1290  = y0_s1;
+    \$1291  = y0_s1;
     if (en) begin
-      \$1290  = s__payload[31:16];
+      \$1291  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1291  = l0_bias0_s2;
+    \$1292  = kind_s1;
     if (en) begin
-      \$1291  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$1292  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1292  = l0_prod0_0_s2;
+    \$1293  = l0_bias0_s2;
     if (en) begin
-      \$1292  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
+      \$1293  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1293  = l0_out0_s3;
+    \$1294  = l0_prod0_0_s2;
     if (en) begin
-      \$1293  = \$1161 ;
+      \$1294  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1294  = l0_bias1_s2;
+    \$1295  = l0_out0_s3;
     if (en) begin
-      \$1294  = { \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15  };
+      \$1295  = \$1162 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1295  = l0_prod1_0_s2;
+    \$1296  = l0_bias1_s2;
     if (en) begin
-      \$1295  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$1296  = { \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1296  = l0_out1_s3;
+    \$1297  = l0_prod1_0_s2;
     if (en) begin
-      \$1296  = \$1163 ;
+      \$1297  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1297  = l0_bias2_s2;
+    \$1298  = l0_out1_s3;
     if (en) begin
-      \$1297  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
+      \$1298  = \$1164 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1298  = l0_prod2_0_s2;
+    \$1299  = l0_bias2_s2;
     if (en) begin
-      \$1298  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
+      \$1299  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1299  = l0_out2_s3;
+    \$1300  = l0_prod2_0_s2;
     if (en) begin
-      \$1299  = \$1165 ;
+      \$1300  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1300  = l0_bias3_s2;
+    \$1301  = l0_out2_s3;
     if (en) begin
-      \$1300  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
+      \$1301  = \$1166 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1301  = l0_prod3_0_s2;
+    \$1302  = l0_bias3_s2;
     if (en) begin
-      \$1301  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+      \$1302  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1302  = l0_out3_s3;
+    \$1303  = l0_prod3_0_s2;
     if (en) begin
-      \$1302  = \$1167 ;
+      \$1303  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1303  = l0_bias4_s2;
+    \$1304  = l0_out3_s3;
     if (en) begin
-      \$1303  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
+      \$1304  = \$1168 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1304  = l0_prod4_0_s2;
+    \$1305  = l0_bias4_s2;
     if (en) begin
-      \$1304  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
+      \$1305  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1305  = l0_out4_s3;
+    \$1306  = l0_prod4_0_s2;
     if (en) begin
-      \$1305  = \$1169 ;
+      \$1306  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1306  = l0_bias5_s2;
+    \$1307  = l0_out4_s3;
     if (en) begin
-      \$1306  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
+      \$1307  = \$1170 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1307  = l0_prod5_0_s2;
+    \$1308  = l0_bias5_s2;
     if (en) begin
-      \$1307  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
+      \$1308  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1308  = l0_out5_s3;
+    \$1309  = l0_prod5_0_s2;
     if (en) begin
-      \$1308  = \$1171 ;
+      \$1309  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1309  = l0_bias6_s2;
+    \$1310  = l0_out5_s3;
     if (en) begin
-      \$1309  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
+      \$1310  = \$1172 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1310  = l0_prod6_0_s2;
+    \$1311  = l0_bias6_s2;
     if (en) begin
-      \$1310  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
+      \$1311  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1311  = l0_out6_s3;
+    \$1312  = l0_prod6_0_s2;
     if (en) begin
-      \$1311  = \$1173 ;
+      \$1312  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1312  = l0_bias7_s2;
+    \$1313  = l0_out6_s3;
     if (en) begin
-      \$1312  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
+      \$1313  = \$1174 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1313  = l0_prod7_0_s2;
+    \$1314  = l0_bias7_s2;
     if (en) begin
-      \$1313  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
+      \$1314  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1314  = l0_out7_s3;
+    \$1315  = l0_prod7_0_s2;
     if (en) begin
-      \$1314  = \$1175 ;
+      \$1315  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1315  = l0_bias8_s2;
+    \$1316  = l0_out7_s3;
     if (en) begin
-      \$1315  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
+      \$1316  = \$1176 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1316  = l0_prod8_0_s2;
+    \$1317  = l0_bias8_s2;
     if (en) begin
-      \$1316  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+      \$1317  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1317  = l0_out8_s3;
+    \$1318  = l0_prod8_0_s2;
     if (en) begin
-      \$1317  = \$1177 ;
+      \$1318  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1318  = l0_bias9_s2;
+    \$1319  = l0_out8_s3;
     if (en) begin
-      \$1318  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
+      \$1319  = \$1178 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1319  = l0_prod9_0_s2;
+    \$1320  = l0_bias9_s2;
     if (en) begin
-      \$1319  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+      \$1320  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1320  = l0_out9_s3;
+    \$1321  = l0_prod9_0_s2;
     if (en) begin
-      \$1320  = \$1179 ;
+      \$1321  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1321  = l0_bias10_s2;
+    \$1322  = l0_out9_s3;
     if (en) begin
-      \$1321  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
+      \$1322  = \$1180 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1322  = l0_prod10_0_s2;
+    \$1323  = l0_bias10_s2;
     if (en) begin
-      \$1322  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
+      \$1323  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1323  = l0_out10_s3;
+    \$1324  = l0_prod10_0_s2;
     if (en) begin
-      \$1323  = \$1181 ;
+      \$1324  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1324  = l0_bias11_s2;
+    \$1325  = l0_out10_s3;
     if (en) begin
-      \$1324  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
+      \$1325  = \$1182 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1325  = l0_prod11_0_s2;
+    \$1326  = l0_bias11_s2;
     if (en) begin
-      \$1325  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$1326  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1326  = l0_out11_s3;
+    \$1327  = l0_prod11_0_s2;
     if (en) begin
-      \$1326  = \$1183 ;
+      \$1327  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1327  = l0_bias12_s2;
+    \$1328  = l0_out11_s3;
     if (en) begin
-      \$1327  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
+      \$1328  = \$1184 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1328  = l0_prod12_0_s2;
+    \$1329  = l0_bias12_s2;
     if (en) begin
-      \$1328  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$1329  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1329  = l0_out12_s3;
+    \$1330  = l0_prod12_0_s2;
     if (en) begin
-      \$1329  = \$1185 ;
+      \$1330  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1330  = l0_bias13_s2;
+    \$1331  = l0_out12_s3;
     if (en) begin
-      \$1330  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$1331  = \$1186 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1331  = l0_prod13_0_s2;
+    \$1332  = l0_bias13_s2;
     if (en) begin
-      \$1331  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+      \$1332  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1332  = l0_out13_s3;
+    \$1333  = l0_prod13_0_s2;
     if (en) begin
-      \$1332  = \$1187 ;
+      \$1333  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1333  = l0_bias14_s2;
+    \$1334  = l0_out13_s3;
     if (en) begin
-      \$1333  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
+      \$1334  = \$1188 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1334  = l0_prod14_0_s2;
+    \$1335  = l0_bias14_s2;
     if (en) begin
-      \$1334  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
+      \$1335  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1335  = l0_out14_s3;
+    \$1336  = l0_prod14_0_s2;
     if (en) begin
-      \$1335  = \$1189 ;
+      \$1336  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1336  = l0_bias15_s2;
+    \$1337  = l0_out14_s3;
     if (en) begin
-      \$1336  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
+      \$1337  = \$1190 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1337  = l0_prod15_0_s2;
+    \$1338  = l0_bias15_s2;
     if (en) begin
-      \$1337  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
+      \$1338  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1338  = l0_out15_s3;
+    \$1339  = l0_prod15_0_s2;
     if (en) begin
-      \$1338  = \$1191 ;
+      \$1339  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1339  = l1_wread_0_0_s4;
+    \$1340  = l0_out15_s3;
     if (en) begin
-      \$1339  = l1_w_0_0;
+      \$1340  = \$1192 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1340  = l1_wread_0_1_s4;
+    \$1341  = l1_wread_0_0_s4;
     if (en) begin
-      \$1340  = l1_w_0_1;
+      \$1341  = l1_w_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1341  = l1_wread_0_2_s4;
+    \$1342  = l1_wread_0_1_s4;
     if (en) begin
-      \$1341  = l1_w_0_2;
+      \$1342  = l1_w_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1342  = l1_wread_0_3_s4;
+    \$1343  = l1_wread_0_2_s4;
     if (en) begin
-      \$1342  = l1_w_0_3;
+      \$1343  = l1_w_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1343  = l1_wread_0_4_s4;
+    \$1344  = l1_wread_0_3_s4;
     if (en) begin
-      \$1343  = l1_w_0_4;
+      \$1344  = l1_w_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1344  = l1_wread_0_5_s4;
+    \$1345  = l1_wread_0_4_s4;
     if (en) begin
-      \$1344  = l1_w_0_5;
+      \$1345  = l1_w_0_4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1345  = l1_wread_0_6_s4;
+    \$1346  = l1_wread_0_5_s4;
     if (en) begin
-      \$1345  = l1_w_0_6;
+      \$1346  = l1_w_0_5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1346  = l1_wread_0_7_s4;
+    \$1347  = l1_wread_0_6_s4;
     if (en) begin
-      \$1346  = l1_w_0_7;
+      \$1347  = l1_w_0_6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1347  = l1_wread_0_8_s4;
+    \$1348  = l1_wread_0_7_s4;
     if (en) begin
-      \$1347  = l1_w_0_8;
+      \$1348  = l1_w_0_7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1348  = l1_wread_0_9_s4;
+    \$1349  = l1_wread_0_8_s4;
     if (en) begin
-      \$1348  = l1_w_0_9;
+      \$1349  = l1_w_0_8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1349  = l1_wread_0_10_s4;
+    \$1350  = l1_wread_0_9_s4;
     if (en) begin
-      \$1349  = l1_w_0_10;
+      \$1350  = l1_w_0_9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1350  = l1_wread_0_11_s4;
+    \$1351  = l1_wread_0_10_s4;
     if (en) begin
-      \$1350  = l1_w_0_11;
+      \$1351  = l1_w_0_10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1351  = l1_wread_0_12_s4;
+    \$1352  = l1_wread_0_11_s4;
     if (en) begin
-      \$1351  = l1_w_0_12;
+      \$1352  = l1_w_0_11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1352  = l1_wread_0_13_s4;
+    \$1353  = l1_wread_0_12_s4;
     if (en) begin
-      \$1352  = l1_w_0_13;
+      \$1353  = l1_w_0_12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1353  = l1_wread_0_14_s4;
+    \$1354  = l1_wread_0_13_s4;
     if (en) begin
-      \$1353  = l1_w_0_14;
+      \$1354  = l1_w_0_13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1354  = l1_wread_0_15_s4;
+    \$1355  = l1_wread_0_14_s4;
     if (en) begin
-      \$1354  = l1_w_0_15;
+      \$1355  = l1_w_0_14;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1355  = l1_bias0_s4;
+    \$1356  = l1_wread_0_15_s4;
     if (en) begin
-      \$1355  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
+      \$1356  = l1_w_0_15;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1356  = l1_prod0_0_s4;
+    \$1357  = l1_bias0_s4;
     if (en) begin
-      \$1356  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
+      \$1357  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1357  = l1_prod0_1_s4;
+    \$1358  = l1_prod0_0_s4;
     if (en) begin
-      \$1357  = { \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236  };
+      \$1358  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1358  = l1_prod0_2_s4;
+    \$1359  = l1_prod0_1_s4;
     if (en) begin
-      \$1358  = { \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241  };
+      \$1359  = { \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1359  = l1_prod0_3_s4;
+    \$1360  = l1_prod0_2_s4;
     if (en) begin
-      \$1359  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
+      \$1360  = { \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1360  = l1_prod0_4_s4;
+    \$1361  = l1_prod0_3_s4;
     if (en) begin
-      \$1360  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
+      \$1361  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1361  = l1_prod0_5_s4;
+    \$1362  = l1_prod0_4_s4;
     if (en) begin
-      \$1361  = { \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256  };
+      \$1362  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1362  = l1_prod0_6_s4;
+    \$1363  = l1_prod0_5_s4;
     if (en) begin
-      \$1362  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
+      \$1363  = { \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1363  = l1_prod0_7_s4;
+    \$1364  = l1_prod0_6_s4;
     if (en) begin
-      \$1363  = { \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266  };
+      \$1364  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1364  = l1_prod0_8_s4;
+    \$1365  = l1_prod0_7_s4;
     if (en) begin
-      \$1364  = { \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271  };
+      \$1365  = { \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1365  = l1_prod0_9_s4;
+    \$1366  = l1_prod0_8_s4;
     if (en) begin
-      \$1365  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
+      \$1366  = { \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1366  = l1_prod0_10_s4;
+    \$1367  = l1_prod0_9_s4;
     if (en) begin
-      \$1366  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
+      \$1367  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1367  = l1_prod0_11_s4;
+    \$1368  = l1_prod0_10_s4;
     if (en) begin
-      \$1367  = { \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286  };
+      \$1368  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1368  = l1_prod0_12_s4;
+    \$1369  = l1_prod0_11_s4;
     if (en) begin
-      \$1368  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+      \$1369  = { \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1369  = l1_prod0_13_s4;
+    \$1370  = l1_prod0_12_s4;
     if (en) begin
-      \$1369  = { \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296  };
+      \$1370  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1370  = l1_prod0_14_s4;
+    \$1371  = l1_prod0_13_s4;
     if (en) begin
-      \$1370  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
+      \$1371  = { \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1371  = l1_prod0_15_s4;
+    \$1372  = l1_prod0_14_s4;
     if (en) begin
-      \$1371  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
+      \$1372  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1372  = m__payload;
+    \$1373  = l1_prod0_15_s4;
     if (en) begin
-      \$1372  = \t$329 ;
+      \$1373  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1373  = y0_s2;
+    \$1374  = l1_out0_s5;
     if (en) begin
-      \$1373  = y0_s1;
+      \$1374  = \t$329 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1374  = y0_s3;
+    \$1375  = y0_s2;
     if (en) begin
-      \$1374  = y0_s2;
+      \$1375  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1375  = y0_s4;
+    \$1376  = y0_s3;
     if (en) begin
-      \$1375  = y0_s3;
+      \$1376  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1376  = y0_s5;
+    \$1377  = y0_s4;
     if (en) begin
-      \$1376  = y0_s4;
+      \$1377  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1377  = err0_s6;
+    \$1378  = y0_s5;
     if (en) begin
-      \$1377  = \t$335 ;
+      \$1378  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1378  = l0_out0_s4;
+    \$1379  = kind_s2;
     if (en) begin
-      \$1378  = l0_out0_s3;
+      \$1379  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1379  = l0_out0_s5;
+    \$1380  = kind_s3;
     if (en) begin
-      \$1379  = l0_out0_s4;
+      \$1380  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1380  = l0_out0_s6;
+    \$1381  = kind_s4;
     if (en) begin
-      \$1380  = l0_out0_s5;
+      \$1381  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1381  = l0_out1_s4;
+    \$1382  = kind_s5;
     if (en) begin
-      \$1381  = l0_out1_s3;
+      \$1382  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1382  = l0_out1_s5;
+    \$1383  = err0_s6;
     if (en) begin
-      \$1382  = l0_out1_s4;
+      \$1383  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1383  = l0_out1_s6;
+    \$1384  = l0_out0_s4;
     if (en) begin
-      \$1383  = l0_out1_s5;
+      \$1384  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1384  = l0_out2_s4;
+    \$1385  = l0_out0_s5;
     if (en) begin
-      \$1384  = l0_out2_s3;
+      \$1385  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1385  = l0_out2_s5;
+    \$1386  = l0_out0_s6;
     if (en) begin
-      \$1385  = l0_out2_s4;
+      \$1386  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1386  = l0_out2_s6;
+    \$1387  = l0_out1_s4;
     if (en) begin
-      \$1386  = l0_out2_s5;
+      \$1387  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1387  = l0_out3_s4;
+    \$1388  = l0_out1_s5;
     if (en) begin
-      \$1387  = l0_out3_s3;
+      \$1388  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1388  = l0_out3_s5;
+    \$1389  = l0_out1_s6;
     if (en) begin
-      \$1388  = l0_out3_s4;
+      \$1389  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1389  = l0_out3_s6;
+    \$1390  = l0_out2_s4;
     if (en) begin
-      \$1389  = l0_out3_s5;
+      \$1390  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1390  = l0_out4_s4;
+    \$1391  = l0_out2_s5;
     if (en) begin
-      \$1390  = l0_out4_s3;
+      \$1391  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1391  = l0_out4_s5;
+    \$1392  = l0_out2_s6;
     if (en) begin
-      \$1391  = l0_out4_s4;
+      \$1392  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1392  = l0_out4_s6;
+    \$1393  = l0_out3_s4;
     if (en) begin
-      \$1392  = l0_out4_s5;
+      \$1393  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1393  = l0_out5_s4;
+    \$1394  = l0_out3_s5;
     if (en) begin
-      \$1393  = l0_out5_s3;
+      \$1394  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1394  = l0_out5_s5;
+    \$1395  = l0_out3_s6;
     if (en) begin
-      \$1394  = l0_out5_s4;
+      \$1395  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1395  = l0_out5_s6;
+    \$1396  = l0_out4_s4;
     if (en) begin
-      \$1395  = l0_out5_s5;
+      \$1396  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1396  = l0_out6_s4;
+    \$1397  = l0_out4_s5;
     if (en) begin
-      \$1396  = l0_out6_s3;
+      \$1397  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1397  = l0_out6_s5;
+    \$1398  = l0_out4_s6;
     if (en) begin
-      \$1397  = l0_out6_s4;
+      \$1398  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1398  = l0_out6_s6;
+    \$1399  = l0_out5_s4;
     if (en) begin
-      \$1398  = l0_out6_s5;
+      \$1399  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1399  = l0_out7_s4;
+    \$1400  = l0_out5_s5;
     if (en) begin
-      \$1399  = l0_out7_s3;
+      \$1400  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1400  = l0_out7_s5;
+    \$1401  = l0_out5_s6;
     if (en) begin
-      \$1400  = l0_out7_s4;
+      \$1401  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1401  = l0_out7_s6;
+    \$1402  = l0_out6_s4;
     if (en) begin
-      \$1401  = l0_out7_s5;
+      \$1402  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1402  = l0_out8_s4;
+    \$1403  = l0_out6_s5;
     if (en) begin
-      \$1402  = l0_out8_s3;
+      \$1403  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1403  = l0_out8_s5;
+    \$1404  = l0_out6_s6;
     if (en) begin
-      \$1403  = l0_out8_s4;
+      \$1404  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1404  = l0_out8_s6;
+    \$1405  = l0_out7_s4;
     if (en) begin
-      \$1404  = l0_out8_s5;
+      \$1405  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1405  = l0_out9_s4;
+    \$1406  = l0_out7_s5;
     if (en) begin
-      \$1405  = l0_out9_s3;
+      \$1406  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1406  = l0_out9_s5;
+    \$1407  = l0_out7_s6;
     if (en) begin
-      \$1406  = l0_out9_s4;
+      \$1407  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1407  = l0_out9_s6;
+    \$1408  = l0_out8_s4;
     if (en) begin
-      \$1407  = l0_out9_s5;
+      \$1408  = l0_out8_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1408  = l0_out10_s4;
+    \$1409  = l0_out8_s5;
     if (en) begin
-      \$1408  = l0_out10_s3;
+      \$1409  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1409  = l0_out10_s5;
+    \$1410  = l0_out8_s6;
     if (en) begin
-      \$1409  = l0_out10_s4;
+      \$1410  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1410  = l0_out10_s6;
+    \$1411  = l0_out9_s4;
     if (en) begin
-      \$1410  = l0_out10_s5;
+      \$1411  = l0_out9_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1411  = l0_out11_s4;
+    \$1412  = l0_out9_s5;
     if (en) begin
-      \$1411  = l0_out11_s3;
+      \$1412  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1412  = l0_out11_s5;
+    \$1413  = l0_out9_s6;
     if (en) begin
-      \$1412  = l0_out11_s4;
+      \$1413  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1413  = l0_out11_s6;
+    \$1414  = l0_out10_s4;
     if (en) begin
-      \$1413  = l0_out11_s5;
+      \$1414  = l0_out10_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1414  = l0_out12_s4;
+    \$1415  = l0_out10_s5;
     if (en) begin
-      \$1414  = l0_out12_s3;
+      \$1415  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1415  = l0_out12_s5;
+    \$1416  = l0_out10_s6;
     if (en) begin
-      \$1415  = l0_out12_s4;
+      \$1416  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1416  = l0_out12_s6;
+    \$1417  = l0_out11_s4;
     if (en) begin
-      \$1416  = l0_out12_s5;
+      \$1417  = l0_out11_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1417  = l0_out13_s4;
+    \$1418  = l0_out11_s5;
     if (en) begin
-      \$1417  = l0_out13_s3;
+      \$1418  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1418  = l0_out13_s5;
+    \$1419  = l0_out11_s6;
     if (en) begin
-      \$1418  = l0_out13_s4;
+      \$1419  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1419  = l0_out13_s6;
+    \$1420  = l0_out12_s4;
     if (en) begin
-      \$1419  = l0_out13_s5;
+      \$1420  = l0_out12_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1420  = l0_out14_s4;
+    \$1421  = l0_out12_s5;
     if (en) begin
-      \$1420  = l0_out14_s3;
+      \$1421  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1421  = l0_out14_s5;
+    \$1422  = l0_out12_s6;
     if (en) begin
-      \$1421  = l0_out14_s4;
+      \$1422  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1422  = l0_out14_s6;
+    \$1423  = l0_out13_s4;
     if (en) begin
-      \$1422  = l0_out14_s5;
+      \$1423  = l0_out13_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1423  = l0_out15_s4;
+    \$1424  = l0_out13_s5;
     if (en) begin
-      \$1423  = l0_out15_s3;
+      \$1424  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1424  = l0_out15_s5;
+    \$1425  = l0_out13_s6;
     if (en) begin
-      \$1424  = l0_out15_s4;
+      \$1425  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1425  = l0_out15_s6;
+    \$1426  = l0_out14_s4;
     if (en) begin
-      \$1425  = l0_out15_s5;
+      \$1426  = l0_out14_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1426  = l1_wread_0_0_s5;
+    \$1427  = l0_out14_s5;
     if (en) begin
-      \$1426  = l1_wread_0_0_s4;
+      \$1427  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1427  = l1_wread_0_0_s6;
+    \$1428  = l0_out14_s6;
     if (en) begin
-      \$1427  = l1_wread_0_0_s5;
+      \$1428  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1428  = \t$424 ;
+    \$1429  = l0_out15_s4;
     if (en) begin
-      \$1428  = { \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422  };
+      \$1429  = l0_out15_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1429  = l0_out0_s7;
+    \$1430  = l0_out15_s5;
     if (en) begin
-      \$1429  = l0_out0_s6;
+      \$1430  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1430  = l0_err0_s8;
+    \$1431  = l0_out15_s6;
     if (en) begin
-      \$1430  = \$1193 ;
+      \$1431  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1431  = l1_wread_0_1_s5;
+    \$1432  = l1_wread_0_0_s5;
     if (en) begin
-      \$1431  = l1_wread_0_1_s4;
+      \$1432  = l1_wread_0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1432  = l1_wread_0_1_s6;
+    \$1433  = l1_wread_0_0_s6;
     if (en) begin
-      \$1432  = l1_wread_0_1_s5;
+      \$1433  = l1_wread_0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1433  = \t$433 ;
+    \$1434  = \t$426 ;
     if (en) begin
-      \$1433  = { \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431  };
+      \$1434  = { \t$424 [34], \t$424 [34], \t$424 [34], \t$424 [34], \t$424 [34], \t$424  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1434  = l0_out1_s7;
+    \$1435  = l0_out0_s7;
     if (en) begin
-      \$1434  = l0_out1_s6;
+      \$1435  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1435  = l0_err1_s8;
+    \$1436  = l0_err0_s8;
     if (en) begin
-      \$1435  = \$1195 ;
+      \$1436  = \$1194 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1436  = l1_wread_0_2_s5;
+    \$1437  = l1_wread_0_1_s5;
     if (en) begin
-      \$1436  = l1_wread_0_2_s4;
+      \$1437  = l1_wread_0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1437  = l1_wread_0_2_s6;
+    \$1438  = l1_wread_0_1_s6;
     if (en) begin
-      \$1437  = l1_wread_0_2_s5;
+      \$1438  = l1_wread_0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1438  = \t$442 ;
+    \$1439  = \t$435 ;
     if (en) begin
-      \$1438  = { \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440  };
+      \$1439  = { \t$433 [34], \t$433 [34], \t$433 [34], \t$433 [34], \t$433 [34], \t$433  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1439  = l0_out2_s7;
+    \$1440  = l0_out1_s7;
     if (en) begin
-      \$1439  = l0_out2_s6;
+      \$1440  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1440  = l0_err2_s8;
+    \$1441  = l0_err1_s8;
     if (en) begin
-      \$1440  = \$1197 ;
+      \$1441  = \$1196 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1441  = l1_wread_0_3_s5;
+    \$1442  = l1_wread_0_2_s5;
     if (en) begin
-      \$1441  = l1_wread_0_3_s4;
+      \$1442  = l1_wread_0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1442  = l1_wread_0_3_s6;
+    \$1443  = l1_wread_0_2_s6;
     if (en) begin
-      \$1442  = l1_wread_0_3_s5;
+      \$1443  = l1_wread_0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1443  = \t$451 ;
+    \$1444  = \t$444 ;
     if (en) begin
-      \$1443  = { \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449  };
+      \$1444  = { \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1444  = l0_out3_s7;
+    \$1445  = l0_out2_s7;
     if (en) begin
-      \$1444  = l0_out3_s6;
+      \$1445  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1445  = l0_err3_s8;
+    \$1446  = l0_err2_s8;
     if (en) begin
-      \$1445  = \$1199 ;
+      \$1446  = \$1198 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1446  = l1_wread_0_4_s5;
+    \$1447  = l1_wread_0_3_s5;
     if (en) begin
-      \$1446  = l1_wread_0_4_s4;
+      \$1447  = l1_wread_0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1447  = l1_wread_0_4_s6;
+    \$1448  = l1_wread_0_3_s6;
     if (en) begin
-      \$1447  = l1_wread_0_4_s5;
+      \$1448  = l1_wread_0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1448  = \t$460 ;
+    \$1449  = \t$453 ;
     if (en) begin
-      \$1448  = { \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458  };
+      \$1449  = { \t$451 [34], \t$451 [34], \t$451 [34], \t$451 [34], \t$451 [34], \t$451  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1449  = l0_out4_s7;
+    \$1450  = l0_out3_s7;
     if (en) begin
-      \$1449  = l0_out4_s6;
+      \$1450  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1450  = l0_err4_s8;
+    \$1451  = l0_err3_s8;
     if (en) begin
-      \$1450  = \$1201 ;
+      \$1451  = \$1200 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1451  = l1_wread_0_5_s5;
+    \$1452  = l1_wread_0_4_s5;
     if (en) begin
-      \$1451  = l1_wread_0_5_s4;
+      \$1452  = l1_wread_0_4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1452  = l1_wread_0_5_s6;
+    \$1453  = l1_wread_0_4_s6;
     if (en) begin
-      \$1452  = l1_wread_0_5_s5;
+      \$1453  = l1_wread_0_4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1453  = \t$469 ;
+    \$1454  = \t$462 ;
     if (en) begin
-      \$1453  = { \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467  };
+      \$1454  = { \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1454  = l0_out5_s7;
+    \$1455  = l0_out4_s7;
     if (en) begin
-      \$1454  = l0_out5_s6;
+      \$1455  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1455  = l0_err5_s8;
+    \$1456  = l0_err4_s8;
     if (en) begin
-      \$1455  = \$1203 ;
+      \$1456  = \$1202 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1456  = l1_wread_0_6_s5;
+    \$1457  = l1_wread_0_5_s5;
     if (en) begin
-      \$1456  = l1_wread_0_6_s4;
+      \$1457  = l1_wread_0_5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1457  = l1_wread_0_6_s6;
+    \$1458  = l1_wread_0_5_s6;
     if (en) begin
-      \$1457  = l1_wread_0_6_s5;
+      \$1458  = l1_wread_0_5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1458  = \t$478 ;
+    \$1459  = \t$471 ;
     if (en) begin
-      \$1458  = { \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476  };
+      \$1459  = { \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1459  = l0_out6_s7;
+    \$1460  = l0_out5_s7;
     if (en) begin
-      \$1459  = l0_out6_s6;
+      \$1460  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1460  = l0_err6_s8;
+    \$1461  = l0_err5_s8;
     if (en) begin
-      \$1460  = \$1205 ;
+      \$1461  = \$1204 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1461  = l1_wread_0_7_s5;
+    \$1462  = l1_wread_0_6_s5;
     if (en) begin
-      \$1461  = l1_wread_0_7_s4;
+      \$1462  = l1_wread_0_6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1462  = l1_wread_0_7_s6;
+    \$1463  = l1_wread_0_6_s6;
     if (en) begin
-      \$1462  = l1_wread_0_7_s5;
+      \$1463  = l1_wread_0_6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1463  = \t$487 ;
+    \$1464  = \t$480 ;
     if (en) begin
-      \$1463  = { \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485  };
+      \$1464  = { \t$478 [34], \t$478 [34], \t$478 [34], \t$478 [34], \t$478 [34], \t$478  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1464  = l0_out7_s7;
+    \$1465  = l0_out6_s7;
     if (en) begin
-      \$1464  = l0_out7_s6;
+      \$1465  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1465  = l0_err7_s8;
+    \$1466  = l0_err6_s8;
     if (en) begin
-      \$1465  = \$1207 ;
+      \$1466  = \$1206 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1466  = l1_wread_0_8_s5;
+    \$1467  = l1_wread_0_7_s5;
     if (en) begin
-      \$1466  = l1_wread_0_8_s4;
+      \$1467  = l1_wread_0_7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1467  = l1_wread_0_8_s6;
+    \$1468  = l1_wread_0_7_s6;
     if (en) begin
-      \$1467  = l1_wread_0_8_s5;
+      \$1468  = l1_wread_0_7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1468  = \t$496 ;
+    \$1469  = \t$489 ;
     if (en) begin
-      \$1468  = { \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494  };
+      \$1469  = { \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1469  = l0_out8_s7;
+    \$1470  = l0_out7_s7;
     if (en) begin
-      \$1469  = l0_out8_s6;
+      \$1470  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1470  = l0_err8_s8;
+    \$1471  = l0_err7_s8;
     if (en) begin
-      \$1470  = \$1209 ;
+      \$1471  = \$1208 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1471  = l1_wread_0_9_s5;
+    \$1472  = l1_wread_0_8_s5;
     if (en) begin
-      \$1471  = l1_wread_0_9_s4;
+      \$1472  = l1_wread_0_8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1472  = l1_wread_0_9_s6;
+    \$1473  = l1_wread_0_8_s6;
     if (en) begin
-      \$1472  = l1_wread_0_9_s5;
+      \$1473  = l1_wread_0_8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1473  = \t$505 ;
+    \$1474  = \t$498 ;
     if (en) begin
-      \$1473  = { \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503  };
+      \$1474  = { \t$496 [34], \t$496 [34], \t$496 [34], \t$496 [34], \t$496 [34], \t$496  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1474  = l0_out9_s7;
+    \$1475  = l0_out8_s7;
     if (en) begin
-      \$1474  = l0_out9_s6;
+      \$1475  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1475  = l0_err9_s8;
+    \$1476  = l0_err8_s8;
     if (en) begin
-      \$1475  = \$1211 ;
+      \$1476  = \$1210 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1476  = l1_wread_0_10_s5;
+    \$1477  = l1_wread_0_9_s5;
     if (en) begin
-      \$1476  = l1_wread_0_10_s4;
+      \$1477  = l1_wread_0_9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1477  = l1_wread_0_10_s6;
+    \$1478  = l1_wread_0_9_s6;
     if (en) begin
-      \$1477  = l1_wread_0_10_s5;
+      \$1478  = l1_wread_0_9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1478  = \t$514 ;
+    \$1479  = \t$507 ;
     if (en) begin
-      \$1478  = { \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512  };
+      \$1479  = { \t$505 [34], \t$505 [34], \t$505 [34], \t$505 [34], \t$505 [34], \t$505  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1479  = l0_out10_s7;
+    \$1480  = l0_out9_s7;
     if (en) begin
-      \$1479  = l0_out10_s6;
+      \$1480  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1480  = l0_err10_s8;
+    \$1481  = l0_err9_s8;
     if (en) begin
-      \$1480  = \$1213 ;
+      \$1481  = \$1212 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1481  = l1_wread_0_11_s5;
+    \$1482  = l1_wread_0_10_s5;
     if (en) begin
-      \$1481  = l1_wread_0_11_s4;
+      \$1482  = l1_wread_0_10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1482  = l1_wread_0_11_s6;
+    \$1483  = l1_wread_0_10_s6;
     if (en) begin
-      \$1482  = l1_wread_0_11_s5;
+      \$1483  = l1_wread_0_10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1483  = \t$523 ;
+    \$1484  = \t$516 ;
     if (en) begin
-      \$1483  = { \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521  };
+      \$1484  = { \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1484  = l0_out11_s7;
+    \$1485  = l0_out10_s7;
     if (en) begin
-      \$1484  = l0_out11_s6;
+      \$1485  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1485  = l0_err11_s8;
+    \$1486  = l0_err10_s8;
     if (en) begin
-      \$1485  = \$1215 ;
+      \$1486  = \$1214 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1486  = l1_wread_0_12_s5;
+    \$1487  = l1_wread_0_11_s5;
     if (en) begin
-      \$1486  = l1_wread_0_12_s4;
+      \$1487  = l1_wread_0_11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1487  = l1_wread_0_12_s6;
+    \$1488  = l1_wread_0_11_s6;
     if (en) begin
-      \$1487  = l1_wread_0_12_s5;
+      \$1488  = l1_wread_0_11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1488  = \t$532 ;
+    \$1489  = \t$525 ;
     if (en) begin
-      \$1488  = { \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530  };
+      \$1489  = { \t$523 [34], \t$523 [34], \t$523 [34], \t$523 [34], \t$523 [34], \t$523  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1489  = l0_out12_s7;
+    \$1490  = l0_out11_s7;
     if (en) begin
-      \$1489  = l0_out12_s6;
+      \$1490  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1490  = l0_err12_s8;
+    \$1491  = l0_err11_s8;
     if (en) begin
-      \$1490  = \$1217 ;
+      \$1491  = \$1216 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1491  = l1_wread_0_13_s5;
+    \$1492  = l1_wread_0_12_s5;
     if (en) begin
-      \$1491  = l1_wread_0_13_s4;
+      \$1492  = l1_wread_0_12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1492  = l1_wread_0_13_s6;
+    \$1493  = l1_wread_0_12_s6;
     if (en) begin
-      \$1492  = l1_wread_0_13_s5;
+      \$1493  = l1_wread_0_12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1493  = \t$541 ;
+    \$1494  = \t$534 ;
     if (en) begin
-      \$1493  = { \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539  };
+      \$1494  = { \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1494  = l0_out13_s7;
+    \$1495  = l0_out12_s7;
     if (en) begin
-      \$1494  = l0_out13_s6;
+      \$1495  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1495  = l0_err13_s8;
+    \$1496  = l0_err12_s8;
     if (en) begin
-      \$1495  = \$1219 ;
+      \$1496  = \$1218 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1496  = l1_wread_0_14_s5;
+    \$1497  = l1_wread_0_13_s5;
     if (en) begin
-      \$1496  = l1_wread_0_14_s4;
+      \$1497  = l1_wread_0_13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1497  = l1_wread_0_14_s6;
+    \$1498  = l1_wread_0_13_s6;
     if (en) begin
-      \$1497  = l1_wread_0_14_s5;
+      \$1498  = l1_wread_0_13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1498  = \t$550 ;
+    \$1499  = \t$543 ;
     if (en) begin
-      \$1498  = { \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548  };
+      \$1499  = { \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1499  = l0_out14_s7;
+    \$1500  = l0_out13_s7;
     if (en) begin
-      \$1499  = l0_out14_s6;
+      \$1500  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1500  = l0_err14_s8;
+    \$1501  = l0_err13_s8;
     if (en) begin
-      \$1500  = \$1221 ;
+      \$1501  = \$1220 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1501  = l1_wread_0_15_s5;
+    \$1502  = l1_wread_0_14_s5;
     if (en) begin
-      \$1501  = l1_wread_0_15_s4;
+      \$1502  = l1_wread_0_14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1502  = l1_wread_0_15_s6;
+    \$1503  = l1_wread_0_14_s6;
     if (en) begin
-      \$1502  = l1_wread_0_15_s5;
+      \$1503  = l1_wread_0_14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1503  = \t$559 ;
+    \$1504  = \t$552 ;
     if (en) begin
-      \$1503  = { \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557  };
+      \$1504  = { \t$550 [34], \t$550 [34], \t$550 [34], \t$550 [34], \t$550 [34], \t$550  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1504  = l0_out15_s7;
+    \$1505  = l0_out14_s7;
     if (en) begin
-      \$1504  = l0_out15_s6;
+      \$1505  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1505  = l0_err15_s8;
+    \$1506  = l0_err14_s8;
     if (en) begin
-      \$1505  = \$1223 ;
+      \$1506  = \$1222 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1506  = x0_s2;
+    \$1507  = l1_wread_0_15_s5;
     if (en) begin
-      \$1506  = x0_s1;
+      \$1507  = l1_wread_0_15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1507  = x0_s3;
+    \$1508  = l1_wread_0_15_s6;
     if (en) begin
-      \$1507  = x0_s2;
+      \$1508  = l1_wread_0_15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1508  = x0_s4;
+    \$1509  = \t$561 ;
     if (en) begin
-      \$1508  = x0_s3;
+      \$1509  = { \t$559 [34], \t$559 [34], \t$559 [34], \t$559 [34], \t$559 [34], \t$559  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1509  = x0_s5;
+    \$1510  = l0_out15_s7;
     if (en) begin
-      \$1509  = x0_s4;
+      \$1510  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1510  = x0_s6;
+    \$1511  = l0_err15_s8;
     if (en) begin
-      \$1510  = x0_s5;
+      \$1511  = \$1224 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1511  = x0_s7;
+    \$1512  = x0_s2;
     if (en) begin
-      \$1511  = x0_s6;
+      \$1512  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1512  = x0_s8;
+    \$1513  = x0_s3;
     if (en) begin
-      \$1512  = x0_s7;
+      \$1513  = x0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1514  = x0_s4;
+    if (en) begin
+      \$1514  = x0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1515  = x0_s5;
+    if (en) begin
+      \$1515  = x0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1516  = x0_s6;
+    if (en) begin
+      \$1516  = x0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1517  = x0_s7;
+    if (en) begin
+      \$1517  = x0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1518  = x0_s8;
+    if (en) begin
+      \$1518  = x0_s7;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -8988,48 +9063,48 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$302  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
   assign \t$307  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
   assign \t$326  = \t$308 [39:0];
-  assign l1_out0_s5 = m__payload;
-  assign \t$423  = { \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422 [34], \t$422  };
-  assign l1_bprod0_0_s7 = \t$424 ;
-  assign \t$432  = { \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431  };
-  assign l1_bprod1_0_s7 = \t$433 ;
-  assign \t$441  = { \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440 [34], \t$440  };
-  assign l1_bprod2_0_s7 = \t$442 ;
-  assign \t$450  = { \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449 [34], \t$449  };
-  assign l1_bprod3_0_s7 = \t$451 ;
-  assign \t$459  = { \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458 [34], \t$458  };
-  assign l1_bprod4_0_s7 = \t$460 ;
-  assign \t$468  = { \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467 [34], \t$467  };
-  assign l1_bprod5_0_s7 = \t$469 ;
-  assign \t$477  = { \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476  };
-  assign l1_bprod6_0_s7 = \t$478 ;
-  assign \t$486  = { \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485  };
-  assign l1_bprod7_0_s7 = \t$487 ;
-  assign \t$495  = { \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494 [34], \t$494  };
-  assign l1_bprod8_0_s7 = \t$496 ;
-  assign \t$504  = { \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503  };
-  assign l1_bprod9_0_s7 = \t$505 ;
-  assign \t$513  = { \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512 [34], \t$512  };
-  assign l1_bprod10_0_s7 = \t$514 ;
-  assign \t$522  = { \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521 [34], \t$521  };
-  assign l1_bprod11_0_s7 = \t$523 ;
-  assign \t$531  = { \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530 [34], \t$530  };
-  assign l1_bprod12_0_s7 = \t$532 ;
-  assign \t$540  = { \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539 [34], \t$539  };
-  assign l1_bprod13_0_s7 = \t$541 ;
-  assign \t$549  = { \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548  };
-  assign l1_bprod14_0_s7 = \t$550 ;
-  assign \t$558  = { \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557 [34], \t$557  };
-  assign l1_bprod15_0_s7 = \t$559 ;
+  assign \t$425  = { \t$424 [34], \t$424 [34], \t$424 [34], \t$424 [34], \t$424 [34], \t$424  };
+  assign l1_bprod0_0_s7 = \t$426 ;
+  assign \t$434  = { \t$433 [34], \t$433 [34], \t$433 [34], \t$433 [34], \t$433 [34], \t$433  };
+  assign l1_bprod1_0_s7 = \t$435 ;
+  assign \t$443  = { \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442 [34], \t$442  };
+  assign l1_bprod2_0_s7 = \t$444 ;
+  assign \t$452  = { \t$451 [34], \t$451 [34], \t$451 [34], \t$451 [34], \t$451 [34], \t$451  };
+  assign l1_bprod3_0_s7 = \t$453 ;
+  assign \t$461  = { \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460  };
+  assign l1_bprod4_0_s7 = \t$462 ;
+  assign \t$470  = { \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469  };
+  assign l1_bprod5_0_s7 = \t$471 ;
+  assign \t$479  = { \t$478 [34], \t$478 [34], \t$478 [34], \t$478 [34], \t$478 [34], \t$478  };
+  assign l1_bprod6_0_s7 = \t$480 ;
+  assign \t$488  = { \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487  };
+  assign l1_bprod7_0_s7 = \t$489 ;
+  assign \t$497  = { \t$496 [34], \t$496 [34], \t$496 [34], \t$496 [34], \t$496 [34], \t$496  };
+  assign l1_bprod8_0_s7 = \t$498 ;
+  assign \t$506  = { \t$505 [34], \t$505 [34], \t$505 [34], \t$505 [34], \t$505 [34], \t$505  };
+  assign l1_bprod9_0_s7 = \t$507 ;
+  assign \t$515  = { \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514 [34], \t$514  };
+  assign l1_bprod10_0_s7 = \t$516 ;
+  assign \t$524  = { \t$523 [34], \t$523 [34], \t$523 [34], \t$523 [34], \t$523 [34], \t$523  };
+  assign l1_bprod11_0_s7 = \t$525 ;
+  assign \t$533  = { \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532  };
+  assign l1_bprod12_0_s7 = \t$534 ;
+  assign \t$542  = { \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541  };
+  assign l1_bprod13_0_s7 = \t$543 ;
+  assign \t$551  = { \t$550 [34], \t$550 [34], \t$550 [34], \t$550 [34], \t$550 [34], \t$550  };
+  assign l1_bprod14_0_s7 = \t$552 ;
+  assign \t$560  = { \t$559 [34], \t$559 [34], \t$559 [34], \t$559 [34], \t$559 [34], \t$559  };
+  assign l1_bprod15_0_s7 = \t$561 ;
   assign m__valid = valid_s5;
-  assign w_data = { \t$692 , \t$689 , \t$686 , \t$683 , \t$680 , \t$677 , \t$674 , \t$671 , \t$668 , \t$665 , \t$662 , \t$659 , \t$656 , \t$653 , \t$650 , \t$647 , \t$644 , \t$639 , \t$634 , \t$629 , \t$624 , \t$619 , \t$614 , \t$609 , \t$604 , \t$599 , \t$594 , \t$589 , \t$584 , \t$579 , \t$574 , \t$569  };
-  assign \w_data$753  = { \t$419 , \t$416 , \t$411 , \t$406 , \t$401 , \t$396 , \t$391 , \t$386 , \t$381 , \t$376 , \t$371 , \t$366 , \t$361 , \t$356 , \t$351 , \t$346 , \t$341  };
+  assign w_data = { \t$694 , \t$691 , \t$688 , \t$685 , \t$682 , \t$679 , \t$676 , \t$673 , \t$670 , \t$667 , \t$664 , \t$661 , \t$658 , \t$655 , \t$652 , \t$649 , \t$646 , \t$641 , \t$636 , \t$631 , \t$626 , \t$621 , \t$616 , \t$611 , \t$606 , \t$601 , \t$596 , \t$591 , \t$586 , \t$581 , \t$576 , \t$571  };
+  assign \w_data$755  = { \t$421 , \t$418 , \t$413 , \t$408 , \t$403 , \t$398 , \t$393 , \t$388 , \t$383 , \t$378 , \t$373 , \t$368 , \t$363 , \t$358 , \t$353 , \t$348 , \t$343  };
   assign pc__ready = execute;
-  assign l0_port_local = \$930 [4:0];
-  assign l1_port_local = \$941 [4:0];
+  assign l0_port_local = \$931 [4:0];
+  assign l1_port_local = \$942 [4:0];
   assign resp = pr__payload;
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
@@ -9038,6 +9113,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
   assign \s__payload.y[0]  = s__payload[31:16];
+  assign \s__payload.kind  = s__payload[33:32];
+  assign m__payload[16] = \$186 ;
+  assign m__payload[15:0] = l1_out0_s5;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$6  = { \t$3 [31], \t$3 , 2'h0 };
   assign floor = { \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39:14] };
@@ -9105,102 +9183,102 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$306  = { \t$303 [31], \t$303 , 2'h0 };
   assign \floor$327  = { \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39:14] };
   assign \t$334  = { \t$332 [16], \t$332  };
-  assign \floor$339  = { \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31:17] };
-  assign \floor$344  = { \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31:17] };
-  assign \floor$349  = { \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31:17] };
-  assign \floor$354  = { \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31:17] };
-  assign \floor$359  = { \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31:17] };
-  assign \floor$364  = { \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31:17] };
-  assign \floor$369  = { \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31:17] };
-  assign \floor$374  = { \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31:17] };
-  assign \floor$379  = { \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31:17] };
-  assign \floor$384  = { \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31:17] };
-  assign \floor$389  = { \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31:17] };
-  assign \floor$394  = { \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31:17] };
-  assign \floor$399  = { \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31:17] };
-  assign \floor$404  = { \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31:17] };
-  assign \floor$409  = { \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31:17] };
-  assign \floor$414  = { \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31:17] };
-  assign \floor$417  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
-  assign \t$422  = { \t$420 [31], \t$420 , 2'h0 };
-  assign \floor$426  = { \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39], \t$424 [39:14] };
-  assign \t$431  = { \t$429 [31], \t$429 , 2'h0 };
-  assign \floor$435  = { \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39:14] };
-  assign \t$440  = { \t$438 [31], \t$438 , 2'h0 };
-  assign \floor$444  = { \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39], \t$442 [39:14] };
-  assign \t$449  = { \t$447 [31], \t$447 , 2'h0 };
-  assign \floor$453  = { \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39], \t$451 [39:14] };
-  assign \t$458  = { \t$456 [31], \t$456 , 2'h0 };
-  assign \floor$462  = { \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39], \t$460 [39:14] };
-  assign \t$467  = { \t$465 [31], \t$465 , 2'h0 };
-  assign \floor$471  = { \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39], \t$469 [39:14] };
-  assign \t$476  = { \t$474 [31], \t$474 , 2'h0 };
-  assign \floor$480  = { \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39:14] };
-  assign \t$485  = { \t$483 [31], \t$483 , 2'h0 };
-  assign \floor$489  = { \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39:14] };
-  assign \t$494  = { \t$492 [31], \t$492 , 2'h0 };
-  assign \floor$498  = { \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39], \t$496 [39:14] };
-  assign \t$503  = { \t$501 [31], \t$501 , 2'h0 };
-  assign \floor$507  = { \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39:14] };
-  assign \t$512  = { \t$510 [31], \t$510 , 2'h0 };
-  assign \floor$516  = { \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39], \t$514 [39:14] };
-  assign \t$521  = { \t$519 [31], \t$519 , 2'h0 };
-  assign \floor$525  = { \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39], \t$523 [39:14] };
-  assign \t$530  = { \t$528 [31], \t$528 , 2'h0 };
-  assign \floor$534  = { \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39], \t$532 [39:14] };
-  assign \t$539  = { \t$537 [31], \t$537 , 2'h0 };
-  assign \floor$543  = { \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39], \t$541 [39:14] };
-  assign \t$548  = { \t$546 [31], \t$546 , 2'h0 };
-  assign \floor$552  = { \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39:14] };
-  assign \t$557  = { \t$555 [31], \t$555 , 2'h0 };
-  assign \floor$561  = { \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39], \t$559 [39:14] };
-  assign \floor$567  = { \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31:17] };
-  assign \floor$572  = { \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31], \t$570 [31:17] };
-  assign \floor$577  = { \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31], \t$575 [31:17] };
-  assign \floor$582  = { \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31], \t$580 [31:17] };
-  assign \floor$587  = { \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31], \t$585 [31:17] };
-  assign \floor$592  = { \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31], \t$590 [31:17] };
-  assign \floor$597  = { \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31], \t$595 [31:17] };
-  assign \floor$602  = { \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31], \t$600 [31:17] };
-  assign \floor$607  = { \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31], \t$605 [31:17] };
-  assign \floor$612  = { \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31], \t$610 [31:17] };
-  assign \floor$617  = { \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31], \t$615 [31:17] };
-  assign \floor$622  = { \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31], \t$620 [31:17] };
-  assign \floor$627  = { \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31], \t$625 [31:17] };
-  assign \floor$632  = { \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31], \t$630 [31:17] };
-  assign \floor$637  = { \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31], \t$635 [31:17] };
-  assign \floor$642  = { \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31], \t$640 [31:17] };
-  assign \floor$645  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
-  assign \floor$648  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
-  assign \floor$651  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
-  assign \floor$654  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
-  assign \floor$657  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
-  assign \floor$660  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
-  assign \floor$663  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
-  assign \floor$666  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \floor$669  = { l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15:5] };
-  assign \floor$672  = { l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15:5] };
-  assign \floor$675  = { l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15:5] };
-  assign \floor$678  = { l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15:5] };
-  assign \floor$681  = { l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15:5] };
-  assign \floor$684  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
-  assign \floor$687  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
-  assign \floor$690  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
-  assign \$916  = 1'h1;
-  assign \$917  = \$915 ;
-  assign s__ready = \$915 ;
-  assign \$924  = 1'h1;
-  assign \$925  = \$923 ;
+  assign \floor$341  = { \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31:17] };
+  assign \floor$346  = { \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31:17] };
+  assign \floor$351  = { \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31:17] };
+  assign \floor$356  = { \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31:17] };
+  assign \floor$361  = { \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31:17] };
+  assign \floor$366  = { \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31:17] };
+  assign \floor$371  = { \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31:17] };
+  assign \floor$376  = { \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31:17] };
+  assign \floor$381  = { \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31:17] };
+  assign \floor$386  = { \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31:17] };
+  assign \floor$391  = { \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31:17] };
+  assign \floor$396  = { \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31:17] };
+  assign \floor$401  = { \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31:17] };
+  assign \floor$406  = { \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31:17] };
+  assign \floor$411  = { \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31:17] };
+  assign \floor$416  = { \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31:17] };
+  assign \floor$419  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
+  assign \t$424  = { \t$422 [31], \t$422 , 2'h0 };
+  assign \floor$428  = { \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39], \t$426 [39:14] };
+  assign \t$433  = { \t$431 [31], \t$431 , 2'h0 };
+  assign \floor$437  = { \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39], \t$435 [39:14] };
+  assign \t$442  = { \t$440 [31], \t$440 , 2'h0 };
+  assign \floor$446  = { \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39], \t$444 [39:14] };
+  assign \t$451  = { \t$449 [31], \t$449 , 2'h0 };
+  assign \floor$455  = { \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39], \t$453 [39:14] };
+  assign \t$460  = { \t$458 [31], \t$458 , 2'h0 };
+  assign \floor$464  = { \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39:14] };
+  assign \t$469  = { \t$467 [31], \t$467 , 2'h0 };
+  assign \floor$473  = { \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39:14] };
+  assign \t$478  = { \t$476 [31], \t$476 , 2'h0 };
+  assign \floor$482  = { \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39], \t$480 [39:14] };
+  assign \t$487  = { \t$485 [31], \t$485 , 2'h0 };
+  assign \floor$491  = { \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39:14] };
+  assign \t$496  = { \t$494 [31], \t$494 , 2'h0 };
+  assign \floor$500  = { \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39], \t$498 [39:14] };
+  assign \t$505  = { \t$503 [31], \t$503 , 2'h0 };
+  assign \floor$509  = { \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39], \t$507 [39:14] };
+  assign \t$514  = { \t$512 [31], \t$512 , 2'h0 };
+  assign \floor$518  = { \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39], \t$516 [39:14] };
+  assign \t$523  = { \t$521 [31], \t$521 , 2'h0 };
+  assign \floor$527  = { \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39], \t$525 [39:14] };
+  assign \t$532  = { \t$530 [31], \t$530 , 2'h0 };
+  assign \floor$536  = { \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39:14] };
+  assign \t$541  = { \t$539 [31], \t$539 , 2'h0 };
+  assign \floor$545  = { \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39:14] };
+  assign \t$550  = { \t$548 [31], \t$548 , 2'h0 };
+  assign \floor$554  = { \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39], \t$552 [39:14] };
+  assign \t$559  = { \t$557 [31], \t$557 , 2'h0 };
+  assign \floor$563  = { \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39], \t$561 [39:14] };
+  assign \floor$569  = { \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31:17] };
+  assign \floor$574  = { \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31], \t$572 [31:17] };
+  assign \floor$579  = { \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31], \t$577 [31:17] };
+  assign \floor$584  = { \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31], \t$582 [31:17] };
+  assign \floor$589  = { \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31], \t$587 [31:17] };
+  assign \floor$594  = { \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31], \t$592 [31:17] };
+  assign \floor$599  = { \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31], \t$597 [31:17] };
+  assign \floor$604  = { \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31], \t$602 [31:17] };
+  assign \floor$609  = { \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31], \t$607 [31:17] };
+  assign \floor$614  = { \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31], \t$612 [31:17] };
+  assign \floor$619  = { \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31], \t$617 [31:17] };
+  assign \floor$624  = { \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31], \t$622 [31:17] };
+  assign \floor$629  = { \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31], \t$627 [31:17] };
+  assign \floor$634  = { \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31], \t$632 [31:17] };
+  assign \floor$639  = { \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31], \t$637 [31:17] };
+  assign \floor$644  = { \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31], \t$642 [31:17] };
+  assign \floor$647  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
+  assign \floor$650  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
+  assign \floor$653  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
+  assign \floor$656  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
+  assign \floor$659  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
+  assign \floor$662  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
+  assign \floor$665  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
+  assign \floor$668  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
+  assign \floor$671  = { l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15:5] };
+  assign \floor$674  = { l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15:5] };
+  assign \floor$677  = { l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15:5] };
+  assign \floor$680  = { l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15:5] };
+  assign \floor$683  = { l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15:5] };
+  assign \floor$686  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
+  assign \floor$689  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
+  assign \floor$692  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
+  assign \$917  = 1'h1;
+  assign \$918  = \$916 ;
+  assign s__ready = \$916 ;
+  assign \$925  = 1'h1;
+  assign \$926  = \$924 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$935  = \$934 ;
+  assign \$936  = \$935 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$946  = \$945 ;
+  assign \$947  = \$946 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846$0 , \port$860$0 , \port$874$0 , \port$888$0 , \port$902$0 , \port$916$0 , \port$930$0 , \port$944$0 , \port$958$0 , \port$972$0 , \port$986$0 , \port$1000$0 , \port$1014$0 , \port$1028$0 , \port$1042$0 , \port$1055$0 , \port$1068$0 , \port$1081$0 , \port$1094$0 
-, \port$1107$0 , \port$1120$0 , \port$1133$0 , \port$1146$0 , \port$1159$0 , \port$1172$0 , \port$1185$0 , \port$1198$0 , \port$1211$0 , \port$1224$0 , \port$1237$0 , \port$1250$0 , w_en, r_en, r_data, level, clk);
+module \onchip_learner_axis.learner.l0_pending$895 (rst, \port$836$0 , \port$850$0 , \port$864$0 , \port$878$0 , \port$892$0 , \port$906$0 , \port$920$0 , \port$934$0 , \port$948$0 , \port$962$0 , \port$976$0 , \port$990$0 , \port$1004$0 , \port$1018$0 , \port$1032$0 , \port$1046$0 , \port$1059$0 , \port$1072$0 , \port$1085$0 , \port$1098$0 
+, \port$1111$0 , \port$1124$0 , \port$1137$0 , \port$1150$0 , \port$1163$0 , \port$1176$0 , \port$1189$0 , \port$1202$0 , \port$1215$0 , \port$1228$0 , \port$1241$0 , \port$1254$0 , w_en, r_en, r_data, level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire [3:0] \$1 ;
   wire [3:0] \$10 ;
@@ -9243,70 +9321,70 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
   reg [2:0] level = 3'h0;
   wire [511:0] next_data;
   wire [2:0] next_level;
-  input [15:0] \port$1000$0 ;
-  wire [15:0] \port$1000$0 ;
-  input [15:0] \port$1014$0 ;
-  wire [15:0] \port$1014$0 ;
-  input [15:0] \port$1028$0 ;
-  wire [15:0] \port$1028$0 ;
-  input [15:0] \port$1042$0 ;
-  wire [15:0] \port$1042$0 ;
-  input [15:0] \port$1055$0 ;
-  wire [15:0] \port$1055$0 ;
-  input [15:0] \port$1068$0 ;
-  wire [15:0] \port$1068$0 ;
-  input [15:0] \port$1081$0 ;
-  wire [15:0] \port$1081$0 ;
-  input [15:0] \port$1094$0 ;
-  wire [15:0] \port$1094$0 ;
-  input [15:0] \port$1107$0 ;
-  wire [15:0] \port$1107$0 ;
-  input [15:0] \port$1120$0 ;
-  wire [15:0] \port$1120$0 ;
-  input [15:0] \port$1133$0 ;
-  wire [15:0] \port$1133$0 ;
-  input [15:0] \port$1146$0 ;
-  wire [15:0] \port$1146$0 ;
-  input [15:0] \port$1159$0 ;
-  wire [15:0] \port$1159$0 ;
-  input [15:0] \port$1172$0 ;
-  wire [15:0] \port$1172$0 ;
-  input [15:0] \port$1185$0 ;
-  wire [15:0] \port$1185$0 ;
-  input [15:0] \port$1198$0 ;
-  wire [15:0] \port$1198$0 ;
-  input [15:0] \port$1211$0 ;
-  wire [15:0] \port$1211$0 ;
-  input [15:0] \port$1224$0 ;
-  wire [15:0] \port$1224$0 ;
-  input [15:0] \port$1237$0 ;
-  wire [15:0] \port$1237$0 ;
-  input [15:0] \port$1250$0 ;
-  wire [15:0] \port$1250$0 ;
-  input [15:0] \port$832$0 ;
-  wire [15:0] \port$832$0 ;
-  input [15:0] \port$846$0 ;
-  wire [15:0] \port$846$0 ;
-  input [15:0] \port$860$0 ;
-  wire [15:0] \port$860$0 ;
-  input [15:0] \port$874$0 ;
-  wire [15:0] \port$874$0 ;
-  input [15:0] \port$888$0 ;
-  wire [15:0] \port$888$0 ;
-  input [15:0] \port$902$0 ;
-  wire [15:0] \port$902$0 ;
-  input [15:0] \port$916$0 ;
-  wire [15:0] \port$916$0 ;
-  input [15:0] \port$930$0 ;
-  wire [15:0] \port$930$0 ;
-  input [15:0] \port$944$0 ;
-  wire [15:0] \port$944$0 ;
-  input [15:0] \port$958$0 ;
-  wire [15:0] \port$958$0 ;
-  input [15:0] \port$972$0 ;
-  wire [15:0] \port$972$0 ;
-  input [15:0] \port$986$0 ;
-  wire [15:0] \port$986$0 ;
+  input [15:0] \port$1004$0 ;
+  wire [15:0] \port$1004$0 ;
+  input [15:0] \port$1018$0 ;
+  wire [15:0] \port$1018$0 ;
+  input [15:0] \port$1032$0 ;
+  wire [15:0] \port$1032$0 ;
+  input [15:0] \port$1046$0 ;
+  wire [15:0] \port$1046$0 ;
+  input [15:0] \port$1059$0 ;
+  wire [15:0] \port$1059$0 ;
+  input [15:0] \port$1072$0 ;
+  wire [15:0] \port$1072$0 ;
+  input [15:0] \port$1085$0 ;
+  wire [15:0] \port$1085$0 ;
+  input [15:0] \port$1098$0 ;
+  wire [15:0] \port$1098$0 ;
+  input [15:0] \port$1111$0 ;
+  wire [15:0] \port$1111$0 ;
+  input [15:0] \port$1124$0 ;
+  wire [15:0] \port$1124$0 ;
+  input [15:0] \port$1137$0 ;
+  wire [15:0] \port$1137$0 ;
+  input [15:0] \port$1150$0 ;
+  wire [15:0] \port$1150$0 ;
+  input [15:0] \port$1163$0 ;
+  wire [15:0] \port$1163$0 ;
+  input [15:0] \port$1176$0 ;
+  wire [15:0] \port$1176$0 ;
+  input [15:0] \port$1189$0 ;
+  wire [15:0] \port$1189$0 ;
+  input [15:0] \port$1202$0 ;
+  wire [15:0] \port$1202$0 ;
+  input [15:0] \port$1215$0 ;
+  wire [15:0] \port$1215$0 ;
+  input [15:0] \port$1228$0 ;
+  wire [15:0] \port$1228$0 ;
+  input [15:0] \port$1241$0 ;
+  wire [15:0] \port$1241$0 ;
+  input [15:0] \port$1254$0 ;
+  wire [15:0] \port$1254$0 ;
+  input [15:0] \port$836$0 ;
+  wire [15:0] \port$836$0 ;
+  input [15:0] \port$850$0 ;
+  wire [15:0] \port$850$0 ;
+  input [15:0] \port$864$0 ;
+  wire [15:0] \port$864$0 ;
+  input [15:0] \port$878$0 ;
+  wire [15:0] \port$878$0 ;
+  input [15:0] \port$892$0 ;
+  wire [15:0] \port$892$0 ;
+  input [15:0] \port$906$0 ;
+  wire [15:0] \port$906$0 ;
+  input [15:0] \port$920$0 ;
+  wire [15:0] \port$920$0 ;
+  input [15:0] \port$934$0 ;
+  wire [15:0] \port$934$0 ;
+  input [15:0] \port$948$0 ;
+  wire [15:0] \port$948$0 ;
+  input [15:0] \port$962$0 ;
+  wire [15:0] \port$962$0 ;
+  input [15:0] \port$976$0 ;
+  wire [15:0] \port$976$0 ;
+  input [15:0] \port$990$0 ;
+  wire [15:0] \port$990$0 ;
   output [511:0] r_data;
   wire [511:0] r_data;
   input r_en;
@@ -9330,10 +9408,10 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  } : \$14 ;
   assign \$15  = \$6 [2:0] == \$10 [2:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -9398,7 +9476,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
     if (w_en) begin
       casez (\$6 [2:0])
         3'h0:
-            \$18  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$18  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9410,7 +9488,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
         3'h0:
             /* empty */;
         3'h1:
-            \$19  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$19  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9424,7 +9502,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
         3'h1:
             /* empty */;
         3'h2:
-            \$20  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$20  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9440,7 +9518,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
         3'h2:
             /* empty */;
         3'h3:
-            \$21  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$21  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9458,7 +9536,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
         3'h3:
             /* empty */;
         3'h4:
-            \$22  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$22  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9478,7 +9556,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
         3'h4:
             /* empty */;
         3'h5:
-            \$23  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$23  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9500,7 +9578,7 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
         3'h5:
             /* empty */;
         3'h6:
-            \$24  = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+            \$24  = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
       endcase
     end
   end
@@ -9521,11 +9599,11 @@ module \onchip_learner_axis.learner.l0_pending$889 (rst, \port$832$0 , \port$846
   assign tail = \$6 [2:0];
   assign head_next = \$10 [2:0];
   assign next_level = \$12 [2:0];
-  assign w_data = { \port$1250$0 , \port$1237$0 , \port$1224$0 , \port$1211$0 , \port$1198$0 , \port$1185$0 , \port$1172$0 , \port$1159$0 , \port$1146$0 , \port$1133$0 , \port$1120$0 , \port$1107$0 , \port$1094$0 , \port$1081$0 , \port$1068$0 , \port$1055$0 , \port$1042$0 , \port$1028$0 , \port$1014$0 , \port$1000$0 , \port$986$0 , \port$972$0 , \port$958$0 , \port$944$0 , \port$930$0 , \port$916$0 , \port$902$0 , \port$888$0 , \port$874$0 , \port$860$0 , \port$846$0 , \port$832$0  };
+  assign w_data = { \port$1254$0 , \port$1241$0 , \port$1228$0 , \port$1215$0 , \port$1202$0 , \port$1189$0 , \port$1176$0 , \port$1163$0 , \port$1150$0 , \port$1137$0 , \port$1124$0 , \port$1111$0 , \port$1098$0 , \port$1085$0 , \port$1072$0 , \port$1059$0 , \port$1046$0 , \port$1032$0 , \port$1018$0 , \port$1004$0 , \port$990$0 , \port$976$0 , \port$962$0 , \port$948$0 , \port$934$0 , \port$920$0 , \port$906$0 , \port$892$0 , \port$878$0 , \port$864$0 , \port$850$0 , \port$836$0  };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369$0 , \port$383$0 , \port$397$0 , \port$411$0 , \port$425$0 , \port$439$0 , \port$453$0 , \port$467$0 , \port$481$0 , \port$495$0 , \port$509$0 , \port$523$0 , \port$537$0 , \port$551$0 , \port$565$0 , \port$578$0 , w_en, r_en, r_data
+module \onchip_learner_axis.learner.l1_pending$896 (rst, \port$359$0 , \port$373$0 , \port$387$0 , \port$401$0 , \port$415$0 , \port$429$0 , \port$443$0 , \port$457$0 , \port$471$0 , \port$485$0 , \port$499$0 , \port$513$0 , \port$527$0 , \port$541$0 , \port$555$0 , \port$569$0 , \port$582$0 , w_en, r_en, r_data
 , level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire [3:0] \$1 ;
@@ -9569,40 +9647,40 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
   reg [2:0] level = 3'h0;
   wire [271:0] next_data;
   wire [2:0] next_level;
-  input [15:0] \port$355$0 ;
-  wire [15:0] \port$355$0 ;
-  input [15:0] \port$369$0 ;
-  wire [15:0] \port$369$0 ;
-  input [15:0] \port$383$0 ;
-  wire [15:0] \port$383$0 ;
-  input [15:0] \port$397$0 ;
-  wire [15:0] \port$397$0 ;
-  input [15:0] \port$411$0 ;
-  wire [15:0] \port$411$0 ;
-  input [15:0] \port$425$0 ;
-  wire [15:0] \port$425$0 ;
-  input [15:0] \port$439$0 ;
-  wire [15:0] \port$439$0 ;
-  input [15:0] \port$453$0 ;
-  wire [15:0] \port$453$0 ;
-  input [15:0] \port$467$0 ;
-  wire [15:0] \port$467$0 ;
-  input [15:0] \port$481$0 ;
-  wire [15:0] \port$481$0 ;
-  input [15:0] \port$495$0 ;
-  wire [15:0] \port$495$0 ;
-  input [15:0] \port$509$0 ;
-  wire [15:0] \port$509$0 ;
-  input [15:0] \port$523$0 ;
-  wire [15:0] \port$523$0 ;
-  input [15:0] \port$537$0 ;
-  wire [15:0] \port$537$0 ;
-  input [15:0] \port$551$0 ;
-  wire [15:0] \port$551$0 ;
-  input [15:0] \port$565$0 ;
-  wire [15:0] \port$565$0 ;
-  input [15:0] \port$578$0 ;
-  wire [15:0] \port$578$0 ;
+  input [15:0] \port$359$0 ;
+  wire [15:0] \port$359$0 ;
+  input [15:0] \port$373$0 ;
+  wire [15:0] \port$373$0 ;
+  input [15:0] \port$387$0 ;
+  wire [15:0] \port$387$0 ;
+  input [15:0] \port$401$0 ;
+  wire [15:0] \port$401$0 ;
+  input [15:0] \port$415$0 ;
+  wire [15:0] \port$415$0 ;
+  input [15:0] \port$429$0 ;
+  wire [15:0] \port$429$0 ;
+  input [15:0] \port$443$0 ;
+  wire [15:0] \port$443$0 ;
+  input [15:0] \port$457$0 ;
+  wire [15:0] \port$457$0 ;
+  input [15:0] \port$471$0 ;
+  wire [15:0] \port$471$0 ;
+  input [15:0] \port$485$0 ;
+  wire [15:0] \port$485$0 ;
+  input [15:0] \port$499$0 ;
+  wire [15:0] \port$499$0 ;
+  input [15:0] \port$513$0 ;
+  wire [15:0] \port$513$0 ;
+  input [15:0] \port$527$0 ;
+  wire [15:0] \port$527$0 ;
+  input [15:0] \port$541$0 ;
+  wire [15:0] \port$541$0 ;
+  input [15:0] \port$555$0 ;
+  wire [15:0] \port$555$0 ;
+  input [15:0] \port$569$0 ;
+  wire [15:0] \port$569$0 ;
+  input [15:0] \port$582$0 ;
+  wire [15:0] \port$582$0 ;
   output [271:0] r_data;
   wire [271:0] r_data;
   input r_en;
@@ -9626,10 +9704,10 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
   assign \$11  = level + w_en;
   assign \$12  = \$11  - r_en;
   assign \$13  = ! level;
-  assign r_data = \$13  ? { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  } : \$14 ;
+  assign r_data = \$13  ? { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  } : \$14 ;
   assign \$15  = \$6 [2:0] == \$10 [2:0];
   assign \$16  = w_en & \$15 ;
-  assign next_data = \$16  ? { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  } : \$17 ;
+  assign next_data = \$16  ? { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  } : \$17 ;
   always @(posedge clk)
     entry0 <= \$18 ;
   always @(posedge clk)
@@ -9694,7 +9772,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
     if (w_en) begin
       casez (\$6 [2:0])
         3'h0:
-            \$18  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$18  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9706,7 +9784,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
         3'h0:
             /* empty */;
         3'h1:
-            \$19  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$19  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9720,7 +9798,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
         3'h1:
             /* empty */;
         3'h2:
-            \$20  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$20  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9736,7 +9814,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
         3'h2:
             /* empty */;
         3'h3:
-            \$21  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$21  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9754,7 +9832,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
         3'h3:
             /* empty */;
         3'h4:
-            \$22  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$22  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9774,7 +9852,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
         3'h4:
             /* empty */;
         3'h5:
-            \$23  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$23  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9796,7 +9874,7 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
         3'h5:
             /* empty */;
         3'h6:
-            \$24  = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+            \$24  = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
       endcase
     end
   end
@@ -9817,5 +9895,5 @@ module \onchip_learner_axis.learner.l1_pending$890 (rst, \port$355$0 , \port$369
   assign tail = \$6 [2:0];
   assign head_next = \$10 [2:0];
   assign next_level = \$12 [2:0];
-  assign w_data = { \port$578$0 , \port$565$0 , \port$551$0 , \port$537$0 , \port$523$0 , \port$509$0 , \port$495$0 , \port$481$0 , \port$467$0 , \port$453$0 , \port$439$0 , \port$425$0 , \port$411$0 , \port$397$0 , \port$383$0 , \port$369$0 , \port$355$0  };
+  assign w_data = { \port$582$0 , \port$569$0 , \port$555$0 , \port$541$0 , \port$527$0 , \port$513$0 , \port$499$0 , \port$485$0 , \port$471$0 , \port$457$0 , \port$443$0 , \port$429$0 , \port$415$0 , \port$401$0 , \port$387$0 , \port$373$0 , \port$359$0  };
 endmodule

@@ -8,7 +8,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   input aresetn;
   wire aresetn;
   wire clk;
-  wire [15:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   wire m__ready;
@@ -19,8 +20,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tready;
   output m_axis_param_tvalid;
   wire m_axis_param_tvalid;
-  output [15:0] m_axis_pred_tdata;
-  wire [15:0] m_axis_pred_tdata;
+  output [23:0] m_axis_pred_tdata;
+  wire [23:0] m_axis_pred_tdata;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -36,7 +37,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire pr__ready;
   wire pr__valid;
   wire rst;
-  wire [31:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -49,8 +51,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
-  input [31:0] s_axis_sample_tdata;
-  wire [31:0] s_axis_sample_tdata;
+  input [39:0] s_axis_sample_tdata;
+  wire [39:0] s_axis_sample_tdata;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -59,7 +61,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   \onchip_learner_axis.learner  learner (
     .clk(aclk),
     .execute(s_axis_param_tready),
-    .m__payload(m_axis_pred_tdata),
+    .m__payload(m__payload),
     .m__ready(m_axis_pred_tready),
     .pc__payload(s_axis_param_tdata[22:0]),
     .pc__valid(s_axis_param_tvalid),
@@ -67,16 +69,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .pr__ready(m_axis_param_tready),
     .pr__valid(m_axis_param_tvalid),
     .rst(rst),
-    .s__payload(s_axis_sample_tdata),
+    .s__payload(s_axis_sample_tdata[33:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
     .valid_s5(m_axis_pred_tvalid)
   );
   assign clk = aclk;
-  assign s__payload = s_axis_sample_tdata;
+  assign s__payload = s_axis_sample_tdata[33:0];
   assign s__valid = s_axis_sample_tvalid;
   assign s__ready = s_axis_sample_tready;
-  assign m__payload = m_axis_pred_tdata;
   assign m__valid = m_axis_pred_tvalid;
   assign m__ready = m_axis_pred_tready;
   assign pc__payload = s_axis_param_tdata[22:0];
@@ -85,12 +86,15 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__payload = m_axis_param_tdata;
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
+  assign m_axis_pred_tdata = { 7'h00, m__payload };
   assign \s__payload.x  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.y  = s_axis_sample_tdata[31:16];
   assign \s__payload.y[0]  = s_axis_sample_tdata[31:16];
-  assign \m__payload.pred  = m_axis_pred_tdata;
-  assign \m__payload.pred[0]  = m_axis_pred_tdata;
+  assign \s__payload.kind  = s_axis_sample_tdata[33:32];
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = s_axis_param_tdata[15:0];
   assign \pc__payload.addr  = s_axis_param_tdata[21:16];
   assign \pc__payload.write  = s_axis_param_tdata[22];
@@ -98,224 +102,224 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, valid_s5, pr__valid, pr__payload, m__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s5, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
   wire [15:0] \$100 ;
-  wire [15:0] \$1000 ;
+  wire \$1000 ;
   wire [15:0] \$1001 ;
-  wire \$1002 ;
+  wire [15:0] \$1002 ;
   wire \$1003 ;
-  wire [15:0] \$1004 ;
+  wire \$1004 ;
   wire [15:0] \$1005 ;
-  wire \$1006 ;
+  wire [15:0] \$1006 ;
   wire \$1007 ;
-  wire [15:0] \$1008 ;
+  wire \$1008 ;
   wire [15:0] \$1009 ;
   wire \$101 ;
-  wire \$1010 ;
+  wire [15:0] \$1010 ;
   wire \$1011 ;
-  wire [15:0] \$1012 ;
+  wire \$1012 ;
   wire [15:0] \$1013 ;
-  wire \$1014 ;
+  wire [15:0] \$1014 ;
   wire \$1015 ;
-  wire [15:0] \$1016 ;
+  wire \$1016 ;
   wire [15:0] \$1017 ;
-  wire \$1018 ;
+  wire [15:0] \$1018 ;
   wire \$1019 ;
   wire \$102 ;
-  wire [15:0] \$1020 ;
+  wire \$1020 ;
   wire [15:0] \$1021 ;
-  wire \$1022 ;
+  wire [15:0] \$1022 ;
   wire \$1023 ;
-  wire [15:0] \$1024 ;
+  wire \$1024 ;
   wire [15:0] \$1025 ;
-  wire \$1026 ;
+  wire [15:0] \$1026 ;
   wire \$1027 ;
-  wire [15:0] \$1028 ;
+  wire \$1028 ;
   wire [15:0] \$1029 ;
   wire \$103 ;
-  wire \$1030 ;
+  wire [15:0] \$1030 ;
   wire \$1031 ;
-  wire [15:0] \$1032 ;
+  wire \$1032 ;
   wire [15:0] \$1033 ;
-  wire \$1034 ;
+  wire [15:0] \$1034 ;
   wire \$1035 ;
-  wire [15:0] \$1036 ;
+  wire \$1036 ;
   wire [15:0] \$1037 ;
-  wire \$1038 ;
+  wire [15:0] \$1038 ;
   wire \$1039 ;
   wire \$104 ;
-  wire [15:0] \$1040 ;
+  wire \$1040 ;
   wire [15:0] \$1041 ;
-  wire \$1042 ;
+  wire [15:0] \$1042 ;
   wire \$1043 ;
-  wire [15:0] \$1044 ;
+  wire \$1044 ;
   wire [15:0] \$1045 ;
-  wire \$1046 ;
+  wire [15:0] \$1046 ;
   wire \$1047 ;
-  wire [15:0] \$1048 ;
+  wire \$1048 ;
   wire [15:0] \$1049 ;
   wire \$105 ;
-  wire \$1050 ;
+  wire [15:0] \$1050 ;
   wire \$1051 ;
-  wire [15:0] \$1052 ;
+  wire \$1052 ;
   wire [15:0] \$1053 ;
-  wire \$1054 ;
+  wire [15:0] \$1054 ;
   wire \$1055 ;
-  wire [15:0] \$1056 ;
+  wire \$1056 ;
   wire [15:0] \$1057 ;
-  wire \$1058 ;
+  wire [15:0] \$1058 ;
   wire \$1059 ;
   wire \$106 ;
-  wire [15:0] \$1060 ;
+  wire \$1060 ;
   wire [15:0] \$1061 ;
-  wire \$1062 ;
+  wire [15:0] \$1062 ;
   wire \$1063 ;
-  wire [15:0] \$1064 ;
+  wire \$1064 ;
   wire [15:0] \$1065 ;
-  wire \$1066 ;
+  wire [15:0] \$1066 ;
   wire \$1067 ;
-  wire [15:0] \$1068 ;
+  wire \$1068 ;
   wire [15:0] \$1069 ;
   wire \$107 ;
-  wire \$1070 ;
+  wire [15:0] \$1070 ;
   wire \$1071 ;
-  wire [15:0] \$1072 ;
+  wire \$1072 ;
   wire [15:0] \$1073 ;
-  wire \$1074 ;
+  wire [15:0] \$1074 ;
   wire \$1075 ;
-  wire [15:0] \$1076 ;
+  wire \$1076 ;
   wire [15:0] \$1077 ;
-  wire \$1078 ;
+  wire [15:0] \$1078 ;
   wire \$1079 ;
   wire \$108 ;
-  wire [15:0] \$1080 ;
+  wire \$1080 ;
   wire [15:0] \$1081 ;
-  wire \$1082 ;
+  wire [15:0] \$1082 ;
   wire \$1083 ;
-  wire [15:0] \$1084 ;
+  wire \$1084 ;
   wire [15:0] \$1085 ;
-  wire \$1086 ;
+  wire [15:0] \$1086 ;
   wire \$1087 ;
-  wire [15:0] \$1088 ;
+  wire \$1088 ;
   wire [15:0] \$1089 ;
   wire \$109 ;
-  wire \$1090 ;
+  wire [15:0] \$1090 ;
   wire \$1091 ;
-  wire [15:0] \$1092 ;
+  wire \$1092 ;
   wire [15:0] \$1093 ;
-  wire \$1094 ;
+  wire [15:0] \$1094 ;
   wire \$1095 ;
-  wire [15:0] \$1096 ;
+  wire \$1096 ;
   wire [15:0] \$1097 ;
-  wire \$1098 ;
+  wire [15:0] \$1098 ;
   wire \$1099 ;
   wire \$11 ;
   wire [15:0] \$110 ;
-  wire [15:0] \$1100 ;
+  wire \$1100 ;
   wire [15:0] \$1101 ;
-  wire \$1102 ;
+  wire [15:0] \$1102 ;
   wire \$1103 ;
-  wire [15:0] \$1104 ;
+  wire \$1104 ;
   wire [15:0] \$1105 ;
-  wire \$1106 ;
+  wire [15:0] \$1106 ;
   wire \$1107 ;
-  wire [15:0] \$1108 ;
+  wire \$1108 ;
   wire [15:0] \$1109 ;
   wire \$111 ;
-  wire \$1110 ;
+  wire [15:0] \$1110 ;
   wire \$1111 ;
-  wire [15:0] \$1112 ;
+  wire \$1112 ;
   wire [15:0] \$1113 ;
-  wire \$1114 ;
+  wire [15:0] \$1114 ;
   wire \$1115 ;
-  wire [15:0] \$1116 ;
+  wire \$1116 ;
   wire [15:0] \$1117 ;
-  wire \$1118 ;
+  wire [15:0] \$1118 ;
   wire \$1119 ;
   wire \$112 ;
-  wire [15:0] \$1120 ;
+  wire \$1120 ;
   wire [15:0] \$1121 ;
-  wire \$1122 ;
+  wire [15:0] \$1122 ;
   wire \$1123 ;
   wire \$1124 ;
-  reg [15:0] \$1125 ;
+  wire \$1125 ;
   reg [15:0] \$1126 ;
   reg [15:0] \$1127 ;
-  wire \$1128 ;
-  wire [15:0] \$1129 ;
+  reg [15:0] \$1128 ;
+  wire \$1129 ;
   wire \$113 ;
-  wire \$1130 ;
-  wire [15:0] \$1131 ;
-  wire \$1132 ;
-  wire [15:0] \$1133 ;
-  wire \$1134 ;
-  wire [15:0] \$1135 ;
-  wire \$1136 ;
-  wire [15:0] \$1137 ;
-  wire \$1138 ;
-  wire [15:0] \$1139 ;
+  wire [15:0] \$1130 ;
+  wire \$1131 ;
+  wire [15:0] \$1132 ;
+  wire \$1133 ;
+  wire [15:0] \$1134 ;
+  wire \$1135 ;
+  wire [15:0] \$1136 ;
+  wire \$1137 ;
+  wire [15:0] \$1138 ;
+  wire \$1139 ;
   wire \$114 ;
-  wire \$1140 ;
-  wire [15:0] \$1141 ;
-  wire \$1142 ;
-  wire [15:0] \$1143 ;
-  wire \$1144 ;
-  wire [15:0] \$1145 ;
-  wire \$1146 ;
-  wire [15:0] \$1147 ;
-  wire \$1148 ;
-  wire [15:0] \$1149 ;
+  wire [15:0] \$1140 ;
+  wire \$1141 ;
+  wire [15:0] \$1142 ;
+  wire \$1143 ;
+  wire [15:0] \$1144 ;
+  wire \$1145 ;
+  wire [15:0] \$1146 ;
+  wire \$1147 ;
+  wire [15:0] \$1148 ;
+  wire \$1149 ;
   wire \$115 ;
-  wire \$1150 ;
-  wire [15:0] \$1151 ;
-  wire \$1152 ;
-  wire [15:0] \$1153 ;
-  wire \$1154 ;
-  wire [15:0] \$1155 ;
-  wire \$1156 ;
-  wire [15:0] \$1157 ;
-  wire \$1158 ;
-  wire [15:0] \$1159 ;
+  wire [15:0] \$1150 ;
+  wire \$1151 ;
+  wire [15:0] \$1152 ;
+  wire \$1153 ;
+  wire [15:0] \$1154 ;
+  wire \$1155 ;
+  wire [15:0] \$1156 ;
+  wire \$1157 ;
+  wire [15:0] \$1158 ;
+  wire \$1159 ;
   wire \$116 ;
-  wire \$1160 ;
-  wire [15:0] \$1161 ;
-  wire \$1162 ;
-  wire [15:0] \$1163 ;
-  wire \$1164 ;
-  wire [15:0] \$1165 ;
-  wire \$1166 ;
-  wire [15:0] \$1167 ;
-  wire \$1168 ;
-  wire [15:0] \$1169 ;
+  wire [15:0] \$1160 ;
+  wire \$1161 ;
+  wire [15:0] \$1162 ;
+  wire \$1163 ;
+  wire [15:0] \$1164 ;
+  wire \$1165 ;
+  wire [15:0] \$1166 ;
+  wire \$1167 ;
+  wire [15:0] \$1168 ;
+  wire \$1169 ;
   wire \$117 ;
-  wire \$1170 ;
-  wire [15:0] \$1171 ;
-  wire \$1172 ;
-  wire [15:0] \$1173 ;
-  wire \$1174 ;
-  wire [15:0] \$1175 ;
-  wire \$1176 ;
-  wire [15:0] \$1177 ;
-  wire \$1178 ;
-  wire [15:0] \$1179 ;
+  wire [15:0] \$1170 ;
+  wire \$1171 ;
+  wire [15:0] \$1172 ;
+  wire \$1173 ;
+  wire [15:0] \$1174 ;
+  wire \$1175 ;
+  wire [15:0] \$1176 ;
+  wire \$1177 ;
+  wire [15:0] \$1178 ;
+  wire \$1179 ;
   wire \$118 ;
-  wire \$1180 ;
-  wire [15:0] \$1181 ;
-  wire \$1182 ;
-  wire [15:0] \$1183 ;
-  wire \$1184 ;
-  wire [15:0] \$1185 ;
-  wire \$1186 ;
-  wire [15:0] \$1187 ;
-  wire \$1188 ;
-  wire [15:0] \$1189 ;
+  wire [15:0] \$1180 ;
+  wire \$1181 ;
+  wire [15:0] \$1182 ;
+  wire \$1183 ;
+  wire [15:0] \$1184 ;
+  wire \$1185 ;
+  wire [15:0] \$1186 ;
+  wire \$1187 ;
+  wire [15:0] \$1188 ;
+  wire \$1189 ;
   wire \$119 ;
-  wire \$1190 ;
-  wire [15:0] \$1191 ;
-  reg \$1192 ;
+  wire [15:0] \$1190 ;
+  wire \$1191 ;
+  wire [15:0] \$1192 ;
   reg \$1193 ;
   reg \$1194 ;
   reg \$1195 ;
@@ -325,7 +329,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$1199 ;
   wire \$12 ;
   wire [15:0] \$120 ;
-  reg [15:0] \$1200 ;
+  reg \$1200 ;
   reg [15:0] \$1201 ;
   reg [15:0] \$1202 ;
   reg [15:0] \$1203 ;
@@ -378,71 +382,71 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1246 ;
   reg [15:0] \$1247 ;
   reg [15:0] \$1248 ;
-  reg [4:0] \$1249 ;
+  reg [15:0] \$1249 ;
   wire \$125 ;
-  reg \$1250 ;
-  reg [4:0] \$1251 ;
-  reg \$1252 ;
+  reg [4:0] \$1250 ;
+  reg \$1251 ;
+  reg [4:0] \$1252 ;
   reg \$1253 ;
-  reg [15:0] \$1254 ;
+  reg \$1254 ;
   reg [15:0] \$1255 ;
   reg [15:0] \$1256 ;
-  reg [39:0] \$1257 ;
-  reg [39:0] \$1258 ;
-  reg [15:0] \$1259 ;
+  reg [15:0] \$1257 ;
+  reg [1:0] \$1258 ;
+  reg [39:0] \$1259 ;
   wire \$126 ;
   reg [39:0] \$1260 ;
-  reg [39:0] \$1261 ;
-  reg [15:0] \$1262 ;
+  reg [15:0] \$1261 ;
+  reg [39:0] \$1262 ;
   reg [39:0] \$1263 ;
-  reg [39:0] \$1264 ;
-  reg [15:0] \$1265 ;
+  reg [15:0] \$1264 ;
+  reg [39:0] \$1265 ;
   reg [39:0] \$1266 ;
-  reg [39:0] \$1267 ;
-  reg [15:0] \$1268 ;
+  reg [15:0] \$1267 ;
+  reg [39:0] \$1268 ;
   reg [39:0] \$1269 ;
   wire \$127 ;
-  reg [39:0] \$1270 ;
-  reg [15:0] \$1271 ;
+  reg [15:0] \$1270 ;
+  reg [39:0] \$1271 ;
   reg [39:0] \$1272 ;
-  reg [39:0] \$1273 ;
-  reg [15:0] \$1274 ;
+  reg [15:0] \$1273 ;
+  reg [39:0] \$1274 ;
   reg [39:0] \$1275 ;
-  reg [39:0] \$1276 ;
-  reg [15:0] \$1277 ;
+  reg [15:0] \$1276 ;
+  reg [39:0] \$1277 ;
   reg [39:0] \$1278 ;
-  reg [39:0] \$1279 ;
+  reg [15:0] \$1279 ;
   wire \$128 ;
-  reg [15:0] \$1280 ;
+  reg [39:0] \$1280 ;
   reg [39:0] \$1281 ;
-  reg [39:0] \$1282 ;
-  reg [15:0] \$1283 ;
+  reg [15:0] \$1282 ;
+  reg [39:0] \$1283 ;
   reg [39:0] \$1284 ;
-  reg [39:0] \$1285 ;
-  reg [15:0] \$1286 ;
+  reg [15:0] \$1285 ;
+  reg [39:0] \$1286 ;
   reg [39:0] \$1287 ;
-  reg [39:0] \$1288 ;
-  reg [15:0] \$1289 ;
+  reg [15:0] \$1288 ;
+  reg [39:0] \$1289 ;
   wire \$129 ;
   reg [39:0] \$1290 ;
-  reg [39:0] \$1291 ;
-  reg [15:0] \$1292 ;
+  reg [15:0] \$1291 ;
+  reg [39:0] \$1292 ;
   reg [39:0] \$1293 ;
-  reg [39:0] \$1294 ;
-  reg [15:0] \$1295 ;
+  reg [15:0] \$1294 ;
+  reg [39:0] \$1295 ;
   reg [39:0] \$1296 ;
-  reg [39:0] \$1297 ;
-  reg [15:0] \$1298 ;
+  reg [15:0] \$1297 ;
+  reg [39:0] \$1298 ;
   reg [39:0] \$1299 ;
   wire \$13 ;
   wire [15:0] \$130 ;
-  reg [39:0] \$1300 ;
-  reg [15:0] \$1301 ;
+  reg [15:0] \$1300 ;
+  reg [39:0] \$1301 ;
   reg [39:0] \$1302 ;
-  reg [39:0] \$1303 ;
-  reg [15:0] \$1304 ;
+  reg [15:0] \$1303 ;
+  reg [39:0] \$1304 ;
   reg [39:0] \$1305 ;
-  reg [39:0] \$1306 ;
+  reg [15:0] \$1306 ;
   reg [39:0] \$1307 ;
   reg [39:0] \$1308 ;
   reg [39:0] \$1309 ;
@@ -460,18 +464,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$132 ;
   reg [39:0] \$1320 ;
   reg [39:0] \$1321 ;
-  reg [15:0] \$1322 ;
-  reg [15:0] \$1323 ;
+  reg [39:0] \$1322 ;
+  reg [39:0] \$1323 ;
   reg [15:0] \$1324 ;
   reg [15:0] \$1325 ;
   reg [15:0] \$1326 ;
   reg [15:0] \$1327 ;
   reg [15:0] \$1328 ;
-  reg [15:0] \$1329 ;
+  reg [1:0] \$1329 ;
   wire \$133 ;
-  reg [15:0] \$1330 ;
-  reg [15:0] \$1331 ;
-  reg [15:0] \$1332 ;
+  reg [1:0] \$1330 ;
+  reg [1:0] \$1331 ;
+  reg [1:0] \$1332 ;
   reg [15:0] \$1333 ;
   reg [15:0] \$1334 ;
   reg [15:0] \$1335 ;
@@ -519,10 +523,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1373 ;
   reg [15:0] \$1374 ;
   reg [15:0] \$1375 ;
-  reg [39:0] \$1376 ;
+  reg [15:0] \$1376 ;
   reg [15:0] \$1377 ;
   reg [15:0] \$1378 ;
-  reg [39:0] \$1379 ;
+  reg [15:0] \$1379 ;
   wire \$138 ;
   reg [15:0] \$1380 ;
   reg [15:0] \$1381 ;
@@ -573,14 +577,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] \$1421 ;
   reg [15:0] \$1422 ;
   reg [15:0] \$1423 ;
-  reg [15:0] \$1424 ;
+  reg [39:0] \$1424 ;
   reg [15:0] \$1425 ;
   reg [15:0] \$1426 ;
-  reg [15:0] \$1427 ;
+  reg [39:0] \$1427 ;
   reg [15:0] \$1428 ;
   reg [15:0] \$1429 ;
   wire \$143 ;
   reg [15:0] \$1430 ;
+  reg [15:0] \$1431 ;
+  reg [15:0] \$1432 ;
+  reg [15:0] \$1433 ;
+  reg [15:0] \$1434 ;
+  reg [15:0] \$1435 ;
+  reg [15:0] \$1436 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
@@ -629,8 +639,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire [15:0] \$188 ;
-  wire \$189 ;
+  wire \$188 ;
+  wire [15:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -640,8 +650,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$195 ;
   wire \$196 ;
   wire \$197 ;
-  wire [15:0] \$198 ;
-  wire \$199 ;
+  wire \$198 ;
+  wire [15:0] \$199 ;
   wire \$2 ;
   wire [15:0] \$20 ;
   wire \$200 ;
@@ -652,8 +662,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire [15:0] \$208 ;
-  wire \$209 ;
+  wire \$208 ;
+  wire [15:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
@@ -663,8 +673,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire [15:0] \$218 ;
-  wire \$219 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
   wire \$220 ;
   wire \$221 ;
@@ -674,8 +684,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
-  wire [15:0] \$228 ;
-  wire \$229 ;
+  wire \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
   wire \$230 ;
   wire \$231 ;
@@ -685,8 +695,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
-  wire [15:0] \$238 ;
-  wire \$239 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
   wire \$240 ;
   wire \$241 ;
@@ -696,8 +706,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$245 ;
   wire \$246 ;
   wire \$247 ;
-  wire [15:0] \$248 ;
-  wire \$249 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
   wire \$250 ;
   wire \$251 ;
@@ -707,8 +717,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [15:0] \$258 ;
-  wire \$259 ;
+  wire \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -718,8 +728,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$265 ;
   wire \$266 ;
   wire \$267 ;
-  wire [15:0] \$268 ;
-  wire \$269 ;
+  wire \$268 ;
+  wire [15:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -729,8 +739,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
-  wire [15:0] \$278 ;
-  wire \$279 ;
+  wire \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
   wire \$280 ;
   wire \$281 ;
@@ -740,8 +750,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$285 ;
   wire \$286 ;
   wire \$287 ;
-  wire [15:0] \$288 ;
-  wire \$289 ;
+  wire \$288 ;
+  wire [15:0] \$289 ;
   wire \$29 ;
   wire \$290 ;
   wire \$291 ;
@@ -751,8 +761,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [15:0] \$298 ;
-  wire \$299 ;
+  wire \$298 ;
+  wire [15:0] \$299 ;
   wire \$3 ;
   wire [15:0] \$30 ;
   wire \$300 ;
@@ -763,8 +773,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire [15:0] \$308 ;
-  wire \$309 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
   wire \$31 ;
   wire \$310 ;
   wire \$311 ;
@@ -774,8 +784,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire [15:0] \$318 ;
-  wire \$319 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
   wire \$320 ;
   wire \$321 ;
@@ -785,8 +795,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
-  wire [15:0] \$328 ;
-  wire \$329 ;
+  wire \$328 ;
+  wire [15:0] \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
@@ -796,8 +806,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
-  wire [15:0] \$338 ;
-  wire \$339 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -807,8 +817,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire [15:0] \$348 ;
-  wire \$349 ;
+  wire \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
@@ -818,8 +828,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
-  wire [15:0] \$358 ;
-  wire \$359 ;
+  wire \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -829,8 +839,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$365 ;
   wire \$366 ;
   wire \$367 ;
-  wire [15:0] \$368 ;
-  wire \$369 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
@@ -840,8 +850,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire [15:0] \$378 ;
-  wire \$379 ;
+  wire \$378 ;
+  wire [15:0] \$379 ;
   wire \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -851,8 +861,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire [15:0] \$388 ;
-  wire \$389 ;
+  wire \$388 ;
+  wire [15:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -862,8 +872,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [15:0] \$398 ;
-  wire \$399 ;
+  wire \$398 ;
+  wire [15:0] \$399 ;
   wire \$4 ;
   wire [15:0] \$40 ;
   wire \$400 ;
@@ -874,8 +884,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$405 ;
   wire \$406 ;
   wire \$407 ;
-  wire [15:0] \$408 ;
-  wire \$409 ;
+  wire \$408 ;
+  wire [15:0] \$409 ;
   wire \$41 ;
   wire \$410 ;
   wire \$411 ;
@@ -885,8 +895,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$415 ;
   wire \$416 ;
   wire \$417 ;
-  wire [15:0] \$418 ;
-  wire \$419 ;
+  wire \$418 ;
+  wire [15:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
@@ -896,8 +906,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [15:0] \$428 ;
-  wire \$429 ;
+  wire \$428 ;
+  wire [15:0] \$429 ;
   wire \$43 ;
   wire \$430 ;
   wire \$431 ;
@@ -907,8 +917,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$435 ;
   wire \$436 ;
   wire \$437 ;
-  wire [15:0] \$438 ;
-  wire \$439 ;
+  wire \$438 ;
+  wire [15:0] \$439 ;
   wire \$44 ;
   wire \$440 ;
   wire \$441 ;
@@ -918,8 +928,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
-  wire [15:0] \$448 ;
-  wire \$449 ;
+  wire \$448 ;
+  wire [15:0] \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
@@ -929,8 +939,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [15:0] \$458 ;
-  wire \$459 ;
+  wire \$458 ;
+  wire [15:0] \$459 ;
   wire \$46 ;
   wire \$460 ;
   wire \$461 ;
@@ -940,8 +950,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$465 ;
   wire \$466 ;
   wire \$467 ;
-  wire [15:0] \$468 ;
-  wire \$469 ;
+  wire \$468 ;
+  wire [15:0] \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
@@ -951,8 +961,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$475 ;
   wire \$476 ;
   wire \$477 ;
-  wire [15:0] \$478 ;
-  wire \$479 ;
+  wire \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
   wire \$480 ;
   wire \$481 ;
@@ -962,8 +972,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$485 ;
   wire \$486 ;
   wire \$487 ;
-  wire [15:0] \$488 ;
-  wire \$489 ;
+  wire \$488 ;
+  wire [15:0] \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -973,8 +983,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire [15:0] \$498 ;
-  wire \$499 ;
+  wire \$498 ;
+  wire [15:0] \$499 ;
   wire \$5 ;
   wire [15:0] \$50 ;
   wire \$500 ;
@@ -985,8 +995,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire [15:0] \$508 ;
-  wire \$509 ;
+  wire \$508 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
   wire \$510 ;
   wire \$511 ;
@@ -996,8 +1006,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire [15:0] \$518 ;
-  wire \$519 ;
+  wire \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -1007,8 +1017,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$525 ;
   wire \$526 ;
   wire \$527 ;
-  wire [15:0] \$528 ;
-  wire \$529 ;
+  wire \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
   wire \$530 ;
   wire \$531 ;
@@ -1018,8 +1028,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$535 ;
   wire \$536 ;
   wire \$537 ;
-  wire [15:0] \$538 ;
-  wire \$539 ;
+  wire \$538 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire \$540 ;
   wire \$541 ;
@@ -1029,8 +1039,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$545 ;
   wire \$546 ;
   wire \$547 ;
-  wire [15:0] \$548 ;
-  wire \$549 ;
+  wire \$548 ;
+  wire [15:0] \$549 ;
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
@@ -1040,8 +1050,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [15:0] \$559 ;
   wire \$56 ;
   wire \$560 ;
   wire \$561 ;
@@ -1051,8 +1061,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
-  wire [15:0] \$568 ;
-  wire \$569 ;
+  wire \$568 ;
+  wire [15:0] \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
@@ -1062,8 +1072,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$575 ;
   wire \$576 ;
   wire \$577 ;
-  wire [15:0] \$578 ;
-  wire \$579 ;
+  wire \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
@@ -1073,8 +1083,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$585 ;
   wire \$586 ;
   wire \$587 ;
-  wire [15:0] \$588 ;
-  wire \$589 ;
+  wire \$588 ;
+  wire [15:0] \$589 ;
   wire \$59 ;
   wire \$590 ;
   wire \$591 ;
@@ -1084,8 +1094,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$595 ;
   wire \$596 ;
   wire \$597 ;
-  wire [15:0] \$598 ;
-  wire \$599 ;
+  wire \$598 ;
+  wire [15:0] \$599 ;
   wire \$6 ;
   wire [15:0] \$60 ;
   wire \$600 ;
@@ -1096,8 +1106,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$605 ;
   wire \$606 ;
   wire \$607 ;
-  wire [15:0] \$608 ;
-  wire \$609 ;
+  wire \$608 ;
+  wire [15:0] \$609 ;
   wire \$61 ;
   wire \$610 ;
   wire \$611 ;
@@ -1107,8 +1117,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire [15:0] \$618 ;
-  wire \$619 ;
+  wire \$618 ;
+  wire [15:0] \$619 ;
   wire \$62 ;
   wire \$620 ;
   wire \$621 ;
@@ -1118,8 +1128,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$625 ;
   wire \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
-  wire \$629 ;
+  wire \$628 ;
+  wire [15:0] \$629 ;
   wire \$63 ;
   wire \$630 ;
   wire \$631 ;
@@ -1129,8 +1139,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$635 ;
   wire \$636 ;
   wire \$637 ;
-  wire [15:0] \$638 ;
-  wire \$639 ;
+  wire \$638 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
@@ -1140,8 +1150,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$645 ;
   wire \$646 ;
   wire \$647 ;
-  wire [15:0] \$648 ;
-  wire \$649 ;
+  wire \$648 ;
+  wire [15:0] \$649 ;
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
@@ -1151,8 +1161,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$655 ;
   wire \$656 ;
   wire \$657 ;
-  wire [15:0] \$658 ;
-  wire \$659 ;
+  wire \$658 ;
+  wire [15:0] \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
@@ -1162,8 +1172,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$665 ;
   wire \$666 ;
   wire \$667 ;
-  wire [15:0] \$668 ;
-  wire \$669 ;
+  wire \$668 ;
+  wire [15:0] \$669 ;
   wire \$67 ;
   wire \$670 ;
   wire \$671 ;
@@ -1173,8 +1183,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire [15:0] \$678 ;
-  wire \$679 ;
+  wire \$678 ;
+  wire [15:0] \$679 ;
   wire \$68 ;
   wire \$680 ;
   wire \$681 ;
@@ -1184,8 +1194,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$685 ;
   wire \$686 ;
   wire \$687 ;
-  wire [15:0] \$688 ;
-  wire \$689 ;
+  wire \$688 ;
+  wire [15:0] \$689 ;
   wire \$69 ;
   wire \$690 ;
   wire \$691 ;
@@ -1195,8 +1205,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$695 ;
   wire \$696 ;
   wire \$697 ;
-  wire [15:0] \$698 ;
-  wire \$699 ;
+  wire \$698 ;
+  wire [15:0] \$699 ;
   wire \$7 ;
   wire [15:0] \$70 ;
   wire \$700 ;
@@ -1207,8 +1217,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$705 ;
   wire \$706 ;
   wire \$707 ;
-  wire [15:0] \$708 ;
-  wire \$709 ;
+  wire \$708 ;
+  wire [15:0] \$709 ;
   wire \$71 ;
   wire \$710 ;
   wire \$711 ;
@@ -1218,8 +1228,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$715 ;
   wire \$716 ;
   wire \$717 ;
-  wire [15:0] \$718 ;
-  wire \$719 ;
+  wire \$718 ;
+  wire [15:0] \$719 ;
   wire \$72 ;
   wire \$720 ;
   wire \$721 ;
@@ -1229,8 +1239,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$725 ;
   wire \$726 ;
   wire \$727 ;
-  wire [15:0] \$728 ;
-  wire \$729 ;
+  wire \$728 ;
+  wire [15:0] \$729 ;
   wire \$73 ;
   wire \$730 ;
   wire \$731 ;
@@ -1240,8 +1250,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$735 ;
   wire \$736 ;
   wire \$737 ;
-  wire [15:0] \$738 ;
-  wire \$739 ;
+  wire \$738 ;
+  wire [15:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
   wire \$741 ;
@@ -1251,8 +1261,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$745 ;
   wire \$746 ;
   wire \$747 ;
-  wire [15:0] \$748 ;
-  wire \$749 ;
+  wire \$748 ;
+  wire [15:0] \$749 ;
   wire \$75 ;
   wire \$750 ;
   wire \$751 ;
@@ -1262,8 +1272,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$755 ;
   wire \$756 ;
   wire \$757 ;
-  wire [15:0] \$758 ;
-  wire \$759 ;
+  wire \$758 ;
+  wire [15:0] \$759 ;
   wire \$76 ;
   wire \$760 ;
   wire \$761 ;
@@ -1273,8 +1283,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$765 ;
   wire \$766 ;
   wire \$767 ;
-  wire [15:0] \$768 ;
-  wire \$769 ;
+  wire \$768 ;
+  wire [15:0] \$769 ;
   wire \$77 ;
   wire \$770 ;
   wire \$771 ;
@@ -1284,8 +1294,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$775 ;
   wire \$776 ;
   wire \$777 ;
-  wire [15:0] \$778 ;
-  wire \$779 ;
+  wire \$778 ;
+  wire [15:0] \$779 ;
   wire \$78 ;
   wire \$780 ;
   wire \$781 ;
@@ -1295,8 +1305,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$785 ;
   wire \$786 ;
   wire \$787 ;
-  wire [15:0] \$788 ;
-  wire \$789 ;
+  wire \$788 ;
+  wire [15:0] \$789 ;
   wire \$79 ;
   wire \$790 ;
   wire \$791 ;
@@ -1306,8 +1316,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$795 ;
   wire \$796 ;
   wire \$797 ;
-  wire [15:0] \$798 ;
-  wire \$799 ;
+  wire \$798 ;
+  wire [15:0] \$799 ;
   wire \$8 ;
   wire [15:0] \$80 ;
   wire \$800 ;
@@ -1318,8 +1328,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$805 ;
   wire \$806 ;
   wire \$807 ;
-  wire [15:0] \$808 ;
-  wire \$809 ;
+  wire \$808 ;
+  wire [15:0] \$809 ;
   wire \$81 ;
   wire \$810 ;
   wire \$811 ;
@@ -1329,8 +1339,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$815 ;
   wire \$816 ;
   wire \$817 ;
-  wire [15:0] \$818 ;
-  wire \$819 ;
+  wire \$818 ;
+  wire [15:0] \$819 ;
   wire \$82 ;
   wire \$820 ;
   wire \$821 ;
@@ -1340,8 +1350,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$825 ;
   wire \$826 ;
   wire \$827 ;
-  wire [15:0] \$828 ;
-  wire \$829 ;
+  wire \$828 ;
+  wire [15:0] \$829 ;
   wire \$83 ;
   wire \$830 ;
   wire \$831 ;
@@ -1351,11 +1361,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$835 ;
   wire \$836 ;
   wire \$837 ;
-  wire [15:0] \$838 ;
-  wire \$839 ;
+  wire \$838 ;
+  wire [15:0] \$839 ;
   wire \$84 ;
   wire \$840 ;
-  wire [16:0] \$841 ;
+  wire \$841 ;
   wire [16:0] \$842 ;
   wire [16:0] \$843 ;
   wire [16:0] \$844 ;
@@ -1409,7 +1419,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \$888 ;
   wire [16:0] \$889 ;
   wire \$89 ;
-  wire \$890 ;
+  wire [16:0] \$890 ;
   wire \$891 ;
   wire \$892 ;
   wire \$893 ;
@@ -1425,8 +1435,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$901 ;
   wire \$902 ;
   wire \$903 ;
-  wire [6:0] \$904 ;
-  wire \$905 ;
+  wire \$904 ;
+  wire [6:0] \$905 ;
   wire \$906 ;
   wire \$907 ;
   wire \$908 ;
@@ -1437,8 +1447,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$912 ;
   wire \$913 ;
   wire \$914 ;
-  wire [6:0] \$915 ;
-  wire \$916 ;
+  wire \$915 ;
+  wire [6:0] \$916 ;
   wire \$917 ;
   wire \$918 ;
   wire \$919 ;
@@ -1451,84 +1461,84 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$925 ;
   wire \$926 ;
   wire \$927 ;
-  wire [15:0] \$928 ;
+  wire \$928 ;
   wire [15:0] \$929 ;
   wire \$93 ;
-  wire \$930 ;
+  wire [15:0] \$930 ;
   wire \$931 ;
-  wire [15:0] \$932 ;
+  wire \$932 ;
   wire [15:0] \$933 ;
-  wire \$934 ;
+  wire [15:0] \$934 ;
   wire \$935 ;
-  wire [15:0] \$936 ;
+  wire \$936 ;
   wire [15:0] \$937 ;
-  wire \$938 ;
+  wire [15:0] \$938 ;
   wire \$939 ;
   wire \$94 ;
-  wire [15:0] \$940 ;
+  wire \$940 ;
   wire [15:0] \$941 ;
-  wire \$942 ;
+  wire [15:0] \$942 ;
   wire \$943 ;
-  wire [15:0] \$944 ;
+  wire \$944 ;
   wire [15:0] \$945 ;
-  wire \$946 ;
+  wire [15:0] \$946 ;
   wire \$947 ;
-  wire [15:0] \$948 ;
+  wire \$948 ;
   wire [15:0] \$949 ;
   wire \$95 ;
-  wire \$950 ;
+  wire [15:0] \$950 ;
   wire \$951 ;
-  wire [15:0] \$952 ;
+  wire \$952 ;
   wire [15:0] \$953 ;
-  wire \$954 ;
+  wire [15:0] \$954 ;
   wire \$955 ;
-  wire [15:0] \$956 ;
+  wire \$956 ;
   wire [15:0] \$957 ;
-  wire \$958 ;
+  wire [15:0] \$958 ;
   wire \$959 ;
   wire \$96 ;
-  wire [15:0] \$960 ;
+  wire \$960 ;
   wire [15:0] \$961 ;
-  wire \$962 ;
+  wire [15:0] \$962 ;
   wire \$963 ;
-  wire [15:0] \$964 ;
+  wire \$964 ;
   wire [15:0] \$965 ;
-  wire \$966 ;
+  wire [15:0] \$966 ;
   wire \$967 ;
-  wire [15:0] \$968 ;
+  wire \$968 ;
   wire [15:0] \$969 ;
   wire \$97 ;
-  wire \$970 ;
+  wire [15:0] \$970 ;
   wire \$971 ;
-  wire [15:0] \$972 ;
+  wire \$972 ;
   wire [15:0] \$973 ;
-  wire \$974 ;
+  wire [15:0] \$974 ;
   wire \$975 ;
-  wire [15:0] \$976 ;
+  wire \$976 ;
   wire [15:0] \$977 ;
-  wire \$978 ;
+  wire [15:0] \$978 ;
   wire \$979 ;
   wire \$98 ;
-  wire [15:0] \$980 ;
+  wire \$980 ;
   wire [15:0] \$981 ;
-  wire \$982 ;
+  wire [15:0] \$982 ;
   wire \$983 ;
-  wire [15:0] \$984 ;
+  wire \$984 ;
   wire [15:0] \$985 ;
-  wire \$986 ;
+  wire [15:0] \$986 ;
   wire \$987 ;
-  wire [15:0] \$988 ;
+  wire \$988 ;
   wire [15:0] \$989 ;
   wire \$99 ;
-  wire \$990 ;
+  wire [15:0] \$990 ;
   wire \$991 ;
-  wire [15:0] \$992 ;
+  wire \$992 ;
   wire [15:0] \$993 ;
-  wire \$994 ;
+  wire [15:0] \$994 ;
   wire \$995 ;
-  wire [15:0] \$996 ;
+  wire \$996 ;
   wire [15:0] \$997 ;
-  wire \$998 ;
+  wire [15:0] \$998 ;
   wire \$999 ;
   wire accept;
   wire busy;
@@ -1536,6 +1546,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire clk;
   wire commit_l0;
   wire commit_l1;
+  reg [15:0] e;
   wire en;
   reg [15:0] err0_s6 = 16'h0000;
   output execute;
@@ -1552,76 +1563,81 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] \floor$222 ;
   wire [39:0] \floor$26 ;
   wire [39:0] \floor$327 ;
-  wire [31:0] \floor$339 ;
-  wire [31:0] \floor$344 ;
-  wire [31:0] \floor$349 ;
-  wire [31:0] \floor$354 ;
-  wire [31:0] \floor$359 ;
-  wire [31:0] \floor$364 ;
-  wire [31:0] \floor$369 ;
-  wire [31:0] \floor$374 ;
-  wire [31:0] \floor$379 ;
-  wire [31:0] \floor$384 ;
-  wire [31:0] \floor$389 ;
-  wire [31:0] \floor$394 ;
-  wire [31:0] \floor$399 ;
+  wire [31:0] \floor$341 ;
+  wire [31:0] \floor$346 ;
+  wire [31:0] \floor$351 ;
+  wire [31:0] \floor$356 ;
+  wire [31:0] \floor$361 ;
+  wire [31:0] \floor$366 ;
+  wire [31:0] \floor$371 ;
+  wire [31:0] \floor$376 ;
+  wire [31:0] \floor$381 ;
+  wire [31:0] \floor$386 ;
+  wire [31:0] \floor$391 ;
+  wire [31:0] \floor$396 ;
   wire [39:0] \floor$40 ;
-  wire [31:0] \floor$404 ;
-  wire [31:0] \floor$409 ;
-  wire [31:0] \floor$414 ;
-  wire [15:0] \floor$417 ;
-  wire [39:0] \floor$425 ;
-  wire [39:0] \floor$433 ;
-  wire [39:0] \floor$441 ;
-  wire [39:0] \floor$449 ;
-  wire [39:0] \floor$457 ;
-  wire [39:0] \floor$465 ;
-  wire [39:0] \floor$473 ;
-  wire [39:0] \floor$481 ;
-  wire [39:0] \floor$489 ;
-  wire [39:0] \floor$497 ;
-  wire [39:0] \floor$505 ;
-  wire [39:0] \floor$513 ;
-  wire [39:0] \floor$521 ;
-  wire [39:0] \floor$529 ;
-  wire [39:0] \floor$537 ;
+  wire [31:0] \floor$401 ;
+  wire [31:0] \floor$406 ;
+  wire [31:0] \floor$411 ;
+  wire [31:0] \floor$416 ;
+  wire [15:0] \floor$419 ;
+  wire [39:0] \floor$427 ;
+  wire [39:0] \floor$435 ;
+  wire [39:0] \floor$443 ;
+  wire [39:0] \floor$451 ;
+  wire [39:0] \floor$459 ;
+  wire [39:0] \floor$467 ;
+  wire [39:0] \floor$475 ;
+  wire [39:0] \floor$483 ;
+  wire [39:0] \floor$491 ;
+  wire [39:0] \floor$499 ;
+  wire [39:0] \floor$507 ;
+  wire [39:0] \floor$515 ;
+  wire [39:0] \floor$523 ;
+  wire [39:0] \floor$531 ;
+  wire [39:0] \floor$539 ;
   wire [39:0] \floor$54 ;
-  wire [39:0] \floor$545 ;
-  wire [31:0] \floor$551 ;
-  wire [31:0] \floor$556 ;
-  wire [31:0] \floor$561 ;
-  wire [31:0] \floor$566 ;
-  wire [31:0] \floor$571 ;
-  wire [31:0] \floor$576 ;
-  wire [31:0] \floor$581 ;
-  wire [31:0] \floor$586 ;
-  wire [31:0] \floor$591 ;
-  wire [31:0] \floor$596 ;
-  wire [31:0] \floor$601 ;
-  wire [31:0] \floor$606 ;
-  wire [31:0] \floor$611 ;
-  wire [31:0] \floor$616 ;
-  wire [31:0] \floor$621 ;
-  wire [31:0] \floor$626 ;
-  wire [15:0] \floor$629 ;
-  wire [15:0] \floor$632 ;
-  wire [15:0] \floor$635 ;
-  wire [15:0] \floor$638 ;
-  wire [15:0] \floor$641 ;
-  wire [15:0] \floor$644 ;
-  wire [15:0] \floor$647 ;
-  wire [15:0] \floor$650 ;
-  wire [15:0] \floor$653 ;
-  wire [15:0] \floor$656 ;
-  wire [15:0] \floor$659 ;
-  wire [15:0] \floor$662 ;
-  wire [15:0] \floor$665 ;
-  wire [15:0] \floor$668 ;
-  wire [15:0] \floor$671 ;
-  wire [15:0] \floor$674 ;
+  wire [39:0] \floor$547 ;
+  wire [31:0] \floor$553 ;
+  wire [31:0] \floor$558 ;
+  wire [31:0] \floor$563 ;
+  wire [31:0] \floor$568 ;
+  wire [31:0] \floor$573 ;
+  wire [31:0] \floor$578 ;
+  wire [31:0] \floor$583 ;
+  wire [31:0] \floor$588 ;
+  wire [31:0] \floor$593 ;
+  wire [31:0] \floor$598 ;
+  wire [31:0] \floor$603 ;
+  wire [31:0] \floor$608 ;
+  wire [31:0] \floor$613 ;
+  wire [31:0] \floor$618 ;
+  wire [31:0] \floor$623 ;
+  wire [31:0] \floor$628 ;
+  wire [15:0] \floor$631 ;
+  wire [15:0] \floor$634 ;
+  wire [15:0] \floor$637 ;
+  wire [15:0] \floor$640 ;
+  wire [15:0] \floor$643 ;
+  wire [15:0] \floor$646 ;
+  wire [15:0] \floor$649 ;
+  wire [15:0] \floor$652 ;
+  wire [15:0] \floor$655 ;
+  wire [15:0] \floor$658 ;
+  wire [15:0] \floor$661 ;
+  wire [15:0] \floor$664 ;
+  wire [15:0] \floor$667 ;
+  wire [15:0] \floor$670 ;
+  wire [15:0] \floor$673 ;
+  wire [15:0] \floor$676 ;
   wire [39:0] \floor$68 ;
   wire [39:0] \floor$82 ;
   wire [39:0] \floor$96 ;
+  reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s2 = 2'h0;
+  reg [1:0] kind_s3 = 2'h0;
+  reg [1:0] kind_s4 = 2'h0;
+  reg [1:0] kind_s5 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_10 = 16'h0000;
@@ -1821,8 +1837,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] l1_bprod8_0_s7;
   (* init = 40'h0000000000 *)
   wire [39:0] l1_bprod9_0_s7;
-  (* init = 16'h0000 *)
-  wire [15:0] l1_out0_s5;
+  reg [15:0] l1_out0_s5 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [4:0] l1_port_local;
   wire l1_port_rd;
@@ -1860,8 +1875,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l1_w_0_7 = 16'h020a;
   reg [15:0] l1_w_0_8 = 16'h0199;
   reg [15:0] l1_w_0_9 = 16'hfe63;
-  output [15:0] m__payload;
-  reg [15:0] m__payload = 16'h0000;
+  output [16:0] m__payload;
+  wire [16:0] m__payload;
+  wire \m__payload.decision ;
   wire [15:0] \m__payload.pred ;
   wire [15:0] \m__payload.pred[0] ;
   input m__ready;
@@ -1890,8 +1906,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] resp;
   input rst;
   wire rst;
-  input [31:0] s__payload;
-  wire [31:0] s__payload;
+  input [33:0] s__payload;
+  wire [33:0] s__payload;
+  wire [1:0] \s__payload.kind ;
   wire [15:0] \s__payload.x ;
   wire [15:0] \s__payload.x[0] ;
   wire [15:0] \s__payload.y ;
@@ -2055,258 +2072,256 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [16:0] \t$332 ;
   wire [17:0] \t$334 ;
   wire [15:0] \t$335 ;
-  wire [31:0] \t$336 ;
+  wire [31:0] \t$338 ;
   wire [34:0] \t$34 ;
-  wire [32:0] \t$340 ;
-  wire [15:0] \t$341 ;
-  wire [31:0] \t$342 ;
-  wire [32:0] \t$345 ;
-  wire [15:0] \t$346 ;
-  wire [31:0] \t$347 ;
+  wire [32:0] \t$342 ;
+  wire [15:0] \t$343 ;
+  wire [31:0] \t$344 ;
+  wire [32:0] \t$347 ;
+  wire [15:0] \t$348 ;
+  wire [31:0] \t$349 ;
   wire [39:0] \t$35 ;
-  wire [32:0] \t$350 ;
-  wire [15:0] \t$351 ;
-  wire [31:0] \t$352 ;
-  wire [32:0] \t$355 ;
-  wire [15:0] \t$356 ;
-  wire [31:0] \t$357 ;
+  wire [32:0] \t$352 ;
+  wire [15:0] \t$353 ;
+  wire [31:0] \t$354 ;
+  wire [32:0] \t$357 ;
+  wire [15:0] \t$358 ;
+  wire [31:0] \t$359 ;
   wire [40:0] \t$36 ;
-  wire [32:0] \t$360 ;
-  wire [15:0] \t$361 ;
-  wire [31:0] \t$362 ;
-  wire [32:0] \t$365 ;
-  wire [15:0] \t$366 ;
-  wire [31:0] \t$367 ;
-  wire [32:0] \t$370 ;
-  wire [15:0] \t$371 ;
-  wire [31:0] \t$372 ;
-  wire [32:0] \t$375 ;
-  wire [15:0] \t$376 ;
-  wire [31:0] \t$377 ;
-  wire [32:0] \t$380 ;
-  wire [15:0] \t$381 ;
-  wire [31:0] \t$382 ;
-  wire [32:0] \t$385 ;
-  wire [15:0] \t$386 ;
-  wire [31:0] \t$387 ;
+  wire [32:0] \t$362 ;
+  wire [15:0] \t$363 ;
+  wire [31:0] \t$364 ;
+  wire [32:0] \t$367 ;
+  wire [15:0] \t$368 ;
+  wire [31:0] \t$369 ;
+  wire [32:0] \t$372 ;
+  wire [15:0] \t$373 ;
+  wire [31:0] \t$374 ;
+  wire [32:0] \t$377 ;
+  wire [15:0] \t$378 ;
+  wire [31:0] \t$379 ;
+  wire [32:0] \t$382 ;
+  wire [15:0] \t$383 ;
+  wire [31:0] \t$384 ;
+  wire [32:0] \t$387 ;
+  wire [15:0] \t$388 ;
+  wire [31:0] \t$389 ;
   wire [39:0] \t$39 ;
-  wire [32:0] \t$390 ;
-  wire [15:0] \t$391 ;
-  wire [31:0] \t$392 ;
-  wire [32:0] \t$395 ;
-  wire [15:0] \t$396 ;
-  wire [31:0] \t$397 ;
-  wire [32:0] \t$400 ;
-  wire [15:0] \t$401 ;
-  wire [31:0] \t$402 ;
-  wire [32:0] \t$405 ;
-  wire [15:0] \t$406 ;
-  wire [31:0] \t$407 ;
+  wire [32:0] \t$392 ;
+  wire [15:0] \t$393 ;
+  wire [31:0] \t$394 ;
+  wire [32:0] \t$397 ;
+  wire [15:0] \t$398 ;
+  wire [31:0] \t$399 ;
+  wire [32:0] \t$402 ;
+  wire [15:0] \t$403 ;
+  wire [31:0] \t$404 ;
+  wire [32:0] \t$407 ;
+  wire [15:0] \t$408 ;
+  wire [31:0] \t$409 ;
   wire [40:0] \t$41 ;
-  wire [32:0] \t$410 ;
-  wire [15:0] \t$411 ;
-  wire [31:0] \t$412 ;
-  wire [32:0] \t$415 ;
-  wire [15:0] \t$416 ;
-  wire [16:0] \t$418 ;
-  wire [15:0] \t$419 ;
+  wire [32:0] \t$412 ;
+  wire [15:0] \t$413 ;
+  wire [31:0] \t$414 ;
+  wire [32:0] \t$417 ;
+  wire [15:0] \t$418 ;
   wire [15:0] \t$42 ;
-  wire [31:0] \t$420 ;
-  wire [34:0] \t$421 ;
-  wire [39:0] \t$422 ;
-  reg [39:0] \t$423  = 40'h0000000000;
-  wire [40:0] \t$426 ;
-  wire [15:0] \t$427 ;
-  wire [31:0] \t$428 ;
-  wire [34:0] \t$429 ;
+  wire [16:0] \t$420 ;
+  wire [15:0] \t$421 ;
+  wire [31:0] \t$422 ;
+  wire [34:0] \t$423 ;
+  wire [39:0] \t$424 ;
+  reg [39:0] \t$425  = 40'h0000000000;
+  wire [40:0] \t$428 ;
+  wire [15:0] \t$429 ;
   wire [30:0] \t$43 ;
-  wire [39:0] \t$430 ;
-  reg [39:0] \t$431  = 40'h0000000000;
-  wire [40:0] \t$434 ;
-  wire [15:0] \t$435 ;
-  wire [31:0] \t$436 ;
-  wire [34:0] \t$437 ;
-  wire [39:0] \t$438 ;
-  reg [39:0] \t$439  = 40'h0000000000;
-  wire [40:0] \t$442 ;
-  wire [15:0] \t$443 ;
-  wire [31:0] \t$444 ;
-  wire [34:0] \t$445 ;
-  wire [39:0] \t$446 ;
-  reg [39:0] \t$447  = 40'h0000000000;
+  wire [31:0] \t$430 ;
+  wire [34:0] \t$431 ;
+  wire [39:0] \t$432 ;
+  reg [39:0] \t$433  = 40'h0000000000;
+  wire [40:0] \t$436 ;
+  wire [15:0] \t$437 ;
+  wire [31:0] \t$438 ;
+  wire [34:0] \t$439 ;
+  wire [39:0] \t$440 ;
+  reg [39:0] \t$441  = 40'h0000000000;
+  wire [40:0] \t$444 ;
+  wire [15:0] \t$445 ;
+  wire [31:0] \t$446 ;
+  wire [34:0] \t$447 ;
+  wire [39:0] \t$448 ;
+  reg [39:0] \t$449  = 40'h0000000000;
   wire [39:0] \t$45 ;
-  wire [40:0] \t$450 ;
-  wire [15:0] \t$451 ;
-  wire [31:0] \t$452 ;
-  wire [34:0] \t$453 ;
-  wire [39:0] \t$454 ;
-  reg [39:0] \t$455  = 40'h0000000000;
-  wire [40:0] \t$458 ;
-  wire [15:0] \t$459 ;
+  wire [40:0] \t$452 ;
+  wire [15:0] \t$453 ;
+  wire [31:0] \t$454 ;
+  wire [34:0] \t$455 ;
+  wire [39:0] \t$456 ;
+  reg [39:0] \t$457  = 40'h0000000000;
   wire [31:0] \t$46 ;
-  wire [31:0] \t$460 ;
-  wire [34:0] \t$461 ;
-  wire [39:0] \t$462 ;
-  reg [39:0] \t$463  = 40'h0000000000;
-  wire [40:0] \t$466 ;
-  wire [15:0] \t$467 ;
-  wire [31:0] \t$468 ;
-  wire [34:0] \t$469 ;
-  wire [39:0] \t$470 ;
-  reg [39:0] \t$471  = 40'h0000000000;
-  wire [40:0] \t$474 ;
-  wire [15:0] \t$475 ;
-  wire [31:0] \t$476 ;
-  wire [34:0] \t$477 ;
-  wire [39:0] \t$478 ;
-  reg [39:0] \t$479  = 40'h0000000000;
+  wire [40:0] \t$460 ;
+  wire [15:0] \t$461 ;
+  wire [31:0] \t$462 ;
+  wire [34:0] \t$463 ;
+  wire [39:0] \t$464 ;
+  reg [39:0] \t$465  = 40'h0000000000;
+  wire [40:0] \t$468 ;
+  wire [15:0] \t$469 ;
+  wire [31:0] \t$470 ;
+  wire [34:0] \t$471 ;
+  wire [39:0] \t$472 ;
+  reg [39:0] \t$473  = 40'h0000000000;
+  wire [40:0] \t$476 ;
+  wire [15:0] \t$477 ;
+  wire [31:0] \t$478 ;
+  wire [34:0] \t$479 ;
   wire [34:0] \t$48 ;
-  wire [40:0] \t$482 ;
-  wire [15:0] \t$483 ;
-  wire [31:0] \t$484 ;
-  wire [34:0] \t$485 ;
-  wire [39:0] \t$486 ;
-  reg [39:0] \t$487  = 40'h0000000000;
+  wire [39:0] \t$480 ;
+  reg [39:0] \t$481  = 40'h0000000000;
+  wire [40:0] \t$484 ;
+  wire [15:0] \t$485 ;
+  wire [31:0] \t$486 ;
+  wire [34:0] \t$487 ;
+  wire [39:0] \t$488 ;
+  reg [39:0] \t$489  = 40'h0000000000;
   wire [39:0] \t$49 ;
-  wire [40:0] \t$490 ;
-  wire [15:0] \t$491 ;
-  wire [31:0] \t$492 ;
-  wire [34:0] \t$493 ;
-  wire [39:0] \t$494 ;
-  reg [39:0] \t$495  = 40'h0000000000;
-  wire [40:0] \t$498 ;
-  wire [15:0] \t$499 ;
+  wire [40:0] \t$492 ;
+  wire [15:0] \t$493 ;
+  wire [31:0] \t$494 ;
+  wire [34:0] \t$495 ;
+  wire [39:0] \t$496 ;
+  reg [39:0] \t$497  = 40'h0000000000;
   wire [40:0] \t$50 ;
-  wire [31:0] \t$500 ;
-  wire [34:0] \t$501 ;
-  wire [39:0] \t$502 ;
-  reg [39:0] \t$503  = 40'h0000000000;
-  wire [40:0] \t$506 ;
-  wire [15:0] \t$507 ;
-  wire [31:0] \t$508 ;
-  wire [34:0] \t$509 ;
-  wire [39:0] \t$510 ;
-  reg [39:0] \t$511  = 40'h0000000000;
-  wire [40:0] \t$514 ;
-  wire [15:0] \t$515 ;
-  wire [31:0] \t$516 ;
-  wire [34:0] \t$517 ;
-  wire [39:0] \t$518 ;
-  reg [39:0] \t$519  = 40'h0000000000;
-  wire [40:0] \t$522 ;
-  wire [15:0] \t$523 ;
-  wire [31:0] \t$524 ;
-  wire [34:0] \t$525 ;
-  wire [39:0] \t$526 ;
-  reg [39:0] \t$527  = 40'h0000000000;
+  wire [40:0] \t$500 ;
+  wire [15:0] \t$501 ;
+  wire [31:0] \t$502 ;
+  wire [34:0] \t$503 ;
+  wire [39:0] \t$504 ;
+  reg [39:0] \t$505  = 40'h0000000000;
+  wire [40:0] \t$508 ;
+  wire [15:0] \t$509 ;
+  wire [31:0] \t$510 ;
+  wire [34:0] \t$511 ;
+  wire [39:0] \t$512 ;
+  reg [39:0] \t$513  = 40'h0000000000;
+  wire [40:0] \t$516 ;
+  wire [15:0] \t$517 ;
+  wire [31:0] \t$518 ;
+  wire [34:0] \t$519 ;
+  wire [39:0] \t$520 ;
+  reg [39:0] \t$521  = 40'h0000000000;
+  wire [40:0] \t$524 ;
+  wire [15:0] \t$525 ;
+  wire [31:0] \t$526 ;
+  wire [34:0] \t$527 ;
+  wire [39:0] \t$528 ;
+  reg [39:0] \t$529  = 40'h0000000000;
   wire [39:0] \t$53 ;
-  wire [40:0] \t$530 ;
-  wire [15:0] \t$531 ;
-  wire [31:0] \t$532 ;
-  wire [34:0] \t$533 ;
-  wire [39:0] \t$534 ;
-  reg [39:0] \t$535  = 40'h0000000000;
-  wire [40:0] \t$538 ;
-  wire [15:0] \t$539 ;
-  wire [31:0] \t$540 ;
-  wire [34:0] \t$541 ;
-  wire [39:0] \t$542 ;
-  reg [39:0] \t$543  = 40'h0000000000;
-  wire [40:0] \t$546 ;
-  wire [15:0] \t$547 ;
-  wire [31:0] \t$548 ;
+  wire [40:0] \t$532 ;
+  wire [15:0] \t$533 ;
+  wire [31:0] \t$534 ;
+  wire [34:0] \t$535 ;
+  wire [39:0] \t$536 ;
+  reg [39:0] \t$537  = 40'h0000000000;
+  wire [40:0] \t$540 ;
+  wire [15:0] \t$541 ;
+  wire [31:0] \t$542 ;
+  wire [34:0] \t$543 ;
+  wire [39:0] \t$544 ;
+  reg [39:0] \t$545  = 40'h0000000000;
+  wire [40:0] \t$548 ;
+  wire [15:0] \t$549 ;
   wire [40:0] \t$55 ;
-  wire [32:0] \t$552 ;
-  wire [15:0] \t$553 ;
-  wire [31:0] \t$554 ;
-  wire [32:0] \t$557 ;
-  wire [15:0] \t$558 ;
-  wire [31:0] \t$559 ;
+  wire [31:0] \t$550 ;
+  wire [32:0] \t$554 ;
+  wire [15:0] \t$555 ;
+  wire [31:0] \t$556 ;
+  wire [32:0] \t$559 ;
   wire [15:0] \t$56 ;
-  wire [32:0] \t$562 ;
-  wire [15:0] \t$563 ;
-  wire [31:0] \t$564 ;
-  wire [32:0] \t$567 ;
-  wire [15:0] \t$568 ;
-  wire [31:0] \t$569 ;
+  wire [15:0] \t$560 ;
+  wire [31:0] \t$561 ;
+  wire [32:0] \t$564 ;
+  wire [15:0] \t$565 ;
+  wire [31:0] \t$566 ;
+  wire [32:0] \t$569 ;
   wire [30:0] \t$57 ;
-  wire [32:0] \t$572 ;
-  wire [15:0] \t$573 ;
-  wire [31:0] \t$574 ;
-  wire [32:0] \t$577 ;
-  wire [15:0] \t$578 ;
-  wire [31:0] \t$579 ;
-  wire [32:0] \t$582 ;
-  wire [15:0] \t$583 ;
-  wire [31:0] \t$584 ;
-  wire [32:0] \t$587 ;
-  wire [15:0] \t$588 ;
-  wire [31:0] \t$589 ;
+  wire [15:0] \t$570 ;
+  wire [31:0] \t$571 ;
+  wire [32:0] \t$574 ;
+  wire [15:0] \t$575 ;
+  wire [31:0] \t$576 ;
+  wire [32:0] \t$579 ;
+  wire [15:0] \t$580 ;
+  wire [31:0] \t$581 ;
+  wire [32:0] \t$584 ;
+  wire [15:0] \t$585 ;
+  wire [31:0] \t$586 ;
+  wire [32:0] \t$589 ;
   wire [39:0] \t$59 ;
-  wire [32:0] \t$592 ;
-  wire [15:0] \t$593 ;
-  wire [31:0] \t$594 ;
-  wire [32:0] \t$597 ;
-  wire [15:0] \t$598 ;
-  wire [31:0] \t$599 ;
+  wire [15:0] \t$590 ;
+  wire [31:0] \t$591 ;
+  wire [32:0] \t$594 ;
+  wire [15:0] \t$595 ;
+  wire [31:0] \t$596 ;
+  wire [32:0] \t$599 ;
   wire [34:0] \t$6 ;
   wire [31:0] \t$60 ;
-  wire [32:0] \t$602 ;
-  wire [15:0] \t$603 ;
-  wire [31:0] \t$604 ;
-  wire [32:0] \t$607 ;
-  wire [15:0] \t$608 ;
-  wire [31:0] \t$609 ;
-  wire [32:0] \t$612 ;
-  wire [15:0] \t$613 ;
-  wire [31:0] \t$614 ;
-  wire [32:0] \t$617 ;
-  wire [15:0] \t$618 ;
-  wire [31:0] \t$619 ;
+  wire [15:0] \t$600 ;
+  wire [31:0] \t$601 ;
+  wire [32:0] \t$604 ;
+  wire [15:0] \t$605 ;
+  wire [31:0] \t$606 ;
+  wire [32:0] \t$609 ;
+  wire [15:0] \t$610 ;
+  wire [31:0] \t$611 ;
+  wire [32:0] \t$614 ;
+  wire [15:0] \t$615 ;
+  wire [31:0] \t$616 ;
+  wire [32:0] \t$619 ;
   wire [34:0] \t$62 ;
-  wire [32:0] \t$622 ;
-  wire [15:0] \t$623 ;
-  wire [31:0] \t$624 ;
-  wire [32:0] \t$627 ;
-  wire [15:0] \t$628 ;
+  wire [15:0] \t$620 ;
+  wire [31:0] \t$621 ;
+  wire [32:0] \t$624 ;
+  wire [15:0] \t$625 ;
+  wire [31:0] \t$626 ;
+  wire [32:0] \t$629 ;
   wire [39:0] \t$63 ;
-  wire [16:0] \t$630 ;
-  wire [15:0] \t$631 ;
-  wire [16:0] \t$633 ;
-  wire [15:0] \t$634 ;
-  wire [16:0] \t$636 ;
-  wire [15:0] \t$637 ;
-  wire [16:0] \t$639 ;
+  wire [15:0] \t$630 ;
+  wire [16:0] \t$632 ;
+  wire [15:0] \t$633 ;
+  wire [16:0] \t$635 ;
+  wire [15:0] \t$636 ;
+  wire [16:0] \t$638 ;
+  wire [15:0] \t$639 ;
   wire [40:0] \t$64 ;
-  wire [15:0] \t$640 ;
-  wire [16:0] \t$642 ;
-  wire [15:0] \t$643 ;
-  wire [16:0] \t$645 ;
-  wire [15:0] \t$646 ;
-  wire [16:0] \t$648 ;
-  wire [15:0] \t$649 ;
-  wire [16:0] \t$651 ;
-  wire [15:0] \t$652 ;
-  wire [16:0] \t$654 ;
-  wire [15:0] \t$655 ;
-  wire [16:0] \t$657 ;
-  wire [15:0] \t$658 ;
-  wire [16:0] \t$660 ;
-  wire [15:0] \t$661 ;
-  wire [16:0] \t$663 ;
-  wire [15:0] \t$664 ;
-  wire [16:0] \t$666 ;
-  wire [15:0] \t$667 ;
-  wire [16:0] \t$669 ;
+  wire [16:0] \t$641 ;
+  wire [15:0] \t$642 ;
+  wire [16:0] \t$644 ;
+  wire [15:0] \t$645 ;
+  wire [16:0] \t$647 ;
+  wire [15:0] \t$648 ;
+  wire [16:0] \t$650 ;
+  wire [15:0] \t$651 ;
+  wire [16:0] \t$653 ;
+  wire [15:0] \t$654 ;
+  wire [16:0] \t$656 ;
+  wire [15:0] \t$657 ;
+  wire [16:0] \t$659 ;
+  wire [15:0] \t$660 ;
+  wire [16:0] \t$662 ;
+  wire [15:0] \t$663 ;
+  wire [16:0] \t$665 ;
+  wire [15:0] \t$666 ;
+  wire [16:0] \t$668 ;
+  wire [15:0] \t$669 ;
   wire [39:0] \t$67 ;
-  wire [15:0] \t$670 ;
-  wire [16:0] \t$672 ;
-  wire [15:0] \t$673 ;
-  wire [16:0] \t$675 ;
-  wire [15:0] \t$676 ;
+  wire [16:0] \t$671 ;
+  wire [15:0] \t$672 ;
+  wire [16:0] \t$674 ;
+  wire [15:0] \t$675 ;
+  wire [16:0] \t$677 ;
+  wire [15:0] \t$678 ;
   wire [40:0] \t$69 ;
-  reg [16:0] \t$690 ;
-  reg [16:0] \t$691 ;
   reg [16:0] \t$692 ;
   reg [16:0] \t$693 ;
   reg [16:0] \t$694 ;
@@ -2340,8 +2355,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$719 ;
   reg [16:0] \t$720 ;
   reg [16:0] \t$721 ;
+  reg [16:0] \t$722 ;
   reg [16:0] \t$723 ;
-  reg [16:0] \t$724 ;
   reg [16:0] \t$725 ;
   reg [16:0] \t$726 ;
   reg [16:0] \t$727 ;
@@ -2359,6 +2374,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$738 ;
   reg [16:0] \t$739 ;
   wire [31:0] \t$74 ;
+  reg [16:0] \t$740 ;
+  reg [16:0] \t$741 ;
   wire [34:0] \t$76 ;
   wire [39:0] \t$77 ;
   wire [40:0] \t$78 ;
@@ -2666,1780 +2683,1791 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$184  = $signed(\t$328 ) > $signed(16'h7fff);
   assign \$185  = \$184  ? 16'h7fff : \t$328 [15:0];
   assign \t$329  = \$183  ? 16'h8000 : \$185 ;
-  assign \t$332  = $signed(m__payload) - $signed(y0_s5);
-  assign \$186  = $signed(\t$334 ) < $signed(16'h8000);
-  assign \$187  = $signed(\t$334 ) > $signed(16'h7fff);
-  assign \$188  = \$187  ? 16'h7fff : \t$334 [15:0];
-  assign \t$335  = \$186  ? 16'h8000 : \$188 ;
-  assign \t$336  = $signed(err0_s6) * $signed(l0_out0_s6);
-  assign \$189  = ! \t$336 [15:0];
-  assign \$190  = ~ \$189 ;
-  assign \$191  = \t$336 [16] & \$190 ;
-  assign \$192  = ! \t$336 [15:0];
-  assign \$193  = \t$336 [16] & \$192 ;
-  assign \$194  = \$193  & \floor$339 [0];
-  assign \$195  = \$191  | \$194 ;
-  assign \t$340  = $signed(\floor$339 ) + $signed({ 1'h0, \$195  });
-  assign \$196  = $signed(\t$340 ) < $signed(16'h8000);
-  assign \$197  = $signed(\t$340 ) > $signed(16'h7fff);
-  assign \$198  = \$197  ? 16'h7fff : \t$340 [15:0];
-  assign \t$341  = \$196  ? 16'h8000 : \$198 ;
-  assign \t$342  = $signed(err0_s6) * $signed(l0_out1_s6);
-  assign \$199  = ! \t$342 [15:0];
-  assign \$200  = ~ \$199 ;
-  assign \$201  = \t$342 [16] & \$200 ;
-  assign \$202  = ! \t$342 [15:0];
-  assign \$203  = \t$342 [16] & \$202 ;
-  assign \$204  = \$203  & \floor$344 [0];
-  assign \$205  = \$201  | \$204 ;
-  assign \t$345  = $signed(\floor$344 ) + $signed({ 1'h0, \$205  });
-  assign \$206  = $signed(\t$345 ) < $signed(16'h8000);
-  assign \$207  = $signed(\t$345 ) > $signed(16'h7fff);
-  assign \$208  = \$207  ? 16'h7fff : \t$345 [15:0];
-  assign \t$346  = \$206  ? 16'h8000 : \$208 ;
-  assign \t$347  = $signed(err0_s6) * $signed(l0_out2_s6);
-  assign \$209  = ! \t$347 [15:0];
-  assign \$210  = ~ \$209 ;
-  assign \$211  = \t$347 [16] & \$210 ;
-  assign \$212  = ! \t$347 [15:0];
-  assign \$213  = \t$347 [16] & \$212 ;
-  assign \$214  = \$213  & \floor$349 [0];
-  assign \$215  = \$211  | \$214 ;
-  assign \t$350  = $signed(\floor$349 ) + $signed({ 1'h0, \$215  });
-  assign \$216  = $signed(\t$350 ) < $signed(16'h8000);
-  assign \$217  = $signed(\t$350 ) > $signed(16'h7fff);
-  assign \$218  = \$217  ? 16'h7fff : \t$350 [15:0];
-  assign \t$351  = \$216  ? 16'h8000 : \$218 ;
-  assign \t$352  = $signed(err0_s6) * $signed(l0_out3_s6);
-  assign \$219  = ! \t$352 [15:0];
-  assign \$220  = ~ \$219 ;
-  assign \$221  = \t$352 [16] & \$220 ;
-  assign \$222  = ! \t$352 [15:0];
-  assign \$223  = \t$352 [16] & \$222 ;
-  assign \$224  = \$223  & \floor$354 [0];
-  assign \$225  = \$221  | \$224 ;
-  assign \t$355  = $signed(\floor$354 ) + $signed({ 1'h0, \$225  });
-  assign \$226  = $signed(\t$355 ) < $signed(16'h8000);
-  assign \$227  = $signed(\t$355 ) > $signed(16'h7fff);
-  assign \$228  = \$227  ? 16'h7fff : \t$355 [15:0];
-  assign \t$356  = \$226  ? 16'h8000 : \$228 ;
-  assign \t$357  = $signed(err0_s6) * $signed(l0_out4_s6);
-  assign \$229  = ! \t$357 [15:0];
-  assign \$230  = ~ \$229 ;
-  assign \$231  = \t$357 [16] & \$230 ;
-  assign \$232  = ! \t$357 [15:0];
-  assign \$233  = \t$357 [16] & \$232 ;
-  assign \$234  = \$233  & \floor$359 [0];
-  assign \$235  = \$231  | \$234 ;
-  assign \t$360  = $signed(\floor$359 ) + $signed({ 1'h0, \$235  });
-  assign \$236  = $signed(\t$360 ) < $signed(16'h8000);
-  assign \$237  = $signed(\t$360 ) > $signed(16'h7fff);
-  assign \$238  = \$237  ? 16'h7fff : \t$360 [15:0];
-  assign \t$361  = \$236  ? 16'h8000 : \$238 ;
-  assign \t$362  = $signed(err0_s6) * $signed(l0_out5_s6);
-  assign \$239  = ! \t$362 [15:0];
-  assign \$240  = ~ \$239 ;
-  assign \$241  = \t$362 [16] & \$240 ;
-  assign \$242  = ! \t$362 [15:0];
-  assign \$243  = \t$362 [16] & \$242 ;
-  assign \$244  = \$243  & \floor$364 [0];
-  assign \$245  = \$241  | \$244 ;
-  assign \t$365  = $signed(\floor$364 ) + $signed({ 1'h0, \$245  });
-  assign \$246  = $signed(\t$365 ) < $signed(16'h8000);
-  assign \$247  = $signed(\t$365 ) > $signed(16'h7fff);
-  assign \$248  = \$247  ? 16'h7fff : \t$365 [15:0];
-  assign \t$366  = \$246  ? 16'h8000 : \$248 ;
-  assign \t$367  = $signed(err0_s6) * $signed(l0_out6_s6);
-  assign \$249  = ! \t$367 [15:0];
-  assign \$250  = ~ \$249 ;
-  assign \$251  = \t$367 [16] & \$250 ;
-  assign \$252  = ! \t$367 [15:0];
-  assign \$253  = \t$367 [16] & \$252 ;
-  assign \$254  = \$253  & \floor$369 [0];
-  assign \$255  = \$251  | \$254 ;
-  assign \t$370  = $signed(\floor$369 ) + $signed({ 1'h0, \$255  });
-  assign \$256  = $signed(\t$370 ) < $signed(16'h8000);
-  assign \$257  = $signed(\t$370 ) > $signed(16'h7fff);
-  assign \$258  = \$257  ? 16'h7fff : \t$370 [15:0];
-  assign \t$371  = \$256  ? 16'h8000 : \$258 ;
-  assign \t$372  = $signed(err0_s6) * $signed(l0_out7_s6);
-  assign \$259  = ! \t$372 [15:0];
-  assign \$260  = ~ \$259 ;
-  assign \$261  = \t$372 [16] & \$260 ;
-  assign \$262  = ! \t$372 [15:0];
-  assign \$263  = \t$372 [16] & \$262 ;
-  assign \$264  = \$263  & \floor$374 [0];
-  assign \$265  = \$261  | \$264 ;
-  assign \t$375  = $signed(\floor$374 ) + $signed({ 1'h0, \$265  });
-  assign \$266  = $signed(\t$375 ) < $signed(16'h8000);
-  assign \$267  = $signed(\t$375 ) > $signed(16'h7fff);
-  assign \$268  = \$267  ? 16'h7fff : \t$375 [15:0];
-  assign \t$376  = \$266  ? 16'h8000 : \$268 ;
-  assign \t$377  = $signed(err0_s6) * $signed(l0_out8_s6);
-  assign \$269  = ! \t$377 [15:0];
-  assign \$270  = ~ \$269 ;
-  assign \$271  = \t$377 [16] & \$270 ;
-  assign \$272  = ! \t$377 [15:0];
-  assign \$273  = \t$377 [16] & \$272 ;
-  assign \$274  = \$273  & \floor$379 [0];
-  assign \$275  = \$271  | \$274 ;
-  assign \t$380  = $signed(\floor$379 ) + $signed({ 1'h0, \$275  });
-  assign \$276  = $signed(\t$380 ) < $signed(16'h8000);
-  assign \$277  = $signed(\t$380 ) > $signed(16'h7fff);
-  assign \$278  = \$277  ? 16'h7fff : \t$380 [15:0];
-  assign \t$381  = \$276  ? 16'h8000 : \$278 ;
-  assign \t$382  = $signed(err0_s6) * $signed(l0_out9_s6);
-  assign \$279  = ! \t$382 [15:0];
-  assign \$280  = ~ \$279 ;
-  assign \$281  = \t$382 [16] & \$280 ;
-  assign \$282  = ! \t$382 [15:0];
-  assign \$283  = \t$382 [16] & \$282 ;
-  assign \$284  = \$283  & \floor$384 [0];
-  assign \$285  = \$281  | \$284 ;
-  assign \t$385  = $signed(\floor$384 ) + $signed({ 1'h0, \$285  });
-  assign \$286  = $signed(\t$385 ) < $signed(16'h8000);
-  assign \$287  = $signed(\t$385 ) > $signed(16'h7fff);
-  assign \$288  = \$287  ? 16'h7fff : \t$385 [15:0];
-  assign \t$386  = \$286  ? 16'h8000 : \$288 ;
-  assign \t$387  = $signed(err0_s6) * $signed(l0_out10_s6);
-  assign \$289  = ! \t$387 [15:0];
-  assign \$290  = ~ \$289 ;
-  assign \$291  = \t$387 [16] & \$290 ;
-  assign \$292  = ! \t$387 [15:0];
-  assign \$293  = \t$387 [16] & \$292 ;
-  assign \$294  = \$293  & \floor$389 [0];
-  assign \$295  = \$291  | \$294 ;
-  assign \t$390  = $signed(\floor$389 ) + $signed({ 1'h0, \$295  });
-  assign \$296  = $signed(\t$390 ) < $signed(16'h8000);
-  assign \$297  = $signed(\t$390 ) > $signed(16'h7fff);
-  assign \$298  = \$297  ? 16'h7fff : \t$390 [15:0];
-  assign \t$391  = \$296  ? 16'h8000 : \$298 ;
-  assign \t$392  = $signed(err0_s6) * $signed(l0_out11_s6);
-  assign \$299  = ! \t$392 [15:0];
-  assign \$300  = ~ \$299 ;
-  assign \$301  = \t$392 [16] & \$300 ;
-  assign \$302  = ! \t$392 [15:0];
-  assign \$303  = \t$392 [16] & \$302 ;
-  assign \$304  = \$303  & \floor$394 [0];
-  assign \$305  = \$301  | \$304 ;
-  assign \t$395  = $signed(\floor$394 ) + $signed({ 1'h0, \$305  });
-  assign \$306  = $signed(\t$395 ) < $signed(16'h8000);
-  assign \$307  = $signed(\t$395 ) > $signed(16'h7fff);
-  assign \$308  = \$307  ? 16'h7fff : \t$395 [15:0];
-  assign \t$396  = \$306  ? 16'h8000 : \$308 ;
-  assign \t$397  = $signed(err0_s6) * $signed(l0_out12_s6);
-  assign \$309  = ! \t$397 [15:0];
-  assign \$310  = ~ \$309 ;
-  assign \$311  = \t$397 [16] & \$310 ;
-  assign \$312  = ! \t$397 [15:0];
-  assign \$313  = \t$397 [16] & \$312 ;
-  assign \$314  = \$313  & \floor$399 [0];
-  assign \$315  = \$311  | \$314 ;
-  assign \t$400  = $signed(\floor$399 ) + $signed({ 1'h0, \$315  });
-  assign \$316  = $signed(\t$400 ) < $signed(16'h8000);
-  assign \$317  = $signed(\t$400 ) > $signed(16'h7fff);
-  assign \$318  = \$317  ? 16'h7fff : \t$400 [15:0];
-  assign \t$401  = \$316  ? 16'h8000 : \$318 ;
-  assign \t$402  = $signed(err0_s6) * $signed(l0_out13_s6);
-  assign \$319  = ! \t$402 [15:0];
-  assign \$320  = ~ \$319 ;
-  assign \$321  = \t$402 [16] & \$320 ;
-  assign \$322  = ! \t$402 [15:0];
-  assign \$323  = \t$402 [16] & \$322 ;
-  assign \$324  = \$323  & \floor$404 [0];
-  assign \$325  = \$321  | \$324 ;
-  assign \t$405  = $signed(\floor$404 ) + $signed({ 1'h0, \$325  });
-  assign \$326  = $signed(\t$405 ) < $signed(16'h8000);
-  assign \$327  = $signed(\t$405 ) > $signed(16'h7fff);
-  assign \$328  = \$327  ? 16'h7fff : \t$405 [15:0];
-  assign \t$406  = \$326  ? 16'h8000 : \$328 ;
-  assign \t$407  = $signed(err0_s6) * $signed(l0_out14_s6);
-  assign \$329  = ! \t$407 [15:0];
-  assign \$330  = ~ \$329 ;
-  assign \$331  = \t$407 [16] & \$330 ;
-  assign \$332  = ! \t$407 [15:0];
-  assign \$333  = \t$407 [16] & \$332 ;
-  assign \$334  = \$333  & \floor$409 [0];
-  assign \$335  = \$331  | \$334 ;
-  assign \t$410  = $signed(\floor$409 ) + $signed({ 1'h0, \$335  });
-  assign \$336  = $signed(\t$410 ) < $signed(16'h8000);
-  assign \$337  = $signed(\t$410 ) > $signed(16'h7fff);
-  assign \$338  = \$337  ? 16'h7fff : \t$410 [15:0];
-  assign \t$411  = \$336  ? 16'h8000 : \$338 ;
-  assign \t$412  = $signed(err0_s6) * $signed(l0_out15_s6);
-  assign \$339  = ! \t$412 [15:0];
-  assign \$340  = ~ \$339 ;
-  assign \$341  = \t$412 [16] & \$340 ;
-  assign \$342  = ! \t$412 [15:0];
-  assign \$343  = \t$412 [16] & \$342 ;
-  assign \$344  = \$343  & \floor$414 [0];
-  assign \$345  = \$341  | \$344 ;
-  assign \t$415  = $signed(\floor$414 ) + $signed({ 1'h0, \$345  });
-  assign \$346  = $signed(\t$415 ) < $signed(16'h8000);
-  assign \$347  = $signed(\t$415 ) > $signed(16'h7fff);
-  assign \$348  = \$347  ? 16'h7fff : \t$415 [15:0];
-  assign \t$416  = \$346  ? 16'h8000 : \$348 ;
-  assign \$349  = ! err0_s6[3:0];
-  assign \$350  = ~ \$349 ;
-  assign \$351  = err0_s6[4] & \$350 ;
-  assign \$352  = ! err0_s6[3:0];
-  assign \$353  = err0_s6[4] & \$352 ;
-  assign \$354  = \$353  & \floor$417 [0];
-  assign \$355  = \$351  | \$354 ;
-  assign \t$418  = $signed(\floor$417 ) + $signed({ 1'h0, \$355  });
-  assign \$356  = $signed(\t$418 ) < $signed(16'h8000);
-  assign \$357  = $signed(\t$418 ) > $signed(16'h7fff);
-  assign \$358  = \$357  ? 16'h7fff : \t$418 [15:0];
-  assign \t$419  = \$356  ? 16'h8000 : \$358 ;
-  assign \t$420  = $signed(l1_w_0_0) * $signed(err0_s6);
-  assign \$359  = ! \t$423 [12:0];
-  assign \$360  = ~ \$359 ;
-  assign \$361  = \t$423 [13] & \$360 ;
-  assign \$362  = ! \t$423 [12:0];
-  assign \$363  = \t$423 [13] & \$362 ;
-  assign \$364  = \$363  & \floor$425 [0];
-  assign \$365  = \$361  | \$364 ;
-  assign \t$426  = $signed(\floor$425 ) + $signed({ 1'h0, \$365  });
-  assign \$366  = $signed(\t$426 ) < $signed(16'h8000);
-  assign \$367  = $signed(\t$426 ) > $signed(16'h7fff);
-  assign \$368  = \$367  ? 16'h7fff : \t$426 [15:0];
-  assign \t$427  = \$366  ? 16'h8000 : \$368 ;
-  assign \t$428  = $signed(l1_w_0_1) * $signed(err0_s6);
-  assign \$369  = ! \t$431 [12:0];
-  assign \$370  = ~ \$369 ;
-  assign \$371  = \t$431 [13] & \$370 ;
-  assign \$372  = ! \t$431 [12:0];
-  assign \$373  = \t$431 [13] & \$372 ;
-  assign \$374  = \$373  & \floor$433 [0];
-  assign \$375  = \$371  | \$374 ;
-  assign \t$434  = $signed(\floor$433 ) + $signed({ 1'h0, \$375  });
-  assign \$376  = $signed(\t$434 ) < $signed(16'h8000);
-  assign \$377  = $signed(\t$434 ) > $signed(16'h7fff);
-  assign \$378  = \$377  ? 16'h7fff : \t$434 [15:0];
-  assign \t$435  = \$376  ? 16'h8000 : \$378 ;
-  assign \t$436  = $signed(l1_w_0_2) * $signed(err0_s6);
-  assign \$379  = ! \t$439 [12:0];
-  assign \$380  = ~ \$379 ;
-  assign \$381  = \t$439 [13] & \$380 ;
-  assign \$382  = ! \t$439 [12:0];
-  assign \$383  = \t$439 [13] & \$382 ;
-  assign \$384  = \$383  & \floor$441 [0];
-  assign \$385  = \$381  | \$384 ;
-  assign \t$442  = $signed(\floor$441 ) + $signed({ 1'h0, \$385  });
-  assign \$386  = $signed(\t$442 ) < $signed(16'h8000);
-  assign \$387  = $signed(\t$442 ) > $signed(16'h7fff);
-  assign \$388  = \$387  ? 16'h7fff : \t$442 [15:0];
-  assign \t$443  = \$386  ? 16'h8000 : \$388 ;
-  assign \t$444  = $signed(l1_w_0_3) * $signed(err0_s6);
-  assign \$389  = ! \t$447 [12:0];
-  assign \$390  = ~ \$389 ;
-  assign \$391  = \t$447 [13] & \$390 ;
-  assign \$392  = ! \t$447 [12:0];
-  assign \$393  = \t$447 [13] & \$392 ;
-  assign \$394  = \$393  & \floor$449 [0];
-  assign \$395  = \$391  | \$394 ;
-  assign \t$450  = $signed(\floor$449 ) + $signed({ 1'h0, \$395  });
-  assign \$396  = $signed(\t$450 ) < $signed(16'h8000);
-  assign \$397  = $signed(\t$450 ) > $signed(16'h7fff);
-  assign \$398  = \$397  ? 16'h7fff : \t$450 [15:0];
-  assign \t$451  = \$396  ? 16'h8000 : \$398 ;
-  assign \t$452  = $signed(l1_w_0_4) * $signed(err0_s6);
-  assign \$399  = ! \t$455 [12:0];
-  assign \$400  = ~ \$399 ;
-  assign \$401  = \t$455 [13] & \$400 ;
-  assign \$402  = ! \t$455 [12:0];
-  assign \$403  = \t$455 [13] & \$402 ;
-  assign \$404  = \$403  & \floor$457 [0];
-  assign \$405  = \$401  | \$404 ;
-  assign \t$458  = $signed(\floor$457 ) + $signed({ 1'h0, \$405  });
-  assign \$406  = $signed(\t$458 ) < $signed(16'h8000);
-  assign \$407  = $signed(\t$458 ) > $signed(16'h7fff);
-  assign \$408  = \$407  ? 16'h7fff : \t$458 [15:0];
-  assign \t$459  = \$406  ? 16'h8000 : \$408 ;
-  assign \t$460  = $signed(l1_w_0_5) * $signed(err0_s6);
-  assign \$409  = ! \t$463 [12:0];
-  assign \$410  = ~ \$409 ;
-  assign \$411  = \t$463 [13] & \$410 ;
-  assign \$412  = ! \t$463 [12:0];
-  assign \$413  = \t$463 [13] & \$412 ;
-  assign \$414  = \$413  & \floor$465 [0];
-  assign \$415  = \$411  | \$414 ;
-  assign \t$466  = $signed(\floor$465 ) + $signed({ 1'h0, \$415  });
-  assign \$416  = $signed(\t$466 ) < $signed(16'h8000);
-  assign \$417  = $signed(\t$466 ) > $signed(16'h7fff);
-  assign \$418  = \$417  ? 16'h7fff : \t$466 [15:0];
-  assign \t$467  = \$416  ? 16'h8000 : \$418 ;
-  assign \t$468  = $signed(l1_w_0_6) * $signed(err0_s6);
-  assign \$419  = ! \t$471 [12:0];
-  assign \$420  = ~ \$419 ;
-  assign \$421  = \t$471 [13] & \$420 ;
-  assign \$422  = ! \t$471 [12:0];
-  assign \$423  = \t$471 [13] & \$422 ;
-  assign \$424  = \$423  & \floor$473 [0];
-  assign \$425  = \$421  | \$424 ;
-  assign \t$474  = $signed(\floor$473 ) + $signed({ 1'h0, \$425  });
-  assign \$426  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$427  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$428  = \$427  ? 16'h7fff : \t$474 [15:0];
-  assign \t$475  = \$426  ? 16'h8000 : \$428 ;
-  assign \t$476  = $signed(l1_w_0_7) * $signed(err0_s6);
-  assign \$429  = ! \t$479 [12:0];
-  assign \$430  = ~ \$429 ;
-  assign \$431  = \t$479 [13] & \$430 ;
-  assign \$432  = ! \t$479 [12:0];
-  assign \$433  = \t$479 [13] & \$432 ;
-  assign \$434  = \$433  & \floor$481 [0];
-  assign \$435  = \$431  | \$434 ;
-  assign \t$482  = $signed(\floor$481 ) + $signed({ 1'h0, \$435  });
-  assign \$436  = $signed(\t$482 ) < $signed(16'h8000);
-  assign \$437  = $signed(\t$482 ) > $signed(16'h7fff);
-  assign \$438  = \$437  ? 16'h7fff : \t$482 [15:0];
-  assign \t$483  = \$436  ? 16'h8000 : \$438 ;
-  assign \t$484  = $signed(l1_w_0_8) * $signed(err0_s6);
-  assign \$439  = ! \t$487 [12:0];
-  assign \$440  = ~ \$439 ;
-  assign \$441  = \t$487 [13] & \$440 ;
-  assign \$442  = ! \t$487 [12:0];
-  assign \$443  = \t$487 [13] & \$442 ;
-  assign \$444  = \$443  & \floor$489 [0];
-  assign \$445  = \$441  | \$444 ;
-  assign \t$490  = $signed(\floor$489 ) + $signed({ 1'h0, \$445  });
-  assign \$446  = $signed(\t$490 ) < $signed(16'h8000);
-  assign \$447  = $signed(\t$490 ) > $signed(16'h7fff);
-  assign \$448  = \$447  ? 16'h7fff : \t$490 [15:0];
-  assign \t$491  = \$446  ? 16'h8000 : \$448 ;
-  assign \t$492  = $signed(l1_w_0_9) * $signed(err0_s6);
-  assign \$449  = ! \t$495 [12:0];
-  assign \$450  = ~ \$449 ;
-  assign \$451  = \t$495 [13] & \$450 ;
-  assign \$452  = ! \t$495 [12:0];
-  assign \$453  = \t$495 [13] & \$452 ;
-  assign \$454  = \$453  & \floor$497 [0];
-  assign \$455  = \$451  | \$454 ;
-  assign \t$498  = $signed(\floor$497 ) + $signed({ 1'h0, \$455  });
-  assign \$456  = $signed(\t$498 ) < $signed(16'h8000);
-  assign \$457  = $signed(\t$498 ) > $signed(16'h7fff);
-  assign \$458  = \$457  ? 16'h7fff : \t$498 [15:0];
-  assign \t$499  = \$456  ? 16'h8000 : \$458 ;
-  assign \t$500  = $signed(l1_w_0_10) * $signed(err0_s6);
-  assign \$459  = ! \t$503 [12:0];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = \t$503 [13] & \$460 ;
-  assign \$462  = ! \t$503 [12:0];
-  assign \$463  = \t$503 [13] & \$462 ;
-  assign \$464  = \$463  & \floor$505 [0];
-  assign \$465  = \$461  | \$464 ;
-  assign \t$506  = $signed(\floor$505 ) + $signed({ 1'h0, \$465  });
-  assign \$466  = $signed(\t$506 ) < $signed(16'h8000);
-  assign \$467  = $signed(\t$506 ) > $signed(16'h7fff);
-  assign \$468  = \$467  ? 16'h7fff : \t$506 [15:0];
-  assign \t$507  = \$466  ? 16'h8000 : \$468 ;
-  assign \t$508  = $signed(l1_w_0_11) * $signed(err0_s6);
-  assign \$469  = ! \t$511 [12:0];
-  assign \$470  = ~ \$469 ;
-  assign \$471  = \t$511 [13] & \$470 ;
-  assign \$472  = ! \t$511 [12:0];
-  assign \$473  = \t$511 [13] & \$472 ;
-  assign \$474  = \$473  & \floor$513 [0];
-  assign \$475  = \$471  | \$474 ;
-  assign \t$514  = $signed(\floor$513 ) + $signed({ 1'h0, \$475  });
-  assign \$476  = $signed(\t$514 ) < $signed(16'h8000);
-  assign \$477  = $signed(\t$514 ) > $signed(16'h7fff);
-  assign \$478  = \$477  ? 16'h7fff : \t$514 [15:0];
-  assign \t$515  = \$476  ? 16'h8000 : \$478 ;
-  assign \t$516  = $signed(l1_w_0_12) * $signed(err0_s6);
-  assign \$479  = ! \t$519 [12:0];
-  assign \$480  = ~ \$479 ;
-  assign \$481  = \t$519 [13] & \$480 ;
-  assign \$482  = ! \t$519 [12:0];
-  assign \$483  = \t$519 [13] & \$482 ;
-  assign \$484  = \$483  & \floor$521 [0];
-  assign \$485  = \$481  | \$484 ;
-  assign \t$522  = $signed(\floor$521 ) + $signed({ 1'h0, \$485  });
-  assign \$486  = $signed(\t$522 ) < $signed(16'h8000);
-  assign \$487  = $signed(\t$522 ) > $signed(16'h7fff);
-  assign \$488  = \$487  ? 16'h7fff : \t$522 [15:0];
-  assign \t$523  = \$486  ? 16'h8000 : \$488 ;
-  assign \t$524  = $signed(l1_w_0_13) * $signed(err0_s6);
-  assign \$489  = ! \t$527 [12:0];
-  assign \$490  = ~ \$489 ;
-  assign \$491  = \t$527 [13] & \$490 ;
-  assign \$492  = ! \t$527 [12:0];
-  assign \$493  = \t$527 [13] & \$492 ;
-  assign \$494  = \$493  & \floor$529 [0];
-  assign \$495  = \$491  | \$494 ;
-  assign \t$530  = $signed(\floor$529 ) + $signed({ 1'h0, \$495  });
-  assign \$496  = $signed(\t$530 ) < $signed(16'h8000);
-  assign \$497  = $signed(\t$530 ) > $signed(16'h7fff);
-  assign \$498  = \$497  ? 16'h7fff : \t$530 [15:0];
-  assign \t$531  = \$496  ? 16'h8000 : \$498 ;
-  assign \t$532  = $signed(l1_w_0_14) * $signed(err0_s6);
-  assign \$499  = ! \t$535 [12:0];
-  assign \$500  = ~ \$499 ;
-  assign \$501  = \t$535 [13] & \$500 ;
-  assign \$502  = ! \t$535 [12:0];
-  assign \$503  = \t$535 [13] & \$502 ;
-  assign \$504  = \$503  & \floor$537 [0];
-  assign \$505  = \$501  | \$504 ;
-  assign \t$538  = $signed(\floor$537 ) + $signed({ 1'h0, \$505  });
-  assign \$506  = $signed(\t$538 ) < $signed(16'h8000);
-  assign \$507  = $signed(\t$538 ) > $signed(16'h7fff);
-  assign \$508  = \$507  ? 16'h7fff : \t$538 [15:0];
-  assign \t$539  = \$506  ? 16'h8000 : \$508 ;
-  assign \t$540  = $signed(l1_w_0_15) * $signed(err0_s6);
-  assign \$509  = ! \t$543 [12:0];
-  assign \$510  = ~ \$509 ;
-  assign \$511  = \t$543 [13] & \$510 ;
-  assign \$512  = ! \t$543 [12:0];
-  assign \$513  = \t$543 [13] & \$512 ;
-  assign \$514  = \$513  & \floor$545 [0];
-  assign \$515  = \$511  | \$514 ;
-  assign \t$546  = $signed(\floor$545 ) + $signed({ 1'h0, \$515  });
-  assign \$516  = $signed(\t$546 ) < $signed(16'h8000);
-  assign \$517  = $signed(\t$546 ) > $signed(16'h7fff);
-  assign \$518  = \$517  ? 16'h7fff : \t$546 [15:0];
-  assign \t$547  = \$516  ? 16'h8000 : \$518 ;
-  assign \t$548  = $signed(l0_err0_s8) * $signed(x0_s8);
-  assign \$519  = ! \t$548 [15:0];
-  assign \$520  = ~ \$519 ;
-  assign \$521  = \t$548 [16] & \$520 ;
-  assign \$522  = ! \t$548 [15:0];
-  assign \$523  = \t$548 [16] & \$522 ;
-  assign \$524  = \$523  & \floor$551 [0];
-  assign \$525  = \$521  | \$524 ;
-  assign \t$552  = $signed(\floor$551 ) + $signed({ 1'h0, \$525  });
-  assign \$526  = $signed(\t$552 ) < $signed(16'h8000);
-  assign \$527  = $signed(\t$552 ) > $signed(16'h7fff);
-  assign \$528  = \$527  ? 16'h7fff : \t$552 [15:0];
-  assign \t$553  = \$526  ? 16'h8000 : \$528 ;
-  assign \t$554  = $signed(l0_err1_s8) * $signed(x0_s8);
-  assign \$529  = ! \t$554 [15:0];
-  assign \$530  = ~ \$529 ;
-  assign \$531  = \t$554 [16] & \$530 ;
-  assign \$532  = ! \t$554 [15:0];
-  assign \$533  = \t$554 [16] & \$532 ;
-  assign \$534  = \$533  & \floor$556 [0];
-  assign \$535  = \$531  | \$534 ;
-  assign \t$557  = $signed(\floor$556 ) + $signed({ 1'h0, \$535  });
-  assign \$536  = $signed(\t$557 ) < $signed(16'h8000);
-  assign \$537  = $signed(\t$557 ) > $signed(16'h7fff);
-  assign \$538  = \$537  ? 16'h7fff : \t$557 [15:0];
-  assign \t$558  = \$536  ? 16'h8000 : \$538 ;
-  assign \t$559  = $signed(l0_err2_s8) * $signed(x0_s8);
-  assign \$539  = ! \t$559 [15:0];
-  assign \$540  = ~ \$539 ;
-  assign \$541  = \t$559 [16] & \$540 ;
-  assign \$542  = ! \t$559 [15:0];
-  assign \$543  = \t$559 [16] & \$542 ;
-  assign \$544  = \$543  & \floor$561 [0];
-  assign \$545  = \$541  | \$544 ;
-  assign \t$562  = $signed(\floor$561 ) + $signed({ 1'h0, \$545  });
-  assign \$546  = $signed(\t$562 ) < $signed(16'h8000);
-  assign \$547  = $signed(\t$562 ) > $signed(16'h7fff);
-  assign \$548  = \$547  ? 16'h7fff : \t$562 [15:0];
-  assign \t$563  = \$546  ? 16'h8000 : \$548 ;
-  assign \t$564  = $signed(l0_err3_s8) * $signed(x0_s8);
-  assign \$549  = ! \t$564 [15:0];
-  assign \$550  = ~ \$549 ;
-  assign \$551  = \t$564 [16] & \$550 ;
-  assign \$552  = ! \t$564 [15:0];
-  assign \$553  = \t$564 [16] & \$552 ;
-  assign \$554  = \$553  & \floor$566 [0];
-  assign \$555  = \$551  | \$554 ;
-  assign \t$567  = $signed(\floor$566 ) + $signed({ 1'h0, \$555  });
-  assign \$556  = $signed(\t$567 ) < $signed(16'h8000);
-  assign \$557  = $signed(\t$567 ) > $signed(16'h7fff);
-  assign \$558  = \$557  ? 16'h7fff : \t$567 [15:0];
-  assign \t$568  = \$556  ? 16'h8000 : \$558 ;
-  assign \t$569  = $signed(l0_err4_s8) * $signed(x0_s8);
-  assign \$559  = ! \t$569 [15:0];
-  assign \$560  = ~ \$559 ;
-  assign \$561  = \t$569 [16] & \$560 ;
-  assign \$562  = ! \t$569 [15:0];
-  assign \$563  = \t$569 [16] & \$562 ;
-  assign \$564  = \$563  & \floor$571 [0];
-  assign \$565  = \$561  | \$564 ;
-  assign \t$572  = $signed(\floor$571 ) + $signed({ 1'h0, \$565  });
-  assign \$566  = $signed(\t$572 ) < $signed(16'h8000);
-  assign \$567  = $signed(\t$572 ) > $signed(16'h7fff);
-  assign \$568  = \$567  ? 16'h7fff : \t$572 [15:0];
-  assign \t$573  = \$566  ? 16'h8000 : \$568 ;
-  assign \t$574  = $signed(l0_err5_s8) * $signed(x0_s8);
-  assign \$569  = ! \t$574 [15:0];
-  assign \$570  = ~ \$569 ;
-  assign \$571  = \t$574 [16] & \$570 ;
-  assign \$572  = ! \t$574 [15:0];
-  assign \$573  = \t$574 [16] & \$572 ;
-  assign \$574  = \$573  & \floor$576 [0];
-  assign \$575  = \$571  | \$574 ;
-  assign \t$577  = $signed(\floor$576 ) + $signed({ 1'h0, \$575  });
-  assign \$576  = $signed(\t$577 ) < $signed(16'h8000);
-  assign \$577  = $signed(\t$577 ) > $signed(16'h7fff);
-  assign \$578  = \$577  ? 16'h7fff : \t$577 [15:0];
-  assign \t$578  = \$576  ? 16'h8000 : \$578 ;
-  assign \t$579  = $signed(l0_err6_s8) * $signed(x0_s8);
-  assign \$579  = ! \t$579 [15:0];
-  assign \$580  = ~ \$579 ;
-  assign \$581  = \t$579 [16] & \$580 ;
-  assign \$582  = ! \t$579 [15:0];
-  assign \$583  = \t$579 [16] & \$582 ;
-  assign \$584  = \$583  & \floor$581 [0];
-  assign \$585  = \$581  | \$584 ;
-  assign \t$582  = $signed(\floor$581 ) + $signed({ 1'h0, \$585  });
-  assign \$586  = $signed(\t$582 ) < $signed(16'h8000);
-  assign \$587  = $signed(\t$582 ) > $signed(16'h7fff);
-  assign \$588  = \$587  ? 16'h7fff : \t$582 [15:0];
-  assign \t$583  = \$586  ? 16'h8000 : \$588 ;
-  assign \t$584  = $signed(l0_err7_s8) * $signed(x0_s8);
-  assign \$589  = ! \t$584 [15:0];
-  assign \$590  = ~ \$589 ;
-  assign \$591  = \t$584 [16] & \$590 ;
-  assign \$592  = ! \t$584 [15:0];
-  assign \$593  = \t$584 [16] & \$592 ;
-  assign \$594  = \$593  & \floor$586 [0];
-  assign \$595  = \$591  | \$594 ;
-  assign \t$587  = $signed(\floor$586 ) + $signed({ 1'h0, \$595  });
-  assign \$596  = $signed(\t$587 ) < $signed(16'h8000);
-  assign \$597  = $signed(\t$587 ) > $signed(16'h7fff);
-  assign \$598  = \$597  ? 16'h7fff : \t$587 [15:0];
-  assign \t$588  = \$596  ? 16'h8000 : \$598 ;
-  assign \t$589  = $signed(l0_err8_s8) * $signed(x0_s8);
-  assign \$599  = ! \t$589 [15:0];
-  assign \$600  = ~ \$599 ;
-  assign \$601  = \t$589 [16] & \$600 ;
-  assign \$602  = ! \t$589 [15:0];
-  assign \$603  = \t$589 [16] & \$602 ;
-  assign \$604  = \$603  & \floor$591 [0];
-  assign \$605  = \$601  | \$604 ;
-  assign \t$592  = $signed(\floor$591 ) + $signed({ 1'h0, \$605  });
-  assign \$606  = $signed(\t$592 ) < $signed(16'h8000);
-  assign \$607  = $signed(\t$592 ) > $signed(16'h7fff);
-  assign \$608  = \$607  ? 16'h7fff : \t$592 [15:0];
-  assign \t$593  = \$606  ? 16'h8000 : \$608 ;
-  assign \t$594  = $signed(l0_err9_s8) * $signed(x0_s8);
-  assign \$609  = ! \t$594 [15:0];
-  assign \$610  = ~ \$609 ;
-  assign \$611  = \t$594 [16] & \$610 ;
-  assign \$612  = ! \t$594 [15:0];
-  assign \$613  = \t$594 [16] & \$612 ;
-  assign \$614  = \$613  & \floor$596 [0];
-  assign \$615  = \$611  | \$614 ;
-  assign \t$597  = $signed(\floor$596 ) + $signed({ 1'h0, \$615  });
-  assign \$616  = $signed(\t$597 ) < $signed(16'h8000);
-  assign \$617  = $signed(\t$597 ) > $signed(16'h7fff);
-  assign \$618  = \$617  ? 16'h7fff : \t$597 [15:0];
-  assign \t$598  = \$616  ? 16'h8000 : \$618 ;
-  assign \t$599  = $signed(l0_err10_s8) * $signed(x0_s8);
-  assign \$619  = ! \t$599 [15:0];
-  assign \$620  = ~ \$619 ;
-  assign \$621  = \t$599 [16] & \$620 ;
-  assign \$622  = ! \t$599 [15:0];
-  assign \$623  = \t$599 [16] & \$622 ;
-  assign \$624  = \$623  & \floor$601 [0];
-  assign \$625  = \$621  | \$624 ;
-  assign \t$602  = $signed(\floor$601 ) + $signed({ 1'h0, \$625  });
-  assign \$626  = $signed(\t$602 ) < $signed(16'h8000);
-  assign \$627  = $signed(\t$602 ) > $signed(16'h7fff);
-  assign \$628  = \$627  ? 16'h7fff : \t$602 [15:0];
-  assign \t$603  = \$626  ? 16'h8000 : \$628 ;
-  assign \t$604  = $signed(l0_err11_s8) * $signed(x0_s8);
-  assign \$629  = ! \t$604 [15:0];
-  assign \$630  = ~ \$629 ;
-  assign \$631  = \t$604 [16] & \$630 ;
-  assign \$632  = ! \t$604 [15:0];
-  assign \$633  = \t$604 [16] & \$632 ;
-  assign \$634  = \$633  & \floor$606 [0];
-  assign \$635  = \$631  | \$634 ;
-  assign \t$607  = $signed(\floor$606 ) + $signed({ 1'h0, \$635  });
-  assign \$636  = $signed(\t$607 ) < $signed(16'h8000);
-  assign \$637  = $signed(\t$607 ) > $signed(16'h7fff);
-  assign \$638  = \$637  ? 16'h7fff : \t$607 [15:0];
-  assign \t$608  = \$636  ? 16'h8000 : \$638 ;
-  assign \t$609  = $signed(l0_err12_s8) * $signed(x0_s8);
-  assign \$639  = ! \t$609 [15:0];
-  assign \$640  = ~ \$639 ;
-  assign \$641  = \t$609 [16] & \$640 ;
-  assign \$642  = ! \t$609 [15:0];
-  assign \$643  = \t$609 [16] & \$642 ;
-  assign \$644  = \$643  & \floor$611 [0];
-  assign \$645  = \$641  | \$644 ;
-  assign \t$612  = $signed(\floor$611 ) + $signed({ 1'h0, \$645  });
-  assign \$646  = $signed(\t$612 ) < $signed(16'h8000);
-  assign \$647  = $signed(\t$612 ) > $signed(16'h7fff);
-  assign \$648  = \$647  ? 16'h7fff : \t$612 [15:0];
-  assign \t$613  = \$646  ? 16'h8000 : \$648 ;
-  assign \t$614  = $signed(l0_err13_s8) * $signed(x0_s8);
-  assign \$649  = ! \t$614 [15:0];
-  assign \$650  = ~ \$649 ;
-  assign \$651  = \t$614 [16] & \$650 ;
-  assign \$652  = ! \t$614 [15:0];
-  assign \$653  = \t$614 [16] & \$652 ;
-  assign \$654  = \$653  & \floor$616 [0];
-  assign \$655  = \$651  | \$654 ;
-  assign \t$617  = $signed(\floor$616 ) + $signed({ 1'h0, \$655  });
-  assign \$656  = $signed(\t$617 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$617 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$617 [15:0];
-  assign \t$618  = \$656  ? 16'h8000 : \$658 ;
-  assign \t$619  = $signed(l0_err14_s8) * $signed(x0_s8);
-  assign \$659  = ! \t$619 [15:0];
-  assign \$660  = ~ \$659 ;
-  assign \$661  = \t$619 [16] & \$660 ;
-  assign \$662  = ! \t$619 [15:0];
-  assign \$663  = \t$619 [16] & \$662 ;
-  assign \$664  = \$663  & \floor$621 [0];
-  assign \$665  = \$661  | \$664 ;
-  assign \t$622  = $signed(\floor$621 ) + $signed({ 1'h0, \$665  });
-  assign \$666  = $signed(\t$622 ) < $signed(16'h8000);
-  assign \$667  = $signed(\t$622 ) > $signed(16'h7fff);
-  assign \$668  = \$667  ? 16'h7fff : \t$622 [15:0];
-  assign \t$623  = \$666  ? 16'h8000 : \$668 ;
-  assign \t$624  = $signed(l0_err15_s8) * $signed(x0_s8);
-  assign \$669  = ! \t$624 [15:0];
-  assign \$670  = ~ \$669 ;
-  assign \$671  = \t$624 [16] & \$670 ;
-  assign \$672  = ! \t$624 [15:0];
-  assign \$673  = \t$624 [16] & \$672 ;
-  assign \$674  = \$673  & \floor$626 [0];
-  assign \$675  = \$671  | \$674 ;
-  assign \t$627  = $signed(\floor$626 ) + $signed({ 1'h0, \$675  });
-  assign \$676  = $signed(\t$627 ) < $signed(16'h8000);
-  assign \$677  = $signed(\t$627 ) > $signed(16'h7fff);
-  assign \$678  = \$677  ? 16'h7fff : \t$627 [15:0];
-  assign \t$628  = \$676  ? 16'h8000 : \$678 ;
-  assign \$679  = ! l0_err0_s8[3:0];
-  assign \$680  = ~ \$679 ;
-  assign \$681  = l0_err0_s8[4] & \$680 ;
-  assign \$682  = ! l0_err0_s8[3:0];
-  assign \$683  = l0_err0_s8[4] & \$682 ;
-  assign \$684  = \$683  & \floor$629 [0];
-  assign \$685  = \$681  | \$684 ;
-  assign \t$630  = $signed(\floor$629 ) + $signed({ 1'h0, \$685  });
-  assign \$686  = $signed(\t$630 ) < $signed(16'h8000);
-  assign \$687  = $signed(\t$630 ) > $signed(16'h7fff);
-  assign \$688  = \$687  ? 16'h7fff : \t$630 [15:0];
-  assign \t$631  = \$686  ? 16'h8000 : \$688 ;
-  assign \$689  = ! l0_err1_s8[3:0];
-  assign \$690  = ~ \$689 ;
-  assign \$691  = l0_err1_s8[4] & \$690 ;
-  assign \$692  = ! l0_err1_s8[3:0];
-  assign \$693  = l0_err1_s8[4] & \$692 ;
-  assign \$694  = \$693  & \floor$632 [0];
-  assign \$695  = \$691  | \$694 ;
-  assign \t$633  = $signed(\floor$632 ) + $signed({ 1'h0, \$695  });
-  assign \$696  = $signed(\t$633 ) < $signed(16'h8000);
-  assign \$697  = $signed(\t$633 ) > $signed(16'h7fff);
-  assign \$698  = \$697  ? 16'h7fff : \t$633 [15:0];
-  assign \t$634  = \$696  ? 16'h8000 : \$698 ;
-  assign \$699  = ! l0_err2_s8[3:0];
-  assign \$700  = ~ \$699 ;
-  assign \$701  = l0_err2_s8[4] & \$700 ;
-  assign \$702  = ! l0_err2_s8[3:0];
-  assign \$703  = l0_err2_s8[4] & \$702 ;
-  assign \$704  = \$703  & \floor$635 [0];
-  assign \$705  = \$701  | \$704 ;
-  assign \t$636  = $signed(\floor$635 ) + $signed({ 1'h0, \$705  });
-  assign \$706  = $signed(\t$636 ) < $signed(16'h8000);
-  assign \$707  = $signed(\t$636 ) > $signed(16'h7fff);
-  assign \$708  = \$707  ? 16'h7fff : \t$636 [15:0];
-  assign \t$637  = \$706  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l0_err3_s8[3:0];
-  assign \$710  = ~ \$709 ;
-  assign \$711  = l0_err3_s8[4] & \$710 ;
-  assign \$712  = ! l0_err3_s8[3:0];
-  assign \$713  = l0_err3_s8[4] & \$712 ;
-  assign \$714  = \$713  & \floor$638 [0];
-  assign \$715  = \$711  | \$714 ;
-  assign \t$639  = $signed(\floor$638 ) + $signed({ 1'h0, \$715  });
-  assign \$716  = $signed(\t$639 ) < $signed(16'h8000);
-  assign \$717  = $signed(\t$639 ) > $signed(16'h7fff);
-  assign \$718  = \$717  ? 16'h7fff : \t$639 [15:0];
-  assign \t$640  = \$716  ? 16'h8000 : \$718 ;
-  assign \$719  = ! l0_err4_s8[3:0];
-  assign \$720  = ~ \$719 ;
-  assign \$721  = l0_err4_s8[4] & \$720 ;
-  assign \$722  = ! l0_err4_s8[3:0];
-  assign \$723  = l0_err4_s8[4] & \$722 ;
-  assign \$724  = \$723  & \floor$641 [0];
-  assign \$725  = \$721  | \$724 ;
-  assign \t$642  = $signed(\floor$641 ) + $signed({ 1'h0, \$725  });
-  assign \$726  = $signed(\t$642 ) < $signed(16'h8000);
-  assign \$727  = $signed(\t$642 ) > $signed(16'h7fff);
-  assign \$728  = \$727  ? 16'h7fff : \t$642 [15:0];
-  assign \t$643  = \$726  ? 16'h8000 : \$728 ;
-  assign \$729  = ! l0_err5_s8[3:0];
-  assign \$730  = ~ \$729 ;
-  assign \$731  = l0_err5_s8[4] & \$730 ;
-  assign \$732  = ! l0_err5_s8[3:0];
-  assign \$733  = l0_err5_s8[4] & \$732 ;
-  assign \$734  = \$733  & \floor$644 [0];
-  assign \$735  = \$731  | \$734 ;
-  assign \t$645  = $signed(\floor$644 ) + $signed({ 1'h0, \$735  });
-  assign \$736  = $signed(\t$645 ) < $signed(16'h8000);
-  assign \$737  = $signed(\t$645 ) > $signed(16'h7fff);
-  assign \$738  = \$737  ? 16'h7fff : \t$645 [15:0];
-  assign \t$646  = \$736  ? 16'h8000 : \$738 ;
-  assign \$739  = ! l0_err6_s8[3:0];
-  assign \$740  = ~ \$739 ;
-  assign \$741  = l0_err6_s8[4] & \$740 ;
-  assign \$742  = ! l0_err6_s8[3:0];
-  assign \$743  = l0_err6_s8[4] & \$742 ;
-  assign \$744  = \$743  & \floor$647 [0];
-  assign \$745  = \$741  | \$744 ;
-  assign \t$648  = $signed(\floor$647 ) + $signed({ 1'h0, \$745  });
-  assign \$746  = $signed(\t$648 ) < $signed(16'h8000);
-  assign \$747  = $signed(\t$648 ) > $signed(16'h7fff);
-  assign \$748  = \$747  ? 16'h7fff : \t$648 [15:0];
-  assign \t$649  = \$746  ? 16'h8000 : \$748 ;
-  assign \$749  = ! l0_err7_s8[3:0];
-  assign \$750  = ~ \$749 ;
-  assign \$751  = l0_err7_s8[4] & \$750 ;
-  assign \$752  = ! l0_err7_s8[3:0];
-  assign \$753  = l0_err7_s8[4] & \$752 ;
-  assign \$754  = \$753  & \floor$650 [0];
-  assign \$755  = \$751  | \$754 ;
-  assign \t$651  = $signed(\floor$650 ) + $signed({ 1'h0, \$755  });
-  assign \$756  = $signed(\t$651 ) < $signed(16'h8000);
-  assign \$757  = $signed(\t$651 ) > $signed(16'h7fff);
-  assign \$758  = \$757  ? 16'h7fff : \t$651 [15:0];
-  assign \t$652  = \$756  ? 16'h8000 : \$758 ;
-  assign \$759  = ! l0_err8_s8[3:0];
-  assign \$760  = ~ \$759 ;
-  assign \$761  = l0_err8_s8[4] & \$760 ;
-  assign \$762  = ! l0_err8_s8[3:0];
-  assign \$763  = l0_err8_s8[4] & \$762 ;
-  assign \$764  = \$763  & \floor$653 [0];
-  assign \$765  = \$761  | \$764 ;
-  assign \t$654  = $signed(\floor$653 ) + $signed({ 1'h0, \$765  });
-  assign \$766  = $signed(\t$654 ) < $signed(16'h8000);
-  assign \$767  = $signed(\t$654 ) > $signed(16'h7fff);
-  assign \$768  = \$767  ? 16'h7fff : \t$654 [15:0];
-  assign \t$655  = \$766  ? 16'h8000 : \$768 ;
-  assign \$769  = ! l0_err9_s8[3:0];
-  assign \$770  = ~ \$769 ;
-  assign \$771  = l0_err9_s8[4] & \$770 ;
-  assign \$772  = ! l0_err9_s8[3:0];
-  assign \$773  = l0_err9_s8[4] & \$772 ;
-  assign \$774  = \$773  & \floor$656 [0];
-  assign \$775  = \$771  | \$774 ;
-  assign \t$657  = $signed(\floor$656 ) + $signed({ 1'h0, \$775  });
-  assign \$776  = $signed(\t$657 ) < $signed(16'h8000);
-  assign \$777  = $signed(\t$657 ) > $signed(16'h7fff);
-  assign \$778  = \$777  ? 16'h7fff : \t$657 [15:0];
-  assign \t$658  = \$776  ? 16'h8000 : \$778 ;
-  assign \$779  = ! l0_err10_s8[3:0];
-  assign \$780  = ~ \$779 ;
-  assign \$781  = l0_err10_s8[4] & \$780 ;
-  assign \$782  = ! l0_err10_s8[3:0];
-  assign \$783  = l0_err10_s8[4] & \$782 ;
-  assign \$784  = \$783  & \floor$659 [0];
-  assign \$785  = \$781  | \$784 ;
-  assign \t$660  = $signed(\floor$659 ) + $signed({ 1'h0, \$785  });
-  assign \$786  = $signed(\t$660 ) < $signed(16'h8000);
-  assign \$787  = $signed(\t$660 ) > $signed(16'h7fff);
-  assign \$788  = \$787  ? 16'h7fff : \t$660 [15:0];
-  assign \t$661  = \$786  ? 16'h8000 : \$788 ;
-  assign \$789  = ! l0_err11_s8[3:0];
-  assign \$790  = ~ \$789 ;
-  assign \$791  = l0_err11_s8[4] & \$790 ;
-  assign \$792  = ! l0_err11_s8[3:0];
-  assign \$793  = l0_err11_s8[4] & \$792 ;
-  assign \$794  = \$793  & \floor$662 [0];
-  assign \$795  = \$791  | \$794 ;
-  assign \t$663  = $signed(\floor$662 ) + $signed({ 1'h0, \$795  });
-  assign \$796  = $signed(\t$663 ) < $signed(16'h8000);
-  assign \$797  = $signed(\t$663 ) > $signed(16'h7fff);
-  assign \$798  = \$797  ? 16'h7fff : \t$663 [15:0];
-  assign \t$664  = \$796  ? 16'h8000 : \$798 ;
-  assign \$799  = ! l0_err12_s8[3:0];
-  assign \$800  = ~ \$799 ;
-  assign \$801  = l0_err12_s8[4] & \$800 ;
-  assign \$802  = ! l0_err12_s8[3:0];
-  assign \$803  = l0_err12_s8[4] & \$802 ;
-  assign \$804  = \$803  & \floor$665 [0];
-  assign \$805  = \$801  | \$804 ;
-  assign \t$666  = $signed(\floor$665 ) + $signed({ 1'h0, \$805  });
-  assign \$806  = $signed(\t$666 ) < $signed(16'h8000);
-  assign \$807  = $signed(\t$666 ) > $signed(16'h7fff);
-  assign \$808  = \$807  ? 16'h7fff : \t$666 [15:0];
-  assign \t$667  = \$806  ? 16'h8000 : \$808 ;
-  assign \$809  = ! l0_err13_s8[3:0];
-  assign \$810  = ~ \$809 ;
-  assign \$811  = l0_err13_s8[4] & \$810 ;
-  assign \$812  = ! l0_err13_s8[3:0];
-  assign \$813  = l0_err13_s8[4] & \$812 ;
-  assign \$814  = \$813  & \floor$668 [0];
-  assign \$815  = \$811  | \$814 ;
-  assign \t$669  = $signed(\floor$668 ) + $signed({ 1'h0, \$815  });
-  assign \$816  = $signed(\t$669 ) < $signed(16'h8000);
-  assign \$817  = $signed(\t$669 ) > $signed(16'h7fff);
-  assign \$818  = \$817  ? 16'h7fff : \t$669 [15:0];
-  assign \t$670  = \$816  ? 16'h8000 : \$818 ;
-  assign \$819  = ! l0_err14_s8[3:0];
-  assign \$820  = ~ \$819 ;
-  assign \$821  = l0_err14_s8[4] & \$820 ;
-  assign \$822  = ! l0_err14_s8[3:0];
-  assign \$823  = l0_err14_s8[4] & \$822 ;
-  assign \$824  = \$823  & \floor$671 [0];
-  assign \$825  = \$821  | \$824 ;
-  assign \t$672  = $signed(\floor$671 ) + $signed({ 1'h0, \$825  });
-  assign \$826  = $signed(\t$672 ) < $signed(16'h8000);
-  assign \$827  = $signed(\t$672 ) > $signed(16'h7fff);
-  assign \$828  = \$827  ? 16'h7fff : \t$672 [15:0];
-  assign \t$673  = \$826  ? 16'h8000 : \$828 ;
-  assign \$829  = ! l0_err15_s8[3:0];
-  assign \$830  = ~ \$829 ;
-  assign \$831  = l0_err15_s8[4] & \$830 ;
-  assign \$832  = ! l0_err15_s8[3:0];
-  assign \$833  = l0_err15_s8[4] & \$832 ;
-  assign \$834  = \$833  & \floor$674 [0];
-  assign \$835  = \$831  | \$834 ;
-  assign \t$675  = $signed(\floor$674 ) + $signed({ 1'h0, \$835  });
-  assign \$836  = $signed(\t$675 ) < $signed(16'h8000);
-  assign \$837  = $signed(\t$675 ) > $signed(16'h7fff);
-  assign \$838  = \$837  ? 16'h7fff : \t$675 [15:0];
-  assign \t$676  = \$836  ? 16'h8000 : \$838 ;
-  assign \$839  = ~ m__ready;
-  assign \$840  = valid_s5 & \$839 ;
-  assign en = ~ \$840 ;
+  assign \$186  = $signed(l1_out0_s5) >= $signed(1'h0);
+  assign \t$332  = $signed(l1_out0_s5) - $signed(y0_s5);
+  assign \$187  = $signed(\t$334 ) < $signed(16'h8000);
+  assign \$188  = $signed(\t$334 ) > $signed(16'h7fff);
+  assign \$189  = \$188  ? 16'h7fff : \t$334 [15:0];
+  assign \t$335  = \$187  ? 16'h8000 : \$189 ;
+  assign \t$338  = $signed(err0_s6) * $signed(l0_out0_s6);
+  assign \$190  = ! \t$338 [15:0];
+  assign \$191  = ~ \$190 ;
+  assign \$192  = \t$338 [16] & \$191 ;
+  assign \$193  = ! \t$338 [15:0];
+  assign \$194  = \t$338 [16] & \$193 ;
+  assign \$195  = \$194  & \floor$341 [0];
+  assign \$196  = \$192  | \$195 ;
+  assign \t$342  = $signed(\floor$341 ) + $signed({ 1'h0, \$196  });
+  assign \$197  = $signed(\t$342 ) < $signed(16'h8000);
+  assign \$198  = $signed(\t$342 ) > $signed(16'h7fff);
+  assign \$199  = \$198  ? 16'h7fff : \t$342 [15:0];
+  assign \t$343  = \$197  ? 16'h8000 : \$199 ;
+  assign \t$344  = $signed(err0_s6) * $signed(l0_out1_s6);
+  assign \$200  = ! \t$344 [15:0];
+  assign \$201  = ~ \$200 ;
+  assign \$202  = \t$344 [16] & \$201 ;
+  assign \$203  = ! \t$344 [15:0];
+  assign \$204  = \t$344 [16] & \$203 ;
+  assign \$205  = \$204  & \floor$346 [0];
+  assign \$206  = \$202  | \$205 ;
+  assign \t$347  = $signed(\floor$346 ) + $signed({ 1'h0, \$206  });
+  assign \$207  = $signed(\t$347 ) < $signed(16'h8000);
+  assign \$208  = $signed(\t$347 ) > $signed(16'h7fff);
+  assign \$209  = \$208  ? 16'h7fff : \t$347 [15:0];
+  assign \t$348  = \$207  ? 16'h8000 : \$209 ;
+  assign \t$349  = $signed(err0_s6) * $signed(l0_out2_s6);
+  assign \$210  = ! \t$349 [15:0];
+  assign \$211  = ~ \$210 ;
+  assign \$212  = \t$349 [16] & \$211 ;
+  assign \$213  = ! \t$349 [15:0];
+  assign \$214  = \t$349 [16] & \$213 ;
+  assign \$215  = \$214  & \floor$351 [0];
+  assign \$216  = \$212  | \$215 ;
+  assign \t$352  = $signed(\floor$351 ) + $signed({ 1'h0, \$216  });
+  assign \$217  = $signed(\t$352 ) < $signed(16'h8000);
+  assign \$218  = $signed(\t$352 ) > $signed(16'h7fff);
+  assign \$219  = \$218  ? 16'h7fff : \t$352 [15:0];
+  assign \t$353  = \$217  ? 16'h8000 : \$219 ;
+  assign \t$354  = $signed(err0_s6) * $signed(l0_out3_s6);
+  assign \$220  = ! \t$354 [15:0];
+  assign \$221  = ~ \$220 ;
+  assign \$222  = \t$354 [16] & \$221 ;
+  assign \$223  = ! \t$354 [15:0];
+  assign \$224  = \t$354 [16] & \$223 ;
+  assign \$225  = \$224  & \floor$356 [0];
+  assign \$226  = \$222  | \$225 ;
+  assign \t$357  = $signed(\floor$356 ) + $signed({ 1'h0, \$226  });
+  assign \$227  = $signed(\t$357 ) < $signed(16'h8000);
+  assign \$228  = $signed(\t$357 ) > $signed(16'h7fff);
+  assign \$229  = \$228  ? 16'h7fff : \t$357 [15:0];
+  assign \t$358  = \$227  ? 16'h8000 : \$229 ;
+  assign \t$359  = $signed(err0_s6) * $signed(l0_out4_s6);
+  assign \$230  = ! \t$359 [15:0];
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \t$359 [16] & \$231 ;
+  assign \$233  = ! \t$359 [15:0];
+  assign \$234  = \t$359 [16] & \$233 ;
+  assign \$235  = \$234  & \floor$361 [0];
+  assign \$236  = \$232  | \$235 ;
+  assign \t$362  = $signed(\floor$361 ) + $signed({ 1'h0, \$236  });
+  assign \$237  = $signed(\t$362 ) < $signed(16'h8000);
+  assign \$238  = $signed(\t$362 ) > $signed(16'h7fff);
+  assign \$239  = \$238  ? 16'h7fff : \t$362 [15:0];
+  assign \t$363  = \$237  ? 16'h8000 : \$239 ;
+  assign \t$364  = $signed(err0_s6) * $signed(l0_out5_s6);
+  assign \$240  = ! \t$364 [15:0];
+  assign \$241  = ~ \$240 ;
+  assign \$242  = \t$364 [16] & \$241 ;
+  assign \$243  = ! \t$364 [15:0];
+  assign \$244  = \t$364 [16] & \$243 ;
+  assign \$245  = \$244  & \floor$366 [0];
+  assign \$246  = \$242  | \$245 ;
+  assign \t$367  = $signed(\floor$366 ) + $signed({ 1'h0, \$246  });
+  assign \$247  = $signed(\t$367 ) < $signed(16'h8000);
+  assign \$248  = $signed(\t$367 ) > $signed(16'h7fff);
+  assign \$249  = \$248  ? 16'h7fff : \t$367 [15:0];
+  assign \t$368  = \$247  ? 16'h8000 : \$249 ;
+  assign \t$369  = $signed(err0_s6) * $signed(l0_out6_s6);
+  assign \$250  = ! \t$369 [15:0];
+  assign \$251  = ~ \$250 ;
+  assign \$252  = \t$369 [16] & \$251 ;
+  assign \$253  = ! \t$369 [15:0];
+  assign \$254  = \t$369 [16] & \$253 ;
+  assign \$255  = \$254  & \floor$371 [0];
+  assign \$256  = \$252  | \$255 ;
+  assign \t$372  = $signed(\floor$371 ) + $signed({ 1'h0, \$256  });
+  assign \$257  = $signed(\t$372 ) < $signed(16'h8000);
+  assign \$258  = $signed(\t$372 ) > $signed(16'h7fff);
+  assign \$259  = \$258  ? 16'h7fff : \t$372 [15:0];
+  assign \t$373  = \$257  ? 16'h8000 : \$259 ;
+  assign \t$374  = $signed(err0_s6) * $signed(l0_out7_s6);
+  assign \$260  = ! \t$374 [15:0];
+  assign \$261  = ~ \$260 ;
+  assign \$262  = \t$374 [16] & \$261 ;
+  assign \$263  = ! \t$374 [15:0];
+  assign \$264  = \t$374 [16] & \$263 ;
+  assign \$265  = \$264  & \floor$376 [0];
+  assign \$266  = \$262  | \$265 ;
+  assign \t$377  = $signed(\floor$376 ) + $signed({ 1'h0, \$266  });
+  assign \$267  = $signed(\t$377 ) < $signed(16'h8000);
+  assign \$268  = $signed(\t$377 ) > $signed(16'h7fff);
+  assign \$269  = \$268  ? 16'h7fff : \t$377 [15:0];
+  assign \t$378  = \$267  ? 16'h8000 : \$269 ;
+  assign \t$379  = $signed(err0_s6) * $signed(l0_out8_s6);
+  assign \$270  = ! \t$379 [15:0];
+  assign \$271  = ~ \$270 ;
+  assign \$272  = \t$379 [16] & \$271 ;
+  assign \$273  = ! \t$379 [15:0];
+  assign \$274  = \t$379 [16] & \$273 ;
+  assign \$275  = \$274  & \floor$381 [0];
+  assign \$276  = \$272  | \$275 ;
+  assign \t$382  = $signed(\floor$381 ) + $signed({ 1'h0, \$276  });
+  assign \$277  = $signed(\t$382 ) < $signed(16'h8000);
+  assign \$278  = $signed(\t$382 ) > $signed(16'h7fff);
+  assign \$279  = \$278  ? 16'h7fff : \t$382 [15:0];
+  assign \t$383  = \$277  ? 16'h8000 : \$279 ;
+  assign \t$384  = $signed(err0_s6) * $signed(l0_out9_s6);
+  assign \$280  = ! \t$384 [15:0];
+  assign \$281  = ~ \$280 ;
+  assign \$282  = \t$384 [16] & \$281 ;
+  assign \$283  = ! \t$384 [15:0];
+  assign \$284  = \t$384 [16] & \$283 ;
+  assign \$285  = \$284  & \floor$386 [0];
+  assign \$286  = \$282  | \$285 ;
+  assign \t$387  = $signed(\floor$386 ) + $signed({ 1'h0, \$286  });
+  assign \$287  = $signed(\t$387 ) < $signed(16'h8000);
+  assign \$288  = $signed(\t$387 ) > $signed(16'h7fff);
+  assign \$289  = \$288  ? 16'h7fff : \t$387 [15:0];
+  assign \t$388  = \$287  ? 16'h8000 : \$289 ;
+  assign \t$389  = $signed(err0_s6) * $signed(l0_out10_s6);
+  assign \$290  = ! \t$389 [15:0];
+  assign \$291  = ~ \$290 ;
+  assign \$292  = \t$389 [16] & \$291 ;
+  assign \$293  = ! \t$389 [15:0];
+  assign \$294  = \t$389 [16] & \$293 ;
+  assign \$295  = \$294  & \floor$391 [0];
+  assign \$296  = \$292  | \$295 ;
+  assign \t$392  = $signed(\floor$391 ) + $signed({ 1'h0, \$296  });
+  assign \$297  = $signed(\t$392 ) < $signed(16'h8000);
+  assign \$298  = $signed(\t$392 ) > $signed(16'h7fff);
+  assign \$299  = \$298  ? 16'h7fff : \t$392 [15:0];
+  assign \t$393  = \$297  ? 16'h8000 : \$299 ;
+  assign \t$394  = $signed(err0_s6) * $signed(l0_out11_s6);
+  assign \$300  = ! \t$394 [15:0];
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \t$394 [16] & \$301 ;
+  assign \$303  = ! \t$394 [15:0];
+  assign \$304  = \t$394 [16] & \$303 ;
+  assign \$305  = \$304  & \floor$396 [0];
+  assign \$306  = \$302  | \$305 ;
+  assign \t$397  = $signed(\floor$396 ) + $signed({ 1'h0, \$306  });
+  assign \$307  = $signed(\t$397 ) < $signed(16'h8000);
+  assign \$308  = $signed(\t$397 ) > $signed(16'h7fff);
+  assign \$309  = \$308  ? 16'h7fff : \t$397 [15:0];
+  assign \t$398  = \$307  ? 16'h8000 : \$309 ;
+  assign \t$399  = $signed(err0_s6) * $signed(l0_out12_s6);
+  assign \$310  = ! \t$399 [15:0];
+  assign \$311  = ~ \$310 ;
+  assign \$312  = \t$399 [16] & \$311 ;
+  assign \$313  = ! \t$399 [15:0];
+  assign \$314  = \t$399 [16] & \$313 ;
+  assign \$315  = \$314  & \floor$401 [0];
+  assign \$316  = \$312  | \$315 ;
+  assign \t$402  = $signed(\floor$401 ) + $signed({ 1'h0, \$316  });
+  assign \$317  = $signed(\t$402 ) < $signed(16'h8000);
+  assign \$318  = $signed(\t$402 ) > $signed(16'h7fff);
+  assign \$319  = \$318  ? 16'h7fff : \t$402 [15:0];
+  assign \t$403  = \$317  ? 16'h8000 : \$319 ;
+  assign \t$404  = $signed(err0_s6) * $signed(l0_out13_s6);
+  assign \$320  = ! \t$404 [15:0];
+  assign \$321  = ~ \$320 ;
+  assign \$322  = \t$404 [16] & \$321 ;
+  assign \$323  = ! \t$404 [15:0];
+  assign \$324  = \t$404 [16] & \$323 ;
+  assign \$325  = \$324  & \floor$406 [0];
+  assign \$326  = \$322  | \$325 ;
+  assign \t$407  = $signed(\floor$406 ) + $signed({ 1'h0, \$326  });
+  assign \$327  = $signed(\t$407 ) < $signed(16'h8000);
+  assign \$328  = $signed(\t$407 ) > $signed(16'h7fff);
+  assign \$329  = \$328  ? 16'h7fff : \t$407 [15:0];
+  assign \t$408  = \$327  ? 16'h8000 : \$329 ;
+  assign \t$409  = $signed(err0_s6) * $signed(l0_out14_s6);
+  assign \$330  = ! \t$409 [15:0];
+  assign \$331  = ~ \$330 ;
+  assign \$332  = \t$409 [16] & \$331 ;
+  assign \$333  = ! \t$409 [15:0];
+  assign \$334  = \t$409 [16] & \$333 ;
+  assign \$335  = \$334  & \floor$411 [0];
+  assign \$336  = \$332  | \$335 ;
+  assign \t$412  = $signed(\floor$411 ) + $signed({ 1'h0, \$336  });
+  assign \$337  = $signed(\t$412 ) < $signed(16'h8000);
+  assign \$338  = $signed(\t$412 ) > $signed(16'h7fff);
+  assign \$339  = \$338  ? 16'h7fff : \t$412 [15:0];
+  assign \t$413  = \$337  ? 16'h8000 : \$339 ;
+  assign \t$414  = $signed(err0_s6) * $signed(l0_out15_s6);
+  assign \$340  = ! \t$414 [15:0];
+  assign \$341  = ~ \$340 ;
+  assign \$342  = \t$414 [16] & \$341 ;
+  assign \$343  = ! \t$414 [15:0];
+  assign \$344  = \t$414 [16] & \$343 ;
+  assign \$345  = \$344  & \floor$416 [0];
+  assign \$346  = \$342  | \$345 ;
+  assign \t$417  = $signed(\floor$416 ) + $signed({ 1'h0, \$346  });
+  assign \$347  = $signed(\t$417 ) < $signed(16'h8000);
+  assign \$348  = $signed(\t$417 ) > $signed(16'h7fff);
+  assign \$349  = \$348  ? 16'h7fff : \t$417 [15:0];
+  assign \t$418  = \$347  ? 16'h8000 : \$349 ;
+  assign \$350  = ! err0_s6[3:0];
+  assign \$351  = ~ \$350 ;
+  assign \$352  = err0_s6[4] & \$351 ;
+  assign \$353  = ! err0_s6[3:0];
+  assign \$354  = err0_s6[4] & \$353 ;
+  assign \$355  = \$354  & \floor$419 [0];
+  assign \$356  = \$352  | \$355 ;
+  assign \t$420  = $signed(\floor$419 ) + $signed({ 1'h0, \$356  });
+  assign \$357  = $signed(\t$420 ) < $signed(16'h8000);
+  assign \$358  = $signed(\t$420 ) > $signed(16'h7fff);
+  assign \$359  = \$358  ? 16'h7fff : \t$420 [15:0];
+  assign \t$421  = \$357  ? 16'h8000 : \$359 ;
+  assign \t$422  = $signed(l1_w_0_0) * $signed(err0_s6);
+  assign \$360  = ! \t$425 [12:0];
+  assign \$361  = ~ \$360 ;
+  assign \$362  = \t$425 [13] & \$361 ;
+  assign \$363  = ! \t$425 [12:0];
+  assign \$364  = \t$425 [13] & \$363 ;
+  assign \$365  = \$364  & \floor$427 [0];
+  assign \$366  = \$362  | \$365 ;
+  assign \t$428  = $signed(\floor$427 ) + $signed({ 1'h0, \$366  });
+  assign \$367  = $signed(\t$428 ) < $signed(16'h8000);
+  assign \$368  = $signed(\t$428 ) > $signed(16'h7fff);
+  assign \$369  = \$368  ? 16'h7fff : \t$428 [15:0];
+  assign \t$429  = \$367  ? 16'h8000 : \$369 ;
+  assign \t$430  = $signed(l1_w_0_1) * $signed(err0_s6);
+  assign \$370  = ! \t$433 [12:0];
+  assign \$371  = ~ \$370 ;
+  assign \$372  = \t$433 [13] & \$371 ;
+  assign \$373  = ! \t$433 [12:0];
+  assign \$374  = \t$433 [13] & \$373 ;
+  assign \$375  = \$374  & \floor$435 [0];
+  assign \$376  = \$372  | \$375 ;
+  assign \t$436  = $signed(\floor$435 ) + $signed({ 1'h0, \$376  });
+  assign \$377  = $signed(\t$436 ) < $signed(16'h8000);
+  assign \$378  = $signed(\t$436 ) > $signed(16'h7fff);
+  assign \$379  = \$378  ? 16'h7fff : \t$436 [15:0];
+  assign \t$437  = \$377  ? 16'h8000 : \$379 ;
+  assign \t$438  = $signed(l1_w_0_2) * $signed(err0_s6);
+  assign \$380  = ! \t$441 [12:0];
+  assign \$381  = ~ \$380 ;
+  assign \$382  = \t$441 [13] & \$381 ;
+  assign \$383  = ! \t$441 [12:0];
+  assign \$384  = \t$441 [13] & \$383 ;
+  assign \$385  = \$384  & \floor$443 [0];
+  assign \$386  = \$382  | \$385 ;
+  assign \t$444  = $signed(\floor$443 ) + $signed({ 1'h0, \$386  });
+  assign \$387  = $signed(\t$444 ) < $signed(16'h8000);
+  assign \$388  = $signed(\t$444 ) > $signed(16'h7fff);
+  assign \$389  = \$388  ? 16'h7fff : \t$444 [15:0];
+  assign \t$445  = \$387  ? 16'h8000 : \$389 ;
+  assign \t$446  = $signed(l1_w_0_3) * $signed(err0_s6);
+  assign \$390  = ! \t$449 [12:0];
+  assign \$391  = ~ \$390 ;
+  assign \$392  = \t$449 [13] & \$391 ;
+  assign \$393  = ! \t$449 [12:0];
+  assign \$394  = \t$449 [13] & \$393 ;
+  assign \$395  = \$394  & \floor$451 [0];
+  assign \$396  = \$392  | \$395 ;
+  assign \t$452  = $signed(\floor$451 ) + $signed({ 1'h0, \$396  });
+  assign \$397  = $signed(\t$452 ) < $signed(16'h8000);
+  assign \$398  = $signed(\t$452 ) > $signed(16'h7fff);
+  assign \$399  = \$398  ? 16'h7fff : \t$452 [15:0];
+  assign \t$453  = \$397  ? 16'h8000 : \$399 ;
+  assign \t$454  = $signed(l1_w_0_4) * $signed(err0_s6);
+  assign \$400  = ! \t$457 [12:0];
+  assign \$401  = ~ \$400 ;
+  assign \$402  = \t$457 [13] & \$401 ;
+  assign \$403  = ! \t$457 [12:0];
+  assign \$404  = \t$457 [13] & \$403 ;
+  assign \$405  = \$404  & \floor$459 [0];
+  assign \$406  = \$402  | \$405 ;
+  assign \t$460  = $signed(\floor$459 ) + $signed({ 1'h0, \$406  });
+  assign \$407  = $signed(\t$460 ) < $signed(16'h8000);
+  assign \$408  = $signed(\t$460 ) > $signed(16'h7fff);
+  assign \$409  = \$408  ? 16'h7fff : \t$460 [15:0];
+  assign \t$461  = \$407  ? 16'h8000 : \$409 ;
+  assign \t$462  = $signed(l1_w_0_5) * $signed(err0_s6);
+  assign \$410  = ! \t$465 [12:0];
+  assign \$411  = ~ \$410 ;
+  assign \$412  = \t$465 [13] & \$411 ;
+  assign \$413  = ! \t$465 [12:0];
+  assign \$414  = \t$465 [13] & \$413 ;
+  assign \$415  = \$414  & \floor$467 [0];
+  assign \$416  = \$412  | \$415 ;
+  assign \t$468  = $signed(\floor$467 ) + $signed({ 1'h0, \$416  });
+  assign \$417  = $signed(\t$468 ) < $signed(16'h8000);
+  assign \$418  = $signed(\t$468 ) > $signed(16'h7fff);
+  assign \$419  = \$418  ? 16'h7fff : \t$468 [15:0];
+  assign \t$469  = \$417  ? 16'h8000 : \$419 ;
+  assign \t$470  = $signed(l1_w_0_6) * $signed(err0_s6);
+  assign \$420  = ! \t$473 [12:0];
+  assign \$421  = ~ \$420 ;
+  assign \$422  = \t$473 [13] & \$421 ;
+  assign \$423  = ! \t$473 [12:0];
+  assign \$424  = \t$473 [13] & \$423 ;
+  assign \$425  = \$424  & \floor$475 [0];
+  assign \$426  = \$422  | \$425 ;
+  assign \t$476  = $signed(\floor$475 ) + $signed({ 1'h0, \$426  });
+  assign \$427  = $signed(\t$476 ) < $signed(16'h8000);
+  assign \$428  = $signed(\t$476 ) > $signed(16'h7fff);
+  assign \$429  = \$428  ? 16'h7fff : \t$476 [15:0];
+  assign \t$477  = \$427  ? 16'h8000 : \$429 ;
+  assign \t$478  = $signed(l1_w_0_7) * $signed(err0_s6);
+  assign \$430  = ! \t$481 [12:0];
+  assign \$431  = ~ \$430 ;
+  assign \$432  = \t$481 [13] & \$431 ;
+  assign \$433  = ! \t$481 [12:0];
+  assign \$434  = \t$481 [13] & \$433 ;
+  assign \$435  = \$434  & \floor$483 [0];
+  assign \$436  = \$432  | \$435 ;
+  assign \t$484  = $signed(\floor$483 ) + $signed({ 1'h0, \$436  });
+  assign \$437  = $signed(\t$484 ) < $signed(16'h8000);
+  assign \$438  = $signed(\t$484 ) > $signed(16'h7fff);
+  assign \$439  = \$438  ? 16'h7fff : \t$484 [15:0];
+  assign \t$485  = \$437  ? 16'h8000 : \$439 ;
+  assign \t$486  = $signed(l1_w_0_8) * $signed(err0_s6);
+  assign \$440  = ! \t$489 [12:0];
+  assign \$441  = ~ \$440 ;
+  assign \$442  = \t$489 [13] & \$441 ;
+  assign \$443  = ! \t$489 [12:0];
+  assign \$444  = \t$489 [13] & \$443 ;
+  assign \$445  = \$444  & \floor$491 [0];
+  assign \$446  = \$442  | \$445 ;
+  assign \t$492  = $signed(\floor$491 ) + $signed({ 1'h0, \$446  });
+  assign \$447  = $signed(\t$492 ) < $signed(16'h8000);
+  assign \$448  = $signed(\t$492 ) > $signed(16'h7fff);
+  assign \$449  = \$448  ? 16'h7fff : \t$492 [15:0];
+  assign \t$493  = \$447  ? 16'h8000 : \$449 ;
+  assign \t$494  = $signed(l1_w_0_9) * $signed(err0_s6);
+  assign \$450  = ! \t$497 [12:0];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = \t$497 [13] & \$451 ;
+  assign \$453  = ! \t$497 [12:0];
+  assign \$454  = \t$497 [13] & \$453 ;
+  assign \$455  = \$454  & \floor$499 [0];
+  assign \$456  = \$452  | \$455 ;
+  assign \t$500  = $signed(\floor$499 ) + $signed({ 1'h0, \$456  });
+  assign \$457  = $signed(\t$500 ) < $signed(16'h8000);
+  assign \$458  = $signed(\t$500 ) > $signed(16'h7fff);
+  assign \$459  = \$458  ? 16'h7fff : \t$500 [15:0];
+  assign \t$501  = \$457  ? 16'h8000 : \$459 ;
+  assign \t$502  = $signed(l1_w_0_10) * $signed(err0_s6);
+  assign \$460  = ! \t$505 [12:0];
+  assign \$461  = ~ \$460 ;
+  assign \$462  = \t$505 [13] & \$461 ;
+  assign \$463  = ! \t$505 [12:0];
+  assign \$464  = \t$505 [13] & \$463 ;
+  assign \$465  = \$464  & \floor$507 [0];
+  assign \$466  = \$462  | \$465 ;
+  assign \t$508  = $signed(\floor$507 ) + $signed({ 1'h0, \$466  });
+  assign \$467  = $signed(\t$508 ) < $signed(16'h8000);
+  assign \$468  = $signed(\t$508 ) > $signed(16'h7fff);
+  assign \$469  = \$468  ? 16'h7fff : \t$508 [15:0];
+  assign \t$509  = \$467  ? 16'h8000 : \$469 ;
+  assign \t$510  = $signed(l1_w_0_11) * $signed(err0_s6);
+  assign \$470  = ! \t$513 [12:0];
+  assign \$471  = ~ \$470 ;
+  assign \$472  = \t$513 [13] & \$471 ;
+  assign \$473  = ! \t$513 [12:0];
+  assign \$474  = \t$513 [13] & \$473 ;
+  assign \$475  = \$474  & \floor$515 [0];
+  assign \$476  = \$472  | \$475 ;
+  assign \t$516  = $signed(\floor$515 ) + $signed({ 1'h0, \$476  });
+  assign \$477  = $signed(\t$516 ) < $signed(16'h8000);
+  assign \$478  = $signed(\t$516 ) > $signed(16'h7fff);
+  assign \$479  = \$478  ? 16'h7fff : \t$516 [15:0];
+  assign \t$517  = \$477  ? 16'h8000 : \$479 ;
+  assign \t$518  = $signed(l1_w_0_12) * $signed(err0_s6);
+  assign \$480  = ! \t$521 [12:0];
+  assign \$481  = ~ \$480 ;
+  assign \$482  = \t$521 [13] & \$481 ;
+  assign \$483  = ! \t$521 [12:0];
+  assign \$484  = \t$521 [13] & \$483 ;
+  assign \$485  = \$484  & \floor$523 [0];
+  assign \$486  = \$482  | \$485 ;
+  assign \t$524  = $signed(\floor$523 ) + $signed({ 1'h0, \$486  });
+  assign \$487  = $signed(\t$524 ) < $signed(16'h8000);
+  assign \$488  = $signed(\t$524 ) > $signed(16'h7fff);
+  assign \$489  = \$488  ? 16'h7fff : \t$524 [15:0];
+  assign \t$525  = \$487  ? 16'h8000 : \$489 ;
+  assign \t$526  = $signed(l1_w_0_13) * $signed(err0_s6);
+  assign \$490  = ! \t$529 [12:0];
+  assign \$491  = ~ \$490 ;
+  assign \$492  = \t$529 [13] & \$491 ;
+  assign \$493  = ! \t$529 [12:0];
+  assign \$494  = \t$529 [13] & \$493 ;
+  assign \$495  = \$494  & \floor$531 [0];
+  assign \$496  = \$492  | \$495 ;
+  assign \t$532  = $signed(\floor$531 ) + $signed({ 1'h0, \$496  });
+  assign \$497  = $signed(\t$532 ) < $signed(16'h8000);
+  assign \$498  = $signed(\t$532 ) > $signed(16'h7fff);
+  assign \$499  = \$498  ? 16'h7fff : \t$532 [15:0];
+  assign \t$533  = \$497  ? 16'h8000 : \$499 ;
+  assign \t$534  = $signed(l1_w_0_14) * $signed(err0_s6);
+  assign \$500  = ! \t$537 [12:0];
+  assign \$501  = ~ \$500 ;
+  assign \$502  = \t$537 [13] & \$501 ;
+  assign \$503  = ! \t$537 [12:0];
+  assign \$504  = \t$537 [13] & \$503 ;
+  assign \$505  = \$504  & \floor$539 [0];
+  assign \$506  = \$502  | \$505 ;
+  assign \t$540  = $signed(\floor$539 ) + $signed({ 1'h0, \$506  });
+  assign \$507  = $signed(\t$540 ) < $signed(16'h8000);
+  assign \$508  = $signed(\t$540 ) > $signed(16'h7fff);
+  assign \$509  = \$508  ? 16'h7fff : \t$540 [15:0];
+  assign \t$541  = \$507  ? 16'h8000 : \$509 ;
+  assign \t$542  = $signed(l1_w_0_15) * $signed(err0_s6);
+  assign \$510  = ! \t$545 [12:0];
+  assign \$511  = ~ \$510 ;
+  assign \$512  = \t$545 [13] & \$511 ;
+  assign \$513  = ! \t$545 [12:0];
+  assign \$514  = \t$545 [13] & \$513 ;
+  assign \$515  = \$514  & \floor$547 [0];
+  assign \$516  = \$512  | \$515 ;
+  assign \t$548  = $signed(\floor$547 ) + $signed({ 1'h0, \$516  });
+  assign \$517  = $signed(\t$548 ) < $signed(16'h8000);
+  assign \$518  = $signed(\t$548 ) > $signed(16'h7fff);
+  assign \$519  = \$518  ? 16'h7fff : \t$548 [15:0];
+  assign \t$549  = \$517  ? 16'h8000 : \$519 ;
+  assign \t$550  = $signed(l0_err0_s8) * $signed(x0_s8);
+  assign \$520  = ! \t$550 [15:0];
+  assign \$521  = ~ \$520 ;
+  assign \$522  = \t$550 [16] & \$521 ;
+  assign \$523  = ! \t$550 [15:0];
+  assign \$524  = \t$550 [16] & \$523 ;
+  assign \$525  = \$524  & \floor$553 [0];
+  assign \$526  = \$522  | \$525 ;
+  assign \t$554  = $signed(\floor$553 ) + $signed({ 1'h0, \$526  });
+  assign \$527  = $signed(\t$554 ) < $signed(16'h8000);
+  assign \$528  = $signed(\t$554 ) > $signed(16'h7fff);
+  assign \$529  = \$528  ? 16'h7fff : \t$554 [15:0];
+  assign \t$555  = \$527  ? 16'h8000 : \$529 ;
+  assign \t$556  = $signed(l0_err1_s8) * $signed(x0_s8);
+  assign \$530  = ! \t$556 [15:0];
+  assign \$531  = ~ \$530 ;
+  assign \$532  = \t$556 [16] & \$531 ;
+  assign \$533  = ! \t$556 [15:0];
+  assign \$534  = \t$556 [16] & \$533 ;
+  assign \$535  = \$534  & \floor$558 [0];
+  assign \$536  = \$532  | \$535 ;
+  assign \t$559  = $signed(\floor$558 ) + $signed({ 1'h0, \$536  });
+  assign \$537  = $signed(\t$559 ) < $signed(16'h8000);
+  assign \$538  = $signed(\t$559 ) > $signed(16'h7fff);
+  assign \$539  = \$538  ? 16'h7fff : \t$559 [15:0];
+  assign \t$560  = \$537  ? 16'h8000 : \$539 ;
+  assign \t$561  = $signed(l0_err2_s8) * $signed(x0_s8);
+  assign \$540  = ! \t$561 [15:0];
+  assign \$541  = ~ \$540 ;
+  assign \$542  = \t$561 [16] & \$541 ;
+  assign \$543  = ! \t$561 [15:0];
+  assign \$544  = \t$561 [16] & \$543 ;
+  assign \$545  = \$544  & \floor$563 [0];
+  assign \$546  = \$542  | \$545 ;
+  assign \t$564  = $signed(\floor$563 ) + $signed({ 1'h0, \$546  });
+  assign \$547  = $signed(\t$564 ) < $signed(16'h8000);
+  assign \$548  = $signed(\t$564 ) > $signed(16'h7fff);
+  assign \$549  = \$548  ? 16'h7fff : \t$564 [15:0];
+  assign \t$565  = \$547  ? 16'h8000 : \$549 ;
+  assign \t$566  = $signed(l0_err3_s8) * $signed(x0_s8);
+  assign \$550  = ! \t$566 [15:0];
+  assign \$551  = ~ \$550 ;
+  assign \$552  = \t$566 [16] & \$551 ;
+  assign \$553  = ! \t$566 [15:0];
+  assign \$554  = \t$566 [16] & \$553 ;
+  assign \$555  = \$554  & \floor$568 [0];
+  assign \$556  = \$552  | \$555 ;
+  assign \t$569  = $signed(\floor$568 ) + $signed({ 1'h0, \$556  });
+  assign \$557  = $signed(\t$569 ) < $signed(16'h8000);
+  assign \$558  = $signed(\t$569 ) > $signed(16'h7fff);
+  assign \$559  = \$558  ? 16'h7fff : \t$569 [15:0];
+  assign \t$570  = \$557  ? 16'h8000 : \$559 ;
+  assign \t$571  = $signed(l0_err4_s8) * $signed(x0_s8);
+  assign \$560  = ! \t$571 [15:0];
+  assign \$561  = ~ \$560 ;
+  assign \$562  = \t$571 [16] & \$561 ;
+  assign \$563  = ! \t$571 [15:0];
+  assign \$564  = \t$571 [16] & \$563 ;
+  assign \$565  = \$564  & \floor$573 [0];
+  assign \$566  = \$562  | \$565 ;
+  assign \t$574  = $signed(\floor$573 ) + $signed({ 1'h0, \$566  });
+  assign \$567  = $signed(\t$574 ) < $signed(16'h8000);
+  assign \$568  = $signed(\t$574 ) > $signed(16'h7fff);
+  assign \$569  = \$568  ? 16'h7fff : \t$574 [15:0];
+  assign \t$575  = \$567  ? 16'h8000 : \$569 ;
+  assign \t$576  = $signed(l0_err5_s8) * $signed(x0_s8);
+  assign \$570  = ! \t$576 [15:0];
+  assign \$571  = ~ \$570 ;
+  assign \$572  = \t$576 [16] & \$571 ;
+  assign \$573  = ! \t$576 [15:0];
+  assign \$574  = \t$576 [16] & \$573 ;
+  assign \$575  = \$574  & \floor$578 [0];
+  assign \$576  = \$572  | \$575 ;
+  assign \t$579  = $signed(\floor$578 ) + $signed({ 1'h0, \$576  });
+  assign \$577  = $signed(\t$579 ) < $signed(16'h8000);
+  assign \$578  = $signed(\t$579 ) > $signed(16'h7fff);
+  assign \$579  = \$578  ? 16'h7fff : \t$579 [15:0];
+  assign \t$580  = \$577  ? 16'h8000 : \$579 ;
+  assign \t$581  = $signed(l0_err6_s8) * $signed(x0_s8);
+  assign \$580  = ! \t$581 [15:0];
+  assign \$581  = ~ \$580 ;
+  assign \$582  = \t$581 [16] & \$581 ;
+  assign \$583  = ! \t$581 [15:0];
+  assign \$584  = \t$581 [16] & \$583 ;
+  assign \$585  = \$584  & \floor$583 [0];
+  assign \$586  = \$582  | \$585 ;
+  assign \t$584  = $signed(\floor$583 ) + $signed({ 1'h0, \$586  });
+  assign \$587  = $signed(\t$584 ) < $signed(16'h8000);
+  assign \$588  = $signed(\t$584 ) > $signed(16'h7fff);
+  assign \$589  = \$588  ? 16'h7fff : \t$584 [15:0];
+  assign \t$585  = \$587  ? 16'h8000 : \$589 ;
+  assign \t$586  = $signed(l0_err7_s8) * $signed(x0_s8);
+  assign \$590  = ! \t$586 [15:0];
+  assign \$591  = ~ \$590 ;
+  assign \$592  = \t$586 [16] & \$591 ;
+  assign \$593  = ! \t$586 [15:0];
+  assign \$594  = \t$586 [16] & \$593 ;
+  assign \$595  = \$594  & \floor$588 [0];
+  assign \$596  = \$592  | \$595 ;
+  assign \t$589  = $signed(\floor$588 ) + $signed({ 1'h0, \$596  });
+  assign \$597  = $signed(\t$589 ) < $signed(16'h8000);
+  assign \$598  = $signed(\t$589 ) > $signed(16'h7fff);
+  assign \$599  = \$598  ? 16'h7fff : \t$589 [15:0];
+  assign \t$590  = \$597  ? 16'h8000 : \$599 ;
+  assign \t$591  = $signed(l0_err8_s8) * $signed(x0_s8);
+  assign \$600  = ! \t$591 [15:0];
+  assign \$601  = ~ \$600 ;
+  assign \$602  = \t$591 [16] & \$601 ;
+  assign \$603  = ! \t$591 [15:0];
+  assign \$604  = \t$591 [16] & \$603 ;
+  assign \$605  = \$604  & \floor$593 [0];
+  assign \$606  = \$602  | \$605 ;
+  assign \t$594  = $signed(\floor$593 ) + $signed({ 1'h0, \$606  });
+  assign \$607  = $signed(\t$594 ) < $signed(16'h8000);
+  assign \$608  = $signed(\t$594 ) > $signed(16'h7fff);
+  assign \$609  = \$608  ? 16'h7fff : \t$594 [15:0];
+  assign \t$595  = \$607  ? 16'h8000 : \$609 ;
+  assign \t$596  = $signed(l0_err9_s8) * $signed(x0_s8);
+  assign \$610  = ! \t$596 [15:0];
+  assign \$611  = ~ \$610 ;
+  assign \$612  = \t$596 [16] & \$611 ;
+  assign \$613  = ! \t$596 [15:0];
+  assign \$614  = \t$596 [16] & \$613 ;
+  assign \$615  = \$614  & \floor$598 [0];
+  assign \$616  = \$612  | \$615 ;
+  assign \t$599  = $signed(\floor$598 ) + $signed({ 1'h0, \$616  });
+  assign \$617  = $signed(\t$599 ) < $signed(16'h8000);
+  assign \$618  = $signed(\t$599 ) > $signed(16'h7fff);
+  assign \$619  = \$618  ? 16'h7fff : \t$599 [15:0];
+  assign \t$600  = \$617  ? 16'h8000 : \$619 ;
+  assign \t$601  = $signed(l0_err10_s8) * $signed(x0_s8);
+  assign \$620  = ! \t$601 [15:0];
+  assign \$621  = ~ \$620 ;
+  assign \$622  = \t$601 [16] & \$621 ;
+  assign \$623  = ! \t$601 [15:0];
+  assign \$624  = \t$601 [16] & \$623 ;
+  assign \$625  = \$624  & \floor$603 [0];
+  assign \$626  = \$622  | \$625 ;
+  assign \t$604  = $signed(\floor$603 ) + $signed({ 1'h0, \$626  });
+  assign \$627  = $signed(\t$604 ) < $signed(16'h8000);
+  assign \$628  = $signed(\t$604 ) > $signed(16'h7fff);
+  assign \$629  = \$628  ? 16'h7fff : \t$604 [15:0];
+  assign \t$605  = \$627  ? 16'h8000 : \$629 ;
+  assign \t$606  = $signed(l0_err11_s8) * $signed(x0_s8);
+  assign \$630  = ! \t$606 [15:0];
+  assign \$631  = ~ \$630 ;
+  assign \$632  = \t$606 [16] & \$631 ;
+  assign \$633  = ! \t$606 [15:0];
+  assign \$634  = \t$606 [16] & \$633 ;
+  assign \$635  = \$634  & \floor$608 [0];
+  assign \$636  = \$632  | \$635 ;
+  assign \t$609  = $signed(\floor$608 ) + $signed({ 1'h0, \$636  });
+  assign \$637  = $signed(\t$609 ) < $signed(16'h8000);
+  assign \$638  = $signed(\t$609 ) > $signed(16'h7fff);
+  assign \$639  = \$638  ? 16'h7fff : \t$609 [15:0];
+  assign \t$610  = \$637  ? 16'h8000 : \$639 ;
+  assign \t$611  = $signed(l0_err12_s8) * $signed(x0_s8);
+  assign \$640  = ! \t$611 [15:0];
+  assign \$641  = ~ \$640 ;
+  assign \$642  = \t$611 [16] & \$641 ;
+  assign \$643  = ! \t$611 [15:0];
+  assign \$644  = \t$611 [16] & \$643 ;
+  assign \$645  = \$644  & \floor$613 [0];
+  assign \$646  = \$642  | \$645 ;
+  assign \t$614  = $signed(\floor$613 ) + $signed({ 1'h0, \$646  });
+  assign \$647  = $signed(\t$614 ) < $signed(16'h8000);
+  assign \$648  = $signed(\t$614 ) > $signed(16'h7fff);
+  assign \$649  = \$648  ? 16'h7fff : \t$614 [15:0];
+  assign \t$615  = \$647  ? 16'h8000 : \$649 ;
+  assign \t$616  = $signed(l0_err13_s8) * $signed(x0_s8);
+  assign \$650  = ! \t$616 [15:0];
+  assign \$651  = ~ \$650 ;
+  assign \$652  = \t$616 [16] & \$651 ;
+  assign \$653  = ! \t$616 [15:0];
+  assign \$654  = \t$616 [16] & \$653 ;
+  assign \$655  = \$654  & \floor$618 [0];
+  assign \$656  = \$652  | \$655 ;
+  assign \t$619  = $signed(\floor$618 ) + $signed({ 1'h0, \$656  });
+  assign \$657  = $signed(\t$619 ) < $signed(16'h8000);
+  assign \$658  = $signed(\t$619 ) > $signed(16'h7fff);
+  assign \$659  = \$658  ? 16'h7fff : \t$619 [15:0];
+  assign \t$620  = \$657  ? 16'h8000 : \$659 ;
+  assign \t$621  = $signed(l0_err14_s8) * $signed(x0_s8);
+  assign \$660  = ! \t$621 [15:0];
+  assign \$661  = ~ \$660 ;
+  assign \$662  = \t$621 [16] & \$661 ;
+  assign \$663  = ! \t$621 [15:0];
+  assign \$664  = \t$621 [16] & \$663 ;
+  assign \$665  = \$664  & \floor$623 [0];
+  assign \$666  = \$662  | \$665 ;
+  assign \t$624  = $signed(\floor$623 ) + $signed({ 1'h0, \$666  });
+  assign \$667  = $signed(\t$624 ) < $signed(16'h8000);
+  assign \$668  = $signed(\t$624 ) > $signed(16'h7fff);
+  assign \$669  = \$668  ? 16'h7fff : \t$624 [15:0];
+  assign \t$625  = \$667  ? 16'h8000 : \$669 ;
+  assign \t$626  = $signed(l0_err15_s8) * $signed(x0_s8);
+  assign \$670  = ! \t$626 [15:0];
+  assign \$671  = ~ \$670 ;
+  assign \$672  = \t$626 [16] & \$671 ;
+  assign \$673  = ! \t$626 [15:0];
+  assign \$674  = \t$626 [16] & \$673 ;
+  assign \$675  = \$674  & \floor$628 [0];
+  assign \$676  = \$672  | \$675 ;
+  assign \t$629  = $signed(\floor$628 ) + $signed({ 1'h0, \$676  });
+  assign \$677  = $signed(\t$629 ) < $signed(16'h8000);
+  assign \$678  = $signed(\t$629 ) > $signed(16'h7fff);
+  assign \$679  = \$678  ? 16'h7fff : \t$629 [15:0];
+  assign \t$630  = \$677  ? 16'h8000 : \$679 ;
+  assign \$680  = ! l0_err0_s8[3:0];
+  assign \$681  = ~ \$680 ;
+  assign \$682  = l0_err0_s8[4] & \$681 ;
+  assign \$683  = ! l0_err0_s8[3:0];
+  assign \$684  = l0_err0_s8[4] & \$683 ;
+  assign \$685  = \$684  & \floor$631 [0];
+  assign \$686  = \$682  | \$685 ;
+  assign \t$632  = $signed(\floor$631 ) + $signed({ 1'h0, \$686  });
+  assign \$687  = $signed(\t$632 ) < $signed(16'h8000);
+  assign \$688  = $signed(\t$632 ) > $signed(16'h7fff);
+  assign \$689  = \$688  ? 16'h7fff : \t$632 [15:0];
+  assign \t$633  = \$687  ? 16'h8000 : \$689 ;
+  assign \$690  = ! l0_err1_s8[3:0];
+  assign \$691  = ~ \$690 ;
+  assign \$692  = l0_err1_s8[4] & \$691 ;
+  assign \$693  = ! l0_err1_s8[3:0];
+  assign \$694  = l0_err1_s8[4] & \$693 ;
+  assign \$695  = \$694  & \floor$634 [0];
+  assign \$696  = \$692  | \$695 ;
+  assign \t$635  = $signed(\floor$634 ) + $signed({ 1'h0, \$696  });
+  assign \$697  = $signed(\t$635 ) < $signed(16'h8000);
+  assign \$698  = $signed(\t$635 ) > $signed(16'h7fff);
+  assign \$699  = \$698  ? 16'h7fff : \t$635 [15:0];
+  assign \t$636  = \$697  ? 16'h8000 : \$699 ;
+  assign \$700  = ! l0_err2_s8[3:0];
+  assign \$701  = ~ \$700 ;
+  assign \$702  = l0_err2_s8[4] & \$701 ;
+  assign \$703  = ! l0_err2_s8[3:0];
+  assign \$704  = l0_err2_s8[4] & \$703 ;
+  assign \$705  = \$704  & \floor$637 [0];
+  assign \$706  = \$702  | \$705 ;
+  assign \t$638  = $signed(\floor$637 ) + $signed({ 1'h0, \$706  });
+  assign \$707  = $signed(\t$638 ) < $signed(16'h8000);
+  assign \$708  = $signed(\t$638 ) > $signed(16'h7fff);
+  assign \$709  = \$708  ? 16'h7fff : \t$638 [15:0];
+  assign \t$639  = \$707  ? 16'h8000 : \$709 ;
+  assign \$710  = ! l0_err3_s8[3:0];
+  assign \$711  = ~ \$710 ;
+  assign \$712  = l0_err3_s8[4] & \$711 ;
+  assign \$713  = ! l0_err3_s8[3:0];
+  assign \$714  = l0_err3_s8[4] & \$713 ;
+  assign \$715  = \$714  & \floor$640 [0];
+  assign \$716  = \$712  | \$715 ;
+  assign \t$641  = $signed(\floor$640 ) + $signed({ 1'h0, \$716  });
+  assign \$717  = $signed(\t$641 ) < $signed(16'h8000);
+  assign \$718  = $signed(\t$641 ) > $signed(16'h7fff);
+  assign \$719  = \$718  ? 16'h7fff : \t$641 [15:0];
+  assign \t$642  = \$717  ? 16'h8000 : \$719 ;
+  assign \$720  = ! l0_err4_s8[3:0];
+  assign \$721  = ~ \$720 ;
+  assign \$722  = l0_err4_s8[4] & \$721 ;
+  assign \$723  = ! l0_err4_s8[3:0];
+  assign \$724  = l0_err4_s8[4] & \$723 ;
+  assign \$725  = \$724  & \floor$643 [0];
+  assign \$726  = \$722  | \$725 ;
+  assign \t$644  = $signed(\floor$643 ) + $signed({ 1'h0, \$726  });
+  assign \$727  = $signed(\t$644 ) < $signed(16'h8000);
+  assign \$728  = $signed(\t$644 ) > $signed(16'h7fff);
+  assign \$729  = \$728  ? 16'h7fff : \t$644 [15:0];
+  assign \t$645  = \$727  ? 16'h8000 : \$729 ;
+  assign \$730  = ! l0_err5_s8[3:0];
+  assign \$731  = ~ \$730 ;
+  assign \$732  = l0_err5_s8[4] & \$731 ;
+  assign \$733  = ! l0_err5_s8[3:0];
+  assign \$734  = l0_err5_s8[4] & \$733 ;
+  assign \$735  = \$734  & \floor$646 [0];
+  assign \$736  = \$732  | \$735 ;
+  assign \t$647  = $signed(\floor$646 ) + $signed({ 1'h0, \$736  });
+  assign \$737  = $signed(\t$647 ) < $signed(16'h8000);
+  assign \$738  = $signed(\t$647 ) > $signed(16'h7fff);
+  assign \$739  = \$738  ? 16'h7fff : \t$647 [15:0];
+  assign \t$648  = \$737  ? 16'h8000 : \$739 ;
+  assign \$740  = ! l0_err6_s8[3:0];
+  assign \$741  = ~ \$740 ;
+  assign \$742  = l0_err6_s8[4] & \$741 ;
+  assign \$743  = ! l0_err6_s8[3:0];
+  assign \$744  = l0_err6_s8[4] & \$743 ;
+  assign \$745  = \$744  & \floor$649 [0];
+  assign \$746  = \$742  | \$745 ;
+  assign \t$650  = $signed(\floor$649 ) + $signed({ 1'h0, \$746  });
+  assign \$747  = $signed(\t$650 ) < $signed(16'h8000);
+  assign \$748  = $signed(\t$650 ) > $signed(16'h7fff);
+  assign \$749  = \$748  ? 16'h7fff : \t$650 [15:0];
+  assign \t$651  = \$747  ? 16'h8000 : \$749 ;
+  assign \$750  = ! l0_err7_s8[3:0];
+  assign \$751  = ~ \$750 ;
+  assign \$752  = l0_err7_s8[4] & \$751 ;
+  assign \$753  = ! l0_err7_s8[3:0];
+  assign \$754  = l0_err7_s8[4] & \$753 ;
+  assign \$755  = \$754  & \floor$652 [0];
+  assign \$756  = \$752  | \$755 ;
+  assign \t$653  = $signed(\floor$652 ) + $signed({ 1'h0, \$756  });
+  assign \$757  = $signed(\t$653 ) < $signed(16'h8000);
+  assign \$758  = $signed(\t$653 ) > $signed(16'h7fff);
+  assign \$759  = \$758  ? 16'h7fff : \t$653 [15:0];
+  assign \t$654  = \$757  ? 16'h8000 : \$759 ;
+  assign \$760  = ! l0_err8_s8[3:0];
+  assign \$761  = ~ \$760 ;
+  assign \$762  = l0_err8_s8[4] & \$761 ;
+  assign \$763  = ! l0_err8_s8[3:0];
+  assign \$764  = l0_err8_s8[4] & \$763 ;
+  assign \$765  = \$764  & \floor$655 [0];
+  assign \$766  = \$762  | \$765 ;
+  assign \t$656  = $signed(\floor$655 ) + $signed({ 1'h0, \$766  });
+  assign \$767  = $signed(\t$656 ) < $signed(16'h8000);
+  assign \$768  = $signed(\t$656 ) > $signed(16'h7fff);
+  assign \$769  = \$768  ? 16'h7fff : \t$656 [15:0];
+  assign \t$657  = \$767  ? 16'h8000 : \$769 ;
+  assign \$770  = ! l0_err9_s8[3:0];
+  assign \$771  = ~ \$770 ;
+  assign \$772  = l0_err9_s8[4] & \$771 ;
+  assign \$773  = ! l0_err9_s8[3:0];
+  assign \$774  = l0_err9_s8[4] & \$773 ;
+  assign \$775  = \$774  & \floor$658 [0];
+  assign \$776  = \$772  | \$775 ;
+  assign \t$659  = $signed(\floor$658 ) + $signed({ 1'h0, \$776  });
+  assign \$777  = $signed(\t$659 ) < $signed(16'h8000);
+  assign \$778  = $signed(\t$659 ) > $signed(16'h7fff);
+  assign \$779  = \$778  ? 16'h7fff : \t$659 [15:0];
+  assign \t$660  = \$777  ? 16'h8000 : \$779 ;
+  assign \$780  = ! l0_err10_s8[3:0];
+  assign \$781  = ~ \$780 ;
+  assign \$782  = l0_err10_s8[4] & \$781 ;
+  assign \$783  = ! l0_err10_s8[3:0];
+  assign \$784  = l0_err10_s8[4] & \$783 ;
+  assign \$785  = \$784  & \floor$661 [0];
+  assign \$786  = \$782  | \$785 ;
+  assign \t$662  = $signed(\floor$661 ) + $signed({ 1'h0, \$786  });
+  assign \$787  = $signed(\t$662 ) < $signed(16'h8000);
+  assign \$788  = $signed(\t$662 ) > $signed(16'h7fff);
+  assign \$789  = \$788  ? 16'h7fff : \t$662 [15:0];
+  assign \t$663  = \$787  ? 16'h8000 : \$789 ;
+  assign \$790  = ! l0_err11_s8[3:0];
+  assign \$791  = ~ \$790 ;
+  assign \$792  = l0_err11_s8[4] & \$791 ;
+  assign \$793  = ! l0_err11_s8[3:0];
+  assign \$794  = l0_err11_s8[4] & \$793 ;
+  assign \$795  = \$794  & \floor$664 [0];
+  assign \$796  = \$792  | \$795 ;
+  assign \t$665  = $signed(\floor$664 ) + $signed({ 1'h0, \$796  });
+  assign \$797  = $signed(\t$665 ) < $signed(16'h8000);
+  assign \$798  = $signed(\t$665 ) > $signed(16'h7fff);
+  assign \$799  = \$798  ? 16'h7fff : \t$665 [15:0];
+  assign \t$666  = \$797  ? 16'h8000 : \$799 ;
+  assign \$800  = ! l0_err12_s8[3:0];
+  assign \$801  = ~ \$800 ;
+  assign \$802  = l0_err12_s8[4] & \$801 ;
+  assign \$803  = ! l0_err12_s8[3:0];
+  assign \$804  = l0_err12_s8[4] & \$803 ;
+  assign \$805  = \$804  & \floor$667 [0];
+  assign \$806  = \$802  | \$805 ;
+  assign \t$668  = $signed(\floor$667 ) + $signed({ 1'h0, \$806  });
+  assign \$807  = $signed(\t$668 ) < $signed(16'h8000);
+  assign \$808  = $signed(\t$668 ) > $signed(16'h7fff);
+  assign \$809  = \$808  ? 16'h7fff : \t$668 [15:0];
+  assign \t$669  = \$807  ? 16'h8000 : \$809 ;
+  assign \$810  = ! l0_err13_s8[3:0];
+  assign \$811  = ~ \$810 ;
+  assign \$812  = l0_err13_s8[4] & \$811 ;
+  assign \$813  = ! l0_err13_s8[3:0];
+  assign \$814  = l0_err13_s8[4] & \$813 ;
+  assign \$815  = \$814  & \floor$670 [0];
+  assign \$816  = \$812  | \$815 ;
+  assign \t$671  = $signed(\floor$670 ) + $signed({ 1'h0, \$816  });
+  assign \$817  = $signed(\t$671 ) < $signed(16'h8000);
+  assign \$818  = $signed(\t$671 ) > $signed(16'h7fff);
+  assign \$819  = \$818  ? 16'h7fff : \t$671 [15:0];
+  assign \t$672  = \$817  ? 16'h8000 : \$819 ;
+  assign \$820  = ! l0_err14_s8[3:0];
+  assign \$821  = ~ \$820 ;
+  assign \$822  = l0_err14_s8[4] & \$821 ;
+  assign \$823  = ! l0_err14_s8[3:0];
+  assign \$824  = l0_err14_s8[4] & \$823 ;
+  assign \$825  = \$824  & \floor$673 [0];
+  assign \$826  = \$822  | \$825 ;
+  assign \t$674  = $signed(\floor$673 ) + $signed({ 1'h0, \$826  });
+  assign \$827  = $signed(\t$674 ) < $signed(16'h8000);
+  assign \$828  = $signed(\t$674 ) > $signed(16'h7fff);
+  assign \$829  = \$828  ? 16'h7fff : \t$674 [15:0];
+  assign \t$675  = \$827  ? 16'h8000 : \$829 ;
+  assign \$830  = ! l0_err15_s8[3:0];
+  assign \$831  = ~ \$830 ;
+  assign \$832  = l0_err15_s8[4] & \$831 ;
+  assign \$833  = ! l0_err15_s8[3:0];
+  assign \$834  = l0_err15_s8[4] & \$833 ;
+  assign \$835  = \$834  & \floor$676 [0];
+  assign \$836  = \$832  | \$835 ;
+  assign \t$677  = $signed(\floor$676 ) + $signed({ 1'h0, \$836  });
+  assign \$837  = $signed(\t$677 ) < $signed(16'h8000);
+  assign \$838  = $signed(\t$677 ) > $signed(16'h7fff);
+  assign \$839  = \$838  ? 16'h7fff : \t$677 [15:0];
+  assign \t$678  = \$837  ? 16'h8000 : \$839 ;
+  assign \$840  = ~ m__ready;
+  assign \$841  = valid_s5 & \$840 ;
+  assign en = ~ \$841 ;
   assign busy = | { valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s8;
-  assign \$841  = $signed(l0_w_0_0) - $signed(\t$553 );
-  assign \$842  = $signed(l0_w_1_0) - $signed(\t$558 );
-  assign \$843  = $signed(l0_w_2_0) - $signed(\t$563 );
-  assign \$844  = $signed(l0_w_3_0) - $signed(\t$568 );
-  assign \$845  = $signed(l0_w_4_0) - $signed(\t$573 );
-  assign \$846  = $signed(l0_w_5_0) - $signed(\t$578 );
-  assign \$847  = $signed(l0_w_6_0) - $signed(\t$583 );
-  assign \$848  = $signed(l0_w_7_0) - $signed(\t$588 );
-  assign \$849  = $signed(l0_w_8_0) - $signed(\t$593 );
-  assign \$850  = $signed(l0_w_9_0) - $signed(\t$598 );
-  assign \$851  = $signed(l0_w_10_0) - $signed(\t$603 );
-  assign \$852  = $signed(l0_w_11_0) - $signed(\t$608 );
-  assign \$853  = $signed(l0_w_12_0) - $signed(\t$613 );
-  assign \$854  = $signed(l0_w_13_0) - $signed(\t$618 );
-  assign \$855  = $signed(l0_w_14_0) - $signed(\t$623 );
-  assign \$856  = $signed(l0_w_15_0) - $signed(\t$628 );
-  assign \$857  = $signed(l0_b_0) - $signed(\t$631 );
-  assign \$858  = $signed(l0_b_1) - $signed(\t$634 );
-  assign \$859  = $signed(l0_b_2) - $signed(\t$637 );
-  assign \$860  = $signed(l0_b_3) - $signed(\t$640 );
-  assign \$861  = $signed(l0_b_4) - $signed(\t$643 );
-  assign \$862  = $signed(l0_b_5) - $signed(\t$646 );
-  assign \$863  = $signed(l0_b_6) - $signed(\t$649 );
-  assign \$864  = $signed(l0_b_7) - $signed(\t$652 );
-  assign \$865  = $signed(l0_b_8) - $signed(\t$655 );
-  assign \$866  = $signed(l0_b_9) - $signed(\t$658 );
-  assign \$867  = $signed(l0_b_10) - $signed(\t$661 );
-  assign \$868  = $signed(l0_b_11) - $signed(\t$664 );
-  assign \$869  = $signed(l0_b_12) - $signed(\t$667 );
-  assign \$870  = $signed(l0_b_13) - $signed(\t$670 );
-  assign \$871  = $signed(l0_b_14) - $signed(\t$673 );
-  assign \$872  = $signed(l0_b_15) - $signed(\t$676 );
+  assign \$842  = $signed(l0_w_0_0) - $signed(\t$555 );
+  assign \$843  = $signed(l0_w_1_0) - $signed(\t$560 );
+  assign \$844  = $signed(l0_w_2_0) - $signed(\t$565 );
+  assign \$845  = $signed(l0_w_3_0) - $signed(\t$570 );
+  assign \$846  = $signed(l0_w_4_0) - $signed(\t$575 );
+  assign \$847  = $signed(l0_w_5_0) - $signed(\t$580 );
+  assign \$848  = $signed(l0_w_6_0) - $signed(\t$585 );
+  assign \$849  = $signed(l0_w_7_0) - $signed(\t$590 );
+  assign \$850  = $signed(l0_w_8_0) - $signed(\t$595 );
+  assign \$851  = $signed(l0_w_9_0) - $signed(\t$600 );
+  assign \$852  = $signed(l0_w_10_0) - $signed(\t$605 );
+  assign \$853  = $signed(l0_w_11_0) - $signed(\t$610 );
+  assign \$854  = $signed(l0_w_12_0) - $signed(\t$615 );
+  assign \$855  = $signed(l0_w_13_0) - $signed(\t$620 );
+  assign \$856  = $signed(l0_w_14_0) - $signed(\t$625 );
+  assign \$857  = $signed(l0_w_15_0) - $signed(\t$630 );
+  assign \$858  = $signed(l0_b_0) - $signed(\t$633 );
+  assign \$859  = $signed(l0_b_1) - $signed(\t$636 );
+  assign \$860  = $signed(l0_b_2) - $signed(\t$639 );
+  assign \$861  = $signed(l0_b_3) - $signed(\t$642 );
+  assign \$862  = $signed(l0_b_4) - $signed(\t$645 );
+  assign \$863  = $signed(l0_b_5) - $signed(\t$648 );
+  assign \$864  = $signed(l0_b_6) - $signed(\t$651 );
+  assign \$865  = $signed(l0_b_7) - $signed(\t$654 );
+  assign \$866  = $signed(l0_b_8) - $signed(\t$657 );
+  assign \$867  = $signed(l0_b_9) - $signed(\t$660 );
+  assign \$868  = $signed(l0_b_10) - $signed(\t$663 );
+  assign \$869  = $signed(l0_b_11) - $signed(\t$666 );
+  assign \$870  = $signed(l0_b_12) - $signed(\t$669 );
+  assign \$871  = $signed(l0_b_13) - $signed(\t$672 );
+  assign \$872  = $signed(l0_b_14) - $signed(\t$675 );
+  assign \$873  = $signed(l0_b_15) - $signed(\t$678 );
   assign commit_l1 = en & valid_s6;
-  assign \$873  = $signed(l1_w_0_0) - $signed(\t$341 );
-  assign \$874  = $signed(l1_w_0_1) - $signed(\t$346 );
-  assign \$875  = $signed(l1_w_0_2) - $signed(\t$351 );
-  assign \$876  = $signed(l1_w_0_3) - $signed(\t$356 );
-  assign \$877  = $signed(l1_w_0_4) - $signed(\t$361 );
-  assign \$878  = $signed(l1_w_0_5) - $signed(\t$366 );
-  assign \$879  = $signed(l1_w_0_6) - $signed(\t$371 );
-  assign \$880  = $signed(l1_w_0_7) - $signed(\t$376 );
-  assign \$881  = $signed(l1_w_0_8) - $signed(\t$381 );
-  assign \$882  = $signed(l1_w_0_9) - $signed(\t$386 );
-  assign \$883  = $signed(l1_w_0_10) - $signed(\t$391 );
-  assign \$884  = $signed(l1_w_0_11) - $signed(\t$396 );
-  assign \$885  = $signed(l1_w_0_12) - $signed(\t$401 );
-  assign \$886  = $signed(l1_w_0_13) - $signed(\t$406 );
-  assign \$887  = $signed(l1_w_0_14) - $signed(\t$411 );
-  assign \$888  = $signed(l1_w_0_15) - $signed(\t$416 );
-  assign \$889  = $signed(l1_b_0) - $signed(\t$419 );
-  assign \$890  = ~ pc__valid;
-  assign \$891  = en & \$890 ;
-  assign \$894  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$895  = ~ \$894 ;
-  assign s__ready = \$893  & \$895 ;
+  assign \$874  = $signed(l1_w_0_0) - $signed(\t$343 );
+  assign \$875  = $signed(l1_w_0_1) - $signed(\t$348 );
+  assign \$876  = $signed(l1_w_0_2) - $signed(\t$353 );
+  assign \$877  = $signed(l1_w_0_3) - $signed(\t$358 );
+  assign \$878  = $signed(l1_w_0_4) - $signed(\t$363 );
+  assign \$879  = $signed(l1_w_0_5) - $signed(\t$368 );
+  assign \$880  = $signed(l1_w_0_6) - $signed(\t$373 );
+  assign \$881  = $signed(l1_w_0_7) - $signed(\t$378 );
+  assign \$882  = $signed(l1_w_0_8) - $signed(\t$383 );
+  assign \$883  = $signed(l1_w_0_9) - $signed(\t$388 );
+  assign \$884  = $signed(l1_w_0_10) - $signed(\t$393 );
+  assign \$885  = $signed(l1_w_0_11) - $signed(\t$398 );
+  assign \$886  = $signed(l1_w_0_12) - $signed(\t$403 );
+  assign \$887  = $signed(l1_w_0_13) - $signed(\t$408 );
+  assign \$888  = $signed(l1_w_0_14) - $signed(\t$413 );
+  assign \$889  = $signed(l1_w_0_15) - $signed(\t$418 );
+  assign \$890  = $signed(l1_b_0) - $signed(\t$421 );
+  assign \$891  = ~ pc__valid;
+  assign \$892  = en & \$891 ;
+  assign \$895  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$896  = ~ \$895 ;
+  assign s__ready = \$894  & \$896 ;
   assign accept = s__valid & s__ready;
-  assign \$896  = ~ busy;
-  assign \$897  = pc__valid & \$896 ;
-  assign \$900  = ~ read_wait;
-  assign \$901  = \$899  & \$900 ;
-  assign \$902  = ~ pr__valid;
-  assign \$903  = \$902  | pr__ready;
-  assign execute = \$901  & \$903 ;
-  assign \$904  = port_addr - 1'h0;
-  assign \$905  = port_addr >= 1'h0;
-  assign \$906  = port_addr < 6'h20;
-  assign \$907  = \$905  & \$906 ;
-  assign \$908  = execute & pc__payload[22];
-  assign l0_port_wr = \$907  & \$909 ;
-  assign \$910  = port_addr >= 1'h0;
-  assign \$911  = port_addr < 6'h20;
-  assign \$912  = \$910  & \$911 ;
-  assign \$913  = \$912  & execute;
-  assign \$914  = ~ pc__payload[22];
-  assign l0_port_rd = \$913  & \$914 ;
-  assign \$915  = port_addr - 6'h20;
-  assign \$916  = port_addr >= 6'h20;
-  assign \$917  = port_addr < 6'h31;
-  assign \$918  = \$916  & \$917 ;
-  assign \$919  = execute & pc__payload[22];
-  assign l1_port_wr = \$918  & \$920 ;
-  assign \$921  = port_addr >= 6'h20;
-  assign \$922  = port_addr < 6'h31;
-  assign \$923  = \$921  & \$922 ;
-  assign \$924  = \$923  & execute;
-  assign \$925  = ~ pc__payload[22];
-  assign l1_port_rd = \$924  & \$925 ;
-  assign \$926  = $signed(\t$690 ) < $signed(16'h8000);
-  assign \$927  = $signed(\t$690 ) > $signed(16'h7fff);
-  assign \$928  = \$927  ? 16'h7fff : \t$690 [15:0];
-  assign \$929  = \$926  ? 16'h8000 : \$928 ;
-  assign \$930  = $signed(\t$691 ) < $signed(16'h8000);
-  assign \$931  = $signed(\t$691 ) > $signed(16'h7fff);
-  assign \$932  = \$931  ? 16'h7fff : \t$691 [15:0];
-  assign \$933  = \$930  ? 16'h8000 : \$932 ;
-  assign \$934  = $signed(\t$692 ) < $signed(16'h8000);
-  assign \$935  = $signed(\t$692 ) > $signed(16'h7fff);
-  assign \$936  = \$935  ? 16'h7fff : \t$692 [15:0];
-  assign \$937  = \$934  ? 16'h8000 : \$936 ;
-  assign \$938  = $signed(\t$693 ) < $signed(16'h8000);
-  assign \$939  = $signed(\t$693 ) > $signed(16'h7fff);
-  assign \$940  = \$939  ? 16'h7fff : \t$693 [15:0];
-  assign \$941  = \$938  ? 16'h8000 : \$940 ;
-  assign \$942  = $signed(\t$694 ) < $signed(16'h8000);
-  assign \$943  = $signed(\t$694 ) > $signed(16'h7fff);
-  assign \$944  = \$943  ? 16'h7fff : \t$694 [15:0];
-  assign \$945  = \$942  ? 16'h8000 : \$944 ;
-  assign \$946  = $signed(\t$695 ) < $signed(16'h8000);
-  assign \$947  = $signed(\t$695 ) > $signed(16'h7fff);
-  assign \$948  = \$947  ? 16'h7fff : \t$695 [15:0];
-  assign \$949  = \$946  ? 16'h8000 : \$948 ;
-  assign \$950  = $signed(\t$696 ) < $signed(16'h8000);
-  assign \$951  = $signed(\t$696 ) > $signed(16'h7fff);
-  assign \$952  = \$951  ? 16'h7fff : \t$696 [15:0];
-  assign \$953  = \$950  ? 16'h8000 : \$952 ;
-  assign \$954  = $signed(\t$697 ) < $signed(16'h8000);
-  assign \$955  = $signed(\t$697 ) > $signed(16'h7fff);
-  assign \$956  = \$955  ? 16'h7fff : \t$697 [15:0];
-  assign \$957  = \$954  ? 16'h8000 : \$956 ;
-  assign \$958  = $signed(\t$698 ) < $signed(16'h8000);
-  assign \$959  = $signed(\t$698 ) > $signed(16'h7fff);
-  assign \$960  = \$959  ? 16'h7fff : \t$698 [15:0];
-  assign \$961  = \$958  ? 16'h8000 : \$960 ;
-  assign \$962  = $signed(\t$699 ) < $signed(16'h8000);
-  assign \$963  = $signed(\t$699 ) > $signed(16'h7fff);
-  assign \$964  = \$963  ? 16'h7fff : \t$699 [15:0];
-  assign \$965  = \$962  ? 16'h8000 : \$964 ;
-  assign \$966  = $signed(\t$700 ) < $signed(16'h8000);
-  assign \$967  = $signed(\t$700 ) > $signed(16'h7fff);
-  assign \$968  = \$967  ? 16'h7fff : \t$700 [15:0];
-  assign \$969  = \$966  ? 16'h8000 : \$968 ;
-  assign \$970  = $signed(\t$701 ) < $signed(16'h8000);
-  assign \$971  = $signed(\t$701 ) > $signed(16'h7fff);
-  assign \$972  = \$971  ? 16'h7fff : \t$701 [15:0];
-  assign \$973  = \$970  ? 16'h8000 : \$972 ;
-  assign \$974  = $signed(\t$702 ) < $signed(16'h8000);
-  assign \$975  = $signed(\t$702 ) > $signed(16'h7fff);
-  assign \$976  = \$975  ? 16'h7fff : \t$702 [15:0];
-  assign \$977  = \$974  ? 16'h8000 : \$976 ;
-  assign \$978  = $signed(\t$703 ) < $signed(16'h8000);
-  assign \$979  = $signed(\t$703 ) > $signed(16'h7fff);
-  assign \$980  = \$979  ? 16'h7fff : \t$703 [15:0];
-  assign \$981  = \$978  ? 16'h8000 : \$980 ;
-  assign \$982  = $signed(\t$704 ) < $signed(16'h8000);
-  assign \$983  = $signed(\t$704 ) > $signed(16'h7fff);
-  assign \$984  = \$983  ? 16'h7fff : \t$704 [15:0];
-  assign \$985  = \$982  ? 16'h8000 : \$984 ;
-  assign \$986  = $signed(\t$705 ) < $signed(16'h8000);
-  assign \$987  = $signed(\t$705 ) > $signed(16'h7fff);
-  assign \$988  = \$987  ? 16'h7fff : \t$705 [15:0];
-  assign \$989  = \$986  ? 16'h8000 : \$988 ;
-  assign \$990  = $signed(\t$706 ) < $signed(16'h8000);
-  assign \$991  = $signed(\t$706 ) > $signed(16'h7fff);
-  assign \$992  = \$991  ? 16'h7fff : \t$706 [15:0];
-  assign \$993  = \$990  ? 16'h8000 : \$992 ;
-  assign \$994  = $signed(\t$707 ) < $signed(16'h8000);
-  assign \$995  = $signed(\t$707 ) > $signed(16'h7fff);
-  assign \$996  = \$995  ? 16'h7fff : \t$707 [15:0];
-  assign \$997  = \$994  ? 16'h8000 : \$996 ;
-  assign \$998  = $signed(\t$708 ) < $signed(16'h8000);
-  assign \$999  = $signed(\t$708 ) > $signed(16'h7fff);
-  assign \$1000  = \$999  ? 16'h7fff : \t$708 [15:0];
-  assign \$1001  = \$998  ? 16'h8000 : \$1000 ;
-  assign \$1002  = $signed(\t$709 ) < $signed(16'h8000);
-  assign \$1003  = $signed(\t$709 ) > $signed(16'h7fff);
-  assign \$1004  = \$1003  ? 16'h7fff : \t$709 [15:0];
-  assign \$1005  = \$1002  ? 16'h8000 : \$1004 ;
-  assign \$1006  = $signed(\t$710 ) < $signed(16'h8000);
-  assign \$1007  = $signed(\t$710 ) > $signed(16'h7fff);
-  assign \$1008  = \$1007  ? 16'h7fff : \t$710 [15:0];
-  assign \$1009  = \$1006  ? 16'h8000 : \$1008 ;
-  assign \$1010  = $signed(\t$711 ) < $signed(16'h8000);
-  assign \$1011  = $signed(\t$711 ) > $signed(16'h7fff);
-  assign \$1012  = \$1011  ? 16'h7fff : \t$711 [15:0];
-  assign \$1013  = \$1010  ? 16'h8000 : \$1012 ;
-  assign \$1014  = $signed(\t$712 ) < $signed(16'h8000);
-  assign \$1015  = $signed(\t$712 ) > $signed(16'h7fff);
-  assign \$1016  = \$1015  ? 16'h7fff : \t$712 [15:0];
-  assign \$1017  = \$1014  ? 16'h8000 : \$1016 ;
-  assign \$1018  = $signed(\t$713 ) < $signed(16'h8000);
-  assign \$1019  = $signed(\t$713 ) > $signed(16'h7fff);
-  assign \$1020  = \$1019  ? 16'h7fff : \t$713 [15:0];
-  assign \$1021  = \$1018  ? 16'h8000 : \$1020 ;
-  assign \$1022  = $signed(\t$714 ) < $signed(16'h8000);
-  assign \$1023  = $signed(\t$714 ) > $signed(16'h7fff);
-  assign \$1024  = \$1023  ? 16'h7fff : \t$714 [15:0];
-  assign \$1025  = \$1022  ? 16'h8000 : \$1024 ;
-  assign \$1026  = $signed(\t$715 ) < $signed(16'h8000);
-  assign \$1027  = $signed(\t$715 ) > $signed(16'h7fff);
-  assign \$1028  = \$1027  ? 16'h7fff : \t$715 [15:0];
-  assign \$1029  = \$1026  ? 16'h8000 : \$1028 ;
-  assign \$1030  = $signed(\t$716 ) < $signed(16'h8000);
-  assign \$1031  = $signed(\t$716 ) > $signed(16'h7fff);
-  assign \$1032  = \$1031  ? 16'h7fff : \t$716 [15:0];
-  assign \$1033  = \$1030  ? 16'h8000 : \$1032 ;
-  assign \$1034  = $signed(\t$717 ) < $signed(16'h8000);
-  assign \$1035  = $signed(\t$717 ) > $signed(16'h7fff);
-  assign \$1036  = \$1035  ? 16'h7fff : \t$717 [15:0];
-  assign \$1037  = \$1034  ? 16'h8000 : \$1036 ;
-  assign \$1038  = $signed(\t$718 ) < $signed(16'h8000);
-  assign \$1039  = $signed(\t$718 ) > $signed(16'h7fff);
-  assign \$1040  = \$1039  ? 16'h7fff : \t$718 [15:0];
-  assign \$1041  = \$1038  ? 16'h8000 : \$1040 ;
-  assign \$1042  = $signed(\t$719 ) < $signed(16'h8000);
-  assign \$1043  = $signed(\t$719 ) > $signed(16'h7fff);
-  assign \$1044  = \$1043  ? 16'h7fff : \t$719 [15:0];
-  assign \$1045  = \$1042  ? 16'h8000 : \$1044 ;
-  assign \$1046  = $signed(\t$720 ) < $signed(16'h8000);
-  assign \$1047  = $signed(\t$720 ) > $signed(16'h7fff);
-  assign \$1048  = \$1047  ? 16'h7fff : \t$720 [15:0];
-  assign \$1049  = \$1046  ? 16'h8000 : \$1048 ;
-  assign \$1050  = $signed(\t$721 ) < $signed(16'h8000);
-  assign \$1051  = $signed(\t$721 ) > $signed(16'h7fff);
-  assign \$1052  = \$1051  ? 16'h7fff : \t$721 [15:0];
-  assign \$1053  = \$1050  ? 16'h8000 : \$1052 ;
-  assign \$1054  = $signed(\t$723 ) < $signed(16'h8000);
-  assign \$1055  = $signed(\t$723 ) > $signed(16'h7fff);
-  assign \$1056  = \$1055  ? 16'h7fff : \t$723 [15:0];
-  assign \$1057  = \$1054  ? 16'h8000 : \$1056 ;
-  assign \$1058  = $signed(\t$724 ) < $signed(16'h8000);
-  assign \$1059  = $signed(\t$724 ) > $signed(16'h7fff);
-  assign \$1060  = \$1059  ? 16'h7fff : \t$724 [15:0];
-  assign \$1061  = \$1058  ? 16'h8000 : \$1060 ;
-  assign \$1062  = $signed(\t$725 ) < $signed(16'h8000);
-  assign \$1063  = $signed(\t$725 ) > $signed(16'h7fff);
-  assign \$1064  = \$1063  ? 16'h7fff : \t$725 [15:0];
-  assign \$1065  = \$1062  ? 16'h8000 : \$1064 ;
-  assign \$1066  = $signed(\t$726 ) < $signed(16'h8000);
-  assign \$1067  = $signed(\t$726 ) > $signed(16'h7fff);
-  assign \$1068  = \$1067  ? 16'h7fff : \t$726 [15:0];
-  assign \$1069  = \$1066  ? 16'h8000 : \$1068 ;
-  assign \$1070  = $signed(\t$727 ) < $signed(16'h8000);
-  assign \$1071  = $signed(\t$727 ) > $signed(16'h7fff);
-  assign \$1072  = \$1071  ? 16'h7fff : \t$727 [15:0];
-  assign \$1073  = \$1070  ? 16'h8000 : \$1072 ;
-  assign \$1074  = $signed(\t$728 ) < $signed(16'h8000);
-  assign \$1075  = $signed(\t$728 ) > $signed(16'h7fff);
-  assign \$1076  = \$1075  ? 16'h7fff : \t$728 [15:0];
-  assign \$1077  = \$1074  ? 16'h8000 : \$1076 ;
-  assign \$1078  = $signed(\t$729 ) < $signed(16'h8000);
-  assign \$1079  = $signed(\t$729 ) > $signed(16'h7fff);
-  assign \$1080  = \$1079  ? 16'h7fff : \t$729 [15:0];
-  assign \$1081  = \$1078  ? 16'h8000 : \$1080 ;
-  assign \$1082  = $signed(\t$730 ) < $signed(16'h8000);
-  assign \$1083  = $signed(\t$730 ) > $signed(16'h7fff);
-  assign \$1084  = \$1083  ? 16'h7fff : \t$730 [15:0];
-  assign \$1085  = \$1082  ? 16'h8000 : \$1084 ;
-  assign \$1086  = $signed(\t$731 ) < $signed(16'h8000);
-  assign \$1087  = $signed(\t$731 ) > $signed(16'h7fff);
-  assign \$1088  = \$1087  ? 16'h7fff : \t$731 [15:0];
-  assign \$1089  = \$1086  ? 16'h8000 : \$1088 ;
-  assign \$1090  = $signed(\t$732 ) < $signed(16'h8000);
-  assign \$1091  = $signed(\t$732 ) > $signed(16'h7fff);
-  assign \$1092  = \$1091  ? 16'h7fff : \t$732 [15:0];
-  assign \$1093  = \$1090  ? 16'h8000 : \$1092 ;
-  assign \$1094  = $signed(\t$733 ) < $signed(16'h8000);
-  assign \$1095  = $signed(\t$733 ) > $signed(16'h7fff);
-  assign \$1096  = \$1095  ? 16'h7fff : \t$733 [15:0];
-  assign \$1097  = \$1094  ? 16'h8000 : \$1096 ;
-  assign \$1098  = $signed(\t$734 ) < $signed(16'h8000);
-  assign \$1099  = $signed(\t$734 ) > $signed(16'h7fff);
-  assign \$1100  = \$1099  ? 16'h7fff : \t$734 [15:0];
-  assign \$1101  = \$1098  ? 16'h8000 : \$1100 ;
-  assign \$1102  = $signed(\t$735 ) < $signed(16'h8000);
-  assign \$1103  = $signed(\t$735 ) > $signed(16'h7fff);
-  assign \$1104  = \$1103  ? 16'h7fff : \t$735 [15:0];
-  assign \$1105  = \$1102  ? 16'h8000 : \$1104 ;
-  assign \$1106  = $signed(\t$736 ) < $signed(16'h8000);
-  assign \$1107  = $signed(\t$736 ) > $signed(16'h7fff);
-  assign \$1108  = \$1107  ? 16'h7fff : \t$736 [15:0];
-  assign \$1109  = \$1106  ? 16'h8000 : \$1108 ;
-  assign \$1110  = $signed(\t$737 ) < $signed(16'h8000);
-  assign \$1111  = $signed(\t$737 ) > $signed(16'h7fff);
-  assign \$1112  = \$1111  ? 16'h7fff : \t$737 [15:0];
-  assign \$1113  = \$1110  ? 16'h8000 : \$1112 ;
-  assign \$1114  = $signed(\t$738 ) < $signed(16'h8000);
-  assign \$1115  = $signed(\t$738 ) > $signed(16'h7fff);
-  assign \$1116  = \$1115  ? 16'h7fff : \t$738 [15:0];
-  assign \$1117  = \$1114  ? 16'h8000 : \$1116 ;
-  assign \$1118  = $signed(\t$739 ) < $signed(16'h8000);
-  assign \$1119  = $signed(\t$739 ) > $signed(16'h7fff);
-  assign \$1120  = \$1119  ? 16'h7fff : \t$739 [15:0];
-  assign \$1121  = \$1118  ? 16'h8000 : \$1120 ;
-  assign \$1122  = ~ pc__payload[22];
-  assign \$1123  = execute & \$1122 ;
-  assign \$1124  = execute & pc__payload[22];
-  assign \$1128  = $signed(\t$14 ) > $signed(1'h0);
-  assign \$1129  = \$1128  ? \t$14  : 16'h0000;
-  assign \$1130  = $signed(\t$28 ) > $signed(1'h0);
-  assign \$1131  = \$1130  ? \t$28  : 16'h0000;
-  assign \$1132  = $signed(\t$42 ) > $signed(1'h0);
-  assign \$1133  = \$1132  ? \t$42  : 16'h0000;
-  assign \$1134  = $signed(\t$56 ) > $signed(1'h0);
-  assign \$1135  = \$1134  ? \t$56  : 16'h0000;
-  assign \$1136  = $signed(\t$70 ) > $signed(1'h0);
-  assign \$1137  = \$1136  ? \t$70  : 16'h0000;
-  assign \$1138  = $signed(\t$84 ) > $signed(1'h0);
-  assign \$1139  = \$1138  ? \t$84  : 16'h0000;
-  assign \$1140  = $signed(\t$98 ) > $signed(1'h0);
-  assign \$1141  = \$1140  ? \t$98  : 16'h0000;
-  assign \$1142  = $signed(\t$112 ) > $signed(1'h0);
-  assign \$1143  = \$1142  ? \t$112  : 16'h0000;
-  assign \$1144  = $signed(\t$126 ) > $signed(1'h0);
-  assign \$1145  = \$1144  ? \t$126  : 16'h0000;
-  assign \$1146  = $signed(\t$140 ) > $signed(1'h0);
-  assign \$1147  = \$1146  ? \t$140  : 16'h0000;
-  assign \$1148  = $signed(\t$154 ) > $signed(1'h0);
-  assign \$1149  = \$1148  ? \t$154  : 16'h0000;
-  assign \$1150  = $signed(\t$168 ) > $signed(1'h0);
-  assign \$1151  = \$1150  ? \t$168  : 16'h0000;
-  assign \$1152  = $signed(\t$182 ) > $signed(1'h0);
-  assign \$1153  = \$1152  ? \t$182  : 16'h0000;
-  assign \$1154  = $signed(\t$196 ) > $signed(1'h0);
-  assign \$1155  = \$1154  ? \t$196  : 16'h0000;
-  assign \$1156  = $signed(\t$210 ) > $signed(1'h0);
-  assign \$1157  = \$1156  ? \t$210  : 16'h0000;
-  assign \$1158  = $signed(\t$224 ) > $signed(1'h0);
-  assign \$1159  = \$1158  ? \t$224  : 16'h0000;
-  assign \$1160  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$1161  = \$1160  ? 16'h0000 : \t$427 ;
-  assign \$1162  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$1163  = \$1162  ? 16'h0000 : \t$435 ;
-  assign \$1164  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$1165  = \$1164  ? 16'h0000 : \t$443 ;
-  assign \$1166  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$1167  = \$1166  ? 16'h0000 : \t$451 ;
-  assign \$1168  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$1169  = \$1168  ? 16'h0000 : \t$459 ;
-  assign \$1170  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$1171  = \$1170  ? 16'h0000 : \t$467 ;
-  assign \$1172  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$1173  = \$1172  ? 16'h0000 : \t$475 ;
-  assign \$1174  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$1175  = \$1174  ? 16'h0000 : \t$483 ;
-  assign \$1176  = $signed(l0_out8_s7) <= $signed(1'h0);
-  assign \$1177  = \$1176  ? 16'h0000 : \t$491 ;
-  assign \$1178  = $signed(l0_out9_s7) <= $signed(1'h0);
-  assign \$1179  = \$1178  ? 16'h0000 : \t$499 ;
-  assign \$1180  = $signed(l0_out10_s7) <= $signed(1'h0);
-  assign \$1181  = \$1180  ? 16'h0000 : \t$507 ;
-  assign \$1182  = $signed(l0_out11_s7) <= $signed(1'h0);
-  assign \$1183  = \$1182  ? 16'h0000 : \t$515 ;
-  assign \$1184  = $signed(l0_out12_s7) <= $signed(1'h0);
-  assign \$1185  = \$1184  ? 16'h0000 : \t$523 ;
-  assign \$1186  = $signed(l0_out13_s7) <= $signed(1'h0);
-  assign \$1187  = \$1186  ? 16'h0000 : \t$531 ;
-  assign \$1188  = $signed(l0_out14_s7) <= $signed(1'h0);
-  assign \$1189  = \$1188  ? 16'h0000 : \t$539 ;
-  assign \$1190  = $signed(l0_out15_s7) <= $signed(1'h0);
-  assign \$1191  = \$1190  ? 16'h0000 : \t$547 ;
-  always @(posedge clk)
-    valid_s1 <= \$1192 ;
-  always @(posedge clk)
-    valid_s2 <= \$1193 ;
-  always @(posedge clk)
-    valid_s3 <= \$1194 ;
-  always @(posedge clk)
-    valid_s4 <= \$1195 ;
-  always @(posedge clk)
-    valid_s5 <= \$1196 ;
-  always @(posedge clk)
-    valid_s6 <= \$1197 ;
-  always @(posedge clk)
-    valid_s7 <= \$1198 ;
-  always @(posedge clk)
-    valid_s8 <= \$1199 ;
-  always @(posedge clk)
-    l0_w_0_0 <= \$1200 ;
-  always @(posedge clk)
-    l0_w_1_0 <= \$1201 ;
-  always @(posedge clk)
-    l0_w_2_0 <= \$1202 ;
-  always @(posedge clk)
-    l0_w_3_0 <= \$1203 ;
-  always @(posedge clk)
-    l0_w_4_0 <= \$1204 ;
-  always @(posedge clk)
-    l0_w_5_0 <= \$1205 ;
-  always @(posedge clk)
-    l0_w_6_0 <= \$1206 ;
-  always @(posedge clk)
-    l0_w_7_0 <= \$1207 ;
-  always @(posedge clk)
-    l0_w_8_0 <= \$1208 ;
-  always @(posedge clk)
-    l0_w_9_0 <= \$1209 ;
-  always @(posedge clk)
-    l0_w_10_0 <= \$1210 ;
-  always @(posedge clk)
-    l0_w_11_0 <= \$1211 ;
-  always @(posedge clk)
-    l0_w_12_0 <= \$1212 ;
-  always @(posedge clk)
-    l0_w_13_0 <= \$1213 ;
-  always @(posedge clk)
-    l0_w_14_0 <= \$1214 ;
-  always @(posedge clk)
-    l0_w_15_0 <= \$1215 ;
-  always @(posedge clk)
-    l0_b_0 <= \$1216 ;
-  always @(posedge clk)
-    l0_b_1 <= \$1217 ;
-  always @(posedge clk)
-    l0_b_2 <= \$1218 ;
-  always @(posedge clk)
-    l0_b_3 <= \$1219 ;
-  always @(posedge clk)
-    l0_b_4 <= \$1220 ;
-  always @(posedge clk)
-    l0_b_5 <= \$1221 ;
-  always @(posedge clk)
-    l0_b_6 <= \$1222 ;
-  always @(posedge clk)
-    l0_b_7 <= \$1223 ;
-  always @(posedge clk)
-    l0_b_8 <= \$1224 ;
-  always @(posedge clk)
-    l0_b_9 <= \$1225 ;
-  always @(posedge clk)
-    l0_b_10 <= \$1226 ;
-  always @(posedge clk)
-    l0_b_11 <= \$1227 ;
-  always @(posedge clk)
-    l0_b_12 <= \$1228 ;
-  always @(posedge clk)
-    l0_b_13 <= \$1229 ;
-  always @(posedge clk)
-    l0_b_14 <= \$1230 ;
-  always @(posedge clk)
-    l0_b_15 <= \$1231 ;
-  always @(posedge clk)
-    l1_w_0_0 <= \$1232 ;
-  always @(posedge clk)
-    l1_w_0_1 <= \$1233 ;
-  always @(posedge clk)
-    l1_w_0_2 <= \$1234 ;
-  always @(posedge clk)
-    l1_w_0_3 <= \$1235 ;
-  always @(posedge clk)
-    l1_w_0_4 <= \$1236 ;
-  always @(posedge clk)
-    l1_w_0_5 <= \$1237 ;
-  always @(posedge clk)
-    l1_w_0_6 <= \$1238 ;
+  assign \$897  = ~ busy;
+  assign \$898  = pc__valid & \$897 ;
+  assign \$901  = ~ read_wait;
+  assign \$902  = \$900  & \$901 ;
+  assign \$903  = ~ pr__valid;
+  assign \$904  = \$903  | pr__ready;
+  assign execute = \$902  & \$904 ;
+  assign \$905  = port_addr - 1'h0;
+  assign \$906  = port_addr >= 1'h0;
+  assign \$907  = port_addr < 6'h20;
+  assign \$908  = \$906  & \$907 ;
+  assign \$909  = execute & pc__payload[22];
+  assign l0_port_wr = \$908  & \$910 ;
+  assign \$911  = port_addr >= 1'h0;
+  assign \$912  = port_addr < 6'h20;
+  assign \$913  = \$911  & \$912 ;
+  assign \$914  = \$913  & execute;
+  assign \$915  = ~ pc__payload[22];
+  assign l0_port_rd = \$914  & \$915 ;
+  assign \$916  = port_addr - 6'h20;
+  assign \$917  = port_addr >= 6'h20;
+  assign \$918  = port_addr < 6'h31;
+  assign \$919  = \$917  & \$918 ;
+  assign \$920  = execute & pc__payload[22];
+  assign l1_port_wr = \$919  & \$921 ;
+  assign \$922  = port_addr >= 6'h20;
+  assign \$923  = port_addr < 6'h31;
+  assign \$924  = \$922  & \$923 ;
+  assign \$925  = \$924  & execute;
+  assign \$926  = ~ pc__payload[22];
+  assign l1_port_rd = \$925  & \$926 ;
+  assign \$927  = $signed(\t$692 ) < $signed(16'h8000);
+  assign \$928  = $signed(\t$692 ) > $signed(16'h7fff);
+  assign \$929  = \$928  ? 16'h7fff : \t$692 [15:0];
+  assign \$930  = \$927  ? 16'h8000 : \$929 ;
+  assign \$931  = $signed(\t$693 ) < $signed(16'h8000);
+  assign \$932  = $signed(\t$693 ) > $signed(16'h7fff);
+  assign \$933  = \$932  ? 16'h7fff : \t$693 [15:0];
+  assign \$934  = \$931  ? 16'h8000 : \$933 ;
+  assign \$935  = $signed(\t$694 ) < $signed(16'h8000);
+  assign \$936  = $signed(\t$694 ) > $signed(16'h7fff);
+  assign \$937  = \$936  ? 16'h7fff : \t$694 [15:0];
+  assign \$938  = \$935  ? 16'h8000 : \$937 ;
+  assign \$939  = $signed(\t$695 ) < $signed(16'h8000);
+  assign \$940  = $signed(\t$695 ) > $signed(16'h7fff);
+  assign \$941  = \$940  ? 16'h7fff : \t$695 [15:0];
+  assign \$942  = \$939  ? 16'h8000 : \$941 ;
+  assign \$943  = $signed(\t$696 ) < $signed(16'h8000);
+  assign \$944  = $signed(\t$696 ) > $signed(16'h7fff);
+  assign \$945  = \$944  ? 16'h7fff : \t$696 [15:0];
+  assign \$946  = \$943  ? 16'h8000 : \$945 ;
+  assign \$947  = $signed(\t$697 ) < $signed(16'h8000);
+  assign \$948  = $signed(\t$697 ) > $signed(16'h7fff);
+  assign \$949  = \$948  ? 16'h7fff : \t$697 [15:0];
+  assign \$950  = \$947  ? 16'h8000 : \$949 ;
+  assign \$951  = $signed(\t$698 ) < $signed(16'h8000);
+  assign \$952  = $signed(\t$698 ) > $signed(16'h7fff);
+  assign \$953  = \$952  ? 16'h7fff : \t$698 [15:0];
+  assign \$954  = \$951  ? 16'h8000 : \$953 ;
+  assign \$955  = $signed(\t$699 ) < $signed(16'h8000);
+  assign \$956  = $signed(\t$699 ) > $signed(16'h7fff);
+  assign \$957  = \$956  ? 16'h7fff : \t$699 [15:0];
+  assign \$958  = \$955  ? 16'h8000 : \$957 ;
+  assign \$959  = $signed(\t$700 ) < $signed(16'h8000);
+  assign \$960  = $signed(\t$700 ) > $signed(16'h7fff);
+  assign \$961  = \$960  ? 16'h7fff : \t$700 [15:0];
+  assign \$962  = \$959  ? 16'h8000 : \$961 ;
+  assign \$963  = $signed(\t$701 ) < $signed(16'h8000);
+  assign \$964  = $signed(\t$701 ) > $signed(16'h7fff);
+  assign \$965  = \$964  ? 16'h7fff : \t$701 [15:0];
+  assign \$966  = \$963  ? 16'h8000 : \$965 ;
+  assign \$967  = $signed(\t$702 ) < $signed(16'h8000);
+  assign \$968  = $signed(\t$702 ) > $signed(16'h7fff);
+  assign \$969  = \$968  ? 16'h7fff : \t$702 [15:0];
+  assign \$970  = \$967  ? 16'h8000 : \$969 ;
+  assign \$971  = $signed(\t$703 ) < $signed(16'h8000);
+  assign \$972  = $signed(\t$703 ) > $signed(16'h7fff);
+  assign \$973  = \$972  ? 16'h7fff : \t$703 [15:0];
+  assign \$974  = \$971  ? 16'h8000 : \$973 ;
+  assign \$975  = $signed(\t$704 ) < $signed(16'h8000);
+  assign \$976  = $signed(\t$704 ) > $signed(16'h7fff);
+  assign \$977  = \$976  ? 16'h7fff : \t$704 [15:0];
+  assign \$978  = \$975  ? 16'h8000 : \$977 ;
+  assign \$979  = $signed(\t$705 ) < $signed(16'h8000);
+  assign \$980  = $signed(\t$705 ) > $signed(16'h7fff);
+  assign \$981  = \$980  ? 16'h7fff : \t$705 [15:0];
+  assign \$982  = \$979  ? 16'h8000 : \$981 ;
+  assign \$983  = $signed(\t$706 ) < $signed(16'h8000);
+  assign \$984  = $signed(\t$706 ) > $signed(16'h7fff);
+  assign \$985  = \$984  ? 16'h7fff : \t$706 [15:0];
+  assign \$986  = \$983  ? 16'h8000 : \$985 ;
+  assign \$987  = $signed(\t$707 ) < $signed(16'h8000);
+  assign \$988  = $signed(\t$707 ) > $signed(16'h7fff);
+  assign \$989  = \$988  ? 16'h7fff : \t$707 [15:0];
+  assign \$990  = \$987  ? 16'h8000 : \$989 ;
+  assign \$991  = $signed(\t$708 ) < $signed(16'h8000);
+  assign \$992  = $signed(\t$708 ) > $signed(16'h7fff);
+  assign \$993  = \$992  ? 16'h7fff : \t$708 [15:0];
+  assign \$994  = \$991  ? 16'h8000 : \$993 ;
+  assign \$995  = $signed(\t$709 ) < $signed(16'h8000);
+  assign \$996  = $signed(\t$709 ) > $signed(16'h7fff);
+  assign \$997  = \$996  ? 16'h7fff : \t$709 [15:0];
+  assign \$998  = \$995  ? 16'h8000 : \$997 ;
+  assign \$999  = $signed(\t$710 ) < $signed(16'h8000);
+  assign \$1000  = $signed(\t$710 ) > $signed(16'h7fff);
+  assign \$1001  = \$1000  ? 16'h7fff : \t$710 [15:0];
+  assign \$1002  = \$999  ? 16'h8000 : \$1001 ;
+  assign \$1003  = $signed(\t$711 ) < $signed(16'h8000);
+  assign \$1004  = $signed(\t$711 ) > $signed(16'h7fff);
+  assign \$1005  = \$1004  ? 16'h7fff : \t$711 [15:0];
+  assign \$1006  = \$1003  ? 16'h8000 : \$1005 ;
+  assign \$1007  = $signed(\t$712 ) < $signed(16'h8000);
+  assign \$1008  = $signed(\t$712 ) > $signed(16'h7fff);
+  assign \$1009  = \$1008  ? 16'h7fff : \t$712 [15:0];
+  assign \$1010  = \$1007  ? 16'h8000 : \$1009 ;
+  assign \$1011  = $signed(\t$713 ) < $signed(16'h8000);
+  assign \$1012  = $signed(\t$713 ) > $signed(16'h7fff);
+  assign \$1013  = \$1012  ? 16'h7fff : \t$713 [15:0];
+  assign \$1014  = \$1011  ? 16'h8000 : \$1013 ;
+  assign \$1015  = $signed(\t$714 ) < $signed(16'h8000);
+  assign \$1016  = $signed(\t$714 ) > $signed(16'h7fff);
+  assign \$1017  = \$1016  ? 16'h7fff : \t$714 [15:0];
+  assign \$1018  = \$1015  ? 16'h8000 : \$1017 ;
+  assign \$1019  = $signed(\t$715 ) < $signed(16'h8000);
+  assign \$1020  = $signed(\t$715 ) > $signed(16'h7fff);
+  assign \$1021  = \$1020  ? 16'h7fff : \t$715 [15:0];
+  assign \$1022  = \$1019  ? 16'h8000 : \$1021 ;
+  assign \$1023  = $signed(\t$716 ) < $signed(16'h8000);
+  assign \$1024  = $signed(\t$716 ) > $signed(16'h7fff);
+  assign \$1025  = \$1024  ? 16'h7fff : \t$716 [15:0];
+  assign \$1026  = \$1023  ? 16'h8000 : \$1025 ;
+  assign \$1027  = $signed(\t$717 ) < $signed(16'h8000);
+  assign \$1028  = $signed(\t$717 ) > $signed(16'h7fff);
+  assign \$1029  = \$1028  ? 16'h7fff : \t$717 [15:0];
+  assign \$1030  = \$1027  ? 16'h8000 : \$1029 ;
+  assign \$1031  = $signed(\t$718 ) < $signed(16'h8000);
+  assign \$1032  = $signed(\t$718 ) > $signed(16'h7fff);
+  assign \$1033  = \$1032  ? 16'h7fff : \t$718 [15:0];
+  assign \$1034  = \$1031  ? 16'h8000 : \$1033 ;
+  assign \$1035  = $signed(\t$719 ) < $signed(16'h8000);
+  assign \$1036  = $signed(\t$719 ) > $signed(16'h7fff);
+  assign \$1037  = \$1036  ? 16'h7fff : \t$719 [15:0];
+  assign \$1038  = \$1035  ? 16'h8000 : \$1037 ;
+  assign \$1039  = $signed(\t$720 ) < $signed(16'h8000);
+  assign \$1040  = $signed(\t$720 ) > $signed(16'h7fff);
+  assign \$1041  = \$1040  ? 16'h7fff : \t$720 [15:0];
+  assign \$1042  = \$1039  ? 16'h8000 : \$1041 ;
+  assign \$1043  = $signed(\t$721 ) < $signed(16'h8000);
+  assign \$1044  = $signed(\t$721 ) > $signed(16'h7fff);
+  assign \$1045  = \$1044  ? 16'h7fff : \t$721 [15:0];
+  assign \$1046  = \$1043  ? 16'h8000 : \$1045 ;
+  assign \$1047  = $signed(\t$722 ) < $signed(16'h8000);
+  assign \$1048  = $signed(\t$722 ) > $signed(16'h7fff);
+  assign \$1049  = \$1048  ? 16'h7fff : \t$722 [15:0];
+  assign \$1050  = \$1047  ? 16'h8000 : \$1049 ;
+  assign \$1051  = $signed(\t$723 ) < $signed(16'h8000);
+  assign \$1052  = $signed(\t$723 ) > $signed(16'h7fff);
+  assign \$1053  = \$1052  ? 16'h7fff : \t$723 [15:0];
+  assign \$1054  = \$1051  ? 16'h8000 : \$1053 ;
+  assign \$1055  = $signed(\t$725 ) < $signed(16'h8000);
+  assign \$1056  = $signed(\t$725 ) > $signed(16'h7fff);
+  assign \$1057  = \$1056  ? 16'h7fff : \t$725 [15:0];
+  assign \$1058  = \$1055  ? 16'h8000 : \$1057 ;
+  assign \$1059  = $signed(\t$726 ) < $signed(16'h8000);
+  assign \$1060  = $signed(\t$726 ) > $signed(16'h7fff);
+  assign \$1061  = \$1060  ? 16'h7fff : \t$726 [15:0];
+  assign \$1062  = \$1059  ? 16'h8000 : \$1061 ;
+  assign \$1063  = $signed(\t$727 ) < $signed(16'h8000);
+  assign \$1064  = $signed(\t$727 ) > $signed(16'h7fff);
+  assign \$1065  = \$1064  ? 16'h7fff : \t$727 [15:0];
+  assign \$1066  = \$1063  ? 16'h8000 : \$1065 ;
+  assign \$1067  = $signed(\t$728 ) < $signed(16'h8000);
+  assign \$1068  = $signed(\t$728 ) > $signed(16'h7fff);
+  assign \$1069  = \$1068  ? 16'h7fff : \t$728 [15:0];
+  assign \$1070  = \$1067  ? 16'h8000 : \$1069 ;
+  assign \$1071  = $signed(\t$729 ) < $signed(16'h8000);
+  assign \$1072  = $signed(\t$729 ) > $signed(16'h7fff);
+  assign \$1073  = \$1072  ? 16'h7fff : \t$729 [15:0];
+  assign \$1074  = \$1071  ? 16'h8000 : \$1073 ;
+  assign \$1075  = $signed(\t$730 ) < $signed(16'h8000);
+  assign \$1076  = $signed(\t$730 ) > $signed(16'h7fff);
+  assign \$1077  = \$1076  ? 16'h7fff : \t$730 [15:0];
+  assign \$1078  = \$1075  ? 16'h8000 : \$1077 ;
+  assign \$1079  = $signed(\t$731 ) < $signed(16'h8000);
+  assign \$1080  = $signed(\t$731 ) > $signed(16'h7fff);
+  assign \$1081  = \$1080  ? 16'h7fff : \t$731 [15:0];
+  assign \$1082  = \$1079  ? 16'h8000 : \$1081 ;
+  assign \$1083  = $signed(\t$732 ) < $signed(16'h8000);
+  assign \$1084  = $signed(\t$732 ) > $signed(16'h7fff);
+  assign \$1085  = \$1084  ? 16'h7fff : \t$732 [15:0];
+  assign \$1086  = \$1083  ? 16'h8000 : \$1085 ;
+  assign \$1087  = $signed(\t$733 ) < $signed(16'h8000);
+  assign \$1088  = $signed(\t$733 ) > $signed(16'h7fff);
+  assign \$1089  = \$1088  ? 16'h7fff : \t$733 [15:0];
+  assign \$1090  = \$1087  ? 16'h8000 : \$1089 ;
+  assign \$1091  = $signed(\t$734 ) < $signed(16'h8000);
+  assign \$1092  = $signed(\t$734 ) > $signed(16'h7fff);
+  assign \$1093  = \$1092  ? 16'h7fff : \t$734 [15:0];
+  assign \$1094  = \$1091  ? 16'h8000 : \$1093 ;
+  assign \$1095  = $signed(\t$735 ) < $signed(16'h8000);
+  assign \$1096  = $signed(\t$735 ) > $signed(16'h7fff);
+  assign \$1097  = \$1096  ? 16'h7fff : \t$735 [15:0];
+  assign \$1098  = \$1095  ? 16'h8000 : \$1097 ;
+  assign \$1099  = $signed(\t$736 ) < $signed(16'h8000);
+  assign \$1100  = $signed(\t$736 ) > $signed(16'h7fff);
+  assign \$1101  = \$1100  ? 16'h7fff : \t$736 [15:0];
+  assign \$1102  = \$1099  ? 16'h8000 : \$1101 ;
+  assign \$1103  = $signed(\t$737 ) < $signed(16'h8000);
+  assign \$1104  = $signed(\t$737 ) > $signed(16'h7fff);
+  assign \$1105  = \$1104  ? 16'h7fff : \t$737 [15:0];
+  assign \$1106  = \$1103  ? 16'h8000 : \$1105 ;
+  assign \$1107  = $signed(\t$738 ) < $signed(16'h8000);
+  assign \$1108  = $signed(\t$738 ) > $signed(16'h7fff);
+  assign \$1109  = \$1108  ? 16'h7fff : \t$738 [15:0];
+  assign \$1110  = \$1107  ? 16'h8000 : \$1109 ;
+  assign \$1111  = $signed(\t$739 ) < $signed(16'h8000);
+  assign \$1112  = $signed(\t$739 ) > $signed(16'h7fff);
+  assign \$1113  = \$1112  ? 16'h7fff : \t$739 [15:0];
+  assign \$1114  = \$1111  ? 16'h8000 : \$1113 ;
+  assign \$1115  = $signed(\t$740 ) < $signed(16'h8000);
+  assign \$1116  = $signed(\t$740 ) > $signed(16'h7fff);
+  assign \$1117  = \$1116  ? 16'h7fff : \t$740 [15:0];
+  assign \$1118  = \$1115  ? 16'h8000 : \$1117 ;
+  assign \$1119  = $signed(\t$741 ) < $signed(16'h8000);
+  assign \$1120  = $signed(\t$741 ) > $signed(16'h7fff);
+  assign \$1121  = \$1120  ? 16'h7fff : \t$741 [15:0];
+  assign \$1122  = \$1119  ? 16'h8000 : \$1121 ;
+  assign \$1123  = ~ pc__payload[22];
+  assign \$1124  = execute & \$1123 ;
+  assign \$1125  = execute & pc__payload[22];
+  assign \$1129  = $signed(\t$14 ) > $signed(1'h0);
+  assign \$1130  = \$1129  ? \t$14  : 16'h0000;
+  assign \$1131  = $signed(\t$28 ) > $signed(1'h0);
+  assign \$1132  = \$1131  ? \t$28  : 16'h0000;
+  assign \$1133  = $signed(\t$42 ) > $signed(1'h0);
+  assign \$1134  = \$1133  ? \t$42  : 16'h0000;
+  assign \$1135  = $signed(\t$56 ) > $signed(1'h0);
+  assign \$1136  = \$1135  ? \t$56  : 16'h0000;
+  assign \$1137  = $signed(\t$70 ) > $signed(1'h0);
+  assign \$1138  = \$1137  ? \t$70  : 16'h0000;
+  assign \$1139  = $signed(\t$84 ) > $signed(1'h0);
+  assign \$1140  = \$1139  ? \t$84  : 16'h0000;
+  assign \$1141  = $signed(\t$98 ) > $signed(1'h0);
+  assign \$1142  = \$1141  ? \t$98  : 16'h0000;
+  assign \$1143  = $signed(\t$112 ) > $signed(1'h0);
+  assign \$1144  = \$1143  ? \t$112  : 16'h0000;
+  assign \$1145  = $signed(\t$126 ) > $signed(1'h0);
+  assign \$1146  = \$1145  ? \t$126  : 16'h0000;
+  assign \$1147  = $signed(\t$140 ) > $signed(1'h0);
+  assign \$1148  = \$1147  ? \t$140  : 16'h0000;
+  assign \$1149  = $signed(\t$154 ) > $signed(1'h0);
+  assign \$1150  = \$1149  ? \t$154  : 16'h0000;
+  assign \$1151  = $signed(\t$168 ) > $signed(1'h0);
+  assign \$1152  = \$1151  ? \t$168  : 16'h0000;
+  assign \$1153  = $signed(\t$182 ) > $signed(1'h0);
+  assign \$1154  = \$1153  ? \t$182  : 16'h0000;
+  assign \$1155  = $signed(\t$196 ) > $signed(1'h0);
+  assign \$1156  = \$1155  ? \t$196  : 16'h0000;
+  assign \$1157  = $signed(\t$210 ) > $signed(1'h0);
+  assign \$1158  = \$1157  ? \t$210  : 16'h0000;
+  assign \$1159  = $signed(\t$224 ) > $signed(1'h0);
+  assign \$1160  = \$1159  ? \t$224  : 16'h0000;
+  assign \$1161  = $signed(l0_out0_s7) <= $signed(1'h0);
+  assign \$1162  = \$1161  ? 16'h0000 : \t$429 ;
+  assign \$1163  = $signed(l0_out1_s7) <= $signed(1'h0);
+  assign \$1164  = \$1163  ? 16'h0000 : \t$437 ;
+  assign \$1165  = $signed(l0_out2_s7) <= $signed(1'h0);
+  assign \$1166  = \$1165  ? 16'h0000 : \t$445 ;
+  assign \$1167  = $signed(l0_out3_s7) <= $signed(1'h0);
+  assign \$1168  = \$1167  ? 16'h0000 : \t$453 ;
+  assign \$1169  = $signed(l0_out4_s7) <= $signed(1'h0);
+  assign \$1170  = \$1169  ? 16'h0000 : \t$461 ;
+  assign \$1171  = $signed(l0_out5_s7) <= $signed(1'h0);
+  assign \$1172  = \$1171  ? 16'h0000 : \t$469 ;
+  assign \$1173  = $signed(l0_out6_s7) <= $signed(1'h0);
+  assign \$1174  = \$1173  ? 16'h0000 : \t$477 ;
+  assign \$1175  = $signed(l0_out7_s7) <= $signed(1'h0);
+  assign \$1176  = \$1175  ? 16'h0000 : \t$485 ;
+  assign \$1177  = $signed(l0_out8_s7) <= $signed(1'h0);
+  assign \$1178  = \$1177  ? 16'h0000 : \t$493 ;
+  assign \$1179  = $signed(l0_out9_s7) <= $signed(1'h0);
+  assign \$1180  = \$1179  ? 16'h0000 : \t$501 ;
+  assign \$1181  = $signed(l0_out10_s7) <= $signed(1'h0);
+  assign \$1182  = \$1181  ? 16'h0000 : \t$509 ;
+  assign \$1183  = $signed(l0_out11_s7) <= $signed(1'h0);
+  assign \$1184  = \$1183  ? 16'h0000 : \t$517 ;
+  assign \$1185  = $signed(l0_out12_s7) <= $signed(1'h0);
+  assign \$1186  = \$1185  ? 16'h0000 : \t$525 ;
+  assign \$1187  = $signed(l0_out13_s7) <= $signed(1'h0);
+  assign \$1188  = \$1187  ? 16'h0000 : \t$533 ;
+  assign \$1189  = $signed(l0_out14_s7) <= $signed(1'h0);
+  assign \$1190  = \$1189  ? 16'h0000 : \t$541 ;
+  assign \$1191  = $signed(l0_out15_s7) <= $signed(1'h0);
+  assign \$1192  = \$1191  ? 16'h0000 : \t$549 ;
+  always @(posedge clk)
+    valid_s1 <= \$1193 ;
+  always @(posedge clk)
+    valid_s2 <= \$1194 ;
+  always @(posedge clk)
+    valid_s3 <= \$1195 ;
+  always @(posedge clk)
+    valid_s4 <= \$1196 ;
+  always @(posedge clk)
+    valid_s5 <= \$1197 ;
+  always @(posedge clk)
+    valid_s6 <= \$1198 ;
+  always @(posedge clk)
+    valid_s7 <= \$1199 ;
+  always @(posedge clk)
+    valid_s8 <= \$1200 ;
+  always @(posedge clk)
+    l0_w_0_0 <= \$1201 ;
+  always @(posedge clk)
+    l0_w_1_0 <= \$1202 ;
+  always @(posedge clk)
+    l0_w_2_0 <= \$1203 ;
+  always @(posedge clk)
+    l0_w_3_0 <= \$1204 ;
+  always @(posedge clk)
+    l0_w_4_0 <= \$1205 ;
+  always @(posedge clk)
+    l0_w_5_0 <= \$1206 ;
+  always @(posedge clk)
+    l0_w_6_0 <= \$1207 ;
+  always @(posedge clk)
+    l0_w_7_0 <= \$1208 ;
+  always @(posedge clk)
+    l0_w_8_0 <= \$1209 ;
+  always @(posedge clk)
+    l0_w_9_0 <= \$1210 ;
+  always @(posedge clk)
+    l0_w_10_0 <= \$1211 ;
+  always @(posedge clk)
+    l0_w_11_0 <= \$1212 ;
+  always @(posedge clk)
+    l0_w_12_0 <= \$1213 ;
+  always @(posedge clk)
+    l0_w_13_0 <= \$1214 ;
+  always @(posedge clk)
+    l0_w_14_0 <= \$1215 ;
+  always @(posedge clk)
+    l0_w_15_0 <= \$1216 ;
+  always @(posedge clk)
+    l0_b_0 <= \$1217 ;
+  always @(posedge clk)
+    l0_b_1 <= \$1218 ;
+  always @(posedge clk)
+    l0_b_2 <= \$1219 ;
+  always @(posedge clk)
+    l0_b_3 <= \$1220 ;
+  always @(posedge clk)
+    l0_b_4 <= \$1221 ;
+  always @(posedge clk)
+    l0_b_5 <= \$1222 ;
+  always @(posedge clk)
+    l0_b_6 <= \$1223 ;
+  always @(posedge clk)
+    l0_b_7 <= \$1224 ;
+  always @(posedge clk)
+    l0_b_8 <= \$1225 ;
+  always @(posedge clk)
+    l0_b_9 <= \$1226 ;
+  always @(posedge clk)
+    l0_b_10 <= \$1227 ;
+  always @(posedge clk)
+    l0_b_11 <= \$1228 ;
+  always @(posedge clk)
+    l0_b_12 <= \$1229 ;
+  always @(posedge clk)
+    l0_b_13 <= \$1230 ;
+  always @(posedge clk)
+    l0_b_14 <= \$1231 ;
+  always @(posedge clk)
+    l0_b_15 <= \$1232 ;
+  always @(posedge clk)
+    l1_w_0_0 <= \$1233 ;
+  always @(posedge clk)
+    l1_w_0_1 <= \$1234 ;
+  always @(posedge clk)
+    l1_w_0_2 <= \$1235 ;
+  always @(posedge clk)
+    l1_w_0_3 <= \$1236 ;
+  always @(posedge clk)
+    l1_w_0_4 <= \$1237 ;
+  always @(posedge clk)
+    l1_w_0_5 <= \$1238 ;
+  always @(posedge clk)
+    l1_w_0_6 <= \$1239 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$1239 ;
+    l1_w_0_7 <= \$1240 ;
   always @(posedge clk)
-    l1_w_0_8 <= \$1240 ;
+    l1_w_0_8 <= \$1241 ;
   always @(posedge clk)
-    l1_w_0_9 <= \$1241 ;
+    l1_w_0_9 <= \$1242 ;
   always @(posedge clk)
-    l1_w_0_10 <= \$1242 ;
+    l1_w_0_10 <= \$1243 ;
   always @(posedge clk)
-    l1_w_0_11 <= \$1243 ;
+    l1_w_0_11 <= \$1244 ;
   always @(posedge clk)
-    l1_w_0_12 <= \$1244 ;
+    l1_w_0_12 <= \$1245 ;
   always @(posedge clk)
-    l1_w_0_13 <= \$1245 ;
+    l1_w_0_13 <= \$1246 ;
   always @(posedge clk)
-    l1_w_0_14 <= \$1246 ;
+    l1_w_0_14 <= \$1247 ;
   always @(posedge clk)
-    l1_w_0_15 <= \$1247 ;
+    l1_w_0_15 <= \$1248 ;
   always @(posedge clk)
-    l1_b_0 <= \$1248 ;
+    l1_b_0 <= \$1249 ;
   always @(posedge clk)
-    l0_rd_sel <= \$1249 ;
+    l0_rd_sel <= \$1250 ;
   always @(posedge clk)
-    read_layer <= \$1250 ;
+    read_layer <= \$1251 ;
   always @(posedge clk)
-    l1_rd_sel <= \$1251 ;
+    l1_rd_sel <= \$1252 ;
   always @(posedge clk)
-    read_wait <= \$1252 ;
+    read_wait <= \$1253 ;
   always @(posedge clk)
-    pr__valid <= \$1253 ;
+    pr__valid <= \$1254 ;
   always @(posedge clk)
-    pr__payload <= \$1254 ;
+    pr__payload <= \$1255 ;
   always @(posedge clk)
-    x0_s1 <= \$1255 ;
+    x0_s1 <= \$1256 ;
   always @(posedge clk)
-    y0_s1 <= \$1256 ;
+    y0_s1 <= \$1257 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1257 ;
+    kind_s1 <= \$1258 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$1258 ;
+    l0_bias0_s2 <= \$1259 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$1259 ;
+    l0_prod0_0_s2 <= \$1260 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1260 ;
+    l0_out0_s3 <= \$1261 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$1261 ;
+    l0_bias1_s2 <= \$1262 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$1262 ;
+    l0_prod1_0_s2 <= \$1263 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1263 ;
+    l0_out1_s3 <= \$1264 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$1264 ;
+    l0_bias2_s2 <= \$1265 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$1265 ;
+    l0_prod2_0_s2 <= \$1266 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1266 ;
+    l0_out2_s3 <= \$1267 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$1267 ;
+    l0_bias3_s2 <= \$1268 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$1268 ;
+    l0_prod3_0_s2 <= \$1269 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1269 ;
+    l0_out3_s3 <= \$1270 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$1270 ;
+    l0_bias4_s2 <= \$1271 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$1271 ;
+    l0_prod4_0_s2 <= \$1272 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1272 ;
+    l0_out4_s3 <= \$1273 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$1273 ;
+    l0_bias5_s2 <= \$1274 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$1274 ;
+    l0_prod5_0_s2 <= \$1275 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1275 ;
+    l0_out5_s3 <= \$1276 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$1276 ;
+    l0_bias6_s2 <= \$1277 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$1277 ;
+    l0_prod6_0_s2 <= \$1278 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1278 ;
+    l0_out6_s3 <= \$1279 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$1279 ;
+    l0_bias7_s2 <= \$1280 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$1280 ;
+    l0_prod7_0_s2 <= \$1281 ;
   always @(posedge clk)
-    l0_bias8_s2 <= \$1281 ;
+    l0_out7_s3 <= \$1282 ;
   always @(posedge clk)
-    l0_prod8_0_s2 <= \$1282 ;
+    l0_bias8_s2 <= \$1283 ;
   always @(posedge clk)
-    l0_out8_s3 <= \$1283 ;
+    l0_prod8_0_s2 <= \$1284 ;
   always @(posedge clk)
-    l0_bias9_s2 <= \$1284 ;
+    l0_out8_s3 <= \$1285 ;
   always @(posedge clk)
-    l0_prod9_0_s2 <= \$1285 ;
+    l0_bias9_s2 <= \$1286 ;
   always @(posedge clk)
-    l0_out9_s3 <= \$1286 ;
+    l0_prod9_0_s2 <= \$1287 ;
   always @(posedge clk)
-    l0_bias10_s2 <= \$1287 ;
+    l0_out9_s3 <= \$1288 ;
   always @(posedge clk)
-    l0_prod10_0_s2 <= \$1288 ;
+    l0_bias10_s2 <= \$1289 ;
   always @(posedge clk)
-    l0_out10_s3 <= \$1289 ;
+    l0_prod10_0_s2 <= \$1290 ;
   always @(posedge clk)
-    l0_bias11_s2 <= \$1290 ;
+    l0_out10_s3 <= \$1291 ;
   always @(posedge clk)
-    l0_prod11_0_s2 <= \$1291 ;
+    l0_bias11_s2 <= \$1292 ;
   always @(posedge clk)
-    l0_out11_s3 <= \$1292 ;
+    l0_prod11_0_s2 <= \$1293 ;
   always @(posedge clk)
-    l0_bias12_s2 <= \$1293 ;
+    l0_out11_s3 <= \$1294 ;
   always @(posedge clk)
-    l0_prod12_0_s2 <= \$1294 ;
+    l0_bias12_s2 <= \$1295 ;
   always @(posedge clk)
-    l0_out12_s3 <= \$1295 ;
+    l0_prod12_0_s2 <= \$1296 ;
   always @(posedge clk)
-    l0_bias13_s2 <= \$1296 ;
+    l0_out12_s3 <= \$1297 ;
   always @(posedge clk)
-    l0_prod13_0_s2 <= \$1297 ;
+    l0_bias13_s2 <= \$1298 ;
   always @(posedge clk)
-    l0_out13_s3 <= \$1298 ;
+    l0_prod13_0_s2 <= \$1299 ;
   always @(posedge clk)
-    l0_bias14_s2 <= \$1299 ;
+    l0_out13_s3 <= \$1300 ;
   always @(posedge clk)
-    l0_prod14_0_s2 <= \$1300 ;
+    l0_bias14_s2 <= \$1301 ;
   always @(posedge clk)
-    l0_out14_s3 <= \$1301 ;
+    l0_prod14_0_s2 <= \$1302 ;
   always @(posedge clk)
-    l0_bias15_s2 <= \$1302 ;
+    l0_out14_s3 <= \$1303 ;
   always @(posedge clk)
-    l0_prod15_0_s2 <= \$1303 ;
+    l0_bias15_s2 <= \$1304 ;
   always @(posedge clk)
-    l0_out15_s3 <= \$1304 ;
+    l0_prod15_0_s2 <= \$1305 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$1305 ;
+    l0_out15_s3 <= \$1306 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$1306 ;
+    l1_bias0_s4 <= \$1307 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$1307 ;
+    l1_prod0_0_s4 <= \$1308 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$1308 ;
+    l1_prod0_1_s4 <= \$1309 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$1309 ;
+    l1_prod0_2_s4 <= \$1310 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$1310 ;
+    l1_prod0_3_s4 <= \$1311 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$1311 ;
+    l1_prod0_4_s4 <= \$1312 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$1312 ;
+    l1_prod0_5_s4 <= \$1313 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$1313 ;
+    l1_prod0_6_s4 <= \$1314 ;
   always @(posedge clk)
-    l1_prod0_8_s4 <= \$1314 ;
+    l1_prod0_7_s4 <= \$1315 ;
   always @(posedge clk)
-    l1_prod0_9_s4 <= \$1315 ;
+    l1_prod0_8_s4 <= \$1316 ;
   always @(posedge clk)
-    l1_prod0_10_s4 <= \$1316 ;
+    l1_prod0_9_s4 <= \$1317 ;
   always @(posedge clk)
-    l1_prod0_11_s4 <= \$1317 ;
+    l1_prod0_10_s4 <= \$1318 ;
   always @(posedge clk)
-    l1_prod0_12_s4 <= \$1318 ;
+    l1_prod0_11_s4 <= \$1319 ;
   always @(posedge clk)
-    l1_prod0_13_s4 <= \$1319 ;
+    l1_prod0_12_s4 <= \$1320 ;
   always @(posedge clk)
-    l1_prod0_14_s4 <= \$1320 ;
+    l1_prod0_13_s4 <= \$1321 ;
   always @(posedge clk)
-    l1_prod0_15_s4 <= \$1321 ;
+    l1_prod0_14_s4 <= \$1322 ;
   always @(posedge clk)
-    m__payload <= \$1322 ;
+    l1_prod0_15_s4 <= \$1323 ;
   always @(posedge clk)
-    y0_s2 <= \$1323 ;
+    l1_out0_s5 <= \$1324 ;
   always @(posedge clk)
-    y0_s3 <= \$1324 ;
+    y0_s2 <= \$1325 ;
   always @(posedge clk)
-    y0_s4 <= \$1325 ;
+    y0_s3 <= \$1326 ;
   always @(posedge clk)
-    y0_s5 <= \$1326 ;
+    y0_s4 <= \$1327 ;
   always @(posedge clk)
-    err0_s6 <= \$1327 ;
+    y0_s5 <= \$1328 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$1328 ;
+    kind_s2 <= \$1329 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1329 ;
+    kind_s3 <= \$1330 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1330 ;
+    kind_s4 <= \$1331 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$1331 ;
+    kind_s5 <= \$1332 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1332 ;
+    err0_s6 <= \$1333 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1333 ;
+    l0_out0_s4 <= \$1334 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$1334 ;
+    l0_out0_s5 <= \$1335 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1335 ;
+    l0_out0_s6 <= \$1336 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1336 ;
+    l0_out1_s4 <= \$1337 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$1337 ;
+    l0_out1_s5 <= \$1338 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1338 ;
+    l0_out1_s6 <= \$1339 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1339 ;
+    l0_out2_s4 <= \$1340 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$1340 ;
+    l0_out2_s5 <= \$1341 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1341 ;
+    l0_out2_s6 <= \$1342 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1342 ;
+    l0_out3_s4 <= \$1343 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$1343 ;
+    l0_out3_s5 <= \$1344 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1344 ;
+    l0_out3_s6 <= \$1345 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1345 ;
+    l0_out4_s4 <= \$1346 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$1346 ;
+    l0_out4_s5 <= \$1347 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1347 ;
+    l0_out4_s6 <= \$1348 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1348 ;
+    l0_out5_s4 <= \$1349 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$1349 ;
+    l0_out5_s5 <= \$1350 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1350 ;
+    l0_out5_s6 <= \$1351 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1351 ;
+    l0_out6_s4 <= \$1352 ;
   always @(posedge clk)
-    l0_out8_s4 <= \$1352 ;
+    l0_out6_s5 <= \$1353 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$1353 ;
+    l0_out6_s6 <= \$1354 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$1354 ;
+    l0_out7_s4 <= \$1355 ;
   always @(posedge clk)
-    l0_out9_s4 <= \$1355 ;
+    l0_out7_s5 <= \$1356 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$1356 ;
+    l0_out7_s6 <= \$1357 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$1357 ;
+    l0_out8_s4 <= \$1358 ;
   always @(posedge clk)
-    l0_out10_s4 <= \$1358 ;
+    l0_out8_s5 <= \$1359 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$1359 ;
+    l0_out8_s6 <= \$1360 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$1360 ;
+    l0_out9_s4 <= \$1361 ;
   always @(posedge clk)
-    l0_out11_s4 <= \$1361 ;
+    l0_out9_s5 <= \$1362 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$1362 ;
+    l0_out9_s6 <= \$1363 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$1363 ;
+    l0_out10_s4 <= \$1364 ;
   always @(posedge clk)
-    l0_out12_s4 <= \$1364 ;
+    l0_out10_s5 <= \$1365 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$1365 ;
+    l0_out10_s6 <= \$1366 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$1366 ;
+    l0_out11_s4 <= \$1367 ;
   always @(posedge clk)
-    l0_out13_s4 <= \$1367 ;
+    l0_out11_s5 <= \$1368 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$1368 ;
+    l0_out11_s6 <= \$1369 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$1369 ;
+    l0_out12_s4 <= \$1370 ;
   always @(posedge clk)
-    l0_out14_s4 <= \$1370 ;
+    l0_out12_s5 <= \$1371 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$1371 ;
+    l0_out12_s6 <= \$1372 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$1372 ;
+    l0_out13_s4 <= \$1373 ;
   always @(posedge clk)
-    l0_out15_s4 <= \$1373 ;
+    l0_out13_s5 <= \$1374 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$1374 ;
+    l0_out13_s6 <= \$1375 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$1375 ;
+    l0_out14_s4 <= \$1376 ;
   always @(posedge clk)
-    \t$423  <= \$1376 ;
+    l0_out14_s5 <= \$1377 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1377 ;
+    l0_out14_s6 <= \$1378 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$1378 ;
+    l0_out15_s4 <= \$1379 ;
   always @(posedge clk)
-    \t$431  <= \$1379 ;
+    l0_out15_s5 <= \$1380 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1380 ;
+    l0_out15_s6 <= \$1381 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$1381 ;
+    \t$425  <= \$1382 ;
   always @(posedge clk)
-    \t$439  <= \$1382 ;
+    l0_out0_s7 <= \$1383 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1383 ;
+    l0_err0_s8 <= \$1384 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$1384 ;
+    \t$433  <= \$1385 ;
   always @(posedge clk)
-    \t$447  <= \$1385 ;
+    l0_out1_s7 <= \$1386 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1386 ;
+    l0_err1_s8 <= \$1387 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$1387 ;
+    \t$441  <= \$1388 ;
   always @(posedge clk)
-    \t$455  <= \$1388 ;
+    l0_out2_s7 <= \$1389 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1389 ;
+    l0_err2_s8 <= \$1390 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$1390 ;
+    \t$449  <= \$1391 ;
   always @(posedge clk)
-    \t$463  <= \$1391 ;
+    l0_out3_s7 <= \$1392 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1392 ;
+    l0_err3_s8 <= \$1393 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$1393 ;
+    \t$457  <= \$1394 ;
   always @(posedge clk)
-    \t$471  <= \$1394 ;
+    l0_out4_s7 <= \$1395 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1395 ;
+    l0_err4_s8 <= \$1396 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$1396 ;
+    \t$465  <= \$1397 ;
   always @(posedge clk)
-    \t$479  <= \$1397 ;
+    l0_out5_s7 <= \$1398 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1398 ;
+    l0_err5_s8 <= \$1399 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$1399 ;
+    \t$473  <= \$1400 ;
   always @(posedge clk)
-    \t$487  <= \$1400 ;
+    l0_out6_s7 <= \$1401 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$1401 ;
+    l0_err6_s8 <= \$1402 ;
   always @(posedge clk)
-    l0_err8_s8 <= \$1402 ;
+    \t$481  <= \$1403 ;
   always @(posedge clk)
-    \t$495  <= \$1403 ;
+    l0_out7_s7 <= \$1404 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$1404 ;
+    l0_err7_s8 <= \$1405 ;
   always @(posedge clk)
-    l0_err9_s8 <= \$1405 ;
+    \t$489  <= \$1406 ;
   always @(posedge clk)
-    \t$503  <= \$1406 ;
+    l0_out8_s7 <= \$1407 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$1407 ;
+    l0_err8_s8 <= \$1408 ;
   always @(posedge clk)
-    l0_err10_s8 <= \$1408 ;
+    \t$497  <= \$1409 ;
   always @(posedge clk)
-    \t$511  <= \$1409 ;
+    l0_out9_s7 <= \$1410 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$1410 ;
+    l0_err9_s8 <= \$1411 ;
   always @(posedge clk)
-    l0_err11_s8 <= \$1411 ;
+    \t$505  <= \$1412 ;
   always @(posedge clk)
-    \t$519  <= \$1412 ;
+    l0_out10_s7 <= \$1413 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$1413 ;
+    l0_err10_s8 <= \$1414 ;
   always @(posedge clk)
-    l0_err12_s8 <= \$1414 ;
+    \t$513  <= \$1415 ;
   always @(posedge clk)
-    \t$527  <= \$1415 ;
+    l0_out11_s7 <= \$1416 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$1416 ;
+    l0_err11_s8 <= \$1417 ;
   always @(posedge clk)
-    l0_err13_s8 <= \$1417 ;
+    \t$521  <= \$1418 ;
   always @(posedge clk)
-    \t$535  <= \$1418 ;
+    l0_out12_s7 <= \$1419 ;
   always @(posedge clk)
-    l0_out14_s7 <= \$1419 ;
+    l0_err12_s8 <= \$1420 ;
   always @(posedge clk)
-    l0_err14_s8 <= \$1420 ;
+    \t$529  <= \$1421 ;
   always @(posedge clk)
-    \t$543  <= \$1421 ;
+    l0_out13_s7 <= \$1422 ;
   always @(posedge clk)
-    l0_out15_s7 <= \$1422 ;
+    l0_err13_s8 <= \$1423 ;
   always @(posedge clk)
-    l0_err15_s8 <= \$1423 ;
+    \t$537  <= \$1424 ;
   always @(posedge clk)
-    x0_s2 <= \$1424 ;
+    l0_out14_s7 <= \$1425 ;
   always @(posedge clk)
-    x0_s3 <= \$1425 ;
+    l0_err14_s8 <= \$1426 ;
   always @(posedge clk)
-    x0_s4 <= \$1426 ;
+    \t$545  <= \$1427 ;
   always @(posedge clk)
-    x0_s5 <= \$1427 ;
+    l0_out15_s7 <= \$1428 ;
   always @(posedge clk)
-    x0_s6 <= \$1428 ;
+    l0_err15_s8 <= \$1429 ;
   always @(posedge clk)
-    x0_s7 <= \$1429 ;
+    x0_s2 <= \$1430 ;
   always @(posedge clk)
-    x0_s8 <= \$1430 ;
+    x0_s3 <= \$1431 ;
+  always @(posedge clk)
+    x0_s4 <= \$1432 ;
+  always @(posedge clk)
+    x0_s5 <= \$1433 ;
+  always @(posedge clk)
+    x0_s6 <= \$1434 ;
+  always @(posedge clk)
+    x0_s7 <= \$1435 ;
+  always @(posedge clk)
+    x0_s8 <= \$1436 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
     casez (l0_rd_sel)
       5'h00:
-          \$1125  = l0_w_0_0;
+          \$1126  = l0_w_0_0;
       5'h01:
-          \$1125  = l0_w_1_0;
+          \$1126  = l0_w_1_0;
       5'h02:
-          \$1125  = l0_w_2_0;
+          \$1126  = l0_w_2_0;
       5'h03:
-          \$1125  = l0_w_3_0;
+          \$1126  = l0_w_3_0;
       5'h04:
-          \$1125  = l0_w_4_0;
+          \$1126  = l0_w_4_0;
       5'h05:
-          \$1125  = l0_w_5_0;
+          \$1126  = l0_w_5_0;
       5'h06:
-          \$1125  = l0_w_6_0;
+          \$1126  = l0_w_6_0;
       5'h07:
-          \$1125  = l0_w_7_0;
+          \$1126  = l0_w_7_0;
       5'h08:
-          \$1125  = l0_w_8_0;
+          \$1126  = l0_w_8_0;
       5'h09:
-          \$1125  = l0_w_9_0;
+          \$1126  = l0_w_9_0;
       5'h0a:
-          \$1125  = l0_w_10_0;
+          \$1126  = l0_w_10_0;
       5'h0b:
-          \$1125  = l0_w_11_0;
+          \$1126  = l0_w_11_0;
       5'h0c:
-          \$1125  = l0_w_12_0;
+          \$1126  = l0_w_12_0;
       5'h0d:
-          \$1125  = l0_w_13_0;
+          \$1126  = l0_w_13_0;
       5'h0e:
-          \$1125  = l0_w_14_0;
+          \$1126  = l0_w_14_0;
       5'h0f:
-          \$1125  = l0_w_15_0;
+          \$1126  = l0_w_15_0;
       5'h10:
-          \$1125  = l0_b_0;
+          \$1126  = l0_b_0;
       5'h11:
-          \$1125  = l0_b_1;
+          \$1126  = l0_b_1;
       5'h12:
-          \$1125  = l0_b_2;
+          \$1126  = l0_b_2;
       5'h13:
-          \$1125  = l0_b_3;
+          \$1126  = l0_b_3;
       5'h14:
-          \$1125  = l0_b_4;
+          \$1126  = l0_b_4;
       5'h15:
-          \$1125  = l0_b_5;
+          \$1126  = l0_b_5;
       5'h16:
-          \$1125  = l0_b_6;
+          \$1126  = l0_b_6;
       5'h17:
-          \$1125  = l0_b_7;
+          \$1126  = l0_b_7;
       5'h18:
-          \$1125  = l0_b_8;
+          \$1126  = l0_b_8;
       5'h19:
-          \$1125  = l0_b_9;
+          \$1126  = l0_b_9;
       5'h1a:
-          \$1125  = l0_b_10;
+          \$1126  = l0_b_10;
       5'h1b:
-          \$1125  = l0_b_11;
+          \$1126  = l0_b_11;
       5'h1c:
-          \$1125  = l0_b_12;
+          \$1126  = l0_b_12;
       5'h1d:
-          \$1125  = l0_b_13;
+          \$1126  = l0_b_13;
       5'h1e:
-          \$1125  = l0_b_14;
+          \$1126  = l0_b_14;
       5'h1f:
-          \$1125  = l0_b_15;
+          \$1126  = l0_b_15;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1126  = 16'h0000;
+    \$1127  = 16'h0000;
     casez (l1_rd_sel)
       5'h00:
-          \$1126  = l1_w_0_0;
+          \$1127  = l1_w_0_0;
       5'h01:
-          \$1126  = l1_w_0_1;
+          \$1127  = l1_w_0_1;
       5'h02:
-          \$1126  = l1_w_0_2;
+          \$1127  = l1_w_0_2;
       5'h03:
-          \$1126  = l1_w_0_3;
+          \$1127  = l1_w_0_3;
       5'h04:
-          \$1126  = l1_w_0_4;
+          \$1127  = l1_w_0_4;
       5'h05:
-          \$1126  = l1_w_0_5;
+          \$1127  = l1_w_0_5;
       5'h06:
-          \$1126  = l1_w_0_6;
+          \$1127  = l1_w_0_6;
       5'h07:
-          \$1126  = l1_w_0_7;
+          \$1127  = l1_w_0_7;
       5'h08:
-          \$1126  = l1_w_0_8;
+          \$1127  = l1_w_0_8;
       5'h09:
-          \$1126  = l1_w_0_9;
+          \$1127  = l1_w_0_9;
       5'h0a:
-          \$1126  = l1_w_0_10;
+          \$1127  = l1_w_0_10;
       5'h0b:
-          \$1126  = l1_w_0_11;
+          \$1127  = l1_w_0_11;
       5'h0c:
-          \$1126  = l1_w_0_12;
+          \$1127  = l1_w_0_12;
       5'h0d:
-          \$1126  = l1_w_0_13;
+          \$1127  = l1_w_0_13;
       5'h0e:
-          \$1126  = l1_w_0_14;
+          \$1127  = l1_w_0_14;
       5'h0f:
-          \$1126  = l1_w_0_15;
+          \$1127  = l1_w_0_15;
       5'h10:
-          \$1126  = l1_b_0;
+          \$1127  = l1_b_0;
     endcase
   end
   always @* begin
@@ -4447,369 +4475,371 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$1127  = \$1125 ;
+          \$1128  = \$1126 ;
       1'h1:
-          \$1127  = \$1126 ;
+          \$1128  = \$1127 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$690  = 17'h00000;
-    if (commit_l0) begin
-      \t$690  = \$841 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$691  = 17'h00000;
-    if (commit_l0) begin
-      \t$691  = \$842 ;
-    end
+    (* full_case = 32'd1 *)
+    casez (kind_s5)
+      2'h0:
+          e = \t$335 ;
+      2'h2:
+          e = y0_s5;
+      default:
+          e = 16'h0000;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$692  = 17'h00000;
     if (commit_l0) begin
-      \t$692  = \$843 ;
+      \t$692  = \$842 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$693  = 17'h00000;
     if (commit_l0) begin
-      \t$693  = \$844 ;
+      \t$693  = \$843 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$694  = 17'h00000;
     if (commit_l0) begin
-      \t$694  = \$845 ;
+      \t$694  = \$844 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$695  = 17'h00000;
     if (commit_l0) begin
-      \t$695  = \$846 ;
+      \t$695  = \$845 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$696  = 17'h00000;
     if (commit_l0) begin
-      \t$696  = \$847 ;
+      \t$696  = \$846 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$697  = 17'h00000;
     if (commit_l0) begin
-      \t$697  = \$848 ;
+      \t$697  = \$847 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$698  = 17'h00000;
     if (commit_l0) begin
-      \t$698  = \$849 ;
+      \t$698  = \$848 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$699  = 17'h00000;
     if (commit_l0) begin
-      \t$699  = \$850 ;
+      \t$699  = \$849 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$700  = 17'h00000;
     if (commit_l0) begin
-      \t$700  = \$851 ;
+      \t$700  = \$850 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$701  = 17'h00000;
     if (commit_l0) begin
-      \t$701  = \$852 ;
+      \t$701  = \$851 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$702  = 17'h00000;
     if (commit_l0) begin
-      \t$702  = \$853 ;
+      \t$702  = \$852 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$703  = 17'h00000;
     if (commit_l0) begin
-      \t$703  = \$854 ;
+      \t$703  = \$853 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$704  = 17'h00000;
     if (commit_l0) begin
-      \t$704  = \$855 ;
+      \t$704  = \$854 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$705  = 17'h00000;
     if (commit_l0) begin
-      \t$705  = \$856 ;
+      \t$705  = \$855 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$706  = 17'h00000;
     if (commit_l0) begin
-      \t$706  = \$857 ;
+      \t$706  = \$856 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$707  = 17'h00000;
     if (commit_l0) begin
-      \t$707  = \$858 ;
+      \t$707  = \$857 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$708  = 17'h00000;
     if (commit_l0) begin
-      \t$708  = \$859 ;
+      \t$708  = \$858 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$709  = 17'h00000;
     if (commit_l0) begin
-      \t$709  = \$860 ;
+      \t$709  = \$859 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$710  = 17'h00000;
     if (commit_l0) begin
-      \t$710  = \$861 ;
+      \t$710  = \$860 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$711  = 17'h00000;
     if (commit_l0) begin
-      \t$711  = \$862 ;
+      \t$711  = \$861 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$712  = 17'h00000;
     if (commit_l0) begin
-      \t$712  = \$863 ;
+      \t$712  = \$862 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$713  = 17'h00000;
     if (commit_l0) begin
-      \t$713  = \$864 ;
+      \t$713  = \$863 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$714  = 17'h00000;
     if (commit_l0) begin
-      \t$714  = \$865 ;
+      \t$714  = \$864 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$715  = 17'h00000;
     if (commit_l0) begin
-      \t$715  = \$866 ;
+      \t$715  = \$865 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$716  = 17'h00000;
     if (commit_l0) begin
-      \t$716  = \$867 ;
+      \t$716  = \$866 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$717  = 17'h00000;
     if (commit_l0) begin
-      \t$717  = \$868 ;
+      \t$717  = \$867 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$718  = 17'h00000;
     if (commit_l0) begin
-      \t$718  = \$869 ;
+      \t$718  = \$868 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$719  = 17'h00000;
     if (commit_l0) begin
-      \t$719  = \$870 ;
+      \t$719  = \$869 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$720  = 17'h00000;
     if (commit_l0) begin
-      \t$720  = \$871 ;
+      \t$720  = \$870 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$721  = 17'h00000;
     if (commit_l0) begin
-      \t$721  = \$872 ;
+      \t$721  = \$871 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$722  = 17'h00000;
+    if (commit_l0) begin
+      \t$722  = \$872 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$723  = 17'h00000;
-    if (commit_l1) begin
+    if (commit_l0) begin
       \t$723  = \$873 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$724  = 17'h00000;
-    if (commit_l1) begin
-      \t$724  = \$874 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$725  = 17'h00000;
     if (commit_l1) begin
-      \t$725  = \$875 ;
+      \t$725  = \$874 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$726  = 17'h00000;
     if (commit_l1) begin
-      \t$726  = \$876 ;
+      \t$726  = \$875 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$727  = 17'h00000;
     if (commit_l1) begin
-      \t$727  = \$877 ;
+      \t$727  = \$876 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$728  = 17'h00000;
     if (commit_l1) begin
-      \t$728  = \$878 ;
+      \t$728  = \$877 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$729  = 17'h00000;
     if (commit_l1) begin
-      \t$729  = \$879 ;
+      \t$729  = \$878 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$730  = 17'h00000;
     if (commit_l1) begin
-      \t$730  = \$880 ;
+      \t$730  = \$879 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$731  = 17'h00000;
     if (commit_l1) begin
-      \t$731  = \$881 ;
+      \t$731  = \$880 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$732  = 17'h00000;
     if (commit_l1) begin
-      \t$732  = \$882 ;
+      \t$732  = \$881 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$733  = 17'h00000;
     if (commit_l1) begin
-      \t$733  = \$883 ;
+      \t$733  = \$882 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$734  = 17'h00000;
     if (commit_l1) begin
-      \t$734  = \$884 ;
+      \t$734  = \$883 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$735  = 17'h00000;
     if (commit_l1) begin
-      \t$735  = \$885 ;
+      \t$735  = \$884 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$736  = 17'h00000;
     if (commit_l1) begin
-      \t$736  = \$886 ;
+      \t$736  = \$885 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$737  = 17'h00000;
     if (commit_l1) begin
-      \t$737  = \$887 ;
+      \t$737  = \$886 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$738  = 17'h00000;
     if (commit_l1) begin
-      \t$738  = \$888 ;
+      \t$738  = \$887 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$739  = 17'h00000;
     if (commit_l1) begin
-      \t$739  = \$889 ;
+      \t$739  = \$888 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1192  = valid_s1;
-    if (en) begin
-      \$1192  = accept;
-    end
-    if (rst) begin
-      \$1192  = 1'h0;
+    \t$740  = 17'h00000;
+    if (commit_l1) begin
+      \t$740  = \$889 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1193  = valid_s2;
+    \t$741  = 17'h00000;
+    if (commit_l1) begin
+      \t$741  = \$890 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1193  = valid_s1;
     if (en) begin
-      \$1193  = valid_s1;
+      \$1193  = accept;
     end
     if (rst) begin
       \$1193  = 1'h0;
@@ -4817,9 +4847,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1194  = valid_s3;
+    \$1194  = valid_s2;
     if (en) begin
-      \$1194  = valid_s2;
+      \$1194  = valid_s1;
     end
     if (rst) begin
       \$1194  = 1'h0;
@@ -4827,9 +4857,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1195  = valid_s4;
+    \$1195  = valid_s3;
     if (en) begin
-      \$1195  = valid_s3;
+      \$1195  = valid_s2;
     end
     if (rst) begin
       \$1195  = 1'h0;
@@ -4837,9 +4867,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1196  = valid_s5;
+    \$1196  = valid_s4;
     if (en) begin
-      \$1196  = valid_s4;
+      \$1196  = valid_s3;
     end
     if (rst) begin
       \$1196  = 1'h0;
@@ -4847,9 +4877,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1197  = valid_s6;
+    \$1197  = valid_s5;
     if (en) begin
-      \$1197  = valid_s5;
+      \$1197  = valid_s4;
     end
     if (rst) begin
       \$1197  = 1'h0;
@@ -4857,9 +4887,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1198  = valid_s7;
+    \$1198  = valid_s6;
     if (en) begin
-      \$1198  = valid_s6;
+      \$1198  = valid_s5;
     end
     if (rst) begin
       \$1198  = 1'h0;
@@ -4867,9 +4897,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1199  = valid_s8;
+    \$1199  = valid_s7;
     if (en) begin
-      \$1199  = valid_s7;
+      \$1199  = valid_s6;
     end
     if (rst) begin
       \$1199  = 1'h0;
@@ -4877,66 +4907,76 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1200  = l0_w_0_0;
-    if (commit_l0) begin
-      \$1200  = \$929 ;
-    end
-    if (l0_port_wr) begin
-      casez (\$904 [4:0])
-        5'h00:
-            \$1200  = l0_port_data;
-      endcase
+    \$1200  = valid_s8;
+    if (en) begin
+      \$1200  = valid_s7;
     end
     if (rst) begin
-      \$1200  = 16'h0797;
+      \$1200  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1201  = l0_w_1_0;
+    \$1201  = l0_w_0_0;
     if (commit_l0) begin
-      \$1201  = \$933 ;
+      \$1201  = \$930 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
-            /* empty */;
-        5'h01:
             \$1201  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1201  = 16'hf33e;
+      \$1201  = 16'h0797;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1202  = l0_w_2_0;
+    \$1202  = l0_w_1_0;
     if (commit_l0) begin
-      \$1202  = \$937 ;
+      \$1202  = \$934 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1202  = l0_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1202  = 16'hf33e;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1203  = l0_w_2_0;
+    if (commit_l0) begin
+      \$1203  = \$938 ;
+    end
+    if (l0_port_wr) begin
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1202  = l0_port_data;
+            \$1203  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1202  = 16'he68f;
+      \$1203  = 16'he68f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1203  = l0_w_3_0;
+    \$1204  = l0_w_3_0;
     if (commit_l0) begin
-      \$1203  = \$941 ;
+      \$1204  = \$942 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4944,21 +4984,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$1203  = l0_port_data;
+            \$1204  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1203  = 16'he534;
+      \$1204  = 16'he534;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1204  = l0_w_4_0;
+    \$1205  = l0_w_4_0;
     if (commit_l0) begin
-      \$1204  = \$945 ;
+      \$1205  = \$946 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4968,21 +5008,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$1204  = l0_port_data;
+            \$1205  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1204  = 16'h115d;
+      \$1205  = 16'h115d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1205  = l0_w_5_0;
+    \$1206  = l0_w_5_0;
     if (commit_l0) begin
-      \$1205  = \$949 ;
+      \$1206  = \$950 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4994,21 +5034,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$1205  = l0_port_data;
+            \$1206  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1205  = 16'h16e1;
+      \$1206  = 16'h16e1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1206  = l0_w_6_0;
+    \$1207  = l0_w_6_0;
     if (commit_l0) begin
-      \$1206  = \$953 ;
+      \$1207  = \$954 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5022,21 +5062,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$1206  = l0_port_data;
+            \$1207  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1206  = 16'h05e9;
+      \$1207  = 16'h05e9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1207  = l0_w_7_0;
+    \$1208  = l0_w_7_0;
     if (commit_l0) begin
-      \$1207  = \$957 ;
+      \$1208  = \$958 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5052,21 +5092,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$1207  = l0_port_data;
+            \$1208  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1207  = 16'h0cb8;
+      \$1208  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1208  = l0_w_8_0;
+    \$1209  = l0_w_8_0;
     if (commit_l0) begin
-      \$1208  = \$961 ;
+      \$1209  = \$962 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5084,21 +5124,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$1208  = l0_port_data;
+            \$1209  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1208  = 16'h026b;
+      \$1209  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1209  = l0_w_9_0;
+    \$1210  = l0_w_9_0;
     if (commit_l0) begin
-      \$1209  = \$965 ;
+      \$1210  = \$966 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5118,21 +5158,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$1209  = l0_port_data;
+            \$1210  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1209  = 16'h181d;
+      \$1210  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1210  = l0_w_10_0;
+    \$1211  = l0_w_10_0;
     if (commit_l0) begin
-      \$1210  = \$969 ;
+      \$1211  = \$970 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5154,21 +5194,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$1210  = l0_port_data;
+            \$1211  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1210  = 16'h1182;
+      \$1211  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1211  = l0_w_11_0;
+    \$1212  = l0_w_11_0;
     if (commit_l0) begin
-      \$1211  = \$973 ;
+      \$1212  = \$974 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5192,21 +5232,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1211  = l0_port_data;
+            \$1212  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1211  = 16'he470;
+      \$1212  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1212  = l0_w_12_0;
+    \$1213  = l0_w_12_0;
     if (commit_l0) begin
-      \$1212  = \$977 ;
+      \$1213  = \$978 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5232,21 +5272,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1212  = l0_port_data;
+            \$1213  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1212  = 16'h13cf;
+      \$1213  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1213  = l0_w_13_0;
+    \$1214  = l0_w_13_0;
     if (commit_l0) begin
-      \$1213  = \$981 ;
+      \$1214  = \$982 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5274,21 +5314,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1213  = l0_port_data;
+            \$1214  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1213  = 16'he626;
+      \$1214  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1214  = l0_w_14_0;
+    \$1215  = l0_w_14_0;
     if (commit_l0) begin
-      \$1214  = \$985 ;
+      \$1215  = \$986 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5318,21 +5358,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1214  = l0_port_data;
+            \$1215  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1214  = 16'h0cbb;
+      \$1215  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1215  = l0_w_15_0;
+    \$1216  = l0_w_15_0;
     if (commit_l0) begin
-      \$1215  = \$989 ;
+      \$1216  = \$990 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5364,21 +5404,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1215  = l0_port_data;
+            \$1216  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1215  = 16'hee06;
+      \$1216  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1216  = l0_b_0;
+    \$1217  = l0_b_0;
     if (commit_l0) begin
-      \$1216  = \$993 ;
+      \$1217  = \$994 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5412,21 +5452,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$1216  = l0_port_data;
+            \$1217  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1216  = 16'h0000;
+      \$1217  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1217  = l0_b_1;
+    \$1218  = l0_b_1;
     if (commit_l0) begin
-      \$1217  = \$997 ;
+      \$1218  = \$998 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5462,21 +5502,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h10:
             /* empty */;
         5'h11:
-            \$1217  = l0_port_data;
+            \$1218  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1217  = 16'h0000;
+      \$1218  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1218  = l0_b_2;
+    \$1219  = l0_b_2;
     if (commit_l0) begin
-      \$1218  = \$1001 ;
+      \$1219  = \$1002 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5514,21 +5554,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h11:
             /* empty */;
         5'h12:
-            \$1218  = l0_port_data;
+            \$1219  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1218  = 16'h0000;
+      \$1219  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1219  = l0_b_3;
+    \$1220  = l0_b_3;
     if (commit_l0) begin
-      \$1219  = \$1005 ;
+      \$1220  = \$1006 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5568,21 +5608,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h12:
             /* empty */;
         5'h13:
-            \$1219  = l0_port_data;
+            \$1220  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1219  = 16'h0000;
+      \$1220  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1220  = l0_b_4;
+    \$1221  = l0_b_4;
     if (commit_l0) begin
-      \$1220  = \$1009 ;
+      \$1221  = \$1010 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5624,21 +5664,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h13:
             /* empty */;
         5'h14:
-            \$1220  = l0_port_data;
+            \$1221  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1220  = 16'h0000;
+      \$1221  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1221  = l0_b_5;
+    \$1222  = l0_b_5;
     if (commit_l0) begin
-      \$1221  = \$1013 ;
+      \$1222  = \$1014 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5682,21 +5722,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h14:
             /* empty */;
         5'h15:
-            \$1221  = l0_port_data;
+            \$1222  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1221  = 16'h0000;
+      \$1222  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1222  = l0_b_6;
+    \$1223  = l0_b_6;
     if (commit_l0) begin
-      \$1222  = \$1017 ;
+      \$1223  = \$1018 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5742,21 +5782,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h15:
             /* empty */;
         5'h16:
-            \$1222  = l0_port_data;
+            \$1223  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1222  = 16'h0000;
+      \$1223  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1223  = l0_b_7;
+    \$1224  = l0_b_7;
     if (commit_l0) begin
-      \$1223  = \$1021 ;
+      \$1224  = \$1022 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5804,21 +5844,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h16:
             /* empty */;
         5'h17:
-            \$1223  = l0_port_data;
+            \$1224  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1223  = 16'h0000;
+      \$1224  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1224  = l0_b_8;
+    \$1225  = l0_b_8;
     if (commit_l0) begin
-      \$1224  = \$1025 ;
+      \$1225  = \$1026 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5868,21 +5908,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h17:
             /* empty */;
         5'h18:
-            \$1224  = l0_port_data;
+            \$1225  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1224  = 16'h0000;
+      \$1225  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1225  = l0_b_9;
+    \$1226  = l0_b_9;
     if (commit_l0) begin
-      \$1225  = \$1029 ;
+      \$1226  = \$1030 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5934,21 +5974,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h18:
             /* empty */;
         5'h19:
-            \$1225  = l0_port_data;
+            \$1226  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1225  = 16'h0000;
+      \$1226  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1226  = l0_b_10;
+    \$1227  = l0_b_10;
     if (commit_l0) begin
-      \$1226  = \$1033 ;
+      \$1227  = \$1034 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6002,21 +6042,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h19:
             /* empty */;
         5'h1a:
-            \$1226  = l0_port_data;
+            \$1227  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1226  = 16'h0000;
+      \$1227  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1227  = l0_b_11;
+    \$1228  = l0_b_11;
     if (commit_l0) begin
-      \$1227  = \$1037 ;
+      \$1228  = \$1038 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6072,21 +6112,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1a:
             /* empty */;
         5'h1b:
-            \$1227  = l0_port_data;
+            \$1228  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1227  = 16'h0000;
+      \$1228  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1228  = l0_b_12;
+    \$1229  = l0_b_12;
     if (commit_l0) begin
-      \$1228  = \$1041 ;
+      \$1229  = \$1042 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6144,21 +6184,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1b:
             /* empty */;
         5'h1c:
-            \$1228  = l0_port_data;
+            \$1229  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1228  = 16'h0000;
+      \$1229  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1229  = l0_b_13;
+    \$1230  = l0_b_13;
     if (commit_l0) begin
-      \$1229  = \$1045 ;
+      \$1230  = \$1046 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6218,21 +6258,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1c:
             /* empty */;
         5'h1d:
-            \$1229  = l0_port_data;
+            \$1230  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1229  = 16'h0000;
+      \$1230  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1230  = l0_b_14;
+    \$1231  = l0_b_14;
     if (commit_l0) begin
-      \$1230  = \$1049 ;
+      \$1231  = \$1050 ;
     end
     if (l0_port_wr) begin
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6294,22 +6334,22 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1d:
             /* empty */;
         5'h1e:
-            \$1230  = l0_port_data;
+            \$1231  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1230  = 16'h0000;
+      \$1231  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1231  = l0_b_15;
+    \$1232  = l0_b_15;
     if (commit_l0) begin
-      \$1231  = \$1053 ;
+      \$1232  = \$1054 ;
     end
     if (l0_port_wr) begin
       (* full_case = 32'd1 *)
-      casez (\$904 [4:0])
+      casez (\$905 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6373,75 +6413,75 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h1e:
             /* empty */;
         5'h1f:
-            \$1231  = l0_port_data;
+            \$1232  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1231  = 16'h0000;
+      \$1232  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1232  = l1_w_0_0;
+    \$1233  = l1_w_0_0;
     if (commit_l1) begin
-      \$1232  = \$1057 ;
+      \$1233  = \$1058 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
-            \$1232  = l1_port_data;
-      endcase
-    end
-    if (rst) begin
-      \$1232  = 16'h0508;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1233  = l1_w_0_1;
-    if (commit_l1) begin
-      \$1233  = \$1061 ;
-    end
-    if (l1_port_wr) begin
-      casez (\$915 [4:0])
-        5'h00:
-            /* empty */;
-        5'h01:
             \$1233  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1233  = 16'h0093;
+      \$1233  = 16'h0508;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1234  = l1_w_0_2;
+    \$1234  = l1_w_0_1;
     if (commit_l1) begin
-      \$1234  = \$1065 ;
+      \$1234  = \$1062 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
+        5'h00:
+            /* empty */;
+        5'h01:
+            \$1234  = l1_port_data;
+      endcase
+    end
+    if (rst) begin
+      \$1234  = 16'h0093;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1235  = l1_w_0_2;
+    if (commit_l1) begin
+      \$1235  = \$1066 ;
+    end
+    if (l1_port_wr) begin
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1234  = l1_port_data;
+            \$1235  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1234  = 16'hfd3a;
+      \$1235  = 16'hfd3a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1235  = l1_w_0_3;
+    \$1236  = l1_w_0_3;
     if (commit_l1) begin
-      \$1235  = \$1069 ;
+      \$1236  = \$1070 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6449,21 +6489,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$1235  = l1_port_data;
+            \$1236  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1235  = 16'hfeee;
+      \$1236  = 16'hfeee;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1236  = l1_w_0_4;
+    \$1237  = l1_w_0_4;
     if (commit_l1) begin
-      \$1236  = \$1073 ;
+      \$1237  = \$1074 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6473,21 +6513,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$1236  = l1_port_data;
+            \$1237  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1236  = 16'hf977;
+      \$1237  = 16'hf977;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1237  = l1_w_0_5;
+    \$1238  = l1_w_0_5;
     if (commit_l1) begin
-      \$1237  = \$1077 ;
+      \$1238  = \$1078 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6499,21 +6539,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$1237  = l1_port_data;
+            \$1238  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1237  = 16'hfacb;
+      \$1238  = 16'hfacb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1238  = l1_w_0_6;
+    \$1239  = l1_w_0_6;
     if (commit_l1) begin
-      \$1238  = \$1081 ;
+      \$1239  = \$1082 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6527,21 +6567,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$1238  = l1_port_data;
+            \$1239  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1238  = 16'h025d;
+      \$1239  = 16'h025d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1239  = l1_w_0_7;
+    \$1240  = l1_w_0_7;
     if (commit_l1) begin
-      \$1239  = \$1085 ;
+      \$1240  = \$1086 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6557,21 +6597,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$1239  = l1_port_data;
+            \$1240  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1239  = 16'h020a;
+      \$1240  = 16'h020a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1240  = l1_w_0_8;
+    \$1241  = l1_w_0_8;
     if (commit_l1) begin
-      \$1240  = \$1089 ;
+      \$1241  = \$1090 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6589,21 +6629,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$1240  = l1_port_data;
+            \$1241  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1240  = 16'h0199;
+      \$1241  = 16'h0199;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1241  = l1_w_0_9;
+    \$1242  = l1_w_0_9;
     if (commit_l1) begin
-      \$1241  = \$1093 ;
+      \$1242  = \$1094 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6623,21 +6663,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$1241  = l1_port_data;
+            \$1242  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1241  = 16'hfe63;
+      \$1242  = 16'hfe63;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1242  = l1_w_0_10;
+    \$1243  = l1_w_0_10;
     if (commit_l1) begin
-      \$1242  = \$1097 ;
+      \$1243  = \$1098 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6659,21 +6699,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$1242  = l1_port_data;
+            \$1243  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1242  = 16'h06e4;
+      \$1243  = 16'h06e4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1243  = l1_w_0_11;
+    \$1244  = l1_w_0_11;
     if (commit_l1) begin
-      \$1243  = \$1101 ;
+      \$1244  = \$1102 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6697,21 +6737,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1243  = l1_port_data;
+            \$1244  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1243  = 16'h06aa;
+      \$1244  = 16'h06aa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1244  = l1_w_0_12;
+    \$1245  = l1_w_0_12;
     if (commit_l1) begin
-      \$1244  = \$1105 ;
+      \$1245  = \$1106 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6737,21 +6777,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1244  = l1_port_data;
+            \$1245  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1244  = 16'h0292;
+      \$1245  = 16'h0292;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1245  = l1_w_0_13;
+    \$1246  = l1_w_0_13;
     if (commit_l1) begin
-      \$1245  = \$1109 ;
+      \$1246  = \$1110 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6779,21 +6819,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1245  = l1_port_data;
+            \$1246  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1245  = 16'h0216;
+      \$1246  = 16'h0216;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1246  = l1_w_0_14;
+    \$1247  = l1_w_0_14;
     if (commit_l1) begin
-      \$1246  = \$1113 ;
+      \$1247  = \$1114 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6823,21 +6863,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1246  = l1_port_data;
+            \$1247  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1246  = 16'h029c;
+      \$1247  = 16'h029c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1247  = l1_w_0_15;
+    \$1248  = l1_w_0_15;
     if (commit_l1) begin
-      \$1247  = \$1117 ;
+      \$1248  = \$1118 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6869,21 +6909,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1247  = l1_port_data;
+            \$1248  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1247  = 16'hfe76;
+      \$1248  = 16'hfe76;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1248  = l1_b_0;
+    \$1249  = l1_b_0;
     if (commit_l1) begin
-      \$1248  = \$1121 ;
+      \$1249  = \$1122 ;
     end
     if (l1_port_wr) begin
-      casez (\$915 [4:0])
+      casez (\$916 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6917,1309 +6957,1344 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$1248  = l1_port_data;
+            \$1249  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1248  = 16'h0000;
+      \$1249  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1249  = l0_rd_sel;
+    \$1250  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1249  = \$904 [4:0];
+      \$1250  = \$905 [4:0];
     end
     if (rst) begin
-      \$1249  = 5'h00;
+      \$1250  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1250  = read_layer;
+    \$1251  = read_layer;
     if (l0_port_rd) begin
-      \$1250  = 1'h0;
+      \$1251  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$1250  = 1'h1;
+      \$1251  = 1'h1;
     end
     if (rst) begin
-      \$1250  = 1'h0;
+      \$1251  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1251  = l1_rd_sel;
+    \$1252  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$1251  = \$915 [4:0];
+      \$1252  = \$916 [4:0];
     end
     if (rst) begin
-      \$1251  = 5'h00;
+      \$1252  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1252  = \$1123 ;
+    \$1253  = \$1124 ;
     if (rst) begin
-      \$1252  = 1'h0;
+      \$1253  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1253  = pr__valid;
-    if (\$1124 ) begin
-      \$1253  = 1'h1;
+    \$1254  = pr__valid;
+    if (\$1125 ) begin
+      \$1254  = 1'h1;
     end else if (read_wait) begin
-      \$1253  = 1'h1;
+      \$1254  = 1'h1;
     end else if (pr__ready) begin
-      \$1253  = 1'h0;
+      \$1254  = 1'h0;
     end
     if (rst) begin
-      \$1253  = 1'h0;
+      \$1254  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1254  = pr__payload;
-    if (\$1124 ) begin
-      \$1254  = pc__payload[15:0];
+    \$1255  = pr__payload;
+    if (\$1125 ) begin
+      \$1255  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1254  = \$1127 ;
+      \$1255  = \$1128 ;
     end
     if (rst) begin
-      \$1254  = 16'h0000;
+      \$1255  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1255  = x0_s1;
+    \$1256  = x0_s1;
     if (en) begin
-      \$1255  = s__payload[15:0];
+      \$1256  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1256  = y0_s1;
+    \$1257  = y0_s1;
     if (en) begin
-      \$1256  = s__payload[31:16];
+      \$1257  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1257  = l0_bias0_s2;
+    \$1258  = kind_s1;
     if (en) begin
-      \$1257  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$1258  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1258  = l0_prod0_0_s2;
+    \$1259  = l0_bias0_s2;
     if (en) begin
-      \$1258  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
+      \$1259  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1259  = l0_out0_s3;
+    \$1260  = l0_prod0_0_s2;
     if (en) begin
-      \$1259  = \$1129 ;
+      \$1260  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1260  = l0_bias1_s2;
+    \$1261  = l0_out0_s3;
     if (en) begin
-      \$1260  = { \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15  };
+      \$1261  = \$1130 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1261  = l0_prod1_0_s2;
+    \$1262  = l0_bias1_s2;
     if (en) begin
-      \$1261  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$1262  = { \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15 [30], \t$15  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1262  = l0_out1_s3;
+    \$1263  = l0_prod1_0_s2;
     if (en) begin
-      \$1262  = \$1131 ;
+      \$1263  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1263  = l0_bias2_s2;
+    \$1264  = l0_out1_s3;
     if (en) begin
-      \$1263  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
+      \$1264  = \$1132 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1264  = l0_prod2_0_s2;
+    \$1265  = l0_bias2_s2;
     if (en) begin
-      \$1264  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
+      \$1265  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1265  = l0_out2_s3;
+    \$1266  = l0_prod2_0_s2;
     if (en) begin
-      \$1265  = \$1133 ;
+      \$1266  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1266  = l0_bias3_s2;
+    \$1267  = l0_out2_s3;
     if (en) begin
-      \$1266  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
+      \$1267  = \$1134 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1267  = l0_prod3_0_s2;
+    \$1268  = l0_bias3_s2;
     if (en) begin
-      \$1267  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+      \$1268  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1268  = l0_out3_s3;
+    \$1269  = l0_prod3_0_s2;
     if (en) begin
-      \$1268  = \$1135 ;
+      \$1269  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1269  = l0_bias4_s2;
+    \$1270  = l0_out3_s3;
     if (en) begin
-      \$1269  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
+      \$1270  = \$1136 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1270  = l0_prod4_0_s2;
+    \$1271  = l0_bias4_s2;
     if (en) begin
-      \$1270  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
+      \$1271  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1271  = l0_out4_s3;
+    \$1272  = l0_prod4_0_s2;
     if (en) begin
-      \$1271  = \$1137 ;
+      \$1272  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1272  = l0_bias5_s2;
+    \$1273  = l0_out4_s3;
     if (en) begin
-      \$1272  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
+      \$1273  = \$1138 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1273  = l0_prod5_0_s2;
+    \$1274  = l0_bias5_s2;
     if (en) begin
-      \$1273  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
+      \$1274  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1274  = l0_out5_s3;
+    \$1275  = l0_prod5_0_s2;
     if (en) begin
-      \$1274  = \$1139 ;
+      \$1275  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1275  = l0_bias6_s2;
+    \$1276  = l0_out5_s3;
     if (en) begin
-      \$1275  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
+      \$1276  = \$1140 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1276  = l0_prod6_0_s2;
+    \$1277  = l0_bias6_s2;
     if (en) begin
-      \$1276  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
+      \$1277  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1277  = l0_out6_s3;
+    \$1278  = l0_prod6_0_s2;
     if (en) begin
-      \$1277  = \$1141 ;
+      \$1278  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1278  = l0_bias7_s2;
+    \$1279  = l0_out6_s3;
     if (en) begin
-      \$1278  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
+      \$1279  = \$1142 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1279  = l0_prod7_0_s2;
+    \$1280  = l0_bias7_s2;
     if (en) begin
-      \$1279  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
+      \$1280  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1280  = l0_out7_s3;
+    \$1281  = l0_prod7_0_s2;
     if (en) begin
-      \$1280  = \$1143 ;
+      \$1281  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1281  = l0_bias8_s2;
+    \$1282  = l0_out7_s3;
     if (en) begin
-      \$1281  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
+      \$1282  = \$1144 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1282  = l0_prod8_0_s2;
+    \$1283  = l0_bias8_s2;
     if (en) begin
-      \$1282  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+      \$1283  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1283  = l0_out8_s3;
+    \$1284  = l0_prod8_0_s2;
     if (en) begin
-      \$1283  = \$1145 ;
+      \$1284  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1284  = l0_bias9_s2;
+    \$1285  = l0_out8_s3;
     if (en) begin
-      \$1284  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
+      \$1285  = \$1146 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1285  = l0_prod9_0_s2;
+    \$1286  = l0_bias9_s2;
     if (en) begin
-      \$1285  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+      \$1286  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1286  = l0_out9_s3;
+    \$1287  = l0_prod9_0_s2;
     if (en) begin
-      \$1286  = \$1147 ;
+      \$1287  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1287  = l0_bias10_s2;
+    \$1288  = l0_out9_s3;
     if (en) begin
-      \$1287  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
+      \$1288  = \$1148 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1288  = l0_prod10_0_s2;
+    \$1289  = l0_bias10_s2;
     if (en) begin
-      \$1288  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
+      \$1289  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1289  = l0_out10_s3;
+    \$1290  = l0_prod10_0_s2;
     if (en) begin
-      \$1289  = \$1149 ;
+      \$1290  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1290  = l0_bias11_s2;
+    \$1291  = l0_out10_s3;
     if (en) begin
-      \$1290  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
+      \$1291  = \$1150 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1291  = l0_prod11_0_s2;
+    \$1292  = l0_bias11_s2;
     if (en) begin
-      \$1291  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$1292  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1292  = l0_out11_s3;
+    \$1293  = l0_prod11_0_s2;
     if (en) begin
-      \$1292  = \$1151 ;
+      \$1293  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1293  = l0_bias12_s2;
+    \$1294  = l0_out11_s3;
     if (en) begin
-      \$1293  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
+      \$1294  = \$1152 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1294  = l0_prod12_0_s2;
+    \$1295  = l0_bias12_s2;
     if (en) begin
-      \$1294  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$1295  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1295  = l0_out12_s3;
+    \$1296  = l0_prod12_0_s2;
     if (en) begin
-      \$1295  = \$1153 ;
+      \$1296  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1296  = l0_bias13_s2;
+    \$1297  = l0_out12_s3;
     if (en) begin
-      \$1296  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$1297  = \$1154 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1297  = l0_prod13_0_s2;
+    \$1298  = l0_bias13_s2;
     if (en) begin
-      \$1297  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+      \$1298  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1298  = l0_out13_s3;
+    \$1299  = l0_prod13_0_s2;
     if (en) begin
-      \$1298  = \$1155 ;
+      \$1299  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1299  = l0_bias14_s2;
+    \$1300  = l0_out13_s3;
     if (en) begin
-      \$1299  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
+      \$1300  = \$1156 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1300  = l0_prod14_0_s2;
+    \$1301  = l0_bias14_s2;
     if (en) begin
-      \$1300  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
+      \$1301  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1301  = l0_out14_s3;
+    \$1302  = l0_prod14_0_s2;
     if (en) begin
-      \$1301  = \$1157 ;
+      \$1302  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1302  = l0_bias15_s2;
+    \$1303  = l0_out14_s3;
     if (en) begin
-      \$1302  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
+      \$1303  = \$1158 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1303  = l0_prod15_0_s2;
+    \$1304  = l0_bias15_s2;
     if (en) begin
-      \$1303  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
+      \$1304  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1304  = l0_out15_s3;
+    \$1305  = l0_prod15_0_s2;
     if (en) begin
-      \$1304  = \$1159 ;
+      \$1305  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1305  = l1_bias0_s4;
+    \$1306  = l0_out15_s3;
     if (en) begin
-      \$1305  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
+      \$1306  = \$1160 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1306  = l1_prod0_0_s4;
+    \$1307  = l1_bias0_s4;
     if (en) begin
-      \$1306  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
+      \$1307  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1307  = l1_prod0_1_s4;
+    \$1308  = l1_prod0_0_s4;
     if (en) begin
-      \$1307  = { \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236  };
+      \$1308  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1308  = l1_prod0_2_s4;
+    \$1309  = l1_prod0_1_s4;
     if (en) begin
-      \$1308  = { \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241  };
+      \$1309  = { \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236 [34], \t$236  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1309  = l1_prod0_3_s4;
+    \$1310  = l1_prod0_2_s4;
     if (en) begin
-      \$1309  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
+      \$1310  = { \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241 [34], \t$241  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1310  = l1_prod0_4_s4;
+    \$1311  = l1_prod0_3_s4;
     if (en) begin
-      \$1310  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
+      \$1311  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1311  = l1_prod0_5_s4;
+    \$1312  = l1_prod0_4_s4;
     if (en) begin
-      \$1311  = { \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256  };
+      \$1312  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1312  = l1_prod0_6_s4;
+    \$1313  = l1_prod0_5_s4;
     if (en) begin
-      \$1312  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
+      \$1313  = { \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256 [34], \t$256  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1313  = l1_prod0_7_s4;
+    \$1314  = l1_prod0_6_s4;
     if (en) begin
-      \$1313  = { \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266  };
+      \$1314  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1314  = l1_prod0_8_s4;
+    \$1315  = l1_prod0_7_s4;
     if (en) begin
-      \$1314  = { \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271  };
+      \$1315  = { \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266 [34], \t$266  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1315  = l1_prod0_9_s4;
+    \$1316  = l1_prod0_8_s4;
     if (en) begin
-      \$1315  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
+      \$1316  = { \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271 [34], \t$271  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1316  = l1_prod0_10_s4;
+    \$1317  = l1_prod0_9_s4;
     if (en) begin
-      \$1316  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
+      \$1317  = { \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276 [34], \t$276  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1317  = l1_prod0_11_s4;
+    \$1318  = l1_prod0_10_s4;
     if (en) begin
-      \$1317  = { \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286  };
+      \$1318  = { \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281 [34], \t$281  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1318  = l1_prod0_12_s4;
+    \$1319  = l1_prod0_11_s4;
     if (en) begin
-      \$1318  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+      \$1319  = { \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286 [34], \t$286  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1319  = l1_prod0_13_s4;
+    \$1320  = l1_prod0_12_s4;
     if (en) begin
-      \$1319  = { \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296  };
+      \$1320  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1320  = l1_prod0_14_s4;
+    \$1321  = l1_prod0_13_s4;
     if (en) begin
-      \$1320  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
+      \$1321  = { \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296 [34], \t$296  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1321  = l1_prod0_15_s4;
+    \$1322  = l1_prod0_14_s4;
     if (en) begin
-      \$1321  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
+      \$1322  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1322  = m__payload;
+    \$1323  = l1_prod0_15_s4;
     if (en) begin
-      \$1322  = \t$329 ;
+      \$1323  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1323  = y0_s2;
+    \$1324  = l1_out0_s5;
     if (en) begin
-      \$1323  = y0_s1;
+      \$1324  = \t$329 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1324  = y0_s3;
+    \$1325  = y0_s2;
     if (en) begin
-      \$1324  = y0_s2;
+      \$1325  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1325  = y0_s4;
+    \$1326  = y0_s3;
     if (en) begin
-      \$1325  = y0_s3;
+      \$1326  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1326  = y0_s5;
+    \$1327  = y0_s4;
     if (en) begin
-      \$1326  = y0_s4;
+      \$1327  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1327  = err0_s6;
+    \$1328  = y0_s5;
     if (en) begin
-      \$1327  = \t$335 ;
+      \$1328  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1328  = l0_out0_s4;
+    \$1329  = kind_s2;
     if (en) begin
-      \$1328  = l0_out0_s3;
+      \$1329  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1329  = l0_out0_s5;
+    \$1330  = kind_s3;
     if (en) begin
-      \$1329  = l0_out0_s4;
+      \$1330  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1330  = l0_out0_s6;
+    \$1331  = kind_s4;
     if (en) begin
-      \$1330  = l0_out0_s5;
+      \$1331  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1331  = l0_out1_s4;
+    \$1332  = kind_s5;
     if (en) begin
-      \$1331  = l0_out1_s3;
+      \$1332  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1332  = l0_out1_s5;
+    \$1333  = err0_s6;
     if (en) begin
-      \$1332  = l0_out1_s4;
+      \$1333  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1333  = l0_out1_s6;
+    \$1334  = l0_out0_s4;
     if (en) begin
-      \$1333  = l0_out1_s5;
+      \$1334  = l0_out0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1334  = l0_out2_s4;
+    \$1335  = l0_out0_s5;
     if (en) begin
-      \$1334  = l0_out2_s3;
+      \$1335  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1335  = l0_out2_s5;
+    \$1336  = l0_out0_s6;
     if (en) begin
-      \$1335  = l0_out2_s4;
+      \$1336  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1336  = l0_out2_s6;
+    \$1337  = l0_out1_s4;
     if (en) begin
-      \$1336  = l0_out2_s5;
+      \$1337  = l0_out1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1337  = l0_out3_s4;
+    \$1338  = l0_out1_s5;
     if (en) begin
-      \$1337  = l0_out3_s3;
+      \$1338  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1338  = l0_out3_s5;
+    \$1339  = l0_out1_s6;
     if (en) begin
-      \$1338  = l0_out3_s4;
+      \$1339  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1339  = l0_out3_s6;
+    \$1340  = l0_out2_s4;
     if (en) begin
-      \$1339  = l0_out3_s5;
+      \$1340  = l0_out2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1340  = l0_out4_s4;
+    \$1341  = l0_out2_s5;
     if (en) begin
-      \$1340  = l0_out4_s3;
+      \$1341  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1341  = l0_out4_s5;
+    \$1342  = l0_out2_s6;
     if (en) begin
-      \$1341  = l0_out4_s4;
+      \$1342  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1342  = l0_out4_s6;
+    \$1343  = l0_out3_s4;
     if (en) begin
-      \$1342  = l0_out4_s5;
+      \$1343  = l0_out3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1343  = l0_out5_s4;
+    \$1344  = l0_out3_s5;
     if (en) begin
-      \$1343  = l0_out5_s3;
+      \$1344  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1344  = l0_out5_s5;
+    \$1345  = l0_out3_s6;
     if (en) begin
-      \$1344  = l0_out5_s4;
+      \$1345  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1345  = l0_out5_s6;
+    \$1346  = l0_out4_s4;
     if (en) begin
-      \$1345  = l0_out5_s5;
+      \$1346  = l0_out4_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1346  = l0_out6_s4;
+    \$1347  = l0_out4_s5;
     if (en) begin
-      \$1346  = l0_out6_s3;
+      \$1347  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1347  = l0_out6_s5;
+    \$1348  = l0_out4_s6;
     if (en) begin
-      \$1347  = l0_out6_s4;
+      \$1348  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1348  = l0_out6_s6;
+    \$1349  = l0_out5_s4;
     if (en) begin
-      \$1348  = l0_out6_s5;
+      \$1349  = l0_out5_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1349  = l0_out7_s4;
+    \$1350  = l0_out5_s5;
     if (en) begin
-      \$1349  = l0_out7_s3;
+      \$1350  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1350  = l0_out7_s5;
+    \$1351  = l0_out5_s6;
     if (en) begin
-      \$1350  = l0_out7_s4;
+      \$1351  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1351  = l0_out7_s6;
+    \$1352  = l0_out6_s4;
     if (en) begin
-      \$1351  = l0_out7_s5;
+      \$1352  = l0_out6_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1352  = l0_out8_s4;
+    \$1353  = l0_out6_s5;
     if (en) begin
-      \$1352  = l0_out8_s3;
+      \$1353  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1353  = l0_out8_s5;
+    \$1354  = l0_out6_s6;
     if (en) begin
-      \$1353  = l0_out8_s4;
+      \$1354  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1354  = l0_out8_s6;
+    \$1355  = l0_out7_s4;
     if (en) begin
-      \$1354  = l0_out8_s5;
+      \$1355  = l0_out7_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1355  = l0_out9_s4;
+    \$1356  = l0_out7_s5;
     if (en) begin
-      \$1355  = l0_out9_s3;
+      \$1356  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1356  = l0_out9_s5;
+    \$1357  = l0_out7_s6;
     if (en) begin
-      \$1356  = l0_out9_s4;
+      \$1357  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1357  = l0_out9_s6;
+    \$1358  = l0_out8_s4;
     if (en) begin
-      \$1357  = l0_out9_s5;
+      \$1358  = l0_out8_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1358  = l0_out10_s4;
+    \$1359  = l0_out8_s5;
     if (en) begin
-      \$1358  = l0_out10_s3;
+      \$1359  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1359  = l0_out10_s5;
+    \$1360  = l0_out8_s6;
     if (en) begin
-      \$1359  = l0_out10_s4;
+      \$1360  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1360  = l0_out10_s6;
+    \$1361  = l0_out9_s4;
     if (en) begin
-      \$1360  = l0_out10_s5;
+      \$1361  = l0_out9_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1361  = l0_out11_s4;
+    \$1362  = l0_out9_s5;
     if (en) begin
-      \$1361  = l0_out11_s3;
+      \$1362  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1362  = l0_out11_s5;
+    \$1363  = l0_out9_s6;
     if (en) begin
-      \$1362  = l0_out11_s4;
+      \$1363  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1363  = l0_out11_s6;
+    \$1364  = l0_out10_s4;
     if (en) begin
-      \$1363  = l0_out11_s5;
+      \$1364  = l0_out10_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1364  = l0_out12_s4;
+    \$1365  = l0_out10_s5;
     if (en) begin
-      \$1364  = l0_out12_s3;
+      \$1365  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1365  = l0_out12_s5;
+    \$1366  = l0_out10_s6;
     if (en) begin
-      \$1365  = l0_out12_s4;
+      \$1366  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1366  = l0_out12_s6;
+    \$1367  = l0_out11_s4;
     if (en) begin
-      \$1366  = l0_out12_s5;
+      \$1367  = l0_out11_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1367  = l0_out13_s4;
+    \$1368  = l0_out11_s5;
     if (en) begin
-      \$1367  = l0_out13_s3;
+      \$1368  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1368  = l0_out13_s5;
+    \$1369  = l0_out11_s6;
     if (en) begin
-      \$1368  = l0_out13_s4;
+      \$1369  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1369  = l0_out13_s6;
+    \$1370  = l0_out12_s4;
     if (en) begin
-      \$1369  = l0_out13_s5;
+      \$1370  = l0_out12_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1370  = l0_out14_s4;
+    \$1371  = l0_out12_s5;
     if (en) begin
-      \$1370  = l0_out14_s3;
+      \$1371  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1371  = l0_out14_s5;
+    \$1372  = l0_out12_s6;
     if (en) begin
-      \$1371  = l0_out14_s4;
+      \$1372  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1372  = l0_out14_s6;
+    \$1373  = l0_out13_s4;
     if (en) begin
-      \$1372  = l0_out14_s5;
+      \$1373  = l0_out13_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1373  = l0_out15_s4;
+    \$1374  = l0_out13_s5;
     if (en) begin
-      \$1373  = l0_out15_s3;
+      \$1374  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1374  = l0_out15_s5;
+    \$1375  = l0_out13_s6;
     if (en) begin
-      \$1374  = l0_out15_s4;
+      \$1375  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1375  = l0_out15_s6;
+    \$1376  = l0_out14_s4;
     if (en) begin
-      \$1375  = l0_out15_s5;
+      \$1376  = l0_out14_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1376  = \t$423 ;
+    \$1377  = l0_out14_s5;
     if (en) begin
-      \$1376  = { \t$421 [34], \t$421 [34], \t$421 [34], \t$421 [34], \t$421 [34], \t$421  };
+      \$1377  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1377  = l0_out0_s7;
+    \$1378  = l0_out14_s6;
     if (en) begin
-      \$1377  = l0_out0_s6;
+      \$1378  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1378  = l0_err0_s8;
+    \$1379  = l0_out15_s4;
     if (en) begin
-      \$1378  = \$1161 ;
+      \$1379  = l0_out15_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1379  = \t$431 ;
+    \$1380  = l0_out15_s5;
     if (en) begin
-      \$1379  = { \t$429 [34], \t$429 [34], \t$429 [34], \t$429 [34], \t$429 [34], \t$429  };
+      \$1380  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1380  = l0_out1_s7;
+    \$1381  = l0_out15_s6;
     if (en) begin
-      \$1380  = l0_out1_s6;
+      \$1381  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1381  = l0_err1_s8;
+    \$1382  = \t$425 ;
     if (en) begin
-      \$1381  = \$1163 ;
+      \$1382  = { \t$423 [34], \t$423 [34], \t$423 [34], \t$423 [34], \t$423 [34], \t$423  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1382  = \t$439 ;
+    \$1383  = l0_out0_s7;
     if (en) begin
-      \$1382  = { \t$437 [34], \t$437 [34], \t$437 [34], \t$437 [34], \t$437 [34], \t$437  };
+      \$1383  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1383  = l0_out2_s7;
+    \$1384  = l0_err0_s8;
     if (en) begin
-      \$1383  = l0_out2_s6;
+      \$1384  = \$1162 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1384  = l0_err2_s8;
+    \$1385  = \t$433 ;
     if (en) begin
-      \$1384  = \$1165 ;
+      \$1385  = { \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1385  = \t$447 ;
+    \$1386  = l0_out1_s7;
     if (en) begin
-      \$1385  = { \t$445 [34], \t$445 [34], \t$445 [34], \t$445 [34], \t$445 [34], \t$445  };
+      \$1386  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1386  = l0_out3_s7;
+    \$1387  = l0_err1_s8;
     if (en) begin
-      \$1386  = l0_out3_s6;
+      \$1387  = \$1164 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1387  = l0_err3_s8;
+    \$1388  = \t$441 ;
     if (en) begin
-      \$1387  = \$1167 ;
+      \$1388  = { \t$439 [34], \t$439 [34], \t$439 [34], \t$439 [34], \t$439 [34], \t$439  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1388  = \t$455 ;
+    \$1389  = l0_out2_s7;
     if (en) begin
-      \$1388  = { \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453  };
+      \$1389  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1389  = l0_out4_s7;
+    \$1390  = l0_err2_s8;
     if (en) begin
-      \$1389  = l0_out4_s6;
+      \$1390  = \$1166 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1390  = l0_err4_s8;
+    \$1391  = \t$449 ;
     if (en) begin
-      \$1390  = \$1169 ;
+      \$1391  = { \t$447 [34], \t$447 [34], \t$447 [34], \t$447 [34], \t$447 [34], \t$447  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1391  = \t$463 ;
+    \$1392  = l0_out3_s7;
     if (en) begin
-      \$1391  = { \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461  };
+      \$1392  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1392  = l0_out5_s7;
+    \$1393  = l0_err3_s8;
     if (en) begin
-      \$1392  = l0_out5_s6;
+      \$1393  = \$1168 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1393  = l0_err5_s8;
+    \$1394  = \t$457 ;
     if (en) begin
-      \$1393  = \$1171 ;
+      \$1394  = { \t$455 [34], \t$455 [34], \t$455 [34], \t$455 [34], \t$455 [34], \t$455  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1394  = \t$471 ;
+    \$1395  = l0_out4_s7;
     if (en) begin
-      \$1394  = { \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469  };
+      \$1395  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1395  = l0_out6_s7;
+    \$1396  = l0_err4_s8;
     if (en) begin
-      \$1395  = l0_out6_s6;
+      \$1396  = \$1170 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1396  = l0_err6_s8;
+    \$1397  = \t$465 ;
     if (en) begin
-      \$1396  = \$1173 ;
+      \$1397  = { \t$463 [34], \t$463 [34], \t$463 [34], \t$463 [34], \t$463 [34], \t$463  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1397  = \t$479 ;
+    \$1398  = l0_out5_s7;
     if (en) begin
-      \$1397  = { \t$477 [34], \t$477 [34], \t$477 [34], \t$477 [34], \t$477 [34], \t$477  };
+      \$1398  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1398  = l0_out7_s7;
+    \$1399  = l0_err5_s8;
     if (en) begin
-      \$1398  = l0_out7_s6;
+      \$1399  = \$1172 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1399  = l0_err7_s8;
+    \$1400  = \t$473 ;
     if (en) begin
-      \$1399  = \$1175 ;
+      \$1400  = { \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1400  = \t$487 ;
+    \$1401  = l0_out6_s7;
     if (en) begin
-      \$1400  = { \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485  };
+      \$1401  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1401  = l0_out8_s7;
+    \$1402  = l0_err6_s8;
     if (en) begin
-      \$1401  = l0_out8_s6;
+      \$1402  = \$1174 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1402  = l0_err8_s8;
+    \$1403  = \t$481 ;
     if (en) begin
-      \$1402  = \$1177 ;
+      \$1403  = { \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1403  = \t$495 ;
+    \$1404  = l0_out7_s7;
     if (en) begin
-      \$1403  = { \t$493 [34], \t$493 [34], \t$493 [34], \t$493 [34], \t$493 [34], \t$493  };
+      \$1404  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1404  = l0_out9_s7;
+    \$1405  = l0_err7_s8;
     if (en) begin
-      \$1404  = l0_out9_s6;
+      \$1405  = \$1176 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1405  = l0_err9_s8;
+    \$1406  = \t$489 ;
     if (en) begin
-      \$1405  = \$1179 ;
+      \$1406  = { \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1406  = \t$503 ;
+    \$1407  = l0_out8_s7;
     if (en) begin
-      \$1406  = { \t$501 [34], \t$501 [34], \t$501 [34], \t$501 [34], \t$501 [34], \t$501  };
+      \$1407  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1407  = l0_out10_s7;
+    \$1408  = l0_err8_s8;
     if (en) begin
-      \$1407  = l0_out10_s6;
+      \$1408  = \$1178 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1408  = l0_err10_s8;
+    \$1409  = \t$497 ;
     if (en) begin
-      \$1408  = \$1181 ;
+      \$1409  = { \t$495 [34], \t$495 [34], \t$495 [34], \t$495 [34], \t$495 [34], \t$495  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1409  = \t$511 ;
+    \$1410  = l0_out9_s7;
     if (en) begin
-      \$1409  = { \t$509 [34], \t$509 [34], \t$509 [34], \t$509 [34], \t$509 [34], \t$509  };
+      \$1410  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1410  = l0_out11_s7;
+    \$1411  = l0_err9_s8;
     if (en) begin
-      \$1410  = l0_out11_s6;
+      \$1411  = \$1180 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1411  = l0_err11_s8;
+    \$1412  = \t$505 ;
     if (en) begin
-      \$1411  = \$1183 ;
+      \$1412  = { \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1412  = \t$519 ;
+    \$1413  = l0_out10_s7;
     if (en) begin
-      \$1412  = { \t$517 [34], \t$517 [34], \t$517 [34], \t$517 [34], \t$517 [34], \t$517  };
+      \$1413  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1413  = l0_out12_s7;
+    \$1414  = l0_err10_s8;
     if (en) begin
-      \$1413  = l0_out12_s6;
+      \$1414  = \$1182 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1414  = l0_err12_s8;
+    \$1415  = \t$513 ;
     if (en) begin
-      \$1414  = \$1185 ;
+      \$1415  = { \t$511 [34], \t$511 [34], \t$511 [34], \t$511 [34], \t$511 [34], \t$511  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1415  = \t$527 ;
+    \$1416  = l0_out11_s7;
     if (en) begin
-      \$1415  = { \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525  };
+      \$1416  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1416  = l0_out13_s7;
+    \$1417  = l0_err11_s8;
     if (en) begin
-      \$1416  = l0_out13_s6;
+      \$1417  = \$1184 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1417  = l0_err13_s8;
+    \$1418  = \t$521 ;
     if (en) begin
-      \$1417  = \$1187 ;
+      \$1418  = { \t$519 [34], \t$519 [34], \t$519 [34], \t$519 [34], \t$519 [34], \t$519  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1418  = \t$535 ;
+    \$1419  = l0_out12_s7;
     if (en) begin
-      \$1418  = { \t$533 [34], \t$533 [34], \t$533 [34], \t$533 [34], \t$533 [34], \t$533  };
+      \$1419  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1419  = l0_out14_s7;
+    \$1420  = l0_err12_s8;
     if (en) begin
-      \$1419  = l0_out14_s6;
+      \$1420  = \$1186 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1420  = l0_err14_s8;
+    \$1421  = \t$529 ;
     if (en) begin
-      \$1420  = \$1189 ;
+      \$1421  = { \t$527 [34], \t$527 [34], \t$527 [34], \t$527 [34], \t$527 [34], \t$527  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1421  = \t$543 ;
+    \$1422  = l0_out13_s7;
     if (en) begin
-      \$1421  = { \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541  };
+      \$1422  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1422  = l0_out15_s7;
+    \$1423  = l0_err13_s8;
     if (en) begin
-      \$1422  = l0_out15_s6;
+      \$1423  = \$1188 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1423  = l0_err15_s8;
+    \$1424  = \t$537 ;
     if (en) begin
-      \$1423  = \$1191 ;
+      \$1424  = { \t$535 [34], \t$535 [34], \t$535 [34], \t$535 [34], \t$535 [34], \t$535  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1424  = x0_s2;
+    \$1425  = l0_out14_s7;
     if (en) begin
-      \$1424  = x0_s1;
+      \$1425  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1425  = x0_s3;
+    \$1426  = l0_err14_s8;
     if (en) begin
-      \$1425  = x0_s2;
+      \$1426  = \$1190 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1426  = x0_s4;
+    \$1427  = \t$545 ;
     if (en) begin
-      \$1426  = x0_s3;
+      \$1427  = { \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1427  = x0_s5;
+    \$1428  = l0_out15_s7;
     if (en) begin
-      \$1427  = x0_s4;
+      \$1428  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1428  = x0_s6;
+    \$1429  = l0_err15_s8;
     if (en) begin
-      \$1428  = x0_s5;
+      \$1429  = \$1192 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1429  = x0_s7;
+    \$1430  = x0_s2;
     if (en) begin
-      \$1429  = x0_s6;
+      \$1430  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1430  = x0_s8;
+    \$1431  = x0_s3;
     if (en) begin
-      \$1430  = x0_s7;
+      \$1431  = x0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1432  = x0_s4;
+    if (en) begin
+      \$1432  = x0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1433  = x0_s5;
+    if (en) begin
+      \$1433  = x0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1434  = x0_s6;
+    if (en) begin
+      \$1434  = x0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1435  = x0_s7;
+    if (en) begin
+      \$1435  = x0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1436  = x0_s8;
+    if (en) begin
+      \$1436  = x0_s7;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -8288,46 +8363,46 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$302  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
   assign \t$307  = { \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306 [34], \t$306  };
   assign \t$326  = \t$308 [39:0];
-  assign l1_out0_s5 = m__payload;
-  assign \t$422  = { \t$421 [34], \t$421 [34], \t$421 [34], \t$421 [34], \t$421 [34], \t$421  };
-  assign l1_bprod0_0_s7 = \t$423 ;
-  assign \t$430  = { \t$429 [34], \t$429 [34], \t$429 [34], \t$429 [34], \t$429 [34], \t$429  };
-  assign l1_bprod1_0_s7 = \t$431 ;
-  assign \t$438  = { \t$437 [34], \t$437 [34], \t$437 [34], \t$437 [34], \t$437 [34], \t$437  };
-  assign l1_bprod2_0_s7 = \t$439 ;
-  assign \t$446  = { \t$445 [34], \t$445 [34], \t$445 [34], \t$445 [34], \t$445 [34], \t$445  };
-  assign l1_bprod3_0_s7 = \t$447 ;
-  assign \t$454  = { \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453 [34], \t$453  };
-  assign l1_bprod4_0_s7 = \t$455 ;
-  assign \t$462  = { \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461  };
-  assign l1_bprod5_0_s7 = \t$463 ;
-  assign \t$470  = { \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469 [34], \t$469  };
-  assign l1_bprod6_0_s7 = \t$471 ;
-  assign \t$478  = { \t$477 [34], \t$477 [34], \t$477 [34], \t$477 [34], \t$477 [34], \t$477  };
-  assign l1_bprod7_0_s7 = \t$479 ;
-  assign \t$486  = { \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485 [34], \t$485  };
-  assign l1_bprod8_0_s7 = \t$487 ;
-  assign \t$494  = { \t$493 [34], \t$493 [34], \t$493 [34], \t$493 [34], \t$493 [34], \t$493  };
-  assign l1_bprod9_0_s7 = \t$495 ;
-  assign \t$502  = { \t$501 [34], \t$501 [34], \t$501 [34], \t$501 [34], \t$501 [34], \t$501  };
-  assign l1_bprod10_0_s7 = \t$503 ;
-  assign \t$510  = { \t$509 [34], \t$509 [34], \t$509 [34], \t$509 [34], \t$509 [34], \t$509  };
-  assign l1_bprod11_0_s7 = \t$511 ;
-  assign \t$518  = { \t$517 [34], \t$517 [34], \t$517 [34], \t$517 [34], \t$517 [34], \t$517  };
-  assign l1_bprod12_0_s7 = \t$519 ;
-  assign \t$526  = { \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525 [34], \t$525  };
-  assign l1_bprod13_0_s7 = \t$527 ;
-  assign \t$534  = { \t$533 [34], \t$533 [34], \t$533 [34], \t$533 [34], \t$533 [34], \t$533  };
-  assign l1_bprod14_0_s7 = \t$535 ;
-  assign \t$542  = { \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541 [34], \t$541  };
-  assign l1_bprod15_0_s7 = \t$543 ;
+  assign \t$424  = { \t$423 [34], \t$423 [34], \t$423 [34], \t$423 [34], \t$423 [34], \t$423  };
+  assign l1_bprod0_0_s7 = \t$425 ;
+  assign \t$432  = { \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431 [34], \t$431  };
+  assign l1_bprod1_0_s7 = \t$433 ;
+  assign \t$440  = { \t$439 [34], \t$439 [34], \t$439 [34], \t$439 [34], \t$439 [34], \t$439  };
+  assign l1_bprod2_0_s7 = \t$441 ;
+  assign \t$448  = { \t$447 [34], \t$447 [34], \t$447 [34], \t$447 [34], \t$447 [34], \t$447  };
+  assign l1_bprod3_0_s7 = \t$449 ;
+  assign \t$456  = { \t$455 [34], \t$455 [34], \t$455 [34], \t$455 [34], \t$455 [34], \t$455  };
+  assign l1_bprod4_0_s7 = \t$457 ;
+  assign \t$464  = { \t$463 [34], \t$463 [34], \t$463 [34], \t$463 [34], \t$463 [34], \t$463  };
+  assign l1_bprod5_0_s7 = \t$465 ;
+  assign \t$472  = { \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471 [34], \t$471  };
+  assign l1_bprod6_0_s7 = \t$473 ;
+  assign \t$480  = { \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479  };
+  assign l1_bprod7_0_s7 = \t$481 ;
+  assign \t$488  = { \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487 [34], \t$487  };
+  assign l1_bprod8_0_s7 = \t$489 ;
+  assign \t$496  = { \t$495 [34], \t$495 [34], \t$495 [34], \t$495 [34], \t$495 [34], \t$495  };
+  assign l1_bprod9_0_s7 = \t$497 ;
+  assign \t$504  = { \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503 [34], \t$503  };
+  assign l1_bprod10_0_s7 = \t$505 ;
+  assign \t$512  = { \t$511 [34], \t$511 [34], \t$511 [34], \t$511 [34], \t$511 [34], \t$511  };
+  assign l1_bprod11_0_s7 = \t$513 ;
+  assign \t$520  = { \t$519 [34], \t$519 [34], \t$519 [34], \t$519 [34], \t$519 [34], \t$519  };
+  assign l1_bprod12_0_s7 = \t$521 ;
+  assign \t$528  = { \t$527 [34], \t$527 [34], \t$527 [34], \t$527 [34], \t$527 [34], \t$527  };
+  assign l1_bprod13_0_s7 = \t$529 ;
+  assign \t$536  = { \t$535 [34], \t$535 [34], \t$535 [34], \t$535 [34], \t$535 [34], \t$535  };
+  assign l1_bprod14_0_s7 = \t$537 ;
+  assign \t$544  = { \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543 [34], \t$543  };
+  assign l1_bprod15_0_s7 = \t$545 ;
   assign m__valid = valid_s5;
   assign pc__ready = execute;
-  assign l0_port_local = \$904 [4:0];
-  assign l1_port_local = \$915 [4:0];
+  assign l0_port_local = \$905 [4:0];
+  assign l1_port_local = \$916 [4:0];
   assign resp = pr__payload;
-  assign \m__payload.pred  = m__payload;
-  assign \m__payload.pred[0]  = m__payload;
+  assign \m__payload.pred  = m__payload[15:0];
+  assign \m__payload.pred[0]  = m__payload[15:0];
+  assign \m__payload.decision  = m__payload[16];
   assign \pc__payload.data  = pc__payload[15:0];
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
@@ -8336,6 +8411,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.x[0]  = s__payload[15:0];
   assign \s__payload.y  = s__payload[31:16];
   assign \s__payload.y[0]  = s__payload[31:16];
+  assign \s__payload.kind  = s__payload[33:32];
+  assign m__payload[16] = \$186 ;
+  assign m__payload[15:0] = l1_out0_s5;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$6  = { \t$3 [31], \t$3 , 2'h0 };
   assign floor = { \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39], \t$8 [39:14] };
@@ -8403,94 +8481,94 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$306  = { \t$303 [31], \t$303 , 2'h0 };
   assign \floor$327  = { \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39], \t$308 [39:14] };
   assign \t$334  = { \t$332 [16], \t$332  };
-  assign \floor$339  = { \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31], \t$336 [31:17] };
-  assign \floor$344  = { \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31], \t$342 [31:17] };
-  assign \floor$349  = { \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31], \t$347 [31:17] };
-  assign \floor$354  = { \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31], \t$352 [31:17] };
-  assign \floor$359  = { \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31:17] };
-  assign \floor$364  = { \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31:17] };
-  assign \floor$369  = { \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31:17] };
-  assign \floor$374  = { \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31:17] };
-  assign \floor$379  = { \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31:17] };
-  assign \floor$384  = { \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31:17] };
-  assign \floor$389  = { \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31:17] };
-  assign \floor$394  = { \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31:17] };
-  assign \floor$399  = { \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31:17] };
-  assign \floor$404  = { \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31:17] };
-  assign \floor$409  = { \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31:17] };
-  assign \floor$414  = { \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31:17] };
-  assign \floor$417  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
-  assign \t$421  = { \t$420 [31], \t$420 , 2'h0 };
-  assign \floor$425  = { \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39], \t$423 [39:14] };
-  assign \t$429  = { \t$428 [31], \t$428 , 2'h0 };
-  assign \floor$433  = { \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39], \t$431 [39:14] };
-  assign \t$437  = { \t$436 [31], \t$436 , 2'h0 };
-  assign \floor$441  = { \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39], \t$439 [39:14] };
-  assign \t$445  = { \t$444 [31], \t$444 , 2'h0 };
-  assign \floor$449  = { \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39], \t$447 [39:14] };
-  assign \t$453  = { \t$452 [31], \t$452 , 2'h0 };
-  assign \floor$457  = { \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39], \t$455 [39:14] };
-  assign \t$461  = { \t$460 [31], \t$460 , 2'h0 };
-  assign \floor$465  = { \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39], \t$463 [39:14] };
-  assign \t$469  = { \t$468 [31], \t$468 , 2'h0 };
-  assign \floor$473  = { \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39], \t$471 [39:14] };
-  assign \t$477  = { \t$476 [31], \t$476 , 2'h0 };
-  assign \floor$481  = { \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39], \t$479 [39:14] };
-  assign \t$485  = { \t$484 [31], \t$484 , 2'h0 };
-  assign \floor$489  = { \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39], \t$487 [39:14] };
-  assign \t$493  = { \t$492 [31], \t$492 , 2'h0 };
-  assign \floor$497  = { \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39], \t$495 [39:14] };
-  assign \t$501  = { \t$500 [31], \t$500 , 2'h0 };
-  assign \floor$505  = { \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39], \t$503 [39:14] };
-  assign \t$509  = { \t$508 [31], \t$508 , 2'h0 };
-  assign \floor$513  = { \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39], \t$511 [39:14] };
-  assign \t$517  = { \t$516 [31], \t$516 , 2'h0 };
-  assign \floor$521  = { \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39], \t$519 [39:14] };
-  assign \t$525  = { \t$524 [31], \t$524 , 2'h0 };
-  assign \floor$529  = { \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39], \t$527 [39:14] };
-  assign \t$533  = { \t$532 [31], \t$532 , 2'h0 };
-  assign \floor$537  = { \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39], \t$535 [39:14] };
-  assign \t$541  = { \t$540 [31], \t$540 , 2'h0 };
-  assign \floor$545  = { \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39], \t$543 [39:14] };
-  assign \floor$551  = { \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31], \t$548 [31:17] };
-  assign \floor$556  = { \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31], \t$554 [31:17] };
-  assign \floor$561  = { \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31], \t$559 [31:17] };
-  assign \floor$566  = { \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31], \t$564 [31:17] };
-  assign \floor$571  = { \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31:17] };
-  assign \floor$576  = { \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31:17] };
-  assign \floor$581  = { \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31:17] };
-  assign \floor$586  = { \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31:17] };
-  assign \floor$591  = { \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31:17] };
-  assign \floor$596  = { \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31:17] };
-  assign \floor$601  = { \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31:17] };
-  assign \floor$606  = { \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31:17] };
-  assign \floor$611  = { \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31:17] };
-  assign \floor$616  = { \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31:17] };
-  assign \floor$621  = { \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31:17] };
-  assign \floor$626  = { \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31:17] };
-  assign \floor$629  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
-  assign \floor$632  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
-  assign \floor$635  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
-  assign \floor$638  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
-  assign \floor$641  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
-  assign \floor$644  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
-  assign \floor$647  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
-  assign \floor$650  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \floor$653  = { l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15:5] };
-  assign \floor$656  = { l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15:5] };
-  assign \floor$659  = { l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15:5] };
-  assign \floor$662  = { l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15:5] };
-  assign \floor$665  = { l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15:5] };
-  assign \floor$668  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
-  assign \floor$671  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
-  assign \floor$674  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
-  assign \$892  = 1'h1;
-  assign \$893  = \$891 ;
-  assign \$898  = 1'h1;
-  assign \$899  = \$897 ;
+  assign \floor$341  = { \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31], \t$338 [31:17] };
+  assign \floor$346  = { \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31], \t$344 [31:17] };
+  assign \floor$351  = { \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31], \t$349 [31:17] };
+  assign \floor$356  = { \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31], \t$354 [31:17] };
+  assign \floor$361  = { \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31], \t$359 [31:17] };
+  assign \floor$366  = { \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31], \t$364 [31:17] };
+  assign \floor$371  = { \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31:17] };
+  assign \floor$376  = { \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31:17] };
+  assign \floor$381  = { \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31], \t$379 [31:17] };
+  assign \floor$386  = { \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31], \t$384 [31:17] };
+  assign \floor$391  = { \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31], \t$389 [31:17] };
+  assign \floor$396  = { \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31], \t$394 [31:17] };
+  assign \floor$401  = { \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31], \t$399 [31:17] };
+  assign \floor$406  = { \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31], \t$404 [31:17] };
+  assign \floor$411  = { \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31], \t$409 [31:17] };
+  assign \floor$416  = { \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31], \t$414 [31:17] };
+  assign \floor$419  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
+  assign \t$423  = { \t$422 [31], \t$422 , 2'h0 };
+  assign \floor$427  = { \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39], \t$425 [39:14] };
+  assign \t$431  = { \t$430 [31], \t$430 , 2'h0 };
+  assign \floor$435  = { \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39], \t$433 [39:14] };
+  assign \t$439  = { \t$438 [31], \t$438 , 2'h0 };
+  assign \floor$443  = { \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39], \t$441 [39:14] };
+  assign \t$447  = { \t$446 [31], \t$446 , 2'h0 };
+  assign \floor$451  = { \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39], \t$449 [39:14] };
+  assign \t$455  = { \t$454 [31], \t$454 , 2'h0 };
+  assign \floor$459  = { \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39], \t$457 [39:14] };
+  assign \t$463  = { \t$462 [31], \t$462 , 2'h0 };
+  assign \floor$467  = { \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39], \t$465 [39:14] };
+  assign \t$471  = { \t$470 [31], \t$470 , 2'h0 };
+  assign \floor$475  = { \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39], \t$473 [39:14] };
+  assign \t$479  = { \t$478 [31], \t$478 , 2'h0 };
+  assign \floor$483  = { \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39], \t$481 [39:14] };
+  assign \t$487  = { \t$486 [31], \t$486 , 2'h0 };
+  assign \floor$491  = { \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39], \t$489 [39:14] };
+  assign \t$495  = { \t$494 [31], \t$494 , 2'h0 };
+  assign \floor$499  = { \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39], \t$497 [39:14] };
+  assign \t$503  = { \t$502 [31], \t$502 , 2'h0 };
+  assign \floor$507  = { \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39], \t$505 [39:14] };
+  assign \t$511  = { \t$510 [31], \t$510 , 2'h0 };
+  assign \floor$515  = { \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39], \t$513 [39:14] };
+  assign \t$519  = { \t$518 [31], \t$518 , 2'h0 };
+  assign \floor$523  = { \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39], \t$521 [39:14] };
+  assign \t$527  = { \t$526 [31], \t$526 , 2'h0 };
+  assign \floor$531  = { \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39], \t$529 [39:14] };
+  assign \t$535  = { \t$534 [31], \t$534 , 2'h0 };
+  assign \floor$539  = { \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39], \t$537 [39:14] };
+  assign \t$543  = { \t$542 [31], \t$542 , 2'h0 };
+  assign \floor$547  = { \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39], \t$545 [39:14] };
+  assign \floor$553  = { \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31], \t$550 [31:17] };
+  assign \floor$558  = { \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31], \t$556 [31:17] };
+  assign \floor$563  = { \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31], \t$561 [31:17] };
+  assign \floor$568  = { \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31], \t$566 [31:17] };
+  assign \floor$573  = { \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31], \t$571 [31:17] };
+  assign \floor$578  = { \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31], \t$576 [31:17] };
+  assign \floor$583  = { \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31], \t$581 [31:17] };
+  assign \floor$588  = { \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31], \t$586 [31:17] };
+  assign \floor$593  = { \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31], \t$591 [31:17] };
+  assign \floor$598  = { \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31], \t$596 [31:17] };
+  assign \floor$603  = { \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31], \t$601 [31:17] };
+  assign \floor$608  = { \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31], \t$606 [31:17] };
+  assign \floor$613  = { \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31], \t$611 [31:17] };
+  assign \floor$618  = { \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31], \t$616 [31:17] };
+  assign \floor$623  = { \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31], \t$621 [31:17] };
+  assign \floor$628  = { \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31], \t$626 [31:17] };
+  assign \floor$631  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
+  assign \floor$634  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
+  assign \floor$637  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
+  assign \floor$640  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
+  assign \floor$643  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
+  assign \floor$646  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
+  assign \floor$649  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
+  assign \floor$652  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
+  assign \floor$655  = { l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15:5] };
+  assign \floor$658  = { l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15:5] };
+  assign \floor$661  = { l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15:5] };
+  assign \floor$664  = { l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15:5] };
+  assign \floor$667  = { l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15:5] };
+  assign \floor$670  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
+  assign \floor$673  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
+  assign \floor$676  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
+  assign \$893  = 1'h1;
+  assign \$894  = \$892 ;
+  assign \$899  = 1'h1;
+  assign \$900  = \$898 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$909  = \$908 ;
+  assign \$910  = \$909 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$920  = \$919 ;
+  assign \$921  = \$920 ;
 endmodule

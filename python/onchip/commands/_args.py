@@ -81,6 +81,59 @@ def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
         parser.add_argument(alias, dest="quiet", action="store_true", help=argparse.SUPPRESS)
 
 
+class _Default:
+    """A flag's default as :func:`add_quick` leaves it: lets :func:`apply_quick` tell a flag the user
+    gave (any plain value) from one left at its default (this wrapper)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __str__(self) -> str:  # %(default)s in help texts
+        return str(self.value)
+
+    __repr__ = __str__
+
+
+def add_quick(parser: argparse.ArgumentParser, quick: dict, help: str | None = None) -> None:
+    """Add ``--quick``: a small run (what the tests run) that changes only the flags the user did not give.
+
+    Call after the flags named in ``quick`` are added. Their defaults are wrapped so that
+    :func:`apply_quick` (call it first in the command's ``run``) knows which were given: with
+    ``--quick`` an explicit ``--seeds 5`` still runs seed 5, the rest take the ``quick`` values.
+
+    Args:
+        parser: the sub-command's parser.
+        quick: argparse dest -> value under ``--quick`` (already converted, e.g. ``[0]`` for seeds).
+        help: the flag's help (default: the values, ``seeds 0, steps 4, ...``).
+
+    Raises:
+        KeyError: a name in ``quick`` that is no flag of ``parser``.
+    """
+    actions = {a.dest: a for a in parser._actions}
+    for dest in quick:
+        action = actions[dest]
+        default = action.default
+        if isinstance(default, str) and callable(action.type):  # argparse converts string defaults
+            default = action.type(default)
+        parser.set_defaults(**{dest: _Default(default)})
+    shown = ", ".join(f"{d.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                      for d, v in quick.items())
+    parser.add_argument("--quick", action="store_true",
+                        help=help or f"a seconds-long run (what the tests run): {shown}; flags given win")
+    parser.set_defaults(_quick=dict(quick))
+
+
+def apply_quick(args: argparse.Namespace) -> argparse.Namespace:
+    """Resolve the flags :func:`add_quick` registered, in place: a flag the user gave keeps its value;
+    one left at its default takes the ``--quick`` value when ``args.quick``, else the default.
+    Returns ``args``."""
+    for dest, value in getattr(args, "_quick", {}).items():
+        current = getattr(args, dest)
+        if isinstance(current, _Default):
+            setattr(args, dest, value if args.quick else current.value)
+    return args
+
+
 def command_line(argv: Sequence[str] | None = None) -> str:
     """The command as typed: ``shlex.join`` of ``onchip`` and the real arguments.
 

@@ -32,27 +32,34 @@ def add_parser(subparsers) -> None:
     p.add_argument("--episodes", type=_args.positive_int, default=600, help="training episodes (default 600)")
     p.add_argument("--steps", type=_args.int_range(1, 8), default=3,
                    help="transitions per episode = rollout length, 1-8 (default 3)")
-    p.add_argument("--train-steps", type=_args.int_range(2), default=400, help="optimiser steps per model (default 400)")
+    p.add_argument("--train-steps", type=_args.int_range(2), default=800,
+                   help="optimiser steps per variant (separate: half per task model; default 800)")
+    p.add_argument("--batch", type=_args.positive_int, default=32, help="sequences per optimiser step (default 32)")
+    p.add_argument("--lr", type=_args.float_range(0, 1, lo_open=True, hi_open=True), default=0.01,
+                   help="peak AdamW learning rate (default 0.01)")
     p.add_argument("--eval-items", type=_args.int_range(4), default=200, help="held-out transitions (default 200)")
-    p.add_argument("--d-model", type=_args.int_range(8, 256), default=48, help="model width (default 48)")
+    p.add_argument("--d-model", type=_args.int_range(8, 256), default=32, help="model width (default 32)")
     p.add_argument("--cross-topk", type=_args.positive_int, default=4,
                    help="keys of the other expert each query may attend to (default 4)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--quick", action="store_true", help="a seconds-long run (one seed, tiny model): what the tests run")
+    p.add_argument("--jobs", type=_args.positive_int, default=1,
+                   help="processes that run the seeds in parallel (same numbers; default 1)")
+    _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the config (every flag checked) and run the experiment; returns 0."""
+    """Build the config (every flag checked; ``--quick`` fills only the flags not given) and run the
+    experiment; returns 0."""
+    _args.apply_quick(args)
     from onchip.methods.dynaview.experiment import DynaviewConfig, run as run_experiment
 
     values = dict(variants=args.variants, episodes=args.episodes, steps=args.steps, train_steps=args.train_steps,
-                  eval_items=args.eval_items, d_model=args.d_model, cross_topk=args.cross_topk, seeds=args.seeds)
-    if args.quick:
-        values.update(QUICK)
+                  eval_items=args.eval_items, d_model=args.d_model, cross_topk=args.cross_topk, batch=args.batch,
+                  lr=args.lr, seeds=args.seeds)
     config = _args.build_config(DynaviewConfig, **values, out=args.out, progress=not args.quiet,
-                                command=args.command_line)
+                                command=args.command_line, jobs=args.jobs)
     run_experiment(config)
     return 0

@@ -32,6 +32,8 @@ def add_parser(subparsers) -> None:
                    help="demonstration episodes, half expert and half noisy expert (default 300)")
     p.add_argument("--bc-steps", type=_args.positive_int, default=800, help="BC / warm-up steps (default 800)")
     p.add_argument("--iql-steps", type=_args.positive_int, default=800, help="offline IQL updates (default 800)")
+    p.add_argument("--critic-steps", type=_args.nonneg_int, default=2000,
+                   help="offline IQL updates of the critics alone, before --iql-steps (default 2000)")
     p.add_argument("--online-episodes", type=_args.nonneg_int, default=100,
                    help="episodes of multi2's online phase (default 100)")
     p.add_argument("--online-updates", type=_args.nonneg_int, default=4,
@@ -41,27 +43,29 @@ def add_parser(subparsers) -> None:
                    help="held-out episodes per horizon and arm (default 50)")
     p.add_argument("--grid", type=_args.int_range(5, 12), default=7, help="grid side, 5-12 (default 7)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--quick", action="store_true",
-                   help="a seconds-long run (one seed, horizons 1,2, few demos and steps): what the tests run")
+    p.add_argument("--jobs", type=_args.positive_int, default=1,
+                   help="processes that run the seeds in parallel (same numbers; default 1)")
+    _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
 
 
-QUICK = {"horizons": [1, 2], "demos": 30, "bc_steps": 40, "iql_steps": 30, "online_episodes": 6,
+QUICK = {"horizons": [1, 2], "demos": 30, "bc_steps": 40, "iql_steps": 30, "critic_steps": 20, "online_episodes": 6,
          "online_updates": 2, "high_steps": 20, "eval_episodes": 6, "seeds": [0]}
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the config (every flag checked) and run the experiment; returns 0."""
+    """Build the config (every flag checked; ``--quick`` fills only the flags not given) and run the
+    experiment; returns 0."""
+    _args.apply_quick(args)
     from onchip.methods.multi2.experiment import Multi2Config, run as run_experiment
 
     values = dict(arms=args.arms, horizons=args.horizons, demos=args.demos, bc_steps=args.bc_steps,
-                  iql_steps=args.iql_steps, online_episodes=args.online_episodes, online_updates=args.online_updates,
+                  iql_steps=args.iql_steps, critic_steps=args.critic_steps,
+                  online_episodes=args.online_episodes, online_updates=args.online_updates,
                   high_steps=args.high_steps, eval_episodes=args.eval_episodes, grid=args.grid, seeds=args.seeds)
-    if args.quick:
-        values.update(QUICK)
     config = _args.build_config(Multi2Config, **values, out=args.out, progress=not args.quiet,
-                                command=args.command_line)
+                                command=args.command_line, jobs=args.jobs)
     run_experiment(config)
     return 0

@@ -32,10 +32,10 @@ def add_parser(sub) -> None:
     p.add_argument("--drift", default=None,
                    help="qubit-readout: drift scenario, a TOML file of [[event]] tables or a preset: "
                         "default, none, slow-rotation, phase-jump, gain-offset (default: default); "
-                        "acrobot: dynamics events, presets default, none, light-link")
+                        "acrobot: dynamics events, presets default, none, heavy-link, light-link")
     p.add_argument("--samples", type=int, default=None, help="stream length (default: 100000)")
     p.add_argument("--episodes", type=int, default=None,
-                   help="acrobot: episodes of the control loop (default: 240)")
+                   help="acrobot: episodes of the control loop (default: 200)")
     _args.add_seed(p, what="the stream")
     _args.add_out(p)
     _args.add_quiet(p)

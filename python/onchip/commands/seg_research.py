@@ -39,20 +39,20 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lr", type=_args.float_range(0, 1, lo_open=True, hi_open=True), default=0.01,
                    help="Adam learning rate (default 0.01)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--quick", action="store_true", help="a seconds-long run (one seed, tiny KB): what the tests run")
+    _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the config (every flag checked) and run the experiment; returns 0."""
+    """Build the config (every flag checked; ``--quick`` fills only the flags not given) and run the
+    experiment; returns 0."""
+    _args.apply_quick(args)
     from onchip.methods.seg_research.experiment import SegResearchConfig, run as run_experiment
 
     values = dict(arms=args.arms, train_clubs=args.train_clubs, test_clubs=args.test_clubs, iters=args.iters,
                   batch=args.batch, group=args.group, max_turns=args.max_turns, lr=args.lr, seeds=args.seeds)
-    if args.quick:
-        values.update(QUICK)
     config = _args.build_config(SegResearchConfig, **values, out=args.out, progress=not args.quiet,
                                 command=args.command_line)
     run_experiment(config)

@@ -135,17 +135,21 @@ class HlsLearner:
         self.project = emit(spec)
         self.program, self.compiled = build_simulator(self.project, opt=opt)
 
-    def run(self, x_raw, y_raw, *, learn: bool = True, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, x_raw, y_raw, *, kind=None, learn: bool = True, progress: bool = False):
         """Reset, load the initial parameters, run the stream, flush and read the parameters.
 
         Args:
             x_raw: (N, n_in) raw inputs (``input`` format).
-            y_raw: (N, n_out) raw targets (``act`` format); ignored when not ``learn``.
-            learn: test-then-train (True) or inference only.
+            y_raw: (N, n_out) by kind: raw targets (``act`` format) or errors (``grad``
+                format); ignored for PREDICT samples and when not ``learn``.
+            kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET, sent with
+                ``OP_RUN``; otherwise ``OP_RUN_KINDS``, one kind word per sample).
+            learn: test-then-train (True) or inference only (``OP_PREDICT``).
             progress: show a tqdm bar.
 
         Returns:
-            (predictions raw int64 (N, n_out), final parameters raw int64 (P,)).
+            :class:`onchip.backends.RunResult`: (predictions raw int64 (N, n_out), final
+            parameters raw int64 (P,)), ``.decisions`` (N,) the top function's decision words.
 
         Raises:
             ValueError: inputs of the wrong shape or outside their formats (``check_stream``).
@@ -153,10 +157,15 @@ class HlsLearner:
         """
         from tqdm import tqdm
 
+        from ..backends import RunResult
+
         spec = self.spec
-        x, y, _ = check_stream(spec, x_raw, y_raw, learn=learn)
+        with_kinds = learn and kind is not None
+        x, y, kind = check_stream(spec, x_raw, y_raw, learn=learn, kind=kind)
         n_out, p = spec.n_out, spec.parameter_count()
         preds = np.zeros((len(x), n_out), np.int64)
+        dec = np.zeros(len(x), np.int64)
+        mode = 2 if with_kinds else int(learn)
         child = _Child(self.program, spec_label(spec))
         try:
             with tqdm(total=len(x), desc=f"{spec.name or spec.kind} hls", unit="sample", unit_scale=True,
@@ -169,39 +178,47 @@ class HlsLearner:
                 if self.theta_init is not None:
                     child.send([_LOAD], self.theta_init)
                 for lo in range(0, len(x), _CHUNK):
-                    xs = x[lo : lo + _CHUNK]
-                    words = np.hstack([xs, y[lo : lo + _CHUNK]]) if learn else xs
-                    child.send([_RUN, len(xs), int(learn)], words)
-                    out = child.receive(len(xs) * n_out + 1)
+                    hi = min(lo + _CHUNK, len(x))
+                    xs = x[lo:hi]
+                    if mode == 2:
+                        words = np.hstack([xs, kind[lo:hi, None], y[lo:hi]])
+                    else:
+                        words = np.hstack([xs, y[lo:hi]]) if learn else xs
+                    child.send([_RUN, len(xs), mode], words)
+                    out = child.receive(len(xs) * (n_out + 1) + 1)
                     if out[-1] != 0:
                         child.fail("did not answer every sample")
-                    preds[lo : lo + len(xs)] = out[:-1].reshape(len(xs), n_out)
+                    rows = out[:-1].reshape(len(xs), n_out + 1)
+                    preds[lo:hi], dec[lo:hi] = rows[:, :n_out], rows[:, n_out]
                     bar.update(len(xs))
                 child.send([_READ])
                 theta = child.receive(p)
             child.close()
         finally:
             child.kill()
-        return preds, theta
+        return RunResult(preds, theta, dec)
 
 
-def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
-        progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
+        progress: bool = True):
     """Test-then-train (or, without ``learn``, infer over) a whole raw stream on the C-simulated HLS learner.
 
     Args:
         spec: the learner.
-        x_raw: (N, n_in) raw inputs; y_raw: (N, n_out) raw targets (ignored without ``learn``).
+        x_raw: (N, n_in) raw inputs; y_raw: (N, n_out) raw targets or errors by ``kind``
+            (ignored without ``learn``).
+        kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET).
         theta: initial raw parameters (default: the spec's initial parameters).
         learn: test-then-train (True) or inference only.
         progress: show a tqdm bar.
 
     Returns:
-        (predictions raw int64 (N, n_out), final parameters raw int64 (P,) after a flush):
-        equal to ``GoldenLearner(spec, theta).run(x_raw, y_raw)`` and its ``theta`` after ``flush()``.
+        :class:`onchip.backends.RunResult`: (predictions raw int64 (N, n_out), final parameters
+        raw int64 (P,) after a flush), equal to ``GoldenLearner(spec, theta).run(x_raw, y_raw,
+        kind)`` and its ``theta`` after ``flush()``; ``.decisions`` the decision words.
 
     Raises:
         ValueError: bad shapes or theta. FileNotFoundError: no toolchain.
         onchip.hls.build.HlsBuildError: a compile error. HlsSimulationError: the C simulation failed.
     """
-    return HlsLearner(spec, theta).run(x_raw, y_raw, learn=learn, progress=progress)
+    return HlsLearner(spec, theta).run(x_raw, y_raw, kind=kind, learn=learn, progress=progress)

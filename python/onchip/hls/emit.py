@@ -43,7 +43,7 @@ from ..model.golden import check_parameters, initial_parameters, layout, update_
 from ..spec import LearnerSpec
 
 #: Operations of the top function's ``op`` register.
-OPS = {"RUN": 0, "PREDICT": 1, "READ": 2, "LOAD": 3, "RESET": 4}
+OPS = {"RUN": 0, "PREDICT": 1, "READ": 2, "LOAD": 3, "RESET": 4, "RUN_KINDS": 5}
 #: The static files copied into every project.
 STATIC_FILES = ("onchip_fixed.h", "onchip_csim.cpp", "onchip_tb.cpp")
 _TOP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -254,7 +254,10 @@ def _mlp_step(spec: LearnerSpec) -> str:
     for (int j = 0; j < N_OUT; j++) {{
 #pragma HLS UNROLL
         pred[j] = a{nl}[j];
-        e{nl}[j] = onchip::convert<grad_t>(a{nl}[j] - y[j]);
+        // output error by the sample's kind (onchip.model.kernels.output_error)
+        if (kind == 0) e{nl}[j] = onchip::convert<grad_t>(a{nl}[j] - y[j]);
+        else if (kind == 2) e{nl}[j] = g[j];
+        else e{nl}[j] = onchip::zero<grad_t>();
     }}""")
     for l in range(nl - 1, -1, -1):
         src = "x" if l == 0 else f"a{l}"
@@ -266,7 +269,9 @@ def _mlp_step(spec: LearnerSpec) -> str:
     return f"""
 // One sample: prediction and the dense update (delta[p] for every parameter p);
 // theta is only read. Mirrors onchip.model.kernels.mlp_step.
+// kind: 0 TARGET (target y), 1 PREDICT (zero update), 2 ERROR (error g = dL/dy_hat).
 static void learner_step(const coef_t theta[N_PARAM], const input_t x[N_IN], const act_t y[N_OUT],
+                         const grad_t g[N_OUT], ap_uint<2> kind,
                          act_t pred[N_OUT], addr_t addr[N_UPDATE], coef_t delta[N_UPDATE]) {{
 #pragma HLS INLINE
 {decl}
@@ -407,7 +412,10 @@ def _kan_step(spec: LearnerSpec) -> str:
     for (int j = 0; j < N_OUT; j++) {{
 #pragma HLS UNROLL
         pred[j] = a{nl}[j];
-        e{nl}[j] = onchip::convert<grad_t>(a{nl}[j] - y[j]);
+        // output error by the sample's kind (onchip.model.kernels.output_error)
+        if (kind == 0) e{nl}[j] = onchip::convert<grad_t>(a{nl}[j] - y[j]);
+        else if (kind == 2) e{nl}[j] = g[j];
+        else e{nl}[j] = onchip::zero<grad_t>();
     }}""")
     n0 = 0
     k1 = spec.spline_order + 1
@@ -420,7 +428,9 @@ def _kan_step(spec: LearnerSpec) -> str:
     return f"""
 // One sample: prediction and the sparse update (addr, delta), last layer first;
 // theta is only read. Mirrors onchip.model.kernels.kan_step.
+// kind: 0 TARGET (target y), 1 PREDICT (zero update), 2 ERROR (error g = dL/dy_hat).
 static void learner_step(const coef_t theta[N_PARAM], const input_t x[N_IN], const act_t y[N_OUT],
+                         const grad_t g[N_OUT], ap_uint<2> kind,
                          act_t pred[N_OUT], addr_t addr[N_UPDATE], coef_t delta[N_UPDATE]) {{
 #pragma HLS INLINE
 {chr(10).join(decl)}
@@ -467,8 +477,8 @@ def _top(spec: LearnerSpec) -> str:
         else "// Sequential schedule: nothing is ever pending."
     )
     if depth:
-        learn = """            learner_step(theta, x, y, pred, addr, delta);
-            if (op == OP_RUN) {
+        learn = """            learner_step(theta, x, y, g, kind, pred, addr, delta);
+            if (op != OP_PREDICT) {
                 // Sample n has read theta: the update of sample n - D lands now
                 // (read-before-write), before sample n + 1 reads.
                 if (q_count == STALENESS) ONCHIP_COMMIT_OLDEST();
@@ -483,8 +493,8 @@ def _top(spec: LearnerSpec) -> str:
                 q_count = q_count + 1;
             }"""
     else:
-        learn = """            learner_step(theta, x, y, pred, addr, delta);
-            if (op == OP_RUN) commit(theta, addr, delta);"""
+        learn = """            learner_step(theta, x, y, g, kind, pred, addr, delta);
+            if (op != OP_PREDICT) commit(theta, addr, delta);"""
     reset_queue = "        q_head = 0;\n        q_count = 0;\n" if depth else ""
     return f"""
 // theta[addr[n]] = overflow(theta[addr[n]] - delta[n]) in coef_t (same binary point:
@@ -500,8 +510,14 @@ COMMIT_N:
 {queue_helpers}
 // Top function. Every call runs one operation `op` on the persistent learner state:
 //   OP_RUN     n_samples x (N_IN input words, N_OUT target words) in -> N_OUT prediction
-//              words out per sample; test-then-train (predict, then learn).
-//   OP_PREDICT n_samples x N_IN input words in -> N_OUT prediction words; no learning.
+//              words and one decision word out per sample; test-then-train (predict, then
+//              learn), every sample TARGET.
+//   OP_RUN_KINDS n_samples x (N_IN input words, one kind word, N_OUT y words) in -> as
+//              OP_RUN; kind 0 TARGET (y: targets, act_t), 1 PREDICT (y ignored, a zero
+//              update in its slot of the pipelined window), 2 ERROR (y: dL/dy_hat, grad_t).
+//   OP_PREDICT n_samples x N_IN input words in -> as OP_RUN; no learning, nothing pending.
+//   The decision word: the index of the largest prediction, the lowest on a tie (one
+//   output: 1 when the prediction is >= 0), onchip.model.decision.
 //   OP_READ    flush, then the N_PARAM parameter words out (TLAST on the last).
 //   OP_LOAD    flush, then N_PARAM parameter words in (the parameter port).
 //   OP_RESET   back to the initial parameters, nothing pending.
@@ -540,13 +556,14 @@ void ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
         }}
         return;
     }}
-    if (op != OP_RUN && op != OP_PREDICT) return;
+    if (op != OP_RUN && op != OP_RUN_KINDS && op != OP_PREDICT) return;
 SAMPLES:
     for (ap_uint<32> n = 0; n < n_samples; n++) {{
 #pragma HLS LOOP_TRIPCOUNT min=1 max=1024
 #pragma HLS PIPELINE
         input_t x[N_IN];
         act_t y[N_OUT];
+        grad_t g[N_OUT];
         act_t pred[N_OUT];
         addr_t addr[N_UPDATE];
         coef_t delta[N_UPDATE];
@@ -554,21 +571,50 @@ SAMPLES:
 {_partition('delta', m)}
     READ_X:
         for (int i = 0; i < N_IN; i++) x[i] = onchip::from_word<input_t>(s_in.read().data);
+        ap_uint<2> kind = (op == OP_PREDICT) ? 1 : 0;
+        if (op == OP_RUN_KINDS) kind = s_in.read().data.range(1, 0);
     READ_Y:
-        for (int j = 0; j < N_OUT; j++) y[j] = (op == OP_RUN) ? onchip::from_word<act_t>(s_in.read().data) : onchip::zero<act_t>();
+        for (int j = 0; j < N_OUT; j++) {{
+            // one word holds a target (act_t) or an error (grad_t): the kind says which is used
+            ap_int<32> word = (op == OP_PREDICT) ? ap_int<32>(0) : s_in.read().data;
+            y[j] = onchip::from_word<act_t>(word);
+            g[j] = onchip::from_word<grad_t>(word);
+        }}
         {{
 {learn}
         }}
+        ap_uint<32> decision = decide(pred);
     WRITE_P:
-        for (int j = 0; j < N_OUT; j++) {{
+        for (int j = 0; j <= N_OUT; j++) {{
             axis_word w;
-            w.data = onchip::to_word(pred[j]);
+            w.data = (j < N_OUT) ? onchip::to_word(pred[j]) : ap_int<32>(decision);
             w.keep = -1;
             w.strb = -1;
-            w.last = (n == n_samples - 1) && (j == N_OUT - 1);
+            w.last = (n == n_samples - 1) && (j == N_OUT);
             s_out.write(w);
         }}
     }}
+}}
+"""
+
+
+def _decision(spec: LearnerSpec) -> str:
+    """C++ of ``decide(pred)``, the decision of a prediction (:func:`onchip.model.decision.decisions`)."""
+    if spec.n_out == 1:
+        body = "    return (pred[0] >= 0) ? 1 : 0;  // one output: its sign"
+    else:
+        body = """    int best = 0;
+DECIDE_J:
+    for (int j = 1; j < N_OUT; j++) {
+#pragma HLS UNROLL
+        if (pred[j] > pred[best]) best = j;  // strictly greater: the lowest index on a tie
+    }
+    return best;"""
+    return f"""
+// The decision of a prediction: the index of the largest output, the lowest on a tie.
+static ap_uint<32> decide(const act_t pred[N_OUT]) {{
+#pragma HLS INLINE
+{body}
 }}
 """
 
@@ -579,7 +625,7 @@ def _source(spec: LearnerSpec, top: str) -> str:
         f"// {top}: the learner's kernels and top function, generated by onchip.\n"
         "// Each assignment to a typed signal is one rounding point of the golden model\n"
         "// (onchip.model.kernels): ap_fixed rounds with the target's mode, then saturates/wraps.\n"
-        f'#include "{top}.h"\n' + kernels + _top(spec)
+        f'#include "{top}.h"\n' + kernels + _decision(spec) + _top(spec)
     )
 
 
@@ -672,7 +718,8 @@ def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:
         stimulus: optional ``(x_raw (N, n_in), y_raw (N, n_out))`` written to
             ``tb_data/stimulus.dat``.
         expected: optional ``(predictions (N, n_out), theta (P,))`` raw, written to
-            ``tb_data/expected.dat`` (what the test bench checks against).
+            ``tb_data/expected.dat`` with each sample's decision after its predictions (what
+            the test bench checks against).
     """
     from pathlib import Path
 
@@ -687,7 +734,10 @@ def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:
         body = "\n".join(" ".join(str(int(v)) for v in row) for row in rows)
         (data / "stimulus.dat").write_text(f"{len(rows)}\n{body}\n")
         if expected is not None:
+            from ..model.decision import decisions
+
             preds, theta = (np.asarray(a, np.int64) for a in expected)
-            lines = [" ".join(str(int(v)) for v in row) for row in preds]
+            rows = np.hstack([preds, decisions(preds)[:, None]]) if len(preds) else preds
+            lines = [" ".join(str(int(v)) for v in row) for row in rows]
             lines.append(" ".join(str(int(v)) for v in theta))
             (data / "expected.dat").write_text("\n".join(lines) + "\n")

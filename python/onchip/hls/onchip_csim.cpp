@@ -6,9 +6,10 @@
 // Protocol (native-endian int64 words; stdin: commands, stdout: answers):
 //   on start        out: N_IN, N_OUT, N_PARAM, STALENESS (a sanity check)
 //   0 RESET         back to the compiled-in initial parameters, nothing pending
-//   1 RUN n learn   in: n samples of N_IN inputs (and N_OUT targets if learn != 0);
-//                   out: n * N_OUT predictions, then one status word (0, or -1 if
-//                   the top did not answer every sample). learn == 0 is inference.
+//   1 RUN n learn   in: n samples of N_IN inputs, then for learn == 1 N_OUT targets, for
+//                   learn == 2 one kind word and N_OUT y words (OP_RUN_KINDS);
+//                   out: n * (N_OUT predictions, one decision), then one status word (0,
+//                   or -1 if the top did not answer every sample). learn == 0 is inference.
 //   2 READ          flush, out: N_PARAM parameters
 //   3 LOAD          flush, in: N_PARAM parameters (the parameter port)
 // End of input ends the program with status 0; a malformed command, status 3.
@@ -48,16 +49,20 @@ int main() {
             int64_t head[2];
             if (!read_words(head, 2) || head[0] < 0) return 3;
             const int64_t n = head[0];
-            const int learn = head[1] != 0;
-            const int64_t per = N_IN + (learn ? N_OUT : 0);
+            const int64_t learn = head[1];
+            if (learn < 0 || learn > 2) return 3;
+            const int64_t per = N_IN + (learn == 1 ? N_OUT : learn == 2 ? N_OUT + 1 : 0);
             buf.resize((size_t)(n * per));
             if (!read_words(buf.data(), buf.size())) return 3;
             for (size_t k = 0; k < buf.size(); k++) push(s_in, buf[k]);
-            ONCHIP_TOP(s_in, s_out, learn ? OP_RUN : OP_PREDICT, ap_uint<32>(n));
-            int64_t status = (s_out.size() == (size_t)(n * N_OUT) && s_in.empty()) ? 0 : -1;
-            out.assign((size_t)(n * N_OUT), 0);
-            for (size_t k = 0; status == 0 && k < out.size(); k++)
-                out[k] = onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64();
+            ONCHIP_TOP(s_in, s_out, learn == 2 ? OP_RUN_KINDS : learn ? OP_RUN : OP_PREDICT, ap_uint<32>(n));
+            int64_t status = (s_out.size() == (size_t)(n * (N_OUT + 1)) && s_in.empty()) ? 0 : -1;
+            out.assign((size_t)(n * (N_OUT + 1)), 0);
+            for (size_t k = 0; status == 0 && k < out.size(); k++) {
+                ap_int<32> w = s_out.read().data;
+                out[k] = (k % (N_OUT + 1) == N_OUT) ? w.to_int64()
+                                                    : onchip::raw_bits(onchip::from_word<act_t>(w)).to_int64();
+            }
             write_words(out.data(), out.size());
             write_words(&status, 1);
         } else if (op == 2) {

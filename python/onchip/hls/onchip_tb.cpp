@@ -1,8 +1,8 @@
 // Self-checking Vitis HLS test bench (csim and cosim) of an onchip learner.
 // Replays tb_data/stimulus.dat (first line N, then one sample per line: N_IN raw
 // inputs and N_OUT raw targets) through the top function and compares every
-// prediction and the final parameters with tb_data/expected.dat (N lines of
-// N_OUT raw predictions, then one line of N_PARAM raw parameters), written from
+// prediction, decision and the final parameters with tb_data/expected.dat (N lines of
+// N_OUT raw predictions and the decision, then one line of N_PARAM raw parameters), written from
 // the onchip golden model. Returns 0 when everything matches bit for bit.
 #include <cstdio>
 #include <vector>
@@ -37,8 +37,11 @@ int main() {
     ONCHIP_TOP(s_in, s_out, OP_RESET, 0);
     ONCHIP_TOP(s_in, s_out, OP_RUN, ap_uint<32>(n));
     std::vector<long long> got;
-    for (long long k = 0; k < n * N_OUT; k++)
-        got.push_back(onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64());
+    for (long long k = 0; k < n; k++) {
+        for (int j = 0; j < N_OUT; j++)
+            got.push_back(onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64());
+        got.push_back(s_out.read().data.to_int64());  // the decision word
+    }
     ONCHIP_TOP(s_in, s_out, OP_READ, 0);
     for (int p = 0; p < N_PARAM; p++)
         got.push_back(onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64());
@@ -55,8 +58,8 @@ int main() {
         if (v != got[k]) {
             if (mismatches < 10)
                 std::printf("mismatch at %s %lld: expected %lld, got %lld\n",
-                            k < (size_t)(n * N_OUT) ? "prediction word" : "parameter",
-                            k < (size_t)(n * N_OUT) ? (long long)k : (long long)(k - n * N_OUT), v, got[k]);
+                            k < (size_t)(n * (N_OUT + 1)) ? "prediction word" : "parameter",
+                            k < (size_t)(n * (N_OUT + 1)) ? (long long)k : (long long)(k - n * (N_OUT + 1)), v, got[k]);
             mismatches++;
         }
     }

@@ -29,7 +29,12 @@ class AxisLearner(wiring.Component):
         m_axis_pred_{tdata,tvalid,tready}: the prediction stream (``m``).
         s_axis_param_{tdata,tvalid,tready}: parameter commands (``pc``).
         m_axis_param_{tdata,tvalid,tready}: parameter responses (``pr``).
-    Each ``tdata`` is the learner payload zero-padded to a multiple of 8 bits.
+    Each ``tdata`` is the learner payload zero-padded to a multiple of 8 bits
+    (:func:`onchip.hw.interface.stream_layouts`): a sample is x[0..n_in-1], y[0..n_out-1]
+    (a target in ``act`` or an error dL/dy_hat in ``grad``), then the 2-bit ``kind``
+    (0 TARGET, 1 PREDICT, 2 ERROR; :class:`onchip.model.SampleKind`); a prediction is
+    pred[0..n_out-1] (``act``), then ``decision`` (index of the largest output, lowest on
+    a tie; sign for one output). See hw/README.md, "The stream protocol".
 
     Args:
         learner: the core to wrap.

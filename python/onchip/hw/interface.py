@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Const, Module, Shape, Signal, Value, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -28,15 +28,42 @@ def param_addr_width(n_params: int) -> int:
     return max(1, (n_params - 1).bit_length())
 
 
+#: Bits of the sample payload's ``kind`` field (:class:`onchip.model.SampleKind`).
+KIND_WIDTH = 2
+
+
+def decision_width(n_out: int) -> int:
+    """Bits of the prediction payload's ``decision`` field: an index 0 .. max(n_out, 2) - 1."""
+    return max(1, (max(n_out, 2) - 1).bit_length())
+
+
+def y_field_shape(act_shape, grad_shape) -> Shape:
+    """Shape of one ``y`` field of the sample payload: it carries a target (``act``) or an
+    error (``grad``), so it is the narrowest signed shape holding both (the wider of the two
+    when both are signed, today's ``act`` width when ``grad`` is no wider)."""
+    a, g = Shape.cast(act_shape), Shape.cast(grad_shape)
+    width = max(a.width + (not a.signed), g.width + (not g.signed))
+    if not (a.signed or g.signed):
+        return unsigned(max(a.width, g.width))
+    return signed(width)
+
+
 def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
-                   addr_width: int) -> dict[str, data.StructLayout]:
+                   addr_width: int, grad_shape=None) -> dict[str, data.StructLayout]:
     """Payload layouts of the four learner streams, members lowest bits first.
 
+    Args:
+        grad_shape: shape of a raw ``grad`` value (default ``act_shape``); the ``y`` fields take
+            :func:`y_field_shape` of the two.
+
     Returns:
-        ``{"s": {x: ArrayLayout(input_shape, n_in), y: ArrayLayout(act_shape, n_out)},
-        "m": {pred: ArrayLayout(act_shape, n_out)},
+        ``{"s": {x: ArrayLayout(input_shape, n_in), y: ArrayLayout(y_field_shape, n_out),
+        kind: unsigned(2)},
+        "m": {pred: ArrayLayout(act_shape, n_out), decision: unsigned(decision_width(n_out))},
         "pc": {data: coef_shape, addr: unsigned(addr_width), write: unsigned(1)},
-        "pr": {data: coef_shape}}`` as :class:`amaranth.lib.data.StructLayout`.
+        "pr": {data: coef_shape}}`` as :class:`amaranth.lib.data.StructLayout`. ``kind`` and
+        ``decision`` sit above the older fields, so a TARGET sample's payload is the integer an
+        (x, y) sample had before, and the predictions sit where they did.
 
     Raises:
         ValueError: a count or the address width below 1.
@@ -44,10 +71,13 @@ def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
     for name, value in (("n_in", n_in), ("n_out", n_out), ("addr_width", addr_width)):
         if value < 1:
             raise ValueError(f"stream_layouts {name} must be at least 1, got {value}")
+    y_shape = y_field_shape(act_shape, act_shape if grad_shape is None else grad_shape)
     return {
         "s": data.StructLayout({"x": data.ArrayLayout(input_shape, n_in),
-                                "y": data.ArrayLayout(act_shape, n_out)}),
-        "m": data.StructLayout({"pred": data.ArrayLayout(act_shape, n_out)}),
+                                "y": data.ArrayLayout(y_shape, n_out),
+                                "kind": unsigned(KIND_WIDTH)}),
+        "m": data.StructLayout({"pred": data.ArrayLayout(act_shape, n_out),
+                                "decision": unsigned(decision_width(n_out))}),
         "pc": data.StructLayout({"data": coef_shape, "addr": unsigned(addr_width), "write": unsigned(1)}),
         "pr": data.StructLayout({"data": coef_shape}),
     }
@@ -57,17 +87,19 @@ def _spec_layouts(spec: LearnerSpec) -> dict[str, data.StructLayout]:
     f = spec.formats
     return stream_layouts(n_in=spec.n_in, n_out=spec.n_out, input_shape=fmt_shape(f.input),
                           act_shape=fmt_shape(f.act), coef_shape=fmt_shape(f.coef),
-                          addr_width=param_addr_width(spec.parameter_count()))
+                          addr_width=param_addr_width(spec.parameter_count()), grad_shape=fmt_shape(f.grad))
 
 
 def sample_layout(spec: LearnerSpec) -> data.StructLayout:
     """Payload of the sample stream ``s``: ``x`` (n_in values of the input format), then ``y``
-    (n_out targets of the act format)."""
+    (n_out values: targets of the act format or errors of the grad format, :func:`y_field_shape`),
+    then ``kind`` (2 bits, :class:`onchip.model.SampleKind`)."""
     return _spec_layouts(spec)["s"]
 
 
 def prediction_layout(spec: LearnerSpec) -> data.StructLayout:
-    """Payload of the prediction stream ``m``: ``pred`` (n_out values of the act format)."""
+    """Payload of the prediction stream ``m``: ``pred`` (n_out values of the act format), then
+    ``decision`` (:func:`decision_width` bits, :func:`onchip.model.decision.decisions`)."""
     return _spec_layouts(spec)["m"]
 
 
@@ -114,32 +146,36 @@ def field_value(word: int, fld: data.Field) -> int:
     return v - (1 << fld.width) if Shape.cast(fld.shape).signed and v >> (fld.width - 1) else v
 
 
-def pack_samples(spec: LearnerSpec, x_raw, y_raw) -> list[int]:
-    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers of :func:`sample_layout`
-    (each field two's complement in its width, x[0] from bit 0).
+def pack_samples(spec: LearnerSpec, x_raw, y_raw, kind=None) -> list[int]:
+    """Raw samples (N, n_in) / (N, n_out) / kinds (N,) -> ``s__payload`` integers of
+    :func:`sample_layout` (each field two's complement in its width, x[0] from bit 0).
 
     Raises:
-        ValueError: wrong shapes or raw values outside their formats
+        ValueError: wrong shapes, bad kinds or raw values outside their formats
             (:func:`onchip.model.golden.check_stream`, the check every backend applies).
     """
-    x_raw, y_raw, _ = check_stream(spec, x_raw, y_raw)
+    x_raw, y_raw, kind = check_stream(spec, x_raw, y_raw, kind=kind)
     fields = payload_fields(sample_layout(spec))
     total = np.zeros(len(x_raw), dtype=object)
     columns = [(f"x{i}", x_raw[:, i]) for i in range(spec.n_in)] + [(f"y{j}", y_raw[:, j]) for j in range(spec.n_out)]
+    columns.append(("kind", kind))
     for name, col in columns:
         f = fields[name]
         total = total + ((col.astype(object) & ((1 << f.width) - 1)) << f.offset)
     return [int(v) for v in total]
 
 
-def unpack_predictions(spec: LearnerSpec, payloads) -> np.ndarray:
-    """``m__payload`` integers of :func:`prediction_layout` -> (N, n_out) int64 raw predictions."""
+def unpack_predictions(spec: LearnerSpec, payloads, *, decisions: bool = False):
+    """``m__payload`` integers of :func:`prediction_layout` -> (N, n_out) int64 raw predictions,
+    and with ``decisions`` also the (N,) int64 decision field: (predictions, decisions)."""
     fields = payload_fields(prediction_layout(spec))
     out = np.zeros((len(payloads), spec.n_out), np.int64)
     for j in range(spec.n_out):
         for n, p in enumerate(payloads):
             out[n, j] = field_value(p, fields[f"pred{j}"])
-    return out
+    if not decisions:
+        return out
+    return out, np.array([field_value(p, fields["decision"]) for p in payloads], np.int64)
 
 
 class LearnerPorts(wiring.Component):
@@ -147,8 +183,11 @@ class LearnerPorts(wiring.Component):
     :mod:`amaranth.lib.data` layouts :func:`sample_layout`, :func:`prediction_layout`,
     :func:`command_layout` and :func:`response_layout`, members lowest bits first):
 
-        s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1] (act).
-        m: Out(stream), predictions pred[0..n_out-1] (act), one per sample, in order.
+        s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1]
+            (target in act, or error in grad: :func:`y_field_shape`), then kind (2 bits:
+            0 TARGET, 1 PREDICT, 2 ERROR; 3 is treated as PREDICT).
+        m: Out(stream), predictions pred[0..n_out-1] (act), then decision (index of the largest
+            output, lowest on a tie; sign for one output), one per sample, in order.
         pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write << top.
         pr: Out(stream), one response per command: the value read, or the value written.
 
@@ -177,10 +216,46 @@ class LearnerPorts(wiring.Component):
             "pr": Out(stream.Signature(self.layouts["pr"])),
         })
 
-    def sample_fields(self) -> tuple[list[Value], list[Value]]:
-        """(x[0..n_in-1], y[0..n_out-1]) of the sample payload ``s.payload``, typed by their formats."""
+    def sample_fields(self) -> tuple[list[Value], list[Value], Value]:
+        """(x[0..n_in-1], y[0..n_out-1], kind) of the sample payload ``s.payload``."""
         pl = self.s.payload
-        return [pl.x[i] for i in range(self.spec.n_in)], [pl.y[j] for j in range(self.spec.n_out)]
+        return [pl.x[i] for i in range(self.spec.n_in)], [pl.y[j] for j in range(self.spec.n_out)], pl.kind
+
+    def output_error(self, m: Module, preds, ys, kind) -> list[Value]:
+        """The output error of each output by the sample's kind (the golden model's
+        ``output_error``): TARGET requant(pred - y -> ``grad``), ERROR y itself (already
+        ``grad``), otherwise 0 (PREDICT: a zero update). Combinational, ``grad`` shaped."""
+        from .fixedpoint import requant
+
+        f = self.spec.formats
+        out = []
+        for p, y in zip(preds, ys):
+            e = Signal(fmt_shape(f.grad))
+            target = requant(m, p - y, f.act.frac_bits, f.grad)
+            with m.Switch(kind):
+                with m.Case(0):
+                    m.d.comb += e.eq(target)
+                with m.Case(2):
+                    m.d.comb += e.eq(y)
+                with m.Default():
+                    m.d.comb += e.eq(0)
+            out.append(e)
+        return out
+
+    def decision(self, m: Module, preds) -> None:
+        """Drive ``m.payload.decision`` from the prediction values ``preds`` (combinational):
+        the index of the largest, the lowest on a tie (a later output wins only when strictly
+        greater); one output: 1 when it is >= 0."""
+        dec = self.m.payload.decision
+        if len(preds) == 1:
+            m.d.comb += dec.eq(preds[0] >= 0)
+            return
+        best, idx = preds[0], Const(0, len(dec))
+        for j, p in enumerate(preds[1:], start=1):
+            take = p > best
+            best = Mux(take, p, best)
+            idx = Mux(take, j, idx)
+        m.d.comb += dec.eq(idx)
 
     def command_fields(self) -> tuple[Value, Value, Value]:
         """(data, addr, write) of the parameter command ``pc.payload``."""

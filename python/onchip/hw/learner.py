@@ -40,7 +40,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 
 from ..model.golden import kernel_config
 from ..spec import LearnerSpec
-from .fixedpoint import fmt_shape, requant, requant_has_logic
+from .fixedpoint import fmt_shape, requant_has_logic
 from .interface import LearnerPorts, reload_from_rom
 from .layers import layer_class
 from .pending import PendingUpdates
@@ -228,9 +228,10 @@ class OnchipLearner(LearnerPorts):
                        stages=self.stages["layers"][l]) for l in range(n_layers)]
 
         # stage 0: the sample payload, registered on acceptance
-        x_in, y_in = self.sample_fields()
+        x_in, y_in, kind_in = self.sample_fields()
         xs = [pipe.reg(x, 0, f"x{i}_s1") for i, x in enumerate(x_in)]
         ys = [pipe.reg(y, 0, f"y{j}_s1") for j, y in enumerate(y_in)]
+        kind = pipe.reg(kind_in, 0, "kind_s1")
 
         acts = xs
         for layer in layers:
@@ -238,11 +239,11 @@ class OnchipLearner(LearnerPorts):
         p = acts[0].stage
         assert p == self.stages["prediction"]
         m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
+        self.decision(m, [a.value for a in acts])
 
-        err = []
-        for j in range(spec.n_out):
-            e = requant(m, acts[j].value - pipe.at(ys[j], p), f.act.frac_bits, f.grad)
-            err.append(pipe.reg(e, p, f"err{j}_s{p + 1}"))
+        # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot)
+        e_out = self.output_error(m, [a.value for a in acts], [pipe.at(y, p) for y in ys], pipe.at(kind, p))
+        err = [pipe.reg(e, p, f"err{j}_s{p + 1}") for j, e in enumerate(e_out)]
         for layer in reversed(layers):
             err = layer.backward(m, pipe, err)
         assert [ly.read_stage for ly in layers] == self.stages["read"]

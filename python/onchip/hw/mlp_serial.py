@@ -13,7 +13,8 @@ lanes at once. The arithmetic and every rounding point are those of
   every i in a wrapping register of the ``acc`` width (``acc`` overflow is
   WRAP, so this equals the golden sum of converted terms wrapped once);
   z[j] = requant(acc -> ``act``), ReLU on hidden layers;
-* output error e[j] = requant(y_hat[j] - y[j] -> ``grad``);
+* output error e[j] by the sample's kind: requant(y_hat[j] - y[j] -> ``grad``) (TARGET), y[j]
+  (ERROR, already ``grad``), 0 (PREDICT);
 * backward + update, last layer first, stepping over i again: every bank
   reads its pre-update W[j, i]; the error to the previous layer is the adder
   tree over j of acc(W[j, i] * e[j]) wrapped, converted to ``grad`` and 0
@@ -193,15 +194,16 @@ class SerialMlpLearner(LearnerPorts):
             ]
 
         # -- sample stream --------------------------------------------------------
-        xs, ys_in = self.sample_fields()
-        ys = [Signal(fmt_shape(f.act), name=f"y{j}", reset_less=True) for j in range(spec.n_out)]
+        xs, ys_in, kind_in = self.sample_fields()
+        ys = [Signal(v.shape(), name=f"y{j}", reset_less=True) for j, v in enumerate(ys_in)]
+        kind = Signal.like(kind_in, name="kind", reset_less=True)
         accept = Signal(name="accept")
         m.d.comb += [
             self.s.ready.eq(idle & ~self.pc.valid),
             accept.eq(self.s.valid & self.s.ready),
         ]
         with m.If(accept):
-            m.d.sync += [y.eq(v) for y, v in zip(ys, ys_in)]
+            m.d.sync += [y.eq(v) for y, v in zip(ys, ys_in)] + [kind.eq(kind_in)]
 
         # -- parameter write path and address decoder (commands and the reload) --
         cmd_data, cmd_addr, cmd_write = self.command_fields()
@@ -239,6 +241,7 @@ class SerialMlpLearner(LearnerPorts):
         f_b = f.grad.frac_bits + spec.lr_shift
         preds = [Signal(fmt_shape(f.act), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
         m.d.comb += [self.m.payload.pred[j].eq(v) for j, v in enumerate(preds)]
+        self.decision(m, preds)
         z_prev = None
         for ly in layers:
             l, n = ly.index, ly.n_in
@@ -315,10 +318,10 @@ class SerialMlpLearner(LearnerPorts):
                     m.d.sync += [tgt[i].eq(tgt[i + 1]) for i in range(len(tgt) - 1)]
                     m.d.sync += tgt[-1].eq(e_prev)
 
-        # output error from the prediction, in the first cycle of the backward pass
+        # output error from the prediction by the sample's kind, in the first cycle of the backward pass
         out = layers[-1]
         with m.If(bwd[-1] & (step == 0)):
-            m.d.sync += [e.eq(requant(m, p - y, f.act.frac_bits, f.grad)) for e, p, y in zip(out.err, preds, ys)]
+            m.d.sync += [e.eq(v) for e, v in zip(out.err, self.output_error(m, preds, ys, kind))]
         with m.If(self.m.ready):
             m.d.sync += self.m.valid.eq(0)
         with m.If(advance[-1]):

@@ -268,28 +268,29 @@ def payload_fields_of(design: Design, stream: str) -> dict:
     return fields
 
 
-def pack_samples(design: Design, x_raw, y_raw) -> list[int]:
-    """Raw samples (N, n_in) / (N, n_out) -> ``s__payload`` integers for ``design``
-    (:func:`onchip.hw.interface.pack_samples` on its spec, the layout checked against
-    :func:`payload_fields_of`).
+def pack_samples(design: Design, x_raw, y_raw, kind=None) -> list[int]:
+    """Raw samples (N, n_in) / (N, n_out) / kinds (N,) (None: all TARGET) -> ``s__payload``
+    integers for ``design`` (:func:`onchip.hw.interface.pack_samples` on its spec, the layout
+    checked against :func:`payload_fields_of`).
 
     Raises:
-        ValueError: shapes that do not match the design, or raw values outside their formats.
+        ValueError: shapes that do not match the design, bad kinds, or raw values outside their formats.
     """
     from ..spec import LearnerSpec
     from .interface import pack_samples as pack
 
     payload_fields_of(design, "s")
-    return pack(LearnerSpec.from_dict(design.info["spec"]), x_raw, y_raw)
+    return pack(LearnerSpec.from_dict(design.info["spec"]), x_raw, y_raw, kind)
 
 
-def unpack_predictions(design: Design, payloads) -> np.ndarray:
-    """``m__payload`` integers -> (N, n_out) int64 raw predictions (two's complement per field)."""
+def unpack_predictions(design: Design, payloads, *, decisions: bool = False):
+    """``m__payload`` integers -> (N, n_out) int64 raw predictions (two's complement per field);
+    with ``decisions``, (predictions, (N,) decisions)."""
     from ..spec import LearnerSpec
     from .interface import unpack_predictions as unpack
 
     payload_fields_of(design, "m")
-    return unpack(LearnerSpec.from_dict(design.info["spec"]), payloads)
+    return unpack(LearnerSpec.from_dict(design.info["spec"]), payloads, decisions=decisions)
 
 
 def unpack_coef(design: Design, words) -> np.ndarray:

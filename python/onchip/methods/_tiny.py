@@ -161,7 +161,8 @@ def _modules():
             if self.c.cross_topk and token_type is not None:
                 # selective attention across types: of the other types' keys keep the top-k scores only
                 cross = (token_type[:, :, None] != token_type[:, None, :])[:, None]
-                allowed = scores.masked_fill(mask | ~cross, float("-inf"))
+                # (the choice of keys is a mask: no gradient through the top-k, which also saves its backward)
+                allowed = scores.detach().masked_fill(mask | ~cross, float("-inf"))
                 kth = allowed.topk(min(self.c.cross_topk, t), -1).values[..., -1:]
                 mask = mask | (cross & (allowed < kth))
             scores = scores.masked_fill(mask, float("-inf"))
@@ -193,12 +194,14 @@ def _modules():
             self.head = nn.Linear(c.d_model, c.vocab, bias=False)
             self.cls = nn.Linear(c.d_model, c.n_classes) if c.n_classes else None
 
-        def forward(self, ids, *, return_attention: bool = False, return_hidden: bool = False, token_type=None):
+        def forward(self, ids, *, return_attention: bool = False, return_hidden: bool = False, token_type=None,
+                    positions=None):
             b, t = ids.shape
             if t > self.config.max_len:
                 raise ValueError(f"sequence length {t} exceeds max_len={self.config.max_len}")
             key_pad = ids == 0
-            x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))[None]
+            pos = torch.arange(t, device=ids.device)[None] if positions is None else positions
+            x = self.tok(ids) + self.pos(pos)
             atts, routes = [], []
             for blk in self.blocks:
                 x, att, route = blk(x, key_pad, token_type)
@@ -236,7 +239,9 @@ def TinyTransformer(config: TinyConfig):
     ``return_attention=True``; ``hidden`` with ``return_hidden=True``; ``routes`` and the Switch
     ``aux_loss`` when ``n_experts >= 2`` (no ``aux_loss`` when the experts are routed by type).
     ``token_type`` int64 ``(batch, time)`` drives ``expert_by_type`` and ``cross_topk`` (both off when
-    it is None, so callers without types get the plain model).
+    it is None, so callers without types get the plain model). ``positions`` int64 ``(batch, time)``
+    (values < ``max_len``) replaces the default positions ``0..time-1``, e.g. to give the cells of two
+    grids the same spatial positions.
 
     Raises:
         ValueError: (at call) a sequence longer than ``max_len``.

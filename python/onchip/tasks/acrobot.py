@@ -92,6 +92,14 @@ PARAMETERS: dict[str, tuple[float, float]] = {
 #: the run's episodes, ``sample`` an episode index).
 DRIFT_PRESETS: dict[str, str] = {
     "default": """\
+description = "at half the run the second link becomes 1.25 times as heavy and as long (mass 1.25, centre of mass 0.625, inertia 1.25 * 1.25^2)"
+
+[[event]]
+at = 0.5
+dynamics = { link_mass_2 = 1.25, link_com_pos_2 = 0.625, link_moi_2 = 1.953125 }
+label = "link 2: mass x1.25, length x1.25"
+""",
+    "heavy-link": """\
 description = "at half the run the second link becomes 1.5 times as heavy and as long (mass 1.5, centre of mass 0.75, inertia 1.5 * 1.5^2)"
 
 [[event]]

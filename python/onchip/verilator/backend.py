@@ -65,8 +65,8 @@ def _shared_model(spec: LearnerSpec, root) -> StreamModel:
     return model
 
 
-def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True, progress: bool = True,
-             root=None) -> StreamResult:
+def simulate(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
+             progress: bool = True, root=None) -> StreamResult:
     """Run a raw stream through ``spec``'s RTL and return everything the harness measured.
 
     The design is built once per spec (with its golden initial parameters as reset values);
@@ -75,11 +75,13 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
     Args:
         spec: the learner (schedule and staleness included).
         x_raw: (N, n_in) raw inputs in ``spec.formats.input``.
-        y_raw: (N, n_out) raw targets in ``spec.formats.act`` (ignored when not ``learn``).
+        y_raw: (N, n_out) by kind: raw targets in ``spec.formats.act``, raw errors in
+            ``spec.formats.grad`` (ignored for PREDICT samples and when not ``learn``).
+        kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET).
         theta: raw initial parameters (P,) (default: the golden initial parameters).
-        learn: test-then-train (True), or inference only: the learner always learns, so the
-            parameters are written again before every sample and every prediction is made
-            with ``theta`` (the parameters read back are then ``theta`` again).
+        learn: test-then-train (True), or inference only: every sample is sent as PREDICT and
+            the parameters are written again before every sample, so every prediction is
+            made with ``theta`` (the parameters read back are then ``theta`` again).
         progress: tqdm bar of predictions received.
         root: build cache folder (default :func:`onchip.cache.cache_root`).
 
@@ -96,18 +98,19 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
 
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
-    x_raw, y_raw, _ = check_stream(spec, x_raw, y_raw, learn=learn)
+    x_raw, y_raw, kind = check_stream(spec, x_raw, y_raw, learn=learn, kind=kind)
     load = None if theta is None else check_parameters(spec, theta)
     if not learn:
         load = initial_parameters(spec) if load is None else load
-    result = _shared_model(spec, root).run(x_raw, y_raw, load=load, reload_each=not learn, progress=progress)
+    result = _shared_model(spec, root).run(x_raw, y_raw, kind=kind, load=load, reload_each=not learn,
+                                           progress=progress)
     if not learn:  # the last sample's update is not part of an inference run
         result = dataclasses.replace(result, parameters=load.copy())
     return result
 
 
-def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
-        progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
+        progress: bool = True):
     """The ``rtl`` backend (:mod:`onchip.backends`).
 
     Test-then-train over the whole stream in the Verilated learner: each
@@ -119,17 +122,21 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, theta=None, learn: bool = True,
     Args:
         spec: the learner.
         x_raw: (N, n_in) raw inputs (``input`` format).
-        y_raw: (N, n_out) raw targets (``act`` format).
+        y_raw: (N, n_out) raw targets (``act`` format) or errors (``grad`` format) by ``kind``.
+        kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET).
         theta: raw initial parameters (P,) (default: the golden initial parameters).
         learn: test-then-train, or inference only (see :func:`simulate`).
         progress: show a progress bar.
 
     Returns:
-        (predictions (N, n_out) int64 raw ``act`` values, final parameters (P,)
-        int64 raw ``coef`` values after every update is committed).
+        :class:`onchip.backends.RunResult`: (predictions (N, n_out) int64 raw ``act`` values,
+        final parameters (P,) int64 raw ``coef`` values after every update is committed),
+        ``.decisions`` the design's decision field.
 
     Raises:
         see :func:`simulate`.
     """
-    result = simulate(spec, x_raw, y_raw, theta=theta, learn=learn, progress=progress)
-    return result.predictions, result.parameters
+    from ..backends import RunResult
+
+    result = simulate(spec, x_raw, y_raw, kind=kind, theta=theta, learn=learn, progress=progress)
+    return RunResult(result.predictions, result.parameters, result.decisions)

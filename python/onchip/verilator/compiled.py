@@ -153,6 +153,7 @@ class StreamResult:
             core spends; lower than ``sim_seconds`` when other processes share the core).
         wall_seconds: wall time of the whole call (packing, process start, file I/O, unpacking).
         load_cycles: clock cycles of the parameter loads through the parameter port (0 without).
+        decisions: (N,) int64, the prediction stream's decision field.
     """
 
     predictions: np.ndarray
@@ -163,6 +164,7 @@ class StreamResult:
     sim_cpu_seconds: float
     wall_seconds: float
     load_cycles: int = 0
+    decisions: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -183,12 +185,14 @@ class StreamModel:
     def executable(self) -> Path:
         return self.path / "sim"
 
-    def run(self, x_raw, y_raw, *, load=None, reload_each: bool = False, progress: bool = True) -> StreamResult:
+    def run(self, x_raw, y_raw, *, kind=None, load=None, reload_each: bool = False,
+            progress: bool = True) -> StreamResult:
         """Stream samples through the design (test-then-train), then read all parameters.
 
         Args:
             x_raw: (N, n_in) raw inputs (integers fitting the input width).
-            y_raw: (N, n_out) raw targets (integers fitting the act width).
+            y_raw: (N, n_out) raw targets or errors (integers fitting the y field).
+            kind: (N,) sample kinds (:class:`onchip.model.SampleKind`; None: all TARGET).
             load: (P,) raw parameters written through the parameter port after reset, before the
                 first sample (default: none, the design's reset values stay).
             reload_each: write ``load`` again before every sample and let the next sample wait
@@ -208,7 +212,7 @@ class StreamModel:
 
         started = time.perf_counter()
         lay = self.layout
-        packed = lay.pack_samples(x_raw, y_raw)
+        packed = lay.pack_samples(x_raw, y_raw, kind)
         if load is None and reload_each:
             raise ValueError("reload_each needs parameters to load (load=None)")
         commands = np.zeros((0, words(lay.widths["pc"])), np.uint32) if load is None else write_commands(lay, load)
@@ -249,6 +253,7 @@ class StreamModel:
         m_words, pr_words = words(w["m"]), words(w["pr"])
         n_pred = n * m_words
         preds = lay.unpack_predictions(out[:n_pred].reshape(n, m_words))
+        decisions = lay.unpack_decisions(out[:n_pred].reshape(n, m_words))
         params = lay.unpack_parameters(out[n_pred:].reshape(lay.param_count, pr_words))
         return StreamResult(
             predictions=preds,
@@ -259,6 +264,7 @@ class StreamModel:
             sim_cpu_seconds=float(stats["cpu_seconds"]),
             wall_seconds=time.perf_counter() - started,
             load_cycles=int(stats.get("load_cycles", 0)),
+            decisions=decisions,
         )
 
 

@@ -6,8 +6,10 @@ active high) and four ``amaranth.lib.stream`` interfaces flattened to
 packed little end first:
 
 * ``s`` (in): x[0] .. x[n_in-1] (``input`` width each, raw two's complement),
-  then y[0] .. y[n_out-1] (``act`` width each);
-* ``m`` (out): pred[0] .. pred[n_out-1] (``act`` width each);
+  then y[0] .. y[n_out-1] (a target in ``act`` or an error in ``grad``:
+  :func:`onchip.hw.interface.y_field_shape`), then kind (2 bits, :class:`onchip.model.SampleKind`);
+* ``m`` (out): pred[0] .. pred[n_out-1] (``act`` width each), then decision
+  (:func:`onchip.hw.interface.decision_width` bits);
 * ``pc`` (in): data (``coef`` width), addr (``param_addr_width``), write (1 bit);
 * ``pr`` (out): data (``coef`` width).
 
@@ -48,6 +50,7 @@ class PortLayout:
         act_signed, coef_signed: two's complement (sign-extended when read back) or unsigned.
         param_count: P, parameters readable at addresses 0 .. P-1.
         addr_width: bits of the parameter address.
+        grad_width, grad_signed: one raw error (an ERROR sample's y); 0 means ``act_width``.
 
     Raises:
         ValueError: a non-positive count or width, a field wider than 32 bits,
@@ -63,6 +66,8 @@ class PortLayout:
     coef_signed: bool
     param_count: int
     addr_width: int
+    grad_width: int = 0
+    grad_signed: bool = True
 
     def __post_init__(self):
         for name in ("n_in", "n_out", "input_width", "act_width", "coef_width", "param_count", "addr_width"):
@@ -91,7 +96,8 @@ class PortLayout:
 
         return stream_layouts(n_in=self.n_in, n_out=self.n_out, input_shape=signed(self.input_width),
                               act_shape=fmt(self.act_width, self.act_signed),
-                              coef_shape=fmt(self.coef_width, self.coef_signed), addr_width=self.addr_width)
+                              coef_shape=fmt(self.coef_width, self.coef_signed), addr_width=self.addr_width,
+                              grad_shape=fmt(self.grad_width or self.act_width, self.grad_signed))
 
     @property
     def widths(self) -> dict[str, int]:
@@ -126,6 +132,8 @@ class PortLayout:
             coef_signed=f.coef.signed,
             param_count=p,
             addr_width=int(info.get("param_addr_width", max(1, (p - 1).bit_length()))),
+            grad_width=f.grad.width,
+            grad_signed=f.grad.signed,
         )
         ports = info.get("ports", {})
         expected = {f"{name}__payload": w for name, w in layout.widths.items()}
@@ -153,13 +161,14 @@ class PortLayout:
                 for stream, layout in self.layouts.items()}
 
     # -- payloads ------------------------------------------------------------------
-    def pack_samples(self, x_raw: np.ndarray, y_raw: np.ndarray) -> np.ndarray:
+    def pack_samples(self, x_raw: np.ndarray, y_raw: np.ndarray, kind=None) -> np.ndarray:
         """Raw samples -> ``s__payload`` words.
 
         Args:
             x_raw: (N, n_in) integer raw inputs; each must fit ``input_width``
                 bits (signed or unsigned).
-            y_raw: (N, n_out) integer raw targets, fitting ``act_width`` bits.
+            y_raw: (N, n_out) integer raw targets or errors, fitting the ``y`` field.
+            kind: (N,) sample kinds 0 .. 3 (None: all 0, TARGET).
 
         Returns:
             (N, words(s width)) uint32.
@@ -167,19 +176,27 @@ class PortLayout:
         Raises:
             ValueError: wrong shapes, non-integer dtype, or a value that does not fit its field.
         """
+        at = self.fields()["s"]
         x_raw = _raw("x_raw", x_raw, self.n_in, self.input_width)
-        y_raw = _raw("y_raw", y_raw, self.n_out, self.act_width)
+        y_raw = _raw("y_raw", y_raw, self.n_out, at["y0"][1])
         if len(x_raw) != len(y_raw):
             raise ValueError(f"x_raw has {len(x_raw)} samples but y_raw has {len(y_raw)}")
-        at = self.fields()["s"]
+        kind = np.zeros(len(x_raw), np.int64) if kind is None else np.asarray(kind, np.int64)
+        if kind.shape != (len(x_raw),) or (kind.size and (kind.min() < 0 or kind.max() >= 1 << at["kind"][1])):
+            raise ValueError(f"kind must be (N,) integers in 0 .. {(1 << at['kind'][1]) - 1}")
         fields = [(x_raw[:, i], *at[f"x{i}"]) for i in range(self.n_in)]
         fields += [(y_raw[:, j], *at[f"y{j}"]) for j in range(self.n_out)]
+        fields.append((kind, *at["kind"]))
         return pack_fields(fields, len(x_raw), self.widths["s"])
 
     def unpack_predictions(self, words_: np.ndarray) -> np.ndarray:
         """``m__payload`` words (N, words(m width)) -> (N, n_out) int64 raw predictions."""
         fields = payload_fields(self.layouts["m"])
         return np.stack([_unpack(words_, fields[f"pred{j}"]) for j in range(self.n_out)], axis=1)
+
+    def unpack_decisions(self, words_: np.ndarray) -> np.ndarray:
+        """``m__payload`` words (N, words(m width)) -> (N,) int64 decision field."""
+        return _unpack(words_, payload_fields(self.layouts["m"])["decision"])
 
     def unpack_parameters(self, words_: np.ndarray) -> np.ndarray:
         """``pr__payload`` words (P, words(coef width)) -> (P,) int64 raw parameters."""

@@ -5,9 +5,10 @@ transition prediction ``TP S_t | S_t+1 => T`` and state simulation ``SS S_t | T 
 carry a type (0 = state and structure, 1 = schema); the full model routes each type to its own FFN
 expert and lets a query attend only to its ``cross_topk`` best keys of the other type (selective
 attention across experts); schema targets are weighted by inverse square-root frequency of their
-token (mean weight 1 over schema targets). Metrics: schema accuracy (all four tokens right),
-next-state accuracy (whole grid right), k-step rollout consistency (state simulation fed its own
-predictions along a true transition sequence; final grid right).
+token (mean weight 1 over schema targets). Grid cells carry spatial position ids shared by the two
+keyframes (:func:`positions`). Metrics (:func:`evaluate`): schema accuracy (all four tokens right) and
+per token, next-state accuracy (whole grid right), per cell and per changed cell, k-step rollout
+consistency (state simulation fed its own predictions along a true transition sequence; final grid right).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ import numpy as np
 from .._report import need
 from . import VARIANTS
 
+#: the accuracies of :func:`evaluate`, in table order, and their column names
+METRICS = ("schema", "schema_token", "next_state", "cell", "changed_cell", "rollout")
+METRIC_NAMES = ("schema acc", "schema token acc", "next-state acc", "cell acc", "changed-cell acc",
+                "rollout consistency")
+
 
 @dataclass(frozen=True)
 class DynaviewConfig:
@@ -33,20 +39,25 @@ class DynaviewConfig:
         train_steps: optimiser steps per model (``separate`` trains two models of half as many).
         eval_items: held-out transitions for schema / next-state accuracy; a quarter of it as rollouts.
         d_model, cross_topk: model width and the selective-attention k.
+        batch, lr: sequences per optimiser step and the peak AdamW learning rate.
         seeds, out, progress, command: as every command.
+        jobs: processes that run the seeds (1 = in this process; the results do not depend on it).
     """
 
     variants: tuple[str, ...] = VARIANTS
     episodes: int = 600
     steps: int = 3
-    train_steps: int = 400
+    train_steps: int = 800
     eval_items: int = 200
-    d_model: int = 48
+    d_model: int = 32
     cross_topk: int = 4
+    batch: int = 32
+    lr: float = 1e-2
     seeds: tuple[int, ...] = (0, 1, 2)
     out: str = "out/dynaview"
     progress: bool = field(default=True, compare=False)
     command: str | None = field(default=None, compare=False)
+    jobs: int = field(default=1, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -55,9 +66,12 @@ class DynaviewConfig:
              f"choose from {', '.join(VARIANTS)}")
         need(len(self.seeds) >= 1 and all(s >= 0 for s in self.seeds), "seeds", list(self.seeds),
              "one or more seeds >= 0")
-        for name, lo in (("episodes", 1), ("steps", 1), ("train_steps", 2), ("eval_items", 4), ("cross_topk", 1)):
+        need(self.jobs >= 1, "jobs", self.jobs, "must be >= 1")
+        for name, lo in (("episodes", 1), ("steps", 1), ("train_steps", 2), ("eval_items", 4), ("cross_topk", 1),
+                         ("batch", 1)):
             need(getattr(self, name) >= lo, name, getattr(self, name), f"must be >= {lo}")
         need(self.d_model % 4 == 0 and self.d_model >= 8, "d_model", self.d_model, "must be a multiple of 4, >= 8")
+        need(0 < self.lr < 1, "lr", self.lr, "must be in (0, 1)")
 
 
 def vocab():
@@ -82,6 +96,25 @@ def encode(v, task: str, s0: list[str], s1: list[str] | None, t: list[str] | Non
     types = [1 if w.split(":")[0] in ("E", "A", "T", "C") else 0 for w in ["<bos>", *words]] + (
         [0] if target is not None else [])
     return ids, types, len(prompt) + 1
+
+
+def positions(task: str) -> list[int]:
+    """Position ids of a whole ``task`` sequence (prompt, target, ``<eos>``) as :func:`encode` lays it out.
+
+    Keyframe cells get *spatial* ids (cell ``i`` -> ``i``, the same in both grids), structure and schema
+    tokens ids from ``SIZE*SIZE`` on. A grid cell of ``S_t+1`` is compared with (TP) or copied from (SS)
+    the same cell of ``S_t`` by matching equal position embeddings instead of learning a 25-cell shift.
+    In SS the input that *predicts* cell ``i`` (``=>`` for cell 0, else target cell ``i-1``) carries id
+    ``i``, because a decoder predicts the next token from the previous position.
+    """
+    from .world import SIZE
+
+    n = SIZE * SIZE
+    cells = list(range(n))
+    schema = [n + 4 + k for k in range(4)]
+    if task == "TP":
+        return [n, n + 1, *cells, n + 2, *cells, n + 3, *schema, n + 8]
+    return [n, n + 1, *cells, n + 2, *schema, 0, *cells[1:], n + 8, n + 9]
 
 
 def schema_weights(v, transitions) -> np.ndarray:
@@ -120,17 +153,21 @@ def train_model(v, items, tasks, c: DynaviewConfig, seed: int, *, moe: bool, sel
     enc = {task: [encode(v, task, s0, s1, t) for s0, s1, t in items] for task in tasks}
     weight = torch.as_tensor(schema_weights(v, [t for _, _, t in items]) if reweight else np.ones(len(v), np.float32))
 
+    pos = {task: positions(task) for task in tasks}
+
     def batches(rng):
-        rows = [enc[tasks[int(rng.integers(len(tasks)))]][int(rng.integers(len(items)))] for _ in range(32)]
+        picks = [tasks[int(rng.integers(len(tasks)))] for _ in range(c.batch)]
+        rows = [enc[task][int(rng.integers(len(items)))] for task in picks]
         ids = pad_batch([r[0] for r in rows])
         types = pad_batch([r[1] for r in rows])
+        where = pad_batch([pos[task][:len(r[0])] for task, r in zip(picks, rows)])
         mask = np.zeros_like(ids)
         for i, r in enumerate(rows):
             mask[i, r[2]:len(r[0])] = 1
-        return ids, types, mask
+        return ids, types, where, mask
 
-    def loss_fn(m, ids, types, mask):
-        out = m(ids[:, :-1], token_type=types[:, :-1])
+    def loss_fn(m, ids, types, where, mask):
+        out = m(ids[:, :-1], token_type=types[:, :-1], positions=where[:, :-1])
         target = ids[:, 1:]
         keep = mask[:, 1:].float()
         logp = torch.log_softmax(out["logits"], -1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
@@ -138,52 +175,67 @@ def train_model(v, items, tasks, c: DynaviewConfig, seed: int, *, moe: bool, sel
         loss = -(logp * w).sum() / keep.sum().clamp(min=1)
         return loss + 0.01 * out["aux_loss"] if "aux_loss" in out else loss
 
-    train(model, batches, steps=steps, lr=3e-3, seed=seed, loss_fn=loss_fn, progress=c.progress, desc=desc)
+    train(model, batches, steps=steps, lr=c.lr, seed=seed, loss_fn=loss_fn, progress=c.progress, desc=desc)
     return model
 
 
-def decode(model, v, prompts: list[tuple[list[int], list[int]]], n_new: int, new_type: int) -> list[list[int]]:
-    """Greedy decoding of ``n_new`` tokens after each prompt (ids, types), all generated tokens of type
-    ``new_type`` (the model needs the types for routing and selective attention)."""
+def decode(model, v, task: str, prompts: list[tuple[list[int], list[int]]], n_new: int) -> list[list[int]]:
+    """Greedy decoding of ``n_new`` target tokens after each ``task`` prompt (ids, types): generated
+    tokens get the target's types (schema for TP, state for SS; the model needs the types for routing
+    and selective attention) and the positions of :func:`positions`."""
     import torch
 
     from .._tiny import pad_batch
 
+    new_type = 1 if task == "TP" else 0
+    layout = positions(task)
     ids = [list(p[0]) for p in prompts]
     types = [list(p[1]) for p in prompts]
     with torch.no_grad():
         for _ in range(n_new):
             lens = [len(r) for r in ids]
-            logits = model(torch.as_tensor(pad_batch(ids)), token_type=torch.as_tensor(pad_batch(types)))["logits"]
-            for i, n in enumerate(lens):
-                ids[i].append(int(logits[i, n - 1].argmax()))
+            out = model(torch.as_tensor(pad_batch(ids)), token_type=torch.as_tensor(pad_batch(types)),
+                        positions=torch.as_tensor(pad_batch([layout[:n] for n in lens])))
+            nxt = out["logits"][torch.arange(len(ids)), torch.as_tensor(lens) - 1].argmax(-1)
+            for i in range(len(ids)):
+                ids[i].append(int(nxt[i]))
                 types[i].append(new_type)
     return [r[len(p[0]):] for r, p in zip(ids, prompts)]
 
 
 def evaluate(tp_model, ss_model, v, items, episodes) -> dict:
-    """Schema accuracy (all four tokens; and per event), next-state accuracy and rollout consistency."""
-    from .world import SIZE
+    """Held-out accuracies, all exact match on greedy decodes.
+
+    Returns a dict: ``schema`` (all four schema tokens of a transition predicted from its two states),
+    ``schema_token`` (per token), ``next_state`` (the whole grid simulated from state + transition),
+    ``cell`` (per cell of those grids), ``changed_cell`` (per cell that the transition changes: copying
+    the input scores 0 here), ``rollout`` (state simulation fed its own predictions along a true
+    transition sequence; final grid exact) and ``schema_by_event``.
+    """
+    from .world import SIZE, state_tokens
 
     n_cells = SIZE * SIZE
-    tp = [encode(v, "TP", s0, s1, None)[:2] for s0, s1, _ in items]
-    pred_t = decode(tp_model, v, tp, 4, 1)
-    ok_t = [[v.itos[i] for i in p] == t for p, (_, _, t) in zip(pred_t, items)]
-    ss = [encode(v, "SS", s0, None, t)[:2] for s0, _, t in items]
-    pred_s = decode(ss_model, v, ss, n_cells, 0)
-    ok_s = [[v.itos[i] for i in p] == s1 for p, (_, s1, _) in zip(pred_s, items)]
+    pred_t = decode(tp_model, v, "TP", [encode(v, "TP", s0, s1, None)[:2] for s0, s1, _ in items], 4)
+    pred_t = [[v.itos[i] for i in p] for p in pred_t]
+    ok_t = [p == t for p, (_, _, t) in zip(pred_t, items)]
+    pred_s = decode(ss_model, v, "SS", [encode(v, "SS", s0, None, t)[:2] for s0, _, t in items], n_cells)
+    pred_s = [[v.itos[i] for i in p] for p in pred_s]
+    ok_s = [p == s1 for p, (_, s1, _) in zip(pred_s, items)]
+    cells = [a == b for p, (_, s1, _) in zip(pred_s, items) for a, b in zip(p, s1)]
+    changed = [a == b for p, (s0, s1, _) in zip(pred_s, items) for a, b, c in zip(p, s1, s0) if b != c]
     by_event = {}
     for ok, (_, _, t) in zip(ok_t, items):
         by_event.setdefault(t[0][2:], []).append(ok)
     # rollouts: simulate every step of each episode from its own predictions
-    from .world import state_tokens
-
     states = [state_tokens(s[0]) for s, _ in episodes]
     for k in range(len(episodes[0][1])):
         prompts = [encode(v, "SS", st, None, t[k])[:2] for st, (_, t) in zip(states, episodes)]
-        states = [[v.itos[i] for i in p] for p in decode(ss_model, v, prompts, n_cells, 0)]
+        states = [[v.itos[i] for i in p] for p in decode(ss_model, v, "SS", prompts, n_cells)]
     ok_r = [st == state_tokens(s[-1]) for st, (s, _) in zip(states, episodes)]
-    return {"schema": float(np.mean(ok_t)), "next_state": float(np.mean(ok_s)), "rollout": float(np.mean(ok_r)),
+    return {"schema": float(np.mean(ok_t)),
+            "schema_token": float(np.mean([a == b for p, (_, _, t) in zip(pred_t, items) for a, b in zip(p, t)])),
+            "next_state": float(np.mean(ok_s)), "cell": float(np.mean(cells)),
+            "changed_cell": float(np.mean(changed)) if changed else float("nan"), "rollout": float(np.mean(ok_r)),
             "schema_by_event": {e: float(np.mean(o)) for e, o in sorted(by_event.items())}}
 
 
@@ -206,6 +258,25 @@ def run_seed(c: DynaviewConfig, seed: int) -> dict:
     return out
 
 
+def _run_seeds(c) -> dict:
+    """``{seed: run_seed(c, seed)}``, the seeds in ``c.jobs`` processes (spawned: a forked torch can
+    hang) when more than one; every seed is seeded on its own, so the numbers do not depend on ``jobs``."""
+    if c.jobs <= 1 or len(c.seeds) == 1:
+        return {s: run_seed(c, s) for s in c.seeds}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(c.jobs, len(c.seeds)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_thread) as pool:
+        return dict(zip(c.seeds, pool.map(run_seed, [c] * len(c.seeds), c.seeds)))
+
+
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def run(config: DynaviewConfig) -> dict:
     """Every seed, every variant; writes metrics.json, results.md, metrics.png."""
     import torch
@@ -218,11 +289,11 @@ def run(config: DynaviewConfig) -> dict:
     check_output_dir(c.out)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    per_seed = {s: run_seed(c, s) for s in c.seeds}
+    per_seed = _run_seeds(c)
     results = {}
     for var in c.variants:
         results[var] = {}
-        for key in ("schema", "next_state", "rollout"):
+        for key in METRICS:
             m, s = mean_std(per_seed[sd][var][key] for sd in c.seeds)
             results[var][key], results[var][f"{key}_std"] = m, s
         events = per_seed[c.seeds[0]][var]["schema_by_event"]
@@ -231,12 +302,12 @@ def run(config: DynaviewConfig) -> dict:
     main = "full" if "full" in c.variants else c.variants[0]
     others = [x for x in c.variants if x != main]
     result = {
-        "config": {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")},
+        "config": {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command", "jobs")},
         "results": results, "per_seed": {str(s): r for s, r in per_seed.items()},
         "headline": headline("schema accuracy (held-out transitions, all 4 tokens)", main, results[main]["schema"],
                              {x: results[x]["schema"] for x in others}, std=results[main]["schema_std"],
                              baseline_std={x: results[x]["schema_std"] for x in others},
-                             budget={"optimizer_steps_per_variant": c.train_steps, "batch": 32,
+                             budget={"optimizer_steps_per_variant": c.train_steps, "batch": c.batch,
                                      "training_transitions": c.episodes * c.steps},
                              seeds=list(c.seeds), direction="higher"),
         "seconds": time.perf_counter() - t0,
@@ -251,14 +322,15 @@ def run(config: DynaviewConfig) -> dict:
 
 
 def results_table(result: dict, command: str | None) -> str:
-    """Markdown: schema, next-state and rollout accuracy per variant (mean ± std over seeds)."""
+    """Markdown: every accuracy of :func:`evaluate` per variant (mean ± std over seeds)."""
     from .._report import markdown_table
 
-    rows = [(var, *[f"{r[k]:.3f} ± {r[k + '_std']:.3f}" for k in ("schema", "next_state", "rollout")],
+    rows = [(var, *[f"{r[k]:.3f} ± {r[k + '_std']:.3f}" for k in METRICS],
              f"{r['schema_by_event'].get('wind', float('nan')):.2f}")
             for var, r in result["results"].items()]
-    text = markdown_table(["variant", "schema acc", "next-state acc", "rollout consistency", "schema acc (wind, rare)"],
-                          rows, caption=f"Seeds {result['headline']['seeds']}; equal optimiser steps per variant.")
+    text = markdown_table(["variant", *METRIC_NAMES, "schema acc (wind, rare)"], rows,
+                          caption=f"Seeds {result['headline']['seeds']}; equal optimiser steps per variant; "
+                          "greedy decoding, exact match (a grid: all cells; a transition: all four tokens).")
     return text + (f"\nCommand: `{command}`\n" if command else "")
 
 
@@ -268,8 +340,8 @@ def _plot(stage, results):
     from .._report import grouped_bars, save
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    keys = ("schema", "next_state", "rollout")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    keys = METRICS
     grouped_bars(ax, list(keys), {v: [r[k] for k in keys] for v, r in results.items()},
                  errors={v: [r[k + "_std"] for k in keys] for v, r in results.items()}, rotation=0)
     ax.set_ylim(0, 1)

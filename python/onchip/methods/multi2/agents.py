@@ -280,8 +280,10 @@ def behaviour_cloning(actor, data: dict, *, steps: int, seed: int, batch: int = 
 
 
 def iql_train(iql, data: dict, *, steps: int, seed: int, batch: int = 128, progress: bool = False,
-              desc: str = "IQL") -> None:
-    """``steps`` IQL updates on uniform mini-batches of the transition arrays."""
+              desc: str = "IQL", train_actor: bool = True) -> None:
+    """``steps`` IQL updates on uniform mini-batches of the transition arrays (``train_actor=False``:
+    the value and Q networks only - the critic warm-up that lets the reward propagate back along the
+    paths before the advantage weights steer a warm-started actor)."""
     torch = _torch()
     from tqdm import tqdm
 
@@ -290,7 +292,21 @@ def iql_train(iql, data: dict, *, steps: int, seed: int, batch: int = 128, progr
     for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
         idx = rng.integers(0, len(data["a"]), batch)
         iql.update(_float(data["s"][idx]), torch.as_tensor(data["a"][idx]), _float(data["r"][idx]),
-                   _float(data["s2"][idx]), _float(data["done"][idx]))
+                   _float(data["s2"][idx]), _float(data["done"][idx]), train_actor=train_actor)
+
+
+def advantages(iql, data: dict) -> np.ndarray:
+    """IQL's advantage ``Q_target(s, a) - V(s)`` of every transition in ``data``: ``(n,)`` float."""
+    torch = _torch()
+    with torch.no_grad():
+        s = _float(data["s"])
+        q = iql.q_target(s).gather(1, torch.as_tensor(data["a"])[:, None]).squeeze(1)
+        return (q - iql.v(s).squeeze(-1)).numpy()
+
+
+def greedy_actions(actor, states: np.ndarray) -> np.ndarray:
+    """The actor's argmax action for each state: ``(n,)`` int."""
+    return _act(actor, list(states), None)
 
 
 def _act(actor, states: list[np.ndarray], rng: np.random.Generator | None) -> np.ndarray:
@@ -304,20 +320,26 @@ def _act(actor, states: list[np.ndarray], rng: np.random.Generator | None) -> np
 
 
 def run_hierarchical(high, vocab, low_actor, episodes: list[Episode], *, rng: np.random.Generator | None = None,
-                     record: dict | None = None) -> None:
+                     record: dict | None = None, true_subgoals: bool = False) -> None:
     """Run Multi^2 on the episodes (in lockstep): the high level writes a sub-goal whenever the low
     level has declared the previous one done; ``stop`` or an unparsable sub-goal ends the episode.
 
     Args:
         rng: None = greedy low-level actions; a generator = sampled (online data collection).
         record: transition lists (``s, a, r, s2, done``) to append the low-level steps to.
+        true_subgoals: replace the high level by the mission's own next sub-instruction (after as many
+            as the low level has declared done): isolates the low level's share of the failures.
     """
     goals: list[int | None] = [None] * len(episodes)
     history: list[list[str]] = [[] for _ in episodes]
     while True:
         need = [i for i, ep in enumerate(episodes) if not ep.done and goals[i] is None]
         if need:
-            new = decode_subgoals(high, vocab, [high_level_prompt(episodes[i].text, history[i]) for i in need])
+            if true_subgoals:
+                new = [episodes[i].mission[len(history[i])] if len(history[i]) < len(episodes[i].mission) else None
+                       for i in need]
+            else:
+                new = decode_subgoals(high, vocab, [high_level_prompt(episodes[i].text, history[i]) for i in need])
             for i, g in zip(need, new):
                 if g is None or g not in episodes[i].objects:
                     episodes[i].done = True  # stop (or a sub-goal naming nothing here): the agent ends

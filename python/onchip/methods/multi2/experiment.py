@@ -31,7 +31,11 @@ class Multi2Config:
             draw 1..max(horizons)).
         demos: demonstration episodes (half expert, half noisy expert).
         bc_steps: behaviour-cloning steps (flat BC and the low level's format warm-up).
-        iql_steps: offline IQL updates (flat and hierarchical).
+        iql_steps: offline IQL updates of critics and actor (flat and hierarchical).
+        critic_steps: offline IQL updates of the critics alone before those (flat and hierarchical):
+            the Polyak target (rate 0.01) moves a reward about one step back per ~100 updates, and
+            paths here are up to ~13 steps, so without them the advantages are still noise when the
+            actor starts to follow them.
         online_episodes: episodes the low level collects online (``multi2`` only).
         online_updates: IQL updates per online episode.
         high_steps: SFT steps of the high-level agent.
@@ -41,6 +45,7 @@ class Multi2Config:
         out: output folder.
         progress: progress bars and the table on stdout.
         command: the command line recorded in metrics.json.
+        jobs: processes that run the seeds (1 = in this process; the results do not depend on it).
 
     Raises:
         ValueError: a field out of range, named in the message.
@@ -51,6 +56,7 @@ class Multi2Config:
     demos: int = 300
     bc_steps: int = 800
     iql_steps: int = 800
+    critic_steps: int = 2000
     online_episodes: int = 100
     online_updates: int = 4
     high_steps: int = 400
@@ -60,6 +66,7 @@ class Multi2Config:
     out: str = "out/multi2"
     progress: bool = field(default=True, compare=False)
     command: str | None = field(default=None, compare=False)
+    jobs: int = field(default=1, compare=False)
 
     def __post_init__(self):
         for name in ("arms", "horizons", "seeds"):
@@ -70,7 +77,8 @@ class Multi2Config:
              "each must be in 1..6")
         need(len(self.seeds) >= 1 and all(s >= 0 for s in self.seeds), "seeds", list(self.seeds),
              "one or more seeds >= 0")
-        for name, lo in (("demos", 4), ("bc_steps", 1), ("iql_steps", 1), ("online_episodes", 0),
+        need(self.jobs >= 1, "jobs", self.jobs, "must be >= 1")
+        for name, lo in (("demos", 4), ("bc_steps", 1), ("iql_steps", 1), ("critic_steps", 0), ("online_episodes", 0),
                          ("online_updates", 0), ("high_steps", 1), ("eval_episodes", 1)):
             need(getattr(self, name) >= lo, name, getattr(self, name), f"must be >= {lo}")
         need(5 <= self.grid <= 12, "grid", self.grid, "must be in 5..12")
@@ -92,8 +100,8 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
 
     from .._report import rng
     from .._rl import IQL, IQLConfig
-    from .agents import (KIND_DIM, N_JOINT, N_ACTIONS, behaviour_cloning, collect_demos, iql_train, object_net, run_flat,
-                         run_hierarchical, train_high_level)
+    from .agents import (KIND_DIM, N_JOINT, N_ACTIONS, advantages, behaviour_cloning, collect_demos, greedy_actions,
+                         iql_train, object_net, run_flat, run_hierarchical, train_high_level)
     from .env import drift_rate
 
     max_h = max(c.horizons)
@@ -104,7 +112,7 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
     expert = lambda d: {k: v[d["expert"]] for k, v in d.items()}  # noqa: E731
     d_obs = low["s"].shape[1] - KIND_DIM
     want = set(c.arms)
-    actors, budget = {}, {}
+    actors, budget, diag = {}, {}, {}
     torch.manual_seed(seed)
 
     if want & {"multi2", "hier-offline", "hier-bc"}:
@@ -115,11 +123,14 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
         actors["hier-bc"] = copy.deepcopy(actor)
         budget["hier-bc"] = {"gradient_steps": c.bc_steps, "online_episodes": 0}
         if want & {"multi2", "hier-offline"}:
-            iql = IQL(object_net(KIND_DIM, N_JOINT), object_net(KIND_DIM, 1), actor,
-                      IQLConfig())
+            iql = IQL(object_net(KIND_DIM, N_JOINT), object_net(KIND_DIM, 1), actor, IQLConfig())
+            iql_train(iql, low, steps=c.critic_steps, seed=seed + 1, progress=c.progress, desc="IQL critics (low)",
+                      train_actor=False)
             iql_train(iql, low, steps=c.iql_steps, seed=seed, progress=c.progress, desc="offline IQL (low)")
+            diag["low"] = _advantage_gap(advantages(iql, low), low["expert"])
             actors["hier-offline"] = copy.deepcopy(actor)
-            budget["hier-offline"] = {"gradient_steps": c.bc_steps + c.iql_steps, "online_episodes": 0}
+            budget["hier-offline"] = {"gradient_steps": c.bc_steps + c.critic_steps + c.iql_steps,
+                                      "online_episodes": 0}
             if "multi2" in want:
                 buffer = {k: list(v) for k, v in low.items()}
                 g = rng(seed, "online")
@@ -131,8 +142,8 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
                     arrays = {key: np.asarray(val) for key, val in buffer.items()}
                     iql_train(iql, arrays, steps=c.online_updates * len(online[k:k + 10]), seed=seed * 7919 + k)
                 actors["multi2"] = actor
-                budget["multi2"] = {"gradient_steps": c.bc_steps + c.iql_steps + c.online_updates * c.online_episodes,
-                                    "online_episodes": c.online_episodes}
+                budget["multi2"] = {"gradient_steps": c.bc_steps + c.critic_steps + c.iql_steps
+                                    + c.online_updates * c.online_episodes, "online_episodes": c.online_episodes}
 
     if want & {"flat-bc", "flat-iql"}:
         d_flat = flat["s"].shape[1]
@@ -142,10 +153,19 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
         budget["flat-bc"] = {"gradient_steps": c.bc_steps, "online_episodes": 0}
         if "flat-iql" in want:
             iql = IQL(object_net(d_flat - d_obs, N_ACTIONS), object_net(d_flat - d_obs, 1), actor, IQLConfig())
+            iql_train(iql, flat, steps=c.critic_steps, seed=seed + 1, progress=c.progress, desc="IQL critics (flat)",
+                      train_actor=False)
             iql_train(iql, flat, steps=c.iql_steps, seed=seed, progress=c.progress, desc="offline IQL (flat)")
+            diag["flat"] = _advantage_gap(advantages(iql, flat), flat["expert"])
             actors["flat-iql"] = actor
-            budget["flat-iql"] = {"gradient_steps": c.bc_steps + c.iql_steps, "online_episodes": 0}
+            budget["flat-iql"] = {"gradient_steps": c.bc_steps + c.critic_steps + c.iql_steps, "online_episodes": 0}
 
+    # how far the RL stages moved each warm-started actor: share of demonstration states whose greedy action
+    # differs from the BC actor's
+    for arm, base, d in (("hier-offline", "hier-bc", low), ("multi2", "hier-bc", low), ("flat-iql", "flat-bc", flat)):
+        if arm in actors and base in actors:
+            diag[f"{arm}_changed"] = float(np.mean(greedy_actions(actors[arm], d["s"])
+                                                   != greedy_actions(actors[base], d["s"])))
     out = {}
     for arm in c.arms:
         out[arm] = {}
@@ -158,8 +178,38 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
             log = [(e.success, [i for _, i in e.completed]) for e in eps]
             out[arm][h] = {"success": float(np.mean([e.success for e in eps])), "drift": drift_rate(log),
                            "drift_share": float(np.mean([e.drift for e in eps]))}
+            if not arm.startswith("flat"):  # the same episodes with the mission's true sub-goals
+                eps = _episodes(seed, f"eval-{h}", [h], c.eval_episodes, c.grid)
+                run_hierarchical(None, None, actors[arm], eps, true_subgoals=True)
+                out[arm][h]["success_true_subgoals"] = float(np.mean([e.success for e in eps]))
     out["_budget"] = {**budget, "demo_transitions": {"low": int(len(low["a"])), "flat": int(len(flat["a"]))}}
+    out["_diagnostics"] = diag
     return out
+
+
+def _advantage_gap(adv: np.ndarray, expert: np.ndarray) -> dict:
+    """Mean IQL advantage of the expert's and the noisy expert's transitions (a critic that learned
+    anything ranks the expert's higher)."""
+    return {"advantage_expert": float(adv[expert].mean()), "advantage_noisy": float(adv[~expert].mean())}
+
+
+def _run_seeds(c) -> dict:
+    """``{seed: run_seed(c, seed)}``, the seeds in ``c.jobs`` processes (spawned: a forked torch can
+    hang) when more than one; every seed is seeded on its own, so the numbers do not depend on ``jobs``."""
+    if c.jobs <= 1 or len(c.seeds) == 1:
+        return {s: run_seed(c, s) for s in c.seeds}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(c.jobs, len(c.seeds)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_thread) as pool:
+        return dict(zip(c.seeds, pool.map(run_seed, [c] * len(c.seeds), c.seeds)))
+
+
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def run(config: Multi2Config) -> dict:
@@ -174,13 +224,15 @@ def run(config: Multi2Config) -> dict:
     check_output_dir(c.out)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    per_seed = {s: run_seed(c, s) for s in c.seeds}
+    per_seed = _run_seeds(c)
     results = {}
     for arm in c.arms:
         results[arm] = {}
         for h in c.horizons:
             row = {}
-            for key in ("success", "drift", "drift_share"):
+            for key in ("success", "drift", "drift_share", "success_true_subgoals"):
+                if key not in per_seed[c.seeds[0]][arm][h]:
+                    continue
                 vals = [per_seed[s][arm][h][key] for s in c.seeds]
                 finite = [v for v in vals if np.isfinite(v)]
                 m, sd = mean_std(finite) if finite else (float("nan"), 0.0)
@@ -191,10 +243,11 @@ def run(config: Multi2Config) -> dict:
     budget = {"demos": c.demos, "eval_episodes_per_horizon": c.eval_episodes,
               "per_arm": per_seed[c.seeds[0]]["_budget"]}
     result = {
-        "config": {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command")},
+        "config": {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command", "jobs")},
         "results": results,
-        "per_seed": {str(s): {a: {str(h): v for h, v in r.items()} for a, r in per_seed[s].items() if a != "_budget"}
-                     for s in c.seeds},
+        "per_seed": {str(s): {a: {str(h): v for h, v in r.items()} for a, r in per_seed[s].items()
+                              if not a.startswith("_")} for s in c.seeds},
+        "diagnostics": _mean_diagnostics([per_seed[s]["_diagnostics"] for s in c.seeds]),
         "headline": headline(f"success rate at horizon {top}", main, results[main][top]["success"],
                              {a: results[a][top]["success"] for a in c.arms if a != main},
                              std=results[main][top]["success_std"],
@@ -213,6 +266,19 @@ def run(config: Multi2Config) -> dict:
     return result
 
 
+def _mean_diagnostics(per_seed: list[dict]) -> dict:
+    """Mean and std over seeds of every diagnostic number (nested one level for the advantage gaps)."""
+    from .._report import mean_std
+
+    out = {}
+    for key, val in per_seed[0].items():
+        if isinstance(val, dict):
+            out[key] = {k: dict(zip(("mean", "std"), mean_std(d[key][k] for d in per_seed))) for k in val}
+        else:
+            out[key] = dict(zip(("mean", "std"), mean_std(d[key] for d in per_seed)))
+    return out
+
+
 def _fmt(m, s):
     return "n/a" if not np.isfinite(m) else f"{m:.2f} ± {s:.2f}"
 
@@ -228,6 +294,24 @@ def results_table(result: dict, command: str | None) -> str:
     head = ["arm", *[f"success H={h}" for h in horizons], *[f"drift H={h}" for h in horizons]]
     text = markdown_table(head, rows, caption=f"Seeds {result['headline']['seeds']}; drift = share of failed "
                           "episodes that completed a sub-instruction out of order (n/a: no failures).")
+    hier = [(arm, *[_fmt(r[h]["success_true_subgoals"], r[h]["success_true_subgoals_std"]) for h in horizons])
+            for arm, r in res.items() if "success_true_subgoals" in r[horizons[0]]]
+    if hier:
+        text += "\n" + markdown_table(["arm", *[f"H={h}" for h in horizons]], hier,
+                                      caption="Low level alone: success on the same episodes with the mission's "
+                                      "true sub-goals in place of the high level's.")
+    diag = result.get("diagnostics", {})
+    lines = []
+    for key, val in diag.items():
+        if key.endswith("_changed"):
+            lines.append(f"- {key[:-8]}: greedy action differs from its BC warm-up on "
+                         f"{val['mean']:.3f} ± {val['std']:.3f} of the demonstration states")
+        else:
+            lines.append(f"- IQL critic ({key}): mean advantage of expert transitions "
+                         f"{val['advantage_expert']['mean']:.3f}, of noisy-expert transitions "
+                         f"{val['advantage_noisy']['mean']:.3f}")
+    if lines:
+        text += "\nDiagnostics (mean ± std over seeds):\n\n" + "\n".join(lines) + "\n"
     return text + (f"\nCommand: `{command}`\n" if command else "")
 
 
