@@ -50,18 +50,17 @@ def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> St
         the sum, valid at ``to_stage``.
 
     Raises:
-        ValueError: no terms, terms at different stages, or ``to_stage`` before the terms or
-            beyond the tree's depth (ceil(log2 n) levels).
+        ValueError: no terms, terms at different stages, or ``to_stage`` before the terms (a
+            ``to_stage`` beyond the tree's ceil(log2 n) levels delays the sum with registers).
     """
     if not terms or len({t.stage for t in terms}) != 1:
         raise ValueError("staged_tree needs at least one term, all at one stage")
     s, values, level = terms[0].stage, [t.value for t in terms], 0
-    depth = (len(values) - 1).bit_length()
-    if not s <= to_stage <= s + depth:
+    if to_stage < s:
         raise ValueError(f"an adder tree of {len(values)} terms at stage {s} cannot end at stage {to_stage}")
-    while s < to_stage:
+    while s < to_stage:  # a tree shallower than the stages given is delayed after its last level
         nxt = [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)]
-        if len(values) % 2:
+        if len(values) % 2 or len(values) == 1:
             nxt.append(values[-1])
         values = [pipe.reg(v, s, f"{name}_t{level}_{n}_s{s + 1}").value for n, v in enumerate(nxt)]
         s, level = s + 1, level + 1
