@@ -11,8 +11,8 @@ from onchip.model import GoldenLearner
 from onchip.spec import PRESETS, LearnerSpec
 
 
-def preset_design(name: str, schedule: str):
-    spec = variant(PRESETS[name], schedule)
+def preset_design(name: str, schedule: str, timing: str = "compact"):
+    spec = variant(PRESETS[name].replace(timing=timing), schedule)
     return spec, cached_design(spec)
 
 

@@ -1,18 +1,22 @@
-"""The hardware rounding helper equals onchip.fixed.requant for every quantization and overflow mode."""
+"""The hardware rounding helpers (requant, and requant_parallel of timing = "fast") equal onchip.fixed.requant
+for every quantization and overflow mode."""
 
 import itertools
 
 import numpy as np
+import pytest
 from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from onchip.fixed import OVERFLOW_MODES, QUANT_MODES, Fmt, requant
 from onchip.hw.fixedpoint import requant as hw_requant
+from onchip.hw.fixedpoint import requant_parallel
 
 IN_BITS, IN_FRAC = 11, 6
 
 
-def test_requant_matches_golden_exhaustively():
+@pytest.mark.parametrize("build", [hw_requant, requant_parallel], ids=["requant", "requant_parallel"])
+def test_requant_matches_golden_exhaustively(build):
     # every 11-bit input through shifts right (round), none, and left, into narrow
     # signed and unsigned formats that overflow
     targets = []
@@ -25,7 +29,7 @@ def test_requant_matches_golden_exhaustively():
         ]
     m = Module()
     x = Signal(signed(IN_BITS))
-    outs = [hw_requant(m, x, IN_FRAC, fmt) for fmt in targets]
+    outs = [build(m, x, IN_FRAC, fmt) for fmt in targets]
     got = np.zeros((2**IN_BITS, len(targets)), np.int64)
     values = np.arange(-(2 ** (IN_BITS - 1)), 2 ** (IN_BITS - 1))
 

@@ -92,3 +92,28 @@ def test_wide_parallel_mlp_is_refused_with_the_serial_hint():
         generate(wide)
     design = generate(wide.replace(datapath="serial"), axis=False)
     assert design.info["datapath"] == "serial" and design.info["param_storage"] == "memory"
+
+
+def test_cli_timing_override_raises_the_staleness_to_the_new_minimum(tmp_path, capsys):
+    from onchip.cli import main
+    from onchip.commands.generate import resolve_spec
+
+    fast = resolve_spec("kan-readout", "pipelined", None, "fast")
+    assert fast.timing == "fast" and fast.staleness == min_staleness(fast) > PRESETS["kan-readout"].staleness
+    assert resolve_spec("kan-readout", "pipelined", "12", "fast").staleness == 12  # an explicit D stays
+    out = tmp_path / "gen"
+    assert main(["generate", "--spec", "kan-readout", "--schedule", "pipelined", "--timing", "fast",
+                 "--out", str(out)]) == 0
+    info = json.loads((out / "onchip_learner.json").read_text())
+    assert info["spec"]["timing"] == "fast" and info["staleness"] == min_staleness(fast)
+    assert info["initiation_interval"] == 1
+    # an explicit staleness below the fast pipeline's minimum is refused, naming the minimum
+    assert main(["generate", "--spec", "kan-readout", "--schedule", "pipelined", "--timing", "fast",
+                 "--staleness", "3", "--out", str(tmp_path / "a")]) == 2
+    assert f"staleness must be >= {min_staleness(fast)}" in capsys.readouterr().err
+    serial = tmp_path / "serial.toml"
+    serial.write_text(PRESETS["mlp-readout"].replace(datapath="serial").to_toml())
+    assert main(["synth", "--spec", str(serial), "--timing", "fast", "--out", str(tmp_path / "b")]) == 2
+    assert "--timing fast: timing='fast' is built for the parallel datapath" in capsys.readouterr().err
+    assert main(["pnr", "--spec", "kan-paper", "--timing", "slow", "--out", str(tmp_path / "c")]) == 2
+    assert not any((tmp_path / n).exists() for n in "abc")

@@ -3,7 +3,9 @@
 Every preset in both schedules runs 10000 random samples (5 % of them at the
 format limits); the predictions and the parameters read back through the
 parameter port at the end must equal :class:`onchip.model.GoldenLearner`'s.
-More shapes (k = 1, a hidden KAN layer) are in the slow set.
+More shapes (k = 1, a hidden KAN layer) are in the slow set. At ``timing = "fast"``
+kan-paper (sequential) and kan-readout (pipelined) run by default, the other
+(preset x schedule) pairs in the slow set.
 """
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 
 from onchip.hw import sim
 from onchip.hw.sim import cached_design
-from onchip.spec import PRESETS, LearnerSpec
+from onchip.spec import PRESETS, Formats, LearnerSpec
 
 from hw_support import golden_final, preset_design, stimulus, variant
 
@@ -66,6 +68,46 @@ def test_preset_bit_exact(name, schedule):
     check_timing(design, seg, N_SAMPLES)
 
 
+#: (preset, schedule) at timing = "fast" in the default run (one Verilator build each, shared
+#: with test_hw_protocol); the rest of the matrix is slow
+FAST_DEFAULT = [("kan-paper", "sequential"), ("kan-readout", "pipelined")]
+FAST_MATRIX = [pytest.param(n, s, marks=() if (n, s) in FAST_DEFAULT else pytest.mark.slow)
+               for n in PRESETS for s in ("sequential", "pipelined")]
+
+
+@pytest.mark.parametrize("name,schedule", FAST_MATRIX)
+def test_fast_preset_bit_exact(name, schedule):
+    spec, design = preset_design(name, schedule, "fast")
+    from onchip.hw.learner import min_staleness
+
+    # more stages: a longer sequential II and a larger pipelined staleness, the same predictions
+    assert design.info["min_staleness"] > min_staleness(PRESETS[name])
+    seg = run_and_compare(spec, design, N_SAMPLES, seed=12)
+    check_timing(design, seg, N_SAMPLES)
+
+
+def test_fast_stage_plan_of_kan_paper():
+    """Worked by hand from the rule (one multiplier or one carry chain per stage) for the 1->1 KAN,
+    k = 3 (4 products per output), acc = ap_fixed<40,14,TRN,WRAP> (products convert into it exactly):
+    0 accept, 1 B-spline offset and clamp, 2 cell, basis table and RAM address, 3 read (registered),
+    4 raw product, 5-6 the two adder levels, 7 rounding to act (prediction at 8), 8 error, 9 raw
+    e x b, 10 rounding of delta, 11 commit."""
+    from onchip.hw.learner import min_staleness, stage_plan
+
+    spec = KAN_PAPER.replace(timing="fast")
+    plan = stage_plan(spec)
+    assert (plan["prediction"], plan["read"], plan["update"]) == (8, [3], [11])
+    assert min_staleness(spec) == 8
+    lay = plan["layers"][0]
+    got = [lay[k] for k in ("operands", "product", "terms", "out", "error", "delta")]
+    assert got == [4, 5, 5, 8, 9, 10]
+    # a rounding conversion into acc gets its own stage; compact keeps the 3-stage layer
+    rnd = spec.replace(formats=Formats(**{**spec.formats.as_dict(), "acc": "ap_fixed<40,18,RND,WRAP>"}))
+    assert stage_plan(rnd)["layers"][0]["terms"] == 6 and stage_plan(rnd)["prediction"] == 9
+    assert stage_plan(KAN_PAPER)["layers"][0] == {"in": 1, "read": 2, "operands": 2, "product": 3, "terms": 3, "out": 4,
+                                                  "error": 5, "delta": 5, "update": 5}
+
+
 #: The 1->1 KAN of the latency goal: G = 5, k = 3, ap_fixed<16,6> (bit-exactness: test_preset_bit_exact).
 KAN_PAPER = PRESETS["kan-paper"]
 
@@ -110,6 +152,17 @@ def test_extra_shapes_bit_exact(shape, schedule):
     spec = variant(LearnerSpec(name=shape, **EXTRA_SHAPES[shape]), schedule)
     design = cached_design(spec)
     seg = run_and_compare(spec, design, N_SAMPLES, seed=5)
+    check_timing(design, seg, N_SAMPLES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_fast_hidden_kan_layer_bit_exact(schedule):
+    """timing = "fast" through a hidden KAN layer (back-propagated error, dphi, clamp mask) with
+    k = 2 (three banks: cell split by a table, bank-ordered update deltas)."""
+    spec = variant(LearnerSpec(name="kan-2-3-1-k2", timing="fast", **EXTRA_SHAPES["kan-2-3-1-k2"]), schedule)
+    design = cached_design(spec)
+    seg = run_and_compare(spec, design, N_SAMPLES, seed=7)
     check_timing(design, seg, N_SAMPLES)
 
 

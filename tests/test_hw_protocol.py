@@ -16,15 +16,18 @@ from hw_support import check_checkpoint_and_restore, check_reset_mid_stream, gol
 
 # designs shared with test_hw_learner (same Verilog: the Verilator build is reused)
 DESIGNS = [("kan-readout", "pipelined"), ("mlp-regression", "sequential")]
+#: timing = "fast" (registers after every multiplier and carry chain), also shared with test_hw_learner
+FAST = [("kan-paper", "sequential", "fast"), ("kan-readout", "pipelined", "fast")]
 
 
 def preds_of(design, seg):
     return sim.unpack_predictions(design, seg["preds"])
 
 
-@pytest.mark.parametrize("name,schedule", DESIGNS + [("mlp-readout", "pipelined")])
-def test_random_stalls_lose_no_sample(name, schedule):
-    spec, design = preset_design(name, schedule)
+@pytest.mark.parametrize("name,schedule,timing", [(*d, "compact") for d in DESIGNS + [("mlp-readout", "pipelined")]]
+                         + FAST)
+def test_random_stalls_lose_no_sample(name, schedule, timing):
+    spec, design = preset_design(name, schedule, timing)
     x, y = stimulus(spec, 2000, seed=21)
     want, theta = golden_final(spec, x, y)
     out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}],
@@ -34,15 +37,15 @@ def test_random_stalls_lose_no_sample(name, schedule):
     np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]), theta)
 
 
-@pytest.mark.parametrize("name,schedule", DESIGNS)
-def test_reset_mid_stream_restores_initial_parameters(name, schedule):
-    spec, design = preset_design(name, schedule)
+@pytest.mark.parametrize("name,schedule,timing", [(*d, "compact") for d in DESIGNS] + FAST)
+def test_reset_mid_stream_restores_initial_parameters(name, schedule, timing):
+    spec, design = preset_design(name, schedule, timing)
     check_reset_mid_stream(spec, design)
 
 
-@pytest.mark.parametrize("name,schedule", DESIGNS)
-def test_checkpoint_and_restore_mid_stream(name, schedule):
-    spec, design = preset_design(name, schedule)
+@pytest.mark.parametrize("name,schedule,timing", [(*d, "compact") for d in DESIGNS] + FAST)
+def test_checkpoint_and_restore_mid_stream(name, schedule, timing):
+    spec, design = preset_design(name, schedule, timing)
     xs = [stimulus(spec, n, seed=40 + k) for k, n in enumerate((700, 300, 500))]
     rng = np.random.default_rng(9)
     c = spec.formats.coef

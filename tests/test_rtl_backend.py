@@ -264,12 +264,12 @@ def _golden(spec, x, y):
     return preds, g.theta
 
 
-def _spec(preset: str, schedule: str):
-    """A preset in a schedule; pipelined at least at the staleness the generated pipeline needs."""
+def _spec(preset: str, schedule: str, timing: str = "compact"):
+    """A preset in a schedule and timing; pipelined at least at the staleness the generated pipeline needs."""
     from onchip.hw.learner import min_staleness
     from onchip.spec import PRESETS
 
-    spec = PRESETS[preset].replace(schedule=schedule)
+    spec = PRESETS[preset].replace(schedule=schedule, timing=timing)
     if schedule == "pipelined":
         spec = spec.replace(staleness=max(spec.staleness, min_staleness(spec)))
     return spec
@@ -309,6 +309,23 @@ def test_other_presets_equal_golden(preset, schedule, cache_dir):
 
     spec = _spec(preset, schedule)
     x, y = _random_raw(spec, 10_000, seed=5)
+    result = simulate(spec, x, y, progress=False, root=cache_dir)
+    preds, theta = _golden(spec, x, y)
+    np.testing.assert_array_equal(result.predictions, preds)
+    np.testing.assert_array_equal(result.parameters, theta)
+
+
+@needs_hw
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+@pytest.mark.parametrize("preset", ["kan-paper", "kan-readout", "mlp-readout"])
+def test_fast_timing_equals_golden(preset, schedule, cache_dir):
+    """timing = "fast" through the Verilator backend's own harness: its extra stages change the
+    sequential II and the pipelined staleness, never a prediction or a parameter."""
+    from onchip.verilator.backend import simulate
+
+    spec = _spec(preset, schedule, "fast")
+    x, y = _random_raw(spec, 10_000, seed=6)
     result = simulate(spec, x, y, progress=False, root=cache_dir)
     preds, theta = _golden(spec, x, y)
     np.testing.assert_array_equal(result.predictions, preds)

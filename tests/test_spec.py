@@ -125,3 +125,15 @@ def test_readme_spec_example_is_the_kan_readout_preset():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     example = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
     assert LearnerSpec.from_toml(example) == PRESETS["kan-readout"].replace(name="")
+
+
+def test_timing_is_validated_and_written_only_when_fast():
+    with pytest.raises(ValueError, match="timing must be one of compact, fast; got 'turbo'"):
+        PRESETS["kan-paper"].replace(timing="turbo")
+    for name, spec in PRESETS.items():
+        assert spec.timing == "compact" and "timing" not in spec.to_toml()  # presets keep their text
+        fast = spec.replace(timing="fast")
+        assert 'timing = "fast"' in fast.to_toml()
+        assert LearnerSpec.from_toml(fast.to_toml()) == fast
+    with pytest.raises(ValueError, match="timing='fast' is built for the parallel datapath"):
+        PRESETS["mlp-readout"].replace(datapath="serial", timing="fast")

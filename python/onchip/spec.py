@@ -24,6 +24,7 @@ KINDS = ("kan", "mlp")
 LOSSES = ("mse",)
 SCHEDULES = ("sequential", "pipelined")
 DATAPATHS = ("parallel", "serial")
+TIMINGS = ("compact", "fast")
 
 
 def _fmt(text: str) -> Fmt:
@@ -128,6 +129,12 @@ class LearnerSpec:
             (:meth:`worst_case_sums`), so that a sum can wrap (the WRAP semantics of ``acc``
             then apply). Default False: such an ``acc`` is refused, naming the integer bits
             it needs.
+        timing: register stages of the RTL (:func:`onchip.hw.learner.stage_plan`):
+            ``"compact"`` (fewest cycles: a multiply, its rounding and an adder tree share
+            a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
+            stage holds more than one multiplier or one carry chain: more cycles of latency,
+            a larger sequential II and pipelined minimum staleness, a higher fmax). The
+            golden model's semantics do not depend on it; the serial MLP datapath is compact only.
 
     Raises:
         ValueError: any field that cannot be built, naming the field and why.
@@ -149,6 +156,7 @@ class LearnerSpec:
     name: str = ""
     datapath: str = "parallel"
     allow_acc_wrap: bool = False
+    timing: str = "compact"
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(self.widths))
@@ -185,6 +193,12 @@ class LearnerSpec:
             self.datapath == "parallel" or (self.kind == "mlp" and self.schedule == "sequential"),
             f"datapath='serial' is an MLP datapath for the sequential schedule; got kind={self.kind!r}, "
             f"schedule={self.schedule!r}",
+        )
+        need(self.timing in TIMINGS, f"timing must be one of {', '.join(TIMINGS)}; got {self.timing!r}")
+        need(
+            self.timing == "compact" or self.datapath == "parallel",
+            f"timing='fast' is built for the parallel datapath; the serial MLP datapath (one "
+            f"multiply-accumulate lane per neuron) has one stage plan, timing='compact'",
         )
         lr = self.learning_rate
         need(
@@ -354,6 +368,8 @@ class LearnerSpec:
             d["datapath"] = self.datapath
         if self.allow_acc_wrap:  # written only when set: specs without it keep their text (and cache keys)
             d["allow_acc_wrap"] = True
+        if self.timing != "compact":  # likewise: compact specs keep their text (and cache keys)
+            d["timing"] = self.timing
         d["formats"] = self.formats.as_dict()
         return d
 

@@ -52,6 +52,23 @@ def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str =
         parser.add_argument("--seed", type=nonneg_int, default=default, help=f"random seed (default: {default}){tail}")
 
 
+def add_spec(parser: argparse.ArgumentParser) -> None:
+    """Add ``--spec`` and the design overrides ``--schedule``, ``--staleness`` and ``--timing``
+    (applied by :func:`onchip.commands.generate.resolve_spec`) for the commands that build a learner."""
+    parser.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    parser.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
+    parser.add_argument(
+        "--staleness",
+        help="override the pipelined staleness D: an integer, or 'min' for the smallest the pipeline allows",
+    )
+    parser.add_argument(
+        "--timing", choices=("compact", "fast"),
+        help="override the spec's register stages: compact (fewest cycles) or fast (a register after every "
+             "multiplier and carry chain: more cycles, higher fmax); a pipelined staleness below the "
+             "new minimum is raised to it unless --staleness is given",
+    )
+
+
 def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
     """Add ``--quiet`` (no progress bars; ``args.quiet``).
 

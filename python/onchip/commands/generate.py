@@ -14,27 +14,31 @@ def add_parser(subparsers) -> None:
         description="Write <top>.v (core), <top>_axis.v (AXI4-Stream wrapper) and <top>.json "
         "(ports, payload fields, formats, latency, II) into --out.",
     )
-    p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    _args.add_spec(p)
     _args.add_out(p)
-    p.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
-    p.add_argument(
-        "--staleness",
-        help="override the pipelined staleness D: an integer, or 'min' for the smallest the pipeline allows",
-    )
     p.set_defaults(func=run, reports_out=True)  # names the folder in its summary line
 
 
-def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | int | None = None):
-    """Load a spec and apply the --schedule / --staleness overrides.
+def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | int | None = None,
+                 timing: str | None = None):
+    """Load a spec and apply the --schedule / --staleness / --timing overrides.
+
+    A ``timing`` override of a pipelined spec raises a staleness below the new
+    :func:`~onchip.hw.learner.min_staleness` to it, unless ``staleness`` is given.
 
     Raises:
-        ValueError: a bad spec, a schedule the spec cannot take, a staleness that is neither an
-            integer >= 0 nor 'min', or a staleness for a sequential spec.
+        ValueError: a bad spec, a schedule or timing the spec cannot take, a staleness that is
+            neither an integer >= 0 nor 'min', or a staleness for a sequential spec.
     """
     from ..hw.learner import min_staleness
     from ..spec import load_spec
 
     spec = load_spec(spec_arg)
+    if timing:
+        try:
+            spec = spec.replace(timing=timing)
+        except ValueError as exc:
+            raise ValueError(f"--timing {timing}: {exc}") from None
     if schedule:
         try:
             spec = spec.replace(schedule=schedule)
@@ -52,13 +56,15 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
             except ValueError:
                 raise ValueError(f"--staleness must be an integer >= 0 or 'min', got {staleness!r}") from None
             spec = spec.replace(staleness=value)
+    elif timing and spec.schedule == "pipelined":
+        spec = spec.replace(staleness=max(spec.staleness, min_staleness(spec)))
     return spec
 
 
 def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
-    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness), args.out)
+    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness, args.timing), args.out)
     info = design.info
     print(
         f"{design.top}: {info['datapath']} datapath, {info['schedule']} (staleness {info['staleness']}), "

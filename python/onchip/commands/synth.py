@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
     from ..flow.yosys import FAMILIES
 
     p = sub.add_parser("synth", help="resources of a learner core from Yosys", description=DESCRIPTION)
-    p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    _args.add_spec(p)
     p.add_argument("--family", default="xcup", choices=tuple(FAMILIES), help="target family (default xcup)")
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
@@ -23,8 +23,11 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..flow.steps import synth
+    from .generate import resolve_spec
 
-    report = synth(args.spec, family=args.family, out=args.out)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
+
+    report = synth(spec, family=args.family, out=args.out)
     print(f"{args.family}: lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
           f"lutram={report['lutram']} latency={report['latency_cycles']} cycles II={report['initiation_interval']}")
     print(f"wrote {args.out}/report.json")

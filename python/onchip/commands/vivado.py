@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("vivado", help="Vivado project scripts (part OOC, board, or IP packaging)",
                        description=DESCRIPTION)
-    p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    _args.add_spec(p)
     p.add_argument("--part", default=None, help=f"Xilinx part (default {DEFAULT_PART})")
     p.add_argument("--board", default=None, choices=xilinx_boards(), help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=_args.float_range(0, 1000, lo_open=True), default=None,
@@ -33,8 +33,11 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..flow.steps import vivado
+    from .generate import resolve_spec
 
-    manifest = vivado(args.spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
+
+    manifest = vivado(spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
                       ip=args.ip)
     print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
     return 0

@@ -28,19 +28,24 @@ class BSplineUnit(wiring.Component):
         bval: Out(ArrayLayout(basis shape, k+1)), ``bval[m]`` the basis value of coefficient c+m.
         bder: Out(ArrayLayout(basis shape, k+1)), ``bder[m]`` its derivative d/dt (cell units).
 
+    With ``split`` the unit is cut in two stages: ``pos`` (the clamped offset of ``u`` from the grid
+    start) is an output, and the cell index and the table lookup take ``pos_in`` (the caller's
+    register of ``pos``) instead; ``clamped`` stays with ``pos``.
+
     Args:
         in_fmt: format of ``u``.
         lo_raw: grid start in raw units of ``in_fmt``.
         pos_bits: P, bits of position inside a cell (F_in + e).
         grid_size: G. table_bits: T.
         bval, bder: (2**T, k+1) raw tables in ``basis_fmt``.
+        split: cut after the clamp (ports ``pos`` and ``pos_in``), for ``timing = "fast"``.
 
     Raises:
         ValueError: table shapes that do not match ``table_bits``.
     """
 
     def __init__(self, in_fmt: Fmt, lo_raw: int, pos_bits: int, grid_size: int, table_bits: int,
-                 bval, bder, basis_fmt: Fmt):
+                 bval, bder, basis_fmt: Fmt, split: bool = False):
         if bval.shape != bder.shape or bval.shape[0] != 2**table_bits:
             raise ValueError(
                 f"bval/bder must both have shape ({2**table_bits}, k+1), got {bval.shape} and {bder.shape}"
@@ -52,8 +57,11 @@ class BSplineUnit(wiring.Component):
         self.bval_table, self.bder_table = bval, bder
         self.cell_bits = max(1, (self.grid_size - 1).bit_length())
         wb = fmt_shape(basis_fmt)
+        self.split = split
+        pos = unsigned(((self.grid_size << self.pos_bits) - 1).bit_length())
         super().__init__({
             "u": In(fmt_shape(in_fmt)),
+            **({"pos": Out(pos), "pos_in": In(pos)} if split else {}),
             "cell": Out(unsigned(self.cell_bits)),
             "clamped": Out(1),
             "bval": Out(data.ArrayLayout(wb, self.k1)),
@@ -70,8 +78,11 @@ class BSplineUnit(wiring.Component):
         m.d.comb += [
             self.clamped.eq((v < 0) | (v >= span)),
             vc.eq(Mux(v < 0, 0, Mux(v >= span, span - 1, v))),
-            self.cell.eq(vc >> p),
         ]
+        if self.split:
+            m.d.comb += self.pos.eq(vc)
+            vc = self.pos_in
+        m.d.comb += self.cell.eq(vc >> p)
         # ROM entry a: bval[a, 0..k] then bder[a, 0..k], lowest first
         entry = data.StructLayout({"bval": self.bval.shape(), "bder": self.bder.shape()})
         init = [entry.const({"bval": [int(v) for v in self.bval_table[a]],

@@ -14,7 +14,8 @@ from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 from ..fixed import Fmt
 
-__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "fmt_shape", "node"]
+__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_parallel", "requant_has_logic",
+           "fmt_shape", "node"]
 
 
 def node(m, value, name: str | None = None) -> Value:
@@ -59,6 +60,12 @@ def shift_round(m, x, shift: int, quant: str) -> Value:
     Returns:
         A signed expression wide enough for the exact result.
     """
+    parts = _floor_and_increment(m, x, shift, quant)
+    return parts if not isinstance(parts, tuple) else parts[0] + parts[1]
+
+
+def _floor_and_increment(m, x, shift: int, quant: str):
+    """:func:`shift_round` in parts: ``(floor, increment)`` (a 1-bit value) when it rounds, else the result."""
     x = as_signed(node(m, x))
     if shift <= 0:
         return x << (-shift)
@@ -69,7 +76,7 @@ def shift_round(m, x, shift: int, quant: str) -> Value:
     rem = x[:shift]
     neg = x[-1]
     if quant == "TRN_ZERO":
-        return floor + (neg & (rem != 0))
+        return floor, (neg & (rem != 0))
     half = x[shift - 1]
     low_zero = (x[: shift - 1] == 0) if shift > 1 else Const(1, 1)
     above = half & ~low_zero
@@ -81,7 +88,7 @@ def shift_round(m, x, shift: int, quant: str) -> Value:
         "RND_INF": ~neg,
         "RND_CONV": floor[0],
     }[quant]
-    return floor + (above | (tie & tie_up))
+    return floor, (above | (tie & tie_up))
 
 
 def overflow(m, x, fmt: Fmt, mode: str | None = None) -> Value:
@@ -115,3 +122,39 @@ def requant(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
     equal to it for every input value.
     """
     return node(m, overflow(m, shift_round(m, x, frac_from - fmt.frac_bits, fmt.quant), fmt), name)
+
+
+def requant_has_logic(frac_from: int, fmt: Fmt) -> bool:
+    """Whether :func:`requant` from ``frac_from`` fractional bits into ``fmt`` builds a carry chain
+    (a rounding increment or a saturation compare), rather than only a shift and a bit slice.
+    The stage plan (:func:`onchip.hw.learner.stage_plan`) gives such a conversion its own stage
+    under ``timing = "fast"``."""
+    rounds = frac_from - fmt.frac_bits > 0 and fmt.quant != "TRN"
+    return rounds or fmt.overflow != "WRAP"
+
+
+def requant_parallel(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
+    """:func:`requant` (the same value for every input) with the saturation decided from the floor
+    and the rounding increment, in parallel with the increment's carry chain instead of after it:
+    ``floor + inc > max`` iff ``floor > max`` or ``floor == max`` and ``inc``; ``floor + inc < min`` iff
+    ``floor < min - 1`` or ``floor == min - 1`` and not ``inc``. Used by ``timing = "fast"``, where the
+    round-then-saturate chain was nextpnr's critical path."""
+    mode = fmt.overflow
+    parts = _floor_and_increment(m, x, frac_from - fmt.frac_bits, fmt.quant)
+    if mode == "WRAP" or not isinstance(parts, tuple):
+        return requant(m, x, frac_from, fmt, name)
+    floor, inc = parts
+    r = sext(floor + inc, fmt.width + 1)
+    rs = r.shape()
+    low = r[: fmt.width]
+    low = low.as_signed() if fmt.signed else low
+    if -(1 << (rs.width - 1)) >= fmt.min_raw and (1 << (rs.width - 1)) - 1 <= fmt.max_raw:
+        return node(m, low, name)
+    inc = node(m, inc, "inc")
+    above = node(m, (floor > fmt.max_raw) | ((floor == fmt.max_raw) & inc), "above")
+    below = node(m, (floor < fmt.min_raw - 1) | ((floor == fmt.min_raw - 1) & ~inc), "below")
+    if mode == "SAT":
+        out = Mux(below, Const(fmt.min_raw, fmt_shape(fmt)), Mux(above, Const(fmt.max_raw, fmt_shape(fmt)), low))
+    else:
+        out = Mux(below | above, Const(0, fmt_shape(fmt)), low)
+    return node(m, out, name)

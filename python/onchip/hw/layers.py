@@ -25,7 +25,7 @@ from ..model.golden import layout
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
-from .fixedpoint import fmt_shape, node, overflow, requant
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_parallel
 from .pipeline import Pipe, Staged
 from .ram import div_const
 
@@ -40,6 +40,31 @@ def layer_class(kind: str) -> type:
     if kind not in classes:
         raise ValueError(f"kind must be one of {', '.join(classes)}, got {kind!r}")
     return classes[kind]
+
+
+def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> Staged:
+    """Exact sum of ``terms`` (all at one stage) as a balanced adder tree whose levels are
+    registered, one level per stage, until ``to_stage``; the levels left are combinational.
+
+    Returns:
+        the sum, valid at ``to_stage``.
+
+    Raises:
+        ValueError: no terms, terms at different stages, or ``to_stage`` before the terms (a
+            ``to_stage`` beyond the tree's ceil(log2 n) levels delays the sum with registers).
+    """
+    if not terms or len({t.stage for t in terms}) != 1:
+        raise ValueError("staged_tree needs at least one term, all at one stage")
+    s, values, level = terms[0].stage, [t.value for t in terms], 0
+    if to_stage < s:
+        raise ValueError(f"an adder tree of {len(values)} terms at stage {s} cannot end at stage {to_stage}")
+    while s < to_stage:  # a tree shallower than the stages given is delayed after its last level
+        nxt = [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)]
+        if len(values) % 2 or len(values) == 1:
+            nxt.append(values[-1])
+        values = [pipe.reg(v, s, f"{name}_t{level}_{n}_s{s + 1}").value for n, v in enumerate(nxt)]
+        s, level = s + 1, level + 1
+    return Staged(tree_sum(values), s)
 
 
 def tree_sum(values: list[Value]) -> Value:
@@ -69,6 +94,8 @@ class _Layer:
         live_backprop: the backward pass may use the parameters as they are when it runs (the
             sequential schedule, where no update lands in between) instead of the values the
             forward pass read.
+        stages: the layer's entry of :func:`onchip.hw.learner.stage_plan` (where its registers
+            go); default: taken from the spec's plan.
 
     Raises:
         ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P.
@@ -79,7 +106,8 @@ class _Layer:
     #: where the parameters are kept: "registers" or "memory"
     storage = "registers"
 
-    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool):
+    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool,
+                 stages: dict | None = None):
         slices = layout(spec)
         if spec.kind != self.kind:
             raise ValueError(f"{type(self).__name__} builds a {self.kind} layer, the spec is a {spec.kind}")
@@ -95,6 +123,16 @@ class _Layer:
         self.last = index == len(slices) - 1
         self.live_backprop = live_backprop
         self.f = spec.formats
+        if stages is None:
+            from .learner import stage_plan
+
+            stages = stage_plan(spec)["layers"][index]
+        self.st = stages
+        # timing = "fast": products registered raw, their conversion after the register; KAN updates
+        # carry bank addresses and bank-ordered deltas
+        self.raw_products = self.bank_ordered = spec.timing == "fast"
+        #: the rounding conversion: fast decides its saturation in parallel with the rounding increment
+        self.rq = requant_parallel if spec.timing == "fast" else requant
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
         self.lookahead: list[Staged] = []
@@ -104,6 +142,39 @@ class _Layer:
         self.port_local = Signal(range(max(2, self.size)), name=f"l{index}_port_local")
         self.port_data = Signal(fmt_shape(self.f.coef), name=f"l{index}_port_data")
         self.readback: Value | None = None
+
+    def product(self, m: Module, pipe: Pipe, x: Value, y: Value, stage: int, frac_from: int, fmt,
+                to_stage: int, name: str) -> Staged:
+        """``requant(x * y)`` into ``fmt``, registered: converted then registered (compact), or the raw
+        product registered and converted after it, registered again when ``to_stage`` says so (fast).
+
+        Args:
+            x, y: the factors, valid at ``stage``. frac_from: fractional bits of the product.
+            to_stage: the stage where the converted product is to be valid (from the stage plan).
+        """
+        if not self.raw_products:
+            out = pipe.reg(requant(m, x * y, frac_from, fmt), stage, f"{name}_s{stage + 1}")
+        else:
+            raw = pipe.reg(x * y, stage, f"{name}_raw_s{stage + 1}")
+            out = Staged(self.rq(m, raw.value, frac_from, fmt), raw.stage)
+            if to_stage > out.stage:
+                out = pipe.reg(out.value, out.stage, f"{name}_s{out.stage + 1}")
+        if out.stage != to_stage:
+            raise AssertionError(f"{name}: product at stage {out.stage}, the stage plan says {to_stage}")
+        return out
+
+    def delta(self, m: Module, pipe: Pipe, x: Value, y: Value | None, stage: int, frac_from: int,
+              name: str) -> Value:
+        """An update term ``requant(x * y)`` (or ``requant(x)`` when ``y`` is None) into ``coef``, valid at
+        the update stage U: formed in stage ``stage`` = E when compact; fast: the raw product registered,
+        then its rounding registered (U = E + 2)."""
+        u, f = self.st["update"], self.f
+        if u == stage:
+            return requant(m, x if y is None else x * y, frac_from, f.coef)
+        if y is None:
+            return pipe.at(pipe.reg(self.rq(m, x, frac_from, f.coef), stage, f"{name}_s{stage + 1}"), u)
+        raw = pipe.reg(x * y, stage, f"{name}_raw_s{stage + 1}")
+        return pipe.at(pipe.reg(self.rq(m, raw.value, frac_from, f.coef), raw.stage, f"{name}_s{raw.stage + 1}"), u)
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
         """Build the forward pass on the inputs ``u`` (n_in values at one stage); returns the n_out
@@ -137,6 +208,9 @@ class KanLayer(_Layer):
     at E) and, for hidden layers, the error to the previous layer (2 stages).
     A commit reads the current k+1 coefficients through a second RAM read port
     (address one cycle ahead, ``lookahead``) and writes them back changed.
+    The stages are those of the layer's :func:`~onchip.hw.learner.stage_plan` entry; with
+    ``timing = "fast"`` the update carries the k+1 bank addresses and its deltas in bank order
+    (registered in the read stage) instead of the cell, and ``lookahead`` is the addresses.
 
     Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
     (a :class:`~onchip.model.kernels.KanConfig`), ``theta0``, ``index``, ``live_backprop``).
@@ -145,8 +219,10 @@ class KanLayer(_Layer):
     kind = "kan"
     storage = "memory"
 
-    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool):
-        super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop)
+    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool,
+                 stages: dict | None = None):
+        super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop,
+                         stages=stages)
         self.cfg = config
         offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.g, self.k1 = spec.grid_size, spec.spline_order + 1
@@ -163,30 +239,51 @@ class KanLayer(_Layer):
         return split_cell(m, cell, self.k1, self.g, f"l{self.index}_{name}")
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
-        cfg, f, l = self.cfg, self.f, self.index
+        cfg, f, l, st = self.cfg, self.f, self.index, self.st
         a = u[0].stage
+        if a != st["in"] or st["read"] not in (a + 1, a + 2):
+            raise AssertionError(f"layer {l}: inputs at stage {a}, the stage plan says {st['in']} (read at "
+                                 f"in + 1, or in + 2 with the B-spline unit split)")
+        split = st["read"] == a + 2
+        c = st["read"] - 1  # the stage of the cell index, the basis table and the RAM address
         hidden_in = l > 0
         self.cell, self.bval, self.bder, self.clamped, self.dphi = [], [], [], [], []
         lo_r, addr = [], []
         for i in range(self.n_in):
             unit = BSplineUnit(
                 f.input if l == 0 else f.act, cfg.lo_raw[l], cfg.pos_bits[l], cfg.grid_size,
-                cfg.table_bits, cfg.bval, cfg.bder, f.basis,
+                cfg.table_bits, cfg.bval, cfg.bder, f.basis, split=split,
             )
             m.submodules[f"l{l}_bspline{i}"] = unit
             m.d.comb += unit.u.eq(pipe.at(u[i], a))
+            if split:
+                m.d.comb += unit.pos_in.eq(pipe.reg(unit.pos, a, f"l{l}_pos{i}_s{a + 1}").value)
             hi, lo = self._split(m, unit.cell, f"cell{i}")
-            addr.append([bank_address(hi, lo, b) for b in range(self.k1)])
-            lo_r.append(pipe.reg(lo, a, f"l{l}_lo{i}_s{a + 1}").value)
-            self.cell.append(pipe.reg(unit.cell, a, f"l{l}_cell{i}_s{a + 1}"))
-            self.bval.append([pipe.reg(unit.bval[mm], a, f"l{l}_bval{i}_{mm}_s{a + 1}") for mm in range(self.k1)])
+            addr.append([bank_address(hi, lo, bk) for bk in range(self.k1)])
+            lo_r.append(pipe.reg(lo, c, f"l{l}_lo{i}_s{c + 1}").value)
+            self.cell.append(pipe.reg(unit.cell, c, f"l{l}_cell{i}_s{c + 1}"))
+            self.bval.append([pipe.reg(unit.bval[mm], c, f"l{l}_bval{i}_{mm}_s{c + 1}") for mm in range(self.k1)])
             if hidden_in:
-                self.bder.append([pipe.reg(unit.bder[mm], a, f"l{l}_bder{i}_{mm}_s{a + 1}")
+                self.bder.append([pipe.reg(unit.bder[mm], c, f"l{l}_bder{i}_{mm}_s{c + 1}")
                                   for mm in range(self.k1)])
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
         self.lookahead = self.cell
-        r = a + 1
+        r = st["read"]
         self.read_stage = r
+        if self.bank_ordered:
+            # per bank, registered in the read stage: the commit's RAM address, and the basis value of
+            # the coefficient the bank holds (so an update product comes out in bank order): the
+            # commit then holds no cell split, address adder or bank mux
+            self.waddr, self.bval_bank = [], []
+            for i in range(self.n_in):
+                hi, lo = self._split(m, self.cell[i].value, f"waddr{i}")
+                self.waddr += [pipe.reg(bank_address(hi, lo, bk), r, f"l{l}_waddr{i}_{bk}_s{r + 1}")
+                               for bk in range(self.k1)]
+                ordered = by_bank([x.value for x in self.bval[i]], lo_r[i])
+                self.bval_bank.append([pipe.reg(v, r, f"l{l}_bval_bank{i}_{bk}_s{r + 1}")
+                                       for bk, v in enumerate(ordered)])
+            self.lookahead = self.waddr
+            self.n_lookahead = len(self.waddr)
         f_prod = f.coef.frac_bits + f.basis.frac_bits
         self.banks = []
         outs = []
@@ -202,49 +299,55 @@ class KanLayer(_Layer):
                     ]
                 coefs = by_basis([rp.data for rp in banks.read], lo_r[i])
                 dterms = []
+                o = st["operands"]
                 for mm in range(self.k1):
-                    coef = node(m, coefs[mm], f"l{l}_read{j}_{i}_{mm}")
-                    p = requant(m, coef * self.bval[i][mm].value, f_prod, f.acc)
-                    terms.append(pipe.reg(p, r, f"l{l}_prod{j}_{i}_{mm}_s{r + 1}").value)
+                    coef = Staged(node(m, coefs[mm], f"l{l}_read{j}_{i}_{mm}"), r)
+                    if o > r:
+                        coef = pipe.reg(coef.value, r, f"l{l}_coef{j}_{i}_{mm}_s{r + 1}")
+                    coef = pipe.at(coef, o)
+                    terms.append(self.product(m, pipe, coef, pipe.at(self.bval[i][mm], o), o, f_prod, f.acc,
+                                              st["terms"], f"l{l}_prod{j}_{i}_{mm}"))
                     if hidden_in:
-                        dp = requant(m, coef * self.bder[i][mm].value, f_prod, f.acc)
-                        dterms.append(pipe.reg(dp, r, f"l{l}_dprod{j}_{i}_{mm}_s{r + 1}").value)
+                        dterms.append(self.product(m, pipe, coef, pipe.at(self.bder[i][mm], o), o, f_prod,
+                                                   f.acc, st["terms"], f"l{l}_dprod{j}_{i}_{mm}"))
                 if hidden_in:
-                    sd = overflow(m, tree_sum(dterms), f.acc)
-                    dphi = requant(m, sd, f.acc.frac_bits + self.spec.cell_exp, f.grad)
-                    self_dphi.append(pipe.reg(dphi, r + 1, f"l{l}_dphi{j}_{i}_s{r + 2}"))
+                    sd = staged_tree(pipe, dterms, st["out"] - 1, f"l{l}_dsum{j}_{i}")
+                    dphi = self.rq(m, overflow(m, sd.value, f.acc), f.acc.frac_bits + self.spec.cell_exp, f.grad)
+                    self_dphi.append(pipe.reg(dphi, sd.stage, f"l{l}_dphi{j}_{i}_s{st['out']}"))
             self.banks.append(row)
             self.dphi.append(self_dphi)
-            s = overflow(m, tree_sum(terms), f.acc)
-            out = requant(m, s, f.acc.frac_bits, f.act)
-            outs.append(pipe.reg(out, r + 1, f"l{l}_out{j}_s{r + 2}"))
+            s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}")
+            out = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
+            outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
     def backward(self, m: Module, pipe: Pipe, err: list[Staged]) -> list[Staged] | None:
-        f, l = self.f, self.index
+        f, l, st = self.f, self.index, self.st
         e = err[0].stage
-        self.update_stage = e
+        if e != st["error"]:
+            raise AssertionError(f"layer {l}: error at stage {e}, the stage plan says {st['error']}")
+        self.update_stage = st["update"]
         f_update = f.grad.frac_bits + f.basis.frac_bits + self.spec.lr_shift
-        cells = [pipe.at(self.cell[i], e) for i in range(self.n_in)]
+        where = self.waddr if self.bank_ordered else self.cell  # bank addresses, or the cells
+        cells = [pipe.at(x, self.update_stage) for x in where]
+        bvals = self.bval_bank if self.bank_ordered else self.bval
         deltas = []
         for j in range(self.n_out):
             for i in range(self.n_in):
                 for mm in range(self.k1):
-                    b = pipe.at(self.bval[i][mm], e)
-                    deltas.append(requant(m, err[j].value * b, f_update, f.coef))
+                    b = pipe.at(bvals[i][mm], e)
+                    deltas.append(self.delta(m, pipe, err[j].value, b, e, f_update, f"l{l}_delta{j}_{i}_{mm}"))
         self.update_fields = cells + deltas
         if l == 0:
             return None
         prev = []
         for i in range(self.n_in):
-            terms = []
-            for j in range(self.n_out):
-                p = requant(m, err[j].value * pipe.at(self.dphi[j][i], e), 2 * f.grad.frac_bits, f.acc)
-                terms.append(pipe.reg(p, e, f"l{l}_bprod{i}_{j}_s{e + 1}").value)
-            s = overflow(m, tree_sum(terms), f.acc)
-            val = requant(m, s, f.acc.frac_bits, f.grad)
-            val = Mux(pipe.at(self.clamped[i], e + 1), 0, val)
-            prev.append(pipe.reg(val, e + 1, f"l{l - 1}_err{i}_s{e + 2}"))
+            terms = [self.product(m, pipe, err[j].value, pipe.at(self.dphi[j][i], e), e, 2 * f.grad.frac_bits,
+                                  f.acc, st["bterms"], f"l{l}_bprod{i}_{j}") for j in range(self.n_out)]
+            s = staged_tree(pipe, terms, st["prev"] - 1, f"l{l}_bsum{i}")
+            val = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.grad)
+            val = Mux(pipe.at(self.clamped[i], s.stage), 0, val)
+            prev.append(pipe.reg(val, s.stage, f"l{l - 1}_err{i}_s{st['prev']}"))
         return prev
 
     def apply(self, m: Module, commit: Value, fields: list[Value], ahead: list[Value]) -> None:
@@ -253,14 +356,22 @@ class KanLayer(_Layer):
         that can commit in the next cycle) and written in the same cycle; parameter-port writes share
         the write ports."""
         n_in, k1 = self.n_in, self.k1
-        cells, deltas = fields[:n_in], fields[n_in:]
-        now = [self._split(m, cells[i], f"commit{i}") for i in range(n_in)]
-        nxt = [self._split(m, ahead[i], f"ahead{i}") for i in range(n_in)]
+        if self.bank_ordered:  # fields: bank addresses, then deltas in bank order
+            na = n_in * k1
+            deltas = fields[na:]
+            now_addr = [fields[i * k1 : (i + 1) * k1] for i in range(n_in)]
+            nxt_addr = [ahead[i * k1 : (i + 1) * k1] for i in range(n_in)]
+        else:  # fields: cells, then deltas in basis order
+            deltas = fields[n_in:]
+            now = [self._split(m, fields[i], f"commit{i}") for i in range(n_in)]
+            nxt = [self._split(m, ahead[i], f"ahead{i}") for i in range(n_in)]
+            now_addr = [[bank_address(*now[i], b) for b in range(k1)] for i in range(n_in)]
+            nxt_addr = [[bank_address(*nxt[i], b) for b in range(k1)] for i in range(n_in)]
         n = 0
         for j in range(self.n_out):
             for i in range(n_in):
                 banks = self.banks[j][i]
-                d = by_bank(deltas[n : n + k1], now[i][1])
+                d = deltas[n : n + k1] if self.bank_ordered else by_bank(deltas[n : n + k1], now[i][1])
                 n += k1
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
@@ -268,9 +379,9 @@ class KanLayer(_Layer):
                     hit = node(m, self.port_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     m.d.comb += [
-                        rmw.addr.eq(bank_address(*nxt[i], b)),
+                        rmw.addr.eq(nxt_addr[i][b]),
                         rmw.en.eq(1),
-                        wp.addr.eq(Mux(hit, self.port_baddr, bank_address(*now[i], b))),
+                        wp.addr.eq(Mux(hit, self.port_baddr, now_addr[i][b])),
                         wp.data.eq(Mux(hit, self.port_data, new)),
                         wp.en.eq(commit | hit),
                     ]
@@ -306,8 +417,10 @@ class MlpLayer(_Layer):
 
     kind = "mlp"
 
-    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool):
-        super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop)
+    def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool,
+                 stages: dict | None = None):
+        super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop,
+                         stages=stages)
         offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.params: list[Signal] = []
         self.w = [[self._param(theta0[offset + j * n_in + i], f"l{index}_w_{j}_{i}") for i in range(n_in)]
@@ -316,8 +429,10 @@ class MlpLayer(_Layer):
         self.b = [self._param(theta0[b0 + j], f"l{index}_b_{j}") for j in range(n_out)]
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
-        f, l = self.f, self.index
+        f, l, st = self.f, self.index, self.st
         a = u[0].stage
+        if a != st["in"] or st["read"] != a:
+            raise AssertionError(f"layer {l}: inputs at stage {a}, the stage plan says {st['in']} (read at in)")
         self.read_stage = a
         self.u = u
         f_prod = f.coef.frac_bits + self.in_frac
@@ -327,26 +442,30 @@ class MlpLayer(_Layer):
                            for j in range(self.n_out)]
         outs = []
         for j in range(self.n_out):
-            terms = [pipe.reg(requant(m, self.b[j], f.coef.frac_bits, f.acc), a, f"l{l}_bias{j}_s{a + 1}").value]
+            bias = pipe.reg(requant(m, self.b[j], f.coef.frac_bits, f.acc), a, f"l{l}_bias{j}_s{a + 1}")
+            terms = [Staged(pipe.at(bias, st["terms"]), st["terms"])]
             for i in range(self.n_in):
-                p = requant(m, self.w[j][i] * u[i].value, f_prod, f.acc)
-                terms.append(pipe.reg(p, a, f"l{l}_prod{j}_{i}_s{a + 1}").value)
-            s = overflow(m, tree_sum(terms), f.acc)
-            z = requant(m, s, f.acc.frac_bits, f.act)
+                terms.append(self.product(m, pipe, self.w[j][i], u[i].value, a, f_prod, f.acc, st["terms"],
+                                          f"l{l}_prod{j}_{i}"))
+            s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}")
+            z = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
             if not self.last:  # ReLU on hidden layers
                 z = Mux(z > 0, z, 0)
-            outs.append(pipe.reg(z, a + 1, f"l{l}_out{j}_s{a + 2}"))
+            outs.append(pipe.reg(z, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
     def backward(self, m: Module, pipe: Pipe, err: list[Staged]) -> list[Staged] | None:
-        f, l = self.f, self.index
+        f, l, st = self.f, self.index, self.st
         e = err[0].stage
-        self.update_stage = e
+        if e != st["error"]:
+            raise AssertionError(f"layer {l}: error at stage {e}, the stage plan says {st['error']}")
+        self.update_stage = st["update"]
         ins = [pipe.at(self.u[i], e) for i in range(self.n_in)]
         f_w = f.grad.frac_bits + self.in_frac + self.spec.lr_shift
         f_b = f.grad.frac_bits + self.spec.lr_shift
-        dw = [requant(m, err[j].value * ins[i], f_w, f.coef) for j in range(self.n_out) for i in range(self.n_in)]
-        db = [requant(m, err[j].value, f_b, f.coef) for j in range(self.n_out)]
+        dw = [self.delta(m, pipe, err[j].value, ins[i], e, f_w, f"l{l}_dw{j}_{i}")
+              for j in range(self.n_out) for i in range(self.n_in)]
+        db = [self.delta(m, pipe, err[j].value, None, e, f_b, f"l{l}_db{j}") for j in range(self.n_out)]
         self.update_fields = dw + db
         if l == 0:
             return None
@@ -356,12 +475,12 @@ class MlpLayer(_Layer):
             terms = []
             for j in range(self.n_out):
                 w = self.w[j][i] if self.w_read is None else pipe.at(self.w_read[j][i], e)
-                p = requant(m, w * err[j].value, f_back, f.acc)
-                terms.append(pipe.reg(p, e, f"l{l}_bprod{i}_{j}_s{e + 1}").value)
-            s = overflow(m, tree_sum(terms), f.acc)
-            val = requant(m, s, f.acc.frac_bits, f.grad)
-            val = Mux(pipe.at(self.u[i], e + 1) <= 0, 0, val)
-            prev.append(pipe.reg(val, e + 1, f"l{l - 1}_err{i}_s{e + 2}"))
+                terms.append(self.product(m, pipe, w, err[j].value, e, f_back, f.acc, st["bterms"],
+                                          f"l{l}_bprod{i}_{j}"))
+            s = staged_tree(pipe, terms, st["prev"] - 1, f"l{l}_bsum{i}")
+            val = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.grad)
+            val = Mux(pipe.at(self.u[i], s.stage) <= 0, 0, val)
+            prev.append(pipe.reg(val, s.stage, f"l{l - 1}_err{i}_s{st['prev']}"))
         return prev
 
     def _param(self, init: int, name: str) -> Signal:

@@ -1,0 +1,231 @@
+"""Register stages against nanoseconds: ``timing`` x schedule x preset on ECP5 (placed) and xcup (Yosys).
+
+For every (preset, timing, schedule) point: the RTL core's cycles (update latency, II) from
+:func:`onchip.hw.generate`; fmax, LUT, FF and DSP after nextpnr-ecp5 places and routes the
+UART board top on the ULX3S 85F (:func:`onchip.flow.nextpnr.place_and_route`, a real
+bitstream each run), best of the placer seeds run; LUT/FF/DSP of the core on UltraScale+ from
+Yosys (:func:`onchip.flow.yosys.synthesize`, not placed). One online step (predict + update of
+one sample) takes ``latency_cycles_update / fmax`` ns; a new sample can come every
+``II / fmax`` ns.
+
+Runs are kept in ``runs.json`` next to this script (one entry per place-and-route run and per
+synthesis), so a rerun only does what is missing; ``--report`` rewrites ``results.md`` and
+``timing.png`` from it.
+
+Usage (about 4-8 minutes per place-and-route run on a loaded 2-core machine)::
+
+    python sweeps/timing/timing_sweep.py --seeds 1 2 3 --only kan-paper/*/sequential kan-readout/*/pipelined
+    python sweeps/timing/timing_sweep.py --seeds 1          # every point, one seed
+    python sweeps/timing/timing_sweep.py --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs.json"
+BOARD = "ulx3s-85f"
+PRESETS = ("kan-paper", "kan-readout", "mlp-readout")
+TIMINGS = ("compact", "fast")
+SCHEDULES = ("sequential", "pipelined")
+#: the paper's headline: an online step in under 100 ns
+TARGET_NS = 100.0
+
+
+def point_spec(preset: str, timing: str, schedule: str):
+    """The preset at ``timing`` in ``schedule``; pipelined at the smallest staleness its pipeline allows
+    (the ``--timing`` / ``--schedule`` overrides of ``onchip generate``)."""
+    from onchip.commands.generate import resolve_spec
+
+    return resolve_spec(preset, schedule, "min" if schedule == "pipelined" else None, timing)
+
+
+def cycles(preset: str, timing: str, schedule: str) -> dict:
+    from onchip.hw import generate
+
+    info = generate(point_spec(preset, timing, schedule), axis=False).info
+    return {"latency_cycles_update": info["latency_cycles_update"], "initiation_interval": info["initiation_interval"],
+            "latency_cycles_prediction": info["latency_cycles_prediction"], "staleness": info["staleness"]}
+
+
+def run_pnr(preset: str, timing: str, schedule: str, seed: int) -> dict:
+    """One nextpnr-ecp5 run: fmax, utilisation and the critical path."""
+    from onchip.flow.nextpnr import place_and_route
+    from onchip.hw import generate
+
+    design = generate(point_spec(preset, timing, schedule), axis=False)
+    with tempfile.TemporaryDirectory(prefix="onchip-timing-") as tmp:
+        rep = place_and_route(design, BOARD, tmp, seed=seed)
+    util = rep["utilisation"]
+    cp = rep["critical_path"]
+    return {"fmax_mhz": rep["fmax_mhz"], "lut": util.get("TRELLIS_COMB", {}).get("used"),
+            "ff": util.get("TRELLIS_FF", {}).get("used"), "dsp": util.get("MULT18X18D", {}).get("used"),
+            "critical_path": {"start": cp["start"]["signal"] or cp["start"]["cell"],
+                              "end": cp["end"]["signal"] or cp["end"]["cell"], "total_ns": cp["total_ns"],
+                              "logic_ns": cp["logic_ns"], "routing_ns": cp["routing_ns"]}}
+
+
+def run_xcup(preset: str, timing: str, schedule: str) -> dict:
+    from onchip.flow.yosys import synthesize
+    from onchip.hw import generate
+
+    design = generate(point_spec(preset, timing, schedule), axis=False)
+    res = synthesize(design.verilog, design.top, "xcup")
+    return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"]}
+
+
+def _job(key: str) -> tuple[str, dict]:
+    preset, timing, schedule, kind, *seed = key.split("/")
+    if kind == "pnr":
+        return key, run_pnr(preset, timing, schedule, int(seed[0]))
+    if kind == "xcup":
+        return key, run_xcup(preset, timing, schedule)
+    return key, cycles(preset, timing, schedule)
+
+
+def load_runs() -> dict:
+    return json.loads(RUNS.read_text()) if RUNS.exists() else {}
+
+
+def save_runs(runs: dict) -> None:
+    tmp = RUNS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, RUNS)
+
+
+def points(only: list[str] | None) -> list[str]:
+    names = [f"{p}/{t}/{s}" for p in PRESETS for t in TIMINGS for s in SCHEDULES]
+    if only:
+        names = [n for n in names if any(fnmatch.fnmatch(n, pat) for pat in only)]
+    return names
+
+
+def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None:
+    from tqdm import tqdm
+
+    runs = load_runs()
+    todo = []
+    for name in points(only):
+        todo += [f"{name}/cycles"] + ([f"{name}/xcup"] if xcup else []) + [f"{name}/pnr/{s}" for s in seeds]
+    todo = [k for k in todo if k not in runs]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_job, k) for k in todo]
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="timing sweep"):
+            key, value = fut.result()
+            runs[key] = value
+            save_runs(runs)
+            if "/pnr/" in key:
+                tqdm.write(f"{key}: {value['fmax_mhz']:.1f} MHz, critical path {value['critical_path']['start']} -> "
+                           f"{value['critical_path']['end']} ({value['critical_path']['total_ns']:.2f} ns)")
+
+
+def table(runs: dict) -> list[dict]:
+    rows = []
+    for name in points(None):
+        if f"{name}/cycles" not in runs:
+            continue
+        preset, timing, schedule = name.split("/")
+        c = runs[f"{name}/cycles"]
+        seeds = {int(k.rsplit("/", 1)[1]): v for k, v in runs.items() if k.startswith(f"{name}/pnr/")}
+        row = {"preset": preset, "timing": timing, "schedule": schedule, **c, "seeds": sorted(seeds)}
+        if seeds:
+            best_seed = max(seeds, key=lambda s: seeds[s]["fmax_mhz"])
+            best = seeds[best_seed]
+            row.update(fmax_mhz=best["fmax_mhz"], best_seed=best_seed, ecp5_lut=best["lut"], ecp5_ff=best["ff"],
+                       ecp5_dsp=best["dsp"], critical_path=best["critical_path"],
+                       step_ns=c["latency_cycles_update"] * 1e3 / best["fmax_mhz"],
+                       ii_ns=c["initiation_interval"] * 1e3 / best["fmax_mhz"])
+        if f"{name}/xcup" in runs:
+            x = runs[f"{name}/xcup"]
+            row.update(xcup_lut=x["lut"], xcup_ff=x["ff"], xcup_dsp=x["dsp"])
+        rows.append(row)
+    return rows
+
+
+def _cell(row: dict, key: str, fmt: str = "{}") -> str:
+    return fmt.format(row[key]) if row.get(key) is not None else "-"
+
+
+def report(runs: dict) -> None:
+    rows = table(runs)
+    lines = [
+        "# Register stages (`timing`) against nanoseconds",
+        "",
+        "Written by `python sweeps/timing/timing_sweep.py --report` from `runs.json` (see README.md).",
+        "ECP5: nextpnr-ecp5 on the ULX3S 85F (LFE5U-85F, speed 6, UART board top, a real bitstream), best",
+        "fmax of the placer seeds listed; step = update latency (cycles) / fmax, II ns = II / fmax.",
+        "xcup: Yosys synth_xilinx of the core alone (not placed: no fmax).",
+        "",
+        "| preset | timing | schedule | D | latency update (cycles) | II | fmax ECP5 (MHz) | seeds | step (ns) "
+        "| II (ns) | ECP5 LUT / FF / DSP | xcup LUT / FF / DSP | critical path (best seed) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cp = r.get("critical_path")
+        cp_text = (f"{cp['start']} -> {cp['end']}: {cp['total_ns']:.2f} ns (logic {cp['logic_ns']:.2f}, "
+                   f"routing {cp['routing_ns']:.2f})" if cp else "-")
+        lines.append(
+            f"| {r['preset']} | {r['timing']} | {r['schedule']} | {r['staleness']} | {r['latency_cycles_update']} "
+            f"| {r['initiation_interval']} | {_cell(r, 'fmax_mhz', '{:.1f}')} "
+            f"| {','.join(map(str, r['seeds'])) or '-'} "
+            f"| {_cell(r, 'step_ns', '{:.1f}')} | {_cell(r, 'ii_ns', '{:.1f}')} "
+            f"| {_cell(r, 'ecp5_lut')} / {_cell(r, 'ecp5_ff')} / {_cell(r, 'ecp5_dsp')} "
+            f"| {_cell(r, 'xcup_lut')} / {_cell(r, 'xcup_ff')} / {_cell(r, 'xcup_dsp')} | {cp_text} |")
+    (HERE / "results.md").write_text("\n".join(lines) + "\n")
+    (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
+    plot(rows)
+
+
+def plot(rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    markers = {"sequential": "o", "pipelined": "s"}
+    colors = {"compact": "tab:gray", "fast": "tab:blue"}
+    for r in rows:
+        if "step_ns" not in r:
+            continue
+        ax.scatter(r["ecp5_lut"], r["step_ns"], marker=markers[r["schedule"]], color=colors[r["timing"]], s=45)
+        ax.annotate(f"{r['preset']}\n{r['latency_cycles_update']} cyc @ {r['fmax_mhz']:.0f} MHz",
+                    (r["ecp5_lut"], r["step_ns"]), fontsize=6.5, xytext=(4, 3), textcoords="offset points")
+    ax.axhline(TARGET_NS, color="tab:red", ls="--", lw=1)
+    ax.text(ax.get_xlim()[0], TARGET_NS, " paper: 100 ns", color="tab:red", va="bottom", fontsize=8)
+    for t, c in colors.items():
+        ax.scatter([], [], color=c, label=f"timing = {t}")
+    for s, mk in markers.items():
+        ax.scatter([], [], color="k", marker=mk, label=s)
+    ax.set_xlabel("ECP5 LUT (nextpnr, TRELLIS_COMB)")
+    ax.set_ylabel("one online step: update latency / fmax (ns)")
+    ax.set_title("ULX3S 85F (ECP5), placed and routed, best placer seed")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(HERE / "timing.png", dpi=130)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", help="points as preset/timing/schedule (shell patterns)")
+    ap.add_argument("--seeds", type=int, nargs="*", default=[1, 2, 3],
+                    help="nextpnr placer seeds (none: only cycles and the xcup counts)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once")
+    ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
+    ap.add_argument("--report", action="store_true", help="only rewrite results.md and timing.png")
+    args = ap.parse_args()
+    if not args.report:
+        run(args.only, args.seeds, args.jobs, not args.no_xcup)
+    report(load_runs())
+
+
+if __name__ == "__main__":
+    main()
