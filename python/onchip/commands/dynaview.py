@@ -9,6 +9,7 @@ Parses the flags into a :class:`~onchip.methods.dynaview.experiment.DynaviewConf
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import _args
 
@@ -42,8 +43,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cross-topk", type=_args.positive_int, default=4,
                    help="keys of the other expert each query may attend to (default 4)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--jobs", type=_args.positive_int, default=1,
-                   help="processes that run the seeds in parallel (same numbers; default 1)")
+    p.add_argument("--jobs", type=_args.positive_int, default=min(2, os.cpu_count() or 1),
+                   help="processes that run the seeds in parallel (same numbers; default: 2, or 1 on one core)")
     _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)

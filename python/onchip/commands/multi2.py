@@ -8,6 +8,7 @@ Parses the flags into a :class:`~onchip.methods.multi2.experiment.Multi2Config` 
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import _args
 
@@ -43,8 +44,8 @@ def add_parser(subparsers) -> None:
                    help="held-out episodes per horizon and arm (default 50)")
     p.add_argument("--grid", type=_args.int_range(5, 12), default=7, help="grid side, 5-12 (default 7)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--jobs", type=_args.positive_int, default=1,
-                   help="processes that run the seeds in parallel (same numbers; default 1)")
+    p.add_argument("--jobs", type=_args.positive_int, default=min(2, os.cpu_count() or 1),
+                   help="processes that run the seeds in parallel (same numbers; default: 2, or 1 on one core)")
     _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)
