@@ -113,6 +113,14 @@ def test_results_file_has_title_command_and_sections_and_config_drops_run_fields
     assert _report.headline_line(h) == "Headline (acc): **0.500** ± 0.100 for m; b: 0.250 (seeds [0, 1])."
 
 
+def test_seeds_in_other_processes_give_the_same_results():
+    from onchip.methods._seeds import run_seeds
+
+    expected = {1: (7, 0), 2: (3, 1), 3: (2, 1)}  # divmod(7, seed)
+    assert run_seeds(divmod, 7, [1, 2, 3], jobs=1) == expected
+    assert run_seeds(divmod, 7, [1, 2, 3], jobs=2) == expected
+
+
 def test_sentence_encoder_ranks_paraphrases_above_unrelated_text():
     from onchip.methods import _lm
 

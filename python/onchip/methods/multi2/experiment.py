@@ -194,22 +194,10 @@ def _advantage_gap(adv: np.ndarray, expert: np.ndarray) -> dict:
 
 
 def _run_seeds(c) -> dict:
-    """``{seed: run_seed(c, seed)}``, the seeds in ``c.jobs`` processes (spawned: a forked torch can
-    hang) when more than one; every seed is seeded on its own, so the numbers do not depend on ``jobs``."""
-    if c.jobs <= 1 or len(c.seeds) == 1:
-        return {s: run_seed(c, s) for s in c.seeds}
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    """``{seed: run_seed(c, seed)}``, the seeds in ``c.jobs`` processes (``onchip.methods._seeds.run_seeds``)."""
+    from .._seeds import run_seeds
 
-    with ProcessPoolExecutor(min(c.jobs, len(c.seeds)), mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_one_thread) as pool:
-        return dict(zip(c.seeds, pool.map(run_seed, [c] * len(c.seeds), c.seeds)))
-
-
-def _one_thread():
-    import torch
-
-    torch.set_num_threads(1)
+    return run_seeds(run_seed, c, c.seeds, c.jobs)
 
 
 def run(config: Multi2Config) -> dict:
