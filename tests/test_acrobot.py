@@ -203,6 +203,8 @@ def test_replay_names_the_first_differing_sample():
         replay("golden", spec, (x, y, kind, bad, theta0))
 
 
+# a Verilator build of its own; RTL sample kinds are covered by tests/test_hw_kinds.py by default
+@pytest.mark.slow
 def test_rtl_replays_closed_loop_exactly():
     """The golden closed loop's samples through the Verilated design: every prediction equal,
     learning and frozen streams (see :func:`onchip.control.replay` for why that makes the

@@ -32,8 +32,15 @@ def _theta(spec, seed):
     return random_theta(spec, seed) // 4
 
 
-@pytest.mark.parametrize("schedule", SCHEDULES)
-@pytest.mark.parametrize("preset", list(PRESETS))
+#: (preset, schedule) pairs every backend runs in the default suite (a KAN and an MLP, both
+#: schedules); the rest of the matrix is slow (the RTL and HLS suites cover every preset)
+DEFAULT_CASES = {("kan-readout", "pipelined"), ("mlp-regression", "sequential")}
+
+
+@pytest.mark.parametrize("preset, schedule", [
+    pytest.param(p, s, marks=() if (p, s) in DEFAULT_CASES else pytest.mark.slow)
+    for p in PRESETS for s in SCHEDULES
+])
 @pytest.mark.parametrize("name", FIXED_POINT)
 def test_backend_equals_golden(name, preset, schedule):
     backend = _backend(name)

@@ -153,3 +153,14 @@ def test_positions_outside_the_stream_and_missing_sources_are_refused(tmp_path):
     bad.write_text("[[event]]\nat = 0.5\ngain = -1.0\n")
     with pytest.raises(DriftError, match=rf"drift file {bad}: drift event 1: field 'gain'"):
         load_drift(bad, task="qubit-readout")
+
+
+def test_readme_drift_example_is_a_valid_readout_scenario():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = next(b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[[event]]" in b)
+    scenario = load_drift(example, task="qubit-readout")
+    events = scenario.stream_events(1000)
+    assert [e.index for e in events] == [400, 600]  # the jump at 40%, the ramp's start at 60%

@@ -133,6 +133,8 @@ def test_sentence_encoder_ranks_paraphrases_above_unrelated_text():
         e.encode("one string")
 
 
+# about 160 s on a fresh machine: the first load converts Gemma's GGUF weights (then cached)
+@pytest.mark.slow
 def test_causal_lm_prefers_the_factual_continuation():
     from onchip.methods import _lm
 

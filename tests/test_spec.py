@@ -123,7 +123,8 @@ def test_readme_spec_example_is_the_kan_readout_preset():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    section = readme.split("## Learner specs", 1)[1]
+    example = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     assert LearnerSpec.from_toml(example) == PRESETS["kan-readout"].replace(name="")
 
 
