@@ -127,3 +127,12 @@ def test_rtl_backend_mixed_kinds(spec):
     np.testing.assert_array_equal(got.predictions, want_preds)
     np.testing.assert_array_equal(got.decisions, want_dec)
     np.testing.assert_array_equal(got.theta, want_theta)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", [variant(KAN3.replace(timing="fast"), "pipelined"),
+                                  variant(PRESETS["mlp-readout"].replace(timing="fast"), "sequential")],
+                         ids=["kan3-pipelined-fast", "mlp-readout-sequential-fast"])
+def test_mixed_kinds_at_fast_timing(spec):
+    """The kind travels with its sample through the extra register stages of ``timing = "fast"``."""
+    run_mixed(spec, 10000, 4, **STALLS)

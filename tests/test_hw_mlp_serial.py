@@ -89,6 +89,8 @@ def test_readout_bit_exact_with_reported_timing():
     check_timing(READOUT, design, seg)
 
 
+# slow: the narrow serial MLP under stalls is also run with mixed sample kinds by default (test_hw_kinds.py)
+@pytest.mark.slow
 def test_narrow_three_layer_saturates_bit_exact_under_stalls():
     x, y = stimulus(NARROW, 2000, seed=21)
     want, theta = golden_final(NARROW, x, y)
@@ -122,6 +124,7 @@ def test_checkpoint_and_restore_mid_stream():
     check_checkpoint_and_restore(spec, design, xs, restore)
 
 
+@pytest.mark.slow
 def test_wide_network_converts_with_neuron_sized_logic():
     design = cached_design(WIDE)
     v = design.verilog

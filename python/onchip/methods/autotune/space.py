@@ -44,7 +44,8 @@ FACTOR_FIELDS: dict[str, tuple[str, ...]] = {
     # whether the accumulator may wrap is a numerics choice (a spec field where the spec has it)
     + (("allow_acc_wrap",) if "allow_acc_wrap" in _SPEC_FIELDS else ()),
     "TOPOLOGY": ("kind", "widths", "datapath"),
-    "SCHEDULE": ("learning_rate", "schedule", "staleness", "init_scale"),
+    # timing changes register stages only (cycles and fmax, never the golden numbers); no move edits it
+    "SCHEDULE": ("learning_rate", "schedule", "staleness", "init_scale", "timing"),
 }
 FIELD_FACTOR = {f: factor for factor, fields in FACTOR_FIELDS.items() for f in fields}
 #: fields no factor owns: an edit never changes them
