@@ -352,16 +352,14 @@ def replay(backend: str, spec: LearnerSpec, stream) -> int:
 # ---- the acrobot job -----------------------------------------------------------------------------
 def _plot_steps(path, title: str, steps, frozen, changes, window: int = WINDOW) -> None:
     from .plotting import pyplot
+    from .tasks.stream import trailing_sum
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.6))
     ep = np.arange(len(steps))
 
     def rolling(v):
-        c = np.cumsum(np.insert(np.asarray(v, np.float64), 0, 0.0))
-        out = np.full(len(v), np.nan)
-        out[window - 1:] = (c[window:] - c[:-window]) / window
-        return out
+        return trailing_sum(v, window) / window
 
     ax.plot(ep, steps, color="C0", lw=0.6, alpha=0.35)
     ax.plot(ep, rolling(steps), color="C0", lw=1.6, label=f"learning (mean of {window} episodes)")
