@@ -105,7 +105,9 @@ def test_fast_stage_plan_of_kan_paper():
     rnd = spec.replace(formats=Formats(**{**spec.formats.as_dict(), "acc": "ap_fixed<40,18,RND,WRAP>"}))
     assert stage_plan(rnd)["layers"][0]["terms"] == 6 and stage_plan(rnd)["prediction"] == 9
     assert stage_plan(KAN_PAPER)["layers"][0] == {"in": 1, "read": 2, "operands": 2, "product": 3, "terms": 3, "out": 4,
-                                                  "error": 5, "delta": 5, "update": 5}
+                                                  "port": 0, "error": 5, "delta": 5, "update": 5}
+    # fast: the parameter port's decode (edge, q, bank and word) is registered, 4 stages
+    assert plan["port"] == lay["port"] == 4
 
 
 #: The 1->1 KAN of the latency goal: G = 5, k = 3, ap_fixed<16,6> (bit-exactness: test_preset_bit_exact).

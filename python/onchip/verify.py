@@ -123,7 +123,8 @@ class VerifyReport:
     def label(self) -> str:
         s = self.spec
         name = s.name or f"{s.kind} {list(s.widths)}"
-        return f"{name} ({s.schedule}{', staleness %d' % s.staleness if s.schedule == 'pipelined' else ''})"
+        return (f"{name} ({s.schedule}{', staleness %d' % s.staleness if s.schedule == 'pipelined' else ''}"
+                f"{', timing fast' if s.timing == 'fast' else ''})")
 
     def summary(self) -> str:
         """Text: one line per case (``PASS`` / ``FAIL`` / ``SKIP`` / ``ERROR``), then the totals;
@@ -556,8 +557,8 @@ def check_arguments(samples, seed, backends) -> tuple[int, int, tuple[str, ...]]
 
 
 def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STREAM, data=None,
-           backends=("rtl", "hls"), schedule: str | None = None, staleness=None, waves: bool = False,
-           progress: bool = False) -> VerifyReport:
+           backends=("rtl", "hls"), schedule: str | None = None, staleness=None, timing: str | None = None,
+           waves: bool = False, progress: bool = False) -> VerifyReport:
     """Verify the hardware of ``spec`` against the golden model (see the module docstring).
 
     Args:
@@ -568,8 +569,8 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
             :data:`onchip.tasks.TASKS` (its stream quantized to the spec's formats).
         data: readout shots file for ``stream="qubit-readout"``.
         backends: any of :data:`VERIFY_BACKENDS` (or one comma-separated string).
-        schedule, staleness: overrides as ``onchip generate --schedule / --staleness``
-            (staleness: an integer or ``"min"``).
+        schedule, staleness, timing: overrides as ``onchip generate --schedule / --staleness /
+            --timing`` (staleness: an integer or ``"min"``; timing: ``"compact"`` or ``"fast"``).
         waves: dump the bench's protocol job as FST (VCD without the LZ4 headers); a second,
             traced Verilator build. The dump path is in the report and in every mismatch.
         progress: print one line per stage to stderr and show the HLS progress bar.
@@ -582,14 +583,14 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
 
     Raises:
         ValueError: a bad argument; the message starts with the argument's name (``samples:``,
-            ``stream:``, ``data:``, ``backends:``, ``seed:``) or ``--schedule`` / ``--staleness``,
+            ``stream:``, ``data:``, ``backends:``, ``seed:``) or ``--schedule`` / ``--staleness`` / ``--timing``,
             or is the spec's own error.
         FileNotFoundError: ``data`` does not exist.
     """
     from .commands.generate import resolve_spec
 
     samples, seed, backends = check_arguments(samples, seed, backends)
-    spec = resolve_spec(spec, schedule, staleness)
+    spec = resolve_spec(spec, schedule, staleness, timing)
     x, y = make_verify_stream(spec, stream, samples, seed, data)
     report = VerifyReport(spec=spec, samples=samples, seed=seed, stream=stream, backends=backends)
 

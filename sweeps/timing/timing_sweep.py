@@ -9,8 +9,9 @@ one sample) takes ``latency_cycles_update / fmax`` ns; a new sample can come eve
 ``II / fmax`` ns.
 
 Runs are kept in ``runs.json`` next to this script (one entry per place-and-route run and per
-synthesis), so a rerun only does what is missing; ``--report`` rewrites ``results.md`` and
-``timing.png`` from it.
+synthesis, with a hash of the core's Verilog), so a rerun only does what is missing or what was
+run on a design that has changed since; ``--report`` rewrites ``results.md`` and ``timing.png``
+from the runs of the current designs.
 
 Usage (about 4-8 minutes per place-and-route run on a loaded 2-core machine)::
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import hashlib
 import json
 import os
 import tempfile
@@ -45,6 +47,13 @@ def point_spec(preset: str, timing: str, schedule: str):
     from onchip.commands.generate import resolve_spec
 
     return resolve_spec(preset, schedule, "min" if schedule == "pipelined" else None, timing)
+
+
+def design_hash(preset: str, timing: str, schedule: str) -> str:
+    """First 12 hex digits of the SHA-256 of the point's core Verilog: a run of another design is stale."""
+    from onchip.hw import generate
+
+    return hashlib.sha256(generate(point_spec(preset, timing, schedule), axis=False).verilog.encode()).hexdigest()[:12]
 
 
 def cycles(preset: str, timing: str, schedule: str) -> dict:
@@ -84,10 +93,19 @@ def run_xcup(preset: str, timing: str, schedule: str) -> dict:
 def _job(key: str) -> tuple[str, dict]:
     preset, timing, schedule, kind, *seed = key.split("/")
     if kind == "pnr":
-        return key, run_pnr(preset, timing, schedule, int(seed[0]))
-    if kind == "xcup":
-        return key, run_xcup(preset, timing, schedule)
-    return key, cycles(preset, timing, schedule)
+        value = run_pnr(preset, timing, schedule, int(seed[0]))
+    elif kind == "xcup":
+        value = run_xcup(preset, timing, schedule)
+    else:
+        value = cycles(preset, timing, schedule)
+    return key, {**value, "design": design_hash(preset, timing, schedule)}
+
+
+def current(runs: dict) -> dict:
+    """The runs made on each point's current design (by :func:`design_hash`)."""
+    hashes = {name: design_hash(*name.split("/")) for name in points(None)}
+    return {k: v for k, v in runs.items() if v.get("design") == hashes.get(k.rsplit("/", 2)[0] if "/pnr/" in k
+                                                                           else k.rsplit("/", 1)[0])}
 
 
 def load_runs() -> dict:
@@ -111,10 +129,11 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
     from tqdm import tqdm
 
     runs = load_runs()
+    fresh = current(runs)
     todo = []
     for name in points(only):
         todo += [f"{name}/cycles"] + ([f"{name}/xcup"] if xcup else []) + [f"{name}/pnr/{s}" for s in seeds]
-    todo = [k for k in todo if k not in runs]
+    todo = [k for k in todo if k not in fresh]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(_job, k) for k in todo]
         for fut in tqdm(as_completed(futures), total=len(futures), desc="timing sweep"):
@@ -224,7 +243,7 @@ def main() -> None:
     args = ap.parse_args()
     if not args.report:
         run(args.only, args.seeds, args.jobs, not args.no_xcup)
-    report(load_runs())
+    report(current(load_runs()))
 
 
 if __name__ == "__main__":

@@ -33,9 +33,7 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("verify", help="verify the generated RTL and HLS of a spec against the golden model",
                        description=DESCRIPTION)
-    p.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
-    p.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
-    p.add_argument("--staleness", help="override the pipelined staleness D: an integer, or 'min'")
+    _args.add_spec(p)
     p.add_argument("--samples", type=_args.int_range(8), default=2000, help="stream length (default: %(default)s)")
     _args.add_seed(p, what="the stream and the bench's random stalls")
     p.add_argument("--stream", default="random",
@@ -64,7 +62,7 @@ def run(args) -> int:
     try:
         report = verify(args.spec, samples=args.samples, seed=args.seed, stream=args.stream, data=args.data,
                         backends=tuple(args.backends), schedule=args.schedule, staleness=args.staleness,
-                        waves=args.waves, progress=not args.quiet)
+                        timing=args.timing, waves=args.waves, progress=not args.quiet)
     except ValueError as exc:
         message = _args.flag_message(str(exc), list(FLAGS), FLAGS)
         if message == str(exc) and not message.startswith("--") and "spec" in message.split(":")[0]:

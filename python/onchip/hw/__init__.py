@@ -141,7 +141,7 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
         "latency_cycles_update": learner.latency_update,
         "initiation_interval": learner.initiation_interval,
         "stages": {"prediction": learner.stages["prediction"], "read": list(learner.stages["read"]),
-                   "update": list(learner.stages["update"])},
+                   "update": list(learner.stages["update"]), "port": learner.stages["port"]},
         "param_count": learner.n_params,
         "param_addr_width": learner.addr_width,
         "param_storage": learner.param_storage,

@@ -193,8 +193,13 @@ class _Layer:
         raise NotImplementedError
 
     def port(self, m: Module) -> None:
-        """Build the parameter port: ``port_*`` signals in, :attr:`readback` one cycle after a read."""
+        """Build the parameter port: ``port_*`` signals in, :attr:`readback` P + 1 cycles after a read
+        (P: the layer's ``port`` entry of the stage plan, registers between command and parameters)."""
         raise NotImplementedError
+
+
+#: registers of a KAN parameter port at ``timing = "fast"`` (:meth:`KanLayer.port`)
+PORT_STAGES = 4
 
 
 class KanLayer(_Layer):
@@ -231,9 +236,16 @@ class KanLayer(_Layer):
         self.theta0 = [[[int(theta0[offset + (j * n_in + i) * nc + q]) for q in range(nc)] for i in range(n_in)]
                        for j in range(n_out)]
         self.depth = -(-nc // self.k1)
+        # the port command as it reaches the RAM banks (decoded; registered when fast, see port)
         self.port_edge = Signal(range(max(2, n_in * n_out)), name=f"l{index}_port_edge")
         self.port_bank = Signal(range(max(2, self.k1)), name=f"l{index}_port_bank")
         self.port_baddr = Signal(range(max(2, self.depth)), name=f"l{index}_port_baddr")
+        if self.st["port"]:
+            self.ram_wr = Signal(name=f"l{index}_ram_wr")
+            self.ram_rd = Signal(name=f"l{index}_ram_rd")
+            self.ram_data = Signal.like(self.port_data, name=f"l{index}_ram_data")
+        else:
+            self.ram_wr, self.ram_rd, self.ram_data = self.port_wr, self.port_rd, self.port_data
 
     def _split(self, m: Module, cell: Value, name: str):
         return split_cell(m, cell, self.k1, self.g, f"l{self.index}_{name}")
@@ -294,8 +306,8 @@ class KanLayer(_Layer):
                 row.append(banks)
                 for b, rp in enumerate(banks.read):
                     m.d.comb += [
-                        rp.addr.eq(Mux(self.port_rd, self.port_baddr, addr[i][b])),
-                        rp.en.eq(pipe.en | self.port_rd),
+                        rp.addr.eq(Mux(self.ram_rd, self.port_baddr, addr[i][b])),
+                        rp.en.eq(pipe.en | self.ram_rd),
                     ]
                 coefs = by_basis([rp.data for rp in banks.read], lo_r[i])
                 dterms = []
@@ -376,27 +388,51 @@ class KanLayer(_Layer):
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
                     new = overflow(m, rmw.data - d[b], self.f.coef)
-                    hit = node(m, self.port_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
+                    hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     m.d.comb += [
                         rmw.addr.eq(nxt_addr[i][b]),
                         rmw.en.eq(1),
                         wp.addr.eq(Mux(hit, self.port_baddr, now_addr[i][b])),
-                        wp.data.eq(Mux(hit, self.port_data, new)),
+                        wp.data.eq(Mux(hit, self.ram_data, new)),
                         wp.en.eq(commit | hit),
                     ]
 
     def port(self, m: Module) -> None:
-        """Parameter port: theta[offset + e*(G+k) + q] is word q div (k+1) of bank q mod (k+1) of edge e."""
-        nc, k1, l = self.spec.n_coef, self.k1, self.index
-        edge = node(m, div_const(self.port_local, nc, self.size - 1), f"l{l}_port_edge_q")
-        q = Signal(range(max(2, nc)), name=f"l{l}_port_q")
-        m.d.comb += q.eq(self.port_local - edge * nc)
-        baddr = node(m, div_const(q, k1, nc - 1), f"l{l}_port_baddr_q")
-        m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(q - baddr * k1)]
+        """Parameter port: theta[offset + e*(G+k) + q] is word q div (k+1) of bank q mod (k+1) of edge e.
+
+        The stage plan's ``port`` entry: 0 decodes in the command's cycle; 4 (fast) registers
+        the command, the edge e (a constant division), q and the bank/word split, one step each, so
+        the command reaches the RAM 4 cycles later (the learner waits for it)."""
+        nc, k1, l, stages = self.spec.n_coef, self.k1, self.index, self.st["port"]
+        if stages not in (0, PORT_STAGES):
+            raise AssertionError(f"layer {l}: {stages} parameter-port stages, the KAN port has 0 or {PORT_STAGES}")
+        if not stages:  # decoded in the command's cycle
+            edge = node(m, div_const(self.port_local, nc, self.size - 1), f"l{l}_port_edge_q")
+            q = Signal(range(max(2, nc)), name=f"l{l}_port_q")
+            m.d.comb += q.eq(self.port_local - edge * nc)
+            baddr = node(m, div_const(q, k1, nc - 1), f"l{l}_port_baddr_q")
+            m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(q - baddr * k1)]
+        else:
+            def step(n: int, values: list, names: list[str]) -> list:  # register stage n of the decode
+                regs = [Signal(Value.cast(v).shape(), name=f"l{l}_port_{name}_p{n}") for v, name in zip(values, names)]
+                m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
+                return regs
+
+            cmd = ["wr", "rd", "data"]
+            local, *carried = step(1, [self.port_local, self.port_wr, self.port_rd, self.port_data], ["local", *cmd])
+            edge, local, *carried = step(2, [div_const(local, nc, self.size - 1), local, *carried],
+                                         ["edge", "local", *cmd])
+            q, edge, *carried = step(3, [(local - edge * nc)[: max(1, (nc - 1).bit_length())], edge, *carried],
+                                     ["q", "edge", *cmd])
+            baddr = div_const(q, k1, nc - 1)
+            baddr, bank, edge, *carried = step(4, [baddr, q - baddr * k1, edge, *carried],
+                                               ["baddr", "bank", "edge", *cmd])
+            m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(bank)]
+            m.d.comb += [r.eq(v) for r, v in zip([self.ram_wr, self.ram_rd, self.ram_data], carried)]
         sel_edge = Signal.like(self.port_edge, name=f"l{l}_rd_edge")
         sel_bank = Signal.like(self.port_bank, name=f"l{l}_rd_bank")
-        with m.If(self.port_rd):
+        with m.If(self.ram_rd):
             m.d.sync += [sel_edge.eq(self.port_edge), sel_bank.eq(self.port_bank)]
         words = Array([Array([rp.data for rp in banks.read]) for row in self.banks for banks in row])
         self.readback = words[sel_edge][sel_bank]
@@ -497,6 +533,9 @@ class MlpLayer(_Layer):
 
     def port(self, m: Module) -> None:
         """Parameter port: theta[offset + n] is register n (weights row by row, then biases)."""
+        if self.st["port"]:
+            raise AssertionError(f"layer {self.index}: the MLP port has no register stage, the plan says "
+                                 f"{self.st['port']}")
         sel = Signal.like(self.port_local, name=f"l{self.index}_rd_sel")
         with m.If(self.port_rd):
             m.d.sync += sel.eq(self.port_local)

@@ -26,12 +26,14 @@ Parameter port: a command (read or write of theta[addr], flat index of
 accepted, samples in flight finish (their predictions must be taken), the
 pending updates are committed oldest first (the golden model's ``flush``);
 then the command executes and answers one response word (a write in the next
-cycle, a read one cycle later, as RAM reads are synchronous).
+cycle, a read one cycle after it reaches the parameters, as RAM reads are synchronous:
+with ``timing = "fast"`` a KAN command passes the port's register stages first, see
+:func:`stage_plan`, and no sample is taken while one is in them).
 
 Reset: registers return to their initial values at once; parameters kept in
 RAM (KAN coefficients, :mod:`onchip.hw.coefmem`) are rewritten from a ROM of
 the initial parameters, one word per cycle, through the parameter port's
-write path. For those P + 1 cycles after reset no sample or command is taken.
+write path. For those P + 1 cycles after reset (plus the port's stages) no sample is taken.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from ..model.golden import kernel_config
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, requant_has_logic
 from .interface import LearnerPorts, reload_from_rom
-from .layers import layer_class
+from .layers import PORT_STAGES, layer_class
 from .pending import PendingUpdates
 from .pipeline import Pipe
 
@@ -81,9 +83,15 @@ def stage_plan(spec: LearnerSpec) -> dict:
     stages (raw product e x b or e x u, then its rounding into ``coef``), so that the commit
     cycle holds only the read, the subtract-and-saturate and the write of the parameter.
 
+    The parameter port (KAN: a flat index decoded into edge, RAM bank and word) is combinational
+    when compact; fast registers it in ``port`` stages: the command, the edge (a division by
+    G + k), the index inside the edge, its bank and word (measured: the decode of the reload
+    counter limited kan-readout's fmax, G + k = 11). MLP parameters are registers: no stage.
+
     Returns:
-        ``{"timing", "prediction": P, "read": [R_l], "update": [U_l], "layers": [dict per layer]}``;
-        a layer's dict: ``in`` (stage of its inputs), ``read`` R, ``operands`` (the stage whose
+        ``{"timing", "prediction": P, "read": [R_l], "update": [U_l], "port": cycles a parameter-port
+        command takes to reach the parameters, "layers": [dict per layer]}``;
+        a layer's dict: ``in`` (stage of its inputs), ``read`` R, ``port`` (its parameter port's registers), ``operands`` (the stage whose
         cycle multiplies), ``product`` (raw or converted
         products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered),
         ``error`` E (its output error), ``delta`` (update product registered, fast only),
@@ -123,7 +131,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
             back_frac = f.coef.frac_bits + f.grad.frac_bits
         out = terms + levels(n_terms) + 1
         plan.append({"in": a, "read": read, "operands": operands, "product": operands + 1, "terms": terms, "out": out,
-                     "back_frac": back_frac})
+                     "port": PORT_STAGES if fast and spec.kind == "kan" else 0, "back_frac": back_frac})
         a = out
     p = a
     e = p + 1
@@ -142,6 +150,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
         "prediction": p,
         "read": [st["read"] for st in plan],
         "update": [st["update"] for st in plan],
+        "port": max(st["port"] for st in plan),
         "layers": plan,
     }
 
@@ -189,8 +198,8 @@ class OnchipLearner(LearnerPorts):
         super().__init__(spec, theta)
         #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
         self.param_storage = "memory" if spec.kind == "kan" else "registers"
-        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
-        self.reset_cycles = self.n_params + 1 if self.param_storage == "memory" else 0
+        #: cycles after reset before a sample is taken (the RAM reload from the ROM, through the port's stages)
+        self.reset_cycles = self.n_params + 1 + self.stages["port"] if self.param_storage == "memory" else 0
 
     def _plan(self) -> None:
         self.stages = stage_plan(self.spec)
@@ -308,20 +317,32 @@ class OnchipLearner(LearnerPorts):
         # reload after reset: parameters kept in RAM go back to theta0 through the port's write path
         reload = reload_from_rom(m, theta0, f.coef, any(layer.storage == "memory" for layer in layers))
         reloading = reload.active
+        # a port command (or reload word) still in the port's register stages: no sample may read
+        # the parameters before it lands
+        n_port = self.stages["port"]
+        port_cmd = Signal(name="port_cmd") if n_port else None
+        in_flight = [Signal(name=f"port_in_flight{n}") for n in range(n_port)]
+        for n, r in enumerate(in_flight):
+            m.d.sync += r.eq(in_flight[n - 1] if n else port_cmd)
+        takes = en & ~draining & ~reloading & seq_ok
+        if n_port:
+            takes = takes & ~Cat(*in_flight).any()
 
         m.d.comb += [
-            self.s.ready.eq(en & ~draining & ~reloading & seq_ok),
+            self.s.ready.eq(takes),
             accept.eq(self.s.valid & self.s.ready),
         ]
 
         # parameter port: a command waits until the learner is drained and flushed; a write
-        # answers the value written in the next cycle, a read the value read one cycle later
+        # answers the value written in the next cycle, a read the value read once it is back
+        # (the port's stages + 1 cycles later, as RAM reads are synchronous)
         data, addr, write = self.command_fields()
         drained = ~busy
         for ok in flushed:
             drained = drained & ok
         execute = Signal()
-        read_wait = Signal(name="read_wait")
+        reading = [Signal(name=f"read_wait{n}" if n else "read_wait") for n in range(n_port + 1)]
+        read_wait = Cat(*reading).any() if n_port else reading[0]
         m.d.comb += [
             execute.eq(self.pc.valid & drained & ~reloading & ~read_wait & (~self.pr.valid | self.pr.ready)),
             self.pc.ready.eq(execute),
@@ -340,11 +361,14 @@ class OnchipLearner(LearnerPorts):
             layer.port(m)
             with m.If(layer.port_rd):
                 m.d.sync += read_layer.eq(l)
-        m.d.sync += read_wait.eq(execute & ~write)
+        if n_port:
+            m.d.comb += port_cmd.eq(reload.write | execute)
+        for n, r in enumerate(reading):
+            m.d.sync += r.eq(reading[n - 1] if n else execute & ~write)
         resp = Signal(fmt_shape(f.coef))
         with m.If(execute & write):
             m.d.sync += [self.pr.valid.eq(1), resp.eq(data)]
-        with m.Elif(read_wait):
+        with m.Elif(reading[-1]):
             m.d.sync += [self.pr.valid.eq(1), resp.eq(Array([ly.readback for ly in layers])[read_layer])]
         with m.Elif(self.pr.ready):
             m.d.sync += self.pr.valid.eq(0)

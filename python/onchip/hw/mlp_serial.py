@@ -150,7 +150,7 @@ class SerialMlpLearner(LearnerPorts):
                 f"schedule={spec.schedule!r}"
             )
         plan = serial_plan(spec)
-        self.stages = {key: plan[key] for key in ("prediction", "read", "update")}
+        self.stages = {**{key: plan[key] for key in ("prediction", "read", "update")}, "port": 0}
         self.initiation_interval = plan["ii"]
         self.min_staleness = self.initiation_interval - 1
         self.staleness = 0
