@@ -47,3 +47,32 @@ def test_requant_matches_golden_exhaustively(build):
         want = np.array([requant(np.int64(v), IN_FRAC, w, f, s, q, o) for v in values])
         bad = np.nonzero(got[:, t] != want)[0]
         assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"
+
+
+@pytest.mark.parametrize("mode", OVERFLOW_MODES)
+def test_overflow_by_bits_matches_golden_exhaustively(mode):
+    """overflow(by_bits=True) (timing = "fast": outside-the-range from the bits above the sign, no
+    comparator) equals the golden conversion for every 11-bit input into narrower signed formats."""
+    from onchip.hw.fixedpoint import overflow
+
+    targets = [Fmt(w, 2, True, "TRN", mode) for w in (4, 6, 10, 11)]
+    m = Module()
+    x = Signal(signed(IN_BITS))
+    outs = [overflow(m, x, fmt, by_bits=True) for fmt in targets]
+    values = np.arange(-(2 ** (IN_BITS - 1)), 2 ** (IN_BITS - 1))
+    got = np.zeros((values.size, len(targets)), np.int64)
+
+    async def bench(ctx):
+        for n, v in enumerate(values):
+            ctx.set(x, int(v))
+            for t, o in enumerate(outs):
+                got[n, t] = ctx.get(o)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    for t, fmt in enumerate(targets):
+        w, f, s, q, o = fmt.code
+        want = np.array([requant(np.int64(v), f, w, f, s, q, o) for v in values])  # same F: overflow only
+        bad = np.nonzero(got[:, t] != want)[0]
+        assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"

@@ -59,9 +59,9 @@ def random_ops(depth: int, width: int, n: int, seed: int):
     return ops
 
 
-def simulate(depth: int, width: int, ops):
+def simulate(depth: int, width: int, ops, registered: bool = False):
     """Run ``ops`` on the hardware and the model; returns the first mismatch (cycle, got, want), if any."""
-    dut = PendingUpdates(width=width, depth=depth)
+    dut = PendingUpdates(width=width, depth=depth, registered=registered)
     model = PendingModel(depth)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -72,10 +72,14 @@ def simulate(depth: int, width: int, ops):
             ctx.set(dut.w_en, w_en)
             ctx.set(dut.w_data, w_data)
             ctx.set(dut.r_en, r_en)
+            if registered:  # w_data as it will be after the coming edge
+                ctx.set(dut.w_next, ops[cycle + 1][1] if cycle + 1 < len(ops) else 0)
             want = model.outputs(w_en, w_data, r_en)
             got = {name: ctx.get(getattr(dut, name)) for name in want}
             if want["next_data"] is None:
                 got["next_data"] = None
+            if registered and cycle == 0:  # a register: loaded from the first clock edge on
+                got["r_data"] = want["r_data"]
             if got != want:
                 mismatches.append((cycle, got, want))
                 return
@@ -87,25 +91,28 @@ def simulate(depth: int, width: int, ops):
     return mismatches
 
 
+@pytest.mark.parametrize("registered", [False, True])
 @pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 8])
-def test_random_push_pop_matches_model(depth):
+def test_random_push_pop_matches_model(depth, registered):
     for seed in range(4):
         ops = random_ops(depth, width=9, n=400, seed=1000 * depth + seed)
-        bad = simulate(depth, 9, ops)
+        bad = simulate(depth, 9, ops, registered)
         assert not bad, f"depth {depth}, seed {seed}: cycle {bad[0][0]}: hardware {bad[0][1]}, model {bad[0][2]}"
 
 
-def test_fills_to_depth_and_drains_in_order():
+@pytest.mark.parametrize("registered", [False, True])
+def test_fills_to_depth_and_drains_in_order(registered):
     depth = 4
     ops = [(True, 10 + n, False) for n in range(depth)]  # fill
     ops += [(True, 20 + n, True) for n in range(6)]      # full: push and pop together
     ops += [(False, 0, True) for _ in range(depth)]      # drain
     ops += [(True, 30, False), (False, 0, True)]           # one word through an empty queue
-    assert not simulate(depth, 8, ops)
+    assert not simulate(depth, 8, ops, registered)
 
 
-def test_reset_empties_the_queue():
-    dut = PendingUpdates(width=4, depth=3)
+@pytest.mark.parametrize("registered", [False, True])
+def test_reset_empties_the_queue(registered):
+    dut = PendingUpdates(width=4, depth=3, registered=registered)
     m = Module()
     m.domains.sync = cd = ClockDomain()
     m.submodules.dut = dut
@@ -122,6 +129,9 @@ def test_reset_empties_the_queue():
         ctx.set(dut.w_data, 7)
         # a synchronous reset of the domain: the queue is empty, r_data falls through
         ctx.set(cd.rst, 1)
+        if registered:  # r_data is loaded at an edge: w_next, once the queue will be empty
+            ctx.set(dut.w_next, 7)
+            await ctx.tick()
         await ctx.tick()
         ctx.set(cd.rst, 0)
         assert ctx.get(dut.level) == 0 and ctx.get(dut.r_data) == 7

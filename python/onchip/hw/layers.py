@@ -387,7 +387,7 @@ class KanLayer(_Layer):
                 n += k1
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
-                    new = overflow(m, rmw.data - d[b], self.f.coef)
+                    new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=self.spec.timing == "fast")
                     hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     m.d.comb += [
@@ -529,7 +529,7 @@ class MlpLayer(_Layer):
         thetas = [w for row in self.w for w in row] + self.b
         with m.If(commit):
             for theta, delta in zip(thetas, fields):
-                m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef))
+                m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef, by_bits=self.spec.timing == "fast"))
 
     def port(self, m: Module) -> None:
         """Parameter port: theta[offset + n] is register n (weights row by row, then biases)."""

@@ -286,7 +286,8 @@ class OnchipLearner(LearnerPorts):
                 layer.apply(m, commit, fields_u, ahead_u)
                 continue
             packed_u = Cat(*fields_u)
-            m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(width=len(packed_u), depth=self.staleness)
+            m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(width=len(packed_u), depth=self.staleness,
+                                                                    registered=spec.timing == "fast")
             pending = Signal(unsigned(max(1, self.staleness.bit_length())), name=f"l{l}_pending")
             enter = en & valid[r]  # a sample leaves the read stage: its read is done
             bypass = fifo.level == 0
@@ -301,6 +302,8 @@ class OnchipLearner(LearnerPorts):
                 fifo.w_data.eq(packed_u),
                 fifo.r_en.eq(commit & ~bypass),
             ]
+            if fifo.registered:  # the stage-U update after this cycle's advance
+                m.d.comb += fifo.w_next.eq(Mux(en, Cat(*[pipe.before(x) for x in fields_u]), packed_u))
             fields = unpack(fifo.r_data, fields_u)
             # the update a commit in the next cycle takes: the queue's next head or, when the queue
             # will be empty, the stage-U update after this advance

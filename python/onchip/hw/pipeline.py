@@ -37,6 +37,7 @@ class Pipe:
         self.en = en
         self._updates = []
         self._delayed: dict[tuple[int, int], Staged] = {}
+        self._inputs: dict[int, tuple[Signal, Value]] = {}  # id(register) -> (register, its input)
         self.last_stage = 0
 
     def reg(self, value, stage: int, name: str) -> Staged:
@@ -44,8 +45,20 @@ class Pipe:
         value = Value.cast(value)
         sig = Signal(value.shape(), name=name, reset_less=True)
         self._updates.append(sig.eq(value))
+        self._inputs[id(sig)] = (sig, value)
         self.last_stage = max(self.last_stage, stage + 1)
         return Staged(sig, stage + 1)
+
+    def before(self, register: Value) -> Value:
+        """The expression a pipeline register is loaded from: its sample's value one stage earlier.
+
+        Raises:
+            ValueError: ``register`` was not made by :meth:`reg` (or :meth:`at`).
+        """
+        entry = self._inputs.get(id(register))
+        if entry is None or entry[0] is not register:
+            raise ValueError(f"{register!r} is not a register of this pipeline")
+        return entry[1]
 
     def at(self, s: Staged, stage: int) -> Value:
         """The value of ``s`` for the sample now at ``stage`` (>= s.stage), delayed by registers."""
