@@ -254,17 +254,16 @@ def raw_bounds(width, signed):
 @numba.njit(cache=True, inline="always")
 def overflow(value, width, signed, mode):
     """Bring an integer into a W-bit raw range with overflow ``mode`` (index into OVERFLOW_MODES)."""
+    if mode == WRAP:  # the low W bits, sign-extended when signed (W <= 48 < 64)
+        if signed:
+            return (value << (64 - width)) >> (64 - width)
+        return value & ((np.int64(1) << width) - 1)
     lo, hi = raw_bounds(width, signed)
     if mode == SAT:
         return min(max(value, lo), hi)
     if lo <= value <= hi:
         return value
-    if mode == SAT_ZERO:
-        return np.int64(0)
-    wrapped = value & ((np.int64(1) << width) - 1)
-    if signed and wrapped > hi:
-        wrapped -= np.int64(1) << width
-    return wrapped
+    return np.int64(0)  # SAT_ZERO
 
 
 @numba.njit(cache=True, inline="always")

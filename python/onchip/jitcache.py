@@ -7,10 +7,15 @@ arithmetic. So the kernels are cached in a folder named by a hash of every sourc
 compiled from (``fixed.py`` and ``model/*.py``): ``<onchip cache>/numba-<hash>``. An edit of any of
 them selects a fresh folder and the kernels compile again. ``NUMBA_CACHE_DIR``, when set, wins
 (numba's own setting; the test suite uses it for a fresh cache per session).
+
+The per-spec specialised kernels (:mod:`onchip.model.specialise`) are small generated source
+files; they live in :func:`specialised_dir`, inside whichever folder numba caches in, and their
+names carry :func:`kernel_digest`, so they follow the same rule.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -24,8 +29,20 @@ def kernel_sources(package: Path = _PACKAGE) -> list[Path]:
     return [package / "fixed.py", *sorted((package / "model").glob("*.py"))]
 
 
+def kernel_digest(package: Path = _PACKAGE) -> str:
+    """The hash (64 hex digits) of :func:`kernel_sources` (names and contents).
+
+    Raises:
+        FileNotFoundError: ``package`` has no ``fixed.py``.
+    """
+    parts = []
+    for path in kernel_sources(package):
+        parts += [path.relative_to(package).as_posix(), path.read_bytes()]
+    return digest(*parts)
+
+
 def kernel_cache_dir(package: Path = _PACKAGE, cache: Path | None = None) -> Path:
-    """``<cache>/numba-<first 16 hex digits of the hash of kernel_sources(package)>``.
+    """``<cache>/numba-<first 16 hex digits of kernel_digest(package)>``.
 
     Args:
         package: the onchip package folder (its ``fixed.py`` and ``model/``).
@@ -34,10 +51,21 @@ def kernel_cache_dir(package: Path = _PACKAGE, cache: Path | None = None) -> Pat
     Raises:
         FileNotFoundError: ``package`` has no ``fixed.py``.
     """
-    parts = []
-    for path in kernel_sources(package):
-        parts += [path.relative_to(package).as_posix(), path.read_bytes()]
-    return (cache_root(cache) if cache is None else Path(cache)) / f"numba-{digest(*parts)[:16]}"
+    return (cache_root(cache) if cache is None else Path(cache)) / f"numba-{kernel_digest(package)[:16]}"
+
+
+@functools.cache
+def installed_kernel_digest() -> str:
+    """:func:`kernel_digest` of this installed package, read once per process."""
+    return kernel_digest()
+
+
+def specialised_dir() -> Path:
+    """Where the generated per-spec kernel sources go: ``<numba's cache folder>/specialised``
+    (:func:`kernel_cache_dir` after :func:`configure`, or ``NUMBA_CACHE_DIR``). Not created here."""
+    import numba
+
+    return Path(numba.config.CACHE_DIR or kernel_cache_dir()) / "specialised"
 
 
 def configure() -> None:

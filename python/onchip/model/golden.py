@@ -18,6 +18,7 @@ import numpy as np
 
 from ..fixed import Fmt, dequantize, quantize
 from ..spec import LearnerSpec
+from . import specialise as _specialise
 from .basis import basis_table
 from .kernels import KanConfig, MlpConfig
 from .stream import flush as _flush
@@ -94,7 +95,7 @@ def check_raw(name: str, a, cols: int, fmt: Fmt) -> np.ndarray:
     accepts a value another refuses.
 
     Returns:
-        an int64 array.
+        an int64 array: ``a`` itself when it already is one (to read, not to write into).
 
     Raises:
         ValueError: naming ``name``: wrong shape, not integers, or values outside ``fmt``.
@@ -104,19 +105,26 @@ def check_raw(name: str, a, cols: int, fmt: Fmt) -> np.ndarray:
         raise ValueError(f"{name} must have shape (N, {cols}), got {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"{name} must hold raw integers ({fmt}), got dtype {a.dtype}")
-    if a.size and (a.min() < fmt.min_raw or a.max() > fmt.max_raw):
-        raise ValueError(
-            f"{name} holds raw values in [{int(a.min())}, {int(a.max())}], outside {fmt} "
-            f"([{fmt.min_raw}, {fmt.max_raw}])"
-        )
-    return a.astype(np.int64)
+    if a.size:
+        lo, hi = a.min(), a.max()
+        if lo < fmt.min_raw or hi > fmt.max_raw:
+            raise ValueError(
+                f"{name} holds raw values in [{int(lo)}, {int(hi)}], outside {fmt} "
+                f"([{fmt.min_raw}, {fmt.max_raw}])"
+            )
+    return a.astype(np.int64, copy=False)
+
+
+_KIND_VALUES = sorted(int(v) for v in SampleKind)
+# the kinds are consecutive integers: a range check of the whole array then decides
+_KINDS_CONTIGUOUS = _KIND_VALUES == list(range(_KIND_VALUES[0], _KIND_VALUES[-1] + 1))
 
 
 def check_kind(kind, n: int) -> np.ndarray:
     """Validate per-sample kinds: None (every sample TARGET) or integers (n,) in :class:`SampleKind`.
 
     Returns:
-        an int64 array (n,).
+        an int64 array (n,): ``kind`` itself when it already is one (to read, not to write into).
 
     Raises:
         ValueError: naming ``kind``: wrong shape, not integers, or the first sample whose value is
@@ -129,13 +137,15 @@ def check_kind(kind, n: int) -> np.ndarray:
         raise ValueError(f"kind must have shape ({n},) (one per sample), got {k.shape}")
     if k.size and not np.issubdtype(k.dtype, np.integer):
         raise ValueError(f"kind must hold integers (SampleKind), got dtype {k.dtype}")
-    bad = np.flatnonzero(~np.isin(k, [int(v) for v in SampleKind]))
-    if len(bad):
-        raise ValueError(
-            f"kind[{bad[0]}] = {int(k[bad[0]])} is not a sample kind "
-            f"({', '.join(f'{v.name} = {int(v)}' for v in SampleKind)})"
-        )
-    return k.astype(np.int64)
+    in_range = not k.size or (_KINDS_CONTIGUOUS and _KIND_VALUES[0] <= k.min() and k.max() <= _KIND_VALUES[-1])
+    if not in_range:
+        bad = np.flatnonzero(~np.isin(k, _KIND_VALUES))
+        if len(bad):
+            raise ValueError(
+                f"kind[{bad[0]}] = {int(k[bad[0]])} is not a sample kind "
+                f"({', '.join(f'{v.name} = {int(v)}' for v in SampleKind)})"
+            )
+    return k.astype(np.int64, copy=False)
 
 
 def check_stream(
@@ -152,8 +162,8 @@ def check_stream(
         kind: (N,) :class:`SampleKind` values, or None: every sample TARGET.
 
     Returns:
-        (x, y, kind) int64 arrays; PREDICT rows of y come back as zeros (what the hardware
-        stream carries for them).
+        (x, y, kind) int64 arrays, to read (each may be the argument itself); PREDICT rows of y
+        come back as zeros (what the hardware stream carries for them; a copy then).
 
     Raises:
         ValueError: as :func:`check_raw` (naming ``y_raw`` and, for the range, the first bad
@@ -171,8 +181,13 @@ def check_stream(
     if len(x) != len(y):
         raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
     k = check_kind(kind, len(x))
-    y = y.astype(np.int64)
-    for v, fmt, what in ((SampleKind.TARGET, spec.formats.act, "target"), (SampleKind.ERROR, spec.formats.grad, "error")):
+    y = y.astype(np.int64, copy=False)
+    by_kind = ((SampleKind.TARGET, spec.formats.act, "target"), (SampleKind.ERROR, spec.formats.grad, "error"))
+    # every value inside every kind's format: nothing to look at row by row
+    fits_all = not y.size or (
+        y.min() >= max(fmt.min_raw for _, fmt, _ in by_kind) and y.max() <= min(fmt.max_raw for _, fmt, _ in by_kind)
+    )
+    for v, fmt, what in () if fits_all else by_kind:
         rows = k == v
         out = rows & ((y < fmt.min_raw) | (y > fmt.max_raw)).any(axis=1)
         if out.any():
@@ -182,7 +197,11 @@ def check_stream(
                 f"samples ({what}s), outside {fmt} ([{fmt.min_raw}, {fmt.max_raw}]); first: "
                 f"y_raw[{n}] = {y[n].tolist()}"
             )
-    y[k == SampleKind.PREDICT] = 0
+    if kind is not None:
+        predict = k == SampleKind.PREDICT
+        if y[predict].any():
+            y = y.copy()
+            y[predict] = 0
     return x, y, k
 
 
@@ -210,6 +229,7 @@ def kernel_config(spec: LearnerSpec):
     in_fmts = _layer_input_formats(spec)
     common = dict(
         widths=np.asarray(spec.widths, np.int64),
+        max_width=max(spec.widths),
         offsets=np.asarray([lay.offset for lay in layers], np.int64),
         in_frac=np.asarray([fm.frac_bits for fm in in_fmts], np.int64),
         lr_shift=spec.lr_shift,
@@ -250,6 +270,12 @@ class GoldenLearner:
         spec: the learner.
         theta: initial raw parameters (flat, ``coef`` format); default
             :func:`initial_parameters`.
+        specialise: which compiled stream kernel runs; both compute the same bits
+            (:mod:`onchip.model.specialise`). True: the runner specialised to this spec
+            (compiled on first use, seconds once per machine and spec, then several times the
+            samples per second); False: the generic kernels; None (default): decided per run
+            by :func:`onchip.model.specialise.use_specialised` (the specialised runner once it
+            is compiled or the stream is long). May be changed between runs.
 
     Attributes:
         theta: current raw parameters, int64 (P,), P = spec.parameter_count().
@@ -261,14 +287,19 @@ class GoldenLearner:
             inputs of the wrong shape.
     """
 
-    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None):
+    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None, *, specialise: bool | None = None):
+        if specialise is not None and not isinstance(specialise, bool):
+            raise ValueError(f"specialise must be True, False or None (automatic), got {specialise!r}")
         self.spec = spec
+        self.specialise = specialise
         self._cfg = kernel_config(spec)
-        self._run_stream = run_kan if spec.kind == "kan" else run_mlp
+        self._run_generic = run_kan if spec.kind == "kan" else run_mlp
+        self._specialised = None  # its SpecialisedRunner, made when first considered
+        self._samples_run = 0
         depth = spec.effective_staleness
         m = update_size(spec)
-        self._q_addr = np.zeros((depth, m), np.int64)
-        self._q_delta = np.zeros((depth, m), np.int64)
+        self._q_addr = np.zeros((depth + 1, m), np.int64)  # the FIFO of stream._stream
+        self._q_delta = np.zeros((depth + 1, m), np.int64)
         self._q_state = np.zeros(2, np.int64)
         self.initial_theta = initial_parameters(spec) if theta is None else self._checked(theta)
         self.theta = self.initial_theta.copy()
@@ -326,9 +357,17 @@ class GoldenLearner:
         x_raw, y_raw, kind = check_stream(self.spec, x_raw, y_raw, learn=learn, kind=kind)
         x_raw, y_raw = np.ascontiguousarray(x_raw), np.ascontiguousarray(y_raw)
         preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
-        self._run_stream(
-            self.theta, x_raw, y_raw, kind, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
-        )
+        self._samples_run += len(x_raw)
+        if self._specialised is None and self.specialise is not False:
+            self._specialised = _specialise.SpecialisedRunner(self._cfg)
+        if _specialise.use_specialised(self.specialise, self._samples_run, self._specialised):
+            self._specialised(
+                self.theta, x_raw, y_raw, kind, self._q_addr, self._q_delta, self._q_state, preds, learn
+            )
+        else:
+            self._run_generic(
+                self.theta, x_raw, y_raw, kind, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
+            )
         return preds
 
     def run(self, x_raw, y_raw, kind=None) -> np.ndarray:

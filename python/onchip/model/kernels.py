@@ -60,6 +60,7 @@ class KanConfig(NamedTuple):
     """Everything a KAN step needs besides the parameters (built by :mod:`onchip.model.golden`)."""
 
     widths: np.ndarray  # (L+1,) int64
+    max_width: int  # max(widths): the scratch rows' length
     offsets: np.ndarray  # (L,) start of each layer's coefficients in theta
     lo_raw: np.ndarray  # (L,) grid start in the raw units of each layer's input
     pos_bits: np.ndarray  # (L,) P: bits of position inside a cell, per layer input
@@ -82,6 +83,7 @@ class MlpConfig(NamedTuple):
     """Everything an MLP step needs besides the parameters."""
 
     widths: np.ndarray  # (L+1,)
+    max_width: int  # max(widths)
     offsets: np.ndarray  # (L,) start of layer l: W (n_out*n_in, row-major) then bias (n_out)
     in_frac: np.ndarray  # (L,)
     lr_shift: int
@@ -91,19 +93,23 @@ class MlpConfig(NamedTuple):
     f_acc: FmtCode
 
 
+# Inlining: the helpers that loop or index arrays are inlined at numba's IR level
+# (inline="always"), so that the compile-time constants of a specialised runner
+# (onchip.model.specialise) reach them; the small scalar ones are plain calls that LLVM inlines and
+# folds. Inlining those at the IR level too made every runner's compile take twice as long.
 @numba.njit(cache=True, inline="always")
 def _to(raw, frac, fmt):
     """Round and overflow ``raw`` (``frac`` fractional bits) into ``fmt`` (a FmtCode)."""
     return requant(raw, frac, fmt.width, fmt.frac, fmt.signed, fmt.quant, fmt.overflow)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _wrap(raw, fmt):
     """Overflow ``raw`` into ``fmt``'s width with its overflow mode (no rounding)."""
     return overflow(raw, fmt.width, fmt.signed, fmt.overflow)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def locate(u, lo, pos_bits, grid_size, table_bits):
     """Locate: clamp input ``u`` to the grid and split its offset into cell and table address.
 
@@ -117,7 +123,7 @@ def locate(u, lo, pos_bits, grid_size, table_bits):
     return clamped, v >> pos_bits, (v >> (pos_bits - table_bits)) & ((np.int64(1) << table_bits) - 1)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def edge_base(cfg, layer, j, i, cell):
     """Edge base: flat index in theta of the first of the k+1 coefficients edge (j, i) of
     ``layer`` reads when its input lies in ``cell``."""

@@ -9,9 +9,9 @@ update lands is the schedule:
   has read the parameters and before sample n + D + 1 reads them (in hardware:
   written in the cycle sample n + D reads, read-before-write), so a sample
   never sees the D most recent updates (delayed SGD: theta_{n+1} = theta_n - eta g(theta_{n-D}, x_n)).
-  Pending updates wait in a FIFO of D entries; a flush commits them all, in
-  order (done before the parameters are read out or replaced). Counting in
-  samples, not clock cycles, makes the result independent of stalls.
+  Pending updates wait in a FIFO of D + 1 slots (a sample writes its update into the free
+  one); a flush commits them all, in order (done before the parameters are read out or
+  replaced). Counting in samples, not clock cycles, makes the result independent of stalls.
 
 A commit is theta[a] = overflow(theta[a] - delta) in the ``coef`` format:
 read-modify-write on the current value, so no update is lost.
@@ -52,70 +52,92 @@ class SampleKind(IntEnum):
 
 
 @numba.njit(cache=True, inline="always")
-def commit(theta, addr, delta, f_coef):
-    """Apply one sample's update to ``theta`` in place."""
-    for n in range(len(addr)):
-        a = addr[n]
-        theta[a] = overflow(theta[a] - delta[n], f_coef.width, f_coef.signed, f_coef.overflow)
+def commit(theta, q_addr, q_delta, slot, f_coef):
+    """Apply the update in FIFO slot ``slot`` (rows of ``q_addr``/``q_delta``) to ``theta`` in place."""
+    for n in range(q_addr.shape[1]):
+        a = q_addr[slot, n]
+        theta[a] = overflow(theta[a] - q_delta[slot, n], f_coef.width, f_coef.signed, f_coef.overflow)
+
+
+@numba.njit(cache=True)
+def _next(slot, slots):
+    """The FIFO slot after ``slot`` (mod ``slots``, without a division)."""
+    return slot + 1 if slot + 1 < slots else 0
+
+
+@numba.njit(cache=True)
+def tail_slot(q_state, slots):
+    """The free slot a sample writes its update into: (head + count) mod ``slots``.
+
+    The FIFO (``q_addr``/``q_delta`` (D + 1, M), ``q_state`` = [head, count]) holds at most D
+    pending updates between samples, so this slot is never one of them.
+    """
+    tail = q_state[0] + q_state[1]
+    return tail - slots if tail >= slots else tail
 
 
 @numba.njit(cache=True, inline="always")
-def land(theta, addr, delta, f_coef, q_addr, q_delta, q_state):
-    """Schedule one sample's update, after that sample has read the parameters.
+def _stream(step, work, theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn):
+    """Test-then-train over the samples with the per-sample ``step`` (:func:`kan_step` or
+    :func:`mlp_step`) and its scratch ``work``; the schedule (module doc) lands the updates.
 
-    D = 0 commits it at once. Otherwise it joins the FIFO of pending updates
-    (``q_addr``/``q_delta`` (D, M), ``q_state`` = [head, count]); when D are
-    already pending, the oldest (sample n - D) is committed first.
+    A sample writes its update into :func:`tail_slot`; with ``learn`` it joins the pending
+    updates, and when D + 1 are then pending the oldest (sample n - D) is committed (D = 0, one
+    slot: at once). The landing is written here rather than called: an inlined call that
+    takes the FIFO arrays costs reference-count updates on every sample.
     """
-    depth = q_addr.shape[0]
-    if depth == 0:
-        commit(theta, addr, delta, f_coef)
-        return
-    if q_state[1] == depth:
-        head = q_state[0]
-        commit(theta, q_addr[head], q_delta[head], f_coef)
-        q_state[0] = (head + 1) % depth
-        q_state[1] -= 1
-    tail = (q_state[0] + q_state[1]) % depth
-    q_addr[tail, :] = addr
-    q_delta[tail, :] = delta
-    q_state[1] += 1
+    slots = q_addr.shape[0]
+    for n in range(xs.shape[0]):
+        tail = tail_slot(q_state, slots)
+        step(theta, xs, ys, kinds, n, cfg, preds, q_addr[tail], q_delta[tail], work)
+        if learn:
+            q_state[1] += 1
+            if q_state[1] == slots:
+                head = q_state[0]
+                commit(theta, q_addr, q_delta, head, cfg.f_coef)
+                q_state[0] = _next(head, slots)
+                q_state[1] -= 1
+
+
+@numba.njit(cache=True, inline="always")
+def kan_stream(theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn):
+    """KAN over samples ``xs`` (N, n_in) / ``ys`` (N, n_out) / ``kinds`` (N,), raw int64, test-then-train.
+
+    ``theta`` is updated in place (when ``learn``); ``preds`` (N, n_out) receives the raw
+    predictions; ``q_addr``/``q_delta`` (D + 1, M) and ``q_state`` hold the pending updates
+    (:func:`tail_slot`). ``learn=False`` runs inference only. Inlined into its callers:
+    :func:`run_kan` (``cfg`` a run-time value) and the specialised runners of
+    :mod:`onchip.model.specialise` (``cfg`` a compile-time constant).
+    """
+    work = np.zeros((4 * len(cfg.widths) - 1, cfg.max_width), np.int64)
+    _stream(kan_step, work, theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn)
+
+
+@numba.njit(cache=True, inline="always")
+def mlp_stream(theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn):
+    """MLP counterpart of :func:`kan_stream`."""
+    work = np.zeros((len(cfg.widths) + 2, cfg.max_width), np.int64)
+    _stream(mlp_step, work, theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn)
 
 
 @numba.njit(cache=True)
 def run_kan(theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn):
-    """KAN over samples ``xs`` (N, n_in) / ``ys`` (N, n_out) / ``kinds`` (N,), raw int64, test-then-train.
-
-    ``theta`` is updated in place (when ``learn``); ``preds`` (N, n_out) receives
-    the raw predictions. ``learn=False`` runs inference only.
-    """
-    addr = np.empty(q_addr.shape[1], np.int64)
-    delta = np.empty(q_addr.shape[1], np.int64)
-    work = np.zeros((4 * len(cfg.widths) - 1, cfg.widths.max()), np.int64)
-    for n in range(xs.shape[0]):
-        kan_step(theta, xs, ys, kinds, n, cfg, preds, addr, delta, work)
-        if learn:
-            land(theta, addr, delta, cfg.f_coef, q_addr, q_delta, q_state)
+    """:func:`kan_stream` for any KAN spec (``cfg`` read at run time)."""
+    kan_stream(theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn)
 
 
 @numba.njit(cache=True)
 def run_mlp(theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn):
-    """MLP counterpart of :func:`run_kan`."""
-    addr = np.empty(q_addr.shape[1], np.int64)
-    delta = np.empty(q_addr.shape[1], np.int64)
-    work = np.zeros((len(cfg.widths) + 2, cfg.widths.max()), np.int64)
-    for n in range(xs.shape[0]):
-        mlp_step(theta, xs, ys, kinds, n, cfg, preds, addr, delta, work)
-        if learn:
-            land(theta, addr, delta, cfg.f_coef, q_addr, q_delta, q_state)
+    """:func:`mlp_stream` for any MLP spec (``cfg`` read at run time)."""
+    mlp_stream(theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, preds, learn)
 
 
 @numba.njit(cache=True)
 def flush(theta, f_coef, q_addr, q_delta, q_state):
     """Commit every pending update, oldest first."""
-    depth = q_addr.shape[0]
+    slots = q_addr.shape[0]
     while q_state[1] > 0:
         head = q_state[0]
-        commit(theta, q_addr[head], q_delta[head], f_coef)
-        q_state[0] = (head + 1) % depth
+        commit(theta, q_addr, q_delta, head, f_coef)
+        q_state[0] = _next(head, slots)
         q_state[1] -= 1
