@@ -24,7 +24,7 @@ from support import random_theta
 from test_fuzz_specs import _SETTINGS, _valid_spec, spec_fields, streams
 
 #: Specs per test: (default run, ``-m slow``).
-N_SPECS = (4, 60)
+N_SPECS = (3, 60)
 
 
 @st.composite
@@ -60,8 +60,8 @@ def _differential(spec, x, y, kind, theta) -> None:
     np.testing.assert_array_equal(special.theta, generic.theta, err_msg="flushed parameters differ")
 
 
-def _case(data) -> None:
-    spec = _valid_spec(data.draw(spec_fields(max_width=4)))
+def _case(data, max_width: int) -> None:
+    spec = _valid_spec(data.draw(spec_fields(max_width=max_width)))
     x, y, kind = data.draw(kinds_streams(spec))
     theta = random_theta(spec, data.draw(st.integers(0, 2**16))) if data.draw(st.booleans()) else None
     _differential(spec, x, y, kind, theta)
@@ -70,17 +70,17 @@ def _case(data) -> None:
 @settings(max_examples=N_SPECS[0], derandomize=True, **_SETTINGS)
 @given(st.data())
 def test_specialised_equals_generic_on_random_specs(data):
-    _case(data)
+    _case(data, max_width=4)
 
 
 @pytest.mark.slow
 @settings(max_examples=N_SPECS[1], **_SETTINGS)
 @given(st.data())
 def test_specialised_equals_generic_on_random_specs_slow(data):
-    _case(data)
+    _case(data, max_width=6)
 
 
-@pytest.mark.parametrize("preset", ["kan-readout", "mlp-readout"])
+@pytest.mark.parametrize("preset", ["kan-readout", pytest.param("mlp-readout", marks=pytest.mark.slow)])
 def test_presets_pipelined_and_sequential(preset):
     """The readout presets in both schedules, a long mixed-kind stream (the sweeps' case)."""
     from kind_support import mixed_stream
