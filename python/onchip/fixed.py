@@ -238,8 +238,9 @@ def _shift_round_short(raw, shift, quant):
         up = above
     elif quant == RND_INF:
         up = above | (tie & (raw >= 0))
-    else:  # RND_CONV: ties to even
-        up = above | (tie & ((floor & 1) == 1))
+    else:  # RND_CONV, ties to even: rem > half, or rem == half and floor odd, is
+        # rem + (floor & 1) > half (unsigned: rem + 1 <= 2**63 does not overflow)
+        up = np.uint64(rem) + np.uint64(floor & 1) > np.uint64(half)
     return floor + np.int64(up)
 
 
