@@ -230,6 +230,7 @@ def kernel_config(spec: LearnerSpec):
     common = dict(
         widths=np.asarray(spec.widths, np.int64),
         max_width=max(spec.widths),
+        update_size=update_size(spec),
         offsets=np.asarray([lay.offset for lay in layers], np.int64),
         in_frac=np.asarray([fm.frac_bits for fm in in_fmts], np.int64),
         lr_shift=spec.lr_shift,

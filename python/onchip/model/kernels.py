@@ -61,6 +61,7 @@ class KanConfig(NamedTuple):
 
     widths: np.ndarray  # (L+1,) int64
     max_width: int  # max(widths): the scratch rows' length
+    update_size: int  # entries of one sample's update: sum of n_out*n_in*(k+1)
     offsets: np.ndarray  # (L,) start of each layer's coefficients in theta
     lo_raw: np.ndarray  # (L,) grid start in the raw units of each layer's input
     pos_bits: np.ndarray  # (L,) P: bits of position inside a cell, per layer input
@@ -84,6 +85,7 @@ class MlpConfig(NamedTuple):
 
     widths: np.ndarray  # (L+1,)
     max_width: int  # max(widths)
+    update_size: int  # entries of one sample's update: every parameter
     offsets: np.ndarray  # (L,) start of layer l: W (n_out*n_in, row-major) then bias (n_out)
     in_frac: np.ndarray  # (L,)
     lr_shift: int

@@ -52,9 +52,10 @@ class SampleKind(IntEnum):
 
 
 @numba.njit(cache=True, inline="always")
-def commit(theta, q_addr, q_delta, slot, f_coef):
-    """Apply the update in FIFO slot ``slot`` (rows of ``q_addr``/``q_delta``) to ``theta`` in place."""
-    for n in range(q_addr.shape[1]):
+def commit(theta, q_addr, q_delta, slot, size, f_coef):
+    """Apply the update in FIFO slot ``slot`` (the first ``size`` entries of rows of ``q_addr``/``q_delta``;
+    ``size`` is the row length, a constant of a specialised runner) to ``theta`` in place."""
+    for n in range(size):
         a = q_addr[slot, n]
         theta[a] = overflow(theta[a] - q_delta[slot, n], f_coef.width, f_coef.signed, f_coef.overflow)
 
@@ -94,7 +95,7 @@ def _stream(step, work, theta, xs, ys, kinds, cfg, q_addr, q_delta, q_state, pre
             q_state[1] += 1
             if q_state[1] == slots:
                 head = q_state[0]
-                commit(theta, q_addr, q_delta, head, cfg.f_coef)
+                commit(theta, q_addr, q_delta, head, cfg.update_size, cfg.f_coef)
                 q_state[0] = _next(head, slots)
                 q_state[1] -= 1
 
@@ -138,6 +139,6 @@ def flush(theta, f_coef, q_addr, q_delta, q_state):
     slots = q_addr.shape[0]
     while q_state[1] > 0:
         head = q_state[0]
-        commit(theta, q_addr, q_delta, head, f_coef)
+        commit(theta, q_addr, q_delta, head, q_addr.shape[1], f_coef)
         q_state[0] = _next(head, slots)
         q_state[1] -= 1
