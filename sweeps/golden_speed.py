@@ -3,8 +3,9 @@
 Run:  python sweeps/golden_speed.py [--samples N] [--data SHOTS.npy]
 Writes sweeps/golden_speed.md and sweeps/golden_speed.png. Every learner runs test-then-train
 (predict, then learn) on the same qubit-readout stream in this one process, on one thread; rates
-are samples per second of the process's CPU time (best of 5 runs; PyTorch: 1), so that other work on a
-shared machine does not count, though it still slows the core; the ratios are what to read. The
+are samples per second of the process's CPU time, the best of 5 rounds that run every learner
+once in turn (so that a change of load reaches all of them alike); other work on a shared machine
+does not count, though it still slows the core; the ratios are what to read. The
 golden rows time ``GoldenLearner.run`` (input checks included); the specialised runner is the
 default path once it is compiled, and the two paths are checked bit for bit on the timed stream.
 Compile times (wall clock) are measured from an empty numba cache (a temporary folder), as a
@@ -37,14 +38,18 @@ from onchip.spec import PRESETS  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def _rate(fn, n: int, repeats: int) -> float:
-    """Best of ``repeats`` runs, in samples per second of this process's CPU time."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return n / best
+def _rates(jobs: dict, rounds: int, bar) -> dict:
+    """Samples per second of this process's CPU time of each job ``name: (fn, samples)``: the
+    best of ``rounds`` rounds, each running every job once in turn, so that a change of the
+    machine's load during the run reaches every learner alike."""
+    best = {name: float("inf") for name in jobs}
+    for _ in range(rounds):
+        for name, (fn, _n) in jobs.items():
+            start = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - start)
+        bar.update()
+    return {name: n / best[name] for name, (_fn, n) in jobs.items()}
 
 
 def _compile_seconds(spec, specialise: bool, x, y) -> float:
@@ -54,29 +59,23 @@ def _compile_seconds(spec, specialise: bool, x, y) -> float:
     return time.perf_counter() - start
 
 
-def _golden_rows(name: str, spec, x, y, repeats: int, bar) -> tuple[list, dict]:
-    """Rates of the default (specialised once compiled) and the generic path, their compile
-    times, and whether both give the same predictions and parameters."""
-    compile_s = {"generic": _compile_seconds(spec, False, x, y), "specialised": _compile_seconds(spec, True, x, y)}
-    bar.update()
-    results = {}
+def _golden_jobs(label: str, spec, x, y, results: dict) -> dict:
+    """The default (specialised once compiled) and the generic path of ``spec`` as timed jobs;
+    each run leaves its predictions and flushed parameters in ``results[(label, path)]``."""
 
-    def run(specialise):
-        g = GoldenLearner(spec, specialise=specialise)
-        preds = g.run(x, y)
-        g.flush()
-        results[specialise] = (preds, g.theta)
+    def job(specialise):
+        def run():
+            g = GoldenLearner(spec, specialise=specialise)
+            preds = g.run(x, y)
+            g.flush()
+            results[(label, specialise)] = (preds, g.theta)
 
-    default = _rate(lambda: run(None), len(x), repeats)
-    bar.update()
-    generic = _rate(lambda: run(False), len(x), repeats)
-    bar.update()
-    exact = all(np.array_equal(a, b) for a, b in zip(results[None], results[False]))
-    rows = [
-        (f"golden {name}, specialised kernels (the default once compiled)", default),
-        (f"golden {name}, generic kernels (`specialise=False`)", generic),
-    ]
-    return rows, {"name": name, "compile": compile_s, "exact": exact, "speedup": default / generic}
+        return run, len(x)
+
+    return {
+        f"golden {label}, specialised kernels (the default once compiled)": job(None),
+        f"golden {label}, generic kernels (`specialise=False`)": job(False),
+    }
 
 
 def main() -> None:
@@ -93,7 +92,7 @@ def main() -> None:
     gm = GoldenLearner(mlp)
     xm, ym = gm.quantize_inputs(stream.x[:n_mlp]), gm.quantize_targets(stream.y[:n_mlp])
 
-    n_slow = min(5_000, args.samples)
+    n_slow = min(2_000, args.samples)
 
     def torch_sgd():
         FloatTwin(kan).run(stream.x[:n_slow], stream.y[:n_slow])
@@ -112,16 +111,27 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    with tqdm(total=8, desc="golden speed", unit="run") as bar:
-        kan_rows, kan_info = _golden_rows("2->1 KAN (kan-readout)", kan, x_raw, y_raw, 5, bar)
-        mlp_rows, mlp_info = _golden_rows("2-8-1 MLP (mlp-readout)", mlp, xm, ym, 5, bar)
-        torch_rate = _rate(torch_sgd, n_slow, repeats=1)
-        bar.update()
-        river_rate = _rate(river_lr, len(rows), repeats=5)
-        bar.update()
-    rates = dict(kan_rows + mlp_rows)
-    rates["float twin, PyTorch per-sample SGD step (2->1 KAN)"] = torch_rate
-    rates["river LogisticRegression (predict_one + learn_one)"] = river_rate
+    label_of = {"kan": "2->1 KAN (kan-readout)", "mlp": "2-8-1 MLP (mlp-readout)"}
+    data = {"kan": (kan, x_raw, y_raw), "mlp": (mlp, xm, ym)}
+    rounds = 5
+    results, infos, jobs = {}, [], {}
+    with tqdm(total=2 + rounds, desc="golden speed", unit="step") as bar:
+        for key, (spec, x, y) in data.items():
+            compile_s = {"generic": _compile_seconds(spec, False, x, y),
+                         "specialised": _compile_seconds(spec, True, x, y)}
+            infos.append({"key": key, "name": label_of[key], "compile": compile_s})
+            jobs.update(_golden_jobs(label_of[key], spec, x, y, results))
+            bar.update()
+        jobs["float twin, PyTorch per-sample SGD step (2->1 KAN)"] = (torch_sgd, n_slow)
+        jobs["river LogisticRegression (predict_one + learn_one)"] = (river_lr, len(rows))
+        rates = _rates(jobs, rounds, bar)
+    names = list(jobs)
+    for info in infos:
+        label = label_of[info["key"]]
+        info["exact"] = all(np.array_equal(a, b) for a, b in zip(results[(label, None)], results[(label, False)]))
+        spec_rate, gen_rate = (rates[n] for n in names if n.startswith(f"golden {label},"))
+        info["speedup"] = spec_rate / gen_rate
+    kan_rows = [(n, rates[n]) for n in names if n.startswith(f"golden {label_of['kan']},")]
     ref_name = kan_rows[0][0]
     ref = rates[ref_name]
     lines = [
@@ -148,7 +158,7 @@ def main() -> None:
         "| learner | generic compile (s) | specialised compile (s) | specialised / generic speed | bit-exact |",
         "|---|---:|---:|---:|---|",
     ]
-    for info in (kan_info, mlp_info):
+    for info in infos:
         c = info["compile"]
         lines.append(f"| {info['name']} | {c['generic']:.1f} | {c['specialised']:.1f} | {info['speedup']:.1f}x | "
                      f"{'yes' if info['exact'] else 'NO'} |")
@@ -174,7 +184,9 @@ def main() -> None:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("samples per CPU second (test-then-train, one core)")
-    ax.set_title("Golden model vs PyTorch per-sample SGD and river (one run)")
+    ax.axvline(2e7, color="grey", linestyle="--", linewidth=1)
+    ax.text(2e7, len(names) - 0.5, " 20 M/s", color="grey", fontsize=7, va="bottom")
+    ax.set_title("Golden model vs PyTorch and river (one run)", fontsize=10)
     fig.tight_layout()
     fig.savefig(HERE / "golden_speed.png", dpi=120)
     plt.close(fig)
