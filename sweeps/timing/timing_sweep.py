@@ -112,8 +112,11 @@ def load_runs() -> dict:
     return json.loads(RUNS.read_text()) if RUNS.exists() else {}
 
 
-def save_runs(runs: dict) -> None:
-    tmp = RUNS.with_suffix(".tmp")
+def save_run(key: str, value: dict) -> None:
+    """Add one run to ``runs.json``: read, update, replace atomically (two sweeps may run at once)."""
+    runs = load_runs()
+    runs[key] = value
+    tmp = RUNS.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, RUNS)
 
@@ -138,8 +141,7 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
         futures = [pool.submit(_job, k) for k in todo]
         for fut in tqdm(as_completed(futures), total=len(futures), desc="timing sweep"):
             key, value = fut.result()
-            runs[key] = value
-            save_runs(runs)
+            save_run(key, value)
             if "/pnr/" in key:
                 tqdm.write(f"{key}: {value['fmax_mhz']:.1f} MHz, critical path {value['critical_path']['start']} -> "
                            f"{value['critical_path']['end']} ({value['critical_path']['total_ns']:.2f} ns)")
