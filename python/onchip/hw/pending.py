@@ -79,23 +79,25 @@ class PendingUpdates(wiring.Component):
         head = Signal(range(d), name="head")
         tail = Signal(range(d), name="tail")
         head_next = Signal.like(head, name="head_next")
+        head_step = Mux(self.r_en, Mux(head == d - 1, 0, head + 1), head)
+        # the word pushed now is the next head when everything before it is popped
+        next_data = Mux(self.w_en & (tail == head_next), self.w_data, entries[head_next])
         if self.registered:
             with m.If(self.w_en):
                 m.d.sync += tail.eq(Mux(tail == d - 1, 0, tail + 1))
-        else:
-            m.d.comb += tail.eq(Mux(head + self.level >= d, head + self.level - d, head + self.level))
-        m.d.comb += [
-            head_next.eq(Mux(self.r_en, Mux(head == d - 1, 0, head + 1), head)),
-            self.next_level.eq(self.level + self.w_en - self.r_en),
-            # the word pushed now is the next head when everything before it is popped
-            self.next_data.eq(Mux(self.w_en & (tail == head_next), self.w_data, entries[head_next])),
-        ]
-        if self.registered:
+            m.d.comb += [head_next.eq(head_step), self.next_level.eq(self.level + self.w_en - self.r_en),
+                         self.next_data.eq(next_data)]
             r_data = Signal(self.width, name="r_data_q", reset_less=True)
             m.d.sync += r_data.eq(Mux(self.next_level == 0, self.w_next, self.next_data))
             m.d.comb += self.r_data.eq(r_data)
         else:
-            m.d.comb += self.r_data.eq(Mux(self.level == 0, self.w_data, entries[head]))
+            m.d.comb += [
+                tail.eq(Mux(head + self.level >= d, head + self.level - d, head + self.level)),
+                head_next.eq(head_step),
+                self.next_level.eq(self.level + self.w_en - self.r_en),
+                self.r_data.eq(Mux(self.level == 0, self.w_data, entries[head])),
+                self.next_data.eq(next_data),
+            ]
         with m.If(self.w_en):
             with m.Switch(tail):
                 for n in range(d):
