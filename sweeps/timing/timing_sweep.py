@@ -220,7 +220,7 @@ def plot(rows: list[dict]) -> None:
         ax.annotate(f"{r['preset']}\n{r['latency_cycles_update']} cyc @ {r['fmax_mhz']:.0f} MHz",
                     (r["ecp5_lut"], r["step_ns"]), fontsize=6.5, xytext=(4, 3), textcoords="offset points")
     ax.axhline(TARGET_NS, color="tab:red", ls="--", lw=1)
-    ax.text(ax.get_xlim()[0], TARGET_NS, " paper: 100 ns", color="tab:red", va="bottom", fontsize=8)
+    ax.text(ax.get_xlim()[1], TARGET_NS, "paper: 100 ns ", color="tab:red", va="bottom", ha="right", fontsize=8)
     for t, c in colors.items():
         ax.scatter([], [], color=c, label=f"timing = {t}")
     for s, mk in markers.items():
