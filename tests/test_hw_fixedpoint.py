@@ -15,50 +15,12 @@ from onchip.hw.fixedpoint import requant_parallel
 IN_BITS, IN_FRAC = 11, 6
 
 
-@pytest.mark.parametrize("build", [hw_requant, requant_parallel], ids=["requant", "requant_parallel"])
-def test_requant_matches_golden_exhaustively(build):
-    # every 11-bit input through shifts right (round), none, and left, into narrow
-    # signed and unsigned formats that overflow
-    targets = []
-    for quant, ovf in itertools.product(QUANT_MODES, OVERFLOW_MODES):
-        targets += [
-            Fmt(6, 3, True, quant, ovf),  # drop 3 bits, may overflow
-            Fmt(5, 5, True, quant, ovf),  # drop all 6 fractional bits
-            Fmt(6, 2, False, quant, ovf),  # unsigned target
-            Fmt(9, 2, True, quant, ovf),  # shift left by one bit
-        ]
+def assert_equals_golden_on_every_input(build, targets, frac_from):
+    """Drive every IN_BITS-bit input through ``build(m, x, fmt)`` for each target format and
+    compare with the golden requant from ``frac_from`` fractional bits (the same F: overflow only)."""
     m = Module()
     x = Signal(signed(IN_BITS))
-    outs = [build(m, x, IN_FRAC, fmt) for fmt in targets]
-    got = np.zeros((2**IN_BITS, len(targets)), np.int64)
-    values = np.arange(-(2 ** (IN_BITS - 1)), 2 ** (IN_BITS - 1))
-
-    async def bench(ctx):
-        for n, v in enumerate(values):
-            ctx.set(x, int(v))
-            for t, o in enumerate(outs):
-                got[n, t] = ctx.get(o)
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
-    for t, fmt in enumerate(targets):
-        w, f, s, q, o = fmt.code
-        want = np.array([requant(np.int64(v), IN_FRAC, w, f, s, q, o) for v in values])
-        bad = np.nonzero(got[:, t] != want)[0]
-        assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"
-
-
-@pytest.mark.parametrize("mode", OVERFLOW_MODES)
-def test_overflow_by_bits_matches_golden_exhaustively(mode):
-    """overflow(by_bits=True) (timing = "fast": outside-the-range from the bits above the sign, no
-    comparator) equals the golden conversion for every 11-bit input into narrower signed formats."""
-    from onchip.hw.fixedpoint import overflow
-
-    targets = [Fmt(w, 2, True, "TRN", mode) for w in (4, 6, 10, 11)]
-    m = Module()
-    x = Signal(signed(IN_BITS))
-    outs = [overflow(m, x, fmt, by_bits=True) for fmt in targets]
+    outs = [build(m, x, fmt) for fmt in targets]
     values = np.arange(-(2 ** (IN_BITS - 1)), 2 ** (IN_BITS - 1))
     got = np.zeros((values.size, len(targets)), np.int64)
 
@@ -73,6 +35,33 @@ def test_overflow_by_bits_matches_golden_exhaustively(mode):
     sim.run()
     for t, fmt in enumerate(targets):
         w, f, s, q, o = fmt.code
-        want = np.array([requant(np.int64(v), f, w, f, s, q, o) for v in values])  # same F: overflow only
+        want = np.array([requant(np.int64(v), frac_from(fmt), w, f, s, q, o) for v in values])
         bad = np.nonzero(got[:, t] != want)[0]
         assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"
+
+
+@pytest.mark.parametrize("build", [hw_requant, requant_parallel], ids=["requant", "requant_parallel"])
+def test_requant_matches_golden_exhaustively(build):
+    # every 11-bit input through shifts right (round), none, and left, into narrow
+    # signed and unsigned formats that overflow
+    targets = []
+    for quant, ovf in itertools.product(QUANT_MODES, OVERFLOW_MODES):
+        targets += [
+            Fmt(6, 3, True, quant, ovf),  # drop 3 bits, may overflow
+            Fmt(5, 5, True, quant, ovf),  # drop all 6 fractional bits
+            Fmt(6, 2, False, quant, ovf),  # unsigned target
+            Fmt(9, 2, True, quant, ovf),  # shift left by one bit
+        ]
+    assert_equals_golden_on_every_input(lambda m, x, fmt: build(m, x, IN_FRAC, fmt), targets, lambda fmt: IN_FRAC)
+
+
+@pytest.mark.parametrize("mode", OVERFLOW_MODES)
+def test_overflow_by_bits_matches_golden_exhaustively(mode):
+    """overflow(by_bits=True) (timing = "fast": outside-the-range from the bits above the sign, no
+    comparator) equals the golden conversion for every 11-bit input into narrower signed formats."""
+    from onchip.hw.fixedpoint import overflow
+
+    targets = [Fmt(w, 2, True, "TRN", mode) for w in (4, 6, 10, 11)]
+    # the input read with the target's own fractional bits: the golden conversion only overflows
+    assert_equals_golden_on_every_input(lambda m, x, fmt: overflow(m, x, fmt, by_bits=True), targets,
+                                        lambda fmt: fmt.frac_bits)
