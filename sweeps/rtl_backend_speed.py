@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SHOTS = HERE.parents[1] / "shared" / "data" / "qubit_readout" / "transmon_two_state_shots.npy"
+SHOTS = HERE.parent / "tests" / "data" / "qubit_readout" / "transmon_two_state_shots.npy"
 
 
 def _stream(samples: int, seed: int):

@@ -1,11 +1,10 @@
-"""The measured data the tests read: ``../shared/data`` beside the repository (the product never
-needs it; tests that use it are skipped, with the path, where it is absent)."""
+"""The measured data the tests read: the real transmon shots shipped under ``tests/data``
+(the product never needs them). ``ONCHIP_REAL_SHOTS`` may point to another file of the same
+layout, (states, shots, 2)."""
 
+import os
 from pathlib import Path
 
-import pytest
-
-#: real transmon readout shots (see shared/data/qubit_readout/README)
-REAL_SHOTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "qubit_readout" / "transmon_two_state_shots.npy"
-
-needs_real_shots = pytest.mark.skipif(not REAL_SHOTS.is_file(), reason=f"real shots not found at {REAL_SHOTS}")
+#: real transmon readout shots (see tests/data/qubit_readout/README.md)
+REAL_SHOTS = Path(os.environ.get("ONCHIP_REAL_SHOTS")
+                  or Path(__file__).resolve().parent / "data" / "qubit_readout" / "transmon_two_state_shots.npy")

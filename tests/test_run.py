@@ -11,7 +11,6 @@ from onchip.model import GoldenLearner
 from onchip.spec import PRESETS
 
 from real_data import REAL_SHOTS as SHOTS
-from real_data import needs_real_shots
 
 
 def _run(tmp_path, *args, name="out"):
@@ -69,7 +68,6 @@ def test_float_backend_writes_float_predictions(tmp_path):
     assert preds.dtype == np.float64 and preds.shape == (600, 1)
 
 
-@needs_real_shots
 def test_real_shots_defeat_the_static_discriminator_not_the_learner(tmp_path):
     code, out = _run(tmp_path, "--data", str(SHOTS), "--samples", "20000")
     assert code == 0

@@ -202,8 +202,8 @@ def test_quantization_sweep_points_at_its_data_without_unset_variables():
     assert len(data) == 1
     (path,) = data
     assert "$" not in path and path.endswith("qubit_readout/transmon_two_state_shots.npy")
-    # the real shots live beside the checkout: ../shared/data
-    assert Path(path).resolve() == (definition.parents[3] / "shared" / "data" / "qubit_readout"
+    # the real shots ship with the tests
+    assert Path(path).resolve() == (definition.parents[2] / "tests" / "data" / "qubit_readout"
                                     / "transmon_two_state_shots.npy").resolve()
 
 

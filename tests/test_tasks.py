@@ -30,7 +30,6 @@ from onchip.tasks import (
 )
 
 from real_data import REAL_SHOTS
-from real_data import needs_real_shots as needs_real
 
 
 def _lda_fidelity(x_fit, y_fit, x_test, y_test):
@@ -203,7 +202,6 @@ def real_stream():
     return make_stream("qubit-readout", samples=100_000, seed=0, data=REAL_SHOTS)
 
 
-@needs_real
 def test_load_shots_real_file():
     shots = load_shots(REAL_SHOTS)
     assert shots.shape == (2, 50000, 2) and shots.dtype == np.float64
@@ -211,7 +209,6 @@ def test_load_shots_real_file():
     np.testing.assert_allclose(shots[1].mean(axis=0), [0.537, -0.187], atol=5e-4)
 
 
-@needs_real
 def test_real_stream_static_baseline_collapses_and_drift_is_learnable(real_stream):
     s = real_stream
     e1, e2 = (e.index for e in s.events)
@@ -232,7 +229,6 @@ def test_real_stream_static_baseline_collapses_and_drift_is_learnable(real_strea
     assert -4.0 <= s.x.min() and s.x.max() < 4.0
 
 
-@needs_real
 def test_real_stream_follows_the_documented_drift_geometry(real_stream):
     s = real_stream
     x, one = s.x, s.y[:, 0] > 0
@@ -265,7 +261,6 @@ def test_real_stream_follows_the_documented_drift_geometry(real_stream):
     np.testing.assert_allclose(shift, [0.6, -0.4], atol=0.05)
 
 
-@needs_real
 def test_real_stream_without_drift_replays_file_shots():
     s = make_qubit_readout(20000, 5, data=REAL_SHOTS, drift=NO_DRIFT)
     assert s.events == () and s.meta["source"]["with_replacement"] == [False, False]
@@ -309,7 +304,6 @@ def test_streams_are_reproducible_from_the_seed(task):
     assert not np.array_equal(a.x, c.x)
 
 
-@needs_real
 def test_file_stream_is_reproducible_from_the_seed():
     a = make_stream("qubit-readout", samples=3000, seed=4, data=REAL_SHOTS)
     b = make_stream("qubit-readout", samples=3000, seed=4, data=str(REAL_SHOTS))

@@ -8,8 +8,10 @@ import os
 import pkgutil
 import signal
 import sys
+import textwrap
 
 from . import __version__, commands
+from .extras import extra_for
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,20 +27,59 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+#: ``onchip --help`` lists the commands in these groups, in this order; every other command is a
+#: seed-method baseline (the ``methods`` extra) and is listed after them, in its own group
+GROUPS = (
+    ("learner", ("run",)),
+    ("hardware", ("generate", "synth", "pnr", "vivado", "vivado-report", "hls", "verify")),
+    ("sweeps", ("sweep",)),
+)
+SEED_GROUP = 'seed methods (software baselines; pip install "onchip[methods]")'
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every sub-command module registered (modules named ``_*`` are helpers)."""
+    """The top-level parser with every sub-command module registered (modules named ``_*`` are helpers).
+
+    Its help lists the commands grouped (:data:`GROUPS`, then the seed methods), each with the
+    one-line purpose its module registers.
+    """
     parser = Parser(
         prog="onchip",
         description="Fixed-point online learners (KAN, MLP) as verified FPGA hardware.",
+        usage="onchip [-h] [--version] COMMAND ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"onchip {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # argparse cannot group sub-commands: the listing is hidden here and written as the epilog
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS,
+                                prog="onchip")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.add_parser(sub)
+    purposes = {action.dest: action.help or "" for action in sub._get_subactions()}
+    parser.epilog = _grouped_listing(purposes) + "\n\nonchip COMMAND --help describes a command's flags."
     return parser
+
+
+def is_seed_method(command: str) -> bool:
+    """True for a seed-method command (not in any of :data:`GROUPS`)."""
+    return not any(command in names for _, names in GROUPS)
+
+
+def _grouped_listing(purposes: dict[str, str]) -> str:
+    core = [(title, [n for n in names if n in purposes]) for title, names in GROUPS]
+    groups = [*core, (SEED_GROUP, sorted(n for n in purposes if is_seed_method(n)))]
+    width = max(map(len, purposes)) + 2
+    blocks = []
+    for title, names in groups:
+        lines = [f"{title}:"]
+        for name in names:
+            lines.append(textwrap.fill(purposes[name], 100, initial_indent=f"  {name:<{width}}",
+                                       subsequent_indent=" " * (width + 2)))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional package, reported with the extra that installs it
+        extra = "methods" if is_seed_method(args.command) else extra_for(exc)
+        if extra is None:
+            raise
+        print(f'onchip {args.command}: needs the "{extra}" extra (no module {exc.name!r}): '
+              f'pip install "onchip[{extra}]"', file=sys.stderr)
         return 2
     except _tool_errors() as exc:
         print(f"onchip {args.command}: tool failed: {exc}", file=sys.stderr)

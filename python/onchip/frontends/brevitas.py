@@ -169,9 +169,11 @@ def from_brevitas(
 
     Raises:
         ValueError: a layer that cannot be mapped exactly; the message names it.
-        ImportError: brevitas is not installed.
+        onchip.extras.MissingExtra: brevitas is not installed (the ``ml`` extra).
     """
-    from brevitas import nn as qnn
+    from ..extras import need
+
+    qnn = need("brevitas.nn", "the brevitas front end")
 
     linears = [m for m in model.modules() if isinstance(m, qnn.QuantLinear)]
     if not linears:

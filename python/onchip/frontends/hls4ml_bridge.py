@@ -28,8 +28,13 @@ def to_qonnx(model, n_in: int, path: str | Path):
     """Export ``model`` to QONNX at ``path`` and return the cleaned qonnx ModelWrapper.
 
     Raises:
-        ImportError: brevitas, onnx, onnxoptimizer, onnxscript or qonnx missing.
+        onchip.extras.MissingExtra: brevitas, onnx, onnxoptimizer, onnxscript or qonnx missing
+            (the ``ml`` extra).
     """
+    from ..extras import need
+
+    for package in ("torch", "brevitas", "onnx", "onnxscript", "onnxoptimizer", "qonnx"):
+        need(package, "the QONNX export of the hls4ml bridge")
     import torch
     from brevitas.export import export_qonnx
     from qonnx.core.modelwrapper import ModelWrapper

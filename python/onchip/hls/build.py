@@ -13,6 +13,7 @@ built in a temporary folder and renamed into place only when the build succeeded
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -39,13 +40,12 @@ def ap_types_dir() -> Path:
     Raises:
         FileNotFoundError: hls4ml is not installed or ships no ``ap_fixed.h``.
     """
-    try:
-        import hls4ml
-    except ImportError:
+    # located, not imported: importing hls4ml probes for TensorFlow and PyTorch
+    found = importlib.util.find_spec("hls4ml")
+    if found is None or not found.submodule_search_locations:
         raise FileNotFoundError(
-            "the HLS backend needs the ap_types headers of hls4ml: pip install hls4ml==1.3.0"
-        ) from None
-    folder = Path(hls4ml.__file__).parent / "templates" / "vivado" / "ap_types"
+            "the HLS backend needs the ap_types headers of hls4ml: pip install hls4ml==1.3.0")
+    folder = Path(found.submodule_search_locations[0]) / "templates" / "vivado" / "ap_types"
     if not (folder / "ap_fixed.h").is_file():
         raise FileNotFoundError(f"no ap_fixed.h in {folder} (hls4ml {_version('hls4ml')})")
     return folder

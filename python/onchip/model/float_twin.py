@@ -15,6 +15,7 @@ from collections import deque
 
 import numpy as np
 
+from ..extras import need
 from ..fixed import dequantize
 from ..spec import LearnerSpec
 from .basis import bspline_basis
@@ -32,7 +33,7 @@ class FloatTwin:
     """
 
     def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None):
-        import torch
+        torch = need("torch", "the float twin")
 
         self._torch = torch
         self.spec = spec

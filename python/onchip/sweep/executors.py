@@ -76,7 +76,10 @@ class DaskExecutor:
 
     def map(self, fn, items, on_error=None):
         """See :meth:`Executor.map`."""
-        from distributed import Client, as_completed
+        from ..extras import need
+
+        distributed = need("distributed", "the Dask executor (--scheduler)")
+        Client, as_completed = distributed.Client, distributed.as_completed
 
         queue = list(items)
         queue.reverse()  # pop() takes them in item order

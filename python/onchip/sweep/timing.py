@@ -23,9 +23,10 @@ def software_step_seconds(spec, x, y, samples: int) -> float:
     Raises:
         ValueError: fewer than 50 + samples rows in ``x``.
     """
-    import torch
-
+    from ..extras import need
     from ..model.float_twin import FloatTwin
+
+    torch = need("torch", "timing the float twin's software step")
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
