@@ -369,8 +369,14 @@ def test_non_finite_shots_are_refused(tmp_path, value, where):
 def test_unreadable_and_missing_files(tmp_path):
     text = tmp_path / "shots.npy"
     text.write_text("I,Q\n0.1,0.2\n")
-    with pytest.raises(ValueError, match="not a readable .npy array"):
+    # named as not a .npy file, not with numpy's advice to allow pickles
+    with pytest.raises(ValueError, match=r"is not a .npy file \(no NumPy header\)") as info:
         load_shots(text)
+    assert "pickle" not in str(info.value)
+    truncated = _save(tmp_path, "truncated.npy", np.zeros((2, 50, 2)))
+    truncated.write_bytes(truncated.read_bytes()[:150])
+    with pytest.raises(ValueError, match="not a readable .npy array"):
+        load_shots(truncated)
     pickled = _save(tmp_path, "objects.npy", np.array([{"a": 1}], dtype=object))
     with pytest.raises(ValueError, match="not a readable .npy array"):
         load_shots(pickled)

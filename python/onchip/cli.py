@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if status == 0 and out and not getattr(args, "reports_out", False) and os.path.isdir(out):
             print(f"wrote {out}/")
         return status
-    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError) as exc:
         print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # an optional package, reported with the extra that installs it

@@ -61,12 +61,13 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             raise FileExistsError(
-                f"--out: {str(out)!r} holds files onchip did not write; choose a new or empty folder"
+                f"--out: {str(out)!r} holds files onchip did not write ({_shown(_listing(out))}); "
+                f"choose a new or empty folder"
             )
         written = _manifest(out)
         extra = [] if written is None else [e for e in _listing(out) if e not in written]
         if extra:
-            shown = ", ".join(extra[:10]) + (f" and {len(extra) - 10} more" if len(extra) > 10 else "")
+            shown = _shown(extra)
             raise FileExistsError(
                 f"--out: {str(out)!r} is an earlier onchip output but also holds {shown}, which onchip "
                 f"did not write; move them away or choose a new folder"
@@ -74,6 +75,10 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
         if not overwrite:
             raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
     return out
+
+
+def _shown(entries: list[str]) -> str:
+    return ", ".join(entries[:10]) + (f" and {len(entries) - 10} more" if len(entries) > 10 else "")
 
 
 @contextlib.contextmanager
@@ -93,10 +98,15 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
             for an earlier output), or is not empty and ``overwrite`` is False.
         NotADirectoryError: ``out`` exists and is a file.
         ValueError: ``out`` is the current folder or one of its parents.
+        PermissionError: ``out``'s folder cannot be created or written (``--out`` and the path
+            named, not the staging folder).
     """
     out = check_output_dir(out, overwrite=overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as exc:  # named for the user's path, not the hidden staging folder
+        raise PermissionError(f"--out: cannot write {str(out)!r}: {exc.strerror or exc}") from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder

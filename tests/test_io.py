@@ -1,0 +1,34 @@
+"""Output folders: a refusal names the user's files, and an unwritable --out names --out and the
+path, never the hidden staging folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from onchip.cli import main
+from onchip.io import atomic_output_dir
+
+
+def test_a_refused_folder_lists_the_users_files(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name in ("notes.md", "shots.npy"):
+        (out / name).write_text("x")
+    assert main(["generate", "--spec", "kan-paper", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds files onchip did not write (notes.md, shots.npy)" in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.md", "shots.npy"]
+
+
+@pytest.mark.parametrize("where", ["/proc/onchip-out", "file/sub"])
+def test_an_unwritable_out_names_the_flag_and_the_path(tmp_path, capsys, where):
+    (tmp_path / "file").write_text("not a folder")
+    out = where if where.startswith("/") else str(tmp_path / where)
+    assert main(["generate", "--spec", "kan-paper", "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"onchip generate: error: --out: cannot write {out!r}: "), err
+    assert ".partial" not in err and err.count("\n") == 0
+    with pytest.raises(PermissionError, match="--out: cannot write"):
+        with atomic_output_dir(out):
+            pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
