@@ -58,8 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.add_parser(sub)
-    purposes = {action.dest: action.help or "" for action in sub._get_subactions()}
-    parser.epilog = _grouped_listing(purposes) + "\n\nonchip COMMAND --help describes a command's flags."
+    #: command name -> (its one-line purpose, its parser); read by the generated CLI reference
+    parser.commands = {action.dest: (action.help or "", sub.choices[action.dest])
+                       for action in sub._get_subactions()}
+    parser.epilog = _grouped_listing(parser.commands) + "\n\nonchip COMMAND --help describes a command's flags."
     return parser
 
 
@@ -68,12 +70,17 @@ def is_seed_method(command: str) -> bool:
     return not any(command in names for _, names in GROUPS)
 
 
-def _grouped_listing(purposes: dict[str, str]) -> str:
-    core = [(title, [n for n in names if n in purposes]) for title, names in GROUPS]
-    groups = [*core, (SEED_GROUP, sorted(n for n in purposes if is_seed_method(n)))]
+def command_groups(names) -> list[tuple[str, list[str]]]:
+    """``[(group title, [command, ...]), ...]`` in ``onchip --help`` order, for the commands in ``names``."""
+    core = [(title, [n for n in group if n in names]) for title, group in GROUPS]
+    return [*core, (SEED_GROUP, sorted(n for n in names if is_seed_method(n)))]
+
+
+def _grouped_listing(commands: dict[str, tuple]) -> str:
+    purposes = {name: purpose for name, (purpose, _) in commands.items()}
     width = max(map(len, purposes)) + 2
     blocks = []
-    for title, names in groups:
+    for title, names in command_groups(purposes):
         lines = [f"{title}:"]
         for name in names:
             lines.append(textwrap.fill(purposes[name], 100, initial_indent=f"  {name:<{width}}",
