@@ -10,8 +10,9 @@ import pytest
 
 from method_support import assert_refused
 from onchip.backends import available_backends
-from onchip.control import LearnerPort, QConfig, choose, recovery_episodes, replay, run_episode
+from onchip.control import recovery_episodes, replay
 from onchip.model import SampleKind
+from onchip.qlearning import LearnerPort, QConfig, choose, run_episode
 from onchip.tasks.acrobot import (
     SPECS, Acrobot, AcrobotParams, features, is_terminal, load_acrobot_drift, run_episodes, step_state,
 )
@@ -123,7 +124,7 @@ def test_td_error_saturates_in_grad_format():
 
 
 def test_q_learning_and_sarsa_targets():
-    from onchip.control import td_error
+    from onchip.qlearning import td_error
 
     q_next = np.array([-1.0, -0.5, -2.0])
     assert td_error(QConfig(gamma=0.5, reward_scale=0.25), -1.0, -1.0, q_next, 2) == -1.0 - (-0.25 + 0.5 * -0.5)

@@ -23,6 +23,27 @@ def test_every_exported_name_resolves_and_is_documented():
         onchip.nope  # noqa: B018
 
 
+def test_exported_names_resolve_in_a_fresh_interpreter():
+    """After a plain ``import onchip`` every name of ``__all__`` resolves; ``onchip.verify`` and
+    ``onchip.assert_verified`` are the functions, ``onchip.verification`` their module; no exported
+    name is also a submodule's (the submodule would replace it once imported)."""
+    code = (
+        "import inspect, pkgutil, sys, types, onchip\n"
+        "missing = [n for n in onchip.__all__ if not hasattr(onchip, n)]\n"
+        "assert not missing, missing\n"
+        "assert inspect.isfunction(onchip.verify) and inspect.isfunction(onchip.assert_verified)\n"
+        "assert isinstance(onchip.verification, types.ModuleType)\n"
+        "assert onchip.verification is sys.modules['onchip.verification']\n"
+        "assert onchip.verify is onchip.verification.verify\n"
+        "assert onchip.assert_verified is onchip.verification.assert_verified\n"
+        "assert onchip.VerifyReport is onchip.verification.VerifyReport\n"
+        "clash = sorted(set(onchip.__all__) & {m.name for m in pkgutil.iter_modules(onchip.__path__)})\n"
+        "assert not clash, f'exported names that are also submodules: {clash}'\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
 def test_import_is_light():
     """`import onchip` loads no hardware tool, no torch and no amaranth."""
     code = "import sys, onchip; print(sorted(m for m in ('torch', 'amaranth', 'numba', 'cocotb') if m in sys.modules))"

@@ -92,7 +92,8 @@ def test_fast_stage_plan_of_kan_paper():
     0 accept, 1 B-spline offset and clamp, 2 cell, basis table and RAM address, 3 read (registered),
     4 raw product, 5-6 the two adder levels, 7 rounding to act (prediction at 8), 8 error, 9 raw
     e x b, 10 rounding of delta, 11 commit."""
-    from onchip.hw.learner import min_staleness, stage_plan
+    from onchip.hw.learner import min_staleness
+    from onchip.hw.plan import stage_plan
 
     spec = KAN_PAPER.replace(timing="fast")
     plan = stage_plan(spec)

@@ -4,7 +4,6 @@ report parses back, an injected wrong output is named by its first sample, bad f
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -12,11 +11,11 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
+from onchip import verification as verify_mod
 from onchip.cli import main
 from onchip.spec import PRESETS
-from onchip.verify import VerifyReport, assert_verified, random_stream, segment_bounds, verify
+from onchip.verification import assert_verified, random_stream, segment_bounds, verify
 
-verify_mod = importlib.import_module("onchip.verify")  # the module (onchip.verify may be the function)
 SPEC = "kan-regression"  # sequential preset: its Verilator build is shared with the RTL tests
 N = 200
 

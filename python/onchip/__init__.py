@@ -11,8 +11,9 @@ Backends (bit-exact with the golden model): :func:`get_backend`, :func:`register
 Tasks and the main job: :func:`make_stream`, :func:`evaluate`, :func:`run_job`.
 Hardware steps: :func:`generate` (Verilog + ports, latency and II), :func:`synth` (Yosys
     LUT/FF/DSP/BRAM), :func:`pnr` (nextpnr fmax and bitstream), :func:`vivado` (Vivado project).
-Verification: :func:`verify` (RTL under the cocotb bench and HLS C simulation against the golden
-    model, a :class:`VerifyReport` with JUnit XML; ``onchip.verify.assert_verified`` for pytest).
+Verification (:mod:`onchip.verification`): :func:`verify` (RTL under the cocotb bench and HLS C
+    simulation against the golden model, a :class:`VerifyReport` with JUnit XML), and
+    :func:`assert_verified` for pytest: ``onchip.verify(spec)``, ``onchip.assert_verified("my_learner.toml")``.
 Sweeps: :func:`run_sweep`. Front ends: :func:`from_brevitas`, :mod:`onchip.frontends.hls4ml_bridge`.
 Errors: :class:`SpecError`, :class:`DataError`, :class:`ToolError`.
 
@@ -37,7 +38,8 @@ _EXPORTS = {
     "generate": "onchip.hw",
     "synth": "onchip.flow.steps", "pnr": "onchip.flow.steps", "vivado": "onchip.flow.steps",
     "run_sweep": "onchip.sweep",
-    "verify": "onchip.verify", "VerifyReport": "onchip.verify",
+    "verify": "onchip.verification", "assert_verified": "onchip.verification",
+    "VerifyReport": "onchip.verification",
     "from_brevitas": "onchip.frontends.brevitas",
     "SpecError": "onchip.errors", "DataError": "onchip.errors", "ToolError": "onchip.errors",
 }

@@ -17,7 +17,7 @@ takes and returns floats.
 
 Each sample has a kind (:class:`onchip.model.SampleKind`: TARGET, PREDICT or ERROR; ``kind=None``
 is all TARGET): ``y`` then carries a target, nothing, or dL/dy_hat (raw ``grad`` values; floats
-for ``float``). A run returns a :class:`RunResult`, which unpacks as ``(predictions, theta)``
+for ``float``). A run returns a :class:`~onchip.result.RunResult`, which unpacks as ``(predictions, theta)``
 as before and carries the decisions (:func:`onchip.model.decision.decisions`): the golden and
 float backends compute them from their predictions, the RTL and HLS designs output them.
 
@@ -32,34 +32,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .result import RunResult
 from .spec import LearnerSpec
 
 #: Samples per golden-model call between progress updates.
 _CHUNK = 10_000
-
-
-class RunResult(tuple):
-    """A backend run's result: unpacks as ``(predictions, theta)``; ``.decisions`` beside them.
-
-    Attributes:
-        predictions: (N, n_out) predictions, raw int64 (``act``) or float64 (``float``).
-        theta: (P,) final parameters after every pending update has landed.
-        decisions: (N,) int64 decisions (index of the largest output, ties to the lowest; sign
-            for one output), as the backend computed or output them.
-    """
-
-    def __new__(cls, predictions, theta, decisions):
-        self = super().__new__(cls, (predictions, theta))
-        self.decisions = np.asarray(decisions, np.int64)
-        return self
-
-    @property
-    def predictions(self) -> np.ndarray:
-        return self[0]
-
-    @property
-    def theta(self) -> np.ndarray:
-        return self[1]
 
 
 @runtime_checkable
@@ -267,3 +244,8 @@ class HlsBackend:
 
 for _backend in (GoldenBackend(), FloatBackend(), RtlBackend(), CocotbBackend(), HlsBackend()):
     register_backend(_backend)
+
+#: Backends of a job (``onchip run``, sweeps, the acrobot replay): every registered one but the
+#: cocotb bench (a protocol checker, three orders of magnitude slower than the stream harness on
+#: the same design).
+JOB_BACKENDS = tuple(name for name in backend_names() if name != "cocotb")

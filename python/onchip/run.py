@@ -1,10 +1,10 @@
 """Runner: any backend over any task stream -> predictions, metrics, rolling metric, plot.
 
-Backends (:data:`BACKENDS`, implemented in :mod:`onchip.backends`): ``golden`` (the
-integer reference), ``float`` (the PyTorch float twin), ``rtl`` (the Verilated Amaranth
-design, driven by a C++ harness) and ``hls`` (the HLS C++ compiled for C simulation). The
-fixed-point backends take the stream quantized to the spec's formats and
-return raw integer predictions, which must be identical across them.
+Backends (:data:`onchip.backends.JOB_BACKENDS`): ``golden`` (the integer reference),
+``float`` (the PyTorch float twin), ``rtl`` (the Verilated Amaranth design, driven by a C++
+harness) and ``hls`` (the HLS C++ compiled for C simulation). The fixed-point backends take
+the stream quantized to the spec's formats and return raw integer predictions, which must be
+identical across them.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends import backend_names
+from .backends import JOB_BACKENDS, get_backend
 from .spec import LearnerSpec, load_spec
 
-#: Backends of the main job: every registered one but the cocotb bench (a protocol checker,
-#: three orders of magnitude slower than the stream harness on the same design).
-BACKENDS = tuple(name for name in backend_names() if name != "cocotb")
 MODELS = ("kan", "mlp")
 #: Preset used for (task, model) when no spec is given.
 DEFAULT_PRESETS = {
@@ -56,11 +53,10 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
     Raises:
         ValueError: unknown backend, or data of the wrong shape.
     """
-    from .backends import get_backend
     from .model import GoldenLearner
 
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if backend not in JOB_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(JOB_BACKENDS)}; got {backend!r}")
     impl = get_backend(backend)
     if not impl.raw:
         start = time.perf_counter()
@@ -291,8 +287,8 @@ def run_job(
     if episodes is not None:
         raise ValueError(f"episodes: only the acrobot task takes episodes, got {episodes!r} for {task}")
     check_output_dir(out)
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if backend not in JOB_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(JOB_BACKENDS)}; got {backend!r}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
     scenario = None

@@ -13,7 +13,8 @@ With no options it runs the 16-bit KAN on the built-in drifting qubit-readout so
 
 
 def add_parser(sub) -> None:
-    from ..run import BACKENDS, MODELS
+    from ..backends import JOB_BACKENDS
+    from ..run import MODELS
 
     p = sub.add_parser("run", help="run a learner over a task stream (the main job)", description=DESCRIPTION)
     p.add_argument("--task", default="qubit-readout", choices=("drift-regression", "qubit-readout", "acrobot"),
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--model", default="kan", choices=MODELS, help="learner kind (default: %(default)s)")
     p.add_argument("--spec", default=None,
                    help="TOML spec file or preset name (default: the preset of the task and model)")
-    p.add_argument("--backend", default="golden", choices=BACKENDS,
+    p.add_argument("--backend", default="golden", choices=JOB_BACKENDS,
                    help="golden: integer reference; float: PyTorch float twin; rtl: Verilated RTL; "
                         "hls: HLS C simulation (default: %(default)s)")
     p.add_argument("--data", default=None,

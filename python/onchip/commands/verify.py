@@ -29,7 +29,7 @@ def junit_path(text: str) -> str:
 
 
 def add_parser(sub) -> None:
-    from ..verify import VERIFY_BACKENDS
+    from ..verification import VERIFY_BACKENDS
 
     p = sub.add_parser("verify", help="verify the generated RTL and HLS of a spec against the golden model",
                        description=DESCRIPTION)
@@ -57,7 +57,7 @@ def run(args) -> int:
     import shutil
 
     from ..io import atomic_output_dir, write_json
-    from ..verify import verify
+    from ..verification import verify
 
     try:
         report = verify(args.spec, samples=args.samples, seed=args.seed, stream=args.stream, data=args.data,

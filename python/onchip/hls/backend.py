@@ -19,9 +19,10 @@ import tempfile
 import numpy as np
 
 from ..errors import ToolError
+from ..model.golden import check_stream
+from ..result import RunResult
 from ..spec import LearnerSpec
 from .build import build_simulator
-from ..model.golden import check_stream
 from .emit import checked_theta, emit
 
 #: Samples per RUN command sent to the child (one pipe round trip each).
@@ -148,7 +149,7 @@ class HlsLearner:
             progress: show a tqdm bar.
 
         Returns:
-            :class:`onchip.backends.RunResult`: (predictions raw int64 (N, n_out), final
+            :class:`onchip.result.RunResult`: (predictions raw int64 (N, n_out), final
             parameters raw int64 (P,)), ``.decisions`` (N,) the top function's decision words.
 
         Raises:
@@ -156,8 +157,6 @@ class HlsLearner:
             HlsSimulationError: the C simulation failed (the calling process carries on).
         """
         from tqdm import tqdm
-
-        from ..backends import RunResult
 
         spec = self.spec
         with_kinds = learn and kind is not None
@@ -213,7 +212,7 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         progress: show a tqdm bar.
 
     Returns:
-        :class:`onchip.backends.RunResult`: (predictions raw int64 (N, n_out), final parameters
+        :class:`onchip.result.RunResult`: (predictions raw int64 (N, n_out), final parameters
         raw int64 (P,) after a flush), equal to ``GoldenLearner(spec, theta).run(x_raw, y_raw,
         kind)`` and its ``theta`` after ``flush()``; ``.decisions`` the decision words.
 

@@ -138,7 +138,7 @@ def requant(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
 def requant_has_logic(frac_from: int, fmt: Fmt) -> bool:
     """Whether :func:`requant` from ``frac_from`` fractional bits into ``fmt`` builds a carry chain
     (a rounding increment or a saturation compare), rather than only a shift and a bit slice.
-    The stage plan (:func:`onchip.hw.learner.stage_plan`) gives such a conversion its own stage
+    The stage plan (:func:`onchip.hw.plan.stage_plan`) gives such a conversion its own stage
     under ``timing = "fast"``."""
     rounds = frac_from - fmt.frac_bits > 0 and fmt.quant != "TRN"
     return rounds or fmt.overflow != "WRAP"

@@ -27,6 +27,7 @@ from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_parallel
 from .pipeline import Pipe, Staged
+from .plan import PORT_STAGES, stage_plan
 from .ram import div_const
 
 
@@ -94,7 +95,7 @@ class _Layer:
         live_backprop: the backward pass may use the parameters as they are when it runs (the
             sequential schedule, where no update lands in between) instead of the values the
             forward pass read.
-        stages: the layer's entry of :func:`onchip.hw.learner.stage_plan` (where its registers
+        stages: the layer's entry of :func:`onchip.hw.plan.stage_plan` (where its registers
             go); default: taken from the spec's plan.
 
     Raises:
@@ -124,8 +125,6 @@ class _Layer:
         self.live_backprop = live_backprop
         self.f = spec.formats
         if stages is None:
-            from .learner import stage_plan
-
             stages = stage_plan(spec)["layers"][index]
         self.st = stages
         # timing = "fast": products registered raw, their conversion after the register; KAN updates
@@ -198,10 +197,6 @@ class _Layer:
         raise NotImplementedError
 
 
-#: registers of a KAN parameter port at ``timing = "fast"`` (:meth:`KanLayer.port`)
-PORT_STAGES = 4
-
-
 class KanLayer(_Layer):
     """One KAN layer: n_out x n_in B-spline edges of G + k coefficients each, in RAM banks.
 
@@ -213,7 +208,7 @@ class KanLayer(_Layer):
     at E) and, for hidden layers, the error to the previous layer (2 stages).
     A commit reads the current k+1 coefficients through a second RAM read port
     (address one cycle ahead, ``lookahead``) and writes them back changed.
-    The stages are those of the layer's :func:`~onchip.hw.learner.stage_plan` entry; with
+    The stages are those of the layer's :func:`~onchip.hw.plan.stage_plan` entry; with
     ``timing = "fast"`` the update carries the k+1 bank addresses and its deltas in bank order
     (registered in the read stage) instead of the cell, and ``lookahead`` is the addresses.
 

@@ -200,13 +200,13 @@ TASK_METRICS = {
 
 
 def _check_accuracy(config: dict) -> None:
-    from ..run import BACKENDS
+    from ..backends import JOB_BACKENDS
 
     backends = config["backends"]
     _need(isinstance(backends, list) and bool(backends), "backends", backends, "a non-empty list")
-    bad = [b for b in backends if b not in BACKENDS]
+    bad = [b for b in backends if b not in JOB_BACKENDS]
     if bad:
-        raise ValueError(f"backends: unknown backend(s) {bad}; choose from {', '.join(BACKENDS)}")
+        raise ValueError(f"backends: unknown backend(s) {bad}; choose from {', '.join(JOB_BACKENDS)}")
     _need(config["task"] in TASK_METRICS, "task", config["task"], f"one of {', '.join(TASK_METRICS)}")
     _need(_is_int(config["samples"]) and config["samples"] >= 1, "samples", config["samples"],
           "a positive integer")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from ..qlearning import LearnerPort, run_episode
 from ..spec import LearnerSpec
 
 DT = 0.2  #: integration step, s (one action)
@@ -288,14 +289,14 @@ class AcrobotRun:
 
 def run_episodes(spec: LearnerSpec, cfg, *, seed: int, drift=None, backend: str = "golden",
                  record: bool = False, progress: bool = False) -> AcrobotRun:
-    """Learn the swing-up online: ``cfg.episodes`` episodes of :func:`onchip.control.run_episode`
+    """Learn the swing-up online: ``cfg.episodes`` episodes of :func:`onchip.qlearning.run_episode`
     on one environment whose parameters change as the drift scenario says (positions in
     episodes), and from the first change on a frozen copy of the policy (PREDICT samples only)
     on an identical copy of the environment and generators, as the static baseline.
 
     Args:
         spec: the Q-function learner (6 inputs, 3 outputs).
-        cfg: :class:`onchip.control.QConfig`.
+        cfg: :class:`onchip.qlearning.QConfig`.
         seed: seeds the start states (``Acrobot``) and the policy's generator, independently.
         drift: scenario (see :func:`load_acrobot_drift`); default the ``default`` preset.
         backend: ``golden`` or ``float`` (driven sample by sample).
@@ -306,8 +307,6 @@ def run_episodes(spec: LearnerSpec, cfg, *, seed: int, drift=None, backend: str 
         ValueError: a spec whose widths are not (6, ..., 3), a bad seed or backend.
     """
     from tqdm import tqdm
-
-    from ..control import LearnerPort, run_episode
 
     if spec.n_in != N_FEATURES or spec.n_out != len(TORQUES):
         raise ValueError(f"spec widths {list(spec.widths)} do not fit task 'acrobot', which has "

@@ -15,6 +15,7 @@ import importlib.util
 
 import numpy as np
 
+from ..result import RunResult
 from ..spec import LearnerSpec
 from . import toolchain
 from .compiled import StreamModel, StreamResult, build_model
@@ -129,14 +130,12 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         progress: show a progress bar.
 
     Returns:
-        :class:`onchip.backends.RunResult`: (predictions (N, n_out) int64 raw ``act`` values,
+        :class:`onchip.result.RunResult`: (predictions (N, n_out) int64 raw ``act`` values,
         final parameters (P,) int64 raw ``coef`` values after every update is committed),
         ``.decisions`` the design's decision field.
 
     Raises:
         see :func:`simulate`.
     """
-    from ..backends import RunResult
-
     result = simulate(spec, x_raw, y_raw, kind=kind, theta=theta, learn=learn, progress=progress)
     return RunResult(result.predictions, result.parameters, result.decisions)

@@ -19,7 +19,8 @@ through the project's own checks and returns a :class:`VerifyReport`, one named 
 
 A backend whose tool is not installed gives one ``skipped`` case, never a passed one.
 :func:`assert_verified` is the pytest helper; ``onchip verify`` (:mod:`onchip.commands.verify`)
-the command.
+the command. :func:`verify`, :func:`assert_verified` and :class:`VerifyReport` are also
+``onchip.verify``, ``onchip.assert_verified`` and ``onchip.VerifyReport``.
 """
 
 from __future__ import annotations
@@ -569,8 +570,9 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
             :data:`onchip.tasks.TASKS` (its stream quantized to the spec's formats).
         data: readout shots file for ``stream="qubit-readout"``.
         backends: any of :data:`VERIFY_BACKENDS` (or one comma-separated string).
-        schedule, staleness, timing: overrides as ``onchip generate --schedule / --staleness /
-            --timing`` (staleness: an integer or ``"min"``; timing: ``"compact"`` or ``"fast"``).
+        schedule: override of the spec's schedule, as ``onchip generate --schedule``.
+        staleness: override, as ``--staleness``: an integer or ``"min"``.
+        timing: override, as ``--timing``: ``"compact"`` or ``"fast"``.
         waves: dump the bench's protocol job as FST (VCD without the LZ4 headers); a second,
             traced Verilator build. The dump path is in the report and in every mismatch.
         progress: print one line per stage to stderr and show the HLS progress bar.
@@ -632,10 +634,10 @@ def assert_verified(spec, **kwargs) -> VerifyReport:
 
     Example::
 
-        from onchip.verify import assert_verified
+        import onchip
 
         def test_my_learner_hardware():
-            assert_verified("my_learner.toml", samples=500)
+            onchip.assert_verified("my_learner.toml", samples=500)
     """
     report = verify(spec, **kwargs)
     if not report.ok and report.count("passed") == 0 and report.count("skipped") == len(report.cases):
@@ -645,14 +647,3 @@ def assert_verified(spec, **kwargs) -> VerifyReport:
     if not report.ok:
         raise AssertionError(report.summary())
     return report
-
-
-class _CallableModule(type(sys)):
-    """``onchip.verify`` names both this module and :func:`verify`: once the module has been
-    imported, the package attribute is the module, so calling it calls :func:`verify`."""
-
-    def __call__(self, *args, **kwargs) -> VerifyReport:
-        return verify(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,102 @@
+"""Where the learner's pipeline registers go: the stage plan of a spec, shared by the layers
+(:mod:`onchip.hw.layers`), which place their registers at its stages, and the learner top
+(:mod:`onchip.hw.learner`), which checks that they did and derives its schedule from it.
+"""
+
+from __future__ import annotations
+
+from ..spec import LearnerSpec
+from .fixedpoint import requant_has_logic
+
+#: registers of a KAN parameter port at ``timing = "fast"`` (:meth:`onchip.hw.layers.KanLayer.port`)
+PORT_STAGES = 4
+
+
+def stage_plan(spec: LearnerSpec) -> dict:
+    """Pipeline stages of the learner of ``spec`` (stage 0: the accepting cycle), from its kind,
+    widths, formats and ``timing``. The layers (:mod:`onchip.hw.layers`) place their registers at
+    the stages given here; the learner checks that they did.
+
+    Per cycle, ``timing = "compact"``: KAN layers take 3 stages (B-spline unit and coefficient
+    address; coefficient read, products and their conversion into ``acc``; adder tree and
+    conversion to ``act``), MLP layers 2 (parameter read and products; sums); the output error 1;
+    an update is formed in the cycle it commits; each hidden layer's back-propagated error 2
+    (products; sums). ``timing = "fast"``: every product is registered raw (a DSP's output
+    register can take it), its conversion into ``acc`` gets a stage of its own when it rounds or
+    saturates (:func:`~onchip.hw.fixedpoint.requant_has_logic`), the KAN B-spline unit takes 2
+    stages and KAN coefficients read from RAM are registered before their multiplier (measured
+    with nextpnr-ecp5: these paths limited fmax), each level of an adder tree of
+    n terms gets a stage (ceil(log2 n)), then the conversion of the sum; an update takes 2 more
+    stages (raw product e x b or e x u, then its rounding into ``coef``), so that the commit
+    cycle holds only the read, the subtract-and-saturate and the write of the parameter.
+
+    The parameter port (KAN: a flat index decoded into edge, RAM bank and word) is combinational
+    when compact; fast registers it in ``port`` stages: the command, the edge (a division by
+    G + k), the index inside the edge, its bank and word (measured: the decode of the reload
+    counter limited kan-readout's fmax, G + k = 11). MLP parameters are registers: no stage.
+
+    Returns:
+        ``{"timing", "prediction": P, "read": [R_l], "update": [U_l], "port": cycles a parameter-port
+        command takes to reach the parameters, "layers": [dict per layer]}``;
+        a layer's dict: ``in`` (stage of its inputs), ``read`` R, ``port`` (its parameter port's registers), ``operands`` (the stage whose
+        cycle multiplies), ``product`` (raw or converted
+        products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered),
+        ``error`` E (its output error), ``delta`` (update product registered, fast only),
+        ``update`` U, and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
+        back-propagated error registered).
+    """
+    fast = spec.timing == "fast"
+    f = spec.formats
+    n_layers = len(spec.widths) - 1
+    k1 = spec.spline_order + 1 if spec.kind == "kan" else 1
+
+    def levels(n: int) -> int:  # registered adder-tree levels over n terms
+        return (n - 1).bit_length() if fast else 0
+
+    def to_acc(frac_from: int) -> int:  # a stage of its own for a product's conversion into acc
+        return int(fast and requant_has_logic(frac_from, f.acc))
+
+    plan = []
+    a = 1
+    for l in range(n_layers):
+        n_in = spec.widths[l]
+        in_frac = (f.input if l == 0 else f.act).frac_bits
+        if spec.kind == "kan":
+            # fast: the B-spline unit's clamped offset is registered before the cell index, the basis
+            # table and the coefficient address (the path input -> RAM address limited fmax)
+            read = a + 1 + int(fast)
+            # fast: the coefficients out of the RAM (and its by-basis mux) are registered before they
+            # meet the multiplier, so the multiplier runs from registers (the DSP's input registers)
+            operands = read + int(fast)
+            terms = operands + 1 + to_acc(f.coef.frac_bits + f.basis.frac_bits)
+            n_terms = n_in * k1
+            back_frac = 2 * f.grad.frac_bits
+        else:
+            read = operands = a  # weights and inputs are registers already
+            terms = read + 1 + to_acc(f.coef.frac_bits + in_frac)
+            n_terms = n_in + 1
+            back_frac = f.coef.frac_bits + f.grad.frac_bits
+        out = terms + levels(n_terms) + 1
+        plan.append({"in": a, "read": read, "operands": operands, "product": operands + 1, "terms": terms, "out": out,
+                     "port": PORT_STAGES if fast and spec.kind == "kan" else 0, "back_frac": back_frac})
+        a = out
+    p = a
+    e = p + 1
+    for l in range(n_layers - 1, -1, -1):
+        st = plan[l]
+        st["error"] = e
+        st["delta"] = e + 1 if fast else e
+        st["update"] = e + 2 if fast else e
+        if l > 0:
+            st["bproduct"] = e + 1
+            st["bterms"] = e + 1 + to_acc(st["back_frac"])
+            st["prev"] = e = st["bterms"] + levels(spec.widths[l + 1]) + 1
+        del st["back_frac"]
+    return {
+        "timing": spec.timing,
+        "prediction": p,
+        "read": [st["read"] for st in plan],
+        "update": [st["update"] for st in plan],
+        "port": max(st["port"] for st in plan),
+        "layers": plan,
+    }
