@@ -4,6 +4,8 @@
 - A pipe inside a code span of a table row is written ``\\|`` for GitHub; Python-Markdown's
   tables already leave pipes inside code spans alone and would show the backslash, so it is
   dropped there (after the snippets of ``seeds/`` and ``hw/`` are included).
+- ``cli.md`` is generated from the command-line parsers (:func:`onchip.cli.reference_markdown`)
+  at the marker it holds, so the reference cannot lag the flags.
 """
 
 import re
@@ -42,6 +44,17 @@ class GitHubMarkdown(Extension):
         md.preprocessors.register(_Roles(md), "sphinx_roles", 35)
         # below the snippets preprocessor (32), so included files are seen too
         md.preprocessors.register(_TableCodePipes(md), "table_code_pipes", 31)
+
+
+CLI_MARKER = "<!-- generated: onchip.cli.reference_markdown() -->"
+
+
+def on_page_markdown(markdown, page, config, files):
+    if CLI_MARKER in markdown:
+        from onchip.cli import reference_markdown
+
+        markdown = markdown.replace(CLI_MARKER, reference_markdown())
+    return markdown
 
 
 def on_config(config):

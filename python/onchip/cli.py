@@ -89,6 +89,33 @@ def _grouped_listing(commands: dict[str, tuple]) -> str:
     return "\n\n".join(blocks)
 
 
+def reference_markdown() -> str:
+    """The command-line reference as Markdown, from the parsers themselves (the docs build
+    writes it into ``docs/cli.md``, so a new flag appears there without anyone writing it down).
+
+    Returns:
+        One section per command, in ``onchip --help`` order: its purpose and its ``--help``
+        text, 100 columns wide.
+    """
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the page must not depend on it
+    try:
+        parser = build_parser()
+        parts = ["```text", parser.format_help().rstrip(), "```"]
+        for title, names in command_groups(parser.commands):
+            parts.append(f"## {title[0].upper()}{title[1:]}")
+            for name in names:
+                purpose, sub = parser.commands[name]
+                parts += [f"### onchip {name}", "", f"{purpose[0].upper()}{purpose[1:]}.", "",
+                          "```text", sub.format_help().rstrip(), "```", ""]
+    finally:
+        if previous is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = previous
+    return "\n".join(parts) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (2 for bad input, 0 after ``--help``)."""
     from .commands._args import command_line

@@ -1,0 +1,49 @@
+"""`onchip --help` groups the commands; the CLI reference page is generated from the parsers."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+from onchip.cli import GROUPS, build_parser, main, reference_markdown
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_help_lists_hardware_commands_first_then_the_seed_methods(capsys):
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    titles = [title for title, _ in GROUPS] + ["seed methods"]
+    at = [text.index(f"\n{t}") for t in titles]
+    assert at == sorted(at), titles
+    seeds = text[at[-1]:]
+    for _, names in GROUPS:
+        for name in names:
+            assert f"\n  {name} " in text[:at[-1]] and f"\n  {name} " not in seeds, name
+    parser = build_parser()
+    seed_names = set(parser.commands) - {n for _, names in GROUPS for n in names}
+    assert len(seed_names) == 18
+    assert all(f"\n  {name} " in seeds for name in seed_names)
+
+
+def test_reference_has_every_flag_of_every_command():
+    text = reference_markdown()
+    parser = build_parser()
+    for name, (purpose, sub) in parser.commands.items():
+        assert f"### onchip {name}\n" in text, name
+        for action in sub._actions:
+            if action.help == argparse.SUPPRESS:  # a hidden alias
+                continue
+            for flag in action.option_strings:
+                assert flag in text, (name, flag)
+
+
+def test_the_docs_page_is_the_generated_reference():
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (DOCS / "cli.md").read_text()
+    assert hooks.CLI_MARKER in page
+    rendered = hooks.on_page_markdown(page, None, None, None)
+    assert hooks.CLI_MARKER not in rendered and "### onchip verify\n" in rendered and "--junit" in rendered
