@@ -293,3 +293,29 @@ def test_bad_drift_files_are_refused_and_nothing_is_written(tmp_path, capsys, te
     for word in words:
         assert word in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+@pytest.mark.parametrize("samples", ["1", "2", "3", "99"])
+def test_too_short_a_readout_job_is_refused_up_front(tmp_path, capsys, samples):
+    code, out = _run(tmp_path, "--samples", samples)
+    err = capsys.readouterr().err
+    assert code == 2 and f"samples: the qubit-readout job needs at least 100 shots" in err and f"got {samples}" in err
+    assert "Traceback" not in err and not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_summary_labels_match_the_stream_and_name_the_kernel(tmp_path, capsys):
+    main(["run", "--samples", "2000", "--out", str(tmp_path / "out")])
+    text = capsys.readouterr().out
+    assert "(last 2000 shots)" in text and "5000" not in text
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["kernel"] in ("generic", "specialised", "generic, then specialised")
+    assert f"samples/s ({metrics['kernel']} kernel, compilation excluded)" in text
+    # four significant digits, trailing zeros kept
+    fidelity = metrics["assignment_fidelity"]
+    assert f"fidelity {fidelity:#.4g} (whole stream)" in text
+
+
+def test_four_significant_digits_keep_trailing_zeros():
+    from onchip.run import _sig
+
+    assert [_sig(v) for v in (0.983, 0.98765, 1.0, 12.5, None)] == ["0.9830", "0.9877", "1.000", "12.50", "None"]

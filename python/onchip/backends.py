@@ -148,7 +148,7 @@ class GoldenBackend:
                 preds[lo:hi] = learner.run(x[lo:hi], y[lo:hi], kind[lo:hi]) if learn else learner.predict(x[lo:hi])
                 bar.update(hi - lo)
         learner.flush()
-        return RunResult(preds, learner.theta.copy(), decisions(preds))
+        return RunResult(preds, learner.theta.copy(), decisions(preds), kernel=", then ".join(learner.kernels))
 
 
 class FloatBackend:

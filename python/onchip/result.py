@@ -13,11 +13,15 @@ class RunResult(tuple):
         theta: (P,) final parameters after every pending update has landed.
         decisions: (N,) int64 decisions (index of the largest output, ties to the lowest; sign
             for one output), as the backend computed or output them.
+        kernel: what computed them where a backend has several ways, else None: the golden
+            model's stream kernels in order of use (``"generic"``, ``"specialised"`` or
+            ``"generic, then specialised"``; the same bits at different speeds).
     """
 
-    def __new__(cls, predictions, theta, decisions):
+    def __new__(cls, predictions, theta, decisions, kernel: str | None = None):
         self = super().__new__(cls, (predictions, theta))
         self.decisions = np.asarray(decisions, np.int64)
+        self.kernel = kernel
         return self
 
     @property

@@ -37,12 +37,14 @@ class BackendRun:
         raw: (N, n_out) int64 raw predictions in the ``act`` format, or None (float backend).
         theta: final parameters after all updates (raw int64, or float64 for ``float``).
         seconds: wall time of the stream run.
+        kernel: the golden model's stream kernel(s) that ran (:class:`onchip.result.RunResult`), or None.
     """
 
     predictions: np.ndarray
     raw: np.ndarray | None
     theta: np.ndarray
     seconds: float
+    kernel: str | None = None
 
 
 def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True) -> BackendRun:
@@ -67,9 +69,10 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
     # compile the kernels or build the model (or find them cached) outside the timing
     impl.run(spec, x_raw[:1], y_raw[:1])
     start = time.perf_counter()
-    raw, theta = impl.run(spec, x_raw, y_raw, progress=progress)
+    result = impl.run(spec, x_raw, y_raw, progress=progress)
     seconds = time.perf_counter() - start
-    return BackendRun(golden.dequantize_outputs(raw), raw, theta, seconds)
+    raw, theta = result
+    return BackendRun(golden.dequantize_outputs(raw), raw, theta, seconds, getattr(result, "kernel", None))
 
 
 def resolve_spec(task: str, model: str, spec: "str | Path | LearnerSpec | None", n_in: int, n_out: int) -> LearnerSpec:
@@ -159,14 +162,19 @@ def rolling_label(task: str, metric: str, samples: int, window: int | None) -> s
     return f"rolling assignment fidelity, window {window or 1000} shots" if "fidelity" in metric else metric
 
 
+#: the shortest qubit-readout job: fewer shots cannot calibrate the static discriminator
+#: reliably (it needs every state among its calibration shots, and more shots than states)
+MIN_READOUT_SAMPLES = 100
+
+
 def _sig(value) -> str:
     # 4 significant digits (None / NaN as written by metrics.json)
     if value is None:
         return "None"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_sig(v) for v in value) + "]"
-    if isinstance(value, (float, np.floating)):
-        return "nan" if not np.isfinite(value) else f"{value:.4g}"
+    if isinstance(value, (float, np.floating)):  # '#' keeps trailing zeros: 0.9830, not 0.983
+        return "nan" if not np.isfinite(value) else f"{value:#.4g}".rstrip(".")
     return str(value)
 
 
@@ -215,9 +223,15 @@ def summary_lines(metrics: dict) -> list[str]:
                   f"  MSE over the last 10% of each segment:   {last}",
                   f"  MSE over the whole stream:               {_sci(metrics['mse'])}"]
     else:
+        from .tasks.fidelity import LAST_SHOTS
+
+        last = f"last {min(LAST_SHOTS, metrics['samples'])} shots" if "samples" in metrics else "last shots"
+
         def fidelity(m):
+            if m is None:
+                return "not calibrated (its calibration shots lack a state)"
             return (f"fidelity {_sig(m.get('assignment_fidelity'))} (whole stream), "
-                    f"{_sig(m.get('assignment_fidelity_last_5000'))} (last 5000 shots); "
+                    f"{_sig(m.get('assignment_fidelity_last_5000'))} ({last}); "
                     f"recovery shots per drift event {_sig(m.get('recovery_shots'))}")
 
         lines.append(f"  {source_line(metrics.get('stream', {}))}")
@@ -228,9 +242,10 @@ def summary_lines(metrics: dict) -> list[str]:
             for who, m in (("online learner", metrics), ("static discriminator", metrics.get("static_baseline"))):
                 if m:
                     rows = " / ".join(" ".join(str(v) for v in row) for row in m["confusion_counts_last_5000"])
-                    lines.append(f"  {who}, last 5000 shots, counts (rows prepared, columns assigned): {rows}")
+                    lines.append(f"  {who}, {last}, counts (rows prepared, columns assigned): {rows}")
     if "samples_per_second" in metrics:
-        lines.append(f"  {metrics['samples_per_second']:.3g} samples/s (compilation excluded)")
+        kernel = f"{metrics['kernel']} kernel, " if metrics.get("kernel") else ""
+        lines.append(f"  {metrics['samples_per_second']:.3g} samples/s ({kernel}compilation excluded)")
     return lines
 
 
@@ -291,6 +306,9 @@ def run_job(
         raise ValueError(f"backend must be one of {', '.join(JOB_BACKENDS)}; got {backend!r}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples must be a positive integer, got {samples!r}")
+    if task == "qubit-readout" and samples < MIN_READOUT_SAMPLES:
+        raise ValueError(f"samples: the qubit-readout job needs at least {MIN_READOUT_SAMPLES} shots (its static "
+                         f"discriminator is calibrated on the first of them), got {samples}")
     scenario = None
     if task == "qubit-readout":
         scenario = tasks.load_drift("default" if drift is None else drift, task=task)
@@ -310,6 +328,7 @@ def run_job(
             "seed": seed,
             **tasks.evaluate(stream, result.predictions),
             "samples_per_second": len(stream) / max(result.seconds, 1e-9),
+            "kernel": result.kernel,
             "stream": stream.meta,
         }
         if scenario is not None:

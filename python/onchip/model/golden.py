@@ -297,6 +297,9 @@ class GoldenLearner:
         self._run_generic = run_kan if spec.kind == "kan" else run_mlp
         self._specialised = None  # its SpecialisedRunner, made when first considered
         self._samples_run = 0
+        #: the stream kernels that have run, in the order of first use: "generic" and/or
+        #: "specialised" (same bits; their speed differs several-fold)
+        self.kernels: list[str] = []
         depth = spec.effective_staleness
         m = update_size(spec)
         self._q_addr = np.zeros((depth + 1, m), np.int64)  # the FIFO of stream._stream
@@ -361,7 +364,11 @@ class GoldenLearner:
         self._samples_run += len(x_raw)
         if self._specialised is None and self.specialise is not False:
             self._specialised = _specialise.SpecialisedRunner(self._cfg)
-        if _specialise.use_specialised(self.specialise, self._samples_run, self._specialised):
+        kernel = "specialised" if _specialise.use_specialised(self.specialise, self._samples_run,
+                                                              self._specialised) else "generic"
+        if kernel not in self.kernels:
+            self.kernels.append(kernel)
+        if kernel == "specialised":
             self._specialised(
                 self.theta, x_raw, y_raw, kind, self._q_addr, self._q_delta, self._q_state, preds, learn
             )
