@@ -118,9 +118,9 @@ def available_backends() -> tuple[str, ...]:
 
 
 def _bar(total: int, desc: str, enabled: bool):
-    from tqdm import tqdm
+    from .progress import progress_bar
 
-    return tqdm(total=total, desc=desc, unit="sample", unit_scale=True, disable=not enabled, leave=False)
+    return progress_bar(total=total, desc=desc, unit="sample", unit_scale=True, disable=not enabled, leave=False)
 
 
 def _label(spec: LearnerSpec, backend: str) -> str:

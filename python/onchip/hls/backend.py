@@ -156,7 +156,7 @@ class HlsLearner:
             ValueError: inputs of the wrong shape or outside their formats (``check_stream``).
             HlsSimulationError: the C simulation failed (the calling process carries on).
         """
-        from tqdm import tqdm
+        from ..progress import progress_bar
 
         spec = self.spec
         with_kinds = learn and kind is not None
@@ -167,7 +167,7 @@ class HlsLearner:
         mode = 2 if with_kinds else int(learn)
         child = _Child(self.program, spec_label(spec))
         try:
-            with tqdm(total=len(x), desc=f"{spec.name or spec.kind} hls", unit="sample", unit_scale=True,
+            with progress_bar(total=len(x), desc=f"{spec.name or spec.kind} hls", unit="sample", unit_scale=True,
                       disable=not progress, leave=False) as bar:
                 sizes = child.receive(4).tolist()
                 want = [spec.n_in, n_out, p, spec.effective_staleness]

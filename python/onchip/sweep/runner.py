@@ -49,7 +49,7 @@ def run_sweep(definition: str | os.PathLike | dict, out: str | os.PathLike, *, j
     Raises:
         ValueError / FileNotFoundError: a bad definition or argument, before anything is written.
     """
-    from tqdm import tqdm
+    from ..progress import progress_bar
 
     from ..io import atomic_output_dir, write_json
 
@@ -73,7 +73,7 @@ def run_sweep(definition: str | os.PathLike | dict, out: str | os.PathLike, *, j
     pending = list(todo.values())[:limit]
     chosen = tuple(c for name, c in COMPUTATIONS.items() if name in d["sweep"]["compute"])
     evaluate = functools.partial(evaluate_point, computations=chosen)
-    with tqdm(total=len(pending), desc=d["sweep"].get("name", "sweep"), unit="point", disable=not progress) as bar:
+    with progress_bar(total=len(pending), desc=d["sweep"].get("name", "sweep"), unit="point", disable=not progress) as bar:
         for rec in executor.map(evaluate, pending, on_error=lost_point_record):
             if not rec.get("lost"):
                 save_record(cache, rec)  # finished work survives an interruption

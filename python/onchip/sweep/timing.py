@@ -67,14 +67,14 @@ def add_software_latency(records: list[dict], points: list[dict], progress: bool
     Returns:
         New records; the given ones are not modified.
     """
-    from tqdm import tqdm
+    from ..progress import progress_bar
 
     from .. import tasks
     from ..spec import LearnerSpec
 
     out = []
     by_key = {p["key"]: p for p in points}
-    for rec in tqdm(records, desc="software step", unit="point", disable=not progress, leave=False):
+    for rec in progress_bar(records, desc="software step", unit="point", disable=not progress, leave=False):
         rec = json.loads(json.dumps(rec))
         res = rec["results"]
         if rec["status"] == "ok" and "hw_step_ns_at_clock" in res:

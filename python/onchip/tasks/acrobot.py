@@ -306,7 +306,7 @@ def run_episodes(spec: LearnerSpec, cfg, *, seed: int, drift=None, backend: str 
     Raises:
         ValueError: a spec whose widths are not (6, ..., 3), a bad seed or backend.
     """
-    from tqdm import tqdm
+    from ..progress import progress_bar
 
     if spec.n_in != N_FEATURES or spec.n_out != len(TORQUES):
         raise ValueError(f"spec widths {list(spec.widths)} do not fit task 'acrobot', which has "
@@ -327,7 +327,7 @@ def run_episodes(spec: LearnerSpec, cfg, *, seed: int, drift=None, backend: str 
     steps, returns = np.zeros(n, np.int64), np.zeros(n)
     frozen_steps = None
     frozen = None
-    with tqdm(total=n, desc=f"acrobot {spec.name or spec.kind}", unit="episode", disable=not progress,
+    with progress_bar(total=n, desc=f"acrobot {spec.name or spec.kind}", unit="episode", disable=not progress,
               leave=False) as bar:
         for e in range(n):
             if e in at:

@@ -208,7 +208,7 @@ class StreamModel:
             ValueError: bad shapes or values (see :meth:`PortLayout.pack_samples`).
             SimulationError: the harness failed (learner stuck, I/O error).
         """
-        from tqdm import tqdm
+        from ..progress import progress_bar
 
         started = time.perf_counter()
         lay = self.layout
@@ -226,7 +226,7 @@ class StreamModel:
                 f.write(np.ascontiguousarray(commands).tobytes())
                 f.write(np.ascontiguousarray(packed).tobytes())
             stats = {}
-            with open(tmp / "stderr.txt", "wb") as err, tqdm(
+            with open(tmp / "stderr.txt", "wb") as err, progress_bar(
                 total=n, unit="sample", disable=not progress, desc="rtl", leave=False
             ) as bar:
                 proc = subprocess.Popen(
