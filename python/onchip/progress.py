@@ -30,14 +30,15 @@ class _Lines(tqdm):
         if msg is None and self.n == 0:  # the first refresh, before any work
             return True
         text = self.__str__() if msg is None else msg
+        self._shown = self.n
         self.fp.write(text.strip() + "\n")
         self.fp.flush()
         return True
 
 
     def close(self):
-        if not self.disable and self.leave and self.n:
-            self.fp.write(self.__str__().strip() + "\n")  # the final line, once
+        if not self.disable and self.leave and self.n and getattr(self, "_shown", None) != self.n:
+            self.fp.write(self.__str__().strip() + "\n")  # the final count, once
         self.leave = False  # tqdm's own close then writes nothing more
         super().close()
 
