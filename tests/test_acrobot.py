@@ -233,3 +233,30 @@ def test_rtl_replays_closed_loop_exactly():
 ])
 def test_bad_flags_are_refused(argv, flag, tmp_path, capsys):
     assert_refused("run", argv, flag, tmp_path / "out", capsys)
+
+
+def test_short_run_labels_and_plot_match_the_data():
+    """20 episodes with the change at 10: the summary counts 10 episodes a side, every line the
+    legend names is drawn, and the episode axis has whole ticks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from onchip.control import change_metrics, steps_figure, summary_lines
+
+    rng = np.random.default_rng(0)
+    steps, frozen = rng.integers(100, 400, 20), rng.integers(100, 400, 20)
+    m = change_metrics(steps, 10)
+    assert (m["episodes_before"], m["episodes_after"]) == (10, 10)
+    metrics = {"spec": "kan-acrobot", "backend": "golden", "episodes": 20, "seed": 0, "steps_last_window": 1.0,
+               "goal_reached": 20, "max_steps": 500, "changes": [m]}
+    line = summary_lines(metrics)[2]
+    assert "over 10 before" in line and "first 10 after" in line and "last 10" in line and "20" not in line
+    fig = steps_figure("t", steps, frozen, [(10, {"link_mass_2": 1.25})])
+    ax = fig.axes[0]
+    labelled = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    assert len(labelled) == 3
+    for ln in labelled:
+        assert np.isfinite(np.asarray(ln.get_ydata(), float)).sum() >= 2, ln.get_label()
+    fig.canvas.draw()
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)

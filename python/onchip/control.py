@@ -60,6 +60,9 @@ def change_metrics(steps, change: int, end: int | None = None, window: int = WIN
         "steps_after_first": float(seg[change:change + window].mean()),
         "steps_after": float(seg[max(change, end - window):end].mean()),
         "recovery_episodes": recovery_episodes(seg, change, before, window, cap=cap),
+        # the episodes those means are over (fewer than window when a side is shorter)
+        "episodes_before": int(min(window, change)),
+        "episodes_after": int(min(window, end - change)),
     }
 
 
@@ -100,33 +103,59 @@ def replay(backend: str, spec: LearnerSpec, stream) -> int:
 # ---- the acrobot job -----------------------------------------------------------------------------
 def _plot_steps(path, title: str, steps, frozen, changes, window: int = WINDOW) -> None:
     from .plotting import pyplot
+
+    fig = steps_figure(title, steps, frozen, changes, window)
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+
+
+def steps_figure(title: str, steps, frozen, changes, window: int = WINDOW):
+    """The acrobot run's ``steps.png``: steps per episode and their trailing mean (up to
+    ``window`` episodes), the frozen policy's from the first change, and the changes.
+
+    Args:
+        title: the figure's title.
+        steps: (E,) steps to swing up per episode, learning.
+        frozen: (E,) steps of the policy frozen at the first change, or None.
+        changes: ``[(episode, {parameter: value}), ...]`` of the changes inside the run.
+
+    Returns:
+        The matplotlib figure (the caller saves and closes it).
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    from .plotting import pyplot
     from .tasks.stream import trailing_sum
 
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.6))
+    fig, ax = pyplot().subplots(figsize=(9, 4.6))
     ep = np.arange(len(steps))
 
     def rolling(v):
-        return trailing_sum(v, window) / window
+        # trailing mean over up to `window` episodes, so a run shorter than a window is drawn too
+        v = np.asarray(v, np.float64)
+        full = trailing_sum(v, window) / window
+        start = np.cumsum(v)[:window - 1] / np.arange(1, min(window, len(v) + 1))[:window - 1]
+        full[:len(start)] = start
+        return full
 
     ax.plot(ep, steps, color="C0", lw=0.6, alpha=0.35)
-    ax.plot(ep, rolling(steps), color="C0", lw=1.6, label=f"learning (mean of {window} episodes)")
-    if frozen is not None:
+    ax.plot(ep, rolling(steps), color="C0", lw=1.6, label=f"learning (trailing mean of up to {window} episodes)")
+    if frozen is not None and changes:
         first = changes[0][0]
         ax.plot(ep[first:], np.asarray(frozen)[first:], color="C1", lw=0.6, alpha=0.35)
-        ax.plot(ep[first:], rolling(frozen)[first:], color="C1", lw=1.6,
-                label=f"frozen at the change (mean of {window} episodes)")
+        ax.plot(ep[first:], rolling(np.asarray(frozen)[first:]), color="C1", lw=1.6,
+                label=f"frozen at the change (trailing mean of up to {window} episodes)")
     for n, (episode, values) in enumerate(changes, start=1):
         ax.axvline(episode, color="0.4", ls="--", lw=0.8,
                    label=f"change {n} (episode {episode}): " + ", ".join(f"{k} = {v:g}" for k, v in values.items()))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # episodes are whole
     ax.set_xlabel("episode")
     ax.set_ylabel("steps to swing up (cap 500)")
     ax.set_ylim(0, 520)
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), fontsize=8, frameon=False, ncol=1)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def resolve_acrobot_spec(model: str, spec=None) -> LearnerSpec:
@@ -222,15 +251,17 @@ def summary_lines(metrics: dict) -> list[str]:
     policy's, and the replay check."""
     lines = [f"acrobot / {metrics['spec']} / {metrics['backend']}, {metrics['episodes']} episodes, "
              f"seed {metrics['seed']}",
-             f"  mean steps over the last {WINDOW} episodes: {metrics['steps_last_window']:.1f}; "
+             f"  mean steps over the last {min(WINDOW, metrics['episodes'])} episodes: "
+             f"{metrics['steps_last_window']:.1f}; "
              f"goal reached in {metrics['goal_reached']} episodes"]
 
     def fmt(m):
         rec = (f"{m['recovery_episodes']} episodes" if m["recovery_episodes"] is not None
                else "n/a (not learned before the change)" if m["steps_before"] >= UNLEARNED * metrics["max_steps"]
                else "never")
-        return (f"steps {m['steps_before']:.1f} before, {m['steps_after_first']:.1f} first {WINDOW} after, "
-                f"{m['steps_after']:.1f} last {WINDOW}; recovered: {rec}")
+        before, after = m.get("episodes_before", WINDOW), m.get("episodes_after", WINDOW)
+        return (f"steps {m['steps_before']:.1f} over {before} before, {m['steps_after_first']:.1f} first {after} "
+                f"after, {m['steps_after']:.1f} last {after}; recovered: {rec}")
 
     for n, m in enumerate(metrics["changes"], start=1):
         lines.append(f"  change {n} at episode {m['episode']}, learning: {fmt(m)}")
