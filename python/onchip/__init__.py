@@ -2,20 +2,22 @@
 
 The Python API; every ``onchip`` command is a thin layer over these names.
 
-Learners:
-    :class:`LearnerSpec`, :func:`load_spec`, :data:`PRESETS`, :class:`Formats`, :class:`Fmt`
-    (``ap_fixed<W,I,Q,O>``); :class:`Learner` (one spec on one backend: ``run``, ``step``,
-    ``predict``, their ``*_raw`` variants, ``parameters``).
-Backends (bit-exact with the golden model): :func:`get_backend`, :func:`register_backend`,
-    :func:`backend_names`, :func:`available_backends`, :class:`Backend`.
-Tasks and the main job: :func:`make_stream`, :func:`evaluate`, :func:`run_job`.
-Hardware steps: :func:`generate` (Verilog + ports, latency and II), :func:`synth` (Yosys
-    LUT/FF/DSP/BRAM), :func:`pnr` (nextpnr fmax and bitstream), :func:`vivado` (Vivado project).
-Verification (:mod:`onchip.verification`): :func:`verify` (RTL under the cocotb bench and HLS C
-    simulation against the golden model, a :class:`VerifyReport` with JUnit XML), and
-    :func:`assert_verified` for pytest: ``onchip.verify(spec)``, ``onchip.assert_verified("my_learner.toml")``.
-Sweeps: :func:`run_sweep`. Front ends: :func:`from_brevitas`, :mod:`onchip.frontends.hls4ml_bridge`.
-Errors: :class:`SpecError`, :class:`DataError`, :class:`ToolError`.
+- **Learners**: :class:`LearnerSpec`, :func:`load_spec`, :data:`PRESETS`, :class:`Formats`,
+  :class:`Fmt` (``ap_fixed<W,I,Q,O>``); :class:`Learner` (one spec on one backend: ``run``,
+  ``step``, ``predict``, their ``*_raw`` variants, ``parameters``).
+- **Backends** (bit-exact with the golden model): :func:`get_backend`, :func:`register_backend`,
+  :func:`backend_names`, :func:`available_backends`, :class:`Backend`.
+- **Tasks and the main job**: :func:`make_stream`, :func:`evaluate`, :func:`run_job`.
+- **Hardware steps**: :func:`generate` (Verilog + ports, latency and II), :func:`synth` (Yosys
+  LUT/FF/DSP/BRAM), :func:`pnr` (nextpnr fmax and bitstream), :func:`vivado` (Vivado project).
+- **Verification** (:mod:`onchip.verification`): :func:`verify` (RTL under the cocotb bench and
+  HLS C simulation against the golden model, a :class:`VerifyReport` with JUnit XML), and
+  :func:`assert_verified` for pytest: ``onchip.verify(spec)``,
+  ``onchip.assert_verified("my_learner.toml")``.
+- **Sweeps**: :func:`run_sweep`. **Front ends**: :func:`from_brevitas`,
+  :mod:`onchip.frontends.hls4ml_bridge` (the ``ml`` extra).
+- **Errors**: :class:`SpecError`, :class:`DataError`, :class:`ToolError`; a missing optional
+  package raises :class:`onchip.extras.MissingExtra`, naming the extra to install.
 
 Names load on first use, so ``import onchip`` stays fast and needs none of the hardware tools.
 """
