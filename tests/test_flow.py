@@ -422,3 +422,32 @@ def test_host_frames_follow_the_sample_and_prediction_layouts():
         read_predictions(spec, b"\x00\x00\x00\x00")
     with pytest.raises(ValueError, match="x_raw holds raw values"):
         sample_frames(spec, np.array([[-32769, 0]]), np.array([[0]]))
+
+
+def test_over_budget_names_each_resource_needed_and_available():
+    from onchip.flow import fit
+
+    util = {"MULT18X18D": {"used": 204, "available": 156}, "TRELLIS_COMB": {"used": 100, "available": 83640},
+            "DP16KD": {"used": 209, "available": 208}, "TRELLIS_IO": {"used": 3, "available": 365}}
+    assert fit.over_budget(util) == ["BRAM (DP16KD): 209 needed, 208 available",
+                                     "DSP (MULT18X18D): 204 needed, 156 available"]
+    assert fit.over_budget({"TRELLIS_FF": {"used": 10, "available": 10}}) == []
+    # the pack-only run writes its own report and log, and no configuration
+    args = ["--quiet", "--report", "pnr_report.json", "--seed", "1", "--log", "top.tim", "--85k",
+            "--json", "top.json", "--textcfg", "top.config"]
+    assert fit._pack_only_args(args) == ["--quiet", "--seed", "1", "--85k", "--json", "top.json",
+                                         "--pack-only", "--report", "fit_report.json", "--log", "fit.log"]
+
+
+def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path, capsys):
+    """mlp-readout on the iCE40 UP5K needs 56 multipliers (8 SB_MAC16) and more logic cells than
+    it has: `onchip pnr` stops after packing, one line per resource, exit 2, no output folder."""
+    from onchip.cli import main
+
+    out = tmp_path / "pnr"
+    assert main(["pnr", "--spec", "mlp-readout", "--board", "icebreaker", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert "does not fit the iCE40UP5K" in err
+    assert "DSP (ICESTORM_DSP): 56 needed, 8 available" in err and "LUT (ICESTORM_LC): " in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []

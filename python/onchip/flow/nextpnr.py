@@ -21,6 +21,7 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
+from . import fit
 from .boards import DEFAULT_BAUD, board_top, get_board
 from .tools import ToolError, tool_env
 from .yosys import PREPARE
@@ -206,6 +207,9 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
 
     Raises:
         ValueError: unknown or non-Lattice board, bad seed.
+        onchip.flow.fit.DesignTooLarge: (a ValueError) the synthesised design needs more LUT, FF,
+            DSP or BRAM than the device has; found by packing, before placement, and named
+            per resource (needed vs available).
         ToolError: a tool fails (message has the log tail).
     """
     spec_board = get_board(board, vendor="lattice")
@@ -222,10 +226,14 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     env = tool_env()
     for var, script in _SCRIPTS.items():
         env[var] = _script_path(script)
+        if var.startswith("NEXTPNR"):  # packs first: a design too large is refused before placement
+            env[var] = str(fit.wrapper(out, env[var], platform.device))
     plan.extract(out)
     proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     (out / "build.log").write_text(proc.stdout)
+    if proc.returncode != 0 and (out / fit.VERDICT).exists():
+        raise fit.DesignTooLarge(fit.verdict_message(json.loads((out / fit.VERDICT).read_text())))
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
         tim = out / "top.tim"
