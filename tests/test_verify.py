@@ -239,3 +239,60 @@ def test_fault_injected_into_the_verilog_fails(monkeypatch):
     assert report.first_failure.name == "rtl.predictions" and "sample" in failed["rtl.predictions"].mismatch
     # from the initial parameters the first prediction is still right; the wrong update shows after it
     assert failed["rtl.no_stall_stream"].mismatch["sample"] >= 1
+
+
+# -- JUnit XML parses whatever a name or a tool message holds -----------------------------------
+CONTROL = ["\x00", "\x07", "\x1b", "\x0b", "\x7f", "\ufffe", "\ud800"]
+
+
+@pytest.mark.parametrize("char", CONTROL, ids=[f"U+{ord(c):04X}" for c in CONTROL])
+def test_junit_xml_parses_with_control_characters_in_names_and_messages(char, tmp_path):
+    from onchip.verify import Case
+
+    spec = PRESETS[SPEC].replace()  # a copy, whose name is set past the spec's own refusal
+    object.__setattr__(spec, "name", f"my{char}learner")
+    report = VerifyReport(spec=spec, samples=N, seed=0, stream=f"random{char}", backends=("rtl", "hls"), cases=[
+        Case("rtl.predictions", "failed", f"tool said \x1b[31m{char}\x1b[0m", mismatch={"text": f"x{char}"}),
+        Case(f"rtl.run{char}", "error", f"RuntimeError: {char} (log: /tmp/sim.log)"),
+        Case("hls", "skipped", f"not run: {char}"),
+        Case("hls.final_parameters", "passed", f"equal{char}"),
+    ])
+    root = ET.parse(report.to_junit(tmp_path / "j.xml")).getroot()
+    suite = root.find("testsuite")
+    escaped = "\x7f" if char == "\x7f" else ascii(char)[1:-1]  # DEL is an XML 1.0 character
+    assert suite.get("name").startswith(f"onchip verify my{escaped}learner")
+    cases = suite.findall("testcase")
+    assert cases[0].get("classname") == f"onchip.verify.my{escaped}learner.rtl"
+    assert cases[0].find("failure").get("message") == f"tool said \\x1b[31m{escaped}\\x1b[0m"
+    assert json.loads(cases[0].find("failure").text) == {"text": f"x{char}"}  # JSON keeps it, escaped
+    assert cases[1].get("name") == f"rtl.run{escaped}" and escaped in cases[1].find("error").get("message")
+    assert cases[2].find("skipped").get("message") == f"not run: {escaped}"
+    assert cases[3].find("system-out").text == f"equal{escaped}"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["stream"] == f"random{escaped}"
+
+
+def test_a_tool_failure_with_control_characters_gives_parseable_junit(monkeypatch, tmp_path, capsys):
+    def failing_bench(*args, **kw):
+        raise RuntimeError("cocotb job failed: \x1b[1;31mError\x1b[0m \x00\x07 (log: sim.log)")
+
+    monkeypatch.setattr(verify_mod, "_run_bench", failing_bench)
+    monkeypatch.setattr(verify_mod, "_available", lambda backend: None)
+    junit = tmp_path / "j.xml"
+    assert main(["verify", "--spec", SPEC, "--backends", "rtl", "--samples", "20", "--junit", str(junit),
+                 "--quiet"]) == 1
+    error = ET.parse(junit).getroot().find(".//error")
+    assert error.get("message") == "RuntimeError: cocotb job failed: \\x1b[1;31mError\\x1b[0m \\x00\\x07 (log: sim.log)"
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b"], ids=["U+0000", "U+0007", "U+001B"])
+def test_a_spec_name_with_a_control_character_is_refused_by_verify(char, tmp_path, capsys):
+    import tomli_w
+
+    path = tmp_path / "spec.toml"
+    path.write_text(tomli_w.dumps({**PRESETS[SPEC].to_dict(), "name": f"my{char}learner"}))
+    junit = tmp_path / "j.xml"
+    assert main(["verify", "--spec", str(path), "--junit", str(junit), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "name must not hold control characters" in err, err
+    assert not junit.exists()

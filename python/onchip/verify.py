@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,17 @@ STALLS = {"p_valid": 0.7, "p_ready": 0.6, "p_param_ready": 0.5}
 TIMING_SAMPLES = 200
 
 STATUSES = ("passed", "failed", "skipped", "error")
+
+
+#: Characters XML 1.0 cannot hold (its ``Char`` production): C0 controls but tab, newline and
+#: carriage return, lone surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold written as its Python escape
+    (U+001B -> ``\\x1b``), so that JUnit XML always parses and still shows what was there."""
+    return _NOT_XML.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 @dataclasses.dataclass
@@ -156,28 +168,29 @@ class VerifyReport:
 
     def junit_tree(self) -> ET.ElementTree:
         """The report as JUnit XML: one ``<testsuite>`` (per report), one ``<testcase>`` per case;
-        failed cases hold ``<failure>``, errored ones ``<error>``, skipped ones ``<skipped>``."""
+        failed cases hold ``<failure>``, errored ones ``<error>``, skipped ones ``<skipped>``.
+        Every text is valid XML 1.0 (:func:`xml_text`: a tool's message may hold control characters)."""
         suites = ET.Element("testsuites", name="onchip verify")
         suite = ET.SubElement(suites, "testsuite", {
-            "name": f"onchip verify {self.label}", "tests": str(len(self.cases)),
+            "name": xml_text(f"onchip verify {self.label}"), "tests": str(len(self.cases)),
             "failures": str(self.count("failed")), "errors": str(self.count("error")),
             "skipped": str(self.count("skipped")), "time": f"{sum(c.seconds for c in self.cases):.3f}",
         })
         props = ET.SubElement(suite, "properties")
         for k, v in (("samples", self.samples), ("seed", self.seed), ("stream", self.stream),
                      ("spec", json.dumps(self.spec.to_dict(), sort_keys=True))):
-            ET.SubElement(props, "property", name=k, value=str(v))
+            ET.SubElement(props, "property", name=k, value=xml_text(str(v)))
         classname = f"onchip.verify.{self.spec.name or self.spec.kind}"
         for c in self.cases:
-            el = ET.SubElement(suite, "testcase", classname=f"{classname}.{c.backend}", name=c.name,
-                               time=f"{c.seconds:.3f}")
+            el = ET.SubElement(suite, "testcase", classname=xml_text(f"{classname}.{c.backend}"),
+                               name=xml_text(c.name), time=f"{c.seconds:.3f}")
             if c.status in ("failed", "error", "skipped"):
                 tag = {"failed": "failure", "error": "error", "skipped": "skipped"}[c.status]
-                child = ET.SubElement(el, tag, message=c.detail)
+                child = ET.SubElement(el, tag, message=xml_text(c.detail))
                 if c.mismatch:
-                    child.text = json.dumps(c.mismatch, indent=1)
+                    child.text = json.dumps(c.mismatch, indent=1)  # JSON escapes control characters
             else:
-                ET.SubElement(el, "system-out").text = c.detail
+                ET.SubElement(el, "system-out").text = xml_text(c.detail)
         ET.indent(suites)
         return ET.ElementTree(suites)
 
