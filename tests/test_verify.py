@@ -156,6 +156,29 @@ def test_wrong_prediction_is_named_by_its_first_sample(monkeypatch, bench_run, t
         assert_verified(SPEC, samples=N, seed=3)
 
 
+def test_the_reset_check_measures_when_the_first_command_is_taken(monkeypatch, bench_run):
+    report, recorded = bench_run
+    if "bench" not in recorded:
+        pytest.skip("cocotb / Verilator not installed")
+    from onchip.hw.sim import cached_design
+
+    info = cached_design(PRESETS[SPEC]).info
+    seg = recorded["bench"]["segments"][2]  # the reads right after the mid-stream reset
+    assert seg["command_cycles"][0] - seg["start_cycle"] == info["reset_cycles_command"] == info["param_count"] + 1
+    case = next(c for c in report.cases if c.name == "rtl.reset_mid_stream")
+    assert f"first command taken {info['reset_cycles_command']} cycles out of reset" in case.detail
+
+    def late(out):
+        out["segments"][2]["command_cycles"] = [c + 4 for c in out["segments"][2]["command_cycles"]]
+
+    replay(monkeypatch, recorded, bench=late)
+    bad = {c.name: c for c in verify(SPEC, samples=N, seed=3).cases if c.status == "failed"}
+    assert set(bad) == {"rtl.reset_mid_stream"}
+    assert bad["rtl.reset_mid_stream"].detail == (
+        f"the first parameter command after the reset was taken {info['reset_cycles_command'] + 4} cycles out of "
+        f"reset, the design reports reset_cycles_command = {info['reset_cycles_command']}")
+
+
 def test_missing_tools_are_skipped_never_passed(monkeypatch, tmp_path):
     monkeypatch.setattr(verify_mod, "_available", lambda backend: "not installed here")
     report = verify(SPEC, samples=20)
@@ -296,3 +319,41 @@ def test_a_spec_name_with_a_control_character_is_refused_by_verify(char, tmp_pat
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "name must not hold control characters" in err, err
     assert not junit.exists()
+
+
+# -- ports of one bit ------------------------------------------------------------------------------
+#: a 1-bit coef (a scalar pr__payload port); WRAP, so that updates move the parameters
+ONE_BIT = dict(kind="mlp", widths=(2, 2, 1), init_scale=0.0, learning_rate=2.0**-1, name="one-bit-coef",
+               formats=dict(input="ap_fixed<8,4,RND_CONV,SAT>", coef="ap_fixed<1,1,RND_CONV,WRAP>",
+                            act="ap_fixed<8,4,RND_CONV,SAT>", grad="ap_fixed<8,4,RND_CONV,SAT>",
+                            acc="ap_fixed<24,10,TRN,WRAP>"))
+
+
+def test_a_one_bit_coef_verifies_bit_exact_on_every_check(tmp_path):
+    """The cocotb bench reads a 1-bit port (a ``Logic``, not a ``LogicArray``) and every check
+    of ``onchip verify`` passes on it, RTL and HLS against the golden model."""
+    from onchip.hw.sim import cached_design
+    from onchip.spec import LearnerSpec
+
+    spec = LearnerSpec(**ONE_BIT)
+    assert cached_design(spec).info["ports"]["pr__payload"]["width"] == 1
+    report = verify(spec, samples=120, seed=5)
+    if report.count("skipped"):
+        pytest.skip("cocotb / Verilator or the HLS headers not installed")
+    assert report.ok and report.count("passed") == 10, report.summary()
+    final = next(c for c in report.cases if c.name == "rtl.final_parameters")
+    assert final.status == "passed"
+    from onchip.model import GoldenLearner
+
+    x, y = random_stream(spec, 120, 5)
+    # from all-zero parameters a non-zero prediction means a 1-bit update landed
+    g = GoldenLearner(spec)
+    want = g.run(x, y)
+    g.flush()
+    assert set(want.ravel().tolist()) == {-16, 0}
+    # the Verilated stream harness (its port layout packs the 1-bit field into a word) agrees too
+    from onchip.backends import get_backend
+
+    preds, theta = get_backend("rtl").run(spec, x, y)
+    np.testing.assert_array_equal(preds, want)
+    np.testing.assert_array_equal(theta, g.theta)

@@ -464,9 +464,11 @@ def _bench_cases(spec, design, x, y, *, backend, seed, waves, log) -> tuple[list
                        "read-back after the mid-stream reset")
     if m is None and lost < 0:
         m = {"text": f"{-lost} more predictions than samples before the reset"}
+    m = m or _reset_timing(design.info, seg_0)
     cases.append(_case(f"{backend}.reset_mid_stream", m,
                        f"reset {bounds[0][1]} samples in ({lost} in flight lost): the {len(want['initial'])} "
-                       f"parameters read back are the initial ones"))
+                       f"parameters read back are the initial ones, the first command taken "
+                       f"{design.info['reset_cycles_command']} cycles out of reset (reported)"))
     m = _compare_theta(sim.unpack_coef(design, seg_b["responses"]), want["checkpoint"], who,
                        f"read-back at sample {bounds[1][1]}")
     cases.append(_case(f"{backend}.readback_mid_stream", m,
@@ -489,6 +491,16 @@ def _bench_cases(spec, design, x, y, *, backend, seed, waves, log) -> tuple[list
                        f"the first {n_t} samples offered back to back equal the golden model's", waves=dump))
     cases += _timing_cases(design, seg_t, n_t, backend)
     return cases, dump
+
+
+def _reset_timing(info: dict, seg: dict) -> dict | None:
+    """A mismatch when the first parameter command of ``seg`` (offered from the first cycle out of
+    reset) was not taken ``info["reset_cycles_command"]`` cycles out of reset, else None."""
+    got = seg["command_cycles"][0] - seg["start_cycle"] if seg.get("command_cycles") else None
+    if got == info["reset_cycles_command"]:
+        return None
+    return {"text": f"the first parameter command after the reset was taken {got} cycles out of reset, "
+                    f"the design reports reset_cycles_command = {info['reset_cycles_command']}"}
 
 
 def _timing_cases(design, seg, n, backend) -> list[Case]:
