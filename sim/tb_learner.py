@@ -23,7 +23,12 @@ also record the cycles of every acceptance, prediction and commit strobe.
 then being ``<prefix>_tvalid`` / ``_tready`` / ``_tdata`` (AXI4-Stream).
 
 Result per segment: ``preds`` (raw payload ints, in order), ``responses``
-(the parameter port's answers), and with ``measure`` the cycle lists.
+(the parameter port's answers), ``start_cycle`` (its first cycle; after a reset segment, the
+first cycle out of reset), and with ``measure`` the cycle lists (``accept_cycles``,
+``pred_cycles``, ``command_cycles`` (parameter commands accepted), ``commit_cycles`` per layer).
+
+Every port may be one bit wide (cocotb gives a ``Logic`` for it, a ``LogicArray`` for a
+vector): values are read through :func:`unsigned`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ import random
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.types import Logic
+
+
+def unsigned(value) -> int:
+    """A port's value as an unsigned integer, for a one-bit port (``Logic``) as for a vector."""
+    return int(value) if isinstance(value, Logic) else value.to_unsigned()
 
 
 @cocotb.test()
@@ -102,7 +113,8 @@ async def stream(dut):
             cmds = []
         n, i, sent_cmd = len(payloads), 0, 0
         preds, responses = [], []
-        acc_cycles, pred_cycles, commit_cycles = [], [], [[] for _ in strobes]
+        acc_cycles, pred_cycles, cmd_cycles, commit_cycles = [], [], [], [[] for _ in strobes]
+        start_cycle = cycle
         reset_at = None
         offered = False
         while True:
@@ -133,13 +145,15 @@ async def stream(dut):
                     acc_cycles.append(cycle)
                 i += 1
             if take and m_valid.value:
-                preds.append(m_payload.value.to_unsigned())
+                preds.append(unsigned(m_payload.value))
                 if measure:
                     pred_cycles.append(cycle)
             if cmd_phase and pc_ready.value:
+                if measure:
+                    cmd_cycles.append(cycle)
                 sent_cmd += 1
             if take_resp and pr_valid.value:
-                responses.append(pr_payload.value.to_unsigned())
+                responses.append(unsigned(pr_payload.value))
             for l, st in enumerate(strobes):
                 if st.value:
                     commit_cycles[l].append(cycle)
@@ -158,7 +172,8 @@ async def stream(dut):
         s_valid.value = 0
         offered = False
         pc_valid.value = 0
-        results.append({"preds": preds, "responses": responses, "accept_cycles": acc_cycles,
-                        "pred_cycles": pred_cycles, "commit_cycles": commit_cycles})
+        results.append({"preds": preds, "responses": responses, "start_cycle": start_cycle,
+                        "accept_cycles": acc_cycles, "pred_cycles": pred_cycles, "command_cycles": cmd_cycles,
+                        "commit_cycles": commit_cycles})
     with open(os.environ["ONCHIP_TB_OUT"], "w") as fh:
         json.dump({"segments": results, "cycles": cycle}, fh)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
+import tomli_w
 
 from onchip.tasks import DRIFT_PRESETS, DriftError, ReadoutDrift, load_drift
-from onchip.tasks.drift import DriftScenario, parse_drift
+from onchip.tasks.drift import DriftChange, DriftScenario, parse_drift
 
 ACROBOT = {"link_mass_2": (0.1, 10.0), "link_length_2": (0.1, None)}
 
@@ -164,3 +168,58 @@ def test_readme_drift_example_is_a_valid_readout_scenario():
     scenario = load_drift(example, task="qubit-readout")
     events = scenario.stream_events(1000)
     assert [e.index for e in events] == [400, 600]  # the jump at 40%, the ramp's start at 60%
+
+
+# -- numbers: a bool is not a number, NaN and infinities are refused, in files and in code -----------
+#: every numeric field of an event -> (an event that is valid with a good value, where the value goes)
+_EVENTS = {
+    "at": ({"gain": 2.0}, "at", True),
+    "sample": ({"gain": 2.0}, "sample", False),
+    "span": ({"at": 0.0, "rotation_deg": 5.0}, "span", True),
+    "span_samples": ({"at": 0.0, "rotation_deg": 5.0}, "span_samples", False),
+    "rotation_deg": ({"at": 0.1}, "rotation_deg", True),
+    "gain": ({"at": 0.1}, "gain", True),
+    "offset[0]": ({"at": 0.1}, "offset", True),
+    "offset[1]": ({"at": 0.1}, "offset", True),
+    "rotation_deg_per_1000_shots": ({"at": 0.1}, "rotation_deg_per_1000_shots", True),
+    "dynamics": ({"at": 0.1}, "dynamics", True),
+}
+
+
+def _event(where: str, value) -> tuple[dict, str]:
+    base, field, _ = _EVENTS[where]
+    if where.startswith("offset"):
+        value = [value, 0.0] if where.endswith("[0]") else [0.0, value]
+    elif field == "dynamics":
+        value = {"link_mass_2": value}
+    task = "acrobot" if field == "dynamics" else "qubit-readout"
+    return {**base, field: value}, task
+
+
+DRIFT_CASES = [pytest.param(w, True, id=f"{w}=true") for w in _EVENTS] + [
+    pytest.param(w, v, id=f"{w}={v}") for w, (_, _, is_float) in _EVENTS.items() if is_float
+    for v in (math.inf, -math.inf, math.nan)]
+
+
+def test_the_drift_cases_cover_every_number_of_an_event():
+    numeric = {f.name for f in dataclasses.fields(DriftChange)
+               if any(t in f.type for t in ("int", "float")) and f.name != "number"}
+    assert numeric == {w.split("[")[0] for w in _EVENTS}
+
+
+@pytest.mark.parametrize("where, value", DRIFT_CASES)
+def test_a_bool_or_non_finite_number_in_a_drift_file_is_refused(where, value, tmp_path):
+    event, task = _event(where, value)
+    path = tmp_path / "drift.toml"
+    path.write_text(tomli_w.dumps({"event": [event]}))
+    with pytest.raises(DriftError) as info:
+        load_drift(str(path), task=task, parameters=ACROBOT, presets={})
+    text = str(info.value)
+    field = _EVENTS[where][1]
+    assert "\n" not in text and f"drift file {path}: drift event 1: field {field!r}" in text, text
+    assert ("True" if value is True else repr(value)) in text
+    # the same values given in code
+    kwargs = {k: tuple(v.items()) if k == "dynamics" else tuple(v) if isinstance(v, list) else v
+              for k, v in event.items()}
+    with pytest.raises(DriftError, match=f"drift event 1: field {field!r}"):
+        DriftChange(**kwargs)

@@ -71,6 +71,10 @@ def test_parse_and_text_round_trip():
         (dict(width=8, int_bits=9, signed=False), "int_bits"),
         (dict(width=8, int_bits=4, quant="ROUND"), "quant"),
         (dict(width=8, int_bits=4, overflow="CLIP"), "overflow"),
+        (dict(width=True, int_bits=1), "width"),
+        (dict(width=8, int_bits=True), "int_bits"),
+        (dict(width=8, int_bits=4, signed=1), "signed"),
+        (dict(width=8, int_bits=4, signed="no"), "signed"),
     ],
 )
 def test_bad_formats_name_the_field(kwargs, field):

@@ -11,7 +11,9 @@ through the spec's own validation; one it refuses is rejected with ``assume`` an
 ``--hypothesis-show-statistics``).
 
 * default run (deterministic, ``derandomize=True``): many specs golden vs float twin (cheap),
-  golden vs HLS C simulation (a g++ build of a few seconds each, ``-O0``), a handful on the RTL;
+  golden vs HLS C simulation (a g++ build of a few seconds each, ``-O0``), a handful on the RTL,
+  and on the cocotb bench specs with one-bit formats (a one-bit port is a scalar in Verilog:
+  cocotb reads it as a ``Logic``);
 * ``pytest -m slow``: hundreds, drawn afresh.
 
 Examples the fuzzer found are kept below as explicit regression specs.
@@ -39,6 +41,7 @@ COUNTS: collections.Counter = collections.Counter()
 N_FLOAT = (150, 1500)
 N_HLS = (8, 300)
 N_RTL = (1, 40)
+N_COCOTB = (2, 20)
 
 _SETTINGS = dict(
     deadline=None,
@@ -126,6 +129,22 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
     return fields
 
 
+@st.composite
+def one_bit_fields(draw) -> dict:
+    """:func:`spec_fields` for the RTL with coef one bit wide (the parameter response port is then
+    a scalar) and up to two of act, grad and input too (any signedness and modes); a one-bit coef
+    holds no non-zero initial value, so init_scale is 0."""
+    fields = draw(spec_fields(max_width=3, rtl=True))
+    names = ["coef"] + draw(st.lists(st.sampled_from(["act", "grad", "input"]), max_size=2, unique=True))
+    for name in names:
+        signed = draw(st.booleans())
+        int_bits = draw(st.integers(-3, 4)) if signed else draw(st.integers(-3, 1))
+        fields["formats"][name] = _fmt_text(1, int_bits, signed, draw(st.sampled_from(QUANT_MODES)),
+                                            draw(st.sampled_from(OVERFLOW_MODES)))
+    fields["init_scale"] = 0.0
+    return fields
+
+
 def _valid_spec(fields: dict) -> LearnerSpec:
     """The LearnerSpec of ``fields``, or ``assume(False)`` (counted) where validation refuses it."""
     stale = fields.get("staleness")
@@ -188,6 +207,13 @@ def _rtl_equals_golden(spec: LearnerSpec, x, y) -> None:
     np.testing.assert_array_equal(got_theta, want_theta, err_msg="RTL parameters differ from golden")
 
 
+def _cocotb_equals_golden(spec: LearnerSpec, x, y) -> None:
+    want_preds, want_theta = golden_final(spec, x, y)
+    got_preds, got_theta = get_backend("cocotb").run(spec, x, y)
+    np.testing.assert_array_equal(got_preds, want_preds, err_msg="cocotb predictions differ from golden")
+    np.testing.assert_array_equal(got_theta, want_theta, err_msg="cocotb parameters differ from golden")
+
+
 def _need(backend: str) -> None:
     if backend not in available_backends():
         pytest.skip(f"the {backend} backend is not available here")
@@ -217,6 +243,13 @@ def _rtl_case(data) -> None:
     COUNTS["checked golden=hls=rtl"] += 1
 
 
+def _cocotb_case(data) -> None:
+    spec = _valid_spec(data.draw(one_bit_fields()))
+    x, y = data.draw(streams(spec, max_samples=24))
+    _cocotb_equals_golden(spec, x, y)
+    COUNTS["checked golden=cocotb (one-bit formats)"] += 1
+
+
 @settings(max_examples=N_FLOAT[0], derandomize=True, **_SETTINGS)
 @given(st.data())
 def test_fuzz_golden_and_float_twin_run(data):
@@ -237,6 +270,13 @@ def test_fuzz_rtl_and_hls_equal_golden(data):
     _need("rtl")
     _need("hls")
     _rtl_case(data)
+
+
+@settings(max_examples=N_COCOTB[0], derandomize=True, **_SETTINGS)
+@given(st.data())
+def test_fuzz_cocotb_with_one_bit_formats_equals_golden(data):
+    _need("cocotb")
+    _cocotb_case(data)
 
 
 @pytest.mark.slow
@@ -262,6 +302,14 @@ def test_fuzz_rtl_and_hls_equal_golden_slow(data):
     _need("rtl")
     _need("hls")
     _rtl_case(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=N_COCOTB[1], **_SETTINGS)
+@given(st.data())
+def test_fuzz_cocotb_with_one_bit_formats_equals_golden_slow(data):
+    _need("cocotb")
+    _cocotb_case(data)
 
 
 def teardown_module(module):

@@ -11,6 +11,7 @@ import pytest
 
 from onchip.fixed import requantize
 from onchip.hw import sim
+from onchip.model import GoldenLearner
 
 from hw_support import check_checkpoint_and_restore, check_reset_mid_stream, golden_final, preset_design, stimulus
 
@@ -41,6 +42,34 @@ def test_random_stalls_lose_no_sample(name, schedule, timing):
 def test_reset_mid_stream_restores_initial_parameters(name, schedule, timing):
     spec, design = preset_design(name, schedule, timing)
     check_reset_mid_stream(spec, design)
+
+
+@pytest.mark.parametrize("name,schedule,timing", [(*d, "compact") for d in DESIGNS] + FAST
+                         + [("kan-readout", "sequential", "fast")])
+def test_reset_cycles_are_the_measured_ones(name, schedule, timing):
+    """After the power-on reset and after a reset in mid-stream the first sample is taken
+    ``reset_cycles`` cycles out of reset, the first parameter command ``reset_cycles_command``
+    cycles out of it (KAN at timing fast: the command enters the port's stages behind the last
+    reload word; a sample waits until that word has landed)."""
+    spec, design = preset_design(name, schedule, timing)
+    info = design.info
+    x, y = stimulus(spec, 12, seed=8)
+    segments = [{"payloads": sim.pack_samples(design, x[:4], y[:4]), "then": {"op": "reset", "after": 0}},
+                {"payloads": sim.pack_samples(design, x[4:], y[4:]), "then": {"op": "reset", "after": 2}},
+                {"payloads": [], "then": {"op": "read"}}]
+    segs = sim.run_job(design, segments, measure=True)["segments"]
+    for seg in segs[:2]:
+        assert seg["accept_cycles"][0] - seg["start_cycle"] == info["reset_cycles"]
+    assert segs[2]["command_cycles"][0] - segs[2]["start_cycle"] == info["reset_cycles_command"]
+    np.testing.assert_array_equal(sim.unpack_coef(design, segs[2]["responses"]),
+                                  GoldenLearner(spec).theta)  # the reload landed
+    port = info["stages"]["port"]
+    if spec.kind == "kan":
+        assert info["reset_cycles_command"] == info["param_count"] + 1
+        assert info["reset_cycles"] == info["reset_cycles_command"] + port
+        assert port == (4 if timing == "fast" else 0)
+    else:
+        assert info["reset_cycles"] == info["reset_cycles_command"] == 0
 
 
 @pytest.mark.parametrize("name,schedule,timing", [(*d, "compact") for d in DESIGNS] + FAST)

@@ -1,8 +1,13 @@
 """LearnerSpec: validation messages, TOML round trip, presets."""
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
+import tomli_w
 
+from onchip.errors import SpecError
 from onchip.spec import PRESETS, Formats, LearnerSpec, load_spec
 
 
@@ -138,3 +143,113 @@ def test_timing_is_validated_and_written_only_when_fast():
         assert LearnerSpec.from_toml(fast.to_toml()) == fast
     with pytest.raises(ValueError, match="timing='fast' is built for the parallel datapath"):
         PRESETS["mlp-readout"].replace(datapath="serial", timing="fast")
+
+
+# -- numbers: a bool is not an integer, NaN and infinities are not numbers ----------------------
+INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed")
+FLOAT_FIELDS = ("learning_rate", "init_scale")
+#: every numeric field, with a bad value of each kind it can be given (a list field: each element)
+BOOL_VALUES = [(name, True) for name in INT_FIELDS + FLOAT_FIELDS] + [
+    ("widths", [True, True]), ("widths", [1, False]), ("grid_range", [True, 2.0]), ("grid_range", [-2.0, True]),
+]
+NON_FINITE = [(name, v) for name in FLOAT_FIELDS for v in (math.inf, -math.inf, math.nan)] + [
+    ("grid_range", [v, 2.0]) for v in (-math.inf, math.nan)] + [("grid_range", [-2.0, v]) for v in (math.inf, math.nan)]
+
+
+CASES = [pytest.param(f, v, id=f"{f}={v}") for f, v in BOOL_VALUES + NON_FINITE]
+
+
+def test_the_numeric_field_lists_cover_every_number_of_a_spec():
+    numeric = {f.name for f in dataclasses.fields(LearnerSpec)
+               if f.type in ("int", "float", "tuple[int, ...]", "tuple[float, float]")}
+    assert numeric == set(INT_FIELDS) | set(FLOAT_FIELDS) | {"widths", "grid_range"}
+    assert {name for name, _ in BOOL_VALUES} == numeric
+    assert {name for name, _ in NON_FINITE} == set(FLOAT_FIELDS) | {"grid_range"}
+
+
+def _bad_element(value):
+    """The element of ``value`` the message must name (the value itself for a scalar)."""
+    if not isinstance(value, list):
+        return value
+    return next(v for v in value if isinstance(v, bool) or not math.isfinite(v))
+
+
+def _assert_names(exc, field, value):
+    text = str(exc.value)
+    assert isinstance(exc.value, SpecError) and "\n" not in text
+    assert field in text and repr(_bad_element(value)) in text, text
+
+
+@pytest.mark.parametrize("field, value", CASES)
+@pytest.mark.parametrize("kind", ["kan", "mlp"])
+def test_a_bool_or_non_finite_number_is_refused_on_construction(kind, field, value):
+    base = PRESETS[f"{kind}-regression"]
+    with pytest.raises(SpecError) as exc:
+        base.replace(**{field: value})
+    _assert_names(exc, field, value)
+
+
+@pytest.mark.parametrize("field, value", CASES)
+@pytest.mark.parametrize("kind", ["kan", "mlp"])
+def test_a_bool_or_non_finite_number_is_refused_on_toml_load(kind, field, value, tmp_path):
+    d = PRESETS[f"{kind}-regression"].to_dict()
+    d[field] = value
+    text = tomli_w.dumps(d)
+    with pytest.raises(SpecError) as exc:
+        LearnerSpec.from_toml(text)
+    _assert_names(exc, field, value)
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"spec file {path}: {field}"):
+        load_spec(str(path))
+
+
+@pytest.mark.parametrize("text", ["grid_size = true", "staleness = true", "grid_range = [-inf, 2.0]",
+                                  "learning_rate = nan"])
+def test_onchip_generate_refuses_them_in_one_line(text, tmp_path, capsys):
+    from onchip.cli import main
+
+    d = PRESETS["kan-regression"].to_dict()
+    key = text.split(" = ")[0]
+    d.pop(key)
+    path = tmp_path / "spec.toml"
+    path.write_text(f"{text}\n" + tomli_w.dumps(d))
+    out = tmp_path / "gen"
+    assert main(["generate", "--spec", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and key in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_exact_integers_are_taken_as_floats_and_numpy_integers_as_ints():
+    spec = PRESETS["kan-regression"].replace(learning_rate=1, init_scale=0, grid_range=[-2, 2],
+                                             grid_size=np.int64(8), widths=[np.int64(1), 1])
+    assert type(spec.learning_rate) is float and type(spec.init_scale) is float
+    assert all(type(v) is float for v in spec.grid_range)
+    assert type(spec.grid_size) is int and all(type(w) is int for w in spec.widths)
+    assert "learning_rate = 1.0" in spec.to_toml()
+    with pytest.raises(SpecError, match="init_scale must be a finite number, got 9007199254740993"):
+        PRESETS["kan-regression"].replace(init_scale=2**53 + 1)  # no float holds it exactly
+    with pytest.raises(SpecError, match="grid_size must be an integer, got 8.0"):
+        PRESETS["kan-regression"].replace(grid_size=8.0)
+    with pytest.raises(SpecError, match="grid_range\\[0\\] must be a finite number, got '-2'"):
+        PRESETS["kan-regression"].replace(grid_range=("-2", 2))
+
+
+def test_a_grid_range_wider_than_the_float_range_is_refused_cleanly():
+    with pytest.raises(SpecError, match="grid_range: cell width .* inf is not a power of two"):
+        PRESETS["kan-regression"].replace(grid_range=(-1e308, 1e308))
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b", "\t", "\n", "\x7f", "\x85", "\ud800"])
+def test_a_name_with_a_control_character_is_refused(char, tmp_path):
+    name = f"kan{char}readout"
+    with pytest.raises(SpecError, match=f"name must not hold control characters, got .* \\(U\\+{ord(char):04X}\\)"):
+        PRESETS["kan-readout"].replace(name=name)
+    if char != "\ud800":  # TOML cannot hold a lone surrogate
+        text = tomli_w.dumps({**PRESETS["kan-readout"].to_dict(), "name": name})
+        with pytest.raises(SpecError, match="name must not hold control characters"):
+            LearnerSpec.from_toml(text)
+    with pytest.raises(SpecError, match="name must be a string, got 5"):
+        PRESETS["kan-readout"].replace(name=5)
+    assert PRESETS["kan-readout"].replace(name="kan readout – µ").name == "kan readout – µ"

@@ -2,9 +2,11 @@
 
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
+import tomli_w
 
 from onchip import sweep, tasks
 from onchip.run import run_backend
@@ -302,3 +304,72 @@ def test_local_worker_killed_mid_point_is_recorded_and_not_cached(tmp_path):
     assert got[1]["error"].startswith("worker lost: BrokenProcessPool")
     assert sweep.record_path(tmp_path / "cache", got[0]["key"]).exists()
     assert not sweep.record_path(tmp_path / "cache", got[1]["key"]).exists()
+
+
+# -- numbers in a definition: a bool is not a number, NaN and infinities are refused ----------------
+#: every numeric key of a definition: (table, key, bad value); spec fields in [[grid]] and in [base]
+_SPEC_NUMBERS = [("grid_size", True), ("spline_order", True), ("basis_table_bits", True), ("staleness", True),
+                 ("init_seed", True), ("learning_rate", True), ("init_scale", True), ("widths", [[True, True]]),
+                 ("grid_range", [[True, 2.0]]), ("learning_rate", math.inf), ("learning_rate", math.nan),
+                 ("init_scale", math.inf), ("grid_range", [[-math.inf, 2.0]]), ("grid_range", [[-2.0, math.nan]])]
+SWEEP_NUMBERS = (
+    [("grid", k, v) for k, v in _SPEC_NUMBERS] + [("base", k, v) for k, v in _SPEC_NUMBERS]
+    + [("grid", k, True) for k in ("hidden", "format_width", "format_int_bits")]
+    + [("grid", "hidden", 2.5), ("grid", "format_width", 8.0)]
+    + [("pnr", "seed", True), ("latency", "software_samples", True), ("accuracy", "samples", True),
+       ("accuracy", "seed", True)]
+    + [("latency", "clock_mhz", v) for v in (True, math.inf, math.nan)]
+)
+
+
+def _numbers_definition(table, key, value):
+    d = {"sweep": {"name": "n", "compute": ["accuracy", "latency", "pnr"]},
+         "grid": [{"preset": "kan-regression"}, {"preset": "mlp-regression", "hidden": 4}]}
+    if table in ("grid", "base"):
+        d.setdefault(table, [{}] if table == "grid" else {})
+        target = d["grid"][0] if table == "grid" else d["base"]
+        # a list value is one grid value written as an axis of one; [base] holds the value itself
+        target[key] = value[0] if table == "base" and isinstance(value, list) else value
+    else:
+        d[table] = {key: value}
+    return d
+
+
+@pytest.mark.parametrize("table, key, value",
+                         [pytest.param(t, k, v, id=f"{t}.{k}={v}") for t, k, v in SWEEP_NUMBERS])
+def test_a_bool_or_non_finite_number_in_a_sweep_definition_is_refused(table, key, value, tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text(tomli_w.dumps(_numbers_definition(table, key, value)))
+    with pytest.raises(ValueError) as info:
+        sweep.load_definition(path)
+    text = str(info.value)
+    bad = value[0] if isinstance(value, list) else value
+    bad = next(v for v in bad if isinstance(v, bool) or not math.isfinite(v)) if isinstance(bad, list) else bad
+    assert "\n" not in text and key in text and repr(bad) in text, text
+
+
+def test_onchip_sweep_refuses_a_non_finite_grid_range_in_one_line(tmp_path, capsys):
+    from onchip.cli import main
+
+    path = tmp_path / "sweep.toml"
+    path.write_text('[sweep]\nname = "n"\ncompute = ["accuracy"]\n'
+                    '[[grid]]\npreset = "kan-regression"\ngrid_range = [-inf, 2.0]\n')
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "grid_range[0] must be a finite number, got -inf" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_sweep_refuses_a_bool_limit(tmp_path):
+    with pytest.raises(ValueError, match="limit must be a non-negative integer, got True"):
+        sweep.run_sweep(_definition(tmp_path), tmp_path / "o", limit=True)
+    assert not (tmp_path / "o").exists()
+
+
+def test_grid_fields_of_an_mlp_point_keep_its_key_and_a_table_bits_default_is_still_chosen():
+    d = {"sweep": {"compute": ["accuracy"]},
+         "grid": [{"kind": ["kan", "mlp"], "widths": [1, 2, 1], "grid_size": 8, "grid_range": [-2.0, 2.0]}]}
+    kan, mlp = sweep.expand(d)
+    assert kan["spec"]["basis_table_bits"] == 6 and "grid_size" not in mlp["spec"]
+    assert mlp["spec"] == PRESETS["mlp-regression"].replace(widths=(1, 2, 1), init_scale=0.1, staleness=4,
+                                                            learning_rate=2.0**-4, name="").to_dict()

@@ -155,6 +155,29 @@ def test_wrong_prediction_is_named_by_its_first_sample(monkeypatch, bench_run, t
         assert_verified(SPEC, samples=N, seed=3)
 
 
+def test_the_reset_check_measures_when_the_first_command_is_taken(monkeypatch, bench_run):
+    report, recorded = bench_run
+    if "bench" not in recorded:
+        pytest.skip("cocotb / Verilator not installed")
+    from onchip.hw.sim import cached_design
+
+    info = cached_design(PRESETS[SPEC]).info
+    seg = recorded["bench"]["segments"][2]  # the reads right after the mid-stream reset
+    assert seg["command_cycles"][0] - seg["start_cycle"] == info["reset_cycles_command"] == info["param_count"] + 1
+    case = next(c for c in report.cases if c.name == "rtl.reset_mid_stream")
+    assert f"first command taken {info['reset_cycles_command']} cycles out of reset" in case.detail
+
+    def late(out):
+        out["segments"][2]["command_cycles"] = [c + 4 for c in out["segments"][2]["command_cycles"]]
+
+    replay(monkeypatch, recorded, bench=late)
+    bad = {c.name: c for c in verify(SPEC, samples=N, seed=3).cases if c.status == "failed"}
+    assert set(bad) == {"rtl.reset_mid_stream"}
+    assert bad["rtl.reset_mid_stream"].detail == (
+        f"the first parameter command after the reset was taken {info['reset_cycles_command'] + 4} cycles out of "
+        f"reset, the design reports reset_cycles_command = {info['reset_cycles_command']}")
+
+
 def test_missing_tools_are_skipped_never_passed(monkeypatch, tmp_path):
     monkeypatch.setattr(verify_mod, "_available", lambda backend: "not installed here")
     report = verify(SPEC, samples=20)
@@ -238,3 +261,98 @@ def test_fault_injected_into_the_verilog_fails(monkeypatch):
     assert report.first_failure.name == "rtl.predictions" and "sample" in failed["rtl.predictions"].mismatch
     # from the initial parameters the first prediction is still right; the wrong update shows after it
     assert failed["rtl.no_stall_stream"].mismatch["sample"] >= 1
+
+
+# -- JUnit XML parses whatever a name or a tool message holds -----------------------------------
+CONTROL = ["\x00", "\x07", "\x1b", "\x0b", "\x7f", "\ufffe", "\ud800"]
+
+
+@pytest.mark.parametrize("char", CONTROL, ids=[f"U+{ord(c):04X}" for c in CONTROL])
+def test_junit_xml_parses_with_control_characters_in_names_and_messages(char, tmp_path):
+    from onchip.verify import Case
+
+    spec = PRESETS[SPEC].replace()  # a copy, whose name is set past the spec's own refusal
+    object.__setattr__(spec, "name", f"my{char}learner")
+    report = VerifyReport(spec=spec, samples=N, seed=0, stream=f"random{char}", backends=("rtl", "hls"), cases=[
+        Case("rtl.predictions", "failed", f"tool said \x1b[31m{char}\x1b[0m", mismatch={"text": f"x{char}"}),
+        Case(f"rtl.run{char}", "error", f"RuntimeError: {char} (log: /tmp/sim.log)"),
+        Case("hls", "skipped", f"not run: {char}"),
+        Case("hls.final_parameters", "passed", f"equal{char}"),
+    ])
+    root = ET.parse(report.to_junit(tmp_path / "j.xml")).getroot()
+    suite = root.find("testsuite")
+    escaped = "\x7f" if char == "\x7f" else ascii(char)[1:-1]  # DEL is an XML 1.0 character
+    assert suite.get("name").startswith(f"onchip verify my{escaped}learner")
+    cases = suite.findall("testcase")
+    assert cases[0].get("classname") == f"onchip.verify.my{escaped}learner.rtl"
+    assert cases[0].find("failure").get("message") == f"tool said \\x1b[31m{escaped}\\x1b[0m"
+    assert json.loads(cases[0].find("failure").text) == {"text": f"x{char}"}  # JSON keeps it, escaped
+    assert cases[1].get("name") == f"rtl.run{escaped}" and escaped in cases[1].find("error").get("message")
+    assert cases[2].find("skipped").get("message") == f"not run: {escaped}"
+    assert cases[3].find("system-out").text == f"equal{escaped}"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["stream"] == f"random{escaped}"
+
+
+def test_a_tool_failure_with_control_characters_gives_parseable_junit(monkeypatch, tmp_path, capsys):
+    def failing_bench(*args, **kw):
+        raise RuntimeError("cocotb job failed: \x1b[1;31mError\x1b[0m \x00\x07 (log: sim.log)")
+
+    monkeypatch.setattr(verify_mod, "_run_bench", failing_bench)
+    monkeypatch.setattr(verify_mod, "_available", lambda backend: None)
+    junit = tmp_path / "j.xml"
+    assert main(["verify", "--spec", SPEC, "--backends", "rtl", "--samples", "20", "--junit", str(junit),
+                 "--quiet"]) == 1
+    error = ET.parse(junit).getroot().find(".//error")
+    assert error.get("message") == "RuntimeError: cocotb job failed: \\x1b[1;31mError\\x1b[0m \\x00\\x07 (log: sim.log)"
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b"], ids=["U+0000", "U+0007", "U+001B"])
+def test_a_spec_name_with_a_control_character_is_refused_by_verify(char, tmp_path, capsys):
+    import tomli_w
+
+    path = tmp_path / "spec.toml"
+    path.write_text(tomli_w.dumps({**PRESETS[SPEC].to_dict(), "name": f"my{char}learner"}))
+    junit = tmp_path / "j.xml"
+    assert main(["verify", "--spec", str(path), "--junit", str(junit), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "name must not hold control characters" in err, err
+    assert not junit.exists()
+
+
+# -- ports of one bit ------------------------------------------------------------------------------
+#: a 1-bit coef (a scalar pr__payload port); WRAP, so that updates move the parameters
+ONE_BIT = dict(kind="mlp", widths=(2, 2, 1), init_scale=0.0, learning_rate=2.0**-1, name="one-bit-coef",
+               formats=dict(input="ap_fixed<8,4,RND_CONV,SAT>", coef="ap_fixed<1,1,RND_CONV,WRAP>",
+                            act="ap_fixed<8,4,RND_CONV,SAT>", grad="ap_fixed<8,4,RND_CONV,SAT>",
+                            acc="ap_fixed<24,10,TRN,WRAP>"))
+
+
+def test_a_one_bit_coef_verifies_bit_exact_on_every_check(tmp_path):
+    """The cocotb bench reads a 1-bit port (a ``Logic``, not a ``LogicArray``) and every check
+    of ``onchip verify`` passes on it, RTL and HLS against the golden model."""
+    from onchip.hw.sim import cached_design
+    from onchip.spec import LearnerSpec
+
+    spec = LearnerSpec(**ONE_BIT)
+    assert cached_design(spec).info["ports"]["pr__payload"]["width"] == 1
+    report = verify(spec, samples=120, seed=5)
+    if report.count("skipped"):
+        pytest.skip("cocotb / Verilator or the HLS headers not installed")
+    assert report.ok and report.count("passed") == 10, report.summary()
+    final = next(c for c in report.cases if c.name == "rtl.final_parameters")
+    assert final.status == "passed"
+    from onchip.model import GoldenLearner
+
+    x, y = random_stream(spec, 120, 5)
+    # from all-zero parameters a non-zero prediction means a 1-bit update landed
+    g = GoldenLearner(spec)
+    want = g.run(x, y)
+    g.flush()
+    assert set(want.ravel().tolist()) == {-16, 0}
+    # the Verilated stream harness (its port layout packs the 1-bit field into a word) agrees too
+    from onchip.backends import get_backend
+
+    preds, theta = get_backend("rtl").run(spec, x, y)
+    np.testing.assert_array_equal(preds, want)
+    np.testing.assert_array_equal(theta, g.theta)

@@ -67,8 +67,9 @@ class Fmt:
         overflow: overflow mode, one of :data:`OVERFLOW_MODES` (default WRAP).
 
     Raises:
-        ValueError: W < 1 or > 48, |F| > 96, I > W for an unsigned format, or an unknown
-            mode (AP_SAT_SYM included); the message names the field and the bad value.
+        ValueError: W or I not an integer (a bool is not one), ``signed`` not a bool, W < 1 or
+            > 48, |F| > 96, I > W for an unsigned format, or an unknown mode (AP_SAT_SYM
+            included); the message names the field and the bad value.
     """
 
     width: int
@@ -82,6 +83,9 @@ class Fmt:
             raise ValueError(f"width (W) must be an integer, got {self.width!r}")
         if not isinstance(self.int_bits, (int, np.integer)) or isinstance(self.int_bits, bool):
             raise ValueError(f"int_bits (I) must be an integer, got {self.int_bits!r}")
+        if not isinstance(self.signed, (bool, np.bool_)):
+            raise ValueError(f"signed must be True or False, got {self.signed!r}")
+        object.__setattr__(self, "signed", bool(self.signed))
         if not 1 <= self.width <= MAX_WIDTH:
             raise ValueError(
                 f"width (W) must be between 1 and {MAX_WIDTH}, got {self.width} (onchip holds raw "

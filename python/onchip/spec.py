@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import tomli_w
 
 from .errors import SpecError
 from .fixed import Fmt
+from .numbers import as_float, is_integer
 
 KINDS = ("kan", "mlp")
 LOSSES = ("mse",)
@@ -27,8 +29,47 @@ DATAPATHS = ("parallel", "serial")
 TIMINGS = ("compact", "fast")
 
 
+#: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
+INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed")
+#: Float fields: a finite float, or an integer the float holds exactly (stored as that float);
+#: bools, NaN and infinities are refused.
+FLOAT_FIELDS = ("learning_rate", "init_scale")
+
+
 def _fmt(text: str) -> Fmt:
     return Fmt.parse(text)
+
+
+def _integer(name: str, value) -> int:
+    """``value`` as an int, or SpecError naming ``name``: bools and non-integers are refused."""
+    if not is_integer(value):
+        raise SpecError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _finite(name: str, value) -> float:
+    """``value`` as a float (:func:`onchip.numbers.as_float`), or SpecError naming ``name``."""
+    out = as_float(value)
+    if out is None:
+        raise SpecError(f"{name} must be a finite number, got {value!r}")
+    return out
+
+
+def _sequence(name: str, value) -> tuple:
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        raise SpecError(f"{name} must be a list, got {value!r}")
+    return tuple(value)
+
+
+def _check_name(name) -> str:
+    # the name is a one-line label in reports and JUnit XML: control characters (C0, DEL, C1) and
+    # lone surrogates have no place there (XML 1.0 cannot hold most of them)
+    if not isinstance(name, str):
+        raise SpecError(f"name must be a string, got {name!r}")
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        raise SpecError(f"name must not hold control characters, got {name!r} (U+{ord(bad):04X})")
+    return name
 
 
 @dataclass(frozen=True)
@@ -61,17 +102,17 @@ class Formats:
                 try:
                     value = Fmt.parse(value)
                 except ValueError as exc:
-                    raise ValueError(f"formats.{f.name}: {exc}") from None
+                    raise SpecError(f"formats.{f.name}: {exc}") from None
                 object.__setattr__(self, f.name, value)
             if not isinstance(value, Fmt):
-                raise ValueError(f"formats.{f.name} must be a Fmt or an ap_fixed string, got {value!r}")
+                raise SpecError(f"formats.{f.name} must be a Fmt or an ap_fixed string, got {value!r}")
         if self.acc.overflow != "WRAP" or not self.acc.signed:
-            raise ValueError(
+            raise SpecError(
                 f"formats.acc must be signed with WRAP overflow (sums are then independent of the "
                 f"order of additions, as in an adder tree), got {self.acc}"
             )
         if not (self.basis.signed and self.basis.max_value >= 1.0):
-            raise ValueError(
+            raise SpecError(
                 f"formats.basis must be signed and hold the values -1 and 1 (basis values and "
                 f"derivatives), got {self.basis}"
             )
@@ -137,7 +178,10 @@ class LearnerSpec:
             golden model's semantics do not depend on it; the serial MLP datapath is compact only.
 
     Raises:
-        ValueError: any field that cannot be built, naming the field and why.
+        SpecError: (a ``ValueError``) any field that cannot be built, naming the field, the value
+            and why: among them a bool where a number belongs (:data:`INT_FIELDS`,
+            :data:`FLOAT_FIELDS`, ``widths``, ``grid_range``), a NaN or an infinity, a name
+            holding control characters.
     """
 
     kind: str
@@ -159,10 +203,23 @@ class LearnerSpec:
     timing: str = "compact"
 
     def __post_init__(self):
-        object.__setattr__(self, "widths", tuple(self.widths))
-        object.__setattr__(self, "grid_range", tuple(float(v) for v in self.grid_range))
+        # numbers first, kind by kind, so that no later check computes with a bool, a NaN or an infinity
+        widths = _sequence("widths", self.widths)
+        object.__setattr__(self, "widths", tuple(_integer(f"widths[{i}]", w) for i, w in enumerate(widths)))
+        grid_range = _sequence("grid_range", self.grid_range)
+        if len(grid_range) != 2:
+            raise SpecError(f"grid_range must be two numbers [lo, hi], got {list(grid_range)}")
+        object.__setattr__(self, "grid_range",
+                           tuple(_finite(f"grid_range[{i}]", v) for i, v in enumerate(grid_range)))
+        for name in INT_FIELDS:
+            object.__setattr__(self, name, _integer(name, getattr(self, name)))
+        for name in FLOAT_FIELDS:
+            object.__setattr__(self, name, _finite(name, getattr(self, name)))
+        _check_name(self.name)
         if isinstance(self.formats, dict):
             object.__setattr__(self, "formats", Formats(**self.formats))
+        if not isinstance(self.formats, Formats):
+            raise SpecError(f"formats must be a Formats or a table of format names, got {self.formats!r}")
         self._validate()
 
     # -- validation -----------------------------------------------------------
@@ -173,7 +230,7 @@ class LearnerSpec:
 
         need(self.kind in KINDS, f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
         need(
-            len(self.widths) >= 2 and all(isinstance(w, int) and w >= 1 for w in self.widths),
+            len(self.widths) >= 2 and all(w >= 1 for w in self.widths),
             f"widths must list at least two positive integers (input ... output), got {list(self.widths)}",
         )
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")
@@ -182,7 +239,7 @@ class LearnerSpec:
             f"schedule must be one of {', '.join(SCHEDULES)}; got {self.schedule!r}",
         )
         need(
-            isinstance(self.staleness, int) and self.staleness >= 0,
+            self.staleness >= 0,
             f"staleness must be an integer >= 0, got {self.staleness!r}",
         )
         need(
@@ -202,14 +259,10 @@ class LearnerSpec:
         )
         lr = self.learning_rate
         need(
-            isinstance(lr, (int, float)) and 0 < lr <= 1 and math.log2(lr) == round(math.log2(lr)),
+            0 < lr <= 1 and math.log2(lr) == round(math.log2(lr)),
             f"learning_rate must be a power of two in (0, 1] (the update is a shift), got {lr!r}",
         )
-        need(
-            isinstance(self.init_scale, (int, float)) and self.init_scale >= 0,
-            f"init_scale must be >= 0, got {self.init_scale!r}",
-        )
-        need(isinstance(self.init_seed, int), f"init_seed must be an integer, got {self.init_seed!r}")
+        need(self.init_scale >= 0, f"init_scale must be >= 0, got {self.init_scale!r}")
         need(isinstance(self.allow_acc_wrap, bool), f"allow_acc_wrap must be true or false, got {self.allow_acc_wrap!r}")
         f = self.formats
         # the initial parameters are quantized into coef: a bound coef cannot hold would saturate or wrap
@@ -251,14 +304,14 @@ class LearnerSpec:
 
     def _validate_kan(self, need) -> None:
         g, k = self.grid_size, self.spline_order
-        need(isinstance(g, int) and g >= 1, f"grid_size (G) must be an integer >= 1, got {g!r}")
+        need(g >= 1, f"grid_size (G) must be an integer >= 1, got {g!r}")
         need(k in (1, 2, 3), f"spline_order (k) must be 1, 2 or 3, got {k!r}")
         t = self.basis_table_bits
-        need(isinstance(t, int) and 1 <= t <= 12, f"basis_table_bits must be 1..12, got {t!r}")
+        need(1 <= t <= 12, f"basis_table_bits must be 1..12, got {t!r}")
         lo, hi = self.grid_range
         need(hi > lo, f"grid_range must have lo < hi, got {self.grid_range}")
         h = (hi - lo) / g
-        e = math.log2(h)
+        e = math.log2(h) if 0 < h < math.inf else 0.5  # beyond the float range or underflowed to 0
         need(
             e == round(e),
             f"grid_range: cell width (hi - lo)/G = ({hi} - {lo})/{g} = {h} is not a power of two",
@@ -381,16 +434,18 @@ class LearnerSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown spec field(s): {', '.join(unknown)}")
+            raise SpecError(f"unknown spec field(s): {', '.join(unknown)}")
         if "kind" not in d or "widths" not in d:
-            raise ValueError("a spec needs at least the fields 'kind' and 'widths'")
+            raise SpecError("a spec needs at least the fields 'kind' and 'widths'")
         d = dict(d)
         if "formats" in d:
+            if not isinstance(d["formats"], dict):
+                raise SpecError(f"[formats] must be a table of format names, got {d['formats']!r}")
             fmts = dict(d["formats"])
             known_f = {f.name for f in dataclasses.fields(Formats)}
             bad = sorted(set(fmts) - known_f)
             if bad:
-                raise ValueError(f"unknown format name(s) in [formats]: {', '.join(bad)}")
+                raise SpecError(f"unknown format name(s) in [formats]: {', '.join(bad)}")
             d["formats"] = Formats(**fmts)
         return cls(**d)
 

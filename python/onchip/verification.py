@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,17 @@ STALLS = {"p_valid": 0.7, "p_ready": 0.6, "p_param_ready": 0.5}
 TIMING_SAMPLES = 200
 
 STATUSES = ("passed", "failed", "skipped", "error")
+
+
+#: Characters XML 1.0 cannot hold (its ``Char`` production): C0 controls but tab, newline and
+#: carriage return, lone surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold written as its Python escape
+    (U+001B -> ``\\x1b``), so that JUnit XML always parses and still shows what was there."""
+    return _NOT_XML.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 @dataclasses.dataclass
@@ -157,28 +169,29 @@ class VerifyReport:
 
     def junit_tree(self) -> ET.ElementTree:
         """The report as JUnit XML: one ``<testsuite>`` (per report), one ``<testcase>`` per case;
-        failed cases hold ``<failure>``, errored ones ``<error>``, skipped ones ``<skipped>``."""
+        failed cases hold ``<failure>``, errored ones ``<error>``, skipped ones ``<skipped>``.
+        Every text is valid XML 1.0 (:func:`xml_text`: a tool's message may hold control characters)."""
         suites = ET.Element("testsuites", name="onchip verify")
         suite = ET.SubElement(suites, "testsuite", {
-            "name": f"onchip verify {self.label}", "tests": str(len(self.cases)),
+            "name": xml_text(f"onchip verify {self.label}"), "tests": str(len(self.cases)),
             "failures": str(self.count("failed")), "errors": str(self.count("error")),
             "skipped": str(self.count("skipped")), "time": f"{sum(c.seconds for c in self.cases):.3f}",
         })
         props = ET.SubElement(suite, "properties")
         for k, v in (("samples", self.samples), ("seed", self.seed), ("stream", self.stream),
                      ("spec", json.dumps(self.spec.to_dict(), sort_keys=True))):
-            ET.SubElement(props, "property", name=k, value=str(v))
+            ET.SubElement(props, "property", name=k, value=xml_text(str(v)))
         classname = f"onchip.verify.{self.spec.name or self.spec.kind}"
         for c in self.cases:
-            el = ET.SubElement(suite, "testcase", classname=f"{classname}.{c.backend}", name=c.name,
-                               time=f"{c.seconds:.3f}")
+            el = ET.SubElement(suite, "testcase", classname=xml_text(f"{classname}.{c.backend}"),
+                               name=xml_text(c.name), time=f"{c.seconds:.3f}")
             if c.status in ("failed", "error", "skipped"):
                 tag = {"failed": "failure", "error": "error", "skipped": "skipped"}[c.status]
-                child = ET.SubElement(el, tag, message=c.detail)
+                child = ET.SubElement(el, tag, message=xml_text(c.detail))
                 if c.mismatch:
-                    child.text = json.dumps(c.mismatch, indent=1)
+                    child.text = json.dumps(c.mismatch, indent=1)  # JSON escapes control characters
             else:
-                ET.SubElement(el, "system-out").text = c.detail
+                ET.SubElement(el, "system-out").text = xml_text(c.detail)
         ET.indent(suites)
         return ET.ElementTree(suites)
 
@@ -452,9 +465,11 @@ def _bench_cases(spec, design, x, y, *, backend, seed, waves, log) -> tuple[list
                        "read-back after the mid-stream reset")
     if m is None and lost < 0:
         m = {"text": f"{-lost} more predictions than samples before the reset"}
+    m = m or _reset_timing(design.info, seg_0)
     cases.append(_case(f"{backend}.reset_mid_stream", m,
                        f"reset {bounds[0][1]} samples in ({lost} in flight lost): the {len(want['initial'])} "
-                       f"parameters read back are the initial ones"))
+                       f"parameters read back are the initial ones, the first command taken "
+                       f"{design.info['reset_cycles_command']} cycles out of reset (reported)"))
     m = _compare_theta(sim.unpack_coef(design, seg_b["responses"]), want["checkpoint"], who,
                        f"read-back at sample {bounds[1][1]}")
     cases.append(_case(f"{backend}.readback_mid_stream", m,
@@ -477,6 +492,16 @@ def _bench_cases(spec, design, x, y, *, backend, seed, waves, log) -> tuple[list
                        f"the first {n_t} samples offered back to back equal the golden model's", waves=dump))
     cases += _timing_cases(design, seg_t, n_t, backend)
     return cases, dump
+
+
+def _reset_timing(info: dict, seg: dict) -> dict | None:
+    """A mismatch when the first parameter command of ``seg`` (offered from the first cycle out of
+    reset) was not taken ``info["reset_cycles_command"]`` cycles out of reset, else None."""
+    got = seg["command_cycles"][0] - seg["start_cycle"] if seg.get("command_cycles") else None
+    if got == info["reset_cycles_command"]:
+        return None
+    return {"text": f"the first parameter command after the reset was taken {got} cycles out of reset, "
+                    f"the design reports reset_cycles_command = {info['reset_cycles_command']}"}
 
 
 def _timing_cases(design, seg, n, backend) -> list[Case]:

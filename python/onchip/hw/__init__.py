@@ -33,6 +33,8 @@ class Design:
             ``staleness``, ``min_staleness``, ``param_count``,
             ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``:
             flip-flops), ``reset_cycles`` (after reset, before a sample is taken: the RAM
+            reload, then its last word through the parameter port's stages),
+            ``reset_cycles_command`` (after reset, before a parameter command is taken: the
             reload), ``datapath``, ``stages``, ``spec``.
         axis_verilog: Verilog of the AXI4-Stream wrapper (module ``<top>_axis``, core inside).
     """
@@ -146,6 +148,7 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
         "param_addr_width": learner.addr_width,
         "param_storage": learner.param_storage,
         "reset_cycles": learner.reset_cycles,
+        "reset_cycles_command": learner.reset_cycles_command,
         "datapath": spec.datapath,
         "ports": _ports(learner),
         "payload": _payload_fields(learner),

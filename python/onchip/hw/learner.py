@@ -109,8 +109,11 @@ class OnchipLearner(LearnerPorts):
         super().__init__(spec, theta)
         #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
         self.param_storage = "memory" if spec.kind == "kan" else "registers"
-        #: cycles after reset before a sample is taken (the RAM reload from the ROM, through the port's stages)
-        self.reset_cycles = self.n_params + 1 + self.stages["port"] if self.param_storage == "memory" else 0
+        #: cycles after reset before a parameter command is taken: the RAM reload from the ROM (a
+        #: command enters the port's stages behind the last reload word)
+        self.reset_cycles_command = self.n_params + 1 if self.param_storage == "memory" else 0
+        #: ... before a sample is taken: the reload, and its last word through the port's stages
+        self.reset_cycles = self.reset_cycles_command + self.stages["port"] if self.param_storage == "memory" else 0
 
     def _plan(self) -> None:
         self.stages = stage_plan(self.spec)

@@ -159,7 +159,7 @@ class SerialMlpLearner(LearnerPorts):
         #: where the parameters live: weights in RAM banks (the biases, one per neuron, in registers)
         self.param_storage = "memory"
         #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
-        self.reset_cycles = self.n_params + 1
+        self.reset_cycles = self.reset_cycles_command = self.n_params + 1
 
     @property
     def latency_update(self) -> int:

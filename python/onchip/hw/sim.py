@@ -190,8 +190,10 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         measure: record acceptance, prediction and commit cycles.
 
     Returns:
-        ``{"segments": [{"preds", "responses", "accept_cycles", "pred_cycles",
-        "commit_cycles"}, ...], "cycles": int, "folder": str}``; ``folder`` (the job folder,
+        ``{"segments": [{"preds", "responses", "start_cycle", "accept_cycles", "pred_cycles",
+        "command_cycles", "commit_cycles"}, ...], "cycles": int, "folder": str}`` (the cycle lists
+        empty without ``measure``; ``start_cycle``: a segment's first cycle, after a reset the first
+        one out of it); ``folder`` (the job folder,
         with the waveform) only when waves were asked for, else None (the folder is removed).
 
     Raises:

@@ -150,6 +150,7 @@ class SpecialisedRunner:
             if path.read_text() != self.source:
                 raise OSError(f"{path} does not hold the runner its name is the hash of; remove it")
             name = f"onchip_specialised_{path.stem}"
+            jitcache.configure()  # numba re-reads NUMBA_CACHE_DIR when a NUMBA_ variable changed
             module_spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[name] = module  # numba's on-disk cache finds the module by name

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..numbers import is_finite_number, is_integer
 from .timing import add_software_latency
 
 
@@ -127,10 +128,6 @@ def _need(ok: bool, name: str, value, what: str) -> None:
         raise ValueError(f"{name} must be {what}, got {value!r}")
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 # -- resources: Yosys -------------------------------------------------------------------------
 def _check_resources(config: dict) -> None:
     from ..flow.yosys import _check_family
@@ -156,7 +153,7 @@ def _check_pnr(config: dict) -> None:
     from ..flow.boards import get_board
 
     get_board(config["board"], vendor="lattice")
-    _need(_is_int(config["seed"]), "seed", config["seed"], "an integer")
+    _need(is_integer(config["seed"]), "seed", config["seed"], "an integer")
 
 
 def _pnr(state: PointState, config: dict) -> dict:
@@ -173,10 +170,9 @@ def _pnr(state: PointState, config: dict) -> dict:
 # -- latency: hardware step at a clock; the software step is measured in the driver ------------
 def _check_latency(config: dict) -> None:
     clock = config["clock_mhz"]
-    _need(isinstance(clock, (int, float)) and not isinstance(clock, bool) and clock > 0,
-          "clock_mhz", clock, "a positive number (MHz)")
+    _need(is_finite_number(clock) and clock > 0, "clock_mhz", clock, "a finite positive number (MHz)")
     samples = config["software_samples"]
-    _need(_is_int(samples) and samples >= 1, "software_samples", samples, "a positive integer")
+    _need(is_integer(samples) and samples >= 1, "software_samples", samples, "a positive integer")
 
 
 def _latency(state: PointState, config: dict) -> dict:
@@ -207,10 +203,11 @@ def _check_accuracy(config: dict) -> None:
     bad = [b for b in backends if b not in JOB_BACKENDS]
     if bad:
         raise ValueError(f"backends: unknown backend(s) {bad}; choose from {', '.join(JOB_BACKENDS)}")
-    _need(config["task"] in TASK_METRICS, "task", config["task"], f"one of {', '.join(TASK_METRICS)}")
-    _need(_is_int(config["samples"]) and config["samples"] >= 1, "samples", config["samples"],
+    _need(isinstance(config["task"], str) and config["task"] in TASK_METRICS, "task", config["task"],
+          f"one of {', '.join(TASK_METRICS)}")
+    _need(is_integer(config["samples"]) and config["samples"] >= 1, "samples", config["samples"],
           "a positive integer")
-    _need(_is_int(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
+    _need(is_integer(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
 
 
 def expand_path_vars(value: str, field: str) -> str:

@@ -6,8 +6,9 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import math
 
+from ..errors import SpecError
+from ..numbers import is_integer
 from .computations import axis_names, get_computation
 
 #: Grid keys that are not LearnerSpec fields but build one (see :mod:`onchip.sweep`).
@@ -33,17 +34,24 @@ def max_basis_table_bits(spec_fields: dict) -> int:
         spec_fields: LearnerSpec keyword arguments (``formats``, ``widths``, ``grid_range``, ``grid_size``).
 
     Raises:
-        ValueError / TypeError: the formats or widths do not make a valid spec.
+        ValueError / TypeError: the fields do not make a valid KAN spec with one table bit (the
+            spec's own message).
     """
-    from ..spec import Formats, LearnerSpec
+    from ..spec import LearnerSpec
 
-    trial = LearnerSpec(**{**spec_fields, "kind": "mlp"})  # validates formats and widths only
-    fmts: Formats = trial.formats
-    lo, hi = spec_fields.get("grid_range", (-2.0, 2.0))
-    g = spec_fields.get("grid_size", 8)
-    e = math.log2((hi - lo) / g)
+    # the smallest table validates every field, the grid included; the acc check depends on the table
+    trial = LearnerSpec(**{**spec_fields, "kind": "kan", "basis_table_bits": 1, "allow_acc_wrap": True})
+    fmts = trial.formats
     inputs = [fmts.input] + [fmts.act] * (len(trial.widths) - 2)
-    return max(1, min(6, min(f.frac_bits for f in inputs) + int(round(e))))
+    return min(6, min(f.frac_bits for f in inputs) + trial.cell_exp)
+
+
+def _axis_integer(name: str, value) -> int:
+    """A special axis that takes an integer (``hidden``, ``format_width``, ``format_int_bits``); a
+    bool is not one."""
+    if not is_integer(value):
+        raise SpecError(f"{name} must be an integer, got {value!r}")
+    return int(value)
 
 
 def point_spec(params: dict, base: dict):
@@ -55,7 +63,7 @@ def point_spec(params: dict, base: dict):
         ValueError: an unknown field (``unknown spec field(s): ...``, as for a spec file)
             or an invalid spec, naming the point.
     """
-    from ..spec import PRESETS, Formats, LearnerSpec
+    from ..spec import PRESETS, LearnerSpec
 
     fields = dict(base)
     settings_axes = axis_names()
@@ -74,28 +82,37 @@ def point_spec(params: dict, base: dict):
             raise ValueError(f"grid point {params}: preset must be one of {', '.join(PRESETS)}; got {preset!r}")
         start = PRESETS[preset].to_dict()
         start["formats"] = PRESETS[preset].formats
-    spec_fields = {**start, **fields}
-    if "hidden" in spec_fields:
-        w = list(spec_fields["widths"])
-        spec_fields["widths"] = [w[0], int(spec_fields.pop("hidden")), w[-1]]
-    width = spec_fields.pop("format_width", None)
-    int_bits = spec_fields.pop("format_int_bits", 4)
-    if width is not None:
-        spec_fields["formats"] = Formats.uniform(int(width), int(int_bits))
-    if spec_fields.get("kind") != "kan":
-        for k in ("grid_size", "spline_order", "grid_range", "basis_table_bits"):
-            spec_fields.pop(k, None)
-    elif "basis_table_bits" not in params and "basis_table_bits" not in base:
-        try:
-            spec_fields["basis_table_bits"] = max_basis_table_bits(spec_fields)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"grid point {params}: {exc}") from None
     try:
-        if isinstance(spec_fields.get("formats"), dict):
-            spec_fields["formats"] = Formats(**spec_fields["formats"])
-        return LearnerSpec(**spec_fields)
+        return _build_spec({**start, **fields}, tuned_table="basis_table_bits" not in params
+                           and "basis_table_bits" not in base)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"grid point {params}: {exc}") from None
+        raise SpecError(f"grid point {params}: {exc}") from None
+
+
+def _build_spec(spec_fields: dict, tuned_table: bool):
+    """The spec of a point's fields: the special axes applied; ``tuned_table``: a KAN takes
+    :func:`max_basis_table_bits`. Grid fields of an MLP point reach the spec too (it checks their
+    types and ignores them)."""
+    from ..spec import Formats, LearnerSpec
+
+    if "hidden" in spec_fields:
+        if "widths" not in spec_fields:
+            raise SpecError("hidden sets the middle of widths, which neither a preset nor an axis gives")
+        w = list(spec_fields["widths"])
+        spec_fields["widths"] = [w[0], _axis_integer("hidden", spec_fields.pop("hidden")), w[-1]]
+    width = spec_fields.pop("format_width", None)
+    int_bits = _axis_integer("format_int_bits", spec_fields.pop("format_int_bits", 4))
+    if width is not None:
+        width = _axis_integer("format_width", width)
+        try:
+            spec_fields["formats"] = Formats.uniform(width, int_bits)
+        except ValueError as exc:  # name the axes the formats came from
+            raise SpecError(f"format_width = {width}, format_int_bits = {int_bits}: {exc}") from None
+    if isinstance(spec_fields.get("formats"), dict):
+        spec_fields["formats"] = Formats(**spec_fields["formats"])
+    if spec_fields.get("kind") == "kan" and tuned_table:
+        spec_fields["basis_table_bits"] = max_basis_table_bits(spec_fields)
+    return LearnerSpec(**spec_fields)
 
 
 def point_key(spec_dict: dict, settings: dict, versions: dict) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 
+from ..numbers import is_integer
 from .computations import COMPUTATIONS, evaluate_point
 from .executors import make_executor
 from .grid import expand
@@ -59,7 +60,7 @@ def run_sweep(definition: str | os.PathLike | dict, out: str | os.PathLike, *, j
     else:
         d = load_definition(definition)
     executor = make_executor(jobs, scheduler)
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
+    if limit is not None and not (is_integer(limit) and limit >= 0):
         raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
     points = expand(d)
     records: dict[str, dict] = {}

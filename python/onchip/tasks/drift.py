@@ -57,7 +57,6 @@ figures, :meth:`DriftScenario.dynamics_schedule` the parameter changes of a cont
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +65,7 @@ from typing import Mapping
 import numpy as np
 import tomli_w
 
+from ..numbers import is_finite_number, is_integer
 from .stream import DriftEvent
 
 #: Tasks whose streams are readout shots (the IQ fields apply to them).
@@ -136,14 +136,6 @@ class DriftError(ValueError):
     """A drift scenario field with a bad value (the message names the event, the field and the value)."""
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return (_is_int(value) or isinstance(value, (float, np.floating))) and math.isfinite(value)
-
-
 @dataclass(frozen=True)
 class DriftChange:
     """One event of a drift scenario (see the module docstring for the fields' meaning).
@@ -191,9 +183,9 @@ class DriftChange:
                 f"drift event {self.number}: give exactly one position, 'at' (a fraction of the "
                 f"stream in [0, 1)) or 'sample' (an index), got at={self.at!r}, sample={self.sample!r}"
             )
-        if self.at is not None and not (_is_number(self.at) and 0.0 <= self.at < 1.0):
+        if self.at is not None and not (is_finite_number(self.at) and 0.0 <= self.at < 1.0):
             self._fail("at", self.at, "must be a fraction of the stream in [0, 1)")
-        if self.sample is not None and not (_is_int(self.sample) and self.sample >= 0):
+        if self.sample is not None and not (is_integer(self.sample) and self.sample >= 0):
             self._fail("sample", self.sample, "must be an integer sample index >= 0")
         if self.span is not None and self.span_samples is not None:
             raise DriftError(
@@ -201,24 +193,24 @@ class DriftChange:
                 f"got span={self.span!r}, span_samples={self.span_samples!r}"
             )
         if self.span is not None:
-            if not (_is_number(self.span) and 0.0 < self.span <= 1.0):
+            if not (is_finite_number(self.span) and 0.0 < self.span <= 1.0):
                 self._fail("span", self.span, "must be a fraction of the stream in (0, 1]")
             if self.at is not None and self.at + self.span > 1.0 + 1e-12:
                 self._fail("span", self.span, f"ends after the stream (at {self.at!r} + span > 1)")
-        if self.span_samples is not None and not (_is_int(self.span_samples) and self.span_samples >= 1):
+        if self.span_samples is not None and not (is_integer(self.span_samples) and self.span_samples >= 1):
             self._fail("span_samples", self.span_samples, "must be an integer >= 1")
-        if not _is_number(self.rotation_deg):
+        if not is_finite_number(self.rotation_deg):
             self._fail("rotation_deg", self.rotation_deg, "must be a finite angle in degrees")
-        if not (_is_number(self.gain) and self.gain > 0):
+        if not (is_finite_number(self.gain) and self.gain > 0):
             self._fail("gain", self.gain, "must be a finite number > 0")
         off = self.offset
-        if not (isinstance(off, (tuple, list)) and len(off) == 2 and all(_is_number(v) for v in off)):
+        if not (isinstance(off, (tuple, list)) and len(off) == 2 and all(is_finite_number(v) for v in off)):
             self._fail("offset", off, "must be two finite numbers [I, Q] in separations")
         rate = self.rotation_deg_per_1000_shots
-        if rate is not None and not _is_number(rate):
+        if rate is not None and not is_finite_number(rate):
             self._fail(RATE_FIELD, rate, "must be a finite rate in degrees per 1000 shots")
         for name, value in self.dynamics:
-            if not isinstance(name, str) or not _is_number(value):
+            if not isinstance(name, str) or not is_finite_number(value):
                 self._fail("dynamics", dict(self.dynamics), f"must map names to finite numbers ({name!r})")
         if not isinstance(self.label, str):
             self._fail("label", self.label, "must be a string")
@@ -345,7 +337,7 @@ class DriftScenario:
         Raises:
             DriftError: an event outside the stream (names the event).
         """
-        if not _is_int(n) or n < 1:
+        if not is_integer(n) or n < 1:
             raise ValueError(f"samples: expected a positive integer, got {n!r}")
         placed = [(event.start(n), event) for event in self.events]
         return sorted(placed, key=lambda pair: pair[0])
