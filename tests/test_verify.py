@@ -269,7 +269,7 @@ CONTROL = ["\x00", "\x07", "\x1b", "\x0b", "\x7f", "\ufffe", "\ud800"]
 
 @pytest.mark.parametrize("char", CONTROL, ids=[f"U+{ord(c):04X}" for c in CONTROL])
 def test_junit_xml_parses_with_control_characters_in_names_and_messages(char, tmp_path):
-    from onchip.verify import Case
+    from onchip.verification import Case, VerifyReport
 
     spec = PRESETS[SPEC].replace()  # a copy, whose name is set past the spec's own refusal
     object.__setattr__(spec, "name", f"my{char}learner")
