@@ -26,13 +26,14 @@ def test_committed_rtl_is_reproduced(name):
 def test_contract_ports_and_payload():
     spec = PRESETS["kan-readout"]
     info = cached_design(reference_specs()["kan-readout"]).info
-    ports = info["ports"]
+    ports = {name: {"dir": e["dir"], "width": e["width"]} for name, e in info["ports"].items()}
     w = spec.formats
     # x0, x1, y (act and grad both 16 bits), the 2-bit kind; the prediction and a 1-bit decision
     assert ports["s__payload"] == {"dir": "in", "width": 2 * w.input.width + w.act.width + 2}
     assert ports["m__payload"] == {"dir": "out", "width": w.act.width + 1}
-    assert info["payload"]["s"]["kind"] == {"offset": 2 * w.input.width + w.act.width, "width": 2}
-    assert info["payload"]["m"]["decision"] == {"offset": w.act.width, "width": 1}
+    kind, decision = info["payload"]["s"]["kind"], info["payload"]["m"]["decision"]
+    assert (kind["offset"], kind["width"]) == (2 * w.input.width + w.act.width, 2)
+    assert (decision["offset"], decision["width"]) == (w.act.width, 1)
     assert ports["pc__payload"]["width"] == w.coef.width + info["param_addr_width"] + 1
     assert ports["pr__payload"] == {"dir": "out", "width": w.coef.width}
     assert info["param_count"] == 2 * (spec.grid_size + spec.spline_order)

@@ -584,7 +584,7 @@ def check_arguments(samples, seed, backends) -> tuple[int, int, tuple[str, ...]]
 
 def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STREAM, data=None,
            backends=("rtl", "hls"), schedule: str | None = None, staleness=None, timing: str | None = None,
-           waves: bool = False, progress: bool = False) -> VerifyReport:
+           waves: bool = False, progress: bool = False, top: str = "onchip_learner") -> VerifyReport:
     """Verify the hardware of ``spec`` against the golden model (see the module docstring).
 
     Args:
@@ -601,6 +601,7 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         waves: dump the bench's protocol job as FST (VCD without the LZ4 headers); a second,
             traced Verilator build. The dump path is in the report and in every mismatch.
         progress: print one line per stage to stderr and show the HLS progress bar.
+        top: the module name the RTL is generated under (:func:`onchip.hw.names.check_top`).
 
     Returns:
         :class:`VerifyReport`; its ``ok`` is True when every check that ran matched. A mismatch
@@ -610,13 +611,15 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
 
     Raises:
         ValueError: a bad argument; the message starts with the argument's name (``samples:``,
-            ``stream:``, ``data:``, ``backends:``, ``seed:``) or ``--schedule`` / ``--staleness`` / ``--timing``,
+            ``stream:``, ``data:``, ``backends:``, ``seed:``) or ``--schedule`` / ``--staleness`` / ``--timing`` / ``--top``,
             or is the spec's own error.
         FileNotFoundError: ``data`` does not exist.
     """
     from .commands.generate import resolve_spec
+    from .hw.names import check_top
 
     samples, seed, backends = check_arguments(samples, seed, backends)
+    check_top(top)
     spec = resolve_spec(spec, schedule, staleness, timing)
     x, y = make_verify_stream(spec, stream, samples, seed, data)
     report = VerifyReport(spec=spec, samples=samples, seed=seed, stream=stream, backends=backends)
@@ -640,7 +643,7 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
                     from .hw.sim import cached_design
 
                     log(f"generating the RTL of {report.label}")
-                    design = cached_design(spec)
+                    design = cached_design(spec, top)
                 cases, dump = _bench_cases(spec, design, x, y, backend=backend, seed=seed, waves=waves, log=log)
                 report.cases += cases
                 report.waves = report.waves or dump

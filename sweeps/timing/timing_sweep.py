@@ -50,10 +50,13 @@ def point_spec(preset: str, timing: str, schedule: str):
 
 
 def design_hash(preset: str, timing: str, schedule: str) -> str:
-    """First 12 hex digits of the SHA-256 of the point's core Verilog: a run of another design is stale."""
+    """First 12 hex digits of the SHA-256 of the point's core Verilog, without its descriptive header (which
+    names the onchip version): a run of another design is stale."""
     from onchip.hw import generate
+    from onchip.hw.description import strip_header
 
-    return hashlib.sha256(generate(point_spec(preset, timing, schedule), axis=False).verilog.encode()).hexdigest()[:12]
+    verilog = strip_header(generate(point_spec(preset, timing, schedule), axis=False).verilog)
+    return hashlib.sha256(verilog.encode()).hexdigest()[:12]
 
 
 def cycles(preset: str, timing: str, schedule: str) -> dict:

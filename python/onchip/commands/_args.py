@@ -69,6 +69,22 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_top(parser: argparse.ArgumentParser, what: str = "the core module") -> None:
+    """Add ``--top NAME`` (default ``onchip_learner``), checked at parse time by
+    :func:`onchip.hw.names.check_top`: the name of the generated module, prefixing every module the
+    Verilog holds (the AXI4-Stream wrapper is ``<top>_axis``), so that two learners fit one design.
+
+    Args:
+        parser: the sub-command's parser.
+        what: what the name names, for the help text.
+    """
+    from onchip.hw.names import DEFAULT_TOP
+
+    parser.add_argument("--top", type=top_name, default=DEFAULT_TOP,
+                        help=f"name of {what}, a Verilog/VHDL identifier; prefixes every generated module, the "
+                             f"AXI4-Stream wrapper is <top>_axis (default: %(default)s)")
+
+
 def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
     """Add ``--quiet`` (no progress bars; ``args.quiet``).
 
@@ -187,6 +203,16 @@ def output_dir(text: str) -> str:
     except (ValueError, OSError) as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--out: ")) from None
     return text
+
+
+def top_name(text: str) -> str:
+    """argparse type of ``--top``: a module name :func:`onchip.hw.names.check_top` accepts."""
+    from onchip.hw.names import check_top
+
+    try:
+        return check_top(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--top ")) from None
 
 
 def _integer(text: str) -> int:

@@ -11,10 +11,13 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "generate",
         help="generate the Verilog of a learner (RTL) and its JSON description",
-        description="Write <top>.v (core), <top>_axis.v (AXI4-Stream wrapper) and <top>.json "
-        "(ports, payload fields, formats, latency, II) into --out.",
+        description="Write <top>.v (core), <top>_axis.v (AXI4-Stream wrapper), <top>.json (ports, payload "
+        "fields, handshake, reset, formats, latency, II; the same facts head each Verilog file) and the "
+        "instantiation templates <top>_inst.v, <top>_axis_inst.v (Verilog) and <top>_component.vhd, "
+        "<top>_axis_component.vhd (VHDL component declarations) into --out.",
     )
     _args.add_spec(p)
+    _args.add_top(p)
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # names the folder in its summary line
 
@@ -64,10 +67,12 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
 def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
-    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness, args.timing), args.out)
+    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness, args.timing), args.out,
+                         top=args.top)
     info = design.info
+    schedule = f"pipelined (staleness {info['staleness']})" if info["staleness"] else "sequential"
     print(
-        f"{design.top}: {info['datapath']} datapath, {info['schedule']} (staleness {info['staleness']}), "
+        f"{design.top}: {info['architecture']}; {schedule}, "
         f"latency to prediction {info['latency_cycles_prediction']} cycles, "
         f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
     )

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--spec", required=True, help="spec TOML file or preset name")
     _args.add_out(p)
-    p.add_argument("--top", default="onchip_learner", help="top function name (default %(default)s)")
+    _args.add_top(p, "the top function (and the module Vitis makes of it)")
     p.add_argument("--part", default="xcu250-figd2104-2L-e", help="FPGA part of the Vitis script")
     p.add_argument("--clock-ns", type=float, default=5.0, help="clock period of the Vitis script, ns")
     p.add_argument("--samples", type=int, default=256, help="test-bench stream length (default %(default)s)")

@@ -224,12 +224,31 @@ class UartStreamTop(Elaboratable):
         return m
 
 
+#: Module name of the board top in the build plans (``platform.build(top, name="top")``).
+BOARD_TOP = "top"
+
+
+def check_board_top(top: str) -> str:
+    """``top`` if it can name a core inside the board top (:func:`onchip.hw.names.check_top`, and not
+    :data:`BOARD_TOP`, which would name two modules alike).
+
+    Raises:
+        ValueError: a bad name; the message starts with ``--top`` and the value.
+    """
+    from ..hw.names import check_top
+
+    if check_top(top) == BOARD_TOP:
+        raise ValueError(f"--top {top!r}: the board flow names its own top module {BOARD_TOP}; choose another name")
+    return top
+
+
 def board_top(design, board: Board, baud: int = DEFAULT_BAUD):
     """(platform, top) for ``design`` on ``board``; the core's Verilog is added to the platform.
 
     Raises:
-        ValueError: see :class:`UartStreamTop`.
+        ValueError: see :class:`UartStreamTop`; a core named :data:`BOARD_TOP`.
     """
+    check_board_top(design.top)
     platform = board.platform()
     clk = platform.lookup(platform.default_clk).clock.frequency
     platform.add_file(f"{design.top}.v", design.verilog)

@@ -12,6 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..hw.names import DEFAULT_TOP, check_top
 from ..io import atomic_output_dir, check_output_dir, write_json
 from ..spec import LearnerSpec, load_spec
 
@@ -25,28 +26,58 @@ def write_design(design, folder) -> None:
     write_json(folder / f"{design.top}.json", design.info)
 
 
-def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike"):
-    """Generate the learner's Verilog (core and AXI4-Stream wrapper) and its JSON description into ``out``.
+def write_templates(design, folder) -> list[str]:
+    """Write the instantiation templates of a :class:`onchip.hw.Design` into ``folder``: for the core
+    ``<top>_inst.v`` and ``<top>_component.vhd``, and with the AXI4-Stream wrapper
+    ``<top>_axis_inst.v`` and ``<top>_axis_component.vhd``
+    (:func:`onchip.hw.description.verilog_template`, :func:`~onchip.hw.description.vhdl_component`).
+
+    Returns:
+        the names of the files written.
+    """
+    from ..hw.description import verilog_template, vhdl_component
+
+    folder = Path(folder)
+    written = []
+    for which, name in (("core", design.top), ("axis", f"{design.top}_axis")):
+        if which == "axis" and not design.axis_verilog:
+            continue
+        (folder / f"{name}_inst.v").write_text(verilog_template(design.info, which))
+        (folder / f"{name}_component.vhd").write_text(vhdl_component(design.info, which))
+        written += [f"{name}_inst.v", f"{name}_component.vhd"]
+    return written
+
+
+def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, top: str = DEFAULT_TOP):
+    """Generate the learner's Verilog (core and AXI4-Stream wrapper), its JSON description and the
+    instantiation templates (:func:`write_templates`) into ``out``.
+
+    Args:
+        spec: the learner.
+        out: the output folder.
+        top: the core's module name (:func:`onchip.hw.names.check_top`); the wrapper is ``<top>_axis``.
 
     Returns:
         the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
         cycles to prediction and to update, II in cycles).
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec or ``out``.
+        onchip.SpecError / ValueError: a bad spec, ``top`` or ``out``.
     """
     from ..hw import generate
 
     spec = load_spec(spec)
+    check_top(top)
     check_output_dir(out)
-    design = generate(spec)
+    design = generate(spec, top=top)
     with atomic_output_dir(out) as stage:
         write_design(design, stage)
+        write_templates(design, stage)
     return design
 
 
 def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
-          out: "str | os.PathLike | None" = None) -> dict:
+          out: "str | os.PathLike | None" = None, top: str = DEFAULT_TOP) -> dict:
     """Synthesise the learner core with Yosys (``synth_xilinx`` / ``synth_ecp5`` / ``synth_ice40``).
 
     Args:
@@ -54,14 +85,15 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         family: a family of :mod:`onchip.flow.yosys` (``xcup``, ``xc7``, ``ecp5``, ``ice40``).
         out: folder for ``report.json``, ``spec.toml`` and Yosys' work files; None: a temporary
             folder, removed afterwards.
+        top: the core's module name (:func:`onchip.hw.names.check_top`).
 
     Returns:
-        ``{"spec", "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
+        ``{"spec", "top", "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
         "latency_cycles_prediction", "latency_cycles_update", "initiation_interval" (cycles),
         "param_count", "cells", "yosys_version"}``.
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, family or ``out``.
+        onchip.SpecError / ValueError: a bad spec, family, ``top`` or ``out``.
         onchip.ToolError: Yosys failed.
     """
     from ..hw import generate
@@ -69,14 +101,16 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
 
     spec = load_spec(spec)
     _check_family(family)
+    check_top(top)
     if out is not None:
         check_output_dir(out)
-    design = generate(spec, axis=False)
+    design = generate(spec, axis=False, top=top)
 
     def report_of(workdir: Path) -> dict:
         res = synthesize(design.verilog, design.top, family, workdir=workdir)
         return {
             "spec": spec.name or "custom",
+            "top": design.top,
             **{k: res[k] for k in ("family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry")},
             "latency_cycles": design.info["latency_cycles_update"],
             "latency_cycles_prediction": design.info["latency_cycles_prediction"],
@@ -98,7 +132,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
 
 
 def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", board: str = "ulx3s-85f",
-        baud: int | None = None, seed: int = 1) -> dict:
+        baud: int | None = None, seed: int = 1, top: str = DEFAULT_TOP) -> dict:
     """Place and route the learner in a UART board top on a Lattice board (YoWASP yosys + nextpnr).
 
     Args:
@@ -107,17 +141,18 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         board: a Lattice board of :data:`onchip.flow.boards.BOARDS`.
         baud: UART rate (bit/s, >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`).
         seed: nextpnr placer seed.
+        top: the core's module name (:func:`onchip.hw.names.check_top`; not ``top``, the board top's).
 
     Returns:
         the report of :func:`onchip.flow.nextpnr.place_and_route`: fmax (MHz) measured by
         nextpnr, utilisation, latency in cycles and in ns (cycles / fmax), the bitstream's name.
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, board, baud or ``out``.
+        onchip.SpecError / ValueError: a bad spec, board, baud, ``top`` or ``out``.
         onchip.ToolError: a tool failed.
     """
     from ..hw import generate
-    from .boards import DEFAULT_BAUD, get_board
+    from .boards import DEFAULT_BAUD, check_board_top, get_board
     from .nextpnr import place_and_route
 
     spec = load_spec(spec)
@@ -125,8 +160,9 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
     baud = DEFAULT_BAUD if baud is None else baud
     if baud < 1200:
         raise ValueError(f"--baud must be >= 1200, got {baud}")
+    check_board_top(top)
     check_output_dir(out)
-    design = generate(spec, axis=False)
+    design = generate(spec, axis=False, top=top)
     with atomic_output_dir(out) as stage:
         report = place_and_route(design, board, stage, baud=baud, seed=seed)
         (stage / "spec.toml").write_text(spec.to_toml())
@@ -134,7 +170,8 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
 
 
 def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
-           board: str | None = None, clock_mhz: float | None = None, ip: bool = False) -> dict:
+           board: str | None = None, clock_mhz: float | None = None, ip: bool = False,
+           top: str = DEFAULT_TOP) -> dict:
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
 
     Args:
@@ -145,21 +182,24 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
         board: a Xilinx board: the UART board top with its constraints, ending in a bitstream, or a
             board of :data:`onchip.flow.vivado.AXIS_BOARDS` (the AXI4-Stream learner, out of context).
         clock_mhz: the out-of-context clock constraint (MHz; default 200).
-        ip: package the AXI4-Stream learner as a Vivado IP instead.
+        ip: package the AXI4-Stream learner as a Vivado IP instead (named ``<top>_axis``).
+        top: the core's module name (:func:`onchip.hw.names.check_top`; not ``top`` for a UART board).
 
     Returns:
         the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``).
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, part, board, clock or ``out``.
+        onchip.SpecError / ValueError: a bad spec, part, board, clock, ``top`` or ``out``.
     """
     from ..hw import generate
+    from .boards import check_board_top
     from .vivado import check_project, write_project
 
     spec = load_spec(spec)
     flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
+    (check_board_top if flow == "board" else check_top)(top)
     check_output_dir(out)
-    design = generate(spec, axis=flow in ("ip", "board-axis"))
+    design = generate(spec, axis=flow in ("ip", "board-axis"), top=top)
     with atomic_output_dir(out) as stage:
         manifest = write_project(design, stage, part=part, board=board, clock_mhz=clock_mhz, ip=ip)
         write_json(stage / "manifest.json", manifest)

@@ -170,7 +170,8 @@ close_project
 
 #: The AXI4-Stream interfaces of :class:`onchip.hw.axis.AxisLearner` (``<bus>_tdata/_tvalid/_tready``).
 AXIS_BUSES = ("s_axis_sample", "m_axis_pred", "s_axis_param", "m_axis_param")
-#: Vendor, library, name and version of the packaged IP.
+#: Vendor, library, name and version of the packaged IP; the name is that of its module, ``<top>_axis``
+#: (this one for the default top), so that learners of different names are different IPs.
 IP_VLNV = ("onchip.dev", "onchip", "onchip_learner_axis", "1.0")
 
 
@@ -284,7 +285,7 @@ def write_ip_project(design, out: str | os.PathLike, part: str = DEFAULT_PART) -
     """Write a script that packages the AXI4-Stream learner as a Vivado IP (UG1118).
 
     ``package_ip.tcl`` creates a project for ``part`` holding ``<top>_axis.v``, runs
-    ``ipx::package_project``, sets vendor/library/name/version (:data:`IP_VLNV`), infers the
+    ``ipx::package_project``, sets vendor/library/version (:data:`IP_VLNV`) and the name ``<top>_axis``, infers the
     AXI4-Stream interfaces :data:`AXIS_BUSES` from their ``_tdata/_tvalid/_tready`` ports and
     the ``aclk`` clock and ``aresetn`` reset (active low) interfaces, associates each bus
     with ``aclk`` and saves the IP into ``ip/``.
@@ -303,7 +304,8 @@ def write_ip_project(design, out: str | os.PathLike, part: str = DEFAULT_PART) -
     for port in ("aclk", "aresetn", *(f"{b}_{s}" for b in AXIS_BUSES for s in ("tdata", "tvalid", "tready"))):
         if not re.search(rf"^\s*(input|output)\s+(\[[^\]]*\]\s*)?{port}\s*;", text, re.M):
             raise ValueError(f"design: the AXI4-Stream learner {top} has no port {port}")
-    vendor, library, name, version = IP_VLNV
+    vendor, library, _, version = IP_VLNV
+    name = top
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     verilog = f"{top}.v"

@@ -1,10 +1,12 @@
 """Hardware generators: the fixed-point online learners as Amaranth 0.5 components.
 
 :func:`generate` turns a :class:`~onchip.spec.LearnerSpec` into Verilog of
-:class:`~onchip.hw.learner.OnchipLearner` (module ``onchip_learner``), the
-AXI4-Stream wrapper (``onchip_learner_axis``) and a JSON-able description of
-ports, payload fields, formats, latency and initiation interval. The design
-is bit-exact with :class:`onchip.model.GoldenLearner` in the same schedule.
+:class:`~onchip.hw.learner.OnchipLearner` (module ``<top>``, default ``onchip_learner``; every
+submodule named ``<top>.<path>``, so learners of different names share no module), the
+AXI4-Stream wrapper (``<top>_axis``) and a JSON-able description (:mod:`onchip.hw.description`:
+ports, payload fields, handshake, reset, formats, latency and initiation interval), which is also
+the comment at the top of each Verilog file. The design is bit-exact with
+:class:`onchip.model.GoldenLearner` in the same schedule.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..spec import LearnerSpec
+from .names import DEFAULT_TOP, check_top
 
-__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "generate", "TOP"]
+__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "generate", "TOP"]
 
-#: Module name of the learner core in the generated Verilog.
-TOP = "onchip_learner"
+#: Module name of the learner core in the generated Verilog when no ``top`` is given.
+TOP = DEFAULT_TOP
 
 
 @dataclass(frozen=True)
@@ -24,18 +27,22 @@ class Design:
     """A generated learner.
 
     Attributes:
-        verilog: Verilog text of the core, top module :attr:`top`.
-        top: the core's module name (``"onchip_learner"``).
-        info: JSON-able dict: ``ports`` (name -> {"dir", "width"}), ``payload`` (stream ->
-            field -> {"offset", "width", "format" where the field has one}, read from the
-            stream layouts of :mod:`onchip.hw.interface`), ``formats``,
-            ``latency_cycles_prediction``, ``latency_cycles_update``, ``initiation_interval``,
-            ``staleness``, ``min_staleness``, ``param_count``,
-            ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``:
-            flip-flops), ``reset_cycles`` (after reset, before a sample is taken: the RAM
+        verilog: Verilog text of the core, top module :attr:`top`, headed by the comment of
+            :func:`onchip.hw.description.verilog_header`.
+        top: the core's module name (default ``"onchip_learner"``).
+        info: JSON-able dict of :func:`onchip.hw.description.describe`: ``ports`` (name ->
+            {"dir", "width", "meaning"}), ``payload`` (stream -> field -> {"offset", "width",
+            "signed", "format" where the field has one, "meaning"}, read from the stream layouts of
+            :mod:`onchip.hw.interface`), ``axis`` (the wrapper's ports and byte-padded ``tdata``),
+            ``handshake``, ``reset``, ``formats``, ``latency_cycles_prediction``,
+            ``latency_cycles_update``, ``initiation_interval``, ``timing``, ``stages``,
+            ``staleness``, ``min_staleness``, ``param_count``, ``param_addr_width``,
+            ``param_storage`` (``"memory"``: RAM, ``"registers"``: flip-flops),
+            ``parameter_layout``, ``reset_cycles`` (after reset, before a sample is taken: the RAM
             reload, then its last word through the parameter port's stages),
             ``reset_cycles_command`` (after reset, before a parameter command is taken: the
-            reload), ``datapath``, ``stages``, ``spec``.
+            reload), ``architecture``, ``datapath``, ``spec`` (no ``staleness`` when sequential),
+            ``onchip_version``, ``spec_sha256``, ``definitions``.
         axis_verilog: Verilog of the AXI4-Stream wrapper (module ``<top>_axis``, core inside).
     """
 
@@ -43,39 +50,6 @@ class Design:
     top: str
     info: dict
     axis_verilog: str = field(default="", repr=False)
-
-
-def _ports(component) -> dict:
-    from amaranth.hdl import Value
-    from amaranth.lib import wiring
-
-    ports = {}
-    for path, member, value in component.signature.flatten(component):
-        ports["__".join(map(str, path))] = {
-            "dir": "in" if member.flow == wiring.In else "out",
-            "width": len(Value.cast(value)),
-        }
-    ports["clk"] = {"dir": "in", "width": 1}
-    ports["rst"] = {"dir": "in", "width": 1}
-    return dict(sorted(ports.items()))
-
-
-def _payload_fields(learner) -> dict:
-    """Offset and width of every payload field, read from the learner's stream layouts
-    (:func:`onchip.hw.interface.payload_leaves`), with the fixed-point format of the fields that have one."""
-    from .interface import payload_leaves
-
-    f = learner.spec.formats
-    formats = {"s": {"x": f.input, "y": f.act}, "m": {"pred": f.act}, "pc": {"data": f.coef}, "pr": {"data": f.coef}}
-    out = {}
-    for stream, layout in learner.layouts.items():
-        out[stream] = {}
-        for member, name, fld in payload_leaves(layout):
-            entry = {"offset": fld.offset, "width": fld.width}
-            if member in formats[stream]:
-                entry["format"] = str(formats[stream][member])
-            out[stream][name] = entry
-    return out
 
 
 #: Largest parallel MLP generated: every weight is a register with its own multiplier, and past
@@ -108,7 +82,7 @@ def build_learner(spec: LearnerSpec, theta=None):
     return OnchipLearner(spec, theta)
 
 
-def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
+def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP) -> Design:
     """Generate the Verilog of a learner and describe it.
 
     Args:
@@ -118,45 +92,30 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None) -> Design:
         axis: also convert the AXI4-Stream wrapper (``Design.axis_verilog``).
         theta: raw reset values of the parameters (P,) (default: the golden model's
             initial parameters), e.g. an imported network.
+        top: name of the core module (:func:`onchip.hw.names.check_top`); the wrapper is
+            ``<top>_axis`` and every submodule ``<top>.<path>`` (``<top>_axis.learner.<path>``).
 
     Returns:
         :class:`Design`.
 
     Raises:
-        ValueError: ``spec`` is not a LearnerSpec, a pipelined staleness the
-            pipeline cannot meet (the message gives the minimum), a parallel MLP of more
-            than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, or a bad ``theta``.
+        ValueError: ``spec`` is not a LearnerSpec, a bad ``top`` (the message names ``--top``), a
+            pipelined staleness the pipeline cannot meet (the message gives the minimum), a
+            parallel MLP of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, or a bad ``theta``.
     """
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
+    check_top(top)
     from amaranth.back import verilog
 
     from .axis import AxisLearner
+    from .description import describe, verilog_header
 
     learner = build_learner(spec, theta)
-    info = {
-        "top": TOP,
-        "schedule": "pipelined" if learner.pipelined else "sequential",
-        "staleness": learner.staleness,
-        "min_staleness": learner.min_staleness,
-        "latency_cycles_prediction": learner.latency_prediction,
-        "latency_cycles_update": learner.latency_update,
-        "initiation_interval": learner.initiation_interval,
-        "stages": {"prediction": learner.stages["prediction"], "read": list(learner.stages["read"]),
-                   "update": list(learner.stages["update"]), "port": learner.stages["port"]},
-        "param_count": learner.n_params,
-        "param_addr_width": learner.addr_width,
-        "param_storage": learner.param_storage,
-        "reset_cycles": learner.reset_cycles,
-        "reset_cycles_command": learner.reset_cycles_command,
-        "datapath": spec.datapath,
-        "ports": _ports(learner),
-        "payload": _payload_fields(learner),
-        "formats": spec.formats.as_dict(),
-        "spec": spec.to_dict(),
-    }
-    text = verilog.convert(learner, name=TOP, emit_src=False)
+    info = describe(learner, top=top)
+    text = verilog_header(info, "core") + verilog.convert(learner, name=top, emit_src=False)
     axis_text = ""
     if axis:
-        axis_text = verilog.convert(AxisLearner(build_learner(spec, theta)), name=f"{TOP}_axis", emit_src=False)
-    return Design(verilog=text, top=TOP, info=info, axis_verilog=axis_text)
+        axis_text = verilog_header(info, "axis") + verilog.convert(
+            AxisLearner(build_learner(spec, theta)), name=info["axis"]["top"], emit_src=False)
+    return Design(verilog=text, top=top, info=info, axis_verilog=axis_text)

@@ -16,7 +16,13 @@ from amaranth.lib.wiring import In, Out
 from .learner import OnchipLearner
 
 
-def _bytes(width: int) -> int:
+#: AXI4-Stream bus of each learner stream, and whether the learner is its sink (an input).
+AXIS_BUSES = {"s": ("s_axis_sample", True), "m": ("m_axis_pred", False),
+              "pc": ("s_axis_param", True), "pr": ("m_axis_param", False)}
+
+
+def tdata_width(width: int) -> int:
+    """Bits of a ``tdata`` carrying a payload of ``width`` bits: the next multiple of 8."""
     return 8 * ((width + 7) // 8)
 
 
@@ -43,14 +49,10 @@ class AxisLearner(wiring.Component):
     def __init__(self, learner: OnchipLearner):
         self.learner = learner
         ports = {"aclk": In(1), "aresetn": In(1)}
-        self._map = [
-            ("s_axis_sample", learner.s, learner.sample_width, True),
-            ("m_axis_pred", learner.m, learner.pred_width, False),
-            ("s_axis_param", learner.pc, learner.cmd_width, True),
-            ("m_axis_param", learner.pr, learner.spec.formats.coef.width, False),
-        ]
+        self._map = [(bus, getattr(learner, stream), learner.layouts[stream].size, sink)
+                     for stream, (bus, sink) in AXIS_BUSES.items()]
         for name, _, width, sink in self._map:
-            ports[f"{name}_tdata"] = (In if sink else Out)(_bytes(width))
+            ports[f"{name}_tdata"] = (In if sink else Out)(tdata_width(width))
             ports[f"{name}_tvalid"] = (In if sink else Out)(1)
             ports[f"{name}_tready"] = (Out if sink else In)(1)
         super().__init__(ports)

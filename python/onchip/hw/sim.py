@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Design
+from . import TOP, Design
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SIM_DIR = REPO_ROOT / "sim"
@@ -312,15 +312,17 @@ def axis_design(design: Design) -> Design:
     """
     if not design.axis_verilog:
         raise ValueError("design has no AXI4-Stream wrapper: generate it with axis=True")
-    names = {"clk": "aclk", "rst": "aresetn", "rst_active_low": True, "s": "s_axis_sample",
-             "m": "m_axis_pred", "pc": "s_axis_param", "pr": "m_axis_param"}
-    return Design(verilog=design.axis_verilog, top=f"{design.top}_axis",
+    from .axis import AXIS_BUSES
+
+    names = {"clk": "aclk", "rst": "aresetn", "rst_active_low": True,
+             **{stream: bus for stream, (bus, _) in AXIS_BUSES.items()}}
+    return Design(verilog=design.axis_verilog, top=design.info["axis"]["top"],
                   info={**design.info, "bench_names": names})
 
 
 @functools.lru_cache(maxsize=None)
-def cached_design(spec) -> Design:
-    """:func:`onchip.hw.generate` of ``spec``, memoized for the process (tests share designs)."""
+def cached_design(spec, top: str = TOP) -> Design:
+    """:func:`onchip.hw.generate` of ``spec`` as module ``top``, memoized for the process (tests share designs)."""
     from . import generate
 
-    return generate(spec)
+    return generate(spec, top=top)

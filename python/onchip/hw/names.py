@@ -1,0 +1,85 @@
+"""The name of a generated learner: checked once, for every language it ends up in.
+
+``top`` names the core module (``<top>``), the AXI4-Stream wrapper (``<top>_axis``), their
+VHDL component declarations and, through ``onchip hls``, the HLS top function that Vitis turns
+into a Verilog and VHDL module. Amaranth names every submodule after its place in the
+hierarchy (``<top>.l0_bspline0``, escaped identifiers), so two learners of different ``top``
+share no module name. A name must therefore be an identifier of Verilog, VHDL (a basic
+identifier: letter first, no double or trailing underscore) and C++, and a reserved word of
+none of them (IEEE 1364-2005 Annex B, IEEE 1800-2017 Annex B, IEEE 1076-2019 clause 15.10,
+ISO C++20 [lex.key]; VHDL words in any case, as VHDL ignores case).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Module name of the learner core when none is given.
+DEFAULT_TOP = "onchip_learner"
+
+_VERILOG = """always and assign automatic begin buf bufif0 bufif1 case casex casez cell cmos config deassign
+default defparam design disable edge else end endcase endconfig endfunction endgenerate endmodule
+endprimitive endspecify endtable endtask event for force forever fork function generate genvar highz0
+highz1 if ifnone incdir include initial inout input instance integer join large liblist library
+localparam macromodule medium module nand negedge nmos nor noshowcancelled not notif0 notif1 or output
+parameter pmos posedge primitive pull0 pull1 pulldown pullup pulsestyle_ondetect pulsestyle_onevent
+rcmos real realtime reg release repeat rnmos rpmos rtran rtranif0 rtranif1 scalared showcancelled
+signed small specify specparam strong0 strong1 supply0 supply1 table task time tran tranif0 tranif1
+tri tri0 tri1 triand trior trireg unsigned use uwire vectored wait wand weak0 weak1 while wire wor
+xnor xor"""
+
+_SYSTEMVERILOG = """accept_on alias always_comb always_ff always_latch assert assume before bind bins binsof
+bit break byte chandle checker class clocking const constraint context continue cover covergroup
+coverpoint cross dist do endchecker endclass endclocking endgroup endinterface endpackage endprogram
+endproperty endsequence enum eventually expect export extends extern final first_match foreach
+forkjoin global iff ignore_bins illegal_bins implements implies import inside int interconnect
+interface intersect join_any join_none let local logic longint matches modport nettype new nexttime
+null package packed priority program property protected pure rand randc randcase randsequence ref
+reject_on restrict return s_always s_eventually s_nexttime s_until s_until_with sequence shortint
+shortreal soft solve static string strong struct super sync_accept_on sync_reject_on tagged this
+throughout timeprecision timeunit type typedef union unique unique0 until until_with untyped var
+virtual void wait_order weak wildcard with within"""
+
+_VHDL = """abs access after alias all and architecture array assert assume assume_guarantee attribute begin block body
+buffer bus case component configuration constant context cover default disconnect downto else elsif
+end entity exit fairness file for force function generate generic group guarded if impure in inertial
+inout is label library linkage literal loop map mod nand new next nor not null of on open or others
+out package parameter port postponed private procedure process property protected pure range record
+register reject release rem report restrict restrict_guarantee return rol ror select sequence severity shared signal sla
+sll sra srl strong subtype then to transport type unaffected units until use variable view vmode
+vprop vunit wait when while with xnor xor"""
+
+# C++ keywords, and main: the HLS test bench defines it
+_CPP = """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await co_return
+co_yield decltype default delete do double dynamic_cast else enum explicit export extern false float
+for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq
+private protected public register reinterpret_cast requires return short signed sizeof static
+static_assert static_cast struct switch template this thread_local throw true try typedef typeid
+typename union unsigned using virtual void volatile wchar_t while xor xor_eq main"""
+
+#: Reserved words a top name may not be: Verilog and SystemVerilog and C++ as written, VHDL in any case.
+RESERVED = frozenset((_VERILOG + " " + _SYSTEMVERILOG + " " + _CPP).split())
+VHDL_RESERVED = frozenset(_VHDL.split())
+
+# a letter, then letters and digits each preceded by at most one underscore
+_IDENTIFIER = re.compile(r"[A-Za-z](?:_?[A-Za-z0-9])*")
+
+
+def check_top(name) -> str:
+    """``name`` if it can name a generated learner (see the module docstring), else raise.
+
+    Returns:
+        ``name``.
+
+    Raises:
+        ValueError: not a string, not an identifier of Verilog, VHDL and C++ (a letter first, then
+            letters, digits and single underscores, not ending in one), or a reserved word; the
+            message starts with ``--top`` and the value.
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"--top {name!r}: a module name must start with a letter and hold only letters, digits "
+                         f"and single underscores, not ending in one (an identifier of Verilog, VHDL and C++)")
+    if name in RESERVED or name.lower() in VHDL_RESERVED:
+        raise ValueError(f"--top {name!r}: a reserved word of Verilog, SystemVerilog, VHDL or C++")
+    return name
