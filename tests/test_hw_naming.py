@@ -108,7 +108,7 @@ def test_the_flows_build_under_the_given_top(tmp_path, monkeypatch):
 def test_verify_checks_the_design_generated_under_top(monkeypatch):
     import importlib
 
-    verify_module = importlib.import_module("onchip.verify")
+    verify_module = importlib.import_module("onchip.verification")
 
     seen = []
 
