@@ -253,3 +253,15 @@ def test_a_name_with_a_control_character_is_refused(char, tmp_path):
     with pytest.raises(SpecError, match="name must be a string, got 5"):
         PRESETS["kan-readout"].replace(name=5)
     assert PRESETS["kan-readout"].replace(name="kan readout – µ").name == "kan readout – µ"
+
+
+@pytest.mark.parametrize("name", ["kan-acrobot", "kan2-acrobot", "mlp-acrobot"])
+def test_task_presets_work_in_every_spec_taking_command(name, tmp_path):
+    """The acrobot presets the README names load and generate like the hardware presets."""
+    from onchip.cli import main
+    from onchip.spec import TASK_PRESETS, load_spec
+    from onchip.tasks.acrobot import SPECS
+
+    assert load_spec(name) is TASK_PRESETS[name] is SPECS[name]
+    assert main(["generate", "--spec", name, "--out", str(tmp_path / "gen")]) == 0
+    assert (tmp_path / "gen" / "onchip_learner.v").is_file()

@@ -491,9 +491,28 @@ PRESETS: dict[str, LearnerSpec] = {
     ),
 }
 
+#: The tasks' own named specs, accepted wherever a preset is (:func:`load_spec`, every command);
+#: the reference designs and the preset test matrix are those of :data:`PRESETS`. The acrobot
+#: Q-function: 6 features -> 3 actions, 16-bit formats; the KAN grids cover the features' range
+#: [-1, 1] in cells of 1/4 with linear splines (k = 1: each input activates two neighbouring
+#: basis functions, like one tiling of tile coding, interpolated).
+TASK_PRESETS: dict[str, LearnerSpec] = {
+    "kan-acrobot": _preset(
+        name="kan-acrobot", kind="kan", widths=(6, 3), grid_size=8, spline_order=1,
+        grid_range=(-1.0, 1.0), learning_rate=2.0**-5, init_scale=0.0),
+    # two KAN layers: the hidden layer's 8 sums of edge functions feed the output edges, so the
+    # Q-function is no longer additive in the features
+    "kan2-acrobot": _preset(
+        name="kan2-acrobot", kind="kan", widths=(6, 8, 3), grid_size=8, spline_order=1,
+        grid_range=(-1.0, 1.0), learning_rate=2.0**-5, init_scale=0.25),
+    "mlp-acrobot": _preset(
+        name="mlp-acrobot", kind="mlp", widths=(6, 32, 3), learning_rate=2.0**-5, init_scale=0.25),
+}
+
 
 def load_spec(spec: "str | Path | LearnerSpec") -> LearnerSpec:
-    """A preset name, a TOML file path, or a spec object -> a validated spec.
+    """A preset name (:data:`PRESETS` or :data:`TASK_PRESETS`), a TOML file path, or a spec
+    object -> a validated spec.
 
     Raises:
         ValueError: the name is neither a preset nor a file, or the spec is invalid.
@@ -501,12 +520,13 @@ def load_spec(spec: "str | Path | LearnerSpec") -> LearnerSpec:
     if isinstance(spec, LearnerSpec):
         return spec
     text = str(spec)
-    if text in PRESETS:
-        return PRESETS[text]
+    named = PRESETS.get(text) or TASK_PRESETS.get(text)
+    if named is not None:
+        return named
     path = Path(text)
     if not path.is_file():
         raise ValueError(
-            f"spec {text!r} is neither a preset ({', '.join(PRESETS)}) nor an existing file"
+            f"spec {text!r} is neither a preset ({', '.join([*PRESETS, *TASK_PRESETS])}) nor an existing file"
         )
     try:
         return LearnerSpec.from_toml(path.read_text())

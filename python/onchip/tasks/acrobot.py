@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from ..qlearning import LearnerPort, run_episode
-from ..spec import LearnerSpec
+from ..spec import TASK_PRESETS, LearnerSpec
 
 DT = 0.2  #: integration step, s (one action)
 MAX_VEL_1 = 4 * math.pi  #: rad/s
@@ -229,21 +229,9 @@ class Acrobot:
         return self.state, (0.0 if done else -1.0), done
 
 
-#: Learner specs for the Q-function (6 features -> 3 actions), 16-bit formats. The KAN grids
-#: cover the features' range [-1, 1] in cells of 1/4 with linear splines (k = 1: each input
-#: activates two neighbouring basis functions, like one tiling of tile coding, interpolated).
-SPECS: dict[str, LearnerSpec] = {
-    "kan-acrobot": LearnerSpec(
-        name="kan-acrobot", kind="kan", widths=(N_FEATURES, 3), grid_size=8, spline_order=1,
-        grid_range=(-1.0, 1.0), learning_rate=2.0**-5, init_scale=0.0),
-    # two KAN layers: the hidden layer's 8 sums of edge functions feed the output edges, so the
-    # Q-function is no longer additive in the features
-    "kan2-acrobot": LearnerSpec(
-        name="kan2-acrobot", kind="kan", widths=(N_FEATURES, 8, 3), grid_size=8, spline_order=1,
-        grid_range=(-1.0, 1.0), learning_rate=2.0**-5, init_scale=0.25),
-    "mlp-acrobot": LearnerSpec(
-        name="mlp-acrobot", kind="mlp", widths=(N_FEATURES, 32, 3), learning_rate=2.0**-5, init_scale=0.25),
-}
+#: Learner specs for the Q-function (6 features -> 3 actions): the acrobot entries of
+#: :data:`onchip.spec.TASK_PRESETS`.
+SPECS: dict[str, LearnerSpec] = {name: TASK_PRESETS[name] for name in ("kan-acrobot", "kan2-acrobot", "mlp-acrobot")}
 #: Spec of ``--model`` when none is given.
 DEFAULT_SPECS = {"kan": "kan-acrobot", "mlp": "mlp-acrobot"}
 
