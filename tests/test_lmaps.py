@@ -10,10 +10,10 @@ import torch
 from scipy.stats import multivariate_normal
 
 from onchip.cli import main
+from onchip.methods._data import load_digits_split
 from onchip.methods.lmaps import metrics
 from onchip.methods.lmaps.operators import OPERATORS, Blur, Inpaint, box_mask, make_operator, random_mask
-from onchip.methods.lmaps.priors import (CountingDenoiser, DigitsTraining, GaussianMixturePrior, load_digits_split,
-                                         train_digits_denoiser)
+from onchip.methods.lmaps.priors import CountingDenoiser, DigitsTraining, GaussianMixturePrior, train_digits_denoiser
 from onchip.methods.lmaps.samplers import daps, dps, karras_sigmas, lmaps, local_map_solve, run_method
 
 

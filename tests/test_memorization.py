@@ -6,14 +6,13 @@ import torch
 from scipy.spatial.distance import cdist
 
 from onchip.cli import main
+from onchip.methods._data import load_digits_split
 from onchip.methods.memorization import (
     EDMDenoiser,
     edm_sample,
     empirical_optimal_denoiser,
-    frechet_distance,
     linear_gaussian_denoiser,
     linear_gaussian_gap,
-    load_digits_split,
     locate_regimes,
     memorized_fraction,
     nearest_ratio,
@@ -111,14 +110,6 @@ def test_nearest_ratio_against_cdist():
     np.testing.assert_allclose(nearest_ratio(samples, train), d[:, 0] / d[:, 1], rtol=1e-9)
     samples[0] = train[3] + 1e-4
     assert memorized_fraction(samples[:1], train) == 1.0
-
-
-def test_frechet_distance_closed_form():
-    rng = np.random.default_rng(6)
-    a = rng.normal(size=(20000, 3))
-    b = rng.normal(size=(20000, 3)) * 2 + np.array([1.0, 0, 0])
-    # ||dm||^2 + tr(I + 4I - 2*2I) = 1 + 3.
-    assert frechet_distance(a, b) == pytest.approx(4.0, abs=0.15)
 
 
 def test_edm_preconditioning_skip_path():

@@ -190,3 +190,9 @@ def mean_std(values: Iterable[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (ddof=1; 0.0 for a single value) of per-seed results."""
     v = np.asarray(list(values), dtype=float)
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def mean_std_dict(values: Iterable[float]) -> dict:
+    """``{"mean": m, "std": s}`` of :func:`mean_std`: one per-seed figure as a summary stores it."""
+    m, s = mean_std(values)
+    return {"mean": m, "std": s}

@@ -99,7 +99,8 @@ def run(config: LmapsConfig) -> dict:
 
     from .metrics import psnr, rmse, ssim
     from .operators import make_operator
-    from .priors import CountingDenoiser, DigitsTraining, fit_digits_gmm, load_digits_split, train_digits_denoiser
+    from .._data import load_digits_split
+    from .priors import CountingDenoiser, DigitsTraining, fit_digits_gmm, train_digits_denoiser
     from .samplers import karras_sigmas, run_method
 
     c = config

@@ -79,9 +79,11 @@ def run(config: MemorizationConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from . import (EDMDenoiser, edm_sample, empirical_optimal_denoiser, frechet_distance, linear_gaussian_denoiser,
-                   linear_gaussian_gap, load_digits_split, locate_regimes, memorized_fraction,
-                   posterior_concentration, regime_switch, shell_coverage, train_denoiser)
+    from .._data import load_digits_split
+    from .._scores import frechet_distance
+    from . import (EDMDenoiser, edm_sample, empirical_optimal_denoiser, linear_gaussian_denoiser, linear_gaussian_gap,
+                   locate_regimes, memorized_fraction, posterior_concentration, regime_switch, shell_coverage,
+                   train_denoiser)
     from .denoiser import as_denoise
 
     c = config
