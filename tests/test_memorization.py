@@ -154,4 +154,8 @@ def test_cli_small_run(tmp_path):
     assert data["regimes"]["sigma_lo"] < data["regimes"]["sigma_hi"]
     assert data["reference_denoisers"][0]["memorized"] == 1.0
     assert {r["regime"] for r in data["regime_intensity"]["rows"]} == {"small", "medium", "large"}
+    swaps = {r["intervention"]: r["memorized"] for r in data["intervention"]["rows"]}
+    h = data["headline"]
+    assert (h["method"], h["value"], h["direction"]) == ("medium -> weak checkpoint", swaps.pop(h["method"]), "lower")
+    assert h["baselines"] == swaps
     assert (out / "geometry.png").stat().st_size > 0

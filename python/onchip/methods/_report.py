@@ -41,6 +41,17 @@ def rng(seed: int, *labels: str | int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), *words]))
 
 
+def seed_int(seed: int, *labels: str | int) -> int:
+    """An integer seed in [0, 2**31) drawn from ``rng(seed, *labels)``, for APIs that take an integer
+    (``torch.manual_seed``, ``torch.Generator().manual_seed``, scikit-learn's ``random_state``, a
+    function's ``seed`` argument): as independent across labels and seeds as :func:`rng` itself.
+
+    Raises:
+        ValueError: ``seed`` is negative.
+    """
+    return int(rng(seed, *labels).integers(2**31))
+
+
 def need(ok: bool, field: str, value, reason: str) -> None:
     """Raise ``ValueError("<field>: <reason>, got <value>")`` unless ``ok``: how experiment configs
     name a bad field (the command line turns the field into its flag,

@@ -148,7 +148,6 @@ def run(config: TapcConfig) -> dict:
                             "note": "calibrated arms also take one look-ahead meta-step per DPO step"},
                     seeds=c.seeds, direction="higher", std=acc[method]["mean"]["std"],
                     baseline_std={ARM_LABELS[a]: acc[a]["mean"]["std"] for a in others})
-    head["per_type"] = {ARM_LABELS[a]: {t: acc[a][t]["mean"] for t in TASKS} for a in c.arms}
     settings = recorded_config(c)
     settings.update(arms=list(c.arms), seeds=list(c.seeds))
     result = {"headline": head, "config": settings, "summary": summary,

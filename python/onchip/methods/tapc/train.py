@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._report import rng
 from .._tiny import TinyConfig, Vocab, pad_batch
 from .._torch import import_torch
 from .losses import calibrated_confidence, cdpo_loss, dpo_loss, margin, rdpo_loss, soft_dpo_loss
@@ -227,7 +228,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
         weight = torch.zeros(k, 2, requires_grad=True)
         bias = torch.tensor([0.0, s.b0], requires_grad=True)
         meta_opt = torch.optim.Adam([weight, bias], lr=s.meta_lr)
-        meta_rng = np.random.default_rng(seed + 7)
+        meta_rng = rng(seed, "meta-batches")  # the same clean batches for every calibrated arm
     for step in tqdm(range(s.steps), desc=arm, disable=not progress, leave=False):
         b = data.take(order[step])
         if arm in CALIBRATED:

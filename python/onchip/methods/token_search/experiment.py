@@ -158,7 +158,7 @@ def prefix_rank_correlation(nets: dict, kind: str, n_per_class: int, seed: int) 
     from .search import SCHEDULE, VerifierScore
     from .tokenizers import N_TOKENS, codebook_size
 
-    gen = torch.Generator().manual_seed(int(_report.rng(seed, "rank", kind).integers(2**31)))
+    gen = torch.Generator().manual_seed(_report.seed_int(seed, "rank", kind))
     prior = ARPrior(nets[f"prior_{kind}"], codebook_size())
     score = VerifierScore(nets[kind], nets["verifier"])
     classes = torch.arange(N_CLASSES).repeat_interleave(n_per_class)
@@ -187,7 +187,7 @@ def run_arm(nets: dict, kind: str, search: str, budget: int, c: TokenSearchConfi
     from .search import SCHEDULE, VerifierScore, beam_search, best_of_n, check_beam
     from .tokenizers import N_TOKENS, codebook_size
 
-    gen = torch.Generator().manual_seed(int(_report.rng(seed, "search", kind, search, budget).integers(2**31)))
+    gen = torch.Generator().manual_seed(_report.seed_int(seed, "search", kind, search, budget))
     n_codes = codebook_size()
     prior = UniformPrior(n_codes) if search == "uniform" else ARPrior(nets[f"prior_{kind}"], n_codes)
     score = VerifierScore(nets[kind], nets["verifier"])
