@@ -1,7 +1,8 @@
 """The pieces every seed method shares: the tiny transformer, the pretrained-model loader, the
-scores, the MLP builder, the headline object of metrics.json and command modules that import
-without the methods' extras."""
+scores, the MLP builder, named seeds, the headline object of metrics.json (also in every committed
+result) and command modules that import without the methods' extras."""
 
+import json
 import os
 import subprocess
 import sys
@@ -95,16 +96,37 @@ def test_config_refuses_bad_shapes():
 
 def test_headline_object_and_its_checks():
     h = _report.headline("accuracy", "m", 0.9, {"b": 0.8}, budget={"evaluations": 10}, seeds=[0, 1, 2],
-                         direction="higher", std=0.01)
+                         direction="higher", std=0.01, baseline_std={"b": 0.02})
     assert h == {"metric": "accuracy", "method": "m", "value": 0.9, "baselines": {"b": 0.8},
-                 "budget": {"evaluations": 10}, "seeds": [0, 1, 2], "direction": "higher", "std": 0.01}
+                 "budget": {"evaluations": 10}, "seeds": [0, 1, 2], "direction": "higher", "std": 0.01,
+                 "baseline_std": {"b": 0.02}}
+    assert tuple(h) == _report.HEADLINE_KEYS
     with pytest.raises(ValueError, match="direction"):
-        _report.headline("a", "m", 1.0, {}, budget="x", seeds=[0], direction="up")
+        _report.headline("a", "m", 1.0, {}, budget="x", seeds=[0], direction="up", std=0.0, baseline_std={})
     with pytest.raises(ValueError, match="baselines.b"):
-        _report.headline("a", "m", 1.0, {"b": float("nan")}, budget="x", seeds=[0], direction="lower")
+        _report.headline("a", "m", 1.0, {"b": float("nan")}, budget="x", seeds=[0], direction="lower", std=0.0,
+                         baseline_std={"b": 0.0})
     assert _report.mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2)))
     assert _report.mean_std_dict([1.0, 3.0]) == {"mean": 2.0, "std": pytest.approx(np.sqrt(2))}
     assert _report.mean_std_dict([5.0]) == {"mean": 5.0, "std": 0.0}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
+    folder = next((ROOT / "sweeps" / n for n in (method, method.replace("_", "-")) if (ROOT / "sweeps" / n).is_dir()),
+                  None)
+    assert folder is not None, f"no sweeps/ folder for {method}"
+    files = sorted(folder.rglob("metrics.json"))
+    assert files, f"no committed metrics.json under {folder}"
+    for path in files:
+        metrics = json.loads(path.read_text())
+        assert next(iter(metrics)) == "command" and metrics["command"].startswith("onchip "), path
+        assert "headline" in metrics, path
+        h = metrics["headline"]
+        assert tuple(h) == _report.HEADLINE_KEYS, (path, list(h))
+        assert h["direction"] in _report.DIRECTIONS and h["seeds"], path
+        assert set(h["baseline_std"]) <= set(h["baselines"]), path
+        assert all(np.isfinite(v) for v in [h["value"], h["std"], *h["baselines"].values()]), path
 
 
 def test_named_seeds_are_independent_of_each_other_and_of_neighbouring_seeds():
@@ -222,7 +244,8 @@ def test_results_file_has_title_command_and_sections_and_config_drops_run_fields
         command: str = "onchip x"
 
     assert _report.recorded_config(Config()) == {"seeds": (0, 1)}
-    h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1)
+    h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1,
+                         baseline_std={"b": 0.0})
     assert _report.headline_line(h) == "Headline (acc): **0.500** ± 0.100 for m; b: 0.250 (seeds [0, 1])."
 
 

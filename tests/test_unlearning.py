@@ -285,6 +285,10 @@ def test_cli_writes_consistent_tables(tmp_path):
     assert rows["retrain"]["avg_gap"] == 0.0
     expected_gap = metrics.average_gap(rows["oeu"], rows["retrain"])
     assert rows["oeu"]["avg_gap"] == pytest.approx(expected_gap)
+    h = result["headline"]
+    assert (h["method"], h["value"], h["baselines"]) == ("oeu", rows["oeu"]["avg_gap"],
+                                                         {"original": rows["original"]["avg_gap"]})
+    assert h["direction"] == "lower" and h["seeds"] == [0] and h["std"] == 0.0
     csv_rows = (out / "comparison.csv").read_text().splitlines()
     assert csv_rows[0].startswith("method,forget_acc_mean")
     assert [r.split(",")[0] for r in csv_rows[1:]] == ["original", "retrain", "oeu"]

@@ -102,7 +102,7 @@ def write_results(folder: str | os.PathLike, title: str, command: str, *sections
 def headline_line(h: Mapping) -> str:
     """One markdown line for a :func:`headline` object: the method's value (mean ± std over
     seeds) and each baseline's."""
-    return (f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h.get('std', 0):.3f} for {h['method']}; "
+    return (f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h['std']:.3f} for {h['method']}; "
             + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).")
 
 
@@ -167,16 +167,19 @@ def save(fig, path: str | os.PathLike, dpi: int = 110, *, tight: bool = True) ->
 
 DIRECTIONS = ("higher", "lower")
 
+#: the keys of every :func:`headline` object
+HEADLINE_KEYS = ("metric", "method", "value", "baselines", "budget", "seeds", "direction", "std", "baseline_std")
+
 
 def headline(metric: str, method: str, value: float, baselines: Mapping[str, float], *, budget: Mapping | str,
-             seeds: Sequence[int], direction: str, std: float | None = None,
-             baseline_std: Mapping[str, float] | None = None) -> dict:
-    """The ``headline`` object every seed method's ``metrics.json`` carries.
+             seeds: Sequence[int], direction: str, std: float, baseline_std: Mapping[str, float]) -> dict:
+    """The ``headline`` object every seed method's ``metrics.json`` carries (keys :data:`HEADLINE_KEYS`).
 
-    ``{"metric", "method", "value", "baselines": {name: value}, "budget", "seeds", "direction"}``
-    (plus ``std`` / ``baseline_std`` when given): the method's main number, mean over
-    ``seeds``, next to each baseline's under the same ``budget`` (evaluations, solver calls,
-    rollouts or tokens per arm), and which way is better.
+    ``{"metric", "method", "value", "baselines": {name: value}, "budget", "seeds", "direction",
+    "std", "baseline_std": {name: std}}``: the method's main number, mean over ``seeds``, next to
+    each baseline's under the same ``budget`` (evaluations, solver calls, rollouts or tokens per
+    arm), which way is better, and the standard deviations over seeds (:func:`mean_std`: 0.0
+    for a single seed).
 
     Raises:
         ValueError: ``direction`` is not "higher"/"lower", fewer than one seed, or a value is not finite.
@@ -186,15 +189,11 @@ def headline(metric: str, method: str, value: float, baselines: Mapping[str, flo
     values = {"value": value, **{f"baselines.{k}": v for k, v in baselines.items()}}
     for name, v in values.items():
         need(bool(np.isfinite(float(v))), name, v, "a finite number")
-    out = {"metric": metric, "method": method, "value": float(value),
-           "baselines": {k: float(v) for k, v in baselines.items()},
-           "budget": dict(budget) if isinstance(budget, Mapping) else budget,
-           "seeds": [int(s) for s in seeds], "direction": direction}
-    if std is not None:
-        out["std"] = float(std)
-    if baseline_std is not None:
-        out["baseline_std"] = {k: float(v) for k, v in baseline_std.items()}
-    return out
+    return {"metric": metric, "method": method, "value": float(value),
+            "baselines": {k: float(v) for k, v in baselines.items()},
+            "budget": dict(budget) if isinstance(budget, Mapping) else budget,
+            "seeds": [int(s) for s in seeds], "direction": direction, "std": float(std),
+            "baseline_std": {k: float(v) for k, v in baseline_std.items()}}
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
