@@ -160,6 +160,10 @@ def test_cli_writes_outputs(tmp_path, capsys):
     assert data["samples_per_iteration"] == {"em2c": 200, "amis": 1300}
     assert data["target_evals"] == {"em2c": 2600, "amis": 2600}
     assert {m: data["final"][m]["n_target_evals"] for m in ("em2c", "amis")} == {"em2c": 2600, "amis": 2600}
+    h = data["headline"]
+    assert (h["method"], h["value"], h["baselines"]) == ("em2c", data["final"]["em2c"]["kl"],
+                                                         {"amis": data["final"]["amis"]["kl"]})
+    assert h["direction"] == "lower" and h["budget"]["target_evaluations"] == data["target_evals"]
 
 
 def test_progress_bar_reaches_the_last_iteration(capsys):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from onchip.cli import main
+from onchip.methods._scores import accuracy
 from onchip.methods.fedspa import CLASSES, data, federated as fd
 from method_support import assert_refused
 
@@ -98,7 +99,7 @@ def test_local_training_only_changes_prototypes_and_fits_planted_classes():
     sem = np.zeros((2, 4), np.float32)
     start = np.full((2, 4), 0.5, np.float32)
     p, seconds = fd.train_prototypes(start, sem, f, y, fd.LocalRecipe(epochs=40, lr=5e-2), rng)
-    acc = fd.accuracy(fd.tip_logits(torch.as_tensor(f), torch.as_tensor(sem), torch.as_tensor(p), 6.0, 3.0), y)
+    acc = accuracy(fd.tip_logits(torch.as_tensor(f), torch.as_tensor(sem), torch.as_tensor(p), 6.0, 3.0), y)
     assert acc == 1.0 and seconds > 0 and np.array_equal(start, np.full((2, 4), 0.5))
 
 

@@ -10,10 +10,10 @@ import torch
 from scipy.stats import multivariate_normal
 
 from onchip.cli import main
+from onchip.methods._data import load_digits_split
 from onchip.methods.lmaps import metrics
 from onchip.methods.lmaps.operators import OPERATORS, Blur, Inpaint, box_mask, make_operator, random_mask
-from onchip.methods.lmaps.priors import (CountingDenoiser, DigitsTraining, GaussianMixturePrior, load_digits_split,
-                                         train_digits_denoiser)
+from onchip.methods.lmaps.priors import CountingDenoiser, DigitsTraining, GaussianMixturePrior, train_digits_denoiser
 from onchip.methods.lmaps.samplers import daps, dps, karras_sigmas, lmaps, local_map_solve, run_method
 
 
@@ -388,7 +388,11 @@ def test_cli_writes_metrics_and_plots(tmp_path):
     out = tmp_path / "run"
     assert main(["lmaps", "--prior", "gmm", "--operator", "inpaint-box,quantize", "--steps", "12",
                  "--n-images", "4", "--quiet", "--out", str(out)]) == 0
-    res = json.loads((out / "metrics.json").read_text())["results"]
+    data = json.loads((out / "metrics.json").read_text())
+    res = data["results"]
+    h = data["headline"]
+    assert h["method"] == "lmaps" and set(h["baselines"]) == {"dps", "daps"} and h["direction"] == "higher"
+    assert h["value"] == pytest.approx((res["inpaint-box"]["lmaps"]["psnr"] + res["quantize"]["lmaps"]["psnr"]) / 2)
     for name in ("inpaint-box", "quantize"):
         for method in ("lmaps", "dps", "daps"):
             assert res[name][method]["denoiser_calls"] == 12

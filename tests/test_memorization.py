@@ -6,14 +6,13 @@ import torch
 from scipy.spatial.distance import cdist
 
 from onchip.cli import main
+from onchip.methods._data import load_digits_split
 from onchip.methods.memorization import (
     EDMDenoiser,
     edm_sample,
     empirical_optimal_denoiser,
-    frechet_distance,
     linear_gaussian_denoiser,
     linear_gaussian_gap,
-    load_digits_split,
     locate_regimes,
     memorized_fraction,
     nearest_ratio,
@@ -113,14 +112,6 @@ def test_nearest_ratio_against_cdist():
     assert memorized_fraction(samples[:1], train) == 1.0
 
 
-def test_frechet_distance_closed_form():
-    rng = np.random.default_rng(6)
-    a = rng.normal(size=(20000, 3))
-    b = rng.normal(size=(20000, 3)) * 2 + np.array([1.0, 0, 0])
-    # ||dm||^2 + tr(I + 4I - 2*2I) = 1 + 3.
-    assert frechet_distance(a, b) == pytest.approx(4.0, abs=0.15)
-
-
 def test_edm_preconditioning_skip_path():
     # With the last layer zeroed, D(x; sigma) = c_skip x = sigma_d^2 / (sigma^2 + sigma_d^2) x.
     model = EDMDenoiser(dim=4, sigma_data=0.5, width=8)
@@ -163,4 +154,8 @@ def test_cli_small_run(tmp_path):
     assert data["regimes"]["sigma_lo"] < data["regimes"]["sigma_hi"]
     assert data["reference_denoisers"][0]["memorized"] == 1.0
     assert {r["regime"] for r in data["regime_intensity"]["rows"]} == {"small", "medium", "large"}
+    swaps = {r["intervention"]: r["memorized"] for r in data["intervention"]["rows"]}
+    h = data["headline"]
+    assert (h["method"], h["value"], h["direction"]) == ("medium -> weak checkpoint", swaps.pop(h["method"]), "lower")
+    assert h["baselines"] == swaps
     assert (out / "geometry.png").stat().st_size > 0

@@ -1,10 +1,21 @@
-"""The pieces every seed method shares: the tiny transformer, the pretrained-model loader and
-the headline object of metrics.json."""
+"""The pieces every seed method shares: the tiny transformer, the pretrained-model loader, the
+scores, the MLP builder, named seeds, the headline object of metrics.json (also in every committed
+result) and command modules that import without the methods' extras."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from onchip.methods import _report, _tiny
+from onchip.methods import _report, _scores, _tiny
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = sorted(p.name for p in (ROOT / "python/onchip/methods").iterdir()
+                 if p.is_dir() and (p / "__init__.py").exists())
 
 
 def test_vocab_round_trip_and_unknown_words():
@@ -85,14 +96,138 @@ def test_config_refuses_bad_shapes():
 
 def test_headline_object_and_its_checks():
     h = _report.headline("accuracy", "m", 0.9, {"b": 0.8}, budget={"evaluations": 10}, seeds=[0, 1, 2],
-                         direction="higher", std=0.01)
+                         direction="higher", std=0.01, baseline_std={"b": 0.02})
     assert h == {"metric": "accuracy", "method": "m", "value": 0.9, "baselines": {"b": 0.8},
-                 "budget": {"evaluations": 10}, "seeds": [0, 1, 2], "direction": "higher", "std": 0.01}
+                 "budget": {"evaluations": 10}, "seeds": [0, 1, 2], "direction": "higher", "std": 0.01,
+                 "baseline_std": {"b": 0.02}}
+    assert tuple(h) == _report.HEADLINE_KEYS
     with pytest.raises(ValueError, match="direction"):
-        _report.headline("a", "m", 1.0, {}, budget="x", seeds=[0], direction="up")
+        _report.headline("a", "m", 1.0, {}, budget="x", seeds=[0], direction="up", std=0.0, baseline_std={})
     with pytest.raises(ValueError, match="baselines.b"):
-        _report.headline("a", "m", 1.0, {"b": float("nan")}, budget="x", seeds=[0], direction="lower")
+        _report.headline("a", "m", 1.0, {"b": float("nan")}, budget="x", seeds=[0], direction="lower", std=0.0,
+                         baseline_std={"b": 0.0})
     assert _report.mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2)))
+    assert _report.mean_std_dict([1.0, 3.0]) == {"mean": 2.0, "std": pytest.approx(np.sqrt(2))}
+    assert _report.mean_std_dict([5.0]) == {"mean": 5.0, "std": 0.0}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
+    folder = next((ROOT / "sweeps" / n for n in (method, method.replace("_", "-")) if (ROOT / "sweeps" / n).is_dir()),
+                  None)
+    assert folder is not None, f"no sweeps/ folder for {method}"
+    files = sorted(folder.rglob("metrics.json"))
+    assert files, f"no committed metrics.json under {folder}"
+    for path in files:
+        metrics = json.loads(path.read_text())
+        assert next(iter(metrics)) == "command" and metrics["command"].startswith("onchip "), path
+        assert "headline" in metrics, path
+        h = metrics["headline"]
+        assert tuple(h) == _report.HEADLINE_KEYS, (path, list(h))
+        assert h["direction"] in _report.DIRECTIONS and h["seeds"], path
+        assert set(h["baseline_std"]) <= set(h["baselines"]), path
+        assert all(np.isfinite(v) for v in [h["value"], h["std"], *h["baselines"].values()]), path
+
+
+def test_named_seeds_are_independent_of_each_other_and_of_neighbouring_seeds():
+    # a hand offset (seed + 1) makes seed 0's second use replay seed 1's first one; named uses do not
+    assert _report.rng(0, "noise").random() != _report.rng(1, "noise").random()
+    firsts = {_report.seed_int(s, label) for s in range(20) for label in ("init", "sampler", "data")}
+    assert len(firsts) == 60 and all(0 <= v < 2**31 for v in firsts)
+    assert _report.seed_int(3, "sampler", 2) == _report.seed_int(3, "sampler", 2)
+    assert _report.seed_int(3, "sampler", 2) == int(_report.rng(3, "sampler", 2).integers(2**31))
+    with pytest.raises(ValueError, match="seed"):
+        _report.seed_int(-1, "x")
+
+
+def _diagonal_gaussian_rows(rng, n, mean, std):
+    """Rows whose sample mean is exactly ``mean`` and sample covariance exactly ``diag(std**2)``."""
+    z = rng.normal(size=(n, len(mean)))
+    q, _ = np.linalg.qr(z - z.mean(0))  # orthonormal columns, each summing to 0
+    return np.asarray(mean) + np.sqrt(n - 1) * q * np.asarray(std)
+
+
+def test_frechet_distance_of_diagonal_gaussians_is_the_closed_form():
+    rng = np.random.default_rng(0)
+    m1, s1 = np.array([0.0, 1.0, -2.0, 0.5]), np.array([1.0, 0.5, 2.0, 1.5])
+    m2, s2 = np.array([1.0, 1.0, 0.0, 0.5]), np.array([2.0, 0.5, 1.0, 0.1])
+    a, b = _diagonal_gaussian_rows(rng, 400, m1, s1), _diagonal_gaussian_rows(rng, 300, m2, s2)
+    # diagonal covariances: ||m1 - m2||^2 + sum (s1 - s2)^2
+    want = ((m1 - m2) ** 2).sum() + ((s1 - s2) ** 2).sum()
+    assert _scores.frechet_distance(a, b) == pytest.approx(want, rel=1e-9)
+    assert _scores.frechet_distance(a, a) == pytest.approx(0.0, abs=1e-9)
+    # a constant column (a blank pixel) makes both covariances singular: the root is still exact, so
+    # no regulariser enters (an always-added 1e-6 I would move the result by about 1e-6)
+    s1[1] = s2[1] = 0.0
+    a, b = _diagonal_gaussian_rows(rng, 400, m1, s1), _diagonal_gaussian_rows(rng, 300, m2, s2)
+    want = ((m1 - m2) ** 2).sum() + ((s1 - s2) ** 2).sum()
+    assert _scores.frechet_distance(a, b) == pytest.approx(want, rel=1e-9)
+    with pytest.raises(ValueError, match="features"):
+        _scores.frechet_distance(a, a[:, :2])
+
+
+def test_accuracy_takes_arrays_and_tensors_and_breaks_ties_to_the_first_class():
+    import torch
+
+    logits = np.array([[0.2, 0.9], [0.5, 0.5], [3.0, -1.0], [0.0, 1.0]])
+    y = np.array([1, 0, 0, 0])
+    assert _scores.accuracy(logits, y) == 0.75
+    assert _scores.accuracy(torch.tensor(logits, requires_grad=True), torch.tensor(y)) == 0.75
+    assert np.isnan(_scores.accuracy(np.zeros((0, 3)), np.zeros(0, int)))
+
+
+def test_mlp_builds_the_layers_in_order_with_the_named_activations():
+    import torch
+
+    from onchip.methods._rl import mlp
+
+    net = mlp(5, 3, hidden=7, layers=2, activation="tanh", out_activation="relu")
+    assert [type(m).__name__ for m in net] == ["Linear", "Tanh", "Linear", "Tanh", "Linear", "ReLU"]
+    assert [tuple(m.weight.shape) for m in net if hasattr(m, "weight")] == [(7, 5), (7, 7), (3, 7)]
+    assert (net(torch.randn(4, 5)) >= 0).all()
+    assert [type(m).__name__ for m in mlp(5, 3, layers=0)] == ["Linear"]
+    # the same torch seed gives the same weights as the layers written out by hand
+    torch.manual_seed(0)
+    by_hand = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.GELU(), torch.nn.Linear(7, 3))
+    torch.manual_seed(0)
+    built = mlp(5, 3, hidden=7, layers=1, activation="gelu")
+    assert all(torch.equal(p, q) for p, q in zip(by_hand.state_dict().values(), built.state_dict().values()))
+    with pytest.raises(ValueError, match="activation: must be one of"):
+        mlp(5, 3, activation="swish")
+    with pytest.raises(ValueError, match="layers"):
+        mlp(5, 3, layers=-1)
+
+
+def test_the_command_line_parser_builds_without_the_methods_extras():
+    # every command module imports, and its add_parser runs, with the heavy packages unimportable
+    blocked = ["torch", "transformers", "brevitas", "dask", "sklearn", "scipy", "z3", "optuna", "statsmodels",
+               "networkx", "mlxtend", "minigrid", "rank_bm25", "jsonschema", "gguf", "accelerate"]
+    script = f"""
+import importlib.abc, sys
+BLOCKED = {blocked!r}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            err = ModuleNotFoundError(f"No module named {{name!r}}")
+            err.name = name
+            raise err
+sys.meta_path.insert(0, Block())
+from onchip.cli import build_parser
+parser = build_parser()
+commands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+print(" ".join(sorted(commands)))
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    commands, loaded = (out.stdout.splitlines() + [""])[:2]
+    names = set(commands.split())
+    for method in METHODS:
+        stem = {"unlearning": "unlearn"}.get(method, method)
+        assert (ROOT / f"python/onchip/commands/{stem}.py").exists(), method
+        assert stem.replace("_", "-") in names, (method, sorted(names))
+    assert loaded == ""
 
 
 def test_results_file_has_title_command_and_sections_and_config_drops_run_fields(tmp_path):
@@ -109,7 +244,8 @@ def test_results_file_has_title_command_and_sections_and_config_drops_run_fields
         command: str = "onchip x"
 
     assert _report.recorded_config(Config()) == {"seeds": (0, 1)}
-    h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1)
+    h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1,
+                         baseline_std={"b": 0.0})
     assert _report.headline_line(h) == "Headline (acc): **0.500** ± 0.100 for m; b: 0.250 (seeds [0, 1])."
 
 

@@ -213,18 +213,6 @@ def test_check_beam_refuses_uneven_budgets():
         search.beam_search(None, None, torch.zeros(1), (2, 2), per_step=2, width=1, gen=torch.Generator())
 
 
-def test_frechet_distance_against_closed_form():
-    rng = np.random.default_rng(0)
-    a = rng.normal(size=(500, 3))
-    assert abs(models.frechet_distance(a, a)) < 1e-8
-    # 1-D: (mu1 - mu2)^2 + (s1 - s2)^2 on the sample moments
-    x, y = rng.normal(0, 1, (400, 1)), rng.normal(2, 3, (300, 1))
-    s1, s2 = x.std(ddof=1), y.std(ddof=1)
-    assert models.frechet_distance(x, y) == pytest.approx((x.mean() - y.mean()) ** 2 + (s1 - s2) ** 2, rel=1e-9)
-    with pytest.raises(ValueError, match="features"):
-        models.frechet_distance(a, a[:, :2])
-
-
 def test_digit_splits_are_disjoint_and_cover_the_set():
     s = models.digit_splits(3)
     assert len(s.a_x) + len(s.b_x) + len(s.ref_x) == 1797 and len(s.ref_x) == 200

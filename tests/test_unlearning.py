@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from onchip.cli import main
+from onchip.methods._scores import accuracy
 from onchip.methods.unlearning import data, methods, metrics, models
 
 torch.set_num_threads(1)
@@ -178,7 +179,7 @@ def test_retrain_never_reads_forget_samples():
     model, _ = methods.unlearn("retrain", models.QuantMLP(30, 2, hidden=(8,), bits=8), poisoned, FAST, seed=0)
     logits = models.predict_logits(model, s.x_test)
     assert np.isfinite(logits).all()
-    assert metrics.accuracy(logits, s.y_test) > 0.85
+    assert accuracy(logits, s.y_test) > 0.85
     # control: training on the whole poisoned set does produce NaN
     control = methods.train_original(poisoned, 8, FAST, hidden=(8,), seed=0)
     assert not np.isfinite(models.predict_logits(control, s.x_test)).all()
@@ -284,6 +285,10 @@ def test_cli_writes_consistent_tables(tmp_path):
     assert rows["retrain"]["avg_gap"] == 0.0
     expected_gap = metrics.average_gap(rows["oeu"], rows["retrain"])
     assert rows["oeu"]["avg_gap"] == pytest.approx(expected_gap)
+    h = result["headline"]
+    assert (h["method"], h["value"], h["baselines"]) == ("oeu", rows["oeu"]["avg_gap"],
+                                                         {"original": rows["original"]["avg_gap"]})
+    assert h["direction"] == "lower" and h["seeds"] == [0] and h["std"] == 0.0
     csv_rows = (out / "comparison.csv").read_text().splitlines()
     assert csv_rows[0].startswith("method,forget_acc_mean")
     assert [r.split(",")[0] for r in csv_rows[1:]] == ["original", "retrain", "oeu"]

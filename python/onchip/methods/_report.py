@@ -41,6 +41,17 @@ def rng(seed: int, *labels: str | int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), *words]))
 
 
+def seed_int(seed: int, *labels: str | int) -> int:
+    """An integer seed in [0, 2**31) drawn from ``rng(seed, *labels)``, for APIs that take an integer
+    (``torch.manual_seed``, ``torch.Generator().manual_seed``, scikit-learn's ``random_state``, a
+    function's ``seed`` argument): as independent across labels and seeds as :func:`rng` itself.
+
+    Raises:
+        ValueError: ``seed`` is negative.
+    """
+    return int(rng(seed, *labels).integers(2**31))
+
+
 def need(ok: bool, field: str, value, reason: str) -> None:
     """Raise ``ValueError("<field>: <reason>, got <value>")`` unless ``ok``: how experiment configs
     name a bad field (the command line turns the field into its flag,
@@ -91,7 +102,7 @@ def write_results(folder: str | os.PathLike, title: str, command: str, *sections
 def headline_line(h: Mapping) -> str:
     """One markdown line for a :func:`headline` object: the method's value (mean ± std over
     seeds) and each baseline's."""
-    return (f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h.get('std', 0):.3f} for {h['method']}; "
+    return (f"Headline ({h['metric']}): **{h['value']:.3f}** ± {h['std']:.3f} for {h['method']}; "
             + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).")
 
 
@@ -156,16 +167,19 @@ def save(fig, path: str | os.PathLike, dpi: int = 110, *, tight: bool = True) ->
 
 DIRECTIONS = ("higher", "lower")
 
+#: the keys of every :func:`headline` object
+HEADLINE_KEYS = ("metric", "method", "value", "baselines", "budget", "seeds", "direction", "std", "baseline_std")
+
 
 def headline(metric: str, method: str, value: float, baselines: Mapping[str, float], *, budget: Mapping | str,
-             seeds: Sequence[int], direction: str, std: float | None = None,
-             baseline_std: Mapping[str, float] | None = None) -> dict:
-    """The ``headline`` object every seed method's ``metrics.json`` carries.
+             seeds: Sequence[int], direction: str, std: float, baseline_std: Mapping[str, float]) -> dict:
+    """The ``headline`` object every seed method's ``metrics.json`` carries (keys :data:`HEADLINE_KEYS`).
 
-    ``{"metric", "method", "value", "baselines": {name: value}, "budget", "seeds", "direction"}``
-    (plus ``std`` / ``baseline_std`` when given): the method's main number, mean over
-    ``seeds``, next to each baseline's under the same ``budget`` (evaluations, solver calls,
-    rollouts or tokens per arm), and which way is better.
+    ``{"metric", "method", "value", "baselines": {name: value}, "budget", "seeds", "direction",
+    "std", "baseline_std": {name: std}}``: the method's main number, mean over ``seeds``, next to
+    each baseline's under the same ``budget`` (evaluations, solver calls, rollouts or tokens per
+    arm), which way is better, and the standard deviations over seeds (:func:`mean_std`: 0.0
+    for a single seed).
 
     Raises:
         ValueError: ``direction`` is not "higher"/"lower", fewer than one seed, or a value is not finite.
@@ -175,18 +189,20 @@ def headline(metric: str, method: str, value: float, baselines: Mapping[str, flo
     values = {"value": value, **{f"baselines.{k}": v for k, v in baselines.items()}}
     for name, v in values.items():
         need(bool(np.isfinite(float(v))), name, v, "a finite number")
-    out = {"metric": metric, "method": method, "value": float(value),
-           "baselines": {k: float(v) for k, v in baselines.items()},
-           "budget": dict(budget) if isinstance(budget, Mapping) else budget,
-           "seeds": [int(s) for s in seeds], "direction": direction}
-    if std is not None:
-        out["std"] = float(std)
-    if baseline_std is not None:
-        out["baseline_std"] = {k: float(v) for k, v in baseline_std.items()}
-    return out
+    return {"metric": metric, "method": method, "value": float(value),
+            "baselines": {k: float(v) for k, v in baselines.items()},
+            "budget": dict(budget) if isinstance(budget, Mapping) else budget,
+            "seeds": [int(s) for s in seeds], "direction": direction, "std": float(std),
+            "baseline_std": {k: float(v) for k, v in baseline_std.items()}}
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (ddof=1; 0.0 for a single value) of per-seed results."""
     v = np.asarray(list(values), dtype=float)
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def mean_std_dict(values: Iterable[float]) -> dict:
+    """``{"mean": m, "std": s}`` of :func:`mean_std`: one per-seed figure as a summary stores it."""
+    m, s = mean_std(values)
+    return {"mean": m, "std": s}

@@ -18,12 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-
-def _torch():
-    import torch
-
-    return torch
-
+from ._torch import import_torch
 
 # ------------------------------------------------------------------ IQL
 
@@ -46,7 +41,7 @@ def expectile_loss(diff, tau: float):
     """
     if not 0.0 < tau < 1.0:
         raise ValueError(f"tau: must be in (0, 1), got {tau!r}")
-    torch = _torch()
+    torch = import_torch()
     weight = torch.where(diff < 0, 1.0 - tau, tau)
     return (weight * diff.pow(2)).mean()
 
@@ -115,7 +110,7 @@ class IQL:
     """
 
     def __init__(self, q, v, actor, config: IQLConfig = IQLConfig()):
-        torch = _torch()
+        torch = import_torch()
         self.q, self.v, self.actor, self.config = q, v, actor, config
         self.q_target = copy.deepcopy(q).requires_grad_(False)
         self.opt_q = torch.optim.Adam(q.parameters(), lr=config.lr, foreach=True)
@@ -130,7 +125,7 @@ class IQL:
             a: int64 ``(n,)`` actions; r, done: float ``(n,)``.
             train_actor: False updates only the critics.
         """
-        torch = _torch()
+        torch = import_torch()
         c = self.config
         with torch.no_grad():
             q_t = self.q_target(s).gather(1, a[:, None]).squeeze(1)
@@ -166,18 +161,44 @@ class IQL:
 
 def awr_weights(advantage, beta: float, max_weight: float = 100.0):
     """Advantage weights ``min(exp(beta * A), max_weight)`` of the IQL / AWR actor (eq. 7)."""
-    torch = _torch()
+    torch = import_torch()
     return torch.exp(beta * advantage).clamp(max=max_weight)
 
 
-def mlp(n_in: int, n_out: int, hidden: int = 128, layers: int = 2):
-    """A ReLU multilayer perceptron ``(n, n_in) -> (n, n_out)`` for small policies and critics."""
-    nn = _torch().nn
+#: activations :func:`mlp` accepts, by name (the ``torch.nn`` module classes)
+ACTIVATIONS = {"relu": "ReLU", "tanh": "Tanh", "gelu": "GELU", "silu": "SiLU"}
+
+
+def mlp(n_in: int, n_out: int, hidden: int = 128, layers: int = 2, *, activation: str = "relu",
+        out_activation: str | None = None):
+    """A multilayer perceptron ``(n, n_in) -> (n, n_out)``: ``layers`` hidden ``Linear`` layers of width
+    ``hidden``, each followed by ``activation``, then a ``Linear`` output layer (followed by
+    ``out_activation`` when given), as one ``torch.nn.Sequential`` (layers in that order, so a given
+    torch seed gives the same weights as the same layers written out by hand).
+
+    Args:
+        n_in, n_out: input and output widths (>= 1).
+        hidden: width of every hidden layer (>= 1).
+        layers: number of hidden layers (>= 0; 0 is one ``Linear`` layer).
+        activation, out_activation: names from :data:`ACTIVATIONS`.
+
+    Raises:
+        ValueError: a width or count out of range, or an unknown activation (named in the message).
+    """
+    for name, value, lo in (("n_in", n_in, 1), ("n_out", n_out, 1), ("hidden", hidden, 1), ("layers", layers, 0)):
+        if int(value) < lo:
+            raise ValueError(f"{name}: must be >= {lo}, got {value!r}")
+    for name, value in (("activation", activation), ("out_activation", out_activation)):
+        if value is not None and value not in ACTIVATIONS:
+            raise ValueError(f"{name}: must be one of {', '.join(ACTIVATIONS)}, got {value!r}")
+    nn = import_torch().nn
     mods, d = [], n_in
     for _ in range(layers):
-        mods += [nn.Linear(d, hidden), nn.ReLU()]
+        mods += [nn.Linear(d, hidden), getattr(nn, ACTIVATIONS[activation])()]
         d = hidden
     mods.append(nn.Linear(d, n_out))
+    if out_activation is not None:
+        mods.append(getattr(nn, ACTIVATIONS[out_activation])())
     return nn.Sequential(*mods)
 
 
@@ -214,7 +235,7 @@ def grpo_loss(logp_new, logp_old, advantages, *, clip: float = 0.2):
         advantages: tensor ``(n,)`` from :func:`group_advantages`.
         clip: the ratio's clip range.
     """
-    torch = _torch()
+    torch = import_torch()
     rho = torch.exp(logp_new - logp_old.detach())
     return -torch.min(rho * advantages, rho.clamp(1 - clip, 1 + clip) * advantages).mean()
 

@@ -19,6 +19,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ._torch import import_torch
+
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 
 
@@ -125,15 +127,9 @@ class TinyConfig:
             raise ValueError(f"cross_topk: must be >= 0, got {self.cross_topk}")
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def _modules():
     """The torch modules, defined on first use so importing this file does not import torch."""
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
     F = torch.nn.functional
 
@@ -258,7 +254,7 @@ def lm_loss(model, ids, loss_mask=None):
     """Next-token cross-entropy of a causal model on ``ids`` ``(batch, time)``: position t predicts
     t+1; ``loss_mask`` ``(batch, time)`` (bool/0-1, on the *target* positions 1..T-1 aligned to
     ``ids``) selects which targets count (default: every non-pad target)."""
-    torch = _torch()
+    torch = import_torch()
     out = model(ids[:, :-1])
     target = ids[:, 1:]
     mask = (target != 0) if loss_mask is None else loss_mask[:, 1:].bool() & (target != 0)
@@ -270,7 +266,7 @@ def lm_loss(model, ids, loss_mask=None):
 def sequence_logprob(model, ids, start: Sequence[int] | np.ndarray):
     """Summed log-probability of each row's tokens from position ``start[i]`` on (non-pad) under a
     causal model: ``(batch,)`` float tensor (nats). ``ids`` int64 ``(batch, time)``."""
-    torch = _torch()
+    torch = import_torch()
     ids = torch.as_tensor(ids)
     logits = model(ids[:, :-1])["logits"]
     target = ids[:, 1:]
@@ -301,7 +297,7 @@ def train(model, batches: Callable[[np.random.Generator], tuple], *, steps: int,
     Raises:
         ValueError: ``steps`` < 1.
     """
-    torch = _torch()
+    torch = import_torch()
     from tqdm import tqdm
 
     if steps < 1:
@@ -342,7 +338,7 @@ def greedy_decode(model, prefix: Sequence[Sequence[int]], *, max_new: int, eos: 
     Returns:
         The generated ids per row (without the prefix, ending at ``eos`` when it was produced).
     """
-    torch = _torch()
+    torch = import_torch()
     rows = [list(p) for p in prefix]
     gen: list[list[int]] = [[] for _ in rows]
     done = [False] * len(rows)
@@ -384,7 +380,7 @@ def cached_model(name: str, config: TinyConfig, key_parts: Sequence[str], build:
     Returns:
         The trained model in eval mode (loaded from the cache when present).
     """
-    torch = _torch()
+    torch = import_torch()
     from onchip.cache import cached_build, digest
 
     key = digest(name, repr(sorted(asdict(config).items())), *map(str, key_parts))[:32]

@@ -113,6 +113,7 @@ def run(config: AisConfig) -> dict:
         "final": {m: hist[-1].as_dict() for m, (hist, _) in results.items()},
         "history": {m: [r.as_dict() for r in hist] for m, (hist, _) in results.items()},
     }
+    result = {"headline": headline_of(result), **result}
     with atomic_output_dir(c.out) as out:
         write_dict_csv(out / "history.csv", [dict(method=m, **r.as_dict()) for m, (hist, _) in results.items()
                                               for r in hist])
@@ -123,6 +124,23 @@ def run(config: AisConfig) -> dict:
         print(f"{m:12s} KL={r.kl:.3f} logZerr={r.log_z_error:+.3f} ESS/N={r.ess_fraction:.3f} "
               f"coverage={r.mode_coverage:.2f} target evals={r.n_target_evals:,}")
     return result
+
+
+def headline_of(result: dict) -> dict:
+    """The headline of a run's ``metrics.json`` content (without its headline): the final proposal's
+    KL(target || proposal) of EM2C (or the first sampler run) next to every other sampler's, at the
+    run's target-evaluation budget; one seed, so the standard deviations are 0."""
+    from .._report import headline
+
+    final = result["final"]
+    main = "em2c" if "em2c" in final else next(iter(final))
+    others = [m for m in final if m != main]
+    return headline(
+        f"KL(target || final proposal) in nats, {result['target']} d={result['dim']}", main, final[main]["kl"],
+        {m: final[m]["kl"] for m in others},
+        budget={"rule": result["budget"], "iterations": result["config"]["iterations"],
+                "target_evaluations": dict(result["target_evals"])},
+        seeds=[result["seed"]], direction="lower", std=0.0, baseline_std={m: 0.0 for m in others})
 
 
 def _plots(out, c: AisConfig, target, results: dict) -> None:

@@ -258,13 +258,6 @@ def run_seed(c: DynaviewConfig, seed: int) -> dict:
     return out
 
 
-def _run_seeds(c) -> dict:
-    """``{seed: run_seed(c, seed)}``, the seeds in ``c.jobs`` processes (``onchip.methods._seeds.run_seeds``)."""
-    from .._seeds import run_seeds
-
-    return run_seeds(run_seed, c, c.seeds, c.jobs)
-
-
 def run(config: DynaviewConfig) -> dict:
     """Every seed, every variant; writes metrics.json, results.md, metrics.png."""
     import torch
@@ -272,12 +265,13 @@ def run(config: DynaviewConfig) -> dict:
     from onchip.io import atomic_output_dir, check_output_dir
 
     from .._report import headline, mean_std, write_metrics
+    from .._seeds import run_seeds
 
     c = config
     check_output_dir(c.out)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    per_seed = _run_seeds(c)
+    per_seed = run_seeds(run_seed, c, c.seeds, c.jobs)
     results = {}
     for var in c.variants:
         results[var] = {}

@@ -131,6 +131,7 @@ def run_method(method: str, clients: list[Client], text, g_f, g_y, c: FedSpaConf
     import torch
 
     from .. import _report
+    from .._scores import accuracy
     from . import federated as fd
 
     rng = _report.rng(seed, "fedspa", "train", method)
@@ -142,12 +143,12 @@ def run_method(method: str, clients: list[Client], text, g_f, g_y, c: FedSpaConf
     out: dict = {"fallback_clients_per_round": []}
 
     def evaluate_tip(f, y, sem, protos):
-        return fd.accuracy(fd.tip_logits(torch.as_tensor(f), torch.as_tensor(sem), torch.as_tensor(protos),
-                                         local.alpha, local.beta), y)
+        return accuracy(fd.tip_logits(torch.as_tensor(f), torch.as_tensor(sem), torch.as_tensor(protos),
+                                      local.alpha, local.beta), y)
 
     if method == "zeroshot":
-        pers = [fd.accuracy(torch.as_tensor(cl.f_test) @ tt.T, cl.y_test) for cl in clients]
-        glob = fd.accuracy(torch.as_tensor(g_f) @ tt.T, g_y)
+        pers = [accuracy(torch.as_tensor(cl.f_test) @ tt.T, cl.y_test) for cl in clients]
+        glob = accuracy(torch.as_tensor(g_f) @ tt.T, g_y)
         seconds, floats = [0.0], [0]
     elif method in ("local", "fedavg", "fedspa"):
         protos = [fd.class_means(cl.f_train, cl.y_train, text) for cl in clients]
@@ -179,7 +180,7 @@ def run_method(method: str, clients: list[Client], text, g_f, g_y, c: FedSpaConf
                     protos = [global_protos.copy() for _k in clients]
         pers = [evaluate_tip(cl.f_test, cl.y_test, sems[k], protos[k]) for k, cl in enumerate(clients)]
         if method == "fedspa":
-            glob = fd.accuracy(torch.as_tensor(g_f) @ torch.as_tensor(semantic).T, g_y)
+            glob = accuracy(torch.as_tensor(g_f) @ torch.as_tensor(semantic).T, g_y)
         elif method == "fedavg":
             glob = evaluate_tip(g_f, g_y, text, global_protos)
         else:
@@ -198,8 +199,8 @@ def run_method(method: str, clients: list[Client], text, g_f, g_y, c: FedSpaConf
             pers = []
             for k, cl in enumerate(clients):
                 feats = prompt.features(torch.as_tensor(locals_[k]))
-                pers.append(fd.accuracy(torch.as_tensor(cl.f_test) @ feats.T, cl.y_test))
-            glob = fd.accuracy(torch.as_tensor(g_f) @ prompt.features(torch.as_tensor(ctx)).T, g_y)
+                pers.append(accuracy(torch.as_tensor(cl.f_test) @ feats.T, cl.y_test))
+            glob = accuracy(torch.as_tensor(g_f) @ prompt.features(torch.as_tensor(ctx)).T, g_y)
     else:
         raise ValueError(f"methods: unknown method {method!r}")
     out.update(personalised=float(np.mean(pers)), global_=glob, per_client=[float(p) for p in pers],

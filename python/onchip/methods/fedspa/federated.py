@@ -196,11 +196,6 @@ def fedavg_prototypes(uploads: list[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     return out
 
 
-def accuracy(logits: torch.Tensor | np.ndarray, y: np.ndarray) -> float:
-    """Top-1 accuracy of ``(n, C)`` logits."""
-    return float((np.asarray(torch.as_tensor(logits).argmax(-1)) == np.asarray(y)).mean())
-
-
 # ------------------------------------------------------------------ FedCoOp-like prompt learning
 
 

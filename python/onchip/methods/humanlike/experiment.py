@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics,
+    grouped_bars, headline, markdown_table, mean_std_dict, need, recorded_config, rng, save, write_metrics,
     write_results,
 )
 from . import AGENTS, DOMAINS, PRINCIPLES
@@ -235,10 +235,6 @@ def _summarise(c: HumanlikeConfig, per_seed: dict) -> dict:
     score (mean of its principles) and the overall score (mean of the domains)."""
     from .metrics import metrics_of
 
-    def ms(values):
-        m, s = mean_std(values)
-        return {"mean": m, "std": s}
-
     metric, principle, domain_s, overall = {}, {}, {}, {}
     for agent in c.agents:
         seed_overall = []
@@ -249,13 +245,13 @@ def _summarise(c: HumanlikeConfig, per_seed: dict) -> dict:
                 by_p = {p: np.mean([rows[m.name]["score"] for m in metrics_of(d) if m.principle == p]) for p in PRINCIPLES}
                 seed_domain.append(by_p)
             for m in metrics_of(d):
-                metric.setdefault(d, {}).setdefault(m.name, {})[agent] = ms(
+                metric.setdefault(d, {}).setdefault(m.name, {})[agent] = mean_std_dict(
                     [per_seed[s][d][agent][m.name]["score"] for s in c.seeds])
             for p in PRINCIPLES:
-                principle.setdefault(d, {}).setdefault(p, {})[agent] = ms([x[p] for x in seed_domain])
-            domain_s.setdefault(d, {})[agent] = ms([np.mean(list(x.values())) for x in seed_domain])
+                principle.setdefault(d, {}).setdefault(p, {})[agent] = mean_std_dict([x[p] for x in seed_domain])
+            domain_s.setdefault(d, {})[agent] = mean_std_dict([np.mean(list(x.values())) for x in seed_domain])
             seed_overall.append([np.mean(list(x.values())) for x in seed_domain])
-        overall[agent] = ms(np.mean(seed_overall, 0))
+        overall[agent] = mean_std_dict(np.mean(seed_overall, 0))
     return {"overall": overall, "domain": domain_s, "principle": principle, "metric": metric}
 
 

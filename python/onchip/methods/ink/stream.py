@@ -9,11 +9,10 @@ on the following clean shots is measured: fidelity lost against ``p``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...model import GoldenLearner
 from ...spec import PRESETS
 from ...tasks import NO_DRIFT, assignment_fidelity, make_qubit_readout
+from .._report import rng
 
 
 def readout_fidelity(p: float, *, seed: int, window: int = 256, warmup: int = 3000, test: int = 2000) -> float:
@@ -33,7 +32,7 @@ def readout_fidelity(p: float, *, seed: int, window: int = 256, warmup: int = 30
         raise ValueError(f"window, warmup, test: must be >= 1, got {(window, warmup, test)}")
     stream = make_qubit_readout(warmup + window + test, seed, drift=NO_DRIFT)
     y = stream.y.copy()
-    flip = np.random.default_rng(seed + 7).permutation(window)[: int(round(p * window))] + warmup
+    flip = rng(seed, "readout-flips").permutation(window)[: int(round(p * window))] + warmup
     y[flip] = -y[flip]
     learner = GoldenLearner(PRESETS["kan-readout"])
     n = warmup + window

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .._report import grouped_bars, markdown_table, need, recorded_config, save, write_metrics, write_results
+from .._report import (grouped_bars, headline, markdown_table, need, recorded_config, save, seed_int, write_metrics,
+                       write_results)
 from . import METHODS, OPERATORS, PRIORS  # noqa: I001  (the package's names, free of torch)
 
 
@@ -99,7 +100,8 @@ def run(config: LmapsConfig) -> dict:
 
     from .metrics import psnr, rmse, ssim
     from .operators import make_operator
-    from .priors import CountingDenoiser, DigitsTraining, fit_digits_gmm, load_digits_split, train_digits_denoiser
+    from .._data import load_digits_split
+    from .priors import CountingDenoiser, DigitsTraining, fit_digits_gmm, train_digits_denoiser
     from .samplers import karras_sigmas, run_method
 
     c = config
@@ -129,10 +131,11 @@ def run(config: LmapsConfig) -> dict:
         return row
 
     results, recon = {}, {}
-    for k, name in enumerate(c.operators):
-        # seeds kept as they were (seed * 1000 + offsets): the committed results depend on them
-        op = make_operator(name, sigma_y=c.sigma_y, generator=torch.Generator().manual_seed(c.seed))
-        y = op.measure(truth, torch.Generator().manual_seed(c.seed * 1000 + 10 + k))
+    for name in c.operators:
+        # every draw named by its use (an operator's draws do not depend on which others run)
+        mask_gen = torch.Generator().manual_seed(seed_int(c.seed, "mask", name))
+        op = make_operator(name, sigma_y=c.sigma_y, generator=mask_gen)
+        y = op.measure(truth, torch.Generator().manual_seed(seed_int(c.seed, "measurement", name)))
         exact = {}
         if c.prior == "gmm" and op.linear:
             matrix = op.matrix()
@@ -140,11 +143,11 @@ def run(config: LmapsConfig) -> dict:
             exact["posterior_mean"] = prior.posterior_mean(matrix, y.numpy(), op.noise_var)
         rows = {}
         recon[name] = {"truth": truth.numpy(), "measurement": _measurement_image(op, y).numpy()}
-        for j, method in enumerate(c.methods):
+        for method in c.methods:
             counted = CountingDenoiser(prior)
             t1 = time.perf_counter()
             out = run_method(method, counted, op, y, sigmas, data_var=prior.data_var,
-                             generator=torch.Generator().manual_seed(c.seed * 1000 + 100 + 10 * k + j),
+                             generator=torch.Generator().manual_seed(seed_int(c.seed, "sampler", name, method)),
                              progress=c.progress, **options[method]).detach().numpy()
             rows[method] = scores(out, exact)
             rows[method].update(denoiser_calls=counted.calls, seconds=time.perf_counter() - t1)
@@ -159,11 +162,30 @@ def run(config: LmapsConfig) -> dict:
                     sigma_min=float(sigmas[-1]), data_var=prior.data_var, prior_seconds=prior_seconds,
                     image_range="[-1, 1]", psnr_ssim_range="[0, 1] after clipping")
     result = {"config": settings, "results": results}
+    result = {"headline": headline_of(result), **result}
     with atomic_output_dir(c.out) as stage:
         _write(stage, c, result, recon)
     if c.progress:
         print(results_table(results, c.prior))
     return result
+
+
+def headline_of(result: dict) -> dict:
+    """The headline of a run's ``metrics.json`` content (without its headline): PSNR (dB, mean over the
+    test images and then over the operators) of LMAPS (or the first method run) next to the other
+    samplers', all at the same denoiser calls; one seed, so the standard deviations are 0."""
+    c, res = result["config"], result["results"]
+    methods = list(c["methods"])
+    main = "lmaps" if "lmaps" in methods else methods[0]
+    others = [m for m in methods if m != main]
+
+    def psnr(m):
+        return sum(res[op][m]["psnr"] for op in res) / len(res)
+
+    return headline(f"PSNR in dB, mean over {', '.join(res)} ({c['prior']} prior, {c['n_images']} held-out digits)",
+                    main, psnr(main), {m: psnr(m) for m in others},
+                    budget={"denoiser_calls_per_method": c["steps"], "sigma_y": c["sigma_y"]},
+                    seeds=[c["seed"]], direction="higher", std=0.0, baseline_std={m: 0.0 for m in others})
 
 
 def results_table(results: dict, prior: str) -> str:

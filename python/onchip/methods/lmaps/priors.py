@@ -22,8 +22,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .._data import load_digits_split  # noqa: F401  (re-exported: the held-out digits)
-
 DIGITS_SIDE = 8
 
 

@@ -2,14 +2,14 @@
 
 Source: Dodson, Gao, Wang, Wang, Wan, "Two Calm Ends and the Wild Middle: A Geometric Picture
 of Memorization in Diffusion Models", ICML 2026, arXiv 2602.17846. Holds the geometry of the
-empirical optimal denoiser (:mod:`.geometry`), the 8x8-digits data (:mod:`.data`), a small
-EDM-preconditioned denoiser with its sampler (:mod:`.denoiser`) and the memorization and
-quality measures (:mod:`.evaluate`).
+empirical optimal denoiser (:mod:`.geometry`), a small EDM-preconditioned denoiser with its
+sampler (:mod:`.denoiser`) and the memorization measures (:mod:`.evaluate`). The 8x8 digits come
+from :func:`onchip.methods._data.load_digits_split`, the Fréchet distance from
+:func:`onchip.methods._scores.frechet_distance`.
 """
 
-from .data import load_digits_split
 from .denoiser import EDMDenoiser, edm_sample, regime_switch, train_denoiser
-from .evaluate import frechet_distance, memorized_fraction, nearest_ratio
+from .evaluate import memorized_fraction, nearest_ratio
 from .geometry import (
     empirical_optimal_denoiser,
     linear_gaussian_denoiser,
@@ -23,10 +23,8 @@ __all__ = [
     "EDMDenoiser",
     "edm_sample",
     "empirical_optimal_denoiser",
-    "frechet_distance",
     "linear_gaussian_denoiser",
     "linear_gaussian_gap",
-    "load_digits_split",
     "locate_regimes",
     "memorized_fraction",
     "nearest_ratio",

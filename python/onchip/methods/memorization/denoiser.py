@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from .._rl import mlp
+
 
 class EDMDenoiser(nn.Module):
     """``D(x; sigma) = c_skip x + c_out F(c_in x, c_noise)`` with an MLP ``F``.
@@ -38,12 +40,7 @@ class EDMDenoiser(nn.Module):
                              f"{dim}, {width}, {depth}, {n_freq}, {sigma_data}")
         self.sigma_data = float(sigma_data)
         self.register_buffer("freq", torch.randn(n_freq, generator=torch.Generator().manual_seed(0)) * 4.0)
-        layers, d_in = [], dim + 2 * n_freq
-        for _ in range(depth):
-            layers += [nn.Linear(d_in, width), nn.SiLU()]
-            d_in = width
-        layers.append(nn.Linear(d_in, dim))
-        self.net = nn.Sequential(*layers)
+        self.net = mlp(dim + 2 * n_freq, dim, width, depth, activation="silu")
 
     def forward(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         s = sigma.reshape(-1, 1)

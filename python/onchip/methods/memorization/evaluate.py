@@ -1,9 +1,9 @@
-"""Memorization and sample-quality measures for generated images."""
+"""Memorization measures for generated images (the sample-quality score, the Fréchet distance, is
+:func:`onchip.methods._scores.frechet_distance`)."""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
 
 
 def nearest_ratio(samples: np.ndarray, train: np.ndarray) -> np.ndarray:
@@ -26,14 +26,3 @@ def memorized_fraction(samples: np.ndarray, train: np.ndarray, threshold: float 
     """
     return float(np.mean(nearest_ratio(samples, train) < threshold))
 
-
-def frechet_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Fréchet distance between Gaussians fitted to rows of ``a`` and ``b`` (pixel space, no network).
-
-    ``||m_a - m_b||^2 + tr(C_a + C_b - 2 (C_a C_b)^{1/2})``; a cheap quality score for 8x8 images.
-    """
-    ma, mb = a.mean(0), b.mean(0)
-    ridge = 1e-6 * np.eye(a.shape[1])  # constant pixels (digit corners) make covariances singular
-    ca, cb = np.cov(a.T) + ridge, np.cov(b.T) + ridge
-    root = linalg.sqrtm(ca @ cb)
-    return float(((ma - mb) ** 2).sum() + np.trace(ca + cb - 2 * np.real(root)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._data import N_DIGITS
-from .._report import need
+from .._report import headline, need, rng, seed_int
 
 
 @dataclass(frozen=True)
@@ -79,31 +79,34 @@ def run(config: MemorizationConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from . import (EDMDenoiser, edm_sample, empirical_optimal_denoiser, frechet_distance, linear_gaussian_denoiser,
-                   linear_gaussian_gap, load_digits_split, locate_regimes, memorized_fraction,
-                   posterior_concentration, regime_switch, shell_coverage, train_denoiser)
+    from .._data import load_digits_split
+    from .._scores import frechet_distance
+    from . import (EDMDenoiser, edm_sample, empirical_optimal_denoiser, linear_gaussian_denoiser, linear_gaussian_gap,
+                   locate_regimes, memorized_fraction, posterior_concentration, regime_switch, shell_coverage,
+                   train_denoiser)
     from .denoiser import as_denoise
 
     c = config
     check_output_dir(c.out)
     steps = list(c.steps)
     torch.set_num_threads(c.threads)
-    torch.manual_seed(c.seed)
+    torch.manual_seed(seed_int(c.seed, "denoiser-init"))
     train, heldout = load_digits_split(c.n_train, c.seed)
     dim = train.shape[1]
-    # seeds kept as they were (seed, seed + 1, seed * 1000 + n): the committed results depend on them
-    rng = np.random.default_rng(c.seed)
+    # one generator per named use: the split, the geometry, the sampler and each training leg draw
+    # unrelated streams (the sampler's is the same for every row: common random numbers)
+    geometry_rng = rng(c.seed, "geometry")
 
     # 1. Geometry of the empirical optimal denoiser.
     sigmas = np.geomspace(0.01, 80.0, 40)
-    conc = posterior_concentration(train, heldout, sigmas, rng)
-    cover = shell_coverage(train, heldout, sigmas, rng)
-    gap = linear_gaussian_gap(train, heldout, sigmas, rng)
+    conc = posterior_concentration(train, heldout, sigmas, geometry_rng)
+    cover = shell_coverage(train, heldout, sigmas, geometry_rng)
+    gap = linear_gaussian_gap(train, heldout, sigmas, geometry_rng)
     lo, hi = locate_regimes(sigmas, conc, cover)
     bands = {"small": (0.002, lo), "medium": (lo, hi), "large": (hi, 80.0)}
 
     def evaluate(denoise, label):
-        x = edm_sample(denoise, c.samples, dim, seed=c.seed + 1, steps=c.sampler_steps)
+        x = edm_sample(denoise, c.samples, dim, seed=seed_int(c.seed, "sampler"), steps=c.sampler_steps)
         row = {"model": label, "memorized": memorized_fraction(x, train), "fd_heldout": frechet_distance(x, heldout)}
         print(f"{label:34s} memorized={row['memorized']:.3f} FD={row['fd_heldout']:.2f}")
         return row, x
@@ -116,7 +119,7 @@ def run(config: MemorizationConfig) -> dict:
     model = EDMDenoiser(dim=dim, sigma_data=float(train.std()), width=c.width)
     checkpoints, intensity, done = {}, [], 0
     for n in steps:
-        train_denoiser(model, train, n - done, seed=c.seed * 1000 + n, batch_size=c.batch_size,
+        train_denoiser(model, train, n - done, seed=seed_int(c.seed, "training", n), batch_size=c.batch_size,
                        lr=c.lr, progress=c.progress)
         done = n
         checkpoints[n] = copy.deepcopy(model)
@@ -157,10 +160,29 @@ def run(config: MemorizationConfig) -> dict:
         "intervention": {"model_steps": steps[-1], "weak_steps": steps[0], "rows": interventions},
         "fd_train_vs_heldout": frechet_distance(train, heldout),
     }
+    result = {"headline": headline_of(result), **result}
     with atomic_output_dir(c.out) as out:
         _write(out, c, result, (sigmas, conc, cover, gap), x_last, x_fixed)
     print(f"regimes: small < {lo:.3g} <= medium < {hi:.3g} <= large")
     return result
+
+
+def headline_of(result: dict) -> dict:
+    """The headline of a run's ``metrics.json`` content (without its headline): the memorized fraction
+    of the most-trained model's samples with its medium-band denoiser swapped for the least-trained
+    checkpoint (the paper's targeted intervention), next to no swap, the medium band swapped for the
+    linear Gaussian denoiser and the same swap in the small and large bands (controls); all with
+    one sampler seed and ``samples`` samples; one seed, so the standard deviations are 0."""
+    rows = {r["intervention"]: r["memorized"] for r in result["intervention"]["rows"]}
+    main = "medium -> weak checkpoint"
+    others = [k for k in rows if k != main]
+    return headline(
+        "memorized fraction of the samples (nearest / second-nearest training distance < 1/3) of the "
+        f"{result['intervention']['model_steps']}-step model, by denoiser swap", main, rows[main],
+        {k: rows[k] for k in others},
+        budget={"training_steps": result["intervention"]["model_steps"], "samples": result["samples"],
+                "training_images": result["n_train"]},
+        seeds=[result["seed"]], direction="lower", std=0.0, baseline_std={k: 0.0 for k in others})
 
 
 def _write(out, c: MemorizationConfig, result: dict, geometry, x_last, x_fixed) -> None:

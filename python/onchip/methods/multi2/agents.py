@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._rl import mlp
+from .._torch import import_torch
 from .env import COLOURS, KINDS, N_ACTIONS, TOUCH, TYPES, Episode, ego_observation, expert_action, subgoal_text
 
 N_JOINT = 2 * N_ACTIONS  # (atomic action, done flag): index = action + N_ACTIONS * done
 KIND_DIM = len(COLOURS) + len(TYPES)
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 # ------------------------------------------------------------------ text <-> features
@@ -173,7 +169,7 @@ def train_high_level(examples, *, steps: int, seed: int, progress: bool = False,
     """
     import hashlib
 
-    torch = _torch()
+    torch = import_torch()
     from .._tiny import TinyConfig, TinyTransformer, cached_model, pad_batch, train
 
     vocab = high_level_vocab()
@@ -227,7 +223,7 @@ def decode_subgoals(model, vocab, prompts: list[str]) -> list[int | None]:
 
 
 def _float(x):
-    torch = _torch()
+    torch = import_torch()
     return torch.as_tensor(x, dtype=torch.float32)
 
 
@@ -239,7 +235,7 @@ def object_net(cond_dim: int, n_out: int, hidden: int = 128, key_dim: int = 32):
     attended object's features (offset, "on it") and the conditioning go through an MLP. Same
     architecture for the low level and the flat baselines, so they differ only in what conditions them.
     """
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
     n_kinds = len(KINDS)
 
@@ -247,9 +243,8 @@ def object_net(cond_dim: int, n_out: int, hidden: int = 128, key_dim: int = 32):
         def __init__(self):
             super().__init__()
             self.keys = nn.Parameter(torch.randn(n_kinds, key_dim) * 0.3)
-            self.query = nn.Sequential(nn.Linear(cond_dim, hidden), nn.ReLU(), nn.Linear(hidden, key_dim))
-            self.head = nn.Sequential(nn.Linear(4 + cond_dim + 1, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                      nn.ReLU(), nn.Linear(hidden, n_out))
+            self.query = mlp(cond_dim, key_dim, hidden, 1)
+            self.head = mlp(4 + cond_dim + 1, n_out, hidden, 2)
 
         def forward(self, x):
             objs = x[:, :4 * n_kinds].view(-1, n_kinds, 4)
@@ -265,7 +260,7 @@ def object_net(cond_dim: int, n_out: int, hidden: int = 128, key_dim: int = 32):
 def behaviour_cloning(actor, data: dict, *, steps: int, seed: int, batch: int = 128, lr: float = 1e-3,
                       progress: bool = False, desc: str = "BC") -> None:
     """Cross-entropy on the data's ``(s, a)`` pairs (Multi^2's format warm-up when run on expert steps)."""
-    torch = _torch()
+    torch = import_torch()
     from tqdm import tqdm
 
     torch.manual_seed(seed)
@@ -284,7 +279,7 @@ def iql_train(iql, data: dict, *, steps: int, seed: int, batch: int = 128, progr
     """``steps`` IQL updates on uniform mini-batches of the transition arrays (``train_actor=False``:
     the value and Q networks only - the critic warm-up that lets the reward propagate back along the
     paths before the advantage weights steer a warm-started actor)."""
-    torch = _torch()
+    torch = import_torch()
     from tqdm import tqdm
 
     torch.manual_seed(seed)
@@ -297,7 +292,7 @@ def iql_train(iql, data: dict, *, steps: int, seed: int, batch: int = 128, progr
 
 def advantages(iql, data: dict) -> np.ndarray:
     """IQL's advantage ``Q_target(s, a) - V(s)`` of every transition in ``data``: ``(n,)`` float."""
-    torch = _torch()
+    torch = import_torch()
     with torch.no_grad():
         s = _float(data["s"])
         q = iql.q_target(s).gather(1, torch.as_tensor(data["a"])[:, None]).squeeze(1)
@@ -310,7 +305,7 @@ def greedy_actions(actor, states: np.ndarray) -> np.ndarray:
 
 
 def _act(actor, states: list[np.ndarray], rng: np.random.Generator | None) -> np.ndarray:
-    torch = _torch()
+    torch = import_torch()
     with torch.no_grad():
         logits = actor(_float(np.stack(states)))
     if rng is None:

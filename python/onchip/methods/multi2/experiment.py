@@ -193,13 +193,6 @@ def _advantage_gap(adv: np.ndarray, expert: np.ndarray) -> dict:
     return {"advantage_expert": float(adv[expert].mean()), "advantage_noisy": float(adv[~expert].mean())}
 
 
-def _run_seeds(c) -> dict:
-    """``{seed: run_seed(c, seed)}``, the seeds in ``c.jobs`` processes (``onchip.methods._seeds.run_seeds``)."""
-    from .._seeds import run_seeds
-
-    return run_seeds(run_seed, c, c.seeds, c.jobs)
-
-
 def run(config: Multi2Config) -> dict:
     """Run every seed and write the output folder; returns the content of ``metrics.json``."""
     import torch
@@ -207,12 +200,13 @@ def run(config: Multi2Config) -> dict:
     from onchip.io import atomic_output_dir, check_output_dir
 
     from .._report import headline, mean_std
+    from .._seeds import run_seeds
 
     c = config
     check_output_dir(c.out)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    per_seed = _run_seeds(c)
+    per_seed = run_seeds(run_seed, c, c.seeds, c.jobs)
     results = {}
     for arm in c.arms:
         results[arm] = {}

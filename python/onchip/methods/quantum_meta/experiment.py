@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .._report import rng, seed_int
 from .calibration import FloatCorrectionLearner, calibrate
 from .lindblad import gate_problem
 from .lqr import SpringFamily, lq_gain_curves
@@ -110,9 +111,9 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
     gains, gains_se, l0 = [], [], []
     inits = {}
     for j, s in enumerate(tqdm(settings.sigmas, desc=f"{gate}: sigma grid", disable=not progress)):
-        params, _ = fomaml(problem, family, s, cfg, seed + 17 * j, progress=False)
+        params, _ = fomaml(problem, family, s, cfg, seed_int(seed, "meta-init", "sigma-grid", j), progress=False)
         inits[s] = params
-        dev = sample_devices(family, settings.n_test, s, np.random.default_rng(seed + 1000))
+        dev = sample_devices(family, settings.n_test, s, rng(seed, "test-devices", "sigma-grid"))
         losses, _ = adapt(problem, dev, params, settings.k_max, cfg)
         g = losses[0] - losses
         gains.append(g.mean(axis=1))
@@ -124,11 +125,14 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
     per_sigma = [asdict(fit_scaling_law(ks, [s2], g[None])) for s2, g in zip(sigma2, gains)]
 
     # 2. in / out of distribution at sigma_train: gains, baselines, protocol
-    params, meta_hist = fomaml(problem, family, settings.sigma_train, cfg, seed + 999, progress=progress)
-    u_avg = average_policy(problem, family, settings.sigma_train, steps=80, n_tasks=16, lr=0.02, seed=seed + 5)
+    params, meta_hist = fomaml(problem, family, settings.sigma_train, cfg, seed_int(seed, "meta-init", "sigma-train"),
+                               progress=progress)
+    u_avg = average_policy(problem, family, settings.sigma_train, steps=80, n_tasks=16, lr=0.02,
+                           seed=seed_int(seed, "average-policy"))
     sets = {}
-    for name, shift, rs in (("in_distribution", 1.0, seed + 2000), ("out_of_distribution", settings.ood_shift, seed + 3000)):
-        dev = sample_devices(family, settings.n_test, settings.sigma_train, np.random.default_rng(rs), shift=shift)
+    for name, shift in (("in_distribution", 1.0), ("out_of_distribution", settings.ood_shift)):
+        dev = sample_devices(family, settings.n_test, settings.sigma_train, rng(seed, "test-devices", name),
+                             shift=shift)
         tensors = dev.torch_tensors(problem)
         losses, _ = adapt(problem, dev, params, settings.k_long, cfg, tensors)
         with torch.no_grad():
@@ -159,7 +163,7 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
         sets[name] = entry
 
     # 3. float calibration loop through the learner interface (hardware-in-the-loop boundary)
-    dev = sample_devices(family, settings.calib_devices, settings.sigma_train, np.random.default_rng(seed + 4000))
+    dev = sample_devices(family, settings.calib_devices, settings.sigma_train, rng(seed, "calibration-devices"))
     feats = torch.as_tensor(dev.features)
     with torch.no_grad():
         base = policy_controls(problem, batch_params(params, len(dev)), feats, cfg.output_scale).numpy()
@@ -192,7 +196,25 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
         out["lqr"] = {"sigma": list(settings.lqr_sigmas), "gain_mean": lq,
                       "fit": asdict(fit_scaling_law(ks, lq_s2, lq)),
                       "linearity": linearity_in_variance(lq_s2, lq[:, -1]), "family": asdict(fam)}
-    return out
+    return {"headline": headline_of(out), **out}
+
+
+def headline_of(result: dict) -> dict:
+    """The headline of :func:`run_experiment`'s result (without its headline): mean infidelity of the
+    in-distribution test devices after ``k_report`` adaptation steps from the meta-initialisation,
+    next to the analytic pulse, the average policy, the meta-initialisation itself (K = 0) and
+    per-device GRAPE; one seed, so the standard deviations are 0."""
+    from .._report import headline
+
+    s = result["settings"]
+    kr = s["k_report"]
+    base = result["sets"]["in_distribution"]["baselines_mean_infidelity"]
+    others = ["analytic_pulse", "average_policy", "maml_K0", f"grape_{s['grape_steps']}_steps"]
+    return headline(
+        f"mean infidelity 1 - F_avg of the {s['n_test']} in-distribution test devices ({result['gate']} gate, "
+        f"sigma {s['sigma_train']:g})", f"maml_K{kr}", base[f"maml_K{kr}"], {k: base[k] for k in others},
+        budget={"adaptation_steps": kr, "grape_steps": s["grape_steps"], "meta_iterations": s["meta_iters"]},
+        seeds=[result["seed"]], direction="lower", std=0.0, baseline_std={k: 0.0 for k in others})
 
 
 #: the gates: one-qubit X, two-qubit CZ

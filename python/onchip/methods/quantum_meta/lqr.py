@@ -152,10 +152,12 @@ def lq_gain_curves(family: SpringFamily, sigmas, k_max: int, n_test: int, seed: 
     The test plants of every sigma share the same standard normals xi (common
     random numbers), so the variance dependence is not masked by sampling noise.
     """
+    from .._report import rng, seed_int
+
     out = []
     for j, s in enumerate(sigmas):
-        g0 = lq_meta_init(family, s, seed + j, inner_lr=inner_lr)
-        masses = sample_masses(family, n_test, s, np.random.default_rng(seed + 1000))
+        g0 = lq_meta_init(family, s, seed_int(seed, "lqr-init", j), inner_lr=inner_lr)
+        masses = sample_masses(family, n_test, s, rng(seed, "lqr-plants"))
         costs, _ = lq_adapt(family, masses, g0, k_max, inner_lr)
         out.append((costs[0] - costs).mean(axis=1))
     return np.array(out)

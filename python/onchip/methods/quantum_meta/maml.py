@@ -20,14 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._torch import import_torch
 from .lindblad import GateProblem, channel_torch, fidelity_torch
 from .tasks import DeviceBatch, DeviceFamily, sample_devices
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 @dataclass(frozen=True)
@@ -74,7 +69,7 @@ def init_policy(problem: GateProblem, n_features: int, hidden: int, seed: int) -
     Returns:
         dict W1 (hidden, F), b1 (hidden,), W2 (N n_ctrl, hidden), b2 (N n_ctrl,).
     """
-    torch = _torch()
+    torch = import_torch()
     g = torch.Generator().manual_seed(int(seed))
     out = problem.n_segments * problem.n_controls
     return {
@@ -100,7 +95,7 @@ def policy_controls(problem: GateProblem, params: dict, features, output_scale: 
     Returns:
         (B, N, n_ctrl) float64 tensor.
     """
-    torch = _torch()
+    torch = import_torch()
     h = torch.tanh(torch.einsum("bhf,bf->bh", params["W1"], features) + params["b1"])
     out = torch.einsum("boh,bh->bo", params["W2"], h) + params["b2"]
     ref = torch.as_tensor(problem.reference, dtype=torch.float64)
@@ -128,7 +123,7 @@ def adapt(problem: GateProblem, devices: DeviceBatch, params: dict, k_steps: int
     Raises:
         ValueError: k_steps < 0.
     """
-    torch = _torch()
+    torch = import_torch()
     if not isinstance(k_steps, (int, np.integer)) or k_steps < 0:
         raise ValueError(f"k_steps: expected an integer >= 0, got {k_steps!r}")
     tensors = devices.torch_tensors(problem) if tensors is None else tensors
@@ -158,7 +153,7 @@ def fomaml(problem: GateProblem, family: DeviceFamily, sigma: float, config: Met
     Returns:
         unbatched meta-initialisation; (meta_iters,) mean post-adaptation loss per iteration.
     """
-    torch = _torch()
+    torch = import_torch()
     from tqdm import tqdm
 
     rng = np.random.default_rng(seed)
@@ -190,7 +185,7 @@ def average_policy(problem: GateProblem, family: DeviceFamily, sigma: float, ste
     Returns:
         (N, n_ctrl) controls, starting from (and regularised by nothing but) the reference pulse.
     """
-    torch = _torch()
+    torch = import_torch()
     rng = np.random.default_rng(seed)
     dev = sample_devices(family, n_tasks, sigma, rng)
     tensors = dev.torch_tensors(problem)
@@ -216,7 +211,7 @@ def grape(problem: GateProblem, devices: DeviceBatch, u0: np.ndarray, steps: int
     Raises:
         ValueError: steps < 1 or u0 has the wrong shape.
     """
-    torch = _torch()
+    torch = import_torch()
     if steps < 1:
         raise ValueError(f"steps: expected >= 1, got {steps!r}")
     u0 = np.asarray(u0, float)

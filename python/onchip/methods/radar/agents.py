@@ -106,6 +106,7 @@ def train_agents(seed: int, examples: int = 300, steps: int = 200) -> dict[str, 
     import torch
 
     from .._report import rng as named_rng
+    from .._rl import mlp
 
     solvers = {}
     for role in ROLES:
@@ -116,7 +117,7 @@ def train_agents(seed: int, examples: int = 300, steps: int = 200) -> dict[str, 
         operands = np.where(ops == 0, g.integers(1, 10, examples), g.integers(2, 10, examples))
         target = np.where(ops == 0, (vals + operands) % 10, (vals * operands) % 10)
         torch.manual_seed(int(g.integers(2**31)))
-        net = torch.nn.Sequential(torch.nn.Linear(22, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+        net = mlp(22, 10, 32, 1)
         opt = torch.optim.Adam(net.parameters(), lr=1e-2)
         x = torch.as_tensor(StepSolver.encode(vals, ops, operands))
         y = torch.as_tensor(target)

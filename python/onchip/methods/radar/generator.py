@@ -59,6 +59,8 @@ def _nets(q_dim: int, max_nodes: int, hidden: int = 64):
     import torch
     from torch import nn
 
+    from .._rl import mlp
+
     class Encoder(nn.Module):
         """Message passing over a partial graph: role one-hot + effective size -> node states."""
 
@@ -85,9 +87,9 @@ def _nets(q_dim: int, max_nodes: int, hidden: int = 64):
             super().__init__()
             self.enc = Encoder()
             self.q = nn.Linear(q_dim, hidden)
-            self.node = nn.Sequential(nn.Linear(2 * hidden + max_nodes, hidden), nn.ReLU(), nn.Linear(hidden, R + 1))
+            self.node = mlp(2 * hidden + max_nodes, R + 1, hidden, 1)
             self.role_emb = nn.Embedding(R, hidden)
-            self.edge = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 3))
+            self.edge = mlp(3 * hidden, 3, hidden, 1)
 
         def node_logits(self, roles, adj, q):
             k = len(roles)
@@ -122,7 +124,7 @@ def _nets(q_dim: int, max_nodes: int, hidden: int = 64):
 
         def __init__(self):
             super().__init__()
-            self.body = nn.Sequential(nn.Linear(q_dim, hidden), nn.ReLU())
+            self.body = mlp(q_dim, hidden, layers=0, out_activation="relu")
             self.roles = nn.Linear(hidden, max_nodes * (R + 1))
             self.edges = nn.Linear(hidden, max_nodes * max_nodes)
 

@@ -17,16 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._rl import mlp
+from .._torch import import_torch
 from .reward import Answer
 from .world import COLOURS, RELATIONS, SHAPES, Question, Retriever, Scene, mask_from_prompt, tokenize
 
 N_CTX = 9
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 @dataclass
@@ -99,11 +95,11 @@ def object_features(scene: Scene, traj: Trajectory) -> np.ndarray:
 def make_policy(hidden: int = 32):
     """The policy network: heads for the SEARCH/ANSWER decision, the entity, the relation and the
     object, each an MLP over (candidate features, context features)."""
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
 
     def head(n_in, n_out=1):
-        return nn.Sequential(nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, n_out))
+        return mlp(n_in, n_out, hidden, 1, activation="tanh")
 
     class Policy(nn.Module):
         def __init__(self):
@@ -128,7 +124,7 @@ def rollout(policy, q: Question, scene: Scene, retriever: Retriever, *, max_turn
         The trajectory; ``logp`` sums the log-probabilities of the choices made (with gradients when
         ``grad``).
     """
-    torch = _torch()
+    torch = import_torch()
     traj = Trajectory()
     logp = torch.zeros(())
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    grouped_bars, headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics,
+    grouped_bars, headline, markdown_table, mean_std_dict, need, recorded_config, rng, save, write_metrics,
     write_results,
 )
 from . import ARMS, TASKS
@@ -124,21 +124,17 @@ def run(config: TapcConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-
     c = config
     check_output_dir(c.out)
     torch.set_num_threads(1)  # tiny tensors: threads only add hand-off stalls
     t0 = time.perf_counter()
     per_seed = {s: run_seed(c, s) for s in c.seeds}
 
-    def ms(values):
-        m, s = mean_std(values)
-        return {"mean": m, "std": s}
-
     cols = (*TASKS, "mean")
-    summary = {"accuracy": {a: {t: ms([per_seed[s]["accuracy"][a][t] for s in c.seeds]) for t in cols} for a in c.arms},
-               "d_auc": {t: ms([per_seed[s]["d_auc"][t] for s in c.seeds]) for t in TASKS},
-               "calibration": {a: {t: {k: ms([per_seed[s]["calibration"][a][t][k] for s in c.seeds])
+    summary = {"accuracy": {a: {t: mean_std_dict([per_seed[s]["accuracy"][a][t] for s in c.seeds]) for t in cols}
+                            for a in c.arms},
+               "d_auc": {t: mean_std_dict([per_seed[s]["d_auc"][t] for s in c.seeds]) for t in TASKS},
+               "calibration": {a: {t: {k: mean_std_dict([per_seed[s]["calibration"][a][t][k] for s in c.seeds])
                                        for k in ("slope", "bias", "confidence_auc")} for t in TASKS}
                                for a in c.arms if a in ("uniform", "tapc", "oracle")}}
     method = "tapc" if "tapc" in c.arms else c.arms[0]
@@ -152,7 +148,6 @@ def run(config: TapcConfig) -> dict:
                             "note": "calibrated arms also take one look-ahead meta-step per DPO step"},
                     seeds=c.seeds, direction="higher", std=acc[method]["mean"]["std"],
                     baseline_std={ARM_LABELS[a]: acc[a]["mean"]["std"] for a in others})
-    head["per_type"] = {ARM_LABELS[a]: {t: acc[a][t]["mean"] for t in TASKS} for a in c.arms}
     settings = recorded_config(c)
     settings.update(arms=list(c.arms), seeds=list(c.seeds))
     result = {"headline": head, "config": settings, "summary": summary,

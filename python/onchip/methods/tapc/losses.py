@@ -7,11 +7,7 @@ Notation (Rafailov et al. 2023, eq. 7): for a pair (x, y_w, y_l) the implicit re
 
 from __future__ import annotations
 
-
-def _torch():
-    import torch
-
-    return torch
+from .._torch import import_torch
 
 
 def margin(pol_w, pol_l, ref_w, ref_l):
@@ -22,20 +18,20 @@ def margin(pol_w, pol_l, ref_w, ref_l):
 
 def dpo_loss(h, beta: float):
     """DPO: ``mean l(beta h)`` (Rafailov et al. 2023, eq. 7)."""
-    F = _torch().nn.functional
+    F = import_torch().nn.functional
     return -F.logsigmoid(beta * h).mean()
 
 
 def soft_dpo_loss(h, c, beta: float):
     """Soft-label DPO: ``mean -[c log sigmoid(beta h) + (1 - c) log sigmoid(-beta h)]`` with the confidence
     ``c`` ``(n,)`` in [0, 1] that the chosen answer is really better; ``c = 1`` is :func:`dpo_loss`."""
-    F = _torch().nn.functional
+    F = import_torch().nn.functional
     return -(c * F.logsigmoid(beta * h) + (1 - c) * F.logsigmoid(-beta * h)).mean()
 
 
 def cdpo_loss(h, beta: float, eps: float):
     """Conservative DPO (label smoothing; Mitchell 2023): :func:`soft_dpo_loss` with ``c = 1 - eps``."""
-    return soft_dpo_loss(h, _torch().full_like(h, 1.0 - eps), beta)
+    return soft_dpo_loss(h, import_torch().full_like(h, 1.0 - eps), beta)
 
 
 def rdpo_loss(h, beta: float, eps: float):
@@ -48,7 +44,7 @@ def rdpo_loss(h, beta: float, eps: float):
     """
     if not 0 <= eps < 0.5:
         raise ValueError(f"eps: must be in [0, 0.5), got {eps!r}")
-    F = _torch().nn.functional
+    F = import_torch().nn.functional
     return (-(1 - eps) * F.logsigmoid(beta * h) + eps * F.logsigmoid(-beta * h)).mean() / (1 - 2 * eps)
 
 
@@ -64,6 +60,6 @@ def calibrated_confidence(d, task_features, weight, bias):
     Returns:
         Confidences ``(n,)`` in (0, 1).
     """
-    torch = _torch()
+    torch = import_torch()
     ab = task_features @ weight + bias
     return torch.sigmoid(ab[:, 0] * d + ab[:, 1])

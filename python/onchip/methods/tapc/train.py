@@ -24,23 +24,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._report import rng
 from .._tiny import TinyConfig, Vocab, pad_batch
+from .._torch import import_torch
 from .losses import calibrated_confidence, cdpo_loss, dpo_loss, margin, rdpo_loss, soft_dpo_loss
 from .world import Pairs
 
 CALIBRATED = ("uniform", "tapc", "oracle")
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def answer_logprob(model, ids, start, params=None):
     """Summed log-probability ``(n,)`` of each row's tokens from position ``start[i]`` on (the answer and
     ``<eos>``), optionally with substituted parameters (``torch.func.functional_call``)."""
-    torch = _torch()
+    torch = import_torch()
     x = ids[:, :-1]
     out = model(x) if params is None else torch.func.functional_call(model, params, (x,))
     logp = torch.log_softmax(out["logits"], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
@@ -76,7 +72,7 @@ class PairTensors:
         return len(self.task)
 
     def take(self, idx) -> "PairTensors":
-        torch = _torch()
+        torch = import_torch()
         t = torch.as_tensor(np.asarray(idx))
         return PairTensors(*(getattr(self, k)[t] for k in ("ids_w", "ids_l", "start_w", "start_l", "ref_w", "ref_l",
                                                            "d", "feats")), self.task[np.asarray(idx)],
@@ -84,7 +80,7 @@ class PairTensors:
 
     def swapped(self, mask) -> "PairTensors":
         """Chosen and rejected exchanged where ``mask`` (bool ``(n,)``) is set."""
-        torch = _torch()
+        torch = import_torch()
         m = torch.as_tensor(np.asarray(mask, bool))
 
         def sw(a, b):
@@ -99,7 +95,7 @@ class PairTensors:
 def tensorise(pairs: Pairs, vocab: Vocab, ref, max_len: int) -> PairTensors:
     """Tokenise ``pairs`` and compute the reference log-probabilities, perplexity differentials and the
     task encoding (mean final hidden state of ``ref`` over ``<bos>`` + prompt tokens)."""
-    torch = _torch()
+    torch = import_torch()
 
     def enc(answers):
         seqs = [vocab.encode(f"{p} {a}", bos=True, eos=True) for p, a in zip(pairs.prompt, answers)]
@@ -159,7 +155,7 @@ def lookahead_hypergradient(model, b: PairTensors, meta: PairTensors, c, *, alph
     directional derivatives come from central differences of ``h`` along ``g'`` (step ``fd_step`` in
     parameter norm).
     """
-    torch = _torch()
+    torch = import_torch()
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     theta = {n: p.detach() for n, p in model.named_parameters()}
     live = {n: p.detach().clone().requires_grad_(True) for n, p in theta.items()}
@@ -203,7 +199,7 @@ class ArmSettings:
 
 def calibration_features(arm: str, b: PairTensors):
     """The task encoding an arm's calibration sees: ones (uniform), the task encoder (tapc), one-hot task (oracle)."""
-    torch = _torch()
+    torch = import_torch()
     if arm == "uniform":
         return torch.ones(len(b), 1)
     if arm == "oracle":
@@ -215,7 +211,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
               s: ArmSettings, *, seed: int, progress: bool = False):
     """Train a policy (initialised from ``ref``) with one arm for ``s.steps`` steps over the batches ``order``
     ``(steps, batch)`` of ``train``; returns the policy and, for calibrated arms, the calibration state."""
-    torch = _torch()
+    torch = import_torch()
     from tqdm import tqdm
 
     from .._tiny import TinyTransformer
@@ -232,7 +228,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
         weight = torch.zeros(k, 2, requires_grad=True)
         bias = torch.tensor([0.0, s.b0], requires_grad=True)
         meta_opt = torch.optim.Adam([weight, bias], lr=s.meta_lr)
-        meta_rng = np.random.default_rng(seed + 7)
+        meta_rng = rng(seed, "meta-batches")  # the same clean batches for every calibrated arm
     for step in tqdm(range(s.steps), desc=arm, disable=not progress, leave=False):
         b = data.take(order[step])
         if arm in CALIBRATED:
@@ -268,7 +264,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
 def preference_accuracy(policy, b: PairTensors) -> np.ndarray:
     """Per pair: 1 where the policy's implicit reward ranks the (clean) chosen answer above the rejected one,
     1/2 on a tie, else 0 ``(n,)``."""
-    torch = _torch()
+    torch = import_torch()
     with torch.no_grad():
         h = margins(policy, b).numpy()
     return np.where(h > 0, 1.0, np.where(h == 0, 0.5, 0.0))

@@ -158,7 +158,7 @@ def prefix_rank_correlation(nets: dict, kind: str, n_per_class: int, seed: int) 
     from .search import SCHEDULE, VerifierScore
     from .tokenizers import N_TOKENS, codebook_size
 
-    gen = torch.Generator().manual_seed(int(_report.rng(seed, "rank", kind).integers(2**31)))
+    gen = torch.Generator().manual_seed(_report.seed_int(seed, "rank", kind))
     prior = ARPrior(nets[f"prior_{kind}"], codebook_size())
     score = VerifierScore(nets[kind], nets["verifier"])
     classes = torch.arange(N_CLASSES).repeat_interleave(n_per_class)
@@ -182,11 +182,12 @@ def run_arm(nets: dict, kind: str, search: str, budget: int, c: TokenSearchConfi
     import torch
 
     from .. import _report
-    from .models import ARPrior, N_CLASSES, UniformPrior, accuracy, frechet_distance
+    from .._scores import accuracy, frechet_distance
+    from .models import ARPrior, N_CLASSES, UniformPrior
     from .search import SCHEDULE, VerifierScore, beam_search, best_of_n, check_beam
     from .tokenizers import N_TOKENS, codebook_size
 
-    gen = torch.Generator().manual_seed(int(_report.rng(seed, "search", kind, search, budget).integers(2**31)))
+    gen = torch.Generator().manual_seed(_report.seed_int(seed, "search", kind, search, budget))
     n_codes = codebook_size()
     prior = UniformPrior(n_codes) if search == "uniform" else ARPrior(nets[f"prior_{kind}"], n_codes)
     score = VerifierScore(nets[kind], nets["verifier"])
@@ -206,9 +207,10 @@ def run_arm(nets: dict, kind: str, search: str, budget: int, c: TokenSearchConfi
     with torch.no_grad():
         feats = nets["features"].features(images).numpy()
         ref = nets["features"].features(torch.as_tensor(splits.ref_x)).numpy()
+        judged = {name: accuracy(nets[name](torch.as_tensor(images, dtype=torch.float32)), classes)
+                  for name in ("evaluator", "verifier")}
     n = len(classes)
-    return {"evaluator_accuracy": accuracy(nets["evaluator"], images, classes),
-            "verifier_accuracy": accuracy(nets["verifier"], images, classes),
+    return {"evaluator_accuracy": judged["evaluator"], "verifier_accuracy": judged["verifier"],
             "frechet": frechet_distance(feats, ref),
             "decoder_calls_per_image": score.counter.decoder / n, "verifier_calls_per_image": score.counter.verifier / n,
             "prior_forwards": prior.forwards, "prior_rows_per_image": prior.sequences / n, "seconds": seconds,
@@ -231,7 +233,8 @@ def run(config: TokenSearchConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .models import accuracy, digit_splits
+    from .._scores import accuracy
+    from .models import digit_splits
 
     c = config
     check_output_dir(c.out)
@@ -243,8 +246,10 @@ def run(config: TokenSearchConfig) -> dict:
     for seed in c.seeds:
         splits = digit_splits(seed)
         nets = train_models(c, seed, splits)
-        sanity[seed] = {"verifier_accuracy_real": accuracy(nets["verifier"], splits.ref_x, splits.ref_y),
-                        "evaluator_accuracy_real": accuracy(nets["evaluator"], splits.ref_x, splits.ref_y)}
+        with torch.no_grad():
+            real = torch.as_tensor(splits.ref_x)
+            sanity[seed] = {f"{name}_accuracy_real": accuracy(nets[name](real), splits.ref_y)
+                            for name in ("verifier", "evaluator")}
         curves[seed] = prefix_curves(nets, splits)
         ranks[seed] = {k: prefix_rank_correlation(nets, k, max(8, c.per_class), seed) for k in c.tokenizers}
         rows = {}

@@ -1,4 +1,5 @@
-"""Data, the class-conditional AR prior, the three judging networks and the Frechet distance.
+"""Data, the class-conditional AR prior and the three judging networks (the Frechet distance itself:
+:func:`onchip.methods._scores.frechet_distance`).
 
 Roles are kept apart on purpose (the paper's GenEval protocol, shrunk): the tokenizers, the
 priors and the *verifier* (the search's score, a CLIP-score analogue) see split A of the
@@ -16,6 +17,8 @@ import torch
 from torch import nn
 
 from .. import _report
+from .._data import load_digits
+from .._rl import mlp
 from .tokenizers import N_TOKENS, SIDE
 
 N_CLASSES = 10
@@ -41,11 +44,8 @@ class DigitSplits:
 
 def digit_splits(seed: int, n_ref: int = 200) -> DigitSplits:
     """Seeded split of sklearn's digits: 55 % A, the rest B minus ``n_ref`` reference images."""
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = (d.data / 8.0 - 1.0).astype(np.float32)
-    y = d.target.astype(np.int64)
+    x, y = load_digits()
+    x = x.astype(np.float32)
     perm = _report.rng(seed, "token-search", "split").permutation(len(x))
     n_a = int(0.55 * len(x))
     a, ref, b = perm[:n_a], perm[n_a:n_a + n_ref], perm[n_a + n_ref:]
@@ -57,7 +57,7 @@ def digit_splits(seed: int, n_ref: int = 200) -> DigitSplits:
 
 def verifier_net() -> nn.Module:
     """The verifier: an MLP 64-128-128-10 (split A)."""
-    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, N_CLASSES))
+    return mlp(64, N_CLASSES, hidden=128, layers=2)
 
 
 class EvaluatorNet(nn.Module):
@@ -67,7 +67,7 @@ class EvaluatorNet(nn.Module):
         super().__init__()
         self.conv = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
                                   nn.ReLU(), nn.MaxPool2d(2))
-        self.fc = nn.Sequential(nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, N_CLASSES))
+        self.fc = mlp(32 * 16, N_CLASSES, hidden=64, layers=1)
 
     def forward(self, x):
         return self.fc(self.conv(x.view(-1, 1, SIDE, SIDE)).flatten(1))
@@ -78,7 +78,7 @@ class FeatureNet(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(64, 96), nn.Tanh(), nn.Linear(96, 32), nn.Tanh())
+        self.body = mlp(64, 32, hidden=96, layers=1, activation="tanh", out_activation="tanh")
         self.head = nn.Linear(32, N_CLASSES)
 
     def features(self, x):
@@ -108,27 +108,6 @@ def train_classifier(net: nn.Module, x: np.ndarray, y: np.ndarray, *, steps: int
         sched.step()
     net.eval()
     return net
-
-
-@torch.no_grad()
-def accuracy(net: nn.Module, x, y) -> float:
-    """Fraction of ``x`` ``(n, 64)`` that ``net`` assigns to class ``y``."""
-    return float((net(torch.as_tensor(x, dtype=torch.float32)).argmax(-1) == torch.as_tensor(y)).float().mean())
-
-
-def frechet_distance(f1: np.ndarray, f2: np.ndarray) -> float:
-    """Frechet distance between Gaussians fitted to two feature sets ``(n1, d)`` and ``(n2, d)``:
-    ``|mu1 - mu2|^2 + tr(S1 + S2 - 2 (S1 S2)^(1/2))`` (Heusel et al. 2017, eq. 6; covariances with
-    ddof=1). Raises ValueError for fewer than 2 rows or different widths."""
-    from scipy import linalg
-
-    f1, f2 = np.asarray(f1, np.float64), np.asarray(f2, np.float64)
-    if f1.ndim != 2 or f2.ndim != 2 or f1.shape[1] != f2.shape[1] or min(len(f1), len(f2)) < 2:
-        raise ValueError(f"features: need two (n >= 2, d) arrays of the same d, got {f1.shape} and {f2.shape}")
-    mu1, mu2 = f1.mean(0), f2.mean(0)
-    s1, s2 = np.cov(f1, rowvar=False).reshape(f1.shape[1], -1), np.cov(f2, rowvar=False).reshape(f1.shape[1], -1)
-    root = np.real(linalg.sqrtm(s1 @ s2))
-    return float(((mu1 - mu2) ** 2).sum() + np.trace(s1 + s2 - 2 * root))
 
 
 # ------------------------------------------------------------------ AR prior

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._rl import mlp
+
 #: FSQ levels per latent dimension (odd: the grid is symmetric around 0)
 LEVELS = (5, 5, 3)
 #: tokens per image, for both structures
@@ -118,11 +120,9 @@ class OrderedTokenizer(nn.Module):
         super().__init__()
         self.levels = tuple(levels)
         d = len(levels)
-        self.enc = nn.Sequential(nn.Linear(SIDE * SIDE, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, N_TOKENS * d))
+        self.enc = mlp(SIDE * SIDE, N_TOKENS * d, hidden, 2, activation="gelu")
         self.mask = nn.Parameter(torch.zeros(N_TOKENS, d))
-        self.dec = nn.Sequential(nn.Linear(N_TOKENS * d, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, SIDE * SIDE))
+        self.dec = mlp(N_TOKENS * d, SIDE * SIDE, hidden, 2, activation="gelu")
 
     def latents(self, x: torch.Tensor) -> torch.Tensor:
         """Quantized latents ``(n, 16, d)`` of images ``(n, 64)`` (straight-through gradient)."""
@@ -161,9 +161,8 @@ class GridTokenizer(nn.Module):
         self.levels = tuple(levels)
         d, p = len(levels), PATCH * PATCH
         self.pos = nn.Embedding(N_TOKENS, 8)
-        self.enc = nn.Sequential(nn.Linear(p + 8, hidden), nn.GELU(), nn.Linear(hidden, d))
-        self.dec = nn.Sequential(nn.Linear(d + 8, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, p))
+        self.enc = mlp(p + 8, d, hidden, 1, activation="gelu")
+        self.dec = mlp(d + 8, p, hidden, 2, activation="gelu")
         self.register_buffer("mean_image", torch.zeros(SIDE * SIDE))
 
     def latents(self, x: torch.Tensor) -> torch.Tensor:

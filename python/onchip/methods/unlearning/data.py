@@ -64,12 +64,13 @@ def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
     """
     from sklearn import datasets
 
+    from .._data import load_digits
+
     if name == "digits":
-        bunch = datasets.load_digits()
-    elif name == "breast-cancer":
-        bunch = datasets.load_breast_cancer()
-    else:
+        return load_digits(signed=False)
+    if name != "breast-cancer":
         raise ValueError(f"--dataset: unknown data set {name!r} (choose from {', '.join(DATASETS)})")
+    bunch = datasets.load_breast_cancer()
     return bunch.data.astype(np.float64), bunch.target.astype(np.int64)
 
 

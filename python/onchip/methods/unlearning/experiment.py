@@ -187,6 +187,7 @@ def run(config: UnlearningExperiment) -> dict:
     if variants:
         result["ablation_runs"] = {str(s): r for s, r in ablation_runs.items()}
         result["ablation_summary"] = _summarise(ablation_runs)
+    result = {"headline": headline_of(result), **result}
     hw = None
     with atomic_output_dir(c.out) as stage:
         from .._report import write_metrics
@@ -207,6 +208,28 @@ def run(config: UnlearningExperiment) -> dict:
         return result
     print((Path(c.out) / "hardware.md").read_text())
     return {**result, "hardware": hw}
+
+
+def headline_of(result: dict) -> dict:
+    """The headline of a comparison's ``metrics.json`` content (without its headline): the average gap
+    to the retrained model (pp, over forget/retain/test accuracy and MIA) of OEU (or the one method
+    run), mean and sample std over seeds (:func:`~onchip.methods._report.mean_std`; the tables use
+    ddof=0), next to every other row's but the reference (``retrain``, gap 0 by definition)."""
+    from .._report import headline, mean_std
+
+    runs = result["runs"]
+    names = [n for n in next(iter(runs.values())) if n != "retrain"]
+    main = "oeu" if "oeu" in names else next(n for n in names if n != "original")
+    gaps = {n: mean_std(r[n]["avg_gap"] for r in runs.values()) for n in names}
+    others = [n for n in names if n != main]
+    cfg = result["config"]
+    return headline(
+        f"average gap to retrain (pp: forget, retain, test accuracy and MIA), {result['dataset']} "
+        f"{result['bits']}-bit, forget {result['forget']}", main, gaps[main][0], {n: gaps[n][0] for n in others},
+        budget={"unlearning_epochs": cfg["epochs"], "batch_size": cfg["batch_size"],
+                "retrain_epochs": cfg["train_epochs"]},
+        seeds=[int(s) for s in runs], direction="lower", std=gaps[main][1],
+        baseline_std={n: gaps[n][1] for n in others})
 
 
 def _ablation_variants(config):

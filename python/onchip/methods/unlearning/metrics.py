@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._scores import accuracy
+
 GAP_KEYS = ("forget_acc", "retain_acc", "test_acc", "mia_forget")
 
 
@@ -66,11 +68,6 @@ def mia_attack_rate(
     attack = make_pipeline(StandardScaler(), LogisticRegression())
     attack.fit(x, y)
     return float(attack.predict(target).mean())
-
-
-def accuracy(logits: np.ndarray, y: np.ndarray) -> float:
-    """Fraction of rows whose argmax equals ``y`` (NaN for an empty set)."""
-    return float((np.asarray(logits).argmax(axis=1) == y).mean()) if len(y) else float("nan")
 
 
 def evaluate(model, split, seed: int = 0) -> dict:
