@@ -1,0 +1,73 @@
+"""The "Integrate it" page runs: its shell blocks, its Verilog top through Verilator (the
+predictions it prints are the golden model's), and the Amaranth design it writes lints against
+the generated learner. Its Python blocks run in test_docs_snippets.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrate.md"
+TEXT = PAGE.read_text()
+SHELL = re.findall(r"<!-- test: sh -->\s*\n```sh\n(.*?)```", TEXT, re.S)
+VERILOG = re.findall(r"<!-- test: verilator (\S+) -->\s*\n```verilog\n(.*?)```", TEXT, re.S)
+PYTHON = re.findall(r"<!-- test: exec -->\s*\n```python\n(.*?)```", TEXT, re.S)
+
+
+def _verilator(*args, cwd):
+    from onchip.verilator.toolchain import tool_env, verilator_root
+
+    return subprocess.run([str(verilator_root() / "bin" / "verilator"), *args], cwd=cwd, env=tool_env(),
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def page_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("integrate")
+    for block in SHELL:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=folder, capture_output=True, text=True)
+        assert proc.returncode == 0, block + proc.stdout + proc.stderr
+    return folder
+
+
+def test_the_page_has_every_kind_of_block():
+    assert len(SHELL) == 2 and len(VERILOG) == 1 and len(PYTHON) >= 3
+
+
+def test_shell_blocks_write_what_the_page_uses(page_dir):
+    assert (page_dir / "gen" / "readout" / "readout_learner_inst.v").is_file()
+    assert "module mlp_learner" in (page_dir / "gen" / "mlp" / "mlp_learner.v").read_text()
+    for q in ("qubit0", "qubit1"):
+        assert f"{q}_learner_axis" in (page_dir / "ip" / q / "package_ip.tcl").read_text()
+
+
+def test_the_verilog_top_prints_the_golden_predictions(page_dir):
+    from onchip.model import GoldenLearner
+    from onchip.spec import load_spec
+
+    (source, block), = VERILOG
+    (page_dir / "system.v").write_text(block)
+    build = _verilator("--binary", "--timing", "-j", "2", "-CFLAGS", "-std=c++20", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+                       "--top-module", "system", "system.v", source, "--Mdir", "obj", cwd=page_dir)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(page_dir / "obj" / "Vsystem")], cwd=page_dir, capture_output=True, text=True,
+                         timeout=60)
+    got = [[int(v) for v in ln.split()[1::2]] for ln in run.stdout.splitlines() if ln.startswith("prediction")]
+    g = GoldenLearner(load_spec("kan-paper"))
+    want = g.run(np.full((3, 1), 1024), np.full((3, 1), 512))[:, 0]
+    assert [p for p, _ in got] == want.tolist()
+    assert [d for _, d in got] == [int(p >= 0) for p in want]
+
+
+def test_the_amaranth_design_lints_with_the_learner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    block = next(b for b in PYTHON if "Instance(" in b)
+    exec(compile(block, "<integrate amaranth>", "exec"), {"__name__": "__docs__"})
+    lint = _verilator("--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--top-module", "system",
+                      "system.v", "readout_learner.v", cwd=tmp_path)
+    assert lint.returncode == 0 and "%Error" not in lint.stderr, lint.stderr[-3000:]
+    assert "readout_learner learner" in (tmp_path / "system.v").read_text()
