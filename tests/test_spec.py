@@ -265,3 +265,13 @@ def test_task_presets_work_in_every_spec_taking_command(name, tmp_path):
     assert load_spec(name) is TASK_PRESETS[name] is SPECS[name]
     assert main(["generate", "--spec", name, "--out", str(tmp_path / "gen")]) == 0
     assert (tmp_path / "gen" / "onchip_learner.v").is_file()
+
+
+def test_a_grad_format_coarser_than_every_error_is_refused_naming_the_field():
+    from onchip.spec import Formats, LearnerSpec, SpecError
+
+    with pytest.raises(SpecError, match=r"formats.grad \(ap_fixed<3,9,TRN,WRAP>\): its LSB 64 is coarser than any "
+                                        r"error the act format"):
+        LearnerSpec(kind="kan", widths=(1, 1), formats=Formats(grad="ap_fixed<3,9>"))
+    # an LSB as coarse as the act range still lets an error through
+    LearnerSpec(kind="kan", widths=(1, 1), formats=Formats(grad="ap_fixed<4,7>"))

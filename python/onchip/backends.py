@@ -151,6 +151,10 @@ class GoldenBackend:
         return RunResult(preds, learner.theta.copy(), decisions(preds), kernel=", then ".join(learner.kernels))
 
 
+class FloatDivergence(ValueError):
+    """The float twin's online SGD ran away to infinity or NaN (the fixed-point models saturate)."""
+
+
 class FloatBackend:
     """The float twin (:class:`onchip.model.float_twin.FloatTwin`): floats in and out."""
 
@@ -171,6 +175,10 @@ class FloatBackend:
         with _bar(len(x), _label(spec, self.name), progress) as bar:
             preds = twin.run(x, np.asarray(y, dtype=np.float64), progress=bar.update, kind=kind)
         twin.flush()
+        bad = np.flatnonzero(~np.isfinite(preds).all(axis=1))
+        if len(bad):  # float SGD has no saturation: at a large learning rate it can run away
+            raise FloatDivergence(f"the float twin diverged: its prediction of sample {bad[0]} is not finite "
+                                  f"(learning_rate = {spec.learning_rate:g}; the fixed-point learner saturates)")
         return RunResult(preds, twin.theta.numpy().copy(), decisions(preds))
 
 

@@ -275,6 +275,14 @@ class LearnerSpec:
         for name in ("input", "coef", "basis", "act", "grad"):
             fmt = getattr(f, name)
             need(fmt.width <= 32, f"formats.{name} is wider than 32 bits: {fmt}")
+        # an error y_hat - y of two act values is quantized into grad: a coarser LSB than the
+        # largest such error rounds every error to zero or one LSB, so the learner cannot learn
+        span = f.act.max_value - f.act.min_value
+        need(
+            f.grad.lsb <= span,
+            f"formats.grad ({f.grad}): its LSB {f.grad.lsb:g} is coarser than any error the act format "
+            f"({f.act}) can produce (|y_hat - y| <= {span:g}); give grad fractional bits",
+        )
         # every product the models form, converted into the accumulator, must fit int64
         pairs = [(a, b) for a in ("coef", "grad") for b in ("input", "basis", "act", "grad")]
         for a, b in pairs:
