@@ -15,6 +15,7 @@ def add_parser(subparsers) -> None:
         "(ports, payload fields, formats, latency, II) into --out.",
     )
     _args.add_spec(p)
+    _args.add_theta(p)
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # names the folder in its summary line
 
@@ -64,7 +65,8 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
 def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
-    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness, args.timing), args.out)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
+    design = generate_to(spec, args.out, theta=_args.load_theta(args.theta, spec))
     info = design.info
     print(
         f"{design.top}: {info['datapath']} datapath, {info['schedule']} (staleness {info['staleness']}), "

@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("vivado", help="Vivado project scripts (part OOC, board, or IP packaging)",
                        description=DESCRIPTION)
     _args.add_spec(p)
+    _args.add_theta(p)
     p.add_argument("--part", default=None, help=f"Xilinx part (default {DEFAULT_PART})")
     p.add_argument("--board", default=None, choices=xilinx_boards(), help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=_args.float_range(0, 1000, lo_open=True), default=None,
@@ -38,6 +39,6 @@ def run(args) -> int:
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
 
     manifest = vivado(spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
-                      ip=args.ip)
+                      ip=args.ip, theta=_args.load_theta(args.theta, spec))
     print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
     return 0

@@ -25,8 +25,9 @@ def write_design(design, folder) -> None:
     write_json(folder / f"{design.top}.json", design.info)
 
 
-def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike"):
-    """Generate the learner's Verilog (core and AXI4-Stream wrapper) and its JSON description into ``out``.
+def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, theta=None):
+    """Generate the learner's Verilog (core and AXI4-Stream wrapper) and its JSON description into ``out``,
+    the parameters reset to ``theta`` (raw (P,); default: the spec's initial parameters).
 
     Returns:
         the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
@@ -39,14 +40,14 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
 
     spec = load_spec(spec)
     check_output_dir(out)
-    design = generate(spec)
+    design = generate(spec, theta=theta)
     with atomic_output_dir(out) as stage:
         write_design(design, stage)
     return design
 
 
 def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
-          out: "str | os.PathLike | None" = None) -> dict:
+          out: "str | os.PathLike | None" = None, theta=None) -> dict:
     """Synthesise the learner core with Yosys (``synth_xilinx`` / ``synth_ecp5`` / ``synth_ice40``).
 
     Args:
@@ -54,6 +55,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         family: a family of :mod:`onchip.flow.yosys` (``xcup``, ``xc7``, ``ecp5``, ``ice40``).
         out: folder for ``report.json``, ``spec.toml`` and Yosys' work files; None: a temporary
             folder, removed afterwards.
+        theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
         ``{"spec", "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
@@ -71,7 +73,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
     _check_family(family)
     if out is not None:
         check_output_dir(out)
-    design = generate(spec, axis=False)
+    design = generate(spec, axis=False, theta=theta)
 
     def report_of(workdir: Path) -> dict:
         res = synthesize(design.verilog, design.top, family, workdir=workdir)
@@ -98,7 +100,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
 
 
 def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", board: str = "ulx3s-85f",
-        baud: int | None = None, seed: int = 1) -> dict:
+        baud: int | None = None, seed: int = 1, theta=None) -> dict:
     """Place and route the learner in a UART board top on a Lattice board (YoWASP yosys + nextpnr).
 
     Args:
@@ -107,6 +109,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         board: a Lattice board of :data:`onchip.flow.boards.BOARDS`.
         baud: UART rate (bit/s, >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`).
         seed: nextpnr placer seed.
+        theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
         the report of :func:`onchip.flow.nextpnr.place_and_route`: fmax (MHz) measured by
@@ -126,7 +129,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
     if baud < 1200:
         raise ValueError(f"--baud must be >= 1200, got {baud}")
     check_output_dir(out)
-    design = generate(spec, axis=False)
+    design = generate(spec, axis=False, theta=theta)
     with atomic_output_dir(out) as stage:
         report = place_and_route(design, board, stage, baud=baud, seed=seed)
         (stage / "spec.toml").write_text(spec.to_toml())
@@ -134,7 +137,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
 
 
 def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
-           board: str | None = None, clock_mhz: float | None = None, ip: bool = False) -> dict:
+           board: str | None = None, clock_mhz: float | None = None, ip: bool = False, theta=None) -> dict:
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
 
     Args:
@@ -146,6 +149,7 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
             board of :data:`onchip.flow.vivado.AXIS_BOARDS` (the AXI4-Stream learner, out of context).
         clock_mhz: the out-of-context clock constraint (MHz; default 200).
         ip: package the AXI4-Stream learner as a Vivado IP instead.
+        theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
         the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``).
@@ -159,7 +163,7 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
     spec = load_spec(spec)
     flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
     check_output_dir(out)
-    design = generate(spec, axis=flow in ("ip", "board-axis"))
+    design = generate(spec, axis=flow in ("ip", "board-axis"), theta=theta)
     with atomic_output_dir(out) as stage:
         manifest = write_project(design, stage, part=part, board=board, clock_mhz=clock_mhz, ip=ip)
         write_json(stage / "manifest.json", manifest)

@@ -317,8 +317,9 @@ def axis_design(design: Design) -> Design:
 
 
 @functools.lru_cache(maxsize=None)
-def cached_design(spec) -> Design:
-    """:func:`onchip.hw.generate` of ``spec``, memoized for the process (tests share designs)."""
+def cached_design(spec, theta=None) -> Design:
+    """:func:`onchip.hw.generate` of ``spec`` (parameters reset to ``theta`` if given), memoized for
+    the process (tests share designs)."""
     from . import generate
 
-    return generate(spec)
+    return generate(spec, theta=theta)
