@@ -10,3 +10,5 @@ atexit.register(shutil.rmtree, _run_home, ignore_errors=True)
 for _var in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "NUMBA_CACHE_DIR"):
     os.environ.setdefault(_var, os.path.join(_run_home, _var.lower()))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# QKeras 0.9 runs on tf-keras: TensorFlow must see this before any test file imports it
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

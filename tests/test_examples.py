@@ -27,7 +27,7 @@ def value(text: str, key: str) -> str:
 
 
 def test_every_example_is_tested():
-    tested = {"readout_adapt.py", "hardware_report.py", "rtl_vs_golden.py", "local_sweep.py"}
+    tested = {"readout_adapt.py", "hardware_report.py", "rtl_vs_golden.py", "local_sweep.py", "pretrain_then_adapt.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -66,3 +66,19 @@ def test_local_sweep(tmp_path):
     rows = (tmp_path / "sweep" / "results.csv").read_text().strip().splitlines()
     assert len(rows) == 3 and "golden_mse" in rows[0]
     assert (tmp_path / "sweep" / "mse.png").stat().st_size > 0
+
+
+def test_pretrain_then_adapt(tmp_path):
+    pytest.importorskip("qkeras")
+    pytest.importorskip("kan")
+    out = run_example("pretrain_then_adapt.py", "--out", str(tmp_path))
+    for model in ("kan", "mlp"):
+        assert f"rtl == golden ({model}, real shots, imported, 300 shots): True" in out
+        for source in ("real shots", "built-in"):
+            fid = {start: float(re.search(rf"^{source} / {model} / {re.escape(start)}: fidelity ([0-9.]+),",
+                                          out, re.MULTILINE).group(1))
+                   for start in ("imported", "onchip init", "imported, frozen")}
+            # learning recovers from the drift; the frozen import cannot
+            assert fid["imported"] > 0.95 and fid["onchip init"] > 0.95 and fid["imported, frozen"] < 0.85, fid
+    rows = (tmp_path / "results.md").read_text().splitlines()
+    assert sum(r.startswith("| ") for r in rows) == 1 + 2 * 7  # header, 2 sources x (2 models x 3 starts + static)

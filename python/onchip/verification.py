@@ -326,7 +326,7 @@ def _case(name, mismatch, ok_text, seconds=0.0, waves=None) -> Case:
 
 
 # -- the golden side -------------------------------------------------------------------------
-def golden_bench(spec: LearnerSpec, x, y) -> dict:
+def golden_bench(spec: LearnerSpec, x, y, theta=None) -> dict:
     """What the golden model says the bench job of :func:`verify` must produce.
 
     Returns:
@@ -335,19 +335,19 @@ def golden_bench(spec: LearnerSpec, x, y) -> dict:
         :data:`TIMING_SAMPLES` samples) from a fresh learner, ``flush`` before its read; part A
         continues from there (the bench compares the predictions before the reset); parts B-D from
         a fresh learner (the reset), ``flush`` before the checkpoint read, ``load`` of the
-        checkpoint after part C, ``flush`` before the final read.
+        checkpoint after part C, ``flush`` before the final read. ``theta``: the initial (reset)
+        parameters (default: the spec's).
     """
     from .model import GoldenLearner
-    from .model.golden import initial_parameters
 
     (a0, a1), (b0, b1), (c0, c1), (d0, d1) = segment_bounds(len(x))
     n_t = min(len(x), TIMING_SAMPLES)
-    g = GoldenLearner(spec)
+    g = GoldenLearner(spec, theta)
     timing = g.run(x[:n_t], y[:n_t])
     g.flush()
     after_timing = g.theta.copy()
     preds = [g.run(x[a0:a1], y[a0:a1])]
-    g = GoldenLearner(spec)  # the reset: back to the initial parameters, nothing pending
+    g = GoldenLearner(spec, theta)  # the reset: back to the initial parameters, nothing pending
     preds.append(g.run(x[b0:b1], y[b0:b1]))
     g.flush()
     checkpoint = g.theta.copy()
@@ -355,16 +355,16 @@ def golden_bench(spec: LearnerSpec, x, y) -> dict:
     g.load(checkpoint)
     preds.append(g.run(x[d0:d1], y[d0:d1]))
     g.flush()
-    return {"timing": timing, "after_timing": after_timing, "preds": preds, "initial": initial_parameters(spec),
+    return {"timing": timing, "after_timing": after_timing, "preds": preds, "initial": g.initial_theta.copy(),
             "checkpoint": checkpoint, "final": g.theta.copy()}
 
 
-def golden_stream(spec: LearnerSpec, x, y) -> tuple[np.ndarray, np.ndarray]:
-    """Golden predictions (N, n_out) over the whole stream from the initial parameters, and the
-    flushed final parameters (P,)."""
+def golden_stream(spec: LearnerSpec, x, y, theta=None) -> tuple[np.ndarray, np.ndarray]:
+    """Golden predictions (N, n_out) over the whole stream from the initial parameters (``theta``,
+    default the spec's), and the flushed final parameters (P,)."""
     from .model import GoldenLearner
 
-    g = GoldenLearner(spec)
+    g = GoldenLearner(spec, theta)
     preds = g.run(x, y)
     g.flush()
     return preds, g.theta.copy()
@@ -395,11 +395,11 @@ def _run_bench(design, segments, **kw) -> dict:
     return sim.run_job(design, segments, **kw)
 
 
-def _run_hls(spec, x, y, progress) -> tuple[np.ndarray, np.ndarray]:
+def _run_hls(spec, x, y, progress, theta=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`onchip.hls.backend.run` (the seam tests use to inject faults)."""
     from .hls.backend import run
 
-    return run(spec, x, y, progress=progress)
+    return run(spec, x, y, progress=progress, theta=theta)
 
 
 def _max_cycles(info: dict, n: int) -> int:
@@ -408,7 +408,7 @@ def _max_cycles(info: dict, n: int) -> int:
     return 20 * (n * per + fixed) + 20_000
 
 
-def _bench_cases(spec, design, x, y, *, backend, seed, waves, log) -> tuple[list[Case], str | None]:
+def _bench_cases(spec, design, x, y, *, backend, seed, waves, log, theta=None) -> tuple[list[Case], str | None]:
     """One bench job: a stall-free timing segment, then the stream under stalls with a reset,
     read-backs and a restoring write; the cases of ``backend`` and the waveform path (or None)."""
     from .hw import sim
@@ -416,7 +416,7 @@ def _bench_cases(spec, design, x, y, *, backend, seed, waves, log) -> tuple[list
     simulator = "icarus" if backend == "icarus" else "verilator"
     bounds = segment_bounds(len(x))
     n_t = min(len(x), TIMING_SAMPLES)
-    want = golden_bench(spec, x, y)
+    want = golden_bench(spec, x, y, theta)
     pack = [sim.pack_samples(design, x[lo:hi], y[lo:hi]) for lo, hi in bounds]
     no_stalls = {k: 1.0 for k in STALLS}
     segments = [
@@ -549,16 +549,16 @@ def _timing_cases(design, seg, n, backend) -> list[Case]:
     return cases
 
 
-def _hls_cases(spec, x, y, *, progress, log) -> list[Case]:
+def _hls_cases(spec, x, y, *, progress, log, theta=None) -> list[Case]:
     log(f"hls: C simulation, {len(x)} samples")
     t0 = time.perf_counter()
-    got, theta = _run_hls(spec, x, y, progress)
+    got, final = _run_hls(spec, x, y, progress, theta)
     seconds = time.perf_counter() - t0
-    want, want_theta = golden_stream(spec, x, y)
+    want, want_theta = golden_stream(spec, x, y, theta)
     return [
         _case("hls.predictions", _compare_preds(spec, got, want, 0, x, y, "hls (C simulation)"),
               f"{len(x)} predictions equal the golden model's", seconds),
-        _case("hls.final_parameters", _compare_theta(theta, want_theta, "hls", "final parameters"),
+        _case("hls.final_parameters", _compare_theta(final, want_theta, "hls", "final parameters"),
               f"{len(want_theta)} final parameters equal the golden model's"),
     ]
 
@@ -584,7 +584,7 @@ def check_arguments(samples, seed, backends) -> tuple[int, int, tuple[str, ...]]
 
 def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STREAM, data=None,
            backends=("rtl", "hls"), schedule: str | None = None, staleness=None, timing: str | None = None,
-           waves: bool = False, progress: bool = False, top: str = "onchip_learner") -> VerifyReport:
+           waves: bool = False, progress: bool = False, top: str = "onchip_learner", theta=None) -> VerifyReport:
     """Verify the hardware of ``spec`` against the golden model (see the module docstring).
 
     Args:
@@ -602,6 +602,8 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
             traced Verilator build. The dump path is in the report and in every mismatch.
         progress: print one line per stage to stderr and show the HLS progress bar.
         top: the module name the RTL is generated under (:func:`onchip.hw.names.check_top`).
+        theta: raw initial parameters (P,), e.g. an imported network: the RTL's reset values and
+            the golden model's and the HLS C simulation's start (default: the spec's).
 
     Returns:
         :class:`VerifyReport`; its ``ok`` is True when every check that ran matched. A mismatch
@@ -621,6 +623,13 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
     samples, seed, backends = check_arguments(samples, seed, backends)
     check_top(top)
     spec = resolve_spec(spec, schedule, staleness, timing)
+    if theta is not None:
+        from .model.golden import check_parameters
+
+        try:
+            theta = check_parameters(spec, theta)
+        except ValueError as exc:
+            raise ValueError(f"theta: {exc}") from None
     x, y = make_verify_stream(spec, stream, samples, seed, data)
     report = VerifyReport(spec=spec, samples=samples, seed=seed, stream=stream, backends=backends)
 
@@ -637,14 +646,15 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         t0 = time.perf_counter()
         try:
             if backend == "hls":
-                report.cases += _hls_cases(spec, x, y, progress=progress, log=log)
+                report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta)
             else:
                 if design is None:
                     from .hw.sim import cached_design
 
                     log(f"generating the RTL of {report.label}")
-                    design = cached_design(spec, top)
-                cases, dump = _bench_cases(spec, design, x, y, backend=backend, seed=seed, waves=waves, log=log)
+                    design = cached_design(spec, top) if theta is None else cached_design(spec, top, theta=theta)
+                cases, dump = _bench_cases(spec, design, x, y, backend=backend, seed=seed, waves=waves, log=log,
+                                           theta=theta)
                 report.cases += cases
                 report.waves = report.waves or dump
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # ToolError, a failed cocotb job or build

@@ -97,6 +97,62 @@ def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
         parser.add_argument(alias, dest="quiet", action="store_true", help=argparse.SUPPRESS)
 
 
+THETA_HELP = ("raw initial parameters: a .npy of P integers in the spec's coef format (the theta.npy "
+              "of `onchip import`), the reset values instead of the spec's seeded draw")
+
+
+def add_theta(parser: argparse.ArgumentParser) -> None:
+    """Add ``--theta FILE`` (read with :func:`load_theta` once the spec is known)."""
+    parser.add_argument("--theta", default=None, metavar="FILE", help=THETA_HELP)
+
+
+def load_theta(path: str | None, spec):
+    """The parameters of ``--theta``: an int64 (P,) array, or None without the flag.
+
+    Args:
+        path: the flag's value (None: not given).
+        spec: the learner they are for (a LearnerSpec, a preset name or a TOML file; loaded only
+            when ``path`` is given).
+
+    Raises:
+        ValueError: starting ``--theta FILE:``: not a readable .npy, not shape (P,), a value that
+            is not an integer representable in int64, or one outside ``formats.coef``.
+    """
+    if path is None:
+        return None
+    import numpy as np
+
+    from ..spec import load_spec
+
+    spec = load_spec(spec)
+    try:
+        theta = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--theta {path}: not a readable .npy file ({exc})") from None
+    p = spec.parameter_count()
+    if theta.shape != (p,):
+        raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
+    if theta.dtype == bool or not (np.issubdtype(theta.dtype, np.integer) or np.issubdtype(theta.dtype, np.floating)):
+        raise ValueError(f"--theta {path}: dtype {theta.dtype}; raw parameters are integers")
+    if np.issubdtype(theta.dtype, np.floating):
+        bad = ~np.isfinite(theta) | (theta != np.round(theta)) | (np.abs(theta) >= 2.0**63)
+        if bad.any():
+            n = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"--theta {path}: value {float(theta[n])!r} at index {n} is not an integer representable "
+                             "in int64")
+    elif theta.dtype == np.uint64 and theta.size and theta.max() >= 2**63:
+        n = int(np.argmax(theta))
+        raise ValueError(f"--theta {path}: value {int(theta[n])} at index {n} is not representable in int64")
+    theta = theta.astype(np.int64)
+    c = spec.formats.coef
+    out = (theta < c.min_raw) | (theta > c.max_raw)
+    if out.any():
+        n = int(np.flatnonzero(out)[0])
+        raise ValueError(f"--theta {path}: value {int(theta[n])} at index {n} is outside formats.coef {c} "
+                         f"(raw [{c.min_raw}, {c.max_raw}])")
+    return theta
+
+
 class _Default:
     """A flag's default as :func:`add_quick` leaves it: lets :func:`apply_quick` tell a flag the user
     gave (any plain value) from one left at its default (this wrapper)."""

@@ -18,6 +18,7 @@ def add_parser(subparsers) -> None:
     )
     _args.add_spec(p)
     _args.add_top(p)
+    _args.add_theta(p)
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # names the folder in its summary line
 
@@ -67,8 +68,8 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
 def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
-    design = generate_to(resolve_spec(args.spec, args.schedule, args.staleness, args.timing), args.out,
-                         top=args.top)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
+    design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec))
     info = design.info
     schedule = f"pipelined (staleness {info['staleness']})" if info["staleness"] else "sequential"
     print(

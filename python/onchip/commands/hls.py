@@ -20,6 +20,7 @@ def add_parser(subparsers) -> None:
         description="Write the Vitis HLS C++ project (ap_fixed, AXI4-Stream top, Vitis script) of a learner.",
     )
     p.add_argument("--spec", required=True, help="spec TOML file or preset name")
+    _args.add_theta(p)
     _args.add_out(p)
     _args.add_top(p, "the top function (and the module Vitis makes of it)")
     p.add_argument("--part", default="xcu250-figd2104-2L-e", help="FPGA part of the Vitis script")
@@ -61,16 +62,17 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(args.samples, bool) or args.samples < 1:
         raise ValueError(f"--samples must be a positive integer, got {args.samples!r}")
     spec = load_spec(args.spec)
-    project = emit(spec, top=args.top, part=args.part, clock_ns=args.clock_ns)
+    theta = _args.load_theta(args.theta, spec)
+    project = emit(spec, theta=theta, top=args.top, part=args.part, clock_ns=args.clock_ns)
     x_raw, y_raw = testbench_stream(spec, args.samples, args.seed)
-    golden = GoldenLearner(spec)
+    golden = GoldenLearner(spec, theta)
     preds = golden.run(x_raw, y_raw)
     golden.flush()
     summary = {"spec": spec.name or "custom", "top": args.top, "samples": args.samples, "seed": args.seed}
     if args.csim:
         from ..hls import HlsLearner
 
-        hls_preds, hls_theta = HlsLearner(spec).run(x_raw, y_raw)
+        hls_preds, hls_theta = HlsLearner(spec, theta).run(x_raw, y_raw)
         summary["csim_predictions_equal"] = bool(np.array_equal(hls_preds, preds))
         summary["csim_parameters_equal"] = bool(np.array_equal(hls_theta, golden.theta))
     with atomic_output_dir(args.out) as stage:

@@ -19,6 +19,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("pnr", help="Lattice place and route: bitstream, fmax, utilisation", description=DESCRIPTION)
     _args.add_spec(p)
     _args.add_top(p, "the core module (not top: the board top's name)")
+    _args.add_theta(p)
     p.add_argument("--board", default="ulx3s-85f", choices=lattice)
     p.add_argument("--baud", type=int, default=DEFAULT_BAUD)
     _args.add_seed(p, default=1, what="the nextpnr placer")
@@ -32,7 +33,8 @@ def run(args) -> int:
 
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
 
-    report = pnr(spec, out=args.out, board=args.board, baud=args.baud, seed=args.seed, top=args.top)
+    report = pnr(spec, out=args.out, board=args.board, baud=args.baud, seed=args.seed, top=args.top,
+                 theta=_args.load_theta(args.theta, spec))
     print(f"{args.board}: fmax {report['fmax_mhz']:.1f} MHz (board clock {report['clock_mhz']:.0f} MHz, "
           f"{'met' if report['timing_met'] else 'NOT met'}), update latency {report['latency_cycles_update']} "
           f"cycles = {report['latency_ns_update']:.1f} ns")

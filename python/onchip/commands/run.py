@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=None, help="stream length (default: 100000)")
     p.add_argument("--episodes", type=int, default=None,
                    help="acrobot: episodes of the control loop (default: 200)")
+    _args.add_theta(p)
     _args.add_seed(p, what="the stream")
     _args.add_out(p)
     _args.add_quiet(p)
@@ -46,12 +47,16 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..run import run_job
 
+    if args.theta is not None and (args.spec is None or args.task == "acrobot"):
+        raise ValueError(f"--theta {args.theta}: needs --spec (the spec the parameters are for) and a stream task, "
+                         f"got {'--task acrobot' if args.spec else 'no --spec'}")
     if args.task == "acrobot" and args.samples is not None:
         raise ValueError(f"--samples: the acrobot task runs --episodes, not samples; got {args.samples}")
     metrics = run_job(
         task=args.task, model=args.model, spec=args.spec, backend=args.backend, data=args.data,
         samples=100_000 if args.samples is None else args.samples, seed=args.seed, out=args.out,
         progress=not args.quiet, states=args.states, drift=args.drift, episodes=args.episodes,
+        theta=_args.load_theta(args.theta, args.spec),
     )
     from ..run import summary_lines
 

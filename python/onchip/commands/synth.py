@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("synth", help="resources of a learner core from Yosys", description=DESCRIPTION)
     _args.add_spec(p)
     _args.add_top(p)
+    _args.add_theta(p)
     p.add_argument("--family", default="xcup", choices=tuple(FAMILIES), help="target family (default xcup)")
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
@@ -28,7 +29,7 @@ def run(args) -> int:
 
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
 
-    report = synth(spec, family=args.family, out=args.out, top=args.top)
+    report = synth(spec, family=args.family, out=args.out, top=args.top, theta=_args.load_theta(args.theta, spec))
     print(f"{args.family}: lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
           f"lutram={report['lutram']} latency={report['latency_cycles']} cycles II={report['initiation_interval']}")
     print(f"wrote {args.out}/report.json")

@@ -15,7 +15,8 @@ over a corner-case stream (or a task's). Exit status 0 only when every check tha
 tool is not installed is reported as skipped, never as passed."""
 
 #: verify() argument -> flag, for its error messages
-FLAGS = {"samples": "--samples", "seed": "--seed", "stream": "--stream", "data": "--data", "backends": "--backends"}
+FLAGS = {"samples": "--samples", "seed": "--seed", "stream": "--stream", "data": "--data", "backends": "--backends",
+         "theta": "--theta"}
 
 
 def junit_path(text: str) -> str:
@@ -35,6 +36,7 @@ def add_parser(sub) -> None:
                        description=DESCRIPTION)
     _args.add_spec(p)
     _args.add_top(p)
+    _args.add_theta(p)
     p.add_argument("--samples", type=_args.int_range(8), default=2000, help="stream length (default: %(default)s)")
     _args.add_seed(p, what="the stream and the bench's random stalls")
     p.add_argument("--stream", default="random",
@@ -63,7 +65,8 @@ def run(args) -> int:
     try:
         report = verify(args.spec, samples=args.samples, seed=args.seed, stream=args.stream, data=args.data,
                         backends=tuple(args.backends), schedule=args.schedule, staleness=args.staleness,
-                        timing=args.timing, waves=args.waves, progress=not args.quiet, top=args.top)
+                        timing=args.timing, waves=args.waves, progress=not args.quiet, top=args.top,
+                        theta=_args.load_theta(args.theta, args.spec))
     except ValueError as exc:
         message = _args.flag_message(str(exc), list(FLAGS), FLAGS)
         if message == str(exc) and not message.startswith("--") and "spec" in message.split(":")[0]:

@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
                        description=DESCRIPTION)
     _args.add_spec(p)
     _args.add_top(p, "the core module (the IP and the AXI4-Stream learner are <top>_axis)")
+    _args.add_theta(p)
     p.add_argument("--part", default=None, help=f"Xilinx part (default {DEFAULT_PART})")
     p.add_argument("--board", default=None, choices=xilinx_boards(), help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=_args.float_range(0, 1000, lo_open=True), default=None,
@@ -39,6 +40,6 @@ def run(args) -> int:
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
 
     manifest = vivado(spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
-                      ip=args.ip, top=args.top)
+                      ip=args.ip, top=args.top, theta=_args.load_theta(args.theta, spec))
     print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
     return 0

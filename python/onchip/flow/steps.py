@@ -48,9 +48,11 @@ def write_templates(design, folder) -> list[str]:
     return written
 
 
-def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, top: str = DEFAULT_TOP):
+def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, top: str = DEFAULT_TOP,
+                theta=None):
     """Generate the learner's Verilog (core and AXI4-Stream wrapper), its JSON description and the
-    instantiation templates (:func:`write_templates`) into ``out``.
+    instantiation templates (:func:`write_templates`) into ``out``, the parameters reset to ``theta``
+    (raw (P,); default: the spec's initial parameters).
 
     Args:
         spec: the learner.
@@ -69,7 +71,7 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
     spec = load_spec(spec)
     check_top(top)
     check_output_dir(out)
-    design = generate(spec, top=top)
+    design = generate(spec, top=top, theta=theta)
     with atomic_output_dir(out) as stage:
         write_design(design, stage)
         write_templates(design, stage)
@@ -77,7 +79,7 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
 
 
 def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
-          out: "str | os.PathLike | None" = None, top: str = DEFAULT_TOP) -> dict:
+          out: "str | os.PathLike | None" = None, top: str = DEFAULT_TOP, theta=None) -> dict:
     """Synthesise the learner core with Yosys (``synth_xilinx`` / ``synth_ecp5`` / ``synth_ice40``).
 
     Args:
@@ -86,6 +88,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         out: folder for ``report.json``, ``spec.toml`` and Yosys' work files; None: a temporary
             folder, removed afterwards.
         top: the core's module name (:func:`onchip.hw.names.check_top`).
+        theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
         ``{"spec", "top", "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
@@ -104,7 +107,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
     check_top(top)
     if out is not None:
         check_output_dir(out)
-    design = generate(spec, axis=False, top=top)
+    design = generate(spec, axis=False, top=top, theta=theta)
 
     def report_of(workdir: Path) -> dict:
         res = synthesize(design.verilog, design.top, family, workdir=workdir)
@@ -132,7 +135,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
 
 
 def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", board: str = "ulx3s-85f",
-        baud: int | None = None, seed: int = 1, top: str = DEFAULT_TOP) -> dict:
+        baud: int | None = None, seed: int = 1, top: str = DEFAULT_TOP, theta=None) -> dict:
     """Place and route the learner in a UART board top on a Lattice board (YoWASP yosys + nextpnr).
 
     Args:
@@ -142,6 +145,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         baud: UART rate (bit/s, >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`).
         seed: nextpnr placer seed.
         top: the core's module name (:func:`onchip.hw.names.check_top`; not ``top``, the board top's).
+        theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
         the report of :func:`onchip.flow.nextpnr.place_and_route`: fmax (MHz) measured by
@@ -162,7 +166,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         raise ValueError(f"--baud must be >= 1200, got {baud}")
     check_board_top(top)
     check_output_dir(out)
-    design = generate(spec, axis=False, top=top)
+    design = generate(spec, axis=False, top=top, theta=theta)
     with atomic_output_dir(out) as stage:
         report = place_and_route(design, board, stage, baud=baud, seed=seed)
         (stage / "spec.toml").write_text(spec.to_toml())
@@ -171,7 +175,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
 
 def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
            board: str | None = None, clock_mhz: float | None = None, ip: bool = False,
-           top: str = DEFAULT_TOP) -> dict:
+           top: str = DEFAULT_TOP, theta=None) -> dict:
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
 
     Args:
@@ -184,6 +188,7 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
         clock_mhz: the out-of-context clock constraint (MHz; default 200).
         ip: package the AXI4-Stream learner as a Vivado IP instead (named ``<top>_axis``).
         top: the core's module name (:func:`onchip.hw.names.check_top`; not ``top`` for a UART board).
+        theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
         the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``).
@@ -199,7 +204,7 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
     flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
     (check_board_top if flow == "board" else check_top)(top)
     check_output_dir(out)
-    design = generate(spec, axis=flow in ("ip", "board-axis"), top=top)
+    design = generate(spec, axis=flow in ("ip", "board-axis"), top=top, theta=theta)
     with atomic_output_dir(out) as stage:
         manifest = write_project(design, stage, part=part, board=board, clock_mhz=clock_mhz, ip=ip)
         write_json(stage / "manifest.json", manifest)

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fixed import Fmt
-from ..spec import Formats, LearnerSpec
+from ..spec import LearnerSpec
+from .exact_mlp import DenseLayer, exact_mlp_spec
 
 _ROUNDING = {"RoundSte": "RND_CONV", "FloorSte": "TRN", "RoundToZeroSte": "TRN_ZERO"}
 
@@ -235,31 +236,11 @@ def from_brevitas(
             b_bits = int(round(float(qb.bit_width)))
         layers.append((lname, w_int, w_exp, w_bits, b_int, b_exp, b_bits))
 
-    frac = max(max(-l[2], -l[5]) for l in layers)
-    int_bits = max(max(l[3] + l[2], l[6] + l[5]) for l in layers) + int(coef_extra_int_bits)
-    width = int_bits + frac
-    if width > 32:
-        raise ValueError(f"layer {layers[0][0]!r}..{layers[-1][0]!r}: weights and biases need a "
-                         f"{width}-bit coef format (ap_fixed<{width},{int_bits}>), more than 32 bits")
-    coef = Fmt(width, int_bits, True, "RND_CONV", "SAT")
-    grad_fmt = Fmt.parse(grad) if isinstance(grad, str) else grad
-    widths = (linears[0].in_features, *[l[1].shape[0] for l in layers])
-    fan_in = max(widths[:-1]) + 1
-    data_frac = max(in_fmt.frac_bits, act.frac_bits, grad_fmt.frac_bits)
-    acc_frac = coef.frac_bits + data_frac
-    acc_int = coef.int_bits + max(in_fmt.int_bits, act.int_bits, grad_fmt.int_bits) + fan_in.bit_length()
-    if acc_int + acc_frac > 48:
-        raise ValueError(f"model: an exact accumulator needs {acc_int + acc_frac} bits (at most 48)")
-    formats = Formats(input=in_fmt, coef=coef, act=act, grad=grad_fmt,
-                      acc=Fmt(acc_int + acc_frac, acc_int, True, "TRN", "WRAP"))
-    # init_scale 0: the parameters are the network's (theta below), never a random draw
-    spec = LearnerSpec(kind="mlp", widths=widths, formats=formats, learning_rate=learning_rate,
-                       schedule=schedule, staleness=staleness, init_scale=0.0, name=name)
-    parts = []
-    for lname, w_int, w_exp, _, b_int, b_exp, _ in layers:
-        parts.append((w_int << (frac + w_exp)).reshape(-1))
-        parts.append(b_int << (frac + b_exp))
-    theta = np.concatenate(parts).astype(np.int64)
+    dense = [DenseLayer(lname, np.ldexp(w_int.astype(np.float64), w_exp), np.ldexp(b_int.astype(np.float64), b_exp),
+                        Fmt(w_bits, w_bits + w_exp), Fmt(b_bits, b_bits + b_exp))
+             for lname, w_int, w_exp, w_bits, b_int, b_exp, b_bits in layers]
+    spec, theta = exact_mlp_spec(dense, in_fmt, act, grad=grad, coef=None, coef_extra_int_bits=coef_extra_int_bits,
+                                 learning_rate=learning_rate, schedule=schedule, staleness=staleness, name=name)
     names = tuple(r["name"] for r in calls)
     return BrevitasImport(spec, theta, names)
 

@@ -1,4 +1,4 @@
-"""hls4ml bridge: the same brevitas network through QONNX and hls4ml (inference only).
+"""hls4ml bridge: the same brevitas or QKeras network through hls4ml (inference only).
 
 brevitas -> QONNX (``brevitas.export.export_qonnx``) -> qonnx cleanup and
 Gemm -> MatMul -> ``hls4ml.converters.convert_from_onnx_model`` (Vivado
@@ -11,6 +11,9 @@ bit width, scale and rounding (ROUND -> AP_RND_CONV, as brevitas' torch.round)
 and saturation; the precision of the other results (MatMul, the bias Add) is
 inferred or falls back to ``default_precision`` (AP_TRN, AP_WRAP), which is
 where its rounding can differ from brevitas' and ours: see :func:`compare`.
+
+QKeras networks go through hls4ml's own Keras 2 converter (:func:`convert_qkeras`); its two
+differences from QKeras' arithmetic are described there.
 
 Source: hls4ml (Fahim et al., "hls4ml: An Open-Source Codesign Workflow to
 Empower Scientific Low-Power Machine Learning Devices", arXiv:2103.05579) and
@@ -74,6 +77,62 @@ def convert(model, n_in: int, output_dir: str | Path, *, default_precision: str 
     hls_model = hls4ml.converters.convert_from_onnx_model(
         qonnx_model, hls_config=config, output_dir=str(output_dir / "hls4ml_prj"), backend="Vivado"
     )
+    hls_model.compile()
+    return hls_model
+
+
+def convert_qkeras(model, output_dir: str | Path, *, precision: dict[str, str] | None = None,
+                   default_precision: str = "fixed<16,6>"):
+    """Convert a QKeras model with hls4ml's Keras converter and compile it for C simulation.
+
+    hls4ml 1.3 chooses its Keras 3 front end whenever the ``keras`` package is Keras 3, which it is
+    beside tf-keras; QKeras models are Keras 2 models, so ``keras`` names tf-keras during the
+    conversion. With the defaults hls4ml differs from QKeras (and onchip) in two places: the
+    input layer's type is ``default_precision`` (TRN, WRAP), so inputs are truncated before the
+    input quantizer rounds them; and a QActivation(quantized_bits) right after a QDense is merged
+    into it (MergeLinearActivation) without its precision, so the output is the QDense's exact,
+    unrounded sum. ``precision`` sets result types to undo both (``{input layer: input format,
+    last QDense: output format}``).
+
+    Args:
+        model: a QKeras model (as for :func:`onchip.frontends.qkeras.from_qkeras`).
+        output_dir: hls4ml project folder (created).
+        precision: layer name -> hls4ml result precision (``"fixed<8,3,RND_CONV,SAT>"``).
+        default_precision: hls4ml's precision for results nothing else fixes.
+
+    Returns:
+        The compiled ``hls4ml`` model.
+
+    Raises:
+        ValueError: a ``precision`` key that names no layer of hls4ml's configuration.
+    """
+    import sys
+
+    import hls4ml
+
+    from .qkeras import modules
+
+    modules()
+    import tf_keras
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    saved = sys.modules.get("keras")
+    sys.modules["keras"] = tf_keras
+    try:
+        config = hls4ml.utils.config_from_keras_model(model, granularity="name", backend="Vivado",
+                                                      default_precision=default_precision)
+        for name, value in (precision or {}).items():
+            if name not in config["LayerName"]:
+                raise ValueError(f"precision: no layer {name!r} (hls4ml's layers: {', '.join(config['LayerName'])})")
+            config["LayerName"][name]["Precision"]["result"] = value
+        hls_model = hls4ml.converters.convert_from_keras_model(
+            model, hls_config=config, output_dir=str(output_dir / "hls4ml_prj"), backend="Vivado")
+    finally:
+        if saved is None:
+            sys.modules.pop("keras", None)
+        else:
+            sys.modules["keras"] = saved
     hls_model.compile()
     return hls_model
 

@@ -320,9 +320,15 @@ def axis_design(design: Design) -> Design:
                   info={**design.info, "bench_names": names})
 
 
+def cached_design(spec, top: str = TOP, theta=None) -> Design:
+    """:func:`onchip.hw.generate` of ``spec`` as module ``top`` (parameters reset to ``theta``, raw
+    (P,), if given), memoized for the process (tests share designs)."""
+    key = None if theta is None else tuple(int(v) for v in np.asarray(theta).ravel())
+    return _cached_design(spec, top, key)
+
+
 @functools.lru_cache(maxsize=None)
-def cached_design(spec, top: str = TOP) -> Design:
-    """:func:`onchip.hw.generate` of ``spec`` as module ``top``, memoized for the process (tests share designs)."""
+def _cached_design(spec, top: str, theta: tuple | None) -> Design:
     from . import generate
 
-    return generate(spec, top=top)
+    return generate(spec, top=top, theta=None if theta is None else np.array(theta, np.int64))

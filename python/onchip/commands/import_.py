@@ -1,0 +1,47 @@
+"""``onchip import``: a saved QKeras or pykan model -> spec.toml + theta.npy (+ what the conversion did)."""
+
+from __future__ import annotations
+
+from . import _args
+
+DESCRIPTION = """Convert a saved model into an onchip learner: a QKeras MLP (.h5 or .keras; QDense +
+QActivation with power-of-two quantizers, mapped exactly) or a pykan KAN (a saveckpt checkpoint,
+its folder, or a torch.save'd model; projected onto onchip's uniform power-of-two grid). Writes
+spec.toml, theta.npy (raw initial parameters) and report.json / report.md (the layer mapping and
+the bit-exactness check against QKeras, or the per-edge and output errors of the projection) into
+--out. Then: onchip verify|generate|synth|run --spec OUT/spec.toml --theta OUT/theta.npy."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("import", help="convert a saved QKeras or pykan model into a spec and parameters",
+                       description=DESCRIPTION)
+    p.add_argument("model", metavar="MODEL", help="a QKeras .h5/.keras file, or a pykan checkpoint or saved model")
+    p.add_argument("--template", default=None,
+                   help="pykan: a KAN spec (preset or TOML) whose grid and formats to take (default: derived)")
+    p.add_argument("--coef", default=None,
+                   help="QKeras: the coef format, e.g. 'ap_fixed<16,4,RND_CONV,SAT>' (default: the narrowest "
+                        "holding every quantizer's values)")
+    p.add_argument("--data", default=None,
+                   help="a .npy of inputs (N, n_in) to check the conversion on (default: a seeded probe)")
+    p.add_argument("--name", default=None, help="the spec's name (default: the model file's name)")
+    _args.add_out(p)
+    p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
+
+
+def run(args) -> int:
+    from ..frontends.saved import import_model
+
+    report = import_model(args.model, args.out, template=args.template, data=args.data, coef=args.coef,
+                          name=args.name)
+    spec = report["spec"]
+    if report["framework"] == "qkeras":
+        c = report["check"]
+        check = (f"{c['outputs'] - c['differing']} of {c['outputs']} outputs equal QKeras' on {c['samples']} inputs"
+                 + (f" (others within {c['max_lsb']} LSB)" if c["differing"] else ""))
+    else:
+        o = report["output"]
+        check = (f"output error against pykan on {o['samples']} inputs: max {o['max_error']:.3g}, "
+                 f"RMS {o['rms_error']:.3g} ({o['rms_error_lsb']:.3g} LSB)")
+    print(f"{report['framework']} -> {spec['kind']} {spec['widths']}, {report['parameters']} parameters; {check}")
+    print(f"wrote {args.out}/ (spec.toml, theta.npy, report.json, report.md)")
+    return 0

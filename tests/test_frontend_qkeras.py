@@ -1,0 +1,263 @@
+"""QKeras front end: QDense/QActivation networks -> MLP learners, bit-exact with QKeras' own pass."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qkeras")  # TensorFlow with tf-keras: conftest sets TF_USE_LEGACY_KERAS=1
+from onchip.frontends.qkeras import from_qkeras, modules, qkeras_outputs  # noqa: E402
+
+tf, _ = modules()
+from qkeras import QActivation, QDense, quantized_bits, quantized_relu  # noqa: E402
+
+from onchip.fixed import quantize  # noqa: E402
+from onchip.model import GoldenLearner  # noqa: E402
+
+
+def _mlp(seed=0, alpha=1, n_in=3):
+    """n_in -> 6 -> 4 -> 2: 8-bit input and output, 6-bit kernels, 10-bit biases, 7-bit ReLUs; the
+    second layer's ReLU is its QDense's own activation. Scaled weights make the output busy."""
+    tf.keras.utils.set_random_seed(seed)
+    inp = tf.keras.Input((n_in,))
+    x = QActivation(quantized_bits(8, 2, alpha=1), name="q_in")(inp)
+    x = QDense(6, kernel_quantizer=quantized_bits(6, 0, alpha=alpha), bias_quantizer=quantized_bits(10, 2, alpha=1),
+               name="d1")(x)
+    x = QActivation(quantized_relu(7, 2), name="r1")(x)
+    x = QDense(4, kernel_quantizer=quantized_bits(6, 0, alpha=alpha), bias_quantizer=quantized_bits(10, 2, alpha=1),
+               activation=quantized_relu(7, 2), name="d2")(x)
+    x = QDense(2, kernel_quantizer=quantized_bits(6, 1, alpha=alpha), bias_quantizer=quantized_bits(10, 2, alpha=1),
+               name="d3")(x)
+    out = QActivation(quantized_bits(8, 2, alpha=1), name="q_out")(x)
+    model = tf.keras.Model(inp, out)
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, QDense):
+            columns = 0.5 ** (np.arange(layer.kernel.shape[1]) % 3)  # channels of different ranges
+            layer.kernel.assign((rng.uniform(-3.0, 3.0, layer.kernel.shape) * columns).astype(np.float32))
+            layer.bias.assign(rng.uniform(-1.0, 1.0, layer.bias.shape).astype(np.float32))
+    return model
+
+
+def _inputs(n, n_in=3, seed=1):
+    return (2.0 * np.random.default_rng(seed).normal(size=(n, n_in))).astype(np.float32)
+
+
+def _golden(imp, x):
+    golden = GoldenLearner(imp.spec, imp.theta)
+    return golden.predict(golden.quantize_inputs(np.asarray(x, np.float64)))
+
+
+@pytest.fixture(scope="module")
+def imported():
+    model = _mlp()
+    return model, from_qkeras(model)
+
+
+def test_golden_equals_qkeras_on_3000_inputs(imported):
+    model, imp = imported
+    x = _inputs(3000)
+    want = qkeras_outputs(model, x, imp.spec.formats.act)
+    act = imp.spec.formats.act
+    assert len(np.unique(want)) > 100 and want.min() < 0 < want.max()  # busy, both signs
+    assert act.min_raw in want or act.max_raw in want  # and saturating
+    assert all(d["exact"] for d in imp.float32_exact)  # the case where QKeras' float32 pass is exact
+    np.testing.assert_array_equal(_golden(imp, x), want)
+
+
+def test_quantizers_map_onto_ap_fixed(imported):
+    model, imp = imported
+    f = imp.spec.formats
+    assert imp.spec.kind == "mlp" and imp.spec.widths == (3, 6, 4, 2)
+    assert str(f.input) == "ap_fixed<8,3,RND_CONV,SAT>"  # quantized_bits(8, 2): integer excludes the sign
+    assert str(f.act) == "ap_fixed<8,3,RND_CONV,SAT>"  # quantized_relu(7, 2) plus a sign bit
+    assert str(f.coef) == "ap_fixed<10,3,RND_CONV,SAT>"  # 6-bit kernels (2^-5) and 10-bit biases within +/-4
+    assert [l["kind"] for l in imp.layers] == ["input", "dense", "relu", "dense", "relu", "dense", "output"]
+    d1 = model.get_layer("d1")
+    kernel = d1.kernel_quantizer_internal(d1.kernel).numpy()
+    np.testing.assert_array_equal(f.coef.dequantize(imp.theta[:18]).reshape(6, 3), kernel.T)
+
+
+def test_auto_po2_kernels_resolve_per_channel():
+    model = _mlp(alpha="auto_po2")
+    imp = from_qkeras(model)
+    q = model.get_layer("d1").kernel_quantizer_internal
+    exponents = np.log2(np.asarray(q.scale).reshape(-1))
+    assert np.all(exponents == np.round(exponents)) and len(set(exponents)) > 1  # per-channel powers of two
+    x = _inputs(3000, seed=5)
+    np.testing.assert_array_equal(_golden(imp, x), qkeras_outputs(model, x, imp.spec.formats.act))
+
+
+def test_a_wider_coef_keeps_the_outputs_and_a_narrow_one_is_refused(imported):
+    model, imp = imported
+    wide = from_qkeras(model, coef="ap_fixed<16,4,RND_CONV,SAT>")
+    assert str(wide.spec.formats.coef) == "ap_fixed<16,4,RND_CONV,SAT>"
+    x = _inputs(500, seed=2)
+    np.testing.assert_array_equal(_golden(wide, x), _golden(imp, x))
+    with pytest.raises(ValueError, match=r"coef: ap_fixed<8,3,RND_CONV,SAT> cannot hold the bias -?[0-9.]+ of layer 'd1' exactly"):
+        from_qkeras(model, coef="ap_fixed<8,3,RND_CONV,SAT>")
+
+
+def _wide(n_in=16):
+    """16-bit inputs, kernels and activations over 16 inputs: accumulators of 33 bits, more than
+    float32's 24-bit significand holds."""
+    tf.keras.utils.set_random_seed(0)
+    inp = tf.keras.Input((n_in,))
+    x = QActivation(quantized_bits(16, 3, alpha=1), name="q_in")(inp)
+    x = QDense(16, kernel_quantizer=quantized_bits(16, 0, alpha=1), bias_quantizer=quantized_bits(16, 2, alpha=1),
+               name="d1")(x)
+    x = QActivation(quantized_relu(15, 3), name="r1")(x)
+    x = QDense(2, kernel_quantizer=quantized_bits(16, 0, alpha=1), bias_quantizer=quantized_bits(16, 2, alpha=1),
+               name="d2")(x)
+    return tf.keras.Model(inp, QActivation(quantized_bits(16, 3, alpha=1), name="q_out")(x))
+
+
+def test_wide_accumulators_differ_only_where_float32_rounding_moves_a_value_across_a_tie():
+    """Where QKeras' pass is not exact: 16-bit data over 16 inputs need 33-bit sums, and TensorFlow
+    sums in float32. Measured on 3000 inputs: 14 of 6000 outputs (0.23%) differ, by 1 LSB. The cause,
+    checked layer by layer: the golden model equals QKeras' formulas evaluated exactly (float64
+    holds every 33-bit sum), and every differing sample has a layer whose float32 pre-activation
+    rounds, in that layer's quantizer, to another value than the exact one."""
+    model = _wide()
+    imp = from_qkeras(model)
+    assert [d["accumulator_bits"] for d in imp.float32_exact] == [33, 33]
+    assert not any(d["exact"] for d in imp.float32_exact)
+    x = _inputs(3000, n_in=16)
+    act = imp.spec.formats.act
+    ours, theirs = _golden(imp, x), qkeras_outputs(model, x, act)
+    diff = ours - theirs
+    assert 0 < np.count_nonzero(diff) < 0.01 * diff.size and np.abs(diff).max() == 1
+
+    names = ["q_in", "d1", "r1", "d2", "q_out"]
+    tapped = tf.keras.Model(model.inputs, [model.get_layer(n).output for n in names])(x)
+    tf_out = {n: np.asarray(t.numpy(), np.float64) for n, t in zip(names, tapped)}
+    flipped = np.zeros(len(x), bool)
+    exact = tf_out["q_in"]  # the input quantizer is exact in float32
+    for dense, source, quant, relu in (("d1", "q_in", "r1", True), ("d2", "r1", "q_out", False)):
+        layer = model.get_layer(dense)
+        w = layer.kernel_quantizer_internal(layer.kernel).numpy().astype(np.float64)
+        b = layer.bias_quantizer_internal(layer.bias).numpy().astype(np.float64)
+
+        def quantizer(z, relu=relu):  # QKeras' formula clip(round_half_even(z 2^F)) in exact arithmetic
+            raw = quantize(z, act)
+            return np.maximum(raw, 0) if relu else raw
+
+        from_exact = quantizer(tf_out[source] @ w + b)  # QKeras' own inputs of the layer, summed exactly
+        flipped |= np.any(from_exact != np.ldexp(tf_out[quant], act.frac_bits), axis=1)
+        exact_raw = quantizer(exact @ w + b)
+        exact = act.dequantize(exact_raw)
+    np.testing.assert_array_equal(ours, exact_raw)
+    assert np.all(flipped[np.any(diff != 0, axis=1)])
+
+
+def _seq(*layers):
+    model = tf.keras.Sequential([tf.keras.Input((3,)), *layers])
+    return model
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: _seq(QActivation(quantized_bits(8, 2, alpha=1)),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0, alpha=0.3), bias_quantizer=quantized_bits(8, 2),
+                             name="d"), QActivation(quantized_bits(8, 2))),
+         r"layer 'd': kernel quantizer quantized_bits\(6,0,0,alpha=0.3\) has scale 0.3.*not a power of two"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2, alpha=1)),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0, alpha="auto"), bias_quantizer=quantized_bits(8, 2),
+                             name="d"), QActivation(quantized_bits(8, 2))),
+         r"layer 'd': kernel quantizer .*alpha='auto'.* a float scale"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2, symmetric=1), name="q"),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_bits(8, 2))),
+         r"layer 'q': quantizer quantized_bits\(8,2,1\) is symmetric \(symmetric=1\)"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      tf.keras.layers.BatchNormalization(name="bn"), QActivation(quantized_relu(7, 2)),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_bits(8, 2))),
+         r"layer 'bn' \(BatchNormalization\): batch normalisation that is not folded"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      tf.keras.layers.Dropout(0.1, name="drop"), QActivation(quantized_relu(7, 2)),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_bits(8, 2))),
+         r"layer 'drop' \(Dropout\) is an unsupported layer"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)), tf.keras.layers.Dense(2, name="plain"),
+                      QActivation(quantized_bits(8, 2))),
+         r"layer 'plain' \(Dense\) is not quantized"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2),
+                             activation="relu", name="d")),
+         r"layer 'd' \(QDense\): activation 'relu' is not quantized"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_relu(5, 2), name="r"),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_bits(8, 2))),
+         r"layer 'r': quantizer quantized_relu\(5,2\) gives the activation format ap_fixed<6,3,RND_CONV,SAT>"),
+    ],
+)
+def test_refusals_name_the_layer_the_quantizer_and_the_reason(build, match):
+    with pytest.raises(ValueError, match=match):
+        from_qkeras(build())
+
+
+def test_hls4ml_converter_agrees_once_its_two_rounding_differences_are_set(imported, tmp_path):
+    """hls4ml's QKeras converter (keras v2 path) against ours, on inputs and near-ties of the input grid.
+
+    With hls4ml's defaults two things differ, both measured here: (1) its input layer has
+    ``default_precision`` fixed<16,6,TRN,WRAP>, so an input is truncated to 10 fractional bits
+    before q_in rounds it to 5 (double rounding, as on the brevitas path); (2) the output
+    QActivation(quantized_bits) after the last QDense is merged into that layer (hls4ml's
+    MergeLinearActivation) and its precision is lost: the output is the exact sum, neither rounded
+    nor saturated into act. Setting the input layer's result to q_in's format and the last
+    QDense's result to q_out's makes hls4ml's outputs equal ours (and QKeras') exactly.
+    """
+    pytest.importorskip("hls4ml")
+    from onchip.frontends import hls4ml_bridge
+
+    model, imp = imported
+    rng = np.random.default_rng(4)
+    x = (np.round(rng.uniform(-3, 3, (2000, 3)) * 2**12) / 2**12).astype(np.float32)
+    ours = _golden(imp, x)
+    act = imp.spec.formats.act
+    default = hls4ml_bridge.convert_qkeras(model, tmp_path / "default")
+    assert "q_out" not in hls4ml_bridge.result_types(default)  # merged away
+    got = np.asarray(default.predict(np.ascontiguousarray(x)), np.float64).reshape(ours.shape)
+    assert not np.allclose(np.ldexp(got, act.frac_bits), np.round(np.ldexp(got, act.frac_bits)))  # off the grid
+
+    fixed = hls4ml_bridge.convert_qkeras(model, tmp_path / "fixed", precision={
+        model.layers[0].name: imp.spec.formats.input.cpp().replace("ap_", "").replace("AP_", ""),
+        "d3": act.cpp().replace("ap_", "").replace("AP_", "")})
+    report = hls4ml_bridge.compare(fixed, x, ours, act.lsb)
+    assert report["differing"] == 0 and report["samples"] == 2000
+
+
+def test_import_command_writes_spec_theta_and_report(imported, tmp_path, capsys):
+    from onchip.cli import main
+    from onchip.spec import LearnerSpec
+
+    model, imp = imported
+    path = tmp_path / "net.h5"
+    model.save(path)
+    out = tmp_path / "imp"
+    assert main(["import", str(path), "--out", str(out)]) == 0
+    spec = LearnerSpec.from_toml((out / "spec.toml").read_text())
+    assert spec.replace(name=imp.spec.name) == imp.spec and spec.name == "net"
+    np.testing.assert_array_equal(np.load(out / "theta.npy"), imp.theta)
+    report = json.loads((out / "report.json").read_text())
+    check = report["check"]
+    assert report["framework"] == "qkeras" and check["samples"] == 3000 and check["differing"] == 0
+    assert "bit-exact" in (out / "report.md").read_text()
+    assert main(["import", str(path), "--out", str(tmp_path / "x"), "--template", "kan-readout"]) == 2
+    assert "--template applies to pykan models" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_missing_qkeras_names_its_extra():
+    from onchip.extras import extra_for
+
+    for package in ("qkeras", "tensorflow", "tf_keras"):
+        assert extra_for(ModuleNotFoundError(name=package)) == "qkeras"
