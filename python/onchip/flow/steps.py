@@ -58,6 +58,7 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
         spec: the learner.
         out: the output folder.
         top: the core's module name (:func:`onchip.hw.names.check_top`); the wrapper is ``<top>_axis``.
+        theta: raw reset values of the parameters (P,), or None.
 
     Returns:
         the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
