@@ -47,3 +47,16 @@ def test_the_docs_page_is_the_generated_reference():
     assert hooks.CLI_MARKER in page
     rendered = hooks.on_page_markdown(page, None, None, None)
     assert hooks.CLI_MARKER not in rendered and "### onchip verify\n" in rendered and "--junit" in rendered
+
+
+def test_every_flag_of_the_hardware_commands_has_a_help_text():
+    """Every option of a learner, hardware or sweep command says what it is (pnr --board/--baud and
+    hls --part/--clock-ns had none)."""
+    parser = build_parser()
+    missing = [(name, action.option_strings[0]) for _, names in GROUPS for name in names
+               for action in parser.commands[name][1]._actions
+               if action.option_strings and not action.help]
+    assert missing == []
+    text = parser.commands["pnr"][1].format_help() + parser.commands["hls"][1].format_help()
+    for default in ("ulx3s-85f", "115200", "xcu250-figd2104-2L-e", "5.0"):
+        assert f"(default: {default})" in " ".join(text.split()), default

@@ -23,8 +23,10 @@ def add_parser(subparsers) -> None:
     _args.add_theta(p)
     _args.add_out(p)
     _args.add_top(p, "the top function (and the module Vitis makes of it)")
-    p.add_argument("--part", default="xcu250-figd2104-2L-e", help="FPGA part of the Vitis script")
-    p.add_argument("--clock-ns", type=float, default=5.0, help="clock period of the Vitis script, ns")
+    p.add_argument("--part", default="xcu250-figd2104-2L-e",
+                   help="Xilinx part the Vitis HLS script targets (default: %(default)s)")
+    p.add_argument("--clock-ns", type=_args.float_range(0, 1000, lo_open=True), default=5.0,
+                   help="clock period the Vitis HLS script constrains, ns, in (0, 1000] (default: %(default)s)")
     p.add_argument("--samples", type=int, default=256, help="test-bench stream length (default %(default)s)")
     _args.add_seed(p, what="the test-bench stream")
     p.add_argument(

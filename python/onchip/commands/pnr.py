@@ -20,8 +20,10 @@ def add_parser(sub) -> None:
     _args.add_spec(p)
     _args.add_top(p, "the core module (not top: the board top's name)")
     _args.add_theta(p)
-    p.add_argument("--board", default="ulx3s-85f", choices=lattice)
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD)
+    p.add_argument("--board", default="ulx3s-85f", choices=lattice,
+                   help="the Lattice board whose UART top is built (default: %(default)s)")
+    p.add_argument("--baud", type=_args.int_range(1200), default=DEFAULT_BAUD,
+                   help="UART rate of the board top, bit/s, >= 1200 (default: %(default)s)")
     _args.add_seed(p, default=1, what="the nextpnr placer")
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
