@@ -254,7 +254,8 @@ def test_fault_injected_into_the_verilog_fails(monkeypatch):
 
     spec = PRESETS[SPEC]
     design = sim.cached_design(spec)
-    faulty, n = re.subn(r"= \$signed\(m__payload\) - \$signed\(", "= $signed(m__payload) + $signed(", design.verilog)
+    # the output error y_hat - y of the last layer becomes y_hat + y
+    faulty, n = re.subn(r"(= \$signed\(l0_out0_s\d+\)) - (\$signed\(y0_s\d+\))", r"\1 + \2", design.verilog)
     assert n == 1
     broken = sim.Design(verilog=faulty, top=design.top, info=design.info)
     monkeypatch.setattr(sim, "cached_design", lambda spec, top="onchip_learner": broken)
