@@ -123,10 +123,54 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
         assert next(iter(metrics)) == "command" and metrics["command"].startswith("onchip "), path
         assert "headline" in metrics, path
         h = metrics["headline"]
-        assert tuple(h) == _report.HEADLINE_KEYS, (path, list(h))
+        assert tuple(h) in (_report.HEADLINE_KEYS, (*_report.HEADLINE_KEYS, _report.HEADLINE_PAIRED)), (path, list(h))
+        for name, pair in h.get(_report.HEADLINE_PAIRED, {}).items():
+            assert name in h["baselines"] and len(pair["ci95"]) == 2, (path, name)
+            assert pair["ci95"][0] <= pair["difference"] <= pair["ci95"][1], (path, name)
         assert h["direction"] in _report.DIRECTIONS and h["seeds"], path
         assert set(h["baseline_std"]) <= set(h["baselines"]), path
         assert all(np.isfinite(v) for v in [h["value"], h["std"], *h["baselines"].values()]), path
+
+
+def test_paired_difference_sees_a_shift_smaller_than_the_spread_over_seeds():
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.0, 1.0, 8)  # seeds differ by ~1
+    shifted = _report.paired_difference(base + 0.1 + rng.normal(0, 0.01, 8), base)
+    lo, hi = shifted["ci95"]
+    assert 0.05 < lo < shifted["difference"] < hi < 0.15 and _report.excludes_zero(shifted)
+    assert shifted["per_seed"] == pytest.approx(list(np.asarray(shifted["per_seed"]))) and shifted["n"] == 8
+    # the same two arms unpaired: their means differ by less than their spread, so no win
+    noise = _report.paired_difference(base + rng.normal(0, 1.0, 8), base)
+    assert noise["ci95"][0] < 0 < noise["ci95"][1] and not _report.excludes_zero(noise)
+    # identical differences: the interval is that value; reproducible for a seed
+    assert _report.paired_difference([2.0, 3.0], [1.0, 2.0])["ci95"] == [1.0, 1.0]
+    assert _report.paired_difference(base + 0.1, base, seed=3) == _report.paired_difference(base + 0.1, base, seed=3)
+    assert "ci90" in _report.paired_difference(base + 1, base, confidence=0.9)
+    with pytest.raises(ValueError, match="at least 2"):
+        _report.paired_difference([1.0], [0.0])
+    with pytest.raises(ValueError, match="baseline"):
+        _report.paired_difference([1.0, 2.0], [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="finite"):
+        _report.paired_difference([1.0, float("nan")], [0.0, 1.0])
+
+
+def test_positive_control_and_paired_headline():
+    pc = _report.positive_control("obstacle planted", "m", "m-ablated", [0.9, 0.8, 0.85], [0.5, 0.45, 0.5],
+                                  seeds=[0, 1, 2], metric="accuracy")
+    assert pc["sensitive"] and pc["paired"]["difference"] == pytest.approx(0.3667, abs=1e-4)
+    flat = _report.positive_control("nothing planted", "m", "a", [0.5, 0.6, 0.4], [0.6, 0.4, 0.5],
+                                    seeds=[0, 1, 2], metric="accuracy")
+    assert not flat["sensitive"]
+    with pytest.raises(ValueError, match="seeds"):
+        _report.positive_control("s", "m", "a", [1.0, 2.0], [0.0, 1.0], seeds=[0], metric="x")
+    pair = _report.paired_difference([0.9, 0.8], [0.7, 0.75])
+    h = _report.headline("accuracy", "m", 0.85, {"b": 0.725}, budget="x", seeds=[0, 1], direction="higher",
+                         std=0.07, baseline_std={"b": 0.035}, paired={"b": pair})
+    assert tuple(h) == (*_report.HEADLINE_KEYS, _report.HEADLINE_PAIRED) and h["paired"]["b"] == pair
+    assert _report.paired_line("b", pair).startswith("b: +0.125 [")
+    with pytest.raises(ValueError, match="paired"):
+        _report.headline("a", "m", 1.0, {"b": 0.0}, budget="x", seeds=[0, 1], direction="higher", std=0.0,
+                         baseline_std={}, paired={"c": pair})
 
 
 def test_named_seeds_are_independent_of_each_other_and_of_neighbouring_seeds():

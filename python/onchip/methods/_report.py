@@ -169,23 +169,31 @@ DIRECTIONS = ("higher", "lower")
 
 #: the keys of every :func:`headline` object
 HEADLINE_KEYS = ("metric", "method", "value", "baselines", "budget", "seeds", "direction", "std", "baseline_std")
+#: the key a :func:`headline` object carries after :data:`HEADLINE_KEYS` when it has paired comparisons
+HEADLINE_PAIRED = "paired"
 
 
 def headline(metric: str, method: str, value: float, baselines: Mapping[str, float], *, budget: Mapping | str,
-             seeds: Sequence[int], direction: str, std: float, baseline_std: Mapping[str, float]) -> dict:
+             seeds: Sequence[int], direction: str, std: float, baseline_std: Mapping[str, float],
+             paired: Mapping[str, Mapping] | None = None) -> dict:
     """The ``headline`` object every seed method's ``metrics.json`` carries (keys :data:`HEADLINE_KEYS`).
 
     ``{"metric", "method", "value", "baselines": {name: value}, "budget", "seeds", "direction",
     "std", "baseline_std": {name: std}}``: the method's main number, mean over ``seeds``, next to
     each baseline's under the same ``budget`` (evaluations, solver calls, rollouts or tokens per
     arm), which way is better, and the standard deviations over seeds (:func:`mean_std`: 0.0
-    for a single seed).
+    for a single seed). With ``paired`` (baseline name -> :func:`paired_difference` of the method
+    against that baseline over the same seeds) the object also carries ``"paired"``: the
+    difference method - baseline with its ``ci95`` beside each baseline's value.
 
     Raises:
-        ValueError: ``direction`` is not "higher"/"lower", fewer than one seed, or a value is not finite.
+        ValueError: ``direction`` is not "higher"/"lower", fewer than one seed, a value is not
+            finite, or ``paired`` names a baseline that is not in ``baselines``.
     """
     need(direction in DIRECTIONS, "direction", direction, f"one of {DIRECTIONS}")
     need(len(seeds) >= 1, "seeds", list(seeds), "at least one seed")
+    for name in paired or {}:
+        need(name in baselines, "paired", name, f"a baseline of the headline ({', '.join(baselines)})")
     values = {"value": value, **{f"baselines.{k}": v for k, v in baselines.items()}}
     for name, v in values.items():
         need(bool(np.isfinite(float(v))), name, v, "a finite number")
@@ -193,7 +201,8 @@ def headline(metric: str, method: str, value: float, baselines: Mapping[str, flo
             "baselines": {k: float(v) for k, v in baselines.items()},
             "budget": dict(budget) if isinstance(budget, Mapping) else budget,
             "seeds": [int(s) for s in seeds], "direction": direction, "std": float(std),
-            "baseline_std": {k: float(v) for k, v in baseline_std.items()}}
+            "baseline_std": {k: float(v) for k, v in baseline_std.items()},
+            **({HEADLINE_PAIRED: {k: dict(v) for k, v in paired.items()}} if paired is not None else {})}
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
@@ -206,3 +215,94 @@ def mean_std_dict(values: Iterable[float]) -> dict:
     """``{"mean": m, "std": s}`` of :func:`mean_std`: one per-seed figure as a summary stores it."""
     m, s = mean_std(values)
     return {"mean": m, "std": s}
+
+
+#: bootstrap resamples of :func:`paired_difference`
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def paired_difference(method: Sequence[float], baseline: Sequence[float], *, confidence: float = 0.95,
+                      seed: int = 0) -> dict:
+    """Paired comparison of a method with one arm over the same seeds (or items): the mean of the
+    per-seed differences ``method[i] - baseline[i]`` and its bootstrap confidence interval.
+
+    The interval is the percentile bootstrap of the mean difference
+    (:func:`scipy.stats.bootstrap` with :data:`BOOTSTRAP_RESAMPLES` resamples of the pairs; Efron &
+    Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13). Pairing removes what the two arms
+    share on a seed (its data, its initial model), so a difference smaller than either arm's spread
+    over seeds can still be seen. When every difference is the same the interval is that value.
+    A difference is a win only when its interval excludes zero (:func:`excludes_zero`).
+
+    Args:
+        method: the method's value on each seed, shape (n,), n >= 2.
+        baseline: the arm's value on the same seeds, in the same order, shape (n,).
+        confidence: the interval's level, in (0, 1).
+        seed: seeds the resampling (the result is reproducible).
+
+    Returns:
+        ``{"difference": mean, "ci95": [lo, hi], "n": n, "per_seed": [d_0 .. d_{n-1}]}``; the
+        interval's key is ``ci95`` at the default level, else ``ci<percent>`` (``ci90``).
+
+    Raises:
+        ValueError: fewer than 2 pairs, unequal lengths, a value that is not finite, or a
+            confidence outside (0, 1).
+    """
+    a, b = np.asarray(method, dtype=float), np.asarray(baseline, dtype=float)
+    need(a.shape == b.shape and a.ndim == 1, "baseline", b.shape, f"one value per seed of the method {a.shape}")
+    need(a.size >= 2, "method", a.size, "at least 2 paired values")
+    need(bool(np.isfinite(a).all() and np.isfinite(b).all()), "method", [a.tolist(), b.tolist()],
+         "finite values")
+    need(0.0 < confidence < 1.0, "confidence", confidence, "a level in (0, 1)")
+    d = a - b
+    if np.all(d == d[0]):
+        lo = hi = float(d[0])
+    else:
+        from scipy import stats
+
+        res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                              method="percentile", random_state=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return {"difference": float(d.mean()), f"ci{round(confidence * 100):d}": [lo, hi], "n": int(d.size),
+            "per_seed": [float(v) for v in d]}
+
+
+def excludes_zero(paired: Mapping) -> bool:
+    """True when a :func:`paired_difference`'s interval lies wholly above or below zero: the only
+    case in which a report may say that one arm beats the other."""
+    lo, hi = next(v for k, v in paired.items() if k.startswith("ci"))
+    return lo > 0 or hi < 0
+
+
+def positive_control(setting: str, method: str, ablation: str, method_values: Sequence[float],
+                     ablation_values: Sequence[float], *, seeds: Sequence[int], metric: str) -> dict:
+    """The ``positive_control`` object of a seed method's ``metrics.json``: the same experiment in a
+    setting where the paper's mechanism must matter (its obstacle planted), the method against its
+    ablation (the mechanism removed) on the same seeds, and whether the experiment can see it.
+
+    Args:
+        setting: what was planted, in words.
+        method, ablation: the two arms' names.
+        method_values, ablation_values: each arm's value per seed, same order as ``seeds``.
+        seeds: the seeds.
+        metric: what the values measure.
+
+    Returns:
+        ``{"setting", "metric", "method", "ablation", "seeds", "method_values", "ablation_values",
+        "paired": paired_difference(method_values, ablation_values), "sensitive": bool}``;
+        ``sensitive`` is :func:`excludes_zero` of the paired difference.
+
+    Raises:
+        ValueError: as :func:`paired_difference`, or a seed count that differs from the values'.
+    """
+    need(len(seeds) == len(method_values), "seeds", list(seeds), f"one seed per value ({len(method_values)})")
+    paired = paired_difference(method_values, ablation_values)
+    return {"setting": setting, "metric": metric, "method": method, "ablation": ablation,
+            "seeds": [int(s) for s in seeds], "method_values": [float(v) for v in method_values],
+            "ablation_values": [float(v) for v in ablation_values], "paired": paired,
+            "sensitive": excludes_zero(paired)}
+
+
+def paired_line(name: str, paired: Mapping, digits: int = 3) -> str:
+    """``"<name>: +0.012 [-0.004, +0.030] (n=5)"``: one paired difference as a table cell or line."""
+    lo, hi = next(v for k, v in paired.items() if k.startswith("ci"))
+    return f"{name}: {paired['difference']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] (n={paired['n']})"
