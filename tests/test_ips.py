@@ -143,6 +143,20 @@ def test_mlp_has_interactions_and_format_change_requantizes(kan1):
 # ------------------------------------------------------------------ the sentiment language
 
 
+def test_planted_change_moves_two_interactions_and_not_the_output():
+    from onchip.methods.ips.experiment import planted_change
+
+    v = np.random.default_rng(0).normal(size=64)
+    a, b = harsanyi(v), harsanyi(planted_change(v))
+    delta = np.abs(a[1:]).max()
+    diff = b - a
+    assert diff[0b011] == pytest.approx(delta) and diff[0b101] == pytest.approx(-delta)
+    diff[[0b011, 0b101]] = 0
+    assert np.abs(diff).max() < 1e-9 and b[1:].sum() == pytest.approx(a[1:].sum())  # output unchanged
+    with pytest.raises(ValueError, match="values"):
+        planted_change(np.zeros(32))
+
+
 def test_sentiment_rule_and_masking():
     r = Review(("food", "staff", "room"), ("not", "very", "quite"), ("good", "rude", "nice"))
     assert r.variables == ("not", "good", "very", "rude", "quite", "nice")
@@ -173,14 +187,21 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
 
 def test_cli_quick_run(tmp_path):
     out = tmp_path / "ips"
-    assert main(["ips", "--quick", "--seeds", "0", "--quiet", "--out", str(out)]) == 0
+    assert main(["ips", "--quick", "--seeds", "0,1", "--quiet", "--out", str(out)]) == 0
     for name in ("metrics.json", "results.md", "pairs.csv", "ips_by_order.png", "learners.png"):
         assert (out / name).is_file(), name
     m = json.loads((out / "metrics.json").read_text())
     h = m["headline"]
     assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction"}
-    assert h["direction"] == "higher" and h["seeds"] == [0] and 0 <= h["value"] <= 1
+    assert h["direction"] == "higher" and h["seeds"] == [0, 1] and 0 <= h["value"] <= 1
     assert {r["subject"] for r in m["summary"]} == {"tiny", "learners"}
+    assert set(h["paired"]) == set(h["baselines"]) and all(len(p["ci95"]) == 2 for p in h["paired"].values())
+    pc = m["positive_control"]
+    assert pc["seeds"] == [0, 1] and len(pc["method_values"]) == 2 and len(pc["paired"]["ci95"]) == 2
+    assert all(v == 0 for v in pc["ablation_values"])  # the planted change leaves the output exactly as it was
+    assert "unstable_share_minus_answer_flip" in m["over_prompt_pairs"]
+    text = (out / "results.md").read_text()
+    assert "Positive control" in text and "Paired difference" in text
     # the additive KAN: only rounding-sized interactions of order >= 2 in the base format
     assert m["kan_oracle"]["0"]["base"]["max_abs_order2plus_lsb"] <= 32
     assert m["command"].startswith("onchip ips --quick")

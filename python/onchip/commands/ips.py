@@ -32,9 +32,11 @@ def add_parser(subparsers) -> None:
                    help=f"comma-separated subset of {','.join(SUBJECTS)} or 'all' (default)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2],
                    help="comma-separated seeds (default 0,1,2): reviews, shots, tiny training, learner streams")
-    p.add_argument("--reviews", type=_args.positive_int, default=1, help="query reviews per seed (default 1)")
-    p.add_argument("--shots", type=_args.int_list(0), default=[0, 1],
-                   help="comma-separated few-shot settings, each 0..3 (default 0,1)")
+    p.add_argument("--reviews", type=_args.positive_int, default=20,
+                   help="query reviews per seed; each gives 2 prompt pairs (default 20)")
+    p.add_argument("--shots", type=_args.int_list(0), default=[0],
+                   help="comma-separated few-shot settings, each 0..3 (default 0; a 1-shot Gemma prompt costs "
+                        "~1.8 times a 0-shot one)")
     p.add_argument("--tau", type=_args.float_range(0, 1, lo_open=True), default=0.1,
                    help="salience threshold relative to the largest interaction, in (0, 1] (default 0.1)")
     p.add_argument("--tiny-steps", type=_args.int_range(2), default=200,
@@ -44,7 +46,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--learner-points", type=_args.positive_int, default=8,
                    help="input points per learner and seed (default 8)")
     p.add_argument("--quick", action="store_true",
-                   help="a seconds-long check: tiny and learners only, 1 review, 0 shots, short training")
+                   help="a seconds-long check: tiny and learners only, 2 reviews, 0 shots, short training")
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                   tiny_steps=args.tiny_steps, learner_samples=args.learner_samples,
                   learner_points=args.learner_points)
     if args.quick:
-        values.update(subjects=[s for s in args.subjects if s != "gemma"] or ["tiny"], reviews=1, shots=[0],
+        values.update(subjects=[s for s in args.subjects if s != "gemma"] or ["tiny"], reviews=2, shots=[0],
                       tiny_steps=min(args.tiny_steps, 8), learner_samples=min(args.learner_samples, 2000),
                       learner_points=min(args.learner_points, 2))
     config = _args.build_config(IpsConfig, out=args.out, progress=not args.quiet, command=args.command_line,

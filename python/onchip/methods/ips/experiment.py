@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    grouped_bars, headline, headline_line, markdown_table, mean_std, need, recorded_config, save,
-    write_dict_csv, write_metrics, write_results,
+    excludes_zero, grouped_bars, headline, headline_line, markdown_table, mean_std, need, paired_difference,
+    paired_line, positive_control, recorded_config, save, write_dict_csv, write_metrics, write_results,
 )
 from . import SUBJECTS
 
@@ -26,8 +26,11 @@ class IpsConfig:
     Attributes:
         subjects: subset of :data:`~onchip.methods.ips.SUBJECTS`.
         seeds: seeds (>= 1 of them, each >= 0): reviews, shots, tiny-model training, learner streams.
-        reviews: query reviews per seed and subject (>= 1).
-        shots: few-shot settings (numbers of answered examples before the query, each 0..3).
+        reviews: query reviews per seed and subject (>= 1); each gives one prompt pair per changed
+            template, so ``2 * reviews`` pairs per seed, subject and shot setting.
+        shots: few-shot settings (numbers of answered examples before the query, each 0..3). The
+            default is 0-shot only: a 1-shot prompt costs Gemma about 1.8 times a 0-shot one, and
+            20 reviews x 3 seeds at 0 shots already take ~15 minutes on one thread.
         tau: salience threshold, relative to a prompt's largest non-empty interaction, in (0, 1].
         tiny_steps: pre-training steps of each tiny model (fine-tuning: half as many).
         learner_samples: stream length each learner is trained on (>= 100).
@@ -43,8 +46,8 @@ class IpsConfig:
 
     subjects: tuple[str, ...] = SUBJECTS
     seeds: tuple[int, ...] = (0, 1, 2)
-    reviews: int = 1
-    shots: tuple[int, ...] = (0, 1)
+    reviews: int = 20
+    shots: tuple[int, ...] = (0,)
     tau: float = 0.1
     tiny_steps: int = 200
     learner_samples: int = 20000
@@ -73,6 +76,35 @@ class IpsConfig:
 
 
 VARIANTS = ("punct", "paraphrase")
+#: the positive control's changed "prompt": the base prompt's scores with a planted hidden change
+PLANTED = "planted"
+
+
+def planted_change(values: np.ndarray) -> np.ndarray:
+    """The positive control of IPS: ``v_B = v_A + delta * g`` over the ``2**6`` masked prompts, where
+    ``g(T) = [0, 1 in T] - [0, 2 in T]`` (variables m1 x a1 minus m1 x m2) and ``delta`` = the
+    largest non-empty ``|I_A(S)|``. ``g`` is 0 on the full and on the empty prompt, so the output
+    ``v(N) - v(empty)`` and the answer do not change at all, while the interactions {0, 1} and
+    {0, 2} move by ``+delta`` and ``-delta`` (both salient): the hidden instability that the paper
+    says output-level measures miss, planted with a known size.
+
+    Args:
+        values: ``(64,)`` scores ``v(x_T)`` of the base prompt, index = bit mask of ``T``.
+
+    Returns:
+        ``(64,)`` the planted scores.
+
+    Raises:
+        ValueError: ``values`` is not of length 64.
+    """
+    from .harsanyi import harsanyi
+
+    v = np.asarray(values, dtype=np.float64)
+    need(v.shape == (64,), "values", v.shape, "the 64 scores of 6 variables")
+    t = np.arange(64)
+    g = ((t & 0b011) == 0b011).astype(float) - ((t & 0b101) == 0b101).astype(float)
+    delta = float(np.abs(harsanyi(v)[1:]).max())
+    return v + delta * g
 
 
 def _record(subject, arm, seed, item, shots, variant, comp, unchanged, **extra) -> dict:
@@ -98,7 +130,8 @@ def _lm_pairs(score, reviews, shot_pool, c: IpsConfig, subject: str, arm: str, s
             v = score(flat).reshape(len(prompts), -1)
             v = v if r.label else -v                      # log-odds of the correct label
             div = {t: harsanyi(v[j]) for j, t in enumerate(prompts)}
-            for t in VARIANTS:
+            div[PLANTED] = harsanyi(planted_change(v[0]))
+            for t in (*VARIANTS, PLANTED):
                 comp = compare(div["base"], div[t], tau=c.tau)
                 ans_a, ans_b = div["base"][1:].sum() > 0, div[t][1:].sum() > 0   # calibrated answers
                 rows.append(_record(subject, arm, seed, i, k, t, comp, ans_a == ans_b,
@@ -121,6 +154,7 @@ def run(config: IpsConfig) -> dict:
 
     c = config
     check_output_dir(c.out)
+    torch.set_num_threads(1)  # one thread: the run shares two cores; results do not depend on it
     t_start = time.perf_counter()
     records: list[dict] = []
     extra: dict = {"gemma_pool_accuracy": {}, "tiny_accuracy": {}, "learner_fit_mse": {}, "kan_oracle": {}}
@@ -132,7 +166,7 @@ def run(config: IpsConfig) -> dict:
     bar = tqdm(total=len(c.seeds) * len(c.subjects), desc="ips", disable=not c.progress)
     for seed in c.seeds:
         rng = _report.rng(seed, "reviews")
-        pool = sample_reviews(rng, 12)
+        pool = sample_reviews(rng, max(12, 2 * c.reviews))
         shot_pool = sample_reviews(_report.rng(seed, "shots"), 4)
         shot_pool = [next(s for s in shot_pool if s.label == 1), next(s for s in shot_pool if s.label == 0),
                      *[s for s in shot_pool][:1]]
@@ -190,12 +224,26 @@ def run(config: IpsConfig) -> dict:
             bar.update()
     bar.close()
 
+    control = [r for r in records if r["variant"] == PLANTED]
+    records = [r for r in records if r["variant"] != PLANTED]
     summary = summarise(records, c.seeds)
-    head = _headline(summary, c)
+    head, head_per_seed = _headline(summary, c)
+    pick, k = _pick(c)
+    control_rows = [r for r in summarise(control, c.seeds) if (r["subject"], r["arm"]) == pick and r["shots"] == k]
+    pc = positive_control(
+        "the base prompt against its own scores with a planted hidden change (interactions {m1,a1} +delta and "
+        "{m1,m2} -delta, delta = the largest |I|; output and answer unchanged by construction), "
+        f"{pick[1]}, {k}-shot, every review of every seed",
+        "IPS (relative change of the salient interactions)", "output-level relative change of the score",
+        control_rows[0]["ips_per_seed"], control_rows[0]["output_change_per_seed"], seeds=c.seeds,
+        metric="sensitivity to the planted change (0 = none seen)") if len(c.seeds) >= 2 and control_rows else None
+    over_pairs = _over_prompt_pairs(records, pick, k)
     settings = recorded_config(c)
     settings.update(n_variables=6, baseline_word="___", learner_baseline_value=0.0,
                     evaluations_per_prompt=64, seconds=time.perf_counter() - t_start)
-    result = {"headline": head, "config": settings, "summary": summary, **extra, "pairs": records}
+    result = {"headline": head, "headline_per_seed": head_per_seed, **({"positive_control": pc} if pc is not None else {}),
+              "over_prompt_pairs": over_pairs, "config": settings, "summary": summary,
+              "control_summary": summarise(control, c.seeds), **extra, "pairs": records, "control_pairs": control}
     with atomic_output_dir(c.out) as stage:
         _write(stage, c, result)
     if c.progress:
@@ -216,7 +264,8 @@ def summarise(records: list[dict], seeds) -> list[dict]:
     salient sets), ``ips_order1``, ``ips_order2``, ``ips_order3plus``; ``unstable_unchanged`` =
     unstable / salient interactions over the pairs whose output is unchanged (NaN if none);
     ``unstable_all`` over all pairs; ``output_flip`` = share of pairs whose output changed;
-    ``output_change`` = mean relative output change (the output-level baseline).
+    ``output_change`` = mean relative output change (the output-level baseline). Each score's
+    per-seed values are kept as ``<score>_per_seed`` (in the order of ``seeds``; NaN where undefined).
     """
 
     keys = sorted({(r["subject"], r["arm"], r["shots"], r["variant"]) for r in records},
@@ -244,43 +293,116 @@ def summarise(records: list[dict], seeds) -> list[dict]:
         for k, vs in per_seed.items():
             finite = [v for v in vs if np.isfinite(v)]
             m, sd = mean_std(finite) if finite else (float("nan"), float("nan"))
-            row[k], row[k + "_std"] = m, sd
+            row[k], row[k + "_std"], row[k + "_per_seed"] = m, sd, [float(v) for v in vs]
         row["seeds"] = len(next(iter(per_seed.values()), []))
         out.append(row)
     return out
 
 
-def _headline(summary, c: IpsConfig) -> dict:
-    """Unstable share of salient interactions among answer-unchanged pairs (the paper's 60-80 %
-    number) for the first language subject at 0 shots, pooled over both changed templates,
-    next to the output-level baselines computed from the same evaluations."""
-
+def _pick(c: IpsConfig) -> tuple[tuple[str, str], int]:
+    """The headline's subject and arm, and its number of shots."""
     pick = ("gemma", "gemma-270m") if "gemma" in c.subjects else ("tiny", "tiny") if "tiny" in c.subjects \
         else ("learners", "kan-2layer")
-    k = min(c.shots) if pick[0] == "gemma" else 0
+    return pick, (min(c.shots) if pick[0] == "gemma" else 0)
+
+
+#: the headline's output-level baselines: name -> per-seed score of :func:`summarise`
+BASELINES = {"output-level: share of pairs whose answer changes": "output_flip",
+             "output-level: relative change of the output score": "output_change"}
+
+
+def _headline(summary, c: IpsConfig) -> tuple[dict, dict]:
+    """Unstable share of salient interactions among answer-unchanged pairs (the paper's 60-80 %
+    number) for the first language subject at its fewest shots, averaged over both changed
+    templates, next to the output-level baselines computed from the same evaluations, each with
+    its paired difference over seeds (:func:`~onchip.methods._report.paired_difference`, >= 2 seeds).
+    Returns the headline and the per-seed values ``{"IPS": [...], baseline: [...]}``."""
+
+    pick, k = _pick(c)
     rows = [r for r in summary if (r["subject"], r["arm"]) == pick and r["shots"] == k]
 
     def avg(key):
         vals = [r[key] for r in rows if np.isfinite(r[key])]
         return float(np.mean(vals)) if vals else 0.0
 
+    def per_seed(key):  # mean over the changed templates, seed by seed
+        return [float(np.nanmean(v)) if np.isfinite(v).any() else 0.0
+                for v in np.array([r[key + "_per_seed"] for r in rows], dtype=float).T]
+
+    method = per_seed("unstable_unchanged")
+    values = {"IPS": method, **{name: per_seed(key) for name, key in BASELINES.items()}}
+    paired = ({name: paired_difference(method, per_seed(key)) for name, key in BASELINES.items()}
+              if len(c.seeds) >= 2 else None)
     return headline(
         "share of salient interactions that change between a prompt and its variant, among pairs whose answer "
         "is unchanged (mean over variants)",
         f"IPS: Harsanyi interactions of {pick[1]}, {k}-shot, n=6 variables, tau={c.tau}",
-        avg("unstable_unchanged"),
-        {"output-level: share of pairs whose answer changes": avg("output_flip"),
-         "output-level: relative change of the output score": avg("output_change")},
-        budget={"masked evaluations per prompt": 64, "unit": "forward passes; every arm reads the same ones"},
+        avg("unstable_unchanged"), {name: avg(key) for name, key in BASELINES.items()},
+        budget={"masked evaluations per prompt": 64, "unit": "forward passes; every arm reads the same ones",
+                "prompt pairs per seed": 2 * c.reviews},
         seeds=list(c.seeds), direction="higher", std=avg("unstable_unchanged_std"),
-        baseline_std={"output-level: share of pairs whose answer changes": avg("output_flip_std"),
-                      "output-level: relative change of the output score": avg("output_change_std")})
+        baseline_std={name: avg(key + "_std") for name, key in BASELINES.items()}, paired=paired), values
+
+
+def _over_prompt_pairs(records, pick, k) -> dict:
+    """Bootstrap over prompt pairs (every review x changed template x seed of the headline's subject):
+    the mean per-pair unstable share among answer-unchanged pairs (its interval as a difference from 0),
+    and the paired difference of the per-pair unstable share (all pairs) against each output-level
+    baseline per pair (answer flipped 0/1; relative output change)."""
+    rows = [r for r in records if (r["subject"], r["arm"]) == pick and r["shots"] == k and r["n_salient"] > 0]
+    if len(rows) < 2:
+        return {}
+    share = np.array([r["n_unstable"] / r["n_salient"] for r in rows])
+    same = np.array([r["output_unchanged"] for r in rows])
+    out = {"n_pairs": len(rows), "n_answer_unchanged": int(same.sum())}
+    if same.sum() >= 2:
+        out["unstable_share_answer_unchanged"] = paired_difference(share[same], np.zeros(int(same.sum())))
+    out["unstable_share_minus_answer_flip"] = paired_difference(share, 1.0 - same.astype(float))
+    out["unstable_share_minus_output_change"] = paired_difference(share, [r["output_change"] for r in rows])
+    for v in out.values():
+        if isinstance(v, dict):
+            v.pop("per_seed")  # per pair here: the pairs themselves are in "pairs"
+    return out
 
 
 def _f(v, std=None):
     if v is None or not np.isfinite(v):
         return "n/a"
     return f"{v:.3f}" if std is None or not np.isfinite(std) else f"{v:.3f} ± {std:.3f}"
+
+
+def _paired_sections(result: dict) -> list[str]:
+    """Markdown: per-seed headline values with the paired differences, the bootstrap over prompt pairs,
+    and the positive control."""
+    h, out = result["headline"], []
+    pc, pairs = result.get("positive_control"), result.get("over_prompt_pairs") or {}
+    if h.get("paired"):
+        first = next(iter(h["paired"].values()))
+        ps = result["headline_per_seed"]
+        rows = [[s, *[f"{ps[n][i]:.3f}" for n in ps]] for i, s in enumerate(h["seeds"])]
+        out.append(markdown_table(["seed", "IPS unstable share (answer unchanged)", *h["paired"]], rows,
+                                  caption="Per seed (headline subject; mean over the changed templates)"))
+        out.append("Paired difference IPS - baseline over seeds (mean [ci95], percentile bootstrap): "
+                   + "; ".join(paired_line(n, p) for n, p in h["paired"].items())
+                   + f". n = {first['n']} seeds: an interval that holds zero is no difference.")
+    if pairs:
+        lines = [f"Bootstrap over prompt pairs ({pairs['n_pairs']} pairs of the headline subject, "
+                 f"{pairs['n_answer_unchanged']} with the answer unchanged; mean [ci95]):"]
+        for key, label in (("unstable_share_answer_unchanged", "unstable share, answer-unchanged pairs"),
+                           ("unstable_share_minus_answer_flip", "unstable share - answer flip (all pairs)"),
+                           ("unstable_share_minus_output_change", "unstable share - relative output change "
+                                                                  "(all pairs)")):
+            if key in pairs:
+                lines.append(f"- {paired_line(label, pairs[key])}")
+        out.append("\n".join(lines))
+    if pc:
+        out.append(f"Positive control ({pc['setting']}): {pc['method']} per seed "
+                   + ", ".join(f"{v:.3f}" for v in pc["method_values"]) + f"; {pc['ablation']} per seed "
+                   + ", ".join(f"{v:.3f}" for v in pc["ablation_values"]) + "; "
+                   + paired_line("difference", pc["paired"])
+                   + (" - the experiment sees the planted change." if pc["sensitive"]
+                      else " - the experiment does NOT see the planted change."))
+    return out
 
 
 def results_table(summary) -> str:
@@ -299,9 +421,9 @@ def _write(stage, c: IpsConfig, result: dict) -> None:
 
     write_metrics(stage, result, c.command)
     h = result["headline"]
-    text = [headline_line(h), results_table(result["summary"])]
+    text = [headline_line(h), *_paired_sections(result), results_table(result["summary"])]
     if result["gemma_pool_accuracy"]:
-        text += ["Gemma 3 270M base accuracy on the 12-review pool per seed (0-shot, base template): "
+        text += ["Gemma 3 270M base accuracy on the review pool per seed (0-shot, base template): "
                  + "; ".join(f"seed {s}: raw {a['raw']:.2f}, calibrated {a['calibrated']:.2f}"
                              for s, a in result["gemma_pool_accuracy"].items())]
     if result["tiny_accuracy"]:
