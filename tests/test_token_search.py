@@ -213,6 +213,28 @@ def test_check_beam_refuses_uneven_budgets():
         search.beam_search(None, None, torch.zeros(1), (2, 2), per_step=2, width=1, gen=torch.Generator())
 
 
+def test_beam_search_refuses_a_budget_that_selects_nothing():
+    """5 calls over the 5-step schedule give one candidate per beam and step: the search would keep every
+    proposal (plain sampling), so the budget is refused, naming the field and the value."""
+    with pytest.raises(ValueError, match=r"budgets: 5 gives 1 candidate\(s\) per beam.*got 5"):
+        search.check_beam(5, search.SCHEDULE, 4)
+    with pytest.raises(ValueError, match="budgets: 20 gives 1 candidate"):  # 4 per step over 4 beams of 1
+        search.check_beam(20, search.SCHEDULE, 1)
+    assert search.check_beam(10, search.SCHEDULE, 4) == (2, 1)  # the smallest budget that selects
+    with pytest.raises(ValueError, match="per_step"):
+        search.beam_search(None, None, torch.zeros(1), (1, 2), per_step=2, width=2, gen=torch.Generator())
+    from onchip.methods.token_search import experiment
+
+    assert experiment.MIN_CANDIDATES_PER_BEAM == search.MIN_CANDIDATES_PER_BEAM
+    assert experiment.SCHEDULE_STEPS == len(search.SCHEDULE)
+    with pytest.raises(ValueError, match="budgets"):
+        experiment.TokenSearchConfig(budgets=(5, 20))
+    with pytest.raises(ValueError, match="candidates_per_beam"):
+        experiment.TokenSearchConfig(candidates_per_beam=1)
+    # best-of-N and plain sampling select among complete samples: 5 calls stay allowed for them
+    assert experiment.TokenSearchConfig(searches=("bon", "sample"), budgets=(5,)).budgets == (5,)
+
+
 def test_digit_splits_are_disjoint_and_cover_the_set():
     s = models.digit_splits(3)
     assert len(s.a_x) + len(s.b_x) + len(s.ref_x) == 1797 and len(s.ref_x) == 200
@@ -226,6 +248,8 @@ def test_digit_splits_are_disjoint_and_cover_the_set():
 @pytest.mark.parametrize("argv, field", [
     (["--budgets", "12"], "--budgets"),
     (["--budgets", "10,5"], "--budgets"),
+    (["--budgets", "5"], "--budgets"),
+    (["--candidates-per-beam", "1"], "--candidates-per-beam"),
     (["--search", "beam,dfs"], "--search"),
     (["--tokenizer", "pca"], "--tokenizer"),
     (["--seeds", "0,0"], "--seeds"),
@@ -248,7 +272,7 @@ def test_cli_quick_run_writes_metrics_and_plots(tmp_path):
     assert h["method"] == "ordered-beam" and h["direction"] == "higher" and h["seeds"] == [0]
     assert set(h["baselines"]) == {"grid-beam", "ordered-bon", "grid-bon", "ordered-lookahead", "grid-lookahead",
                                    "ordered-uniform", "grid-uniform", "ordered-sample", "grid-sample"}
-    assert h["budget"]["decoder_calls_per_image"] == h["budget"]["verifier_calls_per_image"] == 5
+    assert h["budget"]["decoder_calls_per_image"] == h["budget"]["verifier_calls_per_image"] == 10
     for key, row in m["summary"].items():
         calls = 1 if key.endswith("sample@1") else int(key.split("@")[1])
         assert row["decoder_calls_per_image"] == row["verifier_calls_per_image"] == calls

@@ -12,7 +12,7 @@ import argparse
 
 from . import _args
 
-QUICK = {"budgets": [5], "per_class": 1, "tokenizer_steps": 60, "prior_steps": 20, "classifier_steps": 40}
+QUICK = {"budgets": [10], "per_class": 1, "tokenizer_steps": 60, "prior_steps": 20, "classifier_steps": 40}
 
 
 def add_parser(subparsers) -> None:
@@ -32,15 +32,16 @@ def add_parser(subparsers) -> None:
                    help=f"comma-separated subset of {','.join(SEARCHES)} or 'all' (default)")
     p.add_argument("--budgets", type=_args.int_list(1, increasing=True), default=None,
                    help="scored candidates (= decoder calls = verifier calls) per image, multiples of 5 "
-                        "(default 5,20,80; --quick 5)")
+                        "(default 10,20,80; --quick 10); a beam search refuses a budget under 10, which would give "
+                        "each beam fewer than 2 candidates per step")
     p.add_argument("--candidates-per-beam", type=_args.positive_int, default=4,
-                   help="proposals per beam and step; beam width = candidates per step / this (default 4)")
+                   help="proposals per beam and step, >= 2; beam width = candidates per step / this (default 4)")
     p.add_argument("--per-class", type=_args.positive_int, default=None,
                    help="images generated per class and arm (default 6; --quick 1)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2],
                    help="comma-separated seeds: split, training, search (default 0,1,2)")
     p.add_argument("--quick", action="store_true",
-                   help="seconds-long smoke run: tiny training, budget 5, 1 image per class")
+                   help="seconds-long smoke run: tiny training, budget 10, 1 image per class")
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     config = _args.build_config(
         TokenSearchConfig, flags={"tokenizers": "--tokenizer", "searches": "--search"},
         tokenizers=args.tokenizer, searches=args.search,
-        budgets=args.budgets or quick.get("budgets", [5, 20, 80]),
+        budgets=args.budgets or quick.get("budgets", [10, 20, 80]),
         candidates_per_beam=args.candidates_per_beam,
         per_class=args.per_class or quick.get("per_class", 6), seeds=args.seeds,
         **{k: v for k, v in quick.items() if k.endswith("_steps")},

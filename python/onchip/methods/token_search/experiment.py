@@ -20,6 +20,9 @@ from .._report import (
 from . import SEARCHES, TOKENIZERS
 
 SCHEDULE_STEPS = 5  # len(search.SCHEDULE), kept here so the config needs no torch
+MIN_CANDIDATES_PER_BEAM = 2  # search.MIN_CANDIDATES_PER_BEAM, likewise (a test checks they agree)
+#: the searches that run over the beam schedule (and so need 2 candidates per beam and step)
+BEAM_SEARCHES = ("beam", "lookahead", "uniform")
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,10 @@ class TokenSearchConfig:
         searches: search algorithms, a subset of :data:`~onchip.methods.token_search.SEARCHES`
             (``sample`` always costs one call).
         budgets: scored candidates per image (= decoder calls = verifier calls), each a multiple
-            of the 5 beam steps; the headline uses the largest.
-        candidates_per_beam: proposals per beam per step (beam width = candidates per step / this).
+            of the 5 beam steps; with a beam search (beam, lookahead, uniform) each must give every
+            beam at least 2 candidates per step (>= 10), else the search selects nothing
+            (:func:`~onchip.methods.token_search.search.check_beam`); the headline uses the largest.
+        candidates_per_beam: proposals per beam per step (beam width = candidates per step / this), >= 2.
         per_class: images generated per class and arm.
         seeds: one run per seed (data split, training, search).
         tokenizer_steps, prior_steps, classifier_steps: training steps.
@@ -44,7 +49,7 @@ class TokenSearchConfig:
 
     tokenizers: tuple[str, ...] = TOKENIZERS
     searches: tuple[str, ...] = SEARCHES
-    budgets: tuple[int, ...] = (5, 20, 80)
+    budgets: tuple[int, ...] = (10, 20, 80)
     candidates_per_beam: int = 4
     per_class: int = 6
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -66,7 +71,7 @@ class TokenSearchConfig:
              "seeds", list(self.seeds), "need distinct integers >= 0")
         need(bool(self.budgets) and list(self.budgets) == sorted(set(self.budgets)), "budgets", list(self.budgets),
              "need strictly increasing budgets")
-        for name, lo, hi in (("candidates_per_beam", 1, 64), ("per_class", 1, 100), ("tokenizer_steps", 1, 10**6),
+        for name, lo, hi in (("candidates_per_beam", 2, 64), ("per_class", 1, 100), ("tokenizer_steps", 1, 10**6),
                              ("prior_steps", 1, 10**6), ("classifier_steps", 1, 10**6)):
             v = getattr(self, name)
             need(lo <= v <= hi, name, v, f"must be an integer in [{lo}, {hi}]")
@@ -77,6 +82,11 @@ class TokenSearchConfig:
             width = max(1, per_step // self.candidates_per_beam)
             need(per_step % width == 0, "budgets", b,
                  f"{per_step} candidates per step do not split evenly over {width} beams of {self.candidates_per_beam}")
+            if set(self.searches) & set(BEAM_SEARCHES):
+                need(per_step // width >= MIN_CANDIDATES_PER_BEAM, "budgets", b,
+                     f"gives {per_step // width} candidate(s) per beam and step; {', '.join(BEAM_SEARCHES)} need "
+                     f"at least {MIN_CANDIDATES_PER_BEAM} to select anything (a budget >= "
+                     f"{MIN_CANDIDATES_PER_BEAM * SCHEDULE_STEPS})")
 
 
 def _state_key(c: TokenSearchConfig, seed: int) -> list[str]:

@@ -14,7 +14,9 @@ After the public SoTo code (EPFL-VILAB/search-over-tokens, ``soto/search_algorit
 
 Compute is counted per prompt as decoder calls + verifier calls (one each per scored candidate):
 a budget of B calls gives best-of-N ``N = B`` and the beam searches ``B / len(schedule)``
-candidates per step. The prior's forward passes are counted separately (lookahead spends more).
+candidates per step. A beam search that scores fewer than :data:`MIN_CANDIDATES_PER_BEAM`
+candidates per beam and step selects nothing (it is plain sampling that spends calls), so such a
+budget is refused (:func:`check_beam`, :func:`beam_search`). The prior's forward passes are counted separately (lookahead spends more).
 All prompts run as one batch: ``classes`` ``(P,)``, tokens ``(P, t)``.
 """
 
@@ -27,6 +29,9 @@ import torch
 
 #: cumulative token counts per beam step (geometric, base 2), as SoTo's "geometric" schedule
 SCHEDULE = (1, 2, 4, 8, 16)
+
+#: the fewest candidates each beam must score per step for the step to select anything
+MIN_CANDIDATES_PER_BEAM = 2
 
 #: propose(classes (n,), prefixes (n, t), n_new, generator) -> (n, t + n_new): one continuation per row
 Propose = Callable[[torch.Tensor, torch.Tensor, int, torch.Generator], torch.Tensor]
@@ -68,11 +73,16 @@ def check_beam(budget: int, schedule: Sequence[int], candidates_per_beam: int) -
     """Candidates per step and beam width for a budget of ``budget`` scored candidates per prompt.
 
     ``per_step = budget / len(schedule)``; ``width = per_step / candidates_per_beam`` (at least 1;
-    with fewer candidates than ``candidates_per_beam`` one beam takes them all).
+    with fewer candidates than ``candidates_per_beam`` one beam takes them all). Every beam must
+    score at least :data:`MIN_CANDIDATES_PER_BEAM` candidates per step: with one candidate per beam
+    the search keeps every proposal and selects nothing, so its result is plain sampling (the
+    5-call budget over the 5-step schedule did exactly that).
 
     Raises:
-        ValueError: the budget is not a multiple of the number of steps, or the candidates of a
-            step do not split evenly over the beams (the message names ``budgets``).
+        ValueError: the budget is not a multiple of the number of steps, the candidates of a step
+            do not split evenly over the beams, or a beam would score fewer than
+            :data:`MIN_CANDIDATES_PER_BEAM` candidates per step (the message names ``budgets``
+            and the value).
     """
     n = len(schedule)
     if budget < n or budget % n:
@@ -82,6 +92,11 @@ def check_beam(budget: int, schedule: Sequence[int], candidates_per_beam: int) -
     if per_step % width:
         raise ValueError(f"budgets: {budget} gives {per_step} candidates per step, which do not split evenly over "
                          f"{width} beams of {candidates_per_beam}")
+    if per_step // width < MIN_CANDIDATES_PER_BEAM:
+        raise ValueError(f"budgets: {budget} gives {per_step // width} candidate(s) per beam and step over the "
+                         f"{n}-step schedule; a beam search needs at least {MIN_CANDIDATES_PER_BEAM} to select "
+                         f"anything (use a budget >= {MIN_CANDIDATES_PER_BEAM * n} and candidates_per_beam >= "
+                         f"{MIN_CANDIDATES_PER_BEAM}), got {budget}")
     return per_step, width
 
 
@@ -121,13 +136,17 @@ def beam_search(propose: Propose, score: Score, classes: torch.Tensor, schedule:
         (tokens ``(P, schedule[-1])``, images, scores ``(P,)``) of the best last-step candidate.
 
     Raises:
-        ValueError: the schedule is not strictly increasing from >= 1, or ``per_step`` is not a
-            multiple of ``width``.
+        ValueError: the schedule is not strictly increasing from >= 1, ``per_step`` is not a
+            multiple of ``width``, or a beam would score fewer than :data:`MIN_CANDIDATES_PER_BEAM`
+            candidates per step (``per_step < 2 * width``: nothing would be selected).
     """
     if not schedule or schedule[0] < 1 or any(b <= a for a, b in zip(schedule, schedule[1:])):
         raise ValueError(f"schedule: need strictly increasing token counts >= 1, got {tuple(schedule)}")
     if width < 1 or per_step < width or per_step % width:
         raise ValueError(f"per_step: must be a multiple of width={width}, got {per_step}")
+    if per_step // width < MIN_CANDIDATES_PER_BEAM:
+        raise ValueError(f"per_step: must give each of the {width} beam(s) at least {MIN_CANDIDATES_PER_BEAM} "
+                         f"candidates per step (with fewer the search selects nothing), got {per_step}")
     p = len(classes)
     beams = torch.zeros(p, 1, 0, dtype=torch.long)
     for length in schedule:
