@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from onchip.cli import main
-from onchip.methods._report import HEADLINE_KEYS
+from onchip.methods._report import HEADLINE_KEYS, HEADLINE_PAIRED
 
 
 def assert_refused(command: str, argv: list[str], flag: str, out: Path, capsys) -> str:
@@ -30,7 +30,9 @@ def quick_run(command: str, out: Path, *argv: str, files: tuple[str, ...] = ("me
     assert f"onchip {command} --quick" in (out / "results.md").read_text()
     metrics = json.loads((out / "metrics.json").read_text())
     h = metrics["headline"]
-    assert tuple(h) == HEADLINE_KEYS, list(h)
+    assert tuple(h) in (HEADLINE_KEYS, (*HEADLINE_KEYS, HEADLINE_PAIRED)), list(h)
+    for name, paired in h.get(HEADLINE_PAIRED, {}).items():
+        assert name in h["baselines"] and len(paired["ci95"]) == 2, (name, paired)
     assert h["direction"] in ("higher", "lower")
     assert h["seeds"] and all(isinstance(s, int) for s in h["seeds"])
     assert all(math.isfinite(v) for v in [h["value"], *h["baselines"].values()])
