@@ -77,6 +77,37 @@ def test_calibration_map_by_hand():
     torch.testing.assert_close(cu, torch.sigmoid(1.5 * d - 0.5))
 
 
+def test_planted_flips_make_d_misleading_on_creative_pairs_only():
+    from onchip.methods.tapc.world import planted_flips
+
+    r = np.random.default_rng(0)
+    task = np.repeat([0, 1], 200)
+    d = r.normal(size=400)
+    swap = planted_flips(task, d, 0.3, np.random.default_rng(1))
+    assert swap[task == 0].sum() == 60 and swap[task == 1].sum() == 60
+    assert (d[swap & (task == 1)] < 0).all()  # creative flips only where the swap makes the reference agree
+    with pytest.raises(ValueError, match="rate"):
+        planted_flips(task, d, 0.5, r)
+
+
+def test_normalise_scales_d_and_whitens_the_encoding():
+    from onchip.methods.tapc import train as tr
+
+    g = torch.Generator().manual_seed(0)
+    n = 50
+    pt = tr.PairTensors(*(torch.zeros(n, 4, dtype=torch.long) for _ in range(2)), *(torch.zeros(n) for _ in range(4)),
+                        3.0 * torch.randn(n, generator=g), 5.0 * torch.randn(n, 64, generator=g) + 2.0,
+                        np.zeros(n, int), np.ones(n, int))
+    (out,) = tr.normalise(pt)
+    assert float(out.d.std()) == pytest.approx(1.0, abs=1e-5) and out.feats.shape == (n, tr.ENCODING_DIMS)
+    cov = torch.cov(out.feats.T)
+    assert torch.allclose(cov, torch.eye(tr.ENCODING_DIMS), atol=1e-4)
+    assert torch.equal(pt.d, pt.d)  # the input is untouched
+    passes = tr.policy_passes("tapc", tr.ArmSettings(steps=10, batch=8, meta_batch=4), 100)
+    assert passes == {"forward": 10 * (16 + 16 + 8 + 32), "backward": 10 * (16 + 16 + 8), "meta_forward": 10 * 56}
+    assert tr.policy_passes("dpo", tr.ArmSettings(steps=10, batch=8), 100)["meta_forward"] == 0
+
+
 def test_auc_by_hand():
     assert auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == pytest.approx(0.75)
     assert auc([1, 1], [1, 0]) == 0.5
@@ -176,7 +207,9 @@ def test_answer_logprob_with_substituted_parameters():
 
 @pytest.mark.parametrize("kwargs, field", [({"arms": ("dpo", "ppo")}, "arms"), ({"noise": 0.5}, "noise"),
                                            ({"seeds": ()}, "seeds"), ({"steps": 0}, "steps"), ({"beta": 0.0}, "beta"),
-                                           ({"batch": 1000, "n_train": 8}, "batch")])
+                                           ({"batch": 1000, "n_train": 8}, "batch"), ({"alpha": 0.0}, "alpha"),
+                                           ({"meta_steps": 0}, "meta_steps"),
+                                           ({"seeds": (0,), "control": True}, "seeds")])
 def test_config_refuses_bad_values(kwargs, field):
     with pytest.raises(ValueError, match=f"^{field}:"):
         TapcConfig(**kwargs)
@@ -199,3 +232,11 @@ def test_cli_quick_writes_metrics_and_headline(tmp_path, monkeypatch):
     assert set(m["summary"]["d_auc"]) == {"factual", "creative"}
     for arm in m["config"]["arms"]:
         assert 0 <= m["summary"]["accuracy"][arm]["creative"]["mean"] <= 1
+    assert h["seeds"] == [0, 1] and set(h["paired"]) == set(h["baselines"])
+    assert all(len(p["ci95"]) == 2 and p["n"] == 2 for p in h["paired"].values())
+    pc = m["positive_control"]
+    assert pc["method"] == "TAPC" and pc["ablation"] == "uniform calibration" and len(pc["paired"]["ci95"]) == 2
+    assert len(pc["method_values"]) == len(pc["ablation_values"]) == 2 and "oracle" in pc
+    forwards = h["budget"]["policy_sequence_forwards"]
+    assert forwards["TAPC"] > forwards["DPO"]  # the look-ahead meta-steps are counted
+    assert "Positive control" in (out / "results.md").read_text()

@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--arms", type=_args.name_list(ARMS), default="all",
                    help=f"comma-separated subset of {','.join(ARMS)} or 'all' (default)")
     p.add_argument("--seeds", type=_args.int_list(0), default=None,
-                   help="comma-separated seeds (default 0,1,2; --quick 0)")
+                   help="comma-separated seeds (default 0,1,2; --quick 0,1); the positive control needs at least 2")
     p.add_argument("--noise", type=_args.float_range(0, 0.5, hi_open=True), default=0.3,
                    help="flip rate of the preference labels, in [0, 0.5) (default 0.3)")
     p.add_argument("--n-train", type=_args.int_range(8), default=None, help="noisy training pairs per prompt type (default 300)")
@@ -42,7 +42,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--ref-steps", type=_args.positive_int, default=None,
                    help="reference LM training steps (default 500; cached)")
     p.add_argument("--beta", type=_args.positive_float, default=0.5, help="DPO temperature beta (default 0.5)")
-    p.add_argument("--quick", action="store_true", help="seconds-long run for tests: seed 0, " +
+    p.add_argument("--alpha", type=_args.positive_float, default=0.01,
+                   help="step size of the calibration's one-step look-ahead (default 0.01)")
+    p.add_argument("--meta-steps", type=_args.positive_int, default=1,
+                   help="look-ahead meta-steps per DPO step for the calibrated arms (default 1)")
+    p.add_argument("--no-control", action="store_true",
+                   help="skip the positive control (the calibrated arms under planted, type-dependent noise)")
+    p.add_argument("--quick", action="store_true", help="seconds-long run for tests: seeds 0,1, " +
                    ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     _args.add_quiet(p)
     _args.add_out(p)
@@ -60,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
             sizes[name] = value
         elif args.quick:
             sizes[name] = QUICK[name]
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
     config = _args.build_config(TapcConfig, arms=args.arms, seeds=seeds, noise=args.noise, beta=args.beta,
-                                out=args.out, progress=not args.quiet, command=args.command_line, **sizes)
+                                alpha=args.alpha, meta_steps=args.meta_steps, control=not args.no_control, out=args.out, progress=not args.quiet, command=args.command_line, **sizes)
     run_experiment(config)
     return 0

@@ -29,23 +29,32 @@ def soft_dpo_loss(h, c, beta: float):
     return -(c * F.logsigmoid(beta * h) + (1 - c) * F.logsigmoid(-beta * h)).mean()
 
 
-def cdpo_loss(h, beta: float, eps: float):
-    """Conservative DPO (label smoothing; Mitchell 2023): :func:`soft_dpo_loss` with ``c = 1 - eps``."""
-    return soft_dpo_loss(h, import_torch().full_like(h, 1.0 - eps), beta)
+def cdpo_loss(h, beta: float, eps):
+    """Conservative DPO (label smoothing; Mitchell 2023): :func:`soft_dpo_loss` with ``c = 1 - eps``
+    (``eps`` a number, or one per pair ``(n,)``: 0 for pairs known to be right)."""
+    torch = import_torch()
+    return soft_dpo_loss(h, 1.0 - torch.as_tensor(eps, dtype=h.dtype).expand_as(h), beta)
 
 
-def rdpo_loss(h, beta: float, eps: float):
+def rdpo_loss(h, beta: float, eps):
     """Robust DPO (Chowdhury et al. 2024, "Provably robust DPO", eq. 8): the unbiased loss under a
     known flip rate ``eps`` < 1/2, ``mean [(1 - eps) l(beta h) - eps l(-beta h)] / (1 - 2 eps)``;
     its expectation over random flips equals the clean :func:`dpo_loss`.
 
+    Args:
+        h: margins ``(n,)``.
+        beta: DPO temperature.
+        eps: the flip rate: a number, or one per pair ``(n,)`` (0 for pairs known to be right).
+
     Raises:
         ValueError: ``eps`` not in [0, 0.5).
     """
-    if not 0 <= eps < 0.5:
+    torch = import_torch()
+    e = torch.as_tensor(eps, dtype=h.dtype)
+    if not (0 <= float(e.min()) and float(e.max()) < 0.5):
         raise ValueError(f"eps: must be in [0, 0.5), got {eps!r}")
-    F = import_torch().nn.functional
-    return (-(1 - eps) * F.logsigmoid(beta * h) + eps * F.logsigmoid(-beta * h)).mean() / (1 - 2 * eps)
+    F = torch.nn.functional
+    return ((-(1 - e) * F.logsigmoid(beta * h) + e * F.logsigmoid(-beta * h)) / (1 - 2 * e)).mean()
 
 
 def calibrated_confidence(d, task_features, weight, bias):

@@ -12,6 +12,13 @@ the same noisy pairs):
   with one-hot true task labels as the encoding;
 * ``clean``: DPO on the true labels (the ceiling).
 
+Every arm trains on the same pool: the noisy pairs plus the clean reference pairs, which every arm
+knows to be right (plain DPO loss on them: confidence 1, flip rate 0); the calibrated arms also draw
+their meta-batches from the reference pairs. The calibrations see normalised encodings
+(:func:`normalise`): ``d`` in units of its standard deviation over the training pairs and the task
+encoder's output whitened onto its first two principal components, so one Adam learning rate means
+the same step for every arm's parameters.
+
 The meta-step follows "learning to reweight" (Ren et al. 2018) as a one-step look-ahead: with
 ``theta' = theta - alpha grad_theta L_soft(theta; c)`` the hypergradient is
 ``dL_clean(theta')/dc_i = alpha beta / n * grad L_clean(theta') . grad_theta h_i(theta)``
@@ -115,6 +122,68 @@ def tensorise(pairs: Pairs, vocab: Vocab, ref, max_len: int) -> PairTensors:
     return PairTensors(ids_w, ids_l, st_w, st_l, ref_w, ref_l, d, feats, pairs.task, pairs.correct)
 
 
+def concat(a: PairTensors, b: PairTensors) -> PairTensors:
+    """The pairs of ``a`` followed by those of ``b`` (same padded length)."""
+    torch = import_torch()
+    keys = ("ids_w", "ids_l", "start_w", "start_l", "ref_w", "ref_l", "d", "feats")
+    return PairTensors(*(torch.cat([getattr(a, k), getattr(b, k)]) for k in keys),
+                       np.concatenate([a.task, b.task]), np.concatenate([a.correct, b.correct]))
+
+
+#: principal components of the task encoding kept by :func:`normalise`
+ENCODING_DIMS = 2
+
+
+def normalise(train: PairTensors, *others: PairTensors) -> tuple[PairTensors, ...]:
+    """Normalised calibration inputs, fitted on ``train`` and applied to it and ``others``.
+
+    ``d`` is divided by its standard deviation over ``train`` (so a slope of 1 means one standard
+    deviation of ``d`` moves the logit by 1); the task encoding ``feats`` ``(n, k)`` is centred and
+    projected onto its first :data:`ENCODING_DIMS` principal components over ``train``, each scaled to
+    unit variance (whitened). Without this the 64 raw hidden-state features and a ``d`` of arbitrary
+    scale make one Adam learning rate a different step for TAPC than for the uniform and oracle
+    calibrations.
+
+    Returns:
+        ``(train, *others)`` normalised (new objects; the inputs are unchanged).
+
+    Raises:
+        ValueError: ``train`` has fewer than 2 pairs or a constant ``d``.
+    """
+    from dataclasses import replace
+
+    torch = import_torch()
+    if len(train) < 2:
+        raise ValueError(f"train: need at least 2 pairs to normalise, got {len(train)}")
+    scale = float(train.d.std())
+    if not scale > 0:
+        raise ValueError(f"train: the perplexity differential d is constant ({float(train.d[0])}), cannot normalise")
+    mean = train.feats.mean(0, keepdim=True)
+    _, sv, vt = torch.linalg.svd(train.feats - mean, full_matrices=False)
+    k = min(ENCODING_DIMS, vt.shape[0])
+    proj = vt[:k].T / (sv[:k] / max(1, len(train) - 1) ** 0.5).clamp_min(1e-12)
+    return tuple(replace(p, d=p.d / scale, feats=(p.feats - mean) @ proj) for p in (train, *others))
+
+
+def policy_passes(arm: str, s: "ArmSettings", meta_pairs: int) -> dict:
+    """Sequences pushed through the policy by one arm over ``s.steps`` steps (each pair = 2 sequences).
+
+    A DPO step: the batch forward and backward. Each of a calibrated arm's ``s.meta_steps`` look-ahead
+    meta-steps per DPO step adds the batch
+    forward and backward (soft loss at theta), the meta-batch forward and backward (clean loss at
+    theta') and two forwards of the batch (central difference). The reference model's passes (once,
+    shared) are not counted.
+
+    Returns:
+        ``{"forward": n, "backward": n, "meta_forward": n}`` sequence counts (``meta_forward`` is the part
+        of ``forward`` spent on the calibration).
+    """
+    b, m = 2 * s.batch, 2 * min(s.meta_batch, meta_pairs)
+    k = s.meta_steps if arm in CALIBRATED else 0
+    meta_f, meta_b = k * (b + m + 2 * b), k * (b + m)
+    return {"forward": s.steps * (b + meta_f), "backward": s.steps * (b + meta_b), "meta_forward": s.steps * meta_f}
+
+
 def reference_model(vocab: Vocab, texts: list[str], *, seed: int, steps: int, max_len: int, progress: bool = False):
     """The reference (= initial policy) language model trained on ``texts``; cached in the onchip cache."""
     from .._tiny import cached_model, train
@@ -183,7 +252,8 @@ class ArmSettings:
     Attributes:
         steps: DPO steps; batch: pairs per step; lr: policy Adam learning rate; beta: DPO temperature;
         eps: the known flip rate (cDPO, rDPO); meta_lr: calibration Adam learning rate; meta_batch:
-        clean pairs per meta-step; alpha: look-ahead step size; b0: initial calibration bias (slope 0).
+        clean pairs per meta-step; alpha: look-ahead step size; b0: initial calibration bias (slope 0);
+        meta_steps: look-ahead meta-steps per DPO step (each on a fresh clean meta-batch, at the same policy).
     """
 
     steps: int = 100
@@ -193,8 +263,9 @@ class ArmSettings:
     eps: float = 0.3
     meta_lr: float = 0.05
     meta_batch: int = 32
-    alpha: float = 1.0
+    alpha: float = 0.01
     b0: float = 1.0
+    meta_steps: int = 1
 
 
 def calibration_features(arm: str, b: PairTensors):
@@ -208,9 +279,20 @@ def calibration_features(arm: str, b: PairTensors):
 
 
 def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairTensors, order: np.ndarray,
-              s: ArmSettings, *, seed: int, progress: bool = False):
+              s: ArmSettings, *, seed: int, known: np.ndarray | None = None, progress: bool = False):
     """Train a policy (initialised from ``ref``) with one arm for ``s.steps`` steps over the batches ``order``
-    ``(steps, batch)`` of ``train``; returns the policy and, for calibrated arms, the calibration state."""
+    ``(steps, batch)`` of ``train``; returns the policy and, for calibrated arms, the calibration state.
+
+    Args:
+        known: bool ``(len(train),)``: pairs known to be right (the clean reference pairs in the pool);
+            every arm trains on them with the plain DPO loss (confidence 1, flip rate 0). None: none.
+
+    Returns:
+        ``(policy, info)``; ``info`` is empty for uncalibrated arms, else ``{"confidence", "slope",
+        "bias"}`` per training pair and ``"late_change"``: the calibration parameters' movement over
+        the last quarter of the steps as a share of their whole path (about 0.25 if they still move
+        steadily, near 0 once settled).
+    """
     torch = import_torch()
     from tqdm import tqdm
 
@@ -222,6 +304,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
     policy.train()
     opt = torch.optim.Adam(policy.parameters(), lr=s.lr)
     data = train.swapped(train.correct == 0) if arm == "clean" else train
+    known = np.zeros(len(train), bool) if known is None else np.asarray(known, bool)
     info = {}
     if arm in CALIBRATED:
         k = calibration_features(arm, train.take([0])).shape[1]
@@ -229,24 +312,35 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
         bias = torch.tensor([0.0, s.b0], requires_grad=True)
         meta_opt = torch.optim.Adam([weight, bias], lr=s.meta_lr)
         meta_rng = rng(seed, "meta-batches")  # the same clean batches for every calibrated arm
+        path, last = 0.0, torch.cat([weight.detach().flatten(), bias.detach()])
+        late_from, late = s.steps - max(1, s.steps // 4), 0.0
     for step in tqdm(range(s.steps), desc=arm, disable=not progress, leave=False):
         b = data.take(order[step])
+        kb = torch.as_tensor(known[order[step]])
         if arm in CALIBRATED:
-            mb = meta.take(meta_rng.choice(len(meta), min(s.meta_batch, len(meta)), replace=False))
-            c = calibrated_confidence(b.d, calibration_features(arm, b), weight, bias)
-            hyper = lookahead_hypergradient(policy, b, mb, c, alpha=s.alpha, beta=s.beta)
-            meta_opt.zero_grad()
-            (hyper.detach() * c).sum().backward()
-            meta_opt.step()
-            with torch.no_grad():
+            for _ in range(s.meta_steps):
+                mb = meta.take(meta_rng.choice(len(meta), min(s.meta_batch, len(meta)), replace=False))
                 c = calibrated_confidence(b.d, calibration_features(arm, b), weight, bias)
+                c = torch.where(kb, torch.ones_like(c), c)
+                hyper = lookahead_hypergradient(policy, b, mb, c, alpha=s.alpha, beta=s.beta)
+                meta_opt.zero_grad()
+                (hyper.detach() * c).sum().backward()
+                meta_opt.step()
+            with torch.no_grad():
+                now = torch.cat([weight.detach().flatten(), bias.detach()])
+                move = float((now - last).norm())
+                path, last = path + move, now
+                late += move if step >= late_from else 0.0
+                c = calibrated_confidence(b.d, calibration_features(arm, b), weight, bias)
+                c = torch.where(kb, torch.ones_like(c), c)
         h = margins(policy, b)
+        eps = torch.where(kb, torch.zeros(len(b)), torch.full((len(b),), float(s.eps)))
         if arm in ("dpo", "clean"):
             loss = dpo_loss(h, s.beta)
         elif arm == "cdpo":
-            loss = cdpo_loss(h, s.beta, s.eps)
+            loss = cdpo_loss(h, s.beta, eps)
         elif arm == "rdpo":
-            loss = rdpo_loss(h, s.beta, s.eps)
+            loss = rdpo_loss(h, s.beta, eps)
         else:
             loss = soft_dpo_loss(h, c, s.beta)
         opt.zero_grad()
@@ -257,7 +351,8 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
         with torch.no_grad():
             c_all = calibrated_confidence(train.d, calibration_features(arm, train), weight, bias).numpy()
             ab = (calibration_features(arm, train) @ weight + bias).numpy()
-        info = {"confidence": c_all, "slope": ab[:, 0], "bias": ab[:, 1]}
+        info = {"confidence": c_all, "slope": ab[:, 0], "bias": ab[:, 1],
+                "late_change": late / path if path > 0 else 0.0}
     return policy, info
 
 

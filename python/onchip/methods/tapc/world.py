@@ -152,3 +152,35 @@ def flip(p: Pairs, rate: float, rng: np.random.Generator) -> Pairs:
     ch = [r if s else c for c, r, s in zip(p.chosen, p.rejected, swap)]
     rj = [c if s else r for c, r, s in zip(p.chosen, p.rejected, swap)]
     return Pairs(p.prompt, ch, rj, p.task, np.where(swap, 1 - p.correct, p.correct))
+
+
+def planted_flips(task: np.ndarray, d: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """The positive control's label noise, planted to depend on the prompt type: which pairs to swap.
+
+    Factual pairs (task 0): a random ``round(rate * n)`` of them, as :func:`flip` (the reference
+    perplexity stays informative). Creative pairs (task 1): ``round(rate * n)`` drawn only among the
+    pairs whose perplexity differential ``d`` (of the clean pair) is negative, so that after the swap
+    every wrong label is one the reference model agrees with (``d > 0``): on creative prompts ``d``
+    then points the wrong way, and a calibration with one slope for both types cannot be right on
+    both, while a task-aware one can (slope up on factual, down on creative).
+
+    Args:
+        task: task index per pair ``(n,)``; d: clean pairs' differentials ``(n,)``; rate: share flipped
+            per type, in [0, 0.5); rng: the generator.
+
+    Returns:
+        bool ``(n,)``: the pairs to swap. Fewer creative ones when fewer than ``rate * n`` have ``d < 0``.
+
+    Raises:
+        ValueError: ``rate`` outside [0, 0.5) or shapes that differ.
+    """
+    task, d = np.asarray(task), np.asarray(d, dtype=float)
+    if not 0 <= rate < 0.5:
+        raise ValueError(f"rate: must be in [0, 0.5), got {rate!r}")
+    if task.shape != d.shape:
+        raise ValueError(f"d: expected one value per pair {task.shape}, got {d.shape}")
+    swap = np.zeros(task.shape, bool)
+    for k, pool in ((0, np.flatnonzero(task == 0)), (1, np.flatnonzero((task == 1) & (d < 0)))):
+        want = int(round(rate * int((task == k).sum())))
+        swap[rng.choice(pool, min(want, pool.size), replace=False)] = True
+    return swap
