@@ -52,7 +52,7 @@ class TapcConfig:
     """
 
     arms: tuple[str, ...] = ARMS
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     noise: float = 0.3
     n_train: int = 300
     meta_size: int = 32
