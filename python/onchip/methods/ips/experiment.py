@@ -314,8 +314,9 @@ BASELINES = {"output-level: share of pairs whose answer changes": "output_flip",
 def _headline(summary, c: IpsConfig) -> tuple[dict, dict]:
     """Unstable share of salient interactions among answer-unchanged pairs (the paper's 60-80 %
     number) for the first language subject at its fewest shots, averaged over both changed
-    templates, next to the output-level baselines computed from the same evaluations, each with
-    its paired difference over seeds (:func:`~onchip.methods._report.paired_difference`, >= 2 seeds).
+    templates, next to the output-level baselines computed from the same evaluations; ``std`` is the
+    standard deviation over seeds of that per-seed mean (not a mean of per-template deviations). Each
+    baseline carries its paired difference over seeds (:func:`~onchip.methods._report.paired_difference`, >= 2 seeds).
     Returns the headline and the per-seed values ``{"IPS": [...], baseline: [...]}``."""
 
     pick, k = _pick(c)
@@ -340,8 +341,8 @@ def _headline(summary, c: IpsConfig) -> tuple[dict, dict]:
         avg("unstable_unchanged"), {name: avg(key) for name, key in BASELINES.items()},
         budget={"masked evaluations per prompt": 64, "unit": "forward passes; every arm reads the same ones",
                 "prompt pairs per seed": 2 * c.reviews},
-        seeds=list(c.seeds), direction="higher", std=avg("unstable_unchanged_std"),
-        baseline_std={name: avg(key + "_std") for name, key in BASELINES.items()}, paired=paired), values
+        seeds=list(c.seeds), direction="higher", std=mean_std(method)[1],
+        baseline_std={name: mean_std(values[name])[1] for name in BASELINES}, paired=paired), values
 
 
 def _over_prompt_pairs(records, pick, k) -> dict:
