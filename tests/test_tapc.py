@@ -106,6 +106,7 @@ def test_normalise_scales_d_and_whitens_the_encoding():
     passes = tr.policy_passes("tapc", tr.ArmSettings(steps=10, batch=8, meta_batch=4), 100)
     assert passes == {"forward": 10 * (16 + 16 + 8 + 32), "backward": 10 * (16 + 16 + 8), "meta_forward": 10 * 56}
     assert tr.policy_passes("dpo", tr.ArmSettings(steps=10, batch=8), 100)["meta_forward"] == 0
+    assert tr.compute_ratio(tr.ArmSettings(), 64) == 5  # (64 + 64 + 64 + 128) / 64 at the defaults
 
 
 def test_auc_by_hand():
@@ -228,7 +229,7 @@ def test_cli_quick_writes_metrics_and_headline(tmp_path, monkeypatch):
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "accuracy.png", "calibration.png"}
     h = m["headline"]
     assert "std" in h
-    assert h["method"] == "TAPC" and h["direction"] == "higher" and len(h["baselines"]) == 6
+    assert h["method"] == "TAPC" and h["direction"] == "higher" and len(h["baselines"]) == 8
     assert set(m["summary"]["d_auc"]) == {"factual", "creative"}
     for arm in m["config"]["arms"]:
         assert 0 <= m["summary"]["accuracy"][arm]["creative"]["mean"] <= 1
@@ -239,4 +240,5 @@ def test_cli_quick_writes_metrics_and_headline(tmp_path, monkeypatch):
     assert len(pc["method_values"]) == len(pc["ablation_values"]) == 2 and "oracle" in pc
     forwards = h["budget"]["policy_sequence_forwards"]
     assert forwards["TAPC"] > forwards["DPO"]  # the look-ahead meta-steps are counted
+    assert forwards["DPO, equal forwards"] >= forwards["TAPC"] and forwards["rDPO, equal forwards"] >= forwards["TAPC"]
     assert "Positive control" in (out / "results.md").read_text()

@@ -7,5 +7,7 @@ reference set (one-step look-ahead) and the confidences are the soft labels of D
 language model trained on a synthetic mix of factual and creative prompts. See seeds/tapc.md.
 """
 
-ARMS = ("dpo", "cdpo", "rdpo", "uniform", "tapc", "oracle", "clean")
+ARMS = ("dpo", "cdpo", "rdpo", "uniform", "tapc", "oracle", "clean", "dpo-long", "rdpo-long")
+#: arms that run more DPO steps, so that their policy forwards match a calibrated arm's (equal compute)
+LONG_ARMS = ("dpo-long", "rdpo-long")
 TASKS = ("factual", "creative")

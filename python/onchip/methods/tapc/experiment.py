@@ -18,11 +18,11 @@ from .._report import (
     grouped_bars, headline, markdown_table, mean_std_dict, need, paired_difference, paired_line, positive_control,
     recorded_config, rng, save, write_metrics, write_results,
 )
-from . import ARMS, TASKS
+from . import ARMS, LONG_ARMS, TASKS
 
 ARM_LABELS = {"dpo": "DPO", "cdpo": "cDPO (label smoothing)", "rdpo": "rDPO (Chowdhury 2024)",
               "uniform": "uniform calibration", "tapc": "TAPC", "oracle": "TAPC, oracle task labels",
-              "clean": "DPO on clean labels"}
+              "clean": "DPO on clean labels", "dpo-long": "DPO, equal forwards", "rdpo-long": "rDPO, equal forwards"}
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,10 @@ def run_seed(c: TapcConfig, seed: int, *, planted: bool = False, arms=None) -> d
     batches; ``planted``: the noise of :func:`~onchip.methods.tapc.world.planted_flips` instead of random
     flips. cDPO and rDPO are told the true share of flipped training pairs."""
     from .._tiny import Vocab
-    from .train import (ArmSettings, auc, concat, normalise, policy_passes, preference_accuracy, reference_model,
-                        tensorise, train_arm)
+    from dataclasses import replace
+
+    from .train import (ArmSettings, auc, compute_ratio, concat, normalise, policy_passes, preference_accuracy,
+                        reference_model, tensorise, train_arm)
     from .world import flip, make_pairs, make_world, planted_flips, reference_corpus, words
 
     arms = c.arms if arms is None else arms
@@ -120,11 +122,12 @@ def run_seed(c: TapcConfig, seed: int, *, planted: bool = False, arms=None) -> d
     train_t, meta_t, eval_t = normalise(train_t, meta_t, eval_t)
     pool = concat(train_t, meta_t)
     known = np.r_[np.zeros(len(train_t), bool), np.ones(len(meta_t), bool)]
-    order_rng = rng(seed, "batches")
-    order = np.stack([order_rng.choice(len(pool), c.batch, replace=False) for _ in range(c.steps)])
     flipped = float(1 - train_t.correct.mean())
     settings = ArmSettings(steps=c.steps, batch=c.batch, beta=c.beta, eps=min(flipped, 0.499), alpha=c.alpha,
                            meta_steps=c.meta_steps)
+    long = replace(settings, steps=c.steps * compute_ratio(settings, len(meta_t)))
+    order_rng = rng(seed, "batches")  # the long arms' first c.steps batches are everyone's batches
+    order = np.stack([order_rng.choice(len(pool), c.batch, replace=False) for _ in range(long.steps)])
 
     d = train_t.d.numpy()
     out = {"flip_share": {t: float(1 - train_t.correct[train_t.task == k].mean()) for k, t in enumerate(TASKS)},
@@ -133,11 +136,12 @@ def run_seed(c: TapcConfig, seed: int, *, planted: bool = False, arms=None) -> d
            "d_mean_if_flipped": {t: float(d[(train_t.task == k) & (train_t.correct == 0)].mean())
                                  if (train_t.correct[train_t.task == k] == 0).any() else None for k, t in enumerate(TASKS)},
            "accuracy": {}, "calibration": {}, "seconds": {},
-           "policy_passes": {a: policy_passes(a, settings, len(meta_t)) for a in arms}}
+           "policy_passes": {a: policy_passes(a, long if a in LONG_ARMS else settings, len(meta_t)) for a in arms},
+           "dpo_steps": {a: (long if a in LONG_ARMS else settings).steps for a in arms}}
     for arm in arms:
         t0 = time.perf_counter()
-        policy, info = train_arm(arm, ref, config, pool, meta_t, order, settings, seed=seed, known=known,
-                                 progress=c.progress)
+        policy, info = train_arm(arm, ref, config, pool, meta_t, order, long if arm in LONG_ARMS else settings,
+                                 seed=seed, known=known, progress=c.progress)
         acc = preference_accuracy(policy, eval_t)
         out["accuracy"][arm] = {t: float(acc[eval_t.task == k].mean()) for k, t in enumerate(TASKS)}
         out["accuracy"][arm]["mean"] = float(np.mean([out["accuracy"][arm][t] for t in TASKS]))
@@ -164,7 +168,7 @@ def _summary(per_seed: dict, seeds, arms) -> dict:
                                 "late_change": mean_std_dict([per_seed[s]["calibration"][a]["late_change"]
                                                               for s in seeds])}
                             for a in arms if a in CONTROL_ARMS},
-            "policy_passes": per_seed[seeds[0]]["policy_passes"]}
+            "policy_passes": per_seed[seeds[0]]["policy_passes"], "dpo_steps": per_seed[seeds[0]]["dpo_steps"]}
 
 
 def run(config: TapcConfig) -> dict:
@@ -191,11 +195,13 @@ def run(config: TapcConfig) -> dict:
     head = headline("clean held-out preference accuracy (implicit-reward ranking), mean over prompt types "
                     f"{', '.join(TASKS)}", ARM_LABELS[method], acc[method]["mean"]["mean"],
                     {ARM_LABELS[a]: acc[a]["mean"]["mean"] for a in others},
-                    budget={"dpo_steps": c.steps, "pairs_per_step": c.batch, "noisy_train_pairs": 2 * c.n_train,
+                    budget={"dpo_steps": {ARM_LABELS[a]: summary["dpo_steps"][a] for a in c.arms},
+                            "pairs_per_step": c.batch, "noisy_train_pairs": 2 * c.n_train,
                             "clean_reference_pairs (every arm)": 2 * c.meta_size,
                             "policy_sequence_forwards": {ARM_LABELS[a]: passes[a]["forward"] for a in c.arms},
-                            "note": "equal DPO steps and batches; the calibrated arms' look-ahead meta-steps cost "
-                                    "extra policy passes (counted above): their compute is not equalised"},
+                            "note": "equal DPO steps and batches, except the 'equal forwards' arms: DPO and rDPO run "
+                                    "as many more steps as make their policy forwards match a calibrated arm's "
+                                    "(which spends the extra on look-ahead meta-steps)"},
                     seeds=c.seeds, direction="higher", std=acc[method]["mean"]["std"],
                     baseline_std={ARM_LABELS[a]: acc[a]["mean"]["std"] for a in others}, paired=paired)
     settings = recorded_config(c)
@@ -257,8 +263,8 @@ def results_table(result: dict) -> str:
                  "holds zero is no difference):\n\n" + "\n".join(f"- {paired_line(n, p)}" for n, p in h["paired"].items())
                  + "\n")
     passes = s["policy_passes"]
-    text += "\n" + markdown_table(["arm", "policy sequence forwards", "of which meta-steps", "backwards"],
-                                  [[ARM_LABELS[a], passes[a]["forward"], passes[a]["meta_forward"],
+    text += "\n" + markdown_table(["arm", "DPO steps", "policy sequence forwards", "of which meta-steps", "backwards"],
+                                  [[ARM_LABELS[a], s["dpo_steps"][a], passes[a]["forward"], passes[a]["meta_forward"],
                                     passes[a]["backward"]] for a in c["arms"]],
                                   caption="Compute per arm (sequences through the policy; each pair is 2)")
     pc = result.get("positive_control")

@@ -10,7 +10,9 @@ the same noisy pairs):
   prompt (the reference model's mean hidden state over the prompt tokens), meta-learned on the clean
   reference set; ``uniform``: the same with one slope and bias for all prompts; ``oracle``: the same
   with one-hot true task labels as the encoding;
-* ``clean``: DPO on the true labels (the ceiling).
+* ``clean``: DPO on the true labels (the ceiling);
+* ``dpo-long``, ``rdpo-long``: DPO and rDPO run for as many more steps as make their policy forwards
+  equal a calibrated arm's (:func:`compute_ratio`; the caller passes those settings and batches).
 
 Every arm trains on the same pool: the noisy pairs plus the clean reference pairs, which every arm
 knows to be right (plain DPO loss on them: confidence 1, flip rate 0); the calibrated arms also draw
@@ -163,6 +165,13 @@ def normalise(train: PairTensors, *others: PairTensors) -> tuple[PairTensors, ..
     k = min(ENCODING_DIMS, vt.shape[0])
     proj = vt[:k].T / (sv[:k] / max(1, len(train) - 1) ** 0.5).clamp_min(1e-12)
     return tuple(replace(p, d=p.d / scale, feats=(p.feats - mean) @ proj) for p in (train, *others))
+
+
+def compute_ratio(s: "ArmSettings", meta_pairs: int) -> int:
+    """How many DPO steps an uncalibrated arm needs per calibrated step to push at least as many
+    sequences forward through the policy (:func:`policy_passes`): 5 at the defaults."""
+    cal = policy_passes("tapc", s, meta_pairs)["forward"]
+    return -(-cal // policy_passes("dpo", s, meta_pairs)["forward"])
 
 
 def policy_passes(arm: str, s: "ArmSettings", meta_pairs: int) -> dict:
@@ -335,11 +344,11 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
                 c = torch.where(kb, torch.ones_like(c), c)
         h = margins(policy, b)
         eps = torch.where(kb, torch.zeros(len(b)), torch.full((len(b),), float(s.eps)))
-        if arm in ("dpo", "clean"):
+        if arm in ("dpo", "clean", "dpo-long"):
             loss = dpo_loss(h, s.beta)
         elif arm == "cdpo":
             loss = cdpo_loss(h, s.beta, eps)
-        elif arm == "rdpo":
+        elif arm in ("rdpo", "rdpo-long"):
             loss = rdpo_loss(h, s.beta, eps)
         else:
             loss = soft_dpo_loss(h, c, s.beta)
