@@ -16,6 +16,13 @@ through the project's own checks and returns a :class:`VerifyReport`, one named 
   interval (II) and the update latency are measured, in clock cycles, against the generator's
   report (``design.info``), and their predictions compared too.
 * ``hls``: the HLS C++ under C simulation over the same stream (predictions and final parameters).
+* ``formal`` (``onchip verify --formal``): SymbiYosys proofs (:mod:`onchip.formal`), one case per
+  property, ``formal.<level>.<property>``: the stream protocol of the core and of its AXI4-Stream
+  wrapper proved by k-induction for all time (``passed``, "proved ... k = <cycles>"), the read-back
+  of any parameter checked to a bound, and with ``equivalence`` seconds the ``fast`` and
+  ``compact`` timing plans compared to the bound the solver reaches (``formal.plans.*``). A bounded
+  case passes with its bound in cycles (and samples) in its text and in ``measured``, never the
+  word "proved"; a counterexample fails the case with its VCD trace.
 
 A backend whose tool is not installed gives one ``skipped`` case, never a passed one.
 :func:`assert_verified` is the pytest helper; ``onchip verify`` (:mod:`onchip.commands.verify`)
@@ -40,7 +47,7 @@ import numpy as np
 from .spec import LearnerSpec
 
 #: Backends :func:`verify` can run: the cocotb bench on Verilator (``rtl``) or Icarus, the HLS C simulation.
-VERIFY_BACKENDS = ("rtl", "icarus", "hls")
+VERIFY_BACKENDS = ("rtl", "icarus", "hls", "formal")
 #: Stream kinds besides the task names of :data:`onchip.tasks.TASKS`.
 RANDOM_STREAM = "random"
 #: Smallest stream: every one of the four bench segments gets samples.
@@ -106,6 +113,7 @@ class VerifyReport:
         backends: the backends asked for.
         cases: every check, in order.
         waves: waveform dump of the bench's protocol job (only with ``waves=True``).
+        formal_dir: the folder of the ``formal`` backend's SymbiYosys jobs (None when it did not run).
     """
 
     spec: LearnerSpec
@@ -115,6 +123,7 @@ class VerifyReport:
     backends: tuple[str, ...]
     cases: list[Case] = dataclasses.field(default_factory=list)
     waves: str | None = None
+    formal_dir: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -164,7 +173,7 @@ class VerifyReport:
             "seed": self.seed, "stream": self.stream, "backends": list(self.backends),
             "counts": {s: self.count(s) for s in STATUSES},
             "first_failure": None if bad is None else bad.to_dict(),
-            "waves": self.waves, "cases": [c.to_dict() for c in self.cases],
+            "waves": self.waves, "formal_dir": self.formal_dir, "cases": [c.to_dict() for c in self.cases],
         }
 
     def junit_tree(self) -> ET.ElementTree:
@@ -375,6 +384,10 @@ def _available(backend: str) -> str | None:
     """None when ``backend`` can run here, else why not."""
     import importlib.util
 
+    if backend == "formal":
+        from .formal import missing_tools
+
+        return missing_tools()
     if backend in ("rtl", "icarus"):
         if importlib.util.find_spec("cocotb") is None or importlib.util.find_spec("cocotb_tools") is None:
             return "cocotb is not installed (pip install cocotb==2.1.0)"
@@ -549,6 +562,39 @@ def _timing_cases(design, seg, n, backend) -> list[Case]:
     return cases
 
 
+def _formal_case(r) -> Case:
+    """A :class:`Case` of one :class:`onchip.formal.PropertyResult`."""
+    level = "plans" if r.level == "equivalence" else r.level
+    name = f"formal.{level}.{r.name}"
+    measured = {k: v for k, v in (("status", r.status), ("induction_depth", r.depth), ("bound_cycles", r.bound),
+                                  ("bound_samples", r.samples)) if v is not None}
+    if r.status in ("proved", "bounded"):
+        return Case(name, "passed", r.detail, r.seconds, measured=measured)
+    mismatch = {"property": r.name, "text": r.detail}
+    if r.trace:
+        mismatch["trace"] = r.trace
+    return Case(name, "failed", r.detail, r.seconds, mismatch=mismatch, measured=measured)
+
+
+def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
+    """The ``formal`` backend: protocol proofs (core and AXI wrapper), the bounded read-back and,
+    with ``equivalence`` seconds, the bounded comparison of the two timing plans."""
+    from . import formal
+
+    log(f"formal: proving the stream protocol (SymbiYosys, Yices 2) in {folder}")
+    results = formal.prove(spec, top=top, theta=theta, folder=folder, log=log)
+    cases = [_formal_case(r) for r in results]
+    if equivalence:
+        if spec.datapath == "serial":
+            cases.append(Case("formal.plans", "skipped", "the serial MLP has one timing plan (compact)"))
+        else:
+            compact, fast = formal.plan_designs(spec, theta)
+            depth = 4 * (fast.info["reset_cycles"] + fast.info["latency_cycles_update"]) + 16
+            cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / "plans", depth=depth,
+                                                                  timeout=equivalence, log=log)]
+    return cases
+
+
 def _hls_cases(spec, x, y, *, progress, log, theta=None) -> list[Case]:
     log(f"hls: C simulation, {len(x)} samples")
     t0 = time.perf_counter()
@@ -584,7 +630,8 @@ def check_arguments(samples, seed, backends) -> tuple[int, int, tuple[str, ...]]
 
 def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STREAM, data=None,
            backends=("rtl", "hls"), schedule: str | None = None, staleness=None, timing: str | None = None,
-           waves: bool = False, progress: bool = False, top: str = "onchip_learner", theta=None) -> VerifyReport:
+           waves: bool = False, progress: bool = False, top: str | None = None, theta=None,
+           formal_dir=None, equivalence: float = 0) -> VerifyReport:
     """Verify the hardware of ``spec`` against the golden model (see the module docstring).
 
     Args:
@@ -604,6 +651,10 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         top: the module name the RTL is generated under (:func:`onchip.hw.names.check_top`).
         theta: raw initial parameters (P,), e.g. an imported network: the RTL's reset values and
             the golden model's and the HLS C simulation's start (default: the spec's).
+        formal_dir: where the ``formal`` backend's SymbiYosys jobs run (logs, counterexample
+            traces); a new temporary folder when None. The report's ``formal_dir``.
+        equivalence: seconds the ``formal`` backend may spend comparing the ``fast`` and
+            ``compact`` timing plans (0: not compared).
 
     Returns:
         :class:`VerifyReport`; its ``ok`` is True when every check that ran matched. A mismatch
@@ -618,10 +669,14 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         FileNotFoundError: ``data`` does not exist.
     """
     from .commands.generate import resolve_spec
-    from .hw.names import check_top
+    from .hw.names import DEFAULT_TOP, check_top
 
     samples, seed, backends = check_arguments(samples, seed, backends)
+    top = DEFAULT_TOP if top is None else top
     check_top(top)
+    if isinstance(equivalence, bool) or not isinstance(equivalence, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(equivalence) or equivalence < 0:
+        raise ValueError(f"equivalence: must be a number of seconds >= 0, got {equivalence!r}")
     spec = resolve_spec(spec, schedule, staleness, timing)
     if theta is not None:
         from .model.golden import check_parameters
@@ -647,6 +702,12 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         try:
             if backend == "hls":
                 report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta)
+            elif backend == "formal":
+                import tempfile
+
+                report.formal_dir = str(formal_dir or tempfile.mkdtemp(prefix="onchip-formal-"))
+                report.cases += _formal_cases(spec, top=top, theta=theta, folder=report.formal_dir,
+                                              equivalence=equivalence, log=log)
             else:
                 if design is None:
                     from .hw.sim import cached_design

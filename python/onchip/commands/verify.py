@@ -10,13 +10,17 @@ from . import _args
 DESCRIPTION = """Generate the learner of --spec and check it against the golden model: the cocotb
 bench on Verilator (random valid/ready stalls, a reset in mid-stream, parameter read-back and a
 checkpoint/restore, latency and II against the generator's report) and the HLS C simulation,
-over a corner-case stream (or a task's). Exit status 0 only when every check that ran matched,
+over a corner-case stream (or a task's). With --formal, SymbiYosys also proves the stream protocol
+of the core and of its AXI4-Stream wrapper for every input and every cycle (k-induction), checks
+the parameter read-back to a bound, and with --equivalence SECONDS compares the fast and compact
+timing plans to the bound it reaches (a bounded result is reported with its bound, never as
+proved). Exit status 0 only when every check that ran matched,
 1 on a mismatch or a tool failure (the first one is printed), 2 on bad input. A backend whose
 tool is not installed is reported as skipped, never as passed."""
 
 #: verify() argument -> flag, for its error messages
 FLAGS = {"samples": "--samples", "seed": "--seed", "stream": "--stream", "data": "--data", "backends": "--backends",
-         "theta": "--theta"}
+         "theta": "--theta", "equivalence": "--equivalence"}
 
 
 def junit_path(text: str) -> str:
@@ -46,6 +50,12 @@ def add_parser(sub) -> None:
     p.add_argument("--backends", type=_args.name_list(VERIFY_BACKENDS), default=["rtl", "hls"],
                    help="comma-separated: rtl (cocotb on Verilator), icarus (cocotb on Icarus), hls "
                         "(C simulation), or 'all' (default: rtl,hls)")
+    p.add_argument("--formal", action="store_true",
+                   help="also run the formal backend: protocol proofs by k-induction (core and AXI wrapper), "
+                        "the read-back checked to a bound (SymbiYosys + Yices 2, from pip)")
+    p.add_argument("--equivalence", type=_args.float_range(0.0), default=0.0, metavar="SECONDS",
+                   help="with --formal: seconds to spend comparing timing fast and compact to a bound "
+                        "(default: %(default)s, not compared)")
     p.add_argument("--waves", action="store_true",
                    help="dump the bench as FST (VCD without liblz4-dev); its path is named in a mismatch "
                         "and copied into --out")
@@ -62,11 +72,16 @@ def run(args) -> int:
     from ..io import atomic_output_dir, write_json
     from ..verification import verify
 
+    backends = tuple(args.backends)
+    if args.formal and "formal" not in backends:
+        backends += ("formal",)
+    if args.equivalence and "formal" not in backends:
+        raise ValueError(f"--equivalence: compares with the formal backend; add --formal (got {args.equivalence})")
     try:
         report = verify(args.spec, samples=args.samples, seed=args.seed, stream=args.stream, data=args.data,
-                        backends=tuple(args.backends), schedule=args.schedule, staleness=args.staleness,
+                        backends=backends, schedule=args.schedule, staleness=args.staleness,
                         timing=args.timing, waves=args.waves, progress=not args.quiet, top=args.top,
-                        theta=_args.load_theta(args.theta, args.spec))
+                        theta=_args.load_theta(args.theta, args.spec), equivalence=args.equivalence)
     except ValueError as exc:
         message = _args.flag_message(str(exc), list(FLAGS), FLAGS)
         if message == str(exc) and not message.startswith("--") and "spec" in message.split(":")[0]:
@@ -86,6 +101,15 @@ def run(args) -> int:
                 dump = Path(report.waves)
                 shutil.copy2(dump, stage / dump.name)
                 data["waves_copy"] = dump.name
+            traces = {}
+            for case in report.cases:  # the counterexample of every failed property, beside the report
+                trace = (case.mismatch or {}).get("trace")
+                if trace and Path(trace).exists():
+                    name = f"{case.name}.vcd"
+                    shutil.copy2(trace, stage / name)
+                    traces[case.name] = name
+            if traces:
+                data["trace_copies"] = traces
             write_json(stage / "report.json", data)
             report.to_junit(stage / "junit.xml")
         print(f"wrote {args.out}/")

@@ -44,7 +44,7 @@ A prediction that has not been taken holds the next sample's forward pass in
 its last cycle (the output register is full); nothing else stalls.
 
 Parameter port, reset and streams are those of OnchipLearner: a command
-waits until the learner is idle (no sample in flight; while a command
+waits until the learner is idle (no sample in flight, its last prediction taken; while a command
 waits no sample is accepted), then reads or writes theta[addr] (flat index
 of :func:`onchip.model.golden.layout`) and answers one word. RAM contents
 survive ``rst``, so after reset (and at power-up) the learner copies the
@@ -186,6 +186,7 @@ class SerialMlpLearner(LearnerPorts):
         commit = [Signal(name=f"commit_l{l}") for l in range(n_layers)]
         advance = [Signal(name=f"fwd_done_l{l}") for l in range(n_layers)]  # forward pass of l ends
         out_free = Signal(name="out_free")
+        responding = Signal(name="responding")  # a command's response is formed this cycle
         m.d.comb += out_free.eq(~self.m.valid | self.m.ready)
         for l, ly in enumerate(layers):
             m.d.comb += [
@@ -209,7 +210,8 @@ class SerialMlpLearner(LearnerPorts):
         cmd_data, cmd_addr, cmd_write = self.command_fields()
         execute = Signal(name="execute")
         m.d.comb += [
-            execute.eq(idle & self.pc.valid & (~self.pr.valid | self.pr.ready)),
+            # a command waits for the last prediction to be taken, as on the parallel datapath
+            execute.eq(idle & ~self.m.valid & self.pc.valid & (~self.pr.valid | self.pr.ready)),
             self.pc.ready.eq(execute),
         ]
         reload = reload_from_rom(m, self.theta0, f.coef)
@@ -363,6 +365,7 @@ class SerialMlpLearner(LearnerPorts):
                 with m.Elif(execute):
                     m.next = "RESPOND"
             with m.State("RESPOND"):
+                m.d.comb += responding.eq(1)
                 m.d.sync += [resp.eq(Mux(resp_write, resp_data, readback)), self.pr.valid.eq(1)]
                 m.next = "IDLE"
             for l, ly in enumerate(layers):

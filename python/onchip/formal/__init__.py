@@ -1,0 +1,129 @@
+"""Formal checks of a generated learner with SymbiYosys and Yices 2 (all from pip).
+
+Where simulation samples input sequences, these cover every one:
+
+* :func:`prove` proves the stream protocol of the core and of its AXI4-Stream wrapper for every
+  input sequence and every cycle, by k-induction (:mod:`onchip.formal.protocol`, the properties
+  in :mod:`onchip.formal.properties`), and checks to a bound that a parameter read returns the
+  word last written, at an arbitrary address;
+* :func:`check_plans` checks to a bound that ``timing = "fast"`` and ``"compact"`` of one spec
+  give the same predictions and parameters (:mod:`onchip.formal.equivalence`);
+* :func:`check_netlist` checks to a bound that Yosys's synthesised netlist equals the RTL.
+
+Each property gets a :class:`PropertyResult`; a bounded result carries its bound (cycles, and
+samples for the timing plans) and is never reported as proved. ``onchip verify --formal`` puts
+them in the same report and JUnit XML as the simulation checks.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .equivalence import NETLIST_PROPERTIES, PLANS_PROPERTIES, check_netlist, check_plans, plans_miter
+from .properties import AXIS_PROPERTIES, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, harness, protocol_properties
+from .protocol import PropertyResult, prove_protocol
+from .sby import missing_tools
+
+__all__ = ["PropertyResult", "prove", "prove_readback", "check_plans", "check_netlist", "missing_tools",
+           "harness", "plans_miter", "protocol_properties", "PROTOCOL_PROPERTIES", "AXIS_PROPERTIES",
+           "READBACK_PROPERTIES", "PLANS_PROPERTIES", "NETLIST_PROPERTIES", "LEVELS", "plan_designs"]
+
+#: the designs :func:`prove` checks: the core (``<top>``) and its AXI4-Stream wrapper (``<top>_axis``)
+LEVELS = ("core", "axis")
+
+
+def _folder(folder) -> Path:
+    return Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="onchip-formal-"))
+
+
+def prove_readback(design, theta0, folder, *, verilog: str | None = None,
+                   log=lambda text: None) -> list[PropertyResult]:
+    """Bounded check of :data:`READBACK_PROPERTIES` on the core of ``design`` (an
+    :class:`onchip.hw.Design` whose parameters reset to ``theta0``, raw (P,)): every input
+    sequence of up to :func:`onchip.formal.properties.readback_depth` cycles from reset.
+
+    Returns:
+        One :class:`PropertyResult` per property: ``bounded`` (with ``bound``) or ``failed``.
+    """
+    from . import sby
+    from .properties import readback_depth, readback_harness
+    from .protocol import script
+
+    props, _ = readback_harness(design.info, "core", theta0)
+    depth = readback_depth(design.info)
+    r = sby.run_job(Path(folder), "readback_bmc", mode="bmc", depth=depth, script=script(design.top, "", map_memories=True),
+                    files={"design.v": verilog or design.verilog, "onchip_props.sv": props}, timeout=600)
+    log(f"formal core: read-back checked to {depth} cycles: {r.status} {' '.join(r.failed)} ({r.seconds:.1f} s)")
+    out = []
+    for name in READBACK_PROPERTIES:
+        if r.status == "FAIL" and name in r.failed:
+            out.append(PropertyResult(name, "core", "failed", bound=r.steps_checked, seconds=r.seconds,
+                                      trace=r.trace, detail=f"counterexample {r.steps_checked} cycles after "
+                                                            f"reset (trace: {r.trace})"))
+        else:
+            out.append(PropertyResult(name, "core", "bounded", bound=r.steps_checked, seconds=r.seconds,
+                                      detail=f"bounded, not a proof: holds for every input sequence of up to "
+                                             f"{r.steps_checked} cycles from reset, at any address"))
+    return out
+
+
+def prove(spec, *, top: str | None = None, theta=None, folder=None, levels=LEVELS, readback: bool = True,
+          log=lambda text: None, verilog: dict[str, str] | None = None) -> list[PropertyResult]:
+    """Prove the stream protocol of the learner generated for ``spec`` (and check its read-back
+    to a bound).
+
+    Args:
+        spec: a :class:`~onchip.spec.LearnerSpec`.
+        top: the core's module name (default :data:`onchip.hw.TOP`).
+        theta: raw reset values of the parameters (P,) (default: the spec's initial ones).
+        folder: where the SBY jobs run (logs, models, counterexample traces); a new temporary
+            folder when None.
+        levels: any of :data:`LEVELS`.
+        readback: also run :func:`prove_readback` on the core.
+        log: called with one line per solver run.
+        verilog: level -> Verilog to check instead of the generated one (a modified copy).
+
+    Returns:
+        The :class:`PropertyResult` of every property: each level's protocol properties in order,
+        then the read-back ones.
+
+    Raises:
+        ValueError: an unknown level, or a spec that cannot be generated (as :func:`onchip.hw.generate`).
+        FileNotFoundError: the formal tools are not installed (:func:`missing_tools` says which).
+    """
+    from ..hw import TOP, generate
+    from ..model.golden import check_parameters, initial_parameters
+
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad or not levels:
+        raise ValueError(f"levels: choose from {LEVELS}, got {list(levels)!r}")
+    why = missing_tools()
+    if why:
+        raise FileNotFoundError(why)
+    theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+    design = generate(spec, top=top or TOP, theta=theta, axis="axis" in levels)
+    folder = _folder(folder)
+    verilog = verilog or {}
+    out = []
+    for level in levels:
+        text = verilog.get(level) or (design.verilog if level == "core" else design.axis_verilog)
+        out += prove_protocol(design.info, text, level, folder / level, log=log)
+    if readback:
+        out += prove_readback(design, theta0, folder / "readback", verilog=verilog.get("core"), log=log)
+    return out
+
+
+def plan_designs(spec, theta=None):
+    """The cores of ``spec`` at ``timing = "compact"`` and ``"fast"`` (modules ``onchip_compact`` and
+    ``onchip_fast``) for :func:`check_plans`.
+
+    Raises:
+        ValueError: the spec has no fast plan (the serial MLP), as :func:`onchip.hw.generate`.
+    """
+    import dataclasses
+
+    from ..hw import generate
+
+    return (generate(dataclasses.replace(spec, timing="compact"), top="onchip_compact", axis=False, theta=theta),
+            generate(dataclasses.replace(spec, timing="fast"), top="onchip_fast", axis=False, theta=theta))

@@ -1,0 +1,364 @@
+"""The stream-protocol properties of a generated learner, as a SystemVerilog harness for SymbiYosys.
+
+:func:`harness` writes a module ``onchip_props`` that instantiates the learner's generated Verilog
+(the core ``<top>``, or its AXI4-Stream wrapper ``<top>_axis``) with every input free
+(``anyseq``: any value in every cycle, reset included) and checks, as named immediate assertions,
+the rules the design's own description states (``Design.info["handshake"]`` and ``["reset"]``):
+
+=============================  ==========================================================================
+property                       what it says (m: predictions, pr: parameter responses)
+=============================  ==========================================================================
+``<bus>_valid_held``           once an output's valid is high it stays high until ready (m, pr)
+``<bus>_data_stable``          the output's data does not change while valid and not ready (m, pr)
+``<bus>_padding_zero``         (AXI) the tdata bits above the payload are 0 (m, pr)
+``pred_only_after_sample``     no prediction is offered that no accepted sample is owed
+``samples_in_flight_bounded``  accepted samples not yet answered <= the pipeline's bound
+``in_flight_matches_stages``   that count equals the occupied pipeline stages (the invariant that makes
+                               the two above inductive: a lost or duplicated beat breaks it)
+``nothing_valid_after_reset``  no output is valid in a cycle that follows a reset cycle
+``no_sample_during_reload``    sample ready is low for ``reset_cycles`` cycles after reset
+``no_command_during_reload``   command ready is low for ``reset_cycles_command`` cycles after reset
+``nothing_valid_during_reload`` no sample is in flight or predicted for ``reset_cycles`` cycles after
+                               reset, no response offered for ``reset_cycles_command`` cycles
+``reload_counts_cycles``       the reload counter equals the cycles since reset (the reload's invariant)
+``one_response_per_command``   commands accepted and responses taken differ by 0 or 1, and a response
+                               is offered only when one is owed
+``responses_match_port``       that difference equals the response offered plus a read on its way (the
+                               invariant that makes the one above inductive)
+``command_ready_needs_valid``  command ready is high only while command valid is
+``no_sample_while_command``    while a command is offered no sample is taken
+``command_only_when_drained``  a command is taken only when every sample's prediction has been taken
+=============================  ==========================================================================
+
+The host's side (samples and commands) is constrained only by assumptions of the AXI4-Stream
+source rules (ARM IHI 0051, 2.2.1): valid, once raised, stays high and the data stable until the
+transfer, except across a reset. The learner is never constrained.
+
+:func:`readback_harness` writes the bounded companion ``read_returns_last_write``: for an
+arbitrary address A (``anyconst``), a read of A answers the last value written to A, or the
+initial parameter after a reset (with the parameter port alone: no sample offered);
+``write_echoes_value``: a write answers the value written.
+
+Internal signals (the stage valid bits, the reload counter) are read through Yosys ``expose``
+after ``flatten``: :func:`observed` lists them by the names the generators give them
+(:mod:`onchip.hw.learner`, :mod:`onchip.hw.mlp_serial`, :func:`onchip.hw.interface.reload_from_rom`).
+
+The method is k-induction over a property set strengthened by invariants (Sheeran, Singh,
+Stalmarck, "Checking safety properties using induction and a SAT-solver", FMCAD 2000), the way
+formal AXI property sets bound the beats in flight with a counter.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: the learner's streams: name -> (core port prefix, AXI bus, the learner is its sink)
+STREAMS = {"s": ("s__", "s_axis_sample", True), "m": ("m__", "m_axis_pred", False),
+           "pc": ("pc__", "s_axis_param", True), "pr": ("pr__", "m_axis_param", False)}
+LEVELS = ("core", "axis")
+
+#: every property the protocol harness checks, in report order (``<bus>`` is m or pr)
+PROTOCOL_PROPERTIES = (
+    "m_valid_held", "m_data_stable", "pr_valid_held", "pr_data_stable",
+    "pred_only_after_sample", "samples_in_flight_bounded", "in_flight_matches_stages",
+    "nothing_valid_after_reset", "no_sample_during_reload", "no_command_during_reload",
+    "nothing_valid_during_reload", "reload_counts_cycles",
+    "one_response_per_command", "responses_match_port", "command_ready_needs_valid", "no_sample_while_command",
+    "command_only_when_drained",
+)
+#: properties of the AXI wrapper only
+AXIS_PROPERTIES = ("m_padding_zero", "pr_padding_zero")
+#: the bounded read-back properties (:func:`readback_harness`)
+READBACK_PROPERTIES = ("read_returns_last_write", "write_echoes_value")
+
+
+def protocol_properties(info: dict, level: str) -> tuple[str, ...]:
+    """The protocol properties :func:`harness` writes for a design (``info``) at ``level``: all of
+    :data:`PROTOCOL_PROPERTIES` (the reload ones only where parameters reload from a ROM after
+    reset), plus :data:`AXIS_PROPERTIES` for ``"axis"``."""
+    out = [p for p in PROTOCOL_PROPERTIES if _reloads(info) or p not in _RELOAD_ONLY]
+    return tuple(out + list(AXIS_PROPERTIES if level == "axis" else ()))
+
+
+_RELOAD_ONLY = ("no_sample_during_reload", "no_command_during_reload", "nothing_valid_during_reload",
+                "reload_counts_cycles")
+
+
+def _reloads(info: dict) -> bool:
+    return info["param_storage"] == "memory" or info["datapath"] == "serial"
+
+
+def in_flight_bound(info: dict) -> int:
+    """Most samples accepted and not yet answered on m: the prediction latency P pipelined (one
+    per stage), ceil(P / II) sequential (a sample enters only II stages behind the last), 2 on
+    the serial MLP (one in the output register, one in its forward pass)."""
+    p, ii = info["latency_cycles_prediction"], info["initiation_interval"]
+    if info["datapath"] == "serial":
+        return 2
+    return p if info["schedule"] == "pipelined" else math.ceil(p / ii)
+
+
+def observed(info: dict, level: str) -> dict[str, str]:
+    """Internal signals the harness reads: harness wire name -> the generated design's signal
+    name after ``flatten`` (``learner.`` prefixed inside the AXI wrapper).
+
+    * parallel datapath: ``v<s>`` = ``valid_s<s>`` for s = 1..P (the stage valid bits up to the
+      prediction, :class:`onchip.hw.learner.OnchipLearner`);
+      and ``rw<n>`` = ``read_wait<n>`` (a read on its way through the port's stages, n = 0 .. port);
+    * serial MLP: ``fwd<l>`` = ``fwd_l<l>`` (layer l's forward pass), ``responding`` (the
+      sequencer's RESPOND state) and ``out_valid`` = ``m__valid``;
+    * where parameters reload: ``reload_count``.
+    """
+    pre = "learner." if level == "axis" else ""
+    names = {}
+    if info["datapath"] == "serial":
+        for l in range(len(info["spec"]["widths"]) - 1):
+            names[f"fwd{l}"] = f"{pre}fwd_l{l}"
+        names["responding"] = f"{pre}responding"
+        if level == "axis":
+            names["out_valid"] = f"{pre}m__valid"
+    else:
+        for s in range(1, info["latency_cycles_prediction"] + 1):
+            names[f"v{s}"] = f"{pre}valid_s{s}"
+        for n in range(info["stages"].get("port", 0) + 1):
+            names[f"rw{n}"] = f"{pre}read_wait{n or ''}"
+    if _reloads(info):
+        names["reload_count"] = f"{pre}reload_count"
+    return names
+
+
+def _ports(info: dict, level: str) -> dict:
+    """Port names and widths of ``level``: clock, reset (name, active level) and per stream
+    (valid, ready, data, data width, payload width)."""
+    if level == "core":
+        ports = info["ports"]
+        out = {"top": info["top"], "clk": "clk", "rst": ("rst", 1)}
+        for key, (pre, _, _) in STREAMS.items():
+            w = ports[f"{pre}payload"]["width"]
+            out[key] = (f"{pre}valid", f"{pre}ready", f"{pre}payload", w, w)
+        return out
+    axis = info["axis"]
+    out = {"top": axis["top"], "clk": axis["clock"], "rst": (axis["reset"]["port"], 0)}
+    for key, (_, bus, _) in STREAMS.items():
+        t = axis["tdata"][bus]
+        out[key] = (f"{bus}_tvalid", f"{bus}_tready", f"{bus}_tdata", t["width"], t["payload_width"])
+    return out
+
+
+def _vec(width: int) -> str:
+    return f"[{width - 1}:0] " if width > 1 else ""
+
+
+def _instance(info: dict, level: str, extra: dict[str, str]) -> tuple[list[str], dict]:
+    """Declarations of the free inputs, the DUT instance and the stream wires ``<key>_valid``,
+    ``<key>_ready``, ``<key>_data``, ``rst`` (active high), ``clk``."""
+    p = _ports(info, level)
+    lines = ["  (* anyseq *) reg rst_in;"]
+    rst_port, active = p["rst"]
+    lines.append(f"  wire rst = {'rst_in' if active else '!rst_in'};")
+    conns = [f".{p['clk']}(clk)", f".{rst_port}(rst_in)"]
+    for key, (_, _, sink) in STREAMS.items():
+        valid, ready, data, width, _ = p[key]
+        if sink:
+            lines += [f"  (* anyseq *) reg {key}_valid;", f"  (* anyseq *) reg {_vec(width)}{key}_data;",
+                      f"  wire {key}_ready;"]
+        else:
+            lines += [f"  wire {key}_valid;", f"  wire {_vec(width)}{key}_data;", f"  (* anyseq *) reg {key}_ready;"]
+        conns += [f".{valid}({key}_valid)", f".{ready}({key}_ready)", f".{data}({key}_data)"]
+    for wire, (name, width) in extra.items():
+        lines.append(f"  wire {_vec(width)}{wire};")
+        conns.append(f".\\{name} ({wire})")
+    lines.append(f"  {p['top']} dut(" + ", ".join(conns) + ");")
+    return lines, p
+
+
+def _widths(info: dict, level: str) -> dict[str, tuple[str, int]]:
+    """:func:`observed` with each signal's width."""
+    n = info["param_count"]
+    out = {}
+    for wire, name in observed(info, level).items():
+        width = max(1, (n + 1).bit_length()) if wire == "reload_count" else 1
+        out[wire] = (name, width)
+    return out
+
+
+def _fire(keys=STREAMS) -> list[str]:
+    return [f"  wire {k}_fire = {k}_valid & {k}_ready;" for k in keys]
+
+
+def _counter_width(limit: int) -> int:
+    return max(2, (limit + 1).bit_length())
+
+
+def _since_logic(info: dict) -> tuple[list[str], int]:
+    """A saturating count of the cycles since the last reset cycle (0 in the first cycle out of
+    reset, and in the initial state, which is the reset state)."""
+    cap = max(info["reset_cycles"], info["param_count"] + 1, 1)
+    w = _counter_width(cap)
+    return [f"  reg [{w - 1}:0] since = 0;",
+            "  always @(posedge clk)",
+            f"    if (rst) since <= 0; else if (since < {cap}) since <= since + 1;"], cap
+
+
+def harness(info: dict, level: str) -> tuple[str, str]:
+    """The protocol property module of a design and the Yosys commands that read it.
+
+    Args:
+        info: the design's description (:attr:`onchip.hw.Design.info`).
+        level: ``"core"`` (module ``info["top"]``) or ``"axis"`` (its AXI4-Stream wrapper).
+
+    Returns:
+        ``(props_sv, expose_commands)``: the text of ``onchip_props.sv`` (top module
+        ``onchip_props``) and the Yosys commands to run on the flattened design before reading
+        it (``expose`` of the :func:`observed` signals).
+
+    Raises:
+        ValueError: an unknown level.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level: must be one of {LEVELS}, got {level!r}")
+    obs = _widths(info, level)
+    decl, p = _instance(info, level, obs)
+    bound = in_flight_bound(info)
+    # wide enough for every stage bit at once: the sum of the stage bits must not wrap
+    wf = _counter_width(info["latency_cycles_prediction"] + 2)
+    since, cap = _since_logic(info)
+    reloads = _reloads(info)
+    n = info["param_count"]
+    lines = ["module onchip_props(input clk);", *decl, *_fire(), *since,
+             "  reg init = 1;",
+             f"  reg [{wf - 1}:0] inflight = 0;  // samples accepted, predictions not yet taken",
+             "  reg [1:0] owed = 0;  // commands accepted, responses not yet taken",
+             "  always @(posedge clk) begin",
+             "    init <= 0;",
+             "    if (rst) begin inflight <= 0; owed <= 0; end",
+             "    else begin",
+             "      inflight <= inflight + s_fire - m_fire;",
+             "      owed <= owed + pc_fire - pr_fire;",
+             "    end",
+             "  end"]
+    if info["datapath"] == "serial":
+        fwd = " | ".join(w for w in obs if w.startswith("fwd"))
+        out_valid = "out_valid" if level == "axis" else "m_valid"
+        stages = f"{out_valid} + ({fwd})"
+        owed = "pr_valid + responding"
+    else:
+        stages = " + ".join(w for w in obs if w.startswith("v"))
+        owed = "pr_valid + (" + " | ".join(w for w in obs if w.startswith("rw")) + ")"
+    r, rc = info["reset_cycles"], info["reset_cycles_command"]
+    # the AXI4-Stream source rules for the host, as assumptions
+    lines += ["  always @(posedge clk) if (!init && !$past(rst)) begin",
+              "    if ($past(s_valid & !s_ready)) assume(s_valid && s_data == $past(s_data));",
+              "    if ($past(pc_valid & !pc_ready)) assume(pc_valid && pc_data == $past(pc_data));",
+              "  end"]
+    checks = [
+        f"    pred_only_after_sample: assert(!m_valid || inflight != 0);",
+        f"    samples_in_flight_bounded: assert(inflight <= {bound});",
+        f"    in_flight_matches_stages: assert(inflight == {stages});",
+        "    one_response_per_command: assert(owed <= 1 && (!pr_valid || owed == 1));",
+        f"    responses_match_port: assert(owed == {owed});",
+        "    command_ready_needs_valid: assert(!pc_ready || pc_valid);",
+        "    no_sample_while_command: assert(!pc_valid || !s_ready);",
+        "    command_only_when_drained: assert(!pc_fire || inflight == 0);",
+    ]
+    if reloads:
+        checks += [
+            f"    no_sample_during_reload: assert(since >= {r} || !s_ready);",
+            f"    no_command_during_reload: assert(since >= {rc} || !pc_ready);",
+            f"    nothing_valid_during_reload: assert((since >= {r} || (inflight == 0 && !m_valid))"
+            f" && (since >= {rc} || !pr_valid));",
+            f"    reload_counts_cycles: assert(reload_count == (since < {n + 1} ? since : {n + 1}));",
+        ]
+    if level == "axis":
+        for key in ("m", "pr"):
+            width, payload = p[key][3], p[key][4]
+            if width > payload:
+                checks.append(f"    {key}_padding_zero: assert({key}_data[{width - 1}:{payload}] == 0);")
+            else:
+                checks.append(f"    {key}_padding_zero: assert(1);")
+    lines += ["  always @(*) if (!rst) begin", *checks, "  end",
+              "  always @(posedge clk) if (!init) begin",
+              "    if ($past(rst)) begin",
+              "      nothing_valid_after_reset: assert(!m_valid && !pr_valid);",
+              "    end else begin"]
+    for key in ("m", "pr"):
+        lines += [f"      if ($past({key}_valid & !{key}_ready)) begin",
+                  f"        {key}_valid_held: assert({key}_valid);",
+                  f"        {key}_data_stable: assert({key}_data == $past({key}_data));",
+                  "      end"]
+    lines += ["    end", "  end", "endmodule", ""]
+    expose = "expose " + " ".join(f"w:{name}" for name, _ in obs.values()) if obs else ""
+    return "\n".join(lines), expose
+
+
+def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
+    """The bounded read-back property module (:data:`READBACK_PROPERTIES`) and its Yosys commands.
+
+    A is ``anyconst``: the solver picks the address, so one run covers every address. The shadow
+    copy of theta[A] is theta0[A] after reset (the reset state is the initial state) and the data
+    of the last write command to A. While a read of A is owed, the response must equal it. The
+    host offers no sample here (an assumption): the check is of the parameter port, its address
+    decode, the banks and the reload, with any reset, reads and writes in any order; how samples
+    and commands interleave is the protocol's (:func:`harness`) and the simulation's.
+
+    Args:
+        info: the design's description.
+        level: ``"core"`` or ``"axis"``.
+        theta0: the raw initial parameters (P,), the design's reset values.
+
+    Returns:
+        ``(props_sv, expose_commands)`` as :func:`harness`.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level: must be one of {LEVELS}, got {level!r}")
+    decl, p = _instance(info, level, {})
+    pc = info["payload"]["pc"]
+    coef_w = pc["data"]["width"]
+    aw = pc["addr"]["width"]
+    a_lo = pc["addr"]["offset"]
+    w_bit = pc["write"]["offset"]
+    table = "\n".join(f"      {aw}'d{a}: theta0_a = {coef_w}'h{int(v) & ((1 << coef_w) - 1):x};"
+                      for a, v in enumerate(theta0))
+    lines = ["module onchip_props(input clk);", *decl, *_fire(),
+             f"  (* anyconst *) reg [{aw - 1}:0] A;",
+             f"  reg [{coef_w - 1}:0] theta0_a;",
+             "  always @(*) begin",
+             f"    case (A)\n{table}\n      default: theta0_a = 0;\n    endcase",
+             "  end",
+             f"  wire [{aw - 1}:0] cmd_addr = pc_data[{a_lo + aw - 1}:{a_lo}];",
+             f"  wire cmd_write = pc_data[{w_bit}];",
+             f"  wire [{coef_w - 1}:0] cmd_data = pc_data[{coef_w - 1}:0];",
+             "  reg init = 1;",
+             f"  reg [{coef_w - 1}:0] shadow = 0;",
+             f"  wire [{coef_w - 1}:0] cur = init ? theta0_a : shadow;  // theta[A] as the port must answer it",
+             "  reg want_read = 0, want_echo = 0;",
+             f"  reg [{coef_w - 1}:0] echo = 0;",
+             "  always @(posedge clk) begin",
+             "    init <= 0;",
+             "    if (rst) shadow <= theta0_a;",
+             "    else if (pc_fire && cmd_write && cmd_addr == A) shadow <= cmd_data;",
+             "    else shadow <= cur;",
+             "    if (rst) begin want_read <= 0; want_echo <= 0; end",
+             "    else if (pc_fire) begin",
+             "      want_read <= !cmd_write && cmd_addr == A; want_echo <= cmd_write; echo <= cmd_data;",
+             "    end else if (pr_fire) begin want_read <= 0; want_echo <= 0; end",
+             "  end",
+             "  always @(posedge clk) if (!init && !$past(rst)) begin",
+             "    if ($past(s_valid & !s_ready)) assume(s_valid && s_data == $past(s_data));",
+             "    if ($past(pc_valid & !pc_ready)) assume(pc_valid && pc_data == $past(pc_data));",
+             "  end",
+             "  always @(*) assume(!s_valid);  // the parameter port alone: no sample is offered",
+             "  always @(*) if (!rst && !init && pr_valid) begin",
+             f"    if (want_read) read_returns_last_write: assert(pr_data[{coef_w - 1}:0] == cur);",
+             f"    if (want_echo) write_echoes_value: assert(pr_data[{coef_w - 1}:0] == echo);",
+             "  end",
+             "endmodule", ""]
+    return "\n".join(lines), ""
+
+
+def readback_depth(info: dict) -> int:
+    """BMC bound of :func:`readback_harness`, in cycles: the reload, two samples with their
+    predictions and updates, and three commands through the port's stages."""
+    port = info["stages"].get("port", 0) if isinstance(info.get("stages"), dict) else 0
+    return (info["reset_cycles"] + 2 * info["initiation_interval"] + info["latency_cycles_update"]
+            + 3 * (port + 3) + 4)

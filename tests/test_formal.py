@@ -1,0 +1,162 @@
+"""Formal checks (onchip.formal): the stream protocol proved by k-induction for presets of every
+datapath, and evidence that the property suite can fail: a bug of each kind injected into a copy
+of the generated Verilog gives a counterexample naming the property, with a VCD trace."""
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from onchip import formal
+from onchip.commands.generate import resolve_spec
+from onchip.formal import properties as props
+from onchip.formal.protocol import prove_protocol
+from onchip.hw import generate
+from onchip.spec import PRESETS
+
+pytestmark = pytest.mark.skipif(formal.missing_tools() is not None, reason=str(formal.missing_tools()))
+
+
+def kan_paper(timing="compact"):
+    return PRESETS["kan-paper"].replace(timing=timing)
+
+
+@pytest.fixture(scope="module")
+def design():
+    return generate(kan_paper())
+
+
+def mutate(text: str, pattern: str, repl: str) -> str:
+    """``text`` with the one match of ``pattern`` replaced (the test fails if there is not exactly one)."""
+    out, n = re.subn(pattern, repl, text)
+    assert n == 1, f"the bug site {pattern!r} matched {n} times"
+    return out
+
+
+def by_name(results):
+    return {r.name: r for r in results}
+
+
+@pytest.mark.parametrize("spec", [
+    kan_paper(),
+    resolve_spec("kan-readout", "pipelined", "min", "fast"),
+    dataclasses.replace(PRESETS["mlp-regression"], datapath="serial"),
+], ids=["kan-paper", "kan-readout-pipelined-fast", "mlp-regression-serial"])
+def test_the_stream_protocol_is_proved_for_every_cycle(spec, tmp_path):
+    results = formal.prove(spec, folder=tmp_path, readback=False)
+    names = [r.name for r in results]
+    info = generate(spec).info
+    expected = list(props.protocol_properties(info, "core")) + list(props.protocol_properties(info, "axis"))
+    assert names == expected
+    assert {r.level for r in results} == {"core", "axis"}
+    for r in results:
+        assert r.status == "proved" and r.depth in (4, 8, 16, 32), r
+        assert "proved by k-induction" in r.detail and r.trace is None
+
+
+def test_tready_ignored_for_a_cycle_is_caught_at_the_axi_boundary(design, tmp_path):
+    # the pipeline advances when the host offers a sample, whatever m_axis_pred_tready says
+    bad = mutate(design.axis_verilog, r"assign en = ~ (\\\$\d+) ;", r"assign en = ~ \1  | s__valid;")
+    got = by_name(prove_protocol(design.info, bad, "axis", tmp_path, settle=False))
+    assert got["m_valid_held"].status == "failed"
+    assert Path(got["m_valid_held"].trace).suffix == ".vcd" and Path(got["m_valid_held"].trace).exists()
+    assert all(r.status == "not_proved" and "stopped at the counterexample" in r.detail
+               for r in got.values() if r.status != "failed")
+
+
+def test_response_data_changed_while_stalled_is_caught(design, tmp_path):
+    # the response register also loads a new command's data while the last response waits
+    bad = mutate(design.verilog, r"if \((\\\$\d+) \) begin\n(\s+)(\\\$\d+)  = pc__payload\[",
+                 r"if (\1  | pc__valid) begin\n\2\3  = pc__payload[")
+    got = by_name(prove_protocol(design.info, bad, "core", tmp_path, settle=False))
+    assert got["pr_data_stable"].status == "failed" and Path(got["pr_data_stable"].trace).exists()
+
+
+def test_a_duplicated_prediction_beat_is_caught(design, tmp_path):
+    # after a prediction is taken, it is offered again when its lowest bit is 1
+    bad = mutate(design.verilog, r"(\\\$\d+)  = m__valid;\n(\s+)if \(en\) begin\n(\s+)\1  = (valid_s\d+);",
+                 r"\1  = m__valid;\n\2if (en) begin\n\3\1  = \4 | (m__valid & m__payload[0]);")
+    got = by_name(prove_protocol(design.info, bad, "core", tmp_path, settle=False))
+    failed = {n for n, r in got.items() if r.status == "failed"}
+    assert {"pred_only_after_sample", "in_flight_matches_stages"} & failed, failed
+    assert all(Path(got[n].trace).exists() for n in failed)
+
+
+def test_a_prediction_valid_through_reset_is_caught(design, tmp_path):
+    # the reset no longer clears the prediction's valid bit
+    bad = mutate(design.verilog,
+                 r"(\\\$\d+)  = m__valid;\n(\s+if \(en\) begin\n\s+\1  = valid_s\d+;\n\s+end\n\s+if \(rst\) begin\n\s+)"
+                 r"\1  = 1'h0;", r"\1  = m__valid;\n\2\1  = m__valid;")
+    got = by_name(prove_protocol(design.info, bad, "core", tmp_path, settle=False))
+    assert got["nothing_valid_after_reset"].status == "failed"
+    assert Path(got["nothing_valid_after_reset"].trace).exists()
+
+
+def test_a_wrong_read_back_is_caught_at_an_arbitrary_address(design, tmp_path):
+    from onchip.model.golden import initial_parameters
+
+    theta0 = initial_parameters(kan_paper())
+    # a read answers the word with its lowest bit flipped
+    bad = mutate(design.verilog, r"end else if \(read_wait\) begin\n(\s+)(\\\$\d+)  = (\\\$\d+) ;",
+                 r"end else if (read_wait) begin\n\1\2  = \3 ^ 1'h1;")
+    got = by_name(formal.prove_readback(design, theta0, tmp_path, verilog=bad))
+    assert got["read_returns_last_write"].status == "failed"
+    assert Path(got["read_returns_last_write"].trace).exists()
+    assert got["write_echoes_value"].status == "bounded"
+
+
+def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_by_the_plan_miter(tmp_path):
+    compact, fast = formal.plan_designs(kan_paper())
+    # the fast plan's output requant forgets to round up when the discarded bits are above one half
+    bad = mutate(fast.verilog, r"assign (\\\$\d+)  = (\\\$\d+)  \| (\\\$\d+) ;\n(  assign \\\$\d+  = \$signed\(floor\) \+)",
+                 r"assign \1  = \3 ;\n\4")
+    got = by_name(formal.check_plans(compact, fast, tmp_path, depth=30, timeout=300, fast_verilog=bad))
+    assert got["predictions_equal"].status == "failed", got["predictions_equal"]
+    assert Path(got["predictions_equal"].trace).exists()
+
+
+def test_a_bounded_result_says_so_and_is_never_called_proved(tmp_path):
+    compact, fast = formal.plan_designs(kan_paper())
+    got = formal.check_plans(compact, fast, tmp_path, depth=12, timeout=120)
+    for r in got:
+        assert r.status == "bounded" and r.bound == 12 and "proved" not in r.detail and "bounded" in r.detail
+        assert r.samples == 0  # the fast core's first prediction needs more than 12 cycles
+
+
+def test_verify_formal_puts_one_case_per_property_in_the_report_and_junit(tmp_path, capsys):
+    from onchip.cli import main
+
+    out = tmp_path / "out"
+    rc = main(["verify", "--spec", "kan-paper", "--backends", "hls", "--formal", "--samples", "40", "--quiet",
+               "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    report = json.loads((out / "report.json").read_text())
+    formal_cases = [c for c in report["cases"] if c["name"].startswith("formal.")]
+    info = generate(kan_paper()).info
+    want = [f"formal.core.{n}" for n in props.protocol_properties(info, "core")] + \
+        [f"formal.axis.{n}" for n in props.protocol_properties(info, "axis")] + \
+        [f"formal.core.{n}" for n in props.READBACK_PROPERTIES]
+    assert [c["name"] for c in formal_cases] == want
+    assert all(c["status"] == "passed" for c in formal_cases)
+    assert formal_cases[0]["measured"]["status"] == "proved" and formal_cases[0]["measured"]["induction_depth"] >= 1
+    assert formal_cases[-1]["measured"]["status"] == "bounded" and "bounded, not a proof" in formal_cases[-1]["detail"]
+    junit = (out / "junit.xml").read_text()
+    assert junit.count("formal.core.") + junit.count("formal.axis.") >= len(want)
+    assert "PASS  formal.axis.m_valid_held" in text
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--equivalence", "10"], "--equivalence"),
+    (["--formal", "--equivalence", "-1"], "--equivalence"),
+])
+def test_bad_formal_flags_exit_2(argv, flag, capsys):
+    from onchip.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        rc = main(["verify", "--spec", "kan-paper", "--backends", "hls", *argv])
+        raise SystemExit(rc)
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err
