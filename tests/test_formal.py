@@ -74,6 +74,7 @@ def test_response_data_changed_while_stalled_is_caught(design, tmp_path):
     assert got["pr_data_stable"].status == "failed" and Path(got["pr_data_stable"].trace).exists()
 
 
+@pytest.mark.slow  # about 3 minutes
 def test_a_duplicated_prediction_beat_is_caught(design, tmp_path):
     # after a prediction is taken, it is offered again when its lowest bit is 1
     bad = mutate(design.verilog, r"(\\\$\d+)  = m__valid;\n(\s+)if \(en\) begin\n(\s+)\1  = (valid_s\d+);",
@@ -84,6 +85,7 @@ def test_a_duplicated_prediction_beat_is_caught(design, tmp_path):
     assert all(Path(got[n].trace).exists() for n in failed)
 
 
+@pytest.mark.slow  # about 2 minutes
 def test_a_prediction_valid_through_reset_is_caught(design, tmp_path):
     # the reset no longer clears the prediction's valid bit
     bad = mutate(design.verilog,

@@ -151,7 +151,8 @@ def main(argv=None) -> int:
             "protocol": [], "plans": [], "netlist": []}
     for preset, schedule, timing, datapath in points(args.only):
         print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
-        readback = timing == "compact" and schedule == "sequential"  # the port is the same in every plan
+        # the port is the same in every schedule; once per preset and datapath
+        readback = timing == "compact" and schedule == "sequential"
         data["protocol"].append(protocol_row(preset, schedule, timing, datapath, log, readback))
     for preset in PRESETS:
         if args.only and preset not in args.only:

@@ -37,11 +37,16 @@ def _folder(folder) -> Path:
     return Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="onchip-formal-"))
 
 
-def prove_readback(design, theta0, folder, *, verilog: str | None = None,
+#: solver seconds of the bounded read-back check (the bound reached in that time is reported)
+READBACK_TIMEOUT = 120
+
+
+def prove_readback(design, theta0, folder, *, verilog: str | None = None, timeout: float = READBACK_TIMEOUT,
                    log=lambda text: None) -> list[PropertyResult]:
     """Bounded check of :data:`READBACK_PROPERTIES` on the core of ``design`` (an
     :class:`onchip.hw.Design` whose parameters reset to ``theta0``, raw (P,)): every input
-    sequence of up to :func:`onchip.formal.properties.readback_depth` cycles from reset.
+    sequence of up to :func:`onchip.formal.properties.readback_depth` cycles from reset, or of the
+    cycles the solver checked in ``timeout`` seconds.
 
     Returns:
         One :class:`PropertyResult` per property: ``bounded`` (with ``bound``) or ``failed``.
@@ -53,14 +58,15 @@ def prove_readback(design, theta0, folder, *, verilog: str | None = None,
     props, _ = readback_harness(design.info, "core", theta0)
     depth = readback_depth(design.info)
     r = sby.run_job(Path(folder), "readback_bmc", mode="bmc", depth=depth, script=script(design.top, "", map_memories=True),
-                    files={"design.v": verilog or design.verilog, "onchip_props.sv": props}, timeout=600)
+                    files={"design.v": verilog or design.verilog, "onchip_props.sv": props}, timeout=timeout)
     log(f"formal core: read-back checked to {depth} cycles: {r.status} {' '.join(r.failed)} ({r.seconds:.1f} s)")
     out = []
     for name in READBACK_PROPERTIES:
         if r.status == "FAIL" and name in r.failed:
+            trace = r.traces.get(name)
             out.append(PropertyResult(name, "core", "failed", bound=r.steps_checked, seconds=r.seconds,
-                                      trace=r.trace, detail=f"counterexample {r.steps_checked} cycles after "
-                                                            f"reset (trace: {r.trace})"))
+                                      trace=trace, detail=f"counterexample within {r.steps_checked} cycles of "
+                                                          f"reset (trace: {trace})"))
         else:
             out.append(PropertyResult(name, "core", "bounded", bound=r.steps_checked, seconds=r.seconds,
                                       detail=f"bounded, not a proof: holds for every input sequence of up to "

@@ -155,15 +155,15 @@ def check_plans(compact, fast, folder, *, depth: int, timeout: float, compact_ve
             bad = name in r.failed
             results.append(PropertyResult(
                 name, "equivalence", "failed" if bad else "bounded", bound=r.steps_checked, seconds=r.seconds,
-                trace=r.trace if bad else None,
-                detail=(f"compact and fast differ at cycle {r.steps_checked} (trace: {r.trace})" if bad else
-                        f"no difference before the counterexample of the other property (cycle {r.steps_checked})")))
+                trace=r.traces.get(name) if bad else None,
+                detail=(f"compact and fast differ within {r.steps_checked} cycles of reset (trace: {r.traces.get(name)})" if bad else
+                        f"no difference within {r.steps_checked} cycles, where the other property has a counterexample")))
         return results
     bound = max(0, r.steps_checked if r.steps_checked is not None else depth)
     c = sby.run_job(folder, "plans_cover", mode="cover", depth=max(bound, 1), script=script, files=files,
                     timeout=timeout)
     reached = _cover_steps(Path(c.folder))
-    samples = max((n for n, step in reached.items() if step <= bound), default=0)
+    samples = max((n for n, step in reached.items() if step < bound), default=0)  # step s: cycle s + 1
     log(f"formal plans: cover run: {samples} predictions compared within {bound} cycles ({c.seconds:.1f} s)")
     for name in PLANS_PROPERTIES:
         results.append(PropertyResult(

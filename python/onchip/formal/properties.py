@@ -294,7 +294,8 @@ def harness(info: dict, level: str) -> tuple[str, str]:
 def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
     """The bounded read-back property module (:data:`READBACK_PROPERTIES`) and its Yosys commands.
 
-    A is ``anyconst``: the solver picks the address, so one run covers every address. The shadow
+    A is ``anyconst``: the solver picks the address (one of the P parameters'; what a read above
+    them answers is not specified), so one run covers every address. The shadow
     copy of theta[A] is theta0[A] after reset (the reset state is the initial state) and the data
     of the last write command to A. While a read of A is owed, the response must equal it. The
     host offers no sample here (an assumption): the check is of the parameter port, its address
@@ -321,6 +322,7 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
                       for a, v in enumerate(theta0))
     lines = ["module onchip_props(input clk);", *decl, *_fire(),
              f"  (* anyconst *) reg [{aw - 1}:0] A;",
+             f"  always @(*) assume(A < {len(theta0)});  // a parameter's address (theta has P words)",
              f"  reg [{coef_w - 1}:0] theta0_a;",
              "  always @(*) begin",
              f"    case (A)\n{table}\n      default: theta0_a = 0;\n    endcase",
@@ -357,8 +359,7 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
 
 
 def readback_depth(info: dict) -> int:
-    """BMC bound of :func:`readback_harness`, in cycles: the reload, two samples with their
-    predictions and updates, and three commands through the port's stages."""
-    port = info["stages"].get("port", 0) if isinstance(info.get("stages"), dict) else 0
-    return (info["reset_cycles"] + 2 * info["initiation_interval"] + info["latency_cycles_update"]
-            + 3 * (port + 3) + 4)
+    """BMC bound of :func:`readback_harness`, in cycles: the reload after reset, then three
+    commands (a write, a read and one more) with their responses through the port's stages."""
+    port = info["stages"].get("port", 0)
+    return info["reset_cycles_command"] + 3 * (port + 3) + 2

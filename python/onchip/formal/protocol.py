@@ -150,10 +150,10 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
         if last.status == "FAIL" and last.failed:
             bad = [n for n in last.failed if n in open_names]
             for n in bad:
+                trace = last.traces.get(n) or last.trace
                 results[n] = PropertyResult(n, level, "failed", bound=last.depth, seconds=last.seconds,
-                                            trace=last.trace,
-                                            detail=f"counterexample within {last.depth} cycles of reset "
-                                                   f"(trace: {last.trace})")
+                                            trace=trace, detail=f"counterexample within {last.depth} cycles of "
+                                                                f"reset (trace: {trace})")
             open_names = [n for n in open_names if n not in bad]
             if bad and not settle:
                 return _undecided(names, results, open_names, level, bad)
@@ -167,8 +167,9 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
         log(f"formal {level}: bounded check to {depth} cycles: {b.status} {' '.join(b.failed)} ({b.seconds:.1f} s)")
         bad = [n for n in b.failed if n in open_names] if b.status == "FAIL" else []
         for n in bad:
-            results[n] = PropertyResult(n, level, "failed", bound=depth, seconds=b.seconds, trace=b.trace,
-                                        detail=f"counterexample within {depth} cycles of reset (trace: {b.trace})")
+            trace = b.traces.get(n) or b.trace
+            results[n] = PropertyResult(n, level, "failed", bound=depth, seconds=b.seconds, trace=trace,
+                                        detail=f"counterexample within {depth} cycles of reset (trace: {trace})")
         open_names = [n for n in open_names if n not in bad]
         if bad and not settle:
             return _undecided(names, results, open_names, level, bad)
@@ -179,7 +180,7 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
             culprit = n in (last.failed if last else [])
             results[n] = PropertyResult(
                 n, level, "not_proved", depth=depths[-1], bound=reached, seconds=b.seconds,
-                trace=last.trace if culprit else None,
+                trace=last.traces.get(n) if culprit else None,
                 detail=(f"not proved: k-induction did not close at k = {depths[-1]}"
                         f"{' (this property failed the induction step)' if culprit else ''}; "
                         f"no counterexample within {reached} cycles of reset"))

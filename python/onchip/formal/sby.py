@@ -91,12 +91,14 @@ class SbyResult:
         mode: ``"prove"`` or ``"bmc"``.
         depth: the job's depth (``prove``: the induction length k in cycles; ``bmc``: cycles
             checked from the initial state).
-        failed: labels of the assertions that failed (in the base case for ``FAIL``, in the
-            induction step for ``UNKNOWN``).
-        trace: path of the counterexample VCD (the base case's for ``FAIL``; the induction
-            step's for ``UNKNOWN``), or None.
-        steps_checked: ``bmc``: the last step whose assertions were all checked (at a timeout
-            the bound actually reached), else None.
+        failed: labels of the assertions that failed (in the base case for ``FAIL``: every one
+            that fails within the bound; in the induction step for ``UNKNOWN``).
+        traces: label -> the VCD trace of its counterexample (``FAIL``) or of the induction step
+            that broke it (``UNKNOWN``).
+        trace: the first of ``traces``, or None.
+        steps_checked: ``bmc``: the cycles from the initial state whose assertions were all
+            checked (``depth`` when the run finished; at a timeout the bound actually reached),
+            else None.
         seconds: wall time.
         folder: the job folder (SBY's logs, model and traces).
         log: the tail of SBY's log.
@@ -106,6 +108,7 @@ class SbyResult:
     mode: str
     depth: int
     failed: list[str]
+    traces: dict
     trace: str | None
     steps_checked: int | None
     seconds: float
@@ -113,13 +116,27 @@ class SbyResult:
     log: str
 
 
-_FAILED = re.compile(r"Assert failed in [^:\s]+: (\S+)")
+_FAILED = re.compile(r"Assert failed in [^:\s]+: (\S+)( \[failed before\])?")
+_TRACE = re.compile(r"Writing trace to VCD file: (\S+\.vcd)")
 
 
-def _labels(log: str) -> list[str]:
-    """Labels of the failed assertions in an smtbmc log (the ``label:`` of an immediate assertion,
-    which Yosys keeps as the check's name), each once, in order."""
-    return list(dict.fromkeys(m.group(1) for m in _FAILED.finditer(log)))
+def _failures(log: str, jobdir: Path) -> dict[str, str | None]:
+    """Label -> VCD trace of every failed assertion in an smtbmc log, in order (the ``label:`` of
+    an immediate assertion, which Yosys keeps as the check's name); a trace is the first one
+    written after the assertion is first named."""
+    out: dict[str, str | None] = {}
+    waiting = []
+    for line in log.splitlines():
+        m = _FAILED.search(line)
+        if m and not m.group(2) and m.group(1) not in out:
+            out[m.group(1)] = None
+            waiting.append(m.group(1))
+        t = _TRACE.search(line)
+        if t and waiting:
+            for name in waiting:
+                out[name] = str(jobdir / t.group(1))
+            waiting = []
+    return out
 
 
 def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, script: str, files: dict[str, str],
@@ -154,7 +171,9 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
         (folder / fname).write_text(text)
     options = [f"mode {mode}", f"depth {depth}"] + ([f"timeout {int(timeout)}"] if timeout else []) \
         + ([f"append {append}"] if append else [])
-    engine = f"smtbmc {SOLVER}"
+    # --keep-going: a bounded search goes on after a failed assertion, so one run names every
+    # property that fails within the bound, each with its own trace
+    engine = f"smtbmc --keep-going {SOLVER}" if mode != "cover" else f"smtbmc {SOLVER}"
     job = "\n".join(["[options]", *options, "", "[engines]", engine, "", "[script]", script.strip(), "",
                      "[files]", *files, ""])
     (folder / f"{name}.sby").write_text(job)
@@ -171,22 +190,25 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
     tail = "\n".join(out.strip().splitlines()[-30:])
     if status == "ERROR":
         raise ToolError(f"SymbiYosys job {jobdir} failed:\n{tail}")
-    logs = ""
-    for log in sorted(jobdir.glob("engine_*/logfile*.txt")):
-        logs += log.read_text()
-    failed = _labels(logs)
-    trace = None
-    for pattern in ("engine_*/trace.vcd", "engine_*/trace_induct.vcd"):
-        found = sorted(jobdir.glob(pattern))
-        if found:
-            trace = str(found[0])
-            break
+    logs, traces = "", {}
+    # the base case first: its counterexamples are real, the induction step's are not
+    for name in ("logfile_basecase.txt", "logfile.txt", "logfile_induction.txt"):
+        for log in sorted(jobdir.glob(f"engine_*/{name}")):
+            text = log.read_text()
+            logs += text
+            if name == "logfile_induction.txt" and status == "FAIL":
+                continue
+            for label, vcd in _failures(text, jobdir).items():
+                traces.setdefault(label, vcd)
+    failed = list(traces)
+    trace = next((v for v in traces.values() if v), None)
     steps = None
     if mode == "bmc":
         checked = [int(m) for m in re.findall(r"Checking assertions in step (\d+)", logs)]
         done = max(checked, default=-1)
-        # a step whose check was started but not finished at a timeout does not count
-        steps = done if status in ("PASS", "FAIL") else done - 1
-    return SbyResult(status=status, mode=mode, depth=depth, failed=failed if status != "PASS" else [],
-                     trace=trace if status in ("FAIL", "UNKNOWN") else None, steps_checked=steps,
+        # cycles 0 .. done were checked; at a timeout the step being checked does not count
+        steps = done + 1 if status in ("PASS", "FAIL") else max(0, done)
+    bad = status in ("FAIL", "UNKNOWN")
+    return SbyResult(status=status, mode=mode, depth=depth, failed=failed if bad else [],
+                     traces=traces if bad else {}, trace=trace if bad else None, steps_checked=steps,
                      seconds=seconds, folder=str(jobdir), log=tail)
