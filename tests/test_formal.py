@@ -110,11 +110,17 @@ def test_a_wrong_read_back_is_caught_at_an_arbitrary_address(design, tmp_path):
 
 
 def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_by_the_plan_miter(tmp_path):
-    compact, fast = formal.plan_designs(kan_paper())
+    import numpy as np
+
+    # from nonzero parameters (the preset starts at 0, so its first prediction is 0 whatever the
+    # rounding) and with reads only, the first prediction already shows the bug: a quick search
+    f = kan_paper().formats.coef
+    theta = np.random.default_rng(0).integers(f.min_raw // 8, f.max_raw // 8, kan_paper().parameter_count())
+    compact, fast = formal.plan_designs(kan_paper(), theta)
     # the fast plan's output requant forgets to round up when the discarded bits are above one half
     bad = mutate(fast.verilog, r"assign (\\\$\d+)  = (\\\$\d+)  \| (\\\$\d+) ;\n(  assign \\\$\d+  = \$signed\(floor\) \+)",
                  r"assign \1  = \3 ;\n\4")
-    got = by_name(formal.check_plans(compact, fast, tmp_path, depth=30, timeout=300, fast_verilog=bad))
+    got = by_name(formal.check_plans(compact, fast, tmp_path, depth=30, timeout=300, fast_verilog=bad, writes=False))
     assert got["predictions_equal"].status == "failed", got["predictions_equal"]
     assert Path(got["predictions_equal"].trace).exists()
 

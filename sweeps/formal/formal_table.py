@@ -74,13 +74,15 @@ def protocol_row(preset, schedule, timing, datapath, log, readback: bool) -> dic
 def plans_row(preset, schedule, timeout, log) -> dict:
     from onchip import formal
 
-    compact, fast = formal.plan_designs(point_spec(preset, schedule, "compact"))
+    # one staleness for both plans: the fast plan's smallest (the compact pipeline allows it too)
+    compact, fast = formal.plan_designs(point_spec(preset, schedule, "fast"))
     depth = 4 * (fast.info["reset_cycles"] + fast.info["latency_cycles_update"]) + 16
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
         results = formal.check_plans(compact, fast, tmp, depth=depth, timeout=timeout, log=log)
     r = results[0]
-    return {"preset": preset, "schedule": schedule, "status": sorted({x.status for x in results}),
+    return {"preset": preset, "schedule": schedule, "staleness": fast.info["staleness"],
+            "status": sorted({x.status for x in results}),
             "bound_cycles": r.bound, "bound_samples": r.samples, "timeout_s": timeout,
             "first_fast_prediction_cycle": fast.info["reset_cycles"] + 1 + fast.info["latency_cycles_prediction"] + 1,
             "seconds": round(time.perf_counter() - t0, 1)}
@@ -115,7 +117,8 @@ def report(data: dict) -> str:
                      f"{r['properties']} | {r['induction_depth']} | {r['readback_bound_cycles']} | {r['seconds']} |")
     lines += ["", "Timing plans, bounded: fast and compact of each preset and schedule side by side on every",
               "input sequence (samples of any kind, reads and writes of any parameter) up to the bound, in",
-              "cycles from reset and in predictions the slower core delivers within it; "
+              "cycles from reset and in predictions the slower core delivers within it (pipelined: both at the",
+              "fast plan's smallest staleness); "
               f"{data['plans_timeout_s']} s of solver time each.", "",
               "| preset | schedule | bound (cycles) | bound (samples) | fast core's first prediction (cycle) | "
               "wall time (s) |",
@@ -141,7 +144,26 @@ def main(argv=None) -> int:
     ap.add_argument("--plans-timeout", type=float, default=180.0, help="solver seconds per plan comparison")
     ap.add_argument("--netlist-timeout", type=float, default=600.0, help="solver seconds of the netlist check")
     ap.add_argument("--no-netlist", action="store_true", help="skip the netlist check")
+    ap.add_argument("--parts", default="protocol,plans,netlist",
+                    help="comma-separated parts to run; a subset writes results-<parts>.json (default: all)")
+    ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
+                    help="only write results.json and results.md from these part files")
     args = ap.parse_args(argv)
+    if args.combine:
+        data = None
+        for path in args.combine:
+            part = json.loads(Path(path).read_text())
+            if data is None:
+                data = part
+            else:
+                for key in ("protocol", "plans", "netlist"):
+                    data[key] = data[key] or part[key]
+                data["plans_timeout_s"] = part["plans_timeout_s"] if part["plans"] else data["plans_timeout_s"]
+        (HERE / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+        (HERE / "results.md").write_text(report(data))
+        print(f"wrote {HERE / 'results.md'}")
+        return 0
+    parts = set(args.parts.split(","))
 
     def log(text):
         print(f"  {text}", flush=True)
@@ -149,20 +171,25 @@ def main(argv=None) -> int:
     data = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "command": "python sweeps/formal/formal_table.py", "plans_timeout_s": args.plans_timeout,
             "protocol": [], "plans": [], "netlist": []}
-    for preset, schedule, timing, datapath in points(args.only):
+    for preset, schedule, timing, datapath in points(args.only) if "protocol" in parts else ():
         print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
         # the port is the same in every schedule; once per preset and datapath
         readback = timing == "compact" and schedule == "sequential"
         data["protocol"].append(protocol_row(preset, schedule, timing, datapath, log, readback))
-    for preset in PRESETS:
+    for preset in PRESETS if "plans" in parts else ():
         if args.only and preset not in args.only:
             continue
         for schedule in SCHEDULES:
             print(f"{preset} {schedule}: fast against compact", flush=True)
             data["plans"].append(plans_row(preset, schedule, args.plans_timeout, log))
-    if not args.no_netlist and (not args.only or "kan-paper" in args.only):
+    if "netlist" in parts and not args.no_netlist and (not args.only or "kan-paper" in args.only):
         print("kan-paper: ECP5 netlist against RTL", flush=True)
         data["netlist"].append(netlist_row("kan-paper", args.netlist_timeout, log))
+    if parts != {"protocol", "plans", "netlist"}:
+        out = HERE / f"results-{'-'.join(sorted(parts))}.json"
+        out.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {out}; combine the parts with --combine")
+        return 0
     (HERE / "results.json").write_text(json.dumps(data, indent=1) + "\n")
     (HERE / "results.md").write_text(report(data))
     print(f"wrote {HERE / 'results.md'}")

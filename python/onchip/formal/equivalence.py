@@ -127,13 +127,15 @@ def check_plans(compact, fast, folder, *, depth: int, timeout: float, compact_ve
     """Bounded equivalence of the two timing plans of one spec and schedule (:func:`plans_miter`).
 
     Args:
-        compact, fast: the two :class:`onchip.hw.Design` (generated under different ``top`` names).
+        compact: the :class:`onchip.hw.Design` of ``timing = "compact"`` (:func:`onchip.formal.plan_designs`).
+        fast: the design of ``timing = "fast"``, under another ``top`` name.
         folder: where the SBY jobs run.
         depth: the bound asked for, in cycles from reset.
         timeout: seconds the solver may spend; at a timeout the bound is the last cycle fully
             checked.
-        compact_verilog, fast_verilog: Verilog to check instead of the designs' own (a modified
-            copy, e.g. with an injected bug).
+        compact_verilog: Verilog to check instead of the compact design's own (a modified copy).
+        fast_verilog: the same for the fast design (e.g. with an injected bug).
+        writes: the host may send write commands (False: reads only).
         log: called with one line per solver run.
 
     Returns:
