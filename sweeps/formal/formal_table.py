@@ -103,7 +103,7 @@ def netlist_row(preset, timeout, log) -> dict:
 
 def report(data: dict) -> str:
     lines = ["# Formal checks of the presets", "",
-             f"Measured {data["date"]} on {data['machine']} with `{data['command']}`.", "",
+             f"Measured {data['date']} on {data['machine']} with `{data['command']}`.", "",
              "Protocol: the properties of `onchip.formal.properties` on the core and on its AXI4-Stream wrapper,",
              "proved by k-induction for all time (k: the induction length that closed, in cycles). Read-back:",
              "a read at an arbitrary address returns the last word written (or the reset value), checked",
