@@ -592,8 +592,7 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
                 compact, fast = formal.plan_designs(spec, theta)
             except ValueError as exc:  # a pipelined staleness the fast plan cannot run at
                 return cases + [Case("formal.plans", "skipped", f"not compared: timing fast: {exc}")]
-            depth = 4 * (fast.info["reset_cycles"] + fast.info["latency_cycles_update"]) + 16
-            cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / "plans", depth=depth,
+            cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / "plans",
                                                                   timeout=equivalence, log=log)]
     return cases
 

@@ -76,10 +76,9 @@ def plans_row(preset, schedule, timeout, log) -> dict:
 
     # one staleness for both plans: the fast plan's smallest (the compact pipeline allows it too)
     compact, fast = formal.plan_designs(point_spec(preset, schedule, "fast"))
-    depth = 4 * (fast.info["reset_cycles"] + fast.info["latency_cycles_update"]) + 16
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
-        results = formal.check_plans(compact, fast, tmp, depth=depth, timeout=timeout, log=log)
+        results = formal.check_plans(compact, fast, tmp, timeout=timeout, log=log)
     r = results[0]
     return {"preset": preset, "schedule": schedule, "staleness": fast.info["staleness"],
             "status": sorted({x.status for x in results}),

@@ -20,18 +20,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .equivalence import NETLIST_PROPERTIES, PLANS_PROPERTIES, check_netlist, check_plans, plans_miter
-from .properties import AXIS_PROPERTIES, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, harness, protocol_properties
+from .equivalence import NETLIST_PROPERTIES, PLANS_PROPERTIES, check_netlist, check_plans, plans_depth, plans_miter
+from .properties import (AXIS_PROPERTIES, LEVELS, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, harness,
+                         protocol_properties)
 from .protocol import PropertyResult, prove_protocol
 from .sby import missing_tools
 
 __all__ = ["PropertyResult", "prove", "prove_readback", "check_plans", "check_netlist", "missing_tools",
            "harness", "plans_miter", "protocol_properties", "PROTOCOL_PROPERTIES", "AXIS_PROPERTIES",
-           "READBACK_PROPERTIES", "PLANS_PROPERTIES", "NETLIST_PROPERTIES", "LEVELS", "plan_designs"]
-
-#: the designs :func:`prove` checks: the core (``<top>``) and its AXI4-Stream wrapper (``<top>_axis``)
-LEVELS = ("core", "axis")
-
+           "READBACK_PROPERTIES", "PLANS_PROPERTIES", "NETLIST_PROPERTIES", "LEVELS", "plan_designs", "plans_depth"]
 
 def _folder(folder) -> Path:
     return Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="onchip-formal-"))

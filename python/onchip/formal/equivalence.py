@@ -20,6 +20,7 @@ from, cycle by cycle on the same free inputs from the reset state: every output 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from . import sby
@@ -104,25 +105,26 @@ def plans_miter(compact: dict, fast: dict, *, writes: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _cover_steps(folder: Path) -> dict[int, int]:
-    """Cover label ``samples_<n>`` -> the step SBY reached it at, from a cover job's logs."""
-    import re
+_COVER = re.compile(r"Reached cover statement in step (\d+) at [^:\s]+: samples_(\d+)")
 
-    reached = {}
+
+def _cover_steps(folder: Path) -> dict[int, int]:
+    """Cover label ``samples_<n>`` -> the step SBY first reached it at, from a cover job's logs."""
+    reached: dict[int, int] = {}
     for log in folder.glob("engine_*/logfile*.txt"):
-        step = None
-        for line in log.read_text().splitlines():
-            m = re.search(r"Checking cover reachability in step (\d+)", line)
-            if m:
-                step = int(m.group(1))
-            m = re.search(r"Reached cover statement at \S+? ?samples_(\d+)", line) or \
-                re.search(r"Reached cover statement .*samples_(\d+)", line)
-            if m and step is not None:
-                reached.setdefault(int(m.group(1)), step)
+        for step, n in _COVER.findall(log.read_text()):
+            reached.setdefault(int(n), int(step))
     return reached
 
 
-def check_plans(compact, fast, folder, *, depth: int, timeout: float, compact_verilog: str | None = None,
+def plans_depth(fast: dict) -> int:
+    """The bound :func:`check_plans` asks for, in cycles: four times the fast core's reload and
+    update latency (``fast``: its description), so that several samples could be compared; the
+    bound reached within the solver's time is what is reported."""
+    return 4 * (fast["reset_cycles"] + fast["latency_cycles_update"]) + 16
+
+
+def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: float, compact_verilog: str | None = None,
                 fast_verilog: str | None = None, writes: bool = True, log=lambda text: None) -> list[PropertyResult]:
     """Bounded equivalence of the two timing plans of one spec and schedule (:func:`plans_miter`).
 
@@ -130,7 +132,7 @@ def check_plans(compact, fast, folder, *, depth: int, timeout: float, compact_ve
         compact: the :class:`onchip.hw.Design` of ``timing = "compact"`` (:func:`onchip.formal.plan_designs`).
         fast: the design of ``timing = "fast"``, under another ``top`` name.
         folder: where the SBY jobs run.
-        depth: the bound asked for, in cycles from reset.
+        depth: the bound asked for, in cycles from reset (default :func:`plans_depth`).
         timeout: seconds the solver may spend; at a timeout the bound is the last cycle fully
             checked.
         compact_verilog: Verilog to check instead of the compact design's own (a modified copy).
@@ -144,6 +146,7 @@ def check_plans(compact, fast, folder, *, depth: int, timeout: float, compact_ve
         ``failed`` with the counterexample trace.
     """
     folder = Path(folder)
+    depth = plans_depth(fast.info) if depth is None else depth
     files = {"compact.v": compact_verilog or compact.verilog, "fast.v": fast_verilog or fast.verilog,
              "onchip_props.sv": plans_miter(compact.info, fast.info, writes=writes)}
     script = "read_verilog compact.v\nread_verilog fast.v\nread_verilog -formal -sv onchip_props.sv\n" \

@@ -55,6 +55,7 @@ import math
 #: the learner's streams: name -> (core port prefix, AXI bus, the learner is its sink)
 STREAMS = {"s": ("s__", "s_axis_sample", True), "m": ("m__", "m_axis_pred", False),
            "pc": ("pc__", "s_axis_param", True), "pr": ("pr__", "m_axis_param", False)}
+#: the designs checked: the core (``<top>``) and its AXI4-Stream wrapper (``<top>_axis``)
 LEVELS = ("core", "axis")
 
 #: every property the protocol harness checks, in report order (``<bus>`` is m or pr)
