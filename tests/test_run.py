@@ -127,7 +127,8 @@ def test_a_folder_of_user_files_is_never_replaced(tmp_path, capsys, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
 
 
-def test_sigterm_leaves_no_staging_folder(tmp_path):
+@pytest.mark.parametrize("delay_s", [0.0, 0.5, 1.0, 1.5])  # through the float twin's torch import, then its run
+def test_sigterm_leaves_no_staging_folder(tmp_path, delay_s):
     import signal
     import subprocess
     import sys
@@ -140,7 +141,7 @@ def test_sigterm_leaves_no_staging_folder(tmp_path):
     while time.time() < deadline and not any(p.name.endswith(".partial") for p in tmp_path.iterdir()):
         time.sleep(0.2)
     assert any(p.name.endswith(".partial") for p in tmp_path.iterdir())  # the run has started
-    time.sleep(1.0)  # well inside the ~1 minute float-twin run
+    time.sleep(delay_s)  # well inside the ~1 minute float-twin run
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
     assert "interrupted" in proc.stderr.read()

@@ -167,8 +167,15 @@ def _tool_errors() -> tuple[type, ...]:
     return (YosysError, ToolError)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound like Ctrl-C. A subclass on purpose: CPython 3.11 exits by SIGINT
+    (status -2) once a bare KeyboardInterrupt has passed through code it runs with
+    ``PyEval_EvalCode`` (as during the float twin's imports), even after ``main`` caught it."""
+
+
 def _terminate(signum, frame):
-    raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the cleanup must not be cut short
+    raise Terminated
 
 
 if __name__ == "__main__":  # pragma: no cover

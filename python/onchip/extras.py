@@ -9,7 +9,9 @@ executor, the UART host and the seed methods need packages that come with an ext
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import signal
 from types import ModuleType
 
 #: top-level module -> the extra that installs it (pyproject.toml ``optional-dependencies``)
@@ -55,7 +57,8 @@ def need(package: str, purpose: str, extra: str | None = None) -> ModuleType:
         MissingExtra: the package (or one it imports from an extra) is not installed.
     """
     try:
-        return importlib.import_module(package)
+        with _interrupts_held():
+            return importlib.import_module(package)
     except MissingExtra:
         raise
     except ModuleNotFoundError as exc:
@@ -63,6 +66,19 @@ def need(package: str, purpose: str, extra: str | None = None) -> ModuleType:
         if missing is None:
             raise
         raise MissingExtra((exc.name or package).partition(".")[0], extra or missing, purpose) from None
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Hold Ctrl-C and SIGTERM until the import is over: interrupted half-way, torch's import
+    aborts the process (SIGABRT) before any cleanup, leaving the run's staging folder behind.
+    A held signal is delivered, and unwinds as usual, as soon as the import returns."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def extra_for(exc: BaseException) -> str | None:
