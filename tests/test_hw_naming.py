@@ -92,6 +92,7 @@ def test_the_flows_build_under_the_given_top(tmp_path, monkeypatch):
 
     monkeypatch.setattr(yosys, "synthesize", fake_synth)
     monkeypatch.setattr(nextpnr, "place_and_route", fake_pnr)
+    monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))  # the fit check caches the fake counts
     assert steps.synth("kan-paper", top="learner_b")["top"] == "learner_b"
     assert seen["synth"] == ("learner_b", "learner_b")
     steps.pnr("kan-paper", out=tmp_path / "pnr", top="learner_b")

@@ -25,6 +25,70 @@ def design():
     return generate(PRESETS["kan-regression"])
 
 
+# -- fit check before any Vivado run -------------------------------------------------------------------
+def test_xilinx_parts_map_to_their_device_and_unknown_ones_are_not_checked():
+    from onchip.flow import fit
+
+    assert fit.xilinx_device("xc7a35ticsg324-1L") == "xc7a35t"
+    assert fit.xilinx_device("xc7a100tcsg324-1") == "xc7a100t"
+    assert fit.xilinx_device("XCKU040-FFVA1156-2-E") == "xcku040"
+    assert fit.xilinx_device("xc7k325tffg900-2") is None
+    # every board onchip offers, and the default part, has its resources in the table
+    for board in [None, *vivado.xilinx_boards()]:
+        assert fit.xilinx_device(vivado.project_part(board=board)) in fit.XILINX_PARTS, board
+    out = fit.check_xilinx_fit("module m; endmodule", "m", "xc7k325tffg900-2")
+    assert out["checked"] is False and "xc7k325tffg900-2" in out["reason"]
+
+
+def _fake_counts(monkeypatch, tmp_path, **counts):
+    """Yosys replaced by fixed counts (the real one is below and in the slow set); its cache in tmp."""
+    from onchip.flow import yosys
+
+    calls = []
+
+    def fake(verilog, top, family, workdir=None):
+        calls.append(family)
+        return {"lut": 100, "ff": 100, "dsp": 1, "bram": 0.0, **counts}
+
+    monkeypatch.setattr(yosys, "synthesize", fake)
+    monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
+    return calls
+
+
+def test_a_design_too_large_for_the_part_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    from onchip.cli import main
+
+    calls = _fake_counts(monkeypatch, tmp_path, dsp=81, bram=60.5, lut=17_600)
+    out = tmp_path / "rp"
+    assert main(["vivado", "--spec", "kan-regression", "--board", "redpitaya-125-14", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert "does not fit the xc7z010 (xc7z010clg400-1; Yosys xc7 count)" in err
+    assert "DSP (DSP48): 81 needed, 80 available" in err and "BRAM (RAMB36): 60.5 needed, 60 available" in err
+    assert "LUT" not in err.split("available")[-1] and "LUT:" not in err  # 17600 of 17600 fits
+    assert calls == ["xc7"] and not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+    # the same counts fit the default UltraScale+ part (counted for xcup); --no-fit-check runs no Yosys
+    assert main(["vivado", "--spec", "kan-regression", "--out", str(tmp_path / "vu")]) == 0
+    assert calls == ["xc7", "xcup"] and "fits the xcvu13p" in capsys.readouterr().out
+    assert main(["vivado", "--spec", "kan-regression", "--board", "redpitaya-125-14", "--no-fit-check",
+                 "--out", str(out)]) == 0
+    assert calls == ["xc7", "xcup"] and "fit check not run: skipped" in capsys.readouterr().out
+    assert json.loads((out / "manifest.json").read_text())["fit"]["checked"] is False
+
+
+@pytest.mark.slow
+def test_the_wide_kan_is_refused_for_the_zynq_7010_with_real_yosys(tmp_path, capsys):
+    """A 3->4->2 KAN (G=16, k=3) at fast needs about 200 DSP48 (Yosys, xc7); the Zynq-7010 has 80."""
+    from onchip.cli import main
+
+    spec = tmp_path / "wide.toml"
+    spec.write_text('kind = "kan"\nwidths = [3, 4, 2]\ngrid_size = 16\nspline_order = 3\ntiming = "fast"\n')
+    out = tmp_path / "rp"
+    assert main(["vivado", "--spec", str(spec), "--board", "redpitaya-125-14", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the xc7z010" in err and "80 available" in err and not out.exists()
+
+
 # -- boards ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, module, cls", [
     ("rfsoc4x2", "rfsoc4x2", "RFSoC4x2Platform"),
@@ -128,6 +192,12 @@ def test_vivado_command_boards_ip_and_refusals(tmp_path, capsys):
                  "--out", str(tmp_path / "rp")]) == 0
     m = json.loads((tmp_path / "rp" / "manifest.json").read_text())
     assert (m["part"], m["clock_mhz"]) == ("xc7z010clg400-1", 125.0)
+    # the fit check ran Yosys for the xc7 family and compared with the Zynq-7010's datasheet totals
+    fit = m["fit"]
+    assert (fit["checked"], fit["device"], fit["family"]) == (True, "xc7z010", "xc7")
+    assert fit["available"] == {"lut": 17_600, "ff": 35_200, "dsp": 80, "bram": 60}
+    assert 0 < fit["used"]["dsp"] <= 80 and 0 < fit["used"]["lut"] <= 17_600
+    assert "fits the xc7z010" in capsys.readouterr().out
     assert "-period 8.000 [get_ports aclk]" in (tmp_path / "rp" / "constraints.xdc").read_text()
     assert main(["vivado", "--spec", "kan-regression", "--ip", "--out", str(tmp_path / "ip")]) == 0
     assert json.loads((tmp_path / "ip" / "manifest.json").read_text())["part"] == vivado.DEFAULT_PART

