@@ -76,6 +76,42 @@ def test_fallback_rule_on_a_planted_disagreement():
     assert fd.disagreeing_clients([agree, disagree, borderline], w, 0.75) == {1, 2}
 
 
+def test_client_cosines_and_quantile_threshold():
+    """Cosines by hand; the quantile threshold sends back exactly the planted share of clients; quantile 0 is off."""
+    w = np.eye(4)
+    ups = [(np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 3.0]]), np.array([0, 1])),  # cosines 1 and 1/sqrt2
+           (np.zeros((0, 4)), np.zeros(0, np.int64)),  # uploaded nothing
+           (np.array([[0.0, 0.0, -2.0, 0.0]]), np.array([2]))]  # cosine -1
+    cos = fd.client_cosines(ups, w)
+    assert cos[0] == pytest.approx((1 + 1 / math.sqrt(2)) / 2) and math.isnan(cos[1]) and cos[2] == pytest.approx(-1)
+    ten = np.linspace(0.1, 1.0, 10)
+    # numpy's linear quantile at 0.2 of ten values lies between the 2nd and 3rd: exactly two fall below
+    t = fd.fallback_threshold(ten, 0.2)
+    assert 0.2 < t < 0.3 and (ten < t).sum() == 2
+    assert fd.fallback_threshold(ten, 0.0) == -math.inf
+    assert fd.fallback_threshold(np.array([np.nan, 0.3, 0.9]), 0.5) == pytest.approx(0.6)  # NaN ignored
+    assert fd.disagreeing_clients(ups, w, fd.fallback_threshold(cos, 0.0)) == set()
+    assert fd.disagreeing_clients(ups, w, fd.fallback_threshold(cos, 0.4)) == {2}  # the empty client never
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="fallback_quantile"):
+            fd.fallback_threshold(ten, bad)
+
+
+def test_swap_text_rows_swaps_pairs_and_keeps_the_rest():
+    from onchip.methods.fedspa.experiment import swap_text_rows
+
+    text = np.arange(36 * 3, dtype=np.float32).reshape(36, 3)
+    out, idx = swap_text_rows(text, 0.5, np.random.default_rng(0))
+    assert len(idx) == 18 == len(set(idx))
+    for a, b in zip(idx[0::2], idx[1::2]):
+        assert (out[a] == text[b]).all() and (out[b] == text[a]).all()
+    rest = sorted(set(range(36)) - set(idx))
+    assert (out[rest] == text[rest]).all() and (text == np.arange(36 * 3).reshape(36, 3)).all()
+    assert len(swap_text_rows(text, 0.01, np.random.default_rng(0))[1]) == 2
+    with pytest.raises(ValueError, match="control_swap"):
+        swap_text_rows(text, 0.0, np.random.default_rng(0))
+
+
 def test_fedavg_weights_by_counts_and_keeps_unseen_classes():
     prev = np.full((3, 2), 7.0, np.float32)
     ups = [(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 1]), np.array([1, 3])),
@@ -153,23 +189,56 @@ def test_rendering_domains_and_handwriting_pool():
     (["--dirichlet", "0"], "--dirichlet"),
     (["--seeds", "1,1"], "--seeds"),
     (["--rounds", "0"], "--rounds"),
+    (["--fallback-quantile", "1"], "--fallback-quantile"),
+    (["--control-swap", "0"], "--control-swap"),
+    (["--seeds", "3"], "--seeds"),  # the positive control's paired comparison needs two seeds
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, field):
     assert_refused("fedspa", ["--quick", *argv], field, tmp_path / "out", capsys)
 
 
 def test_cli_quick_run_writes_metrics_and_plots(tmp_path):
+    """The --quick run (seeds 0, 1): the headline carries a paired difference with ci95 for every baseline,
+    the positive control object, the fallback rate, the equal budget and the upload counts."""
+    from onchip.methods._report import HEADLINE_KEYS, HEADLINE_PAIRED, excludes_zero
+
     out = tmp_path / "run"
-    assert main(["fedspa", "--quick", "--seeds", "0", "--quiet", "--out", str(out)]) == 0
+    assert main(["fedspa", "--quick", "--quiet", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     h = m["headline"]
-    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction"}
-    assert h["method"] == "fedspa" and set(h["baselines"]) == {"zeroshot", "local", "fedavg", "fedcoop"}
-    assert h["budget"]["rounds"] == 1 and h["seeds"] == [0] and h["direction"] == "higher"
+    assert tuple(h) == (*HEADLINE_KEYS, HEADLINE_PAIRED)
+    baselines = {"fedspa_fallback", "zeroshot", "local", "fedavg", "fedcoop"}
+    assert h["method"] == "fedspa" and set(h["baselines"]) == baselines == set(h["paired"])
+    assert h["budget"]["rounds"] == 1 and h["seeds"] == [0, 1] and h["direction"] == "higher"
+    per = m["per_seed"]
+    for name, p in h["paired"].items():
+        lo, hi = p["ci95"]
+        assert p["n"] == 2 and lo <= p["difference"] <= hi
+        assert p["per_seed"] == pytest.approx([per[s]["fedspa"]["personalised"] - per[s][name]["personalised"]
+                                               for s in ("0", "1")])
+    assert h["value"] == pytest.approx(np.mean([per[s]["fedspa"]["personalised"] for s in ("0", "1")]))
+    # equal budget: every trained arm makes the same passes per round, zero-shot none
+    assert h["budget"]["client_passes_per_round"] == {"fedspa": 1, "fedspa_fallback": 1, "zeroshot": 0, "local": 1,
+                                                      "fedavg": 1, "fedcoop": 1}
+    pc = m["positive_control"]
+    assert set(pc) >= {"setting", "metric", "method", "ablation", "seeds", "method_values", "ablation_values",
+                       "paired", "sensitive"}
+    assert pc["method"] == "fedspa" and pc["ablation"].startswith("local") and pc["seeds"] == [0, 1]
+    assert len(pc["paired"]["ci95"]) == 2 and pc["sensitive"] == excludes_zero(pc["paired"])
+    assert pc["method_values"] == [m["control_per_seed"][s]["fedspa"]["personalised"] for s in ("0", "1")]
+    assert len(m["control_per_seed"]["0"]["_swapped_classes"]) == 18
+    # fallback: off for fedspa; the 0.2 quantile of 3 clients' cosines sends back exactly the lowest one
     s = m["summary"]
+    assert s["fedspa"]["fallback_rate"] == 0 and per["0"]["fedspa"]["fallback"]["threshold_per_round"] == [None]
+    fb = per["0"]["fedspa_fallback"]["fallback"]
+    assert fb["clients_per_round"] == [1] and s["fedspa_fallback"]["fallback_rate"] == pytest.approx(1 / 3)
+    assert sum(c < fb["threshold_per_round"][0] for c in fb["client_cosines_per_round"][0]) == 1
     assert s["zeroshot"]["uploaded_floats_per_round"] == 0 and s["local"]["uploaded_floats_per_round"] == 0
     assert s["fedcoop"]["uploaded_floats_per_round"] == 4 * 384
-    present = m["per_seed"]["0"]["_data"]["classes_present"]
-    assert s["fedspa"]["uploaded_floats_per_round"] == pytest.approx(np.mean(present) * 385)
+    present = [per[sd]["_data"]["classes_present"] for sd in ("0", "1")]
+    assert s["fedspa"]["uploaded_floats_per_round"] == pytest.approx(np.mean([np.mean(p) for p in present]) * 385)
     assert all(0 <= s[a]["personalised"] <= 1 and 0 <= s[a]["global"] <= 1 for a in s)
-    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "accuracy.png", "domains.png"}
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "accuracy.png", "control.png",
+                                               "domains.png"}
+    text = (out / "results.md").read_text()
+    assert "## Positive control" in text and "fedcoop: " in text and "Personalised accuracy per seed" in text

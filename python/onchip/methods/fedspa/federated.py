@@ -6,7 +6,10 @@ cache classifier whose only trainable weights are the class prototypes),
 prototypes and the global semantic prototype of their class, in-batch negatives as the
 ``info_nce`` package computes them, minus ``lam * <W, T> / C`` to stay near the text; rows
 normalised afterwards) and the server's low-cosine rule (clients whose prototypes agree with
-the global ones less than ``epsilon = 0.5`` on average use the text features next round).
+the global ones less than a threshold on average use the text features next round). The public
+code hard-codes the threshold at 0.5 but never fills in the cosines it compares, so there the rule
+never fires; here the threshold is a quantile of the round's observed client cosines
+(:func:`fallback_threshold`), and quantile 0 switches the rule off as the public code runs.
 
 Shapes: features ``f`` ``(n, d)`` unit rows; text features ``T``, semantic prototypes ``W`` and
 visual prototypes ``P`` ``(C, d)``; labels int64 ``(n,)``.
@@ -110,7 +113,8 @@ class ServerRecipe:
         lr: AdamW learning rate (eps 1e-4, cosine decay).
         lam: weight of the stay-near-the-text term.
         tau: InfoNCE temperature.
-        epsilon: fallback threshold on a client's mean prototype-to-global cosine.
+        fallback_quantile: the fallback rule's threshold, as a quantile in [0, 1) of the round's client
+            cosines (:func:`fallback_threshold`); 0 switches the rule off (as the public code runs).
     """
 
     epochs: int = 20
@@ -118,7 +122,7 @@ class ServerRecipe:
     lr: float = 6e-4
     lam: float = 0.299
     tau: float = 0.01
-    epsilon: float = 0.5
+    fallback_quantile: float = 0.0
 
 
 def server_align(semantic: np.ndarray, text: np.ndarray, uploads: np.ndarray, labels: np.ndarray,
@@ -154,27 +158,71 @@ def server_align(semantic: np.ndarray, text: np.ndarray, uploads: np.ndarray, la
     return F.normalize(w.detach(), dim=1).numpy()
 
 
-def disagreeing_clients(uploads: list[tuple[np.ndarray, np.ndarray]], semantic: np.ndarray,
-                        epsilon: float) -> set[int]:
-    """The fallback rule: clients whose uploaded prototypes have a mean cosine to the global
-    semantic prototype of the same class below ``epsilon``; they use the text features next round.
+def client_cosines(uploads: list[tuple[np.ndarray, np.ndarray]], semantic: np.ndarray) -> np.ndarray:
+    """Each client's agreement with the global semantic prototypes: the mean over its uploaded rows of
+    the cosine between the row and the global semantic prototype of the same class (the quantity the
+    public code's ``cosine_compute`` option names; FedSPA server, fallback rule).
 
     Args:
         uploads: per client ``(rows (m_k, d), labels (m_k,))``.
         semantic: ``W`` ``(C, d)``.
 
     Returns:
-        The indices of the disagreeing clients.
+        ``(K,)`` float64 mean cosines in [-1, 1]; NaN for a client that uploaded no row.
     """
-    out = set()
     w = semantic / np.linalg.norm(semantic, axis=1, keepdims=True)
+    out = np.full(len(uploads), np.nan)
     for k, (rows, labels) in enumerate(uploads):
-        if len(rows) == 0:
-            continue
-        r = rows / np.linalg.norm(rows, axis=1, keepdims=True)
-        if float((r * w[labels]).sum(1).mean()) < epsilon:
-            out.add(k)
+        if len(rows):
+            r = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+            out[k] = float((r * w[labels]).sum(1).mean())
     return out
+
+
+def fallback_threshold(cosines: np.ndarray, quantile: float) -> float:
+    """The fallback threshold set from the observed cosines: their ``quantile`` (numpy's linear
+    interpolation over the finite values), so that about that share of the clients falls below it.
+
+    With ``quantile = 0`` the threshold is ``-inf``: no client falls back (the rule is off, as in the
+    public code, where the cosines are never filled in). A fixed threshold (the code's 0.5) is not
+    used: how close image prototypes come to text-initialised prototypes depends on the encoder's
+    modality gap, not on how far a client is from the others.
+
+    Args:
+        cosines: ``(K,)`` client cosines (:func:`client_cosines`; NaN entries are ignored).
+        quantile: in [0, 1).
+
+    Returns:
+        The threshold; clients with a cosine strictly below it fall back.
+
+    Raises:
+        ValueError: ``quantile`` outside [0, 1).
+    """
+    if not 0.0 <= quantile < 1.0:
+        raise ValueError(f"fallback_quantile: must be in [0, 1), got {quantile!r}")
+    finite = np.asarray(cosines, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if quantile == 0.0 or finite.size == 0:
+        return float("-inf")
+    return float(np.quantile(finite, quantile))
+
+
+def disagreeing_clients(uploads: list[tuple[np.ndarray, np.ndarray]], semantic: np.ndarray,
+                        epsilon: float) -> set[int]:
+    """The fallback rule: clients whose uploaded prototypes have a mean cosine to the global
+    semantic prototype of the same class (:func:`client_cosines`) below ``epsilon``; they use the
+    text features next round. ``epsilon`` comes from :func:`fallback_threshold`.
+
+    Args:
+        uploads: per client ``(rows (m_k, d), labels (m_k,))``.
+        semantic: ``W`` ``(C, d)``.
+        epsilon: the threshold (``-inf``: nobody falls back).
+
+    Returns:
+        The indices of the disagreeing clients (a client without uploads never falls back).
+    """
+    cos = client_cosines(uploads, semantic)
+    return {k for k, v in enumerate(cos) if np.isfinite(v) and v < epsilon}
 
 
 def fedavg_prototypes(uploads: list[tuple[np.ndarray, np.ndarray, np.ndarray]], previous: np.ndarray) -> np.ndarray:
