@@ -108,6 +108,10 @@ def test_cli_timing_override_raises_the_staleness_to_the_new_minimum(tmp_path, c
     info = json.loads((out / "onchip_learner.json").read_text())
     assert info["spec"]["timing"] == "fast" and info["staleness"] == min_staleness(fast)
     assert info["initiation_interval"] == 1
+    said = capsys.readouterr().out  # the plan used is printed with the cycles it gives
+    assert f"pipelined (staleness {min_staleness(fast)}), timing fast, latency to prediction" in said
+    assert main(["generate", "--spec", "kan-readout", "--out", str(tmp_path / "seq")]) == 0
+    assert "sequential, timing compact, latency to prediction" in capsys.readouterr().out
     # an explicit staleness below the fast pipeline's minimum is refused, naming the minimum
     assert main(["generate", "--spec", "kan-readout", "--schedule", "pipelined", "--timing", "fast",
                  "--staleness", "3", "--out", str(tmp_path / "a")]) == 2
