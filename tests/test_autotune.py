@@ -311,3 +311,19 @@ def test_best_spec_generates_verilog(tmp_path):
     assert main(["autotune", "--quick", "--quiet", "--seeds", "0", "--out", str(out)]) == 0
     assert main(["generate", "--spec", str(out / "best_spec.toml"), "--out", str(tmp_path / "gen")]) == 0
     assert (tmp_path / "gen" / "onchip_learner.v").is_file()
+
+
+def test_the_surrogate_is_fitted_to_package_data_alone(tmp_path, monkeypatch):
+    """The calibration table ships in the package with the resources sweep's rows folded in, so an
+    installed onchip (no checkout, another working folder) fits the same surrogate."""
+    from onchip.methods.autotune import resources
+
+    table = tomllib.loads(resources.CALIBRATION.read_text())["point"]
+    swept = [p for p in table if p.get("source", "").endswith("sweeps/resources/results/results.csv")]
+    assert len(swept) >= 10  # the sweep's grid-size and hidden-width rows
+    monkeypatch.chdir(tmp_path)
+    points = resources.load_calibration()
+    assert len(points) == len(table)
+    # the sweep's kan-readout grid sizes are among the points
+    grids = sorted({p["spec"].grid_size for p in points if p["spec"].kind == "kan" and p["spec"].name == "kan-readout"})
+    assert grids[0] <= 4 and grids[-1] >= 32

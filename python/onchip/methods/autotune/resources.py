@@ -15,9 +15,9 @@ structural features of the spec (:func:`features`):
 * ``pending``: pipelined staleness x update entries x coef width (the FIFO of delayed updates);
 * ``neurons`` (serial MLP lanes) and a constant.
 
-Calibration data: ``calibration.toml`` beside this file (Yosys ``synth_xilinx -family xcup`` of
-the presets and of specs drawn uniformly from the space, made by :mod:`.calibrate`) plus the
-committed ``sweeps/resources`` table when the checkout has it. :meth:`Surrogate.loo_error`
+Calibration data: ``calibration.toml`` beside this file, package data (Yosys ``synth_xilinx
+-family xcup`` of specs drawn uniformly from the space and of the rows of the committed
+``sweeps/resources`` table, made by :mod:`.calibrate`). :meth:`Surrogate.loo_error`
 reports the leave-one-out relative error.
 """
 
@@ -77,13 +77,11 @@ def features(spec: LearnerSpec) -> np.ndarray:
                      pending, neurons], dtype=float)
 
 
-def load_calibration(path: str | Path | None = None, sweep_csv: str | Path | None = None) -> list[dict]:
-    """Calibration points: ``{"spec", "lut", "ff", "dsp"}`` from the table (and a committed sweep CSV).
+def load_calibration(path: str | Path | None = None) -> list[dict]:
+    """Calibration points: ``{"spec", "lut", "ff", "dsp"}`` from the table.
 
     Args:
-        path: a calibration TOML (default :data:`CALIBRATION`).
-        sweep_csv: ``sweeps/resources/results/results.csv`` (rows of presets with ``grid_size`` /
-            ``hidden`` / ``datapath`` changed); None: looked up beside the checkout, skipped if absent.
+        path: a calibration TOML (default :data:`CALIBRATION`, shipped with the package).
     """
     table = Path(path or CALIBRATION)
     data = tomllib.loads(table.read_text()) if table.is_file() else {"point": []}
@@ -92,23 +90,6 @@ def load_calibration(path: str | Path | None = None, sweep_csv: str | Path | Non
         spec = _load_point_spec(p["spec"])
         if spec is not None:
             points.append({"spec": spec, **{k: float(p[k]) for k in TARGETS}})
-    csv = Path(sweep_csv) if sweep_csv else Path(__file__).resolve().parents[4] / "sweeps/resources/results/results.csv"
-    if csv.is_file():
-        import csv as _csv
-
-        from ...spec import PRESETS
-
-        with open(csv) as fh:
-            for row in _csv.DictReader(fh):
-                if row.get("status") != "ok":
-                    continue
-                base = PRESETS[row["preset"]]
-                change = {"datapath": row["datapath"]}
-                if row.get("grid_size"):
-                    change["grid_size"] = int(row["grid_size"])
-                if row.get("hidden"):
-                    change["widths"] = (base.n_in, int(row["hidden"]), base.n_out)
-                points.append({"spec": base.replace(**change), **{k: float(row[k]) for k in TARGETS}})
     return points
 
 
