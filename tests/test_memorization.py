@@ -9,7 +9,9 @@ from onchip.cli import main
 from onchip.methods._data import load_digits_split
 from onchip.methods.memorization import (
     EDMDenoiser,
+    band_grid,
     edm_sample,
+    heun_sample,
     empirical_optimal_denoiser,
     linear_gaussian_denoiser,
     linear_gaussian_gap,
@@ -103,6 +105,48 @@ def test_empirical_optimal_sampler_memorizes_and_linear_does_not(digits):
     assert memorized_fraction(x_lin, train) == 0.0
 
 
+def test_band_grid_gives_every_band_the_same_steps_and_calls():
+    bands = [(1.26, 80.0), (0.5, 1.26), (0.002, 0.5)]
+    sigmas, band_of_step = band_grid(bands, 5)
+    assert len(sigmas) == 16 and sigmas[0] == 80.0 and sigmas[-1] == pytest.approx(0.002)
+    assert np.all(np.diff(sigmas) < 0)
+    assert np.bincount(band_of_step).tolist() == [5, 5, 5]
+    for k, (lo, hi) in enumerate(bands):  # each band's steps lie inside it and end on its edges
+        inside = sigmas[np.r_[np.flatnonzero(band_of_step == k), np.flatnonzero(band_of_step == k)[-1] + 1]]
+        assert inside[0] == pytest.approx(hi) and inside[-1] == pytest.approx(lo)
+    # the 18-step EDM grid, by contrast, puts 2 levels in the medium band and many in the small one
+    from onchip.methods.memorization.denoiser import edm_sigmas
+    edm = edm_sigmas(18)[:-1]
+    assert ((edm >= 0.5) & (edm < 1.26)).sum() == 2 and (edm < 0.5).sum() == 6
+    seen = []
+    _, calls = heun_sample([lambda z, s, k=k: seen.append(k) or z * 0 for k in band_of_step], sigmas, 3, 2, seed=0)
+    assert calls.tolist() == [2] * 15 and seen == sorted(seen) and np.bincount(seen).tolist() == [10, 10, 10]
+    # a denoiser that runs off (an MLP far from the data) stays in the data range once clipped
+    wild = [lambda z, s: 1e3 * z] * len(band_of_step)
+    assert np.abs(heun_sample(wild, sigmas, 5, 3, seed=0)[0]).max() > 1e6
+    assert np.abs(heun_sample(wild, sigmas, 5, 3, seed=0, clip=(-1, 1))[0]).max() < 5.0
+    with pytest.raises(ValueError, match="steps_per_band"):
+        band_grid(bands, 0)
+    with pytest.raises(ValueError, match="bands\\[1\\]"):
+        band_grid([(1.0, 80.0), (0.1, 0.9)], 2)
+    with pytest.raises(ValueError, match="step_denoisers"):
+        heun_sample([lambda z, s: z], sigmas, 3, 2, seed=0)
+
+
+def test_band_sampler_with_the_empirical_denoiser_in_the_small_band_only_returns_training_images(digits):
+    # D* over the last band ends on a training image whatever state it enters with; the linear
+    # Gaussian denoiser everywhere returns none.
+    train, _ = digits
+    mean, cov = train.mean(0), np.cov(train.T)
+    lin = lambda z, s: linear_gaussian_denoiser(z, s, mean, cov)  # noqa: E731
+    emp = lambda z, s: empirical_optimal_denoiser(z, s, train)  # noqa: E731
+    sigmas, band_of_step = band_grid([(1.3, 80.0), (0.5, 1.3), (0.002, 0.5)], 6)
+    x, _ = heun_sample([emp if k == 2 else lin for k in band_of_step], sigmas, 60, 64, seed=1)
+    assert memorized_fraction(x, train) == 1.0
+    x, _ = heun_sample([lin] * len(band_of_step), sigmas, 60, 64, seed=1)
+    assert memorized_fraction(x, train) == 0.0
+
+
 def test_nearest_ratio_against_cdist():
     rng = np.random.default_rng(5)
     train, samples = rng.normal(size=(40, 6)), rng.normal(size=(25, 6))
@@ -135,6 +179,10 @@ def test_regime_switch_only_inside_band():
     (["--n-train", "5000"], "--n-train"),
     (["--samples", "0"], "--samples"),
     (["--width", "0"], "--width"),
+    (["--steps", "100"], "--steps"),
+    (["--seeds", "3"], "--seeds"),
+    (["--seeds", "1,1"], "--seeds"),
+    (["--steps-per-band", "0"], "--steps-per-band"),
 ])
 def test_cli_bad_arguments(tmp_path, capsys, argv, needle):
     out = tmp_path / "out"
@@ -143,19 +191,61 @@ def test_cli_bad_arguments(tmp_path, capsys, argv, needle):
     assert not out.exists()
 
 
-def test_cli_small_run(tmp_path):
+def test_cli_quick_run_headline_control_and_equal_calls_per_band(tmp_path):
     import json
 
+    from onchip.methods.memorization.experiment import BANDS, MAIN, SWAPS
+
     out = tmp_path / "run"
-    assert main(["memorization", "--n-train", "50", "--steps", "20,40",
-                 "--width", "16", "--samples", "20", "--sampler-steps", "4", "--threads", "1",
-                 "--out", str(out)]) == 0
+    assert main(["memorization", "--quick", "--threads", "1", "--quiet", "--out", str(out)]) == 0
     data = json.loads((out / "metrics.json").read_text())
+    seeds = data["config"]["seeds"]
+    assert len(seeds) >= 2 and data["threads"] == 1 and data["config"]["threads"] == 1
     assert data["regimes"]["sigma_lo"] < data["regimes"]["sigma_hi"]
-    assert data["reference_denoisers"][0]["memorized"] == 1.0
-    assert {r["regime"] for r in data["regime_intensity"]["rows"]} == {"small", "medium", "large"}
-    swaps = {r["intervention"]: r["memorized"] for r in data["intervention"]["rows"]}
+    # every band holds the same denoiser calls, recorded in the headline's budget and the sampler
+    calls = data["sampler"]["calls_per_band"]
+    assert set(calls) == set(BANDS) and len(set(calls.values())) == 1
+    assert calls["medium"] == 2 * data["config"]["steps_per_band"]
+    assert data["headline"]["budget"]["calls_per_band"] == calls
+    assert data["headline"]["budget"]["denoiser_calls_per_sample"] == sum(calls.values())
+    assert sorted(data["sampler"]["band_of_step"]) == sorted(b for b in BANDS for _ in range(calls[b] // 2))
+    s = data["summary"]
+    assert s["empirical optimal"]["memorized_per_seed"] == [1.0] * len(seeds)
+    # the headline: the medium-band swap against every other swap, paired over the seeds
     h = data["headline"]
-    assert (h["method"], h["value"], h["direction"]) == ("medium -> weak checkpoint", swaps.pop(h["method"]), "lower")
-    assert h["baselines"] == swaps
-    assert (out / "geometry.png").stat().st_size > 0
+    assert (h["method"], h["direction"], h["seeds"]) == (MAIN, "lower", seeds)
+    assert h["value"] == pytest.approx(np.mean(s[MAIN]["memorized_per_seed"]))
+    assert set(h["baselines"]) == set(SWAPS) - {MAIN} == set(h["paired"])
+    for name, p in h["paired"].items():
+        assert len(p["ci95"]) == 2 and p["ci95"][0] <= p["difference"] <= p["ci95"][1] and p["n"] == len(seeds)
+        want = np.subtract(s[MAIN]["memorized_per_seed"], s[name]["memorized_per_seed"])
+        assert p["per_seed"] == pytest.approx(want.tolist())
+    # the positive control: D* in the small band of the weak checkpoint memorizes, the checkpoint alone does not
+    pc = data["positive_control"]
+    assert len(pc["paired"]["ci95"]) == 2 and pc["seeds"] == seeds and set(pc["by_band"]) == set(BANDS)
+    assert pc["method_values"] == [1.0] * len(seeds) and pc["sensitive"] and pc["exceeds_seed_spread"]
+    assert pc["ablation_values"] == s[pc["ablation"]]["memorized_per_seed"]
+    assert "Positive control" in (out / "results.md").read_text()
+    for name in ("geometry.png", "memorization.png", "samples.png"):
+        assert (out / name).stat().st_size > 0
+
+
+def test_trained_checkpoints_are_cached_by_config_and_threads(tmp_path, monkeypatch, digits):
+    import dataclasses
+
+    import torch
+
+    from onchip.methods.memorization.experiment import MemorizationConfig, trained_checkpoints
+
+    monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
+    train = digits[0][:20]
+    c = MemorizationConfig(n_train=20, steps=(3, 5), width=8, batch_size=4, seeds=(0, 1), threads=1)
+    entries = lambda: [p for p in (tmp_path / "cache").glob("memorization_denoiser-*") if p.is_dir()]  # noqa: E731
+    a, b = trained_checkpoints(c, train, 0), trained_checkpoints(c, train, 0)
+    assert len(entries()) == 1
+    for n in c.steps:
+        for (ka, va), (kb, vb) in zip(a[n].state_dict().items(), b[n].state_dict().items()):
+            assert ka == kb and torch.equal(va, vb)
+    trained_checkpoints(dataclasses.replace(c, threads=2), train, 0)
+    trained_checkpoints(c, train, 1)
+    assert len(entries()) == 3

@@ -3,12 +3,12 @@
 Source: Dodson, Gao, Wang, Wang, Wan, "Two Calm Ends and the Wild Middle: A Geometric Picture
 of Memorization in Diffusion Models", ICML 2026, arXiv 2602.17846. Holds the geometry of the
 empirical optimal denoiser (:mod:`.geometry`), a small EDM-preconditioned denoiser with its
-sampler (:mod:`.denoiser`) and the memorization measures (:mod:`.evaluate`). The 8x8 digits come
+sampler (:mod:`.denoiser`, with a band-by-band sigma grid) and the memorization measures (:mod:`.evaluate`). The 8x8 digits come
 from :func:`onchip.methods._data.load_digits_split`, the Fréchet distance from
 :func:`onchip.methods._scores.frechet_distance`.
 """
 
-from .denoiser import EDMDenoiser, edm_sample, regime_switch, train_denoiser
+from .denoiser import EDMDenoiser, band_grid, edm_sample, heun_sample, regime_switch, train_denoiser
 from .evaluate import memorized_fraction, nearest_ratio
 from .geometry import (
     empirical_optimal_denoiser,
@@ -21,8 +21,10 @@ from .geometry import (
 
 __all__ = [
     "EDMDenoiser",
+    "band_grid",
     "edm_sample",
     "empirical_optimal_denoiser",
+    "heun_sample",
     "linear_gaussian_denoiser",
     "linear_gaussian_gap",
     "locate_regimes",

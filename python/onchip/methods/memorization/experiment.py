@@ -1,34 +1,76 @@
-"""The memorization experiment: geometry, regimes, training intensity and the intervention.
+"""The memorization experiment: geometry, regimes, training intensity, band swaps and a positive control.
 
 Computes the posterior concentration and Gaussian-shell coverage of the empirical optimal
-denoiser on the 8x8 digits, locates the small / medium / large noise regimes, trains a small
-EDM-preconditioned denoiser, counts memorized samples against training intensity (overall and
-per regime) and applies the medium-regime targeted intervention. Writes ``metrics.json``,
+denoiser on the 8x8 digits, locates the small / medium / large noise regimes (arXiv 2602.17846,
+Sec. 3-4), and samples with a Heun sampler whose sigma grid is built band by band
+(:func:`~onchip.methods.memorization.denoiser.band_grid`): every band holds the same number of
+denoiser calls, so swapping the denoiser in one band changes as much computation as in any
+other. Per seed it trains one EDM-preconditioned denoiser (checkpoints cached), counts memorized
+samples against training intensity (overall and inside one band), applies the targeted
+intervention of Sec. 5 (the medium-band denoiser of the most-trained model swapped for the
+least-trained checkpoint or the linear Gaussian denoiser) next to the same swap in the other
+bands, and runs a positive control: the empirical optimal denoiser ``D*`` (memorizes by
+construction) swapped into one band of the least-trained checkpoint, against that checkpoint
+alone (the small band, where D* decides by construction; the medium and large bands beside it).
+Writes ``metrics.json`` (with ``headline`` and ``positive_control``), ``results.md``,
 ``geometry.csv`` and ``geometry.png`` / ``memorization.png`` / ``samples.png``.
 Method: arXiv 2602.17846 (see seeds/diffusion-memorization.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._data import N_DIGITS
-from .._report import headline, need, rng, seed_int
+from .._report import (
+    headline,
+    markdown_table,
+    mean_std,
+    need,
+    paired_difference,
+    paired_line,
+    positive_control,
+    recorded_config,
+    save,
+    seed_int,
+    write_csv,
+    write_metrics,
+    write_results,
+)
+
+#: the bands, from the largest noise down (the sampler's order)
+BANDS = ("large", "medium", "small")
+#: the sampler's noise range (EDM defaults)
+SIGMA_MIN, SIGMA_MAX = 0.002, 80.0
+#: pixel range of the digits; the sampler clips every denoised estimate to it (every arm)
+DATA_RANGE = (-1.0, 1.0)
+#: the headline arm: the paper's targeted intervention (Sec. 5)
+MAIN = "medium -> weak checkpoint"
+#: the headline's baselines: no swap, the other generalising denoiser and the same swap in the other bands
+SWAPS = (MAIN, "none", "medium -> linear Gaussian", "small -> weak checkpoint", "large -> weak checkpoint")
+#: the positive control's band, where D* must decide by construction: the probability-flow ODE with D*
+#: over the last band ends on a training image whatever state it enters with (D* at sigma 0.002 is the
+#: nearest training image). The other bands are reported beside it (``by_band``): whether D* confined to
+#: the medium band is enough is the paper's claim, not a construction.
+CONTROL_BAND = "small"
 
 
 @dataclass(frozen=True)
 class MemorizationConfig:
-    """One run (defaults = the committed default run); validated on construction.
+    """One run (defaults = the committed run); validated on construction.
 
     Attributes:
         n_train: training images, in [2, 1597] (200 digits stay held out).
-        steps: strictly increasing training-step checkpoints of one run (>= 1).
+        steps: strictly increasing training-step checkpoints of one training run (at least 2: the
+            first is the "weak" checkpoint, the last the "strong" model).
         width: hidden width of the denoiser MLP.
         batch_size, lr: Adam batch size and learning rate (lr in (0, 1)).
-        samples: generated samples per model (>= 10).
-        sampler_steps: Heun sampler steps (>= 2).
-        seed: random seed (>= 0).
-        threads: torch CPU threads.
+        samples: generated samples per arm and seed (>= 10).
+        steps_per_band: Heun steps in each noise band (2 denoiser calls per step, >= 1).
+        seeds: one independently trained denoiser per seed (initialisation, training batches and
+            noise, sampler noise); at least 2 for the paired comparisons.
+        data_seed: the train / held-out split (one split, one set of bands for every seed).
+        threads: torch CPU threads (part of the cache key of the trained checkpoints).
         out: output folder (replaced whole on success).
         progress: progress bars while training.
         command: the command line recorded in metrics.json (None: not recorded).
@@ -42,25 +84,106 @@ class MemorizationConfig:
     width: int = 512
     batch_size: int = 64
     lr: float = 2e-3
-    samples: int = 300
-    sampler_steps: int = 18
-    seed: int = 0
+    samples: int = 1000
+    steps_per_band: int = 16
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    data_seed: int = 0
     threads: int = 2
     out: str = "out/memorization"
-    progress: bool = True
-    command: str | None = None
+    progress: bool = field(default=True, compare=False)
+    command: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "steps", tuple(self.steps))
+        object.__setattr__(self, "seeds", tuple(self.seeds))
         s = self.steps
-        need(bool(s) and s[0] >= 1 and all(b > a for a, b in zip(s, s[1:])), "steps",
-             ",".join(map(str, s)), "need positive strictly increasing integers")
+        need(len(s) >= 2 and s[0] >= 1 and all(b > a for a, b in zip(s, s[1:])), "steps",
+             ",".join(map(str, s)), "need at least 2 positive strictly increasing integers")
+        need(len(self.seeds) >= 2 and all(x >= 0 for x in self.seeds) and len(set(self.seeds)) == len(self.seeds),
+             "seeds", ",".join(map(str, self.seeds)), "need at least 2 distinct integers >= 0 (paired comparisons)")
         need(2 <= self.n_train <= N_DIGITS - 200, "n_train", self.n_train,
              f"must be in [2, {N_DIGITS - 200}] (200 digits stay held out)")
-        for name, lo in (("width", 1), ("samples", 10), ("batch_size", 1), ("sampler_steps", 2), ("threads", 1),
-                         ("seed", 0)):
+        for name, lo in (("width", 1), ("samples", 10), ("batch_size", 1), ("steps_per_band", 1), ("threads", 1),
+                         ("data_seed", 0)):
             need(getattr(self, name) >= lo, name, getattr(self, name), f"must be >= {lo}")
         need(0 < self.lr < 1, "lr", self.lr, "must be in (0, 1)")
+
+
+def trained_checkpoints(c: MemorizationConfig, train, seed: int) -> dict:
+    """The denoiser of ``seed`` at every checkpoint of ``c.steps``, trained once and kept in the onchip cache.
+
+    One training run per seed: initialisation from ``seed_int(seed, "denoiser-init")``, then one
+    Adam leg per checkpoint (``seed_int(seed, "training", n)``). The cache key holds the torch
+    version, ``c.threads`` (float reductions differ with the thread count), the training images
+    and every training setting, so a changed setting retrains.
+
+    Args:
+        c: the run (its training settings and threads).
+        train: training images (N, 64) in [-1, 1].
+        seed: the denoiser's seed.
+
+    Returns:
+        ``{steps: EDMDenoiser}`` in eval mode.
+    """
+    import json
+
+    import torch
+
+    from onchip.cache import cached_build, digest
+
+    from .denoiser import EDMDenoiser, train_denoiser
+
+    settings = {"n_train": c.n_train, "data_seed": c.data_seed, "width": c.width, "batch_size": c.batch_size,
+                "lr": c.lr, "steps": list(c.steps), "seed": seed, "threads": c.threads}
+    key = digest("memorization-denoiser-v1", torch.__version__, json.dumps(settings, sort_keys=True),
+                 train.astype("float64").tobytes())[:32]
+    dim, sigma_data = train.shape[1], float(train.std())
+
+    def fill(folder):
+        torch.manual_seed(seed_int(seed, "denoiser-init"))
+        model = EDMDenoiser(dim=dim, sigma_data=sigma_data, width=c.width)
+        done = 0
+        for n in c.steps:
+            train_denoiser(model, train, n - done, seed=seed_int(seed, "training", n), batch_size=c.batch_size,
+                           lr=c.lr, progress=c.progress)
+            done = n
+            torch.save(model.state_dict(), folder / f"steps-{n}.pt")
+
+    entry, _ = cached_build("memorization_denoiser", key, fill)
+    out = {}
+    for n in c.steps:
+        model = EDMDenoiser(dim=dim, sigma_data=sigma_data, width=c.width)
+        model.load_state_dict(torch.load(entry / f"steps-{n}.pt", weights_only=True))
+        out[n] = model.eval()
+    return out
+
+
+def arms(steps: tuple[int, ...]) -> dict[str, dict[str, str]]:
+    """Every arm of one seed: name -> the denoiser used in each band (``"D*"``, ``"linear"`` or the
+    checkpoint's training steps as text), keys :data:`BANDS`.
+
+    Groups (the ``group`` entry): ``reference`` (``D*``, linear Gaussian), ``intensity`` (one
+    checkpoint everywhere), ``band intensity`` (checkpoint n in one band, the weak one elsewhere),
+    ``swap`` (:data:`SWAPS`, on the strongest model) and ``control`` (``D*`` in one band of the weak
+    checkpoint).
+    """
+    weak, strong = str(steps[0]), str(steps[-1])
+    every = lambda d: {b: d for b in BANDS}  # noqa: E731
+    out = {"empirical optimal": {"group": "reference", **every("D*")},
+           "linear Gaussian": {"group": "reference", **every("linear")}}
+    for n in steps:
+        out[f"trained {n} steps"] = {"group": "intensity", **every(str(n))}
+    for band in BANDS:
+        for n in steps[1:]:
+            out[f"{n} steps in {band} only"] = {"group": "band intensity", **every(weak), band: str(n)}
+    out["none"] = {"group": "swap", **every(strong)}
+    out[MAIN] = {"group": "swap", **every(strong), "medium": weak}
+    out["medium -> linear Gaussian"] = {"group": "swap", **every(strong), "medium": "linear"}
+    out["small -> weak checkpoint"] = {"group": "swap", **every(strong), "small": weak}
+    out["large -> weak checkpoint"] = {"group": "swap", **every(strong), "large": weak}
+    for band in BANDS:
+        out[f"weak checkpoint, D* in {band}"] = {"group": "control", **every(weak), band: "D*"}
+    return out
 
 
 def run(config: MemorizationConfig) -> dict:
@@ -71,160 +194,234 @@ def run(config: MemorizationConfig) -> dict:
 
     Returns:
         The content of ``metrics.json``.
-    """
-    import copy
 
+    Raises:
+        ValueError: the located regimes do not split the sampler's range into three bands
+            (a threshold never crossed on the geometry grid).
+    """
     import numpy as np
     import torch
 
     from onchip.io import atomic_output_dir, check_output_dir
 
     from .._data import load_digits_split
+    from .._report import rng
     from .._scores import frechet_distance
-    from . import (EDMDenoiser, edm_sample, empirical_optimal_denoiser, linear_gaussian_denoiser, linear_gaussian_gap,
-                   locate_regimes, memorized_fraction, posterior_concentration, regime_switch, shell_coverage,
-                   train_denoiser)
-    from .denoiser import as_denoise
+    from .denoiser import as_denoise, band_grid, heun_sample
+    from .evaluate import memorized_fraction
+    from .geometry import (empirical_optimal_denoiser, linear_gaussian_denoiser, linear_gaussian_gap,
+                           locate_regimes, posterior_concentration, shell_coverage)
 
     c = config
     check_output_dir(c.out)
-    steps = list(c.steps)
     torch.set_num_threads(c.threads)
-    torch.manual_seed(seed_int(c.seed, "denoiser-init"))
-    train, heldout = load_digits_split(c.n_train, c.seed)
+    train, heldout = load_digits_split(c.n_train, c.data_seed)
     dim = train.shape[1]
-    # one generator per named use: the split, the geometry, the sampler and each training leg draw
-    # unrelated streams (the sampler's is the same for every row: common random numbers)
-    geometry_rng = rng(c.seed, "geometry")
 
-    # 1. Geometry of the empirical optimal denoiser.
+    # 1. Geometry of the empirical optimal denoiser and the three bands (one split for every seed).
+    geometry_rng = rng(c.data_seed, "geometry")
     sigmas = np.geomspace(0.01, 80.0, 40)
     conc = posterior_concentration(train, heldout, sigmas, geometry_rng)
     cover = shell_coverage(train, heldout, sigmas, geometry_rng)
     gap = linear_gaussian_gap(train, heldout, sigmas, geometry_rng)
     lo, hi = locate_regimes(sigmas, conc, cover)
-    bands = {"small": (0.002, lo), "medium": (lo, hi), "large": (hi, 80.0)}
-
-    def evaluate(denoise, label):
-        x = edm_sample(denoise, c.samples, dim, seed=seed_int(c.seed, "sampler"), steps=c.sampler_steps)
-        row = {"model": label, "memorized": memorized_fraction(x, train), "fd_heldout": frechet_distance(x, heldout)}
-        print(f"{label:34s} memorized={row['memorized']:.3f} FD={row['fd_heldout']:.2f}")
-        return row, x
+    need(bool(SIGMA_MIN < lo < hi < SIGMA_MAX), "regimes", (lo, hi),
+         f"need {SIGMA_MIN} < sigma_lo < sigma_hi < {SIGMA_MAX} to split the sampler into three bands")
+    bands = {"large": (hi, SIGMA_MAX), "medium": (lo, hi), "small": (SIGMA_MIN, lo)}
+    grid, band_of_step = band_grid([bands[b] for b in BANDS], c.steps_per_band)
+    print(f"regimes: small < {lo:.3g} <= medium < {hi:.3g} <= large; {c.steps_per_band} Heun steps per band")
 
     mean, cov = train.mean(0), np.cov(train.T)
-    reference = [evaluate(lambda x, s: empirical_optimal_denoiser(x, s, train), "empirical optimal")[0],
-                 evaluate(lambda x, s: linear_gaussian_denoiser(x, s, mean, cov), "linear Gaussian")[0]]
+    fixed = {"D*": lambda x, s: empirical_optimal_denoiser(x, s, train),
+             "linear": lambda x, s: linear_gaussian_denoiser(x, s, mean, cov)}
+    table = arms(c.steps)
+    per_seed, calls_per_band, shown = {}, None, {}
+    for seed in c.seeds:
+        checkpoints = trained_checkpoints(c, train, seed)
+        den = {**fixed, **{str(n): as_denoise(m) for n, m in checkpoints.items()}}
+        sampler_seed = seed_int(seed, "sampler")  # common random numbers: every arm of a seed starts alike
+        rows, done = {}, {}  # done: band denoisers -> samples (an arm listed twice, e.g. "none", is sampled once)
+        for name, spec in table.items():
+            which = tuple(spec[b] for b in BANDS)
+            if which not in done:
+                done[which] = heun_sample([den[which[b]] for b in band_of_step], grid, c.samples, dim, sampler_seed,
+                                          clip=DATA_RANGE)
+            x, calls = done[which]
+            counted = {b: int(calls[band_of_step == k].sum()) for k, b in enumerate(BANDS)}
+            need(calls_per_band in (None, counted), "calls_per_band", counted, f"the same for every arm ({calls_per_band})")
+            calls_per_band = counted
+            rows[name] = {"memorized": memorized_fraction(x, train), "fd_heldout": frechet_distance(x, heldout)}
+            if seed == c.seeds[0] and name in ("none", MAIN):
+                shown[name] = x[:8]
+            print(f"seed {seed} {name:34s} memorized={rows[name]['memorized']:.3f} FD={rows[name]['fd_heldout']:.2f}")
+        per_seed[seed] = rows
 
-    # 2. Memorization against overall training intensity (checkpoints of one run).
-    model = EDMDenoiser(dim=dim, sigma_data=float(train.std()), width=c.width)
-    checkpoints, intensity, done = {}, [], 0
-    for n in steps:
-        train_denoiser(model, train, n - done, seed=seed_int(c.seed, "training", n), batch_size=c.batch_size,
-                       lr=c.lr, progress=c.progress)
-        done = n
-        checkpoints[n] = copy.deepcopy(model)
-        row, x_last = evaluate(as_denoise(model), f"trained {n} steps")
-        intensity.append({"steps": n, **row})
+    summary = {}
+    for name, spec in table.items():
+        mem = [per_seed[s][name]["memorized"] for s in c.seeds]
+        fd = [per_seed[s][name]["fd_heldout"] for s in c.seeds]
+        (m_mean, m_std), (f_mean, f_std) = mean_std(mem), mean_std(fd)
+        summary[name] = {**spec, "memorized": m_mean, "memorized_std": m_std, "memorized_per_seed": mem,
+                         "fd_heldout": f_mean, "fd_heldout_std": f_std, "fd_heldout_per_seed": fd}
 
-    # 3. Training intensity inside one regime only: checkpoint n within the regime, the
-    #    least-trained checkpoint everywhere else along the sampling schedule.
-    per_regime = []
-    weak = as_denoise(checkpoints[steps[0]])
-    for name, band in bands.items():
-        for n in steps[1:]:
-            row, _ = evaluate(regime_switch(weak, as_denoise(checkpoints[n]), band), f"{n} steps in {name} only")
-            per_regime.append({"regime": name, "band": band, "steps": n, **row})
+    def values(name, key="memorized"):
+        return summary[name][f"{key}_per_seed"]
 
-    # 4. Targeted intervention on the most trained model.
-    strong = as_denoise(checkpoints[steps[-1]])
-    lin = lambda x, s: linear_gaussian_denoiser(x, s, mean, cov)  # noqa: E731
-    interventions = []
-    for label, other, band in [("none", None, None),
-                               ("medium -> weak checkpoint", weak, bands["medium"]),
-                               ("medium -> linear Gaussian", lin, bands["medium"]),
-                               ("small -> weak checkpoint", weak, bands["small"]),
-                               ("large -> weak checkpoint", weak, bands["large"])]:
-        den = strong if other is None else regime_switch(strong, other, band)
-        row, x = evaluate(den, f"intervention: {label}")
-        interventions.append({"intervention": label, **row})
-        if other is not None and label.startswith("medium -> weak"):
-            x_fixed = x
+    others = [a for a in SWAPS if a != MAIN]
+    paired = {a: paired_difference(values(MAIN), values(a)) for a in others}
+    paired_fd = {a: paired_difference(values(MAIN, "fd_heldout"), values(a, "fd_heldout")) for a in others}
+    weak = f"trained {c.steps[0]} steps"
+    control = positive_control(
+        f"the empirical optimal denoiser D* of the {c.n_train} training images (memorizes by construction: "
+        f"D* everywhere gives memorized fraction {summary['empirical optimal']['memorized']:.3f}) swapped into "
+        f"the {CONTROL_BAND} band ({calls_per_band[CONTROL_BAND]} of {sum(calls_per_band.values())} denoiser calls) "
+        f"of the {c.steps[0]}-step checkpoint (the ODE with D* over the last band ends on a training image "
+        "whatever state it enters with)",
+        f"weak checkpoint, D* in {CONTROL_BAND}", weak, values(f"weak checkpoint, D* in {CONTROL_BAND}"),
+        values(weak), seeds=c.seeds, metric="memorized fraction")
+    spread = max(summary[control["method"]]["memorized_std"], summary[weak]["memorized_std"])
+    control["seed_spread"] = spread
+    control["exceeds_seed_spread"] = bool(abs(control["paired"]["difference"]) > spread)
+    control["by_band"] = {b: paired_difference(values(f"weak checkpoint, D* in {b}"), values(weak)) for b in BANDS}
 
     result = {
-        "n_train": c.n_train, "n_heldout": len(heldout), "seed": c.seed, "width": c.width,
-        "samples": c.samples, "memorization_threshold": 1 / 3, "steps": steps,
-        "batch_size": c.batch_size, "lr": c.lr,
+        "headline": headline(
+            f"memorized fraction of the samples (nearest / second-nearest training distance < 1/3) of the "
+            f"{c.steps[-1]}-step denoiser, by denoiser swap; mean over seeds", MAIN, summary[MAIN]["memorized"],
+            {a: summary[a]["memorized"] for a in others},
+            budget={"denoiser_calls_per_sample": sum(calls_per_band.values()), "calls_per_band": calls_per_band,
+                    "training_steps": c.steps[-1], "samples_per_seed": c.samples, "training_images": c.n_train,
+                    "note": "every arm samples on the same band-by-band grid from the same initial noise of a seed; "
+                            "the swapped-in checkpoint is an earlier checkpoint of the same training run"},
+            seeds=list(c.seeds), direction="lower", std=summary[MAIN]["memorized_std"],
+            baseline_std={a: summary[a]["memorized_std"] for a in others}, paired=paired),
+        "positive_control": control,
+        "config": recorded_config(c),
+        "threads": c.threads,
+        "torch_version": torch.__version__,
+        "n_heldout": len(heldout),
+        "memorization_threshold": 1 / 3,
         "regimes": {"sigma_lo": lo, "sigma_hi": hi, "bands": bands},
-        "reference_denoisers": reference, "training_intensity": intensity,
-        "regime_intensity": {"elsewhere_steps": steps[0], "rows": per_regime},
-        "intervention": {"model_steps": steps[-1], "weak_steps": steps[0], "rows": interventions},
+        "sampler": {"kind": "Heun (EDM Algorithm 1), deterministic, no final jump to sigma = 0",
+                    "clip_denoised": list(DATA_RANGE),
+                    "steps_per_band": c.steps_per_band, "calls_per_band": calls_per_band,
+                    "sigmas": [float(s) for s in grid], "band_of_step": [BANDS[k] for k in band_of_step]},
+        "paired_fd_heldout": paired_fd,
+        "summary": summary,
+        "per_seed": {str(s): per_seed[s] for s in c.seeds},
         "fd_train_vs_heldout": frechet_distance(train, heldout),
     }
-    result = {"headline": headline_of(result), **result}
     with atomic_output_dir(c.out) as out:
-        _write(out, c, result, (sigmas, conc, cover, gap), x_last, x_fixed)
-    print(f"regimes: small < {lo:.3g} <= medium < {hi:.3g} <= large")
+        _write(out, c, result, (sigmas, conc, cover, gap), shown)
     return result
 
 
-def headline_of(result: dict) -> dict:
-    """The headline of a run's ``metrics.json`` content (without its headline): the memorized fraction
-    of the most-trained model's samples with its medium-band denoiser swapped for the least-trained
-    checkpoint (the paper's targeted intervention), next to no swap, the medium band swapped for the
-    linear Gaussian denoiser and the same swap in the small and large bands (controls); all with
-    one sampler seed and ``samples`` samples; one seed, so the standard deviations are 0."""
-    rows = {r["intervention"]: r["memorized"] for r in result["intervention"]["rows"]}
-    main = "medium -> weak checkpoint"
-    others = [k for k in rows if k != main]
-    return headline(
-        "memorized fraction of the samples (nearest / second-nearest training distance < 1/3) of the "
-        f"{result['intervention']['model_steps']}-step model, by denoiser swap", main, rows[main],
-        {k: rows[k] for k in others},
-        budget={"training_steps": result["intervention"]["model_steps"], "samples": result["samples"],
-                "training_images": result["n_train"]},
-        seeds=[result["seed"]], direction="lower", std=0.0, baseline_std={k: 0.0 for k in others})
+def _f(mean, std, digits=3):
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _write(out, c: MemorizationConfig, result: dict, geometry, x_last, x_fixed) -> None:
-    """metrics.json, geometry.csv and the three plots."""
+def results_table(result: dict) -> str:
+    """Markdown for ``results.md``: the set-up, every arm (mean ± std over seeds and per seed), the
+    paired differences of the headline and the positive control."""
+    h, s, cfg = result["headline"], result["summary"], result["config"]
+    seeds, cpb = h["seeds"], result["sampler"]["calls_per_band"]
+    reg = result["regimes"]
+    text = (f"Bands: small sigma < {reg['sigma_lo']:.3f} <= medium < {reg['sigma_hi']:.3f} <= large (located once "
+            f"on the split of data seed {cfg['data_seed']}). Sampler: {cfg['steps_per_band']} Heun steps per band, "
+            f"denoiser calls per band " + ", ".join(f"{b} {n}" for b, n in cpb.items())
+            + f" ({sum(cpb.values())} per sample, every arm), every denoised estimate clipped to "
+            f"{result['sampler']['clip_denoised']}. {cfg['n_train']} training images, "
+            f"{result['n_heldout']} held out, {cfg['samples']} samples per arm and seed, seeds {seeds} (one "
+            f"independently trained denoiser each), threads {result['threads']}, torch {result['torch_version']}. "
+            f"FD(train, held-out) = {result['fd_train_vs_heldout']:.3f}.\n")
+    rows = [(name, r["group"], " / ".join(r[b] for b in BANDS), _f(r["memorized"], r["memorized_std"]),
+             " ".join(f"{v:.3f}" for v in r["memorized_per_seed"]), _f(r["fd_heldout"], r["fd_heldout_std"], 2))
+            for name, r in s.items()]
+    text += "\n" + markdown_table(
+        ["arm", "group", "denoiser large / medium / small", "memorized (mean ± std)", "memorized per seed",
+         "FD to held-out"], rows,
+        caption="Every arm: the denoiser in each band (D* = empirical optimal, linear = linear Gaussian, a number = "
+                "that checkpoint of the seed's training run), memorized fraction (ratio < 1/3) and Fréchet distance "
+                "to the held-out digits, mean ± std over seeds.")
+    text += (f"\nHeadline: {h['method']} {_f(h['value'], h['std'])}. Paired difference {h['method']} - arm over the "
+             "seeds (mean [ci95], percentile bootstrap; an interval that holds zero is no difference):\n\n"
+             "- memorized fraction: " + "; ".join(paired_line(n, p) for n, p in h["paired"].items())
+             + "\n- FD to held-out: " + "; ".join(paired_line(n, p, 2) for n, p in result["paired_fd_heldout"].items())
+             + "\n")
+    pc = result["positive_control"]
+    text += ("\n## Positive control\n\nSetting: " + pc["setting"] + ".\n\n"
+             + markdown_table(["seed", pc["method"], pc["ablation"]],
+                              [(sd, f"{a:.3f}", f"{b:.3f}") for sd, a, b in
+                               zip(pc["seeds"], pc["method_values"], pc["ablation_values"])],
+                              caption="Memorized fraction per seed")
+             + "\n" + paired_line(f"{pc['method']} - {pc['ablation']}", pc["paired"])
+             + f"; seed spread (largest std of the two arms) {pc['seed_spread']:.3f}. "
+             + ("The difference excludes zero and exceeds the seed spread: the experiment sees a memorizing "
+                "denoiser confined to one band." if pc["sensitive"] and pc["exceeds_seed_spread"] else
+                "The difference does not clear zero and the seed spread: the experiment does not see the "
+                "planted memorizing denoiser.")
+             + "\n\nD* in each band of the weak checkpoint, minus the weak checkpoint alone: "
+             + "; ".join(paired_line(b, p) for b, p in pc["by_band"].items()) + ".\n")
+    return text
+
+
+def _write(out, c: MemorizationConfig, result: dict, geometry, shown) -> None:
+    """metrics.json, results.md, geometry.csv and the three plots."""
+    import numpy as np
+
     from onchip.plotting import pyplot
-
-    from .._report import save, write_csv, write_metrics
 
     sigmas, conc, cover, gap = geometry
     lo, hi = result["regimes"]["sigma_lo"], result["regimes"]["sigma_hi"]
-    steps, intensity = result["steps"], result["training_intensity"]
-    per_regime, interventions = result["regime_intensity"]["rows"], result["intervention"]["rows"]
+    steps, s, seeds = list(c.steps), result["summary"], list(c.seeds)
     write_csv(out / "geometry.csv", ["sigma", "posterior_concentration", "shell_coverage", "linear_gaussian_gap"],
               zip(sigmas, conc, cover, gap))
     write_metrics(out, result, c.command)
+    write_results(out, "Where a diffusion model memorizes along the noise schedule (arXiv 2602.17846)",
+                  c.command or "onchip memorization", results_table(result))
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.semilogx(sigmas, conc, label="posterior concentration")
     ax.semilogx(sigmas, cover, label="Gaussian-shell coverage")
     ax.semilogx(sigmas, gap, label="gap to linear Gaussian denoiser")
-    for s in (lo, hi):
-        ax.axvline(s, color="0.5", ls="--")
+    for v in (lo, hi):
+        ax.axvline(v, color="0.5", ls="--")
     ax.axvspan(lo, hi, color="C3", alpha=0.1, label="medium regime")
+    grid = np.asarray(result["sampler"]["sigmas"])
+    ax.plot(grid, np.full(len(grid), -0.05), "|", color="k", label="sampler grid")
     ax.set(xlabel="sigma", title=f"8x8 digits, {c.n_train} training images")
     ax.legend(fontsize=8)
     save(fig, out / "geometry.png", dpi=80)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    axes[0].plot([r["steps"] for r in intensity], [r["memorized"] for r in intensity], marker="o")
-    axes[0].set(xlabel="training steps", ylabel="memorized fraction", title="training intensity")
-    for name in result["regimes"]["bands"]:
-        rows = [r for r in per_regime if r["regime"] == name]
-        axes[1].plot([steps[0]] + [r["steps"] for r in rows],
-                     [intensity[0]["memorized"]] + [r["memorized"] for r in rows], marker="o", label=name)
-    axes[1].set(xlabel="training steps inside the regime", title=f"{steps[0]} steps elsewhere")
+
+    def points(ax, names, y0=0):
+        for i, name in enumerate(names):
+            r = s[name]
+            ax.scatter([i + y0] * len(seeds), r["memorized_per_seed"], s=10, color="0.5", zorder=3)
+            ax.errorbar([i + y0], [r["memorized"]], yerr=[r["memorized_std"]], fmt="o", color="C0", capsize=3)
+
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    points(axes[0], [f"trained {n} steps" for n in steps])
+    axes[0].set_xticks(range(len(steps)), steps)
+    axes[0].set(xlabel="training steps", ylabel="memorized fraction", title="training intensity (dots: seeds)")
+    for k, band in enumerate(BANDS):
+        names = [f"trained {steps[0]} steps"] + [f"{n} steps in {band} only" for n in steps[1:]]
+        axes[1].errorbar(np.arange(len(steps)) + 0.08 * (k - 1), [s[n]["memorized"] for n in names],
+                         yerr=[s[n]["memorized_std"] for n in names], marker="o", capsize=3, label=band)
+    axes[1].set_xticks(range(len(steps)), steps)
+    axes[1].set(xlabel="training steps inside the band", title=f"{steps[0]} steps elsewhere")
     axes[1].legend()
-    axes[2].barh([r["intervention"] for r in interventions], [r["memorized"] for r in interventions])
-    axes[2].set(xlabel="memorized fraction", title=f"swaps in the {steps[-1]}-step model")
+    points(axes[2], list(SWAPS))
+    axes[2].set_xticks(range(len(SWAPS)), SWAPS, rotation=25, ha="right", fontsize=7)
+    axes[2].set_title(f"swaps in the {steps[-1]}-step model", fontsize=9)
+    ctrl = [f"trained {steps[0]} steps"] + [f"weak checkpoint, D* in {b}" for b in BANDS]
+    points(axes[3], ctrl)
+    axes[3].set_xticks(range(len(ctrl)), ["weak alone"] + [f"D* in {b}" for b in BANDS], rotation=25, fontsize=8)
+    axes[3].set_title("positive control: D* in one band of the weak checkpoint", fontsize=9)
     save(fig, out / "memorization.png", dpi=80)
     fig, axes = plt.subplots(2, 8, figsize=(8, 2.4))
     for i, ax in enumerate(axes.flat):
-        img = (x_last if i < 8 else x_fixed)[i % 8].reshape(8, 8)
+        img = shown["none" if i < 8 else MAIN][i % 8].reshape(8, 8)
         ax.imshow(img, cmap="gray_r", vmin=-1, vmax=1)
         ax.axis("off")
-    fig.suptitle(f"top: {steps[-1]}-step model; bottom: with the medium-regime intervention", fontsize=8)
+    fig.suptitle(f"seed {seeds[0]}; top: {steps[-1]}-step model; bottom: {MAIN} (same initial noise)", fontsize=8)
     save(fig, out / "samples.png", dpi=80, tight=False)
