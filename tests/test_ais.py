@@ -134,6 +134,10 @@ def test_runs_reproducible():
     (["--samples", "3"], "--samples"),
     (["--defensive-weight", "1.0"], "--defensive-weight"),
     (["--budget", "equal-time"], "--budget"),
+    (["--seeds", "-1"], "--seeds"),
+    (["--split", "5,2"], "--split"),
+    (["--budget", "equal-iterations", "--split", "2"], "--split"),
+    (["--seeds", "3"], "--seeds"),
 ])
 def test_cli_bad_arguments(tmp_path, capsys, argv, needle):
     out = tmp_path / "out"
@@ -147,23 +151,103 @@ def test_cli_writes_outputs(tmp_path, capsys):
 
     out = tmp_path / "run"
     assert main(["ais", "--target", "gmm2", "--dim", "2", "--iterations", "2", "--samples", "200",
-                 "--method", "em2c,amis", "--quiet", "--out", str(out)]) == 0
+                 "--method", "em2c,amis", "--seeds", "0", "--no-control", "--no-split", "--quiet",
+                 "--out", str(out)]) == 0
     # --quiet silences progress, not where the results went
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"wrote {out}/"
     data = json.loads((out / "metrics.json").read_text())
-    assert set(data["final"]) == {"em2c", "amis"}
+    assert set(data["per_seed"]) == {"em2c", "amis"} and data["seeds"] == [0]
     assert len((out / "history.csv").read_text().strip().splitlines()) == 1 + 2 * 2
-    assert (out / "metrics.png").stat().st_size > 0
-    # equal target evaluations by default: EM2C's 2 x 200 + 1 x 200 x (10 + 1) = 2600; AMIS
-    # draws ceil(2600 / 2) = 1300 per iteration, and each method's last history row says so
+    assert (out / "metrics.png").stat().st_size > 0 and (out / "results.md").exists()
+    # equal target evaluations by default. EM2C: I N fresh draws + (I - 1) adaptations x N x mcmc_steps
+    # MH proposals (the start points' log pi come from the iteration's draws, not evaluated again);
+    # AMIS draws ceil(total / I) per iteration, and each method's last history row says so
+    n, iters, steps = 200, 2, 10
+    em2c = iters * n + (iters - 1) * n * steps
+    amis_n = -(-em2c // iters)
     assert data["budget"] == "equal-evaluations"
-    assert data["samples_per_iteration"] == {"em2c": 200, "amis": 1300}
-    assert data["target_evals"] == {"em2c": 2600, "amis": 2600}
-    assert {m: data["final"][m]["n_target_evals"] for m in ("em2c", "amis")} == {"em2c": 2600, "amis": 2600}
+    assert data["samples_per_iteration"] == {"em2c": n, "amis": amis_n}
+    assert data["target_evals"] == {"em2c": em2c, "amis": iters * amis_n}
+    assert {m: data["per_seed"][m]["0"]["n_target_evals"] for m in ("em2c", "amis")} == data["target_evals"]
     h = data["headline"]
-    assert (h["method"], h["value"], h["baselines"]) == ("em2c", data["final"]["em2c"]["kl"],
-                                                         {"amis": data["final"]["amis"]["kl"]})
+    assert (h["method"], h["value"], h["baselines"]) == ("em2c", data["per_seed"]["em2c"]["0"]["kl"],
+                                                         {"amis": data["per_seed"]["amis"]["0"]["kl"]})
     assert h["direction"] == "lower" and h["budget"]["target_evaluations"] == data["target_evals"]
+    assert "paired" not in h and "positive_control" not in data and "split" not in data  # one seed, both off
+
+
+def test_em2c_evaluates_the_target_only_for_fresh_draws_and_mh_proposals():
+    # count every row passed to log_prob: the fresh draws, the MH proposals and the KL estimate's exact
+    # draws; the MH start points (resampled from the fresh draws) must not be evaluated again
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.rows = inner, 0
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def log_prob(self, x):
+            self.rows += len(x)
+            return self.inner.log_prob(x)
+
+    target = Counting(make_target("gmm2", 2))
+    cfg = SamplerConfig(n_samples=50, iterations=4, mcmc_steps=3, n_target_draws=20)
+    hist, _ = run_sampler(target, "em2c", cfg, seed=0)
+    assert cfg.target_evals("em2c") == 4 * 50 + 3 * 50 * 3 == hist[-1].n_target_evals
+    assert target.rows == cfg.target_evals("em2c") + cfg.iterations * cfg.n_target_draws
+
+
+def test_split_arms_spend_the_same_evaluations_and_configs_are_checked():
+    from onchip.methods.ais.experiment import AisConfig, split_samples
+
+    c = AisConfig(iterations=30, samples=1000, mcmc_steps=10)
+    total = 30 * 1000 + 29 * 1000 * 10
+    assert c.em2c_evals() == total
+    for steps in (0, 1, 2, 5, 10):
+        method, sc = c.split_config(steps)
+        per_draw = 30 + 29 * steps
+        assert sc.n_samples == split_samples(total, 30, steps) == -(-total // per_draw)
+        assert method == ("em2c-nomove" if steps == 0 else "em2c")
+        assert 0 <= sc.target_evals(method) - total < per_draw
+    assert c.split_config(10)[1] == c.sampler_config("em2c")  # the default arm is the main EM2C run
+    assert c.split_config(0)[1].n_samples == c.sampler_config("pmc").n_samples  # and 0 steps the ablation's
+    assert AisConfig(budget="equal-iterations").split == ()
+    with pytest.raises(ValueError, match="^split: "):
+        AisConfig(budget="equal-iterations", split=(0, 2))
+    with pytest.raises(ValueError, match="^seeds: .*positive control"):
+        AisConfig(seeds=(0,))
+    with pytest.raises(ValueError, match="^steps: "):
+        split_samples(100, 3, -1)
+
+
+def test_quick_run_headline_is_paired_with_a_positive_control(tmp_path):
+    import json
+
+    from onchip.methods._report import HEADLINE_KEYS, HEADLINE_PAIRED
+
+    out = tmp_path / "quick"
+    assert main(["ais", "--quick", "--quiet", "--out", str(out)]) == 0
+    data = json.loads((out / "metrics.json").read_text())
+    h = data["headline"]
+    assert tuple(h) == (*HEADLINE_KEYS, HEADLINE_PAIRED) and h["seeds"] == [0, 1]
+    assert set(h["paired"]) == set(h["baselines"]) == {"em2c-nomove", "pmc", "amis"}
+    for name, p in h["paired"].items():
+        assert len(p["ci95"]) == 2 and p["n"] == 2 and len(p["per_seed"]) == 2
+        want = [data["per_seed"]["em2c"][str(s)]["kl"] - data["per_seed"][name][str(s)]["kl"] for s in (0, 1)]
+        assert p["per_seed"] == pytest.approx(want)
+    # every arm spends EM2C's target evaluations, up to the rounding of ceil(total / iterations)
+    evals, iters = data["target_evals"], data["config"]["iterations"]
+    assert all(0 <= e - evals["em2c"] < iters for e in evals.values())
+    pc = data["positive_control"]
+    assert (pc["method"], pc["ablation"], pc["seeds"]) == ("em2c", "em2c-nomove", [0, 1])
+    assert len(pc["paired"]["ci95"]) == 2 and isinstance(pc["sensitive"], bool)
+    assert len(pc["method_values"]) == len(pc["ablation_values"]) == 2
+    split = data["split"]
+    assert [a["mcmc_steps"] for a in split["arms"]] == [0, 2, 5, 10]
+    for a in split["arms"]:
+        assert 0 <= a["target_evals"] - split["total_evaluations"] < iters + (iters - 1) * a["mcmc_steps"]
+        assert len(a["kl"]) == 2
+    assert {"results.md", "split.png", "per_seed.csv"} <= {p.name for p in out.iterdir()}
 
 
 def test_progress_bar_reaches_the_last_iteration(capsys):

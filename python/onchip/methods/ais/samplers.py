@@ -98,10 +98,11 @@ class SamplerConfig:
 
     def target_evals(self, method: str) -> int:
         """Target evaluations ``method`` spends in a run: N per iteration, plus, for em2c,
-        N (mcmc_steps + 1) per adaptation (the start points and every MH proposal)."""
+        N mcmc_steps per adaptation (every MH proposal; the start points' log pi are the
+        iteration's own, already evaluated)."""
         evals = self.iterations * self.n_samples
         if method == "em2c":
-            evals += (self.iterations - 1) * self.n_samples * (self.mcmc_steps + 1)
+            evals += (self.iterations - 1) * self.n_samples * self.mcmc_steps
         return evals
 
     def as_dict(self) -> dict:
@@ -209,10 +210,11 @@ def _run(target, method, config, seed, progress):
         if it == config.iterations:  # no adaptation after the last iteration (the bar still ends at N/N)
             continue
         if method == "em2c":
-            start = x[systematic_resample(eps * log_w, n, rng)]
-            moved, log_pi_moved, rate = independence_mh(start, target.log_prob(start), q, target,
+            picked = systematic_resample(eps * log_w, n, rng)
+            # the start points' log pi are known from this iteration's draws: not evaluated again
+            moved, log_pi_moved, rate = independence_mh(x[picked], log_pi[picked], q, target,
                                                         config.mcmc_steps, rng)
-            evals += n * (config.mcmc_steps + 1)
+            evals += n * config.mcmc_steps
             acceptance.append(rate)
             delayed = eps * (log_pi_moved - q.log_prob(moved))  # weight computed after the move
             fit_x = np.concatenate([x, moved])[systematic_resample(np.concatenate([eps * log_w, delayed]), n, rng)]
