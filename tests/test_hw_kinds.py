@@ -136,3 +136,40 @@ def test_rtl_backend_mixed_kinds(spec):
 def test_mixed_kinds_at_fast_timing(spec):
     """The kind travels with its sample through the extra register stages of ``timing = "fast"``."""
     run_mixed(spec, 10000, 4, **STALLS)
+
+
+@pytest.mark.parametrize("n_out", [2, 3, 4])
+def test_parallel_argmax_decision_equals_the_running_maximum_on_every_input(n_out):
+    """timing = "fast" compares every pair of outputs at once; on every input of 3-bit signed
+    predictions (ties included) it gives the running maximum's index: the lowest on a tie."""
+    import itertools
+    from types import SimpleNamespace
+
+    from amaranth.hdl import Module, Signal, signed
+    from amaranth.sim import Simulator
+
+    from onchip.hw.interface import LearnerPorts, decision_width
+
+    m = Module()
+    preds = [Signal(signed(3), name=f"p{j}") for j in range(n_out)]
+    outs = {}
+    for parallel in (False, True):
+        ports = SimpleNamespace(m=SimpleNamespace(payload=SimpleNamespace(
+            decision=Signal(decision_width(n_out), name=f"dec_{parallel}"))))
+        LearnerPorts.decision(ports, m, preds, parallel=parallel)
+        outs[parallel] = ports.m.payload.decision
+    seen = []
+
+    async def bench(ctx):
+        for values in itertools.product(range(-4, 4), repeat=n_out):
+            for p, v in zip(preds, values):
+                ctx.set(p, v)
+            chain, par = ctx.get(outs[False]), ctx.get(outs[True])
+            seen.append((values, chain, par))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(seen) == 8 ** n_out
+    for values, chain, par in seen:
+        assert chain == par == values.index(max(values)), values

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -242,13 +242,29 @@ class LearnerPorts(wiring.Component):
             out.append(e)
         return out
 
-    def decision(self, m: Module, preds) -> None:
+    def decision(self, m: Module, preds, *, parallel: bool = False) -> None:
         """Drive ``m.payload.decision`` from the prediction values ``preds`` (combinational):
         the index of the largest, the lowest on a tie (a later output wins only when strictly
-        greater); one output: 1 when it is >= 0."""
+        greater); one output: 1 when it is >= 0.
+
+        Args:
+            parallel: compare every pair at once (n (n-1) / 2 comparators, one comparator deep)
+                instead of a running maximum (n - 1 comparators, n - 1 deep); the same index.
+                ``timing = "fast"`` uses it: the chain was the prediction port's path.
+        """
         dec = self.m.payload.decision
         if len(preds) == 1:
             m.d.comb += dec.eq(preds[0] >= 0)
+            return
+        if parallel:
+            # output j wins when it is greater than every earlier output and not less than every
+            # later one: exactly one wins, the lowest index of the maximum
+            wins = [Cat(*[(p > q) if i < j else (p >= q) for i, q in enumerate(preds) if i != j]).all()
+                    for j, p in enumerate(preds)]
+            idx = Const(0, len(dec))
+            for j, w in enumerate(wins[1:], start=1):
+                idx = idx | Mux(w, j, 0)
+            m.d.comb += dec.eq(idx)
             return
         best, idx = preds[0], Const(0, len(dec))
         for j, p in enumerate(preds[1:], start=1):

@@ -162,7 +162,7 @@ class OnchipLearner(LearnerPorts):
         p = acts[0].stage
         assert p == self.stages["prediction"]
         m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
-        self.decision(m, [a.value for a in acts])
+        self.decision(m, [a.value for a in acts], parallel=spec.timing == "fast")
 
         # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot)
         e_out = self.output_error(m, [a.value for a in acts], [pipe.at(y, p) for y in ys], pipe.at(kind, p))
