@@ -77,12 +77,30 @@ def apply(objects: dict, schema: list[str]) -> dict:
     return out
 
 
-def random_transition(objects: dict, rng: np.random.Generator) -> list[str]:
-    """A valid random transition of ``objects`` as four schema tokens (events drawn with
-    :data:`EVENT_P`, re-drawn when impossible)."""
+def event_probabilities(wind_p: float) -> tuple[float, ...]:
+    """:data:`EVENT_P` with the rare ``wind`` at probability ``wind_p`` and the common events scaled
+    to fill the rest (``wind_p = 0.05`` gives :data:`EVENT_P`).
+
+    Raises:
+        ValueError: ``wind_p`` outside [0, 1).
+    """
+    if not 0 <= wind_p < 1:
+        raise ValueError(f"wind_p: must be in [0, 1), got {wind_p!r}")
+    common = np.asarray(EVENT_P[:-1]) / sum(EVENT_P[:-1]) * (1 - wind_p)
+    return (*(float(p) for p in common), float(wind_p))
+
+
+def moved(before: dict, after: dict) -> int:
+    """How many objects of ``before`` sit at another cell in ``after`` (0 for one that left)."""
+    return sum(1 for k, rc in before.items() if k in after and after[k] != rc)
+
+
+def random_transition(objects: dict, rng: np.random.Generator, event_p: tuple[float, ...] = EVENT_P) -> list[str]:
+    """A valid random transition of ``objects`` as four schema tokens (events drawn with ``event_p``,
+    one probability per :data:`EVENTS` entry, re-drawn when impossible)."""
     occupied = set(objects.values())
     while True:
-        event = EVENTS[int(rng.choice(len(EVENTS), p=EVENT_P))]
+        event = EVENTS[int(rng.choice(len(EVENTS), p=event_p))]
         kinds = sorted(objects)
         actor = kinds[int(rng.integers(len(kinds)))]
         if event == "move":
@@ -107,11 +125,35 @@ def random_transition(objects: dict, rng: np.random.Generator) -> list[str]:
             return ["E:wind", "A:all", "T:position", "C:right"]
 
 
-def episode(rng: np.random.Generator, steps: int) -> tuple[list[dict], list[list[str]]]:
-    """An interleaved sequence ``S0 T1 S1 ... T_steps S_steps``: (states, transitions)."""
+def episode(rng: np.random.Generator, steps: int, event_p: tuple[float, ...] = EVENT_P
+            ) -> tuple[list[dict], list[list[str]]]:
+    """An interleaved sequence ``S0 T1 S1 ... T_steps S_steps``: (states, transitions); events drawn
+    with ``event_p`` (:func:`event_probabilities`)."""
     states, trans = [random_state(rng)], []
     for _ in range(steps):
-        t = random_transition(states[-1], rng)
+        t = random_transition(states[-1], rng, event_p)
         trans.append(t)
         states.append(apply(states[-1], t))
     return states, trans
+
+
+WIND = ["E:wind", "A:all", "T:position", "C:right"]
+
+
+def wind_transitions(rng: np.random.Generator, n: int) -> list[tuple[dict, dict]]:
+    """``n`` *identifiable* ``wind`` transitions (before, after): random states in which wind moves at
+    least two objects. A wind that moves one object looks exactly like that object's ``move right``
+    (the more probable reading), so only these are a fair test of predicting the rare event.
+
+    Raises:
+        ValueError: ``n`` < 1.
+    """
+    if n < 1:
+        raise ValueError(f"n: must be >= 1, got {n!r}")
+    out = []
+    while len(out) < n:
+        s = random_state(rng)
+        after = apply(s, WIND)
+        if moved(s, after) >= 2:
+            out.append((s, after))
+    return out
