@@ -1,5 +1,5 @@
-"""``onchip dynaview``: a schema-guided mixture-of-experts world model in the spirit of DynaVieW (paper
-details not public) against a dense model, no selective attention, no schema re-weighting and separate
+"""``onchip dynaview``: a schema-guided mixture-of-experts world model in the spirit of DynaVieW (built
+from the abstract; two mechanisms differ from the public code, see seeds/dynaview.md) against a dense model, no selective attention, no schema re-weighting and separate
 single-task models.
 
 Parses the flags into a :class:`~onchip.methods.dynaview.experiment.DynaviewConfig` and runs
@@ -36,8 +36,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--episodes", type=_args.positive_int, default=600, help="training episodes (default 600)")
     p.add_argument("--steps", type=_args.int_range(1, 8), default=3,
                    help="transitions per episode = rollout length, 1-8 (default 3)")
-    p.add_argument("--train-steps", type=_args.int_range(2), default=3000,
-                   help="optimiser steps per variant (separate: half per task model; default 3000)")
+    p.add_argument("--train-steps", type=_args.int_range(2), default=5000,
+                   help="optimiser steps per variant (separate: half per task model; default 5000)")
     p.add_argument("--batch", type=_args.positive_int, default=32, help="sequences per optimiser step (default 32)")
     p.add_argument("--lr", type=_args.float_range(0, 1, lo_open=True, hi_open=True), default=0.01,
                    help="peak AdamW learning rate (default 0.01)")

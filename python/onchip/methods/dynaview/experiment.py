@@ -62,7 +62,7 @@ class DynaviewConfig:
     variants: tuple[str, ...] = VARIANTS
     episodes: int = 600
     steps: int = 3
-    train_steps: int = 3000
+    train_steps: int = 5000
     eval_items: int = 200
     rare_items: int = 100
     wind_p: float = 0.05
@@ -144,7 +144,12 @@ def positions(task: str) -> list[int]:
 
 def schema_weights(v, transitions) -> np.ndarray:
     """Per-token loss weight (``len(vocab)``): schema tokens ``count^-1/2`` normalised to mean 1 over
-    the schema targets of ``transitions``; every other token 1."""
+    the schema targets of ``transitions``; every other token 1.
+
+    A guess from the abstract's "schema token re-weighted loss". The public code (``schema2weight`` in
+    its ``modeling/data/data_utils.py``) does something else: the JSON skeleton tokens of a transition
+    weigh 0.1 and its content tokens 1. Here a schema token fuses key and value, so that loss would be
+    uniform (the ``no-reweight`` arm)."""
     counts = Counter(tok for t in transitions for tok in t)
     w = np.ones(len(v), np.float32)
     raw = {tok: c ** -0.5 for tok, c in counts.items()}
