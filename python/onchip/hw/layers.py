@@ -19,7 +19,7 @@ After :meth:`forward` and :meth:`backward` a layer knows
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
 
 from ..model.golden import layout
 from ..spec import LearnerSpec
@@ -420,8 +420,11 @@ class KanLayer(_Layer):
                                          ["edge", "local", *cmd])
             q, edge, *carried = step(3, [(local - edge * nc)[: max(1, (nc - 1).bit_length())], edge, *carried],
                                      ["q", "edge", *cmd])
-            baddr = div_const(q, k1, nc - 1)
-            baddr, bank, edge, *carried = step(4, [baddr, q - baddr * k1, edge, *carried],
+            # q < G + k: the bank/word split is read from two small constant tables (one LUT
+            # level) rather than a constant multiply and a subtract in one cycle
+            baddr = Array([Const(w // k1, range(max(2, -(-nc // k1)))) for w in range(nc)])[q]
+            bank = Array([Const(w % k1, range(max(2, k1))) for w in range(nc)])[q]
+            baddr, bank, edge, *carried = step(4, [baddr, bank, edge, *carried],
                                                ["baddr", "bank", "edge", *cmd])
             m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(bank)]
             m.d.comb += [r.eq(v) for r, v in zip([self.ram_wr, self.ram_rd, self.ram_data], carried)]
