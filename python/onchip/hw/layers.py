@@ -420,10 +420,14 @@ class KanLayer(_Layer):
                                          ["edge", "local", *cmd])
             q, edge, *carried = step(3, [(local - edge * nc)[: max(1, (nc - 1).bit_length())], edge, *carried],
                                      ["q", "edge", *cmd])
-            # q < G + k: the bank/word split is read from two small constant tables (one LUT
-            # level) rather than a constant multiply and a subtract in one cycle
-            baddr = Array([Const(w // k1, range(max(2, -(-nc // k1)))) for w in range(nc)])[q]
-            bank = Array([Const(w % k1, range(max(2, k1))) for w in range(nc)])[q]
+            if k1 & (k1 - 1):
+                # q < G + k: for k + 1 not a power of two the bank/word split is read from two small
+                # constant tables (one LUT level), not a constant multiply and a subtract in one cycle
+                baddr = Array([Const(w // k1, range(max(2, -(-nc // k1)))) for w in range(nc)])[q]
+                bank = Array([Const(w % k1, range(max(2, k1))) for w in range(nc)])[q]
+            else:  # a shift and a mask
+                baddr = div_const(q, k1, nc - 1)
+                bank = q - baddr * k1
             baddr, bank, edge, *carried = step(4, [baddr, bank, edge, *carried],
                                                ["baddr", "bank", "edge", *cmd])
             m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(bank)]
