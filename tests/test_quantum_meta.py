@@ -1,5 +1,8 @@
 """Tests of the meta-learned gate calibration baseline (arXiv 2601.18973)."""
 
+import json
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -139,6 +142,18 @@ def test_device_sampling_shift_and_bad_arguments():
         device_family("swap")
 
 
+def test_coherent_offset_shifts_the_mean_miscalibration_and_scales_with_the_shift():
+    fam = replace(device_family("x"), coherent_offset=0.3)
+    dev = sample_devices(fam, 3, 0.0, np.random.default_rng(0))
+    np.testing.assert_allclose(dev.coherent, np.tile([0.3 * np.pi, 0.3], (3, 1)))
+    far = sample_devices(fam, 3, 0.0, np.random.default_rng(0), shift=2.0)
+    np.testing.assert_allclose(far.coherent, 2 * dev.coherent)
+    # the spread still draws around the offset: zero offset gives the default family's devices
+    a = sample_devices(device_family("cz"), 5, 0.1, np.random.default_rng(3))
+    b = sample_devices(replace(device_family("cz"), coherent_offset=0.5), 5, 0.1, np.random.default_rng(3))
+    np.testing.assert_allclose(b.coherent - a.coherent, 0.5 * np.asarray(device_family("cz").coherent_scales)[None].repeat(5, 0))
+
+
 def test_adaptation_is_per_device_and_starts_at_the_analytic_pulse():
     p = x_gate_problem(6)
     fam = device_family("x")
@@ -260,9 +275,69 @@ def test_lq_gain_scales_with_variance_and_saturates():
     (["--gate", "x", "--n-test", "1"], "--n-test"),
     (["--gate", "cz", "--ood-shift", "0.5"], "--ood-shift"),
     (["--gate", "x", "--seed", "-1"], "--seed"),
+    (["--gate", "x", "--seed", "3"], "--seed"),  # one seed: no paired comparison
+    (["--gate", "x", "--seed", "2", "2"], "--seed"),
 ])
 def test_cli_refuses_bad_arguments_before_writing(tmp_path, capsys, bad, field):
     out = tmp_path / "res"
     assert main(["quantum-meta", *bad, "--out", str(out)]) == 2
     assert field in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_quick_run_reports_paired_headline_positive_control_and_mean_and_median(tmp_path):
+    from onchip.methods import _report
+
+    out = tmp_path / "x"
+    assert main(["quantum-meta", "--gate", "x", "--quick", "--quiet", "--out", str(out)]) == 0
+    for name in ("metrics.json", "results.md", "law.json", "gain_vs_K.png", "gain_vs_variance.png", "per_seed.png"):
+        assert (out / name).is_file(), name
+    m = json.loads((out / "metrics.json").read_text())
+    seeds, ps = m["seeds"], m["per_seed"]
+    assert seeds == [0, 1] and sorted(ps) == ["0", "1"] and sorted(m["runs"]) == ["0", "1"]
+    h = m["headline"]
+    assert tuple(h) == (*_report.HEADLINE_KEYS, _report.HEADLINE_PAIRED)
+    kr = m["runs"]["0"]["settings"]["k_report"]
+    method = f"maml_K{kr}"
+    assert h["method"] == method and h["seeds"] == seeds and h["direction"] == "lower"
+    assert set(h["paired"]) == set(h["baselines"]) >= {f"analytic_start_K{kr}", f"grape_K{kr}", "analytic_pulse",
+                                                         "maml_K0"}
+    # every K-step arm gets the method's budget of online steps per device
+    steps = h["budget"]["online_gradient_steps_per_device"]
+    assert steps[method] == steps[f"analytic_start_K{kr}"] == steps[f"grape_K{kr}"] == kr
+    assert h["value"] == pytest.approx(np.mean([ps[s][f"in.{method}"] for s in map(str, seeds)]))
+    for arm, pair in h["paired"].items():
+        lo, hi = pair["ci95"]
+        d = [ps[str(s)][f"in.{method}"] - ps[str(s)][f"in.{arm}"] for s in seeds]
+        assert pair["n"] == 2 and pair["per_seed"] == pytest.approx(d)
+        assert lo <= pair["difference"] <= hi and pair["difference"] == pytest.approx(np.mean(d))
+        assert h["baselines"][arm] == pytest.approx(np.mean([ps[str(s)][f"in.{arm}"] for s in seeds]))
+    # the gain is reported from the MAML start and from the analytic pulse, and they are what they say
+    for s in map(str, seeds):
+        row = ps[s]
+        assert row["in.gain_vs_analytic"] == pytest.approx(row["in.analytic_pulse"] - row[f"in.{method}"])
+        assert row["ood.gain_vs_maml_K0"] == pytest.approx(row["ood.maml_K0"] - row[f"ood.{method}"])
+    # mean and median, per seed over devices (protocol) and over seeds (summary)
+    for tag in ("in", "ood"):
+        for n in m["runs"]["0"]["settings"]["probe_steps"]:
+            for q in ("g_sat", "k_star"):
+                for stat in ("mean", "median"):
+                    key = f"{tag}.protocol_N{n}.{q}_err_{stat}"
+                    v = [ps[str(s)][key] for s in seeds]
+                    assert np.all(np.isfinite(v)) and min(v) >= 0, key
+                    assert m["summary"][key]["median"] == pytest.approx(np.median(v))
+                    assert m["summary"][key]["mean"] == pytest.approx(np.mean(v))
+                ev = m["runs"]["0"]["sets"][f"{tag}_distribution" if tag == "in" else "out_of_distribution"][
+                    "protocol"][f"N{n}"]
+                rel = np.abs(np.array(ev["g_sat_pred"]) - ev["g_sat_meas"]) / np.abs(ev["g_sat_meas"])
+                assert ps["0"][f"{tag}.protocol_N{n}.g_sat_err_mean"] == pytest.approx(np.nanmean(rel))
+                assert ps["0"][f"{tag}.protocol_N{n}.g_sat_err_median"] == pytest.approx(np.nanmedian(rel))
+    pc = m["positive_control"]
+    assert pc["method"] == method and pc["seeds"] == seeds and isinstance(pc["sensitive"], bool)
+    assert pc["method_values"] == pytest.approx([ps[str(s)][f"control.{method}"] for s in seeds])
+    assert pc["ablation_values"] == pytest.approx([ps[str(s)][f"control.analytic_start_K{kr}"] for s in seeds])
+    lo, hi = pc["paired"]["ci95"]
+    assert lo <= pc["paired"]["difference"] <= hi and pc["sensitive"] == (lo > 0 or hi < 0)
+    text = (out / "results.md").read_text()
+    assert "Positive control" in text and "| median |" in text and "ci95" in text
+    assert set(m["paired_out_of_distribution"]) == set(h["baselines"])

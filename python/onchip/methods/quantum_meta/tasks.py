@@ -43,6 +43,10 @@ class DeviceFamily:
         gamma_phi: nominal pure-dephasing rate per qubit, in 1/T.
         coherent_scales: std of each coherent parameter per unit sigma.
         coherent_names: labels of the coherent parameters.
+        coherent_offset: systematic (mean) coherent miscalibration of every device, in units of
+            ``coherent_scales`` (0 = the default zero-mean family). A non-zero offset breaks the analytic
+            pulse's assumption of a calibrated device (used for the positive control of
+            :mod:`onchip.methods.quantum_meta.experiment`); it is scaled by the shift like the spread.
     """
 
     gate: str
@@ -50,6 +54,7 @@ class DeviceFamily:
     gamma_phi: float
     coherent_scales: tuple[float, ...]
     coherent_names: tuple[str, ...]
+    coherent_offset: float = 0.0
 
     @property
     def n_qubits(self) -> int:
@@ -181,7 +186,7 @@ def sample_devices(family: DeviceFamily, n: int, sigma: float, rng: np.random.Ge
     g1 = shift * family.gamma1 * np.exp(sigma * xi_rates[:, :q])
     gp = shift * family.gamma_phi * np.exp(sigma * xi_rates[:, q:])
     scales = np.asarray(family.coherent_scales)
-    coherent = shift * sigma * scales * rng.standard_normal((n, scales.size))
+    coherent = shift * scales * (family.coherent_offset + sigma * rng.standard_normal((n, scales.size)))
     with np.errstate(divide="ignore"):
         feats = np.concatenate([
             np.log(g1 / family.gamma1) if family.gamma1 > 0 else np.zeros_like(g1),
