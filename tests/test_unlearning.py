@@ -308,3 +308,41 @@ def test_cli_writes_consistent_tables(tmp_path):
                 acc = np.maximum(acc, 0)
             h = np.clip(np.round(acc * 2.0 ** (layer["acc_exp"] - act["scale_exp"])), act["min"], act["max"]).astype(np.int64)
         np.testing.assert_array_equal(h.argmax(axis=1), exported["sets"][name]["pred"])
+
+
+def test_cli_quick_headline_is_paired_with_a_positive_control(tmp_path):
+    """--quick (seeds 0, 1, 2): every baseline has a paired OEU - baseline difference with ci95 built
+    from the per-seed gaps; every arm of a seed starts from that seed's one original model (and the
+    seeds' originals differ); every unlearning arm spends the same gradient budget; the positive
+    control compares OEU with OEU-noproj from the same original on the same seeds."""
+    out = tmp_path / "quick"
+    assert main(["unlearn", "--quick", "--bits", "4", "--no-progress", "--out", str(out)]) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    runs, h = result["runs"], result["headline"]
+    seeds = ["0", "1", "2"]
+    assert list(runs) == seeds and h["seeds"] == [0, 1, 2]
+    assert set(h["paired"]) == set(h["baselines"]) == {"original", "oeu-noproj", "finetune", "gradascent", "relabel"}
+    for name, pair in h["paired"].items():
+        diffs = [runs[s]["oeu"]["avg_gap"] - runs[s][name]["avg_gap"] for s in seeds]
+        assert pair["per_seed"] == pytest.approx(diffs) and pair["n"] == 3
+        lo, hi = pair["ci95"]
+        assert lo <= pair["difference"] <= hi and pair["difference"] == pytest.approx(np.mean(diffs))
+    originals = [runs[s]["original"]["model"] for s in seeds]
+    assert len(set(originals)) == 3
+    for s, sha in zip(seeds, originals):
+        arms = [n for n in runs[s] if n not in ("original", "retrain")]
+        assert {runs[s][n]["from_original"] for n in arms} == {sha}
+        assert len({runs[s][n]["grad_evals"] for n in arms}) == 1 and runs[s]["oeu"]["grad_evals"] > 0
+        assert runs[s]["finetune"]["steps"] == 2 * runs[s]["oeu"]["steps"]
+    assert h["budget"]["gradient_evaluations_per_arm"] == runs["0"]["oeu"]["grad_evals"]
+    pc = result["positive_control"]
+    assert (pc["method"], pc["ablation"], pc["seeds"]) == ("oeu", "oeu-noproj", [0, 1, 2])
+    assert len(pc["paired"]["ci95"]) == 2 and isinstance(pc["sensitive"], bool)
+    assert pc["config"]["retain_weight"] == 0.0
+    for s, a, b in zip(seeds, pc["method_values"], pc["ablation_values"]):
+        rows = pc["runs"][s]
+        assert rows["oeu"]["from_original"] == rows["oeu-noproj"]["from_original"] == runs[s]["original"]["model"]
+        assert (a, b) == pytest.approx((100 * rows["oeu"]["retain_acc"], 100 * rows["oeu-noproj"]["retain_acc"]))
+    text = (out / "results.md").read_text()
+    assert "Positive control" in text and "oeu-noproj: " in text and "seed 2" in text
+    assert (out / "per_seed.png").stat().st_size > 1000

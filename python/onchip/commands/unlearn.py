@@ -52,6 +52,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--hardware-backends", default="golden,hls,rtl",
                    help="backends of --hardware, comma separated from golden, hls, rtl (default all three; "
                         "rtl compiles one Verilator model per network: minutes each)")
+    g = p.add_argument_group("positive control (needs two or more seeds)")
+    g.add_argument("--control", default="random:0.5",
+                   help="forget request of the positive control: OEU against OEU-noproj with no retain term "
+                        "(lambda 0), where only the projection keeps the retain set; none: no control "
+                        "(default random:0.5)")
+    g.add_argument("--control-lr", type=_args.positive_float, default=None,
+                   help="the control's SGD learning rate (default: --lr)")
+    g.add_argument("--control-epochs", type=_args.positive_int, default=None,
+                   help="the control's passes over its forget set (default: --epochs)")
+    g.add_argument("--control-bits", type=int, default=None,
+                   help="the control's bit width (default: --bits, from the run's original model; otherwise "
+                        "one more original per seed at these bits)")
     g = p.add_argument_group("model")
     g.add_argument("--hidden", type=_args.int_list(1), default="64,32",
                    help="hidden widths, comma separated (default 64,32)")
@@ -63,6 +75,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="QAT epochs of original and retrained model (default 40)")
     g.add_argument("--threads", type=_args.positive_int, default=1, help="torch CPU threads (default 1)")
     _args.add_quiet(g, "--no-progress")
+    _args.add_quick(p, {"seed": [0, 1, 2], "train_epochs": 3, "epochs": 2, "hidden": [16]})
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
     return p
 
@@ -75,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from onchip.methods.unlearning.experiment import UnlearningExperiment, run as run_experiment
     from onchip.methods.unlearning.methods import UnlearnConfig
 
+    _args.apply_quick(args)
     config = _args.build_config(
         UnlearningExperiment, flags={"seeds": "--seed"},
         dataset=args.dataset, bits=args.bits, forget=args.forget, method=args.method, seeds=args.seed,
@@ -83,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
                                    projection=args.projection, project_when=args.project_when,
                                    train_epochs=args.train_epochs),
         ablation=args.ablation, export=args.export, hardware=args.hardware,
-        hardware_backends=[b for b in args.hardware_backends.split(",") if b], out=args.out,
+        hardware_backends=[b for b in args.hardware_backends.split(",") if b], control=args.control,
+        control_lr=args.control_lr, control_epochs=args.control_epochs, control_bits=args.control_bits, out=args.out,
         progress=not args.quiet, command=args.command_line)
     result = run_experiment(config)
     if "hardware" in result and not all(row["all_equal"] for row in result["hardware"]["summary"].values()):

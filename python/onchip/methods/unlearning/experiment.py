@@ -47,6 +47,12 @@ class UnlearningExperiment:
         export: also write ``export/<method>-seed<S>.json`` (integer network and sets).
         hardware: also run each unlearned model on ``hardware_backends`` (needs ``act="fixed"``).
         hardware_backends: from :data:`.hardware.BACKENDS`.
+        control: forget request of the positive control (``"none"``: no control; needs >= 2
+            seeds): OEU against OEU-noproj with no retain term (lambda = 0), so only the
+            projection keeps the retain set, from the same original model of each seed.
+        control_lr, control_epochs: the control's SGD rate and passes (None: those of ``unlearn``).
+        control_bits: the control's bit width (None: ``bits``, and the run's original model; else one
+            more original per seed, QAT at these bits, that both control arms start from).
         out: output folder (replaced whole on success).
         progress: progress bars.
         command: the command line recorded in metrics.json and the tables (None: not recorded).
@@ -68,6 +74,10 @@ class UnlearningExperiment:
     export: bool = False
     hardware: bool = False
     hardware_backends: tuple[str, ...] = ("golden", "hls", "rtl")
+    control: str = "random:0.5"
+    control_lr: float | None = None
+    control_epochs: int | None = None
+    control_bits: int | None = None
     out: str = "out/unlearn"
     progress: bool = field(default=True, compare=False)
     command: str | None = field(default=None, compare=False)
@@ -95,6 +105,18 @@ class UnlearningExperiment:
         need(bool(self.seeds) and min(self.seeds) >= 0 and len(set(self.seeds)) == len(self.seeds), "seeds",
              list(self.seeds), "need one or more distinct seeds >= 0")
         need(bool(self.hidden) and min(self.hidden) >= 1, "hidden", list(self.hidden), "every width must be >= 1")
+        if self.control != "none":
+            from .data import load_dataset, parse_forget
+
+            try:
+                parse_forget(self.control, int(load_dataset(self.dataset)[1].max()) + 1)
+            except ValueError as err:
+                raise ValueError(str(err).replace("--forget:", "control:", 1)) from None
+        if self.control_bits is not None:
+            check_bits(self.control_bits)
+        need(self.control_lr is None or self.control_lr > 0, "control_lr", self.control_lr, "must be > 0")
+        need(self.control_epochs is None or self.control_epochs >= 1, "control_epochs", self.control_epochs,
+             "must be >= 1")
 
 
 def _default_unlearn():
@@ -134,36 +156,62 @@ def run(config: UnlearningExperiment) -> dict:
 
     from onchip.io import atomic_output_dir
 
-    from .methods import train_original, unlearn
+    from dataclasses import replace
+
+    import numpy as np
+
+    from .methods import model_fingerprint, train_original, unlearn
     from .metrics import average_gap, evaluate
 
     torch.set_num_threads(c.threads)
     variants = _ablation_variants(ucfg) if c.ablation else []
-    runs, ablation_runs, models_out = {}, {}, {}
-    total = len(splits) * (2 + len(methods) + len(variants))
+    runs, ablation_runs, control_runs, models_out = {}, {}, {}, {}
+    control = c.control != "none" and len(c.seeds) >= 2
+    ccfg = replace(ucfg, retain_weight=0.0, lr=c.control_lr or ucfg.lr, epochs=c.control_epochs or ucfg.epochs)
+    total = len(splits) * (2 + len(methods) + len(variants) + 2 * control)
     bar = tqdm(total=total, desc="unlearn", disable=not c.progress, file=sys.stderr)
     for seed, split in splits.items():
         bar.set_postfix_str(f"seed {seed}: original")
         original = train_original(split, c.bits, ucfg, c.hidden, seed, act=c.act)
+        sha = model_fingerprint(original)
         bar.update()
+
+        def from_original(method, split_, cfg_):
+            # every arm of a seed starts from this one original model, which it must leave unchanged
+            model_, info_ = unlearn(method, original, split_, cfg_, seed=seed)
+            if model_fingerprint(original) != sha:
+                raise RuntimeError(f"{method} modified the original model of seed {seed}")
+            return model_, {**evaluate(model_, split_, seed), **info_, "from_original": sha}
         bar.set_postfix_str(f"seed {seed}: retrain")
         retrained, info = unlearn("retrain", original, split, ucfg, seed=seed)
         reference = {**evaluate(retrained, split, seed), **info}
         bar.update()
-        rows = {"original": {**evaluate(original, split, seed), "wall_s": None}, "retrain": reference}
+        rows = {"original": {**evaluate(original, split, seed), "wall_s": None, "model": sha}, "retrain": reference}
         models_out[("original", seed)], models_out[("retrain", seed)] = original, retrained
         for method in methods:
             bar.set_postfix_str(f"seed {seed}: {method}")
-            model, info = unlearn(method, original, split, ucfg, seed=seed)
-            rows[method] = {**evaluate(model, split, seed), **info}
+            model, rows[method] = from_original(method, split, ucfg)
             models_out[(method, seed)] = model
             bar.update()
         arows = {}
         for name, cfg in variants:
             bar.set_postfix_str(f"seed {seed}: oeu {name}")
-            model, info = unlearn("oeu", original, split, cfg, seed=seed)
-            arows[name] = {**evaluate(model, split, seed), **info}
+            _, arows[name] = from_original("oeu", split, cfg)
             bar.update()
+        if control:
+            csplit = make_split(c.dataset, c.control, seed)
+            if not np.array_equal(csplit.x_train, split.x_train):
+                raise RuntimeError(f"control split of seed {seed} has other training samples than the run's")
+            crows = {}
+            if c.control_bits is not None and c.control_bits != c.bits:
+                bar.set_postfix_str(f"seed {seed}: control original ({c.control_bits} bits)")
+                original = train_original(split, c.control_bits, ucfg, c.hidden, seed, act=c.act)
+                sha = model_fingerprint(original)
+            for arm in ("oeu", "oeu-noproj"):
+                bar.set_postfix_str(f"seed {seed}: control {arm}")
+                _, crows[arm] = from_original(arm, csplit, ccfg)
+                bar.update()
+            control_runs[seed] = crows
         for table in (rows, arows):
             for row in table.values():
                 row["avg_gap"] = average_gap(row, reference)
@@ -187,6 +235,19 @@ def run(config: UnlearningExperiment) -> dict:
     if variants:
         result["ablation_runs"] = {str(s): r for s, r in ablation_runs.items()}
         result["ablation_summary"] = _summarise(ablation_runs)
+    if control:
+        from .._report import positive_control
+
+        cs = [int(s) for s in control_runs]
+        result["positive_control"] = {
+            **positive_control(
+                f"{c.control_bits or c.bits}-bit model, forget {c.control} (in-distribution samples, so the forget gradient opposes the retain "
+                f"gradient) with no retain term (lambda = 0): only the projection keeps the retain set; "
+                f"SGD lr {ccfg.lr:g}, {ccfg.epochs} epochs, projection {ccfg.projection}/{ccfg.project_when}",
+                "oeu", "oeu-noproj", [100 * control_runs[s]["oeu"]["retain_acc"] for s in cs],
+                [100 * control_runs[s]["oeu-noproj"]["retain_acc"] for s in cs], seeds=cs,
+                metric="retain accuracy % after unlearning (higher: the retain set kept)"),
+            "config": ccfg.as_dict(), "runs": {str(s): r for s, r in control_runs.items()}}
     result = {"headline": headline_of(result), **result}
     hw = None
     with atomic_output_dir(c.out) as stage:
@@ -195,6 +256,8 @@ def run(config: UnlearningExperiment) -> dict:
         write_metrics(stage, result, c.command)
         _write_tables(stage, "comparison", summary, "method", caption)
         _plot(stage, summary, f"{c.dataset} {c.bits}-bit, forget {c.forget}")
+        _write_results(stage, result, c.command or "onchip unlearn")
+        _plot_per_seed(stage, result)
         if c.export:
             _export(stage / "export", models_out, splits)
         if c.hardware:
@@ -202,7 +265,8 @@ def run(config: UnlearningExperiment) -> dict:
         if variants:
             _write_tables(stage, "ablation", result["ablation_summary"], "OEU variant (projection/rule/lambda)",
                           caption.replace("; mean", "; OEU variants; mean"))
-    print(f"wrote {c.out}/metrics.json and comparison.csv/.md/.png" + (", ablation.csv/.md" if variants else ""))
+    print(f"wrote {c.out}/metrics.json, results.md, per_seed.png and comparison.csv/.md/.png"
+          + (", ablation.csv/.md" if variants else ""))
     print((Path(c.out) / "comparison.md").read_text())
     if hw is None:
         return result
@@ -211,11 +275,21 @@ def run(config: UnlearningExperiment) -> dict:
 
 
 def headline_of(result: dict) -> dict:
-    """The headline of a comparison's ``metrics.json`` content (without its headline): the average gap
-    to the retrained model (pp, over forget/retain/test accuracy and MIA) of OEU (or the one method
-    run), mean and sample std over seeds (:func:`~onchip.methods._report.mean_std`; the tables use
-    ddof=0), next to every other row's but the reference (``retrain``, gap 0 by definition)."""
-    from .._report import headline, mean_std
+    """The headline of a comparison's ``metrics.json`` content (without its headline).
+
+    The average gap to the retrained model (pp, mean |difference| over forget, retain, test
+    accuracy and MIA on the forget set; Jia et al. 2023) of OEU (or the one method run), mean and
+    sample std over seeds (:func:`~onchip.methods._report.mean_std`; the tables use ddof=0), next
+    to every other row's but the reference (``retrain``, gap 0 by definition). With two or more
+    seeds, ``paired`` holds OEU - baseline per seed with its bootstrap ci95
+    (:func:`~onchip.methods._report.paired_difference`; negative: OEU closer to retraining). The
+    budget is the gradient evaluations each unlearning arm spent (equal for every arm,
+    :func:`.methods.gradient_budget`).
+
+    Raises:
+        ValueError: arms of one seed that spent different gradient budgets.
+    """
+    from .._report import headline, mean_std, paired_difference
 
     runs = result["runs"]
     names = [n for n in next(iter(runs.values())) if n != "retrain"]
@@ -223,13 +297,87 @@ def headline_of(result: dict) -> dict:
     gaps = {n: mean_std(r[n]["avg_gap"] for r in runs.values()) for n in names}
     others = [n for n in names if n != main]
     cfg = result["config"]
+    spent = sorted({r[n]["grad_evals"] for r in runs.values() for n in names if "grad_evals" in r[n]})
+    for s, r in runs.items():
+        per = {n: r[n]["grad_evals"] for n in names if "grad_evals" in r[n]}
+        if len(set(per.values())) > 1:
+            raise ValueError(f"seed {s}: arms spent different gradient budgets {per}")
+    paired = ({n: paired_difference([r[main]["avg_gap"] for r in runs.values()], [r[n]["avg_gap"] for r in runs.values()])
+               for n in others} if len(runs) >= 2 else None)
     return headline(
         f"average gap to retrain (pp: forget, retain, test accuracy and MIA), {result['dataset']} "
         f"{result['bits']}-bit, forget {result['forget']}", main, gaps[main][0], {n: gaps[n][0] for n in others},
-        budget={"unlearning_epochs": cfg["epochs"], "batch_size": cfg["batch_size"],
+        budget={"gradient_evaluations_per_arm": spent[0] if len(spent) == 1 else spent,
+                "unlearning_epochs": cfg["epochs"], "batch_size": cfg["batch_size"],
+                "retain_batch_size": cfg["retain_batch_size"], "lr": cfg["lr"],
                 "retrain_epochs": cfg["train_epochs"]},
         seeds=[int(s) for s in runs], direction="lower", std=gaps[main][1],
-        baseline_std={n: gaps[n][1] for n in others})
+        baseline_std={n: gaps[n][1] for n in others}, paired=paired)
+
+
+def _write_results(stage, result: dict, command: str) -> None:
+    """results.md: the headline with every paired difference, per-seed gaps, the positive control, the table."""
+    from .._report import excludes_zero, headline_line, markdown_table, paired_line, write_results
+
+    h, runs = result["headline"], result["runs"]
+    seeds = list(runs)
+    parts = [headline_line(h), f"Budget per unlearning arm: {h['budget']}."]
+    if h.get("paired"):
+        parts.append("Paired differences, OEU - baseline, average gap (pp; negative: OEU closer to retraining), "
+                     "bootstrap ci95 over seeds; a win only where the interval excludes zero:\n\n"
+                     + "\n".join(f"- {paired_line(n, p, 2)}" + (" (interval excludes zero)" if excludes_zero(p) else
+                                                                " (interval holds zero: no difference shown)")
+                                 for n, p in h["paired"].items()))
+    names = [n for n in next(iter(runs.values())) if n != "retrain"]
+    parts.append(markdown_table(["arm", *[f"seed {s}" for s in seeds]],
+                                [[n, *(f"{runs[s][n]['avg_gap']:.1f}" for s in seeds)] for n in names],
+                                "Average gap to retrain per seed (pp):"))
+    parts.append(markdown_table(["arm", *[f"seed {s}" for s in seeds]],
+                                [[n, *(f"{100 * runs[s][n]['forget_acc']:.0f}" for s in seeds)] for n in ["retrain", *names]],
+                                "Forget accuracy per seed (%):"))
+    pc = result.get("positive_control")
+    if pc:
+        parts.append(f"Positive control: {pc['setting']}. {pc['metric']}, per seed "
+                     f"{', '.join(map(str, pc['seeds']))}:\n\n"
+                     f"- oeu: {', '.join(f'{v:.1f}' for v in pc['method_values'])}\n"
+                     f"- oeu-noproj: {', '.join(f'{v:.1f}' for v in pc['ablation_values'])}\n"
+                     f"- {paired_line('oeu - oeu-noproj', pc['paired'], 1)}; "
+                     + ("the experiment sees the projection (interval excludes zero)." if pc["sensitive"] else
+                        "NOT sensitive: the interval holds zero, so this experiment cannot see the projection "
+                        "even where it must matter."))
+    table = Path(stage / "comparison.md").read_text()
+    parts.append("Mean ± std over seeds (ddof 0):\n\n" + table)
+    write_results(stage, f"Unlearning: OEU vs baselines, {result['dataset']} {result['bits']}-bit, "
+                         f"forget {result['forget']}", command, *parts)
+
+
+def _plot_per_seed(stage, result: dict) -> None:
+    """per_seed.png: every arm's average gap on each seed (lines join a seed's arms), and the positive control."""
+    from onchip.plotting import pyplot
+
+    from .._report import save
+
+    runs = result["runs"]
+    names = [n for n in next(iter(runs.values())) if n != "retrain"]
+    pc = result.get("positive_control")
+    fig, axes = pyplot().subplots(1, 2 if pc else 1, figsize=(11 if pc else 7, 3.6), squeeze=False)
+    ax = axes[0][0]
+    for s, r in runs.items():
+        ax.plot(range(len(names)), [r[n]["avg_gap"] for n in names], "o-", alpha=0.5, lw=0.8, label=f"seed {s}")
+    ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
+    ax.set_ylabel("avg gap to retrain (pp)")
+    ax.set_title(f"{result['dataset']} {result['bits']}-bit, forget {result['forget']}: per seed", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    if pc:
+        ax = axes[0][1]
+        for a, b in zip(pc["method_values"], pc["ablation_values"]):
+            ax.plot([0, 1], [a, b], "o-", color="gray", alpha=0.6)
+        ax.set_xticks([0, 1], ["oeu", "oeu-noproj"])
+        ax.set_xlim(-0.5, 1.5)
+        ax.set_ylabel("retain acc %")
+        lo, hi = pc["paired"]["ci95"]
+        ax.set_title(f"positive control: {pc['paired']['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}] pp", fontsize=9)
+    save(fig, stage / "per_seed.png", dpi=110)
 
 
 def _ablation_variants(config):

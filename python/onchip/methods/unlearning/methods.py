@@ -31,7 +31,8 @@ Choices the paper leaves open are fields of :class:`UnlearnConfig`:
 Plain SGD without momentum applies the direction, because any per-coordinate
 rescaling (Adam, momentum) would break the orthogonality of the step.
 
-Baselines (same harness, same optimizer, same step budget):
+Baselines (same harness, same optimizer, the same number of gradient evaluations,
+:func:`gradient_budget`):
 ``retrain`` (QAT from scratch on the retain set: the gold standard),
 ``finetune`` (SGD on the retain set; Warnecke et al. 2023 / "FT"),
 ``gradascent`` (gradient ascent on the forget-set cross-entropy; Thudi et al. 2022 / "GA"),
@@ -63,8 +64,10 @@ class UnlearnConfig:
     """Hyper-parameters shared by all methods.
 
     Attributes:
-        epochs: passes over the forget set (batches of ``batch_size``); the
-            number of SGD steps this gives is also the budget of ``finetune``.
+        epochs: passes over the forget set (batches of ``batch_size``); every
+            unlearning arm spends the same number of gradient evaluations,
+            :func:`gradient_budget` (fine-tuning and gradient ascent, one gradient
+            per step, take twice the steps).
         lr: SGD learning rate on the latent weights.
         batch_size: forget-set batch size.
         retain_batch_size: retain batch drawn (with the run's generator) at
@@ -229,6 +232,38 @@ def _n_steps(n_forget: int, config: UnlearnConfig) -> int:
     return config.epochs * -(-n_forget // config.batch_size)
 
 
+def gradient_budget(n_forget: int, config: UnlearnConfig) -> int:
+    """Gradient evaluations (one forward and backward pass over one batch) every unlearning arm gets.
+
+    The forget-descent arms (OEU, OEU-noproj, relabel) take ``config.epochs`` passes over the
+    forget set in batches of ``config.batch_size`` and evaluate two gradients per step (forget
+    batch and retain batch of ``config.retain_batch_size``): ``2 * epochs * ceil(n_forget /
+    batch_size)``. Fine-tuning and gradient ascent evaluate one gradient per step, so they take
+    twice as many steps and spend the same number (retrain, the reference, is full QAT and is not
+    held to it).
+
+    Args:
+        n_forget: forget-set size (>= 1).
+        config: the unlearning hyper-parameters.
+
+    Returns:
+        The number of gradient evaluations per arm.
+    """
+    return 2 * _n_steps(n_forget, config)
+
+
+def model_fingerprint(model: nn.Module) -> str:
+    """SHA-256 (hex, first 16 characters) of a model's parameters and buffers, in ``state_dict`` order:
+    which model an arm started from (two arms of one seed must show the original's)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def _retain_batch(n_retain: int, config: UnlearnConfig, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(n_retain, (min(config.retain_batch_size, n_retain),), generator=gen)
 
@@ -254,7 +289,8 @@ def _forget_descent(model, split, config, seed, forget_loss, projection):
         _sgd_step(params, d, cfg.lr)
         cosines.append(info["cos_forget_retain"])
     model.eval()
-    return {"steps": len(cosines), "mean_cos_forget_retain": float(np.mean(cosines)) if cosines else 0.0}
+    return {"steps": len(cosines), "grad_evals": 2 * len(cosines),
+            "mean_cos_forget_retain": float(np.mean(cosines)) if cosines else 0.0}
 
 
 def _oeu(model, split, config, seed, projection):
@@ -279,26 +315,27 @@ def _gradascent(model, split, config, seed):
     gen = torch.Generator().manual_seed(seed)
     steps = 0
     model.train()
-    for idx in _forget_batches(len(xf), config, gen):
+    # one gradient per step: twice the passes of the forget-descent arms, the same gradient budget
+    for idx in _forget_batches(len(xf), replace(config, epochs=2 * config.epochs), gen):
         g = _grads(-nn.functional.cross_entropy(model(xf[idx]), yf[idx]), params)
         _sgd_step(params, g, config.lr)
         steps += 1
     model.eval()
-    return {"steps": steps}
+    return {"steps": steps, "grad_evals": steps}
 
 
 def _finetune(model, split, config, seed):
     xf, _, xr, yr = _tensors(split)
     params, _ = _param_groups(model)
     gen = torch.Generator().manual_seed(seed)
-    steps = _n_steps(len(xf), config)
+    steps = gradient_budget(len(xf), config)  # one gradient per step: the same budget as OEU
     model.train()
     for _ in range(steps):
         ridx = _retain_batch(len(xr), config, gen)
         g = _grads(nn.functional.cross_entropy(model(xr[ridx]), yr[ridx]), params)
         _sgd_step(params, g, config.lr)
     model.eval()
-    return {"steps": steps}
+    return {"steps": steps, "grad_evals": steps}
 
 
 def build_model(split: Split, bits: int, hidden=(64, 32), seed: int = 0, act: str = "fixed") -> QuantMLP:
