@@ -1,6 +1,8 @@
-"""Register stages against nanoseconds: ``timing`` x schedule x preset on ECP5 (placed) and xcup (Yosys).
+"""Register stages against nanoseconds: ``timing`` x schedule x learner on ECP5 (placed) and xcup (Yosys).
 
-For every (preset, timing, schedule) point: the RTL core's cycles (update latency, II) from
+The learners ("members"): the presets, the acrobot task specs, and the user-like specs of the
+family in ``family/*.toml`` (KANs of 1-3 layers, widths up to 4, G 4-32, k 1-3, formats 8-18
+bits; MLPs up to 2->16->1 and the serial MLP). For every (member, timing, schedule) point: the RTL core's cycles (update latency, II) from
 :func:`onchip.hw.generate`; fmax, LUT, FF and DSP after nextpnr-ecp5 places and routes the
 UART board top on the ULX3S 85F (:func:`onchip.flow.nextpnr.place_and_route`, a real
 bitstream each run), best of the placer seeds run; LUT/FF/DSP of the core on UltraScale+ from
@@ -27,6 +29,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -34,7 +37,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs.json"
 BOARD = "ulx3s-85f"
+FAMILY = HERE / "family"
 PRESETS = ("kan-paper", "kan-readout", "mlp-readout")
+#: the acrobot task specs (onchip.spec.TASK_PRESETS) placed with the presets
+TASKS = ("kan-acrobot", "kan2-acrobot", "mlp-acrobot")
+MEMBERS = PRESETS + TASKS + tuple(sorted(p.stem for p in FAMILY.glob("*.toml")))
 TIMINGS = ("compact", "fast")
 SCHEDULES = ("sequential", "pipelined")
 #: the paper's headline: an online step in under 100 ns
@@ -42,19 +49,36 @@ TARGET_NS = 100.0
 
 
 def point_spec(preset: str, timing: str, schedule: str):
-    """The preset at ``timing`` in ``schedule``; pipelined at the smallest staleness its pipeline allows
-    (the ``--timing`` / ``--schedule`` overrides of ``onchip generate``)."""
+    """The member at ``timing`` in ``schedule``; pipelined at the smallest staleness its pipeline allows
+    (the ``--timing`` / ``--schedule`` overrides of ``onchip generate``).
+
+    Raises:
+        onchip.SpecError / ValueError: the spec refuses that point (the serial MLP is sequential
+            and compact only).
+    """
     from onchip.commands.generate import resolve_spec
 
-    return resolve_spec(preset, schedule, "min" if schedule == "pipelined" else None, timing)
+    source = preset if preset in PRESETS + TASKS else str(FAMILY / f"{preset}.toml")
+    return resolve_spec(source, schedule, "min" if schedule == "pipelined" else None, timing)
+
+
+def refusal(preset: str, timing: str, schedule: str) -> str | None:
+    """Why the spec refuses the point (its one-line error), or None."""
+    try:
+        point_spec(preset, timing, schedule)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def design_hash(preset: str, timing: str, schedule: str) -> str:
     """First 12 hex digits of the SHA-256 of the point's core Verilog, without its descriptive header (which
-    names the onchip version): a run of another design is stale."""
+    names the onchip version): a run of another design is stale. ``refused`` for a refused point."""
     from onchip.hw import generate
     from onchip.hw.description import strip_header
 
+    if refusal(preset, timing, schedule) is not None:
+        return "refused"
     verilog = strip_header(generate(point_spec(preset, timing, schedule), axis=False).verilog)
     return hashlib.sha256(verilog.encode()).hexdigest()[:12]
 
@@ -62,19 +86,34 @@ def design_hash(preset: str, timing: str, schedule: str) -> str:
 def cycles(preset: str, timing: str, schedule: str) -> dict:
     from onchip.hw import generate
 
+    why = refusal(preset, timing, schedule)
+    if why is not None:
+        return {"refused": why}
     info = generate(point_spec(preset, timing, schedule), axis=False).info
     return {"latency_cycles_update": info["latency_cycles_update"], "initiation_interval": info["initiation_interval"],
             "latency_cycles_prediction": info["latency_cycles_prediction"], "staleness": info["staleness"]}
 
 
 def run_pnr(preset: str, timing: str, schedule: str, seed: int) -> dict:
-    """One nextpnr-ecp5 run: fmax, utilisation and the critical path."""
+    """One nextpnr-ecp5 run: fmax, utilisation and the critical path; ``{"does_not_fit": message}`` for a
+    design over the device's budget (refused after packing, :mod:`onchip.flow.fit`)."""
+    from onchip.errors import ToolError
+    from onchip.flow.fit import DesignTooLarge
     from onchip.flow.nextpnr import place_and_route
     from onchip.hw import generate
 
     design = generate(point_spec(preset, timing, schedule), axis=False)
     with tempfile.TemporaryDirectory(prefix="onchip-timing-") as tmp:
-        rep = place_and_route(design, BOARD, tmp, seed=seed)
+        try:
+            rep = place_and_route(design, BOARD, tmp, seed=seed)
+        except DesignTooLarge as exc:
+            return {"does_not_fit": str(exc)}
+        except ToolError as exc:  # placed and routed, but slower than the board's own clock
+            found = re.search(r"Max frequency for clock [^:]*: ([0-9.]+) MHz \(FAIL at ([0-9.]+) MHz\)", str(exc))
+            if found is None:
+                raise
+            return {"fmax_mhz": float(found.group(1)), "lut": None, "ff": None, "dsp": None, "critical_path": None,
+                    "note": f"below the board clock ({found.group(2)} MHz): nextpnr stops, no utilisation"}
     util = rep["utilisation"]
     cp = rep["critical_path"]
     return {"fmax_mhz": rep["fmax_mhz"], "lut": util.get("TRELLIS_COMB", {}).get("used"),
@@ -125,7 +164,7 @@ def save_run(key: str, value: dict) -> None:
 
 
 def points(only: list[str] | None) -> list[str]:
-    names = [f"{p}/{t}/{s}" for p in PRESETS for t in TIMINGS for s in SCHEDULES]
+    names = [f"{p}/{t}/{s}" for p in MEMBERS for t in TIMINGS for s in SCHEDULES]
     if only:
         names = [n for n in names if any(fnmatch.fnmatch(n, pat) for pat in only)]
     return names
@@ -138,6 +177,9 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
     fresh = current(runs)
     todo = []
     for name in points(only):
+        if refusal(*name.split("/")) is not None:
+            todo.append(f"{name}/cycles")  # records the refusal
+            continue
         todo += [f"{name}/cycles"] + ([f"{name}/xcup"] if xcup else []) + [f"{name}/pnr/{s}" for s in seeds]
     todo = [k for k in todo if k not in fresh]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -145,7 +187,9 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
         for fut in tqdm(as_completed(futures), total=len(futures), desc="timing sweep"):
             key, value = fut.result()
             save_run(key, value)
-            if "/pnr/" in key:
+            if "/pnr/" in key and "does_not_fit" in value:
+                tqdm.write(f"{key}: {value['does_not_fit']}")
+            elif "/pnr/" in key:
                 tqdm.write(f"{key}: {value['fmax_mhz']:.1f} MHz, critical path {value['critical_path']['start']} -> "
                            f"{value['critical_path']['end']} ({value['critical_path']['total_ns']:.2f} ns)")
 
@@ -157,8 +201,17 @@ def table(runs: dict) -> list[dict]:
             continue
         preset, timing, schedule = name.split("/")
         c = runs[f"{name}/cycles"]
-        seeds = {int(k.rsplit("/", 1)[1]): v for k, v in runs.items() if k.startswith(f"{name}/pnr/")}
+        if "refused" in c:
+            rows.append({"preset": preset, "timing": timing, "schedule": schedule, "note": c["refused"], "seeds": []})
+            continue
+        placed = {int(k.rsplit("/", 1)[1]): v for k, v in runs.items() if k.startswith(f"{name}/pnr/")}
+        misfit = [v["does_not_fit"] for v in placed.values() if "does_not_fit" in v]
+        seeds = {s: v for s, v in placed.items() if "fmax_mhz" in v}
         row = {"preset": preset, "timing": timing, "schedule": schedule, **c, "seeds": sorted(seeds)}
+        if misfit:
+            row["note"] = misfit[0]
+        if any("note" in v for v in seeds.values()):
+            row["note"] = next(v["note"] for v in seeds.values() if "note" in v)
         if seeds:
             best_seed = max(seeds, key=lambda s: seeds[s]["fmax_mhz"])
             best = seeds[best_seed]
@@ -192,9 +245,13 @@ def report(runs: dict) -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        if "latency_cycles_update" not in r:  # refused by the spec
+            lines.append(f"| {r['preset']} | {r['timing']} | {r['schedule']} | - | - | - | - | - | - | - | - | - "
+                         f"| refused: {r['note']} |")
+            continue
         cp = r.get("critical_path")
         cp_text = (f"{cp['start']} -> {cp['end']}: {cp['total_ns']:.2f} ns (logic {cp['logic_ns']:.2f}, "
-                   f"routing {cp['routing_ns']:.2f})" if cp else "-")
+                   f"routing {cp['routing_ns']:.2f})" if cp else r.get("note", "-"))
         lines.append(
             f"| {r['preset']} | {r['timing']} | {r['schedule']} | {r['staleness']} | {r['latency_cycles_update']} "
             f"| {r['initiation_interval']} | {_cell(r, 'fmax_mhz', '{:.1f}')} "
@@ -217,7 +274,7 @@ def plot(rows: list[dict]) -> None:
     markers = {"sequential": "o", "pipelined": "s"}
     colors = {"compact": "tab:gray", "fast": "tab:blue"}
     for r in rows:
-        if "step_ns" not in r:
+        if "step_ns" not in r or r.get("ecp5_lut") is None:
             continue
         ax.scatter(r["ecp5_lut"], r["step_ns"], marker=markers[r["schedule"]], color=colors[r["timing"]], s=45)
         ax.annotate(f"{r['preset']}\n{r['latency_cycles_update']} cyc @ {r['fmax_mhz']:.0f} MHz",
