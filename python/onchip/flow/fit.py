@@ -122,8 +122,7 @@ def check_xilinx_fit(verilog: str, top: str, part: str) -> dict:
     family = "xc7" if device.startswith("xc7") else "xcup"
     used = _yosys_count(verilog, top, family)
     available = XILINX_PARTS[device]
-    short = [f"{XILINX_NAMES[k]}: {used[k]:g} needed, {available[k]} available"
-             for k in ("dsp", "bram", "lut", "ff") if used[k] > available[k]]
+    short = over_budget({XILINX_NAMES[k]: {"used": used[k], "available": available[k]} for k in XILINX_NAMES})
     if short:
         raise DesignTooLarge(f"the design does not fit the {device} ({part}; Yosys {family} count): "
                              + "; ".join(short))
