@@ -187,8 +187,8 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
         for fut in tqdm(as_completed(futures), total=len(futures), desc="timing sweep"):
             key, value = fut.result()
             save_run(key, value)
-            if "/pnr/" in key and "does_not_fit" in value:
-                tqdm.write(f"{key}: {value['does_not_fit']}")
+            if "/pnr/" in key and ("does_not_fit" in value or "note" in value):
+                tqdm.write(f"{key}: {value.get('fmax_mhz', '')} {value.get('does_not_fit', value.get('note'))}")
             elif "/pnr/" in key:
                 tqdm.write(f"{key}: {value['fmax_mhz']:.1f} MHz, critical path {value['critical_path']['start']} -> "
                            f"{value['critical_path']['end']} ({value['critical_path']['total_ns']:.2f} ns)")
@@ -205,13 +205,12 @@ def table(runs: dict) -> list[dict]:
             rows.append({"preset": preset, "timing": timing, "schedule": schedule, "note": c["refused"], "seeds": []})
             continue
         placed = {int(k.rsplit("/", 1)[1]): v for k, v in runs.items() if k.startswith(f"{name}/pnr/")}
-        misfit = [v["does_not_fit"] for v in placed.values() if "does_not_fit" in v]
         seeds = {s: v for s, v in placed.items() if "fmax_mhz" in v}
         row = {"preset": preset, "timing": timing, "schedule": schedule, **c, "seeds": sorted(seeds)}
-        if misfit:
-            row["note"] = misfit[0]
-        if any("note" in v for v in seeds.values()):
-            row["note"] = next(v["note"] for v in seeds.values() if "note" in v)
+        # a design over the device's budget, or placed below the board's clock: its one-line reason
+        notes = [v.get("does_not_fit", v.get("note")) for v in placed.values()]
+        if any(notes):
+            row["note"] = next(n for n in notes if n)
         if seeds:
             best_seed = max(seeds, key=lambda s: seeds[s]["fmax_mhz"])
             best = seeds[best_seed]
