@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import wasserstein_distance
 
 from onchip.methods.humanlike import agents, metrics
-from onchip.methods.humanlike.data import Mobility, Opinion, load_mobility, load_opinion
-from onchip.methods.humanlike.experiment import HumanlikeConfig, random_reference, score_population
+from onchip.methods.humanlike.data import Mobility, Opinion, behaviour_of, load_mobility, load_opinion
+from onchip.methods.humanlike.experiment import HumanlikeConfig, score_population
 from method_support import assert_refused, quick_run
 
 
@@ -86,31 +86,55 @@ def test_distances_by_hand_and_against_scipy():
 # ---------------------------------------------------------------- normalisation
 
 
-def test_normalisation_random_zero_identical_one():
-    assert metrics.humanlikeness(0.0, 0.3) == 1.0
-    assert metrics.humanlikeness(0.3, 0.3) == 0.0
-    assert metrics.humanlikeness(0.6, 0.3) == pytest.approx(-1.0)
-    with pytest.raises(ValueError, match="d_random"):
-        metrics.humanlikeness(0.1, 0.0)
-    # planted: the agent reproduces the reference humans exactly -> every metric scores exactly 1;
-    # the agent's distribution equals the random agent's expected one -> exactly 0
+def test_normalisation_identical_zero_split_half_one():
+    assert metrics.normalised_distance(0.0, 0.3) == 0.0
+    assert metrics.normalised_distance(0.3, 0.3) == 1.0
+    assert metrics.normalised_distance(0.6, 0.3) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="d_split"):
+        metrics.normalised_distance(0.1, 0.0)
+    # planted: the agent reproduces the reference humans exactly -> every metric scores exactly 0;
+    # its distance equals the split-half distance -> exactly 1
     for domain, data in (("mobility", load_mobility().subset(np.arange(60))), ("opinion", load_opinion().subset(np.arange(80)))):
-        b = data.choice if domain == "mobility" else np.column_stack([data.party, data.ideology, data.vote])
+        b = behaviour_of(domain, data)
         reference = {m.name: metrics.histogram(m.values(data, b), m.support) for m in metrics.metrics_of(domain)}
-        rand = random_reference(domain, data, 20, np.random.default_rng(1))
-        assert {r["score"] for r in score_population(domain, b, data, reference, rand).values()} == {1.0}
+        floor = {m.name: 0.1 for m in metrics.metrics_of(domain)}
+        assert {r["score"] for r in score_population(domain, b, data, reference, floor).values()} == {0.0}
         fake = np.random.default_rng(2).integers(0, 2, size=b.shape)
-        planted_random = {m.name: metrics.histogram(m.values(data, fake), m.support) for m in metrics.metrics_of(domain)}
-        scores = score_population(domain, fake, data, reference, planted_random)
-        assert {r["score"] for r in scores.values()} == {0.0}
+        planted = {m.name: metrics.distance(m, metrics.histogram(m.values(data, fake), m.support), reference[m.name])
+                   for m in metrics.metrics_of(domain) if m.name != "ideological_vote" or (fake[:, 1] != 1).any()}
+        scores = score_population(domain, fake, data, reference, planted)
+        assert all(r["score"] == pytest.approx(1.0) for r in scores.values())
 
 
-def test_random_reference_is_the_uniform_expectation():
-    """Without cost ties gc_rank under a uniform chooser is uniform on 0..3; mode_share too."""
-    s = load_mobility().subset(np.arange(50))
-    ref = random_reference("mobility", s, 400, np.random.default_rng(0))
-    np.testing.assert_allclose(ref["mode_share"], 0.25, atol=0.015)
-    np.testing.assert_allclose(ref["gc_rank"], 0.25, atol=0.015)
+def test_split_half_distance_is_the_sampling_floor():
+    """Two halves of the same people differ only by sampling: the floor shrinks with the group size
+    (about 1/sqrt(n)), and a population answering alike has no floor (refused as a normaliser)."""
+    o = load_opinion()
+    b = behaviour_of("opinion", o)
+    small = metrics.split_half_distance("opinion", o, b, 60, 60, 100, np.random.default_rng(0))
+    large = metrics.split_half_distance("opinion", o, b, 472, 472, 100, np.random.default_rng(0))
+    for name in small:
+        assert 0 < large[name] < 0.7 * small[name], name
+    alike = metrics.split_half_distance("opinion", o, np.zeros_like(b), 100, 100, 5, np.random.default_rng(0))
+    assert alike["party_share"] == 0.0
+    with pytest.raises(ValueError, match="d_split"):
+        metrics.normalised_distance(0.2, alike["party_share"])
+    with pytest.raises(ValueError, match="n_reference"):
+        metrics.split_half_distance("opinion", o, b, 600, 400, 1, np.random.default_rng(0))
+
+
+def test_near_human_generator_nests_the_noise():
+    g = np.random.default_rng(0)
+    humans = g.integers(0, 3, (500, 3))
+    u, repl = g.random(humans.shape), g.integers(0, 3, humans.shape)
+    np.testing.assert_array_equal(agents.near_human_behaviour(humans, 0.0, u, repl), humans)
+    np.testing.assert_array_equal(agents.near_human_behaviour(humans, 1.0, u, repl), repl)
+    changed = [agents.near_human_behaviour(humans, x, u, repl) != humans for x in (0.1, 0.3, 0.6)]
+    assert (changed[0] <= changed[1]).all() and (changed[1] <= changed[2]).all()
+    # about x of the answers are redrawn, 2/3 of those land on another answer
+    assert abs(changed[1].mean() - 0.3 * 2 / 3) < 0.03
+    with pytest.raises(ValueError, match="^x:"):
+        agents.near_human_behaviour(humans, 1.5, u, repl)
 
 
 # ---------------------------------------------------------------- generators
@@ -175,7 +199,9 @@ def test_prompts_carry_the_persona_and_options():
 
 @pytest.mark.parametrize("kwargs, field", [({"agents": ("humans", "nobody")}, "agents"), ({"seeds": ()}, "seeds"),
                                            ({"n_opinion": 0}, "n_opinion"), ({"n_mobility": 106}, "n_mobility"),
-                                           ({"random_draws": 0}, "random_draws")])
+                                           ({"split_half_draws": 0}, "split_half_draws"),
+                                           ({"seeds": (0,)}, "seeds"), ({"noise_levels": (0.1, 0.25)}, "noise_levels"),
+                                           ({"noise_levels": (0.0, 0.5, 0.25)}, "noise_levels")])
 def test_config_refuses_bad_values(kwargs, field):
     with pytest.raises(ValueError, match=f"^{field}:"):
         HumanlikeConfig(**kwargs)
@@ -190,9 +216,17 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, flags, name):
 def test_cli_quick_writes_metrics_and_headline(tmp_path):
     out = tmp_path / "hl"
     m = quick_run("humanlike", out)
-    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "scores.png", "metrics.png"}
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "scores.png", "metrics.png", "noise.png"}
     h = m["headline"]
-    assert "std" in h
-    assert h["direction"] == "higher" and h["seeds"] == [0, 1, 2] and "held-out humans" in h["baselines"]
-    assert h["budget"]["scenarios_per_seed"] == {"mobility": 105, "opinion": 30}
+    assert h["direction"] == "lower" and h["seeds"] == [0, 1, 2] and "held-out humans" in h["baselines"]
+    assert h["budget"]["scenarios_per_seed"] == {"mobility": 105, "opinion": 60}
     assert "lm" not in m["config"]["agents"]
+    assert set(h["paired"]) == set(h["baselines"]) and all(len(p["ci95"]) == 2 for p in h["paired"].values())
+    pc = m["positive_control"]
+    assert pc["ablation"] == "held-out humans (0% noise)" and len(pc["method_values"]) == 3
+    # the near-human ladder: full noise is farther from the humans than none on every seed,
+    # and the held-out humans sit near the split-half floor, far below the random agent
+    per = m["noise_ladder"]["per_seed"]
+    assert all(hi > lo for hi, lo in zip(per["1.0"], per["0.0"]))
+    s = m["summary"]["overall"]
+    assert s["humans"]["mean"] < 2.0 < s["random"]["mean"]

@@ -5,8 +5,10 @@ Real human behaviour shipped with statsmodels (Greene's intercity travel-mode ch
 American National Election Study) is compared with the behaviour of generators - a language model
 with persona prompts, fitted statistical models, a utility maximiser, a uniform random agent and
 held-out humans - on metrics grouped by principle (rationality, consistency, diversity). Each metric's
-distance to the human distribution is normalised so that the random agent scores 0 and an identical
-distribution 1 (:func:`.metrics.humanlikeness`). See seeds/humanlike.md.
+distance to the human distribution is divided by the bootstrap split-half distance between two samples
+of real people (:func:`.metrics.normalised_distance`: 0 = identical, ~1 = as far as other humans); a
+near-human generator (humans with a share x of answers replaced by noise) is the positive control.
+See seeds/humanlike.md.
 """
 
 DOMAINS = ("mobility", "opinion")

@@ -3,7 +3,9 @@
 Every generator answers the same held-out scenarios once (the budget): ``(n,)`` chosen modes for
 mobility, ``(n, 3)`` party, ideology and vote indices for opinion.
 
-* :func:`random_behaviour`: uniform over the options of every question (the score's zero).
+* :func:`random_behaviour`: uniform over the options of every question.
+* :func:`near_human_behaviour`: the humans' answers with a share x replaced by uniform noise: a
+  calibrated positive control for the metric's sensitivity (human-likeness must fall with x).
 * :func:`utility_behaviour`: homo economicus - the cheapest mode in generalised cost; voters who
   follow their income's self-interest (above the reference humans' median income: Republican,
   conservative, Dole; else Democrat, liberal, Clinton), perfectly consistent.
@@ -38,6 +40,29 @@ def random_behaviour(domain: str, scenarios, rng: np.random.Generator) -> np.nda
     if domain == "mobility":
         return rng.integers(0, len(MODES), scenarios.n)
     return np.column_stack([rng.integers(0, k, scenarios.n) for k in OPINION_SIZES])
+
+
+def near_human_behaviour(humans: np.ndarray, x: float, u: np.ndarray, replacement: np.ndarray) -> np.ndarray:
+    """Calibrated near-human generator: the humans' answers with a share ``x`` replaced by noise.
+
+    Every answer (each question of each person) whose uniform draw ``u`` is below ``x`` is replaced by
+    the matching entry of ``replacement`` (uniform random answers). With the same ``u`` and
+    ``replacement`` for every ``x`` the replaced sets are nested, so a larger ``x`` only adds noise:
+    ``x = 0`` gives the humans, ``x = 1`` a uniform random agent.
+
+    Args:
+        humans: ``(n,)`` or ``(n, 3)`` answers; u: uniform [0, 1) draws of the same shape;
+        replacement: random answers of the same shape.
+
+    Raises:
+        ValueError: ``x`` outside [0, 1] or shapes that differ.
+    """
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"x: noise share must be in [0, 1], got {x!r}")
+    if not (np.shape(humans) == np.shape(u) == np.shape(replacement)):
+        raise ValueError(f"u, replacement: must have the humans' shape {np.shape(humans)}, got "
+                         f"{np.shape(u)}, {np.shape(replacement)}")
+    return np.where(np.asarray(u) < x, replacement, humans).astype(np.int64)
 
 
 def utility_behaviour(domain: str, scenarios, reference) -> np.ndarray:

@@ -121,3 +121,17 @@ def load_opinion() -> Opinion:
                    popul=d["popul"].to_numpy(float), tvnews=d["TVnews"].to_numpy(int),
                    party=np.where(pid <= 2, 0, np.where(pid == 3, 1, 2)),
                    ideology=np.where(lr <= 3, 0, np.where(lr == 4, 1, 2)), vote=d["vote"].to_numpy(int))
+
+
+def behaviour_of(domain: str, people) -> np.ndarray:
+    """The humans' own answers: ``(n,)`` chosen modes (mobility) or ``(n, 3)`` party, ideology, vote
+    (opinion).
+
+    Raises:
+        ValueError: an unknown domain.
+    """
+    if domain == "mobility":
+        return np.asarray(people.choice, np.int64)
+    if domain == "opinion":
+        return np.column_stack([people.party, people.ideology, people.vote]).astype(np.int64)
+    raise ValueError(f"domain: expected mobility or opinion, got {domain!r}")

@@ -23,9 +23,13 @@ opinion       diversity                      ``profile``: the whole answer profi
 A metric maps a population (scenarios + behaviour) to one category per person (``-1`` = the
 metric does not apply to that person); its distribution is the histogram of the applicable
 people. Distance: total variation for nominal metrics, the 1-D Wasserstein distance (unit
-spacing) for ordinal ones. Score: ``1 - d(agent, humans) / d(random, humans)`` where ``random``
-is the expected distribution of the uniform random agent on the same scenarios: 0 for the
-random agent, 1 for a distribution identical to the humans', negative when farther than random.
+spacing) for ordinal ones. Score (:func:`normalised_distance`): ``d(agent, humans) / d_split``
+where ``d_split`` (:func:`split_half_distance`) is the mean distance between two disjoint random
+samples of real people of the same sizes (the reference and the held-out set): the distance that
+sampling alone puts between two groups of humans. 0 = the humans' histogram exactly, about 1 = as
+close as another sample of humans, larger = less human-like. Unlike a normalisation by the random
+agent's distance it cannot blow up where the humans happen to answer near uniformly: ``d_split``
+is a sampling-noise floor, > 0 for any population with more than one answer.
 """
 
 from __future__ import annotations
@@ -192,13 +196,50 @@ def distance(metric: Metric, p: np.ndarray, q: np.ndarray) -> float:
     return wasserstein_ordinal(p, q) if metric.kind == "ordinal" else total_variation(p, q)
 
 
-def humanlikeness(d_agent: float, d_random: float) -> float:
-    """Normalised human-likeness ``1 - d_agent / d_random``: 0 at the random agent's distance, 1 at an
-    identical distribution, < 0 farther than random.
+def normalised_distance(d_agent: float, d_split: float) -> float:
+    """``d_agent / d_split``: the agent's distance to the reference humans in units of the split-half
+    human distance (module docstring); 0 = identical histograms, ~1 = as far as other humans.
 
     Raises:
-        ValueError: ``d_random`` <= 0 (the random agent already matches the humans: nothing to normalise by).
+        ValueError: ``d_split`` <= 0 (every person answers alike: no sampling floor to measure by).
     """
-    if not d_random > 0:
-        raise ValueError(f"d_random: must be > 0 (random agent distinguishable from humans), got {d_random!r}")
-    return 1.0 - float(d_agent) / float(d_random)
+    if not d_split > 0:
+        raise ValueError(f"d_split: must be > 0 (two samples of humans differ), got {d_split!r}")
+    return float(d_agent) / float(d_split)
+
+
+def split_half_distance(domain: str, people, behaviour: np.ndarray, n_reference: int, n_eval: int, draws: int,
+                        generator: np.random.Generator) -> dict:
+    """Bootstrap split-half human distance of every metric of ``domain``.
+
+    Each draw splits a random permutation of all ``people`` into a group of ``n_reference`` and a
+    disjoint group of ``n_eval``, computes each metric's histogram on both (a metric that looks at
+    neighbours sees only its own group, as for the reference and held-out sets) and their distance;
+    the result is the mean over ``draws``.
+
+    Args:
+        people: a :class:`~.data.Mobility` or :class:`~.data.Opinion` of all the humans.
+        behaviour: their answers, ``(n,)`` modes or ``(n, 3)`` party, ideology, vote.
+        n_reference, n_eval: the two group sizes (their sum <= ``people.n``).
+        draws: number of random splits (>= 1).
+
+    Returns:
+        ``{metric name: mean distance}``.
+
+    Raises:
+        ValueError: group sizes that do not fit in the population, or ``draws`` < 1.
+    """
+    if not (n_reference >= 2 and n_eval >= 2 and n_reference + n_eval <= people.n):
+        raise ValueError(f"n_reference, n_eval: need two groups of >= 2 within {people.n} people, got "
+                         f"{n_reference}, {n_eval}")
+    if draws < 1:
+        raise ValueError(f"draws: must be >= 1, got {draws!r}")
+    acc = {m.name: 0.0 for m in metrics_of(domain)}
+    for _ in range(draws):
+        perm = generator.permutation(people.n)
+        a, b = np.sort(perm[:n_reference]), np.sort(perm[n_reference:n_reference + n_eval])
+        sa, sb = people.subset(a), people.subset(b)
+        for m in metrics_of(domain):
+            acc[m.name] += distance(m, histogram(m.values(sa, behaviour[a]), m.support),
+                                    histogram(m.values(sb, behaviour[b]), m.support)) / draws
+    return acc
