@@ -373,7 +373,10 @@ def test_digits_denoiser_learns_and_caches(tmp_path):
     (["--method", "dps,ddrm"], "--method"),
     (["--n-images", "500"], "--n-images"),
     (["--sigma-y", "-0.1"], "--sigma-y"),
-    (["--zeta", "-1"], "--zeta"),
+    (["--steps", "7"], "--steps"),
+    (["--seed", "3"], "--seed"),
+    (["--method", "dps,daps"], "--method"),
+    (["--n-val", "150", "--n-test", "60"], "--n-test"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, field):
     out = tmp_path / "out"
@@ -382,22 +385,66 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, field):
     assert not out.exists()
 
 
-def test_cli_writes_metrics_and_plots(tmp_path):
-    import json
+def test_quick_run_tunes_every_arm_at_equal_calls_and_has_the_control(tmp_path):
+    """``--quick``: every arm at the same denoiser calls per reconstruction and the same tuning calls, the
+    chosen setting is the validation argmax of its own grid, the headline carries a paired ci95 per arm,
+    and the positive control object is present."""
+    from method_support import quick_run
 
-    out = tmp_path / "run"
-    assert main(["lmaps", "--prior", "gmm", "--operator", "inpaint-box,quantize", "--steps", "12",
-                 "--n-images", "4", "--quiet", "--out", str(out)]) == 0
-    data = json.loads((out / "metrics.json").read_text())
-    res = data["results"]
+    from onchip.methods.lmaps.experiment import GRIDS, GRID_SIZE
+
+    data = quick_run("lmaps", tmp_path / "run", files=("metrics.json", "results.md", "metrics.png",
+                                                       "recon_inpaint-box.png", "recon_quantize.png"))
     h = data["headline"]
-    assert h["method"] == "lmaps" and set(h["baselines"]) == {"dps", "daps"} and h["direction"] == "higher"
-    assert h["value"] == pytest.approx((res["inpaint-box"]["lmaps"]["psnr"] + res["quantize"]["lmaps"]["psnr"]) / 2)
-    for name in ("inpaint-box", "quantize"):
-        for method in ("lmaps", "dps", "daps"):
-            assert res[name][method]["denoiser_calls"] == 12
-            assert -1 <= res[name][method]["ssim"] <= 1
-    assert res["quantize"]["lmaps"]["rmse_to_map"] is None  # no exact MAP for a non-linear operator
-    assert res["inpaint-box"]["exact-map"]["rmse_to_map"] == 0.0
-    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "metrics.png",
-                                              "recon_inpaint-box.png", "recon_quantize.png"}
+    assert h["method"] == "lmaps" and set(h["baselines"]) == {"lmaps-sample", "dps", "daps"}
+    assert set(h["paired"]) == set(h["baselines"]) and h["seeds"] == [0, 1]
+    assert set(h["budget"]["denoiser_calls_per_reconstruction"].values()) == {12}
+    assert set(h["budget"]["tuning_calls_per_operator_and_seed"].values()) == {12 * GRID_SIZE}
+    per_seed = data["per_seed"]
+    for seed in ("0", "1"):
+        for name in ("inpaint-box", "quantize"):
+            for arm, row in per_seed[seed][name].items():
+                if arm == "exact-map":
+                    continue
+                assert row["setting"] == GRIDS[arm][int(np.argmax(row["val_psnr"]))]
+                assert -1 <= row["ssim"] <= 1
+    assert per_seed["0"]["quantize"]["lmaps"]["rmse_to_map"] is None  # no exact MAP for a non-linear operator
+    mean = np.mean([np.mean([per_seed[s][o]["lmaps"]["psnr"] for o in ("inpaint-box", "quantize")]) for s in ("0", "1")])
+    assert h["value"] == pytest.approx(mean)
+    pc = data["positive_control"]
+    assert pc["method"] == "lmaps" and pc["ablation"] == "lmaps-sample" and len(pc["paired"]["ci95"]) == 2
+    assert pc["paired"]["difference"] == pytest.approx(np.mean(pc["method_values"]) - np.mean(pc["ablation_values"]))
+
+
+def test_daps_ode_steps_spend_their_calls_and_one_step_is_tweedie():
+    """DAPS with k ODE calls per level spends levels x k calls; k = 1 at a level equals the Tweedie estimate."""
+    op = make_operator("blur")
+    prior = GaussianMixturePrior([1.0], np.zeros((1, 64)), np.eye(64)[None] * 0.3)
+    y = op.measure(torch.zeros(2, 64, dtype=torch.float64), torch.Generator().manual_seed(0))
+    counted = CountingDenoiser(prior)
+    daps(counted, op, y, karras_sigmas(10), generator=torch.Generator().manual_seed(1), ode_steps=3)
+    assert counted.calls == 30
+    with pytest.raises(ValueError, match="ode_steps"):
+        daps(prior, op, y, karras_sigmas(5), generator=torch.Generator(), ode_steps=0)
+
+
+def test_local_sample_ablation_spreads_like_the_local_posterior():
+    """lmaps-sample differs from LMAPS only by a draw from the local Gaussian posterior: with one level and a
+    Gaussian prior, its outputs' covariance matches noise_var (A^T A + lam I)^-1 and its mean the local MAP."""
+    s2 = 0.2
+    prior = GaussianMixturePrior([1.0], np.zeros((1, 64)), s2 * np.eye(64)[None])
+    op = make_operator("downsample", sigma_y=0.3)
+    n = 4000
+    y = op.measure(torch.zeros(1, 64, dtype=torch.float64), torch.Generator().manual_seed(0)).repeat(n, 1)
+    sig = np.array([0.5])
+    a = lmaps(prior, op, y, sig, data_var=s2, inner_steps=200, generator=torch.Generator().manual_seed(1)).numpy()
+    b = run_method("lmaps-sample", prior, op, y, sig, data_var=s2, inner_steps=200,
+                   generator=torch.Generator().manual_seed(1)).numpy()
+    mat = op.matrix()
+    lam = op.noise_var / (s2 * 0.25 / (s2 + 0.25))
+    cov = op.noise_var * np.linalg.inv(mat.T @ mat + lam * np.eye(64))
+    diff = b - a  # the same starting draw and local MAP: the difference is the added draw alone
+    np.testing.assert_allclose(np.cov(diff.T), cov, atol=0.1 * cov.diagonal().max())
+    assert abs(diff.mean(0)).max() < 4 * np.sqrt(cov.diagonal().max() / n)
+
+

@@ -11,7 +11,7 @@ Modules: :mod:`.priors` (exact Gaussian-mixture prior, digits denoiser),
 # the names live here, free of torch, so the command line can offer them without loading it
 #: measurement operators (:mod:`.operators`)
 OPERATORS = ("inpaint-random", "inpaint-box", "blur", "downsample", "quantize")
-#: samplers (:mod:`.samplers`)
-METHODS = ("lmaps", "dps", "daps")
+#: samplers (:mod:`.samplers`); ``lmaps-sample`` is the ablation: a draw from LMAPS's local posterior, not its mode
+METHODS = ("lmaps", "lmaps-sample", "dps", "daps")
 #: priors (:mod:`.priors`): the Gaussian mixture with exact inference, or the trained digits denoiser
 PRIORS = ("gmm", "digits")

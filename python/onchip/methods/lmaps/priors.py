@@ -304,7 +304,8 @@ def train_digits_denoiser(train: np.ndarray, *, seed: int = 0, config: DigitsTra
     Denoising score matching with the EDM loss weight ``(sigma^2 + s_d^2) / (sigma s_d)^2``
     (Karras et al. 2022, eq. 8 and table 1). Deterministic for a given ``seed``
     (torch CPU). The trained model is kept in memory for the process; with
-    ``cache_dir`` it is also saved there as a state dict and reused.
+    ``cache_dir`` it is also saved there as a state dict and reused, keyed by the seed, the training
+    configuration, the torch version and the torch thread count.
 
     Raises:
         ValueError: ``train`` is not a 2-D array.
@@ -323,7 +324,8 @@ def train_digits_denoiser(train: np.ndarray, *, seed: int = 0, config: DigitsTra
     path = None
     if cache_dir is not None:
         tag = (f"digits_denoiser_seed{seed}_n{train.shape[0]}_steps{config.steps}_batch{config.batch}"
-               f"_lr{config.lr:g}_h{config.hidden}x{config.n_blocks}_p{config.p_mean:g}_{config.p_std:g}.pt")
+               f"_lr{config.lr:g}_h{config.hidden}x{config.n_blocks}_p{config.p_mean:g}_{config.p_std:g}"
+               f"_torch{torch.__version__}_threads{torch.get_num_threads()}.pt")
         path = Path(cache_dir) / tag
         if path.exists():
             model.load_state_dict(torch.load(path, weights_only=True))

@@ -1,13 +1,14 @@
 """LMAPS, DPS and DAPS on one variance-exploding noise schedule.
 
-All three walk the same decreasing schedule ``sigma_1 > ... > sigma_N`` and call
-the denoiser ``D(x, sigma) ~ E[x_0 | x_t = x]`` exactly once per level, so a run
-with ``N`` levels costs ``N`` denoiser calls (NFE) for every method. They differ
+All three walk a decreasing schedule ``sigma_1 > ... > sigma_N`` and call the
+denoiser ``D(x, sigma) ~ E[x_0 | x_t = x]`` once per level (DAPS: ``ode_steps``
+times per level, so it runs ``NFE / ode_steps`` levels at an equal budget), so a
+run costs the same number of denoiser calls (NFE) for every method. They differ
 in how the measurement ``y ~ N(A(x_0), noise_var I)`` enters:
 
 * LMAPS (Zhang, Brekelmans, Ver Steeg, ICML 2026, arXiv 2510.07343, sections 3-4):
   ``x0* = argmin_x 1/2 ||y - A(x)||^2 + lambda_t/2 ||x - D(x_t)||^2`` with
-  ``lambda_t = noise_var / r_t^2`` -- the local MAP of ``p(x_0 | x_t, y)`` under
+  ``lambda_t = noise_var / (kappa r_t^2)`` (``kappa = cov_scale``, 1 by default) -- the local MAP of ``p(x_0 | x_t, y)`` under
   ``p(x_0 | x_t) ~ N(D(x_t), r_t^2 I)``, multiplied through by ``noise_var`` so
   a small noise level does not blow up the step size. ``r_t^2 = v sigma_t^2 / (v + sigma_t^2)``
   is the posterior variance of ``x_0`` given ``x_t`` for a Gaussian prior of
@@ -115,8 +116,23 @@ def _check_inputs(op: Operator, y: torch.Tensor, sigmas) -> np.ndarray:
     return sigmas
 
 
+def surrogate_matrix(op: Operator) -> np.ndarray:
+    """Dense ``(m, d)`` Jacobian of ``op.surrogate``: ``op.matrix()`` for a linear operator, the identity for
+    the quantizer (its straight-through surrogate's Jacobian everywhere).
+
+    Raises:
+        ValueError: a non-linear operator whose surrogate Jacobian is not the identity.
+    """
+    if op.linear:
+        return op.matrix()
+    if type(op).__name__ == "Quantize":
+        return np.eye(op.dim)
+    raise ValueError(f"op: no constant surrogate Jacobian for {type(op).__name__}")
+
+
 def lmaps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, data_var: float,
-          generator: torch.Generator, inner_steps: int = 30, progress: bool = False) -> torch.Tensor:
+          generator: torch.Generator, inner_steps: int = 30, cov_scale: float = 1.0, local: str = "map",
+          progress: bool = False) -> torch.Tensor:
     """Local MAP sampling (arXiv 2510.07343, algorithm "LMAPS"); one denoiser call per level.
 
     Args:
@@ -127,22 +143,40 @@ def lmaps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, data_var
         data_var: per-pixel prior variance ``v`` of the Gaussian-prior covariance ``r_t^2``.
         generator: source of the initial and re-noising draws.
         inner_steps: gradient steps of the local MAP solve per level.
+        cov_scale: factor on the covariance ``r_t^2`` (1: the paper's Gaussian-prior value; the one
+            hyperparameter tuned on validation images, like DPS's ``zeta``).
+        local: ``"map"`` (LMAPS: the local MAP) or ``"sample"`` (the ablation: an exact draw from the same
+            local Gaussian posterior ``N(x0*, noise_var (J^T J + lambda_t I)^-1)``, ``J`` the operator's
+            surrogate Jacobian, instead of its mode; nothing else changes).
 
     Returns:
-        ``(B, d)`` reconstruction: the local MAP at the last level.
+        ``(B, d)`` reconstruction: the local MAP (or sample) at the last level.
 
     Raises:
-        ValueError: bad ``sigmas``, ``y``, ``data_var <= 0`` or ``inner_steps < 0``.
+        ValueError: bad ``sigmas``, ``y``, ``data_var <= 0``, ``inner_steps < 0``, ``cov_scale <= 0`` or an
+            unknown ``local``.
     """
     sigmas = _check_inputs(op, y, sigmas)
     if not data_var > 0:
         raise ValueError(f"data_var must be > 0, got {data_var!r}")
+    if not cov_scale > 0:
+        raise ValueError(f"cov_scale must be > 0, got {cov_scale!r}")
+    if local not in ("map", "sample"):
+        raise ValueError(f"local must be 'map' or 'sample', got {local!r}")
+    jtj = None
+    if local == "sample":
+        jac = torch.as_tensor(surrogate_matrix(op), dtype=torch.float64)
+        jtj = jac.T @ jac
     x = sigmas[0] * torch.randn(y.shape[0], op.dim, generator=generator, dtype=torch.float64)
     for i in tqdm(range(len(sigmas)), desc="lmaps", disable=not progress):
         with torch.no_grad():
             center = denoiser(x, float(sigmas[i])).double()
-        lam = op.noise_var / gaussian_prior_variance(float(sigmas[i]), data_var)
+        lam = op.noise_var / (cov_scale * gaussian_prior_variance(float(sigmas[i]), data_var))
         x0 = local_map_solve(op, y, center, lam, inner_steps)
+        if jtj is not None:
+            cov = op.noise_var * torch.linalg.inv(jtj + lam * torch.eye(op.dim, dtype=torch.float64))
+            chol = torch.linalg.cholesky(0.5 * (cov + cov.T))
+            x0 = x0 + torch.randn(x0.shape, generator=generator, dtype=torch.float64) @ chol.T
         if i == len(sigmas) - 1:
             return x0
         x = x0 + sigmas[i + 1] * torch.randn(x0.shape, generator=generator, dtype=torch.float64)
@@ -150,12 +184,14 @@ def lmaps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, data_var
 
 
 def daps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, generator: torch.Generator,
-         langevin_steps: int = 30, step_scale: float = 0.5, progress: bool = False) -> torch.Tensor:
+         langevin_steps: int = 30, step_scale: float = 0.5, ode_steps: int = 1, progress: bool = False) -> torch.Tensor:
     """Decoupled annealing posterior sampling (DAPS, arXiv 2407.01521, algorithm 1).
 
-    At each level: ``x0hat = D(x_t)`` (one call; the paper's few-step ODE
-    estimate reduced to one Tweedie step to keep the denoiser budget equal),
-    ``langevin_steps`` unadjusted Langevin steps on
+    At each level: ``x0hat`` from ``ode_steps`` denoiser calls (the paper's few-step probability-flow
+    ODE from ``sigma_t`` down to the last level ``sigma_N``: Euler steps
+    ``x <- x + (s' - s)(x - D(x, s)) / s`` on geometric sub-levels, then ``x0hat = D(x, sigma_N)``;
+    ``ode_steps = 1`` is the one-call Tweedie estimate ``D(x_t, sigma_t)``), so a run costs
+    ``len(sigmas) * ode_steps`` calls; then ``langevin_steps`` unadjusted Langevin steps on
     ``log N(y; A(x0), noise_var) + log N(x0; x0hat, sigma_t^2 I)`` with step
     ``step_scale / L`` (``L`` the log-density's gradient Lipschitz constant),
     then ``x_{t-1} = x0 + sigma_{t-1} z``.
@@ -164,9 +200,12 @@ def daps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, generator
         ``(B, d)``: the Langevin sample at the last level.
 
     Raises:
-        ValueError: bad ``sigmas``/``y``, ``langevin_steps < 0`` or ``step_scale`` not in ``(0, 1]``.
+        ValueError: bad ``sigmas``/``y``, ``langevin_steps < 0``, ``ode_steps < 1`` or ``step_scale`` not in
+            ``(0, 1]``.
     """
     sigmas = _check_inputs(op, y, sigmas)
+    if ode_steps < 1:
+        raise ValueError(f"ode_steps must be >= 1, got {ode_steps!r}")
     if langevin_steps < 0:
         raise ValueError(f"langevin_steps must be >= 0, got {langevin_steps!r}")
     if not 0 < step_scale <= 1:
@@ -175,8 +214,13 @@ def daps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, generator
         raise ValueError("DAPS needs a positive measurement noise variance (sigma_y > 0)")
     x = sigmas[0] * torch.randn(y.shape[0], op.dim, generator=generator, dtype=torch.float64)
     for i in tqdm(range(len(sigmas)), desc="daps", disable=not progress):
+        sub = np.geomspace(float(sigmas[i]), float(sigmas[-1]), ode_steps) if ode_steps > 1 else [float(sigmas[i])]
         with torch.no_grad():
-            center = denoiser(x, float(sigmas[i])).double()
+            xo = x
+            for j, s in enumerate(sub):
+                center = denoiser(xo, float(s)).double()
+                if j + 1 < len(sub):
+                    xo = xo + (float(sub[j + 1]) - float(s)) * (xo - center) / float(s)
         r2 = float(sigmas[i]) ** 2
         eta = step_scale / (op.lipschitz / op.noise_var + 1.0 / r2)
         x0 = center.clone()
@@ -228,15 +272,20 @@ def dps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, generator:
 
 def run_method(method: str, denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, data_var: float,
                generator: torch.Generator, progress: bool = False, **options) -> torch.Tensor:
-    """Dispatch to :func:`lmaps`, :func:`dps` or :func:`daps` by name (see :data:`METHODS`).
+    """Dispatch to :func:`lmaps`, :func:`dps` or :func:`daps` by name (see :data:`METHODS`);
+    ``lmaps-sample`` is :func:`lmaps` with ``local="sample"`` (the ablation of the local MAP).
 
-    ``options`` are passed to the method (``inner_steps``, ``zeta``, ``langevin_steps``, ``step_scale``).
+    ``options`` are passed to the method (``inner_steps``, ``cov_scale``, ``zeta``, ``langevin_steps``,
+    ``step_scale``, ``ode_steps``).
 
     Raises:
         ValueError: unknown ``method``.
     """
     if method == "lmaps":
         return lmaps(denoiser, op, y, sigmas, data_var=data_var, generator=generator, progress=progress, **options)
+    if method == "lmaps-sample":
+        return lmaps(denoiser, op, y, sigmas, data_var=data_var, generator=generator, progress=progress,
+                     local="sample", **options)
     if method == "dps":
         return dps(denoiser, op, y, sigmas, generator=generator, progress=progress, **options)
     if method == "daps":
