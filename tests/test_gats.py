@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from onchip.methods.gats.agent import locate, repair_request
-from onchip.methods.gats.refine import judge_request, next_request
+from onchip.methods.gats.refine import judge_request, next_request, plant_error
 from onchip.methods.gats.simulator import Feedback, Simulator, checklist
-from onchip.methods.gats.tools import SCHEMAS, RealBackend, Task, calls_to_text, make_task, parse_calls, schema_errors
+from onchip.methods.gats.tools import (KINDS, SCHEMAS, RealBackend, Task, calls_to_text, make_task, parse_calls,
+                                      schema_errors)
 from method_support import assert_refused, quick_run
 
 
@@ -100,24 +101,74 @@ def test_simulator_never_sees_the_hidden_state():
 
 def test_judge_checklist_from_text_and_schemas():
     text = "please raise a high ticket about the vpn and hand it to chen"
-    assert checklist(text) == [("call", "create_ticket"), ("call", "assign_ticket"), ("value", "high"),
-                               ("value", "vpn"), ("value", "chen"), ("ref", None)]
-    sim = Simulator()
+    assert checklist(text) == [("call", "create_ticket"), ("call", "assign_ticket")]  # actions only, no literal
+    assert checklist(text, judge="literal") == [("call", "create_ticket"), ("call", "assign_ticket"),
+                                                ("value", "high"), ("value", "vpn"), ("value", "chen"), ("ref", None)]
     calls = [call("create_ticket", title="vpn", priority="high"), call("assign_ticket", ticket_id=901, user="chen")]
-    score, missing = sim.judge(text, calls, [])
+    score, missing = Simulator(judge="literal").judge(text, calls, [])
     assert missing == [("ref", None)] and score == pytest.approx(5 / 6)
-    score, missing = sim.judge("please ping bo about the vpn", [call("close_ticket", ticket_id=3)], [])
+    # the actions judge does not read values: a wrong id or user is left to the other feedback kinds
+    wrong = [call("create_ticket", title="vpn", priority="low"), call("assign_ticket", ticket_id=33, user="bo")]
+    assert Simulator().judge(text, wrong, []) == (1.0, [])
+    score, missing = Simulator(judge="literal").judge("please ping bo about the vpn", [call("close_ticket", ticket_id=3)], [])
     assert missing == [("call", "send_message"), ("value", "bo"), ("value", "vpn"), ("unrequested", "close_ticket")]
     assert score == 0.0
+    score, missing = Simulator().judge("please ping bo about the vpn", [call("close_ticket", ticket_id=3)], [])
+    assert missing == [("call", "send_message"), ("unrequested", "close_ticket")] and score == 0.0
+    with pytest.raises(ValueError, match="judge"):
+        Simulator(judge="llm")
+
+
+def test_state_error_tasks_name_two_ids_and_a_reused_closed_id_is_a_response_error():
+    rng = np.random.default_rng(3)
+    tasks = [make_task(rng, held_out=True) for _ in range(300)]
+    assert {t.kind for t in tasks} == set(KINDS)
+    t = next(t for t in tasks if t.kind == "close+priority")
+    closed, other = t.gold[0][1]["ticket_id"], t.gold[1][1]["ticket_id"]
+    assert closed != other and {closed, other} <= set(t.tickets)
+    wrong = f"close_ticket ticket_id {closed} ; set_priority ticket_id {closed} priority {t.gold[1][1]['priority']}"
+    fb = Simulator().simulate(t.text, wrong)
+    assert fb.kind == "response" and fb.where == (1, "ticket_id") and "closed" in fb.message
+    assert Simulator(feedback=("validity", "judge")).simulate(t.text, wrong).kind is None  # the judge cannot see it
+    _, err = t.backend().execute(parse_calls(wrong)[0])
+    assert err is not None and err.kind == "response"  # the real tools refuse it too
+    req = next_request(t.text, wrong, fb, 1.0)
+    assert req.first == [str(other)]  # the revision may only use the other named ticket
+
+
+@pytest.mark.parametrize("kind", ["validity", "response", "judge"])
+def test_a_planted_error_is_seen_by_its_feedback_kind_only(kind):
+    """Each positive control plants an error that the full simulator reports as that kind, that the
+    simulator without that kind passes as clean, and that makes the real task fail."""
+    rng = np.random.default_rng(4)
+    sim, blind = Simulator(), Simulator(feedback=tuple(k for k in ("validity", "response", "judge") if k != kind))
+    seen = 0
+    for _ in range(80):
+        t = make_task(rng, held_out=True)
+        planted = plant_error(t.text, calls_to_text(t.gold), kind, np.random.default_rng(seen))
+        if planted is None:
+            continue
+        seen += 1
+        assert sim.simulate(t.text, planted).kind == kind, (t.text, planted)
+        assert blind.simulate(t.text, planted).kind is None, (t.text, planted)
+        b = t.backend()
+        calls, perr = parse_calls(planted)
+        b.execute(calls)
+        assert perr is None and b.state() != t.target_state(), (t.text, planted)
+    assert seen >= 40
+    with pytest.raises(ValueError, match="plant"):
+        plant_error("x", "close_ticket ticket_id 3", "oracle", np.random.default_rng(0))
 
 
 def test_gold_calls_pass_the_simulator_and_reach_the_target_state():
     rng = np.random.default_rng(0)
     sim = Simulator()
+    literal = Simulator(judge="literal")
     for _ in range(60):
         t = make_task(rng, held_out=True)
-        fb = sim.simulate(t.text, calls_to_text(t.gold))
-        assert fb.kind is None and fb.judge == 1.0, (t.text, fb)
+        for s in (sim, literal):
+            fb = s.simulate(t.text, calls_to_text(t.gold))
+            assert fb.kind is None and fb.judge == 1.0, (t.text, fb)
         b = t.backend()
         b.execute(parse_calls(calls_to_text(t.gold))[0])
         assert b.state() == t.target_state()
@@ -150,6 +201,8 @@ def test_revision_targets_the_located_token():
     (["--arms", "single"], "--arms"),
     (["--temperature", "0"], "--temperature"),
     (["--seeds", "1,1"], "--seeds"),
+    (["--seeds", "3"], "--seeds"),
+    (["--judge", "llm"], "--judge"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("gats", argv, flag, tmp_path / "out", capsys)
@@ -160,10 +213,18 @@ def test_quick_run_writes_headline(tmp_path, monkeypatch):
     out = tmp_path / "run"
     m = quick_run("gats", out)
     h = m["headline"]
-    assert h["method"] == "gats" and h["direction"] == "higher" and h["seeds"] == [0]
+    assert h["method"] == "gats" and h["direction"] == "higher" and h["seeds"] == [0, 1]
     assert set(h["baselines"]) == {"single", "self-consistency", "real-refine", "gats-no-validity",
                                    "gats-no-response", "gats-no-judge"}
+    assert set(h["paired"]) == set(h["baselines"])
+    for a, pair in h["paired"].items():
+        per_seed = [g["success"] - b["success"] for g, b in zip(m["per_seed"]["gats"], m["per_seed"][a])]
+        assert pair["per_seed"] == pytest.approx(per_seed)
     assert all(0 <= v <= 1 for v in [h["value"], *h["baselines"].values()])
     assert m["results"]["self-consistency"]["decodes"] == 4 and m["results"]["single"]["decodes"] == 1
     assert all(r["decodes"] <= 4 for r in m["results"].values())
+    pc = m["positive_control"]
+    assert pc["method"] == "gats" and pc["ablation"] == "gats-no-response" and len(pc["paired"]["ci95"]) == 2
+    assert set(m["positive_controls"]) == {"validity", "response", "judge"}
+    assert all(sum(c["planted_tasks_per_seed"]) > 0 for c in m["positive_controls"].values())
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "gats.png"}

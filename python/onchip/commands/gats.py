@@ -31,11 +31,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--arms", type=_args.name_list(ARMS), default="all",
                    help=f"comma-separated subset of {','.join(ARMS)} or 'all' (default); must include gats")
     p.add_argument("--train-tasks", type=_args.positive_int, default=500, help="agent training pairs (default 500)")
-    p.add_argument("--train-steps", type=_args.positive_int, default=500, help="agent training steps (default 500)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2],
-                   help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--train-steps", type=_args.positive_int, default=250, help="agent training steps (default 250)")
+    p.add_argument("--judge", choices=("actions", "literal"), default="actions",
+                   help="the simulated judge's checklist: the requested actions only (default), or also every "
+                   "literal value of the request (the stronger rule judge, which repairs values itself)")
+    p.add_argument("--no-controls", action="store_true", help="skip the three positive controls")
+    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2, 3, 4],
+                   help="comma-separated seeds, two or more (default 0,1,2,3,4)")
     p.add_argument("--quick", action="store_true",
-                   help="seconds-long smoke run: 1 seed, 8 tasks, a 30-step agent (what the tests run)")
+                   help="seconds-long smoke run: 2 seeds, 12 tasks, a 30-step agent (what the tests run)")
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
@@ -45,9 +49,10 @@ def run(args: argparse.Namespace) -> int:
     """Build the config (every flag checked) and run the experiment; returns 0."""
     from onchip.methods.gats.experiment import GatsConfig, run as run_experiment
 
-    quick = dict(tasks=8, seeds=args.seeds[:1], train_tasks=100, train_steps=30) if args.quick else {}
+    quick = dict(tasks=12, seeds=args.seeds[:2], train_tasks=100, train_steps=30) if args.quick else {}
     values = dict(tasks=args.tasks, samples=args.samples, temperature=args.temperature, arms=args.arms,
-                  seeds=args.seeds, train_tasks=args.train_tasks, train_steps=args.train_steps)
+                  seeds=args.seeds, train_tasks=args.train_tasks, train_steps=args.train_steps, judge=args.judge,
+                  controls=not args.no_controls)
     values.update(quick)
     config = _args.build_config(GatsConfig, **values, out=args.out, progress=not args.quiet,
                                 command=args.command_line)

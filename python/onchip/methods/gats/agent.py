@@ -44,10 +44,13 @@ class AgentTraining:
 
 
 def train_agent(seed: int, cfg: AgentTraining = AgentTraining(), progress: bool = False):
-    """The agent for ``seed`` (trained once, kept in the onchip cache): ``(model, vocab)``."""
-    import torch  # noqa: F401
+    """The agent for ``seed`` (trained once, kept in the onchip cache): ``(model, vocab)``.
 
-    from .._report import rng as named_rng
+    Trained on ``cfg.n_tasks`` tasks of every kind with the training verbs only (:func:`.tools.make_task`).
+    """
+    import torch
+
+    from .._report import rng as named_rng, seed_int
 
     v = vocab()
     tc = _tiny.TinyConfig(vocab=len(v), d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=4, max_len=64)
@@ -68,9 +71,12 @@ def train_agent(seed: int, cfg: AgentTraining = AgentTraining(), progress: bool 
         return ids, mask
 
     def build(model):
-        _tiny.train(model, batches, steps=cfg.steps, lr=cfg.lr, seed=seed, progress=progress, desc="gats agent")
+        _tiny.train(model, batches, steps=cfg.steps, lr=cfg.lr, seed=seed_int(seed, "gats", "agent"),
+                    progress=progress, desc="gats agent")
 
-    model = _tiny.cached_model("tiny_gats", tc, ["v1", repr(cfg), seed], build)
+    # keyed by the task recipe (v2: every kind trained), the budget, the seed, torch's version and threads
+    model = _tiny.cached_model("tiny_gats", tc, ["v2", repr(cfg), seed, torch.__version__, torch.get_num_threads()],
+                               build)
     return model, v
 
 

@@ -91,19 +91,86 @@ def _real_feedback(text: str, output: str, backend: RealBackend, judge: Simulato
     return Feedback(None if score == 1.0 else "judge", None, "", score, responses, missing)
 
 
+#: errors a positive control plants in the agent's first attempt, one per feedback kind
+PLANTS = ("validity", "response", "judge")
+
+
+def plant_error(text: str, output: str, kind: str, rng: np.random.Generator) -> str | None:
+    """The first attempt ``output`` with one error planted that only feedback ``kind`` can see (None when
+    the attempt offers no place for it). The positive controls of the three feedback kinds.
+
+    * ``validity``: the value of the first enum argument becomes a word of another argument's enum (a
+      schema error; ids, state and the actions judge are untouched);
+    * ``response``: the first integer ``ticket_id`` becomes an id the user never named (a missing id: valid
+      for the schema, the tool is still the requested one);
+    * ``judge``: an unrequested ``close_ticket`` on a ticket the attempt may touch is appended (valid and
+      state-consistent), or, when closing is requested, the close becomes a ``get_ticket`` (a wrong action).
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`PLANTS`.
+    """
+    if kind not in PLANTS:
+        raise ValueError(f"plant: must be one of {', '.join(PLANTS)}, got {kind!r}")
+    from .tools import ID_MAX, ID_MIN
+
+    tokens = output.split()
+    starts = [0] + [j + 1 for j, t in enumerate(tokens) if t == ";"]
+    names = [tokens[s] if s < len(tokens) else None for s in starts]
+    if kind == "judge":
+        if "close_ticket" in names:
+            return " ".join("get_ticket" if t == "close_ticket" else t for t in tokens)
+        ids = [str(i) for i in mentioned_ids(text)] or (["$1"] if names and names[0] == "create_ticket" else [])
+        return f"{output} ; close_ticket ticket_id {ids[0]}" if ids and tokens else None
+    for c, st in enumerate(starts):
+        props = SCHEMAS.get(names[c], {}).get("parameters", {}).get("properties", {})
+        end = starts[c + 1] - 1 if c + 1 < len(starts) else len(tokens)
+        for j in range(st + 1, end - 1, 2):
+            p = props.get(tokens[j])
+            if p is None:
+                continue
+            if kind == "validity" and "enum" in p:
+                others = sorted({v for q in props.values() for v in q.get("enum", ())} - set(p["enum"]))
+                others = others or [w for w in ("low", "bo") if w not in p["enum"]]
+                return " ".join(tokens[:j + 1] + [str(rng.choice(others))] + tokens[j + 2:])
+            if kind == "response" and tokens[j] == "ticket_id" and tokens[j + 1].isdigit():
+                named = set(mentioned_ids(text))
+                free = [i for i in range(ID_MIN, ID_MAX + 1) if i not in named]
+                return " ".join(tokens[:j + 1] + [str(rng.choice(free))] + tokens[j + 2:])
+    return None
+
+
 def run_arm(arm: str, tasks: list[Task], model, vocab, *, samples: int, temperature: float,
-            rng: np.random.Generator, progress: Callable | None = None) -> list[dict]:
+            rng: np.random.Generator, judge: str = "actions",
+            first: Callable[[int, str], str | None] | None = None,
+            progress: Callable | None = None) -> list[dict]:
     """Run one arm on every task with at most ``samples`` agent decodes per task.
+
+    Args:
+        arm: one of :data:`~onchip.methods.gats.ARMS`.
+        tasks: the tasks.
+        model, vocab: the agent.
+        samples: agent decodes per task (the budget, the same for every arm).
+        temperature: sampling temperature of fresh samples.
+        rng: the arm's sampling stream.
+        judge: the simulated judge's checklist (:data:`~.simulator.JUDGES`).
+        first: ``first(i, greedy_output)`` -> a replacement first attempt for task ``i`` (None keeps it):
+            how a positive control plants an error (:func:`plant_error`).
 
     Returns:
         One record per task: ``success`` (final real state equals the task's known target state),
         ``side_effects`` (successful state-changing real calls), ``decodes``, ``judge`` (simulated judge
-        score of the chosen attempt, GATS arms), ``output`` (the calls that ran last).
+        score of the chosen attempt, GATS arms), ``first_feedback`` (the feedback kind on the first
+        attempt, simulated or real; None for single and self-consistency), ``output`` (the calls that ran last).
+
+    Raises:
+        ValueError: an unknown ``arm``.
     """
     n = len(tasks)
     greedy = decode(model, vocab, [Request(t.text, []) for t in tasks], rng)
+    if first is not None:
+        greedy = [first(i, g) or g for i, g in enumerate(greedy)]
     backends = [t.backend() for t in tasks]
-    records = [{"decodes": 1, "judge": None} for _ in tasks]
+    records = [{"decodes": 1, "judge": None, "first_feedback": None} for _ in tasks]
     if arm == "single":
         finals = greedy
     elif arm == "self-consistency":
@@ -123,16 +190,18 @@ def run_arm(arm: str, tasks: list[Task], model, vocab, *, samples: int, temperat
         kinds = ("validity", "response", "judge")
         if arm.startswith("gats-no-"):
             kinds = tuple(k for k in kinds if k != arm.removeprefix("gats-no-"))
-        sim = Simulator(SCHEMAS, feedback=kinds)
-        judge = Simulator(SCHEMAS)
+        sim = Simulator(SCHEMAS, feedback=kinds, judge=judge)
+        real_judge = Simulator(SCHEMAS, judge=judge)
 
         def feedback(i, out):
             if real:
-                return _real_feedback(tasks[i].text, out, backends[i], judge)
+                return _real_feedback(tasks[i].text, out, backends[i], real_judge)
             return sim.simulate(tasks[i].text, out)
 
         current = list(greedy)
         fbs = [feedback(i, current[i]) for i in range(n)]
+        for i in range(n):
+            records[i]["first_feedback"] = fbs[i].kind
         best = [(fbs[i].rank(), 0, current[i], fbs[i]) for i in range(n)]
         for r in range(1, samples):
             todo = [i for i in range(n) if fbs[i].kind is not None]

@@ -7,8 +7,11 @@ schema-conforming responses synthesised consistently with the state implied by e
 Here (1) is ``jsonschema`` validation, (2) follows generic state rules (ids the user mentions
 exist and are open; ids it created exist; closed tickets stay closed; a ``$k`` reference needs
 the k-th call to have returned an id) and never reads the real backend, (3) is a rule checklist
-(the requested actions, from the tools' descriptions; every value the user named; "it" must
-refer to a created ticket; no unrequested calls) in the spirit of Gecko's LLM judge.
+in the spirit of Gecko's LLM judge. By default (``judge="actions"``) the checklist holds the task's
+*actions* only: the tools the request asks for (from the tools' descriptions) and no unrequested
+call; it reads no literal value out of the request, so it cannot repair an id or an argument value
+for the other two kinds. ``judge="literal"`` adds every value the user named and a reference for
+"it" (the earlier, stronger rule judge that made validity and response feedback redundant).
 """
 
 from __future__ import annotations
@@ -53,20 +56,32 @@ def mentioned_ids(text: str) -> list[int]:
     return [int(w) for w in text.split() if w.isdigit()]
 
 
-def checklist(text: str, schemas: dict = SCHEMAS) -> list[tuple[str, object]]:
-    """The judge's checklist for a request: ``("call", tool)``, ``("value", v)``, ``("ref", None)`` items.
+#: the judge's checklists: task actions only, or actions plus the request's literal values
+JUDGES = ("actions", "literal")
+
+
+def checklist(text: str, schemas: dict = SCHEMAS, *, judge: str = "actions") -> list[tuple[str, object]]:
+    """The judge's checklist for a request: ``("call", tool)`` items, and with ``judge="literal"`` also
+    ``("value", v)`` and ``("ref", None)`` items.
 
     Derived from the text and the public schemas only: a tool is requested when a word of the request
-    is one of its description's action words; every enum value or integer in the request must be
-    passed to some call; "it", when a requested tool other than create takes a ticket id, asks for a reference to the
-    ticket created in the same attempt.
+    is one of its description's action words. The literal judge adds: every enum value or integer in the
+    request must be passed to some call; "it", when a requested tool other than create takes a ticket id,
+    asks for a reference to the ticket created in the same attempt.
+
+    Raises:
+        ValueError: ``judge`` is not one of :data:`JUDGES`.
     """
+    if judge not in JUDGES:
+        raise ValueError(f"judge: must be one of {', '.join(JUDGES)}, got {judge!r}")
     words = text.split()
     items: list[tuple[str, object]] = []
     for name, s in schemas.items():
         keys = set(s["description"].split()) - _STOP
         if keys & set(words):
             items.append(("call", name))
+    if judge == "actions":
+        return items
     enums = {v for s in schemas.values() for p in s["parameters"]["properties"].values() for v in p.get("enum", [])}
     for w in words:
         if w in enums or w.isdigit():
@@ -86,12 +101,23 @@ class Simulator:
         feedback: which of "validity", "response", "judge" to give (ablations drop one).
         first_id: ids the simulator invents for created tickets start here (any schema-valid id works:
             the real ids are hidden; ``$k`` references keep the trajectory consistent).
+        judge: the checklist, one of :data:`JUDGES` (see :func:`checklist`).
+
+    Raises:
+        ValueError: an unknown feedback kind or judge.
     """
 
-    def __init__(self, schemas: dict = SCHEMAS, feedback=("validity", "response", "judge"), first_id: int = 900):
+    def __init__(self, schemas: dict = SCHEMAS, feedback=("validity", "response", "judge"), first_id: int = 900,
+                 judge: str = "actions"):
+        bad = [k for k in feedback if k not in ("validity", "response", "judge")]
+        if bad:
+            raise ValueError(f"feedback: unknown kind {bad[0]!r} (validity, response, judge)")
+        if judge not in JUDGES:
+            raise ValueError(f"judge: must be one of {', '.join(JUDGES)}, got {judge!r}")
         self.schemas = schemas
         self.feedback = tuple(feedback)
         self.first_id = first_id
+        self.judge_kind = judge
 
     def synthesise(self, call: dict, args: dict, state: dict) -> dict:
         """A response that conforms to the tool's response schema and to ``state`` (updated in place)."""
@@ -171,7 +197,7 @@ class Simulator:
     def judge(self, text: str, calls: list[dict], responses: list[dict]) -> tuple[float, list]:
         """Checklist score of a trajectory: (fraction satisfied, unsatisfied items). Unrequested calls
         count as one more unsatisfied item."""
-        items = checklist(text, self.schemas)
+        items = checklist(text, self.schemas, judge=self.judge_kind)
         names = [c.get("name") for c in calls]
         values = set()
         refs = False

@@ -198,8 +198,10 @@ VERBS = {
     "priority": ["set", "change", "make", "bump"],
     "message": ["tell", "notify", "message", "ping", "inform"],
 }
-#: task kinds: (instruction template, gold calls template)
-KINDS = ("create", "close", "assign", "priority", "message", "create+assign", "close+message", "create+message")
+#: task kinds. The two ``close+`` kinds with a second ticket name two ids, so that a call on the ticket
+#: just closed (or on an id the user never named) is a *state* error only the simulated responses can see
+KINDS = ("create", "close", "assign", "priority", "message", "create+assign", "close+message", "create+message",
+         "close+assign", "close+priority")
 
 
 @dataclass(frozen=True)
@@ -225,14 +227,14 @@ class Task:
 
 
 def make_task(rng: np.random.Generator, *, held_out: bool) -> Task:
-    """A random task; ``held_out`` draws the verb phrasings and compositions kept out of training.
+    """A random task of any kind in :data:`KINDS`; ``held_out`` draws the verb phrasings kept out of training.
 
-    Training tasks use every verb but the last of each list in :data:`VERBS` and only the single-call
-    kinds plus ``create+assign``; held-out tasks draw any verb (the unseen one half of the time) and any
-    kind, so the agent meets phrasings and compositions it was not trained on.
+    Training tasks use every verb but the last of each list in :data:`VERBS`; held-out tasks draw the
+    unseen one half of the time (the agent reads it as ``<unk>``), with fresh ids, values and states.
+    Every kind is trained, so no kind is out of the agent's reach; its errors are wrong tools on unseen
+    verbs, wrong ids (copied badly, or the ticket closed one call earlier) and wrong values.
     """
-    kinds = KINDS if held_out else KINDS[:6]
-    kind = kinds[rng.integers(len(kinds))]
+    kind = KINDS[rng.integers(len(KINDS))]
 
     def verb(v):
         words = VERBS[v]
@@ -244,8 +246,11 @@ def make_task(rng: np.random.Generator, *, held_out: bool) -> Task:
     ids = sorted(rng.choice(np.arange(ID_MIN, ID_MAX + 1), n_open, replace=False).tolist())
     tickets = {int(i): {"title": str(rng.choice(TITLES)), "priority": str(rng.choice(PRIORITIES)),
                         "status": "open", "owner": None} for i in ids}
-    tid = int(rng.choice(ids))
+    tid, other = (int(i) for i in rng.choice(ids, 2, replace=False))
     title, prio, user = str(rng.choice(TITLES)), str(rng.choice(PRIORITIES)), str(rng.choice(USERS))
+    if kind.endswith("priority"):  # a real change: a no-op request would count every attempt a success
+        target = tickets[other if kind == "close+priority" else tid]
+        prio = str(rng.choice([p for p in PRIORITIES if p != target["priority"]]))
     parts, gold = [], []
     if kind.startswith("create"):
         parts.append(f"{verb('create')} a {prio} ticket about the {title}")
@@ -272,6 +277,12 @@ def make_task(rng: np.random.Generator, *, held_out: bool) -> Task:
     if kind == "create+message":
         parts.append(f"and {verb('message')} {user} about it")
         gold.append(("send_message", {"user": user, "topic": title}))
+    if kind == "close+assign":
+        parts.append(f"and {verb('assign')} ticket {other} to {user}")
+        gold.append(("assign_ticket", {"ticket_id": other, "user": user}))
+    if kind == "close+priority":
+        parts.append(f"and {verb('priority')} ticket {other} to {prio}")
+        gold.append(("set_priority", {"ticket_id": other, "priority": prio}))
     text = "please " + " ".join(parts)
     return Task(kind, text, tuple(gold), tickets, int(rng.integers(100, 200)))
 
