@@ -26,13 +26,14 @@ from . import METHODS, OPERATORS, PRIORS  # noqa: I001  (the package's names, fr
 #: same validation images at the same denoiser calls. LMAPS and its ablation: the factor on the covariance
 #: r_t^2; DPS: its guidance step zeta; DAPS: ODE calls per level (the levels shrink so that levels x calls
 #: = steps) x the Langevin step (fraction of 1/L).
+_LOG_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 GRIDS = {
-    "lmaps": tuple({"cov_scale": v} for v in (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)),
-    "lmaps-sample": tuple({"cov_scale": v} for v in (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)),
-    "dps": tuple({"zeta": v} for v in (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)),
-    "daps": tuple({"ode_steps": k, "step_scale": v} for k in (1, 2) for v in (0.03, 0.1, 0.3)),
+    "lmaps": tuple({"cov_scale": v} for v in _LOG_GRID),
+    "lmaps-sample": tuple({"cov_scale": v} for v in _LOG_GRID),
+    "dps": tuple({"zeta": v} for v in _LOG_GRID),
+    "daps": tuple({"ode_steps": k, "step_scale": v} for k in (1, 2) for v in (0.03, 0.1, 0.3, 1.0)),
 }
-GRID_SIZE = 6
+GRID_SIZE = 8
 assert all(len(g) == GRID_SIZE for g in GRIDS.values())
 
 
