@@ -4,7 +4,7 @@ Hypothesis draws specs across everything :class:`~onchip.spec.LearnerSpec` accep
 widths with several layers and outputs, KAN grid size, order, grid range and basis table
 bits, every format field narrow and wide with every quantization and overflow mode, unsigned
 formats, learning-rate shifts up to the largest a float64 power of two allows, init scale,
-schedule and staleness, the serial MLP datapath) and a short raw stream (inputs on, at and
+schedule and staleness, the serial MLP and KAN datapaths and the KAN's lanes) and a short raw stream (inputs on, at and
 beyond the grid edges and the format limits, targets at full scale). A drawn spec goes
 through the spec's own validation; one it refuses is rejected with ``assume`` and counted
 (:data:`COUNTS`, printed at the end of the module and shown by
@@ -116,6 +116,11 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
         for name in ("input", "act"):
             formats[name] = draw(formats_field(name=name, frac=max(t - e, 0) + draw(st.integers(0, 3)),
                                                int_min=int_min))
+        fields["datapath"] = draw(st.sampled_from(["parallel", "serial"]))
+        if fields["datapath"] == "serial":
+            fields["lanes"] = draw(st.integers(1, max(widths[:-1])))
+            if draw(st.integers(0, 4)):
+                fields["schedule"] = "sequential"
     else:
         fields["datapath"] = draw(st.sampled_from(["parallel", "serial"]))
         if fields["datapath"] == "serial" and draw(st.integers(0, 4)):

@@ -4,8 +4,9 @@ Mixed streams (TARGET, PREDICT and ERROR samples, errors at the ``grad`` limits 
 through the cocotb bench with random stalls on every stream; the predictions, the decision field
 of the prediction stream and the parameters read back at the end must equal
 :class:`onchip.model.GoldenLearner`'s and :func:`onchip.model.decisions` of its predictions.
-Default: a 2->3 KAN (pipelined, argmax decision, 10000 samples) and the narrow 4->6->5->3 serial
-MLP (2000 samples; its build is shared with the serial-MLP tests); the other schedules, the
+Default: a 2->3 KAN (pipelined, argmax decision, 10000 samples), the narrow 4->6->5->3 serial
+MLP and the narrow 3->3->2 serial KAN (2000 samples each; their builds are shared with the
+serial-datapath tests); the other schedules, the
 parallel MLP, 10000 samples of the serial MLP, a ``grad`` wider than ``act`` and the C++ stream
 harness (rtl backend) on 20000 samples are in the slow set.
 """
@@ -25,6 +26,7 @@ from onchip.spec import PRESETS, LearnerSpec
 from hw_support import variant
 from kind_support import golden_kinds_final, mixed_stream
 from support import random_theta
+from test_hw_kan_serial import NARROW as NARROW_KAN
 from test_hw_mlp_serial import NARROW
 
 KAN3 = PRESETS["kan-readout"].replace(widths=(2, 3), name="kan-readout-3out")
@@ -54,7 +56,8 @@ def test_kan_pipelined_mixed_kinds_and_argmax_decision():
     assert set(kind.tolist()) == {0, 1, 2} and set(dec.tolist()) == {0, 1, 2}
 
 
-@pytest.mark.parametrize("spec", [variant(KAN3, "pipelined"), NARROW], ids=["kan3-pipelined", "mlp-serial-narrow"])
+@pytest.mark.parametrize("spec", [variant(KAN3, "pipelined"), NARROW, NARROW_KAN],
+                         ids=["kan3-pipelined", "mlp-serial-narrow", "kan-serial-narrow"])
 def test_predict_samples_keep_saturated_parameters(spec):
     """A PREDICT sample commits a zero delta: parameters at the coef limits stay where they are."""
     c = spec.formats.coef
@@ -74,6 +77,11 @@ def test_predict_samples_keep_saturated_parameters(spec):
 
 def test_serial_mlp_mixed_kinds():
     run_mixed(NARROW, 2000, 2, **STALLS)  # 10000 samples: the slow set
+
+
+def test_serial_kan_mixed_kinds():
+    kind, _ = run_mixed(NARROW_KAN, 2000, 3, **STALLS)  # the build is shared with test_hw_kan_serial
+    assert set(kind.tolist()) == {0, 1, 2}
 
 
 @pytest.mark.slow

@@ -44,7 +44,8 @@ def test_changed_spec_round_trips():
         (dict(schedule="eager"), ["schedule", "eager"]),
         (dict(staleness=-1), ["staleness", "-1"]),
         (dict(datapath="systolic"), ["datapath", "systolic"]),
-        (dict(datapath="serial"), ["datapath='serial'", "kind='kan'"]),
+        (dict(datapath="serial", lanes=3), ["lanes=3", "widest layer's 1 inputs"]),
+        (dict(lanes=2), ["lanes=2", "serial KAN datapath only"]),
     ],
 )
 def test_unbuildable_specs_say_which_field_and_why(changes, words):
@@ -146,7 +147,7 @@ def test_timing_is_validated_and_written_only_when_fast():
 
 
 # -- numbers: a bool is not an integer, NaN and infinities are not numbers ----------------------
-INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed")
+INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes")
 FLOAT_FIELDS = ("learning_rate", "init_scale")
 #: every numeric field, with a bad value of each kind it can be given (a list field: each element)
 BOOL_VALUES = [(name, True) for name in INT_FIELDS + FLOAT_FIELDS] + [

@@ -30,7 +30,7 @@ TIMINGS = ("compact", "fast")
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
-INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed")
+INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes")
 #: Float fields: a finite float, or an integer the float holds exactly (stored as that float);
 #: bools, NaN and infinities are refused.
 FLOAT_FIELDS = ("learning_rate", "init_scale")
@@ -158,11 +158,17 @@ class LearnerSpec:
         init_scale: initial parameters: KAN coefficients uniform in
             +/- init_scale; MLP weights uniform in +/- init_scale*sqrt(3/fan_in),
             biases zero.
-        datapath: MLP hardware datapath: ``"parallel"`` (a multiplier per weight, every
+        datapath: hardware datapath. MLP: ``"parallel"`` (a multiplier per weight, every
             weight in registers, II of a few cycles, pipelinable) or ``"serial"`` (one
             multiply-accumulate lane per neuron stepping over the layer's inputs, weights
-            in RAM; sequential schedule only; for wide networks). KAN: ``"parallel"``.
-            The golden model's semantics do not depend on it.
+            in RAM; sequential schedule only; for wide networks). KAN: ``"parallel"`` (k+1
+            multipliers per edge, every edge at once) or ``"serial"`` (``lanes`` edges per
+            cycle and layer, :mod:`onchip.hw.kan_serial`; sequential schedule only; for KANs
+            whose edges do not fit the device's DSPs). The golden model's semantics do not
+            depend on it.
+        lanes: serial KAN datapath: edges processed per clock cycle in each layer (at most
+            the layer's input count is used), each lane with k+1 multipliers for the spline
+            dot and k+1 for the update; 1 for every other datapath.
         init_seed: seed of the initial parameters (they are part of the learner:
             the RTL holds them as its reset values).
         name: preset name, informational.
@@ -175,7 +181,7 @@ class LearnerSpec:
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier or one carry chain: more cycles of latency,
             a larger sequential II and pipelined minimum staleness, a higher fmax). The
-            golden model's semantics do not depend on it; the serial MLP datapath is compact only.
+            golden model's semantics do not depend on it; the serial datapaths are compact only.
 
     Raises:
         SpecError: (a ``ValueError``) any field that cannot be built, naming the field, the value
@@ -201,6 +207,7 @@ class LearnerSpec:
     datapath: str = "parallel"
     allow_acc_wrap: bool = False
     timing: str = "compact"
+    lanes: int = 1
 
     def __post_init__(self):
         # numbers first, kind by kind, so that no later check computes with a bool, a NaN or an infinity
@@ -247,15 +254,25 @@ class LearnerSpec:
             f"datapath must be one of {', '.join(DATAPATHS)}; got {self.datapath!r}",
         )
         need(
-            self.datapath == "parallel" or (self.kind == "mlp" and self.schedule == "sequential"),
-            f"datapath='serial' is an MLP datapath for the sequential schedule; got kind={self.kind!r}, "
-            f"schedule={self.schedule!r}",
+            self.datapath == "parallel" or self.schedule == "sequential",
+            f"datapath='serial' is built for the sequential schedule; got schedule={self.schedule!r}",
+        )
+        need(self.lanes >= 1, f"lanes must be an integer >= 1, got {self.lanes!r}")
+        need(
+            self.lanes == 1 or (self.kind == "kan" and self.datapath == "serial"),
+            f"lanes={self.lanes!r} applies to the serial KAN datapath only (kind='kan', datapath='serial'); "
+            f"got kind={self.kind!r}, datapath={self.datapath!r}",
+        )
+        need(
+            self.lanes <= max(self.widths[:-1]),
+            f"lanes={self.lanes!r} is more than the widest layer's {max(self.widths[:-1])} inputs "
+            f"(a lane takes one input's edge per cycle)",
         )
         need(self.timing in TIMINGS, f"timing must be one of {', '.join(TIMINGS)}; got {self.timing!r}")
         need(
             self.timing == "compact" or self.datapath == "parallel",
-            f"timing='fast' is built for the parallel datapath; the serial MLP datapath (one "
-            f"multiply-accumulate lane per neuron) has one stage plan, timing='compact'",
+            f"timing='fast' is built for the parallel datapath; the serial datapaths (lanes stepping "
+            f"over a layer's inputs) have one stage plan, timing='compact'",
         )
         lr = self.learning_rate
         need(
@@ -425,6 +442,8 @@ class LearnerSpec:
                 grid_range=list(self.grid_range),
                 basis_table_bits=self.basis_table_bits,
             )
+            if self.datapath == "serial":  # written only when set: parallel KAN specs keep their text
+                d.update(datapath="serial", lanes=self.lanes)
         else:
             d["datapath"] = self.datapath
         if self.allow_acc_wrap:  # written only when set: specs without it keep their text (and cache keys)

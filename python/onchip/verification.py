@@ -586,7 +586,7 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
     cases = [_formal_case(r) for r in results]
     if equivalence:
         if spec.datapath == "serial":
-            cases.append(Case("formal.plans", "skipped", "the serial MLP has one timing plan (compact)"))
+            cases.append(Case("formal.plans", "skipped", "the serial datapath has one timing plan (compact)"))
         else:
             try:
                 compact, fast = formal.plan_designs(spec, theta)

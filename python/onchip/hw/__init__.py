@@ -59,9 +59,9 @@ PARALLEL_MLP_MAX_PARAMS = 2048
 
 
 def build_learner(spec: LearnerSpec, theta=None):
-    """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or
-    :class:`~onchip.hw.mlp_serial.SerialMlpLearner` for ``datapath = "serial"``. Both have
-    the same ports and protocol.
+    """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or for
+    ``datapath = "serial"`` :class:`~onchip.hw.mlp_serial.SerialMlpLearner` (MLP) or
+    :class:`~onchip.hw.kan_serial.SerialKanLearner` (KAN). All have the same ports and protocol.
 
     Raises:
         ValueError: as :func:`generate`.
@@ -75,6 +75,10 @@ def build_learner(spec: LearnerSpec, theta=None):
             f"{PARALLEL_MLP_MAX_PARAMS} a multiplier-per-weight datapath is generated for; "
             f"use datapath='serial' (weights in RAM, one MAC lane per neuron)"
         )
+    if spec.datapath == "serial" and spec.kind == "kan":
+        from .kan_serial import SerialKanLearner
+
+        return SerialKanLearner(spec, theta)
     if spec.datapath == "serial":
         from .mlp_serial import SerialMlpLearner
 

@@ -70,6 +70,9 @@ HANDSHAKE = [
 
 def architecture(spec) -> str:
     """One line saying what the datapath of ``spec`` is (the ``architecture`` of the description)."""
+    if spec.kind == "kan" and spec.datapath == "serial":
+        return (f"serial KAN datapath: {spec.lanes} edge lane(s) per layer stepping over its edges, k+1 = "
+                f"{spec.spline_order + 1} coefficients per edge and cycle read from RAM and written back")
     if spec.kind == "kan":
         return (f"KAN datapath: every edge of a layer at once (a B-spline unit per layer input, "
                 f"k+1 = {spec.spline_order + 1} coefficients per edge read from RAM, an adder tree per output)")
