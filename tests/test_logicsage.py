@@ -112,6 +112,7 @@ def test_make_problem_refuses_unknown_depth():
     (["--datasets", "folio"], "--datasets"),
     (["--p-held", "1.5"], "--p-held"),
     (["--seeds", "2,2"], "--seeds"),
+    (["--scan", "0"], "--scan"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("logicsage", argv, flag, tmp_path / "out", capsys)
@@ -122,9 +123,40 @@ def test_quick_run_writes_headline(tmp_path, monkeypatch):
     out = tmp_path / "run"
     m = quick_run("logicsage", out)
     h = m["headline"]
-    assert h["method"] == "logicsage" and h["direction"] == "higher" and h["seeds"] == [0]
-    assert set(h["baselines"]) == {"neural-only", "translate-once", "resample-on-error"}
+    assert h["method"] == "logicsage" and h["direction"] == "higher" and h["seeds"] == [0, 1]
+    assert set(h["baselines"]) == {"neural-only", "translate-once", "resample"} == set(h["paired"])
+    assert all(len(p["ci95"]) == 2 and p["n"] == 2 for p in h["paired"].values())
     assert m["results"]["neural-only"]["calls"] == 0 and m["results"]["translate-once"]["calls"] == 1
     assert all(r["calls"] <= 4 for r in m["results"].values())
+    # translator passes are counted: none for the neural answer, the decoding for translate-once, and the
+    # repairing arms within the first translation + 3 rounds of the per-round budget
+    f = {a: r["forwards"] for a, r in m["results"].items()}
+    assert f["neural-only"] == 0 < f["translate-once"] <= f["logicsage"]
+    assert f["resample"] <= f["translate-once"] + 3 * (256 + 20 * 13)
     assert len(m["results"]["logicsage"]["accuracy_by_cell"]) == 13
+    pc = m["positive_control"]
+    assert (pc["method"], pc["ablation"]) == ("logicsage", "resample") and "ci95" in pc["paired"]
+    assert set(m["versus_neural"]["logicsage"]) == {"prontoqa", "proofwriter", "deduction"}
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "logicsage.png"}
+
+
+def test_planted_error_is_one_line_and_repaired_by_the_targeted_question():
+    """A gold program with one planted error differs from it in exactly one line; for a dropped negation
+    the disagreement question's candidates include the gold line."""
+    from onchip.methods.logicsage.loop import plant_error
+
+    rng = np.random.default_rng(0)
+    for k in range(20):
+        p = make_problem(rng, ("prontoqa", "proofwriter", "deduction")[k % 3], 3, held_out=False)
+        bad = plant_error(p.program, np.random.default_rng(k))
+        assert sum(a != b for a, b in zip(bad, p.program)) == 1 and len(bad) == len(p.program)
+    gold = CHAIN + ["ask max bright"]
+    bad = list(gold)
+    bad[3] = "all yumpus bright"  # negation dropped: the program now answers True
+    ex = execute(bad)
+    assert ex.status == "ok" and ex.answer == "True"
+    cands = candidate_repairs(["the things are max sam", "", "", "every yumpus is not a bright", "", ""], bad, ex,
+                              "False")
+    assert (3, "all yumpus not bright") in cands
+    with pytest.raises(ValueError, match="program"):
+        plant_error(("ask max bright",), rng)

@@ -15,6 +15,7 @@ checks and z3 execution), :mod:`.translator` (tiny translator and neural answere
 #: problem styles: ProntoQA-like chains (T/F), ProofWriter-like rules with negation (T/F/Unknown),
 #: LogicalDeduction-like ordering puzzles (T/F)
 DATASETS = ("prontoqa", "proofwriter", "deduction")
-#: compared methods, all at the same solver-call budget
-ARMS = ("neural-only", "translate-once", "resample-on-error", "logicsage")
+#: compared methods: neural-only and translate-once use no repair; resample (best-of-k whole programs on
+#: the same feedback triggers) and logicsage get the same solver calls and translator passes per round
+ARMS = ("neural-only", "translate-once", "resample", "logicsage")
 ANSWERS = ("True", "False", "Unknown")

@@ -1,4 +1,6 @@
-"""LogicSAGE's Socratic repair loop and the baselines, every arm under the same solver-call budget.
+"""LogicSAGE's Socratic repair loop and the baselines, every arm under the same solver-call budget and
+the same translator budget per repair round (forward passes: one per candidate line scored, one per
+token decoded).
 
 One round = one solver call (:func:`.solver.execute`). After each call LogicSAGE turns the solver's
 feedback into a targeted question about the implicated lines and lets the translator answer it by
@@ -127,79 +129,93 @@ def _all_symbols(kind: str) -> set[str]:
     return {"E": set(ENTITIES), "P": set(CONCEPTS) | set(PROPERTIES), "O": set(COLORS)}[kind]
 
 
-def run_arm(arm: str, problems, translator, vocab, neural: list[tuple[str, float]], *, budget: int,
-            rng: np.random.Generator, max_drop: float = 3.0, temperature: float = 1.0) -> list[dict]:
-    """One arm on every problem with at most ``budget`` solver calls each.
+def plant_error(program: tuple[str, ...] | list[str], rng: np.random.Generator) -> list[str]:
+    """The gold ``program`` with one planted translation error, the kind the translator makes: a
+    premise's negation toggled, the two symbols of a premise swapped, or one symbol dropped from a
+    declaration (then undeclared). Used by the positive control: a program one line away from right.
+
+    Raises:
+        ValueError: the program has no line that can take an error.
+    """
+    prog = list(program)
+    sites = []
+    for i, line in enumerate(prog):
+        t = line.split()
+        if not t or t[0].startswith("ask"):
+            continue
+        if t[0] in DECLS and len(t) > 2:
+            sites.append((i, " ".join(t[:-1])))
+        elif t[0] in FORMS:
+            sites += [(i, e) for e in _edits(line, {}, "")]
+    if not sites:
+        raise ValueError(f"program: no line can take a planted error in {prog!r}")
+    i, line = sites[int(rng.integers(len(sites)))]
+    prog[i] = line
+    return prog
+
+
+def run_arm(arm: str, problems, translator, vocab, neural: list[tuple[str, float]], *, budget: int, scan: int,
+            rng: np.random.Generator, max_drop: float = 3.0, temperature: float = 1.0,
+            start: list[list[str]] | None = None) -> list[dict]:
+    """One arm on every problem with at most ``budget`` solver calls and the same translator budget per
+    repair round.
+
+    Each repair round of a problem may spend up to ``scan`` translator forward passes (one pass = one
+    candidate line scored, or one token decoded). ``logicsage`` spends them scoring the targeted
+    question's candidate edits (plus the implicated current lines; a random subset when they do not fit);
+    ``resample`` spends them drawing whole programs at ``temperature`` and scoring them line by line
+    (best-of-k by the translator's log-probability, k as many as fit), with the same triggers (execution
+    failure or disagreement with System 1), the same plausibility rule and the same solver calls.
+
+    Args:
+        arm: one of :data:`~onchip.methods.logicsage.ARMS`.
+        budget: solver calls per problem (>= 1); scan: translator passes per repair round (>= 1).
+        start: optional first programs (one per problem) instead of the translator's greedy translation
+            (the positive control's planted programs; no translator passes charged for them).
 
     Returns:
-        Per problem: ``answer`` (final), ``correct``, ``calls`` (solver calls used), ``executable`` (the last
-        program executed and was consistent), ``first_status`` (the first execution's status), ``fallback``
-        (System 1's answer was used).
+        Per problem: ``answer`` (final), ``correct``, ``calls`` (solver calls used), ``forwards``
+        (translator forward passes used), ``executable`` (the last program executed and was consistent),
+        ``first_status`` (the first execution's status), ``fallback`` (System 1's answer was used).
+
+    Raises:
+        ValueError: an unknown arm, or ``budget`` / ``scan`` < 1.
     """
+    from . import ARMS
+
+    if arm not in ARMS:
+        raise ValueError(f"arm: expected one of {ARMS}, got {arm!r}")
+    if budget < 1 or scan < 1:
+        raise ValueError(f"budget, scan: must be >= 1, got {budget}, {scan}")
     n = len(problems)
     if arm == "neural-only":
-        return [{"answer": neural[k][0], "correct": neural[k][0] == p.answer, "calls": 0, "executable": False,
-                 "first_status": None, "fallback": True} for k, p in enumerate(problems)]
-    flat = [s for p in problems for s in p.sentences]
-    lines = translate(translator, vocab, flat)
-    programs, at = [], 0
-    for p in problems:
-        programs.append(lines[at:at + len(p.sentences)])
-        at += len(p.sentences)
+        return [{"answer": neural[k][0], "correct": neural[k][0] == p.answer, "calls": 0, "forwards": 0,
+                 "executable": False, "first_status": None, "fallback": True} for k, p in enumerate(problems)]
+    forwards = np.zeros(n, np.int64)
+    if start is None:
+        flat = [s for p in problems for s in p.sentences]
+        lines, cost = translate(translator, vocab, flat, passes=True)
+        programs, at = [], 0
+        for k, p in enumerate(problems):
+            m = len(p.sentences)
+            programs.append(lines[at:at + m])
+            forwards[k] += int(cost[at:at + m].sum())
+            at += m
+    else:
+        programs = [list(x) for x in start]
     execs = [execute(prog) for prog in programs]
     calls = [1] * n
     first = [e.status for e in execs]
     for _ in range(budget - 1):
-        todo = []
-        for k in range(n):
-            e = execs[k]
-            if arm == "translate-once":
-                break
-            if arm == "resample-on-error" and e.status in ("syntax", "undeclared", "sort"):
-                todo.append(k)
-            elif arm == "logicsage" and (e.status != "ok" or e.answer != neural[k][0]):
-                todo.append(k)
+        if arm == "translate-once":
+            break
+        todo = [k for k in range(n) if execs[k].status != "ok" or execs[k].answer != neural[k][0]]
         if not todo:
             break
-        if arm == "resample-on-error":
-            sents = [s for k in todo for s in problems[k].sentences]
-            new = translate(translator, vocab, sents, temperature=temperature, rng=rng)
-            at = 0
-            for k in todo:
-                m = len(problems[k].sentences)
-                programs[k] = new[at:at + m]
-                at += m
-                execs[k] = execute(programs[k])
-                calls[k] += 1
-            continue
-        # LogicSAGE: one targeted repair per problem, all candidates scored in one batch
-        asks = {k: candidate_repairs(list(problems[k].sentences), programs[k], execs[k], neural[k][0]) for k in todo}
-        pairs, index = [], []
-        for k, cands in asks.items():
-            sents = problems[k].sentences
-            for i, line in cands:
-                pairs.append((sents[i], line))
-                index.append((k, i, line))
-            for i in {i for i, _ in cands}:
-                pairs.append((sents[i], programs[k][i]))
-                index.append((k, i, None))
-        scores = line_logprob(translator, vocab, pairs) if pairs else np.zeros(0)
-        current = {(k, i): s for (k, i, line), s in zip(index, scores) if line is None}
-        best: dict[int, tuple[float, int, str]] = {}
-        for (k, i, line), s in zip(index, scores):
-            if line is None:
-                continue
-            gain = float(s - current[(k, i)])
-            if execs[k].status == "ok" and gain < -max_drop:
-                continue  # the disagreement question: only plausible re-readings
-            if k not in best or gain > best[k][0]:
-                best[k] = (gain, i, line)
-        for k in todo:
-            if k not in best:
-                continue
-            _, i, line = best[k]
-            trial = list(programs[k])
-            trial[i] = line
+        proposal = (_resample_round if arm == "resample" else _socratic_round)(
+            todo, problems, programs, execs, neural, translator, vocab, forwards, scan=scan, rng=rng,
+            max_drop=max_drop, temperature=temperature)
+        for k, trial in proposal.items():
             ex = execute(trial)
             calls[k] += 1
             # keep the edit unless it turns an executable program into a broken one
@@ -210,7 +226,88 @@ def run_arm(arm: str, problems, translator, vocab, neural: list[tuple[str, float
         e = execs[k]
         use_solver = e.status == "ok"
         ans = e.answer if use_solver else neural[k][0]
-        out.append({"answer": ans, "correct": ans == p.answer, "calls": calls[k], "executable": use_solver,
-                    "first_status": first[k], "fallback": not use_solver})
+        out.append({"answer": ans, "correct": ans == p.answer, "calls": calls[k], "forwards": int(forwards[k]),
+                    "executable": use_solver, "first_status": first[k], "fallback": not use_solver})
     return out
 
+
+def _socratic_round(todo, problems, programs, execs, neural, translator, vocab, forwards, *, scan, rng, max_drop,
+                    temperature) -> dict[int, list[str]]:
+    """LogicSAGE: one targeted question per problem, its candidate edits scored in one batch; returns the
+    best plausible edited program per problem (``forwards`` charged in place)."""
+    asks = {k: candidate_repairs(list(problems[k].sentences), programs[k], execs[k], neural[k][0]) for k in todo}
+    pairs, index = [], []
+    for k, cands in asks.items():
+        sents = problems[k].sentences
+        lines = sorted({i for i, _ in cands})
+        room = scan - len(lines)
+        if room < len(cands):  # the translator budget of the round: a random subset of the candidates
+            keep = np.sort(rng.choice(len(cands), size=max(room, 0), replace=False))
+            cands = [cands[j] for j in keep]
+            lines = sorted({i for i, _ in cands})
+        for i, line in cands:
+            pairs.append((sents[i], line))
+            index.append((k, i, line))
+        for i in lines:
+            pairs.append((sents[i], programs[k][i]))
+            index.append((k, i, None))
+        forwards[k] += len(cands) + len(lines)
+    scores = line_logprob(translator, vocab, pairs) if pairs else np.zeros(0)
+    current = {(k, i): s for (k, i, line), s in zip(index, scores) if line is None}
+    best: dict[int, tuple[float, int, str]] = {}
+    for (k, i, line), s in zip(index, scores):
+        if line is None:
+            continue
+        gain = float(s - current[(k, i)])
+        if execs[k].status == "ok" and gain < -max_drop:
+            continue  # the disagreement question: only plausible re-readings
+        if k not in best or gain > best[k][0]:
+            best[k] = (gain, i, line)
+    out = {}
+    for k, (_, i, line) in best.items():
+        trial = list(programs[k])
+        trial[i] = line
+        out[k] = trial
+    return out
+
+
+def _resample_round(todo, problems, programs, execs, neural, translator, vocab, forwards, *, scan, rng, max_drop,
+                    temperature) -> dict[int, list[str]]:
+    """The ablation of the targeted questions: whole programs re-sampled at ``temperature`` and scored by the
+    translator (sum of line log-probabilities), as many as the round's ``scan`` passes allow; returns the
+    best-scoring new program per problem (for a disagreement, only one within ``max_drop`` nats of the
+    current program's score). ``forwards`` charged in place."""
+    spent = {k: len(problems[k].sentences) for k in todo}  # scoring the current program
+    pairs = [(s, line) for k in todo for s, line in zip(problems[k].sentences, programs[k])]
+    cur = line_logprob(translator, vocab, pairs)
+    current, at = {}, 0
+    for k in todo:
+        m = len(problems[k].sentences)
+        current[k] = float(cur[at:at + m].sum())
+        at += m
+    samples: dict[int, list[tuple[float, list[str]]]] = {k: [] for k in todo}
+    last = {k: 0 for k in todo}
+    active = list(todo)
+    while active:
+        sents = [s for k in active for s in problems[k].sentences]
+        lines, cost = translate(translator, vocab, sents, temperature=temperature, rng=rng, passes=True)
+        sc = line_logprob(translator, vocab, list(zip(sents, lines)))
+        at = 0
+        for k in active:
+            m = len(problems[k].sentences)
+            c = int(cost[at:at + m].sum()) + m
+            spent[k] += c
+            last[k] = max(last[k], c)
+            samples[k].append((float(sc[at:at + m].sum()), lines[at:at + m]))
+            at += m
+        # draw again only while another program of the largest cost seen still fits the round's budget
+        active = [k for k in active if spent[k] + last[k] <= scan]
+    out = {}
+    for k in todo:
+        forwards[k] += spent[k]
+        new = [(s, prog) for s, prog in samples[k] if prog != programs[k]]
+        if execs[k].status == "ok":
+            new = [(s, prog) for s, prog in new if s - current[k] >= -max_drop]
+        if new:
+            out[k] = max(new, key=lambda x: x[0])[1]
+    return out

@@ -74,7 +74,7 @@ def train_system_one(seed: int, cfg: SystemOneTraining = SystemOneTraining(), pr
 
     tc = _tiny.TinyConfig(vocab=len(v), d_model=cfg.d_model, n_layers=2, n_heads=4, max_len=40)
     translator = _tiny.cached_model(
-        "tiny_logicsage_tr", tc, ["v1", repr(cfg), seed],
+        "tiny_logicsage_tr", tc, ["v1", repr(cfg), seed, f"torch{torch.__version__}", f"threads{torch.get_num_threads()}"],
         lambda m: _tiny.train(m, tbatches, steps=cfg.translator_steps, seed=seed, progress=progress,
                               desc="translator"))
 
@@ -92,7 +92,8 @@ def train_system_one(seed: int, cfg: SystemOneTraining = SystemOneTraining(), pr
         return torch.nn.functional.cross_entropy(m(ids)["class_logits"], y)
 
     answerer = _tiny.cached_model(
-        "tiny_logicsage_ans", ac, ["v1", repr(cfg), seed],
+        "tiny_logicsage_ans", ac, ["v1", repr(cfg), seed, f"torch{torch.__version__}",
+                                   f"threads{torch.get_num_threads()}"],
         lambda m: _tiny.train(m, abatches, steps=cfg.answerer_steps, seed=seed, loss_fn=aloss, progress=progress,
                               desc="answerer"))
     return translator, answerer, v
@@ -119,15 +120,27 @@ def neural_answers(answerer, v: _tiny.Vocab, texts: list[str], dataset: list[str
 
 
 def translate(model, v: _tiny.Vocab, sentences: list[str], *, temperature: float = 0.0,
-              rng: np.random.Generator | None = None) -> list[str]:
-    """One DSL line per sentence (greedy, or sampled at ``temperature``), in one batch."""
+              rng: np.random.Generator | None = None, passes: bool = False):
+    """One DSL line per sentence (greedy, or sampled at ``temperature``), in one batch.
+
+    Args:
+        passes: also return the translator forward passes spent per sentence (one per generated token,
+            the end token included: each token needs one forward over the sentence and the tokens so far).
+
+    Returns:
+        The lines ``list[str]``; with ``passes``, ``(lines, forwards)`` where ``forwards`` is an int array
+        ``(len(sentences),)``.
+    """
     prefixes = [v.encode(s + " " + SEP, bos=True) for s in sentences]
     gen = _tiny.greedy_decode(model, prefixes, max_new=12, temperature=temperature, rng=rng)
-    return [v.decode(g) for g in gen]
+    lines = [v.decode(g) for g in gen]
+    return (lines, np.array([len(g) for g in gen], np.int64)) if passes else lines
 
 
 def line_logprob(model, v: _tiny.Vocab, pairs: list[tuple[str, str]]) -> np.ndarray:
-    """log p(line | sentence) under the translator for each (sentence, line), in nats; ``(n,)``."""
+    """log p(line | sentence) under the translator for each (sentence, line), in nats; ``(n,)``.
+
+    Costs one translator forward pass per pair (teacher-forced over sentence and line)."""
     import torch
 
     out = []
