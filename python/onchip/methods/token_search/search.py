@@ -4,7 +4,7 @@ After the public SoTo code (EPFL-VILAB/search-over-tokens, ``soto/search_algorit
 
 * best-of-N: N complete samples from the prior, decoded, scored; the best is kept. It never
   scores a prefix (the control of the 1D-vs-grid comparison).
-* beam search over token prefixes with a token schedule (geometric 1, 2, 4, 8, 16 by default):
+* beam search over token prefixes with a token schedule (geometric 1, 2, 4, 8, 16 for 16 tokens; 1, 2, 4, 8, 16, 28 for 28):
   at each step every beam is extended by sampled chunks up to the next scheduled length, the
   candidates are decoded *as prefixes* and scored, the top ``width`` stay. The first step starts
   from one empty beam; the answer is the best candidate of the last step.
@@ -27,8 +27,11 @@ from typing import Callable, Sequence
 
 import torch
 
-#: cumulative token counts per beam step (geometric, base 2), as SoTo's "geometric" schedule
-SCHEDULE = (1, 2, 4, 8, 16)
+from . import schedule
+
+#: cumulative token counts per beam step (geometric, base 2), as SoTo's "geometric" schedule, for
+#: 16 tokens (:func:`~onchip.methods.token_search.schedule` gives it for any token count)
+SCHEDULE = schedule(16)
 
 #: the fewest candidates each beam must score per step for the step to select anything
 MIN_CANDIDATES_PER_BEAM = 2
@@ -51,8 +54,8 @@ class VerifierScore:
     """The search's score: decode the given tokens as a prefix, return the verifier's ``log p(class | image)``.
 
     Args:
-        tokenizer: has ``decode(ids (n, t)) -> (n, 64)`` (a prefix of length t).
-        verifier: a classifier module ``(n, 64) -> (n, 10)`` logits.
+        tokenizer: has ``decode(ids (n, t)) -> (n, pixels)`` (a prefix of length t).
+        verifier: a classifier module ``(n, pixels) -> (n, 10)`` logits.
         counter: counts the calls (a new one if None).
     """
 
@@ -67,6 +70,20 @@ class VerifierScore:
         logp = torch.log_softmax(self.verifier(images), -1)
         self.counter.verifier += images.shape[0]
         return logp[torch.arange(len(classes)), classes], images
+
+
+class BlindScore:
+    """The ablation of selection: calls ``score`` (so the same decoder and verifier calls are counted and
+    the same images come back) but returns uniform random numbers from ``gen`` as the scores, so a
+    search keeps random candidates. A beam search under it is plain sampling that spends calls.
+    """
+
+    def __init__(self, score: Score, gen: torch.Generator):
+        self.score, self.gen = score, gen
+
+    def __call__(self, classes: torch.Tensor, tokens: torch.Tensor):
+        _, images = self.score(classes, tokens)
+        return torch.rand(len(classes), generator=self.gen), images
 
 
 def check_beam(budget: int, schedule: Sequence[int], candidates_per_beam: int) -> tuple[int, int]:
