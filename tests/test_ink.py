@@ -1,19 +1,24 @@
 """The first drop of ink: context construction (fixed length, exact proportion, conflicting values),
-the filtering arms, the first-drop statistic, the readout analogue, refusals, one --quick run."""
+the filtering arms, the first-drop statistic, the four readings of an answer, the planted positive
+control, the readout analogue, refusals, one --quick run."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 import torch
-
+from method_support import quick_run
 from onchip.cli import main
-from onchip.methods.ink.documents import COLOURS, filtered, make_context
-from onchip.methods.ink.experiment import first_drop_share
+from onchip.methods.ink.documents import COLOURS, LONG_LAST, filtered, make_context
+from onchip.methods.ink.experiment import LINEAR, first_drop_share
 from onchip.methods.ink.stream import readout_fidelity
-from onchip.methods.ink.subjects import _shares, accuracy_margin, tiny_vocabulary
+from onchip.methods.ink.subjects import (
+    DilutionSubject,
+    _shares,
+    accuracy_margin,
+    gold_scores,
+    tiny_vocabulary,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -86,6 +91,38 @@ def test_accuracy_margin_and_attention_shares():
     assert v.unk not in v.encode(ctx.words(answer=True))
 
 
+def test_gold_scores_and_long_contexts():
+    ctx = make_context(np.random.default_rng(4), 5, 2)
+    logp = {c: np.log(0.01) for c in COLOURS}
+    logp[ctx.answer] = np.log(0.5)
+    logp[ctx.distractor_values[0]] = np.log(0.3)
+    g = gold_scores(ctx, logp)
+    assert g["correct"] == 1.0 and g["gold_prob"] == pytest.approx(0.5)
+    assert g["gold_logp"] == pytest.approx(np.log(0.5)) and g["margin"] == pytest.approx(np.log(0.5 / 0.3))
+    long = make_context(np.random.default_rng(5), 48, 26, LONG_LAST)   # more hard distractors than LAST holds
+    assert len(long.docs) == 48 and len({(d.first, d.last) for d in long.docs if d.kind != "easy"}) == 27
+    with pytest.raises(ValueError, match="n_hard"):
+        make_context(np.random.default_rng(5), 48, 26)
+
+
+def _dilution_share(reader, n_docs=12, hard=(0, 1, 2, 4, 8, 11), items=8, key="gold_prob"):
+    curve = {}
+    for h in hard:
+        rng = np.random.default_rng(h)
+        ctxs = [make_context(rng, n_docs, h) for _ in range(items)]
+        curve[h / (n_docs - 1)] = np.mean([gold_scores(c, reader.score([c], rng)[0]["logp"])[key] for c in ctxs])
+    return first_drop_share(curve)
+
+
+def test_planted_dilution_gives_a_first_drop_and_its_ablation_a_line():
+    # noise-free: with filler as salient as the hard distractors p(gold) falls exactly linearly in p
+    assert _dilution_share(DilutionSubject(s_hard=0.0, s_easy=0.0, noise=0.0)) == pytest.approx(1 / 11)
+    planted = _dilution_share(DilutionSubject(s_hard=0.0, s_easy=-3.0, noise=0.0))
+    assert planted > 0.35   # hyperbolic: (1/1.55 - 1/2.5) / (1/1.55 - 1/12) of the p(gold) loss at p = 1/11
+    with pytest.raises(ValueError, match="noise"):
+        DilutionSubject(noise=-1.0)
+
+
 def test_readout_analogue_clean_window_and_all_flipped():
     clean = readout_fidelity(0.0, seed=0, window=64, warmup=1500, test=800)
     flipped = readout_fidelity(1.0, seed=0, window=512, warmup=1500, test=800)
@@ -97,6 +134,7 @@ def test_readout_analogue_clean_window_and_all_flipped():
 @pytest.mark.parametrize("argv, flag", [
     (["--docs", "1"], "--docs"), (["--hard-counts", "0,2,1"], "--hard-counts"), (["--hard-counts", "1,2"], "--hard-counts"),
     (["--subjects", "gpt"], "--subjects"), (["--filter-hard", "30"], "--filter-hard"),
+    (["--seeds", "0"], "--seeds"), (["--filter-docs", "4"], "--filter-docs"), (["--filter-docs", "161"], "--filter-docs"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     out = tmp_path / "o"
@@ -108,15 +146,22 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
 
 def test_cli_quick_run(tmp_path):
     out = tmp_path / "ink"
-    assert main(["ink", "--quick", "--seeds", "0", "--quiet", "--out", str(out)]) == 0
-    for name in ("metrics.json", "results.md", "contexts.csv", "curves.png", "filtering.png"):
-        assert (out / name).is_file(), name
-    m = json.loads((out / "metrics.json").read_text())
+    m = quick_run("ink", out, files=("metrics.json", "results.md", "contexts.csv", "curves.png", "filtering.png"))
     h = m["headline"]
-    assert set(h) >= {"metric", "method", "value", "baselines", "budget", "seeds", "direction"}
-    assert h["seeds"] == [0] and "linear in p (no first-drop effect)" in h["baselines"]
+    assert h["seeds"] == [0, 1, 2] and LINEAR in h["baselines"]
+    assert set(h["paired"]) == set(h["baselines"])   # every baseline has its paired difference over seeds
+    for name, pair in h["paired"].items():
+        assert pair["n"] >= 2 and pair["ci95"][0] <= pair["difference"] <= pair["ci95"][1], name
+    # the quick run has no Gemma and an untrained tiny model: the headline falls back along the chain
+    assert h["method"] in ("tiny: accuracy", "KAN readout learner (analogue): fidelity")
+    pc = m["positive_control"]
+    assert pc["method"] == "dilution" and pc["ablation"] == "no-dilution" and len(pc["paired"]["ci95"]) == 2
+    assert isinstance(pc["sensitive"], bool) and pc["paired"]["difference"] > 0   # planted first drop shows
+    assert set(m["first_drop"]["per_seed"]) >= {"tiny: accuracy", "tiny: p(gold)", "tiny: log p(gold)",
+                                                "tiny: answer margin"}
     assert set(m["curves"]) == {"tiny", "learner"} and set(m["filtering"]["tiny"]) == {
         "none", "shorten", "swap-hard-to-easy", "drop-hard"}
+    assert "paired_vs_none" in m["filtering"]["tiny"]["drop-hard"]
     assert m["attention"]["tiny"]   # attention shares were read
     shares = next(iter(m["attention"]["tiny"].values()))
     assert 0 <= shares["gold_total"] + shares["hard_total"] + shares["easy_total"] <= 1 + 1e-6

@@ -19,6 +19,10 @@ FIRST = ("Vorlan", "Teskid", "Maribo", "Quenlo", "Darsim", "Olvetha", "Brinzo", 
 LAST = ("Quillrane", "Habbersol", "Tovanek", "Morrivan", "Pellgast", "Shandrow", "Kelvimar", "Ostrebin",
         "Varnholt", "Lisquet", "Drummeck", "Fallowin", "Greskov", "Amberlit", "Tursiven", "Wemblow",
         "Corbesk", "Yallomir", "Ristavel", "Brackhund")
+#: surnames for long contexts (more hard distractors than :data:`LAST` holds): every pair of the syllables
+#: below, none of them in :data:`LAST`; only :func:`make_context` with ``surnames=LONG_LAST`` uses them
+LONG_LAST = LAST + tuple(a + b for a in ("Brem", "Dask", "Fol", "Grin", "Hask", "Jor", "Lund", "Mav", "Norb", "Pret")
+                         for b in ("ellow", "amir", "ostik", "urden", "aswell", "ington"))
 COLOURS = ("red", "blue", "green", "yellow", "purple", "orange", "black", "white", "brown", "pink", "grey", "silver")
 JOBS = ("baker", "pilot", "tailor", "farmer", "painter", "doctor", "miner", "sailor")
 TOWNS = ("Ostmere", "Kelbridge", "Vantor", "Prilholm", "Durnsby", "Elvaston", "Quarrow", "Feldmoor")
@@ -84,8 +88,11 @@ class Context:
         return f"{body} ? {self.first} {self.last} likes" + (f" {self.answer}" if answer else "")
 
 
-def make_context(rng: np.random.Generator, n_docs: int, n_hard: int) -> Context:
+def make_context(rng: np.random.Generator, n_docs: int, n_hard: int, surnames: tuple[str, ...] = LAST) -> Context:
     """A context of ``n_docs`` documents with ``n_hard`` hard distractors (the rest easy filler).
+
+    ``surnames`` is the pool of family names (the gold and every hard distractor need distinct ones):
+    :data:`LAST` (the tiny model's vocabulary) or :data:`LONG_LAST` for long contexts (Gemma only).
 
     Raises:
         ValueError: ``n_docs`` < 1 or ``n_hard`` outside 0..n_docs-1, or more hard distractors than
@@ -93,10 +100,10 @@ def make_context(rng: np.random.Generator, n_docs: int, n_hard: int) -> Context:
     """
     if n_docs < 1 or not 0 <= n_hard <= n_docs - 1:
         raise ValueError(f"n_hard: must be in 0..{n_docs - 1} for {n_docs} documents, got {n_hard}")
-    if n_hard + 1 > len(LAST):
-        raise ValueError(f"n_hard: at most {len(LAST) - 1} hard distractors (surnames), got {n_hard}")
+    if n_hard + 1 > len(surnames):
+        raise ValueError(f"n_hard: at most {len(surnames) - 1} hard distractors (surnames), got {n_hard}")
     first = str(rng.choice(FIRST))
-    lasts = [str(s) for s in rng.choice(LAST, n_hard + 1, replace=False)]
+    lasts = [str(s) for s in rng.choice(surnames, n_hard + 1, replace=False)]
     answer = str(rng.choice(COLOURS))
     others = [c for c in COLOURS if c != answer]
 
@@ -106,7 +113,7 @@ def make_context(rng: np.random.Generator, n_docs: int, n_hard: int) -> Context:
     gold = Doc("gold", first, lasts[0], pick(JOBS), pick(TOWNS), answer)
     hard = [Doc("hard", first, lasts[i + 1], pick(JOBS), pick(TOWNS), pick(others)) for i in range(n_hard)]
     other_first = [f for f in FIRST if f != first]
-    easy = [Doc("easy", pick(other_first), pick(LAST), pick(JOBS), pick(TOWNS), None, int(rng.integers(2, 10)),
+    easy = [Doc("easy", pick(other_first), pick(surnames), pick(JOBS), pick(TOWNS), None, int(rng.integers(2, 10)),
                 pick(ANIMALS)) for _ in range(n_docs - 1 - n_hard)]
     rest = hard + easy
     order = rng.permutation(len(rest))

@@ -1,7 +1,11 @@
-"""The ``onchip ink`` experiment: accuracy, answer margin and attention against the proportion of hard
-distractors at fixed context length, filtering experiments, and the readout-learner analogue.
+"""The ``onchip ink`` experiment: accuracy, p(gold), log p(gold), answer margin and attention against the
+proportion of hard distractors at fixed context length (arXiv 2605.10828), a planted softmax-dilution
+positive control, filtering experiments on long contexts, and the readout-learner analogue.
 
-Writes ``metrics.json`` (config, per-context records, summaries, headline), ``results.md``,
+The headline is the first-drop share (:func:`first_drop_share`) of accuracy, per seed, with the other
+readings and subjects beside it, each paired seed by seed (:func:`onchip.methods._report.paired_difference`).
+
+Writes ``metrics.json`` (config, per-context records, summaries, headline, positive_control), ``results.md``,
 ``contexts.csv``, ``curves.png`` and ``filtering.png``.
 """
 
@@ -13,10 +17,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    grouped_bars, headline, headline_line, markdown_table, mean_std, need, recorded_config, save,
-    write_dict_csv, write_metrics, write_results,
+    grouped_bars,
+    headline,
+    headline_line,
+    markdown_table,
+    mean_std,
+    need,
+    paired_line,
+    recorded_config,
+    save,
+    write_dict_csv,
+    write_metrics,
+    write_results,
 )
 from . import FILTERS, SUBJECTS
+from .documents import LAST as LAST_DEFAULT
+
+#: the readings of one answer whose first-drop share is reported (record key -> label); accuracy and
+#: p(gold) are linear in the answer probability, the two log readings bend it (see ``subjects.gold_scores``)
+METRICS = {"correct": "accuracy", "gold_prob": "p(gold)", "gold_logp": "log p(gold)", "margin": "answer margin"}
+#: the positive control's two planted readers (``subjects.DilutionSubject`` scores)
+CONTROL_ARMS = {"dilution": {"s_hard": 0.0, "s_easy": -3.0}, "no-dilution": {"s_hard": 0.0, "s_easy": 0.0}}
+#: std of the per-document salience noise of the positive control's readers
+CONTROL_NOISE = 0.25
+LINEAR = "linear in p (no first-drop effect)"
 
 
 @dataclass(frozen=True)
@@ -25,12 +49,17 @@ class InkConfig:
 
     Attributes:
         subjects: subset of :data:`~onchip.methods.ink.SUBJECTS`.
-        seeds: seeds (distinct, each >= 0): contexts, tiny-model training, readout streams.
-        n_docs: documents per context (fixed length), 2..20.
+        seeds: seeds (distinct, each >= 0, at least 2 for the paired intervals): context resamples,
+            tiny-model training, readout streams.
+        n_docs: documents per context of the p-curves (fixed length), 2..20.
         hard_counts: numbers of hard distractors among the ``n_docs - 1`` other slots (p = h / (n_docs - 1)),
             increasing, starting at 0, at most ``n_docs - 1``.
-        items: contexts per proportion, seed and language subject.
-        filter_hard: hard distractors of the contexts the filtering experiments start from.
+        items: contexts per proportion, seed and language subject (also the positive control's).
+        filter_hard: hard distractors (of ``n_docs - 1``) of the contexts the filtering arms start from;
+            the long filtering contexts keep the same proportion.
+        filter_docs: documents per context of Gemma's filtering arm (long contexts; the tiny model
+            filters at ``n_docs``, its trained length), n_docs..160.
+        filter_items: base contexts per seed of the filtering arm.
         attention_items: contexts per proportion and seed whose attention is read (0: none).
         tiny_steps: training steps of the tiny transformer.
         window: readout analogue: shots in the contaminated window.
@@ -44,8 +73,10 @@ class InkConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     n_docs: int = 12
     hard_counts: tuple[int, ...] = (0, 1, 2, 4, 8, 11)
-    items: int = 3
+    items: int = 10
     filter_hard: int = 6
+    filter_docs: int = 48
+    filter_items: int = 4
     attention_items: int = 1
     tiny_steps: int = 400
     window: int = 256
@@ -54,12 +85,14 @@ class InkConfig:
     command: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
+        from .documents import LONG_LAST
+
         for name in ("subjects", "seeds", "hard_counts"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         need(bool(self.subjects) and all(s in SUBJECTS for s in self.subjects), "subjects", list(self.subjects),
              f"choose from {', '.join(SUBJECTS)}")
-        need(bool(self.seeds) and all(s >= 0 for s in self.seeds) and len(set(self.seeds)) == len(self.seeds),
-             "seeds", list(self.seeds), "need distinct seeds, each >= 0")
+        need(len(self.seeds) >= 2 and all(s >= 0 for s in self.seeds) and len(set(self.seeds)) == len(self.seeds),
+             "seeds", list(self.seeds), "need at least 2 distinct seeds (paired intervals), each >= 0")
         need(2 <= self.n_docs <= 20, "n_docs", self.n_docs, "must be in 2..20")
         h = self.hard_counts
         need(len(h) >= 2 and h[0] == 0 and all(b > a for a, b in zip(h, h[1:])) and h[-1] <= self.n_docs - 1,
@@ -67,9 +100,19 @@ class InkConfig:
         need(self.items >= 1, "items", self.items, "must be >= 1")
         need(0 <= self.filter_hard <= self.n_docs - 1, "filter_hard", self.filter_hard,
              f"must be in 0..{self.n_docs - 1}")
+        need(self.n_docs <= self.filter_docs <= 160, "filter_docs", self.filter_docs, f"must be in {self.n_docs}..160")
+        need(self.long_filter_hard + 1 <= len(LONG_LAST), "filter_docs", self.filter_docs,
+             f"too many hard distractors ({self.long_filter_hard}) for {len(LONG_LAST)} surnames")
+        need(self.filter_items >= 1, "filter_items", self.filter_items, "must be >= 1")
         need(self.attention_items >= 0, "attention_items", self.attention_items, "must be >= 0")
         need(self.tiny_steps >= 1, "tiny_steps", self.tiny_steps, "must be >= 1")
         need(self.window >= 1, "window", self.window, "must be >= 1")
+
+    @property
+    def long_filter_hard(self) -> int:
+        """Hard distractors of Gemma's long filtering contexts: ``filter_hard / (n_docs - 1)`` of the
+        ``filter_docs - 1`` other slots, rounded."""
+        return round(self.filter_hard / (self.n_docs - 1) * (self.filter_docs - 1))
 
 
 def first_drop_share(curve: dict[float, float]) -> float:
@@ -84,24 +127,27 @@ def first_drop_share(curve: dict[float, float]) -> float:
 
 
 def run(config: InkConfig) -> dict:
-    """Run every subject over every seed and write the output folder; returns metrics.json's content."""
+    """Run every subject over every seed, the positive control and the filtering arms, and write the
+    output folder; returns metrics.json's content."""
     import torch
     from tqdm import tqdm
 
     from onchip.io import atomic_output_dir, check_output_dir
 
     from .. import _report
-    from .documents import filtered, make_context
+    from .documents import LONG_LAST, filtered, make_context
     from .stream import readout_fidelity
-    from .subjects import GemmaSubject, TinySubject, accuracy_margin
+    from .subjects import DilutionSubject, GemmaSubject, TinySubject, gold_scores
 
     c = config
     check_output_dir(c.out)
+    torch.set_num_threads(1)
     t0 = time.perf_counter()
     m = c.n_docs - 1
     ps = [h / m for h in c.hard_counts]
     records: list[dict] = []
     readout: list[dict] = []
+    control: list[dict] = []
     subjects = []
     if "gemma" in c.subjects:
         from .._lm import causal_lm
@@ -110,29 +156,39 @@ def run(config: InkConfig) -> dict:
     if "tiny" in c.subjects:
         subjects.append(("tiny", lambda seed: TinySubject(c.n_docs, seed=seed, steps=c.tiny_steps,
                                                           progress=c.progress)))
-    total = len(c.seeds) * (len(subjects) * (len(ps) * c.items + len(FILTERS) * c.items) + ("learner" in c.subjects))
+    total = len(c.seeds) * (len(subjects) * (len(ps) * c.items + len(FILTERS) * c.filter_items)
+                            + ("learner" in c.subjects))
     bar = tqdm(total=total, desc="ink", disable=not c.progress)
     for seed in c.seeds:
+        curve_ctxs = {h: [make_context(_report.rng(seed, "ctx", h, i), c.n_docs, h) for i in range(c.items)]
+                      for h in c.hard_counts}
+        for arm, scores in CONTROL_ARMS.items():   # the planted control: same contexts, same noise per arm
+            reader = DilutionSubject(noise=CONTROL_NOISE, **scores)
+            for h, p in zip(c.hard_counts, ps):
+                for i, ctx in enumerate(curve_ctxs[h]):
+                    row = reader.score([ctx], _report.rng(seed, "control-noise", h, i))[0]
+                    control.append({"arm": arm, "seed": seed, "p": p, "hard": h, "item": i,
+                                    **gold_scores(ctx, row["logp"])})
         for name, make in subjects:
             subject = make(seed)
+            long = name == "gemma"
+            f_docs, f_hard = (c.filter_docs, c.long_filter_hard) if long else (c.n_docs, c.filter_hard)
             with torch.no_grad():
                 for h, p in zip(c.hard_counts, ps):
-                    ctxs = [make_context(_report.rng(seed, "ctx", h, i), c.n_docs, h) for i in range(c.items)]
-                    for i, ctx in enumerate(ctxs):
+                    for i, ctx in enumerate(curve_ctxs[h]):
                         row = subject.score([ctx], attention=i < c.attention_items)[0]
-                        ok, margin = accuracy_margin(ctx, row["logp"])
                         records.append({"subject": name, "seed": seed, "p": p, "hard": h, "filter": "curve",
-                                        "item": i, "correct": bool(ok), "margin": margin, "tokens": row["tokens"],
+                                        "item": i, **gold_scores(ctx, row["logp"]), "tokens": row["tokens"],
                                         "n_docs": c.n_docs, "attention": row.get("attention")})
                         bar.update()
-                base = [make_context(_report.rng(seed, "filter", i), c.n_docs, c.filter_hard) for i in range(c.items)]
+                base = [make_context(_report.rng(seed, "filter", f_docs, i), f_docs, f_hard,
+                                     LONG_LAST if long else LAST_DEFAULT) for i in range(c.filter_items)]
                 for how in FILTERS:
                     for i, ctx in enumerate(base):
                         f = filtered(ctx, how, _report.rng(seed, "filter-how", how, i))
                         row = subject.score([f])[0]
-                        ok, margin = accuracy_margin(f, row["logp"])
-                        records.append({"subject": name, "seed": seed, "p": f.p, "hard": c.filter_hard,
-                                        "filter": how, "item": i, "correct": bool(ok), "margin": margin,
+                        records.append({"subject": name, "seed": seed, "p": f.p, "hard": f_hard,
+                                        "filter": how, "item": i, **gold_scores(f, row["logp"]),
                                         "tokens": row["tokens"], "n_docs": len(f.docs), "attention": None})
                         bar.update()
         if "learner" in c.subjects:
@@ -142,71 +198,71 @@ def run(config: InkConfig) -> dict:
     bar.close()
 
     curves, filters, attention = summarise(records, readout, c)
-    head = _headline(curves, c, ps)
+    positive = _positive_control(control, c, ps)
+    head, first_drop = _headline(curves, c, ps)
     settings = recorded_config(c)
-    settings.update(proportions=ps, seconds=time.perf_counter() - t0,
+    seconds = time.perf_counter() - t0
+    settings.update(proportions=ps, long_filter_hard=c.long_filter_hard, torch_threads=torch.get_num_threads(),
                     prompt_format="documents, then 'Question: What is the favourite colour of <name>?\\n"
                                   "Answer: The favourite colour of <name> is' -> next word among 12 colours")
-    result = {"headline": head, "config": settings, "curves": curves, "filtering": filters, "attention": attention,
-              "contexts": records, "readout": readout}
+    result = {"headline": head, "positive_control": positive, "first_drop": first_drop, "seconds": seconds,
+              "config": settings, "curves": curves, "filtering": filters, "attention": attention,
+              "control_curves": _control_curves(control, c), "contexts": records, "control": control,
+              "readout": readout}
     with atomic_output_dir(c.out) as stage:
         _write(stage, c, result)
     if c.progress:
+        print(headline_line(head))
         print(curve_table(curves))
         print(filter_table(filters))
+        print(f"{seconds:.0f} s")
     return result
 
 
+def _per_seed_curve(rows, seed, key) -> dict[float, float]:
+    sel = [r for r in rows if r["seed"] == seed]
+    return {p: float(np.mean([r[key] for r in sel if r["p"] == p])) for p in sorted({r["p"] for r in sel})}
+
+
 def summarise(records, readout, c: InkConfig):
-    """Per subject: curves over p (accuracy, margin, first-drop share; mean ± std over seeds), the
-    filtering arms, and the attention shares."""
+    """Per subject: curves over p of every reading in :data:`METRICS` (mean ± std over seeds) with the
+    per-seed first-drop shares; the filtering arms (per seed, and paired per base context against
+    ``none``); the attention shares."""
+    from .._report import paired_difference
 
     curves: dict = {}
     for name in sorted({r["subject"] for r in records}):
         rows = [r for r in records if r["subject"] == name and r["filter"] == "curve"]
-        per_p = {}
-        drops_acc, drops_margin = [], []
-        for seed in c.seeds:
-            acc = {p: float(np.mean([r["correct"] for r in rows if r["seed"] == seed and r["p"] == p]))
-                   for p in sorted({r["p"] for r in rows})}
-            mar = {p: float(np.mean([r["margin"] for r in rows if r["seed"] == seed and r["p"] == p])) for p in acc}
-            drops_acc.append(first_drop_share(acc))
-            drops_margin.append(first_drop_share(mar))
-            for p in acc:
-                per_p.setdefault(p, {"accuracy": [], "margin": []})
-                per_p[p]["accuracy"].append(acc[p])
-                per_p[p]["margin"].append(mar[p])
-        curves[name] = {
-            "p": sorted(per_p),
-            "accuracy": [mean_std(per_p[p]["accuracy"]) for p in sorted(per_p)],
-            "margin": [mean_std(per_p[p]["margin"]) for p in sorted(per_p)],
-            "first_drop_share_margin": mean_std([d for d in drops_margin if np.isfinite(d)] or [float("nan")]),
-            "first_drop_share_accuracy": mean_std([d for d in drops_acc if np.isfinite(d)] or [float("nan")]),
-        }
+        cur: dict = {"p": sorted({r["p"] for r in rows})}
+        for key in METRICS:
+            per_seed = [_per_seed_curve(rows, s, key) for s in c.seeds]
+            cur[key] = [mean_std([ps[p] for ps in per_seed]) for p in cur["p"]]
+            cur[f"share_{key}"] = [first_drop_share(ps) for ps in per_seed]
+        curves[name] = cur
     if readout:
-        per_p = {}
-        drops = []
-        for seed in c.seeds:
-            f = {r["p"]: r["fidelity"] for r in readout if r["seed"] == seed}
-            drops.append(first_drop_share(f))
-            for p, v in f.items():
-                per_p.setdefault(p, []).append(v)
-        curves["learner"] = {"p": sorted(per_p), "fidelity": [mean_std(per_p[p]) for p in sorted(per_p)],
-                             "first_drop_share_fidelity": mean_std([d for d in drops if np.isfinite(d)]
-                                                                   or [float("nan")])}
+        per_seed = [{r["p"]: r["fidelity"] for r in readout if r["seed"] == s} for s in c.seeds]
+        ps = sorted(per_seed[0])
+        curves["learner"] = {"p": ps, "fidelity": [mean_std([f[p] for f in per_seed]) for p in ps],
+                             "share_fidelity": [first_drop_share(f) for f in per_seed]}
     filters: dict = {}
     for name in sorted({r["subject"] for r in records}):
         filters[name] = {}
+        none = {(r["seed"], r["item"]): r for r in records if r["subject"] == name and r["filter"] == "none"}
         for how in FILTERS:
             rows = [r for r in records if r["subject"] == name and r["filter"] == how]
             if not rows:
                 continue
-            acc = [float(np.mean([r["correct"] for r in rows if r["seed"] == s])) for s in c.seeds]
-            mar = [float(np.mean([r["margin"] for r in rows if r["seed"] == s])) for s in c.seeds]
-            filters[name][how] = {"accuracy": mean_std(acc), "margin": mean_std(mar),
-                                  "tokens": float(np.mean([r["tokens"] for r in rows])),
-                                  "p": float(np.mean([r["p"] for r in rows])),
-                                  "n_docs": float(np.mean([r["n_docs"] for r in rows]))}
+            arm = {k: mean_std([float(np.mean([r[k] for r in rows if r["seed"] == s])) for s in c.seeds])
+                   for k in ("correct", "gold_prob", "margin")}
+            entry = {"accuracy": arm["correct"], "gold_prob": arm["gold_prob"], "margin": arm["margin"],
+                     "tokens": float(np.mean([r["tokens"] for r in rows])),
+                     "p": float(np.mean([r["p"] for r in rows])), "n_docs": float(np.mean([r["n_docs"] for r in rows]))}
+            if how != "none" and len(rows) >= 2:
+                pairs = [(r, none[(r["seed"], r["item"])]) for r in rows]
+                entry["paired_vs_none"] = {   # over base contexts (seeds x filter_items)
+                    k: paired_difference([a[k] for a, _ in pairs], [b[k] for _, b in pairs])
+                    for k in ("correct", "gold_prob", "margin")}
+            filters[name][how] = entry
     attention: dict = {}
     for name in sorted({r["subject"] for r in records}):
         rows = [r for r in records if r["subject"] == name and r["attention"]]
@@ -224,25 +280,100 @@ def summarise(records, readout, c: InkConfig):
     return curves, filters, attention
 
 
-def _headline(curves, c: InkConfig, ps) -> dict:
+def _control_curves(control, c: InkConfig) -> dict:
+    out = {}
+    for arm in CONTROL_ARMS:
+        rows = [r for r in control if r["arm"] == arm]
+        ps = sorted({r["p"] for r in rows})
+        out[arm] = {"p": ps}
+        for key in ("correct", "gold_prob"):
+            per_seed = [_per_seed_curve(rows, s, key) for s in c.seeds]
+            out[arm][key] = [mean_std([d[p] for d in per_seed]) for p in ps]
+            out[arm][f"share_{key}"] = [first_drop_share(d) for d in per_seed]
+    return out
 
-    name = "gemma" if "gemma" in curves else "tiny" if "tiny" in curves else "learner"
-    key = "first_drop_share_fidelity" if name == "learner" else "first_drop_share_margin"
-    value, std = curves[name][key]
-    baselines = {"linear in p (no first-drop effect)": ps[1] / ps[-1]}
-    baseline_std = {"linear in p (no first-drop effect)": 0.0}
-    for other, k in (("tiny", "first_drop_share_margin"), ("learner", "first_drop_share_fidelity")):
-        if other != name and other in curves and np.isfinite(curves[other][k][0]):
-            label = "tiny transformer (margin)" if other == "tiny" else "KAN readout learner (analogue, fidelity)"
-            baselines[label], baseline_std[label] = curves[other][k]
-    return headline(
-        f"share of the total loss (p: 0 -> {ps[-1]:.2f}) already incurred at p = {ps[1]:.3f} "
-        f"({c.hard_counts[1]} hard distractor(s) among {c.n_docs - 1} documents)",
-        f"{name}: answer margin (log p(gold) - best rival colour)" if name != "learner" else "learner: fidelity",
-        value if np.isfinite(value) else 0.0, baselines,
-        budget={"contexts per proportion and seed": c.items, "documents per context": c.n_docs,
-                "unit": "one forward pass per context, every subject the same contexts"},
-        seeds=list(c.seeds), direction="higher", std=std if np.isfinite(std) else 0.0, baseline_std=baseline_std)
+
+def _positive_control(control, c: InkConfig, ps) -> dict:
+    """The planted control: first-drop share of p(gold) for the dilution reader against its ablation on
+    the same contexts and noise, per seed (:func:`onchip.methods._report.positive_control`)."""
+    from .._report import positive_control
+
+    curves = _control_curves(control, c)
+    seeds = [s for s, a, b in zip(c.seeds, curves["dilution"]["share_gold_prob"], curves["no-dilution"]["share_gold_prob"])
+             if np.isfinite(a) and np.isfinite(b)]
+    vals = {arm: [v for s, v in zip(c.seeds, curves[arm]["share_gold_prob"]) if s in seeds] for arm in CONTROL_ARMS}
+    pc = positive_control(
+        "planted softmax dilution: a reader whose attention over the documents is a softmax of salience "
+        f"scores, hard distractors as salient as the gold document (s_hard = {CONTROL_ARMS['dilution']['s_hard']}, "
+        f"s_easy = {CONTROL_ARMS['dilution']['s_easy']}, noise std {CONTROL_NOISE}), on the same contexts as the "
+        "language models; ablation: no selective pull, filler as salient as the hard distractors "
+        f"(s_easy = s_hard = {CONTROL_ARMS['no-dilution']['s_easy']}): p(gold) falls linearly in p",
+        "dilution", "no-dilution", vals["dilution"], vals["no-dilution"], seeds=seeds,
+        metric=f"first-drop share of p(gold) at p = {ps[1]:.3f} (linear in p: {ps[1] / ps[-1]:.3f})")
+    pc["accuracy_share"] = {arm: curves[arm]["share_correct"] for arm in CONTROL_ARMS}
+    return pc
+
+
+def _finite_pairs(a, b):
+    keep = [i for i, (x, y) in enumerate(zip(a, b)) if np.isfinite(x) and np.isfinite(y)]
+    return [a[i] for i in keep], [b[i] for i in keep]
+
+
+def _headline(curves, c: InkConfig, ps):
+    """The headline (first-drop share of accuracy for Gemma, else the tiny model, else the learner),
+    with linear-in-p, the other readings of the same subject and the other subjects as baselines, each
+    paired over seeds; and the ``first_drop`` table (every subject and reading, per seed)."""
+    from .._report import paired_difference
+
+    linear = ps[1] / ps[-1]
+    shares: dict[str, list[float]] = {}
+    for name, cur in curves.items():
+        if name == "learner":
+            shares["KAN readout learner (analogue): fidelity"] = cur["share_fidelity"]
+        else:
+            for key, label in METRICS.items():
+                shares[f"{name}: {label}"] = cur[f"share_{key}"]
+    first_drop = {"linear": linear, "per_seed": shares, "vs_linear": {}}
+    for label, v in shares.items():
+        a, b = _finite_pairs(v, [linear] * len(v))
+        first_drop["vs_linear"][label] = paired_difference(a, b) if len(a) >= 2 else None
+
+    def finite_enough(v):
+        return sum(np.isfinite(x) for x in v) >= 2
+
+    name = next((n for n in ("gemma", "tiny") if n in curves and finite_enough(curves[n]["share_correct"])), None)
+    method = f"{name}: accuracy" if name else "KAN readout learner (analogue): fidelity"
+    mv = shares[method]
+    baselines = {LINEAR: [linear] * len(mv)}
+    order = [f"{name}: {METRICS[k]}" for k in ("gold_prob", "gold_logp", "margin")] if name else []
+    order += [f"{n}: accuracy" for n in ("tiny", "gemma") if n != name and n in curves]
+    order += ["KAN readout learner (analogue): fidelity"] if method != "KAN readout learner (analogue): fidelity" else []
+    left_out = {}
+    for label in order:
+        if label not in shares:
+            continue
+        a, b = _finite_pairs(mv, shares[label])
+        if len(a) >= 2:
+            baselines[label] = shares[label]
+        else:
+            left_out[label] = "fewer than 2 seeds with a drop in both (share undefined)"
+    paired, values, stds = {}, {}, {}
+    for label, v in baselines.items():
+        a, b = _finite_pairs(mv, v)
+        paired[label] = paired_difference(a, b)
+        values[label], stds[label] = mean_std([x for x in v if np.isfinite(x)])
+    first_drop["left_out_of_headline"] = left_out
+    value, std = mean_std([x for x in mv if np.isfinite(x)])
+    head = headline(
+        f"first-drop share: share of the total loss (p: 0 -> {ps[-1]:.2f}) already incurred at p = {ps[1]:.3f} "
+        f"({c.hard_counts[1]} hard distractor(s) among {c.n_docs - 1} documents); per seed, mean over seeds; "
+        "baselines are other readings (p(gold), log p(gold), margin) or subjects, paired seed by seed",
+        method, value, values,
+        budget={"contexts per proportion and seed": c.items, "contexts per proportion": c.items * len(c.seeds),
+                "documents per context": c.n_docs,
+                "unit": "one forward pass per context, every subject and reading the same contexts"},
+        seeds=list(c.seeds), direction="higher", std=std, baseline_std=stds, paired=paired)
+    return head, first_drop
 
 
 def _ms(pair, digits=3):
@@ -251,37 +382,77 @@ def _ms(pair, digits=3):
 
 
 def curve_table(curves) -> str:
-
+    """The p-curves of every subject and reading (mean ± std over seeds) as a markdown table."""
     rows = []
     for name, cur in curves.items():
         for i, p in enumerate(cur["p"]):
             if name == "learner":
-                rows.append((name, f"{p:.3f}", "-", "-", _ms(cur["fidelity"][i])))
+                rows.append((name, f"{p:.3f}", "-", "-", "-", "-", _ms(cur["fidelity"][i])))
             else:
-                rows.append((name, f"{p:.3f}", _ms(cur["accuracy"][i]), _ms(cur["margin"][i], 2), "-"))
-    fd = "; ".join(f"{n}: {_ms(cur.get('first_drop_share_margin', cur.get('first_drop_share_fidelity')))}"
-                   for n, cur in curves.items())
-    return markdown_table(["subject", "p (hard distractors)", "accuracy", "answer margin (nats)",
-                           "readout fidelity (analogue)"], rows, caption=f"First-drop share: {fd}")
+                rows.append((name, f"{p:.3f}", _ms(cur["correct"][i]), _ms(cur["gold_prob"][i]),
+                             _ms(cur["gold_logp"][i], 2), _ms(cur["margin"][i], 2), "-"))
+    return markdown_table(["subject", "p (hard distractors)", "accuracy", "p(gold)", "log p(gold) (nats)",
+                           "answer margin (nats)", "readout fidelity (analogue)"], rows,
+                          caption="Curves against p (mean ± std over seeds)")
+
+
+def first_drop_table(first_drop) -> str:
+    """Per subject and reading: the per-seed first-drop shares and their paired difference from linear."""
+    rows = []
+    for label, v in first_drop["per_seed"].items():
+        pair = first_drop["vs_linear"][label]
+        finite = [x for x in v if np.isfinite(x)]
+        rows.append((label, ", ".join("n/a" if not np.isfinite(x) else f"{x:.3f}" for x in v),
+                     _ms(mean_std(finite)) if finite else "n/a",
+                     paired_line("", pair).lstrip(": ") if pair else "n/a"))
+    return markdown_table(["subject: reading", "share per seed", "mean ± std", "minus linear, ci95 over seeds"],
+                          rows, caption=f"First-drop share by reading (linear in p: {first_drop['linear']:.3f}; "
+                                        "n/a: no drop on that seed, the share is undefined)")
 
 
 def filter_table(filters) -> str:
+    """The filtering arms (per-seed means, and each arm minus ``none`` paired over base contexts)."""
+
+    def pair(r, k):
+        pv = r.get("paired_vs_none", {}).get(k)
+        return paired_line("", pv).lstrip(": ") if pv else "-"
 
     rows = [(name, how, f"{r['n_docs']:.1f}", f"{r['tokens']:.0f}", f"{r['p']:.2f}", _ms(r["accuracy"]),
-             _ms(r["margin"], 2)) for name, arms in filters.items() for how, r in arms.items()]
-    return markdown_table(["subject", "filter", "documents", "tokens", "p", "accuracy", "margin (nats)"], rows)
+             _ms(r["gold_prob"]), _ms(r["margin"], 2), pair(r, "correct"), pair(r, "gold_prob"))
+            for name, arms in filters.items() for how, r in arms.items()]
+    return markdown_table(["subject", "filter", "documents", "tokens", "p", "accuracy", "p(gold)", "margin (nats)",
+                           "accuracy - none (ci95 over contexts)", "p(gold) - none (ci95)"], rows)
+
+
+def control_table(pc, control_curves) -> str:
+    """The positive control: per arm, p(gold) and accuracy against p and the per-seed shares."""
+    rows = []
+    for arm, cur in control_curves.items():
+        for i, p in enumerate(cur["p"]):
+            rows.append((arm, f"{p:.3f}", _ms(cur["gold_prob"][i]), _ms(cur["correct"][i])))
+    lines = [f"Positive control ({pc['setting']}). Metric: {pc['metric']}.",
+             (f"Per seed: dilution {', '.join(f'{v:.3f}' for v in pc['method_values'])}; no-dilution "
+              f"{', '.join(f'{v:.3f}' for v in pc['ablation_values'])}; "
+              f"{paired_line('dilution - no-dilution', pc['paired'])}; sensitive: {pc['sensitive']}."),
+             markdown_table(["arm", "p", "p(gold)", "accuracy"], rows)]
+    return "\n\n".join(lines)
 
 
 def _write(stage, c: InkConfig, result: dict) -> None:
     from onchip.plotting import pyplot
 
-
     write_metrics(stage, result, c.command)
     h = result["headline"]
     att_rows = [(n, p, *(f"{v:.3f}" if v is not None else "-" for v in a.values()))
                 for n, by in result["attention"].items() for p, a in by.items()]
-    sections = [headline_line(h), curve_table(result["curves"]),
-                f"Filtering (starting from {c.filter_hard} hard distractors among {c.n_docs - 1}):",
+    pairs = "; ".join(paired_line(k, v) for k, v in h["paired"].items())
+    sections = [headline_line(h), f"Paired over seeds ({h['method']} minus each): {pairs}.",
+                f"Run time: {result['seconds']:.0f} s (torch threads: {result['config']['torch_threads']}).",
+                control_table(result["positive_control"], result["control_curves"]),
+                first_drop_table(result["first_drop"]), curve_table(result["curves"]),
+                (f"Filtering (starting from {c.filter_hard} hard distractors among {c.n_docs - 1}; Gemma's filtering "
+                 f"contexts hold {c.filter_docs} documents with {c.long_filter_hard} hard distractors, the tiny "
+                 f"model's {c.n_docs}; {c.filter_items} base contexts per seed):"),
                 filter_table(result["filtering"])]
     if att_rows:
         keys = list(next(iter(next(iter(result["attention"].values())).values())))
@@ -292,38 +463,50 @@ def _write(stage, c: InkConfig, result: dict) -> None:
                                             {f"att_{k}": (r["attention"] or {}).get(k) for k in ("gold", "hard", "easy")}
                                             for r in result["contexts"]] or [{"empty": ""}])
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+
+    def norm(vals):
+        m = np.array([v[0] for v in vals])
+        return (m - m[-1]) / max(m[0] - m[-1], 1e-12)
+
+    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
+    styles = {"correct": "-", "gold_prob": "--", "gold_logp": "-.", "margin": ":"}
     for name, cur in result["curves"].items():
         if name == "learner":
-            m = np.array([v[0] for v in cur["fidelity"]])
-            axes[0].plot(cur["p"], (m - m[-1]) / max(m[0] - m[-1], 1e-12), "k--", marker="s",
-                         label="KAN readout (analogue), fidelity")
+            axes[0].plot(cur["p"], norm(cur["fidelity"]), "k--", marker="s", label="KAN readout (analogue), fidelity")
             continue
-        acc = np.array([v[0] for v in cur["accuracy"]])
-        mar = np.array([v[0] for v in cur["margin"]])
-        axes[0].plot(cur["p"], (mar - mar[-1]) / max(mar[0] - mar[-1], 1e-12), marker="o", label=f"{name}, margin")
-        axes[1].errorbar(cur["p"], acc, yerr=[v[1] for v in cur["accuracy"]], marker="o", label=name)
-    axes[0].plot([0, 1], [1, 0], ":", color="grey", label="linear")
-    axes[0].set_xlabel("proportion p of hard distractors")
-    axes[0].set_ylabel("normalised score (1 at p=0, 0 at p=1)")
-    axes[0].legend(fontsize=7)
-    axes[1].set_xlabel("p")
-    axes[1].set_ylabel("accuracy")
+        for key, label in METRICS.items():
+            axes[0].plot(cur["p"], norm(cur[key]), styles[key], marker="o", ms=3, label=f"{name}, {label}")
+        axes[1].errorbar(cur["p"], [v[0] for v in cur["correct"]], yerr=[v[1] for v in cur["correct"]], marker="o",
+                         label=f"{name}, accuracy")
+        axes[1].plot(cur["p"], [v[0] for v in cur["gold_prob"]], "--", marker=".", label=f"{name}, p(gold)")
+    for ax in axes[:1]:
+        ax.plot([0, 1], [1, 0], color="grey", lw=3, alpha=0.4, label="linear")
+        ax.set_ylabel("normalised (1 at p=0, 0 at p=max)")
+        ax.legend(fontsize=6)
+    axes[0].set_title("language models and analogue")
+    for arm, cur in result["control_curves"].items():
+        axes[2].plot(cur["p"], norm(cur["gold_prob"]), marker="o", label=f"{arm}, p(gold)")
+    axes[2].plot([0, 1], [1, 0], color="grey", lw=3, alpha=0.4, label="linear")
+    axes[2].set_title("positive control (planted)")
+    axes[2].legend(fontsize=7)
+    axes[1].set_ylabel("accuracy / p(gold)")
     axes[1].legend(fontsize=7)
     for name, by in result["attention"].items():
         pp = [float(p) for p in by]
         for kind, style in (("gold", "-"), ("hard", "--"), ("easy", ":")):
-            axes[2].plot(pp, [by[p][f"{kind}_total"] for p in by], style, marker=".", label=f"{name}: {kind}")
-    axes[2].set_xlabel("p")
-    axes[2].set_ylabel("attention share of the answer position")
-    axes[2].legend(fontsize=6)
+            axes[3].plot(pp, [by[p][f"{kind}_total"] for p in by], style, marker=".", label=f"{name}: {kind}")
+    axes[3].set_ylabel("attention share of the answer position")
+    axes[3].legend(fontsize=6)
+    for ax in axes:
+        ax.set_xlabel("proportion p of hard distractors")
     save(fig, stage / "curves.png")
     fig, ax = plt.subplots(figsize=(8, 3.6))
     names = list(result["filtering"])
     if names:
-        grouped_bars(ax, names, {how: [result["filtering"][n].get(how, {}).get("accuracy", (np.nan, 0))[0]
-                                       for n in names] for how in FILTERS}, rotation=0)
+        grouped_bars(ax, [f"{n} ({result['filtering'][n]['none']['tokens']:.0f} tokens)" for n in names],
+                     {how: [result["filtering"][n].get(how, {}).get("accuracy", (np.nan, 0))[0] for n in names]
+                      for how in FILTERS}, rotation=0)
         ax.set_ylabel("accuracy")
-        ax.set_title(f"filtering from {c.filter_hard}/{c.n_docs - 1} hard distractors")
+        ax.set_title(f"filtering at p = {c.filter_hard}/{c.n_docs - 1}")
         ax.legend(fontsize=8)
     save(fig, stage / "filtering.png")

@@ -111,10 +111,16 @@ class TinySubject:
             train_model(model, batches, steps=steps, seed=seed, progress=progress, desc="tiny ink",
                         loss_fn=lambda m, ids, mask: lm_loss(m, ids, mask))
 
-        self.model = cached_model("ink_tiny", config, ["ink-v2", n_docs, seed, steps], build)
+        import torch
+
+        # the weights depend on the torch build and the thread count (CPU reductions differ)
+        self.model = cached_model("ink_tiny", config, ["ink-v2", n_docs, seed, steps, torch.__version__,
+                                                       torch.get_num_threads()], build)
         self.colour_ids = [vocab.stoi[c] for c in COLOURS]
 
     def score(self, contexts: Sequence[Context], *, attention: bool = False) -> list[dict]:
+        """Per context: ``logp`` (colour -> nats, over the whole vocabulary), ``tokens``, and with
+        ``attention`` the attention shares of the answer position."""
         import torch
 
         from .._tiny import pad_batch
@@ -143,3 +149,63 @@ def accuracy_margin(ctx: Context, logp: dict[str, float]) -> tuple[bool, float]:
     """(gold ranked first among the colours, ``logp[gold] - max_{c != gold} logp[c]``)."""
     rival = max(v for c, v in logp.items() if c != ctx.answer)
     return logp[ctx.answer] > rival, logp[ctx.answer] - rival
+
+
+def gold_scores(ctx: Context, logp: dict[str, float]) -> dict[str, float]:
+    """The four readings of one answer: ``correct`` (gold ranked first among the colours, 0/1),
+    ``gold_prob`` (p(gold), linear scale), ``gold_logp`` (log p(gold), nats) and ``margin``
+    (``logp[gold] - max_{c != gold} logp[c]``, nats).
+
+    The log readings bend a linear fall of probability: the margin's rival term is the log of a mass
+    that starts near zero, so its first rise is large (a first drop by construction), and log p(gold)
+    of a linearly falling p(gold) drops late. Accuracy and p(gold) carry no such bend.
+    """
+    ok, margin = accuracy_margin(ctx, logp)
+    g = float(logp[ctx.answer])
+    return {"correct": float(ok), "gold_prob": float(np.exp(g)), "gold_logp": g, "margin": float(margin)}
+
+
+class DilutionSubject:
+    """The positive control's planted reader: the softmax-dilution account of the first drop, built in.
+
+    Each document gets a salience score (``s_gold``, ``s_hard`` or ``s_easy`` by kind, plus Gaussian
+    noise of std ``noise`` per document); the answer position's attention is their softmax; a gold or
+    hard document puts its attention on the colour it states, an easy one spreads its attention evenly
+    over the 12 colours. The answer distribution is that mixture. With ``s_hard > s_easy`` the gold
+    share ``e^{s_g} / (e^{s_g} + h e^{s_h} + (M - h) e^{s_e})`` falls hyperbolically in the number h of
+    hard distractors (a first drop); with ``s_hard == s_easy`` (the ablation: hard distractors no more
+    salient than filler) p(gold) falls linearly in h. No language model: a check that the metrics see
+    the mechanism when it is there.
+
+    Raises:
+        ValueError: ``noise`` < 0 or a score that is not finite.
+    """
+
+    name = "dilution"
+
+    def __init__(self, *, s_gold: float = 0.0, s_hard: float = 0.0, s_easy: float = -3.0, noise: float = 0.5):
+        for field_name, v in (("s_gold", s_gold), ("s_hard", s_hard), ("s_easy", s_easy), ("noise", noise)):
+            if not np.isfinite(v):
+                raise ValueError(f"{field_name}: must be finite, got {v!r}")
+        if noise < 0:
+            raise ValueError(f"noise: must be >= 0, got {noise!r}")
+        self.s = {"gold": s_gold, "hard": s_hard, "easy": s_easy}
+        self.noise = noise
+
+    def score(self, contexts: Sequence[Context], rng: np.random.Generator) -> list[dict]:
+        """Per context: ``logp`` (colour -> nats of the mixture) and ``tokens`` (documents here)."""
+        out = []
+        for ctx in contexts:
+            s = np.array([self.s[d.kind] for d in ctx.docs]) + rng.normal(0.0, self.noise, len(ctx.docs))
+            a = np.exp(s - s.max())
+            a /= a.sum()
+            mass = {c: 0.0 for c in COLOURS}
+            for w, d in zip(a, ctx.docs):
+                if d.value is None:
+                    for c in COLOURS:
+                        mass[c] += w / len(COLOURS)
+                else:
+                    mass[d.value] += w
+            out.append({"logp": {c: float(np.log(max(v, 1e-300))) for c, v in mass.items()},
+                        "tokens": len(ctx.docs)})
+        return out
