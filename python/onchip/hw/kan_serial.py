@@ -48,16 +48,19 @@ Timing (cycles counted from the accepting cycle, offset 0; S_l = n_out T_l):
   cycle after layer 0's update is committed).
 
 A prediction that has not been taken holds the next sample's forward pass in its last cycle.
-Parameter port, reset and streams are those of :class:`~onchip.hw.mlp_serial.SerialMlpLearner`:
-a command waits until the learner is idle and its last prediction is taken, then reads or
-writes theta[addr] (flat index of :func:`onchip.model.golden.layout`) and answers one word;
-after reset the banks are rewritten from a ROM of the initial parameters through the port's
-write path (P + 1 cycles), with ``s.ready`` and ``pc.ready`` low until it is done.
+Streams as :class:`~onchip.hw.mlp_serial.SerialMlpLearner`'s (:mod:`onchip.hw.serial_front`): a
+command waits until the learner is idle and its last prediction is taken, then reads or writes
+theta[addr] (flat index of :func:`onchip.model.golden.layout`) and answers one word. The port
+decodes the address into layer, lane, bank and word in :data:`PORT_STAGES` registered steps (one
+constant multiply each: the decode was the routed critical path, 24 MHz on the ECP5), so a
+command answers PORT_STAGES + 1 cycles after it is taken. After reset the banks are rewritten
+from a ROM of the initial parameters through the same stages (P + 1 + PORT_STAGES cycles, with
+``s.ready`` and ``pc.ready`` low until the last word is written).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib.memory import Memory
 
 from ..model.golden import kernel_config, layout
@@ -65,11 +68,15 @@ from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import bank_address, by_bank, by_basis, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant
-from .interface import LearnerPorts, reload_from_rom
+from .interface import LearnerPorts
 from .layers import tree_sum
 from .ram import div_const, ram_style
+from .serial_front import serial_front
 
-__all__ = ["SerialKanLearner", "serial_kan_plan", "lane_counts"]
+__all__ = ["PORT_STAGES", "SerialKanLearner", "lane_counts", "serial_kan_plan"]
+
+#: registered steps of the parameter port's address decode (commands and the reload after reset)
+PORT_STAGES = 7
 
 
 def lane_counts(spec: LearnerSpec) -> list[dict]:
@@ -169,7 +176,7 @@ class SerialKanLearner(LearnerPorts):
             raise ValueError(f"the serial KAN datapath implements KANs in the sequential schedule; got "
                              f"kind={spec.kind!r}, schedule={spec.schedule!r}")
         plan = serial_kan_plan(spec)
-        self.stages = {**{key: plan[key] for key in ("prediction", "read", "update")}, "port": 0}
+        self.stages = {**{key: plan[key] for key in ("prediction", "read", "update")}, "port": PORT_STAGES}
         self.lanes = lane_counts(spec)
         self.initiation_interval = plan["ii"]
         self.min_staleness = self.initiation_interval - 1
@@ -177,8 +184,9 @@ class SerialKanLearner(LearnerPorts):
         self.pipelined = False
         super().__init__(spec, theta)
         self.param_storage = "memory"
-        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
-        self.reset_cycles = self.reset_cycles_command = self.n_params + 1
+        #: cycles after reset before a sample or command is taken: the RAM reload from the ROM,
+        #: and its last word through the port's stages
+        self.reset_cycles = self.reset_cycles_command = self.n_params + 1 + PORT_STAGES
 
     @property
     def latency_update(self) -> int:
@@ -199,7 +207,7 @@ class SerialKanLearner(LearnerPorts):
                 for b, mem in enumerate(row):
                     m.submodules[f"l{ly.index}_lane{a}_bank{b}"] = mem
 
-        k = Signal(range(max(ly.steps for ly in layers) + 4), name="step")  # cycle in a pass
+        k = Signal(range(max(max(ly.steps for ly in layers) + 4, PORT_STAGES)), name="step")  # cycle in a pass
         idle = Signal(name="idle")
         fwd = [Signal(name=f"fwd_l{l}") for l in range(n_layers)]
         bwd = [Signal(name=f"bwd_l{l}") for l in range(n_layers)]
@@ -245,51 +253,49 @@ class SerialKanLearner(LearnerPorts):
         d1_j, d2_j = Signal.like(j_c, name="d1_j"), Signal.like(j_c, name="d2_j")
         m.d.sync += [d1_t.eq(t_c), d2_t.eq(d1_t), d1_j.eq(j_c), d2_j.eq(d1_j)]
 
-        # -- sample stream --------------------------------------------------------
-        xs, ys_in, kind_in = self.sample_fields()
-        ys = [Signal(v.shape(), name=f"y{j}", reset_less=True) for j, v in enumerate(ys_in)]
-        kind = Signal.like(kind_in, name="kind", reset_less=True)
-        accept = Signal(name="accept")
-        m.d.comb += [
-            self.s.ready.eq(idle & ~self.pc.valid),
-            accept.eq(self.s.valid & self.s.ready),
-        ]
-        with m.If(accept):
-            m.d.sync += [y.eq(v) for y, v in zip(ys, ys_in)] + [kind.eq(kind_in)]
+        # -- sample stream, commands and the parameter bus (reload and writes) ------
+        front = serial_front(m, self, idle)
+        xs, ys, kind, accept, execute = front.xs, front.ys, front.kind, front.accept, front.execute
+        cmd_data, cmd_write, reload = front.cmd_data, front.cmd_write, front.reload
+        bus_addr, bus_data, bus_we = front.bus_addr, front.bus_data, front.bus_we
+        # the parameter bus decoded in PORT_STAGES registered steps (flat address -> layer, lane,
+        # bank, word), one constant multiply per step: a reload word or command reaches the RAM
+        # PORT_STAGES cycles after it enters
+        def reg(value, name):
+            r = Signal(Value.cast(value).shape(), name=name)
+            m.d.sync += r.eq(value)
+            return r
 
-        # -- parameter write path and address decoder (commands and the reload) --
-        cmd_data, cmd_addr, cmd_write = self.command_fields()
-        execute = Signal(name="execute")
-        m.d.comb += [
-            execute.eq(idle & ~self.m.valid & self.pc.valid & (~self.pr.valid | self.pr.ready)),
-            self.pc.ready.eq(execute),
-        ]
-        reload = reload_from_rom(m, self.theta0, f.coef)
-        bus_addr = Signal(unsigned(self.addr_width), name="bus_addr")
-        bus_data = Signal(fmt_shape(f.coef), name="bus_data")
-        bus_we = Signal(name="bus_we")
-        m.d.comb += [
-            bus_addr.eq(Mux(reload.write, reload.addr, cmd_addr)),
-            bus_data.eq(Mux(reload.write, reload.data, cmd_data)),
-            bus_we.eq(reload.write | (execute & cmd_write)),
-        ]
-        port = []  # per layer: (hit, lane, bank, word address)
+        port_we, port_rd, port_data = bus_we, execute & ~cmd_write, bus_data
+        carried = []
+        for n in range(1, PORT_STAGES + 1):
+            port_we, port_rd = reg(port_we, f"port_we_p{n}"), reg(port_rd, f"port_rd_p{n}")
+            port_data = reg(port_data, f"port_data_p{n}")
+            carried.append(port_we)
+        port = []  # per layer: (hit, lane, bank, word address), at the last port stage
         for ly in layers:
             l, n_edges = ly.index, ly.n_in * ly.n_out
-            hit = Signal(name=f"l{l}_hit")
-            m.d.comb += hit.eq((bus_addr >= ly.offset) & (bus_addr < ly.offset + ly.size))
-            local = node(m, (bus_addr - ly.offset)[: max(1, (ly.size - 1).bit_length())], f"l{l}_local")
-            edge = node(m, div_const(local, ly.nc, ly.size - 1), f"l{l}_edge")
-            q = node(m, local - edge * ly.nc, f"l{l}_q")
-            j = node(m, div_const(edge, ly.n_in, n_edges - 1), f"l{l}_row")
-            i = node(m, edge - j * ly.n_in, f"l{l}_col")
-            t = node(m, div_const(i, ly.c, ly.n_in - 1), f"l{l}_group")
-            lane = node(m, (i - t * ly.c)[: max(1, (ly.c - 1).bit_length())], f"l{l}_lane")
-            word = node(m, div_const(q, ly.k1, ly.nc - 1), f"l{l}_word")
-            bank = node(m, (q - word * ly.k1)[: max(1, (ly.k1 - 1).bit_length())], f"l{l}_bank")
-            waddr = node(m, ((j * ly.t + t) * ly.depth + word)[: max(1, (ly.steps * ly.depth - 1).bit_length())],
-                         f"l{l}_waddr")
+
+            def step(n, **values):
+                return [reg(v, f"l{l}_port_{name}_p{n}") for name, v in values.items()]
+
+            hit, local = step(1, hit=(bus_addr >= ly.offset) & (bus_addr < ly.offset + ly.size),
+                              local=(bus_addr - ly.offset)[: max(1, (ly.size - 1).bit_length())])
+            hit, local, edge = step(2, hit=hit, local=local, edge=div_const(local, ly.nc, ly.size - 1))
+            hit, edge, q, j = step(3, hit=hit, edge=edge, q=(local - edge * ly.nc)[: max(1, (ly.nc - 1).bit_length())],
+                                   j=div_const(edge, ly.n_in, n_edges - 1))
+            hit, q, j, i, word = step(4, hit=hit, q=q, j=j, i=(edge - j * ly.n_in)[: max(1, (ly.n_in - 1).bit_length())],
+                                      word=div_const(q, ly.k1, ly.nc - 1))
+            hit, j, i, word, t, bank = step(5, hit=hit, j=j, i=i, word=word, t=div_const(i, ly.c, ly.n_in - 1),
+                                            bank=(q - word * ly.k1)[: max(1, (ly.k1 - 1).bit_length())])
+            hit, word, bank, lane, slot = step(6, hit=hit, word=word, bank=bank,
+                                               lane=(i - t * ly.c)[: max(1, (ly.c - 1).bit_length())],
+                                               slot=j * ly.t + t)
+            hit, bank, lane, waddr = step(7, hit=hit, bank=bank, lane=lane, waddr=(
+                slot * ly.depth + word)[: max(1, (ly.steps * ly.depth - 1).bit_length())])
             port.append((hit, lane, bank, waddr))
+        port_busy = Signal(name="port_busy")  # a reload word or command in the port's stages
+        m.d.comb += port_busy.eq(Cat(*carried).any())
 
         # -- layers ---------------------------------------------------------------
         f_prod = f.coef.frac_bits + f.basis.frac_bits
@@ -334,7 +340,9 @@ class SerialKanLearner(LearnerPorts):
             for a in range(ly.c):
                 ins = [t * ly.c + a for t in range(ly.t)]  # lane a's inputs, by group t
                 valid = Array([Const(int(i < ly.n_in), 1) for i in ins])[t_c]
-                pick = lambda vals: Array([vals[min(i, ly.n_in - 1)] for i in ins])[t_c]  # noqa: E731
+                def pick(vals, ins=ins, last=ly.n_in - 1):  # lane a's value of the step's input group
+                    return Array([vals[min(i, last)] for i in ins])[t_c]
+
                 lane_hi, lane_lo = pick(hi), pick(lo)
                 # issue: the step's read addresses; its operands registered for the data cycle
                 raddr = [node(m, base + bank_address(lane_hi, lane_lo, b), f"l{l}_lane{a}_raddr{b}")
@@ -364,12 +372,12 @@ class SerialKanLearner(LearnerPorts):
                 writeback = node(m, bwd[l] & d1 & r_ok, f"l{l}_lane{a}_writeback")
                 for b, (rp, wp) in enumerate(zip(ly.rd[a], ly.wr[a])):
                     new = overflow(m, data[b] - deltas[b], f.coef)
-                    bus_hit = bus_we & p_hit & (p_lane == a) & (p_bank == b)
+                    bus_hit = port_we & p_hit & (p_lane == a) & (p_bank == b)
                     m.d.comb += [
                         rp.addr.eq(Mux(issue & in_pass, raddr[b], p_waddr)),
                         wp.en.eq(writeback | bus_hit),
                         wp.addr.eq(Mux(writeback, r_addr[b], p_waddr)),
-                        wp.data.eq(Mux(writeback, new, bus_data)),
+                        wp.data.eq(Mux(writeback, new, port_data)),
                     ]
                 if hidden_in:  # dphi of the edge, then its share of the error to input t c + a
                     dphi = requant(m, dot, f.acc.frac_bits + spec.cell_exp, f.grad)
@@ -408,7 +416,7 @@ class SerialKanLearner(LearnerPorts):
             m.d.sync += [p.eq(z) for p, z in zip(preds, z_prev)]
             m.d.sync += self.m.valid.eq(1)
 
-        # -- parameter responses: the word read in the command's cycle ---------------
+        # -- parameter responses: the word read once the command leaves the port's stages
         sel_layer = Signal(range(max(2, n_layers)), name="sel_layer")
         sels = []
         resp_write = Signal(name="resp_write")
@@ -416,7 +424,7 @@ class SerialKanLearner(LearnerPorts):
         for l, (hit, lane, bank, _) in enumerate(port):
             sl, sb = Signal.like(lane, name=f"l{l}_sel_lane"), Signal.like(bank, name=f"l{l}_sel_bank")
             sels.append((sl, sb))
-            with m.If(execute):
+            with m.If(port_rd):  # the read leaves the port's stages: its word is back next cycle
                 m.d.sync += [sl.eq(lane), sb.eq(bank)]
                 with m.If(hit):
                     m.d.sync += sel_layer.eq(l)
@@ -432,12 +440,19 @@ class SerialKanLearner(LearnerPorts):
         # -- sequencer ------------------------------------------------------------
         with m.FSM(init="IDLE", name="sequencer"):
             with m.State("IDLE"):  # after reset, busy until the reload is done
-                m.d.comb += idle.eq(~reload.active)
+                m.d.comb += idle.eq(~reload.active & ~port_busy)
                 with m.If(accept):
                     m.d.sync += k.eq(0)
                     m.next = "FWD0"
                 with m.Elif(execute):
+                    m.d.sync += k.eq(0)
+                    m.next = "PORT"
+            with m.State("PORT"):  # the command in the port's stages
+                m.d.comb += responding.eq(1)
+                with m.If(k == PORT_STAGES - 1):
                     m.next = "RESPOND"
+                with m.Else():
+                    m.d.sync += k.eq(k + 1)
             with m.State("RESPOND"):
                 m.d.comb += responding.eq(1)
                 m.d.sync += [resp.eq(Mux(resp_write, resp_data, readback)), self.pr.valid.eq(1)]

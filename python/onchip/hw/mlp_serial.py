@@ -56,15 +56,16 @@ through the parameter port's write path (n_params + 1 cycles), with
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from ..model.golden import kernel_config, layout
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, node, overflow, requant
+from .interface import LearnerPorts
 from .layers import tree_sum
-from .interface import LearnerPorts, reload_from_rom
 from .ram import div_const, ram_style
+from .serial_front import serial_front
 
 __all__ = ["SerialMlpLearner", "serial_plan"]
 
@@ -194,35 +195,11 @@ class SerialMlpLearner(LearnerPorts):
                 commit[l].eq(bwd[l] & (step == ly.n_in + 1)),
             ]
 
-        # -- sample stream --------------------------------------------------------
-        xs, ys_in, kind_in = self.sample_fields()
-        ys = [Signal(v.shape(), name=f"y{j}", reset_less=True) for j, v in enumerate(ys_in)]
-        kind = Signal.like(kind_in, name="kind", reset_less=True)
-        accept = Signal(name="accept")
-        m.d.comb += [
-            self.s.ready.eq(idle & ~self.pc.valid),
-            accept.eq(self.s.valid & self.s.ready),
-        ]
-        with m.If(accept):
-            m.d.sync += [y.eq(v) for y, v in zip(ys, ys_in)] + [kind.eq(kind_in)]
-
-        # -- parameter write path and address decoder (commands and the reload) --
-        cmd_data, cmd_addr, cmd_write = self.command_fields()
-        execute = Signal(name="execute")
-        m.d.comb += [
-            # a command waits for the last prediction to be taken, as on the parallel datapath
-            execute.eq(idle & ~self.m.valid & self.pc.valid & (~self.pr.valid | self.pr.ready)),
-            self.pc.ready.eq(execute),
-        ]
-        reload = reload_from_rom(m, self.theta0, f.coef)
-        bus_addr = Signal(unsigned(self.addr_width), name="bus_addr")
-        bus_data = Signal(fmt_shape(f.coef), name="bus_data")
-        bus_we = Signal(name="bus_we")
-        m.d.comb += [
-            bus_addr.eq(Mux(reload.write, reload.addr, cmd_addr)),
-            bus_data.eq(Mux(reload.write, reload.data, cmd_data)),
-            bus_we.eq(reload.write | (execute & cmd_write)),
-        ]
+        # -- sample stream, commands and the parameter bus (reload and writes) ------
+        front = serial_front(m, self, idle)
+        xs, ys, kind, accept, execute = front.xs, front.ys, front.kind, front.accept, front.execute
+        cmd_data, cmd_write, reload = front.cmd_data, front.cmd_write, front.reload
+        bus_addr, bus_data, bus_we = front.bus_addr, front.bus_data, front.bus_we
         hit_w, hit_b, row, col, brow = [], [], [], [], []
         for ly in layers:
             l, o, nw = ly.index, ly.offset, ly.n_w
