@@ -64,6 +64,13 @@ def test_process_reward_guidance_and_bounded_incentive():
     assert total_reward("hierarchical", out, [], gold, True) == pytest.approx(3.0 + 0.5 * 0.7)
     with pytest.raises(ValueError, match="kind"):
         total_reward("dense", out, [], gold, True)
+    # a valid route that is not the annotated one: the rigid reward gives it half, stepwise-any all
+    routes = [gold, ["Kelmi leads", "Kelvan mascot"]]
+    other = routes[1]
+    assert total_reward("stepwise", out, other, gold, True) == 3.0
+    assert total_reward("stepwise-any", out, other, gold, True, routes=routes) == 4.0
+    with pytest.raises(ValueError, match="routes"):
+        total_reward("stepwise-any", out, other, gold, True)
 
 
 def test_group_advantages_are_normalised_within_groups():
@@ -107,10 +114,11 @@ def test_mask_from_point_is_clipped_to_the_box():
 
 
 def test_knowledge_base_questions_are_answered_by_their_gold_steps():
-    docs, qs = build_kb(np.random.default_rng(1), 5, set())
+    docs, qs = build_kb(np.random.default_rng(1), 5, set(), aliases=False)
     retr = Retriever(docs)
     assert len(qs) == 20 and {q.hops for q in qs} == {1, 2}
     for q in qs:
+        assert q.routes == [q.gold_steps]  # without aliases: one route, the annotated one
         last = retr.search(q.gold_steps[-1]).lower()
         assert q.answer[0] in last and q.answer[1] in last
         if q.hops == 2:
@@ -118,27 +126,83 @@ def test_knowledge_base_questions_are_answered_by_their_gold_steps():
             assert club in retr.search(q.gold_steps[0])
 
 
+def test_every_valid_route_finds_the_fact_and_the_annotated_one_is_one_of_them():
+    """With aliases a 1-hop question has 2 routes (either club name), a 2-hop one 4 (either relation word
+    for the person, either club name); each retrieves the answer through BM25 beside 55 clubs' documents;
+    the step-wise reward gives a valid route that is not the annotated one less than 1."""
+    taken: set = set()
+    docs, qs = build_kb(np.random.default_rng(3), 40, taken)
+    docs2, qs2 = build_kb(np.random.default_rng(4), 15, taken)
+    retr = Retriever(docs + docs2)
+    penalised = 0
+    for q in qs + qs2:
+        assert len(q.routes) == (2 if q.hops == 1 else 4) and q.gold_steps in q.routes
+        assert len({tuple(r) for r in q.routes}) == len(q.routes)
+        for route in q.routes:
+            last = retr.search(route[-1]).lower()
+            assert q.answer[0] in last and q.answer[1] in last, (q.text, route, last)
+            if q.hops == 2:
+                assert route[1].split()[0] in retr.search(route[0])
+            if route != q.gold_steps:
+                penalised += 1
+                assert stepwise_reward(route, q.gold_steps) < 1.0
+    assert penalised == sum(len(q.routes) - 1 for q in qs + qs2) > 0
+    # the annotator's pick is spread over the routes: both club names occur as the gold 1-hop step
+    names_in_question = [q.text.split()[-2] == q.gold_steps[0].split()[0] for q in qs if q.hops == 1]
+    assert 0 < sum(names_in_question) < len(names_in_question)
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["--group", "1"], "--group"),
     (["--arms", "ppo"], "--arms"),
     (["--max-turns", "9"], "--max-turns"),
     (["--lr", "0"], "--lr"),
+    (["--seeds", "3"], "--seeds"),  # the paired comparisons need two seeds
+    (["--objects", "9"], "--objects"),
+    (["--eval-every", "0"], "--eval-every"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("seg-research", argv, flag, tmp_path / "out", capsys)
 
 
 def test_cli_quick_run_writes_the_headline(tmp_path):
+    """The --quick run (seeds 0, 1): every baseline of the headline has its paired difference with ci95,
+    computed from the per-seed values; the learning-curve area and the positive control are present."""
+    from onchip.methods._report import HEADLINE_KEYS, HEADLINE_PAIRED, excludes_zero
+
     out = tmp_path / "run"
     assert main(["seg-research", "--quick", "--quiet", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     h = m["headline"]
-    assert h["method"] == "hierarchical" and h["direction"] == "higher"
-    assert set(h["baselines"]) == {"outcome", "stepwise", "no-search"}
+    assert tuple(h) == (*HEADLINE_KEYS, HEADLINE_PAIRED)
+    assert h["method"] == "hierarchical" and h["direction"] == "higher" and h["seeds"] == [0, 1]
+    assert set(h["baselines"]) == {"outcome", "stepwise", "no-search"} == set(h["paired"])
     assert h["budget"]["training_rollouts_per_arm"] == 3 * 2 * 4
-    assert m["results"]["no-search"]["all"]["searches"] == 0
+    per = m["per_seed"]
+    for name, p in h["paired"].items():
+        lo, hi = p["ci95"]
+        assert p["n"] == 2 and lo <= p["difference"] <= hi
+        assert p["per_seed"] == pytest.approx([per[s]["hierarchical"]["all"]["jf"] - per[s][name]["all"]["jf"]
+                                               for s in ("0", "1")])
+        assert "ci95" in m["area"]["paired"][name]
+    assert h["value"] == pytest.approx(np.mean([per[s]["hierarchical"]["all"]["jf"] for s in ("0", "1")]))
+    for s in ("0", "1"):
+        for arm in h["baselines"]:
+            assert len(per[s][arm]["curve"]) == 3 and per[s][arm]["area"] == pytest.approx(np.mean(per[s][arm]["curve"]))
+            assert per[s][arm]["curve"][-1] == pytest.approx(per[s][arm]["all"]["jf"])  # last checkpoint = end
+    assert m["results"]["no-search"]["all"]["searches"] == 0 and m["results"]["no-search"]["all"]["found"] == 0
     assert 0 <= h["value"] <= 1
-    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "jf_by_hops.png", "training.png"}
+    pc = m["positive_control"]
+    assert set(pc) >= {"setting", "metric", "method", "ablation", "seeds", "method_values", "ablation_values",
+                       "paired", "sensitive", "end_jf", "end_jf_paired"}
+    assert pc["method"] == "hierarchical" and pc["ablation"].startswith("outcome") and pc["seeds"] == [0, 1]
+    assert len(pc["paired"]["ci95"]) == 2 and pc["sensitive"] == excludes_zero(pc["paired"])
+    assert pc["method_values"] == [m["control_per_seed"][s]["hierarchical"]["area"] for s in ("0", "1")]
+    assert pc["end_jf"]["outcome"] == [m["control_per_seed"][s]["outcome"]["all"]["jf"] for s in ("0", "1")]
+    assert "ci95" in m["rigidity"]["stepwise_minus_any"]
+    assert set(m["control_per_seed"]["0"]["hierarchical"]) == {"1", "all", "curve", "area"}  # 1-hop questions only
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "jf_by_hops.png", "curves.png",
+                                               "training.png"}
 
 
 def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
@@ -146,9 +210,10 @@ def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
 
     seen = []
     monkeypatch.setattr(experiment, "run", seen.append)
-    assert main(["seg-research", "--quick", "--seeds", "5", "--iters", "7", "--out", str(tmp_path / "o")]) == 0
+    assert main(["seg-research", "--quick", "--seeds", "5,6", "--iters", "7", "--out", str(tmp_path / "o")]) == 0
     c = seen[0]
-    assert c.seeds == (5,) and c.iters == 7  # given: kept
+    assert c.seeds == (5, 6) and c.iters == 7  # given: kept
     assert c.train_clubs == 6 and c.group == 4  # not given: --quick's
     assert main(["seg-research", "--out", str(tmp_path / "o")]) == 0
-    assert seen[1].seeds == (0, 1, 2) and seen[1].iters == 40  # no --quick: the defaults
+    assert seen[1].seeds == (0, 1, 2, 3, 4) and seen[1].iters == 40  # no --quick: the defaults
+    assert seen[1].aliases and seen[1].control and seen[1].eval_every == 10

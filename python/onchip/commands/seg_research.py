@@ -12,7 +12,7 @@ import argparse
 
 from . import _args
 
-QUICK = {"train_clubs": 6, "test_clubs": 2, "iters": 3, "batch": 2, "group": 4, "seeds": [0]}
+QUICK = {"train_clubs": 6, "test_clubs": 2, "iters": 3, "batch": 2, "group": 4, "seeds": [0, 1], "eval_every": 1}
 
 
 def add_parser(subparsers) -> None:
@@ -38,7 +38,16 @@ def add_parser(subparsers) -> None:
                    help="turns per rollout, searches + answer, 1-6 (default 3)")
     p.add_argument("--lr", type=_args.float_range(0, 1, lo_open=True, hi_open=True), default=0.01,
                    help="Adam learning rate (default 0.01)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2, 3, 4],
+                   help="comma-separated seeds, at least 2 (default 0,1,2,3,4)")
+    p.add_argument("--objects", type=_args.int_range(2, 6), default=4, help="objects per scene, 2-6 (default 4)")
+    p.add_argument("--eval-every", type=_args.positive_int, default=10,
+                   help="held-out evaluation every this many iterations, for the learning-curve area (default 10)")
+    p.add_argument("--single-route", action="store_true",
+                   help="no aliases: one valid search route per question, the annotated one (the earlier world)")
+    p.add_argument("--no-control", action="store_true", help="skip the positive control")
+    p.add_argument("--control-objects", type=_args.int_range(2, 6), default=6,
+                   help="objects per scene in the positive control, 2-6 (default 6)")
     _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)
@@ -52,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from onchip.methods.seg_research.experiment import SegResearchConfig, run as run_experiment
 
     values = dict(arms=args.arms, train_clubs=args.train_clubs, test_clubs=args.test_clubs, iters=args.iters,
-                  batch=args.batch, group=args.group, max_turns=args.max_turns, lr=args.lr, seeds=args.seeds)
+                  batch=args.batch, group=args.group, max_turns=args.max_turns, lr=args.lr, seeds=args.seeds,
+                  n_objects=args.objects, eval_every=args.eval_every, aliases=not args.single_route,
+                  control=not args.no_control, control_objects=args.control_objects)
     config = _args.build_config(SegResearchConfig, **values, out=args.out, progress=not args.quiet,
                                 command=args.command_line)
     run_experiment(config)

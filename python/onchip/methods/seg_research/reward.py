@@ -83,14 +83,20 @@ def stepwise_reward(queries: list[str], gold_steps: list[str]) -> float:
     return sum(q == g for q, g in zip(queries, gold_steps)) / len(gold_steps)
 
 
-def total_reward(kind: str, outcome: dict, queries: list[str], gold_steps: list[str], format_ok: bool) -> float:
+def total_reward(kind: str, outcome: dict, queries: list[str], gold_steps: list[str], format_ok: bool, *,
+                 routes: list | None = None) -> float:
     """The scalar reward of one trajectory for each arm's reward ``kind``:
     ``hierarchical`` = outcome + process, ``outcome`` / ``no-search`` = outcome, ``stepwise`` = outcome +
-    step-wise.
+    step-wise against the annotated gold steps, ``stepwise-any`` = outcome + the best step-wise score
+    over every valid route in ``routes`` (a diagnostic: the step-wise reward without its rigidity).
 
     Raises:
-        ValueError: an unknown kind.
+        ValueError: an unknown kind, or ``stepwise-any`` without ``routes``.
     """
+    if kind == "stepwise-any":
+        if not routes:
+            raise ValueError(f"routes: stepwise-any needs the valid routes, got {routes!r}")
+        return outcome["outcome"] + max(stepwise_reward(queries, r) for r in routes)
     if kind == "hierarchical":
         return outcome["outcome"] + process_reward(queries, gold_steps, format_ok)["process"]
     if kind in ("outcome", "no-search"):

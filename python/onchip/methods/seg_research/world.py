@@ -12,7 +12,7 @@ search. Source of the task shape: Seg-ReSearch (arXiv 2602.04454), sec. 3.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -94,7 +94,7 @@ def render_scene(rng: np.random.Generator, target: tuple[str, str], n_objects: i
         kind = (colour, SHAPES[rng.integers(len(SHAPES))])
         if kind not in kinds:
             kinds.append(kind)
-    for _ in range(200):  # rejection sampling of a layout without overlaps
+    for _ in range(2000):  # rejection sampling of a layout without overlaps
         colour = np.zeros((size, size), np.int64)
         inst = np.zeros((size, size), np.int64)
         ok = True
@@ -185,46 +185,77 @@ def invent_names(rng: np.random.Generator, n: int, taken: set) -> list[str]:
 
 @dataclass
 class Question:
-    """A question with its gold search steps and answer.
+    """A question with its annotated gold search steps, every valid route, and its answer.
 
     Attributes:
         text: the question.
         hops: 1 or 2.
-        gold_steps: the search queries that find the answer, in order.
+        gold_steps: the search queries of the one route an annotator wrote down, in order (what the
+            process and step-wise rewards compare against).
         answer: (colour, shape) of the object to segment.
+        routes: every valid route (lists of queries that each retrieve the needed fact); contains
+            ``gold_steps``. One route when the knowledge base has no aliases.
     """
 
     text: str
     hops: int
     gold_steps: list
     answer: tuple
+    routes: list = field(default_factory=list)
 
 
-def build_kb(rng: np.random.Generator, n_clubs: int, taken: set) -> tuple[list[str], list[Question]]:
+def build_kb(rng: np.random.Generator, n_clubs: int, taken: set, *, aliases: bool = True) -> tuple[list[str], list[Question]]:
     """A knowledge base about ``n_clubs`` invented clubs (a mascot and an emblem each, and a person
     who founded or leads it) and every 1- and 2-hop question it answers.
 
+    With ``aliases`` every club has two names, both written in each of its documents ("The Zorvan
+    club, also called Kelvan, chose ..."), the question names the club by either, and the person
+    step may use either relation word (the person's name alone finds the document): a 1-hop
+    question has 2 valid routes, a 2-hop one 4. The annotated ``gold_steps`` are one of them drawn at
+    random, as an annotator writes down one plan among several equally good ones. Without
+    ``aliases``: one name per club, one route per question, the gold steps are that route.
+
     Returns:
         ``(documents, questions)``.
+
+    Raises:
+        ValueError: ``n_clubs`` < 1.
     """
+    if n_clubs < 1:
+        raise ValueError(f"n_clubs: must be >= 1, got {n_clubs}")
     clubs = invent_names(rng, n_clubs, taken)
     people = invent_names(rng, n_clubs, taken)
+    others = invent_names(rng, n_clubs, taken) if aliases else [None] * n_clubs
     docs, questions = [], []
-    for club, person in zip(clubs, people):
+
+    def ref(names):  # how a document names the club, both names (in random order) with aliases
+        if len(names) == 1:
+            return f"{names[0]} club"
+        a, b = (names if rng.random() < 0.5 else names[::-1])
+        return f"{a} club, also called {b},"
+
+    for club, person, alias in zip(clubs, people, others):
+        names = [club] if alias is None else [club, alias]
         kinds = rng.permutation(len(COLOURS) * len(SHAPES))[:2]
         facts = {rel: (COLOURS[int(k) // len(SHAPES)], SHAPES[int(k) % len(SHAPES)])
                  for rel, k in zip(CLUB_RELATIONS, kinds)}
         for rel, (colour, shape) in facts.items():
             t = _CLUB_TEMPLATES[int(rng.integers(len(_CLUB_TEMPLATES)))]
-            docs.append(t.format(club=club, rel=rel, colour=colour, shape=shape))
-            questions.append(Question(f"segment the {rel} of the {club} club", 1, [f"{club} {rel}"], facts[rel]))
+            docs.append(t.replace("{club} club", "{club}").format(club=ref(names), rel=rel, colour=colour,
+                                                                   shape=shape).replace(",.", "."))
+            asked = names[int(rng.integers(len(names)))]
+            routes = [[f"{n} {rel}"] for n in names]
+            questions.append(Question(f"segment the {rel} of the {asked} club", 1,
+                                      list(routes[int(rng.integers(len(routes)))]), facts[rel], routes))
         prel = PERSON_RELATIONS[int(rng.integers(2))]
         t = _PERSON_TEMPLATES[prel][int(rng.integers(2))]
-        docs.append(t.format(person=person, club=club))
+        docs.append(t.replace("{club} club", "{club}").format(person=person, club=ref(names)).replace(",.", "."))
         verb = "founded" if prel == "founded" else "led"
+        first = [prel] if alias is None else list(PERSON_RELATIONS)
         for rel in CLUB_RELATIONS:
+            routes = [[f"{person} {r}", f"{n} {rel}"] for r in first for n in names]
             questions.append(Question(f"segment the {rel} of the club {verb} by {person}", 2,
-                                      [f"{person} {prel}", f"{club} {rel}"], facts[rel]))
+                                      list(routes[int(rng.integers(len(routes)))]), facts[rel], routes))
     return docs, questions
 
 
@@ -235,13 +266,15 @@ def tokenize(text: str) -> list[str]:
 
 class Retriever:
     """BM25 (Okapi, ``rank_bm25``) over the knowledge base's documents; :meth:`search` returns the top
-    document (the search tool of Seg-ReSearch, text search only)."""
+    document (the search tool of Seg-ReSearch, text search only). Length normalisation is off
+    (``b = 0``): every document is one sentence, and with it a short "founded" sentence outranks
+    the longer fact sentence that holds both the name and the relation word of the query."""
 
     def __init__(self, docs: list[str]):
         from rank_bm25 import BM25Okapi
 
         self.docs = list(docs)
-        self.bm25 = BM25Okapi([tokenize(d) for d in self.docs])
+        self.bm25 = BM25Okapi([tokenize(d) for d in self.docs], b=0.0)
         self._cache: dict[str, str] = {}
 
     def search(self, query: str) -> str:
