@@ -114,6 +114,8 @@ def test_mission_text_round_trips_through_the_features():
     (["--grid", "30"], "--grid"),
     (["--seeds", "-1"], "--seeds"),
     (["--horizons", "1,7"], "--horizons"),
+    (["--slip", "1.0"], "--slip"),
+    (["--p-early", "1.5"], "--p-early"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("multi2", argv, flag, tmp_path / "out", capsys)
@@ -122,12 +124,25 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
 def test_cli_quick_run_writes_the_headline(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    assert main(["multi2", "--quick", "--quiet", "--out", str(out)]) == 0
+    assert main(["multi2", "--quick", "--quiet", "--jobs", "1", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     h = m["headline"]
-    assert h["method"] == "multi2" and h["direction"] == "higher" and h["seeds"] == [0]
-    assert set(h["baselines"]) == {"hier-offline", "hier-bc", "flat-iql", "flat-bc"}
+    arms = {"hier-offline", "hier-bc", "flat-iql", "flat-bc"}
+    assert h["method"] == "multi2" and h["direction"] == "higher" and h["seeds"] == [0, 1]
+    assert set(h["baselines"]) == arms and set(h["paired"]) == arms
     assert 0 <= h["value"] <= 1
+    for arm, pair in h["paired"].items():
+        per = [m["per_seed"][s]["multi2"]["2"]["success"] - m["per_seed"][s][arm]["2"]["success"] for s in ("0", "1")]
+        assert pair["per_seed"] == pytest.approx(per) and pair["ci95"][0] <= pair["difference"] <= pair["ci95"][1]
+    pc = m["positive_control"]
+    assert (pc["method"], pc["ablation"], pc["seeds"]) == ("hier-offline", "hier-bc", [0, 1])
+    assert pc["method_values"] == [m["per_seed"][s]["hier-offline"]["2"]["success_true_subgoals"] for s in "01"]
+    assert len(pc["paired"]["ci95"]) == 2 and isinstance(pc["sensitive"], bool)
+    # the same environment steps for every arm, on every seed
+    for s, arms_budget in h["budget"]["per_seed"].items():
+        assert set(arms_budget) == arms | {"multi2"}
+        assert len({b["env_steps"] for b in arms_budget.values()}) == 1, s
+    assert set(m["paired_drift_share"]["flat-bc"]) == {"1", "2"}
     for arm in ("multi2", "flat-bc"):
         for hz in ("1", "2"):
             assert 0 <= m["results"][arm][hz]["success"] <= 1
@@ -144,7 +159,7 @@ def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
     assert c.seeds == (5, 6) and c.demos == 44  # given: kept
     assert c.bc_steps == 40 and c.horizons == (1, 2)  # not given: --quick's
     assert main(["multi2", "--out", str(tmp_path / "o")]) == 0
-    assert seen[1].seeds == (0, 1, 2) and seen[1].bc_steps == 800  # no --quick: the defaults
+    assert seen[1].seeds == (0, 1, 2, 3, 4) and seen[1].bc_steps == 3000  # no --quick: the defaults
 
 
 def _expert_low_level(x):
@@ -172,3 +187,52 @@ def test_true_subgoals_with_a_perfect_low_level_always_succeed():
     run_hierarchical(None, None, _expert_low_level, eps, true_subgoals=True)
     assert all(e.success and not e.drift and e.progress == 3 for e in eps)
     assert all([i for _, i in e.completed] == [0, 1, 2] for e in eps)
+
+
+def test_moves_slip_and_far_objects_show_only_their_direction():
+    from onchip.methods.multi2.env import ego_observation
+
+    red_ball = KINDS.index("red ball")
+    # slip 0.5: some of 200 "down" moves from the top row go elsewhere; no slip: every one goes down
+    moved = []
+    for slip in (0.0, 0.5):
+        ep = Episode(size=7, agent=(0, 3), objects={red_ball: (6, 6)}, mission=[red_ball], text="", limit=10**4,
+                     slip=slip, noise=np.random.default_rng(0))
+        rows = []
+        for _ in range(200):
+            ep.agent = (0, 3)
+            ep.step(1)
+            rows.append(ep.agent)
+        moved.append(sum(a != (1, 3) for a in rows))
+    assert moved[0] == 0 and 50 < moved[1] < 150  # ~3/4 of the slips go elsewhere: ~75
+    ep = Episode(size=7, agent=(0, 0), objects={red_ball: (6, 1)}, mission=[red_ball], text="", limit=10, view=2)
+    obs = ego_observation(ep).reshape(len(KINDS), 4)[red_ball]
+    assert obs[1] == pytest.approx(3 / 7) and obs[2] == pytest.approx(1 / 7)  # 6 rows away: censored to 3
+    ep.agent = (4, 0)
+    assert ego_observation(ep).reshape(len(KINDS), 4)[red_ball][1] == pytest.approx(2 / 7)  # in view: exact
+    with pytest.raises(ValueError, match="slip"):
+        new_episode(np.random.default_rng(0), 2, slip=1.0)
+
+
+def test_noisy_demonstrator_declares_done_one_move_early():
+    from onchip.methods.multi2.agents import N_ACTIONS, collect_demos
+
+    g = np.random.default_rng(5)
+    eps = [new_episode(g, 2) for _ in range(10)]
+    d = collect_demos(eps, np.random.default_rng(0), noisy=np.ones(10, bool), max_horizon=2, eps=0.0, p_wrong=0.0,
+                      p_early=1.0)
+    low = d["low"]
+    declared = low["a"] >= N_ACTIONS
+    # always early: every declaration comes with a move (never with the touch), none is rewarded
+    assert declared.sum() >= 10 and np.all(low["a"][declared] % N_ACTIONS != TOUCH) and low["r"].sum() == 0
+    assert not any(e.success for e in eps)
+    # the high-level examples are every mission's sub-goal stack, ending in "stop"
+    assert len(d["high"]) == sum(len(e.mission) + 1 for e in eps) and d["high"][2][2] == "stop"
+    # never early: the same episodes succeed with one rewarded declaration per sub-goal
+    g = np.random.default_rng(5)
+    eps = [new_episode(g, 2) for _ in range(10)]
+    d = collect_demos(eps, np.random.default_rng(0), noisy=np.ones(10, bool), max_horizon=2, eps=0.0, p_wrong=0.0,
+                      p_early=0.0)
+    assert all(e.success for e in eps) and d["low"]["r"].sum() == 20
+    with pytest.raises(ValueError, match="p_early"):
+        collect_demos([], np.random.default_rng(0), noisy=np.ones(0, bool), max_horizon=2, p_early=2.0)

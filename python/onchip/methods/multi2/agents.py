@@ -5,8 +5,8 @@
   decoded greedily inside the sub-goal grammar.
 - Low level (System 2): a policy over (egocentric symbolic observation, tokenised sub-goal) whose
   action is an atomic action *and* a "sub-goal done" flag (10 joint actions), trained in Multi^2's
-  stages: format warm-up (behaviour cloning on expert steps), offline IQL on expert + noisy-expert
-  steps (:class:`onchip.methods._rl.IQL`), online IQL on its own rollouts. When it declares the
+  stages: format warm-up (behaviour cloning on the demonstrations), offline IQL on the same steps
+  (:class:`onchip.methods._rl.IQL`), online IQL on its own rollouts. When it declares the
   sub-goal done, the high level writes the next one.
 - Flat baselines: one policy over (observation, tokenised mission, completed-count history) with the
   5 atomic actions, trained by BC or BC + offline IQL.
@@ -78,28 +78,49 @@ def flat_state(ep: Episode, max_horizon: int) -> np.ndarray:
 
 
 def collect_demos(episodes: list[Episode], rng: np.random.Generator, *, noisy: np.ndarray, max_horizon: int,
-                  eps: float = 0.3, p_wrong: float = 0.25, p_early: float = 0.1) -> dict:
-    """Roll out the expert (``noisy[i] = False``) or the noisy expert on each episode, recording the
-    hierarchical data (high-level prompts, low-level transitions) and the flat transitions.
+                  eps: float = 0.3, p_wrong: float = 0.15, p_early: float = 0.6) -> dict:
+    """Roll out the expert (``noisy[i] = False``) or the noisy demonstrator on each episode, recording
+    the hierarchical data (high-level prompts, low-level transitions) and the flat transitions.
 
     The expert walks a shortest path to each sub-goal's object, touches it and declares the sub-goal
-    done. The noisy expert, per sub-goal, goes to a wrong object with probability ``p_wrong``
-    (touching a later mission object there is objective drift), otherwise takes a random action with
-    probability ``eps`` per step and declares "done" prematurely with probability ``p_early``.
+    done. The noisy demonstrator, per sub-goal, goes to a wrong object with probability ``p_wrong``
+    (touching a later mission object there is objective drift); per step it takes a uniformly random
+    action with probability ``eps``; and on the move that should bring it onto its target it declares
+    the sub-goal done *with that move*, before touching, with probability ``p_early`` (a systematic
+    premature "done": with ``p_early`` > 0.5 it is the most frequent action in that state, so
+    behaviour cloning copies it; the sub-goal is then never completed and touching the next one is
+    drift). The high-level examples are the mission's own sub-goal stack (the text annotation,
+    independent of how well the episode was executed), ending in ``stop``.
+
+    Args:
+        episodes: fresh episodes (stepped in place).
+        rng: the demonstrators' randomness.
+        noisy: ``(len(episodes),)`` bool, which episodes the noisy demonstrator runs.
+        max_horizon: the flat state's mission slots.
+        eps, p_wrong, p_early: probabilities in [0, 1].
 
     Returns:
         ``{"high": [(mission, done_subgoals, next)], "low": arrays, "flat": arrays}``; each transition
-        array dict has ``s, a, r, s2, done, expert`` (float32 states).
+        array dict has ``s, a, r, s2, done, expert`` (float32 states; one low and one flat transition
+        per environment step).
+
+    Raises:
+        ValueError: a probability outside [0, 1] or ``noisy`` of the wrong length.
     """
+    for name, v in (("eps", eps), ("p_wrong", p_wrong), ("p_early", p_early)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name}: must be in [0, 1], got {v!r}")
+    if len(noisy) != len(episodes):
+        raise ValueError(f"noisy: one flag per episode ({len(episodes)}), got {len(noisy)}")
     high, low, flat = [], {k: [] for k in ("s", "a", "r", "s2", "done", "expert")}, \
         {k: [] for k in ("s", "a", "r", "s2", "done", "expert")}
     for ep, is_noisy in zip(episodes, noisy):
-        history = []
+        stack = [subgoal_text(g) for g in ep.mission]
+        for i in range(len(stack) + 1):
+            high.append((ep.text, stack[:i], stack[i] if i < len(stack) else "stop"))
         for i, goal in enumerate(list(ep.mission)):
             if ep.done:
                 break
-            if not is_noisy:
-                high.append((ep.text, list(history), subgoal_text(goal)))
             target = goal
             if is_noisy and rng.random() < p_wrong:
                 others = [k for k in ep.objects if k != goal]
@@ -110,24 +131,29 @@ def collect_demos(episodes: list[Episode], rng: np.random.Generator, *, noisy: n
                 declare = a == TOUCH
                 if is_noisy and rng.random() < eps:
                     a, declare = int(rng.integers(N_ACTIONS)), False
-                if is_noisy and not declare and rng.random() < p_early / 4:
-                    declare = True
+                elif is_noisy and a != TOUCH and _lands_on(ep, a, target) and rng.random() < p_early:
+                    declare = True  # premature: "done" with the last move, before touching
                 r_env = ep.step(a)
                 end_goal = declare or ep.done
                 reached = ep.progress > i
                 _push(low, s_low, a + N_ACTIONS * int(declare), float(declare and reached),
                       low_state(ep, goal), float(end_goal and (declare or ep.success or ep.drift)), not is_noisy)
-                _push(flat, s_flat, a, r_env, flat_state(ep, max_horizon), float(ep.success or ep.drift),
-                      not is_noisy)
+                _push(flat, s_flat, a, r_env, flat_state(ep, max_horizon),
+                      float(ep.success or ep.drift), not is_noisy)
                 if end_goal:
                     break
-            history.append(subgoal_text(goal))
-        if not is_noisy and ep.success:
-            high.append((ep.text, list(history), "stop"))
     as_arrays = lambda d: {"s": np.stack(d["s"]), "a": np.asarray(d["a"], np.int64),  # noqa: E731
                            "r": np.asarray(d["r"], np.float32), "s2": np.stack(d["s2"]),
                            "done": np.asarray(d["done"], np.float32), "expert": np.asarray(d["expert"], bool)}
     return {"high": high, "low": as_arrays(low), "flat": as_arrays(flat)}
+
+
+def _lands_on(ep: Episode, action: int, target: int) -> bool:
+    """Whether the move ``action`` (without a slip) brings the agent onto ``target``'s cell."""
+    from .env import MOVES
+
+    dr, dc = MOVES[action]
+    return (ep.agent[0] + dr, ep.agent[1] + dc) == ep.objects[target]
 
 
 def _push(d, s, a, r, s2, done, expert):
@@ -161,7 +187,8 @@ def train_high_level(examples, *, steps: int, seed: int, progress: bool = False,
     """Supervised fine-tuning of the high-level agent on ``(mission, done, next)`` examples.
 
     Args:
-        cache_key: when given, the trained weights are kept in the onchip cache under this key (plus
+        cache_key: when given (the caller includes the torch version and thread count), the trained
+            weights are kept in the onchip cache under this key (plus
             ``steps``, ``seed`` and a digest of the examples) and reused.
 
     Returns:

@@ -8,6 +8,11 @@ completes that sub-instruction; touching a *later* mission object completes a su
 order - objective drift - and fails the mission at once (BabyAI's sequence levels fail the same way);
 touching a distractor or an already completed object does nothing. Episodes end on success, drift or
 the step limit.
+
+Two things make the atomic control hard (the low level's task): moves **slip** (with probability
+``slip`` a move goes in a uniformly random direction instead) and the observation is **partial**
+(an object farther than ``view`` cells, Chebyshev distance, is seen only by its direction: its offset
+is censored to ``view + 1`` cells along each axis).
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ class Episode:
         completed: log of (step, mission index) of every sub-instruction completed, in time order
             (an out-of-order one included).
         steps, done, success, drift.
+        slip: probability that a move goes in a random direction.
+        view: observation radius in cells (offsets beyond it are censored; 0 = unlimited).
+        noise: the generator of the slips (each episode its own, so the same episode replays the same
+            slips for every agent that takes the same actions).
     """
 
     size: int
@@ -67,6 +76,9 @@ class Episode:
     done: bool = False
     success: bool = False
     drift: bool = False
+    slip: float = 0.0
+    view: int = 0
+    noise: np.random.Generator | None = None
 
     def step(self, action: int) -> float:
         """Apply an atomic action; returns the reward (1 for each sub-instruction completed in order).
@@ -81,6 +93,8 @@ class Episode:
         self.steps += 1
         reward = 0.0
         if action < TOUCH:
+            if self.slip > 0 and self.noise is not None and self.noise.random() < self.slip:
+                action = int(self.noise.integers(4))
             dr, dc = MOVES[action]
             r, c = self.agent
             self.agent = (min(max(r + dr, 0), self.size - 1), min(max(c + dc, 0), self.size - 1))
@@ -110,12 +124,22 @@ class Episode:
 
 
 def new_episode(rng: np.random.Generator, horizon: int, *, size: int = 7, distractors: int = 2,
-                steps_per_goal: int = 16) -> Episode:
+                steps_per_goal: int = 16, slip: float = 0.0, view: int = 0) -> Episode:
     """A random episode with ``horizon`` sub-instructions and ``distractors`` other objects.
 
+    Args:
+        slip: probability in [0, 1) that a move goes in a random direction (its own generator,
+            drawn from ``rng``).
+        view: observation radius in cells (0 = the whole grid).
+
     Raises:
-        ValueError: ``horizon`` < 1 or too many objects for the grid or the 12 kinds.
+        ValueError: ``horizon`` < 1, too many objects for the grid or the 12 kinds, ``slip`` outside
+            [0, 1) or ``view`` < 0.
     """
+    if not 0.0 <= slip < 1.0:
+        raise ValueError(f"slip: must be in [0, 1), got {slip!r}")
+    if view < 0:
+        raise ValueError(f"view: must be >= 0, got {view!r}")
     n_obj = horizon + distractors
     if horizon < 1 or n_obj > len(KINDS) or n_obj + 1 > size * size:
         raise ValueError(f"horizon: need 1 <= horizon and horizon + distractors <= {len(KINDS)}, got {horizon}")
@@ -125,17 +149,25 @@ def new_episode(rng: np.random.Generator, horizon: int, *, size: int = 7, distra
     objects = {k: p for k, p in zip(kinds, pos[1:])}
     mission = kinds[:horizon]
     conns = [CONNECTIVES[int(i)] for i in rng.integers(0, len(CONNECTIVES), horizon - 1)]
-    return Episode(size, pos[0], objects, mission, mission_text(mission, conns), steps_per_goal * horizon)
+    noise = np.random.default_rng(int(rng.integers(2**63)))
+    return Episode(size, pos[0], objects, mission, mission_text(mission, conns), steps_per_goal * horizon,
+                   slip=slip, view=view, noise=noise)
 
 
 def ego_observation(ep: Episode) -> np.ndarray:
     """Egocentric symbolic observation, object-centric: for each of the 12 kinds, whether it is in the
     grid, its offset from the agent (rows, columns, divided by N) and whether the agent stands on it;
-    float32 ``(48,)``. (BabyAI's symbolic grid holds the same facts cell by cell.)"""
+    float32 ``(48,)``. (BabyAI's symbolic grid holds the same facts cell by cell.) With ``ep.view`` > 0
+    an object farther than ``view`` cells (Chebyshev) has each offset censored to at most ``view + 1``
+    cells: its direction is seen, not its distance."""
     obs = np.zeros((len(KINDS), 4), np.float32)
     r0, c0 = ep.agent
     for k, (r, c) in ep.objects.items():
-        obs[k] = (1.0, (r - r0) / ep.size, (c - c0) / ep.size, float(r == r0 and c == c0))
+        dr, dc = r - r0, c - c0
+        if ep.view and max(abs(dr), abs(dc)) > ep.view:
+            cap = ep.view + 1
+            dr, dc = int(np.clip(dr, -cap, cap)), int(np.clip(dc, -cap, cap))
+        obs[k] = (1.0, dr / ep.size, dc / ep.size, float(r == r0 and c == c0))
     return obs.ravel()
 
 
