@@ -83,12 +83,12 @@ def test_quiet_keeps_the_older_spelling_hidden(capsys):
 def test_config_errors_name_the_flag():
     from onchip.methods.lmaps.experiment import LmapsConfig
 
-    with pytest.raises(ValueError, match=r"^--n-images: must be <= 200"):
-        _args.build_config(LmapsConfig, n_images=500)
+    with pytest.raises(ValueError, match=r"^--n-test: n_val \+ n_test must be <= 200"):
+        _args.build_config(LmapsConfig, n_test=500)
     with pytest.raises(ValueError, match=r"^--operator: "):
         _args.build_config(LmapsConfig, flags={"operators": "--operator"}, operators=("deblur",))
-    with pytest.raises(ValueError, match=r"^n_images: "):  # in Python the field is named
-        LmapsConfig(n_images=500)
+    with pytest.raises(ValueError, match=r"^n_test: "):  # in Python the field is named
+        LmapsConfig(n_test=500)
 
 
 def test_command_line_is_the_real_arguments():

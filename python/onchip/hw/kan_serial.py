@@ -228,15 +228,13 @@ class SerialKanLearner(LearnerPorts):
         t_c = Signal(range(max(2, max(ly.t for ly in layers))), name="step_t")
         j_c = Signal(range(max(2, max(ly.n_out for ly in layers))), name="step_j")
         base = Signal(range(max(ly.steps * ly.depth for ly in layers) + 1), name="step_base")
-        issue = Signal(name="issue")  # a step's read is issued this cycle
-        active = Signal(name="active")
-        pass_steps = Array([Const(ly.steps, len(k)) for ly in layers])
-        layer_now = Signal(range(max(2, n_layers)), name="layer_now")
-        m.d.comb += active.eq(Cat(*fwd, *bwd).any())
-        m.d.comb += issue.eq(active & (k >= 1) & (k <= pass_steps[layer_now]))
-        for l in range(n_layers):
-            with m.If(fwd[l] | bwd[l]):
-                m.d.comb += layer_now.eq(l)
+        # a step's read is issued this cycle, by layer (its own constant bound: no layer multiplexer
+        # before the RAM address) and by any layer
+        issues = [Signal(name=f"l{l}_issue") for l in range(n_layers)]
+        for l, ly in enumerate(layers):
+            m.d.comb += issues[l].eq((fwd[l] | bwd[l]) & (k >= 1) & (k <= ly.steps))
+        issue = Signal(name="issue")
+        m.d.comb += issue.eq(Cat(*issues).any())
         for l, ly in enumerate(layers):
             with m.If((fwd[l] | bwd[l]) & (k == 0)):
                 m.d.sync += [t_c.eq(0), j_c.eq(0), base.eq(0)]
@@ -276,7 +274,7 @@ class SerialKanLearner(LearnerPorts):
         for ly in layers:
             l, n_edges = ly.index, ly.n_in * ly.n_out
 
-            def step(n, **values):
+            def step(n, l=l, **values):
                 return [reg(v, f"l{l}_port_{name}_p{n}") for name, v in values.items()]
 
             hit, local = step(1, hit=(bus_addr >= ly.offset) & (bus_addr < ly.offset + ly.size),
@@ -330,7 +328,6 @@ class SerialKanLearner(LearnerPorts):
                     m.d.sync += [r.eq(unit.bder[mm]) for mm, r in enumerate(bd)]
                 hi.append(regs[0]), lo.append(regs[1]), bval.append(bv), bder.append(bd), clamped.append(cl)
 
-            in_pass = fwd[l] | bwd[l]
             e_now = node(m, Array(ly.err)[j_c], f"l{l}_e_step")
             acc = [Signal(fmt_shape(f.acc), name=f"l{l}_acc{j}", reset_less=True) for j in range(ly.n_out)]
             eacc = [Signal(fmt_shape(f.acc), name=f"l{l}_eacc{i}", reset_less=True) for i in range(ly.n_in)] \
@@ -374,7 +371,7 @@ class SerialKanLearner(LearnerPorts):
                     new = overflow(m, data[b] - deltas[b], f.coef)
                     bus_hit = port_we & p_hit & (p_lane == a) & (p_bank == b)
                     m.d.comb += [
-                        rp.addr.eq(Mux(issue & in_pass, raddr[b], p_waddr)),
+                        rp.addr.eq(Mux(issues[l], raddr[b], p_waddr)),
                         wp.en.eq(writeback | bus_hit),
                         wp.addr.eq(Mux(writeback, r_addr[b], p_waddr)),
                         wp.data.eq(Mux(writeback, new, port_data)),

@@ -43,7 +43,7 @@ FACTOR_FIELDS: dict[str, tuple[str, ...]] = {
     "NUMERICS": ("formats.input", "formats.coef", "formats.basis", "formats.act", "formats.grad", "formats.acc")
     # whether the accumulator may wrap is a numerics choice (a spec field where the spec has it)
     + (("allow_acc_wrap",) if "allow_acc_wrap" in _SPEC_FIELDS else ()),
-    "TOPOLOGY": ("kind", "widths", "datapath"),
+    "TOPOLOGY": ("kind", "widths", "datapath", "lanes"),
     # timing changes register stages only (cycles and fmax, never the golden numbers); no move edits it
     "SCHEDULE": ("learning_rate", "schedule", "staleness", "init_scale", "timing"),
 }
@@ -280,7 +280,7 @@ def _topology_moves() -> list[Move]:
         return ch
 
     def kind(s):
-        return {"kind": "mlp" if s.kind == "kan" else "kan", "datapath": "parallel"}
+        return {"kind": "mlp" if s.kind == "kan" else "kan", "datapath": "parallel", "lanes": 1}
 
     def datapath(s):
         if s.kind != "mlp":
