@@ -68,10 +68,9 @@ from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import bank_address, by_bank, by_basis, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant
-from .interface import LearnerPorts
 from .layers import tree_sum
 from .ram import div_const, ram_style
-from .serial_front import serial_front
+from .serial_front import SerialLearner, serial_front
 
 __all__ = ["PORT_STAGES", "SerialKanLearner", "lane_counts", "serial_kan_plan"]
 
@@ -148,7 +147,7 @@ class _Layer:
         self.rd = self.wr = None
 
 
-class SerialKanLearner(LearnerPorts):
+class SerialKanLearner(SerialLearner):
     """Sequential-schedule KAN learner of a :class:`~onchip.spec.LearnerSpec` with ``spec.lanes``
     edge lanes per layer (``datapath = "serial"``).
 
@@ -170,28 +169,8 @@ class SerialKanLearner(LearnerPorts):
     """
 
     def __init__(self, spec: LearnerSpec, theta=None):
-        if not isinstance(spec, LearnerSpec):
-            raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
-        if spec.kind != "kan" or spec.effective_staleness != 0:
-            raise ValueError(f"the serial KAN datapath implements KANs in the sequential schedule; got "
-                             f"kind={spec.kind!r}, schedule={spec.schedule!r}")
-        plan = serial_kan_plan(spec)
-        self.stages = {**{key: plan[key] for key in ("prediction", "read", "update")}, "port": PORT_STAGES}
+        super().__init__(spec, theta, kind="kan", plan_of=serial_kan_plan, port_stages=PORT_STAGES)
         self.lanes = lane_counts(spec)
-        self.initiation_interval = plan["ii"]
-        self.min_staleness = self.initiation_interval - 1
-        self.staleness = 0
-        self.pipelined = False
-        super().__init__(spec, theta)
-        self.param_storage = "memory"
-        #: cycles after reset before a sample or command is taken: the RAM reload from the ROM,
-        #: and its last word through the port's stages
-        self.reset_cycles = self.reset_cycles_command = self.n_params + 1 + PORT_STAGES
-
-    @property
-    def latency_update(self) -> int:
-        """Clock edges from accepting a sample to committing its update in every layer."""
-        return max(self.stages["update"])
 
     # -- hardware ---------------------------------------------------------------------
     def elaborate(self, platform):
@@ -404,14 +383,7 @@ class SerialKanLearner(LearnerPorts):
                         m.d.sync += below.err[i].eq(Mux(clamped[i], 0, e_prev))
 
         # output error from the prediction by the sample's kind, in the first cycle of the backward pass
-        out = layers[-1]
-        with m.If(bwd[-1] & (k == 0)):
-            m.d.sync += [e.eq(v) for e, v in zip(out.err, self.output_error(m, preds, ys, kind))]
-        with m.If(self.m.ready):
-            m.d.sync += self.m.valid.eq(0)
-        with m.If(advance[-1]):
-            m.d.sync += [p.eq(z) for p, z in zip(preds, z_prev)]
-            m.d.sync += self.m.valid.eq(1)
+        self.prediction_out(m, preds, z_prev, layers[-1].err, bwd[-1] & (k == 0), advance[-1], ys, kind)
 
         # -- parameter responses: the word read once the command leaves the port's stages
         sel_layer = Signal(range(max(2, n_layers)), name="sel_layer")

@@ -62,10 +62,9 @@ from amaranth.lib.memory import Memory
 from ..model.golden import kernel_config, layout
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape, node, overflow, requant
-from .interface import LearnerPorts
 from .layers import tree_sum
 from .ram import div_const, ram_style
-from .serial_front import serial_front
+from .serial_front import SerialLearner, serial_front
 
 __all__ = ["SerialMlpLearner", "serial_plan"]
 
@@ -118,7 +117,7 @@ class _Layer:
         self.rd = self.wr = None
 
 
-class SerialMlpLearner(LearnerPorts):
+class SerialMlpLearner(SerialLearner):
     """Sequential-schedule MLP learner of a :class:`~onchip.spec.LearnerSpec` with one lane per neuron.
 
     Ports: those of :class:`~onchip.hw.interface.LearnerPorts`, as
@@ -143,29 +142,7 @@ class SerialMlpLearner(LearnerPorts):
     """
 
     def __init__(self, spec: LearnerSpec, theta=None):
-        if not isinstance(spec, LearnerSpec):
-            raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
-        if spec.kind != "mlp" or spec.effective_staleness != 0:
-            raise ValueError(
-                f"the serial datapath implements MLPs in the sequential schedule; got kind={spec.kind!r}, "
-                f"schedule={spec.schedule!r}"
-            )
-        plan = serial_plan(spec)
-        self.stages = {**{key: plan[key] for key in ("prediction", "read", "update")}, "port": 0}
-        self.initiation_interval = plan["ii"]
-        self.min_staleness = self.initiation_interval - 1
-        self.staleness = 0
-        self.pipelined = False
-        super().__init__(spec, theta)
-        #: where the parameters live: weights in RAM banks (the biases, one per neuron, in registers)
-        self.param_storage = "memory"
-        #: cycles after reset before a sample or command is taken (the RAM reload from the ROM)
-        self.reset_cycles = self.reset_cycles_command = self.n_params + 1
-
-    @property
-    def latency_update(self) -> int:
-        """Clock edges from accepting a sample to committing its update in every layer."""
-        return max(self.stages["update"])
+        super().__init__(spec, theta, kind="mlp", plan_of=serial_plan)
 
     # -- hardware ---------------------------------------------------------------------
     def elaborate(self, platform):
@@ -298,14 +275,7 @@ class SerialMlpLearner(LearnerPorts):
                     m.d.sync += tgt[-1].eq(e_prev)
 
         # output error from the prediction by the sample's kind, in the first cycle of the backward pass
-        out = layers[-1]
-        with m.If(bwd[-1] & (step == 0)):
-            m.d.sync += [e.eq(v) for e, v in zip(out.err, self.output_error(m, preds, ys, kind))]
-        with m.If(self.m.ready):
-            m.d.sync += self.m.valid.eq(0)
-        with m.If(advance[-1]):
-            m.d.sync += [p.eq(z) for p, z in zip(preds, z_prev)]
-            m.d.sync += self.m.valid.eq(1)
+        self.prediction_out(m, preds, z_prev, layers[-1].err, bwd[-1] & (step == 0), advance[-1], ys, kind)
 
         # -- parameter responses --------------------------------------------------
         sel_w = [Signal(name=f"l{l}_sel_w") for l in range(n_layers)]
