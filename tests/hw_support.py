@@ -16,6 +16,31 @@ def preset_design(name: str, schedule: str, timing: str = "compact"):
     return spec, cached_design(spec)
 
 
+def assert_same(design, seg, want_preds, want_theta):
+    """A bench segment's predictions equal ``want_preds`` and its read-back parameters ``want_theta``."""
+    from onchip.hw import sim
+
+    got = sim.unpack_predictions(design, seg["preds"])
+    assert got.shape == want_preds.shape
+    bad = np.nonzero((got != want_preds).any(axis=1))[0]
+    assert bad.size == 0, f"sample {bad[0]}: RTL {got[bad[0]]}, golden {want_preds[bad[0]]} ({bad.size} differ)"
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]), want_theta)
+
+
+def run_stream(spec: LearnerSpec, n: int, seed: int, **stalls):
+    """``n`` samples of :func:`stimulus` through the cocotb bench, then every parameter read back;
+    both must equal the golden model. Returns (design, segment, golden final parameters)."""
+    from onchip.hw import sim
+
+    design = cached_design(spec)
+    x, y = stimulus(spec, n, seed)
+    want_preds, want_theta = golden_final(spec, x, y)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}], **stalls)
+    seg = out["segments"][0]
+    assert_same(design, seg, want_preds, want_theta)
+    return design, seg, want_theta
+
+
 def check_checkpoint_and_restore(spec: LearnerSpec, design, xs, restore, seed: int = 6):
     """Three segments with random stalls: stream, read every parameter (checkpoint), stream,
     write ``restore``, stream, read back; predictions and parameters equal the golden model's

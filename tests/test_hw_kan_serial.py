@@ -16,13 +16,18 @@ import re
 
 import numpy as np
 import pytest
-
+from hw_support import (
+    assert_same,
+    check_checkpoint_and_restore,
+    check_reset_mid_stream,
+    golden_final,
+    run_stream,
+    stimulus,
+)
 from onchip.hw import generate, sim
 from onchip.hw.kan_serial import SerialKanLearner
 from onchip.hw.sim import cached_design
 from onchip.spec import PRESETS, Formats, LearnerSpec
-
-from hw_support import check_checkpoint_and_restore, check_reset_mid_stream, golden_final, stimulus
 
 #: the 3->4->2 KAN of sweeps/timing/family, on 2 lanes: layer 0 has an idle lane in its second group
 WIDE = LearnerSpec(
@@ -59,24 +64,6 @@ def closed_forms(spec):
         update[l] = start + steps[l] + 1
         start += steps[l] + 4
     return p, update[0] + 1, update
-
-
-def assert_same(design, seg, want_preds, want_theta):
-    got = sim.unpack_predictions(design, seg["preds"])
-    assert got.shape == want_preds.shape
-    bad = np.nonzero((got != want_preds).any(axis=1))[0]
-    assert bad.size == 0, f"sample {bad[0]}: RTL {got[bad[0]]}, golden {want_preds[bad[0]]} ({bad.size} differ)"
-    np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]), want_theta)
-
-
-def run_stream(spec, n, seed, **stalls):
-    design = cached_design(spec)
-    x, y = stimulus(spec, n, seed)
-    want_preds, want_theta = golden_final(spec, x, y)
-    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}], **stalls)
-    seg = out["segments"][0]
-    assert_same(design, seg, want_preds, want_theta)
-    return design, seg, want_theta
 
 
 def check_timing(spec, design, seg):

@@ -15,13 +15,18 @@ import re
 
 import numpy as np
 import pytest
-
+from hw_support import (
+    assert_same,
+    check_checkpoint_and_restore,
+    check_reset_mid_stream,
+    golden_final,
+    run_stream,
+    stimulus,
+)
 from onchip.hw import sim
 from onchip.hw.mlp_serial import SerialMlpLearner
 from onchip.hw.sim import cached_design
 from onchip.spec import PRESETS, Formats, LearnerSpec
-
-from hw_support import check_checkpoint_and_restore, check_reset_mid_stream, golden_final, stimulus
 
 READOUT = PRESETS["mlp-readout"].replace(datapath="serial", schedule="sequential")
 
@@ -38,24 +43,6 @@ NARROW = LearnerSpec(
 #: 6570 parameters: the parallel datapath runs out of memory converting it.
 WIDE = LearnerSpec(name="mlp-64-64-32-10", kind="mlp", widths=(64, 64, 32, 10), learning_rate=2.0**-6,
                    init_scale=1.0, datapath="serial")
-
-
-def assert_same(design, seg, want_preds, want_theta):
-    got = sim.unpack_predictions(design, seg["preds"])
-    assert got.shape == want_preds.shape
-    bad = np.nonzero((got != want_preds).any(axis=1))[0]
-    assert bad.size == 0, f"sample {bad[0]}: RTL {got[bad[0]]}, golden {want_preds[bad[0]]} ({bad.size} differ)"
-    np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]), want_theta)
-
-
-def run_stream(spec, n, seed, **stalls):
-    design = cached_design(spec)
-    x, y = stimulus(spec, n, seed)
-    want_preds, want_theta = golden_final(spec, x, y)
-    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}], **stalls)
-    seg = out["segments"][0]
-    assert_same(design, seg, want_preds, want_theta)
-    return design, seg
 
 
 def check_timing(spec, design, seg):
@@ -85,7 +72,7 @@ def check_timing(spec, design, seg):
 
 
 def test_readout_bit_exact_with_reported_timing():
-    design, seg = run_stream(READOUT, 10000, seed=11, measure=True)
+    design, seg, _ = run_stream(READOUT, 10000, seed=11, measure=True)
     check_timing(READOUT, design, seg)
 
 
@@ -105,7 +92,7 @@ def test_narrow_three_layer_saturates_bit_exact_under_stalls():
 
 
 def test_narrow_three_layer_timing():
-    design, seg = run_stream(NARROW, 200, seed=22, measure=True)
+    design, seg, _ = run_stream(NARROW, 200, seed=22, measure=True)
     check_timing(NARROW, design, seg)
 
 
@@ -145,7 +132,7 @@ def test_wide_network_converts_with_neuron_sized_logic():
 
 @pytest.mark.slow
 def test_wide_network_bit_exact():
-    design, seg = run_stream(WIDE, 12, seed=61, measure=True)
+    design, seg, _ = run_stream(WIDE, 12, seed=61, measure=True)
     check_timing(WIDE, design, seg)
 
 
@@ -153,7 +140,7 @@ def test_wide_network_bit_exact():
 def test_single_input_layer_bit_exact():
     # layer 0 has one input: RAM banks of depth 1
     spec = PRESETS["mlp-regression"].replace(datapath="serial", schedule="sequential")
-    design, seg = run_stream(spec, 3000, seed=71, measure=True)
+    design, seg, _ = run_stream(spec, 3000, seed=71, measure=True)
     check_timing(spec, design, seg)
 
 
