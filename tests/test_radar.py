@@ -117,12 +117,31 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("radar", argv, flag, tmp_path / "out", capsys)
 
 
+def test_planted_graph_grows_with_difficulty():
+    from onchip.methods.radar.experiment import planted_graph
+
+    sizes = [len(planted_graph(d)[0]) for d in range(1, 7)]
+    assert sizes == [1, 1, 3, 3, 5, 5]
+    roles, adj = planted_graph(5)
+    assert adj[:, 4].tolist() == [1, 1, 1, 1, 0] and adj.sum() == 4
+
+
 def test_quick_run_writes_headline(tmp_path):
     out = tmp_path / "run"
     m = quick_run("radar", out)
     h = m["headline"]
-    assert h["method"] == "radar" and h["direction"] == "higher" and h["seeds"] == [0]
+    assert h["method"] == "radar" and h["direction"] == "higher" and h["seeds"] == [0, 1]
     assert set(h["baselines"]) == {"single", "chain", "star", "complete", "random", "layered", "one-shot"}
+    assert set(h["paired"]) == set(h["baselines"])
+    for a, p in h["paired"].items():
+        lo, hi = p["ci95"]
+        assert lo <= p["difference"] <= hi and p["n"] == 2, a
+        assert set(m["paired_tokens"][a]) >= {"difference", "ci95"}
+    pc = m["positive_control"]
+    assert pc["method"] == "adaptive" and pc["ablation"] == "query-blind" and len(pc["method_values"]) == 2
+    assert isinstance(pc["sensitive"], bool) and set(pc["tokens"]) == {"adaptive", "query-blind"}
+    col = m["collected_graphs"]
+    assert len(col["per_seed"]) == 2 and -1 <= col["spearman_difficulty_agents"] <= 1
     assert m["results"]["single"]["nodes"] == 1 and m["results"]["complete"]["edges"] == 6
     assert 1 <= m["results"]["radar"]["nodes"] <= 5
     assert -1 <= m["results"]["radar"]["spearman_difficulty_nodes"] <= 1

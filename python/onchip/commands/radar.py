@@ -29,9 +29,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--rl-epochs", type=_args.nonneg_int, default=2, help="RL fine-tuning passes (default 2)")
     p.add_argument("--max-graphs", type=_args.positive_int, default=240,
                    help="most successful graphs the generators are fitted on (default 240)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2, 3, 4], help="comma-separated seeds (default 0-4)")
     p.add_argument("--quick", action="store_true",
-                   help="seconds-long smoke run: 1 seed, 8 training and 8 test queries (what the tests run)")
+                   help="seconds-long smoke run: the first 2 seeds, 8 training and 8 test queries (what the tests run)")
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     values = dict(train_queries=args.train_queries, test_queries=args.test_queries, max_nodes=args.max_nodes,
                   epochs=args.epochs, rl_epochs=args.rl_epochs, max_graphs=args.max_graphs, seeds=args.seeds)
     if args.quick:
-        values.update(train_queries=8, test_queries=8, epochs=1, rl_epochs=1, seeds=args.seeds[:1])
+        values.update(train_queries=8, test_queries=8, epochs=1, rl_epochs=1, seeds=args.seeds[:2])
     config = _args.build_config(RadarConfig, **values, out=args.out, progress=not args.quiet,
                                 command=args.command_line)
     run_experiment(config)

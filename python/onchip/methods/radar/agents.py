@@ -137,7 +137,7 @@ def run_agents(solvers: dict[str, StepSolver], requests: list[tuple[Query, str]]
     The agent samples each running value from its step solver's softmax at ``temperature``.
     """
     out: list = [None] * len(requests)
-    for role in {r for _, r in requests}:
+    for role in sorted({r for _, r in requests}):  # a fixed order: set order follows string hashing
         idx = [i for i, (_, r) in enumerate(requests) if r == role]
         qs = [requests[i][0] for i in idx]
         cur = np.array([q.start for q in qs])

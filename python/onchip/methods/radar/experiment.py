@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    headline, markdown_table, mean_std, need, recorded_config, rng, save, write_metrics, write_results,
+    headline, markdown_table, mean_std, need, paired_difference, paired_line, positive_control, recorded_config,
+    rng, save, write_metrics, write_results,
 )
 from . import ARMS, ROLES
 
@@ -78,7 +79,7 @@ class RadarConfig:
     epochs: int = 2
     rl_epochs: int = 2
     max_graphs: int = 240
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     out: str = "out/radar"
     progress: bool = field(default=True, compare=False)
     command: str | None = field(default=None, compare=False)
@@ -97,6 +98,19 @@ def _queries(r, n):
     from .agents import make_query
 
     return [make_query(r, int(r.integers(1, MAX_DIFFICULTY + 1)), float(r.random())) for _ in range(n)]
+
+
+def planted_size(difficulty: int) -> int:
+    """Agents of the positive control's planted graph for a query of ``difficulty`` operations: 1 for 1-2,
+    3 for 3-4, 5 for 5-6 (a star of generalists; mean 3 agents over uniform difficulties)."""
+    return 1 if difficulty <= 2 else 3 if difficulty <= 4 else 5
+
+
+def planted_graph(difficulty: int):
+    """The positive control's target graph: a star of :func:`planted_size` generalists (leaves -> hub)."""
+    n = planted_size(difficulty)
+    g = ROLES.index("generalist")
+    return fixed_topology("star", None, n, [g] * n) if n > 1 else ([g], np.zeros((1, 1), np.int64))
 
 
 def execute_all(solvers, queries, graphs, rng) -> list[dict]:
@@ -134,7 +148,9 @@ def run(config: RadarConfig) -> dict:
     per_seed = {a: [] for a in ARMS}
     by_diff = {a: {} for a in ARMS}
     corr = {"radar": [], "one-shot": []}
-    bar = tqdm(total=len(c.seeds) * 4, desc="radar", disable=not c.progress)
+    collected = []
+    control = {"adaptive": [], "query-blind": []}
+    bar = tqdm(total=len(c.seeds) * 5, desc="radar", disable=not c.progress)
     for seed in c.seeds:
         solvers = train_agents(seed)
         r = rng(seed, "radar", "data")
@@ -153,6 +169,14 @@ def run(config: RadarConfig) -> dict:
         rewards = np.array([0.8 * x["correct"] + 0.2 * sparsity(g[1], c.max_nodes) for x, g in zip(res, cand)])
         base_reward = rewards.reshape(len(train_q), len(kinds)).mean(1)
         ok = [(g[0], g[1], feats[i // len(kinds)]) for i, (x, g) in enumerate(zip(res, cand)) if x["correct"]]
+        ok_diff = [cq[i].difficulty for i, x in enumerate(res) if x["correct"]]
+        ok_size = [len(g[0]) for g, x in zip(cand, res) if x["correct"]]
+        rho = spearmanr(ok_diff, ok_size).statistic if len(set(ok_size)) > 1 and len(set(ok_diff)) > 1 else np.nan
+        collected.append({"successful": len(ok), "candidates": len(cand),
+                          "spearman_difficulty_agents": 0.0 if np.isnan(rho) else float(rho),
+                          "agents_by_difficulty": {str(d): float(np.mean([n for dd, n in zip(ok_diff, ok_size)
+                                                                          if dd == d]))
+                                                   for d in sorted(set(ok_diff))}})
         if len(ok) > c.max_graphs:
             ok = [ok[i] for i in sorted(r.choice(len(ok), c.max_graphs, replace=False))]
         bar.update()
@@ -196,6 +220,20 @@ def run(config: RadarConfig) -> dict:
                 rho = spearmanr([q.difficulty for q in test_q], [x["nodes"] for x in out]).statistic
                 corr[arm].append(0.0 if np.isnan(rho) else float(rho))
         bar.update()
+        # 5. positive control: the same generator fitted on planted size-adaptive graphs (a star of
+        #    1 / 3 / 5 generalists by difficulty) vs the same fit with the query features blanked
+        #    (it imitates the same size mix, mean 3 agents, but cannot tie it to the query)
+        planted = [(*planted_graph(q.difficulty), f) for q, f in zip(train_q, feats)]
+        blank = np.zeros_like(feats[0])
+        for arm, data in (("adaptive", planted), ("query-blind", [(a, b, blank) for a, b, _ in planted])):
+            pg = RadarGenerator(len(feats[0]), c.max_nodes, seed)
+            pg.fit(data, c.epochs, rng(seed, "radar", "control-fit", arm))
+            p_rng = rng(seed, "radar", "control", arm)
+            graphs = [pg.generate(query_features(q, MAX_DIFFICULTY) if arm == "adaptive" else blank, p_rng)
+                      for q in test_q]
+            out = execute_all(solvers, test_q, graphs, p_rng)
+            control[arm].append({k: float(np.mean([x[k] for x in out])) for k in ("correct", "tokens", "nodes")})
+        bar.update()
     bar.close()
     summary = {}
     for arm in ARMS:
@@ -211,6 +249,11 @@ def run(config: RadarConfig) -> dict:
             row["spearman_difficulty_nodes"], row["spearman_difficulty_nodes_std"] = mean_std(corr[arm])
         summary[arm] = row
     base = [a for a in ARMS if a != "radar"]
+    many = len(c.seeds) >= 2
+    paired = ({a: paired_difference([x["correct"] for x in per_seed["radar"]], [x["correct"] for x in per_seed[a]])
+               for a in base} if many else None)
+    paired_tokens = ({a: paired_difference([x["tokens"] for x in per_seed["radar"]],
+                                           [x["tokens"] for x in per_seed[a]]) for a in base} if many else None)
     result = {
         "config": recorded_config(c),
         "headline": headline(
@@ -219,11 +262,29 @@ def run(config: RadarConfig) -> dict:
             budget={"graphs per query": 1, "agents per graph (at most)": c.max_nodes,
                     "tokens per query (measured)": {a: round(summary[a]["tokens"], 1) for a in ARMS}},
             seeds=c.seeds, direction="higher", std=summary["radar"]["correct_std"],
-            baseline_std={a: summary[a]["correct_std"] for a in base}),
+            baseline_std={a: summary[a]["correct_std"] for a in base}, paired=paired),
+        "paired_tokens": paired_tokens,
+        "collected_graphs": {"per_seed": collected,
+                             "spearman_difficulty_agents": mean_std(x["spearman_difficulty_agents"]
+                                                                   for x in collected)[0]},
+        "control_per_seed": control,
         "results": summary,
         "per_seed": per_seed,
         "seconds": time.perf_counter() - t0,
     }
+    if many:
+        result["positive_control"] = positive_control(
+            "the same generator (ordering + denoising networks, same epochs) fitted on planted size-adaptive "
+            "graphs: for each training query a star of 1 / 3 / 5 generalists for 1-2 / 3-4 / 5-6 operations; "
+            "ablation: the same fit with the query features blanked, so it imitates the same size mix (mean 3 "
+            "agents in its training graphs) but cannot tie it to the query; accuracy on the same held-out queries",
+            "adaptive", "query-blind", [x["correct"] for x in control["adaptive"]],
+            [x["correct"] for x in control["query-blind"]], seeds=c.seeds,
+            metric="accuracy on held-out queries (one generated graph per query)")
+        result["positive_control"]["tokens"] = {a: mean_std(x["tokens"] for x in control[a])[0] for a in control}
+        result["positive_control"]["agents"] = {a: mean_std(x["nodes"] for x in control[a])[0] for a in control}
+        result["positive_control"]["tokens_paired"] = paired_difference(
+            [x["tokens"] for x in control["adaptive"]], [x["tokens"] for x in control["query-blind"]])
     with atomic_output_dir(c.out) as stage:
         _write(stage, c, result)
     if c.progress:
@@ -256,8 +317,26 @@ def _write(stage, c: RadarConfig, result: dict) -> None:
     agents = markdown_table(["arm", *diffs], [[a, *(f"{res[a]['by_difficulty'][d]['nodes']:.2f}" for d in diffs)]
                                               for a in ("one-shot", "radar")],
                             caption="Agents per generated graph by difficulty:")
-    write_results(stage, "RADAR: generated agent topologies", c.command or "onchip radar",
-                  results_table(result), accuracy, agents)
+    col = result["collected_graphs"]
+    sections = [results_table(result), accuracy, agents,
+                "Successful training graphs (what both generators imitate): Spearman(difficulty, agents) per seed "
+                + ", ".join(f"{x['spearman_difficulty_agents']:+.3f}" for x in col["per_seed"])
+                + f" (mean {col['spearman_difficulty_agents']:+.3f}); agents by difficulty (seed {c.seeds[0]}): "
+                + ", ".join(f"{d}: {v:.2f}" for d, v in col["per_seed"][0]["agents_by_difficulty"].items()) + "."]
+    if result["headline"].get("paired"):
+        sections.append("Paired differences over seeds, radar - arm (mean [ci95]), accuracy and tokens per query:\n\n"
+                        + "\n".join(f"- {paired_line(a, p)}; tokens {paired_line('', result['paired_tokens'][a], 1)[2:]}"
+                                     for a, p in result["headline"]["paired"].items()))
+    pc = result.get("positive_control")
+    if pc:
+        sections.append("## Positive control\n\nSetting: " + pc["setting"] + ".\n\n"
+                        + f"Per seed: adaptive {', '.join(f'{v:.3f}' for v in pc['method_values'])}; query-blind "
+                        + f"{', '.join(f'{v:.3f}' for v in pc['ablation_values'])}. "
+                        + paired_line("adaptive - query-blind", pc["paired"])
+                        + f"; agents {pc['agents']['adaptive']:.2f} vs {pc['agents']['query-blind']:.2f}, tokens "
+                        + f"{pc['tokens']['adaptive']:.1f} vs {pc['tokens']['query-blind']:.1f} "
+                        + f"({paired_line('difference', pc['tokens_paired'], 1)}).")
+    write_results(stage, "RADAR: generated agent topologies", c.command or "onchip radar", *sections)
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for a, r in result["results"].items():
