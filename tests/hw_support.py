@@ -27,14 +27,17 @@ def assert_same(design, seg, want_preds, want_theta):
     np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]), want_theta)
 
 
-def run_stream(spec: LearnerSpec, n: int, seed: int, **stalls):
-    """``n`` samples of :func:`stimulus` through the cocotb bench, then every parameter read back;
-    both must equal the golden model. Returns (design, segment, golden final parameters)."""
+def run_stream(spec: LearnerSpec, n: int, seed: int, *, bench_seed: int | None = None, **stalls):
+    """``n`` samples of :func:`stimulus` (seeded by ``seed``) through the cocotb bench (its random
+    stalls seeded by ``bench_seed``), then every parameter read back; both must equal the golden
+    model. Returns (design, segment, golden final parameters)."""
     from onchip.hw import sim
 
     design = cached_design(spec)
     x, y = stimulus(spec, n, seed)
     want_preds, want_theta = golden_final(spec, x, y)
+    if bench_seed is not None:
+        stalls["seed"] = bench_seed
     out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}], **stalls)
     seg = out["segments"][0]
     assert_same(design, seg, want_preds, want_theta)

@@ -16,10 +16,8 @@ import re
 import numpy as np
 import pytest
 from hw_support import (
-    assert_same,
     check_checkpoint_and_restore,
     check_reset_mid_stream,
-    golden_final,
     run_stream,
     stimulus,
 )
@@ -79,16 +77,12 @@ def test_readout_bit_exact_with_reported_timing():
 # slow: the narrow serial MLP under stalls is also run with mixed sample kinds by default (test_hw_kinds.py)
 @pytest.mark.slow
 def test_narrow_three_layer_saturates_bit_exact_under_stalls():
-    x, y = stimulus(NARROW, 2000, seed=21)
-    want, theta = golden_final(NARROW, x, y)
+    design, seg, theta = run_stream(NARROW, 2000, 21, bench_seed=4, p_valid=0.6, p_ready=0.45, p_param_ready=0.5)
+    want = sim.unpack_predictions(design, seg["preds"])  # the golden predictions (run_stream asserts it)
     f = NARROW.formats
     # the stream really saturates: predictions at the act limits, weights at the coef limits
     assert np.mean((want == f.act.min_raw) | (want == f.act.max_raw)) > 0.01
     assert np.any((theta == f.coef.min_raw) | (theta == f.coef.max_raw))
-    design = cached_design(NARROW)
-    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}],
-                      seed=4, p_valid=0.6, p_ready=0.45, p_param_ready=0.5)
-    assert_same(design, out["segments"][0], want, theta)
 
 
 def test_narrow_three_layer_timing():
