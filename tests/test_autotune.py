@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from onchip.cli import main
-from onchip.methods.autotune import search, space
+from onchip.methods.autotune import interaction, search, space
 from onchip.methods.autotune.evaluate import DIAGNOSTICS, Budgets, Evaluation, diagnose, make_task_stream
 from onchip.methods.autotune.resources import Surrogate, features, group_of
 from onchip.methods.autotune.space import FACTOR_FIELDS, FACTORS, ScopeViolation, scope_check
@@ -91,6 +91,132 @@ def test_scope_guard_rejects_out_of_factor_edits():
         scope_check(p, space.apply_changes(p, {"formats.coef": "ap_fixed<12,4,RND_CONV,SAT>"}), "TOPOLOGY")
     with pytest.raises(ValueError, match="factor must be one of"):
         scope_check(p, p, "LAYOUT")
+
+
+def test_scope_guard_acts_on_the_entanglement_map():
+    """With a measured map the guard refuses a change in an entangled factor, lets an additive one
+    through (and names it), and always refuses a frozen field."""
+    p = PRESETS["kan-readout"]
+    child = p.replace(grid_size=16, learning_rate=2.0**-3)  # BASIS + SCHEDULE
+    tangled = frozenset({frozenset(("BASIS", "SCHEDULE"))})
+    with pytest.raises(ScopeViolation, match="learning_rate"):
+        scope_check(p, child, "BASIS", tangled)
+    assert scope_check(p, child, "BASIS", frozenset({frozenset(("BASIS", "NUMERICS"))})) == {"SCHEDULE"}
+    assert scope_check(p, child, "BASIS", frozenset()) == {"SCHEDULE"}
+    with pytest.raises(ScopeViolation, match="init_seed"):
+        scope_check(p, p.replace(grid_size=16, init_seed=4), "BASIS", frozenset())
+
+
+def test_coupled_followups_reach_into_the_partner_factor():
+    """A new hidden layer gets non-zero initial parameters, a grid range sets the input integer bits,
+    a smaller step under update underflow adds a coefficient fractional bit; nothing else changes."""
+    p = PRESETS["kan-regression"]  # init 0, grid ±2, input ap_fixed<16,4>
+    assert p.init_scale == 0.0 and p.formats.input.int_bits == 4
+    out = search.coupled_followups(p, {"widths": (1, 2, 1)}, {})
+    assert out["init_scale"] > 0 and set(out) == {"widths", "init_scale"}
+    assert search.coupled_followups(p.replace(init_scale=0.25), {"widths": (1, 2, 1)}, {}) == {"widths": (1, 2, 1)}
+    assert "formats.input" not in search.coupled_followups(p, {"grid_range": (-8.0, 8.0)}, {})  # ±8 needs 4
+    fi = search.coupled_followups(p, {"grid_range": (-16.0, 16.0)}, {})["formats.input"]
+    assert fi.int_bits == 5 and fi.frac_bits == p.formats.input.frac_bits
+    out = search.coupled_followups(p, {"grid_range": (-1.0, 1.0)}, {})
+    assert out["formats.input"].int_bits == 1 and out["formats.input"].frac_bits == p.formats.input.frac_bits
+    lr = {"learning_rate": p.learning_rate / 2}
+    assert search.coupled_followups(p, lr, {"zero_update": 0.0}) == lr
+    out = search.coupled_followups(p, lr, {"zero_update": 0.3})
+    assert out["formats.coef"].frac_bits == p.formats.coef.frac_bits + 1
+
+
+def test_the_guard_refuses_followups_only_into_entangled_factors():
+    """SPARK routed to BASIS with a grid-clamping symptom: its range moves carry an input-format
+    follow-up (NUMERICS), refused when BASIS x NUMERICS is entangled, evaluated when additive, and
+    always evaluated without the guard."""
+    parent = _ev(PRESETS["kan-regression"], clamp_grid=0.5)
+    counts = {}
+    for name, arm, tangled in (("entangled", "spark", frozenset({frozenset(("BASIS", "NUMERICS"))})),
+                               ("additive", "spark", frozenset()),
+                               ("noguard", "spark-noguard", frozenset({frozenset(("BASIS", "NUMERICS"))}))):
+        rng = np.random.default_rng(0)
+        got = {"scope": 0, "cross": 0}
+        for _ in range(200):
+            child, status, factor = search.propose_edit(arm, parent, rng, tangled)
+            got["scope"] += status == "scope"
+            if status == "ok" and space.factors_touched(parent.spec, child) - {factor}:
+                got["cross"] += 1
+        counts[name] = got
+    assert counts["entangled"]["scope"] > 20 and counts["entangled"]["cross"] == 0
+    assert counts["additive"]["scope"] == 0 and counts["additive"]["cross"] > 20
+    assert counts["noguard"]["scope"] == 0 and counts["noguard"]["cross"] > 20
+
+
+def test_planted_coupling_penalises_only_a_joint_departure():
+    """The positive control's plant: leaving the preset in BASIS alone or SCHEDULE alone is free, in both
+    costs the penalty; the planted evaluator's score carries it and the interaction test finds the pair."""
+    from onchip.methods.autotune.evaluate import PLANTED_PENALTY, planted_penalty
+
+    p = PRESETS["kan-regression"]
+    assert planted_penalty(p.replace(grid_size=16), p) == 0.0
+    assert planted_penalty(p.replace(learning_rate=1.0), p) == 0.0
+    assert planted_penalty(p.replace(grid_size=16, formats=p.formats), p) == 0.0
+    assert planted_penalty(p.replace(grid_size=16, staleness=5), p) == PLANTED_PENALTY
+    base = interaction.coupling_base(p)
+    m = interaction.measure_coupling(lambda spec, s: 0.01 * s - planted_penalty(spec, base), base, [0, 1],
+                                     permutations=200)
+    assert m["entangled"] == [["BASIS", "SCHEDULE"]]
+    with pytest.raises(ValueError, match="factors"):
+        planted_penalty(p, p, ("BASIS", "LAYOUT"))
+
+
+# ------------------------------------------------------------------------------ measured coupling
+def _table(rng, interaction: float, n: int = 4, noise: float = 0.05) -> np.ndarray:
+    a, b = np.array([-1.0, 0.0, 1.0]), np.array([-1.0, 0.0, 1.0])
+    mean = 0.3 * a[:, None] + 0.2 * b[None, :] + interaction * a[:, None] * b[None, :]
+    return mean[:, :, None] + noise * rng.standard_normal((3, 3, n))
+
+
+def test_two_way_anova_splits_the_sum_of_squares():
+    """SS_A + SS_B + SS_AxB + SS_E is the total sum of squares; the degrees of freedom add up."""
+    y = _table(np.random.default_rng(0), 0.2)
+    t = interaction.two_way_anova(y, permutations=0)
+    assert t["ss_a"] + t["ss_b"] + t["ss_ab"] + t["ss_error"] == pytest.approx(((y - y.mean()) ** 2).sum())
+    assert t["df_a"] + t["df_b"] + t["df_ab"] + t["df_error"] == y.size - 1
+    assert t["p_ab_perm"] is None
+    with pytest.raises(ValueError, match="y"):
+        interaction.two_way_anova(np.zeros((3, 1, 4)))
+
+
+def test_interaction_test_flags_a_planted_interaction_and_not_an_additive_pair():
+    """Planted tables (3 x 3 levels, 4 replicates, noise 0.05): an interaction of 0.15 per unit is
+    flagged as entangled on every table; an additive pair (same main effects) is flagged on at most
+    a few of 60 (the corrected level is 0.05/6 per pair)."""
+    rng = np.random.default_rng(11)
+    planted = [interaction.is_entangled(interaction.two_way_anova(_table(rng, 0.15), permutations=300, seed=i), 6)
+               for i in range(20)]
+    additive = [interaction.two_way_anova(_table(rng, 0.0), permutations=300, seed=i) for i in range(60)]
+    assert all(planted)
+    assert sum(interaction.is_entangled(t, 6) for t in additive) <= 2
+    # the permutation p-values of additive tables are spread over (0, 1], not piled near 0
+    ps = np.array([t["p_ab_perm"] for t in additive])
+    assert 0.3 < np.median(ps) < 0.7 and np.mean(ps < 0.05) < 0.15
+
+
+def test_measure_coupling_finds_the_planted_pair_through_the_probes():
+    """A planted score over specs that couples grid range and learning rate (and adds the other probes)
+    gives exactly that pair in the guard's map."""
+    preset = interaction.coupling_base(PRESETS["kan-regression"])
+
+    def score(spec, seed):
+        a = np.log2(spec.grid_range[1])
+        s = spec.lr_shift
+        h = space.hidden_of(spec)
+        noise = 0.01 * np.random.default_rng([seed, int(a + 5), s, h, spec.formats.coef.int_bits]).standard_normal()
+        return 0.1 * a - 0.05 * s + 0.02 * h + 0.03 * spec.formats.coef.int_bits + 0.2 * a * s + noise
+
+    m = interaction.measure_coupling(score, preset, [0, 1, 2], permutations=300)
+    assert len(m["pairs"]) == 6 and m["evaluations"] == 6 * 9 * 3
+    assert m["entangled"] == [["BASIS", "SCHEDULE"]]
+    assert interaction.entangled_pairs(m) == frozenset({frozenset(("BASIS", "SCHEDULE"))})
+    with pytest.raises(ValueError, match="seeds"):
+        interaction.measure_coupling(score, preset, [0])
 
 
 def test_freeform_edits_can_touch_several_factors():
@@ -251,7 +377,7 @@ def test_surrogate_recovers_a_planted_linear_model():
 def test_genes_round_trip_and_toml_round_trip():
     for name in ("kan-readout", "kan-regression"):
         p = PRESETS[name]
-        back = space.spec_from_genes(search.genes_of(p), p.n_in, p.n_out).replace(name=p.name)
+        back = space.spec_from_genes(search.genes_of(p), p.n_in, p.n_out).replace(name=p.name, timing=p.timing)
         assert back == p
     for s in _random_specs(20, seed=4):
         back = LearnerSpec.from_toml(s.to_toml())  # an MLP's TOML leaves out the KAN fields
@@ -273,6 +399,7 @@ def test_evals_to_reach():
     (["--target", "1.5"], "--target"),
     (["--arms", "spark,bogus"], "--arms"),
     (["--data", "shots.npy"], "--data"),
+    (["--control-seeds", "3"], "--control-seeds"),
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("autotune", ["--quick", *argv], flag, tmp_path / "o", capsys)
@@ -281,15 +408,29 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
 def test_quick_run_writes_results_and_a_spec_run_accepts(tmp_path):
     out = tmp_path / "autotune"
     m = quick_run("autotune", out, files=("metrics.json", "results.md", "best_spec.toml", "pareto.csv",
-                                          "pareto.png", "curves.png"))
+                                          "pareto.png", "curves.png", "coupling.png"))
     h = m["headline"]
     assert "std" in h
     assert h["method"] == "spark" and h["direction"] == "higher" and h["seeds"] == [0, 1, 2]
-    assert set(h["baselines"]) == {"freeform", "asr-only", "rc-sar-only", "random", "tpe", "preset"}
+    assert set(h["baselines"]) == {"spark-noguard", "freeform", "asr-only", "rc-sar-only", "random", "tpe",
+                                   "preset"}
+    assert set(h["paired"]) == set(h["baselines"]) - {"preset"}
     assert h["budget"]["evaluations_per_arm"] == 8
     for arm, r in m["arms"].items():
         assert r["evaluations"] == [8, 8, 8], arm  # equal budget, every seed
-    assert m["arms"]["spark"]["multi_factor_edit_rate"] == 0.0
+        assert len(r["scope_rejected_per_seed"]) == 3 and sum(r["scope_rejected_per_seed"]) == r["scope_rejected"]
+    # the coupling measured before the search, and the guard's map made of it
+    cp = m["coupling"]
+    assert len(cp["pairs"]) == 6 and all(0 <= r["p_ab_perm"] <= 1 and 0 <= r["interaction_share"] <= 1
+                                         for r in cp["pairs"])
+    assert cp["entangled"] == [[r["a"], r["b"]] for r in cp["pairs"] if r["entangled"]]
+    assert m["guard"]["entangled_pairs"] == cp["entangled"]
+    # SPARK never evaluated an edit joining its routed factor with an entangled one
+    tangled = {search.pair_name(a, b) for a, b in cp["entangled"]}
+    assert not tangled & set(m["arms"]["spark"]["cross_factor_pairs_evaluated"])
+    pc = m["positive_control"]
+    assert (pc["method"], pc["ablation"]) == ("spark", "spark-noguard") and len(pc["seeds"]) >= 2
+    assert len(pc["paired"]["ci95"]) == 2 and isinstance(pc["sensitive"], bool)
     # the returned spec: within the LUT budget (surrogate: no Yosys in --quick), accepted by run / generate
     spec = LearnerSpec.from_toml((out / "best_spec.toml").read_text())
     assert tomllib.loads((out / "best_spec.toml").read_text())["kind"] == spec.kind

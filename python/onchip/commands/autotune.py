@@ -56,9 +56,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--verify-top", type=_args.nonneg_int, default=None,
                    help="finalists checked with Yosys, in order, until one is within the budgets "
                         "(default 2; --quick 0; cached)")
+    p.add_argument("--control-seeds", type=_args.int_list(0), default=None,
+                   help="seeds of the positive control, SPARK vs SPARK without its scope guard under a leaky "
+                        "rewriter (at least 2; default 0..9; --quick 0,1,2)")
+    p.add_argument("--no-coupling", action="store_true",
+                   help="skip the factor-coupling measurement: the guard then treats every factor pair as "
+                        "entangled (the paper's guard)")
     p.add_argument("--family", default="xcup", choices=FAMILIES, help="Yosys family (default: %(default)s)")
     p.add_argument("--quick", action="store_true",
-                   help="a seconds-long run: 2000 samples, 8 evaluations, seeds 0,1,2, no Yosys")
+                   help="a seconds-long run: 2000 samples, 8 evaluations, seeds 0,1,2, control seeds 0,1,2, no Yosys")
     _args.add_quiet(p)
     _args.add_out(p)
     p.set_defaults(func=run)
@@ -74,11 +80,12 @@ def run(args: argparse.Namespace) -> int:
         return value if value is not None else (quick_default if quick else default)
 
     config = _args.build_config(
-        AutotuneConfig, flags={"seeds": "--seeds", "verify_top": "--verify-top"},
+        AutotuneConfig, flags={"seeds": "--seeds", "verify_top": "--verify-top", "control_seeds": "--control-seeds"},
         task=args.task, data=args.data, samples=pick(args.samples, 20_000, 2000), budget=pick(args.budget, 60, 8),
         arms=args.arms, seeds=tuple(pick(args.seeds, [0, 1, 2], [0, 1, 2])), lut_budget=args.lut_budget,
         dsp_budget=args.dsp_budget, ii_max=args.ii_max, latency_max_ns=args.latency_max_ns,
         fmax_mhz=args.fmax_mhz, target=args.target, verify_top=pick(args.verify_top, 2, 0), family=args.family,
+        control_seeds=tuple(pick(args.control_seeds, list(range(10)), [0, 1, 2])), coupling=not args.no_coupling,
         out=args.out, progress=not args.quiet, command=args.command_line)
     run_experiment(config)
     return 0

@@ -1,6 +1,11 @@
 """The ``onchip autotune`` experiment: SPARK's factor-conditioned search vs its baselines at equal evaluations.
 
-Per seed: build the search stream and the held-out-drift stream, run every arm of
+First the factors' coupling is measured (:mod:`.interaction`: a two-way factorial design per
+factor pair on the search streams of the run's seeds); the pairs found entangled are the scope
+guard's entanglement map. Then the positive control: SPARK against SPARK without its guard
+when the rewriter leaks random moves into entangled factors (the obstacle the guard exists for),
+``control_seeds`` seeds, paired bootstrap CI. Then, per seed: build the search stream and the
+held-out-drift stream, run every arm of
 :data:`~.search.ARMS` for ``budget`` golden-model evaluations from the task's preset, take each
 arm's most accurate design within the budgets (surrogate resources) and re-score it on the
 held-out drift. Then pick the returned design from every arm's feasible candidates (the most
@@ -9,10 +14,12 @@ finalists with Yosys in that order (``verify_top`` of them) and return the first
 resources are within the budgets.
 
 Writes ``metrics.json`` (headline: held-out-drift accuracy of each arm's best design, mean over
-seeds; with ``target``: the surrogate LUT of each arm's smallest design holding the target), ``results.md``, ``best_spec.toml`` (usable by ``onchip run --spec`` and ``onchip
-generate --spec``), ``pareto.csv`` and the plots ``pareto.png`` (accuracy vs LUT, every
-evaluated candidate) and ``curves.png`` (gap of each arm's best-so-far to the best any arm found,
-against evaluations).
+seeds, with paired differences; with ``target``: the surrogate LUT of each arm's smallest design
+holding the target; ``coupling``: the interaction tests; ``positive_control``), ``results.md``,
+``best_spec.toml`` (usable by ``onchip run --spec`` and ``onchip generate --spec``),
+``pareto.csv`` and the plots ``pareto.png`` (accuracy vs LUT, every evaluated candidate),
+``curves.png`` (gap of each arm's best-so-far to the best any arm found, against evaluations)
+and ``coupling.png`` (interaction share per factor pair; the positive control per seed).
 Method: SPARK, arXiv 2605.04057 (see seeds/autotune.md).
 """
 
@@ -24,8 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    headline, markdown_table, mean_std, need, recorded_config, rng, save, write_csv, write_metrics,
-    write_results,
+    headline, markdown_table, mean_std, need, paired_difference, paired_line, positive_control,
+    recorded_config, rng, save, write_csv, write_metrics, write_results,
 )
 from .evaluate import HELDOUT, PRESET_OF, SEARCH_TASKS, TASK_KIND
 from .search import ARMS
@@ -34,6 +41,11 @@ from . import FAMILIES  # noqa: E402  (defined once, in the package)
 ACCURACY_NAME = {"readout": "assignment fidelity", "regression": "R^2 (1 - MSE/Var y)"}
 #: an arm's run reaches the "best found" when within this fraction of the best any arm found (per seed)
 REACH_FRACTION = 0.01
+#: arms whose proposals pass the scope guard with the measured entanglement map
+GUARDED_ARMS = ("spark", "asr-only", "rc-sar-only")
+#: the positive control's planted leak: probability that a scoped proposal also carries a random
+#: move of a factor entangled with the routed one
+CONTROL_LEAK = 0.5
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,9 @@ class AutotuneConfig:
         target: smallest-learner mode: return the design with the fewest LUTs whose search
             accuracy is >= target (None: the most accurate design).
         verify_top: finalists checked with Yosys, in order, until one is within the budgets (0: none).
+        control_seeds: seeds of the positive control (>= 2; SPARK vs SPARK without the guard).
+        coupling: measure the factors' coupling before the search and use the entangled pairs
+            as the guard's map (False: no measurement, the paper's guard: every pair entangled).
         family: Yosys family of the resources.
         out: output folder; progress: progress bars; command: the command line for metrics.json.
 
@@ -74,6 +89,8 @@ class AutotuneConfig:
     fmax_mhz: float | None = None
     target: float | None = None
     verify_top: int = 2
+    control_seeds: tuple[int, ...] = tuple(range(10))
+    coupling: bool = True
     family: str = "xcup"
     out: str = "out/autotune"
     progress: bool = field(default=True, compare=False)
@@ -82,6 +99,7 @@ class AutotuneConfig:
     def __post_init__(self):
         object.__setattr__(self, "arms", tuple(self.arms))
         object.__setattr__(self, "seeds", tuple(self.seeds))
+        object.__setattr__(self, "control_seeds", tuple(self.control_seeds))
         need(self.task in SEARCH_TASKS, "task", self.task, f"must be one of {', '.join(SEARCH_TASKS)}")
         need(self.data is None or TASK_KIND[self.task] == "readout", "data", self.data,
              "only the readout-drift task takes a shots file")
@@ -105,6 +123,9 @@ class AutotuneConfig:
         need(isinstance(self.verify_top, int) and self.verify_top >= 0, "verify_top", self.verify_top,
              "must be an integer >= 0")
         need(self.family in FAMILIES, "family", self.family, f"must be one of {', '.join(FAMILIES)}")
+        need(len(self.control_seeds) == 0 or (len(self.control_seeds) >= 2 and len(set(self.control_seeds))
+             == len(self.control_seeds) and all(isinstance(s, int) and s >= 0 for s in self.control_seeds)),
+             "control_seeds", list(self.control_seeds), "must be none or >= 2 distinct integers >= 0")
 
     def budgets(self):
         from .evaluate import Budgets
@@ -112,14 +133,23 @@ class AutotuneConfig:
         return Budgets(self.lut_budget, self.dsp_budget, self.ii_max, self.latency_max_ns, self.fmax_mhz)
 
 
-def _run_arm(arm, start, evaluator, budget, seed):
+def _run_arm(arm, start, evaluator, budget, seed, entangled=None):
     from .search import EDIT_ARMS, run_edit_arm, run_random, run_tpe
 
     if arm in EDIT_ARMS:
-        return run_edit_arm(arm, start, evaluator, budget, rng(seed, "autotune", arm))
+        return run_edit_arm(arm, start, evaluator, budget, rng(seed, "autotune", arm),
+                            entangled=entangled if arm in GUARDED_ARMS else None)
     if arm == "random":
         return run_random(start, evaluator, budget, rng(seed, "autotune", arm))
     return run_tpe(start, evaluator, budget, seed)
+
+
+def _pair_counts(recs) -> dict:
+    out: dict[str, int] = {}
+    for r in recs:
+        for k, v in r["result"].cross_pairs.items():
+            out[k] = out.get(k, 0) + int(v)
+    return dict(sorted(out.items()))
 
 
 def within(budgets, res: dict) -> bool:
@@ -156,7 +186,7 @@ def run(config: AutotuneConfig) -> dict:
     from ...spec import PRESETS
     from .evaluate import Evaluator, make_task_stream, score_on
     from .resources import Surrogate, load_calibration, yosys_resources
-    from .search import evals_to_reach
+    from .search import anytime_objective, evals_to_reach
 
     c = config
     check_output_dir(c.out)
@@ -167,10 +197,85 @@ def run(config: AutotuneConfig) -> dict:
     loo = surrogate.loo_error()
     preset = PRESETS[PRESET_OF[c.task]]
 
+    streams: dict[int, object] = {}
+
+    def stream_of(seed):
+        if seed not in streams:
+            streams[seed] = make_task_stream(c.task, c.samples, seed, c.data)
+        return streams[seed]
+
+    # ---- the factors' coupling, measured before the search: the guard's entanglement map
+    coupling, entangled = None, None
+    if c.coupling:
+        from .evaluate import score_on
+        from .interaction import coupling_base, entangled_pairs, measure_coupling
+
+        cseeds = list(c.seeds) if len(c.seeds) >= 2 else [c.seeds[0], c.seeds[0] + 1]
+        cbar = tqdm(total=6, desc="autotune: factor coupling", disable=not c.progress)
+        coupling = measure_coupling(lambda spec, s: score_on(spec, stream_of(s), kind), coupling_base(preset),
+                                    cseeds, progress=lambda k, n: cbar.update(1))
+        cbar.close()
+        coupling["base_init_scale"] = float(coupling_base(preset).init_scale)
+        entangled = entangled_pairs(coupling)
+
+    # ---- positive control: a planted strongly coupled pair and a rewriter that leaks across it;
+    # the guard's map is measured on the planted score; SPARK vs SPARK without the guard
+    control = None
+    if c.control_seeds:
+        from .evaluate import PLANTED_FACTORS, PLANTED_PENALTY, PlantedCoupling, planted_penalty, score_on
+        from .interaction import coupling_base, entangled_pairs, measure_coupling
+        from .search import run_edit_arm
+
+        pair = PLANTED_FACTORS
+        pbar = tqdm(total=6 + 2 * len(c.control_seeds), desc="autotune: positive control", disable=not c.progress)
+        cseeds = list(c.control_seeds[:3])
+        base = coupling_base(preset)
+        planted_cp = measure_coupling(
+            lambda spec, s: score_on(spec, stream_of(s), kind) - planted_penalty(spec, base), base, cseeds,
+            progress=lambda k, n: pbar.update(1))
+        planted_map = entangled_pairs(planted_cp)
+        vals: dict[str, list] = {"spark": [], "spark-noguard": []}
+        anytime: dict[str, list] = {"spark": [], "spark-noguard": []}
+        counts: dict[str, list] = {"spark": [], "spark-noguard": []}
+        for seed in c.control_seeds:
+            for arm in vals:
+                ev = PlantedCoupling(stream_of(seed), kind, budgets, surrogate, preset, c.target)
+                res = run_edit_arm(arm, preset, ev, c.budget, rng(seed, "autotune-control", arm),
+                                   entangled=planted_map, leak=CONTROL_LEAK, leak_pairs=frozenset({frozenset(pair)}))
+                broken = int(ev.broken)
+                vals[arm].append(broken)
+                anytime[arm].append(anytime_objective(res, c.budget))
+                counts[arm].append({"scope_rejected": res.scope_rejected, "cross_factor": res.cross_factor,
+                                    "evaluations": ev.evaluations, "proposals": res.proposals,
+                                    "planted_penalised_evaluations": broken})
+                pbar.update(1)
+        pbar.close()
+        control = positive_control(
+            f"planted strongly coupled pair {pair[0]} x {pair[1]}: a design made by an edit that changed both "
+            f"factors at once loses {PLANTED_PENALTY:g} (either alone is free; in the factorial design, a cell "
+            "that leaves the base in both); "
+            f"the rewriter leaks across that pair: each proposal routed to one of them also carries, with "
+            f"probability {CONTROL_LEAK}, a uniformly random move of the other; the guard's map is measured on "
+            f"the planted score; {c.task}, {c.budget} evaluations per arm and seed",
+            "spark", "spark-noguard", vals["spark"], vals["spark-noguard"], seeds=list(c.control_seeds),
+            metric=f"evaluations (of {c.budget}) spent on designs the planted coupling breaks (lower is better)")
+        control["direction"] = "lower"
+        control["anytime_objective"] = {
+            "metric": "mean over the budget of the best search objective so far (accuracy when within the budgets, "
+                      "else accuracy - 1 - overshoot; with a target, 2 - LUT/LUT budget once it holds)",
+            "spark": anytime["spark"], "spark-noguard": anytime["spark-noguard"],
+            "paired": paired_difference(anytime["spark"], anytime["spark-noguard"])}
+        control["planted_pair"] = list(pair)
+        control["planted_pair_measured"] = {k: next(r for r in planted_cp["pairs"] if (r["a"], r["b"]) == pair)[k]
+                                            for k in ("interaction_share", "p_ab_perm", "max_abs_interaction",
+                                                      "entangled")}
+        control["entangled_pairs"] = planted_cp["entangled"]
+        control["per_seed"] = counts
+
     runs: dict[int, dict] = {}
     bar = tqdm(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
     for seed in c.seeds:
-        stream = make_task_stream(c.task, c.samples, seed, c.data)
+        stream = stream_of(seed)
         heldout = make_task_stream(HELDOUT[c.task], c.samples, seed, c.data)
         ref = Evaluator(stream, kind, budgets, surrogate, c.target)(preset)
         per = {"preset": {"eval": ref, "ood": score_on(preset, heldout, kind)}, "arms": {}, "heldout": heldout,
@@ -179,7 +284,7 @@ def run(config: AutotuneConfig) -> dict:
             bar.set_postfix_str(f"seed {seed} {arm}")
             evaluator = Evaluator(stream, kind, budgets, surrogate, c.target)
             t0 = time.perf_counter()
-            res = _run_arm(arm, preset, evaluator, c.budget, seed)
+            res = _run_arm(arm, preset, evaluator, c.budget, seed, entangled)
             best = res.best(c.target) or (res.best() if c.target is None else None)
             per["arms"][arm] = {"result": res, "evaluations": evaluator.evaluations,
                                 "ood": score_on(best.spec, heldout, kind) if best else float("nan"),
@@ -217,6 +322,9 @@ def run(config: AutotuneConfig) -> dict:
             # proposals that became evaluations (the start design is evaluated without a proposal)
             "valid_rate": (evald - len(recs)) / props if props else 1.0,
             "scope_rejected": int(sum(r["result"].scope_rejected for r in recs)),
+            "scope_rejected_per_seed": [int(r["result"].scope_rejected) for r in recs],
+            "cross_factor_proposals_per_seed": [int(r["result"].cross_factor) for r in recs],
+            "cross_factor_pairs_evaluated": _pair_counts(recs),
             "invalid": int(sum(r["result"].invalid for r in recs)),
             "multi_factor_edit_rate": float(sum(r["result"].multi_factor for r in recs)
                                             / max(1, sum(len(r["result"].history) - 1 for r in recs))),
@@ -279,25 +387,42 @@ def run(config: AutotuneConfig) -> dict:
                    "feasible": bool(runs[c.seeds[0]]["preset"]["eval"].feasible)},
         "surrogate": {"calibration_points": len(surrogate.points), "loo_relative_error": loo},
         "verified": verified,
+        "coupling": coupling,
+        "guard": {"entangled_pairs": coupling["entangled"] if coupling else "all",
+                  "arms": list(GUARDED_ARMS),
+                  "rule": "a scoped proposal is refused when it changes a field of a factor entangled with the "
+                          "routed one (or a frozen field); other cross-factor changes pass"},
     }
+    if control is not None:
+        result["positive_control"] = control
     budget_obj = {"evaluations_per_arm": c.budget, "unit": "golden-model stream evaluations"}
     if c.target is None:
         base = {a: rows[a]["heldout_accuracy"][0] for a in c.arms if a != "spark"}
         base["preset"] = pre_ood[0]
+        paired = None
+        if len(c.seeds) >= 2:
+            per = {a: np.nan_to_num(rows[a]["heldout_accuracy_per_seed"], nan=-1.0) for a in c.arms}
+            paired = {a: paired_difference(per["spark"], per[a]) for a in c.arms if a != "spark"}
         result["headline"] = headline(
             f"held-out drift ({HELDOUT[c.task]}) {ACCURACY_NAME[kind]} of each arm's best design within the budgets",
             "spark", rows["spark"]["heldout_accuracy"][0], base, budget=budget_obj,
             seeds=list(c.seeds), direction="higher", std=rows["spark"]["heldout_accuracy"][1],
-            baseline_std={**{a: rows[a]["heldout_accuracy"][1] for a in c.arms if a != "spark"}, "preset": pre_ood[1]})
+            baseline_std={**{a: rows[a]["heldout_accuracy"][1] for a in c.arms if a != "spark"}, "preset": pre_ood[1]},
+            paired=paired)
     else:
         pre_lut = runs[c.seeds[0]]["preset"]["eval"].resources["lut"]
+        paired = None
+        if len(c.seeds) >= 2:
+            per = {a: [v if v is not None else (c.lut_budget or 1e5) for v in rows[a]["target_lut_per_seed"]]
+                   for a in c.arms}
+            paired = {a: paired_difference(per["spark"], per[a]) for a in c.arms if a != "spark"}
         result["headline"] = headline(
             f"surrogate LUT of the smallest design within the budgets whose search {ACCURACY_NAME[kind]} is "
             f">= {c.target} (a seed without one counts as the LUT budget)",
             "spark", rows["spark"]["target_lut"][0],
             {**{a: rows[a]["target_lut"][0] for a in c.arms if a != "spark"}, "preset": pre_lut},
             budget=budget_obj, seeds=list(c.seeds), direction="lower", std=rows["spark"]["target_lut"][1],
-            baseline_std={a: rows[a]["target_lut"][1] for a in c.arms if a != "spark"})
+            baseline_std={a: rows[a]["target_lut"][1] for a in c.arms if a != "spark"}, paired=paired)
 
     with atomic_output_dir(c.out) as stage:
         if chosen is not None:
@@ -411,6 +536,41 @@ def _plots(stage, runs, c, kind, front, result) -> None:
     ax.legend(fontsize=8)
     save(fig, stage / "curves.png")
 
+    cp, pc = result.get("coupling"), result.get("positive_control")
+    if cp or pc:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        ax = axes[0]
+        if cp:
+            names = [f"{r['a'][:4]} x {r['b'][:4]}" for r in cp["pairs"]]
+            shares = [r["interaction_share"] for r in cp["pairs"]]
+            ax.bar(range(len(names)), shares, color=["C3" if r["entangled"] else "C0" for r in cp["pairs"]])
+            for i, r in enumerate(cp["pairs"]):
+                ax.text(i, shares[i], f"p={r['p_ab_perm']:.2g}\n|I|={r['max_abs_interaction']:.3f}", ha="center",
+                        va="bottom", fontsize=7)
+            ax.axhline(cp["min_share"], color="0.4", ls=":", lw=0.9, label=f"share threshold {cp['min_share']}")
+            ax.set_xticks(range(len(names)), names, rotation=30, fontsize=8)
+            ax.set_ylim(0, max(shares + [cp["min_share"]]) * 1.35 + 1e-3)
+            ax.set_ylabel("interaction share SS_AxB / (SS_A + SS_B + SS_AxB)")
+            ax.set_title("factor coupling (red: entangled, used by the guard)", fontsize=10)
+            ax.legend(fontsize=8)
+        else:
+            ax.axis("off")
+        ax = axes[1]
+        if pc:
+            x = np.arange(len(pc["seeds"]))
+            ax.plot(x, pc["method_values"], "o-", color=colors["spark"], label="spark (guard)")
+            ax.plot(x, pc["ablation_values"], "s--", color=colors["spark-noguard"], label="spark-noguard")
+            ax.set_xticks(x, [str(s) for s in pc["seeds"]])
+            ax.set_xlabel("seed")
+            ax.set_ylabel(f"evaluations (of {c.budget}) on designs\nthe planted coupling breaks")
+            lo, hi = pc["paired"]["ci95"]
+            ax.set_title(f"positive control (planted {' x '.join(pc['planted_pair'])}, leaky rewriter):\n"
+                         f"spark - noguard {pc['paired']['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}]", fontsize=10)
+            ax.legend(fontsize=8)
+        else:
+            ax.axis("off")
+        save(fig, stage / "coupling.png")
+
 
 def _fmt(ms) -> str:
     return f"{ms[0]:.4f} ± {ms[1]:.4f}"
@@ -420,8 +580,8 @@ def _markdown(result, c, kind) -> str:
 
     arms = result["arms"]
     header = ["arm", f"search {ACCURACY_NAME[kind]}", f"held-out ({result['heldout_task']})",
-              "evals to within 1% of best", "reached", "feasible", "valid rate", "scope rejected",
-              "multi-factor edits", "best LUT (surr.)"]
+              "evals to within 1% of best", "reached", "feasible", "valid rate", "scope rejected (per seed)",
+              "cross-factor proposals (per seed)", "multi-factor edits", "best LUT (surr.)"]
     if c.target is not None:
         header[2] = f"held-out ({result['heldout_task']}) of the smallest holding {c.target}"
         header.append(f"smallest LUT (surr.) holding {c.target} (seeds found)")
@@ -430,20 +590,69 @@ def _markdown(result, c, kind) -> str:
         r = arms[a]
         rows.append([a, _fmt(r["search_accuracy"]), _fmt(r["heldout_accuracy"]), f"{r['evals_to_reach_mean']:.1f}",
                      f"{r['reached']}/{len(c.seeds)}", f"{r['feasible_found']}/{len(c.seeds)}",
-                     f"{r['valid_rate']:.2f}", r["scope_rejected"], f"{r['multi_factor_edit_rate']:.2f}",
+                     f"{r['valid_rate']:.2f}", "/".join(map(str, r["scope_rejected_per_seed"])),
+                     "/".join(map(str, r["cross_factor_proposals_per_seed"])), f"{r['multi_factor_edit_rate']:.2f}",
                      "-" if r["best_lut_surrogate_mean"] is None else f"{r['best_lut_surrogate_mean']:.0f}"]
                     + ([f"{r['target_lut'][0]:.0f} ± {r['target_lut'][1]:.0f} ({r['target_found']}/{len(c.seeds)})"]
                        if c.target is not None else []))
     p = result["preset"]
     rows.append([f"preset {p['name']} (reference)", _fmt(p["search_accuracy"]), _fmt(p["heldout_accuracy"]), "-", "-",
-                 "yes" if p["feasible"] else "no (over budget)", "-", "-", "-", f"{p['surrogate_lut']:.0f}"]
+                 "yes" if p["feasible"] else "no (over budget)", "-", "-", "-", "-", f"{p['surrogate_lut']:.0f}"]
                 + (["-"] if c.target is not None else []))
     budgets = ", ".join(f"{k} {v:g}" for k, v in (("LUT", c.lut_budget), ("DSP", c.dsp_budget), ("II", c.ii_max),
                                                   ("latency ns", c.latency_max_ns)) if v is not None) or "none"
     text = [f"Budgets: {budgets}; {c.budget} evaluations per arm and seed; seeds {list(c.seeds)}; "
             f"{c.samples} samples per stream; accuracy = {ACCURACY_NAME[kind]} over the whole stream "
-            "(mean ± std over seeds).", "",
-            markdown_table(header, rows)]
+            "(mean ± std over seeds).", ""]
+    cp = result.get("coupling")
+    if cp:
+        text += ["## Factor coupling, measured before the search", "",
+                 f"Per factor pair: 3 x 3 levels of one probe field each around the preset (init scale "
+                 f"{cp['base_init_scale']:g}), the other fields at the preset, {len(cp['seeds'])} seeds "
+                 f"(stream and initial parameters), golden-model {ACCURACY_NAME[kind]} ({cp['evaluations']} "
+                 "evaluations, not part of any arm's budget). Two-way ANOVA; interaction share = SS_AxB / "
+                 "(SS_A + SS_B + SS_AxB); largest |interaction| = largest cell deviation from the additive model "
+                 f"(score units). Entangled = permutation p < {cp['alpha']}/{cp['bonferroni_pairs']} and share >= "
+                 f"{cp['min_share']}.", ""]
+        prow = [[f"{r['a']} x {r['b']}", f"{r['probe_a']} x {r['probe_b']}", f"{r['interaction_share']:.3f}",
+                 f"{r['partial_eta2_ab']:.3f}", f"{r['max_abs_interaction']:.4f}", f"{r['f_ab']:.3g}",
+                 f"{r['p_ab']:.2g}", f"{r['p_ab_perm']:.3g}", "yes" if r["entangled"] else "no"]
+                for r in cp["pairs"]]
+        text += [markdown_table(["pair", "probes", "interaction share", "partial eta^2", "largest |interaction|",
+                                 "F (AxB)", "p (F)", "p (permutation)", "entangled"], prow), "",
+                 "Scope guard's entanglement map: " + (", ".join(f"{a} x {b}" for a, b in cp["entangled"]) or "none")
+                 + f" (used by {', '.join(GUARDED_ARMS)}).", ""]
+    pc = result.get("positive_control")
+    if pc:
+        rej = [d["scope_rejected"] for d in pc["per_seed"]["spark"]]
+        leaks = [d["cross_factor"] for d in pc["per_seed"]["spark-noguard"]]
+        text += ["## Positive control", "", f"Setting: {pc['setting']}. Metric: {pc['metric']}.", "",
+                 f"- spark {np.mean(pc['method_values']):.1f}, spark-noguard {np.mean(pc['ablation_values']):.1f} "
+                 "evaluations on broken designs; " + paired_line("spark - spark-noguard", pc["paired"], 1)
+                 + f"; sensitive: {pc['sensitive']}",
+                 f"- {pc['anytime_objective']['metric']}: spark {np.mean(pc['anytime_objective']['spark']):.4f}, "
+                 f"spark-noguard {np.mean(pc['anytime_objective']['spark-noguard']):.4f}; "
+                 + paired_line("spark - spark-noguard", pc["anytime_objective"]["paired"], 4),
+                 f"- proposals the guard refused per seed (spark): {'/'.join(map(str, rej))}; cross-factor proposals "
+                 f"evaluated without the guard per seed: {'/'.join(map(str, leaks))}; evaluations on broken designs "
+                 "per seed: spark " + "/".join(str(int(v)) for v in pc["method_values"])
+                 + ", spark-noguard " + "/".join(str(int(v)) for v in pc["ablation_values"]),
+                 f"- the planted pair as the interaction test measures it on the planted score: share "
+                 f"{pc['planted_pair_measured']['interaction_share']:.3f}, permutation p "
+                 f"{pc['planted_pair_measured']['p_ab_perm']:.3g}, largest |interaction| "
+                 f"{pc['planted_pair_measured']['max_abs_interaction']:.3f}, entangled: "
+                 f"{pc['planted_pair_measured']['entangled']}; map used by the control's guard: "
+                 + (", ".join(f"{a} x {b}" for a, b in pc["entangled_pairs"]) or "none"), ""]
+    text += ["## Search comparison", "", markdown_table(header, rows)]
+    h = result["headline"]
+    if h.get("paired"):
+        text += ["Paired differences, spark - arm, of the headline per seed (bootstrap ci95):", ""]
+        text += [f"- {paired_line(a, v, 5 if c.target is None else 0)}" for a, v in h["paired"].items()]
+        text += [""]
+    guarded = [f"{a}: " + (", ".join(f"{k} {v}" for k, v in arms[a]["cross_factor_pairs_evaluated"].items()) or "none")
+               for a in c.arms if a in arms and arms[a]["cross_factor_pairs_evaluated"]]
+    if guarded:
+        text += ["Evaluated multi-factor edits per factor pair (all seeds): " + "; ".join(guarded) + ".", ""]
     b = result.get("best")
     if b:
         y = b["yosys"]

@@ -17,8 +17,16 @@ Arms (:data:`ARMS`), all with the same knowledge and the same number of golden-m
 several factors merged, repairs kept, no scope guard: the OpenEvolve analogue), ``asr-only``
 (router, then a uniformly random in-factor move: no conditioning), ``rc-sar-only`` (uniformly
 random factor, then the conditioned, scoped edit), ``random`` (uniform draws over the space) and
-``tpe`` (optuna's TPE over the same genes). The LLM of the paper is replaced by rules that read
-only the diagnostics of :mod:`.evaluate`; they never see the score's target.
+``tpe`` (optuna's TPE over the same genes), and ``spark-noguard`` (SPARK with the scope guard
+off: its coupled follow-ups reach into entangled factors unrefused). The LLM of the paper is
+replaced by rules that read only the diagnostics of :mod:`.evaluate`; they never see the score's
+target.
+
+The knowledge also knows how factors couple in a fixed-point learner (:func:`coupled_followups`):
+a move in one factor asks for a partner edit in another (a hidden layer needs non-zero initial
+parameters; a grid range sets the input format's integer bits; a smaller step underflows the
+coefficient LSB). SPARK's guard refuses such a proposal when the two factors are measured as
+entangled (:mod:`.interaction`) and lets it through when their effects add.
 """
 
 from __future__ import annotations
@@ -34,7 +42,11 @@ from .space import (FACTORS, GENES, MOVES, ScopeViolation, applicable, apply_cha
                     hardware_check, hidden_of, sample_spec, scope_check, spec_from_genes)
 
 from . import ARMS  # noqa: E402  (defined once, in the package)
-EDIT_ARMS = ("spark", "freeform", "asr-only", "rc-sar-only")
+EDIT_ARMS = ("spark", "spark-noguard", "freeform", "asr-only", "rc-sar-only")
+#: the initial-parameter scale a follow-up gives a new hidden layer (the interaction design's base value)
+HIDDEN_INIT_SCALE = 0.1
+#: fraction of updates rounding to zero above which a smaller step asks for a coefficient fractional bit
+UNDERFLOW_FOLLOWUP = 0.01
 #: weight every applicable move keeps (exploration), and every factor in the router
 BASE_MOVE_WEIGHT = 0.05
 BASE_FACTOR_WEIGHT = 0.05
@@ -167,6 +179,43 @@ def repair(spec: LearnerSpec, changes: dict) -> dict:
     return out
 
 
+def coupled_followups(spec: LearnerSpec, changes: dict, diagnostics: dict) -> dict:
+    """The knowledge of cross-factor coupling: partner edits a move asks for in another factor.
+
+    * a hidden layer appears (TOPOLOGY: ``hidden up`` from none, ``kind swap`` onto a hidden
+      MLP) while ``init_scale`` is 0: every hidden unit starts identical and the first layer's
+      gradient is zero, so the follow-up sets ``init_scale`` to :data:`HIDDEN_INIT_SCALE`
+      (SCHEDULE);
+    * the grid range changes (BASIS): the input format's integer bits are set to what the grid
+      needs (a wider grid overflows a format without them, a narrower one leaves unused integer
+      bits), fractional bits kept (NUMERICS);
+    * the learning rate halves (SCHEDULE) while more than :data:`UNDERFLOW_FOLLOWUP` of the
+      updates already round to zero in ``formats.coef``: one more coefficient fractional bit
+      (NUMERICS).
+
+    Returns:
+        ``changes`` with the follow-ups added (then :func:`repair` makes the result buildable).
+    """
+    from ...fixed import Fmt
+
+    out = dict(changes)
+    widths = out.get("widths", spec.widths)
+    init = out.get("init_scale", spec.init_scale)
+    if len(widths) > 2 and init == 0.0 and (len(spec.widths) == 2 or out.get("kind", spec.kind) != spec.kind):
+        out["init_scale"] = HIDDEN_INIT_SCALE
+    if "grid_range" in out and out.get("kind", spec.kind) == "kan":
+        hi = out["grid_range"][1]
+        fi = out.get("formats.input", spec.formats.input)
+        need_i = int(np.log2(hi)) + 1
+        if need_i != fi.int_bits:
+            out["formats.input"] = Fmt(fi.frac_bits + need_i, need_i, fi.signed, fi.quant, fi.overflow)
+    if ("learning_rate" in out and out["learning_rate"] < spec.learning_rate
+            and diagnostics.get("zero_update", 0.0) > UNDERFLOW_FOLLOWUP):
+        fc = out.get("formats.coef", spec.formats.coef)
+        out["formats.coef"] = Fmt(fc.width + 1, fc.int_bits, fc.signed, fc.quant, fc.overflow)
+    return out
+
+
 # ----------------------------------------------------------------------------- the search loop
 @dataclass
 class ArmResult:
@@ -175,8 +224,11 @@ class ArmResult:
     Attributes:
         arm: the arm; history: its evaluations in order; proposals: candidates proposed;
         invalid: proposals refused as invalid or not buildable; scope_rejected: proposals the
-        scope guard refused; multi_factor: evaluated edits that changed more than one factor;
-        factors: evaluated edits per factor touched.
+        scope guard refused; cross_factor: scoped proposals that changed another factor
+        (refused or not); multi_factor: evaluated edits that changed more than one factor;
+        factors: evaluated edits per factor touched; cross_pairs: evaluated multi-factor edits per
+        factor pair ``"A x B"`` (scoped arms: the routed factor with each other factor changed;
+        free-form: every pair of factors changed).
     """
 
     arm: str
@@ -184,8 +236,10 @@ class ArmResult:
     proposals: int = 0
     invalid: int = 0
     scope_rejected: int = 0
+    cross_factor: int = 0
     multi_factor: int = 0
     factors: dict = field(default_factory=lambda: {f: 0 for f in FACTORS})
+    cross_pairs: dict = field(default_factory=dict)
 
     def best(self, target: float | None = None) -> Evaluation | None:
         """The most accurate feasible evaluation; with ``target``, the feasible one with the fewest
@@ -216,14 +270,27 @@ def _pick(items: list, weights: list[float], rng: np.random.Generator):
     return items[int(rng.choice(len(items), p=p / p.sum()))]
 
 
-def propose_edit(arm: str, parent: Evaluation, rng: np.random.Generator) -> tuple[LearnerSpec | None, str, str | None]:
+def propose_edit(arm: str, parent: Evaluation, rng: np.random.Generator, entangled: frozenset | None = None,
+                 leak: float = 0.0, leak_pairs: frozenset | None = None) -> tuple[LearnerSpec | None, str, str | None]:
     """One proposal of an edit arm from ``parent``.
+
+    Args:
+        arm: one of :data:`EDIT_ARMS`.
+        parent: the evaluation edited.
+        rng: the proposal's randomness.
+        entangled: the scope guard's entanglement map (:func:`~.space.scope_check`; None: every
+            pair entangled). ``spark-noguard`` and ``freeform`` have no guard.
+        leak: probability that a scoped proposal also carries a uniformly random move of a factor
+            paired with the chosen one in ``leak_pairs`` (a planted whole-program rewrite, the
+            positive control's obstacle; 0 in the comparison).
+        leak_pairs: the factor pairs a leak crosses (None: ``entangled``; both None: any factor).
 
     Returns:
         ``(child, status, factor)``: status ``"ok"``, ``"invalid"`` (not a valid buildable spec) or
         ``"scope"`` (rejected by the scope guard); child is None unless ok.
     """
     spec = parent.spec
+    diag = parent.diagnostics
     if arm == "freeform":
         m = int(rng.integers(1, len(FACTORS) + 1))
         scores = factor_scores(parent)
@@ -235,10 +302,10 @@ def propose_edit(arm: str, parent: Evaluation, rng: np.random.Generator) -> tupl
             options = directive(parent, avail[int(i)])
             move, ch, _ = _pick(options, [o[2] for o in options], rng)
             changes.update(ch)
-        changes = repair(spec, changes)
+        changes = repair(spec, coupled_followups(spec, changes, diag))
         factor = None
     else:
-        if arm in ("spark", "asr-only"):
+        if arm in ("spark", "spark-noguard", "asr-only"):
             factor = route(parent, rng)
         else:  # rc-sar-only: a uniformly random factor that has a move
             factor = FACTORS[int(rng.choice([i for i, f in enumerate(FACTORS) if applicable(spec, f)]))]
@@ -249,23 +316,34 @@ def propose_edit(arm: str, parent: Evaluation, rng: np.random.Generator) -> tupl
             _, changes, _ = options[int(rng.integers(len(options)))]
         else:
             _, ch, _ = _pick(options, [o[2] for o in options], rng)
-            changes = repair(spec, ch)
+            changes = coupled_followups(spec, ch, diag)
+        if leak > 0 and rng.random() < leak:
+            crossing = entangled if leak_pairs is None else leak_pairs
+            partners = [f for f in FACTORS if f != factor and applicable(spec, f)
+                        and (crossing is None or frozenset((factor, f)) in crossing)]
+            if partners:
+                other = applicable(spec, partners[int(rng.integers(len(partners)))])
+                changes = {**other[int(rng.integers(len(other)))][1], **changes}
+        if arm != "asr-only":
+            changes = repair(spec, changes)
     try:
         child = apply_changes(spec, changes)
         hardware_check(child)
     except ValueError:
         return None, "invalid", factor
-    if factor is not None:
+    if factor is not None and arm != "spark-noguard":
         try:
-            scope_check(spec, child, factor)
+            scope_check(spec, child, factor, entangled)
         except ScopeViolation:
             return None, "scope", factor
     return child, "ok", factor
 
 
 def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int, rng: np.random.Generator,
-                 max_proposals: int | None = None) -> ArmResult:
-    """Evolve from ``start`` with an edit arm until ``budget`` evaluations (or ``max_proposals``).
+                 max_proposals: int | None = None, entangled: frozenset | None = None,
+                 leak: float = 0.0, leak_pairs: frozenset | None = None) -> ArmResult:
+    """Evolve from ``start`` with an edit arm until ``budget`` evaluations (or ``max_proposals``);
+    ``entangled``, ``leak`` and ``leak_pairs`` as in :func:`propose_edit`.
 
     Raises:
         ValueError: unknown arm.
@@ -279,13 +357,16 @@ def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int
     while evaluator.evaluations < budget and res.proposals < cap:
         parent = _tournament(res.history, rng)
         res.proposals += 1
-        child, status, _ = propose_edit(arm, parent, rng)
+        child, status, factor = propose_edit(arm, parent, rng, entangled, leak, leak_pairs)
         if status == "invalid":
             res.invalid += 1
             continue
         if status == "scope":
             res.scope_rejected += 1
+            res.cross_factor += 1
             continue
+        if factor is not None and factors_touched(parent.spec, child) - {factor}:
+            res.cross_factor += 1
         key = child.to_toml()
         if key in seen:
             continue
@@ -294,8 +375,36 @@ def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int
         res.multi_factor += len(touched) > 1
         for f in touched:
             res.factors[f] = res.factors.get(f, 0) + 1
-        res.history.append(evaluator(child))
+        for pair in _pairs(touched, factor):
+            res.cross_pairs[pair] = res.cross_pairs.get(pair, 0) + 1
+        res.history.append(evaluator(child, parent=parent.spec))
     return res
+
+
+def pair_name(a: str, b: str) -> str:
+    """``"A x B"`` with the factors in :data:`~.space.FACTORS` order (the key of a factor pair)."""
+    a, b = sorted((a, b), key=lambda f: FACTORS.index(f) if f in FACTORS else len(FACTORS))
+    return f"{a} x {b}"
+
+
+def _pairs(touched: set, factor: str | None) -> list[str]:
+    if factor is not None:
+        return [pair_name(factor, f) for f in touched if f != factor]
+    t = sorted(touched)
+    return [pair_name(a, b) for i, a in enumerate(t) for b in t[i + 1:]]
+
+
+def anytime_objective(res: ArmResult, budget: int) -> float:
+    """Mean over ``budget`` evaluations of the best search objective so far (the last value carried
+    to the end when the arm stopped early): how fast an arm climbs, not only where it ends."""
+    best, out = -np.inf, []
+    for e in res.history[:budget]:
+        best = max(best, e.objective)
+        out.append(best)
+    if not out:
+        raise ValueError("res: the arm evaluated nothing")
+    out += [out[-1]] * (budget - len(out))
+    return float(np.mean(out))
 
 
 def genes_of(spec: LearnerSpec) -> dict:
@@ -312,13 +421,22 @@ def genes_of(spec: LearnerSpec) -> dict:
     return g
 
 
+def _kept(start: LearnerSpec) -> dict:
+    """Fields a drawn spec takes from the start spec: the initial-parameter seed, and ``timing`` (no gene
+    and no move edits the register-stage plan, so every arm keeps the start's)."""
+    kept = {"init_seed": start.init_seed}
+    if hasattr(start, "timing"):
+        kept["timing"] = start.timing
+    return kept
+
+
 def run_random(start: LearnerSpec, evaluator: Evaluator, budget: int, rng: np.random.Generator) -> ArmResult:
     """Random search: the start spec, then uniform draws over the space (invalid draws are free)."""
     res = ArmResult("random")
     res.history.append(evaluator(start))
     while evaluator.evaluations < budget:
         res.proposals += 1
-        spec = sample_spec(rng, start.n_in, start.n_out).replace(init_seed=start.init_seed)
+        spec = sample_spec(rng, start.n_in, start.n_out).replace(**_kept(start))
         ev = evaluator(spec)
         if all(ev is not h for h in res.history):
             res.history.append(ev)
@@ -341,7 +459,7 @@ def run_tpe(start: LearnerSpec, evaluator: Evaluator, budget: int, seed: int, ma
         genes = {k: trial.suggest_categorical(k, list(v)) for k, v in GENES.items()}
         res.proposals += 1
         try:
-            spec = spec_from_genes(genes, start.n_in, start.n_out).replace(init_seed=start.init_seed)
+            spec = spec_from_genes(genes, start.n_in, start.n_out).replace(**_kept(start))
             hardware_check(spec)
         except ValueError:
             res.invalid += 1

@@ -18,7 +18,8 @@ SCHEDULE    ``learning_rate``, ``schedule``, ``staleness``, ``init_scale``
 
 A *move* is one named local edit inside one factor (``G x2``, ``coef +1 frac bit``,
 ``pipelined``...); :func:`apply_changes` builds the edited spec, :func:`changed_fields` lists
-which fields differ, and :func:`scope_check` is SPARK's rejection of out-of-factor edits. A spec
+which fields differ, and :func:`scope_check` is SPARK's rejection of edits that reach into a
+factor entangled with the chosen one (the entanglement map is measured, :mod:`.interaction`). A spec
 must also be buildable as hardware (:func:`hardware_check`): a pipelined staleness below the
 pipeline's minimum and a parallel MLP past the generator's size are refused before evaluation.
 """
@@ -96,18 +97,36 @@ class ScopeViolation(ValueError):
     """An edit changed fields outside the factor it was scoped to (SPARK rejects it before evaluation)."""
 
 
-def scope_check(parent: LearnerSpec, child: LearnerSpec, factor: str) -> None:
-    """SPARK's scoped-rewrite guard: the edit parent -> child may change only ``factor``'s fields.
+def scope_check(parent: LearnerSpec, child: LearnerSpec, factor: str,
+                entangled: frozenset | None = None) -> set[str]:
+    """SPARK's scoped-rewrite guard: the edit parent -> child may not reach into a factor entangled
+    with ``factor``.
+
+    Args:
+        parent, child: the edit.
+        factor: the factor the edit was scoped to (the router's choice).
+        entangled: the entanglement map, a set of ``frozenset({A, B})`` factor pairs (measured by
+            :func:`.interaction.measure_coupling`); a changed field of a factor entangled with
+            ``factor`` is refused, one of a factor whose effect adds to ``factor``'s is let
+            through. None: every pair is entangled (the paper's guard: nothing outside the scope).
+
+    Returns:
+        The other factors the edit changed and the guard let through (empty for a local edit).
 
     Raises:
         ValueError: ``factor`` is not one of :data:`FACTORS`.
-        ScopeViolation: a changed field belongs to another factor (or to none), naming them.
+        ScopeViolation: a changed field belongs to a factor entangled with ``factor`` (or to no
+            factor: a frozen field), naming the fields.
     """
     if factor not in FACTORS:
         raise ValueError(f"factor must be one of {', '.join(FACTORS)}, got {factor!r}")
-    outside = sorted(k for k in changed_fields(parent, child) if FIELD_FACTOR.get(k) != factor)
-    if outside:
-        raise ScopeViolation(f"edit scoped to {factor} changed {', '.join(outside)}")
+    outside = {k: FIELD_FACTOR.get(k, "FROZEN") for k in changed_fields(parent, child)
+               if FIELD_FACTOR.get(k) != factor}
+    refused = sorted(k for k, f in outside.items()
+                     if f == "FROZEN" or entangled is None or frozenset((factor, f)) in entangled)
+    if refused:
+        raise ScopeViolation(f"edit scoped to {factor} changed {', '.join(refused)}")
+    return set(outside.values())
 
 
 def hardware_check(spec: LearnerSpec) -> None:
@@ -414,5 +433,6 @@ def spec_from_genes(genes: dict, n_in: int, n_out: int = 1) -> LearnerSpec:
         basis_table_bits=genes["table_bits"], formats=fmts, learning_rate=2.0**-genes["lr_shift"],
         schedule=genes["schedule"], staleness=genes["staleness"], init_scale=genes["init_scale"],
         datapath=genes["datapath"] if kind == "mlp" else "parallel",
+        timing="compact",  # the stage plan the resource surrogate's calibration table was synthesised at
         name="autotune",
     )
