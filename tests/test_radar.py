@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import networkx as nx
@@ -9,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from onchip.methods.radar.agents import Query, execution_order, run_graph
-from onchip.methods.radar.experiment import fixed_topology, sparsity
+from onchip.methods.radar.agents import (
+    SLIP_CAP, SLIP_FREE_STEPS, Query, execution_order, graph_tokens, make_query, run_graph, slip_probability, train_agents,
+)
+from onchip.methods.radar.experiment import execute_all, fixed_topology, generalist_star, sparsity, token_matched_mix
 from onchip.methods.radar.generator import R, RadarGenerator, effective_size
 from method_support import assert_refused, quick_run
 
@@ -60,6 +63,54 @@ def test_graph_execution_majority_and_token_count():
     chain = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]])
     assert run_graph(q, roles, chain, outs)["answer"] == 4  # votes carry their count: 2 against 1
     assert run_graph(q, roles, np.zeros((3, 3), int), outs)["answer"] == 9  # no edges: the last agent alone
+
+
+def test_graph_tokens_match_an_executed_graph():
+    q = Query(3, (("add", 4), ("times", 2), ("add", 1)))
+    roles = ["adder", "multiplier", "generalist", "generalist"]
+    adj = np.array([[0, 1, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 0]])
+    outs = [(["7", "4", "5"], 5), (["7", "4", "5"], 5), (["1", "2", "3"], 3), (["7", "4", "5"], 5)]
+    assert graph_tokens(q, adj) == run_graph(q, roles, adj, outs)["tokens"]
+
+
+def test_slip_probability_spares_the_first_steps_then_grows_to_its_cap():
+    probs = [slip_probability(t, 0.08) for t in range(12)]
+    assert probs[:SLIP_FREE_STEPS] == [0.0] * SLIP_FREE_STEPS
+    assert probs[SLIP_FREE_STEPS] == pytest.approx(0.08) and probs[SLIP_FREE_STEPS + 1] == pytest.approx(0.16)
+    assert all(a <= b for a, b in itertools.pairwise(probs)) and max(probs) == SLIP_CAP
+    with pytest.raises(ValueError, match="slip"):
+        slip_probability(3, 1.5)
+    with pytest.raises(ValueError, match="step"):
+        slip_probability(-1)
+
+
+def test_more_voters_help_on_hard_queries_not_needed_on_easy_ones():
+    """The agents' stand-in property the experiment relies on: a lone generalist is nearly always right
+    on 1-2 operations but often wrong on 5-6, where a star of 5 generalists recovers much of it."""
+    solvers = train_agents(3)
+    r = np.random.default_rng(7)
+    easy = [make_query(r, int(d), float(r.random())) for d in r.integers(1, 3, 200)]
+    hard = [make_query(r, int(d), float(r.random())) for d in r.integers(5, 7, 200)]
+
+    def accuracy(queries, n, stream):
+        out = execute_all(solvers, queries, [generalist_star(n)] * len(queries), np.random.default_rng(stream))
+        return float(np.mean([x["correct"] for x in out]))
+
+    one_easy, one_hard = accuracy(easy, 1, 0), accuracy(hard, 1, 1)
+    five_easy, five_hard = accuracy(easy, 5, 2), accuracy(hard, 5, 3)
+    assert one_easy >= 0.9 and five_easy - one_easy <= 0.05, (one_easy, five_easy)
+    assert one_hard <= 0.7 and five_hard - one_hard >= 0.15, (one_hard, five_hard)
+    assert accuracy(hard, 3, 4) > one_hard
+
+
+def test_token_matched_mix_interpolates_between_sizes():
+    tokens = [16.0, 40.0, 58.0, 79.0, 100.0]
+    k, w = token_matched_mix(tokens, 70.0)
+    assert k == 3 and (1 - w) * tokens[2] + w * tokens[3] == pytest.approx(70.0)
+    assert token_matched_mix(tokens, 58.0) == (3, 0.0)
+    assert token_matched_mix(tokens, 5.0) == (1, 0.0) and token_matched_mix(tokens, 500.0) == (5, 0.0)
+    with pytest.raises(ValueError, match="size_tokens"):
+        token_matched_mix([10.0, 10.0], 10.0)
 
 
 def test_execution_order_drops_cycle_edges():
@@ -138,8 +189,17 @@ def test_quick_run_writes_headline(tmp_path):
         assert lo <= p["difference"] <= hi and p["n"] == 2, a
         assert set(m["paired_tokens"][a]) >= {"difference", "ci95"}
     pc = m["positive_control"]
-    assert pc["method"] == "adaptive" and pc["ablation"] == "query-blind" and len(pc["method_values"]) == 2
-    assert isinstance(pc["sensitive"], bool) and set(pc["tokens"]) == {"adaptive", "query-blind"}
+    assert pc["method"] == "adaptive" and pc["ablation"] == "fixed-size" and len(pc["method_values"]) == 2
+    assert isinstance(pc["sensitive"], bool) and set(pc["tokens"]) == {"adaptive", "fixed-size"}
+    lo, hi = pc["tokens_paired"]["ci95"]
+    assert lo <= pc["tokens_paired"]["difference"] <= hi
+    for x in m["control_matching"]:  # the fixed size's mix matches the adaptive tokens on the training queries
+        assert 1 <= x["size"] <= 5 and 0 <= x["p_size_plus_one"] < 1
+        assert x["train_tokens_fixed"] == pytest.approx(x["train_tokens_adaptive"], rel=1e-6) or x["p_size_plus_one"] == 0
+    v = m["voters"]
+    assert v["sizes"] == [1, 3, 5] and set(v["by_difficulty"]) == {"1", "3", "5"}
+    assert set(v["by_difficulty"]["5"]) == {str(d) for d in range(1, 7)}
+    assert set(v["paired"]) == {"hard: 5 - 1 agents", "easy: 5 - 1 agents"}
     col = m["collected_graphs"]
     assert len(col["per_seed"]) == 2 and -1 <= col["spearman_difficulty_agents"] <= 1
     assert m["results"]["single"]["nodes"] == 1 and m["results"]["complete"]["edges"] == 6

@@ -25,8 +25,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--train-queries", type=_args.positive_int, default=200, help="default 200")
     p.add_argument("--test-queries", type=_args.positive_int, default=200, help="default 200")
     p.add_argument("--max-nodes", type=_args.int_range(2, 6), default=5, help="most agents per graph, 2-6 (default 5)")
-    p.add_argument("--epochs", type=_args.positive_int, default=2, help="generator training epochs (default 2)")
-    p.add_argument("--rl-epochs", type=_args.nonneg_int, default=2, help="RL fine-tuning passes (default 2)")
+    p.add_argument("--epochs", type=_args.positive_int, default=4, help="generator training epochs (default 4)")
+    p.add_argument("--rl-epochs", type=_args.nonneg_int, default=8, help="RL fine-tuning passes (default 8)")
     p.add_argument("--max-graphs", type=_args.positive_int, default=240,
                    help="most successful graphs the generators are fitted on (default 240)")
     p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2, 3, 4], help="comma-separated seeds (default 0-4)")

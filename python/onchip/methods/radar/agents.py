@@ -5,7 +5,11 @@ difficulty is ``d``. An agent of a role is a small learned step solver (:class:`
 trained here on a small sample of arithmetic steps from its role's mix: the adder sees mostly
 additions, the multiplier mostly multiplications, the generalist both), so roles err differently and
 errors compound on long chains. An agent writes a rationale (its running values) and an answer,
-sampled from its solver's softmax, so two agents of one role are two different samples.
+sampled from its solver's softmax, so two agents of one role are two different samples. On top of its
+solver's own errors, an agent loses track with a probability that grows with the step's position in the
+chain (:func:`slip_probability`; a stand-in for reasoning that drifts on long problems) and writes a
+random digit: one agent suffices on a 1-2 operation query, while on a 5-6 operation query it is wrong
+about half the time and independent votes of more agents recover the answer.
 
 Communication (a stand-in for the paper's LLM messages): along each edge u -> v the receiver gets u's
 rationale, answer and vote count; v's answer is the majority of its own answer (one vote) and the
@@ -25,6 +29,11 @@ from . import ROLES
 OPS = ("add", "times")
 #: role -> (probability of "add" per training step, unused)
 ROLE_MIX = {"adder": (0.85, 0), "multiplier": (0.15, 0), "generalist": (0.5, 0)}
+#: per-step growth of an agent's probability of losing track (:func:`slip_probability`), and its cap
+SLIP_PER_STEP = 0.08
+SLIP_CAP = 0.5
+#: steps at the start of a query on which an agent never loses track
+SLIP_FREE_STEPS = 2
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,7 @@ class StepSolver:
             return torch.softmax(self.module(torch.as_tensor(self.encode(values, ops, operands))), -1).numpy()
 
 
-def train_agents(seed: int, examples: int = 300, steps: int = 200) -> dict[str, StepSolver]:
+def train_agents(seed: int, examples: int = 1000, steps: int = 300) -> dict[str, StepSolver]:
     """One :class:`StepSolver` per role, each trained (full-batch Adam) on ``examples`` steps drawn from
     its role's mix. Seconds on one core; nothing cached."""
     import torch
@@ -130,11 +139,29 @@ def train_agents(seed: int, examples: int = 300, steps: int = 200) -> dict[str, 
     return solvers
 
 
+def slip_probability(step: int, slip: float = SLIP_PER_STEP) -> float:
+    """Probability that an agent loses track at ``step`` (0-based) of a query: 0 for the first
+    :data:`SLIP_FREE_STEPS` steps, then ``slip`` times the number of steps past them (``slip``, ``2 slip``,
+    ...), capped at :data:`SLIP_CAP`. A stand-in for a language model's reasoning drifting on long
+    chains; each slip is drawn independently per agent, so independent votes can outvote it.
+
+    Raises:
+        ValueError: a negative ``step`` or a ``slip`` outside [0, 1].
+    """
+    from .._report import need
+
+    need(step >= 0, "step", step, "must be >= 0")
+    need(0.0 <= slip <= 1.0, "slip", slip, "must be in [0, 1]")
+    return min(slip * max(0, step - SLIP_FREE_STEPS + 1), SLIP_CAP)
+
+
 def run_agents(solvers: dict[str, StepSolver], requests: list[tuple[Query, str]], rng: np.random.Generator,
-               temperature: float = 1.0) -> list[tuple[list[str], int]]:
+               temperature: float = 1.0, slip: float = SLIP_PER_STEP) -> list[tuple[list[str], int]]:
     """Each (query, role) request answered by one sampled agent: (rationale tokens, answer).
 
-    The agent samples each running value from its step solver's softmax at ``temperature``.
+    At each step the agent samples the running value from its step solver's softmax at ``temperature``,
+    except that with probability :func:`slip_probability` (step index, ``slip``) it loses track and writes
+    a uniformly random digit instead; later steps continue from what it wrote.
     """
     out: list = [None] * len(requests)
     for role in sorted({r for _, r in requests}):  # a fixed order: set order follows string hashing
@@ -148,12 +175,20 @@ def run_agents(solvers: dict[str, StepSolver], requests: list[tuple[Query, str]]
             operands = [qs[j].ops[t][1] for j in live]
             p = solvers[role].step_probs(cur[live], ops, operands) ** (1.0 / temperature)
             p /= p.sum(1, keepdims=True)
+            lost = rng.random(len(live)) < slip_probability(t, slip)
             for k, j in enumerate(live):
-                cur[j] = int(rng.choice(10, p=p[k]))
+                cur[j] = int(rng.integers(10)) if lost[k] else int(rng.choice(10, p=p[k]))
                 trace[j].append(str(cur[j]))
         for k, i in enumerate(idx):
             out[i] = (trace[k], int(cur[k]))
     return out
+
+
+def graph_tokens(q: Query, adj: np.ndarray) -> int:
+    """Tokens of executing the graph ``adj`` (``(n, n)``) on ``q``: they depend only on the query and the
+    edges (every agent's rationale has one token per operation), so no agent is run."""
+    n = len(adj)
+    return run_graph(q, ["generalist"] * n, adj, [(["0"] * q.difficulty, 0)] * n)["tokens"]
 
 
 def execution_order(n: int, adj: np.ndarray) -> tuple[list[int], np.ndarray]:

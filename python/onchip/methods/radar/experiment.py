@@ -3,7 +3,9 @@
 Per seed: train the agents; run fixed topologies with random roles on training queries and keep the
 graphs that answered correctly; fit RADAR's generator (ordering + denoising networks) and the one-shot
 baseline on them; fine-tune RADAR with the correctness + sparsity reward; generate one graph per test
-query. See ``seeds/radar.md``.
+query. Also per seed: the voters measurement (a fixed star of 1 / 3 / 5 generalists by difficulty: do more
+agents help on hard queries?) and the positive control (the generator fitted on planted size-adaptive
+graphs against a query-blind fixed size at equal tokens). See ``seeds/radar.md``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._report import (
-    headline, markdown_table, mean_std, need, paired_difference, paired_line, positive_control, recorded_config,
+    headline, markdown_table, mean_std, mean_std_dict, need, paired_difference, paired_line, positive_control, recorded_config,
     rng, save, write_metrics, write_results,
 )
 from . import ARMS, ROLES
@@ -76,8 +78,8 @@ class RadarConfig:
     train_queries: int = 200
     test_queries: int = 200
     max_nodes: int = 5
-    epochs: int = 2
-    rl_epochs: int = 2
+    epochs: int = 4
+    rl_epochs: int = 8
     max_graphs: int = 240
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     out: str = "out/radar"
@@ -100,6 +102,23 @@ def _queries(r, n):
     return [make_query(r, int(r.integers(1, MAX_DIFFICULTY + 1)), float(r.random())) for _ in range(n)]
 
 
+#: sizes of the voters measurement (a star of that many generalists on every test query)
+VOTER_SIZES = (1, 3, 5)
+#: difficulty bands (operations) reported as easy and hard
+EASY, HARD = (1, 2), (5, 6)
+
+
+def generalist_star(n: int):
+    """``n`` generalists in a star (leaves -> hub; one agent alone for ``n = 1``): (role ids, adjacency).
+
+    Raises:
+        ValueError: ``n`` < 1.
+    """
+    need(n >= 1, "n", n, "must be >= 1")
+    g = ROLES.index("generalist")
+    return fixed_topology("star", None, n, [g] * n) if n > 1 else ([g], np.zeros((1, 1), np.int64))
+
+
 def planted_size(difficulty: int) -> int:
     """Agents of the positive control's planted graph for a query of ``difficulty`` operations: 1 for 1-2,
     3 for 3-4, 5 for 5-6 (a star of generalists; mean 3 agents over uniform difficulties)."""
@@ -108,9 +127,38 @@ def planted_size(difficulty: int) -> int:
 
 def planted_graph(difficulty: int):
     """The positive control's target graph: a star of :func:`planted_size` generalists (leaves -> hub)."""
-    n = planted_size(difficulty)
-    g = ROLES.index("generalist")
-    return fixed_topology("star", None, n, [g] * n) if n > 1 else ([g], np.zeros((1, 1), np.int64))
+    return generalist_star(planted_size(difficulty))
+
+
+def token_matched_mix(size_tokens, target: float) -> tuple[int, float]:
+    """A query-blind graph size whose expected tokens equal ``target``: ``k`` agents, or ``k + 1`` with
+    probability ``w``, interpolating between the two neighbouring sizes.
+
+    Args:
+        size_tokens: mean tokens per query of a star of 1, 2, ... generalists (increasing), ``(N,)``.
+        target: tokens per query to match; clipped to ``[size_tokens[0], size_tokens[-1]]``.
+
+    Returns:
+        ``(k, w)`` with ``(1 - w) * size_tokens[k - 1] + w * size_tokens[k] == target`` (``w = 0`` at the
+        ends of the range).
+
+    Raises:
+        ValueError: ``size_tokens`` empty or not strictly increasing.
+    """
+    t = np.asarray(size_tokens, dtype=float)
+    need(t.ndim == 1 and t.size >= 1, "size_tokens", t.tolist(), "one mean per size, at least one")
+    need(bool(np.all(np.diff(t) > 0)), "size_tokens", t.tolist(), "must increase with the size")
+    if target <= t[0]:
+        return 1, 0.0
+    if target >= t[-1]:
+        return len(t), 0.0
+    k = int(np.searchsorted(t, target, side="right"))  # t[k - 1] <= target < t[k]
+    return k, float((target - t[k - 1]) / (t[k] - t[k - 1]))
+
+
+def _band(out, queries, band) -> float:
+    hits = [x["correct"] for x, q in zip(out, queries) if band[0] <= q.difficulty <= band[1]]
+    return float(np.mean(hits)) if hits else float("nan")
 
 
 def execute_all(solvers, queries, graphs, rng) -> list[dict]:
@@ -138,7 +186,7 @@ def run(config: RadarConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .agents import query_features, train_agents
+    from .agents import graph_tokens, make_query, query_features, train_agents
     from .generator import OneShotGenerator, RadarGenerator
 
     c = config
@@ -149,8 +197,12 @@ def run(config: RadarConfig) -> dict:
     by_diff = {a: {} for a in ARMS}
     corr = {"radar": [], "one-shot": []}
     collected = []
-    control = {"adaptive": [], "query-blind": []}
-    bar = tqdm(total=len(c.seeds) * 5, desc="radar", disable=not c.progress)
+    control = {"adaptive": [], "fixed-size": []}
+    control_by_diff = {a: {} for a in control}
+    matched = []
+    voters = {n: [] for n in VOTER_SIZES}
+    voters_by_diff = {n: {} for n in VOTER_SIZES}
+    bar = tqdm(total=len(c.seeds) * 6, desc="radar", disable=not c.progress)
     for seed in c.seeds:
         solvers = train_agents(seed)
         r = rng(seed, "radar", "data")
@@ -220,19 +272,43 @@ def run(config: RadarConfig) -> dict:
                 rho = spearmanr([q.difficulty for q in test_q], [x["nodes"] for x in out]).statistic
                 corr[arm].append(0.0 if np.isnan(rho) else float(rho))
         bar.update()
-        # 5. positive control: the same generator fitted on planted size-adaptive graphs (a star of
-        #    1 / 3 / 5 generalists by difficulty) vs the same fit with the query features blanked
-        #    (it imitates the same size mix, mean 3 agents, but cannot tie it to the query)
+        # 5. voters: a star of 1 / 3 / 5 generalists on queries balanced over difficulties
+        v_rng = rng(seed, "radar", "voters")
+        per_d = max(1, -(-c.test_queries // MAX_DIFFICULTY))
+        voter_q = [make_query(v_rng, d, float(v_rng.random())) for d in range(1, MAX_DIFFICULTY + 1)
+                   for _ in range(per_d)]
+        for n in VOTER_SIZES:
+            out = execute_all(solvers, voter_q, [generalist_star(n)] * len(voter_q), rng(seed, "radar", "voters", n))
+            voters[n].append({"easy": _band(out, voter_q, EASY), "hard": _band(out, voter_q, HARD),
+                              "correct": float(np.mean([x["correct"] for x in out])),
+                              "tokens": float(np.mean([x["tokens"] for x in out]))})
+            for q, x in zip(voter_q, out):
+                voters_by_diff[n].setdefault(q.difficulty, []).append(float(x["correct"]))
+        bar.update()
+        # 6. positive control: the same generator fitted on planted size-adaptive graphs (a star of
+        #    1 / 3 / 5 generalists by difficulty) vs a query-blind size (k or k + 1 generalists in a star)
+        #    mixed so that its mean tokens on the training queries equal the adaptive generator's there
         planted = [(*planted_graph(q.difficulty), f) for q, f in zip(train_q, feats)]
-        blank = np.zeros_like(feats[0])
-        for arm, data in (("adaptive", planted), ("query-blind", [(a, b, blank) for a, b, _ in planted])):
-            pg = RadarGenerator(len(feats[0]), c.max_nodes, seed)
-            pg.fit(data, c.epochs, rng(seed, "radar", "control-fit", arm))
+        pg = RadarGenerator(len(feats[0]), c.max_nodes, seed)
+        pg.fit(planted, c.epochs, rng(seed, "radar", "control-fit", "adaptive"))
+        m_rng = rng(seed, "radar", "control-match")
+        target = float(np.mean([graph_tokens(q, pg.generate(f, m_rng)[1]) for q, f in zip(train_q, feats)]))
+        size_tokens = [float(np.mean([graph_tokens(q, generalist_star(n)[1]) for q in train_q]))
+                       for n in range(1, c.max_nodes + 1)]
+        k, w = token_matched_mix(size_tokens, target)
+        matched.append({"train_tokens_adaptive": target, "size": k, "p_size_plus_one": w,
+                        "train_tokens_fixed": (1 - w) * size_tokens[k - 1] + w * size_tokens[min(k, c.max_nodes - 1)]})
+        for arm in ("adaptive", "fixed-size"):
             p_rng = rng(seed, "radar", "control", arm)
-            graphs = [pg.generate(query_features(q, MAX_DIFFICULTY) if arm == "adaptive" else blank, p_rng)
-                      for q in test_q]
+            if arm == "adaptive":
+                graphs = [pg.generate(query_features(q, MAX_DIFFICULTY), p_rng) for q in test_q]
+            else:
+                graphs = [generalist_star(k + int(p_rng.random() < w)) for _ in test_q]
             out = execute_all(solvers, test_q, graphs, p_rng)
-            control[arm].append({k: float(np.mean([x[k] for x in out])) for k in ("correct", "tokens", "nodes")})
+            for q, x in zip(test_q, out):
+                control_by_diff[arm].setdefault(q.difficulty, []).append((float(x["correct"]), x["nodes"]))
+            control[arm].append({**{k_: float(np.mean([x[k_] for x in out])) for k_ in ("correct", "tokens", "nodes")},
+                                 "easy": _band(out, test_q, EASY), "hard": _band(out, test_q, HARD)})
         bar.update()
     bar.close()
     summary = {}
@@ -272,19 +348,46 @@ def run(config: RadarConfig) -> dict:
         "per_seed": per_seed,
         "seconds": time.perf_counter() - t0,
     }
+    voter_summary = {
+        "setting": "a star of n generalists (n = 1 alone) on every query; per seed "
+                   f"{max(1, -(-c.test_queries // MAX_DIFFICULTY))} queries of each difficulty 1-{MAX_DIFFICULTY}",
+        "sizes": list(VOTER_SIZES), "easy": list(EASY), "hard": list(HARD),
+        "by_difficulty": {str(n): {str(d): float(np.mean(v)) for d, v in sorted(voters_by_diff[n].items())}
+                          for n in VOTER_SIZES},
+        "summary": {str(n): {k: mean_std_dict(x[k] for x in voters[n]) for k in ("easy", "hard", "correct", "tokens")}
+                    for n in VOTER_SIZES},
+        "per_seed": {str(n): voters[n] for n in VOTER_SIZES},
+    }
+    if many:
+        lo, hi = VOTER_SIZES[0], VOTER_SIZES[-1]
+        voter_summary["paired"] = {f"{band}: {hi} - {lo} agents": paired_difference(
+            [x[band] for x in voters[hi]], [x[band] for x in voters[lo]]) for band in ("hard", "easy")}
+    result["voters"] = voter_summary
+    result["control_matching"] = matched
     if many:
         result["positive_control"] = positive_control(
             "the same generator (ordering + denoising networks, same epochs) fitted on planted size-adaptive "
             "graphs: for each training query a star of 1 / 3 / 5 generalists for 1-2 / 3-4 / 5-6 operations; "
-            "ablation: the same fit with the query features blanked, so it imitates the same size mix (mean 3 "
-            "agents in its training graphs) but cannot tie it to the query; accuracy on the same held-out queries",
-            "adaptive", "query-blind", [x["correct"] for x in control["adaptive"]],
-            [x["correct"] for x in control["query-blind"]], seeds=c.seeds,
-            metric="accuracy on held-out queries (one generated graph per query)")
-        result["positive_control"]["tokens"] = {a: mean_std(x["tokens"] for x in control[a])[0] for a in control}
-        result["positive_control"]["agents"] = {a: mean_std(x["nodes"] for x in control[a])[0] for a in control}
-        result["positive_control"]["tokens_paired"] = paired_difference(
-            [x["tokens"] for x in control["adaptive"]], [x["tokens"] for x in control["query-blind"]])
+            "ablation: a fixed, query-blind size at equal tokens: a star of k or k + 1 generalists, drawn "
+            "independently of the query, mixed so that its mean tokens on the training queries equal those of "
+            "the adaptive generator's graphs there; accuracy on the same held-out queries",
+            "adaptive", "fixed-size", [x["correct"] for x in control["adaptive"]],
+            [x["correct"] for x in control["fixed-size"]], seeds=c.seeds,
+            metric="accuracy on held-out queries (one graph per query)")
+        pc = result["positive_control"]
+        pc["tokens"] = {a: mean_std(x["tokens"] for x in control[a])[0] for a in control}
+        pc["agents"] = {a: mean_std(x["nodes"] for x in control[a])[0] for a in control}
+        pc["tokens_paired"] = paired_difference(
+            [x["tokens"] for x in control["adaptive"]], [x["tokens"] for x in control["fixed-size"]])
+        pc["by_difficulty"] = {a: {str(d): {"accuracy": float(np.mean([v[0] for v in vals])),
+                                            "nodes": float(np.mean([v[1] for v in vals]))}
+                                   for d, vals in sorted(control_by_diff[a].items())} for a in control}
+        pc["by_band"] = {band: {a: float(np.nanmean([x[band] for x in control[a]])) for a in control}
+                         for band in ("easy", "hard")}
+        pc["paired_by_band"] = {band: paired_difference([x[band] for x in control["adaptive"]],
+                                                        [x[band] for x in control["fixed-size"]])
+                                for band in ("easy", "hard")
+                                if all(np.isfinite(x[band]) for a in control for x in control[a])}
     with atomic_output_dir(c.out) as stage:
         _write(stage, c, result)
     if c.progress:
@@ -314,9 +417,11 @@ def _write(stage, c: RadarConfig, result: dict) -> None:
     accuracy = markdown_table(["arm", *diffs], [[a, *(f"{r['by_difficulty'][d]['accuracy']:.2f}" for d in diffs)]
                                                 for a, r in res.items()],
                               caption="Accuracy by query difficulty (operations; pooled over seeds):")
-    agents = markdown_table(["arm", *diffs], [[a, *(f"{res[a]['by_difficulty'][d]['nodes']:.2f}" for d in diffs)]
-                                              for a in ("one-shot", "radar")],
-                            caption="Agents per generated graph by difficulty:")
+    rows = [[a, *(f"{res[a]['by_difficulty'][d]['nodes']:.2f}" for d in diffs)] for a in ("one-shot", "radar")]
+    if "positive_control" in result:
+        bd = result["positive_control"]["by_difficulty"]["adaptive"]
+        rows.append(["positive control: adaptive", *(f"{bd[d]['nodes']:.2f}" if d in bd else "-" for d in diffs)])
+    agents = markdown_table(["arm", *diffs], rows, caption="Agents per generated graph by difficulty:")
     col = result["collected_graphs"]
     sections = [results_table(result), accuracy, agents,
                 "Successful training graphs (what both generators imitate): Spearman(difficulty, agents) per seed "
@@ -327,28 +432,63 @@ def _write(stage, c: RadarConfig, result: dict) -> None:
         sections.append("Paired differences over seeds, radar - arm (mean [ci95]), accuracy and tokens per query:\n\n"
                         + "\n".join(f"- {paired_line(a, p)}; tokens {paired_line('', result['paired_tokens'][a], 1)[2:]}"
                                      for a, p in result["headline"]["paired"].items()))
+    v = result["voters"]
+    sizes = [str(n) for n in v["sizes"]]
+    vd = list(v["by_difficulty"][sizes[0]])
+    voter_lines = markdown_table(
+        ["agents (star of generalists)", *vd, f"easy {v['easy'][0]}-{v['easy'][1]}", f"hard {v['hard'][0]}-{v['hard'][1]}",
+         "tokens / query"],
+        [[n, *(f"{v['by_difficulty'][n][d]:.2f}" for d in vd),
+          *(f"{v['summary'][n][b]['mean']:.3f} ± {v['summary'][n][b]['std']:.3f}" for b in ("easy", "hard")),
+          f"{v['summary'][n]['tokens']['mean']:.1f}"] for n in sizes],
+        caption="## Voters: accuracy by difficulty of a fixed star of n generalists\n\nSetting: " + v["setting"]
+        + " (by difficulty: pooled over seeds; easy / hard: mean ± std over seeds):")
+    if v.get("paired"):
+        voter_lines += "\n\n" + "\n".join(f"- {paired_line(name, p)}" for name, p in v["paired"].items())
+    sections.append(voter_lines)
     pc = result.get("positive_control")
     if pc:
-        sections.append("## Positive control\n\nSetting: " + pc["setting"] + ".\n\n"
-                        + f"Per seed: adaptive {', '.join(f'{v:.3f}' for v in pc['method_values'])}; query-blind "
-                        + f"{', '.join(f'{v:.3f}' for v in pc['ablation_values'])}. "
-                        + paired_line("adaptive - query-blind", pc["paired"])
-                        + f"; agents {pc['agents']['adaptive']:.2f} vs {pc['agents']['query-blind']:.2f}, tokens "
-                        + f"{pc['tokens']['adaptive']:.1f} vs {pc['tokens']['query-blind']:.1f} "
-                        + f"({paired_line('difference', pc['tokens_paired'], 1)}).")
+        m = result["control_matching"]
+        text = ("## Positive control\n\nSetting: " + pc["setting"] + ".\n\n"
+                + "Token matching per seed (fixed size k, probability of k + 1; training-query tokens adaptive / "
+                + "fixed): " + "; ".join(f"k={x['size']}, {x['p_size_plus_one']:.2f}, {x['train_tokens_adaptive']:.1f} / "
+                                         f"{x['train_tokens_fixed']:.1f}" for x in m) + ".\n\n"
+                + f"Per seed: adaptive {', '.join(f'{x:.3f}' for x in pc['method_values'])}; fixed-size "
+                + f"{', '.join(f'{x:.3f}' for x in pc['ablation_values'])}.\n\n"
+                + "- " + paired_line("accuracy, adaptive - fixed-size", pc["paired"]) + "\n"
+                + "- " + paired_line("tokens / query, adaptive - fixed-size", pc["tokens_paired"], 1)
+                + f" (adaptive {pc['tokens']['adaptive']:.1f}, fixed-size {pc['tokens']['fixed-size']:.1f}; agents "
+                + f"{pc['agents']['adaptive']:.2f} vs {pc['agents']['fixed-size']:.2f})")
+        for band, p in pc.get("paired_by_band", {}).items():
+            text += "\n- " + paired_line(f"{band} queries, accuracy adaptive - fixed-size", p) \
+                + f" ({pc['by_band'][band]['adaptive']:.3f} vs {pc['by_band'][band]['fixed-size']:.3f})"
+        sections.append(text)
     write_results(stage, "RADAR: generated agent topologies", c.command or "onchip radar", *sections)
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4))
     for a, r in result["results"].items():
         axes[0].errorbar(r["tokens"], r["correct"], xerr=r["tokens_std"], yerr=r["correct_std"], fmt="o", capsize=3)
         axes[0].annotate(a, (r["tokens"], r["correct"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
     axes[0].set_xlabel("tokens per query")
     axes[0].set_ylabel("accuracy")
     axes[0].set_title(f"one graph per query, <= {c.max_nodes} agents, {len(c.seeds)} seeds")
+    for n in sizes:
+        bd = v["by_difficulty"][n]
+        axes[1].plot([int(d) for d in bd], list(bd.values()), "o-", label=f"{n} generalist{'s' if n != '1' else ''}")
+    axes[1].set_xlabel("query difficulty (operations)")
+    axes[1].set_ylabel("accuracy (pooled over seeds)")
+    axes[1].set_title("voters: a fixed star of n agents")
+    axes[1].legend()
     for a in ("one-shot", "radar"):
         bd = result["results"][a]["by_difficulty"]
-        axes[1].plot([int(d) for d in bd], [bd[d]["nodes"] for d in bd], "o-", label=a)
-    axes[1].set_xlabel("query difficulty (operations)")
-    axes[1].set_ylabel("agents in the generated graph")
-    axes[1].legend()
+        axes[2].plot([int(d) for d in bd], [bd[d]["nodes"] for d in bd], "o-", label=a)
+    if pc:
+        bd = pc["by_difficulty"]["adaptive"]
+        axes[2].plot([int(d) for d in bd], [bd[d]["nodes"] for d in bd], "s--",
+                     label="positive control (fitted on planted graphs)")
+        axes[2].plot([int(d) for d in bd], [planted_size(int(d)) for d in bd], "k:", label="planted size")
+    axes[2].set_ylim(0.5, c.max_nodes + 0.5)
+    axes[2].set_xlabel("query difficulty (operations)")
+    axes[2].set_ylabel("agents in the generated graph")
+    axes[2].legend()
     save(fig, stage / "radar.png")
