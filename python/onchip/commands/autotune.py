@@ -3,7 +3,7 @@
 Parses the flags into an :class:`~onchip.methods.autotune.experiment.AutotuneConfig` and runs
 :func:`onchip.methods.autotune.experiment.run`, which writes ``best_spec.toml`` (for ``onchip run
 --spec`` / ``onchip generate --spec``), ``metrics.json``, ``results.md``, ``pareto.csv``,
-``pareto.png`` and ``curves.png``. Method: SPARK, arXiv 2605.04057 (see seeds/autotune.md).
+``pareto.png``, ``curves.png`` and ``coupling.png``. Method: SPARK, arXiv 2605.04057 (see seeds/autotune.md).
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ DESCRIPTION = """Search the learner design space (BASIS: G, k, grid range, table
 fixed-point formats; TOPOLOGY: kind, widths, datapath; SCHEDULE: learning rate, schedule,
 staleness, init scale) for the most accurate learner within LUT / DSP / II / latency budgets,
 or with --target X for the smallest learner (fewest LUTs) whose stream accuracy holds X.
-Compares SPARK's factor-conditioned edits with free-form edits, two ablations, random search
-and optuna TPE at the same number of golden-model evaluations, re-scores each arm's winner on a
-drift the search never saw, and checks the finalists with Yosys."""
+First measures which factors interact (a two-way factorial design per factor pair): the scope
+guard refuses edits that reach into a factor entangled with the chosen one. Then a positive
+control (a planted coupled pair, SPARK with and without the guard), and the comparison of SPARK's
+factor-conditioned edits with SPARK without its guard, free-form edits, two ablations, random
+search and optuna TPE at the same number of golden-model evaluations; re-scores each arm's winner
+on a drift the search never saw, and checks the finalists with Yosys."""
 
 
 def add_parser(subparsers) -> None:

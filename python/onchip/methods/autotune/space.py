@@ -10,8 +10,8 @@ factor      spec fields
 BASIS       ``grid_size`` (G), ``spline_order`` (k), ``grid_range``, ``basis_table_bits`` (T)
 NUMERICS    ``formats.input``, ``formats.coef``, ``formats.basis``, ``formats.act``,
             ``formats.grad``, ``formats.acc`` (the fixed-point formats)
-TOPOLOGY    ``kind``, ``widths``, ``datapath``
-SCHEDULE    ``learning_rate``, ``schedule``, ``staleness``, ``init_scale``
+TOPOLOGY    ``kind``, ``widths``, ``datapath``, ``lanes``
+SCHEDULE    ``learning_rate``, ``schedule``, ``staleness``, ``init_scale``, ``timing`` (no move edits it)
 ==========  ==========================================================================
 
 ``init_seed``, ``loss`` and ``name`` belong to no factor and are never edited.
