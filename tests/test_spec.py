@@ -134,16 +134,28 @@ def test_readme_spec_example_is_the_kan_readout_preset():
     assert LearnerSpec.from_toml(example) == PRESETS["kan-readout"].replace(name="")
 
 
-def test_timing_is_validated_and_written_only_when_fast():
-    with pytest.raises(ValueError, match="timing must be one of compact, fast; got 'turbo'"):
+def test_timing_is_validated_and_written_only_when_chosen():
+    with pytest.raises(ValueError, match="timing must be one of auto, compact, fast; got 'turbo'"):
         PRESETS["kan-paper"].replace(timing="turbo")
     for name, spec in PRESETS.items():
-        assert spec.timing == "compact" and "timing" not in spec.to_toml()  # presets keep their text
-        fast = spec.replace(timing="fast")
-        assert 'timing = "fast"' in fast.to_toml()
-        assert LearnerSpec.from_toml(fast.to_toml()) == fast
+        assert spec.timing == "auto" and "timing" not in spec.to_toml()  # presets keep their text
+        for plan in ("compact", "fast"):
+            chosen = spec.replace(timing=plan)
+            assert f'timing = "{plan}"' in chosen.to_toml() and chosen.stage_timing == plan
+            assert LearnerSpec.from_toml(chosen.to_toml()) == chosen
     with pytest.raises(ValueError, match="timing='fast' is built for the parallel datapath"):
         PRESETS["mlp-readout"].replace(datapath="serial", timing="fast")
+
+
+def test_auto_timing_follows_kind_datapath_and_schedule():
+    kan, mlp = PRESETS["kan-readout"], PRESETS["mlp-readout"]
+    assert kan.schedule == "sequential" and kan.stage_timing == "fast"
+    # what changes with the learner's other fields, never a refusal: the pipelined fast plan would
+    # need a larger staleness (the learner's numbers), the serial datapaths have one plan
+    assert kan.replace(schedule="pipelined").stage_timing == "compact"
+    assert kan.replace(datapath="serial").stage_timing == "compact"
+    assert mlp.stage_timing == "compact" and mlp.replace(datapath="serial").stage_timing == "compact"
+    assert LearnerSpec.from_toml(kan.to_toml()).stage_timing == "fast"
 
 
 # -- numbers: a bool is not an integer, NaN and infinities are not numbers ----------------------

@@ -26,7 +26,27 @@ KINDS = ("kan", "mlp")
 LOSSES = ("mse",)
 SCHEDULES = ("sequential", "pipelined")
 DATAPATHS = ("parallel", "serial")
+#: the stage plans of the RTL (:func:`onchip.hw.plan.stage_plan`)
 TIMINGS = ("compact", "fast")
+#: what the spec's ``timing`` field takes: a plan, or ``"auto"`` (:func:`default_timing`)
+TIMING_CHOICES = ("auto", *TIMINGS)
+
+
+def default_timing(kind: str, datapath: str, schedule: str) -> str:
+    """The stage plan ``timing = "auto"`` (the default) builds: the plan with fewer routed
+    nanoseconds per update, as measured on the ULX3S 85F over the spec family of
+    ``sweeps/timing`` (sequential, placer seed 1).
+
+    - a KAN on the parallel datapath, sequential: ``"fast"`` (fewer ns on 7 of 7 KANs, e.g.
+      kan-paper 94.1 against 129.3 ns);
+    - an MLP: ``"compact"`` (fewer ns on 3 of its 4 members; fast doubles the cycles and, with one
+      input fanning out to every multiplier, gains less than 2x in fmax);
+    - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
+      and the staleness is part of the learner (its numbers), which a default must not change;
+    - the serial datapaths: ``"compact"``, their only plan.
+    """
+    fast = kind == "kan" and datapath == "parallel" and schedule == "sequential"
+    return "fast" if fast else "compact"
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
@@ -176,7 +196,9 @@ class LearnerSpec:
             (:meth:`worst_case_sums`), so that a sum can wrap (the WRAP semantics of ``acc``
             then apply). Default False: such an ``acc`` is refused, naming the integer bits
             it needs.
-        timing: register stages of the RTL (:func:`onchip.hw.learner.stage_plan`):
+        timing: register stages of the RTL (:func:`onchip.hw.plan.stage_plan`): ``"auto"``
+            (the default: :func:`default_timing`, fast for a sequential KAN on the parallel
+            datapath, compact otherwise; :attr:`stage_timing` holds the plan it builds),
             ``"compact"`` (fewest cycles: a multiply, its rounding and an adder tree share
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier or one carry chain: more cycles of latency,
@@ -206,7 +228,7 @@ class LearnerSpec:
     name: str = ""
     datapath: str = "parallel"
     allow_acc_wrap: bool = False
-    timing: str = "compact"
+    timing: str = "auto"
     lanes: int = 1
 
     def __post_init__(self):
@@ -268,9 +290,9 @@ class LearnerSpec:
             f"lanes={self.lanes!r} is more than the widest layer's {max(self.widths[:-1])} inputs "
             f"(a lane takes one input's edge per cycle)",
         )
-        need(self.timing in TIMINGS, f"timing must be one of {', '.join(TIMINGS)}; got {self.timing!r}")
+        need(self.timing in TIMING_CHOICES, f"timing must be one of {', '.join(TIMING_CHOICES)}; got {self.timing!r}")
         need(
-            self.timing == "compact" or self.datapath == "parallel",
+            self.timing != "fast" or self.datapath == "parallel",
             f"timing='fast' is built for the parallel datapath; the serial datapaths (lanes stepping "
             f"over a layer's inputs) have one stage plan, timing='compact'",
         )
@@ -418,6 +440,12 @@ class LearnerSpec:
             return sum(a * b * self.n_coef for a, b in pairs)
         return sum(a * b + b for a, b in pairs)
 
+    @property
+    def stage_timing(self) -> str:
+        """The stage plan the RTL is built with: ``timing``, or for ``"auto"``
+        :func:`default_timing` of this spec's kind, datapath and schedule."""
+        return default_timing(self.kind, self.datapath, self.schedule) if self.timing == "auto" else self.timing
+
     def replace(self, **changes) -> "LearnerSpec":
         """A copy with fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
@@ -448,8 +476,8 @@ class LearnerSpec:
             d["datapath"] = self.datapath
         if self.allow_acc_wrap:  # written only when set: specs without it keep their text (and cache keys)
             d["allow_acc_wrap"] = True
-        if self.timing != "compact":  # likewise: compact specs keep their text (and cache keys)
-            d["timing"] = self.timing
+        if self.timing != "auto":  # likewise: specs without it keep their text (the sources' digest,
+            d["timing"] = self.timing  # part of every hardware cache key, tells the plans apart)
         d["formats"] = self.formats.as_dict()
         return d
 

@@ -20,7 +20,8 @@ through the project's own checks and returns a :class:`VerifyReport`, one named 
   property, ``formal.<level>.<property>``: the stream protocol of the core and of its AXI4-Stream
   wrapper proved by k-induction for all time (``passed``, "proved ... k = <cycles>"), the read-back
   of any parameter checked to a bound, and with ``equivalence`` seconds the ``fast`` and
-  ``compact`` timing plans compared to the bound the solver reaches (``formal.plans.*``). A bounded
+  ``compact`` timing plans compared to the bound the solver reaches, once with any commands
+  (``formal.plans.*``) and once with reads only (``formal.plans_reads_only.*``). A bounded
   case passes with its bound in cycles (and samples) in its text and in ``measured``, never the
   word "proved"; a counterexample fails the case with its VCD trace.
 
@@ -146,7 +147,7 @@ class VerifyReport:
         s = self.spec
         name = s.name or f"{s.kind} {list(s.widths)}"
         return (f"{name} ({s.schedule}{', staleness %d' % s.staleness if s.schedule == 'pipelined' else ''}"
-                f"{', timing fast' if s.timing == 'fast' else ''})")
+                f", timing {s.stage_timing})")
 
     def summary(self) -> str:
         """Text: one line per case (``PASS`` / ``FAIL`` / ``SKIP`` / ``ERROR``), then the totals;
@@ -564,7 +565,7 @@ def _timing_cases(design, seg, n, backend) -> list[Case]:
 
 def _formal_case(r) -> Case:
     """A :class:`Case` of one :class:`onchip.formal.PropertyResult`."""
-    level = "plans" if r.level == "equivalence" else r.level
+    level = {"equivalence": "plans", "equivalence_reads_only": "plans_reads_only"}.get(r.level, r.level)
     name = f"formal.{level}.{r.name}"
     measured = {k: v for k, v in (("status", r.status), ("induction_depth", r.depth), ("bound_cycles", r.bound),
                                   ("bound_samples", r.samples)) if v is not None}
@@ -592,8 +593,9 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
                 compact, fast = formal.plan_designs(spec, theta)
             except ValueError as exc:  # a pipelined staleness the fast plan cannot run at
                 return cases + [Case("formal.plans", "skipped", f"not compared: timing fast: {exc}")]
-            cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / "plans",
-                                                                  timeout=equivalence, log=log)]
+            for writes, sub in ((True, "plans"), (False, "plans_reads_only")):  # both hosts, each its seconds
+                cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / sub, writes=writes,
+                                                                      timeout=equivalence, log=log)]
     return cases
 
 
@@ -656,7 +658,8 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         formal_dir: where the ``formal`` backend's SymbiYosys jobs run (logs, counterexample
             traces); a new temporary folder when None. The report's ``formal_dir``.
         equivalence: seconds the ``formal`` backend may spend comparing the ``fast`` and
-            ``compact`` timing plans (0: not compared).
+            ``compact`` timing plans, for each of its two hosts (any commands, reads only; 0: not
+            compared).
 
     Returns:
         :class:`VerifyReport`; its ``ok`` is True when every check that ran matched. A mismatch

@@ -9,7 +9,7 @@
 // Schedule: sequential. 8 parameters, in RAM (reloaded from a ROM after reset).
 //
 // Clock clk (rising edge). Reset rst: synchronous, active high, at least one edge; with rst low from edge 0
-//     on, the first sample can be taken at edge 9, the first parameter command at edge 9.
+//     on, the first sample can be taken at edge 13, the first parameter command at edge 9.
 //
 // Ports (dir, bits, name, meaning):
 //   in    1  clk          clock; everything happens at its rising edge
@@ -58,10 +58,10 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 4 cycles after the edge that takes the sample, update committed after 5; II 4 cycles.
-// Timing plan: compact (fewest cycles: a multiply, its rounding and an adder tree share a cycle); stages (0:
-//     the cycle that takes the sample): prediction 4, parameter read per layer [2], update per layer [5],
-//     parameter port 0.
+// Latency: prediction 8 cycles after the edge that takes the sample, update committed after 11; II 9 cycles.
+// Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
+//     the cycle that takes the sample): prediction 8, parameter read per layer [3], update per layer [11],
+//     parameter port 4.
 // Formats: input ap_fixed<16,6,RND_CONV,SAT>, coef ap_fixed<16,6,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,6,RND_CONV,SAT>, grad ap_fixed<16,6,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -74,168 +74,347 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire [3:0] \$100 ;
-  wire [2:0] \$101 ;
+  wire \$100 ;
+  wire \$101 ;
   wire \$102 ;
-  wire [3:0] \$103 ;
-  wire [3:0] \$104 ;
+  wire \$103 ;
+  wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire [15:0] \$107 ;
+  wire [32:0] \$107 ;
   wire [15:0] \$108 ;
-  reg [15:0] \$109 ;
+  wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
-  wire [2:0] \$113 ;
-  wire [2:0] \$114 ;
-  wire [2:0] \$115 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
   wire \$116 ;
-  wire [3:0] \$117 ;
-  wire [2:0] \$118 ;
+  wire \$117 ;
+  wire \$118 ;
   wire \$119 ;
   wire [3:0] \$12 ;
-  wire [3:0] \$120 ;
-  wire [3:0] \$121 ;
+  wire \$120 ;
+  wire \$121 ;
   wire \$122 ;
   wire \$123 ;
-  wire [15:0] \$124 ;
-  wire [15:0] \$125 ;
-  reg [15:0] \$126 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire \$129 ;
+  wire [32:0] \$129 ;
   wire [2:0] \$13 ;
-  wire [2:0] \$130 ;
-  wire [2:0] \$131 ;
-  wire [2:0] \$132 ;
+  wire [15:0] \$130 ;
+  wire \$131 ;
+  wire \$132 ;
   wire \$133 ;
-  wire [3:0] \$134 ;
-  wire [2:0] \$135 ;
-  wire \$136 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire [3:0] \$136 ;
   wire [3:0] \$137 ;
-  wire [3:0] \$138 ;
+  wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
-  wire [15:0] \$141 ;
-  wire [15:0] \$142 ;
+  wire \$141 ;
+  wire \$142 ;
   wire \$143 ;
-  wire [4:0] \$144 ;
-  wire \$145 ;
+  wire [15:0] \$144 ;
+  wire [15:0] \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire \$149 ;
+  wire [3:0] \$149 ;
   wire [3:0] \$15 ;
-  wire \$150 ;
+  wire [3:0] \$150 ;
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire [3:0] \$159 ;
+  wire [15:0] \$157 ;
+  wire [15:0] \$158 ;
+  wire \$159 ;
   wire [3:0] \$16 ;
   wire \$160 ;
   wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
+  wire [3:0] \$162 ;
+  wire [3:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
   wire \$169 ;
-  wire [40:0] \$17 ;
-  wire [6:0] \$170 ;
-  wire [7:0] \$171 ;
-  wire [5:0] \$172 ;
-  wire [6:0] \$173 ;
-  wire [4:0] \$174 ;
-  wire \$175 ;
-  wire \$176 ;
+  wire \$17 ;
+  wire [15:0] \$170 ;
+  wire [15:0] \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire [3:0] \$175 ;
+  wire [3:0] \$176 ;
   wire \$177 ;
-  reg [15:0] \$178 ;
-  reg [15:0] \$179 ;
-  wire [40:0] \$18 ;
-  reg [15:0] \$180 ;
-  reg \$181 ;
-  reg \$182 ;
-  reg \$183 ;
-  reg \$184 ;
-  reg \$185 ;
-  reg [3:0] \$186 ;
-  reg \$187 ;
-  reg [1:0] \$188 ;
-  reg \$189 ;
+  wire \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire [15:0] \$183 ;
+  wire [15:0] \$184 ;
+  wire \$185 ;
+  wire [4:0] \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  reg \$190 ;
-  reg \$191 ;
-  reg [15:0] \$192 ;
-  reg [15:0] \$193 ;
-  reg [15:0] \$194 ;
-  reg [1:0] \$195 ;
-  reg [1:0] \$196 ;
-  reg [2:0] \$197 ;
-  reg [15:0] \$198 ;
-  reg [15:0] \$199 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  reg [15:0] \$200 ;
-  reg [15:0] \$201 ;
-  reg [39:0] \$202 ;
-  reg [39:0] \$203 ;
-  reg [39:0] \$204 ;
-  reg [39:0] \$205 ;
-  reg [15:0] \$206 ;
-  reg [15:0] \$207 ;
-  reg [15:0] \$208 ;
-  reg [15:0] \$209 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire [3:0] \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  reg [1:0] \$210 ;
-  reg [1:0] \$211 ;
-  reg [1:0] \$212 ;
-  reg [15:0] \$213 ;
-  reg [2:0] \$214 ;
-  reg [2:0] \$215 ;
-  reg [2:0] \$216 ;
-  reg [15:0] \$217 ;
-  reg [15:0] \$218 ;
-  reg [15:0] \$219 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire [4:0] \$216 ;
+  wire [2:0] \$217 ;
+  wire [6:0] \$218 ;
+  wire [7:0] \$219 ;
   wire \$22 ;
-  reg [15:0] \$220 ;
-  reg [15:0] \$221 ;
-  reg [15:0] \$222 ;
-  reg [15:0] \$223 ;
-  reg [15:0] \$224 ;
-  reg [15:0] \$225 ;
-  reg [15:0] \$226 ;
+  wire [2:0] \$220 ;
+  wire [2:0] \$221 ;
+  wire [5:0] \$222 ;
+  wire [6:0] \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
   reg [15:0] \$227 ;
   reg [15:0] \$228 ;
+  reg [15:0] \$229 ;
   wire \$23 ;
+  wire [2:0] \$230 ;
+  wire \$231 ;
+  wire [3:0] \$232 ;
+  wire [2:0] \$233 ;
+  wire \$234 ;
+  wire [3:0] \$235 ;
+  wire [2:0] \$236 ;
+  wire \$237 ;
+  wire [3:0] \$238 ;
+  wire [2:0] \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire [3:0] \$241 ;
+  reg [15:0] \$242 ;
+  reg [15:0] \$243 ;
+  reg [15:0] \$244 ;
+  reg [15:0] \$245 ;
+  wire [31:0] \$246 ;
+  wire [31:0] \$247 ;
+  wire [31:0] \$248 ;
+  wire [31:0] \$249 ;
   wire \$25 ;
+  wire [40:0] \$250 ;
+  wire [40:0] \$251 ;
+  wire [41:0] \$252 ;
+  wire [31:0] \$253 ;
+  wire [31:0] \$254 ;
+  wire [31:0] \$255 ;
+  wire [31:0] \$256 ;
+  reg \$257 ;
+  reg \$258 ;
+  reg \$259 ;
   wire \$26 ;
+  reg \$260 ;
+  reg \$261 ;
+  reg \$262 ;
+  reg \$263 ;
+  reg \$264 ;
+  reg \$265 ;
+  reg \$266 ;
+  reg \$267 ;
+  reg [3:0] \$268 ;
+  reg \$269 ;
   wire \$27 ;
-  wire [15:0] \$28 ;
+  reg \$270 ;
+  reg \$271 ;
+  reg \$272 ;
+  reg [2:0] \$273 ;
+  reg \$274 ;
+  reg \$275 ;
+  reg [15:0] \$276 ;
+  reg [2:0] \$277 ;
+  reg [2:0] \$278 ;
+  reg \$279 ;
+  wire \$28 ;
+  reg \$280 ;
+  reg [15:0] \$281 ;
+  reg [2:0] \$282 ;
+  reg [2:0] \$283 ;
+  reg \$284 ;
+  reg \$285 ;
+  reg [15:0] \$286 ;
+  reg [2:0] \$287 ;
+  reg [6:0] \$288 ;
+  reg [2:0] \$289 ;
   wire \$29 ;
+  reg \$290 ;
+  reg \$291 ;
+  reg [15:0] \$292 ;
+  reg \$293 ;
+  reg [1:0] \$294 ;
+  reg \$295 ;
+  reg \$296 ;
+  reg \$297 ;
+  reg \$298 ;
+  reg \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
+  reg \$300 ;
+  reg \$301 ;
+  reg [15:0] \$302 ;
+  reg [15:0] \$303 ;
+  reg [15:0] \$304 ;
+  reg [1:0] \$305 ;
+  reg [13:0] \$306 ;
+  reg [1:0] \$307 ;
+  reg [2:0] \$308 ;
+  reg [15:0] \$309 ;
   wire \$31 ;
-  wire [15:0] \$32 ;
+  reg [15:0] \$310 ;
+  reg [15:0] \$311 ;
+  reg [15:0] \$312 ;
+  reg [3:0] \$313 ;
+  reg [3:0] \$314 ;
+  reg [3:0] \$315 ;
+  reg [3:0] \$316 ;
+  reg [15:0] \$317 ;
+  reg [15:0] \$318 ;
+  reg [15:0] \$319 ;
+  wire \$32 ;
+  reg [15:0] \$320 ;
+  reg [15:0] \$321 ;
+  reg [15:0] \$322 ;
+  reg [31:0] \$323 ;
+  reg [15:0] \$324 ;
+  reg [15:0] \$325 ;
+  reg [31:0] \$326 ;
+  reg [15:0] \$327 ;
+  reg [15:0] \$328 ;
+  reg [31:0] \$329 ;
   wire \$33 ;
+  reg [15:0] \$330 ;
+  reg [15:0] \$331 ;
+  reg [31:0] \$332 ;
+  reg [40:0] \$333 ;
+  reg [40:0] \$334 ;
+  reg [41:0] \$335 ;
+  reg [15:0] \$336 ;
+  reg [15:0] \$337 ;
+  reg [15:0] \$338 ;
+  reg [15:0] \$339 ;
   wire \$34 ;
+  reg [15:0] \$340 ;
+  reg [15:0] \$341 ;
+  reg [15:0] \$342 ;
+  reg [15:0] \$343 ;
+  reg [1:0] \$344 ;
+  reg [1:0] \$345 ;
+  reg [1:0] \$346 ;
+  reg [1:0] \$347 ;
+  reg [1:0] \$348 ;
+  reg [1:0] \$349 ;
   wire \$35 ;
+  reg [1:0] \$350 ;
+  reg [15:0] \$351 ;
+  reg [3:0] \$352 ;
+  reg [3:0] \$353 ;
+  reg [3:0] \$354 ;
+  reg [3:0] \$355 ;
+  reg [3:0] \$356 ;
+  reg [3:0] \$357 ;
+  reg [3:0] \$358 ;
+  reg [3:0] \$359 ;
   wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
+  reg [3:0] \$360 ;
+  reg [3:0] \$361 ;
+  reg [3:0] \$362 ;
+  reg [3:0] \$363 ;
+  reg [3:0] \$364 ;
+  reg [3:0] \$365 ;
+  reg [3:0] \$366 ;
+  reg [3:0] \$367 ;
+  reg [3:0] \$368 ;
+  reg [3:0] \$369 ;
+  wire [40:0] \$37 ;
+  reg [3:0] \$370 ;
+  reg [3:0] \$371 ;
+  reg [3:0] \$372 ;
+  reg [3:0] \$373 ;
+  reg [3:0] \$374 ;
+  reg [3:0] \$375 ;
+  reg [3:0] \$376 ;
+  reg [3:0] \$377 ;
+  reg [3:0] \$378 ;
+  reg [3:0] \$379 ;
+  wire [15:0] \$38 ;
+  reg [15:0] \$380 ;
+  reg [15:0] \$381 ;
+  reg [15:0] \$382 ;
+  reg [15:0] \$383 ;
+  reg [15:0] \$384 ;
+  reg [31:0] \$385 ;
+  reg [15:0] \$386 ;
+  reg [15:0] \$387 ;
+  reg [15:0] \$388 ;
+  reg [15:0] \$389 ;
   wire \$39 ;
+  reg [15:0] \$390 ;
+  reg [15:0] \$391 ;
+  reg [31:0] \$392 ;
+  reg [15:0] \$393 ;
+  reg [15:0] \$394 ;
+  reg [15:0] \$395 ;
+  reg [15:0] \$396 ;
+  reg [15:0] \$397 ;
+  reg [15:0] \$398 ;
+  reg [31:0] \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
+  reg [15:0] \$400 ;
+  reg [15:0] \$401 ;
+  reg [15:0] \$402 ;
+  reg [15:0] \$403 ;
+  reg [15:0] \$404 ;
+  reg [15:0] \$405 ;
+  reg [31:0] \$406 ;
+  reg [15:0] \$407 ;
   wire \$41 ;
   wire [15:0] \$42 ;
   wire \$43 ;
@@ -248,7 +427,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [2:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
-  wire [15:0] \$52 ;
+  wire \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -259,9 +438,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$6 ;
   wire \$60 ;
   wire \$61 ;
-  wire [15:0] \$62 ;
-  wire \$63 ;
-  wire \$64 ;
+  wire \$62 ;
+  wire [32:0] \$63 ;
+  wire [15:0] \$64 ;
   wire \$65 ;
   wire \$66 ;
   wire \$67 ;
@@ -270,61 +449,71 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [3:0] \$7 ;
   wire \$70 ;
   wire \$71 ;
-  wire [15:0] \$72 ;
+  wire \$72 ;
   wire \$73 ;
   wire \$74 ;
-  reg [15:0] \$75 ;
+  wire \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [2:0] \$79 ;
+  wire \$79 ;
   wire [3:0] \$8 ;
-  wire [2:0] \$80 ;
-  wire [2:0] \$81 ;
+  wire \$80 ;
+  wire \$81 ;
   wire \$82 ;
-  wire [3:0] \$83 ;
-  wire [2:0] \$84 ;
-  wire \$85 ;
-  wire [3:0] \$86 ;
-  wire [3:0] \$87 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire [32:0] \$85 ;
+  wire [15:0] \$86 ;
+  wire \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
-  wire [15:0] \$90 ;
-  wire [15:0] \$91 ;
-  reg [15:0] \$92 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
-  wire [2:0] \$96 ;
-  wire [2:0] \$97 ;
-  wire [2:0] \$98 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
   wire \$99 ;
   wire \$signature__addr ;
-  wire \$signature__addr$104 ;
-  wire \$signature__addr$114 ;
-  wire \$signature__addr$122 ;
-  wire \$signature__addr$130 ;
-  wire \$signature__addr$22 ;
+  wire \$signature__addr$109 ;
+  wire \$signature__addr$121 ;
+  wire \$signature__addr$132 ;
+  wire \$signature__addr$143 ;
   wire \$signature__addr$24 ;
   wire \$signature__addr$26 ;
+  wire \$signature__addr$28 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$112 ;
-  wire [15:0] \$signature__data$120 ;
-  wire [15:0] \$signature__data$128 ;
-  wire [15:0] \$signature__data$31 ;
-  wire [15:0] \$signature__data$32 ;
+  wire [15:0] \$signature__data$103 ;
+  wire [15:0] \$signature__data$118 ;
+  wire [15:0] \$signature__data$129 ;
+  wire [15:0] \$signature__data$140 ;
   wire [15:0] \$signature__data$33 ;
-  wire [15:0] \$signature__data$98 ;
+  wire [15:0] \$signature__data$34 ;
+  wire [15:0] \$signature__data$35 ;
   wire \$signature__en ;
-  wire \$signature__en$106 ;
-  wire \$signature__en$115 ;
-  wire \$signature__en$123 ;
-  wire \$signature__en$131 ;
-  wire \$signature__en$23 ;
+  wire \$signature__en$112 ;
+  wire \$signature__en$124 ;
+  wire \$signature__en$135 ;
+  wire \$signature__en$146 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
+  wire \$signature__en$29 ;
+  wire above;
+  wire \above$68 ;
+  wire \above$74 ;
+  wire \above$80 ;
+  wire \above$86 ;
   wire accept;
+  wire below;
+  wire \below$69 ;
+  wire \below$75 ;
+  wire \below$81 ;
+  wire \below$87 ;
   wire busy;
   wire [63:0] bval;
   wire [15:0] \bval[0] ;
@@ -337,63 +526,157 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l0;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s5 = 16'h0000;
+  reg [15:0] err0_s9 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [31:0] \floor$72 ;
+  wire [31:0] \floor$65 ;
+  wire [31:0] \floor$71 ;
   wire [31:0] \floor$77 ;
-  wire [31:0] \floor$82 ;
-  wire [31:0] \floor$87 ;
+  wire [31:0] \floor$83 ;
+  wire inc;
+  wire \inc$67 ;
+  wire \inc$73 ;
+  wire \inc$79 ;
+  wire \inc$85 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
-  reg [15:0] l0_bval0_0_s2 = 16'h0000;
+  reg [1:0] kind_s5 = 2'h0;
+  reg [1:0] kind_s6 = 2'h0;
+  reg [1:0] kind_s7 = 2'h0;
+  reg [1:0] kind_s8 = 2'h0;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
-  reg [15:0] l0_bval0_0_s5 = 16'h0000;
-  reg [15:0] l0_bval0_1_s2 = 16'h0000;
   reg [15:0] l0_bval0_1_s3 = 16'h0000;
   reg [15:0] l0_bval0_1_s4 = 16'h0000;
-  reg [15:0] l0_bval0_1_s5 = 16'h0000;
-  reg [15:0] l0_bval0_2_s2 = 16'h0000;
   reg [15:0] l0_bval0_2_s3 = 16'h0000;
   reg [15:0] l0_bval0_2_s4 = 16'h0000;
-  reg [15:0] l0_bval0_2_s5 = 16'h0000;
-  reg [15:0] l0_bval0_3_s2 = 16'h0000;
   reg [15:0] l0_bval0_3_s3 = 16'h0000;
   reg [15:0] l0_bval0_3_s4 = 16'h0000;
-  reg [15:0] l0_bval0_3_s5 = 16'h0000;
-  reg [2:0] l0_cell0_s2 = 3'h0;
+  reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s9 = 16'h0000;
   reg [2:0] l0_cell0_s3 = 3'h0;
-  reg [2:0] l0_cell0_s4 = 3'h0;
-  reg [2:0] l0_cell0_s5 = 3'h0;
-  reg [1:0] l0_lo0_s2 = 2'h0;
-  reg [15:0] l0_out0_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_0_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_1_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_2_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_3_s4 = 16'h0000;
+  reg [31:0] l0_delta0_0_0_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_0_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_1_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_1_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_2_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_2_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_3_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_3_s11 = 16'h0000;
+  reg [1:0] l0_lo0_s3 = 2'h0;
+  reg [15:0] l0_out0_s8 = 16'h0000;
   wire l0_port_baddr;
-  wire [2:0] l0_port_baddr_q;
+  reg [2:0] l0_port_baddr_p4 = 3'h0;
   wire [1:0] l0_port_bank;
+  reg [6:0] l0_port_bank_p4 = 7'h00;
   wire [15:0] l0_port_data;
+  reg [15:0] l0_port_data_p1 = 16'h0000;
+  reg [15:0] l0_port_data_p2 = 16'h0000;
+  reg [15:0] l0_port_data_p3 = 16'h0000;
+  (* init = 16'h0000 *)
+  wire [15:0] l0_port_data_p4;
   wire l0_port_edge;
-  wire [2:0] l0_port_edge_q;
+  reg [2:0] l0_port_edge_p2 = 3'h0;
+  reg [2:0] l0_port_edge_p3 = 3'h0;
+  reg [2:0] l0_port_edge_p4 = 3'h0;
   wire l0_port_hit0_0_0;
   wire l0_port_hit0_0_1;
   wire l0_port_hit0_0_2;
   wire l0_port_hit0_0_3;
   wire [2:0] l0_port_local;
-  wire [2:0] l0_port_q;
+  reg [2:0] l0_port_local_p1 = 3'h0;
+  reg [2:0] l0_port_local_p2 = 3'h0;
+  reg [2:0] l0_port_q_p3 = 3'h0;
   wire l0_port_rd;
+  reg l0_port_rd_p1 = 1'h0;
+  reg l0_port_rd_p2 = 1'h0;
+  reg l0_port_rd_p3 = 1'h0;
+  (* init = 1'h0 *)
+  wire l0_port_rd_p4;
   wire l0_port_wr;
-  reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_0_3_s3 = 40'h0000000000;
+  reg l0_port_wr_p1 = 1'h0;
+  reg l0_port_wr_p2 = 1'h0;
+  reg l0_port_wr_p3 = 1'h0;
+  (* init = 1'h0 *)
+  wire l0_port_wr_p4;
+  (* init = 14'h0000 *)
+  wire [13:0] l0_pos0_s2;
+  reg [31:0] l0_prod0_0_0_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_1_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_2_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_3_raw_s5 = 32'd0;
+  reg [15:0] l0_ram_data = 16'h0000;
+  reg l0_ram_rd = 1'h0;
+  reg l0_ram_wr = 1'h0;
   reg [1:0] l0_rd_bank = 2'h0;
   reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
+  reg [40:0] l0_sum0_t0_0_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_1_s6 = 41'h00000000000;
+  reg [41:0] l0_sum0_t1_0_s7 = 42'h00000000000;
+  reg [3:0] l0_waddr0_0_s10 = 4'h0;
+  reg [3:0] l0_waddr0_0_s11 = 4'h0;
+  reg [3:0] l0_waddr0_0_s4 = 4'h0;
+  reg [3:0] l0_waddr0_0_s5 = 4'h0;
+  reg [3:0] l0_waddr0_0_s6 = 4'h0;
+  reg [3:0] l0_waddr0_0_s7 = 4'h0;
+  reg [3:0] l0_waddr0_0_s8 = 4'h0;
+  reg [3:0] l0_waddr0_0_s9 = 4'h0;
+  reg [3:0] l0_waddr0_1_s10 = 4'h0;
+  reg [3:0] l0_waddr0_1_s11 = 4'h0;
+  reg [3:0] l0_waddr0_1_s4 = 4'h0;
+  reg [3:0] l0_waddr0_1_s5 = 4'h0;
+  reg [3:0] l0_waddr0_1_s6 = 4'h0;
+  reg [3:0] l0_waddr0_1_s7 = 4'h0;
+  reg [3:0] l0_waddr0_1_s8 = 4'h0;
+  reg [3:0] l0_waddr0_1_s9 = 4'h0;
+  reg [3:0] l0_waddr0_2_s10 = 4'h0;
+  reg [3:0] l0_waddr0_2_s11 = 4'h0;
+  reg [3:0] l0_waddr0_2_s4 = 4'h0;
+  reg [3:0] l0_waddr0_2_s5 = 4'h0;
+  reg [3:0] l0_waddr0_2_s6 = 4'h0;
+  reg [3:0] l0_waddr0_2_s7 = 4'h0;
+  reg [3:0] l0_waddr0_2_s8 = 4'h0;
+  reg [3:0] l0_waddr0_2_s9 = 4'h0;
+  reg [3:0] l0_waddr0_3_s10 = 4'h0;
+  reg [3:0] l0_waddr0_3_s11 = 4'h0;
+  reg [3:0] l0_waddr0_3_s4 = 4'h0;
+  reg [3:0] l0_waddr0_3_s5 = 4'h0;
+  reg [3:0] l0_waddr0_3_s6 = 4'h0;
+  reg [3:0] l0_waddr0_3_s7 = 4'h0;
+  reg [3:0] l0_waddr0_3_s8 = 4'h0;
+  reg [3:0] l0_waddr0_3_s9 = 4'h0;
   output [16:0] m__payload;
   wire [16:0] m__payload;
   wire \m__payload.decision ;
@@ -413,6 +696,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input pc__valid;
   wire pc__valid;
   wire [2:0] port_addr;
+  wire port_cmd;
+  reg port_in_flight0 = 1'h0;
+  reg port_in_flight1 = 1'h0;
+  reg port_in_flight2 = 1'h0;
+  reg port_in_flight3 = 1'h0;
+  wire [13:0] pos;
+  reg [13:0] pos_in = 14'h0000;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   wire [15:0] \pr__payload.data ;
@@ -422,6 +712,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg pr__valid = 1'h0;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
+  reg read_wait1 = 1'h0;
+  reg read_wait2 = 1'h0;
+  reg read_wait3 = 1'h0;
+  reg read_wait4 = 1'h0;
   wire [2:0] reload_addr;
   reg [3:0] reload_count = 4'h0;
   wire reload_write;
@@ -443,66 +737,62 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire s__ready;
   input s__valid;
   wire s__valid;
-  wire [31:0] t;
-  wire [16:0] \t$111 ;
-  wire [16:0] \t$119 ;
-  wire [16:0] \t$127 ;
-  wire [34:0] \t$36 ;
-  wire [39:0] \t$37 ;
-  wire [31:0] \t$39 ;
-  wire [34:0] \t$41 ;
+  wire [34:0] t;
+  wire [16:0] \t$102 ;
+  wire [16:0] \t$117 ;
+  wire [16:0] \t$128 ;
+  wire [16:0] \t$139 ;
+  wire [39:0] \t$38 ;
+  wire [34:0] \t$40 ;
   wire [39:0] \t$42 ;
-  wire [31:0] \t$44 ;
-  wire [34:0] \t$46 ;
-  wire [39:0] \t$47 ;
-  wire [31:0] \t$49 ;
-  wire [34:0] \t$51 ;
-  wire [39:0] \t$52 ;
-  wire [41:0] \t$53 ;
-  wire [39:0] \t$58 ;
-  wire [40:0] \t$60 ;
-  wire [15:0] \t$61 ;
-  wire [16:0] \t$63 ;
-  wire [17:0] \t$65 ;
-  wire [15:0] \t$66 ;
-  wire [31:0] \t$69 ;
-  wire [32:0] \t$73 ;
-  wire [15:0] \t$74 ;
-  wire [31:0] \t$75 ;
-  wire [32:0] \t$78 ;
-  wire [15:0] \t$79 ;
-  wire [31:0] \t$80 ;
-  wire [32:0] \t$83 ;
-  wire [15:0] \t$84 ;
-  wire [31:0] \t$85 ;
-  wire [32:0] \t$88 ;
-  wire [15:0] \t$89 ;
-  wire [16:0] \t$97 ;
+  wire [34:0] \t$44 ;
+  wire [39:0] \t$46 ;
+  wire [34:0] \t$48 ;
+  wire [39:0] \t$50 ;
+  wire [39:0] \t$51 ;
+  wire [15:0] \t$57 ;
+  wire [16:0] \t$59 ;
+  wire [17:0] \t$61 ;
+  wire [15:0] \t$62 ;
+  wire [15:0] \t$70 ;
+  wire [15:0] \t$76 ;
+  wire [15:0] \t$82 ;
+  wire [15:0] \t$88 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
+  reg valid_s10 = 1'h0;
+  reg valid_s11 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
-  (* init = 1'h0 *)
-  wire valid_s4;
+  reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  reg valid_s6 = 1'h0;
+  reg valid_s7 = 1'h0;
+  (* init = 1'h0 *)
+  wire valid_s8;
+  reg valid_s9 = 1'h0;
   wire wp__addr;
-  wire \wp__addr$116 ;
-  wire \wp__addr$124 ;
-  wire \wp__addr$132 ;
+  wire \wp__addr$125 ;
+  wire \wp__addr$136 ;
+  wire \wp__addr$147 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$117 ;
-  wire [15:0] \wp__data$125 ;
-  wire [15:0] \wp__data$133 ;
+  wire [15:0] \wp__data$126 ;
+  wire [15:0] \wp__data$137 ;
+  wire [15:0] \wp__data$148 ;
   wire wp__en;
-  wire \wp__en$118 ;
-  wire \wp__en$126 ;
-  wire \wp__en$134 ;
+  wire \wp__en$127 ;
+  wire \wp__en$138 ;
+  wire \wp__en$149 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
+  reg [15:0] y0_s5 = 16'h0000;
+  reg [15:0] y0_s6 = 16'h0000;
+  reg [15:0] y0_s7 = 16'h0000;
+  reg [15:0] y0_s8 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [1:0];
   initial begin
@@ -511,19 +801,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$87 [0]] <= wp__data;
+      l0_coef_0_0_bank0[\$137 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$83 [0];
+    _0_ <= \$136 [0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == \$87 [0])
+      if (wp__en && \$4 [0] == \$137 [0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$98  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$103  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
@@ -532,21 +822,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$118 )
-      l0_coef_0_0_bank1[\$104 [0]] <= \wp__data$117 ;
+    if (\wp__en$127 )
+      l0_coef_0_0_bank1[\$150 [0]] <= \wp__data$126 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$100 [0];
-    if (\$signature__en$23 ) begin
+    _2_ <= \$149 [0];
+    if (\$signature__en$25 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$118  && \$8 [0] == \$104 [0])
-        _3_ <= \wp__data$117 ;
+      if (\wp__en$127  && \$8 [0] == \$150 [0])
+        _3_ <= \wp__data$126 ;
     end
   end
-  assign \$signature__data$112  = l0_coef_0_0_bank1[_2_];
-  assign \$signature__data$31  = _3_;
+  assign \$signature__data$118  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$33  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
   initial begin
@@ -554,21 +844,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$126 )
-      l0_coef_0_0_bank2[\$121 [0]] <= \wp__data$125 ;
+    if (\wp__en$138 )
+      l0_coef_0_0_bank2[\$163 [0]] <= \wp__data$137 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$117 [0];
-    if (\$signature__en$25 ) begin
+    _4_ <= \$162 [0];
+    if (\$signature__en$27 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$126  && \$12 [0] == \$121 [0])
-        _5_ <= \wp__data$125 ;
+      if (\wp__en$138  && \$12 [0] == \$163 [0])
+        _5_ <= \wp__data$137 ;
     end
   end
-  assign \$signature__data$120  = l0_coef_0_0_bank2[_4_];
-  assign \$signature__data$32  = _5_;
+  assign \$signature__data$129  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$34  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
   initial begin
@@ -576,21 +866,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$134 )
-      l0_coef_0_0_bank3[\$138 [0]] <= \wp__data$133 ;
+    if (\wp__en$149 )
+      l0_coef_0_0_bank3[\$176 [0]] <= \wp__data$148 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$134 [0];
-    if (\$signature__en$27 ) begin
+    _6_ <= \$175 [0];
+    if (\$signature__en$29 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$134  && \$16 [0] == \$138 [0])
-        _7_ <= \wp__data$133 ;
+      if (\wp__en$149  && \$16 [0] == \$176 [0])
+        _7_ <= \wp__data$148 ;
     end
   end
-  assign \$signature__data$128  = l0_coef_0_0_bank3[_6_];
-  assign \$signature__data$33  = _7_;
+  assign \$signature__data$140  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$35  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -607,336 +897,821 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _8_ <= theta0_rom[reload_count[2:0]];
   end
   assign rom_rd__data = _8_;
+  always @(posedge clk)
+    l0_bval_bank0_0_s5 <= \$380 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s6 <= \$381 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s7 <= \$382 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s8 <= \$383 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s9 <= \$384 ;
+  always @(posedge clk)
+    l0_delta0_0_0_raw_s10 <= \$385 ;
+  always @(posedge clk)
+    l0_delta0_0_0_s11 <= \$386 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s5 <= \$387 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s6 <= \$388 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s7 <= \$389 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s8 <= \$390 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s9 <= \$391 ;
+  always @(posedge clk)
+    l0_delta0_0_1_raw_s10 <= \$392 ;
+  always @(posedge clk)
+    l0_delta0_0_1_s11 <= \$393 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s5 <= \$394 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s6 <= \$395 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s7 <= \$396 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s8 <= \$397 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s9 <= \$398 ;
+  always @(posedge clk)
+    l0_delta0_0_2_raw_s10 <= \$399 ;
+  always @(posedge clk)
+    l0_delta0_0_2_s11 <= \$400 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s5 <= \$401 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s6 <= \$402 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s7 <= \$403 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s8 <= \$404 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s9 <= \$405 ;
+  always @(posedge clk)
+    l0_delta0_0_3_raw_s10 <= \$406 ;
+  always @(posedge clk)
+    l0_delta0_0_3_s11 <= \$407 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
-  assign \$4  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$3 ;
-  assign \$signature__en  = en | l0_port_rd;
+  assign \$4  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$3 ;
+  assign \$signature__en  = en | l0_ram_rd;
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
-  assign \$8  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$7 ;
-  assign \$signature__en$23  = en | l0_port_rd;
+  assign \$8  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$7 ;
+  assign \$signature__en$25  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
-  assign \$12  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$11 ;
-  assign \$signature__en$25  = en | l0_port_rd;
+  assign \$12  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$11 ;
+  assign \$signature__en$27  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
-  assign \$16  = l0_port_rd ? { 3'h0, l0_port_baddr_q[0] } : \$15 ;
-  assign \$signature__en$27  = en | l0_port_rd;
-  assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$39  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$44  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$49  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
-  assign \$17  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$18  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \t$53  = $signed(\$17 ) + $signed(\$18 );
-  assign \$19  = ! \t$53 [14:0];
-  assign \$20  = ~ \$19 ;
-  assign \$21  = \t$53 [15] & \$20 ;
-  assign \$22  = ! \t$53 [14:0];
-  assign \$23  = \t$53 [15] & \$22 ;
-  assign \$24  = \$23  & floor[0];
-  assign \$25  = \$21  | \$24 ;
-  assign \t$60  = $signed(floor) + $signed({ 1'h0, \$25  });
-  assign \$26  = $signed(\t$60 ) < $signed(16'h8000);
-  assign \$27  = $signed(\t$60 ) > $signed(16'h7fff);
-  assign \$28  = \$27  ? 16'h7fff : \t$60 [15:0];
-  assign \t$61  = \$26  ? 16'h8000 : \$28 ;
-  assign \$29  = $signed(l0_out0_s4) >= $signed(1'h0);
-  assign \t$63  = $signed(l0_out0_s4) - $signed(y0_s4);
-  assign \$30  = $signed(\t$65 ) < $signed(16'h8000);
-  assign \$31  = $signed(\t$65 ) > $signed(16'h7fff);
-  assign \$32  = \$31  ? 16'h7fff : \t$65 [15:0];
-  assign \t$66  = \$30  ? 16'h8000 : \$32 ;
-  assign \t$69  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$33  = ! \t$69 [14:0];
-  assign \$34  = ~ \$33 ;
-  assign \$35  = \t$69 [15] & \$34 ;
-  assign \$36  = ! \t$69 [14:0];
-  assign \$37  = \t$69 [15] & \$36 ;
-  assign \$38  = \$37  & \floor$72 [0];
-  assign \$39  = \$35  | \$38 ;
-  assign \t$73  = $signed(\floor$72 ) + $signed({ 1'h0, \$39  });
-  assign \$40  = $signed(\t$73 ) < $signed(16'h8000);
-  assign \$41  = $signed(\t$73 ) > $signed(16'h7fff);
-  assign \$42  = \$41  ? 16'h7fff : \t$73 [15:0];
-  assign \t$74  = \$40  ? 16'h8000 : \$42 ;
-  assign \t$75  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$43  = ! \t$75 [14:0];
+  assign \$16  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$15 ;
+  assign \$signature__en$29  = en | l0_ram_rd;
+  assign \$17  = ! l0_sum0_t1_0_s7[14:0];
+  assign \$18  = ~ \$17 ;
+  assign \$19  = l0_sum0_t1_0_s7[15] & \$18 ;
+  assign \$20  = ! l0_sum0_t1_0_s7[14:0];
+  assign \$21  = l0_sum0_t1_0_s7[15] & \$20 ;
+  assign \$22  = \$21  & floor[0];
+  assign inc = \$19  | \$22 ;
+  assign \$23  = $signed(floor) > $signed(16'h7fff);
+  assign \$24  = floor == 15'h7fff;
+  assign \$25  = \$24  & inc;
+  assign above = \$23  | \$25 ;
+  assign \$26  = $signed(floor) < $signed(17'h17fff);
+  assign \$27  = floor == 40'hffffff7fff;
+  assign \$28  = ~ inc;
+  assign \$29  = \$27  & \$28 ;
+  assign below = \$26  | \$29 ;
+  assign \$30  = ! l0_sum0_t1_0_s7[14:0];
+  assign \$31  = ~ \$30 ;
+  assign \$32  = l0_sum0_t1_0_s7[15] & \$31 ;
+  assign \$33  = ! l0_sum0_t1_0_s7[14:0];
+  assign \$34  = l0_sum0_t1_0_s7[15] & \$33 ;
+  assign \$35  = \$34  & floor[0];
+  assign \$36  = \$32  | \$35 ;
+  assign \$37  = $signed(floor) + $signed({ 1'h0, \$36  });
+  assign \$38  = above ? 16'h7fff : \$37 [15:0];
+  assign \t$57  = below ? 16'h8000 : \$38 ;
+  assign \$39  = $signed(l0_out0_s8) >= $signed(1'h0);
+  assign \t$59  = $signed(l0_out0_s8) - $signed(y0_s8);
+  assign \$40  = $signed(\t$61 ) < $signed(16'h8000);
+  assign \$41  = $signed(\t$61 ) > $signed(16'h7fff);
+  assign \$42  = \$41  ? 16'h7fff : \t$61 [15:0];
+  assign \t$62  = \$40  ? 16'h8000 : \$42 ;
+  assign \$43  = ! l0_delta0_0_0_raw_s10[14:0];
   assign \$44  = ~ \$43 ;
-  assign \$45  = \t$75 [15] & \$44 ;
-  assign \$46  = ! \t$75 [14:0];
-  assign \$47  = \t$75 [15] & \$46 ;
-  assign \$48  = \$47  & \floor$77 [0];
-  assign \$49  = \$45  | \$48 ;
-  assign \t$78  = $signed(\floor$77 ) + $signed({ 1'h0, \$49  });
-  assign \$50  = $signed(\t$78 ) < $signed(16'h8000);
-  assign \$51  = $signed(\t$78 ) > $signed(16'h7fff);
-  assign \$52  = \$51  ? 16'h7fff : \t$78 [15:0];
-  assign \t$79  = \$50  ? 16'h8000 : \$52 ;
-  assign \t$80  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$53  = ! \t$80 [14:0];
-  assign \$54  = ~ \$53 ;
-  assign \$55  = \t$80 [15] & \$54 ;
-  assign \$56  = ! \t$80 [14:0];
-  assign \$57  = \t$80 [15] & \$56 ;
-  assign \$58  = \$57  & \floor$82 [0];
-  assign \$59  = \$55  | \$58 ;
-  assign \t$83  = $signed(\floor$82 ) + $signed({ 1'h0, \$59  });
-  assign \$60  = $signed(\t$83 ) < $signed(16'h8000);
-  assign \$61  = $signed(\t$83 ) > $signed(16'h7fff);
-  assign \$62  = \$61  ? 16'h7fff : \t$83 [15:0];
-  assign \t$84  = \$60  ? 16'h8000 : \$62 ;
-  assign \t$85  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$63  = ! \t$85 [14:0];
-  assign \$64  = ~ \$63 ;
-  assign \$65  = \t$85 [15] & \$64 ;
-  assign \$66  = ! \t$85 [14:0];
-  assign \$67  = \t$85 [15] & \$66 ;
-  assign \$68  = \$67  & \floor$87 [0];
-  assign \$69  = \$65  | \$68 ;
-  assign \t$88  = $signed(\floor$87 ) + $signed({ 1'h0, \$69  });
-  assign \$70  = $signed(\t$88 ) < $signed(16'h8000);
-  assign \$71  = $signed(\t$88 ) > $signed(16'h7fff);
-  assign \$72  = \$71  ? 16'h7fff : \t$88 [15:0];
-  assign \t$89  = \$70  ? 16'h8000 : \$72 ;
-  assign \$73  = ~ m__ready;
-  assign \$74  = m__valid & \$73 ;
-  assign en = ~ \$74 ;
-  assign busy = | { valid_s5, m__valid, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s5;
-  assign \t$97  = $signed(\$signature__data$98 ) - $signed(\$75 );
-  assign \$78  = ! \$173 [1:0];
-  assign l0_port_hit0_0_0 = \$77  & \$78 ;
-  assign \$79  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$81  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$82  = \$81 [1:0] > 1'h0;
-  assign \$83  = \$80  + \$82 ;
-  assign \$85  = l0_cell0_s5[1:0] > 1'h0;
-  assign \$86  = \$84  + \$85 ;
-  assign \$87  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_q[0] } : \$86 ;
-  assign \$88  = $signed(\t$97 ) < $signed(16'h8000);
-  assign \$89  = $signed(\t$97 ) > $signed(16'h7fff);
-  assign \$90  = \$89  ? 16'h7fff : \t$97 [15:0];
-  assign \$91  = \$88  ? 16'h8000 : \$90 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$91 ;
+  assign \$45  = l0_delta0_0_0_raw_s10[15] & \$44 ;
+  assign \$46  = ! l0_delta0_0_0_raw_s10[14:0];
+  assign \$47  = l0_delta0_0_0_raw_s10[15] & \$46 ;
+  assign \$48  = \$47  & \floor$65 [0];
+  assign \inc$67  = \$45  | \$48 ;
+  assign \$49  = $signed(\floor$65 ) > $signed(16'h7fff);
+  assign \$50  = \floor$65  == 15'h7fff;
+  assign \$51  = \$50  & \inc$67 ;
+  assign \above$68  = \$49  | \$51 ;
+  assign \$52  = $signed(\floor$65 ) < $signed(17'h17fff);
+  assign \$53  = \floor$65  == 32'd4294934527;
+  assign \$54  = ~ \inc$67 ;
+  assign \$55  = \$53  & \$54 ;
+  assign \below$69  = \$52  | \$55 ;
+  assign \$56  = ! l0_delta0_0_0_raw_s10[14:0];
+  assign \$57  = ~ \$56 ;
+  assign \$58  = l0_delta0_0_0_raw_s10[15] & \$57 ;
+  assign \$59  = ! l0_delta0_0_0_raw_s10[14:0];
+  assign \$60  = l0_delta0_0_0_raw_s10[15] & \$59 ;
+  assign \$61  = \$60  & \floor$65 [0];
+  assign \$62  = \$58  | \$61 ;
+  assign \$63  = $signed(\floor$65 ) + $signed({ 1'h0, \$62  });
+  assign \$64  = \above$68  ? 16'h7fff : \$63 [15:0];
+  assign \t$70  = \below$69  ? 16'h8000 : \$64 ;
+  assign \$65  = ! l0_delta0_0_1_raw_s10[14:0];
+  assign \$66  = ~ \$65 ;
+  assign \$67  = l0_delta0_0_1_raw_s10[15] & \$66 ;
+  assign \$68  = ! l0_delta0_0_1_raw_s10[14:0];
+  assign \$69  = l0_delta0_0_1_raw_s10[15] & \$68 ;
+  assign \$70  = \$69  & \floor$71 [0];
+  assign \inc$73  = \$67  | \$70 ;
+  assign \$71  = $signed(\floor$71 ) > $signed(16'h7fff);
+  assign \$72  = \floor$71  == 15'h7fff;
+  assign \$73  = \$72  & \inc$73 ;
+  assign \above$74  = \$71  | \$73 ;
+  assign \$74  = $signed(\floor$71 ) < $signed(17'h17fff);
+  assign \$75  = \floor$71  == 32'd4294934527;
+  assign \$76  = ~ \inc$73 ;
+  assign \$77  = \$75  & \$76 ;
+  assign \below$75  = \$74  | \$77 ;
+  assign \$78  = ! l0_delta0_0_1_raw_s10[14:0];
+  assign \$79  = ~ \$78 ;
+  assign \$80  = l0_delta0_0_1_raw_s10[15] & \$79 ;
+  assign \$81  = ! l0_delta0_0_1_raw_s10[14:0];
+  assign \$82  = l0_delta0_0_1_raw_s10[15] & \$81 ;
+  assign \$83  = \$82  & \floor$71 [0];
+  assign \$84  = \$80  | \$83 ;
+  assign \$85  = $signed(\floor$71 ) + $signed({ 1'h0, \$84  });
+  assign \$86  = \above$74  ? 16'h7fff : \$85 [15:0];
+  assign \t$76  = \below$75  ? 16'h8000 : \$86 ;
+  assign \$87  = ! l0_delta0_0_2_raw_s10[14:0];
+  assign \$88  = ~ \$87 ;
+  assign \$89  = l0_delta0_0_2_raw_s10[15] & \$88 ;
+  assign \$90  = ! l0_delta0_0_2_raw_s10[14:0];
+  assign \$91  = l0_delta0_0_2_raw_s10[15] & \$90 ;
+  assign \$92  = \$91  & \floor$77 [0];
+  assign \inc$79  = \$89  | \$92 ;
+  assign \$93  = $signed(\floor$77 ) > $signed(16'h7fff);
+  assign \$94  = \floor$77  == 15'h7fff;
+  assign \$95  = \$94  & \inc$79 ;
+  assign \above$80  = \$93  | \$95 ;
+  assign \$96  = $signed(\floor$77 ) < $signed(17'h17fff);
+  assign \$97  = \floor$77  == 32'd4294934527;
+  assign \$98  = ~ \inc$79 ;
+  assign \$99  = \$97  & \$98 ;
+  assign \below$81  = \$96  | \$99 ;
+  assign \$100  = ! l0_delta0_0_2_raw_s10[14:0];
+  assign \$101  = ~ \$100 ;
+  assign \$102  = l0_delta0_0_2_raw_s10[15] & \$101 ;
+  assign \$103  = ! l0_delta0_0_2_raw_s10[14:0];
+  assign \$104  = l0_delta0_0_2_raw_s10[15] & \$103 ;
+  assign \$105  = \$104  & \floor$77 [0];
+  assign \$106  = \$102  | \$105 ;
+  assign \$107  = $signed(\floor$77 ) + $signed({ 1'h0, \$106  });
+  assign \$108  = \above$80  ? 16'h7fff : \$107 [15:0];
+  assign \t$82  = \below$81  ? 16'h8000 : \$108 ;
+  assign \$109  = ! l0_delta0_0_3_raw_s10[14:0];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = l0_delta0_0_3_raw_s10[15] & \$110 ;
+  assign \$112  = ! l0_delta0_0_3_raw_s10[14:0];
+  assign \$113  = l0_delta0_0_3_raw_s10[15] & \$112 ;
+  assign \$114  = \$113  & \floor$83 [0];
+  assign \inc$85  = \$111  | \$114 ;
+  assign \$115  = $signed(\floor$83 ) > $signed(16'h7fff);
+  assign \$116  = \floor$83  == 15'h7fff;
+  assign \$117  = \$116  & \inc$85 ;
+  assign \above$86  = \$115  | \$117 ;
+  assign \$118  = $signed(\floor$83 ) < $signed(17'h17fff);
+  assign \$119  = \floor$83  == 32'd4294934527;
+  assign \$120  = ~ \inc$85 ;
+  assign \$121  = \$119  & \$120 ;
+  assign \below$87  = \$118  | \$121 ;
+  assign \$122  = ! l0_delta0_0_3_raw_s10[14:0];
+  assign \$123  = ~ \$122 ;
+  assign \$124  = l0_delta0_0_3_raw_s10[15] & \$123 ;
+  assign \$125  = ! l0_delta0_0_3_raw_s10[14:0];
+  assign \$126  = l0_delta0_0_3_raw_s10[15] & \$125 ;
+  assign \$127  = \$126  & \floor$83 [0];
+  assign \$128  = \$124  | \$127 ;
+  assign \$129  = $signed(\floor$83 ) + $signed({ 1'h0, \$128  });
+  assign \$130  = \above$86  ? 16'h7fff : \$129 [15:0];
+  assign \t$88  = \below$87  ? 16'h8000 : \$130 ;
+  assign \$131  = ~ m__ready;
+  assign \$132  = m__valid & \$131 ;
+  assign en = ~ \$132 ;
+  assign busy = | { valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s11;
+  assign \t$102  = $signed(\$signature__data$103 ) - $signed(l0_delta0_0_0_s11);
+  assign \$133  = ! l0_port_edge_p4[0];
+  assign \$134  = l0_ram_wr & \$133 ;
+  assign \$135  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$134  & \$135 ;
+  assign \$136  = \$132  ? l0_waddr0_0_s11 : l0_waddr0_0_s10;
+  assign \$137  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_0_s11;
+  assign \$138  = & \t$102 [16:15];
+  assign \$139  = ~ \$138 ;
+  assign \$140  = \t$102 [16] & \$139 ;
+  assign \$141  = ~ \t$102 [16];
+  assign \$142  = | \t$102 [16:15];
+  assign \$143  = \$141  & \$142 ;
+  assign \$144  = \$143  ? 16'h7fff : \t$102 [15:0];
+  assign \$145  = \$140  ? 16'h8000 : \$144 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$145 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$111  = $signed(\$signature__data$112 ) - $signed(\$92 );
-  assign \$95  = \$173 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$94  & \$95 ;
-  assign \$96  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$98  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$99  = \$98 [1:0] > 1'h1;
-  assign \$100  = \$97  + \$99 ;
-  assign \$102  = l0_cell0_s5[1:0] > 1'h1;
-  assign \$103  = \$101  + \$102 ;
-  assign \$104  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_q[0] } : \$103 ;
-  assign \$105  = $signed(\t$111 ) < $signed(16'h8000);
-  assign \$106  = $signed(\t$111 ) > $signed(16'h7fff);
-  assign \$107  = \$106  ? 16'h7fff : \t$111 [15:0];
-  assign \$108  = \$105  ? 16'h8000 : \$107 ;
-  assign \wp__data$117  = l0_port_hit0_0_1 ? l0_port_data : \$108 ;
-  assign \wp__en$118  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$119  = $signed(\$signature__data$120 ) - $signed(\$109 );
-  assign \$112  = \$173 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$111  & \$112 ;
-  assign \$113  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$115  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$116  = \$115 [1:0] > 2'h2;
-  assign \$117  = \$114  + \$116 ;
-  assign \$119  = l0_cell0_s5[1:0] > 2'h2;
-  assign \$120  = \$118  + \$119 ;
-  assign \$121  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_q[0] } : \$120 ;
-  assign \$122  = $signed(\t$119 ) < $signed(16'h8000);
-  assign \$123  = $signed(\t$119 ) > $signed(16'h7fff);
-  assign \$124  = \$123  ? 16'h7fff : \t$119 [15:0];
-  assign \$125  = \$122  ? 16'h8000 : \$124 ;
-  assign \wp__data$125  = l0_port_hit0_0_2 ? l0_port_data : \$125 ;
-  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$127  = $signed(\$signature__data$128 ) - $signed(\$126 );
-  assign \$129  = \$173 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$128  & \$129 ;
-  assign \$130  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$132  = \$74  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$133  = \$132 [1:0] > 2'h3;
-  assign \$134  = \$131  + \$133 ;
-  assign \$136  = l0_cell0_s5[1:0] > 2'h3;
-  assign \$137  = \$135  + \$136 ;
-  assign \$138  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_q[0] } : \$137 ;
-  assign \$139  = $signed(\t$127 ) < $signed(16'h8000);
-  assign \$140  = $signed(\t$127 ) > $signed(16'h7fff);
-  assign \$141  = \$140  ? 16'h7fff : \t$127 [15:0];
-  assign \$142  = \$139  ? 16'h8000 : \$141 ;
-  assign \wp__data$133  = l0_port_hit0_0_3 ? l0_port_data : \$142 ;
-  assign \wp__en$134  = commit_l0 | l0_port_hit0_0_3;
-  assign reloading = reload_count != 4'h9;
-  assign \$143  = | reload_count;
-  assign reload_write = reloading & \$143 ;
-  assign \$144  = reload_count - 1'h1;
-  assign \$145  = ~ pc__valid;
-  assign \$146  = en & \$145 ;
-  assign \$147  = ~ reloading;
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$150  = ~ \$149 ;
-  assign s__ready = \$148  & \$150 ;
-  assign accept = s__valid & s__ready;
-  assign \$151  = ~ busy;
-  assign \$152  = pc__valid & \$151 ;
-  assign \$153  = ~ reloading;
-  assign \$154  = \$152  & \$153 ;
-  assign \$155  = ~ read_wait;
+  assign \t$117  = $signed(\$signature__data$118 ) - $signed(l0_delta0_0_1_s11);
+  assign \$146  = ! l0_port_edge_p4[0];
+  assign \$147  = l0_ram_wr & \$146 ;
+  assign \$148  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$147  & \$148 ;
+  assign \$149  = \$132  ? l0_waddr0_1_s11 : l0_waddr0_1_s10;
+  assign \$150  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_1_s11;
+  assign \$151  = & \t$117 [16:15];
+  assign \$152  = ~ \$151 ;
+  assign \$153  = \t$117 [16] & \$152 ;
+  assign \$154  = ~ \t$117 [16];
+  assign \$155  = | \t$117 [16:15];
   assign \$156  = \$154  & \$155 ;
-  assign \$157  = ~ pr__valid;
-  assign \$158  = \$157  | pr__ready;
-  assign pc__ready = \$156  & \$158 ;
-  assign port_addr = reload_write ? \$144 [2:0] : pc__payload[18:16];
-  assign \$159  = port_addr - 1'h0;
+  assign \$157  = \$156  ? 16'h7fff : \t$117 [15:0];
+  assign \$158  = \$153  ? 16'h8000 : \$157 ;
+  assign \wp__data$126  = l0_port_hit0_0_1 ? l0_ram_data : \$158 ;
+  assign \wp__en$127  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$128  = $signed(\$signature__data$129 ) - $signed(l0_delta0_0_2_s11);
+  assign \$159  = ! l0_port_edge_p4[0];
+  assign \$160  = l0_ram_wr & \$159 ;
+  assign \$161  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$160  & \$161 ;
+  assign \$162  = \$132  ? l0_waddr0_2_s11 : l0_waddr0_2_s10;
+  assign \$163  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_2_s11;
+  assign \$164  = & \t$128 [16:15];
+  assign \$165  = ~ \$164 ;
+  assign \$166  = \t$128 [16] & \$165 ;
+  assign \$167  = ~ \t$128 [16];
+  assign \$168  = | \t$128 [16:15];
+  assign \$169  = \$167  & \$168 ;
+  assign \$170  = \$169  ? 16'h7fff : \t$128 [15:0];
+  assign \$171  = \$166  ? 16'h8000 : \$170 ;
+  assign \wp__data$137  = l0_port_hit0_0_2 ? l0_ram_data : \$171 ;
+  assign \wp__en$138  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$139  = $signed(\$signature__data$140 ) - $signed(l0_delta0_0_3_s11);
+  assign \$172  = ! l0_port_edge_p4[0];
+  assign \$173  = l0_ram_wr & \$172 ;
+  assign \$174  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$173  & \$174 ;
+  assign \$175  = \$132  ? l0_waddr0_3_s11 : l0_waddr0_3_s10;
+  assign \$176  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_3_s11;
+  assign \$177  = & \t$139 [16:15];
+  assign \$178  = ~ \$177 ;
+  assign \$179  = \t$139 [16] & \$178 ;
+  assign \$180  = ~ \t$139 [16];
+  assign \$181  = | \t$139 [16:15];
+  assign \$182  = \$180  & \$181 ;
+  assign \$183  = \$182  ? 16'h7fff : \t$139 [15:0];
+  assign \$184  = \$179  ? 16'h8000 : \$183 ;
+  assign \wp__data$148  = l0_port_hit0_0_3 ? l0_ram_data : \$184 ;
+  assign \wp__en$149  = commit_l0 | l0_port_hit0_0_3;
+  assign reloading = reload_count != 4'h9;
+  assign \$185  = | reload_count;
+  assign reload_write = reloading & \$185 ;
+  assign \$186  = reload_count - 1'h1;
+  assign \$187  = ~ pc__valid;
+  assign \$188  = en & \$187 ;
+  assign \$189  = ~ reloading;
+  assign \$190  = \$188  & \$189 ;
+  assign \$191  = | { m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$192  = ~ \$191 ;
+  assign \$193  = \$190  & \$192 ;
+  assign \$194  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$195  = ~ \$194 ;
+  assign s__ready = \$193  & \$195 ;
+  assign accept = s__valid & s__ready;
+  assign \$196  = ~ busy;
+  assign \$197  = pc__valid & \$196 ;
+  assign \$198  = ~ reloading;
+  assign \$199  = \$197  & \$198 ;
+  assign \$200  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$201  = ~ \$200 ;
+  assign \$202  = \$199  & \$201 ;
+  assign \$203  = ~ pr__valid;
+  assign \$204  = \$203  | pr__ready;
+  assign pc__ready = \$202  & \$204 ;
+  assign port_addr = reload_write ? \$186 [2:0] : pc__payload[18:16];
+  assign \$205  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$160  = port_addr >= 1'h0;
-  assign \$161  = port_addr < 4'h8;
-  assign \$162  = \$160  & \$161 ;
-  assign \$163  = pc__ready & pc__payload[19];
-  assign \$164  = reload_write | \$163 ;
-  assign l0_port_wr = \$162  & \$164 ;
-  assign \$165  = port_addr >= 1'h0;
-  assign \$166  = port_addr < 4'h8;
-  assign \$167  = \$165  & \$166 ;
-  assign \$168  = \$167  & pc__ready;
-  assign \$169  = ~ pc__payload[19];
-  assign l0_port_rd = \$168  & \$169 ;
-  assign \$171  = \$159 [2:0] - 7'h00;
-  assign \$172  = l0_port_baddr_q * 3'h4;
-  assign \$173  = \$171 [2:0] - \$172 ;
-  assign \$174  = reload_count + 1'h1;
-  assign \$175  = ~ pc__payload[19];
-  assign \$176  = pc__ready & \$175 ;
-  assign \$177  = pc__ready & pc__payload[19];
+  assign \$206  = port_addr >= 1'h0;
+  assign \$207  = port_addr < 4'h8;
+  assign \$208  = \$206  & \$207 ;
+  assign \$209  = pc__ready & pc__payload[19];
+  assign \$210  = reload_write | \$209 ;
+  assign l0_port_wr = \$208  & \$210 ;
+  assign \$211  = port_addr >= 1'h0;
+  assign \$212  = port_addr < 4'h8;
+  assign \$213  = \$211  & \$212 ;
+  assign \$214  = \$213  & pc__ready;
+  assign \$215  = ~ pc__payload[19];
+  assign l0_port_rd = \$214  & \$215 ;
+  assign port_cmd = reload_write | pc__ready;
+  assign \$216  = reload_count + 1'h1;
+  assign \$218  = l0_port_edge_p2 * 4'h8;
+  assign \$219  = l0_port_local_p2 - \$218 ;
+  assign \$222  = \$221  * 3'h4;
+  assign \$223  = l0_port_q_p3 - \$222 ;
+  assign \$224  = ~ pc__payload[19];
+  assign \$225  = pc__ready & \$224 ;
+  assign \$226  = pc__ready & pc__payload[19];
+  assign \$231  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$232  = \$230  + \$231 ;
+  assign \$234  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$235  = \$233  + \$234 ;
+  assign \$237  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$238  = \$236  + \$237 ;
+  assign \$240  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$241  = \$239  + \$240 ;
+  assign \$246  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
+  assign \$247  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
+  assign \$248  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
+  assign \$249  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
+  assign \$250  = $signed(t) + $signed(\t$40 );
+  assign \$251  = $signed(\t$44 ) + $signed(\t$48 );
+  assign \$252  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
+  assign \$253  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
+  assign \$254  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
+  assign \$255  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
+  assign \$256  = $signed(err0_s9) * $signed(l0_bval_bank0_3_s9);
   always @(posedge clk)
-    valid_s1 <= \$181 ;
+    valid_s1 <= \$257 ;
   always @(posedge clk)
-    valid_s2 <= \$182 ;
+    valid_s2 <= \$258 ;
   always @(posedge clk)
-    valid_s3 <= \$183 ;
+    valid_s3 <= \$259 ;
   always @(posedge clk)
-    m__valid <= \$184 ;
+    valid_s4 <= \$260 ;
   always @(posedge clk)
-    valid_s5 <= \$185 ;
+    valid_s5 <= \$261 ;
   always @(posedge clk)
-    reload_count <= \$186 ;
+    valid_s6 <= \$262 ;
   always @(posedge clk)
-    l0_rd_edge <= \$187 ;
+    valid_s7 <= \$263 ;
   always @(posedge clk)
-    l0_rd_bank <= \$188 ;
+    m__valid <= \$264 ;
   always @(posedge clk)
-    read_layer <= \$189 ;
+    valid_s9 <= \$265 ;
   always @(posedge clk)
-    read_wait <= \$190 ;
+    valid_s10 <= \$266 ;
   always @(posedge clk)
-    pr__valid <= \$191 ;
+    valid_s11 <= \$267 ;
   always @(posedge clk)
-    pr__payload <= \$192 ;
+    reload_count <= \$268 ;
   always @(posedge clk)
-    u <= \$193 ;
+    port_in_flight0 <= \$269 ;
   always @(posedge clk)
-    y0_s1 <= \$194 ;
+    port_in_flight1 <= \$270 ;
   always @(posedge clk)
-    kind_s1 <= \$195 ;
+    port_in_flight2 <= \$271 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$196 ;
+    port_in_flight3 <= \$272 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$197 ;
+    l0_port_local_p1 <= \$273 ;
   always @(posedge clk)
-    l0_bval0_0_s2 <= \$198 ;
+    l0_port_wr_p1 <= \$274 ;
   always @(posedge clk)
-    l0_bval0_1_s2 <= \$199 ;
+    l0_port_rd_p1 <= \$275 ;
   always @(posedge clk)
-    l0_bval0_2_s2 <= \$200 ;
+    l0_port_data_p1 <= \$276 ;
   always @(posedge clk)
-    l0_bval0_3_s2 <= \$201 ;
+    l0_port_edge_p2 <= \$277 ;
   always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$202 ;
+    l0_port_local_p2 <= \$278 ;
   always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$203 ;
+    l0_port_wr_p2 <= \$279 ;
   always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$204 ;
+    l0_port_rd_p2 <= \$280 ;
   always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$205 ;
+    l0_port_data_p2 <= \$281 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$206 ;
+    l0_port_q_p3 <= \$282 ;
   always @(posedge clk)
-    y0_s2 <= \$207 ;
+    l0_port_edge_p3 <= \$283 ;
   always @(posedge clk)
-    y0_s3 <= \$208 ;
+    l0_port_wr_p3 <= \$284 ;
   always @(posedge clk)
-    y0_s4 <= \$209 ;
+    l0_port_rd_p3 <= \$285 ;
   always @(posedge clk)
-    kind_s2 <= \$210 ;
+    l0_port_data_p3 <= \$286 ;
   always @(posedge clk)
-    kind_s3 <= \$211 ;
+    l0_port_baddr_p4 <= \$287 ;
   always @(posedge clk)
-    kind_s4 <= \$212 ;
+    l0_port_bank_p4 <= \$288 ;
   always @(posedge clk)
-    err0_s5 <= \$213 ;
+    l0_port_edge_p4 <= \$289 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$214 ;
+    l0_ram_wr <= \$290 ;
   always @(posedge clk)
-    l0_cell0_s4 <= \$215 ;
+    l0_ram_rd <= \$291 ;
   always @(posedge clk)
-    l0_cell0_s5 <= \$216 ;
+    l0_ram_data <= \$292 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$217 ;
+    l0_rd_edge <= \$293 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$218 ;
+    l0_rd_bank <= \$294 ;
   always @(posedge clk)
-    l0_bval0_0_s5 <= \$219 ;
+    read_layer <= \$295 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$220 ;
+    read_wait <= \$296 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$221 ;
+    read_wait1 <= \$297 ;
   always @(posedge clk)
-    l0_bval0_1_s5 <= \$222 ;
+    read_wait2 <= \$298 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$223 ;
+    read_wait3 <= \$299 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$224 ;
+    read_wait4 <= \$300 ;
   always @(posedge clk)
-    l0_bval0_2_s5 <= \$225 ;
+    pr__valid <= \$301 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$226 ;
+    pr__payload <= \$302 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$227 ;
+    u <= \$303 ;
   always @(posedge clk)
-    l0_bval0_3_s5 <= \$228 ;
+    y0_s1 <= \$304 ;
+  always @(posedge clk)
+    kind_s1 <= \$305 ;
+  always @(posedge clk)
+    pos_in <= \$306 ;
+  always @(posedge clk)
+    l0_lo0_s3 <= \$307 ;
+  always @(posedge clk)
+    l0_cell0_s3 <= \$308 ;
+  always @(posedge clk)
+    l0_bval0_0_s3 <= \$309 ;
+  always @(posedge clk)
+    l0_bval0_1_s3 <= \$310 ;
+  always @(posedge clk)
+    l0_bval0_2_s3 <= \$311 ;
+  always @(posedge clk)
+    l0_bval0_3_s3 <= \$312 ;
+  always @(posedge clk)
+    l0_waddr0_0_s4 <= \$313 ;
+  always @(posedge clk)
+    l0_waddr0_1_s4 <= \$314 ;
+  always @(posedge clk)
+    l0_waddr0_2_s4 <= \$315 ;
+  always @(posedge clk)
+    l0_waddr0_3_s4 <= \$316 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s4 <= \$317 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s4 <= \$318 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s4 <= \$319 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s4 <= \$320 ;
+  always @(posedge clk)
+    l0_coef0_0_0_s4 <= \$321 ;
+  always @(posedge clk)
+    l0_bval0_0_s4 <= \$322 ;
+  always @(posedge clk)
+    l0_prod0_0_0_raw_s5 <= \$323 ;
+  always @(posedge clk)
+    l0_coef0_0_1_s4 <= \$324 ;
+  always @(posedge clk)
+    l0_bval0_1_s4 <= \$325 ;
+  always @(posedge clk)
+    l0_prod0_0_1_raw_s5 <= \$326 ;
+  always @(posedge clk)
+    l0_coef0_0_2_s4 <= \$327 ;
+  always @(posedge clk)
+    l0_bval0_2_s4 <= \$328 ;
+  always @(posedge clk)
+    l0_prod0_0_2_raw_s5 <= \$329 ;
+  always @(posedge clk)
+    l0_coef0_0_3_s4 <= \$330 ;
+  always @(posedge clk)
+    l0_bval0_3_s4 <= \$331 ;
+  always @(posedge clk)
+    l0_prod0_0_3_raw_s5 <= \$332 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s6 <= \$333 ;
+  always @(posedge clk)
+    l0_sum0_t0_1_s6 <= \$334 ;
+  always @(posedge clk)
+    l0_sum0_t1_0_s7 <= \$335 ;
+  always @(posedge clk)
+    l0_out0_s8 <= \$336 ;
+  always @(posedge clk)
+    y0_s2 <= \$337 ;
+  always @(posedge clk)
+    y0_s3 <= \$338 ;
+  always @(posedge clk)
+    y0_s4 <= \$339 ;
+  always @(posedge clk)
+    y0_s5 <= \$340 ;
+  always @(posedge clk)
+    y0_s6 <= \$341 ;
+  always @(posedge clk)
+    y0_s7 <= \$342 ;
+  always @(posedge clk)
+    y0_s8 <= \$343 ;
+  always @(posedge clk)
+    kind_s2 <= \$344 ;
+  always @(posedge clk)
+    kind_s3 <= \$345 ;
+  always @(posedge clk)
+    kind_s4 <= \$346 ;
+  always @(posedge clk)
+    kind_s5 <= \$347 ;
+  always @(posedge clk)
+    kind_s6 <= \$348 ;
+  always @(posedge clk)
+    kind_s7 <= \$349 ;
+  always @(posedge clk)
+    kind_s8 <= \$350 ;
+  always @(posedge clk)
+    err0_s9 <= \$351 ;
+  always @(posedge clk)
+    l0_waddr0_0_s5 <= \$352 ;
+  always @(posedge clk)
+    l0_waddr0_0_s6 <= \$353 ;
+  always @(posedge clk)
+    l0_waddr0_0_s7 <= \$354 ;
+  always @(posedge clk)
+    l0_waddr0_0_s8 <= \$355 ;
+  always @(posedge clk)
+    l0_waddr0_0_s9 <= \$356 ;
+  always @(posedge clk)
+    l0_waddr0_0_s10 <= \$357 ;
+  always @(posedge clk)
+    l0_waddr0_0_s11 <= \$358 ;
+  always @(posedge clk)
+    l0_waddr0_1_s5 <= \$359 ;
+  always @(posedge clk)
+    l0_waddr0_1_s6 <= \$360 ;
+  always @(posedge clk)
+    l0_waddr0_1_s7 <= \$361 ;
+  always @(posedge clk)
+    l0_waddr0_1_s8 <= \$362 ;
+  always @(posedge clk)
+    l0_waddr0_1_s9 <= \$363 ;
+  always @(posedge clk)
+    l0_waddr0_1_s10 <= \$364 ;
+  always @(posedge clk)
+    l0_waddr0_1_s11 <= \$365 ;
+  always @(posedge clk)
+    l0_waddr0_2_s5 <= \$366 ;
+  always @(posedge clk)
+    l0_waddr0_2_s6 <= \$367 ;
+  always @(posedge clk)
+    l0_waddr0_2_s7 <= \$368 ;
+  always @(posedge clk)
+    l0_waddr0_2_s8 <= \$369 ;
+  always @(posedge clk)
+    l0_waddr0_2_s9 <= \$370 ;
+  always @(posedge clk)
+    l0_waddr0_2_s10 <= \$371 ;
+  always @(posedge clk)
+    l0_waddr0_2_s11 <= \$372 ;
+  always @(posedge clk)
+    l0_waddr0_3_s5 <= \$373 ;
+  always @(posedge clk)
+    l0_waddr0_3_s6 <= \$374 ;
+  always @(posedge clk)
+    l0_waddr0_3_s7 <= \$375 ;
+  always @(posedge clk)
+    l0_waddr0_3_s8 <= \$376 ;
+  always @(posedge clk)
+    l0_waddr0_3_s9 <= \$377 ;
+  always @(posedge clk)
+    l0_waddr0_3_s10 <= \$378 ;
+  always @(posedge clk)
+    l0_waddr0_3_s11 <= \$379 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
-    .u(u)
+    .pos_in(pos_in),
+    .u(u),
+    .vc(pos)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$381  = l0_bval_bank0_0_s6;
+    if (en) begin
+      \$381  = l0_bval_bank0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$382  = l0_bval_bank0_0_s7;
+    if (en) begin
+      \$382  = l0_bval_bank0_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$383  = l0_bval_bank0_0_s8;
+    if (en) begin
+      \$383  = l0_bval_bank0_0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$384  = l0_bval_bank0_0_s9;
+    if (en) begin
+      \$384  = l0_bval_bank0_0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$385  = l0_delta0_0_0_raw_s10;
+    if (en) begin
+      \$385  = \$253 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$386  = l0_delta0_0_0_s11;
+    if (en) begin
+      \$386  = \t$70 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$387  = l0_bval_bank0_1_s5;
+    if (en) begin
+      \$387  = l0_bval_bank0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$388  = l0_bval_bank0_1_s6;
+    if (en) begin
+      \$388  = l0_bval_bank0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$389  = l0_bval_bank0_1_s7;
+    if (en) begin
+      \$389  = l0_bval_bank0_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$390  = l0_bval_bank0_1_s8;
+    if (en) begin
+      \$390  = l0_bval_bank0_1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$391  = l0_bval_bank0_1_s9;
+    if (en) begin
+      \$391  = l0_bval_bank0_1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$392  = l0_delta0_0_1_raw_s10;
+    if (en) begin
+      \$392  = \$254 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$393  = l0_delta0_0_1_s11;
+    if (en) begin
+      \$393  = \t$76 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$394  = l0_bval_bank0_2_s5;
+    if (en) begin
+      \$394  = l0_bval_bank0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$395  = l0_bval_bank0_2_s6;
+    if (en) begin
+      \$395  = l0_bval_bank0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$396  = l0_bval_bank0_2_s7;
+    if (en) begin
+      \$396  = l0_bval_bank0_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$397  = l0_bval_bank0_2_s8;
+    if (en) begin
+      \$397  = l0_bval_bank0_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$398  = l0_bval_bank0_2_s9;
+    if (en) begin
+      \$398  = l0_bval_bank0_2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$399  = l0_delta0_0_2_raw_s10;
+    if (en) begin
+      \$399  = \$255 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$400  = l0_delta0_0_2_s11;
+    if (en) begin
+      \$400  = \t$82 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$401  = l0_bval_bank0_3_s5;
+    if (en) begin
+      \$401  = l0_bval_bank0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$402  = l0_bval_bank0_3_s6;
+    if (en) begin
+      \$402  = l0_bval_bank0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$403  = l0_bval_bank0_3_s7;
+    if (en) begin
+      \$403  = l0_bval_bank0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$404  = l0_bval_bank0_3_s8;
+    if (en) begin
+      \$404  = l0_bval_bank0_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$405  = l0_bval_bank0_3_s9;
+    if (en) begin
+      \$405  = l0_bval_bank0_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$406  = l0_delta0_0_3_raw_s10;
+    if (en) begin
+      \$406  = \$256 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$407  = l0_delta0_0_3_s11;
+    if (en) begin
+      \$407  = \t$88 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_lo0_s3)
       2'h0:
           l0_read0_0_0 = \$signature__data ;
       2'h1:
-          l0_read0_0_0 = \$signature__data$31 ;
-      2'h2:
-          l0_read0_0_0 = \$signature__data$32 ;
-      2'h3:
           l0_read0_0_0 = \$signature__data$33 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$34 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$35 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_lo0_s3)
       2'h0:
-          l0_read0_0_1 = \$signature__data$31 ;
-      2'h1:
-          l0_read0_0_1 = \$signature__data$32 ;
-      2'h2:
           l0_read0_0_1 = \$signature__data$33 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$34 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$35 ;
       2'h3:
           l0_read0_0_1 = \$signature__data ;
     endcase
@@ -944,85 +1719,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_lo0_s3)
       2'h0:
-          l0_read0_0_2 = \$signature__data$32 ;
+          l0_read0_0_2 = \$signature__data$34 ;
       2'h1:
-          l0_read0_0_2 = \$signature__data$33 ;
+          l0_read0_0_2 = \$signature__data$35 ;
       2'h2:
           l0_read0_0_2 = \$signature__data ;
       2'h3:
-          l0_read0_0_2 = \$signature__data$31 ;
+          l0_read0_0_2 = \$signature__data$33 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_lo0_s3)
       2'h0:
-          l0_read0_0_3 = \$signature__data$33 ;
+          l0_read0_0_3 = \$signature__data$35 ;
       2'h1:
           l0_read0_0_3 = \$signature__data ;
       2'h2:
-          l0_read0_0_3 = \$signature__data$31 ;
+          l0_read0_0_3 = \$signature__data$33 ;
       2'h3:
-          l0_read0_0_3 = \$signature__data$32 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$75  = \t$74 ;
-      2'h1:
-          \$75  = \t$89 ;
-      2'h2:
-          \$75  = \t$84 ;
-      2'h3:
-          \$75  = \t$79 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$92  = \t$79 ;
-      2'h1:
-          \$92  = \t$74 ;
-      2'h2:
-          \$92  = \t$89 ;
-      2'h3:
-          \$92  = \t$84 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$109  = \t$84 ;
-      2'h1:
-          \$109  = \t$79 ;
-      2'h2:
-          \$109  = \t$74 ;
-      2'h3:
-          \$109  = \t$89 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$126  = \t$89 ;
-      2'h1:
-          \$126  = \t$84 ;
-      2'h2:
-          \$126  = \t$79 ;
-      2'h3:
-          \$126  = \t$74 ;
+          l0_read0_0_3 = \$signature__data$34 ;
     endcase
   end
   always @* begin
@@ -1030,449 +1749,1058 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$178  = \$signature__data ;
+          \$227  = \$signature__data ;
       2'h1:
-          \$178  = \$signature__data$31 ;
+          \$227  = \$signature__data$33 ;
       2'h2:
-          \$178  = \$signature__data$32 ;
+          \$227  = \$signature__data$34 ;
       2'h3:
-          \$178  = \$signature__data$33 ;
+          \$227  = \$signature__data$35 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$179  = 16'h0000;
+    \$228  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$179  = \$178 ;
+          \$228  = \$227 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$180  = 16'h0000;
+    \$229  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$180  = \$179 ;
+          \$229  = \$228 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s4)
+    casez (l0_lo0_s3)
       2'h0:
-          e = \t$66 ;
+          \$242  = l0_bval0_0_s3;
+      2'h1:
+          \$242  = l0_bval0_3_s3;
       2'h2:
-          e = y0_s4;
+          \$242  = l0_bval0_2_s3;
+      2'h3:
+          \$242  = l0_bval0_1_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$243  = l0_bval0_1_s3;
+      2'h1:
+          \$243  = l0_bval0_0_s3;
+      2'h2:
+          \$243  = l0_bval0_3_s3;
+      2'h3:
+          \$243  = l0_bval0_2_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$244  = l0_bval0_2_s3;
+      2'h1:
+          \$244  = l0_bval0_1_s3;
+      2'h2:
+          \$244  = l0_bval0_0_s3;
+      2'h3:
+          \$244  = l0_bval0_3_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$245  = l0_bval0_3_s3;
+      2'h1:
+          \$245  = l0_bval0_2_s3;
+      2'h2:
+          \$245  = l0_bval0_1_s3;
+      2'h3:
+          \$245  = l0_bval0_0_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (kind_s8)
+      2'h0:
+          e = \t$62 ;
+      2'h2:
+          e = y0_s8;
       default:
           e = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$181  = valid_s1;
+    \$257  = valid_s1;
     if (en) begin
-      \$181  = accept;
+      \$257  = accept;
     end
     if (rst) begin
-      \$181  = 1'h0;
+      \$257  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$182  = valid_s2;
+    \$258  = valid_s2;
     if (en) begin
-      \$182  = valid_s1;
+      \$258  = valid_s1;
     end
     if (rst) begin
-      \$182  = 1'h0;
+      \$258  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$183  = valid_s3;
+    \$259  = valid_s3;
     if (en) begin
-      \$183  = valid_s2;
+      \$259  = valid_s2;
     end
     if (rst) begin
-      \$183  = 1'h0;
+      \$259  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$184  = m__valid;
+    \$260  = valid_s4;
     if (en) begin
-      \$184  = valid_s3;
+      \$260  = valid_s3;
     end
     if (rst) begin
-      \$184  = 1'h0;
+      \$260  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$185  = valid_s5;
+    \$261  = valid_s5;
     if (en) begin
-      \$185  = m__valid;
+      \$261  = valid_s4;
     end
     if (rst) begin
-      \$185  = 1'h0;
+      \$261  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$186  = reload_count;
+    \$262  = valid_s6;
+    if (en) begin
+      \$262  = valid_s5;
+    end
+    if (rst) begin
+      \$262  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$263  = valid_s7;
+    if (en) begin
+      \$263  = valid_s6;
+    end
+    if (rst) begin
+      \$263  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$264  = m__valid;
+    if (en) begin
+      \$264  = valid_s7;
+    end
+    if (rst) begin
+      \$264  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$265  = valid_s9;
+    if (en) begin
+      \$265  = m__valid;
+    end
+    if (rst) begin
+      \$265  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$266  = valid_s10;
+    if (en) begin
+      \$266  = valid_s9;
+    end
+    if (rst) begin
+      \$266  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$267  = valid_s11;
+    if (en) begin
+      \$267  = valid_s10;
+    end
+    if (rst) begin
+      \$267  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$268  = reload_count;
     if (reloading) begin
-      \$186  = \$174 [3:0];
+      \$268  = \$216 [3:0];
     end
     if (rst) begin
-      \$186  = 4'h0;
+      \$268  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$187  = l0_rd_edge;
+    \$269  = port_cmd;
+    if (rst) begin
+      \$269  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$270  = port_in_flight0;
+    if (rst) begin
+      \$270  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$271  = port_in_flight1;
+    if (rst) begin
+      \$271  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$272  = port_in_flight2;
+    if (rst) begin
+      \$272  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$273  = \$205 [2:0];
+    if (rst) begin
+      \$273  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$274  = l0_port_wr;
+    if (rst) begin
+      \$274  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$275  = l0_port_rd;
+    if (rst) begin
+      \$275  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$276  = l0_port_data;
+    if (rst) begin
+      \$276  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$277  = \$217 ;
+    if (rst) begin
+      \$277  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$278  = l0_port_local_p1;
+    if (rst) begin
+      \$278  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$279  = l0_port_wr_p1;
+    if (rst) begin
+      \$279  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$280  = l0_port_rd_p1;
+    if (rst) begin
+      \$280  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$281  = l0_port_data_p1;
+    if (rst) begin
+      \$281  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$282  = \$219 [2:0];
+    if (rst) begin
+      \$282  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$283  = l0_port_edge_p2;
+    if (rst) begin
+      \$283  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$284  = l0_port_wr_p2;
+    if (rst) begin
+      \$284  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$285  = l0_port_rd_p2;
+    if (rst) begin
+      \$285  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$286  = l0_port_data_p2;
+    if (rst) begin
+      \$286  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$287  = \$220 ;
+    if (rst) begin
+      \$287  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$288  = \$223 ;
+    if (rst) begin
+      \$288  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$289  = l0_port_edge_p3;
+    if (rst) begin
+      \$289  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$290  = l0_port_wr_p3;
+    if (rst) begin
+      \$290  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$291  = l0_port_rd_p3;
+    if (rst) begin
+      \$291  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$292  = l0_port_data_p3;
+    if (rst) begin
+      \$292  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$293  = l0_rd_edge;
+    if (l0_ram_rd) begin
+      \$293  = l0_port_edge_p4[0];
+    end
+    if (rst) begin
+      \$293  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$294  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$294  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$294  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$295  = read_layer;
     if (l0_port_rd) begin
-      \$187  = l0_port_edge_q[0];
+      \$295  = 1'h0;
     end
     if (rst) begin
-      \$187  = 1'h0;
+      \$295  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$188  = l0_rd_bank;
-    if (l0_port_rd) begin
-      \$188  = \$173 [1:0];
-    end
+    \$296  = \$225 ;
     if (rst) begin
-      \$188  = 2'h0;
+      \$296  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$189  = read_layer;
-    if (l0_port_rd) begin
-      \$189  = 1'h0;
-    end
+    \$297  = read_wait;
     if (rst) begin
-      \$189  = 1'h0;
+      \$297  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$190  = \$176 ;
+    \$298  = read_wait1;
     if (rst) begin
-      \$190  = 1'h0;
+      \$298  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$191  = pr__valid;
-    if (\$177 ) begin
-      \$191  = 1'h1;
-    end else if (read_wait) begin
-      \$191  = 1'h1;
+    \$299  = read_wait2;
+    if (rst) begin
+      \$299  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$300  = read_wait3;
+    if (rst) begin
+      \$300  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$301  = pr__valid;
+    if (\$226 ) begin
+      \$301  = 1'h1;
+    end else if (read_wait4) begin
+      \$301  = 1'h1;
     end else if (pr__ready) begin
-      \$191  = 1'h0;
+      \$301  = 1'h0;
     end
     if (rst) begin
-      \$191  = 1'h0;
+      \$301  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$192  = pr__payload;
-    if (\$177 ) begin
-      \$192  = pc__payload[15:0];
-    end else if (read_wait) begin
-      \$192  = \$180 ;
+    \$302  = pr__payload;
+    if (\$226 ) begin
+      \$302  = pc__payload[15:0];
+    end else if (read_wait4) begin
+      \$302  = \$229 ;
     end
     if (rst) begin
-      \$192  = 16'h0000;
+      \$302  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$193  = u;
+    \$303  = u;
     if (en) begin
-      \$193  = s__payload[15:0];
+      \$303  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$194  = y0_s1;
+    \$304  = y0_s1;
     if (en) begin
-      \$194  = s__payload[31:16];
+      \$304  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = kind_s1;
+    \$305  = kind_s1;
     if (en) begin
-      \$195  = s__payload[33:32];
+      \$305  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$196  = l0_lo0_s2;
+    \$306  = pos_in;
     if (en) begin
-      \$196  = \cell [1:0];
+      \$306  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = l0_cell0_s2;
+    \$307  = l0_lo0_s3;
     if (en) begin
-      \$197  = \cell ;
+      \$307  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$198  = l0_bval0_0_s2;
+    \$308  = l0_cell0_s3;
     if (en) begin
-      \$198  = bval[15:0];
+      \$308  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$199  = l0_bval0_1_s2;
+    \$309  = l0_bval0_0_s3;
     if (en) begin
-      \$199  = bval[31:16];
+      \$309  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$200  = l0_bval0_2_s2;
+    \$310  = l0_bval0_1_s3;
     if (en) begin
-      \$200  = bval[47:32];
+      \$310  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$201  = l0_bval0_3_s2;
+    \$311  = l0_bval0_2_s3;
     if (en) begin
-      \$201  = bval[63:48];
+      \$311  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$202  = l0_prod0_0_0_s3;
+    \$312  = l0_bval0_3_s3;
     if (en) begin
-      \$202  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
+      \$312  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = l0_prod0_0_1_s3;
+    \$313  = l0_waddr0_0_s4;
     if (en) begin
-      \$203  = { \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41  };
+      \$313  = \$232 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$204  = l0_prod0_0_2_s3;
+    \$314  = l0_waddr0_1_s4;
     if (en) begin
-      \$204  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
+      \$314  = \$235 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = l0_prod0_0_3_s3;
+    \$315  = l0_waddr0_2_s4;
     if (en) begin
-      \$205  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
+      \$315  = \$238 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$206  = l0_out0_s4;
+    \$316  = l0_waddr0_3_s4;
     if (en) begin
-      \$206  = \t$61 ;
+      \$316  = \$241 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$207  = y0_s2;
+    \$317  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$207  = y0_s1;
+      \$317  = \$242 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$208  = y0_s3;
+    \$318  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$208  = y0_s2;
+      \$318  = \$243 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = y0_s4;
+    \$319  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$209  = y0_s3;
+      \$319  = \$244 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = kind_s2;
+    \$320  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$210  = kind_s1;
+      \$320  = \$245 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = kind_s3;
+    \$321  = l0_coef0_0_0_s4;
     if (en) begin
-      \$211  = kind_s2;
+      \$321  = l0_read0_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = kind_s4;
+    \$322  = l0_bval0_0_s4;
     if (en) begin
-      \$212  = kind_s3;
+      \$322  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = err0_s5;
+    \$323  = l0_prod0_0_0_raw_s5;
     if (en) begin
-      \$213  = e;
+      \$323  = \$246 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = l0_cell0_s3;
+    \$324  = l0_coef0_0_1_s4;
     if (en) begin
-      \$214  = l0_cell0_s2;
+      \$324  = l0_read0_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = l0_cell0_s4;
+    \$325  = l0_bval0_1_s4;
     if (en) begin
-      \$215  = l0_cell0_s3;
+      \$325  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = l0_cell0_s5;
+    \$326  = l0_prod0_0_1_raw_s5;
     if (en) begin
-      \$216  = l0_cell0_s4;
+      \$326  = \$247 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = l0_bval0_0_s3;
+    \$327  = l0_coef0_0_2_s4;
     if (en) begin
-      \$217  = l0_bval0_0_s2;
+      \$327  = l0_read0_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = l0_bval0_0_s4;
+    \$328  = l0_bval0_2_s4;
     if (en) begin
-      \$218  = l0_bval0_0_s3;
+      \$328  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_bval0_0_s5;
+    \$329  = l0_prod0_0_2_raw_s5;
     if (en) begin
-      \$219  = l0_bval0_0_s4;
+      \$329  = \$248 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_bval0_1_s3;
+    \$330  = l0_coef0_0_3_s4;
     if (en) begin
-      \$220  = l0_bval0_1_s2;
+      \$330  = l0_read0_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = l0_bval0_1_s4;
+    \$331  = l0_bval0_3_s4;
     if (en) begin
-      \$221  = l0_bval0_1_s3;
+      \$331  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = l0_bval0_1_s5;
+    \$332  = l0_prod0_0_3_raw_s5;
     if (en) begin
-      \$222  = l0_bval0_1_s4;
+      \$332  = \$249 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = l0_bval0_2_s3;
+    \$333  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$223  = l0_bval0_2_s2;
+      \$333  = \$250 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = l0_bval0_2_s4;
+    \$334  = l0_sum0_t0_1_s6;
     if (en) begin
-      \$224  = l0_bval0_2_s3;
+      \$334  = \$251 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = l0_bval0_2_s5;
+    \$335  = l0_sum0_t1_0_s7;
     if (en) begin
-      \$225  = l0_bval0_2_s4;
+      \$335  = \$252 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = l0_bval0_3_s3;
+    \$336  = l0_out0_s8;
     if (en) begin
-      \$226  = l0_bval0_3_s2;
+      \$336  = \t$57 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = l0_bval0_3_s4;
+    \$337  = y0_s2;
     if (en) begin
-      \$227  = l0_bval0_3_s3;
+      \$337  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = l0_bval0_3_s5;
+    \$338  = y0_s3;
     if (en) begin
-      \$228  = l0_bval0_3_s4;
+      \$338  = y0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$339  = y0_s4;
+    if (en) begin
+      \$339  = y0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$340  = y0_s5;
+    if (en) begin
+      \$340  = y0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$341  = y0_s6;
+    if (en) begin
+      \$341  = y0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$342  = y0_s7;
+    if (en) begin
+      \$342  = y0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$343  = y0_s8;
+    if (en) begin
+      \$343  = y0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$344  = kind_s2;
+    if (en) begin
+      \$344  = kind_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$345  = kind_s3;
+    if (en) begin
+      \$345  = kind_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$346  = kind_s4;
+    if (en) begin
+      \$346  = kind_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$347  = kind_s5;
+    if (en) begin
+      \$347  = kind_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$348  = kind_s6;
+    if (en) begin
+      \$348  = kind_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$349  = kind_s7;
+    if (en) begin
+      \$349  = kind_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$350  = kind_s8;
+    if (en) begin
+      \$350  = kind_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$351  = err0_s9;
+    if (en) begin
+      \$351  = e;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$352  = l0_waddr0_0_s5;
+    if (en) begin
+      \$352  = l0_waddr0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$353  = l0_waddr0_0_s6;
+    if (en) begin
+      \$353  = l0_waddr0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$354  = l0_waddr0_0_s7;
+    if (en) begin
+      \$354  = l0_waddr0_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$355  = l0_waddr0_0_s8;
+    if (en) begin
+      \$355  = l0_waddr0_0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$356  = l0_waddr0_0_s9;
+    if (en) begin
+      \$356  = l0_waddr0_0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$357  = l0_waddr0_0_s10;
+    if (en) begin
+      \$357  = l0_waddr0_0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$358  = l0_waddr0_0_s11;
+    if (en) begin
+      \$358  = l0_waddr0_0_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$359  = l0_waddr0_1_s5;
+    if (en) begin
+      \$359  = l0_waddr0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$360  = l0_waddr0_1_s6;
+    if (en) begin
+      \$360  = l0_waddr0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$361  = l0_waddr0_1_s7;
+    if (en) begin
+      \$361  = l0_waddr0_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$362  = l0_waddr0_1_s8;
+    if (en) begin
+      \$362  = l0_waddr0_1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$363  = l0_waddr0_1_s9;
+    if (en) begin
+      \$363  = l0_waddr0_1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$364  = l0_waddr0_1_s10;
+    if (en) begin
+      \$364  = l0_waddr0_1_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$365  = l0_waddr0_1_s11;
+    if (en) begin
+      \$365  = l0_waddr0_1_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$366  = l0_waddr0_2_s5;
+    if (en) begin
+      \$366  = l0_waddr0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$367  = l0_waddr0_2_s6;
+    if (en) begin
+      \$367  = l0_waddr0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$368  = l0_waddr0_2_s7;
+    if (en) begin
+      \$368  = l0_waddr0_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$369  = l0_waddr0_2_s8;
+    if (en) begin
+      \$369  = l0_waddr0_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$370  = l0_waddr0_2_s9;
+    if (en) begin
+      \$370  = l0_waddr0_2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$371  = l0_waddr0_2_s10;
+    if (en) begin
+      \$371  = l0_waddr0_2_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$372  = l0_waddr0_2_s11;
+    if (en) begin
+      \$372  = l0_waddr0_2_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$373  = l0_waddr0_3_s5;
+    if (en) begin
+      \$373  = l0_waddr0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$374  = l0_waddr0_3_s6;
+    if (en) begin
+      \$374  = l0_waddr0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$375  = l0_waddr0_3_s7;
+    if (en) begin
+      \$375  = l0_waddr0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$376  = l0_waddr0_3_s8;
+    if (en) begin
+      \$376  = l0_waddr0_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$377  = l0_waddr0_3_s9;
+    if (en) begin
+      \$377  = l0_waddr0_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$378  = l0_waddr0_3_s10;
+    if (en) begin
+      \$378  = l0_waddr0_3_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$379  = l0_waddr0_3_s11;
+    if (en) begin
+      \$379  = l0_waddr0_3_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$380  = l0_bval_bank0_0_s5;
+    if (en) begin
+      \$380  = l0_bval_bank0_0_s4;
     end
   end
   assign x0_s1 = u;
+  assign l0_pos0_s2 = pos_in;
   assign \$signature__addr  = \$4 [0];
-  assign l0_port_baddr = l0_port_baddr_q[0];
-  assign \$signature__addr$22  = \$8 [0];
-  assign \$signature__addr$24  = \$12 [0];
-  assign \$signature__addr$26  = \$16 [0];
-  assign \t$37  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
-  assign \t$42  = { \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41 [34], \t$41  };
-  assign \t$47  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
-  assign \t$52  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
-  assign \t$58  = \t$53 [39:0];
-  assign valid_s4 = m__valid;
-  assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$173 [1:0];
-  assign \$signature__addr$104  = \$83 [0];
-  assign \$signature__en$106  = 1'h1;
-  assign wp__addr = \$87 [0];
-  assign \$signature__addr$114  = \$100 [0];
-  assign \$signature__en$115  = 1'h1;
-  assign \wp__addr$116  = \$104 [0];
-  assign \$signature__addr$122  = \$117 [0];
-  assign \$signature__en$123  = 1'h1;
-  assign \wp__addr$124  = \$121 [0];
-  assign \$signature__addr$130  = \$134 [0];
-  assign \$signature__en$131  = 1'h1;
-  assign \wp__addr$132  = \$138 [0];
+  assign l0_port_baddr = l0_port_baddr_p4[0];
+  assign \$signature__addr$24  = \$8 [0];
+  assign \$signature__addr$26  = \$12 [0];
+  assign \$signature__addr$28  = \$16 [0];
+  assign \t$38  = { t[34], t[34], t[34], t[34], t[34], t };
+  assign \t$42  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
+  assign \t$46  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
+  assign \t$50  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+  assign \t$51  = l0_sum0_t1_0_s7[39:0];
+  assign valid_s8 = m__valid;
+  assign l0_port_edge = l0_port_edge_p4[0];
+  assign l0_port_bank = l0_port_bank_p4[1:0];
+  assign \$signature__addr$109  = \$136 [0];
+  assign \$signature__en$112  = 1'h1;
+  assign wp__addr = \$137 [0];
+  assign \$signature__addr$121  = \$149 [0];
+  assign \$signature__en$124  = 1'h1;
+  assign \wp__addr$125  = \$150 [0];
+  assign \$signature__addr$132  = \$162 [0];
+  assign \$signature__en$135  = 1'h1;
+  assign \wp__addr$136  = \$163 [0];
+  assign \$signature__addr$143  = \$175 [0];
+  assign \$signature__en$146  = 1'h1;
+  assign \wp__addr$147  = \$176 [0];
   assign rom_rd__addr = reload_count[2:0];
-  assign reload_addr = \$144 [2:0];
+  assign reload_addr = \$186 [2:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$159 [2:0];
-  assign l0_port_q = \$171 [2:0];
+  assign l0_port_local = \$205 [2:0];
+  assign l0_port_wr_p4 = l0_ram_wr;
+  assign l0_port_rd_p4 = l0_ram_rd;
+  assign l0_port_data_p4 = l0_ram_data;
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[15:0];
   assign \s__payload.x[0]  = s__payload[15:0];
@@ -1490,45 +2818,33 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign m__payload[16] = \$29 ;
-  assign m__payload[15:0] = l0_out0_s4;
+  assign m__payload[16] = \$39 ;
+  assign m__payload[15:0] = l0_out0_s8;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = 3'h0;
-  assign l0_port_baddr_q = { 2'h0, \$171 [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
-  assign \t$36  = { t[31], t, 2'h0 };
-  assign \t$41  = { \t$39 [31], \t$39 , 2'h0 };
-  assign \t$46  = { \t$44 [31], \t$44 , 2'h0 };
-  assign \t$51  = { \t$49 [31], \t$49 , 2'h0 };
-  assign floor = { \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39], \t$53 [39:16] };
-  assign \t$65  = { \t$63 [16], \t$63  };
-  assign \floor$72  = { \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31], \t$69 [31:16] };
-  assign \floor$77  = { \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31], \t$75 [31:16] };
-  assign \floor$82  = { \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31], \t$80 [31:16] };
-  assign \floor$87  = { \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31], \t$85 [31:16] };
-  assign \$80  = { 2'h0, \$79 [2] };
-  assign \$84  = { 2'h0, l0_cell0_s5[2] };
-  assign \$97  = { 2'h0, \$96 [2] };
-  assign \$101  = { 2'h0, l0_cell0_s5[2] };
-  assign \$114  = { 2'h0, \$113 [2] };
-  assign \$118  = { 2'h0, l0_cell0_s5[2] };
-  assign \$131  = { 2'h0, \$130 [2] };
-  assign \$135  = { 2'h0, l0_cell0_s5[2] };
-  assign \$170  = 7'h00;
-  assign \$76  = 1'h1;
-  assign \$77  = l0_port_wr;
-  assign \$93  = 1'h1;
-  assign \$94  = l0_port_wr;
-  assign \$110  = 1'h1;
-  assign \$111  = l0_port_wr;
-  assign \$127  = 1'h1;
-  assign \$128  = l0_port_wr;
+  assign t = { l0_prod0_0_0_raw_s5[31], l0_prod0_0_0_raw_s5, 2'h0 };
+  assign \t$40  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5, 2'h0 };
+  assign \t$44  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5, 2'h0 };
+  assign \t$48  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5, 2'h0 };
+  assign floor = { l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39:16] };
+  assign \t$61  = { \t$59 [16], \t$59  };
+  assign \floor$65  = { l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31:16] };
+  assign \floor$71  = { l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31:16] };
+  assign \floor$77  = { l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31:16] };
+  assign \floor$83  = { l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31:16] };
+  assign \$217  = 3'h0;
+  assign \$220  = { 2'h0, l0_port_q_p3[2] };
+  assign \$221  = { 2'h0, l0_port_q_p3[2] };
+  assign \$230  = { 2'h0, l0_cell0_s3[2] };
+  assign \$233  = { 2'h0, l0_cell0_s3[2] };
+  assign \$236  = { 2'h0, l0_cell0_s3[2] };
+  assign \$239  = { 2'h0, l0_cell0_s3[2] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner.l0_bspline0 (bval, u, \cell );
+module \onchip_learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1551,11 +2867,15 @@ module \onchip_learner.l0_bspline0 (bval, u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
+  wire [13:0] pos;
+  input [13:0] pos_in;
+  wire [13:0] pos_in;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
   wire [15:0] u;
   wire [17:0] v;
+  output [13:0] vc;
   wire [13:0] vc;
   reg [127:0] rom [63:0];
   initial begin
@@ -1624,7 +2944,7 @@ module \onchip_learner.l0_bspline0 (bval, u, \cell );
     rom[62] = 128'h1e0803e8de18fff809b32a9b0bb20000;
     rom[63] = 128'h1f0201fadf06fffe0a2d2aa70b2d0000;
   end
-  assign rd__data = rom[\$7 [10:5]];
+  assign rd__data = rom[pos_in[10:5]];
   assign \$2  = $signed(\$1 ) < $signed(1'h0);
   assign \$3  = $signed(\$1 ) >= $signed(15'h2800);
   assign clamped = \$2  | \$3 ;
@@ -1634,9 +2954,10 @@ module \onchip_learner.l0_bspline0 (bval, u, \cell );
   assign \$7  = \$4  ? 18'h00000 : \$6 ;
   assign \$1  = $signed(u) - $signed(14'h2c00);
   assign v = { \$1 [16], \$1  };
-  assign vc = \$7 [13:0];
-  assign rd__addr = \$7 [10:5];
+  assign pos = \$7 [13:0];
+  assign rd__addr = pos_in[10:5];
   assign bder = rd__data[127:64];
+  assign vc = \$7 [13:0];
   assign \cell  = \$8 [2:0];
   assign bval = rd__data[63:0];
   assign \bval[0]  = rd__data[15:0];
@@ -1647,5 +2968,5 @@ module \onchip_learner.l0_bspline0 (bval, u, \cell );
   assign \bder[1]  = rd__data[95:80];
   assign \bder[2]  = rd__data[111:96];
   assign \bder[3]  = rd__data[127:112];
-  assign \$8  = { 11'h000, \$7 [13:11] };
+  assign \$8  = { 11'h000, pos_in[13:11] };
 endmodule

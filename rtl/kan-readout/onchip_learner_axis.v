@@ -9,7 +9,7 @@
 // Schedule: sequential. 22 parameters, in RAM (reloaded from a ROM after reset).
 //
 // Clock aclk (rising edge). Reset aresetn: synchronous, active low, at least one edge; with aresetn high from
-//     edge 0 on, the first sample can be taken at edge 23.
+//     edge 0 on, the first sample can be taken at edge 27.
 //
 // Ports (dir, bits, name, meaning):
 //   in    1  aclk                  clock; everything happens at its rising edge (the core's clk)
@@ -64,10 +64,10 @@
 //       s_axis_param_tvalid is high no sample is taken (the predictions in flight must still be taken). Each
 //       command gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 4 cycles after the edge that takes the sample, update committed after 5; II 4 cycles.
-// Timing plan: compact (fewest cycles: a multiply, its rounding and an adder tree share a cycle); stages (0:
-//     the cycle that takes the sample): prediction 4, parameter read per layer [2], update per layer [5],
-//     parameter port 0.
+// Latency: prediction 9 cycles after the edge that takes the sample, update committed after 12; II 10 cycles.
+// Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
+//     the cycle that takes the sample): prediction 9, parameter read per layer [3], update per layer [12],
+//     parameter port 4.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -147,7 +147,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
-    .valid_s4(m_axis_pred_tvalid)
+    .valid_s9(m_axis_pred_tvalid)
   );
   assign clk = aclk;
   assign s__payload = s_axis_sample_tdata[49:0];
@@ -178,12 +178,12 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s4, pr__valid, pr__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s9, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire \$101 ;
+  wire [32:0] \$101 ;
   wire [15:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
@@ -195,7 +195,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire [15:0] \$112 ;
+  wire \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
@@ -206,9 +206,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [3:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire [15:0] \$122 ;
-  wire \$123 ;
-  wire \$124 ;
+  wire \$122 ;
+  wire [32:0] \$123 ;
+  wire [15:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
@@ -217,335 +217,651 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [2:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
-  wire [15:0] \$132 ;
+  wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  reg [15:0] \$135 ;
+  wire \$135 ;
   wire \$136 ;
   wire \$137 ;
   wire \$138 ;
-  wire [2:0] \$139 ;
+  wire \$139 ;
   wire \$14 ;
-  wire [2:0] \$140 ;
-  wire [2:0] \$141 ;
+  wire \$140 ;
+  wire \$141 ;
   wire \$142 ;
-  wire [3:0] \$143 ;
-  wire [2:0] \$144 ;
-  wire \$145 ;
-  wire [3:0] \$146 ;
-  wire [3:0] \$147 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire [32:0] \$145 ;
+  wire [15:0] \$146 ;
+  wire \$147 ;
   wire \$148 ;
   wire \$149 ;
   wire [3:0] \$15 ;
-  wire [15:0] \$150 ;
-  wire [15:0] \$151 ;
-  reg [15:0] \$152 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
   wire \$154 ;
   wire \$155 ;
-  wire [2:0] \$156 ;
-  wire [2:0] \$157 ;
-  wire [2:0] \$158 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
   wire \$159 ;
   wire [3:0] \$16 ;
-  wire [3:0] \$160 ;
-  wire [2:0] \$161 ;
+  wire \$160 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [3:0] \$163 ;
-  wire [3:0] \$164 ;
+  wire \$163 ;
+  wire \$164 ;
   wire \$165 ;
   wire \$166 ;
-  wire [15:0] \$167 ;
+  wire [32:0] \$167 ;
   wire [15:0] \$168 ;
-  reg [15:0] \$169 ;
+  wire \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
   wire \$172 ;
-  wire [2:0] \$173 ;
-  wire [2:0] \$174 ;
-  wire [2:0] \$175 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
   wire \$176 ;
-  wire [3:0] \$177 ;
-  wire [2:0] \$178 ;
+  wire \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
-  wire [3:0] \$180 ;
-  wire [3:0] \$181 ;
+  wire \$180 ;
+  wire \$181 ;
   wire \$182 ;
   wire \$183 ;
-  wire [15:0] \$184 ;
-  wire [15:0] \$185 ;
-  reg [15:0] \$186 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
   wire \$187 ;
   wire \$188 ;
-  wire \$189 ;
+  wire [32:0] \$189 ;
   wire [3:0] \$19 ;
-  wire [2:0] \$190 ;
-  wire [2:0] \$191 ;
-  wire [2:0] \$192 ;
+  wire [15:0] \$190 ;
+  wire \$191 ;
+  wire \$192 ;
   wire \$193 ;
-  wire [3:0] \$194 ;
-  wire [2:0] \$195 ;
+  wire \$194 ;
+  wire \$195 ;
   wire \$196 ;
-  wire [3:0] \$197 ;
-  wire [3:0] \$198 ;
+  wire \$197 ;
+  wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
   wire \$200 ;
-  wire [15:0] \$201 ;
-  wire [15:0] \$202 ;
-  reg [15:0] \$203 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
   wire \$204 ;
   wire \$205 ;
   wire \$206 ;
-  wire [2:0] \$207 ;
-  wire [2:0] \$208 ;
-  wire [2:0] \$209 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire [2:0] \$21 ;
   wire \$210 ;
-  wire [3:0] \$211 ;
-  wire [2:0] \$212 ;
+  wire [32:0] \$211 ;
+  wire [15:0] \$212 ;
   wire \$213 ;
-  wire [3:0] \$214 ;
-  wire [3:0] \$215 ;
+  wire \$214 ;
+  wire \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire [15:0] \$218 ;
-  wire [15:0] \$219 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
-  reg [15:0] \$220 ;
+  wire \$220 ;
   wire \$221 ;
   wire \$222 ;
   wire \$223 ;
-  wire [2:0] \$224 ;
-  wire [2:0] \$225 ;
-  wire [2:0] \$226 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
   wire \$227 ;
-  wire [3:0] \$228 ;
-  wire [2:0] \$229 ;
+  wire \$228 ;
+  wire \$229 ;
   wire [3:0] \$23 ;
   wire \$230 ;
-  wire [3:0] \$231 ;
-  wire [3:0] \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire [15:0] \$235 ;
-  wire [15:0] \$236 ;
-  reg [15:0] \$237 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire [32:0] \$233 ;
+  wire [15:0] \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
   wire \$238 ;
   wire \$239 ;
   wire [3:0] \$24 ;
-  wire \$240 ;
-  wire [2:0] \$241 ;
-  wire [2:0] \$242 ;
-  wire [2:0] \$243 ;
+  wire [3:0] \$240 ;
+  wire [3:0] \$241 ;
+  wire \$242 ;
+  wire \$243 ;
   wire \$244 ;
-  wire [3:0] \$245 ;
-  wire [2:0] \$246 ;
+  wire \$245 ;
+  wire \$246 ;
   wire \$247 ;
-  wire [3:0] \$248 ;
-  wire [3:0] \$249 ;
+  wire [15:0] \$248 ;
+  wire [15:0] \$249 ;
   wire [2:0] \$25 ;
   wire \$250 ;
   wire \$251 ;
-  wire [15:0] \$252 ;
-  wire [15:0] \$253 ;
-  reg [15:0] \$254 ;
+  wire \$252 ;
+  wire [3:0] \$253 ;
+  wire [3:0] \$254 ;
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [2:0] \$258 ;
-  wire [2:0] \$259 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
-  wire [2:0] \$260 ;
-  wire \$261 ;
-  wire [3:0] \$262 ;
-  wire [2:0] \$263 ;
+  wire \$260 ;
+  wire [15:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire \$263 ;
   wire \$264 ;
-  wire [3:0] \$265 ;
+  wire \$265 ;
   wire [3:0] \$266 ;
-  wire \$267 ;
+  wire [3:0] \$267 ;
   wire \$268 ;
-  wire [15:0] \$269 ;
+  wire \$269 ;
   wire [3:0] \$27 ;
-  wire [15:0] \$270 ;
+  wire \$270 ;
   wire \$271 ;
-  wire [5:0] \$272 ;
+  wire \$272 ;
   wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
   wire \$276 ;
   wire \$277 ;
   wire \$278 ;
-  wire \$279 ;
+  wire [3:0] \$279 ;
   wire [3:0] \$28 ;
-  wire \$280 ;
+  wire [3:0] \$280 ;
   wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
   wire \$286 ;
-  wire [5:0] \$287 ;
-  wire \$288 ;
+  wire [15:0] \$287 ;
+  wire [15:0] \$288 ;
   wire \$289 ;
   wire [2:0] \$29 ;
   wire \$290 ;
   wire \$291 ;
-  wire \$292 ;
-  wire \$293 ;
+  wire [3:0] \$292 ;
+  wire [3:0] \$293 ;
   wire \$294 ;
   wire \$295 ;
   wire \$296 ;
   wire \$297 ;
-  wire [6:0] \$298 ;
-  wire [10:0] \$299 ;
+  wire \$298 ;
+  wire \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [11:0] \$300 ;
-  wire [6:0] \$301 ;
-  wire [7:0] \$302 ;
-  wire [5:0] \$303 ;
+  wire [15:0] \$300 ;
+  wire [15:0] \$301 ;
+  wire \$302 ;
+  wire \$303 ;
   wire \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  reg [15:0] \$307 ;
-  reg [15:0] \$308 ;
-  reg [15:0] \$309 ;
+  wire [3:0] \$305 ;
+  wire [3:0] \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
   wire [3:0] \$31 ;
-  reg [15:0] \$310 ;
-  reg \$311 ;
-  reg \$312 ;
-  reg \$313 ;
-  reg \$314 ;
-  reg \$315 ;
-  reg [4:0] \$316 ;
-  reg \$317 ;
-  reg [1:0] \$318 ;
-  reg \$319 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire [15:0] \$313 ;
+  wire [15:0] \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire [3:0] \$318 ;
+  wire [3:0] \$319 ;
   wire [3:0] \$32 ;
-  reg \$320 ;
-  reg \$321 ;
-  reg [15:0] \$322 ;
-  reg [15:0] \$323 ;
-  reg [15:0] \$324 ;
-  reg [15:0] \$325 ;
-  reg [1:0] \$326 ;
-  reg [1:0] \$327 ;
-  reg [2:0] \$328 ;
-  reg [15:0] \$329 ;
-  wire [40:0] \$33 ;
-  reg [15:0] \$330 ;
-  reg [15:0] \$331 ;
-  reg [15:0] \$332 ;
-  reg [1:0] \$333 ;
-  reg [2:0] \$334 ;
-  reg [15:0] \$335 ;
-  reg [15:0] \$336 ;
-  reg [15:0] \$337 ;
-  reg [15:0] \$338 ;
-  reg [39:0] \$339 ;
-  wire [40:0] \$34 ;
-  reg [39:0] \$340 ;
-  reg [39:0] \$341 ;
-  reg [39:0] \$342 ;
-  reg [39:0] \$343 ;
-  reg [39:0] \$344 ;
-  reg [39:0] \$345 ;
-  reg [39:0] \$346 ;
-  reg [15:0] \$347 ;
-  reg [15:0] \$348 ;
-  reg [15:0] \$349 ;
-  wire [41:0] \$35 ;
-  reg [15:0] \$350 ;
-  reg [1:0] \$351 ;
-  reg [1:0] \$352 ;
-  reg [1:0] \$353 ;
-  reg [15:0] \$354 ;
-  reg [2:0] \$355 ;
-  reg [2:0] \$356 ;
-  reg [2:0] \$357 ;
-  reg [2:0] \$358 ;
-  reg [2:0] \$359 ;
-  wire [40:0] \$36 ;
-  reg [2:0] \$360 ;
-  reg [15:0] \$361 ;
-  reg [15:0] \$362 ;
-  reg [15:0] \$363 ;
-  reg [15:0] \$364 ;
-  reg [15:0] \$365 ;
-  reg [15:0] \$366 ;
-  reg [15:0] \$367 ;
-  reg [15:0] \$368 ;
-  reg [15:0] \$369 ;
-  wire [40:0] \$37 ;
-  reg [15:0] \$370 ;
-  reg [15:0] \$371 ;
-  reg [15:0] \$372 ;
-  reg [15:0] \$373 ;
-  reg [15:0] \$374 ;
-  reg [15:0] \$375 ;
-  reg [15:0] \$376 ;
-  reg [15:0] \$377 ;
-  reg [15:0] \$378 ;
-  reg [15:0] \$379 ;
-  wire [41:0] \$38 ;
-  reg [15:0] \$380 ;
-  reg [15:0] \$381 ;
-  reg [15:0] \$382 ;
-  reg [15:0] \$383 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire [15:0] \$326 ;
+  wire [15:0] \$327 ;
+  wire \$328 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire \$330 ;
+  wire [3:0] \$331 ;
+  wire [3:0] \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
+  wire \$34 ;
+  wire [15:0] \$340 ;
+  wire \$341 ;
+  wire [5:0] \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire \$349 ;
+  wire \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire \$359 ;
+  wire \$36 ;
+  wire \$360 ;
+  wire [5:0] \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire [5:0] \$372 ;
+  wire [6:0] \$373 ;
+  wire [6:0] \$374 ;
+  wire [10:0] \$375 ;
+  wire [11:0] \$376 ;
+  wire [3:0] \$377 ;
+  wire [3:0] \$378 ;
+  wire [6:0] \$379 ;
+  wire \$38 ;
+  wire [7:0] \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire \$383 ;
   reg [15:0] \$384 ;
+  reg [15:0] \$385 ;
+  reg [15:0] \$386 ;
+  reg [15:0] \$387 ;
+  wire [2:0] \$388 ;
+  wire \$389 ;
   wire \$39 ;
+  wire [3:0] \$390 ;
+  wire [2:0] \$391 ;
+  wire \$392 ;
+  wire [3:0] \$393 ;
+  wire [2:0] \$394 ;
+  wire \$395 ;
+  wire [3:0] \$396 ;
+  wire [2:0] \$397 ;
+  wire \$398 ;
+  wire [3:0] \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
+  reg [15:0] \$400 ;
+  reg [15:0] \$401 ;
+  reg [15:0] \$402 ;
+  reg [15:0] \$403 ;
+  wire [2:0] \$404 ;
+  wire \$405 ;
+  wire [3:0] \$406 ;
+  wire [2:0] \$407 ;
+  wire \$408 ;
+  wire [3:0] \$409 ;
   wire \$41 ;
+  wire [2:0] \$410 ;
+  wire \$411 ;
+  wire [3:0] \$412 ;
+  wire [2:0] \$413 ;
+  wire \$414 ;
+  wire [3:0] \$415 ;
+  reg [15:0] \$416 ;
+  reg [15:0] \$417 ;
+  reg [15:0] \$418 ;
+  reg [15:0] \$419 ;
   wire \$42 ;
+  wire [31:0] \$420 ;
+  wire [31:0] \$421 ;
+  wire [31:0] \$422 ;
+  wire [31:0] \$423 ;
+  wire [31:0] \$424 ;
+  wire [31:0] \$425 ;
+  wire [31:0] \$426 ;
+  wire [31:0] \$427 ;
+  wire [40:0] \$428 ;
+  wire [40:0] \$429 ;
   wire \$43 ;
+  wire [40:0] \$430 ;
+  wire [40:0] \$431 ;
+  wire [41:0] \$432 ;
+  wire [41:0] \$433 ;
+  wire [42:0] \$434 ;
+  wire [31:0] \$435 ;
+  wire [31:0] \$436 ;
+  wire [31:0] \$437 ;
+  wire [31:0] \$438 ;
+  wire [31:0] \$439 ;
   wire \$44 ;
+  wire [31:0] \$440 ;
+  wire [31:0] \$441 ;
+  wire [31:0] \$442 ;
+  reg \$443 ;
+  reg \$444 ;
+  reg \$445 ;
+  reg \$446 ;
+  reg \$447 ;
+  reg \$448 ;
+  reg \$449 ;
   wire \$45 ;
+  reg \$450 ;
+  reg \$451 ;
+  reg \$452 ;
+  reg \$453 ;
+  reg \$454 ;
+  reg [4:0] \$455 ;
+  reg \$456 ;
+  reg \$457 ;
+  reg \$458 ;
+  reg \$459 ;
   wire \$46 ;
+  reg [4:0] \$460 ;
+  reg \$461 ;
+  reg \$462 ;
+  reg [15:0] \$463 ;
+  reg [6:0] \$464 ;
+  reg [4:0] \$465 ;
+  reg \$466 ;
+  reg \$467 ;
+  reg [15:0] \$468 ;
+  reg [3:0] \$469 ;
   wire \$47 ;
-  wire [15:0] \$48 ;
+  reg [6:0] \$470 ;
+  reg \$471 ;
+  reg \$472 ;
+  reg [15:0] \$473 ;
+  reg [3:0] \$474 ;
+  reg [7:0] \$475 ;
+  reg [6:0] \$476 ;
+  reg \$477 ;
+  reg \$478 ;
+  reg [15:0] \$479 ;
+  wire \$48 ;
+  reg \$480 ;
+  reg [1:0] \$481 ;
+  reg \$482 ;
+  reg \$483 ;
+  reg \$484 ;
+  reg \$485 ;
+  reg \$486 ;
+  reg \$487 ;
+  reg \$488 ;
+  reg [15:0] \$489 ;
   wire \$49 ;
+  reg [15:0] \$490 ;
+  reg [15:0] \$491 ;
+  reg [15:0] \$492 ;
+  reg [1:0] \$493 ;
+  reg [14:0] \$494 ;
+  reg [1:0] \$495 ;
+  reg [2:0] \$496 ;
+  reg [15:0] \$497 ;
+  reg [15:0] \$498 ;
+  reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
+  reg [15:0] \$500 ;
+  reg [14:0] \$501 ;
+  reg [1:0] \$502 ;
+  reg [2:0] \$503 ;
+  reg [15:0] \$504 ;
+  reg [15:0] \$505 ;
+  reg [15:0] \$506 ;
+  reg [15:0] \$507 ;
+  reg [3:0] \$508 ;
+  reg [3:0] \$509 ;
   wire \$51 ;
-  wire [15:0] \$52 ;
-  wire \$53 ;
-  wire \$54 ;
+  reg [3:0] \$510 ;
+  reg [3:0] \$511 ;
+  reg [15:0] \$512 ;
+  reg [15:0] \$513 ;
+  reg [15:0] \$514 ;
+  reg [15:0] \$515 ;
+  reg [3:0] \$516 ;
+  reg [3:0] \$517 ;
+  reg [3:0] \$518 ;
+  reg [3:0] \$519 ;
+  wire \$52 ;
+  reg [15:0] \$520 ;
+  reg [15:0] \$521 ;
+  reg [15:0] \$522 ;
+  reg [15:0] \$523 ;
+  reg [15:0] \$524 ;
+  reg [15:0] \$525 ;
+  reg [31:0] \$526 ;
+  reg [15:0] \$527 ;
+  reg [15:0] \$528 ;
+  reg [31:0] \$529 ;
+  wire [40:0] \$53 ;
+  reg [15:0] \$530 ;
+  reg [15:0] \$531 ;
+  reg [31:0] \$532 ;
+  reg [15:0] \$533 ;
+  reg [15:0] \$534 ;
+  reg [31:0] \$535 ;
+  reg [15:0] \$536 ;
+  reg [15:0] \$537 ;
+  reg [31:0] \$538 ;
+  reg [15:0] \$539 ;
+  wire [15:0] \$54 ;
+  reg [15:0] \$540 ;
+  reg [31:0] \$541 ;
+  reg [15:0] \$542 ;
+  reg [15:0] \$543 ;
+  reg [31:0] \$544 ;
+  reg [15:0] \$545 ;
+  reg [15:0] \$546 ;
+  reg [31:0] \$547 ;
+  reg [40:0] \$548 ;
+  reg [40:0] \$549 ;
   wire \$55 ;
+  reg [40:0] \$550 ;
+  reg [40:0] \$551 ;
+  reg [41:0] \$552 ;
+  reg [41:0] \$553 ;
+  reg [42:0] \$554 ;
+  reg [15:0] \$555 ;
+  reg [15:0] \$556 ;
+  reg [15:0] \$557 ;
+  reg [15:0] \$558 ;
+  reg [15:0] \$559 ;
   wire \$56 ;
+  reg [15:0] \$560 ;
+  reg [15:0] \$561 ;
+  reg [15:0] \$562 ;
+  reg [15:0] \$563 ;
+  reg [1:0] \$564 ;
+  reg [1:0] \$565 ;
+  reg [1:0] \$566 ;
+  reg [1:0] \$567 ;
+  reg [1:0] \$568 ;
+  reg [1:0] \$569 ;
   wire \$57 ;
-  wire \$58 ;
+  reg [1:0] \$570 ;
+  reg [1:0] \$571 ;
+  reg [15:0] \$572 ;
+  reg [3:0] \$573 ;
+  reg [3:0] \$574 ;
+  reg [3:0] \$575 ;
+  reg [3:0] \$576 ;
+  reg [3:0] \$577 ;
+  reg [3:0] \$578 ;
+  reg [3:0] \$579 ;
+  wire [15:0] \$58 ;
+  reg [3:0] \$580 ;
+  reg [3:0] \$581 ;
+  reg [3:0] \$582 ;
+  reg [3:0] \$583 ;
+  reg [3:0] \$584 ;
+  reg [3:0] \$585 ;
+  reg [3:0] \$586 ;
+  reg [3:0] \$587 ;
+  reg [3:0] \$588 ;
+  reg [3:0] \$589 ;
   wire \$59 ;
+  reg [3:0] \$590 ;
+  reg [3:0] \$591 ;
+  reg [3:0] \$592 ;
+  reg [3:0] \$593 ;
+  reg [3:0] \$594 ;
+  reg [3:0] \$595 ;
+  reg [3:0] \$596 ;
+  reg [3:0] \$597 ;
+  reg [3:0] \$598 ;
+  reg [3:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
+  reg [3:0] \$600 ;
+  reg [3:0] \$601 ;
+  reg [3:0] \$602 ;
+  reg [3:0] \$603 ;
+  reg [3:0] \$604 ;
+  reg [3:0] \$605 ;
+  reg [3:0] \$606 ;
+  reg [3:0] \$607 ;
+  reg [3:0] \$608 ;
+  reg [3:0] \$609 ;
   wire \$61 ;
-  wire [15:0] \$62 ;
+  reg [3:0] \$610 ;
+  reg [3:0] \$611 ;
+  reg [3:0] \$612 ;
+  reg [3:0] \$613 ;
+  reg [3:0] \$614 ;
+  reg [3:0] \$615 ;
+  reg [3:0] \$616 ;
+  reg [3:0] \$617 ;
+  reg [3:0] \$618 ;
+  reg [3:0] \$619 ;
+  wire \$62 ;
+  reg [3:0] \$620 ;
+  reg [3:0] \$621 ;
+  reg [3:0] \$622 ;
+  reg [3:0] \$623 ;
+  reg [3:0] \$624 ;
+  reg [3:0] \$625 ;
+  reg [3:0] \$626 ;
+  reg [3:0] \$627 ;
+  reg [3:0] \$628 ;
+  reg [3:0] \$629 ;
   wire \$63 ;
+  reg [3:0] \$630 ;
+  reg [3:0] \$631 ;
+  reg [3:0] \$632 ;
+  reg [3:0] \$633 ;
+  reg [3:0] \$634 ;
+  reg [3:0] \$635 ;
+  reg [3:0] \$636 ;
+  reg [15:0] \$637 ;
+  reg [15:0] \$638 ;
+  reg [15:0] \$639 ;
   wire \$64 ;
+  reg [15:0] \$640 ;
+  reg [15:0] \$641 ;
+  reg [15:0] \$642 ;
+  reg [31:0] \$643 ;
+  reg [15:0] \$644 ;
+  reg [15:0] \$645 ;
+  reg [15:0] \$646 ;
+  reg [15:0] \$647 ;
+  reg [15:0] \$648 ;
+  reg [15:0] \$649 ;
   wire \$65 ;
+  reg [15:0] \$650 ;
+  reg [31:0] \$651 ;
+  reg [15:0] \$652 ;
+  reg [15:0] \$653 ;
+  reg [15:0] \$654 ;
+  reg [15:0] \$655 ;
+  reg [15:0] \$656 ;
+  reg [15:0] \$657 ;
+  reg [15:0] \$658 ;
+  reg [31:0] \$659 ;
   wire \$66 ;
+  reg [15:0] \$660 ;
+  reg [15:0] \$661 ;
+  reg [15:0] \$662 ;
+  reg [15:0] \$663 ;
+  reg [15:0] \$664 ;
+  reg [15:0] \$665 ;
+  reg [15:0] \$666 ;
+  reg [31:0] \$667 ;
+  reg [15:0] \$668 ;
+  reg [15:0] \$669 ;
   wire \$67 ;
+  reg [15:0] \$670 ;
+  reg [15:0] \$671 ;
+  reg [15:0] \$672 ;
+  reg [15:0] \$673 ;
+  reg [15:0] \$674 ;
+  reg [31:0] \$675 ;
+  reg [15:0] \$676 ;
+  reg [15:0] \$677 ;
+  reg [15:0] \$678 ;
+  reg [15:0] \$679 ;
   wire \$68 ;
+  reg [15:0] \$680 ;
+  reg [15:0] \$681 ;
+  reg [15:0] \$682 ;
+  reg [31:0] \$683 ;
+  reg [15:0] \$684 ;
+  reg [15:0] \$685 ;
+  reg [15:0] \$686 ;
+  reg [15:0] \$687 ;
+  reg [15:0] \$688 ;
+  reg [15:0] \$689 ;
   wire \$69 ;
+  reg [15:0] \$690 ;
+  reg [31:0] \$691 ;
+  reg [15:0] \$692 ;
+  reg [15:0] \$693 ;
+  reg [15:0] \$694 ;
+  reg [15:0] \$695 ;
+  reg [15:0] \$696 ;
+  reg [15:0] \$697 ;
+  reg [15:0] \$698 ;
+  reg [31:0] \$699 ;
   wire [3:0] \$7 ;
   wire \$70 ;
+  reg [15:0] \$700 ;
   wire \$71 ;
-  wire [15:0] \$72 ;
+  wire \$72 ;
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire \$79 ;
+  wire [32:0] \$79 ;
   wire [3:0] \$8 ;
-  wire \$80 ;
+  wire [15:0] \$80 ;
   wire \$81 ;
-  wire [15:0] \$82 ;
+  wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
@@ -556,7 +872,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [2:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
-  wire [15:0] \$92 ;
+  wire \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
@@ -565,61 +881,79 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$10 ;
-  wire [1:0] \$signature__addr$12 ;
   wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$153 ;
-  wire [1:0] \$signature__addr$163 ;
-  wire [1:0] \$signature__addr$171 ;
-  wire [1:0] \$signature__addr$179 ;
-  wire [1:0] \$signature__addr$188 ;
-  wire [1:0] \$signature__addr$197 ;
-  wire [1:0] \$signature__addr$205 ;
+  wire [1:0] \$signature__addr$157 ;
+  wire [1:0] \$signature__addr$16 ;
+  wire [1:0] \$signature__addr$169 ;
+  wire [1:0] \$signature__addr$18 ;
+  wire [1:0] \$signature__addr$180 ;
+  wire [1:0] \$signature__addr$191 ;
+  wire [1:0] \$signature__addr$202 ;
   wire [1:0] \$signature__addr$213 ;
+  wire [1:0] \$signature__addr$224 ;
+  wire [1:0] \$signature__addr$235 ;
   wire [1:0] \$signature__addr$41 ;
   wire [1:0] \$signature__addr$44 ;
   wire [1:0] \$signature__addr$46 ;
   wire [1:0] \$signature__addr$48 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$147 ;
-  wire [15:0] \$signature__data$161 ;
-  wire [15:0] \$signature__data$169 ;
+  wire [15:0] \$signature__data$151 ;
+  wire [15:0] \$signature__data$166 ;
   wire [15:0] \$signature__data$177 ;
-  wire [15:0] \$signature__data$185 ;
-  wire [15:0] \$signature__data$19 ;
-  wire [15:0] \$signature__data$195 ;
-  wire [15:0] \$signature__data$20 ;
-  wire [15:0] \$signature__data$203 ;
-  wire [15:0] \$signature__data$21 ;
-  wire [15:0] \$signature__data$211 ;
+  wire [15:0] \$signature__data$188 ;
+  wire [15:0] \$signature__data$199 ;
+  wire [15:0] \$signature__data$210 ;
+  wire [15:0] \$signature__data$221 ;
+  wire [15:0] \$signature__data$23 ;
+  wire [15:0] \$signature__data$232 ;
+  wire [15:0] \$signature__data$24 ;
+  wire [15:0] \$signature__data$25 ;
   wire [15:0] \$signature__data$52 ;
   wire [15:0] \$signature__data$53 ;
   wire [15:0] \$signature__data$54 ;
   wire [15:0] \$signature__data$55 ;
   wire \$signature__en ;
-  wire \$signature__en$11 ;
-  wire \$signature__en$13 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$155 ;
-  wire \$signature__en$164 ;
+  wire \$signature__en$160 ;
+  wire \$signature__en$17 ;
   wire \$signature__en$172 ;
-  wire \$signature__en$180 ;
-  wire \$signature__en$190 ;
-  wire \$signature__en$198 ;
-  wire \$signature__en$206 ;
-  wire \$signature__en$214 ;
+  wire \$signature__en$183 ;
+  wire \$signature__en$19 ;
+  wire \$signature__en$194 ;
+  wire \$signature__en$205 ;
+  wire \$signature__en$216 ;
+  wire \$signature__en$227 ;
+  wire \$signature__en$238 ;
   wire \$signature__en$43 ;
   wire \$signature__en$45 ;
   wire \$signature__en$47 ;
   wire \$signature__en$49 ;
+  wire above;
+  wire \above$101 ;
+  wire \above$107 ;
+  wire \above$113 ;
+  wire \above$119 ;
+  wire \above$125 ;
+  wire \above$131 ;
+  wire \above$89 ;
+  wire \above$95 ;
   wire accept;
+  wire below;
+  wire \below$102 ;
+  wire \below$108 ;
+  wire \below$114 ;
+  wire \below$120 ;
+  wire \below$126 ;
+  wire \below$132 ;
+  wire \below$90 ;
+  wire \below$96 ;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$252 ;
-  wire [15:0] \bval$252[0] ;
-  wire [15:0] \bval$252[1] ;
-  wire [15:0] \bval$252[2] ;
-  wire [15:0] \bval$252[3] ;
+  wire [63:0] \bval$312 ;
+  wire [15:0] \bval$312[0] ;
+  wire [15:0] \bval$312[1] ;
+  wire [15:0] \bval$312[2] ;
+  wire [15:0] \bval$312[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -631,71 +965,151 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire commit_l0;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s5 = 16'h0000;
+  reg [15:0] err0_s10 = 16'h0000;
   output execute;
   wire execute;
   wire [39:0] floor;
   wire [31:0] \floor$104 ;
-  wire [31:0] \floor$109 ;
-  wire [31:0] \floor$114 ;
-  wire [31:0] \floor$119 ;
-  wire [31:0] \floor$124 ;
-  wire [31:0] \floor$129 ;
-  wire [31:0] \floor$134 ;
-  wire [31:0] \floor$99 ;
+  wire [31:0] \floor$110 ;
+  wire [31:0] \floor$116 ;
+  wire [31:0] \floor$122 ;
+  wire [31:0] \floor$128 ;
+  wire [31:0] \floor$86 ;
+  wire [31:0] \floor$92 ;
+  wire [31:0] \floor$98 ;
+  wire inc;
+  wire \inc$100 ;
+  wire \inc$106 ;
+  wire \inc$112 ;
+  wire \inc$118 ;
+  wire \inc$124 ;
+  wire \inc$130 ;
+  wire \inc$88 ;
+  wire \inc$94 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
-  reg [15:0] l0_bval0_0_s2 = 16'h0000;
+  reg [1:0] kind_s5 = 2'h0;
+  reg [1:0] kind_s6 = 2'h0;
+  reg [1:0] kind_s7 = 2'h0;
+  reg [1:0] kind_s8 = 2'h0;
+  reg [1:0] kind_s9 = 2'h0;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
-  reg [15:0] l0_bval0_0_s5 = 16'h0000;
-  reg [15:0] l0_bval0_1_s2 = 16'h0000;
   reg [15:0] l0_bval0_1_s3 = 16'h0000;
   reg [15:0] l0_bval0_1_s4 = 16'h0000;
-  reg [15:0] l0_bval0_1_s5 = 16'h0000;
-  reg [15:0] l0_bval0_2_s2 = 16'h0000;
   reg [15:0] l0_bval0_2_s3 = 16'h0000;
   reg [15:0] l0_bval0_2_s4 = 16'h0000;
-  reg [15:0] l0_bval0_2_s5 = 16'h0000;
-  reg [15:0] l0_bval0_3_s2 = 16'h0000;
   reg [15:0] l0_bval0_3_s3 = 16'h0000;
   reg [15:0] l0_bval0_3_s4 = 16'h0000;
-  reg [15:0] l0_bval0_3_s5 = 16'h0000;
-  reg [15:0] l0_bval1_0_s2 = 16'h0000;
   reg [15:0] l0_bval1_0_s3 = 16'h0000;
   reg [15:0] l0_bval1_0_s4 = 16'h0000;
-  reg [15:0] l0_bval1_0_s5 = 16'h0000;
-  reg [15:0] l0_bval1_1_s2 = 16'h0000;
   reg [15:0] l0_bval1_1_s3 = 16'h0000;
   reg [15:0] l0_bval1_1_s4 = 16'h0000;
-  reg [15:0] l0_bval1_1_s5 = 16'h0000;
-  reg [15:0] l0_bval1_2_s2 = 16'h0000;
   reg [15:0] l0_bval1_2_s3 = 16'h0000;
   reg [15:0] l0_bval1_2_s4 = 16'h0000;
-  reg [15:0] l0_bval1_2_s5 = 16'h0000;
-  reg [15:0] l0_bval1_3_s2 = 16'h0000;
   reg [15:0] l0_bval1_3_s3 = 16'h0000;
   reg [15:0] l0_bval1_3_s4 = 16'h0000;
-  reg [15:0] l0_bval1_3_s5 = 16'h0000;
-  reg [2:0] l0_cell0_s2 = 3'h0;
+  reg [15:0] l0_bval_bank0_0_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s10 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s5 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s6 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s9 = 16'h0000;
   reg [2:0] l0_cell0_s3 = 3'h0;
-  reg [2:0] l0_cell0_s4 = 3'h0;
-  reg [2:0] l0_cell0_s5 = 3'h0;
-  reg [2:0] l0_cell1_s2 = 3'h0;
   reg [2:0] l0_cell1_s3 = 3'h0;
-  reg [2:0] l0_cell1_s4 = 3'h0;
-  reg [2:0] l0_cell1_s5 = 3'h0;
-  reg [1:0] l0_lo0_s2 = 2'h0;
-  reg [1:0] l0_lo1_s2 = 2'h0;
-  reg [15:0] l0_out0_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_0_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_1_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_2_s4 = 16'h0000;
+  reg [15:0] l0_coef0_0_3_s4 = 16'h0000;
+  reg [15:0] l0_coef0_1_0_s4 = 16'h0000;
+  reg [15:0] l0_coef0_1_1_s4 = 16'h0000;
+  reg [15:0] l0_coef0_1_2_s4 = 16'h0000;
+  reg [15:0] l0_coef0_1_3_s4 = 16'h0000;
+  reg [31:0] l0_delta0_0_0_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_0_0_s12 = 16'h0000;
+  reg [31:0] l0_delta0_0_1_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_0_1_s12 = 16'h0000;
+  reg [31:0] l0_delta0_0_2_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_0_2_s12 = 16'h0000;
+  reg [31:0] l0_delta0_0_3_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_0_3_s12 = 16'h0000;
+  reg [31:0] l0_delta0_1_0_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_1_0_s12 = 16'h0000;
+  reg [31:0] l0_delta0_1_1_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_1_1_s12 = 16'h0000;
+  reg [31:0] l0_delta0_1_2_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_1_2_s12 = 16'h0000;
+  reg [31:0] l0_delta0_1_3_raw_s11 = 32'd0;
+  reg [15:0] l0_delta0_1_3_s12 = 16'h0000;
+  reg [1:0] l0_lo0_s3 = 2'h0;
+  reg [1:0] l0_lo1_s3 = 2'h0;
+  reg [15:0] l0_out0_s9 = 16'h0000;
   wire [1:0] l0_port_baddr;
-  wire [3:0] l0_port_baddr_q;
+  reg [3:0] l0_port_baddr_p4 = 4'h0;
   wire [1:0] l0_port_bank;
+  reg [7:0] l0_port_bank_p4 = 8'h00;
   wire [15:0] l0_port_data;
+  reg [15:0] l0_port_data_p1 = 16'h0000;
+  reg [15:0] l0_port_data_p2 = 16'h0000;
+  reg [15:0] l0_port_data_p3 = 16'h0000;
+  (* init = 16'h0000 *)
+  wire [15:0] l0_port_data_p4;
   wire l0_port_edge;
-  wire [6:0] l0_port_edge_q;
+  reg [6:0] l0_port_edge_p2 = 7'h00;
+  reg [6:0] l0_port_edge_p3 = 7'h00;
+  reg [6:0] l0_port_edge_p4 = 7'h00;
   wire l0_port_hit0_0_0;
   wire l0_port_hit0_0_1;
   wire l0_port_hit0_0_2;
@@ -705,17 +1119,36 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire l0_port_hit0_1_2;
   wire l0_port_hit0_1_3;
   wire [4:0] l0_port_local;
-  wire [3:0] l0_port_q;
+  reg [4:0] l0_port_local_p1 = 5'h00;
+  reg [4:0] l0_port_local_p2 = 5'h00;
+  reg [3:0] l0_port_q_p3 = 4'h0;
   wire l0_port_rd;
+  reg l0_port_rd_p1 = 1'h0;
+  reg l0_port_rd_p2 = 1'h0;
+  reg l0_port_rd_p3 = 1'h0;
+  (* init = 1'h0 *)
+  wire l0_port_rd_p4;
   wire l0_port_wr;
-  reg [39:0] l0_prod0_0_0_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_0_1_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_0_2_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_0_3_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_1_0_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_1_1_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_1_2_s3 = 40'h0000000000;
-  reg [39:0] l0_prod0_1_3_s3 = 40'h0000000000;
+  reg l0_port_wr_p1 = 1'h0;
+  reg l0_port_wr_p2 = 1'h0;
+  reg l0_port_wr_p3 = 1'h0;
+  (* init = 1'h0 *)
+  wire l0_port_wr_p4;
+  (* init = 15'h0000 *)
+  wire [14:0] l0_pos0_s2;
+  (* init = 15'h0000 *)
+  wire [14:0] l0_pos1_s2;
+  reg [31:0] l0_prod0_0_0_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_1_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_2_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_3_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_1_0_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_1_1_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_1_2_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_1_3_raw_s5 = 32'd0;
+  reg [15:0] l0_ram_data = 16'h0000;
+  reg l0_ram_rd = 1'h0;
+  reg l0_ram_wr = 1'h0;
   reg [1:0] l0_rd_bank = 2'h0;
   reg l0_rd_edge = 1'h0;
   reg [15:0] l0_read0_0_0;
@@ -726,6 +1159,85 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_1_1;
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
+  reg [40:0] l0_sum0_t0_0_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_1_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_2_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_3_s6 = 41'h00000000000;
+  reg [41:0] l0_sum0_t1_0_s7 = 42'h00000000000;
+  reg [41:0] l0_sum0_t1_1_s7 = 42'h00000000000;
+  reg [42:0] l0_sum0_t2_0_s8 = 43'h00000000000;
+  reg [3:0] l0_waddr0_0_s10 = 4'h0;
+  reg [3:0] l0_waddr0_0_s11 = 4'h0;
+  reg [3:0] l0_waddr0_0_s12 = 4'h0;
+  reg [3:0] l0_waddr0_0_s4 = 4'h0;
+  reg [3:0] l0_waddr0_0_s5 = 4'h0;
+  reg [3:0] l0_waddr0_0_s6 = 4'h0;
+  reg [3:0] l0_waddr0_0_s7 = 4'h0;
+  reg [3:0] l0_waddr0_0_s8 = 4'h0;
+  reg [3:0] l0_waddr0_0_s9 = 4'h0;
+  reg [3:0] l0_waddr0_1_s10 = 4'h0;
+  reg [3:0] l0_waddr0_1_s11 = 4'h0;
+  reg [3:0] l0_waddr0_1_s12 = 4'h0;
+  reg [3:0] l0_waddr0_1_s4 = 4'h0;
+  reg [3:0] l0_waddr0_1_s5 = 4'h0;
+  reg [3:0] l0_waddr0_1_s6 = 4'h0;
+  reg [3:0] l0_waddr0_1_s7 = 4'h0;
+  reg [3:0] l0_waddr0_1_s8 = 4'h0;
+  reg [3:0] l0_waddr0_1_s9 = 4'h0;
+  reg [3:0] l0_waddr0_2_s10 = 4'h0;
+  reg [3:0] l0_waddr0_2_s11 = 4'h0;
+  reg [3:0] l0_waddr0_2_s12 = 4'h0;
+  reg [3:0] l0_waddr0_2_s4 = 4'h0;
+  reg [3:0] l0_waddr0_2_s5 = 4'h0;
+  reg [3:0] l0_waddr0_2_s6 = 4'h0;
+  reg [3:0] l0_waddr0_2_s7 = 4'h0;
+  reg [3:0] l0_waddr0_2_s8 = 4'h0;
+  reg [3:0] l0_waddr0_2_s9 = 4'h0;
+  reg [3:0] l0_waddr0_3_s10 = 4'h0;
+  reg [3:0] l0_waddr0_3_s11 = 4'h0;
+  reg [3:0] l0_waddr0_3_s12 = 4'h0;
+  reg [3:0] l0_waddr0_3_s4 = 4'h0;
+  reg [3:0] l0_waddr0_3_s5 = 4'h0;
+  reg [3:0] l0_waddr0_3_s6 = 4'h0;
+  reg [3:0] l0_waddr0_3_s7 = 4'h0;
+  reg [3:0] l0_waddr0_3_s8 = 4'h0;
+  reg [3:0] l0_waddr0_3_s9 = 4'h0;
+  reg [3:0] l0_waddr1_0_s10 = 4'h0;
+  reg [3:0] l0_waddr1_0_s11 = 4'h0;
+  reg [3:0] l0_waddr1_0_s12 = 4'h0;
+  reg [3:0] l0_waddr1_0_s4 = 4'h0;
+  reg [3:0] l0_waddr1_0_s5 = 4'h0;
+  reg [3:0] l0_waddr1_0_s6 = 4'h0;
+  reg [3:0] l0_waddr1_0_s7 = 4'h0;
+  reg [3:0] l0_waddr1_0_s8 = 4'h0;
+  reg [3:0] l0_waddr1_0_s9 = 4'h0;
+  reg [3:0] l0_waddr1_1_s10 = 4'h0;
+  reg [3:0] l0_waddr1_1_s11 = 4'h0;
+  reg [3:0] l0_waddr1_1_s12 = 4'h0;
+  reg [3:0] l0_waddr1_1_s4 = 4'h0;
+  reg [3:0] l0_waddr1_1_s5 = 4'h0;
+  reg [3:0] l0_waddr1_1_s6 = 4'h0;
+  reg [3:0] l0_waddr1_1_s7 = 4'h0;
+  reg [3:0] l0_waddr1_1_s8 = 4'h0;
+  reg [3:0] l0_waddr1_1_s9 = 4'h0;
+  reg [3:0] l0_waddr1_2_s10 = 4'h0;
+  reg [3:0] l0_waddr1_2_s11 = 4'h0;
+  reg [3:0] l0_waddr1_2_s12 = 4'h0;
+  reg [3:0] l0_waddr1_2_s4 = 4'h0;
+  reg [3:0] l0_waddr1_2_s5 = 4'h0;
+  reg [3:0] l0_waddr1_2_s6 = 4'h0;
+  reg [3:0] l0_waddr1_2_s7 = 4'h0;
+  reg [3:0] l0_waddr1_2_s8 = 4'h0;
+  reg [3:0] l0_waddr1_2_s9 = 4'h0;
+  reg [3:0] l0_waddr1_3_s10 = 4'h0;
+  reg [3:0] l0_waddr1_3_s11 = 4'h0;
+  reg [3:0] l0_waddr1_3_s12 = 4'h0;
+  reg [3:0] l0_waddr1_3_s4 = 4'h0;
+  reg [3:0] l0_waddr1_3_s5 = 4'h0;
+  reg [3:0] l0_waddr1_3_s6 = 4'h0;
+  reg [3:0] l0_waddr1_3_s7 = 4'h0;
+  reg [3:0] l0_waddr1_3_s8 = 4'h0;
+  reg [3:0] l0_waddr1_3_s9 = 4'h0;
   output [16:0] m__payload;
   wire [16:0] m__payload;
   wire \m__payload.decision ;
@@ -744,6 +1256,15 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input pc__valid;
   wire pc__valid;
   wire [4:0] port_addr;
+  wire port_cmd;
+  reg port_in_flight0 = 1'h0;
+  reg port_in_flight1 = 1'h0;
+  reg port_in_flight2 = 1'h0;
+  reg port_in_flight3 = 1'h0;
+  wire [14:0] pos;
+  wire [14:0] \pos$309 ;
+  reg [14:0] pos_in = 15'h0000;
+  reg [14:0] \pos_in$6  = 15'h0000;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   wire [15:0] \pr__payload.data ;
@@ -753,6 +1274,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg pr__valid = 1'h0;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
+  reg read_wait1 = 1'h0;
+  reg read_wait2 = 1'h0;
+  reg read_wait3 = 1'h0;
+  reg read_wait4 = 1'h0;
   wire [4:0] reload_addr;
   reg [4:0] reload_count = 5'h00;
   wire reload_write;
@@ -776,101 +1301,82 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire s__ready;
   input s__valid;
   wire s__valid;
-  wire [31:0] t;
-  wire [32:0] \t$100 ;
-  wire [15:0] \t$101 ;
-  wire [31:0] \t$102 ;
-  wire [32:0] \t$105 ;
-  wire [15:0] \t$106 ;
-  wire [31:0] \t$107 ;
-  wire [32:0] \t$110 ;
-  wire [15:0] \t$111 ;
-  wire [31:0] \t$112 ;
-  wire [32:0] \t$115 ;
-  wire [15:0] \t$116 ;
-  wire [31:0] \t$117 ;
-  wire [32:0] \t$120 ;
+  wire [32:0] t;
+  wire [15:0] \t$103 ;
+  wire [15:0] \t$109 ;
+  wire [15:0] \t$115 ;
   wire [15:0] \t$121 ;
-  wire [31:0] \t$122 ;
-  wire [32:0] \t$125 ;
-  wire [15:0] \t$126 ;
-  wire [31:0] \t$127 ;
-  wire [32:0] \t$130 ;
-  wire [15:0] \t$131 ;
-  wire [31:0] \t$132 ;
-  wire [32:0] \t$135 ;
-  wire [15:0] \t$136 ;
-  wire [16:0] \t$146 ;
-  wire [16:0] \t$160 ;
-  wire [16:0] \t$168 ;
+  wire [15:0] \t$127 ;
+  wire [15:0] \t$133 ;
+  wire [16:0] \t$150 ;
+  wire [16:0] \t$165 ;
   wire [16:0] \t$176 ;
-  wire [16:0] \t$184 ;
-  wire [16:0] \t$194 ;
-  wire [16:0] \t$202 ;
-  wire [16:0] \t$210 ;
-  wire [32:0] \t$24 ;
-  wire [39:0] \t$25 ;
-  wire [31:0] \t$27 ;
-  wire [32:0] \t$29 ;
-  wire [39:0] \t$30 ;
-  wire [31:0] \t$32 ;
+  wire [16:0] \t$187 ;
+  wire [16:0] \t$198 ;
+  wire [16:0] \t$209 ;
+  wire [16:0] \t$220 ;
+  wire [16:0] \t$231 ;
+  wire [39:0] \t$28 ;
+  wire [32:0] \t$30 ;
+  wire [39:0] \t$32 ;
   wire [32:0] \t$34 ;
-  wire [39:0] \t$35 ;
-  wire [31:0] \t$37 ;
-  wire [32:0] \t$39 ;
+  wire [39:0] \t$36 ;
+  wire [32:0] \t$38 ;
   wire [39:0] \t$40 ;
-  wire [31:0] \t$56 ;
-  wire [32:0] \t$58 ;
-  wire [39:0] \t$59 ;
-  wire [31:0] \t$61 ;
-  wire [32:0] \t$63 ;
-  wire [39:0] \t$64 ;
-  wire [31:0] \t$66 ;
+  wire [32:0] \t$56 ;
+  wire [39:0] \t$58 ;
+  wire [32:0] \t$60 ;
+  wire [39:0] \t$62 ;
+  wire [32:0] \t$64 ;
+  wire [39:0] \t$66 ;
   wire [32:0] \t$68 ;
-  wire [39:0] \t$69 ;
-  wire [31:0] \t$71 ;
-  wire [32:0] \t$73 ;
-  wire [39:0] \t$74 ;
-  wire [42:0] \t$75 ;
-  wire [39:0] \t$84 ;
-  wire [40:0] \t$86 ;
-  wire [15:0] \t$87 ;
-  wire [16:0] \t$90 ;
-  wire [17:0] \t$92 ;
-  wire [15:0] \t$93 ;
-  wire [31:0] \t$96 ;
+  wire [39:0] \t$70 ;
+  wire [39:0] \t$71 ;
+  wire [15:0] \t$77 ;
+  wire [16:0] \t$80 ;
+  wire [17:0] \t$82 ;
+  wire [15:0] \t$83 ;
+  wire [15:0] \t$91 ;
+  wire [15:0] \t$97 ;
   reg [15:0] u = 16'h0000;
-  reg [15:0] \u$2  = 16'h0000;
+  reg [15:0] \u$4  = 16'h0000;
   reg valid_s1 = 1'h0;
+  reg valid_s10 = 1'h0;
+  reg valid_s11 = 1'h0;
+  reg valid_s12 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
-  output valid_s4;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  reg valid_s6 = 1'h0;
+  reg valid_s7 = 1'h0;
+  reg valid_s8 = 1'h0;
+  output valid_s9;
+  reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$165 ;
   wire [1:0] \wp__addr$173 ;
-  wire [1:0] \wp__addr$181 ;
-  wire [1:0] \wp__addr$191 ;
-  wire [1:0] \wp__addr$199 ;
-  wire [1:0] \wp__addr$207 ;
-  wire [1:0] \wp__addr$215 ;
+  wire [1:0] \wp__addr$184 ;
+  wire [1:0] \wp__addr$195 ;
+  wire [1:0] \wp__addr$206 ;
+  wire [1:0] \wp__addr$217 ;
+  wire [1:0] \wp__addr$228 ;
+  wire [1:0] \wp__addr$239 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$166 ;
   wire [15:0] \wp__data$174 ;
-  wire [15:0] \wp__data$182 ;
-  wire [15:0] \wp__data$192 ;
-  wire [15:0] \wp__data$200 ;
-  wire [15:0] \wp__data$208 ;
-  wire [15:0] \wp__data$216 ;
+  wire [15:0] \wp__data$185 ;
+  wire [15:0] \wp__data$196 ;
+  wire [15:0] \wp__data$207 ;
+  wire [15:0] \wp__data$218 ;
+  wire [15:0] \wp__data$229 ;
+  wire [15:0] \wp__data$240 ;
   wire wp__en;
-  wire \wp__en$167 ;
   wire \wp__en$175 ;
-  wire \wp__en$183 ;
-  wire \wp__en$193 ;
-  wire \wp__en$201 ;
-  wire \wp__en$209 ;
-  wire \wp__en$217 ;
+  wire \wp__en$186 ;
+  wire \wp__en$197 ;
+  wire \wp__en$208 ;
+  wire \wp__en$219 ;
+  wire \wp__en$230 ;
+  wire \wp__en$241 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -879,6 +1385,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
+  reg [15:0] y0_s5 = 16'h0000;
+  reg [15:0] y0_s6 = 16'h0000;
+  reg [15:0] y0_s7 = 16'h0000;
+  reg [15:0] y0_s8 = 16'h0000;
+  reg [15:0] y0_s9 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [2:0];
   initial begin
@@ -888,19 +1399,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$147 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$241 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$143 [1:0];
+    _0_ <= \$240 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$147 [1:0])
+      if (wp__en && \$4 [1:0] == \$241 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$147  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$151  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -910,21 +1421,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$167 )
-      l0_coef_0_0_bank1[\$164 [1:0]] <= \wp__data$166 ;
+    if (\wp__en$175 )
+      l0_coef_0_0_bank1[\$254 [1:0]] <= \wp__data$174 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$160 [1:0];
-    if (\$signature__en$11 ) begin
+    _2_ <= \$253 [1:0];
+    if (\$signature__en$15 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$167  && \$8 [1:0] == \$164 [1:0])
-        _3_ <= \wp__data$166 ;
+      if (\wp__en$175  && \$8 [1:0] == \$254 [1:0])
+        _3_ <= \wp__data$174 ;
     end
   end
-  assign \$signature__data$161  = l0_coef_0_0_bank1[_2_];
-  assign \$signature__data$19  = _3_;
+  assign \$signature__data$166  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$23  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -933,21 +1444,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$175 )
-      l0_coef_0_0_bank2[\$181 [1:0]] <= \wp__data$174 ;
+    if (\wp__en$186 )
+      l0_coef_0_0_bank2[\$267 [1:0]] <= \wp__data$185 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$177 [1:0];
-    if (\$signature__en$13 ) begin
+    _4_ <= \$266 [1:0];
+    if (\$signature__en$17 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$175  && \$12 [1:0] == \$181 [1:0])
-        _5_ <= \wp__data$174 ;
+      if (\wp__en$186  && \$12 [1:0] == \$267 [1:0])
+        _5_ <= \wp__data$185 ;
     end
   end
-  assign \$signature__data$169  = l0_coef_0_0_bank2[_4_];
-  assign \$signature__data$20  = _5_;
+  assign \$signature__data$177  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$24  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -956,21 +1467,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$183 )
-      l0_coef_0_0_bank3[\$198 [1:0]] <= \wp__data$182 ;
+    if (\wp__en$197 )
+      l0_coef_0_0_bank3[\$280 [1:0]] <= \wp__data$196 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$194 [1:0];
-    if (\$signature__en$15 ) begin
+    _6_ <= \$279 [1:0];
+    if (\$signature__en$19 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$183  && \$16 [1:0] == \$198 [1:0])
-        _7_ <= \wp__data$182 ;
+      if (\wp__en$197  && \$16 [1:0] == \$280 [1:0])
+        _7_ <= \wp__data$196 ;
     end
   end
-  assign \$signature__data$177  = l0_coef_0_0_bank3[_6_];
-  assign \$signature__data$21  = _7_;
+  assign \$signature__data$188  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$25  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
   initial begin
@@ -979,20 +1490,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$193 )
-      l0_coef_0_1_bank0[\$215 [1:0]] <= \wp__data$192 ;
+    if (\wp__en$208 )
+      l0_coef_0_1_bank0[\$293 [1:0]] <= \wp__data$207 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$211 [1:0];
+    _8_ <= \$292 [1:0];
     if (\$signature__en$43 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$193  && \$20 [1:0] == \$215 [1:0])
-        _9_ <= \wp__data$192 ;
+      if (\wp__en$208  && \$20 [1:0] == \$293 [1:0])
+        _9_ <= \wp__data$207 ;
     end
   end
-  assign \$signature__data$185  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$199  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$52  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -1002,20 +1513,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$201 )
-      l0_coef_0_1_bank1[\$232 [1:0]] <= \wp__data$200 ;
+    if (\wp__en$219 )
+      l0_coef_0_1_bank1[\$306 [1:0]] <= \wp__data$218 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$228 [1:0];
+    _10_ <= \$305 [1:0];
     if (\$signature__en$45 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$201  && \$24 [1:0] == \$232 [1:0])
-        _11_ <= \wp__data$200 ;
+      if (\wp__en$219  && \$24 [1:0] == \$306 [1:0])
+        _11_ <= \wp__data$218 ;
     end
   end
-  assign \$signature__data$195  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$210  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$53  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -1025,20 +1536,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$209 )
-      l0_coef_0_1_bank2[\$249 [1:0]] <= \wp__data$208 ;
+    if (\wp__en$230 )
+      l0_coef_0_1_bank2[\$319 [1:0]] <= \wp__data$229 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$245 [1:0];
+    _12_ <= \$318 [1:0];
     if (\$signature__en$47 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$209  && \$28 [1:0] == \$249 [1:0])
-        _13_ <= \wp__data$208 ;
+      if (\wp__en$230  && \$28 [1:0] == \$319 [1:0])
+        _13_ <= \wp__data$229 ;
     end
   end
-  assign \$signature__data$203  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$221  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$54  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -1048,20 +1559,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$217 )
-      l0_coef_0_1_bank3[\$266 [1:0]] <= \wp__data$216 ;
+    if (\wp__en$241 )
+      l0_coef_0_1_bank3[\$332 [1:0]] <= \wp__data$240 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$262 [1:0];
+    _14_ <= \$331 [1:0];
     if (\$signature__en$49 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$217  && \$32 [1:0] == \$266 [1:0])
-        _15_ <= \wp__data$216 ;
+      if (\wp__en$241  && \$32 [1:0] == \$332 [1:0])
+        _15_ <= \wp__data$240 ;
     end
   end
-  assign \$signature__data$211  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$232  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$55  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -1093,547 +1604,3094 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
+  assign \$229  = ! l0_delta0_1_3_raw_s11[16:0];
+  assign \$230  = l0_delta0_1_3_raw_s11[17] & \$229 ;
+  assign \$231  = \$230  & \floor$128 [0];
+  assign \$232  = \$228  | \$231 ;
+  assign \$233  = $signed(\floor$128 ) + $signed({ 1'h0, \$232  });
+  assign \$234  = \above$131  ? 16'h7fff : \$233 [15:0];
+  assign \t$133  = \below$132  ? 16'h8000 : \$234 ;
+  assign \$235  = ~ m__ready;
+  assign \$236  = valid_s9 & \$235 ;
+  assign en = ~ \$236 ;
+  assign busy = | { valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s12;
+  assign \t$150  = $signed(\$signature__data$151 ) - $signed(l0_delta0_0_0_s12);
+  assign \$237  = ! l0_port_edge_p4[0];
+  assign \$238  = l0_ram_wr & \$237 ;
+  assign \$239  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$238  & \$239 ;
+  assign \$240  = \$236  ? l0_waddr0_0_s12 : l0_waddr0_0_s11;
+  assign \$241  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s12;
+  assign \$242  = & \t$150 [16:15];
+  assign \$243  = ~ \$242 ;
+  assign \$244  = \t$150 [16] & \$243 ;
+  assign \$245  = ~ \t$150 [16];
+  assign \$246  = | \t$150 [16:15];
+  assign \$247  = \$245  & \$246 ;
+  assign \$248  = \$247  ? 16'h7fff : \t$150 [15:0];
+  assign \$249  = \$244  ? 16'h8000 : \$248 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$249 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$165  = $signed(\$signature__data$166 ) - $signed(l0_delta0_0_1_s12);
+  assign \$250  = ! l0_port_edge_p4[0];
+  assign \$251  = l0_ram_wr & \$250 ;
+  assign \$252  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$251  & \$252 ;
+  assign \$253  = \$236  ? l0_waddr0_1_s12 : l0_waddr0_1_s11;
+  assign \$254  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s12;
+  assign \$255  = & \t$165 [16:15];
+  assign \$256  = ~ \$255 ;
+  assign \$257  = \t$165 [16] & \$256 ;
+  assign \$258  = ~ \t$165 [16];
+  assign \$259  = | \t$165 [16:15];
+  assign \$260  = \$258  & \$259 ;
+  assign \$261  = \$260  ? 16'h7fff : \t$165 [15:0];
+  assign \$262  = \$257  ? 16'h8000 : \$261 ;
+  assign \wp__data$174  = l0_port_hit0_0_1 ? l0_ram_data : \$262 ;
+  assign \wp__en$175  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$176  = $signed(\$signature__data$177 ) - $signed(l0_delta0_0_2_s12);
+  assign \$263  = ! l0_port_edge_p4[0];
+  assign \$264  = l0_ram_wr & \$263 ;
+  assign \$265  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$264  & \$265 ;
+  assign \$266  = \$236  ? l0_waddr0_2_s12 : l0_waddr0_2_s11;
+  assign \$267  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s12;
+  assign \$268  = & \t$176 [16:15];
+  assign \$269  = ~ \$268 ;
+  assign \$270  = \t$176 [16] & \$269 ;
+  assign \$271  = ~ \t$176 [16];
+  assign \$272  = | \t$176 [16:15];
+  assign \$273  = \$271  & \$272 ;
+  assign \$274  = \$273  ? 16'h7fff : \t$176 [15:0];
+  assign \$275  = \$270  ? 16'h8000 : \$274 ;
+  assign \wp__data$185  = l0_port_hit0_0_2 ? l0_ram_data : \$275 ;
+  assign \wp__en$186  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$187  = $signed(\$signature__data$188 ) - $signed(l0_delta0_0_3_s12);
+  assign \$276  = ! l0_port_edge_p4[0];
+  assign \$277  = l0_ram_wr & \$276 ;
+  assign \$278  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$277  & \$278 ;
+  assign \$279  = \$236  ? l0_waddr0_3_s12 : l0_waddr0_3_s11;
+  assign \$280  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s12;
+  assign \$281  = & \t$187 [16:15];
+  assign \$282  = ~ \$281 ;
+  assign \$283  = \t$187 [16] & \$282 ;
+  assign \$284  = ~ \t$187 [16];
+  assign \$285  = | \t$187 [16:15];
+  assign \$286  = \$284  & \$285 ;
+  assign \$287  = \$286  ? 16'h7fff : \t$187 [15:0];
+  assign \$288  = \$283  ? 16'h8000 : \$287 ;
+  assign \wp__data$196  = l0_port_hit0_0_3 ? l0_ram_data : \$288 ;
+  assign \wp__en$197  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$198  = $signed(\$signature__data$199 ) - $signed(l0_delta0_1_0_s12);
+  assign \$290  = l0_ram_wr & \$289 ;
+  assign \$291  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_1_0 = \$290  & \$291 ;
+  assign \$292  = \$236  ? l0_waddr1_0_s12 : l0_waddr1_0_s11;
+  assign \$293  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s12;
+  assign \$294  = & \t$198 [16:15];
+  assign \$295  = ~ \$294 ;
+  assign \$296  = \t$198 [16] & \$295 ;
+  assign \$297  = ~ \t$198 [16];
+  assign \$298  = | \t$198 [16:15];
+  assign \$299  = \$297  & \$298 ;
+  assign \$300  = \$299  ? 16'h7fff : \t$198 [15:0];
+  assign \$301  = \$296  ? 16'h8000 : \$300 ;
+  assign \wp__data$207  = l0_port_hit0_1_0 ? l0_ram_data : \$301 ;
+  assign \wp__en$208  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$209  = $signed(\$signature__data$210 ) - $signed(l0_delta0_1_1_s12);
+  assign \$303  = l0_ram_wr & \$302 ;
+  assign \$304  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$303  & \$304 ;
+  assign \$305  = \$236  ? l0_waddr1_1_s12 : l0_waddr1_1_s11;
+  assign \$306  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s12;
+  assign \$307  = & \t$209 [16:15];
+  assign \$308  = ~ \$307 ;
+  assign \$309  = \t$209 [16] & \$308 ;
+  assign \$310  = ~ \t$209 [16];
+  assign \$311  = | \t$209 [16:15];
+  assign \$312  = \$310  & \$311 ;
+  assign \$313  = \$312  ? 16'h7fff : \t$209 [15:0];
+  assign \$314  = \$309  ? 16'h8000 : \$313 ;
+  assign \wp__data$218  = l0_port_hit0_1_1 ? l0_ram_data : \$314 ;
+  assign \wp__en$219  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$220  = $signed(\$signature__data$221 ) - $signed(l0_delta0_1_2_s12);
+  assign \$316  = l0_ram_wr & \$315 ;
+  assign \$317  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$316  & \$317 ;
+  assign \$318  = \$236  ? l0_waddr1_2_s12 : l0_waddr1_2_s11;
+  assign \$319  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s12;
+  assign \$320  = & \t$220 [16:15];
+  assign \$321  = ~ \$320 ;
+  assign \$322  = \t$220 [16] & \$321 ;
+  assign \$323  = ~ \t$220 [16];
+  assign \$324  = | \t$220 [16:15];
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = \$325  ? 16'h7fff : \t$220 [15:0];
+  assign \$327  = \$322  ? 16'h8000 : \$326 ;
+  assign \wp__data$229  = l0_port_hit0_1_2 ? l0_ram_data : \$327 ;
+  assign \wp__en$230  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$231  = $signed(\$signature__data$232 ) - $signed(l0_delta0_1_3_s12);
+  assign \$329  = l0_ram_wr & \$328 ;
+  assign \$330  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$329  & \$330 ;
+  assign \$331  = \$236  ? l0_waddr1_3_s12 : l0_waddr1_3_s11;
+  assign \$332  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s12;
+  assign \$333  = & \t$231 [16:15];
+  assign \$334  = ~ \$333 ;
+  assign \$335  = \t$231 [16] & \$334 ;
+  assign \$336  = ~ \t$231 [16];
+  assign \$337  = | \t$231 [16:15];
+  assign \$338  = \$336  & \$337 ;
+  assign \$339  = \$338  ? 16'h7fff : \t$231 [15:0];
+  assign \$340  = \$335  ? 16'h8000 : \$339 ;
+  assign \wp__data$240  = l0_port_hit0_1_3 ? l0_ram_data : \$340 ;
+  assign \wp__en$241  = commit_l0 | l0_port_hit0_1_3;
+  assign reloading = reload_count != 5'h17;
+  assign \$341  = | reload_count;
+  assign reload_write = reloading & \$341 ;
+  assign \$342  = reload_count - 1'h1;
+  assign \$343  = ~ pc__valid;
+  assign \$344  = en & \$343 ;
+  assign \$345  = ~ reloading;
+  assign \$346  = \$344  & \$345 ;
+  assign \$347  = | { valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$348  = ~ \$347 ;
+  assign \$349  = \$346  & \$348 ;
+  assign \$350  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$351  = ~ \$350 ;
+  assign s__ready = \$349  & \$351 ;
+  assign accept = s__valid & s__ready;
+  assign \$352  = ~ busy;
+  assign \$353  = pc__valid & \$352 ;
+  assign \$354  = ~ reloading;
+  assign \$355  = \$353  & \$354 ;
+  assign \$356  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$357  = ~ \$356 ;
+  assign \$358  = \$355  & \$357 ;
+  assign \$359  = ~ pr__valid;
+  assign \$360  = \$359  | pr__ready;
+  assign execute = \$358  & \$360 ;
+  assign port_addr = reload_write ? \$342 [4:0] : pc__payload[20:16];
+  assign \$361  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
+  assign \$362  = port_addr >= 1'h0;
+  assign \$363  = port_addr < 5'h16;
+  assign \$364  = \$362  & \$363 ;
+  assign \$365  = execute & pc__payload[21];
+  assign \$366  = reload_write | \$365 ;
+  assign l0_port_wr = \$364  & \$366 ;
+  assign \$367  = port_addr >= 1'h0;
+  assign \$368  = port_addr < 5'h16;
+  assign \$369  = \$367  & \$368 ;
+  assign \$370  = \$369  & execute;
+  assign \$371  = ~ pc__payload[21];
+  assign l0_port_rd = \$370  & \$371 ;
+  assign port_cmd = reload_write | execute;
+  assign \$372  = reload_count + 1'h1;
+  assign \$373  = l0_port_local_p1 * 2'h3;
+  assign \$375  = l0_port_edge_p2 * 4'hb;
+  assign \$376  = l0_port_local_p2 - \$375 ;
+  assign \$379  = \$378  * 3'h4;
+  assign \$380  = l0_port_q_p3 - \$379 ;
+  assign \$381  = ~ pc__payload[21];
+  assign \$382  = execute & \$381 ;
+  assign \$383  = execute & pc__payload[21];
+  assign \$389  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$390  = \$388  + \$389 ;
+  assign \$392  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$393  = \$391  + \$392 ;
+  assign \$395  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$396  = \$394  + \$395 ;
+  assign \$398  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$399  = \$397  + \$398 ;
+  assign \$405  = l0_cell1_s3[1:0] > 1'h0;
+  assign \$406  = \$404  + \$405 ;
+  assign \$408  = l0_cell1_s3[1:0] > 1'h1;
+  assign \$409  = \$407  + \$408 ;
+  assign \$411  = l0_cell1_s3[1:0] > 2'h2;
+  assign \$412  = \$410  + \$411 ;
+  assign \$414  = l0_cell1_s3[1:0] > 2'h3;
+  assign \$415  = \$413  + \$414 ;
+  assign \$420  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
+  assign \$421  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
+  assign \$422  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
+  assign \$423  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
+  assign \$424  = $signed(l0_coef0_1_0_s4) * $signed(l0_bval1_0_s4);
+  assign \$425  = $signed(l0_coef0_1_1_s4) * $signed(l0_bval1_1_s4);
+  assign \$426  = $signed(l0_coef0_1_2_s4) * $signed(l0_bval1_2_s4);
+  assign \$427  = $signed(l0_coef0_1_3_s4) * $signed(l0_bval1_3_s4);
+  assign \$428  = $signed(t) + $signed(\t$30 );
+  assign \$429  = $signed(\t$34 ) + $signed(\t$38 );
+  assign \$430  = $signed(\t$56 ) + $signed(\t$60 );
+  assign \$431  = $signed(\t$64 ) + $signed(\t$68 );
+  assign \$432  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
+  assign \$433  = $signed(l0_sum0_t0_2_s6) + $signed(l0_sum0_t0_3_s6);
+  assign \$434  = $signed(l0_sum0_t1_0_s7) + $signed(l0_sum0_t1_1_s7);
+  assign \$435  = $signed(err0_s10) * $signed(l0_bval_bank0_0_s10);
+  assign \$436  = $signed(err0_s10) * $signed(l0_bval_bank0_1_s10);
+  assign \$437  = $signed(err0_s10) * $signed(l0_bval_bank0_2_s10);
+  assign \$438  = $signed(err0_s10) * $signed(l0_bval_bank0_3_s10);
+  assign \$439  = $signed(err0_s10) * $signed(l0_bval_bank1_0_s10);
+  assign \$440  = $signed(err0_s10) * $signed(l0_bval_bank1_1_s10);
+  assign \$441  = $signed(err0_s10) * $signed(l0_bval_bank1_2_s10);
+  assign \$442  = $signed(err0_s10) * $signed(l0_bval_bank1_3_s10);
+  always @(posedge clk)
+    valid_s1 <= \$443 ;
+  always @(posedge clk)
+    valid_s2 <= \$444 ;
+  always @(posedge clk)
+    valid_s3 <= \$445 ;
+  always @(posedge clk)
+    valid_s4 <= \$446 ;
+  always @(posedge clk)
+    valid_s5 <= \$447 ;
+  always @(posedge clk)
+    valid_s6 <= \$448 ;
+  always @(posedge clk)
+    valid_s7 <= \$449 ;
+  always @(posedge clk)
+    valid_s8 <= \$450 ;
+  always @(posedge clk)
+    valid_s9 <= \$451 ;
+  always @(posedge clk)
+    valid_s10 <= \$452 ;
+  always @(posedge clk)
+    valid_s11 <= \$453 ;
+  always @(posedge clk)
+    valid_s12 <= \$454 ;
+  always @(posedge clk)
+    reload_count <= \$455 ;
+  always @(posedge clk)
+    port_in_flight0 <= \$456 ;
+  always @(posedge clk)
+    port_in_flight1 <= \$457 ;
+  always @(posedge clk)
+    port_in_flight2 <= \$458 ;
+  always @(posedge clk)
+    port_in_flight3 <= \$459 ;
+  always @(posedge clk)
+    l0_port_local_p1 <= \$460 ;
+  always @(posedge clk)
+    l0_port_wr_p1 <= \$461 ;
+  always @(posedge clk)
+    l0_port_rd_p1 <= \$462 ;
+  always @(posedge clk)
+    l0_port_data_p1 <= \$463 ;
+  always @(posedge clk)
+    l0_port_edge_p2 <= \$464 ;
+  always @(posedge clk)
+    l0_port_local_p2 <= \$465 ;
+  always @(posedge clk)
+    l0_port_wr_p2 <= \$466 ;
+  always @(posedge clk)
+    l0_port_rd_p2 <= \$467 ;
+  always @(posedge clk)
+    l0_port_data_p2 <= \$468 ;
+  always @(posedge clk)
+    l0_port_q_p3 <= \$469 ;
+  always @(posedge clk)
+    l0_port_edge_p3 <= \$470 ;
+  always @(posedge clk)
+    l0_port_wr_p3 <= \$471 ;
+  always @(posedge clk)
+    l0_port_rd_p3 <= \$472 ;
+  always @(posedge clk)
+    l0_port_data_p3 <= \$473 ;
+  always @(posedge clk)
+    l0_port_baddr_p4 <= \$474 ;
+  always @(posedge clk)
+    l0_port_bank_p4 <= \$475 ;
+  always @(posedge clk)
+    l0_port_edge_p4 <= \$476 ;
+  always @(posedge clk)
+    l0_ram_wr <= \$477 ;
+  always @(posedge clk)
+    l0_ram_rd <= \$478 ;
+  always @(posedge clk)
+    l0_ram_data <= \$479 ;
+  always @(posedge clk)
+    l0_rd_edge <= \$480 ;
+  always @(posedge clk)
+    l0_rd_bank <= \$481 ;
+  always @(posedge clk)
+    read_layer <= \$482 ;
+  always @(posedge clk)
+    read_wait <= \$483 ;
+  always @(posedge clk)
+    read_wait1 <= \$484 ;
+  always @(posedge clk)
+    read_wait2 <= \$485 ;
+  always @(posedge clk)
+    read_wait3 <= \$486 ;
+  always @(posedge clk)
+    read_wait4 <= \$487 ;
+  always @(posedge clk)
+    pr__valid <= \$488 ;
+  always @(posedge clk)
+    pr__payload <= \$489 ;
+  always @(posedge clk)
+    u <= \$490 ;
+  always @(posedge clk)
+    \u$4  <= \$491 ;
+  always @(posedge clk)
+    y0_s1 <= \$492 ;
+  always @(posedge clk)
+    kind_s1 <= \$493 ;
+  always @(posedge clk)
+    pos_in <= \$494 ;
+  always @(posedge clk)
+    l0_lo0_s3 <= \$495 ;
+  always @(posedge clk)
+    l0_cell0_s3 <= \$496 ;
+  always @(posedge clk)
+    l0_bval0_0_s3 <= \$497 ;
+  always @(posedge clk)
+    l0_bval0_1_s3 <= \$498 ;
+  always @(posedge clk)
+    l0_bval0_2_s3 <= \$499 ;
+  always @(posedge clk)
+    l0_bval0_3_s3 <= \$500 ;
+  always @(posedge clk)
+    \pos_in$6  <= \$501 ;
+  always @(posedge clk)
+    l0_lo1_s3 <= \$502 ;
+  always @(posedge clk)
+    l0_cell1_s3 <= \$503 ;
+  always @(posedge clk)
+    l0_bval1_0_s3 <= \$504 ;
+  always @(posedge clk)
+    l0_bval1_1_s3 <= \$505 ;
+  always @(posedge clk)
+    l0_bval1_2_s3 <= \$506 ;
+  always @(posedge clk)
+    l0_bval1_3_s3 <= \$507 ;
+  always @(posedge clk)
+    l0_waddr0_0_s4 <= \$508 ;
+  always @(posedge clk)
+    l0_waddr0_1_s4 <= \$509 ;
+  always @(posedge clk)
+    l0_waddr0_2_s4 <= \$510 ;
+  always @(posedge clk)
+    l0_waddr0_3_s4 <= \$511 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s4 <= \$512 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s4 <= \$513 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s4 <= \$514 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s4 <= \$515 ;
+  always @(posedge clk)
+    l0_waddr1_0_s4 <= \$516 ;
+  always @(posedge clk)
+    l0_waddr1_1_s4 <= \$517 ;
+  always @(posedge clk)
+    l0_waddr1_2_s4 <= \$518 ;
+  always @(posedge clk)
+    l0_waddr1_3_s4 <= \$519 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s4 <= \$520 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s4 <= \$521 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s4 <= \$522 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s4 <= \$523 ;
+  always @(posedge clk)
+    l0_coef0_0_0_s4 <= \$524 ;
+  always @(posedge clk)
+    l0_bval0_0_s4 <= \$525 ;
+  always @(posedge clk)
+    l0_prod0_0_0_raw_s5 <= \$526 ;
+  always @(posedge clk)
+    l0_coef0_0_1_s4 <= \$527 ;
+  always @(posedge clk)
+    l0_bval0_1_s4 <= \$528 ;
+  always @(posedge clk)
+    l0_prod0_0_1_raw_s5 <= \$529 ;
+  always @(posedge clk)
+    l0_coef0_0_2_s4 <= \$530 ;
+  always @(posedge clk)
+    l0_bval0_2_s4 <= \$531 ;
+  always @(posedge clk)
+    l0_prod0_0_2_raw_s5 <= \$532 ;
+  always @(posedge clk)
+    l0_coef0_0_3_s4 <= \$533 ;
+  always @(posedge clk)
+    l0_bval0_3_s4 <= \$534 ;
+  always @(posedge clk)
+    l0_prod0_0_3_raw_s5 <= \$535 ;
+  always @(posedge clk)
+    l0_coef0_1_0_s4 <= \$536 ;
+  always @(posedge clk)
+    l0_bval1_0_s4 <= \$537 ;
+  always @(posedge clk)
+    l0_prod0_1_0_raw_s5 <= \$538 ;
+  always @(posedge clk)
+    l0_coef0_1_1_s4 <= \$539 ;
+  always @(posedge clk)
+    l0_bval1_1_s4 <= \$540 ;
+  always @(posedge clk)
+    l0_prod0_1_1_raw_s5 <= \$541 ;
+  always @(posedge clk)
+    l0_coef0_1_2_s4 <= \$542 ;
+  always @(posedge clk)
+    l0_bval1_2_s4 <= \$543 ;
+  always @(posedge clk)
+    l0_prod0_1_2_raw_s5 <= \$544 ;
+  always @(posedge clk)
+    l0_coef0_1_3_s4 <= \$545 ;
+  always @(posedge clk)
+    l0_bval1_3_s4 <= \$546 ;
+  always @(posedge clk)
+    l0_prod0_1_3_raw_s5 <= \$547 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s6 <= \$548 ;
+  always @(posedge clk)
+    l0_sum0_t0_1_s6 <= \$549 ;
+  always @(posedge clk)
+    l0_sum0_t0_2_s6 <= \$550 ;
+  always @(posedge clk)
+    l0_sum0_t0_3_s6 <= \$551 ;
+  always @(posedge clk)
+    l0_sum0_t1_0_s7 <= \$552 ;
+  always @(posedge clk)
+    l0_sum0_t1_1_s7 <= \$553 ;
+  always @(posedge clk)
+    l0_sum0_t2_0_s8 <= \$554 ;
+  always @(posedge clk)
+    l0_out0_s9 <= \$555 ;
+  always @(posedge clk)
+    y0_s2 <= \$556 ;
+  always @(posedge clk)
+    y0_s3 <= \$557 ;
+  always @(posedge clk)
+    y0_s4 <= \$558 ;
+  always @(posedge clk)
+    y0_s5 <= \$559 ;
+  always @(posedge clk)
+    y0_s6 <= \$560 ;
+  always @(posedge clk)
+    y0_s7 <= \$561 ;
+  always @(posedge clk)
+    y0_s8 <= \$562 ;
+  always @(posedge clk)
+    y0_s9 <= \$563 ;
+  always @(posedge clk)
+    kind_s2 <= \$564 ;
+  always @(posedge clk)
+    kind_s3 <= \$565 ;
+  always @(posedge clk)
+    kind_s4 <= \$566 ;
+  always @(posedge clk)
+    kind_s5 <= \$567 ;
+  always @(posedge clk)
+    kind_s6 <= \$568 ;
+  always @(posedge clk)
+    kind_s7 <= \$569 ;
+  always @(posedge clk)
+    kind_s8 <= \$570 ;
+  always @(posedge clk)
+    kind_s9 <= \$571 ;
+  always @(posedge clk)
+    err0_s10 <= \$572 ;
+  always @(posedge clk)
+    l0_waddr0_0_s5 <= \$573 ;
+  always @(posedge clk)
+    l0_waddr0_0_s6 <= \$574 ;
+  always @(posedge clk)
+    l0_waddr0_0_s7 <= \$575 ;
+  always @(posedge clk)
+    l0_waddr0_0_s8 <= \$576 ;
+  always @(posedge clk)
+    l0_waddr0_0_s9 <= \$577 ;
+  always @(posedge clk)
+    l0_waddr0_0_s10 <= \$578 ;
+  always @(posedge clk)
+    l0_waddr0_0_s11 <= \$579 ;
+  always @(posedge clk)
+    l0_waddr0_0_s12 <= \$580 ;
+  always @(posedge clk)
+    l0_waddr0_1_s5 <= \$581 ;
+  always @(posedge clk)
+    l0_waddr0_1_s6 <= \$582 ;
+  always @(posedge clk)
+    l0_waddr0_1_s7 <= \$583 ;
+  always @(posedge clk)
+    l0_waddr0_1_s8 <= \$584 ;
+  always @(posedge clk)
+    l0_waddr0_1_s9 <= \$585 ;
+  always @(posedge clk)
+    l0_waddr0_1_s10 <= \$586 ;
+  always @(posedge clk)
+    l0_waddr0_1_s11 <= \$587 ;
+  always @(posedge clk)
+    l0_waddr0_1_s12 <= \$588 ;
+  always @(posedge clk)
+    l0_waddr0_2_s5 <= \$589 ;
+  always @(posedge clk)
+    l0_waddr0_2_s6 <= \$590 ;
+  always @(posedge clk)
+    l0_waddr0_2_s7 <= \$591 ;
+  always @(posedge clk)
+    l0_waddr0_2_s8 <= \$592 ;
+  always @(posedge clk)
+    l0_waddr0_2_s9 <= \$593 ;
+  always @(posedge clk)
+    l0_waddr0_2_s10 <= \$594 ;
+  always @(posedge clk)
+    l0_waddr0_2_s11 <= \$595 ;
+  always @(posedge clk)
+    l0_waddr0_2_s12 <= \$596 ;
+  always @(posedge clk)
+    l0_waddr0_3_s5 <= \$597 ;
+  always @(posedge clk)
+    l0_waddr0_3_s6 <= \$598 ;
+  always @(posedge clk)
+    l0_waddr0_3_s7 <= \$599 ;
+  always @(posedge clk)
+    l0_waddr0_3_s8 <= \$600 ;
+  always @(posedge clk)
+    l0_waddr0_3_s9 <= \$601 ;
+  always @(posedge clk)
+    l0_waddr0_3_s10 <= \$602 ;
+  always @(posedge clk)
+    l0_waddr0_3_s11 <= \$603 ;
+  always @(posedge clk)
+    l0_waddr0_3_s12 <= \$604 ;
+  always @(posedge clk)
+    l0_waddr1_0_s5 <= \$605 ;
+  always @(posedge clk)
+    l0_waddr1_0_s6 <= \$606 ;
+  always @(posedge clk)
+    l0_waddr1_0_s7 <= \$607 ;
+  always @(posedge clk)
+    l0_waddr1_0_s8 <= \$608 ;
+  always @(posedge clk)
+    l0_waddr1_0_s9 <= \$609 ;
+  always @(posedge clk)
+    l0_waddr1_0_s10 <= \$610 ;
+  always @(posedge clk)
+    l0_waddr1_0_s11 <= \$611 ;
+  always @(posedge clk)
+    l0_waddr1_0_s12 <= \$612 ;
+  always @(posedge clk)
+    l0_waddr1_1_s5 <= \$613 ;
+  always @(posedge clk)
+    l0_waddr1_1_s6 <= \$614 ;
+  always @(posedge clk)
+    l0_waddr1_1_s7 <= \$615 ;
+  always @(posedge clk)
+    l0_waddr1_1_s8 <= \$616 ;
+  always @(posedge clk)
+    l0_waddr1_1_s9 <= \$617 ;
+  always @(posedge clk)
+    l0_waddr1_1_s10 <= \$618 ;
+  always @(posedge clk)
+    l0_waddr1_1_s11 <= \$619 ;
+  always @(posedge clk)
+    l0_waddr1_1_s12 <= \$620 ;
+  always @(posedge clk)
+    l0_waddr1_2_s5 <= \$621 ;
+  always @(posedge clk)
+    l0_waddr1_2_s6 <= \$622 ;
+  always @(posedge clk)
+    l0_waddr1_2_s7 <= \$623 ;
+  always @(posedge clk)
+    l0_waddr1_2_s8 <= \$624 ;
+  always @(posedge clk)
+    l0_waddr1_2_s9 <= \$625 ;
+  always @(posedge clk)
+    l0_waddr1_2_s10 <= \$626 ;
+  always @(posedge clk)
+    l0_waddr1_2_s11 <= \$627 ;
+  always @(posedge clk)
+    l0_waddr1_2_s12 <= \$628 ;
+  always @(posedge clk)
+    l0_waddr1_3_s5 <= \$629 ;
+  always @(posedge clk)
+    l0_waddr1_3_s6 <= \$630 ;
+  always @(posedge clk)
+    l0_waddr1_3_s7 <= \$631 ;
+  always @(posedge clk)
+    l0_waddr1_3_s8 <= \$632 ;
+  always @(posedge clk)
+    l0_waddr1_3_s9 <= \$633 ;
+  always @(posedge clk)
+    l0_waddr1_3_s10 <= \$634 ;
+  always @(posedge clk)
+    l0_waddr1_3_s11 <= \$635 ;
+  always @(posedge clk)
+    l0_waddr1_3_s12 <= \$636 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s5 <= \$637 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s6 <= \$638 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s7 <= \$639 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s8 <= \$640 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s9 <= \$641 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s10 <= \$642 ;
+  always @(posedge clk)
+    l0_delta0_0_0_raw_s11 <= \$643 ;
+  always @(posedge clk)
+    l0_delta0_0_0_s12 <= \$644 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s5 <= \$645 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s6 <= \$646 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s7 <= \$647 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s8 <= \$648 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s9 <= \$649 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s10 <= \$650 ;
+  always @(posedge clk)
+    l0_delta0_0_1_raw_s11 <= \$651 ;
+  always @(posedge clk)
+    l0_delta0_0_1_s12 <= \$652 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s5 <= \$653 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s6 <= \$654 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s7 <= \$655 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s8 <= \$656 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s9 <= \$657 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s10 <= \$658 ;
+  always @(posedge clk)
+    l0_delta0_0_2_raw_s11 <= \$659 ;
+  always @(posedge clk)
+    l0_delta0_0_2_s12 <= \$660 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s5 <= \$661 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s6 <= \$662 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s7 <= \$663 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s8 <= \$664 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s9 <= \$665 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s10 <= \$666 ;
+  always @(posedge clk)
+    l0_delta0_0_3_raw_s11 <= \$667 ;
+  always @(posedge clk)
+    l0_delta0_0_3_s12 <= \$668 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s5 <= \$669 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s6 <= \$670 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s7 <= \$671 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s8 <= \$672 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s9 <= \$673 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s10 <= \$674 ;
+  always @(posedge clk)
+    l0_delta0_1_0_raw_s11 <= \$675 ;
+  always @(posedge clk)
+    l0_delta0_1_0_s12 <= \$676 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s5 <= \$677 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s6 <= \$678 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s7 <= \$679 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s8 <= \$680 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s9 <= \$681 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s10 <= \$682 ;
+  always @(posedge clk)
+    l0_delta0_1_1_raw_s11 <= \$683 ;
+  always @(posedge clk)
+    l0_delta0_1_1_s12 <= \$684 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s5 <= \$685 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s6 <= \$686 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s7 <= \$687 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s8 <= \$688 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s9 <= \$689 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s10 <= \$690 ;
+  always @(posedge clk)
+    l0_delta0_1_2_raw_s11 <= \$691 ;
+  always @(posedge clk)
+    l0_delta0_1_2_s12 <= \$692 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s5 <= \$693 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s6 <= \$694 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s7 <= \$695 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s8 <= \$696 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s9 <= \$697 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s10 <= \$698 ;
+  always @(posedge clk)
+    l0_delta0_1_3_raw_s11 <= \$699 ;
+  always @(posedge clk)
+    l0_delta0_1_3_s12 <= \$700 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
-  assign \$4  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$3 ;
-  assign \$signature__en  = en | l0_port_rd;
+  assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
+  assign \$signature__en  = en | l0_ram_rd;
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
-  assign \$8  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$7 ;
-  assign \$signature__en$11  = en | l0_port_rd;
+  assign \$8  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$7 ;
+  assign \$signature__en$15  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
-  assign \$12  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$11 ;
-  assign \$signature__en$13  = en | l0_port_rd;
+  assign \$12  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$11 ;
+  assign \$signature__en$17  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
-  assign \$16  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$15 ;
-  assign \$signature__en$15  = en | l0_port_rd;
-  assign t = $signed(l0_read0_0_0) * $signed(l0_bval0_0_s2);
-  assign \t$27  = $signed(l0_read0_0_1) * $signed(l0_bval0_1_s2);
-  assign \t$32  = $signed(l0_read0_0_2) * $signed(l0_bval0_2_s2);
-  assign \t$37  = $signed(l0_read0_0_3) * $signed(l0_bval0_3_s2);
+  assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
+  assign \$signature__en$19  = en | l0_ram_rd;
   assign \$18  = \cell$42 [1:0] > 1'h0;
   assign \$19  = \$17  + \$18 ;
-  assign \$20  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$19 ;
-  assign \$signature__en$43  = en | l0_port_rd;
+  assign \$20  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$19 ;
+  assign \$signature__en$43  = en | l0_ram_rd;
   assign \$22  = \cell$42 [1:0] > 1'h1;
   assign \$23  = \$21  + \$22 ;
-  assign \$24  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$23 ;
-  assign \$signature__en$45  = en | l0_port_rd;
+  assign \$24  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$23 ;
+  assign \$signature__en$45  = en | l0_ram_rd;
   assign \$26  = \cell$42 [1:0] > 2'h2;
   assign \$27  = \$25  + \$26 ;
-  assign \$28  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$27 ;
-  assign \$signature__en$47  = en | l0_port_rd;
+  assign \$28  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$27 ;
+  assign \$signature__en$47  = en | l0_ram_rd;
   assign \$30  = \cell$42 [1:0] > 2'h3;
   assign \$31  = \$29  + \$30 ;
-  assign \$32  = l0_port_rd ? { 2'h0, l0_port_baddr_q[1:0] } : \$31 ;
-  assign \$signature__en$49  = en | l0_port_rd;
-  assign \t$56  = $signed(l0_read0_1_0) * $signed(l0_bval1_0_s2);
-  assign \t$61  = $signed(l0_read0_1_1) * $signed(l0_bval1_1_s2);
-  assign \t$66  = $signed(l0_read0_1_2) * $signed(l0_bval1_2_s2);
-  assign \t$71  = $signed(l0_read0_1_3) * $signed(l0_bval1_3_s2);
-  assign \$33  = $signed(l0_prod0_0_0_s3) + $signed(l0_prod0_0_1_s3);
-  assign \$34  = $signed(l0_prod0_0_2_s3) + $signed(l0_prod0_0_3_s3);
-  assign \$35  = $signed(\$33 ) + $signed(\$34 );
-  assign \$36  = $signed(l0_prod0_1_0_s3) + $signed(l0_prod0_1_1_s3);
-  assign \$37  = $signed(l0_prod0_1_2_s3) + $signed(l0_prod0_1_3_s3);
-  assign \$38  = $signed(\$36 ) + $signed(\$37 );
-  assign \t$75  = $signed(\$35 ) + $signed(\$38 );
-  assign \$39  = ! \t$75 [12:0];
-  assign \$40  = ~ \$39 ;
-  assign \$41  = \t$75 [13] & \$40 ;
-  assign \$42  = ! \t$75 [12:0];
-  assign \$43  = \t$75 [13] & \$42 ;
-  assign \$44  = \$43  & floor[0];
-  assign \$45  = \$41  | \$44 ;
-  assign \t$86  = $signed(floor) + $signed({ 1'h0, \$45  });
-  assign \$46  = $signed(\t$86 ) < $signed(16'h8000);
-  assign \$47  = $signed(\t$86 ) > $signed(16'h7fff);
-  assign \$48  = \$47  ? 16'h7fff : \t$86 [15:0];
-  assign \t$87  = \$46  ? 16'h8000 : \$48 ;
-  assign \$49  = $signed(l0_out0_s4) >= $signed(1'h0);
-  assign \t$90  = $signed(l0_out0_s4) - $signed(y0_s4);
-  assign \$50  = $signed(\t$92 ) < $signed(16'h8000);
-  assign \$51  = $signed(\t$92 ) > $signed(16'h7fff);
-  assign \$52  = \$51  ? 16'h7fff : \t$92 [15:0];
-  assign \t$93  = \$50  ? 16'h8000 : \$52 ;
-  assign \t$96  = $signed(err0_s5) * $signed(l0_bval0_0_s5);
-  assign \$53  = ! \t$96 [16:0];
-  assign \$54  = ~ \$53 ;
-  assign \$55  = \t$96 [17] & \$54 ;
-  assign \$56  = ! \t$96 [16:0];
-  assign \$57  = \t$96 [17] & \$56 ;
-  assign \$58  = \$57  & \floor$99 [0];
-  assign \$59  = \$55  | \$58 ;
-  assign \t$100  = $signed(\floor$99 ) + $signed({ 1'h0, \$59  });
-  assign \$60  = $signed(\t$100 ) < $signed(16'h8000);
-  assign \$61  = $signed(\t$100 ) > $signed(16'h7fff);
-  assign \$62  = \$61  ? 16'h7fff : \t$100 [15:0];
-  assign \t$101  = \$60  ? 16'h8000 : \$62 ;
-  assign \t$102  = $signed(err0_s5) * $signed(l0_bval0_1_s5);
-  assign \$63  = ! \t$102 [16:0];
-  assign \$64  = ~ \$63 ;
-  assign \$65  = \t$102 [17] & \$64 ;
-  assign \$66  = ! \t$102 [16:0];
-  assign \$67  = \t$102 [17] & \$66 ;
-  assign \$68  = \$67  & \floor$104 [0];
-  assign \$69  = \$65  | \$68 ;
-  assign \t$105  = $signed(\floor$104 ) + $signed({ 1'h0, \$69  });
-  assign \$70  = $signed(\t$105 ) < $signed(16'h8000);
-  assign \$71  = $signed(\t$105 ) > $signed(16'h7fff);
-  assign \$72  = \$71  ? 16'h7fff : \t$105 [15:0];
-  assign \t$106  = \$70  ? 16'h8000 : \$72 ;
-  assign \t$107  = $signed(err0_s5) * $signed(l0_bval0_2_s5);
-  assign \$73  = ! \t$107 [16:0];
-  assign \$74  = ~ \$73 ;
-  assign \$75  = \t$107 [17] & \$74 ;
-  assign \$76  = ! \t$107 [16:0];
-  assign \$77  = \t$107 [17] & \$76 ;
-  assign \$78  = \$77  & \floor$109 [0];
-  assign \$79  = \$75  | \$78 ;
-  assign \t$110  = $signed(\floor$109 ) + $signed({ 1'h0, \$79  });
-  assign \$80  = $signed(\t$110 ) < $signed(16'h8000);
-  assign \$81  = $signed(\t$110 ) > $signed(16'h7fff);
-  assign \$82  = \$81  ? 16'h7fff : \t$110 [15:0];
-  assign \t$111  = \$80  ? 16'h8000 : \$82 ;
-  assign \t$112  = $signed(err0_s5) * $signed(l0_bval0_3_s5);
-  assign \$83  = ! \t$112 [16:0];
-  assign \$84  = ~ \$83 ;
-  assign \$85  = \t$112 [17] & \$84 ;
-  assign \$86  = ! \t$112 [16:0];
-  assign \$87  = \t$112 [17] & \$86 ;
-  assign \$88  = \$87  & \floor$114 [0];
-  assign \$89  = \$85  | \$88 ;
-  assign \t$115  = $signed(\floor$114 ) + $signed({ 1'h0, \$89  });
-  assign \$90  = $signed(\t$115 ) < $signed(16'h8000);
-  assign \$91  = $signed(\t$115 ) > $signed(16'h7fff);
-  assign \$92  = \$91  ? 16'h7fff : \t$115 [15:0];
-  assign \t$116  = \$90  ? 16'h8000 : \$92 ;
-  assign \t$117  = $signed(err0_s5) * $signed(l0_bval1_0_s5);
-  assign \$93  = ! \t$117 [16:0];
-  assign \$94  = ~ \$93 ;
-  assign \$95  = \t$117 [17] & \$94 ;
-  assign \$96  = ! \t$117 [16:0];
-  assign \$97  = \t$117 [17] & \$96 ;
-  assign \$98  = \$97  & \floor$119 [0];
-  assign \$99  = \$95  | \$98 ;
-  assign \t$120  = $signed(\floor$119 ) + $signed({ 1'h0, \$99  });
-  assign \$100  = $signed(\t$120 ) < $signed(16'h8000);
-  assign \$101  = $signed(\t$120 ) > $signed(16'h7fff);
-  assign \$102  = \$101  ? 16'h7fff : \t$120 [15:0];
-  assign \t$121  = \$100  ? 16'h8000 : \$102 ;
-  assign \t$122  = $signed(err0_s5) * $signed(l0_bval1_1_s5);
-  assign \$103  = ! \t$122 [16:0];
+  assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
+  assign \$signature__en$49  = en | l0_ram_rd;
+  assign \$33  = ! l0_sum0_t2_0_s8[12:0];
+  assign \$34  = ~ \$33 ;
+  assign \$35  = l0_sum0_t2_0_s8[13] & \$34 ;
+  assign \$36  = ! l0_sum0_t2_0_s8[12:0];
+  assign \$37  = l0_sum0_t2_0_s8[13] & \$36 ;
+  assign \$38  = \$37  & floor[0];
+  assign inc = \$35  | \$38 ;
+  assign \$39  = $signed(floor) > $signed(16'h7fff);
+  assign \$40  = floor == 15'h7fff;
+  assign \$41  = \$40  & inc;
+  assign above = \$39  | \$41 ;
+  assign \$42  = $signed(floor) < $signed(17'h17fff);
+  assign \$43  = floor == 40'hffffff7fff;
+  assign \$44  = ~ inc;
+  assign \$45  = \$43  & \$44 ;
+  assign below = \$42  | \$45 ;
+  assign \$46  = ! l0_sum0_t2_0_s8[12:0];
+  assign \$47  = ~ \$46 ;
+  assign \$48  = l0_sum0_t2_0_s8[13] & \$47 ;
+  assign \$49  = ! l0_sum0_t2_0_s8[12:0];
+  assign \$50  = l0_sum0_t2_0_s8[13] & \$49 ;
+  assign \$51  = \$50  & floor[0];
+  assign \$52  = \$48  | \$51 ;
+  assign \$53  = $signed(floor) + $signed({ 1'h0, \$52  });
+  assign \$54  = above ? 16'h7fff : \$53 [15:0];
+  assign \t$77  = below ? 16'h8000 : \$54 ;
+  assign \$55  = $signed(l0_out0_s9) >= $signed(1'h0);
+  assign \t$80  = $signed(l0_out0_s9) - $signed(y0_s9);
+  assign \$56  = $signed(\t$82 ) < $signed(16'h8000);
+  assign \$57  = $signed(\t$82 ) > $signed(16'h7fff);
+  assign \$58  = \$57  ? 16'h7fff : \t$82 [15:0];
+  assign \t$83  = \$56  ? 16'h8000 : \$58 ;
+  assign \$59  = ! l0_delta0_0_0_raw_s11[16:0];
+  assign \$60  = ~ \$59 ;
+  assign \$61  = l0_delta0_0_0_raw_s11[17] & \$60 ;
+  assign \$62  = ! l0_delta0_0_0_raw_s11[16:0];
+  assign \$63  = l0_delta0_0_0_raw_s11[17] & \$62 ;
+  assign \$64  = \$63  & \floor$86 [0];
+  assign \inc$88  = \$61  | \$64 ;
+  assign \$65  = $signed(\floor$86 ) > $signed(16'h7fff);
+  assign \$66  = \floor$86  == 15'h7fff;
+  assign \$67  = \$66  & \inc$88 ;
+  assign \above$89  = \$65  | \$67 ;
+  assign \$68  = $signed(\floor$86 ) < $signed(17'h17fff);
+  assign \$69  = \floor$86  == 32'd4294934527;
+  assign \$70  = ~ \inc$88 ;
+  assign \$71  = \$69  & \$70 ;
+  assign \below$90  = \$68  | \$71 ;
+  assign \$72  = ! l0_delta0_0_0_raw_s11[16:0];
+  assign \$73  = ~ \$72 ;
+  assign \$74  = l0_delta0_0_0_raw_s11[17] & \$73 ;
+  assign \$75  = ! l0_delta0_0_0_raw_s11[16:0];
+  assign \$76  = l0_delta0_0_0_raw_s11[17] & \$75 ;
+  assign \$77  = \$76  & \floor$86 [0];
+  assign \$78  = \$74  | \$77 ;
+  assign \$79  = $signed(\floor$86 ) + $signed({ 1'h0, \$78  });
+  assign \$80  = \above$89  ? 16'h7fff : \$79 [15:0];
+  assign \t$91  = \below$90  ? 16'h8000 : \$80 ;
+  assign \$81  = ! l0_delta0_0_1_raw_s11[16:0];
+  assign \$82  = ~ \$81 ;
+  assign \$83  = l0_delta0_0_1_raw_s11[17] & \$82 ;
+  assign \$84  = ! l0_delta0_0_1_raw_s11[16:0];
+  assign \$85  = l0_delta0_0_1_raw_s11[17] & \$84 ;
+  assign \$86  = \$85  & \floor$92 [0];
+  assign \inc$94  = \$83  | \$86 ;
+  assign \$87  = $signed(\floor$92 ) > $signed(16'h7fff);
+  assign \$88  = \floor$92  == 15'h7fff;
+  assign \$89  = \$88  & \inc$94 ;
+  assign \above$95  = \$87  | \$89 ;
+  assign \$90  = $signed(\floor$92 ) < $signed(17'h17fff);
+  assign \$91  = \floor$92  == 32'd4294934527;
+  assign \$92  = ~ \inc$94 ;
+  assign \$93  = \$91  & \$92 ;
+  assign \below$96  = \$90  | \$93 ;
+  assign \$94  = ! l0_delta0_0_1_raw_s11[16:0];
+  assign \$95  = ~ \$94 ;
+  assign \$96  = l0_delta0_0_1_raw_s11[17] & \$95 ;
+  assign \$97  = ! l0_delta0_0_1_raw_s11[16:0];
+  assign \$98  = l0_delta0_0_1_raw_s11[17] & \$97 ;
+  assign \$99  = \$98  & \floor$92 [0];
+  assign \$100  = \$96  | \$99 ;
+  assign \$101  = $signed(\floor$92 ) + $signed({ 1'h0, \$100  });
+  assign \$102  = \above$95  ? 16'h7fff : \$101 [15:0];
+  assign \t$97  = \below$96  ? 16'h8000 : \$102 ;
+  assign \$103  = ! l0_delta0_0_2_raw_s11[16:0];
   assign \$104  = ~ \$103 ;
-  assign \$105  = \t$122 [17] & \$104 ;
-  assign \$106  = ! \t$122 [16:0];
-  assign \$107  = \t$122 [17] & \$106 ;
-  assign \$108  = \$107  & \floor$124 [0];
-  assign \$109  = \$105  | \$108 ;
-  assign \t$125  = $signed(\floor$124 ) + $signed({ 1'h0, \$109  });
-  assign \$110  = $signed(\t$125 ) < $signed(16'h8000);
-  assign \$111  = $signed(\t$125 ) > $signed(16'h7fff);
-  assign \$112  = \$111  ? 16'h7fff : \t$125 [15:0];
-  assign \t$126  = \$110  ? 16'h8000 : \$112 ;
-  assign \t$127  = $signed(err0_s5) * $signed(l0_bval1_2_s5);
-  assign \$113  = ! \t$127 [16:0];
-  assign \$114  = ~ \$113 ;
-  assign \$115  = \t$127 [17] & \$114 ;
-  assign \$116  = ! \t$127 [16:0];
-  assign \$117  = \t$127 [17] & \$116 ;
-  assign \$118  = \$117  & \floor$129 [0];
-  assign \$119  = \$115  | \$118 ;
-  assign \t$130  = $signed(\floor$129 ) + $signed({ 1'h0, \$119  });
-  assign \$120  = $signed(\t$130 ) < $signed(16'h8000);
-  assign \$121  = $signed(\t$130 ) > $signed(16'h7fff);
-  assign \$122  = \$121  ? 16'h7fff : \t$130 [15:0];
-  assign \t$131  = \$120  ? 16'h8000 : \$122 ;
-  assign \t$132  = $signed(err0_s5) * $signed(l0_bval1_3_s5);
-  assign \$123  = ! \t$132 [16:0];
-  assign \$124  = ~ \$123 ;
-  assign \$125  = \t$132 [17] & \$124 ;
-  assign \$126  = ! \t$132 [16:0];
-  assign \$127  = \t$132 [17] & \$126 ;
-  assign \$128  = \$127  & \floor$134 [0];
-  assign \$129  = \$125  | \$128 ;
-  assign \t$135  = $signed(\floor$134 ) + $signed({ 1'h0, \$129  });
-  assign \$130  = $signed(\t$135 ) < $signed(16'h8000);
-  assign \$131  = $signed(\t$135 ) > $signed(16'h7fff);
-  assign \$132  = \$131  ? 16'h7fff : \t$135 [15:0];
-  assign \t$136  = \$130  ? 16'h8000 : \$132 ;
-  assign \$133  = ~ m__ready;
-  assign \$134  = valid_s4 & \$133 ;
-  assign en = ~ \$134 ;
-  assign busy = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s5;
-  assign \t$146  = $signed(\$signature__data$147 ) - $signed(\$135 );
-  assign \$136  = ! l0_port_edge_q[0];
-  assign \$137  = l0_port_wr & \$136 ;
-  assign \$138  = ! \$302 [1:0];
-  assign l0_port_hit0_0_0 = \$137  & \$138 ;
-  assign \$139  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$141  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$142  = \$141 [1:0] > 1'h0;
-  assign \$143  = \$140  + \$142 ;
-  assign \$145  = l0_cell0_s5[1:0] > 1'h0;
-  assign \$146  = \$144  + \$145 ;
-  assign \$147  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$146 ;
-  assign \$148  = $signed(\t$146 ) < $signed(16'h8000);
-  assign \$149  = $signed(\t$146 ) > $signed(16'h7fff);
-  assign \$150  = \$149  ? 16'h7fff : \t$146 [15:0];
-  assign \$151  = \$148  ? 16'h8000 : \$150 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_port_data : \$151 ;
-  assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$160  = $signed(\$signature__data$161 ) - $signed(\$152 );
-  assign \$153  = ! l0_port_edge_q[0];
-  assign \$154  = l0_port_wr & \$153 ;
-  assign \$155  = \$302 [1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$154  & \$155 ;
-  assign \$156  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$158  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$159  = \$158 [1:0] > 1'h1;
-  assign \$160  = \$157  + \$159 ;
-  assign \$162  = l0_cell0_s5[1:0] > 1'h1;
-  assign \$163  = \$161  + \$162 ;
-  assign \$164  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$163 ;
-  assign \$165  = $signed(\t$160 ) < $signed(16'h8000);
-  assign \$166  = $signed(\t$160 ) > $signed(16'h7fff);
-  assign \$167  = \$166  ? 16'h7fff : \t$160 [15:0];
-  assign \$168  = \$165  ? 16'h8000 : \$167 ;
-  assign \wp__data$166  = l0_port_hit0_0_1 ? l0_port_data : \$168 ;
-  assign \wp__en$167  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$168  = $signed(\$signature__data$169 ) - $signed(\$169 );
-  assign \$170  = ! l0_port_edge_q[0];
-  assign \$171  = l0_port_wr & \$170 ;
-  assign \$172  = \$302 [1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$171  & \$172 ;
-  assign \$173  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$175  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$176  = \$175 [1:0] > 2'h2;
-  assign \$177  = \$174  + \$176 ;
-  assign \$179  = l0_cell0_s5[1:0] > 2'h2;
-  assign \$180  = \$178  + \$179 ;
-  assign \$181  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$180 ;
-  assign \$182  = $signed(\t$168 ) < $signed(16'h8000);
-  assign \$183  = $signed(\t$168 ) > $signed(16'h7fff);
-  assign \$184  = \$183  ? 16'h7fff : \t$168 [15:0];
-  assign \$185  = \$182  ? 16'h8000 : \$184 ;
-  assign \wp__data$174  = l0_port_hit0_0_2 ? l0_port_data : \$185 ;
-  assign \wp__en$175  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$176  = $signed(\$signature__data$177 ) - $signed(\$186 );
-  assign \$187  = ! l0_port_edge_q[0];
-  assign \$188  = l0_port_wr & \$187 ;
-  assign \$189  = \$302 [1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$188  & \$189 ;
-  assign \$190  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$192  = \$134  ? l0_cell0_s5 : l0_cell0_s4;
-  assign \$193  = \$192 [1:0] > 2'h3;
-  assign \$194  = \$191  + \$193 ;
-  assign \$196  = l0_cell0_s5[1:0] > 2'h3;
-  assign \$197  = \$195  + \$196 ;
-  assign \$198  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$197 ;
-  assign \$199  = $signed(\t$176 ) < $signed(16'h8000);
-  assign \$200  = $signed(\t$176 ) > $signed(16'h7fff);
-  assign \$201  = \$200  ? 16'h7fff : \t$176 [15:0];
-  assign \$202  = \$199  ? 16'h8000 : \$201 ;
-  assign \wp__data$182  = l0_port_hit0_0_3 ? l0_port_data : \$202 ;
-  assign \wp__en$183  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$184  = $signed(\$signature__data$185 ) - $signed(\$203 );
-  assign \$205  = l0_port_wr & \$204 ;
-  assign \$206  = ! \$302 [1:0];
-  assign l0_port_hit0_1_0 = \$205  & \$206 ;
-  assign \$207  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$209  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$210  = \$209 [1:0] > 1'h0;
-  assign \$211  = \$208  + \$210 ;
-  assign \$213  = l0_cell1_s5[1:0] > 1'h0;
-  assign \$214  = \$212  + \$213 ;
-  assign \$215  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_q[1:0] } : \$214 ;
-  assign \$216  = $signed(\t$184 ) < $signed(16'h8000);
-  assign \$217  = $signed(\t$184 ) > $signed(16'h7fff);
-  assign \$218  = \$217  ? 16'h7fff : \t$184 [15:0];
-  assign \$219  = \$216  ? 16'h8000 : \$218 ;
-  assign \wp__data$192  = l0_port_hit0_1_0 ? l0_port_data : \$219 ;
-  assign \wp__en$193  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$194  = $signed(\$signature__data$195 ) - $signed(\$220 );
-  assign \$222  = l0_port_wr & \$221 ;
-  assign \$223  = \$302 [1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$222  & \$223 ;
-  assign \$224  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$226  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$227  = \$226 [1:0] > 1'h1;
-  assign \$228  = \$225  + \$227 ;
-  assign \$230  = l0_cell1_s5[1:0] > 1'h1;
-  assign \$231  = \$229  + \$230 ;
-  assign \$232  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_q[1:0] } : \$231 ;
-  assign \$233  = $signed(\t$194 ) < $signed(16'h8000);
-  assign \$234  = $signed(\t$194 ) > $signed(16'h7fff);
-  assign \$235  = \$234  ? 16'h7fff : \t$194 [15:0];
-  assign \$236  = \$233  ? 16'h8000 : \$235 ;
-  assign \wp__data$200  = l0_port_hit0_1_1 ? l0_port_data : \$236 ;
-  assign \wp__en$201  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$202  = $signed(\$signature__data$203 ) - $signed(\$237 );
-  assign \$239  = l0_port_wr & \$238 ;
-  assign \$240  = \$302 [1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$239  & \$240 ;
-  assign \$241  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$243  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$244  = \$243 [1:0] > 2'h2;
-  assign \$245  = \$242  + \$244 ;
-  assign \$247  = l0_cell1_s5[1:0] > 2'h2;
-  assign \$248  = \$246  + \$247 ;
-  assign \$249  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_q[1:0] } : \$248 ;
-  assign \$250  = $signed(\t$202 ) < $signed(16'h8000);
-  assign \$251  = $signed(\t$202 ) > $signed(16'h7fff);
-  assign \$252  = \$251  ? 16'h7fff : \t$202 [15:0];
-  assign \$253  = \$250  ? 16'h8000 : \$252 ;
-  assign \wp__data$208  = l0_port_hit0_1_2 ? l0_port_data : \$253 ;
-  assign \wp__en$209  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$210  = $signed(\$signature__data$211 ) - $signed(\$254 );
-  assign \$256  = l0_port_wr & \$255 ;
-  assign \$257  = \$302 [1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$256  & \$257 ;
-  assign \$258  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$260  = \$134  ? l0_cell1_s5 : l0_cell1_s4;
-  assign \$261  = \$260 [1:0] > 2'h3;
-  assign \$262  = \$259  + \$261 ;
-  assign \$264  = l0_cell1_s5[1:0] > 2'h3;
-  assign \$265  = \$263  + \$264 ;
-  assign \$266  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_q[1:0] } : \$265 ;
-  assign \$267  = $signed(\t$210 ) < $signed(16'h8000);
-  assign \$268  = $signed(\t$210 ) > $signed(16'h7fff);
-  assign \$269  = \$268  ? 16'h7fff : \t$210 [15:0];
-  assign \$270  = \$267  ? 16'h8000 : \$269 ;
-  assign \wp__data$216  = l0_port_hit0_1_3 ? l0_port_data : \$270 ;
-  assign \wp__en$217  = commit_l0 | l0_port_hit0_1_3;
-  assign reloading = reload_count != 5'h17;
-  assign \$271  = | reload_count;
-  assign reload_write = reloading & \$271 ;
-  assign \$272  = reload_count - 1'h1;
-  assign \$273  = ~ pc__valid;
-  assign \$274  = en & \$273 ;
-  assign \$275  = ~ reloading;
-  assign \$276  = \$274  & \$275 ;
-  assign \$277  = | { valid_s3, valid_s2, valid_s1 };
-  assign \$278  = ~ \$277 ;
-  assign s__ready = \$276  & \$278 ;
-  assign accept = s__valid & s__ready;
-  assign \$279  = ~ busy;
-  assign \$280  = pc__valid & \$279 ;
-  assign \$281  = ~ reloading;
-  assign \$282  = \$280  & \$281 ;
-  assign \$283  = ~ read_wait;
-  assign \$284  = \$282  & \$283 ;
-  assign \$285  = ~ pr__valid;
-  assign \$286  = \$285  | pr__ready;
-  assign execute = \$284  & \$286 ;
-  assign port_addr = reload_write ? \$272 [4:0] : pc__payload[20:16];
-  assign \$287  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$288  = port_addr >= 1'h0;
-  assign \$289  = port_addr < 5'h16;
-  assign \$290  = \$288  & \$289 ;
-  assign \$291  = execute & pc__payload[21];
-  assign \$292  = reload_write | \$291 ;
-  assign l0_port_wr = \$290  & \$292 ;
-  assign \$293  = port_addr >= 1'h0;
-  assign \$294  = port_addr < 5'h16;
-  assign \$295  = \$293  & \$294 ;
-  assign \$296  = \$295  & execute;
-  assign \$297  = ~ pc__payload[21];
-  assign l0_port_rd = \$296  & \$297 ;
-  assign \$298  = \$287 [4:0] * 2'h3;
-  assign \$299  = l0_port_edge_q * 4'hb;
-  assign \$300  = \$287 [4:0] - \$299 ;
-  assign \$301  = l0_port_baddr_q * 3'h4;
-  assign \$302  = \$300 [3:0] - \$301 ;
-  assign \$303  = reload_count + 1'h1;
-  assign \$304  = ~ pc__payload[21];
-  assign \$305  = execute & \$304 ;
-  assign \$306  = execute & pc__payload[21];
-  always @(posedge clk)
-    valid_s1 <= \$311 ;
-  always @(posedge clk)
-    valid_s2 <= \$312 ;
-  always @(posedge clk)
-    valid_s3 <= \$313 ;
-  always @(posedge clk)
-    valid_s4 <= \$314 ;
-  always @(posedge clk)
-    valid_s5 <= \$315 ;
-  always @(posedge clk)
-    reload_count <= \$316 ;
-  always @(posedge clk)
-    l0_rd_edge <= \$317 ;
-  always @(posedge clk)
-    l0_rd_bank <= \$318 ;
-  always @(posedge clk)
-    read_layer <= \$319 ;
-  always @(posedge clk)
-    read_wait <= \$320 ;
-  always @(posedge clk)
-    pr__valid <= \$321 ;
-  always @(posedge clk)
-    pr__payload <= \$322 ;
-  always @(posedge clk)
-    u <= \$323 ;
-  always @(posedge clk)
-    \u$2  <= \$324 ;
-  always @(posedge clk)
-    y0_s1 <= \$325 ;
-  always @(posedge clk)
-    kind_s1 <= \$326 ;
-  always @(posedge clk)
-    l0_lo0_s2 <= \$327 ;
-  always @(posedge clk)
-    l0_cell0_s2 <= \$328 ;
-  always @(posedge clk)
-    l0_bval0_0_s2 <= \$329 ;
-  always @(posedge clk)
-    l0_bval0_1_s2 <= \$330 ;
-  always @(posedge clk)
-    l0_bval0_2_s2 <= \$331 ;
-  always @(posedge clk)
-    l0_bval0_3_s2 <= \$332 ;
-  always @(posedge clk)
-    l0_lo1_s2 <= \$333 ;
-  always @(posedge clk)
-    l0_cell1_s2 <= \$334 ;
-  always @(posedge clk)
-    l0_bval1_0_s2 <= \$335 ;
-  always @(posedge clk)
-    l0_bval1_1_s2 <= \$336 ;
-  always @(posedge clk)
-    l0_bval1_2_s2 <= \$337 ;
-  always @(posedge clk)
-    l0_bval1_3_s2 <= \$338 ;
-  always @(posedge clk)
-    l0_prod0_0_0_s3 <= \$339 ;
-  always @(posedge clk)
-    l0_prod0_0_1_s3 <= \$340 ;
-  always @(posedge clk)
-    l0_prod0_0_2_s3 <= \$341 ;
-  always @(posedge clk)
-    l0_prod0_0_3_s3 <= \$342 ;
-  always @(posedge clk)
-    l0_prod0_1_0_s3 <= \$343 ;
-  always @(posedge clk)
-    l0_prod0_1_1_s3 <= \$344 ;
-  always @(posedge clk)
-    l0_prod0_1_2_s3 <= \$345 ;
-  always @(posedge clk)
-    l0_prod0_1_3_s3 <= \$346 ;
-  always @(posedge clk)
-    l0_out0_s4 <= \$347 ;
-  always @(posedge clk)
-    y0_s2 <= \$348 ;
-  always @(posedge clk)
-    y0_s3 <= \$349 ;
-  always @(posedge clk)
-    y0_s4 <= \$350 ;
-  always @(posedge clk)
-    kind_s2 <= \$351 ;
-  always @(posedge clk)
-    kind_s3 <= \$352 ;
-  always @(posedge clk)
-    kind_s4 <= \$353 ;
-  always @(posedge clk)
-    err0_s5 <= \$354 ;
-  always @(posedge clk)
-    l0_cell0_s3 <= \$355 ;
-  always @(posedge clk)
-    l0_cell0_s4 <= \$356 ;
-  always @(posedge clk)
-    l0_cell0_s5 <= \$357 ;
-  always @(posedge clk)
-    l0_cell1_s3 <= \$358 ;
-  always @(posedge clk)
-    l0_cell1_s4 <= \$359 ;
-  always @(posedge clk)
-    l0_cell1_s5 <= \$360 ;
-  always @(posedge clk)
-    l0_bval0_0_s3 <= \$361 ;
-  always @(posedge clk)
-    l0_bval0_0_s4 <= \$362 ;
-  always @(posedge clk)
-    l0_bval0_0_s5 <= \$363 ;
-  always @(posedge clk)
-    l0_bval0_1_s3 <= \$364 ;
-  always @(posedge clk)
-    l0_bval0_1_s4 <= \$365 ;
-  always @(posedge clk)
-    l0_bval0_1_s5 <= \$366 ;
-  always @(posedge clk)
-    l0_bval0_2_s3 <= \$367 ;
-  always @(posedge clk)
-    l0_bval0_2_s4 <= \$368 ;
-  always @(posedge clk)
-    l0_bval0_2_s5 <= \$369 ;
-  always @(posedge clk)
-    l0_bval0_3_s3 <= \$370 ;
-  always @(posedge clk)
-    l0_bval0_3_s4 <= \$371 ;
-  always @(posedge clk)
-    l0_bval0_3_s5 <= \$372 ;
-  always @(posedge clk)
-    l0_bval1_0_s3 <= \$373 ;
-  always @(posedge clk)
-    l0_bval1_0_s4 <= \$374 ;
-  always @(posedge clk)
-    l0_bval1_0_s5 <= \$375 ;
-  always @(posedge clk)
-    l0_bval1_1_s3 <= \$376 ;
-  always @(posedge clk)
-    l0_bval1_1_s4 <= \$377 ;
-  always @(posedge clk)
-    l0_bval1_1_s5 <= \$378 ;
-  always @(posedge clk)
-    l0_bval1_2_s3 <= \$379 ;
-  always @(posedge clk)
-    l0_bval1_2_s4 <= \$380 ;
-  always @(posedge clk)
-    l0_bval1_2_s5 <= \$381 ;
-  always @(posedge clk)
-    l0_bval1_3_s3 <= \$382 ;
-  always @(posedge clk)
-    l0_bval1_3_s4 <= \$383 ;
-  always @(posedge clk)
-    l0_bval1_3_s5 <= \$384 ;
+  assign \$105  = l0_delta0_0_2_raw_s11[17] & \$104 ;
+  assign \$106  = ! l0_delta0_0_2_raw_s11[16:0];
+  assign \$107  = l0_delta0_0_2_raw_s11[17] & \$106 ;
+  assign \$108  = \$107  & \floor$98 [0];
+  assign \inc$100  = \$105  | \$108 ;
+  assign \$109  = $signed(\floor$98 ) > $signed(16'h7fff);
+  assign \$110  = \floor$98  == 15'h7fff;
+  assign \$111  = \$110  & \inc$100 ;
+  assign \above$101  = \$109  | \$111 ;
+  assign \$112  = $signed(\floor$98 ) < $signed(17'h17fff);
+  assign \$113  = \floor$98  == 32'd4294934527;
+  assign \$114  = ~ \inc$100 ;
+  assign \$115  = \$113  & \$114 ;
+  assign \below$102  = \$112  | \$115 ;
+  assign \$116  = ! l0_delta0_0_2_raw_s11[16:0];
+  assign \$117  = ~ \$116 ;
+  assign \$118  = l0_delta0_0_2_raw_s11[17] & \$117 ;
+  assign \$119  = ! l0_delta0_0_2_raw_s11[16:0];
+  assign \$120  = l0_delta0_0_2_raw_s11[17] & \$119 ;
+  assign \$121  = \$120  & \floor$98 [0];
+  assign \$122  = \$118  | \$121 ;
+  assign \$123  = $signed(\floor$98 ) + $signed({ 1'h0, \$122  });
+  assign \$124  = \above$101  ? 16'h7fff : \$123 [15:0];
+  assign \t$103  = \below$102  ? 16'h8000 : \$124 ;
+  assign \$125  = ! l0_delta0_0_3_raw_s11[16:0];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = l0_delta0_0_3_raw_s11[17] & \$126 ;
+  assign \$128  = ! l0_delta0_0_3_raw_s11[16:0];
+  assign \$129  = l0_delta0_0_3_raw_s11[17] & \$128 ;
+  assign \$130  = \$129  & \floor$104 [0];
+  assign \inc$106  = \$127  | \$130 ;
+  assign \$131  = $signed(\floor$104 ) > $signed(16'h7fff);
+  assign \$132  = \floor$104  == 15'h7fff;
+  assign \$133  = \$132  & \inc$106 ;
+  assign \above$107  = \$131  | \$133 ;
+  assign \$134  = $signed(\floor$104 ) < $signed(17'h17fff);
+  assign \$135  = \floor$104  == 32'd4294934527;
+  assign \$136  = ~ \inc$106 ;
+  assign \$137  = \$135  & \$136 ;
+  assign \below$108  = \$134  | \$137 ;
+  assign \$138  = ! l0_delta0_0_3_raw_s11[16:0];
+  assign \$139  = ~ \$138 ;
+  assign \$140  = l0_delta0_0_3_raw_s11[17] & \$139 ;
+  assign \$141  = ! l0_delta0_0_3_raw_s11[16:0];
+  assign \$142  = l0_delta0_0_3_raw_s11[17] & \$141 ;
+  assign \$143  = \$142  & \floor$104 [0];
+  assign \$144  = \$140  | \$143 ;
+  assign \$145  = $signed(\floor$104 ) + $signed({ 1'h0, \$144  });
+  assign \$146  = \above$107  ? 16'h7fff : \$145 [15:0];
+  assign \t$109  = \below$108  ? 16'h8000 : \$146 ;
+  assign \$147  = ! l0_delta0_1_0_raw_s11[16:0];
+  assign \$148  = ~ \$147 ;
+  assign \$149  = l0_delta0_1_0_raw_s11[17] & \$148 ;
+  assign \$150  = ! l0_delta0_1_0_raw_s11[16:0];
+  assign \$151  = l0_delta0_1_0_raw_s11[17] & \$150 ;
+  assign \$152  = \$151  & \floor$110 [0];
+  assign \inc$112  = \$149  | \$152 ;
+  assign \$153  = $signed(\floor$110 ) > $signed(16'h7fff);
+  assign \$154  = \floor$110  == 15'h7fff;
+  assign \$155  = \$154  & \inc$112 ;
+  assign \above$113  = \$153  | \$155 ;
+  assign \$156  = $signed(\floor$110 ) < $signed(17'h17fff);
+  assign \$157  = \floor$110  == 32'd4294934527;
+  assign \$158  = ~ \inc$112 ;
+  assign \$159  = \$157  & \$158 ;
+  assign \below$114  = \$156  | \$159 ;
+  assign \$160  = ! l0_delta0_1_0_raw_s11[16:0];
+  assign \$161  = ~ \$160 ;
+  assign \$162  = l0_delta0_1_0_raw_s11[17] & \$161 ;
+  assign \$163  = ! l0_delta0_1_0_raw_s11[16:0];
+  assign \$164  = l0_delta0_1_0_raw_s11[17] & \$163 ;
+  assign \$165  = \$164  & \floor$110 [0];
+  assign \$166  = \$162  | \$165 ;
+  assign \$167  = $signed(\floor$110 ) + $signed({ 1'h0, \$166  });
+  assign \$168  = \above$113  ? 16'h7fff : \$167 [15:0];
+  assign \t$115  = \below$114  ? 16'h8000 : \$168 ;
+  assign \$169  = ! l0_delta0_1_1_raw_s11[16:0];
+  assign \$170  = ~ \$169 ;
+  assign \$171  = l0_delta0_1_1_raw_s11[17] & \$170 ;
+  assign \$172  = ! l0_delta0_1_1_raw_s11[16:0];
+  assign \$173  = l0_delta0_1_1_raw_s11[17] & \$172 ;
+  assign \$174  = \$173  & \floor$116 [0];
+  assign \inc$118  = \$171  | \$174 ;
+  assign \$175  = $signed(\floor$116 ) > $signed(16'h7fff);
+  assign \$176  = \floor$116  == 15'h7fff;
+  assign \$177  = \$176  & \inc$118 ;
+  assign \above$119  = \$175  | \$177 ;
+  assign \$178  = $signed(\floor$116 ) < $signed(17'h17fff);
+  assign \$179  = \floor$116  == 32'd4294934527;
+  assign \$180  = ~ \inc$118 ;
+  assign \$181  = \$179  & \$180 ;
+  assign \below$120  = \$178  | \$181 ;
+  assign \$182  = ! l0_delta0_1_1_raw_s11[16:0];
+  assign \$183  = ~ \$182 ;
+  assign \$184  = l0_delta0_1_1_raw_s11[17] & \$183 ;
+  assign \$185  = ! l0_delta0_1_1_raw_s11[16:0];
+  assign \$186  = l0_delta0_1_1_raw_s11[17] & \$185 ;
+  assign \$187  = \$186  & \floor$116 [0];
+  assign \$188  = \$184  | \$187 ;
+  assign \$189  = $signed(\floor$116 ) + $signed({ 1'h0, \$188  });
+  assign \$190  = \above$119  ? 16'h7fff : \$189 [15:0];
+  assign \t$121  = \below$120  ? 16'h8000 : \$190 ;
+  assign \$191  = ! l0_delta0_1_2_raw_s11[16:0];
+  assign \$192  = ~ \$191 ;
+  assign \$193  = l0_delta0_1_2_raw_s11[17] & \$192 ;
+  assign \$194  = ! l0_delta0_1_2_raw_s11[16:0];
+  assign \$195  = l0_delta0_1_2_raw_s11[17] & \$194 ;
+  assign \$196  = \$195  & \floor$122 [0];
+  assign \inc$124  = \$193  | \$196 ;
+  assign \$197  = $signed(\floor$122 ) > $signed(16'h7fff);
+  assign \$198  = \floor$122  == 15'h7fff;
+  assign \$199  = \$198  & \inc$124 ;
+  assign \above$125  = \$197  | \$199 ;
+  assign \$200  = $signed(\floor$122 ) < $signed(17'h17fff);
+  assign \$201  = \floor$122  == 32'd4294934527;
+  assign \$202  = ~ \inc$124 ;
+  assign \$203  = \$201  & \$202 ;
+  assign \below$126  = \$200  | \$203 ;
+  assign \$204  = ! l0_delta0_1_2_raw_s11[16:0];
+  assign \$205  = ~ \$204 ;
+  assign \$206  = l0_delta0_1_2_raw_s11[17] & \$205 ;
+  assign \$207  = ! l0_delta0_1_2_raw_s11[16:0];
+  assign \$208  = l0_delta0_1_2_raw_s11[17] & \$207 ;
+  assign \$209  = \$208  & \floor$122 [0];
+  assign \$210  = \$206  | \$209 ;
+  assign \$211  = $signed(\floor$122 ) + $signed({ 1'h0, \$210  });
+  assign \$212  = \above$125  ? 16'h7fff : \$211 [15:0];
+  assign \t$127  = \below$126  ? 16'h8000 : \$212 ;
+  assign \$213  = ! l0_delta0_1_3_raw_s11[16:0];
+  assign \$214  = ~ \$213 ;
+  assign \$215  = l0_delta0_1_3_raw_s11[17] & \$214 ;
+  assign \$216  = ! l0_delta0_1_3_raw_s11[16:0];
+  assign \$217  = l0_delta0_1_3_raw_s11[17] & \$216 ;
+  assign \$218  = \$217  & \floor$128 [0];
+  assign \inc$130  = \$215  | \$218 ;
+  assign \$219  = $signed(\floor$128 ) > $signed(16'h7fff);
+  assign \$220  = \floor$128  == 15'h7fff;
+  assign \$221  = \$220  & \inc$130 ;
+  assign \above$131  = \$219  | \$221 ;
+  assign \$222  = $signed(\floor$128 ) < $signed(17'h17fff);
+  assign \$223  = \floor$128  == 32'd4294934527;
+  assign \$224  = ~ \inc$130 ;
+  assign \$225  = \$223  & \$224 ;
+  assign \below$132  = \$222  | \$225 ;
+  assign \$226  = ! l0_delta0_1_3_raw_s11[16:0];
+  assign \$227  = ~ \$226 ;
+  assign \$228  = l0_delta0_1_3_raw_s11[17] & \$227 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
-    .u(u)
+    .pos_in(pos_in),
+    .u(u),
+    .vc(pos)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$252 ),
+    .bval(\bval$312 ),
     .\cell (\cell$42 ),
-    .u(\u$2 )
+    .pos_in(\pos_in$6 ),
+    .u(\u$4 ),
+    .vc(\pos$309 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_rd_bank)
       2'h0:
-          l0_read0_0_0 = \$signature__data ;
+          \$384  = \$signature__data ;
       2'h1:
-          l0_read0_0_0 = \$signature__data$19 ;
+          \$384  = \$signature__data$23 ;
       2'h2:
-          l0_read0_0_0 = \$signature__data$20 ;
+          \$384  = \$signature__data$24 ;
       2'h3:
-          l0_read0_0_0 = \$signature__data$21 ;
+          \$384  = \$signature__data$25 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_rd_bank)
       2'h0:
-          l0_read0_0_1 = \$signature__data$19 ;
+          \$385  = \$signature__data$52 ;
       2'h1:
-          l0_read0_0_1 = \$signature__data$20 ;
+          \$385  = \$signature__data$53 ;
       2'h2:
-          l0_read0_0_1 = \$signature__data$21 ;
+          \$385  = \$signature__data$54 ;
+      2'h3:
+          \$385  = \$signature__data$55 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_edge)
+      1'h0:
+          \$386  = \$384 ;
+      1'h1:
+          \$386  = \$385 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$387  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$387  = \$386 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$400  = l0_bval0_0_s3;
+      2'h1:
+          \$400  = l0_bval0_3_s3;
+      2'h2:
+          \$400  = l0_bval0_2_s3;
+      2'h3:
+          \$400  = l0_bval0_1_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$401  = l0_bval0_1_s3;
+      2'h1:
+          \$401  = l0_bval0_0_s3;
+      2'h2:
+          \$401  = l0_bval0_3_s3;
+      2'h3:
+          \$401  = l0_bval0_2_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$402  = l0_bval0_2_s3;
+      2'h1:
+          \$402  = l0_bval0_1_s3;
+      2'h2:
+          \$402  = l0_bval0_0_s3;
+      2'h3:
+          \$402  = l0_bval0_3_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$403  = l0_bval0_3_s3;
+      2'h1:
+          \$403  = l0_bval0_2_s3;
+      2'h2:
+          \$403  = l0_bval0_1_s3;
+      2'h3:
+          \$403  = l0_bval0_0_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$416  = l0_bval1_0_s3;
+      2'h1:
+          \$416  = l0_bval1_3_s3;
+      2'h2:
+          \$416  = l0_bval1_2_s3;
+      2'h3:
+          \$416  = l0_bval1_1_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$417  = l0_bval1_1_s3;
+      2'h1:
+          \$417  = l0_bval1_0_s3;
+      2'h2:
+          \$417  = l0_bval1_3_s3;
+      2'h3:
+          \$417  = l0_bval1_2_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$418  = l0_bval1_2_s3;
+      2'h1:
+          \$418  = l0_bval1_1_s3;
+      2'h2:
+          \$418  = l0_bval1_0_s3;
+      2'h3:
+          \$418  = l0_bval1_3_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$419  = l0_bval1_3_s3;
+      2'h1:
+          \$419  = l0_bval1_2_s3;
+      2'h2:
+          \$419  = l0_bval1_1_s3;
+      2'h3:
+          \$419  = l0_bval1_0_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (kind_s9)
+      2'h0:
+          e = \t$83 ;
+      2'h2:
+          e = y0_s9;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$443  = valid_s1;
+    if (en) begin
+      \$443  = accept;
+    end
+    if (rst) begin
+      \$443  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$444  = valid_s2;
+    if (en) begin
+      \$444  = valid_s1;
+    end
+    if (rst) begin
+      \$444  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$445  = valid_s3;
+    if (en) begin
+      \$445  = valid_s2;
+    end
+    if (rst) begin
+      \$445  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$446  = valid_s4;
+    if (en) begin
+      \$446  = valid_s3;
+    end
+    if (rst) begin
+      \$446  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$447  = valid_s5;
+    if (en) begin
+      \$447  = valid_s4;
+    end
+    if (rst) begin
+      \$447  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$448  = valid_s6;
+    if (en) begin
+      \$448  = valid_s5;
+    end
+    if (rst) begin
+      \$448  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$449  = valid_s7;
+    if (en) begin
+      \$449  = valid_s6;
+    end
+    if (rst) begin
+      \$449  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$450  = valid_s8;
+    if (en) begin
+      \$450  = valid_s7;
+    end
+    if (rst) begin
+      \$450  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$451  = valid_s9;
+    if (en) begin
+      \$451  = valid_s8;
+    end
+    if (rst) begin
+      \$451  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$452  = valid_s10;
+    if (en) begin
+      \$452  = valid_s9;
+    end
+    if (rst) begin
+      \$452  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$453  = valid_s11;
+    if (en) begin
+      \$453  = valid_s10;
+    end
+    if (rst) begin
+      \$453  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$454  = valid_s12;
+    if (en) begin
+      \$454  = valid_s11;
+    end
+    if (rst) begin
+      \$454  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$455  = reload_count;
+    if (reloading) begin
+      \$455  = \$372 [4:0];
+    end
+    if (rst) begin
+      \$455  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$456  = port_cmd;
+    if (rst) begin
+      \$456  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$457  = port_in_flight0;
+    if (rst) begin
+      \$457  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$458  = port_in_flight1;
+    if (rst) begin
+      \$458  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$459  = port_in_flight2;
+    if (rst) begin
+      \$459  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$460  = \$361 [4:0];
+    if (rst) begin
+      \$460  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$461  = l0_port_wr;
+    if (rst) begin
+      \$461  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$462  = l0_port_rd;
+    if (rst) begin
+      \$462  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$463  = l0_port_data;
+    if (rst) begin
+      \$463  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$464  = \$374 ;
+    if (rst) begin
+      \$464  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$465  = l0_port_local_p1;
+    if (rst) begin
+      \$465  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$466  = l0_port_wr_p1;
+    if (rst) begin
+      \$466  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$467  = l0_port_rd_p1;
+    if (rst) begin
+      \$467  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$468  = l0_port_data_p1;
+    if (rst) begin
+      \$468  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$469  = \$376 [3:0];
+    if (rst) begin
+      \$469  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$470  = l0_port_edge_p2;
+    if (rst) begin
+      \$470  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$471  = l0_port_wr_p2;
+    if (rst) begin
+      \$471  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$472  = l0_port_rd_p2;
+    if (rst) begin
+      \$472  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$473  = l0_port_data_p2;
+    if (rst) begin
+      \$473  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$474  = \$377 ;
+    if (rst) begin
+      \$474  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$475  = \$380 ;
+    if (rst) begin
+      \$475  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$476  = l0_port_edge_p3;
+    if (rst) begin
+      \$476  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$477  = l0_port_wr_p3;
+    if (rst) begin
+      \$477  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$478  = l0_port_rd_p3;
+    if (rst) begin
+      \$478  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$479  = l0_port_data_p3;
+    if (rst) begin
+      \$479  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$480  = l0_rd_edge;
+    if (l0_ram_rd) begin
+      \$480  = l0_port_edge_p4[0];
+    end
+    if (rst) begin
+      \$480  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$481  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$481  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$481  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$482  = read_layer;
+    if (l0_port_rd) begin
+      \$482  = 1'h0;
+    end
+    if (rst) begin
+      \$482  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$483  = \$382 ;
+    if (rst) begin
+      \$483  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$484  = read_wait;
+    if (rst) begin
+      \$484  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$485  = read_wait1;
+    if (rst) begin
+      \$485  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$486  = read_wait2;
+    if (rst) begin
+      \$486  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$487  = read_wait3;
+    if (rst) begin
+      \$487  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$488  = pr__valid;
+    if (\$383 ) begin
+      \$488  = 1'h1;
+    end else if (read_wait4) begin
+      \$488  = 1'h1;
+    end else if (pr__ready) begin
+      \$488  = 1'h0;
+    end
+    if (rst) begin
+      \$488  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$489  = pr__payload;
+    if (\$383 ) begin
+      \$489  = pc__payload[15:0];
+    end else if (read_wait4) begin
+      \$489  = \$387 ;
+    end
+    if (rst) begin
+      \$489  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$490  = u;
+    if (en) begin
+      \$490  = s__payload[15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$491  = \u$4 ;
+    if (en) begin
+      \$491  = s__payload[31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$492  = y0_s1;
+    if (en) begin
+      \$492  = s__payload[47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$493  = kind_s1;
+    if (en) begin
+      \$493  = s__payload[49:48];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$494  = pos_in;
+    if (en) begin
+      \$494  = pos;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$495  = l0_lo0_s3;
+    if (en) begin
+      \$495  = \cell [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$496  = l0_cell0_s3;
+    if (en) begin
+      \$496  = \cell ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$497  = l0_bval0_0_s3;
+    if (en) begin
+      \$497  = bval[15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$498  = l0_bval0_1_s3;
+    if (en) begin
+      \$498  = bval[31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$499  = l0_bval0_2_s3;
+    if (en) begin
+      \$499  = bval[47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$500  = l0_bval0_3_s3;
+    if (en) begin
+      \$500  = bval[63:48];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$501  = \pos_in$6 ;
+    if (en) begin
+      \$501  = \pos$309 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$502  = l0_lo1_s3;
+    if (en) begin
+      \$502  = \cell$42 [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$503  = l0_cell1_s3;
+    if (en) begin
+      \$503  = \cell$42 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$504  = l0_bval1_0_s3;
+    if (en) begin
+      \$504  = \bval$312 [15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$505  = l0_bval1_1_s3;
+    if (en) begin
+      \$505  = \bval$312 [31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$506  = l0_bval1_2_s3;
+    if (en) begin
+      \$506  = \bval$312 [47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$507  = l0_bval1_3_s3;
+    if (en) begin
+      \$507  = \bval$312 [63:48];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$508  = l0_waddr0_0_s4;
+    if (en) begin
+      \$508  = \$390 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$509  = l0_waddr0_1_s4;
+    if (en) begin
+      \$509  = \$393 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$510  = l0_waddr0_2_s4;
+    if (en) begin
+      \$510  = \$396 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$511  = l0_waddr0_3_s4;
+    if (en) begin
+      \$511  = \$399 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$512  = l0_bval_bank0_0_s4;
+    if (en) begin
+      \$512  = \$400 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$513  = l0_bval_bank0_1_s4;
+    if (en) begin
+      \$513  = \$401 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$514  = l0_bval_bank0_2_s4;
+    if (en) begin
+      \$514  = \$402 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$515  = l0_bval_bank0_3_s4;
+    if (en) begin
+      \$515  = \$403 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$516  = l0_waddr1_0_s4;
+    if (en) begin
+      \$516  = \$406 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$517  = l0_waddr1_1_s4;
+    if (en) begin
+      \$517  = \$409 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$518  = l0_waddr1_2_s4;
+    if (en) begin
+      \$518  = \$412 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$519  = l0_waddr1_3_s4;
+    if (en) begin
+      \$519  = \$415 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$520  = l0_bval_bank1_0_s4;
+    if (en) begin
+      \$520  = \$416 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$521  = l0_bval_bank1_1_s4;
+    if (en) begin
+      \$521  = \$417 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$522  = l0_bval_bank1_2_s4;
+    if (en) begin
+      \$522  = \$418 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$523  = l0_bval_bank1_3_s4;
+    if (en) begin
+      \$523  = \$419 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$524  = l0_coef0_0_0_s4;
+    if (en) begin
+      \$524  = l0_read0_0_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$525  = l0_bval0_0_s4;
+    if (en) begin
+      \$525  = l0_bval0_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$526  = l0_prod0_0_0_raw_s5;
+    if (en) begin
+      \$526  = \$420 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$527  = l0_coef0_0_1_s4;
+    if (en) begin
+      \$527  = l0_read0_0_1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$528  = l0_bval0_1_s4;
+    if (en) begin
+      \$528  = l0_bval0_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$529  = l0_prod0_0_1_raw_s5;
+    if (en) begin
+      \$529  = \$421 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$530  = l0_coef0_0_2_s4;
+    if (en) begin
+      \$530  = l0_read0_0_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$531  = l0_bval0_2_s4;
+    if (en) begin
+      \$531  = l0_bval0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$532  = l0_prod0_0_2_raw_s5;
+    if (en) begin
+      \$532  = \$422 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$533  = l0_coef0_0_3_s4;
+    if (en) begin
+      \$533  = l0_read0_0_3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$534  = l0_bval0_3_s4;
+    if (en) begin
+      \$534  = l0_bval0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$535  = l0_prod0_0_3_raw_s5;
+    if (en) begin
+      \$535  = \$423 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$536  = l0_coef0_1_0_s4;
+    if (en) begin
+      \$536  = l0_read0_1_0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$537  = l0_bval1_0_s4;
+    if (en) begin
+      \$537  = l0_bval1_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$538  = l0_prod0_1_0_raw_s5;
+    if (en) begin
+      \$538  = \$424 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$539  = l0_coef0_1_1_s4;
+    if (en) begin
+      \$539  = l0_read0_1_1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$540  = l0_bval1_1_s4;
+    if (en) begin
+      \$540  = l0_bval1_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$541  = l0_prod0_1_1_raw_s5;
+    if (en) begin
+      \$541  = \$425 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$542  = l0_coef0_1_2_s4;
+    if (en) begin
+      \$542  = l0_read0_1_2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$543  = l0_bval1_2_s4;
+    if (en) begin
+      \$543  = l0_bval1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$544  = l0_prod0_1_2_raw_s5;
+    if (en) begin
+      \$544  = \$426 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$545  = l0_coef0_1_3_s4;
+    if (en) begin
+      \$545  = l0_read0_1_3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$546  = l0_bval1_3_s4;
+    if (en) begin
+      \$546  = l0_bval1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$547  = l0_prod0_1_3_raw_s5;
+    if (en) begin
+      \$547  = \$427 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$548  = l0_sum0_t0_0_s6;
+    if (en) begin
+      \$548  = \$428 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$549  = l0_sum0_t0_1_s6;
+    if (en) begin
+      \$549  = \$429 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$550  = l0_sum0_t0_2_s6;
+    if (en) begin
+      \$550  = \$430 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$551  = l0_sum0_t0_3_s6;
+    if (en) begin
+      \$551  = \$431 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$552  = l0_sum0_t1_0_s7;
+    if (en) begin
+      \$552  = \$432 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$553  = l0_sum0_t1_1_s7;
+    if (en) begin
+      \$553  = \$433 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$554  = l0_sum0_t2_0_s8;
+    if (en) begin
+      \$554  = \$434 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$555  = l0_out0_s9;
+    if (en) begin
+      \$555  = \t$77 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$556  = y0_s2;
+    if (en) begin
+      \$556  = y0_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$557  = y0_s3;
+    if (en) begin
+      \$557  = y0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$558  = y0_s4;
+    if (en) begin
+      \$558  = y0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$559  = y0_s5;
+    if (en) begin
+      \$559  = y0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$560  = y0_s6;
+    if (en) begin
+      \$560  = y0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$561  = y0_s7;
+    if (en) begin
+      \$561  = y0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$562  = y0_s8;
+    if (en) begin
+      \$562  = y0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$563  = y0_s9;
+    if (en) begin
+      \$563  = y0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$564  = kind_s2;
+    if (en) begin
+      \$564  = kind_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$565  = kind_s3;
+    if (en) begin
+      \$565  = kind_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$566  = kind_s4;
+    if (en) begin
+      \$566  = kind_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$567  = kind_s5;
+    if (en) begin
+      \$567  = kind_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$568  = kind_s6;
+    if (en) begin
+      \$568  = kind_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$569  = kind_s7;
+    if (en) begin
+      \$569  = kind_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$570  = kind_s8;
+    if (en) begin
+      \$570  = kind_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$571  = kind_s9;
+    if (en) begin
+      \$571  = kind_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$572  = err0_s10;
+    if (en) begin
+      \$572  = e;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$573  = l0_waddr0_0_s5;
+    if (en) begin
+      \$573  = l0_waddr0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$574  = l0_waddr0_0_s6;
+    if (en) begin
+      \$574  = l0_waddr0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$575  = l0_waddr0_0_s7;
+    if (en) begin
+      \$575  = l0_waddr0_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$576  = l0_waddr0_0_s8;
+    if (en) begin
+      \$576  = l0_waddr0_0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$577  = l0_waddr0_0_s9;
+    if (en) begin
+      \$577  = l0_waddr0_0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$578  = l0_waddr0_0_s10;
+    if (en) begin
+      \$578  = l0_waddr0_0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$579  = l0_waddr0_0_s11;
+    if (en) begin
+      \$579  = l0_waddr0_0_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$580  = l0_waddr0_0_s12;
+    if (en) begin
+      \$580  = l0_waddr0_0_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$581  = l0_waddr0_1_s5;
+    if (en) begin
+      \$581  = l0_waddr0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$582  = l0_waddr0_1_s6;
+    if (en) begin
+      \$582  = l0_waddr0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$583  = l0_waddr0_1_s7;
+    if (en) begin
+      \$583  = l0_waddr0_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$584  = l0_waddr0_1_s8;
+    if (en) begin
+      \$584  = l0_waddr0_1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$585  = l0_waddr0_1_s9;
+    if (en) begin
+      \$585  = l0_waddr0_1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$586  = l0_waddr0_1_s10;
+    if (en) begin
+      \$586  = l0_waddr0_1_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$587  = l0_waddr0_1_s11;
+    if (en) begin
+      \$587  = l0_waddr0_1_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$588  = l0_waddr0_1_s12;
+    if (en) begin
+      \$588  = l0_waddr0_1_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$589  = l0_waddr0_2_s5;
+    if (en) begin
+      \$589  = l0_waddr0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$590  = l0_waddr0_2_s6;
+    if (en) begin
+      \$590  = l0_waddr0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$591  = l0_waddr0_2_s7;
+    if (en) begin
+      \$591  = l0_waddr0_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$592  = l0_waddr0_2_s8;
+    if (en) begin
+      \$592  = l0_waddr0_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$593  = l0_waddr0_2_s9;
+    if (en) begin
+      \$593  = l0_waddr0_2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$594  = l0_waddr0_2_s10;
+    if (en) begin
+      \$594  = l0_waddr0_2_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$595  = l0_waddr0_2_s11;
+    if (en) begin
+      \$595  = l0_waddr0_2_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$596  = l0_waddr0_2_s12;
+    if (en) begin
+      \$596  = l0_waddr0_2_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$597  = l0_waddr0_3_s5;
+    if (en) begin
+      \$597  = l0_waddr0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$598  = l0_waddr0_3_s6;
+    if (en) begin
+      \$598  = l0_waddr0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$599  = l0_waddr0_3_s7;
+    if (en) begin
+      \$599  = l0_waddr0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$600  = l0_waddr0_3_s8;
+    if (en) begin
+      \$600  = l0_waddr0_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$601  = l0_waddr0_3_s9;
+    if (en) begin
+      \$601  = l0_waddr0_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$602  = l0_waddr0_3_s10;
+    if (en) begin
+      \$602  = l0_waddr0_3_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$603  = l0_waddr0_3_s11;
+    if (en) begin
+      \$603  = l0_waddr0_3_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$604  = l0_waddr0_3_s12;
+    if (en) begin
+      \$604  = l0_waddr0_3_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$605  = l0_waddr1_0_s5;
+    if (en) begin
+      \$605  = l0_waddr1_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$606  = l0_waddr1_0_s6;
+    if (en) begin
+      \$606  = l0_waddr1_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$607  = l0_waddr1_0_s7;
+    if (en) begin
+      \$607  = l0_waddr1_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$608  = l0_waddr1_0_s8;
+    if (en) begin
+      \$608  = l0_waddr1_0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$609  = l0_waddr1_0_s9;
+    if (en) begin
+      \$609  = l0_waddr1_0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$610  = l0_waddr1_0_s10;
+    if (en) begin
+      \$610  = l0_waddr1_0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$611  = l0_waddr1_0_s11;
+    if (en) begin
+      \$611  = l0_waddr1_0_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$612  = l0_waddr1_0_s12;
+    if (en) begin
+      \$612  = l0_waddr1_0_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$613  = l0_waddr1_1_s5;
+    if (en) begin
+      \$613  = l0_waddr1_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$614  = l0_waddr1_1_s6;
+    if (en) begin
+      \$614  = l0_waddr1_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$615  = l0_waddr1_1_s7;
+    if (en) begin
+      \$615  = l0_waddr1_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$616  = l0_waddr1_1_s8;
+    if (en) begin
+      \$616  = l0_waddr1_1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$617  = l0_waddr1_1_s9;
+    if (en) begin
+      \$617  = l0_waddr1_1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$618  = l0_waddr1_1_s10;
+    if (en) begin
+      \$618  = l0_waddr1_1_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$619  = l0_waddr1_1_s11;
+    if (en) begin
+      \$619  = l0_waddr1_1_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$620  = l0_waddr1_1_s12;
+    if (en) begin
+      \$620  = l0_waddr1_1_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$621  = l0_waddr1_2_s5;
+    if (en) begin
+      \$621  = l0_waddr1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$622  = l0_waddr1_2_s6;
+    if (en) begin
+      \$622  = l0_waddr1_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$623  = l0_waddr1_2_s7;
+    if (en) begin
+      \$623  = l0_waddr1_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$624  = l0_waddr1_2_s8;
+    if (en) begin
+      \$624  = l0_waddr1_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$625  = l0_waddr1_2_s9;
+    if (en) begin
+      \$625  = l0_waddr1_2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$626  = l0_waddr1_2_s10;
+    if (en) begin
+      \$626  = l0_waddr1_2_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$627  = l0_waddr1_2_s11;
+    if (en) begin
+      \$627  = l0_waddr1_2_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$628  = l0_waddr1_2_s12;
+    if (en) begin
+      \$628  = l0_waddr1_2_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$629  = l0_waddr1_3_s5;
+    if (en) begin
+      \$629  = l0_waddr1_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$630  = l0_waddr1_3_s6;
+    if (en) begin
+      \$630  = l0_waddr1_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$631  = l0_waddr1_3_s7;
+    if (en) begin
+      \$631  = l0_waddr1_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$632  = l0_waddr1_3_s8;
+    if (en) begin
+      \$632  = l0_waddr1_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$633  = l0_waddr1_3_s9;
+    if (en) begin
+      \$633  = l0_waddr1_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$634  = l0_waddr1_3_s10;
+    if (en) begin
+      \$634  = l0_waddr1_3_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$635  = l0_waddr1_3_s11;
+    if (en) begin
+      \$635  = l0_waddr1_3_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$636  = l0_waddr1_3_s12;
+    if (en) begin
+      \$636  = l0_waddr1_3_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$637  = l0_bval_bank0_0_s5;
+    if (en) begin
+      \$637  = l0_bval_bank0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$638  = l0_bval_bank0_0_s6;
+    if (en) begin
+      \$638  = l0_bval_bank0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$639  = l0_bval_bank0_0_s7;
+    if (en) begin
+      \$639  = l0_bval_bank0_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$640  = l0_bval_bank0_0_s8;
+    if (en) begin
+      \$640  = l0_bval_bank0_0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$641  = l0_bval_bank0_0_s9;
+    if (en) begin
+      \$641  = l0_bval_bank0_0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$642  = l0_bval_bank0_0_s10;
+    if (en) begin
+      \$642  = l0_bval_bank0_0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$643  = l0_delta0_0_0_raw_s11;
+    if (en) begin
+      \$643  = \$435 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$644  = l0_delta0_0_0_s12;
+    if (en) begin
+      \$644  = \t$91 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$645  = l0_bval_bank0_1_s5;
+    if (en) begin
+      \$645  = l0_bval_bank0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$646  = l0_bval_bank0_1_s6;
+    if (en) begin
+      \$646  = l0_bval_bank0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$647  = l0_bval_bank0_1_s7;
+    if (en) begin
+      \$647  = l0_bval_bank0_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$648  = l0_bval_bank0_1_s8;
+    if (en) begin
+      \$648  = l0_bval_bank0_1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$649  = l0_bval_bank0_1_s9;
+    if (en) begin
+      \$649  = l0_bval_bank0_1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$650  = l0_bval_bank0_1_s10;
+    if (en) begin
+      \$650  = l0_bval_bank0_1_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$651  = l0_delta0_0_1_raw_s11;
+    if (en) begin
+      \$651  = \$436 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$652  = l0_delta0_0_1_s12;
+    if (en) begin
+      \$652  = \t$97 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$653  = l0_bval_bank0_2_s5;
+    if (en) begin
+      \$653  = l0_bval_bank0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$654  = l0_bval_bank0_2_s6;
+    if (en) begin
+      \$654  = l0_bval_bank0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$655  = l0_bval_bank0_2_s7;
+    if (en) begin
+      \$655  = l0_bval_bank0_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$656  = l0_bval_bank0_2_s8;
+    if (en) begin
+      \$656  = l0_bval_bank0_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$657  = l0_bval_bank0_2_s9;
+    if (en) begin
+      \$657  = l0_bval_bank0_2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$658  = l0_bval_bank0_2_s10;
+    if (en) begin
+      \$658  = l0_bval_bank0_2_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$659  = l0_delta0_0_2_raw_s11;
+    if (en) begin
+      \$659  = \$437 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$660  = l0_delta0_0_2_s12;
+    if (en) begin
+      \$660  = \t$103 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$661  = l0_bval_bank0_3_s5;
+    if (en) begin
+      \$661  = l0_bval_bank0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$662  = l0_bval_bank0_3_s6;
+    if (en) begin
+      \$662  = l0_bval_bank0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$663  = l0_bval_bank0_3_s7;
+    if (en) begin
+      \$663  = l0_bval_bank0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$664  = l0_bval_bank0_3_s8;
+    if (en) begin
+      \$664  = l0_bval_bank0_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$665  = l0_bval_bank0_3_s9;
+    if (en) begin
+      \$665  = l0_bval_bank0_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$666  = l0_bval_bank0_3_s10;
+    if (en) begin
+      \$666  = l0_bval_bank0_3_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$667  = l0_delta0_0_3_raw_s11;
+    if (en) begin
+      \$667  = \$438 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$668  = l0_delta0_0_3_s12;
+    if (en) begin
+      \$668  = \t$109 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$669  = l0_bval_bank1_0_s5;
+    if (en) begin
+      \$669  = l0_bval_bank1_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$670  = l0_bval_bank1_0_s6;
+    if (en) begin
+      \$670  = l0_bval_bank1_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$671  = l0_bval_bank1_0_s7;
+    if (en) begin
+      \$671  = l0_bval_bank1_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$672  = l0_bval_bank1_0_s8;
+    if (en) begin
+      \$672  = l0_bval_bank1_0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$673  = l0_bval_bank1_0_s9;
+    if (en) begin
+      \$673  = l0_bval_bank1_0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$674  = l0_bval_bank1_0_s10;
+    if (en) begin
+      \$674  = l0_bval_bank1_0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$675  = l0_delta0_1_0_raw_s11;
+    if (en) begin
+      \$675  = \$439 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$676  = l0_delta0_1_0_s12;
+    if (en) begin
+      \$676  = \t$115 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$677  = l0_bval_bank1_1_s5;
+    if (en) begin
+      \$677  = l0_bval_bank1_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$678  = l0_bval_bank1_1_s6;
+    if (en) begin
+      \$678  = l0_bval_bank1_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$679  = l0_bval_bank1_1_s7;
+    if (en) begin
+      \$679  = l0_bval_bank1_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$680  = l0_bval_bank1_1_s8;
+    if (en) begin
+      \$680  = l0_bval_bank1_1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$681  = l0_bval_bank1_1_s9;
+    if (en) begin
+      \$681  = l0_bval_bank1_1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$682  = l0_bval_bank1_1_s10;
+    if (en) begin
+      \$682  = l0_bval_bank1_1_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$683  = l0_delta0_1_1_raw_s11;
+    if (en) begin
+      \$683  = \$440 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$684  = l0_delta0_1_1_s12;
+    if (en) begin
+      \$684  = \t$121 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$685  = l0_bval_bank1_2_s5;
+    if (en) begin
+      \$685  = l0_bval_bank1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$686  = l0_bval_bank1_2_s6;
+    if (en) begin
+      \$686  = l0_bval_bank1_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$687  = l0_bval_bank1_2_s7;
+    if (en) begin
+      \$687  = l0_bval_bank1_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$688  = l0_bval_bank1_2_s8;
+    if (en) begin
+      \$688  = l0_bval_bank1_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$689  = l0_bval_bank1_2_s9;
+    if (en) begin
+      \$689  = l0_bval_bank1_2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$690  = l0_bval_bank1_2_s10;
+    if (en) begin
+      \$690  = l0_bval_bank1_2_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$691  = l0_delta0_1_2_raw_s11;
+    if (en) begin
+      \$691  = \$441 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$692  = l0_delta0_1_2_s12;
+    if (en) begin
+      \$692  = \t$127 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$693  = l0_bval_bank1_3_s5;
+    if (en) begin
+      \$693  = l0_bval_bank1_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$694  = l0_bval_bank1_3_s6;
+    if (en) begin
+      \$694  = l0_bval_bank1_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$695  = l0_bval_bank1_3_s7;
+    if (en) begin
+      \$695  = l0_bval_bank1_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$696  = l0_bval_bank1_3_s8;
+    if (en) begin
+      \$696  = l0_bval_bank1_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$697  = l0_bval_bank1_3_s9;
+    if (en) begin
+      \$697  = l0_bval_bank1_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$698  = l0_bval_bank1_3_s10;
+    if (en) begin
+      \$698  = l0_bval_bank1_3_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$699  = l0_delta0_1_3_raw_s11;
+    if (en) begin
+      \$699  = \$442 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$700  = l0_delta0_1_3_s12;
+    if (en) begin
+      \$700  = \t$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          l0_read0_0_0 = \$signature__data ;
+      2'h1:
+          l0_read0_0_0 = \$signature__data$23 ;
+      2'h2:
+          l0_read0_0_0 = \$signature__data$24 ;
+      2'h3:
+          l0_read0_0_0 = \$signature__data$25 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          l0_read0_0_1 = \$signature__data$23 ;
+      2'h1:
+          l0_read0_0_1 = \$signature__data$24 ;
+      2'h2:
+          l0_read0_0_1 = \$signature__data$25 ;
       2'h3:
           l0_read0_0_1 = \$signature__data ;
     endcase
@@ -1641,35 +4699,35 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_lo0_s3)
       2'h0:
-          l0_read0_0_2 = \$signature__data$20 ;
+          l0_read0_0_2 = \$signature__data$24 ;
       2'h1:
-          l0_read0_0_2 = \$signature__data$21 ;
+          l0_read0_0_2 = \$signature__data$25 ;
       2'h2:
           l0_read0_0_2 = \$signature__data ;
       2'h3:
-          l0_read0_0_2 = \$signature__data$19 ;
+          l0_read0_0_2 = \$signature__data$23 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s2)
+    casez (l0_lo0_s3)
       2'h0:
-          l0_read0_0_3 = \$signature__data$21 ;
+          l0_read0_0_3 = \$signature__data$25 ;
       2'h1:
           l0_read0_0_3 = \$signature__data ;
       2'h2:
-          l0_read0_0_3 = \$signature__data$19 ;
+          l0_read0_0_3 = \$signature__data$23 ;
       2'h3:
-          l0_read0_0_3 = \$signature__data$20 ;
+          l0_read0_0_3 = \$signature__data$24 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s2)
+    casez (l0_lo1_s3)
       2'h0:
           l0_read0_1_0 = \$signature__data$52 ;
       2'h1:
@@ -1683,7 +4741,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s2)
+    casez (l0_lo1_s3)
       2'h0:
           l0_read0_1_1 = \$signature__data$53 ;
       2'h1:
@@ -1697,7 +4755,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s2)
+    casez (l0_lo1_s3)
       2'h0:
           l0_read0_1_2 = \$signature__data$54 ;
       2'h1:
@@ -1711,7 +4769,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s2)
+    casez (l0_lo1_s3)
       2'h0:
           l0_read0_1_3 = \$signature__data$55 ;
       2'h1:
@@ -1722,785 +4780,62 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
           l0_read0_1_3 = \$signature__data$54 ;
     endcase
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$135  = \t$101 ;
-      2'h1:
-          \$135  = \t$116 ;
-      2'h2:
-          \$135  = \t$111 ;
-      2'h3:
-          \$135  = \t$106 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$152  = \t$106 ;
-      2'h1:
-          \$152  = \t$101 ;
-      2'h2:
-          \$152  = \t$116 ;
-      2'h3:
-          \$152  = \t$111 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$169  = \t$111 ;
-      2'h1:
-          \$169  = \t$106 ;
-      2'h2:
-          \$169  = \t$101 ;
-      2'h3:
-          \$169  = \t$116 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell0_s5[1:0])
-      2'h0:
-          \$186  = \t$116 ;
-      2'h1:
-          \$186  = \t$111 ;
-      2'h2:
-          \$186  = \t$106 ;
-      2'h3:
-          \$186  = \t$101 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s5[1:0])
-      2'h0:
-          \$203  = \t$121 ;
-      2'h1:
-          \$203  = \t$136 ;
-      2'h2:
-          \$203  = \t$131 ;
-      2'h3:
-          \$203  = \t$126 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s5[1:0])
-      2'h0:
-          \$220  = \t$126 ;
-      2'h1:
-          \$220  = \t$121 ;
-      2'h2:
-          \$220  = \t$136 ;
-      2'h3:
-          \$220  = \t$131 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s5[1:0])
-      2'h0:
-          \$237  = \t$131 ;
-      2'h1:
-          \$237  = \t$126 ;
-      2'h2:
-          \$237  = \t$121 ;
-      2'h3:
-          \$237  = \t$136 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_cell1_s5[1:0])
-      2'h0:
-          \$254  = \t$136 ;
-      2'h1:
-          \$254  = \t$131 ;
-      2'h2:
-          \$254  = \t$126 ;
-      2'h3:
-          \$254  = \t$121 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_bank)
-      2'h0:
-          \$307  = \$signature__data ;
-      2'h1:
-          \$307  = \$signature__data$19 ;
-      2'h2:
-          \$307  = \$signature__data$20 ;
-      2'h3:
-          \$307  = \$signature__data$21 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_bank)
-      2'h0:
-          \$308  = \$signature__data$52 ;
-      2'h1:
-          \$308  = \$signature__data$53 ;
-      2'h2:
-          \$308  = \$signature__data$54 ;
-      2'h3:
-          \$308  = \$signature__data$55 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_edge)
-      1'h0:
-          \$309  = \$307 ;
-      1'h1:
-          \$309  = \$308 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = 16'h0000;
-    casez (read_layer)
-      1'h0:
-          \$310  = \$309 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (kind_s4)
-      2'h0:
-          e = \t$93 ;
-      2'h2:
-          e = y0_s4;
-      default:
-          e = 16'h0000;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = valid_s1;
-    if (en) begin
-      \$311  = accept;
-    end
-    if (rst) begin
-      \$311  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = valid_s2;
-    if (en) begin
-      \$312  = valid_s1;
-    end
-    if (rst) begin
-      \$312  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = valid_s3;
-    if (en) begin
-      \$313  = valid_s2;
-    end
-    if (rst) begin
-      \$313  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = valid_s4;
-    if (en) begin
-      \$314  = valid_s3;
-    end
-    if (rst) begin
-      \$314  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = valid_s5;
-    if (en) begin
-      \$315  = valid_s4;
-    end
-    if (rst) begin
-      \$315  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = reload_count;
-    if (reloading) begin
-      \$316  = \$303 [4:0];
-    end
-    if (rst) begin
-      \$316  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_rd_edge;
-    if (l0_port_rd) begin
-      \$317  = l0_port_edge_q[0];
-    end
-    if (rst) begin
-      \$317  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = l0_rd_bank;
-    if (l0_port_rd) begin
-      \$318  = \$302 [1:0];
-    end
-    if (rst) begin
-      \$318  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = read_layer;
-    if (l0_port_rd) begin
-      \$319  = 1'h0;
-    end
-    if (rst) begin
-      \$319  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = \$305 ;
-    if (rst) begin
-      \$320  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = pr__valid;
-    if (\$306 ) begin
-      \$321  = 1'h1;
-    end else if (read_wait) begin
-      \$321  = 1'h1;
-    end else if (pr__ready) begin
-      \$321  = 1'h0;
-    end
-    if (rst) begin
-      \$321  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = pr__payload;
-    if (\$306 ) begin
-      \$322  = pc__payload[15:0];
-    end else if (read_wait) begin
-      \$322  = \$310 ;
-    end
-    if (rst) begin
-      \$322  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = u;
-    if (en) begin
-      \$323  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = \u$2 ;
-    if (en) begin
-      \$324  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = y0_s1;
-    if (en) begin
-      \$325  = s__payload[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = kind_s1;
-    if (en) begin
-      \$326  = s__payload[49:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_lo0_s2;
-    if (en) begin
-      \$327  = \cell [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_cell0_s2;
-    if (en) begin
-      \$328  = \cell ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_bval0_0_s2;
-    if (en) begin
-      \$329  = bval[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_bval0_1_s2;
-    if (en) begin
-      \$330  = bval[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_bval0_2_s2;
-    if (en) begin
-      \$331  = bval[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_bval0_3_s2;
-    if (en) begin
-      \$332  = bval[63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_lo1_s2;
-    if (en) begin
-      \$333  = \cell$42 [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_cell1_s2;
-    if (en) begin
-      \$334  = \cell$42 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_bval1_0_s2;
-    if (en) begin
-      \$335  = \bval$252 [15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = l0_bval1_1_s2;
-    if (en) begin
-      \$336  = \bval$252 [31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = l0_bval1_2_s2;
-    if (en) begin
-      \$337  = \bval$252 [47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = l0_bval1_3_s2;
-    if (en) begin
-      \$338  = \bval$252 [63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_prod0_0_0_s3;
-    if (en) begin
-      \$339  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_prod0_0_1_s3;
-    if (en) begin
-      \$340  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = l0_prod0_0_2_s3;
-    if (en) begin
-      \$341  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = l0_prod0_0_3_s3;
-    if (en) begin
-      \$342  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = l0_prod0_1_0_s3;
-    if (en) begin
-      \$343  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_prod0_1_1_s3;
-    if (en) begin
-      \$344  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = l0_prod0_1_2_s3;
-    if (en) begin
-      \$345  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = l0_prod0_1_3_s3;
-    if (en) begin
-      \$346  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = l0_out0_s4;
-    if (en) begin
-      \$347  = \t$87 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = y0_s2;
-    if (en) begin
-      \$348  = y0_s1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = y0_s3;
-    if (en) begin
-      \$349  = y0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = y0_s4;
-    if (en) begin
-      \$350  = y0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = kind_s2;
-    if (en) begin
-      \$351  = kind_s1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = kind_s3;
-    if (en) begin
-      \$352  = kind_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = kind_s4;
-    if (en) begin
-      \$353  = kind_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = err0_s5;
-    if (en) begin
-      \$354  = e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_cell0_s3;
-    if (en) begin
-      \$355  = l0_cell0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = l0_cell0_s4;
-    if (en) begin
-      \$356  = l0_cell0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = l0_cell0_s5;
-    if (en) begin
-      \$357  = l0_cell0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = l0_cell1_s3;
-    if (en) begin
-      \$358  = l0_cell1_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = l0_cell1_s4;
-    if (en) begin
-      \$359  = l0_cell1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = l0_cell1_s5;
-    if (en) begin
-      \$360  = l0_cell1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = l0_bval0_0_s3;
-    if (en) begin
-      \$361  = l0_bval0_0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = l0_bval0_0_s4;
-    if (en) begin
-      \$362  = l0_bval0_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = l0_bval0_0_s5;
-    if (en) begin
-      \$363  = l0_bval0_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_bval0_1_s3;
-    if (en) begin
-      \$364  = l0_bval0_1_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_bval0_1_s4;
-    if (en) begin
-      \$365  = l0_bval0_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = l0_bval0_1_s5;
-    if (en) begin
-      \$366  = l0_bval0_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_bval0_2_s3;
-    if (en) begin
-      \$367  = l0_bval0_2_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_bval0_2_s4;
-    if (en) begin
-      \$368  = l0_bval0_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_bval0_2_s5;
-    if (en) begin
-      \$369  = l0_bval0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_bval0_3_s3;
-    if (en) begin
-      \$370  = l0_bval0_3_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval0_3_s4;
-    if (en) begin
-      \$371  = l0_bval0_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval0_3_s5;
-    if (en) begin
-      \$372  = l0_bval0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval1_0_s3;
-    if (en) begin
-      \$373  = l0_bval1_0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_bval1_0_s4;
-    if (en) begin
-      \$374  = l0_bval1_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_bval1_0_s5;
-    if (en) begin
-      \$375  = l0_bval1_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_bval1_1_s3;
-    if (en) begin
-      \$376  = l0_bval1_1_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval1_1_s4;
-    if (en) begin
-      \$377  = l0_bval1_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval1_1_s5;
-    if (en) begin
-      \$378  = l0_bval1_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval1_2_s3;
-    if (en) begin
-      \$379  = l0_bval1_2_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_bval1_2_s4;
-    if (en) begin
-      \$380  = l0_bval1_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_bval1_2_s5;
-    if (en) begin
-      \$381  = l0_bval1_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_bval1_3_s3;
-    if (en) begin
-      \$382  = l0_bval1_3_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_bval1_3_s4;
-    if (en) begin
-      \$383  = l0_bval1_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_bval1_3_s5;
-    if (en) begin
-      \$384  = l0_bval1_3_s4;
-    end
-  end
   assign x0_s1 = u;
-  assign x1_s1 = \u$2 ;
+  assign l0_pos0_s2 = pos_in;
+  assign x1_s1 = \u$4 ;
+  assign l0_pos1_s2 = \pos_in$6 ;
   assign \$signature__addr  = \$4 [1:0];
-  assign l0_port_baddr = l0_port_baddr_q[1:0];
-  assign \$signature__addr$10  = \$8 [1:0];
-  assign \$signature__addr$12  = \$12 [1:0];
-  assign \$signature__addr$14  = \$16 [1:0];
-  assign \t$25  = { \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24 [32], \t$24  };
-  assign \t$30  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
-  assign \t$35  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-  assign \t$40  = { \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39 [32], \t$39  };
+  assign l0_port_baddr = l0_port_baddr_p4[1:0];
+  assign \$signature__addr$14  = \$8 [1:0];
+  assign \$signature__addr$16  = \$12 [1:0];
+  assign \$signature__addr$18  = \$16 [1:0];
+  assign \t$28  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$32  = { \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30  };
+  assign \t$36  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
+  assign \t$40  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
   assign \$signature__addr$41  = \$20 [1:0];
   assign \$signature__addr$44  = \$24 [1:0];
   assign \$signature__addr$46  = \$28 [1:0];
   assign \$signature__addr$48  = \$32 [1:0];
-  assign \t$59  = { \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58 [32], \t$58  };
-  assign \t$64  = { \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63 [32], \t$63  };
-  assign \t$69  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
-  assign \t$74  = { \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73 [32], \t$73  };
-  assign \t$84  = \t$75 [39:0];
-  assign m__valid = valid_s4;
-  assign l0_port_edge = l0_port_edge_q[0];
-  assign l0_port_bank = \$302 [1:0];
-  assign \$signature__addr$153  = \$143 [1:0];
-  assign \$signature__en$155  = 1'h1;
-  assign wp__addr = \$147 [1:0];
-  assign \$signature__addr$163  = \$160 [1:0];
-  assign \$signature__en$164  = 1'h1;
-  assign \wp__addr$165  = \$164 [1:0];
-  assign \$signature__addr$171  = \$177 [1:0];
+  assign \t$58  = { \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56  };
+  assign \t$62  = { \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60  };
+  assign \t$66  = { \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64  };
+  assign \t$70  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
+  assign \t$71  = l0_sum0_t2_0_s8[39:0];
+  assign m__valid = valid_s9;
+  assign l0_port_edge = l0_port_edge_p4[0];
+  assign l0_port_bank = l0_port_bank_p4[1:0];
+  assign \$signature__addr$157  = \$240 [1:0];
+  assign \$signature__en$160  = 1'h1;
+  assign wp__addr = \$241 [1:0];
+  assign \$signature__addr$169  = \$253 [1:0];
   assign \$signature__en$172  = 1'h1;
-  assign \wp__addr$173  = \$181 [1:0];
-  assign \$signature__addr$179  = \$194 [1:0];
-  assign \$signature__en$180  = 1'h1;
-  assign \wp__addr$181  = \$198 [1:0];
-  assign \$signature__addr$188  = \$211 [1:0];
-  assign \$signature__en$190  = 1'h1;
-  assign \wp__addr$191  = \$215 [1:0];
-  assign \$signature__addr$197  = \$228 [1:0];
-  assign \$signature__en$198  = 1'h1;
-  assign \wp__addr$199  = \$232 [1:0];
-  assign \$signature__addr$205  = \$245 [1:0];
-  assign \$signature__en$206  = 1'h1;
-  assign \wp__addr$207  = \$249 [1:0];
-  assign \$signature__addr$213  = \$262 [1:0];
-  assign \$signature__en$214  = 1'h1;
-  assign \wp__addr$215  = \$266 [1:0];
+  assign \wp__addr$173  = \$254 [1:0];
+  assign \$signature__addr$180  = \$266 [1:0];
+  assign \$signature__en$183  = 1'h1;
+  assign \wp__addr$184  = \$267 [1:0];
+  assign \$signature__addr$191  = \$279 [1:0];
+  assign \$signature__en$194  = 1'h1;
+  assign \wp__addr$195  = \$280 [1:0];
+  assign \$signature__addr$202  = \$292 [1:0];
+  assign \$signature__en$205  = 1'h1;
+  assign \wp__addr$206  = \$293 [1:0];
+  assign \$signature__addr$213  = \$305 [1:0];
+  assign \$signature__en$216  = 1'h1;
+  assign \wp__addr$217  = \$306 [1:0];
+  assign \$signature__addr$224  = \$318 [1:0];
+  assign \$signature__en$227  = 1'h1;
+  assign \wp__addr$228  = \$319 [1:0];
+  assign \$signature__addr$235  = \$331 [1:0];
+  assign \$signature__en$238  = 1'h1;
+  assign \wp__addr$239  = \$332 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$272 [4:0];
+  assign reload_addr = \$342 [4:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$287 [4:0];
-  assign l0_port_q = \$300 [3:0];
+  assign l0_port_local = \$361 [4:0];
+  assign l0_port_wr_p4 = l0_ram_wr;
+  assign l0_port_rd_p4 = l0_ram_rd;
+  assign l0_port_data_p4 = l0_ram_data;
   assign resp = pr__payload;
   assign \m__payload.pred  = m__payload[15:0];
   assign \m__payload.pred[0]  = m__payload[15:0];
@@ -2519,64 +4854,57 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$252[0]  = \bval$252 [15:0];
-  assign \bval$252[1]  = \bval$252 [31:16];
-  assign \bval$252[2]  = \bval$252 [47:32];
-  assign \bval$252[3]  = \bval$252 [63:48];
-  assign m__payload[16] = \$49 ;
-  assign m__payload[15:0] = l0_out0_s4;
+  assign \bval$312[0]  = \bval$312 [15:0];
+  assign \bval$312[1]  = \bval$312 [31:16];
+  assign \bval$312[2]  = \bval$312 [47:32];
+  assign \bval$312[3]  = \bval$312 [63:48];
+  assign m__payload[16] = \$55 ;
+  assign m__payload[15:0] = l0_out0_s9;
   assign \$1  = { 2'h0, \cell [2] };
-  assign l0_port_edge_q = { 5'h00, \$298 [6:5] };
-  assign l0_port_baddr_q = { 2'h0, \$300 [3:2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
-  assign \t$24  = { t[31], t };
-  assign \t$29  = { \t$27 [31], \t$27  };
-  assign \t$34  = { \t$32 [31], \t$32  };
-  assign \t$39  = { \t$37 [31], \t$37  };
+  assign t = { l0_prod0_0_0_raw_s5[31], l0_prod0_0_0_raw_s5 };
+  assign \t$30  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5 };
+  assign \t$34  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5 };
+  assign \t$38  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5 };
   assign \$17  = { 2'h0, \cell$42 [2] };
   assign \$21  = { 2'h0, \cell$42 [2] };
   assign \$25  = { 2'h0, \cell$42 [2] };
   assign \$29  = { 2'h0, \cell$42 [2] };
-  assign \t$58  = { \t$56 [31], \t$56  };
-  assign \t$63  = { \t$61 [31], \t$61  };
-  assign \t$68  = { \t$66 [31], \t$66  };
-  assign \t$73  = { \t$71 [31], \t$71  };
-  assign floor = { \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39], \t$75 [39:14] };
-  assign \t$92  = { \t$90 [16], \t$90  };
-  assign \floor$99  = { \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31], \t$96 [31:18] };
-  assign \floor$104  = { \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31], \t$102 [31:18] };
-  assign \floor$109  = { \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31], \t$107 [31:18] };
-  assign \floor$114  = { \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31], \t$112 [31:18] };
-  assign \floor$119  = { \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31], \t$117 [31:18] };
-  assign \floor$124  = { \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31], \t$122 [31:18] };
-  assign \floor$129  = { \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31], \t$127 [31:18] };
-  assign \floor$134  = { \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31], \t$132 [31:18] };
-  assign \$140  = { 2'h0, \$139 [2] };
-  assign \$144  = { 2'h0, l0_cell0_s5[2] };
-  assign \$157  = { 2'h0, \$156 [2] };
-  assign \$161  = { 2'h0, l0_cell0_s5[2] };
-  assign \$174  = { 2'h0, \$173 [2] };
-  assign \$178  = { 2'h0, l0_cell0_s5[2] };
-  assign \$191  = { 2'h0, \$190 [2] };
-  assign \$195  = { 2'h0, l0_cell0_s5[2] };
-  assign \$204  = l0_port_edge_q[0];
-  assign \$208  = { 2'h0, \$207 [2] };
-  assign \$212  = { 2'h0, l0_cell1_s5[2] };
-  assign \$221  = l0_port_edge_q[0];
-  assign \$225  = { 2'h0, \$224 [2] };
-  assign \$229  = { 2'h0, l0_cell1_s5[2] };
-  assign \$238  = l0_port_edge_q[0];
-  assign \$242  = { 2'h0, \$241 [2] };
-  assign \$246  = { 2'h0, l0_cell1_s5[2] };
-  assign \$255  = l0_port_edge_q[0];
-  assign \$259  = { 2'h0, \$258 [2] };
-  assign \$263  = { 2'h0, l0_cell1_s5[2] };
+  assign \t$56  = { l0_prod0_1_0_raw_s5[31], l0_prod0_1_0_raw_s5 };
+  assign \t$60  = { l0_prod0_1_1_raw_s5[31], l0_prod0_1_1_raw_s5 };
+  assign \t$64  = { l0_prod0_1_2_raw_s5[31], l0_prod0_1_2_raw_s5 };
+  assign \t$68  = { l0_prod0_1_3_raw_s5[31], l0_prod0_1_3_raw_s5 };
+  assign floor = { l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39:14] };
+  assign \t$82  = { \t$80 [16], \t$80  };
+  assign \floor$86  = { l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31:18] };
+  assign \floor$92  = { l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31:18] };
+  assign \floor$98  = { l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31:18] };
+  assign \floor$104  = { l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31:18] };
+  assign \floor$110  = { l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31:18] };
+  assign \floor$116  = { l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31:18] };
+  assign \floor$122  = { l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31:18] };
+  assign \floor$128  = { l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31:18] };
+  assign \$289  = l0_port_edge_p4[0];
+  assign \$302  = l0_port_edge_p4[0];
+  assign \$315  = l0_port_edge_p4[0];
+  assign \$328  = l0_port_edge_p4[0];
+  assign \$374  = { 5'h00, \$373 [6:5] };
+  assign \$377  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$378  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$388  = { 2'h0, l0_cell0_s3[2] };
+  assign \$391  = { 2'h0, l0_cell0_s3[2] };
+  assign \$394  = { 2'h0, l0_cell0_s3[2] };
+  assign \$397  = { 2'h0, l0_cell0_s3[2] };
+  assign \$404  = { 2'h0, l0_cell1_s3[2] };
+  assign \$407  = { 2'h0, l0_cell1_s3[2] };
+  assign \$410  = { 2'h0, l0_cell1_s3[2] };
+  assign \$413  = { 2'h0, l0_cell1_s3[2] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
+module \onchip_learner_axis.learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2599,11 +4927,15 @@ module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
+  wire [14:0] pos;
+  input [14:0] pos_in;
+  wire [14:0] pos_in;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
   wire [15:0] u;
   wire [17:0] v;
+  output [14:0] vc;
   wire [14:0] vc;
   reg [127:0] rom [63:0];
   initial begin
@@ -2672,7 +5004,7 @@ module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
     rom[62] = 128'h1e0803e8de18fff809b32a9b0bb20000;
     rom[63] = 128'h1f0201fadf06fffe0a2d2aa70b2d0000;
   end
-  assign rd__data = rom[\$7 [11:6]];
+  assign rd__data = rom[pos_in[11:6]];
   assign \$2  = $signed(\$1 ) < $signed(1'h0);
   assign \$3  = $signed(\$1 ) >= $signed(17'h08000);
   assign clamped = \$2  | \$3 ;
@@ -2682,9 +5014,10 @@ module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
   assign \$7  = \$4  ? 18'h00000 : \$6 ;
   assign \$1  = $signed(u) - $signed(15'h4000);
   assign v = { \$1 [16], \$1  };
-  assign vc = \$7 [14:0];
-  assign rd__addr = \$7 [11:6];
+  assign pos = \$7 [14:0];
+  assign rd__addr = pos_in[11:6];
   assign bder = rd__data[127:64];
+  assign vc = \$7 [14:0];
   assign \cell  = \$8 [2:0];
   assign bval = rd__data[63:0];
   assign \bval[0]  = rd__data[15:0];
@@ -2695,11 +5028,11 @@ module \onchip_learner_axis.learner.l0_bspline0 (bval, u, \cell );
   assign \bder[1]  = rd__data[95:80];
   assign \bder[2]  = rd__data[111:96];
   assign \bder[3]  = rd__data[127:112];
-  assign \$8  = { 12'h000, \$7 [14:12] };
+  assign \$8  = { 12'h000, pos_in[14:12] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
+module \onchip_learner_axis.learner.l0_bspline1 (\cell , bval, u, pos_in, vc);
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2722,11 +5055,15 @@ module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
   output [2:0] \cell ;
   wire [2:0] \cell ;
   wire clamped;
+  wire [14:0] pos;
+  input [14:0] pos_in;
+  wire [14:0] pos_in;
   wire [5:0] rd__addr;
   wire [127:0] rd__data;
   input [15:0] u;
   wire [15:0] u;
   wire [17:0] v;
+  output [14:0] vc;
   wire [14:0] vc;
   reg [127:0] rom [63:0];
   initial begin
@@ -2795,7 +5132,7 @@ module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
     rom[62] = 128'h1e0803e8de18fff809b32a9b0bb20000;
     rom[63] = 128'h1f0201fadf06fffe0a2d2aa70b2d0000;
   end
-  assign rd__data = rom[\$7 [11:6]];
+  assign rd__data = rom[pos_in[11:6]];
   assign \$2  = $signed(\$1 ) < $signed(1'h0);
   assign \$3  = $signed(\$1 ) >= $signed(17'h08000);
   assign clamped = \$2  | \$3 ;
@@ -2805,9 +5142,10 @@ module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
   assign \$7  = \$4  ? 18'h00000 : \$6 ;
   assign \$1  = $signed(u) - $signed(15'h4000);
   assign v = { \$1 [16], \$1  };
-  assign vc = \$7 [14:0];
-  assign rd__addr = \$7 [11:6];
+  assign pos = \$7 [14:0];
+  assign rd__addr = pos_in[11:6];
   assign bder = rd__data[127:64];
+  assign vc = \$7 [14:0];
   assign \cell  = \$8 [2:0];
   assign bval = rd__data[63:0];
   assign \bval[0]  = rd__data[15:0];
@@ -2818,5 +5156,5 @@ module \onchip_learner_axis.learner.l0_bspline1 (bval, u, \cell );
   assign \bder[1]  = rd__data[95:80];
   assign \bder[2]  = rd__data[111:96];
   assign \bder[3]  = rd__data[127:112];
-  assign \$8  = { 12'h000, \$7 [14:12] };
+  assign \$8  = { 12'h000, pos_in[14:12] };
 endmodule

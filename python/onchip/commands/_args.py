@@ -65,7 +65,8 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
         "--timing", choices=("compact", "fast"),
         help="override the spec's register stages: compact (fewest cycles) or fast (a register after every "
              "multiplier and carry chain: more cycles, higher fmax); a pipelined staleness below the "
-             "new minimum is raised to it unless --staleness is given",
+             "new minimum is raised to it unless --staleness is given (default: the spec's timing, whose "
+             "default 'auto' is fast for a sequential KAN on the parallel datapath, compact otherwise)",
     )
 
 

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     info = design.info
     schedule = f"pipelined (staleness {info['staleness']})" if info["staleness"] else "sequential"
     print(
-        f"{design.top}: {info['architecture']}; {schedule}, timing {spec.timing}, "
+        f"{design.top}: {info['architecture']}; {schedule}, timing {spec.stage_timing}"
+        f"{' (auto)' if spec.timing == 'auto' else ''}, "
         f"latency to prediction {info['latency_cycles_prediction']} cycles, "
         f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
     )

@@ -25,7 +25,7 @@ from .axis import AXIS_BUSES, tdata_width
 #: What each stream carries.
 STREAMS = {"s": "sample", "m": "prediction", "pc": "parameter command", "pr": "parameter response"}
 
-#: What each stage plan (``spec.timing``, :func:`onchip.hw.learner.stage_plan`) trades.
+#: What each stage plan (``spec.stage_timing``, :func:`onchip.hw.plan.stage_plan`) trades.
 TIMING_PLANS = {"compact": "fewest cycles: a multiply, its rounding and an adder tree share a cycle",
                 "fast": "a register after every multiplier and carry chain: more cycles, higher fmax"}
 
@@ -264,7 +264,7 @@ def describe(learner, *, top: str) -> dict:
         "latency_cycles_prediction": learner.latency_prediction,
         "latency_cycles_update": learner.latency_update,
         "initiation_interval": learner.initiation_interval,
-        "timing": spec.timing,
+        "timing": spec.stage_timing,
         "stages": {"prediction": stages["prediction"], "read": list(stages["read"]),
                    "update": list(stages["update"]), "port": stages["port"]},
         "param_count": learner.n_params,

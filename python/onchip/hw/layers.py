@@ -129,9 +129,9 @@ class _Layer:
         self.st = stages
         # timing = "fast": products registered raw, their conversion after the register; KAN updates
         # carry bank addresses and bank-ordered deltas
-        self.raw_products = self.bank_ordered = spec.timing == "fast"
+        self.raw_products = self.bank_ordered = spec.stage_timing == "fast"
         #: the rounding conversion: fast decides its saturation in parallel with the rounding increment
-        self.rq = requant_parallel if spec.timing == "fast" else requant
+        self.rq = requant_parallel if spec.stage_timing == "fast" else requant
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
         self.lookahead: list[Staged] = []
@@ -382,7 +382,7 @@ class KanLayer(_Layer):
                 n += k1
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
-                    new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=self.spec.timing == "fast")
+                    new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=self.spec.stage_timing == "fast")
                     hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     m.d.comb += [
@@ -531,7 +531,7 @@ class MlpLayer(_Layer):
         thetas = [w for row in self.w for w in row] + self.b
         with m.If(commit):
             for theta, delta in zip(thetas, fields):
-                m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef, by_bits=self.spec.timing == "fast"))
+                m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef, by_bits=self.spec.stage_timing == "fast"))
 
     def port(self, m: Module) -> None:
         """Parameter port: theta[offset + n] is register n (weights row by row, then biases)."""

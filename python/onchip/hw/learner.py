@@ -41,7 +41,7 @@ from __future__ import annotations
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 
 from ..model.golden import kernel_config
-from ..spec import LearnerSpec
+from ..spec import LearnerSpec, default_timing
 from .fixedpoint import fmt_shape
 from .interface import LearnerPorts, reload_from_rom
 from .layers import layer_class
@@ -68,7 +68,10 @@ def schedule_staleness(spec: LearnerSpec) -> int:
 
 def min_staleness(spec: LearnerSpec) -> int:
     """Smallest pipelined staleness D at II = 1: max over layers of U - R (cycles from a
-    layer's parameter read to its update being ready)."""
+    layer's parameter read to its update being ready), for the stage plan ``spec`` builds when
+    pipelined (``timing = "auto"`` builds compact there, whatever the schedule it has now)."""
+    if spec.timing == "auto":
+        spec = spec.replace(timing=default_timing(spec.kind, spec.datapath, "pipelined"))
     plan = stage_plan(spec)
     return max(u - r for u, r in zip(plan["update"], plan["read"]))
 
@@ -162,7 +165,7 @@ class OnchipLearner(LearnerPorts):
         p = acts[0].stage
         assert p == self.stages["prediction"]
         m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
-        self.decision(m, [a.value for a in acts], parallel=spec.timing == "fast")
+        self.decision(m, [a.value for a in acts], parallel=spec.stage_timing == "fast")
 
         # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot)
         e_out = self.output_error(m, [a.value for a in acts], [pipe.at(y, p) for y in ys], pipe.at(kind, p))
@@ -201,7 +204,7 @@ class OnchipLearner(LearnerPorts):
                 continue
             packed_u = Cat(*fields_u)
             m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(width=len(packed_u), depth=self.staleness,
-                                                                    registered=spec.timing == "fast")
+                                                                    registered=spec.stage_timing == "fast")
             pending = Signal(unsigned(max(1, self.staleness.bit_length())), name=f"l{l}_pending")
             enter = en & valid[r]  # a sample leaves the read stage: its read is done
             bypass = fifo.level == 0

@@ -45,7 +45,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
         ``update`` U, and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
         back-propagated error registered).
     """
-    fast = spec.timing == "fast"
+    fast = spec.stage_timing == "fast"
     f = spec.formats
     n_layers = len(spec.widths) - 1
     k1 = spec.spline_order + 1 if spec.kind == "kan" else 1
@@ -93,7 +93,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
             st["prev"] = e = st["bterms"] + levels(spec.widths[l + 1]) + 1
         del st["back_frac"]
     return {
-        "timing": spec.timing,
+        "timing": spec.stage_timing,
         "prediction": p,
         "read": [st["read"] for st in plan],
         "update": [st["update"] for st in plan],
