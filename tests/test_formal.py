@@ -127,10 +127,12 @@ def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_by_the_plan_miter(tmp_pa
 
 def test_a_bounded_result_says_so_and_is_never_called_proved(tmp_path):
     compact, fast = formal.plan_designs(kan_paper())
-    got = formal.check_plans(compact, fast, tmp_path, depth=12, timeout=120)
-    for r in got:
-        assert r.status == "bounded" and r.bound == 12 and "proved" not in r.detail and "bounded" in r.detail
-        assert r.samples == 0  # the fast core's first prediction needs more than 12 cycles
+    for writes, level, host in ((True, "equivalence", "any commands"), (False, "equivalence_reads_only", "reads only")):
+        got = formal.check_plans(compact, fast, tmp_path / level, depth=12, timeout=120, writes=writes)
+        for r in got:
+            assert r.status == "bounded" and r.bound == 12 and "proved" not in r.detail and "bounded" in r.detail
+            assert r.level == level and host in r.detail
+            assert r.samples == 0  # the fast core's first prediction needs more than 12 cycles
 
 
 def test_verify_formal_puts_one_case_per_property_in_the_report_and_junit(tmp_path, capsys):
@@ -143,7 +145,7 @@ def test_verify_formal_puts_one_case_per_property_in_the_report_and_junit(tmp_pa
     assert rc == 0, text
     report = json.loads((out / "report.json").read_text())
     formal_cases = [c for c in report["cases"] if c["name"].startswith("formal.")]
-    info = generate(kan_paper()).info
+    info = generate(PRESETS["kan-paper"]).info  # what verify builds: the spec's default timing
     want = [f"formal.core.{n}" for n in props.protocol_properties(info, "core")] + \
         [f"formal.axis.{n}" for n in props.protocol_properties(info, "axis")] + \
         [f"formal.core.{n}" for n in props.READBACK_PROPERTIES]

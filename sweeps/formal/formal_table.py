@@ -15,6 +15,7 @@ Usage (about 40 minutes on a 2-core machine)::
 
     python sweeps/formal/formal_table.py
     python sweeps/formal/formal_table.py --only kan-paper --plans-timeout 60
+    python sweeps/formal/formal_table.py --parts plans      # then --combine results-plans.json results.json
 """
 
 from __future__ import annotations
@@ -76,15 +77,17 @@ def plans_row(preset, schedule, timeout, log) -> dict:
 
     # one staleness for both plans: the fast plan's smallest (the compact pipeline allows it too)
     compact, fast = formal.plan_designs(point_spec(preset, schedule, "fast"))
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
-        results = formal.check_plans(compact, fast, tmp, timeout=timeout, log=log)
-    r = results[0]
-    return {"preset": preset, "schedule": schedule, "staleness": fast.info["staleness"],
-            "status": sorted({x.status for x in results}),
-            "bound_cycles": r.bound, "bound_samples": r.samples, "timeout_s": timeout,
-            "first_fast_prediction_cycle": fast.info["reset_cycles"] + 1 + fast.info["latency_cycles_prediction"] + 1,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    row = {"preset": preset, "schedule": schedule, "staleness": fast.info["staleness"], "timeout_s": timeout,
+           "solver": "/".join(formal.PLANS_SOLVER[w] for w in (True, False)),
+           "first_fast_prediction_cycle": fast.info["reset_cycles"] + 1 + fast.info["latency_cycles_prediction"] + 1}
+    for writes, host in ((True, "any"), (False, "reads")):  # any commands; reads only
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
+            results = formal.check_plans(compact, fast, tmp, timeout=timeout, writes=writes, log=log)
+        r = results[0]
+        row.update({f"{host}_status": sorted({x.status for x in results}), f"{host}_bound_cycles": r.bound,
+                    f"{host}_bound_samples": r.samples, f"{host}_seconds": round(time.perf_counter() - t0, 1)})
+    return row
 
 
 def netlist_row(preset, timeout, log) -> dict:
@@ -114,17 +117,23 @@ def report(data: dict) -> str:
     for r in data["protocol"]:
         lines.append(f"| {r['preset']} | {r['schedule']} | {r['timing']} | {r['datapath']} | {r['proved']} / "
                      f"{r['properties']} | {r['induction_depth']} | {r['readback_bound_cycles']} | {r['seconds']} |")
+    solver = {r.get("solver", "yices") for r in data["plans"]}
     lines += ["", "Timing plans, bounded: fast and compact of each preset and schedule side by side on every",
-              "input sequence (samples of any kind, reads and writes of any parameter) up to the bound, in",
-              "cycles from reset and in predictions the slower core delivers within it (pipelined: both at the",
-              "fast plan's smallest staleness); "
-              f"{data['plans_timeout_s']} s of solver time each.", "",
-              "| preset | schedule | bound (cycles) | bound (samples) | fast core's first prediction (cycle) | "
-              "wall time (s) |",
+              "input sequence up to the bound, in cycles from reset and in predictions the slower core",
+              "delivers within it (pipelined: both at the fast plan's smallest staleness), for two hosts:",
+              "any commands (samples of any kind, reads and writes of any parameter) and reads only",
+              "(samples of any kind and reads: the parameters start at their reset values and change only",
+              f"by learning); {data['plans_timeout_s']} s of solver time each ({', '.join(sorted(solver))}).", "",
+              "| preset | schedule | any commands: cycles / samples | reads only: cycles / samples | "
+              "fast core's first prediction (cycle) | wall time (s) |",
               "|---|---|---|---|---|---|"]
     for r in data["plans"]:
-        lines.append(f"| {r['preset']} | {r['schedule']} | {r['bound_cycles']} | {r['bound_samples']} | "
-                     f"{r['first_fast_prediction_cycle']} | {r['seconds']} |")
+        if "any_bound_cycles" not in r:  # a row of the single-host table
+            r = {**r, "any_bound_cycles": r["bound_cycles"], "any_bound_samples": r["bound_samples"],
+                 "any_seconds": r["seconds"], "reads_bound_cycles": "-", "reads_bound_samples": "-", "reads_seconds": 0}
+        lines.append(f"| {r['preset']} | {r['schedule']} | {r['any_bound_cycles']} / {r['any_bound_samples']} | "
+                     f"{r['reads_bound_cycles']} / {r['reads_bound_samples']} | {r['first_fast_prediction_cycle']} | "
+                     f"{round(r['any_seconds'] + r['reads_seconds'], 1)} |")
     if data.get("netlist"):
         lines += ["", "Netlist against RTL, bounded: the Yosys ECP5 netlist (`synth_ecp5 -flatten -nobram`, its",
                   "primitives through Yosys's simulation models and a MULT18X18D model) and the Amaranth Verilog",
@@ -155,9 +164,11 @@ def main(argv=None) -> int:
             if data is None:
                 data = part
             else:
-                for key in ("protocol", "plans", "netlist"):
-                    data[key] = data[key] or part[key]
-                data["plans_timeout_s"] = part["plans_timeout_s"] if part["plans"] else data["plans_timeout_s"]
+                for key in ("protocol", "plans", "netlist"):  # the first file holding a part gives it
+                    if not data[key] and part[key]:
+                        data[key] = part[key]
+                        if key == "plans":
+                            data["plans_timeout_s"] = part["plans_timeout_s"]
         (HERE / "results.json").write_text(json.dumps(data, indent=1) + "\n")
         (HERE / "results.md").write_text(report(data))
         print(f"wrote {HERE / 'results.md'}")

