@@ -260,7 +260,7 @@ def test_kan_learner_with_random_initial_coefficients_builds_for_icebreaker(tmp_
     from onchip.hw import generate
     from onchip.spec import load_spec
 
-    design = generate(load_spec("kan-regression").replace(init_scale=0.5), axis=False)
+    design = generate(load_spec("kan-regression").replace(init_scale=0.5, timing="compact"), axis=False)
     rep = nextpnr.place_and_route(design, "icebreaker", tmp_path)
     assert (tmp_path / rep["bitstream"]).stat().st_size > 100_000
     util = rep["utilisation"]
