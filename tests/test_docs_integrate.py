@@ -35,7 +35,7 @@ def page_dir(tmp_path_factory):
 
 
 def test_the_page_has_every_kind_of_block():
-    assert len(SHELL) == 2 and len(VERILOG) == 1 and len(PYTHON) >= 3
+    assert len(SHELL) == 3 and len(VERILOG) == 1 and len(PYTHON) >= 3
 
 
 def test_shell_blocks_write_what_the_page_uses(page_dir):
@@ -43,6 +43,14 @@ def test_shell_blocks_write_what_the_page_uses(page_dir):
     assert "module mlp_learner" in (page_dir / "gen" / "mlp" / "mlp_learner.v").read_text()
     for q in ("qubit0", "qubit1"):
         assert f"{q}_learner_axis" in (page_dir / "ip" / q / "package_ip.tcl").read_text()
+
+
+def test_the_ecp5_folder_lints_with_its_primitive_model(page_dir):
+    folder = page_dir / "gen" / "ecp5"
+    assert "MULT18X18D #(" in (folder / "ecp5_learner.v").read_text()
+    lint = _verilator("--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--top-module", "ecp5_learner",
+                      "ecp5_learner.v", "MULT18X18D_sim.v", cwd=folder)
+    assert lint.returncode == 0, lint.stderr
 
 
 def test_the_verilog_top_prints_the_golden_predictions(page_dir):

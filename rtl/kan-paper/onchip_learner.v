@@ -204,8 +204,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$215 ;
   wire [4:0] \$216 ;
   wire [2:0] \$217 ;
-  wire [6:0] \$218 ;
-  wire [7:0] \$219 ;
+  reg [2:0] \$218 ;
+  wire [3:0] \$219 ;
   wire \$22 ;
   wire [2:0] \$220 ;
   wire [2:0] \$221 ;
@@ -1220,7 +1220,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign l0_port_rd = \$214  & \$215 ;
   assign port_cmd = reload_write | pc__ready;
   assign \$216  = reload_count + 1'h1;
-  assign \$218  = l0_port_edge_p2 * 4'h8;
   assign \$219  = l0_port_local_p2 - \$218 ;
   assign \$222  = \$221  * 3'h4;
   assign \$223  = l0_port_q_p3 - \$222 ;
@@ -1742,6 +1741,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
           l0_read0_0_3 = \$signature__data$33 ;
       2'h3:
           l0_read0_0_3 = \$signature__data$34 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$218  = 3'h0;
+    casez (l0_port_edge_p2)
+      3'h0:
+          \$218  = 3'h0;
     endcase
   end
   always @* begin

@@ -309,8 +309,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$215 ;
   wire [4:0] \$216 ;
   wire [2:0] \$217 ;
-  wire [6:0] \$218 ;
-  wire [7:0] \$219 ;
+  reg [2:0] \$218 ;
+  wire [3:0] \$219 ;
   wire \$22 ;
   wire [2:0] \$220 ;
   wire [2:0] \$221 ;
@@ -1325,7 +1325,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign l0_port_rd = \$214  & \$215 ;
   assign port_cmd = reload_write | execute;
   assign \$216  = reload_count + 1'h1;
-  assign \$218  = l0_port_edge_p2 * 4'h8;
   assign \$219  = l0_port_local_p2 - \$218 ;
   assign \$222  = \$221  * 3'h4;
   assign \$223  = l0_port_q_p3 - \$222 ;
@@ -1847,6 +1846,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
           l0_read0_0_3 = \$signature__data$19 ;
       2'h3:
           l0_read0_0_3 = \$signature__data$20 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$218  = 3'h0;
+    casez (l0_port_edge_p2)
+      3'h0:
+          \$218  = 3'h0;
     endcase
   end
   always @* begin

@@ -486,8 +486,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [5:0] \$372 ;
   wire [6:0] \$373 ;
   wire [6:0] \$374 ;
-  wire [10:0] \$375 ;
-  wire [11:0] \$376 ;
+  reg [4:0] \$375 ;
+  wire [5:0] \$376 ;
   wire [3:0] \$377 ;
   wire [3:0] \$378 ;
   wire [6:0] \$379 ;
@@ -1791,7 +1791,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign port_cmd = reload_write | execute;
   assign \$372  = reload_count + 1'h1;
   assign \$373  = l0_port_local_p1 * 2'h3;
-  assign \$375  = l0_port_edge_p2 * 4'hb;
   assign \$376  = l0_port_local_p2 - \$375 ;
   assign \$379  = \$378  * 3'h4;
   assign \$380  = l0_port_q_p3 - \$379 ;
@@ -2632,6 +2631,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .u(\u$4 ),
     .vc(\pos$309 )
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$375  = 5'h00;
+    casez (l0_port_edge_p2)
+      7'h00:
+          \$375  = 5'h00;
+      7'h01:
+          \$375  = 5'h0b;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)

@@ -205,9 +205,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [4:0] \$216 ;
   wire [5:0] \$217 ;
   wire [5:0] \$218 ;
-  wire [9:0] \$219 ;
+  reg [3:0] \$219 ;
   wire \$22 ;
-  wire [10:0] \$220 ;
+  wire [4:0] \$220 ;
   wire [3:0] \$221 ;
   wire [3:0] \$222 ;
   wire [6:0] \$223 ;
@@ -1232,7 +1232,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign port_cmd = reload_write | pc__ready;
   assign \$216  = reload_count + 1'h1;
   assign \$217  = l0_port_local_p1 * 2'h3;
-  assign \$219  = l0_port_edge_p2 * 4'hb;
   assign \$220  = l0_port_local_p2 - \$219 ;
   assign \$223  = \$222  * 3'h4;
   assign \$224  = l0_port_q_p3 - \$223 ;
@@ -1759,6 +1758,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
           l0_read0_0_3 = \$signature__data$33 ;
       2'h3:
           l0_read0_0_3 = \$signature__data$34 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$219  = 4'h0;
+    casez (l0_port_edge_p2)
+      6'h00:
+          \$219  = 4'h0;
     endcase
   end
   always @* begin

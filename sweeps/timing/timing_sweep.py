@@ -71,25 +71,34 @@ def refusal(preset: str, timing: str, schedule: str) -> str | None:
     return None
 
 
-def design_hash(preset: str, timing: str, schedule: str) -> str:
-    """First 12 hex digits of the SHA-256 of the point's core Verilog, without its descriptive header (which
-    names the onchip version): a run of another design is stale. ``refused`` for a refused point."""
+def point_design(preset: str, timing: str, schedule: str, placed: bool = False):
+    """The point's core (:func:`onchip.hw.generate`); ``placed``: as ``onchip pnr`` builds it for the board
+    (on ECP5 the ``fast`` plan's products are MULT18X18D instances holding their product registers)."""
+    from onchip.flow.boards import get_board
+    from onchip.flow.steps import family_dsp
     from onchip.hw import generate
+
+    dsp = family_dsp(get_board(BOARD).family) if placed else None
+    return generate(point_spec(preset, timing, schedule), axis=False, dsp=dsp)
+
+
+def design_hash(preset: str, timing: str, schedule: str, placed: bool = False) -> str:
+    """First 12 hex digits of the SHA-256 of the point's core Verilog (``placed``: the placed variant,
+    :func:`point_design`), without its descriptive header (which names the onchip version): a run of
+    another design is stale. ``refused`` for a refused point."""
     from onchip.hw.description import strip_header
 
     if refusal(preset, timing, schedule) is not None:
         return "refused"
-    verilog = strip_header(generate(point_spec(preset, timing, schedule), axis=False).verilog)
+    verilog = strip_header(point_design(preset, timing, schedule, placed).verilog)
     return hashlib.sha256(verilog.encode()).hexdigest()[:12]
 
 
 def cycles(preset: str, timing: str, schedule: str) -> dict:
-    from onchip.hw import generate
-
     why = refusal(preset, timing, schedule)
     if why is not None:
         return {"refused": why}
-    info = generate(point_spec(preset, timing, schedule), axis=False).info
+    info = point_design(preset, timing, schedule).info
     return {"latency_cycles_update": info["latency_cycles_update"], "initiation_interval": info["initiation_interval"],
             "latency_cycles_prediction": info["latency_cycles_prediction"], "staleness": info["staleness"]}
 
@@ -100,9 +109,8 @@ def run_pnr(preset: str, timing: str, schedule: str, seed: int) -> dict:
     from onchip.errors import ToolError
     from onchip.flow.fit import DesignTooLarge
     from onchip.flow.nextpnr import place_and_route
-    from onchip.hw import generate
 
-    design = generate(point_spec(preset, timing, schedule), axis=False)
+    design = point_design(preset, timing, schedule, placed=True)
     with tempfile.TemporaryDirectory(prefix="onchip-timing-") as tmp:
         try:
             rep = place_and_route(design, BOARD, tmp, seed=seed)
@@ -125,9 +133,8 @@ def run_pnr(preset: str, timing: str, schedule: str, seed: int) -> dict:
 
 def run_xcup(preset: str, timing: str, schedule: str) -> dict:
     from onchip.flow.yosys import synthesize
-    from onchip.hw import generate
 
-    design = generate(point_spec(preset, timing, schedule), axis=False)
+    design = point_design(preset, timing, schedule)
     res = synthesize(design.verilog, design.top, "xcup")
     return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"]}
 
@@ -140,14 +147,16 @@ def _job(key: str) -> tuple[str, dict]:
         value = run_xcup(preset, timing, schedule)
     else:
         value = cycles(preset, timing, schedule)
-    return key, {**value, "design": design_hash(preset, timing, schedule)}
+    return key, {**value, "design": design_hash(preset, timing, schedule, placed=kind == "pnr")}
 
 
 def current(runs: dict) -> dict:
-    """The runs made on each point's current design (by :func:`design_hash`)."""
-    hashes = {name: design_hash(*name.split("/")) for name in points(None)}
-    return {k: v for k, v in runs.items() if v.get("design") == hashes.get(k.rsplit("/", 2)[0] if "/pnr/" in k
-                                                                           else k.rsplit("/", 1)[0])}
+    """The runs made on each point's current design (by :func:`design_hash`; a place-and-route run by
+    the placed variant's)."""
+    hashes = {(name, placed): design_hash(*name.split("/"), placed=placed) for name in points(None)
+              for placed in (False, True)}
+    return {k: v for k, v in runs.items()
+            if v.get("design") == hashes.get((k.rsplit("/", 2)[0], True) if "/pnr/" in k else (k.rsplit("/", 1)[0], False))}
 
 
 def load_runs() -> dict:

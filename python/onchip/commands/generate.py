@@ -17,6 +17,13 @@ def add_parser(subparsers) -> None:
         "<top>_axis_component.vhd (VHDL component declarations) into --out.",
     )
     _args.add_spec(p)
+    p.add_argument(
+        "--dsp", choices=("generic", "ecp5"), default="generic",
+        help="products as generic '*' for the synthesis tool to map (default), or, for Lattice ECP5, "
+             "the fast plan's registered products as MULT18X18D instances holding their input and output "
+             "registers (Yosys does not move them into the block on ECP5); adds MULT18X18D_sim.v, a "
+             "simulation model of that primitive subset",
+    )
     _args.add_top(p)
     _args.add_theta(p)
     _args.add_out(p)
@@ -69,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
-    design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec))
+    design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec),
+                         dsp=None if args.dsp == "generic" else args.dsp)
     info = design.info
     schedule = f"pipelined (staleness {info['staleness']})" if info["staleness"] else "sequential"
     print(

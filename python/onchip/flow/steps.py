@@ -17,6 +17,15 @@ from ..io import atomic_output_dir, check_output_dir, write_json
 from ..spec import LearnerSpec, load_spec
 
 
+def family_dsp(family: str) -> str | None:
+    """The ``dsp`` choice of :func:`onchip.hw.generate` for a device family: ``"ecp5"`` for ECP5
+    (Yosys maps its multipliers without their registers; the primitive holds them), None elsewhere
+    (Yosys moves the registers into DSP48 and SB_MAC16 itself)."""
+    from ..hw.dsp import DSP_FAMILIES
+
+    return family if family in DSP_FAMILIES else None
+
+
 def write_design(design, folder) -> None:
     """Write ``<top>.v``, ``<top>_axis.v`` and ``<top>.json`` of a :class:`onchip.hw.Design` into ``folder``."""
     folder = Path(folder)
@@ -49,7 +58,7 @@ def write_templates(design, folder) -> list[str]:
 
 
 def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, top: str = DEFAULT_TOP,
-                theta=None):
+                theta=None, dsp: str | None = None):
     """Generate the learner's Verilog (core and AXI4-Stream wrapper), its JSON description and the
     instantiation templates (:func:`write_templates`) into ``out``, the parameters reset to ``theta``
     (raw (P,); default: the spec's initial parameters).
@@ -59,29 +68,37 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
         out: the output folder.
         top: the core's module name (:func:`onchip.hw.names.check_top`); the wrapper is ``<top>_axis``.
         theta: raw reset values of the parameters (P,), or None.
+        dsp: None, or ``"ecp5"``: the ``fast`` plan's products as MULT18X18D instances with their
+            registers (:mod:`onchip.hw.dsp`); the folder then also holds ``MULT18X18D_sim.v``, a
+            simulation model of that primitive subset (synthesis uses the vendor's cell).
 
     Returns:
         the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
         cycles to prediction and to update, II in cycles).
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, ``top`` or ``out``.
+        onchip.SpecError / ValueError: a bad spec, ``top``, ``out`` or ``dsp``.
     """
     from ..hw import generate
+    from ..hw.dsp import check_dsp, mult18x18d_model
 
     spec = load_spec(spec)
     check_top(top)
+    check_dsp(dsp)
     check_output_dir(out)
-    design = generate(spec, top=top, theta=theta)
+    design = generate(spec, top=top, theta=theta, dsp=dsp)
     with atomic_output_dir(out) as stage:
         write_design(design, stage)
         write_templates(design, stage)
+        if "MULT18X18D" in design.verilog:
+            (stage / "MULT18X18D_sim.v").write_text(mult18x18d_model())
     return design
 
 
 def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
           out: "str | os.PathLike | None" = None, top: str = DEFAULT_TOP, theta=None) -> dict:
-    """Synthesise the learner core with Yosys (``synth_xilinx`` / ``synth_ecp5`` / ``synth_ice40``).
+    """Synthesise the learner core with Yosys (``synth_xilinx`` / ``synth_ecp5`` / ``synth_ice40``); on
+    ECP5 the ``fast`` plan's products are MULT18X18D instances holding their registers (:func:`family_dsp`).
 
     Args:
         spec: the learner.
@@ -108,7 +125,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
     check_top(top)
     if out is not None:
         check_output_dir(out)
-    design = generate(spec, axis=False, top=top, theta=theta)
+    design = generate(spec, axis=False, top=top, theta=theta, dsp=family_dsp(family))
 
     def report_of(workdir: Path) -> dict:
         res = synthesize(design.verilog, design.top, family, workdir=workdir)
@@ -167,7 +184,7 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         raise ValueError(f"--baud must be >= 1200, got {baud}")
     check_board_top(top)
     check_output_dir(out)
-    design = generate(spec, axis=False, top=top, theta=theta)
+    design = generate(spec, axis=False, top=top, theta=theta, dsp=family_dsp(get_board(board).family))
     with atomic_output_dir(out) as stage:
         report = place_and_route(design, board, stage, baud=baud, seed=seed)
         (stage / "spec.toml").write_text(spec.to_toml())

@@ -58,16 +58,19 @@ class Design:
 PARALLEL_MLP_MAX_PARAMS = 2048
 
 
-def build_learner(spec: LearnerSpec, theta=None):
+def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or for
     ``datapath = "serial"`` :class:`~onchip.hw.mlp_serial.SerialMlpLearner` (MLP) or
     :class:`~onchip.hw.kan_serial.SerialKanLearner` (KAN). All have the same ports and protocol.
+    ``dsp``: as :func:`generate` (the serial datapaths have no ``fast`` plan: no effect there).
 
     Raises:
         ValueError: as :func:`generate`.
     """
+    from .dsp import check_dsp
     from .learner import OnchipLearner
 
+    check_dsp(dsp)
     n = spec.parameter_count()
     if spec.kind == "mlp" and spec.datapath == "parallel" and n > PARALLEL_MLP_MAX_PARAMS:
         raise ValueError(
@@ -83,10 +86,10 @@ def build_learner(spec: LearnerSpec, theta=None):
         from .mlp_serial import SerialMlpLearner
 
         return SerialMlpLearner(spec, theta)
-    return OnchipLearner(spec, theta)
+    return OnchipLearner(spec, theta, dsp=dsp)
 
 
-def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP) -> Design:
+def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP, dsp: str | None = None) -> Design:
     """Generate the Verilog of a learner and describe it.
 
     Args:
@@ -98,6 +101,9 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP
             initial parameters), e.g. an imported network.
         top: name of the core module (:func:`onchip.hw.names.check_top`); the wrapper is
             ``<top>_axis`` and every submodule ``<top>.<path>`` (``<top>_axis.learner.<path>``).
+        dsp: None (products as ``*``, mapped by the synthesis tool) or ``"ecp5"``: the ``fast``
+            plan's registered products as MULT18X18D instances holding their factor and product
+            registers (:mod:`onchip.hw.dsp`; simulate with :func:`onchip.hw.dsp.mult18x18d_model`).
 
     Returns:
         :class:`Design`.
@@ -105,7 +111,8 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP
     Raises:
         ValueError: ``spec`` is not a LearnerSpec, a bad ``top`` (the message names ``--top``), a
             pipelined staleness the pipeline cannot meet (the message gives the minimum), a
-            parallel MLP of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, or a bad ``theta``.
+            parallel MLP of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, a bad ``theta``
+            or ``dsp``.
     """
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
@@ -115,11 +122,11 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP
     from .axis import AxisLearner
     from .description import describe, verilog_header
 
-    learner = build_learner(spec, theta)
+    learner = build_learner(spec, theta, dsp)
     info = describe(learner, top=top)
     text = verilog_header(info, "core") + verilog.convert(learner, name=top, emit_src=False)
     axis_text = ""
     if axis:
         axis_text = verilog_header(info, "axis") + verilog.convert(
-            AxisLearner(build_learner(spec, theta)), name=info["axis"]["top"], emit_src=False)
+            AxisLearner(build_learner(spec, theta, dsp)), name=info["axis"]["top"], emit_src=False)
     return Design(verilog=text, top=top, info=info, axis_verilog=axis_text)

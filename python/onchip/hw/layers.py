@@ -25,6 +25,7 @@ from ..model.golden import layout
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
+from .dsp import check_dsp, registered_product
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_parallel
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, stage_plan
@@ -97,6 +98,8 @@ class _Layer:
             forward pass read.
         stages: the layer's entry of :func:`onchip.hw.plan.stage_plan` (where its registers
             go); default: taken from the spec's plan.
+        dsp: the registered raw products of the ``fast`` plan as generic ``*`` (None) or as a
+            device's DSP primitive with its registers (``"ecp5"``, :mod:`onchip.hw.dsp`).
 
     Raises:
         ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P.
@@ -108,7 +111,7 @@ class _Layer:
     storage = "registers"
 
     def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool,
-                 stages: dict | None = None):
+                 stages: dict | None = None, dsp: str | None = None):
         slices = layout(spec)
         if spec.kind != self.kind:
             raise ValueError(f"{type(self).__name__} builds a {self.kind} layer, the spec is a {spec.kind}")
@@ -132,6 +135,8 @@ class _Layer:
         self.raw_products = self.bank_ordered = spec.stage_timing == "fast"
         #: the rounding conversion: fast decides its saturation in parallel with the rounding increment
         self.rq = requant_parallel if spec.stage_timing == "fast" else requant
+        #: the registered raw products: generic, or a device's DSP primitive (:mod:`onchip.hw.dsp`)
+        self.dsp = check_dsp(dsp)
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
         self.lookahead: list[Staged] = []
@@ -154,7 +159,7 @@ class _Layer:
         if not self.raw_products:
             out = pipe.reg(requant(m, x * y, frac_from, fmt), stage, f"{name}_s{stage + 1}")
         else:
-            raw = pipe.reg(x * y, stage, f"{name}_raw_s{stage + 1}")
+            raw = registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", self.dsp)
             out = Staged(self.rq(m, raw.value, frac_from, fmt), raw.stage)
             if to_stage > out.stage:
                 out = pipe.reg(out.value, out.stage, f"{name}_s{out.stage + 1}")
@@ -172,7 +177,7 @@ class _Layer:
             return requant(m, x if y is None else x * y, frac_from, f.coef)
         if y is None:
             return pipe.at(pipe.reg(self.rq(m, x, frac_from, f.coef), stage, f"{name}_s{stage + 1}"), u)
-        raw = pipe.reg(x * y, stage, f"{name}_raw_s{stage + 1}")
+        raw = registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", self.dsp)
         return pipe.at(pipe.reg(self.rq(m, raw.value, frac_from, f.coef), raw.stage, f"{name}_s{raw.stage + 1}"), u)
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
@@ -220,9 +225,9 @@ class KanLayer(_Layer):
     storage = "memory"
 
     def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool,
-                 stages: dict | None = None):
+                 stages: dict | None = None, dsp: str | None = None):
         super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop,
-                         stages=stages)
+                         stages=stages, dsp=dsp)
         self.cfg = config
         offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.g, self.k1 = spec.grid_size, spec.spline_order + 1
@@ -397,7 +402,8 @@ class KanLayer(_Layer):
         """Parameter port: theta[offset + e*(G+k) + q] is word q div (k+1) of bank q mod (k+1) of edge e.
 
         The stage plan's ``port`` entry: 0 decodes in the command's cycle; 4 (fast) registers
-        the command, the edge e (a constant division), q and the bank/word split, one step each, so
+        the command, the edge e (a constant division), q (the local index less a table's e (G + k))
+        and the bank/word split, one step each, so
         the command reaches the RAM 4 cycles later (the learner waits for it)."""
         nc, k1, l, stages = self.spec.n_coef, self.k1, self.index, self.st["port"]
         if stages not in (0, PORT_STAGES):
@@ -418,7 +424,9 @@ class KanLayer(_Layer):
             local, *carried = step(1, [self.port_local, self.port_wr, self.port_rd, self.port_data], ["local", *cmd])
             edge, local, *carried = step(2, [div_const(local, nc, self.size - 1), local, *carried],
                                          ["edge", "local", *cmd])
-            q, edge, *carried = step(3, [(local - edge * nc)[: max(1, (nc - 1).bit_length())], edge, *carried],
+            # the edge's first word e (G + k) from a table on e (one LUT level), then one subtraction
+            first = Array([Const(e * nc, range(max(2, self.size))) for e in range(self.n_in * self.n_out)])[edge]
+            q, edge, *carried = step(3, [(local - first)[: max(1, (nc - 1).bit_length())], edge, *carried],
                                      ["q", "edge", *cmd])
             if k1 & (k1 - 1):
                 # q < G + k: for k + 1 not a power of two the bank/word split is read from two small
@@ -456,9 +464,9 @@ class MlpLayer(_Layer):
     kind = "mlp"
 
     def __init__(self, *, spec: LearnerSpec, config, theta0, index: int, live_backprop: bool,
-                 stages: dict | None = None):
+                 stages: dict | None = None, dsp: str | None = None):
         super().__init__(spec=spec, config=config, theta0=theta0, index=index, live_backprop=live_backprop,
-                         stages=stages)
+                         stages=stages, dsp=dsp)
         offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.params: list[Signal] = []
         self.w = [[self._param(theta0[offset + j * n_in + i], f"l{index}_w_{j}_{i}") for i in range(n_in)]

@@ -42,6 +42,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 
 from ..model.golden import kernel_config
 from ..spec import LearnerSpec, default_timing
+from .dsp import check_dsp
 from .fixedpoint import fmt_shape
 from .interface import LearnerPorts, reload_from_rom
 from .layers import layer_class
@@ -99,13 +100,17 @@ class OnchipLearner(LearnerPorts):
 
     Args:
         spec: the learner; its schedule and staleness select the schedule.
+        theta: raw reset values of the parameters (P,) (default: the golden initial parameters).
+        dsp: products as generic ``*`` (None) or a device's DSP primitive (``"ecp5"``,
+            :mod:`onchip.hw.dsp`; only the ``fast`` plan's registered raw products change).
 
     Raises:
-        ValueError: a pipelined spec whose staleness is below :attr:`min_staleness`.
+        ValueError: a pipelined spec whose staleness is below :attr:`min_staleness`, a bad ``dsp``.
     """
 
-    def __init__(self, spec: LearnerSpec, theta=None):
+    def __init__(self, spec: LearnerSpec, theta=None, dsp: str | None = None):
         self.spec = spec
+        self.dsp = check_dsp(dsp)
         self.staleness = schedule_staleness(spec)
         self.pipelined = self.staleness > 0
         self._plan()
@@ -151,7 +156,7 @@ class OnchipLearner(LearnerPorts):
 
         make = layer_class(spec.kind)
         layers = [make(spec=spec, config=cfg, theta0=theta0, index=l, live_backprop=live,
-                       stages=self.stages["layers"][l]) for l in range(n_layers)]
+                       stages=self.stages["layers"][l], dsp=self.dsp) for l in range(n_layers)]
 
         # stage 0: the sample payload, registered on acceptance
         x_in, y_in, kind_in = self.sample_fields()
