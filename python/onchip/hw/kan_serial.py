@@ -60,6 +60,8 @@ from a ROM of the initial parameters through the same stages (P + 1 + PORT_STAGE
 
 from __future__ import annotations
 
+import functools
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib.memory import Memory
 
@@ -69,7 +71,7 @@ from .bspline import BSplineUnit
 from .coefmem import bank_address, by_bank, by_basis, split_cell
 from .fixedpoint import fmt_shape, node, overflow, requant
 from .layers import tree_sum
-from .ram import div_const, ram_style
+from .ram import div_const, port_step, ram_style
 from .serial_front import SerialLearner, serial_front
 
 __all__ = ["PORT_STAGES", "SerialKanLearner", "lane_counts", "serial_kan_plan"]
@@ -253,8 +255,7 @@ class SerialKanLearner(SerialLearner):
         for ly in layers:
             l, n_edges = ly.index, ly.n_in * ly.n_out
 
-            def step(n, l=l, **values):
-                return [reg(v, f"l{l}_port_{name}_p{n}") for name, v in values.items()]
+            step = functools.partial(port_step, m, prefix=f"l{l}_port")
 
             hit, local = step(1, hit=(bus_addr >= ly.offset) & (bus_addr < ly.offset + ly.size),
                               local=(bus_addr - ly.offset)[: max(1, (ly.size - 1).bit_length())])

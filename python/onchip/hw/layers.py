@@ -29,7 +29,7 @@ from .dsp import check_dsp, registered_product
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_parallel
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, stage_plan
-from .ram import div_const
+from .ram import div_const, port_step
 
 
 def layer_class(kind: str) -> type:
@@ -415,19 +415,15 @@ class KanLayer(_Layer):
             baddr = node(m, div_const(q, k1, nc - 1), f"l{l}_port_baddr_q")
             m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(q - baddr * k1)]
         else:
-            def step(n: int, values: list, names: list[str]) -> list:  # register stage n of the decode
-                regs = [Signal(Value.cast(v).shape(), name=f"l{l}_port_{name}_p{n}") for v, name in zip(values, names)]
-                m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
-                return regs
-
-            cmd = ["wr", "rd", "data"]
-            local, *carried = step(1, [self.port_local, self.port_wr, self.port_rd, self.port_data], ["local", *cmd])
-            edge, local, *carried = step(2, [div_const(local, nc, self.size - 1), local, *carried],
-                                         ["edge", "local", *cmd])
+            pre = f"l{l}_port"
+            wr, rd, data = self.port_wr, self.port_rd, self.port_data
+            local, wr, rd, data = port_step(m, 1, pre, local=self.port_local, wr=wr, rd=rd, data=data)
+            edge, local, wr, rd, data = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1), local=local,
+                                                  wr=wr, rd=rd, data=data)
             # the edge's first word e (G + k) from a table on e (one LUT level), then one subtraction
             first = Array([Const(e * nc, range(max(2, self.size))) for e in range(self.n_in * self.n_out)])[edge]
-            q, edge, *carried = step(3, [(local - first)[: max(1, (nc - 1).bit_length())], edge, *carried],
-                                     ["q", "edge", *cmd])
+            q, edge, wr, rd, data = port_step(m, 3, pre, q=(local - first)[: max(1, (nc - 1).bit_length())],
+                                              edge=edge, wr=wr, rd=rd, data=data)
             if k1 & (k1 - 1):
                 # q < G + k: for k + 1 not a power of two the bank/word split is read from two small
                 # constant tables (one LUT level), not a constant multiply and a subtract in one cycle
@@ -436,8 +432,8 @@ class KanLayer(_Layer):
             else:  # a shift and a mask
                 baddr = div_const(q, k1, nc - 1)
                 bank = q - baddr * k1
-            baddr, bank, edge, *carried = step(4, [baddr, bank, edge, *carried],
-                                               ["baddr", "bank", "edge", *cmd])
+            baddr, bank, edge, *carried = port_step(m, 4, pre, baddr=baddr, bank=bank, edge=edge, wr=wr, rd=rd,
+                                                    data=data)
             m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(bank)]
             m.d.comb += [r.eq(v) for r, v in zip([self.ram_wr, self.ram_rd, self.ram_data], carried)]
         sel_edge = Signal.like(self.port_edge, name=f"l{l}_rd_edge")

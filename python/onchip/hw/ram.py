@@ -8,7 +8,7 @@ with one constant multiply instead of a divider.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Value
+from amaranth.hdl import Module, Signal, Value
 
 #: memory size (bits) from which a RAM goes to block RAM: half a RAMB18 (UltraScale+) / half an
 #: EBR (ECP5, 18 Kbit); below it a block would sit mostly empty
@@ -54,3 +54,15 @@ def div_const(x: Value, d: int, x_max: int) -> Value:
     (:func:`div_constants`). Raises ValueError as that function."""
     mult, s = div_constants(d, x_max)
     return x >> s if mult == 1 else (x * mult) >> s
+
+
+def port_step(m: Module, n: int, prefix: str, **values) -> list[Signal]:
+    """Register step ``n`` of a parameter-port decode: each of ``values`` (name -> expression) into a
+    register ``<prefix>_<name>_p<n>`` of its shape, in the order given (the port's stages split one
+    flat address over several cycles, one constant division or table per step)."""
+    regs = []
+    for name, value in values.items():
+        reg = Signal(Value.cast(value).shape(), name=f"{prefix}_{name}_p{n}")
+        m.d.sync += reg.eq(value)
+        regs.append(reg)
+    return regs
