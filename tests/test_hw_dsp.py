@@ -42,6 +42,16 @@ def test_every_fast_product_register_becomes_a_dsp_output_register():
         assert '.REG_OUTPUT_CLK("CLK0")' in params and "REG_INPUT" not in params
 
 
+def test_pipelined_update_products_stay_in_the_fabric():
+    """Pipelined, the stage after an update product also feeds the pending queue: its register stays
+    in the fabric; the forward products go to the DSP."""
+    spec = _spec("kan-readout", "pipelined", "fast")
+    generic = generate(spec, axis=False).verilog
+    names = set(_instances(generate(spec, axis=False, dsp="ecp5").verilog))
+    assert names and all("_prod" in n for n in names)
+    assert re.search(r"\bl0_delta\w*_raw_s\d+\b", generic)
+
+
 def test_compact_verilog_is_unchanged_by_dsp():
     """compact registers converted products, never raw ones: nothing to put in the block."""
     spec = PRESETS["kan-paper"].replace(timing="compact")

@@ -85,11 +85,13 @@ def point_design(preset: str, timing: str, schedule: str, placed: bool = False):
 def design_hash(preset: str, timing: str, schedule: str, placed: bool = False) -> str:
     """First 12 hex digits of the SHA-256 of the point's core Verilog (``placed``: the placed variant,
     :func:`point_design`), without its descriptive header (which names the onchip version): a run of
-    another design is stale. ``refused`` for a refused point."""
+    another design is stale. ``refused-<digest of the spec's error>`` for a refused point: a record of
+    another refusal message is stale too."""
     from onchip.hw.description import strip_header
 
-    if refusal(preset, timing, schedule) is not None:
-        return "refused"
+    why = refusal(preset, timing, schedule)
+    if why is not None:
+        return "refused-" + hashlib.sha256(why.encode()).hexdigest()[:8]
     verilog = strip_header(point_design(preset, timing, schedule, placed).verilog)
     return hashlib.sha256(verilog.encode()).hexdigest()[:12]
 
@@ -150,10 +152,10 @@ def _job(key: str) -> tuple[str, dict]:
     return key, {**value, "design": design_hash(preset, timing, schedule, placed=kind == "pnr")}
 
 
-def current(runs: dict) -> dict:
+def current(runs: dict, names: list[str] | None = None) -> dict:
     """The runs made on each point's current design (by :func:`design_hash`; a place-and-route run by
-    the placed variant's)."""
-    hashes = {(name, placed): design_hash(*name.split("/"), placed=placed) for name in points(None)
+    the placed variant's), of the points ``names`` (default: every point)."""
+    hashes = {(name, placed): design_hash(*name.split("/"), placed=placed) for name in names or points(None)
               for placed in (False, True)}
     return {k: v for k, v in runs.items()
             if v.get("design") == hashes.get((k.rsplit("/", 2)[0], True) if "/pnr/" in k else (k.rsplit("/", 1)[0], False))}
@@ -183,9 +185,10 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
     from tqdm import tqdm
 
     runs = load_runs()
-    fresh = current(runs)
+    names = points(only)
+    fresh = current(runs, names)
     todo = []
-    for name in points(only):
+    for name in names:
         if refusal(*name.split("/")) is not None:
             todo.append(f"{name}/cycles")  # records the refusal
             continue

@@ -8,7 +8,8 @@ DESCRIPTION = """Put the learner core in a UART board top, build it with Amarant
 the YoWASP tools (yosys, nextpnr-ecp5 + ecppack or nextpnr-ice40 + icepack) and write the
 bitstream, the build logs and report.json (fmax from nextpnr, utilisation, latency in ns =
 cycles / fmax, and the critical path: start and end registers named after the learner's
-signals and stages, logic and routing ns) into --out. Stream protocol and tool costs:
+signals and stages, logic and routing ns) into --out. On ECP5 the fast plan's products are
+MULT18X18D instances holding their product register (onchip generate --dsp ecp5). Stream protocol and tool costs:
 hw/README.md (section "Feeding a stream to a board")."""
 
 
