@@ -374,7 +374,8 @@ def cached_model(name: str, config: TinyConfig, key_parts: Sequence[str], build:
     Args:
         name: entry family (lower-case letters, digits, ``_``), e.g. ``"tiny_ink"``.
         config: the model's shape (part of the key).
-        key_parts: everything else the trained weights depend on (data recipe, steps, seed).
+        key_parts: everything else the trained weights depend on (data recipe, steps, seed); the key
+            also holds the torch version and thread count.
         build: ``build(model)`` trains the fresh model in place.
 
     Returns:
@@ -383,7 +384,9 @@ def cached_model(name: str, config: TinyConfig, key_parts: Sequence[str], build:
     torch = import_torch()
     from onchip.cache import cached_build, digest
 
-    key = digest(name, repr(sorted(asdict(config).items())), *map(str, key_parts))[:32]
+    # the torch version and thread count change float reductions, hence the trained weights
+    key = digest(name, repr(sorted(asdict(config).items())), *map(str, key_parts), torch.__version__,
+                 str(torch.get_num_threads()))[:32]
 
     def fill(folder: Path) -> None:
         model = TinyTransformer(config)
