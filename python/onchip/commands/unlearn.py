@@ -36,8 +36,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     _args.add_out(p)
     g = p.add_argument_group("unlearning")
     g.add_argument("--epochs", type=_args.positive_int, default=10, help="passes over the forget set (default 10)")
-    g.add_argument("--lr", type=_args.positive_float, default=0.2,
-                   help="SGD learning rate on latent weights (default 0.2)")
+    g.add_argument("--lr", type=_args.positive_float, default=0.5,
+                   help="SGD learning rate on latent weights (default 0.5, the rate sweeps/unlearning chose by "
+                        "its rule on calibration seeds)")
     g.add_argument("--retain-weight", type=_args.nonneg_float, default=1.0,
                    help="lambda of the retain term (default 1)")
     g.add_argument("--projection", default="global", help="OEU projection: global | layer | none (default global)")

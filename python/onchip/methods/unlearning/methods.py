@@ -83,7 +83,7 @@ class UnlearnConfig:
     """
 
     epochs: int = 10
-    lr: float = 0.2
+    lr: float = 0.5
     batch_size: int = 32
     retain_batch_size: int = 128
     retain_weight: float = 1.0
