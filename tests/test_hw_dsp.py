@@ -42,14 +42,10 @@ def test_every_fast_product_register_becomes_a_dsp_output_register():
         assert '.REG_OUTPUT_CLK("CLK0")' in params and "REG_INPUT" not in params
 
 
-def test_pipelined_update_products_stay_in_the_fabric():
-    """Pipelined, the stage after an update product also feeds the pending queue: its register stays
-    in the fabric; the forward products go to the DSP."""
+def test_the_pipelined_schedule_keeps_its_products_generic():
+    """Measured slower with the product registers in the DSP (sweeps/timing/README.md)."""
     spec = _spec("kan-readout", "pipelined", "fast")
-    generic = generate(spec, axis=False).verilog
-    names = set(_instances(generate(spec, axis=False, dsp="ecp5").verilog))
-    assert names and all("_prod" in n for n in names)
-    assert re.search(r"\bl0_delta\w*_raw_s\d+\b", generic)
+    assert generate(spec, axis=False, dsp="ecp5").verilog == generate(spec, axis=False).verilog
 
 
 def test_compact_verilog_is_unchanged_by_dsp():
@@ -99,8 +95,8 @@ def _run(spec, model_text: str, cache_dir, n: int):
 
 @pytest.mark.parametrize("preset, schedule", [
     ("kan-readout", "sequential"),
-    pytest.param("mlp-readout", "pipelined", marks=pytest.mark.slow),
-    pytest.param("kan-paper", "pipelined", marks=pytest.mark.slow),
+    pytest.param("mlp-readout", "sequential", marks=pytest.mark.slow),
+    pytest.param("kan-paper", "sequential", marks=pytest.mark.slow),
 ])
 def test_ecp5_products_equal_golden(preset, schedule, cache_dir):
     spec = _spec(preset, schedule, "fast")
@@ -111,13 +107,14 @@ def test_ecp5_products_equal_golden(preset, schedule, cache_dir):
 
 @pytest.mark.slow
 def test_ecp5_products_hold_under_stalls():
-    """Random stalls drop the advance enable (the blocks' CE0): the cocotb bench, pipelined."""
+    """Random stalls drop the advance enable (the blocks' CE0): the cocotb bench."""
     from hw_support import assert_same
     from onchip.hw import sim
     from support import golden_final, stimulus
 
-    spec = _spec("kan-readout", "pipelined", "fast")
+    spec = _spec("kan-readout", "sequential", "fast")
     design = generate(spec, axis=False, dsp="ecp5")
+    assert "MULT18X18D #(" in design.verilog
     design = dataclasses.replace(design, verilog=design.verilog + mult18x18d_model())
     x, y = stimulus(spec, 200, 3)
     out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}],

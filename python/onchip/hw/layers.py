@@ -99,7 +99,8 @@ class _Layer:
         stages: the layer's entry of :func:`onchip.hw.plan.stage_plan` (where its registers
             go); default: taken from the spec's plan.
         dsp: the registered raw products of the ``fast`` plan as generic ``*`` (None) or as a
-            device's DSP primitive with its registers (``"ecp5"``, :mod:`onchip.hw.dsp`).
+            device's DSP primitive with its registers (``"ecp5"``, :mod:`onchip.hw.dsp`; sequential
+            schedule only, ``live_backprop``).
 
     Raises:
         ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P.
@@ -135,8 +136,11 @@ class _Layer:
         self.raw_products = self.bank_ordered = spec.stage_timing == "fast"
         #: the rounding conversion: fast decides its saturation in parallel with the rounding increment
         self.rq = requant_parallel if spec.stage_timing == "fast" else requant
-        #: the registered raw products: generic, or a device's DSP primitive (:mod:`onchip.hw.dsp`)
-        self.dsp = check_dsp(dsp)
+        #: the registered raw products: generic, or a device's DSP primitive (:mod:`onchip.hw.dsp`); the
+        #: pipelined schedule (no live backprop) keeps them generic: kan-readout pipelined at fast placed at
+        #: 89.5 MHz with every product in the DSP and 85.9 with the update products in the fabric (seed 1),
+        #: where the generic design placed at 99.7-104.0 (seeds 1-3)
+        self.dsp = check_dsp(dsp) if live_backprop else None
         self.read_stage = self.update_stage = None
         self.update_fields: list[Value] = []
         self.lookahead: list[Staged] = []
@@ -177,11 +181,7 @@ class _Layer:
             return requant(m, x if y is None else x * y, frac_from, f.coef)
         if y is None:
             return pipe.at(pipe.reg(self.rq(m, x, frac_from, f.coef), stage, f"{name}_s{stage + 1}"), u)
-        # pipelined (no live backprop): the stage after the raw product also chooses the pending queue's
-        # next write (the rounded delta, looked ahead), so the product register stays next to it in the
-        # fabric (kan-readout pipelined at fast: 89.5 MHz with it in the DSP, 104.0 without)
-        dsp = self.dsp if self.live_backprop else None
-        raw = registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", dsp)
+        raw = registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", self.dsp)
         return pipe.at(pipe.reg(self.rq(m, raw.value, frac_from, f.coef), raw.stage, f"{name}_s{raw.stage + 1}"), u)
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
