@@ -38,7 +38,7 @@ def default_timing(kind: str, datapath: str, schedule: str) -> str:
     ``sweeps/timing`` (sequential, placer seed 1).
 
     - a KAN on the parallel datapath, sequential: ``"fast"`` (fewer ns on 7 of 7 KANs, e.g.
-      kan-paper 94.1 against 129.3 ns);
+      kan-paper 95.2 against 129.3 ns);
     - an MLP: ``"compact"`` (fewer ns on 3 of its 4 members; fast doubles the cycles and, with one
       input fanning out to every multiplier, gains less than 2x in fmax);
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
