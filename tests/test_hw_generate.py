@@ -117,7 +117,7 @@ def test_cli_timing_override_raises_the_staleness_to_the_new_minimum(tmp_path, c
     assert main(["generate", "--spec", "kan-readout", "--schedule", "pipelined", "--out", str(tmp_path / "p")]) == 0
     assert f"pipelined (staleness {PRESETS['kan-readout'].staleness}), timing compact (auto)" in capsys.readouterr().out
     assert main(["generate", "--spec", "mlp-readout", "--out", str(tmp_path / "m")]) == 0
-    assert "sequential, timing compact (auto), latency to prediction" in capsys.readouterr().out
+    assert "sequential, timing fast (auto), latency to prediction" in capsys.readouterr().out
     # an explicit staleness below the fast pipeline's minimum is refused, naming the minimum
     assert main(["generate", "--spec", "kan-readout", "--schedule", "pipelined", "--timing", "fast",
                  "--staleness", "3", "--out", str(tmp_path / "a")]) == 2

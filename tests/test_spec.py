@@ -154,7 +154,8 @@ def test_auto_timing_follows_kind_datapath_and_schedule():
     # need a larger staleness (the learner's numbers), the serial datapaths have one plan
     assert kan.replace(schedule="pipelined").stage_timing == "compact"
     assert kan.replace(datapath="serial").stage_timing == "compact"
-    assert mlp.stage_timing == "compact" and mlp.replace(datapath="serial").stage_timing == "compact"
+    assert mlp.stage_timing == "fast" and mlp.replace(datapath="serial").stage_timing == "compact"
+    assert mlp.replace(schedule="pipelined").stage_timing == "compact"
     assert LearnerSpec.from_toml(kan.to_toml()).stage_timing == "fast"
 
 

@@ -37,16 +37,14 @@ def default_timing(kind: str, datapath: str, schedule: str) -> str:
     nanoseconds per update, as measured on the ULX3S 85F over the spec family of
     ``sweeps/timing`` (sequential, placer seed 1).
 
-    - a KAN on the parallel datapath, sequential: ``"fast"`` (fewer ns on 7 of 7 KANs, e.g.
-      kan-paper 95.2 against 129.3 ns);
-    - an MLP: ``"compact"`` (fewer ns on 3 of its 4 members; fast doubles the cycles and, with one
-      input fanning out to every multiplier, gains less than 2x in fmax);
+    - the parallel datapath, sequential: ``"fast"`` (fewer ns on 7 of 7 KANs, e.g. kan-paper
+      95.2 against 129.3 ns, and on the MLPs, e.g. mlp-readout 166.5 against 179.3 ns: the
+      product registers in the ECP5 DSPs more than pay for the doubled cycles);
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
       and the staleness is part of the learner (its numbers), which a default must not change;
     - the serial datapaths: ``"compact"``, their only plan.
     """
-    fast = kind == "kan" and datapath == "parallel" and schedule == "sequential"
-    return "fast" if fast else "compact"
+    return "fast" if datapath == "parallel" and schedule == "sequential" else "compact"
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
@@ -197,8 +195,8 @@ class LearnerSpec:
             then apply). Default False: such an ``acc`` is refused, naming the integer bits
             it needs.
         timing: register stages of the RTL (:func:`onchip.hw.plan.stage_plan`): ``"auto"``
-            (the default: :func:`default_timing`, fast for a sequential KAN on the parallel
-            datapath, compact otherwise; :attr:`stage_timing` holds the plan it builds),
+            (the default: :func:`default_timing`, fast for the sequential schedule on the
+            parallel datapath, compact otherwise; :attr:`stage_timing` holds the plan it builds),
             ``"compact"`` (fewest cycles: a multiply, its rounding and an adder tree share
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier or one carry chain: more cycles of latency,

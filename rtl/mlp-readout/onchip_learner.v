@@ -58,10 +58,11 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 5 cycles after the edge that takes the sample, update committed after 8; II 8 cycles.
-// Timing plan: compact (fewest cycles: a multiply, its rounding and an adder tree share a cycle); stages (0:
-//     the cycle that takes the sample): prediction 5, parameter read per layer [1, 3], update per layer [8,
-//     6], parameter port 0.
+// Latency: prediction 11 cycles after the edge that takes the sample, update committed after 16; II 16
+//     cycles.
+// Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
+//     the cycle that takes the sample): prediction 11, parameter read per layer [1, 5], update per layer [16,
+//     14], parameter port 0.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -72,106 +73,993 @@
 (* generator = "Amaranth" *)
 module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk, rst, s__ready, m__payload, m__valid, pc__ready, pr__payload, pr__valid, s__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [40:0] \$1 ;
+  wire \$1 ;
   wire \$10 ;
   wire \$100 ;
+  wire \$1000 ;
+  wire \$1001 ;
+  wire \$1002 ;
+  wire \$1003 ;
+  wire \$1004 ;
+  wire \$1005 ;
+  wire \$1006 ;
+  wire \$1007 ;
+  wire \$1008 ;
+  wire \$1009 ;
   wire \$101 ;
+  wire \$1010 ;
+  wire \$1011 ;
+  wire \$1012 ;
+  wire \$1013 ;
+  wire \$1014 ;
+  wire [16:0] \$1015 ;
+  wire [15:0] \$1016 ;
+  wire \$1017 ;
+  wire \$1018 ;
+  wire \$1019 ;
   wire \$102 ;
+  wire \$1020 ;
+  wire \$1021 ;
+  wire \$1022 ;
+  wire \$1023 ;
+  wire \$1024 ;
+  wire \$1025 ;
+  wire \$1026 ;
+  wire \$1027 ;
+  wire \$1028 ;
+  wire \$1029 ;
   wire \$103 ;
+  wire \$1030 ;
+  wire \$1031 ;
+  wire \$1032 ;
+  wire \$1033 ;
+  wire \$1034 ;
+  wire \$1035 ;
+  wire \$1036 ;
+  wire [16:0] \$1037 ;
+  wire [15:0] \$1038 ;
+  wire \$1039 ;
   wire \$104 ;
-  wire [15:0] \$105 ;
+  wire \$1040 ;
+  wire \$1041 ;
+  wire \$1042 ;
+  wire \$1043 ;
+  wire \$1044 ;
+  wire \$1045 ;
+  wire \$1046 ;
+  wire \$1047 ;
+  wire \$1048 ;
+  wire \$1049 ;
+  wire \$105 ;
+  wire \$1050 ;
+  wire \$1051 ;
+  wire \$1052 ;
+  wire \$1053 ;
+  wire \$1054 ;
+  wire \$1055 ;
+  wire \$1056 ;
+  wire \$1057 ;
+  wire \$1058 ;
+  wire [16:0] \$1059 ;
   wire \$106 ;
+  wire [15:0] \$1060 ;
+  wire \$1061 ;
+  wire \$1062 ;
+  wire \$1063 ;
+  wire \$1064 ;
+  wire \$1065 ;
+  wire \$1066 ;
+  wire \$1067 ;
+  wire \$1068 ;
+  wire \$1069 ;
   wire \$107 ;
+  wire \$1070 ;
+  wire \$1071 ;
+  wire \$1072 ;
+  wire \$1073 ;
+  wire \$1074 ;
+  wire \$1075 ;
+  wire \$1076 ;
+  wire \$1077 ;
+  wire \$1078 ;
+  wire \$1079 ;
   wire \$108 ;
-  wire [15:0] \$109 ;
-  wire [15:0] \$11 ;
-  wire \$110 ;
+  wire \$1080 ;
+  wire [16:0] \$1081 ;
+  wire [15:0] \$1082 ;
+  wire \$1083 ;
+  wire \$1084 ;
+  wire \$1085 ;
+  wire \$1086 ;
+  wire \$1087 ;
+  wire \$1088 ;
+  wire \$1089 ;
+  wire [40:0] \$109 ;
+  wire \$1090 ;
+  wire \$1091 ;
+  wire \$1092 ;
+  wire \$1093 ;
+  wire \$1094 ;
+  wire \$1095 ;
+  wire \$1096 ;
+  wire \$1097 ;
+  wire \$1098 ;
+  wire \$1099 ;
+  wire \$11 ;
+  wire [15:0] \$110 ;
+  wire \$1100 ;
+  wire \$1101 ;
+  wire \$1102 ;
+  wire [16:0] \$1103 ;
+  wire [15:0] \$1104 ;
+  wire \$1105 ;
+  wire \$1106 ;
+  wire [16:0] \$1107 ;
+  wire [16:0] \$1108 ;
+  wire [16:0] \$1109 ;
   wire \$111 ;
+  wire [16:0] \$1110 ;
+  wire [16:0] \$1111 ;
+  wire [16:0] \$1112 ;
+  wire [16:0] \$1113 ;
+  wire [16:0] \$1114 ;
+  wire [16:0] \$1115 ;
+  wire [16:0] \$1116 ;
+  wire [16:0] \$1117 ;
+  wire [16:0] \$1118 ;
+  wire [16:0] \$1119 ;
   wire \$112 ;
+  wire [16:0] \$1120 ;
+  wire [16:0] \$1121 ;
+  wire [16:0] \$1122 ;
+  wire [16:0] \$1123 ;
+  wire [16:0] \$1124 ;
+  wire [16:0] \$1125 ;
+  wire [16:0] \$1126 ;
+  wire [16:0] \$1127 ;
+  wire [16:0] \$1128 ;
+  wire [16:0] \$1129 ;
   wire \$113 ;
+  wire [16:0] \$1130 ;
+  wire [16:0] \$1131 ;
+  wire [16:0] \$1132 ;
+  wire [16:0] \$1133 ;
+  wire [16:0] \$1134 ;
+  wire [16:0] \$1135 ;
+  wire [16:0] \$1136 ;
+  wire [16:0] \$1137 ;
+  wire [16:0] \$1138 ;
+  wire [16:0] \$1139 ;
   wire \$114 ;
+  wire \$1140 ;
+  wire \$1141 ;
+  wire \$1142 ;
+  wire \$1143 ;
+  wire \$1144 ;
+  wire \$1145 ;
+  wire \$1146 ;
+  wire \$1147 ;
+  wire \$1148 ;
+  wire \$1149 ;
   wire \$115 ;
+  wire \$1150 ;
+  wire \$1151 ;
+  wire \$1152 ;
+  wire \$1153 ;
+  wire [6:0] \$1154 ;
+  wire \$1155 ;
+  wire \$1156 ;
+  wire \$1157 ;
+  wire \$1158 ;
+  wire \$1159 ;
   wire \$116 ;
+  wire \$1160 ;
+  wire \$1161 ;
+  wire \$1162 ;
+  wire \$1163 ;
+  wire \$1164 ;
+  wire [6:0] \$1165 ;
+  wire \$1166 ;
+  wire \$1167 ;
+  wire \$1168 ;
+  wire \$1169 ;
   wire \$117 ;
+  wire \$1170 ;
+  wire \$1171 ;
+  wire \$1172 ;
+  wire \$1173 ;
+  wire \$1174 ;
+  wire \$1175 ;
+  wire \$1176 ;
+  wire \$1177 ;
+  wire \$1178 ;
+  wire \$1179 ;
   wire \$118 ;
-  wire [15:0] \$119 ;
-  wire [40:0] \$12 ;
+  wire \$1180 ;
+  wire \$1181 ;
+  wire [15:0] \$1182 ;
+  wire [15:0] \$1183 ;
+  wire \$1184 ;
+  wire \$1185 ;
+  wire \$1186 ;
+  wire \$1187 ;
+  wire \$1188 ;
+  wire \$1189 ;
+  wire \$119 ;
+  wire [15:0] \$1190 ;
+  wire [15:0] \$1191 ;
+  wire \$1192 ;
+  wire \$1193 ;
+  wire \$1194 ;
+  wire \$1195 ;
+  wire \$1196 ;
+  wire \$1197 ;
+  wire [15:0] \$1198 ;
+  wire [15:0] \$1199 ;
+  wire \$12 ;
   wire \$120 ;
+  wire \$1200 ;
+  wire \$1201 ;
+  wire \$1202 ;
+  wire \$1203 ;
+  wire \$1204 ;
+  wire \$1205 ;
+  wire [15:0] \$1206 ;
+  wire [15:0] \$1207 ;
+  wire \$1208 ;
+  wire \$1209 ;
   wire \$121 ;
+  wire \$1210 ;
+  wire \$1211 ;
+  wire \$1212 ;
+  wire \$1213 ;
+  wire [15:0] \$1214 ;
+  wire [15:0] \$1215 ;
+  wire \$1216 ;
+  wire \$1217 ;
+  wire \$1218 ;
+  wire \$1219 ;
   wire \$122 ;
+  wire \$1220 ;
+  wire \$1221 ;
+  wire [15:0] \$1222 ;
+  wire [15:0] \$1223 ;
+  wire \$1224 ;
+  wire \$1225 ;
+  wire \$1226 ;
+  wire \$1227 ;
+  wire \$1228 ;
+  wire \$1229 ;
   wire \$123 ;
+  wire [15:0] \$1230 ;
+  wire [15:0] \$1231 ;
+  wire \$1232 ;
+  wire \$1233 ;
+  wire \$1234 ;
+  wire \$1235 ;
+  wire \$1236 ;
+  wire \$1237 ;
+  wire [15:0] \$1238 ;
+  wire [15:0] \$1239 ;
   wire \$124 ;
+  wire \$1240 ;
+  wire \$1241 ;
+  wire \$1242 ;
+  wire \$1243 ;
+  wire \$1244 ;
+  wire \$1245 ;
+  wire [15:0] \$1246 ;
+  wire [15:0] \$1247 ;
+  wire \$1248 ;
+  wire \$1249 ;
   wire \$125 ;
+  wire \$1250 ;
+  wire \$1251 ;
+  wire \$1252 ;
+  wire \$1253 ;
+  wire [15:0] \$1254 ;
+  wire [15:0] \$1255 ;
+  wire \$1256 ;
+  wire \$1257 ;
+  wire \$1258 ;
+  wire \$1259 ;
   wire \$126 ;
+  wire \$1260 ;
+  wire \$1261 ;
+  wire [15:0] \$1262 ;
+  wire [15:0] \$1263 ;
+  wire \$1264 ;
+  wire \$1265 ;
+  wire \$1266 ;
+  wire \$1267 ;
+  wire \$1268 ;
+  wire \$1269 ;
   wire \$127 ;
+  wire [15:0] \$1270 ;
+  wire [15:0] \$1271 ;
+  wire \$1272 ;
+  wire \$1273 ;
+  wire \$1274 ;
+  wire \$1275 ;
+  wire \$1276 ;
+  wire \$1277 ;
+  wire [15:0] \$1278 ;
+  wire [15:0] \$1279 ;
   wire \$128 ;
-  wire [15:0] \$129 ;
+  wire \$1280 ;
+  wire \$1281 ;
+  wire \$1282 ;
+  wire \$1283 ;
+  wire \$1284 ;
+  wire \$1285 ;
+  wire [15:0] \$1286 ;
+  wire [15:0] \$1287 ;
+  wire \$1288 ;
+  wire \$1289 ;
+  wire \$129 ;
+  wire \$1290 ;
+  wire \$1291 ;
+  wire \$1292 ;
+  wire \$1293 ;
+  wire [15:0] \$1294 ;
+  wire [15:0] \$1295 ;
+  wire \$1296 ;
+  wire \$1297 ;
+  wire \$1298 ;
+  wire \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
+  wire \$1300 ;
+  wire \$1301 ;
+  wire [15:0] \$1302 ;
+  wire [15:0] \$1303 ;
+  wire \$1304 ;
+  wire \$1305 ;
+  wire \$1306 ;
+  wire \$1307 ;
+  wire \$1308 ;
+  wire \$1309 ;
+  wire [40:0] \$131 ;
+  wire [15:0] \$1310 ;
+  wire [15:0] \$1311 ;
+  wire \$1312 ;
+  wire \$1313 ;
+  wire \$1314 ;
+  wire \$1315 ;
+  wire \$1316 ;
+  wire \$1317 ;
+  wire [15:0] \$1318 ;
+  wire [15:0] \$1319 ;
+  wire [15:0] \$132 ;
+  wire \$1320 ;
+  wire \$1321 ;
+  wire \$1322 ;
+  wire \$1323 ;
+  wire \$1324 ;
+  wire \$1325 ;
+  wire [15:0] \$1326 ;
+  wire [15:0] \$1327 ;
+  wire \$1328 ;
+  wire \$1329 ;
   wire \$133 ;
+  wire \$1330 ;
+  wire \$1331 ;
+  wire \$1332 ;
+  wire \$1333 ;
+  wire [15:0] \$1334 ;
+  wire [15:0] \$1335 ;
+  wire \$1336 ;
+  wire \$1337 ;
+  wire \$1338 ;
+  wire \$1339 ;
   wire \$134 ;
+  wire \$1340 ;
+  wire \$1341 ;
+  wire [15:0] \$1342 ;
+  wire [15:0] \$1343 ;
+  wire \$1344 ;
+  wire \$1345 ;
+  wire \$1346 ;
+  wire \$1347 ;
+  wire \$1348 ;
+  wire \$1349 ;
   wire \$135 ;
+  wire [15:0] \$1350 ;
+  wire [15:0] \$1351 ;
+  wire \$1352 ;
+  wire \$1353 ;
+  wire \$1354 ;
+  wire \$1355 ;
+  wire \$1356 ;
+  wire \$1357 ;
+  wire [15:0] \$1358 ;
+  wire [15:0] \$1359 ;
   wire \$136 ;
+  wire \$1360 ;
+  wire \$1361 ;
+  wire \$1362 ;
+  wire \$1363 ;
+  wire \$1364 ;
+  wire \$1365 ;
+  wire [15:0] \$1366 ;
+  wire [15:0] \$1367 ;
+  wire \$1368 ;
+  wire \$1369 ;
   wire \$137 ;
+  wire \$1370 ;
+  wire \$1371 ;
+  wire \$1372 ;
+  wire \$1373 ;
+  wire [15:0] \$1374 ;
+  wire [15:0] \$1375 ;
+  wire \$1376 ;
+  wire \$1377 ;
+  wire \$1378 ;
+  wire \$1379 ;
   wire \$138 ;
-  wire [15:0] \$139 ;
+  wire \$1380 ;
+  wire \$1381 ;
+  wire [15:0] \$1382 ;
+  wire [15:0] \$1383 ;
+  wire \$1384 ;
+  wire \$1385 ;
+  wire \$1386 ;
+  wire \$1387 ;
+  wire \$1388 ;
+  wire \$1389 ;
+  wire \$139 ;
+  wire [15:0] \$1390 ;
+  wire [15:0] \$1391 ;
+  wire \$1392 ;
+  wire \$1393 ;
+  wire \$1394 ;
+  wire \$1395 ;
+  wire \$1396 ;
+  wire \$1397 ;
+  wire [15:0] \$1398 ;
+  wire [15:0] \$1399 ;
   wire \$14 ;
   wire \$140 ;
+  wire \$1400 ;
+  wire \$1401 ;
+  wire \$1402 ;
+  wire \$1403 ;
+  wire \$1404 ;
+  wire \$1405 ;
+  wire [15:0] \$1406 ;
+  wire [15:0] \$1407 ;
+  wire \$1408 ;
+  wire \$1409 ;
   wire \$141 ;
+  wire \$1410 ;
+  wire \$1411 ;
+  wire \$1412 ;
+  wire \$1413 ;
+  wire [15:0] \$1414 ;
+  wire [15:0] \$1415 ;
+  wire \$1416 ;
+  wire \$1417 ;
+  wire \$1418 ;
+  wire \$1419 ;
   wire \$142 ;
+  wire \$1420 ;
+  wire \$1421 ;
+  wire [15:0] \$1422 ;
+  wire [15:0] \$1423 ;
+  wire \$1424 ;
+  wire \$1425 ;
+  wire \$1426 ;
+  wire \$1427 ;
+  wire \$1428 ;
+  wire \$1429 ;
   wire \$143 ;
+  wire [15:0] \$1430 ;
+  wire [15:0] \$1431 ;
+  wire \$1432 ;
+  wire \$1433 ;
+  wire \$1434 ;
+  wire \$1435 ;
+  wire \$1436 ;
+  wire \$1437 ;
+  wire [15:0] \$1438 ;
+  wire [15:0] \$1439 ;
   wire \$144 ;
+  wire \$1440 ;
+  wire \$1441 ;
+  wire \$1442 ;
+  reg [15:0] \$1443 ;
+  reg [15:0] \$1444 ;
+  reg [15:0] \$1445 ;
+  wire [31:0] \$1446 ;
+  wire [31:0] \$1447 ;
+  wire [40:0] \$1448 ;
+  wire [41:0] \$1449 ;
   wire \$145 ;
+  wire \$1450 ;
+  wire [15:0] \$1451 ;
+  wire [31:0] \$1452 ;
+  wire [31:0] \$1453 ;
+  wire [40:0] \$1454 ;
+  wire [41:0] \$1455 ;
+  wire \$1456 ;
+  wire [15:0] \$1457 ;
+  wire [31:0] \$1458 ;
+  wire [31:0] \$1459 ;
   wire \$146 ;
+  wire [40:0] \$1460 ;
+  wire [41:0] \$1461 ;
+  wire \$1462 ;
+  wire [15:0] \$1463 ;
+  wire [31:0] \$1464 ;
+  wire [31:0] \$1465 ;
+  wire [40:0] \$1466 ;
+  wire [41:0] \$1467 ;
+  wire \$1468 ;
+  wire [15:0] \$1469 ;
   wire \$147 ;
+  wire [31:0] \$1470 ;
+  wire [31:0] \$1471 ;
+  wire [40:0] \$1472 ;
+  wire [41:0] \$1473 ;
+  wire \$1474 ;
+  wire [15:0] \$1475 ;
+  wire [31:0] \$1476 ;
+  wire [31:0] \$1477 ;
+  wire [40:0] \$1478 ;
+  wire [41:0] \$1479 ;
   wire \$148 ;
-  wire [15:0] \$149 ;
+  wire \$1480 ;
+  wire [15:0] \$1481 ;
+  wire [31:0] \$1482 ;
+  wire [31:0] \$1483 ;
+  wire [40:0] \$1484 ;
+  wire [41:0] \$1485 ;
+  wire \$1486 ;
+  wire [15:0] \$1487 ;
+  wire [31:0] \$1488 ;
+  wire [31:0] \$1489 ;
+  wire \$149 ;
+  wire [40:0] \$1490 ;
+  wire [41:0] \$1491 ;
+  wire \$1492 ;
+  wire [15:0] \$1493 ;
+  wire [31:0] \$1494 ;
+  wire [31:0] \$1495 ;
+  wire [31:0] \$1496 ;
+  wire [31:0] \$1497 ;
+  wire [31:0] \$1498 ;
+  wire [31:0] \$1499 ;
   wire \$15 ;
   wire \$150 ;
+  wire [31:0] \$1500 ;
+  wire [31:0] \$1501 ;
+  wire [40:0] \$1502 ;
+  wire [40:0] \$1503 ;
+  wire [40:0] \$1504 ;
+  wire [40:0] \$1505 ;
+  wire [41:0] \$1506 ;
+  wire [41:0] \$1507 ;
+  wire [42:0] \$1508 ;
+  wire [43:0] \$1509 ;
   wire \$151 ;
+  wire [31:0] \$1510 ;
+  wire [31:0] \$1511 ;
+  wire [31:0] \$1512 ;
+  wire [31:0] \$1513 ;
+  wire [31:0] \$1514 ;
+  wire [31:0] \$1515 ;
+  wire [31:0] \$1516 ;
+  wire [31:0] \$1517 ;
+  wire [31:0] \$1518 ;
+  wire \$1519 ;
   wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
+  wire [15:0] \$1520 ;
+  wire [31:0] \$1521 ;
+  wire \$1522 ;
+  wire [15:0] \$1523 ;
+  wire [31:0] \$1524 ;
+  wire \$1525 ;
+  wire [15:0] \$1526 ;
+  wire [31:0] \$1527 ;
+  wire \$1528 ;
+  wire [15:0] \$1529 ;
+  wire [40:0] \$153 ;
+  wire [31:0] \$1530 ;
+  wire \$1531 ;
+  wire [15:0] \$1532 ;
+  wire [31:0] \$1533 ;
+  wire \$1534 ;
+  wire [15:0] \$1535 ;
+  wire [31:0] \$1536 ;
+  wire \$1537 ;
+  wire [15:0] \$1538 ;
+  wire [31:0] \$1539 ;
+  wire [15:0] \$154 ;
+  wire \$1540 ;
+  wire [15:0] \$1541 ;
+  wire [31:0] \$1542 ;
+  wire [31:0] \$1543 ;
+  wire [31:0] \$1544 ;
+  wire [31:0] \$1545 ;
+  wire [31:0] \$1546 ;
+  wire [31:0] \$1547 ;
+  wire [31:0] \$1548 ;
+  wire [31:0] \$1549 ;
   wire \$155 ;
+  wire [31:0] \$1550 ;
+  wire [31:0] \$1551 ;
+  wire [31:0] \$1552 ;
+  wire [31:0] \$1553 ;
+  wire [31:0] \$1554 ;
+  wire [31:0] \$1555 ;
+  wire [31:0] \$1556 ;
+  wire [31:0] \$1557 ;
+  reg \$1558 ;
+  reg \$1559 ;
   wire \$156 ;
+  reg \$1560 ;
+  reg \$1561 ;
+  reg \$1562 ;
+  reg \$1563 ;
+  reg \$1564 ;
+  reg \$1565 ;
+  reg \$1566 ;
+  reg \$1567 ;
+  reg \$1568 ;
+  reg \$1569 ;
   wire \$157 ;
+  reg \$1570 ;
+  reg \$1571 ;
+  reg \$1572 ;
+  reg \$1573 ;
+  reg [15:0] \$1574 ;
+  reg [15:0] \$1575 ;
+  reg [15:0] \$1576 ;
+  reg [15:0] \$1577 ;
+  reg [15:0] \$1578 ;
+  reg [15:0] \$1579 ;
   wire \$158 ;
-  wire [15:0] \$159 ;
+  reg [15:0] \$1580 ;
+  reg [15:0] \$1581 ;
+  reg [15:0] \$1582 ;
+  reg [15:0] \$1583 ;
+  reg [15:0] \$1584 ;
+  reg [15:0] \$1585 ;
+  reg [15:0] \$1586 ;
+  reg [15:0] \$1587 ;
+  reg [15:0] \$1588 ;
+  reg [15:0] \$1589 ;
+  wire \$159 ;
+  reg [15:0] \$1590 ;
+  reg [15:0] \$1591 ;
+  reg [15:0] \$1592 ;
+  reg [15:0] \$1593 ;
+  reg [15:0] \$1594 ;
+  reg [15:0] \$1595 ;
+  reg [15:0] \$1596 ;
+  reg [15:0] \$1597 ;
+  reg [15:0] \$1598 ;
+  reg [15:0] \$1599 ;
   wire \$16 ;
   wire \$160 ;
+  reg [15:0] \$1600 ;
+  reg [15:0] \$1601 ;
+  reg [15:0] \$1602 ;
+  reg [15:0] \$1603 ;
+  reg [15:0] \$1604 ;
+  reg [15:0] \$1605 ;
+  reg [15:0] \$1606 ;
+  reg [4:0] \$1607 ;
+  reg \$1608 ;
+  reg [3:0] \$1609 ;
   wire \$161 ;
+  reg \$1610 ;
+  reg \$1611 ;
+  reg [15:0] \$1612 ;
+  reg [15:0] \$1613 ;
+  reg [15:0] \$1614 ;
+  reg [15:0] \$1615 ;
+  reg [1:0] \$1616 ;
+  reg [39:0] \$1617 ;
+  reg [31:0] \$1618 ;
+  reg [31:0] \$1619 ;
   wire \$162 ;
+  reg [40:0] \$1620 ;
+  reg [39:0] \$1621 ;
+  reg [41:0] \$1622 ;
+  reg [15:0] \$1623 ;
+  reg [39:0] \$1624 ;
+  reg [31:0] \$1625 ;
+  reg [31:0] \$1626 ;
+  reg [40:0] \$1627 ;
+  reg [39:0] \$1628 ;
+  reg [41:0] \$1629 ;
   wire \$163 ;
+  reg [15:0] \$1630 ;
+  reg [39:0] \$1631 ;
+  reg [31:0] \$1632 ;
+  reg [31:0] \$1633 ;
+  reg [40:0] \$1634 ;
+  reg [39:0] \$1635 ;
+  reg [41:0] \$1636 ;
+  reg [15:0] \$1637 ;
+  reg [39:0] \$1638 ;
+  reg [31:0] \$1639 ;
   wire \$164 ;
+  reg [31:0] \$1640 ;
+  reg [40:0] \$1641 ;
+  reg [39:0] \$1642 ;
+  reg [41:0] \$1643 ;
+  reg [15:0] \$1644 ;
+  reg [39:0] \$1645 ;
+  reg [31:0] \$1646 ;
+  reg [31:0] \$1647 ;
+  reg [40:0] \$1648 ;
+  reg [39:0] \$1649 ;
   wire \$165 ;
+  reg [41:0] \$1650 ;
+  reg [15:0] \$1651 ;
+  reg [39:0] \$1652 ;
+  reg [31:0] \$1653 ;
+  reg [31:0] \$1654 ;
+  reg [40:0] \$1655 ;
+  reg [39:0] \$1656 ;
+  reg [41:0] \$1657 ;
+  reg [15:0] \$1658 ;
+  reg [39:0] \$1659 ;
   wire \$166 ;
+  reg [31:0] \$1660 ;
+  reg [31:0] \$1661 ;
+  reg [40:0] \$1662 ;
+  reg [39:0] \$1663 ;
+  reg [41:0] \$1664 ;
+  reg [15:0] \$1665 ;
+  reg [39:0] \$1666 ;
+  reg [31:0] \$1667 ;
+  reg [31:0] \$1668 ;
+  reg [40:0] \$1669 ;
   wire \$167 ;
+  reg [39:0] \$1670 ;
+  reg [41:0] \$1671 ;
+  reg [15:0] \$1672 ;
+  reg [39:0] \$1673 ;
+  reg [31:0] \$1674 ;
+  reg [31:0] \$1675 ;
+  reg [31:0] \$1676 ;
+  reg [31:0] \$1677 ;
+  reg [31:0] \$1678 ;
+  reg [31:0] \$1679 ;
   wire \$168 ;
-  wire [15:0] \$169 ;
+  reg [31:0] \$1680 ;
+  reg [31:0] \$1681 ;
+  reg [40:0] \$1682 ;
+  reg [40:0] \$1683 ;
+  reg [40:0] \$1684 ;
+  reg [40:0] \$1685 ;
+  reg [39:0] \$1686 ;
+  reg [41:0] \$1687 ;
+  reg [41:0] \$1688 ;
+  reg [39:0] \$1689 ;
+  wire \$169 ;
+  reg [42:0] \$1690 ;
+  reg [39:0] \$1691 ;
+  reg [43:0] \$1692 ;
+  reg [15:0] \$1693 ;
+  reg [15:0] \$1694 ;
+  reg [15:0] \$1695 ;
+  reg [15:0] \$1696 ;
+  reg [15:0] \$1697 ;
+  reg [15:0] \$1698 ;
+  reg [15:0] \$1699 ;
   wire \$17 ;
   wire \$170 ;
+  reg [15:0] \$1700 ;
+  reg [15:0] \$1701 ;
+  reg [15:0] \$1702 ;
+  reg [15:0] \$1703 ;
+  reg [1:0] \$1704 ;
+  reg [1:0] \$1705 ;
+  reg [1:0] \$1706 ;
+  reg [1:0] \$1707 ;
+  reg [1:0] \$1708 ;
+  reg [1:0] \$1709 ;
   wire \$171 ;
+  reg [1:0] \$1710 ;
+  reg [1:0] \$1711 ;
+  reg [1:0] \$1712 ;
+  reg [1:0] \$1713 ;
+  reg [15:0] \$1714 ;
+  reg [15:0] \$1715 ;
+  reg [15:0] \$1716 ;
+  reg [15:0] \$1717 ;
+  reg [15:0] \$1718 ;
+  reg [15:0] \$1719 ;
   wire \$172 ;
+  reg [15:0] \$1720 ;
+  reg [15:0] \$1721 ;
+  reg [15:0] \$1722 ;
+  reg [15:0] \$1723 ;
+  reg [15:0] \$1724 ;
+  reg [15:0] \$1725 ;
+  reg [15:0] \$1726 ;
+  reg [15:0] \$1727 ;
+  reg [15:0] \$1728 ;
+  reg [15:0] \$1729 ;
   wire \$173 ;
+  reg [15:0] \$1730 ;
+  reg [15:0] \$1731 ;
+  reg [15:0] \$1732 ;
+  reg [15:0] \$1733 ;
+  reg [15:0] \$1734 ;
+  reg [15:0] \$1735 ;
+  reg [15:0] \$1736 ;
+  reg [15:0] \$1737 ;
+  reg [15:0] \$1738 ;
+  reg [15:0] \$1739 ;
   wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
+  reg [15:0] \$1740 ;
+  reg [15:0] \$1741 ;
+  reg [15:0] \$1742 ;
+  reg [15:0] \$1743 ;
+  reg [15:0] \$1744 ;
+  reg [15:0] \$1745 ;
+  reg [15:0] \$1746 ;
+  reg [15:0] \$1747 ;
+  reg [15:0] \$1748 ;
+  reg [15:0] \$1749 ;
+  wire [40:0] \$175 ;
+  reg [15:0] \$1750 ;
+  reg [15:0] \$1751 ;
+  reg [15:0] \$1752 ;
+  reg [15:0] \$1753 ;
+  reg [15:0] \$1754 ;
+  reg [15:0] \$1755 ;
+  reg [15:0] \$1756 ;
+  reg [15:0] \$1757 ;
+  reg [15:0] \$1758 ;
+  reg [15:0] \$1759 ;
+  wire [15:0] \$176 ;
+  reg [15:0] \$1760 ;
+  reg [15:0] \$1761 ;
+  reg [15:0] \$1762 ;
+  reg [15:0] \$1763 ;
+  reg [15:0] \$1764 ;
+  reg [15:0] \$1765 ;
+  reg [15:0] \$1766 ;
+  reg [15:0] \$1767 ;
+  reg [15:0] \$1768 ;
+  reg [15:0] \$1769 ;
   wire \$177 ;
+  reg [15:0] \$1770 ;
+  reg [31:0] \$1771 ;
+  reg [15:0] \$1772 ;
+  reg [31:0] \$1773 ;
+  reg [15:0] \$1774 ;
+  reg [31:0] \$1775 ;
+  reg [15:0] \$1776 ;
+  reg [31:0] \$1777 ;
+  reg [15:0] \$1778 ;
+  reg [31:0] \$1779 ;
   wire \$178 ;
-  wire [15:0] \$179 ;
+  reg [15:0] \$1780 ;
+  reg [31:0] \$1781 ;
+  reg [15:0] \$1782 ;
+  reg [31:0] \$1783 ;
+  reg [15:0] \$1784 ;
+  reg [31:0] \$1785 ;
+  reg [15:0] \$1786 ;
+  reg [15:0] \$1787 ;
+  reg [15:0] \$1788 ;
+  reg [31:0] \$1789 ;
+  wire \$179 ;
+  reg [15:0] \$1790 ;
+  reg [15:0] \$1791 ;
+  reg [31:0] \$1792 ;
+  reg [15:0] \$1793 ;
+  reg [15:0] \$1794 ;
+  reg [31:0] \$1795 ;
+  reg [15:0] \$1796 ;
+  reg [15:0] \$1797 ;
+  reg [31:0] \$1798 ;
+  reg [15:0] \$1799 ;
   wire \$18 ;
   wire \$180 ;
+  reg [15:0] \$1800 ;
+  reg [31:0] \$1801 ;
+  reg [15:0] \$1802 ;
+  reg [15:0] \$1803 ;
+  reg [31:0] \$1804 ;
+  reg [15:0] \$1805 ;
+  reg [15:0] \$1806 ;
+  reg [31:0] \$1807 ;
+  reg [15:0] \$1808 ;
+  reg [15:0] \$1809 ;
   wire \$181 ;
+  reg [31:0] \$1810 ;
+  reg [15:0] \$1811 ;
+  reg [15:0] \$1812 ;
+  reg [15:0] \$1813 ;
+  reg [15:0] \$1814 ;
+  reg [15:0] \$1815 ;
+  reg [15:0] \$1816 ;
+  reg [15:0] \$1817 ;
+  reg [15:0] \$1818 ;
+  reg [15:0] \$1819 ;
   wire \$182 ;
+  reg [15:0] \$1820 ;
+  reg [15:0] \$1821 ;
+  reg [15:0] \$1822 ;
+  reg [15:0] \$1823 ;
+  reg [15:0] \$1824 ;
+  reg [15:0] \$1825 ;
+  reg [15:0] \$1826 ;
+  reg [15:0] \$1827 ;
+  reg [15:0] \$1828 ;
+  reg [15:0] \$1829 ;
   wire \$183 ;
+  reg [15:0] \$1830 ;
+  reg [15:0] \$1831 ;
+  reg [15:0] \$1832 ;
+  reg [15:0] \$1833 ;
+  reg [15:0] \$1834 ;
+  reg [15:0] \$1835 ;
+  reg [15:0] \$1836 ;
+  reg [15:0] \$1837 ;
+  reg [15:0] \$1838 ;
+  reg [31:0] \$1839 ;
   wire \$184 ;
+  reg [15:0] \$1840 ;
+  reg [31:0] \$1841 ;
+  reg [15:0] \$1842 ;
+  reg [31:0] \$1843 ;
+  reg [15:0] \$1844 ;
+  reg [31:0] \$1845 ;
+  reg [15:0] \$1846 ;
+  reg [31:0] \$1847 ;
+  reg [15:0] \$1848 ;
+  reg [31:0] \$1849 ;
   wire \$185 ;
+  reg [15:0] \$1850 ;
+  reg [31:0] \$1851 ;
+  reg [15:0] \$1852 ;
+  reg [31:0] \$1853 ;
+  reg [15:0] \$1854 ;
+  reg [31:0] \$1855 ;
+  reg [15:0] \$1856 ;
+  reg [31:0] \$1857 ;
+  reg [15:0] \$1858 ;
+  reg [31:0] \$1859 ;
   wire \$186 ;
+  reg [15:0] \$1860 ;
+  reg [31:0] \$1861 ;
+  reg [15:0] \$1862 ;
+  reg [31:0] \$1863 ;
+  reg [15:0] \$1864 ;
+  reg [31:0] \$1865 ;
+  reg [15:0] \$1866 ;
+  reg [31:0] \$1867 ;
+  reg [15:0] \$1868 ;
+  reg [31:0] \$1869 ;
   wire \$187 ;
+  reg [15:0] \$1870 ;
+  reg [15:0] \$1871 ;
+  reg [15:0] \$1872 ;
+  reg [15:0] \$1873 ;
+  reg [15:0] \$1874 ;
+  reg [15:0] \$1875 ;
+  reg [15:0] \$1876 ;
+  reg [15:0] \$1877 ;
+  reg [15:0] \$1878 ;
+  reg [15:0] \$1879 ;
   wire \$188 ;
-  wire [15:0] \$189 ;
+  reg [15:0] \$1880 ;
+  reg [15:0] \$1881 ;
+  reg [15:0] \$1882 ;
+  reg [15:0] \$1883 ;
+  reg [15:0] \$1884 ;
+  reg [15:0] \$1885 ;
+  reg [15:0] \$1886 ;
+  wire \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -180,22 +1068,22 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire [15:0] \$199 ;
+  wire [40:0] \$197 ;
+  wire [15:0] \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire \$202 ;
+  wire [15:0] \$202 ;
   wire \$203 ;
   wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
   wire \$208 ;
-  wire [15:0] \$209 ;
-  wire \$21 ;
+  wire \$209 ;
+  wire [40:0] \$21 ;
   wire \$210 ;
   wire \$211 ;
   wire \$212 ;
@@ -205,19 +1093,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
-  wire [15:0] \$219 ;
+  wire \$219 ;
   wire [15:0] \$22 ;
   wire \$220 ;
   wire \$221 ;
   wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
+  wire [32:0] \$223 ;
+  wire [15:0] \$224 ;
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
   wire \$228 ;
-  wire [15:0] \$229 ;
-  wire [40:0] \$23 ;
+  wire \$229 ;
+  wire \$23 ;
   wire \$230 ;
   wire \$231 ;
   wire \$232 ;
@@ -227,18 +1115,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$236 ;
   wire \$237 ;
   wire \$238 ;
-  wire [15:0] \$239 ;
+  wire \$239 ;
   wire \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
   wire \$243 ;
   wire \$244 ;
-  wire \$245 ;
-  wire \$246 ;
+  wire [32:0] \$245 ;
+  wire [15:0] \$246 ;
   wire \$247 ;
   wire \$248 ;
-  wire [15:0] \$249 ;
+  wire \$249 ;
   wire \$25 ;
   wire \$250 ;
   wire \$251 ;
@@ -249,7 +1137,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$256 ;
   wire \$257 ;
   wire \$258 ;
-  wire [15:0] \$259 ;
+  wire \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -258,9 +1146,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$264 ;
   wire \$265 ;
   wire \$266 ;
-  wire \$267 ;
-  wire \$268 ;
-  wire [15:0] \$269 ;
+  wire [32:0] \$267 ;
+  wire [15:0] \$268 ;
+  wire \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -271,7 +1159,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$276 ;
   wire \$277 ;
   wire \$278 ;
-  wire [15:0] \$279 ;
+  wire \$279 ;
   wire \$28 ;
   wire \$280 ;
   wire \$281 ;
@@ -282,9 +1170,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire [15:0] \$289 ;
+  wire [32:0] \$289 ;
   wire \$29 ;
-  wire \$290 ;
+  wire [15:0] \$290 ;
   wire \$291 ;
   wire \$292 ;
   wire \$293 ;
@@ -293,7 +1181,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
-  wire [15:0] \$299 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
@@ -305,18 +1193,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$306 ;
   wire \$307 ;
   wire \$308 ;
-  wire [15:0] \$309 ;
+  wire \$309 ;
   wire \$31 ;
   wire \$310 ;
-  wire \$311 ;
-  wire \$312 ;
+  wire [32:0] \$311 ;
+  wire [15:0] \$312 ;
   wire \$313 ;
   wire \$314 ;
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [15:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
   wire \$320 ;
   wire \$321 ;
@@ -327,19 +1215,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
-  wire [15:0] \$329 ;
-  wire [15:0] \$33 ;
+  wire \$329 ;
+  wire \$33 ;
   wire \$330 ;
   wire \$331 ;
   wire \$332 ;
-  wire \$333 ;
-  wire \$334 ;
+  wire [32:0] \$333 ;
+  wire [15:0] \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
-  wire [15:0] \$339 ;
-  wire [40:0] \$34 ;
+  wire \$339 ;
+  wire \$34 ;
   wire \$340 ;
   wire \$341 ;
   wire \$342 ;
@@ -349,18 +1237,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$346 ;
   wire \$347 ;
   wire \$348 ;
-  wire [15:0] \$349 ;
+  wire \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
   wire \$352 ;
   wire \$353 ;
   wire \$354 ;
-  wire \$355 ;
-  wire \$356 ;
+  wire [32:0] \$355 ;
+  wire [15:0] \$356 ;
   wire \$357 ;
   wire \$358 ;
-  wire [15:0] \$359 ;
+  wire \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -371,7 +1259,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [15:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
@@ -380,9 +1268,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  wire [15:0] \$379 ;
+  wire [32:0] \$377 ;
+  wire [15:0] \$378 ;
+  wire \$379 ;
   wire \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -393,7 +1281,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$386 ;
   wire \$387 ;
   wire \$388 ;
-  wire [15:0] \$389 ;
+  wire \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -404,10 +1292,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$396 ;
   wire \$397 ;
   wire \$398 ;
-  wire [15:0] \$399 ;
+  wire [16:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
+  wire [15:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
@@ -416,7 +1304,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$406 ;
   wire \$407 ;
   wire \$408 ;
-  wire [15:0] \$409 ;
+  wire \$409 ;
   wire \$41 ;
   wire \$410 ;
   wire \$411 ;
@@ -427,19 +1315,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [15:0] \$419 ;
+  wire \$419 ;
   wire \$42 ;
   wire \$420 ;
-  wire \$421 ;
-  wire \$422 ;
+  wire [40:0] \$421 ;
+  wire [15:0] \$422 ;
   wire \$423 ;
   wire \$424 ;
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
   wire \$428 ;
-  wire [15:0] \$429 ;
-  wire \$43 ;
+  wire \$429 ;
+  wire [40:0] \$43 ;
   wire \$430 ;
   wire \$431 ;
   wire \$432 ;
@@ -449,19 +1337,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire [15:0] \$439 ;
+  wire \$439 ;
   wire [15:0] \$44 ;
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
+  wire [40:0] \$443 ;
+  wire [15:0] \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
   wire \$448 ;
-  wire [15:0] \$449 ;
-  wire [40:0] \$45 ;
+  wire \$449 ;
+  wire \$45 ;
   wire \$450 ;
   wire \$451 ;
   wire \$452 ;
@@ -471,18 +1359,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$456 ;
   wire \$457 ;
   wire \$458 ;
-  wire [15:0] \$459 ;
+  wire \$459 ;
   wire \$46 ;
   wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
   wire \$464 ;
-  wire \$465 ;
-  wire \$466 ;
+  wire [40:0] \$465 ;
+  wire [15:0] \$466 ;
   wire \$467 ;
   wire \$468 ;
-  wire [15:0] \$469 ;
+  wire \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
@@ -493,7 +1381,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$476 ;
   wire \$477 ;
   wire \$478 ;
-  wire [15:0] \$479 ;
+  wire \$479 ;
   wire \$48 ;
   wire \$480 ;
   wire \$481 ;
@@ -502,9 +1390,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
-  wire \$487 ;
-  wire \$488 ;
-  wire [15:0] \$489 ;
+  wire [40:0] \$487 ;
+  wire [15:0] \$488 ;
+  wire \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -515,7 +1403,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$496 ;
   wire \$497 ;
   wire \$498 ;
-  wire [15:0] \$499 ;
+  wire \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire \$500 ;
@@ -527,9 +1415,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$506 ;
   wire \$507 ;
   wire \$508 ;
-  wire [15:0] \$509 ;
+  wire [40:0] \$509 ;
   wire \$51 ;
-  wire \$510 ;
+  wire [15:0] \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire \$513 ;
@@ -538,52 +1426,52 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
-  wire [15:0] \$519 ;
+  wire \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
-  wire [16:0] \$522 ;
-  wire [16:0] \$523 ;
-  wire [16:0] \$524 ;
-  wire [16:0] \$525 ;
-  wire [16:0] \$526 ;
-  wire [16:0] \$527 ;
-  wire [16:0] \$528 ;
-  wire [16:0] \$529 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  wire \$527 ;
+  wire \$528 ;
+  wire \$529 ;
   wire \$53 ;
-  wire [16:0] \$530 ;
-  wire [16:0] \$531 ;
-  wire [16:0] \$532 ;
-  wire [16:0] \$533 ;
-  wire [16:0] \$534 ;
-  wire [16:0] \$535 ;
-  wire [16:0] \$536 ;
-  wire [16:0] \$537 ;
-  wire [16:0] \$538 ;
-  wire [16:0] \$539 ;
+  wire \$530 ;
+  wire [40:0] \$531 ;
+  wire [15:0] \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire \$536 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
-  wire [16:0] \$540 ;
-  wire [16:0] \$541 ;
-  wire [16:0] \$542 ;
-  wire [16:0] \$543 ;
-  wire [16:0] \$544 ;
-  wire [16:0] \$545 ;
-  wire [16:0] \$546 ;
-  wire [16:0] \$547 ;
-  wire [16:0] \$548 ;
-  wire [16:0] \$549 ;
-  wire [15:0] \$55 ;
-  wire [16:0] \$550 ;
-  wire [16:0] \$551 ;
-  wire [16:0] \$552 ;
-  wire [16:0] \$553 ;
-  wire [16:0] \$554 ;
+  wire \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire \$549 ;
+  wire \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire [40:0] \$553 ;
+  wire [15:0] \$554 ;
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
   wire \$559 ;
-  wire [40:0] \$56 ;
+  wire \$56 ;
   wire \$560 ;
   wire \$561 ;
   wire \$562 ;
@@ -593,20 +1481,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
-  wire [6:0] \$569 ;
+  wire \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
   wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire \$575 ;
-  wire \$576 ;
+  wire [40:0] \$575 ;
+  wire [15:0] \$576 ;
   wire \$577 ;
   wire \$578 ;
   wire \$579 ;
   wire \$58 ;
-  wire [6:0] \$580 ;
+  wire \$580 ;
   wire \$581 ;
   wire \$582 ;
   wire \$583 ;
@@ -620,383 +1508,558 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$590 ;
   wire \$591 ;
   wire \$592 ;
-  wire [15:0] \$593 ;
-  wire [15:0] \$594 ;
+  wire \$593 ;
+  wire \$594 ;
   wire \$595 ;
   wire \$596 ;
-  wire [15:0] \$597 ;
+  wire [32:0] \$597 ;
   wire [15:0] \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
-  wire [15:0] \$601 ;
-  wire [15:0] \$602 ;
+  wire \$601 ;
+  wire \$602 ;
   wire \$603 ;
   wire \$604 ;
-  wire [15:0] \$605 ;
-  wire [15:0] \$606 ;
+  wire \$605 ;
+  wire \$606 ;
   wire \$607 ;
   wire \$608 ;
-  wire [15:0] \$609 ;
+  wire \$609 ;
   wire \$61 ;
-  wire [15:0] \$610 ;
+  wire \$610 ;
   wire \$611 ;
   wire \$612 ;
-  wire [15:0] \$613 ;
-  wire [15:0] \$614 ;
+  wire \$613 ;
+  wire \$614 ;
   wire \$615 ;
   wire \$616 ;
-  wire [15:0] \$617 ;
-  wire [15:0] \$618 ;
-  wire \$619 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire [32:0] \$619 ;
   wire \$62 ;
-  wire \$620 ;
-  wire [15:0] \$621 ;
-  wire [15:0] \$622 ;
+  wire [15:0] \$620 ;
+  wire \$621 ;
+  wire \$622 ;
   wire \$623 ;
   wire \$624 ;
-  wire [15:0] \$625 ;
-  wire [15:0] \$626 ;
+  wire \$625 ;
+  wire \$626 ;
   wire \$627 ;
   wire \$628 ;
-  wire [15:0] \$629 ;
+  wire \$629 ;
   wire \$63 ;
-  wire [15:0] \$630 ;
+  wire \$630 ;
   wire \$631 ;
   wire \$632 ;
-  wire [15:0] \$633 ;
-  wire [15:0] \$634 ;
+  wire \$633 ;
+  wire \$634 ;
   wire \$635 ;
   wire \$636 ;
-  wire [15:0] \$637 ;
-  wire [15:0] \$638 ;
+  wire \$637 ;
+  wire \$638 ;
   wire \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire [15:0] \$641 ;
+  wire [32:0] \$641 ;
   wire [15:0] \$642 ;
   wire \$643 ;
   wire \$644 ;
-  wire [15:0] \$645 ;
-  wire [15:0] \$646 ;
+  wire \$645 ;
+  wire \$646 ;
   wire \$647 ;
   wire \$648 ;
-  wire [15:0] \$649 ;
-  wire \$65 ;
-  wire [15:0] \$650 ;
+  wire \$649 ;
+  wire [40:0] \$65 ;
+  wire \$650 ;
   wire \$651 ;
   wire \$652 ;
-  wire [15:0] \$653 ;
-  wire [15:0] \$654 ;
+  wire \$653 ;
+  wire \$654 ;
   wire \$655 ;
   wire \$656 ;
-  wire [15:0] \$657 ;
-  wire [15:0] \$658 ;
+  wire \$657 ;
+  wire \$658 ;
   wire \$659 ;
   wire [15:0] \$66 ;
   wire \$660 ;
-  wire [15:0] \$661 ;
-  wire [15:0] \$662 ;
-  wire \$663 ;
-  wire \$664 ;
-  wire [15:0] \$665 ;
-  wire [15:0] \$666 ;
+  wire \$661 ;
+  wire \$662 ;
+  wire [32:0] \$663 ;
+  wire [15:0] \$664 ;
+  wire \$665 ;
+  wire \$666 ;
   wire \$667 ;
   wire \$668 ;
-  wire [15:0] \$669 ;
-  wire [40:0] \$67 ;
-  wire [15:0] \$670 ;
+  wire \$669 ;
+  wire \$67 ;
+  wire \$670 ;
   wire \$671 ;
   wire \$672 ;
-  wire [15:0] \$673 ;
-  wire [15:0] \$674 ;
+  wire \$673 ;
+  wire \$674 ;
   wire \$675 ;
   wire \$676 ;
-  wire [15:0] \$677 ;
-  wire [15:0] \$678 ;
+  wire \$677 ;
+  wire \$678 ;
   wire \$679 ;
   wire \$68 ;
   wire \$680 ;
-  wire [15:0] \$681 ;
-  wire [15:0] \$682 ;
+  wire \$681 ;
+  wire \$682 ;
   wire \$683 ;
   wire \$684 ;
-  wire [15:0] \$685 ;
+  wire [32:0] \$685 ;
   wire [15:0] \$686 ;
   wire \$687 ;
   wire \$688 ;
-  wire [15:0] \$689 ;
+  wire \$689 ;
   wire \$69 ;
-  wire [15:0] \$690 ;
+  wire \$690 ;
   wire \$691 ;
   wire \$692 ;
-  wire [15:0] \$693 ;
-  wire [15:0] \$694 ;
+  wire \$693 ;
+  wire \$694 ;
   wire \$695 ;
   wire \$696 ;
-  wire [15:0] \$697 ;
-  wire [15:0] \$698 ;
+  wire \$697 ;
+  wire \$698 ;
   wire \$699 ;
   wire \$7 ;
   wire \$70 ;
   wire \$700 ;
-  wire [15:0] \$701 ;
-  wire [15:0] \$702 ;
+  wire \$701 ;
+  wire \$702 ;
   wire \$703 ;
   wire \$704 ;
-  wire [15:0] \$705 ;
-  wire [15:0] \$706 ;
-  wire \$707 ;
-  wire \$708 ;
-  wire [15:0] \$709 ;
+  wire \$705 ;
+  wire \$706 ;
+  wire [32:0] \$707 ;
+  wire [15:0] \$708 ;
+  wire \$709 ;
   wire \$71 ;
-  wire [15:0] \$710 ;
+  wire \$710 ;
   wire \$711 ;
   wire \$712 ;
-  wire [15:0] \$713 ;
-  wire [15:0] \$714 ;
+  wire \$713 ;
+  wire \$714 ;
   wire \$715 ;
   wire \$716 ;
-  wire [15:0] \$717 ;
-  wire [15:0] \$718 ;
+  wire \$717 ;
+  wire \$718 ;
   wire \$719 ;
   wire \$72 ;
   wire \$720 ;
-  wire [15:0] \$721 ;
-  wire [15:0] \$722 ;
+  wire \$721 ;
+  wire \$722 ;
   wire \$723 ;
   wire \$724 ;
   wire \$725 ;
-  reg [15:0] \$726 ;
-  reg [15:0] \$727 ;
-  reg [15:0] \$728 ;
-  wire \$729 ;
+  wire \$726 ;
+  wire \$727 ;
+  wire \$728 ;
+  wire [32:0] \$729 ;
   wire \$73 ;
   wire [15:0] \$730 ;
   wire \$731 ;
-  wire [15:0] \$732 ;
+  wire \$732 ;
   wire \$733 ;
-  wire [15:0] \$734 ;
+  wire \$734 ;
   wire \$735 ;
-  wire [15:0] \$736 ;
+  wire \$736 ;
   wire \$737 ;
-  wire [15:0] \$738 ;
+  wire \$738 ;
   wire \$739 ;
   wire \$74 ;
-  wire [15:0] \$740 ;
+  wire \$740 ;
   wire \$741 ;
-  wire [15:0] \$742 ;
+  wire \$742 ;
   wire \$743 ;
-  wire [15:0] \$744 ;
+  wire \$744 ;
   wire \$745 ;
-  wire [15:0] \$746 ;
+  wire \$746 ;
   wire \$747 ;
-  wire [15:0] \$748 ;
+  wire \$748 ;
   wire \$749 ;
   wire \$75 ;
-  wire [15:0] \$750 ;
-  wire \$751 ;
+  wire \$750 ;
+  wire [32:0] \$751 ;
   wire [15:0] \$752 ;
   wire \$753 ;
-  wire [15:0] \$754 ;
+  wire \$754 ;
   wire \$755 ;
-  wire [15:0] \$756 ;
+  wire \$756 ;
   wire \$757 ;
-  wire [15:0] \$758 ;
+  wire \$758 ;
   wire \$759 ;
   wire \$76 ;
-  wire [15:0] \$760 ;
-  reg \$761 ;
-  reg \$762 ;
-  reg \$763 ;
-  reg \$764 ;
-  reg \$765 ;
-  reg \$766 ;
-  reg \$767 ;
-  reg \$768 ;
-  reg [15:0] \$769 ;
-  wire [15:0] \$77 ;
-  reg [15:0] \$770 ;
-  reg [15:0] \$771 ;
-  reg [15:0] \$772 ;
-  reg [15:0] \$773 ;
-  reg [15:0] \$774 ;
-  reg [15:0] \$775 ;
-  reg [15:0] \$776 ;
-  reg [15:0] \$777 ;
-  reg [15:0] \$778 ;
-  reg [15:0] \$779 ;
-  wire [40:0] \$78 ;
-  reg [15:0] \$780 ;
-  reg [15:0] \$781 ;
-  reg [15:0] \$782 ;
-  reg [15:0] \$783 ;
-  reg [15:0] \$784 ;
-  reg [15:0] \$785 ;
-  reg [15:0] \$786 ;
-  reg [15:0] \$787 ;
-  reg [15:0] \$788 ;
-  reg [15:0] \$789 ;
+  wire \$760 ;
+  wire \$761 ;
+  wire \$762 ;
+  wire \$763 ;
+  wire \$764 ;
+  wire \$765 ;
+  wire \$766 ;
+  wire \$767 ;
+  wire \$768 ;
+  wire \$769 ;
+  wire \$77 ;
+  wire \$770 ;
+  wire \$771 ;
+  wire \$772 ;
+  wire [32:0] \$773 ;
+  wire [15:0] \$774 ;
+  wire \$775 ;
+  wire \$776 ;
+  wire \$777 ;
+  wire \$778 ;
+  wire \$779 ;
+  wire \$78 ;
+  wire \$780 ;
+  wire \$781 ;
+  wire \$782 ;
+  wire \$783 ;
+  wire \$784 ;
+  wire \$785 ;
+  wire \$786 ;
+  wire \$787 ;
+  wire \$788 ;
+  wire \$789 ;
   wire \$79 ;
-  reg [15:0] \$790 ;
-  reg [15:0] \$791 ;
-  reg [15:0] \$792 ;
-  reg [15:0] \$793 ;
-  reg [15:0] \$794 ;
-  reg [15:0] \$795 ;
-  reg [15:0] \$796 ;
-  reg [15:0] \$797 ;
-  reg [15:0] \$798 ;
-  reg [15:0] \$799 ;
+  wire \$790 ;
+  wire \$791 ;
+  wire \$792 ;
+  wire \$793 ;
+  wire \$794 ;
+  wire [32:0] \$795 ;
+  wire [15:0] \$796 ;
+  wire \$797 ;
+  wire \$798 ;
+  wire \$799 ;
   wire \$8 ;
   wire \$80 ;
-  reg [15:0] \$800 ;
-  reg [15:0] \$801 ;
-  reg [4:0] \$802 ;
-  reg \$803 ;
-  reg [3:0] \$804 ;
-  reg \$805 ;
-  reg \$806 ;
-  reg [15:0] \$807 ;
-  reg [15:0] \$808 ;
-  reg [15:0] \$809 ;
+  wire \$800 ;
+  wire \$801 ;
+  wire \$802 ;
+  wire \$803 ;
+  wire \$804 ;
+  wire \$805 ;
+  wire \$806 ;
+  wire \$807 ;
+  wire \$808 ;
+  wire \$809 ;
   wire \$81 ;
-  reg [15:0] \$810 ;
-  reg [1:0] \$811 ;
-  reg [39:0] \$812 ;
-  reg [39:0] \$813 ;
-  reg [39:0] \$814 ;
-  reg [15:0] \$815 ;
-  reg [39:0] \$816 ;
-  reg [39:0] \$817 ;
-  reg [39:0] \$818 ;
-  reg [15:0] \$819 ;
+  wire \$810 ;
+  wire \$811 ;
+  wire \$812 ;
+  wire \$813 ;
+  wire \$814 ;
+  wire \$815 ;
+  wire \$816 ;
+  wire [32:0] \$817 ;
+  wire [15:0] \$818 ;
+  wire \$819 ;
   wire \$82 ;
-  reg [39:0] \$820 ;
-  reg [39:0] \$821 ;
-  reg [39:0] \$822 ;
-  reg [15:0] \$823 ;
-  reg [39:0] \$824 ;
-  reg [39:0] \$825 ;
-  reg [39:0] \$826 ;
-  reg [15:0] \$827 ;
-  reg [39:0] \$828 ;
-  reg [39:0] \$829 ;
+  wire \$820 ;
+  wire \$821 ;
+  wire \$822 ;
+  wire \$823 ;
+  wire \$824 ;
+  wire \$825 ;
+  wire \$826 ;
+  wire \$827 ;
+  wire \$828 ;
+  wire \$829 ;
   wire \$83 ;
-  reg [39:0] \$830 ;
-  reg [15:0] \$831 ;
-  reg [39:0] \$832 ;
-  reg [39:0] \$833 ;
-  reg [39:0] \$834 ;
-  reg [15:0] \$835 ;
-  reg [39:0] \$836 ;
-  reg [39:0] \$837 ;
-  reg [39:0] \$838 ;
-  reg [15:0] \$839 ;
+  wire \$830 ;
+  wire \$831 ;
+  wire \$832 ;
+  wire \$833 ;
+  wire \$834 ;
+  wire \$835 ;
+  wire \$836 ;
+  wire \$837 ;
+  wire \$838 ;
+  wire [32:0] \$839 ;
   wire \$84 ;
-  reg [39:0] \$840 ;
-  reg [39:0] \$841 ;
-  reg [39:0] \$842 ;
-  reg [15:0] \$843 ;
-  reg [39:0] \$844 ;
-  reg [39:0] \$845 ;
-  reg [39:0] \$846 ;
-  reg [39:0] \$847 ;
-  reg [39:0] \$848 ;
-  reg [39:0] \$849 ;
+  wire [15:0] \$840 ;
+  wire \$841 ;
+  wire \$842 ;
+  wire \$843 ;
+  wire \$844 ;
+  wire \$845 ;
+  wire \$846 ;
+  wire \$847 ;
+  wire \$848 ;
+  wire \$849 ;
   wire \$85 ;
-  reg [39:0] \$850 ;
-  reg [39:0] \$851 ;
-  reg [39:0] \$852 ;
-  reg [15:0] \$853 ;
-  reg [15:0] \$854 ;
-  reg [15:0] \$855 ;
-  reg [15:0] \$856 ;
-  reg [15:0] \$857 ;
-  reg [1:0] \$858 ;
-  reg [1:0] \$859 ;
+  wire \$850 ;
+  wire \$851 ;
+  wire \$852 ;
+  wire \$853 ;
+  wire \$854 ;
+  wire \$855 ;
+  wire \$856 ;
+  wire \$857 ;
+  wire \$858 ;
+  wire \$859 ;
   wire \$86 ;
-  reg [1:0] \$860 ;
-  reg [1:0] \$861 ;
-  reg [15:0] \$862 ;
-  reg [15:0] \$863 ;
-  reg [15:0] \$864 ;
-  reg [15:0] \$865 ;
-  reg [15:0] \$866 ;
-  reg [15:0] \$867 ;
-  reg [15:0] \$868 ;
-  reg [15:0] \$869 ;
-  wire \$87 ;
-  reg [15:0] \$870 ;
-  reg [15:0] \$871 ;
-  reg [15:0] \$872 ;
-  reg [15:0] \$873 ;
-  reg [15:0] \$874 ;
-  reg [15:0] \$875 ;
-  reg [15:0] \$876 ;
-  reg [15:0] \$877 ;
-  reg [15:0] \$878 ;
-  reg [15:0] \$879 ;
+  wire \$860 ;
+  wire [32:0] \$861 ;
+  wire [15:0] \$862 ;
+  wire \$863 ;
+  wire \$864 ;
+  wire \$865 ;
+  wire \$866 ;
+  wire \$867 ;
+  wire \$868 ;
+  wire \$869 ;
+  wire [40:0] \$87 ;
+  wire \$870 ;
+  wire \$871 ;
+  wire \$872 ;
+  wire \$873 ;
+  wire \$874 ;
+  wire \$875 ;
+  wire \$876 ;
+  wire \$877 ;
+  wire \$878 ;
+  wire \$879 ;
   wire [15:0] \$88 ;
-  reg [15:0] \$880 ;
-  reg [15:0] \$881 ;
-  reg [15:0] \$882 ;
-  reg [15:0] \$883 ;
-  reg [15:0] \$884 ;
-  reg [15:0] \$885 ;
-  reg [15:0] \$886 ;
-  reg [39:0] \$887 ;
-  reg [15:0] \$888 ;
-  reg [15:0] \$889 ;
-  wire [40:0] \$89 ;
-  reg [39:0] \$890 ;
-  reg [15:0] \$891 ;
-  reg [15:0] \$892 ;
-  reg [39:0] \$893 ;
-  reg [15:0] \$894 ;
-  reg [15:0] \$895 ;
-  reg [39:0] \$896 ;
-  reg [15:0] \$897 ;
-  reg [15:0] \$898 ;
-  reg [39:0] \$899 ;
+  wire \$880 ;
+  wire \$881 ;
+  wire \$882 ;
+  wire [32:0] \$883 ;
+  wire [15:0] \$884 ;
+  wire \$885 ;
+  wire \$886 ;
+  wire \$887 ;
+  wire \$888 ;
+  wire \$889 ;
+  wire \$89 ;
+  wire \$890 ;
+  wire \$891 ;
+  wire \$892 ;
+  wire \$893 ;
+  wire \$894 ;
+  wire \$895 ;
+  wire \$896 ;
+  wire \$897 ;
+  wire \$898 ;
+  wire \$899 ;
   wire \$9 ;
-  wire [40:0] \$90 ;
-  reg [15:0] \$900 ;
-  reg [15:0] \$901 ;
-  reg [39:0] \$902 ;
-  reg [15:0] \$903 ;
-  reg [15:0] \$904 ;
-  reg [39:0] \$905 ;
-  reg [15:0] \$906 ;
-  reg [15:0] \$907 ;
-  reg [39:0] \$908 ;
-  reg [15:0] \$909 ;
-  wire [41:0] \$91 ;
-  reg [15:0] \$910 ;
-  reg [15:0] \$911 ;
-  reg [15:0] \$912 ;
-  reg [15:0] \$913 ;
-  reg [15:0] \$914 ;
-  reg [15:0] \$915 ;
-  reg [15:0] \$916 ;
-  reg [15:0] \$917 ;
-  reg [15:0] \$918 ;
-  reg [15:0] \$919 ;
-  wire [40:0] \$92 ;
-  reg [15:0] \$920 ;
-  reg [15:0] \$921 ;
-  reg [15:0] \$922 ;
-  reg [15:0] \$923 ;
-  reg [15:0] \$924 ;
-  wire [40:0] \$93 ;
-  wire [41:0] \$94 ;
-  wire [42:0] \$95 ;
+  wire \$90 ;
+  wire \$900 ;
+  wire \$901 ;
+  wire \$902 ;
+  wire \$903 ;
+  wire \$904 ;
+  wire [32:0] \$905 ;
+  wire [15:0] \$906 ;
+  wire \$907 ;
+  wire \$908 ;
+  wire \$909 ;
+  wire \$91 ;
+  wire \$910 ;
+  wire \$911 ;
+  wire \$912 ;
+  wire \$913 ;
+  wire \$914 ;
+  wire \$915 ;
+  wire \$916 ;
+  wire \$917 ;
+  wire \$918 ;
+  wire \$919 ;
+  wire \$92 ;
+  wire \$920 ;
+  wire \$921 ;
+  wire \$922 ;
+  wire \$923 ;
+  wire \$924 ;
+  wire \$925 ;
+  wire \$926 ;
+  wire [32:0] \$927 ;
+  wire [15:0] \$928 ;
+  wire \$929 ;
+  wire \$93 ;
+  wire \$930 ;
+  wire \$931 ;
+  wire \$932 ;
+  wire \$933 ;
+  wire \$934 ;
+  wire \$935 ;
+  wire \$936 ;
+  wire \$937 ;
+  wire \$938 ;
+  wire \$939 ;
+  wire \$94 ;
+  wire \$940 ;
+  wire \$941 ;
+  wire \$942 ;
+  wire \$943 ;
+  wire \$944 ;
+  wire \$945 ;
+  wire \$946 ;
+  wire \$947 ;
+  wire \$948 ;
+  wire [16:0] \$949 ;
+  wire \$95 ;
+  wire [15:0] \$950 ;
+  wire \$951 ;
+  wire \$952 ;
+  wire \$953 ;
+  wire \$954 ;
+  wire \$955 ;
+  wire \$956 ;
+  wire \$957 ;
+  wire \$958 ;
+  wire \$959 ;
   wire \$96 ;
+  wire \$960 ;
+  wire \$961 ;
+  wire \$962 ;
+  wire \$963 ;
+  wire \$964 ;
+  wire \$965 ;
+  wire \$966 ;
+  wire \$967 ;
+  wire \$968 ;
+  wire \$969 ;
   wire \$97 ;
+  wire \$970 ;
+  wire [16:0] \$971 ;
+  wire [15:0] \$972 ;
+  wire \$973 ;
+  wire \$974 ;
+  wire \$975 ;
+  wire \$976 ;
+  wire \$977 ;
+  wire \$978 ;
+  wire \$979 ;
   wire \$98 ;
+  wire \$980 ;
+  wire \$981 ;
+  wire \$982 ;
+  wire \$983 ;
+  wire \$984 ;
+  wire \$985 ;
+  wire \$986 ;
+  wire \$987 ;
+  wire \$988 ;
+  wire \$989 ;
   wire \$99 ;
+  wire \$990 ;
+  wire \$991 ;
+  wire \$992 ;
+  wire [16:0] \$993 ;
+  wire [15:0] \$994 ;
+  wire \$995 ;
+  wire \$996 ;
+  wire \$997 ;
+  wire \$998 ;
+  wire \$999 ;
+  wire above;
+  wire \above$107 ;
+  wire \above$123 ;
+  wire \above$139 ;
+  wire \above$173 ;
+  wire \above$186 ;
+  wire \above$192 ;
+  wire \above$198 ;
+  wire \above$204 ;
+  wire \above$210 ;
+  wire \above$216 ;
+  wire \above$222 ;
+  wire \above$228 ;
+  wire \above$234 ;
+  wire \above$243 ;
+  wire \above$252 ;
+  wire \above$261 ;
+  wire \above$270 ;
+  wire \above$279 ;
+  wire \above$288 ;
+  wire \above$297 ;
+  wire \above$306 ;
+  wire \above$312 ;
+  wire \above$318 ;
+  wire \above$324 ;
+  wire \above$330 ;
+  wire \above$336 ;
+  wire \above$342 ;
+  wire \above$348 ;
+  wire \above$354 ;
+  wire \above$360 ;
+  wire \above$366 ;
+  wire \above$372 ;
+  wire \above$378 ;
+  wire \above$384 ;
+  wire \above$390 ;
+  wire \above$396 ;
+  wire \above$402 ;
+  wire \above$408 ;
+  wire \above$414 ;
+  wire \above$420 ;
+  wire \above$426 ;
+  wire \above$43 ;
+  wire \above$432 ;
+  wire \above$438 ;
+  wire \above$444 ;
+  wire \above$450 ;
+  wire \above$59 ;
+  wire \above$75 ;
+  wire \above$91 ;
   wire accept;
+  wire below;
+  wire \below$108 ;
+  wire \below$124 ;
+  wire \below$140 ;
+  wire \below$174 ;
+  wire \below$187 ;
+  wire \below$193 ;
+  wire \below$199 ;
+  wire \below$205 ;
+  wire \below$211 ;
+  wire \below$217 ;
+  wire \below$223 ;
+  wire \below$229 ;
+  wire \below$235 ;
+  wire \below$244 ;
+  wire \below$253 ;
+  wire \below$262 ;
+  wire \below$271 ;
+  wire \below$280 ;
+  wire \below$289 ;
+  wire \below$298 ;
+  wire \below$307 ;
+  wire \below$313 ;
+  wire \below$319 ;
+  wire \below$325 ;
+  wire \below$331 ;
+  wire \below$337 ;
+  wire \below$343 ;
+  wire \below$349 ;
+  wire \below$355 ;
+  wire \below$361 ;
+  wire \below$367 ;
+  wire \below$373 ;
+  wire \below$379 ;
+  wire \below$385 ;
+  wire \below$391 ;
+  wire \below$397 ;
+  wire \below$403 ;
+  wire \below$409 ;
+  wire \below$415 ;
+  wire \below$421 ;
+  wire \below$427 ;
+  wire \below$433 ;
+  wire \below$439 ;
+  wire \below$44 ;
+  wire \below$445 ;
+  wire \below$451 ;
+  wire \below$60 ;
+  wire \below$76 ;
+  wire \below$92 ;
   wire busy;
   input clk;
   wire clk;
@@ -1004,63 +2067,119 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l1;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s6 = 16'h0000;
+  reg [15:0] err0_s12 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [39:0] \floor$108 ;
-  wire [39:0] \floor$127 ;
-  wire [39:0] \floor$146 ;
-  wire [39:0] \floor$165 ;
-  wire [39:0] \floor$222 ;
-  wire [31:0] \floor$235 ;
-  wire [31:0] \floor$240 ;
-  wire [31:0] \floor$245 ;
-  wire [31:0] \floor$250 ;
-  wire [31:0] \floor$255 ;
-  wire [31:0] \floor$260 ;
-  wire [31:0] \floor$265 ;
-  wire [31:0] \floor$270 ;
-  wire [15:0] \floor$273 ;
-  wire [39:0] \floor$281 ;
-  wire [39:0] \floor$289 ;
-  wire [39:0] \floor$297 ;
-  wire [39:0] \floor$305 ;
-  wire [39:0] \floor$313 ;
-  wire [39:0] \floor$321 ;
-  wire [39:0] \floor$329 ;
-  wire [39:0] \floor$337 ;
-  wire [31:0] \floor$343 ;
-  wire [31:0] \floor$348 ;
-  wire [31:0] \floor$353 ;
+  wire [39:0] \floor$105 ;
+  wire [39:0] \floor$121 ;
+  wire [39:0] \floor$137 ;
+  wire [39:0] \floor$171 ;
+  wire [31:0] \floor$183 ;
+  wire [31:0] \floor$189 ;
+  wire [31:0] \floor$195 ;
+  wire [31:0] \floor$201 ;
+  wire [31:0] \floor$207 ;
+  wire [31:0] \floor$213 ;
+  wire [31:0] \floor$219 ;
+  wire [31:0] \floor$225 ;
+  wire [15:0] \floor$231 ;
+  wire [39:0] \floor$241 ;
+  wire [39:0] \floor$250 ;
+  wire [39:0] \floor$259 ;
+  wire [39:0] \floor$268 ;
+  wire [39:0] \floor$277 ;
+  wire [39:0] \floor$286 ;
+  wire [39:0] \floor$295 ;
+  wire [39:0] \floor$304 ;
+  wire [31:0] \floor$309 ;
+  wire [31:0] \floor$315 ;
+  wire [31:0] \floor$321 ;
+  wire [31:0] \floor$327 ;
+  wire [31:0] \floor$333 ;
+  wire [31:0] \floor$339 ;
+  wire [31:0] \floor$345 ;
+  wire [31:0] \floor$351 ;
   wire [31:0] \floor$357 ;
-  wire [31:0] \floor$362 ;
-  wire [31:0] \floor$366 ;
-  wire [31:0] \floor$371 ;
+  wire [31:0] \floor$363 ;
+  wire [31:0] \floor$369 ;
   wire [31:0] \floor$375 ;
-  wire [31:0] \floor$380 ;
-  wire [31:0] \floor$384 ;
-  wire [31:0] \floor$389 ;
+  wire [31:0] \floor$381 ;
+  wire [31:0] \floor$387 ;
   wire [31:0] \floor$393 ;
-  wire [31:0] \floor$398 ;
-  wire [31:0] \floor$402 ;
-  wire [31:0] \floor$407 ;
-  wire [31:0] \floor$411 ;
-  wire [15:0] \floor$414 ;
+  wire [31:0] \floor$399 ;
+  wire [15:0] \floor$405 ;
+  wire [39:0] \floor$41 ;
+  wire [15:0] \floor$411 ;
   wire [15:0] \floor$417 ;
-  wire [15:0] \floor$420 ;
   wire [15:0] \floor$423 ;
-  wire [15:0] \floor$426 ;
   wire [15:0] \floor$429 ;
-  wire [15:0] \floor$432 ;
   wire [15:0] \floor$435 ;
-  wire [39:0] \floor$51 ;
-  wire [39:0] \floor$70 ;
+  wire [15:0] \floor$441 ;
+  wire [15:0] \floor$447 ;
+  wire [39:0] \floor$57 ;
+  wire [39:0] \floor$73 ;
   wire [39:0] \floor$89 ;
+  wire inc;
+  wire \inc$106 ;
+  wire \inc$122 ;
+  wire \inc$138 ;
+  wire \inc$172 ;
+  wire \inc$185 ;
+  wire \inc$191 ;
+  wire \inc$197 ;
+  wire \inc$203 ;
+  wire \inc$209 ;
+  wire \inc$215 ;
+  wire \inc$221 ;
+  wire \inc$227 ;
+  wire \inc$233 ;
+  wire \inc$242 ;
+  wire \inc$251 ;
+  wire \inc$260 ;
+  wire \inc$269 ;
+  wire \inc$278 ;
+  wire \inc$287 ;
+  wire \inc$296 ;
+  wire \inc$305 ;
+  wire \inc$311 ;
+  wire \inc$317 ;
+  wire \inc$323 ;
+  wire \inc$329 ;
+  wire \inc$335 ;
+  wire \inc$341 ;
+  wire \inc$347 ;
+  wire \inc$353 ;
+  wire \inc$359 ;
+  wire \inc$365 ;
+  wire \inc$371 ;
+  wire \inc$377 ;
+  wire \inc$383 ;
+  wire \inc$389 ;
+  wire \inc$395 ;
+  wire \inc$401 ;
+  wire \inc$407 ;
+  wire \inc$413 ;
+  wire \inc$419 ;
+  wire \inc$42 ;
+  wire \inc$425 ;
+  wire \inc$431 ;
+  wire \inc$437 ;
+  wire \inc$443 ;
+  wire \inc$449 ;
+  wire \inc$58 ;
+  wire \inc$74 ;
+  wire \inc$90 ;
   reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s10 = 2'h0;
+  reg [1:0] kind_s11 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
   reg [1:0] kind_s5 = 2'h0;
+  reg [1:0] kind_s6 = 2'h0;
+  reg [1:0] kind_s7 = 2'h0;
+  reg [1:0] kind_s8 = 2'h0;
+  reg [1:0] kind_s9 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_2 = 16'h0000;
@@ -1077,75 +2196,179 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_bias5_s2 = 40'h0000000000;
   reg [39:0] l0_bias6_s2 = 40'h0000000000;
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
-  reg [15:0] l0_err0_s8 = 16'h0000;
-  reg [15:0] l0_err1_s8 = 16'h0000;
-  reg [15:0] l0_err2_s8 = 16'h0000;
-  reg [15:0] l0_err3_s8 = 16'h0000;
-  reg [15:0] l0_err4_s8 = 16'h0000;
-  reg [15:0] l0_err5_s8 = 16'h0000;
-  reg [15:0] l0_err6_s8 = 16'h0000;
-  reg [15:0] l0_err7_s8 = 16'h0000;
-  reg [15:0] l0_out0_s3 = 16'h0000;
-  reg [15:0] l0_out0_s4 = 16'h0000;
+  reg [15:0] l0_db0_s15 = 16'h0000;
+  reg [15:0] l0_db0_s16 = 16'h0000;
+  reg [15:0] l0_db1_s15 = 16'h0000;
+  reg [15:0] l0_db1_s16 = 16'h0000;
+  reg [15:0] l0_db2_s15 = 16'h0000;
+  reg [15:0] l0_db2_s16 = 16'h0000;
+  reg [15:0] l0_db3_s15 = 16'h0000;
+  reg [15:0] l0_db3_s16 = 16'h0000;
+  reg [15:0] l0_db4_s15 = 16'h0000;
+  reg [15:0] l0_db4_s16 = 16'h0000;
+  reg [15:0] l0_db5_s15 = 16'h0000;
+  reg [15:0] l0_db5_s16 = 16'h0000;
+  reg [15:0] l0_db6_s15 = 16'h0000;
+  reg [15:0] l0_db6_s16 = 16'h0000;
+  reg [15:0] l0_db7_s15 = 16'h0000;
+  reg [15:0] l0_db7_s16 = 16'h0000;
+  reg [31:0] l0_dw0_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw0_0_s16 = 16'h0000;
+  reg [31:0] l0_dw0_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw0_1_s16 = 16'h0000;
+  reg [31:0] l0_dw1_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw1_0_s16 = 16'h0000;
+  reg [31:0] l0_dw1_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw1_1_s16 = 16'h0000;
+  reg [31:0] l0_dw2_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw2_0_s16 = 16'h0000;
+  reg [31:0] l0_dw2_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw2_1_s16 = 16'h0000;
+  reg [31:0] l0_dw3_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw3_0_s16 = 16'h0000;
+  reg [31:0] l0_dw3_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw3_1_s16 = 16'h0000;
+  reg [31:0] l0_dw4_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw4_0_s16 = 16'h0000;
+  reg [31:0] l0_dw4_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw4_1_s16 = 16'h0000;
+  reg [31:0] l0_dw5_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw5_0_s16 = 16'h0000;
+  reg [31:0] l0_dw5_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw5_1_s16 = 16'h0000;
+  reg [31:0] l0_dw6_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw6_0_s16 = 16'h0000;
+  reg [31:0] l0_dw6_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw6_1_s16 = 16'h0000;
+  reg [31:0] l0_dw7_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw7_0_s16 = 16'h0000;
+  reg [31:0] l0_dw7_1_raw_s15 = 32'd0;
+  reg [15:0] l0_dw7_1_s16 = 16'h0000;
+  reg [15:0] l0_err0_s14 = 16'h0000;
+  reg [15:0] l0_err1_s14 = 16'h0000;
+  reg [15:0] l0_err2_s14 = 16'h0000;
+  reg [15:0] l0_err3_s14 = 16'h0000;
+  reg [15:0] l0_err4_s14 = 16'h0000;
+  reg [15:0] l0_err5_s14 = 16'h0000;
+  reg [15:0] l0_err6_s14 = 16'h0000;
+  reg [15:0] l0_err7_s14 = 16'h0000;
+  reg [15:0] l0_out0_s10 = 16'h0000;
+  reg [15:0] l0_out0_s11 = 16'h0000;
+  reg [15:0] l0_out0_s12 = 16'h0000;
+  reg [15:0] l0_out0_s13 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
   reg [15:0] l0_out0_s6 = 16'h0000;
   reg [15:0] l0_out0_s7 = 16'h0000;
-  reg [15:0] l0_out1_s3 = 16'h0000;
-  reg [15:0] l0_out1_s4 = 16'h0000;
+  reg [15:0] l0_out0_s8 = 16'h0000;
+  reg [15:0] l0_out0_s9 = 16'h0000;
+  reg [15:0] l0_out1_s10 = 16'h0000;
+  reg [15:0] l0_out1_s11 = 16'h0000;
+  reg [15:0] l0_out1_s12 = 16'h0000;
+  reg [15:0] l0_out1_s13 = 16'h0000;
   reg [15:0] l0_out1_s5 = 16'h0000;
   reg [15:0] l0_out1_s6 = 16'h0000;
   reg [15:0] l0_out1_s7 = 16'h0000;
-  reg [15:0] l0_out2_s3 = 16'h0000;
-  reg [15:0] l0_out2_s4 = 16'h0000;
+  reg [15:0] l0_out1_s8 = 16'h0000;
+  reg [15:0] l0_out1_s9 = 16'h0000;
+  reg [15:0] l0_out2_s10 = 16'h0000;
+  reg [15:0] l0_out2_s11 = 16'h0000;
+  reg [15:0] l0_out2_s12 = 16'h0000;
+  reg [15:0] l0_out2_s13 = 16'h0000;
   reg [15:0] l0_out2_s5 = 16'h0000;
   reg [15:0] l0_out2_s6 = 16'h0000;
   reg [15:0] l0_out2_s7 = 16'h0000;
-  reg [15:0] l0_out3_s3 = 16'h0000;
-  reg [15:0] l0_out3_s4 = 16'h0000;
+  reg [15:0] l0_out2_s8 = 16'h0000;
+  reg [15:0] l0_out2_s9 = 16'h0000;
+  reg [15:0] l0_out3_s10 = 16'h0000;
+  reg [15:0] l0_out3_s11 = 16'h0000;
+  reg [15:0] l0_out3_s12 = 16'h0000;
+  reg [15:0] l0_out3_s13 = 16'h0000;
   reg [15:0] l0_out3_s5 = 16'h0000;
   reg [15:0] l0_out3_s6 = 16'h0000;
   reg [15:0] l0_out3_s7 = 16'h0000;
-  reg [15:0] l0_out4_s3 = 16'h0000;
-  reg [15:0] l0_out4_s4 = 16'h0000;
+  reg [15:0] l0_out3_s8 = 16'h0000;
+  reg [15:0] l0_out3_s9 = 16'h0000;
+  reg [15:0] l0_out4_s10 = 16'h0000;
+  reg [15:0] l0_out4_s11 = 16'h0000;
+  reg [15:0] l0_out4_s12 = 16'h0000;
+  reg [15:0] l0_out4_s13 = 16'h0000;
   reg [15:0] l0_out4_s5 = 16'h0000;
   reg [15:0] l0_out4_s6 = 16'h0000;
   reg [15:0] l0_out4_s7 = 16'h0000;
-  reg [15:0] l0_out5_s3 = 16'h0000;
-  reg [15:0] l0_out5_s4 = 16'h0000;
+  reg [15:0] l0_out4_s8 = 16'h0000;
+  reg [15:0] l0_out4_s9 = 16'h0000;
+  reg [15:0] l0_out5_s10 = 16'h0000;
+  reg [15:0] l0_out5_s11 = 16'h0000;
+  reg [15:0] l0_out5_s12 = 16'h0000;
+  reg [15:0] l0_out5_s13 = 16'h0000;
   reg [15:0] l0_out5_s5 = 16'h0000;
   reg [15:0] l0_out5_s6 = 16'h0000;
   reg [15:0] l0_out5_s7 = 16'h0000;
-  reg [15:0] l0_out6_s3 = 16'h0000;
-  reg [15:0] l0_out6_s4 = 16'h0000;
+  reg [15:0] l0_out5_s8 = 16'h0000;
+  reg [15:0] l0_out5_s9 = 16'h0000;
+  reg [15:0] l0_out6_s10 = 16'h0000;
+  reg [15:0] l0_out6_s11 = 16'h0000;
+  reg [15:0] l0_out6_s12 = 16'h0000;
+  reg [15:0] l0_out6_s13 = 16'h0000;
   reg [15:0] l0_out6_s5 = 16'h0000;
   reg [15:0] l0_out6_s6 = 16'h0000;
   reg [15:0] l0_out6_s7 = 16'h0000;
-  reg [15:0] l0_out7_s3 = 16'h0000;
-  reg [15:0] l0_out7_s4 = 16'h0000;
+  reg [15:0] l0_out6_s8 = 16'h0000;
+  reg [15:0] l0_out6_s9 = 16'h0000;
+  reg [15:0] l0_out7_s10 = 16'h0000;
+  reg [15:0] l0_out7_s11 = 16'h0000;
+  reg [15:0] l0_out7_s12 = 16'h0000;
+  reg [15:0] l0_out7_s13 = 16'h0000;
   reg [15:0] l0_out7_s5 = 16'h0000;
   reg [15:0] l0_out7_s6 = 16'h0000;
   reg [15:0] l0_out7_s7 = 16'h0000;
+  reg [15:0] l0_out7_s8 = 16'h0000;
+  reg [15:0] l0_out7_s9 = 16'h0000;
   wire [15:0] l0_port_data;
   wire [4:0] l0_port_local;
   wire l0_port_rd;
   wire l0_port_wr;
-  reg [39:0] l0_prod0_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod0_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod1_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod1_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod2_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod2_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod3_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod3_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod4_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod4_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod5_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod5_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod6_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod6_1_s2 = 40'h0000000000;
-  reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod7_1_s2 = 40'h0000000000;
+  reg [31:0] l0_prod0_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod0_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod1_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod1_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod2_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod2_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod3_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod3_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod4_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod4_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod5_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod5_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod6_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod6_1_raw_s2 = 32'd0;
+  reg [31:0] l0_prod7_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod7_1_raw_s2 = 32'd0;
   reg [4:0] l0_rd_sel = 5'h00;
+  reg [40:0] l0_sum0_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum0_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum0_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum1_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum1_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum1_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum2_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum2_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum2_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum3_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum3_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum3_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum4_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum4_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum4_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum5_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum5_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum5_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum6_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum6_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum6_t1_0_s4 = 42'h00000000000;
+  reg [40:0] l0_sum7_t0_0_s3 = 41'h00000000000;
+  reg [39:0] l0_sum7_t0_1_s3 = 40'h0000000000;
+  reg [41:0] l0_sum7_t1_0_s4 = 42'h00000000000;
   reg [15:0] l0_w_0_0 = 16'h055e;
   reg [15:0] l0_w_0_1 = 16'hf6fa;
   reg [15:0] l0_w_1_0 = 16'hee03;
@@ -1163,37 +2386,58 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_w_7_0 = 16'h0900;
   reg [15:0] l0_w_7_1 = 16'hf34a;
   reg [15:0] l1_b_0 = 16'h0000;
-  reg [39:0] l1_bias0_s4 = 40'h0000000000;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod0_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod1_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod2_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod3_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod4_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod5_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod6_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod7_0_s7;
-  reg [15:0] l1_out0_s5 = 16'h0000;
+  reg [39:0] l1_bias0_s6 = 40'h0000000000;
+  reg [31:0] l1_bprod0_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod1_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod2_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod3_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod4_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod5_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod6_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod7_0_raw_s13 = 32'd0;
+  reg [15:0] l1_db0_s13 = 16'h0000;
+  reg [15:0] l1_db0_s14 = 16'h0000;
+  reg [31:0] l1_dw0_0_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_0_s14 = 16'h0000;
+  reg [31:0] l1_dw0_1_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_1_s14 = 16'h0000;
+  reg [31:0] l1_dw0_2_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_2_s14 = 16'h0000;
+  reg [31:0] l1_dw0_3_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_3_s14 = 16'h0000;
+  reg [31:0] l1_dw0_4_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_4_s14 = 16'h0000;
+  reg [31:0] l1_dw0_5_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_5_s14 = 16'h0000;
+  reg [31:0] l1_dw0_6_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_6_s14 = 16'h0000;
+  reg [31:0] l1_dw0_7_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_7_s14 = 16'h0000;
+  reg [15:0] l1_out0_s11 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [3:0] l1_port_local;
   wire l1_port_rd;
   wire l1_port_wr;
-  reg [39:0] l1_prod0_0_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_1_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_2_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_3_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_4_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_5_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_6_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
+  reg [31:0] l1_prod0_0_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_1_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_2_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_3_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_4_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_5_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_6_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_7_raw_s6 = 32'd0;
   reg [3:0] l1_rd_sel = 4'h0;
+  reg [40:0] l1_sum0_t0_0_s7 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_1_s7 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_2_s7 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_3_s7 = 41'h00000000000;
+  reg [39:0] l1_sum0_t0_4_s7 = 40'h0000000000;
+  reg [41:0] l1_sum0_t1_0_s8 = 42'h00000000000;
+  reg [41:0] l1_sum0_t1_1_s8 = 42'h00000000000;
+  reg [39:0] l1_sum0_t1_2_s8 = 40'h0000000000;
+  reg [42:0] l1_sum0_t2_0_s9 = 43'h00000000000;
+  reg [39:0] l1_sum0_t2_1_s9 = 40'h0000000000;
+  reg [43:0] l1_sum0_t3_0_s10 = 44'h00000000000;
   reg [15:0] l1_w_0_0 = 16'h071e;
   reg [15:0] l1_w_0_1 = 16'h00d0;
   reg [15:0] l1_w_0_2 = 16'hfc13;
@@ -1247,315 +2491,213 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [30:0] t;
-  wire [34:0] \t$101 ;
+  wire [34:0] \t$100 ;
   wire [39:0] \t$102 ;
-  wire [41:0] \t$103 ;
-  wire [39:0] \t$107 ;
-  wire [40:0] \t$109 ;
-  wire [15:0] \t$110 ;
-  wire [30:0] \t$111 ;
-  wire [39:0] \t$113 ;
-  wire [31:0] \t$114 ;
+  wire [39:0] \t$103 ;
+  wire [15:0] \t$109 ;
+  wire [30:0] \t$110 ;
+  wire [39:0] \t$112 ;
+  wire [34:0] \t$113 ;
+  wire [39:0] \t$115 ;
   wire [34:0] \t$116 ;
-  wire [39:0] \t$117 ;
-  wire [31:0] \t$118 ;
-  wire [34:0] \t$120 ;
-  wire [39:0] \t$121 ;
-  wire [41:0] \t$122 ;
-  wire [39:0] \t$126 ;
-  wire [40:0] \t$128 ;
-  wire [15:0] \t$129 ;
-  wire [30:0] \t$130 ;
-  wire [39:0] \t$132 ;
-  wire [31:0] \t$133 ;
-  wire [34:0] \t$135 ;
-  wire [39:0] \t$136 ;
-  wire [31:0] \t$137 ;
-  wire [34:0] \t$139 ;
-  wire [39:0] \t$140 ;
-  wire [41:0] \t$141 ;
-  wire [39:0] \t$145 ;
-  wire [40:0] \t$147 ;
-  wire [15:0] \t$148 ;
-  wire [30:0] \t$149 ;
-  wire [39:0] \t$151 ;
-  wire [31:0] \t$152 ;
+  wire [39:0] \t$118 ;
+  wire [39:0] \t$119 ;
+  wire [15:0] \t$125 ;
+  wire [30:0] \t$126 ;
+  wire [39:0] \t$128 ;
+  wire [34:0] \t$129 ;
+  wire [39:0] \t$131 ;
+  wire [34:0] \t$132 ;
+  wire [39:0] \t$134 ;
+  wire [39:0] \t$135 ;
+  wire [15:0] \t$141 ;
+  wire [30:0] \t$142 ;
+  wire [39:0] \t$144 ;
+  wire [34:0] \t$145 ;
+  wire [39:0] \t$147 ;
+  wire [34:0] \t$148 ;
+  wire [39:0] \t$150 ;
+  wire [34:0] \t$151 ;
+  wire [39:0] \t$153 ;
   wire [34:0] \t$154 ;
-  wire [39:0] \t$155 ;
-  wire [31:0] \t$156 ;
-  wire [34:0] \t$158 ;
+  wire [39:0] \t$156 ;
+  wire [34:0] \t$157 ;
   wire [39:0] \t$159 ;
   wire [39:0] \t$16 ;
-  wire [41:0] \t$160 ;
-  wire [39:0] \t$164 ;
-  wire [40:0] \t$166 ;
-  wire [15:0] \t$167 ;
-  wire [30:0] \t$168 ;
-  wire [31:0] \t$17 ;
-  wire [39:0] \t$170 ;
-  wire [31:0] \t$171 ;
-  wire [34:0] \t$174 ;
-  wire [39:0] \t$175 ;
-  wire [31:0] \t$176 ;
-  wire [34:0] \t$179 ;
-  wire [39:0] \t$180 ;
-  wire [31:0] \t$181 ;
-  wire [34:0] \t$184 ;
-  wire [39:0] \t$185 ;
-  wire [31:0] \t$186 ;
-  wire [34:0] \t$189 ;
-  wire [39:0] \t$190 ;
-  wire [31:0] \t$191 ;
-  wire [34:0] \t$194 ;
-  wire [39:0] \t$195 ;
-  wire [31:0] \t$196 ;
-  wire [34:0] \t$199 ;
+  wire [34:0] \t$160 ;
+  wire [39:0] \t$162 ;
+  wire [34:0] \t$163 ;
+  wire [39:0] \t$165 ;
+  wire [34:0] \t$166 ;
+  wire [39:0] \t$168 ;
+  wire [39:0] \t$169 ;
+  wire [34:0] \t$17 ;
+  wire [15:0] \t$175 ;
+  wire [16:0] \t$177 ;
+  wire [17:0] \t$179 ;
+  wire [15:0] \t$180 ;
+  wire [15:0] \t$188 ;
+  wire [39:0] \t$19 ;
+  wire [15:0] \t$194 ;
   wire [34:0] \t$20 ;
-  wire [39:0] \t$200 ;
-  wire [31:0] \t$201 ;
-  wire [34:0] \t$204 ;
-  wire [39:0] \t$205 ;
-  wire [31:0] \t$206 ;
-  wire [34:0] \t$209 ;
-  wire [39:0] \t$21 ;
-  wire [39:0] \t$210 ;
-  wire [43:0] \t$211 ;
-  wire [31:0] \t$22 ;
-  wire [39:0] \t$221 ;
-  wire [40:0] \t$223 ;
+  wire [15:0] \t$200 ;
+  wire [15:0] \t$206 ;
+  wire [15:0] \t$212 ;
+  wire [15:0] \t$218 ;
+  wire [39:0] \t$22 ;
   wire [15:0] \t$224 ;
-  wire [16:0] \t$226 ;
-  wire [17:0] \t$228 ;
-  wire [15:0] \t$229 ;
-  wire [31:0] \t$232 ;
-  wire [32:0] \t$236 ;
-  wire [15:0] \t$237 ;
-  wire [31:0] \t$238 ;
-  wire [32:0] \t$241 ;
-  wire [15:0] \t$242 ;
-  wire [31:0] \t$243 ;
-  wire [32:0] \t$246 ;
-  wire [15:0] \t$247 ;
-  wire [31:0] \t$248 ;
-  wire [34:0] \t$25 ;
-  wire [32:0] \t$251 ;
-  wire [15:0] \t$252 ;
-  wire [31:0] \t$253 ;
-  wire [32:0] \t$256 ;
-  wire [15:0] \t$257 ;
-  wire [31:0] \t$258 ;
-  wire [39:0] \t$26 ;
-  wire [32:0] \t$261 ;
-  wire [15:0] \t$262 ;
-  wire [31:0] \t$263 ;
-  wire [32:0] \t$266 ;
-  wire [15:0] \t$267 ;
-  wire [31:0] \t$268 ;
-  wire [41:0] \t$27 ;
-  wire [32:0] \t$271 ;
+  wire [39:0] \t$23 ;
+  wire [15:0] \t$230 ;
+  wire [15:0] \t$236 ;
+  wire [34:0] \t$237 ;
+  wire [39:0] \t$239 ;
+  wire [39:0] \t$240 ;
+  wire [15:0] \t$245 ;
+  wire [34:0] \t$246 ;
+  wire [39:0] \t$248 ;
+  wire [39:0] \t$249 ;
+  wire [15:0] \t$254 ;
+  wire [34:0] \t$255 ;
+  wire [39:0] \t$257 ;
+  wire [39:0] \t$258 ;
+  wire [15:0] \t$263 ;
+  wire [34:0] \t$264 ;
+  wire [39:0] \t$266 ;
+  wire [39:0] \t$267 ;
   wire [15:0] \t$272 ;
-  wire [16:0] \t$274 ;
-  wire [15:0] \t$275 ;
-  wire [31:0] \t$276 ;
-  wire [34:0] \t$277 ;
-  wire [39:0] \t$278 ;
-  reg [39:0] \t$279  = 40'h0000000000;
-  wire [40:0] \t$282 ;
-  wire [15:0] \t$283 ;
-  wire [31:0] \t$284 ;
-  wire [34:0] \t$285 ;
-  wire [39:0] \t$286 ;
-  reg [39:0] \t$287  = 40'h0000000000;
-  wire [40:0] \t$290 ;
-  wire [15:0] \t$291 ;
-  wire [31:0] \t$292 ;
-  wire [34:0] \t$293 ;
+  wire [34:0] \t$273 ;
+  wire [39:0] \t$275 ;
+  wire [39:0] \t$276 ;
+  wire [15:0] \t$281 ;
+  wire [34:0] \t$282 ;
+  wire [39:0] \t$284 ;
+  wire [39:0] \t$285 ;
+  wire [15:0] \t$29 ;
+  wire [15:0] \t$290 ;
+  wire [34:0] \t$291 ;
+  wire [39:0] \t$293 ;
   wire [39:0] \t$294 ;
-  reg [39:0] \t$295  = 40'h0000000000;
-  wire [40:0] \t$298 ;
   wire [15:0] \t$299 ;
-  wire [31:0] \t$300 ;
-  wire [34:0] \t$301 ;
+  wire [30:0] \t$30 ;
+  wire [34:0] \t$300 ;
   wire [39:0] \t$302 ;
-  reg [39:0] \t$303  = 40'h0000000000;
-  wire [40:0] \t$306 ;
-  wire [15:0] \t$307 ;
-  wire [31:0] \t$308 ;
-  wire [34:0] \t$309 ;
-  wire [39:0] \t$31 ;
-  wire [39:0] \t$310 ;
-  reg [39:0] \t$311  = 40'h0000000000;
-  wire [40:0] \t$314 ;
-  wire [15:0] \t$315 ;
-  wire [31:0] \t$316 ;
-  wire [34:0] \t$317 ;
-  wire [39:0] \t$318 ;
-  reg [39:0] \t$319  = 40'h0000000000;
-  wire [40:0] \t$322 ;
-  wire [15:0] \t$323 ;
-  wire [31:0] \t$324 ;
-  wire [34:0] \t$325 ;
-  wire [39:0] \t$326 ;
-  reg [39:0] \t$327  = 40'h0000000000;
-  wire [40:0] \t$33 ;
-  wire [40:0] \t$330 ;
-  wire [15:0] \t$331 ;
-  wire [31:0] \t$332 ;
-  wire [34:0] \t$333 ;
-  wire [39:0] \t$334 ;
-  reg [39:0] \t$335  = 40'h0000000000;
-  wire [40:0] \t$338 ;
-  wire [15:0] \t$339 ;
-  wire [15:0] \t$34 ;
-  wire [31:0] \t$340 ;
-  wire [32:0] \t$344 ;
-  wire [15:0] \t$345 ;
-  wire [31:0] \t$346 ;
-  wire [32:0] \t$349 ;
-  wire [30:0] \t$35 ;
+  wire [39:0] \t$303 ;
+  wire [15:0] \t$308 ;
+  wire [15:0] \t$314 ;
+  wire [39:0] \t$32 ;
+  wire [15:0] \t$320 ;
+  wire [15:0] \t$326 ;
+  wire [34:0] \t$33 ;
+  wire [15:0] \t$332 ;
+  wire [15:0] \t$338 ;
+  wire [15:0] \t$344 ;
+  wire [39:0] \t$35 ;
   wire [15:0] \t$350 ;
-  wire [31:0] \t$351 ;
-  wire [32:0] \t$354 ;
-  wire [15:0] \t$355 ;
-  wire [31:0] \t$356 ;
-  wire [32:0] \t$358 ;
-  wire [15:0] \t$359 ;
-  wire [31:0] \t$360 ;
-  wire [32:0] \t$363 ;
-  wire [15:0] \t$364 ;
-  wire [31:0] \t$365 ;
-  wire [32:0] \t$367 ;
+  wire [15:0] \t$356 ;
+  wire [34:0] \t$36 ;
+  wire [15:0] \t$362 ;
   wire [15:0] \t$368 ;
-  wire [31:0] \t$369 ;
-  wire [39:0] \t$37 ;
-  wire [32:0] \t$372 ;
-  wire [15:0] \t$373 ;
-  wire [31:0] \t$374 ;
-  wire [32:0] \t$376 ;
-  wire [15:0] \t$377 ;
-  wire [31:0] \t$378 ;
-  wire [31:0] \t$38 ;
-  wire [32:0] \t$381 ;
-  wire [15:0] \t$382 ;
-  wire [31:0] \t$383 ;
-  wire [32:0] \t$385 ;
+  wire [15:0] \t$374 ;
+  wire [39:0] \t$38 ;
+  wire [15:0] \t$380 ;
   wire [15:0] \t$386 ;
-  wire [31:0] \t$387 ;
-  wire [32:0] \t$390 ;
-  wire [15:0] \t$391 ;
-  wire [31:0] \t$392 ;
-  wire [32:0] \t$394 ;
-  wire [15:0] \t$395 ;
-  wire [31:0] \t$396 ;
-  wire [32:0] \t$399 ;
-  wire [34:0] \t$40 ;
-  wire [15:0] \t$400 ;
-  wire [31:0] \t$401 ;
-  wire [32:0] \t$403 ;
+  wire [39:0] \t$39 ;
+  wire [15:0] \t$392 ;
+  wire [15:0] \t$398 ;
   wire [15:0] \t$404 ;
-  wire [31:0] \t$405 ;
-  wire [32:0] \t$408 ;
-  wire [15:0] \t$409 ;
-  wire [39:0] \t$41 ;
-  wire [31:0] \t$410 ;
-  wire [32:0] \t$412 ;
-  wire [15:0] \t$413 ;
-  wire [16:0] \t$415 ;
+  wire [15:0] \t$410 ;
   wire [15:0] \t$416 ;
-  wire [16:0] \t$418 ;
-  wire [15:0] \t$419 ;
-  wire [31:0] \t$42 ;
-  wire [16:0] \t$421 ;
   wire [15:0] \t$422 ;
-  wire [16:0] \t$424 ;
-  wire [15:0] \t$425 ;
-  wire [16:0] \t$427 ;
   wire [15:0] \t$428 ;
-  wire [16:0] \t$430 ;
-  wire [15:0] \t$431 ;
-  wire [16:0] \t$433 ;
   wire [15:0] \t$434 ;
-  wire [16:0] \t$436 ;
-  wire [15:0] \t$437 ;
-  wire [34:0] \t$44 ;
-  reg [16:0] \t$449 ;
-  wire [39:0] \t$45 ;
-  reg [16:0] \t$450 ;
-  reg [16:0] \t$451 ;
-  reg [16:0] \t$452 ;
-  reg [16:0] \t$453 ;
-  reg [16:0] \t$454 ;
-  reg [16:0] \t$455 ;
-  reg [16:0] \t$456 ;
-  reg [16:0] \t$457 ;
-  reg [16:0] \t$458 ;
-  reg [16:0] \t$459 ;
-  wire [41:0] \t$46 ;
-  reg [16:0] \t$460 ;
-  reg [16:0] \t$461 ;
-  reg [16:0] \t$462 ;
-  reg [16:0] \t$463 ;
-  reg [16:0] \t$464 ;
-  reg [16:0] \t$465 ;
-  reg [16:0] \t$466 ;
-  reg [16:0] \t$467 ;
-  reg [16:0] \t$468 ;
-  reg [16:0] \t$469 ;
-  reg [16:0] \t$470 ;
-  reg [16:0] \t$471 ;
+  wire [15:0] \t$440 ;
+  wire [15:0] \t$446 ;
+  wire [15:0] \t$45 ;
+  wire [15:0] \t$452 ;
+  wire [30:0] \t$46 ;
   reg [16:0] \t$472 ;
-  reg [16:0] \t$474 ;
   reg [16:0] \t$475 ;
-  reg [16:0] \t$476 ;
-  reg [16:0] \t$477 ;
   reg [16:0] \t$478 ;
-  reg [16:0] \t$479 ;
-  reg [16:0] \t$480 ;
+  wire [39:0] \t$48 ;
   reg [16:0] \t$481 ;
-  reg [16:0] \t$482 ;
-  wire [39:0] \t$50 ;
-  wire [40:0] \t$52 ;
-  wire [15:0] \t$53 ;
-  wire [30:0] \t$54 ;
-  wire [39:0] \t$56 ;
-  wire [31:0] \t$57 ;
-  wire [34:0] \t$59 ;
-  wire [39:0] \t$60 ;
-  wire [31:0] \t$61 ;
-  wire [34:0] \t$63 ;
+  reg [16:0] \t$484 ;
+  reg [16:0] \t$487 ;
+  wire [34:0] \t$49 ;
+  reg [16:0] \t$490 ;
+  reg [16:0] \t$493 ;
+  reg [16:0] \t$496 ;
+  reg [16:0] \t$499 ;
+  reg [16:0] \t$502 ;
+  reg [16:0] \t$505 ;
+  reg [16:0] \t$508 ;
+  wire [39:0] \t$51 ;
+  reg [16:0] \t$511 ;
+  reg [16:0] \t$514 ;
+  reg [16:0] \t$517 ;
+  wire [34:0] \t$52 ;
+  reg [16:0] \t$520 ;
+  reg [16:0] \t$522 ;
+  reg [16:0] \t$524 ;
+  reg [16:0] \t$526 ;
+  reg [16:0] \t$528 ;
+  reg [16:0] \t$530 ;
+  reg [16:0] \t$532 ;
+  reg [16:0] \t$534 ;
+  reg [16:0] \t$537 ;
+  wire [39:0] \t$54 ;
+  reg [16:0] \t$540 ;
+  reg [16:0] \t$543 ;
+  reg [16:0] \t$546 ;
+  reg [16:0] \t$549 ;
+  wire [39:0] \t$55 ;
+  reg [16:0] \t$552 ;
+  reg [16:0] \t$555 ;
+  reg [16:0] \t$558 ;
+  reg [16:0] \t$561 ;
+  wire [15:0] \t$61 ;
+  wire [30:0] \t$62 ;
   wire [39:0] \t$64 ;
-  wire [41:0] \t$65 ;
-  wire [39:0] \t$69 ;
-  wire [40:0] \t$71 ;
-  wire [15:0] \t$72 ;
-  wire [30:0] \t$73 ;
-  wire [39:0] \t$75 ;
-  wire [31:0] \t$76 ;
-  wire [34:0] \t$78 ;
-  wire [39:0] \t$79 ;
-  wire [31:0] \t$80 ;
-  wire [34:0] \t$82 ;
+  wire [34:0] \t$65 ;
+  wire [39:0] \t$67 ;
+  wire [34:0] \t$68 ;
+  wire [39:0] \t$70 ;
+  wire [39:0] \t$71 ;
+  wire [15:0] \t$77 ;
+  wire [30:0] \t$78 ;
+  wire [39:0] \t$80 ;
+  wire [34:0] \t$81 ;
   wire [39:0] \t$83 ;
-  wire [41:0] \t$84 ;
-  wire [39:0] \t$88 ;
-  wire [40:0] \t$90 ;
-  wire [15:0] \t$91 ;
-  wire [30:0] \t$92 ;
-  wire [39:0] \t$94 ;
-  wire [31:0] \t$95 ;
+  wire [34:0] \t$84 ;
+  wire [39:0] \t$86 ;
+  wire [39:0] \t$87 ;
+  wire [15:0] \t$93 ;
+  wire [30:0] \t$94 ;
+  wire [39:0] \t$96 ;
   wire [34:0] \t$97 ;
-  wire [39:0] \t$98 ;
-  wire [31:0] \t$99 ;
+  wire [39:0] \t$99 ;
   reg valid_s1 = 1'h0;
+  reg valid_s10 = 1'h0;
+  (* init = 1'h0 *)
+  wire valid_s11;
+  reg valid_s12 = 1'h0;
+  reg valid_s13 = 1'h0;
+  reg valid_s14 = 1'h0;
+  reg valid_s15 = 1'h0;
+  reg valid_s16 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
-  (* init = 1'h0 *)
-  wire valid_s5;
+  reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
+  reg valid_s9 = 1'h0;
   reg [15:0] x0_s1 = 16'h0000;
+  reg [15:0] x0_s10 = 16'h0000;
+  reg [15:0] x0_s11 = 16'h0000;
+  reg [15:0] x0_s12 = 16'h0000;
+  reg [15:0] x0_s13 = 16'h0000;
+  reg [15:0] x0_s14 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
   reg [15:0] x0_s4 = 16'h0000;
@@ -1563,7 +2705,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] x0_s6 = 16'h0000;
   reg [15:0] x0_s7 = 16'h0000;
   reg [15:0] x0_s8 = 16'h0000;
+  reg [15:0] x0_s9 = 16'h0000;
   reg [15:0] x1_s1 = 16'h0000;
+  reg [15:0] x1_s10 = 16'h0000;
+  reg [15:0] x1_s11 = 16'h0000;
+  reg [15:0] x1_s12 = 16'h0000;
+  reg [15:0] x1_s13 = 16'h0000;
+  reg [15:0] x1_s14 = 16'h0000;
   reg [15:0] x1_s2 = 16'h0000;
   reg [15:0] x1_s3 = 16'h0000;
   reg [15:0] x1_s4 = 16'h0000;
@@ -1571,1344 +2719,2513 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] x1_s6 = 16'h0000;
   reg [15:0] x1_s7 = 16'h0000;
   reg [15:0] x1_s8 = 16'h0000;
+  reg [15:0] x1_s9 = 16'h0000;
   reg [15:0] y0_s1 = 16'h0000;
+  reg [15:0] y0_s10 = 16'h0000;
+  reg [15:0] y0_s11 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
-  assign \t$90  = $signed(\floor$89 ) + $signed({ 1'h0, \$41  });
-  assign \$42  = $signed(\t$90 ) < $signed(16'h8000);
-  assign \$43  = $signed(\t$90 ) > $signed(16'h7fff);
-  assign \$44  = \$43  ? 16'h7fff : \t$90 [15:0];
-  assign \t$91  = \$42  ? 16'h8000 : \$44 ;
-  assign \t$95  = $signed(l0_w_4_0) * $signed(x0_s1);
-  assign \t$99  = $signed(l0_w_4_1) * $signed(x1_s1);
-  assign \$45  = $signed(l0_bias4_s2) + $signed(l0_prod4_0_s2);
-  assign \t$103  = $signed(\$45 ) + $signed(l0_prod4_1_s2);
-  assign \$46  = ! \t$103 [12:0];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \t$103 [13] & \$47 ;
-  assign \$49  = ! \t$103 [12:0];
-  assign \$50  = \t$103 [13] & \$49 ;
-  assign \$51  = \$50  & \floor$108 [0];
-  assign \$52  = \$48  | \$51 ;
-  assign \t$109  = $signed(\floor$108 ) + $signed({ 1'h0, \$52  });
-  assign \$53  = $signed(\t$109 ) < $signed(16'h8000);
-  assign \$54  = $signed(\t$109 ) > $signed(16'h7fff);
-  assign \$55  = \$54  ? 16'h7fff : \t$109 [15:0];
-  assign \t$110  = \$53  ? 16'h8000 : \$55 ;
-  assign \t$114  = $signed(l0_w_5_0) * $signed(x0_s1);
-  assign \t$118  = $signed(l0_w_5_1) * $signed(x1_s1);
-  assign \$56  = $signed(l0_bias5_s2) + $signed(l0_prod5_0_s2);
-  assign \t$122  = $signed(\$56 ) + $signed(l0_prod5_1_s2);
-  assign \$57  = ! \t$122 [12:0];
-  assign \$58  = ~ \$57 ;
-  assign \$59  = \t$122 [13] & \$58 ;
-  assign \$60  = ! \t$122 [12:0];
-  assign \$61  = \t$122 [13] & \$60 ;
-  assign \$62  = \$61  & \floor$127 [0];
-  assign \$63  = \$59  | \$62 ;
-  assign \t$128  = $signed(\floor$127 ) + $signed({ 1'h0, \$63  });
-  assign \$64  = $signed(\t$128 ) < $signed(16'h8000);
-  assign \$65  = $signed(\t$128 ) > $signed(16'h7fff);
-  assign \$66  = \$65  ? 16'h7fff : \t$128 [15:0];
-  assign \t$129  = \$64  ? 16'h8000 : \$66 ;
-  assign \t$133  = $signed(l0_w_6_0) * $signed(x0_s1);
-  assign \t$137  = $signed(l0_w_6_1) * $signed(x1_s1);
-  assign \$67  = $signed(l0_bias6_s2) + $signed(l0_prod6_0_s2);
-  assign \t$141  = $signed(\$67 ) + $signed(l0_prod6_1_s2);
-  assign \$68  = ! \t$141 [12:0];
-  assign \$69  = ~ \$68 ;
-  assign \$70  = \t$141 [13] & \$69 ;
-  assign \$71  = ! \t$141 [12:0];
-  assign \$72  = \t$141 [13] & \$71 ;
-  assign \$73  = \$72  & \floor$146 [0];
-  assign \$74  = \$70  | \$73 ;
-  assign \t$147  = $signed(\floor$146 ) + $signed({ 1'h0, \$74  });
-  assign \$75  = $signed(\t$147 ) < $signed(16'h8000);
-  assign \$76  = $signed(\t$147 ) > $signed(16'h7fff);
-  assign \$77  = \$76  ? 16'h7fff : \t$147 [15:0];
-  assign \t$148  = \$75  ? 16'h8000 : \$77 ;
-  assign \t$152  = $signed(l0_w_7_0) * $signed(x0_s1);
-  assign \t$156  = $signed(l0_w_7_1) * $signed(x1_s1);
-  assign \$78  = $signed(l0_bias7_s2) + $signed(l0_prod7_0_s2);
-  assign \t$160  = $signed(\$78 ) + $signed(l0_prod7_1_s2);
-  assign \$79  = ! \t$160 [12:0];
-  assign \$80  = ~ \$79 ;
-  assign \$81  = \t$160 [13] & \$80 ;
-  assign \$82  = ! \t$160 [12:0];
-  assign \$83  = \t$160 [13] & \$82 ;
-  assign \$84  = \$83  & \floor$165 [0];
-  assign \$85  = \$81  | \$84 ;
-  assign \t$166  = $signed(\floor$165 ) + $signed({ 1'h0, \$85  });
-  assign \$86  = $signed(\t$166 ) < $signed(16'h8000);
-  assign \$87  = $signed(\t$166 ) > $signed(16'h7fff);
-  assign \$88  = \$87  ? 16'h7fff : \t$166 [15:0];
-  assign \t$167  = \$86  ? 16'h8000 : \$88 ;
-  assign \t$171  = $signed(l1_w_0_0) * $signed(l0_out0_s3);
-  assign \t$176  = $signed(l1_w_0_1) * $signed(l0_out1_s3);
-  assign \t$181  = $signed(l1_w_0_2) * $signed(l0_out2_s3);
-  assign \t$186  = $signed(l1_w_0_3) * $signed(l0_out3_s3);
-  assign \t$191  = $signed(l1_w_0_4) * $signed(l0_out4_s3);
-  assign \t$196  = $signed(l1_w_0_5) * $signed(l0_out5_s3);
-  assign \t$201  = $signed(l1_w_0_6) * $signed(l0_out6_s3);
-  assign \t$206  = $signed(l1_w_0_7) * $signed(l0_out7_s3);
-  assign \$89  = $signed(l1_bias0_s4) + $signed(l1_prod0_0_s4);
-  assign \$90  = $signed(l1_prod0_1_s4) + $signed(l1_prod0_2_s4);
-  assign \$91  = $signed(\$89 ) + $signed(\$90 );
-  assign \$92  = $signed(l1_prod0_3_s4) + $signed(l1_prod0_4_s4);
-  assign \$93  = $signed(l1_prod0_5_s4) + $signed(l1_prod0_6_s4);
-  assign \$94  = $signed(\$92 ) + $signed(\$93 );
-  assign \$95  = $signed(\$91 ) + $signed(\$94 );
-  assign \t$211  = $signed(\$95 ) + $signed(l1_prod0_7_s4);
-  assign \$96  = ! \t$211 [12:0];
-  assign \$97  = ~ \$96 ;
-  assign \$98  = \t$211 [13] & \$97 ;
-  assign \$99  = ! \t$211 [12:0];
-  assign \$100  = \t$211 [13] & \$99 ;
-  assign \$101  = \$100  & \floor$222 [0];
-  assign \$102  = \$98  | \$101 ;
-  assign \t$223  = $signed(\floor$222 ) + $signed({ 1'h0, \$102  });
-  assign \$103  = $signed(\t$223 ) < $signed(16'h8000);
-  assign \$104  = $signed(\t$223 ) > $signed(16'h7fff);
-  assign \$105  = \$104  ? 16'h7fff : \t$223 [15:0];
-  assign \t$224  = \$103  ? 16'h8000 : \$105 ;
-  assign \$106  = $signed(l1_out0_s5) >= $signed(1'h0);
-  assign \t$226  = $signed(l1_out0_s5) - $signed(y0_s5);
-  assign \$107  = $signed(\t$228 ) < $signed(16'h8000);
-  assign \$108  = $signed(\t$228 ) > $signed(16'h7fff);
-  assign \$109  = \$108  ? 16'h7fff : \t$228 [15:0];
-  assign \t$229  = \$107  ? 16'h8000 : \$109 ;
-  assign \t$232  = $signed(err0_s6) * $signed(l0_out0_s6);
-  assign \$110  = ! \t$232 [15:0];
-  assign \$111  = ~ \$110 ;
-  assign \$112  = \t$232 [16] & \$111 ;
-  assign \$113  = ! \t$232 [15:0];
-  assign \$114  = \t$232 [16] & \$113 ;
-  assign \$115  = \$114  & \floor$235 [0];
-  assign \$116  = \$112  | \$115 ;
-  assign \t$236  = $signed(\floor$235 ) + $signed({ 1'h0, \$116  });
-  assign \$117  = $signed(\t$236 ) < $signed(16'h8000);
-  assign \$118  = $signed(\t$236 ) > $signed(16'h7fff);
-  assign \$119  = \$118  ? 16'h7fff : \t$236 [15:0];
-  assign \t$237  = \$117  ? 16'h8000 : \$119 ;
-  assign \t$238  = $signed(err0_s6) * $signed(l0_out1_s6);
-  assign \$120  = ! \t$238 [15:0];
-  assign \$121  = ~ \$120 ;
-  assign \$122  = \t$238 [16] & \$121 ;
-  assign \$123  = ! \t$238 [15:0];
-  assign \$124  = \t$238 [16] & \$123 ;
-  assign \$125  = \$124  & \floor$240 [0];
-  assign \$126  = \$122  | \$125 ;
-  assign \t$241  = $signed(\floor$240 ) + $signed({ 1'h0, \$126  });
-  assign \$127  = $signed(\t$241 ) < $signed(16'h8000);
-  assign \$128  = $signed(\t$241 ) > $signed(16'h7fff);
-  assign \$129  = \$128  ? 16'h7fff : \t$241 [15:0];
-  assign \t$242  = \$127  ? 16'h8000 : \$129 ;
-  assign \t$243  = $signed(err0_s6) * $signed(l0_out2_s6);
-  assign \$130  = ! \t$243 [15:0];
-  assign \$131  = ~ \$130 ;
-  assign \$132  = \t$243 [16] & \$131 ;
-  assign \$133  = ! \t$243 [15:0];
-  assign \$134  = \t$243 [16] & \$133 ;
-  assign \$135  = \$134  & \floor$245 [0];
-  assign \$136  = \$132  | \$135 ;
-  assign \t$246  = $signed(\floor$245 ) + $signed({ 1'h0, \$136  });
-  assign \$137  = $signed(\t$246 ) < $signed(16'h8000);
-  assign \$138  = $signed(\t$246 ) > $signed(16'h7fff);
-  assign \$139  = \$138  ? 16'h7fff : \t$246 [15:0];
-  assign \t$247  = \$137  ? 16'h8000 : \$139 ;
-  assign \t$248  = $signed(err0_s6) * $signed(l0_out3_s6);
-  assign \$140  = ! \t$248 [15:0];
-  assign \$141  = ~ \$140 ;
-  assign \$142  = \t$248 [16] & \$141 ;
-  assign \$143  = ! \t$248 [15:0];
-  assign \$144  = \t$248 [16] & \$143 ;
-  assign \$145  = \$144  & \floor$250 [0];
-  assign \$146  = \$142  | \$145 ;
-  assign \t$251  = $signed(\floor$250 ) + $signed({ 1'h0, \$146  });
-  assign \$147  = $signed(\t$251 ) < $signed(16'h8000);
-  assign \$148  = $signed(\t$251 ) > $signed(16'h7fff);
-  assign \$149  = \$148  ? 16'h7fff : \t$251 [15:0];
-  assign \t$252  = \$147  ? 16'h8000 : \$149 ;
-  assign \t$253  = $signed(err0_s6) * $signed(l0_out4_s6);
-  assign \$150  = ! \t$253 [15:0];
-  assign \$151  = ~ \$150 ;
-  assign \$152  = \t$253 [16] & \$151 ;
-  assign \$153  = ! \t$253 [15:0];
-  assign \$154  = \t$253 [16] & \$153 ;
-  assign \$155  = \$154  & \floor$255 [0];
-  assign \$156  = \$152  | \$155 ;
-  assign \t$256  = $signed(\floor$255 ) + $signed({ 1'h0, \$156  });
-  assign \$157  = $signed(\t$256 ) < $signed(16'h8000);
-  assign \$158  = $signed(\t$256 ) > $signed(16'h7fff);
-  assign \$159  = \$158  ? 16'h7fff : \t$256 [15:0];
-  assign \t$257  = \$157  ? 16'h8000 : \$159 ;
-  assign \t$258  = $signed(err0_s6) * $signed(l0_out5_s6);
-  assign \$160  = ! \t$258 [15:0];
-  assign \$161  = ~ \$160 ;
-  assign \$162  = \t$258 [16] & \$161 ;
-  assign \$163  = ! \t$258 [15:0];
-  assign \$164  = \t$258 [16] & \$163 ;
-  assign \$165  = \$164  & \floor$260 [0];
-  assign \$166  = \$162  | \$165 ;
-  assign \t$261  = $signed(\floor$260 ) + $signed({ 1'h0, \$166  });
-  assign \$167  = $signed(\t$261 ) < $signed(16'h8000);
-  assign \$168  = $signed(\t$261 ) > $signed(16'h7fff);
-  assign \$169  = \$168  ? 16'h7fff : \t$261 [15:0];
-  assign \t$262  = \$167  ? 16'h8000 : \$169 ;
-  assign \t$263  = $signed(err0_s6) * $signed(l0_out6_s6);
-  assign \$170  = ! \t$263 [15:0];
-  assign \$171  = ~ \$170 ;
-  assign \$172  = \t$263 [16] & \$171 ;
-  assign \$173  = ! \t$263 [15:0];
-  assign \$174  = \t$263 [16] & \$173 ;
-  assign \$175  = \$174  & \floor$265 [0];
-  assign \$176  = \$172  | \$175 ;
-  assign \t$266  = $signed(\floor$265 ) + $signed({ 1'h0, \$176  });
-  assign \$177  = $signed(\t$266 ) < $signed(16'h8000);
-  assign \$178  = $signed(\t$266 ) > $signed(16'h7fff);
-  assign \$179  = \$178  ? 16'h7fff : \t$266 [15:0];
-  assign \t$267  = \$177  ? 16'h8000 : \$179 ;
-  assign \t$268  = $signed(err0_s6) * $signed(l0_out7_s6);
-  assign \$180  = ! \t$268 [15:0];
-  assign \$181  = ~ \$180 ;
-  assign \$182  = \t$268 [16] & \$181 ;
-  assign \$183  = ! \t$268 [15:0];
-  assign \$184  = \t$268 [16] & \$183 ;
-  assign \$185  = \$184  & \floor$270 [0];
-  assign \$186  = \$182  | \$185 ;
-  assign \t$271  = $signed(\floor$270 ) + $signed({ 1'h0, \$186  });
-  assign \$187  = $signed(\t$271 ) < $signed(16'h8000);
-  assign \$188  = $signed(\t$271 ) > $signed(16'h7fff);
-  assign \$189  = \$188  ? 16'h7fff : \t$271 [15:0];
-  assign \t$272  = \$187  ? 16'h8000 : \$189 ;
-  assign \$190  = ! err0_s6[3:0];
+  reg [15:0] y0_s6 = 16'h0000;
+  reg [15:0] y0_s7 = 16'h0000;
+  reg [15:0] y0_s8 = 16'h0000;
+  reg [15:0] y0_s9 = 16'h0000;
+  assign \$1  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$2  = ~ \$1 ;
+  assign \$3  = l0_sum0_t1_0_s4[13] & \$2 ;
+  assign \$4  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$5  = l0_sum0_t1_0_s4[13] & \$4 ;
+  assign \$6  = \$5  & floor[0];
+  assign inc = \$3  | \$6 ;
+  assign \$7  = $signed(floor) > $signed(16'h7fff);
+  assign \$8  = floor == 15'h7fff;
+  assign \$9  = \$8  & inc;
+  assign above = \$7  | \$9 ;
+  assign \$10  = $signed(floor) < $signed(17'h17fff);
+  assign \$11  = floor == 40'hffffff7fff;
+  assign \$12  = ~ inc;
+  assign \$13  = \$11  & \$12 ;
+  assign below = \$10  | \$13 ;
+  assign \$14  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$15  = ~ \$14 ;
+  assign \$16  = l0_sum0_t1_0_s4[13] & \$15 ;
+  assign \$17  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$18  = l0_sum0_t1_0_s4[13] & \$17 ;
+  assign \$19  = \$18  & floor[0];
+  assign \$20  = \$16  | \$19 ;
+  assign \$21  = $signed(floor) + $signed({ 1'h0, \$20  });
+  assign \$22  = above ? 16'h7fff : \$21 [15:0];
+  assign \t$29  = below ? 16'h8000 : \$22 ;
+  assign \$23  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$24  = ~ \$23 ;
+  assign \$25  = l0_sum1_t1_0_s4[13] & \$24 ;
+  assign \$26  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$27  = l0_sum1_t1_0_s4[13] & \$26 ;
+  assign \$28  = \$27  & \floor$41 [0];
+  assign \inc$42  = \$25  | \$28 ;
+  assign \$29  = $signed(\floor$41 ) > $signed(16'h7fff);
+  assign \$30  = \floor$41  == 15'h7fff;
+  assign \$31  = \$30  & \inc$42 ;
+  assign \above$43  = \$29  | \$31 ;
+  assign \$32  = $signed(\floor$41 ) < $signed(17'h17fff);
+  assign \$33  = \floor$41  == 40'hffffff7fff;
+  assign \$34  = ~ \inc$42 ;
+  assign \$35  = \$33  & \$34 ;
+  assign \below$44  = \$32  | \$35 ;
+  assign \$36  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$37  = ~ \$36 ;
+  assign \$38  = l0_sum1_t1_0_s4[13] & \$37 ;
+  assign \$39  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$40  = l0_sum1_t1_0_s4[13] & \$39 ;
+  assign \$41  = \$40  & \floor$41 [0];
+  assign \$42  = \$38  | \$41 ;
+  assign \$43  = $signed(\floor$41 ) + $signed({ 1'h0, \$42  });
+  assign \$44  = \above$43  ? 16'h7fff : \$43 [15:0];
+  assign \t$45  = \below$44  ? 16'h8000 : \$44 ;
+  assign \$45  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$46  = ~ \$45 ;
+  assign \$47  = l0_sum2_t1_0_s4[13] & \$46 ;
+  assign \$48  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$49  = l0_sum2_t1_0_s4[13] & \$48 ;
+  assign \$50  = \$49  & \floor$57 [0];
+  assign \inc$58  = \$47  | \$50 ;
+  assign \$51  = $signed(\floor$57 ) > $signed(16'h7fff);
+  assign \$52  = \floor$57  == 15'h7fff;
+  assign \$53  = \$52  & \inc$58 ;
+  assign \above$59  = \$51  | \$53 ;
+  assign \$54  = $signed(\floor$57 ) < $signed(17'h17fff);
+  assign \$55  = \floor$57  == 40'hffffff7fff;
+  assign \$56  = ~ \inc$58 ;
+  assign \$57  = \$55  & \$56 ;
+  assign \below$60  = \$54  | \$57 ;
+  assign \$58  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$59  = ~ \$58 ;
+  assign \$60  = l0_sum2_t1_0_s4[13] & \$59 ;
+  assign \$61  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$62  = l0_sum2_t1_0_s4[13] & \$61 ;
+  assign \$63  = \$62  & \floor$57 [0];
+  assign \$64  = \$60  | \$63 ;
+  assign \$65  = $signed(\floor$57 ) + $signed({ 1'h0, \$64  });
+  assign \$66  = \above$59  ? 16'h7fff : \$65 [15:0];
+  assign \t$61  = \below$60  ? 16'h8000 : \$66 ;
+  assign \$67  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$68  = ~ \$67 ;
+  assign \$69  = l0_sum3_t1_0_s4[13] & \$68 ;
+  assign \$70  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$71  = l0_sum3_t1_0_s4[13] & \$70 ;
+  assign \$72  = \$71  & \floor$73 [0];
+  assign \inc$74  = \$69  | \$72 ;
+  assign \$73  = $signed(\floor$73 ) > $signed(16'h7fff);
+  assign \$74  = \floor$73  == 15'h7fff;
+  assign \$75  = \$74  & \inc$74 ;
+  assign \above$75  = \$73  | \$75 ;
+  assign \$76  = $signed(\floor$73 ) < $signed(17'h17fff);
+  assign \$77  = \floor$73  == 40'hffffff7fff;
+  assign \$78  = ~ \inc$74 ;
+  assign \$79  = \$77  & \$78 ;
+  assign \below$76  = \$76  | \$79 ;
+  assign \$80  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$81  = ~ \$80 ;
+  assign \$82  = l0_sum3_t1_0_s4[13] & \$81 ;
+  assign \$83  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$84  = l0_sum3_t1_0_s4[13] & \$83 ;
+  assign \$85  = \$84  & \floor$73 [0];
+  assign \$86  = \$82  | \$85 ;
+  assign \$87  = $signed(\floor$73 ) + $signed({ 1'h0, \$86  });
+  assign \$88  = \above$75  ? 16'h7fff : \$87 [15:0];
+  assign \t$77  = \below$76  ? 16'h8000 : \$88 ;
+  assign \$89  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$90  = ~ \$89 ;
+  assign \$91  = l0_sum4_t1_0_s4[13] & \$90 ;
+  assign \$92  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$93  = l0_sum4_t1_0_s4[13] & \$92 ;
+  assign \$94  = \$93  & \floor$89 [0];
+  assign \inc$90  = \$91  | \$94 ;
+  assign \$95  = $signed(\floor$89 ) > $signed(16'h7fff);
+  assign \$96  = \floor$89  == 15'h7fff;
+  assign \$97  = \$96  & \inc$90 ;
+  assign \above$91  = \$95  | \$97 ;
+  assign \$98  = $signed(\floor$89 ) < $signed(17'h17fff);
+  assign \$99  = \floor$89  == 40'hffffff7fff;
+  assign \$100  = ~ \inc$90 ;
+  assign \$101  = \$99  & \$100 ;
+  assign \below$92  = \$98  | \$101 ;
+  assign \$102  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = l0_sum4_t1_0_s4[13] & \$103 ;
+  assign \$105  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$106  = l0_sum4_t1_0_s4[13] & \$105 ;
+  assign \$107  = \$106  & \floor$89 [0];
+  assign \$108  = \$104  | \$107 ;
+  assign \$109  = $signed(\floor$89 ) + $signed({ 1'h0, \$108  });
+  assign \$110  = \above$91  ? 16'h7fff : \$109 [15:0];
+  assign \t$93  = \below$92  ? 16'h8000 : \$110 ;
+  assign \$111  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$112  = ~ \$111 ;
+  assign \$113  = l0_sum5_t1_0_s4[13] & \$112 ;
+  assign \$114  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$115  = l0_sum5_t1_0_s4[13] & \$114 ;
+  assign \$116  = \$115  & \floor$105 [0];
+  assign \inc$106  = \$113  | \$116 ;
+  assign \$117  = $signed(\floor$105 ) > $signed(16'h7fff);
+  assign \$118  = \floor$105  == 15'h7fff;
+  assign \$119  = \$118  & \inc$106 ;
+  assign \above$107  = \$117  | \$119 ;
+  assign \$120  = $signed(\floor$105 ) < $signed(17'h17fff);
+  assign \$121  = \floor$105  == 40'hffffff7fff;
+  assign \$122  = ~ \inc$106 ;
+  assign \$123  = \$121  & \$122 ;
+  assign \below$108  = \$120  | \$123 ;
+  assign \$124  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$125  = ~ \$124 ;
+  assign \$126  = l0_sum5_t1_0_s4[13] & \$125 ;
+  assign \$127  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$128  = l0_sum5_t1_0_s4[13] & \$127 ;
+  assign \$129  = \$128  & \floor$105 [0];
+  assign \$130  = \$126  | \$129 ;
+  assign \$131  = $signed(\floor$105 ) + $signed({ 1'h0, \$130  });
+  assign \$132  = \above$107  ? 16'h7fff : \$131 [15:0];
+  assign \t$109  = \below$108  ? 16'h8000 : \$132 ;
+  assign \$133  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$134  = ~ \$133 ;
+  assign \$135  = l0_sum6_t1_0_s4[13] & \$134 ;
+  assign \$136  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$137  = l0_sum6_t1_0_s4[13] & \$136 ;
+  assign \$138  = \$137  & \floor$121 [0];
+  assign \inc$122  = \$135  | \$138 ;
+  assign \$139  = $signed(\floor$121 ) > $signed(16'h7fff);
+  assign \$140  = \floor$121  == 15'h7fff;
+  assign \$141  = \$140  & \inc$122 ;
+  assign \above$123  = \$139  | \$141 ;
+  assign \$142  = $signed(\floor$121 ) < $signed(17'h17fff);
+  assign \$143  = \floor$121  == 40'hffffff7fff;
+  assign \$144  = ~ \inc$122 ;
+  assign \$145  = \$143  & \$144 ;
+  assign \below$124  = \$142  | \$145 ;
+  assign \$146  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$147  = ~ \$146 ;
+  assign \$148  = l0_sum6_t1_0_s4[13] & \$147 ;
+  assign \$149  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$150  = l0_sum6_t1_0_s4[13] & \$149 ;
+  assign \$151  = \$150  & \floor$121 [0];
+  assign \$152  = \$148  | \$151 ;
+  assign \$153  = $signed(\floor$121 ) + $signed({ 1'h0, \$152  });
+  assign \$154  = \above$123  ? 16'h7fff : \$153 [15:0];
+  assign \t$125  = \below$124  ? 16'h8000 : \$154 ;
+  assign \$155  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$156  = ~ \$155 ;
+  assign \$157  = l0_sum7_t1_0_s4[13] & \$156 ;
+  assign \$158  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$159  = l0_sum7_t1_0_s4[13] & \$158 ;
+  assign \$160  = \$159  & \floor$137 [0];
+  assign \inc$138  = \$157  | \$160 ;
+  assign \$161  = $signed(\floor$137 ) > $signed(16'h7fff);
+  assign \$162  = \floor$137  == 15'h7fff;
+  assign \$163  = \$162  & \inc$138 ;
+  assign \above$139  = \$161  | \$163 ;
+  assign \$164  = $signed(\floor$137 ) < $signed(17'h17fff);
+  assign \$165  = \floor$137  == 40'hffffff7fff;
+  assign \$166  = ~ \inc$138 ;
+  assign \$167  = \$165  & \$166 ;
+  assign \below$140  = \$164  | \$167 ;
+  assign \$168  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$169  = ~ \$168 ;
+  assign \$170  = l0_sum7_t1_0_s4[13] & \$169 ;
+  assign \$171  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$172  = l0_sum7_t1_0_s4[13] & \$171 ;
+  assign \$173  = \$172  & \floor$137 [0];
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = $signed(\floor$137 ) + $signed({ 1'h0, \$174  });
+  assign \$176  = \above$139  ? 16'h7fff : \$175 [15:0];
+  assign \t$141  = \below$140  ? 16'h8000 : \$176 ;
+  assign \$177  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$178  = ~ \$177 ;
+  assign \$179  = l1_sum0_t3_0_s10[13] & \$178 ;
+  assign \$180  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$181  = l1_sum0_t3_0_s10[13] & \$180 ;
+  assign \$182  = \$181  & \floor$171 [0];
+  assign \inc$172  = \$179  | \$182 ;
+  assign \$183  = $signed(\floor$171 ) > $signed(16'h7fff);
+  assign \$184  = \floor$171  == 15'h7fff;
+  assign \$185  = \$184  & \inc$172 ;
+  assign \above$173  = \$183  | \$185 ;
+  assign \$186  = $signed(\floor$171 ) < $signed(17'h17fff);
+  assign \$187  = \floor$171  == 40'hffffff7fff;
+  assign \$188  = ~ \inc$172 ;
+  assign \$189  = \$187  & \$188 ;
+  assign \below$174  = \$186  | \$189 ;
+  assign \$190  = ! l1_sum0_t3_0_s10[12:0];
   assign \$191  = ~ \$190 ;
-  assign \$192  = err0_s6[4] & \$191 ;
-  assign \$193  = ! err0_s6[3:0];
-  assign \$194  = err0_s6[4] & \$193 ;
-  assign \$195  = \$194  & \floor$273 [0];
+  assign \$192  = l1_sum0_t3_0_s10[13] & \$191 ;
+  assign \$193  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$194  = l1_sum0_t3_0_s10[13] & \$193 ;
+  assign \$195  = \$194  & \floor$171 [0];
   assign \$196  = \$192  | \$195 ;
-  assign \t$274  = $signed(\floor$273 ) + $signed({ 1'h0, \$196  });
-  assign \$197  = $signed(\t$274 ) < $signed(16'h8000);
-  assign \$198  = $signed(\t$274 ) > $signed(16'h7fff);
-  assign \$199  = \$198  ? 16'h7fff : \t$274 [15:0];
-  assign \t$275  = \$197  ? 16'h8000 : \$199 ;
-  assign \t$276  = $signed(l1_w_0_0) * $signed(err0_s6);
-  assign \$200  = ! \t$279 [12:0];
-  assign \$201  = ~ \$200 ;
-  assign \$202  = \t$279 [13] & \$201 ;
-  assign \$203  = ! \t$279 [12:0];
-  assign \$204  = \t$279 [13] & \$203 ;
-  assign \$205  = \$204  & \floor$281 [0];
-  assign \$206  = \$202  | \$205 ;
-  assign \t$282  = $signed(\floor$281 ) + $signed({ 1'h0, \$206  });
-  assign \$207  = $signed(\t$282 ) < $signed(16'h8000);
-  assign \$208  = $signed(\t$282 ) > $signed(16'h7fff);
-  assign \$209  = \$208  ? 16'h7fff : \t$282 [15:0];
-  assign \t$283  = \$207  ? 16'h8000 : \$209 ;
-  assign \t$284  = $signed(l1_w_0_1) * $signed(err0_s6);
-  assign \$210  = ! \t$287 [12:0];
-  assign \$211  = ~ \$210 ;
-  assign \$212  = \t$287 [13] & \$211 ;
-  assign \$213  = ! \t$287 [12:0];
-  assign \$214  = \t$287 [13] & \$213 ;
-  assign \$215  = \$214  & \floor$289 [0];
-  assign \$216  = \$212  | \$215 ;
-  assign \t$290  = $signed(\floor$289 ) + $signed({ 1'h0, \$216  });
-  assign \$217  = $signed(\t$290 ) < $signed(16'h8000);
-  assign \$218  = $signed(\t$290 ) > $signed(16'h7fff);
-  assign \$219  = \$218  ? 16'h7fff : \t$290 [15:0];
-  assign \t$291  = \$217  ? 16'h8000 : \$219 ;
-  assign \t$292  = $signed(l1_w_0_2) * $signed(err0_s6);
-  assign \$220  = ! \t$295 [12:0];
-  assign \$221  = ~ \$220 ;
-  assign \$222  = \t$295 [13] & \$221 ;
-  assign \$223  = ! \t$295 [12:0];
-  assign \$224  = \t$295 [13] & \$223 ;
-  assign \$225  = \$224  & \floor$297 [0];
-  assign \$226  = \$222  | \$225 ;
-  assign \t$298  = $signed(\floor$297 ) + $signed({ 1'h0, \$226  });
-  assign \$227  = $signed(\t$298 ) < $signed(16'h8000);
-  assign \$228  = $signed(\t$298 ) > $signed(16'h7fff);
-  assign \$229  = \$228  ? 16'h7fff : \t$298 [15:0];
-  assign \t$299  = \$227  ? 16'h8000 : \$229 ;
-  assign \t$300  = $signed(l1_w_0_3) * $signed(err0_s6);
-  assign \$230  = ! \t$303 [12:0];
-  assign \$231  = ~ \$230 ;
-  assign \$232  = \t$303 [13] & \$231 ;
-  assign \$233  = ! \t$303 [12:0];
-  assign \$234  = \t$303 [13] & \$233 ;
-  assign \$235  = \$234  & \floor$305 [0];
-  assign \$236  = \$232  | \$235 ;
-  assign \t$306  = $signed(\floor$305 ) + $signed({ 1'h0, \$236  });
-  assign \$237  = $signed(\t$306 ) < $signed(16'h8000);
-  assign \$238  = $signed(\t$306 ) > $signed(16'h7fff);
-  assign \$239  = \$238  ? 16'h7fff : \t$306 [15:0];
-  assign \t$307  = \$237  ? 16'h8000 : \$239 ;
-  assign \t$308  = $signed(l1_w_0_4) * $signed(err0_s6);
-  assign \$240  = ! \t$311 [12:0];
-  assign \$241  = ~ \$240 ;
-  assign \$242  = \t$311 [13] & \$241 ;
-  assign \$243  = ! \t$311 [12:0];
-  assign \$244  = \t$311 [13] & \$243 ;
-  assign \$245  = \$244  & \floor$313 [0];
-  assign \$246  = \$242  | \$245 ;
-  assign \t$314  = $signed(\floor$313 ) + $signed({ 1'h0, \$246  });
-  assign \$247  = $signed(\t$314 ) < $signed(16'h8000);
-  assign \$248  = $signed(\t$314 ) > $signed(16'h7fff);
-  assign \$249  = \$248  ? 16'h7fff : \t$314 [15:0];
-  assign \t$315  = \$247  ? 16'h8000 : \$249 ;
-  assign \t$316  = $signed(l1_w_0_5) * $signed(err0_s6);
-  assign \$250  = ! \t$319 [12:0];
-  assign \$251  = ~ \$250 ;
-  assign \$252  = \t$319 [13] & \$251 ;
-  assign \$253  = ! \t$319 [12:0];
-  assign \$254  = \t$319 [13] & \$253 ;
-  assign \$255  = \$254  & \floor$321 [0];
-  assign \$256  = \$252  | \$255 ;
-  assign \t$322  = $signed(\floor$321 ) + $signed({ 1'h0, \$256  });
-  assign \$257  = $signed(\t$322 ) < $signed(16'h8000);
-  assign \$258  = $signed(\t$322 ) > $signed(16'h7fff);
-  assign \$259  = \$258  ? 16'h7fff : \t$322 [15:0];
-  assign \t$323  = \$257  ? 16'h8000 : \$259 ;
-  assign \t$324  = $signed(l1_w_0_6) * $signed(err0_s6);
-  assign \$260  = ! \t$327 [12:0];
+  assign \$197  = $signed(\floor$171 ) + $signed({ 1'h0, \$196  });
+  assign \$198  = \above$173  ? 16'h7fff : \$197 [15:0];
+  assign \t$175  = \below$174  ? 16'h8000 : \$198 ;
+  assign \$199  = $signed(l1_out0_s11) >= $signed(1'h0);
+  assign \t$177  = $signed(l1_out0_s11) - $signed(y0_s11);
+  assign \$200  = $signed(\t$179 ) < $signed(16'h8000);
+  assign \$201  = $signed(\t$179 ) > $signed(16'h7fff);
+  assign \$202  = \$201  ? 16'h7fff : \t$179 [15:0];
+  assign \t$180  = \$200  ? 16'h8000 : \$202 ;
+  assign \$203  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$204  = ~ \$203 ;
+  assign \$205  = l1_dw0_0_raw_s13[16] & \$204 ;
+  assign \$206  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$207  = l1_dw0_0_raw_s13[16] & \$206 ;
+  assign \$208  = \$207  & \floor$183 [0];
+  assign \inc$185  = \$205  | \$208 ;
+  assign \$209  = $signed(\floor$183 ) > $signed(16'h7fff);
+  assign \$210  = \floor$183  == 15'h7fff;
+  assign \$211  = \$210  & \inc$185 ;
+  assign \above$186  = \$209  | \$211 ;
+  assign \$212  = $signed(\floor$183 ) < $signed(17'h17fff);
+  assign \$213  = \floor$183  == 32'd4294934527;
+  assign \$214  = ~ \inc$185 ;
+  assign \$215  = \$213  & \$214 ;
+  assign \below$187  = \$212  | \$215 ;
+  assign \$216  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$217  = ~ \$216 ;
+  assign \$218  = l1_dw0_0_raw_s13[16] & \$217 ;
+  assign \$219  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$220  = l1_dw0_0_raw_s13[16] & \$219 ;
+  assign \$221  = \$220  & \floor$183 [0];
+  assign \$222  = \$218  | \$221 ;
+  assign \$223  = $signed(\floor$183 ) + $signed({ 1'h0, \$222  });
+  assign \$224  = \above$186  ? 16'h7fff : \$223 [15:0];
+  assign \t$188  = \below$187  ? 16'h8000 : \$224 ;
+  assign \$225  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$226  = ~ \$225 ;
+  assign \$227  = l1_dw0_1_raw_s13[16] & \$226 ;
+  assign \$228  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$229  = l1_dw0_1_raw_s13[16] & \$228 ;
+  assign \$230  = \$229  & \floor$189 [0];
+  assign \inc$191  = \$227  | \$230 ;
+  assign \$231  = $signed(\floor$189 ) > $signed(16'h7fff);
+  assign \$232  = \floor$189  == 15'h7fff;
+  assign \$233  = \$232  & \inc$191 ;
+  assign \above$192  = \$231  | \$233 ;
+  assign \$234  = $signed(\floor$189 ) < $signed(17'h17fff);
+  assign \$235  = \floor$189  == 32'd4294934527;
+  assign \$236  = ~ \inc$191 ;
+  assign \$237  = \$235  & \$236 ;
+  assign \below$193  = \$234  | \$237 ;
+  assign \$238  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$239  = ~ \$238 ;
+  assign \$240  = l1_dw0_1_raw_s13[16] & \$239 ;
+  assign \$241  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$242  = l1_dw0_1_raw_s13[16] & \$241 ;
+  assign \$243  = \$242  & \floor$189 [0];
+  assign \$244  = \$240  | \$243 ;
+  assign \$245  = $signed(\floor$189 ) + $signed({ 1'h0, \$244  });
+  assign \$246  = \above$192  ? 16'h7fff : \$245 [15:0];
+  assign \t$194  = \below$193  ? 16'h8000 : \$246 ;
+  assign \$247  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$248  = ~ \$247 ;
+  assign \$249  = l1_dw0_2_raw_s13[16] & \$248 ;
+  assign \$250  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$251  = l1_dw0_2_raw_s13[16] & \$250 ;
+  assign \$252  = \$251  & \floor$195 [0];
+  assign \inc$197  = \$249  | \$252 ;
+  assign \$253  = $signed(\floor$195 ) > $signed(16'h7fff);
+  assign \$254  = \floor$195  == 15'h7fff;
+  assign \$255  = \$254  & \inc$197 ;
+  assign \above$198  = \$253  | \$255 ;
+  assign \$256  = $signed(\floor$195 ) < $signed(17'h17fff);
+  assign \$257  = \floor$195  == 32'd4294934527;
+  assign \$258  = ~ \inc$197 ;
+  assign \$259  = \$257  & \$258 ;
+  assign \below$199  = \$256  | \$259 ;
+  assign \$260  = ! l1_dw0_2_raw_s13[15:0];
   assign \$261  = ~ \$260 ;
-  assign \$262  = \t$327 [13] & \$261 ;
-  assign \$263  = ! \t$327 [12:0];
-  assign \$264  = \t$327 [13] & \$263 ;
-  assign \$265  = \$264  & \floor$329 [0];
+  assign \$262  = l1_dw0_2_raw_s13[16] & \$261 ;
+  assign \$263  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$264  = l1_dw0_2_raw_s13[16] & \$263 ;
+  assign \$265  = \$264  & \floor$195 [0];
   assign \$266  = \$262  | \$265 ;
-  assign \t$330  = $signed(\floor$329 ) + $signed({ 1'h0, \$266  });
-  assign \$267  = $signed(\t$330 ) < $signed(16'h8000);
-  assign \$268  = $signed(\t$330 ) > $signed(16'h7fff);
-  assign \$269  = \$268  ? 16'h7fff : \t$330 [15:0];
-  assign \t$331  = \$267  ? 16'h8000 : \$269 ;
-  assign \t$332  = $signed(l1_w_0_7) * $signed(err0_s6);
-  assign \$270  = ! \t$335 [12:0];
-  assign \$271  = ~ \$270 ;
-  assign \$272  = \t$335 [13] & \$271 ;
-  assign \$273  = ! \t$335 [12:0];
-  assign \$274  = \t$335 [13] & \$273 ;
-  assign \$275  = \$274  & \floor$337 [0];
-  assign \$276  = \$272  | \$275 ;
-  assign \t$338  = $signed(\floor$337 ) + $signed({ 1'h0, \$276  });
-  assign \$277  = $signed(\t$338 ) < $signed(16'h8000);
-  assign \$278  = $signed(\t$338 ) > $signed(16'h7fff);
-  assign \$279  = \$278  ? 16'h7fff : \t$338 [15:0];
-  assign \t$339  = \$277  ? 16'h8000 : \$279 ;
-  assign \t$340  = $signed(l0_err0_s8) * $signed(x0_s8);
-  assign \$280  = ! \t$340 [15:0];
-  assign \$281  = ~ \$280 ;
-  assign \$282  = \t$340 [16] & \$281 ;
-  assign \$283  = ! \t$340 [15:0];
-  assign \$284  = \t$340 [16] & \$283 ;
-  assign \$285  = \$284  & \floor$343 [0];
-  assign \$286  = \$282  | \$285 ;
-  assign \t$344  = $signed(\floor$343 ) + $signed({ 1'h0, \$286  });
-  assign \$287  = $signed(\t$344 ) < $signed(16'h8000);
-  assign \$288  = $signed(\t$344 ) > $signed(16'h7fff);
-  assign \$289  = \$288  ? 16'h7fff : \t$344 [15:0];
-  assign \t$345  = \$287  ? 16'h8000 : \$289 ;
-  assign \t$346  = $signed(l0_err0_s8) * $signed(x1_s8);
-  assign \$290  = ! \t$346 [15:0];
-  assign \$291  = ~ \$290 ;
-  assign \$292  = \t$346 [16] & \$291 ;
-  assign \$293  = ! \t$346 [15:0];
-  assign \$294  = \t$346 [16] & \$293 ;
-  assign \$295  = \$294  & \floor$348 [0];
-  assign \$296  = \$292  | \$295 ;
-  assign \t$349  = $signed(\floor$348 ) + $signed({ 1'h0, \$296  });
-  assign \$297  = $signed(\t$349 ) < $signed(16'h8000);
-  assign \$298  = $signed(\t$349 ) > $signed(16'h7fff);
-  assign \$299  = \$298  ? 16'h7fff : \t$349 [15:0];
-  assign \t$350  = \$297  ? 16'h8000 : \$299 ;
-  assign \t$351  = $signed(l0_err1_s8) * $signed(x0_s8);
-  assign \$300  = ! \t$351 [15:0];
-  assign \$301  = ~ \$300 ;
-  assign \$302  = \t$351 [16] & \$301 ;
-  assign \$303  = ! \t$351 [15:0];
-  assign \$304  = \t$351 [16] & \$303 ;
-  assign \$305  = \$304  & \floor$353 [0];
-  assign \$306  = \$302  | \$305 ;
-  assign \t$354  = $signed(\floor$353 ) + $signed({ 1'h0, \$306  });
-  assign \$307  = $signed(\t$354 ) < $signed(16'h8000);
-  assign \$308  = $signed(\t$354 ) > $signed(16'h7fff);
-  assign \$309  = \$308  ? 16'h7fff : \t$354 [15:0];
-  assign \t$355  = \$307  ? 16'h8000 : \$309 ;
-  assign \t$356  = $signed(l0_err1_s8) * $signed(x1_s8);
-  assign \$310  = ! \t$356 [15:0];
-  assign \$311  = ~ \$310 ;
-  assign \$312  = \t$356 [16] & \$311 ;
-  assign \$313  = ! \t$356 [15:0];
-  assign \$314  = \t$356 [16] & \$313 ;
-  assign \$315  = \$314  & \floor$357 [0];
-  assign \$316  = \$312  | \$315 ;
-  assign \t$358  = $signed(\floor$357 ) + $signed({ 1'h0, \$316  });
-  assign \$317  = $signed(\t$358 ) < $signed(16'h8000);
-  assign \$318  = $signed(\t$358 ) > $signed(16'h7fff);
-  assign \$319  = \$318  ? 16'h7fff : \t$358 [15:0];
-  assign \t$359  = \$317  ? 16'h8000 : \$319 ;
-  assign \t$360  = $signed(l0_err2_s8) * $signed(x0_s8);
-  assign \$320  = ! \t$360 [15:0];
-  assign \$321  = ~ \$320 ;
-  assign \$322  = \t$360 [16] & \$321 ;
-  assign \$323  = ! \t$360 [15:0];
-  assign \$324  = \t$360 [16] & \$323 ;
-  assign \$325  = \$324  & \floor$362 [0];
-  assign \$326  = \$322  | \$325 ;
-  assign \t$363  = $signed(\floor$362 ) + $signed({ 1'h0, \$326  });
-  assign \$327  = $signed(\t$363 ) < $signed(16'h8000);
-  assign \$328  = $signed(\t$363 ) > $signed(16'h7fff);
-  assign \$329  = \$328  ? 16'h7fff : \t$363 [15:0];
-  assign \t$364  = \$327  ? 16'h8000 : \$329 ;
-  assign \t$365  = $signed(l0_err2_s8) * $signed(x1_s8);
-  assign \$330  = ! \t$365 [15:0];
-  assign \$331  = ~ \$330 ;
-  assign \$332  = \t$365 [16] & \$331 ;
-  assign \$333  = ! \t$365 [15:0];
-  assign \$334  = \t$365 [16] & \$333 ;
-  assign \$335  = \$334  & \floor$366 [0];
-  assign \$336  = \$332  | \$335 ;
-  assign \t$367  = $signed(\floor$366 ) + $signed({ 1'h0, \$336  });
-  assign \$337  = $signed(\t$367 ) < $signed(16'h8000);
-  assign \$338  = $signed(\t$367 ) > $signed(16'h7fff);
-  assign \$339  = \$338  ? 16'h7fff : \t$367 [15:0];
-  assign \t$368  = \$337  ? 16'h8000 : \$339 ;
-  assign \t$369  = $signed(l0_err3_s8) * $signed(x0_s8);
-  assign \$340  = ! \t$369 [15:0];
-  assign \$341  = ~ \$340 ;
-  assign \$342  = \t$369 [16] & \$341 ;
-  assign \$343  = ! \t$369 [15:0];
-  assign \$344  = \t$369 [16] & \$343 ;
-  assign \$345  = \$344  & \floor$371 [0];
-  assign \$346  = \$342  | \$345 ;
-  assign \t$372  = $signed(\floor$371 ) + $signed({ 1'h0, \$346  });
-  assign \$347  = $signed(\t$372 ) < $signed(16'h8000);
-  assign \$348  = $signed(\t$372 ) > $signed(16'h7fff);
-  assign \$349  = \$348  ? 16'h7fff : \t$372 [15:0];
-  assign \t$373  = \$347  ? 16'h8000 : \$349 ;
-  assign \t$374  = $signed(l0_err3_s8) * $signed(x1_s8);
-  assign \$350  = ! \t$374 [15:0];
-  assign \$351  = ~ \$350 ;
-  assign \$352  = \t$374 [16] & \$351 ;
-  assign \$353  = ! \t$374 [15:0];
-  assign \$354  = \t$374 [16] & \$353 ;
-  assign \$355  = \$354  & \floor$375 [0];
-  assign \$356  = \$352  | \$355 ;
-  assign \t$376  = $signed(\floor$375 ) + $signed({ 1'h0, \$356  });
-  assign \$357  = $signed(\t$376 ) < $signed(16'h8000);
-  assign \$358  = $signed(\t$376 ) > $signed(16'h7fff);
-  assign \$359  = \$358  ? 16'h7fff : \t$376 [15:0];
-  assign \t$377  = \$357  ? 16'h8000 : \$359 ;
-  assign \t$378  = $signed(l0_err4_s8) * $signed(x0_s8);
-  assign \$360  = ! \t$378 [15:0];
-  assign \$361  = ~ \$360 ;
-  assign \$362  = \t$378 [16] & \$361 ;
-  assign \$363  = ! \t$378 [15:0];
-  assign \$364  = \t$378 [16] & \$363 ;
-  assign \$365  = \$364  & \floor$380 [0];
-  assign \$366  = \$362  | \$365 ;
-  assign \t$381  = $signed(\floor$380 ) + $signed({ 1'h0, \$366  });
-  assign \$367  = $signed(\t$381 ) < $signed(16'h8000);
-  assign \$368  = $signed(\t$381 ) > $signed(16'h7fff);
-  assign \$369  = \$368  ? 16'h7fff : \t$381 [15:0];
-  assign \t$382  = \$367  ? 16'h8000 : \$369 ;
-  assign \t$383  = $signed(l0_err4_s8) * $signed(x1_s8);
-  assign \$370  = ! \t$383 [15:0];
+  assign \$267  = $signed(\floor$195 ) + $signed({ 1'h0, \$266  });
+  assign \$268  = \above$198  ? 16'h7fff : \$267 [15:0];
+  assign \t$200  = \below$199  ? 16'h8000 : \$268 ;
+  assign \$269  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$270  = ~ \$269 ;
+  assign \$271  = l1_dw0_3_raw_s13[16] & \$270 ;
+  assign \$272  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$273  = l1_dw0_3_raw_s13[16] & \$272 ;
+  assign \$274  = \$273  & \floor$201 [0];
+  assign \inc$203  = \$271  | \$274 ;
+  assign \$275  = $signed(\floor$201 ) > $signed(16'h7fff);
+  assign \$276  = \floor$201  == 15'h7fff;
+  assign \$277  = \$276  & \inc$203 ;
+  assign \above$204  = \$275  | \$277 ;
+  assign \$278  = $signed(\floor$201 ) < $signed(17'h17fff);
+  assign \$279  = \floor$201  == 32'd4294934527;
+  assign \$280  = ~ \inc$203 ;
+  assign \$281  = \$279  & \$280 ;
+  assign \below$205  = \$278  | \$281 ;
+  assign \$282  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$283  = ~ \$282 ;
+  assign \$284  = l1_dw0_3_raw_s13[16] & \$283 ;
+  assign \$285  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$286  = l1_dw0_3_raw_s13[16] & \$285 ;
+  assign \$287  = \$286  & \floor$201 [0];
+  assign \$288  = \$284  | \$287 ;
+  assign \$289  = $signed(\floor$201 ) + $signed({ 1'h0, \$288  });
+  assign \$290  = \above$204  ? 16'h7fff : \$289 [15:0];
+  assign \t$206  = \below$205  ? 16'h8000 : \$290 ;
+  assign \$291  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$292  = ~ \$291 ;
+  assign \$293  = l1_dw0_4_raw_s13[16] & \$292 ;
+  assign \$294  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$295  = l1_dw0_4_raw_s13[16] & \$294 ;
+  assign \$296  = \$295  & \floor$207 [0];
+  assign \inc$209  = \$293  | \$296 ;
+  assign \$297  = $signed(\floor$207 ) > $signed(16'h7fff);
+  assign \$298  = \floor$207  == 15'h7fff;
+  assign \$299  = \$298  & \inc$209 ;
+  assign \above$210  = \$297  | \$299 ;
+  assign \$300  = $signed(\floor$207 ) < $signed(17'h17fff);
+  assign \$301  = \floor$207  == 32'd4294934527;
+  assign \$302  = ~ \inc$209 ;
+  assign \$303  = \$301  & \$302 ;
+  assign \below$211  = \$300  | \$303 ;
+  assign \$304  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$305  = ~ \$304 ;
+  assign \$306  = l1_dw0_4_raw_s13[16] & \$305 ;
+  assign \$307  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$308  = l1_dw0_4_raw_s13[16] & \$307 ;
+  assign \$309  = \$308  & \floor$207 [0];
+  assign \$310  = \$306  | \$309 ;
+  assign \$311  = $signed(\floor$207 ) + $signed({ 1'h0, \$310  });
+  assign \$312  = \above$210  ? 16'h7fff : \$311 [15:0];
+  assign \t$212  = \below$211  ? 16'h8000 : \$312 ;
+  assign \$313  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$314  = ~ \$313 ;
+  assign \$315  = l1_dw0_5_raw_s13[16] & \$314 ;
+  assign \$316  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$317  = l1_dw0_5_raw_s13[16] & \$316 ;
+  assign \$318  = \$317  & \floor$213 [0];
+  assign \inc$215  = \$315  | \$318 ;
+  assign \$319  = $signed(\floor$213 ) > $signed(16'h7fff);
+  assign \$320  = \floor$213  == 15'h7fff;
+  assign \$321  = \$320  & \inc$215 ;
+  assign \above$216  = \$319  | \$321 ;
+  assign \$322  = $signed(\floor$213 ) < $signed(17'h17fff);
+  assign \$323  = \floor$213  == 32'd4294934527;
+  assign \$324  = ~ \inc$215 ;
+  assign \$325  = \$323  & \$324 ;
+  assign \below$217  = \$322  | \$325 ;
+  assign \$326  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$327  = ~ \$326 ;
+  assign \$328  = l1_dw0_5_raw_s13[16] & \$327 ;
+  assign \$329  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$330  = l1_dw0_5_raw_s13[16] & \$329 ;
+  assign \$331  = \$330  & \floor$213 [0];
+  assign \$332  = \$328  | \$331 ;
+  assign \$333  = $signed(\floor$213 ) + $signed({ 1'h0, \$332  });
+  assign \$334  = \above$216  ? 16'h7fff : \$333 [15:0];
+  assign \t$218  = \below$217  ? 16'h8000 : \$334 ;
+  assign \$335  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$336  = ~ \$335 ;
+  assign \$337  = l1_dw0_6_raw_s13[16] & \$336 ;
+  assign \$338  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$339  = l1_dw0_6_raw_s13[16] & \$338 ;
+  assign \$340  = \$339  & \floor$219 [0];
+  assign \inc$221  = \$337  | \$340 ;
+  assign \$341  = $signed(\floor$219 ) > $signed(16'h7fff);
+  assign \$342  = \floor$219  == 15'h7fff;
+  assign \$343  = \$342  & \inc$221 ;
+  assign \above$222  = \$341  | \$343 ;
+  assign \$344  = $signed(\floor$219 ) < $signed(17'h17fff);
+  assign \$345  = \floor$219  == 32'd4294934527;
+  assign \$346  = ~ \inc$221 ;
+  assign \$347  = \$345  & \$346 ;
+  assign \below$223  = \$344  | \$347 ;
+  assign \$348  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$349  = ~ \$348 ;
+  assign \$350  = l1_dw0_6_raw_s13[16] & \$349 ;
+  assign \$351  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$352  = l1_dw0_6_raw_s13[16] & \$351 ;
+  assign \$353  = \$352  & \floor$219 [0];
+  assign \$354  = \$350  | \$353 ;
+  assign \$355  = $signed(\floor$219 ) + $signed({ 1'h0, \$354  });
+  assign \$356  = \above$222  ? 16'h7fff : \$355 [15:0];
+  assign \t$224  = \below$223  ? 16'h8000 : \$356 ;
+  assign \$357  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$358  = ~ \$357 ;
+  assign \$359  = l1_dw0_7_raw_s13[16] & \$358 ;
+  assign \$360  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$361  = l1_dw0_7_raw_s13[16] & \$360 ;
+  assign \$362  = \$361  & \floor$225 [0];
+  assign \inc$227  = \$359  | \$362 ;
+  assign \$363  = $signed(\floor$225 ) > $signed(16'h7fff);
+  assign \$364  = \floor$225  == 15'h7fff;
+  assign \$365  = \$364  & \inc$227 ;
+  assign \above$228  = \$363  | \$365 ;
+  assign \$366  = $signed(\floor$225 ) < $signed(17'h17fff);
+  assign \$367  = \floor$225  == 32'd4294934527;
+  assign \$368  = ~ \inc$227 ;
+  assign \$369  = \$367  & \$368 ;
+  assign \below$229  = \$366  | \$369 ;
+  assign \$370  = ! l1_dw0_7_raw_s13[15:0];
   assign \$371  = ~ \$370 ;
-  assign \$372  = \t$383 [16] & \$371 ;
-  assign \$373  = ! \t$383 [15:0];
-  assign \$374  = \t$383 [16] & \$373 ;
-  assign \$375  = \$374  & \floor$384 [0];
+  assign \$372  = l1_dw0_7_raw_s13[16] & \$371 ;
+  assign \$373  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$374  = l1_dw0_7_raw_s13[16] & \$373 ;
+  assign \$375  = \$374  & \floor$225 [0];
   assign \$376  = \$372  | \$375 ;
-  assign \t$385  = $signed(\floor$384 ) + $signed({ 1'h0, \$376  });
-  assign \$377  = $signed(\t$385 ) < $signed(16'h8000);
-  assign \$378  = $signed(\t$385 ) > $signed(16'h7fff);
-  assign \$379  = \$378  ? 16'h7fff : \t$385 [15:0];
-  assign \t$386  = \$377  ? 16'h8000 : \$379 ;
-  assign \t$387  = $signed(l0_err5_s8) * $signed(x0_s8);
-  assign \$380  = ! \t$387 [15:0];
-  assign \$381  = ~ \$380 ;
-  assign \$382  = \t$387 [16] & \$381 ;
-  assign \$383  = ! \t$387 [15:0];
-  assign \$384  = \t$387 [16] & \$383 ;
-  assign \$385  = \$384  & \floor$389 [0];
-  assign \$386  = \$382  | \$385 ;
-  assign \t$390  = $signed(\floor$389 ) + $signed({ 1'h0, \$386  });
-  assign \$387  = $signed(\t$390 ) < $signed(16'h8000);
-  assign \$388  = $signed(\t$390 ) > $signed(16'h7fff);
-  assign \$389  = \$388  ? 16'h7fff : \t$390 [15:0];
-  assign \t$391  = \$387  ? 16'h8000 : \$389 ;
-  assign \t$392  = $signed(l0_err5_s8) * $signed(x1_s8);
-  assign \$390  = ! \t$392 [15:0];
-  assign \$391  = ~ \$390 ;
-  assign \$392  = \t$392 [16] & \$391 ;
-  assign \$393  = ! \t$392 [15:0];
-  assign \$394  = \t$392 [16] & \$393 ;
-  assign \$395  = \$394  & \floor$393 [0];
-  assign \$396  = \$392  | \$395 ;
-  assign \t$394  = $signed(\floor$393 ) + $signed({ 1'h0, \$396  });
-  assign \$397  = $signed(\t$394 ) < $signed(16'h8000);
-  assign \$398  = $signed(\t$394 ) > $signed(16'h7fff);
-  assign \$399  = \$398  ? 16'h7fff : \t$394 [15:0];
-  assign \t$395  = \$397  ? 16'h8000 : \$399 ;
-  assign \t$396  = $signed(l0_err6_s8) * $signed(x0_s8);
-  assign \$400  = ! \t$396 [15:0];
-  assign \$401  = ~ \$400 ;
-  assign \$402  = \t$396 [16] & \$401 ;
-  assign \$403  = ! \t$396 [15:0];
-  assign \$404  = \t$396 [16] & \$403 ;
-  assign \$405  = \$404  & \floor$398 [0];
-  assign \$406  = \$402  | \$405 ;
-  assign \t$399  = $signed(\floor$398 ) + $signed({ 1'h0, \$406  });
-  assign \$407  = $signed(\t$399 ) < $signed(16'h8000);
-  assign \$408  = $signed(\t$399 ) > $signed(16'h7fff);
-  assign \$409  = \$408  ? 16'h7fff : \t$399 [15:0];
-  assign \t$400  = \$407  ? 16'h8000 : \$409 ;
-  assign \t$401  = $signed(l0_err6_s8) * $signed(x1_s8);
-  assign \$410  = ! \t$401 [15:0];
-  assign \$411  = ~ \$410 ;
-  assign \$412  = \t$401 [16] & \$411 ;
-  assign \$413  = ! \t$401 [15:0];
-  assign \$414  = \t$401 [16] & \$413 ;
-  assign \$415  = \$414  & \floor$402 [0];
-  assign \$416  = \$412  | \$415 ;
-  assign \t$403  = $signed(\floor$402 ) + $signed({ 1'h0, \$416  });
-  assign \$417  = $signed(\t$403 ) < $signed(16'h8000);
-  assign \$418  = $signed(\t$403 ) > $signed(16'h7fff);
-  assign \$419  = \$418  ? 16'h7fff : \t$403 [15:0];
-  assign \t$404  = \$417  ? 16'h8000 : \$419 ;
-  assign \t$405  = $signed(l0_err7_s8) * $signed(x0_s8);
-  assign \$420  = ! \t$405 [15:0];
-  assign \$421  = ~ \$420 ;
-  assign \$422  = \t$405 [16] & \$421 ;
-  assign \$423  = ! \t$405 [15:0];
-  assign \$424  = \t$405 [16] & \$423 ;
-  assign \$425  = \$424  & \floor$407 [0];
-  assign \$426  = \$422  | \$425 ;
-  assign \t$408  = $signed(\floor$407 ) + $signed({ 1'h0, \$426  });
-  assign \$427  = $signed(\t$408 ) < $signed(16'h8000);
-  assign \$428  = $signed(\t$408 ) > $signed(16'h7fff);
-  assign \$429  = \$428  ? 16'h7fff : \t$408 [15:0];
-  assign \t$409  = \$427  ? 16'h8000 : \$429 ;
-  assign \t$410  = $signed(l0_err7_s8) * $signed(x1_s8);
-  assign \$430  = ! \t$410 [15:0];
-  assign \$431  = ~ \$430 ;
-  assign \$432  = \t$410 [16] & \$431 ;
-  assign \$433  = ! \t$410 [15:0];
-  assign \$434  = \t$410 [16] & \$433 ;
-  assign \$435  = \$434  & \floor$411 [0];
-  assign \$436  = \$432  | \$435 ;
-  assign \t$412  = $signed(\floor$411 ) + $signed({ 1'h0, \$436  });
-  assign \$437  = $signed(\t$412 ) < $signed(16'h8000);
-  assign \$438  = $signed(\t$412 ) > $signed(16'h7fff);
-  assign \$439  = \$438  ? 16'h7fff : \t$412 [15:0];
-  assign \t$413  = \$437  ? 16'h8000 : \$439 ;
-  assign \$440  = ! l0_err0_s8[3:0];
-  assign \$441  = ~ \$440 ;
-  assign \$442  = l0_err0_s8[4] & \$441 ;
-  assign \$443  = ! l0_err0_s8[3:0];
-  assign \$444  = l0_err0_s8[4] & \$443 ;
-  assign \$445  = \$444  & \floor$414 [0];
-  assign \$446  = \$442  | \$445 ;
-  assign \t$415  = $signed(\floor$414 ) + $signed({ 1'h0, \$446  });
-  assign \$447  = $signed(\t$415 ) < $signed(16'h8000);
-  assign \$448  = $signed(\t$415 ) > $signed(16'h7fff);
-  assign \$449  = \$448  ? 16'h7fff : \t$415 [15:0];
-  assign \t$416  = \$447  ? 16'h8000 : \$449 ;
-  assign \$450  = ! l0_err1_s8[3:0];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = l0_err1_s8[4] & \$451 ;
-  assign \$453  = ! l0_err1_s8[3:0];
-  assign \$454  = l0_err1_s8[4] & \$453 ;
-  assign \$455  = \$454  & \floor$417 [0];
-  assign \$456  = \$452  | \$455 ;
-  assign \t$418  = $signed(\floor$417 ) + $signed({ 1'h0, \$456  });
-  assign \$457  = $signed(\t$418 ) < $signed(16'h8000);
-  assign \$458  = $signed(\t$418 ) > $signed(16'h7fff);
-  assign \$459  = \$458  ? 16'h7fff : \t$418 [15:0];
-  assign \t$419  = \$457  ? 16'h8000 : \$459 ;
-  assign \$460  = ! l0_err2_s8[3:0];
-  assign \$461  = ~ \$460 ;
-  assign \$462  = l0_err2_s8[4] & \$461 ;
-  assign \$463  = ! l0_err2_s8[3:0];
-  assign \$464  = l0_err2_s8[4] & \$463 ;
-  assign \$465  = \$464  & \floor$420 [0];
-  assign \$466  = \$462  | \$465 ;
-  assign \t$421  = $signed(\floor$420 ) + $signed({ 1'h0, \$466  });
-  assign \$467  = $signed(\t$421 ) < $signed(16'h8000);
-  assign \$468  = $signed(\t$421 ) > $signed(16'h7fff);
-  assign \$469  = \$468  ? 16'h7fff : \t$421 [15:0];
-  assign \t$422  = \$467  ? 16'h8000 : \$469 ;
-  assign \$470  = ! l0_err3_s8[3:0];
-  assign \$471  = ~ \$470 ;
-  assign \$472  = l0_err3_s8[4] & \$471 ;
-  assign \$473  = ! l0_err3_s8[3:0];
-  assign \$474  = l0_err3_s8[4] & \$473 ;
-  assign \$475  = \$474  & \floor$423 [0];
-  assign \$476  = \$472  | \$475 ;
-  assign \t$424  = $signed(\floor$423 ) + $signed({ 1'h0, \$476  });
-  assign \$477  = $signed(\t$424 ) < $signed(16'h8000);
-  assign \$478  = $signed(\t$424 ) > $signed(16'h7fff);
-  assign \$479  = \$478  ? 16'h7fff : \t$424 [15:0];
-  assign \t$425  = \$477  ? 16'h8000 : \$479 ;
-  assign \$480  = ! l0_err4_s8[3:0];
+  assign \$377  = $signed(\floor$225 ) + $signed({ 1'h0, \$376  });
+  assign \$378  = \above$228  ? 16'h7fff : \$377 [15:0];
+  assign \t$230  = \below$229  ? 16'h8000 : \$378 ;
+  assign \$379  = ! err0_s12[3:0];
+  assign \$380  = ~ \$379 ;
+  assign \$381  = err0_s12[4] & \$380 ;
+  assign \$382  = ! err0_s12[3:0];
+  assign \$383  = err0_s12[4] & \$382 ;
+  assign \$384  = \$383  & \floor$231 [0];
+  assign \inc$233  = \$381  | \$384 ;
+  assign \$385  = $signed(\floor$231 ) > $signed(16'h7fff);
+  assign \$386  = \floor$231  == 15'h7fff;
+  assign \$387  = \$386  & \inc$233 ;
+  assign \above$234  = \$385  | \$387 ;
+  assign \$388  = $signed(\floor$231 ) < $signed(17'h17fff);
+  assign \$389  = $signed(\floor$231 ) == $signed(17'h17fff);
+  assign \$390  = ~ \inc$233 ;
+  assign \$391  = \$389  & \$390 ;
+  assign \below$235  = \$388  | \$391 ;
+  assign \$392  = ! err0_s12[3:0];
+  assign \$393  = ~ \$392 ;
+  assign \$394  = err0_s12[4] & \$393 ;
+  assign \$395  = ! err0_s12[3:0];
+  assign \$396  = err0_s12[4] & \$395 ;
+  assign \$397  = \$396  & \floor$231 [0];
+  assign \$398  = \$394  | \$397 ;
+  assign \$399  = $signed(\floor$231 ) + $signed({ 1'h0, \$398  });
+  assign \$400  = \above$234  ? 16'h7fff : \$399 [15:0];
+  assign \t$236  = \below$235  ? 16'h8000 : \$400 ;
+  assign \$401  = ! \t$237 [12:0];
+  assign \$402  = ~ \$401 ;
+  assign \$403  = \t$237 [13] & \$402 ;
+  assign \$404  = ! \t$237 [12:0];
+  assign \$405  = \t$237 [13] & \$404 ;
+  assign \$406  = \$405  & \floor$241 [0];
+  assign \inc$242  = \$403  | \$406 ;
+  assign \$407  = $signed(\floor$241 ) > $signed(16'h7fff);
+  assign \$408  = \floor$241  == 15'h7fff;
+  assign \$409  = \$408  & \inc$242 ;
+  assign \above$243  = \$407  | \$409 ;
+  assign \$410  = $signed(\floor$241 ) < $signed(17'h17fff);
+  assign \$411  = \floor$241  == 40'hffffff7fff;
+  assign \$412  = ~ \inc$242 ;
+  assign \$413  = \$411  & \$412 ;
+  assign \below$244  = \$410  | \$413 ;
+  assign \$414  = ! \t$237 [12:0];
+  assign \$415  = ~ \$414 ;
+  assign \$416  = \t$237 [13] & \$415 ;
+  assign \$417  = ! \t$237 [12:0];
+  assign \$418  = \t$237 [13] & \$417 ;
+  assign \$419  = \$418  & \floor$241 [0];
+  assign \$420  = \$416  | \$419 ;
+  assign \$421  = $signed(\floor$241 ) + $signed({ 1'h0, \$420  });
+  assign \$422  = \above$243  ? 16'h7fff : \$421 [15:0];
+  assign \t$245  = \below$244  ? 16'h8000 : \$422 ;
+  assign \$423  = ! \t$246 [12:0];
+  assign \$424  = ~ \$423 ;
+  assign \$425  = \t$246 [13] & \$424 ;
+  assign \$426  = ! \t$246 [12:0];
+  assign \$427  = \t$246 [13] & \$426 ;
+  assign \$428  = \$427  & \floor$250 [0];
+  assign \inc$251  = \$425  | \$428 ;
+  assign \$429  = $signed(\floor$250 ) > $signed(16'h7fff);
+  assign \$430  = \floor$250  == 15'h7fff;
+  assign \$431  = \$430  & \inc$251 ;
+  assign \above$252  = \$429  | \$431 ;
+  assign \$432  = $signed(\floor$250 ) < $signed(17'h17fff);
+  assign \$433  = \floor$250  == 40'hffffff7fff;
+  assign \$434  = ~ \inc$251 ;
+  assign \$435  = \$433  & \$434 ;
+  assign \below$253  = \$432  | \$435 ;
+  assign \$436  = ! \t$246 [12:0];
+  assign \$437  = ~ \$436 ;
+  assign \$438  = \t$246 [13] & \$437 ;
+  assign \$439  = ! \t$246 [12:0];
+  assign \$440  = \t$246 [13] & \$439 ;
+  assign \$441  = \$440  & \floor$250 [0];
+  assign \$442  = \$438  | \$441 ;
+  assign \$443  = $signed(\floor$250 ) + $signed({ 1'h0, \$442  });
+  assign \$444  = \above$252  ? 16'h7fff : \$443 [15:0];
+  assign \t$254  = \below$253  ? 16'h8000 : \$444 ;
+  assign \$445  = ! \t$255 [12:0];
+  assign \$446  = ~ \$445 ;
+  assign \$447  = \t$255 [13] & \$446 ;
+  assign \$448  = ! \t$255 [12:0];
+  assign \$449  = \t$255 [13] & \$448 ;
+  assign \$450  = \$449  & \floor$259 [0];
+  assign \inc$260  = \$447  | \$450 ;
+  assign \$451  = $signed(\floor$259 ) > $signed(16'h7fff);
+  assign \$452  = \floor$259  == 15'h7fff;
+  assign \$453  = \$452  & \inc$260 ;
+  assign \above$261  = \$451  | \$453 ;
+  assign \$454  = $signed(\floor$259 ) < $signed(17'h17fff);
+  assign \$455  = \floor$259  == 40'hffffff7fff;
+  assign \$456  = ~ \inc$260 ;
+  assign \$457  = \$455  & \$456 ;
+  assign \below$262  = \$454  | \$457 ;
+  assign \$458  = ! \t$255 [12:0];
+  assign \$459  = ~ \$458 ;
+  assign \$460  = \t$255 [13] & \$459 ;
+  assign \$461  = ! \t$255 [12:0];
+  assign \$462  = \t$255 [13] & \$461 ;
+  assign \$463  = \$462  & \floor$259 [0];
+  assign \$464  = \$460  | \$463 ;
+  assign \$465  = $signed(\floor$259 ) + $signed({ 1'h0, \$464  });
+  assign \$466  = \above$261  ? 16'h7fff : \$465 [15:0];
+  assign \t$263  = \below$262  ? 16'h8000 : \$466 ;
+  assign \$467  = ! \t$264 [12:0];
+  assign \$468  = ~ \$467 ;
+  assign \$469  = \t$264 [13] & \$468 ;
+  assign \$470  = ! \t$264 [12:0];
+  assign \$471  = \t$264 [13] & \$470 ;
+  assign \$472  = \$471  & \floor$268 [0];
+  assign \inc$269  = \$469  | \$472 ;
+  assign \$473  = $signed(\floor$268 ) > $signed(16'h7fff);
+  assign \$474  = \floor$268  == 15'h7fff;
+  assign \$475  = \$474  & \inc$269 ;
+  assign \above$270  = \$473  | \$475 ;
+  assign \$476  = $signed(\floor$268 ) < $signed(17'h17fff);
+  assign \$477  = \floor$268  == 40'hffffff7fff;
+  assign \$478  = ~ \inc$269 ;
+  assign \$479  = \$477  & \$478 ;
+  assign \below$271  = \$476  | \$479 ;
+  assign \$480  = ! \t$264 [12:0];
   assign \$481  = ~ \$480 ;
-  assign \$482  = l0_err4_s8[4] & \$481 ;
-  assign \$483  = ! l0_err4_s8[3:0];
-  assign \$484  = l0_err4_s8[4] & \$483 ;
-  assign \$485  = \$484  & \floor$426 [0];
+  assign \$482  = \t$264 [13] & \$481 ;
+  assign \$483  = ! \t$264 [12:0];
+  assign \$484  = \t$264 [13] & \$483 ;
+  assign \$485  = \$484  & \floor$268 [0];
   assign \$486  = \$482  | \$485 ;
-  assign \t$427  = $signed(\floor$426 ) + $signed({ 1'h0, \$486  });
-  assign \$487  = $signed(\t$427 ) < $signed(16'h8000);
-  assign \$488  = $signed(\t$427 ) > $signed(16'h7fff);
-  assign \$489  = \$488  ? 16'h7fff : \t$427 [15:0];
-  assign \t$428  = \$487  ? 16'h8000 : \$489 ;
-  assign \$490  = ! l0_err5_s8[3:0];
-  assign \$491  = ~ \$490 ;
-  assign \$492  = l0_err5_s8[4] & \$491 ;
-  assign \$493  = ! l0_err5_s8[3:0];
-  assign \$494  = l0_err5_s8[4] & \$493 ;
-  assign \$495  = \$494  & \floor$429 [0];
-  assign \$496  = \$492  | \$495 ;
-  assign \t$430  = $signed(\floor$429 ) + $signed({ 1'h0, \$496  });
-  assign \$497  = $signed(\t$430 ) < $signed(16'h8000);
-  assign \$498  = $signed(\t$430 ) > $signed(16'h7fff);
-  assign \$499  = \$498  ? 16'h7fff : \t$430 [15:0];
-  assign \t$431  = \$497  ? 16'h8000 : \$499 ;
-  assign \$500  = ! l0_err6_s8[3:0];
-  assign \$501  = ~ \$500 ;
-  assign \$502  = l0_err6_s8[4] & \$501 ;
-  assign \$503  = ! l0_err6_s8[3:0];
-  assign \$504  = l0_err6_s8[4] & \$503 ;
-  assign \$505  = \$504  & \floor$432 [0];
-  assign \$506  = \$502  | \$505 ;
-  assign \t$433  = $signed(\floor$432 ) + $signed({ 1'h0, \$506  });
-  assign \$507  = $signed(\t$433 ) < $signed(16'h8000);
-  assign \$508  = $signed(\t$433 ) > $signed(16'h7fff);
-  assign \$509  = \$508  ? 16'h7fff : \t$433 [15:0];
-  assign \t$434  = \$507  ? 16'h8000 : \$509 ;
-  assign \$510  = ! l0_err7_s8[3:0];
-  assign \$511  = ~ \$510 ;
-  assign \$512  = l0_err7_s8[4] & \$511 ;
-  assign \$513  = ! l0_err7_s8[3:0];
-  assign \$514  = l0_err7_s8[4] & \$513 ;
-  assign \$515  = \$514  & \floor$435 [0];
-  assign \$516  = \$512  | \$515 ;
-  assign \t$436  = $signed(\floor$435 ) + $signed({ 1'h0, \$516  });
-  assign \$517  = $signed(\t$436 ) < $signed(16'h8000);
-  assign \$518  = $signed(\t$436 ) > $signed(16'h7fff);
-  assign \$519  = \$518  ? 16'h7fff : \t$436 [15:0];
-  assign \t$437  = \$517  ? 16'h8000 : \$519 ;
-  assign \$520  = ~ m__ready;
-  assign \$521  = m__valid & \$520 ;
-  assign en = ~ \$521 ;
-  assign busy = | { valid_s8, valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s8;
-  assign \$522  = $signed(l0_w_0_0) - $signed(\t$345 );
-  assign \$523  = $signed(l0_w_0_1) - $signed(\t$350 );
-  assign \$524  = $signed(l0_w_1_0) - $signed(\t$355 );
-  assign \$525  = $signed(l0_w_1_1) - $signed(\t$359 );
-  assign \$526  = $signed(l0_w_2_0) - $signed(\t$364 );
-  assign \$527  = $signed(l0_w_2_1) - $signed(\t$368 );
-  assign \$528  = $signed(l0_w_3_0) - $signed(\t$373 );
-  assign \$529  = $signed(l0_w_3_1) - $signed(\t$377 );
-  assign \$530  = $signed(l0_w_4_0) - $signed(\t$382 );
-  assign \$531  = $signed(l0_w_4_1) - $signed(\t$386 );
-  assign \$532  = $signed(l0_w_5_0) - $signed(\t$391 );
-  assign \$533  = $signed(l0_w_5_1) - $signed(\t$395 );
-  assign \$534  = $signed(l0_w_6_0) - $signed(\t$400 );
-  assign \$535  = $signed(l0_w_6_1) - $signed(\t$404 );
-  assign \$536  = $signed(l0_w_7_0) - $signed(\t$409 );
-  assign \$537  = $signed(l0_w_7_1) - $signed(\t$413 );
-  assign \$538  = $signed(l0_b_0) - $signed(\t$416 );
-  assign \$539  = $signed(l0_b_1) - $signed(\t$419 );
-  assign \$540  = $signed(l0_b_2) - $signed(\t$422 );
-  assign \$541  = $signed(l0_b_3) - $signed(\t$425 );
-  assign \$542  = $signed(l0_b_4) - $signed(\t$428 );
-  assign \$543  = $signed(l0_b_5) - $signed(\t$431 );
-  assign \$544  = $signed(l0_b_6) - $signed(\t$434 );
-  assign \$545  = $signed(l0_b_7) - $signed(\t$437 );
-  assign commit_l1 = en & valid_s6;
-  assign \$546  = $signed(l1_w_0_0) - $signed(\t$237 );
-  assign \$547  = $signed(l1_w_0_1) - $signed(\t$242 );
-  assign \$548  = $signed(l1_w_0_2) - $signed(\t$247 );
-  assign \$549  = $signed(l1_w_0_3) - $signed(\t$252 );
-  assign \$550  = $signed(l1_w_0_4) - $signed(\t$257 );
-  assign \$551  = $signed(l1_w_0_5) - $signed(\t$262 );
-  assign \$552  = $signed(l1_w_0_6) - $signed(\t$267 );
-  assign \$553  = $signed(l1_w_0_7) - $signed(\t$272 );
-  assign \$554  = $signed(l1_b_0) - $signed(\t$275 );
-  assign \$555  = ~ pc__valid;
-  assign \$556  = en & \$555 ;
-  assign \$559  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$560  = ~ \$559 ;
-  assign s__ready = \$558  & \$560 ;
+  assign \$487  = $signed(\floor$268 ) + $signed({ 1'h0, \$486  });
+  assign \$488  = \above$270  ? 16'h7fff : \$487 [15:0];
+  assign \t$272  = \below$271  ? 16'h8000 : \$488 ;
+  assign \$489  = ! \t$273 [12:0];
+  assign \$490  = ~ \$489 ;
+  assign \$491  = \t$273 [13] & \$490 ;
+  assign \$492  = ! \t$273 [12:0];
+  assign \$493  = \t$273 [13] & \$492 ;
+  assign \$494  = \$493  & \floor$277 [0];
+  assign \inc$278  = \$491  | \$494 ;
+  assign \$495  = $signed(\floor$277 ) > $signed(16'h7fff);
+  assign \$496  = \floor$277  == 15'h7fff;
+  assign \$497  = \$496  & \inc$278 ;
+  assign \above$279  = \$495  | \$497 ;
+  assign \$498  = $signed(\floor$277 ) < $signed(17'h17fff);
+  assign \$499  = \floor$277  == 40'hffffff7fff;
+  assign \$500  = ~ \inc$278 ;
+  assign \$501  = \$499  & \$500 ;
+  assign \below$280  = \$498  | \$501 ;
+  assign \$502  = ! \t$273 [12:0];
+  assign \$503  = ~ \$502 ;
+  assign \$504  = \t$273 [13] & \$503 ;
+  assign \$505  = ! \t$273 [12:0];
+  assign \$506  = \t$273 [13] & \$505 ;
+  assign \$507  = \$506  & \floor$277 [0];
+  assign \$508  = \$504  | \$507 ;
+  assign \$509  = $signed(\floor$277 ) + $signed({ 1'h0, \$508  });
+  assign \$510  = \above$279  ? 16'h7fff : \$509 [15:0];
+  assign \t$281  = \below$280  ? 16'h8000 : \$510 ;
+  assign \$511  = ! \t$282 [12:0];
+  assign \$512  = ~ \$511 ;
+  assign \$513  = \t$282 [13] & \$512 ;
+  assign \$514  = ! \t$282 [12:0];
+  assign \$515  = \t$282 [13] & \$514 ;
+  assign \$516  = \$515  & \floor$286 [0];
+  assign \inc$287  = \$513  | \$516 ;
+  assign \$517  = $signed(\floor$286 ) > $signed(16'h7fff);
+  assign \$518  = \floor$286  == 15'h7fff;
+  assign \$519  = \$518  & \inc$287 ;
+  assign \above$288  = \$517  | \$519 ;
+  assign \$520  = $signed(\floor$286 ) < $signed(17'h17fff);
+  assign \$521  = \floor$286  == 40'hffffff7fff;
+  assign \$522  = ~ \inc$287 ;
+  assign \$523  = \$521  & \$522 ;
+  assign \below$289  = \$520  | \$523 ;
+  assign \$524  = ! \t$282 [12:0];
+  assign \$525  = ~ \$524 ;
+  assign \$526  = \t$282 [13] & \$525 ;
+  assign \$527  = ! \t$282 [12:0];
+  assign \$528  = \t$282 [13] & \$527 ;
+  assign \$529  = \$528  & \floor$286 [0];
+  assign \$530  = \$526  | \$529 ;
+  assign \$531  = $signed(\floor$286 ) + $signed({ 1'h0, \$530  });
+  assign \$532  = \above$288  ? 16'h7fff : \$531 [15:0];
+  assign \t$290  = \below$289  ? 16'h8000 : \$532 ;
+  assign \$533  = ! \t$291 [12:0];
+  assign \$534  = ~ \$533 ;
+  assign \$535  = \t$291 [13] & \$534 ;
+  assign \$536  = ! \t$291 [12:0];
+  assign \$537  = \t$291 [13] & \$536 ;
+  assign \$538  = \$537  & \floor$295 [0];
+  assign \inc$296  = \$535  | \$538 ;
+  assign \$539  = $signed(\floor$295 ) > $signed(16'h7fff);
+  assign \$540  = \floor$295  == 15'h7fff;
+  assign \$541  = \$540  & \inc$296 ;
+  assign \above$297  = \$539  | \$541 ;
+  assign \$542  = $signed(\floor$295 ) < $signed(17'h17fff);
+  assign \$543  = \floor$295  == 40'hffffff7fff;
+  assign \$544  = ~ \inc$296 ;
+  assign \$545  = \$543  & \$544 ;
+  assign \below$298  = \$542  | \$545 ;
+  assign \$546  = ! \t$291 [12:0];
+  assign \$547  = ~ \$546 ;
+  assign \$548  = \t$291 [13] & \$547 ;
+  assign \$549  = ! \t$291 [12:0];
+  assign \$550  = \t$291 [13] & \$549 ;
+  assign \$551  = \$550  & \floor$295 [0];
+  assign \$552  = \$548  | \$551 ;
+  assign \$553  = $signed(\floor$295 ) + $signed({ 1'h0, \$552  });
+  assign \$554  = \above$297  ? 16'h7fff : \$553 [15:0];
+  assign \t$299  = \below$298  ? 16'h8000 : \$554 ;
+  assign \$555  = ! \t$300 [12:0];
+  assign \$556  = ~ \$555 ;
+  assign \$557  = \t$300 [13] & \$556 ;
+  assign \$558  = ! \t$300 [12:0];
+  assign \$559  = \t$300 [13] & \$558 ;
+  assign \$560  = \$559  & \floor$304 [0];
+  assign \inc$305  = \$557  | \$560 ;
+  assign \$561  = $signed(\floor$304 ) > $signed(16'h7fff);
+  assign \$562  = \floor$304  == 15'h7fff;
+  assign \$563  = \$562  & \inc$305 ;
+  assign \above$306  = \$561  | \$563 ;
+  assign \$564  = $signed(\floor$304 ) < $signed(17'h17fff);
+  assign \$565  = \floor$304  == 40'hffffff7fff;
+  assign \$566  = ~ \inc$305 ;
+  assign \$567  = \$565  & \$566 ;
+  assign \below$307  = \$564  | \$567 ;
+  assign \$568  = ! \t$300 [12:0];
+  assign \$569  = ~ \$568 ;
+  assign \$570  = \t$300 [13] & \$569 ;
+  assign \$571  = ! \t$300 [12:0];
+  assign \$572  = \t$300 [13] & \$571 ;
+  assign \$573  = \$572  & \floor$304 [0];
+  assign \$574  = \$570  | \$573 ;
+  assign \$575  = $signed(\floor$304 ) + $signed({ 1'h0, \$574  });
+  assign \$576  = \above$306  ? 16'h7fff : \$575 [15:0];
+  assign \t$308  = \below$307  ? 16'h8000 : \$576 ;
+  assign \$577  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$578  = ~ \$577 ;
+  assign \$579  = l0_dw0_0_raw_s15[16] & \$578 ;
+  assign \$580  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$581  = l0_dw0_0_raw_s15[16] & \$580 ;
+  assign \$582  = \$581  & \floor$309 [0];
+  assign \inc$311  = \$579  | \$582 ;
+  assign \$583  = $signed(\floor$309 ) > $signed(16'h7fff);
+  assign \$584  = \floor$309  == 15'h7fff;
+  assign \$585  = \$584  & \inc$311 ;
+  assign \above$312  = \$583  | \$585 ;
+  assign \$586  = $signed(\floor$309 ) < $signed(17'h17fff);
+  assign \$587  = \floor$309  == 32'd4294934527;
+  assign \$588  = ~ \inc$311 ;
+  assign \$589  = \$587  & \$588 ;
+  assign \below$313  = \$586  | \$589 ;
+  assign \$590  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$591  = ~ \$590 ;
+  assign \$592  = l0_dw0_0_raw_s15[16] & \$591 ;
+  assign \$593  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$594  = l0_dw0_0_raw_s15[16] & \$593 ;
+  assign \$595  = \$594  & \floor$309 [0];
+  assign \$596  = \$592  | \$595 ;
+  assign \$597  = $signed(\floor$309 ) + $signed({ 1'h0, \$596  });
+  assign \$598  = \above$312  ? 16'h7fff : \$597 [15:0];
+  assign \t$314  = \below$313  ? 16'h8000 : \$598 ;
+  assign \$599  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$600  = ~ \$599 ;
+  assign \$601  = l0_dw0_1_raw_s15[16] & \$600 ;
+  assign \$602  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$603  = l0_dw0_1_raw_s15[16] & \$602 ;
+  assign \$604  = \$603  & \floor$315 [0];
+  assign \inc$317  = \$601  | \$604 ;
+  assign \$605  = $signed(\floor$315 ) > $signed(16'h7fff);
+  assign \$606  = \floor$315  == 15'h7fff;
+  assign \$607  = \$606  & \inc$317 ;
+  assign \above$318  = \$605  | \$607 ;
+  assign \$608  = $signed(\floor$315 ) < $signed(17'h17fff);
+  assign \$609  = \floor$315  == 32'd4294934527;
+  assign \$610  = ~ \inc$317 ;
+  assign \$611  = \$609  & \$610 ;
+  assign \below$319  = \$608  | \$611 ;
+  assign \$612  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$613  = ~ \$612 ;
+  assign \$614  = l0_dw0_1_raw_s15[16] & \$613 ;
+  assign \$615  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$616  = l0_dw0_1_raw_s15[16] & \$615 ;
+  assign \$617  = \$616  & \floor$315 [0];
+  assign \$618  = \$614  | \$617 ;
+  assign \$619  = $signed(\floor$315 ) + $signed({ 1'h0, \$618  });
+  assign \$620  = \above$318  ? 16'h7fff : \$619 [15:0];
+  assign \t$320  = \below$319  ? 16'h8000 : \$620 ;
+  assign \$621  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$622  = ~ \$621 ;
+  assign \$623  = l0_dw1_0_raw_s15[16] & \$622 ;
+  assign \$624  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$625  = l0_dw1_0_raw_s15[16] & \$624 ;
+  assign \$626  = \$625  & \floor$321 [0];
+  assign \inc$323  = \$623  | \$626 ;
+  assign \$627  = $signed(\floor$321 ) > $signed(16'h7fff);
+  assign \$628  = \floor$321  == 15'h7fff;
+  assign \$629  = \$628  & \inc$323 ;
+  assign \above$324  = \$627  | \$629 ;
+  assign \$630  = $signed(\floor$321 ) < $signed(17'h17fff);
+  assign \$631  = \floor$321  == 32'd4294934527;
+  assign \$632  = ~ \inc$323 ;
+  assign \$633  = \$631  & \$632 ;
+  assign \below$325  = \$630  | \$633 ;
+  assign \$634  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$635  = ~ \$634 ;
+  assign \$636  = l0_dw1_0_raw_s15[16] & \$635 ;
+  assign \$637  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$638  = l0_dw1_0_raw_s15[16] & \$637 ;
+  assign \$639  = \$638  & \floor$321 [0];
+  assign \$640  = \$636  | \$639 ;
+  assign \$641  = $signed(\floor$321 ) + $signed({ 1'h0, \$640  });
+  assign \$642  = \above$324  ? 16'h7fff : \$641 [15:0];
+  assign \t$326  = \below$325  ? 16'h8000 : \$642 ;
+  assign \$643  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$644  = ~ \$643 ;
+  assign \$645  = l0_dw1_1_raw_s15[16] & \$644 ;
+  assign \$646  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$647  = l0_dw1_1_raw_s15[16] & \$646 ;
+  assign \$648  = \$647  & \floor$327 [0];
+  assign \inc$329  = \$645  | \$648 ;
+  assign \$649  = $signed(\floor$327 ) > $signed(16'h7fff);
+  assign \$650  = \floor$327  == 15'h7fff;
+  assign \$651  = \$650  & \inc$329 ;
+  assign \above$330  = \$649  | \$651 ;
+  assign \$652  = $signed(\floor$327 ) < $signed(17'h17fff);
+  assign \$653  = \floor$327  == 32'd4294934527;
+  assign \$654  = ~ \inc$329 ;
+  assign \$655  = \$653  & \$654 ;
+  assign \below$331  = \$652  | \$655 ;
+  assign \$656  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$657  = ~ \$656 ;
+  assign \$658  = l0_dw1_1_raw_s15[16] & \$657 ;
+  assign \$659  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$660  = l0_dw1_1_raw_s15[16] & \$659 ;
+  assign \$661  = \$660  & \floor$327 [0];
+  assign \$662  = \$658  | \$661 ;
+  assign \$663  = $signed(\floor$327 ) + $signed({ 1'h0, \$662  });
+  assign \$664  = \above$330  ? 16'h7fff : \$663 [15:0];
+  assign \t$332  = \below$331  ? 16'h8000 : \$664 ;
+  assign \$665  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$666  = ~ \$665 ;
+  assign \$667  = l0_dw2_0_raw_s15[16] & \$666 ;
+  assign \$668  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$669  = l0_dw2_0_raw_s15[16] & \$668 ;
+  assign \$670  = \$669  & \floor$333 [0];
+  assign \inc$335  = \$667  | \$670 ;
+  assign \$671  = $signed(\floor$333 ) > $signed(16'h7fff);
+  assign \$672  = \floor$333  == 15'h7fff;
+  assign \$673  = \$672  & \inc$335 ;
+  assign \above$336  = \$671  | \$673 ;
+  assign \$674  = $signed(\floor$333 ) < $signed(17'h17fff);
+  assign \$675  = \floor$333  == 32'd4294934527;
+  assign \$676  = ~ \inc$335 ;
+  assign \$677  = \$675  & \$676 ;
+  assign \below$337  = \$674  | \$677 ;
+  assign \$678  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$679  = ~ \$678 ;
+  assign \$680  = l0_dw2_0_raw_s15[16] & \$679 ;
+  assign \$681  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$682  = l0_dw2_0_raw_s15[16] & \$681 ;
+  assign \$683  = \$682  & \floor$333 [0];
+  assign \$684  = \$680  | \$683 ;
+  assign \$685  = $signed(\floor$333 ) + $signed({ 1'h0, \$684  });
+  assign \$686  = \above$336  ? 16'h7fff : \$685 [15:0];
+  assign \t$338  = \below$337  ? 16'h8000 : \$686 ;
+  assign \$687  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$688  = ~ \$687 ;
+  assign \$689  = l0_dw2_1_raw_s15[16] & \$688 ;
+  assign \$690  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$691  = l0_dw2_1_raw_s15[16] & \$690 ;
+  assign \$692  = \$691  & \floor$339 [0];
+  assign \inc$341  = \$689  | \$692 ;
+  assign \$693  = $signed(\floor$339 ) > $signed(16'h7fff);
+  assign \$694  = \floor$339  == 15'h7fff;
+  assign \$695  = \$694  & \inc$341 ;
+  assign \above$342  = \$693  | \$695 ;
+  assign \$696  = $signed(\floor$339 ) < $signed(17'h17fff);
+  assign \$697  = \floor$339  == 32'd4294934527;
+  assign \$698  = ~ \inc$341 ;
+  assign \$699  = \$697  & \$698 ;
+  assign \below$343  = \$696  | \$699 ;
+  assign \$700  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$701  = ~ \$700 ;
+  assign \$702  = l0_dw2_1_raw_s15[16] & \$701 ;
+  assign \$703  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$704  = l0_dw2_1_raw_s15[16] & \$703 ;
+  assign \$705  = \$704  & \floor$339 [0];
+  assign \$706  = \$702  | \$705 ;
+  assign \$707  = $signed(\floor$339 ) + $signed({ 1'h0, \$706  });
+  assign \$708  = \above$342  ? 16'h7fff : \$707 [15:0];
+  assign \t$344  = \below$343  ? 16'h8000 : \$708 ;
+  assign \$709  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$710  = ~ \$709 ;
+  assign \$711  = l0_dw3_0_raw_s15[16] & \$710 ;
+  assign \$712  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$713  = l0_dw3_0_raw_s15[16] & \$712 ;
+  assign \$714  = \$713  & \floor$345 [0];
+  assign \inc$347  = \$711  | \$714 ;
+  assign \$715  = $signed(\floor$345 ) > $signed(16'h7fff);
+  assign \$716  = \floor$345  == 15'h7fff;
+  assign \$717  = \$716  & \inc$347 ;
+  assign \above$348  = \$715  | \$717 ;
+  assign \$718  = $signed(\floor$345 ) < $signed(17'h17fff);
+  assign \$719  = \floor$345  == 32'd4294934527;
+  assign \$720  = ~ \inc$347 ;
+  assign \$721  = \$719  & \$720 ;
+  assign \below$349  = \$718  | \$721 ;
+  assign \$722  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$723  = ~ \$722 ;
+  assign \$724  = l0_dw3_0_raw_s15[16] & \$723 ;
+  assign \$725  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$726  = l0_dw3_0_raw_s15[16] & \$725 ;
+  assign \$727  = \$726  & \floor$345 [0];
+  assign \$728  = \$724  | \$727 ;
+  assign \$729  = $signed(\floor$345 ) + $signed({ 1'h0, \$728  });
+  assign \$730  = \above$348  ? 16'h7fff : \$729 [15:0];
+  assign \t$350  = \below$349  ? 16'h8000 : \$730 ;
+  assign \$731  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$732  = ~ \$731 ;
+  assign \$733  = l0_dw3_1_raw_s15[16] & \$732 ;
+  assign \$734  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$735  = l0_dw3_1_raw_s15[16] & \$734 ;
+  assign \$736  = \$735  & \floor$351 [0];
+  assign \inc$353  = \$733  | \$736 ;
+  assign \$737  = $signed(\floor$351 ) > $signed(16'h7fff);
+  assign \$738  = \floor$351  == 15'h7fff;
+  assign \$739  = \$738  & \inc$353 ;
+  assign \above$354  = \$737  | \$739 ;
+  assign \$740  = $signed(\floor$351 ) < $signed(17'h17fff);
+  assign \$741  = \floor$351  == 32'd4294934527;
+  assign \$742  = ~ \inc$353 ;
+  assign \$743  = \$741  & \$742 ;
+  assign \below$355  = \$740  | \$743 ;
+  assign \$744  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$745  = ~ \$744 ;
+  assign \$746  = l0_dw3_1_raw_s15[16] & \$745 ;
+  assign \$747  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$748  = l0_dw3_1_raw_s15[16] & \$747 ;
+  assign \$749  = \$748  & \floor$351 [0];
+  assign \$750  = \$746  | \$749 ;
+  assign \$751  = $signed(\floor$351 ) + $signed({ 1'h0, \$750  });
+  assign \$752  = \above$354  ? 16'h7fff : \$751 [15:0];
+  assign \t$356  = \below$355  ? 16'h8000 : \$752 ;
+  assign \$753  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$754  = ~ \$753 ;
+  assign \$755  = l0_dw4_0_raw_s15[16] & \$754 ;
+  assign \$756  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$757  = l0_dw4_0_raw_s15[16] & \$756 ;
+  assign \$758  = \$757  & \floor$357 [0];
+  assign \inc$359  = \$755  | \$758 ;
+  assign \$759  = $signed(\floor$357 ) > $signed(16'h7fff);
+  assign \$760  = \floor$357  == 15'h7fff;
+  assign \$761  = \$760  & \inc$359 ;
+  assign \above$360  = \$759  | \$761 ;
+  assign \$762  = $signed(\floor$357 ) < $signed(17'h17fff);
+  assign \$763  = \floor$357  == 32'd4294934527;
+  assign \$764  = ~ \inc$359 ;
+  assign \$765  = \$763  & \$764 ;
+  assign \below$361  = \$762  | \$765 ;
+  assign \$766  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$767  = ~ \$766 ;
+  assign \$768  = l0_dw4_0_raw_s15[16] & \$767 ;
+  assign \$769  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$770  = l0_dw4_0_raw_s15[16] & \$769 ;
+  assign \$771  = \$770  & \floor$357 [0];
+  assign \$772  = \$768  | \$771 ;
+  assign \$773  = $signed(\floor$357 ) + $signed({ 1'h0, \$772  });
+  assign \$774  = \above$360  ? 16'h7fff : \$773 [15:0];
+  assign \t$362  = \below$361  ? 16'h8000 : \$774 ;
+  assign \$775  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$776  = ~ \$775 ;
+  assign \$777  = l0_dw4_1_raw_s15[16] & \$776 ;
+  assign \$778  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$779  = l0_dw4_1_raw_s15[16] & \$778 ;
+  assign \$780  = \$779  & \floor$363 [0];
+  assign \inc$365  = \$777  | \$780 ;
+  assign \$781  = $signed(\floor$363 ) > $signed(16'h7fff);
+  assign \$782  = \floor$363  == 15'h7fff;
+  assign \$783  = \$782  & \inc$365 ;
+  assign \above$366  = \$781  | \$783 ;
+  assign \$784  = $signed(\floor$363 ) < $signed(17'h17fff);
+  assign \$785  = \floor$363  == 32'd4294934527;
+  assign \$786  = ~ \inc$365 ;
+  assign \$787  = \$785  & \$786 ;
+  assign \below$367  = \$784  | \$787 ;
+  assign \$788  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$789  = ~ \$788 ;
+  assign \$790  = l0_dw4_1_raw_s15[16] & \$789 ;
+  assign \$791  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$792  = l0_dw4_1_raw_s15[16] & \$791 ;
+  assign \$793  = \$792  & \floor$363 [0];
+  assign \$794  = \$790  | \$793 ;
+  assign \$795  = $signed(\floor$363 ) + $signed({ 1'h0, \$794  });
+  assign \$796  = \above$366  ? 16'h7fff : \$795 [15:0];
+  assign \t$368  = \below$367  ? 16'h8000 : \$796 ;
+  assign \$797  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$798  = ~ \$797 ;
+  assign \$799  = l0_dw5_0_raw_s15[16] & \$798 ;
+  assign \$800  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$801  = l0_dw5_0_raw_s15[16] & \$800 ;
+  assign \$802  = \$801  & \floor$369 [0];
+  assign \inc$371  = \$799  | \$802 ;
+  assign \$803  = $signed(\floor$369 ) > $signed(16'h7fff);
+  assign \$804  = \floor$369  == 15'h7fff;
+  assign \$805  = \$804  & \inc$371 ;
+  assign \above$372  = \$803  | \$805 ;
+  assign \$806  = $signed(\floor$369 ) < $signed(17'h17fff);
+  assign \$807  = \floor$369  == 32'd4294934527;
+  assign \$808  = ~ \inc$371 ;
+  assign \$809  = \$807  & \$808 ;
+  assign \below$373  = \$806  | \$809 ;
+  assign \$810  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$811  = ~ \$810 ;
+  assign \$812  = l0_dw5_0_raw_s15[16] & \$811 ;
+  assign \$813  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$814  = l0_dw5_0_raw_s15[16] & \$813 ;
+  assign \$815  = \$814  & \floor$369 [0];
+  assign \$816  = \$812  | \$815 ;
+  assign \$817  = $signed(\floor$369 ) + $signed({ 1'h0, \$816  });
+  assign \$818  = \above$372  ? 16'h7fff : \$817 [15:0];
+  assign \t$374  = \below$373  ? 16'h8000 : \$818 ;
+  assign \$819  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$820  = ~ \$819 ;
+  assign \$821  = l0_dw5_1_raw_s15[16] & \$820 ;
+  assign \$822  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$823  = l0_dw5_1_raw_s15[16] & \$822 ;
+  assign \$824  = \$823  & \floor$375 [0];
+  assign \inc$377  = \$821  | \$824 ;
+  assign \$825  = $signed(\floor$375 ) > $signed(16'h7fff);
+  assign \$826  = \floor$375  == 15'h7fff;
+  assign \$827  = \$826  & \inc$377 ;
+  assign \above$378  = \$825  | \$827 ;
+  assign \$828  = $signed(\floor$375 ) < $signed(17'h17fff);
+  assign \$829  = \floor$375  == 32'd4294934527;
+  assign \$830  = ~ \inc$377 ;
+  assign \$831  = \$829  & \$830 ;
+  assign \below$379  = \$828  | \$831 ;
+  assign \$832  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$833  = ~ \$832 ;
+  assign \$834  = l0_dw5_1_raw_s15[16] & \$833 ;
+  assign \$835  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$836  = l0_dw5_1_raw_s15[16] & \$835 ;
+  assign \$837  = \$836  & \floor$375 [0];
+  assign \$838  = \$834  | \$837 ;
+  assign \$839  = $signed(\floor$375 ) + $signed({ 1'h0, \$838  });
+  assign \$840  = \above$378  ? 16'h7fff : \$839 [15:0];
+  assign \t$380  = \below$379  ? 16'h8000 : \$840 ;
+  assign \$841  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$842  = ~ \$841 ;
+  assign \$843  = l0_dw6_0_raw_s15[16] & \$842 ;
+  assign \$844  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$845  = l0_dw6_0_raw_s15[16] & \$844 ;
+  assign \$846  = \$845  & \floor$381 [0];
+  assign \inc$383  = \$843  | \$846 ;
+  assign \$847  = $signed(\floor$381 ) > $signed(16'h7fff);
+  assign \$848  = \floor$381  == 15'h7fff;
+  assign \$849  = \$848  & \inc$383 ;
+  assign \above$384  = \$847  | \$849 ;
+  assign \$850  = $signed(\floor$381 ) < $signed(17'h17fff);
+  assign \$851  = \floor$381  == 32'd4294934527;
+  assign \$852  = ~ \inc$383 ;
+  assign \$853  = \$851  & \$852 ;
+  assign \below$385  = \$850  | \$853 ;
+  assign \$854  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$855  = ~ \$854 ;
+  assign \$856  = l0_dw6_0_raw_s15[16] & \$855 ;
+  assign \$857  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$858  = l0_dw6_0_raw_s15[16] & \$857 ;
+  assign \$859  = \$858  & \floor$381 [0];
+  assign \$860  = \$856  | \$859 ;
+  assign \$861  = $signed(\floor$381 ) + $signed({ 1'h0, \$860  });
+  assign \$862  = \above$384  ? 16'h7fff : \$861 [15:0];
+  assign \t$386  = \below$385  ? 16'h8000 : \$862 ;
+  assign \$863  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$864  = ~ \$863 ;
+  assign \$865  = l0_dw6_1_raw_s15[16] & \$864 ;
+  assign \$866  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$867  = l0_dw6_1_raw_s15[16] & \$866 ;
+  assign \$868  = \$867  & \floor$387 [0];
+  assign \inc$389  = \$865  | \$868 ;
+  assign \$869  = $signed(\floor$387 ) > $signed(16'h7fff);
+  assign \$870  = \floor$387  == 15'h7fff;
+  assign \$871  = \$870  & \inc$389 ;
+  assign \above$390  = \$869  | \$871 ;
+  assign \$872  = $signed(\floor$387 ) < $signed(17'h17fff);
+  assign \$873  = \floor$387  == 32'd4294934527;
+  assign \$874  = ~ \inc$389 ;
+  assign \$875  = \$873  & \$874 ;
+  assign \below$391  = \$872  | \$875 ;
+  assign \$876  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$877  = ~ \$876 ;
+  assign \$878  = l0_dw6_1_raw_s15[16] & \$877 ;
+  assign \$879  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$880  = l0_dw6_1_raw_s15[16] & \$879 ;
+  assign \$881  = \$880  & \floor$387 [0];
+  assign \$882  = \$878  | \$881 ;
+  assign \$883  = $signed(\floor$387 ) + $signed({ 1'h0, \$882  });
+  assign \$884  = \above$390  ? 16'h7fff : \$883 [15:0];
+  assign \t$392  = \below$391  ? 16'h8000 : \$884 ;
+  assign \$885  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$886  = ~ \$885 ;
+  assign \$887  = l0_dw7_0_raw_s15[16] & \$886 ;
+  assign \$888  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$889  = l0_dw7_0_raw_s15[16] & \$888 ;
+  assign \$890  = \$889  & \floor$393 [0];
+  assign \inc$395  = \$887  | \$890 ;
+  assign \$891  = $signed(\floor$393 ) > $signed(16'h7fff);
+  assign \$892  = \floor$393  == 15'h7fff;
+  assign \$893  = \$892  & \inc$395 ;
+  assign \above$396  = \$891  | \$893 ;
+  assign \$894  = $signed(\floor$393 ) < $signed(17'h17fff);
+  assign \$895  = \floor$393  == 32'd4294934527;
+  assign \$896  = ~ \inc$395 ;
+  assign \$897  = \$895  & \$896 ;
+  assign \below$397  = \$894  | \$897 ;
+  assign \$898  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$899  = ~ \$898 ;
+  assign \$900  = l0_dw7_0_raw_s15[16] & \$899 ;
+  assign \$901  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$902  = l0_dw7_0_raw_s15[16] & \$901 ;
+  assign \$903  = \$902  & \floor$393 [0];
+  assign \$904  = \$900  | \$903 ;
+  assign \$905  = $signed(\floor$393 ) + $signed({ 1'h0, \$904  });
+  assign \$906  = \above$396  ? 16'h7fff : \$905 [15:0];
+  assign \t$398  = \below$397  ? 16'h8000 : \$906 ;
+  assign \$907  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$908  = ~ \$907 ;
+  assign \$909  = l0_dw7_1_raw_s15[16] & \$908 ;
+  assign \$910  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$911  = l0_dw7_1_raw_s15[16] & \$910 ;
+  assign \$912  = \$911  & \floor$399 [0];
+  assign \inc$401  = \$909  | \$912 ;
+  assign \$913  = $signed(\floor$399 ) > $signed(16'h7fff);
+  assign \$914  = \floor$399  == 15'h7fff;
+  assign \$915  = \$914  & \inc$401 ;
+  assign \above$402  = \$913  | \$915 ;
+  assign \$916  = $signed(\floor$399 ) < $signed(17'h17fff);
+  assign \$917  = \floor$399  == 32'd4294934527;
+  assign \$918  = ~ \inc$401 ;
+  assign \$919  = \$917  & \$918 ;
+  assign \below$403  = \$916  | \$919 ;
+  assign \$920  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$921  = ~ \$920 ;
+  assign \$922  = l0_dw7_1_raw_s15[16] & \$921 ;
+  assign \$923  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$924  = l0_dw7_1_raw_s15[16] & \$923 ;
+  assign \$925  = \$924  & \floor$399 [0];
+  assign \$926  = \$922  | \$925 ;
+  assign \$927  = $signed(\floor$399 ) + $signed({ 1'h0, \$926  });
+  assign \$928  = \above$402  ? 16'h7fff : \$927 [15:0];
+  assign \t$404  = \below$403  ? 16'h8000 : \$928 ;
+  assign \$929  = ! l0_err0_s14[3:0];
+  assign \$930  = ~ \$929 ;
+  assign \$931  = l0_err0_s14[4] & \$930 ;
+  assign \$932  = ! l0_err0_s14[3:0];
+  assign \$933  = l0_err0_s14[4] & \$932 ;
+  assign \$934  = \$933  & \floor$405 [0];
+  assign \inc$407  = \$931  | \$934 ;
+  assign \$935  = $signed(\floor$405 ) > $signed(16'h7fff);
+  assign \$936  = \floor$405  == 15'h7fff;
+  assign \$937  = \$936  & \inc$407 ;
+  assign \above$408  = \$935  | \$937 ;
+  assign \$938  = $signed(\floor$405 ) < $signed(17'h17fff);
+  assign \$939  = $signed(\floor$405 ) == $signed(17'h17fff);
+  assign \$940  = ~ \inc$407 ;
+  assign \$941  = \$939  & \$940 ;
+  assign \below$409  = \$938  | \$941 ;
+  assign \$942  = ! l0_err0_s14[3:0];
+  assign \$943  = ~ \$942 ;
+  assign \$944  = l0_err0_s14[4] & \$943 ;
+  assign \$945  = ! l0_err0_s14[3:0];
+  assign \$946  = l0_err0_s14[4] & \$945 ;
+  assign \$947  = \$946  & \floor$405 [0];
+  assign \$948  = \$944  | \$947 ;
+  assign \$949  = $signed(\floor$405 ) + $signed({ 1'h0, \$948  });
+  assign \$950  = \above$408  ? 16'h7fff : \$949 [15:0];
+  assign \t$410  = \below$409  ? 16'h8000 : \$950 ;
+  assign \$951  = ! l0_err1_s14[3:0];
+  assign \$952  = ~ \$951 ;
+  assign \$953  = l0_err1_s14[4] & \$952 ;
+  assign \$954  = ! l0_err1_s14[3:0];
+  assign \$955  = l0_err1_s14[4] & \$954 ;
+  assign \$956  = \$955  & \floor$411 [0];
+  assign \inc$413  = \$953  | \$956 ;
+  assign \$957  = $signed(\floor$411 ) > $signed(16'h7fff);
+  assign \$958  = \floor$411  == 15'h7fff;
+  assign \$959  = \$958  & \inc$413 ;
+  assign \above$414  = \$957  | \$959 ;
+  assign \$960  = $signed(\floor$411 ) < $signed(17'h17fff);
+  assign \$961  = $signed(\floor$411 ) == $signed(17'h17fff);
+  assign \$962  = ~ \inc$413 ;
+  assign \$963  = \$961  & \$962 ;
+  assign \below$415  = \$960  | \$963 ;
+  assign \$964  = ! l0_err1_s14[3:0];
+  assign \$965  = ~ \$964 ;
+  assign \$966  = l0_err1_s14[4] & \$965 ;
+  assign \$967  = ! l0_err1_s14[3:0];
+  assign \$968  = l0_err1_s14[4] & \$967 ;
+  assign \$969  = \$968  & \floor$411 [0];
+  assign \$970  = \$966  | \$969 ;
+  assign \$971  = $signed(\floor$411 ) + $signed({ 1'h0, \$970  });
+  assign \$972  = \above$414  ? 16'h7fff : \$971 [15:0];
+  assign \t$416  = \below$415  ? 16'h8000 : \$972 ;
+  assign \$973  = ! l0_err2_s14[3:0];
+  assign \$974  = ~ \$973 ;
+  assign \$975  = l0_err2_s14[4] & \$974 ;
+  assign \$976  = ! l0_err2_s14[3:0];
+  assign \$977  = l0_err2_s14[4] & \$976 ;
+  assign \$978  = \$977  & \floor$417 [0];
+  assign \inc$419  = \$975  | \$978 ;
+  assign \$979  = $signed(\floor$417 ) > $signed(16'h7fff);
+  assign \$980  = \floor$417  == 15'h7fff;
+  assign \$981  = \$980  & \inc$419 ;
+  assign \above$420  = \$979  | \$981 ;
+  assign \$982  = $signed(\floor$417 ) < $signed(17'h17fff);
+  assign \$983  = $signed(\floor$417 ) == $signed(17'h17fff);
+  assign \$984  = ~ \inc$419 ;
+  assign \$985  = \$983  & \$984 ;
+  assign \below$421  = \$982  | \$985 ;
+  assign \$986  = ! l0_err2_s14[3:0];
+  assign \$987  = ~ \$986 ;
+  assign \$988  = l0_err2_s14[4] & \$987 ;
+  assign \$989  = ! l0_err2_s14[3:0];
+  assign \$990  = l0_err2_s14[4] & \$989 ;
+  assign \$991  = \$990  & \floor$417 [0];
+  assign \$992  = \$988  | \$991 ;
+  assign \$993  = $signed(\floor$417 ) + $signed({ 1'h0, \$992  });
+  assign \$994  = \above$420  ? 16'h7fff : \$993 [15:0];
+  assign \t$422  = \below$421  ? 16'h8000 : \$994 ;
+  assign \$995  = ! l0_err3_s14[3:0];
+  assign \$996  = ~ \$995 ;
+  assign \$997  = l0_err3_s14[4] & \$996 ;
+  assign \$998  = ! l0_err3_s14[3:0];
+  assign \$999  = l0_err3_s14[4] & \$998 ;
+  assign \$1000  = \$999  & \floor$423 [0];
+  assign \inc$425  = \$997  | \$1000 ;
+  assign \$1001  = $signed(\floor$423 ) > $signed(16'h7fff);
+  assign \$1002  = \floor$423  == 15'h7fff;
+  assign \$1003  = \$1002  & \inc$425 ;
+  assign \above$426  = \$1001  | \$1003 ;
+  assign \$1004  = $signed(\floor$423 ) < $signed(17'h17fff);
+  assign \$1005  = $signed(\floor$423 ) == $signed(17'h17fff);
+  assign \$1006  = ~ \inc$425 ;
+  assign \$1007  = \$1005  & \$1006 ;
+  assign \below$427  = \$1004  | \$1007 ;
+  assign \$1008  = ! l0_err3_s14[3:0];
+  assign \$1009  = ~ \$1008 ;
+  assign \$1010  = l0_err3_s14[4] & \$1009 ;
+  assign \$1011  = ! l0_err3_s14[3:0];
+  assign \$1012  = l0_err3_s14[4] & \$1011 ;
+  assign \$1013  = \$1012  & \floor$423 [0];
+  assign \$1014  = \$1010  | \$1013 ;
+  assign \$1015  = $signed(\floor$423 ) + $signed({ 1'h0, \$1014  });
+  assign \$1016  = \above$426  ? 16'h7fff : \$1015 [15:0];
+  assign \t$428  = \below$427  ? 16'h8000 : \$1016 ;
+  assign \$1017  = ! l0_err4_s14[3:0];
+  assign \$1018  = ~ \$1017 ;
+  assign \$1019  = l0_err4_s14[4] & \$1018 ;
+  assign \$1020  = ! l0_err4_s14[3:0];
+  assign \$1021  = l0_err4_s14[4] & \$1020 ;
+  assign \$1022  = \$1021  & \floor$429 [0];
+  assign \inc$431  = \$1019  | \$1022 ;
+  assign \$1023  = $signed(\floor$429 ) > $signed(16'h7fff);
+  assign \$1024  = \floor$429  == 15'h7fff;
+  assign \$1025  = \$1024  & \inc$431 ;
+  assign \above$432  = \$1023  | \$1025 ;
+  assign \$1026  = $signed(\floor$429 ) < $signed(17'h17fff);
+  assign \$1027  = $signed(\floor$429 ) == $signed(17'h17fff);
+  assign \$1028  = ~ \inc$431 ;
+  assign \$1029  = \$1027  & \$1028 ;
+  assign \below$433  = \$1026  | \$1029 ;
+  assign \$1030  = ! l0_err4_s14[3:0];
+  assign \$1031  = ~ \$1030 ;
+  assign \$1032  = l0_err4_s14[4] & \$1031 ;
+  assign \$1033  = ! l0_err4_s14[3:0];
+  assign \$1034  = l0_err4_s14[4] & \$1033 ;
+  assign \$1035  = \$1034  & \floor$429 [0];
+  assign \$1036  = \$1032  | \$1035 ;
+  assign \$1037  = $signed(\floor$429 ) + $signed({ 1'h0, \$1036  });
+  assign \$1038  = \above$432  ? 16'h7fff : \$1037 [15:0];
+  assign \t$434  = \below$433  ? 16'h8000 : \$1038 ;
+  assign \$1039  = ! l0_err5_s14[3:0];
+  assign \$1040  = ~ \$1039 ;
+  assign \$1041  = l0_err5_s14[4] & \$1040 ;
+  assign \$1042  = ! l0_err5_s14[3:0];
+  assign \$1043  = l0_err5_s14[4] & \$1042 ;
+  assign \$1044  = \$1043  & \floor$435 [0];
+  assign \inc$437  = \$1041  | \$1044 ;
+  assign \$1045  = $signed(\floor$435 ) > $signed(16'h7fff);
+  assign \$1046  = \floor$435  == 15'h7fff;
+  assign \$1047  = \$1046  & \inc$437 ;
+  assign \above$438  = \$1045  | \$1047 ;
+  assign \$1048  = $signed(\floor$435 ) < $signed(17'h17fff);
+  assign \$1049  = $signed(\floor$435 ) == $signed(17'h17fff);
+  assign \$1050  = ~ \inc$437 ;
+  assign \$1051  = \$1049  & \$1050 ;
+  assign \below$439  = \$1048  | \$1051 ;
+  assign \$1052  = ! l0_err5_s14[3:0];
+  assign \$1053  = ~ \$1052 ;
+  assign \$1054  = l0_err5_s14[4] & \$1053 ;
+  assign \$1055  = ! l0_err5_s14[3:0];
+  assign \$1056  = l0_err5_s14[4] & \$1055 ;
+  assign \$1057  = \$1056  & \floor$435 [0];
+  assign \$1058  = \$1054  | \$1057 ;
+  assign \$1059  = $signed(\floor$435 ) + $signed({ 1'h0, \$1058  });
+  assign \$1060  = \above$438  ? 16'h7fff : \$1059 [15:0];
+  assign \t$440  = \below$439  ? 16'h8000 : \$1060 ;
+  assign \$1061  = ! l0_err6_s14[3:0];
+  assign \$1062  = ~ \$1061 ;
+  assign \$1063  = l0_err6_s14[4] & \$1062 ;
+  assign \$1064  = ! l0_err6_s14[3:0];
+  assign \$1065  = l0_err6_s14[4] & \$1064 ;
+  assign \$1066  = \$1065  & \floor$441 [0];
+  assign \inc$443  = \$1063  | \$1066 ;
+  assign \$1067  = $signed(\floor$441 ) > $signed(16'h7fff);
+  assign \$1068  = \floor$441  == 15'h7fff;
+  assign \$1069  = \$1068  & \inc$443 ;
+  assign \above$444  = \$1067  | \$1069 ;
+  assign \$1070  = $signed(\floor$441 ) < $signed(17'h17fff);
+  assign \$1071  = $signed(\floor$441 ) == $signed(17'h17fff);
+  assign \$1072  = ~ \inc$443 ;
+  assign \$1073  = \$1071  & \$1072 ;
+  assign \below$445  = \$1070  | \$1073 ;
+  assign \$1074  = ! l0_err6_s14[3:0];
+  assign \$1075  = ~ \$1074 ;
+  assign \$1076  = l0_err6_s14[4] & \$1075 ;
+  assign \$1077  = ! l0_err6_s14[3:0];
+  assign \$1078  = l0_err6_s14[4] & \$1077 ;
+  assign \$1079  = \$1078  & \floor$441 [0];
+  assign \$1080  = \$1076  | \$1079 ;
+  assign \$1081  = $signed(\floor$441 ) + $signed({ 1'h0, \$1080  });
+  assign \$1082  = \above$444  ? 16'h7fff : \$1081 [15:0];
+  assign \t$446  = \below$445  ? 16'h8000 : \$1082 ;
+  assign \$1083  = ! l0_err7_s14[3:0];
+  assign \$1084  = ~ \$1083 ;
+  assign \$1085  = l0_err7_s14[4] & \$1084 ;
+  assign \$1086  = ! l0_err7_s14[3:0];
+  assign \$1087  = l0_err7_s14[4] & \$1086 ;
+  assign \$1088  = \$1087  & \floor$447 [0];
+  assign \inc$449  = \$1085  | \$1088 ;
+  assign \$1089  = $signed(\floor$447 ) > $signed(16'h7fff);
+  assign \$1090  = \floor$447  == 15'h7fff;
+  assign \$1091  = \$1090  & \inc$449 ;
+  assign \above$450  = \$1089  | \$1091 ;
+  assign \$1092  = $signed(\floor$447 ) < $signed(17'h17fff);
+  assign \$1093  = $signed(\floor$447 ) == $signed(17'h17fff);
+  assign \$1094  = ~ \inc$449 ;
+  assign \$1095  = \$1093  & \$1094 ;
+  assign \below$451  = \$1092  | \$1095 ;
+  assign \$1096  = ! l0_err7_s14[3:0];
+  assign \$1097  = ~ \$1096 ;
+  assign \$1098  = l0_err7_s14[4] & \$1097 ;
+  assign \$1099  = ! l0_err7_s14[3:0];
+  assign \$1100  = l0_err7_s14[4] & \$1099 ;
+  assign \$1101  = \$1100  & \floor$447 [0];
+  assign \$1102  = \$1098  | \$1101 ;
+  assign \$1103  = $signed(\floor$447 ) + $signed({ 1'h0, \$1102  });
+  assign \$1104  = \above$450  ? 16'h7fff : \$1103 [15:0];
+  assign \t$452  = \below$451  ? 16'h8000 : \$1104 ;
+  assign \$1105  = ~ m__ready;
+  assign \$1106  = m__valid & \$1105 ;
+  assign en = ~ \$1106 ;
+  assign busy = | { valid_s16, valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s16;
+  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s16);
+  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s16);
+  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s16);
+  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s16);
+  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s16);
+  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s16);
+  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s16);
+  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s16);
+  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s16);
+  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s16);
+  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s16);
+  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s16);
+  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s16);
+  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s16);
+  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s16);
+  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s16);
+  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s16);
+  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s16);
+  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s16);
+  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s16);
+  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s16);
+  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s16);
+  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s16);
+  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s16);
+  assign commit_l1 = en & valid_s14;
+  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s14);
+  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s14);
+  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s14);
+  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s14);
+  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s14);
+  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s14);
+  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s14);
+  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s14);
+  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s14);
+  assign \$1140  = ~ pc__valid;
+  assign \$1141  = en & \$1140 ;
+  assign \$1144  = | { valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$1145  = ~ \$1144 ;
+  assign s__ready = \$1143  & \$1145 ;
   assign accept = s__valid & s__ready;
-  assign \$561  = ~ busy;
-  assign \$562  = pc__valid & \$561 ;
-  assign \$565  = ~ read_wait;
-  assign \$566  = \$564  & \$565 ;
-  assign \$567  = ~ pr__valid;
-  assign \$568  = \$567  | pr__ready;
-  assign pc__ready = \$566  & \$568 ;
-  assign \$569  = port_addr - 1'h0;
-  assign \$570  = port_addr >= 1'h0;
-  assign \$571  = port_addr < 5'h18;
-  assign \$572  = \$570  & \$571 ;
-  assign \$573  = pc__ready & pc__payload[22];
-  assign l0_port_wr = \$572  & \$574 ;
-  assign \$575  = port_addr >= 1'h0;
-  assign \$576  = port_addr < 5'h18;
-  assign \$577  = \$575  & \$576 ;
-  assign \$578  = \$577  & pc__ready;
-  assign \$579  = ~ pc__payload[22];
-  assign l0_port_rd = \$578  & \$579 ;
-  assign \$580  = port_addr - 5'h18;
-  assign \$581  = port_addr >= 5'h18;
-  assign \$582  = port_addr < 6'h21;
-  assign \$583  = \$581  & \$582 ;
-  assign \$584  = pc__ready & pc__payload[22];
-  assign l1_port_wr = \$583  & \$585 ;
-  assign \$586  = port_addr >= 5'h18;
-  assign \$587  = port_addr < 6'h21;
-  assign \$588  = \$586  & \$587 ;
-  assign \$589  = \$588  & pc__ready;
-  assign \$590  = ~ pc__payload[22];
-  assign l1_port_rd = \$589  & \$590 ;
-  assign \$591  = $signed(\t$449 ) < $signed(16'h8000);
-  assign \$592  = $signed(\t$449 ) > $signed(16'h7fff);
-  assign \$593  = \$592  ? 16'h7fff : \t$449 [15:0];
-  assign \$594  = \$591  ? 16'h8000 : \$593 ;
-  assign \$595  = $signed(\t$450 ) < $signed(16'h8000);
-  assign \$596  = $signed(\t$450 ) > $signed(16'h7fff);
-  assign \$597  = \$596  ? 16'h7fff : \t$450 [15:0];
-  assign \$598  = \$595  ? 16'h8000 : \$597 ;
-  assign \$599  = $signed(\t$451 ) < $signed(16'h8000);
-  assign \$600  = $signed(\t$451 ) > $signed(16'h7fff);
-  assign \$601  = \$600  ? 16'h7fff : \t$451 [15:0];
-  assign \$602  = \$599  ? 16'h8000 : \$601 ;
-  assign \$603  = $signed(\t$452 ) < $signed(16'h8000);
-  assign \$604  = $signed(\t$452 ) > $signed(16'h7fff);
-  assign \$605  = \$604  ? 16'h7fff : \t$452 [15:0];
-  assign \$606  = \$603  ? 16'h8000 : \$605 ;
-  assign \$607  = $signed(\t$453 ) < $signed(16'h8000);
-  assign \$608  = $signed(\t$453 ) > $signed(16'h7fff);
-  assign \$609  = \$608  ? 16'h7fff : \t$453 [15:0];
-  assign \$610  = \$607  ? 16'h8000 : \$609 ;
-  assign \$611  = $signed(\t$454 ) < $signed(16'h8000);
-  assign \$612  = $signed(\t$454 ) > $signed(16'h7fff);
-  assign \$613  = \$612  ? 16'h7fff : \t$454 [15:0];
-  assign \$614  = \$611  ? 16'h8000 : \$613 ;
-  assign \$615  = $signed(\t$455 ) < $signed(16'h8000);
-  assign \$616  = $signed(\t$455 ) > $signed(16'h7fff);
-  assign \$617  = \$616  ? 16'h7fff : \t$455 [15:0];
-  assign \$618  = \$615  ? 16'h8000 : \$617 ;
-  assign \$619  = $signed(\t$456 ) < $signed(16'h8000);
-  assign \$620  = $signed(\t$456 ) > $signed(16'h7fff);
-  assign \$621  = \$620  ? 16'h7fff : \t$456 [15:0];
-  assign \$622  = \$619  ? 16'h8000 : \$621 ;
-  assign \$623  = $signed(\t$457 ) < $signed(16'h8000);
-  assign \$624  = $signed(\t$457 ) > $signed(16'h7fff);
-  assign \$625  = \$624  ? 16'h7fff : \t$457 [15:0];
-  assign \$626  = \$623  ? 16'h8000 : \$625 ;
-  assign \$627  = $signed(\t$458 ) < $signed(16'h8000);
-  assign \$628  = $signed(\t$458 ) > $signed(16'h7fff);
-  assign \$629  = \$628  ? 16'h7fff : \t$458 [15:0];
-  assign \$630  = \$627  ? 16'h8000 : \$629 ;
-  assign \$631  = $signed(\t$459 ) < $signed(16'h8000);
-  assign \$632  = $signed(\t$459 ) > $signed(16'h7fff);
-  assign \$633  = \$632  ? 16'h7fff : \t$459 [15:0];
-  assign \$634  = \$631  ? 16'h8000 : \$633 ;
-  assign \$635  = $signed(\t$460 ) < $signed(16'h8000);
-  assign \$636  = $signed(\t$460 ) > $signed(16'h7fff);
-  assign \$637  = \$636  ? 16'h7fff : \t$460 [15:0];
-  assign \$638  = \$635  ? 16'h8000 : \$637 ;
-  assign \$639  = $signed(\t$461 ) < $signed(16'h8000);
-  assign \$640  = $signed(\t$461 ) > $signed(16'h7fff);
-  assign \$641  = \$640  ? 16'h7fff : \t$461 [15:0];
-  assign \$642  = \$639  ? 16'h8000 : \$641 ;
-  assign \$643  = $signed(\t$462 ) < $signed(16'h8000);
-  assign \$644  = $signed(\t$462 ) > $signed(16'h7fff);
-  assign \$645  = \$644  ? 16'h7fff : \t$462 [15:0];
-  assign \$646  = \$643  ? 16'h8000 : \$645 ;
-  assign \$647  = $signed(\t$463 ) < $signed(16'h8000);
-  assign \$648  = $signed(\t$463 ) > $signed(16'h7fff);
-  assign \$649  = \$648  ? 16'h7fff : \t$463 [15:0];
-  assign \$650  = \$647  ? 16'h8000 : \$649 ;
-  assign \$651  = $signed(\t$464 ) < $signed(16'h8000);
-  assign \$652  = $signed(\t$464 ) > $signed(16'h7fff);
-  assign \$653  = \$652  ? 16'h7fff : \t$464 [15:0];
-  assign \$654  = \$651  ? 16'h8000 : \$653 ;
-  assign \$655  = $signed(\t$465 ) < $signed(16'h8000);
-  assign \$656  = $signed(\t$465 ) > $signed(16'h7fff);
-  assign \$657  = \$656  ? 16'h7fff : \t$465 [15:0];
-  assign \$658  = \$655  ? 16'h8000 : \$657 ;
-  assign \$659  = $signed(\t$466 ) < $signed(16'h8000);
-  assign \$660  = $signed(\t$466 ) > $signed(16'h7fff);
-  assign \$661  = \$660  ? 16'h7fff : \t$466 [15:0];
-  assign \$662  = \$659  ? 16'h8000 : \$661 ;
-  assign \$663  = $signed(\t$467 ) < $signed(16'h8000);
-  assign \$664  = $signed(\t$467 ) > $signed(16'h7fff);
-  assign \$665  = \$664  ? 16'h7fff : \t$467 [15:0];
-  assign \$666  = \$663  ? 16'h8000 : \$665 ;
-  assign \$667  = $signed(\t$468 ) < $signed(16'h8000);
-  assign \$668  = $signed(\t$468 ) > $signed(16'h7fff);
-  assign \$669  = \$668  ? 16'h7fff : \t$468 [15:0];
-  assign \$670  = \$667  ? 16'h8000 : \$669 ;
-  assign \$671  = $signed(\t$469 ) < $signed(16'h8000);
-  assign \$672  = $signed(\t$469 ) > $signed(16'h7fff);
-  assign \$673  = \$672  ? 16'h7fff : \t$469 [15:0];
-  assign \$674  = \$671  ? 16'h8000 : \$673 ;
-  assign \$675  = $signed(\t$470 ) < $signed(16'h8000);
-  assign \$676  = $signed(\t$470 ) > $signed(16'h7fff);
-  assign \$677  = \$676  ? 16'h7fff : \t$470 [15:0];
-  assign \$678  = \$675  ? 16'h8000 : \$677 ;
-  assign \$679  = $signed(\t$471 ) < $signed(16'h8000);
-  assign \$680  = $signed(\t$471 ) > $signed(16'h7fff);
-  assign \$681  = \$680  ? 16'h7fff : \t$471 [15:0];
-  assign \$682  = \$679  ? 16'h8000 : \$681 ;
-  assign \$683  = $signed(\t$472 ) < $signed(16'h8000);
-  assign \$684  = $signed(\t$472 ) > $signed(16'h7fff);
-  assign \$685  = \$684  ? 16'h7fff : \t$472 [15:0];
-  assign \$686  = \$683  ? 16'h8000 : \$685 ;
-  assign \$687  = $signed(\t$474 ) < $signed(16'h8000);
-  assign \$688  = $signed(\t$474 ) > $signed(16'h7fff);
-  assign \$689  = \$688  ? 16'h7fff : \t$474 [15:0];
-  assign \$690  = \$687  ? 16'h8000 : \$689 ;
-  assign \$691  = $signed(\t$475 ) < $signed(16'h8000);
-  assign \$692  = $signed(\t$475 ) > $signed(16'h7fff);
-  assign \$693  = \$692  ? 16'h7fff : \t$475 [15:0];
-  assign \$694  = \$691  ? 16'h8000 : \$693 ;
-  assign \$695  = $signed(\t$476 ) < $signed(16'h8000);
-  assign \$696  = $signed(\t$476 ) > $signed(16'h7fff);
-  assign \$697  = \$696  ? 16'h7fff : \t$476 [15:0];
-  assign \$698  = \$695  ? 16'h8000 : \$697 ;
-  assign \$699  = $signed(\t$477 ) < $signed(16'h8000);
-  assign \$700  = $signed(\t$477 ) > $signed(16'h7fff);
-  assign \$701  = \$700  ? 16'h7fff : \t$477 [15:0];
-  assign \$702  = \$699  ? 16'h8000 : \$701 ;
-  assign \$703  = $signed(\t$478 ) < $signed(16'h8000);
-  assign \$704  = $signed(\t$478 ) > $signed(16'h7fff);
-  assign \$705  = \$704  ? 16'h7fff : \t$478 [15:0];
-  assign \$706  = \$703  ? 16'h8000 : \$705 ;
-  assign \$707  = $signed(\t$479 ) < $signed(16'h8000);
-  assign \$708  = $signed(\t$479 ) > $signed(16'h7fff);
-  assign \$709  = \$708  ? 16'h7fff : \t$479 [15:0];
-  assign \$710  = \$707  ? 16'h8000 : \$709 ;
-  assign \$711  = $signed(\t$480 ) < $signed(16'h8000);
-  assign \$712  = $signed(\t$480 ) > $signed(16'h7fff);
-  assign \$713  = \$712  ? 16'h7fff : \t$480 [15:0];
-  assign \$714  = \$711  ? 16'h8000 : \$713 ;
-  assign \$715  = $signed(\t$481 ) < $signed(16'h8000);
-  assign \$716  = $signed(\t$481 ) > $signed(16'h7fff);
-  assign \$717  = \$716  ? 16'h7fff : \t$481 [15:0];
-  assign \$718  = \$715  ? 16'h8000 : \$717 ;
-  assign \$719  = $signed(\t$482 ) < $signed(16'h8000);
-  assign \$720  = $signed(\t$482 ) > $signed(16'h7fff);
-  assign \$721  = \$720  ? 16'h7fff : \t$482 [15:0];
-  assign \$722  = \$719  ? 16'h8000 : \$721 ;
-  assign \$723  = ~ pc__payload[22];
-  assign \$724  = pc__ready & \$723 ;
-  assign \$725  = pc__ready & pc__payload[22];
-  assign \$729  = $signed(\t$34 ) > $signed(1'h0);
-  assign \$730  = \$729  ? \t$34  : 16'h0000;
-  assign \$731  = $signed(\t$53 ) > $signed(1'h0);
-  assign \$732  = \$731  ? \t$53  : 16'h0000;
-  assign \$733  = $signed(\t$72 ) > $signed(1'h0);
-  assign \$734  = \$733  ? \t$72  : 16'h0000;
-  assign \$735  = $signed(\t$91 ) > $signed(1'h0);
-  assign \$736  = \$735  ? \t$91  : 16'h0000;
-  assign \$737  = $signed(\t$110 ) > $signed(1'h0);
-  assign \$738  = \$737  ? \t$110  : 16'h0000;
-  assign \$739  = $signed(\t$129 ) > $signed(1'h0);
-  assign \$740  = \$739  ? \t$129  : 16'h0000;
-  assign \$741  = $signed(\t$148 ) > $signed(1'h0);
-  assign \$742  = \$741  ? \t$148  : 16'h0000;
-  assign \$743  = $signed(\t$167 ) > $signed(1'h0);
-  assign \$744  = \$743  ? \t$167  : 16'h0000;
-  assign \$745  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$746  = \$745  ? 16'h0000 : \t$283 ;
-  assign \$747  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$748  = \$747  ? 16'h0000 : \t$291 ;
-  assign \$749  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$750  = \$749  ? 16'h0000 : \t$299 ;
-  assign \$751  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$752  = \$751  ? 16'h0000 : \t$307 ;
-  assign \$753  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$754  = \$753  ? 16'h0000 : \t$315 ;
-  assign \$755  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$756  = \$755  ? 16'h0000 : \t$323 ;
-  assign \$757  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$758  = \$757  ? 16'h0000 : \t$331 ;
-  assign \$759  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$760  = \$759  ? 16'h0000 : \t$339 ;
+  assign \$1146  = ~ busy;
+  assign \$1147  = pc__valid & \$1146 ;
+  assign \$1150  = ~ read_wait;
+  assign \$1151  = \$1149  & \$1150 ;
+  assign \$1152  = ~ pr__valid;
+  assign \$1153  = \$1152  | pr__ready;
+  assign pc__ready = \$1151  & \$1153 ;
+  assign \$1154  = port_addr - 1'h0;
+  assign \$1155  = port_addr >= 1'h0;
+  assign \$1156  = port_addr < 5'h18;
+  assign \$1157  = \$1155  & \$1156 ;
+  assign \$1158  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$1157  & \$1159 ;
+  assign \$1160  = port_addr >= 1'h0;
+  assign \$1161  = port_addr < 5'h18;
+  assign \$1162  = \$1160  & \$1161 ;
+  assign \$1163  = \$1162  & pc__ready;
+  assign \$1164  = ~ pc__payload[22];
+  assign l0_port_rd = \$1163  & \$1164 ;
+  assign \$1165  = port_addr - 5'h18;
+  assign \$1166  = port_addr >= 5'h18;
+  assign \$1167  = port_addr < 6'h21;
+  assign \$1168  = \$1166  & \$1167 ;
+  assign \$1169  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$1168  & \$1170 ;
+  assign \$1171  = port_addr >= 5'h18;
+  assign \$1172  = port_addr < 6'h21;
+  assign \$1173  = \$1171  & \$1172 ;
+  assign \$1174  = \$1173  & pc__ready;
+  assign \$1175  = ~ pc__payload[22];
+  assign l1_port_rd = \$1174  & \$1175 ;
+  assign \$1176  = & \t$472 [16:15];
+  assign \$1177  = ~ \$1176 ;
+  assign \$1178  = \t$472 [16] & \$1177 ;
+  assign \$1179  = ~ \t$472 [16];
+  assign \$1180  = | \t$472 [16:15];
+  assign \$1181  = \$1179  & \$1180 ;
+  assign \$1182  = \$1181  ? 16'h7fff : \t$472 [15:0];
+  assign \$1183  = \$1178  ? 16'h8000 : \$1182 ;
+  assign \$1184  = & \t$475 [16:15];
+  assign \$1185  = ~ \$1184 ;
+  assign \$1186  = \t$475 [16] & \$1185 ;
+  assign \$1187  = ~ \t$475 [16];
+  assign \$1188  = | \t$475 [16:15];
+  assign \$1189  = \$1187  & \$1188 ;
+  assign \$1190  = \$1189  ? 16'h7fff : \t$475 [15:0];
+  assign \$1191  = \$1186  ? 16'h8000 : \$1190 ;
+  assign \$1192  = & \t$478 [16:15];
+  assign \$1193  = ~ \$1192 ;
+  assign \$1194  = \t$478 [16] & \$1193 ;
+  assign \$1195  = ~ \t$478 [16];
+  assign \$1196  = | \t$478 [16:15];
+  assign \$1197  = \$1195  & \$1196 ;
+  assign \$1198  = \$1197  ? 16'h7fff : \t$478 [15:0];
+  assign \$1199  = \$1194  ? 16'h8000 : \$1198 ;
+  assign \$1200  = & \t$481 [16:15];
+  assign \$1201  = ~ \$1200 ;
+  assign \$1202  = \t$481 [16] & \$1201 ;
+  assign \$1203  = ~ \t$481 [16];
+  assign \$1204  = | \t$481 [16:15];
+  assign \$1205  = \$1203  & \$1204 ;
+  assign \$1206  = \$1205  ? 16'h7fff : \t$481 [15:0];
+  assign \$1207  = \$1202  ? 16'h8000 : \$1206 ;
+  assign \$1208  = & \t$484 [16:15];
+  assign \$1209  = ~ \$1208 ;
+  assign \$1210  = \t$484 [16] & \$1209 ;
+  assign \$1211  = ~ \t$484 [16];
+  assign \$1212  = | \t$484 [16:15];
+  assign \$1213  = \$1211  & \$1212 ;
+  assign \$1214  = \$1213  ? 16'h7fff : \t$484 [15:0];
+  assign \$1215  = \$1210  ? 16'h8000 : \$1214 ;
+  assign \$1216  = & \t$487 [16:15];
+  assign \$1217  = ~ \$1216 ;
+  assign \$1218  = \t$487 [16] & \$1217 ;
+  assign \$1219  = ~ \t$487 [16];
+  assign \$1220  = | \t$487 [16:15];
+  assign \$1221  = \$1219  & \$1220 ;
+  assign \$1222  = \$1221  ? 16'h7fff : \t$487 [15:0];
+  assign \$1223  = \$1218  ? 16'h8000 : \$1222 ;
+  assign \$1224  = & \t$490 [16:15];
+  assign \$1225  = ~ \$1224 ;
+  assign \$1226  = \t$490 [16] & \$1225 ;
+  assign \$1227  = ~ \t$490 [16];
+  assign \$1228  = | \t$490 [16:15];
+  assign \$1229  = \$1227  & \$1228 ;
+  assign \$1230  = \$1229  ? 16'h7fff : \t$490 [15:0];
+  assign \$1231  = \$1226  ? 16'h8000 : \$1230 ;
+  assign \$1232  = & \t$493 [16:15];
+  assign \$1233  = ~ \$1232 ;
+  assign \$1234  = \t$493 [16] & \$1233 ;
+  assign \$1235  = ~ \t$493 [16];
+  assign \$1236  = | \t$493 [16:15];
+  assign \$1237  = \$1235  & \$1236 ;
+  assign \$1238  = \$1237  ? 16'h7fff : \t$493 [15:0];
+  assign \$1239  = \$1234  ? 16'h8000 : \$1238 ;
+  assign \$1240  = & \t$496 [16:15];
+  assign \$1241  = ~ \$1240 ;
+  assign \$1242  = \t$496 [16] & \$1241 ;
+  assign \$1243  = ~ \t$496 [16];
+  assign \$1244  = | \t$496 [16:15];
+  assign \$1245  = \$1243  & \$1244 ;
+  assign \$1246  = \$1245  ? 16'h7fff : \t$496 [15:0];
+  assign \$1247  = \$1242  ? 16'h8000 : \$1246 ;
+  assign \$1248  = & \t$499 [16:15];
+  assign \$1249  = ~ \$1248 ;
+  assign \$1250  = \t$499 [16] & \$1249 ;
+  assign \$1251  = ~ \t$499 [16];
+  assign \$1252  = | \t$499 [16:15];
+  assign \$1253  = \$1251  & \$1252 ;
+  assign \$1254  = \$1253  ? 16'h7fff : \t$499 [15:0];
+  assign \$1255  = \$1250  ? 16'h8000 : \$1254 ;
+  assign \$1256  = & \t$502 [16:15];
+  assign \$1257  = ~ \$1256 ;
+  assign \$1258  = \t$502 [16] & \$1257 ;
+  assign \$1259  = ~ \t$502 [16];
+  assign \$1260  = | \t$502 [16:15];
+  assign \$1261  = \$1259  & \$1260 ;
+  assign \$1262  = \$1261  ? 16'h7fff : \t$502 [15:0];
+  assign \$1263  = \$1258  ? 16'h8000 : \$1262 ;
+  assign \$1264  = & \t$505 [16:15];
+  assign \$1265  = ~ \$1264 ;
+  assign \$1266  = \t$505 [16] & \$1265 ;
+  assign \$1267  = ~ \t$505 [16];
+  assign \$1268  = | \t$505 [16:15];
+  assign \$1269  = \$1267  & \$1268 ;
+  assign \$1270  = \$1269  ? 16'h7fff : \t$505 [15:0];
+  assign \$1271  = \$1266  ? 16'h8000 : \$1270 ;
+  assign \$1272  = & \t$508 [16:15];
+  assign \$1273  = ~ \$1272 ;
+  assign \$1274  = \t$508 [16] & \$1273 ;
+  assign \$1275  = ~ \t$508 [16];
+  assign \$1276  = | \t$508 [16:15];
+  assign \$1277  = \$1275  & \$1276 ;
+  assign \$1278  = \$1277  ? 16'h7fff : \t$508 [15:0];
+  assign \$1279  = \$1274  ? 16'h8000 : \$1278 ;
+  assign \$1280  = & \t$511 [16:15];
+  assign \$1281  = ~ \$1280 ;
+  assign \$1282  = \t$511 [16] & \$1281 ;
+  assign \$1283  = ~ \t$511 [16];
+  assign \$1284  = | \t$511 [16:15];
+  assign \$1285  = \$1283  & \$1284 ;
+  assign \$1286  = \$1285  ? 16'h7fff : \t$511 [15:0];
+  assign \$1287  = \$1282  ? 16'h8000 : \$1286 ;
+  assign \$1288  = & \t$514 [16:15];
+  assign \$1289  = ~ \$1288 ;
+  assign \$1290  = \t$514 [16] & \$1289 ;
+  assign \$1291  = ~ \t$514 [16];
+  assign \$1292  = | \t$514 [16:15];
+  assign \$1293  = \$1291  & \$1292 ;
+  assign \$1294  = \$1293  ? 16'h7fff : \t$514 [15:0];
+  assign \$1295  = \$1290  ? 16'h8000 : \$1294 ;
+  assign \$1296  = & \t$517 [16:15];
+  assign \$1297  = ~ \$1296 ;
+  assign \$1298  = \t$517 [16] & \$1297 ;
+  assign \$1299  = ~ \t$517 [16];
+  assign \$1300  = | \t$517 [16:15];
+  assign \$1301  = \$1299  & \$1300 ;
+  assign \$1302  = \$1301  ? 16'h7fff : \t$517 [15:0];
+  assign \$1303  = \$1298  ? 16'h8000 : \$1302 ;
+  assign \$1304  = & \t$520 [16:15];
+  assign \$1305  = ~ \$1304 ;
+  assign \$1306  = \t$520 [16] & \$1305 ;
+  assign \$1307  = ~ \t$520 [16];
+  assign \$1308  = | \t$520 [16:15];
+  assign \$1309  = \$1307  & \$1308 ;
+  assign \$1310  = \$1309  ? 16'h7fff : \t$520 [15:0];
+  assign \$1311  = \$1306  ? 16'h8000 : \$1310 ;
+  assign \$1312  = & \t$522 [16:15];
+  assign \$1313  = ~ \$1312 ;
+  assign \$1314  = \t$522 [16] & \$1313 ;
+  assign \$1315  = ~ \t$522 [16];
+  assign \$1316  = | \t$522 [16:15];
+  assign \$1317  = \$1315  & \$1316 ;
+  assign \$1318  = \$1317  ? 16'h7fff : \t$522 [15:0];
+  assign \$1319  = \$1314  ? 16'h8000 : \$1318 ;
+  assign \$1320  = & \t$524 [16:15];
+  assign \$1321  = ~ \$1320 ;
+  assign \$1322  = \t$524 [16] & \$1321 ;
+  assign \$1323  = ~ \t$524 [16];
+  assign \$1324  = | \t$524 [16:15];
+  assign \$1325  = \$1323  & \$1324 ;
+  assign \$1326  = \$1325  ? 16'h7fff : \t$524 [15:0];
+  assign \$1327  = \$1322  ? 16'h8000 : \$1326 ;
+  assign \$1328  = & \t$526 [16:15];
+  assign \$1329  = ~ \$1328 ;
+  assign \$1330  = \t$526 [16] & \$1329 ;
+  assign \$1331  = ~ \t$526 [16];
+  assign \$1332  = | \t$526 [16:15];
+  assign \$1333  = \$1331  & \$1332 ;
+  assign \$1334  = \$1333  ? 16'h7fff : \t$526 [15:0];
+  assign \$1335  = \$1330  ? 16'h8000 : \$1334 ;
+  assign \$1336  = & \t$528 [16:15];
+  assign \$1337  = ~ \$1336 ;
+  assign \$1338  = \t$528 [16] & \$1337 ;
+  assign \$1339  = ~ \t$528 [16];
+  assign \$1340  = | \t$528 [16:15];
+  assign \$1341  = \$1339  & \$1340 ;
+  assign \$1342  = \$1341  ? 16'h7fff : \t$528 [15:0];
+  assign \$1343  = \$1338  ? 16'h8000 : \$1342 ;
+  assign \$1344  = & \t$530 [16:15];
+  assign \$1345  = ~ \$1344 ;
+  assign \$1346  = \t$530 [16] & \$1345 ;
+  assign \$1347  = ~ \t$530 [16];
+  assign \$1348  = | \t$530 [16:15];
+  assign \$1349  = \$1347  & \$1348 ;
+  assign \$1350  = \$1349  ? 16'h7fff : \t$530 [15:0];
+  assign \$1351  = \$1346  ? 16'h8000 : \$1350 ;
+  assign \$1352  = & \t$532 [16:15];
+  assign \$1353  = ~ \$1352 ;
+  assign \$1354  = \t$532 [16] & \$1353 ;
+  assign \$1355  = ~ \t$532 [16];
+  assign \$1356  = | \t$532 [16:15];
+  assign \$1357  = \$1355  & \$1356 ;
+  assign \$1358  = \$1357  ? 16'h7fff : \t$532 [15:0];
+  assign \$1359  = \$1354  ? 16'h8000 : \$1358 ;
+  assign \$1360  = & \t$534 [16:15];
+  assign \$1361  = ~ \$1360 ;
+  assign \$1362  = \t$534 [16] & \$1361 ;
+  assign \$1363  = ~ \t$534 [16];
+  assign \$1364  = | \t$534 [16:15];
+  assign \$1365  = \$1363  & \$1364 ;
+  assign \$1366  = \$1365  ? 16'h7fff : \t$534 [15:0];
+  assign \$1367  = \$1362  ? 16'h8000 : \$1366 ;
+  assign \$1368  = & \t$537 [16:15];
+  assign \$1369  = ~ \$1368 ;
+  assign \$1370  = \t$537 [16] & \$1369 ;
+  assign \$1371  = ~ \t$537 [16];
+  assign \$1372  = | \t$537 [16:15];
+  assign \$1373  = \$1371  & \$1372 ;
+  assign \$1374  = \$1373  ? 16'h7fff : \t$537 [15:0];
+  assign \$1375  = \$1370  ? 16'h8000 : \$1374 ;
+  assign \$1376  = & \t$540 [16:15];
+  assign \$1377  = ~ \$1376 ;
+  assign \$1378  = \t$540 [16] & \$1377 ;
+  assign \$1379  = ~ \t$540 [16];
+  assign \$1380  = | \t$540 [16:15];
+  assign \$1381  = \$1379  & \$1380 ;
+  assign \$1382  = \$1381  ? 16'h7fff : \t$540 [15:0];
+  assign \$1383  = \$1378  ? 16'h8000 : \$1382 ;
+  assign \$1384  = & \t$543 [16:15];
+  assign \$1385  = ~ \$1384 ;
+  assign \$1386  = \t$543 [16] & \$1385 ;
+  assign \$1387  = ~ \t$543 [16];
+  assign \$1388  = | \t$543 [16:15];
+  assign \$1389  = \$1387  & \$1388 ;
+  assign \$1390  = \$1389  ? 16'h7fff : \t$543 [15:0];
+  assign \$1391  = \$1386  ? 16'h8000 : \$1390 ;
+  assign \$1392  = & \t$546 [16:15];
+  assign \$1393  = ~ \$1392 ;
+  assign \$1394  = \t$546 [16] & \$1393 ;
+  assign \$1395  = ~ \t$546 [16];
+  assign \$1396  = | \t$546 [16:15];
+  assign \$1397  = \$1395  & \$1396 ;
+  assign \$1398  = \$1397  ? 16'h7fff : \t$546 [15:0];
+  assign \$1399  = \$1394  ? 16'h8000 : \$1398 ;
+  assign \$1400  = & \t$549 [16:15];
+  assign \$1401  = ~ \$1400 ;
+  assign \$1402  = \t$549 [16] & \$1401 ;
+  assign \$1403  = ~ \t$549 [16];
+  assign \$1404  = | \t$549 [16:15];
+  assign \$1405  = \$1403  & \$1404 ;
+  assign \$1406  = \$1405  ? 16'h7fff : \t$549 [15:0];
+  assign \$1407  = \$1402  ? 16'h8000 : \$1406 ;
+  assign \$1408  = & \t$552 [16:15];
+  assign \$1409  = ~ \$1408 ;
+  assign \$1410  = \t$552 [16] & \$1409 ;
+  assign \$1411  = ~ \t$552 [16];
+  assign \$1412  = | \t$552 [16:15];
+  assign \$1413  = \$1411  & \$1412 ;
+  assign \$1414  = \$1413  ? 16'h7fff : \t$552 [15:0];
+  assign \$1415  = \$1410  ? 16'h8000 : \$1414 ;
+  assign \$1416  = & \t$555 [16:15];
+  assign \$1417  = ~ \$1416 ;
+  assign \$1418  = \t$555 [16] & \$1417 ;
+  assign \$1419  = ~ \t$555 [16];
+  assign \$1420  = | \t$555 [16:15];
+  assign \$1421  = \$1419  & \$1420 ;
+  assign \$1422  = \$1421  ? 16'h7fff : \t$555 [15:0];
+  assign \$1423  = \$1418  ? 16'h8000 : \$1422 ;
+  assign \$1424  = & \t$558 [16:15];
+  assign \$1425  = ~ \$1424 ;
+  assign \$1426  = \t$558 [16] & \$1425 ;
+  assign \$1427  = ~ \t$558 [16];
+  assign \$1428  = | \t$558 [16:15];
+  assign \$1429  = \$1427  & \$1428 ;
+  assign \$1430  = \$1429  ? 16'h7fff : \t$558 [15:0];
+  assign \$1431  = \$1426  ? 16'h8000 : \$1430 ;
+  assign \$1432  = & \t$561 [16:15];
+  assign \$1433  = ~ \$1432 ;
+  assign \$1434  = \t$561 [16] & \$1433 ;
+  assign \$1435  = ~ \t$561 [16];
+  assign \$1436  = | \t$561 [16:15];
+  assign \$1437  = \$1435  & \$1436 ;
+  assign \$1438  = \$1437  ? 16'h7fff : \t$561 [15:0];
+  assign \$1439  = \$1434  ? 16'h8000 : \$1438 ;
+  assign \$1440  = ~ pc__payload[22];
+  assign \$1441  = pc__ready & \$1440 ;
+  assign \$1442  = pc__ready & pc__payload[22];
+  assign \$1446  = $signed(l0_w_0_0) * $signed(x0_s1);
+  assign \$1447  = $signed(l0_w_0_1) * $signed(x1_s1);
+  assign \$1448  = $signed(l0_bias0_s2) + $signed(\t$17 );
+  assign \$1449  = $signed(l0_sum0_t0_0_s3) + $signed(l0_sum0_t0_1_s3);
+  assign \$1450  = $signed(\t$29 ) > $signed(1'h0);
+  assign \$1451  = \$1450  ? \t$29  : 16'h0000;
+  assign \$1452  = $signed(l0_w_1_0) * $signed(x0_s1);
+  assign \$1453  = $signed(l0_w_1_1) * $signed(x1_s1);
+  assign \$1454  = $signed(l0_bias1_s2) + $signed(\t$33 );
+  assign \$1455  = $signed(l0_sum1_t0_0_s3) + $signed(l0_sum1_t0_1_s3);
+  assign \$1456  = $signed(\t$45 ) > $signed(1'h0);
+  assign \$1457  = \$1456  ? \t$45  : 16'h0000;
+  assign \$1458  = $signed(l0_w_2_0) * $signed(x0_s1);
+  assign \$1459  = $signed(l0_w_2_1) * $signed(x1_s1);
+  assign \$1460  = $signed(l0_bias2_s2) + $signed(\t$49 );
+  assign \$1461  = $signed(l0_sum2_t0_0_s3) + $signed(l0_sum2_t0_1_s3);
+  assign \$1462  = $signed(\t$61 ) > $signed(1'h0);
+  assign \$1463  = \$1462  ? \t$61  : 16'h0000;
+  assign \$1464  = $signed(l0_w_3_0) * $signed(x0_s1);
+  assign \$1465  = $signed(l0_w_3_1) * $signed(x1_s1);
+  assign \$1466  = $signed(l0_bias3_s2) + $signed(\t$65 );
+  assign \$1467  = $signed(l0_sum3_t0_0_s3) + $signed(l0_sum3_t0_1_s3);
+  assign \$1468  = $signed(\t$77 ) > $signed(1'h0);
+  assign \$1469  = \$1468  ? \t$77  : 16'h0000;
+  assign \$1470  = $signed(l0_w_4_0) * $signed(x0_s1);
+  assign \$1471  = $signed(l0_w_4_1) * $signed(x1_s1);
+  assign \$1472  = $signed(l0_bias4_s2) + $signed(\t$81 );
+  assign \$1473  = $signed(l0_sum4_t0_0_s3) + $signed(l0_sum4_t0_1_s3);
+  assign \$1474  = $signed(\t$93 ) > $signed(1'h0);
+  assign \$1475  = \$1474  ? \t$93  : 16'h0000;
+  assign \$1476  = $signed(l0_w_5_0) * $signed(x0_s1);
+  assign \$1477  = $signed(l0_w_5_1) * $signed(x1_s1);
+  assign \$1478  = $signed(l0_bias5_s2) + $signed(\t$97 );
+  assign \$1479  = $signed(l0_sum5_t0_0_s3) + $signed(l0_sum5_t0_1_s3);
+  assign \$1480  = $signed(\t$109 ) > $signed(1'h0);
+  assign \$1481  = \$1480  ? \t$109  : 16'h0000;
+  assign \$1482  = $signed(l0_w_6_0) * $signed(x0_s1);
+  assign \$1483  = $signed(l0_w_6_1) * $signed(x1_s1);
+  assign \$1484  = $signed(l0_bias6_s2) + $signed(\t$113 );
+  assign \$1485  = $signed(l0_sum6_t0_0_s3) + $signed(l0_sum6_t0_1_s3);
+  assign \$1486  = $signed(\t$125 ) > $signed(1'h0);
+  assign \$1487  = \$1486  ? \t$125  : 16'h0000;
+  assign \$1488  = $signed(l0_w_7_0) * $signed(x0_s1);
+  assign \$1489  = $signed(l0_w_7_1) * $signed(x1_s1);
+  assign \$1490  = $signed(l0_bias7_s2) + $signed(\t$129 );
+  assign \$1491  = $signed(l0_sum7_t0_0_s3) + $signed(l0_sum7_t0_1_s3);
+  assign \$1492  = $signed(\t$141 ) > $signed(1'h0);
+  assign \$1493  = \$1492  ? \t$141  : 16'h0000;
+  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s5);
+  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s5);
+  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s5);
+  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s5);
+  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s5);
+  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s5);
+  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s5);
+  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s5);
+  assign \$1502  = $signed(l1_bias0_s6) + $signed(\t$145 );
+  assign \$1503  = $signed(\t$148 ) + $signed(\t$151 );
+  assign \$1504  = $signed(\t$154 ) + $signed(\t$157 );
+  assign \$1505  = $signed(\t$160 ) + $signed(\t$163 );
+  assign \$1506  = $signed(l1_sum0_t0_0_s7) + $signed(l1_sum0_t0_1_s7);
+  assign \$1507  = $signed(l1_sum0_t0_2_s7) + $signed(l1_sum0_t0_3_s7);
+  assign \$1508  = $signed(l1_sum0_t1_0_s8) + $signed(l1_sum0_t1_1_s8);
+  assign \$1509  = $signed(l1_sum0_t2_0_s9) + $signed(l1_sum0_t2_1_s9);
+  assign \$1510  = $signed(err0_s12) * $signed(l0_out0_s12);
+  assign \$1511  = $signed(err0_s12) * $signed(l0_out1_s12);
+  assign \$1512  = $signed(err0_s12) * $signed(l0_out2_s12);
+  assign \$1513  = $signed(err0_s12) * $signed(l0_out3_s12);
+  assign \$1514  = $signed(err0_s12) * $signed(l0_out4_s12);
+  assign \$1515  = $signed(err0_s12) * $signed(l0_out5_s12);
+  assign \$1516  = $signed(err0_s12) * $signed(l0_out6_s12);
+  assign \$1517  = $signed(err0_s12) * $signed(l0_out7_s12);
+  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s12);
+  assign \$1519  = $signed(l0_out0_s13) <= $signed(1'h0);
+  assign \$1520  = \$1519  ? 16'h0000 : \t$245 ;
+  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s12);
+  assign \$1522  = $signed(l0_out1_s13) <= $signed(1'h0);
+  assign \$1523  = \$1522  ? 16'h0000 : \t$254 ;
+  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s12);
+  assign \$1525  = $signed(l0_out2_s13) <= $signed(1'h0);
+  assign \$1526  = \$1525  ? 16'h0000 : \t$263 ;
+  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s12);
+  assign \$1528  = $signed(l0_out3_s13) <= $signed(1'h0);
+  assign \$1529  = \$1528  ? 16'h0000 : \t$272 ;
+  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s12);
+  assign \$1531  = $signed(l0_out4_s13) <= $signed(1'h0);
+  assign \$1532  = \$1531  ? 16'h0000 : \t$281 ;
+  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s12);
+  assign \$1534  = $signed(l0_out5_s13) <= $signed(1'h0);
+  assign \$1535  = \$1534  ? 16'h0000 : \t$290 ;
+  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s12);
+  assign \$1537  = $signed(l0_out6_s13) <= $signed(1'h0);
+  assign \$1538  = \$1537  ? 16'h0000 : \t$299 ;
+  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s12);
+  assign \$1540  = $signed(l0_out7_s13) <= $signed(1'h0);
+  assign \$1541  = \$1540  ? 16'h0000 : \t$308 ;
+  assign \$1542  = $signed(l0_err0_s14) * $signed(x0_s14);
+  assign \$1543  = $signed(l0_err0_s14) * $signed(x1_s14);
+  assign \$1544  = $signed(l0_err1_s14) * $signed(x0_s14);
+  assign \$1545  = $signed(l0_err1_s14) * $signed(x1_s14);
+  assign \$1546  = $signed(l0_err2_s14) * $signed(x0_s14);
+  assign \$1547  = $signed(l0_err2_s14) * $signed(x1_s14);
+  assign \$1548  = $signed(l0_err3_s14) * $signed(x0_s14);
+  assign \$1549  = $signed(l0_err3_s14) * $signed(x1_s14);
+  assign \$1550  = $signed(l0_err4_s14) * $signed(x0_s14);
+  assign \$1551  = $signed(l0_err4_s14) * $signed(x1_s14);
+  assign \$1552  = $signed(l0_err5_s14) * $signed(x0_s14);
+  assign \$1553  = $signed(l0_err5_s14) * $signed(x1_s14);
+  assign \$1554  = $signed(l0_err6_s14) * $signed(x0_s14);
+  assign \$1555  = $signed(l0_err6_s14) * $signed(x1_s14);
+  assign \$1556  = $signed(l0_err7_s14) * $signed(x0_s14);
+  assign \$1557  = $signed(l0_err7_s14) * $signed(x1_s14);
+  always @(posedge clk)
+    valid_s1 <= \$1558 ;
+  always @(posedge clk)
+    valid_s2 <= \$1559 ;
+  always @(posedge clk)
+    valid_s3 <= \$1560 ;
+  always @(posedge clk)
+    valid_s4 <= \$1561 ;
+  always @(posedge clk)
+    valid_s5 <= \$1562 ;
+  always @(posedge clk)
+    valid_s6 <= \$1563 ;
+  always @(posedge clk)
+    valid_s7 <= \$1564 ;
+  always @(posedge clk)
+    valid_s8 <= \$1565 ;
+  always @(posedge clk)
+    valid_s9 <= \$1566 ;
+  always @(posedge clk)
+    valid_s10 <= \$1567 ;
+  always @(posedge clk)
+    m__valid <= \$1568 ;
+  always @(posedge clk)
+    valid_s12 <= \$1569 ;
+  always @(posedge clk)
+    valid_s13 <= \$1570 ;
+  always @(posedge clk)
+    valid_s14 <= \$1571 ;
+  always @(posedge clk)
+    valid_s15 <= \$1572 ;
+  always @(posedge clk)
+    valid_s16 <= \$1573 ;
+  always @(posedge clk)
+    l0_w_0_0 <= \$1574 ;
+  always @(posedge clk)
+    l0_w_0_1 <= \$1575 ;
+  always @(posedge clk)
+    l0_w_1_0 <= \$1576 ;
+  always @(posedge clk)
+    l0_w_1_1 <= \$1577 ;
+  always @(posedge clk)
+    l0_w_2_0 <= \$1578 ;
+  always @(posedge clk)
+    l0_w_2_1 <= \$1579 ;
+  always @(posedge clk)
+    l0_w_3_0 <= \$1580 ;
+  always @(posedge clk)
+    l0_w_3_1 <= \$1581 ;
+  always @(posedge clk)
+    l0_w_4_0 <= \$1582 ;
+  always @(posedge clk)
+    l0_w_4_1 <= \$1583 ;
+  always @(posedge clk)
+    l0_w_5_0 <= \$1584 ;
+  always @(posedge clk)
+    l0_w_5_1 <= \$1585 ;
+  always @(posedge clk)
+    l0_w_6_0 <= \$1586 ;
+  always @(posedge clk)
+    l0_w_6_1 <= \$1587 ;
+  always @(posedge clk)
+    l0_w_7_0 <= \$1588 ;
+  always @(posedge clk)
+    l0_w_7_1 <= \$1589 ;
+  always @(posedge clk)
+    l0_b_0 <= \$1590 ;
+  always @(posedge clk)
+    l0_b_1 <= \$1591 ;
+  always @(posedge clk)
+    l0_b_2 <= \$1592 ;
+  always @(posedge clk)
+    l0_b_3 <= \$1593 ;
+  always @(posedge clk)
+    l0_b_4 <= \$1594 ;
+  always @(posedge clk)
+    l0_b_5 <= \$1595 ;
+  always @(posedge clk)
+    l0_b_6 <= \$1596 ;
+  always @(posedge clk)
+    l0_b_7 <= \$1597 ;
+  always @(posedge clk)
+    l1_w_0_0 <= \$1598 ;
+  always @(posedge clk)
+    l1_w_0_1 <= \$1599 ;
+  always @(posedge clk)
+    l1_w_0_2 <= \$1600 ;
+  always @(posedge clk)
+    l1_w_0_3 <= \$1601 ;
+  always @(posedge clk)
+    l1_w_0_4 <= \$1602 ;
+  always @(posedge clk)
+    l1_w_0_5 <= \$1603 ;
+  always @(posedge clk)
+    l1_w_0_6 <= \$1604 ;
+  always @(posedge clk)
+    l1_w_0_7 <= \$1605 ;
+  always @(posedge clk)
+    l1_b_0 <= \$1606 ;
+  always @(posedge clk)
+    l0_rd_sel <= \$1607 ;
+  always @(posedge clk)
+    read_layer <= \$1608 ;
+  always @(posedge clk)
+    l1_rd_sel <= \$1609 ;
+  always @(posedge clk)
+    read_wait <= \$1610 ;
+  always @(posedge clk)
+    pr__valid <= \$1611 ;
+  always @(posedge clk)
+    pr__payload <= \$1612 ;
+  always @(posedge clk)
+    x0_s1 <= \$1613 ;
+  always @(posedge clk)
+    x1_s1 <= \$1614 ;
+  always @(posedge clk)
+    y0_s1 <= \$1615 ;
+  always @(posedge clk)
+    kind_s1 <= \$1616 ;
+  always @(posedge clk)
+    l0_bias0_s2 <= \$1617 ;
+  always @(posedge clk)
+    l0_prod0_0_raw_s2 <= \$1618 ;
+  always @(posedge clk)
+    l0_prod0_1_raw_s2 <= \$1619 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s3 <= \$1620 ;
+  always @(posedge clk)
+    l0_sum0_t0_1_s3 <= \$1621 ;
+  always @(posedge clk)
+    l0_sum0_t1_0_s4 <= \$1622 ;
+  always @(posedge clk)
+    l0_out0_s5 <= \$1623 ;
+  always @(posedge clk)
+    l0_bias1_s2 <= \$1624 ;
+  always @(posedge clk)
+    l0_prod1_0_raw_s2 <= \$1625 ;
+  always @(posedge clk)
+    l0_prod1_1_raw_s2 <= \$1626 ;
+  always @(posedge clk)
+    l0_sum1_t0_0_s3 <= \$1627 ;
+  always @(posedge clk)
+    l0_sum1_t0_1_s3 <= \$1628 ;
+  always @(posedge clk)
+    l0_sum1_t1_0_s4 <= \$1629 ;
+  always @(posedge clk)
+    l0_out1_s5 <= \$1630 ;
+  always @(posedge clk)
+    l0_bias2_s2 <= \$1631 ;
+  always @(posedge clk)
+    l0_prod2_0_raw_s2 <= \$1632 ;
+  always @(posedge clk)
+    l0_prod2_1_raw_s2 <= \$1633 ;
+  always @(posedge clk)
+    l0_sum2_t0_0_s3 <= \$1634 ;
+  always @(posedge clk)
+    l0_sum2_t0_1_s3 <= \$1635 ;
+  always @(posedge clk)
+    l0_sum2_t1_0_s4 <= \$1636 ;
+  always @(posedge clk)
+    l0_out2_s5 <= \$1637 ;
+  always @(posedge clk)
+    l0_bias3_s2 <= \$1638 ;
+  always @(posedge clk)
+    l0_prod3_0_raw_s2 <= \$1639 ;
+  always @(posedge clk)
+    l0_prod3_1_raw_s2 <= \$1640 ;
+  always @(posedge clk)
+    l0_sum3_t0_0_s3 <= \$1641 ;
+  always @(posedge clk)
+    l0_sum3_t0_1_s3 <= \$1642 ;
+  always @(posedge clk)
+    l0_sum3_t1_0_s4 <= \$1643 ;
+  always @(posedge clk)
+    l0_out3_s5 <= \$1644 ;
+  always @(posedge clk)
+    l0_bias4_s2 <= \$1645 ;
+  always @(posedge clk)
+    l0_prod4_0_raw_s2 <= \$1646 ;
+  always @(posedge clk)
+    l0_prod4_1_raw_s2 <= \$1647 ;
+  always @(posedge clk)
+    l0_sum4_t0_0_s3 <= \$1648 ;
+  always @(posedge clk)
+    l0_sum4_t0_1_s3 <= \$1649 ;
+  always @(posedge clk)
+    l0_sum4_t1_0_s4 <= \$1650 ;
+  always @(posedge clk)
+    l0_out4_s5 <= \$1651 ;
+  always @(posedge clk)
+    l0_bias5_s2 <= \$1652 ;
+  always @(posedge clk)
+    l0_prod5_0_raw_s2 <= \$1653 ;
+  always @(posedge clk)
+    l0_prod5_1_raw_s2 <= \$1654 ;
+  always @(posedge clk)
+    l0_sum5_t0_0_s3 <= \$1655 ;
+  always @(posedge clk)
+    l0_sum5_t0_1_s3 <= \$1656 ;
+  always @(posedge clk)
+    l0_sum5_t1_0_s4 <= \$1657 ;
+  always @(posedge clk)
+    l0_out5_s5 <= \$1658 ;
+  always @(posedge clk)
+    l0_bias6_s2 <= \$1659 ;
+  always @(posedge clk)
+    l0_prod6_0_raw_s2 <= \$1660 ;
+  always @(posedge clk)
+    l0_prod6_1_raw_s2 <= \$1661 ;
+  always @(posedge clk)
+    l0_sum6_t0_0_s3 <= \$1662 ;
   always @(posedge clk)
-    valid_s1 <= \$761 ;
+    l0_sum6_t0_1_s3 <= \$1663 ;
   always @(posedge clk)
-    valid_s2 <= \$762 ;
+    l0_sum6_t1_0_s4 <= \$1664 ;
   always @(posedge clk)
-    valid_s3 <= \$763 ;
+    l0_out6_s5 <= \$1665 ;
   always @(posedge clk)
-    valid_s4 <= \$764 ;
+    l0_bias7_s2 <= \$1666 ;
   always @(posedge clk)
-    m__valid <= \$765 ;
+    l0_prod7_0_raw_s2 <= \$1667 ;
   always @(posedge clk)
-    valid_s6 <= \$766 ;
+    l0_prod7_1_raw_s2 <= \$1668 ;
   always @(posedge clk)
-    valid_s7 <= \$767 ;
+    l0_sum7_t0_0_s3 <= \$1669 ;
   always @(posedge clk)
-    valid_s8 <= \$768 ;
+    l0_sum7_t0_1_s3 <= \$1670 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$769 ;
+    l0_sum7_t1_0_s4 <= \$1671 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$770 ;
+    l0_out7_s5 <= \$1672 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$771 ;
+    l1_bias0_s6 <= \$1673 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$772 ;
+    l1_prod0_0_raw_s6 <= \$1674 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$773 ;
+    l1_prod0_1_raw_s6 <= \$1675 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$774 ;
+    l1_prod0_2_raw_s6 <= \$1676 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$775 ;
+    l1_prod0_3_raw_s6 <= \$1677 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$776 ;
+    l1_prod0_4_raw_s6 <= \$1678 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$777 ;
+    l1_prod0_5_raw_s6 <= \$1679 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$778 ;
+    l1_prod0_6_raw_s6 <= \$1680 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$779 ;
+    l1_prod0_7_raw_s6 <= \$1681 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$780 ;
+    l1_sum0_t0_0_s7 <= \$1682 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$781 ;
+    l1_sum0_t0_1_s7 <= \$1683 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$782 ;
+    l1_sum0_t0_2_s7 <= \$1684 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$783 ;
+    l1_sum0_t0_3_s7 <= \$1685 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$784 ;
+    l1_sum0_t0_4_s7 <= \$1686 ;
   always @(posedge clk)
-    l0_b_0 <= \$785 ;
+    l1_sum0_t1_0_s8 <= \$1687 ;
   always @(posedge clk)
-    l0_b_1 <= \$786 ;
+    l1_sum0_t1_1_s8 <= \$1688 ;
   always @(posedge clk)
-    l0_b_2 <= \$787 ;
+    l1_sum0_t1_2_s8 <= \$1689 ;
   always @(posedge clk)
-    l0_b_3 <= \$788 ;
+    l1_sum0_t2_0_s9 <= \$1690 ;
   always @(posedge clk)
-    l0_b_4 <= \$789 ;
+    l1_sum0_t2_1_s9 <= \$1691 ;
   always @(posedge clk)
-    l0_b_5 <= \$790 ;
+    l1_sum0_t3_0_s10 <= \$1692 ;
   always @(posedge clk)
-    l0_b_6 <= \$791 ;
+    l1_out0_s11 <= \$1693 ;
   always @(posedge clk)
-    l0_b_7 <= \$792 ;
+    y0_s2 <= \$1694 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$793 ;
+    y0_s3 <= \$1695 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$794 ;
+    y0_s4 <= \$1696 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$795 ;
+    y0_s5 <= \$1697 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$796 ;
+    y0_s6 <= \$1698 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$797 ;
+    y0_s7 <= \$1699 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$798 ;
+    y0_s8 <= \$1700 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$799 ;
+    y0_s9 <= \$1701 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$800 ;
+    y0_s10 <= \$1702 ;
   always @(posedge clk)
-    l1_b_0 <= \$801 ;
+    y0_s11 <= \$1703 ;
   always @(posedge clk)
-    l0_rd_sel <= \$802 ;
+    kind_s2 <= \$1704 ;
   always @(posedge clk)
-    read_layer <= \$803 ;
+    kind_s3 <= \$1705 ;
   always @(posedge clk)
-    l1_rd_sel <= \$804 ;
+    kind_s4 <= \$1706 ;
   always @(posedge clk)
-    read_wait <= \$805 ;
+    kind_s5 <= \$1707 ;
   always @(posedge clk)
-    pr__valid <= \$806 ;
+    kind_s6 <= \$1708 ;
   always @(posedge clk)
-    pr__payload <= \$807 ;
+    kind_s7 <= \$1709 ;
   always @(posedge clk)
-    x0_s1 <= \$808 ;
+    kind_s8 <= \$1710 ;
   always @(posedge clk)
-    x1_s1 <= \$809 ;
+    kind_s9 <= \$1711 ;
   always @(posedge clk)
-    y0_s1 <= \$810 ;
+    kind_s10 <= \$1712 ;
   always @(posedge clk)
-    kind_s1 <= \$811 ;
+    kind_s11 <= \$1713 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$812 ;
+    err0_s12 <= \$1714 ;
   always @(posedge clk)
-    l0_prod0_0_s2 <= \$813 ;
+    l0_out0_s6 <= \$1715 ;
   always @(posedge clk)
-    l0_prod0_1_s2 <= \$814 ;
+    l0_out0_s7 <= \$1716 ;
   always @(posedge clk)
-    l0_out0_s3 <= \$815 ;
+    l0_out0_s8 <= \$1717 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$816 ;
+    l0_out0_s9 <= \$1718 ;
   always @(posedge clk)
-    l0_prod1_0_s2 <= \$817 ;
+    l0_out0_s10 <= \$1719 ;
   always @(posedge clk)
-    l0_prod1_1_s2 <= \$818 ;
+    l0_out0_s11 <= \$1720 ;
   always @(posedge clk)
-    l0_out1_s3 <= \$819 ;
+    l0_out0_s12 <= \$1721 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$820 ;
+    l0_out1_s6 <= \$1722 ;
   always @(posedge clk)
-    l0_prod2_0_s2 <= \$821 ;
+    l0_out1_s7 <= \$1723 ;
   always @(posedge clk)
-    l0_prod2_1_s2 <= \$822 ;
+    l0_out1_s8 <= \$1724 ;
   always @(posedge clk)
-    l0_out2_s3 <= \$823 ;
+    l0_out1_s9 <= \$1725 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$824 ;
+    l0_out1_s10 <= \$1726 ;
   always @(posedge clk)
-    l0_prod3_0_s2 <= \$825 ;
+    l0_out1_s11 <= \$1727 ;
   always @(posedge clk)
-    l0_prod3_1_s2 <= \$826 ;
+    l0_out1_s12 <= \$1728 ;
   always @(posedge clk)
-    l0_out3_s3 <= \$827 ;
+    l0_out2_s6 <= \$1729 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$828 ;
+    l0_out2_s7 <= \$1730 ;
   always @(posedge clk)
-    l0_prod4_0_s2 <= \$829 ;
+    l0_out2_s8 <= \$1731 ;
   always @(posedge clk)
-    l0_prod4_1_s2 <= \$830 ;
+    l0_out2_s9 <= \$1732 ;
   always @(posedge clk)
-    l0_out4_s3 <= \$831 ;
+    l0_out2_s10 <= \$1733 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$832 ;
+    l0_out2_s11 <= \$1734 ;
   always @(posedge clk)
-    l0_prod5_0_s2 <= \$833 ;
+    l0_out2_s12 <= \$1735 ;
   always @(posedge clk)
-    l0_prod5_1_s2 <= \$834 ;
+    l0_out3_s6 <= \$1736 ;
   always @(posedge clk)
-    l0_out5_s3 <= \$835 ;
+    l0_out3_s7 <= \$1737 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$836 ;
+    l0_out3_s8 <= \$1738 ;
   always @(posedge clk)
-    l0_prod6_0_s2 <= \$837 ;
+    l0_out3_s9 <= \$1739 ;
   always @(posedge clk)
-    l0_prod6_1_s2 <= \$838 ;
+    l0_out3_s10 <= \$1740 ;
   always @(posedge clk)
-    l0_out6_s3 <= \$839 ;
+    l0_out3_s11 <= \$1741 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$840 ;
+    l0_out3_s12 <= \$1742 ;
   always @(posedge clk)
-    l0_prod7_0_s2 <= \$841 ;
+    l0_out4_s6 <= \$1743 ;
   always @(posedge clk)
-    l0_prod7_1_s2 <= \$842 ;
+    l0_out4_s7 <= \$1744 ;
   always @(posedge clk)
-    l0_out7_s3 <= \$843 ;
+    l0_out4_s8 <= \$1745 ;
   always @(posedge clk)
-    l1_bias0_s4 <= \$844 ;
+    l0_out4_s9 <= \$1746 ;
   always @(posedge clk)
-    l1_prod0_0_s4 <= \$845 ;
+    l0_out4_s10 <= \$1747 ;
   always @(posedge clk)
-    l1_prod0_1_s4 <= \$846 ;
+    l0_out4_s11 <= \$1748 ;
   always @(posedge clk)
-    l1_prod0_2_s4 <= \$847 ;
+    l0_out4_s12 <= \$1749 ;
   always @(posedge clk)
-    l1_prod0_3_s4 <= \$848 ;
+    l0_out5_s6 <= \$1750 ;
   always @(posedge clk)
-    l1_prod0_4_s4 <= \$849 ;
+    l0_out5_s7 <= \$1751 ;
   always @(posedge clk)
-    l1_prod0_5_s4 <= \$850 ;
+    l0_out5_s8 <= \$1752 ;
   always @(posedge clk)
-    l1_prod0_6_s4 <= \$851 ;
+    l0_out5_s9 <= \$1753 ;
   always @(posedge clk)
-    l1_prod0_7_s4 <= \$852 ;
+    l0_out5_s10 <= \$1754 ;
   always @(posedge clk)
-    l1_out0_s5 <= \$853 ;
+    l0_out5_s11 <= \$1755 ;
   always @(posedge clk)
-    y0_s2 <= \$854 ;
+    l0_out5_s12 <= \$1756 ;
   always @(posedge clk)
-    y0_s3 <= \$855 ;
+    l0_out6_s6 <= \$1757 ;
   always @(posedge clk)
-    y0_s4 <= \$856 ;
+    l0_out6_s7 <= \$1758 ;
   always @(posedge clk)
-    y0_s5 <= \$857 ;
+    l0_out6_s8 <= \$1759 ;
   always @(posedge clk)
-    kind_s2 <= \$858 ;
+    l0_out6_s9 <= \$1760 ;
   always @(posedge clk)
-    kind_s3 <= \$859 ;
+    l0_out6_s10 <= \$1761 ;
   always @(posedge clk)
-    kind_s4 <= \$860 ;
+    l0_out6_s11 <= \$1762 ;
   always @(posedge clk)
-    kind_s5 <= \$861 ;
+    l0_out6_s12 <= \$1763 ;
   always @(posedge clk)
-    err0_s6 <= \$862 ;
+    l0_out7_s6 <= \$1764 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$863 ;
+    l0_out7_s7 <= \$1765 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$864 ;
+    l0_out7_s8 <= \$1766 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$865 ;
+    l0_out7_s9 <= \$1767 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$866 ;
+    l0_out7_s10 <= \$1768 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$867 ;
+    l0_out7_s11 <= \$1769 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$868 ;
+    l0_out7_s12 <= \$1770 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$869 ;
+    l1_dw0_0_raw_s13 <= \$1771 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$870 ;
+    l1_dw0_0_s14 <= \$1772 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$871 ;
+    l1_dw0_1_raw_s13 <= \$1773 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$872 ;
+    l1_dw0_1_s14 <= \$1774 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$873 ;
+    l1_dw0_2_raw_s13 <= \$1775 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$874 ;
+    l1_dw0_2_s14 <= \$1776 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$875 ;
+    l1_dw0_3_raw_s13 <= \$1777 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$876 ;
+    l1_dw0_3_s14 <= \$1778 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$877 ;
+    l1_dw0_4_raw_s13 <= \$1779 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$878 ;
+    l1_dw0_4_s14 <= \$1780 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$879 ;
+    l1_dw0_5_raw_s13 <= \$1781 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$880 ;
+    l1_dw0_5_s14 <= \$1782 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$881 ;
+    l1_dw0_6_raw_s13 <= \$1783 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$882 ;
+    l1_dw0_6_s14 <= \$1784 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$883 ;
+    l1_dw0_7_raw_s13 <= \$1785 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$884 ;
+    l1_dw0_7_s14 <= \$1786 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$885 ;
+    l1_db0_s13 <= \$1787 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$886 ;
+    l1_db0_s14 <= \$1788 ;
   always @(posedge clk)
-    \t$279  <= \$887 ;
+    l1_bprod0_0_raw_s13 <= \$1789 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$888 ;
+    l0_out0_s13 <= \$1790 ;
   always @(posedge clk)
-    l0_err0_s8 <= \$889 ;
+    l0_err0_s14 <= \$1791 ;
   always @(posedge clk)
-    \t$287  <= \$890 ;
+    l1_bprod1_0_raw_s13 <= \$1792 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$891 ;
+    l0_out1_s13 <= \$1793 ;
   always @(posedge clk)
-    l0_err1_s8 <= \$892 ;
+    l0_err1_s14 <= \$1794 ;
   always @(posedge clk)
-    \t$295  <= \$893 ;
+    l1_bprod2_0_raw_s13 <= \$1795 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$894 ;
+    l0_out2_s13 <= \$1796 ;
   always @(posedge clk)
-    l0_err2_s8 <= \$895 ;
+    l0_err2_s14 <= \$1797 ;
   always @(posedge clk)
-    \t$303  <= \$896 ;
+    l1_bprod3_0_raw_s13 <= \$1798 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$897 ;
+    l0_out3_s13 <= \$1799 ;
   always @(posedge clk)
-    l0_err3_s8 <= \$898 ;
+    l0_err3_s14 <= \$1800 ;
   always @(posedge clk)
-    \t$311  <= \$899 ;
+    l1_bprod4_0_raw_s13 <= \$1801 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$900 ;
+    l0_out4_s13 <= \$1802 ;
   always @(posedge clk)
-    l0_err4_s8 <= \$901 ;
+    l0_err4_s14 <= \$1803 ;
   always @(posedge clk)
-    \t$319  <= \$902 ;
+    l1_bprod5_0_raw_s13 <= \$1804 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$903 ;
+    l0_out5_s13 <= \$1805 ;
   always @(posedge clk)
-    l0_err5_s8 <= \$904 ;
+    l0_err5_s14 <= \$1806 ;
   always @(posedge clk)
-    \t$327  <= \$905 ;
+    l1_bprod6_0_raw_s13 <= \$1807 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$906 ;
+    l0_out6_s13 <= \$1808 ;
   always @(posedge clk)
-    l0_err6_s8 <= \$907 ;
+    l0_err6_s14 <= \$1809 ;
   always @(posedge clk)
-    \t$335  <= \$908 ;
+    l1_bprod7_0_raw_s13 <= \$1810 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$909 ;
+    l0_out7_s13 <= \$1811 ;
   always @(posedge clk)
-    l0_err7_s8 <= \$910 ;
+    l0_err7_s14 <= \$1812 ;
   always @(posedge clk)
-    x0_s2 <= \$911 ;
+    x0_s2 <= \$1813 ;
   always @(posedge clk)
-    x0_s3 <= \$912 ;
+    x0_s3 <= \$1814 ;
   always @(posedge clk)
-    x0_s4 <= \$913 ;
+    x0_s4 <= \$1815 ;
   always @(posedge clk)
-    x0_s5 <= \$914 ;
+    x0_s5 <= \$1816 ;
   always @(posedge clk)
-    x0_s6 <= \$915 ;
+    x0_s6 <= \$1817 ;
   always @(posedge clk)
-    x0_s7 <= \$916 ;
+    x0_s7 <= \$1818 ;
   always @(posedge clk)
-    x0_s8 <= \$917 ;
+    x0_s8 <= \$1819 ;
   always @(posedge clk)
-    x1_s2 <= \$918 ;
+    x0_s9 <= \$1820 ;
   always @(posedge clk)
-    x1_s3 <= \$919 ;
+    x0_s10 <= \$1821 ;
   always @(posedge clk)
-    x1_s4 <= \$920 ;
+    x0_s11 <= \$1822 ;
   always @(posedge clk)
-    x1_s5 <= \$921 ;
+    x0_s12 <= \$1823 ;
   always @(posedge clk)
-    x1_s6 <= \$922 ;
+    x0_s13 <= \$1824 ;
   always @(posedge clk)
-    x1_s7 <= \$923 ;
+    x0_s14 <= \$1825 ;
   always @(posedge clk)
-    x1_s8 <= \$924 ;
-  assign \t$17  = $signed(l0_w_0_0) * $signed(x0_s1);
-  assign \t$22  = $signed(l0_w_0_1) * $signed(x1_s1);
-  assign \$1  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
-  assign \t$27  = $signed(\$1 ) + $signed(l0_prod0_1_s2);
-  assign \$2  = ! \t$27 [12:0];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = \t$27 [13] & \$3 ;
-  assign \$5  = ! \t$27 [12:0];
-  assign \$6  = \t$27 [13] & \$5 ;
-  assign \$7  = \$6  & floor[0];
-  assign \$8  = \$4  | \$7 ;
-  assign \t$33  = $signed(floor) + $signed({ 1'h0, \$8  });
-  assign \$9  = $signed(\t$33 ) < $signed(16'h8000);
-  assign \$10  = $signed(\t$33 ) > $signed(16'h7fff);
-  assign \$11  = \$10  ? 16'h7fff : \t$33 [15:0];
-  assign \t$34  = \$9  ? 16'h8000 : \$11 ;
-  assign \t$38  = $signed(l0_w_1_0) * $signed(x0_s1);
-  assign \t$42  = $signed(l0_w_1_1) * $signed(x1_s1);
-  assign \$12  = $signed(l0_bias1_s2) + $signed(l0_prod1_0_s2);
-  assign \t$46  = $signed(\$12 ) + $signed(l0_prod1_1_s2);
-  assign \$13  = ! \t$46 [12:0];
-  assign \$14  = ~ \$13 ;
-  assign \$15  = \t$46 [13] & \$14 ;
-  assign \$16  = ! \t$46 [12:0];
-  assign \$17  = \t$46 [13] & \$16 ;
-  assign \$18  = \$17  & \floor$51 [0];
-  assign \$19  = \$15  | \$18 ;
-  assign \t$52  = $signed(\floor$51 ) + $signed({ 1'h0, \$19  });
-  assign \$20  = $signed(\t$52 ) < $signed(16'h8000);
-  assign \$21  = $signed(\t$52 ) > $signed(16'h7fff);
-  assign \$22  = \$21  ? 16'h7fff : \t$52 [15:0];
-  assign \t$53  = \$20  ? 16'h8000 : \$22 ;
-  assign \t$57  = $signed(l0_w_2_0) * $signed(x0_s1);
-  assign \t$61  = $signed(l0_w_2_1) * $signed(x1_s1);
-  assign \$23  = $signed(l0_bias2_s2) + $signed(l0_prod2_0_s2);
-  assign \t$65  = $signed(\$23 ) + $signed(l0_prod2_1_s2);
-  assign \$24  = ! \t$65 [12:0];
-  assign \$25  = ~ \$24 ;
-  assign \$26  = \t$65 [13] & \$25 ;
-  assign \$27  = ! \t$65 [12:0];
-  assign \$28  = \t$65 [13] & \$27 ;
-  assign \$29  = \$28  & \floor$70 [0];
-  assign \$30  = \$26  | \$29 ;
-  assign \t$71  = $signed(\floor$70 ) + $signed({ 1'h0, \$30  });
-  assign \$31  = $signed(\t$71 ) < $signed(16'h8000);
-  assign \$32  = $signed(\t$71 ) > $signed(16'h7fff);
-  assign \$33  = \$32  ? 16'h7fff : \t$71 [15:0];
-  assign \t$72  = \$31  ? 16'h8000 : \$33 ;
-  assign \t$76  = $signed(l0_w_3_0) * $signed(x0_s1);
-  assign \t$80  = $signed(l0_w_3_1) * $signed(x1_s1);
-  assign \$34  = $signed(l0_bias3_s2) + $signed(l0_prod3_0_s2);
-  assign \t$84  = $signed(\$34 ) + $signed(l0_prod3_1_s2);
-  assign \$35  = ! \t$84 [12:0];
-  assign \$36  = ~ \$35 ;
-  assign \$37  = \t$84 [13] & \$36 ;
-  assign \$38  = ! \t$84 [12:0];
-  assign \$39  = \t$84 [13] & \$38 ;
-  assign \$40  = \$39  & \floor$89 [0];
-  assign \$41  = \$37  | \$40 ;
+    x1_s2 <= \$1826 ;
+  always @(posedge clk)
+    x1_s3 <= \$1827 ;
+  always @(posedge clk)
+    x1_s4 <= \$1828 ;
+  always @(posedge clk)
+    x1_s5 <= \$1829 ;
+  always @(posedge clk)
+    x1_s6 <= \$1830 ;
+  always @(posedge clk)
+    x1_s7 <= \$1831 ;
+  always @(posedge clk)
+    x1_s8 <= \$1832 ;
+  always @(posedge clk)
+    x1_s9 <= \$1833 ;
+  always @(posedge clk)
+    x1_s10 <= \$1834 ;
+  always @(posedge clk)
+    x1_s11 <= \$1835 ;
+  always @(posedge clk)
+    x1_s12 <= \$1836 ;
+  always @(posedge clk)
+    x1_s13 <= \$1837 ;
+  always @(posedge clk)
+    x1_s14 <= \$1838 ;
+  always @(posedge clk)
+    l0_dw0_0_raw_s15 <= \$1839 ;
+  always @(posedge clk)
+    l0_dw0_0_s16 <= \$1840 ;
+  always @(posedge clk)
+    l0_dw0_1_raw_s15 <= \$1841 ;
+  always @(posedge clk)
+    l0_dw0_1_s16 <= \$1842 ;
+  always @(posedge clk)
+    l0_dw1_0_raw_s15 <= \$1843 ;
+  always @(posedge clk)
+    l0_dw1_0_s16 <= \$1844 ;
+  always @(posedge clk)
+    l0_dw1_1_raw_s15 <= \$1845 ;
+  always @(posedge clk)
+    l0_dw1_1_s16 <= \$1846 ;
+  always @(posedge clk)
+    l0_dw2_0_raw_s15 <= \$1847 ;
+  always @(posedge clk)
+    l0_dw2_0_s16 <= \$1848 ;
+  always @(posedge clk)
+    l0_dw2_1_raw_s15 <= \$1849 ;
+  always @(posedge clk)
+    l0_dw2_1_s16 <= \$1850 ;
+  always @(posedge clk)
+    l0_dw3_0_raw_s15 <= \$1851 ;
+  always @(posedge clk)
+    l0_dw3_0_s16 <= \$1852 ;
+  always @(posedge clk)
+    l0_dw3_1_raw_s15 <= \$1853 ;
+  always @(posedge clk)
+    l0_dw3_1_s16 <= \$1854 ;
+  always @(posedge clk)
+    l0_dw4_0_raw_s15 <= \$1855 ;
+  always @(posedge clk)
+    l0_dw4_0_s16 <= \$1856 ;
+  always @(posedge clk)
+    l0_dw4_1_raw_s15 <= \$1857 ;
+  always @(posedge clk)
+    l0_dw4_1_s16 <= \$1858 ;
+  always @(posedge clk)
+    l0_dw5_0_raw_s15 <= \$1859 ;
+  always @(posedge clk)
+    l0_dw5_0_s16 <= \$1860 ;
+  always @(posedge clk)
+    l0_dw5_1_raw_s15 <= \$1861 ;
+  always @(posedge clk)
+    l0_dw5_1_s16 <= \$1862 ;
+  always @(posedge clk)
+    l0_dw6_0_raw_s15 <= \$1863 ;
+  always @(posedge clk)
+    l0_dw6_0_s16 <= \$1864 ;
+  always @(posedge clk)
+    l0_dw6_1_raw_s15 <= \$1865 ;
+  always @(posedge clk)
+    l0_dw6_1_s16 <= \$1866 ;
+  always @(posedge clk)
+    l0_dw7_0_raw_s15 <= \$1867 ;
+  always @(posedge clk)
+    l0_dw7_0_s16 <= \$1868 ;
+  always @(posedge clk)
+    l0_dw7_1_raw_s15 <= \$1869 ;
+  always @(posedge clk)
+    l0_dw7_1_s16 <= \$1870 ;
+  always @(posedge clk)
+    l0_db0_s15 <= \$1871 ;
+  always @(posedge clk)
+    l0_db0_s16 <= \$1872 ;
+  always @(posedge clk)
+    l0_db1_s15 <= \$1873 ;
+  always @(posedge clk)
+    l0_db1_s16 <= \$1874 ;
+  always @(posedge clk)
+    l0_db2_s15 <= \$1875 ;
+  always @(posedge clk)
+    l0_db2_s16 <= \$1876 ;
+  always @(posedge clk)
+    l0_db3_s15 <= \$1877 ;
+  always @(posedge clk)
+    l0_db3_s16 <= \$1878 ;
+  always @(posedge clk)
+    l0_db4_s15 <= \$1879 ;
+  always @(posedge clk)
+    l0_db4_s16 <= \$1880 ;
+  always @(posedge clk)
+    l0_db5_s15 <= \$1881 ;
+  always @(posedge clk)
+    l0_db5_s16 <= \$1882 ;
+  always @(posedge clk)
+    l0_db6_s15 <= \$1883 ;
+  always @(posedge clk)
+    l0_db6_s16 <= \$1884 ;
+  always @(posedge clk)
+    l0_db7_s15 <= \$1885 ;
+  always @(posedge clk)
+    l0_db7_s16 <= \$1886 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$726  = 16'h0000;
+    \$1443  = 16'h0000;
     casez (l0_rd_sel)
       5'h00:
-          \$726  = l0_w_0_0;
+          \$1443  = l0_w_0_0;
       5'h01:
-          \$726  = l0_w_0_1;
+          \$1443  = l0_w_0_1;
       5'h02:
-          \$726  = l0_w_1_0;
+          \$1443  = l0_w_1_0;
       5'h03:
-          \$726  = l0_w_1_1;
+          \$1443  = l0_w_1_1;
       5'h04:
-          \$726  = l0_w_2_0;
+          \$1443  = l0_w_2_0;
       5'h05:
-          \$726  = l0_w_2_1;
+          \$1443  = l0_w_2_1;
       5'h06:
-          \$726  = l0_w_3_0;
+          \$1443  = l0_w_3_0;
       5'h07:
-          \$726  = l0_w_3_1;
+          \$1443  = l0_w_3_1;
       5'h08:
-          \$726  = l0_w_4_0;
+          \$1443  = l0_w_4_0;
       5'h09:
-          \$726  = l0_w_4_1;
+          \$1443  = l0_w_4_1;
       5'h0a:
-          \$726  = l0_w_5_0;
+          \$1443  = l0_w_5_0;
       5'h0b:
-          \$726  = l0_w_5_1;
+          \$1443  = l0_w_5_1;
       5'h0c:
-          \$726  = l0_w_6_0;
+          \$1443  = l0_w_6_0;
       5'h0d:
-          \$726  = l0_w_6_1;
+          \$1443  = l0_w_6_1;
       5'h0e:
-          \$726  = l0_w_7_0;
+          \$1443  = l0_w_7_0;
       5'h0f:
-          \$726  = l0_w_7_1;
+          \$1443  = l0_w_7_1;
       5'h10:
-          \$726  = l0_b_0;
+          \$1443  = l0_b_0;
       5'h11:
-          \$726  = l0_b_1;
+          \$1443  = l0_b_1;
       5'h12:
-          \$726  = l0_b_2;
+          \$1443  = l0_b_2;
       5'h13:
-          \$726  = l0_b_3;
+          \$1443  = l0_b_3;
       5'h14:
-          \$726  = l0_b_4;
+          \$1443  = l0_b_4;
       5'h15:
-          \$726  = l0_b_5;
+          \$1443  = l0_b_5;
       5'h16:
-          \$726  = l0_b_6;
+          \$1443  = l0_b_6;
       5'h17:
-          \$726  = l0_b_7;
+          \$1443  = l0_b_7;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$727  = 16'h0000;
+    \$1444  = 16'h0000;
     casez (l1_rd_sel)
       4'h0:
-          \$727  = l1_w_0_0;
+          \$1444  = l1_w_0_0;
       4'h1:
-          \$727  = l1_w_0_1;
+          \$1444  = l1_w_0_1;
       4'h2:
-          \$727  = l1_w_0_2;
+          \$1444  = l1_w_0_2;
       4'h3:
-          \$727  = l1_w_0_3;
+          \$1444  = l1_w_0_3;
       4'h4:
-          \$727  = l1_w_0_4;
+          \$1444  = l1_w_0_4;
       4'h5:
-          \$727  = l1_w_0_5;
+          \$1444  = l1_w_0_5;
       4'h6:
-          \$727  = l1_w_0_6;
+          \$1444  = l1_w_0_6;
       4'h7:
-          \$727  = l1_w_0_7;
+          \$1444  = l1_w_0_7;
       4'h8:
-          \$727  = l1_b_0;
+          \$1444  = l1_b_0;
     endcase
   end
   always @* begin
@@ -2916,396 +5233,476 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$728  = \$726 ;
+          \$1445  = \$1443 ;
       1'h1:
-          \$728  = \$727 ;
+          \$1445  = \$1444 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s5)
+    casez (kind_s11)
       2'h0:
-          e = \t$229 ;
+          e = \t$180 ;
       2'h2:
-          e = y0_s5;
+          e = y0_s11;
       default:
           e = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$449  = 17'h00000;
-    if (commit_l0) begin
-      \t$449  = \$522 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$450  = 17'h00000;
-    if (commit_l0) begin
-      \t$450  = \$523 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$451  = 17'h00000;
-    if (commit_l0) begin
-      \t$451  = \$524 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$452  = 17'h00000;
-    if (commit_l0) begin
-      \t$452  = \$525 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$453  = 17'h00000;
-    if (commit_l0) begin
-      \t$453  = \$526 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$454  = 17'h00000;
-    if (commit_l0) begin
-      \t$454  = \$527 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$455  = 17'h00000;
-    if (commit_l0) begin
-      \t$455  = \$528 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$456  = 17'h00000;
-    if (commit_l0) begin
-      \t$456  = \$529 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$457  = 17'h00000;
-    if (commit_l0) begin
-      \t$457  = \$530 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$458  = 17'h00000;
-    if (commit_l0) begin
-      \t$458  = \$531 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$459  = 17'h00000;
-    if (commit_l0) begin
-      \t$459  = \$532 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$460  = 17'h00000;
-    if (commit_l0) begin
-      \t$460  = \$533 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$461  = 17'h00000;
-    if (commit_l0) begin
-      \t$461  = \$534 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$462  = 17'h00000;
-    if (commit_l0) begin
-      \t$462  = \$535 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$463  = 17'h00000;
-    if (commit_l0) begin
-      \t$463  = \$536 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$464  = 17'h00000;
-    if (commit_l0) begin
-      \t$464  = \$537 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$465  = 17'h00000;
-    if (commit_l0) begin
-      \t$465  = \$538 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$466  = 17'h00000;
-    if (commit_l0) begin
-      \t$466  = \$539 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$467  = 17'h00000;
-    if (commit_l0) begin
-      \t$467  = \$540 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$468  = 17'h00000;
-    if (commit_l0) begin
-      \t$468  = \$541 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$469  = 17'h00000;
-    if (commit_l0) begin
-      \t$469  = \$542 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$470  = 17'h00000;
-    if (commit_l0) begin
-      \t$470  = \$543 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$471  = 17'h00000;
-    if (commit_l0) begin
-      \t$471  = \$544 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$472  = 17'h00000;
     if (commit_l0) begin
-      \t$472  = \$545 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$474  = 17'h00000;
-    if (commit_l1) begin
-      \t$474  = \$546 ;
+      \t$472  = \$1107 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$475  = 17'h00000;
-    if (commit_l1) begin
-      \t$475  = \$547 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$476  = 17'h00000;
-    if (commit_l1) begin
-      \t$476  = \$548 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$477  = 17'h00000;
-    if (commit_l1) begin
-      \t$477  = \$549 ;
+    if (commit_l0) begin
+      \t$475  = \$1108 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$478  = 17'h00000;
-    if (commit_l1) begin
-      \t$478  = \$550 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$479  = 17'h00000;
-    if (commit_l1) begin
-      \t$479  = \$551 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$480  = 17'h00000;
-    if (commit_l1) begin
-      \t$480  = \$552 ;
+    if (commit_l0) begin
+      \t$478  = \$1109 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$481  = 17'h00000;
-    if (commit_l1) begin
-      \t$481  = \$553 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$482  = 17'h00000;
-    if (commit_l1) begin
-      \t$482  = \$554 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$761  = valid_s1;
-    if (en) begin
-      \$761  = accept;
-    end
-    if (rst) begin
-      \$761  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$762  = valid_s2;
-    if (en) begin
-      \$762  = valid_s1;
-    end
-    if (rst) begin
-      \$762  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$763  = valid_s3;
-    if (en) begin
-      \$763  = valid_s2;
-    end
-    if (rst) begin
-      \$763  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$764  = valid_s4;
-    if (en) begin
-      \$764  = valid_s3;
-    end
-    if (rst) begin
-      \$764  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$765  = m__valid;
-    if (en) begin
-      \$765  = valid_s4;
-    end
-    if (rst) begin
-      \$765  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$766  = valid_s6;
-    if (en) begin
-      \$766  = m__valid;
-    end
-    if (rst) begin
-      \$766  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$767  = valid_s7;
-    if (en) begin
-      \$767  = valid_s6;
-    end
-    if (rst) begin
-      \$767  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$768  = valid_s8;
-    if (en) begin
-      \$768  = valid_s7;
-    end
-    if (rst) begin
-      \$768  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$769  = l0_w_0_0;
     if (commit_l0) begin
-      \$769  = \$594 ;
+      \t$481  = \$1110 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$484  = 17'h00000;
+    if (commit_l0) begin
+      \t$484  = \$1111 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$487  = 17'h00000;
+    if (commit_l0) begin
+      \t$487  = \$1112 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$490  = 17'h00000;
+    if (commit_l0) begin
+      \t$490  = \$1113 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$493  = 17'h00000;
+    if (commit_l0) begin
+      \t$493  = \$1114 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$496  = 17'h00000;
+    if (commit_l0) begin
+      \t$496  = \$1115 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$499  = 17'h00000;
+    if (commit_l0) begin
+      \t$499  = \$1116 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$502  = 17'h00000;
+    if (commit_l0) begin
+      \t$502  = \$1117 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$505  = 17'h00000;
+    if (commit_l0) begin
+      \t$505  = \$1118 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$508  = 17'h00000;
+    if (commit_l0) begin
+      \t$508  = \$1119 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$511  = 17'h00000;
+    if (commit_l0) begin
+      \t$511  = \$1120 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$514  = 17'h00000;
+    if (commit_l0) begin
+      \t$514  = \$1121 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$517  = 17'h00000;
+    if (commit_l0) begin
+      \t$517  = \$1122 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$520  = 17'h00000;
+    if (commit_l0) begin
+      \t$520  = \$1123 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$522  = 17'h00000;
+    if (commit_l0) begin
+      \t$522  = \$1124 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$524  = 17'h00000;
+    if (commit_l0) begin
+      \t$524  = \$1125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$526  = 17'h00000;
+    if (commit_l0) begin
+      \t$526  = \$1126 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$528  = 17'h00000;
+    if (commit_l0) begin
+      \t$528  = \$1127 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$530  = 17'h00000;
+    if (commit_l0) begin
+      \t$530  = \$1128 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$532  = 17'h00000;
+    if (commit_l0) begin
+      \t$532  = \$1129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$534  = 17'h00000;
+    if (commit_l0) begin
+      \t$534  = \$1130 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$537  = 17'h00000;
+    if (commit_l1) begin
+      \t$537  = \$1131 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$540  = 17'h00000;
+    if (commit_l1) begin
+      \t$540  = \$1132 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$543  = 17'h00000;
+    if (commit_l1) begin
+      \t$543  = \$1133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$546  = 17'h00000;
+    if (commit_l1) begin
+      \t$546  = \$1134 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$549  = 17'h00000;
+    if (commit_l1) begin
+      \t$549  = \$1135 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$552  = 17'h00000;
+    if (commit_l1) begin
+      \t$552  = \$1136 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$555  = 17'h00000;
+    if (commit_l1) begin
+      \t$555  = \$1137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$558  = 17'h00000;
+    if (commit_l1) begin
+      \t$558  = \$1138 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$561  = 17'h00000;
+    if (commit_l1) begin
+      \t$561  = \$1139 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1558  = valid_s1;
+    if (en) begin
+      \$1558  = accept;
+    end
+    if (rst) begin
+      \$1558  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1559  = valid_s2;
+    if (en) begin
+      \$1559  = valid_s1;
+    end
+    if (rst) begin
+      \$1559  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1560  = valid_s3;
+    if (en) begin
+      \$1560  = valid_s2;
+    end
+    if (rst) begin
+      \$1560  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1561  = valid_s4;
+    if (en) begin
+      \$1561  = valid_s3;
+    end
+    if (rst) begin
+      \$1561  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1562  = valid_s5;
+    if (en) begin
+      \$1562  = valid_s4;
+    end
+    if (rst) begin
+      \$1562  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1563  = valid_s6;
+    if (en) begin
+      \$1563  = valid_s5;
+    end
+    if (rst) begin
+      \$1563  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1564  = valid_s7;
+    if (en) begin
+      \$1564  = valid_s6;
+    end
+    if (rst) begin
+      \$1564  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1565  = valid_s8;
+    if (en) begin
+      \$1565  = valid_s7;
+    end
+    if (rst) begin
+      \$1565  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1566  = valid_s9;
+    if (en) begin
+      \$1566  = valid_s8;
+    end
+    if (rst) begin
+      \$1566  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1567  = valid_s10;
+    if (en) begin
+      \$1567  = valid_s9;
+    end
+    if (rst) begin
+      \$1567  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1568  = m__valid;
+    if (en) begin
+      \$1568  = valid_s10;
+    end
+    if (rst) begin
+      \$1568  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1569  = valid_s12;
+    if (en) begin
+      \$1569  = m__valid;
+    end
+    if (rst) begin
+      \$1569  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1570  = valid_s13;
+    if (en) begin
+      \$1570  = valid_s12;
+    end
+    if (rst) begin
+      \$1570  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1571  = valid_s14;
+    if (en) begin
+      \$1571  = valid_s13;
+    end
+    if (rst) begin
+      \$1571  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1572  = valid_s15;
+    if (en) begin
+      \$1572  = valid_s14;
+    end
+    if (rst) begin
+      \$1572  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1573  = valid_s16;
+    if (en) begin
+      \$1573  = valid_s15;
+    end
+    if (rst) begin
+      \$1573  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1574  = l0_w_0_0;
+    if (commit_l0) begin
+      \$1574  = \$1183 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
-            \$769  = l0_port_data;
+            \$1574  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$769  = 16'h055e;
+      \$1574  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$770  = l0_w_0_1;
+    \$1575  = l0_w_0_1;
     if (commit_l0) begin
-      \$770  = \$598 ;
+      \$1575  = \$1191 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$770  = l0_port_data;
+            \$1575  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$770  = 16'hf6fa;
+      \$1575  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$771  = l0_w_1_0;
+    \$1576  = l0_w_1_0;
     if (commit_l0) begin
-      \$771  = \$602 ;
+      \$1576  = \$1199 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$771  = l0_port_data;
+            \$1576  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$771  = 16'hee03;
+      \$1576  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$772  = l0_w_1_1;
+    \$1577  = l0_w_1_1;
     if (commit_l0) begin
-      \$772  = \$606 ;
+      \$1577  = \$1207 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3313,21 +5710,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$772  = l0_port_data;
+            \$1577  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$772  = 16'hed0d;
+      \$1577  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$773  = l0_w_2_0;
+    \$1578  = l0_w_2_0;
     if (commit_l0) begin
-      \$773  = \$610 ;
+      \$1578  = \$1215 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3337,21 +5734,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$773  = l0_port_data;
+            \$1578  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$773  = 16'h0c47;
+      \$1578  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$774  = l0_w_2_1;
+    \$1579  = l0_w_2_1;
     if (commit_l0) begin
-      \$774  = \$614 ;
+      \$1579  = \$1223 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3363,21 +5760,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$774  = l0_port_data;
+            \$1579  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$774  = 16'h102d;
+      \$1579  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$775  = l0_w_3_0;
+    \$1580  = l0_w_3_0;
     if (commit_l0) begin
-      \$775  = \$618 ;
+      \$1580  = \$1231 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3391,21 +5788,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$775  = l0_port_data;
+            \$1580  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$775  = 16'h042e;
+      \$1580  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$776  = l0_w_3_1;
+    \$1581  = l0_w_3_1;
     if (commit_l0) begin
-      \$776  = \$622 ;
+      \$1581  = \$1239 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3421,21 +5818,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$776  = l0_port_data;
+            \$1581  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$776  = 16'h08ff;
+      \$1581  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$777  = l0_w_4_0;
+    \$1582  = l0_w_4_0;
     if (commit_l0) begin
-      \$777  = \$626 ;
+      \$1582  = \$1247 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3453,21 +5850,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$777  = l0_port_data;
+            \$1582  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$777  = 16'h01b6;
+      \$1582  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$778  = l0_w_4_1;
+    \$1583  = l0_w_4_1;
     if (commit_l0) begin
-      \$778  = \$630 ;
+      \$1583  = \$1255 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3487,21 +5884,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$778  = l0_port_data;
+            \$1583  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$778  = 16'h110d;
+      \$1583  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$779  = l0_w_5_0;
+    \$1584  = l0_w_5_0;
     if (commit_l0) begin
-      \$779  = \$634 ;
+      \$1584  = \$1263 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3523,21 +5920,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$779  = l0_port_data;
+            \$1584  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$779  = 16'h0c61;
+      \$1584  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$780  = l0_w_5_1;
+    \$1585  = l0_w_5_1;
     if (commit_l0) begin
-      \$780  = \$638 ;
+      \$1585  = \$1271 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3561,21 +5958,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$780  = l0_port_data;
+            \$1585  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$780  = 16'hec83;
+      \$1585  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$781  = l0_w_6_0;
+    \$1586  = l0_w_6_0;
     if (commit_l0) begin
-      \$781  = \$642 ;
+      \$1586  = \$1279 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3601,21 +5998,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$781  = l0_port_data;
+            \$1586  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$781  = 16'h0e02;
+      \$1586  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$782  = l0_w_6_1;
+    \$1587  = l0_w_6_1;
     if (commit_l0) begin
-      \$782  = \$646 ;
+      \$1587  = \$1287 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3643,21 +6040,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$782  = l0_port_data;
+            \$1587  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$782  = 16'hedb8;
+      \$1587  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$783  = l0_w_7_0;
+    \$1588  = l0_w_7_0;
     if (commit_l0) begin
-      \$783  = \$650 ;
+      \$1588  = \$1295 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3687,21 +6084,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$783  = l0_port_data;
+            \$1588  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$783  = 16'h0900;
+      \$1588  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$784  = l0_w_7_1;
+    \$1589  = l0_w_7_1;
     if (commit_l0) begin
-      \$784  = \$654 ;
+      \$1589  = \$1303 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3733,21 +6130,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$784  = l0_port_data;
+            \$1589  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$784  = 16'hf34a;
+      \$1589  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = l0_b_0;
+    \$1590  = l0_b_0;
     if (commit_l0) begin
-      \$785  = \$658 ;
+      \$1590  = \$1311 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3781,21 +6178,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$785  = l0_port_data;
+            \$1590  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$785  = 16'h0000;
+      \$1590  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = l0_b_1;
+    \$1591  = l0_b_1;
     if (commit_l0) begin
-      \$786  = \$662 ;
+      \$1591  = \$1319 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3831,21 +6228,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$786  = l0_port_data;
+            \$1591  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$786  = 16'h0000;
+      \$1591  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$787  = l0_b_2;
+    \$1592  = l0_b_2;
     if (commit_l0) begin
-      \$787  = \$666 ;
+      \$1592  = \$1327 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3883,21 +6280,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$787  = l0_port_data;
+            \$1592  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$787  = 16'h0000;
+      \$1592  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$788  = l0_b_3;
+    \$1593  = l0_b_3;
     if (commit_l0) begin
-      \$788  = \$670 ;
+      \$1593  = \$1335 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3937,21 +6334,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$788  = l0_port_data;
+            \$1593  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$788  = 16'h0000;
+      \$1593  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$789  = l0_b_4;
+    \$1594  = l0_b_4;
     if (commit_l0) begin
-      \$789  = \$674 ;
+      \$1594  = \$1343 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -3993,21 +6390,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$789  = l0_port_data;
+            \$1594  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$789  = 16'h0000;
+      \$1594  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$790  = l0_b_5;
+    \$1595  = l0_b_5;
     if (commit_l0) begin
-      \$790  = \$678 ;
+      \$1595  = \$1351 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4051,21 +6448,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$790  = l0_port_data;
+            \$1595  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$790  = 16'h0000;
+      \$1595  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$791  = l0_b_6;
+    \$1596  = l0_b_6;
     if (commit_l0) begin
-      \$791  = \$682 ;
+      \$1596  = \$1359 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4111,21 +6508,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$791  = l0_port_data;
+            \$1596  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$791  = 16'h0000;
+      \$1596  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = l0_b_7;
+    \$1597  = l0_b_7;
     if (commit_l0) begin
-      \$792  = \$686 ;
+      \$1597  = \$1367 ;
     end
     if (l0_port_wr) begin
-      casez (\$569 [4:0])
+      casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4173,75 +6570,75 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$792  = l0_port_data;
+            \$1597  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$792  = 16'h0000;
+      \$1597  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = l1_w_0_0;
+    \$1598  = l1_w_0_0;
     if (commit_l1) begin
-      \$793  = \$690 ;
+      \$1598  = \$1375 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
-            \$793  = l1_port_data;
+            \$1598  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$793  = 16'h071e;
+      \$1598  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = l1_w_0_1;
+    \$1599  = l1_w_0_1;
     if (commit_l1) begin
-      \$794  = \$694 ;
+      \$1599  = \$1383 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
-            \$794  = l1_port_data;
+            \$1599  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$794  = 16'h00d0;
+      \$1599  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = l1_w_0_2;
+    \$1600  = l1_w_0_2;
     if (commit_l1) begin
-      \$795  = \$698 ;
+      \$1600  = \$1391 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
             /* empty */;
         4'h2:
-            \$795  = l1_port_data;
+            \$1600  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$795  = 16'hfc13;
+      \$1600  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = l1_w_0_3;
+    \$1601  = l1_w_0_3;
     if (commit_l1) begin
-      \$796  = \$702 ;
+      \$1601  = \$1399 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4249,21 +6646,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h2:
             /* empty */;
         4'h3:
-            \$796  = l1_port_data;
+            \$1601  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$796  = 16'hfe7c;
+      \$1601  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = l1_w_0_4;
+    \$1602  = l1_w_0_4;
     if (commit_l1) begin
-      \$797  = \$706 ;
+      \$1602  = \$1407 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4273,21 +6670,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h3:
             /* empty */;
         4'h4:
-            \$797  = l1_port_data;
+            \$1602  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$797  = 16'hf6c2;
+      \$1602  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = l1_w_0_5;
+    \$1603  = l1_w_0_5;
     if (commit_l1) begin
-      \$798  = \$710 ;
+      \$1603  = \$1415 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4299,21 +6696,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h4:
             /* empty */;
         4'h5:
-            \$798  = l1_port_data;
+            \$1603  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$798  = 16'hf8a3;
+      \$1603  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = l1_w_0_6;
+    \$1604  = l1_w_0_6;
     if (commit_l1) begin
-      \$799  = \$714 ;
+      \$1604  = \$1423 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4327,21 +6724,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h5:
             /* empty */;
         4'h6:
-            \$799  = l1_port_data;
+            \$1604  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$799  = 16'h0358;
+      \$1604  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = l1_w_0_7;
+    \$1605  = l1_w_0_7;
     if (commit_l1) begin
-      \$800  = \$718 ;
+      \$1605  = \$1431 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4357,21 +6754,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h6:
             /* empty */;
         4'h7:
-            \$800  = l1_port_data;
+            \$1605  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$800  = 16'h02e2;
+      \$1605  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = l1_b_0;
+    \$1606  = l1_b_0;
     if (commit_l1) begin
-      \$801  = \$722 ;
+      \$1606  = \$1439 ;
     end
     if (l1_port_wr) begin
-      casez (\$580 [3:0])
+      casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -4389,960 +6786,2059 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h7:
             /* empty */;
         4'h8:
-            \$801  = l1_port_data;
+            \$1606  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$801  = 16'h0000;
+      \$1606  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = l0_rd_sel;
+    \$1607  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$802  = \$569 [4:0];
+      \$1607  = \$1154 [4:0];
     end
     if (rst) begin
-      \$802  = 5'h00;
+      \$1607  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = read_layer;
+    \$1608  = read_layer;
     if (l0_port_rd) begin
-      \$803  = 1'h0;
+      \$1608  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$803  = 1'h1;
+      \$1608  = 1'h1;
     end
     if (rst) begin
-      \$803  = 1'h0;
+      \$1608  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = l1_rd_sel;
+    \$1609  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$804  = \$580 [3:0];
+      \$1609  = \$1165 [3:0];
     end
     if (rst) begin
-      \$804  = 4'h0;
+      \$1609  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = \$724 ;
+    \$1610  = \$1441 ;
     if (rst) begin
-      \$805  = 1'h0;
+      \$1610  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = pr__valid;
-    if (\$725 ) begin
-      \$806  = 1'h1;
+    \$1611  = pr__valid;
+    if (\$1442 ) begin
+      \$1611  = 1'h1;
     end else if (read_wait) begin
-      \$806  = 1'h1;
+      \$1611  = 1'h1;
     end else if (pr__ready) begin
-      \$806  = 1'h0;
+      \$1611  = 1'h0;
     end
     if (rst) begin
-      \$806  = 1'h0;
+      \$1611  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = pr__payload;
-    if (\$725 ) begin
-      \$807  = pc__payload[15:0];
+    \$1612  = pr__payload;
+    if (\$1442 ) begin
+      \$1612  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$807  = \$728 ;
+      \$1612  = \$1445 ;
     end
     if (rst) begin
-      \$807  = 16'h0000;
+      \$1612  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = x0_s1;
+    \$1613  = x0_s1;
     if (en) begin
-      \$808  = s__payload[15:0];
+      \$1613  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = x1_s1;
+    \$1614  = x1_s1;
     if (en) begin
-      \$809  = s__payload[31:16];
+      \$1614  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = y0_s1;
+    \$1615  = y0_s1;
     if (en) begin
-      \$810  = s__payload[47:32];
+      \$1615  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = kind_s1;
+    \$1616  = kind_s1;
     if (en) begin
-      \$811  = s__payload[49:48];
+      \$1616  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l0_bias0_s2;
+    \$1617  = l0_bias0_s2;
     if (en) begin
-      \$812  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$1617  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l0_prod0_0_s2;
+    \$1618  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$813  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$1618  = \$1446 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = l0_prod0_1_s2;
+    \$1619  = l0_prod0_1_raw_s2;
     if (en) begin
-      \$814  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
+      \$1619  = \$1447 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = l0_out0_s3;
+    \$1620  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$815  = \$730 ;
+      \$1620  = \$1448 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = l0_bias1_s2;
+    \$1621  = l0_sum0_t0_1_s3;
     if (en) begin
-      \$816  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
+      \$1621  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = l0_prod1_0_s2;
+    \$1622  = l0_sum0_t1_0_s4;
     if (en) begin
-      \$817  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
+      \$1622  = \$1449 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = l0_prod1_1_s2;
+    \$1623  = l0_out0_s5;
     if (en) begin
-      \$818  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
+      \$1623  = \$1451 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = l0_out1_s3;
+    \$1624  = l0_bias1_s2;
     if (en) begin
-      \$819  = \$732 ;
+      \$1624  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_bias2_s2;
+    \$1625  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$820  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
+      \$1625  = \$1452 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_prod2_0_s2;
+    \$1626  = l0_prod1_1_raw_s2;
     if (en) begin
-      \$821  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
+      \$1626  = \$1453 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_prod2_1_s2;
+    \$1627  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$822  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
+      \$1627  = \$1454 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_out2_s3;
+    \$1628  = l0_sum1_t0_1_s3;
     if (en) begin
-      \$823  = \$734 ;
+      \$1628  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = l0_bias3_s2;
+    \$1629  = l0_sum1_t1_0_s4;
     if (en) begin
-      \$824  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
+      \$1629  = \$1455 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = l0_prod3_0_s2;
+    \$1630  = l0_out1_s5;
     if (en) begin
-      \$825  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
+      \$1630  = \$1457 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = l0_prod3_1_s2;
+    \$1631  = l0_bias2_s2;
     if (en) begin
-      \$826  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
+      \$1631  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l0_out3_s3;
+    \$1632  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$827  = \$736 ;
+      \$1632  = \$1458 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l0_bias4_s2;
+    \$1633  = l0_prod2_1_raw_s2;
     if (en) begin
-      \$828  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+      \$1633  = \$1459 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l0_prod4_0_s2;
+    \$1634  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$829  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
+      \$1634  = \$1460 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l0_prod4_1_s2;
+    \$1635  = l0_sum2_t0_1_s3;
     if (en) begin
-      \$830  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
+      \$1635  = { \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l0_out4_s3;
+    \$1636  = l0_sum2_t1_0_s4;
     if (en) begin
-      \$831  = \$738 ;
+      \$1636  = \$1461 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l0_bias5_s2;
+    \$1637  = l0_out2_s5;
     if (en) begin
-      \$832  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
+      \$1637  = \$1463 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l0_prod5_0_s2;
+    \$1638  = l0_bias3_s2;
     if (en) begin
-      \$833  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
+      \$1638  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l0_prod5_1_s2;
+    \$1639  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$834  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
+      \$1639  = \$1464 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_out5_s3;
+    \$1640  = l0_prod3_1_raw_s2;
     if (en) begin
-      \$835  = \$740 ;
+      \$1640  = \$1465 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l0_bias6_s2;
+    \$1641  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$836  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
+      \$1641  = \$1466 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l0_prod6_0_s2;
+    \$1642  = l0_sum3_t0_1_s3;
     if (en) begin
-      \$837  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
+      \$1642  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l0_prod6_1_s2;
+    \$1643  = l0_sum3_t1_0_s4;
     if (en) begin
-      \$838  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
+      \$1643  = \$1467 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l0_out6_s3;
+    \$1644  = l0_out3_s5;
     if (en) begin
-      \$839  = \$742 ;
+      \$1644  = \$1469 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l0_bias7_s2;
+    \$1645  = l0_bias4_s2;
     if (en) begin
-      \$840  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
+      \$1645  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l0_prod7_0_s2;
+    \$1646  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$841  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
+      \$1646  = \$1470 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l0_prod7_1_s2;
+    \$1647  = l0_prod4_1_raw_s2;
     if (en) begin
-      \$842  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
+      \$1647  = \$1471 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l0_out7_s3;
+    \$1648  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$843  = \$744 ;
+      \$1648  = \$1472 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = l1_bias0_s4;
+    \$1649  = l0_sum4_t0_1_s3;
     if (en) begin
-      \$844  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
+      \$1649  = { \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l1_prod0_0_s4;
+    \$1650  = l0_sum4_t1_0_s4;
     if (en) begin
-      \$845  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$1650  = \$1473 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l1_prod0_1_s4;
+    \$1651  = l0_out4_s5;
     if (en) begin
-      \$846  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
+      \$1651  = \$1475 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = l1_prod0_2_s4;
+    \$1652  = l0_bias5_s2;
     if (en) begin
-      \$847  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
+      \$1652  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l1_prod0_3_s4;
+    \$1653  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$848  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
+      \$1653  = \$1476 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l1_prod0_4_s4;
+    \$1654  = l0_prod5_1_raw_s2;
     if (en) begin
-      \$849  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
+      \$1654  = \$1477 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = l1_prod0_5_s4;
+    \$1655  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$850  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
+      \$1655  = \$1478 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l1_prod0_6_s4;
+    \$1656  = l0_sum5_t0_1_s3;
     if (en) begin
-      \$851  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
+      \$1656  = { \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l1_prod0_7_s4;
+    \$1657  = l0_sum5_t1_0_s4;
     if (en) begin
-      \$852  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
+      \$1657  = \$1479 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = l1_out0_s5;
+    \$1658  = l0_out5_s5;
     if (en) begin
-      \$853  = \t$224 ;
+      \$1658  = \$1481 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = y0_s2;
+    \$1659  = l0_bias6_s2;
     if (en) begin
-      \$854  = y0_s1;
+      \$1659  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = y0_s3;
+    \$1660  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$855  = y0_s2;
+      \$1660  = \$1482 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = y0_s4;
+    \$1661  = l0_prod6_1_raw_s2;
     if (en) begin
-      \$856  = y0_s3;
+      \$1661  = \$1483 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = y0_s5;
+    \$1662  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$857  = y0_s4;
+      \$1662  = \$1484 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = kind_s2;
+    \$1663  = l0_sum6_t0_1_s3;
     if (en) begin
-      \$858  = kind_s1;
+      \$1663  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = kind_s3;
+    \$1664  = l0_sum6_t1_0_s4;
     if (en) begin
-      \$859  = kind_s2;
+      \$1664  = \$1485 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = kind_s4;
+    \$1665  = l0_out6_s5;
     if (en) begin
-      \$860  = kind_s3;
+      \$1665  = \$1487 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = kind_s5;
+    \$1666  = l0_bias7_s2;
     if (en) begin
-      \$861  = kind_s4;
+      \$1666  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = err0_s6;
+    \$1667  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$862  = e;
+      \$1667  = \$1488 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_out0_s4;
+    \$1668  = l0_prod7_1_raw_s2;
     if (en) begin
-      \$863  = l0_out0_s3;
+      \$1668  = \$1489 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_out0_s5;
+    \$1669  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$864  = l0_out0_s4;
+      \$1669  = \$1490 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l0_out0_s6;
+    \$1670  = l0_sum7_t0_1_s3;
     if (en) begin
-      \$865  = l0_out0_s5;
+      \$1670  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_out1_s4;
+    \$1671  = l0_sum7_t1_0_s4;
     if (en) begin
-      \$866  = l0_out1_s3;
+      \$1671  = \$1491 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_out1_s5;
+    \$1672  = l0_out7_s5;
     if (en) begin
-      \$867  = l0_out1_s4;
+      \$1672  = \$1493 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l0_out1_s6;
+    \$1673  = l1_bias0_s6;
     if (en) begin
-      \$868  = l0_out1_s5;
+      \$1673  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l0_out2_s4;
+    \$1674  = l1_prod0_0_raw_s6;
     if (en) begin
-      \$869  = l0_out2_s3;
+      \$1674  = \$1494 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l0_out2_s5;
+    \$1675  = l1_prod0_1_raw_s6;
     if (en) begin
-      \$870  = l0_out2_s4;
+      \$1675  = \$1495 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l0_out2_s6;
+    \$1676  = l1_prod0_2_raw_s6;
     if (en) begin
-      \$871  = l0_out2_s5;
+      \$1676  = \$1496 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l0_out3_s4;
+    \$1677  = l1_prod0_3_raw_s6;
     if (en) begin
-      \$872  = l0_out3_s3;
+      \$1677  = \$1497 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l0_out3_s5;
+    \$1678  = l1_prod0_4_raw_s6;
     if (en) begin
-      \$873  = l0_out3_s4;
+      \$1678  = \$1498 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l0_out3_s6;
+    \$1679  = l1_prod0_5_raw_s6;
     if (en) begin
-      \$874  = l0_out3_s5;
+      \$1679  = \$1499 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l0_out4_s4;
+    \$1680  = l1_prod0_6_raw_s6;
     if (en) begin
-      \$875  = l0_out4_s3;
+      \$1680  = \$1500 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l0_out4_s5;
+    \$1681  = l1_prod0_7_raw_s6;
     if (en) begin
-      \$876  = l0_out4_s4;
+      \$1681  = \$1501 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l0_out4_s6;
+    \$1682  = l1_sum0_t0_0_s7;
     if (en) begin
-      \$877  = l0_out4_s5;
+      \$1682  = \$1502 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = l0_out5_s4;
+    \$1683  = l1_sum0_t0_1_s7;
     if (en) begin
-      \$878  = l0_out5_s3;
+      \$1683  = \$1503 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = l0_out5_s5;
+    \$1684  = l1_sum0_t0_2_s7;
     if (en) begin
-      \$879  = l0_out5_s4;
+      \$1684  = \$1504 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$880  = l0_out5_s6;
+    \$1685  = l1_sum0_t0_3_s7;
     if (en) begin
-      \$880  = l0_out5_s5;
+      \$1685  = \$1505 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$881  = l0_out6_s4;
+    \$1686  = l1_sum0_t0_4_s7;
     if (en) begin
-      \$881  = l0_out6_s3;
+      \$1686  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$882  = l0_out6_s5;
+    \$1687  = l1_sum0_t1_0_s8;
     if (en) begin
-      \$882  = l0_out6_s4;
+      \$1687  = \$1506 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$883  = l0_out6_s6;
+    \$1688  = l1_sum0_t1_1_s8;
     if (en) begin
-      \$883  = l0_out6_s5;
+      \$1688  = \$1507 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$884  = l0_out7_s4;
+    \$1689  = l1_sum0_t1_2_s8;
     if (en) begin
-      \$884  = l0_out7_s3;
+      \$1689  = l1_sum0_t0_4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$885  = l0_out7_s5;
+    \$1690  = l1_sum0_t2_0_s9;
     if (en) begin
-      \$885  = l0_out7_s4;
+      \$1690  = \$1508 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$886  = l0_out7_s6;
+    \$1691  = l1_sum0_t2_1_s9;
     if (en) begin
-      \$886  = l0_out7_s5;
+      \$1691  = l1_sum0_t1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$887  = \t$279 ;
+    \$1692  = l1_sum0_t3_0_s10;
     if (en) begin
-      \$887  = { \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277  };
+      \$1692  = \$1509 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$888  = l0_out0_s7;
+    \$1693  = l1_out0_s11;
     if (en) begin
-      \$888  = l0_out0_s6;
+      \$1693  = \t$175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$889  = l0_err0_s8;
+    \$1694  = y0_s2;
     if (en) begin
-      \$889  = \$746 ;
+      \$1694  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$890  = \t$287 ;
+    \$1695  = y0_s3;
     if (en) begin
-      \$890  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
+      \$1695  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$891  = l0_out1_s7;
+    \$1696  = y0_s4;
     if (en) begin
-      \$891  = l0_out1_s6;
+      \$1696  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$892  = l0_err1_s8;
+    \$1697  = y0_s5;
     if (en) begin
-      \$892  = \$748 ;
+      \$1697  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$893  = \t$295 ;
+    \$1698  = y0_s6;
     if (en) begin
-      \$893  = { \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293  };
+      \$1698  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$894  = l0_out2_s7;
+    \$1699  = y0_s7;
     if (en) begin
-      \$894  = l0_out2_s6;
+      \$1699  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$895  = l0_err2_s8;
+    \$1700  = y0_s8;
     if (en) begin
-      \$895  = \$750 ;
+      \$1700  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$896  = \t$303 ;
+    \$1701  = y0_s9;
     if (en) begin
-      \$896  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
+      \$1701  = y0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$897  = l0_out3_s7;
+    \$1702  = y0_s10;
     if (en) begin
-      \$897  = l0_out3_s6;
+      \$1702  = y0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$898  = l0_err3_s8;
+    \$1703  = y0_s11;
     if (en) begin
-      \$898  = \$752 ;
+      \$1703  = y0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$899  = \t$311 ;
+    \$1704  = kind_s2;
     if (en) begin
-      \$899  = { \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309  };
+      \$1704  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$900  = l0_out4_s7;
+    \$1705  = kind_s3;
     if (en) begin
-      \$900  = l0_out4_s6;
+      \$1705  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$901  = l0_err4_s8;
+    \$1706  = kind_s4;
     if (en) begin
-      \$901  = \$754 ;
+      \$1706  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$902  = \t$319 ;
+    \$1707  = kind_s5;
     if (en) begin
-      \$902  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
+      \$1707  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$903  = l0_out5_s7;
+    \$1708  = kind_s6;
     if (en) begin
-      \$903  = l0_out5_s6;
+      \$1708  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$904  = l0_err5_s8;
+    \$1709  = kind_s7;
     if (en) begin
-      \$904  = \$756 ;
+      \$1709  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$905  = \t$327 ;
+    \$1710  = kind_s8;
     if (en) begin
-      \$905  = { \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325  };
+      \$1710  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$906  = l0_out6_s7;
+    \$1711  = kind_s9;
     if (en) begin
-      \$906  = l0_out6_s6;
+      \$1711  = kind_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$907  = l0_err6_s8;
+    \$1712  = kind_s10;
     if (en) begin
-      \$907  = \$758 ;
+      \$1712  = kind_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$908  = \t$335 ;
+    \$1713  = kind_s11;
     if (en) begin
-      \$908  = { \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333  };
+      \$1713  = kind_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$909  = l0_out7_s7;
+    \$1714  = err0_s12;
     if (en) begin
-      \$909  = l0_out7_s6;
+      \$1714  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$910  = l0_err7_s8;
+    \$1715  = l0_out0_s6;
     if (en) begin
-      \$910  = \$760 ;
+      \$1715  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$911  = x0_s2;
+    \$1716  = l0_out0_s7;
     if (en) begin
-      \$911  = x0_s1;
+      \$1716  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$912  = x0_s3;
+    \$1717  = l0_out0_s8;
     if (en) begin
-      \$912  = x0_s2;
+      \$1717  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$913  = x0_s4;
+    \$1718  = l0_out0_s9;
     if (en) begin
-      \$913  = x0_s3;
+      \$1718  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$914  = x0_s5;
+    \$1719  = l0_out0_s10;
     if (en) begin
-      \$914  = x0_s4;
+      \$1719  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$915  = x0_s6;
+    \$1720  = l0_out0_s11;
     if (en) begin
-      \$915  = x0_s5;
+      \$1720  = l0_out0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$916  = x0_s7;
+    \$1721  = l0_out0_s12;
     if (en) begin
-      \$916  = x0_s6;
+      \$1721  = l0_out0_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$917  = x0_s8;
+    \$1722  = l0_out1_s6;
     if (en) begin
-      \$917  = x0_s7;
+      \$1722  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$918  = x1_s2;
+    \$1723  = l0_out1_s7;
     if (en) begin
-      \$918  = x1_s1;
+      \$1723  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$919  = x1_s3;
+    \$1724  = l0_out1_s8;
     if (en) begin
-      \$919  = x1_s2;
+      \$1724  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$920  = x1_s4;
+    \$1725  = l0_out1_s9;
     if (en) begin
-      \$920  = x1_s3;
+      \$1725  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$921  = x1_s5;
+    \$1726  = l0_out1_s10;
     if (en) begin
-      \$921  = x1_s4;
+      \$1726  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$922  = x1_s6;
+    \$1727  = l0_out1_s11;
     if (en) begin
-      \$922  = x1_s5;
+      \$1727  = l0_out1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$923  = x1_s7;
+    \$1728  = l0_out1_s12;
     if (en) begin
-      \$923  = x1_s6;
+      \$1728  = l0_out1_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$924  = x1_s8;
+    \$1729  = l0_out2_s6;
     if (en) begin
-      \$924  = x1_s7;
+      \$1729  = l0_out2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1730  = l0_out2_s7;
+    if (en) begin
+      \$1730  = l0_out2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1731  = l0_out2_s8;
+    if (en) begin
+      \$1731  = l0_out2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1732  = l0_out2_s9;
+    if (en) begin
+      \$1732  = l0_out2_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1733  = l0_out2_s10;
+    if (en) begin
+      \$1733  = l0_out2_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1734  = l0_out2_s11;
+    if (en) begin
+      \$1734  = l0_out2_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1735  = l0_out2_s12;
+    if (en) begin
+      \$1735  = l0_out2_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1736  = l0_out3_s6;
+    if (en) begin
+      \$1736  = l0_out3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1737  = l0_out3_s7;
+    if (en) begin
+      \$1737  = l0_out3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1738  = l0_out3_s8;
+    if (en) begin
+      \$1738  = l0_out3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1739  = l0_out3_s9;
+    if (en) begin
+      \$1739  = l0_out3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1740  = l0_out3_s10;
+    if (en) begin
+      \$1740  = l0_out3_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1741  = l0_out3_s11;
+    if (en) begin
+      \$1741  = l0_out3_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1742  = l0_out3_s12;
+    if (en) begin
+      \$1742  = l0_out3_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1743  = l0_out4_s6;
+    if (en) begin
+      \$1743  = l0_out4_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1744  = l0_out4_s7;
+    if (en) begin
+      \$1744  = l0_out4_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1745  = l0_out4_s8;
+    if (en) begin
+      \$1745  = l0_out4_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1746  = l0_out4_s9;
+    if (en) begin
+      \$1746  = l0_out4_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1747  = l0_out4_s10;
+    if (en) begin
+      \$1747  = l0_out4_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1748  = l0_out4_s11;
+    if (en) begin
+      \$1748  = l0_out4_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1749  = l0_out4_s12;
+    if (en) begin
+      \$1749  = l0_out4_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1750  = l0_out5_s6;
+    if (en) begin
+      \$1750  = l0_out5_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1751  = l0_out5_s7;
+    if (en) begin
+      \$1751  = l0_out5_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1752  = l0_out5_s8;
+    if (en) begin
+      \$1752  = l0_out5_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1753  = l0_out5_s9;
+    if (en) begin
+      \$1753  = l0_out5_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1754  = l0_out5_s10;
+    if (en) begin
+      \$1754  = l0_out5_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1755  = l0_out5_s11;
+    if (en) begin
+      \$1755  = l0_out5_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1756  = l0_out5_s12;
+    if (en) begin
+      \$1756  = l0_out5_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1757  = l0_out6_s6;
+    if (en) begin
+      \$1757  = l0_out6_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1758  = l0_out6_s7;
+    if (en) begin
+      \$1758  = l0_out6_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1759  = l0_out6_s8;
+    if (en) begin
+      \$1759  = l0_out6_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1760  = l0_out6_s9;
+    if (en) begin
+      \$1760  = l0_out6_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1761  = l0_out6_s10;
+    if (en) begin
+      \$1761  = l0_out6_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1762  = l0_out6_s11;
+    if (en) begin
+      \$1762  = l0_out6_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1763  = l0_out6_s12;
+    if (en) begin
+      \$1763  = l0_out6_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1764  = l0_out7_s6;
+    if (en) begin
+      \$1764  = l0_out7_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1765  = l0_out7_s7;
+    if (en) begin
+      \$1765  = l0_out7_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1766  = l0_out7_s8;
+    if (en) begin
+      \$1766  = l0_out7_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1767  = l0_out7_s9;
+    if (en) begin
+      \$1767  = l0_out7_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1768  = l0_out7_s10;
+    if (en) begin
+      \$1768  = l0_out7_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1769  = l0_out7_s11;
+    if (en) begin
+      \$1769  = l0_out7_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1770  = l0_out7_s12;
+    if (en) begin
+      \$1770  = l0_out7_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1771  = l1_dw0_0_raw_s13;
+    if (en) begin
+      \$1771  = \$1510 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1772  = l1_dw0_0_s14;
+    if (en) begin
+      \$1772  = \t$188 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1773  = l1_dw0_1_raw_s13;
+    if (en) begin
+      \$1773  = \$1511 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1774  = l1_dw0_1_s14;
+    if (en) begin
+      \$1774  = \t$194 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1775  = l1_dw0_2_raw_s13;
+    if (en) begin
+      \$1775  = \$1512 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1776  = l1_dw0_2_s14;
+    if (en) begin
+      \$1776  = \t$200 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1777  = l1_dw0_3_raw_s13;
+    if (en) begin
+      \$1777  = \$1513 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1778  = l1_dw0_3_s14;
+    if (en) begin
+      \$1778  = \t$206 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1779  = l1_dw0_4_raw_s13;
+    if (en) begin
+      \$1779  = \$1514 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1780  = l1_dw0_4_s14;
+    if (en) begin
+      \$1780  = \t$212 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1781  = l1_dw0_5_raw_s13;
+    if (en) begin
+      \$1781  = \$1515 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1782  = l1_dw0_5_s14;
+    if (en) begin
+      \$1782  = \t$218 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1783  = l1_dw0_6_raw_s13;
+    if (en) begin
+      \$1783  = \$1516 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1784  = l1_dw0_6_s14;
+    if (en) begin
+      \$1784  = \t$224 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1785  = l1_dw0_7_raw_s13;
+    if (en) begin
+      \$1785  = \$1517 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1786  = l1_dw0_7_s14;
+    if (en) begin
+      \$1786  = \t$230 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1787  = l1_db0_s13;
+    if (en) begin
+      \$1787  = \t$236 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1788  = l1_db0_s14;
+    if (en) begin
+      \$1788  = l1_db0_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1789  = l1_bprod0_0_raw_s13;
+    if (en) begin
+      \$1789  = \$1518 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1790  = l0_out0_s13;
+    if (en) begin
+      \$1790  = l0_out0_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1791  = l0_err0_s14;
+    if (en) begin
+      \$1791  = \$1520 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1792  = l1_bprod1_0_raw_s13;
+    if (en) begin
+      \$1792  = \$1521 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1793  = l0_out1_s13;
+    if (en) begin
+      \$1793  = l0_out1_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1794  = l0_err1_s14;
+    if (en) begin
+      \$1794  = \$1523 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1795  = l1_bprod2_0_raw_s13;
+    if (en) begin
+      \$1795  = \$1524 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1796  = l0_out2_s13;
+    if (en) begin
+      \$1796  = l0_out2_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1797  = l0_err2_s14;
+    if (en) begin
+      \$1797  = \$1526 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1798  = l1_bprod3_0_raw_s13;
+    if (en) begin
+      \$1798  = \$1527 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1799  = l0_out3_s13;
+    if (en) begin
+      \$1799  = l0_out3_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1800  = l0_err3_s14;
+    if (en) begin
+      \$1800  = \$1529 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1801  = l1_bprod4_0_raw_s13;
+    if (en) begin
+      \$1801  = \$1530 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1802  = l0_out4_s13;
+    if (en) begin
+      \$1802  = l0_out4_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1803  = l0_err4_s14;
+    if (en) begin
+      \$1803  = \$1532 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1804  = l1_bprod5_0_raw_s13;
+    if (en) begin
+      \$1804  = \$1533 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1805  = l0_out5_s13;
+    if (en) begin
+      \$1805  = l0_out5_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1806  = l0_err5_s14;
+    if (en) begin
+      \$1806  = \$1535 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1807  = l1_bprod6_0_raw_s13;
+    if (en) begin
+      \$1807  = \$1536 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1808  = l0_out6_s13;
+    if (en) begin
+      \$1808  = l0_out6_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1809  = l0_err6_s14;
+    if (en) begin
+      \$1809  = \$1538 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1810  = l1_bprod7_0_raw_s13;
+    if (en) begin
+      \$1810  = \$1539 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1811  = l0_out7_s13;
+    if (en) begin
+      \$1811  = l0_out7_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1812  = l0_err7_s14;
+    if (en) begin
+      \$1812  = \$1541 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1813  = x0_s2;
+    if (en) begin
+      \$1813  = x0_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1814  = x0_s3;
+    if (en) begin
+      \$1814  = x0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1815  = x0_s4;
+    if (en) begin
+      \$1815  = x0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1816  = x0_s5;
+    if (en) begin
+      \$1816  = x0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1817  = x0_s6;
+    if (en) begin
+      \$1817  = x0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1818  = x0_s7;
+    if (en) begin
+      \$1818  = x0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1819  = x0_s8;
+    if (en) begin
+      \$1819  = x0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1820  = x0_s9;
+    if (en) begin
+      \$1820  = x0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1821  = x0_s10;
+    if (en) begin
+      \$1821  = x0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1822  = x0_s11;
+    if (en) begin
+      \$1822  = x0_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1823  = x0_s12;
+    if (en) begin
+      \$1823  = x0_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1824  = x0_s13;
+    if (en) begin
+      \$1824  = x0_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1825  = x0_s14;
+    if (en) begin
+      \$1825  = x0_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1826  = x1_s2;
+    if (en) begin
+      \$1826  = x1_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1827  = x1_s3;
+    if (en) begin
+      \$1827  = x1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1828  = x1_s4;
+    if (en) begin
+      \$1828  = x1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1829  = x1_s5;
+    if (en) begin
+      \$1829  = x1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1830  = x1_s6;
+    if (en) begin
+      \$1830  = x1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1831  = x1_s7;
+    if (en) begin
+      \$1831  = x1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1832  = x1_s8;
+    if (en) begin
+      \$1832  = x1_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1833  = x1_s9;
+    if (en) begin
+      \$1833  = x1_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1834  = x1_s10;
+    if (en) begin
+      \$1834  = x1_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1835  = x1_s11;
+    if (en) begin
+      \$1835  = x1_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1836  = x1_s12;
+    if (en) begin
+      \$1836  = x1_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1837  = x1_s13;
+    if (en) begin
+      \$1837  = x1_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1838  = x1_s14;
+    if (en) begin
+      \$1838  = x1_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1839  = l0_dw0_0_raw_s15;
+    if (en) begin
+      \$1839  = \$1542 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1840  = l0_dw0_0_s16;
+    if (en) begin
+      \$1840  = \t$314 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1841  = l0_dw0_1_raw_s15;
+    if (en) begin
+      \$1841  = \$1543 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1842  = l0_dw0_1_s16;
+    if (en) begin
+      \$1842  = \t$320 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1843  = l0_dw1_0_raw_s15;
+    if (en) begin
+      \$1843  = \$1544 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1844  = l0_dw1_0_s16;
+    if (en) begin
+      \$1844  = \t$326 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1845  = l0_dw1_1_raw_s15;
+    if (en) begin
+      \$1845  = \$1545 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1846  = l0_dw1_1_s16;
+    if (en) begin
+      \$1846  = \t$332 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1847  = l0_dw2_0_raw_s15;
+    if (en) begin
+      \$1847  = \$1546 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1848  = l0_dw2_0_s16;
+    if (en) begin
+      \$1848  = \t$338 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1849  = l0_dw2_1_raw_s15;
+    if (en) begin
+      \$1849  = \$1547 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1850  = l0_dw2_1_s16;
+    if (en) begin
+      \$1850  = \t$344 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1851  = l0_dw3_0_raw_s15;
+    if (en) begin
+      \$1851  = \$1548 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1852  = l0_dw3_0_s16;
+    if (en) begin
+      \$1852  = \t$350 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1853  = l0_dw3_1_raw_s15;
+    if (en) begin
+      \$1853  = \$1549 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1854  = l0_dw3_1_s16;
+    if (en) begin
+      \$1854  = \t$356 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1855  = l0_dw4_0_raw_s15;
+    if (en) begin
+      \$1855  = \$1550 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1856  = l0_dw4_0_s16;
+    if (en) begin
+      \$1856  = \t$362 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1857  = l0_dw4_1_raw_s15;
+    if (en) begin
+      \$1857  = \$1551 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1858  = l0_dw4_1_s16;
+    if (en) begin
+      \$1858  = \t$368 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1859  = l0_dw5_0_raw_s15;
+    if (en) begin
+      \$1859  = \$1552 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1860  = l0_dw5_0_s16;
+    if (en) begin
+      \$1860  = \t$374 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1861  = l0_dw5_1_raw_s15;
+    if (en) begin
+      \$1861  = \$1553 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1862  = l0_dw5_1_s16;
+    if (en) begin
+      \$1862  = \t$380 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1863  = l0_dw6_0_raw_s15;
+    if (en) begin
+      \$1863  = \$1554 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1864  = l0_dw6_0_s16;
+    if (en) begin
+      \$1864  = \t$386 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1865  = l0_dw6_1_raw_s15;
+    if (en) begin
+      \$1865  = \$1555 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1866  = l0_dw6_1_s16;
+    if (en) begin
+      \$1866  = \t$392 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1867  = l0_dw7_0_raw_s15;
+    if (en) begin
+      \$1867  = \$1556 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1868  = l0_dw7_0_s16;
+    if (en) begin
+      \$1868  = \t$398 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1869  = l0_dw7_1_raw_s15;
+    if (en) begin
+      \$1869  = \$1557 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1870  = l0_dw7_1_s16;
+    if (en) begin
+      \$1870  = \t$404 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1871  = l0_db0_s15;
+    if (en) begin
+      \$1871  = \t$410 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1872  = l0_db0_s16;
+    if (en) begin
+      \$1872  = l0_db0_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1873  = l0_db1_s15;
+    if (en) begin
+      \$1873  = \t$416 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1874  = l0_db1_s16;
+    if (en) begin
+      \$1874  = l0_db1_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1875  = l0_db2_s15;
+    if (en) begin
+      \$1875  = \t$422 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1876  = l0_db2_s16;
+    if (en) begin
+      \$1876  = l0_db2_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1877  = l0_db3_s15;
+    if (en) begin
+      \$1877  = \t$428 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1878  = l0_db3_s16;
+    if (en) begin
+      \$1878  = l0_db3_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1879  = l0_db4_s15;
+    if (en) begin
+      \$1879  = \t$434 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1880  = l0_db4_s16;
+    if (en) begin
+      \$1880  = l0_db4_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1881  = l0_db5_s15;
+    if (en) begin
+      \$1881  = \t$440 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1882  = l0_db5_s16;
+    if (en) begin
+      \$1882  = l0_db5_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1883  = l0_db6_s15;
+    if (en) begin
+      \$1883  = \t$446 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1884  = l0_db6_s16;
+    if (en) begin
+      \$1884  = l0_db6_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1885  = l0_db7_s15;
+    if (en) begin
+      \$1885  = \t$452 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1886  = l0_db7_s16;
+    if (en) begin
+      \$1886  = l0_db7_s15;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
-  assign \t$21  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
-  assign \t$26  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
-  assign \t$31  = \t$27 [39:0];
-  assign \t$37  = { \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35 [30], \t$35  };
-  assign \t$41  = { \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40 [34], \t$40  };
-  assign \t$45  = { \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44 [34], \t$44  };
-  assign \t$50  = \t$46 [39:0];
-  assign \t$56  = { \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54 [30], \t$54  };
-  assign \t$60  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
-  assign \t$64  = { \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63 [34], \t$63  };
-  assign \t$69  = \t$65 [39:0];
-  assign \t$75  = { \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73 [30], \t$73  };
-  assign \t$79  = { \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78 [34], \t$78  };
-  assign \t$83  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
-  assign \t$88  = \t$84 [39:0];
-  assign \t$94  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
-  assign \t$98  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
-  assign \t$102  = { \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101 [34], \t$101  };
-  assign \t$107  = \t$103 [39:0];
-  assign \t$113  = { \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111 [30], \t$111  };
-  assign \t$117  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
-  assign \t$121  = { \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120 [34], \t$120  };
-  assign \t$126  = \t$122 [39:0];
-  assign \t$132  = { \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130 [30], \t$130  };
-  assign \t$136  = { \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135 [34], \t$135  };
-  assign \t$140  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
-  assign \t$145  = \t$141 [39:0];
-  assign \t$151  = { \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149 [30], \t$149  };
-  assign \t$155  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
-  assign \t$159  = { \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158 [34], \t$158  };
-  assign \t$164  = \t$160 [39:0];
-  assign \t$170  = { \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168 [30], \t$168  };
-  assign \t$175  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
-  assign \t$180  = { \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179 [34], \t$179  };
-  assign \t$185  = { \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184 [34], \t$184  };
-  assign \t$190  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
-  assign \t$195  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
-  assign \t$200  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
-  assign \t$205  = { \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204 [34], \t$204  };
-  assign \t$210  = { \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209 [34], \t$209  };
-  assign \t$221  = \t$211 [39:0];
-  assign \t$278  = { \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277 [34], \t$277  };
-  assign l1_bprod0_0_s7 = \t$279 ;
-  assign \t$286  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
-  assign l1_bprod1_0_s7 = \t$287 ;
-  assign \t$294  = { \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293 [34], \t$293  };
-  assign l1_bprod2_0_s7 = \t$295 ;
-  assign \t$302  = { \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301 [34], \t$301  };
-  assign l1_bprod3_0_s7 = \t$303 ;
-  assign \t$310  = { \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309 [34], \t$309  };
-  assign l1_bprod4_0_s7 = \t$311 ;
-  assign \t$318  = { \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317 [34], \t$317  };
-  assign l1_bprod5_0_s7 = \t$319 ;
-  assign \t$326  = { \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325 [34], \t$325  };
-  assign l1_bprod6_0_s7 = \t$327 ;
-  assign \t$334  = { \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333 [34], \t$333  };
-  assign l1_bprod7_0_s7 = \t$335 ;
-  assign valid_s5 = m__valid;
+  assign \t$19  = { \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17  };
+  assign \t$22  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+  assign \t$23  = l0_sum0_t1_0_s4[39:0];
+  assign \t$32  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
+  assign \t$35  = { \t$33 [34], \t$33 [34], \t$33 [34], \t$33 [34], \t$33 [34], \t$33  };
+  assign \t$38  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
+  assign \t$39  = l0_sum1_t1_0_s4[39:0];
+  assign \t$48  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
+  assign \t$51  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
+  assign \t$54  = { \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52  };
+  assign \t$55  = l0_sum2_t1_0_s4[39:0];
+  assign \t$64  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
+  assign \t$67  = { \t$65 [34], \t$65 [34], \t$65 [34], \t$65 [34], \t$65 [34], \t$65  };
+  assign \t$70  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
+  assign \t$71  = l0_sum3_t1_0_s4[39:0];
+  assign \t$80  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
+  assign \t$83  = { \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81  };
+  assign \t$86  = { \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84  };
+  assign \t$87  = l0_sum4_t1_0_s4[39:0];
+  assign \t$96  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
+  assign \t$99  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
+  assign \t$102  = { \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100  };
+  assign \t$103  = l0_sum5_t1_0_s4[39:0];
+  assign \t$112  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
+  assign \t$115  = { \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113  };
+  assign \t$118  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
+  assign \t$119  = l0_sum6_t1_0_s4[39:0];
+  assign \t$128  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
+  assign \t$131  = { \t$129 [34], \t$129 [34], \t$129 [34], \t$129 [34], \t$129 [34], \t$129  };
+  assign \t$134  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+  assign \t$135  = l0_sum7_t1_0_s4[39:0];
+  assign \t$144  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
+  assign \t$147  = { \t$145 [34], \t$145 [34], \t$145 [34], \t$145 [34], \t$145 [34], \t$145  };
+  assign \t$150  = { \t$148 [34], \t$148 [34], \t$148 [34], \t$148 [34], \t$148 [34], \t$148  };
+  assign \t$153  = { \t$151 [34], \t$151 [34], \t$151 [34], \t$151 [34], \t$151 [34], \t$151  };
+  assign \t$156  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
+  assign \t$159  = { \t$157 [34], \t$157 [34], \t$157 [34], \t$157 [34], \t$157 [34], \t$157  };
+  assign \t$162  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+  assign \t$165  = { \t$163 [34], \t$163 [34], \t$163 [34], \t$163 [34], \t$163 [34], \t$163  };
+  assign \t$168  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
+  assign \t$169  = l1_sum0_t3_0_s10[39:0];
+  assign \t$239  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
+  assign \t$240  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
+  assign \t$248  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
+  assign \t$249  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
+  assign \t$257  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
+  assign \t$258  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
+  assign \t$266  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264  };
+  assign \t$267  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264  };
+  assign \t$275  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273  };
+  assign \t$276  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273  };
+  assign \t$284  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282  };
+  assign \t$285  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282  };
+  assign \t$293  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+  assign \t$294  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
+  assign \t$302  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
+  assign \t$303  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
+  assign valid_s11 = m__valid;
   assign execute = pc__ready;
-  assign l0_port_local = \$569 [4:0];
-  assign l1_port_local = \$580 [3:0];
+  assign l0_port_local = \$1154 [4:0];
+  assign l1_port_local = \$1165 [3:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[31:0];
   assign \s__payload.x[0]  = s__payload[15:0];
@@ -5357,107 +8853,107 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
   assign \pr__payload.data  = pr__payload;
-  assign m__payload[16] = \$106 ;
-  assign m__payload[15:0] = l1_out0_s5;
+  assign m__payload[16] = \$199 ;
+  assign m__payload[15:0] = l1_out0_s11;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
-  assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
-  assign \t$25  = { \t$22 [31], \t$22 , 2'h0 };
-  assign floor = { \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39], \t$27 [39:14] };
-  assign \t$35  = { l0_b_1[15], l0_b_1, 14'h0000 };
-  assign \t$40  = { \t$38 [31], \t$38 , 2'h0 };
-  assign \t$44  = { \t$42 [31], \t$42 , 2'h0 };
-  assign \floor$51  = { \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39], \t$46 [39:14] };
-  assign \t$54  = { l0_b_2[15], l0_b_2, 14'h0000 };
-  assign \t$59  = { \t$57 [31], \t$57 , 2'h0 };
-  assign \t$63  = { \t$61 [31], \t$61 , 2'h0 };
-  assign \floor$70  = { \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39], \t$65 [39:14] };
-  assign \t$73  = { l0_b_3[15], l0_b_3, 14'h0000 };
-  assign \t$78  = { \t$76 [31], \t$76 , 2'h0 };
-  assign \t$82  = { \t$80 [31], \t$80 , 2'h0 };
-  assign \floor$89  = { \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39], \t$84 [39:14] };
-  assign \t$92  = { l0_b_4[15], l0_b_4, 14'h0000 };
-  assign \t$97  = { \t$95 [31], \t$95 , 2'h0 };
-  assign \t$101  = { \t$99 [31], \t$99 , 2'h0 };
-  assign \floor$108  = { \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39], \t$103 [39:14] };
-  assign \t$111  = { l0_b_5[15], l0_b_5, 14'h0000 };
-  assign \t$116  = { \t$114 [31], \t$114 , 2'h0 };
-  assign \t$120  = { \t$118 [31], \t$118 , 2'h0 };
-  assign \floor$127  = { \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39], \t$122 [39:14] };
-  assign \t$130  = { l0_b_6[15], l0_b_6, 14'h0000 };
-  assign \t$135  = { \t$133 [31], \t$133 , 2'h0 };
-  assign \t$139  = { \t$137 [31], \t$137 , 2'h0 };
-  assign \floor$146  = { \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39], \t$141 [39:14] };
-  assign \t$149  = { l0_b_7[15], l0_b_7, 14'h0000 };
-  assign \t$154  = { \t$152 [31], \t$152 , 2'h0 };
-  assign \t$158  = { \t$156 [31], \t$156 , 2'h0 };
-  assign \floor$165  = { \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39], \t$160 [39:14] };
-  assign \t$168  = { l1_b_0[15], l1_b_0, 14'h0000 };
-  assign \t$174  = { \t$171 [31], \t$171 , 2'h0 };
-  assign \t$179  = { \t$176 [31], \t$176 , 2'h0 };
-  assign \t$184  = { \t$181 [31], \t$181 , 2'h0 };
-  assign \t$189  = { \t$186 [31], \t$186 , 2'h0 };
-  assign \t$194  = { \t$191 [31], \t$191 , 2'h0 };
-  assign \t$199  = { \t$196 [31], \t$196 , 2'h0 };
-  assign \t$204  = { \t$201 [31], \t$201 , 2'h0 };
-  assign \t$209  = { \t$206 [31], \t$206 , 2'h0 };
-  assign \floor$222  = { \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39], \t$211 [39:14] };
-  assign \t$228  = { \t$226 [16], \t$226  };
-  assign \floor$235  = { \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31], \t$232 [31:17] };
-  assign \floor$240  = { \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31], \t$238 [31:17] };
-  assign \floor$245  = { \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31], \t$243 [31:17] };
-  assign \floor$250  = { \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31], \t$248 [31:17] };
-  assign \floor$255  = { \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31], \t$253 [31:17] };
-  assign \floor$260  = { \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31], \t$258 [31:17] };
-  assign \floor$265  = { \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31], \t$263 [31:17] };
-  assign \floor$270  = { \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31], \t$268 [31:17] };
-  assign \floor$273  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
-  assign \t$277  = { \t$276 [31], \t$276 , 2'h0 };
-  assign \floor$281  = { \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39], \t$279 [39:14] };
-  assign \t$285  = { \t$284 [31], \t$284 , 2'h0 };
-  assign \floor$289  = { \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39], \t$287 [39:14] };
-  assign \t$293  = { \t$292 [31], \t$292 , 2'h0 };
-  assign \floor$297  = { \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39], \t$295 [39:14] };
-  assign \t$301  = { \t$300 [31], \t$300 , 2'h0 };
-  assign \floor$305  = { \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39], \t$303 [39:14] };
-  assign \t$309  = { \t$308 [31], \t$308 , 2'h0 };
-  assign \floor$313  = { \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39], \t$311 [39:14] };
-  assign \t$317  = { \t$316 [31], \t$316 , 2'h0 };
-  assign \floor$321  = { \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39], \t$319 [39:14] };
-  assign \t$325  = { \t$324 [31], \t$324 , 2'h0 };
-  assign \floor$329  = { \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39], \t$327 [39:14] };
-  assign \t$333  = { \t$332 [31], \t$332 , 2'h0 };
-  assign \floor$337  = { \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39], \t$335 [39:14] };
-  assign \floor$343  = { \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31], \t$340 [31:17] };
-  assign \floor$348  = { \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31], \t$346 [31:17] };
-  assign \floor$353  = { \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31:17] };
-  assign \floor$357  = { \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31], \t$356 [31:17] };
-  assign \floor$362  = { \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31], \t$360 [31:17] };
-  assign \floor$366  = { \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31], \t$365 [31:17] };
-  assign \floor$371  = { \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31], \t$369 [31:17] };
-  assign \floor$375  = { \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31], \t$374 [31:17] };
-  assign \floor$380  = { \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31], \t$378 [31:17] };
-  assign \floor$384  = { \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31], \t$383 [31:17] };
-  assign \floor$389  = { \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31:17] };
-  assign \floor$393  = { \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31:17] };
-  assign \floor$398  = { \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31], \t$396 [31:17] };
-  assign \floor$402  = { \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31], \t$401 [31:17] };
-  assign \floor$407  = { \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31], \t$405 [31:17] };
-  assign \floor$411  = { \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31], \t$410 [31:17] };
-  assign \floor$414  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
-  assign \floor$417  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
-  assign \floor$420  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
-  assign \floor$423  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
-  assign \floor$426  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
-  assign \floor$429  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
-  assign \floor$432  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
-  assign \floor$435  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \$557  = 1'h1;
-  assign \$558  = \$556 ;
-  assign \$563  = 1'h1;
-  assign \$564  = \$562 ;
+  assign \t$17  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
+  assign \t$20  = { l0_prod0_1_raw_s2[31], l0_prod0_1_raw_s2, 2'h0 };
+  assign floor = { l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39:14] };
+  assign \t$30  = { l0_b_1[15], l0_b_1, 14'h0000 };
+  assign \t$33  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
+  assign \t$36  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
+  assign \floor$41  = { l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39:14] };
+  assign \t$46  = { l0_b_2[15], l0_b_2, 14'h0000 };
+  assign \t$49  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
+  assign \t$52  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
+  assign \floor$57  = { l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39:14] };
+  assign \t$62  = { l0_b_3[15], l0_b_3, 14'h0000 };
+  assign \t$65  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
+  assign \t$68  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
+  assign \floor$73  = { l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39:14] };
+  assign \t$78  = { l0_b_4[15], l0_b_4, 14'h0000 };
+  assign \t$81  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
+  assign \t$84  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
+  assign \floor$89  = { l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39:14] };
+  assign \t$94  = { l0_b_5[15], l0_b_5, 14'h0000 };
+  assign \t$97  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
+  assign \t$100  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
+  assign \floor$105  = { l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39:14] };
+  assign \t$110  = { l0_b_6[15], l0_b_6, 14'h0000 };
+  assign \t$113  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
+  assign \t$116  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
+  assign \floor$121  = { l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39:14] };
+  assign \t$126  = { l0_b_7[15], l0_b_7, 14'h0000 };
+  assign \t$129  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
+  assign \t$132  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
+  assign \floor$137  = { l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39:14] };
+  assign \t$142  = { l1_b_0[15], l1_b_0, 14'h0000 };
+  assign \t$145  = { l1_prod0_0_raw_s6[31], l1_prod0_0_raw_s6, 2'h0 };
+  assign \t$148  = { l1_prod0_1_raw_s6[31], l1_prod0_1_raw_s6, 2'h0 };
+  assign \t$151  = { l1_prod0_2_raw_s6[31], l1_prod0_2_raw_s6, 2'h0 };
+  assign \t$154  = { l1_prod0_3_raw_s6[31], l1_prod0_3_raw_s6, 2'h0 };
+  assign \t$157  = { l1_prod0_4_raw_s6[31], l1_prod0_4_raw_s6, 2'h0 };
+  assign \t$160  = { l1_prod0_5_raw_s6[31], l1_prod0_5_raw_s6, 2'h0 };
+  assign \t$163  = { l1_prod0_6_raw_s6[31], l1_prod0_6_raw_s6, 2'h0 };
+  assign \t$166  = { l1_prod0_7_raw_s6[31], l1_prod0_7_raw_s6, 2'h0 };
+  assign \floor$171  = { l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39:14] };
+  assign \t$179  = { \t$177 [16], \t$177  };
+  assign \floor$183  = { l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31:17] };
+  assign \floor$189  = { l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31:17] };
+  assign \floor$195  = { l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31:17] };
+  assign \floor$201  = { l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31:17] };
+  assign \floor$207  = { l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31:17] };
+  assign \floor$213  = { l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31:17] };
+  assign \floor$219  = { l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31:17] };
+  assign \floor$225  = { l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31:17] };
+  assign \floor$231  = { err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15:5] };
+  assign \t$237  = { l1_bprod0_0_raw_s13[31], l1_bprod0_0_raw_s13, 2'h0 };
+  assign \floor$241  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34:14] };
+  assign \t$246  = { l1_bprod1_0_raw_s13[31], l1_bprod1_0_raw_s13, 2'h0 };
+  assign \floor$250  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34:14] };
+  assign \t$255  = { l1_bprod2_0_raw_s13[31], l1_bprod2_0_raw_s13, 2'h0 };
+  assign \floor$259  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34:14] };
+  assign \t$264  = { l1_bprod3_0_raw_s13[31], l1_bprod3_0_raw_s13, 2'h0 };
+  assign \floor$268  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34:14] };
+  assign \t$273  = { l1_bprod4_0_raw_s13[31], l1_bprod4_0_raw_s13, 2'h0 };
+  assign \floor$277  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34:14] };
+  assign \t$282  = { l1_bprod5_0_raw_s13[31], l1_bprod5_0_raw_s13, 2'h0 };
+  assign \floor$286  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34:14] };
+  assign \t$291  = { l1_bprod6_0_raw_s13[31], l1_bprod6_0_raw_s13, 2'h0 };
+  assign \floor$295  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34:14] };
+  assign \t$300  = { l1_bprod7_0_raw_s13[31], l1_bprod7_0_raw_s13, 2'h0 };
+  assign \floor$304  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34:14] };
+  assign \floor$309  = { l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31:17] };
+  assign \floor$315  = { l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31:17] };
+  assign \floor$321  = { l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31:17] };
+  assign \floor$327  = { l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31:17] };
+  assign \floor$333  = { l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31:17] };
+  assign \floor$339  = { l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31:17] };
+  assign \floor$345  = { l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31:17] };
+  assign \floor$351  = { l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31:17] };
+  assign \floor$357  = { l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31:17] };
+  assign \floor$363  = { l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31:17] };
+  assign \floor$369  = { l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31:17] };
+  assign \floor$375  = { l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31:17] };
+  assign \floor$381  = { l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31:17] };
+  assign \floor$387  = { l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31:17] };
+  assign \floor$393  = { l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31:17] };
+  assign \floor$399  = { l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31:17] };
+  assign \floor$405  = { l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15:5] };
+  assign \floor$411  = { l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15:5] };
+  assign \floor$417  = { l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15:5] };
+  assign \floor$423  = { l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15:5] };
+  assign \floor$429  = { l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15:5] };
+  assign \floor$435  = { l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15:5] };
+  assign \floor$441  = { l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15:5] };
+  assign \floor$447  = { l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15:5] };
+  assign \$1142  = 1'h1;
+  assign \$1143  = \$1141 ;
+  assign \$1148  = 1'h1;
+  assign \$1149  = \$1147 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$574  = \$573 ;
+  assign \$1159  = \$1158 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$585  = \$584 ;
+  assign \$1170  = \$1169 ;
 endmodule

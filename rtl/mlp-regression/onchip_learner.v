@@ -57,10 +57,11 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 5 cycles after the edge that takes the sample, update committed after 8; II 8 cycles.
-// Timing plan: compact (fewest cycles: a multiply, its rounding and an adder tree share a cycle); stages (0:
-//     the cycle that takes the sample): prediction 5, parameter read per layer [1, 3], update per layer [8,
-//     6], parameter port 0.
+// Latency: prediction 11 cycles after the edge that takes the sample, update committed after 16; II 16
+//     cycles.
+// Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
+//     the cycle that takes the sample): prediction 11, parameter read per layer [1, 4], update per layer [16,
+//     14], parameter port 0.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -72,666 +73,2183 @@
 module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk, rst, s__ready, m__payload, m__valid, pc__ready, pr__payload, pr__valid, s__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
-  wire [15:0] \$10 ;
-  wire [15:0] \$100 ;
+  wire \$10 ;
+  wire \$100 ;
   wire \$1000 ;
-  wire [15:0] \$1001 ;
-  wire [15:0] \$1002 ;
+  wire \$1001 ;
+  wire \$1002 ;
   wire \$1003 ;
   wire \$1004 ;
-  wire [15:0] \$1005 ;
-  wire [15:0] \$1006 ;
+  wire \$1005 ;
+  wire \$1006 ;
   wire \$1007 ;
   wire \$1008 ;
-  wire [15:0] \$1009 ;
+  wire \$1009 ;
   wire \$101 ;
-  wire [15:0] \$1010 ;
+  wire \$1010 ;
   wire \$1011 ;
   wire \$1012 ;
-  wire [15:0] \$1013 ;
-  wire [15:0] \$1014 ;
-  wire \$1015 ;
-  wire \$1016 ;
-  wire [15:0] \$1017 ;
-  wire [15:0] \$1018 ;
+  wire \$1013 ;
+  wire \$1014 ;
+  wire [40:0] \$1015 ;
+  wire [15:0] \$1016 ;
+  wire \$1017 ;
+  wire \$1018 ;
   wire \$1019 ;
   wire \$102 ;
   wire \$1020 ;
-  wire [15:0] \$1021 ;
-  wire [15:0] \$1022 ;
+  wire \$1021 ;
+  wire \$1022 ;
   wire \$1023 ;
   wire \$1024 ;
-  wire [15:0] \$1025 ;
-  wire [15:0] \$1026 ;
+  wire \$1025 ;
+  wire \$1026 ;
   wire \$1027 ;
   wire \$1028 ;
-  wire [15:0] \$1029 ;
+  wire \$1029 ;
   wire \$103 ;
-  wire [15:0] \$1030 ;
+  wire \$1030 ;
   wire \$1031 ;
   wire \$1032 ;
-  wire [15:0] \$1033 ;
-  wire [15:0] \$1034 ;
+  wire \$1033 ;
+  wire \$1034 ;
   wire \$1035 ;
   wire \$1036 ;
-  wire [15:0] \$1037 ;
+  wire [40:0] \$1037 ;
   wire [15:0] \$1038 ;
   wire \$1039 ;
   wire \$104 ;
   wire \$1040 ;
-  wire [15:0] \$1041 ;
-  wire [15:0] \$1042 ;
+  wire \$1041 ;
+  wire \$1042 ;
   wire \$1043 ;
   wire \$1044 ;
-  wire [15:0] \$1045 ;
-  wire [15:0] \$1046 ;
+  wire \$1045 ;
+  wire \$1046 ;
   wire \$1047 ;
   wire \$1048 ;
-  wire [15:0] \$1049 ;
+  wire \$1049 ;
   wire \$105 ;
-  wire [15:0] \$1050 ;
+  wire \$1050 ;
   wire \$1051 ;
   wire \$1052 ;
-  wire [15:0] \$1053 ;
-  wire [15:0] \$1054 ;
+  wire \$1053 ;
+  wire \$1054 ;
   wire \$1055 ;
   wire \$1056 ;
-  wire [15:0] \$1057 ;
-  wire [15:0] \$1058 ;
-  wire \$1059 ;
+  wire \$1057 ;
+  wire \$1058 ;
+  wire [40:0] \$1059 ;
   wire \$106 ;
-  wire \$1060 ;
-  wire [15:0] \$1061 ;
-  wire [15:0] \$1062 ;
+  wire [15:0] \$1060 ;
+  wire \$1061 ;
+  wire \$1062 ;
   wire \$1063 ;
   wire \$1064 ;
-  wire [15:0] \$1065 ;
-  wire [15:0] \$1066 ;
+  wire \$1065 ;
+  wire \$1066 ;
   wire \$1067 ;
   wire \$1068 ;
-  wire [15:0] \$1069 ;
+  wire \$1069 ;
   wire \$107 ;
-  wire [15:0] \$1070 ;
+  wire \$1070 ;
   wire \$1071 ;
   wire \$1072 ;
-  wire [15:0] \$1073 ;
-  wire [15:0] \$1074 ;
+  wire \$1073 ;
+  wire \$1074 ;
   wire \$1075 ;
   wire \$1076 ;
-  wire [15:0] \$1077 ;
-  wire [15:0] \$1078 ;
+  wire \$1077 ;
+  wire \$1078 ;
   wire \$1079 ;
   wire \$108 ;
   wire \$1080 ;
-  wire [15:0] \$1081 ;
+  wire [40:0] \$1081 ;
   wire [15:0] \$1082 ;
   wire \$1083 ;
   wire \$1084 ;
-  wire [15:0] \$1085 ;
-  wire [15:0] \$1086 ;
+  wire \$1085 ;
+  wire \$1086 ;
   wire \$1087 ;
   wire \$1088 ;
-  wire [15:0] \$1089 ;
-  wire \$109 ;
-  wire [15:0] \$1090 ;
+  wire \$1089 ;
+  wire [40:0] \$109 ;
+  wire \$1090 ;
   wire \$1091 ;
   wire \$1092 ;
-  wire [15:0] \$1093 ;
-  wire [15:0] \$1094 ;
+  wire \$1093 ;
+  wire \$1094 ;
   wire \$1095 ;
   wire \$1096 ;
-  wire [15:0] \$1097 ;
-  wire [15:0] \$1098 ;
+  wire \$1097 ;
+  wire \$1098 ;
   wire \$1099 ;
   wire \$11 ;
   wire [15:0] \$110 ;
   wire \$1100 ;
-  wire [15:0] \$1101 ;
-  wire [15:0] \$1102 ;
-  wire \$1103 ;
-  wire \$1104 ;
-  wire [15:0] \$1105 ;
-  wire [15:0] \$1106 ;
+  wire \$1101 ;
+  wire \$1102 ;
+  wire [40:0] \$1103 ;
+  wire [15:0] \$1104 ;
+  wire \$1105 ;
+  wire \$1106 ;
   wire \$1107 ;
   wire \$1108 ;
-  wire [15:0] \$1109 ;
+  wire \$1109 ;
   wire \$111 ;
-  wire [15:0] \$1110 ;
+  wire \$1110 ;
   wire \$1111 ;
   wire \$1112 ;
-  wire [15:0] \$1113 ;
-  wire [15:0] \$1114 ;
+  wire \$1113 ;
+  wire \$1114 ;
   wire \$1115 ;
   wire \$1116 ;
-  wire [15:0] \$1117 ;
-  wire [15:0] \$1118 ;
+  wire \$1117 ;
+  wire \$1118 ;
   wire \$1119 ;
   wire \$112 ;
   wire \$1120 ;
-  wire [15:0] \$1121 ;
-  wire [15:0] \$1122 ;
+  wire \$1121 ;
+  wire \$1122 ;
   wire \$1123 ;
   wire \$1124 ;
-  wire \$1125 ;
-  reg [15:0] \$1126 ;
-  reg [15:0] \$1127 ;
-  reg [15:0] \$1128 ;
+  wire [32:0] \$1125 ;
+  wire [15:0] \$1126 ;
+  wire \$1127 ;
+  wire \$1128 ;
   wire \$1129 ;
   wire \$113 ;
-  wire [15:0] \$1130 ;
+  wire \$1130 ;
   wire \$1131 ;
-  wire [15:0] \$1132 ;
+  wire \$1132 ;
   wire \$1133 ;
-  wire [15:0] \$1134 ;
+  wire \$1134 ;
   wire \$1135 ;
-  wire [15:0] \$1136 ;
+  wire \$1136 ;
   wire \$1137 ;
-  wire [15:0] \$1138 ;
+  wire \$1138 ;
   wire \$1139 ;
   wire \$114 ;
-  wire [15:0] \$1140 ;
+  wire \$1140 ;
   wire \$1141 ;
-  wire [15:0] \$1142 ;
+  wire \$1142 ;
   wire \$1143 ;
-  wire [15:0] \$1144 ;
+  wire \$1144 ;
   wire \$1145 ;
-  wire [15:0] \$1146 ;
-  wire \$1147 ;
+  wire \$1146 ;
+  wire [32:0] \$1147 ;
   wire [15:0] \$1148 ;
   wire \$1149 ;
   wire \$115 ;
-  wire [15:0] \$1150 ;
+  wire \$1150 ;
   wire \$1151 ;
-  wire [15:0] \$1152 ;
+  wire \$1152 ;
   wire \$1153 ;
-  wire [15:0] \$1154 ;
+  wire \$1154 ;
   wire \$1155 ;
-  wire [15:0] \$1156 ;
+  wire \$1156 ;
   wire \$1157 ;
-  wire [15:0] \$1158 ;
+  wire \$1158 ;
   wire \$1159 ;
   wire \$116 ;
-  wire [15:0] \$1160 ;
+  wire \$1160 ;
   wire \$1161 ;
-  wire [15:0] \$1162 ;
+  wire \$1162 ;
   wire \$1163 ;
-  wire [15:0] \$1164 ;
+  wire \$1164 ;
   wire \$1165 ;
-  wire [15:0] \$1166 ;
+  wire \$1166 ;
   wire \$1167 ;
-  wire [15:0] \$1168 ;
-  wire \$1169 ;
+  wire \$1168 ;
+  wire [32:0] \$1169 ;
   wire \$117 ;
   wire [15:0] \$1170 ;
   wire \$1171 ;
-  wire [15:0] \$1172 ;
+  wire \$1172 ;
   wire \$1173 ;
-  wire [15:0] \$1174 ;
+  wire \$1174 ;
   wire \$1175 ;
-  wire [15:0] \$1176 ;
+  wire \$1176 ;
   wire \$1177 ;
-  wire [15:0] \$1178 ;
+  wire \$1178 ;
   wire \$1179 ;
   wire \$118 ;
-  wire [15:0] \$1180 ;
+  wire \$1180 ;
   wire \$1181 ;
-  wire [15:0] \$1182 ;
+  wire \$1182 ;
   wire \$1183 ;
-  wire [15:0] \$1184 ;
+  wire \$1184 ;
   wire \$1185 ;
-  wire [15:0] \$1186 ;
+  wire \$1186 ;
   wire \$1187 ;
-  wire [15:0] \$1188 ;
+  wire \$1188 ;
   wire \$1189 ;
   wire \$119 ;
-  wire [15:0] \$1190 ;
-  wire \$1191 ;
+  wire \$1190 ;
+  wire [32:0] \$1191 ;
   wire [15:0] \$1192 ;
-  reg \$1193 ;
-  reg \$1194 ;
-  reg \$1195 ;
-  reg \$1196 ;
-  reg \$1197 ;
-  reg \$1198 ;
-  reg \$1199 ;
+  wire \$1193 ;
+  wire \$1194 ;
+  wire \$1195 ;
+  wire \$1196 ;
+  wire \$1197 ;
+  wire \$1198 ;
+  wire \$1199 ;
   wire \$12 ;
-  wire [15:0] \$120 ;
-  reg \$1200 ;
-  reg [15:0] \$1201 ;
-  reg [15:0] \$1202 ;
-  reg [15:0] \$1203 ;
-  reg [15:0] \$1204 ;
-  reg [15:0] \$1205 ;
-  reg [15:0] \$1206 ;
-  reg [15:0] \$1207 ;
-  reg [15:0] \$1208 ;
-  reg [15:0] \$1209 ;
+  wire \$120 ;
+  wire \$1200 ;
+  wire \$1201 ;
+  wire \$1202 ;
+  wire \$1203 ;
+  wire \$1204 ;
+  wire \$1205 ;
+  wire \$1206 ;
+  wire \$1207 ;
+  wire \$1208 ;
+  wire \$1209 ;
   wire \$121 ;
-  reg [15:0] \$1210 ;
-  reg [15:0] \$1211 ;
-  reg [15:0] \$1212 ;
-  reg [15:0] \$1213 ;
-  reg [15:0] \$1214 ;
-  reg [15:0] \$1215 ;
-  reg [15:0] \$1216 ;
-  reg [15:0] \$1217 ;
-  reg [15:0] \$1218 ;
-  reg [15:0] \$1219 ;
+  wire \$1210 ;
+  wire \$1211 ;
+  wire \$1212 ;
+  wire [32:0] \$1213 ;
+  wire [15:0] \$1214 ;
+  wire \$1215 ;
+  wire \$1216 ;
+  wire \$1217 ;
+  wire \$1218 ;
+  wire \$1219 ;
   wire \$122 ;
-  reg [15:0] \$1220 ;
-  reg [15:0] \$1221 ;
-  reg [15:0] \$1222 ;
-  reg [15:0] \$1223 ;
-  reg [15:0] \$1224 ;
-  reg [15:0] \$1225 ;
-  reg [15:0] \$1226 ;
-  reg [15:0] \$1227 ;
-  reg [15:0] \$1228 ;
-  reg [15:0] \$1229 ;
+  wire \$1220 ;
+  wire \$1221 ;
+  wire \$1222 ;
+  wire \$1223 ;
+  wire \$1224 ;
+  wire \$1225 ;
+  wire \$1226 ;
+  wire \$1227 ;
+  wire \$1228 ;
+  wire \$1229 ;
   wire \$123 ;
-  reg [15:0] \$1230 ;
-  reg [15:0] \$1231 ;
-  reg [15:0] \$1232 ;
-  reg [15:0] \$1233 ;
-  reg [15:0] \$1234 ;
-  reg [15:0] \$1235 ;
-  reg [15:0] \$1236 ;
-  reg [15:0] \$1237 ;
-  reg [15:0] \$1238 ;
-  reg [15:0] \$1239 ;
+  wire \$1230 ;
+  wire \$1231 ;
+  wire \$1232 ;
+  wire \$1233 ;
+  wire \$1234 ;
+  wire [32:0] \$1235 ;
+  wire [15:0] \$1236 ;
+  wire \$1237 ;
+  wire \$1238 ;
+  wire \$1239 ;
   wire \$124 ;
-  reg [15:0] \$1240 ;
-  reg [15:0] \$1241 ;
-  reg [15:0] \$1242 ;
-  reg [15:0] \$1243 ;
-  reg [15:0] \$1244 ;
-  reg [15:0] \$1245 ;
-  reg [15:0] \$1246 ;
-  reg [15:0] \$1247 ;
-  reg [15:0] \$1248 ;
-  reg [15:0] \$1249 ;
+  wire \$1240 ;
+  wire \$1241 ;
+  wire \$1242 ;
+  wire \$1243 ;
+  wire \$1244 ;
+  wire \$1245 ;
+  wire \$1246 ;
+  wire \$1247 ;
+  wire \$1248 ;
+  wire \$1249 ;
   wire \$125 ;
-  reg [4:0] \$1250 ;
-  reg \$1251 ;
-  reg [4:0] \$1252 ;
-  reg \$1253 ;
-  reg \$1254 ;
-  reg [15:0] \$1255 ;
-  reg [15:0] \$1256 ;
-  reg [15:0] \$1257 ;
-  reg [1:0] \$1258 ;
-  reg [39:0] \$1259 ;
+  wire \$1250 ;
+  wire \$1251 ;
+  wire \$1252 ;
+  wire \$1253 ;
+  wire \$1254 ;
+  wire \$1255 ;
+  wire \$1256 ;
+  wire [32:0] \$1257 ;
+  wire [15:0] \$1258 ;
+  wire \$1259 ;
   wire \$126 ;
-  reg [39:0] \$1260 ;
-  reg [15:0] \$1261 ;
-  reg [39:0] \$1262 ;
-  reg [39:0] \$1263 ;
-  reg [15:0] \$1264 ;
-  reg [39:0] \$1265 ;
-  reg [39:0] \$1266 ;
-  reg [15:0] \$1267 ;
-  reg [39:0] \$1268 ;
-  reg [39:0] \$1269 ;
+  wire \$1260 ;
+  wire \$1261 ;
+  wire \$1262 ;
+  wire \$1263 ;
+  wire \$1264 ;
+  wire \$1265 ;
+  wire \$1266 ;
+  wire \$1267 ;
+  wire \$1268 ;
+  wire \$1269 ;
   wire \$127 ;
-  reg [15:0] \$1270 ;
-  reg [39:0] \$1271 ;
-  reg [39:0] \$1272 ;
-  reg [15:0] \$1273 ;
-  reg [39:0] \$1274 ;
-  reg [39:0] \$1275 ;
-  reg [15:0] \$1276 ;
-  reg [39:0] \$1277 ;
-  reg [39:0] \$1278 ;
-  reg [15:0] \$1279 ;
+  wire \$1270 ;
+  wire \$1271 ;
+  wire \$1272 ;
+  wire \$1273 ;
+  wire \$1274 ;
+  wire \$1275 ;
+  wire \$1276 ;
+  wire \$1277 ;
+  wire \$1278 ;
+  wire [32:0] \$1279 ;
   wire \$128 ;
-  reg [39:0] \$1280 ;
-  reg [39:0] \$1281 ;
-  reg [15:0] \$1282 ;
-  reg [39:0] \$1283 ;
-  reg [39:0] \$1284 ;
-  reg [15:0] \$1285 ;
-  reg [39:0] \$1286 ;
-  reg [39:0] \$1287 ;
-  reg [15:0] \$1288 ;
-  reg [39:0] \$1289 ;
+  wire [15:0] \$1280 ;
+  wire \$1281 ;
+  wire \$1282 ;
+  wire \$1283 ;
+  wire \$1284 ;
+  wire \$1285 ;
+  wire \$1286 ;
+  wire \$1287 ;
+  wire \$1288 ;
+  wire \$1289 ;
   wire \$129 ;
-  reg [39:0] \$1290 ;
-  reg [15:0] \$1291 ;
-  reg [39:0] \$1292 ;
-  reg [39:0] \$1293 ;
-  reg [15:0] \$1294 ;
-  reg [39:0] \$1295 ;
-  reg [39:0] \$1296 ;
-  reg [15:0] \$1297 ;
-  reg [39:0] \$1298 ;
-  reg [39:0] \$1299 ;
+  wire \$1290 ;
+  wire \$1291 ;
+  wire \$1292 ;
+  wire \$1293 ;
+  wire \$1294 ;
+  wire \$1295 ;
+  wire \$1296 ;
+  wire \$1297 ;
+  wire \$1298 ;
+  wire \$1299 ;
   wire \$13 ;
-  wire [15:0] \$130 ;
-  reg [15:0] \$1300 ;
-  reg [39:0] \$1301 ;
-  reg [39:0] \$1302 ;
-  reg [15:0] \$1303 ;
-  reg [39:0] \$1304 ;
-  reg [39:0] \$1305 ;
-  reg [15:0] \$1306 ;
-  reg [39:0] \$1307 ;
-  reg [39:0] \$1308 ;
-  reg [39:0] \$1309 ;
-  wire \$131 ;
-  reg [39:0] \$1310 ;
-  reg [39:0] \$1311 ;
-  reg [39:0] \$1312 ;
-  reg [39:0] \$1313 ;
-  reg [39:0] \$1314 ;
-  reg [39:0] \$1315 ;
-  reg [39:0] \$1316 ;
-  reg [39:0] \$1317 ;
-  reg [39:0] \$1318 ;
-  reg [39:0] \$1319 ;
-  wire \$132 ;
-  reg [39:0] \$1320 ;
-  reg [39:0] \$1321 ;
-  reg [39:0] \$1322 ;
-  reg [39:0] \$1323 ;
-  reg [15:0] \$1324 ;
-  reg [15:0] \$1325 ;
-  reg [15:0] \$1326 ;
-  reg [15:0] \$1327 ;
-  reg [15:0] \$1328 ;
-  reg [1:0] \$1329 ;
+  wire \$130 ;
+  wire \$1300 ;
+  wire [32:0] \$1301 ;
+  wire [15:0] \$1302 ;
+  wire \$1303 ;
+  wire \$1304 ;
+  wire \$1305 ;
+  wire \$1306 ;
+  wire \$1307 ;
+  wire \$1308 ;
+  wire \$1309 ;
+  wire [40:0] \$131 ;
+  wire \$1310 ;
+  wire \$1311 ;
+  wire \$1312 ;
+  wire \$1313 ;
+  wire \$1314 ;
+  wire \$1315 ;
+  wire \$1316 ;
+  wire \$1317 ;
+  wire \$1318 ;
+  wire \$1319 ;
+  wire [15:0] \$132 ;
+  wire \$1320 ;
+  wire \$1321 ;
+  wire \$1322 ;
+  wire [32:0] \$1323 ;
+  wire [15:0] \$1324 ;
+  wire \$1325 ;
+  wire \$1326 ;
+  wire \$1327 ;
+  wire \$1328 ;
+  wire \$1329 ;
   wire \$133 ;
-  reg [1:0] \$1330 ;
-  reg [1:0] \$1331 ;
-  reg [1:0] \$1332 ;
-  reg [15:0] \$1333 ;
-  reg [15:0] \$1334 ;
-  reg [15:0] \$1335 ;
-  reg [15:0] \$1336 ;
-  reg [15:0] \$1337 ;
-  reg [15:0] \$1338 ;
-  reg [15:0] \$1339 ;
+  wire \$1330 ;
+  wire \$1331 ;
+  wire \$1332 ;
+  wire \$1333 ;
+  wire \$1334 ;
+  wire \$1335 ;
+  wire \$1336 ;
+  wire \$1337 ;
+  wire \$1338 ;
+  wire \$1339 ;
   wire \$134 ;
-  reg [15:0] \$1340 ;
-  reg [15:0] \$1341 ;
-  reg [15:0] \$1342 ;
-  reg [15:0] \$1343 ;
-  reg [15:0] \$1344 ;
-  reg [15:0] \$1345 ;
-  reg [15:0] \$1346 ;
-  reg [15:0] \$1347 ;
-  reg [15:0] \$1348 ;
-  reg [15:0] \$1349 ;
+  wire \$1340 ;
+  wire \$1341 ;
+  wire \$1342 ;
+  wire \$1343 ;
+  wire \$1344 ;
+  wire [32:0] \$1345 ;
+  wire [15:0] \$1346 ;
+  wire \$1347 ;
+  wire \$1348 ;
+  wire \$1349 ;
   wire \$135 ;
-  reg [15:0] \$1350 ;
-  reg [15:0] \$1351 ;
-  reg [15:0] \$1352 ;
-  reg [15:0] \$1353 ;
-  reg [15:0] \$1354 ;
-  reg [15:0] \$1355 ;
-  reg [15:0] \$1356 ;
-  reg [15:0] \$1357 ;
-  reg [15:0] \$1358 ;
-  reg [15:0] \$1359 ;
+  wire \$1350 ;
+  wire \$1351 ;
+  wire \$1352 ;
+  wire \$1353 ;
+  wire \$1354 ;
+  wire \$1355 ;
+  wire \$1356 ;
+  wire \$1357 ;
+  wire \$1358 ;
+  wire \$1359 ;
   wire \$136 ;
-  reg [15:0] \$1360 ;
-  reg [15:0] \$1361 ;
-  reg [15:0] \$1362 ;
-  reg [15:0] \$1363 ;
-  reg [15:0] \$1364 ;
-  reg [15:0] \$1365 ;
-  reg [15:0] \$1366 ;
-  reg [15:0] \$1367 ;
-  reg [15:0] \$1368 ;
-  reg [15:0] \$1369 ;
+  wire \$1360 ;
+  wire \$1361 ;
+  wire \$1362 ;
+  wire \$1363 ;
+  wire \$1364 ;
+  wire \$1365 ;
+  wire \$1366 ;
+  wire [32:0] \$1367 ;
+  wire [15:0] \$1368 ;
+  wire \$1369 ;
   wire \$137 ;
-  reg [15:0] \$1370 ;
-  reg [15:0] \$1371 ;
-  reg [15:0] \$1372 ;
-  reg [15:0] \$1373 ;
-  reg [15:0] \$1374 ;
-  reg [15:0] \$1375 ;
-  reg [15:0] \$1376 ;
-  reg [15:0] \$1377 ;
-  reg [15:0] \$1378 ;
-  reg [15:0] \$1379 ;
+  wire \$1370 ;
+  wire \$1371 ;
+  wire \$1372 ;
+  wire \$1373 ;
+  wire \$1374 ;
+  wire \$1375 ;
+  wire \$1376 ;
+  wire \$1377 ;
+  wire \$1378 ;
+  wire \$1379 ;
   wire \$138 ;
-  reg [15:0] \$1380 ;
-  reg [15:0] \$1381 ;
-  reg [39:0] \$1382 ;
-  reg [15:0] \$1383 ;
-  reg [15:0] \$1384 ;
-  reg [39:0] \$1385 ;
-  reg [15:0] \$1386 ;
-  reg [15:0] \$1387 ;
-  reg [39:0] \$1388 ;
-  reg [15:0] \$1389 ;
+  wire \$1380 ;
+  wire \$1381 ;
+  wire \$1382 ;
+  wire \$1383 ;
+  wire \$1384 ;
+  wire \$1385 ;
+  wire \$1386 ;
+  wire \$1387 ;
+  wire \$1388 ;
+  wire [32:0] \$1389 ;
   wire \$139 ;
-  reg [15:0] \$1390 ;
-  reg [39:0] \$1391 ;
-  reg [15:0] \$1392 ;
-  reg [15:0] \$1393 ;
-  reg [39:0] \$1394 ;
-  reg [15:0] \$1395 ;
-  reg [15:0] \$1396 ;
-  reg [39:0] \$1397 ;
-  reg [15:0] \$1398 ;
-  reg [15:0] \$1399 ;
+  wire [15:0] \$1390 ;
+  wire \$1391 ;
+  wire \$1392 ;
+  wire \$1393 ;
+  wire \$1394 ;
+  wire \$1395 ;
+  wire \$1396 ;
+  wire \$1397 ;
+  wire \$1398 ;
+  wire \$1399 ;
   wire \$14 ;
-  wire [15:0] \$140 ;
-  reg [39:0] \$1400 ;
-  reg [15:0] \$1401 ;
-  reg [15:0] \$1402 ;
-  reg [39:0] \$1403 ;
-  reg [15:0] \$1404 ;
-  reg [15:0] \$1405 ;
-  reg [39:0] \$1406 ;
-  reg [15:0] \$1407 ;
-  reg [15:0] \$1408 ;
-  reg [39:0] \$1409 ;
+  wire \$140 ;
+  wire \$1400 ;
+  wire \$1401 ;
+  wire \$1402 ;
+  wire \$1403 ;
+  wire \$1404 ;
+  wire \$1405 ;
+  wire \$1406 ;
+  wire \$1407 ;
+  wire \$1408 ;
+  wire \$1409 ;
   wire \$141 ;
-  reg [15:0] \$1410 ;
-  reg [15:0] \$1411 ;
-  reg [39:0] \$1412 ;
-  reg [15:0] \$1413 ;
-  reg [15:0] \$1414 ;
-  reg [39:0] \$1415 ;
-  reg [15:0] \$1416 ;
-  reg [15:0] \$1417 ;
-  reg [39:0] \$1418 ;
-  reg [15:0] \$1419 ;
+  wire \$1410 ;
+  wire [32:0] \$1411 ;
+  wire [15:0] \$1412 ;
+  wire \$1413 ;
+  wire \$1414 ;
+  wire \$1415 ;
+  wire \$1416 ;
+  wire \$1417 ;
+  wire \$1418 ;
+  wire \$1419 ;
   wire \$142 ;
-  reg [15:0] \$1420 ;
-  reg [39:0] \$1421 ;
-  reg [15:0] \$1422 ;
-  reg [15:0] \$1423 ;
-  reg [39:0] \$1424 ;
-  reg [15:0] \$1425 ;
-  reg [15:0] \$1426 ;
-  reg [39:0] \$1427 ;
-  reg [15:0] \$1428 ;
-  reg [15:0] \$1429 ;
+  wire \$1420 ;
+  wire \$1421 ;
+  wire \$1422 ;
+  wire \$1423 ;
+  wire \$1424 ;
+  wire \$1425 ;
+  wire \$1426 ;
+  wire \$1427 ;
+  wire \$1428 ;
+  wire \$1429 ;
   wire \$143 ;
-  reg [15:0] \$1430 ;
-  reg [15:0] \$1431 ;
-  reg [15:0] \$1432 ;
-  reg [15:0] \$1433 ;
-  reg [15:0] \$1434 ;
-  reg [15:0] \$1435 ;
-  reg [15:0] \$1436 ;
+  wire \$1430 ;
+  wire \$1431 ;
+  wire \$1432 ;
+  wire [32:0] \$1433 ;
+  wire [15:0] \$1434 ;
+  wire \$1435 ;
+  wire \$1436 ;
+  wire \$1437 ;
+  wire \$1438 ;
+  wire \$1439 ;
   wire \$144 ;
+  wire \$1440 ;
+  wire \$1441 ;
+  wire \$1442 ;
+  wire \$1443 ;
+  wire \$1444 ;
+  wire \$1445 ;
+  wire \$1446 ;
+  wire \$1447 ;
+  wire \$1448 ;
+  wire \$1449 ;
   wire \$145 ;
+  wire \$1450 ;
+  wire \$1451 ;
+  wire \$1452 ;
+  wire \$1453 ;
+  wire \$1454 ;
+  wire [32:0] \$1455 ;
+  wire [15:0] \$1456 ;
+  wire \$1457 ;
+  wire \$1458 ;
+  wire \$1459 ;
   wire \$146 ;
+  wire \$1460 ;
+  wire \$1461 ;
+  wire \$1462 ;
+  wire \$1463 ;
+  wire \$1464 ;
+  wire \$1465 ;
+  wire \$1466 ;
+  wire \$1467 ;
+  wire \$1468 ;
+  wire \$1469 ;
   wire \$147 ;
+  wire \$1470 ;
+  wire \$1471 ;
+  wire \$1472 ;
+  wire \$1473 ;
+  wire \$1474 ;
+  wire \$1475 ;
+  wire \$1476 ;
+  wire [16:0] \$1477 ;
+  wire [15:0] \$1478 ;
+  wire \$1479 ;
   wire \$148 ;
+  wire \$1480 ;
+  wire \$1481 ;
+  wire \$1482 ;
+  wire \$1483 ;
+  wire \$1484 ;
+  wire \$1485 ;
+  wire \$1486 ;
+  wire \$1487 ;
+  wire \$1488 ;
+  wire \$1489 ;
   wire \$149 ;
+  wire \$1490 ;
+  wire \$1491 ;
+  wire \$1492 ;
+  wire \$1493 ;
+  wire \$1494 ;
+  wire \$1495 ;
+  wire \$1496 ;
+  wire \$1497 ;
+  wire \$1498 ;
+  wire [16:0] \$1499 ;
   wire \$15 ;
-  wire [15:0] \$150 ;
+  wire \$150 ;
+  wire [15:0] \$1500 ;
+  wire \$1501 ;
+  wire \$1502 ;
+  wire \$1503 ;
+  wire \$1504 ;
+  wire \$1505 ;
+  wire \$1506 ;
+  wire \$1507 ;
+  wire \$1508 ;
+  wire \$1509 ;
   wire \$151 ;
+  wire \$1510 ;
+  wire \$1511 ;
+  wire \$1512 ;
+  wire \$1513 ;
+  wire \$1514 ;
+  wire \$1515 ;
+  wire \$1516 ;
+  wire \$1517 ;
+  wire \$1518 ;
+  wire \$1519 ;
   wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
+  wire \$1520 ;
+  wire [16:0] \$1521 ;
+  wire [15:0] \$1522 ;
+  wire \$1523 ;
+  wire \$1524 ;
+  wire \$1525 ;
+  wire \$1526 ;
+  wire \$1527 ;
+  wire \$1528 ;
+  wire \$1529 ;
+  wire [40:0] \$153 ;
+  wire \$1530 ;
+  wire \$1531 ;
+  wire \$1532 ;
+  wire \$1533 ;
+  wire \$1534 ;
+  wire \$1535 ;
+  wire \$1536 ;
+  wire \$1537 ;
+  wire \$1538 ;
+  wire \$1539 ;
+  wire [15:0] \$154 ;
+  wire \$1540 ;
+  wire \$1541 ;
+  wire \$1542 ;
+  wire [16:0] \$1543 ;
+  wire [15:0] \$1544 ;
+  wire \$1545 ;
+  wire \$1546 ;
+  wire \$1547 ;
+  wire \$1548 ;
+  wire \$1549 ;
   wire \$155 ;
+  wire \$1550 ;
+  wire \$1551 ;
+  wire \$1552 ;
+  wire \$1553 ;
+  wire \$1554 ;
+  wire \$1555 ;
+  wire \$1556 ;
+  wire \$1557 ;
+  wire \$1558 ;
+  wire \$1559 ;
   wire \$156 ;
+  wire \$1560 ;
+  wire \$1561 ;
+  wire \$1562 ;
+  wire \$1563 ;
+  wire \$1564 ;
+  wire [16:0] \$1565 ;
+  wire [15:0] \$1566 ;
+  wire \$1567 ;
+  wire \$1568 ;
+  wire \$1569 ;
   wire \$157 ;
+  wire \$1570 ;
+  wire \$1571 ;
+  wire \$1572 ;
+  wire \$1573 ;
+  wire \$1574 ;
+  wire \$1575 ;
+  wire \$1576 ;
+  wire \$1577 ;
+  wire \$1578 ;
+  wire \$1579 ;
   wire \$158 ;
+  wire \$1580 ;
+  wire \$1581 ;
+  wire \$1582 ;
+  wire \$1583 ;
+  wire \$1584 ;
+  wire \$1585 ;
+  wire \$1586 ;
+  wire [16:0] \$1587 ;
+  wire [15:0] \$1588 ;
+  wire \$1589 ;
   wire \$159 ;
+  wire \$1590 ;
+  wire \$1591 ;
+  wire \$1592 ;
+  wire \$1593 ;
+  wire \$1594 ;
+  wire \$1595 ;
+  wire \$1596 ;
+  wire \$1597 ;
+  wire \$1598 ;
+  wire \$1599 ;
   wire \$16 ;
-  wire [15:0] \$160 ;
-  wire [40:0] \$161 ;
-  wire [40:0] \$162 ;
-  wire [41:0] \$163 ;
-  wire [40:0] \$164 ;
-  wire [40:0] \$165 ;
-  wire [41:0] \$166 ;
-  wire [42:0] \$167 ;
-  wire [40:0] \$168 ;
-  wire [40:0] \$169 ;
+  wire \$160 ;
+  wire \$1600 ;
+  wire \$1601 ;
+  wire \$1602 ;
+  wire \$1603 ;
+  wire \$1604 ;
+  wire \$1605 ;
+  wire \$1606 ;
+  wire \$1607 ;
+  wire \$1608 ;
+  wire [16:0] \$1609 ;
+  wire \$161 ;
+  wire [15:0] \$1610 ;
+  wire \$1611 ;
+  wire \$1612 ;
+  wire \$1613 ;
+  wire \$1614 ;
+  wire \$1615 ;
+  wire \$1616 ;
+  wire \$1617 ;
+  wire \$1618 ;
+  wire \$1619 ;
+  wire \$162 ;
+  wire \$1620 ;
+  wire \$1621 ;
+  wire \$1622 ;
+  wire \$1623 ;
+  wire \$1624 ;
+  wire \$1625 ;
+  wire \$1626 ;
+  wire \$1627 ;
+  wire \$1628 ;
+  wire \$1629 ;
+  wire \$163 ;
+  wire \$1630 ;
+  wire [16:0] \$1631 ;
+  wire [15:0] \$1632 ;
+  wire \$1633 ;
+  wire \$1634 ;
+  wire \$1635 ;
+  wire \$1636 ;
+  wire \$1637 ;
+  wire \$1638 ;
+  wire \$1639 ;
+  wire \$164 ;
+  wire \$1640 ;
+  wire \$1641 ;
+  wire \$1642 ;
+  wire \$1643 ;
+  wire \$1644 ;
+  wire \$1645 ;
+  wire \$1646 ;
+  wire \$1647 ;
+  wire \$1648 ;
+  wire \$1649 ;
+  wire \$165 ;
+  wire \$1650 ;
+  wire \$1651 ;
+  wire \$1652 ;
+  wire [16:0] \$1653 ;
+  wire [15:0] \$1654 ;
+  wire \$1655 ;
+  wire \$1656 ;
+  wire \$1657 ;
+  wire \$1658 ;
+  wire \$1659 ;
+  wire \$166 ;
+  wire \$1660 ;
+  wire \$1661 ;
+  wire \$1662 ;
+  wire \$1663 ;
+  wire \$1664 ;
+  wire \$1665 ;
+  wire \$1666 ;
+  wire \$1667 ;
+  wire \$1668 ;
+  wire \$1669 ;
+  wire \$167 ;
+  wire \$1670 ;
+  wire \$1671 ;
+  wire \$1672 ;
+  wire \$1673 ;
+  wire \$1674 ;
+  wire [16:0] \$1675 ;
+  wire [15:0] \$1676 ;
+  wire \$1677 ;
+  wire \$1678 ;
+  wire \$1679 ;
+  wire \$168 ;
+  wire \$1680 ;
+  wire \$1681 ;
+  wire \$1682 ;
+  wire \$1683 ;
+  wire \$1684 ;
+  wire \$1685 ;
+  wire \$1686 ;
+  wire \$1687 ;
+  wire \$1688 ;
+  wire \$1689 ;
+  wire \$169 ;
+  wire \$1690 ;
+  wire \$1691 ;
+  wire \$1692 ;
+  wire \$1693 ;
+  wire \$1694 ;
+  wire \$1695 ;
+  wire \$1696 ;
+  wire [16:0] \$1697 ;
+  wire [15:0] \$1698 ;
+  wire \$1699 ;
   wire \$17 ;
-  wire [41:0] \$170 ;
-  wire [40:0] \$171 ;
-  wire [40:0] \$172 ;
-  wire [41:0] \$173 ;
-  wire [42:0] \$174 ;
-  wire [43:0] \$175 ;
-  wire \$176 ;
+  wire \$170 ;
+  wire \$1700 ;
+  wire \$1701 ;
+  wire \$1702 ;
+  wire \$1703 ;
+  wire \$1704 ;
+  wire \$1705 ;
+  wire \$1706 ;
+  wire \$1707 ;
+  wire \$1708 ;
+  wire \$1709 ;
+  wire \$171 ;
+  wire \$1710 ;
+  wire \$1711 ;
+  wire \$1712 ;
+  wire \$1713 ;
+  wire \$1714 ;
+  wire \$1715 ;
+  wire \$1716 ;
+  wire \$1717 ;
+  wire \$1718 ;
+  wire [16:0] \$1719 ;
+  wire \$172 ;
+  wire [15:0] \$1720 ;
+  wire \$1721 ;
+  wire \$1722 ;
+  wire \$1723 ;
+  wire \$1724 ;
+  wire \$1725 ;
+  wire \$1726 ;
+  wire \$1727 ;
+  wire \$1728 ;
+  wire \$1729 ;
+  wire \$173 ;
+  wire \$1730 ;
+  wire \$1731 ;
+  wire \$1732 ;
+  wire \$1733 ;
+  wire \$1734 ;
+  wire \$1735 ;
+  wire \$1736 ;
+  wire \$1737 ;
+  wire \$1738 ;
+  wire \$1739 ;
+  wire \$174 ;
+  wire \$1740 ;
+  wire [16:0] \$1741 ;
+  wire [15:0] \$1742 ;
+  wire \$1743 ;
+  wire \$1744 ;
+  wire \$1745 ;
+  wire \$1746 ;
+  wire \$1747 ;
+  wire \$1748 ;
+  wire \$1749 ;
+  wire [40:0] \$175 ;
+  wire \$1750 ;
+  wire \$1751 ;
+  wire \$1752 ;
+  wire \$1753 ;
+  wire \$1754 ;
+  wire \$1755 ;
+  wire \$1756 ;
+  wire \$1757 ;
+  wire \$1758 ;
+  wire \$1759 ;
+  wire [15:0] \$176 ;
+  wire \$1760 ;
+  wire \$1761 ;
+  wire \$1762 ;
+  wire [16:0] \$1763 ;
+  wire [15:0] \$1764 ;
+  wire \$1765 ;
+  wire \$1766 ;
+  wire \$1767 ;
+  wire \$1768 ;
+  wire \$1769 ;
   wire \$177 ;
+  wire \$1770 ;
+  wire \$1771 ;
+  wire \$1772 ;
+  wire \$1773 ;
+  wire \$1774 ;
+  wire \$1775 ;
+  wire \$1776 ;
+  wire \$1777 ;
+  wire \$1778 ;
+  wire \$1779 ;
   wire \$178 ;
+  wire \$1780 ;
+  wire \$1781 ;
+  wire \$1782 ;
+  wire \$1783 ;
+  wire \$1784 ;
+  wire [16:0] \$1785 ;
+  wire [15:0] \$1786 ;
+  wire \$1787 ;
+  wire \$1788 ;
+  wire \$1789 ;
   wire \$179 ;
+  wire \$1790 ;
+  wire \$1791 ;
+  wire \$1792 ;
+  wire \$1793 ;
+  wire \$1794 ;
+  wire \$1795 ;
+  wire \$1796 ;
+  wire \$1797 ;
+  wire \$1798 ;
+  wire \$1799 ;
   wire \$18 ;
   wire \$180 ;
+  wire \$1800 ;
+  wire \$1801 ;
+  wire \$1802 ;
+  wire \$1803 ;
+  wire \$1804 ;
+  wire \$1805 ;
+  wire \$1806 ;
+  wire [16:0] \$1807 ;
+  wire [15:0] \$1808 ;
+  wire \$1809 ;
   wire \$181 ;
+  wire \$1810 ;
+  wire [16:0] \$1811 ;
+  wire [16:0] \$1812 ;
+  wire [16:0] \$1813 ;
+  wire [16:0] \$1814 ;
+  wire [16:0] \$1815 ;
+  wire [16:0] \$1816 ;
+  wire [16:0] \$1817 ;
+  wire [16:0] \$1818 ;
+  wire [16:0] \$1819 ;
   wire \$182 ;
+  wire [16:0] \$1820 ;
+  wire [16:0] \$1821 ;
+  wire [16:0] \$1822 ;
+  wire [16:0] \$1823 ;
+  wire [16:0] \$1824 ;
+  wire [16:0] \$1825 ;
+  wire [16:0] \$1826 ;
+  wire [16:0] \$1827 ;
+  wire [16:0] \$1828 ;
+  wire [16:0] \$1829 ;
   wire \$183 ;
+  wire [16:0] \$1830 ;
+  wire [16:0] \$1831 ;
+  wire [16:0] \$1832 ;
+  wire [16:0] \$1833 ;
+  wire [16:0] \$1834 ;
+  wire [16:0] \$1835 ;
+  wire [16:0] \$1836 ;
+  wire [16:0] \$1837 ;
+  wire [16:0] \$1838 ;
+  wire [16:0] \$1839 ;
   wire \$184 ;
-  wire [15:0] \$185 ;
+  wire [16:0] \$1840 ;
+  wire [16:0] \$1841 ;
+  wire [16:0] \$1842 ;
+  wire [16:0] \$1843 ;
+  wire [16:0] \$1844 ;
+  wire [16:0] \$1845 ;
+  wire [16:0] \$1846 ;
+  wire [16:0] \$1847 ;
+  wire [16:0] \$1848 ;
+  wire [16:0] \$1849 ;
+  wire \$185 ;
+  wire [16:0] \$1850 ;
+  wire [16:0] \$1851 ;
+  wire [16:0] \$1852 ;
+  wire [16:0] \$1853 ;
+  wire [16:0] \$1854 ;
+  wire [16:0] \$1855 ;
+  wire [16:0] \$1856 ;
+  wire [16:0] \$1857 ;
+  wire [16:0] \$1858 ;
+  wire [16:0] \$1859 ;
   wire \$186 ;
+  wire \$1860 ;
+  wire \$1861 ;
+  wire \$1862 ;
+  wire \$1863 ;
+  wire \$1864 ;
+  wire \$1865 ;
+  wire \$1866 ;
+  wire \$1867 ;
+  wire \$1868 ;
+  wire \$1869 ;
   wire \$187 ;
+  wire \$1870 ;
+  wire \$1871 ;
+  wire \$1872 ;
+  wire \$1873 ;
+  wire [6:0] \$1874 ;
+  wire \$1875 ;
+  wire \$1876 ;
+  wire \$1877 ;
+  wire \$1878 ;
+  wire \$1879 ;
   wire \$188 ;
-  wire [15:0] \$189 ;
+  wire \$1880 ;
+  wire \$1881 ;
+  wire \$1882 ;
+  wire \$1883 ;
+  wire \$1884 ;
+  wire [6:0] \$1885 ;
+  wire \$1886 ;
+  wire \$1887 ;
+  wire \$1888 ;
+  wire \$1889 ;
+  wire \$189 ;
+  wire \$1890 ;
+  wire \$1891 ;
+  wire \$1892 ;
+  wire \$1893 ;
+  wire \$1894 ;
+  wire \$1895 ;
+  wire \$1896 ;
+  wire \$1897 ;
+  wire \$1898 ;
+  wire \$1899 ;
   wire \$19 ;
   wire \$190 ;
+  wire \$1900 ;
+  wire \$1901 ;
+  wire [15:0] \$1902 ;
+  wire [15:0] \$1903 ;
+  wire \$1904 ;
+  wire \$1905 ;
+  wire \$1906 ;
+  wire \$1907 ;
+  wire \$1908 ;
+  wire \$1909 ;
   wire \$191 ;
+  wire [15:0] \$1910 ;
+  wire [15:0] \$1911 ;
+  wire \$1912 ;
+  wire \$1913 ;
+  wire \$1914 ;
+  wire \$1915 ;
+  wire \$1916 ;
+  wire \$1917 ;
+  wire [15:0] \$1918 ;
+  wire [15:0] \$1919 ;
   wire \$192 ;
+  wire \$1920 ;
+  wire \$1921 ;
+  wire \$1922 ;
+  wire \$1923 ;
+  wire \$1924 ;
+  wire \$1925 ;
+  wire [15:0] \$1926 ;
+  wire [15:0] \$1927 ;
+  wire \$1928 ;
+  wire \$1929 ;
   wire \$193 ;
+  wire \$1930 ;
+  wire \$1931 ;
+  wire \$1932 ;
+  wire \$1933 ;
+  wire [15:0] \$1934 ;
+  wire [15:0] \$1935 ;
+  wire \$1936 ;
+  wire \$1937 ;
+  wire \$1938 ;
+  wire \$1939 ;
   wire \$194 ;
+  wire \$1940 ;
+  wire \$1941 ;
+  wire [15:0] \$1942 ;
+  wire [15:0] \$1943 ;
+  wire \$1944 ;
+  wire \$1945 ;
+  wire \$1946 ;
+  wire \$1947 ;
+  wire \$1948 ;
+  wire \$1949 ;
   wire \$195 ;
+  wire [15:0] \$1950 ;
+  wire [15:0] \$1951 ;
+  wire \$1952 ;
+  wire \$1953 ;
+  wire \$1954 ;
+  wire \$1955 ;
+  wire \$1956 ;
+  wire \$1957 ;
+  wire [15:0] \$1958 ;
+  wire [15:0] \$1959 ;
   wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire [15:0] \$199 ;
+  wire \$1960 ;
+  wire \$1961 ;
+  wire \$1962 ;
+  wire \$1963 ;
+  wire \$1964 ;
+  wire \$1965 ;
+  wire [15:0] \$1966 ;
+  wire [15:0] \$1967 ;
+  wire \$1968 ;
+  wire \$1969 ;
+  wire [40:0] \$197 ;
+  wire \$1970 ;
+  wire \$1971 ;
+  wire \$1972 ;
+  wire \$1973 ;
+  wire [15:0] \$1974 ;
+  wire [15:0] \$1975 ;
+  wire \$1976 ;
+  wire \$1977 ;
+  wire \$1978 ;
+  wire \$1979 ;
+  wire [15:0] \$198 ;
+  wire \$1980 ;
+  wire \$1981 ;
+  wire [15:0] \$1982 ;
+  wire [15:0] \$1983 ;
+  wire \$1984 ;
+  wire \$1985 ;
+  wire \$1986 ;
+  wire \$1987 ;
+  wire \$1988 ;
+  wire \$1989 ;
+  wire \$199 ;
+  wire [15:0] \$1990 ;
+  wire [15:0] \$1991 ;
+  wire \$1992 ;
+  wire \$1993 ;
+  wire \$1994 ;
+  wire \$1995 ;
+  wire \$1996 ;
+  wire \$1997 ;
+  wire [15:0] \$1998 ;
+  wire [15:0] \$1999 ;
   wire \$2 ;
-  wire [15:0] \$20 ;
+  wire \$20 ;
   wire \$200 ;
+  wire \$2000 ;
+  wire \$2001 ;
+  wire \$2002 ;
+  wire \$2003 ;
+  wire \$2004 ;
+  wire \$2005 ;
+  wire [15:0] \$2006 ;
+  wire [15:0] \$2007 ;
+  wire \$2008 ;
+  wire \$2009 ;
   wire \$201 ;
+  wire \$2010 ;
+  wire \$2011 ;
+  wire \$2012 ;
+  wire \$2013 ;
+  wire [15:0] \$2014 ;
+  wire [15:0] \$2015 ;
+  wire \$2016 ;
+  wire \$2017 ;
+  wire \$2018 ;
+  wire \$2019 ;
   wire \$202 ;
+  wire \$2020 ;
+  wire \$2021 ;
+  wire [15:0] \$2022 ;
+  wire [15:0] \$2023 ;
+  wire \$2024 ;
+  wire \$2025 ;
+  wire \$2026 ;
+  wire \$2027 ;
+  wire \$2028 ;
+  wire \$2029 ;
   wire \$203 ;
+  wire [15:0] \$2030 ;
+  wire [15:0] \$2031 ;
+  wire \$2032 ;
+  wire \$2033 ;
+  wire \$2034 ;
+  wire \$2035 ;
+  wire \$2036 ;
+  wire \$2037 ;
+  wire [15:0] \$2038 ;
+  wire [15:0] \$2039 ;
   wire \$204 ;
+  wire \$2040 ;
+  wire \$2041 ;
+  wire \$2042 ;
+  wire \$2043 ;
+  wire \$2044 ;
+  wire \$2045 ;
+  wire [15:0] \$2046 ;
+  wire [15:0] \$2047 ;
+  wire \$2048 ;
+  wire \$2049 ;
   wire \$205 ;
+  wire \$2050 ;
+  wire \$2051 ;
+  wire \$2052 ;
+  wire \$2053 ;
+  wire [15:0] \$2054 ;
+  wire [15:0] \$2055 ;
+  wire \$2056 ;
+  wire \$2057 ;
+  wire \$2058 ;
+  wire \$2059 ;
   wire \$206 ;
+  wire \$2060 ;
+  wire \$2061 ;
+  wire [15:0] \$2062 ;
+  wire [15:0] \$2063 ;
+  wire \$2064 ;
+  wire \$2065 ;
+  wire \$2066 ;
+  wire \$2067 ;
+  wire \$2068 ;
+  wire \$2069 ;
   wire \$207 ;
+  wire [15:0] \$2070 ;
+  wire [15:0] \$2071 ;
+  wire \$2072 ;
+  wire \$2073 ;
+  wire \$2074 ;
+  wire \$2075 ;
+  wire \$2076 ;
+  wire \$2077 ;
+  wire [15:0] \$2078 ;
+  wire [15:0] \$2079 ;
   wire \$208 ;
-  wire [15:0] \$209 ;
-  wire \$21 ;
+  wire \$2080 ;
+  wire \$2081 ;
+  wire \$2082 ;
+  wire \$2083 ;
+  wire \$2084 ;
+  wire \$2085 ;
+  wire [15:0] \$2086 ;
+  wire [15:0] \$2087 ;
+  wire \$2088 ;
+  wire \$2089 ;
+  wire \$209 ;
+  wire \$2090 ;
+  wire \$2091 ;
+  wire \$2092 ;
+  wire \$2093 ;
+  wire [15:0] \$2094 ;
+  wire [15:0] \$2095 ;
+  wire \$2096 ;
+  wire \$2097 ;
+  wire \$2098 ;
+  wire \$2099 ;
+  wire [40:0] \$21 ;
   wire \$210 ;
+  wire \$2100 ;
+  wire \$2101 ;
+  wire [15:0] \$2102 ;
+  wire [15:0] \$2103 ;
+  wire \$2104 ;
+  wire \$2105 ;
+  wire \$2106 ;
+  wire \$2107 ;
+  wire \$2108 ;
+  wire \$2109 ;
   wire \$211 ;
+  wire [15:0] \$2110 ;
+  wire [15:0] \$2111 ;
+  wire \$2112 ;
+  wire \$2113 ;
+  wire \$2114 ;
+  wire \$2115 ;
+  wire \$2116 ;
+  wire \$2117 ;
+  wire [15:0] \$2118 ;
+  wire [15:0] \$2119 ;
   wire \$212 ;
+  wire \$2120 ;
+  wire \$2121 ;
+  wire \$2122 ;
+  wire \$2123 ;
+  wire \$2124 ;
+  wire \$2125 ;
+  wire [15:0] \$2126 ;
+  wire [15:0] \$2127 ;
+  wire \$2128 ;
+  wire \$2129 ;
   wire \$213 ;
+  wire \$2130 ;
+  wire \$2131 ;
+  wire \$2132 ;
+  wire \$2133 ;
+  wire [15:0] \$2134 ;
+  wire [15:0] \$2135 ;
+  wire \$2136 ;
+  wire \$2137 ;
+  wire \$2138 ;
+  wire \$2139 ;
   wire \$214 ;
+  wire \$2140 ;
+  wire \$2141 ;
+  wire [15:0] \$2142 ;
+  wire [15:0] \$2143 ;
+  wire \$2144 ;
+  wire \$2145 ;
+  wire \$2146 ;
+  wire \$2147 ;
+  wire \$2148 ;
+  wire \$2149 ;
   wire \$215 ;
+  wire [15:0] \$2150 ;
+  wire [15:0] \$2151 ;
+  wire \$2152 ;
+  wire \$2153 ;
+  wire \$2154 ;
+  wire \$2155 ;
+  wire \$2156 ;
+  wire \$2157 ;
+  wire [15:0] \$2158 ;
+  wire [15:0] \$2159 ;
   wire \$216 ;
+  wire \$2160 ;
+  wire \$2161 ;
+  wire \$2162 ;
+  wire \$2163 ;
+  wire \$2164 ;
+  wire \$2165 ;
+  wire [15:0] \$2166 ;
+  wire [15:0] \$2167 ;
+  wire \$2168 ;
+  wire \$2169 ;
   wire \$217 ;
+  wire \$2170 ;
+  wire \$2171 ;
+  wire \$2172 ;
+  wire \$2173 ;
+  wire [15:0] \$2174 ;
+  wire [15:0] \$2175 ;
+  wire \$2176 ;
+  wire \$2177 ;
+  wire \$2178 ;
+  wire \$2179 ;
   wire \$218 ;
-  wire [15:0] \$219 ;
-  wire \$22 ;
-  wire \$220 ;
+  wire \$2180 ;
+  wire \$2181 ;
+  wire [15:0] \$2182 ;
+  wire [15:0] \$2183 ;
+  wire \$2184 ;
+  wire \$2185 ;
+  wire \$2186 ;
+  wire \$2187 ;
+  wire \$2188 ;
+  wire \$2189 ;
+  wire [40:0] \$219 ;
+  wire [15:0] \$2190 ;
+  wire [15:0] \$2191 ;
+  wire \$2192 ;
+  wire \$2193 ;
+  wire \$2194 ;
+  wire \$2195 ;
+  wire \$2196 ;
+  wire \$2197 ;
+  wire [15:0] \$2198 ;
+  wire [15:0] \$2199 ;
+  wire [15:0] \$22 ;
+  wire [15:0] \$220 ;
+  wire \$2200 ;
+  wire \$2201 ;
+  wire \$2202 ;
+  wire \$2203 ;
+  wire \$2204 ;
+  wire \$2205 ;
+  wire [15:0] \$2206 ;
+  wire [15:0] \$2207 ;
+  wire \$2208 ;
+  wire \$2209 ;
   wire \$221 ;
+  wire \$2210 ;
+  wire \$2211 ;
+  wire \$2212 ;
+  wire \$2213 ;
+  wire [15:0] \$2214 ;
+  wire [15:0] \$2215 ;
+  wire \$2216 ;
+  wire \$2217 ;
+  wire \$2218 ;
+  wire \$2219 ;
   wire \$222 ;
+  wire \$2220 ;
+  wire \$2221 ;
+  wire [15:0] \$2222 ;
+  wire [15:0] \$2223 ;
+  wire \$2224 ;
+  wire \$2225 ;
+  wire \$2226 ;
+  wire \$2227 ;
+  wire \$2228 ;
+  wire \$2229 ;
   wire \$223 ;
+  wire [15:0] \$2230 ;
+  wire [15:0] \$2231 ;
+  wire \$2232 ;
+  wire \$2233 ;
+  wire \$2234 ;
+  wire \$2235 ;
+  wire \$2236 ;
+  wire \$2237 ;
+  wire [15:0] \$2238 ;
+  wire [15:0] \$2239 ;
   wire \$224 ;
+  wire \$2240 ;
+  wire \$2241 ;
+  wire \$2242 ;
+  wire \$2243 ;
+  wire \$2244 ;
+  wire \$2245 ;
+  wire [15:0] \$2246 ;
+  wire [15:0] \$2247 ;
+  wire \$2248 ;
+  wire \$2249 ;
   wire \$225 ;
+  wire \$2250 ;
+  wire \$2251 ;
+  wire \$2252 ;
+  wire \$2253 ;
+  wire [15:0] \$2254 ;
+  wire [15:0] \$2255 ;
+  wire \$2256 ;
+  wire \$2257 ;
+  wire \$2258 ;
+  wire \$2259 ;
   wire \$226 ;
+  wire \$2260 ;
+  wire \$2261 ;
+  wire [15:0] \$2262 ;
+  wire [15:0] \$2263 ;
+  wire \$2264 ;
+  wire \$2265 ;
+  wire \$2266 ;
+  wire \$2267 ;
+  wire \$2268 ;
+  wire \$2269 ;
   wire \$227 ;
+  wire [15:0] \$2270 ;
+  wire [15:0] \$2271 ;
+  wire \$2272 ;
+  wire \$2273 ;
+  wire \$2274 ;
+  wire \$2275 ;
+  wire \$2276 ;
+  wire \$2277 ;
+  wire [15:0] \$2278 ;
+  wire [15:0] \$2279 ;
   wire \$228 ;
-  wire [15:0] \$229 ;
+  wire \$2280 ;
+  wire \$2281 ;
+  wire \$2282 ;
+  wire \$2283 ;
+  wire \$2284 ;
+  wire \$2285 ;
+  wire [15:0] \$2286 ;
+  wire [15:0] \$2287 ;
+  wire \$2288 ;
+  wire \$2289 ;
+  wire \$229 ;
+  wire \$2290 ;
+  reg [15:0] \$2291 ;
+  reg [15:0] \$2292 ;
+  reg [15:0] \$2293 ;
+  wire [31:0] \$2294 ;
+  wire [40:0] \$2295 ;
+  wire \$2296 ;
+  wire [15:0] \$2297 ;
+  wire [31:0] \$2298 ;
+  wire [40:0] \$2299 ;
   wire \$23 ;
   wire \$230 ;
+  wire \$2300 ;
+  wire [15:0] \$2301 ;
+  wire [31:0] \$2302 ;
+  wire [40:0] \$2303 ;
+  wire \$2304 ;
+  wire [15:0] \$2305 ;
+  wire [31:0] \$2306 ;
+  wire [40:0] \$2307 ;
+  wire \$2308 ;
+  wire [15:0] \$2309 ;
   wire \$231 ;
+  wire [31:0] \$2310 ;
+  wire [40:0] \$2311 ;
+  wire \$2312 ;
+  wire [15:0] \$2313 ;
+  wire [31:0] \$2314 ;
+  wire [40:0] \$2315 ;
+  wire \$2316 ;
+  wire [15:0] \$2317 ;
+  wire [31:0] \$2318 ;
+  wire [40:0] \$2319 ;
   wire \$232 ;
+  wire \$2320 ;
+  wire [15:0] \$2321 ;
+  wire [31:0] \$2322 ;
+  wire [40:0] \$2323 ;
+  wire \$2324 ;
+  wire [15:0] \$2325 ;
+  wire [31:0] \$2326 ;
+  wire [40:0] \$2327 ;
+  wire \$2328 ;
+  wire [15:0] \$2329 ;
   wire \$233 ;
+  wire [31:0] \$2330 ;
+  wire [40:0] \$2331 ;
+  wire \$2332 ;
+  wire [15:0] \$2333 ;
+  wire [31:0] \$2334 ;
+  wire [40:0] \$2335 ;
+  wire \$2336 ;
+  wire [15:0] \$2337 ;
+  wire [31:0] \$2338 ;
+  wire [40:0] \$2339 ;
   wire \$234 ;
+  wire \$2340 ;
+  wire [15:0] \$2341 ;
+  wire [31:0] \$2342 ;
+  wire [40:0] \$2343 ;
+  wire \$2344 ;
+  wire [15:0] \$2345 ;
+  wire [31:0] \$2346 ;
+  wire [40:0] \$2347 ;
+  wire \$2348 ;
+  wire [15:0] \$2349 ;
   wire \$235 ;
+  wire [31:0] \$2350 ;
+  wire [40:0] \$2351 ;
+  wire \$2352 ;
+  wire [15:0] \$2353 ;
+  wire [31:0] \$2354 ;
+  wire [40:0] \$2355 ;
+  wire \$2356 ;
+  wire [15:0] \$2357 ;
+  wire [31:0] \$2358 ;
+  wire [31:0] \$2359 ;
   wire \$236 ;
+  wire [31:0] \$2360 ;
+  wire [31:0] \$2361 ;
+  wire [31:0] \$2362 ;
+  wire [31:0] \$2363 ;
+  wire [31:0] \$2364 ;
+  wire [31:0] \$2365 ;
+  wire [31:0] \$2366 ;
+  wire [31:0] \$2367 ;
+  wire [31:0] \$2368 ;
+  wire [31:0] \$2369 ;
   wire \$237 ;
+  wire [31:0] \$2370 ;
+  wire [31:0] \$2371 ;
+  wire [31:0] \$2372 ;
+  wire [31:0] \$2373 ;
+  wire [40:0] \$2374 ;
+  wire [40:0] \$2375 ;
+  wire [40:0] \$2376 ;
+  wire [40:0] \$2377 ;
+  wire [40:0] \$2378 ;
+  wire [40:0] \$2379 ;
   wire \$238 ;
-  wire [15:0] \$239 ;
+  wire [40:0] \$2380 ;
+  wire [40:0] \$2381 ;
+  wire [41:0] \$2382 ;
+  wire [41:0] \$2383 ;
+  wire [41:0] \$2384 ;
+  wire [41:0] \$2385 ;
+  wire [42:0] \$2386 ;
+  wire [42:0] \$2387 ;
+  wire [43:0] \$2388 ;
+  wire [44:0] \$2389 ;
+  wire \$239 ;
+  wire [31:0] \$2390 ;
+  wire [31:0] \$2391 ;
+  wire [31:0] \$2392 ;
+  wire [31:0] \$2393 ;
+  wire [31:0] \$2394 ;
+  wire [31:0] \$2395 ;
+  wire [31:0] \$2396 ;
+  wire [31:0] \$2397 ;
+  wire [31:0] \$2398 ;
+  wire [31:0] \$2399 ;
   wire \$24 ;
   wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
+  wire [31:0] \$2400 ;
+  wire [31:0] \$2401 ;
+  wire [31:0] \$2402 ;
+  wire [31:0] \$2403 ;
+  wire [31:0] \$2404 ;
+  wire [31:0] \$2405 ;
+  wire [31:0] \$2406 ;
+  wire \$2407 ;
+  wire [15:0] \$2408 ;
+  wire [31:0] \$2409 ;
+  wire [40:0] \$241 ;
+  wire \$2410 ;
+  wire [15:0] \$2411 ;
+  wire [31:0] \$2412 ;
+  wire \$2413 ;
+  wire [15:0] \$2414 ;
+  wire [31:0] \$2415 ;
+  wire \$2416 ;
+  wire [15:0] \$2417 ;
+  wire [31:0] \$2418 ;
+  wire \$2419 ;
+  wire [15:0] \$242 ;
+  wire [15:0] \$2420 ;
+  wire [31:0] \$2421 ;
+  wire \$2422 ;
+  wire [15:0] \$2423 ;
+  wire [31:0] \$2424 ;
+  wire \$2425 ;
+  wire [15:0] \$2426 ;
+  wire [31:0] \$2427 ;
+  wire \$2428 ;
+  wire [15:0] \$2429 ;
   wire \$243 ;
+  wire [31:0] \$2430 ;
+  wire \$2431 ;
+  wire [15:0] \$2432 ;
+  wire [31:0] \$2433 ;
+  wire \$2434 ;
+  wire [15:0] \$2435 ;
+  wire [31:0] \$2436 ;
+  wire \$2437 ;
+  wire [15:0] \$2438 ;
+  wire [31:0] \$2439 ;
   wire \$244 ;
+  wire \$2440 ;
+  wire [15:0] \$2441 ;
+  wire [31:0] \$2442 ;
+  wire \$2443 ;
+  wire [15:0] \$2444 ;
+  wire [31:0] \$2445 ;
+  wire \$2446 ;
+  wire [15:0] \$2447 ;
+  wire [31:0] \$2448 ;
+  wire \$2449 ;
   wire \$245 ;
+  wire [15:0] \$2450 ;
+  wire [31:0] \$2451 ;
+  wire \$2452 ;
+  wire [15:0] \$2453 ;
+  wire [31:0] \$2454 ;
+  wire [31:0] \$2455 ;
+  wire [31:0] \$2456 ;
+  wire [31:0] \$2457 ;
+  wire [31:0] \$2458 ;
+  wire [31:0] \$2459 ;
   wire \$246 ;
+  wire [31:0] \$2460 ;
+  wire [31:0] \$2461 ;
+  wire [31:0] \$2462 ;
+  wire [31:0] \$2463 ;
+  wire [31:0] \$2464 ;
+  wire [31:0] \$2465 ;
+  wire [31:0] \$2466 ;
+  wire [31:0] \$2467 ;
+  wire [31:0] \$2468 ;
+  wire [31:0] \$2469 ;
   wire \$247 ;
+  reg \$2470 ;
+  reg \$2471 ;
+  reg \$2472 ;
+  reg \$2473 ;
+  reg \$2474 ;
+  reg \$2475 ;
+  reg \$2476 ;
+  reg \$2477 ;
+  reg \$2478 ;
+  reg \$2479 ;
   wire \$248 ;
-  wire [15:0] \$249 ;
+  reg \$2480 ;
+  reg \$2481 ;
+  reg \$2482 ;
+  reg \$2483 ;
+  reg \$2484 ;
+  reg \$2485 ;
+  reg [15:0] \$2486 ;
+  reg [15:0] \$2487 ;
+  reg [15:0] \$2488 ;
+  reg [15:0] \$2489 ;
+  wire \$249 ;
+  reg [15:0] \$2490 ;
+  reg [15:0] \$2491 ;
+  reg [15:0] \$2492 ;
+  reg [15:0] \$2493 ;
+  reg [15:0] \$2494 ;
+  reg [15:0] \$2495 ;
+  reg [15:0] \$2496 ;
+  reg [15:0] \$2497 ;
+  reg [15:0] \$2498 ;
+  reg [15:0] \$2499 ;
   wire \$25 ;
   wire \$250 ;
+  reg [15:0] \$2500 ;
+  reg [15:0] \$2501 ;
+  reg [15:0] \$2502 ;
+  reg [15:0] \$2503 ;
+  reg [15:0] \$2504 ;
+  reg [15:0] \$2505 ;
+  reg [15:0] \$2506 ;
+  reg [15:0] \$2507 ;
+  reg [15:0] \$2508 ;
+  reg [15:0] \$2509 ;
   wire \$251 ;
+  reg [15:0] \$2510 ;
+  reg [15:0] \$2511 ;
+  reg [15:0] \$2512 ;
+  reg [15:0] \$2513 ;
+  reg [15:0] \$2514 ;
+  reg [15:0] \$2515 ;
+  reg [15:0] \$2516 ;
+  reg [15:0] \$2517 ;
+  reg [15:0] \$2518 ;
+  reg [15:0] \$2519 ;
   wire \$252 ;
+  reg [15:0] \$2520 ;
+  reg [15:0] \$2521 ;
+  reg [15:0] \$2522 ;
+  reg [15:0] \$2523 ;
+  reg [15:0] \$2524 ;
+  reg [15:0] \$2525 ;
+  reg [15:0] \$2526 ;
+  reg [15:0] \$2527 ;
+  reg [15:0] \$2528 ;
+  reg [15:0] \$2529 ;
   wire \$253 ;
+  reg [15:0] \$2530 ;
+  reg [15:0] \$2531 ;
+  reg [15:0] \$2532 ;
+  reg [15:0] \$2533 ;
+  reg [15:0] \$2534 ;
+  reg [4:0] \$2535 ;
+  reg \$2536 ;
+  reg [4:0] \$2537 ;
+  reg \$2538 ;
+  reg \$2539 ;
   wire \$254 ;
+  reg [15:0] \$2540 ;
+  reg [15:0] \$2541 ;
+  reg [15:0] \$2542 ;
+  reg [1:0] \$2543 ;
+  reg [39:0] \$2544 ;
+  reg [31:0] \$2545 ;
+  reg [40:0] \$2546 ;
+  reg [15:0] \$2547 ;
+  reg [39:0] \$2548 ;
+  reg [31:0] \$2549 ;
   wire \$255 ;
+  reg [40:0] \$2550 ;
+  reg [15:0] \$2551 ;
+  reg [39:0] \$2552 ;
+  reg [31:0] \$2553 ;
+  reg [40:0] \$2554 ;
+  reg [15:0] \$2555 ;
+  reg [39:0] \$2556 ;
+  reg [31:0] \$2557 ;
+  reg [40:0] \$2558 ;
+  reg [15:0] \$2559 ;
   wire \$256 ;
+  reg [39:0] \$2560 ;
+  reg [31:0] \$2561 ;
+  reg [40:0] \$2562 ;
+  reg [15:0] \$2563 ;
+  reg [39:0] \$2564 ;
+  reg [31:0] \$2565 ;
+  reg [40:0] \$2566 ;
+  reg [15:0] \$2567 ;
+  reg [39:0] \$2568 ;
+  reg [31:0] \$2569 ;
   wire \$257 ;
+  reg [40:0] \$2570 ;
+  reg [15:0] \$2571 ;
+  reg [39:0] \$2572 ;
+  reg [31:0] \$2573 ;
+  reg [40:0] \$2574 ;
+  reg [15:0] \$2575 ;
+  reg [39:0] \$2576 ;
+  reg [31:0] \$2577 ;
+  reg [40:0] \$2578 ;
+  reg [15:0] \$2579 ;
   wire \$258 ;
-  wire [15:0] \$259 ;
+  reg [39:0] \$2580 ;
+  reg [31:0] \$2581 ;
+  reg [40:0] \$2582 ;
+  reg [15:0] \$2583 ;
+  reg [39:0] \$2584 ;
+  reg [31:0] \$2585 ;
+  reg [40:0] \$2586 ;
+  reg [15:0] \$2587 ;
+  reg [39:0] \$2588 ;
+  reg [31:0] \$2589 ;
+  wire \$259 ;
+  reg [40:0] \$2590 ;
+  reg [15:0] \$2591 ;
+  reg [39:0] \$2592 ;
+  reg [31:0] \$2593 ;
+  reg [40:0] \$2594 ;
+  reg [15:0] \$2595 ;
+  reg [39:0] \$2596 ;
+  reg [31:0] \$2597 ;
+  reg [40:0] \$2598 ;
+  reg [15:0] \$2599 ;
   wire \$26 ;
   wire \$260 ;
+  reg [39:0] \$2600 ;
+  reg [31:0] \$2601 ;
+  reg [40:0] \$2602 ;
+  reg [15:0] \$2603 ;
+  reg [39:0] \$2604 ;
+  reg [31:0] \$2605 ;
+  reg [40:0] \$2606 ;
+  reg [15:0] \$2607 ;
+  reg [39:0] \$2608 ;
+  reg [31:0] \$2609 ;
   wire \$261 ;
+  reg [31:0] \$2610 ;
+  reg [31:0] \$2611 ;
+  reg [31:0] \$2612 ;
+  reg [31:0] \$2613 ;
+  reg [31:0] \$2614 ;
+  reg [31:0] \$2615 ;
+  reg [31:0] \$2616 ;
+  reg [31:0] \$2617 ;
+  reg [31:0] \$2618 ;
+  reg [31:0] \$2619 ;
   wire \$262 ;
-  wire \$263 ;
-  wire \$264 ;
+  reg [31:0] \$2620 ;
+  reg [31:0] \$2621 ;
+  reg [31:0] \$2622 ;
+  reg [31:0] \$2623 ;
+  reg [31:0] \$2624 ;
+  reg [40:0] \$2625 ;
+  reg [40:0] \$2626 ;
+  reg [40:0] \$2627 ;
+  reg [40:0] \$2628 ;
+  reg [40:0] \$2629 ;
+  wire [40:0] \$263 ;
+  reg [40:0] \$2630 ;
+  reg [40:0] \$2631 ;
+  reg [40:0] \$2632 ;
+  reg [39:0] \$2633 ;
+  reg [41:0] \$2634 ;
+  reg [41:0] \$2635 ;
+  reg [41:0] \$2636 ;
+  reg [41:0] \$2637 ;
+  reg [39:0] \$2638 ;
+  reg [42:0] \$2639 ;
+  wire [15:0] \$264 ;
+  reg [42:0] \$2640 ;
+  reg [39:0] \$2641 ;
+  reg [43:0] \$2642 ;
+  reg [39:0] \$2643 ;
+  reg [44:0] \$2644 ;
+  reg [15:0] \$2645 ;
+  reg [15:0] \$2646 ;
+  reg [15:0] \$2647 ;
+  reg [15:0] \$2648 ;
+  reg [15:0] \$2649 ;
   wire \$265 ;
+  reg [15:0] \$2650 ;
+  reg [15:0] \$2651 ;
+  reg [15:0] \$2652 ;
+  reg [15:0] \$2653 ;
+  reg [15:0] \$2654 ;
+  reg [15:0] \$2655 ;
+  reg [1:0] \$2656 ;
+  reg [1:0] \$2657 ;
+  reg [1:0] \$2658 ;
+  reg [1:0] \$2659 ;
   wire \$266 ;
+  reg [1:0] \$2660 ;
+  reg [1:0] \$2661 ;
+  reg [1:0] \$2662 ;
+  reg [1:0] \$2663 ;
+  reg [1:0] \$2664 ;
+  reg [1:0] \$2665 ;
+  reg [15:0] \$2666 ;
+  reg [15:0] \$2667 ;
+  reg [15:0] \$2668 ;
+  reg [15:0] \$2669 ;
   wire \$267 ;
+  reg [15:0] \$2670 ;
+  reg [15:0] \$2671 ;
+  reg [15:0] \$2672 ;
+  reg [15:0] \$2673 ;
+  reg [15:0] \$2674 ;
+  reg [15:0] \$2675 ;
+  reg [15:0] \$2676 ;
+  reg [15:0] \$2677 ;
+  reg [15:0] \$2678 ;
+  reg [15:0] \$2679 ;
   wire \$268 ;
-  wire [15:0] \$269 ;
+  reg [15:0] \$2680 ;
+  reg [15:0] \$2681 ;
+  reg [15:0] \$2682 ;
+  reg [15:0] \$2683 ;
+  reg [15:0] \$2684 ;
+  reg [15:0] \$2685 ;
+  reg [15:0] \$2686 ;
+  reg [15:0] \$2687 ;
+  reg [15:0] \$2688 ;
+  reg [15:0] \$2689 ;
+  wire \$269 ;
+  reg [15:0] \$2690 ;
+  reg [15:0] \$2691 ;
+  reg [15:0] \$2692 ;
+  reg [15:0] \$2693 ;
+  reg [15:0] \$2694 ;
+  reg [15:0] \$2695 ;
+  reg [15:0] \$2696 ;
+  reg [15:0] \$2697 ;
+  reg [15:0] \$2698 ;
+  reg [15:0] \$2699 ;
   wire \$27 ;
   wire \$270 ;
+  reg [15:0] \$2700 ;
+  reg [15:0] \$2701 ;
+  reg [15:0] \$2702 ;
+  reg [15:0] \$2703 ;
+  reg [15:0] \$2704 ;
+  reg [15:0] \$2705 ;
+  reg [15:0] \$2706 ;
+  reg [15:0] \$2707 ;
+  reg [15:0] \$2708 ;
+  reg [15:0] \$2709 ;
   wire \$271 ;
+  reg [15:0] \$2710 ;
+  reg [15:0] \$2711 ;
+  reg [15:0] \$2712 ;
+  reg [15:0] \$2713 ;
+  reg [15:0] \$2714 ;
+  reg [15:0] \$2715 ;
+  reg [15:0] \$2716 ;
+  reg [15:0] \$2717 ;
+  reg [15:0] \$2718 ;
+  reg [15:0] \$2719 ;
   wire \$272 ;
+  reg [15:0] \$2720 ;
+  reg [15:0] \$2721 ;
+  reg [15:0] \$2722 ;
+  reg [15:0] \$2723 ;
+  reg [15:0] \$2724 ;
+  reg [15:0] \$2725 ;
+  reg [15:0] \$2726 ;
+  reg [15:0] \$2727 ;
+  reg [15:0] \$2728 ;
+  reg [15:0] \$2729 ;
   wire \$273 ;
+  reg [15:0] \$2730 ;
+  reg [15:0] \$2731 ;
+  reg [15:0] \$2732 ;
+  reg [15:0] \$2733 ;
+  reg [15:0] \$2734 ;
+  reg [15:0] \$2735 ;
+  reg [15:0] \$2736 ;
+  reg [15:0] \$2737 ;
+  reg [15:0] \$2738 ;
+  reg [15:0] \$2739 ;
   wire \$274 ;
+  reg [15:0] \$2740 ;
+  reg [15:0] \$2741 ;
+  reg [15:0] \$2742 ;
+  reg [15:0] \$2743 ;
+  reg [15:0] \$2744 ;
+  reg [15:0] \$2745 ;
+  reg [15:0] \$2746 ;
+  reg [15:0] \$2747 ;
+  reg [15:0] \$2748 ;
+  reg [15:0] \$2749 ;
   wire \$275 ;
+  reg [15:0] \$2750 ;
+  reg [15:0] \$2751 ;
+  reg [15:0] \$2752 ;
+  reg [15:0] \$2753 ;
+  reg [15:0] \$2754 ;
+  reg [15:0] \$2755 ;
+  reg [15:0] \$2756 ;
+  reg [15:0] \$2757 ;
+  reg [15:0] \$2758 ;
+  reg [15:0] \$2759 ;
   wire \$276 ;
+  reg [15:0] \$2760 ;
+  reg [15:0] \$2761 ;
+  reg [15:0] \$2762 ;
+  reg [15:0] \$2763 ;
+  reg [15:0] \$2764 ;
+  reg [15:0] \$2765 ;
+  reg [15:0] \$2766 ;
+  reg [15:0] \$2767 ;
+  reg [15:0] \$2768 ;
+  reg [15:0] \$2769 ;
   wire \$277 ;
+  reg [15:0] \$2770 ;
+  reg [15:0] \$2771 ;
+  reg [15:0] \$2772 ;
+  reg [15:0] \$2773 ;
+  reg [15:0] \$2774 ;
+  reg [15:0] \$2775 ;
+  reg [15:0] \$2776 ;
+  reg [15:0] \$2777 ;
+  reg [15:0] \$2778 ;
+  reg [15:0] \$2779 ;
   wire \$278 ;
-  wire [15:0] \$279 ;
+  reg [15:0] \$2780 ;
+  reg [15:0] \$2781 ;
+  reg [15:0] \$2782 ;
+  reg [15:0] \$2783 ;
+  reg [15:0] \$2784 ;
+  reg [15:0] \$2785 ;
+  reg [15:0] \$2786 ;
+  reg [15:0] \$2787 ;
+  reg [15:0] \$2788 ;
+  reg [15:0] \$2789 ;
+  wire \$279 ;
+  reg [15:0] \$2790 ;
+  reg [15:0] \$2791 ;
+  reg [15:0] \$2792 ;
+  reg [15:0] \$2793 ;
+  reg [15:0] \$2794 ;
+  reg [31:0] \$2795 ;
+  reg [15:0] \$2796 ;
+  reg [31:0] \$2797 ;
+  reg [15:0] \$2798 ;
+  reg [31:0] \$2799 ;
   wire \$28 ;
   wire \$280 ;
+  reg [15:0] \$2800 ;
+  reg [31:0] \$2801 ;
+  reg [15:0] \$2802 ;
+  reg [31:0] \$2803 ;
+  reg [15:0] \$2804 ;
+  reg [31:0] \$2805 ;
+  reg [15:0] \$2806 ;
+  reg [31:0] \$2807 ;
+  reg [15:0] \$2808 ;
+  reg [31:0] \$2809 ;
   wire \$281 ;
+  reg [15:0] \$2810 ;
+  reg [31:0] \$2811 ;
+  reg [15:0] \$2812 ;
+  reg [31:0] \$2813 ;
+  reg [15:0] \$2814 ;
+  reg [31:0] \$2815 ;
+  reg [15:0] \$2816 ;
+  reg [31:0] \$2817 ;
+  reg [15:0] \$2818 ;
+  reg [31:0] \$2819 ;
   wire \$282 ;
+  reg [15:0] \$2820 ;
+  reg [31:0] \$2821 ;
+  reg [15:0] \$2822 ;
+  reg [31:0] \$2823 ;
+  reg [15:0] \$2824 ;
+  reg [31:0] \$2825 ;
+  reg [15:0] \$2826 ;
+  reg [15:0] \$2827 ;
+  reg [15:0] \$2828 ;
+  reg [31:0] \$2829 ;
   wire \$283 ;
+  reg [15:0] \$2830 ;
+  reg [15:0] \$2831 ;
+  reg [31:0] \$2832 ;
+  reg [15:0] \$2833 ;
+  reg [15:0] \$2834 ;
+  reg [31:0] \$2835 ;
+  reg [15:0] \$2836 ;
+  reg [15:0] \$2837 ;
+  reg [31:0] \$2838 ;
+  reg [15:0] \$2839 ;
   wire \$284 ;
-  wire \$285 ;
-  wire \$286 ;
+  reg [15:0] \$2840 ;
+  reg [31:0] \$2841 ;
+  reg [15:0] \$2842 ;
+  reg [15:0] \$2843 ;
+  reg [31:0] \$2844 ;
+  reg [15:0] \$2845 ;
+  reg [15:0] \$2846 ;
+  reg [31:0] \$2847 ;
+  reg [15:0] \$2848 ;
+  reg [15:0] \$2849 ;
+  wire [40:0] \$285 ;
+  reg [31:0] \$2850 ;
+  reg [15:0] \$2851 ;
+  reg [15:0] \$2852 ;
+  reg [31:0] \$2853 ;
+  reg [15:0] \$2854 ;
+  reg [15:0] \$2855 ;
+  reg [31:0] \$2856 ;
+  reg [15:0] \$2857 ;
+  reg [15:0] \$2858 ;
+  reg [31:0] \$2859 ;
+  wire [15:0] \$286 ;
+  reg [15:0] \$2860 ;
+  reg [15:0] \$2861 ;
+  reg [31:0] \$2862 ;
+  reg [15:0] \$2863 ;
+  reg [15:0] \$2864 ;
+  reg [31:0] \$2865 ;
+  reg [15:0] \$2866 ;
+  reg [15:0] \$2867 ;
+  reg [31:0] \$2868 ;
+  reg [15:0] \$2869 ;
   wire \$287 ;
+  reg [15:0] \$2870 ;
+  reg [31:0] \$2871 ;
+  reg [15:0] \$2872 ;
+  reg [15:0] \$2873 ;
+  reg [31:0] \$2874 ;
+  reg [15:0] \$2875 ;
+  reg [15:0] \$2876 ;
+  reg [15:0] \$2877 ;
+  reg [15:0] \$2878 ;
+  reg [15:0] \$2879 ;
   wire \$288 ;
-  wire [15:0] \$289 ;
+  reg [15:0] \$2880 ;
+  reg [15:0] \$2881 ;
+  reg [15:0] \$2882 ;
+  reg [15:0] \$2883 ;
+  reg [15:0] \$2884 ;
+  reg [15:0] \$2885 ;
+  reg [15:0] \$2886 ;
+  reg [15:0] \$2887 ;
+  reg [15:0] \$2888 ;
+  reg [15:0] \$2889 ;
+  wire \$289 ;
+  reg [31:0] \$2890 ;
+  reg [15:0] \$2891 ;
+  reg [31:0] \$2892 ;
+  reg [15:0] \$2893 ;
+  reg [31:0] \$2894 ;
+  reg [15:0] \$2895 ;
+  reg [31:0] \$2896 ;
+  reg [15:0] \$2897 ;
+  reg [31:0] \$2898 ;
+  reg [15:0] \$2899 ;
   wire \$29 ;
   wire \$290 ;
+  reg [31:0] \$2900 ;
+  reg [15:0] \$2901 ;
+  reg [31:0] \$2902 ;
+  reg [15:0] \$2903 ;
+  reg [31:0] \$2904 ;
+  reg [15:0] \$2905 ;
+  reg [31:0] \$2906 ;
+  reg [15:0] \$2907 ;
+  reg [31:0] \$2908 ;
+  reg [15:0] \$2909 ;
   wire \$291 ;
+  reg [31:0] \$2910 ;
+  reg [15:0] \$2911 ;
+  reg [31:0] \$2912 ;
+  reg [15:0] \$2913 ;
+  reg [31:0] \$2914 ;
+  reg [15:0] \$2915 ;
+  reg [31:0] \$2916 ;
+  reg [15:0] \$2917 ;
+  reg [31:0] \$2918 ;
+  reg [15:0] \$2919 ;
   wire \$292 ;
+  reg [31:0] \$2920 ;
+  reg [15:0] \$2921 ;
+  reg [15:0] \$2922 ;
+  reg [15:0] \$2923 ;
+  reg [15:0] \$2924 ;
+  reg [15:0] \$2925 ;
+  reg [15:0] \$2926 ;
+  reg [15:0] \$2927 ;
+  reg [15:0] \$2928 ;
+  reg [15:0] \$2929 ;
   wire \$293 ;
+  reg [15:0] \$2930 ;
+  reg [15:0] \$2931 ;
+  reg [15:0] \$2932 ;
+  reg [15:0] \$2933 ;
+  reg [15:0] \$2934 ;
+  reg [15:0] \$2935 ;
+  reg [15:0] \$2936 ;
+  reg [15:0] \$2937 ;
+  reg [15:0] \$2938 ;
+  reg [15:0] \$2939 ;
   wire \$294 ;
+  reg [15:0] \$2940 ;
+  reg [15:0] \$2941 ;
+  reg [15:0] \$2942 ;
+  reg [15:0] \$2943 ;
+  reg [15:0] \$2944 ;
+  reg [15:0] \$2945 ;
+  reg [15:0] \$2946 ;
+  reg [15:0] \$2947 ;
+  reg [15:0] \$2948 ;
+  reg [15:0] \$2949 ;
   wire \$295 ;
+  reg [15:0] \$2950 ;
+  reg [15:0] \$2951 ;
+  reg [15:0] \$2952 ;
+  reg [15:0] \$2953 ;
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
-  wire [15:0] \$299 ;
+  wire \$299 ;
   wire \$3 ;
-  wire [15:0] \$30 ;
+  wire \$30 ;
   wire \$300 ;
   wire \$301 ;
   wire \$302 ;
@@ -739,9 +2257,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$304 ;
   wire \$305 ;
   wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire [15:0] \$309 ;
+  wire [40:0] \$307 ;
+  wire [15:0] \$308 ;
+  wire \$309 ;
   wire \$31 ;
   wire \$310 ;
   wire \$311 ;
@@ -752,7 +2270,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [15:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
   wire \$320 ;
   wire \$321 ;
@@ -763,9 +2281,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
-  wire [15:0] \$329 ;
+  wire [40:0] \$329 ;
   wire \$33 ;
-  wire \$330 ;
+  wire [15:0] \$330 ;
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
@@ -774,7 +2292,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
-  wire [15:0] \$339 ;
+  wire \$339 ;
   wire \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -785,18 +2303,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$346 ;
   wire \$347 ;
   wire \$348 ;
-  wire [15:0] \$349 ;
+  wire \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
+  wire [40:0] \$351 ;
+  wire [15:0] \$352 ;
   wire \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire \$358 ;
-  wire [15:0] \$359 ;
+  wire \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -807,18 +2325,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [15:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
   wire \$372 ;
-  wire \$373 ;
-  wire \$374 ;
+  wire [40:0] \$373 ;
+  wire [15:0] \$374 ;
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire \$378 ;
-  wire [15:0] \$379 ;
+  wire [15:0] \$378 ;
+  wire \$379 ;
   wire \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -829,7 +2347,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$386 ;
   wire \$387 ;
   wire \$388 ;
-  wire [15:0] \$389 ;
+  wire \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -840,10 +2358,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$396 ;
   wire \$397 ;
   wire \$398 ;
-  wire [15:0] \$399 ;
+  wire [32:0] \$399 ;
   wire \$4 ;
-  wire [15:0] \$40 ;
-  wire \$400 ;
+  wire \$40 ;
+  wire [15:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
@@ -852,7 +2370,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$406 ;
   wire \$407 ;
   wire \$408 ;
-  wire [15:0] \$409 ;
+  wire \$409 ;
   wire \$41 ;
   wire \$410 ;
   wire \$411 ;
@@ -863,19 +2381,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [15:0] \$419 ;
+  wire \$419 ;
   wire \$42 ;
   wire \$420 ;
-  wire \$421 ;
-  wire \$422 ;
+  wire [32:0] \$421 ;
+  wire [15:0] \$422 ;
   wire \$423 ;
   wire \$424 ;
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
   wire \$428 ;
-  wire [15:0] \$429 ;
-  wire \$43 ;
+  wire \$429 ;
+  wire [40:0] \$43 ;
   wire \$430 ;
   wire \$431 ;
   wire \$432 ;
@@ -885,18 +2403,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire [15:0] \$439 ;
-  wire \$44 ;
+  wire \$439 ;
+  wire [15:0] \$44 ;
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
+  wire [32:0] \$443 ;
+  wire [15:0] \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
   wire \$448 ;
-  wire [15:0] \$449 ;
+  wire \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
@@ -907,18 +2425,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$456 ;
   wire \$457 ;
   wire \$458 ;
-  wire [15:0] \$459 ;
+  wire \$459 ;
   wire \$46 ;
   wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
   wire \$464 ;
-  wire \$465 ;
-  wire \$466 ;
+  wire [32:0] \$465 ;
+  wire [15:0] \$466 ;
   wire \$467 ;
   wire \$468 ;
-  wire [15:0] \$469 ;
+  wire \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
@@ -929,7 +2447,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$476 ;
   wire \$477 ;
   wire \$478 ;
-  wire [15:0] \$479 ;
+  wire \$479 ;
   wire \$48 ;
   wire \$480 ;
   wire \$481 ;
@@ -938,9 +2456,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
-  wire \$487 ;
-  wire \$488 ;
-  wire [15:0] \$489 ;
+  wire [32:0] \$487 ;
+  wire [15:0] \$488 ;
+  wire \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -951,9 +2469,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$496 ;
   wire \$497 ;
   wire \$498 ;
-  wire [15:0] \$499 ;
+  wire \$499 ;
   wire \$5 ;
-  wire [15:0] \$50 ;
+  wire \$50 ;
   wire \$500 ;
   wire \$501 ;
   wire \$502 ;
@@ -963,9 +2481,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$506 ;
   wire \$507 ;
   wire \$508 ;
-  wire [15:0] \$509 ;
+  wire [32:0] \$509 ;
   wire \$51 ;
-  wire \$510 ;
+  wire [15:0] \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire \$513 ;
@@ -974,7 +2492,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
-  wire [15:0] \$519 ;
+  wire \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -985,18 +2503,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$526 ;
   wire \$527 ;
   wire \$528 ;
-  wire [15:0] \$529 ;
+  wire \$529 ;
   wire \$53 ;
   wire \$530 ;
-  wire \$531 ;
-  wire \$532 ;
+  wire [32:0] \$531 ;
+  wire [15:0] \$532 ;
   wire \$533 ;
   wire \$534 ;
   wire \$535 ;
   wire \$536 ;
   wire \$537 ;
   wire \$538 ;
-  wire [15:0] \$539 ;
+  wire \$539 ;
   wire \$54 ;
   wire \$540 ;
   wire \$541 ;
@@ -1007,18 +2525,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$546 ;
   wire \$547 ;
   wire \$548 ;
-  wire [15:0] \$549 ;
+  wire \$549 ;
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
   wire \$552 ;
-  wire \$553 ;
-  wire \$554 ;
+  wire [32:0] \$553 ;
+  wire [15:0] \$554 ;
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
-  wire [15:0] \$559 ;
+  wire \$559 ;
   wire \$56 ;
   wire \$560 ;
   wire \$561 ;
@@ -1029,18 +2547,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
-  wire [15:0] \$569 ;
+  wire \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
   wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire \$575 ;
-  wire \$576 ;
+  wire [32:0] \$575 ;
+  wire [15:0] \$576 ;
   wire \$577 ;
   wire \$578 ;
-  wire [15:0] \$579 ;
+  wire \$579 ;
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
@@ -1051,7 +2569,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$586 ;
   wire \$587 ;
   wire \$588 ;
-  wire [15:0] \$589 ;
+  wire \$589 ;
   wire \$59 ;
   wire \$590 ;
   wire \$591 ;
@@ -1060,11 +2578,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$594 ;
   wire \$595 ;
   wire \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire [15:0] \$599 ;
+  wire [32:0] \$597 ;
+  wire [15:0] \$598 ;
+  wire \$599 ;
   wire \$6 ;
-  wire [15:0] \$60 ;
+  wire \$60 ;
   wire \$600 ;
   wire \$601 ;
   wire \$602 ;
@@ -1074,7 +2592,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$606 ;
   wire \$607 ;
   wire \$608 ;
-  wire [15:0] \$609 ;
+  wire \$609 ;
   wire \$61 ;
   wire \$610 ;
   wire \$611 ;
@@ -1085,9 +2603,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$616 ;
   wire \$617 ;
   wire \$618 ;
-  wire [15:0] \$619 ;
+  wire [32:0] \$619 ;
   wire \$62 ;
-  wire \$620 ;
+  wire [15:0] \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
@@ -1096,7 +2614,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$626 ;
   wire \$627 ;
   wire \$628 ;
-  wire [15:0] \$629 ;
+  wire \$629 ;
   wire \$63 ;
   wire \$630 ;
   wire \$631 ;
@@ -1107,19 +2625,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$636 ;
   wire \$637 ;
   wire \$638 ;
-  wire [15:0] \$639 ;
+  wire \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire \$641 ;
-  wire \$642 ;
+  wire [32:0] \$641 ;
+  wire [15:0] \$642 ;
   wire \$643 ;
   wire \$644 ;
   wire \$645 ;
   wire \$646 ;
   wire \$647 ;
   wire \$648 ;
-  wire [15:0] \$649 ;
-  wire \$65 ;
+  wire \$649 ;
+  wire [40:0] \$65 ;
   wire \$650 ;
   wire \$651 ;
   wire \$652 ;
@@ -1129,18 +2647,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$656 ;
   wire \$657 ;
   wire \$658 ;
-  wire [15:0] \$659 ;
-  wire \$66 ;
+  wire \$659 ;
+  wire [15:0] \$66 ;
   wire \$660 ;
   wire \$661 ;
   wire \$662 ;
-  wire \$663 ;
-  wire \$664 ;
+  wire [32:0] \$663 ;
+  wire [15:0] \$664 ;
   wire \$665 ;
   wire \$666 ;
   wire \$667 ;
   wire \$668 ;
-  wire [15:0] \$669 ;
+  wire \$669 ;
   wire \$67 ;
   wire \$670 ;
   wire \$671 ;
@@ -1151,18 +2669,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$676 ;
   wire \$677 ;
   wire \$678 ;
-  wire [15:0] \$679 ;
+  wire \$679 ;
   wire \$68 ;
   wire \$680 ;
   wire \$681 ;
   wire \$682 ;
   wire \$683 ;
   wire \$684 ;
-  wire \$685 ;
-  wire \$686 ;
+  wire [32:0] \$685 ;
+  wire [15:0] \$686 ;
   wire \$687 ;
   wire \$688 ;
-  wire [15:0] \$689 ;
+  wire \$689 ;
   wire \$69 ;
   wire \$690 ;
   wire \$691 ;
@@ -1173,9 +2691,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$696 ;
   wire \$697 ;
   wire \$698 ;
-  wire [15:0] \$699 ;
+  wire \$699 ;
   wire \$7 ;
-  wire [15:0] \$70 ;
+  wire \$70 ;
   wire \$700 ;
   wire \$701 ;
   wire \$702 ;
@@ -1183,9 +2701,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$704 ;
   wire \$705 ;
   wire \$706 ;
-  wire \$707 ;
-  wire \$708 ;
-  wire [15:0] \$709 ;
+  wire [32:0] \$707 ;
+  wire [15:0] \$708 ;
+  wire \$709 ;
   wire \$71 ;
   wire \$710 ;
   wire \$711 ;
@@ -1196,7 +2714,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$716 ;
   wire \$717 ;
   wire \$718 ;
-  wire [15:0] \$719 ;
+  wire \$719 ;
   wire \$72 ;
   wire \$720 ;
   wire \$721 ;
@@ -1207,9 +2725,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$726 ;
   wire \$727 ;
   wire \$728 ;
-  wire [15:0] \$729 ;
+  wire [32:0] \$729 ;
   wire \$73 ;
-  wire \$730 ;
+  wire [15:0] \$730 ;
   wire \$731 ;
   wire \$732 ;
   wire \$733 ;
@@ -1218,7 +2736,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$736 ;
   wire \$737 ;
   wire \$738 ;
-  wire [15:0] \$739 ;
+  wire \$739 ;
   wire \$74 ;
   wire \$740 ;
   wire \$741 ;
@@ -1229,18 +2747,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$746 ;
   wire \$747 ;
   wire \$748 ;
-  wire [15:0] \$749 ;
+  wire \$749 ;
   wire \$75 ;
   wire \$750 ;
-  wire \$751 ;
-  wire \$752 ;
+  wire [16:0] \$751 ;
+  wire [15:0] \$752 ;
   wire \$753 ;
   wire \$754 ;
   wire \$755 ;
   wire \$756 ;
   wire \$757 ;
   wire \$758 ;
-  wire [15:0] \$759 ;
+  wire \$759 ;
   wire \$76 ;
   wire \$760 ;
   wire \$761 ;
@@ -1251,18 +2769,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$766 ;
   wire \$767 ;
   wire \$768 ;
-  wire [15:0] \$769 ;
+  wire \$769 ;
   wire \$77 ;
   wire \$770 ;
   wire \$771 ;
   wire \$772 ;
-  wire \$773 ;
-  wire \$774 ;
+  wire [40:0] \$773 ;
+  wire [15:0] \$774 ;
   wire \$775 ;
   wire \$776 ;
   wire \$777 ;
   wire \$778 ;
-  wire [15:0] \$779 ;
+  wire \$779 ;
   wire \$78 ;
   wire \$780 ;
   wire \$781 ;
@@ -1273,20 +2791,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$786 ;
   wire \$787 ;
   wire \$788 ;
-  wire [15:0] \$789 ;
+  wire \$789 ;
   wire \$79 ;
   wire \$790 ;
   wire \$791 ;
   wire \$792 ;
   wire \$793 ;
   wire \$794 ;
-  wire \$795 ;
-  wire \$796 ;
+  wire [40:0] \$795 ;
+  wire [15:0] \$796 ;
   wire \$797 ;
   wire \$798 ;
-  wire [15:0] \$799 ;
+  wire \$799 ;
   wire \$8 ;
-  wire [15:0] \$80 ;
+  wire \$80 ;
   wire \$800 ;
   wire \$801 ;
   wire \$802 ;
@@ -1296,7 +2814,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$806 ;
   wire \$807 ;
   wire \$808 ;
-  wire [15:0] \$809 ;
+  wire \$809 ;
   wire \$81 ;
   wire \$810 ;
   wire \$811 ;
@@ -1305,9 +2823,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$814 ;
   wire \$815 ;
   wire \$816 ;
-  wire \$817 ;
-  wire \$818 ;
-  wire [15:0] \$819 ;
+  wire [40:0] \$817 ;
+  wire [15:0] \$818 ;
+  wire \$819 ;
   wire \$82 ;
   wire \$820 ;
   wire \$821 ;
@@ -1318,7 +2836,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$826 ;
   wire \$827 ;
   wire \$828 ;
-  wire [15:0] \$829 ;
+  wire \$829 ;
   wire \$83 ;
   wire \$830 ;
   wire \$831 ;
@@ -1329,64 +2847,64 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$836 ;
   wire \$837 ;
   wire \$838 ;
-  wire [15:0] \$839 ;
+  wire [40:0] \$839 ;
   wire \$84 ;
-  wire \$840 ;
+  wire [15:0] \$840 ;
   wire \$841 ;
-  wire [16:0] \$842 ;
-  wire [16:0] \$843 ;
-  wire [16:0] \$844 ;
-  wire [16:0] \$845 ;
-  wire [16:0] \$846 ;
-  wire [16:0] \$847 ;
-  wire [16:0] \$848 ;
-  wire [16:0] \$849 ;
+  wire \$842 ;
+  wire \$843 ;
+  wire \$844 ;
+  wire \$845 ;
+  wire \$846 ;
+  wire \$847 ;
+  wire \$848 ;
+  wire \$849 ;
   wire \$85 ;
-  wire [16:0] \$850 ;
-  wire [16:0] \$851 ;
-  wire [16:0] \$852 ;
-  wire [16:0] \$853 ;
-  wire [16:0] \$854 ;
-  wire [16:0] \$855 ;
-  wire [16:0] \$856 ;
-  wire [16:0] \$857 ;
-  wire [16:0] \$858 ;
-  wire [16:0] \$859 ;
+  wire \$850 ;
+  wire \$851 ;
+  wire \$852 ;
+  wire \$853 ;
+  wire \$854 ;
+  wire \$855 ;
+  wire \$856 ;
+  wire \$857 ;
+  wire \$858 ;
+  wire \$859 ;
   wire \$86 ;
-  wire [16:0] \$860 ;
-  wire [16:0] \$861 ;
-  wire [16:0] \$862 ;
-  wire [16:0] \$863 ;
-  wire [16:0] \$864 ;
-  wire [16:0] \$865 ;
-  wire [16:0] \$866 ;
-  wire [16:0] \$867 ;
-  wire [16:0] \$868 ;
-  wire [16:0] \$869 ;
-  wire \$87 ;
-  wire [16:0] \$870 ;
-  wire [16:0] \$871 ;
-  wire [16:0] \$872 ;
-  wire [16:0] \$873 ;
-  wire [16:0] \$874 ;
-  wire [16:0] \$875 ;
-  wire [16:0] \$876 ;
-  wire [16:0] \$877 ;
-  wire [16:0] \$878 ;
-  wire [16:0] \$879 ;
-  wire \$88 ;
-  wire [16:0] \$880 ;
-  wire [16:0] \$881 ;
-  wire [16:0] \$882 ;
-  wire [16:0] \$883 ;
-  wire [16:0] \$884 ;
-  wire [16:0] \$885 ;
-  wire [16:0] \$886 ;
-  wire [16:0] \$887 ;
-  wire [16:0] \$888 ;
-  wire [16:0] \$889 ;
+  wire \$860 ;
+  wire [40:0] \$861 ;
+  wire [15:0] \$862 ;
+  wire \$863 ;
+  wire \$864 ;
+  wire \$865 ;
+  wire \$866 ;
+  wire \$867 ;
+  wire \$868 ;
+  wire \$869 ;
+  wire [40:0] \$87 ;
+  wire \$870 ;
+  wire \$871 ;
+  wire \$872 ;
+  wire \$873 ;
+  wire \$874 ;
+  wire \$875 ;
+  wire \$876 ;
+  wire \$877 ;
+  wire \$878 ;
+  wire \$879 ;
+  wire [15:0] \$88 ;
+  wire \$880 ;
+  wire \$881 ;
+  wire \$882 ;
+  wire [40:0] \$883 ;
+  wire [15:0] \$884 ;
+  wire \$885 ;
+  wire \$886 ;
+  wire \$887 ;
+  wire \$888 ;
+  wire \$889 ;
   wire \$89 ;
-  wire [16:0] \$890 ;
+  wire \$890 ;
   wire \$891 ;
   wire \$892 ;
   wire \$893 ;
@@ -1397,14 +2915,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$898 ;
   wire \$899 ;
   wire \$9 ;
-  wire [15:0] \$90 ;
+  wire \$90 ;
   wire \$900 ;
   wire \$901 ;
   wire \$902 ;
   wire \$903 ;
   wire \$904 ;
-  wire [6:0] \$905 ;
-  wire \$906 ;
+  wire [40:0] \$905 ;
+  wire [15:0] \$906 ;
   wire \$907 ;
   wire \$908 ;
   wire \$909 ;
@@ -1415,7 +2933,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$913 ;
   wire \$914 ;
   wire \$915 ;
-  wire [6:0] \$916 ;
+  wire \$916 ;
   wire \$917 ;
   wire \$918 ;
   wire \$919 ;
@@ -1427,87 +2945,251 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$924 ;
   wire \$925 ;
   wire \$926 ;
-  wire \$927 ;
-  wire \$928 ;
-  wire [15:0] \$929 ;
+  wire [40:0] \$927 ;
+  wire [15:0] \$928 ;
+  wire \$929 ;
   wire \$93 ;
-  wire [15:0] \$930 ;
+  wire \$930 ;
   wire \$931 ;
   wire \$932 ;
-  wire [15:0] \$933 ;
-  wire [15:0] \$934 ;
+  wire \$933 ;
+  wire \$934 ;
   wire \$935 ;
   wire \$936 ;
-  wire [15:0] \$937 ;
-  wire [15:0] \$938 ;
+  wire \$937 ;
+  wire \$938 ;
   wire \$939 ;
   wire \$94 ;
   wire \$940 ;
-  wire [15:0] \$941 ;
-  wire [15:0] \$942 ;
+  wire \$941 ;
+  wire \$942 ;
   wire \$943 ;
   wire \$944 ;
-  wire [15:0] \$945 ;
-  wire [15:0] \$946 ;
+  wire \$945 ;
+  wire \$946 ;
   wire \$947 ;
   wire \$948 ;
-  wire [15:0] \$949 ;
+  wire [40:0] \$949 ;
   wire \$95 ;
   wire [15:0] \$950 ;
   wire \$951 ;
   wire \$952 ;
-  wire [15:0] \$953 ;
-  wire [15:0] \$954 ;
+  wire \$953 ;
+  wire \$954 ;
   wire \$955 ;
   wire \$956 ;
-  wire [15:0] \$957 ;
-  wire [15:0] \$958 ;
+  wire \$957 ;
+  wire \$958 ;
   wire \$959 ;
   wire \$96 ;
   wire \$960 ;
-  wire [15:0] \$961 ;
-  wire [15:0] \$962 ;
+  wire \$961 ;
+  wire \$962 ;
   wire \$963 ;
   wire \$964 ;
-  wire [15:0] \$965 ;
-  wire [15:0] \$966 ;
+  wire \$965 ;
+  wire \$966 ;
   wire \$967 ;
   wire \$968 ;
-  wire [15:0] \$969 ;
+  wire \$969 ;
   wire \$97 ;
-  wire [15:0] \$970 ;
-  wire \$971 ;
-  wire \$972 ;
-  wire [15:0] \$973 ;
-  wire [15:0] \$974 ;
+  wire \$970 ;
+  wire [40:0] \$971 ;
+  wire [15:0] \$972 ;
+  wire \$973 ;
+  wire \$974 ;
   wire \$975 ;
   wire \$976 ;
-  wire [15:0] \$977 ;
-  wire [15:0] \$978 ;
+  wire \$977 ;
+  wire \$978 ;
   wire \$979 ;
   wire \$98 ;
   wire \$980 ;
-  wire [15:0] \$981 ;
-  wire [15:0] \$982 ;
+  wire \$981 ;
+  wire \$982 ;
   wire \$983 ;
   wire \$984 ;
-  wire [15:0] \$985 ;
-  wire [15:0] \$986 ;
+  wire \$985 ;
+  wire \$986 ;
   wire \$987 ;
   wire \$988 ;
-  wire [15:0] \$989 ;
+  wire \$989 ;
   wire \$99 ;
-  wire [15:0] \$990 ;
+  wire \$990 ;
   wire \$991 ;
   wire \$992 ;
-  wire [15:0] \$993 ;
+  wire [40:0] \$993 ;
   wire [15:0] \$994 ;
   wire \$995 ;
   wire \$996 ;
-  wire [15:0] \$997 ;
-  wire [15:0] \$998 ;
+  wire \$997 ;
+  wire \$998 ;
   wire \$999 ;
+  wire above;
+  wire \above$102 ;
+  wire \above$115 ;
+  wire \above$128 ;
+  wire \above$141 ;
+  wire \above$154 ;
+  wire \above$167 ;
+  wire \above$180 ;
+  wire \above$193 ;
+  wire \above$206 ;
+  wire \above$219 ;
+  wire \above$277 ;
+  wire \above$290 ;
+  wire \above$296 ;
+  wire \above$302 ;
+  wire \above$308 ;
+  wire \above$314 ;
+  wire \above$320 ;
+  wire \above$326 ;
+  wire \above$332 ;
+  wire \above$338 ;
+  wire \above$344 ;
+  wire \above$350 ;
+  wire \above$356 ;
+  wire \above$362 ;
+  wire \above$368 ;
+  wire \above$37 ;
+  wire \above$374 ;
+  wire \above$380 ;
+  wire \above$386 ;
+  wire \above$395 ;
+  wire \above$404 ;
+  wire \above$413 ;
+  wire \above$422 ;
+  wire \above$431 ;
+  wire \above$440 ;
+  wire \above$449 ;
+  wire \above$458 ;
+  wire \above$467 ;
+  wire \above$476 ;
+  wire \above$485 ;
+  wire \above$494 ;
+  wire \above$50 ;
+  wire \above$503 ;
+  wire \above$512 ;
+  wire \above$521 ;
+  wire \above$530 ;
+  wire \above$536 ;
+  wire \above$542 ;
+  wire \above$548 ;
+  wire \above$554 ;
+  wire \above$560 ;
+  wire \above$566 ;
+  wire \above$572 ;
+  wire \above$578 ;
+  wire \above$584 ;
+  wire \above$590 ;
+  wire \above$596 ;
+  wire \above$602 ;
+  wire \above$608 ;
+  wire \above$614 ;
+  wire \above$620 ;
+  wire \above$626 ;
+  wire \above$63 ;
+  wire \above$632 ;
+  wire \above$638 ;
+  wire \above$644 ;
+  wire \above$650 ;
+  wire \above$656 ;
+  wire \above$662 ;
+  wire \above$668 ;
+  wire \above$674 ;
+  wire \above$680 ;
+  wire \above$686 ;
+  wire \above$692 ;
+  wire \above$698 ;
+  wire \above$704 ;
+  wire \above$710 ;
+  wire \above$716 ;
+  wire \above$722 ;
+  wire \above$76 ;
+  wire \above$89 ;
   wire accept;
+  wire below;
+  wire \below$103 ;
+  wire \below$116 ;
+  wire \below$129 ;
+  wire \below$142 ;
+  wire \below$155 ;
+  wire \below$168 ;
+  wire \below$181 ;
+  wire \below$194 ;
+  wire \below$207 ;
+  wire \below$220 ;
+  wire \below$278 ;
+  wire \below$291 ;
+  wire \below$297 ;
+  wire \below$303 ;
+  wire \below$309 ;
+  wire \below$315 ;
+  wire \below$321 ;
+  wire \below$327 ;
+  wire \below$333 ;
+  wire \below$339 ;
+  wire \below$345 ;
+  wire \below$351 ;
+  wire \below$357 ;
+  wire \below$363 ;
+  wire \below$369 ;
+  wire \below$375 ;
+  wire \below$38 ;
+  wire \below$381 ;
+  wire \below$387 ;
+  wire \below$396 ;
+  wire \below$405 ;
+  wire \below$414 ;
+  wire \below$423 ;
+  wire \below$432 ;
+  wire \below$441 ;
+  wire \below$450 ;
+  wire \below$459 ;
+  wire \below$468 ;
+  wire \below$477 ;
+  wire \below$486 ;
+  wire \below$495 ;
+  wire \below$504 ;
+  wire \below$51 ;
+  wire \below$513 ;
+  wire \below$522 ;
+  wire \below$531 ;
+  wire \below$537 ;
+  wire \below$543 ;
+  wire \below$549 ;
+  wire \below$555 ;
+  wire \below$561 ;
+  wire \below$567 ;
+  wire \below$573 ;
+  wire \below$579 ;
+  wire \below$585 ;
+  wire \below$591 ;
+  wire \below$597 ;
+  wire \below$603 ;
+  wire \below$609 ;
+  wire \below$615 ;
+  wire \below$621 ;
+  wire \below$627 ;
+  wire \below$633 ;
+  wire \below$639 ;
+  wire \below$64 ;
+  wire \below$645 ;
+  wire \below$651 ;
+  wire \below$657 ;
+  wire \below$663 ;
+  wire \below$669 ;
+  wire \below$675 ;
+  wire \below$681 ;
+  wire \below$687 ;
+  wire \below$693 ;
+  wire \below$699 ;
+  wire \below$705 ;
+  wire \below$711 ;
+  wire \below$717 ;
+  wire \below$723 ;
+  wire \below$77 ;
+  wire \below$90 ;
   wire busy;
   input clk;
   wire clk;
@@ -1515,95 +3197,183 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l1;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s6 = 16'h0000;
+  reg [15:0] err0_s12 = 16'h0000;
   wire execute;
   wire [39:0] floor;
-  wire [39:0] \floor$110 ;
-  wire [39:0] \floor$124 ;
-  wire [39:0] \floor$138 ;
+  wire [39:0] \floor$100 ;
+  wire [39:0] \floor$113 ;
+  wire [39:0] \floor$126 ;
+  wire [39:0] \floor$139 ;
   wire [39:0] \floor$152 ;
-  wire [39:0] \floor$166 ;
-  wire [39:0] \floor$180 ;
-  wire [39:0] \floor$194 ;
-  wire [39:0] \floor$208 ;
-  wire [39:0] \floor$222 ;
-  wire [39:0] \floor$236 ;
-  wire [39:0] \floor$341 ;
-  wire [31:0] \floor$354 ;
+  wire [39:0] \floor$165 ;
+  wire [39:0] \floor$178 ;
+  wire [39:0] \floor$191 ;
+  wire [39:0] \floor$204 ;
+  wire [39:0] \floor$217 ;
+  wire [39:0] \floor$275 ;
+  wire [31:0] \floor$287 ;
+  wire [31:0] \floor$293 ;
+  wire [31:0] \floor$299 ;
+  wire [31:0] \floor$305 ;
+  wire [31:0] \floor$311 ;
+  wire [31:0] \floor$317 ;
+  wire [31:0] \floor$323 ;
+  wire [31:0] \floor$329 ;
+  wire [31:0] \floor$335 ;
+  wire [31:0] \floor$341 ;
+  wire [31:0] \floor$347 ;
+  wire [39:0] \floor$35 ;
+  wire [31:0] \floor$353 ;
   wire [31:0] \floor$359 ;
-  wire [31:0] \floor$364 ;
-  wire [31:0] \floor$369 ;
-  wire [31:0] \floor$374 ;
-  wire [31:0] \floor$379 ;
-  wire [31:0] \floor$384 ;
-  wire [31:0] \floor$389 ;
-  wire [31:0] \floor$394 ;
-  wire [31:0] \floor$399 ;
-  wire [39:0] \floor$40 ;
-  wire [31:0] \floor$404 ;
-  wire [31:0] \floor$409 ;
-  wire [31:0] \floor$414 ;
-  wire [31:0] \floor$419 ;
-  wire [31:0] \floor$424 ;
-  wire [31:0] \floor$429 ;
-  wire [15:0] \floor$432 ;
-  wire [39:0] \floor$440 ;
-  wire [39:0] \floor$448 ;
+  wire [31:0] \floor$365 ;
+  wire [31:0] \floor$371 ;
+  wire [31:0] \floor$377 ;
+  wire [15:0] \floor$383 ;
+  wire [39:0] \floor$393 ;
+  wire [39:0] \floor$402 ;
+  wire [39:0] \floor$411 ;
+  wire [39:0] \floor$420 ;
+  wire [39:0] \floor$429 ;
+  wire [39:0] \floor$438 ;
+  wire [39:0] \floor$447 ;
   wire [39:0] \floor$456 ;
-  wire [39:0] \floor$464 ;
-  wire [39:0] \floor$472 ;
-  wire [39:0] \floor$480 ;
-  wire [39:0] \floor$488 ;
-  wire [39:0] \floor$496 ;
-  wire [39:0] \floor$504 ;
-  wire [39:0] \floor$512 ;
-  wire [39:0] \floor$520 ;
+  wire [39:0] \floor$465 ;
+  wire [39:0] \floor$474 ;
+  wire [39:0] \floor$48 ;
+  wire [39:0] \floor$483 ;
+  wire [39:0] \floor$492 ;
+  wire [39:0] \floor$501 ;
+  wire [39:0] \floor$510 ;
+  wire [39:0] \floor$519 ;
   wire [39:0] \floor$528 ;
-  wire [39:0] \floor$536 ;
-  wire [39:0] \floor$54 ;
-  wire [39:0] \floor$544 ;
-  wire [39:0] \floor$552 ;
-  wire [39:0] \floor$560 ;
-  wire [31:0] \floor$566 ;
-  wire [31:0] \floor$571 ;
-  wire [31:0] \floor$576 ;
+  wire [31:0] \floor$533 ;
+  wire [31:0] \floor$539 ;
+  wire [31:0] \floor$545 ;
+  wire [31:0] \floor$551 ;
+  wire [31:0] \floor$557 ;
+  wire [31:0] \floor$563 ;
+  wire [31:0] \floor$569 ;
+  wire [31:0] \floor$575 ;
   wire [31:0] \floor$581 ;
-  wire [31:0] \floor$586 ;
-  wire [31:0] \floor$591 ;
-  wire [31:0] \floor$596 ;
-  wire [31:0] \floor$601 ;
-  wire [31:0] \floor$606 ;
+  wire [31:0] \floor$587 ;
+  wire [31:0] \floor$593 ;
+  wire [31:0] \floor$599 ;
+  wire [31:0] \floor$605 ;
+  wire [39:0] \floor$61 ;
   wire [31:0] \floor$611 ;
-  wire [31:0] \floor$616 ;
-  wire [31:0] \floor$621 ;
-  wire [31:0] \floor$626 ;
-  wire [31:0] \floor$631 ;
-  wire [31:0] \floor$636 ;
-  wire [31:0] \floor$641 ;
-  wire [15:0] \floor$644 ;
+  wire [31:0] \floor$617 ;
+  wire [31:0] \floor$623 ;
+  wire [15:0] \floor$629 ;
+  wire [15:0] \floor$635 ;
+  wire [15:0] \floor$641 ;
   wire [15:0] \floor$647 ;
-  wire [15:0] \floor$650 ;
   wire [15:0] \floor$653 ;
-  wire [15:0] \floor$656 ;
   wire [15:0] \floor$659 ;
-  wire [15:0] \floor$662 ;
   wire [15:0] \floor$665 ;
-  wire [15:0] \floor$668 ;
   wire [15:0] \floor$671 ;
-  wire [15:0] \floor$674 ;
   wire [15:0] \floor$677 ;
-  wire [39:0] \floor$68 ;
-  wire [15:0] \floor$680 ;
   wire [15:0] \floor$683 ;
-  wire [15:0] \floor$686 ;
   wire [15:0] \floor$689 ;
-  wire [39:0] \floor$82 ;
-  wire [39:0] \floor$96 ;
+  wire [15:0] \floor$695 ;
+  wire [15:0] \floor$701 ;
+  wire [15:0] \floor$707 ;
+  wire [15:0] \floor$713 ;
+  wire [15:0] \floor$719 ;
+  wire [39:0] \floor$74 ;
+  wire [39:0] \floor$87 ;
+  wire inc;
+  wire \inc$101 ;
+  wire \inc$114 ;
+  wire \inc$127 ;
+  wire \inc$140 ;
+  wire \inc$153 ;
+  wire \inc$166 ;
+  wire \inc$179 ;
+  wire \inc$192 ;
+  wire \inc$205 ;
+  wire \inc$218 ;
+  wire \inc$276 ;
+  wire \inc$289 ;
+  wire \inc$295 ;
+  wire \inc$301 ;
+  wire \inc$307 ;
+  wire \inc$313 ;
+  wire \inc$319 ;
+  wire \inc$325 ;
+  wire \inc$331 ;
+  wire \inc$337 ;
+  wire \inc$343 ;
+  wire \inc$349 ;
+  wire \inc$355 ;
+  wire \inc$36 ;
+  wire \inc$361 ;
+  wire \inc$367 ;
+  wire \inc$373 ;
+  wire \inc$379 ;
+  wire \inc$385 ;
+  wire \inc$394 ;
+  wire \inc$403 ;
+  wire \inc$412 ;
+  wire \inc$421 ;
+  wire \inc$430 ;
+  wire \inc$439 ;
+  wire \inc$448 ;
+  wire \inc$457 ;
+  wire \inc$466 ;
+  wire \inc$475 ;
+  wire \inc$484 ;
+  wire \inc$49 ;
+  wire \inc$493 ;
+  wire \inc$502 ;
+  wire \inc$511 ;
+  wire \inc$520 ;
+  wire \inc$529 ;
+  wire \inc$535 ;
+  wire \inc$541 ;
+  wire \inc$547 ;
+  wire \inc$553 ;
+  wire \inc$559 ;
+  wire \inc$565 ;
+  wire \inc$571 ;
+  wire \inc$577 ;
+  wire \inc$583 ;
+  wire \inc$589 ;
+  wire \inc$595 ;
+  wire \inc$601 ;
+  wire \inc$607 ;
+  wire \inc$613 ;
+  wire \inc$619 ;
+  wire \inc$62 ;
+  wire \inc$625 ;
+  wire \inc$631 ;
+  wire \inc$637 ;
+  wire \inc$643 ;
+  wire \inc$649 ;
+  wire \inc$655 ;
+  wire \inc$661 ;
+  wire \inc$667 ;
+  wire \inc$673 ;
+  wire \inc$679 ;
+  wire \inc$685 ;
+  wire \inc$691 ;
+  wire \inc$697 ;
+  wire \inc$703 ;
+  wire \inc$709 ;
+  wire \inc$715 ;
+  wire \inc$721 ;
+  wire \inc$75 ;
+  wire \inc$88 ;
   reg [1:0] kind_s1 = 2'h0;
+  reg [1:0] kind_s10 = 2'h0;
+  reg [1:0] kind_s11 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
   reg [1:0] kind_s5 = 2'h0;
+  reg [1:0] kind_s6 = 2'h0;
+  reg [1:0] kind_s7 = 2'h0;
+  reg [1:0] kind_s8 = 2'h0;
+  reg [1:0] kind_s9 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_10 = 16'h0000;
@@ -1636,123 +3406,283 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
   reg [39:0] l0_bias8_s2 = 40'h0000000000;
   reg [39:0] l0_bias9_s2 = 40'h0000000000;
-  reg [15:0] l0_err0_s8 = 16'h0000;
-  reg [15:0] l0_err10_s8 = 16'h0000;
-  reg [15:0] l0_err11_s8 = 16'h0000;
-  reg [15:0] l0_err12_s8 = 16'h0000;
-  reg [15:0] l0_err13_s8 = 16'h0000;
-  reg [15:0] l0_err14_s8 = 16'h0000;
-  reg [15:0] l0_err15_s8 = 16'h0000;
-  reg [15:0] l0_err1_s8 = 16'h0000;
-  reg [15:0] l0_err2_s8 = 16'h0000;
-  reg [15:0] l0_err3_s8 = 16'h0000;
-  reg [15:0] l0_err4_s8 = 16'h0000;
-  reg [15:0] l0_err5_s8 = 16'h0000;
-  reg [15:0] l0_err6_s8 = 16'h0000;
-  reg [15:0] l0_err7_s8 = 16'h0000;
-  reg [15:0] l0_err8_s8 = 16'h0000;
-  reg [15:0] l0_err9_s8 = 16'h0000;
-  reg [15:0] l0_out0_s3 = 16'h0000;
+  reg [15:0] l0_db0_s15 = 16'h0000;
+  reg [15:0] l0_db0_s16 = 16'h0000;
+  reg [15:0] l0_db10_s15 = 16'h0000;
+  reg [15:0] l0_db10_s16 = 16'h0000;
+  reg [15:0] l0_db11_s15 = 16'h0000;
+  reg [15:0] l0_db11_s16 = 16'h0000;
+  reg [15:0] l0_db12_s15 = 16'h0000;
+  reg [15:0] l0_db12_s16 = 16'h0000;
+  reg [15:0] l0_db13_s15 = 16'h0000;
+  reg [15:0] l0_db13_s16 = 16'h0000;
+  reg [15:0] l0_db14_s15 = 16'h0000;
+  reg [15:0] l0_db14_s16 = 16'h0000;
+  reg [15:0] l0_db15_s15 = 16'h0000;
+  reg [15:0] l0_db15_s16 = 16'h0000;
+  reg [15:0] l0_db1_s15 = 16'h0000;
+  reg [15:0] l0_db1_s16 = 16'h0000;
+  reg [15:0] l0_db2_s15 = 16'h0000;
+  reg [15:0] l0_db2_s16 = 16'h0000;
+  reg [15:0] l0_db3_s15 = 16'h0000;
+  reg [15:0] l0_db3_s16 = 16'h0000;
+  reg [15:0] l0_db4_s15 = 16'h0000;
+  reg [15:0] l0_db4_s16 = 16'h0000;
+  reg [15:0] l0_db5_s15 = 16'h0000;
+  reg [15:0] l0_db5_s16 = 16'h0000;
+  reg [15:0] l0_db6_s15 = 16'h0000;
+  reg [15:0] l0_db6_s16 = 16'h0000;
+  reg [15:0] l0_db7_s15 = 16'h0000;
+  reg [15:0] l0_db7_s16 = 16'h0000;
+  reg [15:0] l0_db8_s15 = 16'h0000;
+  reg [15:0] l0_db8_s16 = 16'h0000;
+  reg [15:0] l0_db9_s15 = 16'h0000;
+  reg [15:0] l0_db9_s16 = 16'h0000;
+  reg [31:0] l0_dw0_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw0_0_s16 = 16'h0000;
+  reg [31:0] l0_dw10_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw10_0_s16 = 16'h0000;
+  reg [31:0] l0_dw11_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw11_0_s16 = 16'h0000;
+  reg [31:0] l0_dw12_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw12_0_s16 = 16'h0000;
+  reg [31:0] l0_dw13_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw13_0_s16 = 16'h0000;
+  reg [31:0] l0_dw14_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw14_0_s16 = 16'h0000;
+  reg [31:0] l0_dw15_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw15_0_s16 = 16'h0000;
+  reg [31:0] l0_dw1_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw1_0_s16 = 16'h0000;
+  reg [31:0] l0_dw2_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw2_0_s16 = 16'h0000;
+  reg [31:0] l0_dw3_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw3_0_s16 = 16'h0000;
+  reg [31:0] l0_dw4_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw4_0_s16 = 16'h0000;
+  reg [31:0] l0_dw5_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw5_0_s16 = 16'h0000;
+  reg [31:0] l0_dw6_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw6_0_s16 = 16'h0000;
+  reg [31:0] l0_dw7_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw7_0_s16 = 16'h0000;
+  reg [31:0] l0_dw8_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw8_0_s16 = 16'h0000;
+  reg [31:0] l0_dw9_0_raw_s15 = 32'd0;
+  reg [15:0] l0_dw9_0_s16 = 16'h0000;
+  reg [15:0] l0_err0_s14 = 16'h0000;
+  reg [15:0] l0_err10_s14 = 16'h0000;
+  reg [15:0] l0_err11_s14 = 16'h0000;
+  reg [15:0] l0_err12_s14 = 16'h0000;
+  reg [15:0] l0_err13_s14 = 16'h0000;
+  reg [15:0] l0_err14_s14 = 16'h0000;
+  reg [15:0] l0_err15_s14 = 16'h0000;
+  reg [15:0] l0_err1_s14 = 16'h0000;
+  reg [15:0] l0_err2_s14 = 16'h0000;
+  reg [15:0] l0_err3_s14 = 16'h0000;
+  reg [15:0] l0_err4_s14 = 16'h0000;
+  reg [15:0] l0_err5_s14 = 16'h0000;
+  reg [15:0] l0_err6_s14 = 16'h0000;
+  reg [15:0] l0_err7_s14 = 16'h0000;
+  reg [15:0] l0_err8_s14 = 16'h0000;
+  reg [15:0] l0_err9_s14 = 16'h0000;
+  reg [15:0] l0_out0_s10 = 16'h0000;
+  reg [15:0] l0_out0_s11 = 16'h0000;
+  reg [15:0] l0_out0_s12 = 16'h0000;
+  reg [15:0] l0_out0_s13 = 16'h0000;
   reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
   reg [15:0] l0_out0_s6 = 16'h0000;
   reg [15:0] l0_out0_s7 = 16'h0000;
-  reg [15:0] l0_out10_s3 = 16'h0000;
+  reg [15:0] l0_out0_s8 = 16'h0000;
+  reg [15:0] l0_out0_s9 = 16'h0000;
+  reg [15:0] l0_out10_s10 = 16'h0000;
+  reg [15:0] l0_out10_s11 = 16'h0000;
+  reg [15:0] l0_out10_s12 = 16'h0000;
+  reg [15:0] l0_out10_s13 = 16'h0000;
   reg [15:0] l0_out10_s4 = 16'h0000;
   reg [15:0] l0_out10_s5 = 16'h0000;
   reg [15:0] l0_out10_s6 = 16'h0000;
   reg [15:0] l0_out10_s7 = 16'h0000;
-  reg [15:0] l0_out11_s3 = 16'h0000;
+  reg [15:0] l0_out10_s8 = 16'h0000;
+  reg [15:0] l0_out10_s9 = 16'h0000;
+  reg [15:0] l0_out11_s10 = 16'h0000;
+  reg [15:0] l0_out11_s11 = 16'h0000;
+  reg [15:0] l0_out11_s12 = 16'h0000;
+  reg [15:0] l0_out11_s13 = 16'h0000;
   reg [15:0] l0_out11_s4 = 16'h0000;
   reg [15:0] l0_out11_s5 = 16'h0000;
   reg [15:0] l0_out11_s6 = 16'h0000;
   reg [15:0] l0_out11_s7 = 16'h0000;
-  reg [15:0] l0_out12_s3 = 16'h0000;
+  reg [15:0] l0_out11_s8 = 16'h0000;
+  reg [15:0] l0_out11_s9 = 16'h0000;
+  reg [15:0] l0_out12_s10 = 16'h0000;
+  reg [15:0] l0_out12_s11 = 16'h0000;
+  reg [15:0] l0_out12_s12 = 16'h0000;
+  reg [15:0] l0_out12_s13 = 16'h0000;
   reg [15:0] l0_out12_s4 = 16'h0000;
   reg [15:0] l0_out12_s5 = 16'h0000;
   reg [15:0] l0_out12_s6 = 16'h0000;
   reg [15:0] l0_out12_s7 = 16'h0000;
-  reg [15:0] l0_out13_s3 = 16'h0000;
+  reg [15:0] l0_out12_s8 = 16'h0000;
+  reg [15:0] l0_out12_s9 = 16'h0000;
+  reg [15:0] l0_out13_s10 = 16'h0000;
+  reg [15:0] l0_out13_s11 = 16'h0000;
+  reg [15:0] l0_out13_s12 = 16'h0000;
+  reg [15:0] l0_out13_s13 = 16'h0000;
   reg [15:0] l0_out13_s4 = 16'h0000;
   reg [15:0] l0_out13_s5 = 16'h0000;
   reg [15:0] l0_out13_s6 = 16'h0000;
   reg [15:0] l0_out13_s7 = 16'h0000;
-  reg [15:0] l0_out14_s3 = 16'h0000;
+  reg [15:0] l0_out13_s8 = 16'h0000;
+  reg [15:0] l0_out13_s9 = 16'h0000;
+  reg [15:0] l0_out14_s10 = 16'h0000;
+  reg [15:0] l0_out14_s11 = 16'h0000;
+  reg [15:0] l0_out14_s12 = 16'h0000;
+  reg [15:0] l0_out14_s13 = 16'h0000;
   reg [15:0] l0_out14_s4 = 16'h0000;
   reg [15:0] l0_out14_s5 = 16'h0000;
   reg [15:0] l0_out14_s6 = 16'h0000;
   reg [15:0] l0_out14_s7 = 16'h0000;
-  reg [15:0] l0_out15_s3 = 16'h0000;
+  reg [15:0] l0_out14_s8 = 16'h0000;
+  reg [15:0] l0_out14_s9 = 16'h0000;
+  reg [15:0] l0_out15_s10 = 16'h0000;
+  reg [15:0] l0_out15_s11 = 16'h0000;
+  reg [15:0] l0_out15_s12 = 16'h0000;
+  reg [15:0] l0_out15_s13 = 16'h0000;
   reg [15:0] l0_out15_s4 = 16'h0000;
   reg [15:0] l0_out15_s5 = 16'h0000;
   reg [15:0] l0_out15_s6 = 16'h0000;
   reg [15:0] l0_out15_s7 = 16'h0000;
-  reg [15:0] l0_out1_s3 = 16'h0000;
+  reg [15:0] l0_out15_s8 = 16'h0000;
+  reg [15:0] l0_out15_s9 = 16'h0000;
+  reg [15:0] l0_out1_s10 = 16'h0000;
+  reg [15:0] l0_out1_s11 = 16'h0000;
+  reg [15:0] l0_out1_s12 = 16'h0000;
+  reg [15:0] l0_out1_s13 = 16'h0000;
   reg [15:0] l0_out1_s4 = 16'h0000;
   reg [15:0] l0_out1_s5 = 16'h0000;
   reg [15:0] l0_out1_s6 = 16'h0000;
   reg [15:0] l0_out1_s7 = 16'h0000;
-  reg [15:0] l0_out2_s3 = 16'h0000;
+  reg [15:0] l0_out1_s8 = 16'h0000;
+  reg [15:0] l0_out1_s9 = 16'h0000;
+  reg [15:0] l0_out2_s10 = 16'h0000;
+  reg [15:0] l0_out2_s11 = 16'h0000;
+  reg [15:0] l0_out2_s12 = 16'h0000;
+  reg [15:0] l0_out2_s13 = 16'h0000;
   reg [15:0] l0_out2_s4 = 16'h0000;
   reg [15:0] l0_out2_s5 = 16'h0000;
   reg [15:0] l0_out2_s6 = 16'h0000;
   reg [15:0] l0_out2_s7 = 16'h0000;
-  reg [15:0] l0_out3_s3 = 16'h0000;
+  reg [15:0] l0_out2_s8 = 16'h0000;
+  reg [15:0] l0_out2_s9 = 16'h0000;
+  reg [15:0] l0_out3_s10 = 16'h0000;
+  reg [15:0] l0_out3_s11 = 16'h0000;
+  reg [15:0] l0_out3_s12 = 16'h0000;
+  reg [15:0] l0_out3_s13 = 16'h0000;
   reg [15:0] l0_out3_s4 = 16'h0000;
   reg [15:0] l0_out3_s5 = 16'h0000;
   reg [15:0] l0_out3_s6 = 16'h0000;
   reg [15:0] l0_out3_s7 = 16'h0000;
-  reg [15:0] l0_out4_s3 = 16'h0000;
+  reg [15:0] l0_out3_s8 = 16'h0000;
+  reg [15:0] l0_out3_s9 = 16'h0000;
+  reg [15:0] l0_out4_s10 = 16'h0000;
+  reg [15:0] l0_out4_s11 = 16'h0000;
+  reg [15:0] l0_out4_s12 = 16'h0000;
+  reg [15:0] l0_out4_s13 = 16'h0000;
   reg [15:0] l0_out4_s4 = 16'h0000;
   reg [15:0] l0_out4_s5 = 16'h0000;
   reg [15:0] l0_out4_s6 = 16'h0000;
   reg [15:0] l0_out4_s7 = 16'h0000;
-  reg [15:0] l0_out5_s3 = 16'h0000;
+  reg [15:0] l0_out4_s8 = 16'h0000;
+  reg [15:0] l0_out4_s9 = 16'h0000;
+  reg [15:0] l0_out5_s10 = 16'h0000;
+  reg [15:0] l0_out5_s11 = 16'h0000;
+  reg [15:0] l0_out5_s12 = 16'h0000;
+  reg [15:0] l0_out5_s13 = 16'h0000;
   reg [15:0] l0_out5_s4 = 16'h0000;
   reg [15:0] l0_out5_s5 = 16'h0000;
   reg [15:0] l0_out5_s6 = 16'h0000;
   reg [15:0] l0_out5_s7 = 16'h0000;
-  reg [15:0] l0_out6_s3 = 16'h0000;
+  reg [15:0] l0_out5_s8 = 16'h0000;
+  reg [15:0] l0_out5_s9 = 16'h0000;
+  reg [15:0] l0_out6_s10 = 16'h0000;
+  reg [15:0] l0_out6_s11 = 16'h0000;
+  reg [15:0] l0_out6_s12 = 16'h0000;
+  reg [15:0] l0_out6_s13 = 16'h0000;
   reg [15:0] l0_out6_s4 = 16'h0000;
   reg [15:0] l0_out6_s5 = 16'h0000;
   reg [15:0] l0_out6_s6 = 16'h0000;
   reg [15:0] l0_out6_s7 = 16'h0000;
-  reg [15:0] l0_out7_s3 = 16'h0000;
+  reg [15:0] l0_out6_s8 = 16'h0000;
+  reg [15:0] l0_out6_s9 = 16'h0000;
+  reg [15:0] l0_out7_s10 = 16'h0000;
+  reg [15:0] l0_out7_s11 = 16'h0000;
+  reg [15:0] l0_out7_s12 = 16'h0000;
+  reg [15:0] l0_out7_s13 = 16'h0000;
   reg [15:0] l0_out7_s4 = 16'h0000;
   reg [15:0] l0_out7_s5 = 16'h0000;
   reg [15:0] l0_out7_s6 = 16'h0000;
   reg [15:0] l0_out7_s7 = 16'h0000;
-  reg [15:0] l0_out8_s3 = 16'h0000;
+  reg [15:0] l0_out7_s8 = 16'h0000;
+  reg [15:0] l0_out7_s9 = 16'h0000;
+  reg [15:0] l0_out8_s10 = 16'h0000;
+  reg [15:0] l0_out8_s11 = 16'h0000;
+  reg [15:0] l0_out8_s12 = 16'h0000;
+  reg [15:0] l0_out8_s13 = 16'h0000;
   reg [15:0] l0_out8_s4 = 16'h0000;
   reg [15:0] l0_out8_s5 = 16'h0000;
   reg [15:0] l0_out8_s6 = 16'h0000;
   reg [15:0] l0_out8_s7 = 16'h0000;
-  reg [15:0] l0_out9_s3 = 16'h0000;
+  reg [15:0] l0_out8_s8 = 16'h0000;
+  reg [15:0] l0_out8_s9 = 16'h0000;
+  reg [15:0] l0_out9_s10 = 16'h0000;
+  reg [15:0] l0_out9_s11 = 16'h0000;
+  reg [15:0] l0_out9_s12 = 16'h0000;
+  reg [15:0] l0_out9_s13 = 16'h0000;
   reg [15:0] l0_out9_s4 = 16'h0000;
   reg [15:0] l0_out9_s5 = 16'h0000;
   reg [15:0] l0_out9_s6 = 16'h0000;
   reg [15:0] l0_out9_s7 = 16'h0000;
+  reg [15:0] l0_out9_s8 = 16'h0000;
+  reg [15:0] l0_out9_s9 = 16'h0000;
   wire [15:0] l0_port_data;
   wire [4:0] l0_port_local;
   wire l0_port_rd;
   wire l0_port_wr;
-  reg [39:0] l0_prod0_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod10_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod11_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod12_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod13_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod14_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod15_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod1_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod2_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod3_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod4_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod5_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod6_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod7_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod8_0_s2 = 40'h0000000000;
-  reg [39:0] l0_prod9_0_s2 = 40'h0000000000;
+  reg [31:0] l0_prod0_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod10_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod11_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod12_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod13_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod14_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod15_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod1_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod2_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod3_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod4_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod5_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod6_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod7_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod8_0_raw_s2 = 32'd0;
+  reg [31:0] l0_prod9_0_raw_s2 = 32'd0;
   reg [4:0] l0_rd_sel = 5'h00;
+  reg [40:0] l0_sum0_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum10_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum11_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum12_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum13_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum14_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum15_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum1_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum2_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum3_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum4_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum5_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum6_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum7_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum8_t0_0_s3 = 41'h00000000000;
+  reg [40:0] l0_sum9_t0_0_s3 = 41'h00000000000;
   reg [15:0] l0_w_0_0 = 16'h0797;
   reg [15:0] l0_w_10_0 = 16'h1182;
   reg [15:0] l0_w_11_0 = 16'he470;
@@ -1770,61 +3700,99 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_w_8_0 = 16'h026b;
   reg [15:0] l0_w_9_0 = 16'h181d;
   reg [15:0] l1_b_0 = 16'h0000;
-  reg [39:0] l1_bias0_s4 = 40'h0000000000;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod0_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod10_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod11_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod12_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod13_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod14_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod15_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod1_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod2_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod3_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod4_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod5_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod6_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod7_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod8_0_s7;
-  (* init = 40'h0000000000 *)
-  wire [39:0] l1_bprod9_0_s7;
-  reg [15:0] l1_out0_s5 = 16'h0000;
+  reg [39:0] l1_bias0_s5 = 40'h0000000000;
+  reg [31:0] l1_bprod0_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod10_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod11_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod12_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod13_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod14_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod15_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod1_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod2_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod3_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod4_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod5_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod6_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod7_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod8_0_raw_s13 = 32'd0;
+  reg [31:0] l1_bprod9_0_raw_s13 = 32'd0;
+  reg [15:0] l1_db0_s13 = 16'h0000;
+  reg [15:0] l1_db0_s14 = 16'h0000;
+  reg [31:0] l1_dw0_0_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_0_s14 = 16'h0000;
+  reg [31:0] l1_dw0_10_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_10_s14 = 16'h0000;
+  reg [31:0] l1_dw0_11_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_11_s14 = 16'h0000;
+  reg [31:0] l1_dw0_12_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_12_s14 = 16'h0000;
+  reg [31:0] l1_dw0_13_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_13_s14 = 16'h0000;
+  reg [31:0] l1_dw0_14_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_14_s14 = 16'h0000;
+  reg [31:0] l1_dw0_15_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_15_s14 = 16'h0000;
+  reg [31:0] l1_dw0_1_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_1_s14 = 16'h0000;
+  reg [31:0] l1_dw0_2_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_2_s14 = 16'h0000;
+  reg [31:0] l1_dw0_3_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_3_s14 = 16'h0000;
+  reg [31:0] l1_dw0_4_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_4_s14 = 16'h0000;
+  reg [31:0] l1_dw0_5_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_5_s14 = 16'h0000;
+  reg [31:0] l1_dw0_6_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_6_s14 = 16'h0000;
+  reg [31:0] l1_dw0_7_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_7_s14 = 16'h0000;
+  reg [31:0] l1_dw0_8_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_8_s14 = 16'h0000;
+  reg [31:0] l1_dw0_9_raw_s13 = 32'd0;
+  reg [15:0] l1_dw0_9_s14 = 16'h0000;
+  reg [15:0] l1_out0_s11 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [4:0] l1_port_local;
   wire l1_port_rd;
   wire l1_port_wr;
-  reg [39:0] l1_prod0_0_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_10_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_11_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_12_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_13_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_14_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_15_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_1_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_2_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_3_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_4_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_5_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_6_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_7_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_8_s4 = 40'h0000000000;
-  reg [39:0] l1_prod0_9_s4 = 40'h0000000000;
+  reg [31:0] l1_prod0_0_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_10_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_11_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_12_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_13_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_14_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_15_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_1_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_2_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_3_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_4_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_5_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_6_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_7_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_8_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_9_raw_s5 = 32'd0;
   reg [4:0] l1_rd_sel = 5'h00;
+  reg [40:0] l1_sum0_t0_0_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_1_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_2_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_3_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_4_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_5_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_6_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_7_s6 = 41'h00000000000;
+  reg [39:0] l1_sum0_t0_8_s6 = 40'h0000000000;
+  reg [41:0] l1_sum0_t1_0_s7 = 42'h00000000000;
+  reg [41:0] l1_sum0_t1_1_s7 = 42'h00000000000;
+  reg [41:0] l1_sum0_t1_2_s7 = 42'h00000000000;
+  reg [41:0] l1_sum0_t1_3_s7 = 42'h00000000000;
+  reg [39:0] l1_sum0_t1_4_s7 = 40'h0000000000;
+  reg [42:0] l1_sum0_t2_0_s8 = 43'h00000000000;
+  reg [42:0] l1_sum0_t2_1_s8 = 43'h00000000000;
+  reg [39:0] l1_sum0_t2_2_s8 = 40'h0000000000;
+  reg [43:0] l1_sum0_t3_0_s9 = 44'h00000000000;
+  reg [39:0] l1_sum0_t3_1_s9 = 40'h0000000000;
+  reg [44:0] l1_sum0_t4_0_s10 = 45'h000000000000;
   reg [15:0] l1_w_0_0 = 16'h0508;
   reg [15:0] l1_w_0_1 = 16'h0093;
   reg [15:0] l1_w_0_10 = 16'h06e4;
@@ -1885,491 +3853,325 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [30:0] t;
-  wire [39:0] \t$101 ;
-  wire [31:0] \t$102 ;
-  wire [34:0] \t$104 ;
-  wire [39:0] \t$105 ;
-  wire [40:0] \t$106 ;
-  wire [39:0] \t$109 ;
-  wire [40:0] \t$111 ;
-  wire [15:0] \t$112 ;
-  wire [30:0] \t$113 ;
-  wire [39:0] \t$115 ;
-  wire [31:0] \t$116 ;
-  wire [34:0] \t$118 ;
-  wire [39:0] \t$119 ;
-  wire [40:0] \t$120 ;
+  wire [15:0] \t$104 ;
+  wire [30:0] \t$105 ;
+  wire [39:0] \t$107 ;
+  wire [34:0] \t$108 ;
+  wire [39:0] \t$110 ;
+  wire [39:0] \t$111 ;
+  wire [15:0] \t$117 ;
+  wire [30:0] \t$118 ;
+  wire [39:0] \t$120 ;
+  wire [34:0] \t$121 ;
   wire [39:0] \t$123 ;
-  wire [40:0] \t$125 ;
-  wire [15:0] \t$126 ;
-  wire [30:0] \t$127 ;
-  wire [39:0] \t$129 ;
-  wire [31:0] \t$130 ;
-  wire [34:0] \t$132 ;
+  wire [39:0] \t$124 ;
+  wire [15:0] \t$130 ;
+  wire [30:0] \t$131 ;
   wire [39:0] \t$133 ;
-  wire [40:0] \t$134 ;
+  wire [34:0] \t$134 ;
+  wire [39:0] \t$136 ;
   wire [39:0] \t$137 ;
-  wire [40:0] \t$139 ;
-  wire [15:0] \t$140 ;
-  wire [30:0] \t$141 ;
-  wire [39:0] \t$143 ;
-  wire [31:0] \t$144 ;
-  wire [34:0] \t$146 ;
-  wire [39:0] \t$147 ;
-  wire [40:0] \t$148 ;
-  wire [39:0] \t$151 ;
-  wire [40:0] \t$153 ;
-  wire [15:0] \t$154 ;
-  wire [30:0] \t$155 ;
-  wire [39:0] \t$157 ;
-  wire [31:0] \t$158 ;
+  wire [15:0] \t$143 ;
+  wire [30:0] \t$144 ;
+  wire [39:0] \t$146 ;
+  wire [34:0] \t$147 ;
+  wire [39:0] \t$149 ;
+  wire [39:0] \t$150 ;
+  wire [15:0] \t$156 ;
+  wire [30:0] \t$157 ;
+  wire [39:0] \t$159 ;
   wire [39:0] \t$16 ;
   wire [34:0] \t$160 ;
-  wire [39:0] \t$161 ;
-  wire [40:0] \t$162 ;
-  wire [39:0] \t$165 ;
-  wire [40:0] \t$167 ;
-  wire [15:0] \t$168 ;
-  wire [30:0] \t$169 ;
-  wire [31:0] \t$17 ;
-  wire [39:0] \t$171 ;
-  wire [31:0] \t$172 ;
-  wire [34:0] \t$174 ;
+  wire [39:0] \t$162 ;
+  wire [39:0] \t$163 ;
+  wire [15:0] \t$169 ;
+  wire [34:0] \t$17 ;
+  wire [30:0] \t$170 ;
+  wire [39:0] \t$172 ;
+  wire [34:0] \t$173 ;
   wire [39:0] \t$175 ;
-  wire [40:0] \t$176 ;
-  wire [39:0] \t$179 ;
-  wire [40:0] \t$181 ;
+  wire [39:0] \t$176 ;
   wire [15:0] \t$182 ;
   wire [30:0] \t$183 ;
   wire [39:0] \t$185 ;
-  wire [31:0] \t$186 ;
-  wire [34:0] \t$188 ;
+  wire [34:0] \t$186 ;
+  wire [39:0] \t$188 ;
   wire [39:0] \t$189 ;
-  wire [40:0] \t$190 ;
-  wire [39:0] \t$193 ;
-  wire [40:0] \t$195 ;
-  wire [15:0] \t$196 ;
-  wire [30:0] \t$197 ;
-  wire [39:0] \t$199 ;
-  wire [34:0] \t$20 ;
-  wire [31:0] \t$200 ;
-  wire [34:0] \t$202 ;
-  wire [39:0] \t$203 ;
-  wire [40:0] \t$204 ;
-  wire [39:0] \t$207 ;
-  wire [40:0] \t$209 ;
-  wire [39:0] \t$21 ;
-  wire [15:0] \t$210 ;
-  wire [30:0] \t$211 ;
-  wire [39:0] \t$213 ;
-  wire [31:0] \t$214 ;
-  wire [34:0] \t$216 ;
-  wire [39:0] \t$217 ;
-  wire [40:0] \t$218 ;
-  wire [40:0] \t$22 ;
-  wire [39:0] \t$221 ;
-  wire [40:0] \t$223 ;
-  wire [15:0] \t$224 ;
-  wire [30:0] \t$225 ;
+  wire [39:0] \t$19 ;
+  wire [15:0] \t$195 ;
+  wire [30:0] \t$196 ;
+  wire [39:0] \t$198 ;
+  wire [34:0] \t$199 ;
+  wire [39:0] \t$20 ;
+  wire [39:0] \t$201 ;
+  wire [39:0] \t$202 ;
+  wire [15:0] \t$208 ;
+  wire [30:0] \t$209 ;
+  wire [39:0] \t$211 ;
+  wire [34:0] \t$212 ;
+  wire [39:0] \t$214 ;
+  wire [39:0] \t$215 ;
+  wire [15:0] \t$221 ;
+  wire [30:0] \t$222 ;
+  wire [39:0] \t$224 ;
+  wire [34:0] \t$225 ;
   wire [39:0] \t$227 ;
-  wire [31:0] \t$228 ;
-  wire [34:0] \t$230 ;
-  wire [39:0] \t$231 ;
-  wire [40:0] \t$232 ;
-  wire [39:0] \t$235 ;
-  wire [40:0] \t$237 ;
-  wire [15:0] \t$238 ;
-  wire [30:0] \t$239 ;
-  wire [39:0] \t$241 ;
-  wire [31:0] \t$242 ;
-  wire [34:0] \t$245 ;
-  wire [39:0] \t$246 ;
-  wire [31:0] \t$247 ;
-  wire [39:0] \t$25 ;
-  wire [34:0] \t$250 ;
+  wire [34:0] \t$228 ;
+  wire [39:0] \t$230 ;
+  wire [34:0] \t$231 ;
+  wire [39:0] \t$233 ;
+  wire [34:0] \t$234 ;
+  wire [39:0] \t$236 ;
+  wire [34:0] \t$237 ;
+  wire [39:0] \t$239 ;
+  wire [34:0] \t$240 ;
+  wire [39:0] \t$242 ;
+  wire [34:0] \t$243 ;
+  wire [39:0] \t$245 ;
+  wire [34:0] \t$246 ;
+  wire [39:0] \t$248 ;
+  wire [34:0] \t$249 ;
   wire [39:0] \t$251 ;
-  wire [31:0] \t$252 ;
+  wire [34:0] \t$252 ;
+  wire [39:0] \t$254 ;
   wire [34:0] \t$255 ;
-  wire [39:0] \t$256 ;
-  wire [31:0] \t$257 ;
-  wire [34:0] \t$260 ;
-  wire [39:0] \t$261 ;
-  wire [31:0] \t$262 ;
-  wire [34:0] \t$265 ;
+  wire [39:0] \t$257 ;
+  wire [34:0] \t$258 ;
+  wire [15:0] \t$26 ;
+  wire [39:0] \t$260 ;
+  wire [34:0] \t$261 ;
+  wire [39:0] \t$263 ;
+  wire [34:0] \t$264 ;
   wire [39:0] \t$266 ;
-  wire [31:0] \t$267 ;
-  wire [40:0] \t$27 ;
+  wire [34:0] \t$267 ;
+  wire [39:0] \t$269 ;
+  wire [30:0] \t$27 ;
   wire [34:0] \t$270 ;
-  wire [39:0] \t$271 ;
-  wire [31:0] \t$272 ;
-  wire [34:0] \t$275 ;
-  wire [39:0] \t$276 ;
-  wire [31:0] \t$277 ;
-  wire [15:0] \t$28 ;
-  wire [34:0] \t$280 ;
-  wire [39:0] \t$281 ;
-  wire [31:0] \t$282 ;
-  wire [34:0] \t$285 ;
-  wire [39:0] \t$286 ;
-  wire [31:0] \t$287 ;
-  wire [30:0] \t$29 ;
-  wire [34:0] \t$290 ;
-  wire [39:0] \t$291 ;
-  wire [31:0] \t$292 ;
-  wire [34:0] \t$295 ;
-  wire [39:0] \t$296 ;
-  wire [31:0] \t$297 ;
-  wire [34:0] \t$300 ;
-  wire [39:0] \t$301 ;
-  wire [31:0] \t$302 ;
-  wire [34:0] \t$305 ;
-  wire [39:0] \t$306 ;
-  wire [31:0] \t$307 ;
-  wire [39:0] \t$31 ;
-  wire [34:0] \t$310 ;
-  wire [39:0] \t$311 ;
-  wire [31:0] \t$312 ;
-  wire [34:0] \t$315 ;
-  wire [39:0] \t$316 ;
-  wire [31:0] \t$317 ;
-  wire [31:0] \t$32 ;
-  wire [34:0] \t$320 ;
-  wire [39:0] \t$321 ;
-  wire [44:0] \t$322 ;
-  wire [34:0] \t$34 ;
-  wire [39:0] \t$340 ;
-  wire [40:0] \t$342 ;
-  wire [15:0] \t$343 ;
-  wire [16:0] \t$345 ;
-  wire [17:0] \t$347 ;
-  wire [15:0] \t$348 ;
-  wire [39:0] \t$35 ;
-  wire [31:0] \t$351 ;
-  wire [32:0] \t$355 ;
-  wire [15:0] \t$356 ;
-  wire [31:0] \t$357 ;
-  wire [40:0] \t$36 ;
-  wire [32:0] \t$360 ;
-  wire [15:0] \t$361 ;
-  wire [31:0] \t$362 ;
-  wire [32:0] \t$365 ;
-  wire [15:0] \t$366 ;
-  wire [31:0] \t$367 ;
-  wire [32:0] \t$370 ;
-  wire [15:0] \t$371 ;
-  wire [31:0] \t$372 ;
-  wire [32:0] \t$375 ;
+  wire [39:0] \t$272 ;
+  wire [39:0] \t$273 ;
+  wire [15:0] \t$279 ;
+  wire [16:0] \t$281 ;
+  wire [17:0] \t$283 ;
+  wire [15:0] \t$284 ;
+  wire [39:0] \t$29 ;
+  wire [15:0] \t$292 ;
+  wire [15:0] \t$298 ;
+  wire [34:0] \t$30 ;
+  wire [15:0] \t$304 ;
+  wire [15:0] \t$310 ;
+  wire [15:0] \t$316 ;
+  wire [39:0] \t$32 ;
+  wire [15:0] \t$322 ;
+  wire [15:0] \t$328 ;
+  wire [39:0] \t$33 ;
+  wire [15:0] \t$334 ;
+  wire [15:0] \t$340 ;
+  wire [15:0] \t$346 ;
+  wire [15:0] \t$352 ;
+  wire [15:0] \t$358 ;
+  wire [15:0] \t$364 ;
+  wire [15:0] \t$370 ;
   wire [15:0] \t$376 ;
-  wire [31:0] \t$377 ;
-  wire [32:0] \t$380 ;
-  wire [15:0] \t$381 ;
-  wire [31:0] \t$382 ;
-  wire [32:0] \t$385 ;
-  wire [15:0] \t$386 ;
-  wire [31:0] \t$387 ;
-  wire [39:0] \t$39 ;
-  wire [32:0] \t$390 ;
-  wire [15:0] \t$391 ;
-  wire [31:0] \t$392 ;
-  wire [32:0] \t$395 ;
-  wire [15:0] \t$396 ;
-  wire [31:0] \t$397 ;
-  wire [32:0] \t$400 ;
-  wire [15:0] \t$401 ;
-  wire [31:0] \t$402 ;
-  wire [32:0] \t$405 ;
+  wire [15:0] \t$382 ;
+  wire [15:0] \t$388 ;
+  wire [34:0] \t$389 ;
+  wire [15:0] \t$39 ;
+  wire [39:0] \t$391 ;
+  wire [39:0] \t$392 ;
+  wire [15:0] \t$397 ;
+  wire [34:0] \t$398 ;
+  wire [30:0] \t$40 ;
+  wire [39:0] \t$400 ;
+  wire [39:0] \t$401 ;
   wire [15:0] \t$406 ;
-  wire [31:0] \t$407 ;
-  wire [40:0] \t$41 ;
-  wire [32:0] \t$410 ;
-  wire [15:0] \t$411 ;
-  wire [31:0] \t$412 ;
-  wire [32:0] \t$415 ;
-  wire [15:0] \t$416 ;
-  wire [31:0] \t$417 ;
-  wire [15:0] \t$42 ;
-  wire [32:0] \t$420 ;
-  wire [15:0] \t$421 ;
-  wire [31:0] \t$422 ;
-  wire [32:0] \t$425 ;
-  wire [15:0] \t$426 ;
-  wire [31:0] \t$427 ;
-  wire [30:0] \t$43 ;
-  wire [32:0] \t$430 ;
-  wire [15:0] \t$431 ;
-  wire [16:0] \t$433 ;
-  wire [15:0] \t$434 ;
-  wire [31:0] \t$435 ;
-  wire [34:0] \t$436 ;
+  wire [34:0] \t$407 ;
+  wire [39:0] \t$409 ;
+  wire [39:0] \t$410 ;
+  wire [15:0] \t$415 ;
+  wire [34:0] \t$416 ;
+  wire [39:0] \t$418 ;
+  wire [39:0] \t$419 ;
+  wire [39:0] \t$42 ;
+  wire [15:0] \t$424 ;
+  wire [34:0] \t$425 ;
+  wire [39:0] \t$427 ;
+  wire [39:0] \t$428 ;
+  wire [34:0] \t$43 ;
+  wire [15:0] \t$433 ;
+  wire [34:0] \t$434 ;
+  wire [39:0] \t$436 ;
   wire [39:0] \t$437 ;
-  reg [39:0] \t$438  = 40'h0000000000;
-  wire [40:0] \t$441 ;
   wire [15:0] \t$442 ;
-  wire [31:0] \t$443 ;
-  wire [34:0] \t$444 ;
+  wire [34:0] \t$443 ;
   wire [39:0] \t$445 ;
-  reg [39:0] \t$446  = 40'h0000000000;
-  wire [40:0] \t$449 ;
+  wire [39:0] \t$446 ;
   wire [39:0] \t$45 ;
-  wire [15:0] \t$450 ;
-  wire [31:0] \t$451 ;
+  wire [15:0] \t$451 ;
   wire [34:0] \t$452 ;
-  wire [39:0] \t$453 ;
-  reg [39:0] \t$454  = 40'h0000000000;
-  wire [40:0] \t$457 ;
-  wire [15:0] \t$458 ;
-  wire [31:0] \t$459 ;
-  wire [31:0] \t$46 ;
-  wire [34:0] \t$460 ;
-  wire [39:0] \t$461 ;
-  reg [39:0] \t$462  = 40'h0000000000;
-  wire [40:0] \t$465 ;
-  wire [15:0] \t$466 ;
-  wire [31:0] \t$467 ;
-  wire [34:0] \t$468 ;
-  wire [39:0] \t$469 ;
-  reg [39:0] \t$470  = 40'h0000000000;
-  wire [40:0] \t$473 ;
-  wire [15:0] \t$474 ;
-  wire [31:0] \t$475 ;
-  wire [34:0] \t$476 ;
-  wire [39:0] \t$477 ;
-  reg [39:0] \t$478  = 40'h0000000000;
-  wire [34:0] \t$48 ;
-  wire [40:0] \t$481 ;
-  wire [15:0] \t$482 ;
-  wire [31:0] \t$483 ;
-  wire [34:0] \t$484 ;
-  wire [39:0] \t$485 ;
-  reg [39:0] \t$486  = 40'h0000000000;
-  wire [40:0] \t$489 ;
-  wire [39:0] \t$49 ;
-  wire [15:0] \t$490 ;
-  wire [31:0] \t$491 ;
-  wire [34:0] \t$492 ;
-  wire [39:0] \t$493 ;
-  reg [39:0] \t$494  = 40'h0000000000;
-  wire [40:0] \t$497 ;
-  wire [15:0] \t$498 ;
-  wire [31:0] \t$499 ;
-  wire [40:0] \t$50 ;
-  wire [34:0] \t$500 ;
-  wire [39:0] \t$501 ;
-  reg [39:0] \t$502  = 40'h0000000000;
-  wire [40:0] \t$505 ;
-  wire [15:0] \t$506 ;
-  wire [31:0] \t$507 ;
-  wire [34:0] \t$508 ;
+  wire [39:0] \t$454 ;
+  wire [39:0] \t$455 ;
+  wire [39:0] \t$46 ;
+  wire [15:0] \t$460 ;
+  wire [34:0] \t$461 ;
+  wire [39:0] \t$463 ;
+  wire [39:0] \t$464 ;
+  wire [15:0] \t$469 ;
+  wire [34:0] \t$470 ;
+  wire [39:0] \t$472 ;
+  wire [39:0] \t$473 ;
+  wire [15:0] \t$478 ;
+  wire [34:0] \t$479 ;
+  wire [39:0] \t$481 ;
+  wire [39:0] \t$482 ;
+  wire [15:0] \t$487 ;
+  wire [34:0] \t$488 ;
+  wire [39:0] \t$490 ;
+  wire [39:0] \t$491 ;
+  wire [15:0] \t$496 ;
+  wire [34:0] \t$497 ;
+  wire [39:0] \t$499 ;
+  wire [39:0] \t$500 ;
+  wire [15:0] \t$505 ;
+  wire [34:0] \t$506 ;
+  wire [39:0] \t$508 ;
   wire [39:0] \t$509 ;
-  reg [39:0] \t$510  = 40'h0000000000;
-  wire [40:0] \t$513 ;
   wire [15:0] \t$514 ;
-  wire [31:0] \t$515 ;
-  wire [34:0] \t$516 ;
+  wire [34:0] \t$515 ;
   wire [39:0] \t$517 ;
-  reg [39:0] \t$518  = 40'h0000000000;
-  wire [40:0] \t$521 ;
-  wire [15:0] \t$522 ;
-  wire [31:0] \t$523 ;
+  wire [39:0] \t$518 ;
+  wire [15:0] \t$52 ;
+  wire [15:0] \t$523 ;
   wire [34:0] \t$524 ;
-  wire [39:0] \t$525 ;
-  reg [39:0] \t$526  = 40'h0000000000;
-  wire [40:0] \t$529 ;
-  wire [39:0] \t$53 ;
-  wire [15:0] \t$530 ;
-  wire [31:0] \t$531 ;
-  wire [34:0] \t$532 ;
-  wire [39:0] \t$533 ;
-  reg [39:0] \t$534  = 40'h0000000000;
-  wire [40:0] \t$537 ;
+  wire [39:0] \t$526 ;
+  wire [39:0] \t$527 ;
+  wire [30:0] \t$53 ;
+  wire [15:0] \t$532 ;
   wire [15:0] \t$538 ;
-  wire [31:0] \t$539 ;
-  wire [34:0] \t$540 ;
-  wire [39:0] \t$541 ;
-  reg [39:0] \t$542  = 40'h0000000000;
-  wire [40:0] \t$545 ;
-  wire [15:0] \t$546 ;
-  wire [31:0] \t$547 ;
-  wire [34:0] \t$548 ;
-  wire [39:0] \t$549 ;
-  wire [40:0] \t$55 ;
-  reg [39:0] \t$550  = 40'h0000000000;
-  wire [40:0] \t$553 ;
-  wire [15:0] \t$554 ;
-  wire [31:0] \t$555 ;
-  wire [34:0] \t$556 ;
-  wire [39:0] \t$557 ;
-  reg [39:0] \t$558  = 40'h0000000000;
-  wire [15:0] \t$56 ;
-  wire [40:0] \t$561 ;
+  wire [15:0] \t$544 ;
+  wire [39:0] \t$55 ;
+  wire [15:0] \t$550 ;
+  wire [15:0] \t$556 ;
+  wire [34:0] \t$56 ;
   wire [15:0] \t$562 ;
-  wire [31:0] \t$563 ;
-  wire [32:0] \t$567 ;
   wire [15:0] \t$568 ;
-  wire [31:0] \t$569 ;
-  wire [30:0] \t$57 ;
-  wire [32:0] \t$572 ;
-  wire [15:0] \t$573 ;
-  wire [31:0] \t$574 ;
-  wire [32:0] \t$577 ;
-  wire [15:0] \t$578 ;
-  wire [31:0] \t$579 ;
-  wire [32:0] \t$582 ;
-  wire [15:0] \t$583 ;
-  wire [31:0] \t$584 ;
-  wire [32:0] \t$587 ;
-  wire [15:0] \t$588 ;
-  wire [31:0] \t$589 ;
+  wire [15:0] \t$574 ;
+  wire [39:0] \t$58 ;
+  wire [15:0] \t$580 ;
+  wire [15:0] \t$586 ;
   wire [39:0] \t$59 ;
-  wire [32:0] \t$592 ;
-  wire [15:0] \t$593 ;
-  wire [31:0] \t$594 ;
-  wire [32:0] \t$597 ;
+  wire [15:0] \t$592 ;
   wire [15:0] \t$598 ;
-  wire [31:0] \t$599 ;
-  wire [31:0] \t$60 ;
-  wire [32:0] \t$602 ;
-  wire [15:0] \t$603 ;
-  wire [31:0] \t$604 ;
-  wire [32:0] \t$607 ;
-  wire [15:0] \t$608 ;
-  wire [31:0] \t$609 ;
-  wire [32:0] \t$612 ;
-  wire [15:0] \t$613 ;
-  wire [31:0] \t$614 ;
-  wire [32:0] \t$617 ;
-  wire [15:0] \t$618 ;
-  wire [31:0] \t$619 ;
-  wire [34:0] \t$62 ;
-  wire [32:0] \t$622 ;
-  wire [15:0] \t$623 ;
-  wire [31:0] \t$624 ;
-  wire [32:0] \t$627 ;
+  wire [15:0] \t$604 ;
+  wire [15:0] \t$610 ;
+  wire [15:0] \t$616 ;
+  wire [15:0] \t$622 ;
   wire [15:0] \t$628 ;
-  wire [31:0] \t$629 ;
-  wire [39:0] \t$63 ;
-  wire [32:0] \t$632 ;
-  wire [15:0] \t$633 ;
-  wire [31:0] \t$634 ;
-  wire [32:0] \t$637 ;
-  wire [15:0] \t$638 ;
-  wire [31:0] \t$639 ;
-  wire [40:0] \t$64 ;
-  wire [32:0] \t$642 ;
-  wire [15:0] \t$643 ;
-  wire [16:0] \t$645 ;
+  wire [15:0] \t$634 ;
+  wire [15:0] \t$640 ;
   wire [15:0] \t$646 ;
-  wire [16:0] \t$648 ;
-  wire [15:0] \t$649 ;
-  wire [16:0] \t$651 ;
+  wire [15:0] \t$65 ;
   wire [15:0] \t$652 ;
-  wire [16:0] \t$654 ;
-  wire [15:0] \t$655 ;
-  wire [16:0] \t$657 ;
   wire [15:0] \t$658 ;
-  wire [16:0] \t$660 ;
-  wire [15:0] \t$661 ;
-  wire [16:0] \t$663 ;
+  wire [30:0] \t$66 ;
   wire [15:0] \t$664 ;
-  wire [16:0] \t$666 ;
-  wire [15:0] \t$667 ;
-  wire [16:0] \t$669 ;
-  wire [39:0] \t$67 ;
   wire [15:0] \t$670 ;
-  wire [16:0] \t$672 ;
-  wire [15:0] \t$673 ;
-  wire [16:0] \t$675 ;
   wire [15:0] \t$676 ;
-  wire [16:0] \t$678 ;
-  wire [15:0] \t$679 ;
-  wire [16:0] \t$681 ;
+  wire [39:0] \t$68 ;
   wire [15:0] \t$682 ;
-  wire [16:0] \t$684 ;
-  wire [15:0] \t$685 ;
-  wire [16:0] \t$687 ;
   wire [15:0] \t$688 ;
-  wire [40:0] \t$69 ;
-  wire [16:0] \t$690 ;
-  wire [15:0] \t$691 ;
-  wire [15:0] \t$70 ;
-  reg [16:0] \t$703 ;
-  reg [16:0] \t$704 ;
-  reg [16:0] \t$705 ;
-  reg [16:0] \t$706 ;
-  reg [16:0] \t$707 ;
-  reg [16:0] \t$708 ;
-  reg [16:0] \t$709 ;
-  wire [30:0] \t$71 ;
-  reg [16:0] \t$710 ;
-  reg [16:0] \t$711 ;
-  reg [16:0] \t$712 ;
-  reg [16:0] \t$713 ;
-  reg [16:0] \t$714 ;
-  reg [16:0] \t$715 ;
-  reg [16:0] \t$716 ;
-  reg [16:0] \t$717 ;
-  reg [16:0] \t$718 ;
-  reg [16:0] \t$719 ;
-  reg [16:0] \t$720 ;
-  reg [16:0] \t$721 ;
-  reg [16:0] \t$722 ;
-  reg [16:0] \t$723 ;
-  reg [16:0] \t$724 ;
-  reg [16:0] \t$725 ;
-  reg [16:0] \t$726 ;
-  reg [16:0] \t$727 ;
-  reg [16:0] \t$728 ;
-  reg [16:0] \t$729 ;
-  wire [39:0] \t$73 ;
-  reg [16:0] \t$730 ;
-  reg [16:0] \t$731 ;
-  reg [16:0] \t$732 ;
-  reg [16:0] \t$733 ;
-  reg [16:0] \t$734 ;
-  reg [16:0] \t$736 ;
-  reg [16:0] \t$737 ;
-  reg [16:0] \t$738 ;
-  reg [16:0] \t$739 ;
-  wire [31:0] \t$74 ;
-  reg [16:0] \t$740 ;
-  reg [16:0] \t$741 ;
-  reg [16:0] \t$742 ;
-  reg [16:0] \t$743 ;
+  wire [34:0] \t$69 ;
+  wire [15:0] \t$694 ;
+  wire [15:0] \t$700 ;
+  wire [15:0] \t$706 ;
+  wire [39:0] \t$71 ;
+  wire [15:0] \t$712 ;
+  wire [15:0] \t$718 ;
+  wire [39:0] \t$72 ;
+  wire [15:0] \t$724 ;
   reg [16:0] \t$744 ;
-  reg [16:0] \t$745 ;
-  reg [16:0] \t$746 ;
   reg [16:0] \t$747 ;
-  reg [16:0] \t$748 ;
-  reg [16:0] \t$749 ;
   reg [16:0] \t$750 ;
-  reg [16:0] \t$751 ;
-  reg [16:0] \t$752 ;
-  wire [34:0] \t$76 ;
-  wire [39:0] \t$77 ;
-  wire [40:0] \t$78 ;
+  reg [16:0] \t$753 ;
+  reg [16:0] \t$756 ;
+  reg [16:0] \t$759 ;
+  reg [16:0] \t$762 ;
+  reg [16:0] \t$765 ;
+  reg [16:0] \t$768 ;
+  reg [16:0] \t$771 ;
+  reg [16:0] \t$774 ;
+  reg [16:0] \t$777 ;
+  wire [15:0] \t$78 ;
+  reg [16:0] \t$780 ;
+  reg [16:0] \t$783 ;
+  reg [16:0] \t$786 ;
+  reg [16:0] \t$789 ;
+  wire [30:0] \t$79 ;
+  reg [16:0] \t$792 ;
+  reg [16:0] \t$794 ;
+  reg [16:0] \t$796 ;
+  reg [16:0] \t$798 ;
+  reg [16:0] \t$800 ;
+  reg [16:0] \t$802 ;
+  reg [16:0] \t$804 ;
+  reg [16:0] \t$806 ;
+  reg [16:0] \t$808 ;
   wire [39:0] \t$81 ;
-  wire [40:0] \t$83 ;
-  wire [15:0] \t$84 ;
-  wire [30:0] \t$85 ;
-  wire [39:0] \t$87 ;
-  wire [31:0] \t$88 ;
-  wire [34:0] \t$90 ;
-  wire [39:0] \t$91 ;
-  wire [40:0] \t$92 ;
-  wire [39:0] \t$95 ;
-  wire [40:0] \t$97 ;
-  wire [15:0] \t$98 ;
-  wire [30:0] \t$99 ;
+  reg [16:0] \t$810 ;
+  reg [16:0] \t$812 ;
+  reg [16:0] \t$814 ;
+  reg [16:0] \t$816 ;
+  reg [16:0] \t$818 ;
+  wire [34:0] \t$82 ;
+  reg [16:0] \t$820 ;
+  reg [16:0] \t$822 ;
+  reg [16:0] \t$825 ;
+  reg [16:0] \t$828 ;
+  reg [16:0] \t$831 ;
+  reg [16:0] \t$834 ;
+  reg [16:0] \t$837 ;
+  wire [39:0] \t$84 ;
+  reg [16:0] \t$840 ;
+  reg [16:0] \t$843 ;
+  reg [16:0] \t$846 ;
+  reg [16:0] \t$849 ;
+  wire [39:0] \t$85 ;
+  reg [16:0] \t$852 ;
+  reg [16:0] \t$855 ;
+  reg [16:0] \t$858 ;
+  reg [16:0] \t$861 ;
+  reg [16:0] \t$864 ;
+  reg [16:0] \t$867 ;
+  reg [16:0] \t$870 ;
+  reg [16:0] \t$873 ;
+  wire [15:0] \t$91 ;
+  wire [30:0] \t$92 ;
+  wire [39:0] \t$94 ;
+  wire [34:0] \t$95 ;
+  wire [39:0] \t$97 ;
+  wire [39:0] \t$98 ;
   reg valid_s1 = 1'h0;
+  reg valid_s10 = 1'h0;
+  (* init = 1'h0 *)
+  wire valid_s11;
+  reg valid_s12 = 1'h0;
+  reg valid_s13 = 1'h0;
+  reg valid_s14 = 1'h0;
+  reg valid_s15 = 1'h0;
+  reg valid_s16 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
-  (* init = 1'h0 *)
-  wire valid_s5;
+  reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
+  reg valid_s9 = 1'h0;
   reg [15:0] x0_s1 = 16'h0000;
+  reg [15:0] x0_s10 = 16'h0000;
+  reg [15:0] x0_s11 = 16'h0000;
+  reg [15:0] x0_s12 = 16'h0000;
+  reg [15:0] x0_s13 = 16'h0000;
+  reg [15:0] x0_s14 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
   reg [15:0] x0_s4 = 16'h0000;
@@ -2377,2064 +4179,3895 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] x0_s6 = 16'h0000;
   reg [15:0] x0_s7 = 16'h0000;
   reg [15:0] x0_s8 = 16'h0000;
+  reg [15:0] x0_s9 = 16'h0000;
   reg [15:0] y0_s1 = 16'h0000;
+  reg [15:0] y0_s10 = 16'h0000;
+  reg [15:0] y0_s11 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
-  assign \t$17  = $signed(l0_w_0_0) * $signed(x0_s1);
-  assign \t$22  = $signed(l0_bias0_s2) + $signed(l0_prod0_0_s2);
-  assign \$1  = ! \t$22 [12:0];
+  reg [15:0] y0_s6 = 16'h0000;
+  reg [15:0] y0_s7 = 16'h0000;
+  reg [15:0] y0_s8 = 16'h0000;
+  reg [15:0] y0_s9 = 16'h0000;
+  assign \$1  = ! l0_sum0_t0_0_s3[12:0];
   assign \$2  = ~ \$1 ;
-  assign \$3  = \t$22 [13] & \$2 ;
-  assign \$4  = ! \t$22 [12:0];
-  assign \$5  = \t$22 [13] & \$4 ;
+  assign \$3  = l0_sum0_t0_0_s3[13] & \$2 ;
+  assign \$4  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$5  = l0_sum0_t0_0_s3[13] & \$4 ;
   assign \$6  = \$5  & floor[0];
-  assign \$7  = \$3  | \$6 ;
-  assign \t$27  = $signed(floor) + $signed({ 1'h0, \$7  });
-  assign \$8  = $signed(\t$27 ) < $signed(16'h8000);
-  assign \$9  = $signed(\t$27 ) > $signed(16'h7fff);
-  assign \$10  = \$9  ? 16'h7fff : \t$27 [15:0];
-  assign \t$28  = \$8  ? 16'h8000 : \$10 ;
-  assign \t$32  = $signed(l0_w_1_0) * $signed(x0_s1);
-  assign \t$36  = $signed(l0_bias1_s2) + $signed(l0_prod1_0_s2);
-  assign \$11  = ! \t$36 [12:0];
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \t$36 [13] & \$12 ;
-  assign \$14  = ! \t$36 [12:0];
-  assign \$15  = \t$36 [13] & \$14 ;
-  assign \$16  = \$15  & \floor$40 [0];
-  assign \$17  = \$13  | \$16 ;
-  assign \t$41  = $signed(\floor$40 ) + $signed({ 1'h0, \$17  });
-  assign \$18  = $signed(\t$41 ) < $signed(16'h8000);
-  assign \$19  = $signed(\t$41 ) > $signed(16'h7fff);
-  assign \$20  = \$19  ? 16'h7fff : \t$41 [15:0];
-  assign \t$42  = \$18  ? 16'h8000 : \$20 ;
-  assign \t$46  = $signed(l0_w_2_0) * $signed(x0_s1);
-  assign \t$50  = $signed(l0_bias2_s2) + $signed(l0_prod2_0_s2);
-  assign \$21  = ! \t$50 [12:0];
-  assign \$22  = ~ \$21 ;
-  assign \$23  = \t$50 [13] & \$22 ;
-  assign \$24  = ! \t$50 [12:0];
-  assign \$25  = \t$50 [13] & \$24 ;
-  assign \$26  = \$25  & \floor$54 [0];
-  assign \$27  = \$23  | \$26 ;
-  assign \t$55  = $signed(\floor$54 ) + $signed({ 1'h0, \$27  });
-  assign \$28  = $signed(\t$55 ) < $signed(16'h8000);
-  assign \$29  = $signed(\t$55 ) > $signed(16'h7fff);
-  assign \$30  = \$29  ? 16'h7fff : \t$55 [15:0];
-  assign \t$56  = \$28  ? 16'h8000 : \$30 ;
-  assign \t$60  = $signed(l0_w_3_0) * $signed(x0_s1);
-  assign \t$64  = $signed(l0_bias3_s2) + $signed(l0_prod3_0_s2);
-  assign \$31  = ! \t$64 [12:0];
-  assign \$32  = ~ \$31 ;
-  assign \$33  = \t$64 [13] & \$32 ;
-  assign \$34  = ! \t$64 [12:0];
-  assign \$35  = \t$64 [13] & \$34 ;
-  assign \$36  = \$35  & \floor$68 [0];
-  assign \$37  = \$33  | \$36 ;
-  assign \t$69  = $signed(\floor$68 ) + $signed({ 1'h0, \$37  });
-  assign \$38  = $signed(\t$69 ) < $signed(16'h8000);
-  assign \$39  = $signed(\t$69 ) > $signed(16'h7fff);
-  assign \$40  = \$39  ? 16'h7fff : \t$69 [15:0];
-  assign \t$70  = \$38  ? 16'h8000 : \$40 ;
-  assign \t$74  = $signed(l0_w_4_0) * $signed(x0_s1);
-  assign \t$78  = $signed(l0_bias4_s2) + $signed(l0_prod4_0_s2);
-  assign \$41  = ! \t$78 [12:0];
-  assign \$42  = ~ \$41 ;
-  assign \$43  = \t$78 [13] & \$42 ;
-  assign \$44  = ! \t$78 [12:0];
-  assign \$45  = \t$78 [13] & \$44 ;
-  assign \$46  = \$45  & \floor$82 [0];
-  assign \$47  = \$43  | \$46 ;
-  assign \t$83  = $signed(\floor$82 ) + $signed({ 1'h0, \$47  });
-  assign \$48  = $signed(\t$83 ) < $signed(16'h8000);
-  assign \$49  = $signed(\t$83 ) > $signed(16'h7fff);
-  assign \$50  = \$49  ? 16'h7fff : \t$83 [15:0];
-  assign \t$84  = \$48  ? 16'h8000 : \$50 ;
-  assign \t$88  = $signed(l0_w_5_0) * $signed(x0_s1);
-  assign \t$92  = $signed(l0_bias5_s2) + $signed(l0_prod5_0_s2);
-  assign \$51  = ! \t$92 [12:0];
-  assign \$52  = ~ \$51 ;
-  assign \$53  = \t$92 [13] & \$52 ;
-  assign \$54  = ! \t$92 [12:0];
-  assign \$55  = \t$92 [13] & \$54 ;
-  assign \$56  = \$55  & \floor$96 [0];
-  assign \$57  = \$53  | \$56 ;
-  assign \t$97  = $signed(\floor$96 ) + $signed({ 1'h0, \$57  });
-  assign \$58  = $signed(\t$97 ) < $signed(16'h8000);
-  assign \$59  = $signed(\t$97 ) > $signed(16'h7fff);
-  assign \$60  = \$59  ? 16'h7fff : \t$97 [15:0];
-  assign \t$98  = \$58  ? 16'h8000 : \$60 ;
-  assign \t$102  = $signed(l0_w_6_0) * $signed(x0_s1);
-  assign \t$106  = $signed(l0_bias6_s2) + $signed(l0_prod6_0_s2);
-  assign \$61  = ! \t$106 [12:0];
-  assign \$62  = ~ \$61 ;
-  assign \$63  = \t$106 [13] & \$62 ;
-  assign \$64  = ! \t$106 [12:0];
-  assign \$65  = \t$106 [13] & \$64 ;
-  assign \$66  = \$65  & \floor$110 [0];
-  assign \$67  = \$63  | \$66 ;
-  assign \t$111  = $signed(\floor$110 ) + $signed({ 1'h0, \$67  });
-  assign \$68  = $signed(\t$111 ) < $signed(16'h8000);
-  assign \$69  = $signed(\t$111 ) > $signed(16'h7fff);
-  assign \$70  = \$69  ? 16'h7fff : \t$111 [15:0];
-  assign \t$112  = \$68  ? 16'h8000 : \$70 ;
-  assign \t$116  = $signed(l0_w_7_0) * $signed(x0_s1);
-  assign \t$120  = $signed(l0_bias7_s2) + $signed(l0_prod7_0_s2);
-  assign \$71  = ! \t$120 [12:0];
-  assign \$72  = ~ \$71 ;
-  assign \$73  = \t$120 [13] & \$72 ;
-  assign \$74  = ! \t$120 [12:0];
-  assign \$75  = \t$120 [13] & \$74 ;
-  assign \$76  = \$75  & \floor$124 [0];
-  assign \$77  = \$73  | \$76 ;
-  assign \t$125  = $signed(\floor$124 ) + $signed({ 1'h0, \$77  });
-  assign \$78  = $signed(\t$125 ) < $signed(16'h8000);
-  assign \$79  = $signed(\t$125 ) > $signed(16'h7fff);
-  assign \$80  = \$79  ? 16'h7fff : \t$125 [15:0];
-  assign \t$126  = \$78  ? 16'h8000 : \$80 ;
-  assign \t$130  = $signed(l0_w_8_0) * $signed(x0_s1);
-  assign \t$134  = $signed(l0_bias8_s2) + $signed(l0_prod8_0_s2);
-  assign \$81  = ! \t$134 [12:0];
-  assign \$82  = ~ \$81 ;
-  assign \$83  = \t$134 [13] & \$82 ;
-  assign \$84  = ! \t$134 [12:0];
-  assign \$85  = \t$134 [13] & \$84 ;
-  assign \$86  = \$85  & \floor$138 [0];
-  assign \$87  = \$83  | \$86 ;
-  assign \t$139  = $signed(\floor$138 ) + $signed({ 1'h0, \$87  });
-  assign \$88  = $signed(\t$139 ) < $signed(16'h8000);
-  assign \$89  = $signed(\t$139 ) > $signed(16'h7fff);
-  assign \$90  = \$89  ? 16'h7fff : \t$139 [15:0];
-  assign \t$140  = \$88  ? 16'h8000 : \$90 ;
-  assign \t$144  = $signed(l0_w_9_0) * $signed(x0_s1);
-  assign \t$148  = $signed(l0_bias9_s2) + $signed(l0_prod9_0_s2);
-  assign \$91  = ! \t$148 [12:0];
-  assign \$92  = ~ \$91 ;
-  assign \$93  = \t$148 [13] & \$92 ;
-  assign \$94  = ! \t$148 [12:0];
-  assign \$95  = \t$148 [13] & \$94 ;
-  assign \$96  = \$95  & \floor$152 [0];
-  assign \$97  = \$93  | \$96 ;
-  assign \t$153  = $signed(\floor$152 ) + $signed({ 1'h0, \$97  });
-  assign \$98  = $signed(\t$153 ) < $signed(16'h8000);
-  assign \$99  = $signed(\t$153 ) > $signed(16'h7fff);
-  assign \$100  = \$99  ? 16'h7fff : \t$153 [15:0];
-  assign \t$154  = \$98  ? 16'h8000 : \$100 ;
-  assign \t$158  = $signed(l0_w_10_0) * $signed(x0_s1);
-  assign \t$162  = $signed(l0_bias10_s2) + $signed(l0_prod10_0_s2);
-  assign \$101  = ! \t$162 [12:0];
-  assign \$102  = ~ \$101 ;
-  assign \$103  = \t$162 [13] & \$102 ;
-  assign \$104  = ! \t$162 [12:0];
-  assign \$105  = \t$162 [13] & \$104 ;
-  assign \$106  = \$105  & \floor$166 [0];
-  assign \$107  = \$103  | \$106 ;
-  assign \t$167  = $signed(\floor$166 ) + $signed({ 1'h0, \$107  });
-  assign \$108  = $signed(\t$167 ) < $signed(16'h8000);
-  assign \$109  = $signed(\t$167 ) > $signed(16'h7fff);
-  assign \$110  = \$109  ? 16'h7fff : \t$167 [15:0];
-  assign \t$168  = \$108  ? 16'h8000 : \$110 ;
-  assign \t$172  = $signed(l0_w_11_0) * $signed(x0_s1);
-  assign \t$176  = $signed(l0_bias11_s2) + $signed(l0_prod11_0_s2);
-  assign \$111  = ! \t$176 [12:0];
+  assign inc = \$3  | \$6 ;
+  assign \$7  = $signed(floor) > $signed(16'h7fff);
+  assign \$8  = floor == 15'h7fff;
+  assign \$9  = \$8  & inc;
+  assign above = \$7  | \$9 ;
+  assign \$10  = $signed(floor) < $signed(17'h17fff);
+  assign \$11  = floor == 40'hffffff7fff;
+  assign \$12  = ~ inc;
+  assign \$13  = \$11  & \$12 ;
+  assign below = \$10  | \$13 ;
+  assign \$14  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$15  = ~ \$14 ;
+  assign \$16  = l0_sum0_t0_0_s3[13] & \$15 ;
+  assign \$17  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$18  = l0_sum0_t0_0_s3[13] & \$17 ;
+  assign \$19  = \$18  & floor[0];
+  assign \$20  = \$16  | \$19 ;
+  assign \$21  = $signed(floor) + $signed({ 1'h0, \$20  });
+  assign \$22  = above ? 16'h7fff : \$21 [15:0];
+  assign \t$26  = below ? 16'h8000 : \$22 ;
+  assign \$23  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$24  = ~ \$23 ;
+  assign \$25  = l0_sum1_t0_0_s3[13] & \$24 ;
+  assign \$26  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$27  = l0_sum1_t0_0_s3[13] & \$26 ;
+  assign \$28  = \$27  & \floor$35 [0];
+  assign \inc$36  = \$25  | \$28 ;
+  assign \$29  = $signed(\floor$35 ) > $signed(16'h7fff);
+  assign \$30  = \floor$35  == 15'h7fff;
+  assign \$31  = \$30  & \inc$36 ;
+  assign \above$37  = \$29  | \$31 ;
+  assign \$32  = $signed(\floor$35 ) < $signed(17'h17fff);
+  assign \$33  = \floor$35  == 40'hffffff7fff;
+  assign \$34  = ~ \inc$36 ;
+  assign \$35  = \$33  & \$34 ;
+  assign \below$38  = \$32  | \$35 ;
+  assign \$36  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$37  = ~ \$36 ;
+  assign \$38  = l0_sum1_t0_0_s3[13] & \$37 ;
+  assign \$39  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$40  = l0_sum1_t0_0_s3[13] & \$39 ;
+  assign \$41  = \$40  & \floor$35 [0];
+  assign \$42  = \$38  | \$41 ;
+  assign \$43  = $signed(\floor$35 ) + $signed({ 1'h0, \$42  });
+  assign \$44  = \above$37  ? 16'h7fff : \$43 [15:0];
+  assign \t$39  = \below$38  ? 16'h8000 : \$44 ;
+  assign \$45  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$46  = ~ \$45 ;
+  assign \$47  = l0_sum2_t0_0_s3[13] & \$46 ;
+  assign \$48  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$49  = l0_sum2_t0_0_s3[13] & \$48 ;
+  assign \$50  = \$49  & \floor$48 [0];
+  assign \inc$49  = \$47  | \$50 ;
+  assign \$51  = $signed(\floor$48 ) > $signed(16'h7fff);
+  assign \$52  = \floor$48  == 15'h7fff;
+  assign \$53  = \$52  & \inc$49 ;
+  assign \above$50  = \$51  | \$53 ;
+  assign \$54  = $signed(\floor$48 ) < $signed(17'h17fff);
+  assign \$55  = \floor$48  == 40'hffffff7fff;
+  assign \$56  = ~ \inc$49 ;
+  assign \$57  = \$55  & \$56 ;
+  assign \below$51  = \$54  | \$57 ;
+  assign \$58  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$59  = ~ \$58 ;
+  assign \$60  = l0_sum2_t0_0_s3[13] & \$59 ;
+  assign \$61  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$62  = l0_sum2_t0_0_s3[13] & \$61 ;
+  assign \$63  = \$62  & \floor$48 [0];
+  assign \$64  = \$60  | \$63 ;
+  assign \$65  = $signed(\floor$48 ) + $signed({ 1'h0, \$64  });
+  assign \$66  = \above$50  ? 16'h7fff : \$65 [15:0];
+  assign \t$52  = \below$51  ? 16'h8000 : \$66 ;
+  assign \$67  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$68  = ~ \$67 ;
+  assign \$69  = l0_sum3_t0_0_s3[13] & \$68 ;
+  assign \$70  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$71  = l0_sum3_t0_0_s3[13] & \$70 ;
+  assign \$72  = \$71  & \floor$61 [0];
+  assign \inc$62  = \$69  | \$72 ;
+  assign \$73  = $signed(\floor$61 ) > $signed(16'h7fff);
+  assign \$74  = \floor$61  == 15'h7fff;
+  assign \$75  = \$74  & \inc$62 ;
+  assign \above$63  = \$73  | \$75 ;
+  assign \$76  = $signed(\floor$61 ) < $signed(17'h17fff);
+  assign \$77  = \floor$61  == 40'hffffff7fff;
+  assign \$78  = ~ \inc$62 ;
+  assign \$79  = \$77  & \$78 ;
+  assign \below$64  = \$76  | \$79 ;
+  assign \$80  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$81  = ~ \$80 ;
+  assign \$82  = l0_sum3_t0_0_s3[13] & \$81 ;
+  assign \$83  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$84  = l0_sum3_t0_0_s3[13] & \$83 ;
+  assign \$85  = \$84  & \floor$61 [0];
+  assign \$86  = \$82  | \$85 ;
+  assign \$87  = $signed(\floor$61 ) + $signed({ 1'h0, \$86  });
+  assign \$88  = \above$63  ? 16'h7fff : \$87 [15:0];
+  assign \t$65  = \below$64  ? 16'h8000 : \$88 ;
+  assign \$89  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$90  = ~ \$89 ;
+  assign \$91  = l0_sum4_t0_0_s3[13] & \$90 ;
+  assign \$92  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$93  = l0_sum4_t0_0_s3[13] & \$92 ;
+  assign \$94  = \$93  & \floor$74 [0];
+  assign \inc$75  = \$91  | \$94 ;
+  assign \$95  = $signed(\floor$74 ) > $signed(16'h7fff);
+  assign \$96  = \floor$74  == 15'h7fff;
+  assign \$97  = \$96  & \inc$75 ;
+  assign \above$76  = \$95  | \$97 ;
+  assign \$98  = $signed(\floor$74 ) < $signed(17'h17fff);
+  assign \$99  = \floor$74  == 40'hffffff7fff;
+  assign \$100  = ~ \inc$75 ;
+  assign \$101  = \$99  & \$100 ;
+  assign \below$77  = \$98  | \$101 ;
+  assign \$102  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = l0_sum4_t0_0_s3[13] & \$103 ;
+  assign \$105  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$106  = l0_sum4_t0_0_s3[13] & \$105 ;
+  assign \$107  = \$106  & \floor$74 [0];
+  assign \$108  = \$104  | \$107 ;
+  assign \$109  = $signed(\floor$74 ) + $signed({ 1'h0, \$108  });
+  assign \$110  = \above$76  ? 16'h7fff : \$109 [15:0];
+  assign \t$78  = \below$77  ? 16'h8000 : \$110 ;
+  assign \$111  = ! l0_sum5_t0_0_s3[12:0];
   assign \$112  = ~ \$111 ;
-  assign \$113  = \t$176 [13] & \$112 ;
-  assign \$114  = ! \t$176 [12:0];
-  assign \$115  = \t$176 [13] & \$114 ;
-  assign \$116  = \$115  & \floor$180 [0];
-  assign \$117  = \$113  | \$116 ;
-  assign \t$181  = $signed(\floor$180 ) + $signed({ 1'h0, \$117  });
-  assign \$118  = $signed(\t$181 ) < $signed(16'h8000);
-  assign \$119  = $signed(\t$181 ) > $signed(16'h7fff);
-  assign \$120  = \$119  ? 16'h7fff : \t$181 [15:0];
-  assign \t$182  = \$118  ? 16'h8000 : \$120 ;
-  assign \t$186  = $signed(l0_w_12_0) * $signed(x0_s1);
-  assign \t$190  = $signed(l0_bias12_s2) + $signed(l0_prod12_0_s2);
-  assign \$121  = ! \t$190 [12:0];
-  assign \$122  = ~ \$121 ;
-  assign \$123  = \t$190 [13] & \$122 ;
-  assign \$124  = ! \t$190 [12:0];
-  assign \$125  = \t$190 [13] & \$124 ;
-  assign \$126  = \$125  & \floor$194 [0];
-  assign \$127  = \$123  | \$126 ;
-  assign \t$195  = $signed(\floor$194 ) + $signed({ 1'h0, \$127  });
-  assign \$128  = $signed(\t$195 ) < $signed(16'h8000);
-  assign \$129  = $signed(\t$195 ) > $signed(16'h7fff);
-  assign \$130  = \$129  ? 16'h7fff : \t$195 [15:0];
-  assign \t$196  = \$128  ? 16'h8000 : \$130 ;
-  assign \t$200  = $signed(l0_w_13_0) * $signed(x0_s1);
-  assign \t$204  = $signed(l0_bias13_s2) + $signed(l0_prod13_0_s2);
-  assign \$131  = ! \t$204 [12:0];
-  assign \$132  = ~ \$131 ;
-  assign \$133  = \t$204 [13] & \$132 ;
-  assign \$134  = ! \t$204 [12:0];
-  assign \$135  = \t$204 [13] & \$134 ;
-  assign \$136  = \$135  & \floor$208 [0];
-  assign \$137  = \$133  | \$136 ;
-  assign \t$209  = $signed(\floor$208 ) + $signed({ 1'h0, \$137  });
-  assign \$138  = $signed(\t$209 ) < $signed(16'h8000);
-  assign \$139  = $signed(\t$209 ) > $signed(16'h7fff);
-  assign \$140  = \$139  ? 16'h7fff : \t$209 [15:0];
-  assign \t$210  = \$138  ? 16'h8000 : \$140 ;
-  assign \t$214  = $signed(l0_w_14_0) * $signed(x0_s1);
-  assign \t$218  = $signed(l0_bias14_s2) + $signed(l0_prod14_0_s2);
-  assign \$141  = ! \t$218 [12:0];
-  assign \$142  = ~ \$141 ;
-  assign \$143  = \t$218 [13] & \$142 ;
-  assign \$144  = ! \t$218 [12:0];
-  assign \$145  = \t$218 [13] & \$144 ;
-  assign \$146  = \$145  & \floor$222 [0];
-  assign \$147  = \$143  | \$146 ;
-  assign \t$223  = $signed(\floor$222 ) + $signed({ 1'h0, \$147  });
-  assign \$148  = $signed(\t$223 ) < $signed(16'h8000);
-  assign \$149  = $signed(\t$223 ) > $signed(16'h7fff);
-  assign \$150  = \$149  ? 16'h7fff : \t$223 [15:0];
-  assign \t$224  = \$148  ? 16'h8000 : \$150 ;
-  assign \t$228  = $signed(l0_w_15_0) * $signed(x0_s1);
-  assign \t$232  = $signed(l0_bias15_s2) + $signed(l0_prod15_0_s2);
-  assign \$151  = ! \t$232 [12:0];
-  assign \$152  = ~ \$151 ;
-  assign \$153  = \t$232 [13] & \$152 ;
-  assign \$154  = ! \t$232 [12:0];
-  assign \$155  = \t$232 [13] & \$154 ;
-  assign \$156  = \$155  & \floor$236 [0];
-  assign \$157  = \$153  | \$156 ;
-  assign \t$237  = $signed(\floor$236 ) + $signed({ 1'h0, \$157  });
-  assign \$158  = $signed(\t$237 ) < $signed(16'h8000);
-  assign \$159  = $signed(\t$237 ) > $signed(16'h7fff);
-  assign \$160  = \$159  ? 16'h7fff : \t$237 [15:0];
-  assign \t$238  = \$158  ? 16'h8000 : \$160 ;
-  assign \t$242  = $signed(l1_w_0_0) * $signed(l0_out0_s3);
-  assign \t$247  = $signed(l1_w_0_1) * $signed(l0_out1_s3);
-  assign \t$252  = $signed(l1_w_0_2) * $signed(l0_out2_s3);
-  assign \t$257  = $signed(l1_w_0_3) * $signed(l0_out3_s3);
-  assign \t$262  = $signed(l1_w_0_4) * $signed(l0_out4_s3);
-  assign \t$267  = $signed(l1_w_0_5) * $signed(l0_out5_s3);
-  assign \t$272  = $signed(l1_w_0_6) * $signed(l0_out6_s3);
-  assign \t$277  = $signed(l1_w_0_7) * $signed(l0_out7_s3);
-  assign \t$282  = $signed(l1_w_0_8) * $signed(l0_out8_s3);
-  assign \t$287  = $signed(l1_w_0_9) * $signed(l0_out9_s3);
-  assign \t$292  = $signed(l1_w_0_10) * $signed(l0_out10_s3);
-  assign \t$297  = $signed(l1_w_0_11) * $signed(l0_out11_s3);
-  assign \t$302  = $signed(l1_w_0_12) * $signed(l0_out12_s3);
-  assign \t$307  = $signed(l1_w_0_13) * $signed(l0_out13_s3);
-  assign \t$312  = $signed(l1_w_0_14) * $signed(l0_out14_s3);
-  assign \t$317  = $signed(l1_w_0_15) * $signed(l0_out15_s3);
-  assign \$161  = $signed(l1_bias0_s4) + $signed(l1_prod0_0_s4);
-  assign \$162  = $signed(l1_prod0_1_s4) + $signed(l1_prod0_2_s4);
-  assign \$163  = $signed(\$161 ) + $signed(\$162 );
-  assign \$164  = $signed(l1_prod0_3_s4) + $signed(l1_prod0_4_s4);
-  assign \$165  = $signed(l1_prod0_5_s4) + $signed(l1_prod0_6_s4);
-  assign \$166  = $signed(\$164 ) + $signed(\$165 );
-  assign \$167  = $signed(\$163 ) + $signed(\$166 );
-  assign \$168  = $signed(l1_prod0_7_s4) + $signed(l1_prod0_8_s4);
-  assign \$169  = $signed(l1_prod0_9_s4) + $signed(l1_prod0_10_s4);
-  assign \$170  = $signed(\$168 ) + $signed(\$169 );
-  assign \$171  = $signed(l1_prod0_11_s4) + $signed(l1_prod0_12_s4);
-  assign \$172  = $signed(l1_prod0_13_s4) + $signed(l1_prod0_14_s4);
-  assign \$173  = $signed(\$171 ) + $signed(\$172 );
-  assign \$174  = $signed(\$170 ) + $signed(\$173 );
-  assign \$175  = $signed(\$167 ) + $signed(\$174 );
-  assign \t$322  = $signed(\$175 ) + $signed(l1_prod0_15_s4);
-  assign \$176  = ! \t$322 [12:0];
-  assign \$177  = ~ \$176 ;
-  assign \$178  = \t$322 [13] & \$177 ;
-  assign \$179  = ! \t$322 [12:0];
-  assign \$180  = \t$322 [13] & \$179 ;
-  assign \$181  = \$180  & \floor$341 [0];
-  assign \$182  = \$178  | \$181 ;
-  assign \t$342  = $signed(\floor$341 ) + $signed({ 1'h0, \$182  });
-  assign \$183  = $signed(\t$342 ) < $signed(16'h8000);
-  assign \$184  = $signed(\t$342 ) > $signed(16'h7fff);
-  assign \$185  = \$184  ? 16'h7fff : \t$342 [15:0];
-  assign \t$343  = \$183  ? 16'h8000 : \$185 ;
-  assign \$186  = $signed(l1_out0_s5) >= $signed(1'h0);
-  assign \t$345  = $signed(l1_out0_s5) - $signed(y0_s5);
-  assign \$187  = $signed(\t$347 ) < $signed(16'h8000);
-  assign \$188  = $signed(\t$347 ) > $signed(16'h7fff);
-  assign \$189  = \$188  ? 16'h7fff : \t$347 [15:0];
-  assign \t$348  = \$187  ? 16'h8000 : \$189 ;
-  assign \t$351  = $signed(err0_s6) * $signed(l0_out0_s6);
-  assign \$190  = ! \t$351 [15:0];
+  assign \$113  = l0_sum5_t0_0_s3[13] & \$112 ;
+  assign \$114  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$115  = l0_sum5_t0_0_s3[13] & \$114 ;
+  assign \$116  = \$115  & \floor$87 [0];
+  assign \inc$88  = \$113  | \$116 ;
+  assign \$117  = $signed(\floor$87 ) > $signed(16'h7fff);
+  assign \$118  = \floor$87  == 15'h7fff;
+  assign \$119  = \$118  & \inc$88 ;
+  assign \above$89  = \$117  | \$119 ;
+  assign \$120  = $signed(\floor$87 ) < $signed(17'h17fff);
+  assign \$121  = \floor$87  == 40'hffffff7fff;
+  assign \$122  = ~ \inc$88 ;
+  assign \$123  = \$121  & \$122 ;
+  assign \below$90  = \$120  | \$123 ;
+  assign \$124  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$125  = ~ \$124 ;
+  assign \$126  = l0_sum5_t0_0_s3[13] & \$125 ;
+  assign \$127  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$128  = l0_sum5_t0_0_s3[13] & \$127 ;
+  assign \$129  = \$128  & \floor$87 [0];
+  assign \$130  = \$126  | \$129 ;
+  assign \$131  = $signed(\floor$87 ) + $signed({ 1'h0, \$130  });
+  assign \$132  = \above$89  ? 16'h7fff : \$131 [15:0];
+  assign \t$91  = \below$90  ? 16'h8000 : \$132 ;
+  assign \$133  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$134  = ~ \$133 ;
+  assign \$135  = l0_sum6_t0_0_s3[13] & \$134 ;
+  assign \$136  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$137  = l0_sum6_t0_0_s3[13] & \$136 ;
+  assign \$138  = \$137  & \floor$100 [0];
+  assign \inc$101  = \$135  | \$138 ;
+  assign \$139  = $signed(\floor$100 ) > $signed(16'h7fff);
+  assign \$140  = \floor$100  == 15'h7fff;
+  assign \$141  = \$140  & \inc$101 ;
+  assign \above$102  = \$139  | \$141 ;
+  assign \$142  = $signed(\floor$100 ) < $signed(17'h17fff);
+  assign \$143  = \floor$100  == 40'hffffff7fff;
+  assign \$144  = ~ \inc$101 ;
+  assign \$145  = \$143  & \$144 ;
+  assign \below$103  = \$142  | \$145 ;
+  assign \$146  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$147  = ~ \$146 ;
+  assign \$148  = l0_sum6_t0_0_s3[13] & \$147 ;
+  assign \$149  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$150  = l0_sum6_t0_0_s3[13] & \$149 ;
+  assign \$151  = \$150  & \floor$100 [0];
+  assign \$152  = \$148  | \$151 ;
+  assign \$153  = $signed(\floor$100 ) + $signed({ 1'h0, \$152  });
+  assign \$154  = \above$102  ? 16'h7fff : \$153 [15:0];
+  assign \t$104  = \below$103  ? 16'h8000 : \$154 ;
+  assign \$155  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$156  = ~ \$155 ;
+  assign \$157  = l0_sum7_t0_0_s3[13] & \$156 ;
+  assign \$158  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$159  = l0_sum7_t0_0_s3[13] & \$158 ;
+  assign \$160  = \$159  & \floor$113 [0];
+  assign \inc$114  = \$157  | \$160 ;
+  assign \$161  = $signed(\floor$113 ) > $signed(16'h7fff);
+  assign \$162  = \floor$113  == 15'h7fff;
+  assign \$163  = \$162  & \inc$114 ;
+  assign \above$115  = \$161  | \$163 ;
+  assign \$164  = $signed(\floor$113 ) < $signed(17'h17fff);
+  assign \$165  = \floor$113  == 40'hffffff7fff;
+  assign \$166  = ~ \inc$114 ;
+  assign \$167  = \$165  & \$166 ;
+  assign \below$116  = \$164  | \$167 ;
+  assign \$168  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$169  = ~ \$168 ;
+  assign \$170  = l0_sum7_t0_0_s3[13] & \$169 ;
+  assign \$171  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$172  = l0_sum7_t0_0_s3[13] & \$171 ;
+  assign \$173  = \$172  & \floor$113 [0];
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = $signed(\floor$113 ) + $signed({ 1'h0, \$174  });
+  assign \$176  = \above$115  ? 16'h7fff : \$175 [15:0];
+  assign \t$117  = \below$116  ? 16'h8000 : \$176 ;
+  assign \$177  = ! l0_sum8_t0_0_s3[12:0];
+  assign \$178  = ~ \$177 ;
+  assign \$179  = l0_sum8_t0_0_s3[13] & \$178 ;
+  assign \$180  = ! l0_sum8_t0_0_s3[12:0];
+  assign \$181  = l0_sum8_t0_0_s3[13] & \$180 ;
+  assign \$182  = \$181  & \floor$126 [0];
+  assign \inc$127  = \$179  | \$182 ;
+  assign \$183  = $signed(\floor$126 ) > $signed(16'h7fff);
+  assign \$184  = \floor$126  == 15'h7fff;
+  assign \$185  = \$184  & \inc$127 ;
+  assign \above$128  = \$183  | \$185 ;
+  assign \$186  = $signed(\floor$126 ) < $signed(17'h17fff);
+  assign \$187  = \floor$126  == 40'hffffff7fff;
+  assign \$188  = ~ \inc$127 ;
+  assign \$189  = \$187  & \$188 ;
+  assign \below$129  = \$186  | \$189 ;
+  assign \$190  = ! l0_sum8_t0_0_s3[12:0];
   assign \$191  = ~ \$190 ;
-  assign \$192  = \t$351 [16] & \$191 ;
-  assign \$193  = ! \t$351 [15:0];
-  assign \$194  = \t$351 [16] & \$193 ;
-  assign \$195  = \$194  & \floor$354 [0];
+  assign \$192  = l0_sum8_t0_0_s3[13] & \$191 ;
+  assign \$193  = ! l0_sum8_t0_0_s3[12:0];
+  assign \$194  = l0_sum8_t0_0_s3[13] & \$193 ;
+  assign \$195  = \$194  & \floor$126 [0];
   assign \$196  = \$192  | \$195 ;
-  assign \t$355  = $signed(\floor$354 ) + $signed({ 1'h0, \$196  });
-  assign \$197  = $signed(\t$355 ) < $signed(16'h8000);
-  assign \$198  = $signed(\t$355 ) > $signed(16'h7fff);
-  assign \$199  = \$198  ? 16'h7fff : \t$355 [15:0];
-  assign \t$356  = \$197  ? 16'h8000 : \$199 ;
-  assign \t$357  = $signed(err0_s6) * $signed(l0_out1_s6);
-  assign \$200  = ! \t$357 [15:0];
-  assign \$201  = ~ \$200 ;
-  assign \$202  = \t$357 [16] & \$201 ;
-  assign \$203  = ! \t$357 [15:0];
-  assign \$204  = \t$357 [16] & \$203 ;
-  assign \$205  = \$204  & \floor$359 [0];
-  assign \$206  = \$202  | \$205 ;
-  assign \t$360  = $signed(\floor$359 ) + $signed({ 1'h0, \$206  });
-  assign \$207  = $signed(\t$360 ) < $signed(16'h8000);
-  assign \$208  = $signed(\t$360 ) > $signed(16'h7fff);
-  assign \$209  = \$208  ? 16'h7fff : \t$360 [15:0];
-  assign \t$361  = \$207  ? 16'h8000 : \$209 ;
-  assign \t$362  = $signed(err0_s6) * $signed(l0_out2_s6);
-  assign \$210  = ! \t$362 [15:0];
-  assign \$211  = ~ \$210 ;
-  assign \$212  = \t$362 [16] & \$211 ;
-  assign \$213  = ! \t$362 [15:0];
-  assign \$214  = \t$362 [16] & \$213 ;
-  assign \$215  = \$214  & \floor$364 [0];
-  assign \$216  = \$212  | \$215 ;
-  assign \t$365  = $signed(\floor$364 ) + $signed({ 1'h0, \$216  });
-  assign \$217  = $signed(\t$365 ) < $signed(16'h8000);
-  assign \$218  = $signed(\t$365 ) > $signed(16'h7fff);
-  assign \$219  = \$218  ? 16'h7fff : \t$365 [15:0];
-  assign \t$366  = \$217  ? 16'h8000 : \$219 ;
-  assign \t$367  = $signed(err0_s6) * $signed(l0_out3_s6);
-  assign \$220  = ! \t$367 [15:0];
-  assign \$221  = ~ \$220 ;
-  assign \$222  = \t$367 [16] & \$221 ;
-  assign \$223  = ! \t$367 [15:0];
-  assign \$224  = \t$367 [16] & \$223 ;
-  assign \$225  = \$224  & \floor$369 [0];
-  assign \$226  = \$222  | \$225 ;
-  assign \t$370  = $signed(\floor$369 ) + $signed({ 1'h0, \$226  });
-  assign \$227  = $signed(\t$370 ) < $signed(16'h8000);
-  assign \$228  = $signed(\t$370 ) > $signed(16'h7fff);
-  assign \$229  = \$228  ? 16'h7fff : \t$370 [15:0];
-  assign \t$371  = \$227  ? 16'h8000 : \$229 ;
-  assign \t$372  = $signed(err0_s6) * $signed(l0_out4_s6);
-  assign \$230  = ! \t$372 [15:0];
-  assign \$231  = ~ \$230 ;
-  assign \$232  = \t$372 [16] & \$231 ;
-  assign \$233  = ! \t$372 [15:0];
-  assign \$234  = \t$372 [16] & \$233 ;
-  assign \$235  = \$234  & \floor$374 [0];
-  assign \$236  = \$232  | \$235 ;
-  assign \t$375  = $signed(\floor$374 ) + $signed({ 1'h0, \$236  });
-  assign \$237  = $signed(\t$375 ) < $signed(16'h8000);
-  assign \$238  = $signed(\t$375 ) > $signed(16'h7fff);
-  assign \$239  = \$238  ? 16'h7fff : \t$375 [15:0];
-  assign \t$376  = \$237  ? 16'h8000 : \$239 ;
-  assign \t$377  = $signed(err0_s6) * $signed(l0_out5_s6);
-  assign \$240  = ! \t$377 [15:0];
-  assign \$241  = ~ \$240 ;
-  assign \$242  = \t$377 [16] & \$241 ;
-  assign \$243  = ! \t$377 [15:0];
-  assign \$244  = \t$377 [16] & \$243 ;
-  assign \$245  = \$244  & \floor$379 [0];
-  assign \$246  = \$242  | \$245 ;
-  assign \t$380  = $signed(\floor$379 ) + $signed({ 1'h0, \$246  });
-  assign \$247  = $signed(\t$380 ) < $signed(16'h8000);
-  assign \$248  = $signed(\t$380 ) > $signed(16'h7fff);
-  assign \$249  = \$248  ? 16'h7fff : \t$380 [15:0];
-  assign \t$381  = \$247  ? 16'h8000 : \$249 ;
-  assign \t$382  = $signed(err0_s6) * $signed(l0_out6_s6);
-  assign \$250  = ! \t$382 [15:0];
-  assign \$251  = ~ \$250 ;
-  assign \$252  = \t$382 [16] & \$251 ;
-  assign \$253  = ! \t$382 [15:0];
-  assign \$254  = \t$382 [16] & \$253 ;
-  assign \$255  = \$254  & \floor$384 [0];
-  assign \$256  = \$252  | \$255 ;
-  assign \t$385  = $signed(\floor$384 ) + $signed({ 1'h0, \$256  });
-  assign \$257  = $signed(\t$385 ) < $signed(16'h8000);
-  assign \$258  = $signed(\t$385 ) > $signed(16'h7fff);
-  assign \$259  = \$258  ? 16'h7fff : \t$385 [15:0];
-  assign \t$386  = \$257  ? 16'h8000 : \$259 ;
-  assign \t$387  = $signed(err0_s6) * $signed(l0_out7_s6);
-  assign \$260  = ! \t$387 [15:0];
-  assign \$261  = ~ \$260 ;
-  assign \$262  = \t$387 [16] & \$261 ;
-  assign \$263  = ! \t$387 [15:0];
-  assign \$264  = \t$387 [16] & \$263 ;
-  assign \$265  = \$264  & \floor$389 [0];
-  assign \$266  = \$262  | \$265 ;
-  assign \t$390  = $signed(\floor$389 ) + $signed({ 1'h0, \$266  });
-  assign \$267  = $signed(\t$390 ) < $signed(16'h8000);
-  assign \$268  = $signed(\t$390 ) > $signed(16'h7fff);
-  assign \$269  = \$268  ? 16'h7fff : \t$390 [15:0];
-  assign \t$391  = \$267  ? 16'h8000 : \$269 ;
-  assign \t$392  = $signed(err0_s6) * $signed(l0_out8_s6);
-  assign \$270  = ! \t$392 [15:0];
-  assign \$271  = ~ \$270 ;
-  assign \$272  = \t$392 [16] & \$271 ;
-  assign \$273  = ! \t$392 [15:0];
-  assign \$274  = \t$392 [16] & \$273 ;
-  assign \$275  = \$274  & \floor$394 [0];
-  assign \$276  = \$272  | \$275 ;
-  assign \t$395  = $signed(\floor$394 ) + $signed({ 1'h0, \$276  });
-  assign \$277  = $signed(\t$395 ) < $signed(16'h8000);
-  assign \$278  = $signed(\t$395 ) > $signed(16'h7fff);
-  assign \$279  = \$278  ? 16'h7fff : \t$395 [15:0];
-  assign \t$396  = \$277  ? 16'h8000 : \$279 ;
-  assign \t$397  = $signed(err0_s6) * $signed(l0_out9_s6);
-  assign \$280  = ! \t$397 [15:0];
-  assign \$281  = ~ \$280 ;
-  assign \$282  = \t$397 [16] & \$281 ;
-  assign \$283  = ! \t$397 [15:0];
-  assign \$284  = \t$397 [16] & \$283 ;
-  assign \$285  = \$284  & \floor$399 [0];
-  assign \$286  = \$282  | \$285 ;
-  assign \t$400  = $signed(\floor$399 ) + $signed({ 1'h0, \$286  });
-  assign \$287  = $signed(\t$400 ) < $signed(16'h8000);
-  assign \$288  = $signed(\t$400 ) > $signed(16'h7fff);
-  assign \$289  = \$288  ? 16'h7fff : \t$400 [15:0];
-  assign \t$401  = \$287  ? 16'h8000 : \$289 ;
-  assign \t$402  = $signed(err0_s6) * $signed(l0_out10_s6);
-  assign \$290  = ! \t$402 [15:0];
-  assign \$291  = ~ \$290 ;
-  assign \$292  = \t$402 [16] & \$291 ;
-  assign \$293  = ! \t$402 [15:0];
-  assign \$294  = \t$402 [16] & \$293 ;
-  assign \$295  = \$294  & \floor$404 [0];
-  assign \$296  = \$292  | \$295 ;
-  assign \t$405  = $signed(\floor$404 ) + $signed({ 1'h0, \$296  });
-  assign \$297  = $signed(\t$405 ) < $signed(16'h8000);
-  assign \$298  = $signed(\t$405 ) > $signed(16'h7fff);
-  assign \$299  = \$298  ? 16'h7fff : \t$405 [15:0];
-  assign \t$406  = \$297  ? 16'h8000 : \$299 ;
-  assign \t$407  = $signed(err0_s6) * $signed(l0_out11_s6);
-  assign \$300  = ! \t$407 [15:0];
+  assign \$197  = $signed(\floor$126 ) + $signed({ 1'h0, \$196  });
+  assign \$198  = \above$128  ? 16'h7fff : \$197 [15:0];
+  assign \t$130  = \below$129  ? 16'h8000 : \$198 ;
+  assign \$199  = ! l0_sum9_t0_0_s3[12:0];
+  assign \$200  = ~ \$199 ;
+  assign \$201  = l0_sum9_t0_0_s3[13] & \$200 ;
+  assign \$202  = ! l0_sum9_t0_0_s3[12:0];
+  assign \$203  = l0_sum9_t0_0_s3[13] & \$202 ;
+  assign \$204  = \$203  & \floor$139 [0];
+  assign \inc$140  = \$201  | \$204 ;
+  assign \$205  = $signed(\floor$139 ) > $signed(16'h7fff);
+  assign \$206  = \floor$139  == 15'h7fff;
+  assign \$207  = \$206  & \inc$140 ;
+  assign \above$141  = \$205  | \$207 ;
+  assign \$208  = $signed(\floor$139 ) < $signed(17'h17fff);
+  assign \$209  = \floor$139  == 40'hffffff7fff;
+  assign \$210  = ~ \inc$140 ;
+  assign \$211  = \$209  & \$210 ;
+  assign \below$142  = \$208  | \$211 ;
+  assign \$212  = ! l0_sum9_t0_0_s3[12:0];
+  assign \$213  = ~ \$212 ;
+  assign \$214  = l0_sum9_t0_0_s3[13] & \$213 ;
+  assign \$215  = ! l0_sum9_t0_0_s3[12:0];
+  assign \$216  = l0_sum9_t0_0_s3[13] & \$215 ;
+  assign \$217  = \$216  & \floor$139 [0];
+  assign \$218  = \$214  | \$217 ;
+  assign \$219  = $signed(\floor$139 ) + $signed({ 1'h0, \$218  });
+  assign \$220  = \above$141  ? 16'h7fff : \$219 [15:0];
+  assign \t$143  = \below$142  ? 16'h8000 : \$220 ;
+  assign \$221  = ! l0_sum10_t0_0_s3[12:0];
+  assign \$222  = ~ \$221 ;
+  assign \$223  = l0_sum10_t0_0_s3[13] & \$222 ;
+  assign \$224  = ! l0_sum10_t0_0_s3[12:0];
+  assign \$225  = l0_sum10_t0_0_s3[13] & \$224 ;
+  assign \$226  = \$225  & \floor$152 [0];
+  assign \inc$153  = \$223  | \$226 ;
+  assign \$227  = $signed(\floor$152 ) > $signed(16'h7fff);
+  assign \$228  = \floor$152  == 15'h7fff;
+  assign \$229  = \$228  & \inc$153 ;
+  assign \above$154  = \$227  | \$229 ;
+  assign \$230  = $signed(\floor$152 ) < $signed(17'h17fff);
+  assign \$231  = \floor$152  == 40'hffffff7fff;
+  assign \$232  = ~ \inc$153 ;
+  assign \$233  = \$231  & \$232 ;
+  assign \below$155  = \$230  | \$233 ;
+  assign \$234  = ! l0_sum10_t0_0_s3[12:0];
+  assign \$235  = ~ \$234 ;
+  assign \$236  = l0_sum10_t0_0_s3[13] & \$235 ;
+  assign \$237  = ! l0_sum10_t0_0_s3[12:0];
+  assign \$238  = l0_sum10_t0_0_s3[13] & \$237 ;
+  assign \$239  = \$238  & \floor$152 [0];
+  assign \$240  = \$236  | \$239 ;
+  assign \$241  = $signed(\floor$152 ) + $signed({ 1'h0, \$240  });
+  assign \$242  = \above$154  ? 16'h7fff : \$241 [15:0];
+  assign \t$156  = \below$155  ? 16'h8000 : \$242 ;
+  assign \$243  = ! l0_sum11_t0_0_s3[12:0];
+  assign \$244  = ~ \$243 ;
+  assign \$245  = l0_sum11_t0_0_s3[13] & \$244 ;
+  assign \$246  = ! l0_sum11_t0_0_s3[12:0];
+  assign \$247  = l0_sum11_t0_0_s3[13] & \$246 ;
+  assign \$248  = \$247  & \floor$165 [0];
+  assign \inc$166  = \$245  | \$248 ;
+  assign \$249  = $signed(\floor$165 ) > $signed(16'h7fff);
+  assign \$250  = \floor$165  == 15'h7fff;
+  assign \$251  = \$250  & \inc$166 ;
+  assign \above$167  = \$249  | \$251 ;
+  assign \$252  = $signed(\floor$165 ) < $signed(17'h17fff);
+  assign \$253  = \floor$165  == 40'hffffff7fff;
+  assign \$254  = ~ \inc$166 ;
+  assign \$255  = \$253  & \$254 ;
+  assign \below$168  = \$252  | \$255 ;
+  assign \$256  = ! l0_sum11_t0_0_s3[12:0];
+  assign \$257  = ~ \$256 ;
+  assign \$258  = l0_sum11_t0_0_s3[13] & \$257 ;
+  assign \$259  = ! l0_sum11_t0_0_s3[12:0];
+  assign \$260  = l0_sum11_t0_0_s3[13] & \$259 ;
+  assign \$261  = \$260  & \floor$165 [0];
+  assign \$262  = \$258  | \$261 ;
+  assign \$263  = $signed(\floor$165 ) + $signed({ 1'h0, \$262  });
+  assign \$264  = \above$167  ? 16'h7fff : \$263 [15:0];
+  assign \t$169  = \below$168  ? 16'h8000 : \$264 ;
+  assign \$265  = ! l0_sum12_t0_0_s3[12:0];
+  assign \$266  = ~ \$265 ;
+  assign \$267  = l0_sum12_t0_0_s3[13] & \$266 ;
+  assign \$268  = ! l0_sum12_t0_0_s3[12:0];
+  assign \$269  = l0_sum12_t0_0_s3[13] & \$268 ;
+  assign \$270  = \$269  & \floor$178 [0];
+  assign \inc$179  = \$267  | \$270 ;
+  assign \$271  = $signed(\floor$178 ) > $signed(16'h7fff);
+  assign \$272  = \floor$178  == 15'h7fff;
+  assign \$273  = \$272  & \inc$179 ;
+  assign \above$180  = \$271  | \$273 ;
+  assign \$274  = $signed(\floor$178 ) < $signed(17'h17fff);
+  assign \$275  = \floor$178  == 40'hffffff7fff;
+  assign \$276  = ~ \inc$179 ;
+  assign \$277  = \$275  & \$276 ;
+  assign \below$181  = \$274  | \$277 ;
+  assign \$278  = ! l0_sum12_t0_0_s3[12:0];
+  assign \$279  = ~ \$278 ;
+  assign \$280  = l0_sum12_t0_0_s3[13] & \$279 ;
+  assign \$281  = ! l0_sum12_t0_0_s3[12:0];
+  assign \$282  = l0_sum12_t0_0_s3[13] & \$281 ;
+  assign \$283  = \$282  & \floor$178 [0];
+  assign \$284  = \$280  | \$283 ;
+  assign \$285  = $signed(\floor$178 ) + $signed({ 1'h0, \$284  });
+  assign \$286  = \above$180  ? 16'h7fff : \$285 [15:0];
+  assign \t$182  = \below$181  ? 16'h8000 : \$286 ;
+  assign \$287  = ! l0_sum13_t0_0_s3[12:0];
+  assign \$288  = ~ \$287 ;
+  assign \$289  = l0_sum13_t0_0_s3[13] & \$288 ;
+  assign \$290  = ! l0_sum13_t0_0_s3[12:0];
+  assign \$291  = l0_sum13_t0_0_s3[13] & \$290 ;
+  assign \$292  = \$291  & \floor$191 [0];
+  assign \inc$192  = \$289  | \$292 ;
+  assign \$293  = $signed(\floor$191 ) > $signed(16'h7fff);
+  assign \$294  = \floor$191  == 15'h7fff;
+  assign \$295  = \$294  & \inc$192 ;
+  assign \above$193  = \$293  | \$295 ;
+  assign \$296  = $signed(\floor$191 ) < $signed(17'h17fff);
+  assign \$297  = \floor$191  == 40'hffffff7fff;
+  assign \$298  = ~ \inc$192 ;
+  assign \$299  = \$297  & \$298 ;
+  assign \below$194  = \$296  | \$299 ;
+  assign \$300  = ! l0_sum13_t0_0_s3[12:0];
   assign \$301  = ~ \$300 ;
-  assign \$302  = \t$407 [16] & \$301 ;
-  assign \$303  = ! \t$407 [15:0];
-  assign \$304  = \t$407 [16] & \$303 ;
-  assign \$305  = \$304  & \floor$409 [0];
+  assign \$302  = l0_sum13_t0_0_s3[13] & \$301 ;
+  assign \$303  = ! l0_sum13_t0_0_s3[12:0];
+  assign \$304  = l0_sum13_t0_0_s3[13] & \$303 ;
+  assign \$305  = \$304  & \floor$191 [0];
   assign \$306  = \$302  | \$305 ;
-  assign \t$410  = $signed(\floor$409 ) + $signed({ 1'h0, \$306  });
-  assign \$307  = $signed(\t$410 ) < $signed(16'h8000);
-  assign \$308  = $signed(\t$410 ) > $signed(16'h7fff);
-  assign \$309  = \$308  ? 16'h7fff : \t$410 [15:0];
-  assign \t$411  = \$307  ? 16'h8000 : \$309 ;
-  assign \t$412  = $signed(err0_s6) * $signed(l0_out12_s6);
-  assign \$310  = ! \t$412 [15:0];
-  assign \$311  = ~ \$310 ;
-  assign \$312  = \t$412 [16] & \$311 ;
-  assign \$313  = ! \t$412 [15:0];
-  assign \$314  = \t$412 [16] & \$313 ;
-  assign \$315  = \$314  & \floor$414 [0];
-  assign \$316  = \$312  | \$315 ;
-  assign \t$415  = $signed(\floor$414 ) + $signed({ 1'h0, \$316  });
-  assign \$317  = $signed(\t$415 ) < $signed(16'h8000);
-  assign \$318  = $signed(\t$415 ) > $signed(16'h7fff);
-  assign \$319  = \$318  ? 16'h7fff : \t$415 [15:0];
-  assign \t$416  = \$317  ? 16'h8000 : \$319 ;
-  assign \t$417  = $signed(err0_s6) * $signed(l0_out13_s6);
-  assign \$320  = ! \t$417 [15:0];
-  assign \$321  = ~ \$320 ;
-  assign \$322  = \t$417 [16] & \$321 ;
-  assign \$323  = ! \t$417 [15:0];
-  assign \$324  = \t$417 [16] & \$323 ;
-  assign \$325  = \$324  & \floor$419 [0];
-  assign \$326  = \$322  | \$325 ;
-  assign \t$420  = $signed(\floor$419 ) + $signed({ 1'h0, \$326  });
-  assign \$327  = $signed(\t$420 ) < $signed(16'h8000);
-  assign \$328  = $signed(\t$420 ) > $signed(16'h7fff);
-  assign \$329  = \$328  ? 16'h7fff : \t$420 [15:0];
-  assign \t$421  = \$327  ? 16'h8000 : \$329 ;
-  assign \t$422  = $signed(err0_s6) * $signed(l0_out14_s6);
-  assign \$330  = ! \t$422 [15:0];
-  assign \$331  = ~ \$330 ;
-  assign \$332  = \t$422 [16] & \$331 ;
-  assign \$333  = ! \t$422 [15:0];
-  assign \$334  = \t$422 [16] & \$333 ;
-  assign \$335  = \$334  & \floor$424 [0];
-  assign \$336  = \$332  | \$335 ;
-  assign \t$425  = $signed(\floor$424 ) + $signed({ 1'h0, \$336  });
-  assign \$337  = $signed(\t$425 ) < $signed(16'h8000);
-  assign \$338  = $signed(\t$425 ) > $signed(16'h7fff);
-  assign \$339  = \$338  ? 16'h7fff : \t$425 [15:0];
-  assign \t$426  = \$337  ? 16'h8000 : \$339 ;
-  assign \t$427  = $signed(err0_s6) * $signed(l0_out15_s6);
-  assign \$340  = ! \t$427 [15:0];
-  assign \$341  = ~ \$340 ;
-  assign \$342  = \t$427 [16] & \$341 ;
-  assign \$343  = ! \t$427 [15:0];
-  assign \$344  = \t$427 [16] & \$343 ;
-  assign \$345  = \$344  & \floor$429 [0];
-  assign \$346  = \$342  | \$345 ;
-  assign \t$430  = $signed(\floor$429 ) + $signed({ 1'h0, \$346  });
-  assign \$347  = $signed(\t$430 ) < $signed(16'h8000);
-  assign \$348  = $signed(\t$430 ) > $signed(16'h7fff);
-  assign \$349  = \$348  ? 16'h7fff : \t$430 [15:0];
-  assign \t$431  = \$347  ? 16'h8000 : \$349 ;
-  assign \$350  = ! err0_s6[3:0];
-  assign \$351  = ~ \$350 ;
-  assign \$352  = err0_s6[4] & \$351 ;
-  assign \$353  = ! err0_s6[3:0];
-  assign \$354  = err0_s6[4] & \$353 ;
-  assign \$355  = \$354  & \floor$432 [0];
-  assign \$356  = \$352  | \$355 ;
-  assign \t$433  = $signed(\floor$432 ) + $signed({ 1'h0, \$356  });
-  assign \$357  = $signed(\t$433 ) < $signed(16'h8000);
-  assign \$358  = $signed(\t$433 ) > $signed(16'h7fff);
-  assign \$359  = \$358  ? 16'h7fff : \t$433 [15:0];
-  assign \t$434  = \$357  ? 16'h8000 : \$359 ;
-  assign \t$435  = $signed(l1_w_0_0) * $signed(err0_s6);
-  assign \$360  = ! \t$438 [12:0];
-  assign \$361  = ~ \$360 ;
-  assign \$362  = \t$438 [13] & \$361 ;
-  assign \$363  = ! \t$438 [12:0];
-  assign \$364  = \t$438 [13] & \$363 ;
-  assign \$365  = \$364  & \floor$440 [0];
-  assign \$366  = \$362  | \$365 ;
-  assign \t$441  = $signed(\floor$440 ) + $signed({ 1'h0, \$366  });
-  assign \$367  = $signed(\t$441 ) < $signed(16'h8000);
-  assign \$368  = $signed(\t$441 ) > $signed(16'h7fff);
-  assign \$369  = \$368  ? 16'h7fff : \t$441 [15:0];
-  assign \t$442  = \$367  ? 16'h8000 : \$369 ;
-  assign \t$443  = $signed(l1_w_0_1) * $signed(err0_s6);
-  assign \$370  = ! \t$446 [12:0];
-  assign \$371  = ~ \$370 ;
-  assign \$372  = \t$446 [13] & \$371 ;
-  assign \$373  = ! \t$446 [12:0];
-  assign \$374  = \t$446 [13] & \$373 ;
-  assign \$375  = \$374  & \floor$448 [0];
-  assign \$376  = \$372  | \$375 ;
-  assign \t$449  = $signed(\floor$448 ) + $signed({ 1'h0, \$376  });
-  assign \$377  = $signed(\t$449 ) < $signed(16'h8000);
-  assign \$378  = $signed(\t$449 ) > $signed(16'h7fff);
-  assign \$379  = \$378  ? 16'h7fff : \t$449 [15:0];
-  assign \t$450  = \$377  ? 16'h8000 : \$379 ;
-  assign \t$451  = $signed(l1_w_0_2) * $signed(err0_s6);
-  assign \$380  = ! \t$454 [12:0];
-  assign \$381  = ~ \$380 ;
-  assign \$382  = \t$454 [13] & \$381 ;
-  assign \$383  = ! \t$454 [12:0];
-  assign \$384  = \t$454 [13] & \$383 ;
-  assign \$385  = \$384  & \floor$456 [0];
-  assign \$386  = \$382  | \$385 ;
-  assign \t$457  = $signed(\floor$456 ) + $signed({ 1'h0, \$386  });
-  assign \$387  = $signed(\t$457 ) < $signed(16'h8000);
-  assign \$388  = $signed(\t$457 ) > $signed(16'h7fff);
-  assign \$389  = \$388  ? 16'h7fff : \t$457 [15:0];
-  assign \t$458  = \$387  ? 16'h8000 : \$389 ;
-  assign \t$459  = $signed(l1_w_0_3) * $signed(err0_s6);
-  assign \$390  = ! \t$462 [12:0];
-  assign \$391  = ~ \$390 ;
-  assign \$392  = \t$462 [13] & \$391 ;
-  assign \$393  = ! \t$462 [12:0];
-  assign \$394  = \t$462 [13] & \$393 ;
-  assign \$395  = \$394  & \floor$464 [0];
-  assign \$396  = \$392  | \$395 ;
-  assign \t$465  = $signed(\floor$464 ) + $signed({ 1'h0, \$396  });
-  assign \$397  = $signed(\t$465 ) < $signed(16'h8000);
-  assign \$398  = $signed(\t$465 ) > $signed(16'h7fff);
-  assign \$399  = \$398  ? 16'h7fff : \t$465 [15:0];
-  assign \t$466  = \$397  ? 16'h8000 : \$399 ;
-  assign \t$467  = $signed(l1_w_0_4) * $signed(err0_s6);
-  assign \$400  = ! \t$470 [12:0];
-  assign \$401  = ~ \$400 ;
-  assign \$402  = \t$470 [13] & \$401 ;
-  assign \$403  = ! \t$470 [12:0];
-  assign \$404  = \t$470 [13] & \$403 ;
-  assign \$405  = \$404  & \floor$472 [0];
-  assign \$406  = \$402  | \$405 ;
-  assign \t$473  = $signed(\floor$472 ) + $signed({ 1'h0, \$406  });
-  assign \$407  = $signed(\t$473 ) < $signed(16'h8000);
-  assign \$408  = $signed(\t$473 ) > $signed(16'h7fff);
-  assign \$409  = \$408  ? 16'h7fff : \t$473 [15:0];
-  assign \t$474  = \$407  ? 16'h8000 : \$409 ;
-  assign \t$475  = $signed(l1_w_0_5) * $signed(err0_s6);
-  assign \$410  = ! \t$478 [12:0];
-  assign \$411  = ~ \$410 ;
-  assign \$412  = \t$478 [13] & \$411 ;
-  assign \$413  = ! \t$478 [12:0];
-  assign \$414  = \t$478 [13] & \$413 ;
-  assign \$415  = \$414  & \floor$480 [0];
-  assign \$416  = \$412  | \$415 ;
-  assign \t$481  = $signed(\floor$480 ) + $signed({ 1'h0, \$416  });
-  assign \$417  = $signed(\t$481 ) < $signed(16'h8000);
-  assign \$418  = $signed(\t$481 ) > $signed(16'h7fff);
-  assign \$419  = \$418  ? 16'h7fff : \t$481 [15:0];
-  assign \t$482  = \$417  ? 16'h8000 : \$419 ;
-  assign \t$483  = $signed(l1_w_0_6) * $signed(err0_s6);
-  assign \$420  = ! \t$486 [12:0];
-  assign \$421  = ~ \$420 ;
-  assign \$422  = \t$486 [13] & \$421 ;
-  assign \$423  = ! \t$486 [12:0];
-  assign \$424  = \t$486 [13] & \$423 ;
-  assign \$425  = \$424  & \floor$488 [0];
-  assign \$426  = \$422  | \$425 ;
-  assign \t$489  = $signed(\floor$488 ) + $signed({ 1'h0, \$426  });
-  assign \$427  = $signed(\t$489 ) < $signed(16'h8000);
-  assign \$428  = $signed(\t$489 ) > $signed(16'h7fff);
-  assign \$429  = \$428  ? 16'h7fff : \t$489 [15:0];
-  assign \t$490  = \$427  ? 16'h8000 : \$429 ;
-  assign \t$491  = $signed(l1_w_0_7) * $signed(err0_s6);
-  assign \$430  = ! \t$494 [12:0];
-  assign \$431  = ~ \$430 ;
-  assign \$432  = \t$494 [13] & \$431 ;
-  assign \$433  = ! \t$494 [12:0];
-  assign \$434  = \t$494 [13] & \$433 ;
-  assign \$435  = \$434  & \floor$496 [0];
-  assign \$436  = \$432  | \$435 ;
-  assign \t$497  = $signed(\floor$496 ) + $signed({ 1'h0, \$436  });
-  assign \$437  = $signed(\t$497 ) < $signed(16'h8000);
-  assign \$438  = $signed(\t$497 ) > $signed(16'h7fff);
-  assign \$439  = \$438  ? 16'h7fff : \t$497 [15:0];
-  assign \t$498  = \$437  ? 16'h8000 : \$439 ;
-  assign \t$499  = $signed(l1_w_0_8) * $signed(err0_s6);
-  assign \$440  = ! \t$502 [12:0];
-  assign \$441  = ~ \$440 ;
-  assign \$442  = \t$502 [13] & \$441 ;
-  assign \$443  = ! \t$502 [12:0];
-  assign \$444  = \t$502 [13] & \$443 ;
-  assign \$445  = \$444  & \floor$504 [0];
-  assign \$446  = \$442  | \$445 ;
-  assign \t$505  = $signed(\floor$504 ) + $signed({ 1'h0, \$446  });
-  assign \$447  = $signed(\t$505 ) < $signed(16'h8000);
-  assign \$448  = $signed(\t$505 ) > $signed(16'h7fff);
-  assign \$449  = \$448  ? 16'h7fff : \t$505 [15:0];
-  assign \t$506  = \$447  ? 16'h8000 : \$449 ;
-  assign \t$507  = $signed(l1_w_0_9) * $signed(err0_s6);
-  assign \$450  = ! \t$510 [12:0];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = \t$510 [13] & \$451 ;
-  assign \$453  = ! \t$510 [12:0];
-  assign \$454  = \t$510 [13] & \$453 ;
-  assign \$455  = \$454  & \floor$512 [0];
-  assign \$456  = \$452  | \$455 ;
-  assign \t$513  = $signed(\floor$512 ) + $signed({ 1'h0, \$456  });
-  assign \$457  = $signed(\t$513 ) < $signed(16'h8000);
-  assign \$458  = $signed(\t$513 ) > $signed(16'h7fff);
-  assign \$459  = \$458  ? 16'h7fff : \t$513 [15:0];
-  assign \t$514  = \$457  ? 16'h8000 : \$459 ;
-  assign \t$515  = $signed(l1_w_0_10) * $signed(err0_s6);
-  assign \$460  = ! \t$518 [12:0];
-  assign \$461  = ~ \$460 ;
-  assign \$462  = \t$518 [13] & \$461 ;
-  assign \$463  = ! \t$518 [12:0];
-  assign \$464  = \t$518 [13] & \$463 ;
-  assign \$465  = \$464  & \floor$520 [0];
-  assign \$466  = \$462  | \$465 ;
-  assign \t$521  = $signed(\floor$520 ) + $signed({ 1'h0, \$466  });
-  assign \$467  = $signed(\t$521 ) < $signed(16'h8000);
-  assign \$468  = $signed(\t$521 ) > $signed(16'h7fff);
-  assign \$469  = \$468  ? 16'h7fff : \t$521 [15:0];
-  assign \t$522  = \$467  ? 16'h8000 : \$469 ;
-  assign \t$523  = $signed(l1_w_0_11) * $signed(err0_s6);
-  assign \$470  = ! \t$526 [12:0];
-  assign \$471  = ~ \$470 ;
-  assign \$472  = \t$526 [13] & \$471 ;
-  assign \$473  = ! \t$526 [12:0];
-  assign \$474  = \t$526 [13] & \$473 ;
-  assign \$475  = \$474  & \floor$528 [0];
-  assign \$476  = \$472  | \$475 ;
-  assign \t$529  = $signed(\floor$528 ) + $signed({ 1'h0, \$476  });
-  assign \$477  = $signed(\t$529 ) < $signed(16'h8000);
-  assign \$478  = $signed(\t$529 ) > $signed(16'h7fff);
-  assign \$479  = \$478  ? 16'h7fff : \t$529 [15:0];
-  assign \t$530  = \$477  ? 16'h8000 : \$479 ;
-  assign \t$531  = $signed(l1_w_0_12) * $signed(err0_s6);
-  assign \$480  = ! \t$534 [12:0];
+  assign \$307  = $signed(\floor$191 ) + $signed({ 1'h0, \$306  });
+  assign \$308  = \above$193  ? 16'h7fff : \$307 [15:0];
+  assign \t$195  = \below$194  ? 16'h8000 : \$308 ;
+  assign \$309  = ! l0_sum14_t0_0_s3[12:0];
+  assign \$310  = ~ \$309 ;
+  assign \$311  = l0_sum14_t0_0_s3[13] & \$310 ;
+  assign \$312  = ! l0_sum14_t0_0_s3[12:0];
+  assign \$313  = l0_sum14_t0_0_s3[13] & \$312 ;
+  assign \$314  = \$313  & \floor$204 [0];
+  assign \inc$205  = \$311  | \$314 ;
+  assign \$315  = $signed(\floor$204 ) > $signed(16'h7fff);
+  assign \$316  = \floor$204  == 15'h7fff;
+  assign \$317  = \$316  & \inc$205 ;
+  assign \above$206  = \$315  | \$317 ;
+  assign \$318  = $signed(\floor$204 ) < $signed(17'h17fff);
+  assign \$319  = \floor$204  == 40'hffffff7fff;
+  assign \$320  = ~ \inc$205 ;
+  assign \$321  = \$319  & \$320 ;
+  assign \below$207  = \$318  | \$321 ;
+  assign \$322  = ! l0_sum14_t0_0_s3[12:0];
+  assign \$323  = ~ \$322 ;
+  assign \$324  = l0_sum14_t0_0_s3[13] & \$323 ;
+  assign \$325  = ! l0_sum14_t0_0_s3[12:0];
+  assign \$326  = l0_sum14_t0_0_s3[13] & \$325 ;
+  assign \$327  = \$326  & \floor$204 [0];
+  assign \$328  = \$324  | \$327 ;
+  assign \$329  = $signed(\floor$204 ) + $signed({ 1'h0, \$328  });
+  assign \$330  = \above$206  ? 16'h7fff : \$329 [15:0];
+  assign \t$208  = \below$207  ? 16'h8000 : \$330 ;
+  assign \$331  = ! l0_sum15_t0_0_s3[12:0];
+  assign \$332  = ~ \$331 ;
+  assign \$333  = l0_sum15_t0_0_s3[13] & \$332 ;
+  assign \$334  = ! l0_sum15_t0_0_s3[12:0];
+  assign \$335  = l0_sum15_t0_0_s3[13] & \$334 ;
+  assign \$336  = \$335  & \floor$217 [0];
+  assign \inc$218  = \$333  | \$336 ;
+  assign \$337  = $signed(\floor$217 ) > $signed(16'h7fff);
+  assign \$338  = \floor$217  == 15'h7fff;
+  assign \$339  = \$338  & \inc$218 ;
+  assign \above$219  = \$337  | \$339 ;
+  assign \$340  = $signed(\floor$217 ) < $signed(17'h17fff);
+  assign \$341  = \floor$217  == 40'hffffff7fff;
+  assign \$342  = ~ \inc$218 ;
+  assign \$343  = \$341  & \$342 ;
+  assign \below$220  = \$340  | \$343 ;
+  assign \$344  = ! l0_sum15_t0_0_s3[12:0];
+  assign \$345  = ~ \$344 ;
+  assign \$346  = l0_sum15_t0_0_s3[13] & \$345 ;
+  assign \$347  = ! l0_sum15_t0_0_s3[12:0];
+  assign \$348  = l0_sum15_t0_0_s3[13] & \$347 ;
+  assign \$349  = \$348  & \floor$217 [0];
+  assign \$350  = \$346  | \$349 ;
+  assign \$351  = $signed(\floor$217 ) + $signed({ 1'h0, \$350  });
+  assign \$352  = \above$219  ? 16'h7fff : \$351 [15:0];
+  assign \t$221  = \below$220  ? 16'h8000 : \$352 ;
+  assign \$353  = ! l1_sum0_t4_0_s10[12:0];
+  assign \$354  = ~ \$353 ;
+  assign \$355  = l1_sum0_t4_0_s10[13] & \$354 ;
+  assign \$356  = ! l1_sum0_t4_0_s10[12:0];
+  assign \$357  = l1_sum0_t4_0_s10[13] & \$356 ;
+  assign \$358  = \$357  & \floor$275 [0];
+  assign \inc$276  = \$355  | \$358 ;
+  assign \$359  = $signed(\floor$275 ) > $signed(16'h7fff);
+  assign \$360  = \floor$275  == 15'h7fff;
+  assign \$361  = \$360  & \inc$276 ;
+  assign \above$277  = \$359  | \$361 ;
+  assign \$362  = $signed(\floor$275 ) < $signed(17'h17fff);
+  assign \$363  = \floor$275  == 40'hffffff7fff;
+  assign \$364  = ~ \inc$276 ;
+  assign \$365  = \$363  & \$364 ;
+  assign \below$278  = \$362  | \$365 ;
+  assign \$366  = ! l1_sum0_t4_0_s10[12:0];
+  assign \$367  = ~ \$366 ;
+  assign \$368  = l1_sum0_t4_0_s10[13] & \$367 ;
+  assign \$369  = ! l1_sum0_t4_0_s10[12:0];
+  assign \$370  = l1_sum0_t4_0_s10[13] & \$369 ;
+  assign \$371  = \$370  & \floor$275 [0];
+  assign \$372  = \$368  | \$371 ;
+  assign \$373  = $signed(\floor$275 ) + $signed({ 1'h0, \$372  });
+  assign \$374  = \above$277  ? 16'h7fff : \$373 [15:0];
+  assign \t$279  = \below$278  ? 16'h8000 : \$374 ;
+  assign \$375  = $signed(l1_out0_s11) >= $signed(1'h0);
+  assign \t$281  = $signed(l1_out0_s11) - $signed(y0_s11);
+  assign \$376  = $signed(\t$283 ) < $signed(16'h8000);
+  assign \$377  = $signed(\t$283 ) > $signed(16'h7fff);
+  assign \$378  = \$377  ? 16'h7fff : \t$283 [15:0];
+  assign \t$284  = \$376  ? 16'h8000 : \$378 ;
+  assign \$379  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$380  = ~ \$379 ;
+  assign \$381  = l1_dw0_0_raw_s13[16] & \$380 ;
+  assign \$382  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$383  = l1_dw0_0_raw_s13[16] & \$382 ;
+  assign \$384  = \$383  & \floor$287 [0];
+  assign \inc$289  = \$381  | \$384 ;
+  assign \$385  = $signed(\floor$287 ) > $signed(16'h7fff);
+  assign \$386  = \floor$287  == 15'h7fff;
+  assign \$387  = \$386  & \inc$289 ;
+  assign \above$290  = \$385  | \$387 ;
+  assign \$388  = $signed(\floor$287 ) < $signed(17'h17fff);
+  assign \$389  = \floor$287  == 32'd4294934527;
+  assign \$390  = ~ \inc$289 ;
+  assign \$391  = \$389  & \$390 ;
+  assign \below$291  = \$388  | \$391 ;
+  assign \$392  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$393  = ~ \$392 ;
+  assign \$394  = l1_dw0_0_raw_s13[16] & \$393 ;
+  assign \$395  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$396  = l1_dw0_0_raw_s13[16] & \$395 ;
+  assign \$397  = \$396  & \floor$287 [0];
+  assign \$398  = \$394  | \$397 ;
+  assign \$399  = $signed(\floor$287 ) + $signed({ 1'h0, \$398  });
+  assign \$400  = \above$290  ? 16'h7fff : \$399 [15:0];
+  assign \t$292  = \below$291  ? 16'h8000 : \$400 ;
+  assign \$401  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$402  = ~ \$401 ;
+  assign \$403  = l1_dw0_1_raw_s13[16] & \$402 ;
+  assign \$404  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$405  = l1_dw0_1_raw_s13[16] & \$404 ;
+  assign \$406  = \$405  & \floor$293 [0];
+  assign \inc$295  = \$403  | \$406 ;
+  assign \$407  = $signed(\floor$293 ) > $signed(16'h7fff);
+  assign \$408  = \floor$293  == 15'h7fff;
+  assign \$409  = \$408  & \inc$295 ;
+  assign \above$296  = \$407  | \$409 ;
+  assign \$410  = $signed(\floor$293 ) < $signed(17'h17fff);
+  assign \$411  = \floor$293  == 32'd4294934527;
+  assign \$412  = ~ \inc$295 ;
+  assign \$413  = \$411  & \$412 ;
+  assign \below$297  = \$410  | \$413 ;
+  assign \$414  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$415  = ~ \$414 ;
+  assign \$416  = l1_dw0_1_raw_s13[16] & \$415 ;
+  assign \$417  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$418  = l1_dw0_1_raw_s13[16] & \$417 ;
+  assign \$419  = \$418  & \floor$293 [0];
+  assign \$420  = \$416  | \$419 ;
+  assign \$421  = $signed(\floor$293 ) + $signed({ 1'h0, \$420  });
+  assign \$422  = \above$296  ? 16'h7fff : \$421 [15:0];
+  assign \t$298  = \below$297  ? 16'h8000 : \$422 ;
+  assign \$423  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$424  = ~ \$423 ;
+  assign \$425  = l1_dw0_2_raw_s13[16] & \$424 ;
+  assign \$426  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$427  = l1_dw0_2_raw_s13[16] & \$426 ;
+  assign \$428  = \$427  & \floor$299 [0];
+  assign \inc$301  = \$425  | \$428 ;
+  assign \$429  = $signed(\floor$299 ) > $signed(16'h7fff);
+  assign \$430  = \floor$299  == 15'h7fff;
+  assign \$431  = \$430  & \inc$301 ;
+  assign \above$302  = \$429  | \$431 ;
+  assign \$432  = $signed(\floor$299 ) < $signed(17'h17fff);
+  assign \$433  = \floor$299  == 32'd4294934527;
+  assign \$434  = ~ \inc$301 ;
+  assign \$435  = \$433  & \$434 ;
+  assign \below$303  = \$432  | \$435 ;
+  assign \$436  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$437  = ~ \$436 ;
+  assign \$438  = l1_dw0_2_raw_s13[16] & \$437 ;
+  assign \$439  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$440  = l1_dw0_2_raw_s13[16] & \$439 ;
+  assign \$441  = \$440  & \floor$299 [0];
+  assign \$442  = \$438  | \$441 ;
+  assign \$443  = $signed(\floor$299 ) + $signed({ 1'h0, \$442  });
+  assign \$444  = \above$302  ? 16'h7fff : \$443 [15:0];
+  assign \t$304  = \below$303  ? 16'h8000 : \$444 ;
+  assign \$445  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$446  = ~ \$445 ;
+  assign \$447  = l1_dw0_3_raw_s13[16] & \$446 ;
+  assign \$448  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$449  = l1_dw0_3_raw_s13[16] & \$448 ;
+  assign \$450  = \$449  & \floor$305 [0];
+  assign \inc$307  = \$447  | \$450 ;
+  assign \$451  = $signed(\floor$305 ) > $signed(16'h7fff);
+  assign \$452  = \floor$305  == 15'h7fff;
+  assign \$453  = \$452  & \inc$307 ;
+  assign \above$308  = \$451  | \$453 ;
+  assign \$454  = $signed(\floor$305 ) < $signed(17'h17fff);
+  assign \$455  = \floor$305  == 32'd4294934527;
+  assign \$456  = ~ \inc$307 ;
+  assign \$457  = \$455  & \$456 ;
+  assign \below$309  = \$454  | \$457 ;
+  assign \$458  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$459  = ~ \$458 ;
+  assign \$460  = l1_dw0_3_raw_s13[16] & \$459 ;
+  assign \$461  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$462  = l1_dw0_3_raw_s13[16] & \$461 ;
+  assign \$463  = \$462  & \floor$305 [0];
+  assign \$464  = \$460  | \$463 ;
+  assign \$465  = $signed(\floor$305 ) + $signed({ 1'h0, \$464  });
+  assign \$466  = \above$308  ? 16'h7fff : \$465 [15:0];
+  assign \t$310  = \below$309  ? 16'h8000 : \$466 ;
+  assign \$467  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$468  = ~ \$467 ;
+  assign \$469  = l1_dw0_4_raw_s13[16] & \$468 ;
+  assign \$470  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$471  = l1_dw0_4_raw_s13[16] & \$470 ;
+  assign \$472  = \$471  & \floor$311 [0];
+  assign \inc$313  = \$469  | \$472 ;
+  assign \$473  = $signed(\floor$311 ) > $signed(16'h7fff);
+  assign \$474  = \floor$311  == 15'h7fff;
+  assign \$475  = \$474  & \inc$313 ;
+  assign \above$314  = \$473  | \$475 ;
+  assign \$476  = $signed(\floor$311 ) < $signed(17'h17fff);
+  assign \$477  = \floor$311  == 32'd4294934527;
+  assign \$478  = ~ \inc$313 ;
+  assign \$479  = \$477  & \$478 ;
+  assign \below$315  = \$476  | \$479 ;
+  assign \$480  = ! l1_dw0_4_raw_s13[15:0];
   assign \$481  = ~ \$480 ;
-  assign \$482  = \t$534 [13] & \$481 ;
-  assign \$483  = ! \t$534 [12:0];
-  assign \$484  = \t$534 [13] & \$483 ;
-  assign \$485  = \$484  & \floor$536 [0];
+  assign \$482  = l1_dw0_4_raw_s13[16] & \$481 ;
+  assign \$483  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$484  = l1_dw0_4_raw_s13[16] & \$483 ;
+  assign \$485  = \$484  & \floor$311 [0];
   assign \$486  = \$482  | \$485 ;
-  assign \t$537  = $signed(\floor$536 ) + $signed({ 1'h0, \$486  });
-  assign \$487  = $signed(\t$537 ) < $signed(16'h8000);
-  assign \$488  = $signed(\t$537 ) > $signed(16'h7fff);
-  assign \$489  = \$488  ? 16'h7fff : \t$537 [15:0];
-  assign \t$538  = \$487  ? 16'h8000 : \$489 ;
-  assign \t$539  = $signed(l1_w_0_13) * $signed(err0_s6);
-  assign \$490  = ! \t$542 [12:0];
-  assign \$491  = ~ \$490 ;
-  assign \$492  = \t$542 [13] & \$491 ;
-  assign \$493  = ! \t$542 [12:0];
-  assign \$494  = \t$542 [13] & \$493 ;
-  assign \$495  = \$494  & \floor$544 [0];
-  assign \$496  = \$492  | \$495 ;
-  assign \t$545  = $signed(\floor$544 ) + $signed({ 1'h0, \$496  });
-  assign \$497  = $signed(\t$545 ) < $signed(16'h8000);
-  assign \$498  = $signed(\t$545 ) > $signed(16'h7fff);
-  assign \$499  = \$498  ? 16'h7fff : \t$545 [15:0];
-  assign \t$546  = \$497  ? 16'h8000 : \$499 ;
-  assign \t$547  = $signed(l1_w_0_14) * $signed(err0_s6);
-  assign \$500  = ! \t$550 [12:0];
-  assign \$501  = ~ \$500 ;
-  assign \$502  = \t$550 [13] & \$501 ;
-  assign \$503  = ! \t$550 [12:0];
-  assign \$504  = \t$550 [13] & \$503 ;
-  assign \$505  = \$504  & \floor$552 [0];
-  assign \$506  = \$502  | \$505 ;
-  assign \t$553  = $signed(\floor$552 ) + $signed({ 1'h0, \$506  });
-  assign \$507  = $signed(\t$553 ) < $signed(16'h8000);
-  assign \$508  = $signed(\t$553 ) > $signed(16'h7fff);
-  assign \$509  = \$508  ? 16'h7fff : \t$553 [15:0];
-  assign \t$554  = \$507  ? 16'h8000 : \$509 ;
-  assign \t$555  = $signed(l1_w_0_15) * $signed(err0_s6);
-  assign \$510  = ! \t$558 [12:0];
-  assign \$511  = ~ \$510 ;
-  assign \$512  = \t$558 [13] & \$511 ;
-  assign \$513  = ! \t$558 [12:0];
-  assign \$514  = \t$558 [13] & \$513 ;
-  assign \$515  = \$514  & \floor$560 [0];
-  assign \$516  = \$512  | \$515 ;
-  assign \t$561  = $signed(\floor$560 ) + $signed({ 1'h0, \$516  });
-  assign \$517  = $signed(\t$561 ) < $signed(16'h8000);
-  assign \$518  = $signed(\t$561 ) > $signed(16'h7fff);
-  assign \$519  = \$518  ? 16'h7fff : \t$561 [15:0];
-  assign \t$562  = \$517  ? 16'h8000 : \$519 ;
-  assign \t$563  = $signed(l0_err0_s8) * $signed(x0_s8);
-  assign \$520  = ! \t$563 [15:0];
-  assign \$521  = ~ \$520 ;
-  assign \$522  = \t$563 [16] & \$521 ;
-  assign \$523  = ! \t$563 [15:0];
-  assign \$524  = \t$563 [16] & \$523 ;
-  assign \$525  = \$524  & \floor$566 [0];
-  assign \$526  = \$522  | \$525 ;
-  assign \t$567  = $signed(\floor$566 ) + $signed({ 1'h0, \$526  });
-  assign \$527  = $signed(\t$567 ) < $signed(16'h8000);
-  assign \$528  = $signed(\t$567 ) > $signed(16'h7fff);
-  assign \$529  = \$528  ? 16'h7fff : \t$567 [15:0];
-  assign \t$568  = \$527  ? 16'h8000 : \$529 ;
-  assign \t$569  = $signed(l0_err1_s8) * $signed(x0_s8);
-  assign \$530  = ! \t$569 [15:0];
-  assign \$531  = ~ \$530 ;
-  assign \$532  = \t$569 [16] & \$531 ;
-  assign \$533  = ! \t$569 [15:0];
-  assign \$534  = \t$569 [16] & \$533 ;
-  assign \$535  = \$534  & \floor$571 [0];
-  assign \$536  = \$532  | \$535 ;
-  assign \t$572  = $signed(\floor$571 ) + $signed({ 1'h0, \$536  });
-  assign \$537  = $signed(\t$572 ) < $signed(16'h8000);
-  assign \$538  = $signed(\t$572 ) > $signed(16'h7fff);
-  assign \$539  = \$538  ? 16'h7fff : \t$572 [15:0];
-  assign \t$573  = \$537  ? 16'h8000 : \$539 ;
-  assign \t$574  = $signed(l0_err2_s8) * $signed(x0_s8);
-  assign \$540  = ! \t$574 [15:0];
-  assign \$541  = ~ \$540 ;
-  assign \$542  = \t$574 [16] & \$541 ;
-  assign \$543  = ! \t$574 [15:0];
-  assign \$544  = \t$574 [16] & \$543 ;
-  assign \$545  = \$544  & \floor$576 [0];
-  assign \$546  = \$542  | \$545 ;
-  assign \t$577  = $signed(\floor$576 ) + $signed({ 1'h0, \$546  });
-  assign \$547  = $signed(\t$577 ) < $signed(16'h8000);
-  assign \$548  = $signed(\t$577 ) > $signed(16'h7fff);
-  assign \$549  = \$548  ? 16'h7fff : \t$577 [15:0];
-  assign \t$578  = \$547  ? 16'h8000 : \$549 ;
-  assign \t$579  = $signed(l0_err3_s8) * $signed(x0_s8);
-  assign \$550  = ! \t$579 [15:0];
-  assign \$551  = ~ \$550 ;
-  assign \$552  = \t$579 [16] & \$551 ;
-  assign \$553  = ! \t$579 [15:0];
-  assign \$554  = \t$579 [16] & \$553 ;
-  assign \$555  = \$554  & \floor$581 [0];
-  assign \$556  = \$552  | \$555 ;
-  assign \t$582  = $signed(\floor$581 ) + $signed({ 1'h0, \$556  });
-  assign \$557  = $signed(\t$582 ) < $signed(16'h8000);
-  assign \$558  = $signed(\t$582 ) > $signed(16'h7fff);
-  assign \$559  = \$558  ? 16'h7fff : \t$582 [15:0];
-  assign \t$583  = \$557  ? 16'h8000 : \$559 ;
-  assign \t$584  = $signed(l0_err4_s8) * $signed(x0_s8);
-  assign \$560  = ! \t$584 [15:0];
-  assign \$561  = ~ \$560 ;
-  assign \$562  = \t$584 [16] & \$561 ;
-  assign \$563  = ! \t$584 [15:0];
-  assign \$564  = \t$584 [16] & \$563 ;
-  assign \$565  = \$564  & \floor$586 [0];
-  assign \$566  = \$562  | \$565 ;
-  assign \t$587  = $signed(\floor$586 ) + $signed({ 1'h0, \$566  });
-  assign \$567  = $signed(\t$587 ) < $signed(16'h8000);
-  assign \$568  = $signed(\t$587 ) > $signed(16'h7fff);
-  assign \$569  = \$568  ? 16'h7fff : \t$587 [15:0];
-  assign \t$588  = \$567  ? 16'h8000 : \$569 ;
-  assign \t$589  = $signed(l0_err5_s8) * $signed(x0_s8);
-  assign \$570  = ! \t$589 [15:0];
-  assign \$571  = ~ \$570 ;
-  assign \$572  = \t$589 [16] & \$571 ;
-  assign \$573  = ! \t$589 [15:0];
-  assign \$574  = \t$589 [16] & \$573 ;
-  assign \$575  = \$574  & \floor$591 [0];
-  assign \$576  = \$572  | \$575 ;
-  assign \t$592  = $signed(\floor$591 ) + $signed({ 1'h0, \$576  });
-  assign \$577  = $signed(\t$592 ) < $signed(16'h8000);
-  assign \$578  = $signed(\t$592 ) > $signed(16'h7fff);
-  assign \$579  = \$578  ? 16'h7fff : \t$592 [15:0];
-  assign \t$593  = \$577  ? 16'h8000 : \$579 ;
-  assign \t$594  = $signed(l0_err6_s8) * $signed(x0_s8);
-  assign \$580  = ! \t$594 [15:0];
-  assign \$581  = ~ \$580 ;
-  assign \$582  = \t$594 [16] & \$581 ;
-  assign \$583  = ! \t$594 [15:0];
-  assign \$584  = \t$594 [16] & \$583 ;
-  assign \$585  = \$584  & \floor$596 [0];
-  assign \$586  = \$582  | \$585 ;
-  assign \t$597  = $signed(\floor$596 ) + $signed({ 1'h0, \$586  });
-  assign \$587  = $signed(\t$597 ) < $signed(16'h8000);
-  assign \$588  = $signed(\t$597 ) > $signed(16'h7fff);
-  assign \$589  = \$588  ? 16'h7fff : \t$597 [15:0];
-  assign \t$598  = \$587  ? 16'h8000 : \$589 ;
-  assign \t$599  = $signed(l0_err7_s8) * $signed(x0_s8);
-  assign \$590  = ! \t$599 [15:0];
+  assign \$487  = $signed(\floor$311 ) + $signed({ 1'h0, \$486  });
+  assign \$488  = \above$314  ? 16'h7fff : \$487 [15:0];
+  assign \t$316  = \below$315  ? 16'h8000 : \$488 ;
+  assign \$489  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$490  = ~ \$489 ;
+  assign \$491  = l1_dw0_5_raw_s13[16] & \$490 ;
+  assign \$492  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$493  = l1_dw0_5_raw_s13[16] & \$492 ;
+  assign \$494  = \$493  & \floor$317 [0];
+  assign \inc$319  = \$491  | \$494 ;
+  assign \$495  = $signed(\floor$317 ) > $signed(16'h7fff);
+  assign \$496  = \floor$317  == 15'h7fff;
+  assign \$497  = \$496  & \inc$319 ;
+  assign \above$320  = \$495  | \$497 ;
+  assign \$498  = $signed(\floor$317 ) < $signed(17'h17fff);
+  assign \$499  = \floor$317  == 32'd4294934527;
+  assign \$500  = ~ \inc$319 ;
+  assign \$501  = \$499  & \$500 ;
+  assign \below$321  = \$498  | \$501 ;
+  assign \$502  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$503  = ~ \$502 ;
+  assign \$504  = l1_dw0_5_raw_s13[16] & \$503 ;
+  assign \$505  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$506  = l1_dw0_5_raw_s13[16] & \$505 ;
+  assign \$507  = \$506  & \floor$317 [0];
+  assign \$508  = \$504  | \$507 ;
+  assign \$509  = $signed(\floor$317 ) + $signed({ 1'h0, \$508  });
+  assign \$510  = \above$320  ? 16'h7fff : \$509 [15:0];
+  assign \t$322  = \below$321  ? 16'h8000 : \$510 ;
+  assign \$511  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$512  = ~ \$511 ;
+  assign \$513  = l1_dw0_6_raw_s13[16] & \$512 ;
+  assign \$514  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$515  = l1_dw0_6_raw_s13[16] & \$514 ;
+  assign \$516  = \$515  & \floor$323 [0];
+  assign \inc$325  = \$513  | \$516 ;
+  assign \$517  = $signed(\floor$323 ) > $signed(16'h7fff);
+  assign \$518  = \floor$323  == 15'h7fff;
+  assign \$519  = \$518  & \inc$325 ;
+  assign \above$326  = \$517  | \$519 ;
+  assign \$520  = $signed(\floor$323 ) < $signed(17'h17fff);
+  assign \$521  = \floor$323  == 32'd4294934527;
+  assign \$522  = ~ \inc$325 ;
+  assign \$523  = \$521  & \$522 ;
+  assign \below$327  = \$520  | \$523 ;
+  assign \$524  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$525  = ~ \$524 ;
+  assign \$526  = l1_dw0_6_raw_s13[16] & \$525 ;
+  assign \$527  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$528  = l1_dw0_6_raw_s13[16] & \$527 ;
+  assign \$529  = \$528  & \floor$323 [0];
+  assign \$530  = \$526  | \$529 ;
+  assign \$531  = $signed(\floor$323 ) + $signed({ 1'h0, \$530  });
+  assign \$532  = \above$326  ? 16'h7fff : \$531 [15:0];
+  assign \t$328  = \below$327  ? 16'h8000 : \$532 ;
+  assign \$533  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$534  = ~ \$533 ;
+  assign \$535  = l1_dw0_7_raw_s13[16] & \$534 ;
+  assign \$536  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$537  = l1_dw0_7_raw_s13[16] & \$536 ;
+  assign \$538  = \$537  & \floor$329 [0];
+  assign \inc$331  = \$535  | \$538 ;
+  assign \$539  = $signed(\floor$329 ) > $signed(16'h7fff);
+  assign \$540  = \floor$329  == 15'h7fff;
+  assign \$541  = \$540  & \inc$331 ;
+  assign \above$332  = \$539  | \$541 ;
+  assign \$542  = $signed(\floor$329 ) < $signed(17'h17fff);
+  assign \$543  = \floor$329  == 32'd4294934527;
+  assign \$544  = ~ \inc$331 ;
+  assign \$545  = \$543  & \$544 ;
+  assign \below$333  = \$542  | \$545 ;
+  assign \$546  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$547  = ~ \$546 ;
+  assign \$548  = l1_dw0_7_raw_s13[16] & \$547 ;
+  assign \$549  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$550  = l1_dw0_7_raw_s13[16] & \$549 ;
+  assign \$551  = \$550  & \floor$329 [0];
+  assign \$552  = \$548  | \$551 ;
+  assign \$553  = $signed(\floor$329 ) + $signed({ 1'h0, \$552  });
+  assign \$554  = \above$332  ? 16'h7fff : \$553 [15:0];
+  assign \t$334  = \below$333  ? 16'h8000 : \$554 ;
+  assign \$555  = ! l1_dw0_8_raw_s13[15:0];
+  assign \$556  = ~ \$555 ;
+  assign \$557  = l1_dw0_8_raw_s13[16] & \$556 ;
+  assign \$558  = ! l1_dw0_8_raw_s13[15:0];
+  assign \$559  = l1_dw0_8_raw_s13[16] & \$558 ;
+  assign \$560  = \$559  & \floor$335 [0];
+  assign \inc$337  = \$557  | \$560 ;
+  assign \$561  = $signed(\floor$335 ) > $signed(16'h7fff);
+  assign \$562  = \floor$335  == 15'h7fff;
+  assign \$563  = \$562  & \inc$337 ;
+  assign \above$338  = \$561  | \$563 ;
+  assign \$564  = $signed(\floor$335 ) < $signed(17'h17fff);
+  assign \$565  = \floor$335  == 32'd4294934527;
+  assign \$566  = ~ \inc$337 ;
+  assign \$567  = \$565  & \$566 ;
+  assign \below$339  = \$564  | \$567 ;
+  assign \$568  = ! l1_dw0_8_raw_s13[15:0];
+  assign \$569  = ~ \$568 ;
+  assign \$570  = l1_dw0_8_raw_s13[16] & \$569 ;
+  assign \$571  = ! l1_dw0_8_raw_s13[15:0];
+  assign \$572  = l1_dw0_8_raw_s13[16] & \$571 ;
+  assign \$573  = \$572  & \floor$335 [0];
+  assign \$574  = \$570  | \$573 ;
+  assign \$575  = $signed(\floor$335 ) + $signed({ 1'h0, \$574  });
+  assign \$576  = \above$338  ? 16'h7fff : \$575 [15:0];
+  assign \t$340  = \below$339  ? 16'h8000 : \$576 ;
+  assign \$577  = ! l1_dw0_9_raw_s13[15:0];
+  assign \$578  = ~ \$577 ;
+  assign \$579  = l1_dw0_9_raw_s13[16] & \$578 ;
+  assign \$580  = ! l1_dw0_9_raw_s13[15:0];
+  assign \$581  = l1_dw0_9_raw_s13[16] & \$580 ;
+  assign \$582  = \$581  & \floor$341 [0];
+  assign \inc$343  = \$579  | \$582 ;
+  assign \$583  = $signed(\floor$341 ) > $signed(16'h7fff);
+  assign \$584  = \floor$341  == 15'h7fff;
+  assign \$585  = \$584  & \inc$343 ;
+  assign \above$344  = \$583  | \$585 ;
+  assign \$586  = $signed(\floor$341 ) < $signed(17'h17fff);
+  assign \$587  = \floor$341  == 32'd4294934527;
+  assign \$588  = ~ \inc$343 ;
+  assign \$589  = \$587  & \$588 ;
+  assign \below$345  = \$586  | \$589 ;
+  assign \$590  = ! l1_dw0_9_raw_s13[15:0];
   assign \$591  = ~ \$590 ;
-  assign \$592  = \t$599 [16] & \$591 ;
-  assign \$593  = ! \t$599 [15:0];
-  assign \$594  = \t$599 [16] & \$593 ;
-  assign \$595  = \$594  & \floor$601 [0];
+  assign \$592  = l1_dw0_9_raw_s13[16] & \$591 ;
+  assign \$593  = ! l1_dw0_9_raw_s13[15:0];
+  assign \$594  = l1_dw0_9_raw_s13[16] & \$593 ;
+  assign \$595  = \$594  & \floor$341 [0];
   assign \$596  = \$592  | \$595 ;
-  assign \t$602  = $signed(\floor$601 ) + $signed({ 1'h0, \$596  });
-  assign \$597  = $signed(\t$602 ) < $signed(16'h8000);
-  assign \$598  = $signed(\t$602 ) > $signed(16'h7fff);
-  assign \$599  = \$598  ? 16'h7fff : \t$602 [15:0];
-  assign \t$603  = \$597  ? 16'h8000 : \$599 ;
-  assign \t$604  = $signed(l0_err8_s8) * $signed(x0_s8);
-  assign \$600  = ! \t$604 [15:0];
-  assign \$601  = ~ \$600 ;
-  assign \$602  = \t$604 [16] & \$601 ;
-  assign \$603  = ! \t$604 [15:0];
-  assign \$604  = \t$604 [16] & \$603 ;
-  assign \$605  = \$604  & \floor$606 [0];
-  assign \$606  = \$602  | \$605 ;
-  assign \t$607  = $signed(\floor$606 ) + $signed({ 1'h0, \$606  });
-  assign \$607  = $signed(\t$607 ) < $signed(16'h8000);
-  assign \$608  = $signed(\t$607 ) > $signed(16'h7fff);
-  assign \$609  = \$608  ? 16'h7fff : \t$607 [15:0];
-  assign \t$608  = \$607  ? 16'h8000 : \$609 ;
-  assign \t$609  = $signed(l0_err9_s8) * $signed(x0_s8);
-  assign \$610  = ! \t$609 [15:0];
-  assign \$611  = ~ \$610 ;
-  assign \$612  = \t$609 [16] & \$611 ;
-  assign \$613  = ! \t$609 [15:0];
-  assign \$614  = \t$609 [16] & \$613 ;
-  assign \$615  = \$614  & \floor$611 [0];
-  assign \$616  = \$612  | \$615 ;
-  assign \t$612  = $signed(\floor$611 ) + $signed({ 1'h0, \$616  });
-  assign \$617  = $signed(\t$612 ) < $signed(16'h8000);
-  assign \$618  = $signed(\t$612 ) > $signed(16'h7fff);
-  assign \$619  = \$618  ? 16'h7fff : \t$612 [15:0];
-  assign \t$613  = \$617  ? 16'h8000 : \$619 ;
-  assign \t$614  = $signed(l0_err10_s8) * $signed(x0_s8);
-  assign \$620  = ! \t$614 [15:0];
-  assign \$621  = ~ \$620 ;
-  assign \$622  = \t$614 [16] & \$621 ;
-  assign \$623  = ! \t$614 [15:0];
-  assign \$624  = \t$614 [16] & \$623 ;
-  assign \$625  = \$624  & \floor$616 [0];
-  assign \$626  = \$622  | \$625 ;
-  assign \t$617  = $signed(\floor$616 ) + $signed({ 1'h0, \$626  });
-  assign \$627  = $signed(\t$617 ) < $signed(16'h8000);
-  assign \$628  = $signed(\t$617 ) > $signed(16'h7fff);
-  assign \$629  = \$628  ? 16'h7fff : \t$617 [15:0];
-  assign \t$618  = \$627  ? 16'h8000 : \$629 ;
-  assign \t$619  = $signed(l0_err11_s8) * $signed(x0_s8);
-  assign \$630  = ! \t$619 [15:0];
-  assign \$631  = ~ \$630 ;
-  assign \$632  = \t$619 [16] & \$631 ;
-  assign \$633  = ! \t$619 [15:0];
-  assign \$634  = \t$619 [16] & \$633 ;
-  assign \$635  = \$634  & \floor$621 [0];
-  assign \$636  = \$632  | \$635 ;
-  assign \t$622  = $signed(\floor$621 ) + $signed({ 1'h0, \$636  });
-  assign \$637  = $signed(\t$622 ) < $signed(16'h8000);
-  assign \$638  = $signed(\t$622 ) > $signed(16'h7fff);
-  assign \$639  = \$638  ? 16'h7fff : \t$622 [15:0];
-  assign \t$623  = \$637  ? 16'h8000 : \$639 ;
-  assign \t$624  = $signed(l0_err12_s8) * $signed(x0_s8);
-  assign \$640  = ! \t$624 [15:0];
-  assign \$641  = ~ \$640 ;
-  assign \$642  = \t$624 [16] & \$641 ;
-  assign \$643  = ! \t$624 [15:0];
-  assign \$644  = \t$624 [16] & \$643 ;
-  assign \$645  = \$644  & \floor$626 [0];
-  assign \$646  = \$642  | \$645 ;
-  assign \t$627  = $signed(\floor$626 ) + $signed({ 1'h0, \$646  });
-  assign \$647  = $signed(\t$627 ) < $signed(16'h8000);
-  assign \$648  = $signed(\t$627 ) > $signed(16'h7fff);
-  assign \$649  = \$648  ? 16'h7fff : \t$627 [15:0];
-  assign \t$628  = \$647  ? 16'h8000 : \$649 ;
-  assign \t$629  = $signed(l0_err13_s8) * $signed(x0_s8);
-  assign \$650  = ! \t$629 [15:0];
-  assign \$651  = ~ \$650 ;
-  assign \$652  = \t$629 [16] & \$651 ;
-  assign \$653  = ! \t$629 [15:0];
-  assign \$654  = \t$629 [16] & \$653 ;
-  assign \$655  = \$654  & \floor$631 [0];
-  assign \$656  = \$652  | \$655 ;
-  assign \t$632  = $signed(\floor$631 ) + $signed({ 1'h0, \$656  });
-  assign \$657  = $signed(\t$632 ) < $signed(16'h8000);
-  assign \$658  = $signed(\t$632 ) > $signed(16'h7fff);
-  assign \$659  = \$658  ? 16'h7fff : \t$632 [15:0];
-  assign \t$633  = \$657  ? 16'h8000 : \$659 ;
-  assign \t$634  = $signed(l0_err14_s8) * $signed(x0_s8);
-  assign \$660  = ! \t$634 [15:0];
-  assign \$661  = ~ \$660 ;
-  assign \$662  = \t$634 [16] & \$661 ;
-  assign \$663  = ! \t$634 [15:0];
-  assign \$664  = \t$634 [16] & \$663 ;
-  assign \$665  = \$664  & \floor$636 [0];
-  assign \$666  = \$662  | \$665 ;
-  assign \t$637  = $signed(\floor$636 ) + $signed({ 1'h0, \$666  });
-  assign \$667  = $signed(\t$637 ) < $signed(16'h8000);
-  assign \$668  = $signed(\t$637 ) > $signed(16'h7fff);
-  assign \$669  = \$668  ? 16'h7fff : \t$637 [15:0];
-  assign \t$638  = \$667  ? 16'h8000 : \$669 ;
-  assign \t$639  = $signed(l0_err15_s8) * $signed(x0_s8);
-  assign \$670  = ! \t$639 [15:0];
-  assign \$671  = ~ \$670 ;
-  assign \$672  = \t$639 [16] & \$671 ;
-  assign \$673  = ! \t$639 [15:0];
-  assign \$674  = \t$639 [16] & \$673 ;
-  assign \$675  = \$674  & \floor$641 [0];
-  assign \$676  = \$672  | \$675 ;
-  assign \t$642  = $signed(\floor$641 ) + $signed({ 1'h0, \$676  });
-  assign \$677  = $signed(\t$642 ) < $signed(16'h8000);
-  assign \$678  = $signed(\t$642 ) > $signed(16'h7fff);
-  assign \$679  = \$678  ? 16'h7fff : \t$642 [15:0];
-  assign \t$643  = \$677  ? 16'h8000 : \$679 ;
-  assign \$680  = ! l0_err0_s8[3:0];
-  assign \$681  = ~ \$680 ;
-  assign \$682  = l0_err0_s8[4] & \$681 ;
-  assign \$683  = ! l0_err0_s8[3:0];
-  assign \$684  = l0_err0_s8[4] & \$683 ;
-  assign \$685  = \$684  & \floor$644 [0];
-  assign \$686  = \$682  | \$685 ;
-  assign \t$645  = $signed(\floor$644 ) + $signed({ 1'h0, \$686  });
-  assign \$687  = $signed(\t$645 ) < $signed(16'h8000);
-  assign \$688  = $signed(\t$645 ) > $signed(16'h7fff);
-  assign \$689  = \$688  ? 16'h7fff : \t$645 [15:0];
-  assign \t$646  = \$687  ? 16'h8000 : \$689 ;
-  assign \$690  = ! l0_err1_s8[3:0];
-  assign \$691  = ~ \$690 ;
-  assign \$692  = l0_err1_s8[4] & \$691 ;
-  assign \$693  = ! l0_err1_s8[3:0];
-  assign \$694  = l0_err1_s8[4] & \$693 ;
-  assign \$695  = \$694  & \floor$647 [0];
-  assign \$696  = \$692  | \$695 ;
-  assign \t$648  = $signed(\floor$647 ) + $signed({ 1'h0, \$696  });
-  assign \$697  = $signed(\t$648 ) < $signed(16'h8000);
-  assign \$698  = $signed(\t$648 ) > $signed(16'h7fff);
-  assign \$699  = \$698  ? 16'h7fff : \t$648 [15:0];
-  assign \t$649  = \$697  ? 16'h8000 : \$699 ;
-  assign \$700  = ! l0_err2_s8[3:0];
+  assign \$597  = $signed(\floor$341 ) + $signed({ 1'h0, \$596  });
+  assign \$598  = \above$344  ? 16'h7fff : \$597 [15:0];
+  assign \t$346  = \below$345  ? 16'h8000 : \$598 ;
+  assign \$599  = ! l1_dw0_10_raw_s13[15:0];
+  assign \$600  = ~ \$599 ;
+  assign \$601  = l1_dw0_10_raw_s13[16] & \$600 ;
+  assign \$602  = ! l1_dw0_10_raw_s13[15:0];
+  assign \$603  = l1_dw0_10_raw_s13[16] & \$602 ;
+  assign \$604  = \$603  & \floor$347 [0];
+  assign \inc$349  = \$601  | \$604 ;
+  assign \$605  = $signed(\floor$347 ) > $signed(16'h7fff);
+  assign \$606  = \floor$347  == 15'h7fff;
+  assign \$607  = \$606  & \inc$349 ;
+  assign \above$350  = \$605  | \$607 ;
+  assign \$608  = $signed(\floor$347 ) < $signed(17'h17fff);
+  assign \$609  = \floor$347  == 32'd4294934527;
+  assign \$610  = ~ \inc$349 ;
+  assign \$611  = \$609  & \$610 ;
+  assign \below$351  = \$608  | \$611 ;
+  assign \$612  = ! l1_dw0_10_raw_s13[15:0];
+  assign \$613  = ~ \$612 ;
+  assign \$614  = l1_dw0_10_raw_s13[16] & \$613 ;
+  assign \$615  = ! l1_dw0_10_raw_s13[15:0];
+  assign \$616  = l1_dw0_10_raw_s13[16] & \$615 ;
+  assign \$617  = \$616  & \floor$347 [0];
+  assign \$618  = \$614  | \$617 ;
+  assign \$619  = $signed(\floor$347 ) + $signed({ 1'h0, \$618  });
+  assign \$620  = \above$350  ? 16'h7fff : \$619 [15:0];
+  assign \t$352  = \below$351  ? 16'h8000 : \$620 ;
+  assign \$621  = ! l1_dw0_11_raw_s13[15:0];
+  assign \$622  = ~ \$621 ;
+  assign \$623  = l1_dw0_11_raw_s13[16] & \$622 ;
+  assign \$624  = ! l1_dw0_11_raw_s13[15:0];
+  assign \$625  = l1_dw0_11_raw_s13[16] & \$624 ;
+  assign \$626  = \$625  & \floor$353 [0];
+  assign \inc$355  = \$623  | \$626 ;
+  assign \$627  = $signed(\floor$353 ) > $signed(16'h7fff);
+  assign \$628  = \floor$353  == 15'h7fff;
+  assign \$629  = \$628  & \inc$355 ;
+  assign \above$356  = \$627  | \$629 ;
+  assign \$630  = $signed(\floor$353 ) < $signed(17'h17fff);
+  assign \$631  = \floor$353  == 32'd4294934527;
+  assign \$632  = ~ \inc$355 ;
+  assign \$633  = \$631  & \$632 ;
+  assign \below$357  = \$630  | \$633 ;
+  assign \$634  = ! l1_dw0_11_raw_s13[15:0];
+  assign \$635  = ~ \$634 ;
+  assign \$636  = l1_dw0_11_raw_s13[16] & \$635 ;
+  assign \$637  = ! l1_dw0_11_raw_s13[15:0];
+  assign \$638  = l1_dw0_11_raw_s13[16] & \$637 ;
+  assign \$639  = \$638  & \floor$353 [0];
+  assign \$640  = \$636  | \$639 ;
+  assign \$641  = $signed(\floor$353 ) + $signed({ 1'h0, \$640  });
+  assign \$642  = \above$356  ? 16'h7fff : \$641 [15:0];
+  assign \t$358  = \below$357  ? 16'h8000 : \$642 ;
+  assign \$643  = ! l1_dw0_12_raw_s13[15:0];
+  assign \$644  = ~ \$643 ;
+  assign \$645  = l1_dw0_12_raw_s13[16] & \$644 ;
+  assign \$646  = ! l1_dw0_12_raw_s13[15:0];
+  assign \$647  = l1_dw0_12_raw_s13[16] & \$646 ;
+  assign \$648  = \$647  & \floor$359 [0];
+  assign \inc$361  = \$645  | \$648 ;
+  assign \$649  = $signed(\floor$359 ) > $signed(16'h7fff);
+  assign \$650  = \floor$359  == 15'h7fff;
+  assign \$651  = \$650  & \inc$361 ;
+  assign \above$362  = \$649  | \$651 ;
+  assign \$652  = $signed(\floor$359 ) < $signed(17'h17fff);
+  assign \$653  = \floor$359  == 32'd4294934527;
+  assign \$654  = ~ \inc$361 ;
+  assign \$655  = \$653  & \$654 ;
+  assign \below$363  = \$652  | \$655 ;
+  assign \$656  = ! l1_dw0_12_raw_s13[15:0];
+  assign \$657  = ~ \$656 ;
+  assign \$658  = l1_dw0_12_raw_s13[16] & \$657 ;
+  assign \$659  = ! l1_dw0_12_raw_s13[15:0];
+  assign \$660  = l1_dw0_12_raw_s13[16] & \$659 ;
+  assign \$661  = \$660  & \floor$359 [0];
+  assign \$662  = \$658  | \$661 ;
+  assign \$663  = $signed(\floor$359 ) + $signed({ 1'h0, \$662  });
+  assign \$664  = \above$362  ? 16'h7fff : \$663 [15:0];
+  assign \t$364  = \below$363  ? 16'h8000 : \$664 ;
+  assign \$665  = ! l1_dw0_13_raw_s13[15:0];
+  assign \$666  = ~ \$665 ;
+  assign \$667  = l1_dw0_13_raw_s13[16] & \$666 ;
+  assign \$668  = ! l1_dw0_13_raw_s13[15:0];
+  assign \$669  = l1_dw0_13_raw_s13[16] & \$668 ;
+  assign \$670  = \$669  & \floor$365 [0];
+  assign \inc$367  = \$667  | \$670 ;
+  assign \$671  = $signed(\floor$365 ) > $signed(16'h7fff);
+  assign \$672  = \floor$365  == 15'h7fff;
+  assign \$673  = \$672  & \inc$367 ;
+  assign \above$368  = \$671  | \$673 ;
+  assign \$674  = $signed(\floor$365 ) < $signed(17'h17fff);
+  assign \$675  = \floor$365  == 32'd4294934527;
+  assign \$676  = ~ \inc$367 ;
+  assign \$677  = \$675  & \$676 ;
+  assign \below$369  = \$674  | \$677 ;
+  assign \$678  = ! l1_dw0_13_raw_s13[15:0];
+  assign \$679  = ~ \$678 ;
+  assign \$680  = l1_dw0_13_raw_s13[16] & \$679 ;
+  assign \$681  = ! l1_dw0_13_raw_s13[15:0];
+  assign \$682  = l1_dw0_13_raw_s13[16] & \$681 ;
+  assign \$683  = \$682  & \floor$365 [0];
+  assign \$684  = \$680  | \$683 ;
+  assign \$685  = $signed(\floor$365 ) + $signed({ 1'h0, \$684  });
+  assign \$686  = \above$368  ? 16'h7fff : \$685 [15:0];
+  assign \t$370  = \below$369  ? 16'h8000 : \$686 ;
+  assign \$687  = ! l1_dw0_14_raw_s13[15:0];
+  assign \$688  = ~ \$687 ;
+  assign \$689  = l1_dw0_14_raw_s13[16] & \$688 ;
+  assign \$690  = ! l1_dw0_14_raw_s13[15:0];
+  assign \$691  = l1_dw0_14_raw_s13[16] & \$690 ;
+  assign \$692  = \$691  & \floor$371 [0];
+  assign \inc$373  = \$689  | \$692 ;
+  assign \$693  = $signed(\floor$371 ) > $signed(16'h7fff);
+  assign \$694  = \floor$371  == 15'h7fff;
+  assign \$695  = \$694  & \inc$373 ;
+  assign \above$374  = \$693  | \$695 ;
+  assign \$696  = $signed(\floor$371 ) < $signed(17'h17fff);
+  assign \$697  = \floor$371  == 32'd4294934527;
+  assign \$698  = ~ \inc$373 ;
+  assign \$699  = \$697  & \$698 ;
+  assign \below$375  = \$696  | \$699 ;
+  assign \$700  = ! l1_dw0_14_raw_s13[15:0];
   assign \$701  = ~ \$700 ;
-  assign \$702  = l0_err2_s8[4] & \$701 ;
-  assign \$703  = ! l0_err2_s8[3:0];
-  assign \$704  = l0_err2_s8[4] & \$703 ;
-  assign \$705  = \$704  & \floor$650 [0];
+  assign \$702  = l1_dw0_14_raw_s13[16] & \$701 ;
+  assign \$703  = ! l1_dw0_14_raw_s13[15:0];
+  assign \$704  = l1_dw0_14_raw_s13[16] & \$703 ;
+  assign \$705  = \$704  & \floor$371 [0];
   assign \$706  = \$702  | \$705 ;
-  assign \t$651  = $signed(\floor$650 ) + $signed({ 1'h0, \$706  });
-  assign \$707  = $signed(\t$651 ) < $signed(16'h8000);
-  assign \$708  = $signed(\t$651 ) > $signed(16'h7fff);
-  assign \$709  = \$708  ? 16'h7fff : \t$651 [15:0];
-  assign \t$652  = \$707  ? 16'h8000 : \$709 ;
-  assign \$710  = ! l0_err3_s8[3:0];
-  assign \$711  = ~ \$710 ;
-  assign \$712  = l0_err3_s8[4] & \$711 ;
-  assign \$713  = ! l0_err3_s8[3:0];
-  assign \$714  = l0_err3_s8[4] & \$713 ;
-  assign \$715  = \$714  & \floor$653 [0];
-  assign \$716  = \$712  | \$715 ;
-  assign \t$654  = $signed(\floor$653 ) + $signed({ 1'h0, \$716  });
-  assign \$717  = $signed(\t$654 ) < $signed(16'h8000);
-  assign \$718  = $signed(\t$654 ) > $signed(16'h7fff);
-  assign \$719  = \$718  ? 16'h7fff : \t$654 [15:0];
-  assign \t$655  = \$717  ? 16'h8000 : \$719 ;
-  assign \$720  = ! l0_err4_s8[3:0];
-  assign \$721  = ~ \$720 ;
-  assign \$722  = l0_err4_s8[4] & \$721 ;
-  assign \$723  = ! l0_err4_s8[3:0];
-  assign \$724  = l0_err4_s8[4] & \$723 ;
-  assign \$725  = \$724  & \floor$656 [0];
-  assign \$726  = \$722  | \$725 ;
-  assign \t$657  = $signed(\floor$656 ) + $signed({ 1'h0, \$726  });
-  assign \$727  = $signed(\t$657 ) < $signed(16'h8000);
-  assign \$728  = $signed(\t$657 ) > $signed(16'h7fff);
-  assign \$729  = \$728  ? 16'h7fff : \t$657 [15:0];
-  assign \t$658  = \$727  ? 16'h8000 : \$729 ;
-  assign \$730  = ! l0_err5_s8[3:0];
-  assign \$731  = ~ \$730 ;
-  assign \$732  = l0_err5_s8[4] & \$731 ;
-  assign \$733  = ! l0_err5_s8[3:0];
-  assign \$734  = l0_err5_s8[4] & \$733 ;
-  assign \$735  = \$734  & \floor$659 [0];
-  assign \$736  = \$732  | \$735 ;
-  assign \t$660  = $signed(\floor$659 ) + $signed({ 1'h0, \$736  });
-  assign \$737  = $signed(\t$660 ) < $signed(16'h8000);
-  assign \$738  = $signed(\t$660 ) > $signed(16'h7fff);
-  assign \$739  = \$738  ? 16'h7fff : \t$660 [15:0];
-  assign \t$661  = \$737  ? 16'h8000 : \$739 ;
-  assign \$740  = ! l0_err6_s8[3:0];
-  assign \$741  = ~ \$740 ;
-  assign \$742  = l0_err6_s8[4] & \$741 ;
-  assign \$743  = ! l0_err6_s8[3:0];
-  assign \$744  = l0_err6_s8[4] & \$743 ;
-  assign \$745  = \$744  & \floor$662 [0];
-  assign \$746  = \$742  | \$745 ;
-  assign \t$663  = $signed(\floor$662 ) + $signed({ 1'h0, \$746  });
-  assign \$747  = $signed(\t$663 ) < $signed(16'h8000);
-  assign \$748  = $signed(\t$663 ) > $signed(16'h7fff);
-  assign \$749  = \$748  ? 16'h7fff : \t$663 [15:0];
-  assign \t$664  = \$747  ? 16'h8000 : \$749 ;
-  assign \$750  = ! l0_err7_s8[3:0];
-  assign \$751  = ~ \$750 ;
-  assign \$752  = l0_err7_s8[4] & \$751 ;
-  assign \$753  = ! l0_err7_s8[3:0];
-  assign \$754  = l0_err7_s8[4] & \$753 ;
-  assign \$755  = \$754  & \floor$665 [0];
-  assign \$756  = \$752  | \$755 ;
-  assign \t$666  = $signed(\floor$665 ) + $signed({ 1'h0, \$756  });
-  assign \$757  = $signed(\t$666 ) < $signed(16'h8000);
-  assign \$758  = $signed(\t$666 ) > $signed(16'h7fff);
-  assign \$759  = \$758  ? 16'h7fff : \t$666 [15:0];
-  assign \t$667  = \$757  ? 16'h8000 : \$759 ;
-  assign \$760  = ! l0_err8_s8[3:0];
-  assign \$761  = ~ \$760 ;
-  assign \$762  = l0_err8_s8[4] & \$761 ;
-  assign \$763  = ! l0_err8_s8[3:0];
-  assign \$764  = l0_err8_s8[4] & \$763 ;
-  assign \$765  = \$764  & \floor$668 [0];
-  assign \$766  = \$762  | \$765 ;
-  assign \t$669  = $signed(\floor$668 ) + $signed({ 1'h0, \$766  });
-  assign \$767  = $signed(\t$669 ) < $signed(16'h8000);
-  assign \$768  = $signed(\t$669 ) > $signed(16'h7fff);
-  assign \$769  = \$768  ? 16'h7fff : \t$669 [15:0];
-  assign \t$670  = \$767  ? 16'h8000 : \$769 ;
-  assign \$770  = ! l0_err9_s8[3:0];
-  assign \$771  = ~ \$770 ;
-  assign \$772  = l0_err9_s8[4] & \$771 ;
-  assign \$773  = ! l0_err9_s8[3:0];
-  assign \$774  = l0_err9_s8[4] & \$773 ;
-  assign \$775  = \$774  & \floor$671 [0];
-  assign \$776  = \$772  | \$775 ;
-  assign \t$672  = $signed(\floor$671 ) + $signed({ 1'h0, \$776  });
-  assign \$777  = $signed(\t$672 ) < $signed(16'h8000);
-  assign \$778  = $signed(\t$672 ) > $signed(16'h7fff);
-  assign \$779  = \$778  ? 16'h7fff : \t$672 [15:0];
-  assign \t$673  = \$777  ? 16'h8000 : \$779 ;
-  assign \$780  = ! l0_err10_s8[3:0];
-  assign \$781  = ~ \$780 ;
-  assign \$782  = l0_err10_s8[4] & \$781 ;
-  assign \$783  = ! l0_err10_s8[3:0];
-  assign \$784  = l0_err10_s8[4] & \$783 ;
-  assign \$785  = \$784  & \floor$674 [0];
-  assign \$786  = \$782  | \$785 ;
-  assign \t$675  = $signed(\floor$674 ) + $signed({ 1'h0, \$786  });
-  assign \$787  = $signed(\t$675 ) < $signed(16'h8000);
-  assign \$788  = $signed(\t$675 ) > $signed(16'h7fff);
-  assign \$789  = \$788  ? 16'h7fff : \t$675 [15:0];
-  assign \t$676  = \$787  ? 16'h8000 : \$789 ;
-  assign \$790  = ! l0_err11_s8[3:0];
-  assign \$791  = ~ \$790 ;
-  assign \$792  = l0_err11_s8[4] & \$791 ;
-  assign \$793  = ! l0_err11_s8[3:0];
-  assign \$794  = l0_err11_s8[4] & \$793 ;
-  assign \$795  = \$794  & \floor$677 [0];
-  assign \$796  = \$792  | \$795 ;
-  assign \t$678  = $signed(\floor$677 ) + $signed({ 1'h0, \$796  });
-  assign \$797  = $signed(\t$678 ) < $signed(16'h8000);
-  assign \$798  = $signed(\t$678 ) > $signed(16'h7fff);
-  assign \$799  = \$798  ? 16'h7fff : \t$678 [15:0];
-  assign \t$679  = \$797  ? 16'h8000 : \$799 ;
-  assign \$800  = ! l0_err12_s8[3:0];
-  assign \$801  = ~ \$800 ;
-  assign \$802  = l0_err12_s8[4] & \$801 ;
-  assign \$803  = ! l0_err12_s8[3:0];
-  assign \$804  = l0_err12_s8[4] & \$803 ;
-  assign \$805  = \$804  & \floor$680 [0];
-  assign \$806  = \$802  | \$805 ;
-  assign \t$681  = $signed(\floor$680 ) + $signed({ 1'h0, \$806  });
-  assign \$807  = $signed(\t$681 ) < $signed(16'h8000);
-  assign \$808  = $signed(\t$681 ) > $signed(16'h7fff);
-  assign \$809  = \$808  ? 16'h7fff : \t$681 [15:0];
-  assign \t$682  = \$807  ? 16'h8000 : \$809 ;
-  assign \$810  = ! l0_err13_s8[3:0];
+  assign \$707  = $signed(\floor$371 ) + $signed({ 1'h0, \$706  });
+  assign \$708  = \above$374  ? 16'h7fff : \$707 [15:0];
+  assign \t$376  = \below$375  ? 16'h8000 : \$708 ;
+  assign \$709  = ! l1_dw0_15_raw_s13[15:0];
+  assign \$710  = ~ \$709 ;
+  assign \$711  = l1_dw0_15_raw_s13[16] & \$710 ;
+  assign \$712  = ! l1_dw0_15_raw_s13[15:0];
+  assign \$713  = l1_dw0_15_raw_s13[16] & \$712 ;
+  assign \$714  = \$713  & \floor$377 [0];
+  assign \inc$379  = \$711  | \$714 ;
+  assign \$715  = $signed(\floor$377 ) > $signed(16'h7fff);
+  assign \$716  = \floor$377  == 15'h7fff;
+  assign \$717  = \$716  & \inc$379 ;
+  assign \above$380  = \$715  | \$717 ;
+  assign \$718  = $signed(\floor$377 ) < $signed(17'h17fff);
+  assign \$719  = \floor$377  == 32'd4294934527;
+  assign \$720  = ~ \inc$379 ;
+  assign \$721  = \$719  & \$720 ;
+  assign \below$381  = \$718  | \$721 ;
+  assign \$722  = ! l1_dw0_15_raw_s13[15:0];
+  assign \$723  = ~ \$722 ;
+  assign \$724  = l1_dw0_15_raw_s13[16] & \$723 ;
+  assign \$725  = ! l1_dw0_15_raw_s13[15:0];
+  assign \$726  = l1_dw0_15_raw_s13[16] & \$725 ;
+  assign \$727  = \$726  & \floor$377 [0];
+  assign \$728  = \$724  | \$727 ;
+  assign \$729  = $signed(\floor$377 ) + $signed({ 1'h0, \$728  });
+  assign \$730  = \above$380  ? 16'h7fff : \$729 [15:0];
+  assign \t$382  = \below$381  ? 16'h8000 : \$730 ;
+  assign \$731  = ! err0_s12[3:0];
+  assign \$732  = ~ \$731 ;
+  assign \$733  = err0_s12[4] & \$732 ;
+  assign \$734  = ! err0_s12[3:0];
+  assign \$735  = err0_s12[4] & \$734 ;
+  assign \$736  = \$735  & \floor$383 [0];
+  assign \inc$385  = \$733  | \$736 ;
+  assign \$737  = $signed(\floor$383 ) > $signed(16'h7fff);
+  assign \$738  = \floor$383  == 15'h7fff;
+  assign \$739  = \$738  & \inc$385 ;
+  assign \above$386  = \$737  | \$739 ;
+  assign \$740  = $signed(\floor$383 ) < $signed(17'h17fff);
+  assign \$741  = $signed(\floor$383 ) == $signed(17'h17fff);
+  assign \$742  = ~ \inc$385 ;
+  assign \$743  = \$741  & \$742 ;
+  assign \below$387  = \$740  | \$743 ;
+  assign \$744  = ! err0_s12[3:0];
+  assign \$745  = ~ \$744 ;
+  assign \$746  = err0_s12[4] & \$745 ;
+  assign \$747  = ! err0_s12[3:0];
+  assign \$748  = err0_s12[4] & \$747 ;
+  assign \$749  = \$748  & \floor$383 [0];
+  assign \$750  = \$746  | \$749 ;
+  assign \$751  = $signed(\floor$383 ) + $signed({ 1'h0, \$750  });
+  assign \$752  = \above$386  ? 16'h7fff : \$751 [15:0];
+  assign \t$388  = \below$387  ? 16'h8000 : \$752 ;
+  assign \$753  = ! \t$389 [12:0];
+  assign \$754  = ~ \$753 ;
+  assign \$755  = \t$389 [13] & \$754 ;
+  assign \$756  = ! \t$389 [12:0];
+  assign \$757  = \t$389 [13] & \$756 ;
+  assign \$758  = \$757  & \floor$393 [0];
+  assign \inc$394  = \$755  | \$758 ;
+  assign \$759  = $signed(\floor$393 ) > $signed(16'h7fff);
+  assign \$760  = \floor$393  == 15'h7fff;
+  assign \$761  = \$760  & \inc$394 ;
+  assign \above$395  = \$759  | \$761 ;
+  assign \$762  = $signed(\floor$393 ) < $signed(17'h17fff);
+  assign \$763  = \floor$393  == 40'hffffff7fff;
+  assign \$764  = ~ \inc$394 ;
+  assign \$765  = \$763  & \$764 ;
+  assign \below$396  = \$762  | \$765 ;
+  assign \$766  = ! \t$389 [12:0];
+  assign \$767  = ~ \$766 ;
+  assign \$768  = \t$389 [13] & \$767 ;
+  assign \$769  = ! \t$389 [12:0];
+  assign \$770  = \t$389 [13] & \$769 ;
+  assign \$771  = \$770  & \floor$393 [0];
+  assign \$772  = \$768  | \$771 ;
+  assign \$773  = $signed(\floor$393 ) + $signed({ 1'h0, \$772  });
+  assign \$774  = \above$395  ? 16'h7fff : \$773 [15:0];
+  assign \t$397  = \below$396  ? 16'h8000 : \$774 ;
+  assign \$775  = ! \t$398 [12:0];
+  assign \$776  = ~ \$775 ;
+  assign \$777  = \t$398 [13] & \$776 ;
+  assign \$778  = ! \t$398 [12:0];
+  assign \$779  = \t$398 [13] & \$778 ;
+  assign \$780  = \$779  & \floor$402 [0];
+  assign \inc$403  = \$777  | \$780 ;
+  assign \$781  = $signed(\floor$402 ) > $signed(16'h7fff);
+  assign \$782  = \floor$402  == 15'h7fff;
+  assign \$783  = \$782  & \inc$403 ;
+  assign \above$404  = \$781  | \$783 ;
+  assign \$784  = $signed(\floor$402 ) < $signed(17'h17fff);
+  assign \$785  = \floor$402  == 40'hffffff7fff;
+  assign \$786  = ~ \inc$403 ;
+  assign \$787  = \$785  & \$786 ;
+  assign \below$405  = \$784  | \$787 ;
+  assign \$788  = ! \t$398 [12:0];
+  assign \$789  = ~ \$788 ;
+  assign \$790  = \t$398 [13] & \$789 ;
+  assign \$791  = ! \t$398 [12:0];
+  assign \$792  = \t$398 [13] & \$791 ;
+  assign \$793  = \$792  & \floor$402 [0];
+  assign \$794  = \$790  | \$793 ;
+  assign \$795  = $signed(\floor$402 ) + $signed({ 1'h0, \$794  });
+  assign \$796  = \above$404  ? 16'h7fff : \$795 [15:0];
+  assign \t$406  = \below$405  ? 16'h8000 : \$796 ;
+  assign \$797  = ! \t$407 [12:0];
+  assign \$798  = ~ \$797 ;
+  assign \$799  = \t$407 [13] & \$798 ;
+  assign \$800  = ! \t$407 [12:0];
+  assign \$801  = \t$407 [13] & \$800 ;
+  assign \$802  = \$801  & \floor$411 [0];
+  assign \inc$412  = \$799  | \$802 ;
+  assign \$803  = $signed(\floor$411 ) > $signed(16'h7fff);
+  assign \$804  = \floor$411  == 15'h7fff;
+  assign \$805  = \$804  & \inc$412 ;
+  assign \above$413  = \$803  | \$805 ;
+  assign \$806  = $signed(\floor$411 ) < $signed(17'h17fff);
+  assign \$807  = \floor$411  == 40'hffffff7fff;
+  assign \$808  = ~ \inc$412 ;
+  assign \$809  = \$807  & \$808 ;
+  assign \below$414  = \$806  | \$809 ;
+  assign \$810  = ! \t$407 [12:0];
   assign \$811  = ~ \$810 ;
-  assign \$812  = l0_err13_s8[4] & \$811 ;
-  assign \$813  = ! l0_err13_s8[3:0];
-  assign \$814  = l0_err13_s8[4] & \$813 ;
-  assign \$815  = \$814  & \floor$683 [0];
+  assign \$812  = \t$407 [13] & \$811 ;
+  assign \$813  = ! \t$407 [12:0];
+  assign \$814  = \t$407 [13] & \$813 ;
+  assign \$815  = \$814  & \floor$411 [0];
   assign \$816  = \$812  | \$815 ;
-  assign \t$684  = $signed(\floor$683 ) + $signed({ 1'h0, \$816  });
-  assign \$817  = $signed(\t$684 ) < $signed(16'h8000);
-  assign \$818  = $signed(\t$684 ) > $signed(16'h7fff);
-  assign \$819  = \$818  ? 16'h7fff : \t$684 [15:0];
-  assign \t$685  = \$817  ? 16'h8000 : \$819 ;
-  assign \$820  = ! l0_err14_s8[3:0];
-  assign \$821  = ~ \$820 ;
-  assign \$822  = l0_err14_s8[4] & \$821 ;
-  assign \$823  = ! l0_err14_s8[3:0];
-  assign \$824  = l0_err14_s8[4] & \$823 ;
-  assign \$825  = \$824  & \floor$686 [0];
-  assign \$826  = \$822  | \$825 ;
-  assign \t$687  = $signed(\floor$686 ) + $signed({ 1'h0, \$826  });
-  assign \$827  = $signed(\t$687 ) < $signed(16'h8000);
-  assign \$828  = $signed(\t$687 ) > $signed(16'h7fff);
-  assign \$829  = \$828  ? 16'h7fff : \t$687 [15:0];
-  assign \t$688  = \$827  ? 16'h8000 : \$829 ;
-  assign \$830  = ! l0_err15_s8[3:0];
-  assign \$831  = ~ \$830 ;
-  assign \$832  = l0_err15_s8[4] & \$831 ;
-  assign \$833  = ! l0_err15_s8[3:0];
-  assign \$834  = l0_err15_s8[4] & \$833 ;
-  assign \$835  = \$834  & \floor$689 [0];
-  assign \$836  = \$832  | \$835 ;
-  assign \t$690  = $signed(\floor$689 ) + $signed({ 1'h0, \$836  });
-  assign \$837  = $signed(\t$690 ) < $signed(16'h8000);
-  assign \$838  = $signed(\t$690 ) > $signed(16'h7fff);
-  assign \$839  = \$838  ? 16'h7fff : \t$690 [15:0];
-  assign \t$691  = \$837  ? 16'h8000 : \$839 ;
-  assign \$840  = ~ m__ready;
-  assign \$841  = m__valid & \$840 ;
-  assign en = ~ \$841 ;
-  assign busy = | { valid_s8, valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s8;
-  assign \$842  = $signed(l0_w_0_0) - $signed(\t$568 );
-  assign \$843  = $signed(l0_w_1_0) - $signed(\t$573 );
-  assign \$844  = $signed(l0_w_2_0) - $signed(\t$578 );
-  assign \$845  = $signed(l0_w_3_0) - $signed(\t$583 );
-  assign \$846  = $signed(l0_w_4_0) - $signed(\t$588 );
-  assign \$847  = $signed(l0_w_5_0) - $signed(\t$593 );
-  assign \$848  = $signed(l0_w_6_0) - $signed(\t$598 );
-  assign \$849  = $signed(l0_w_7_0) - $signed(\t$603 );
-  assign \$850  = $signed(l0_w_8_0) - $signed(\t$608 );
-  assign \$851  = $signed(l0_w_9_0) - $signed(\t$613 );
-  assign \$852  = $signed(l0_w_10_0) - $signed(\t$618 );
-  assign \$853  = $signed(l0_w_11_0) - $signed(\t$623 );
-  assign \$854  = $signed(l0_w_12_0) - $signed(\t$628 );
-  assign \$855  = $signed(l0_w_13_0) - $signed(\t$633 );
-  assign \$856  = $signed(l0_w_14_0) - $signed(\t$638 );
-  assign \$857  = $signed(l0_w_15_0) - $signed(\t$643 );
-  assign \$858  = $signed(l0_b_0) - $signed(\t$646 );
-  assign \$859  = $signed(l0_b_1) - $signed(\t$649 );
-  assign \$860  = $signed(l0_b_2) - $signed(\t$652 );
-  assign \$861  = $signed(l0_b_3) - $signed(\t$655 );
-  assign \$862  = $signed(l0_b_4) - $signed(\t$658 );
-  assign \$863  = $signed(l0_b_5) - $signed(\t$661 );
-  assign \$864  = $signed(l0_b_6) - $signed(\t$664 );
-  assign \$865  = $signed(l0_b_7) - $signed(\t$667 );
-  assign \$866  = $signed(l0_b_8) - $signed(\t$670 );
-  assign \$867  = $signed(l0_b_9) - $signed(\t$673 );
-  assign \$868  = $signed(l0_b_10) - $signed(\t$676 );
-  assign \$869  = $signed(l0_b_11) - $signed(\t$679 );
-  assign \$870  = $signed(l0_b_12) - $signed(\t$682 );
-  assign \$871  = $signed(l0_b_13) - $signed(\t$685 );
-  assign \$872  = $signed(l0_b_14) - $signed(\t$688 );
-  assign \$873  = $signed(l0_b_15) - $signed(\t$691 );
-  assign commit_l1 = en & valid_s6;
-  assign \$874  = $signed(l1_w_0_0) - $signed(\t$356 );
-  assign \$875  = $signed(l1_w_0_1) - $signed(\t$361 );
-  assign \$876  = $signed(l1_w_0_2) - $signed(\t$366 );
-  assign \$877  = $signed(l1_w_0_3) - $signed(\t$371 );
-  assign \$878  = $signed(l1_w_0_4) - $signed(\t$376 );
-  assign \$879  = $signed(l1_w_0_5) - $signed(\t$381 );
-  assign \$880  = $signed(l1_w_0_6) - $signed(\t$386 );
-  assign \$881  = $signed(l1_w_0_7) - $signed(\t$391 );
-  assign \$882  = $signed(l1_w_0_8) - $signed(\t$396 );
-  assign \$883  = $signed(l1_w_0_9) - $signed(\t$401 );
-  assign \$884  = $signed(l1_w_0_10) - $signed(\t$406 );
-  assign \$885  = $signed(l1_w_0_11) - $signed(\t$411 );
-  assign \$886  = $signed(l1_w_0_12) - $signed(\t$416 );
-  assign \$887  = $signed(l1_w_0_13) - $signed(\t$421 );
-  assign \$888  = $signed(l1_w_0_14) - $signed(\t$426 );
-  assign \$889  = $signed(l1_w_0_15) - $signed(\t$431 );
-  assign \$890  = $signed(l1_b_0) - $signed(\t$434 );
-  assign \$891  = ~ pc__valid;
-  assign \$892  = en & \$891 ;
-  assign \$895  = | { valid_s7, valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$896  = ~ \$895 ;
-  assign s__ready = \$894  & \$896 ;
-  assign accept = s__valid & s__ready;
-  assign \$897  = ~ busy;
-  assign \$898  = pc__valid & \$897 ;
-  assign \$901  = ~ read_wait;
-  assign \$902  = \$900  & \$901 ;
-  assign \$903  = ~ pr__valid;
-  assign \$904  = \$903  | pr__ready;
-  assign pc__ready = \$902  & \$904 ;
-  assign \$905  = port_addr - 1'h0;
-  assign \$906  = port_addr >= 1'h0;
-  assign \$907  = port_addr < 6'h20;
-  assign \$908  = \$906  & \$907 ;
-  assign \$909  = pc__ready & pc__payload[22];
-  assign l0_port_wr = \$908  & \$910 ;
-  assign \$911  = port_addr >= 1'h0;
-  assign \$912  = port_addr < 6'h20;
-  assign \$913  = \$911  & \$912 ;
-  assign \$914  = \$913  & pc__ready;
-  assign \$915  = ~ pc__payload[22];
-  assign l0_port_rd = \$914  & \$915 ;
-  assign \$916  = port_addr - 6'h20;
-  assign \$917  = port_addr >= 6'h20;
-  assign \$918  = port_addr < 6'h31;
+  assign \$817  = $signed(\floor$411 ) + $signed({ 1'h0, \$816  });
+  assign \$818  = \above$413  ? 16'h7fff : \$817 [15:0];
+  assign \t$415  = \below$414  ? 16'h8000 : \$818 ;
+  assign \$819  = ! \t$416 [12:0];
+  assign \$820  = ~ \$819 ;
+  assign \$821  = \t$416 [13] & \$820 ;
+  assign \$822  = ! \t$416 [12:0];
+  assign \$823  = \t$416 [13] & \$822 ;
+  assign \$824  = \$823  & \floor$420 [0];
+  assign \inc$421  = \$821  | \$824 ;
+  assign \$825  = $signed(\floor$420 ) > $signed(16'h7fff);
+  assign \$826  = \floor$420  == 15'h7fff;
+  assign \$827  = \$826  & \inc$421 ;
+  assign \above$422  = \$825  | \$827 ;
+  assign \$828  = $signed(\floor$420 ) < $signed(17'h17fff);
+  assign \$829  = \floor$420  == 40'hffffff7fff;
+  assign \$830  = ~ \inc$421 ;
+  assign \$831  = \$829  & \$830 ;
+  assign \below$423  = \$828  | \$831 ;
+  assign \$832  = ! \t$416 [12:0];
+  assign \$833  = ~ \$832 ;
+  assign \$834  = \t$416 [13] & \$833 ;
+  assign \$835  = ! \t$416 [12:0];
+  assign \$836  = \t$416 [13] & \$835 ;
+  assign \$837  = \$836  & \floor$420 [0];
+  assign \$838  = \$834  | \$837 ;
+  assign \$839  = $signed(\floor$420 ) + $signed({ 1'h0, \$838  });
+  assign \$840  = \above$422  ? 16'h7fff : \$839 [15:0];
+  assign \t$424  = \below$423  ? 16'h8000 : \$840 ;
+  assign \$841  = ! \t$425 [12:0];
+  assign \$842  = ~ \$841 ;
+  assign \$843  = \t$425 [13] & \$842 ;
+  assign \$844  = ! \t$425 [12:0];
+  assign \$845  = \t$425 [13] & \$844 ;
+  assign \$846  = \$845  & \floor$429 [0];
+  assign \inc$430  = \$843  | \$846 ;
+  assign \$847  = $signed(\floor$429 ) > $signed(16'h7fff);
+  assign \$848  = \floor$429  == 15'h7fff;
+  assign \$849  = \$848  & \inc$430 ;
+  assign \above$431  = \$847  | \$849 ;
+  assign \$850  = $signed(\floor$429 ) < $signed(17'h17fff);
+  assign \$851  = \floor$429  == 40'hffffff7fff;
+  assign \$852  = ~ \inc$430 ;
+  assign \$853  = \$851  & \$852 ;
+  assign \below$432  = \$850  | \$853 ;
+  assign \$854  = ! \t$425 [12:0];
+  assign \$855  = ~ \$854 ;
+  assign \$856  = \t$425 [13] & \$855 ;
+  assign \$857  = ! \t$425 [12:0];
+  assign \$858  = \t$425 [13] & \$857 ;
+  assign \$859  = \$858  & \floor$429 [0];
+  assign \$860  = \$856  | \$859 ;
+  assign \$861  = $signed(\floor$429 ) + $signed({ 1'h0, \$860  });
+  assign \$862  = \above$431  ? 16'h7fff : \$861 [15:0];
+  assign \t$433  = \below$432  ? 16'h8000 : \$862 ;
+  assign \$863  = ! \t$434 [12:0];
+  assign \$864  = ~ \$863 ;
+  assign \$865  = \t$434 [13] & \$864 ;
+  assign \$866  = ! \t$434 [12:0];
+  assign \$867  = \t$434 [13] & \$866 ;
+  assign \$868  = \$867  & \floor$438 [0];
+  assign \inc$439  = \$865  | \$868 ;
+  assign \$869  = $signed(\floor$438 ) > $signed(16'h7fff);
+  assign \$870  = \floor$438  == 15'h7fff;
+  assign \$871  = \$870  & \inc$439 ;
+  assign \above$440  = \$869  | \$871 ;
+  assign \$872  = $signed(\floor$438 ) < $signed(17'h17fff);
+  assign \$873  = \floor$438  == 40'hffffff7fff;
+  assign \$874  = ~ \inc$439 ;
+  assign \$875  = \$873  & \$874 ;
+  assign \below$441  = \$872  | \$875 ;
+  assign \$876  = ! \t$434 [12:0];
+  assign \$877  = ~ \$876 ;
+  assign \$878  = \t$434 [13] & \$877 ;
+  assign \$879  = ! \t$434 [12:0];
+  assign \$880  = \t$434 [13] & \$879 ;
+  assign \$881  = \$880  & \floor$438 [0];
+  assign \$882  = \$878  | \$881 ;
+  assign \$883  = $signed(\floor$438 ) + $signed({ 1'h0, \$882  });
+  assign \$884  = \above$440  ? 16'h7fff : \$883 [15:0];
+  assign \t$442  = \below$441  ? 16'h8000 : \$884 ;
+  assign \$885  = ! \t$443 [12:0];
+  assign \$886  = ~ \$885 ;
+  assign \$887  = \t$443 [13] & \$886 ;
+  assign \$888  = ! \t$443 [12:0];
+  assign \$889  = \t$443 [13] & \$888 ;
+  assign \$890  = \$889  & \floor$447 [0];
+  assign \inc$448  = \$887  | \$890 ;
+  assign \$891  = $signed(\floor$447 ) > $signed(16'h7fff);
+  assign \$892  = \floor$447  == 15'h7fff;
+  assign \$893  = \$892  & \inc$448 ;
+  assign \above$449  = \$891  | \$893 ;
+  assign \$894  = $signed(\floor$447 ) < $signed(17'h17fff);
+  assign \$895  = \floor$447  == 40'hffffff7fff;
+  assign \$896  = ~ \inc$448 ;
+  assign \$897  = \$895  & \$896 ;
+  assign \below$450  = \$894  | \$897 ;
+  assign \$898  = ! \t$443 [12:0];
+  assign \$899  = ~ \$898 ;
+  assign \$900  = \t$443 [13] & \$899 ;
+  assign \$901  = ! \t$443 [12:0];
+  assign \$902  = \t$443 [13] & \$901 ;
+  assign \$903  = \$902  & \floor$447 [0];
+  assign \$904  = \$900  | \$903 ;
+  assign \$905  = $signed(\floor$447 ) + $signed({ 1'h0, \$904  });
+  assign \$906  = \above$449  ? 16'h7fff : \$905 [15:0];
+  assign \t$451  = \below$450  ? 16'h8000 : \$906 ;
+  assign \$907  = ! \t$452 [12:0];
+  assign \$908  = ~ \$907 ;
+  assign \$909  = \t$452 [13] & \$908 ;
+  assign \$910  = ! \t$452 [12:0];
+  assign \$911  = \t$452 [13] & \$910 ;
+  assign \$912  = \$911  & \floor$456 [0];
+  assign \inc$457  = \$909  | \$912 ;
+  assign \$913  = $signed(\floor$456 ) > $signed(16'h7fff);
+  assign \$914  = \floor$456  == 15'h7fff;
+  assign \$915  = \$914  & \inc$457 ;
+  assign \above$458  = \$913  | \$915 ;
+  assign \$916  = $signed(\floor$456 ) < $signed(17'h17fff);
+  assign \$917  = \floor$456  == 40'hffffff7fff;
+  assign \$918  = ~ \inc$457 ;
   assign \$919  = \$917  & \$918 ;
-  assign \$920  = pc__ready & pc__payload[22];
-  assign l1_port_wr = \$919  & \$921 ;
-  assign \$922  = port_addr >= 6'h20;
-  assign \$923  = port_addr < 6'h31;
-  assign \$924  = \$922  & \$923 ;
-  assign \$925  = \$924  & pc__ready;
-  assign \$926  = ~ pc__payload[22];
-  assign l1_port_rd = \$925  & \$926 ;
-  assign \$927  = $signed(\t$703 ) < $signed(16'h8000);
-  assign \$928  = $signed(\t$703 ) > $signed(16'h7fff);
-  assign \$929  = \$928  ? 16'h7fff : \t$703 [15:0];
-  assign \$930  = \$927  ? 16'h8000 : \$929 ;
-  assign \$931  = $signed(\t$704 ) < $signed(16'h8000);
-  assign \$932  = $signed(\t$704 ) > $signed(16'h7fff);
-  assign \$933  = \$932  ? 16'h7fff : \t$704 [15:0];
-  assign \$934  = \$931  ? 16'h8000 : \$933 ;
-  assign \$935  = $signed(\t$705 ) < $signed(16'h8000);
-  assign \$936  = $signed(\t$705 ) > $signed(16'h7fff);
-  assign \$937  = \$936  ? 16'h7fff : \t$705 [15:0];
-  assign \$938  = \$935  ? 16'h8000 : \$937 ;
-  assign \$939  = $signed(\t$706 ) < $signed(16'h8000);
-  assign \$940  = $signed(\t$706 ) > $signed(16'h7fff);
-  assign \$941  = \$940  ? 16'h7fff : \t$706 [15:0];
-  assign \$942  = \$939  ? 16'h8000 : \$941 ;
-  assign \$943  = $signed(\t$707 ) < $signed(16'h8000);
-  assign \$944  = $signed(\t$707 ) > $signed(16'h7fff);
-  assign \$945  = \$944  ? 16'h7fff : \t$707 [15:0];
-  assign \$946  = \$943  ? 16'h8000 : \$945 ;
-  assign \$947  = $signed(\t$708 ) < $signed(16'h8000);
-  assign \$948  = $signed(\t$708 ) > $signed(16'h7fff);
-  assign \$949  = \$948  ? 16'h7fff : \t$708 [15:0];
-  assign \$950  = \$947  ? 16'h8000 : \$949 ;
-  assign \$951  = $signed(\t$709 ) < $signed(16'h8000);
-  assign \$952  = $signed(\t$709 ) > $signed(16'h7fff);
-  assign \$953  = \$952  ? 16'h7fff : \t$709 [15:0];
-  assign \$954  = \$951  ? 16'h8000 : \$953 ;
-  assign \$955  = $signed(\t$710 ) < $signed(16'h8000);
-  assign \$956  = $signed(\t$710 ) > $signed(16'h7fff);
-  assign \$957  = \$956  ? 16'h7fff : \t$710 [15:0];
-  assign \$958  = \$955  ? 16'h8000 : \$957 ;
-  assign \$959  = $signed(\t$711 ) < $signed(16'h8000);
-  assign \$960  = $signed(\t$711 ) > $signed(16'h7fff);
-  assign \$961  = \$960  ? 16'h7fff : \t$711 [15:0];
-  assign \$962  = \$959  ? 16'h8000 : \$961 ;
-  assign \$963  = $signed(\t$712 ) < $signed(16'h8000);
-  assign \$964  = $signed(\t$712 ) > $signed(16'h7fff);
-  assign \$965  = \$964  ? 16'h7fff : \t$712 [15:0];
-  assign \$966  = \$963  ? 16'h8000 : \$965 ;
-  assign \$967  = $signed(\t$713 ) < $signed(16'h8000);
-  assign \$968  = $signed(\t$713 ) > $signed(16'h7fff);
-  assign \$969  = \$968  ? 16'h7fff : \t$713 [15:0];
-  assign \$970  = \$967  ? 16'h8000 : \$969 ;
-  assign \$971  = $signed(\t$714 ) < $signed(16'h8000);
-  assign \$972  = $signed(\t$714 ) > $signed(16'h7fff);
-  assign \$973  = \$972  ? 16'h7fff : \t$714 [15:0];
-  assign \$974  = \$971  ? 16'h8000 : \$973 ;
-  assign \$975  = $signed(\t$715 ) < $signed(16'h8000);
-  assign \$976  = $signed(\t$715 ) > $signed(16'h7fff);
-  assign \$977  = \$976  ? 16'h7fff : \t$715 [15:0];
-  assign \$978  = \$975  ? 16'h8000 : \$977 ;
-  assign \$979  = $signed(\t$716 ) < $signed(16'h8000);
-  assign \$980  = $signed(\t$716 ) > $signed(16'h7fff);
-  assign \$981  = \$980  ? 16'h7fff : \t$716 [15:0];
-  assign \$982  = \$979  ? 16'h8000 : \$981 ;
-  assign \$983  = $signed(\t$717 ) < $signed(16'h8000);
-  assign \$984  = $signed(\t$717 ) > $signed(16'h7fff);
-  assign \$985  = \$984  ? 16'h7fff : \t$717 [15:0];
-  assign \$986  = \$983  ? 16'h8000 : \$985 ;
-  assign \$987  = $signed(\t$718 ) < $signed(16'h8000);
-  assign \$988  = $signed(\t$718 ) > $signed(16'h7fff);
-  assign \$989  = \$988  ? 16'h7fff : \t$718 [15:0];
-  assign \$990  = \$987  ? 16'h8000 : \$989 ;
-  assign \$991  = $signed(\t$719 ) < $signed(16'h8000);
-  assign \$992  = $signed(\t$719 ) > $signed(16'h7fff);
-  assign \$993  = \$992  ? 16'h7fff : \t$719 [15:0];
-  assign \$994  = \$991  ? 16'h8000 : \$993 ;
-  assign \$995  = $signed(\t$720 ) < $signed(16'h8000);
-  assign \$996  = $signed(\t$720 ) > $signed(16'h7fff);
-  assign \$997  = \$996  ? 16'h7fff : \t$720 [15:0];
-  assign \$998  = \$995  ? 16'h8000 : \$997 ;
-  assign \$999  = $signed(\t$721 ) < $signed(16'h8000);
-  assign \$1000  = $signed(\t$721 ) > $signed(16'h7fff);
-  assign \$1001  = \$1000  ? 16'h7fff : \t$721 [15:0];
-  assign \$1002  = \$999  ? 16'h8000 : \$1001 ;
-  assign \$1003  = $signed(\t$722 ) < $signed(16'h8000);
-  assign \$1004  = $signed(\t$722 ) > $signed(16'h7fff);
-  assign \$1005  = \$1004  ? 16'h7fff : \t$722 [15:0];
-  assign \$1006  = \$1003  ? 16'h8000 : \$1005 ;
-  assign \$1007  = $signed(\t$723 ) < $signed(16'h8000);
-  assign \$1008  = $signed(\t$723 ) > $signed(16'h7fff);
-  assign \$1009  = \$1008  ? 16'h7fff : \t$723 [15:0];
-  assign \$1010  = \$1007  ? 16'h8000 : \$1009 ;
-  assign \$1011  = $signed(\t$724 ) < $signed(16'h8000);
-  assign \$1012  = $signed(\t$724 ) > $signed(16'h7fff);
-  assign \$1013  = \$1012  ? 16'h7fff : \t$724 [15:0];
-  assign \$1014  = \$1011  ? 16'h8000 : \$1013 ;
-  assign \$1015  = $signed(\t$725 ) < $signed(16'h8000);
-  assign \$1016  = $signed(\t$725 ) > $signed(16'h7fff);
-  assign \$1017  = \$1016  ? 16'h7fff : \t$725 [15:0];
-  assign \$1018  = \$1015  ? 16'h8000 : \$1017 ;
-  assign \$1019  = $signed(\t$726 ) < $signed(16'h8000);
-  assign \$1020  = $signed(\t$726 ) > $signed(16'h7fff);
-  assign \$1021  = \$1020  ? 16'h7fff : \t$726 [15:0];
-  assign \$1022  = \$1019  ? 16'h8000 : \$1021 ;
-  assign \$1023  = $signed(\t$727 ) < $signed(16'h8000);
-  assign \$1024  = $signed(\t$727 ) > $signed(16'h7fff);
-  assign \$1025  = \$1024  ? 16'h7fff : \t$727 [15:0];
-  assign \$1026  = \$1023  ? 16'h8000 : \$1025 ;
-  assign \$1027  = $signed(\t$728 ) < $signed(16'h8000);
-  assign \$1028  = $signed(\t$728 ) > $signed(16'h7fff);
-  assign \$1029  = \$1028  ? 16'h7fff : \t$728 [15:0];
-  assign \$1030  = \$1027  ? 16'h8000 : \$1029 ;
-  assign \$1031  = $signed(\t$729 ) < $signed(16'h8000);
-  assign \$1032  = $signed(\t$729 ) > $signed(16'h7fff);
-  assign \$1033  = \$1032  ? 16'h7fff : \t$729 [15:0];
-  assign \$1034  = \$1031  ? 16'h8000 : \$1033 ;
-  assign \$1035  = $signed(\t$730 ) < $signed(16'h8000);
-  assign \$1036  = $signed(\t$730 ) > $signed(16'h7fff);
-  assign \$1037  = \$1036  ? 16'h7fff : \t$730 [15:0];
-  assign \$1038  = \$1035  ? 16'h8000 : \$1037 ;
-  assign \$1039  = $signed(\t$731 ) < $signed(16'h8000);
-  assign \$1040  = $signed(\t$731 ) > $signed(16'h7fff);
-  assign \$1041  = \$1040  ? 16'h7fff : \t$731 [15:0];
-  assign \$1042  = \$1039  ? 16'h8000 : \$1041 ;
-  assign \$1043  = $signed(\t$732 ) < $signed(16'h8000);
-  assign \$1044  = $signed(\t$732 ) > $signed(16'h7fff);
-  assign \$1045  = \$1044  ? 16'h7fff : \t$732 [15:0];
-  assign \$1046  = \$1043  ? 16'h8000 : \$1045 ;
-  assign \$1047  = $signed(\t$733 ) < $signed(16'h8000);
-  assign \$1048  = $signed(\t$733 ) > $signed(16'h7fff);
-  assign \$1049  = \$1048  ? 16'h7fff : \t$733 [15:0];
-  assign \$1050  = \$1047  ? 16'h8000 : \$1049 ;
-  assign \$1051  = $signed(\t$734 ) < $signed(16'h8000);
-  assign \$1052  = $signed(\t$734 ) > $signed(16'h7fff);
-  assign \$1053  = \$1052  ? 16'h7fff : \t$734 [15:0];
-  assign \$1054  = \$1051  ? 16'h8000 : \$1053 ;
-  assign \$1055  = $signed(\t$736 ) < $signed(16'h8000);
-  assign \$1056  = $signed(\t$736 ) > $signed(16'h7fff);
-  assign \$1057  = \$1056  ? 16'h7fff : \t$736 [15:0];
-  assign \$1058  = \$1055  ? 16'h8000 : \$1057 ;
-  assign \$1059  = $signed(\t$737 ) < $signed(16'h8000);
-  assign \$1060  = $signed(\t$737 ) > $signed(16'h7fff);
-  assign \$1061  = \$1060  ? 16'h7fff : \t$737 [15:0];
-  assign \$1062  = \$1059  ? 16'h8000 : \$1061 ;
-  assign \$1063  = $signed(\t$738 ) < $signed(16'h8000);
-  assign \$1064  = $signed(\t$738 ) > $signed(16'h7fff);
-  assign \$1065  = \$1064  ? 16'h7fff : \t$738 [15:0];
-  assign \$1066  = \$1063  ? 16'h8000 : \$1065 ;
-  assign \$1067  = $signed(\t$739 ) < $signed(16'h8000);
-  assign \$1068  = $signed(\t$739 ) > $signed(16'h7fff);
-  assign \$1069  = \$1068  ? 16'h7fff : \t$739 [15:0];
-  assign \$1070  = \$1067  ? 16'h8000 : \$1069 ;
-  assign \$1071  = $signed(\t$740 ) < $signed(16'h8000);
-  assign \$1072  = $signed(\t$740 ) > $signed(16'h7fff);
-  assign \$1073  = \$1072  ? 16'h7fff : \t$740 [15:0];
-  assign \$1074  = \$1071  ? 16'h8000 : \$1073 ;
-  assign \$1075  = $signed(\t$741 ) < $signed(16'h8000);
-  assign \$1076  = $signed(\t$741 ) > $signed(16'h7fff);
-  assign \$1077  = \$1076  ? 16'h7fff : \t$741 [15:0];
-  assign \$1078  = \$1075  ? 16'h8000 : \$1077 ;
-  assign \$1079  = $signed(\t$742 ) < $signed(16'h8000);
-  assign \$1080  = $signed(\t$742 ) > $signed(16'h7fff);
-  assign \$1081  = \$1080  ? 16'h7fff : \t$742 [15:0];
-  assign \$1082  = \$1079  ? 16'h8000 : \$1081 ;
-  assign \$1083  = $signed(\t$743 ) < $signed(16'h8000);
-  assign \$1084  = $signed(\t$743 ) > $signed(16'h7fff);
-  assign \$1085  = \$1084  ? 16'h7fff : \t$743 [15:0];
-  assign \$1086  = \$1083  ? 16'h8000 : \$1085 ;
-  assign \$1087  = $signed(\t$744 ) < $signed(16'h8000);
-  assign \$1088  = $signed(\t$744 ) > $signed(16'h7fff);
-  assign \$1089  = \$1088  ? 16'h7fff : \t$744 [15:0];
-  assign \$1090  = \$1087  ? 16'h8000 : \$1089 ;
-  assign \$1091  = $signed(\t$745 ) < $signed(16'h8000);
-  assign \$1092  = $signed(\t$745 ) > $signed(16'h7fff);
-  assign \$1093  = \$1092  ? 16'h7fff : \t$745 [15:0];
-  assign \$1094  = \$1091  ? 16'h8000 : \$1093 ;
-  assign \$1095  = $signed(\t$746 ) < $signed(16'h8000);
-  assign \$1096  = $signed(\t$746 ) > $signed(16'h7fff);
-  assign \$1097  = \$1096  ? 16'h7fff : \t$746 [15:0];
-  assign \$1098  = \$1095  ? 16'h8000 : \$1097 ;
-  assign \$1099  = $signed(\t$747 ) < $signed(16'h8000);
-  assign \$1100  = $signed(\t$747 ) > $signed(16'h7fff);
-  assign \$1101  = \$1100  ? 16'h7fff : \t$747 [15:0];
-  assign \$1102  = \$1099  ? 16'h8000 : \$1101 ;
-  assign \$1103  = $signed(\t$748 ) < $signed(16'h8000);
-  assign \$1104  = $signed(\t$748 ) > $signed(16'h7fff);
-  assign \$1105  = \$1104  ? 16'h7fff : \t$748 [15:0];
-  assign \$1106  = \$1103  ? 16'h8000 : \$1105 ;
-  assign \$1107  = $signed(\t$749 ) < $signed(16'h8000);
-  assign \$1108  = $signed(\t$749 ) > $signed(16'h7fff);
-  assign \$1109  = \$1108  ? 16'h7fff : \t$749 [15:0];
-  assign \$1110  = \$1107  ? 16'h8000 : \$1109 ;
-  assign \$1111  = $signed(\t$750 ) < $signed(16'h8000);
-  assign \$1112  = $signed(\t$750 ) > $signed(16'h7fff);
-  assign \$1113  = \$1112  ? 16'h7fff : \t$750 [15:0];
-  assign \$1114  = \$1111  ? 16'h8000 : \$1113 ;
-  assign \$1115  = $signed(\t$751 ) < $signed(16'h8000);
-  assign \$1116  = $signed(\t$751 ) > $signed(16'h7fff);
-  assign \$1117  = \$1116  ? 16'h7fff : \t$751 [15:0];
-  assign \$1118  = \$1115  ? 16'h8000 : \$1117 ;
-  assign \$1119  = $signed(\t$752 ) < $signed(16'h8000);
-  assign \$1120  = $signed(\t$752 ) > $signed(16'h7fff);
-  assign \$1121  = \$1120  ? 16'h7fff : \t$752 [15:0];
-  assign \$1122  = \$1119  ? 16'h8000 : \$1121 ;
-  assign \$1123  = ~ pc__payload[22];
-  assign \$1124  = pc__ready & \$1123 ;
-  assign \$1125  = pc__ready & pc__payload[22];
-  assign \$1129  = $signed(\t$28 ) > $signed(1'h0);
-  assign \$1130  = \$1129  ? \t$28  : 16'h0000;
-  assign \$1131  = $signed(\t$42 ) > $signed(1'h0);
-  assign \$1132  = \$1131  ? \t$42  : 16'h0000;
-  assign \$1133  = $signed(\t$56 ) > $signed(1'h0);
-  assign \$1134  = \$1133  ? \t$56  : 16'h0000;
-  assign \$1135  = $signed(\t$70 ) > $signed(1'h0);
-  assign \$1136  = \$1135  ? \t$70  : 16'h0000;
-  assign \$1137  = $signed(\t$84 ) > $signed(1'h0);
-  assign \$1138  = \$1137  ? \t$84  : 16'h0000;
-  assign \$1139  = $signed(\t$98 ) > $signed(1'h0);
-  assign \$1140  = \$1139  ? \t$98  : 16'h0000;
-  assign \$1141  = $signed(\t$112 ) > $signed(1'h0);
-  assign \$1142  = \$1141  ? \t$112  : 16'h0000;
-  assign \$1143  = $signed(\t$126 ) > $signed(1'h0);
-  assign \$1144  = \$1143  ? \t$126  : 16'h0000;
-  assign \$1145  = $signed(\t$140 ) > $signed(1'h0);
-  assign \$1146  = \$1145  ? \t$140  : 16'h0000;
-  assign \$1147  = $signed(\t$154 ) > $signed(1'h0);
-  assign \$1148  = \$1147  ? \t$154  : 16'h0000;
-  assign \$1149  = $signed(\t$168 ) > $signed(1'h0);
-  assign \$1150  = \$1149  ? \t$168  : 16'h0000;
-  assign \$1151  = $signed(\t$182 ) > $signed(1'h0);
-  assign \$1152  = \$1151  ? \t$182  : 16'h0000;
-  assign \$1153  = $signed(\t$196 ) > $signed(1'h0);
-  assign \$1154  = \$1153  ? \t$196  : 16'h0000;
-  assign \$1155  = $signed(\t$210 ) > $signed(1'h0);
-  assign \$1156  = \$1155  ? \t$210  : 16'h0000;
-  assign \$1157  = $signed(\t$224 ) > $signed(1'h0);
-  assign \$1158  = \$1157  ? \t$224  : 16'h0000;
-  assign \$1159  = $signed(\t$238 ) > $signed(1'h0);
-  assign \$1160  = \$1159  ? \t$238  : 16'h0000;
-  assign \$1161  = $signed(l0_out0_s7) <= $signed(1'h0);
-  assign \$1162  = \$1161  ? 16'h0000 : \t$442 ;
-  assign \$1163  = $signed(l0_out1_s7) <= $signed(1'h0);
-  assign \$1164  = \$1163  ? 16'h0000 : \t$450 ;
-  assign \$1165  = $signed(l0_out2_s7) <= $signed(1'h0);
-  assign \$1166  = \$1165  ? 16'h0000 : \t$458 ;
-  assign \$1167  = $signed(l0_out3_s7) <= $signed(1'h0);
-  assign \$1168  = \$1167  ? 16'h0000 : \t$466 ;
-  assign \$1169  = $signed(l0_out4_s7) <= $signed(1'h0);
-  assign \$1170  = \$1169  ? 16'h0000 : \t$474 ;
-  assign \$1171  = $signed(l0_out5_s7) <= $signed(1'h0);
-  assign \$1172  = \$1171  ? 16'h0000 : \t$482 ;
-  assign \$1173  = $signed(l0_out6_s7) <= $signed(1'h0);
-  assign \$1174  = \$1173  ? 16'h0000 : \t$490 ;
-  assign \$1175  = $signed(l0_out7_s7) <= $signed(1'h0);
-  assign \$1176  = \$1175  ? 16'h0000 : \t$498 ;
-  assign \$1177  = $signed(l0_out8_s7) <= $signed(1'h0);
-  assign \$1178  = \$1177  ? 16'h0000 : \t$506 ;
-  assign \$1179  = $signed(l0_out9_s7) <= $signed(1'h0);
-  assign \$1180  = \$1179  ? 16'h0000 : \t$514 ;
-  assign \$1181  = $signed(l0_out10_s7) <= $signed(1'h0);
-  assign \$1182  = \$1181  ? 16'h0000 : \t$522 ;
-  assign \$1183  = $signed(l0_out11_s7) <= $signed(1'h0);
-  assign \$1184  = \$1183  ? 16'h0000 : \t$530 ;
-  assign \$1185  = $signed(l0_out12_s7) <= $signed(1'h0);
-  assign \$1186  = \$1185  ? 16'h0000 : \t$538 ;
-  assign \$1187  = $signed(l0_out13_s7) <= $signed(1'h0);
-  assign \$1188  = \$1187  ? 16'h0000 : \t$546 ;
-  assign \$1189  = $signed(l0_out14_s7) <= $signed(1'h0);
-  assign \$1190  = \$1189  ? 16'h0000 : \t$554 ;
-  assign \$1191  = $signed(l0_out15_s7) <= $signed(1'h0);
-  assign \$1192  = \$1191  ? 16'h0000 : \t$562 ;
-  always @(posedge clk)
-    valid_s1 <= \$1193 ;
-  always @(posedge clk)
-    valid_s2 <= \$1194 ;
-  always @(posedge clk)
-    valid_s3 <= \$1195 ;
-  always @(posedge clk)
-    valid_s4 <= \$1196 ;
-  always @(posedge clk)
-    m__valid <= \$1197 ;
-  always @(posedge clk)
-    valid_s6 <= \$1198 ;
-  always @(posedge clk)
-    valid_s7 <= \$1199 ;
-  always @(posedge clk)
-    valid_s8 <= \$1200 ;
-  always @(posedge clk)
-    l0_w_0_0 <= \$1201 ;
-  always @(posedge clk)
-    l0_w_1_0 <= \$1202 ;
-  always @(posedge clk)
-    l0_w_2_0 <= \$1203 ;
-  always @(posedge clk)
-    l0_w_3_0 <= \$1204 ;
-  always @(posedge clk)
-    l0_w_4_0 <= \$1205 ;
-  always @(posedge clk)
-    l0_w_5_0 <= \$1206 ;
-  always @(posedge clk)
-    l0_w_6_0 <= \$1207 ;
-  always @(posedge clk)
-    l0_w_7_0 <= \$1208 ;
-  always @(posedge clk)
-    l0_w_8_0 <= \$1209 ;
-  always @(posedge clk)
-    l0_w_9_0 <= \$1210 ;
-  always @(posedge clk)
-    l0_w_10_0 <= \$1211 ;
-  always @(posedge clk)
-    l0_w_11_0 <= \$1212 ;
-  always @(posedge clk)
-    l0_w_12_0 <= \$1213 ;
-  always @(posedge clk)
-    l0_w_13_0 <= \$1214 ;
-  always @(posedge clk)
-    l0_w_14_0 <= \$1215 ;
-  always @(posedge clk)
-    l0_w_15_0 <= \$1216 ;
-  always @(posedge clk)
-    l0_b_0 <= \$1217 ;
-  always @(posedge clk)
-    l0_b_1 <= \$1218 ;
-  always @(posedge clk)
-    l0_b_2 <= \$1219 ;
-  always @(posedge clk)
-    l0_b_3 <= \$1220 ;
-  always @(posedge clk)
-    l0_b_4 <= \$1221 ;
-  always @(posedge clk)
-    l0_b_5 <= \$1222 ;
-  always @(posedge clk)
-    l0_b_6 <= \$1223 ;
-  always @(posedge clk)
-    l0_b_7 <= \$1224 ;
-  always @(posedge clk)
-    l0_b_8 <= \$1225 ;
-  always @(posedge clk)
-    l0_b_9 <= \$1226 ;
-  always @(posedge clk)
-    l0_b_10 <= \$1227 ;
-  always @(posedge clk)
-    l0_b_11 <= \$1228 ;
-  always @(posedge clk)
-    l0_b_12 <= \$1229 ;
-  always @(posedge clk)
-    l0_b_13 <= \$1230 ;
-  always @(posedge clk)
-    l0_b_14 <= \$1231 ;
-  always @(posedge clk)
-    l0_b_15 <= \$1232 ;
-  always @(posedge clk)
-    l1_w_0_0 <= \$1233 ;
-  always @(posedge clk)
-    l1_w_0_1 <= \$1234 ;
-  always @(posedge clk)
-    l1_w_0_2 <= \$1235 ;
-  always @(posedge clk)
-    l1_w_0_3 <= \$1236 ;
-  always @(posedge clk)
-    l1_w_0_4 <= \$1237 ;
-  always @(posedge clk)
-    l1_w_0_5 <= \$1238 ;
-  always @(posedge clk)
-    l1_w_0_6 <= \$1239 ;
-  always @(posedge clk)
-    l1_w_0_7 <= \$1240 ;
-  always @(posedge clk)
-    l1_w_0_8 <= \$1241 ;
-  always @(posedge clk)
-    l1_w_0_9 <= \$1242 ;
-  always @(posedge clk)
-    l1_w_0_10 <= \$1243 ;
-  always @(posedge clk)
-    l1_w_0_11 <= \$1244 ;
-  always @(posedge clk)
-    l1_w_0_12 <= \$1245 ;
-  always @(posedge clk)
-    l1_w_0_13 <= \$1246 ;
-  always @(posedge clk)
-    l1_w_0_14 <= \$1247 ;
-  always @(posedge clk)
-    l1_w_0_15 <= \$1248 ;
-  always @(posedge clk)
-    l1_b_0 <= \$1249 ;
-  always @(posedge clk)
-    l0_rd_sel <= \$1250 ;
-  always @(posedge clk)
-    read_layer <= \$1251 ;
-  always @(posedge clk)
-    l1_rd_sel <= \$1252 ;
-  always @(posedge clk)
-    read_wait <= \$1253 ;
-  always @(posedge clk)
-    pr__valid <= \$1254 ;
-  always @(posedge clk)
-    pr__payload <= \$1255 ;
-  always @(posedge clk)
-    x0_s1 <= \$1256 ;
-  always @(posedge clk)
-    y0_s1 <= \$1257 ;
-  always @(posedge clk)
-    kind_s1 <= \$1258 ;
-  always @(posedge clk)
-    l0_bias0_s2 <= \$1259 ;
-  always @(posedge clk)
-    l0_prod0_0_s2 <= \$1260 ;
-  always @(posedge clk)
-    l0_out0_s3 <= \$1261 ;
-  always @(posedge clk)
-    l0_bias1_s2 <= \$1262 ;
-  always @(posedge clk)
-    l0_prod1_0_s2 <= \$1263 ;
-  always @(posedge clk)
-    l0_out1_s3 <= \$1264 ;
-  always @(posedge clk)
-    l0_bias2_s2 <= \$1265 ;
-  always @(posedge clk)
-    l0_prod2_0_s2 <= \$1266 ;
-  always @(posedge clk)
-    l0_out2_s3 <= \$1267 ;
-  always @(posedge clk)
-    l0_bias3_s2 <= \$1268 ;
-  always @(posedge clk)
-    l0_prod3_0_s2 <= \$1269 ;
-  always @(posedge clk)
-    l0_out3_s3 <= \$1270 ;
-  always @(posedge clk)
-    l0_bias4_s2 <= \$1271 ;
-  always @(posedge clk)
-    l0_prod4_0_s2 <= \$1272 ;
-  always @(posedge clk)
-    l0_out4_s3 <= \$1273 ;
-  always @(posedge clk)
-    l0_bias5_s2 <= \$1274 ;
-  always @(posedge clk)
-    l0_prod5_0_s2 <= \$1275 ;
-  always @(posedge clk)
-    l0_out5_s3 <= \$1276 ;
-  always @(posedge clk)
-    l0_bias6_s2 <= \$1277 ;
-  always @(posedge clk)
-    l0_prod6_0_s2 <= \$1278 ;
-  always @(posedge clk)
-    l0_out6_s3 <= \$1279 ;
-  always @(posedge clk)
-    l0_bias7_s2 <= \$1280 ;
-  always @(posedge clk)
-    l0_prod7_0_s2 <= \$1281 ;
-  always @(posedge clk)
-    l0_out7_s3 <= \$1282 ;
-  always @(posedge clk)
-    l0_bias8_s2 <= \$1283 ;
-  always @(posedge clk)
-    l0_prod8_0_s2 <= \$1284 ;
-  always @(posedge clk)
-    l0_out8_s3 <= \$1285 ;
-  always @(posedge clk)
-    l0_bias9_s2 <= \$1286 ;
-  always @(posedge clk)
-    l0_prod9_0_s2 <= \$1287 ;
-  always @(posedge clk)
-    l0_out9_s3 <= \$1288 ;
-  always @(posedge clk)
-    l0_bias10_s2 <= \$1289 ;
-  always @(posedge clk)
-    l0_prod10_0_s2 <= \$1290 ;
-  always @(posedge clk)
-    l0_out10_s3 <= \$1291 ;
-  always @(posedge clk)
-    l0_bias11_s2 <= \$1292 ;
-  always @(posedge clk)
-    l0_prod11_0_s2 <= \$1293 ;
-  always @(posedge clk)
-    l0_out11_s3 <= \$1294 ;
-  always @(posedge clk)
-    l0_bias12_s2 <= \$1295 ;
-  always @(posedge clk)
-    l0_prod12_0_s2 <= \$1296 ;
-  always @(posedge clk)
-    l0_out12_s3 <= \$1297 ;
-  always @(posedge clk)
-    l0_bias13_s2 <= \$1298 ;
-  always @(posedge clk)
-    l0_prod13_0_s2 <= \$1299 ;
-  always @(posedge clk)
-    l0_out13_s3 <= \$1300 ;
-  always @(posedge clk)
-    l0_bias14_s2 <= \$1301 ;
-  always @(posedge clk)
-    l0_prod14_0_s2 <= \$1302 ;
-  always @(posedge clk)
-    l0_out14_s3 <= \$1303 ;
-  always @(posedge clk)
-    l0_bias15_s2 <= \$1304 ;
-  always @(posedge clk)
-    l0_prod15_0_s2 <= \$1305 ;
-  always @(posedge clk)
-    l0_out15_s3 <= \$1306 ;
-  always @(posedge clk)
-    l1_bias0_s4 <= \$1307 ;
-  always @(posedge clk)
-    l1_prod0_0_s4 <= \$1308 ;
-  always @(posedge clk)
-    l1_prod0_1_s4 <= \$1309 ;
-  always @(posedge clk)
-    l1_prod0_2_s4 <= \$1310 ;
-  always @(posedge clk)
-    l1_prod0_3_s4 <= \$1311 ;
-  always @(posedge clk)
-    l1_prod0_4_s4 <= \$1312 ;
-  always @(posedge clk)
-    l1_prod0_5_s4 <= \$1313 ;
-  always @(posedge clk)
-    l1_prod0_6_s4 <= \$1314 ;
-  always @(posedge clk)
-    l1_prod0_7_s4 <= \$1315 ;
-  always @(posedge clk)
-    l1_prod0_8_s4 <= \$1316 ;
-  always @(posedge clk)
-    l1_prod0_9_s4 <= \$1317 ;
-  always @(posedge clk)
-    l1_prod0_10_s4 <= \$1318 ;
-  always @(posedge clk)
-    l1_prod0_11_s4 <= \$1319 ;
-  always @(posedge clk)
-    l1_prod0_12_s4 <= \$1320 ;
-  always @(posedge clk)
-    l1_prod0_13_s4 <= \$1321 ;
-  always @(posedge clk)
-    l1_prod0_14_s4 <= \$1322 ;
-  always @(posedge clk)
-    l1_prod0_15_s4 <= \$1323 ;
-  always @(posedge clk)
-    l1_out0_s5 <= \$1324 ;
-  always @(posedge clk)
-    y0_s2 <= \$1325 ;
-  always @(posedge clk)
-    y0_s3 <= \$1326 ;
-  always @(posedge clk)
-    y0_s4 <= \$1327 ;
-  always @(posedge clk)
-    y0_s5 <= \$1328 ;
-  always @(posedge clk)
-    kind_s2 <= \$1329 ;
-  always @(posedge clk)
-    kind_s3 <= \$1330 ;
-  always @(posedge clk)
-    kind_s4 <= \$1331 ;
-  always @(posedge clk)
-    kind_s5 <= \$1332 ;
-  always @(posedge clk)
-    err0_s6 <= \$1333 ;
-  always @(posedge clk)
-    l0_out0_s4 <= \$1334 ;
-  always @(posedge clk)
-    l0_out0_s5 <= \$1335 ;
-  always @(posedge clk)
-    l0_out0_s6 <= \$1336 ;
-  always @(posedge clk)
-    l0_out1_s4 <= \$1337 ;
-  always @(posedge clk)
-    l0_out1_s5 <= \$1338 ;
-  always @(posedge clk)
-    l0_out1_s6 <= \$1339 ;
-  always @(posedge clk)
-    l0_out2_s4 <= \$1340 ;
-  always @(posedge clk)
-    l0_out2_s5 <= \$1341 ;
-  always @(posedge clk)
-    l0_out2_s6 <= \$1342 ;
-  always @(posedge clk)
-    l0_out3_s4 <= \$1343 ;
-  always @(posedge clk)
-    l0_out3_s5 <= \$1344 ;
-  always @(posedge clk)
-    l0_out3_s6 <= \$1345 ;
-  always @(posedge clk)
-    l0_out4_s4 <= \$1346 ;
-  always @(posedge clk)
-    l0_out4_s5 <= \$1347 ;
-  always @(posedge clk)
-    l0_out4_s6 <= \$1348 ;
-  always @(posedge clk)
-    l0_out5_s4 <= \$1349 ;
-  always @(posedge clk)
-    l0_out5_s5 <= \$1350 ;
-  always @(posedge clk)
-    l0_out5_s6 <= \$1351 ;
-  always @(posedge clk)
-    l0_out6_s4 <= \$1352 ;
-  always @(posedge clk)
-    l0_out6_s5 <= \$1353 ;
-  always @(posedge clk)
-    l0_out6_s6 <= \$1354 ;
-  always @(posedge clk)
-    l0_out7_s4 <= \$1355 ;
-  always @(posedge clk)
-    l0_out7_s5 <= \$1356 ;
-  always @(posedge clk)
-    l0_out7_s6 <= \$1357 ;
-  always @(posedge clk)
-    l0_out8_s4 <= \$1358 ;
-  always @(posedge clk)
-    l0_out8_s5 <= \$1359 ;
-  always @(posedge clk)
-    l0_out8_s6 <= \$1360 ;
-  always @(posedge clk)
-    l0_out9_s4 <= \$1361 ;
-  always @(posedge clk)
-    l0_out9_s5 <= \$1362 ;
-  always @(posedge clk)
-    l0_out9_s6 <= \$1363 ;
-  always @(posedge clk)
-    l0_out10_s4 <= \$1364 ;
-  always @(posedge clk)
-    l0_out10_s5 <= \$1365 ;
-  always @(posedge clk)
-    l0_out10_s6 <= \$1366 ;
-  always @(posedge clk)
-    l0_out11_s4 <= \$1367 ;
-  always @(posedge clk)
-    l0_out11_s5 <= \$1368 ;
-  always @(posedge clk)
-    l0_out11_s6 <= \$1369 ;
-  always @(posedge clk)
-    l0_out12_s4 <= \$1370 ;
-  always @(posedge clk)
-    l0_out12_s5 <= \$1371 ;
-  always @(posedge clk)
-    l0_out12_s6 <= \$1372 ;
-  always @(posedge clk)
-    l0_out13_s4 <= \$1373 ;
-  always @(posedge clk)
-    l0_out13_s5 <= \$1374 ;
-  always @(posedge clk)
-    l0_out13_s6 <= \$1375 ;
-  always @(posedge clk)
-    l0_out14_s4 <= \$1376 ;
-  always @(posedge clk)
-    l0_out14_s5 <= \$1377 ;
-  always @(posedge clk)
-    l0_out14_s6 <= \$1378 ;
-  always @(posedge clk)
-    l0_out15_s4 <= \$1379 ;
-  always @(posedge clk)
-    l0_out15_s5 <= \$1380 ;
-  always @(posedge clk)
-    l0_out15_s6 <= \$1381 ;
-  always @(posedge clk)
-    \t$438  <= \$1382 ;
-  always @(posedge clk)
-    l0_out0_s7 <= \$1383 ;
-  always @(posedge clk)
-    l0_err0_s8 <= \$1384 ;
-  always @(posedge clk)
-    \t$446  <= \$1385 ;
-  always @(posedge clk)
-    l0_out1_s7 <= \$1386 ;
-  always @(posedge clk)
-    l0_err1_s8 <= \$1387 ;
-  always @(posedge clk)
-    \t$454  <= \$1388 ;
-  always @(posedge clk)
-    l0_out2_s7 <= \$1389 ;
-  always @(posedge clk)
-    l0_err2_s8 <= \$1390 ;
-  always @(posedge clk)
-    \t$462  <= \$1391 ;
-  always @(posedge clk)
-    l0_out3_s7 <= \$1392 ;
-  always @(posedge clk)
-    l0_err3_s8 <= \$1393 ;
-  always @(posedge clk)
-    \t$470  <= \$1394 ;
-  always @(posedge clk)
-    l0_out4_s7 <= \$1395 ;
-  always @(posedge clk)
-    l0_err4_s8 <= \$1396 ;
-  always @(posedge clk)
-    \t$478  <= \$1397 ;
-  always @(posedge clk)
-    l0_out5_s7 <= \$1398 ;
-  always @(posedge clk)
-    l0_err5_s8 <= \$1399 ;
-  always @(posedge clk)
-    \t$486  <= \$1400 ;
-  always @(posedge clk)
-    l0_out6_s7 <= \$1401 ;
-  always @(posedge clk)
-    l0_err6_s8 <= \$1402 ;
-  always @(posedge clk)
-    \t$494  <= \$1403 ;
-  always @(posedge clk)
-    l0_out7_s7 <= \$1404 ;
-  always @(posedge clk)
-    l0_err7_s8 <= \$1405 ;
-  always @(posedge clk)
-    \t$502  <= \$1406 ;
-  always @(posedge clk)
-    l0_out8_s7 <= \$1407 ;
-  always @(posedge clk)
-    l0_err8_s8 <= \$1408 ;
-  always @(posedge clk)
-    \t$510  <= \$1409 ;
-  always @(posedge clk)
-    l0_out9_s7 <= \$1410 ;
-  always @(posedge clk)
-    l0_err9_s8 <= \$1411 ;
-  always @(posedge clk)
-    \t$518  <= \$1412 ;
-  always @(posedge clk)
-    l0_out10_s7 <= \$1413 ;
-  always @(posedge clk)
-    l0_err10_s8 <= \$1414 ;
-  always @(posedge clk)
-    \t$526  <= \$1415 ;
-  always @(posedge clk)
-    l0_out11_s7 <= \$1416 ;
-  always @(posedge clk)
-    l0_err11_s8 <= \$1417 ;
-  always @(posedge clk)
-    \t$534  <= \$1418 ;
-  always @(posedge clk)
-    l0_out12_s7 <= \$1419 ;
-  always @(posedge clk)
-    l0_err12_s8 <= \$1420 ;
-  always @(posedge clk)
-    \t$542  <= \$1421 ;
-  always @(posedge clk)
-    l0_out13_s7 <= \$1422 ;
-  always @(posedge clk)
-    l0_err13_s8 <= \$1423 ;
-  always @(posedge clk)
-    \t$550  <= \$1424 ;
-  always @(posedge clk)
-    l0_out14_s7 <= \$1425 ;
-  always @(posedge clk)
-    l0_err14_s8 <= \$1426 ;
-  always @(posedge clk)
-    \t$558  <= \$1427 ;
-  always @(posedge clk)
-    l0_out15_s7 <= \$1428 ;
-  always @(posedge clk)
-    l0_err15_s8 <= \$1429 ;
-  always @(posedge clk)
-    x0_s2 <= \$1430 ;
-  always @(posedge clk)
-    x0_s3 <= \$1431 ;
-  always @(posedge clk)
-    x0_s4 <= \$1432 ;
-  always @(posedge clk)
-    x0_s5 <= \$1433 ;
-  always @(posedge clk)
-    x0_s6 <= \$1434 ;
-  always @(posedge clk)
-    x0_s7 <= \$1435 ;
-  always @(posedge clk)
-    x0_s8 <= \$1436 ;
+  assign \below$459  = \$916  | \$919 ;
+  assign \$920  = ! \t$452 [12:0];
+  assign \$921  = ~ \$920 ;
+  assign \$922  = \t$452 [13] & \$921 ;
+  assign \$923  = ! \t$452 [12:0];
+  assign \$924  = \t$452 [13] & \$923 ;
+  assign \$925  = \$924  & \floor$456 [0];
+  assign \$926  = \$922  | \$925 ;
+  assign \$927  = $signed(\floor$456 ) + $signed({ 1'h0, \$926  });
+  assign \$928  = \above$458  ? 16'h7fff : \$927 [15:0];
+  assign \t$460  = \below$459  ? 16'h8000 : \$928 ;
+  assign \$929  = ! \t$461 [12:0];
+  assign \$930  = ~ \$929 ;
+  assign \$931  = \t$461 [13] & \$930 ;
+  assign \$932  = ! \t$461 [12:0];
+  assign \$933  = \t$461 [13] & \$932 ;
+  assign \$934  = \$933  & \floor$465 [0];
+  assign \inc$466  = \$931  | \$934 ;
+  assign \$935  = $signed(\floor$465 ) > $signed(16'h7fff);
+  assign \$936  = \floor$465  == 15'h7fff;
+  assign \$937  = \$936  & \inc$466 ;
+  assign \above$467  = \$935  | \$937 ;
+  assign \$938  = $signed(\floor$465 ) < $signed(17'h17fff);
+  assign \$939  = \floor$465  == 40'hffffff7fff;
+  assign \$940  = ~ \inc$466 ;
+  assign \$941  = \$939  & \$940 ;
+  assign \below$468  = \$938  | \$941 ;
+  assign \$942  = ! \t$461 [12:0];
+  assign \$943  = ~ \$942 ;
+  assign \$944  = \t$461 [13] & \$943 ;
+  assign \$945  = ! \t$461 [12:0];
+  assign \$946  = \t$461 [13] & \$945 ;
+  assign \$947  = \$946  & \floor$465 [0];
+  assign \$948  = \$944  | \$947 ;
+  assign \$949  = $signed(\floor$465 ) + $signed({ 1'h0, \$948  });
+  assign \$950  = \above$467  ? 16'h7fff : \$949 [15:0];
+  assign \t$469  = \below$468  ? 16'h8000 : \$950 ;
+  assign \$951  = ! \t$470 [12:0];
+  assign \$952  = ~ \$951 ;
+  assign \$953  = \t$470 [13] & \$952 ;
+  assign \$954  = ! \t$470 [12:0];
+  assign \$955  = \t$470 [13] & \$954 ;
+  assign \$956  = \$955  & \floor$474 [0];
+  assign \inc$475  = \$953  | \$956 ;
+  assign \$957  = $signed(\floor$474 ) > $signed(16'h7fff);
+  assign \$958  = \floor$474  == 15'h7fff;
+  assign \$959  = \$958  & \inc$475 ;
+  assign \above$476  = \$957  | \$959 ;
+  assign \$960  = $signed(\floor$474 ) < $signed(17'h17fff);
+  assign \$961  = \floor$474  == 40'hffffff7fff;
+  assign \$962  = ~ \inc$475 ;
+  assign \$963  = \$961  & \$962 ;
+  assign \below$477  = \$960  | \$963 ;
+  assign \$964  = ! \t$470 [12:0];
+  assign \$965  = ~ \$964 ;
+  assign \$966  = \t$470 [13] & \$965 ;
+  assign \$967  = ! \t$470 [12:0];
+  assign \$968  = \t$470 [13] & \$967 ;
+  assign \$969  = \$968  & \floor$474 [0];
+  assign \$970  = \$966  | \$969 ;
+  assign \$971  = $signed(\floor$474 ) + $signed({ 1'h0, \$970  });
+  assign \$972  = \above$476  ? 16'h7fff : \$971 [15:0];
+  assign \t$478  = \below$477  ? 16'h8000 : \$972 ;
+  assign \$973  = ! \t$479 [12:0];
+  assign \$974  = ~ \$973 ;
+  assign \$975  = \t$479 [13] & \$974 ;
+  assign \$976  = ! \t$479 [12:0];
+  assign \$977  = \t$479 [13] & \$976 ;
+  assign \$978  = \$977  & \floor$483 [0];
+  assign \inc$484  = \$975  | \$978 ;
+  assign \$979  = $signed(\floor$483 ) > $signed(16'h7fff);
+  assign \$980  = \floor$483  == 15'h7fff;
+  assign \$981  = \$980  & \inc$484 ;
+  assign \above$485  = \$979  | \$981 ;
+  assign \$982  = $signed(\floor$483 ) < $signed(17'h17fff);
+  assign \$983  = \floor$483  == 40'hffffff7fff;
+  assign \$984  = ~ \inc$484 ;
+  assign \$985  = \$983  & \$984 ;
+  assign \below$486  = \$982  | \$985 ;
+  assign \$986  = ! \t$479 [12:0];
+  assign \$987  = ~ \$986 ;
+  assign \$988  = \t$479 [13] & \$987 ;
+  assign \$989  = ! \t$479 [12:0];
+  assign \$990  = \t$479 [13] & \$989 ;
+  assign \$991  = \$990  & \floor$483 [0];
+  assign \$992  = \$988  | \$991 ;
+  assign \$993  = $signed(\floor$483 ) + $signed({ 1'h0, \$992  });
+  assign \$994  = \above$485  ? 16'h7fff : \$993 [15:0];
+  assign \t$487  = \below$486  ? 16'h8000 : \$994 ;
+  assign \$995  = ! \t$488 [12:0];
+  assign \$996  = ~ \$995 ;
+  assign \$997  = \t$488 [13] & \$996 ;
+  assign \$998  = ! \t$488 [12:0];
+  assign \$999  = \t$488 [13] & \$998 ;
+  assign \$1000  = \$999  & \floor$492 [0];
+  assign \inc$493  = \$997  | \$1000 ;
+  assign \$1001  = $signed(\floor$492 ) > $signed(16'h7fff);
+  assign \$1002  = \floor$492  == 15'h7fff;
+  assign \$1003  = \$1002  & \inc$493 ;
+  assign \above$494  = \$1001  | \$1003 ;
+  assign \$1004  = $signed(\floor$492 ) < $signed(17'h17fff);
+  assign \$1005  = \floor$492  == 40'hffffff7fff;
+  assign \$1006  = ~ \inc$493 ;
+  assign \$1007  = \$1005  & \$1006 ;
+  assign \below$495  = \$1004  | \$1007 ;
+  assign \$1008  = ! \t$488 [12:0];
+  assign \$1009  = ~ \$1008 ;
+  assign \$1010  = \t$488 [13] & \$1009 ;
+  assign \$1011  = ! \t$488 [12:0];
+  assign \$1012  = \t$488 [13] & \$1011 ;
+  assign \$1013  = \$1012  & \floor$492 [0];
+  assign \$1014  = \$1010  | \$1013 ;
+  assign \$1015  = $signed(\floor$492 ) + $signed({ 1'h0, \$1014  });
+  assign \$1016  = \above$494  ? 16'h7fff : \$1015 [15:0];
+  assign \t$496  = \below$495  ? 16'h8000 : \$1016 ;
+  assign \$1017  = ! \t$497 [12:0];
+  assign \$1018  = ~ \$1017 ;
+  assign \$1019  = \t$497 [13] & \$1018 ;
+  assign \$1020  = ! \t$497 [12:0];
+  assign \$1021  = \t$497 [13] & \$1020 ;
+  assign \$1022  = \$1021  & \floor$501 [0];
+  assign \inc$502  = \$1019  | \$1022 ;
+  assign \$1023  = $signed(\floor$501 ) > $signed(16'h7fff);
+  assign \$1024  = \floor$501  == 15'h7fff;
+  assign \$1025  = \$1024  & \inc$502 ;
+  assign \above$503  = \$1023  | \$1025 ;
+  assign \$1026  = $signed(\floor$501 ) < $signed(17'h17fff);
+  assign \$1027  = \floor$501  == 40'hffffff7fff;
+  assign \$1028  = ~ \inc$502 ;
+  assign \$1029  = \$1027  & \$1028 ;
+  assign \below$504  = \$1026  | \$1029 ;
+  assign \$1030  = ! \t$497 [12:0];
+  assign \$1031  = ~ \$1030 ;
+  assign \$1032  = \t$497 [13] & \$1031 ;
+  assign \$1033  = ! \t$497 [12:0];
+  assign \$1034  = \t$497 [13] & \$1033 ;
+  assign \$1035  = \$1034  & \floor$501 [0];
+  assign \$1036  = \$1032  | \$1035 ;
+  assign \$1037  = $signed(\floor$501 ) + $signed({ 1'h0, \$1036  });
+  assign \$1038  = \above$503  ? 16'h7fff : \$1037 [15:0];
+  assign \t$505  = \below$504  ? 16'h8000 : \$1038 ;
+  assign \$1039  = ! \t$506 [12:0];
+  assign \$1040  = ~ \$1039 ;
+  assign \$1041  = \t$506 [13] & \$1040 ;
+  assign \$1042  = ! \t$506 [12:0];
+  assign \$1043  = \t$506 [13] & \$1042 ;
+  assign \$1044  = \$1043  & \floor$510 [0];
+  assign \inc$511  = \$1041  | \$1044 ;
+  assign \$1045  = $signed(\floor$510 ) > $signed(16'h7fff);
+  assign \$1046  = \floor$510  == 15'h7fff;
+  assign \$1047  = \$1046  & \inc$511 ;
+  assign \above$512  = \$1045  | \$1047 ;
+  assign \$1048  = $signed(\floor$510 ) < $signed(17'h17fff);
+  assign \$1049  = \floor$510  == 40'hffffff7fff;
+  assign \$1050  = ~ \inc$511 ;
+  assign \$1051  = \$1049  & \$1050 ;
+  assign \below$513  = \$1048  | \$1051 ;
+  assign \$1052  = ! \t$506 [12:0];
+  assign \$1053  = ~ \$1052 ;
+  assign \$1054  = \t$506 [13] & \$1053 ;
+  assign \$1055  = ! \t$506 [12:0];
+  assign \$1056  = \t$506 [13] & \$1055 ;
+  assign \$1057  = \$1056  & \floor$510 [0];
+  assign \$1058  = \$1054  | \$1057 ;
+  assign \$1059  = $signed(\floor$510 ) + $signed({ 1'h0, \$1058  });
+  assign \$1060  = \above$512  ? 16'h7fff : \$1059 [15:0];
+  assign \t$514  = \below$513  ? 16'h8000 : \$1060 ;
+  assign \$1061  = ! \t$515 [12:0];
+  assign \$1062  = ~ \$1061 ;
+  assign \$1063  = \t$515 [13] & \$1062 ;
+  assign \$1064  = ! \t$515 [12:0];
+  assign \$1065  = \t$515 [13] & \$1064 ;
+  assign \$1066  = \$1065  & \floor$519 [0];
+  assign \inc$520  = \$1063  | \$1066 ;
+  assign \$1067  = $signed(\floor$519 ) > $signed(16'h7fff);
+  assign \$1068  = \floor$519  == 15'h7fff;
+  assign \$1069  = \$1068  & \inc$520 ;
+  assign \above$521  = \$1067  | \$1069 ;
+  assign \$1070  = $signed(\floor$519 ) < $signed(17'h17fff);
+  assign \$1071  = \floor$519  == 40'hffffff7fff;
+  assign \$1072  = ~ \inc$520 ;
+  assign \$1073  = \$1071  & \$1072 ;
+  assign \below$522  = \$1070  | \$1073 ;
+  assign \$1074  = ! \t$515 [12:0];
+  assign \$1075  = ~ \$1074 ;
+  assign \$1076  = \t$515 [13] & \$1075 ;
+  assign \$1077  = ! \t$515 [12:0];
+  assign \$1078  = \t$515 [13] & \$1077 ;
+  assign \$1079  = \$1078  & \floor$519 [0];
+  assign \$1080  = \$1076  | \$1079 ;
+  assign \$1081  = $signed(\floor$519 ) + $signed({ 1'h0, \$1080  });
+  assign \$1082  = \above$521  ? 16'h7fff : \$1081 [15:0];
+  assign \t$523  = \below$522  ? 16'h8000 : \$1082 ;
+  assign \$1083  = ! \t$524 [12:0];
+  assign \$1084  = ~ \$1083 ;
+  assign \$1085  = \t$524 [13] & \$1084 ;
+  assign \$1086  = ! \t$524 [12:0];
+  assign \$1087  = \t$524 [13] & \$1086 ;
+  assign \$1088  = \$1087  & \floor$528 [0];
+  assign \inc$529  = \$1085  | \$1088 ;
+  assign \$1089  = $signed(\floor$528 ) > $signed(16'h7fff);
+  assign \$1090  = \floor$528  == 15'h7fff;
+  assign \$1091  = \$1090  & \inc$529 ;
+  assign \above$530  = \$1089  | \$1091 ;
+  assign \$1092  = $signed(\floor$528 ) < $signed(17'h17fff);
+  assign \$1093  = \floor$528  == 40'hffffff7fff;
+  assign \$1094  = ~ \inc$529 ;
+  assign \$1095  = \$1093  & \$1094 ;
+  assign \below$531  = \$1092  | \$1095 ;
+  assign \$1096  = ! \t$524 [12:0];
+  assign \$1097  = ~ \$1096 ;
+  assign \$1098  = \t$524 [13] & \$1097 ;
+  assign \$1099  = ! \t$524 [12:0];
+  assign \$1100  = \t$524 [13] & \$1099 ;
+  assign \$1101  = \$1100  & \floor$528 [0];
+  assign \$1102  = \$1098  | \$1101 ;
+  assign \$1103  = $signed(\floor$528 ) + $signed({ 1'h0, \$1102  });
+  assign \$1104  = \above$530  ? 16'h7fff : \$1103 [15:0];
+  assign \t$532  = \below$531  ? 16'h8000 : \$1104 ;
+  assign \$1105  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$1106  = ~ \$1105 ;
+  assign \$1107  = l0_dw0_0_raw_s15[16] & \$1106 ;
+  assign \$1108  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$1109  = l0_dw0_0_raw_s15[16] & \$1108 ;
+  assign \$1110  = \$1109  & \floor$533 [0];
+  assign \inc$535  = \$1107  | \$1110 ;
+  assign \$1111  = $signed(\floor$533 ) > $signed(16'h7fff);
+  assign \$1112  = \floor$533  == 15'h7fff;
+  assign \$1113  = \$1112  & \inc$535 ;
+  assign \above$536  = \$1111  | \$1113 ;
+  assign \$1114  = $signed(\floor$533 ) < $signed(17'h17fff);
+  assign \$1115  = \floor$533  == 32'd4294934527;
+  assign \$1116  = ~ \inc$535 ;
+  assign \$1117  = \$1115  & \$1116 ;
+  assign \below$537  = \$1114  | \$1117 ;
+  assign \$1118  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$1119  = ~ \$1118 ;
+  assign \$1120  = l0_dw0_0_raw_s15[16] & \$1119 ;
+  assign \$1121  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$1122  = l0_dw0_0_raw_s15[16] & \$1121 ;
+  assign \$1123  = \$1122  & \floor$533 [0];
+  assign \$1124  = \$1120  | \$1123 ;
+  assign \$1125  = $signed(\floor$533 ) + $signed({ 1'h0, \$1124  });
+  assign \$1126  = \above$536  ? 16'h7fff : \$1125 [15:0];
+  assign \t$538  = \below$537  ? 16'h8000 : \$1126 ;
+  assign \$1127  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$1128  = ~ \$1127 ;
+  assign \$1129  = l0_dw1_0_raw_s15[16] & \$1128 ;
+  assign \$1130  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$1131  = l0_dw1_0_raw_s15[16] & \$1130 ;
+  assign \$1132  = \$1131  & \floor$539 [0];
+  assign \inc$541  = \$1129  | \$1132 ;
+  assign \$1133  = $signed(\floor$539 ) > $signed(16'h7fff);
+  assign \$1134  = \floor$539  == 15'h7fff;
+  assign \$1135  = \$1134  & \inc$541 ;
+  assign \above$542  = \$1133  | \$1135 ;
+  assign \$1136  = $signed(\floor$539 ) < $signed(17'h17fff);
+  assign \$1137  = \floor$539  == 32'd4294934527;
+  assign \$1138  = ~ \inc$541 ;
+  assign \$1139  = \$1137  & \$1138 ;
+  assign \below$543  = \$1136  | \$1139 ;
+  assign \$1140  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$1141  = ~ \$1140 ;
+  assign \$1142  = l0_dw1_0_raw_s15[16] & \$1141 ;
+  assign \$1143  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$1144  = l0_dw1_0_raw_s15[16] & \$1143 ;
+  assign \$1145  = \$1144  & \floor$539 [0];
+  assign \$1146  = \$1142  | \$1145 ;
+  assign \$1147  = $signed(\floor$539 ) + $signed({ 1'h0, \$1146  });
+  assign \$1148  = \above$542  ? 16'h7fff : \$1147 [15:0];
+  assign \t$544  = \below$543  ? 16'h8000 : \$1148 ;
+  assign \$1149  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$1150  = ~ \$1149 ;
+  assign \$1151  = l0_dw2_0_raw_s15[16] & \$1150 ;
+  assign \$1152  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$1153  = l0_dw2_0_raw_s15[16] & \$1152 ;
+  assign \$1154  = \$1153  & \floor$545 [0];
+  assign \inc$547  = \$1151  | \$1154 ;
+  assign \$1155  = $signed(\floor$545 ) > $signed(16'h7fff);
+  assign \$1156  = \floor$545  == 15'h7fff;
+  assign \$1157  = \$1156  & \inc$547 ;
+  assign \above$548  = \$1155  | \$1157 ;
+  assign \$1158  = $signed(\floor$545 ) < $signed(17'h17fff);
+  assign \$1159  = \floor$545  == 32'd4294934527;
+  assign \$1160  = ~ \inc$547 ;
+  assign \$1161  = \$1159  & \$1160 ;
+  assign \below$549  = \$1158  | \$1161 ;
+  assign \$1162  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$1163  = ~ \$1162 ;
+  assign \$1164  = l0_dw2_0_raw_s15[16] & \$1163 ;
+  assign \$1165  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$1166  = l0_dw2_0_raw_s15[16] & \$1165 ;
+  assign \$1167  = \$1166  & \floor$545 [0];
+  assign \$1168  = \$1164  | \$1167 ;
+  assign \$1169  = $signed(\floor$545 ) + $signed({ 1'h0, \$1168  });
+  assign \$1170  = \above$548  ? 16'h7fff : \$1169 [15:0];
+  assign \t$550  = \below$549  ? 16'h8000 : \$1170 ;
+  assign \$1171  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$1172  = ~ \$1171 ;
+  assign \$1173  = l0_dw3_0_raw_s15[16] & \$1172 ;
+  assign \$1174  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$1175  = l0_dw3_0_raw_s15[16] & \$1174 ;
+  assign \$1176  = \$1175  & \floor$551 [0];
+  assign \inc$553  = \$1173  | \$1176 ;
+  assign \$1177  = $signed(\floor$551 ) > $signed(16'h7fff);
+  assign \$1178  = \floor$551  == 15'h7fff;
+  assign \$1179  = \$1178  & \inc$553 ;
+  assign \above$554  = \$1177  | \$1179 ;
+  assign \$1180  = $signed(\floor$551 ) < $signed(17'h17fff);
+  assign \$1181  = \floor$551  == 32'd4294934527;
+  assign \$1182  = ~ \inc$553 ;
+  assign \$1183  = \$1181  & \$1182 ;
+  assign \below$555  = \$1180  | \$1183 ;
+  assign \$1184  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$1185  = ~ \$1184 ;
+  assign \$1186  = l0_dw3_0_raw_s15[16] & \$1185 ;
+  assign \$1187  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$1188  = l0_dw3_0_raw_s15[16] & \$1187 ;
+  assign \$1189  = \$1188  & \floor$551 [0];
+  assign \$1190  = \$1186  | \$1189 ;
+  assign \$1191  = $signed(\floor$551 ) + $signed({ 1'h0, \$1190  });
+  assign \$1192  = \above$554  ? 16'h7fff : \$1191 [15:0];
+  assign \t$556  = \below$555  ? 16'h8000 : \$1192 ;
+  assign \$1193  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$1194  = ~ \$1193 ;
+  assign \$1195  = l0_dw4_0_raw_s15[16] & \$1194 ;
+  assign \$1196  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$1197  = l0_dw4_0_raw_s15[16] & \$1196 ;
+  assign \$1198  = \$1197  & \floor$557 [0];
+  assign \inc$559  = \$1195  | \$1198 ;
+  assign \$1199  = $signed(\floor$557 ) > $signed(16'h7fff);
+  assign \$1200  = \floor$557  == 15'h7fff;
+  assign \$1201  = \$1200  & \inc$559 ;
+  assign \above$560  = \$1199  | \$1201 ;
+  assign \$1202  = $signed(\floor$557 ) < $signed(17'h17fff);
+  assign \$1203  = \floor$557  == 32'd4294934527;
+  assign \$1204  = ~ \inc$559 ;
+  assign \$1205  = \$1203  & \$1204 ;
+  assign \below$561  = \$1202  | \$1205 ;
+  assign \$1206  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$1207  = ~ \$1206 ;
+  assign \$1208  = l0_dw4_0_raw_s15[16] & \$1207 ;
+  assign \$1209  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$1210  = l0_dw4_0_raw_s15[16] & \$1209 ;
+  assign \$1211  = \$1210  & \floor$557 [0];
+  assign \$1212  = \$1208  | \$1211 ;
+  assign \$1213  = $signed(\floor$557 ) + $signed({ 1'h0, \$1212  });
+  assign \$1214  = \above$560  ? 16'h7fff : \$1213 [15:0];
+  assign \t$562  = \below$561  ? 16'h8000 : \$1214 ;
+  assign \$1215  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$1216  = ~ \$1215 ;
+  assign \$1217  = l0_dw5_0_raw_s15[16] & \$1216 ;
+  assign \$1218  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$1219  = l0_dw5_0_raw_s15[16] & \$1218 ;
+  assign \$1220  = \$1219  & \floor$563 [0];
+  assign \inc$565  = \$1217  | \$1220 ;
+  assign \$1221  = $signed(\floor$563 ) > $signed(16'h7fff);
+  assign \$1222  = \floor$563  == 15'h7fff;
+  assign \$1223  = \$1222  & \inc$565 ;
+  assign \above$566  = \$1221  | \$1223 ;
+  assign \$1224  = $signed(\floor$563 ) < $signed(17'h17fff);
+  assign \$1225  = \floor$563  == 32'd4294934527;
+  assign \$1226  = ~ \inc$565 ;
+  assign \$1227  = \$1225  & \$1226 ;
+  assign \below$567  = \$1224  | \$1227 ;
+  assign \$1228  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$1229  = ~ \$1228 ;
+  assign \$1230  = l0_dw5_0_raw_s15[16] & \$1229 ;
+  assign \$1231  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$1232  = l0_dw5_0_raw_s15[16] & \$1231 ;
+  assign \$1233  = \$1232  & \floor$563 [0];
+  assign \$1234  = \$1230  | \$1233 ;
+  assign \$1235  = $signed(\floor$563 ) + $signed({ 1'h0, \$1234  });
+  assign \$1236  = \above$566  ? 16'h7fff : \$1235 [15:0];
+  assign \t$568  = \below$567  ? 16'h8000 : \$1236 ;
+  assign \$1237  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$1238  = ~ \$1237 ;
+  assign \$1239  = l0_dw6_0_raw_s15[16] & \$1238 ;
+  assign \$1240  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$1241  = l0_dw6_0_raw_s15[16] & \$1240 ;
+  assign \$1242  = \$1241  & \floor$569 [0];
+  assign \inc$571  = \$1239  | \$1242 ;
+  assign \$1243  = $signed(\floor$569 ) > $signed(16'h7fff);
+  assign \$1244  = \floor$569  == 15'h7fff;
+  assign \$1245  = \$1244  & \inc$571 ;
+  assign \above$572  = \$1243  | \$1245 ;
+  assign \$1246  = $signed(\floor$569 ) < $signed(17'h17fff);
+  assign \$1247  = \floor$569  == 32'd4294934527;
+  assign \$1248  = ~ \inc$571 ;
+  assign \$1249  = \$1247  & \$1248 ;
+  assign \below$573  = \$1246  | \$1249 ;
+  assign \$1250  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$1251  = ~ \$1250 ;
+  assign \$1252  = l0_dw6_0_raw_s15[16] & \$1251 ;
+  assign \$1253  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$1254  = l0_dw6_0_raw_s15[16] & \$1253 ;
+  assign \$1255  = \$1254  & \floor$569 [0];
+  assign \$1256  = \$1252  | \$1255 ;
+  assign \$1257  = $signed(\floor$569 ) + $signed({ 1'h0, \$1256  });
+  assign \$1258  = \above$572  ? 16'h7fff : \$1257 [15:0];
+  assign \t$574  = \below$573  ? 16'h8000 : \$1258 ;
+  assign \$1259  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$1260  = ~ \$1259 ;
+  assign \$1261  = l0_dw7_0_raw_s15[16] & \$1260 ;
+  assign \$1262  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$1263  = l0_dw7_0_raw_s15[16] & \$1262 ;
+  assign \$1264  = \$1263  & \floor$575 [0];
+  assign \inc$577  = \$1261  | \$1264 ;
+  assign \$1265  = $signed(\floor$575 ) > $signed(16'h7fff);
+  assign \$1266  = \floor$575  == 15'h7fff;
+  assign \$1267  = \$1266  & \inc$577 ;
+  assign \above$578  = \$1265  | \$1267 ;
+  assign \$1268  = $signed(\floor$575 ) < $signed(17'h17fff);
+  assign \$1269  = \floor$575  == 32'd4294934527;
+  assign \$1270  = ~ \inc$577 ;
+  assign \$1271  = \$1269  & \$1270 ;
+  assign \below$579  = \$1268  | \$1271 ;
+  assign \$1272  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$1273  = ~ \$1272 ;
+  assign \$1274  = l0_dw7_0_raw_s15[16] & \$1273 ;
+  assign \$1275  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$1276  = l0_dw7_0_raw_s15[16] & \$1275 ;
+  assign \$1277  = \$1276  & \floor$575 [0];
+  assign \$1278  = \$1274  | \$1277 ;
+  assign \$1279  = $signed(\floor$575 ) + $signed({ 1'h0, \$1278  });
+  assign \$1280  = \above$578  ? 16'h7fff : \$1279 [15:0];
+  assign \t$580  = \below$579  ? 16'h8000 : \$1280 ;
+  assign \$1281  = ! l0_dw8_0_raw_s15[15:0];
+  assign \$1282  = ~ \$1281 ;
+  assign \$1283  = l0_dw8_0_raw_s15[16] & \$1282 ;
+  assign \$1284  = ! l0_dw8_0_raw_s15[15:0];
+  assign \$1285  = l0_dw8_0_raw_s15[16] & \$1284 ;
+  assign \$1286  = \$1285  & \floor$581 [0];
+  assign \inc$583  = \$1283  | \$1286 ;
+  assign \$1287  = $signed(\floor$581 ) > $signed(16'h7fff);
+  assign \$1288  = \floor$581  == 15'h7fff;
+  assign \$1289  = \$1288  & \inc$583 ;
+  assign \above$584  = \$1287  | \$1289 ;
+  assign \$1290  = $signed(\floor$581 ) < $signed(17'h17fff);
+  assign \$1291  = \floor$581  == 32'd4294934527;
+  assign \$1292  = ~ \inc$583 ;
+  assign \$1293  = \$1291  & \$1292 ;
+  assign \below$585  = \$1290  | \$1293 ;
+  assign \$1294  = ! l0_dw8_0_raw_s15[15:0];
+  assign \$1295  = ~ \$1294 ;
+  assign \$1296  = l0_dw8_0_raw_s15[16] & \$1295 ;
+  assign \$1297  = ! l0_dw8_0_raw_s15[15:0];
+  assign \$1298  = l0_dw8_0_raw_s15[16] & \$1297 ;
+  assign \$1299  = \$1298  & \floor$581 [0];
+  assign \$1300  = \$1296  | \$1299 ;
+  assign \$1301  = $signed(\floor$581 ) + $signed({ 1'h0, \$1300  });
+  assign \$1302  = \above$584  ? 16'h7fff : \$1301 [15:0];
+  assign \t$586  = \below$585  ? 16'h8000 : \$1302 ;
+  assign \$1303  = ! l0_dw9_0_raw_s15[15:0];
+  assign \$1304  = ~ \$1303 ;
+  assign \$1305  = l0_dw9_0_raw_s15[16] & \$1304 ;
+  assign \$1306  = ! l0_dw9_0_raw_s15[15:0];
+  assign \$1307  = l0_dw9_0_raw_s15[16] & \$1306 ;
+  assign \$1308  = \$1307  & \floor$587 [0];
+  assign \inc$589  = \$1305  | \$1308 ;
+  assign \$1309  = $signed(\floor$587 ) > $signed(16'h7fff);
+  assign \$1310  = \floor$587  == 15'h7fff;
+  assign \$1311  = \$1310  & \inc$589 ;
+  assign \above$590  = \$1309  | \$1311 ;
+  assign \$1312  = $signed(\floor$587 ) < $signed(17'h17fff);
+  assign \$1313  = \floor$587  == 32'd4294934527;
+  assign \$1314  = ~ \inc$589 ;
+  assign \$1315  = \$1313  & \$1314 ;
+  assign \below$591  = \$1312  | \$1315 ;
+  assign \$1316  = ! l0_dw9_0_raw_s15[15:0];
+  assign \$1317  = ~ \$1316 ;
+  assign \$1318  = l0_dw9_0_raw_s15[16] & \$1317 ;
+  assign \$1319  = ! l0_dw9_0_raw_s15[15:0];
+  assign \$1320  = l0_dw9_0_raw_s15[16] & \$1319 ;
+  assign \$1321  = \$1320  & \floor$587 [0];
+  assign \$1322  = \$1318  | \$1321 ;
+  assign \$1323  = $signed(\floor$587 ) + $signed({ 1'h0, \$1322  });
+  assign \$1324  = \above$590  ? 16'h7fff : \$1323 [15:0];
+  assign \t$592  = \below$591  ? 16'h8000 : \$1324 ;
+  assign \$1325  = ! l0_dw10_0_raw_s15[15:0];
+  assign \$1326  = ~ \$1325 ;
+  assign \$1327  = l0_dw10_0_raw_s15[16] & \$1326 ;
+  assign \$1328  = ! l0_dw10_0_raw_s15[15:0];
+  assign \$1329  = l0_dw10_0_raw_s15[16] & \$1328 ;
+  assign \$1330  = \$1329  & \floor$593 [0];
+  assign \inc$595  = \$1327  | \$1330 ;
+  assign \$1331  = $signed(\floor$593 ) > $signed(16'h7fff);
+  assign \$1332  = \floor$593  == 15'h7fff;
+  assign \$1333  = \$1332  & \inc$595 ;
+  assign \above$596  = \$1331  | \$1333 ;
+  assign \$1334  = $signed(\floor$593 ) < $signed(17'h17fff);
+  assign \$1335  = \floor$593  == 32'd4294934527;
+  assign \$1336  = ~ \inc$595 ;
+  assign \$1337  = \$1335  & \$1336 ;
+  assign \below$597  = \$1334  | \$1337 ;
+  assign \$1338  = ! l0_dw10_0_raw_s15[15:0];
+  assign \$1339  = ~ \$1338 ;
+  assign \$1340  = l0_dw10_0_raw_s15[16] & \$1339 ;
+  assign \$1341  = ! l0_dw10_0_raw_s15[15:0];
+  assign \$1342  = l0_dw10_0_raw_s15[16] & \$1341 ;
+  assign \$1343  = \$1342  & \floor$593 [0];
+  assign \$1344  = \$1340  | \$1343 ;
+  assign \$1345  = $signed(\floor$593 ) + $signed({ 1'h0, \$1344  });
+  assign \$1346  = \above$596  ? 16'h7fff : \$1345 [15:0];
+  assign \t$598  = \below$597  ? 16'h8000 : \$1346 ;
+  assign \$1347  = ! l0_dw11_0_raw_s15[15:0];
+  assign \$1348  = ~ \$1347 ;
+  assign \$1349  = l0_dw11_0_raw_s15[16] & \$1348 ;
+  assign \$1350  = ! l0_dw11_0_raw_s15[15:0];
+  assign \$1351  = l0_dw11_0_raw_s15[16] & \$1350 ;
+  assign \$1352  = \$1351  & \floor$599 [0];
+  assign \inc$601  = \$1349  | \$1352 ;
+  assign \$1353  = $signed(\floor$599 ) > $signed(16'h7fff);
+  assign \$1354  = \floor$599  == 15'h7fff;
+  assign \$1355  = \$1354  & \inc$601 ;
+  assign \above$602  = \$1353  | \$1355 ;
+  assign \$1356  = $signed(\floor$599 ) < $signed(17'h17fff);
+  assign \$1357  = \floor$599  == 32'd4294934527;
+  assign \$1358  = ~ \inc$601 ;
+  assign \$1359  = \$1357  & \$1358 ;
+  assign \below$603  = \$1356  | \$1359 ;
+  assign \$1360  = ! l0_dw11_0_raw_s15[15:0];
+  assign \$1361  = ~ \$1360 ;
+  assign \$1362  = l0_dw11_0_raw_s15[16] & \$1361 ;
+  assign \$1363  = ! l0_dw11_0_raw_s15[15:0];
+  assign \$1364  = l0_dw11_0_raw_s15[16] & \$1363 ;
+  assign \$1365  = \$1364  & \floor$599 [0];
+  assign \$1366  = \$1362  | \$1365 ;
+  assign \$1367  = $signed(\floor$599 ) + $signed({ 1'h0, \$1366  });
+  assign \$1368  = \above$602  ? 16'h7fff : \$1367 [15:0];
+  assign \t$604  = \below$603  ? 16'h8000 : \$1368 ;
+  assign \$1369  = ! l0_dw12_0_raw_s15[15:0];
+  assign \$1370  = ~ \$1369 ;
+  assign \$1371  = l0_dw12_0_raw_s15[16] & \$1370 ;
+  assign \$1372  = ! l0_dw12_0_raw_s15[15:0];
+  assign \$1373  = l0_dw12_0_raw_s15[16] & \$1372 ;
+  assign \$1374  = \$1373  & \floor$605 [0];
+  assign \inc$607  = \$1371  | \$1374 ;
+  assign \$1375  = $signed(\floor$605 ) > $signed(16'h7fff);
+  assign \$1376  = \floor$605  == 15'h7fff;
+  assign \$1377  = \$1376  & \inc$607 ;
+  assign \above$608  = \$1375  | \$1377 ;
+  assign \$1378  = $signed(\floor$605 ) < $signed(17'h17fff);
+  assign \$1379  = \floor$605  == 32'd4294934527;
+  assign \$1380  = ~ \inc$607 ;
+  assign \$1381  = \$1379  & \$1380 ;
+  assign \below$609  = \$1378  | \$1381 ;
+  assign \$1382  = ! l0_dw12_0_raw_s15[15:0];
+  assign \$1383  = ~ \$1382 ;
+  assign \$1384  = l0_dw12_0_raw_s15[16] & \$1383 ;
+  assign \$1385  = ! l0_dw12_0_raw_s15[15:0];
+  assign \$1386  = l0_dw12_0_raw_s15[16] & \$1385 ;
+  assign \$1387  = \$1386  & \floor$605 [0];
+  assign \$1388  = \$1384  | \$1387 ;
+  assign \$1389  = $signed(\floor$605 ) + $signed({ 1'h0, \$1388  });
+  assign \$1390  = \above$608  ? 16'h7fff : \$1389 [15:0];
+  assign \t$610  = \below$609  ? 16'h8000 : \$1390 ;
+  assign \$1391  = ! l0_dw13_0_raw_s15[15:0];
+  assign \$1392  = ~ \$1391 ;
+  assign \$1393  = l0_dw13_0_raw_s15[16] & \$1392 ;
+  assign \$1394  = ! l0_dw13_0_raw_s15[15:0];
+  assign \$1395  = l0_dw13_0_raw_s15[16] & \$1394 ;
+  assign \$1396  = \$1395  & \floor$611 [0];
+  assign \inc$613  = \$1393  | \$1396 ;
+  assign \$1397  = $signed(\floor$611 ) > $signed(16'h7fff);
+  assign \$1398  = \floor$611  == 15'h7fff;
+  assign \$1399  = \$1398  & \inc$613 ;
+  assign \above$614  = \$1397  | \$1399 ;
+  assign \$1400  = $signed(\floor$611 ) < $signed(17'h17fff);
+  assign \$1401  = \floor$611  == 32'd4294934527;
+  assign \$1402  = ~ \inc$613 ;
+  assign \$1403  = \$1401  & \$1402 ;
+  assign \below$615  = \$1400  | \$1403 ;
+  assign \$1404  = ! l0_dw13_0_raw_s15[15:0];
+  assign \$1405  = ~ \$1404 ;
+  assign \$1406  = l0_dw13_0_raw_s15[16] & \$1405 ;
+  assign \$1407  = ! l0_dw13_0_raw_s15[15:0];
+  assign \$1408  = l0_dw13_0_raw_s15[16] & \$1407 ;
+  assign \$1409  = \$1408  & \floor$611 [0];
+  assign \$1410  = \$1406  | \$1409 ;
+  assign \$1411  = $signed(\floor$611 ) + $signed({ 1'h0, \$1410  });
+  assign \$1412  = \above$614  ? 16'h7fff : \$1411 [15:0];
+  assign \t$616  = \below$615  ? 16'h8000 : \$1412 ;
+  assign \$1413  = ! l0_dw14_0_raw_s15[15:0];
+  assign \$1414  = ~ \$1413 ;
+  assign \$1415  = l0_dw14_0_raw_s15[16] & \$1414 ;
+  assign \$1416  = ! l0_dw14_0_raw_s15[15:0];
+  assign \$1417  = l0_dw14_0_raw_s15[16] & \$1416 ;
+  assign \$1418  = \$1417  & \floor$617 [0];
+  assign \inc$619  = \$1415  | \$1418 ;
+  assign \$1419  = $signed(\floor$617 ) > $signed(16'h7fff);
+  assign \$1420  = \floor$617  == 15'h7fff;
+  assign \$1421  = \$1420  & \inc$619 ;
+  assign \above$620  = \$1419  | \$1421 ;
+  assign \$1422  = $signed(\floor$617 ) < $signed(17'h17fff);
+  assign \$1423  = \floor$617  == 32'd4294934527;
+  assign \$1424  = ~ \inc$619 ;
+  assign \$1425  = \$1423  & \$1424 ;
+  assign \below$621  = \$1422  | \$1425 ;
+  assign \$1426  = ! l0_dw14_0_raw_s15[15:0];
+  assign \$1427  = ~ \$1426 ;
+  assign \$1428  = l0_dw14_0_raw_s15[16] & \$1427 ;
+  assign \$1429  = ! l0_dw14_0_raw_s15[15:0];
+  assign \$1430  = l0_dw14_0_raw_s15[16] & \$1429 ;
+  assign \$1431  = \$1430  & \floor$617 [0];
+  assign \$1432  = \$1428  | \$1431 ;
+  assign \$1433  = $signed(\floor$617 ) + $signed({ 1'h0, \$1432  });
+  assign \$1434  = \above$620  ? 16'h7fff : \$1433 [15:0];
+  assign \t$622  = \below$621  ? 16'h8000 : \$1434 ;
+  assign \$1435  = ! l0_dw15_0_raw_s15[15:0];
+  assign \$1436  = ~ \$1435 ;
+  assign \$1437  = l0_dw15_0_raw_s15[16] & \$1436 ;
+  assign \$1438  = ! l0_dw15_0_raw_s15[15:0];
+  assign \$1439  = l0_dw15_0_raw_s15[16] & \$1438 ;
+  assign \$1440  = \$1439  & \floor$623 [0];
+  assign \inc$625  = \$1437  | \$1440 ;
+  assign \$1441  = $signed(\floor$623 ) > $signed(16'h7fff);
+  assign \$1442  = \floor$623  == 15'h7fff;
+  assign \$1443  = \$1442  & \inc$625 ;
+  assign \above$626  = \$1441  | \$1443 ;
+  assign \$1444  = $signed(\floor$623 ) < $signed(17'h17fff);
+  assign \$1445  = \floor$623  == 32'd4294934527;
+  assign \$1446  = ~ \inc$625 ;
+  assign \$1447  = \$1445  & \$1446 ;
+  assign \below$627  = \$1444  | \$1447 ;
+  assign \$1448  = ! l0_dw15_0_raw_s15[15:0];
+  assign \$1449  = ~ \$1448 ;
+  assign \$1450  = l0_dw15_0_raw_s15[16] & \$1449 ;
+  assign \$1451  = ! l0_dw15_0_raw_s15[15:0];
+  assign \$1452  = l0_dw15_0_raw_s15[16] & \$1451 ;
+  assign \$1453  = \$1452  & \floor$623 [0];
+  assign \$1454  = \$1450  | \$1453 ;
+  assign \$1455  = $signed(\floor$623 ) + $signed({ 1'h0, \$1454  });
+  assign \$1456  = \above$626  ? 16'h7fff : \$1455 [15:0];
+  assign \t$628  = \below$627  ? 16'h8000 : \$1456 ;
+  assign \$1457  = ! l0_err0_s14[3:0];
+  assign \$1458  = ~ \$1457 ;
+  assign \$1459  = l0_err0_s14[4] & \$1458 ;
+  assign \$1460  = ! l0_err0_s14[3:0];
+  assign \$1461  = l0_err0_s14[4] & \$1460 ;
+  assign \$1462  = \$1461  & \floor$629 [0];
+  assign \inc$631  = \$1459  | \$1462 ;
+  assign \$1463  = $signed(\floor$629 ) > $signed(16'h7fff);
+  assign \$1464  = \floor$629  == 15'h7fff;
+  assign \$1465  = \$1464  & \inc$631 ;
+  assign \above$632  = \$1463  | \$1465 ;
+  assign \$1466  = $signed(\floor$629 ) < $signed(17'h17fff);
+  assign \$1467  = $signed(\floor$629 ) == $signed(17'h17fff);
+  assign \$1468  = ~ \inc$631 ;
+  assign \$1469  = \$1467  & \$1468 ;
+  assign \below$633  = \$1466  | \$1469 ;
+  assign \$1470  = ! l0_err0_s14[3:0];
+  assign \$1471  = ~ \$1470 ;
+  assign \$1472  = l0_err0_s14[4] & \$1471 ;
+  assign \$1473  = ! l0_err0_s14[3:0];
+  assign \$1474  = l0_err0_s14[4] & \$1473 ;
+  assign \$1475  = \$1474  & \floor$629 [0];
+  assign \$1476  = \$1472  | \$1475 ;
+  assign \$1477  = $signed(\floor$629 ) + $signed({ 1'h0, \$1476  });
+  assign \$1478  = \above$632  ? 16'h7fff : \$1477 [15:0];
+  assign \t$634  = \below$633  ? 16'h8000 : \$1478 ;
+  assign \$1479  = ! l0_err1_s14[3:0];
+  assign \$1480  = ~ \$1479 ;
+  assign \$1481  = l0_err1_s14[4] & \$1480 ;
+  assign \$1482  = ! l0_err1_s14[3:0];
+  assign \$1483  = l0_err1_s14[4] & \$1482 ;
+  assign \$1484  = \$1483  & \floor$635 [0];
+  assign \inc$637  = \$1481  | \$1484 ;
+  assign \$1485  = $signed(\floor$635 ) > $signed(16'h7fff);
+  assign \$1486  = \floor$635  == 15'h7fff;
+  assign \$1487  = \$1486  & \inc$637 ;
+  assign \above$638  = \$1485  | \$1487 ;
+  assign \$1488  = $signed(\floor$635 ) < $signed(17'h17fff);
+  assign \$1489  = $signed(\floor$635 ) == $signed(17'h17fff);
+  assign \$1490  = ~ \inc$637 ;
+  assign \$1491  = \$1489  & \$1490 ;
+  assign \below$639  = \$1488  | \$1491 ;
+  assign \$1492  = ! l0_err1_s14[3:0];
+  assign \$1493  = ~ \$1492 ;
+  assign \$1494  = l0_err1_s14[4] & \$1493 ;
+  assign \$1495  = ! l0_err1_s14[3:0];
+  assign \$1496  = l0_err1_s14[4] & \$1495 ;
+  assign \$1497  = \$1496  & \floor$635 [0];
+  assign \$1498  = \$1494  | \$1497 ;
+  assign \$1499  = $signed(\floor$635 ) + $signed({ 1'h0, \$1498  });
+  assign \$1500  = \above$638  ? 16'h7fff : \$1499 [15:0];
+  assign \t$640  = \below$639  ? 16'h8000 : \$1500 ;
+  assign \$1501  = ! l0_err2_s14[3:0];
+  assign \$1502  = ~ \$1501 ;
+  assign \$1503  = l0_err2_s14[4] & \$1502 ;
+  assign \$1504  = ! l0_err2_s14[3:0];
+  assign \$1505  = l0_err2_s14[4] & \$1504 ;
+  assign \$1506  = \$1505  & \floor$641 [0];
+  assign \inc$643  = \$1503  | \$1506 ;
+  assign \$1507  = $signed(\floor$641 ) > $signed(16'h7fff);
+  assign \$1508  = \floor$641  == 15'h7fff;
+  assign \$1509  = \$1508  & \inc$643 ;
+  assign \above$644  = \$1507  | \$1509 ;
+  assign \$1510  = $signed(\floor$641 ) < $signed(17'h17fff);
+  assign \$1511  = $signed(\floor$641 ) == $signed(17'h17fff);
+  assign \$1512  = ~ \inc$643 ;
+  assign \$1513  = \$1511  & \$1512 ;
+  assign \below$645  = \$1510  | \$1513 ;
+  assign \$1514  = ! l0_err2_s14[3:0];
+  assign \$1515  = ~ \$1514 ;
+  assign \$1516  = l0_err2_s14[4] & \$1515 ;
+  assign \$1517  = ! l0_err2_s14[3:0];
+  assign \$1518  = l0_err2_s14[4] & \$1517 ;
+  assign \$1519  = \$1518  & \floor$641 [0];
+  assign \$1520  = \$1516  | \$1519 ;
+  assign \$1521  = $signed(\floor$641 ) + $signed({ 1'h0, \$1520  });
+  assign \$1522  = \above$644  ? 16'h7fff : \$1521 [15:0];
+  assign \t$646  = \below$645  ? 16'h8000 : \$1522 ;
+  assign \$1523  = ! l0_err3_s14[3:0];
+  assign \$1524  = ~ \$1523 ;
+  assign \$1525  = l0_err3_s14[4] & \$1524 ;
+  assign \$1526  = ! l0_err3_s14[3:0];
+  assign \$1527  = l0_err3_s14[4] & \$1526 ;
+  assign \$1528  = \$1527  & \floor$647 [0];
+  assign \inc$649  = \$1525  | \$1528 ;
+  assign \$1529  = $signed(\floor$647 ) > $signed(16'h7fff);
+  assign \$1530  = \floor$647  == 15'h7fff;
+  assign \$1531  = \$1530  & \inc$649 ;
+  assign \above$650  = \$1529  | \$1531 ;
+  assign \$1532  = $signed(\floor$647 ) < $signed(17'h17fff);
+  assign \$1533  = $signed(\floor$647 ) == $signed(17'h17fff);
+  assign \$1534  = ~ \inc$649 ;
+  assign \$1535  = \$1533  & \$1534 ;
+  assign \below$651  = \$1532  | \$1535 ;
+  assign \$1536  = ! l0_err3_s14[3:0];
+  assign \$1537  = ~ \$1536 ;
+  assign \$1538  = l0_err3_s14[4] & \$1537 ;
+  assign \$1539  = ! l0_err3_s14[3:0];
+  assign \$1540  = l0_err3_s14[4] & \$1539 ;
+  assign \$1541  = \$1540  & \floor$647 [0];
+  assign \$1542  = \$1538  | \$1541 ;
+  assign \$1543  = $signed(\floor$647 ) + $signed({ 1'h0, \$1542  });
+  assign \$1544  = \above$650  ? 16'h7fff : \$1543 [15:0];
+  assign \t$652  = \below$651  ? 16'h8000 : \$1544 ;
+  assign \$1545  = ! l0_err4_s14[3:0];
+  assign \$1546  = ~ \$1545 ;
+  assign \$1547  = l0_err4_s14[4] & \$1546 ;
+  assign \$1548  = ! l0_err4_s14[3:0];
+  assign \$1549  = l0_err4_s14[4] & \$1548 ;
+  assign \$1550  = \$1549  & \floor$653 [0];
+  assign \inc$655  = \$1547  | \$1550 ;
+  assign \$1551  = $signed(\floor$653 ) > $signed(16'h7fff);
+  assign \$1552  = \floor$653  == 15'h7fff;
+  assign \$1553  = \$1552  & \inc$655 ;
+  assign \above$656  = \$1551  | \$1553 ;
+  assign \$1554  = $signed(\floor$653 ) < $signed(17'h17fff);
+  assign \$1555  = $signed(\floor$653 ) == $signed(17'h17fff);
+  assign \$1556  = ~ \inc$655 ;
+  assign \$1557  = \$1555  & \$1556 ;
+  assign \below$657  = \$1554  | \$1557 ;
+  assign \$1558  = ! l0_err4_s14[3:0];
+  assign \$1559  = ~ \$1558 ;
+  assign \$1560  = l0_err4_s14[4] & \$1559 ;
+  assign \$1561  = ! l0_err4_s14[3:0];
+  assign \$1562  = l0_err4_s14[4] & \$1561 ;
+  assign \$1563  = \$1562  & \floor$653 [0];
+  assign \$1564  = \$1560  | \$1563 ;
+  assign \$1565  = $signed(\floor$653 ) + $signed({ 1'h0, \$1564  });
+  assign \$1566  = \above$656  ? 16'h7fff : \$1565 [15:0];
+  assign \t$658  = \below$657  ? 16'h8000 : \$1566 ;
+  assign \$1567  = ! l0_err5_s14[3:0];
+  assign \$1568  = ~ \$1567 ;
+  assign \$1569  = l0_err5_s14[4] & \$1568 ;
+  assign \$1570  = ! l0_err5_s14[3:0];
+  assign \$1571  = l0_err5_s14[4] & \$1570 ;
+  assign \$1572  = \$1571  & \floor$659 [0];
+  assign \inc$661  = \$1569  | \$1572 ;
+  assign \$1573  = $signed(\floor$659 ) > $signed(16'h7fff);
+  assign \$1574  = \floor$659  == 15'h7fff;
+  assign \$1575  = \$1574  & \inc$661 ;
+  assign \above$662  = \$1573  | \$1575 ;
+  assign \$1576  = $signed(\floor$659 ) < $signed(17'h17fff);
+  assign \$1577  = $signed(\floor$659 ) == $signed(17'h17fff);
+  assign \$1578  = ~ \inc$661 ;
+  assign \$1579  = \$1577  & \$1578 ;
+  assign \below$663  = \$1576  | \$1579 ;
+  assign \$1580  = ! l0_err5_s14[3:0];
+  assign \$1581  = ~ \$1580 ;
+  assign \$1582  = l0_err5_s14[4] & \$1581 ;
+  assign \$1583  = ! l0_err5_s14[3:0];
+  assign \$1584  = l0_err5_s14[4] & \$1583 ;
+  assign \$1585  = \$1584  & \floor$659 [0];
+  assign \$1586  = \$1582  | \$1585 ;
+  assign \$1587  = $signed(\floor$659 ) + $signed({ 1'h0, \$1586  });
+  assign \$1588  = \above$662  ? 16'h7fff : \$1587 [15:0];
+  assign \t$664  = \below$663  ? 16'h8000 : \$1588 ;
+  assign \$1589  = ! l0_err6_s14[3:0];
+  assign \$1590  = ~ \$1589 ;
+  assign \$1591  = l0_err6_s14[4] & \$1590 ;
+  assign \$1592  = ! l0_err6_s14[3:0];
+  assign \$1593  = l0_err6_s14[4] & \$1592 ;
+  assign \$1594  = \$1593  & \floor$665 [0];
+  assign \inc$667  = \$1591  | \$1594 ;
+  assign \$1595  = $signed(\floor$665 ) > $signed(16'h7fff);
+  assign \$1596  = \floor$665  == 15'h7fff;
+  assign \$1597  = \$1596  & \inc$667 ;
+  assign \above$668  = \$1595  | \$1597 ;
+  assign \$1598  = $signed(\floor$665 ) < $signed(17'h17fff);
+  assign \$1599  = $signed(\floor$665 ) == $signed(17'h17fff);
+  assign \$1600  = ~ \inc$667 ;
+  assign \$1601  = \$1599  & \$1600 ;
+  assign \below$669  = \$1598  | \$1601 ;
+  assign \$1602  = ! l0_err6_s14[3:0];
+  assign \$1603  = ~ \$1602 ;
+  assign \$1604  = l0_err6_s14[4] & \$1603 ;
+  assign \$1605  = ! l0_err6_s14[3:0];
+  assign \$1606  = l0_err6_s14[4] & \$1605 ;
+  assign \$1607  = \$1606  & \floor$665 [0];
+  assign \$1608  = \$1604  | \$1607 ;
+  assign \$1609  = $signed(\floor$665 ) + $signed({ 1'h0, \$1608  });
+  assign \$1610  = \above$668  ? 16'h7fff : \$1609 [15:0];
+  assign \t$670  = \below$669  ? 16'h8000 : \$1610 ;
+  assign \$1611  = ! l0_err7_s14[3:0];
+  assign \$1612  = ~ \$1611 ;
+  assign \$1613  = l0_err7_s14[4] & \$1612 ;
+  assign \$1614  = ! l0_err7_s14[3:0];
+  assign \$1615  = l0_err7_s14[4] & \$1614 ;
+  assign \$1616  = \$1615  & \floor$671 [0];
+  assign \inc$673  = \$1613  | \$1616 ;
+  assign \$1617  = $signed(\floor$671 ) > $signed(16'h7fff);
+  assign \$1618  = \floor$671  == 15'h7fff;
+  assign \$1619  = \$1618  & \inc$673 ;
+  assign \above$674  = \$1617  | \$1619 ;
+  assign \$1620  = $signed(\floor$671 ) < $signed(17'h17fff);
+  assign \$1621  = $signed(\floor$671 ) == $signed(17'h17fff);
+  assign \$1622  = ~ \inc$673 ;
+  assign \$1623  = \$1621  & \$1622 ;
+  assign \below$675  = \$1620  | \$1623 ;
+  assign \$1624  = ! l0_err7_s14[3:0];
+  assign \$1625  = ~ \$1624 ;
+  assign \$1626  = l0_err7_s14[4] & \$1625 ;
+  assign \$1627  = ! l0_err7_s14[3:0];
+  assign \$1628  = l0_err7_s14[4] & \$1627 ;
+  assign \$1629  = \$1628  & \floor$671 [0];
+  assign \$1630  = \$1626  | \$1629 ;
+  assign \$1631  = $signed(\floor$671 ) + $signed({ 1'h0, \$1630  });
+  assign \$1632  = \above$674  ? 16'h7fff : \$1631 [15:0];
+  assign \t$676  = \below$675  ? 16'h8000 : \$1632 ;
+  assign \$1633  = ! l0_err8_s14[3:0];
+  assign \$1634  = ~ \$1633 ;
+  assign \$1635  = l0_err8_s14[4] & \$1634 ;
+  assign \$1636  = ! l0_err8_s14[3:0];
+  assign \$1637  = l0_err8_s14[4] & \$1636 ;
+  assign \$1638  = \$1637  & \floor$677 [0];
+  assign \inc$679  = \$1635  | \$1638 ;
+  assign \$1639  = $signed(\floor$677 ) > $signed(16'h7fff);
+  assign \$1640  = \floor$677  == 15'h7fff;
+  assign \$1641  = \$1640  & \inc$679 ;
+  assign \above$680  = \$1639  | \$1641 ;
+  assign \$1642  = $signed(\floor$677 ) < $signed(17'h17fff);
+  assign \$1643  = $signed(\floor$677 ) == $signed(17'h17fff);
+  assign \$1644  = ~ \inc$679 ;
+  assign \$1645  = \$1643  & \$1644 ;
+  assign \below$681  = \$1642  | \$1645 ;
+  assign \$1646  = ! l0_err8_s14[3:0];
+  assign \$1647  = ~ \$1646 ;
+  assign \$1648  = l0_err8_s14[4] & \$1647 ;
+  assign \$1649  = ! l0_err8_s14[3:0];
+  assign \$1650  = l0_err8_s14[4] & \$1649 ;
+  assign \$1651  = \$1650  & \floor$677 [0];
+  assign \$1652  = \$1648  | \$1651 ;
+  assign \$1653  = $signed(\floor$677 ) + $signed({ 1'h0, \$1652  });
+  assign \$1654  = \above$680  ? 16'h7fff : \$1653 [15:0];
+  assign \t$682  = \below$681  ? 16'h8000 : \$1654 ;
+  assign \$1655  = ! l0_err9_s14[3:0];
+  assign \$1656  = ~ \$1655 ;
+  assign \$1657  = l0_err9_s14[4] & \$1656 ;
+  assign \$1658  = ! l0_err9_s14[3:0];
+  assign \$1659  = l0_err9_s14[4] & \$1658 ;
+  assign \$1660  = \$1659  & \floor$683 [0];
+  assign \inc$685  = \$1657  | \$1660 ;
+  assign \$1661  = $signed(\floor$683 ) > $signed(16'h7fff);
+  assign \$1662  = \floor$683  == 15'h7fff;
+  assign \$1663  = \$1662  & \inc$685 ;
+  assign \above$686  = \$1661  | \$1663 ;
+  assign \$1664  = $signed(\floor$683 ) < $signed(17'h17fff);
+  assign \$1665  = $signed(\floor$683 ) == $signed(17'h17fff);
+  assign \$1666  = ~ \inc$685 ;
+  assign \$1667  = \$1665  & \$1666 ;
+  assign \below$687  = \$1664  | \$1667 ;
+  assign \$1668  = ! l0_err9_s14[3:0];
+  assign \$1669  = ~ \$1668 ;
+  assign \$1670  = l0_err9_s14[4] & \$1669 ;
+  assign \$1671  = ! l0_err9_s14[3:0];
+  assign \$1672  = l0_err9_s14[4] & \$1671 ;
+  assign \$1673  = \$1672  & \floor$683 [0];
+  assign \$1674  = \$1670  | \$1673 ;
+  assign \$1675  = $signed(\floor$683 ) + $signed({ 1'h0, \$1674  });
+  assign \$1676  = \above$686  ? 16'h7fff : \$1675 [15:0];
+  assign \t$688  = \below$687  ? 16'h8000 : \$1676 ;
+  assign \$1677  = ! l0_err10_s14[3:0];
+  assign \$1678  = ~ \$1677 ;
+  assign \$1679  = l0_err10_s14[4] & \$1678 ;
+  assign \$1680  = ! l0_err10_s14[3:0];
+  assign \$1681  = l0_err10_s14[4] & \$1680 ;
+  assign \$1682  = \$1681  & \floor$689 [0];
+  assign \inc$691  = \$1679  | \$1682 ;
+  assign \$1683  = $signed(\floor$689 ) > $signed(16'h7fff);
+  assign \$1684  = \floor$689  == 15'h7fff;
+  assign \$1685  = \$1684  & \inc$691 ;
+  assign \above$692  = \$1683  | \$1685 ;
+  assign \$1686  = $signed(\floor$689 ) < $signed(17'h17fff);
+  assign \$1687  = $signed(\floor$689 ) == $signed(17'h17fff);
+  assign \$1688  = ~ \inc$691 ;
+  assign \$1689  = \$1687  & \$1688 ;
+  assign \below$693  = \$1686  | \$1689 ;
+  assign \$1690  = ! l0_err10_s14[3:0];
+  assign \$1691  = ~ \$1690 ;
+  assign \$1692  = l0_err10_s14[4] & \$1691 ;
+  assign \$1693  = ! l0_err10_s14[3:0];
+  assign \$1694  = l0_err10_s14[4] & \$1693 ;
+  assign \$1695  = \$1694  & \floor$689 [0];
+  assign \$1696  = \$1692  | \$1695 ;
+  assign \$1697  = $signed(\floor$689 ) + $signed({ 1'h0, \$1696  });
+  assign \$1698  = \above$692  ? 16'h7fff : \$1697 [15:0];
+  assign \t$694  = \below$693  ? 16'h8000 : \$1698 ;
+  assign \$1699  = ! l0_err11_s14[3:0];
+  assign \$1700  = ~ \$1699 ;
+  assign \$1701  = l0_err11_s14[4] & \$1700 ;
+  assign \$1702  = ! l0_err11_s14[3:0];
+  assign \$1703  = l0_err11_s14[4] & \$1702 ;
+  assign \$1704  = \$1703  & \floor$695 [0];
+  assign \inc$697  = \$1701  | \$1704 ;
+  assign \$1705  = $signed(\floor$695 ) > $signed(16'h7fff);
+  assign \$1706  = \floor$695  == 15'h7fff;
+  assign \$1707  = \$1706  & \inc$697 ;
+  assign \above$698  = \$1705  | \$1707 ;
+  assign \$1708  = $signed(\floor$695 ) < $signed(17'h17fff);
+  assign \$1709  = $signed(\floor$695 ) == $signed(17'h17fff);
+  assign \$1710  = ~ \inc$697 ;
+  assign \$1711  = \$1709  & \$1710 ;
+  assign \below$699  = \$1708  | \$1711 ;
+  assign \$1712  = ! l0_err11_s14[3:0];
+  assign \$1713  = ~ \$1712 ;
+  assign \$1714  = l0_err11_s14[4] & \$1713 ;
+  assign \$1715  = ! l0_err11_s14[3:0];
+  assign \$1716  = l0_err11_s14[4] & \$1715 ;
+  assign \$1717  = \$1716  & \floor$695 [0];
+  assign \$1718  = \$1714  | \$1717 ;
+  assign \$1719  = $signed(\floor$695 ) + $signed({ 1'h0, \$1718  });
+  assign \$1720  = \above$698  ? 16'h7fff : \$1719 [15:0];
+  assign \t$700  = \below$699  ? 16'h8000 : \$1720 ;
+  assign \$1721  = ! l0_err12_s14[3:0];
+  assign \$1722  = ~ \$1721 ;
+  assign \$1723  = l0_err12_s14[4] & \$1722 ;
+  assign \$1724  = ! l0_err12_s14[3:0];
+  assign \$1725  = l0_err12_s14[4] & \$1724 ;
+  assign \$1726  = \$1725  & \floor$701 [0];
+  assign \inc$703  = \$1723  | \$1726 ;
+  assign \$1727  = $signed(\floor$701 ) > $signed(16'h7fff);
+  assign \$1728  = \floor$701  == 15'h7fff;
+  assign \$1729  = \$1728  & \inc$703 ;
+  assign \above$704  = \$1727  | \$1729 ;
+  assign \$1730  = $signed(\floor$701 ) < $signed(17'h17fff);
+  assign \$1731  = $signed(\floor$701 ) == $signed(17'h17fff);
+  assign \$1732  = ~ \inc$703 ;
+  assign \$1733  = \$1731  & \$1732 ;
+  assign \below$705  = \$1730  | \$1733 ;
+  assign \$1734  = ! l0_err12_s14[3:0];
+  assign \$1735  = ~ \$1734 ;
+  assign \$1736  = l0_err12_s14[4] & \$1735 ;
+  assign \$1737  = ! l0_err12_s14[3:0];
+  assign \$1738  = l0_err12_s14[4] & \$1737 ;
+  assign \$1739  = \$1738  & \floor$701 [0];
+  assign \$1740  = \$1736  | \$1739 ;
+  assign \$1741  = $signed(\floor$701 ) + $signed({ 1'h0, \$1740  });
+  assign \$1742  = \above$704  ? 16'h7fff : \$1741 [15:0];
+  assign \t$706  = \below$705  ? 16'h8000 : \$1742 ;
+  assign \$1743  = ! l0_err13_s14[3:0];
+  assign \$1744  = ~ \$1743 ;
+  assign \$1745  = l0_err13_s14[4] & \$1744 ;
+  assign \$1746  = ! l0_err13_s14[3:0];
+  assign \$1747  = l0_err13_s14[4] & \$1746 ;
+  assign \$1748  = \$1747  & \floor$707 [0];
+  assign \inc$709  = \$1745  | \$1748 ;
+  assign \$1749  = $signed(\floor$707 ) > $signed(16'h7fff);
+  assign \$1750  = \floor$707  == 15'h7fff;
+  assign \$1751  = \$1750  & \inc$709 ;
+  assign \above$710  = \$1749  | \$1751 ;
+  assign \$1752  = $signed(\floor$707 ) < $signed(17'h17fff);
+  assign \$1753  = $signed(\floor$707 ) == $signed(17'h17fff);
+  assign \$1754  = ~ \inc$709 ;
+  assign \$1755  = \$1753  & \$1754 ;
+  assign \below$711  = \$1752  | \$1755 ;
+  assign \$1756  = ! l0_err13_s14[3:0];
+  assign \$1757  = ~ \$1756 ;
+  assign \$1758  = l0_err13_s14[4] & \$1757 ;
+  assign \$1759  = ! l0_err13_s14[3:0];
+  assign \$1760  = l0_err13_s14[4] & \$1759 ;
+  assign \$1761  = \$1760  & \floor$707 [0];
+  assign \$1762  = \$1758  | \$1761 ;
+  assign \$1763  = $signed(\floor$707 ) + $signed({ 1'h0, \$1762  });
+  assign \$1764  = \above$710  ? 16'h7fff : \$1763 [15:0];
+  assign \t$712  = \below$711  ? 16'h8000 : \$1764 ;
+  assign \$1765  = ! l0_err14_s14[3:0];
+  assign \$1766  = ~ \$1765 ;
+  assign \$1767  = l0_err14_s14[4] & \$1766 ;
+  assign \$1768  = ! l0_err14_s14[3:0];
+  assign \$1769  = l0_err14_s14[4] & \$1768 ;
+  assign \$1770  = \$1769  & \floor$713 [0];
+  assign \inc$715  = \$1767  | \$1770 ;
+  assign \$1771  = $signed(\floor$713 ) > $signed(16'h7fff);
+  assign \$1772  = \floor$713  == 15'h7fff;
+  assign \$1773  = \$1772  & \inc$715 ;
+  assign \above$716  = \$1771  | \$1773 ;
+  assign \$1774  = $signed(\floor$713 ) < $signed(17'h17fff);
+  assign \$1775  = $signed(\floor$713 ) == $signed(17'h17fff);
+  assign \$1776  = ~ \inc$715 ;
+  assign \$1777  = \$1775  & \$1776 ;
+  assign \below$717  = \$1774  | \$1777 ;
+  assign \$1778  = ! l0_err14_s14[3:0];
+  assign \$1779  = ~ \$1778 ;
+  assign \$1780  = l0_err14_s14[4] & \$1779 ;
+  assign \$1781  = ! l0_err14_s14[3:0];
+  assign \$1782  = l0_err14_s14[4] & \$1781 ;
+  assign \$1783  = \$1782  & \floor$713 [0];
+  assign \$1784  = \$1780  | \$1783 ;
+  assign \$1785  = $signed(\floor$713 ) + $signed({ 1'h0, \$1784  });
+  assign \$1786  = \above$716  ? 16'h7fff : \$1785 [15:0];
+  assign \t$718  = \below$717  ? 16'h8000 : \$1786 ;
+  assign \$1787  = ! l0_err15_s14[3:0];
+  assign \$1788  = ~ \$1787 ;
+  assign \$1789  = l0_err15_s14[4] & \$1788 ;
+  assign \$1790  = ! l0_err15_s14[3:0];
+  assign \$1791  = l0_err15_s14[4] & \$1790 ;
+  assign \$1792  = \$1791  & \floor$719 [0];
+  assign \inc$721  = \$1789  | \$1792 ;
+  assign \$1793  = $signed(\floor$719 ) > $signed(16'h7fff);
+  assign \$1794  = \floor$719  == 15'h7fff;
+  assign \$1795  = \$1794  & \inc$721 ;
+  assign \above$722  = \$1793  | \$1795 ;
+  assign \$1796  = $signed(\floor$719 ) < $signed(17'h17fff);
+  assign \$1797  = $signed(\floor$719 ) == $signed(17'h17fff);
+  assign \$1798  = ~ \inc$721 ;
+  assign \$1799  = \$1797  & \$1798 ;
+  assign \below$723  = \$1796  | \$1799 ;
+  assign \$1800  = ! l0_err15_s14[3:0];
+  assign \$1801  = ~ \$1800 ;
+  assign \$1802  = l0_err15_s14[4] & \$1801 ;
+  assign \$1803  = ! l0_err15_s14[3:0];
+  assign \$1804  = l0_err15_s14[4] & \$1803 ;
+  assign \$1805  = \$1804  & \floor$719 [0];
+  assign \$1806  = \$1802  | \$1805 ;
+  assign \$1807  = $signed(\floor$719 ) + $signed({ 1'h0, \$1806  });
+  assign \$1808  = \above$722  ? 16'h7fff : \$1807 [15:0];
+  assign \t$724  = \below$723  ? 16'h8000 : \$1808 ;
+  assign \$1809  = ~ m__ready;
+  assign \$1810  = m__valid & \$1809 ;
+  assign en = ~ \$1810 ;
+  assign busy = | { valid_s16, valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s16;
+  assign \$1811  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s16);
+  assign \$1812  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s16);
+  assign \$1813  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s16);
+  assign \$1814  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s16);
+  assign \$1815  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s16);
+  assign \$1816  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s16);
+  assign \$1817  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s16);
+  assign \$1818  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s16);
+  assign \$1819  = $signed(l0_w_8_0) - $signed(l0_dw8_0_s16);
+  assign \$1820  = $signed(l0_w_9_0) - $signed(l0_dw9_0_s16);
+  assign \$1821  = $signed(l0_w_10_0) - $signed(l0_dw10_0_s16);
+  assign \$1822  = $signed(l0_w_11_0) - $signed(l0_dw11_0_s16);
+  assign \$1823  = $signed(l0_w_12_0) - $signed(l0_dw12_0_s16);
+  assign \$1824  = $signed(l0_w_13_0) - $signed(l0_dw13_0_s16);
+  assign \$1825  = $signed(l0_w_14_0) - $signed(l0_dw14_0_s16);
+  assign \$1826  = $signed(l0_w_15_0) - $signed(l0_dw15_0_s16);
+  assign \$1827  = $signed(l0_b_0) - $signed(l0_db0_s16);
+  assign \$1828  = $signed(l0_b_1) - $signed(l0_db1_s16);
+  assign \$1829  = $signed(l0_b_2) - $signed(l0_db2_s16);
+  assign \$1830  = $signed(l0_b_3) - $signed(l0_db3_s16);
+  assign \$1831  = $signed(l0_b_4) - $signed(l0_db4_s16);
+  assign \$1832  = $signed(l0_b_5) - $signed(l0_db5_s16);
+  assign \$1833  = $signed(l0_b_6) - $signed(l0_db6_s16);
+  assign \$1834  = $signed(l0_b_7) - $signed(l0_db7_s16);
+  assign \$1835  = $signed(l0_b_8) - $signed(l0_db8_s16);
+  assign \$1836  = $signed(l0_b_9) - $signed(l0_db9_s16);
+  assign \$1837  = $signed(l0_b_10) - $signed(l0_db10_s16);
+  assign \$1838  = $signed(l0_b_11) - $signed(l0_db11_s16);
+  assign \$1839  = $signed(l0_b_12) - $signed(l0_db12_s16);
+  assign \$1840  = $signed(l0_b_13) - $signed(l0_db13_s16);
+  assign \$1841  = $signed(l0_b_14) - $signed(l0_db14_s16);
+  assign \$1842  = $signed(l0_b_15) - $signed(l0_db15_s16);
+  assign commit_l1 = en & valid_s14;
+  assign \$1843  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s14);
+  assign \$1844  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s14);
+  assign \$1845  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s14);
+  assign \$1846  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s14);
+  assign \$1847  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s14);
+  assign \$1848  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s14);
+  assign \$1849  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s14);
+  assign \$1850  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s14);
+  assign \$1851  = $signed(l1_w_0_8) - $signed(l1_dw0_8_s14);
+  assign \$1852  = $signed(l1_w_0_9) - $signed(l1_dw0_9_s14);
+  assign \$1853  = $signed(l1_w_0_10) - $signed(l1_dw0_10_s14);
+  assign \$1854  = $signed(l1_w_0_11) - $signed(l1_dw0_11_s14);
+  assign \$1855  = $signed(l1_w_0_12) - $signed(l1_dw0_12_s14);
+  assign \$1856  = $signed(l1_w_0_13) - $signed(l1_dw0_13_s14);
+  assign \$1857  = $signed(l1_w_0_14) - $signed(l1_dw0_14_s14);
+  assign \$1858  = $signed(l1_w_0_15) - $signed(l1_dw0_15_s14);
+  assign \$1859  = $signed(l1_b_0) - $signed(l1_db0_s14);
+  assign \$1860  = ~ pc__valid;
+  assign \$1861  = en & \$1860 ;
+  assign \$1864  = | { valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$1865  = ~ \$1864 ;
+  assign s__ready = \$1863  & \$1865 ;
+  assign accept = s__valid & s__ready;
+  assign \$1866  = ~ busy;
+  assign \$1867  = pc__valid & \$1866 ;
+  assign \$1870  = ~ read_wait;
+  assign \$1871  = \$1869  & \$1870 ;
+  assign \$1872  = ~ pr__valid;
+  assign \$1873  = \$1872  | pr__ready;
+  assign pc__ready = \$1871  & \$1873 ;
+  assign \$1874  = port_addr - 1'h0;
+  assign \$1875  = port_addr >= 1'h0;
+  assign \$1876  = port_addr < 6'h20;
+  assign \$1877  = \$1875  & \$1876 ;
+  assign \$1878  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$1877  & \$1879 ;
+  assign \$1880  = port_addr >= 1'h0;
+  assign \$1881  = port_addr < 6'h20;
+  assign \$1882  = \$1880  & \$1881 ;
+  assign \$1883  = \$1882  & pc__ready;
+  assign \$1884  = ~ pc__payload[22];
+  assign l0_port_rd = \$1883  & \$1884 ;
+  assign \$1885  = port_addr - 6'h20;
+  assign \$1886  = port_addr >= 6'h20;
+  assign \$1887  = port_addr < 6'h31;
+  assign \$1888  = \$1886  & \$1887 ;
+  assign \$1889  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$1888  & \$1890 ;
+  assign \$1891  = port_addr >= 6'h20;
+  assign \$1892  = port_addr < 6'h31;
+  assign \$1893  = \$1891  & \$1892 ;
+  assign \$1894  = \$1893  & pc__ready;
+  assign \$1895  = ~ pc__payload[22];
+  assign l1_port_rd = \$1894  & \$1895 ;
+  assign \$1896  = & \t$744 [16:15];
+  assign \$1897  = ~ \$1896 ;
+  assign \$1898  = \t$744 [16] & \$1897 ;
+  assign \$1899  = ~ \t$744 [16];
+  assign \$1900  = | \t$744 [16:15];
+  assign \$1901  = \$1899  & \$1900 ;
+  assign \$1902  = \$1901  ? 16'h7fff : \t$744 [15:0];
+  assign \$1903  = \$1898  ? 16'h8000 : \$1902 ;
+  assign \$1904  = & \t$747 [16:15];
+  assign \$1905  = ~ \$1904 ;
+  assign \$1906  = \t$747 [16] & \$1905 ;
+  assign \$1907  = ~ \t$747 [16];
+  assign \$1908  = | \t$747 [16:15];
+  assign \$1909  = \$1907  & \$1908 ;
+  assign \$1910  = \$1909  ? 16'h7fff : \t$747 [15:0];
+  assign \$1911  = \$1906  ? 16'h8000 : \$1910 ;
+  assign \$1912  = & \t$750 [16:15];
+  assign \$1913  = ~ \$1912 ;
+  assign \$1914  = \t$750 [16] & \$1913 ;
+  assign \$1915  = ~ \t$750 [16];
+  assign \$1916  = | \t$750 [16:15];
+  assign \$1917  = \$1915  & \$1916 ;
+  assign \$1918  = \$1917  ? 16'h7fff : \t$750 [15:0];
+  assign \$1919  = \$1914  ? 16'h8000 : \$1918 ;
+  assign \$1920  = & \t$753 [16:15];
+  assign \$1921  = ~ \$1920 ;
+  assign \$1922  = \t$753 [16] & \$1921 ;
+  assign \$1923  = ~ \t$753 [16];
+  assign \$1924  = | \t$753 [16:15];
+  assign \$1925  = \$1923  & \$1924 ;
+  assign \$1926  = \$1925  ? 16'h7fff : \t$753 [15:0];
+  assign \$1927  = \$1922  ? 16'h8000 : \$1926 ;
+  assign \$1928  = & \t$756 [16:15];
+  assign \$1929  = ~ \$1928 ;
+  assign \$1930  = \t$756 [16] & \$1929 ;
+  assign \$1931  = ~ \t$756 [16];
+  assign \$1932  = | \t$756 [16:15];
+  assign \$1933  = \$1931  & \$1932 ;
+  assign \$1934  = \$1933  ? 16'h7fff : \t$756 [15:0];
+  assign \$1935  = \$1930  ? 16'h8000 : \$1934 ;
+  assign \$1936  = & \t$759 [16:15];
+  assign \$1937  = ~ \$1936 ;
+  assign \$1938  = \t$759 [16] & \$1937 ;
+  assign \$1939  = ~ \t$759 [16];
+  assign \$1940  = | \t$759 [16:15];
+  assign \$1941  = \$1939  & \$1940 ;
+  assign \$1942  = \$1941  ? 16'h7fff : \t$759 [15:0];
+  assign \$1943  = \$1938  ? 16'h8000 : \$1942 ;
+  assign \$1944  = & \t$762 [16:15];
+  assign \$1945  = ~ \$1944 ;
+  assign \$1946  = \t$762 [16] & \$1945 ;
+  assign \$1947  = ~ \t$762 [16];
+  assign \$1948  = | \t$762 [16:15];
+  assign \$1949  = \$1947  & \$1948 ;
+  assign \$1950  = \$1949  ? 16'h7fff : \t$762 [15:0];
+  assign \$1951  = \$1946  ? 16'h8000 : \$1950 ;
+  assign \$1952  = & \t$765 [16:15];
+  assign \$1953  = ~ \$1952 ;
+  assign \$1954  = \t$765 [16] & \$1953 ;
+  assign \$1955  = ~ \t$765 [16];
+  assign \$1956  = | \t$765 [16:15];
+  assign \$1957  = \$1955  & \$1956 ;
+  assign \$1958  = \$1957  ? 16'h7fff : \t$765 [15:0];
+  assign \$1959  = \$1954  ? 16'h8000 : \$1958 ;
+  assign \$1960  = & \t$768 [16:15];
+  assign \$1961  = ~ \$1960 ;
+  assign \$1962  = \t$768 [16] & \$1961 ;
+  assign \$1963  = ~ \t$768 [16];
+  assign \$1964  = | \t$768 [16:15];
+  assign \$1965  = \$1963  & \$1964 ;
+  assign \$1966  = \$1965  ? 16'h7fff : \t$768 [15:0];
+  assign \$1967  = \$1962  ? 16'h8000 : \$1966 ;
+  assign \$1968  = & \t$771 [16:15];
+  assign \$1969  = ~ \$1968 ;
+  assign \$1970  = \t$771 [16] & \$1969 ;
+  assign \$1971  = ~ \t$771 [16];
+  assign \$1972  = | \t$771 [16:15];
+  assign \$1973  = \$1971  & \$1972 ;
+  assign \$1974  = \$1973  ? 16'h7fff : \t$771 [15:0];
+  assign \$1975  = \$1970  ? 16'h8000 : \$1974 ;
+  assign \$1976  = & \t$774 [16:15];
+  assign \$1977  = ~ \$1976 ;
+  assign \$1978  = \t$774 [16] & \$1977 ;
+  assign \$1979  = ~ \t$774 [16];
+  assign \$1980  = | \t$774 [16:15];
+  assign \$1981  = \$1979  & \$1980 ;
+  assign \$1982  = \$1981  ? 16'h7fff : \t$774 [15:0];
+  assign \$1983  = \$1978  ? 16'h8000 : \$1982 ;
+  assign \$1984  = & \t$777 [16:15];
+  assign \$1985  = ~ \$1984 ;
+  assign \$1986  = \t$777 [16] & \$1985 ;
+  assign \$1987  = ~ \t$777 [16];
+  assign \$1988  = | \t$777 [16:15];
+  assign \$1989  = \$1987  & \$1988 ;
+  assign \$1990  = \$1989  ? 16'h7fff : \t$777 [15:0];
+  assign \$1991  = \$1986  ? 16'h8000 : \$1990 ;
+  assign \$1992  = & \t$780 [16:15];
+  assign \$1993  = ~ \$1992 ;
+  assign \$1994  = \t$780 [16] & \$1993 ;
+  assign \$1995  = ~ \t$780 [16];
+  assign \$1996  = | \t$780 [16:15];
+  assign \$1997  = \$1995  & \$1996 ;
+  assign \$1998  = \$1997  ? 16'h7fff : \t$780 [15:0];
+  assign \$1999  = \$1994  ? 16'h8000 : \$1998 ;
+  assign \$2000  = & \t$783 [16:15];
+  assign \$2001  = ~ \$2000 ;
+  assign \$2002  = \t$783 [16] & \$2001 ;
+  assign \$2003  = ~ \t$783 [16];
+  assign \$2004  = | \t$783 [16:15];
+  assign \$2005  = \$2003  & \$2004 ;
+  assign \$2006  = \$2005  ? 16'h7fff : \t$783 [15:0];
+  assign \$2007  = \$2002  ? 16'h8000 : \$2006 ;
+  assign \$2008  = & \t$786 [16:15];
+  assign \$2009  = ~ \$2008 ;
+  assign \$2010  = \t$786 [16] & \$2009 ;
+  assign \$2011  = ~ \t$786 [16];
+  assign \$2012  = | \t$786 [16:15];
+  assign \$2013  = \$2011  & \$2012 ;
+  assign \$2014  = \$2013  ? 16'h7fff : \t$786 [15:0];
+  assign \$2015  = \$2010  ? 16'h8000 : \$2014 ;
+  assign \$2016  = & \t$789 [16:15];
+  assign \$2017  = ~ \$2016 ;
+  assign \$2018  = \t$789 [16] & \$2017 ;
+  assign \$2019  = ~ \t$789 [16];
+  assign \$2020  = | \t$789 [16:15];
+  assign \$2021  = \$2019  & \$2020 ;
+  assign \$2022  = \$2021  ? 16'h7fff : \t$789 [15:0];
+  assign \$2023  = \$2018  ? 16'h8000 : \$2022 ;
+  assign \$2024  = & \t$792 [16:15];
+  assign \$2025  = ~ \$2024 ;
+  assign \$2026  = \t$792 [16] & \$2025 ;
+  assign \$2027  = ~ \t$792 [16];
+  assign \$2028  = | \t$792 [16:15];
+  assign \$2029  = \$2027  & \$2028 ;
+  assign \$2030  = \$2029  ? 16'h7fff : \t$792 [15:0];
+  assign \$2031  = \$2026  ? 16'h8000 : \$2030 ;
+  assign \$2032  = & \t$794 [16:15];
+  assign \$2033  = ~ \$2032 ;
+  assign \$2034  = \t$794 [16] & \$2033 ;
+  assign \$2035  = ~ \t$794 [16];
+  assign \$2036  = | \t$794 [16:15];
+  assign \$2037  = \$2035  & \$2036 ;
+  assign \$2038  = \$2037  ? 16'h7fff : \t$794 [15:0];
+  assign \$2039  = \$2034  ? 16'h8000 : \$2038 ;
+  assign \$2040  = & \t$796 [16:15];
+  assign \$2041  = ~ \$2040 ;
+  assign \$2042  = \t$796 [16] & \$2041 ;
+  assign \$2043  = ~ \t$796 [16];
+  assign \$2044  = | \t$796 [16:15];
+  assign \$2045  = \$2043  & \$2044 ;
+  assign \$2046  = \$2045  ? 16'h7fff : \t$796 [15:0];
+  assign \$2047  = \$2042  ? 16'h8000 : \$2046 ;
+  assign \$2048  = & \t$798 [16:15];
+  assign \$2049  = ~ \$2048 ;
+  assign \$2050  = \t$798 [16] & \$2049 ;
+  assign \$2051  = ~ \t$798 [16];
+  assign \$2052  = | \t$798 [16:15];
+  assign \$2053  = \$2051  & \$2052 ;
+  assign \$2054  = \$2053  ? 16'h7fff : \t$798 [15:0];
+  assign \$2055  = \$2050  ? 16'h8000 : \$2054 ;
+  assign \$2056  = & \t$800 [16:15];
+  assign \$2057  = ~ \$2056 ;
+  assign \$2058  = \t$800 [16] & \$2057 ;
+  assign \$2059  = ~ \t$800 [16];
+  assign \$2060  = | \t$800 [16:15];
+  assign \$2061  = \$2059  & \$2060 ;
+  assign \$2062  = \$2061  ? 16'h7fff : \t$800 [15:0];
+  assign \$2063  = \$2058  ? 16'h8000 : \$2062 ;
+  assign \$2064  = & \t$802 [16:15];
+  assign \$2065  = ~ \$2064 ;
+  assign \$2066  = \t$802 [16] & \$2065 ;
+  assign \$2067  = ~ \t$802 [16];
+  assign \$2068  = | \t$802 [16:15];
+  assign \$2069  = \$2067  & \$2068 ;
+  assign \$2070  = \$2069  ? 16'h7fff : \t$802 [15:0];
+  assign \$2071  = \$2066  ? 16'h8000 : \$2070 ;
+  assign \$2072  = & \t$804 [16:15];
+  assign \$2073  = ~ \$2072 ;
+  assign \$2074  = \t$804 [16] & \$2073 ;
+  assign \$2075  = ~ \t$804 [16];
+  assign \$2076  = | \t$804 [16:15];
+  assign \$2077  = \$2075  & \$2076 ;
+  assign \$2078  = \$2077  ? 16'h7fff : \t$804 [15:0];
+  assign \$2079  = \$2074  ? 16'h8000 : \$2078 ;
+  assign \$2080  = & \t$806 [16:15];
+  assign \$2081  = ~ \$2080 ;
+  assign \$2082  = \t$806 [16] & \$2081 ;
+  assign \$2083  = ~ \t$806 [16];
+  assign \$2084  = | \t$806 [16:15];
+  assign \$2085  = \$2083  & \$2084 ;
+  assign \$2086  = \$2085  ? 16'h7fff : \t$806 [15:0];
+  assign \$2087  = \$2082  ? 16'h8000 : \$2086 ;
+  assign \$2088  = & \t$808 [16:15];
+  assign \$2089  = ~ \$2088 ;
+  assign \$2090  = \t$808 [16] & \$2089 ;
+  assign \$2091  = ~ \t$808 [16];
+  assign \$2092  = | \t$808 [16:15];
+  assign \$2093  = \$2091  & \$2092 ;
+  assign \$2094  = \$2093  ? 16'h7fff : \t$808 [15:0];
+  assign \$2095  = \$2090  ? 16'h8000 : \$2094 ;
+  assign \$2096  = & \t$810 [16:15];
+  assign \$2097  = ~ \$2096 ;
+  assign \$2098  = \t$810 [16] & \$2097 ;
+  assign \$2099  = ~ \t$810 [16];
+  assign \$2100  = | \t$810 [16:15];
+  assign \$2101  = \$2099  & \$2100 ;
+  assign \$2102  = \$2101  ? 16'h7fff : \t$810 [15:0];
+  assign \$2103  = \$2098  ? 16'h8000 : \$2102 ;
+  assign \$2104  = & \t$812 [16:15];
+  assign \$2105  = ~ \$2104 ;
+  assign \$2106  = \t$812 [16] & \$2105 ;
+  assign \$2107  = ~ \t$812 [16];
+  assign \$2108  = | \t$812 [16:15];
+  assign \$2109  = \$2107  & \$2108 ;
+  assign \$2110  = \$2109  ? 16'h7fff : \t$812 [15:0];
+  assign \$2111  = \$2106  ? 16'h8000 : \$2110 ;
+  assign \$2112  = & \t$814 [16:15];
+  assign \$2113  = ~ \$2112 ;
+  assign \$2114  = \t$814 [16] & \$2113 ;
+  assign \$2115  = ~ \t$814 [16];
+  assign \$2116  = | \t$814 [16:15];
+  assign \$2117  = \$2115  & \$2116 ;
+  assign \$2118  = \$2117  ? 16'h7fff : \t$814 [15:0];
+  assign \$2119  = \$2114  ? 16'h8000 : \$2118 ;
+  assign \$2120  = & \t$816 [16:15];
+  assign \$2121  = ~ \$2120 ;
+  assign \$2122  = \t$816 [16] & \$2121 ;
+  assign \$2123  = ~ \t$816 [16];
+  assign \$2124  = | \t$816 [16:15];
+  assign \$2125  = \$2123  & \$2124 ;
+  assign \$2126  = \$2125  ? 16'h7fff : \t$816 [15:0];
+  assign \$2127  = \$2122  ? 16'h8000 : \$2126 ;
+  assign \$2128  = & \t$818 [16:15];
+  assign \$2129  = ~ \$2128 ;
+  assign \$2130  = \t$818 [16] & \$2129 ;
+  assign \$2131  = ~ \t$818 [16];
+  assign \$2132  = | \t$818 [16:15];
+  assign \$2133  = \$2131  & \$2132 ;
+  assign \$2134  = \$2133  ? 16'h7fff : \t$818 [15:0];
+  assign \$2135  = \$2130  ? 16'h8000 : \$2134 ;
+  assign \$2136  = & \t$820 [16:15];
+  assign \$2137  = ~ \$2136 ;
+  assign \$2138  = \t$820 [16] & \$2137 ;
+  assign \$2139  = ~ \t$820 [16];
+  assign \$2140  = | \t$820 [16:15];
+  assign \$2141  = \$2139  & \$2140 ;
+  assign \$2142  = \$2141  ? 16'h7fff : \t$820 [15:0];
+  assign \$2143  = \$2138  ? 16'h8000 : \$2142 ;
+  assign \$2144  = & \t$822 [16:15];
+  assign \$2145  = ~ \$2144 ;
+  assign \$2146  = \t$822 [16] & \$2145 ;
+  assign \$2147  = ~ \t$822 [16];
+  assign \$2148  = | \t$822 [16:15];
+  assign \$2149  = \$2147  & \$2148 ;
+  assign \$2150  = \$2149  ? 16'h7fff : \t$822 [15:0];
+  assign \$2151  = \$2146  ? 16'h8000 : \$2150 ;
+  assign \$2152  = & \t$825 [16:15];
+  assign \$2153  = ~ \$2152 ;
+  assign \$2154  = \t$825 [16] & \$2153 ;
+  assign \$2155  = ~ \t$825 [16];
+  assign \$2156  = | \t$825 [16:15];
+  assign \$2157  = \$2155  & \$2156 ;
+  assign \$2158  = \$2157  ? 16'h7fff : \t$825 [15:0];
+  assign \$2159  = \$2154  ? 16'h8000 : \$2158 ;
+  assign \$2160  = & \t$828 [16:15];
+  assign \$2161  = ~ \$2160 ;
+  assign \$2162  = \t$828 [16] & \$2161 ;
+  assign \$2163  = ~ \t$828 [16];
+  assign \$2164  = | \t$828 [16:15];
+  assign \$2165  = \$2163  & \$2164 ;
+  assign \$2166  = \$2165  ? 16'h7fff : \t$828 [15:0];
+  assign \$2167  = \$2162  ? 16'h8000 : \$2166 ;
+  assign \$2168  = & \t$831 [16:15];
+  assign \$2169  = ~ \$2168 ;
+  assign \$2170  = \t$831 [16] & \$2169 ;
+  assign \$2171  = ~ \t$831 [16];
+  assign \$2172  = | \t$831 [16:15];
+  assign \$2173  = \$2171  & \$2172 ;
+  assign \$2174  = \$2173  ? 16'h7fff : \t$831 [15:0];
+  assign \$2175  = \$2170  ? 16'h8000 : \$2174 ;
+  assign \$2176  = & \t$834 [16:15];
+  assign \$2177  = ~ \$2176 ;
+  assign \$2178  = \t$834 [16] & \$2177 ;
+  assign \$2179  = ~ \t$834 [16];
+  assign \$2180  = | \t$834 [16:15];
+  assign \$2181  = \$2179  & \$2180 ;
+  assign \$2182  = \$2181  ? 16'h7fff : \t$834 [15:0];
+  assign \$2183  = \$2178  ? 16'h8000 : \$2182 ;
+  assign \$2184  = & \t$837 [16:15];
+  assign \$2185  = ~ \$2184 ;
+  assign \$2186  = \t$837 [16] & \$2185 ;
+  assign \$2187  = ~ \t$837 [16];
+  assign \$2188  = | \t$837 [16:15];
+  assign \$2189  = \$2187  & \$2188 ;
+  assign \$2190  = \$2189  ? 16'h7fff : \t$837 [15:0];
+  assign \$2191  = \$2186  ? 16'h8000 : \$2190 ;
+  assign \$2192  = & \t$840 [16:15];
+  assign \$2193  = ~ \$2192 ;
+  assign \$2194  = \t$840 [16] & \$2193 ;
+  assign \$2195  = ~ \t$840 [16];
+  assign \$2196  = | \t$840 [16:15];
+  assign \$2197  = \$2195  & \$2196 ;
+  assign \$2198  = \$2197  ? 16'h7fff : \t$840 [15:0];
+  assign \$2199  = \$2194  ? 16'h8000 : \$2198 ;
+  assign \$2200  = & \t$843 [16:15];
+  assign \$2201  = ~ \$2200 ;
+  assign \$2202  = \t$843 [16] & \$2201 ;
+  assign \$2203  = ~ \t$843 [16];
+  assign \$2204  = | \t$843 [16:15];
+  assign \$2205  = \$2203  & \$2204 ;
+  assign \$2206  = \$2205  ? 16'h7fff : \t$843 [15:0];
+  assign \$2207  = \$2202  ? 16'h8000 : \$2206 ;
+  assign \$2208  = & \t$846 [16:15];
+  assign \$2209  = ~ \$2208 ;
+  assign \$2210  = \t$846 [16] & \$2209 ;
+  assign \$2211  = ~ \t$846 [16];
+  assign \$2212  = | \t$846 [16:15];
+  assign \$2213  = \$2211  & \$2212 ;
+  assign \$2214  = \$2213  ? 16'h7fff : \t$846 [15:0];
+  assign \$2215  = \$2210  ? 16'h8000 : \$2214 ;
+  assign \$2216  = & \t$849 [16:15];
+  assign \$2217  = ~ \$2216 ;
+  assign \$2218  = \t$849 [16] & \$2217 ;
+  assign \$2219  = ~ \t$849 [16];
+  assign \$2220  = | \t$849 [16:15];
+  assign \$2221  = \$2219  & \$2220 ;
+  assign \$2222  = \$2221  ? 16'h7fff : \t$849 [15:0];
+  assign \$2223  = \$2218  ? 16'h8000 : \$2222 ;
+  assign \$2224  = & \t$852 [16:15];
+  assign \$2225  = ~ \$2224 ;
+  assign \$2226  = \t$852 [16] & \$2225 ;
+  assign \$2227  = ~ \t$852 [16];
+  assign \$2228  = | \t$852 [16:15];
+  assign \$2229  = \$2227  & \$2228 ;
+  assign \$2230  = \$2229  ? 16'h7fff : \t$852 [15:0];
+  assign \$2231  = \$2226  ? 16'h8000 : \$2230 ;
+  assign \$2232  = & \t$855 [16:15];
+  assign \$2233  = ~ \$2232 ;
+  assign \$2234  = \t$855 [16] & \$2233 ;
+  assign \$2235  = ~ \t$855 [16];
+  assign \$2236  = | \t$855 [16:15];
+  assign \$2237  = \$2235  & \$2236 ;
+  assign \$2238  = \$2237  ? 16'h7fff : \t$855 [15:0];
+  assign \$2239  = \$2234  ? 16'h8000 : \$2238 ;
+  assign \$2240  = & \t$858 [16:15];
+  assign \$2241  = ~ \$2240 ;
+  assign \$2242  = \t$858 [16] & \$2241 ;
+  assign \$2243  = ~ \t$858 [16];
+  assign \$2244  = | \t$858 [16:15];
+  assign \$2245  = \$2243  & \$2244 ;
+  assign \$2246  = \$2245  ? 16'h7fff : \t$858 [15:0];
+  assign \$2247  = \$2242  ? 16'h8000 : \$2246 ;
+  assign \$2248  = & \t$861 [16:15];
+  assign \$2249  = ~ \$2248 ;
+  assign \$2250  = \t$861 [16] & \$2249 ;
+  assign \$2251  = ~ \t$861 [16];
+  assign \$2252  = | \t$861 [16:15];
+  assign \$2253  = \$2251  & \$2252 ;
+  assign \$2254  = \$2253  ? 16'h7fff : \t$861 [15:0];
+  assign \$2255  = \$2250  ? 16'h8000 : \$2254 ;
+  assign \$2256  = & \t$864 [16:15];
+  assign \$2257  = ~ \$2256 ;
+  assign \$2258  = \t$864 [16] & \$2257 ;
+  assign \$2259  = ~ \t$864 [16];
+  assign \$2260  = | \t$864 [16:15];
+  assign \$2261  = \$2259  & \$2260 ;
+  assign \$2262  = \$2261  ? 16'h7fff : \t$864 [15:0];
+  assign \$2263  = \$2258  ? 16'h8000 : \$2262 ;
+  assign \$2264  = & \t$867 [16:15];
+  assign \$2265  = ~ \$2264 ;
+  assign \$2266  = \t$867 [16] & \$2265 ;
+  assign \$2267  = ~ \t$867 [16];
+  assign \$2268  = | \t$867 [16:15];
+  assign \$2269  = \$2267  & \$2268 ;
+  assign \$2270  = \$2269  ? 16'h7fff : \t$867 [15:0];
+  assign \$2271  = \$2266  ? 16'h8000 : \$2270 ;
+  assign \$2272  = & \t$870 [16:15];
+  assign \$2273  = ~ \$2272 ;
+  assign \$2274  = \t$870 [16] & \$2273 ;
+  assign \$2275  = ~ \t$870 [16];
+  assign \$2276  = | \t$870 [16:15];
+  assign \$2277  = \$2275  & \$2276 ;
+  assign \$2278  = \$2277  ? 16'h7fff : \t$870 [15:0];
+  assign \$2279  = \$2274  ? 16'h8000 : \$2278 ;
+  assign \$2280  = & \t$873 [16:15];
+  assign \$2281  = ~ \$2280 ;
+  assign \$2282  = \t$873 [16] & \$2281 ;
+  assign \$2283  = ~ \t$873 [16];
+  assign \$2284  = | \t$873 [16:15];
+  assign \$2285  = \$2283  & \$2284 ;
+  assign \$2286  = \$2285  ? 16'h7fff : \t$873 [15:0];
+  assign \$2287  = \$2282  ? 16'h8000 : \$2286 ;
+  assign \$2288  = ~ pc__payload[22];
+  assign \$2289  = pc__ready & \$2288 ;
+  assign \$2290  = pc__ready & pc__payload[22];
+  assign \$2294  = $signed(l0_w_0_0) * $signed(x0_s1);
+  assign \$2295  = $signed(l0_bias0_s2) + $signed(\t$17 );
+  assign \$2296  = $signed(\t$26 ) > $signed(1'h0);
+  assign \$2297  = \$2296  ? \t$26  : 16'h0000;
+  assign \$2298  = $signed(l0_w_1_0) * $signed(x0_s1);
+  assign \$2299  = $signed(l0_bias1_s2) + $signed(\t$30 );
+  assign \$2300  = $signed(\t$39 ) > $signed(1'h0);
+  assign \$2301  = \$2300  ? \t$39  : 16'h0000;
+  assign \$2302  = $signed(l0_w_2_0) * $signed(x0_s1);
+  assign \$2303  = $signed(l0_bias2_s2) + $signed(\t$43 );
+  assign \$2304  = $signed(\t$52 ) > $signed(1'h0);
+  assign \$2305  = \$2304  ? \t$52  : 16'h0000;
+  assign \$2306  = $signed(l0_w_3_0) * $signed(x0_s1);
+  assign \$2307  = $signed(l0_bias3_s2) + $signed(\t$56 );
+  assign \$2308  = $signed(\t$65 ) > $signed(1'h0);
+  assign \$2309  = \$2308  ? \t$65  : 16'h0000;
+  assign \$2310  = $signed(l0_w_4_0) * $signed(x0_s1);
+  assign \$2311  = $signed(l0_bias4_s2) + $signed(\t$69 );
+  assign \$2312  = $signed(\t$78 ) > $signed(1'h0);
+  assign \$2313  = \$2312  ? \t$78  : 16'h0000;
+  assign \$2314  = $signed(l0_w_5_0) * $signed(x0_s1);
+  assign \$2315  = $signed(l0_bias5_s2) + $signed(\t$82 );
+  assign \$2316  = $signed(\t$91 ) > $signed(1'h0);
+  assign \$2317  = \$2316  ? \t$91  : 16'h0000;
+  assign \$2318  = $signed(l0_w_6_0) * $signed(x0_s1);
+  assign \$2319  = $signed(l0_bias6_s2) + $signed(\t$95 );
+  assign \$2320  = $signed(\t$104 ) > $signed(1'h0);
+  assign \$2321  = \$2320  ? \t$104  : 16'h0000;
+  assign \$2322  = $signed(l0_w_7_0) * $signed(x0_s1);
+  assign \$2323  = $signed(l0_bias7_s2) + $signed(\t$108 );
+  assign \$2324  = $signed(\t$117 ) > $signed(1'h0);
+  assign \$2325  = \$2324  ? \t$117  : 16'h0000;
+  assign \$2326  = $signed(l0_w_8_0) * $signed(x0_s1);
+  assign \$2327  = $signed(l0_bias8_s2) + $signed(\t$121 );
+  assign \$2328  = $signed(\t$130 ) > $signed(1'h0);
+  assign \$2329  = \$2328  ? \t$130  : 16'h0000;
+  assign \$2330  = $signed(l0_w_9_0) * $signed(x0_s1);
+  assign \$2331  = $signed(l0_bias9_s2) + $signed(\t$134 );
+  assign \$2332  = $signed(\t$143 ) > $signed(1'h0);
+  assign \$2333  = \$2332  ? \t$143  : 16'h0000;
+  assign \$2334  = $signed(l0_w_10_0) * $signed(x0_s1);
+  assign \$2335  = $signed(l0_bias10_s2) + $signed(\t$147 );
+  assign \$2336  = $signed(\t$156 ) > $signed(1'h0);
+  assign \$2337  = \$2336  ? \t$156  : 16'h0000;
+  assign \$2338  = $signed(l0_w_11_0) * $signed(x0_s1);
+  assign \$2339  = $signed(l0_bias11_s2) + $signed(\t$160 );
+  assign \$2340  = $signed(\t$169 ) > $signed(1'h0);
+  assign \$2341  = \$2340  ? \t$169  : 16'h0000;
+  assign \$2342  = $signed(l0_w_12_0) * $signed(x0_s1);
+  assign \$2343  = $signed(l0_bias12_s2) + $signed(\t$173 );
+  assign \$2344  = $signed(\t$182 ) > $signed(1'h0);
+  assign \$2345  = \$2344  ? \t$182  : 16'h0000;
+  assign \$2346  = $signed(l0_w_13_0) * $signed(x0_s1);
+  assign \$2347  = $signed(l0_bias13_s2) + $signed(\t$186 );
+  assign \$2348  = $signed(\t$195 ) > $signed(1'h0);
+  assign \$2349  = \$2348  ? \t$195  : 16'h0000;
+  assign \$2350  = $signed(l0_w_14_0) * $signed(x0_s1);
+  assign \$2351  = $signed(l0_bias14_s2) + $signed(\t$199 );
+  assign \$2352  = $signed(\t$208 ) > $signed(1'h0);
+  assign \$2353  = \$2352  ? \t$208  : 16'h0000;
+  assign \$2354  = $signed(l0_w_15_0) * $signed(x0_s1);
+  assign \$2355  = $signed(l0_bias15_s2) + $signed(\t$212 );
+  assign \$2356  = $signed(\t$221 ) > $signed(1'h0);
+  assign \$2357  = \$2356  ? \t$221  : 16'h0000;
+  assign \$2358  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
+  assign \$2359  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
+  assign \$2360  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
+  assign \$2361  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
+  assign \$2362  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
+  assign \$2363  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
+  assign \$2364  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
+  assign \$2365  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
+  assign \$2366  = $signed(l1_w_0_8) * $signed(l0_out8_s4);
+  assign \$2367  = $signed(l1_w_0_9) * $signed(l0_out9_s4);
+  assign \$2368  = $signed(l1_w_0_10) * $signed(l0_out10_s4);
+  assign \$2369  = $signed(l1_w_0_11) * $signed(l0_out11_s4);
+  assign \$2370  = $signed(l1_w_0_12) * $signed(l0_out12_s4);
+  assign \$2371  = $signed(l1_w_0_13) * $signed(l0_out13_s4);
+  assign \$2372  = $signed(l1_w_0_14) * $signed(l0_out14_s4);
+  assign \$2373  = $signed(l1_w_0_15) * $signed(l0_out15_s4);
+  assign \$2374  = $signed(l1_bias0_s5) + $signed(\t$225 );
+  assign \$2375  = $signed(\t$228 ) + $signed(\t$231 );
+  assign \$2376  = $signed(\t$234 ) + $signed(\t$237 );
+  assign \$2377  = $signed(\t$240 ) + $signed(\t$243 );
+  assign \$2378  = $signed(\t$246 ) + $signed(\t$249 );
+  assign \$2379  = $signed(\t$252 ) + $signed(\t$255 );
+  assign \$2380  = $signed(\t$258 ) + $signed(\t$261 );
+  assign \$2381  = $signed(\t$264 ) + $signed(\t$267 );
+  assign \$2382  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$2383  = $signed(l1_sum0_t0_2_s6) + $signed(l1_sum0_t0_3_s6);
+  assign \$2384  = $signed(l1_sum0_t0_4_s6) + $signed(l1_sum0_t0_5_s6);
+  assign \$2385  = $signed(l1_sum0_t0_6_s6) + $signed(l1_sum0_t0_7_s6);
+  assign \$2386  = $signed(l1_sum0_t1_0_s7) + $signed(l1_sum0_t1_1_s7);
+  assign \$2387  = $signed(l1_sum0_t1_2_s7) + $signed(l1_sum0_t1_3_s7);
+  assign \$2388  = $signed(l1_sum0_t2_0_s8) + $signed(l1_sum0_t2_1_s8);
+  assign \$2389  = $signed(l1_sum0_t3_0_s9) + $signed(l1_sum0_t3_1_s9);
+  assign \$2390  = $signed(err0_s12) * $signed(l0_out0_s12);
+  assign \$2391  = $signed(err0_s12) * $signed(l0_out1_s12);
+  assign \$2392  = $signed(err0_s12) * $signed(l0_out2_s12);
+  assign \$2393  = $signed(err0_s12) * $signed(l0_out3_s12);
+  assign \$2394  = $signed(err0_s12) * $signed(l0_out4_s12);
+  assign \$2395  = $signed(err0_s12) * $signed(l0_out5_s12);
+  assign \$2396  = $signed(err0_s12) * $signed(l0_out6_s12);
+  assign \$2397  = $signed(err0_s12) * $signed(l0_out7_s12);
+  assign \$2398  = $signed(err0_s12) * $signed(l0_out8_s12);
+  assign \$2399  = $signed(err0_s12) * $signed(l0_out9_s12);
+  assign \$2400  = $signed(err0_s12) * $signed(l0_out10_s12);
+  assign \$2401  = $signed(err0_s12) * $signed(l0_out11_s12);
+  assign \$2402  = $signed(err0_s12) * $signed(l0_out12_s12);
+  assign \$2403  = $signed(err0_s12) * $signed(l0_out13_s12);
+  assign \$2404  = $signed(err0_s12) * $signed(l0_out14_s12);
+  assign \$2405  = $signed(err0_s12) * $signed(l0_out15_s12);
+  assign \$2406  = $signed(l1_w_0_0) * $signed(err0_s12);
+  assign \$2407  = $signed(l0_out0_s13) <= $signed(1'h0);
+  assign \$2408  = \$2407  ? 16'h0000 : \t$397 ;
+  assign \$2409  = $signed(l1_w_0_1) * $signed(err0_s12);
+  assign \$2410  = $signed(l0_out1_s13) <= $signed(1'h0);
+  assign \$2411  = \$2410  ? 16'h0000 : \t$406 ;
+  assign \$2412  = $signed(l1_w_0_2) * $signed(err0_s12);
+  assign \$2413  = $signed(l0_out2_s13) <= $signed(1'h0);
+  assign \$2414  = \$2413  ? 16'h0000 : \t$415 ;
+  assign \$2415  = $signed(l1_w_0_3) * $signed(err0_s12);
+  assign \$2416  = $signed(l0_out3_s13) <= $signed(1'h0);
+  assign \$2417  = \$2416  ? 16'h0000 : \t$424 ;
+  assign \$2418  = $signed(l1_w_0_4) * $signed(err0_s12);
+  assign \$2419  = $signed(l0_out4_s13) <= $signed(1'h0);
+  assign \$2420  = \$2419  ? 16'h0000 : \t$433 ;
+  assign \$2421  = $signed(l1_w_0_5) * $signed(err0_s12);
+  assign \$2422  = $signed(l0_out5_s13) <= $signed(1'h0);
+  assign \$2423  = \$2422  ? 16'h0000 : \t$442 ;
+  assign \$2424  = $signed(l1_w_0_6) * $signed(err0_s12);
+  assign \$2425  = $signed(l0_out6_s13) <= $signed(1'h0);
+  assign \$2426  = \$2425  ? 16'h0000 : \t$451 ;
+  assign \$2427  = $signed(l1_w_0_7) * $signed(err0_s12);
+  assign \$2428  = $signed(l0_out7_s13) <= $signed(1'h0);
+  assign \$2429  = \$2428  ? 16'h0000 : \t$460 ;
+  assign \$2430  = $signed(l1_w_0_8) * $signed(err0_s12);
+  assign \$2431  = $signed(l0_out8_s13) <= $signed(1'h0);
+  assign \$2432  = \$2431  ? 16'h0000 : \t$469 ;
+  assign \$2433  = $signed(l1_w_0_9) * $signed(err0_s12);
+  assign \$2434  = $signed(l0_out9_s13) <= $signed(1'h0);
+  assign \$2435  = \$2434  ? 16'h0000 : \t$478 ;
+  assign \$2436  = $signed(l1_w_0_10) * $signed(err0_s12);
+  assign \$2437  = $signed(l0_out10_s13) <= $signed(1'h0);
+  assign \$2438  = \$2437  ? 16'h0000 : \t$487 ;
+  assign \$2439  = $signed(l1_w_0_11) * $signed(err0_s12);
+  assign \$2440  = $signed(l0_out11_s13) <= $signed(1'h0);
+  assign \$2441  = \$2440  ? 16'h0000 : \t$496 ;
+  assign \$2442  = $signed(l1_w_0_12) * $signed(err0_s12);
+  assign \$2443  = $signed(l0_out12_s13) <= $signed(1'h0);
+  assign \$2444  = \$2443  ? 16'h0000 : \t$505 ;
+  assign \$2445  = $signed(l1_w_0_13) * $signed(err0_s12);
+  assign \$2446  = $signed(l0_out13_s13) <= $signed(1'h0);
+  assign \$2447  = \$2446  ? 16'h0000 : \t$514 ;
+  assign \$2448  = $signed(l1_w_0_14) * $signed(err0_s12);
+  assign \$2449  = $signed(l0_out14_s13) <= $signed(1'h0);
+  assign \$2450  = \$2449  ? 16'h0000 : \t$523 ;
+  assign \$2451  = $signed(l1_w_0_15) * $signed(err0_s12);
+  assign \$2452  = $signed(l0_out15_s13) <= $signed(1'h0);
+  assign \$2453  = \$2452  ? 16'h0000 : \t$532 ;
+  assign \$2454  = $signed(l0_err0_s14) * $signed(x0_s14);
+  assign \$2455  = $signed(l0_err1_s14) * $signed(x0_s14);
+  assign \$2456  = $signed(l0_err2_s14) * $signed(x0_s14);
+  assign \$2457  = $signed(l0_err3_s14) * $signed(x0_s14);
+  assign \$2458  = $signed(l0_err4_s14) * $signed(x0_s14);
+  assign \$2459  = $signed(l0_err5_s14) * $signed(x0_s14);
+  assign \$2460  = $signed(l0_err6_s14) * $signed(x0_s14);
+  assign \$2461  = $signed(l0_err7_s14) * $signed(x0_s14);
+  assign \$2462  = $signed(l0_err8_s14) * $signed(x0_s14);
+  assign \$2463  = $signed(l0_err9_s14) * $signed(x0_s14);
+  assign \$2464  = $signed(l0_err10_s14) * $signed(x0_s14);
+  assign \$2465  = $signed(l0_err11_s14) * $signed(x0_s14);
+  assign \$2466  = $signed(l0_err12_s14) * $signed(x0_s14);
+  assign \$2467  = $signed(l0_err13_s14) * $signed(x0_s14);
+  assign \$2468  = $signed(l0_err14_s14) * $signed(x0_s14);
+  assign \$2469  = $signed(l0_err15_s14) * $signed(x0_s14);
+  always @(posedge clk)
+    valid_s1 <= \$2470 ;
+  always @(posedge clk)
+    valid_s2 <= \$2471 ;
+  always @(posedge clk)
+    valid_s3 <= \$2472 ;
+  always @(posedge clk)
+    valid_s4 <= \$2473 ;
+  always @(posedge clk)
+    valid_s5 <= \$2474 ;
+  always @(posedge clk)
+    valid_s6 <= \$2475 ;
+  always @(posedge clk)
+    valid_s7 <= \$2476 ;
+  always @(posedge clk)
+    valid_s8 <= \$2477 ;
+  always @(posedge clk)
+    valid_s9 <= \$2478 ;
+  always @(posedge clk)
+    valid_s10 <= \$2479 ;
+  always @(posedge clk)
+    m__valid <= \$2480 ;
+  always @(posedge clk)
+    valid_s12 <= \$2481 ;
+  always @(posedge clk)
+    valid_s13 <= \$2482 ;
+  always @(posedge clk)
+    valid_s14 <= \$2483 ;
+  always @(posedge clk)
+    valid_s15 <= \$2484 ;
+  always @(posedge clk)
+    valid_s16 <= \$2485 ;
+  always @(posedge clk)
+    l0_w_0_0 <= \$2486 ;
+  always @(posedge clk)
+    l0_w_1_0 <= \$2487 ;
+  always @(posedge clk)
+    l0_w_2_0 <= \$2488 ;
+  always @(posedge clk)
+    l0_w_3_0 <= \$2489 ;
+  always @(posedge clk)
+    l0_w_4_0 <= \$2490 ;
+  always @(posedge clk)
+    l0_w_5_0 <= \$2491 ;
+  always @(posedge clk)
+    l0_w_6_0 <= \$2492 ;
+  always @(posedge clk)
+    l0_w_7_0 <= \$2493 ;
+  always @(posedge clk)
+    l0_w_8_0 <= \$2494 ;
+  always @(posedge clk)
+    l0_w_9_0 <= \$2495 ;
+  always @(posedge clk)
+    l0_w_10_0 <= \$2496 ;
+  always @(posedge clk)
+    l0_w_11_0 <= \$2497 ;
+  always @(posedge clk)
+    l0_w_12_0 <= \$2498 ;
+  always @(posedge clk)
+    l0_w_13_0 <= \$2499 ;
+  always @(posedge clk)
+    l0_w_14_0 <= \$2500 ;
+  always @(posedge clk)
+    l0_w_15_0 <= \$2501 ;
+  always @(posedge clk)
+    l0_b_0 <= \$2502 ;
+  always @(posedge clk)
+    l0_b_1 <= \$2503 ;
+  always @(posedge clk)
+    l0_b_2 <= \$2504 ;
+  always @(posedge clk)
+    l0_b_3 <= \$2505 ;
+  always @(posedge clk)
+    l0_b_4 <= \$2506 ;
+  always @(posedge clk)
+    l0_b_5 <= \$2507 ;
+  always @(posedge clk)
+    l0_b_6 <= \$2508 ;
+  always @(posedge clk)
+    l0_b_7 <= \$2509 ;
+  always @(posedge clk)
+    l0_b_8 <= \$2510 ;
+  always @(posedge clk)
+    l0_b_9 <= \$2511 ;
+  always @(posedge clk)
+    l0_b_10 <= \$2512 ;
+  always @(posedge clk)
+    l0_b_11 <= \$2513 ;
+  always @(posedge clk)
+    l0_b_12 <= \$2514 ;
+  always @(posedge clk)
+    l0_b_13 <= \$2515 ;
+  always @(posedge clk)
+    l0_b_14 <= \$2516 ;
+  always @(posedge clk)
+    l0_b_15 <= \$2517 ;
+  always @(posedge clk)
+    l1_w_0_0 <= \$2518 ;
+  always @(posedge clk)
+    l1_w_0_1 <= \$2519 ;
+  always @(posedge clk)
+    l1_w_0_2 <= \$2520 ;
+  always @(posedge clk)
+    l1_w_0_3 <= \$2521 ;
+  always @(posedge clk)
+    l1_w_0_4 <= \$2522 ;
+  always @(posedge clk)
+    l1_w_0_5 <= \$2523 ;
+  always @(posedge clk)
+    l1_w_0_6 <= \$2524 ;
+  always @(posedge clk)
+    l1_w_0_7 <= \$2525 ;
+  always @(posedge clk)
+    l1_w_0_8 <= \$2526 ;
+  always @(posedge clk)
+    l1_w_0_9 <= \$2527 ;
+  always @(posedge clk)
+    l1_w_0_10 <= \$2528 ;
+  always @(posedge clk)
+    l1_w_0_11 <= \$2529 ;
+  always @(posedge clk)
+    l1_w_0_12 <= \$2530 ;
+  always @(posedge clk)
+    l1_w_0_13 <= \$2531 ;
+  always @(posedge clk)
+    l1_w_0_14 <= \$2532 ;
+  always @(posedge clk)
+    l1_w_0_15 <= \$2533 ;
+  always @(posedge clk)
+    l1_b_0 <= \$2534 ;
+  always @(posedge clk)
+    l0_rd_sel <= \$2535 ;
+  always @(posedge clk)
+    read_layer <= \$2536 ;
+  always @(posedge clk)
+    l1_rd_sel <= \$2537 ;
+  always @(posedge clk)
+    read_wait <= \$2538 ;
+  always @(posedge clk)
+    pr__valid <= \$2539 ;
+  always @(posedge clk)
+    pr__payload <= \$2540 ;
+  always @(posedge clk)
+    x0_s1 <= \$2541 ;
+  always @(posedge clk)
+    y0_s1 <= \$2542 ;
+  always @(posedge clk)
+    kind_s1 <= \$2543 ;
+  always @(posedge clk)
+    l0_bias0_s2 <= \$2544 ;
+  always @(posedge clk)
+    l0_prod0_0_raw_s2 <= \$2545 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s3 <= \$2546 ;
+  always @(posedge clk)
+    l0_out0_s4 <= \$2547 ;
+  always @(posedge clk)
+    l0_bias1_s2 <= \$2548 ;
+  always @(posedge clk)
+    l0_prod1_0_raw_s2 <= \$2549 ;
+  always @(posedge clk)
+    l0_sum1_t0_0_s3 <= \$2550 ;
+  always @(posedge clk)
+    l0_out1_s4 <= \$2551 ;
+  always @(posedge clk)
+    l0_bias2_s2 <= \$2552 ;
+  always @(posedge clk)
+    l0_prod2_0_raw_s2 <= \$2553 ;
+  always @(posedge clk)
+    l0_sum2_t0_0_s3 <= \$2554 ;
+  always @(posedge clk)
+    l0_out2_s4 <= \$2555 ;
+  always @(posedge clk)
+    l0_bias3_s2 <= \$2556 ;
+  always @(posedge clk)
+    l0_prod3_0_raw_s2 <= \$2557 ;
+  always @(posedge clk)
+    l0_sum3_t0_0_s3 <= \$2558 ;
+  always @(posedge clk)
+    l0_out3_s4 <= \$2559 ;
+  always @(posedge clk)
+    l0_bias4_s2 <= \$2560 ;
+  always @(posedge clk)
+    l0_prod4_0_raw_s2 <= \$2561 ;
+  always @(posedge clk)
+    l0_sum4_t0_0_s3 <= \$2562 ;
+  always @(posedge clk)
+    l0_out4_s4 <= \$2563 ;
+  always @(posedge clk)
+    l0_bias5_s2 <= \$2564 ;
+  always @(posedge clk)
+    l0_prod5_0_raw_s2 <= \$2565 ;
+  always @(posedge clk)
+    l0_sum5_t0_0_s3 <= \$2566 ;
+  always @(posedge clk)
+    l0_out5_s4 <= \$2567 ;
+  always @(posedge clk)
+    l0_bias6_s2 <= \$2568 ;
+  always @(posedge clk)
+    l0_prod6_0_raw_s2 <= \$2569 ;
+  always @(posedge clk)
+    l0_sum6_t0_0_s3 <= \$2570 ;
+  always @(posedge clk)
+    l0_out6_s4 <= \$2571 ;
+  always @(posedge clk)
+    l0_bias7_s2 <= \$2572 ;
+  always @(posedge clk)
+    l0_prod7_0_raw_s2 <= \$2573 ;
+  always @(posedge clk)
+    l0_sum7_t0_0_s3 <= \$2574 ;
+  always @(posedge clk)
+    l0_out7_s4 <= \$2575 ;
+  always @(posedge clk)
+    l0_bias8_s2 <= \$2576 ;
+  always @(posedge clk)
+    l0_prod8_0_raw_s2 <= \$2577 ;
+  always @(posedge clk)
+    l0_sum8_t0_0_s3 <= \$2578 ;
+  always @(posedge clk)
+    l0_out8_s4 <= \$2579 ;
+  always @(posedge clk)
+    l0_bias9_s2 <= \$2580 ;
+  always @(posedge clk)
+    l0_prod9_0_raw_s2 <= \$2581 ;
+  always @(posedge clk)
+    l0_sum9_t0_0_s3 <= \$2582 ;
+  always @(posedge clk)
+    l0_out9_s4 <= \$2583 ;
+  always @(posedge clk)
+    l0_bias10_s2 <= \$2584 ;
+  always @(posedge clk)
+    l0_prod10_0_raw_s2 <= \$2585 ;
+  always @(posedge clk)
+    l0_sum10_t0_0_s3 <= \$2586 ;
+  always @(posedge clk)
+    l0_out10_s4 <= \$2587 ;
+  always @(posedge clk)
+    l0_bias11_s2 <= \$2588 ;
+  always @(posedge clk)
+    l0_prod11_0_raw_s2 <= \$2589 ;
+  always @(posedge clk)
+    l0_sum11_t0_0_s3 <= \$2590 ;
+  always @(posedge clk)
+    l0_out11_s4 <= \$2591 ;
+  always @(posedge clk)
+    l0_bias12_s2 <= \$2592 ;
+  always @(posedge clk)
+    l0_prod12_0_raw_s2 <= \$2593 ;
+  always @(posedge clk)
+    l0_sum12_t0_0_s3 <= \$2594 ;
+  always @(posedge clk)
+    l0_out12_s4 <= \$2595 ;
+  always @(posedge clk)
+    l0_bias13_s2 <= \$2596 ;
+  always @(posedge clk)
+    l0_prod13_0_raw_s2 <= \$2597 ;
+  always @(posedge clk)
+    l0_sum13_t0_0_s3 <= \$2598 ;
+  always @(posedge clk)
+    l0_out13_s4 <= \$2599 ;
+  always @(posedge clk)
+    l0_bias14_s2 <= \$2600 ;
+  always @(posedge clk)
+    l0_prod14_0_raw_s2 <= \$2601 ;
+  always @(posedge clk)
+    l0_sum14_t0_0_s3 <= \$2602 ;
+  always @(posedge clk)
+    l0_out14_s4 <= \$2603 ;
+  always @(posedge clk)
+    l0_bias15_s2 <= \$2604 ;
+  always @(posedge clk)
+    l0_prod15_0_raw_s2 <= \$2605 ;
+  always @(posedge clk)
+    l0_sum15_t0_0_s3 <= \$2606 ;
+  always @(posedge clk)
+    l0_out15_s4 <= \$2607 ;
+  always @(posedge clk)
+    l1_bias0_s5 <= \$2608 ;
+  always @(posedge clk)
+    l1_prod0_0_raw_s5 <= \$2609 ;
+  always @(posedge clk)
+    l1_prod0_1_raw_s5 <= \$2610 ;
+  always @(posedge clk)
+    l1_prod0_2_raw_s5 <= \$2611 ;
+  always @(posedge clk)
+    l1_prod0_3_raw_s5 <= \$2612 ;
+  always @(posedge clk)
+    l1_prod0_4_raw_s5 <= \$2613 ;
+  always @(posedge clk)
+    l1_prod0_5_raw_s5 <= \$2614 ;
+  always @(posedge clk)
+    l1_prod0_6_raw_s5 <= \$2615 ;
+  always @(posedge clk)
+    l1_prod0_7_raw_s5 <= \$2616 ;
+  always @(posedge clk)
+    l1_prod0_8_raw_s5 <= \$2617 ;
+  always @(posedge clk)
+    l1_prod0_9_raw_s5 <= \$2618 ;
+  always @(posedge clk)
+    l1_prod0_10_raw_s5 <= \$2619 ;
+  always @(posedge clk)
+    l1_prod0_11_raw_s5 <= \$2620 ;
+  always @(posedge clk)
+    l1_prod0_12_raw_s5 <= \$2621 ;
+  always @(posedge clk)
+    l1_prod0_13_raw_s5 <= \$2622 ;
+  always @(posedge clk)
+    l1_prod0_14_raw_s5 <= \$2623 ;
+  always @(posedge clk)
+    l1_prod0_15_raw_s5 <= \$2624 ;
+  always @(posedge clk)
+    l1_sum0_t0_0_s6 <= \$2625 ;
+  always @(posedge clk)
+    l1_sum0_t0_1_s6 <= \$2626 ;
+  always @(posedge clk)
+    l1_sum0_t0_2_s6 <= \$2627 ;
+  always @(posedge clk)
+    l1_sum0_t0_3_s6 <= \$2628 ;
+  always @(posedge clk)
+    l1_sum0_t0_4_s6 <= \$2629 ;
+  always @(posedge clk)
+    l1_sum0_t0_5_s6 <= \$2630 ;
+  always @(posedge clk)
+    l1_sum0_t0_6_s6 <= \$2631 ;
+  always @(posedge clk)
+    l1_sum0_t0_7_s6 <= \$2632 ;
+  always @(posedge clk)
+    l1_sum0_t0_8_s6 <= \$2633 ;
+  always @(posedge clk)
+    l1_sum0_t1_0_s7 <= \$2634 ;
+  always @(posedge clk)
+    l1_sum0_t1_1_s7 <= \$2635 ;
+  always @(posedge clk)
+    l1_sum0_t1_2_s7 <= \$2636 ;
+  always @(posedge clk)
+    l1_sum0_t1_3_s7 <= \$2637 ;
+  always @(posedge clk)
+    l1_sum0_t1_4_s7 <= \$2638 ;
+  always @(posedge clk)
+    l1_sum0_t2_0_s8 <= \$2639 ;
+  always @(posedge clk)
+    l1_sum0_t2_1_s8 <= \$2640 ;
+  always @(posedge clk)
+    l1_sum0_t2_2_s8 <= \$2641 ;
+  always @(posedge clk)
+    l1_sum0_t3_0_s9 <= \$2642 ;
+  always @(posedge clk)
+    l1_sum0_t3_1_s9 <= \$2643 ;
+  always @(posedge clk)
+    l1_sum0_t4_0_s10 <= \$2644 ;
+  always @(posedge clk)
+    l1_out0_s11 <= \$2645 ;
+  always @(posedge clk)
+    y0_s2 <= \$2646 ;
+  always @(posedge clk)
+    y0_s3 <= \$2647 ;
+  always @(posedge clk)
+    y0_s4 <= \$2648 ;
+  always @(posedge clk)
+    y0_s5 <= \$2649 ;
+  always @(posedge clk)
+    y0_s6 <= \$2650 ;
+  always @(posedge clk)
+    y0_s7 <= \$2651 ;
+  always @(posedge clk)
+    y0_s8 <= \$2652 ;
+  always @(posedge clk)
+    y0_s9 <= \$2653 ;
+  always @(posedge clk)
+    y0_s10 <= \$2654 ;
+  always @(posedge clk)
+    y0_s11 <= \$2655 ;
+  always @(posedge clk)
+    kind_s2 <= \$2656 ;
+  always @(posedge clk)
+    kind_s3 <= \$2657 ;
+  always @(posedge clk)
+    kind_s4 <= \$2658 ;
+  always @(posedge clk)
+    kind_s5 <= \$2659 ;
+  always @(posedge clk)
+    kind_s6 <= \$2660 ;
+  always @(posedge clk)
+    kind_s7 <= \$2661 ;
+  always @(posedge clk)
+    kind_s8 <= \$2662 ;
+  always @(posedge clk)
+    kind_s9 <= \$2663 ;
+  always @(posedge clk)
+    kind_s10 <= \$2664 ;
+  always @(posedge clk)
+    kind_s11 <= \$2665 ;
+  always @(posedge clk)
+    err0_s12 <= \$2666 ;
+  always @(posedge clk)
+    l0_out0_s5 <= \$2667 ;
+  always @(posedge clk)
+    l0_out0_s6 <= \$2668 ;
+  always @(posedge clk)
+    l0_out0_s7 <= \$2669 ;
+  always @(posedge clk)
+    l0_out0_s8 <= \$2670 ;
+  always @(posedge clk)
+    l0_out0_s9 <= \$2671 ;
+  always @(posedge clk)
+    l0_out0_s10 <= \$2672 ;
+  always @(posedge clk)
+    l0_out0_s11 <= \$2673 ;
+  always @(posedge clk)
+    l0_out0_s12 <= \$2674 ;
+  always @(posedge clk)
+    l0_out1_s5 <= \$2675 ;
+  always @(posedge clk)
+    l0_out1_s6 <= \$2676 ;
+  always @(posedge clk)
+    l0_out1_s7 <= \$2677 ;
+  always @(posedge clk)
+    l0_out1_s8 <= \$2678 ;
+  always @(posedge clk)
+    l0_out1_s9 <= \$2679 ;
+  always @(posedge clk)
+    l0_out1_s10 <= \$2680 ;
+  always @(posedge clk)
+    l0_out1_s11 <= \$2681 ;
+  always @(posedge clk)
+    l0_out1_s12 <= \$2682 ;
+  always @(posedge clk)
+    l0_out2_s5 <= \$2683 ;
+  always @(posedge clk)
+    l0_out2_s6 <= \$2684 ;
+  always @(posedge clk)
+    l0_out2_s7 <= \$2685 ;
+  always @(posedge clk)
+    l0_out2_s8 <= \$2686 ;
+  always @(posedge clk)
+    l0_out2_s9 <= \$2687 ;
+  always @(posedge clk)
+    l0_out2_s10 <= \$2688 ;
+  always @(posedge clk)
+    l0_out2_s11 <= \$2689 ;
+  always @(posedge clk)
+    l0_out2_s12 <= \$2690 ;
+  always @(posedge clk)
+    l0_out3_s5 <= \$2691 ;
+  always @(posedge clk)
+    l0_out3_s6 <= \$2692 ;
+  always @(posedge clk)
+    l0_out3_s7 <= \$2693 ;
+  always @(posedge clk)
+    l0_out3_s8 <= \$2694 ;
+  always @(posedge clk)
+    l0_out3_s9 <= \$2695 ;
+  always @(posedge clk)
+    l0_out3_s10 <= \$2696 ;
+  always @(posedge clk)
+    l0_out3_s11 <= \$2697 ;
+  always @(posedge clk)
+    l0_out3_s12 <= \$2698 ;
+  always @(posedge clk)
+    l0_out4_s5 <= \$2699 ;
+  always @(posedge clk)
+    l0_out4_s6 <= \$2700 ;
+  always @(posedge clk)
+    l0_out4_s7 <= \$2701 ;
+  always @(posedge clk)
+    l0_out4_s8 <= \$2702 ;
+  always @(posedge clk)
+    l0_out4_s9 <= \$2703 ;
+  always @(posedge clk)
+    l0_out4_s10 <= \$2704 ;
+  always @(posedge clk)
+    l0_out4_s11 <= \$2705 ;
+  always @(posedge clk)
+    l0_out4_s12 <= \$2706 ;
+  always @(posedge clk)
+    l0_out5_s5 <= \$2707 ;
+  always @(posedge clk)
+    l0_out5_s6 <= \$2708 ;
+  always @(posedge clk)
+    l0_out5_s7 <= \$2709 ;
+  always @(posedge clk)
+    l0_out5_s8 <= \$2710 ;
+  always @(posedge clk)
+    l0_out5_s9 <= \$2711 ;
+  always @(posedge clk)
+    l0_out5_s10 <= \$2712 ;
+  always @(posedge clk)
+    l0_out5_s11 <= \$2713 ;
+  always @(posedge clk)
+    l0_out5_s12 <= \$2714 ;
+  always @(posedge clk)
+    l0_out6_s5 <= \$2715 ;
+  always @(posedge clk)
+    l0_out6_s6 <= \$2716 ;
+  always @(posedge clk)
+    l0_out6_s7 <= \$2717 ;
+  always @(posedge clk)
+    l0_out6_s8 <= \$2718 ;
+  always @(posedge clk)
+    l0_out6_s9 <= \$2719 ;
+  always @(posedge clk)
+    l0_out6_s10 <= \$2720 ;
+  always @(posedge clk)
+    l0_out6_s11 <= \$2721 ;
+  always @(posedge clk)
+    l0_out6_s12 <= \$2722 ;
+  always @(posedge clk)
+    l0_out7_s5 <= \$2723 ;
+  always @(posedge clk)
+    l0_out7_s6 <= \$2724 ;
+  always @(posedge clk)
+    l0_out7_s7 <= \$2725 ;
+  always @(posedge clk)
+    l0_out7_s8 <= \$2726 ;
+  always @(posedge clk)
+    l0_out7_s9 <= \$2727 ;
+  always @(posedge clk)
+    l0_out7_s10 <= \$2728 ;
+  always @(posedge clk)
+    l0_out7_s11 <= \$2729 ;
+  always @(posedge clk)
+    l0_out7_s12 <= \$2730 ;
+  always @(posedge clk)
+    l0_out8_s5 <= \$2731 ;
+  always @(posedge clk)
+    l0_out8_s6 <= \$2732 ;
+  always @(posedge clk)
+    l0_out8_s7 <= \$2733 ;
+  always @(posedge clk)
+    l0_out8_s8 <= \$2734 ;
+  always @(posedge clk)
+    l0_out8_s9 <= \$2735 ;
+  always @(posedge clk)
+    l0_out8_s10 <= \$2736 ;
+  always @(posedge clk)
+    l0_out8_s11 <= \$2737 ;
+  always @(posedge clk)
+    l0_out8_s12 <= \$2738 ;
+  always @(posedge clk)
+    l0_out9_s5 <= \$2739 ;
+  always @(posedge clk)
+    l0_out9_s6 <= \$2740 ;
+  always @(posedge clk)
+    l0_out9_s7 <= \$2741 ;
+  always @(posedge clk)
+    l0_out9_s8 <= \$2742 ;
+  always @(posedge clk)
+    l0_out9_s9 <= \$2743 ;
+  always @(posedge clk)
+    l0_out9_s10 <= \$2744 ;
+  always @(posedge clk)
+    l0_out9_s11 <= \$2745 ;
+  always @(posedge clk)
+    l0_out9_s12 <= \$2746 ;
+  always @(posedge clk)
+    l0_out10_s5 <= \$2747 ;
+  always @(posedge clk)
+    l0_out10_s6 <= \$2748 ;
+  always @(posedge clk)
+    l0_out10_s7 <= \$2749 ;
+  always @(posedge clk)
+    l0_out10_s8 <= \$2750 ;
+  always @(posedge clk)
+    l0_out10_s9 <= \$2751 ;
+  always @(posedge clk)
+    l0_out10_s10 <= \$2752 ;
+  always @(posedge clk)
+    l0_out10_s11 <= \$2753 ;
+  always @(posedge clk)
+    l0_out10_s12 <= \$2754 ;
+  always @(posedge clk)
+    l0_out11_s5 <= \$2755 ;
+  always @(posedge clk)
+    l0_out11_s6 <= \$2756 ;
+  always @(posedge clk)
+    l0_out11_s7 <= \$2757 ;
+  always @(posedge clk)
+    l0_out11_s8 <= \$2758 ;
+  always @(posedge clk)
+    l0_out11_s9 <= \$2759 ;
+  always @(posedge clk)
+    l0_out11_s10 <= \$2760 ;
+  always @(posedge clk)
+    l0_out11_s11 <= \$2761 ;
+  always @(posedge clk)
+    l0_out11_s12 <= \$2762 ;
+  always @(posedge clk)
+    l0_out12_s5 <= \$2763 ;
+  always @(posedge clk)
+    l0_out12_s6 <= \$2764 ;
+  always @(posedge clk)
+    l0_out12_s7 <= \$2765 ;
+  always @(posedge clk)
+    l0_out12_s8 <= \$2766 ;
+  always @(posedge clk)
+    l0_out12_s9 <= \$2767 ;
+  always @(posedge clk)
+    l0_out12_s10 <= \$2768 ;
+  always @(posedge clk)
+    l0_out12_s11 <= \$2769 ;
+  always @(posedge clk)
+    l0_out12_s12 <= \$2770 ;
+  always @(posedge clk)
+    l0_out13_s5 <= \$2771 ;
+  always @(posedge clk)
+    l0_out13_s6 <= \$2772 ;
+  always @(posedge clk)
+    l0_out13_s7 <= \$2773 ;
+  always @(posedge clk)
+    l0_out13_s8 <= \$2774 ;
+  always @(posedge clk)
+    l0_out13_s9 <= \$2775 ;
+  always @(posedge clk)
+    l0_out13_s10 <= \$2776 ;
+  always @(posedge clk)
+    l0_out13_s11 <= \$2777 ;
+  always @(posedge clk)
+    l0_out13_s12 <= \$2778 ;
+  always @(posedge clk)
+    l0_out14_s5 <= \$2779 ;
+  always @(posedge clk)
+    l0_out14_s6 <= \$2780 ;
+  always @(posedge clk)
+    l0_out14_s7 <= \$2781 ;
+  always @(posedge clk)
+    l0_out14_s8 <= \$2782 ;
+  always @(posedge clk)
+    l0_out14_s9 <= \$2783 ;
+  always @(posedge clk)
+    l0_out14_s10 <= \$2784 ;
+  always @(posedge clk)
+    l0_out14_s11 <= \$2785 ;
+  always @(posedge clk)
+    l0_out14_s12 <= \$2786 ;
+  always @(posedge clk)
+    l0_out15_s5 <= \$2787 ;
+  always @(posedge clk)
+    l0_out15_s6 <= \$2788 ;
+  always @(posedge clk)
+    l0_out15_s7 <= \$2789 ;
+  always @(posedge clk)
+    l0_out15_s8 <= \$2790 ;
+  always @(posedge clk)
+    l0_out15_s9 <= \$2791 ;
+  always @(posedge clk)
+    l0_out15_s10 <= \$2792 ;
+  always @(posedge clk)
+    l0_out15_s11 <= \$2793 ;
+  always @(posedge clk)
+    l0_out15_s12 <= \$2794 ;
+  always @(posedge clk)
+    l1_dw0_0_raw_s13 <= \$2795 ;
+  always @(posedge clk)
+    l1_dw0_0_s14 <= \$2796 ;
+  always @(posedge clk)
+    l1_dw0_1_raw_s13 <= \$2797 ;
+  always @(posedge clk)
+    l1_dw0_1_s14 <= \$2798 ;
+  always @(posedge clk)
+    l1_dw0_2_raw_s13 <= \$2799 ;
+  always @(posedge clk)
+    l1_dw0_2_s14 <= \$2800 ;
+  always @(posedge clk)
+    l1_dw0_3_raw_s13 <= \$2801 ;
+  always @(posedge clk)
+    l1_dw0_3_s14 <= \$2802 ;
+  always @(posedge clk)
+    l1_dw0_4_raw_s13 <= \$2803 ;
+  always @(posedge clk)
+    l1_dw0_4_s14 <= \$2804 ;
+  always @(posedge clk)
+    l1_dw0_5_raw_s13 <= \$2805 ;
+  always @(posedge clk)
+    l1_dw0_5_s14 <= \$2806 ;
+  always @(posedge clk)
+    l1_dw0_6_raw_s13 <= \$2807 ;
+  always @(posedge clk)
+    l1_dw0_6_s14 <= \$2808 ;
+  always @(posedge clk)
+    l1_dw0_7_raw_s13 <= \$2809 ;
+  always @(posedge clk)
+    l1_dw0_7_s14 <= \$2810 ;
+  always @(posedge clk)
+    l1_dw0_8_raw_s13 <= \$2811 ;
+  always @(posedge clk)
+    l1_dw0_8_s14 <= \$2812 ;
+  always @(posedge clk)
+    l1_dw0_9_raw_s13 <= \$2813 ;
+  always @(posedge clk)
+    l1_dw0_9_s14 <= \$2814 ;
+  always @(posedge clk)
+    l1_dw0_10_raw_s13 <= \$2815 ;
+  always @(posedge clk)
+    l1_dw0_10_s14 <= \$2816 ;
+  always @(posedge clk)
+    l1_dw0_11_raw_s13 <= \$2817 ;
+  always @(posedge clk)
+    l1_dw0_11_s14 <= \$2818 ;
+  always @(posedge clk)
+    l1_dw0_12_raw_s13 <= \$2819 ;
+  always @(posedge clk)
+    l1_dw0_12_s14 <= \$2820 ;
+  always @(posedge clk)
+    l1_dw0_13_raw_s13 <= \$2821 ;
+  always @(posedge clk)
+    l1_dw0_13_s14 <= \$2822 ;
+  always @(posedge clk)
+    l1_dw0_14_raw_s13 <= \$2823 ;
+  always @(posedge clk)
+    l1_dw0_14_s14 <= \$2824 ;
+  always @(posedge clk)
+    l1_dw0_15_raw_s13 <= \$2825 ;
+  always @(posedge clk)
+    l1_dw0_15_s14 <= \$2826 ;
+  always @(posedge clk)
+    l1_db0_s13 <= \$2827 ;
+  always @(posedge clk)
+    l1_db0_s14 <= \$2828 ;
+  always @(posedge clk)
+    l1_bprod0_0_raw_s13 <= \$2829 ;
+  always @(posedge clk)
+    l0_out0_s13 <= \$2830 ;
+  always @(posedge clk)
+    l0_err0_s14 <= \$2831 ;
+  always @(posedge clk)
+    l1_bprod1_0_raw_s13 <= \$2832 ;
+  always @(posedge clk)
+    l0_out1_s13 <= \$2833 ;
+  always @(posedge clk)
+    l0_err1_s14 <= \$2834 ;
+  always @(posedge clk)
+    l1_bprod2_0_raw_s13 <= \$2835 ;
+  always @(posedge clk)
+    l0_out2_s13 <= \$2836 ;
+  always @(posedge clk)
+    l0_err2_s14 <= \$2837 ;
+  always @(posedge clk)
+    l1_bprod3_0_raw_s13 <= \$2838 ;
+  always @(posedge clk)
+    l0_out3_s13 <= \$2839 ;
+  always @(posedge clk)
+    l0_err3_s14 <= \$2840 ;
+  always @(posedge clk)
+    l1_bprod4_0_raw_s13 <= \$2841 ;
+  always @(posedge clk)
+    l0_out4_s13 <= \$2842 ;
+  always @(posedge clk)
+    l0_err4_s14 <= \$2843 ;
+  always @(posedge clk)
+    l1_bprod5_0_raw_s13 <= \$2844 ;
+  always @(posedge clk)
+    l0_out5_s13 <= \$2845 ;
+  always @(posedge clk)
+    l0_err5_s14 <= \$2846 ;
+  always @(posedge clk)
+    l1_bprod6_0_raw_s13 <= \$2847 ;
+  always @(posedge clk)
+    l0_out6_s13 <= \$2848 ;
+  always @(posedge clk)
+    l0_err6_s14 <= \$2849 ;
+  always @(posedge clk)
+    l1_bprod7_0_raw_s13 <= \$2850 ;
+  always @(posedge clk)
+    l0_out7_s13 <= \$2851 ;
+  always @(posedge clk)
+    l0_err7_s14 <= \$2852 ;
+  always @(posedge clk)
+    l1_bprod8_0_raw_s13 <= \$2853 ;
+  always @(posedge clk)
+    l0_out8_s13 <= \$2854 ;
+  always @(posedge clk)
+    l0_err8_s14 <= \$2855 ;
+  always @(posedge clk)
+    l1_bprod9_0_raw_s13 <= \$2856 ;
+  always @(posedge clk)
+    l0_out9_s13 <= \$2857 ;
+  always @(posedge clk)
+    l0_err9_s14 <= \$2858 ;
+  always @(posedge clk)
+    l1_bprod10_0_raw_s13 <= \$2859 ;
+  always @(posedge clk)
+    l0_out10_s13 <= \$2860 ;
+  always @(posedge clk)
+    l0_err10_s14 <= \$2861 ;
+  always @(posedge clk)
+    l1_bprod11_0_raw_s13 <= \$2862 ;
+  always @(posedge clk)
+    l0_out11_s13 <= \$2863 ;
+  always @(posedge clk)
+    l0_err11_s14 <= \$2864 ;
+  always @(posedge clk)
+    l1_bprod12_0_raw_s13 <= \$2865 ;
+  always @(posedge clk)
+    l0_out12_s13 <= \$2866 ;
+  always @(posedge clk)
+    l0_err12_s14 <= \$2867 ;
+  always @(posedge clk)
+    l1_bprod13_0_raw_s13 <= \$2868 ;
+  always @(posedge clk)
+    l0_out13_s13 <= \$2869 ;
+  always @(posedge clk)
+    l0_err13_s14 <= \$2870 ;
+  always @(posedge clk)
+    l1_bprod14_0_raw_s13 <= \$2871 ;
+  always @(posedge clk)
+    l0_out14_s13 <= \$2872 ;
+  always @(posedge clk)
+    l0_err14_s14 <= \$2873 ;
+  always @(posedge clk)
+    l1_bprod15_0_raw_s13 <= \$2874 ;
+  always @(posedge clk)
+    l0_out15_s13 <= \$2875 ;
+  always @(posedge clk)
+    l0_err15_s14 <= \$2876 ;
+  always @(posedge clk)
+    x0_s2 <= \$2877 ;
+  always @(posedge clk)
+    x0_s3 <= \$2878 ;
+  always @(posedge clk)
+    x0_s4 <= \$2879 ;
+  always @(posedge clk)
+    x0_s5 <= \$2880 ;
+  always @(posedge clk)
+    x0_s6 <= \$2881 ;
+  always @(posedge clk)
+    x0_s7 <= \$2882 ;
+  always @(posedge clk)
+    x0_s8 <= \$2883 ;
+  always @(posedge clk)
+    x0_s9 <= \$2884 ;
+  always @(posedge clk)
+    x0_s10 <= \$2885 ;
+  always @(posedge clk)
+    x0_s11 <= \$2886 ;
+  always @(posedge clk)
+    x0_s12 <= \$2887 ;
+  always @(posedge clk)
+    x0_s13 <= \$2888 ;
+  always @(posedge clk)
+    x0_s14 <= \$2889 ;
+  always @(posedge clk)
+    l0_dw0_0_raw_s15 <= \$2890 ;
+  always @(posedge clk)
+    l0_dw0_0_s16 <= \$2891 ;
+  always @(posedge clk)
+    l0_dw1_0_raw_s15 <= \$2892 ;
+  always @(posedge clk)
+    l0_dw1_0_s16 <= \$2893 ;
+  always @(posedge clk)
+    l0_dw2_0_raw_s15 <= \$2894 ;
+  always @(posedge clk)
+    l0_dw2_0_s16 <= \$2895 ;
+  always @(posedge clk)
+    l0_dw3_0_raw_s15 <= \$2896 ;
+  always @(posedge clk)
+    l0_dw3_0_s16 <= \$2897 ;
+  always @(posedge clk)
+    l0_dw4_0_raw_s15 <= \$2898 ;
+  always @(posedge clk)
+    l0_dw4_0_s16 <= \$2899 ;
+  always @(posedge clk)
+    l0_dw5_0_raw_s15 <= \$2900 ;
+  always @(posedge clk)
+    l0_dw5_0_s16 <= \$2901 ;
+  always @(posedge clk)
+    l0_dw6_0_raw_s15 <= \$2902 ;
+  always @(posedge clk)
+    l0_dw6_0_s16 <= \$2903 ;
+  always @(posedge clk)
+    l0_dw7_0_raw_s15 <= \$2904 ;
+  always @(posedge clk)
+    l0_dw7_0_s16 <= \$2905 ;
+  always @(posedge clk)
+    l0_dw8_0_raw_s15 <= \$2906 ;
+  always @(posedge clk)
+    l0_dw8_0_s16 <= \$2907 ;
+  always @(posedge clk)
+    l0_dw9_0_raw_s15 <= \$2908 ;
+  always @(posedge clk)
+    l0_dw9_0_s16 <= \$2909 ;
+  always @(posedge clk)
+    l0_dw10_0_raw_s15 <= \$2910 ;
+  always @(posedge clk)
+    l0_dw10_0_s16 <= \$2911 ;
+  always @(posedge clk)
+    l0_dw11_0_raw_s15 <= \$2912 ;
+  always @(posedge clk)
+    l0_dw11_0_s16 <= \$2913 ;
+  always @(posedge clk)
+    l0_dw12_0_raw_s15 <= \$2914 ;
+  always @(posedge clk)
+    l0_dw12_0_s16 <= \$2915 ;
+  always @(posedge clk)
+    l0_dw13_0_raw_s15 <= \$2916 ;
+  always @(posedge clk)
+    l0_dw13_0_s16 <= \$2917 ;
+  always @(posedge clk)
+    l0_dw14_0_raw_s15 <= \$2918 ;
+  always @(posedge clk)
+    l0_dw14_0_s16 <= \$2919 ;
+  always @(posedge clk)
+    l0_dw15_0_raw_s15 <= \$2920 ;
+  always @(posedge clk)
+    l0_dw15_0_s16 <= \$2921 ;
+  always @(posedge clk)
+    l0_db0_s15 <= \$2922 ;
+  always @(posedge clk)
+    l0_db0_s16 <= \$2923 ;
+  always @(posedge clk)
+    l0_db1_s15 <= \$2924 ;
+  always @(posedge clk)
+    l0_db1_s16 <= \$2925 ;
+  always @(posedge clk)
+    l0_db2_s15 <= \$2926 ;
+  always @(posedge clk)
+    l0_db2_s16 <= \$2927 ;
+  always @(posedge clk)
+    l0_db3_s15 <= \$2928 ;
+  always @(posedge clk)
+    l0_db3_s16 <= \$2929 ;
+  always @(posedge clk)
+    l0_db4_s15 <= \$2930 ;
+  always @(posedge clk)
+    l0_db4_s16 <= \$2931 ;
+  always @(posedge clk)
+    l0_db5_s15 <= \$2932 ;
+  always @(posedge clk)
+    l0_db5_s16 <= \$2933 ;
+  always @(posedge clk)
+    l0_db6_s15 <= \$2934 ;
+  always @(posedge clk)
+    l0_db6_s16 <= \$2935 ;
+  always @(posedge clk)
+    l0_db7_s15 <= \$2936 ;
+  always @(posedge clk)
+    l0_db7_s16 <= \$2937 ;
+  always @(posedge clk)
+    l0_db8_s15 <= \$2938 ;
+  always @(posedge clk)
+    l0_db8_s16 <= \$2939 ;
+  always @(posedge clk)
+    l0_db9_s15 <= \$2940 ;
+  always @(posedge clk)
+    l0_db9_s16 <= \$2941 ;
+  always @(posedge clk)
+    l0_db10_s15 <= \$2942 ;
+  always @(posedge clk)
+    l0_db10_s16 <= \$2943 ;
+  always @(posedge clk)
+    l0_db11_s15 <= \$2944 ;
+  always @(posedge clk)
+    l0_db11_s16 <= \$2945 ;
+  always @(posedge clk)
+    l0_db12_s15 <= \$2946 ;
+  always @(posedge clk)
+    l0_db12_s16 <= \$2947 ;
+  always @(posedge clk)
+    l0_db13_s15 <= \$2948 ;
+  always @(posedge clk)
+    l0_db13_s16 <= \$2949 ;
+  always @(posedge clk)
+    l0_db14_s15 <= \$2950 ;
+  always @(posedge clk)
+    l0_db14_s16 <= \$2951 ;
+  always @(posedge clk)
+    l0_db15_s15 <= \$2952 ;
+  always @(posedge clk)
+    l0_db15_s16 <= \$2953 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
     casez (l0_rd_sel)
       5'h00:
-          \$1126  = l0_w_0_0;
+          \$2291  = l0_w_0_0;
       5'h01:
-          \$1126  = l0_w_1_0;
+          \$2291  = l0_w_1_0;
       5'h02:
-          \$1126  = l0_w_2_0;
+          \$2291  = l0_w_2_0;
       5'h03:
-          \$1126  = l0_w_3_0;
+          \$2291  = l0_w_3_0;
       5'h04:
-          \$1126  = l0_w_4_0;
+          \$2291  = l0_w_4_0;
       5'h05:
-          \$1126  = l0_w_5_0;
+          \$2291  = l0_w_5_0;
       5'h06:
-          \$1126  = l0_w_6_0;
+          \$2291  = l0_w_6_0;
       5'h07:
-          \$1126  = l0_w_7_0;
+          \$2291  = l0_w_7_0;
       5'h08:
-          \$1126  = l0_w_8_0;
+          \$2291  = l0_w_8_0;
       5'h09:
-          \$1126  = l0_w_9_0;
+          \$2291  = l0_w_9_0;
       5'h0a:
-          \$1126  = l0_w_10_0;
+          \$2291  = l0_w_10_0;
       5'h0b:
-          \$1126  = l0_w_11_0;
+          \$2291  = l0_w_11_0;
       5'h0c:
-          \$1126  = l0_w_12_0;
+          \$2291  = l0_w_12_0;
       5'h0d:
-          \$1126  = l0_w_13_0;
+          \$2291  = l0_w_13_0;
       5'h0e:
-          \$1126  = l0_w_14_0;
+          \$2291  = l0_w_14_0;
       5'h0f:
-          \$1126  = l0_w_15_0;
+          \$2291  = l0_w_15_0;
       5'h10:
-          \$1126  = l0_b_0;
+          \$2291  = l0_b_0;
       5'h11:
-          \$1126  = l0_b_1;
+          \$2291  = l0_b_1;
       5'h12:
-          \$1126  = l0_b_2;
+          \$2291  = l0_b_2;
       5'h13:
-          \$1126  = l0_b_3;
+          \$2291  = l0_b_3;
       5'h14:
-          \$1126  = l0_b_4;
+          \$2291  = l0_b_4;
       5'h15:
-          \$1126  = l0_b_5;
+          \$2291  = l0_b_5;
       5'h16:
-          \$1126  = l0_b_6;
+          \$2291  = l0_b_6;
       5'h17:
-          \$1126  = l0_b_7;
+          \$2291  = l0_b_7;
       5'h18:
-          \$1126  = l0_b_8;
+          \$2291  = l0_b_8;
       5'h19:
-          \$1126  = l0_b_9;
+          \$2291  = l0_b_9;
       5'h1a:
-          \$1126  = l0_b_10;
+          \$2291  = l0_b_10;
       5'h1b:
-          \$1126  = l0_b_11;
+          \$2291  = l0_b_11;
       5'h1c:
-          \$1126  = l0_b_12;
+          \$2291  = l0_b_12;
       5'h1d:
-          \$1126  = l0_b_13;
+          \$2291  = l0_b_13;
       5'h1e:
-          \$1126  = l0_b_14;
+          \$2291  = l0_b_14;
       5'h1f:
-          \$1126  = l0_b_15;
+          \$2291  = l0_b_15;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1127  = 16'h0000;
+    \$2292  = 16'h0000;
     casez (l1_rd_sel)
       5'h00:
-          \$1127  = l1_w_0_0;
+          \$2292  = l1_w_0_0;
       5'h01:
-          \$1127  = l1_w_0_1;
+          \$2292  = l1_w_0_1;
       5'h02:
-          \$1127  = l1_w_0_2;
+          \$2292  = l1_w_0_2;
       5'h03:
-          \$1127  = l1_w_0_3;
+          \$2292  = l1_w_0_3;
       5'h04:
-          \$1127  = l1_w_0_4;
+          \$2292  = l1_w_0_4;
       5'h05:
-          \$1127  = l1_w_0_5;
+          \$2292  = l1_w_0_5;
       5'h06:
-          \$1127  = l1_w_0_6;
+          \$2292  = l1_w_0_6;
       5'h07:
-          \$1127  = l1_w_0_7;
+          \$2292  = l1_w_0_7;
       5'h08:
-          \$1127  = l1_w_0_8;
+          \$2292  = l1_w_0_8;
       5'h09:
-          \$1127  = l1_w_0_9;
+          \$2292  = l1_w_0_9;
       5'h0a:
-          \$1127  = l1_w_0_10;
+          \$2292  = l1_w_0_10;
       5'h0b:
-          \$1127  = l1_w_0_11;
+          \$2292  = l1_w_0_11;
       5'h0c:
-          \$1127  = l1_w_0_12;
+          \$2292  = l1_w_0_12;
       5'h0d:
-          \$1127  = l1_w_0_13;
+          \$2292  = l1_w_0_13;
       5'h0e:
-          \$1127  = l1_w_0_14;
+          \$2292  = l1_w_0_14;
       5'h0f:
-          \$1127  = l1_w_0_15;
+          \$2292  = l1_w_0_15;
       5'h10:
-          \$1127  = l1_b_0;
+          \$2292  = l1_b_0;
     endcase
   end
   always @* begin
@@ -4442,508 +8075,588 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$1128  = \$1126 ;
+          \$2293  = \$2291 ;
       1'h1:
-          \$1128  = \$1127 ;
+          \$2293  = \$2292 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s5)
+    casez (kind_s11)
       2'h0:
-          e = \t$348 ;
+          e = \t$284 ;
       2'h2:
-          e = y0_s5;
+          e = y0_s11;
       default:
           e = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$703  = 17'h00000;
-    if (commit_l0) begin
-      \t$703  = \$842 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$704  = 17'h00000;
-    if (commit_l0) begin
-      \t$704  = \$843 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$705  = 17'h00000;
-    if (commit_l0) begin
-      \t$705  = \$844 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$706  = 17'h00000;
-    if (commit_l0) begin
-      \t$706  = \$845 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$707  = 17'h00000;
-    if (commit_l0) begin
-      \t$707  = \$846 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$708  = 17'h00000;
-    if (commit_l0) begin
-      \t$708  = \$847 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$709  = 17'h00000;
-    if (commit_l0) begin
-      \t$709  = \$848 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$710  = 17'h00000;
-    if (commit_l0) begin
-      \t$710  = \$849 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$711  = 17'h00000;
-    if (commit_l0) begin
-      \t$711  = \$850 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$712  = 17'h00000;
-    if (commit_l0) begin
-      \t$712  = \$851 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$713  = 17'h00000;
-    if (commit_l0) begin
-      \t$713  = \$852 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$714  = 17'h00000;
-    if (commit_l0) begin
-      \t$714  = \$853 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$715  = 17'h00000;
-    if (commit_l0) begin
-      \t$715  = \$854 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$716  = 17'h00000;
-    if (commit_l0) begin
-      \t$716  = \$855 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$717  = 17'h00000;
-    if (commit_l0) begin
-      \t$717  = \$856 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$718  = 17'h00000;
-    if (commit_l0) begin
-      \t$718  = \$857 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$719  = 17'h00000;
-    if (commit_l0) begin
-      \t$719  = \$858 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$720  = 17'h00000;
-    if (commit_l0) begin
-      \t$720  = \$859 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$721  = 17'h00000;
-    if (commit_l0) begin
-      \t$721  = \$860 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$722  = 17'h00000;
-    if (commit_l0) begin
-      \t$722  = \$861 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$723  = 17'h00000;
-    if (commit_l0) begin
-      \t$723  = \$862 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$724  = 17'h00000;
-    if (commit_l0) begin
-      \t$724  = \$863 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$725  = 17'h00000;
-    if (commit_l0) begin
-      \t$725  = \$864 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$726  = 17'h00000;
-    if (commit_l0) begin
-      \t$726  = \$865 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$727  = 17'h00000;
-    if (commit_l0) begin
-      \t$727  = \$866 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$728  = 17'h00000;
-    if (commit_l0) begin
-      \t$728  = \$867 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$729  = 17'h00000;
-    if (commit_l0) begin
-      \t$729  = \$868 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$730  = 17'h00000;
-    if (commit_l0) begin
-      \t$730  = \$869 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$731  = 17'h00000;
-    if (commit_l0) begin
-      \t$731  = \$870 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$732  = 17'h00000;
-    if (commit_l0) begin
-      \t$732  = \$871 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$733  = 17'h00000;
-    if (commit_l0) begin
-      \t$733  = \$872 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$734  = 17'h00000;
-    if (commit_l0) begin
-      \t$734  = \$873 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$736  = 17'h00000;
-    if (commit_l1) begin
-      \t$736  = \$874 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$737  = 17'h00000;
-    if (commit_l1) begin
-      \t$737  = \$875 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$738  = 17'h00000;
-    if (commit_l1) begin
-      \t$738  = \$876 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$739  = 17'h00000;
-    if (commit_l1) begin
-      \t$739  = \$877 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$740  = 17'h00000;
-    if (commit_l1) begin
-      \t$740  = \$878 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$741  = 17'h00000;
-    if (commit_l1) begin
-      \t$741  = \$879 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$742  = 17'h00000;
-    if (commit_l1) begin
-      \t$742  = \$880 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$743  = 17'h00000;
-    if (commit_l1) begin
-      \t$743  = \$881 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$744  = 17'h00000;
-    if (commit_l1) begin
-      \t$744  = \$882 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$745  = 17'h00000;
-    if (commit_l1) begin
-      \t$745  = \$883 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$746  = 17'h00000;
-    if (commit_l1) begin
-      \t$746  = \$884 ;
+    if (commit_l0) begin
+      \t$744  = \$1811 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$747  = 17'h00000;
-    if (commit_l1) begin
-      \t$747  = \$885 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$748  = 17'h00000;
-    if (commit_l1) begin
-      \t$748  = \$886 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$749  = 17'h00000;
-    if (commit_l1) begin
-      \t$749  = \$887 ;
+    if (commit_l0) begin
+      \t$747  = \$1812 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$750  = 17'h00000;
-    if (commit_l1) begin
-      \t$750  = \$888 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$751  = 17'h00000;
-    if (commit_l1) begin
-      \t$751  = \$889 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$752  = 17'h00000;
-    if (commit_l1) begin
-      \t$752  = \$890 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1193  = valid_s1;
-    if (en) begin
-      \$1193  = accept;
-    end
-    if (rst) begin
-      \$1193  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1194  = valid_s2;
-    if (en) begin
-      \$1194  = valid_s1;
-    end
-    if (rst) begin
-      \$1194  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1195  = valid_s3;
-    if (en) begin
-      \$1195  = valid_s2;
-    end
-    if (rst) begin
-      \$1195  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1196  = valid_s4;
-    if (en) begin
-      \$1196  = valid_s3;
-    end
-    if (rst) begin
-      \$1196  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1197  = m__valid;
-    if (en) begin
-      \$1197  = valid_s4;
-    end
-    if (rst) begin
-      \$1197  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1198  = valid_s6;
-    if (en) begin
-      \$1198  = m__valid;
-    end
-    if (rst) begin
-      \$1198  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1199  = valid_s7;
-    if (en) begin
-      \$1199  = valid_s6;
-    end
-    if (rst) begin
-      \$1199  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1200  = valid_s8;
-    if (en) begin
-      \$1200  = valid_s7;
-    end
-    if (rst) begin
-      \$1200  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1201  = l0_w_0_0;
     if (commit_l0) begin
-      \$1201  = \$930 ;
+      \t$750  = \$1813 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$753  = 17'h00000;
+    if (commit_l0) begin
+      \t$753  = \$1814 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$756  = 17'h00000;
+    if (commit_l0) begin
+      \t$756  = \$1815 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$759  = 17'h00000;
+    if (commit_l0) begin
+      \t$759  = \$1816 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$762  = 17'h00000;
+    if (commit_l0) begin
+      \t$762  = \$1817 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$765  = 17'h00000;
+    if (commit_l0) begin
+      \t$765  = \$1818 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$768  = 17'h00000;
+    if (commit_l0) begin
+      \t$768  = \$1819 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$771  = 17'h00000;
+    if (commit_l0) begin
+      \t$771  = \$1820 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$774  = 17'h00000;
+    if (commit_l0) begin
+      \t$774  = \$1821 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$777  = 17'h00000;
+    if (commit_l0) begin
+      \t$777  = \$1822 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$780  = 17'h00000;
+    if (commit_l0) begin
+      \t$780  = \$1823 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$783  = 17'h00000;
+    if (commit_l0) begin
+      \t$783  = \$1824 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$786  = 17'h00000;
+    if (commit_l0) begin
+      \t$786  = \$1825 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$789  = 17'h00000;
+    if (commit_l0) begin
+      \t$789  = \$1826 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$792  = 17'h00000;
+    if (commit_l0) begin
+      \t$792  = \$1827 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$794  = 17'h00000;
+    if (commit_l0) begin
+      \t$794  = \$1828 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$796  = 17'h00000;
+    if (commit_l0) begin
+      \t$796  = \$1829 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$798  = 17'h00000;
+    if (commit_l0) begin
+      \t$798  = \$1830 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$800  = 17'h00000;
+    if (commit_l0) begin
+      \t$800  = \$1831 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$802  = 17'h00000;
+    if (commit_l0) begin
+      \t$802  = \$1832 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$804  = 17'h00000;
+    if (commit_l0) begin
+      \t$804  = \$1833 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$806  = 17'h00000;
+    if (commit_l0) begin
+      \t$806  = \$1834 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$808  = 17'h00000;
+    if (commit_l0) begin
+      \t$808  = \$1835 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$810  = 17'h00000;
+    if (commit_l0) begin
+      \t$810  = \$1836 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$812  = 17'h00000;
+    if (commit_l0) begin
+      \t$812  = \$1837 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$814  = 17'h00000;
+    if (commit_l0) begin
+      \t$814  = \$1838 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$816  = 17'h00000;
+    if (commit_l0) begin
+      \t$816  = \$1839 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$818  = 17'h00000;
+    if (commit_l0) begin
+      \t$818  = \$1840 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$820  = 17'h00000;
+    if (commit_l0) begin
+      \t$820  = \$1841 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$822  = 17'h00000;
+    if (commit_l0) begin
+      \t$822  = \$1842 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$825  = 17'h00000;
+    if (commit_l1) begin
+      \t$825  = \$1843 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$828  = 17'h00000;
+    if (commit_l1) begin
+      \t$828  = \$1844 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$831  = 17'h00000;
+    if (commit_l1) begin
+      \t$831  = \$1845 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$834  = 17'h00000;
+    if (commit_l1) begin
+      \t$834  = \$1846 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$837  = 17'h00000;
+    if (commit_l1) begin
+      \t$837  = \$1847 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$840  = 17'h00000;
+    if (commit_l1) begin
+      \t$840  = \$1848 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$843  = 17'h00000;
+    if (commit_l1) begin
+      \t$843  = \$1849 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$846  = 17'h00000;
+    if (commit_l1) begin
+      \t$846  = \$1850 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$849  = 17'h00000;
+    if (commit_l1) begin
+      \t$849  = \$1851 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$852  = 17'h00000;
+    if (commit_l1) begin
+      \t$852  = \$1852 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$855  = 17'h00000;
+    if (commit_l1) begin
+      \t$855  = \$1853 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$858  = 17'h00000;
+    if (commit_l1) begin
+      \t$858  = \$1854 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$861  = 17'h00000;
+    if (commit_l1) begin
+      \t$861  = \$1855 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$864  = 17'h00000;
+    if (commit_l1) begin
+      \t$864  = \$1856 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$867  = 17'h00000;
+    if (commit_l1) begin
+      \t$867  = \$1857 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$870  = 17'h00000;
+    if (commit_l1) begin
+      \t$870  = \$1858 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$873  = 17'h00000;
+    if (commit_l1) begin
+      \t$873  = \$1859 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2470  = valid_s1;
+    if (en) begin
+      \$2470  = accept;
+    end
+    if (rst) begin
+      \$2470  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2471  = valid_s2;
+    if (en) begin
+      \$2471  = valid_s1;
+    end
+    if (rst) begin
+      \$2471  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2472  = valid_s3;
+    if (en) begin
+      \$2472  = valid_s2;
+    end
+    if (rst) begin
+      \$2472  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2473  = valid_s4;
+    if (en) begin
+      \$2473  = valid_s3;
+    end
+    if (rst) begin
+      \$2473  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2474  = valid_s5;
+    if (en) begin
+      \$2474  = valid_s4;
+    end
+    if (rst) begin
+      \$2474  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2475  = valid_s6;
+    if (en) begin
+      \$2475  = valid_s5;
+    end
+    if (rst) begin
+      \$2475  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2476  = valid_s7;
+    if (en) begin
+      \$2476  = valid_s6;
+    end
+    if (rst) begin
+      \$2476  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2477  = valid_s8;
+    if (en) begin
+      \$2477  = valid_s7;
+    end
+    if (rst) begin
+      \$2477  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2478  = valid_s9;
+    if (en) begin
+      \$2478  = valid_s8;
+    end
+    if (rst) begin
+      \$2478  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2479  = valid_s10;
+    if (en) begin
+      \$2479  = valid_s9;
+    end
+    if (rst) begin
+      \$2479  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2480  = m__valid;
+    if (en) begin
+      \$2480  = valid_s10;
+    end
+    if (rst) begin
+      \$2480  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2481  = valid_s12;
+    if (en) begin
+      \$2481  = m__valid;
+    end
+    if (rst) begin
+      \$2481  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2482  = valid_s13;
+    if (en) begin
+      \$2482  = valid_s12;
+    end
+    if (rst) begin
+      \$2482  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2483  = valid_s14;
+    if (en) begin
+      \$2483  = valid_s13;
+    end
+    if (rst) begin
+      \$2483  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2484  = valid_s15;
+    if (en) begin
+      \$2484  = valid_s14;
+    end
+    if (rst) begin
+      \$2484  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2485  = valid_s16;
+    if (en) begin
+      \$2485  = valid_s15;
+    end
+    if (rst) begin
+      \$2485  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2486  = l0_w_0_0;
+    if (commit_l0) begin
+      \$2486  = \$1903 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
-            \$1201  = l0_port_data;
+            \$2486  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1201  = 16'h0797;
+      \$2486  = 16'h0797;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1202  = l0_w_1_0;
+    \$2487  = l0_w_1_0;
     if (commit_l0) begin
-      \$1202  = \$934 ;
+      \$2487  = \$1911 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1202  = l0_port_data;
+            \$2487  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1202  = 16'hf33e;
+      \$2487  = 16'hf33e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1203  = l0_w_2_0;
+    \$2488  = l0_w_2_0;
     if (commit_l0) begin
-      \$1203  = \$938 ;
+      \$2488  = \$1919 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1203  = l0_port_data;
+            \$2488  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1203  = 16'he68f;
+      \$2488  = 16'he68f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1204  = l0_w_3_0;
+    \$2489  = l0_w_3_0;
     if (commit_l0) begin
-      \$1204  = \$942 ;
+      \$2489  = \$1927 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4951,21 +8664,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$1204  = l0_port_data;
+            \$2489  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1204  = 16'he534;
+      \$2489  = 16'he534;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1205  = l0_w_4_0;
+    \$2490  = l0_w_4_0;
     if (commit_l0) begin
-      \$1205  = \$946 ;
+      \$2490  = \$1935 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -4975,21 +8688,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$1205  = l0_port_data;
+            \$2490  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1205  = 16'h115d;
+      \$2490  = 16'h115d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1206  = l0_w_5_0;
+    \$2491  = l0_w_5_0;
     if (commit_l0) begin
-      \$1206  = \$950 ;
+      \$2491  = \$1943 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5001,21 +8714,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$1206  = l0_port_data;
+            \$2491  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1206  = 16'h16e1;
+      \$2491  = 16'h16e1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1207  = l0_w_6_0;
+    \$2492  = l0_w_6_0;
     if (commit_l0) begin
-      \$1207  = \$954 ;
+      \$2492  = \$1951 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5029,21 +8742,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$1207  = l0_port_data;
+            \$2492  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1207  = 16'h05e9;
+      \$2492  = 16'h05e9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1208  = l0_w_7_0;
+    \$2493  = l0_w_7_0;
     if (commit_l0) begin
-      \$1208  = \$958 ;
+      \$2493  = \$1959 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5059,21 +8772,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$1208  = l0_port_data;
+            \$2493  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1208  = 16'h0cb8;
+      \$2493  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1209  = l0_w_8_0;
+    \$2494  = l0_w_8_0;
     if (commit_l0) begin
-      \$1209  = \$962 ;
+      \$2494  = \$1967 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5091,21 +8804,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$1209  = l0_port_data;
+            \$2494  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1209  = 16'h026b;
+      \$2494  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1210  = l0_w_9_0;
+    \$2495  = l0_w_9_0;
     if (commit_l0) begin
-      \$1210  = \$966 ;
+      \$2495  = \$1975 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5125,21 +8838,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$1210  = l0_port_data;
+            \$2495  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1210  = 16'h181d;
+      \$2495  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1211  = l0_w_10_0;
+    \$2496  = l0_w_10_0;
     if (commit_l0) begin
-      \$1211  = \$970 ;
+      \$2496  = \$1983 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5161,21 +8874,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$1211  = l0_port_data;
+            \$2496  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1211  = 16'h1182;
+      \$2496  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1212  = l0_w_11_0;
+    \$2497  = l0_w_11_0;
     if (commit_l0) begin
-      \$1212  = \$974 ;
+      \$2497  = \$1991 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5199,21 +8912,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1212  = l0_port_data;
+            \$2497  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1212  = 16'he470;
+      \$2497  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1213  = l0_w_12_0;
+    \$2498  = l0_w_12_0;
     if (commit_l0) begin
-      \$1213  = \$978 ;
+      \$2498  = \$1999 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5239,21 +8952,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1213  = l0_port_data;
+            \$2498  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1213  = 16'h13cf;
+      \$2498  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1214  = l0_w_13_0;
+    \$2499  = l0_w_13_0;
     if (commit_l0) begin
-      \$1214  = \$982 ;
+      \$2499  = \$2007 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5281,21 +8994,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1214  = l0_port_data;
+            \$2499  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1214  = 16'he626;
+      \$2499  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1215  = l0_w_14_0;
+    \$2500  = l0_w_14_0;
     if (commit_l0) begin
-      \$1215  = \$986 ;
+      \$2500  = \$2015 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5325,21 +9038,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1215  = l0_port_data;
+            \$2500  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1215  = 16'h0cbb;
+      \$2500  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1216  = l0_w_15_0;
+    \$2501  = l0_w_15_0;
     if (commit_l0) begin
-      \$1216  = \$990 ;
+      \$2501  = \$2023 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5371,21 +9084,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1216  = l0_port_data;
+            \$2501  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1216  = 16'hee06;
+      \$2501  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1217  = l0_b_0;
+    \$2502  = l0_b_0;
     if (commit_l0) begin
-      \$1217  = \$994 ;
+      \$2502  = \$2031 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5419,21 +9132,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$1217  = l0_port_data;
+            \$2502  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1217  = 16'h0000;
+      \$2502  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1218  = l0_b_1;
+    \$2503  = l0_b_1;
     if (commit_l0) begin
-      \$1218  = \$998 ;
+      \$2503  = \$2039 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5469,21 +9182,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$1218  = l0_port_data;
+            \$2503  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1218  = 16'h0000;
+      \$2503  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1219  = l0_b_2;
+    \$2504  = l0_b_2;
     if (commit_l0) begin
-      \$1219  = \$1002 ;
+      \$2504  = \$2047 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5521,21 +9234,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$1219  = l0_port_data;
+            \$2504  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1219  = 16'h0000;
+      \$2504  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1220  = l0_b_3;
+    \$2505  = l0_b_3;
     if (commit_l0) begin
-      \$1220  = \$1006 ;
+      \$2505  = \$2055 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5575,21 +9288,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$1220  = l0_port_data;
+            \$2505  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1220  = 16'h0000;
+      \$2505  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1221  = l0_b_4;
+    \$2506  = l0_b_4;
     if (commit_l0) begin
-      \$1221  = \$1010 ;
+      \$2506  = \$2063 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5631,21 +9344,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$1221  = l0_port_data;
+            \$2506  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1221  = 16'h0000;
+      \$2506  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1222  = l0_b_5;
+    \$2507  = l0_b_5;
     if (commit_l0) begin
-      \$1222  = \$1014 ;
+      \$2507  = \$2071 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5689,21 +9402,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$1222  = l0_port_data;
+            \$2507  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1222  = 16'h0000;
+      \$2507  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1223  = l0_b_6;
+    \$2508  = l0_b_6;
     if (commit_l0) begin
-      \$1223  = \$1018 ;
+      \$2508  = \$2079 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5749,21 +9462,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$1223  = l0_port_data;
+            \$2508  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1223  = 16'h0000;
+      \$2508  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1224  = l0_b_7;
+    \$2509  = l0_b_7;
     if (commit_l0) begin
-      \$1224  = \$1022 ;
+      \$2509  = \$2087 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5811,21 +9524,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$1224  = l0_port_data;
+            \$2509  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1224  = 16'h0000;
+      \$2509  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1225  = l0_b_8;
+    \$2510  = l0_b_8;
     if (commit_l0) begin
-      \$1225  = \$1026 ;
+      \$2510  = \$2095 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5875,21 +9588,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h17:
             /* empty */;
         5'h18:
-            \$1225  = l0_port_data;
+            \$2510  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1225  = 16'h0000;
+      \$2510  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1226  = l0_b_9;
+    \$2511  = l0_b_9;
     if (commit_l0) begin
-      \$1226  = \$1030 ;
+      \$2511  = \$2103 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5941,21 +9654,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h18:
             /* empty */;
         5'h19:
-            \$1226  = l0_port_data;
+            \$2511  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1226  = 16'h0000;
+      \$2511  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1227  = l0_b_10;
+    \$2512  = l0_b_10;
     if (commit_l0) begin
-      \$1227  = \$1034 ;
+      \$2512  = \$2111 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6009,21 +9722,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h19:
             /* empty */;
         5'h1a:
-            \$1227  = l0_port_data;
+            \$2512  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1227  = 16'h0000;
+      \$2512  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1228  = l0_b_11;
+    \$2513  = l0_b_11;
     if (commit_l0) begin
-      \$1228  = \$1038 ;
+      \$2513  = \$2119 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6079,21 +9792,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1a:
             /* empty */;
         5'h1b:
-            \$1228  = l0_port_data;
+            \$2513  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1228  = 16'h0000;
+      \$2513  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1229  = l0_b_12;
+    \$2514  = l0_b_12;
     if (commit_l0) begin
-      \$1229  = \$1042 ;
+      \$2514  = \$2127 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6151,21 +9864,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1b:
             /* empty */;
         5'h1c:
-            \$1229  = l0_port_data;
+            \$2514  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1229  = 16'h0000;
+      \$2514  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1230  = l0_b_13;
+    \$2515  = l0_b_13;
     if (commit_l0) begin
-      \$1230  = \$1046 ;
+      \$2515  = \$2135 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6225,21 +9938,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1c:
             /* empty */;
         5'h1d:
-            \$1230  = l0_port_data;
+            \$2515  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1230  = 16'h0000;
+      \$2515  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1231  = l0_b_14;
+    \$2516  = l0_b_14;
     if (commit_l0) begin
-      \$1231  = \$1050 ;
+      \$2516  = \$2143 ;
     end
     if (l0_port_wr) begin
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6301,22 +10014,22 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1d:
             /* empty */;
         5'h1e:
-            \$1231  = l0_port_data;
+            \$2516  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1231  = 16'h0000;
+      \$2516  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1232  = l0_b_15;
+    \$2517  = l0_b_15;
     if (commit_l0) begin
-      \$1232  = \$1054 ;
+      \$2517  = \$2151 ;
     end
     if (l0_port_wr) begin
       (* full_case = 32'd1 *)
-      casez (\$905 [4:0])
+      casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6380,75 +10093,75 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1e:
             /* empty */;
         5'h1f:
-            \$1232  = l0_port_data;
+            \$2517  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1232  = 16'h0000;
+      \$2517  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1233  = l1_w_0_0;
+    \$2518  = l1_w_0_0;
     if (commit_l1) begin
-      \$1233  = \$1058 ;
+      \$2518  = \$2159 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
-            \$1233  = l1_port_data;
+            \$2518  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1233  = 16'h0508;
+      \$2518  = 16'h0508;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1234  = l1_w_0_1;
+    \$2519  = l1_w_0_1;
     if (commit_l1) begin
-      \$1234  = \$1062 ;
+      \$2519  = \$2167 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1234  = l1_port_data;
+            \$2519  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1234  = 16'h0093;
+      \$2519  = 16'h0093;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1235  = l1_w_0_2;
+    \$2520  = l1_w_0_2;
     if (commit_l1) begin
-      \$1235  = \$1066 ;
+      \$2520  = \$2175 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1235  = l1_port_data;
+            \$2520  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1235  = 16'hfd3a;
+      \$2520  = 16'hfd3a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1236  = l1_w_0_3;
+    \$2521  = l1_w_0_3;
     if (commit_l1) begin
-      \$1236  = \$1070 ;
+      \$2521  = \$2183 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6456,21 +10169,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$1236  = l1_port_data;
+            \$2521  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1236  = 16'hfeee;
+      \$2521  = 16'hfeee;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1237  = l1_w_0_4;
+    \$2522  = l1_w_0_4;
     if (commit_l1) begin
-      \$1237  = \$1074 ;
+      \$2522  = \$2191 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6480,21 +10193,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$1237  = l1_port_data;
+            \$2522  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1237  = 16'hf977;
+      \$2522  = 16'hf977;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1238  = l1_w_0_5;
+    \$2523  = l1_w_0_5;
     if (commit_l1) begin
-      \$1238  = \$1078 ;
+      \$2523  = \$2199 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6506,21 +10219,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$1238  = l1_port_data;
+            \$2523  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1238  = 16'hfacb;
+      \$2523  = 16'hfacb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1239  = l1_w_0_6;
+    \$2524  = l1_w_0_6;
     if (commit_l1) begin
-      \$1239  = \$1082 ;
+      \$2524  = \$2207 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6534,21 +10247,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$1239  = l1_port_data;
+            \$2524  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1239  = 16'h025d;
+      \$2524  = 16'h025d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1240  = l1_w_0_7;
+    \$2525  = l1_w_0_7;
     if (commit_l1) begin
-      \$1240  = \$1086 ;
+      \$2525  = \$2215 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6564,21 +10277,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$1240  = l1_port_data;
+            \$2525  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1240  = 16'h020a;
+      \$2525  = 16'h020a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1241  = l1_w_0_8;
+    \$2526  = l1_w_0_8;
     if (commit_l1) begin
-      \$1241  = \$1090 ;
+      \$2526  = \$2223 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6596,21 +10309,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$1241  = l1_port_data;
+            \$2526  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1241  = 16'h0199;
+      \$2526  = 16'h0199;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1242  = l1_w_0_9;
+    \$2527  = l1_w_0_9;
     if (commit_l1) begin
-      \$1242  = \$1094 ;
+      \$2527  = \$2231 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6630,21 +10343,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$1242  = l1_port_data;
+            \$2527  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1242  = 16'hfe63;
+      \$2527  = 16'hfe63;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1243  = l1_w_0_10;
+    \$2528  = l1_w_0_10;
     if (commit_l1) begin
-      \$1243  = \$1098 ;
+      \$2528  = \$2239 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6666,21 +10379,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$1243  = l1_port_data;
+            \$2528  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1243  = 16'h06e4;
+      \$2528  = 16'h06e4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1244  = l1_w_0_11;
+    \$2529  = l1_w_0_11;
     if (commit_l1) begin
-      \$1244  = \$1102 ;
+      \$2529  = \$2247 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6704,21 +10417,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1244  = l1_port_data;
+            \$2529  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1244  = 16'h06aa;
+      \$2529  = 16'h06aa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1245  = l1_w_0_12;
+    \$2530  = l1_w_0_12;
     if (commit_l1) begin
-      \$1245  = \$1106 ;
+      \$2530  = \$2255 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6744,21 +10457,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1245  = l1_port_data;
+            \$2530  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1245  = 16'h0292;
+      \$2530  = 16'h0292;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1246  = l1_w_0_13;
+    \$2531  = l1_w_0_13;
     if (commit_l1) begin
-      \$1246  = \$1110 ;
+      \$2531  = \$2263 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6786,21 +10499,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1246  = l1_port_data;
+            \$2531  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1246  = 16'h0216;
+      \$2531  = 16'h0216;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1247  = l1_w_0_14;
+    \$2532  = l1_w_0_14;
     if (commit_l1) begin
-      \$1247  = \$1114 ;
+      \$2532  = \$2271 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6830,21 +10543,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1247  = l1_port_data;
+            \$2532  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1247  = 16'h029c;
+      \$2532  = 16'h029c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1248  = l1_w_0_15;
+    \$2533  = l1_w_0_15;
     if (commit_l1) begin
-      \$1248  = \$1118 ;
+      \$2533  = \$2279 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6876,21 +10589,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1248  = l1_port_data;
+            \$2533  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1248  = 16'hfe76;
+      \$2533  = 16'hfe76;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1249  = l1_b_0;
+    \$2534  = l1_b_0;
     if (commit_l1) begin
-      \$1249  = \$1122 ;
+      \$2534  = \$2287 ;
     end
     if (l1_port_wr) begin
-      casez (\$916 [4:0])
+      casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6924,1448 +10637,3072 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$1249  = l1_port_data;
+            \$2534  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1249  = 16'h0000;
+      \$2534  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1250  = l0_rd_sel;
+    \$2535  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1250  = \$905 [4:0];
+      \$2535  = \$1874 [4:0];
     end
     if (rst) begin
-      \$1250  = 5'h00;
+      \$2535  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1251  = read_layer;
+    \$2536  = read_layer;
     if (l0_port_rd) begin
-      \$1251  = 1'h0;
+      \$2536  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$1251  = 1'h1;
+      \$2536  = 1'h1;
     end
     if (rst) begin
-      \$1251  = 1'h0;
+      \$2536  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1252  = l1_rd_sel;
+    \$2537  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$1252  = \$916 [4:0];
+      \$2537  = \$1885 [4:0];
     end
     if (rst) begin
-      \$1252  = 5'h00;
+      \$2537  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1253  = \$1124 ;
+    \$2538  = \$2289 ;
     if (rst) begin
-      \$1253  = 1'h0;
+      \$2538  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1254  = pr__valid;
-    if (\$1125 ) begin
-      \$1254  = 1'h1;
+    \$2539  = pr__valid;
+    if (\$2290 ) begin
+      \$2539  = 1'h1;
     end else if (read_wait) begin
-      \$1254  = 1'h1;
+      \$2539  = 1'h1;
     end else if (pr__ready) begin
-      \$1254  = 1'h0;
+      \$2539  = 1'h0;
     end
     if (rst) begin
-      \$1254  = 1'h0;
+      \$2539  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1255  = pr__payload;
-    if (\$1125 ) begin
-      \$1255  = pc__payload[15:0];
+    \$2540  = pr__payload;
+    if (\$2290 ) begin
+      \$2540  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1255  = \$1128 ;
+      \$2540  = \$2293 ;
     end
     if (rst) begin
-      \$1255  = 16'h0000;
+      \$2540  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1256  = x0_s1;
+    \$2541  = x0_s1;
     if (en) begin
-      \$1256  = s__payload[15:0];
+      \$2541  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1257  = y0_s1;
+    \$2542  = y0_s1;
     if (en) begin
-      \$1257  = s__payload[31:16];
+      \$2542  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1258  = kind_s1;
+    \$2543  = kind_s1;
     if (en) begin
-      \$1258  = s__payload[33:32];
+      \$2543  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1259  = l0_bias0_s2;
+    \$2544  = l0_bias0_s2;
     if (en) begin
-      \$1259  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$2544  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1260  = l0_prod0_0_s2;
+    \$2545  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$1260  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
+      \$2545  = \$2294 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1261  = l0_out0_s3;
+    \$2546  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$1261  = \$1130 ;
+      \$2546  = \$2295 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1262  = l0_bias1_s2;
+    \$2547  = l0_out0_s4;
     if (en) begin
-      \$1262  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
+      \$2547  = \$2297 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1263  = l0_prod1_0_s2;
+    \$2548  = l0_bias1_s2;
     if (en) begin
-      \$1263  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
+      \$2548  = { \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1264  = l0_out1_s3;
+    \$2549  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$1264  = \$1132 ;
+      \$2549  = \$2298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1265  = l0_bias2_s2;
+    \$2550  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$1265  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
+      \$2550  = \$2299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1266  = l0_prod2_0_s2;
+    \$2551  = l0_out1_s4;
     if (en) begin
-      \$1266  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
+      \$2551  = \$2301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1267  = l0_out2_s3;
+    \$2552  = l0_bias2_s2;
     if (en) begin
-      \$1267  = \$1134 ;
+      \$2552  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1268  = l0_bias3_s2;
+    \$2553  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$1268  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
+      \$2553  = \$2302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1269  = l0_prod3_0_s2;
+    \$2554  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$1269  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
+      \$2554  = \$2303 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1270  = l0_out3_s3;
+    \$2555  = l0_out2_s4;
     if (en) begin
-      \$1270  = \$1136 ;
+      \$2555  = \$2305 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1271  = l0_bias4_s2;
+    \$2556  = l0_bias3_s2;
     if (en) begin
-      \$1271  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
+      \$2556  = { \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1272  = l0_prod4_0_s2;
+    \$2557  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$1272  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
+      \$2557  = \$2306 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1273  = l0_out4_s3;
+    \$2558  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$1273  = \$1138 ;
+      \$2558  = \$2307 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1274  = l0_bias5_s2;
+    \$2559  = l0_out3_s4;
     if (en) begin
-      \$1274  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
+      \$2559  = \$2309 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1275  = l0_prod5_0_s2;
+    \$2560  = l0_bias4_s2;
     if (en) begin
-      \$1275  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
+      \$2560  = { \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1276  = l0_out5_s3;
+    \$2561  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$1276  = \$1140 ;
+      \$2561  = \$2310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1277  = l0_bias6_s2;
+    \$2562  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$1277  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
+      \$2562  = \$2311 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1278  = l0_prod6_0_s2;
+    \$2563  = l0_out4_s4;
     if (en) begin
-      \$1278  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
+      \$2563  = \$2313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1279  = l0_out6_s3;
+    \$2564  = l0_bias5_s2;
     if (en) begin
-      \$1279  = \$1142 ;
+      \$2564  = { \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1280  = l0_bias7_s2;
+    \$2565  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$1280  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
+      \$2565  = \$2314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1281  = l0_prod7_0_s2;
+    \$2566  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$1281  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+      \$2566  = \$2315 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1282  = l0_out7_s3;
+    \$2567  = l0_out5_s4;
     if (en) begin
-      \$1282  = \$1144 ;
+      \$2567  = \$2317 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1283  = l0_bias8_s2;
+    \$2568  = l0_bias6_s2;
     if (en) begin
-      \$1283  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
+      \$2568  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1284  = l0_prod8_0_s2;
+    \$2569  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$1284  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+      \$2569  = \$2318 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1285  = l0_out8_s3;
+    \$2570  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$1285  = \$1146 ;
+      \$2570  = \$2319 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1286  = l0_bias9_s2;
+    \$2571  = l0_out6_s4;
     if (en) begin
-      \$1286  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
+      \$2571  = \$2321 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1287  = l0_prod9_0_s2;
+    \$2572  = l0_bias7_s2;
     if (en) begin
-      \$1287  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
+      \$2572  = { \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1288  = l0_out9_s3;
+    \$2573  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$1288  = \$1148 ;
+      \$2573  = \$2322 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1289  = l0_bias10_s2;
+    \$2574  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$1289  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
+      \$2574  = \$2323 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1290  = l0_prod10_0_s2;
+    \$2575  = l0_out7_s4;
     if (en) begin
-      \$1290  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+      \$2575  = \$2325 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1291  = l0_out10_s3;
+    \$2576  = l0_bias8_s2;
     if (en) begin
-      \$1291  = \$1150 ;
+      \$2576  = { \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1292  = l0_bias11_s2;
+    \$2577  = l0_prod8_0_raw_s2;
     if (en) begin
-      \$1292  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
+      \$2577  = \$2326 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1293  = l0_prod11_0_s2;
+    \$2578  = l0_sum8_t0_0_s3;
     if (en) begin
-      \$1293  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
+      \$2578  = \$2327 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1294  = l0_out11_s3;
+    \$2579  = l0_out8_s4;
     if (en) begin
-      \$1294  = \$1152 ;
+      \$2579  = \$2329 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1295  = l0_bias12_s2;
+    \$2580  = l0_bias9_s2;
     if (en) begin
-      \$1295  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$2580  = { \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1296  = l0_prod12_0_s2;
+    \$2581  = l0_prod9_0_raw_s2;
     if (en) begin
-      \$1296  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+      \$2581  = \$2330 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1297  = l0_out12_s3;
+    \$2582  = l0_sum9_t0_0_s3;
     if (en) begin
-      \$1297  = \$1154 ;
+      \$2582  = \$2331 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1298  = l0_bias13_s2;
+    \$2583  = l0_out9_s4;
     if (en) begin
-      \$1298  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
+      \$2583  = \$2333 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1299  = l0_prod13_0_s2;
+    \$2584  = l0_bias10_s2;
     if (en) begin
-      \$1299  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
+      \$2584  = { \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1300  = l0_out13_s3;
+    \$2585  = l0_prod10_0_raw_s2;
     if (en) begin
-      \$1300  = \$1156 ;
+      \$2585  = \$2334 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1301  = l0_bias14_s2;
+    \$2586  = l0_sum10_t0_0_s3;
     if (en) begin
-      \$1301  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
+      \$2586  = \$2335 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1302  = l0_prod14_0_s2;
+    \$2587  = l0_out10_s4;
     if (en) begin
-      \$1302  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
+      \$2587  = \$2337 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1303  = l0_out14_s3;
+    \$2588  = l0_bias11_s2;
     if (en) begin
-      \$1303  = \$1158 ;
+      \$2588  = { \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1304  = l0_bias15_s2;
+    \$2589  = l0_prod11_0_raw_s2;
     if (en) begin
-      \$1304  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
+      \$2589  = \$2338 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1305  = l0_prod15_0_s2;
+    \$2590  = l0_sum11_t0_0_s3;
     if (en) begin
-      \$1305  = { \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230  };
+      \$2590  = \$2339 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1306  = l0_out15_s3;
+    \$2591  = l0_out11_s4;
     if (en) begin
-      \$1306  = \$1160 ;
+      \$2591  = \$2341 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1307  = l1_bias0_s4;
+    \$2592  = l0_bias12_s2;
     if (en) begin
-      \$1307  = { \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239  };
+      \$2592  = { \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1308  = l1_prod0_0_s4;
+    \$2593  = l0_prod12_0_raw_s2;
     if (en) begin
-      \$1308  = { \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245  };
+      \$2593  = \$2342 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1309  = l1_prod0_1_s4;
+    \$2594  = l0_sum12_t0_0_s3;
     if (en) begin
-      \$1309  = { \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250  };
+      \$2594  = \$2343 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1310  = l1_prod0_2_s4;
+    \$2595  = l0_out12_s4;
     if (en) begin
-      \$1310  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
+      \$2595  = \$2345 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1311  = l1_prod0_3_s4;
+    \$2596  = l0_bias13_s2;
     if (en) begin
-      \$1311  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
+      \$2596  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1312  = l1_prod0_4_s4;
+    \$2597  = l0_prod13_0_raw_s2;
     if (en) begin
-      \$1312  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
+      \$2597  = \$2346 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1313  = l1_prod0_5_s4;
+    \$2598  = l0_sum13_t0_0_s3;
     if (en) begin
-      \$1313  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
+      \$2598  = \$2347 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1314  = l1_prod0_6_s4;
+    \$2599  = l0_out13_s4;
     if (en) begin
-      \$1314  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
+      \$2599  = \$2349 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1315  = l1_prod0_7_s4;
+    \$2600  = l0_bias14_s2;
     if (en) begin
-      \$1315  = { \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280  };
+      \$2600  = { \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1316  = l1_prod0_8_s4;
+    \$2601  = l0_prod14_0_raw_s2;
     if (en) begin
-      \$1316  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
+      \$2601  = \$2350 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1317  = l1_prod0_9_s4;
+    \$2602  = l0_sum14_t0_0_s3;
     if (en) begin
-      \$1317  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
+      \$2602  = \$2351 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1318  = l1_prod0_10_s4;
+    \$2603  = l0_out14_s4;
     if (en) begin
-      \$1318  = { \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295  };
+      \$2603  = \$2353 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1319  = l1_prod0_11_s4;
+    \$2604  = l0_bias15_s2;
     if (en) begin
-      \$1319  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
+      \$2604  = { \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1320  = l1_prod0_12_s4;
+    \$2605  = l0_prod15_0_raw_s2;
     if (en) begin
-      \$1320  = { \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305  };
+      \$2605  = \$2354 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1321  = l1_prod0_13_s4;
+    \$2606  = l0_sum15_t0_0_s3;
     if (en) begin
-      \$1321  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
+      \$2606  = \$2355 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1322  = l1_prod0_14_s4;
+    \$2607  = l0_out15_s4;
     if (en) begin
-      \$1322  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
+      \$2607  = \$2357 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1323  = l1_prod0_15_s4;
+    \$2608  = l1_bias0_s5;
     if (en) begin
-      \$1323  = { \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320  };
+      \$2608  = { \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1324  = l1_out0_s5;
+    \$2609  = l1_prod0_0_raw_s5;
     if (en) begin
-      \$1324  = \t$343 ;
+      \$2609  = \$2358 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1325  = y0_s2;
+    \$2610  = l1_prod0_1_raw_s5;
     if (en) begin
-      \$1325  = y0_s1;
+      \$2610  = \$2359 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1326  = y0_s3;
+    \$2611  = l1_prod0_2_raw_s5;
     if (en) begin
-      \$1326  = y0_s2;
+      \$2611  = \$2360 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1327  = y0_s4;
+    \$2612  = l1_prod0_3_raw_s5;
     if (en) begin
-      \$1327  = y0_s3;
+      \$2612  = \$2361 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1328  = y0_s5;
+    \$2613  = l1_prod0_4_raw_s5;
     if (en) begin
-      \$1328  = y0_s4;
+      \$2613  = \$2362 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1329  = kind_s2;
+    \$2614  = l1_prod0_5_raw_s5;
     if (en) begin
-      \$1329  = kind_s1;
+      \$2614  = \$2363 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1330  = kind_s3;
+    \$2615  = l1_prod0_6_raw_s5;
     if (en) begin
-      \$1330  = kind_s2;
+      \$2615  = \$2364 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1331  = kind_s4;
+    \$2616  = l1_prod0_7_raw_s5;
     if (en) begin
-      \$1331  = kind_s3;
+      \$2616  = \$2365 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1332  = kind_s5;
+    \$2617  = l1_prod0_8_raw_s5;
     if (en) begin
-      \$1332  = kind_s4;
+      \$2617  = \$2366 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1333  = err0_s6;
+    \$2618  = l1_prod0_9_raw_s5;
     if (en) begin
-      \$1333  = e;
+      \$2618  = \$2367 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1334  = l0_out0_s4;
+    \$2619  = l1_prod0_10_raw_s5;
     if (en) begin
-      \$1334  = l0_out0_s3;
+      \$2619  = \$2368 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1335  = l0_out0_s5;
+    \$2620  = l1_prod0_11_raw_s5;
     if (en) begin
-      \$1335  = l0_out0_s4;
+      \$2620  = \$2369 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1336  = l0_out0_s6;
+    \$2621  = l1_prod0_12_raw_s5;
     if (en) begin
-      \$1336  = l0_out0_s5;
+      \$2621  = \$2370 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1337  = l0_out1_s4;
+    \$2622  = l1_prod0_13_raw_s5;
     if (en) begin
-      \$1337  = l0_out1_s3;
+      \$2622  = \$2371 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1338  = l0_out1_s5;
+    \$2623  = l1_prod0_14_raw_s5;
     if (en) begin
-      \$1338  = l0_out1_s4;
+      \$2623  = \$2372 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1339  = l0_out1_s6;
+    \$2624  = l1_prod0_15_raw_s5;
     if (en) begin
-      \$1339  = l0_out1_s5;
+      \$2624  = \$2373 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1340  = l0_out2_s4;
+    \$2625  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$1340  = l0_out2_s3;
+      \$2625  = \$2374 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1341  = l0_out2_s5;
+    \$2626  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$1341  = l0_out2_s4;
+      \$2626  = \$2375 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1342  = l0_out2_s6;
+    \$2627  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$1342  = l0_out2_s5;
+      \$2627  = \$2376 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1343  = l0_out3_s4;
+    \$2628  = l1_sum0_t0_3_s6;
     if (en) begin
-      \$1343  = l0_out3_s3;
+      \$2628  = \$2377 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1344  = l0_out3_s5;
+    \$2629  = l1_sum0_t0_4_s6;
     if (en) begin
-      \$1344  = l0_out3_s4;
+      \$2629  = \$2378 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1345  = l0_out3_s6;
+    \$2630  = l1_sum0_t0_5_s6;
     if (en) begin
-      \$1345  = l0_out3_s5;
+      \$2630  = \$2379 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1346  = l0_out4_s4;
+    \$2631  = l1_sum0_t0_6_s6;
     if (en) begin
-      \$1346  = l0_out4_s3;
+      \$2631  = \$2380 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1347  = l0_out4_s5;
+    \$2632  = l1_sum0_t0_7_s6;
     if (en) begin
-      \$1347  = l0_out4_s4;
+      \$2632  = \$2381 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1348  = l0_out4_s6;
+    \$2633  = l1_sum0_t0_8_s6;
     if (en) begin
-      \$1348  = l0_out4_s5;
+      \$2633  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1349  = l0_out5_s4;
+    \$2634  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$1349  = l0_out5_s3;
+      \$2634  = \$2382 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1350  = l0_out5_s5;
+    \$2635  = l1_sum0_t1_1_s7;
     if (en) begin
-      \$1350  = l0_out5_s4;
+      \$2635  = \$2383 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1351  = l0_out5_s6;
+    \$2636  = l1_sum0_t1_2_s7;
     if (en) begin
-      \$1351  = l0_out5_s5;
+      \$2636  = \$2384 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1352  = l0_out6_s4;
+    \$2637  = l1_sum0_t1_3_s7;
     if (en) begin
-      \$1352  = l0_out6_s3;
+      \$2637  = \$2385 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1353  = l0_out6_s5;
+    \$2638  = l1_sum0_t1_4_s7;
     if (en) begin
-      \$1353  = l0_out6_s4;
+      \$2638  = l1_sum0_t0_8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1354  = l0_out6_s6;
+    \$2639  = l1_sum0_t2_0_s8;
     if (en) begin
-      \$1354  = l0_out6_s5;
+      \$2639  = \$2386 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1355  = l0_out7_s4;
+    \$2640  = l1_sum0_t2_1_s8;
     if (en) begin
-      \$1355  = l0_out7_s3;
+      \$2640  = \$2387 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1356  = l0_out7_s5;
+    \$2641  = l1_sum0_t2_2_s8;
     if (en) begin
-      \$1356  = l0_out7_s4;
+      \$2641  = l1_sum0_t1_4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1357  = l0_out7_s6;
+    \$2642  = l1_sum0_t3_0_s9;
     if (en) begin
-      \$1357  = l0_out7_s5;
+      \$2642  = \$2388 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1358  = l0_out8_s4;
+    \$2643  = l1_sum0_t3_1_s9;
     if (en) begin
-      \$1358  = l0_out8_s3;
+      \$2643  = l1_sum0_t2_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1359  = l0_out8_s5;
+    \$2644  = l1_sum0_t4_0_s10;
     if (en) begin
-      \$1359  = l0_out8_s4;
+      \$2644  = \$2389 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1360  = l0_out8_s6;
+    \$2645  = l1_out0_s11;
     if (en) begin
-      \$1360  = l0_out8_s5;
+      \$2645  = \t$279 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1361  = l0_out9_s4;
+    \$2646  = y0_s2;
     if (en) begin
-      \$1361  = l0_out9_s3;
+      \$2646  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1362  = l0_out9_s5;
+    \$2647  = y0_s3;
     if (en) begin
-      \$1362  = l0_out9_s4;
+      \$2647  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1363  = l0_out9_s6;
+    \$2648  = y0_s4;
     if (en) begin
-      \$1363  = l0_out9_s5;
+      \$2648  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1364  = l0_out10_s4;
+    \$2649  = y0_s5;
     if (en) begin
-      \$1364  = l0_out10_s3;
+      \$2649  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1365  = l0_out10_s5;
+    \$2650  = y0_s6;
     if (en) begin
-      \$1365  = l0_out10_s4;
+      \$2650  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1366  = l0_out10_s6;
+    \$2651  = y0_s7;
     if (en) begin
-      \$1366  = l0_out10_s5;
+      \$2651  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1367  = l0_out11_s4;
+    \$2652  = y0_s8;
     if (en) begin
-      \$1367  = l0_out11_s3;
+      \$2652  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1368  = l0_out11_s5;
+    \$2653  = y0_s9;
     if (en) begin
-      \$1368  = l0_out11_s4;
+      \$2653  = y0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1369  = l0_out11_s6;
+    \$2654  = y0_s10;
     if (en) begin
-      \$1369  = l0_out11_s5;
+      \$2654  = y0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1370  = l0_out12_s4;
+    \$2655  = y0_s11;
     if (en) begin
-      \$1370  = l0_out12_s3;
+      \$2655  = y0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1371  = l0_out12_s5;
+    \$2656  = kind_s2;
     if (en) begin
-      \$1371  = l0_out12_s4;
+      \$2656  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1372  = l0_out12_s6;
+    \$2657  = kind_s3;
     if (en) begin
-      \$1372  = l0_out12_s5;
+      \$2657  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1373  = l0_out13_s4;
+    \$2658  = kind_s4;
     if (en) begin
-      \$1373  = l0_out13_s3;
+      \$2658  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1374  = l0_out13_s5;
+    \$2659  = kind_s5;
     if (en) begin
-      \$1374  = l0_out13_s4;
+      \$2659  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1375  = l0_out13_s6;
+    \$2660  = kind_s6;
     if (en) begin
-      \$1375  = l0_out13_s5;
+      \$2660  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1376  = l0_out14_s4;
+    \$2661  = kind_s7;
     if (en) begin
-      \$1376  = l0_out14_s3;
+      \$2661  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1377  = l0_out14_s5;
+    \$2662  = kind_s8;
     if (en) begin
-      \$1377  = l0_out14_s4;
+      \$2662  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1378  = l0_out14_s6;
+    \$2663  = kind_s9;
     if (en) begin
-      \$1378  = l0_out14_s5;
+      \$2663  = kind_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1379  = l0_out15_s4;
+    \$2664  = kind_s10;
     if (en) begin
-      \$1379  = l0_out15_s3;
+      \$2664  = kind_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1380  = l0_out15_s5;
+    \$2665  = kind_s11;
     if (en) begin
-      \$1380  = l0_out15_s4;
+      \$2665  = kind_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1381  = l0_out15_s6;
+    \$2666  = err0_s12;
     if (en) begin
-      \$1381  = l0_out15_s5;
+      \$2666  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1382  = \t$438 ;
+    \$2667  = l0_out0_s5;
     if (en) begin
-      \$1382  = { \t$436 [34], \t$436 [34], \t$436 [34], \t$436 [34], \t$436 [34], \t$436  };
+      \$2667  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1383  = l0_out0_s7;
+    \$2668  = l0_out0_s6;
     if (en) begin
-      \$1383  = l0_out0_s6;
+      \$2668  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1384  = l0_err0_s8;
+    \$2669  = l0_out0_s7;
     if (en) begin
-      \$1384  = \$1162 ;
+      \$2669  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1385  = \t$446 ;
+    \$2670  = l0_out0_s8;
     if (en) begin
-      \$1385  = { \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444  };
+      \$2670  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1386  = l0_out1_s7;
+    \$2671  = l0_out0_s9;
     if (en) begin
-      \$1386  = l0_out1_s6;
+      \$2671  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1387  = l0_err1_s8;
+    \$2672  = l0_out0_s10;
     if (en) begin
-      \$1387  = \$1164 ;
+      \$2672  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1388  = \t$454 ;
+    \$2673  = l0_out0_s11;
     if (en) begin
-      \$1388  = { \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452  };
+      \$2673  = l0_out0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1389  = l0_out2_s7;
+    \$2674  = l0_out0_s12;
     if (en) begin
-      \$1389  = l0_out2_s6;
+      \$2674  = l0_out0_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1390  = l0_err2_s8;
+    \$2675  = l0_out1_s5;
     if (en) begin
-      \$1390  = \$1166 ;
+      \$2675  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1391  = \t$462 ;
+    \$2676  = l0_out1_s6;
     if (en) begin
-      \$1391  = { \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460  };
+      \$2676  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1392  = l0_out3_s7;
+    \$2677  = l0_out1_s7;
     if (en) begin
-      \$1392  = l0_out3_s6;
+      \$2677  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1393  = l0_err3_s8;
+    \$2678  = l0_out1_s8;
     if (en) begin
-      \$1393  = \$1168 ;
+      \$2678  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1394  = \t$470 ;
+    \$2679  = l0_out1_s9;
     if (en) begin
-      \$1394  = { \t$468 [34], \t$468 [34], \t$468 [34], \t$468 [34], \t$468 [34], \t$468  };
+      \$2679  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1395  = l0_out4_s7;
+    \$2680  = l0_out1_s10;
     if (en) begin
-      \$1395  = l0_out4_s6;
+      \$2680  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1396  = l0_err4_s8;
+    \$2681  = l0_out1_s11;
     if (en) begin
-      \$1396  = \$1170 ;
+      \$2681  = l0_out1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1397  = \t$478 ;
+    \$2682  = l0_out1_s12;
     if (en) begin
-      \$1397  = { \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476  };
+      \$2682  = l0_out1_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1398  = l0_out5_s7;
+    \$2683  = l0_out2_s5;
     if (en) begin
-      \$1398  = l0_out5_s6;
+      \$2683  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1399  = l0_err5_s8;
+    \$2684  = l0_out2_s6;
     if (en) begin
-      \$1399  = \$1172 ;
+      \$2684  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1400  = \t$486 ;
+    \$2685  = l0_out2_s7;
     if (en) begin
-      \$1400  = { \t$484 [34], \t$484 [34], \t$484 [34], \t$484 [34], \t$484 [34], \t$484  };
+      \$2685  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1401  = l0_out6_s7;
+    \$2686  = l0_out2_s8;
     if (en) begin
-      \$1401  = l0_out6_s6;
+      \$2686  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1402  = l0_err6_s8;
+    \$2687  = l0_out2_s9;
     if (en) begin
-      \$1402  = \$1174 ;
+      \$2687  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1403  = \t$494 ;
+    \$2688  = l0_out2_s10;
     if (en) begin
-      \$1403  = { \t$492 [34], \t$492 [34], \t$492 [34], \t$492 [34], \t$492 [34], \t$492  };
+      \$2688  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1404  = l0_out7_s7;
+    \$2689  = l0_out2_s11;
     if (en) begin
-      \$1404  = l0_out7_s6;
+      \$2689  = l0_out2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1405  = l0_err7_s8;
+    \$2690  = l0_out2_s12;
     if (en) begin
-      \$1405  = \$1176 ;
+      \$2690  = l0_out2_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1406  = \t$502 ;
+    \$2691  = l0_out3_s5;
     if (en) begin
-      \$1406  = { \t$500 [34], \t$500 [34], \t$500 [34], \t$500 [34], \t$500 [34], \t$500  };
+      \$2691  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1407  = l0_out8_s7;
+    \$2692  = l0_out3_s6;
     if (en) begin
-      \$1407  = l0_out8_s6;
+      \$2692  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1408  = l0_err8_s8;
+    \$2693  = l0_out3_s7;
     if (en) begin
-      \$1408  = \$1178 ;
+      \$2693  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1409  = \t$510 ;
+    \$2694  = l0_out3_s8;
     if (en) begin
-      \$1409  = { \t$508 [34], \t$508 [34], \t$508 [34], \t$508 [34], \t$508 [34], \t$508  };
+      \$2694  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1410  = l0_out9_s7;
+    \$2695  = l0_out3_s9;
     if (en) begin
-      \$1410  = l0_out9_s6;
+      \$2695  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1411  = l0_err9_s8;
+    \$2696  = l0_out3_s10;
     if (en) begin
-      \$1411  = \$1180 ;
+      \$2696  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1412  = \t$518 ;
+    \$2697  = l0_out3_s11;
     if (en) begin
-      \$1412  = { \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516  };
+      \$2697  = l0_out3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1413  = l0_out10_s7;
+    \$2698  = l0_out3_s12;
     if (en) begin
-      \$1413  = l0_out10_s6;
+      \$2698  = l0_out3_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1414  = l0_err10_s8;
+    \$2699  = l0_out4_s5;
     if (en) begin
-      \$1414  = \$1182 ;
+      \$2699  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1415  = \t$526 ;
+    \$2700  = l0_out4_s6;
     if (en) begin
-      \$1415  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524  };
+      \$2700  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1416  = l0_out11_s7;
+    \$2701  = l0_out4_s7;
     if (en) begin
-      \$1416  = l0_out11_s6;
+      \$2701  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1417  = l0_err11_s8;
+    \$2702  = l0_out4_s8;
     if (en) begin
-      \$1417  = \$1184 ;
+      \$2702  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1418  = \t$534 ;
+    \$2703  = l0_out4_s9;
     if (en) begin
-      \$1418  = { \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532  };
+      \$2703  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1419  = l0_out12_s7;
+    \$2704  = l0_out4_s10;
     if (en) begin
-      \$1419  = l0_out12_s6;
+      \$2704  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1420  = l0_err12_s8;
+    \$2705  = l0_out4_s11;
     if (en) begin
-      \$1420  = \$1186 ;
+      \$2705  = l0_out4_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1421  = \t$542 ;
+    \$2706  = l0_out4_s12;
     if (en) begin
-      \$1421  = { \t$540 [34], \t$540 [34], \t$540 [34], \t$540 [34], \t$540 [34], \t$540  };
+      \$2706  = l0_out4_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1422  = l0_out13_s7;
+    \$2707  = l0_out5_s5;
     if (en) begin
-      \$1422  = l0_out13_s6;
+      \$2707  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1423  = l0_err13_s8;
+    \$2708  = l0_out5_s6;
     if (en) begin
-      \$1423  = \$1188 ;
+      \$2708  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1424  = \t$550 ;
+    \$2709  = l0_out5_s7;
     if (en) begin
-      \$1424  = { \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548  };
+      \$2709  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1425  = l0_out14_s7;
+    \$2710  = l0_out5_s8;
     if (en) begin
-      \$1425  = l0_out14_s6;
+      \$2710  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1426  = l0_err14_s8;
+    \$2711  = l0_out5_s9;
     if (en) begin
-      \$1426  = \$1190 ;
+      \$2711  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1427  = \t$558 ;
+    \$2712  = l0_out5_s10;
     if (en) begin
-      \$1427  = { \t$556 [34], \t$556 [34], \t$556 [34], \t$556 [34], \t$556 [34], \t$556  };
+      \$2712  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1428  = l0_out15_s7;
+    \$2713  = l0_out5_s11;
     if (en) begin
-      \$1428  = l0_out15_s6;
+      \$2713  = l0_out5_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1429  = l0_err15_s8;
+    \$2714  = l0_out5_s12;
     if (en) begin
-      \$1429  = \$1192 ;
+      \$2714  = l0_out5_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1430  = x0_s2;
+    \$2715  = l0_out6_s5;
     if (en) begin
-      \$1430  = x0_s1;
+      \$2715  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1431  = x0_s3;
+    \$2716  = l0_out6_s6;
     if (en) begin
-      \$1431  = x0_s2;
+      \$2716  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1432  = x0_s4;
+    \$2717  = l0_out6_s7;
     if (en) begin
-      \$1432  = x0_s3;
+      \$2717  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1433  = x0_s5;
+    \$2718  = l0_out6_s8;
     if (en) begin
-      \$1433  = x0_s4;
+      \$2718  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1434  = x0_s6;
+    \$2719  = l0_out6_s9;
     if (en) begin
-      \$1434  = x0_s5;
+      \$2719  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1435  = x0_s7;
+    \$2720  = l0_out6_s10;
     if (en) begin
-      \$1435  = x0_s6;
+      \$2720  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1436  = x0_s8;
+    \$2721  = l0_out6_s11;
     if (en) begin
-      \$1436  = x0_s7;
+      \$2721  = l0_out6_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2722  = l0_out6_s12;
+    if (en) begin
+      \$2722  = l0_out6_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2723  = l0_out7_s5;
+    if (en) begin
+      \$2723  = l0_out7_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2724  = l0_out7_s6;
+    if (en) begin
+      \$2724  = l0_out7_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2725  = l0_out7_s7;
+    if (en) begin
+      \$2725  = l0_out7_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2726  = l0_out7_s8;
+    if (en) begin
+      \$2726  = l0_out7_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2727  = l0_out7_s9;
+    if (en) begin
+      \$2727  = l0_out7_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2728  = l0_out7_s10;
+    if (en) begin
+      \$2728  = l0_out7_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2729  = l0_out7_s11;
+    if (en) begin
+      \$2729  = l0_out7_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2730  = l0_out7_s12;
+    if (en) begin
+      \$2730  = l0_out7_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2731  = l0_out8_s5;
+    if (en) begin
+      \$2731  = l0_out8_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2732  = l0_out8_s6;
+    if (en) begin
+      \$2732  = l0_out8_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2733  = l0_out8_s7;
+    if (en) begin
+      \$2733  = l0_out8_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2734  = l0_out8_s8;
+    if (en) begin
+      \$2734  = l0_out8_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2735  = l0_out8_s9;
+    if (en) begin
+      \$2735  = l0_out8_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2736  = l0_out8_s10;
+    if (en) begin
+      \$2736  = l0_out8_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2737  = l0_out8_s11;
+    if (en) begin
+      \$2737  = l0_out8_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2738  = l0_out8_s12;
+    if (en) begin
+      \$2738  = l0_out8_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2739  = l0_out9_s5;
+    if (en) begin
+      \$2739  = l0_out9_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2740  = l0_out9_s6;
+    if (en) begin
+      \$2740  = l0_out9_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2741  = l0_out9_s7;
+    if (en) begin
+      \$2741  = l0_out9_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2742  = l0_out9_s8;
+    if (en) begin
+      \$2742  = l0_out9_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2743  = l0_out9_s9;
+    if (en) begin
+      \$2743  = l0_out9_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2744  = l0_out9_s10;
+    if (en) begin
+      \$2744  = l0_out9_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2745  = l0_out9_s11;
+    if (en) begin
+      \$2745  = l0_out9_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2746  = l0_out9_s12;
+    if (en) begin
+      \$2746  = l0_out9_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2747  = l0_out10_s5;
+    if (en) begin
+      \$2747  = l0_out10_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2748  = l0_out10_s6;
+    if (en) begin
+      \$2748  = l0_out10_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2749  = l0_out10_s7;
+    if (en) begin
+      \$2749  = l0_out10_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2750  = l0_out10_s8;
+    if (en) begin
+      \$2750  = l0_out10_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2751  = l0_out10_s9;
+    if (en) begin
+      \$2751  = l0_out10_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2752  = l0_out10_s10;
+    if (en) begin
+      \$2752  = l0_out10_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2753  = l0_out10_s11;
+    if (en) begin
+      \$2753  = l0_out10_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2754  = l0_out10_s12;
+    if (en) begin
+      \$2754  = l0_out10_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2755  = l0_out11_s5;
+    if (en) begin
+      \$2755  = l0_out11_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2756  = l0_out11_s6;
+    if (en) begin
+      \$2756  = l0_out11_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2757  = l0_out11_s7;
+    if (en) begin
+      \$2757  = l0_out11_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2758  = l0_out11_s8;
+    if (en) begin
+      \$2758  = l0_out11_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2759  = l0_out11_s9;
+    if (en) begin
+      \$2759  = l0_out11_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2760  = l0_out11_s10;
+    if (en) begin
+      \$2760  = l0_out11_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2761  = l0_out11_s11;
+    if (en) begin
+      \$2761  = l0_out11_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2762  = l0_out11_s12;
+    if (en) begin
+      \$2762  = l0_out11_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2763  = l0_out12_s5;
+    if (en) begin
+      \$2763  = l0_out12_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2764  = l0_out12_s6;
+    if (en) begin
+      \$2764  = l0_out12_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2765  = l0_out12_s7;
+    if (en) begin
+      \$2765  = l0_out12_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2766  = l0_out12_s8;
+    if (en) begin
+      \$2766  = l0_out12_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2767  = l0_out12_s9;
+    if (en) begin
+      \$2767  = l0_out12_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2768  = l0_out12_s10;
+    if (en) begin
+      \$2768  = l0_out12_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2769  = l0_out12_s11;
+    if (en) begin
+      \$2769  = l0_out12_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2770  = l0_out12_s12;
+    if (en) begin
+      \$2770  = l0_out12_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2771  = l0_out13_s5;
+    if (en) begin
+      \$2771  = l0_out13_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2772  = l0_out13_s6;
+    if (en) begin
+      \$2772  = l0_out13_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2773  = l0_out13_s7;
+    if (en) begin
+      \$2773  = l0_out13_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2774  = l0_out13_s8;
+    if (en) begin
+      \$2774  = l0_out13_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2775  = l0_out13_s9;
+    if (en) begin
+      \$2775  = l0_out13_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2776  = l0_out13_s10;
+    if (en) begin
+      \$2776  = l0_out13_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2777  = l0_out13_s11;
+    if (en) begin
+      \$2777  = l0_out13_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2778  = l0_out13_s12;
+    if (en) begin
+      \$2778  = l0_out13_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2779  = l0_out14_s5;
+    if (en) begin
+      \$2779  = l0_out14_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2780  = l0_out14_s6;
+    if (en) begin
+      \$2780  = l0_out14_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2781  = l0_out14_s7;
+    if (en) begin
+      \$2781  = l0_out14_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2782  = l0_out14_s8;
+    if (en) begin
+      \$2782  = l0_out14_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2783  = l0_out14_s9;
+    if (en) begin
+      \$2783  = l0_out14_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2784  = l0_out14_s10;
+    if (en) begin
+      \$2784  = l0_out14_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2785  = l0_out14_s11;
+    if (en) begin
+      \$2785  = l0_out14_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2786  = l0_out14_s12;
+    if (en) begin
+      \$2786  = l0_out14_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2787  = l0_out15_s5;
+    if (en) begin
+      \$2787  = l0_out15_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2788  = l0_out15_s6;
+    if (en) begin
+      \$2788  = l0_out15_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2789  = l0_out15_s7;
+    if (en) begin
+      \$2789  = l0_out15_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2790  = l0_out15_s8;
+    if (en) begin
+      \$2790  = l0_out15_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2791  = l0_out15_s9;
+    if (en) begin
+      \$2791  = l0_out15_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2792  = l0_out15_s10;
+    if (en) begin
+      \$2792  = l0_out15_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2793  = l0_out15_s11;
+    if (en) begin
+      \$2793  = l0_out15_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2794  = l0_out15_s12;
+    if (en) begin
+      \$2794  = l0_out15_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2795  = l1_dw0_0_raw_s13;
+    if (en) begin
+      \$2795  = \$2390 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2796  = l1_dw0_0_s14;
+    if (en) begin
+      \$2796  = \t$292 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2797  = l1_dw0_1_raw_s13;
+    if (en) begin
+      \$2797  = \$2391 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2798  = l1_dw0_1_s14;
+    if (en) begin
+      \$2798  = \t$298 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2799  = l1_dw0_2_raw_s13;
+    if (en) begin
+      \$2799  = \$2392 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2800  = l1_dw0_2_s14;
+    if (en) begin
+      \$2800  = \t$304 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2801  = l1_dw0_3_raw_s13;
+    if (en) begin
+      \$2801  = \$2393 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2802  = l1_dw0_3_s14;
+    if (en) begin
+      \$2802  = \t$310 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2803  = l1_dw0_4_raw_s13;
+    if (en) begin
+      \$2803  = \$2394 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2804  = l1_dw0_4_s14;
+    if (en) begin
+      \$2804  = \t$316 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2805  = l1_dw0_5_raw_s13;
+    if (en) begin
+      \$2805  = \$2395 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2806  = l1_dw0_5_s14;
+    if (en) begin
+      \$2806  = \t$322 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2807  = l1_dw0_6_raw_s13;
+    if (en) begin
+      \$2807  = \$2396 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2808  = l1_dw0_6_s14;
+    if (en) begin
+      \$2808  = \t$328 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2809  = l1_dw0_7_raw_s13;
+    if (en) begin
+      \$2809  = \$2397 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2810  = l1_dw0_7_s14;
+    if (en) begin
+      \$2810  = \t$334 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2811  = l1_dw0_8_raw_s13;
+    if (en) begin
+      \$2811  = \$2398 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2812  = l1_dw0_8_s14;
+    if (en) begin
+      \$2812  = \t$340 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2813  = l1_dw0_9_raw_s13;
+    if (en) begin
+      \$2813  = \$2399 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2814  = l1_dw0_9_s14;
+    if (en) begin
+      \$2814  = \t$346 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2815  = l1_dw0_10_raw_s13;
+    if (en) begin
+      \$2815  = \$2400 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2816  = l1_dw0_10_s14;
+    if (en) begin
+      \$2816  = \t$352 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2817  = l1_dw0_11_raw_s13;
+    if (en) begin
+      \$2817  = \$2401 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2818  = l1_dw0_11_s14;
+    if (en) begin
+      \$2818  = \t$358 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2819  = l1_dw0_12_raw_s13;
+    if (en) begin
+      \$2819  = \$2402 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2820  = l1_dw0_12_s14;
+    if (en) begin
+      \$2820  = \t$364 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2821  = l1_dw0_13_raw_s13;
+    if (en) begin
+      \$2821  = \$2403 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2822  = l1_dw0_13_s14;
+    if (en) begin
+      \$2822  = \t$370 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2823  = l1_dw0_14_raw_s13;
+    if (en) begin
+      \$2823  = \$2404 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2824  = l1_dw0_14_s14;
+    if (en) begin
+      \$2824  = \t$376 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2825  = l1_dw0_15_raw_s13;
+    if (en) begin
+      \$2825  = \$2405 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2826  = l1_dw0_15_s14;
+    if (en) begin
+      \$2826  = \t$382 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2827  = l1_db0_s13;
+    if (en) begin
+      \$2827  = \t$388 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2828  = l1_db0_s14;
+    if (en) begin
+      \$2828  = l1_db0_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2829  = l1_bprod0_0_raw_s13;
+    if (en) begin
+      \$2829  = \$2406 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2830  = l0_out0_s13;
+    if (en) begin
+      \$2830  = l0_out0_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2831  = l0_err0_s14;
+    if (en) begin
+      \$2831  = \$2408 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2832  = l1_bprod1_0_raw_s13;
+    if (en) begin
+      \$2832  = \$2409 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2833  = l0_out1_s13;
+    if (en) begin
+      \$2833  = l0_out1_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2834  = l0_err1_s14;
+    if (en) begin
+      \$2834  = \$2411 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2835  = l1_bprod2_0_raw_s13;
+    if (en) begin
+      \$2835  = \$2412 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2836  = l0_out2_s13;
+    if (en) begin
+      \$2836  = l0_out2_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2837  = l0_err2_s14;
+    if (en) begin
+      \$2837  = \$2414 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2838  = l1_bprod3_0_raw_s13;
+    if (en) begin
+      \$2838  = \$2415 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2839  = l0_out3_s13;
+    if (en) begin
+      \$2839  = l0_out3_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2840  = l0_err3_s14;
+    if (en) begin
+      \$2840  = \$2417 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2841  = l1_bprod4_0_raw_s13;
+    if (en) begin
+      \$2841  = \$2418 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2842  = l0_out4_s13;
+    if (en) begin
+      \$2842  = l0_out4_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2843  = l0_err4_s14;
+    if (en) begin
+      \$2843  = \$2420 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2844  = l1_bprod5_0_raw_s13;
+    if (en) begin
+      \$2844  = \$2421 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2845  = l0_out5_s13;
+    if (en) begin
+      \$2845  = l0_out5_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2846  = l0_err5_s14;
+    if (en) begin
+      \$2846  = \$2423 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2847  = l1_bprod6_0_raw_s13;
+    if (en) begin
+      \$2847  = \$2424 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2848  = l0_out6_s13;
+    if (en) begin
+      \$2848  = l0_out6_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2849  = l0_err6_s14;
+    if (en) begin
+      \$2849  = \$2426 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2850  = l1_bprod7_0_raw_s13;
+    if (en) begin
+      \$2850  = \$2427 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2851  = l0_out7_s13;
+    if (en) begin
+      \$2851  = l0_out7_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2852  = l0_err7_s14;
+    if (en) begin
+      \$2852  = \$2429 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2853  = l1_bprod8_0_raw_s13;
+    if (en) begin
+      \$2853  = \$2430 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2854  = l0_out8_s13;
+    if (en) begin
+      \$2854  = l0_out8_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2855  = l0_err8_s14;
+    if (en) begin
+      \$2855  = \$2432 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2856  = l1_bprod9_0_raw_s13;
+    if (en) begin
+      \$2856  = \$2433 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2857  = l0_out9_s13;
+    if (en) begin
+      \$2857  = l0_out9_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2858  = l0_err9_s14;
+    if (en) begin
+      \$2858  = \$2435 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2859  = l1_bprod10_0_raw_s13;
+    if (en) begin
+      \$2859  = \$2436 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2860  = l0_out10_s13;
+    if (en) begin
+      \$2860  = l0_out10_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2861  = l0_err10_s14;
+    if (en) begin
+      \$2861  = \$2438 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2862  = l1_bprod11_0_raw_s13;
+    if (en) begin
+      \$2862  = \$2439 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2863  = l0_out11_s13;
+    if (en) begin
+      \$2863  = l0_out11_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2864  = l0_err11_s14;
+    if (en) begin
+      \$2864  = \$2441 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2865  = l1_bprod12_0_raw_s13;
+    if (en) begin
+      \$2865  = \$2442 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2866  = l0_out12_s13;
+    if (en) begin
+      \$2866  = l0_out12_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2867  = l0_err12_s14;
+    if (en) begin
+      \$2867  = \$2444 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2868  = l1_bprod13_0_raw_s13;
+    if (en) begin
+      \$2868  = \$2445 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2869  = l0_out13_s13;
+    if (en) begin
+      \$2869  = l0_out13_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2870  = l0_err13_s14;
+    if (en) begin
+      \$2870  = \$2447 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2871  = l1_bprod14_0_raw_s13;
+    if (en) begin
+      \$2871  = \$2448 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2872  = l0_out14_s13;
+    if (en) begin
+      \$2872  = l0_out14_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2873  = l0_err14_s14;
+    if (en) begin
+      \$2873  = \$2450 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2874  = l1_bprod15_0_raw_s13;
+    if (en) begin
+      \$2874  = \$2451 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2875  = l0_out15_s13;
+    if (en) begin
+      \$2875  = l0_out15_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2876  = l0_err15_s14;
+    if (en) begin
+      \$2876  = \$2453 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2877  = x0_s2;
+    if (en) begin
+      \$2877  = x0_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2878  = x0_s3;
+    if (en) begin
+      \$2878  = x0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2879  = x0_s4;
+    if (en) begin
+      \$2879  = x0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2880  = x0_s5;
+    if (en) begin
+      \$2880  = x0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2881  = x0_s6;
+    if (en) begin
+      \$2881  = x0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2882  = x0_s7;
+    if (en) begin
+      \$2882  = x0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2883  = x0_s8;
+    if (en) begin
+      \$2883  = x0_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2884  = x0_s9;
+    if (en) begin
+      \$2884  = x0_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2885  = x0_s10;
+    if (en) begin
+      \$2885  = x0_s9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2886  = x0_s11;
+    if (en) begin
+      \$2886  = x0_s10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2887  = x0_s12;
+    if (en) begin
+      \$2887  = x0_s11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2888  = x0_s13;
+    if (en) begin
+      \$2888  = x0_s12;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2889  = x0_s14;
+    if (en) begin
+      \$2889  = x0_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2890  = l0_dw0_0_raw_s15;
+    if (en) begin
+      \$2890  = \$2454 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2891  = l0_dw0_0_s16;
+    if (en) begin
+      \$2891  = \t$538 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2892  = l0_dw1_0_raw_s15;
+    if (en) begin
+      \$2892  = \$2455 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2893  = l0_dw1_0_s16;
+    if (en) begin
+      \$2893  = \t$544 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2894  = l0_dw2_0_raw_s15;
+    if (en) begin
+      \$2894  = \$2456 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2895  = l0_dw2_0_s16;
+    if (en) begin
+      \$2895  = \t$550 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2896  = l0_dw3_0_raw_s15;
+    if (en) begin
+      \$2896  = \$2457 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2897  = l0_dw3_0_s16;
+    if (en) begin
+      \$2897  = \t$556 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2898  = l0_dw4_0_raw_s15;
+    if (en) begin
+      \$2898  = \$2458 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2899  = l0_dw4_0_s16;
+    if (en) begin
+      \$2899  = \t$562 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2900  = l0_dw5_0_raw_s15;
+    if (en) begin
+      \$2900  = \$2459 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2901  = l0_dw5_0_s16;
+    if (en) begin
+      \$2901  = \t$568 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2902  = l0_dw6_0_raw_s15;
+    if (en) begin
+      \$2902  = \$2460 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2903  = l0_dw6_0_s16;
+    if (en) begin
+      \$2903  = \t$574 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2904  = l0_dw7_0_raw_s15;
+    if (en) begin
+      \$2904  = \$2461 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2905  = l0_dw7_0_s16;
+    if (en) begin
+      \$2905  = \t$580 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2906  = l0_dw8_0_raw_s15;
+    if (en) begin
+      \$2906  = \$2462 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2907  = l0_dw8_0_s16;
+    if (en) begin
+      \$2907  = \t$586 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2908  = l0_dw9_0_raw_s15;
+    if (en) begin
+      \$2908  = \$2463 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2909  = l0_dw9_0_s16;
+    if (en) begin
+      \$2909  = \t$592 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2910  = l0_dw10_0_raw_s15;
+    if (en) begin
+      \$2910  = \$2464 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2911  = l0_dw10_0_s16;
+    if (en) begin
+      \$2911  = \t$598 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2912  = l0_dw11_0_raw_s15;
+    if (en) begin
+      \$2912  = \$2465 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2913  = l0_dw11_0_s16;
+    if (en) begin
+      \$2913  = \t$604 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2914  = l0_dw12_0_raw_s15;
+    if (en) begin
+      \$2914  = \$2466 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2915  = l0_dw12_0_s16;
+    if (en) begin
+      \$2915  = \t$610 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2916  = l0_dw13_0_raw_s15;
+    if (en) begin
+      \$2916  = \$2467 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2917  = l0_dw13_0_s16;
+    if (en) begin
+      \$2917  = \t$616 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2918  = l0_dw14_0_raw_s15;
+    if (en) begin
+      \$2918  = \$2468 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2919  = l0_dw14_0_s16;
+    if (en) begin
+      \$2919  = \t$622 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2920  = l0_dw15_0_raw_s15;
+    if (en) begin
+      \$2920  = \$2469 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2921  = l0_dw15_0_s16;
+    if (en) begin
+      \$2921  = \t$628 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2922  = l0_db0_s15;
+    if (en) begin
+      \$2922  = \t$634 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2923  = l0_db0_s16;
+    if (en) begin
+      \$2923  = l0_db0_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2924  = l0_db1_s15;
+    if (en) begin
+      \$2924  = \t$640 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2925  = l0_db1_s16;
+    if (en) begin
+      \$2925  = l0_db1_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2926  = l0_db2_s15;
+    if (en) begin
+      \$2926  = \t$646 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2927  = l0_db2_s16;
+    if (en) begin
+      \$2927  = l0_db2_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2928  = l0_db3_s15;
+    if (en) begin
+      \$2928  = \t$652 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2929  = l0_db3_s16;
+    if (en) begin
+      \$2929  = l0_db3_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2930  = l0_db4_s15;
+    if (en) begin
+      \$2930  = \t$658 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2931  = l0_db4_s16;
+    if (en) begin
+      \$2931  = l0_db4_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2932  = l0_db5_s15;
+    if (en) begin
+      \$2932  = \t$664 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2933  = l0_db5_s16;
+    if (en) begin
+      \$2933  = l0_db5_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2934  = l0_db6_s15;
+    if (en) begin
+      \$2934  = \t$670 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2935  = l0_db6_s16;
+    if (en) begin
+      \$2935  = l0_db6_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2936  = l0_db7_s15;
+    if (en) begin
+      \$2936  = \t$676 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2937  = l0_db7_s16;
+    if (en) begin
+      \$2937  = l0_db7_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2938  = l0_db8_s15;
+    if (en) begin
+      \$2938  = \t$682 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2939  = l0_db8_s16;
+    if (en) begin
+      \$2939  = l0_db8_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2940  = l0_db9_s15;
+    if (en) begin
+      \$2940  = \t$688 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2941  = l0_db9_s16;
+    if (en) begin
+      \$2941  = l0_db9_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2942  = l0_db10_s15;
+    if (en) begin
+      \$2942  = \t$694 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2943  = l0_db10_s16;
+    if (en) begin
+      \$2943  = l0_db10_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2944  = l0_db11_s15;
+    if (en) begin
+      \$2944  = \t$700 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2945  = l0_db11_s16;
+    if (en) begin
+      \$2945  = l0_db11_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2946  = l0_db12_s15;
+    if (en) begin
+      \$2946  = \t$706 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2947  = l0_db12_s16;
+    if (en) begin
+      \$2947  = l0_db12_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2948  = l0_db13_s15;
+    if (en) begin
+      \$2948  = \t$712 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2949  = l0_db13_s16;
+    if (en) begin
+      \$2949  = l0_db13_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2950  = l0_db14_s15;
+    if (en) begin
+      \$2950  = \t$718 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2951  = l0_db14_s16;
+    if (en) begin
+      \$2951  = l0_db14_s15;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2952  = l0_db15_s15;
+    if (en) begin
+      \$2952  = \t$724 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2953  = l0_db15_s16;
+    if (en) begin
+      \$2953  = l0_db15_s15;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
-  assign \t$21  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
-  assign \t$25  = \t$22 [39:0];
-  assign \t$31  = { \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29 [30], \t$29  };
-  assign \t$35  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
-  assign \t$39  = \t$36 [39:0];
-  assign \t$45  = { \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43 [30], \t$43  };
-  assign \t$49  = { \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48 [34], \t$48  };
-  assign \t$53  = \t$50 [39:0];
-  assign \t$59  = { \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57 [30], \t$57  };
-  assign \t$63  = { \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62 [34], \t$62  };
-  assign \t$67  = \t$64 [39:0];
-  assign \t$73  = { \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71 [30], \t$71  };
-  assign \t$77  = { \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76 [34], \t$76  };
-  assign \t$81  = \t$78 [39:0];
-  assign \t$87  = { \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85 [30], \t$85  };
-  assign \t$91  = { \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90 [34], \t$90  };
-  assign \t$95  = \t$92 [39:0];
-  assign \t$101  = { \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99 [30], \t$99  };
-  assign \t$105  = { \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104 [34], \t$104  };
-  assign \t$109  = \t$106 [39:0];
-  assign \t$115  = { \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113 [30], \t$113  };
-  assign \t$119  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
-  assign \t$123  = \t$120 [39:0];
-  assign \t$129  = { \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127 [30], \t$127  };
-  assign \t$133  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
-  assign \t$137  = \t$134 [39:0];
-  assign \t$143  = { \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141 [30], \t$141  };
-  assign \t$147  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
-  assign \t$151  = \t$148 [39:0];
-  assign \t$157  = { \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155 [30], \t$155  };
-  assign \t$161  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
-  assign \t$165  = \t$162 [39:0];
-  assign \t$171  = { \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169 [30], \t$169  };
-  assign \t$175  = { \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174 [34], \t$174  };
-  assign \t$179  = \t$176 [39:0];
+  assign \t$19  = { \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17  };
+  assign \t$20  = l0_sum0_t0_0_s3[39:0];
+  assign \t$29  = { \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27  };
+  assign \t$32  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
+  assign \t$33  = l0_sum1_t0_0_s3[39:0];
+  assign \t$42  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
+  assign \t$45  = { \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43  };
+  assign \t$46  = l0_sum2_t0_0_s3[39:0];
+  assign \t$55  = { \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53  };
+  assign \t$58  = { \t$56 [34], \t$56 [34], \t$56 [34], \t$56 [34], \t$56 [34], \t$56  };
+  assign \t$59  = l0_sum3_t0_0_s3[39:0];
+  assign \t$68  = { \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66  };
+  assign \t$71  = { \t$69 [34], \t$69 [34], \t$69 [34], \t$69 [34], \t$69 [34], \t$69  };
+  assign \t$72  = l0_sum4_t0_0_s3[39:0];
+  assign \t$81  = { \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79  };
+  assign \t$84  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
+  assign \t$85  = l0_sum5_t0_0_s3[39:0];
+  assign \t$94  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+  assign \t$97  = { \t$95 [34], \t$95 [34], \t$95 [34], \t$95 [34], \t$95 [34], \t$95  };
+  assign \t$98  = l0_sum6_t0_0_s3[39:0];
+  assign \t$107  = { \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105  };
+  assign \t$110  = { \t$108 [34], \t$108 [34], \t$108 [34], \t$108 [34], \t$108 [34], \t$108  };
+  assign \t$111  = l0_sum7_t0_0_s3[39:0];
+  assign \t$120  = { \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118  };
+  assign \t$123  = { \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121  };
+  assign \t$124  = l0_sum8_t0_0_s3[39:0];
+  assign \t$133  = { \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131  };
+  assign \t$136  = { \t$134 [34], \t$134 [34], \t$134 [34], \t$134 [34], \t$134 [34], \t$134  };
+  assign \t$137  = l0_sum9_t0_0_s3[39:0];
+  assign \t$146  = { \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144  };
+  assign \t$149  = { \t$147 [34], \t$147 [34], \t$147 [34], \t$147 [34], \t$147 [34], \t$147  };
+  assign \t$150  = l0_sum10_t0_0_s3[39:0];
+  assign \t$159  = { \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157  };
+  assign \t$162  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
+  assign \t$163  = l0_sum11_t0_0_s3[39:0];
+  assign \t$172  = { \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170  };
+  assign \t$175  = { \t$173 [34], \t$173 [34], \t$173 [34], \t$173 [34], \t$173 [34], \t$173  };
+  assign \t$176  = l0_sum12_t0_0_s3[39:0];
   assign \t$185  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
-  assign \t$189  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
-  assign \t$193  = \t$190 [39:0];
-  assign \t$199  = { \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197 [30], \t$197  };
-  assign \t$203  = { \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202 [34], \t$202  };
-  assign \t$207  = \t$204 [39:0];
-  assign \t$213  = { \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211 [30], \t$211  };
-  assign \t$217  = { \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216 [34], \t$216  };
-  assign \t$221  = \t$218 [39:0];
-  assign \t$227  = { \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225 [30], \t$225  };
-  assign \t$231  = { \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230 [34], \t$230  };
-  assign \t$235  = \t$232 [39:0];
-  assign \t$241  = { \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239 [30], \t$239  };
-  assign \t$246  = { \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245 [34], \t$245  };
-  assign \t$251  = { \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250 [34], \t$250  };
-  assign \t$256  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
-  assign \t$261  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
-  assign \t$266  = { \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265 [34], \t$265  };
-  assign \t$271  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
-  assign \t$276  = { \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275 [34], \t$275  };
-  assign \t$281  = { \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280 [34], \t$280  };
-  assign \t$286  = { \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285 [34], \t$285  };
-  assign \t$291  = { \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290 [34], \t$290  };
-  assign \t$296  = { \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295 [34], \t$295  };
-  assign \t$301  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
-  assign \t$306  = { \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305 [34], \t$305  };
-  assign \t$311  = { \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310 [34], \t$310  };
-  assign \t$316  = { \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315 [34], \t$315  };
-  assign \t$321  = { \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320 [34], \t$320  };
-  assign \t$340  = \t$322 [39:0];
-  assign \t$437  = { \t$436 [34], \t$436 [34], \t$436 [34], \t$436 [34], \t$436 [34], \t$436  };
-  assign l1_bprod0_0_s7 = \t$438 ;
-  assign \t$445  = { \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444 [34], \t$444  };
-  assign l1_bprod1_0_s7 = \t$446 ;
-  assign \t$453  = { \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452  };
-  assign l1_bprod2_0_s7 = \t$454 ;
-  assign \t$461  = { \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460 [34], \t$460  };
-  assign l1_bprod3_0_s7 = \t$462 ;
-  assign \t$469  = { \t$468 [34], \t$468 [34], \t$468 [34], \t$468 [34], \t$468 [34], \t$468  };
-  assign l1_bprod4_0_s7 = \t$470 ;
-  assign \t$477  = { \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476 [34], \t$476  };
-  assign l1_bprod5_0_s7 = \t$478 ;
-  assign \t$485  = { \t$484 [34], \t$484 [34], \t$484 [34], \t$484 [34], \t$484 [34], \t$484  };
-  assign l1_bprod6_0_s7 = \t$486 ;
-  assign \t$493  = { \t$492 [34], \t$492 [34], \t$492 [34], \t$492 [34], \t$492 [34], \t$492  };
-  assign l1_bprod7_0_s7 = \t$494 ;
-  assign \t$501  = { \t$500 [34], \t$500 [34], \t$500 [34], \t$500 [34], \t$500 [34], \t$500  };
-  assign l1_bprod8_0_s7 = \t$502 ;
-  assign \t$509  = { \t$508 [34], \t$508 [34], \t$508 [34], \t$508 [34], \t$508 [34], \t$508  };
-  assign l1_bprod9_0_s7 = \t$510 ;
-  assign \t$517  = { \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516 [34], \t$516  };
-  assign l1_bprod10_0_s7 = \t$518 ;
-  assign \t$525  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524  };
-  assign l1_bprod11_0_s7 = \t$526 ;
-  assign \t$533  = { \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532 [34], \t$532  };
-  assign l1_bprod12_0_s7 = \t$534 ;
-  assign \t$541  = { \t$540 [34], \t$540 [34], \t$540 [34], \t$540 [34], \t$540 [34], \t$540  };
-  assign l1_bprod13_0_s7 = \t$542 ;
-  assign \t$549  = { \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548 [34], \t$548  };
-  assign l1_bprod14_0_s7 = \t$550 ;
-  assign \t$557  = { \t$556 [34], \t$556 [34], \t$556 [34], \t$556 [34], \t$556 [34], \t$556  };
-  assign l1_bprod15_0_s7 = \t$558 ;
-  assign valid_s5 = m__valid;
+  assign \t$188  = { \t$186 [34], \t$186 [34], \t$186 [34], \t$186 [34], \t$186 [34], \t$186  };
+  assign \t$189  = l0_sum13_t0_0_s3[39:0];
+  assign \t$198  = { \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196  };
+  assign \t$201  = { \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199 [34], \t$199  };
+  assign \t$202  = l0_sum14_t0_0_s3[39:0];
+  assign \t$211  = { \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209  };
+  assign \t$214  = { \t$212 [34], \t$212 [34], \t$212 [34], \t$212 [34], \t$212 [34], \t$212  };
+  assign \t$215  = l0_sum15_t0_0_s3[39:0];
+  assign \t$224  = { \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222  };
+  assign \t$227  = { \t$225 [34], \t$225 [34], \t$225 [34], \t$225 [34], \t$225 [34], \t$225  };
+  assign \t$230  = { \t$228 [34], \t$228 [34], \t$228 [34], \t$228 [34], \t$228 [34], \t$228  };
+  assign \t$233  = { \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231 [34], \t$231  };
+  assign \t$236  = { \t$234 [34], \t$234 [34], \t$234 [34], \t$234 [34], \t$234 [34], \t$234  };
+  assign \t$239  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
+  assign \t$242  = { \t$240 [34], \t$240 [34], \t$240 [34], \t$240 [34], \t$240 [34], \t$240  };
+  assign \t$245  = { \t$243 [34], \t$243 [34], \t$243 [34], \t$243 [34], \t$243 [34], \t$243  };
+  assign \t$248  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
+  assign \t$251  = { \t$249 [34], \t$249 [34], \t$249 [34], \t$249 [34], \t$249 [34], \t$249  };
+  assign \t$254  = { \t$252 [34], \t$252 [34], \t$252 [34], \t$252 [34], \t$252 [34], \t$252  };
+  assign \t$257  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
+  assign \t$260  = { \t$258 [34], \t$258 [34], \t$258 [34], \t$258 [34], \t$258 [34], \t$258  };
+  assign \t$263  = { \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261 [34], \t$261  };
+  assign \t$266  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264  };
+  assign \t$269  = { \t$267 [34], \t$267 [34], \t$267 [34], \t$267 [34], \t$267 [34], \t$267  };
+  assign \t$272  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
+  assign \t$273  = l1_sum0_t4_0_s10[39:0];
+  assign \t$391  = { \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389  };
+  assign \t$392  = { \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389  };
+  assign \t$400  = { \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398  };
+  assign \t$401  = { \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398  };
+  assign \t$409  = { \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407  };
+  assign \t$410  = { \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407  };
+  assign \t$418  = { \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416  };
+  assign \t$419  = { \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416  };
+  assign \t$427  = { \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425  };
+  assign \t$428  = { \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425  };
+  assign \t$436  = { \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434  };
+  assign \t$437  = { \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434  };
+  assign \t$445  = { \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443  };
+  assign \t$446  = { \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443  };
+  assign \t$454  = { \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452  };
+  assign \t$455  = { \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452  };
+  assign \t$463  = { \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461  };
+  assign \t$464  = { \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461  };
+  assign \t$472  = { \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470  };
+  assign \t$473  = { \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470  };
+  assign \t$481  = { \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479  };
+  assign \t$482  = { \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479  };
+  assign \t$490  = { \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488  };
+  assign \t$491  = { \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488  };
+  assign \t$499  = { \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497  };
+  assign \t$500  = { \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497  };
+  assign \t$508  = { \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506  };
+  assign \t$509  = { \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506  };
+  assign \t$517  = { \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515  };
+  assign \t$518  = { \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515  };
+  assign \t$526  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524  };
+  assign \t$527  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524  };
+  assign valid_s11 = m__valid;
   assign execute = pc__ready;
-  assign l0_port_local = \$905 [4:0];
-  assign l1_port_local = \$916 [4:0];
+  assign l0_port_local = \$1874 [4:0];
+  assign l1_port_local = \$1885 [4:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[15:0];
   assign \s__payload.x[0]  = s__payload[15:0];
@@ -8379,163 +13716,163 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
   assign \pr__payload.data  = pr__payload;
-  assign m__payload[16] = \$186 ;
-  assign m__payload[15:0] = l1_out0_s5;
+  assign m__payload[16] = \$375 ;
+  assign m__payload[15:0] = l1_out0_s11;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
-  assign \t$20  = { \t$17 [31], \t$17 , 2'h0 };
-  assign floor = { \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39], \t$22 [39:14] };
-  assign \t$29  = { l0_b_1[15], l0_b_1, 14'h0000 };
-  assign \t$34  = { \t$32 [31], \t$32 , 2'h0 };
-  assign \floor$40  = { \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39], \t$36 [39:14] };
-  assign \t$43  = { l0_b_2[15], l0_b_2, 14'h0000 };
-  assign \t$48  = { \t$46 [31], \t$46 , 2'h0 };
-  assign \floor$54  = { \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39], \t$50 [39:14] };
-  assign \t$57  = { l0_b_3[15], l0_b_3, 14'h0000 };
-  assign \t$62  = { \t$60 [31], \t$60 , 2'h0 };
-  assign \floor$68  = { \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39], \t$64 [39:14] };
-  assign \t$71  = { l0_b_4[15], l0_b_4, 14'h0000 };
-  assign \t$76  = { \t$74 [31], \t$74 , 2'h0 };
-  assign \floor$82  = { \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39], \t$78 [39:14] };
-  assign \t$85  = { l0_b_5[15], l0_b_5, 14'h0000 };
-  assign \t$90  = { \t$88 [31], \t$88 , 2'h0 };
-  assign \floor$96  = { \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39], \t$92 [39:14] };
-  assign \t$99  = { l0_b_6[15], l0_b_6, 14'h0000 };
-  assign \t$104  = { \t$102 [31], \t$102 , 2'h0 };
-  assign \floor$110  = { \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39], \t$106 [39:14] };
-  assign \t$113  = { l0_b_7[15], l0_b_7, 14'h0000 };
-  assign \t$118  = { \t$116 [31], \t$116 , 2'h0 };
-  assign \floor$124  = { \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39], \t$120 [39:14] };
-  assign \t$127  = { l0_b_8[15], l0_b_8, 14'h0000 };
-  assign \t$132  = { \t$130 [31], \t$130 , 2'h0 };
-  assign \floor$138  = { \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39], \t$134 [39:14] };
-  assign \t$141  = { l0_b_9[15], l0_b_9, 14'h0000 };
-  assign \t$146  = { \t$144 [31], \t$144 , 2'h0 };
-  assign \floor$152  = { \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39], \t$148 [39:14] };
-  assign \t$155  = { l0_b_10[15], l0_b_10, 14'h0000 };
-  assign \t$160  = { \t$158 [31], \t$158 , 2'h0 };
-  assign \floor$166  = { \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39], \t$162 [39:14] };
-  assign \t$169  = { l0_b_11[15], l0_b_11, 14'h0000 };
-  assign \t$174  = { \t$172 [31], \t$172 , 2'h0 };
-  assign \floor$180  = { \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39], \t$176 [39:14] };
-  assign \t$183  = { l0_b_12[15], l0_b_12, 14'h0000 };
-  assign \t$188  = { \t$186 [31], \t$186 , 2'h0 };
-  assign \floor$194  = { \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39], \t$190 [39:14] };
-  assign \t$197  = { l0_b_13[15], l0_b_13, 14'h0000 };
-  assign \t$202  = { \t$200 [31], \t$200 , 2'h0 };
-  assign \floor$208  = { \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39], \t$204 [39:14] };
-  assign \t$211  = { l0_b_14[15], l0_b_14, 14'h0000 };
-  assign \t$216  = { \t$214 [31], \t$214 , 2'h0 };
-  assign \floor$222  = { \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39], \t$218 [39:14] };
-  assign \t$225  = { l0_b_15[15], l0_b_15, 14'h0000 };
-  assign \t$230  = { \t$228 [31], \t$228 , 2'h0 };
-  assign \floor$236  = { \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39], \t$232 [39:14] };
-  assign \t$239  = { l1_b_0[15], l1_b_0, 14'h0000 };
-  assign \t$245  = { \t$242 [31], \t$242 , 2'h0 };
-  assign \t$250  = { \t$247 [31], \t$247 , 2'h0 };
-  assign \t$255  = { \t$252 [31], \t$252 , 2'h0 };
-  assign \t$260  = { \t$257 [31], \t$257 , 2'h0 };
-  assign \t$265  = { \t$262 [31], \t$262 , 2'h0 };
-  assign \t$270  = { \t$267 [31], \t$267 , 2'h0 };
-  assign \t$275  = { \t$272 [31], \t$272 , 2'h0 };
-  assign \t$280  = { \t$277 [31], \t$277 , 2'h0 };
-  assign \t$285  = { \t$282 [31], \t$282 , 2'h0 };
-  assign \t$290  = { \t$287 [31], \t$287 , 2'h0 };
-  assign \t$295  = { \t$292 [31], \t$292 , 2'h0 };
-  assign \t$300  = { \t$297 [31], \t$297 , 2'h0 };
-  assign \t$305  = { \t$302 [31], \t$302 , 2'h0 };
-  assign \t$310  = { \t$307 [31], \t$307 , 2'h0 };
-  assign \t$315  = { \t$312 [31], \t$312 , 2'h0 };
-  assign \t$320  = { \t$317 [31], \t$317 , 2'h0 };
-  assign \floor$341  = { \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39], \t$322 [39:14] };
-  assign \t$347  = { \t$345 [16], \t$345  };
-  assign \floor$354  = { \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31], \t$351 [31:17] };
-  assign \floor$359  = { \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31], \t$357 [31:17] };
-  assign \floor$364  = { \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31], \t$362 [31:17] };
-  assign \floor$369  = { \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31], \t$367 [31:17] };
-  assign \floor$374  = { \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31], \t$372 [31:17] };
-  assign \floor$379  = { \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31], \t$377 [31:17] };
-  assign \floor$384  = { \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31], \t$382 [31:17] };
-  assign \floor$389  = { \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31], \t$387 [31:17] };
-  assign \floor$394  = { \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31], \t$392 [31:17] };
-  assign \floor$399  = { \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31], \t$397 [31:17] };
-  assign \floor$404  = { \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31], \t$402 [31:17] };
-  assign \floor$409  = { \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31], \t$407 [31:17] };
-  assign \floor$414  = { \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31], \t$412 [31:17] };
-  assign \floor$419  = { \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31], \t$417 [31:17] };
-  assign \floor$424  = { \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31], \t$422 [31:17] };
-  assign \floor$429  = { \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31], \t$427 [31:17] };
-  assign \floor$432  = { err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15], err0_s6[15:5] };
-  assign \t$436  = { \t$435 [31], \t$435 , 2'h0 };
-  assign \floor$440  = { \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39], \t$438 [39:14] };
-  assign \t$444  = { \t$443 [31], \t$443 , 2'h0 };
-  assign \floor$448  = { \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39], \t$446 [39:14] };
-  assign \t$452  = { \t$451 [31], \t$451 , 2'h0 };
-  assign \floor$456  = { \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39], \t$454 [39:14] };
-  assign \t$460  = { \t$459 [31], \t$459 , 2'h0 };
-  assign \floor$464  = { \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39], \t$462 [39:14] };
-  assign \t$468  = { \t$467 [31], \t$467 , 2'h0 };
-  assign \floor$472  = { \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39], \t$470 [39:14] };
-  assign \t$476  = { \t$475 [31], \t$475 , 2'h0 };
-  assign \floor$480  = { \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39], \t$478 [39:14] };
-  assign \t$484  = { \t$483 [31], \t$483 , 2'h0 };
-  assign \floor$488  = { \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39], \t$486 [39:14] };
-  assign \t$492  = { \t$491 [31], \t$491 , 2'h0 };
-  assign \floor$496  = { \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39], \t$494 [39:14] };
-  assign \t$500  = { \t$499 [31], \t$499 , 2'h0 };
-  assign \floor$504  = { \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39], \t$502 [39:14] };
-  assign \t$508  = { \t$507 [31], \t$507 , 2'h0 };
-  assign \floor$512  = { \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39], \t$510 [39:14] };
-  assign \t$516  = { \t$515 [31], \t$515 , 2'h0 };
-  assign \floor$520  = { \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39], \t$518 [39:14] };
-  assign \t$524  = { \t$523 [31], \t$523 , 2'h0 };
-  assign \floor$528  = { \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39], \t$526 [39:14] };
-  assign \t$532  = { \t$531 [31], \t$531 , 2'h0 };
-  assign \floor$536  = { \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39], \t$534 [39:14] };
-  assign \t$540  = { \t$539 [31], \t$539 , 2'h0 };
-  assign \floor$544  = { \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39], \t$542 [39:14] };
-  assign \t$548  = { \t$547 [31], \t$547 , 2'h0 };
-  assign \floor$552  = { \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39], \t$550 [39:14] };
-  assign \t$556  = { \t$555 [31], \t$555 , 2'h0 };
-  assign \floor$560  = { \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39], \t$558 [39:14] };
-  assign \floor$566  = { \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31], \t$563 [31:17] };
-  assign \floor$571  = { \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31], \t$569 [31:17] };
-  assign \floor$576  = { \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31], \t$574 [31:17] };
-  assign \floor$581  = { \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31], \t$579 [31:17] };
-  assign \floor$586  = { \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31], \t$584 [31:17] };
-  assign \floor$591  = { \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31], \t$589 [31:17] };
-  assign \floor$596  = { \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31], \t$594 [31:17] };
-  assign \floor$601  = { \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31], \t$599 [31:17] };
-  assign \floor$606  = { \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31], \t$604 [31:17] };
-  assign \floor$611  = { \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31], \t$609 [31:17] };
-  assign \floor$616  = { \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31], \t$614 [31:17] };
-  assign \floor$621  = { \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31], \t$619 [31:17] };
-  assign \floor$626  = { \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31], \t$624 [31:17] };
-  assign \floor$631  = { \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31], \t$629 [31:17] };
-  assign \floor$636  = { \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31], \t$634 [31:17] };
-  assign \floor$641  = { \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31], \t$639 [31:17] };
-  assign \floor$644  = { l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15], l0_err0_s8[15:5] };
-  assign \floor$647  = { l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15], l0_err1_s8[15:5] };
-  assign \floor$650  = { l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15], l0_err2_s8[15:5] };
-  assign \floor$653  = { l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15], l0_err3_s8[15:5] };
-  assign \floor$656  = { l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15], l0_err4_s8[15:5] };
-  assign \floor$659  = { l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15], l0_err5_s8[15:5] };
-  assign \floor$662  = { l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15], l0_err6_s8[15:5] };
-  assign \floor$665  = { l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15], l0_err7_s8[15:5] };
-  assign \floor$668  = { l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15], l0_err8_s8[15:5] };
-  assign \floor$671  = { l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15], l0_err9_s8[15:5] };
-  assign \floor$674  = { l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15], l0_err10_s8[15:5] };
-  assign \floor$677  = { l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15], l0_err11_s8[15:5] };
-  assign \floor$680  = { l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15], l0_err12_s8[15:5] };
-  assign \floor$683  = { l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15], l0_err13_s8[15:5] };
-  assign \floor$686  = { l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15], l0_err14_s8[15:5] };
-  assign \floor$689  = { l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15], l0_err15_s8[15:5] };
-  assign \$893  = 1'h1;
-  assign \$894  = \$892 ;
-  assign \$899  = 1'h1;
-  assign \$900  = \$898 ;
+  assign \t$17  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
+  assign floor = { l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39:14] };
+  assign \t$27  = { l0_b_1[15], l0_b_1, 14'h0000 };
+  assign \t$30  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
+  assign \floor$35  = { l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39:14] };
+  assign \t$40  = { l0_b_2[15], l0_b_2, 14'h0000 };
+  assign \t$43  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
+  assign \floor$48  = { l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39:14] };
+  assign \t$53  = { l0_b_3[15], l0_b_3, 14'h0000 };
+  assign \t$56  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
+  assign \floor$61  = { l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39:14] };
+  assign \t$66  = { l0_b_4[15], l0_b_4, 14'h0000 };
+  assign \t$69  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
+  assign \floor$74  = { l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39:14] };
+  assign \t$79  = { l0_b_5[15], l0_b_5, 14'h0000 };
+  assign \t$82  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
+  assign \floor$87  = { l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39:14] };
+  assign \t$92  = { l0_b_6[15], l0_b_6, 14'h0000 };
+  assign \t$95  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
+  assign \floor$100  = { l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39:14] };
+  assign \t$105  = { l0_b_7[15], l0_b_7, 14'h0000 };
+  assign \t$108  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
+  assign \floor$113  = { l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39:14] };
+  assign \t$118  = { l0_b_8[15], l0_b_8, 14'h0000 };
+  assign \t$121  = { l0_prod8_0_raw_s2[31], l0_prod8_0_raw_s2, 2'h0 };
+  assign \floor$126  = { l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39], l0_sum8_t0_0_s3[39:14] };
+  assign \t$131  = { l0_b_9[15], l0_b_9, 14'h0000 };
+  assign \t$134  = { l0_prod9_0_raw_s2[31], l0_prod9_0_raw_s2, 2'h0 };
+  assign \floor$139  = { l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39], l0_sum9_t0_0_s3[39:14] };
+  assign \t$144  = { l0_b_10[15], l0_b_10, 14'h0000 };
+  assign \t$147  = { l0_prod10_0_raw_s2[31], l0_prod10_0_raw_s2, 2'h0 };
+  assign \floor$152  = { l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39], l0_sum10_t0_0_s3[39:14] };
+  assign \t$157  = { l0_b_11[15], l0_b_11, 14'h0000 };
+  assign \t$160  = { l0_prod11_0_raw_s2[31], l0_prod11_0_raw_s2, 2'h0 };
+  assign \floor$165  = { l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39], l0_sum11_t0_0_s3[39:14] };
+  assign \t$170  = { l0_b_12[15], l0_b_12, 14'h0000 };
+  assign \t$173  = { l0_prod12_0_raw_s2[31], l0_prod12_0_raw_s2, 2'h0 };
+  assign \floor$178  = { l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39], l0_sum12_t0_0_s3[39:14] };
+  assign \t$183  = { l0_b_13[15], l0_b_13, 14'h0000 };
+  assign \t$186  = { l0_prod13_0_raw_s2[31], l0_prod13_0_raw_s2, 2'h0 };
+  assign \floor$191  = { l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39], l0_sum13_t0_0_s3[39:14] };
+  assign \t$196  = { l0_b_14[15], l0_b_14, 14'h0000 };
+  assign \t$199  = { l0_prod14_0_raw_s2[31], l0_prod14_0_raw_s2, 2'h0 };
+  assign \floor$204  = { l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39], l0_sum14_t0_0_s3[39:14] };
+  assign \t$209  = { l0_b_15[15], l0_b_15, 14'h0000 };
+  assign \t$212  = { l0_prod15_0_raw_s2[31], l0_prod15_0_raw_s2, 2'h0 };
+  assign \floor$217  = { l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39], l0_sum15_t0_0_s3[39:14] };
+  assign \t$222  = { l1_b_0[15], l1_b_0, 14'h0000 };
+  assign \t$225  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
+  assign \t$228  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
+  assign \t$231  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
+  assign \t$234  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
+  assign \t$237  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
+  assign \t$240  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
+  assign \t$243  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
+  assign \t$246  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
+  assign \t$249  = { l1_prod0_8_raw_s5[31], l1_prod0_8_raw_s5, 2'h0 };
+  assign \t$252  = { l1_prod0_9_raw_s5[31], l1_prod0_9_raw_s5, 2'h0 };
+  assign \t$255  = { l1_prod0_10_raw_s5[31], l1_prod0_10_raw_s5, 2'h0 };
+  assign \t$258  = { l1_prod0_11_raw_s5[31], l1_prod0_11_raw_s5, 2'h0 };
+  assign \t$261  = { l1_prod0_12_raw_s5[31], l1_prod0_12_raw_s5, 2'h0 };
+  assign \t$264  = { l1_prod0_13_raw_s5[31], l1_prod0_13_raw_s5, 2'h0 };
+  assign \t$267  = { l1_prod0_14_raw_s5[31], l1_prod0_14_raw_s5, 2'h0 };
+  assign \t$270  = { l1_prod0_15_raw_s5[31], l1_prod0_15_raw_s5, 2'h0 };
+  assign \floor$275  = { l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39:14] };
+  assign \t$283  = { \t$281 [16], \t$281  };
+  assign \floor$287  = { l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31:17] };
+  assign \floor$293  = { l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31:17] };
+  assign \floor$299  = { l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31:17] };
+  assign \floor$305  = { l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31:17] };
+  assign \floor$311  = { l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31:17] };
+  assign \floor$317  = { l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31:17] };
+  assign \floor$323  = { l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31:17] };
+  assign \floor$329  = { l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31:17] };
+  assign \floor$335  = { l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31:17] };
+  assign \floor$341  = { l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31:17] };
+  assign \floor$347  = { l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31:17] };
+  assign \floor$353  = { l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31:17] };
+  assign \floor$359  = { l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31:17] };
+  assign \floor$365  = { l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31:17] };
+  assign \floor$371  = { l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31:17] };
+  assign \floor$377  = { l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31:17] };
+  assign \floor$383  = { err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15:5] };
+  assign \t$389  = { l1_bprod0_0_raw_s13[31], l1_bprod0_0_raw_s13, 2'h0 };
+  assign \floor$393  = { \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34:14] };
+  assign \t$398  = { l1_bprod1_0_raw_s13[31], l1_bprod1_0_raw_s13, 2'h0 };
+  assign \floor$402  = { \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34:14] };
+  assign \t$407  = { l1_bprod2_0_raw_s13[31], l1_bprod2_0_raw_s13, 2'h0 };
+  assign \floor$411  = { \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34:14] };
+  assign \t$416  = { l1_bprod3_0_raw_s13[31], l1_bprod3_0_raw_s13, 2'h0 };
+  assign \floor$420  = { \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34:14] };
+  assign \t$425  = { l1_bprod4_0_raw_s13[31], l1_bprod4_0_raw_s13, 2'h0 };
+  assign \floor$429  = { \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34:14] };
+  assign \t$434  = { l1_bprod5_0_raw_s13[31], l1_bprod5_0_raw_s13, 2'h0 };
+  assign \floor$438  = { \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34:14] };
+  assign \t$443  = { l1_bprod6_0_raw_s13[31], l1_bprod6_0_raw_s13, 2'h0 };
+  assign \floor$447  = { \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34:14] };
+  assign \t$452  = { l1_bprod7_0_raw_s13[31], l1_bprod7_0_raw_s13, 2'h0 };
+  assign \floor$456  = { \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34:14] };
+  assign \t$461  = { l1_bprod8_0_raw_s13[31], l1_bprod8_0_raw_s13, 2'h0 };
+  assign \floor$465  = { \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34:14] };
+  assign \t$470  = { l1_bprod9_0_raw_s13[31], l1_bprod9_0_raw_s13, 2'h0 };
+  assign \floor$474  = { \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34:14] };
+  assign \t$479  = { l1_bprod10_0_raw_s13[31], l1_bprod10_0_raw_s13, 2'h0 };
+  assign \floor$483  = { \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34:14] };
+  assign \t$488  = { l1_bprod11_0_raw_s13[31], l1_bprod11_0_raw_s13, 2'h0 };
+  assign \floor$492  = { \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34:14] };
+  assign \t$497  = { l1_bprod12_0_raw_s13[31], l1_bprod12_0_raw_s13, 2'h0 };
+  assign \floor$501  = { \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34:14] };
+  assign \t$506  = { l1_bprod13_0_raw_s13[31], l1_bprod13_0_raw_s13, 2'h0 };
+  assign \floor$510  = { \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34:14] };
+  assign \t$515  = { l1_bprod14_0_raw_s13[31], l1_bprod14_0_raw_s13, 2'h0 };
+  assign \floor$519  = { \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34:14] };
+  assign \t$524  = { l1_bprod15_0_raw_s13[31], l1_bprod15_0_raw_s13, 2'h0 };
+  assign \floor$528  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34:14] };
+  assign \floor$533  = { l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31:17] };
+  assign \floor$539  = { l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31:17] };
+  assign \floor$545  = { l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31:17] };
+  assign \floor$551  = { l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31:17] };
+  assign \floor$557  = { l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31:17] };
+  assign \floor$563  = { l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31:17] };
+  assign \floor$569  = { l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31:17] };
+  assign \floor$575  = { l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31:17] };
+  assign \floor$581  = { l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31:17] };
+  assign \floor$587  = { l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31:17] };
+  assign \floor$593  = { l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31:17] };
+  assign \floor$599  = { l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31:17] };
+  assign \floor$605  = { l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31:17] };
+  assign \floor$611  = { l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31:17] };
+  assign \floor$617  = { l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31:17] };
+  assign \floor$623  = { l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31:17] };
+  assign \floor$629  = { l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15:5] };
+  assign \floor$635  = { l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15:5] };
+  assign \floor$641  = { l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15:5] };
+  assign \floor$647  = { l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15:5] };
+  assign \floor$653  = { l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15:5] };
+  assign \floor$659  = { l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15:5] };
+  assign \floor$665  = { l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15:5] };
+  assign \floor$671  = { l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15:5] };
+  assign \floor$677  = { l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15:5] };
+  assign \floor$683  = { l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15:5] };
+  assign \floor$689  = { l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15:5] };
+  assign \floor$695  = { l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15:5] };
+  assign \floor$701  = { l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15:5] };
+  assign \floor$707  = { l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15:5] };
+  assign \floor$713  = { l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15:5] };
+  assign \floor$719  = { l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15:5] };
+  assign \$1862  = 1'h1;
+  assign \$1863  = \$1861 ;
+  assign \$1868  = 1'h1;
+  assign \$1869  = \$1867 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$910  = \$909 ;
+  assign \$1879  = \$1878 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$921  = \$920 ;
+  assign \$1890  = \$1889 ;
 endmodule

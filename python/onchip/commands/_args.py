@@ -66,7 +66,7 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
         help="override the spec's register stages: compact (fewest cycles) or fast (a register after every "
              "multiplier and carry chain: more cycles, higher fmax); a pipelined staleness below the "
              "new minimum is raised to it unless --staleness is given (default: the spec's timing, whose "
-             "default 'auto' is fast for a sequential KAN on the parallel datapath, compact otherwise)",
+             "default 'auto' is fast for the sequential schedule on the parallel datapath, compact otherwise)",
     )
 
 
