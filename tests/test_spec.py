@@ -147,7 +147,7 @@ def test_timing_is_validated_and_written_only_when_chosen():
         PRESETS["mlp-readout"].replace(datapath="serial", timing="fast")
 
 
-def test_auto_timing_follows_kind_datapath_and_schedule():
+def test_auto_timing_follows_datapath_and_schedule():
     kan, mlp = PRESETS["kan-readout"], PRESETS["mlp-readout"]
     assert kan.schedule == "sequential" and kan.stage_timing == "fast"
     # what changes with the learner's other fields, never a refusal: the pipelined fast plan would

@@ -32,7 +32,7 @@ TIMINGS = ("compact", "fast")
 TIMING_CHOICES = ("auto", *TIMINGS)
 
 
-def default_timing(kind: str, datapath: str, schedule: str) -> str:
+def default_timing(datapath: str, schedule: str) -> str:
     """The stage plan ``timing = "auto"`` (the default) builds: the plan with fewer routed
     nanoseconds per update, as measured on the ULX3S 85F over the spec family of
     ``sweeps/timing`` (sequential, placer seed 1).
@@ -44,9 +44,6 @@ def default_timing(kind: str, datapath: str, schedule: str) -> str:
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
       and the staleness is part of the learner (its numbers), which a default must not change;
     - the serial datapaths: ``"compact"``, their only plan.
-
-    ``kind`` is part of the signature because the measurements are per kind; at present both
-    kinds give the same answer.
     """
     return "fast" if datapath == "parallel" and schedule == "sequential" else "compact"
 
@@ -445,8 +442,8 @@ class LearnerSpec:
     @property
     def stage_timing(self) -> str:
         """The stage plan the RTL is built with: ``timing``, or for ``"auto"``
-        :func:`default_timing` of this spec's kind, datapath and schedule."""
-        return default_timing(self.kind, self.datapath, self.schedule) if self.timing == "auto" else self.timing
+        :func:`default_timing` of this spec's datapath and schedule."""
+        return default_timing(self.datapath, self.schedule) if self.timing == "auto" else self.timing
 
     def replace(self, **changes) -> "LearnerSpec":
         """A copy with fields changed (validated again)."""
