@@ -579,7 +579,8 @@ def _formal_case(r) -> Case:
 
 def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
     """The ``formal`` backend: protocol proofs (core and AXI wrapper), the bounded read-back and,
-    with ``equivalence`` seconds, the bounded comparison of the two timing plans."""
+    with ``equivalence`` seconds, the bounded comparison of the two timing plans and their proof
+    item by item (``equivalence`` seconds per solver query)."""
     from . import formal
 
     log(f"formal: proving the stream protocol (SymbiYosys, Yices 2) in {folder}")
@@ -596,6 +597,16 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
             for writes, level in formal.PLANS_LEVELS.items():  # both hosts, each its seconds
                 cases += [_formal_case(r) for r in formal.check_plans(compact, fast, Path(folder) / level, writes=writes,
                                                                       timeout=equivalence, log=log)]
+            if spec.schedule != "sequential":
+                cases.append(Case("formal.plans_per_item", "skipped",
+                                  "the item-by-item proof is for the sequential schedule"))
+                return cases
+            try:
+                cases += [_formal_case(r) for r in formal.check_plans_per_item(
+                    compact, fast, Path(folder) / formal.ITEMS_LEVEL, timeout=equivalence, log=log)]
+            except formal.ItemsError as exc:
+                cases.append(Case("formal.plans_per_item", "failed", str(exc),
+                                  mismatch={"property": formal.ITEMS_LEVEL, "text": str(exc)}))
     return cases
 
 

@@ -13,8 +13,9 @@ checkpoint/restore, latency and II against the generator's report) and the HLS C
 over a corner-case stream (or a task's). With --formal, SymbiYosys also proves the stream protocol
 of the core and of its AXI4-Stream wrapper for every input and every cycle (k-induction), checks
 the parameter read-back to a bound, and with --equivalence SECONDS compares the fast and compact
-timing plans to the bound it reaches (a bounded result is reported with its bound, never as
-proved). Exit status 0 only when every check that ran matched,
+timing plans: to the bound it reaches from reset (a bounded result is reported with its bound,
+never as proved), and item by item, proved for every parameter state and every sample or
+command offered to an idle core. Exit status 0 only when every check that ran matched,
 1 on a mismatch or a tool failure (the first one is printed), 2 on bad input. A backend whose
 tool is not installed is reported as skipped, never as passed."""
 
@@ -55,7 +56,8 @@ def add_parser(sub) -> None:
                         "the read-back checked to a bound (SymbiYosys + Yices 2, from pip)")
     p.add_argument("--equivalence", type=_args.float_range(0.0), default=0.0, metavar="SECONDS",
                    help="with --formal: seconds to spend comparing timing fast and compact to a bound, for "
-                        "each of two hosts: any commands, and reads only (default: %(default)s, not compared)")
+                        "each of two hosts (any commands, and reads only), and per solver query of the "
+                        "item-by-item proof (default: %(default)s, not compared)")
     p.add_argument("--waves", action="store_true",
                    help="dump the bench as FST (VCD without liblz4-dev); its path is named in a mismatch "
                         "and copied into --out")

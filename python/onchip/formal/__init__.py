@@ -8,6 +8,8 @@ Where simulation samples input sequences, these cover every one:
   word last written, at an arbitrary address;
 * :func:`check_plans` checks to a bound that ``timing = "fast"`` and ``"compact"`` of one spec
   give the same predictions and parameters (:mod:`onchip.formal.equivalence`);
+* :func:`check_plans_per_item` proves the same item by item, for every parameter state, every
+  sample and every command offered to an idle core (:mod:`onchip.formal.items`);
 * :func:`check_netlist` checks to a bound that Yosys's synthesised netlist equals the RTL.
 
 Each property gets a :class:`PropertyResult`; a bounded result carries its bound (cycles, and
@@ -22,12 +24,14 @@ from pathlib import Path
 
 from .equivalence import (NETLIST_PROPERTIES, PLANS_LEVELS, PLANS_PROPERTIES, PLANS_SOLVER, check_netlist, check_plans,
                           plans_depth, plans_miter)
+from .items import ITEMS_LEVEL, ITEMS_PROPERTIES, ItemsError, check_plans_per_item
 from .properties import (AXIS_PROPERTIES, LEVELS, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, harness,
                          protocol_properties)
 from .protocol import PropertyResult, prove_protocol
 from .sby import missing_tools
 
-__all__ = ["PropertyResult", "prove", "prove_readback", "check_plans", "check_netlist", "missing_tools",
+__all__ = ["PropertyResult", "prove", "prove_readback", "check_plans", "check_plans_per_item", "check_netlist",
+           "missing_tools", "ITEMS_LEVEL", "ITEMS_PROPERTIES", "ItemsError",
            "harness", "plans_miter", "protocol_properties", "PROTOCOL_PROPERTIES", "AXIS_PROPERTIES",
            "READBACK_PROPERTIES", "PLANS_PROPERTIES", "PLANS_LEVELS", "PLANS_SOLVER", "NETLIST_PROPERTIES", "LEVELS", "plan_designs", "plans_depth"]
 
