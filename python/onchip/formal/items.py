@@ -23,9 +23,9 @@ Items that overlap (a sample taken while another is in flight) and stalled outpu
 covered, nor the pipelined schedule (a lone sample leaves its update pending): the bounded miter
 checks those to its bound.
 
-Products of two free operands are abstracted (:mod:`onchip.formal.symbolic`): a counterexample
-the solver finds is replayed with the real products and reported ``failed`` only when the two
-plans really differ on it, else ``not_proved``.
+Products of two free operands are abstracted (:mod:`onchip.formal.symbolic`): a query the
+solver cannot refute with them is decided again with the real products, and only a counterexample
+with them is reported ``failed``; undecided in time is ``not_proved``.
 """
 
 from __future__ import annotations
@@ -74,8 +74,13 @@ def _const(term) -> int | None:
     return term.as_long() if z3.is_bv_value(term) else None
 
 
-def _one(width: int = 1):
-    return z3.BitVecVal(1, width)
+def _one():
+    return z3.BitVecVal(1, 1)
+
+
+def _taken() -> dict:
+    """The host's inputs that take every output at once (``m`` and ``pr`` ready)."""
+    return {"m__ready": _one(), "pr__ready": _one()}
 
 
 def _core(name: str, design, verilog: str, folder: Path) -> _Core:
@@ -86,11 +91,11 @@ def _core(name: str, design, verilog: str, folder: Path) -> _Core:
         raise ItemsError(f"{name}: no parameter state found in the netlist")
     state = net.initial_state(f"{name}_")
     state, _ = net.step(state, {"rst": _one()})
-    ready = {"m__ready": _one(), "pr__ready": _one()}
     for _ in range(design.info["reset_cycles"] + SLACK_CYCLES):
-        if _const(net.step(state, ready)[1]["s__ready"]) == 1:
+        nxt, out = net.step(state, _taken())
+        if _const(out["s__ready"]) == 1:
             return _Core(name, net, design.info, state, params)
-        state, _ = net.step(state, ready)
+        state = nxt
     raise ItemsError(f"{name}: s__ready is not high {design.info['reset_cycles']} cycles after reset")
 
 
@@ -110,11 +115,10 @@ def _start(core: _Core, free: set) -> dict:
 def _item(core: _Core, state: dict, stream: str, payload, products: str):
     """Offer ``payload`` on ``stream`` (``"s"`` or ``"pc"``) until taken, then idle inputs; returns
     the end state and the words the core gave: ``{"m": [...], "pr": [...]}``."""
-    ready = {"m__ready": _one(), "pr__ready": _one()}
     out = {"m": [], "pr": []}
     pending = True
     for cycle in range(core.cycles()):
-        given = dict(ready, **({f"{stream}__valid": _one(), f"{stream}__payload": payload} if pending else {}))
+        given = dict(_taken(), **({f"{stream}__valid": _one(), f"{stream}__payload": payload} if pending else {}))
         nxt, o = core.net.step(state, given, products=products)
         for port in ("m", "pr"):
             valid = _const(o[f"{port}__valid"])
@@ -130,6 +134,10 @@ def _item(core: _Core, state: dict, stream: str, payload, products: str):
         state = nxt
     if pending:
         raise ItemsError(f"{core.name}: an item on {stream} was not taken in {core.cycles()} cycles")
+    word, other = ("m", "pr") if stream == "s" else ("pr", "m")
+    if len(out[word]) != 1 or out[other]:
+        raise ItemsError(f"{core.name}: an item on {stream} gave {len(out['m'])} words on m and "
+                         f"{len(out['pr'])} on pr (one on {word} expected)")
     return state, out
 
 
@@ -151,24 +159,21 @@ def _items(core: _Core) -> dict:
     return {"sample": ("s", s, z3.BoolVal(True)), "read": ("pc", pc & ~bit, valid), "write": ("pc", pc | bit, valid)}
 
 
-def _free_registers(cores) -> list[set]:
-    """Per core, the registers that hold data between items: those an item (a sample, a command)
-    or an idle cycle leaves at another value than after reset, to a fixpoint (every register
-    not in the set returns to its value after reset)."""
-    free = [set() for _ in cores]
+def _free_registers(core: _Core) -> tuple[set, dict]:
+    """The registers of ``core`` that hold data between items: those an item (a sample, a
+    command) or an idle cycle leaves at another value than after reset, to a fixpoint (every
+    register not in the set returns to its value after reset). Returns the set and, from the
+    fixpoint's last round, each item's run (:func:`_item`, products abstracted)."""
+    free: set = set()
     while True:
-        grown = False
-        for core, f in zip(cores, free):
-            start = _start(core, f)
-            ends = [_item(core, start, stream, payload, "uninterpreted")[0]
-                    for stream, payload, _ in _items(core).values()]
-            ends.append(core.net.step(start, {"m__ready": _one(), "pr__ready": _one()})[0])
-            new = set().union(*(_changed(core, start, e) for e in ends)) - f
-            if new:
-                f |= new
-                grown = True
-        if not grown:
-            return free
+        start = _start(core, free)
+        runs = {item: _item(core, start, stream, payload, "uninterpreted")
+                for item, (stream, payload, _) in _items(core).items()}
+        ends = [end for end, _ in runs.values()] + [core.net.step(start, _taken())[0]]
+        new = set().union(*(_changed(core, start, e) for e in ends)) - free
+        if not new:
+            return free, runs
+        free |= new
 
 
 def _solve(formula, folder: Path, name: str, timeout: float, *, show=()) -> tuple[str, str]:
@@ -249,42 +254,43 @@ def check_plans_per_item(compact, fast, folder, *, timeout: float = 600.0, prope
     t0 = time.perf_counter()
     cores = [_core("c", compact, compact_verilog or compact.verilog, folder / "compact"),
              _core("f", fast, fast_verilog or fast.verilog, folder / "fast")]
-    free = _free_registers(cores)
+    fixed = [_free_registers(core) for core in cores]
+    free = [f for f, _ in fixed]
     log(f"formal items: reset, reload and the registers holding data between items "
         f"({len(free[0])} compact, {len(free[1])} fast) in {time.perf_counter() - t0:.1f} s")
     items = _items(cores[0])
-    runs = {}
-    for products in ("uninterpreted", "exact"):
-        for item, (stream, payload, _) in items.items():
-            runs[products, item] = [_item(core, _start(core, f), stream, payload, products)
-                                    for core, f in zip(cores, free)]
-            for core, (_, out) in zip(cores, runs[products, item]):
-                word, other = ("m", "pr") if stream == "s" else ("pr", "m")
-                if len(out[word]) != 1 or out[other]:
-                    raise ItemsError(f"{core.name}: a {item} gave {len(out['m'])} words on m and "
-                                     f"{len(out['pr'])} on pr (one on {word} expected)")
+    known = {("uninterpreted", item): [r[item] for _, r in fixed] for item in items}
+
+    def runs(products, item):  # both cores' run of an item; the exact products only when asked
+        if (products, item) not in known:
+            stream, payload, _ = items[item]
+            known[products, item] = [_item(core, _start(core, f), stream, payload, products)
+                                     for core, f in zip(cores, free)]
+        return known[products, item]
+
     reset = _equal_parameters(cores, [c.idle for c in cores])
     if _solve(z3.Or(*[c != f for _, c, f in reset]), folder, "reset_parameters", timeout)[0] != "unsat":
         raise ItemsError("the two cores do not hold the same parameters after reset")
 
     # property -> products -> [(label, item, compact term, fast term)]
     checks = {
-        "item_predictions_equal": lambda p: [("prediction", "sample", *(r[1]["m"][0] for r in runs[p, "sample"]))],
-        "item_responses_equal": lambda p: [(f"response to a {item}", item, *(r[1]["pr"][0] for r in runs[p, item]))
+        "item_predictions_equal": lambda p: [("prediction", "sample", *(r[1]["m"][0] for r in runs(p, "sample")))],
+        "item_responses_equal": lambda p: [(f"response to a {item}", item, *(r[1]["pr"][0] for r in runs(p, item)))
                                            for item in ("read", "write")],
         "item_parameters_equal": lambda p: [(f"after a {item}: {label}", item, c, f) for item in items
-                                            for label, c, f in _equal_parameters(cores, [r[0] for r in runs[p, item]])],
+                                            for label, c, f in _equal_parameters(cores, [r[0] for r in runs(p, item)])],
     }
     results = []
     for name in properties:
         terms = checks[name]
         t1 = time.perf_counter()
-        abstract, exact = terms("uninterpreted"), terms("exact")
+        abstract = terms("uninterpreted")
         status, detail = "proved", ""
-        for i, ((label, item, c, f), (*_, xc, xf)) in enumerate(zip(abstract, exact)):
+        for i, (label, item, c, f) in enumerate(abstract):
             _, payload, assumption = items[item]
             verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
             if verdict != "unsat":  # the abstraction may be too weak: the real products decide
+                *_, xc, xf = terms("exact")[i]
                 verdict, values = _solve(z3.And(assumption, xc != xf), folder, f"{name}_{i}_exact", timeout,
                                          show=[z3.simplify(payload)])
             if verdict == "sat":

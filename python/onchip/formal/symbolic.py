@@ -80,8 +80,7 @@ class Netlist:
 
     def __init__(self, text: str):
         self.sorts: dict[int, tuple] = {}
-        self.nodes: list[tuple[int, str, list[str]]] = []
-        self.ops: dict[int, tuple[str, list[str]]] = {}
+        self.ops: dict[int, tuple[str, list[str]]] = {}  # node id -> (operator, arguments), in file order
         self.states: dict[int, tuple[int, str]] = {}
         self.inputs: dict[int, tuple[int, str]] = {}
         self.init: dict[int, int] = {}
@@ -95,7 +94,6 @@ class Netlist:
             if op == "sort":
                 self.sorts[nid] = ("bv", int(args[1])) if args[0] == "bitvec" else ("array", int(args[1]), int(args[2]))
                 continue
-            self.nodes.append((nid, op, args))
             self.ops[nid] = (op, args)
             if op in ("input", "state"):
                 getattr(self, op + "s")[nid] = (int(args[0]), args[1] if len(args) > 1 else f"{op[:2]}{nid}")
@@ -169,7 +167,7 @@ class Netlist:
             x = int(x)
             return ~v[-x] if x < 0 else v[x]
 
-        for nid, op, args in self.nodes:
+        for nid, (op, args) in self.ops.items():
             if op in _IGNORED:
                 continue
             if op == "input":
