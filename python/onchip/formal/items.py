@@ -229,8 +229,8 @@ def check_plans_per_item(compact, fast, folder, *, timeout: float = 600.0, prope
         folder: where the BTOR2 netlists and the solver's queries are written.
         timeout: seconds of solver time for each query (one per property and item).
         properties: the properties to check, a subset of :data:`ITEMS_PROPERTIES`.
-        compact_verilog, fast_verilog: Verilog to check instead of the design's own (an
-            injected bug).
+        compact_verilog: Verilog to check instead of the compact design's own (an injected bug).
+        fast_verilog: the same for the fast design.
         log: called with one line per step.
 
     Returns:
