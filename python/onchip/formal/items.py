@@ -203,6 +203,53 @@ def _solve(formula, folder: Path, name: str, timeout: float, *, show=()) -> tupl
     return verdict, values
 
 
+def _products(term) -> dict:
+    """The abstracted products (``mul`` applications, :mod:`onchip.formal.symbolic`) in ``term``, by
+    term id, and every subterm's free symbols (term id -> frozenset of names)."""
+    apps, symbols, stack = {}, {}, [(term, False)]
+    while stack:
+        t, done = stack.pop()
+        key = t.get_id()
+        if key in symbols:
+            continue
+        if not done:
+            stack.append((t, True))
+            stack += [(ch, False) for ch in t.children() if ch.get_id() not in symbols]
+            continue
+        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            symbols[key] = frozenset([t.decl().name()])
+        else:
+            symbols[key] = frozenset().union(*(symbols[ch.get_id()] for ch in t.children()))
+        if z3.is_app(t) and t.decl().name() == "mul" and t.num_args() == 2:
+            apps[key] = t
+    return apps, symbols
+
+
+def _merge_operands(fast: Netlist, compact_term, fast_term, folder: Path, name: str, timeout: float) -> bool:
+    """Cut points for the solver: the operands of the products that only one plan's term holds
+    (the same product, its operand computed by another circuit, such as the two plans' rounding),
+    paired by the free symbols they depend on, proved equal one pair at a time, and recorded in
+    ``fast.merged`` so that a new run of the fast core multiplies the compact core's operand.
+    Returns whether a pair was merged."""
+    (apps_c, sym_c), (apps_f, sym_f) = _products(compact_term), _products(fast_term)
+    symbols = {**sym_c, **sym_f}
+    candidates: dict = {}  # (operand index, its free symbols) -> ({id: compact operand}, {id: fast operand})
+    for side, (mine, other) in enumerate(((apps_c, apps_f), (apps_f, apps_c))):
+        for key, app in mine.items():
+            if key not in other:
+                for n, operand in enumerate(app.children()):
+                    candidates.setdefault((n, symbols[operand.get_id()]), ({}, {}))[side][operand.get_id()] = operand
+    merged = False
+    for ours, theirs in candidates.values():
+        if len(ours) == 1 and len(theirs) == 1:
+            (c,), (f,) = ours.values(), theirs.values()
+            if f.get_id() not in fast.merged and not c.eq(f):
+                if _solve(c != f, folder, f"{name}_merge{len(fast.merged)}", timeout)[0] == "unsat":
+                    fast.merged[f.get_id()] = (f, c)
+                    merged = True
+    return merged
+
+
 def _equal_parameters(cores, ends) -> list[tuple]:
     """(label, compact term, fast term) per parameter: a word at a free address for a memory."""
     pairs = []
@@ -289,6 +336,12 @@ def check_plans_per_item(compact, fast, folder, *, timeout: float = 600.0, prope
         for i, (label, item, c, f) in enumerate(abstract):
             _, payload, assumption = items[item]
             verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
+            while verdict != "unsat" and _merge_operands(cores[1].net, c, f, folder, f"{name}_{i}", timeout):
+                for key in [k for k in known if k[0] == "uninterpreted"]:  # the fast runs again, with the merges
+                    known[key] = [known[key][0], _item(cores[1], _start(cores[1], free[1]), *items[key[1]][:2],
+                                                       "uninterpreted")]
+                *_, c, f = terms("uninterpreted")[i]
+                verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
             if verdict != "unsat":  # the abstraction may be too weak: the real products decide
                 *_, xc, xf = terms("exact")[i]
                 verdict, values = _solve(z3.And(assumption, xc != xf), folder, f"{name}_{i}_exact", timeout,

@@ -18,10 +18,18 @@ the multiplication is one such function (sound, not complete: a counterexample u
 abstraction must be checked with the real products, :meth:`Netlist.step` with
 ``products="exact"``). Two plans that multiply the same operands, in whatever cycle and
 however registered, then give the solver no multiplier to bit-blast.
+
+Sums are written in one form whatever their adder tree (:class:`_Sum`): a node whose value is
+an exact sum of terms (each extended, shifted left, negated), no addition along the way
+wrapping around, becomes the sum of those terms in a fixed order at the narrowest width that
+holds every value it can take, sign-extended to the node's width. A registered adder tree and
+a combinational one over the same products (the ``fast`` and ``compact`` plans) then give the
+same term, shared by the solver, instead of two trees it would have to prove equal bit by bit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import z3
@@ -30,9 +38,12 @@ import z3
 PRODUCT_BITS = 64
 #: Yosys passes from a core's Verilog to its BTOR2: memories kept as arrays (their synchronous
 #: read ports turned into registers after an asynchronous read), flip-flops of every kind
-#: unmapped into plain ones with their enables and resets as logic
+#: unmapped into plain ones with their enables and resets as logic. A multiplexer's undefined
+#: default (a case statement over cases that cover every value) is dropped, not made a free value
+#: of each core that the solver would have to prove unreachable: Amaranth's semantics has no
+#: undefined value, so such a default is never selected
 BTOR_SCRIPT = ("read_verilog {verilog}; prep -top {top}; flatten; memory -nomap -nordff; memory_nordff; opt -fast; "
-               "dffunmap; setundef -undriven -anyseq; write_btor -s {btor}")
+               "opt_expr -mux_undef; opt_clean; dffunmap; setundef -undriven -anyseq; write_btor -s {btor}")
 
 _BINARY = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y,
            "nand": lambda x, y: ~(x & y), "nor": lambda x, y: ~(x | y), "xnor": lambda x, y: ~(x ^ y),
@@ -50,6 +61,87 @@ _ONE, _ZERO = z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)
 
 def _bit(cond) -> z3.BitVecRef:
     return z3.If(cond, _ONE, _ZERO)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sum:
+    """A node's value as an exact integer sum: ``sum(sign * signed(term) * 2**shift)`` over
+    ``terms`` (``(term, shift, sign)``), between ``lo`` and ``hi``."""
+
+    terms: tuple
+    lo: int
+    hi: int
+
+    @staticmethod
+    def leaf(term: z3.BitVecRef) -> "_Sum":
+        half = 1 << (term.size() - 1)
+        return _Sum(((term, 0, 1),), -half, half - 1)
+
+    def fits(self, width: int) -> bool:
+        return -(1 << (width - 1)) <= self.lo and self.hi < (1 << (width - 1))
+
+    def shifted(self, n: int) -> "_Sum":
+        return _Sum(tuple((t, s + n, g) for t, s, g in self.terms), self.lo << n, self.hi << n)
+
+    def negated(self) -> "_Sum":
+        return _Sum(tuple((t, s, -g) for t, s, g in self.terms), -self.hi, -self.lo)
+
+    def plus(self, other: "_Sum") -> "_Sum":
+        """The sum of both, its constants folded into one term (0 dropped)."""
+        terms, constant = [], 0
+        for t, shift, sign in self.terms + other.terms:
+            if z3.is_bv_value(t):
+                constant += sign * (t.as_signed_long() << shift)
+            else:
+                terms.append((t, shift, sign))
+        if constant or not terms:
+            terms.append((z3.BitVecVal(constant, _signed_bits(constant)), 0, 1))
+        return _Sum(tuple(terms), self.lo + other.lo, self.hi + other.hi)
+
+    def trivial(self) -> bool:
+        return len(self.terms) == 1 and self.terms[0][1:] == (0, 1)
+
+    def term(self, width: int) -> z3.BitVecRef:
+        """The sum at ``width`` bits: its terms in a fixed order (by Z3 term id), added modulo
+        2**n, sign-extended or truncated to ``width`` (exact, since the sum lies in [lo, hi],
+        which ``width`` holds). n depends on the terms alone (their widths and shifts, a
+        constant's value), so that two cores whose ranges for a term differ build one term."""
+        def bits(t):
+            return _signed_bits(t.as_signed_long()) if z3.is_bv_value(t) else t.size()
+
+        narrow = max(bits(t) + shift for t, shift, _ in self.terms) + len(self.terms).bit_length()
+        parts = []
+        for t, shift, sign in sorted(self.terms, key=lambda x: (x[0].get_id(), x[1], x[2])):
+            part = z3.SignExt(narrow - t.size(), t) if t.size() <= narrow else z3.Extract(narrow - 1, 0, t)
+            part = part << shift if shift else part
+            parts.append(-part if sign < 0 else part)
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        return z3.SignExt(width - narrow, total) if width >= narrow else z3.Extract(width - 1, 0, total)
+
+
+def _signed_bits(value: int) -> int:
+    return (value if value >= 0 else ~value).bit_length() + 1
+
+
+def _covered(memory: z3.ExprRef) -> z3.ExprRef:
+    """``memory`` with the array under its chain of stores replaced by one symbol per sort when the
+    stores cover every address (a ROM's contents): that array is never read, and two cores holding
+    the same table then read it through the same terms, which the solver sees as shared."""
+    if not z3.is_array(memory):
+        return memory
+    stores, base = [], memory
+    while z3.is_store(base):
+        stores.append(base.children()[1:])
+        base = base.children()[0]
+    domain = memory.sort().domain()
+    if not all(z3.is_bv_value(a) for a, _ in stores) or len({a.as_long() for a, _ in stores}) < 2 ** domain.size():
+        return memory
+    out = z3.Const(f"never_read_{domain.size()}x{memory.sort().range().size()}", memory.sort())
+    for a, d in reversed(stores):
+        out = z3.Store(out, a, d)
+    return out
 
 
 def write_btor(verilog: str, top: str, folder) -> str:
@@ -73,6 +165,8 @@ class Netlist:
     Attributes:
         states: node id -> (sort id, name); unnamed states get ``st<id>``.
         inputs: node id -> (sort id, name); outputs: name -> node id.
+        merged: Z3 term id -> ``(term, equal term)``: an abstracted product's operand (extended to
+            64 bits) that a caller proved equal to another term, used in its place.
 
     Raises:
         ValueError: a BTOR2 operator this reader does not know (the message names it).
@@ -104,6 +198,8 @@ class Netlist:
             elif op == "output":
                 self.outputs[args[1] if len(args) > 1 else f"out{nid}"] = int(args[0])
         self.names = {name: nid for nid, (_, name) in self.states.items()}
+        self._sums: dict[int, tuple] = {}  # Z3 term id -> (term, its _Sum), for every run of this netlist
+        self.merged: dict[int, tuple] = {}
 
     def sort(self, sid: int):
         """The Z3 sort of BTOR2 sort ``sid``."""
@@ -127,7 +223,7 @@ class Netlist:
                 state[nid] = free[nid]
                 continue
             v = values[self.init[nid]]
-            state[nid] = v if v.sort() == self.sort(s) else z3.K(self.sort(s).domain(), v)
+            state[nid] = _covered(v) if v.sort() == self.sort(s) else z3.K(self.sort(s).domain(), v)
         return state
 
     def step(self, state: dict, inputs: dict, *, products: str = "exact") -> tuple[dict, dict]:
@@ -156,12 +252,14 @@ class Netlist:
             ops.append(z3.simplify(z3.SignExt(ext, t) if signed else z3.ZeroExt(ext, t)))
         if any(z3.is_bv_value(t) for t in ops) or width > PRODUCT_BITS:
             return None
+        ops = [self.merged.get(t.get_id(), (t, t))[1] for t in ops]
         mul = z3.Function("mul", *(z3.BitVecSort(PRODUCT_BITS),) * 3)
         zero = z3.BitVecVal(0, PRODUCT_BITS)
         return z3.Extract(width - 1, 0, z3.If(z3.Or(ops[0] == 0, ops[1] == 0), zero, mul(*ops)))
 
     def _evaluate(self, state, inputs, *, products):
         v: dict[int, z3.ExprRef] = {}
+        sums: dict[int, _Sum] = {}  # node id -> its value as a sum (bit-vector nodes)
 
         def arg(x: str):
             x = int(x)
@@ -170,11 +268,10 @@ class Netlist:
         for nid, (op, args) in self.ops.items():
             if op in _IGNORED:
                 continue
-            if op == "input":
-                v[nid] = inputs[self.inputs[nid][1]]
-                continue
-            if op == "state":
-                v[nid] = state[nid]
+            if op in ("input", "state"):
+                v[nid] = inputs[self.inputs[nid][1]] if op == "input" else state[nid]
+                if z3.is_bv(v[nid]):
+                    sums[nid] = self._remember(v[nid], None)
                 continue
             sid, r = int(args[0]), args[1:]
             w = self.sorts[sid][1] if self.sorts[sid][0] == "bv" else None
@@ -211,5 +308,61 @@ class Netlist:
                 t = z3.Store(arg(r[0]), arg(r[1]), arg(r[2]))
             else:
                 raise ValueError(f"BTOR2 operator {op!r} (node {nid}) is not supported")
+            form = self._form(op, r, w, sums, v) if w is not None else None
+            if form is not None and not form.trivial():
+                t = form.term(w)
             v[nid] = z3.simplify(t)
+            if form is not None and form.terms[0][0] is None:  # a product: the node's term, its range
+                form = _Sum(((v[nid], 0, 1),), form.lo, form.hi)
+            if w is not None:
+                sums[nid] = self._remember(v[nid], form)
         return v
+
+    def _remember(self, term, form: "_Sum | None") -> _Sum:
+        """``form`` recorded for ``term`` (so a register holding a partial sum keeps it into the
+        next cycle); without one, the form recorded for the term before, else the term alone."""
+        if z3.is_bv_value(term):  # a constant is its own sum (one term, however it was computed)
+            value = term.as_signed_long()
+            return _Sum(((term, 0, 1),), value, value)
+        if form is None:
+            known = self._sums.get(term.get_id())
+            return known[1] if known is not None else _Sum.leaf(term)
+        self._sums[term.get_id()] = (term, form)  # the term is kept: its id stays its own
+        return form
+
+    @staticmethod
+    def _form(op: str, r: list[str], width: int, sums: dict, v: dict) -> "_Sum | None":
+        """The node's value as an exact sum of its operands' sums (:class:`_Sum`), or None."""
+        x = int(r[0])
+        if x < 0 or op not in ("sext", "uext", "concat", "slice", "add", "sub", "neg", "mul"):
+            return None
+        a = sums[x]
+        if op == "sext":
+            return a
+        if op == "uext":
+            return a if a.lo >= 0 else None
+        if op == "slice":
+            return a if int(r[2]) == 0 and a.fits(width) else None
+        if op == "neg":
+            form = a.negated()
+            return form if form.fits(width) else None
+        y = int(r[1])
+        if y < 0:
+            return None
+        b = sums[y]
+        if op == "concat":  # a zero low part: a shift left; a zero high part: an unsigned extension;
+            # the low part's sign bit on top: a sign extension by one bit (Yosys writes them so)
+            top = v[y].size() - 1
+            if v[x].size() == 1 and v[x].eq(z3.simplify(z3.Extract(top, top, v[y]))):
+                return b
+            if z3.is_bv_value(v[y]) and v[y].as_long() == 0:
+                return a.shifted(v[y].size())
+            if z3.is_bv_value(v[x]) and v[x].as_long() == 0 and b.lo >= 0:
+                return b
+            return None
+        if op == "mul":  # a leaf, with the range of its operands' product
+            corners = [p * q for p in (a.lo, a.hi) for q in (b.lo, b.hi)]
+            form = _Sum(((None, 0, 1),), min(corners), max(corners))
+            return form if form.fits(width) else None
+        form = a.plus(b if op == "add" else b.negated())
+        return form if form.fits(width) else None
