@@ -23,9 +23,14 @@ Items that overlap (a sample taken while another is in flight) and stalled outpu
 covered, nor the pipelined schedule (a lone sample leaves its update pending): the bounded miter
 checks those to its bound.
 
-Products of two free operands are abstracted (:mod:`onchip.formal.symbolic`): a query the
-solver cannot refute with them is decided again with the real products, and only a counterexample
-with them is reported ``failed``; undecided in time is ``not_proved``.
+Products of two free operands are abstracted (:mod:`onchip.formal.symbolic`), and sums are
+written in one form whatever their adder tree, so that what both plans compute alike is one
+term the solver shares. A query the solver does not refute is tried again with cut points: the
+operands of products that only one plan's term holds (computed by different circuits, such as
+the two plans' rounding), paired by the free symbols they depend on, are proved equal one pair
+at a time and the fast core multiplies the compact core's operand from then on. Still not
+refuted, it is decided with the real products; only a counterexample with them is reported
+``failed``; undecided in time is ``not_proved``.
 """
 
 from __future__ import annotations
