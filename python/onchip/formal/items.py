@@ -313,12 +313,17 @@ def check_plans_per_item(compact, fast, folder, *, timeout: float = 600.0, prope
     items = _items(cores[0])
     known = {("uninterpreted", item): [r[item] for _, r in fixed] for item in items}
 
+    stale: set = set()  # runs whose fast core is to run again (operands merged since)
+
     def runs(products, item):  # both cores' run of an item; the exact products only when asked
-        if (products, item) not in known:
-            stream, payload, _ = items[item]
-            known[products, item] = [_item(core, _start(core, f), stream, payload, products)
-                                     for core, f in zip(cores, free)]
-        return known[products, item]
+        key = (products, item)
+        stream, payload, _ = items[item]
+        if key not in known:
+            known[key] = [_item(core, _start(core, f), stream, payload, products) for core, f in zip(cores, free)]
+        elif key in stale:
+            known[key] = [known[key][0], _item(cores[1], _start(cores[1], free[1]), stream, payload, products)]
+        stale.discard(key)
+        return known[key]
 
     reset = _equal_parameters(cores, [c.idle for c in cores])
     if _solve(z3.Or(*[c != f for _, c, f in reset]), folder, "reset_parameters", timeout)[0] != "unsat":
@@ -338,13 +343,12 @@ def check_plans_per_item(compact, fast, folder, *, timeout: float = 600.0, prope
         t1 = time.perf_counter()
         abstract = terms("uninterpreted")
         status, detail = "proved", ""
-        for i, (label, item, c, f) in enumerate(abstract):
+        for i in range(len(abstract)):
+            label, item, c, f = terms("uninterpreted")[i]  # with the operands merged so far
             _, payload, assumption = items[item]
             verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
             while verdict != "unsat" and _merge_operands(cores[1].net, c, f, folder, f"{name}_{i}", timeout):
-                for key in [k for k in known if k[0] == "uninterpreted"]:  # the fast runs again, with the merges
-                    known[key] = [known[key][0], _item(cores[1], _start(cores[1], free[1]), *items[key[1]][:2],
-                                                       "uninterpreted")]
+                stale.update(k for k in known if k[0] == "uninterpreted")
                 *_, c, f = terms("uninterpreted")[i]
                 verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
             if verdict != "unsat":  # the abstraction may be too weak: the real products decide
