@@ -21,8 +21,10 @@ however registered, then give the solver no multiplier to bit-blast.
 
 Sums are written in one form whatever their adder tree (:class:`_Sum`): a node whose value is
 an exact sum of terms (each extended, shifted left, negated), no addition along the way
-wrapping around, becomes the sum of those terms in a fixed order at the narrowest width that
-holds every value it can take, sign-extended to the node's width. A registered adder tree and
+wrapping around, becomes the sum of those terms in a fixed order at a width fixed by the terms
+alone, sign-extended to the node's width. A product enters a sum at the width its operands'
+ranges need, and a sign extension is recognised whatever node the sign bit is taken from, so
+that a plan's wider product or partial-sum register gives the same term. A registered adder tree and
 a combinational one over the same products (the ``fast`` and ``compact`` plans) then give the
 same term, shared by the solver, instead of two trees it would have to prove equal bit by bit.
 """
@@ -97,6 +99,10 @@ class _Sum:
         if constant or not terms:
             terms.append((z3.BitVecVal(constant, _signed_bits(constant)), 0, 1))
         return _Sum(tuple(terms), self.lo + other.lo, self.hi + other.hi)
+
+    def key(self) -> tuple:
+        """The form as plain values (for comparing two forms)."""
+        return tuple((t.get_id(), s, g) for t, s, g in self.terms), self.lo, self.hi
 
     def trivial(self) -> bool:
         return len(self.terms) == 1 and self.terms[0][1:] == (0, 1)
@@ -260,6 +266,7 @@ class Netlist:
     def _evaluate(self, state, inputs, *, products):
         v: dict[int, z3.ExprRef] = {}
         sums: dict[int, _Sum] = {}  # node id -> its value as a sum (bit-vector nodes)
+        signs: dict[int, int] = {}  # node id of a 1-bit slice -> the node whose sign bit it is
 
         def arg(x: str):
             x = int(x)
@@ -285,6 +292,8 @@ class Netlist:
                 t = z3.ZeroExt(int(r[1]), arg(r[0]))
             elif op == "slice":
                 t = z3.Extract(int(r[1]), int(r[2]), arg(r[0]))
+                if int(r[0]) > 0 and int(r[1]) == int(r[2]) == v[int(r[0])].size() - 1:
+                    signs[nid] = int(r[0])
             elif op in ("not", "neg", "inc", "dec"):
                 x = arg(r[0])
                 t = {"not": lambda: ~x, "neg": lambda: -x, "inc": lambda: x + 1, "dec": lambda: x - 1}[op]()
@@ -308,12 +317,15 @@ class Netlist:
                 t = z3.Store(arg(r[0]), arg(r[1]), arg(r[2]))
             else:
                 raise ValueError(f"BTOR2 operator {op!r} (node {nid}) is not supported")
-            form = self._form(op, r, w, sums, v) if w is not None else None
+            form = self._form(op, r, w, sums, v, signs) if w is not None else None
             if form is not None and not form.trivial():
                 t = form.term(w)
             v[nid] = z3.simplify(t)
-            if form is not None and form.terms[0][0] is None:  # a product: the node's term, its range
-                form = _Sum(((v[nid], 0, 1),), form.lo, form.hi)
+            if form is not None and form.terms[0][0] is None:  # a product: the node's term at the width its
+                # range needs (exact; a plan's wider product register then gives the same leaf), its range
+                n = max(_signed_bits(form.lo), _signed_bits(form.hi))
+                form = _Sum(((v[nid] if n >= w else z3.simplify(z3.Extract(n - 1, 0, v[nid])), 0, 1),),
+                            form.lo, form.hi)
             if w is not None:
                 sums[nid] = self._remember(v[nid], form)
         return v
@@ -331,8 +343,9 @@ class Netlist:
         return form
 
     @staticmethod
-    def _form(op: str, r: list[str], width: int, sums: dict, v: dict) -> "_Sum | None":
-        """The node's value as an exact sum of its operands' sums (:class:`_Sum`), or None."""
+    def _form(op: str, r: list[str], width: int, sums: dict, v: dict, signs: dict) -> "_Sum | None":
+        """The node's value as an exact sum of its operands' sums (:class:`_Sum`), or None; ``signs``:
+        the 1-bit slices that are another node's sign bit."""
         x = int(r[0])
         if x < 0 or op not in ("sext", "uext", "concat", "slice", "add", "sub", "neg", "mul"):
             return None
@@ -351,9 +364,11 @@ class Netlist:
             return None
         b = sums[y]
         if op == "concat":  # a zero low part: a shift left; a zero high part: an unsigned extension;
-            # the low part's sign bit on top: a sign extension by one bit (Yosys writes them so)
+            # the low part's sign bit on top: a sign extension by one bit (Yosys writes them so; the
+            # bit may be taken from another node holding the same sum, at another width)
             top = v[y].size() - 1
-            if v[x].size() == 1 and v[x].eq(z3.simplify(z3.Extract(top, top, v[y]))):
+            if v[x].size() == 1 and (v[x].eq(z3.simplify(z3.Extract(top, top, v[y])))
+                                     or (x in signs and sums[signs[x]].key() == b.key())):
                 return b
             if z3.is_bv_value(v[y]) and v[y].as_long() == 0:
                 return a.shifted(v[y].size())
