@@ -344,12 +344,13 @@ def check_plans_per_item(compact, fast, folder, *, timeout: float = 600.0, prope
         abstract = terms("uninterpreted")
         status, detail = "proved", ""
         for i in range(len(abstract)):
-            label, item, c, f = terms("uninterpreted")[i]  # with the operands merged so far
+            label, item, c, f = abstract[i]
             _, payload, assumption = items[item]
             verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
             while verdict != "unsat" and _merge_operands(cores[1].net, c, f, folder, f"{name}_{i}", timeout):
                 stale.update(k for k in known if k[0] == "uninterpreted")
-                *_, c, f = terms("uninterpreted")[i]
+                abstract = terms("uninterpreted")  # every quantity again, with the operands merged so far
+                *_, c, f = abstract[i]
                 verdict, _ = _solve(z3.And(assumption, c != f), folder, f"{name}_{i}", timeout)
             if verdict != "unsat":  # the abstraction may be too weak: the real products decide
                 *_, xc, xf = terms("exact")[i]
