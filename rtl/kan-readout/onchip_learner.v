@@ -59,9 +59,9 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 9 cycles after the edge that takes the sample, update committed after 12; II 10 cycles.
+// Latency: prediction 8 cycles after the edge that takes the sample, update committed after 11; II 9 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 9, parameter read per layer [3], update per layer [12],
+//     the cycle that takes the sample): prediction 8, parameter read per layer [3], update per layer [11],
 //     parameter port 4.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
@@ -441,9 +441,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [40:0] \$428 ;
   wire [40:0] \$429 ;
   wire \$43 ;
-  wire [40:0] \$430 ;
+  wire [41:0] \$430 ;
   wire [40:0] \$431 ;
-  wire [41:0] \$432 ;
+  wire [40:0] \$432 ;
   wire [41:0] \$433 ;
   wire [42:0] \$434 ;
   wire [31:0] \$435 ;
@@ -467,138 +467,138 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$451 ;
   reg \$452 ;
   reg \$453 ;
-  reg \$454 ;
-  reg [4:0] \$455 ;
+  reg [4:0] \$454 ;
+  reg \$455 ;
   reg \$456 ;
   reg \$457 ;
   reg \$458 ;
-  reg \$459 ;
+  reg [4:0] \$459 ;
   wire \$46 ;
-  reg [4:0] \$460 ;
+  reg \$460 ;
   reg \$461 ;
-  reg \$462 ;
-  reg [15:0] \$463 ;
-  reg [6:0] \$464 ;
-  reg [4:0] \$465 ;
+  reg [15:0] \$462 ;
+  reg [6:0] \$463 ;
+  reg [4:0] \$464 ;
+  reg \$465 ;
   reg \$466 ;
-  reg \$467 ;
-  reg [15:0] \$468 ;
-  reg [3:0] \$469 ;
+  reg [15:0] \$467 ;
+  reg [3:0] \$468 ;
+  reg [6:0] \$469 ;
   wire \$47 ;
-  reg [6:0] \$470 ;
+  reg \$470 ;
   reg \$471 ;
-  reg \$472 ;
-  reg [15:0] \$473 ;
-  reg [3:0] \$474 ;
-  reg [7:0] \$475 ;
-  reg [6:0] \$476 ;
+  reg [15:0] \$472 ;
+  reg [3:0] \$473 ;
+  reg [7:0] \$474 ;
+  reg [6:0] \$475 ;
+  reg \$476 ;
   reg \$477 ;
-  reg \$478 ;
-  reg [15:0] \$479 ;
+  reg [15:0] \$478 ;
+  reg \$479 ;
   wire \$48 ;
-  reg \$480 ;
-  reg [1:0] \$481 ;
+  reg [1:0] \$480 ;
+  reg \$481 ;
   reg \$482 ;
   reg \$483 ;
   reg \$484 ;
   reg \$485 ;
   reg \$486 ;
   reg \$487 ;
-  reg \$488 ;
+  reg [15:0] \$488 ;
   reg [15:0] \$489 ;
   wire \$49 ;
   reg [15:0] \$490 ;
   reg [15:0] \$491 ;
-  reg [15:0] \$492 ;
-  reg [1:0] \$493 ;
-  reg [14:0] \$494 ;
-  reg [1:0] \$495 ;
-  reg [2:0] \$496 ;
+  reg [1:0] \$492 ;
+  reg [14:0] \$493 ;
+  reg [1:0] \$494 ;
+  reg [2:0] \$495 ;
+  reg [15:0] \$496 ;
   reg [15:0] \$497 ;
   reg [15:0] \$498 ;
   reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  reg [15:0] \$500 ;
-  reg [14:0] \$501 ;
-  reg [1:0] \$502 ;
-  reg [2:0] \$503 ;
+  reg [14:0] \$500 ;
+  reg [1:0] \$501 ;
+  reg [2:0] \$502 ;
+  reg [15:0] \$503 ;
   reg [15:0] \$504 ;
   reg [15:0] \$505 ;
   reg [15:0] \$506 ;
-  reg [15:0] \$507 ;
+  reg [3:0] \$507 ;
   reg [3:0] \$508 ;
   reg [3:0] \$509 ;
   wire \$51 ;
   reg [3:0] \$510 ;
-  reg [3:0] \$511 ;
+  reg [15:0] \$511 ;
   reg [15:0] \$512 ;
   reg [15:0] \$513 ;
   reg [15:0] \$514 ;
-  reg [15:0] \$515 ;
+  reg [3:0] \$515 ;
   reg [3:0] \$516 ;
   reg [3:0] \$517 ;
   reg [3:0] \$518 ;
-  reg [3:0] \$519 ;
+  reg [15:0] \$519 ;
   wire \$52 ;
   reg [15:0] \$520 ;
   reg [15:0] \$521 ;
   reg [15:0] \$522 ;
   reg [15:0] \$523 ;
   reg [15:0] \$524 ;
-  reg [15:0] \$525 ;
-  reg [31:0] \$526 ;
+  reg [31:0] \$525 ;
+  reg [15:0] \$526 ;
   reg [15:0] \$527 ;
-  reg [15:0] \$528 ;
-  reg [31:0] \$529 ;
+  reg [31:0] \$528 ;
+  reg [15:0] \$529 ;
   wire [40:0] \$53 ;
   reg [15:0] \$530 ;
-  reg [15:0] \$531 ;
-  reg [31:0] \$532 ;
+  reg [31:0] \$531 ;
+  reg [15:0] \$532 ;
   reg [15:0] \$533 ;
-  reg [15:0] \$534 ;
-  reg [31:0] \$535 ;
+  reg [31:0] \$534 ;
+  reg [15:0] \$535 ;
   reg [15:0] \$536 ;
-  reg [15:0] \$537 ;
-  reg [31:0] \$538 ;
+  reg [31:0] \$537 ;
+  reg [15:0] \$538 ;
   reg [15:0] \$539 ;
   wire [15:0] \$54 ;
-  reg [15:0] \$540 ;
-  reg [31:0] \$541 ;
+  reg [31:0] \$540 ;
+  reg [15:0] \$541 ;
   reg [15:0] \$542 ;
-  reg [15:0] \$543 ;
-  reg [31:0] \$544 ;
+  reg [31:0] \$543 ;
+  reg [15:0] \$544 ;
   reg [15:0] \$545 ;
-  reg [15:0] \$546 ;
-  reg [31:0] \$547 ;
-  reg [40:0] \$548 ;
-  reg [40:0] \$549 ;
+  reg [31:0] \$546 ;
+  reg [41:0] \$547 ;
+  reg [41:0] \$548 ;
+  reg [42:0] \$549 ;
   wire \$55 ;
-  reg [40:0] \$550 ;
-  reg [40:0] \$551 ;
-  reg [41:0] \$552 ;
-  reg [41:0] \$553 ;
-  reg [42:0] \$554 ;
+  reg [15:0] \$550 ;
+  reg [15:0] \$551 ;
+  reg [15:0] \$552 ;
+  reg [15:0] \$553 ;
+  reg [15:0] \$554 ;
   reg [15:0] \$555 ;
   reg [15:0] \$556 ;
   reg [15:0] \$557 ;
-  reg [15:0] \$558 ;
-  reg [15:0] \$559 ;
+  reg [1:0] \$558 ;
+  reg [1:0] \$559 ;
   wire \$56 ;
-  reg [15:0] \$560 ;
-  reg [15:0] \$561 ;
-  reg [15:0] \$562 ;
-  reg [15:0] \$563 ;
+  reg [1:0] \$560 ;
+  reg [1:0] \$561 ;
+  reg [1:0] \$562 ;
+  reg [1:0] \$563 ;
   reg [1:0] \$564 ;
-  reg [1:0] \$565 ;
-  reg [1:0] \$566 ;
-  reg [1:0] \$567 ;
-  reg [1:0] \$568 ;
-  reg [1:0] \$569 ;
+  reg [15:0] \$565 ;
+  reg [3:0] \$566 ;
+  reg [3:0] \$567 ;
+  reg [3:0] \$568 ;
+  reg [3:0] \$569 ;
   wire \$57 ;
-  reg [1:0] \$570 ;
-  reg [1:0] \$571 ;
-  reg [15:0] \$572 ;
+  reg [3:0] \$570 ;
+  reg [3:0] \$571 ;
+  reg [3:0] \$572 ;
   reg [3:0] \$573 ;
   reg [3:0] \$574 ;
   reg [3:0] \$575 ;
@@ -654,94 +654,71 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$62 ;
   reg [3:0] \$620 ;
   reg [3:0] \$621 ;
-  reg [3:0] \$622 ;
-  reg [3:0] \$623 ;
-  reg [3:0] \$624 ;
-  reg [3:0] \$625 ;
-  reg [3:0] \$626 ;
-  reg [3:0] \$627 ;
-  reg [3:0] \$628 ;
-  reg [3:0] \$629 ;
+  reg [15:0] \$622 ;
+  reg [15:0] \$623 ;
+  reg [15:0] \$624 ;
+  reg [15:0] \$625 ;
+  reg [15:0] \$626 ;
+  reg [31:0] \$627 ;
+  reg [15:0] \$628 ;
+  reg [15:0] \$629 ;
   wire \$63 ;
-  reg [3:0] \$630 ;
-  reg [3:0] \$631 ;
-  reg [3:0] \$632 ;
-  reg [3:0] \$633 ;
-  reg [3:0] \$634 ;
-  reg [3:0] \$635 ;
-  reg [3:0] \$636 ;
+  reg [15:0] \$630 ;
+  reg [15:0] \$631 ;
+  reg [15:0] \$632 ;
+  reg [15:0] \$633 ;
+  reg [31:0] \$634 ;
+  reg [15:0] \$635 ;
+  reg [15:0] \$636 ;
   reg [15:0] \$637 ;
   reg [15:0] \$638 ;
   reg [15:0] \$639 ;
   wire \$64 ;
   reg [15:0] \$640 ;
-  reg [15:0] \$641 ;
+  reg [31:0] \$641 ;
   reg [15:0] \$642 ;
-  reg [31:0] \$643 ;
+  reg [15:0] \$643 ;
   reg [15:0] \$644 ;
   reg [15:0] \$645 ;
   reg [15:0] \$646 ;
   reg [15:0] \$647 ;
-  reg [15:0] \$648 ;
+  reg [31:0] \$648 ;
   reg [15:0] \$649 ;
   wire \$65 ;
   reg [15:0] \$650 ;
-  reg [31:0] \$651 ;
+  reg [15:0] \$651 ;
   reg [15:0] \$652 ;
   reg [15:0] \$653 ;
   reg [15:0] \$654 ;
-  reg [15:0] \$655 ;
+  reg [31:0] \$655 ;
   reg [15:0] \$656 ;
   reg [15:0] \$657 ;
   reg [15:0] \$658 ;
-  reg [31:0] \$659 ;
+  reg [15:0] \$659 ;
   wire \$66 ;
   reg [15:0] \$660 ;
   reg [15:0] \$661 ;
-  reg [15:0] \$662 ;
+  reg [31:0] \$662 ;
   reg [15:0] \$663 ;
   reg [15:0] \$664 ;
   reg [15:0] \$665 ;
   reg [15:0] \$666 ;
-  reg [31:0] \$667 ;
+  reg [15:0] \$667 ;
   reg [15:0] \$668 ;
-  reg [15:0] \$669 ;
+  reg [31:0] \$669 ;
   wire \$67 ;
   reg [15:0] \$670 ;
   reg [15:0] \$671 ;
   reg [15:0] \$672 ;
   reg [15:0] \$673 ;
   reg [15:0] \$674 ;
-  reg [31:0] \$675 ;
-  reg [15:0] \$676 ;
+  reg [15:0] \$675 ;
+  reg [31:0] \$676 ;
   reg [15:0] \$677 ;
-  reg [15:0] \$678 ;
-  reg [15:0] \$679 ;
   wire \$68 ;
-  reg [15:0] \$680 ;
-  reg [15:0] \$681 ;
-  reg [15:0] \$682 ;
-  reg [31:0] \$683 ;
-  reg [15:0] \$684 ;
-  reg [15:0] \$685 ;
-  reg [15:0] \$686 ;
-  reg [15:0] \$687 ;
-  reg [15:0] \$688 ;
-  reg [15:0] \$689 ;
   wire \$69 ;
-  reg [15:0] \$690 ;
-  reg [31:0] \$691 ;
-  reg [15:0] \$692 ;
-  reg [15:0] \$693 ;
-  reg [15:0] \$694 ;
-  reg [15:0] \$695 ;
-  reg [15:0] \$696 ;
-  reg [15:0] \$697 ;
-  reg [15:0] \$698 ;
-  reg [31:0] \$699 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  reg [15:0] \$700 ;
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
@@ -774,14 +751,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$168 ;
-  wire [1:0] \$signature__addr$180 ;
-  wire [1:0] \$signature__addr$191 ;
-  wire [1:0] \$signature__addr$202 ;
-  wire [1:0] \$signature__addr$213 ;
-  wire [1:0] \$signature__addr$224 ;
-  wire [1:0] \$signature__addr$235 ;
-  wire [1:0] \$signature__addr$246 ;
+  wire [1:0] \$signature__addr$167 ;
+  wire [1:0] \$signature__addr$179 ;
+  wire [1:0] \$signature__addr$190 ;
+  wire [1:0] \$signature__addr$201 ;
+  wire [1:0] \$signature__addr$212 ;
+  wire [1:0] \$signature__addr$223 ;
+  wire [1:0] \$signature__addr$234 ;
+  wire [1:0] \$signature__addr$245 ;
   wire [1:0] \$signature__addr$28 ;
   wire [1:0] \$signature__addr$30 ;
   wire [1:0] \$signature__addr$32 ;
@@ -790,14 +767,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] \$signature__addr$60 ;
   wire [1:0] \$signature__addr$62 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$162 ;
-  wire [15:0] \$signature__data$177 ;
-  wire [15:0] \$signature__data$188 ;
-  wire [15:0] \$signature__data$199 ;
-  wire [15:0] \$signature__data$210 ;
-  wire [15:0] \$signature__data$221 ;
-  wire [15:0] \$signature__data$232 ;
-  wire [15:0] \$signature__data$243 ;
+  wire [15:0] \$signature__data$161 ;
+  wire [15:0] \$signature__data$176 ;
+  wire [15:0] \$signature__data$187 ;
+  wire [15:0] \$signature__data$198 ;
+  wire [15:0] \$signature__data$209 ;
+  wire [15:0] \$signature__data$220 ;
+  wire [15:0] \$signature__data$231 ;
+  wire [15:0] \$signature__data$242 ;
   wire [15:0] \$signature__data$37 ;
   wire [15:0] \$signature__data$38 ;
   wire [15:0] \$signature__data$39 ;
@@ -806,14 +783,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$signature__data$68 ;
   wire [15:0] \$signature__data$69 ;
   wire \$signature__en ;
-  wire \$signature__en$171 ;
-  wire \$signature__en$183 ;
-  wire \$signature__en$194 ;
-  wire \$signature__en$205 ;
-  wire \$signature__en$216 ;
-  wire \$signature__en$227 ;
-  wire \$signature__en$238 ;
-  wire \$signature__en$249 ;
+  wire \$signature__en$170 ;
+  wire \$signature__en$182 ;
+  wire \$signature__en$193 ;
+  wire \$signature__en$204 ;
+  wire \$signature__en$215 ;
+  wire \$signature__en$226 ;
+  wire \$signature__en$237 ;
+  wire \$signature__en$248 ;
   wire \$signature__en$29 ;
   wire \$signature__en$31 ;
   wire \$signature__en$33 ;
@@ -842,11 +819,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \below$145 ;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$312 ;
-  wire [15:0] \bval$312[0] ;
-  wire [15:0] \bval$312[1] ;
-  wire [15:0] \bval$312[2] ;
-  wire [15:0] \bval$312[3] ;
+  wire [63:0] \bval$311 ;
+  wire [15:0] \bval$311[0] ;
+  wire [15:0] \bval$311[1] ;
+  wire [15:0] \bval$311[2] ;
+  wire [15:0] \bval$311[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -858,7 +835,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l0;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s10 = 16'h0000;
+  reg [15:0] err0_s9 = 16'h0000;
   wire execute;
   wire [39:0] floor;
   wire [31:0] \floor$105 ;
@@ -886,7 +863,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [1:0] kind_s6 = 2'h0;
   reg [1:0] kind_s7 = 2'h0;
   reg [1:0] kind_s8 = 2'h0;
-  reg [1:0] kind_s9 = 2'h0;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
   reg [15:0] l0_bval0_1_s3 = 16'h0000;
@@ -903,56 +879,48 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_bval1_2_s4 = 16'h0000;
   reg [15:0] l0_bval1_3_s3 = 16'h0000;
   reg [15:0] l0_bval1_3_s4 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s10 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s10 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s10 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s10 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank1_0_s10 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s8 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank1_1_s10 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s8 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank1_2_s10 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s8 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s9 = 16'h0000;
-  reg [15:0] l0_bval_bank1_3_s10 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s6 = 16'h0000;
@@ -969,25 +937,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_coef0_1_1_s4 = 16'h0000;
   reg [15:0] l0_coef0_1_2_s4 = 16'h0000;
   reg [15:0] l0_coef0_1_3_s4 = 16'h0000;
-  reg [31:0] l0_delta0_0_0_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_0_0_s12 = 16'h0000;
-  reg [31:0] l0_delta0_0_1_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_0_1_s12 = 16'h0000;
-  reg [31:0] l0_delta0_0_2_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_0_2_s12 = 16'h0000;
-  reg [31:0] l0_delta0_0_3_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_0_3_s12 = 16'h0000;
-  reg [31:0] l0_delta0_1_0_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_1_0_s12 = 16'h0000;
-  reg [31:0] l0_delta0_1_1_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_1_1_s12 = 16'h0000;
-  reg [31:0] l0_delta0_1_2_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_1_2_s12 = 16'h0000;
-  reg [31:0] l0_delta0_1_3_raw_s11 = 32'd0;
-  reg [15:0] l0_delta0_1_3_s12 = 16'h0000;
+  reg [31:0] l0_delta0_0_0_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_0_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_1_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_1_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_2_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_2_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_3_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_0_3_s11 = 16'h0000;
+  reg [31:0] l0_delta0_1_0_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_1_0_s11 = 16'h0000;
+  reg [31:0] l0_delta0_1_1_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_1_1_s11 = 16'h0000;
+  reg [31:0] l0_delta0_1_2_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_1_2_s11 = 16'h0000;
+  reg [31:0] l0_delta0_1_3_raw_s10 = 32'd0;
+  reg [15:0] l0_delta0_1_3_s11 = 16'h0000;
   reg [1:0] l0_lo0_s3 = 2'h0;
   reg [1:0] l0_lo1_s3 = 2'h0;
-  reg [15:0] l0_out0_s9 = 16'h0000;
+  reg [15:0] l0_out0_s8 = 16'h0000;
   wire [1:0] l0_port_baddr;
   reg [3:0] l0_port_baddr_p4 = 4'h0;
   wire [1:0] l0_port_bank;
@@ -1051,16 +1019,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_read0_1_1;
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
-  reg [40:0] l0_sum0_t0_0_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_1_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_2_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_3_s6 = 41'h00000000000;
-  reg [41:0] l0_sum0_t1_0_s7 = 42'h00000000000;
-  reg [41:0] l0_sum0_t1_1_s7 = 42'h00000000000;
-  reg [42:0] l0_sum0_t2_0_s8 = 43'h00000000000;
+  reg [41:0] l0_sum0_t0_0_s6 = 42'h00000000000;
+  reg [41:0] l0_sum0_t0_1_s6 = 42'h00000000000;
+  reg [42:0] l0_sum0_t1_0_s7 = 43'h00000000000;
   reg [3:0] l0_waddr0_0_s10 = 4'h0;
   reg [3:0] l0_waddr0_0_s11 = 4'h0;
-  reg [3:0] l0_waddr0_0_s12 = 4'h0;
   reg [3:0] l0_waddr0_0_s4 = 4'h0;
   reg [3:0] l0_waddr0_0_s5 = 4'h0;
   reg [3:0] l0_waddr0_0_s6 = 4'h0;
@@ -1069,7 +1032,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_0_s9 = 4'h0;
   reg [3:0] l0_waddr0_1_s10 = 4'h0;
   reg [3:0] l0_waddr0_1_s11 = 4'h0;
-  reg [3:0] l0_waddr0_1_s12 = 4'h0;
   reg [3:0] l0_waddr0_1_s4 = 4'h0;
   reg [3:0] l0_waddr0_1_s5 = 4'h0;
   reg [3:0] l0_waddr0_1_s6 = 4'h0;
@@ -1078,7 +1040,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_1_s9 = 4'h0;
   reg [3:0] l0_waddr0_2_s10 = 4'h0;
   reg [3:0] l0_waddr0_2_s11 = 4'h0;
-  reg [3:0] l0_waddr0_2_s12 = 4'h0;
   reg [3:0] l0_waddr0_2_s4 = 4'h0;
   reg [3:0] l0_waddr0_2_s5 = 4'h0;
   reg [3:0] l0_waddr0_2_s6 = 4'h0;
@@ -1087,7 +1048,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_2_s9 = 4'h0;
   reg [3:0] l0_waddr0_3_s10 = 4'h0;
   reg [3:0] l0_waddr0_3_s11 = 4'h0;
-  reg [3:0] l0_waddr0_3_s12 = 4'h0;
   reg [3:0] l0_waddr0_3_s4 = 4'h0;
   reg [3:0] l0_waddr0_3_s5 = 4'h0;
   reg [3:0] l0_waddr0_3_s6 = 4'h0;
@@ -1096,7 +1056,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_3_s9 = 4'h0;
   reg [3:0] l0_waddr1_0_s10 = 4'h0;
   reg [3:0] l0_waddr1_0_s11 = 4'h0;
-  reg [3:0] l0_waddr1_0_s12 = 4'h0;
   reg [3:0] l0_waddr1_0_s4 = 4'h0;
   reg [3:0] l0_waddr1_0_s5 = 4'h0;
   reg [3:0] l0_waddr1_0_s6 = 4'h0;
@@ -1105,7 +1064,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr1_0_s9 = 4'h0;
   reg [3:0] l0_waddr1_1_s10 = 4'h0;
   reg [3:0] l0_waddr1_1_s11 = 4'h0;
-  reg [3:0] l0_waddr1_1_s12 = 4'h0;
   reg [3:0] l0_waddr1_1_s4 = 4'h0;
   reg [3:0] l0_waddr1_1_s5 = 4'h0;
   reg [3:0] l0_waddr1_1_s6 = 4'h0;
@@ -1114,7 +1072,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr1_1_s9 = 4'h0;
   reg [3:0] l0_waddr1_2_s10 = 4'h0;
   reg [3:0] l0_waddr1_2_s11 = 4'h0;
-  reg [3:0] l0_waddr1_2_s12 = 4'h0;
   reg [3:0] l0_waddr1_2_s4 = 4'h0;
   reg [3:0] l0_waddr1_2_s5 = 4'h0;
   reg [3:0] l0_waddr1_2_s6 = 4'h0;
@@ -1123,7 +1080,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr1_2_s9 = 4'h0;
   reg [3:0] l0_waddr1_3_s10 = 4'h0;
   reg [3:0] l0_waddr1_3_s11 = 4'h0;
-  reg [3:0] l0_waddr1_3_s12 = 4'h0;
   reg [3:0] l0_waddr1_3_s4 = 4'h0;
   reg [3:0] l0_waddr1_3_s5 = 4'h0;
   reg [3:0] l0_waddr1_3_s6 = 4'h0;
@@ -1155,7 +1111,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg port_in_flight2 = 1'h0;
   reg port_in_flight3 = 1'h0;
   wire [14:0] pos;
-  wire [14:0] \pos$309 ;
+  wire [14:0] \pos$308 ;
   reg [14:0] pos_in = 15'h0000;
   reg [14:0] \pos_in$20  = 15'h0000;
   output [15:0] pr__payload;
@@ -1203,14 +1159,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \t$134 ;
   wire [15:0] \t$140 ;
   wire [15:0] \t$146 ;
-  wire [16:0] \t$161 ;
-  wire [16:0] \t$176 ;
-  wire [16:0] \t$187 ;
-  wire [16:0] \t$198 ;
-  wire [16:0] \t$209 ;
-  wire [16:0] \t$220 ;
-  wire [16:0] \t$231 ;
-  wire [16:0] \t$242 ;
+  wire [16:0] \t$160 ;
+  wire [16:0] \t$175 ;
+  wire [16:0] \t$186 ;
+  wire [16:0] \t$197 ;
+  wire [16:0] \t$208 ;
+  wire [16:0] \t$219 ;
+  wire [16:0] \t$230 ;
+  wire [16:0] \t$241 ;
   wire [39:0] \t$42 ;
   wire [32:0] \t$44 ;
   wire [39:0] \t$46 ;
@@ -1236,40 +1192,39 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
   reg valid_s11 = 1'h0;
-  reg valid_s12 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
-  reg valid_s8 = 1'h0;
   (* init = 1'h0 *)
-  wire valid_s9;
+  wire valid_s8;
+  reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$184 ;
-  wire [1:0] \wp__addr$195 ;
-  wire [1:0] \wp__addr$206 ;
-  wire [1:0] \wp__addr$217 ;
-  wire [1:0] \wp__addr$228 ;
-  wire [1:0] \wp__addr$239 ;
-  wire [1:0] \wp__addr$250 ;
+  wire [1:0] \wp__addr$183 ;
+  wire [1:0] \wp__addr$194 ;
+  wire [1:0] \wp__addr$205 ;
+  wire [1:0] \wp__addr$216 ;
+  wire [1:0] \wp__addr$227 ;
+  wire [1:0] \wp__addr$238 ;
+  wire [1:0] \wp__addr$249 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$185 ;
-  wire [15:0] \wp__data$196 ;
-  wire [15:0] \wp__data$207 ;
-  wire [15:0] \wp__data$218 ;
-  wire [15:0] \wp__data$229 ;
-  wire [15:0] \wp__data$240 ;
-  wire [15:0] \wp__data$251 ;
+  wire [15:0] \wp__data$184 ;
+  wire [15:0] \wp__data$195 ;
+  wire [15:0] \wp__data$206 ;
+  wire [15:0] \wp__data$217 ;
+  wire [15:0] \wp__data$228 ;
+  wire [15:0] \wp__data$239 ;
+  wire [15:0] \wp__data$250 ;
   wire wp__en;
-  wire \wp__en$186 ;
-  wire \wp__en$197 ;
-  wire \wp__en$208 ;
-  wire \wp__en$219 ;
-  wire \wp__en$230 ;
-  wire \wp__en$241 ;
-  wire \wp__en$252 ;
+  wire \wp__en$185 ;
+  wire \wp__en$196 ;
+  wire \wp__en$207 ;
+  wire \wp__en$218 ;
+  wire \wp__en$229 ;
+  wire \wp__en$240 ;
+  wire \wp__en$251 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -1282,7 +1237,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
   reg [15:0] y0_s8 = 16'h0000;
-  reg [15:0] y0_s9 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [2:0];
   initial begin
@@ -1304,7 +1258,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$162  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$161  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -1314,8 +1268,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$186 )
-      l0_coef_0_0_bank1[\$254 [1:0]] <= \wp__data$185 ;
+    if (\wp__en$185 )
+      l0_coef_0_0_bank1[\$254 [1:0]] <= \wp__data$184 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
@@ -1323,11 +1277,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _2_ <= \$253 [1:0];
     if (\$signature__en$29 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$186  && \$8 [1:0] == \$254 [1:0])
-        _3_ <= \wp__data$185 ;
+      if (\wp__en$185  && \$8 [1:0] == \$254 [1:0])
+        _3_ <= \wp__data$184 ;
     end
   end
-  assign \$signature__data$177  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$176  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$37  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -1337,8 +1291,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$197 )
-      l0_coef_0_0_bank2[\$267 [1:0]] <= \wp__data$196 ;
+    if (\wp__en$196 )
+      l0_coef_0_0_bank2[\$267 [1:0]] <= \wp__data$195 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
@@ -1346,11 +1300,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _4_ <= \$266 [1:0];
     if (\$signature__en$31 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$197  && \$12 [1:0] == \$267 [1:0])
-        _5_ <= \wp__data$196 ;
+      if (\wp__en$196  && \$12 [1:0] == \$267 [1:0])
+        _5_ <= \wp__data$195 ;
     end
   end
-  assign \$signature__data$188  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$187  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$38  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -1360,8 +1314,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$208 )
-      l0_coef_0_0_bank3[\$280 [1:0]] <= \wp__data$207 ;
+    if (\wp__en$207 )
+      l0_coef_0_0_bank3[\$280 [1:0]] <= \wp__data$206 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
@@ -1369,11 +1323,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _6_ <= \$279 [1:0];
     if (\$signature__en$33 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$208  && \$16 [1:0] == \$280 [1:0])
-        _7_ <= \wp__data$207 ;
+      if (\wp__en$207  && \$16 [1:0] == \$280 [1:0])
+        _7_ <= \wp__data$206 ;
     end
   end
-  assign \$signature__data$199  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$198  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$39  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -1383,8 +1337,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$219 )
-      l0_coef_0_1_bank0[\$293 [1:0]] <= \wp__data$218 ;
+    if (\wp__en$218 )
+      l0_coef_0_1_bank0[\$293 [1:0]] <= \wp__data$217 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
@@ -1392,11 +1346,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _8_ <= \$292 [1:0];
     if (\$signature__en$57 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$219  && \$20 [1:0] == \$293 [1:0])
-        _9_ <= \wp__data$218 ;
+      if (\wp__en$218  && \$20 [1:0] == \$293 [1:0])
+        _9_ <= \wp__data$217 ;
     end
   end
-  assign \$signature__data$210  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$209  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$66  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -1406,8 +1360,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$230 )
-      l0_coef_0_1_bank1[\$306 [1:0]] <= \wp__data$229 ;
+    if (\wp__en$229 )
+      l0_coef_0_1_bank1[\$306 [1:0]] <= \wp__data$228 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
@@ -1415,11 +1369,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _10_ <= \$305 [1:0];
     if (\$signature__en$59 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$230  && \$24 [1:0] == \$306 [1:0])
-        _11_ <= \wp__data$229 ;
+      if (\wp__en$229  && \$24 [1:0] == \$306 [1:0])
+        _11_ <= \wp__data$228 ;
     end
   end
-  assign \$signature__data$221  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$220  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$67  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -1429,8 +1383,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$241 )
-      l0_coef_0_1_bank2[\$319 [1:0]] <= \wp__data$240 ;
+    if (\wp__en$240 )
+      l0_coef_0_1_bank2[\$319 [1:0]] <= \wp__data$239 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
@@ -1438,11 +1392,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _12_ <= \$318 [1:0];
     if (\$signature__en$61 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$241  && \$28 [1:0] == \$319 [1:0])
-        _13_ <= \wp__data$240 ;
+      if (\wp__en$240  && \$28 [1:0] == \$319 [1:0])
+        _13_ <= \wp__data$239 ;
     end
   end
-  assign \$signature__data$232  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$231  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$68  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -1452,8 +1406,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$252 )
-      l0_coef_0_1_bank3[\$332 [1:0]] <= \wp__data$251 ;
+    if (\wp__en$251 )
+      l0_coef_0_1_bank3[\$332 [1:0]] <= \wp__data$250 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
@@ -1461,11 +1415,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _14_ <= \$331 [1:0];
     if (\$signature__en$63 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$252  && \$32 [1:0] == \$332 [1:0])
-        _15_ <= \wp__data$251 ;
+      if (\wp__en$251  && \$32 [1:0] == \$332 [1:0])
+        _15_ <= \wp__data$250 ;
     end
   end
-  assign \$signature__data$243  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$242  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$69  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -1497,150 +1451,127 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  assign \$229  = ! l0_delta0_1_3_raw_s11[16:0];
-  assign \$230  = l0_delta0_1_3_raw_s11[17] & \$229 ;
-  assign \$231  = \$230  & \floor$141 [0];
-  assign \$232  = \$228  | \$231 ;
-  assign \$233  = $signed(\floor$141 ) + $signed({ 1'h0, \$232  });
-  assign \$234  = \above$144  ? 16'h7fff : \$233 [15:0];
-  assign \t$146  = \below$145  ? 16'h8000 : \$234 ;
-  assign \$235  = ~ m__ready;
-  assign \$236  = m__valid & \$235 ;
-  assign en = ~ \$236 ;
-  assign busy = | { valid_s12, valid_s11, valid_s10, m__valid, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s12;
-  assign \t$161  = $signed(\$signature__data$162 ) - $signed(l0_delta0_0_0_s12);
-  assign \$237  = ! l0_port_edge_p4[0];
-  assign \$238  = l0_ram_wr & \$237 ;
-  assign \$239  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$238  & \$239 ;
-  assign \$240  = \$236  ? l0_waddr0_0_s12 : l0_waddr0_0_s11;
-  assign \$241  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s12;
-  assign \$242  = & \t$161 [16:15];
-  assign \$243  = ~ \$242 ;
-  assign \$244  = \t$161 [16] & \$243 ;
-  assign \$245  = ~ \t$161 [16];
-  assign \$246  = | \t$161 [16:15];
+  assign \$246  = | \t$160 [16:15];
   assign \$247  = \$245  & \$246 ;
-  assign \$248  = \$247  ? 16'h7fff : \t$161 [15:0];
+  assign \$248  = \$247  ? 16'h7fff : \t$160 [15:0];
   assign \$249  = \$244  ? 16'h8000 : \$248 ;
   assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$249 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$176  = $signed(\$signature__data$177 ) - $signed(l0_delta0_0_1_s12);
+  assign \t$175  = $signed(\$signature__data$176 ) - $signed(l0_delta0_0_1_s11);
   assign \$250  = ! l0_port_edge_p4[0];
   assign \$251  = l0_ram_wr & \$250 ;
   assign \$252  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$251  & \$252 ;
-  assign \$253  = \$236  ? l0_waddr0_1_s12 : l0_waddr0_1_s11;
-  assign \$254  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s12;
-  assign \$255  = & \t$176 [16:15];
+  assign \$253  = \$236  ? l0_waddr0_1_s11 : l0_waddr0_1_s10;
+  assign \$254  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s11;
+  assign \$255  = & \t$175 [16:15];
   assign \$256  = ~ \$255 ;
-  assign \$257  = \t$176 [16] & \$256 ;
-  assign \$258  = ~ \t$176 [16];
-  assign \$259  = | \t$176 [16:15];
+  assign \$257  = \t$175 [16] & \$256 ;
+  assign \$258  = ~ \t$175 [16];
+  assign \$259  = | \t$175 [16:15];
   assign \$260  = \$258  & \$259 ;
-  assign \$261  = \$260  ? 16'h7fff : \t$176 [15:0];
+  assign \$261  = \$260  ? 16'h7fff : \t$175 [15:0];
   assign \$262  = \$257  ? 16'h8000 : \$261 ;
-  assign \wp__data$185  = l0_port_hit0_0_1 ? l0_ram_data : \$262 ;
-  assign \wp__en$186  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$187  = $signed(\$signature__data$188 ) - $signed(l0_delta0_0_2_s12);
+  assign \wp__data$184  = l0_port_hit0_0_1 ? l0_ram_data : \$262 ;
+  assign \wp__en$185  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$186  = $signed(\$signature__data$187 ) - $signed(l0_delta0_0_2_s11);
   assign \$263  = ! l0_port_edge_p4[0];
   assign \$264  = l0_ram_wr & \$263 ;
   assign \$265  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$264  & \$265 ;
-  assign \$266  = \$236  ? l0_waddr0_2_s12 : l0_waddr0_2_s11;
-  assign \$267  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s12;
-  assign \$268  = & \t$187 [16:15];
+  assign \$266  = \$236  ? l0_waddr0_2_s11 : l0_waddr0_2_s10;
+  assign \$267  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s11;
+  assign \$268  = & \t$186 [16:15];
   assign \$269  = ~ \$268 ;
-  assign \$270  = \t$187 [16] & \$269 ;
-  assign \$271  = ~ \t$187 [16];
-  assign \$272  = | \t$187 [16:15];
+  assign \$270  = \t$186 [16] & \$269 ;
+  assign \$271  = ~ \t$186 [16];
+  assign \$272  = | \t$186 [16:15];
   assign \$273  = \$271  & \$272 ;
-  assign \$274  = \$273  ? 16'h7fff : \t$187 [15:0];
+  assign \$274  = \$273  ? 16'h7fff : \t$186 [15:0];
   assign \$275  = \$270  ? 16'h8000 : \$274 ;
-  assign \wp__data$196  = l0_port_hit0_0_2 ? l0_ram_data : \$275 ;
-  assign \wp__en$197  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$198  = $signed(\$signature__data$199 ) - $signed(l0_delta0_0_3_s12);
+  assign \wp__data$195  = l0_port_hit0_0_2 ? l0_ram_data : \$275 ;
+  assign \wp__en$196  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$197  = $signed(\$signature__data$198 ) - $signed(l0_delta0_0_3_s11);
   assign \$276  = ! l0_port_edge_p4[0];
   assign \$277  = l0_ram_wr & \$276 ;
   assign \$278  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$277  & \$278 ;
-  assign \$279  = \$236  ? l0_waddr0_3_s12 : l0_waddr0_3_s11;
-  assign \$280  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s12;
-  assign \$281  = & \t$198 [16:15];
+  assign \$279  = \$236  ? l0_waddr0_3_s11 : l0_waddr0_3_s10;
+  assign \$280  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s11;
+  assign \$281  = & \t$197 [16:15];
   assign \$282  = ~ \$281 ;
-  assign \$283  = \t$198 [16] & \$282 ;
-  assign \$284  = ~ \t$198 [16];
-  assign \$285  = | \t$198 [16:15];
+  assign \$283  = \t$197 [16] & \$282 ;
+  assign \$284  = ~ \t$197 [16];
+  assign \$285  = | \t$197 [16:15];
   assign \$286  = \$284  & \$285 ;
-  assign \$287  = \$286  ? 16'h7fff : \t$198 [15:0];
+  assign \$287  = \$286  ? 16'h7fff : \t$197 [15:0];
   assign \$288  = \$283  ? 16'h8000 : \$287 ;
-  assign \wp__data$207  = l0_port_hit0_0_3 ? l0_ram_data : \$288 ;
-  assign \wp__en$208  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$209  = $signed(\$signature__data$210 ) - $signed(l0_delta0_1_0_s12);
+  assign \wp__data$206  = l0_port_hit0_0_3 ? l0_ram_data : \$288 ;
+  assign \wp__en$207  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$208  = $signed(\$signature__data$209 ) - $signed(l0_delta0_1_0_s11);
   assign \$290  = l0_ram_wr & \$289 ;
   assign \$291  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_1_0 = \$290  & \$291 ;
-  assign \$292  = \$236  ? l0_waddr1_0_s12 : l0_waddr1_0_s11;
-  assign \$293  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s12;
-  assign \$294  = & \t$209 [16:15];
+  assign \$292  = \$236  ? l0_waddr1_0_s11 : l0_waddr1_0_s10;
+  assign \$293  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s11;
+  assign \$294  = & \t$208 [16:15];
   assign \$295  = ~ \$294 ;
-  assign \$296  = \t$209 [16] & \$295 ;
-  assign \$297  = ~ \t$209 [16];
-  assign \$298  = | \t$209 [16:15];
+  assign \$296  = \t$208 [16] & \$295 ;
+  assign \$297  = ~ \t$208 [16];
+  assign \$298  = | \t$208 [16:15];
   assign \$299  = \$297  & \$298 ;
-  assign \$300  = \$299  ? 16'h7fff : \t$209 [15:0];
+  assign \$300  = \$299  ? 16'h7fff : \t$208 [15:0];
   assign \$301  = \$296  ? 16'h8000 : \$300 ;
-  assign \wp__data$218  = l0_port_hit0_1_0 ? l0_ram_data : \$301 ;
-  assign \wp__en$219  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$220  = $signed(\$signature__data$221 ) - $signed(l0_delta0_1_1_s12);
+  assign \wp__data$217  = l0_port_hit0_1_0 ? l0_ram_data : \$301 ;
+  assign \wp__en$218  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$219  = $signed(\$signature__data$220 ) - $signed(l0_delta0_1_1_s11);
   assign \$303  = l0_ram_wr & \$302 ;
   assign \$304  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_1_1 = \$303  & \$304 ;
-  assign \$305  = \$236  ? l0_waddr1_1_s12 : l0_waddr1_1_s11;
-  assign \$306  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s12;
-  assign \$307  = & \t$220 [16:15];
+  assign \$305  = \$236  ? l0_waddr1_1_s11 : l0_waddr1_1_s10;
+  assign \$306  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s11;
+  assign \$307  = & \t$219 [16:15];
   assign \$308  = ~ \$307 ;
-  assign \$309  = \t$220 [16] & \$308 ;
-  assign \$310  = ~ \t$220 [16];
-  assign \$311  = | \t$220 [16:15];
+  assign \$309  = \t$219 [16] & \$308 ;
+  assign \$310  = ~ \t$219 [16];
+  assign \$311  = | \t$219 [16:15];
   assign \$312  = \$310  & \$311 ;
-  assign \$313  = \$312  ? 16'h7fff : \t$220 [15:0];
+  assign \$313  = \$312  ? 16'h7fff : \t$219 [15:0];
   assign \$314  = \$309  ? 16'h8000 : \$313 ;
-  assign \wp__data$229  = l0_port_hit0_1_1 ? l0_ram_data : \$314 ;
-  assign \wp__en$230  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$231  = $signed(\$signature__data$232 ) - $signed(l0_delta0_1_2_s12);
+  assign \wp__data$228  = l0_port_hit0_1_1 ? l0_ram_data : \$314 ;
+  assign \wp__en$229  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$230  = $signed(\$signature__data$231 ) - $signed(l0_delta0_1_2_s11);
   assign \$316  = l0_ram_wr & \$315 ;
   assign \$317  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_1_2 = \$316  & \$317 ;
-  assign \$318  = \$236  ? l0_waddr1_2_s12 : l0_waddr1_2_s11;
-  assign \$319  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s12;
-  assign \$320  = & \t$231 [16:15];
+  assign \$318  = \$236  ? l0_waddr1_2_s11 : l0_waddr1_2_s10;
+  assign \$319  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s11;
+  assign \$320  = & \t$230 [16:15];
   assign \$321  = ~ \$320 ;
-  assign \$322  = \t$231 [16] & \$321 ;
-  assign \$323  = ~ \t$231 [16];
-  assign \$324  = | \t$231 [16:15];
+  assign \$322  = \t$230 [16] & \$321 ;
+  assign \$323  = ~ \t$230 [16];
+  assign \$324  = | \t$230 [16:15];
   assign \$325  = \$323  & \$324 ;
-  assign \$326  = \$325  ? 16'h7fff : \t$231 [15:0];
+  assign \$326  = \$325  ? 16'h7fff : \t$230 [15:0];
   assign \$327  = \$322  ? 16'h8000 : \$326 ;
-  assign \wp__data$240  = l0_port_hit0_1_2 ? l0_ram_data : \$327 ;
-  assign \wp__en$241  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$242  = $signed(\$signature__data$243 ) - $signed(l0_delta0_1_3_s12);
+  assign \wp__data$239  = l0_port_hit0_1_2 ? l0_ram_data : \$327 ;
+  assign \wp__en$240  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$241  = $signed(\$signature__data$242 ) - $signed(l0_delta0_1_3_s11);
   assign \$329  = l0_ram_wr & \$328 ;
   assign \$330  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_1_3 = \$329  & \$330 ;
-  assign \$331  = \$236  ? l0_waddr1_3_s12 : l0_waddr1_3_s11;
-  assign \$332  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s12;
-  assign \$333  = & \t$242 [16:15];
+  assign \$331  = \$236  ? l0_waddr1_3_s11 : l0_waddr1_3_s10;
+  assign \$332  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s11;
+  assign \$333  = & \t$241 [16:15];
   assign \$334  = ~ \$333 ;
-  assign \$335  = \t$242 [16] & \$334 ;
-  assign \$336  = ~ \t$242 [16];
-  assign \$337  = | \t$242 [16:15];
+  assign \$335  = \t$241 [16] & \$334 ;
+  assign \$336  = ~ \t$241 [16];
+  assign \$337  = | \t$241 [16:15];
   assign \$338  = \$336  & \$337 ;
-  assign \$339  = \$338  ? 16'h7fff : \t$242 [15:0];
+  assign \$339  = \$338  ? 16'h7fff : \t$241 [15:0];
   assign \$340  = \$335  ? 16'h8000 : \$339 ;
-  assign \wp__data$251  = l0_port_hit0_1_3 ? l0_ram_data : \$340 ;
-  assign \wp__en$252  = commit_l0 | l0_port_hit0_1_3;
+  assign \wp__data$250  = l0_port_hit0_1_3 ? l0_ram_data : \$340 ;
+  assign \wp__en$251  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
   assign \$341  = | reload_count;
   assign reload_write = reloading & \$341 ;
@@ -1649,7 +1580,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$344  = en & \$343 ;
   assign \$345  = ~ reloading;
   assign \$346  = \$344  & \$345 ;
-  assign \$347  = | { m__valid, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$347  = | { m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$348  = ~ \$347 ;
   assign \$349  = \$346  & \$348 ;
   assign \$350  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
@@ -1716,19 +1647,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$427  = $signed(l0_coef0_1_3_s4) * $signed(l0_bval1_3_s4);
   assign \$428  = $signed(t) + $signed(\t$44 );
   assign \$429  = $signed(\t$48 ) + $signed(\t$52 );
-  assign \$430  = $signed(\t$70 ) + $signed(\t$74 );
-  assign \$431  = $signed(\t$78 ) + $signed(\t$82 );
-  assign \$432  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
-  assign \$433  = $signed(l0_sum0_t0_2_s6) + $signed(l0_sum0_t0_3_s6);
-  assign \$434  = $signed(l0_sum0_t1_0_s7) + $signed(l0_sum0_t1_1_s7);
-  assign \$435  = $signed(err0_s10) * $signed(l0_bval_bank0_0_s10);
-  assign \$436  = $signed(err0_s10) * $signed(l0_bval_bank0_1_s10);
-  assign \$437  = $signed(err0_s10) * $signed(l0_bval_bank0_2_s10);
-  assign \$438  = $signed(err0_s10) * $signed(l0_bval_bank0_3_s10);
-  assign \$439  = $signed(err0_s10) * $signed(l0_bval_bank1_0_s10);
-  assign \$440  = $signed(err0_s10) * $signed(l0_bval_bank1_1_s10);
-  assign \$441  = $signed(err0_s10) * $signed(l0_bval_bank1_2_s10);
-  assign \$442  = $signed(err0_s10) * $signed(l0_bval_bank1_3_s10);
+  assign \$430  = $signed(\$428 ) + $signed(\$429 );
+  assign \$431  = $signed(\t$70 ) + $signed(\t$74 );
+  assign \$432  = $signed(\t$78 ) + $signed(\t$82 );
+  assign \$433  = $signed(\$431 ) + $signed(\$432 );
+  assign \$434  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
+  assign \$435  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
+  assign \$436  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
+  assign \$437  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
+  assign \$438  = $signed(err0_s9) * $signed(l0_bval_bank0_3_s9);
+  assign \$439  = $signed(err0_s9) * $signed(l0_bval_bank1_0_s9);
+  assign \$440  = $signed(err0_s9) * $signed(l0_bval_bank1_1_s9);
+  assign \$441  = $signed(err0_s9) * $signed(l0_bval_bank1_2_s9);
+  assign \$442  = $signed(err0_s9) * $signed(l0_bval_bank1_3_s9);
   always @(posedge clk)
     valid_s1 <= \$443 ;
   always @(posedge clk)
@@ -1744,507 +1675,461 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     valid_s7 <= \$449 ;
   always @(posedge clk)
-    valid_s8 <= \$450 ;
+    m__valid <= \$450 ;
   always @(posedge clk)
-    m__valid <= \$451 ;
+    valid_s9 <= \$451 ;
   always @(posedge clk)
     valid_s10 <= \$452 ;
   always @(posedge clk)
     valid_s11 <= \$453 ;
   always @(posedge clk)
-    valid_s12 <= \$454 ;
+    reload_count <= \$454 ;
   always @(posedge clk)
-    reload_count <= \$455 ;
+    port_in_flight0 <= \$455 ;
   always @(posedge clk)
-    port_in_flight0 <= \$456 ;
+    port_in_flight1 <= \$456 ;
   always @(posedge clk)
-    port_in_flight1 <= \$457 ;
+    port_in_flight2 <= \$457 ;
   always @(posedge clk)
-    port_in_flight2 <= \$458 ;
+    port_in_flight3 <= \$458 ;
   always @(posedge clk)
-    port_in_flight3 <= \$459 ;
+    l0_port_local_p1 <= \$459 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$460 ;
+    l0_port_wr_p1 <= \$460 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$461 ;
+    l0_port_rd_p1 <= \$461 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$462 ;
+    l0_port_data_p1 <= \$462 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$463 ;
+    l0_port_edge_p2 <= \$463 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$464 ;
+    l0_port_local_p2 <= \$464 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$465 ;
+    l0_port_wr_p2 <= \$465 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$466 ;
+    l0_port_rd_p2 <= \$466 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$467 ;
+    l0_port_data_p2 <= \$467 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$468 ;
+    l0_port_q_p3 <= \$468 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$469 ;
+    l0_port_edge_p3 <= \$469 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$470 ;
+    l0_port_wr_p3 <= \$470 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$471 ;
+    l0_port_rd_p3 <= \$471 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$472 ;
+    l0_port_data_p3 <= \$472 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$473 ;
+    l0_port_baddr_p4 <= \$473 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$474 ;
+    l0_port_bank_p4 <= \$474 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$475 ;
+    l0_port_edge_p4 <= \$475 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$476 ;
+    l0_ram_wr <= \$476 ;
   always @(posedge clk)
-    l0_ram_wr <= \$477 ;
+    l0_ram_rd <= \$477 ;
   always @(posedge clk)
-    l0_ram_rd <= \$478 ;
+    l0_ram_data <= \$478 ;
   always @(posedge clk)
-    l0_ram_data <= \$479 ;
+    l0_rd_edge <= \$479 ;
   always @(posedge clk)
-    l0_rd_edge <= \$480 ;
+    l0_rd_bank <= \$480 ;
   always @(posedge clk)
-    l0_rd_bank <= \$481 ;
+    read_layer <= \$481 ;
   always @(posedge clk)
-    read_layer <= \$482 ;
+    read_wait <= \$482 ;
   always @(posedge clk)
-    read_wait <= \$483 ;
+    read_wait1 <= \$483 ;
   always @(posedge clk)
-    read_wait1 <= \$484 ;
+    read_wait2 <= \$484 ;
   always @(posedge clk)
-    read_wait2 <= \$485 ;
+    read_wait3 <= \$485 ;
   always @(posedge clk)
-    read_wait3 <= \$486 ;
+    read_wait4 <= \$486 ;
   always @(posedge clk)
-    read_wait4 <= \$487 ;
+    pr__valid <= \$487 ;
   always @(posedge clk)
-    pr__valid <= \$488 ;
+    pr__payload <= \$488 ;
   always @(posedge clk)
-    pr__payload <= \$489 ;
+    u <= \$489 ;
   always @(posedge clk)
-    u <= \$490 ;
+    \u$18  <= \$490 ;
   always @(posedge clk)
-    \u$18  <= \$491 ;
+    y0_s1 <= \$491 ;
   always @(posedge clk)
-    y0_s1 <= \$492 ;
+    kind_s1 <= \$492 ;
   always @(posedge clk)
-    kind_s1 <= \$493 ;
+    pos_in <= \$493 ;
   always @(posedge clk)
-    pos_in <= \$494 ;
+    l0_lo0_s3 <= \$494 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$495 ;
+    l0_cell0_s3 <= \$495 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$496 ;
+    l0_bval0_0_s3 <= \$496 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$497 ;
+    l0_bval0_1_s3 <= \$497 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$498 ;
+    l0_bval0_2_s3 <= \$498 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$499 ;
+    l0_bval0_3_s3 <= \$499 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$500 ;
+    \pos_in$20  <= \$500 ;
   always @(posedge clk)
-    \pos_in$20  <= \$501 ;
+    l0_lo1_s3 <= \$501 ;
   always @(posedge clk)
-    l0_lo1_s3 <= \$502 ;
+    l0_cell1_s3 <= \$502 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$503 ;
+    l0_bval1_0_s3 <= \$503 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$504 ;
+    l0_bval1_1_s3 <= \$504 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$505 ;
+    l0_bval1_2_s3 <= \$505 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$506 ;
+    l0_bval1_3_s3 <= \$506 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$507 ;
+    l0_waddr0_0_s4 <= \$507 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$508 ;
+    l0_waddr0_1_s4 <= \$508 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$509 ;
+    l0_waddr0_2_s4 <= \$509 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$510 ;
+    l0_waddr0_3_s4 <= \$510 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$511 ;
+    l0_bval_bank0_0_s4 <= \$511 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$512 ;
+    l0_bval_bank0_1_s4 <= \$512 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$513 ;
+    l0_bval_bank0_2_s4 <= \$513 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$514 ;
+    l0_bval_bank0_3_s4 <= \$514 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$515 ;
+    l0_waddr1_0_s4 <= \$515 ;
   always @(posedge clk)
-    l0_waddr1_0_s4 <= \$516 ;
+    l0_waddr1_1_s4 <= \$516 ;
   always @(posedge clk)
-    l0_waddr1_1_s4 <= \$517 ;
+    l0_waddr1_2_s4 <= \$517 ;
   always @(posedge clk)
-    l0_waddr1_2_s4 <= \$518 ;
+    l0_waddr1_3_s4 <= \$518 ;
   always @(posedge clk)
-    l0_waddr1_3_s4 <= \$519 ;
+    l0_bval_bank1_0_s4 <= \$519 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$520 ;
+    l0_bval_bank1_1_s4 <= \$520 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$521 ;
+    l0_bval_bank1_2_s4 <= \$521 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$522 ;
+    l0_bval_bank1_3_s4 <= \$522 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$523 ;
+    l0_coef0_0_0_s4 <= \$523 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$524 ;
+    l0_bval0_0_s4 <= \$524 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$525 ;
+    l0_prod0_0_0_raw_s5 <= \$525 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$526 ;
+    l0_coef0_0_1_s4 <= \$526 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$527 ;
+    l0_bval0_1_s4 <= \$527 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$528 ;
+    l0_prod0_0_1_raw_s5 <= \$528 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$529 ;
+    l0_coef0_0_2_s4 <= \$529 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$530 ;
+    l0_bval0_2_s4 <= \$530 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$531 ;
+    l0_prod0_0_2_raw_s5 <= \$531 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$532 ;
+    l0_coef0_0_3_s4 <= \$532 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$533 ;
+    l0_bval0_3_s4 <= \$533 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$534 ;
+    l0_prod0_0_3_raw_s5 <= \$534 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$535 ;
+    l0_coef0_1_0_s4 <= \$535 ;
   always @(posedge clk)
-    l0_coef0_1_0_s4 <= \$536 ;
+    l0_bval1_0_s4 <= \$536 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$537 ;
+    l0_prod0_1_0_raw_s5 <= \$537 ;
   always @(posedge clk)
-    l0_prod0_1_0_raw_s5 <= \$538 ;
+    l0_coef0_1_1_s4 <= \$538 ;
   always @(posedge clk)
-    l0_coef0_1_1_s4 <= \$539 ;
+    l0_bval1_1_s4 <= \$539 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$540 ;
+    l0_prod0_1_1_raw_s5 <= \$540 ;
   always @(posedge clk)
-    l0_prod0_1_1_raw_s5 <= \$541 ;
+    l0_coef0_1_2_s4 <= \$541 ;
   always @(posedge clk)
-    l0_coef0_1_2_s4 <= \$542 ;
+    l0_bval1_2_s4 <= \$542 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$543 ;
+    l0_prod0_1_2_raw_s5 <= \$543 ;
   always @(posedge clk)
-    l0_prod0_1_2_raw_s5 <= \$544 ;
+    l0_coef0_1_3_s4 <= \$544 ;
   always @(posedge clk)
-    l0_coef0_1_3_s4 <= \$545 ;
+    l0_bval1_3_s4 <= \$545 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$546 ;
+    l0_prod0_1_3_raw_s5 <= \$546 ;
   always @(posedge clk)
-    l0_prod0_1_3_raw_s5 <= \$547 ;
+    l0_sum0_t0_0_s6 <= \$547 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$548 ;
+    l0_sum0_t0_1_s6 <= \$548 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s6 <= \$549 ;
+    l0_sum0_t1_0_s7 <= \$549 ;
   always @(posedge clk)
-    l0_sum0_t0_2_s6 <= \$550 ;
+    l0_out0_s8 <= \$550 ;
   always @(posedge clk)
-    l0_sum0_t0_3_s6 <= \$551 ;
+    y0_s2 <= \$551 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s7 <= \$552 ;
+    y0_s3 <= \$552 ;
   always @(posedge clk)
-    l0_sum0_t1_1_s7 <= \$553 ;
+    y0_s4 <= \$553 ;
   always @(posedge clk)
-    l0_sum0_t2_0_s8 <= \$554 ;
+    y0_s5 <= \$554 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$555 ;
+    y0_s6 <= \$555 ;
   always @(posedge clk)
-    y0_s2 <= \$556 ;
+    y0_s7 <= \$556 ;
   always @(posedge clk)
-    y0_s3 <= \$557 ;
+    y0_s8 <= \$557 ;
   always @(posedge clk)
-    y0_s4 <= \$558 ;
+    kind_s2 <= \$558 ;
   always @(posedge clk)
-    y0_s5 <= \$559 ;
+    kind_s3 <= \$559 ;
   always @(posedge clk)
-    y0_s6 <= \$560 ;
+    kind_s4 <= \$560 ;
   always @(posedge clk)
-    y0_s7 <= \$561 ;
+    kind_s5 <= \$561 ;
   always @(posedge clk)
-    y0_s8 <= \$562 ;
+    kind_s6 <= \$562 ;
   always @(posedge clk)
-    y0_s9 <= \$563 ;
+    kind_s7 <= \$563 ;
   always @(posedge clk)
-    kind_s2 <= \$564 ;
+    kind_s8 <= \$564 ;
   always @(posedge clk)
-    kind_s3 <= \$565 ;
+    err0_s9 <= \$565 ;
   always @(posedge clk)
-    kind_s4 <= \$566 ;
+    l0_waddr0_0_s5 <= \$566 ;
   always @(posedge clk)
-    kind_s5 <= \$567 ;
+    l0_waddr0_0_s6 <= \$567 ;
   always @(posedge clk)
-    kind_s6 <= \$568 ;
+    l0_waddr0_0_s7 <= \$568 ;
   always @(posedge clk)
-    kind_s7 <= \$569 ;
+    l0_waddr0_0_s8 <= \$569 ;
   always @(posedge clk)
-    kind_s8 <= \$570 ;
+    l0_waddr0_0_s9 <= \$570 ;
   always @(posedge clk)
-    kind_s9 <= \$571 ;
+    l0_waddr0_0_s10 <= \$571 ;
   always @(posedge clk)
-    err0_s10 <= \$572 ;
+    l0_waddr0_0_s11 <= \$572 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$573 ;
+    l0_waddr0_1_s5 <= \$573 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$574 ;
+    l0_waddr0_1_s6 <= \$574 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$575 ;
+    l0_waddr0_1_s7 <= \$575 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$576 ;
+    l0_waddr0_1_s8 <= \$576 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$577 ;
+    l0_waddr0_1_s9 <= \$577 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$578 ;
+    l0_waddr0_1_s10 <= \$578 ;
   always @(posedge clk)
-    l0_waddr0_0_s11 <= \$579 ;
+    l0_waddr0_1_s11 <= \$579 ;
   always @(posedge clk)
-    l0_waddr0_0_s12 <= \$580 ;
+    l0_waddr0_2_s5 <= \$580 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$581 ;
+    l0_waddr0_2_s6 <= \$581 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$582 ;
+    l0_waddr0_2_s7 <= \$582 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$583 ;
+    l0_waddr0_2_s8 <= \$583 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$584 ;
+    l0_waddr0_2_s9 <= \$584 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$585 ;
+    l0_waddr0_2_s10 <= \$585 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$586 ;
+    l0_waddr0_2_s11 <= \$586 ;
   always @(posedge clk)
-    l0_waddr0_1_s11 <= \$587 ;
+    l0_waddr0_3_s5 <= \$587 ;
   always @(posedge clk)
-    l0_waddr0_1_s12 <= \$588 ;
+    l0_waddr0_3_s6 <= \$588 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$589 ;
+    l0_waddr0_3_s7 <= \$589 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$590 ;
+    l0_waddr0_3_s8 <= \$590 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$591 ;
+    l0_waddr0_3_s9 <= \$591 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$592 ;
+    l0_waddr0_3_s10 <= \$592 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$593 ;
+    l0_waddr0_3_s11 <= \$593 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$594 ;
+    l0_waddr1_0_s5 <= \$594 ;
   always @(posedge clk)
-    l0_waddr0_2_s11 <= \$595 ;
+    l0_waddr1_0_s6 <= \$595 ;
   always @(posedge clk)
-    l0_waddr0_2_s12 <= \$596 ;
+    l0_waddr1_0_s7 <= \$596 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$597 ;
+    l0_waddr1_0_s8 <= \$597 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$598 ;
+    l0_waddr1_0_s9 <= \$598 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$599 ;
+    l0_waddr1_0_s10 <= \$599 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$600 ;
+    l0_waddr1_0_s11 <= \$600 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$601 ;
+    l0_waddr1_1_s5 <= \$601 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$602 ;
+    l0_waddr1_1_s6 <= \$602 ;
   always @(posedge clk)
-    l0_waddr0_3_s11 <= \$603 ;
+    l0_waddr1_1_s7 <= \$603 ;
   always @(posedge clk)
-    l0_waddr0_3_s12 <= \$604 ;
+    l0_waddr1_1_s8 <= \$604 ;
   always @(posedge clk)
-    l0_waddr1_0_s5 <= \$605 ;
+    l0_waddr1_1_s9 <= \$605 ;
   always @(posedge clk)
-    l0_waddr1_0_s6 <= \$606 ;
+    l0_waddr1_1_s10 <= \$606 ;
   always @(posedge clk)
-    l0_waddr1_0_s7 <= \$607 ;
+    l0_waddr1_1_s11 <= \$607 ;
   always @(posedge clk)
-    l0_waddr1_0_s8 <= \$608 ;
+    l0_waddr1_2_s5 <= \$608 ;
   always @(posedge clk)
-    l0_waddr1_0_s9 <= \$609 ;
+    l0_waddr1_2_s6 <= \$609 ;
   always @(posedge clk)
-    l0_waddr1_0_s10 <= \$610 ;
+    l0_waddr1_2_s7 <= \$610 ;
   always @(posedge clk)
-    l0_waddr1_0_s11 <= \$611 ;
+    l0_waddr1_2_s8 <= \$611 ;
   always @(posedge clk)
-    l0_waddr1_0_s12 <= \$612 ;
+    l0_waddr1_2_s9 <= \$612 ;
   always @(posedge clk)
-    l0_waddr1_1_s5 <= \$613 ;
+    l0_waddr1_2_s10 <= \$613 ;
   always @(posedge clk)
-    l0_waddr1_1_s6 <= \$614 ;
+    l0_waddr1_2_s11 <= \$614 ;
   always @(posedge clk)
-    l0_waddr1_1_s7 <= \$615 ;
+    l0_waddr1_3_s5 <= \$615 ;
   always @(posedge clk)
-    l0_waddr1_1_s8 <= \$616 ;
+    l0_waddr1_3_s6 <= \$616 ;
   always @(posedge clk)
-    l0_waddr1_1_s9 <= \$617 ;
+    l0_waddr1_3_s7 <= \$617 ;
   always @(posedge clk)
-    l0_waddr1_1_s10 <= \$618 ;
+    l0_waddr1_3_s8 <= \$618 ;
   always @(posedge clk)
-    l0_waddr1_1_s11 <= \$619 ;
+    l0_waddr1_3_s9 <= \$619 ;
   always @(posedge clk)
-    l0_waddr1_1_s12 <= \$620 ;
+    l0_waddr1_3_s10 <= \$620 ;
   always @(posedge clk)
-    l0_waddr1_2_s5 <= \$621 ;
+    l0_waddr1_3_s11 <= \$621 ;
   always @(posedge clk)
-    l0_waddr1_2_s6 <= \$622 ;
+    l0_bval_bank0_0_s5 <= \$622 ;
   always @(posedge clk)
-    l0_waddr1_2_s7 <= \$623 ;
+    l0_bval_bank0_0_s6 <= \$623 ;
   always @(posedge clk)
-    l0_waddr1_2_s8 <= \$624 ;
+    l0_bval_bank0_0_s7 <= \$624 ;
   always @(posedge clk)
-    l0_waddr1_2_s9 <= \$625 ;
+    l0_bval_bank0_0_s8 <= \$625 ;
   always @(posedge clk)
-    l0_waddr1_2_s10 <= \$626 ;
+    l0_bval_bank0_0_s9 <= \$626 ;
   always @(posedge clk)
-    l0_waddr1_2_s11 <= \$627 ;
+    l0_delta0_0_0_raw_s10 <= \$627 ;
   always @(posedge clk)
-    l0_waddr1_2_s12 <= \$628 ;
+    l0_delta0_0_0_s11 <= \$628 ;
   always @(posedge clk)
-    l0_waddr1_3_s5 <= \$629 ;
+    l0_bval_bank0_1_s5 <= \$629 ;
   always @(posedge clk)
-    l0_waddr1_3_s6 <= \$630 ;
+    l0_bval_bank0_1_s6 <= \$630 ;
   always @(posedge clk)
-    l0_waddr1_3_s7 <= \$631 ;
+    l0_bval_bank0_1_s7 <= \$631 ;
   always @(posedge clk)
-    l0_waddr1_3_s8 <= \$632 ;
+    l0_bval_bank0_1_s8 <= \$632 ;
   always @(posedge clk)
-    l0_waddr1_3_s9 <= \$633 ;
+    l0_bval_bank0_1_s9 <= \$633 ;
   always @(posedge clk)
-    l0_waddr1_3_s10 <= \$634 ;
+    l0_delta0_0_1_raw_s10 <= \$634 ;
   always @(posedge clk)
-    l0_waddr1_3_s11 <= \$635 ;
+    l0_delta0_0_1_s11 <= \$635 ;
   always @(posedge clk)
-    l0_waddr1_3_s12 <= \$636 ;
+    l0_bval_bank0_2_s5 <= \$636 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$637 ;
+    l0_bval_bank0_2_s6 <= \$637 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$638 ;
+    l0_bval_bank0_2_s7 <= \$638 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$639 ;
+    l0_bval_bank0_2_s8 <= \$639 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$640 ;
+    l0_bval_bank0_2_s9 <= \$640 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s9 <= \$641 ;
+    l0_delta0_0_2_raw_s10 <= \$641 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s10 <= \$642 ;
+    l0_delta0_0_2_s11 <= \$642 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s11 <= \$643 ;
+    l0_bval_bank0_3_s5 <= \$643 ;
   always @(posedge clk)
-    l0_delta0_0_0_s12 <= \$644 ;
+    l0_bval_bank0_3_s6 <= \$644 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$645 ;
+    l0_bval_bank0_3_s7 <= \$645 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$646 ;
+    l0_bval_bank0_3_s8 <= \$646 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$647 ;
+    l0_bval_bank0_3_s9 <= \$647 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$648 ;
+    l0_delta0_0_3_raw_s10 <= \$648 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s9 <= \$649 ;
+    l0_delta0_0_3_s11 <= \$649 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s10 <= \$650 ;
+    l0_bval_bank1_0_s5 <= \$650 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s11 <= \$651 ;
+    l0_bval_bank1_0_s6 <= \$651 ;
   always @(posedge clk)
-    l0_delta0_0_1_s12 <= \$652 ;
+    l0_bval_bank1_0_s7 <= \$652 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$653 ;
+    l0_bval_bank1_0_s8 <= \$653 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$654 ;
+    l0_bval_bank1_0_s9 <= \$654 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$655 ;
+    l0_delta0_1_0_raw_s10 <= \$655 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$656 ;
+    l0_delta0_1_0_s11 <= \$656 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s9 <= \$657 ;
+    l0_bval_bank1_1_s5 <= \$657 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s10 <= \$658 ;
+    l0_bval_bank1_1_s6 <= \$658 ;
   always @(posedge clk)
-    l0_delta0_0_2_raw_s11 <= \$659 ;
+    l0_bval_bank1_1_s7 <= \$659 ;
   always @(posedge clk)
-    l0_delta0_0_2_s12 <= \$660 ;
+    l0_bval_bank1_1_s8 <= \$660 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$661 ;
+    l0_bval_bank1_1_s9 <= \$661 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$662 ;
+    l0_delta0_1_1_raw_s10 <= \$662 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$663 ;
+    l0_delta0_1_1_s11 <= \$663 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$664 ;
+    l0_bval_bank1_2_s5 <= \$664 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s9 <= \$665 ;
+    l0_bval_bank1_2_s6 <= \$665 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s10 <= \$666 ;
+    l0_bval_bank1_2_s7 <= \$666 ;
   always @(posedge clk)
-    l0_delta0_0_3_raw_s11 <= \$667 ;
+    l0_bval_bank1_2_s8 <= \$667 ;
   always @(posedge clk)
-    l0_delta0_0_3_s12 <= \$668 ;
+    l0_bval_bank1_2_s9 <= \$668 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$669 ;
+    l0_delta0_1_2_raw_s10 <= \$669 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$670 ;
+    l0_delta0_1_2_s11 <= \$670 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s7 <= \$671 ;
+    l0_bval_bank1_3_s5 <= \$671 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s8 <= \$672 ;
+    l0_bval_bank1_3_s6 <= \$672 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s9 <= \$673 ;
+    l0_bval_bank1_3_s7 <= \$673 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s10 <= \$674 ;
+    l0_bval_bank1_3_s8 <= \$674 ;
   always @(posedge clk)
-    l0_delta0_1_0_raw_s11 <= \$675 ;
+    l0_bval_bank1_3_s9 <= \$675 ;
   always @(posedge clk)
-    l0_delta0_1_0_s12 <= \$676 ;
+    l0_delta0_1_3_raw_s10 <= \$676 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$677 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$678 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s7 <= \$679 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s8 <= \$680 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s9 <= \$681 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s10 <= \$682 ;
-  always @(posedge clk)
-    l0_delta0_1_1_raw_s11 <= \$683 ;
-  always @(posedge clk)
-    l0_delta0_1_1_s12 <= \$684 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$685 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$686 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s7 <= \$687 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s8 <= \$688 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s9 <= \$689 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s10 <= \$690 ;
-  always @(posedge clk)
-    l0_delta0_1_2_raw_s11 <= \$691 ;
-  always @(posedge clk)
-    l0_delta0_1_2_s12 <= \$692 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$693 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$694 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s7 <= \$695 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s8 <= \$696 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s9 <= \$697 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s10 <= \$698 ;
-  always @(posedge clk)
-    l0_delta0_1_3_raw_s11 <= \$699 ;
-  always @(posedge clk)
-    l0_delta0_1_3_s12 <= \$700 ;
+    l0_delta0_1_3_s11 <= \$677 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -2277,11 +2162,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$31  = \$29  + \$30 ;
   assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
   assign \$signature__en$63  = en | l0_ram_rd;
-  assign \$33  = ! l0_sum0_t2_0_s8[12:0];
+  assign \$33  = ! l0_sum0_t1_0_s7[12:0];
   assign \$34  = ~ \$33 ;
-  assign \$35  = l0_sum0_t2_0_s8[13] & \$34 ;
-  assign \$36  = ! l0_sum0_t2_0_s8[12:0];
-  assign \$37  = l0_sum0_t2_0_s8[13] & \$36 ;
+  assign \$35  = l0_sum0_t1_0_s7[13] & \$34 ;
+  assign \$36  = ! l0_sum0_t1_0_s7[12:0];
+  assign \$37  = l0_sum0_t1_0_s7[13] & \$36 ;
   assign \$38  = \$37  & floor[0];
   assign inc = \$35  | \$38 ;
   assign \$39  = $signed(floor) > $signed(16'h7fff);
@@ -2293,27 +2178,27 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$44  = ~ inc;
   assign \$45  = \$43  & \$44 ;
   assign below = \$42  | \$45 ;
-  assign \$46  = ! l0_sum0_t2_0_s8[12:0];
+  assign \$46  = ! l0_sum0_t1_0_s7[12:0];
   assign \$47  = ~ \$46 ;
-  assign \$48  = l0_sum0_t2_0_s8[13] & \$47 ;
-  assign \$49  = ! l0_sum0_t2_0_s8[12:0];
-  assign \$50  = l0_sum0_t2_0_s8[13] & \$49 ;
+  assign \$48  = l0_sum0_t1_0_s7[13] & \$47 ;
+  assign \$49  = ! l0_sum0_t1_0_s7[12:0];
+  assign \$50  = l0_sum0_t1_0_s7[13] & \$49 ;
   assign \$51  = \$50  & floor[0];
   assign \$52  = \$48  | \$51 ;
   assign \$53  = $signed(floor) + $signed({ 1'h0, \$52  });
   assign \$54  = above ? 16'h7fff : \$53 [15:0];
   assign \t$91  = below ? 16'h8000 : \$54 ;
-  assign \$55  = $signed(l0_out0_s9) >= $signed(1'h0);
-  assign \t$93  = $signed(l0_out0_s9) - $signed(y0_s9);
+  assign \$55  = $signed(l0_out0_s8) >= $signed(1'h0);
+  assign \t$93  = $signed(l0_out0_s8) - $signed(y0_s8);
   assign \$56  = $signed(\t$95 ) < $signed(16'h8000);
   assign \$57  = $signed(\t$95 ) > $signed(16'h7fff);
   assign \$58  = \$57  ? 16'h7fff : \t$95 [15:0];
   assign \t$96  = \$56  ? 16'h8000 : \$58 ;
-  assign \$59  = ! l0_delta0_0_0_raw_s11[16:0];
+  assign \$59  = ! l0_delta0_0_0_raw_s10[16:0];
   assign \$60  = ~ \$59 ;
-  assign \$61  = l0_delta0_0_0_raw_s11[17] & \$60 ;
-  assign \$62  = ! l0_delta0_0_0_raw_s11[16:0];
-  assign \$63  = l0_delta0_0_0_raw_s11[17] & \$62 ;
+  assign \$61  = l0_delta0_0_0_raw_s10[17] & \$60 ;
+  assign \$62  = ! l0_delta0_0_0_raw_s10[16:0];
+  assign \$63  = l0_delta0_0_0_raw_s10[17] & \$62 ;
   assign \$64  = \$63  & \floor$99 [0];
   assign \inc$101  = \$61  | \$64 ;
   assign \$65  = $signed(\floor$99 ) > $signed(16'h7fff);
@@ -2325,21 +2210,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$70  = ~ \inc$101 ;
   assign \$71  = \$69  & \$70 ;
   assign \below$103  = \$68  | \$71 ;
-  assign \$72  = ! l0_delta0_0_0_raw_s11[16:0];
+  assign \$72  = ! l0_delta0_0_0_raw_s10[16:0];
   assign \$73  = ~ \$72 ;
-  assign \$74  = l0_delta0_0_0_raw_s11[17] & \$73 ;
-  assign \$75  = ! l0_delta0_0_0_raw_s11[16:0];
-  assign \$76  = l0_delta0_0_0_raw_s11[17] & \$75 ;
+  assign \$74  = l0_delta0_0_0_raw_s10[17] & \$73 ;
+  assign \$75  = ! l0_delta0_0_0_raw_s10[16:0];
+  assign \$76  = l0_delta0_0_0_raw_s10[17] & \$75 ;
   assign \$77  = \$76  & \floor$99 [0];
   assign \$78  = \$74  | \$77 ;
   assign \$79  = $signed(\floor$99 ) + $signed({ 1'h0, \$78  });
   assign \$80  = \above$102  ? 16'h7fff : \$79 [15:0];
   assign \t$104  = \below$103  ? 16'h8000 : \$80 ;
-  assign \$81  = ! l0_delta0_0_1_raw_s11[16:0];
+  assign \$81  = ! l0_delta0_0_1_raw_s10[16:0];
   assign \$82  = ~ \$81 ;
-  assign \$83  = l0_delta0_0_1_raw_s11[17] & \$82 ;
-  assign \$84  = ! l0_delta0_0_1_raw_s11[16:0];
-  assign \$85  = l0_delta0_0_1_raw_s11[17] & \$84 ;
+  assign \$83  = l0_delta0_0_1_raw_s10[17] & \$82 ;
+  assign \$84  = ! l0_delta0_0_1_raw_s10[16:0];
+  assign \$85  = l0_delta0_0_1_raw_s10[17] & \$84 ;
   assign \$86  = \$85  & \floor$105 [0];
   assign \inc$107  = \$83  | \$86 ;
   assign \$87  = $signed(\floor$105 ) > $signed(16'h7fff);
@@ -2351,21 +2236,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$92  = ~ \inc$107 ;
   assign \$93  = \$91  & \$92 ;
   assign \below$109  = \$90  | \$93 ;
-  assign \$94  = ! l0_delta0_0_1_raw_s11[16:0];
+  assign \$94  = ! l0_delta0_0_1_raw_s10[16:0];
   assign \$95  = ~ \$94 ;
-  assign \$96  = l0_delta0_0_1_raw_s11[17] & \$95 ;
-  assign \$97  = ! l0_delta0_0_1_raw_s11[16:0];
-  assign \$98  = l0_delta0_0_1_raw_s11[17] & \$97 ;
+  assign \$96  = l0_delta0_0_1_raw_s10[17] & \$95 ;
+  assign \$97  = ! l0_delta0_0_1_raw_s10[16:0];
+  assign \$98  = l0_delta0_0_1_raw_s10[17] & \$97 ;
   assign \$99  = \$98  & \floor$105 [0];
   assign \$100  = \$96  | \$99 ;
   assign \$101  = $signed(\floor$105 ) + $signed({ 1'h0, \$100  });
   assign \$102  = \above$108  ? 16'h7fff : \$101 [15:0];
   assign \t$110  = \below$109  ? 16'h8000 : \$102 ;
-  assign \$103  = ! l0_delta0_0_2_raw_s11[16:0];
+  assign \$103  = ! l0_delta0_0_2_raw_s10[16:0];
   assign \$104  = ~ \$103 ;
-  assign \$105  = l0_delta0_0_2_raw_s11[17] & \$104 ;
-  assign \$106  = ! l0_delta0_0_2_raw_s11[16:0];
-  assign \$107  = l0_delta0_0_2_raw_s11[17] & \$106 ;
+  assign \$105  = l0_delta0_0_2_raw_s10[17] & \$104 ;
+  assign \$106  = ! l0_delta0_0_2_raw_s10[16:0];
+  assign \$107  = l0_delta0_0_2_raw_s10[17] & \$106 ;
   assign \$108  = \$107  & \floor$111 [0];
   assign \inc$113  = \$105  | \$108 ;
   assign \$109  = $signed(\floor$111 ) > $signed(16'h7fff);
@@ -2377,21 +2262,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$114  = ~ \inc$113 ;
   assign \$115  = \$113  & \$114 ;
   assign \below$115  = \$112  | \$115 ;
-  assign \$116  = ! l0_delta0_0_2_raw_s11[16:0];
+  assign \$116  = ! l0_delta0_0_2_raw_s10[16:0];
   assign \$117  = ~ \$116 ;
-  assign \$118  = l0_delta0_0_2_raw_s11[17] & \$117 ;
-  assign \$119  = ! l0_delta0_0_2_raw_s11[16:0];
-  assign \$120  = l0_delta0_0_2_raw_s11[17] & \$119 ;
+  assign \$118  = l0_delta0_0_2_raw_s10[17] & \$117 ;
+  assign \$119  = ! l0_delta0_0_2_raw_s10[16:0];
+  assign \$120  = l0_delta0_0_2_raw_s10[17] & \$119 ;
   assign \$121  = \$120  & \floor$111 [0];
   assign \$122  = \$118  | \$121 ;
   assign \$123  = $signed(\floor$111 ) + $signed({ 1'h0, \$122  });
   assign \$124  = \above$114  ? 16'h7fff : \$123 [15:0];
   assign \t$116  = \below$115  ? 16'h8000 : \$124 ;
-  assign \$125  = ! l0_delta0_0_3_raw_s11[16:0];
+  assign \$125  = ! l0_delta0_0_3_raw_s10[16:0];
   assign \$126  = ~ \$125 ;
-  assign \$127  = l0_delta0_0_3_raw_s11[17] & \$126 ;
-  assign \$128  = ! l0_delta0_0_3_raw_s11[16:0];
-  assign \$129  = l0_delta0_0_3_raw_s11[17] & \$128 ;
+  assign \$127  = l0_delta0_0_3_raw_s10[17] & \$126 ;
+  assign \$128  = ! l0_delta0_0_3_raw_s10[16:0];
+  assign \$129  = l0_delta0_0_3_raw_s10[17] & \$128 ;
   assign \$130  = \$129  & \floor$117 [0];
   assign \inc$119  = \$127  | \$130 ;
   assign \$131  = $signed(\floor$117 ) > $signed(16'h7fff);
@@ -2403,21 +2288,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$136  = ~ \inc$119 ;
   assign \$137  = \$135  & \$136 ;
   assign \below$121  = \$134  | \$137 ;
-  assign \$138  = ! l0_delta0_0_3_raw_s11[16:0];
+  assign \$138  = ! l0_delta0_0_3_raw_s10[16:0];
   assign \$139  = ~ \$138 ;
-  assign \$140  = l0_delta0_0_3_raw_s11[17] & \$139 ;
-  assign \$141  = ! l0_delta0_0_3_raw_s11[16:0];
-  assign \$142  = l0_delta0_0_3_raw_s11[17] & \$141 ;
+  assign \$140  = l0_delta0_0_3_raw_s10[17] & \$139 ;
+  assign \$141  = ! l0_delta0_0_3_raw_s10[16:0];
+  assign \$142  = l0_delta0_0_3_raw_s10[17] & \$141 ;
   assign \$143  = \$142  & \floor$117 [0];
   assign \$144  = \$140  | \$143 ;
   assign \$145  = $signed(\floor$117 ) + $signed({ 1'h0, \$144  });
   assign \$146  = \above$120  ? 16'h7fff : \$145 [15:0];
   assign \t$122  = \below$121  ? 16'h8000 : \$146 ;
-  assign \$147  = ! l0_delta0_1_0_raw_s11[16:0];
+  assign \$147  = ! l0_delta0_1_0_raw_s10[16:0];
   assign \$148  = ~ \$147 ;
-  assign \$149  = l0_delta0_1_0_raw_s11[17] & \$148 ;
-  assign \$150  = ! l0_delta0_1_0_raw_s11[16:0];
-  assign \$151  = l0_delta0_1_0_raw_s11[17] & \$150 ;
+  assign \$149  = l0_delta0_1_0_raw_s10[17] & \$148 ;
+  assign \$150  = ! l0_delta0_1_0_raw_s10[16:0];
+  assign \$151  = l0_delta0_1_0_raw_s10[17] & \$150 ;
   assign \$152  = \$151  & \floor$123 [0];
   assign \inc$125  = \$149  | \$152 ;
   assign \$153  = $signed(\floor$123 ) > $signed(16'h7fff);
@@ -2429,21 +2314,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$158  = ~ \inc$125 ;
   assign \$159  = \$157  & \$158 ;
   assign \below$127  = \$156  | \$159 ;
-  assign \$160  = ! l0_delta0_1_0_raw_s11[16:0];
+  assign \$160  = ! l0_delta0_1_0_raw_s10[16:0];
   assign \$161  = ~ \$160 ;
-  assign \$162  = l0_delta0_1_0_raw_s11[17] & \$161 ;
-  assign \$163  = ! l0_delta0_1_0_raw_s11[16:0];
-  assign \$164  = l0_delta0_1_0_raw_s11[17] & \$163 ;
+  assign \$162  = l0_delta0_1_0_raw_s10[17] & \$161 ;
+  assign \$163  = ! l0_delta0_1_0_raw_s10[16:0];
+  assign \$164  = l0_delta0_1_0_raw_s10[17] & \$163 ;
   assign \$165  = \$164  & \floor$123 [0];
   assign \$166  = \$162  | \$165 ;
   assign \$167  = $signed(\floor$123 ) + $signed({ 1'h0, \$166  });
   assign \$168  = \above$126  ? 16'h7fff : \$167 [15:0];
   assign \t$128  = \below$127  ? 16'h8000 : \$168 ;
-  assign \$169  = ! l0_delta0_1_1_raw_s11[16:0];
+  assign \$169  = ! l0_delta0_1_1_raw_s10[16:0];
   assign \$170  = ~ \$169 ;
-  assign \$171  = l0_delta0_1_1_raw_s11[17] & \$170 ;
-  assign \$172  = ! l0_delta0_1_1_raw_s11[16:0];
-  assign \$173  = l0_delta0_1_1_raw_s11[17] & \$172 ;
+  assign \$171  = l0_delta0_1_1_raw_s10[17] & \$170 ;
+  assign \$172  = ! l0_delta0_1_1_raw_s10[16:0];
+  assign \$173  = l0_delta0_1_1_raw_s10[17] & \$172 ;
   assign \$174  = \$173  & \floor$129 [0];
   assign \inc$131  = \$171  | \$174 ;
   assign \$175  = $signed(\floor$129 ) > $signed(16'h7fff);
@@ -2455,21 +2340,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$180  = ~ \inc$131 ;
   assign \$181  = \$179  & \$180 ;
   assign \below$133  = \$178  | \$181 ;
-  assign \$182  = ! l0_delta0_1_1_raw_s11[16:0];
+  assign \$182  = ! l0_delta0_1_1_raw_s10[16:0];
   assign \$183  = ~ \$182 ;
-  assign \$184  = l0_delta0_1_1_raw_s11[17] & \$183 ;
-  assign \$185  = ! l0_delta0_1_1_raw_s11[16:0];
-  assign \$186  = l0_delta0_1_1_raw_s11[17] & \$185 ;
+  assign \$184  = l0_delta0_1_1_raw_s10[17] & \$183 ;
+  assign \$185  = ! l0_delta0_1_1_raw_s10[16:0];
+  assign \$186  = l0_delta0_1_1_raw_s10[17] & \$185 ;
   assign \$187  = \$186  & \floor$129 [0];
   assign \$188  = \$184  | \$187 ;
   assign \$189  = $signed(\floor$129 ) + $signed({ 1'h0, \$188  });
   assign \$190  = \above$132  ? 16'h7fff : \$189 [15:0];
   assign \t$134  = \below$133  ? 16'h8000 : \$190 ;
-  assign \$191  = ! l0_delta0_1_2_raw_s11[16:0];
+  assign \$191  = ! l0_delta0_1_2_raw_s10[16:0];
   assign \$192  = ~ \$191 ;
-  assign \$193  = l0_delta0_1_2_raw_s11[17] & \$192 ;
-  assign \$194  = ! l0_delta0_1_2_raw_s11[16:0];
-  assign \$195  = l0_delta0_1_2_raw_s11[17] & \$194 ;
+  assign \$193  = l0_delta0_1_2_raw_s10[17] & \$192 ;
+  assign \$194  = ! l0_delta0_1_2_raw_s10[16:0];
+  assign \$195  = l0_delta0_1_2_raw_s10[17] & \$194 ;
   assign \$196  = \$195  & \floor$135 [0];
   assign \inc$137  = \$193  | \$196 ;
   assign \$197  = $signed(\floor$135 ) > $signed(16'h7fff);
@@ -2481,21 +2366,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$202  = ~ \inc$137 ;
   assign \$203  = \$201  & \$202 ;
   assign \below$139  = \$200  | \$203 ;
-  assign \$204  = ! l0_delta0_1_2_raw_s11[16:0];
+  assign \$204  = ! l0_delta0_1_2_raw_s10[16:0];
   assign \$205  = ~ \$204 ;
-  assign \$206  = l0_delta0_1_2_raw_s11[17] & \$205 ;
-  assign \$207  = ! l0_delta0_1_2_raw_s11[16:0];
-  assign \$208  = l0_delta0_1_2_raw_s11[17] & \$207 ;
+  assign \$206  = l0_delta0_1_2_raw_s10[17] & \$205 ;
+  assign \$207  = ! l0_delta0_1_2_raw_s10[16:0];
+  assign \$208  = l0_delta0_1_2_raw_s10[17] & \$207 ;
   assign \$209  = \$208  & \floor$135 [0];
   assign \$210  = \$206  | \$209 ;
   assign \$211  = $signed(\floor$135 ) + $signed({ 1'h0, \$210  });
   assign \$212  = \above$138  ? 16'h7fff : \$211 [15:0];
   assign \t$140  = \below$139  ? 16'h8000 : \$212 ;
-  assign \$213  = ! l0_delta0_1_3_raw_s11[16:0];
+  assign \$213  = ! l0_delta0_1_3_raw_s10[16:0];
   assign \$214  = ~ \$213 ;
-  assign \$215  = l0_delta0_1_3_raw_s11[17] & \$214 ;
-  assign \$216  = ! l0_delta0_1_3_raw_s11[16:0];
-  assign \$217  = l0_delta0_1_3_raw_s11[17] & \$216 ;
+  assign \$215  = l0_delta0_1_3_raw_s10[17] & \$214 ;
+  assign \$216  = ! l0_delta0_1_3_raw_s10[16:0];
+  assign \$217  = l0_delta0_1_3_raw_s10[17] & \$216 ;
   assign \$218  = \$217  & \floor$141 [0];
   assign \inc$143  = \$215  | \$218 ;
   assign \$219  = $signed(\floor$141 ) > $signed(16'h7fff);
@@ -2507,9 +2392,32 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$224  = ~ \inc$143 ;
   assign \$225  = \$223  & \$224 ;
   assign \below$145  = \$222  | \$225 ;
-  assign \$226  = ! l0_delta0_1_3_raw_s11[16:0];
+  assign \$226  = ! l0_delta0_1_3_raw_s10[16:0];
   assign \$227  = ~ \$226 ;
-  assign \$228  = l0_delta0_1_3_raw_s11[17] & \$227 ;
+  assign \$228  = l0_delta0_1_3_raw_s10[17] & \$227 ;
+  assign \$229  = ! l0_delta0_1_3_raw_s10[16:0];
+  assign \$230  = l0_delta0_1_3_raw_s10[17] & \$229 ;
+  assign \$231  = \$230  & \floor$141 [0];
+  assign \$232  = \$228  | \$231 ;
+  assign \$233  = $signed(\floor$141 ) + $signed({ 1'h0, \$232  });
+  assign \$234  = \above$144  ? 16'h7fff : \$233 [15:0];
+  assign \t$146  = \below$145  ? 16'h8000 : \$234 ;
+  assign \$235  = ~ m__ready;
+  assign \$236  = m__valid & \$235 ;
+  assign en = ~ \$236 ;
+  assign busy = | { valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s11;
+  assign \t$160  = $signed(\$signature__data$161 ) - $signed(l0_delta0_0_0_s11);
+  assign \$237  = ! l0_port_edge_p4[0];
+  assign \$238  = l0_ram_wr & \$237 ;
+  assign \$239  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$238  & \$239 ;
+  assign \$240  = \$236  ? l0_waddr0_0_s11 : l0_waddr0_0_s10;
+  assign \$241  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s11;
+  assign \$242  = & \t$160 [16:15];
+  assign \$243  = ~ \$242 ;
+  assign \$244  = \t$160 [16] & \$243 ;
+  assign \$245  = ~ \t$160 [16];
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -2518,11 +2426,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     .vc(pos)
   );
   \onchip_learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$312 ),
+    .bval(\bval$311 ),
     .\cell (\cell$56 ),
     .pos_in(\pos_in$20 ),
     .u(\u$18 ),
-    .vc(\pos$309 )
+    .vc(\pos$308 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -2695,11 +2603,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s9)
+    casez (kind_s8)
       2'h0:
           e = \t$96 ;
       2'h2:
-          e = y0_s9;
+          e = y0_s8;
       default:
           e = 16'h0000;
     endcase
@@ -2776,7 +2684,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = valid_s8;
+    \$450  = m__valid;
     if (en) begin
       \$450  = valid_s7;
     end
@@ -2786,9 +2694,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = m__valid;
+    \$451  = valid_s9;
     if (en) begin
-      \$451  = valid_s8;
+      \$451  = m__valid;
     end
     if (rst) begin
       \$451  = 1'h0;
@@ -2798,7 +2706,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$452  = valid_s10;
     if (en) begin
-      \$452  = m__valid;
+      \$452  = valid_s9;
     end
     if (rst) begin
       \$452  = 1'h0;
@@ -2816,1758 +2724,1594 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = valid_s12;
-    if (en) begin
-      \$454  = valid_s11;
-    end
-    if (rst) begin
-      \$454  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = reload_count;
+    \$454  = reload_count;
     if (reloading) begin
-      \$455  = \$372 [4:0];
+      \$454  = \$372 [4:0];
     end
     if (rst) begin
-      \$455  = 5'h00;
+      \$454  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = port_cmd;
+    \$455  = port_cmd;
+    if (rst) begin
+      \$455  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$456  = port_in_flight0;
     if (rst) begin
       \$456  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = port_in_flight0;
+    \$457  = port_in_flight1;
     if (rst) begin
       \$457  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = port_in_flight1;
+    \$458  = port_in_flight2;
     if (rst) begin
       \$458  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = port_in_flight2;
+    \$459  = \$361 [4:0];
     if (rst) begin
-      \$459  = 1'h0;
+      \$459  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = \$361 [4:0];
+    \$460  = l0_port_wr;
     if (rst) begin
-      \$460  = 5'h00;
+      \$460  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_port_wr;
+    \$461  = l0_port_rd;
     if (rst) begin
       \$461  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_port_rd;
+    \$462  = l0_port_data;
     if (rst) begin
-      \$462  = 1'h0;
+      \$462  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = l0_port_data;
+    \$463  = \$374 ;
     if (rst) begin
-      \$463  = 16'h0000;
+      \$463  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = \$374 ;
+    \$464  = l0_port_local_p1;
     if (rst) begin
-      \$464  = 7'h00;
+      \$464  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_port_local_p1;
+    \$465  = l0_port_wr_p1;
     if (rst) begin
-      \$465  = 5'h00;
+      \$465  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_port_wr_p1;
+    \$466  = l0_port_rd_p1;
     if (rst) begin
       \$466  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_port_rd_p1;
+    \$467  = l0_port_data_p1;
     if (rst) begin
-      \$467  = 1'h0;
+      \$467  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = l0_port_data_p1;
+    \$468  = \$376 [3:0];
     if (rst) begin
-      \$468  = 16'h0000;
+      \$468  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = \$376 [3:0];
+    \$469  = l0_port_edge_p2;
     if (rst) begin
-      \$469  = 4'h0;
+      \$469  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_port_edge_p2;
+    \$470  = l0_port_wr_p2;
     if (rst) begin
-      \$470  = 7'h00;
+      \$470  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_port_wr_p2;
+    \$471  = l0_port_rd_p2;
     if (rst) begin
       \$471  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_port_rd_p2;
+    \$472  = l0_port_data_p2;
     if (rst) begin
-      \$472  = 1'h0;
+      \$472  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = l0_port_data_p2;
+    \$473  = \$377 ;
     if (rst) begin
-      \$473  = 16'h0000;
+      \$473  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = \$377 ;
+    \$474  = \$380 ;
     if (rst) begin
-      \$474  = 4'h0;
+      \$474  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = \$380 ;
+    \$475  = l0_port_edge_p3;
     if (rst) begin
-      \$475  = 8'h00;
+      \$475  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = l0_port_edge_p3;
+    \$476  = l0_port_wr_p3;
     if (rst) begin
-      \$476  = 7'h00;
+      \$476  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = l0_port_wr_p3;
+    \$477  = l0_port_rd_p3;
     if (rst) begin
       \$477  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = l0_port_rd_p3;
+    \$478  = l0_port_data_p3;
     if (rst) begin
-      \$478  = 1'h0;
+      \$478  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_port_data_p3;
-    if (rst) begin
-      \$479  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_rd_edge;
+    \$479  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$480  = l0_port_edge_p4[0];
+      \$479  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$480  = 1'h0;
+      \$479  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_rd_bank;
+    \$480  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$481  = l0_port_bank_p4[1:0];
+      \$480  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$481  = 2'h0;
+      \$480  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = read_layer;
+    \$481  = read_layer;
     if (l0_port_rd) begin
-      \$482  = 1'h0;
+      \$481  = 1'h0;
     end
+    if (rst) begin
+      \$481  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$482  = \$382 ;
     if (rst) begin
       \$482  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = \$382 ;
+    \$483  = read_wait;
     if (rst) begin
       \$483  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = read_wait;
+    \$484  = read_wait1;
     if (rst) begin
       \$484  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = read_wait1;
+    \$485  = read_wait2;
     if (rst) begin
       \$485  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = read_wait2;
+    \$486  = read_wait3;
     if (rst) begin
       \$486  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = read_wait3;
+    \$487  = pr__valid;
+    if (\$383 ) begin
+      \$487  = 1'h1;
+    end else if (read_wait4) begin
+      \$487  = 1'h1;
+    end else if (pr__ready) begin
+      \$487  = 1'h0;
+    end
     if (rst) begin
       \$487  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = pr__valid;
+    \$488  = pr__payload;
     if (\$383 ) begin
-      \$488  = 1'h1;
+      \$488  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$488  = 1'h1;
-    end else if (pr__ready) begin
-      \$488  = 1'h0;
+      \$488  = \$387 ;
     end
     if (rst) begin
-      \$488  = 1'h0;
+      \$488  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = pr__payload;
-    if (\$383 ) begin
-      \$489  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$489  = \$387 ;
-    end
-    if (rst) begin
-      \$489  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = u;
-    if (en) begin
-      \$490  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = \u$18 ;
-    if (en) begin
-      \$491  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = y0_s1;
-    if (en) begin
-      \$492  = s__payload[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = kind_s1;
-    if (en) begin
-      \$493  = s__payload[49:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = pos_in;
-    if (en) begin
-      \$494  = pos;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_lo0_s3;
-    if (en) begin
-      \$495  = \cell [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_cell0_s3;
-    if (en) begin
-      \$496  = \cell ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_bval0_0_s3;
-    if (en) begin
-      \$497  = bval[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval0_1_s3;
-    if (en) begin
-      \$498  = bval[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval0_2_s3;
-    if (en) begin
-      \$499  = bval[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval0_3_s3;
-    if (en) begin
-      \$500  = bval[63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = \pos_in$20 ;
-    if (en) begin
-      \$501  = \pos$309 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_lo1_s3;
-    if (en) begin
-      \$502  = \cell$56 [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_cell1_s3;
-    if (en) begin
-      \$503  = \cell$56 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval1_0_s3;
-    if (en) begin
-      \$504  = \bval$312 [15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval1_1_s3;
-    if (en) begin
-      \$505  = \bval$312 [31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval1_2_s3;
-    if (en) begin
-      \$506  = \bval$312 [47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval1_3_s3;
-    if (en) begin
-      \$507  = \bval$312 [63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_waddr0_0_s4;
-    if (en) begin
-      \$508  = \$390 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_waddr0_1_s4;
-    if (en) begin
-      \$509  = \$393 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_waddr0_2_s4;
-    if (en) begin
-      \$510  = \$396 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = l0_waddr0_3_s4;
-    if (en) begin
-      \$511  = \$399 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = l0_bval_bank0_0_s4;
+    \$489  = u;
     if (en) begin
-      \$512  = \$400 ;
+      \$489  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = l0_bval_bank0_1_s4;
+    \$490  = \u$18 ;
     if (en) begin
-      \$513  = \$401 ;
+      \$490  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = l0_bval_bank0_2_s4;
+    \$491  = y0_s1;
     if (en) begin
-      \$514  = \$402 ;
+      \$491  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = l0_bval_bank0_3_s4;
+    \$492  = kind_s1;
     if (en) begin
-      \$515  = \$403 ;
+      \$492  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = l0_waddr1_0_s4;
+    \$493  = pos_in;
     if (en) begin
-      \$516  = \$406 ;
+      \$493  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = l0_waddr1_1_s4;
+    \$494  = l0_lo0_s3;
     if (en) begin
-      \$517  = \$409 ;
+      \$494  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = l0_waddr1_2_s4;
+    \$495  = l0_cell0_s3;
     if (en) begin
-      \$518  = \$412 ;
+      \$495  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = l0_waddr1_3_s4;
+    \$496  = l0_bval0_0_s3;
     if (en) begin
-      \$519  = \$415 ;
+      \$496  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = l0_bval_bank1_0_s4;
+    \$497  = l0_bval0_1_s3;
     if (en) begin
-      \$520  = \$416 ;
+      \$497  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = l0_bval_bank1_1_s4;
+    \$498  = l0_bval0_2_s3;
     if (en) begin
-      \$521  = \$417 ;
+      \$498  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = l0_bval_bank1_2_s4;
+    \$499  = l0_bval0_3_s3;
     if (en) begin
-      \$522  = \$418 ;
+      \$499  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = l0_bval_bank1_3_s4;
+    \$500  = \pos_in$20 ;
     if (en) begin
-      \$523  = \$419 ;
+      \$500  = \pos$308 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = l0_coef0_0_0_s4;
+    \$501  = l0_lo1_s3;
     if (en) begin
-      \$524  = l0_read0_0_0;
+      \$501  = \cell$56 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = l0_bval0_0_s4;
+    \$502  = l0_cell1_s3;
     if (en) begin
-      \$525  = l0_bval0_0_s3;
+      \$502  = \cell$56 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = l0_prod0_0_0_raw_s5;
+    \$503  = l0_bval1_0_s3;
     if (en) begin
-      \$526  = \$420 ;
+      \$503  = \bval$311 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = l0_coef0_0_1_s4;
+    \$504  = l0_bval1_1_s3;
     if (en) begin
-      \$527  = l0_read0_0_1;
+      \$504  = \bval$311 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$528  = l0_bval0_1_s4;
+    \$505  = l0_bval1_2_s3;
     if (en) begin
-      \$528  = l0_bval0_1_s3;
+      \$505  = \bval$311 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$529  = l0_prod0_0_1_raw_s5;
+    \$506  = l0_bval1_3_s3;
     if (en) begin
-      \$529  = \$421 ;
+      \$506  = \bval$311 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$530  = l0_coef0_0_2_s4;
+    \$507  = l0_waddr0_0_s4;
     if (en) begin
-      \$530  = l0_read0_0_2;
+      \$507  = \$390 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$531  = l0_bval0_2_s4;
+    \$508  = l0_waddr0_1_s4;
     if (en) begin
-      \$531  = l0_bval0_2_s3;
+      \$508  = \$393 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$532  = l0_prod0_0_2_raw_s5;
+    \$509  = l0_waddr0_2_s4;
     if (en) begin
-      \$532  = \$422 ;
+      \$509  = \$396 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$533  = l0_coef0_0_3_s4;
+    \$510  = l0_waddr0_3_s4;
     if (en) begin
-      \$533  = l0_read0_0_3;
+      \$510  = \$399 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = l0_bval0_3_s4;
+    \$511  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$534  = l0_bval0_3_s3;
+      \$511  = \$400 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$535  = l0_prod0_0_3_raw_s5;
+    \$512  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$535  = \$423 ;
+      \$512  = \$401 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$536  = l0_coef0_1_0_s4;
+    \$513  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$536  = l0_read0_1_0;
+      \$513  = \$402 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$537  = l0_bval1_0_s4;
+    \$514  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$537  = l0_bval1_0_s3;
+      \$514  = \$403 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$538  = l0_prod0_1_0_raw_s5;
+    \$515  = l0_waddr1_0_s4;
     if (en) begin
-      \$538  = \$424 ;
+      \$515  = \$406 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$539  = l0_coef0_1_1_s4;
+    \$516  = l0_waddr1_1_s4;
     if (en) begin
-      \$539  = l0_read0_1_1;
+      \$516  = \$409 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$540  = l0_bval1_1_s4;
+    \$517  = l0_waddr1_2_s4;
     if (en) begin
-      \$540  = l0_bval1_1_s3;
+      \$517  = \$412 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$541  = l0_prod0_1_1_raw_s5;
+    \$518  = l0_waddr1_3_s4;
     if (en) begin
-      \$541  = \$425 ;
+      \$518  = \$415 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$542  = l0_coef0_1_2_s4;
+    \$519  = l0_bval_bank1_0_s4;
     if (en) begin
-      \$542  = l0_read0_1_2;
+      \$519  = \$416 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$543  = l0_bval1_2_s4;
+    \$520  = l0_bval_bank1_1_s4;
     if (en) begin
-      \$543  = l0_bval1_2_s3;
+      \$520  = \$417 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$544  = l0_prod0_1_2_raw_s5;
+    \$521  = l0_bval_bank1_2_s4;
     if (en) begin
-      \$544  = \$426 ;
+      \$521  = \$418 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = l0_coef0_1_3_s4;
+    \$522  = l0_bval_bank1_3_s4;
     if (en) begin
-      \$545  = l0_read0_1_3;
+      \$522  = \$419 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = l0_bval1_3_s4;
+    \$523  = l0_coef0_0_0_s4;
     if (en) begin
-      \$546  = l0_bval1_3_s3;
+      \$523  = l0_read0_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = l0_prod0_1_3_raw_s5;
+    \$524  = l0_bval0_0_s4;
     if (en) begin
-      \$547  = \$427 ;
+      \$524  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = l0_sum0_t0_0_s6;
+    \$525  = l0_prod0_0_0_raw_s5;
     if (en) begin
-      \$548  = \$428 ;
+      \$525  = \$420 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = l0_sum0_t0_1_s6;
+    \$526  = l0_coef0_0_1_s4;
     if (en) begin
-      \$549  = \$429 ;
+      \$526  = l0_read0_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = l0_sum0_t0_2_s6;
+    \$527  = l0_bval0_1_s4;
     if (en) begin
-      \$550  = \$430 ;
+      \$527  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = l0_sum0_t0_3_s6;
+    \$528  = l0_prod0_0_1_raw_s5;
     if (en) begin
-      \$551  = \$431 ;
+      \$528  = \$421 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$552  = l0_sum0_t1_0_s7;
+    \$529  = l0_coef0_0_2_s4;
     if (en) begin
-      \$552  = \$432 ;
+      \$529  = l0_read0_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$553  = l0_sum0_t1_1_s7;
+    \$530  = l0_bval0_2_s4;
     if (en) begin
-      \$553  = \$433 ;
+      \$530  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$554  = l0_sum0_t2_0_s8;
+    \$531  = l0_prod0_0_2_raw_s5;
     if (en) begin
-      \$554  = \$434 ;
+      \$531  = \$422 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$555  = l0_out0_s9;
+    \$532  = l0_coef0_0_3_s4;
     if (en) begin
-      \$555  = \t$91 ;
+      \$532  = l0_read0_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$556  = y0_s2;
+    \$533  = l0_bval0_3_s4;
     if (en) begin
-      \$556  = y0_s1;
+      \$533  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$557  = y0_s3;
+    \$534  = l0_prod0_0_3_raw_s5;
     if (en) begin
-      \$557  = y0_s2;
+      \$534  = \$423 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$558  = y0_s4;
+    \$535  = l0_coef0_1_0_s4;
     if (en) begin
-      \$558  = y0_s3;
+      \$535  = l0_read0_1_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$559  = y0_s5;
+    \$536  = l0_bval1_0_s4;
     if (en) begin
-      \$559  = y0_s4;
+      \$536  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$560  = y0_s6;
+    \$537  = l0_prod0_1_0_raw_s5;
     if (en) begin
-      \$560  = y0_s5;
+      \$537  = \$424 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$561  = y0_s7;
+    \$538  = l0_coef0_1_1_s4;
     if (en) begin
-      \$561  = y0_s6;
+      \$538  = l0_read0_1_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$562  = y0_s8;
+    \$539  = l0_bval1_1_s4;
     if (en) begin
-      \$562  = y0_s7;
+      \$539  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$563  = y0_s9;
+    \$540  = l0_prod0_1_1_raw_s5;
     if (en) begin
-      \$563  = y0_s8;
+      \$540  = \$425 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$564  = kind_s2;
+    \$541  = l0_coef0_1_2_s4;
     if (en) begin
-      \$564  = kind_s1;
+      \$541  = l0_read0_1_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$565  = kind_s3;
+    \$542  = l0_bval1_2_s4;
     if (en) begin
-      \$565  = kind_s2;
+      \$542  = l0_bval1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$566  = kind_s4;
+    \$543  = l0_prod0_1_2_raw_s5;
     if (en) begin
-      \$566  = kind_s3;
+      \$543  = \$426 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$567  = kind_s5;
+    \$544  = l0_coef0_1_3_s4;
     if (en) begin
-      \$567  = kind_s4;
+      \$544  = l0_read0_1_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$568  = kind_s6;
+    \$545  = l0_bval1_3_s4;
     if (en) begin
-      \$568  = kind_s5;
+      \$545  = l0_bval1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$569  = kind_s7;
+    \$546  = l0_prod0_1_3_raw_s5;
     if (en) begin
-      \$569  = kind_s6;
+      \$546  = \$427 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$570  = kind_s8;
+    \$547  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$570  = kind_s7;
+      \$547  = \$430 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$571  = kind_s9;
+    \$548  = l0_sum0_t0_1_s6;
     if (en) begin
-      \$571  = kind_s8;
+      \$548  = \$433 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$572  = err0_s10;
+    \$549  = l0_sum0_t1_0_s7;
     if (en) begin
-      \$572  = e;
+      \$549  = \$434 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$573  = l0_waddr0_0_s5;
+    \$550  = l0_out0_s8;
     if (en) begin
-      \$573  = l0_waddr0_0_s4;
+      \$550  = \t$91 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$574  = l0_waddr0_0_s6;
+    \$551  = y0_s2;
     if (en) begin
-      \$574  = l0_waddr0_0_s5;
+      \$551  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$575  = l0_waddr0_0_s7;
+    \$552  = y0_s3;
     if (en) begin
-      \$575  = l0_waddr0_0_s6;
+      \$552  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$576  = l0_waddr0_0_s8;
+    \$553  = y0_s4;
     if (en) begin
-      \$576  = l0_waddr0_0_s7;
+      \$553  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$577  = l0_waddr0_0_s9;
+    \$554  = y0_s5;
     if (en) begin
-      \$577  = l0_waddr0_0_s8;
+      \$554  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$578  = l0_waddr0_0_s10;
+    \$555  = y0_s6;
     if (en) begin
-      \$578  = l0_waddr0_0_s9;
+      \$555  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$579  = l0_waddr0_0_s11;
+    \$556  = y0_s7;
     if (en) begin
-      \$579  = l0_waddr0_0_s10;
+      \$556  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$580  = l0_waddr0_0_s12;
+    \$557  = y0_s8;
     if (en) begin
-      \$580  = l0_waddr0_0_s11;
+      \$557  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$581  = l0_waddr0_1_s5;
+    \$558  = kind_s2;
     if (en) begin
-      \$581  = l0_waddr0_1_s4;
+      \$558  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$582  = l0_waddr0_1_s6;
+    \$559  = kind_s3;
     if (en) begin
-      \$582  = l0_waddr0_1_s5;
+      \$559  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$583  = l0_waddr0_1_s7;
+    \$560  = kind_s4;
     if (en) begin
-      \$583  = l0_waddr0_1_s6;
+      \$560  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$584  = l0_waddr0_1_s8;
+    \$561  = kind_s5;
     if (en) begin
-      \$584  = l0_waddr0_1_s7;
+      \$561  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$585  = l0_waddr0_1_s9;
+    \$562  = kind_s6;
     if (en) begin
-      \$585  = l0_waddr0_1_s8;
+      \$562  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$586  = l0_waddr0_1_s10;
+    \$563  = kind_s7;
     if (en) begin
-      \$586  = l0_waddr0_1_s9;
+      \$563  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$587  = l0_waddr0_1_s11;
+    \$564  = kind_s8;
     if (en) begin
-      \$587  = l0_waddr0_1_s10;
+      \$564  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$588  = l0_waddr0_1_s12;
+    \$565  = err0_s9;
     if (en) begin
-      \$588  = l0_waddr0_1_s11;
+      \$565  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$589  = l0_waddr0_2_s5;
+    \$566  = l0_waddr0_0_s5;
     if (en) begin
-      \$589  = l0_waddr0_2_s4;
+      \$566  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$590  = l0_waddr0_2_s6;
+    \$567  = l0_waddr0_0_s6;
     if (en) begin
-      \$590  = l0_waddr0_2_s5;
+      \$567  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$591  = l0_waddr0_2_s7;
+    \$568  = l0_waddr0_0_s7;
     if (en) begin
-      \$591  = l0_waddr0_2_s6;
+      \$568  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$592  = l0_waddr0_2_s8;
+    \$569  = l0_waddr0_0_s8;
     if (en) begin
-      \$592  = l0_waddr0_2_s7;
+      \$569  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$593  = l0_waddr0_2_s9;
+    \$570  = l0_waddr0_0_s9;
     if (en) begin
-      \$593  = l0_waddr0_2_s8;
+      \$570  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$594  = l0_waddr0_2_s10;
+    \$571  = l0_waddr0_0_s10;
     if (en) begin
-      \$594  = l0_waddr0_2_s9;
+      \$571  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$595  = l0_waddr0_2_s11;
+    \$572  = l0_waddr0_0_s11;
     if (en) begin
-      \$595  = l0_waddr0_2_s10;
+      \$572  = l0_waddr0_0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$596  = l0_waddr0_2_s12;
+    \$573  = l0_waddr0_1_s5;
     if (en) begin
-      \$596  = l0_waddr0_2_s11;
+      \$573  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$597  = l0_waddr0_3_s5;
+    \$574  = l0_waddr0_1_s6;
     if (en) begin
-      \$597  = l0_waddr0_3_s4;
+      \$574  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$598  = l0_waddr0_3_s6;
+    \$575  = l0_waddr0_1_s7;
     if (en) begin
-      \$598  = l0_waddr0_3_s5;
+      \$575  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$599  = l0_waddr0_3_s7;
+    \$576  = l0_waddr0_1_s8;
     if (en) begin
-      \$599  = l0_waddr0_3_s6;
+      \$576  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$600  = l0_waddr0_3_s8;
+    \$577  = l0_waddr0_1_s9;
     if (en) begin
-      \$600  = l0_waddr0_3_s7;
+      \$577  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$601  = l0_waddr0_3_s9;
+    \$578  = l0_waddr0_1_s10;
     if (en) begin
-      \$601  = l0_waddr0_3_s8;
+      \$578  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$602  = l0_waddr0_3_s10;
+    \$579  = l0_waddr0_1_s11;
     if (en) begin
-      \$602  = l0_waddr0_3_s9;
+      \$579  = l0_waddr0_1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$603  = l0_waddr0_3_s11;
+    \$580  = l0_waddr0_2_s5;
     if (en) begin
-      \$603  = l0_waddr0_3_s10;
+      \$580  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$604  = l0_waddr0_3_s12;
+    \$581  = l0_waddr0_2_s6;
     if (en) begin
-      \$604  = l0_waddr0_3_s11;
+      \$581  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$605  = l0_waddr1_0_s5;
+    \$582  = l0_waddr0_2_s7;
     if (en) begin
-      \$605  = l0_waddr1_0_s4;
+      \$582  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$606  = l0_waddr1_0_s6;
+    \$583  = l0_waddr0_2_s8;
     if (en) begin
-      \$606  = l0_waddr1_0_s5;
+      \$583  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$607  = l0_waddr1_0_s7;
+    \$584  = l0_waddr0_2_s9;
     if (en) begin
-      \$607  = l0_waddr1_0_s6;
+      \$584  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$608  = l0_waddr1_0_s8;
+    \$585  = l0_waddr0_2_s10;
     if (en) begin
-      \$608  = l0_waddr1_0_s7;
+      \$585  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$609  = l0_waddr1_0_s9;
+    \$586  = l0_waddr0_2_s11;
     if (en) begin
-      \$609  = l0_waddr1_0_s8;
+      \$586  = l0_waddr0_2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$610  = l0_waddr1_0_s10;
+    \$587  = l0_waddr0_3_s5;
     if (en) begin
-      \$610  = l0_waddr1_0_s9;
+      \$587  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$611  = l0_waddr1_0_s11;
+    \$588  = l0_waddr0_3_s6;
     if (en) begin
-      \$611  = l0_waddr1_0_s10;
+      \$588  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$612  = l0_waddr1_0_s12;
+    \$589  = l0_waddr0_3_s7;
     if (en) begin
-      \$612  = l0_waddr1_0_s11;
+      \$589  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$613  = l0_waddr1_1_s5;
+    \$590  = l0_waddr0_3_s8;
     if (en) begin
-      \$613  = l0_waddr1_1_s4;
+      \$590  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$614  = l0_waddr1_1_s6;
+    \$591  = l0_waddr0_3_s9;
     if (en) begin
-      \$614  = l0_waddr1_1_s5;
+      \$591  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$615  = l0_waddr1_1_s7;
+    \$592  = l0_waddr0_3_s10;
     if (en) begin
-      \$615  = l0_waddr1_1_s6;
+      \$592  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$616  = l0_waddr1_1_s8;
+    \$593  = l0_waddr0_3_s11;
     if (en) begin
-      \$616  = l0_waddr1_1_s7;
+      \$593  = l0_waddr0_3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$617  = l0_waddr1_1_s9;
+    \$594  = l0_waddr1_0_s5;
     if (en) begin
-      \$617  = l0_waddr1_1_s8;
+      \$594  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$618  = l0_waddr1_1_s10;
+    \$595  = l0_waddr1_0_s6;
     if (en) begin
-      \$618  = l0_waddr1_1_s9;
+      \$595  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$619  = l0_waddr1_1_s11;
+    \$596  = l0_waddr1_0_s7;
     if (en) begin
-      \$619  = l0_waddr1_1_s10;
+      \$596  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$620  = l0_waddr1_1_s12;
+    \$597  = l0_waddr1_0_s8;
     if (en) begin
-      \$620  = l0_waddr1_1_s11;
+      \$597  = l0_waddr1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$621  = l0_waddr1_2_s5;
+    \$598  = l0_waddr1_0_s9;
     if (en) begin
-      \$621  = l0_waddr1_2_s4;
+      \$598  = l0_waddr1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$622  = l0_waddr1_2_s6;
+    \$599  = l0_waddr1_0_s10;
     if (en) begin
-      \$622  = l0_waddr1_2_s5;
+      \$599  = l0_waddr1_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$623  = l0_waddr1_2_s7;
+    \$600  = l0_waddr1_0_s11;
     if (en) begin
-      \$623  = l0_waddr1_2_s6;
+      \$600  = l0_waddr1_0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$624  = l0_waddr1_2_s8;
+    \$601  = l0_waddr1_1_s5;
     if (en) begin
-      \$624  = l0_waddr1_2_s7;
+      \$601  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$625  = l0_waddr1_2_s9;
+    \$602  = l0_waddr1_1_s6;
     if (en) begin
-      \$625  = l0_waddr1_2_s8;
+      \$602  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$626  = l0_waddr1_2_s10;
+    \$603  = l0_waddr1_1_s7;
     if (en) begin
-      \$626  = l0_waddr1_2_s9;
+      \$603  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$627  = l0_waddr1_2_s11;
+    \$604  = l0_waddr1_1_s8;
     if (en) begin
-      \$627  = l0_waddr1_2_s10;
+      \$604  = l0_waddr1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$628  = l0_waddr1_2_s12;
+    \$605  = l0_waddr1_1_s9;
     if (en) begin
-      \$628  = l0_waddr1_2_s11;
+      \$605  = l0_waddr1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$629  = l0_waddr1_3_s5;
+    \$606  = l0_waddr1_1_s10;
     if (en) begin
-      \$629  = l0_waddr1_3_s4;
+      \$606  = l0_waddr1_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$630  = l0_waddr1_3_s6;
+    \$607  = l0_waddr1_1_s11;
     if (en) begin
-      \$630  = l0_waddr1_3_s5;
+      \$607  = l0_waddr1_1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$631  = l0_waddr1_3_s7;
+    \$608  = l0_waddr1_2_s5;
     if (en) begin
-      \$631  = l0_waddr1_3_s6;
+      \$608  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$632  = l0_waddr1_3_s8;
+    \$609  = l0_waddr1_2_s6;
     if (en) begin
-      \$632  = l0_waddr1_3_s7;
+      \$609  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$633  = l0_waddr1_3_s9;
+    \$610  = l0_waddr1_2_s7;
     if (en) begin
-      \$633  = l0_waddr1_3_s8;
+      \$610  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$634  = l0_waddr1_3_s10;
+    \$611  = l0_waddr1_2_s8;
     if (en) begin
-      \$634  = l0_waddr1_3_s9;
+      \$611  = l0_waddr1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$635  = l0_waddr1_3_s11;
+    \$612  = l0_waddr1_2_s9;
     if (en) begin
-      \$635  = l0_waddr1_3_s10;
+      \$612  = l0_waddr1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$636  = l0_waddr1_3_s12;
+    \$613  = l0_waddr1_2_s10;
     if (en) begin
-      \$636  = l0_waddr1_3_s11;
+      \$613  = l0_waddr1_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$637  = l0_bval_bank0_0_s5;
+    \$614  = l0_waddr1_2_s11;
     if (en) begin
-      \$637  = l0_bval_bank0_0_s4;
+      \$614  = l0_waddr1_2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$638  = l0_bval_bank0_0_s6;
+    \$615  = l0_waddr1_3_s5;
     if (en) begin
-      \$638  = l0_bval_bank0_0_s5;
+      \$615  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$639  = l0_bval_bank0_0_s7;
+    \$616  = l0_waddr1_3_s6;
     if (en) begin
-      \$639  = l0_bval_bank0_0_s6;
+      \$616  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$640  = l0_bval_bank0_0_s8;
+    \$617  = l0_waddr1_3_s7;
     if (en) begin
-      \$640  = l0_bval_bank0_0_s7;
+      \$617  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$641  = l0_bval_bank0_0_s9;
+    \$618  = l0_waddr1_3_s8;
     if (en) begin
-      \$641  = l0_bval_bank0_0_s8;
+      \$618  = l0_waddr1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$642  = l0_bval_bank0_0_s10;
+    \$619  = l0_waddr1_3_s9;
     if (en) begin
-      \$642  = l0_bval_bank0_0_s9;
+      \$619  = l0_waddr1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$643  = l0_delta0_0_0_raw_s11;
+    \$620  = l0_waddr1_3_s10;
     if (en) begin
-      \$643  = \$435 ;
+      \$620  = l0_waddr1_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$644  = l0_delta0_0_0_s12;
+    \$621  = l0_waddr1_3_s11;
     if (en) begin
-      \$644  = \t$104 ;
+      \$621  = l0_waddr1_3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$645  = l0_bval_bank0_1_s5;
+    \$622  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$645  = l0_bval_bank0_1_s4;
+      \$622  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$646  = l0_bval_bank0_1_s6;
+    \$623  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$646  = l0_bval_bank0_1_s5;
+      \$623  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$647  = l0_bval_bank0_1_s7;
+    \$624  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$647  = l0_bval_bank0_1_s6;
+      \$624  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$648  = l0_bval_bank0_1_s8;
+    \$625  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$648  = l0_bval_bank0_1_s7;
+      \$625  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$649  = l0_bval_bank0_1_s9;
+    \$626  = l0_bval_bank0_0_s9;
     if (en) begin
-      \$649  = l0_bval_bank0_1_s8;
+      \$626  = l0_bval_bank0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$650  = l0_bval_bank0_1_s10;
+    \$627  = l0_delta0_0_0_raw_s10;
     if (en) begin
-      \$650  = l0_bval_bank0_1_s9;
+      \$627  = \$435 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$651  = l0_delta0_0_1_raw_s11;
+    \$628  = l0_delta0_0_0_s11;
     if (en) begin
-      \$651  = \$436 ;
+      \$628  = \t$104 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$652  = l0_delta0_0_1_s12;
+    \$629  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$652  = \t$110 ;
+      \$629  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$653  = l0_bval_bank0_2_s5;
+    \$630  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$653  = l0_bval_bank0_2_s4;
+      \$630  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$654  = l0_bval_bank0_2_s6;
+    \$631  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$654  = l0_bval_bank0_2_s5;
+      \$631  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$655  = l0_bval_bank0_2_s7;
+    \$632  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$655  = l0_bval_bank0_2_s6;
+      \$632  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$656  = l0_bval_bank0_2_s8;
+    \$633  = l0_bval_bank0_1_s9;
     if (en) begin
-      \$656  = l0_bval_bank0_2_s7;
+      \$633  = l0_bval_bank0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$657  = l0_bval_bank0_2_s9;
+    \$634  = l0_delta0_0_1_raw_s10;
     if (en) begin
-      \$657  = l0_bval_bank0_2_s8;
+      \$634  = \$436 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$658  = l0_bval_bank0_2_s10;
+    \$635  = l0_delta0_0_1_s11;
     if (en) begin
-      \$658  = l0_bval_bank0_2_s9;
+      \$635  = \t$110 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$659  = l0_delta0_0_2_raw_s11;
+    \$636  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$659  = \$437 ;
+      \$636  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$660  = l0_delta0_0_2_s12;
+    \$637  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$660  = \t$116 ;
+      \$637  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$661  = l0_bval_bank0_3_s5;
+    \$638  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$661  = l0_bval_bank0_3_s4;
+      \$638  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$662  = l0_bval_bank0_3_s6;
+    \$639  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$662  = l0_bval_bank0_3_s5;
+      \$639  = l0_bval_bank0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$663  = l0_bval_bank0_3_s7;
+    \$640  = l0_bval_bank0_2_s9;
     if (en) begin
-      \$663  = l0_bval_bank0_3_s6;
+      \$640  = l0_bval_bank0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$664  = l0_bval_bank0_3_s8;
+    \$641  = l0_delta0_0_2_raw_s10;
     if (en) begin
-      \$664  = l0_bval_bank0_3_s7;
+      \$641  = \$437 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$665  = l0_bval_bank0_3_s9;
+    \$642  = l0_delta0_0_2_s11;
     if (en) begin
-      \$665  = l0_bval_bank0_3_s8;
+      \$642  = \t$116 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$666  = l0_bval_bank0_3_s10;
+    \$643  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$666  = l0_bval_bank0_3_s9;
+      \$643  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$667  = l0_delta0_0_3_raw_s11;
+    \$644  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$667  = \$438 ;
+      \$644  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$668  = l0_delta0_0_3_s12;
+    \$645  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$668  = \t$122 ;
+      \$645  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$669  = l0_bval_bank1_0_s5;
+    \$646  = l0_bval_bank0_3_s8;
     if (en) begin
-      \$669  = l0_bval_bank1_0_s4;
+      \$646  = l0_bval_bank0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$670  = l0_bval_bank1_0_s6;
+    \$647  = l0_bval_bank0_3_s9;
     if (en) begin
-      \$670  = l0_bval_bank1_0_s5;
+      \$647  = l0_bval_bank0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$671  = l0_bval_bank1_0_s7;
+    \$648  = l0_delta0_0_3_raw_s10;
     if (en) begin
-      \$671  = l0_bval_bank1_0_s6;
+      \$648  = \$438 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$672  = l0_bval_bank1_0_s8;
+    \$649  = l0_delta0_0_3_s11;
     if (en) begin
-      \$672  = l0_bval_bank1_0_s7;
+      \$649  = \t$122 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$673  = l0_bval_bank1_0_s9;
+    \$650  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$673  = l0_bval_bank1_0_s8;
+      \$650  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$674  = l0_bval_bank1_0_s10;
+    \$651  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$674  = l0_bval_bank1_0_s9;
+      \$651  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$675  = l0_delta0_1_0_raw_s11;
+    \$652  = l0_bval_bank1_0_s7;
     if (en) begin
-      \$675  = \$439 ;
+      \$652  = l0_bval_bank1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$676  = l0_delta0_1_0_s12;
+    \$653  = l0_bval_bank1_0_s8;
     if (en) begin
-      \$676  = \t$128 ;
+      \$653  = l0_bval_bank1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$677  = l0_bval_bank1_1_s5;
+    \$654  = l0_bval_bank1_0_s9;
     if (en) begin
-      \$677  = l0_bval_bank1_1_s4;
+      \$654  = l0_bval_bank1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$678  = l0_bval_bank1_1_s6;
+    \$655  = l0_delta0_1_0_raw_s10;
     if (en) begin
-      \$678  = l0_bval_bank1_1_s5;
+      \$655  = \$439 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$679  = l0_bval_bank1_1_s7;
+    \$656  = l0_delta0_1_0_s11;
     if (en) begin
-      \$679  = l0_bval_bank1_1_s6;
+      \$656  = \t$128 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$680  = l0_bval_bank1_1_s8;
+    \$657  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$680  = l0_bval_bank1_1_s7;
+      \$657  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$681  = l0_bval_bank1_1_s9;
+    \$658  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$681  = l0_bval_bank1_1_s8;
+      \$658  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$682  = l0_bval_bank1_1_s10;
+    \$659  = l0_bval_bank1_1_s7;
     if (en) begin
-      \$682  = l0_bval_bank1_1_s9;
+      \$659  = l0_bval_bank1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$683  = l0_delta0_1_1_raw_s11;
+    \$660  = l0_bval_bank1_1_s8;
     if (en) begin
-      \$683  = \$440 ;
+      \$660  = l0_bval_bank1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$684  = l0_delta0_1_1_s12;
+    \$661  = l0_bval_bank1_1_s9;
     if (en) begin
-      \$684  = \t$134 ;
+      \$661  = l0_bval_bank1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$685  = l0_bval_bank1_2_s5;
+    \$662  = l0_delta0_1_1_raw_s10;
     if (en) begin
-      \$685  = l0_bval_bank1_2_s4;
+      \$662  = \$440 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$686  = l0_bval_bank1_2_s6;
+    \$663  = l0_delta0_1_1_s11;
     if (en) begin
-      \$686  = l0_bval_bank1_2_s5;
+      \$663  = \t$134 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$687  = l0_bval_bank1_2_s7;
+    \$664  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$687  = l0_bval_bank1_2_s6;
+      \$664  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$688  = l0_bval_bank1_2_s8;
+    \$665  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$688  = l0_bval_bank1_2_s7;
+      \$665  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$689  = l0_bval_bank1_2_s9;
+    \$666  = l0_bval_bank1_2_s7;
     if (en) begin
-      \$689  = l0_bval_bank1_2_s8;
+      \$666  = l0_bval_bank1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$690  = l0_bval_bank1_2_s10;
+    \$667  = l0_bval_bank1_2_s8;
     if (en) begin
-      \$690  = l0_bval_bank1_2_s9;
+      \$667  = l0_bval_bank1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$691  = l0_delta0_1_2_raw_s11;
+    \$668  = l0_bval_bank1_2_s9;
     if (en) begin
-      \$691  = \$441 ;
+      \$668  = l0_bval_bank1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$692  = l0_delta0_1_2_s12;
+    \$669  = l0_delta0_1_2_raw_s10;
     if (en) begin
-      \$692  = \t$140 ;
+      \$669  = \$441 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$693  = l0_bval_bank1_3_s5;
+    \$670  = l0_delta0_1_2_s11;
     if (en) begin
-      \$693  = l0_bval_bank1_3_s4;
+      \$670  = \t$140 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$694  = l0_bval_bank1_3_s6;
+    \$671  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$694  = l0_bval_bank1_3_s5;
+      \$671  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$695  = l0_bval_bank1_3_s7;
+    \$672  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$695  = l0_bval_bank1_3_s6;
+      \$672  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$696  = l0_bval_bank1_3_s8;
+    \$673  = l0_bval_bank1_3_s7;
     if (en) begin
-      \$696  = l0_bval_bank1_3_s7;
+      \$673  = l0_bval_bank1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$697  = l0_bval_bank1_3_s9;
+    \$674  = l0_bval_bank1_3_s8;
     if (en) begin
-      \$697  = l0_bval_bank1_3_s8;
+      \$674  = l0_bval_bank1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$698  = l0_bval_bank1_3_s10;
+    \$675  = l0_bval_bank1_3_s9;
     if (en) begin
-      \$698  = l0_bval_bank1_3_s9;
+      \$675  = l0_bval_bank1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$699  = l0_delta0_1_3_raw_s11;
+    \$676  = l0_delta0_1_3_raw_s10;
     if (en) begin
-      \$699  = \$442 ;
+      \$676  = \$442 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$700  = l0_delta0_1_3_s12;
+    \$677  = l0_delta0_1_3_s11;
     if (en) begin
-      \$700  = \t$146 ;
+      \$677  = \t$146 ;
     end
   end
   always @* begin
@@ -4703,34 +4447,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$76  = { \t$74 [32], \t$74 [32], \t$74 [32], \t$74 [32], \t$74 [32], \t$74 [32], \t$74 [32], \t$74  };
   assign \t$80  = { \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78  };
   assign \t$84  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
-  assign \t$85  = l0_sum0_t2_0_s8[39:0];
-  assign valid_s9 = m__valid;
+  assign \t$85  = l0_sum0_t1_0_s7[39:0];
+  assign valid_s8 = m__valid;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$168  = \$240 [1:0];
-  assign \$signature__en$171  = 1'h1;
+  assign \$signature__addr$167  = \$240 [1:0];
+  assign \$signature__en$170  = 1'h1;
   assign wp__addr = \$241 [1:0];
-  assign \$signature__addr$180  = \$253 [1:0];
-  assign \$signature__en$183  = 1'h1;
-  assign \wp__addr$184  = \$254 [1:0];
-  assign \$signature__addr$191  = \$266 [1:0];
-  assign \$signature__en$194  = 1'h1;
-  assign \wp__addr$195  = \$267 [1:0];
-  assign \$signature__addr$202  = \$279 [1:0];
-  assign \$signature__en$205  = 1'h1;
-  assign \wp__addr$206  = \$280 [1:0];
-  assign \$signature__addr$213  = \$292 [1:0];
-  assign \$signature__en$216  = 1'h1;
-  assign \wp__addr$217  = \$293 [1:0];
-  assign \$signature__addr$224  = \$305 [1:0];
-  assign \$signature__en$227  = 1'h1;
-  assign \wp__addr$228  = \$306 [1:0];
-  assign \$signature__addr$235  = \$318 [1:0];
-  assign \$signature__en$238  = 1'h1;
-  assign \wp__addr$239  = \$319 [1:0];
-  assign \$signature__addr$246  = \$331 [1:0];
-  assign \$signature__en$249  = 1'h1;
-  assign \wp__addr$250  = \$332 [1:0];
+  assign \$signature__addr$179  = \$253 [1:0];
+  assign \$signature__en$182  = 1'h1;
+  assign \wp__addr$183  = \$254 [1:0];
+  assign \$signature__addr$190  = \$266 [1:0];
+  assign \$signature__en$193  = 1'h1;
+  assign \wp__addr$194  = \$267 [1:0];
+  assign \$signature__addr$201  = \$279 [1:0];
+  assign \$signature__en$204  = 1'h1;
+  assign \wp__addr$205  = \$280 [1:0];
+  assign \$signature__addr$212  = \$292 [1:0];
+  assign \$signature__en$215  = 1'h1;
+  assign \wp__addr$216  = \$293 [1:0];
+  assign \$signature__addr$223  = \$305 [1:0];
+  assign \$signature__en$226  = 1'h1;
+  assign \wp__addr$227  = \$306 [1:0];
+  assign \$signature__addr$234  = \$318 [1:0];
+  assign \$signature__en$237  = 1'h1;
+  assign \wp__addr$238  = \$319 [1:0];
+  assign \$signature__addr$245  = \$331 [1:0];
+  assign \$signature__en$248  = 1'h1;
+  assign \wp__addr$249  = \$332 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$342 [4:0];
   assign execute = pc__ready;
@@ -4756,12 +4500,12 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$312[0]  = \bval$312 [15:0];
-  assign \bval$312[1]  = \bval$312 [31:16];
-  assign \bval$312[2]  = \bval$312 [47:32];
-  assign \bval$312[3]  = \bval$312 [63:48];
+  assign \bval$311[0]  = \bval$311 [15:0];
+  assign \bval$311[1]  = \bval$311 [31:16];
+  assign \bval$311[2]  = \bval$311 [47:32];
+  assign \bval$311[3]  = \bval$311 [63:48];
   assign m__payload[16] = \$55 ;
-  assign m__payload[15:0] = l0_out0_s9;
+  assign m__payload[15:0] = l0_out0_s8;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
@@ -4778,16 +4522,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$74  = { l0_prod0_1_1_raw_s5[31], l0_prod0_1_1_raw_s5 };
   assign \t$78  = { l0_prod0_1_2_raw_s5[31], l0_prod0_1_2_raw_s5 };
   assign \t$82  = { l0_prod0_1_3_raw_s5[31], l0_prod0_1_3_raw_s5 };
-  assign floor = { l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39], l0_sum0_t2_0_s8[39:14] };
+  assign floor = { l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39:14] };
   assign \t$95  = { \t$93 [16], \t$93  };
-  assign \floor$99  = { l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31], l0_delta0_0_0_raw_s11[31:18] };
-  assign \floor$105  = { l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31], l0_delta0_0_1_raw_s11[31:18] };
-  assign \floor$111  = { l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31], l0_delta0_0_2_raw_s11[31:18] };
-  assign \floor$117  = { l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31], l0_delta0_0_3_raw_s11[31:18] };
-  assign \floor$123  = { l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31], l0_delta0_1_0_raw_s11[31:18] };
-  assign \floor$129  = { l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31], l0_delta0_1_1_raw_s11[31:18] };
-  assign \floor$135  = { l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31], l0_delta0_1_2_raw_s11[31:18] };
-  assign \floor$141  = { l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31], l0_delta0_1_3_raw_s11[31:18] };
+  assign \floor$99  = { l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31:18] };
+  assign \floor$105  = { l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31:18] };
+  assign \floor$111  = { l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31:18] };
+  assign \floor$117  = { l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31:18] };
+  assign \floor$123  = { l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31:18] };
+  assign \floor$129  = { l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31:18] };
+  assign \floor$135  = { l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31:18] };
+  assign \floor$141  = { l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31:18] };
   assign \$289  = l0_port_edge_p4[0];
   assign \$302  = l0_port_edge_p4[0];
   assign \$315  = l0_port_edge_p4[0];
@@ -4839,6 +4583,8 @@ module \onchip_learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
   wire [17:0] v;
   output [14:0] vc;
   wire [14:0] vc;
+  (* ram_style = "logic" *)
+  (* rom_style = "logic" *)
   reg [127:0] rom [63:0];
   initial begin
     rom[0] = 128'h000020000000e00000000aab2aab0aab;
@@ -4967,6 +4713,8 @@ module \onchip_learner.l0_bspline1 (\cell , bval, u, pos_in, vc);
   wire [17:0] v;
   output [14:0] vc;
   wire [14:0] vc;
+  (* ram_style = "logic" *)
+  (* rom_style = "logic" *)
   reg [127:0] rom [63:0];
   initial begin
     rom[0] = 128'h000020000000e00000000aab2aab0aab;

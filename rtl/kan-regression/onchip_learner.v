@@ -58,9 +58,9 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 8 cycles after the edge that takes the sample, update committed after 11; II 9 cycles.
+// Latency: prediction 7 cycles after the edge that takes the sample, update committed after 10; II 8 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 8, parameter read per layer [3], update per layer [11],
+//     the cycle that takes the sample): prediction 7, parameter read per layer [3], update per layer [10],
 //     parameter port 4.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
@@ -259,37 +259,37 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$265 ;
   reg \$266 ;
   reg \$267 ;
-  reg \$268 ;
-  reg [3:0] \$269 ;
+  reg [3:0] \$268 ;
+  reg \$269 ;
   wire \$27 ;
   reg \$270 ;
   reg \$271 ;
   reg \$272 ;
-  reg \$273 ;
-  reg [3:0] \$274 ;
+  reg [3:0] \$273 ;
+  reg \$274 ;
   reg \$275 ;
-  reg \$276 ;
-  reg [15:0] \$277 ;
-  reg [5:0] \$278 ;
-  reg [3:0] \$279 ;
+  reg [15:0] \$276 ;
+  reg [5:0] \$277 ;
+  reg [3:0] \$278 ;
+  reg \$279 ;
   wire \$28 ;
   reg \$280 ;
-  reg \$281 ;
-  reg [15:0] \$282 ;
-  reg [3:0] \$283 ;
-  reg [5:0] \$284 ;
+  reg [15:0] \$281 ;
+  reg [3:0] \$282 ;
+  reg [5:0] \$283 ;
+  reg \$284 ;
   reg \$285 ;
-  reg \$286 ;
-  reg [15:0] \$287 ;
-  reg [3:0] \$288 ;
-  reg [7:0] \$289 ;
+  reg [15:0] \$286 ;
+  reg [3:0] \$287 ;
+  reg [7:0] \$288 ;
+  reg [5:0] \$289 ;
   wire \$29 ;
-  reg [5:0] \$290 ;
+  reg \$290 ;
   reg \$291 ;
-  reg \$292 ;
-  reg [15:0] \$293 ;
-  reg \$294 ;
-  reg [1:0] \$295 ;
+  reg [15:0] \$292 ;
+  reg \$293 ;
+  reg [1:0] \$294 ;
+  reg \$295 ;
   reg \$296 ;
   reg \$297 ;
   reg \$298 ;
@@ -298,62 +298,62 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$30 ;
   reg \$300 ;
   reg \$301 ;
-  reg \$302 ;
+  reg [15:0] \$302 ;
   reg [15:0] \$303 ;
   reg [15:0] \$304 ;
-  reg [15:0] \$305 ;
-  reg [1:0] \$306 ;
-  reg [13:0] \$307 ;
-  reg [1:0] \$308 ;
-  reg [2:0] \$309 ;
+  reg [1:0] \$305 ;
+  reg [13:0] \$306 ;
+  reg [1:0] \$307 ;
+  reg [2:0] \$308 ;
+  reg [15:0] \$309 ;
   wire \$31 ;
   reg [15:0] \$310 ;
   reg [15:0] \$311 ;
   reg [15:0] \$312 ;
-  reg [15:0] \$313 ;
+  reg [3:0] \$313 ;
   reg [3:0] \$314 ;
   reg [3:0] \$315 ;
   reg [3:0] \$316 ;
-  reg [3:0] \$317 ;
+  reg [15:0] \$317 ;
   reg [15:0] \$318 ;
   reg [15:0] \$319 ;
   wire \$32 ;
   reg [15:0] \$320 ;
   reg [15:0] \$321 ;
   reg [15:0] \$322 ;
-  reg [15:0] \$323 ;
-  reg [31:0] \$324 ;
+  reg [31:0] \$323 ;
+  reg [15:0] \$324 ;
   reg [15:0] \$325 ;
-  reg [15:0] \$326 ;
-  reg [31:0] \$327 ;
+  reg [31:0] \$326 ;
+  reg [15:0] \$327 ;
   reg [15:0] \$328 ;
-  reg [15:0] \$329 ;
+  reg [31:0] \$329 ;
   wire \$33 ;
-  reg [31:0] \$330 ;
+  reg [15:0] \$330 ;
   reg [15:0] \$331 ;
-  reg [15:0] \$332 ;
-  reg [31:0] \$333 ;
-  reg [40:0] \$334 ;
-  reg [40:0] \$335 ;
-  reg [41:0] \$336 ;
+  reg [31:0] \$332 ;
+  reg [41:0] \$333 ;
+  reg [15:0] \$334 ;
+  reg [15:0] \$335 ;
+  reg [15:0] \$336 ;
   reg [15:0] \$337 ;
   reg [15:0] \$338 ;
   reg [15:0] \$339 ;
   wire \$34 ;
   reg [15:0] \$340 ;
-  reg [15:0] \$341 ;
-  reg [15:0] \$342 ;
-  reg [15:0] \$343 ;
-  reg [15:0] \$344 ;
+  reg [1:0] \$341 ;
+  reg [1:0] \$342 ;
+  reg [1:0] \$343 ;
+  reg [1:0] \$344 ;
   reg [1:0] \$345 ;
   reg [1:0] \$346 ;
-  reg [1:0] \$347 ;
-  reg [1:0] \$348 ;
-  reg [1:0] \$349 ;
+  reg [15:0] \$347 ;
+  reg [3:0] \$348 ;
+  reg [3:0] \$349 ;
   wire \$35 ;
-  reg [1:0] \$350 ;
-  reg [1:0] \$351 ;
-  reg [15:0] \$352 ;
+  reg [3:0] \$350 ;
+  reg [3:0] \$351 ;
+  reg [3:0] \$352 ;
   reg [3:0] \$353 ;
   reg [3:0] \$354 ;
   reg [3:0] \$355 ;
@@ -375,47 +375,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [40:0] \$37 ;
   reg [3:0] \$370 ;
   reg [3:0] \$371 ;
-  reg [3:0] \$372 ;
-  reg [3:0] \$373 ;
-  reg [3:0] \$374 ;
-  reg [3:0] \$375 ;
-  reg [3:0] \$376 ;
-  reg [3:0] \$377 ;
-  reg [3:0] \$378 ;
-  reg [3:0] \$379 ;
+  reg [15:0] \$372 ;
+  reg [15:0] \$373 ;
+  reg [15:0] \$374 ;
+  reg [15:0] \$375 ;
+  reg [31:0] \$376 ;
+  reg [15:0] \$377 ;
+  reg [15:0] \$378 ;
+  reg [15:0] \$379 ;
   wire [15:0] \$38 ;
-  reg [3:0] \$380 ;
+  reg [15:0] \$380 ;
   reg [15:0] \$381 ;
-  reg [15:0] \$382 ;
+  reg [31:0] \$382 ;
   reg [15:0] \$383 ;
   reg [15:0] \$384 ;
   reg [15:0] \$385 ;
-  reg [31:0] \$386 ;
+  reg [15:0] \$386 ;
   reg [15:0] \$387 ;
-  reg [15:0] \$388 ;
+  reg [31:0] \$388 ;
   reg [15:0] \$389 ;
   wire \$39 ;
   reg [15:0] \$390 ;
   reg [15:0] \$391 ;
   reg [15:0] \$392 ;
-  reg [31:0] \$393 ;
-  reg [15:0] \$394 ;
+  reg [15:0] \$393 ;
+  reg [31:0] \$394 ;
   reg [15:0] \$395 ;
-  reg [15:0] \$396 ;
-  reg [15:0] \$397 ;
-  reg [15:0] \$398 ;
-  reg [15:0] \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  reg [31:0] \$400 ;
-  reg [15:0] \$401 ;
-  reg [15:0] \$402 ;
-  reg [15:0] \$403 ;
-  reg [15:0] \$404 ;
-  reg [15:0] \$405 ;
-  reg [15:0] \$406 ;
-  reg [31:0] \$407 ;
-  reg [15:0] \$408 ;
   wire \$41 ;
   wire [15:0] \$42 ;
   wire \$43 ;
@@ -481,26 +468,26 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$109 ;
-  wire [1:0] \$signature__addr$121 ;
-  wire [1:0] \$signature__addr$132 ;
-  wire [1:0] \$signature__addr$143 ;
+  wire [1:0] \$signature__addr$108 ;
+  wire [1:0] \$signature__addr$120 ;
+  wire [1:0] \$signature__addr$131 ;
+  wire [1:0] \$signature__addr$142 ;
   wire [1:0] \$signature__addr$24 ;
   wire [1:0] \$signature__addr$26 ;
   wire [1:0] \$signature__addr$28 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$103 ;
-  wire [15:0] \$signature__data$118 ;
-  wire [15:0] \$signature__data$129 ;
-  wire [15:0] \$signature__data$140 ;
+  wire [15:0] \$signature__data$102 ;
+  wire [15:0] \$signature__data$117 ;
+  wire [15:0] \$signature__data$128 ;
+  wire [15:0] \$signature__data$139 ;
   wire [15:0] \$signature__data$33 ;
   wire [15:0] \$signature__data$34 ;
   wire [15:0] \$signature__data$35 ;
   wire \$signature__en ;
-  wire \$signature__en$112 ;
-  wire \$signature__en$124 ;
-  wire \$signature__en$135 ;
-  wire \$signature__en$146 ;
+  wire \$signature__en$111 ;
+  wire \$signature__en$123 ;
+  wire \$signature__en$134 ;
+  wire \$signature__en$145 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
   wire \$signature__en$29 ;
@@ -527,7 +514,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l0;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s9 = 16'h0000;
+  reg [15:0] err0_s8 = 16'h0000;
   wire execute;
   wire [39:0] floor;
   wire [31:0] \floor$65 ;
@@ -546,7 +533,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [1:0] kind_s5 = 2'h0;
   reg [1:0] kind_s6 = 2'h0;
   reg [1:0] kind_s7 = 2'h0;
-  reg [1:0] kind_s8 = 2'h0;
   reg [15:0] l0_bval0_0_s3 = 16'h0000;
   reg [15:0] l0_bval0_0_s4 = 16'h0000;
   reg [15:0] l0_bval0_1_s3 = 16'h0000;
@@ -560,40 +546,36 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s9 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s9 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s9 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s9 = 16'h0000;
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [15:0] l0_coef0_0_0_s4 = 16'h0000;
   reg [15:0] l0_coef0_0_1_s4 = 16'h0000;
   reg [15:0] l0_coef0_0_2_s4 = 16'h0000;
   reg [15:0] l0_coef0_0_3_s4 = 16'h0000;
-  reg [31:0] l0_delta0_0_0_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_0_s11 = 16'h0000;
-  reg [31:0] l0_delta0_0_1_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_1_s11 = 16'h0000;
-  reg [31:0] l0_delta0_0_2_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_2_s11 = 16'h0000;
-  reg [31:0] l0_delta0_0_3_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_3_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_0_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_0_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_1_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_1_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_2_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_2_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_3_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_3_s10 = 16'h0000;
   reg [1:0] l0_lo0_s3 = 2'h0;
-  reg [15:0] l0_out0_s8 = 16'h0000;
+  reg [15:0] l0_out0_s7 = 16'h0000;
   wire [1:0] l0_port_baddr;
   reg [3:0] l0_port_baddr_p4 = 4'h0;
   wire [1:0] l0_port_bank;
@@ -643,11 +625,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_read0_0_1;
   reg [15:0] l0_read0_0_2;
   reg [15:0] l0_read0_0_3;
-  reg [40:0] l0_sum0_t0_0_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_1_s6 = 41'h00000000000;
-  reg [41:0] l0_sum0_t1_0_s7 = 42'h00000000000;
+  reg [41:0] l0_sum0_t0_0_s6 = 42'h00000000000;
   reg [3:0] l0_waddr0_0_s10 = 4'h0;
-  reg [3:0] l0_waddr0_0_s11 = 4'h0;
   reg [3:0] l0_waddr0_0_s4 = 4'h0;
   reg [3:0] l0_waddr0_0_s5 = 4'h0;
   reg [3:0] l0_waddr0_0_s6 = 4'h0;
@@ -655,7 +634,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_0_s8 = 4'h0;
   reg [3:0] l0_waddr0_0_s9 = 4'h0;
   reg [3:0] l0_waddr0_1_s10 = 4'h0;
-  reg [3:0] l0_waddr0_1_s11 = 4'h0;
   reg [3:0] l0_waddr0_1_s4 = 4'h0;
   reg [3:0] l0_waddr0_1_s5 = 4'h0;
   reg [3:0] l0_waddr0_1_s6 = 4'h0;
@@ -663,7 +641,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_1_s8 = 4'h0;
   reg [3:0] l0_waddr0_1_s9 = 4'h0;
   reg [3:0] l0_waddr0_2_s10 = 4'h0;
-  reg [3:0] l0_waddr0_2_s11 = 4'h0;
   reg [3:0] l0_waddr0_2_s4 = 4'h0;
   reg [3:0] l0_waddr0_2_s5 = 4'h0;
   reg [3:0] l0_waddr0_2_s6 = 4'h0;
@@ -671,7 +648,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] l0_waddr0_2_s8 = 4'h0;
   reg [3:0] l0_waddr0_2_s9 = 4'h0;
   reg [3:0] l0_waddr0_3_s10 = 4'h0;
-  reg [3:0] l0_waddr0_3_s11 = 4'h0;
   reg [3:0] l0_waddr0_3_s4 = 4'h0;
   reg [3:0] l0_waddr0_3_s5 = 4'h0;
   reg [3:0] l0_waddr0_3_s6 = 4'h0;
@@ -740,10 +716,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [16:0] \t$102 ;
-  wire [16:0] \t$117 ;
-  wire [16:0] \t$128 ;
-  wire [16:0] \t$139 ;
+  wire [16:0] \t$101 ;
+  wire [16:0] \t$116 ;
+  wire [16:0] \t$127 ;
+  wire [16:0] \t$138 ;
   wire [39:0] \t$38 ;
   wire [32:0] \t$40 ;
   wire [39:0] \t$42 ;
@@ -763,28 +739,27 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
-  reg valid_s11 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
-  reg valid_s7 = 1'h0;
   (* init = 1'h0 *)
-  wire valid_s8;
+  wire valid_s7;
+  reg valid_s8 = 1'h0;
   reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$125 ;
-  wire [1:0] \wp__addr$136 ;
-  wire [1:0] \wp__addr$147 ;
+  wire [1:0] \wp__addr$124 ;
+  wire [1:0] \wp__addr$135 ;
+  wire [1:0] \wp__addr$146 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$126 ;
-  wire [15:0] \wp__data$137 ;
-  wire [15:0] \wp__data$148 ;
+  wire [15:0] \wp__data$125 ;
+  wire [15:0] \wp__data$136 ;
+  wire [15:0] \wp__data$147 ;
   wire wp__en;
-  wire \wp__en$127 ;
-  wire \wp__en$138 ;
-  wire \wp__en$149 ;
+  wire \wp__en$126 ;
+  wire \wp__en$137 ;
+  wire \wp__en$148 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -794,7 +769,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s5 = 16'h0000;
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
-  reg [15:0] y0_s8 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [2:0];
   initial begin
@@ -816,7 +790,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$103  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$102  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -826,8 +800,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$127 )
-      l0_coef_0_0_bank1[\$150 [1:0]] <= \wp__data$126 ;
+    if (\wp__en$126 )
+      l0_coef_0_0_bank1[\$150 [1:0]] <= \wp__data$125 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
@@ -835,11 +809,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _2_ <= \$149 [1:0];
     if (\$signature__en$25 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$127  && \$8 [1:0] == \$150 [1:0])
-        _3_ <= \wp__data$126 ;
+      if (\wp__en$126  && \$8 [1:0] == \$150 [1:0])
+        _3_ <= \wp__data$125 ;
     end
   end
-  assign \$signature__data$118  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$117  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$33  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -849,8 +823,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$138 )
-      l0_coef_0_0_bank2[\$163 [1:0]] <= \wp__data$137 ;
+    if (\wp__en$137 )
+      l0_coef_0_0_bank2[\$163 [1:0]] <= \wp__data$136 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
@@ -858,11 +832,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _4_ <= \$162 [1:0];
     if (\$signature__en$27 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$138  && \$12 [1:0] == \$163 [1:0])
-        _5_ <= \wp__data$137 ;
+      if (\wp__en$137  && \$12 [1:0] == \$163 [1:0])
+        _5_ <= \wp__data$136 ;
     end
   end
-  assign \$signature__data$129  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$128  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$34  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -872,8 +846,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$149 )
-      l0_coef_0_0_bank3[\$176 [1:0]] <= \wp__data$148 ;
+    if (\wp__en$148 )
+      l0_coef_0_0_bank3[\$176 [1:0]] <= \wp__data$147 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
@@ -881,11 +855,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _6_ <= \$175 [1:0];
     if (\$signature__en$29 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$149  && \$16 [1:0] == \$176 [1:0])
-        _7_ <= \wp__data$148 ;
+      if (\wp__en$148  && \$16 [1:0] == \$176 [1:0])
+        _7_ <= \wp__data$147 ;
     end
   end
-  assign \$signature__data$140  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$139  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$35  = _7_;
   reg [15:0] theta0_rom [10:0];
   initial begin
@@ -907,63 +881,23 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   assign rom_rd__data = _8_;
   always @(posedge clk)
-    l0_waddr0_3_s11 <= \$380 ;
+    l0_bval_bank0_2_s8 <= \$387 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$381 ;
+    l0_delta0_0_2_raw_s9 <= \$388 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$382 ;
+    l0_delta0_0_2_s10 <= \$389 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$383 ;
+    l0_bval_bank0_3_s5 <= \$390 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$384 ;
+    l0_bval_bank0_3_s6 <= \$391 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s9 <= \$385 ;
+    l0_bval_bank0_3_s7 <= \$392 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s10 <= \$386 ;
+    l0_bval_bank0_3_s8 <= \$393 ;
   always @(posedge clk)
-    l0_delta0_0_0_s11 <= \$387 ;
+    l0_delta0_0_3_raw_s9 <= \$394 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$388 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$389 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$390 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$391 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s9 <= \$392 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s10 <= \$393 ;
-  always @(posedge clk)
-    l0_delta0_0_1_s11 <= \$394 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$395 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$396 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$397 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$398 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s9 <= \$399 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s10 <= \$400 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s11 <= \$401 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$402 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$403 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$404 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$405 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s9 <= \$406 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s10 <= \$407 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s11 <= \$408 ;
+    l0_delta0_0_3_s10 <= \$395 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -980,11 +914,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
   assign \$signature__en$29  = en | l0_ram_rd;
-  assign \$17  = ! l0_sum0_t1_0_s7[12:0];
+  assign \$17  = ! l0_sum0_t0_0_s6[12:0];
   assign \$18  = ~ \$17 ;
-  assign \$19  = l0_sum0_t1_0_s7[13] & \$18 ;
-  assign \$20  = ! l0_sum0_t1_0_s7[12:0];
-  assign \$21  = l0_sum0_t1_0_s7[13] & \$20 ;
+  assign \$19  = l0_sum0_t0_0_s6[13] & \$18 ;
+  assign \$20  = ! l0_sum0_t0_0_s6[12:0];
+  assign \$21  = l0_sum0_t0_0_s6[13] & \$20 ;
   assign \$22  = \$21  & floor[0];
   assign inc = \$19  | \$22 ;
   assign \$23  = $signed(floor) > $signed(16'h7fff);
@@ -996,27 +930,27 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$28  = ~ inc;
   assign \$29  = \$27  & \$28 ;
   assign below = \$26  | \$29 ;
-  assign \$30  = ! l0_sum0_t1_0_s7[12:0];
+  assign \$30  = ! l0_sum0_t0_0_s6[12:0];
   assign \$31  = ~ \$30 ;
-  assign \$32  = l0_sum0_t1_0_s7[13] & \$31 ;
-  assign \$33  = ! l0_sum0_t1_0_s7[12:0];
-  assign \$34  = l0_sum0_t1_0_s7[13] & \$33 ;
+  assign \$32  = l0_sum0_t0_0_s6[13] & \$31 ;
+  assign \$33  = ! l0_sum0_t0_0_s6[12:0];
+  assign \$34  = l0_sum0_t0_0_s6[13] & \$33 ;
   assign \$35  = \$34  & floor[0];
   assign \$36  = \$32  | \$35 ;
   assign \$37  = $signed(floor) + $signed({ 1'h0, \$36  });
   assign \$38  = above ? 16'h7fff : \$37 [15:0];
   assign \t$57  = below ? 16'h8000 : \$38 ;
-  assign \$39  = $signed(l0_out0_s8) >= $signed(1'h0);
-  assign \t$59  = $signed(l0_out0_s8) - $signed(y0_s8);
+  assign \$39  = $signed(l0_out0_s7) >= $signed(1'h0);
+  assign \t$59  = $signed(l0_out0_s7) - $signed(y0_s7);
   assign \$40  = $signed(\t$61 ) < $signed(16'h8000);
   assign \$41  = $signed(\t$61 ) > $signed(16'h7fff);
   assign \$42  = \$41  ? 16'h7fff : \t$61 [15:0];
   assign \t$62  = \$40  ? 16'h8000 : \$42 ;
-  assign \$43  = ! l0_delta0_0_0_raw_s10[14:0];
+  assign \$43  = ! l0_delta0_0_0_raw_s9[14:0];
   assign \$44  = ~ \$43 ;
-  assign \$45  = l0_delta0_0_0_raw_s10[15] & \$44 ;
-  assign \$46  = ! l0_delta0_0_0_raw_s10[14:0];
-  assign \$47  = l0_delta0_0_0_raw_s10[15] & \$46 ;
+  assign \$45  = l0_delta0_0_0_raw_s9[15] & \$44 ;
+  assign \$46  = ! l0_delta0_0_0_raw_s9[14:0];
+  assign \$47  = l0_delta0_0_0_raw_s9[15] & \$46 ;
   assign \$48  = \$47  & \floor$65 [0];
   assign \inc$67  = \$45  | \$48 ;
   assign \$49  = $signed(\floor$65 ) > $signed(16'h7fff);
@@ -1028,21 +962,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$54  = ~ \inc$67 ;
   assign \$55  = \$53  & \$54 ;
   assign \below$69  = \$52  | \$55 ;
-  assign \$56  = ! l0_delta0_0_0_raw_s10[14:0];
+  assign \$56  = ! l0_delta0_0_0_raw_s9[14:0];
   assign \$57  = ~ \$56 ;
-  assign \$58  = l0_delta0_0_0_raw_s10[15] & \$57 ;
-  assign \$59  = ! l0_delta0_0_0_raw_s10[14:0];
-  assign \$60  = l0_delta0_0_0_raw_s10[15] & \$59 ;
+  assign \$58  = l0_delta0_0_0_raw_s9[15] & \$57 ;
+  assign \$59  = ! l0_delta0_0_0_raw_s9[14:0];
+  assign \$60  = l0_delta0_0_0_raw_s9[15] & \$59 ;
   assign \$61  = \$60  & \floor$65 [0];
   assign \$62  = \$58  | \$61 ;
   assign \$63  = $signed(\floor$65 ) + $signed({ 1'h0, \$62  });
   assign \$64  = \above$68  ? 16'h7fff : \$63 [15:0];
   assign \t$70  = \below$69  ? 16'h8000 : \$64 ;
-  assign \$65  = ! l0_delta0_0_1_raw_s10[14:0];
+  assign \$65  = ! l0_delta0_0_1_raw_s9[14:0];
   assign \$66  = ~ \$65 ;
-  assign \$67  = l0_delta0_0_1_raw_s10[15] & \$66 ;
-  assign \$68  = ! l0_delta0_0_1_raw_s10[14:0];
-  assign \$69  = l0_delta0_0_1_raw_s10[15] & \$68 ;
+  assign \$67  = l0_delta0_0_1_raw_s9[15] & \$66 ;
+  assign \$68  = ! l0_delta0_0_1_raw_s9[14:0];
+  assign \$69  = l0_delta0_0_1_raw_s9[15] & \$68 ;
   assign \$70  = \$69  & \floor$71 [0];
   assign \inc$73  = \$67  | \$70 ;
   assign \$71  = $signed(\floor$71 ) > $signed(16'h7fff);
@@ -1054,21 +988,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$76  = ~ \inc$73 ;
   assign \$77  = \$75  & \$76 ;
   assign \below$75  = \$74  | \$77 ;
-  assign \$78  = ! l0_delta0_0_1_raw_s10[14:0];
+  assign \$78  = ! l0_delta0_0_1_raw_s9[14:0];
   assign \$79  = ~ \$78 ;
-  assign \$80  = l0_delta0_0_1_raw_s10[15] & \$79 ;
-  assign \$81  = ! l0_delta0_0_1_raw_s10[14:0];
-  assign \$82  = l0_delta0_0_1_raw_s10[15] & \$81 ;
+  assign \$80  = l0_delta0_0_1_raw_s9[15] & \$79 ;
+  assign \$81  = ! l0_delta0_0_1_raw_s9[14:0];
+  assign \$82  = l0_delta0_0_1_raw_s9[15] & \$81 ;
   assign \$83  = \$82  & \floor$71 [0];
   assign \$84  = \$80  | \$83 ;
   assign \$85  = $signed(\floor$71 ) + $signed({ 1'h0, \$84  });
   assign \$86  = \above$74  ? 16'h7fff : \$85 [15:0];
   assign \t$76  = \below$75  ? 16'h8000 : \$86 ;
-  assign \$87  = ! l0_delta0_0_2_raw_s10[14:0];
+  assign \$87  = ! l0_delta0_0_2_raw_s9[14:0];
   assign \$88  = ~ \$87 ;
-  assign \$89  = l0_delta0_0_2_raw_s10[15] & \$88 ;
-  assign \$90  = ! l0_delta0_0_2_raw_s10[14:0];
-  assign \$91  = l0_delta0_0_2_raw_s10[15] & \$90 ;
+  assign \$89  = l0_delta0_0_2_raw_s9[15] & \$88 ;
+  assign \$90  = ! l0_delta0_0_2_raw_s9[14:0];
+  assign \$91  = l0_delta0_0_2_raw_s9[15] & \$90 ;
   assign \$92  = \$91  & \floor$77 [0];
   assign \inc$79  = \$89  | \$92 ;
   assign \$93  = $signed(\floor$77 ) > $signed(16'h7fff);
@@ -1080,21 +1014,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$98  = ~ \inc$79 ;
   assign \$99  = \$97  & \$98 ;
   assign \below$81  = \$96  | \$99 ;
-  assign \$100  = ! l0_delta0_0_2_raw_s10[14:0];
+  assign \$100  = ! l0_delta0_0_2_raw_s9[14:0];
   assign \$101  = ~ \$100 ;
-  assign \$102  = l0_delta0_0_2_raw_s10[15] & \$101 ;
-  assign \$103  = ! l0_delta0_0_2_raw_s10[14:0];
-  assign \$104  = l0_delta0_0_2_raw_s10[15] & \$103 ;
+  assign \$102  = l0_delta0_0_2_raw_s9[15] & \$101 ;
+  assign \$103  = ! l0_delta0_0_2_raw_s9[14:0];
+  assign \$104  = l0_delta0_0_2_raw_s9[15] & \$103 ;
   assign \$105  = \$104  & \floor$77 [0];
   assign \$106  = \$102  | \$105 ;
   assign \$107  = $signed(\floor$77 ) + $signed({ 1'h0, \$106  });
   assign \$108  = \above$80  ? 16'h7fff : \$107 [15:0];
   assign \t$82  = \below$81  ? 16'h8000 : \$108 ;
-  assign \$109  = ! l0_delta0_0_3_raw_s10[14:0];
+  assign \$109  = ! l0_delta0_0_3_raw_s9[14:0];
   assign \$110  = ~ \$109 ;
-  assign \$111  = l0_delta0_0_3_raw_s10[15] & \$110 ;
-  assign \$112  = ! l0_delta0_0_3_raw_s10[14:0];
-  assign \$113  = l0_delta0_0_3_raw_s10[15] & \$112 ;
+  assign \$111  = l0_delta0_0_3_raw_s9[15] & \$110 ;
+  assign \$112  = ! l0_delta0_0_3_raw_s9[14:0];
+  assign \$113  = l0_delta0_0_3_raw_s9[15] & \$112 ;
   assign \$114  = \$113  & \floor$83 [0];
   assign \inc$85  = \$111  | \$114 ;
   assign \$115  = $signed(\floor$83 ) > $signed(16'h7fff);
@@ -1106,11 +1040,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$120  = ~ \inc$85 ;
   assign \$121  = \$119  & \$120 ;
   assign \below$87  = \$118  | \$121 ;
-  assign \$122  = ! l0_delta0_0_3_raw_s10[14:0];
+  assign \$122  = ! l0_delta0_0_3_raw_s9[14:0];
   assign \$123  = ~ \$122 ;
-  assign \$124  = l0_delta0_0_3_raw_s10[15] & \$123 ;
-  assign \$125  = ! l0_delta0_0_3_raw_s10[14:0];
-  assign \$126  = l0_delta0_0_3_raw_s10[15] & \$125 ;
+  assign \$124  = l0_delta0_0_3_raw_s9[15] & \$123 ;
+  assign \$125  = ! l0_delta0_0_3_raw_s9[14:0];
+  assign \$126  = l0_delta0_0_3_raw_s9[15] & \$125 ;
   assign \$127  = \$126  & \floor$83 [0];
   assign \$128  = \$124  | \$127 ;
   assign \$129  = $signed(\floor$83 ) + $signed({ 1'h0, \$128  });
@@ -1119,76 +1053,76 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$131  = ~ m__ready;
   assign \$132  = m__valid & \$131 ;
   assign en = ~ \$132 ;
-  assign busy = | { valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s11;
-  assign \t$102  = $signed(\$signature__data$103 ) - $signed(l0_delta0_0_0_s11);
+  assign busy = | { valid_s10, valid_s9, valid_s8, m__valid, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s10;
+  assign \t$101  = $signed(\$signature__data$102 ) - $signed(l0_delta0_0_0_s10);
   assign \$133  = ! l0_port_edge_p4[0];
   assign \$134  = l0_ram_wr & \$133 ;
   assign \$135  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_0_0 = \$134  & \$135 ;
-  assign \$136  = \$132  ? l0_waddr0_0_s11 : l0_waddr0_0_s10;
-  assign \$137  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s11;
-  assign \$138  = & \t$102 [16:15];
+  assign \$136  = \$132  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
+  assign \$137  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s10;
+  assign \$138  = & \t$101 [16:15];
   assign \$139  = ~ \$138 ;
-  assign \$140  = \t$102 [16] & \$139 ;
-  assign \$141  = ~ \t$102 [16];
-  assign \$142  = | \t$102 [16:15];
+  assign \$140  = \t$101 [16] & \$139 ;
+  assign \$141  = ~ \t$101 [16];
+  assign \$142  = | \t$101 [16:15];
   assign \$143  = \$141  & \$142 ;
-  assign \$144  = \$143  ? 16'h7fff : \t$102 [15:0];
+  assign \$144  = \$143  ? 16'h7fff : \t$101 [15:0];
   assign \$145  = \$140  ? 16'h8000 : \$144 ;
   assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$145 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$117  = $signed(\$signature__data$118 ) - $signed(l0_delta0_0_1_s11);
+  assign \t$116  = $signed(\$signature__data$117 ) - $signed(l0_delta0_0_1_s10);
   assign \$146  = ! l0_port_edge_p4[0];
   assign \$147  = l0_ram_wr & \$146 ;
   assign \$148  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$147  & \$148 ;
-  assign \$149  = \$132  ? l0_waddr0_1_s11 : l0_waddr0_1_s10;
-  assign \$150  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s11;
-  assign \$151  = & \t$117 [16:15];
+  assign \$149  = \$132  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
+  assign \$150  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s10;
+  assign \$151  = & \t$116 [16:15];
   assign \$152  = ~ \$151 ;
-  assign \$153  = \t$117 [16] & \$152 ;
-  assign \$154  = ~ \t$117 [16];
-  assign \$155  = | \t$117 [16:15];
+  assign \$153  = \t$116 [16] & \$152 ;
+  assign \$154  = ~ \t$116 [16];
+  assign \$155  = | \t$116 [16:15];
   assign \$156  = \$154  & \$155 ;
-  assign \$157  = \$156  ? 16'h7fff : \t$117 [15:0];
+  assign \$157  = \$156  ? 16'h7fff : \t$116 [15:0];
   assign \$158  = \$153  ? 16'h8000 : \$157 ;
-  assign \wp__data$126  = l0_port_hit0_0_1 ? l0_ram_data : \$158 ;
-  assign \wp__en$127  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$128  = $signed(\$signature__data$129 ) - $signed(l0_delta0_0_2_s11);
+  assign \wp__data$125  = l0_port_hit0_0_1 ? l0_ram_data : \$158 ;
+  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$127  = $signed(\$signature__data$128 ) - $signed(l0_delta0_0_2_s10);
   assign \$159  = ! l0_port_edge_p4[0];
   assign \$160  = l0_ram_wr & \$159 ;
   assign \$161  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$160  & \$161 ;
-  assign \$162  = \$132  ? l0_waddr0_2_s11 : l0_waddr0_2_s10;
-  assign \$163  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s11;
-  assign \$164  = & \t$128 [16:15];
+  assign \$162  = \$132  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
+  assign \$163  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s10;
+  assign \$164  = & \t$127 [16:15];
   assign \$165  = ~ \$164 ;
-  assign \$166  = \t$128 [16] & \$165 ;
-  assign \$167  = ~ \t$128 [16];
-  assign \$168  = | \t$128 [16:15];
+  assign \$166  = \t$127 [16] & \$165 ;
+  assign \$167  = ~ \t$127 [16];
+  assign \$168  = | \t$127 [16:15];
   assign \$169  = \$167  & \$168 ;
-  assign \$170  = \$169  ? 16'h7fff : \t$128 [15:0];
+  assign \$170  = \$169  ? 16'h7fff : \t$127 [15:0];
   assign \$171  = \$166  ? 16'h8000 : \$170 ;
-  assign \wp__data$137  = l0_port_hit0_0_2 ? l0_ram_data : \$171 ;
-  assign \wp__en$138  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$139  = $signed(\$signature__data$140 ) - $signed(l0_delta0_0_3_s11);
+  assign \wp__data$136  = l0_port_hit0_0_2 ? l0_ram_data : \$171 ;
+  assign \wp__en$137  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$138  = $signed(\$signature__data$139 ) - $signed(l0_delta0_0_3_s10);
   assign \$172  = ! l0_port_edge_p4[0];
   assign \$173  = l0_ram_wr & \$172 ;
   assign \$174  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$173  & \$174 ;
-  assign \$175  = \$132  ? l0_waddr0_3_s11 : l0_waddr0_3_s10;
-  assign \$176  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s11;
-  assign \$177  = & \t$139 [16:15];
+  assign \$175  = \$132  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
+  assign \$176  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s10;
+  assign \$177  = & \t$138 [16:15];
   assign \$178  = ~ \$177 ;
-  assign \$179  = \t$139 [16] & \$178 ;
-  assign \$180  = ~ \t$139 [16];
-  assign \$181  = | \t$139 [16:15];
+  assign \$179  = \t$138 [16] & \$178 ;
+  assign \$180  = ~ \t$138 [16];
+  assign \$181  = | \t$138 [16:15];
   assign \$182  = \$180  & \$181 ;
-  assign \$183  = \$182  ? 16'h7fff : \t$139 [15:0];
+  assign \$183  = \$182  ? 16'h7fff : \t$138 [15:0];
   assign \$184  = \$179  ? 16'h8000 : \$183 ;
-  assign \wp__data$148  = l0_port_hit0_0_3 ? l0_ram_data : \$184 ;
-  assign \wp__en$149  = commit_l0 | l0_port_hit0_0_3;
+  assign \wp__data$147  = l0_port_hit0_0_3 ? l0_ram_data : \$184 ;
+  assign \wp__en$148  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'hc;
   assign \$185  = | reload_count;
   assign reload_write = reloading & \$185 ;
@@ -1197,7 +1131,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$188  = en & \$187 ;
   assign \$189  = ~ reloading;
   assign \$190  = \$188  & \$189 ;
-  assign \$191  = | { m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$191  = | { m__valid, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$192  = ~ \$191 ;
   assign \$193  = \$190  & \$192 ;
   assign \$194  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
@@ -1252,11 +1186,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$250  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
   assign \$251  = $signed(t) + $signed(\t$40 );
   assign \$252  = $signed(\t$44 ) + $signed(\t$48 );
-  assign \$253  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
-  assign \$254  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
-  assign \$255  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
-  assign \$256  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
-  assign \$257  = $signed(err0_s9) * $signed(l0_bval_bank0_3_s9);
+  assign \$253  = $signed(\$251 ) + $signed(\$252 );
+  assign \$254  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
+  assign \$255  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
+  assign \$256  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
+  assign \$257  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
   always @(posedge clk)
     valid_s1 <= \$258 ;
   always @(posedge clk)
@@ -1270,237 +1204,251 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     valid_s6 <= \$263 ;
   always @(posedge clk)
-    valid_s7 <= \$264 ;
+    m__valid <= \$264 ;
   always @(posedge clk)
-    m__valid <= \$265 ;
+    valid_s8 <= \$265 ;
   always @(posedge clk)
     valid_s9 <= \$266 ;
   always @(posedge clk)
     valid_s10 <= \$267 ;
   always @(posedge clk)
-    valid_s11 <= \$268 ;
+    reload_count <= \$268 ;
   always @(posedge clk)
-    reload_count <= \$269 ;
+    port_in_flight0 <= \$269 ;
   always @(posedge clk)
-    port_in_flight0 <= \$270 ;
+    port_in_flight1 <= \$270 ;
   always @(posedge clk)
-    port_in_flight1 <= \$271 ;
+    port_in_flight2 <= \$271 ;
   always @(posedge clk)
-    port_in_flight2 <= \$272 ;
+    port_in_flight3 <= \$272 ;
   always @(posedge clk)
-    port_in_flight3 <= \$273 ;
+    l0_port_local_p1 <= \$273 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$274 ;
+    l0_port_wr_p1 <= \$274 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$275 ;
+    l0_port_rd_p1 <= \$275 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$276 ;
+    l0_port_data_p1 <= \$276 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$277 ;
+    l0_port_edge_p2 <= \$277 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$278 ;
+    l0_port_local_p2 <= \$278 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$279 ;
+    l0_port_wr_p2 <= \$279 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$280 ;
+    l0_port_rd_p2 <= \$280 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$281 ;
+    l0_port_data_p2 <= \$281 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$282 ;
+    l0_port_q_p3 <= \$282 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$283 ;
+    l0_port_edge_p3 <= \$283 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$284 ;
+    l0_port_wr_p3 <= \$284 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$285 ;
+    l0_port_rd_p3 <= \$285 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$286 ;
+    l0_port_data_p3 <= \$286 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$287 ;
+    l0_port_baddr_p4 <= \$287 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$288 ;
+    l0_port_bank_p4 <= \$288 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$289 ;
+    l0_port_edge_p4 <= \$289 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$290 ;
+    l0_ram_wr <= \$290 ;
   always @(posedge clk)
-    l0_ram_wr <= \$291 ;
+    l0_ram_rd <= \$291 ;
   always @(posedge clk)
-    l0_ram_rd <= \$292 ;
+    l0_ram_data <= \$292 ;
   always @(posedge clk)
-    l0_ram_data <= \$293 ;
+    l0_rd_edge <= \$293 ;
   always @(posedge clk)
-    l0_rd_edge <= \$294 ;
+    l0_rd_bank <= \$294 ;
   always @(posedge clk)
-    l0_rd_bank <= \$295 ;
+    read_layer <= \$295 ;
   always @(posedge clk)
-    read_layer <= \$296 ;
+    read_wait <= \$296 ;
   always @(posedge clk)
-    read_wait <= \$297 ;
+    read_wait1 <= \$297 ;
   always @(posedge clk)
-    read_wait1 <= \$298 ;
+    read_wait2 <= \$298 ;
   always @(posedge clk)
-    read_wait2 <= \$299 ;
+    read_wait3 <= \$299 ;
   always @(posedge clk)
-    read_wait3 <= \$300 ;
+    read_wait4 <= \$300 ;
   always @(posedge clk)
-    read_wait4 <= \$301 ;
+    pr__valid <= \$301 ;
   always @(posedge clk)
-    pr__valid <= \$302 ;
+    pr__payload <= \$302 ;
   always @(posedge clk)
-    pr__payload <= \$303 ;
+    u <= \$303 ;
   always @(posedge clk)
-    u <= \$304 ;
+    y0_s1 <= \$304 ;
   always @(posedge clk)
-    y0_s1 <= \$305 ;
+    kind_s1 <= \$305 ;
   always @(posedge clk)
-    kind_s1 <= \$306 ;
+    pos_in <= \$306 ;
   always @(posedge clk)
-    pos_in <= \$307 ;
+    l0_lo0_s3 <= \$307 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$308 ;
+    l0_cell0_s3 <= \$308 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$309 ;
+    l0_bval0_0_s3 <= \$309 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$310 ;
+    l0_bval0_1_s3 <= \$310 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$311 ;
+    l0_bval0_2_s3 <= \$311 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$312 ;
+    l0_bval0_3_s3 <= \$312 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$313 ;
+    l0_waddr0_0_s4 <= \$313 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$314 ;
+    l0_waddr0_1_s4 <= \$314 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$315 ;
+    l0_waddr0_2_s4 <= \$315 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$316 ;
+    l0_waddr0_3_s4 <= \$316 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$317 ;
+    l0_bval_bank0_0_s4 <= \$317 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$318 ;
+    l0_bval_bank0_1_s4 <= \$318 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$319 ;
+    l0_bval_bank0_2_s4 <= \$319 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$320 ;
+    l0_bval_bank0_3_s4 <= \$320 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$321 ;
+    l0_coef0_0_0_s4 <= \$321 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$322 ;
+    l0_bval0_0_s4 <= \$322 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$323 ;
+    l0_prod0_0_0_raw_s5 <= \$323 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$324 ;
+    l0_coef0_0_1_s4 <= \$324 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$325 ;
+    l0_bval0_1_s4 <= \$325 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$326 ;
+    l0_prod0_0_1_raw_s5 <= \$326 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$327 ;
+    l0_coef0_0_2_s4 <= \$327 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$328 ;
+    l0_bval0_2_s4 <= \$328 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$329 ;
+    l0_prod0_0_2_raw_s5 <= \$329 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$330 ;
+    l0_coef0_0_3_s4 <= \$330 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$331 ;
+    l0_bval0_3_s4 <= \$331 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$332 ;
+    l0_prod0_0_3_raw_s5 <= \$332 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$333 ;
+    l0_sum0_t0_0_s6 <= \$333 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$334 ;
+    l0_out0_s7 <= \$334 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s6 <= \$335 ;
+    y0_s2 <= \$335 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s7 <= \$336 ;
+    y0_s3 <= \$336 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$337 ;
+    y0_s4 <= \$337 ;
   always @(posedge clk)
-    y0_s2 <= \$338 ;
+    y0_s5 <= \$338 ;
   always @(posedge clk)
-    y0_s3 <= \$339 ;
+    y0_s6 <= \$339 ;
   always @(posedge clk)
-    y0_s4 <= \$340 ;
+    y0_s7 <= \$340 ;
   always @(posedge clk)
-    y0_s5 <= \$341 ;
+    kind_s2 <= \$341 ;
   always @(posedge clk)
-    y0_s6 <= \$342 ;
+    kind_s3 <= \$342 ;
   always @(posedge clk)
-    y0_s7 <= \$343 ;
+    kind_s4 <= \$343 ;
   always @(posedge clk)
-    y0_s8 <= \$344 ;
+    kind_s5 <= \$344 ;
   always @(posedge clk)
-    kind_s2 <= \$345 ;
+    kind_s6 <= \$345 ;
   always @(posedge clk)
-    kind_s3 <= \$346 ;
+    kind_s7 <= \$346 ;
   always @(posedge clk)
-    kind_s4 <= \$347 ;
+    err0_s8 <= \$347 ;
   always @(posedge clk)
-    kind_s5 <= \$348 ;
+    l0_waddr0_0_s5 <= \$348 ;
   always @(posedge clk)
-    kind_s6 <= \$349 ;
+    l0_waddr0_0_s6 <= \$349 ;
   always @(posedge clk)
-    kind_s7 <= \$350 ;
+    l0_waddr0_0_s7 <= \$350 ;
   always @(posedge clk)
-    kind_s8 <= \$351 ;
+    l0_waddr0_0_s8 <= \$351 ;
   always @(posedge clk)
-    err0_s9 <= \$352 ;
+    l0_waddr0_0_s9 <= \$352 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$353 ;
+    l0_waddr0_0_s10 <= \$353 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$354 ;
+    l0_waddr0_1_s5 <= \$354 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$355 ;
+    l0_waddr0_1_s6 <= \$355 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$356 ;
+    l0_waddr0_1_s7 <= \$356 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$357 ;
+    l0_waddr0_1_s8 <= \$357 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$358 ;
+    l0_waddr0_1_s9 <= \$358 ;
   always @(posedge clk)
-    l0_waddr0_0_s11 <= \$359 ;
+    l0_waddr0_1_s10 <= \$359 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$360 ;
+    l0_waddr0_2_s5 <= \$360 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$361 ;
+    l0_waddr0_2_s6 <= \$361 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$362 ;
+    l0_waddr0_2_s7 <= \$362 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$363 ;
+    l0_waddr0_2_s8 <= \$363 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$364 ;
+    l0_waddr0_2_s9 <= \$364 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$365 ;
+    l0_waddr0_2_s10 <= \$365 ;
   always @(posedge clk)
-    l0_waddr0_1_s11 <= \$366 ;
+    l0_waddr0_3_s5 <= \$366 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$367 ;
+    l0_waddr0_3_s6 <= \$367 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$368 ;
+    l0_waddr0_3_s7 <= \$368 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$369 ;
+    l0_waddr0_3_s8 <= \$369 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$370 ;
+    l0_waddr0_3_s9 <= \$370 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$371 ;
+    l0_waddr0_3_s10 <= \$371 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$372 ;
+    l0_bval_bank0_0_s5 <= \$372 ;
   always @(posedge clk)
-    l0_waddr0_2_s11 <= \$373 ;
+    l0_bval_bank0_0_s6 <= \$373 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$374 ;
+    l0_bval_bank0_0_s7 <= \$374 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$375 ;
+    l0_bval_bank0_0_s8 <= \$375 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$376 ;
+    l0_delta0_0_0_raw_s9 <= \$376 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$377 ;
+    l0_delta0_0_0_s10 <= \$377 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$378 ;
+    l0_bval_bank0_1_s5 <= \$378 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$379 ;
+    l0_bval_bank0_1_s6 <= \$379 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s7 <= \$380 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s8 <= \$381 ;
+  always @(posedge clk)
+    l0_delta0_0_1_raw_s9 <= \$382 ;
+  always @(posedge clk)
+    l0_delta0_0_1_s10 <= \$383 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s5 <= \$384 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s6 <= \$385 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s7 <= \$386 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1510,198 +1458,65 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_bval_bank0_0_s5;
+    \$387  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$381  = l0_bval_bank0_0_s4;
+      \$387  = l0_bval_bank0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_bval_bank0_0_s6;
+    \$388  = l0_delta0_0_2_raw_s9;
     if (en) begin
-      \$382  = l0_bval_bank0_0_s5;
+      \$388  = \$256 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_bval_bank0_0_s7;
+    \$389  = l0_delta0_0_2_s10;
     if (en) begin
-      \$383  = l0_bval_bank0_0_s6;
+      \$389  = \t$82 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_bval_bank0_0_s8;
+    \$390  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$384  = l0_bval_bank0_0_s7;
+      \$390  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_bval_bank0_0_s9;
+    \$391  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$385  = l0_bval_bank0_0_s8;
+      \$391  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_delta0_0_0_raw_s10;
+    \$392  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$386  = \$254 ;
+      \$392  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_delta0_0_0_s11;
+    \$393  = l0_bval_bank0_3_s8;
     if (en) begin
-      \$387  = \t$70 ;
+      \$393  = l0_bval_bank0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_bval_bank0_1_s5;
+    \$394  = l0_delta0_0_3_raw_s9;
     if (en) begin
-      \$388  = l0_bval_bank0_1_s4;
+      \$394  = \$257 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_bval_bank0_1_s6;
+    \$395  = l0_delta0_0_3_s10;
     if (en) begin
-      \$389  = l0_bval_bank0_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_bval_bank0_1_s7;
-    if (en) begin
-      \$390  = l0_bval_bank0_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_bval_bank0_1_s8;
-    if (en) begin
-      \$391  = l0_bval_bank0_1_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_bval_bank0_1_s9;
-    if (en) begin
-      \$392  = l0_bval_bank0_1_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_delta0_0_1_raw_s10;
-    if (en) begin
-      \$393  = \$255 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = l0_delta0_0_1_s11;
-    if (en) begin
-      \$394  = \t$76 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = l0_bval_bank0_2_s5;
-    if (en) begin
-      \$395  = l0_bval_bank0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = l0_bval_bank0_2_s6;
-    if (en) begin
-      \$396  = l0_bval_bank0_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = l0_bval_bank0_2_s7;
-    if (en) begin
-      \$397  = l0_bval_bank0_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$398  = l0_bval_bank0_2_s8;
-    if (en) begin
-      \$398  = l0_bval_bank0_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_bval_bank0_2_s9;
-    if (en) begin
-      \$399  = l0_bval_bank0_2_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_delta0_0_2_raw_s10;
-    if (en) begin
-      \$400  = \$256 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = l0_delta0_0_2_s11;
-    if (en) begin
-      \$401  = \t$82 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = l0_bval_bank0_3_s5;
-    if (en) begin
-      \$402  = l0_bval_bank0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = l0_bval_bank0_3_s6;
-    if (en) begin
-      \$403  = l0_bval_bank0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = l0_bval_bank0_3_s7;
-    if (en) begin
-      \$404  = l0_bval_bank0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = l0_bval_bank0_3_s8;
-    if (en) begin
-      \$405  = l0_bval_bank0_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = l0_bval_bank0_3_s9;
-    if (en) begin
-      \$406  = l0_bval_bank0_3_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = l0_delta0_0_3_raw_s10;
-    if (en) begin
-      \$407  = \$257 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = l0_delta0_0_3_s11;
-    if (en) begin
-      \$408  = \t$88 ;
+      \$395  = \t$88 ;
     end
   end
   always @* begin
@@ -1857,11 +1672,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s8)
+    casez (kind_s7)
       2'h0:
           e = \t$62 ;
       2'h2:
-          e = y0_s8;
+          e = y0_s7;
       default:
           e = 16'h0000;
     endcase
@@ -1928,7 +1743,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = valid_s7;
+    \$264  = m__valid;
     if (en) begin
       \$264  = valid_s6;
     end
@@ -1938,9 +1753,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = m__valid;
+    \$265  = valid_s8;
     if (en) begin
-      \$265  = valid_s7;
+      \$265  = m__valid;
     end
     if (rst) begin
       \$265  = 1'h0;
@@ -1950,7 +1765,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$266  = valid_s9;
     if (en) begin
-      \$266  = m__valid;
+      \$266  = valid_s8;
     end
     if (rst) begin
       \$266  = 1'h0;
@@ -1968,820 +1783,859 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = valid_s11;
-    if (en) begin
-      \$268  = valid_s10;
-    end
-    if (rst) begin
-      \$268  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = reload_count;
+    \$268  = reload_count;
     if (reloading) begin
-      \$269  = \$216 [3:0];
+      \$268  = \$216 [3:0];
     end
     if (rst) begin
-      \$269  = 4'h0;
+      \$268  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = port_cmd;
+    \$269  = port_cmd;
+    if (rst) begin
+      \$269  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$270  = port_in_flight0;
     if (rst) begin
       \$270  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = port_in_flight0;
+    \$271  = port_in_flight1;
     if (rst) begin
       \$271  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = port_in_flight1;
+    \$272  = port_in_flight2;
     if (rst) begin
       \$272  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = port_in_flight2;
+    \$273  = \$205 [3:0];
     if (rst) begin
-      \$273  = 1'h0;
+      \$273  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = \$205 [3:0];
+    \$274  = l0_port_wr;
     if (rst) begin
-      \$274  = 4'h0;
+      \$274  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = l0_port_wr;
+    \$275  = l0_port_rd;
     if (rst) begin
       \$275  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = l0_port_rd;
+    \$276  = l0_port_data;
     if (rst) begin
-      \$276  = 1'h0;
+      \$276  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = l0_port_data;
+    \$277  = \$218 ;
     if (rst) begin
-      \$277  = 16'h0000;
+      \$277  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = \$218 ;
+    \$278  = l0_port_local_p1;
     if (rst) begin
-      \$278  = 6'h00;
+      \$278  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_port_local_p1;
+    \$279  = l0_port_wr_p1;
     if (rst) begin
-      \$279  = 4'h0;
+      \$279  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_port_wr_p1;
+    \$280  = l0_port_rd_p1;
     if (rst) begin
       \$280  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_port_rd_p1;
+    \$281  = l0_port_data_p1;
     if (rst) begin
-      \$281  = 1'h0;
+      \$281  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_port_data_p1;
+    \$282  = \$220 [3:0];
     if (rst) begin
-      \$282  = 16'h0000;
+      \$282  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = \$220 [3:0];
+    \$283  = l0_port_edge_p2;
     if (rst) begin
-      \$283  = 4'h0;
+      \$283  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_port_edge_p2;
+    \$284  = l0_port_wr_p2;
     if (rst) begin
-      \$284  = 6'h00;
+      \$284  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_port_wr_p2;
+    \$285  = l0_port_rd_p2;
     if (rst) begin
       \$285  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_port_rd_p2;
+    \$286  = l0_port_data_p2;
     if (rst) begin
-      \$286  = 1'h0;
+      \$286  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = l0_port_data_p2;
+    \$287  = \$221 ;
     if (rst) begin
-      \$287  = 16'h0000;
+      \$287  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = \$221 ;
+    \$288  = \$224 ;
     if (rst) begin
-      \$288  = 4'h0;
+      \$288  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = \$224 ;
+    \$289  = l0_port_edge_p3;
     if (rst) begin
-      \$289  = 8'h00;
+      \$289  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_port_edge_p3;
+    \$290  = l0_port_wr_p3;
     if (rst) begin
-      \$290  = 6'h00;
+      \$290  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_port_wr_p3;
+    \$291  = l0_port_rd_p3;
     if (rst) begin
       \$291  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_port_rd_p3;
+    \$292  = l0_port_data_p3;
     if (rst) begin
-      \$292  = 1'h0;
+      \$292  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_port_data_p3;
-    if (rst) begin
-      \$293  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_rd_edge;
+    \$293  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$294  = l0_port_edge_p4[0];
+      \$293  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$294  = 1'h0;
+      \$293  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_rd_bank;
+    \$294  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$295  = l0_port_bank_p4[1:0];
+      \$294  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$295  = 2'h0;
+      \$294  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = read_layer;
+    \$295  = read_layer;
     if (l0_port_rd) begin
-      \$296  = 1'h0;
+      \$295  = 1'h0;
     end
+    if (rst) begin
+      \$295  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$296  = \$226 ;
     if (rst) begin
       \$296  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = \$226 ;
+    \$297  = read_wait;
     if (rst) begin
       \$297  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = read_wait;
+    \$298  = read_wait1;
     if (rst) begin
       \$298  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = read_wait1;
+    \$299  = read_wait2;
     if (rst) begin
       \$299  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = read_wait2;
+    \$300  = read_wait3;
     if (rst) begin
       \$300  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = read_wait3;
+    \$301  = pr__valid;
+    if (\$227 ) begin
+      \$301  = 1'h1;
+    end else if (read_wait4) begin
+      \$301  = 1'h1;
+    end else if (pr__ready) begin
+      \$301  = 1'h0;
+    end
     if (rst) begin
       \$301  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = pr__valid;
+    \$302  = pr__payload;
     if (\$227 ) begin
-      \$302  = 1'h1;
+      \$302  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$302  = 1'h1;
-    end else if (pr__ready) begin
-      \$302  = 1'h0;
+      \$302  = \$230 ;
     end
     if (rst) begin
-      \$302  = 1'h0;
+      \$302  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = pr__payload;
-    if (\$227 ) begin
-      \$303  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$303  = \$230 ;
+    \$303  = u;
+    if (en) begin
+      \$303  = s__payload[15:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$304  = y0_s1;
+    if (en) begin
+      \$304  = s__payload[31:16];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$305  = kind_s1;
+    if (en) begin
+      \$305  = s__payload[33:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$306  = pos_in;
+    if (en) begin
+      \$306  = pos;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$307  = l0_lo0_s3;
+    if (en) begin
+      \$307  = \cell [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$308  = l0_cell0_s3;
+    if (en) begin
+      \$308  = \cell ;
     end
-    if (rst) begin
-      \$303  = 16'h0000;
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$309  = l0_bval0_0_s3;
+    if (en) begin
+      \$309  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = u;
+    \$310  = l0_bval0_1_s3;
     if (en) begin
-      \$304  = s__payload[15:0];
+      \$310  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = y0_s1;
+    \$311  = l0_bval0_2_s3;
     if (en) begin
-      \$305  = s__payload[31:16];
+      \$311  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = kind_s1;
+    \$312  = l0_bval0_3_s3;
     if (en) begin
-      \$306  = s__payload[33:32];
+      \$312  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = pos_in;
+    \$313  = l0_waddr0_0_s4;
     if (en) begin
-      \$307  = pos;
+      \$313  = \$233 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = l0_lo0_s3;
+    \$314  = l0_waddr0_1_s4;
     if (en) begin
-      \$308  = \cell [1:0];
+      \$314  = \$236 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = l0_cell0_s3;
+    \$315  = l0_waddr0_2_s4;
     if (en) begin
-      \$309  = \cell ;
+      \$315  = \$239 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = l0_bval0_0_s3;
+    \$316  = l0_waddr0_3_s4;
     if (en) begin
-      \$310  = bval[15:0];
+      \$316  = \$242 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = l0_bval0_1_s3;
+    \$317  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$311  = bval[31:16];
+      \$317  = \$243 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = l0_bval0_2_s3;
+    \$318  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$312  = bval[47:32];
+      \$318  = \$244 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = l0_bval0_3_s3;
+    \$319  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$313  = bval[63:48];
+      \$319  = \$245 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = l0_waddr0_0_s4;
+    \$320  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$314  = \$233 ;
+      \$320  = \$246 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = l0_waddr0_1_s4;
+    \$321  = l0_coef0_0_0_s4;
     if (en) begin
-      \$315  = \$236 ;
+      \$321  = l0_read0_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_waddr0_2_s4;
+    \$322  = l0_bval0_0_s4;
     if (en) begin
-      \$316  = \$239 ;
+      \$322  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_waddr0_3_s4;
+    \$323  = l0_prod0_0_0_raw_s5;
     if (en) begin
-      \$317  = \$242 ;
+      \$323  = \$247 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = l0_bval_bank0_0_s4;
+    \$324  = l0_coef0_0_1_s4;
     if (en) begin
-      \$318  = \$243 ;
+      \$324  = l0_read0_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = l0_bval_bank0_1_s4;
+    \$325  = l0_bval0_1_s4;
     if (en) begin
-      \$319  = \$244 ;
+      \$325  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = l0_bval_bank0_2_s4;
+    \$326  = l0_prod0_0_1_raw_s5;
     if (en) begin
-      \$320  = \$245 ;
+      \$326  = \$248 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = l0_bval_bank0_3_s4;
+    \$327  = l0_coef0_0_2_s4;
     if (en) begin
-      \$321  = \$246 ;
+      \$327  = l0_read0_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = l0_coef0_0_0_s4;
+    \$328  = l0_bval0_2_s4;
     if (en) begin
-      \$322  = l0_read0_0_0;
+      \$328  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = l0_bval0_0_s4;
+    \$329  = l0_prod0_0_2_raw_s5;
     if (en) begin
-      \$323  = l0_bval0_0_s3;
+      \$329  = \$249 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = l0_prod0_0_0_raw_s5;
+    \$330  = l0_coef0_0_3_s4;
     if (en) begin
-      \$324  = \$247 ;
+      \$330  = l0_read0_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_coef0_0_1_s4;
+    \$331  = l0_bval0_3_s4;
     if (en) begin
-      \$325  = l0_read0_0_1;
+      \$331  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = l0_bval0_1_s4;
+    \$332  = l0_prod0_0_3_raw_s5;
     if (en) begin
-      \$326  = l0_bval0_1_s3;
+      \$332  = \$250 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_prod0_0_1_raw_s5;
+    \$333  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$327  = \$248 ;
+      \$333  = \$253 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_coef0_0_2_s4;
+    \$334  = l0_out0_s7;
     if (en) begin
-      \$328  = l0_read0_0_2;
+      \$334  = \t$57 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_bval0_2_s4;
+    \$335  = y0_s2;
     if (en) begin
-      \$329  = l0_bval0_2_s3;
+      \$335  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_prod0_0_2_raw_s5;
+    \$336  = y0_s3;
     if (en) begin
-      \$330  = \$249 ;
+      \$336  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_coef0_0_3_s4;
+    \$337  = y0_s4;
     if (en) begin
-      \$331  = l0_read0_0_3;
+      \$337  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_bval0_3_s4;
+    \$338  = y0_s5;
     if (en) begin
-      \$332  = l0_bval0_3_s3;
+      \$338  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_prod0_0_3_raw_s5;
+    \$339  = y0_s6;
     if (en) begin
-      \$333  = \$250 ;
+      \$339  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_sum0_t0_0_s6;
+    \$340  = y0_s7;
     if (en) begin
-      \$334  = \$251 ;
+      \$340  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_sum0_t0_1_s6;
+    \$341  = kind_s2;
     if (en) begin
-      \$335  = \$252 ;
+      \$341  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = l0_sum0_t1_0_s7;
+    \$342  = kind_s3;
     if (en) begin
-      \$336  = \$253 ;
+      \$342  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = l0_out0_s8;
+    \$343  = kind_s4;
     if (en) begin
-      \$337  = \t$57 ;
+      \$343  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = y0_s2;
+    \$344  = kind_s5;
     if (en) begin
-      \$338  = y0_s1;
+      \$344  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = y0_s3;
+    \$345  = kind_s6;
     if (en) begin
-      \$339  = y0_s2;
+      \$345  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = y0_s4;
+    \$346  = kind_s7;
     if (en) begin
-      \$340  = y0_s3;
+      \$346  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = y0_s5;
+    \$347  = err0_s8;
     if (en) begin
-      \$341  = y0_s4;
+      \$347  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = y0_s6;
+    \$348  = l0_waddr0_0_s5;
     if (en) begin
-      \$342  = y0_s5;
+      \$348  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = y0_s7;
+    \$349  = l0_waddr0_0_s6;
     if (en) begin
-      \$343  = y0_s6;
+      \$349  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = y0_s8;
+    \$350  = l0_waddr0_0_s7;
     if (en) begin
-      \$344  = y0_s7;
+      \$350  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = kind_s2;
+    \$351  = l0_waddr0_0_s8;
     if (en) begin
-      \$345  = kind_s1;
+      \$351  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = kind_s3;
+    \$352  = l0_waddr0_0_s9;
     if (en) begin
-      \$346  = kind_s2;
+      \$352  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = kind_s4;
+    \$353  = l0_waddr0_0_s10;
     if (en) begin
-      \$347  = kind_s3;
+      \$353  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = kind_s5;
+    \$354  = l0_waddr0_1_s5;
     if (en) begin
-      \$348  = kind_s4;
+      \$354  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = kind_s6;
+    \$355  = l0_waddr0_1_s6;
     if (en) begin
-      \$349  = kind_s5;
+      \$355  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = kind_s7;
+    \$356  = l0_waddr0_1_s7;
     if (en) begin
-      \$350  = kind_s6;
+      \$356  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = kind_s8;
+    \$357  = l0_waddr0_1_s8;
     if (en) begin
-      \$351  = kind_s7;
+      \$357  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = err0_s9;
+    \$358  = l0_waddr0_1_s9;
     if (en) begin
-      \$352  = e;
+      \$358  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_waddr0_0_s5;
+    \$359  = l0_waddr0_1_s10;
     if (en) begin
-      \$353  = l0_waddr0_0_s4;
+      \$359  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_waddr0_0_s6;
+    \$360  = l0_waddr0_2_s5;
     if (en) begin
-      \$354  = l0_waddr0_0_s5;
+      \$360  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_waddr0_0_s7;
+    \$361  = l0_waddr0_2_s6;
     if (en) begin
-      \$355  = l0_waddr0_0_s6;
+      \$361  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = l0_waddr0_0_s8;
+    \$362  = l0_waddr0_2_s7;
     if (en) begin
-      \$356  = l0_waddr0_0_s7;
+      \$362  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = l0_waddr0_0_s9;
+    \$363  = l0_waddr0_2_s8;
     if (en) begin
-      \$357  = l0_waddr0_0_s8;
+      \$363  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = l0_waddr0_0_s10;
+    \$364  = l0_waddr0_2_s9;
     if (en) begin
-      \$358  = l0_waddr0_0_s9;
+      \$364  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = l0_waddr0_0_s11;
+    \$365  = l0_waddr0_2_s10;
     if (en) begin
-      \$359  = l0_waddr0_0_s10;
+      \$365  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = l0_waddr0_1_s5;
+    \$366  = l0_waddr0_3_s5;
     if (en) begin
-      \$360  = l0_waddr0_1_s4;
+      \$366  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = l0_waddr0_1_s6;
+    \$367  = l0_waddr0_3_s6;
     if (en) begin
-      \$361  = l0_waddr0_1_s5;
+      \$367  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = l0_waddr0_1_s7;
+    \$368  = l0_waddr0_3_s7;
     if (en) begin
-      \$362  = l0_waddr0_1_s6;
+      \$368  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = l0_waddr0_1_s8;
+    \$369  = l0_waddr0_3_s8;
     if (en) begin
-      \$363  = l0_waddr0_1_s7;
+      \$369  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_waddr0_1_s9;
+    \$370  = l0_waddr0_3_s9;
     if (en) begin
-      \$364  = l0_waddr0_1_s8;
+      \$370  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_waddr0_1_s10;
+    \$371  = l0_waddr0_3_s10;
     if (en) begin
-      \$365  = l0_waddr0_1_s9;
+      \$371  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = l0_waddr0_1_s11;
+    \$372  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$366  = l0_waddr0_1_s10;
+      \$372  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_waddr0_2_s5;
+    \$373  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$367  = l0_waddr0_2_s4;
+      \$373  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_waddr0_2_s6;
+    \$374  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$368  = l0_waddr0_2_s5;
+      \$374  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_waddr0_2_s7;
+    \$375  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$369  = l0_waddr0_2_s6;
+      \$375  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_waddr0_2_s8;
+    \$376  = l0_delta0_0_0_raw_s9;
     if (en) begin
-      \$370  = l0_waddr0_2_s7;
+      \$376  = \$254 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_waddr0_2_s9;
+    \$377  = l0_delta0_0_0_s10;
     if (en) begin
-      \$371  = l0_waddr0_2_s8;
+      \$377  = \t$70 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_waddr0_2_s10;
+    \$378  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$372  = l0_waddr0_2_s9;
+      \$378  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_waddr0_2_s11;
+    \$379  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$373  = l0_waddr0_2_s10;
+      \$379  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_waddr0_3_s5;
+    \$380  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$374  = l0_waddr0_3_s4;
+      \$380  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_waddr0_3_s6;
+    \$381  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$375  = l0_waddr0_3_s5;
+      \$381  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_waddr0_3_s7;
+    \$382  = l0_delta0_0_1_raw_s9;
     if (en) begin
-      \$376  = l0_waddr0_3_s6;
+      \$382  = \$255 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_waddr0_3_s8;
+    \$383  = l0_delta0_0_1_s10;
     if (en) begin
-      \$377  = l0_waddr0_3_s7;
+      \$383  = \t$76 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_waddr0_3_s9;
+    \$384  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$378  = l0_waddr0_3_s8;
+      \$384  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_waddr0_3_s10;
+    \$385  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$379  = l0_waddr0_3_s9;
+      \$385  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_waddr0_3_s11;
+    \$386  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$380  = l0_waddr0_3_s10;
+      \$386  = l0_bval_bank0_2_s6;
     end
   end
   assign x0_s1 = u;
@@ -2795,22 +2649,22 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$42  = { \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40  };
   assign \t$46  = { \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44  };
   assign \t$50  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
-  assign \t$51  = l0_sum0_t1_0_s7[39:0];
-  assign valid_s8 = m__valid;
+  assign \t$51  = l0_sum0_t0_0_s6[39:0];
+  assign valid_s7 = m__valid;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$109  = \$136 [1:0];
-  assign \$signature__en$112  = 1'h1;
+  assign \$signature__addr$108  = \$136 [1:0];
+  assign \$signature__en$111  = 1'h1;
   assign wp__addr = \$137 [1:0];
-  assign \$signature__addr$121  = \$149 [1:0];
-  assign \$signature__en$124  = 1'h1;
-  assign \wp__addr$125  = \$150 [1:0];
-  assign \$signature__addr$132  = \$162 [1:0];
-  assign \$signature__en$135  = 1'h1;
-  assign \wp__addr$136  = \$163 [1:0];
-  assign \$signature__addr$143  = \$175 [1:0];
-  assign \$signature__en$146  = 1'h1;
-  assign \wp__addr$147  = \$176 [1:0];
+  assign \$signature__addr$120  = \$149 [1:0];
+  assign \$signature__en$123  = 1'h1;
+  assign \wp__addr$124  = \$150 [1:0];
+  assign \$signature__addr$131  = \$162 [1:0];
+  assign \$signature__en$134  = 1'h1;
+  assign \wp__addr$135  = \$163 [1:0];
+  assign \$signature__addr$142  = \$175 [1:0];
+  assign \$signature__en$145  = 1'h1;
+  assign \wp__addr$146  = \$176 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$186 [3:0];
   assign execute = pc__ready;
@@ -2836,7 +2690,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
   assign m__payload[16] = \$39 ;
-  assign m__payload[15:0] = l0_out0_s8;
+  assign m__payload[15:0] = l0_out0_s7;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
@@ -2845,12 +2699,12 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$40  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5 };
   assign \t$44  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5 };
   assign \t$48  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5 };
-  assign floor = { l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39:14] };
+  assign floor = { l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39:14] };
   assign \t$61  = { \t$59 [16], \t$59  };
-  assign \floor$65  = { l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31:16] };
-  assign \floor$71  = { l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31:16] };
-  assign \floor$77  = { l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31:16] };
-  assign \floor$83  = { l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31:16] };
+  assign \floor$65  = { l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31:16] };
+  assign \floor$71  = { l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31:16] };
+  assign \floor$77  = { l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31:16] };
+  assign \floor$83  = { l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31:16] };
   assign \$218  = { 5'h00, \$217 [5] };
   assign \$221  = { 2'h0, l0_port_q_p3[3:2] };
   assign \$222  = { 2'h0, l0_port_q_p3[3:2] };
@@ -2894,6 +2748,8 @@ module \onchip_learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
   wire [17:0] v;
   output [13:0] vc;
   wire [13:0] vc;
+  (* ram_style = "logic" *)
+  (* rom_style = "logic" *)
   reg [127:0] rom [63:0];
   initial begin
     rom[0] = 128'h000020000000e00000000aab2aab0aab;

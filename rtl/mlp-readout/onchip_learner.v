@@ -58,11 +58,10 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 11 cycles after the edge that takes the sample, update committed after 16; II 16
-//     cycles.
+// Latency: prediction 8 cycles after the edge that takes the sample, update committed after 13; II 13 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 11, parameter read per layer [1, 5], update per layer [16,
-//     14], parameter port 0.
+//     the cycle that takes the sample): prediction 8, parameter read per layer [1, 4], update per layer [13,
+//     11], parameter port 0.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -635,9 +634,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [31:0] \$1501 ;
   wire [40:0] \$1502 ;
   wire [40:0] \$1503 ;
-  wire [40:0] \$1504 ;
+  wire [41:0] \$1504 ;
   wire [40:0] \$1505 ;
-  wire [41:0] \$1506 ;
+  wire [40:0] \$1506 ;
   wire [41:0] \$1507 ;
   wire [42:0] \$1508 ;
   wire [43:0] \$1509 ;
@@ -709,9 +708,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$1569 ;
   wire \$157 ;
   reg \$1570 ;
-  reg \$1571 ;
-  reg \$1572 ;
-  reg \$1573 ;
+  reg [15:0] \$1571 ;
+  reg [15:0] \$1572 ;
+  reg [15:0] \$1573 ;
   reg [15:0] \$1574 ;
   reg [15:0] \$1575 ;
   reg [15:0] \$1576 ;
@@ -746,104 +745,104 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1601 ;
   reg [15:0] \$1602 ;
   reg [15:0] \$1603 ;
-  reg [15:0] \$1604 ;
-  reg [15:0] \$1605 ;
-  reg [15:0] \$1606 ;
-  reg [4:0] \$1607 ;
+  reg [4:0] \$1604 ;
+  reg \$1605 ;
+  reg [3:0] \$1606 ;
+  reg \$1607 ;
   reg \$1608 ;
-  reg [3:0] \$1609 ;
+  reg [15:0] \$1609 ;
   wire \$161 ;
-  reg \$1610 ;
-  reg \$1611 ;
+  reg [15:0] \$1610 ;
+  reg [15:0] \$1611 ;
   reg [15:0] \$1612 ;
-  reg [15:0] \$1613 ;
-  reg [15:0] \$1614 ;
-  reg [15:0] \$1615 ;
-  reg [1:0] \$1616 ;
-  reg [39:0] \$1617 ;
-  reg [31:0] \$1618 ;
-  reg [31:0] \$1619 ;
+  reg [1:0] \$1613 ;
+  reg [39:0] \$1614 ;
+  reg [31:0] \$1615 ;
+  reg [31:0] \$1616 ;
+  reg [41:0] \$1617 ;
+  reg [15:0] \$1618 ;
+  reg [39:0] \$1619 ;
   wire \$162 ;
-  reg [40:0] \$1620 ;
-  reg [39:0] \$1621 ;
+  reg [31:0] \$1620 ;
+  reg [31:0] \$1621 ;
   reg [41:0] \$1622 ;
   reg [15:0] \$1623 ;
   reg [39:0] \$1624 ;
   reg [31:0] \$1625 ;
   reg [31:0] \$1626 ;
-  reg [40:0] \$1627 ;
-  reg [39:0] \$1628 ;
-  reg [41:0] \$1629 ;
+  reg [41:0] \$1627 ;
+  reg [15:0] \$1628 ;
+  reg [39:0] \$1629 ;
   wire \$163 ;
-  reg [15:0] \$1630 ;
-  reg [39:0] \$1631 ;
-  reg [31:0] \$1632 ;
-  reg [31:0] \$1633 ;
-  reg [40:0] \$1634 ;
-  reg [39:0] \$1635 ;
-  reg [41:0] \$1636 ;
-  reg [15:0] \$1637 ;
-  reg [39:0] \$1638 ;
-  reg [31:0] \$1639 ;
+  reg [31:0] \$1630 ;
+  reg [31:0] \$1631 ;
+  reg [41:0] \$1632 ;
+  reg [15:0] \$1633 ;
+  reg [39:0] \$1634 ;
+  reg [31:0] \$1635 ;
+  reg [31:0] \$1636 ;
+  reg [41:0] \$1637 ;
+  reg [15:0] \$1638 ;
+  reg [39:0] \$1639 ;
   wire \$164 ;
   reg [31:0] \$1640 ;
-  reg [40:0] \$1641 ;
-  reg [39:0] \$1642 ;
-  reg [41:0] \$1643 ;
-  reg [15:0] \$1644 ;
-  reg [39:0] \$1645 ;
+  reg [31:0] \$1641 ;
+  reg [41:0] \$1642 ;
+  reg [15:0] \$1643 ;
+  reg [39:0] \$1644 ;
+  reg [31:0] \$1645 ;
   reg [31:0] \$1646 ;
-  reg [31:0] \$1647 ;
-  reg [40:0] \$1648 ;
+  reg [41:0] \$1647 ;
+  reg [15:0] \$1648 ;
   reg [39:0] \$1649 ;
   wire \$165 ;
-  reg [41:0] \$1650 ;
-  reg [15:0] \$1651 ;
-  reg [39:0] \$1652 ;
-  reg [31:0] \$1653 ;
-  reg [31:0] \$1654 ;
-  reg [40:0] \$1655 ;
-  reg [39:0] \$1656 ;
-  reg [41:0] \$1657 ;
-  reg [15:0] \$1658 ;
-  reg [39:0] \$1659 ;
+  reg [31:0] \$1650 ;
+  reg [31:0] \$1651 ;
+  reg [41:0] \$1652 ;
+  reg [15:0] \$1653 ;
+  reg [39:0] \$1654 ;
+  reg [31:0] \$1655 ;
+  reg [31:0] \$1656 ;
+  reg [31:0] \$1657 ;
+  reg [31:0] \$1658 ;
+  reg [31:0] \$1659 ;
   wire \$166 ;
   reg [31:0] \$1660 ;
   reg [31:0] \$1661 ;
-  reg [40:0] \$1662 ;
-  reg [39:0] \$1663 ;
+  reg [31:0] \$1662 ;
+  reg [41:0] \$1663 ;
   reg [41:0] \$1664 ;
-  reg [15:0] \$1665 ;
-  reg [39:0] \$1666 ;
-  reg [31:0] \$1667 ;
-  reg [31:0] \$1668 ;
-  reg [40:0] \$1669 ;
+  reg [39:0] \$1665 ;
+  reg [43:0] \$1666 ;
+  reg [15:0] \$1667 ;
+  reg [15:0] \$1668 ;
+  reg [15:0] \$1669 ;
   wire \$167 ;
-  reg [39:0] \$1670 ;
-  reg [41:0] \$1671 ;
+  reg [15:0] \$1670 ;
+  reg [15:0] \$1671 ;
   reg [15:0] \$1672 ;
-  reg [39:0] \$1673 ;
-  reg [31:0] \$1674 ;
-  reg [31:0] \$1675 ;
-  reg [31:0] \$1676 ;
-  reg [31:0] \$1677 ;
-  reg [31:0] \$1678 ;
-  reg [31:0] \$1679 ;
+  reg [15:0] \$1673 ;
+  reg [15:0] \$1674 ;
+  reg [1:0] \$1675 ;
+  reg [1:0] \$1676 ;
+  reg [1:0] \$1677 ;
+  reg [1:0] \$1678 ;
+  reg [1:0] \$1679 ;
   wire \$168 ;
-  reg [31:0] \$1680 ;
-  reg [31:0] \$1681 ;
-  reg [40:0] \$1682 ;
-  reg [40:0] \$1683 ;
-  reg [40:0] \$1684 ;
-  reg [40:0] \$1685 ;
-  reg [39:0] \$1686 ;
-  reg [41:0] \$1687 ;
-  reg [41:0] \$1688 ;
-  reg [39:0] \$1689 ;
+  reg [1:0] \$1680 ;
+  reg [1:0] \$1681 ;
+  reg [15:0] \$1682 ;
+  reg [15:0] \$1683 ;
+  reg [15:0] \$1684 ;
+  reg [15:0] \$1685 ;
+  reg [15:0] \$1686 ;
+  reg [15:0] \$1687 ;
+  reg [15:0] \$1688 ;
+  reg [15:0] \$1689 ;
   wire \$169 ;
-  reg [42:0] \$1690 ;
-  reg [39:0] \$1691 ;
-  reg [43:0] \$1692 ;
+  reg [15:0] \$1690 ;
+  reg [15:0] \$1691 ;
+  reg [15:0] \$1692 ;
   reg [15:0] \$1693 ;
   reg [15:0] \$1694 ;
   reg [15:0] \$1695 ;
@@ -857,17 +856,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1701 ;
   reg [15:0] \$1702 ;
   reg [15:0] \$1703 ;
-  reg [1:0] \$1704 ;
-  reg [1:0] \$1705 ;
-  reg [1:0] \$1706 ;
-  reg [1:0] \$1707 ;
-  reg [1:0] \$1708 ;
-  reg [1:0] \$1709 ;
+  reg [15:0] \$1704 ;
+  reg [15:0] \$1705 ;
+  reg [15:0] \$1706 ;
+  reg [15:0] \$1707 ;
+  reg [15:0] \$1708 ;
+  reg [15:0] \$1709 ;
   wire \$171 ;
-  reg [1:0] \$1710 ;
-  reg [1:0] \$1711 ;
-  reg [1:0] \$1712 ;
-  reg [1:0] \$1713 ;
+  reg [15:0] \$1710 ;
+  reg [15:0] \$1711 ;
+  reg [15:0] \$1712 ;
+  reg [15:0] \$1713 ;
   reg [15:0] \$1714 ;
   reg [15:0] \$1715 ;
   reg [15:0] \$1716 ;
@@ -878,50 +877,50 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1720 ;
   reg [15:0] \$1721 ;
   reg [15:0] \$1722 ;
-  reg [15:0] \$1723 ;
+  reg [31:0] \$1723 ;
   reg [15:0] \$1724 ;
-  reg [15:0] \$1725 ;
+  reg [31:0] \$1725 ;
   reg [15:0] \$1726 ;
-  reg [15:0] \$1727 ;
+  reg [31:0] \$1727 ;
   reg [15:0] \$1728 ;
-  reg [15:0] \$1729 ;
+  reg [31:0] \$1729 ;
   wire \$173 ;
   reg [15:0] \$1730 ;
-  reg [15:0] \$1731 ;
+  reg [31:0] \$1731 ;
   reg [15:0] \$1732 ;
-  reg [15:0] \$1733 ;
+  reg [31:0] \$1733 ;
   reg [15:0] \$1734 ;
-  reg [15:0] \$1735 ;
+  reg [31:0] \$1735 ;
   reg [15:0] \$1736 ;
-  reg [15:0] \$1737 ;
+  reg [31:0] \$1737 ;
   reg [15:0] \$1738 ;
   reg [15:0] \$1739 ;
   wire \$174 ;
   reg [15:0] \$1740 ;
-  reg [15:0] \$1741 ;
+  reg [31:0] \$1741 ;
   reg [15:0] \$1742 ;
   reg [15:0] \$1743 ;
-  reg [15:0] \$1744 ;
+  reg [31:0] \$1744 ;
   reg [15:0] \$1745 ;
   reg [15:0] \$1746 ;
-  reg [15:0] \$1747 ;
+  reg [31:0] \$1747 ;
   reg [15:0] \$1748 ;
   reg [15:0] \$1749 ;
   wire [40:0] \$175 ;
-  reg [15:0] \$1750 ;
+  reg [31:0] \$1750 ;
   reg [15:0] \$1751 ;
   reg [15:0] \$1752 ;
-  reg [15:0] \$1753 ;
+  reg [31:0] \$1753 ;
   reg [15:0] \$1754 ;
   reg [15:0] \$1755 ;
-  reg [15:0] \$1756 ;
+  reg [31:0] \$1756 ;
   reg [15:0] \$1757 ;
   reg [15:0] \$1758 ;
-  reg [15:0] \$1759 ;
+  reg [31:0] \$1759 ;
   wire [15:0] \$176 ;
   reg [15:0] \$1760 ;
   reg [15:0] \$1761 ;
-  reg [15:0] \$1762 ;
+  reg [31:0] \$1762 ;
   reg [15:0] \$1763 ;
   reg [15:0] \$1764 ;
   reg [15:0] \$1765 ;
@@ -931,56 +930,56 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1769 ;
   wire \$177 ;
   reg [15:0] \$1770 ;
-  reg [31:0] \$1771 ;
+  reg [15:0] \$1771 ;
   reg [15:0] \$1772 ;
-  reg [31:0] \$1773 ;
+  reg [15:0] \$1773 ;
   reg [15:0] \$1774 ;
-  reg [31:0] \$1775 ;
+  reg [15:0] \$1775 ;
   reg [15:0] \$1776 ;
-  reg [31:0] \$1777 ;
+  reg [15:0] \$1777 ;
   reg [15:0] \$1778 ;
-  reg [31:0] \$1779 ;
+  reg [15:0] \$1779 ;
   wire \$178 ;
   reg [15:0] \$1780 ;
-  reg [31:0] \$1781 ;
+  reg [15:0] \$1781 ;
   reg [15:0] \$1782 ;
-  reg [31:0] \$1783 ;
+  reg [15:0] \$1783 ;
   reg [15:0] \$1784 ;
   reg [31:0] \$1785 ;
   reg [15:0] \$1786 ;
-  reg [15:0] \$1787 ;
+  reg [31:0] \$1787 ;
   reg [15:0] \$1788 ;
   reg [31:0] \$1789 ;
   wire \$179 ;
   reg [15:0] \$1790 ;
-  reg [15:0] \$1791 ;
-  reg [31:0] \$1792 ;
-  reg [15:0] \$1793 ;
+  reg [31:0] \$1791 ;
+  reg [15:0] \$1792 ;
+  reg [31:0] \$1793 ;
   reg [15:0] \$1794 ;
   reg [31:0] \$1795 ;
   reg [15:0] \$1796 ;
-  reg [15:0] \$1797 ;
-  reg [31:0] \$1798 ;
-  reg [15:0] \$1799 ;
+  reg [31:0] \$1797 ;
+  reg [15:0] \$1798 ;
+  reg [31:0] \$1799 ;
   wire \$18 ;
   wire \$180 ;
   reg [15:0] \$1800 ;
   reg [31:0] \$1801 ;
   reg [15:0] \$1802 ;
-  reg [15:0] \$1803 ;
-  reg [31:0] \$1804 ;
-  reg [15:0] \$1805 ;
+  reg [31:0] \$1803 ;
+  reg [15:0] \$1804 ;
+  reg [31:0] \$1805 ;
   reg [15:0] \$1806 ;
   reg [31:0] \$1807 ;
   reg [15:0] \$1808 ;
-  reg [15:0] \$1809 ;
+  reg [31:0] \$1809 ;
   wire \$181 ;
-  reg [31:0] \$1810 ;
-  reg [15:0] \$1811 ;
+  reg [15:0] \$1810 ;
+  reg [31:0] \$1811 ;
   reg [15:0] \$1812 ;
-  reg [15:0] \$1813 ;
+  reg [31:0] \$1813 ;
   reg [15:0] \$1814 ;
-  reg [15:0] \$1815 ;
+  reg [31:0] \$1815 ;
   reg [15:0] \$1816 ;
   reg [15:0] \$1817 ;
   reg [15:0] \$1818 ;
@@ -1000,65 +999,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1830 ;
   reg [15:0] \$1831 ;
   reg [15:0] \$1832 ;
-  reg [15:0] \$1833 ;
-  reg [15:0] \$1834 ;
-  reg [15:0] \$1835 ;
-  reg [15:0] \$1836 ;
-  reg [15:0] \$1837 ;
-  reg [15:0] \$1838 ;
-  reg [31:0] \$1839 ;
   wire \$184 ;
-  reg [15:0] \$1840 ;
-  reg [31:0] \$1841 ;
-  reg [15:0] \$1842 ;
-  reg [31:0] \$1843 ;
-  reg [15:0] \$1844 ;
-  reg [31:0] \$1845 ;
-  reg [15:0] \$1846 ;
-  reg [31:0] \$1847 ;
-  reg [15:0] \$1848 ;
-  reg [31:0] \$1849 ;
   wire \$185 ;
-  reg [15:0] \$1850 ;
-  reg [31:0] \$1851 ;
-  reg [15:0] \$1852 ;
-  reg [31:0] \$1853 ;
-  reg [15:0] \$1854 ;
-  reg [31:0] \$1855 ;
-  reg [15:0] \$1856 ;
-  reg [31:0] \$1857 ;
-  reg [15:0] \$1858 ;
-  reg [31:0] \$1859 ;
   wire \$186 ;
-  reg [15:0] \$1860 ;
-  reg [31:0] \$1861 ;
-  reg [15:0] \$1862 ;
-  reg [31:0] \$1863 ;
-  reg [15:0] \$1864 ;
-  reg [31:0] \$1865 ;
-  reg [15:0] \$1866 ;
-  reg [31:0] \$1867 ;
-  reg [15:0] \$1868 ;
-  reg [31:0] \$1869 ;
   wire \$187 ;
-  reg [15:0] \$1870 ;
-  reg [15:0] \$1871 ;
-  reg [15:0] \$1872 ;
-  reg [15:0] \$1873 ;
-  reg [15:0] \$1874 ;
-  reg [15:0] \$1875 ;
-  reg [15:0] \$1876 ;
-  reg [15:0] \$1877 ;
-  reg [15:0] \$1878 ;
-  reg [15:0] \$1879 ;
   wire \$188 ;
-  reg [15:0] \$1880 ;
-  reg [15:0] \$1881 ;
-  reg [15:0] \$1882 ;
-  reg [15:0] \$1883 ;
-  reg [15:0] \$1884 ;
-  reg [15:0] \$1885 ;
-  reg [15:0] \$1886 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
@@ -2067,7 +2012,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l1;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s12 = 16'h0000;
+  reg [15:0] err0_s9 = 16'h0000;
   wire execute;
   wire [39:0] floor;
   wire [39:0] \floor$105 ;
@@ -2170,8 +2115,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \inc$74 ;
   wire \inc$90 ;
   reg [1:0] kind_s1 = 2'h0;
-  reg [1:0] kind_s10 = 2'h0;
-  reg [1:0] kind_s11 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
@@ -2179,7 +2122,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [1:0] kind_s6 = 2'h0;
   reg [1:0] kind_s7 = 2'h0;
   reg [1:0] kind_s8 = 2'h0;
-  reg [1:0] kind_s9 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_2 = 16'h0000;
@@ -2196,129 +2138,113 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_bias5_s2 = 40'h0000000000;
   reg [39:0] l0_bias6_s2 = 40'h0000000000;
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
-  reg [15:0] l0_db0_s15 = 16'h0000;
-  reg [15:0] l0_db0_s16 = 16'h0000;
-  reg [15:0] l0_db1_s15 = 16'h0000;
-  reg [15:0] l0_db1_s16 = 16'h0000;
-  reg [15:0] l0_db2_s15 = 16'h0000;
-  reg [15:0] l0_db2_s16 = 16'h0000;
-  reg [15:0] l0_db3_s15 = 16'h0000;
-  reg [15:0] l0_db3_s16 = 16'h0000;
-  reg [15:0] l0_db4_s15 = 16'h0000;
-  reg [15:0] l0_db4_s16 = 16'h0000;
-  reg [15:0] l0_db5_s15 = 16'h0000;
-  reg [15:0] l0_db5_s16 = 16'h0000;
-  reg [15:0] l0_db6_s15 = 16'h0000;
-  reg [15:0] l0_db6_s16 = 16'h0000;
-  reg [15:0] l0_db7_s15 = 16'h0000;
-  reg [15:0] l0_db7_s16 = 16'h0000;
-  reg [31:0] l0_dw0_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw0_0_s16 = 16'h0000;
-  reg [31:0] l0_dw0_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw0_1_s16 = 16'h0000;
-  reg [31:0] l0_dw1_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw1_0_s16 = 16'h0000;
-  reg [31:0] l0_dw1_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw1_1_s16 = 16'h0000;
-  reg [31:0] l0_dw2_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw2_0_s16 = 16'h0000;
-  reg [31:0] l0_dw2_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw2_1_s16 = 16'h0000;
-  reg [31:0] l0_dw3_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw3_0_s16 = 16'h0000;
-  reg [31:0] l0_dw3_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw3_1_s16 = 16'h0000;
-  reg [31:0] l0_dw4_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw4_0_s16 = 16'h0000;
-  reg [31:0] l0_dw4_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw4_1_s16 = 16'h0000;
-  reg [31:0] l0_dw5_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw5_0_s16 = 16'h0000;
-  reg [31:0] l0_dw5_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw5_1_s16 = 16'h0000;
-  reg [31:0] l0_dw6_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw6_0_s16 = 16'h0000;
-  reg [31:0] l0_dw6_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw6_1_s16 = 16'h0000;
-  reg [31:0] l0_dw7_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw7_0_s16 = 16'h0000;
-  reg [31:0] l0_dw7_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw7_1_s16 = 16'h0000;
-  reg [15:0] l0_err0_s14 = 16'h0000;
-  reg [15:0] l0_err1_s14 = 16'h0000;
-  reg [15:0] l0_err2_s14 = 16'h0000;
-  reg [15:0] l0_err3_s14 = 16'h0000;
-  reg [15:0] l0_err4_s14 = 16'h0000;
-  reg [15:0] l0_err5_s14 = 16'h0000;
-  reg [15:0] l0_err6_s14 = 16'h0000;
-  reg [15:0] l0_err7_s14 = 16'h0000;
+  reg [15:0] l0_db0_s12 = 16'h0000;
+  reg [15:0] l0_db0_s13 = 16'h0000;
+  reg [15:0] l0_db1_s12 = 16'h0000;
+  reg [15:0] l0_db1_s13 = 16'h0000;
+  reg [15:0] l0_db2_s12 = 16'h0000;
+  reg [15:0] l0_db2_s13 = 16'h0000;
+  reg [15:0] l0_db3_s12 = 16'h0000;
+  reg [15:0] l0_db3_s13 = 16'h0000;
+  reg [15:0] l0_db4_s12 = 16'h0000;
+  reg [15:0] l0_db4_s13 = 16'h0000;
+  reg [15:0] l0_db5_s12 = 16'h0000;
+  reg [15:0] l0_db5_s13 = 16'h0000;
+  reg [15:0] l0_db6_s12 = 16'h0000;
+  reg [15:0] l0_db6_s13 = 16'h0000;
+  reg [15:0] l0_db7_s12 = 16'h0000;
+  reg [15:0] l0_db7_s13 = 16'h0000;
+  reg [31:0] l0_dw0_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw0_0_s13 = 16'h0000;
+  reg [31:0] l0_dw0_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw0_1_s13 = 16'h0000;
+  reg [31:0] l0_dw1_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw1_0_s13 = 16'h0000;
+  reg [31:0] l0_dw1_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw1_1_s13 = 16'h0000;
+  reg [31:0] l0_dw2_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw2_0_s13 = 16'h0000;
+  reg [31:0] l0_dw2_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw2_1_s13 = 16'h0000;
+  reg [31:0] l0_dw3_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw3_0_s13 = 16'h0000;
+  reg [31:0] l0_dw3_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw3_1_s13 = 16'h0000;
+  reg [31:0] l0_dw4_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw4_0_s13 = 16'h0000;
+  reg [31:0] l0_dw4_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw4_1_s13 = 16'h0000;
+  reg [31:0] l0_dw5_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw5_0_s13 = 16'h0000;
+  reg [31:0] l0_dw5_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw5_1_s13 = 16'h0000;
+  reg [31:0] l0_dw6_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw6_0_s13 = 16'h0000;
+  reg [31:0] l0_dw6_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw6_1_s13 = 16'h0000;
+  reg [31:0] l0_dw7_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw7_0_s13 = 16'h0000;
+  reg [31:0] l0_dw7_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw7_1_s13 = 16'h0000;
+  reg [15:0] l0_err0_s11 = 16'h0000;
+  reg [15:0] l0_err1_s11 = 16'h0000;
+  reg [15:0] l0_err2_s11 = 16'h0000;
+  reg [15:0] l0_err3_s11 = 16'h0000;
+  reg [15:0] l0_err4_s11 = 16'h0000;
+  reg [15:0] l0_err5_s11 = 16'h0000;
+  reg [15:0] l0_err6_s11 = 16'h0000;
+  reg [15:0] l0_err7_s11 = 16'h0000;
   reg [15:0] l0_out0_s10 = 16'h0000;
-  reg [15:0] l0_out0_s11 = 16'h0000;
-  reg [15:0] l0_out0_s12 = 16'h0000;
-  reg [15:0] l0_out0_s13 = 16'h0000;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
   reg [15:0] l0_out0_s6 = 16'h0000;
   reg [15:0] l0_out0_s7 = 16'h0000;
   reg [15:0] l0_out0_s8 = 16'h0000;
   reg [15:0] l0_out0_s9 = 16'h0000;
   reg [15:0] l0_out1_s10 = 16'h0000;
-  reg [15:0] l0_out1_s11 = 16'h0000;
-  reg [15:0] l0_out1_s12 = 16'h0000;
-  reg [15:0] l0_out1_s13 = 16'h0000;
+  reg [15:0] l0_out1_s4 = 16'h0000;
   reg [15:0] l0_out1_s5 = 16'h0000;
   reg [15:0] l0_out1_s6 = 16'h0000;
   reg [15:0] l0_out1_s7 = 16'h0000;
   reg [15:0] l0_out1_s8 = 16'h0000;
   reg [15:0] l0_out1_s9 = 16'h0000;
   reg [15:0] l0_out2_s10 = 16'h0000;
-  reg [15:0] l0_out2_s11 = 16'h0000;
-  reg [15:0] l0_out2_s12 = 16'h0000;
-  reg [15:0] l0_out2_s13 = 16'h0000;
+  reg [15:0] l0_out2_s4 = 16'h0000;
   reg [15:0] l0_out2_s5 = 16'h0000;
   reg [15:0] l0_out2_s6 = 16'h0000;
   reg [15:0] l0_out2_s7 = 16'h0000;
   reg [15:0] l0_out2_s8 = 16'h0000;
   reg [15:0] l0_out2_s9 = 16'h0000;
   reg [15:0] l0_out3_s10 = 16'h0000;
-  reg [15:0] l0_out3_s11 = 16'h0000;
-  reg [15:0] l0_out3_s12 = 16'h0000;
-  reg [15:0] l0_out3_s13 = 16'h0000;
+  reg [15:0] l0_out3_s4 = 16'h0000;
   reg [15:0] l0_out3_s5 = 16'h0000;
   reg [15:0] l0_out3_s6 = 16'h0000;
   reg [15:0] l0_out3_s7 = 16'h0000;
   reg [15:0] l0_out3_s8 = 16'h0000;
   reg [15:0] l0_out3_s9 = 16'h0000;
   reg [15:0] l0_out4_s10 = 16'h0000;
-  reg [15:0] l0_out4_s11 = 16'h0000;
-  reg [15:0] l0_out4_s12 = 16'h0000;
-  reg [15:0] l0_out4_s13 = 16'h0000;
+  reg [15:0] l0_out4_s4 = 16'h0000;
   reg [15:0] l0_out4_s5 = 16'h0000;
   reg [15:0] l0_out4_s6 = 16'h0000;
   reg [15:0] l0_out4_s7 = 16'h0000;
   reg [15:0] l0_out4_s8 = 16'h0000;
   reg [15:0] l0_out4_s9 = 16'h0000;
   reg [15:0] l0_out5_s10 = 16'h0000;
-  reg [15:0] l0_out5_s11 = 16'h0000;
-  reg [15:0] l0_out5_s12 = 16'h0000;
-  reg [15:0] l0_out5_s13 = 16'h0000;
+  reg [15:0] l0_out5_s4 = 16'h0000;
   reg [15:0] l0_out5_s5 = 16'h0000;
   reg [15:0] l0_out5_s6 = 16'h0000;
   reg [15:0] l0_out5_s7 = 16'h0000;
   reg [15:0] l0_out5_s8 = 16'h0000;
   reg [15:0] l0_out5_s9 = 16'h0000;
   reg [15:0] l0_out6_s10 = 16'h0000;
-  reg [15:0] l0_out6_s11 = 16'h0000;
-  reg [15:0] l0_out6_s12 = 16'h0000;
-  reg [15:0] l0_out6_s13 = 16'h0000;
+  reg [15:0] l0_out6_s4 = 16'h0000;
   reg [15:0] l0_out6_s5 = 16'h0000;
   reg [15:0] l0_out6_s6 = 16'h0000;
   reg [15:0] l0_out6_s7 = 16'h0000;
   reg [15:0] l0_out6_s8 = 16'h0000;
   reg [15:0] l0_out6_s9 = 16'h0000;
   reg [15:0] l0_out7_s10 = 16'h0000;
-  reg [15:0] l0_out7_s11 = 16'h0000;
-  reg [15:0] l0_out7_s12 = 16'h0000;
-  reg [15:0] l0_out7_s13 = 16'h0000;
+  reg [15:0] l0_out7_s4 = 16'h0000;
   reg [15:0] l0_out7_s5 = 16'h0000;
   reg [15:0] l0_out7_s6 = 16'h0000;
   reg [15:0] l0_out7_s7 = 16'h0000;
@@ -2345,30 +2271,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [31:0] l0_prod7_0_raw_s2 = 32'd0;
   reg [31:0] l0_prod7_1_raw_s2 = 32'd0;
   reg [4:0] l0_rd_sel = 5'h00;
-  reg [40:0] l0_sum0_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum0_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum0_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum1_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum1_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum1_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum2_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum2_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum2_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum3_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum3_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum3_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum4_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum4_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum4_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum5_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum5_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum5_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum6_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum6_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum6_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum7_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum7_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum7_t1_0_s4 = 42'h00000000000;
+  reg [41:0] l0_sum0_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum1_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum2_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum3_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum4_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum5_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum6_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum7_t0_0_s3 = 42'h00000000000;
   reg [15:0] l0_w_0_0 = 16'h055e;
   reg [15:0] l0_w_0_1 = 16'hf6fa;
   reg [15:0] l0_w_1_0 = 16'hee03;
@@ -2386,58 +2296,51 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_w_7_0 = 16'h0900;
   reg [15:0] l0_w_7_1 = 16'hf34a;
   reg [15:0] l1_b_0 = 16'h0000;
-  reg [39:0] l1_bias0_s6 = 40'h0000000000;
-  reg [31:0] l1_bprod0_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod1_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod2_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod3_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod4_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod5_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod6_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod7_0_raw_s13 = 32'd0;
-  reg [15:0] l1_db0_s13 = 16'h0000;
-  reg [15:0] l1_db0_s14 = 16'h0000;
-  reg [31:0] l1_dw0_0_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_0_s14 = 16'h0000;
-  reg [31:0] l1_dw0_1_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_1_s14 = 16'h0000;
-  reg [31:0] l1_dw0_2_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_2_s14 = 16'h0000;
-  reg [31:0] l1_dw0_3_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_3_s14 = 16'h0000;
-  reg [31:0] l1_dw0_4_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_4_s14 = 16'h0000;
-  reg [31:0] l1_dw0_5_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_5_s14 = 16'h0000;
-  reg [31:0] l1_dw0_6_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_6_s14 = 16'h0000;
-  reg [31:0] l1_dw0_7_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_7_s14 = 16'h0000;
-  reg [15:0] l1_out0_s11 = 16'h0000;
+  reg [39:0] l1_bias0_s5 = 40'h0000000000;
+  reg [31:0] l1_bprod0_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod1_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod2_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod3_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod4_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod5_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod6_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod7_0_raw_s10 = 32'd0;
+  reg [15:0] l1_db0_s10 = 16'h0000;
+  reg [15:0] l1_db0_s11 = 16'h0000;
+  reg [31:0] l1_dw0_0_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_0_s11 = 16'h0000;
+  reg [31:0] l1_dw0_1_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_1_s11 = 16'h0000;
+  reg [31:0] l1_dw0_2_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_2_s11 = 16'h0000;
+  reg [31:0] l1_dw0_3_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_3_s11 = 16'h0000;
+  reg [31:0] l1_dw0_4_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_4_s11 = 16'h0000;
+  reg [31:0] l1_dw0_5_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_5_s11 = 16'h0000;
+  reg [31:0] l1_dw0_6_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_6_s11 = 16'h0000;
+  reg [31:0] l1_dw0_7_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_7_s11 = 16'h0000;
+  reg [15:0] l1_out0_s8 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [3:0] l1_port_local;
   wire l1_port_rd;
   wire l1_port_wr;
-  reg [31:0] l1_prod0_0_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_1_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_2_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_3_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_4_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_5_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_6_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_7_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_0_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_1_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_2_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_3_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_4_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_5_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_6_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_7_raw_s5 = 32'd0;
   reg [3:0] l1_rd_sel = 4'h0;
-  reg [40:0] l1_sum0_t0_0_s7 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_1_s7 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_2_s7 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_3_s7 = 41'h00000000000;
-  reg [39:0] l1_sum0_t0_4_s7 = 40'h0000000000;
-  reg [41:0] l1_sum0_t1_0_s8 = 42'h00000000000;
-  reg [41:0] l1_sum0_t1_1_s8 = 42'h00000000000;
-  reg [39:0] l1_sum0_t1_2_s8 = 40'h0000000000;
-  reg [42:0] l1_sum0_t2_0_s9 = 43'h00000000000;
-  reg [39:0] l1_sum0_t2_1_s9 = 40'h0000000000;
-  reg [43:0] l1_sum0_t3_0_s10 = 44'h00000000000;
+  reg [41:0] l1_sum0_t0_0_s6 = 42'h00000000000;
+  reg [41:0] l1_sum0_t0_1_s6 = 42'h00000000000;
+  reg [39:0] l1_sum0_t0_2_s6 = 40'h0000000000;
+  reg [43:0] l1_sum0_t1_0_s7 = 44'h00000000000;
   reg [15:0] l1_w_0_0 = 16'h071e;
   reg [15:0] l1_w_0_1 = 16'h00d0;
   reg [15:0] l1_w_0_2 = 16'hfc13;
@@ -2615,6 +2518,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \t$45 ;
   wire [15:0] \t$452 ;
   wire [30:0] \t$46 ;
+  reg [16:0] \t$469 ;
   reg [16:0] \t$472 ;
   reg [16:0] \t$475 ;
   reg [16:0] \t$478 ;
@@ -2634,14 +2538,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$511 ;
   reg [16:0] \t$514 ;
   reg [16:0] \t$517 ;
+  reg [16:0] \t$519 ;
   wire [34:0] \t$52 ;
-  reg [16:0] \t$520 ;
-  reg [16:0] \t$522 ;
-  reg [16:0] \t$524 ;
-  reg [16:0] \t$526 ;
-  reg [16:0] \t$528 ;
-  reg [16:0] \t$530 ;
-  reg [16:0] \t$532 ;
+  reg [16:0] \t$521 ;
+  reg [16:0] \t$523 ;
+  reg [16:0] \t$525 ;
+  reg [16:0] \t$527 ;
+  reg [16:0] \t$529 ;
+  reg [16:0] \t$531 ;
   reg [16:0] \t$534 ;
   reg [16:0] \t$537 ;
   wire [39:0] \t$54 ;
@@ -2653,7 +2557,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$552 ;
   reg [16:0] \t$555 ;
   reg [16:0] \t$558 ;
-  reg [16:0] \t$561 ;
   wire [15:0] \t$61 ;
   wire [30:0] \t$62 ;
   wire [39:0] \t$64 ;
@@ -2677,27 +2580,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] \t$99 ;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
-  (* init = 1'h0 *)
-  wire valid_s11;
+  reg valid_s11 = 1'h0;
   reg valid_s12 = 1'h0;
   reg valid_s13 = 1'h0;
-  reg valid_s14 = 1'h0;
-  reg valid_s15 = 1'h0;
-  reg valid_s16 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
-  reg valid_s8 = 1'h0;
+  (* init = 1'h0 *)
+  wire valid_s8;
   reg valid_s9 = 1'h0;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s10 = 16'h0000;
   reg [15:0] x0_s11 = 16'h0000;
-  reg [15:0] x0_s12 = 16'h0000;
-  reg [15:0] x0_s13 = 16'h0000;
-  reg [15:0] x0_s14 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
   reg [15:0] x0_s4 = 16'h0000;
@@ -2709,9 +2606,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] x1_s1 = 16'h0000;
   reg [15:0] x1_s10 = 16'h0000;
   reg [15:0] x1_s11 = 16'h0000;
-  reg [15:0] x1_s12 = 16'h0000;
-  reg [15:0] x1_s13 = 16'h0000;
-  reg [15:0] x1_s14 = 16'h0000;
   reg [15:0] x1_s2 = 16'h0000;
   reg [15:0] x1_s3 = 16'h0000;
   reg [15:0] x1_s4 = 16'h0000;
@@ -2721,8 +2615,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] x1_s8 = 16'h0000;
   reg [15:0] x1_s9 = 16'h0000;
   reg [15:0] y0_s1 = 16'h0000;
-  reg [15:0] y0_s10 = 16'h0000;
-  reg [15:0] y0_s11 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
@@ -2730,12 +2622,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
   reg [15:0] y0_s8 = 16'h0000;
-  reg [15:0] y0_s9 = 16'h0000;
-  assign \$1  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$1  = ! l0_sum0_t0_0_s3[12:0];
   assign \$2  = ~ \$1 ;
-  assign \$3  = l0_sum0_t1_0_s4[13] & \$2 ;
-  assign \$4  = ! l0_sum0_t1_0_s4[12:0];
-  assign \$5  = l0_sum0_t1_0_s4[13] & \$4 ;
+  assign \$3  = l0_sum0_t0_0_s3[13] & \$2 ;
+  assign \$4  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$5  = l0_sum0_t0_0_s3[13] & \$4 ;
   assign \$6  = \$5  & floor[0];
   assign inc = \$3  | \$6 ;
   assign \$7  = $signed(floor) > $signed(16'h7fff);
@@ -2747,21 +2638,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$12  = ~ inc;
   assign \$13  = \$11  & \$12 ;
   assign below = \$10  | \$13 ;
-  assign \$14  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$14  = ! l0_sum0_t0_0_s3[12:0];
   assign \$15  = ~ \$14 ;
-  assign \$16  = l0_sum0_t1_0_s4[13] & \$15 ;
-  assign \$17  = ! l0_sum0_t1_0_s4[12:0];
-  assign \$18  = l0_sum0_t1_0_s4[13] & \$17 ;
+  assign \$16  = l0_sum0_t0_0_s3[13] & \$15 ;
+  assign \$17  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$18  = l0_sum0_t0_0_s3[13] & \$17 ;
   assign \$19  = \$18  & floor[0];
   assign \$20  = \$16  | \$19 ;
   assign \$21  = $signed(floor) + $signed({ 1'h0, \$20  });
   assign \$22  = above ? 16'h7fff : \$21 [15:0];
   assign \t$29  = below ? 16'h8000 : \$22 ;
-  assign \$23  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$23  = ! l0_sum1_t0_0_s3[12:0];
   assign \$24  = ~ \$23 ;
-  assign \$25  = l0_sum1_t1_0_s4[13] & \$24 ;
-  assign \$26  = ! l0_sum1_t1_0_s4[12:0];
-  assign \$27  = l0_sum1_t1_0_s4[13] & \$26 ;
+  assign \$25  = l0_sum1_t0_0_s3[13] & \$24 ;
+  assign \$26  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$27  = l0_sum1_t0_0_s3[13] & \$26 ;
   assign \$28  = \$27  & \floor$41 [0];
   assign \inc$42  = \$25  | \$28 ;
   assign \$29  = $signed(\floor$41 ) > $signed(16'h7fff);
@@ -2773,21 +2664,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$34  = ~ \inc$42 ;
   assign \$35  = \$33  & \$34 ;
   assign \below$44  = \$32  | \$35 ;
-  assign \$36  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$36  = ! l0_sum1_t0_0_s3[12:0];
   assign \$37  = ~ \$36 ;
-  assign \$38  = l0_sum1_t1_0_s4[13] & \$37 ;
-  assign \$39  = ! l0_sum1_t1_0_s4[12:0];
-  assign \$40  = l0_sum1_t1_0_s4[13] & \$39 ;
+  assign \$38  = l0_sum1_t0_0_s3[13] & \$37 ;
+  assign \$39  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$40  = l0_sum1_t0_0_s3[13] & \$39 ;
   assign \$41  = \$40  & \floor$41 [0];
   assign \$42  = \$38  | \$41 ;
   assign \$43  = $signed(\floor$41 ) + $signed({ 1'h0, \$42  });
   assign \$44  = \above$43  ? 16'h7fff : \$43 [15:0];
   assign \t$45  = \below$44  ? 16'h8000 : \$44 ;
-  assign \$45  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$45  = ! l0_sum2_t0_0_s3[12:0];
   assign \$46  = ~ \$45 ;
-  assign \$47  = l0_sum2_t1_0_s4[13] & \$46 ;
-  assign \$48  = ! l0_sum2_t1_0_s4[12:0];
-  assign \$49  = l0_sum2_t1_0_s4[13] & \$48 ;
+  assign \$47  = l0_sum2_t0_0_s3[13] & \$46 ;
+  assign \$48  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$49  = l0_sum2_t0_0_s3[13] & \$48 ;
   assign \$50  = \$49  & \floor$57 [0];
   assign \inc$58  = \$47  | \$50 ;
   assign \$51  = $signed(\floor$57 ) > $signed(16'h7fff);
@@ -2799,21 +2690,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$56  = ~ \inc$58 ;
   assign \$57  = \$55  & \$56 ;
   assign \below$60  = \$54  | \$57 ;
-  assign \$58  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$58  = ! l0_sum2_t0_0_s3[12:0];
   assign \$59  = ~ \$58 ;
-  assign \$60  = l0_sum2_t1_0_s4[13] & \$59 ;
-  assign \$61  = ! l0_sum2_t1_0_s4[12:0];
-  assign \$62  = l0_sum2_t1_0_s4[13] & \$61 ;
+  assign \$60  = l0_sum2_t0_0_s3[13] & \$59 ;
+  assign \$61  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$62  = l0_sum2_t0_0_s3[13] & \$61 ;
   assign \$63  = \$62  & \floor$57 [0];
   assign \$64  = \$60  | \$63 ;
   assign \$65  = $signed(\floor$57 ) + $signed({ 1'h0, \$64  });
   assign \$66  = \above$59  ? 16'h7fff : \$65 [15:0];
   assign \t$61  = \below$60  ? 16'h8000 : \$66 ;
-  assign \$67  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$67  = ! l0_sum3_t0_0_s3[12:0];
   assign \$68  = ~ \$67 ;
-  assign \$69  = l0_sum3_t1_0_s4[13] & \$68 ;
-  assign \$70  = ! l0_sum3_t1_0_s4[12:0];
-  assign \$71  = l0_sum3_t1_0_s4[13] & \$70 ;
+  assign \$69  = l0_sum3_t0_0_s3[13] & \$68 ;
+  assign \$70  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$71  = l0_sum3_t0_0_s3[13] & \$70 ;
   assign \$72  = \$71  & \floor$73 [0];
   assign \inc$74  = \$69  | \$72 ;
   assign \$73  = $signed(\floor$73 ) > $signed(16'h7fff);
@@ -2825,21 +2716,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$78  = ~ \inc$74 ;
   assign \$79  = \$77  & \$78 ;
   assign \below$76  = \$76  | \$79 ;
-  assign \$80  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$80  = ! l0_sum3_t0_0_s3[12:0];
   assign \$81  = ~ \$80 ;
-  assign \$82  = l0_sum3_t1_0_s4[13] & \$81 ;
-  assign \$83  = ! l0_sum3_t1_0_s4[12:0];
-  assign \$84  = l0_sum3_t1_0_s4[13] & \$83 ;
+  assign \$82  = l0_sum3_t0_0_s3[13] & \$81 ;
+  assign \$83  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$84  = l0_sum3_t0_0_s3[13] & \$83 ;
   assign \$85  = \$84  & \floor$73 [0];
   assign \$86  = \$82  | \$85 ;
   assign \$87  = $signed(\floor$73 ) + $signed({ 1'h0, \$86  });
   assign \$88  = \above$75  ? 16'h7fff : \$87 [15:0];
   assign \t$77  = \below$76  ? 16'h8000 : \$88 ;
-  assign \$89  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$89  = ! l0_sum4_t0_0_s3[12:0];
   assign \$90  = ~ \$89 ;
-  assign \$91  = l0_sum4_t1_0_s4[13] & \$90 ;
-  assign \$92  = ! l0_sum4_t1_0_s4[12:0];
-  assign \$93  = l0_sum4_t1_0_s4[13] & \$92 ;
+  assign \$91  = l0_sum4_t0_0_s3[13] & \$90 ;
+  assign \$92  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$93  = l0_sum4_t0_0_s3[13] & \$92 ;
   assign \$94  = \$93  & \floor$89 [0];
   assign \inc$90  = \$91  | \$94 ;
   assign \$95  = $signed(\floor$89 ) > $signed(16'h7fff);
@@ -2851,21 +2742,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$100  = ~ \inc$90 ;
   assign \$101  = \$99  & \$100 ;
   assign \below$92  = \$98  | \$101 ;
-  assign \$102  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$102  = ! l0_sum4_t0_0_s3[12:0];
   assign \$103  = ~ \$102 ;
-  assign \$104  = l0_sum4_t1_0_s4[13] & \$103 ;
-  assign \$105  = ! l0_sum4_t1_0_s4[12:0];
-  assign \$106  = l0_sum4_t1_0_s4[13] & \$105 ;
+  assign \$104  = l0_sum4_t0_0_s3[13] & \$103 ;
+  assign \$105  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$106  = l0_sum4_t0_0_s3[13] & \$105 ;
   assign \$107  = \$106  & \floor$89 [0];
   assign \$108  = \$104  | \$107 ;
   assign \$109  = $signed(\floor$89 ) + $signed({ 1'h0, \$108  });
   assign \$110  = \above$91  ? 16'h7fff : \$109 [15:0];
   assign \t$93  = \below$92  ? 16'h8000 : \$110 ;
-  assign \$111  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$111  = ! l0_sum5_t0_0_s3[12:0];
   assign \$112  = ~ \$111 ;
-  assign \$113  = l0_sum5_t1_0_s4[13] & \$112 ;
-  assign \$114  = ! l0_sum5_t1_0_s4[12:0];
-  assign \$115  = l0_sum5_t1_0_s4[13] & \$114 ;
+  assign \$113  = l0_sum5_t0_0_s3[13] & \$112 ;
+  assign \$114  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$115  = l0_sum5_t0_0_s3[13] & \$114 ;
   assign \$116  = \$115  & \floor$105 [0];
   assign \inc$106  = \$113  | \$116 ;
   assign \$117  = $signed(\floor$105 ) > $signed(16'h7fff);
@@ -2877,21 +2768,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$122  = ~ \inc$106 ;
   assign \$123  = \$121  & \$122 ;
   assign \below$108  = \$120  | \$123 ;
-  assign \$124  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$124  = ! l0_sum5_t0_0_s3[12:0];
   assign \$125  = ~ \$124 ;
-  assign \$126  = l0_sum5_t1_0_s4[13] & \$125 ;
-  assign \$127  = ! l0_sum5_t1_0_s4[12:0];
-  assign \$128  = l0_sum5_t1_0_s4[13] & \$127 ;
+  assign \$126  = l0_sum5_t0_0_s3[13] & \$125 ;
+  assign \$127  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$128  = l0_sum5_t0_0_s3[13] & \$127 ;
   assign \$129  = \$128  & \floor$105 [0];
   assign \$130  = \$126  | \$129 ;
   assign \$131  = $signed(\floor$105 ) + $signed({ 1'h0, \$130  });
   assign \$132  = \above$107  ? 16'h7fff : \$131 [15:0];
   assign \t$109  = \below$108  ? 16'h8000 : \$132 ;
-  assign \$133  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$133  = ! l0_sum6_t0_0_s3[12:0];
   assign \$134  = ~ \$133 ;
-  assign \$135  = l0_sum6_t1_0_s4[13] & \$134 ;
-  assign \$136  = ! l0_sum6_t1_0_s4[12:0];
-  assign \$137  = l0_sum6_t1_0_s4[13] & \$136 ;
+  assign \$135  = l0_sum6_t0_0_s3[13] & \$134 ;
+  assign \$136  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$137  = l0_sum6_t0_0_s3[13] & \$136 ;
   assign \$138  = \$137  & \floor$121 [0];
   assign \inc$122  = \$135  | \$138 ;
   assign \$139  = $signed(\floor$121 ) > $signed(16'h7fff);
@@ -2903,21 +2794,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$144  = ~ \inc$122 ;
   assign \$145  = \$143  & \$144 ;
   assign \below$124  = \$142  | \$145 ;
-  assign \$146  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$146  = ! l0_sum6_t0_0_s3[12:0];
   assign \$147  = ~ \$146 ;
-  assign \$148  = l0_sum6_t1_0_s4[13] & \$147 ;
-  assign \$149  = ! l0_sum6_t1_0_s4[12:0];
-  assign \$150  = l0_sum6_t1_0_s4[13] & \$149 ;
+  assign \$148  = l0_sum6_t0_0_s3[13] & \$147 ;
+  assign \$149  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$150  = l0_sum6_t0_0_s3[13] & \$149 ;
   assign \$151  = \$150  & \floor$121 [0];
   assign \$152  = \$148  | \$151 ;
   assign \$153  = $signed(\floor$121 ) + $signed({ 1'h0, \$152  });
   assign \$154  = \above$123  ? 16'h7fff : \$153 [15:0];
   assign \t$125  = \below$124  ? 16'h8000 : \$154 ;
-  assign \$155  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$155  = ! l0_sum7_t0_0_s3[12:0];
   assign \$156  = ~ \$155 ;
-  assign \$157  = l0_sum7_t1_0_s4[13] & \$156 ;
-  assign \$158  = ! l0_sum7_t1_0_s4[12:0];
-  assign \$159  = l0_sum7_t1_0_s4[13] & \$158 ;
+  assign \$157  = l0_sum7_t0_0_s3[13] & \$156 ;
+  assign \$158  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$159  = l0_sum7_t0_0_s3[13] & \$158 ;
   assign \$160  = \$159  & \floor$137 [0];
   assign \inc$138  = \$157  | \$160 ;
   assign \$161  = $signed(\floor$137 ) > $signed(16'h7fff);
@@ -2929,21 +2820,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$166  = ~ \inc$138 ;
   assign \$167  = \$165  & \$166 ;
   assign \below$140  = \$164  | \$167 ;
-  assign \$168  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$168  = ! l0_sum7_t0_0_s3[12:0];
   assign \$169  = ~ \$168 ;
-  assign \$170  = l0_sum7_t1_0_s4[13] & \$169 ;
-  assign \$171  = ! l0_sum7_t1_0_s4[12:0];
-  assign \$172  = l0_sum7_t1_0_s4[13] & \$171 ;
+  assign \$170  = l0_sum7_t0_0_s3[13] & \$169 ;
+  assign \$171  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$172  = l0_sum7_t0_0_s3[13] & \$171 ;
   assign \$173  = \$172  & \floor$137 [0];
   assign \$174  = \$170  | \$173 ;
   assign \$175  = $signed(\floor$137 ) + $signed({ 1'h0, \$174  });
   assign \$176  = \above$139  ? 16'h7fff : \$175 [15:0];
   assign \t$141  = \below$140  ? 16'h8000 : \$176 ;
-  assign \$177  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$177  = ! l1_sum0_t1_0_s7[12:0];
   assign \$178  = ~ \$177 ;
-  assign \$179  = l1_sum0_t3_0_s10[13] & \$178 ;
-  assign \$180  = ! l1_sum0_t3_0_s10[12:0];
-  assign \$181  = l1_sum0_t3_0_s10[13] & \$180 ;
+  assign \$179  = l1_sum0_t1_0_s7[13] & \$178 ;
+  assign \$180  = ! l1_sum0_t1_0_s7[12:0];
+  assign \$181  = l1_sum0_t1_0_s7[13] & \$180 ;
   assign \$182  = \$181  & \floor$171 [0];
   assign \inc$172  = \$179  | \$182 ;
   assign \$183  = $signed(\floor$171 ) > $signed(16'h7fff);
@@ -2955,27 +2846,27 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$188  = ~ \inc$172 ;
   assign \$189  = \$187  & \$188 ;
   assign \below$174  = \$186  | \$189 ;
-  assign \$190  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$190  = ! l1_sum0_t1_0_s7[12:0];
   assign \$191  = ~ \$190 ;
-  assign \$192  = l1_sum0_t3_0_s10[13] & \$191 ;
-  assign \$193  = ! l1_sum0_t3_0_s10[12:0];
-  assign \$194  = l1_sum0_t3_0_s10[13] & \$193 ;
+  assign \$192  = l1_sum0_t1_0_s7[13] & \$191 ;
+  assign \$193  = ! l1_sum0_t1_0_s7[12:0];
+  assign \$194  = l1_sum0_t1_0_s7[13] & \$193 ;
   assign \$195  = \$194  & \floor$171 [0];
   assign \$196  = \$192  | \$195 ;
   assign \$197  = $signed(\floor$171 ) + $signed({ 1'h0, \$196  });
   assign \$198  = \above$173  ? 16'h7fff : \$197 [15:0];
   assign \t$175  = \below$174  ? 16'h8000 : \$198 ;
-  assign \$199  = $signed(l1_out0_s11) >= $signed(1'h0);
-  assign \t$177  = $signed(l1_out0_s11) - $signed(y0_s11);
+  assign \$199  = $signed(l1_out0_s8) >= $signed(1'h0);
+  assign \t$177  = $signed(l1_out0_s8) - $signed(y0_s8);
   assign \$200  = $signed(\t$179 ) < $signed(16'h8000);
   assign \$201  = $signed(\t$179 ) > $signed(16'h7fff);
   assign \$202  = \$201  ? 16'h7fff : \t$179 [15:0];
   assign \t$180  = \$200  ? 16'h8000 : \$202 ;
-  assign \$203  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$203  = ! l1_dw0_0_raw_s10[15:0];
   assign \$204  = ~ \$203 ;
-  assign \$205  = l1_dw0_0_raw_s13[16] & \$204 ;
-  assign \$206  = ! l1_dw0_0_raw_s13[15:0];
-  assign \$207  = l1_dw0_0_raw_s13[16] & \$206 ;
+  assign \$205  = l1_dw0_0_raw_s10[16] & \$204 ;
+  assign \$206  = ! l1_dw0_0_raw_s10[15:0];
+  assign \$207  = l1_dw0_0_raw_s10[16] & \$206 ;
   assign \$208  = \$207  & \floor$183 [0];
   assign \inc$185  = \$205  | \$208 ;
   assign \$209  = $signed(\floor$183 ) > $signed(16'h7fff);
@@ -2987,21 +2878,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$214  = ~ \inc$185 ;
   assign \$215  = \$213  & \$214 ;
   assign \below$187  = \$212  | \$215 ;
-  assign \$216  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$216  = ! l1_dw0_0_raw_s10[15:0];
   assign \$217  = ~ \$216 ;
-  assign \$218  = l1_dw0_0_raw_s13[16] & \$217 ;
-  assign \$219  = ! l1_dw0_0_raw_s13[15:0];
-  assign \$220  = l1_dw0_0_raw_s13[16] & \$219 ;
+  assign \$218  = l1_dw0_0_raw_s10[16] & \$217 ;
+  assign \$219  = ! l1_dw0_0_raw_s10[15:0];
+  assign \$220  = l1_dw0_0_raw_s10[16] & \$219 ;
   assign \$221  = \$220  & \floor$183 [0];
   assign \$222  = \$218  | \$221 ;
   assign \$223  = $signed(\floor$183 ) + $signed({ 1'h0, \$222  });
   assign \$224  = \above$186  ? 16'h7fff : \$223 [15:0];
   assign \t$188  = \below$187  ? 16'h8000 : \$224 ;
-  assign \$225  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$225  = ! l1_dw0_1_raw_s10[15:0];
   assign \$226  = ~ \$225 ;
-  assign \$227  = l1_dw0_1_raw_s13[16] & \$226 ;
-  assign \$228  = ! l1_dw0_1_raw_s13[15:0];
-  assign \$229  = l1_dw0_1_raw_s13[16] & \$228 ;
+  assign \$227  = l1_dw0_1_raw_s10[16] & \$226 ;
+  assign \$228  = ! l1_dw0_1_raw_s10[15:0];
+  assign \$229  = l1_dw0_1_raw_s10[16] & \$228 ;
   assign \$230  = \$229  & \floor$189 [0];
   assign \inc$191  = \$227  | \$230 ;
   assign \$231  = $signed(\floor$189 ) > $signed(16'h7fff);
@@ -3013,21 +2904,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$236  = ~ \inc$191 ;
   assign \$237  = \$235  & \$236 ;
   assign \below$193  = \$234  | \$237 ;
-  assign \$238  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$238  = ! l1_dw0_1_raw_s10[15:0];
   assign \$239  = ~ \$238 ;
-  assign \$240  = l1_dw0_1_raw_s13[16] & \$239 ;
-  assign \$241  = ! l1_dw0_1_raw_s13[15:0];
-  assign \$242  = l1_dw0_1_raw_s13[16] & \$241 ;
+  assign \$240  = l1_dw0_1_raw_s10[16] & \$239 ;
+  assign \$241  = ! l1_dw0_1_raw_s10[15:0];
+  assign \$242  = l1_dw0_1_raw_s10[16] & \$241 ;
   assign \$243  = \$242  & \floor$189 [0];
   assign \$244  = \$240  | \$243 ;
   assign \$245  = $signed(\floor$189 ) + $signed({ 1'h0, \$244  });
   assign \$246  = \above$192  ? 16'h7fff : \$245 [15:0];
   assign \t$194  = \below$193  ? 16'h8000 : \$246 ;
-  assign \$247  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$247  = ! l1_dw0_2_raw_s10[15:0];
   assign \$248  = ~ \$247 ;
-  assign \$249  = l1_dw0_2_raw_s13[16] & \$248 ;
-  assign \$250  = ! l1_dw0_2_raw_s13[15:0];
-  assign \$251  = l1_dw0_2_raw_s13[16] & \$250 ;
+  assign \$249  = l1_dw0_2_raw_s10[16] & \$248 ;
+  assign \$250  = ! l1_dw0_2_raw_s10[15:0];
+  assign \$251  = l1_dw0_2_raw_s10[16] & \$250 ;
   assign \$252  = \$251  & \floor$195 [0];
   assign \inc$197  = \$249  | \$252 ;
   assign \$253  = $signed(\floor$195 ) > $signed(16'h7fff);
@@ -3039,21 +2930,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$258  = ~ \inc$197 ;
   assign \$259  = \$257  & \$258 ;
   assign \below$199  = \$256  | \$259 ;
-  assign \$260  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$260  = ! l1_dw0_2_raw_s10[15:0];
   assign \$261  = ~ \$260 ;
-  assign \$262  = l1_dw0_2_raw_s13[16] & \$261 ;
-  assign \$263  = ! l1_dw0_2_raw_s13[15:0];
-  assign \$264  = l1_dw0_2_raw_s13[16] & \$263 ;
+  assign \$262  = l1_dw0_2_raw_s10[16] & \$261 ;
+  assign \$263  = ! l1_dw0_2_raw_s10[15:0];
+  assign \$264  = l1_dw0_2_raw_s10[16] & \$263 ;
   assign \$265  = \$264  & \floor$195 [0];
   assign \$266  = \$262  | \$265 ;
   assign \$267  = $signed(\floor$195 ) + $signed({ 1'h0, \$266  });
   assign \$268  = \above$198  ? 16'h7fff : \$267 [15:0];
   assign \t$200  = \below$199  ? 16'h8000 : \$268 ;
-  assign \$269  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$269  = ! l1_dw0_3_raw_s10[15:0];
   assign \$270  = ~ \$269 ;
-  assign \$271  = l1_dw0_3_raw_s13[16] & \$270 ;
-  assign \$272  = ! l1_dw0_3_raw_s13[15:0];
-  assign \$273  = l1_dw0_3_raw_s13[16] & \$272 ;
+  assign \$271  = l1_dw0_3_raw_s10[16] & \$270 ;
+  assign \$272  = ! l1_dw0_3_raw_s10[15:0];
+  assign \$273  = l1_dw0_3_raw_s10[16] & \$272 ;
   assign \$274  = \$273  & \floor$201 [0];
   assign \inc$203  = \$271  | \$274 ;
   assign \$275  = $signed(\floor$201 ) > $signed(16'h7fff);
@@ -3065,21 +2956,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$280  = ~ \inc$203 ;
   assign \$281  = \$279  & \$280 ;
   assign \below$205  = \$278  | \$281 ;
-  assign \$282  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$282  = ! l1_dw0_3_raw_s10[15:0];
   assign \$283  = ~ \$282 ;
-  assign \$284  = l1_dw0_3_raw_s13[16] & \$283 ;
-  assign \$285  = ! l1_dw0_3_raw_s13[15:0];
-  assign \$286  = l1_dw0_3_raw_s13[16] & \$285 ;
+  assign \$284  = l1_dw0_3_raw_s10[16] & \$283 ;
+  assign \$285  = ! l1_dw0_3_raw_s10[15:0];
+  assign \$286  = l1_dw0_3_raw_s10[16] & \$285 ;
   assign \$287  = \$286  & \floor$201 [0];
   assign \$288  = \$284  | \$287 ;
   assign \$289  = $signed(\floor$201 ) + $signed({ 1'h0, \$288  });
   assign \$290  = \above$204  ? 16'h7fff : \$289 [15:0];
   assign \t$206  = \below$205  ? 16'h8000 : \$290 ;
-  assign \$291  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$291  = ! l1_dw0_4_raw_s10[15:0];
   assign \$292  = ~ \$291 ;
-  assign \$293  = l1_dw0_4_raw_s13[16] & \$292 ;
-  assign \$294  = ! l1_dw0_4_raw_s13[15:0];
-  assign \$295  = l1_dw0_4_raw_s13[16] & \$294 ;
+  assign \$293  = l1_dw0_4_raw_s10[16] & \$292 ;
+  assign \$294  = ! l1_dw0_4_raw_s10[15:0];
+  assign \$295  = l1_dw0_4_raw_s10[16] & \$294 ;
   assign \$296  = \$295  & \floor$207 [0];
   assign \inc$209  = \$293  | \$296 ;
   assign \$297  = $signed(\floor$207 ) > $signed(16'h7fff);
@@ -3091,21 +2982,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$302  = ~ \inc$209 ;
   assign \$303  = \$301  & \$302 ;
   assign \below$211  = \$300  | \$303 ;
-  assign \$304  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$304  = ! l1_dw0_4_raw_s10[15:0];
   assign \$305  = ~ \$304 ;
-  assign \$306  = l1_dw0_4_raw_s13[16] & \$305 ;
-  assign \$307  = ! l1_dw0_4_raw_s13[15:0];
-  assign \$308  = l1_dw0_4_raw_s13[16] & \$307 ;
+  assign \$306  = l1_dw0_4_raw_s10[16] & \$305 ;
+  assign \$307  = ! l1_dw0_4_raw_s10[15:0];
+  assign \$308  = l1_dw0_4_raw_s10[16] & \$307 ;
   assign \$309  = \$308  & \floor$207 [0];
   assign \$310  = \$306  | \$309 ;
   assign \$311  = $signed(\floor$207 ) + $signed({ 1'h0, \$310  });
   assign \$312  = \above$210  ? 16'h7fff : \$311 [15:0];
   assign \t$212  = \below$211  ? 16'h8000 : \$312 ;
-  assign \$313  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$313  = ! l1_dw0_5_raw_s10[15:0];
   assign \$314  = ~ \$313 ;
-  assign \$315  = l1_dw0_5_raw_s13[16] & \$314 ;
-  assign \$316  = ! l1_dw0_5_raw_s13[15:0];
-  assign \$317  = l1_dw0_5_raw_s13[16] & \$316 ;
+  assign \$315  = l1_dw0_5_raw_s10[16] & \$314 ;
+  assign \$316  = ! l1_dw0_5_raw_s10[15:0];
+  assign \$317  = l1_dw0_5_raw_s10[16] & \$316 ;
   assign \$318  = \$317  & \floor$213 [0];
   assign \inc$215  = \$315  | \$318 ;
   assign \$319  = $signed(\floor$213 ) > $signed(16'h7fff);
@@ -3117,21 +3008,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$324  = ~ \inc$215 ;
   assign \$325  = \$323  & \$324 ;
   assign \below$217  = \$322  | \$325 ;
-  assign \$326  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$326  = ! l1_dw0_5_raw_s10[15:0];
   assign \$327  = ~ \$326 ;
-  assign \$328  = l1_dw0_5_raw_s13[16] & \$327 ;
-  assign \$329  = ! l1_dw0_5_raw_s13[15:0];
-  assign \$330  = l1_dw0_5_raw_s13[16] & \$329 ;
+  assign \$328  = l1_dw0_5_raw_s10[16] & \$327 ;
+  assign \$329  = ! l1_dw0_5_raw_s10[15:0];
+  assign \$330  = l1_dw0_5_raw_s10[16] & \$329 ;
   assign \$331  = \$330  & \floor$213 [0];
   assign \$332  = \$328  | \$331 ;
   assign \$333  = $signed(\floor$213 ) + $signed({ 1'h0, \$332  });
   assign \$334  = \above$216  ? 16'h7fff : \$333 [15:0];
   assign \t$218  = \below$217  ? 16'h8000 : \$334 ;
-  assign \$335  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$335  = ! l1_dw0_6_raw_s10[15:0];
   assign \$336  = ~ \$335 ;
-  assign \$337  = l1_dw0_6_raw_s13[16] & \$336 ;
-  assign \$338  = ! l1_dw0_6_raw_s13[15:0];
-  assign \$339  = l1_dw0_6_raw_s13[16] & \$338 ;
+  assign \$337  = l1_dw0_6_raw_s10[16] & \$336 ;
+  assign \$338  = ! l1_dw0_6_raw_s10[15:0];
+  assign \$339  = l1_dw0_6_raw_s10[16] & \$338 ;
   assign \$340  = \$339  & \floor$219 [0];
   assign \inc$221  = \$337  | \$340 ;
   assign \$341  = $signed(\floor$219 ) > $signed(16'h7fff);
@@ -3143,21 +3034,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$346  = ~ \inc$221 ;
   assign \$347  = \$345  & \$346 ;
   assign \below$223  = \$344  | \$347 ;
-  assign \$348  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$348  = ! l1_dw0_6_raw_s10[15:0];
   assign \$349  = ~ \$348 ;
-  assign \$350  = l1_dw0_6_raw_s13[16] & \$349 ;
-  assign \$351  = ! l1_dw0_6_raw_s13[15:0];
-  assign \$352  = l1_dw0_6_raw_s13[16] & \$351 ;
+  assign \$350  = l1_dw0_6_raw_s10[16] & \$349 ;
+  assign \$351  = ! l1_dw0_6_raw_s10[15:0];
+  assign \$352  = l1_dw0_6_raw_s10[16] & \$351 ;
   assign \$353  = \$352  & \floor$219 [0];
   assign \$354  = \$350  | \$353 ;
   assign \$355  = $signed(\floor$219 ) + $signed({ 1'h0, \$354  });
   assign \$356  = \above$222  ? 16'h7fff : \$355 [15:0];
   assign \t$224  = \below$223  ? 16'h8000 : \$356 ;
-  assign \$357  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$357  = ! l1_dw0_7_raw_s10[15:0];
   assign \$358  = ~ \$357 ;
-  assign \$359  = l1_dw0_7_raw_s13[16] & \$358 ;
-  assign \$360  = ! l1_dw0_7_raw_s13[15:0];
-  assign \$361  = l1_dw0_7_raw_s13[16] & \$360 ;
+  assign \$359  = l1_dw0_7_raw_s10[16] & \$358 ;
+  assign \$360  = ! l1_dw0_7_raw_s10[15:0];
+  assign \$361  = l1_dw0_7_raw_s10[16] & \$360 ;
   assign \$362  = \$361  & \floor$225 [0];
   assign \inc$227  = \$359  | \$362 ;
   assign \$363  = $signed(\floor$225 ) > $signed(16'h7fff);
@@ -3169,21 +3060,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$368  = ~ \inc$227 ;
   assign \$369  = \$367  & \$368 ;
   assign \below$229  = \$366  | \$369 ;
-  assign \$370  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$370  = ! l1_dw0_7_raw_s10[15:0];
   assign \$371  = ~ \$370 ;
-  assign \$372  = l1_dw0_7_raw_s13[16] & \$371 ;
-  assign \$373  = ! l1_dw0_7_raw_s13[15:0];
-  assign \$374  = l1_dw0_7_raw_s13[16] & \$373 ;
+  assign \$372  = l1_dw0_7_raw_s10[16] & \$371 ;
+  assign \$373  = ! l1_dw0_7_raw_s10[15:0];
+  assign \$374  = l1_dw0_7_raw_s10[16] & \$373 ;
   assign \$375  = \$374  & \floor$225 [0];
   assign \$376  = \$372  | \$375 ;
   assign \$377  = $signed(\floor$225 ) + $signed({ 1'h0, \$376  });
   assign \$378  = \above$228  ? 16'h7fff : \$377 [15:0];
   assign \t$230  = \below$229  ? 16'h8000 : \$378 ;
-  assign \$379  = ! err0_s12[3:0];
+  assign \$379  = ! err0_s9[3:0];
   assign \$380  = ~ \$379 ;
-  assign \$381  = err0_s12[4] & \$380 ;
-  assign \$382  = ! err0_s12[3:0];
-  assign \$383  = err0_s12[4] & \$382 ;
+  assign \$381  = err0_s9[4] & \$380 ;
+  assign \$382  = ! err0_s9[3:0];
+  assign \$383  = err0_s9[4] & \$382 ;
   assign \$384  = \$383  & \floor$231 [0];
   assign \inc$233  = \$381  | \$384 ;
   assign \$385  = $signed(\floor$231 ) > $signed(16'h7fff);
@@ -3195,11 +3086,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$390  = ~ \inc$233 ;
   assign \$391  = \$389  & \$390 ;
   assign \below$235  = \$388  | \$391 ;
-  assign \$392  = ! err0_s12[3:0];
+  assign \$392  = ! err0_s9[3:0];
   assign \$393  = ~ \$392 ;
-  assign \$394  = err0_s12[4] & \$393 ;
-  assign \$395  = ! err0_s12[3:0];
-  assign \$396  = err0_s12[4] & \$395 ;
+  assign \$394  = err0_s9[4] & \$393 ;
+  assign \$395  = ! err0_s9[3:0];
+  assign \$396  = err0_s9[4] & \$395 ;
   assign \$397  = \$396  & \floor$231 [0];
   assign \$398  = \$394  | \$397 ;
   assign \$399  = $signed(\floor$231 ) + $signed({ 1'h0, \$398  });
@@ -3413,11 +3304,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$575  = $signed(\floor$304 ) + $signed({ 1'h0, \$574  });
   assign \$576  = \above$306  ? 16'h7fff : \$575 [15:0];
   assign \t$308  = \below$307  ? 16'h8000 : \$576 ;
-  assign \$577  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$577  = ! l0_dw0_0_raw_s12[15:0];
   assign \$578  = ~ \$577 ;
-  assign \$579  = l0_dw0_0_raw_s15[16] & \$578 ;
-  assign \$580  = ! l0_dw0_0_raw_s15[15:0];
-  assign \$581  = l0_dw0_0_raw_s15[16] & \$580 ;
+  assign \$579  = l0_dw0_0_raw_s12[16] & \$578 ;
+  assign \$580  = ! l0_dw0_0_raw_s12[15:0];
+  assign \$581  = l0_dw0_0_raw_s12[16] & \$580 ;
   assign \$582  = \$581  & \floor$309 [0];
   assign \inc$311  = \$579  | \$582 ;
   assign \$583  = $signed(\floor$309 ) > $signed(16'h7fff);
@@ -3429,21 +3320,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$588  = ~ \inc$311 ;
   assign \$589  = \$587  & \$588 ;
   assign \below$313  = \$586  | \$589 ;
-  assign \$590  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$590  = ! l0_dw0_0_raw_s12[15:0];
   assign \$591  = ~ \$590 ;
-  assign \$592  = l0_dw0_0_raw_s15[16] & \$591 ;
-  assign \$593  = ! l0_dw0_0_raw_s15[15:0];
-  assign \$594  = l0_dw0_0_raw_s15[16] & \$593 ;
+  assign \$592  = l0_dw0_0_raw_s12[16] & \$591 ;
+  assign \$593  = ! l0_dw0_0_raw_s12[15:0];
+  assign \$594  = l0_dw0_0_raw_s12[16] & \$593 ;
   assign \$595  = \$594  & \floor$309 [0];
   assign \$596  = \$592  | \$595 ;
   assign \$597  = $signed(\floor$309 ) + $signed({ 1'h0, \$596  });
   assign \$598  = \above$312  ? 16'h7fff : \$597 [15:0];
   assign \t$314  = \below$313  ? 16'h8000 : \$598 ;
-  assign \$599  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$599  = ! l0_dw0_1_raw_s12[15:0];
   assign \$600  = ~ \$599 ;
-  assign \$601  = l0_dw0_1_raw_s15[16] & \$600 ;
-  assign \$602  = ! l0_dw0_1_raw_s15[15:0];
-  assign \$603  = l0_dw0_1_raw_s15[16] & \$602 ;
+  assign \$601  = l0_dw0_1_raw_s12[16] & \$600 ;
+  assign \$602  = ! l0_dw0_1_raw_s12[15:0];
+  assign \$603  = l0_dw0_1_raw_s12[16] & \$602 ;
   assign \$604  = \$603  & \floor$315 [0];
   assign \inc$317  = \$601  | \$604 ;
   assign \$605  = $signed(\floor$315 ) > $signed(16'h7fff);
@@ -3455,21 +3346,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$610  = ~ \inc$317 ;
   assign \$611  = \$609  & \$610 ;
   assign \below$319  = \$608  | \$611 ;
-  assign \$612  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$612  = ! l0_dw0_1_raw_s12[15:0];
   assign \$613  = ~ \$612 ;
-  assign \$614  = l0_dw0_1_raw_s15[16] & \$613 ;
-  assign \$615  = ! l0_dw0_1_raw_s15[15:0];
-  assign \$616  = l0_dw0_1_raw_s15[16] & \$615 ;
+  assign \$614  = l0_dw0_1_raw_s12[16] & \$613 ;
+  assign \$615  = ! l0_dw0_1_raw_s12[15:0];
+  assign \$616  = l0_dw0_1_raw_s12[16] & \$615 ;
   assign \$617  = \$616  & \floor$315 [0];
   assign \$618  = \$614  | \$617 ;
   assign \$619  = $signed(\floor$315 ) + $signed({ 1'h0, \$618  });
   assign \$620  = \above$318  ? 16'h7fff : \$619 [15:0];
   assign \t$320  = \below$319  ? 16'h8000 : \$620 ;
-  assign \$621  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$621  = ! l0_dw1_0_raw_s12[15:0];
   assign \$622  = ~ \$621 ;
-  assign \$623  = l0_dw1_0_raw_s15[16] & \$622 ;
-  assign \$624  = ! l0_dw1_0_raw_s15[15:0];
-  assign \$625  = l0_dw1_0_raw_s15[16] & \$624 ;
+  assign \$623  = l0_dw1_0_raw_s12[16] & \$622 ;
+  assign \$624  = ! l0_dw1_0_raw_s12[15:0];
+  assign \$625  = l0_dw1_0_raw_s12[16] & \$624 ;
   assign \$626  = \$625  & \floor$321 [0];
   assign \inc$323  = \$623  | \$626 ;
   assign \$627  = $signed(\floor$321 ) > $signed(16'h7fff);
@@ -3481,21 +3372,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$632  = ~ \inc$323 ;
   assign \$633  = \$631  & \$632 ;
   assign \below$325  = \$630  | \$633 ;
-  assign \$634  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$634  = ! l0_dw1_0_raw_s12[15:0];
   assign \$635  = ~ \$634 ;
-  assign \$636  = l0_dw1_0_raw_s15[16] & \$635 ;
-  assign \$637  = ! l0_dw1_0_raw_s15[15:0];
-  assign \$638  = l0_dw1_0_raw_s15[16] & \$637 ;
+  assign \$636  = l0_dw1_0_raw_s12[16] & \$635 ;
+  assign \$637  = ! l0_dw1_0_raw_s12[15:0];
+  assign \$638  = l0_dw1_0_raw_s12[16] & \$637 ;
   assign \$639  = \$638  & \floor$321 [0];
   assign \$640  = \$636  | \$639 ;
   assign \$641  = $signed(\floor$321 ) + $signed({ 1'h0, \$640  });
   assign \$642  = \above$324  ? 16'h7fff : \$641 [15:0];
   assign \t$326  = \below$325  ? 16'h8000 : \$642 ;
-  assign \$643  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$643  = ! l0_dw1_1_raw_s12[15:0];
   assign \$644  = ~ \$643 ;
-  assign \$645  = l0_dw1_1_raw_s15[16] & \$644 ;
-  assign \$646  = ! l0_dw1_1_raw_s15[15:0];
-  assign \$647  = l0_dw1_1_raw_s15[16] & \$646 ;
+  assign \$645  = l0_dw1_1_raw_s12[16] & \$644 ;
+  assign \$646  = ! l0_dw1_1_raw_s12[15:0];
+  assign \$647  = l0_dw1_1_raw_s12[16] & \$646 ;
   assign \$648  = \$647  & \floor$327 [0];
   assign \inc$329  = \$645  | \$648 ;
   assign \$649  = $signed(\floor$327 ) > $signed(16'h7fff);
@@ -3507,21 +3398,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$654  = ~ \inc$329 ;
   assign \$655  = \$653  & \$654 ;
   assign \below$331  = \$652  | \$655 ;
-  assign \$656  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$656  = ! l0_dw1_1_raw_s12[15:0];
   assign \$657  = ~ \$656 ;
-  assign \$658  = l0_dw1_1_raw_s15[16] & \$657 ;
-  assign \$659  = ! l0_dw1_1_raw_s15[15:0];
-  assign \$660  = l0_dw1_1_raw_s15[16] & \$659 ;
+  assign \$658  = l0_dw1_1_raw_s12[16] & \$657 ;
+  assign \$659  = ! l0_dw1_1_raw_s12[15:0];
+  assign \$660  = l0_dw1_1_raw_s12[16] & \$659 ;
   assign \$661  = \$660  & \floor$327 [0];
   assign \$662  = \$658  | \$661 ;
   assign \$663  = $signed(\floor$327 ) + $signed({ 1'h0, \$662  });
   assign \$664  = \above$330  ? 16'h7fff : \$663 [15:0];
   assign \t$332  = \below$331  ? 16'h8000 : \$664 ;
-  assign \$665  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$665  = ! l0_dw2_0_raw_s12[15:0];
   assign \$666  = ~ \$665 ;
-  assign \$667  = l0_dw2_0_raw_s15[16] & \$666 ;
-  assign \$668  = ! l0_dw2_0_raw_s15[15:0];
-  assign \$669  = l0_dw2_0_raw_s15[16] & \$668 ;
+  assign \$667  = l0_dw2_0_raw_s12[16] & \$666 ;
+  assign \$668  = ! l0_dw2_0_raw_s12[15:0];
+  assign \$669  = l0_dw2_0_raw_s12[16] & \$668 ;
   assign \$670  = \$669  & \floor$333 [0];
   assign \inc$335  = \$667  | \$670 ;
   assign \$671  = $signed(\floor$333 ) > $signed(16'h7fff);
@@ -3533,21 +3424,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$676  = ~ \inc$335 ;
   assign \$677  = \$675  & \$676 ;
   assign \below$337  = \$674  | \$677 ;
-  assign \$678  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$678  = ! l0_dw2_0_raw_s12[15:0];
   assign \$679  = ~ \$678 ;
-  assign \$680  = l0_dw2_0_raw_s15[16] & \$679 ;
-  assign \$681  = ! l0_dw2_0_raw_s15[15:0];
-  assign \$682  = l0_dw2_0_raw_s15[16] & \$681 ;
+  assign \$680  = l0_dw2_0_raw_s12[16] & \$679 ;
+  assign \$681  = ! l0_dw2_0_raw_s12[15:0];
+  assign \$682  = l0_dw2_0_raw_s12[16] & \$681 ;
   assign \$683  = \$682  & \floor$333 [0];
   assign \$684  = \$680  | \$683 ;
   assign \$685  = $signed(\floor$333 ) + $signed({ 1'h0, \$684  });
   assign \$686  = \above$336  ? 16'h7fff : \$685 [15:0];
   assign \t$338  = \below$337  ? 16'h8000 : \$686 ;
-  assign \$687  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$687  = ! l0_dw2_1_raw_s12[15:0];
   assign \$688  = ~ \$687 ;
-  assign \$689  = l0_dw2_1_raw_s15[16] & \$688 ;
-  assign \$690  = ! l0_dw2_1_raw_s15[15:0];
-  assign \$691  = l0_dw2_1_raw_s15[16] & \$690 ;
+  assign \$689  = l0_dw2_1_raw_s12[16] & \$688 ;
+  assign \$690  = ! l0_dw2_1_raw_s12[15:0];
+  assign \$691  = l0_dw2_1_raw_s12[16] & \$690 ;
   assign \$692  = \$691  & \floor$339 [0];
   assign \inc$341  = \$689  | \$692 ;
   assign \$693  = $signed(\floor$339 ) > $signed(16'h7fff);
@@ -3559,21 +3450,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$698  = ~ \inc$341 ;
   assign \$699  = \$697  & \$698 ;
   assign \below$343  = \$696  | \$699 ;
-  assign \$700  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$700  = ! l0_dw2_1_raw_s12[15:0];
   assign \$701  = ~ \$700 ;
-  assign \$702  = l0_dw2_1_raw_s15[16] & \$701 ;
-  assign \$703  = ! l0_dw2_1_raw_s15[15:0];
-  assign \$704  = l0_dw2_1_raw_s15[16] & \$703 ;
+  assign \$702  = l0_dw2_1_raw_s12[16] & \$701 ;
+  assign \$703  = ! l0_dw2_1_raw_s12[15:0];
+  assign \$704  = l0_dw2_1_raw_s12[16] & \$703 ;
   assign \$705  = \$704  & \floor$339 [0];
   assign \$706  = \$702  | \$705 ;
   assign \$707  = $signed(\floor$339 ) + $signed({ 1'h0, \$706  });
   assign \$708  = \above$342  ? 16'h7fff : \$707 [15:0];
   assign \t$344  = \below$343  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$709  = ! l0_dw3_0_raw_s12[15:0];
   assign \$710  = ~ \$709 ;
-  assign \$711  = l0_dw3_0_raw_s15[16] & \$710 ;
-  assign \$712  = ! l0_dw3_0_raw_s15[15:0];
-  assign \$713  = l0_dw3_0_raw_s15[16] & \$712 ;
+  assign \$711  = l0_dw3_0_raw_s12[16] & \$710 ;
+  assign \$712  = ! l0_dw3_0_raw_s12[15:0];
+  assign \$713  = l0_dw3_0_raw_s12[16] & \$712 ;
   assign \$714  = \$713  & \floor$345 [0];
   assign \inc$347  = \$711  | \$714 ;
   assign \$715  = $signed(\floor$345 ) > $signed(16'h7fff);
@@ -3585,21 +3476,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$720  = ~ \inc$347 ;
   assign \$721  = \$719  & \$720 ;
   assign \below$349  = \$718  | \$721 ;
-  assign \$722  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$722  = ! l0_dw3_0_raw_s12[15:0];
   assign \$723  = ~ \$722 ;
-  assign \$724  = l0_dw3_0_raw_s15[16] & \$723 ;
-  assign \$725  = ! l0_dw3_0_raw_s15[15:0];
-  assign \$726  = l0_dw3_0_raw_s15[16] & \$725 ;
+  assign \$724  = l0_dw3_0_raw_s12[16] & \$723 ;
+  assign \$725  = ! l0_dw3_0_raw_s12[15:0];
+  assign \$726  = l0_dw3_0_raw_s12[16] & \$725 ;
   assign \$727  = \$726  & \floor$345 [0];
   assign \$728  = \$724  | \$727 ;
   assign \$729  = $signed(\floor$345 ) + $signed({ 1'h0, \$728  });
   assign \$730  = \above$348  ? 16'h7fff : \$729 [15:0];
   assign \t$350  = \below$349  ? 16'h8000 : \$730 ;
-  assign \$731  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$731  = ! l0_dw3_1_raw_s12[15:0];
   assign \$732  = ~ \$731 ;
-  assign \$733  = l0_dw3_1_raw_s15[16] & \$732 ;
-  assign \$734  = ! l0_dw3_1_raw_s15[15:0];
-  assign \$735  = l0_dw3_1_raw_s15[16] & \$734 ;
+  assign \$733  = l0_dw3_1_raw_s12[16] & \$732 ;
+  assign \$734  = ! l0_dw3_1_raw_s12[15:0];
+  assign \$735  = l0_dw3_1_raw_s12[16] & \$734 ;
   assign \$736  = \$735  & \floor$351 [0];
   assign \inc$353  = \$733  | \$736 ;
   assign \$737  = $signed(\floor$351 ) > $signed(16'h7fff);
@@ -3611,21 +3502,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$742  = ~ \inc$353 ;
   assign \$743  = \$741  & \$742 ;
   assign \below$355  = \$740  | \$743 ;
-  assign \$744  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$744  = ! l0_dw3_1_raw_s12[15:0];
   assign \$745  = ~ \$744 ;
-  assign \$746  = l0_dw3_1_raw_s15[16] & \$745 ;
-  assign \$747  = ! l0_dw3_1_raw_s15[15:0];
-  assign \$748  = l0_dw3_1_raw_s15[16] & \$747 ;
+  assign \$746  = l0_dw3_1_raw_s12[16] & \$745 ;
+  assign \$747  = ! l0_dw3_1_raw_s12[15:0];
+  assign \$748  = l0_dw3_1_raw_s12[16] & \$747 ;
   assign \$749  = \$748  & \floor$351 [0];
   assign \$750  = \$746  | \$749 ;
   assign \$751  = $signed(\floor$351 ) + $signed({ 1'h0, \$750  });
   assign \$752  = \above$354  ? 16'h7fff : \$751 [15:0];
   assign \t$356  = \below$355  ? 16'h8000 : \$752 ;
-  assign \$753  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$753  = ! l0_dw4_0_raw_s12[15:0];
   assign \$754  = ~ \$753 ;
-  assign \$755  = l0_dw4_0_raw_s15[16] & \$754 ;
-  assign \$756  = ! l0_dw4_0_raw_s15[15:0];
-  assign \$757  = l0_dw4_0_raw_s15[16] & \$756 ;
+  assign \$755  = l0_dw4_0_raw_s12[16] & \$754 ;
+  assign \$756  = ! l0_dw4_0_raw_s12[15:0];
+  assign \$757  = l0_dw4_0_raw_s12[16] & \$756 ;
   assign \$758  = \$757  & \floor$357 [0];
   assign \inc$359  = \$755  | \$758 ;
   assign \$759  = $signed(\floor$357 ) > $signed(16'h7fff);
@@ -3637,21 +3528,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$764  = ~ \inc$359 ;
   assign \$765  = \$763  & \$764 ;
   assign \below$361  = \$762  | \$765 ;
-  assign \$766  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$766  = ! l0_dw4_0_raw_s12[15:0];
   assign \$767  = ~ \$766 ;
-  assign \$768  = l0_dw4_0_raw_s15[16] & \$767 ;
-  assign \$769  = ! l0_dw4_0_raw_s15[15:0];
-  assign \$770  = l0_dw4_0_raw_s15[16] & \$769 ;
+  assign \$768  = l0_dw4_0_raw_s12[16] & \$767 ;
+  assign \$769  = ! l0_dw4_0_raw_s12[15:0];
+  assign \$770  = l0_dw4_0_raw_s12[16] & \$769 ;
   assign \$771  = \$770  & \floor$357 [0];
   assign \$772  = \$768  | \$771 ;
   assign \$773  = $signed(\floor$357 ) + $signed({ 1'h0, \$772  });
   assign \$774  = \above$360  ? 16'h7fff : \$773 [15:0];
   assign \t$362  = \below$361  ? 16'h8000 : \$774 ;
-  assign \$775  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$775  = ! l0_dw4_1_raw_s12[15:0];
   assign \$776  = ~ \$775 ;
-  assign \$777  = l0_dw4_1_raw_s15[16] & \$776 ;
-  assign \$778  = ! l0_dw4_1_raw_s15[15:0];
-  assign \$779  = l0_dw4_1_raw_s15[16] & \$778 ;
+  assign \$777  = l0_dw4_1_raw_s12[16] & \$776 ;
+  assign \$778  = ! l0_dw4_1_raw_s12[15:0];
+  assign \$779  = l0_dw4_1_raw_s12[16] & \$778 ;
   assign \$780  = \$779  & \floor$363 [0];
   assign \inc$365  = \$777  | \$780 ;
   assign \$781  = $signed(\floor$363 ) > $signed(16'h7fff);
@@ -3663,21 +3554,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$786  = ~ \inc$365 ;
   assign \$787  = \$785  & \$786 ;
   assign \below$367  = \$784  | \$787 ;
-  assign \$788  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$788  = ! l0_dw4_1_raw_s12[15:0];
   assign \$789  = ~ \$788 ;
-  assign \$790  = l0_dw4_1_raw_s15[16] & \$789 ;
-  assign \$791  = ! l0_dw4_1_raw_s15[15:0];
-  assign \$792  = l0_dw4_1_raw_s15[16] & \$791 ;
+  assign \$790  = l0_dw4_1_raw_s12[16] & \$789 ;
+  assign \$791  = ! l0_dw4_1_raw_s12[15:0];
+  assign \$792  = l0_dw4_1_raw_s12[16] & \$791 ;
   assign \$793  = \$792  & \floor$363 [0];
   assign \$794  = \$790  | \$793 ;
   assign \$795  = $signed(\floor$363 ) + $signed({ 1'h0, \$794  });
   assign \$796  = \above$366  ? 16'h7fff : \$795 [15:0];
   assign \t$368  = \below$367  ? 16'h8000 : \$796 ;
-  assign \$797  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$797  = ! l0_dw5_0_raw_s12[15:0];
   assign \$798  = ~ \$797 ;
-  assign \$799  = l0_dw5_0_raw_s15[16] & \$798 ;
-  assign \$800  = ! l0_dw5_0_raw_s15[15:0];
-  assign \$801  = l0_dw5_0_raw_s15[16] & \$800 ;
+  assign \$799  = l0_dw5_0_raw_s12[16] & \$798 ;
+  assign \$800  = ! l0_dw5_0_raw_s12[15:0];
+  assign \$801  = l0_dw5_0_raw_s12[16] & \$800 ;
   assign \$802  = \$801  & \floor$369 [0];
   assign \inc$371  = \$799  | \$802 ;
   assign \$803  = $signed(\floor$369 ) > $signed(16'h7fff);
@@ -3689,21 +3580,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$808  = ~ \inc$371 ;
   assign \$809  = \$807  & \$808 ;
   assign \below$373  = \$806  | \$809 ;
-  assign \$810  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$810  = ! l0_dw5_0_raw_s12[15:0];
   assign \$811  = ~ \$810 ;
-  assign \$812  = l0_dw5_0_raw_s15[16] & \$811 ;
-  assign \$813  = ! l0_dw5_0_raw_s15[15:0];
-  assign \$814  = l0_dw5_0_raw_s15[16] & \$813 ;
+  assign \$812  = l0_dw5_0_raw_s12[16] & \$811 ;
+  assign \$813  = ! l0_dw5_0_raw_s12[15:0];
+  assign \$814  = l0_dw5_0_raw_s12[16] & \$813 ;
   assign \$815  = \$814  & \floor$369 [0];
   assign \$816  = \$812  | \$815 ;
   assign \$817  = $signed(\floor$369 ) + $signed({ 1'h0, \$816  });
   assign \$818  = \above$372  ? 16'h7fff : \$817 [15:0];
   assign \t$374  = \below$373  ? 16'h8000 : \$818 ;
-  assign \$819  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$819  = ! l0_dw5_1_raw_s12[15:0];
   assign \$820  = ~ \$819 ;
-  assign \$821  = l0_dw5_1_raw_s15[16] & \$820 ;
-  assign \$822  = ! l0_dw5_1_raw_s15[15:0];
-  assign \$823  = l0_dw5_1_raw_s15[16] & \$822 ;
+  assign \$821  = l0_dw5_1_raw_s12[16] & \$820 ;
+  assign \$822  = ! l0_dw5_1_raw_s12[15:0];
+  assign \$823  = l0_dw5_1_raw_s12[16] & \$822 ;
   assign \$824  = \$823  & \floor$375 [0];
   assign \inc$377  = \$821  | \$824 ;
   assign \$825  = $signed(\floor$375 ) > $signed(16'h7fff);
@@ -3715,21 +3606,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$830  = ~ \inc$377 ;
   assign \$831  = \$829  & \$830 ;
   assign \below$379  = \$828  | \$831 ;
-  assign \$832  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$832  = ! l0_dw5_1_raw_s12[15:0];
   assign \$833  = ~ \$832 ;
-  assign \$834  = l0_dw5_1_raw_s15[16] & \$833 ;
-  assign \$835  = ! l0_dw5_1_raw_s15[15:0];
-  assign \$836  = l0_dw5_1_raw_s15[16] & \$835 ;
+  assign \$834  = l0_dw5_1_raw_s12[16] & \$833 ;
+  assign \$835  = ! l0_dw5_1_raw_s12[15:0];
+  assign \$836  = l0_dw5_1_raw_s12[16] & \$835 ;
   assign \$837  = \$836  & \floor$375 [0];
   assign \$838  = \$834  | \$837 ;
   assign \$839  = $signed(\floor$375 ) + $signed({ 1'h0, \$838  });
   assign \$840  = \above$378  ? 16'h7fff : \$839 [15:0];
   assign \t$380  = \below$379  ? 16'h8000 : \$840 ;
-  assign \$841  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$841  = ! l0_dw6_0_raw_s12[15:0];
   assign \$842  = ~ \$841 ;
-  assign \$843  = l0_dw6_0_raw_s15[16] & \$842 ;
-  assign \$844  = ! l0_dw6_0_raw_s15[15:0];
-  assign \$845  = l0_dw6_0_raw_s15[16] & \$844 ;
+  assign \$843  = l0_dw6_0_raw_s12[16] & \$842 ;
+  assign \$844  = ! l0_dw6_0_raw_s12[15:0];
+  assign \$845  = l0_dw6_0_raw_s12[16] & \$844 ;
   assign \$846  = \$845  & \floor$381 [0];
   assign \inc$383  = \$843  | \$846 ;
   assign \$847  = $signed(\floor$381 ) > $signed(16'h7fff);
@@ -3741,21 +3632,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$852  = ~ \inc$383 ;
   assign \$853  = \$851  & \$852 ;
   assign \below$385  = \$850  | \$853 ;
-  assign \$854  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$854  = ! l0_dw6_0_raw_s12[15:0];
   assign \$855  = ~ \$854 ;
-  assign \$856  = l0_dw6_0_raw_s15[16] & \$855 ;
-  assign \$857  = ! l0_dw6_0_raw_s15[15:0];
-  assign \$858  = l0_dw6_0_raw_s15[16] & \$857 ;
+  assign \$856  = l0_dw6_0_raw_s12[16] & \$855 ;
+  assign \$857  = ! l0_dw6_0_raw_s12[15:0];
+  assign \$858  = l0_dw6_0_raw_s12[16] & \$857 ;
   assign \$859  = \$858  & \floor$381 [0];
   assign \$860  = \$856  | \$859 ;
   assign \$861  = $signed(\floor$381 ) + $signed({ 1'h0, \$860  });
   assign \$862  = \above$384  ? 16'h7fff : \$861 [15:0];
   assign \t$386  = \below$385  ? 16'h8000 : \$862 ;
-  assign \$863  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$863  = ! l0_dw6_1_raw_s12[15:0];
   assign \$864  = ~ \$863 ;
-  assign \$865  = l0_dw6_1_raw_s15[16] & \$864 ;
-  assign \$866  = ! l0_dw6_1_raw_s15[15:0];
-  assign \$867  = l0_dw6_1_raw_s15[16] & \$866 ;
+  assign \$865  = l0_dw6_1_raw_s12[16] & \$864 ;
+  assign \$866  = ! l0_dw6_1_raw_s12[15:0];
+  assign \$867  = l0_dw6_1_raw_s12[16] & \$866 ;
   assign \$868  = \$867  & \floor$387 [0];
   assign \inc$389  = \$865  | \$868 ;
   assign \$869  = $signed(\floor$387 ) > $signed(16'h7fff);
@@ -3767,21 +3658,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$874  = ~ \inc$389 ;
   assign \$875  = \$873  & \$874 ;
   assign \below$391  = \$872  | \$875 ;
-  assign \$876  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$876  = ! l0_dw6_1_raw_s12[15:0];
   assign \$877  = ~ \$876 ;
-  assign \$878  = l0_dw6_1_raw_s15[16] & \$877 ;
-  assign \$879  = ! l0_dw6_1_raw_s15[15:0];
-  assign \$880  = l0_dw6_1_raw_s15[16] & \$879 ;
+  assign \$878  = l0_dw6_1_raw_s12[16] & \$877 ;
+  assign \$879  = ! l0_dw6_1_raw_s12[15:0];
+  assign \$880  = l0_dw6_1_raw_s12[16] & \$879 ;
   assign \$881  = \$880  & \floor$387 [0];
   assign \$882  = \$878  | \$881 ;
   assign \$883  = $signed(\floor$387 ) + $signed({ 1'h0, \$882  });
   assign \$884  = \above$390  ? 16'h7fff : \$883 [15:0];
   assign \t$392  = \below$391  ? 16'h8000 : \$884 ;
-  assign \$885  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$885  = ! l0_dw7_0_raw_s12[15:0];
   assign \$886  = ~ \$885 ;
-  assign \$887  = l0_dw7_0_raw_s15[16] & \$886 ;
-  assign \$888  = ! l0_dw7_0_raw_s15[15:0];
-  assign \$889  = l0_dw7_0_raw_s15[16] & \$888 ;
+  assign \$887  = l0_dw7_0_raw_s12[16] & \$886 ;
+  assign \$888  = ! l0_dw7_0_raw_s12[15:0];
+  assign \$889  = l0_dw7_0_raw_s12[16] & \$888 ;
   assign \$890  = \$889  & \floor$393 [0];
   assign \inc$395  = \$887  | \$890 ;
   assign \$891  = $signed(\floor$393 ) > $signed(16'h7fff);
@@ -3793,21 +3684,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$896  = ~ \inc$395 ;
   assign \$897  = \$895  & \$896 ;
   assign \below$397  = \$894  | \$897 ;
-  assign \$898  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$898  = ! l0_dw7_0_raw_s12[15:0];
   assign \$899  = ~ \$898 ;
-  assign \$900  = l0_dw7_0_raw_s15[16] & \$899 ;
-  assign \$901  = ! l0_dw7_0_raw_s15[15:0];
-  assign \$902  = l0_dw7_0_raw_s15[16] & \$901 ;
+  assign \$900  = l0_dw7_0_raw_s12[16] & \$899 ;
+  assign \$901  = ! l0_dw7_0_raw_s12[15:0];
+  assign \$902  = l0_dw7_0_raw_s12[16] & \$901 ;
   assign \$903  = \$902  & \floor$393 [0];
   assign \$904  = \$900  | \$903 ;
   assign \$905  = $signed(\floor$393 ) + $signed({ 1'h0, \$904  });
   assign \$906  = \above$396  ? 16'h7fff : \$905 [15:0];
   assign \t$398  = \below$397  ? 16'h8000 : \$906 ;
-  assign \$907  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$907  = ! l0_dw7_1_raw_s12[15:0];
   assign \$908  = ~ \$907 ;
-  assign \$909  = l0_dw7_1_raw_s15[16] & \$908 ;
-  assign \$910  = ! l0_dw7_1_raw_s15[15:0];
-  assign \$911  = l0_dw7_1_raw_s15[16] & \$910 ;
+  assign \$909  = l0_dw7_1_raw_s12[16] & \$908 ;
+  assign \$910  = ! l0_dw7_1_raw_s12[15:0];
+  assign \$911  = l0_dw7_1_raw_s12[16] & \$910 ;
   assign \$912  = \$911  & \floor$399 [0];
   assign \inc$401  = \$909  | \$912 ;
   assign \$913  = $signed(\floor$399 ) > $signed(16'h7fff);
@@ -3819,21 +3710,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$918  = ~ \inc$401 ;
   assign \$919  = \$917  & \$918 ;
   assign \below$403  = \$916  | \$919 ;
-  assign \$920  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$920  = ! l0_dw7_1_raw_s12[15:0];
   assign \$921  = ~ \$920 ;
-  assign \$922  = l0_dw7_1_raw_s15[16] & \$921 ;
-  assign \$923  = ! l0_dw7_1_raw_s15[15:0];
-  assign \$924  = l0_dw7_1_raw_s15[16] & \$923 ;
+  assign \$922  = l0_dw7_1_raw_s12[16] & \$921 ;
+  assign \$923  = ! l0_dw7_1_raw_s12[15:0];
+  assign \$924  = l0_dw7_1_raw_s12[16] & \$923 ;
   assign \$925  = \$924  & \floor$399 [0];
   assign \$926  = \$922  | \$925 ;
   assign \$927  = $signed(\floor$399 ) + $signed({ 1'h0, \$926  });
   assign \$928  = \above$402  ? 16'h7fff : \$927 [15:0];
   assign \t$404  = \below$403  ? 16'h8000 : \$928 ;
-  assign \$929  = ! l0_err0_s14[3:0];
+  assign \$929  = ! l0_err0_s11[3:0];
   assign \$930  = ~ \$929 ;
-  assign \$931  = l0_err0_s14[4] & \$930 ;
-  assign \$932  = ! l0_err0_s14[3:0];
-  assign \$933  = l0_err0_s14[4] & \$932 ;
+  assign \$931  = l0_err0_s11[4] & \$930 ;
+  assign \$932  = ! l0_err0_s11[3:0];
+  assign \$933  = l0_err0_s11[4] & \$932 ;
   assign \$934  = \$933  & \floor$405 [0];
   assign \inc$407  = \$931  | \$934 ;
   assign \$935  = $signed(\floor$405 ) > $signed(16'h7fff);
@@ -3845,21 +3736,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$940  = ~ \inc$407 ;
   assign \$941  = \$939  & \$940 ;
   assign \below$409  = \$938  | \$941 ;
-  assign \$942  = ! l0_err0_s14[3:0];
+  assign \$942  = ! l0_err0_s11[3:0];
   assign \$943  = ~ \$942 ;
-  assign \$944  = l0_err0_s14[4] & \$943 ;
-  assign \$945  = ! l0_err0_s14[3:0];
-  assign \$946  = l0_err0_s14[4] & \$945 ;
+  assign \$944  = l0_err0_s11[4] & \$943 ;
+  assign \$945  = ! l0_err0_s11[3:0];
+  assign \$946  = l0_err0_s11[4] & \$945 ;
   assign \$947  = \$946  & \floor$405 [0];
   assign \$948  = \$944  | \$947 ;
   assign \$949  = $signed(\floor$405 ) + $signed({ 1'h0, \$948  });
   assign \$950  = \above$408  ? 16'h7fff : \$949 [15:0];
   assign \t$410  = \below$409  ? 16'h8000 : \$950 ;
-  assign \$951  = ! l0_err1_s14[3:0];
+  assign \$951  = ! l0_err1_s11[3:0];
   assign \$952  = ~ \$951 ;
-  assign \$953  = l0_err1_s14[4] & \$952 ;
-  assign \$954  = ! l0_err1_s14[3:0];
-  assign \$955  = l0_err1_s14[4] & \$954 ;
+  assign \$953  = l0_err1_s11[4] & \$952 ;
+  assign \$954  = ! l0_err1_s11[3:0];
+  assign \$955  = l0_err1_s11[4] & \$954 ;
   assign \$956  = \$955  & \floor$411 [0];
   assign \inc$413  = \$953  | \$956 ;
   assign \$957  = $signed(\floor$411 ) > $signed(16'h7fff);
@@ -3871,21 +3762,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$962  = ~ \inc$413 ;
   assign \$963  = \$961  & \$962 ;
   assign \below$415  = \$960  | \$963 ;
-  assign \$964  = ! l0_err1_s14[3:0];
+  assign \$964  = ! l0_err1_s11[3:0];
   assign \$965  = ~ \$964 ;
-  assign \$966  = l0_err1_s14[4] & \$965 ;
-  assign \$967  = ! l0_err1_s14[3:0];
-  assign \$968  = l0_err1_s14[4] & \$967 ;
+  assign \$966  = l0_err1_s11[4] & \$965 ;
+  assign \$967  = ! l0_err1_s11[3:0];
+  assign \$968  = l0_err1_s11[4] & \$967 ;
   assign \$969  = \$968  & \floor$411 [0];
   assign \$970  = \$966  | \$969 ;
   assign \$971  = $signed(\floor$411 ) + $signed({ 1'h0, \$970  });
   assign \$972  = \above$414  ? 16'h7fff : \$971 [15:0];
   assign \t$416  = \below$415  ? 16'h8000 : \$972 ;
-  assign \$973  = ! l0_err2_s14[3:0];
+  assign \$973  = ! l0_err2_s11[3:0];
   assign \$974  = ~ \$973 ;
-  assign \$975  = l0_err2_s14[4] & \$974 ;
-  assign \$976  = ! l0_err2_s14[3:0];
-  assign \$977  = l0_err2_s14[4] & \$976 ;
+  assign \$975  = l0_err2_s11[4] & \$974 ;
+  assign \$976  = ! l0_err2_s11[3:0];
+  assign \$977  = l0_err2_s11[4] & \$976 ;
   assign \$978  = \$977  & \floor$417 [0];
   assign \inc$419  = \$975  | \$978 ;
   assign \$979  = $signed(\floor$417 ) > $signed(16'h7fff);
@@ -3897,21 +3788,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$984  = ~ \inc$419 ;
   assign \$985  = \$983  & \$984 ;
   assign \below$421  = \$982  | \$985 ;
-  assign \$986  = ! l0_err2_s14[3:0];
+  assign \$986  = ! l0_err2_s11[3:0];
   assign \$987  = ~ \$986 ;
-  assign \$988  = l0_err2_s14[4] & \$987 ;
-  assign \$989  = ! l0_err2_s14[3:0];
-  assign \$990  = l0_err2_s14[4] & \$989 ;
+  assign \$988  = l0_err2_s11[4] & \$987 ;
+  assign \$989  = ! l0_err2_s11[3:0];
+  assign \$990  = l0_err2_s11[4] & \$989 ;
   assign \$991  = \$990  & \floor$417 [0];
   assign \$992  = \$988  | \$991 ;
   assign \$993  = $signed(\floor$417 ) + $signed({ 1'h0, \$992  });
   assign \$994  = \above$420  ? 16'h7fff : \$993 [15:0];
   assign \t$422  = \below$421  ? 16'h8000 : \$994 ;
-  assign \$995  = ! l0_err3_s14[3:0];
+  assign \$995  = ! l0_err3_s11[3:0];
   assign \$996  = ~ \$995 ;
-  assign \$997  = l0_err3_s14[4] & \$996 ;
-  assign \$998  = ! l0_err3_s14[3:0];
-  assign \$999  = l0_err3_s14[4] & \$998 ;
+  assign \$997  = l0_err3_s11[4] & \$996 ;
+  assign \$998  = ! l0_err3_s11[3:0];
+  assign \$999  = l0_err3_s11[4] & \$998 ;
   assign \$1000  = \$999  & \floor$423 [0];
   assign \inc$425  = \$997  | \$1000 ;
   assign \$1001  = $signed(\floor$423 ) > $signed(16'h7fff);
@@ -3923,21 +3814,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1006  = ~ \inc$425 ;
   assign \$1007  = \$1005  & \$1006 ;
   assign \below$427  = \$1004  | \$1007 ;
-  assign \$1008  = ! l0_err3_s14[3:0];
+  assign \$1008  = ! l0_err3_s11[3:0];
   assign \$1009  = ~ \$1008 ;
-  assign \$1010  = l0_err3_s14[4] & \$1009 ;
-  assign \$1011  = ! l0_err3_s14[3:0];
-  assign \$1012  = l0_err3_s14[4] & \$1011 ;
+  assign \$1010  = l0_err3_s11[4] & \$1009 ;
+  assign \$1011  = ! l0_err3_s11[3:0];
+  assign \$1012  = l0_err3_s11[4] & \$1011 ;
   assign \$1013  = \$1012  & \floor$423 [0];
   assign \$1014  = \$1010  | \$1013 ;
   assign \$1015  = $signed(\floor$423 ) + $signed({ 1'h0, \$1014  });
   assign \$1016  = \above$426  ? 16'h7fff : \$1015 [15:0];
   assign \t$428  = \below$427  ? 16'h8000 : \$1016 ;
-  assign \$1017  = ! l0_err4_s14[3:0];
+  assign \$1017  = ! l0_err4_s11[3:0];
   assign \$1018  = ~ \$1017 ;
-  assign \$1019  = l0_err4_s14[4] & \$1018 ;
-  assign \$1020  = ! l0_err4_s14[3:0];
-  assign \$1021  = l0_err4_s14[4] & \$1020 ;
+  assign \$1019  = l0_err4_s11[4] & \$1018 ;
+  assign \$1020  = ! l0_err4_s11[3:0];
+  assign \$1021  = l0_err4_s11[4] & \$1020 ;
   assign \$1022  = \$1021  & \floor$429 [0];
   assign \inc$431  = \$1019  | \$1022 ;
   assign \$1023  = $signed(\floor$429 ) > $signed(16'h7fff);
@@ -3949,21 +3840,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1028  = ~ \inc$431 ;
   assign \$1029  = \$1027  & \$1028 ;
   assign \below$433  = \$1026  | \$1029 ;
-  assign \$1030  = ! l0_err4_s14[3:0];
+  assign \$1030  = ! l0_err4_s11[3:0];
   assign \$1031  = ~ \$1030 ;
-  assign \$1032  = l0_err4_s14[4] & \$1031 ;
-  assign \$1033  = ! l0_err4_s14[3:0];
-  assign \$1034  = l0_err4_s14[4] & \$1033 ;
+  assign \$1032  = l0_err4_s11[4] & \$1031 ;
+  assign \$1033  = ! l0_err4_s11[3:0];
+  assign \$1034  = l0_err4_s11[4] & \$1033 ;
   assign \$1035  = \$1034  & \floor$429 [0];
   assign \$1036  = \$1032  | \$1035 ;
   assign \$1037  = $signed(\floor$429 ) + $signed({ 1'h0, \$1036  });
   assign \$1038  = \above$432  ? 16'h7fff : \$1037 [15:0];
   assign \t$434  = \below$433  ? 16'h8000 : \$1038 ;
-  assign \$1039  = ! l0_err5_s14[3:0];
+  assign \$1039  = ! l0_err5_s11[3:0];
   assign \$1040  = ~ \$1039 ;
-  assign \$1041  = l0_err5_s14[4] & \$1040 ;
-  assign \$1042  = ! l0_err5_s14[3:0];
-  assign \$1043  = l0_err5_s14[4] & \$1042 ;
+  assign \$1041  = l0_err5_s11[4] & \$1040 ;
+  assign \$1042  = ! l0_err5_s11[3:0];
+  assign \$1043  = l0_err5_s11[4] & \$1042 ;
   assign \$1044  = \$1043  & \floor$435 [0];
   assign \inc$437  = \$1041  | \$1044 ;
   assign \$1045  = $signed(\floor$435 ) > $signed(16'h7fff);
@@ -3975,21 +3866,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1050  = ~ \inc$437 ;
   assign \$1051  = \$1049  & \$1050 ;
   assign \below$439  = \$1048  | \$1051 ;
-  assign \$1052  = ! l0_err5_s14[3:0];
+  assign \$1052  = ! l0_err5_s11[3:0];
   assign \$1053  = ~ \$1052 ;
-  assign \$1054  = l0_err5_s14[4] & \$1053 ;
-  assign \$1055  = ! l0_err5_s14[3:0];
-  assign \$1056  = l0_err5_s14[4] & \$1055 ;
+  assign \$1054  = l0_err5_s11[4] & \$1053 ;
+  assign \$1055  = ! l0_err5_s11[3:0];
+  assign \$1056  = l0_err5_s11[4] & \$1055 ;
   assign \$1057  = \$1056  & \floor$435 [0];
   assign \$1058  = \$1054  | \$1057 ;
   assign \$1059  = $signed(\floor$435 ) + $signed({ 1'h0, \$1058  });
   assign \$1060  = \above$438  ? 16'h7fff : \$1059 [15:0];
   assign \t$440  = \below$439  ? 16'h8000 : \$1060 ;
-  assign \$1061  = ! l0_err6_s14[3:0];
+  assign \$1061  = ! l0_err6_s11[3:0];
   assign \$1062  = ~ \$1061 ;
-  assign \$1063  = l0_err6_s14[4] & \$1062 ;
-  assign \$1064  = ! l0_err6_s14[3:0];
-  assign \$1065  = l0_err6_s14[4] & \$1064 ;
+  assign \$1063  = l0_err6_s11[4] & \$1062 ;
+  assign \$1064  = ! l0_err6_s11[3:0];
+  assign \$1065  = l0_err6_s11[4] & \$1064 ;
   assign \$1066  = \$1065  & \floor$441 [0];
   assign \inc$443  = \$1063  | \$1066 ;
   assign \$1067  = $signed(\floor$441 ) > $signed(16'h7fff);
@@ -4001,21 +3892,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1072  = ~ \inc$443 ;
   assign \$1073  = \$1071  & \$1072 ;
   assign \below$445  = \$1070  | \$1073 ;
-  assign \$1074  = ! l0_err6_s14[3:0];
+  assign \$1074  = ! l0_err6_s11[3:0];
   assign \$1075  = ~ \$1074 ;
-  assign \$1076  = l0_err6_s14[4] & \$1075 ;
-  assign \$1077  = ! l0_err6_s14[3:0];
-  assign \$1078  = l0_err6_s14[4] & \$1077 ;
+  assign \$1076  = l0_err6_s11[4] & \$1075 ;
+  assign \$1077  = ! l0_err6_s11[3:0];
+  assign \$1078  = l0_err6_s11[4] & \$1077 ;
   assign \$1079  = \$1078  & \floor$441 [0];
   assign \$1080  = \$1076  | \$1079 ;
   assign \$1081  = $signed(\floor$441 ) + $signed({ 1'h0, \$1080  });
   assign \$1082  = \above$444  ? 16'h7fff : \$1081 [15:0];
   assign \t$446  = \below$445  ? 16'h8000 : \$1082 ;
-  assign \$1083  = ! l0_err7_s14[3:0];
+  assign \$1083  = ! l0_err7_s11[3:0];
   assign \$1084  = ~ \$1083 ;
-  assign \$1085  = l0_err7_s14[4] & \$1084 ;
-  assign \$1086  = ! l0_err7_s14[3:0];
-  assign \$1087  = l0_err7_s14[4] & \$1086 ;
+  assign \$1085  = l0_err7_s11[4] & \$1084 ;
+  assign \$1086  = ! l0_err7_s11[3:0];
+  assign \$1087  = l0_err7_s11[4] & \$1086 ;
   assign \$1088  = \$1087  & \floor$447 [0];
   assign \inc$449  = \$1085  | \$1088 ;
   assign \$1089  = $signed(\floor$447 ) > $signed(16'h7fff);
@@ -4027,11 +3918,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1094  = ~ \inc$449 ;
   assign \$1095  = \$1093  & \$1094 ;
   assign \below$451  = \$1092  | \$1095 ;
-  assign \$1096  = ! l0_err7_s14[3:0];
+  assign \$1096  = ! l0_err7_s11[3:0];
   assign \$1097  = ~ \$1096 ;
-  assign \$1098  = l0_err7_s14[4] & \$1097 ;
-  assign \$1099  = ! l0_err7_s14[3:0];
-  assign \$1100  = l0_err7_s14[4] & \$1099 ;
+  assign \$1098  = l0_err7_s11[4] & \$1097 ;
+  assign \$1099  = ! l0_err7_s11[3:0];
+  assign \$1100  = l0_err7_s11[4] & \$1099 ;
   assign \$1101  = \$1100  & \floor$447 [0];
   assign \$1102  = \$1098  | \$1101 ;
   assign \$1103  = $signed(\floor$447 ) + $signed({ 1'h0, \$1102  });
@@ -4040,45 +3931,45 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1105  = ~ m__ready;
   assign \$1106  = m__valid & \$1105 ;
   assign en = ~ \$1106 ;
-  assign busy = | { valid_s16, valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s16;
-  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s16);
-  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s16);
-  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s16);
-  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s16);
-  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s16);
-  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s16);
-  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s16);
-  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s16);
-  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s16);
-  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s16);
-  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s16);
-  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s16);
-  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s16);
-  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s16);
-  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s16);
-  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s16);
-  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s16);
-  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s16);
-  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s16);
-  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s16);
-  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s16);
-  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s16);
-  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s16);
-  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s16);
-  assign commit_l1 = en & valid_s14;
-  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s14);
-  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s14);
-  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s14);
-  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s14);
-  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s14);
-  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s14);
-  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s14);
-  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s14);
-  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s14);
+  assign busy = | { valid_s13, valid_s12, valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s13;
+  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s13);
+  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s13);
+  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s13);
+  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s13);
+  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s13);
+  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s13);
+  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s13);
+  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s13);
+  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s13);
+  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s13);
+  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s13);
+  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s13);
+  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s13);
+  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s13);
+  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s13);
+  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s13);
+  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s13);
+  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s13);
+  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s13);
+  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s13);
+  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s13);
+  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s13);
+  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s13);
+  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s13);
+  assign commit_l1 = en & valid_s11;
+  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s11);
+  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s11);
+  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s11);
+  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s11);
+  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s11);
+  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s11);
+  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s11);
+  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s11);
+  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s11);
   assign \$1140  = ~ pc__valid;
   assign \$1141  = en & \$1140 ;
-  assign \$1144  = | { valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$1144  = | { valid_s12, valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$1145  = ~ \$1144 ;
   assign s__ready = \$1143  & \$1145 ;
   assign accept = s__valid & s__ready;
@@ -4113,269 +4004,269 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1174  = \$1173  & pc__ready;
   assign \$1175  = ~ pc__payload[22];
   assign l1_port_rd = \$1174  & \$1175 ;
-  assign \$1176  = & \t$472 [16:15];
+  assign \$1176  = & \t$469 [16:15];
   assign \$1177  = ~ \$1176 ;
-  assign \$1178  = \t$472 [16] & \$1177 ;
-  assign \$1179  = ~ \t$472 [16];
-  assign \$1180  = | \t$472 [16:15];
+  assign \$1178  = \t$469 [16] & \$1177 ;
+  assign \$1179  = ~ \t$469 [16];
+  assign \$1180  = | \t$469 [16:15];
   assign \$1181  = \$1179  & \$1180 ;
-  assign \$1182  = \$1181  ? 16'h7fff : \t$472 [15:0];
+  assign \$1182  = \$1181  ? 16'h7fff : \t$469 [15:0];
   assign \$1183  = \$1178  ? 16'h8000 : \$1182 ;
-  assign \$1184  = & \t$475 [16:15];
+  assign \$1184  = & \t$472 [16:15];
   assign \$1185  = ~ \$1184 ;
-  assign \$1186  = \t$475 [16] & \$1185 ;
-  assign \$1187  = ~ \t$475 [16];
-  assign \$1188  = | \t$475 [16:15];
+  assign \$1186  = \t$472 [16] & \$1185 ;
+  assign \$1187  = ~ \t$472 [16];
+  assign \$1188  = | \t$472 [16:15];
   assign \$1189  = \$1187  & \$1188 ;
-  assign \$1190  = \$1189  ? 16'h7fff : \t$475 [15:0];
+  assign \$1190  = \$1189  ? 16'h7fff : \t$472 [15:0];
   assign \$1191  = \$1186  ? 16'h8000 : \$1190 ;
-  assign \$1192  = & \t$478 [16:15];
+  assign \$1192  = & \t$475 [16:15];
   assign \$1193  = ~ \$1192 ;
-  assign \$1194  = \t$478 [16] & \$1193 ;
-  assign \$1195  = ~ \t$478 [16];
-  assign \$1196  = | \t$478 [16:15];
+  assign \$1194  = \t$475 [16] & \$1193 ;
+  assign \$1195  = ~ \t$475 [16];
+  assign \$1196  = | \t$475 [16:15];
   assign \$1197  = \$1195  & \$1196 ;
-  assign \$1198  = \$1197  ? 16'h7fff : \t$478 [15:0];
+  assign \$1198  = \$1197  ? 16'h7fff : \t$475 [15:0];
   assign \$1199  = \$1194  ? 16'h8000 : \$1198 ;
-  assign \$1200  = & \t$481 [16:15];
+  assign \$1200  = & \t$478 [16:15];
   assign \$1201  = ~ \$1200 ;
-  assign \$1202  = \t$481 [16] & \$1201 ;
-  assign \$1203  = ~ \t$481 [16];
-  assign \$1204  = | \t$481 [16:15];
+  assign \$1202  = \t$478 [16] & \$1201 ;
+  assign \$1203  = ~ \t$478 [16];
+  assign \$1204  = | \t$478 [16:15];
   assign \$1205  = \$1203  & \$1204 ;
-  assign \$1206  = \$1205  ? 16'h7fff : \t$481 [15:0];
+  assign \$1206  = \$1205  ? 16'h7fff : \t$478 [15:0];
   assign \$1207  = \$1202  ? 16'h8000 : \$1206 ;
-  assign \$1208  = & \t$484 [16:15];
+  assign \$1208  = & \t$481 [16:15];
   assign \$1209  = ~ \$1208 ;
-  assign \$1210  = \t$484 [16] & \$1209 ;
-  assign \$1211  = ~ \t$484 [16];
-  assign \$1212  = | \t$484 [16:15];
+  assign \$1210  = \t$481 [16] & \$1209 ;
+  assign \$1211  = ~ \t$481 [16];
+  assign \$1212  = | \t$481 [16:15];
   assign \$1213  = \$1211  & \$1212 ;
-  assign \$1214  = \$1213  ? 16'h7fff : \t$484 [15:0];
+  assign \$1214  = \$1213  ? 16'h7fff : \t$481 [15:0];
   assign \$1215  = \$1210  ? 16'h8000 : \$1214 ;
-  assign \$1216  = & \t$487 [16:15];
+  assign \$1216  = & \t$484 [16:15];
   assign \$1217  = ~ \$1216 ;
-  assign \$1218  = \t$487 [16] & \$1217 ;
-  assign \$1219  = ~ \t$487 [16];
-  assign \$1220  = | \t$487 [16:15];
+  assign \$1218  = \t$484 [16] & \$1217 ;
+  assign \$1219  = ~ \t$484 [16];
+  assign \$1220  = | \t$484 [16:15];
   assign \$1221  = \$1219  & \$1220 ;
-  assign \$1222  = \$1221  ? 16'h7fff : \t$487 [15:0];
+  assign \$1222  = \$1221  ? 16'h7fff : \t$484 [15:0];
   assign \$1223  = \$1218  ? 16'h8000 : \$1222 ;
-  assign \$1224  = & \t$490 [16:15];
+  assign \$1224  = & \t$487 [16:15];
   assign \$1225  = ~ \$1224 ;
-  assign \$1226  = \t$490 [16] & \$1225 ;
-  assign \$1227  = ~ \t$490 [16];
-  assign \$1228  = | \t$490 [16:15];
+  assign \$1226  = \t$487 [16] & \$1225 ;
+  assign \$1227  = ~ \t$487 [16];
+  assign \$1228  = | \t$487 [16:15];
   assign \$1229  = \$1227  & \$1228 ;
-  assign \$1230  = \$1229  ? 16'h7fff : \t$490 [15:0];
+  assign \$1230  = \$1229  ? 16'h7fff : \t$487 [15:0];
   assign \$1231  = \$1226  ? 16'h8000 : \$1230 ;
-  assign \$1232  = & \t$493 [16:15];
+  assign \$1232  = & \t$490 [16:15];
   assign \$1233  = ~ \$1232 ;
-  assign \$1234  = \t$493 [16] & \$1233 ;
-  assign \$1235  = ~ \t$493 [16];
-  assign \$1236  = | \t$493 [16:15];
+  assign \$1234  = \t$490 [16] & \$1233 ;
+  assign \$1235  = ~ \t$490 [16];
+  assign \$1236  = | \t$490 [16:15];
   assign \$1237  = \$1235  & \$1236 ;
-  assign \$1238  = \$1237  ? 16'h7fff : \t$493 [15:0];
+  assign \$1238  = \$1237  ? 16'h7fff : \t$490 [15:0];
   assign \$1239  = \$1234  ? 16'h8000 : \$1238 ;
-  assign \$1240  = & \t$496 [16:15];
+  assign \$1240  = & \t$493 [16:15];
   assign \$1241  = ~ \$1240 ;
-  assign \$1242  = \t$496 [16] & \$1241 ;
-  assign \$1243  = ~ \t$496 [16];
-  assign \$1244  = | \t$496 [16:15];
+  assign \$1242  = \t$493 [16] & \$1241 ;
+  assign \$1243  = ~ \t$493 [16];
+  assign \$1244  = | \t$493 [16:15];
   assign \$1245  = \$1243  & \$1244 ;
-  assign \$1246  = \$1245  ? 16'h7fff : \t$496 [15:0];
+  assign \$1246  = \$1245  ? 16'h7fff : \t$493 [15:0];
   assign \$1247  = \$1242  ? 16'h8000 : \$1246 ;
-  assign \$1248  = & \t$499 [16:15];
+  assign \$1248  = & \t$496 [16:15];
   assign \$1249  = ~ \$1248 ;
-  assign \$1250  = \t$499 [16] & \$1249 ;
-  assign \$1251  = ~ \t$499 [16];
-  assign \$1252  = | \t$499 [16:15];
+  assign \$1250  = \t$496 [16] & \$1249 ;
+  assign \$1251  = ~ \t$496 [16];
+  assign \$1252  = | \t$496 [16:15];
   assign \$1253  = \$1251  & \$1252 ;
-  assign \$1254  = \$1253  ? 16'h7fff : \t$499 [15:0];
+  assign \$1254  = \$1253  ? 16'h7fff : \t$496 [15:0];
   assign \$1255  = \$1250  ? 16'h8000 : \$1254 ;
-  assign \$1256  = & \t$502 [16:15];
+  assign \$1256  = & \t$499 [16:15];
   assign \$1257  = ~ \$1256 ;
-  assign \$1258  = \t$502 [16] & \$1257 ;
-  assign \$1259  = ~ \t$502 [16];
-  assign \$1260  = | \t$502 [16:15];
+  assign \$1258  = \t$499 [16] & \$1257 ;
+  assign \$1259  = ~ \t$499 [16];
+  assign \$1260  = | \t$499 [16:15];
   assign \$1261  = \$1259  & \$1260 ;
-  assign \$1262  = \$1261  ? 16'h7fff : \t$502 [15:0];
+  assign \$1262  = \$1261  ? 16'h7fff : \t$499 [15:0];
   assign \$1263  = \$1258  ? 16'h8000 : \$1262 ;
-  assign \$1264  = & \t$505 [16:15];
+  assign \$1264  = & \t$502 [16:15];
   assign \$1265  = ~ \$1264 ;
-  assign \$1266  = \t$505 [16] & \$1265 ;
-  assign \$1267  = ~ \t$505 [16];
-  assign \$1268  = | \t$505 [16:15];
+  assign \$1266  = \t$502 [16] & \$1265 ;
+  assign \$1267  = ~ \t$502 [16];
+  assign \$1268  = | \t$502 [16:15];
   assign \$1269  = \$1267  & \$1268 ;
-  assign \$1270  = \$1269  ? 16'h7fff : \t$505 [15:0];
+  assign \$1270  = \$1269  ? 16'h7fff : \t$502 [15:0];
   assign \$1271  = \$1266  ? 16'h8000 : \$1270 ;
-  assign \$1272  = & \t$508 [16:15];
+  assign \$1272  = & \t$505 [16:15];
   assign \$1273  = ~ \$1272 ;
-  assign \$1274  = \t$508 [16] & \$1273 ;
-  assign \$1275  = ~ \t$508 [16];
-  assign \$1276  = | \t$508 [16:15];
+  assign \$1274  = \t$505 [16] & \$1273 ;
+  assign \$1275  = ~ \t$505 [16];
+  assign \$1276  = | \t$505 [16:15];
   assign \$1277  = \$1275  & \$1276 ;
-  assign \$1278  = \$1277  ? 16'h7fff : \t$508 [15:0];
+  assign \$1278  = \$1277  ? 16'h7fff : \t$505 [15:0];
   assign \$1279  = \$1274  ? 16'h8000 : \$1278 ;
-  assign \$1280  = & \t$511 [16:15];
+  assign \$1280  = & \t$508 [16:15];
   assign \$1281  = ~ \$1280 ;
-  assign \$1282  = \t$511 [16] & \$1281 ;
-  assign \$1283  = ~ \t$511 [16];
-  assign \$1284  = | \t$511 [16:15];
+  assign \$1282  = \t$508 [16] & \$1281 ;
+  assign \$1283  = ~ \t$508 [16];
+  assign \$1284  = | \t$508 [16:15];
   assign \$1285  = \$1283  & \$1284 ;
-  assign \$1286  = \$1285  ? 16'h7fff : \t$511 [15:0];
+  assign \$1286  = \$1285  ? 16'h7fff : \t$508 [15:0];
   assign \$1287  = \$1282  ? 16'h8000 : \$1286 ;
-  assign \$1288  = & \t$514 [16:15];
+  assign \$1288  = & \t$511 [16:15];
   assign \$1289  = ~ \$1288 ;
-  assign \$1290  = \t$514 [16] & \$1289 ;
-  assign \$1291  = ~ \t$514 [16];
-  assign \$1292  = | \t$514 [16:15];
+  assign \$1290  = \t$511 [16] & \$1289 ;
+  assign \$1291  = ~ \t$511 [16];
+  assign \$1292  = | \t$511 [16:15];
   assign \$1293  = \$1291  & \$1292 ;
-  assign \$1294  = \$1293  ? 16'h7fff : \t$514 [15:0];
+  assign \$1294  = \$1293  ? 16'h7fff : \t$511 [15:0];
   assign \$1295  = \$1290  ? 16'h8000 : \$1294 ;
-  assign \$1296  = & \t$517 [16:15];
+  assign \$1296  = & \t$514 [16:15];
   assign \$1297  = ~ \$1296 ;
-  assign \$1298  = \t$517 [16] & \$1297 ;
-  assign \$1299  = ~ \t$517 [16];
-  assign \$1300  = | \t$517 [16:15];
+  assign \$1298  = \t$514 [16] & \$1297 ;
+  assign \$1299  = ~ \t$514 [16];
+  assign \$1300  = | \t$514 [16:15];
   assign \$1301  = \$1299  & \$1300 ;
-  assign \$1302  = \$1301  ? 16'h7fff : \t$517 [15:0];
+  assign \$1302  = \$1301  ? 16'h7fff : \t$514 [15:0];
   assign \$1303  = \$1298  ? 16'h8000 : \$1302 ;
-  assign \$1304  = & \t$520 [16:15];
+  assign \$1304  = & \t$517 [16:15];
   assign \$1305  = ~ \$1304 ;
-  assign \$1306  = \t$520 [16] & \$1305 ;
-  assign \$1307  = ~ \t$520 [16];
-  assign \$1308  = | \t$520 [16:15];
+  assign \$1306  = \t$517 [16] & \$1305 ;
+  assign \$1307  = ~ \t$517 [16];
+  assign \$1308  = | \t$517 [16:15];
   assign \$1309  = \$1307  & \$1308 ;
-  assign \$1310  = \$1309  ? 16'h7fff : \t$520 [15:0];
+  assign \$1310  = \$1309  ? 16'h7fff : \t$517 [15:0];
   assign \$1311  = \$1306  ? 16'h8000 : \$1310 ;
-  assign \$1312  = & \t$522 [16:15];
+  assign \$1312  = & \t$519 [16:15];
   assign \$1313  = ~ \$1312 ;
-  assign \$1314  = \t$522 [16] & \$1313 ;
-  assign \$1315  = ~ \t$522 [16];
-  assign \$1316  = | \t$522 [16:15];
+  assign \$1314  = \t$519 [16] & \$1313 ;
+  assign \$1315  = ~ \t$519 [16];
+  assign \$1316  = | \t$519 [16:15];
   assign \$1317  = \$1315  & \$1316 ;
-  assign \$1318  = \$1317  ? 16'h7fff : \t$522 [15:0];
+  assign \$1318  = \$1317  ? 16'h7fff : \t$519 [15:0];
   assign \$1319  = \$1314  ? 16'h8000 : \$1318 ;
-  assign \$1320  = & \t$524 [16:15];
+  assign \$1320  = & \t$521 [16:15];
   assign \$1321  = ~ \$1320 ;
-  assign \$1322  = \t$524 [16] & \$1321 ;
-  assign \$1323  = ~ \t$524 [16];
-  assign \$1324  = | \t$524 [16:15];
+  assign \$1322  = \t$521 [16] & \$1321 ;
+  assign \$1323  = ~ \t$521 [16];
+  assign \$1324  = | \t$521 [16:15];
   assign \$1325  = \$1323  & \$1324 ;
-  assign \$1326  = \$1325  ? 16'h7fff : \t$524 [15:0];
+  assign \$1326  = \$1325  ? 16'h7fff : \t$521 [15:0];
   assign \$1327  = \$1322  ? 16'h8000 : \$1326 ;
-  assign \$1328  = & \t$526 [16:15];
+  assign \$1328  = & \t$523 [16:15];
   assign \$1329  = ~ \$1328 ;
-  assign \$1330  = \t$526 [16] & \$1329 ;
-  assign \$1331  = ~ \t$526 [16];
-  assign \$1332  = | \t$526 [16:15];
+  assign \$1330  = \t$523 [16] & \$1329 ;
+  assign \$1331  = ~ \t$523 [16];
+  assign \$1332  = | \t$523 [16:15];
   assign \$1333  = \$1331  & \$1332 ;
-  assign \$1334  = \$1333  ? 16'h7fff : \t$526 [15:0];
+  assign \$1334  = \$1333  ? 16'h7fff : \t$523 [15:0];
   assign \$1335  = \$1330  ? 16'h8000 : \$1334 ;
-  assign \$1336  = & \t$528 [16:15];
+  assign \$1336  = & \t$525 [16:15];
   assign \$1337  = ~ \$1336 ;
-  assign \$1338  = \t$528 [16] & \$1337 ;
-  assign \$1339  = ~ \t$528 [16];
-  assign \$1340  = | \t$528 [16:15];
+  assign \$1338  = \t$525 [16] & \$1337 ;
+  assign \$1339  = ~ \t$525 [16];
+  assign \$1340  = | \t$525 [16:15];
   assign \$1341  = \$1339  & \$1340 ;
-  assign \$1342  = \$1341  ? 16'h7fff : \t$528 [15:0];
+  assign \$1342  = \$1341  ? 16'h7fff : \t$525 [15:0];
   assign \$1343  = \$1338  ? 16'h8000 : \$1342 ;
-  assign \$1344  = & \t$530 [16:15];
+  assign \$1344  = & \t$527 [16:15];
   assign \$1345  = ~ \$1344 ;
-  assign \$1346  = \t$530 [16] & \$1345 ;
-  assign \$1347  = ~ \t$530 [16];
-  assign \$1348  = | \t$530 [16:15];
+  assign \$1346  = \t$527 [16] & \$1345 ;
+  assign \$1347  = ~ \t$527 [16];
+  assign \$1348  = | \t$527 [16:15];
   assign \$1349  = \$1347  & \$1348 ;
-  assign \$1350  = \$1349  ? 16'h7fff : \t$530 [15:0];
+  assign \$1350  = \$1349  ? 16'h7fff : \t$527 [15:0];
   assign \$1351  = \$1346  ? 16'h8000 : \$1350 ;
-  assign \$1352  = & \t$532 [16:15];
+  assign \$1352  = & \t$529 [16:15];
   assign \$1353  = ~ \$1352 ;
-  assign \$1354  = \t$532 [16] & \$1353 ;
-  assign \$1355  = ~ \t$532 [16];
-  assign \$1356  = | \t$532 [16:15];
+  assign \$1354  = \t$529 [16] & \$1353 ;
+  assign \$1355  = ~ \t$529 [16];
+  assign \$1356  = | \t$529 [16:15];
   assign \$1357  = \$1355  & \$1356 ;
-  assign \$1358  = \$1357  ? 16'h7fff : \t$532 [15:0];
+  assign \$1358  = \$1357  ? 16'h7fff : \t$529 [15:0];
   assign \$1359  = \$1354  ? 16'h8000 : \$1358 ;
-  assign \$1360  = & \t$534 [16:15];
+  assign \$1360  = & \t$531 [16:15];
   assign \$1361  = ~ \$1360 ;
-  assign \$1362  = \t$534 [16] & \$1361 ;
-  assign \$1363  = ~ \t$534 [16];
-  assign \$1364  = | \t$534 [16:15];
+  assign \$1362  = \t$531 [16] & \$1361 ;
+  assign \$1363  = ~ \t$531 [16];
+  assign \$1364  = | \t$531 [16:15];
   assign \$1365  = \$1363  & \$1364 ;
-  assign \$1366  = \$1365  ? 16'h7fff : \t$534 [15:0];
+  assign \$1366  = \$1365  ? 16'h7fff : \t$531 [15:0];
   assign \$1367  = \$1362  ? 16'h8000 : \$1366 ;
-  assign \$1368  = & \t$537 [16:15];
+  assign \$1368  = & \t$534 [16:15];
   assign \$1369  = ~ \$1368 ;
-  assign \$1370  = \t$537 [16] & \$1369 ;
-  assign \$1371  = ~ \t$537 [16];
-  assign \$1372  = | \t$537 [16:15];
+  assign \$1370  = \t$534 [16] & \$1369 ;
+  assign \$1371  = ~ \t$534 [16];
+  assign \$1372  = | \t$534 [16:15];
   assign \$1373  = \$1371  & \$1372 ;
-  assign \$1374  = \$1373  ? 16'h7fff : \t$537 [15:0];
+  assign \$1374  = \$1373  ? 16'h7fff : \t$534 [15:0];
   assign \$1375  = \$1370  ? 16'h8000 : \$1374 ;
-  assign \$1376  = & \t$540 [16:15];
+  assign \$1376  = & \t$537 [16:15];
   assign \$1377  = ~ \$1376 ;
-  assign \$1378  = \t$540 [16] & \$1377 ;
-  assign \$1379  = ~ \t$540 [16];
-  assign \$1380  = | \t$540 [16:15];
+  assign \$1378  = \t$537 [16] & \$1377 ;
+  assign \$1379  = ~ \t$537 [16];
+  assign \$1380  = | \t$537 [16:15];
   assign \$1381  = \$1379  & \$1380 ;
-  assign \$1382  = \$1381  ? 16'h7fff : \t$540 [15:0];
+  assign \$1382  = \$1381  ? 16'h7fff : \t$537 [15:0];
   assign \$1383  = \$1378  ? 16'h8000 : \$1382 ;
-  assign \$1384  = & \t$543 [16:15];
+  assign \$1384  = & \t$540 [16:15];
   assign \$1385  = ~ \$1384 ;
-  assign \$1386  = \t$543 [16] & \$1385 ;
-  assign \$1387  = ~ \t$543 [16];
-  assign \$1388  = | \t$543 [16:15];
+  assign \$1386  = \t$540 [16] & \$1385 ;
+  assign \$1387  = ~ \t$540 [16];
+  assign \$1388  = | \t$540 [16:15];
   assign \$1389  = \$1387  & \$1388 ;
-  assign \$1390  = \$1389  ? 16'h7fff : \t$543 [15:0];
+  assign \$1390  = \$1389  ? 16'h7fff : \t$540 [15:0];
   assign \$1391  = \$1386  ? 16'h8000 : \$1390 ;
-  assign \$1392  = & \t$546 [16:15];
+  assign \$1392  = & \t$543 [16:15];
   assign \$1393  = ~ \$1392 ;
-  assign \$1394  = \t$546 [16] & \$1393 ;
-  assign \$1395  = ~ \t$546 [16];
-  assign \$1396  = | \t$546 [16:15];
+  assign \$1394  = \t$543 [16] & \$1393 ;
+  assign \$1395  = ~ \t$543 [16];
+  assign \$1396  = | \t$543 [16:15];
   assign \$1397  = \$1395  & \$1396 ;
-  assign \$1398  = \$1397  ? 16'h7fff : \t$546 [15:0];
+  assign \$1398  = \$1397  ? 16'h7fff : \t$543 [15:0];
   assign \$1399  = \$1394  ? 16'h8000 : \$1398 ;
-  assign \$1400  = & \t$549 [16:15];
+  assign \$1400  = & \t$546 [16:15];
   assign \$1401  = ~ \$1400 ;
-  assign \$1402  = \t$549 [16] & \$1401 ;
-  assign \$1403  = ~ \t$549 [16];
-  assign \$1404  = | \t$549 [16:15];
+  assign \$1402  = \t$546 [16] & \$1401 ;
+  assign \$1403  = ~ \t$546 [16];
+  assign \$1404  = | \t$546 [16:15];
   assign \$1405  = \$1403  & \$1404 ;
-  assign \$1406  = \$1405  ? 16'h7fff : \t$549 [15:0];
+  assign \$1406  = \$1405  ? 16'h7fff : \t$546 [15:0];
   assign \$1407  = \$1402  ? 16'h8000 : \$1406 ;
-  assign \$1408  = & \t$552 [16:15];
+  assign \$1408  = & \t$549 [16:15];
   assign \$1409  = ~ \$1408 ;
-  assign \$1410  = \t$552 [16] & \$1409 ;
-  assign \$1411  = ~ \t$552 [16];
-  assign \$1412  = | \t$552 [16:15];
+  assign \$1410  = \t$549 [16] & \$1409 ;
+  assign \$1411  = ~ \t$549 [16];
+  assign \$1412  = | \t$549 [16:15];
   assign \$1413  = \$1411  & \$1412 ;
-  assign \$1414  = \$1413  ? 16'h7fff : \t$552 [15:0];
+  assign \$1414  = \$1413  ? 16'h7fff : \t$549 [15:0];
   assign \$1415  = \$1410  ? 16'h8000 : \$1414 ;
-  assign \$1416  = & \t$555 [16:15];
+  assign \$1416  = & \t$552 [16:15];
   assign \$1417  = ~ \$1416 ;
-  assign \$1418  = \t$555 [16] & \$1417 ;
-  assign \$1419  = ~ \t$555 [16];
-  assign \$1420  = | \t$555 [16:15];
+  assign \$1418  = \t$552 [16] & \$1417 ;
+  assign \$1419  = ~ \t$552 [16];
+  assign \$1420  = | \t$552 [16:15];
   assign \$1421  = \$1419  & \$1420 ;
-  assign \$1422  = \$1421  ? 16'h7fff : \t$555 [15:0];
+  assign \$1422  = \$1421  ? 16'h7fff : \t$552 [15:0];
   assign \$1423  = \$1418  ? 16'h8000 : \$1422 ;
-  assign \$1424  = & \t$558 [16:15];
+  assign \$1424  = & \t$555 [16:15];
   assign \$1425  = ~ \$1424 ;
-  assign \$1426  = \t$558 [16] & \$1425 ;
-  assign \$1427  = ~ \t$558 [16];
-  assign \$1428  = | \t$558 [16:15];
+  assign \$1426  = \t$555 [16] & \$1425 ;
+  assign \$1427  = ~ \t$555 [16];
+  assign \$1428  = | \t$555 [16:15];
   assign \$1429  = \$1427  & \$1428 ;
-  assign \$1430  = \$1429  ? 16'h7fff : \t$558 [15:0];
+  assign \$1430  = \$1429  ? 16'h7fff : \t$555 [15:0];
   assign \$1431  = \$1426  ? 16'h8000 : \$1430 ;
-  assign \$1432  = & \t$561 [16:15];
+  assign \$1432  = & \t$558 [16:15];
   assign \$1433  = ~ \$1432 ;
-  assign \$1434  = \t$561 [16] & \$1433 ;
-  assign \$1435  = ~ \t$561 [16];
-  assign \$1436  = | \t$561 [16:15];
+  assign \$1434  = \t$558 [16] & \$1433 ;
+  assign \$1435  = ~ \t$558 [16];
+  assign \$1436  = | \t$558 [16:15];
   assign \$1437  = \$1435  & \$1436 ;
-  assign \$1438  = \$1437  ? 16'h7fff : \t$561 [15:0];
+  assign \$1438  = \$1437  ? 16'h7fff : \t$558 [15:0];
   assign \$1439  = \$1434  ? 16'h8000 : \$1438 ;
   assign \$1440  = ~ pc__payload[22];
   assign \$1441  = pc__ready & \$1440 ;
@@ -4383,115 +4274,115 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1446  = $signed(l0_w_0_0) * $signed(x0_s1);
   assign \$1447  = $signed(l0_w_0_1) * $signed(x1_s1);
   assign \$1448  = $signed(l0_bias0_s2) + $signed(\t$17 );
-  assign \$1449  = $signed(l0_sum0_t0_0_s3) + $signed(l0_sum0_t0_1_s3);
+  assign \$1449  = $signed(\$1448 ) + $signed(\t$20 );
   assign \$1450  = $signed(\t$29 ) > $signed(1'h0);
   assign \$1451  = \$1450  ? \t$29  : 16'h0000;
   assign \$1452  = $signed(l0_w_1_0) * $signed(x0_s1);
   assign \$1453  = $signed(l0_w_1_1) * $signed(x1_s1);
   assign \$1454  = $signed(l0_bias1_s2) + $signed(\t$33 );
-  assign \$1455  = $signed(l0_sum1_t0_0_s3) + $signed(l0_sum1_t0_1_s3);
+  assign \$1455  = $signed(\$1454 ) + $signed(\t$36 );
   assign \$1456  = $signed(\t$45 ) > $signed(1'h0);
   assign \$1457  = \$1456  ? \t$45  : 16'h0000;
   assign \$1458  = $signed(l0_w_2_0) * $signed(x0_s1);
   assign \$1459  = $signed(l0_w_2_1) * $signed(x1_s1);
   assign \$1460  = $signed(l0_bias2_s2) + $signed(\t$49 );
-  assign \$1461  = $signed(l0_sum2_t0_0_s3) + $signed(l0_sum2_t0_1_s3);
+  assign \$1461  = $signed(\$1460 ) + $signed(\t$52 );
   assign \$1462  = $signed(\t$61 ) > $signed(1'h0);
   assign \$1463  = \$1462  ? \t$61  : 16'h0000;
   assign \$1464  = $signed(l0_w_3_0) * $signed(x0_s1);
   assign \$1465  = $signed(l0_w_3_1) * $signed(x1_s1);
   assign \$1466  = $signed(l0_bias3_s2) + $signed(\t$65 );
-  assign \$1467  = $signed(l0_sum3_t0_0_s3) + $signed(l0_sum3_t0_1_s3);
+  assign \$1467  = $signed(\$1466 ) + $signed(\t$68 );
   assign \$1468  = $signed(\t$77 ) > $signed(1'h0);
   assign \$1469  = \$1468  ? \t$77  : 16'h0000;
   assign \$1470  = $signed(l0_w_4_0) * $signed(x0_s1);
   assign \$1471  = $signed(l0_w_4_1) * $signed(x1_s1);
   assign \$1472  = $signed(l0_bias4_s2) + $signed(\t$81 );
-  assign \$1473  = $signed(l0_sum4_t0_0_s3) + $signed(l0_sum4_t0_1_s3);
+  assign \$1473  = $signed(\$1472 ) + $signed(\t$84 );
   assign \$1474  = $signed(\t$93 ) > $signed(1'h0);
   assign \$1475  = \$1474  ? \t$93  : 16'h0000;
   assign \$1476  = $signed(l0_w_5_0) * $signed(x0_s1);
   assign \$1477  = $signed(l0_w_5_1) * $signed(x1_s1);
   assign \$1478  = $signed(l0_bias5_s2) + $signed(\t$97 );
-  assign \$1479  = $signed(l0_sum5_t0_0_s3) + $signed(l0_sum5_t0_1_s3);
+  assign \$1479  = $signed(\$1478 ) + $signed(\t$100 );
   assign \$1480  = $signed(\t$109 ) > $signed(1'h0);
   assign \$1481  = \$1480  ? \t$109  : 16'h0000;
   assign \$1482  = $signed(l0_w_6_0) * $signed(x0_s1);
   assign \$1483  = $signed(l0_w_6_1) * $signed(x1_s1);
   assign \$1484  = $signed(l0_bias6_s2) + $signed(\t$113 );
-  assign \$1485  = $signed(l0_sum6_t0_0_s3) + $signed(l0_sum6_t0_1_s3);
+  assign \$1485  = $signed(\$1484 ) + $signed(\t$116 );
   assign \$1486  = $signed(\t$125 ) > $signed(1'h0);
   assign \$1487  = \$1486  ? \t$125  : 16'h0000;
   assign \$1488  = $signed(l0_w_7_0) * $signed(x0_s1);
   assign \$1489  = $signed(l0_w_7_1) * $signed(x1_s1);
   assign \$1490  = $signed(l0_bias7_s2) + $signed(\t$129 );
-  assign \$1491  = $signed(l0_sum7_t0_0_s3) + $signed(l0_sum7_t0_1_s3);
+  assign \$1491  = $signed(\$1490 ) + $signed(\t$132 );
   assign \$1492  = $signed(\t$141 ) > $signed(1'h0);
   assign \$1493  = \$1492  ? \t$141  : 16'h0000;
-  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s5);
-  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s5);
-  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s5);
-  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s5);
-  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s5);
-  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s5);
-  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s5);
-  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s5);
-  assign \$1502  = $signed(l1_bias0_s6) + $signed(\t$145 );
+  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
+  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
+  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
+  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
+  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
+  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
+  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
+  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
+  assign \$1502  = $signed(l1_bias0_s5) + $signed(\t$145 );
   assign \$1503  = $signed(\t$148 ) + $signed(\t$151 );
-  assign \$1504  = $signed(\t$154 ) + $signed(\t$157 );
-  assign \$1505  = $signed(\t$160 ) + $signed(\t$163 );
-  assign \$1506  = $signed(l1_sum0_t0_0_s7) + $signed(l1_sum0_t0_1_s7);
-  assign \$1507  = $signed(l1_sum0_t0_2_s7) + $signed(l1_sum0_t0_3_s7);
-  assign \$1508  = $signed(l1_sum0_t1_0_s8) + $signed(l1_sum0_t1_1_s8);
-  assign \$1509  = $signed(l1_sum0_t2_0_s9) + $signed(l1_sum0_t2_1_s9);
-  assign \$1510  = $signed(err0_s12) * $signed(l0_out0_s12);
-  assign \$1511  = $signed(err0_s12) * $signed(l0_out1_s12);
-  assign \$1512  = $signed(err0_s12) * $signed(l0_out2_s12);
-  assign \$1513  = $signed(err0_s12) * $signed(l0_out3_s12);
-  assign \$1514  = $signed(err0_s12) * $signed(l0_out4_s12);
-  assign \$1515  = $signed(err0_s12) * $signed(l0_out5_s12);
-  assign \$1516  = $signed(err0_s12) * $signed(l0_out6_s12);
-  assign \$1517  = $signed(err0_s12) * $signed(l0_out7_s12);
-  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s12);
-  assign \$1519  = $signed(l0_out0_s13) <= $signed(1'h0);
+  assign \$1504  = $signed(\$1502 ) + $signed(\$1503 );
+  assign \$1505  = $signed(\t$154 ) + $signed(\t$157 );
+  assign \$1506  = $signed(\t$160 ) + $signed(\t$163 );
+  assign \$1507  = $signed(\$1505 ) + $signed(\$1506 );
+  assign \$1508  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$1509  = $signed(\$1508 ) + $signed(l1_sum0_t0_2_s6);
+  assign \$1510  = $signed(err0_s9) * $signed(l0_out0_s9);
+  assign \$1511  = $signed(err0_s9) * $signed(l0_out1_s9);
+  assign \$1512  = $signed(err0_s9) * $signed(l0_out2_s9);
+  assign \$1513  = $signed(err0_s9) * $signed(l0_out3_s9);
+  assign \$1514  = $signed(err0_s9) * $signed(l0_out4_s9);
+  assign \$1515  = $signed(err0_s9) * $signed(l0_out5_s9);
+  assign \$1516  = $signed(err0_s9) * $signed(l0_out6_s9);
+  assign \$1517  = $signed(err0_s9) * $signed(l0_out7_s9);
+  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s9);
+  assign \$1519  = $signed(l0_out0_s10) <= $signed(1'h0);
   assign \$1520  = \$1519  ? 16'h0000 : \t$245 ;
-  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s12);
-  assign \$1522  = $signed(l0_out1_s13) <= $signed(1'h0);
+  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s9);
+  assign \$1522  = $signed(l0_out1_s10) <= $signed(1'h0);
   assign \$1523  = \$1522  ? 16'h0000 : \t$254 ;
-  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s12);
-  assign \$1525  = $signed(l0_out2_s13) <= $signed(1'h0);
+  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s9);
+  assign \$1525  = $signed(l0_out2_s10) <= $signed(1'h0);
   assign \$1526  = \$1525  ? 16'h0000 : \t$263 ;
-  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s12);
-  assign \$1528  = $signed(l0_out3_s13) <= $signed(1'h0);
+  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s9);
+  assign \$1528  = $signed(l0_out3_s10) <= $signed(1'h0);
   assign \$1529  = \$1528  ? 16'h0000 : \t$272 ;
-  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s12);
-  assign \$1531  = $signed(l0_out4_s13) <= $signed(1'h0);
+  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s9);
+  assign \$1531  = $signed(l0_out4_s10) <= $signed(1'h0);
   assign \$1532  = \$1531  ? 16'h0000 : \t$281 ;
-  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s12);
-  assign \$1534  = $signed(l0_out5_s13) <= $signed(1'h0);
+  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s9);
+  assign \$1534  = $signed(l0_out5_s10) <= $signed(1'h0);
   assign \$1535  = \$1534  ? 16'h0000 : \t$290 ;
-  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s12);
-  assign \$1537  = $signed(l0_out6_s13) <= $signed(1'h0);
+  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s9);
+  assign \$1537  = $signed(l0_out6_s10) <= $signed(1'h0);
   assign \$1538  = \$1537  ? 16'h0000 : \t$299 ;
-  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s12);
-  assign \$1540  = $signed(l0_out7_s13) <= $signed(1'h0);
+  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s9);
+  assign \$1540  = $signed(l0_out7_s10) <= $signed(1'h0);
   assign \$1541  = \$1540  ? 16'h0000 : \t$308 ;
-  assign \$1542  = $signed(l0_err0_s14) * $signed(x0_s14);
-  assign \$1543  = $signed(l0_err0_s14) * $signed(x1_s14);
-  assign \$1544  = $signed(l0_err1_s14) * $signed(x0_s14);
-  assign \$1545  = $signed(l0_err1_s14) * $signed(x1_s14);
-  assign \$1546  = $signed(l0_err2_s14) * $signed(x0_s14);
-  assign \$1547  = $signed(l0_err2_s14) * $signed(x1_s14);
-  assign \$1548  = $signed(l0_err3_s14) * $signed(x0_s14);
-  assign \$1549  = $signed(l0_err3_s14) * $signed(x1_s14);
-  assign \$1550  = $signed(l0_err4_s14) * $signed(x0_s14);
-  assign \$1551  = $signed(l0_err4_s14) * $signed(x1_s14);
-  assign \$1552  = $signed(l0_err5_s14) * $signed(x0_s14);
-  assign \$1553  = $signed(l0_err5_s14) * $signed(x1_s14);
-  assign \$1554  = $signed(l0_err6_s14) * $signed(x0_s14);
-  assign \$1555  = $signed(l0_err6_s14) * $signed(x1_s14);
-  assign \$1556  = $signed(l0_err7_s14) * $signed(x0_s14);
-  assign \$1557  = $signed(l0_err7_s14) * $signed(x1_s14);
+  assign \$1542  = $signed(l0_err0_s11) * $signed(x0_s11);
+  assign \$1543  = $signed(l0_err0_s11) * $signed(x1_s11);
+  assign \$1544  = $signed(l0_err1_s11) * $signed(x0_s11);
+  assign \$1545  = $signed(l0_err1_s11) * $signed(x1_s11);
+  assign \$1546  = $signed(l0_err2_s11) * $signed(x0_s11);
+  assign \$1547  = $signed(l0_err2_s11) * $signed(x1_s11);
+  assign \$1548  = $signed(l0_err3_s11) * $signed(x0_s11);
+  assign \$1549  = $signed(l0_err3_s11) * $signed(x1_s11);
+  assign \$1550  = $signed(l0_err4_s11) * $signed(x0_s11);
+  assign \$1551  = $signed(l0_err4_s11) * $signed(x1_s11);
+  assign \$1552  = $signed(l0_err5_s11) * $signed(x0_s11);
+  assign \$1553  = $signed(l0_err5_s11) * $signed(x1_s11);
+  assign \$1554  = $signed(l0_err6_s11) * $signed(x0_s11);
+  assign \$1555  = $signed(l0_err6_s11) * $signed(x1_s11);
+  assign \$1556  = $signed(l0_err7_s11) * $signed(x0_s11);
+  assign \$1557  = $signed(l0_err7_s11) * $signed(x1_s11);
   always @(posedge clk)
     valid_s1 <= \$1558 ;
   always @(posedge clk)
@@ -4507,649 +4398,541 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     valid_s7 <= \$1564 ;
   always @(posedge clk)
-    valid_s8 <= \$1565 ;
+    m__valid <= \$1565 ;
   always @(posedge clk)
     valid_s9 <= \$1566 ;
   always @(posedge clk)
     valid_s10 <= \$1567 ;
   always @(posedge clk)
-    m__valid <= \$1568 ;
+    valid_s11 <= \$1568 ;
   always @(posedge clk)
     valid_s12 <= \$1569 ;
   always @(posedge clk)
     valid_s13 <= \$1570 ;
   always @(posedge clk)
-    valid_s14 <= \$1571 ;
+    l0_w_0_0 <= \$1571 ;
   always @(posedge clk)
-    valid_s15 <= \$1572 ;
+    l0_w_0_1 <= \$1572 ;
   always @(posedge clk)
-    valid_s16 <= \$1573 ;
+    l0_w_1_0 <= \$1573 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$1574 ;
+    l0_w_1_1 <= \$1574 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$1575 ;
+    l0_w_2_0 <= \$1575 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$1576 ;
+    l0_w_2_1 <= \$1576 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$1577 ;
+    l0_w_3_0 <= \$1577 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$1578 ;
+    l0_w_3_1 <= \$1578 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$1579 ;
+    l0_w_4_0 <= \$1579 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$1580 ;
+    l0_w_4_1 <= \$1580 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$1581 ;
+    l0_w_5_0 <= \$1581 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$1582 ;
+    l0_w_5_1 <= \$1582 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$1583 ;
+    l0_w_6_0 <= \$1583 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$1584 ;
+    l0_w_6_1 <= \$1584 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$1585 ;
+    l0_w_7_0 <= \$1585 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$1586 ;
+    l0_w_7_1 <= \$1586 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$1587 ;
+    l0_b_0 <= \$1587 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$1588 ;
+    l0_b_1 <= \$1588 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$1589 ;
+    l0_b_2 <= \$1589 ;
   always @(posedge clk)
-    l0_b_0 <= \$1590 ;
+    l0_b_3 <= \$1590 ;
   always @(posedge clk)
-    l0_b_1 <= \$1591 ;
+    l0_b_4 <= \$1591 ;
   always @(posedge clk)
-    l0_b_2 <= \$1592 ;
+    l0_b_5 <= \$1592 ;
   always @(posedge clk)
-    l0_b_3 <= \$1593 ;
+    l0_b_6 <= \$1593 ;
   always @(posedge clk)
-    l0_b_4 <= \$1594 ;
+    l0_b_7 <= \$1594 ;
   always @(posedge clk)
-    l0_b_5 <= \$1595 ;
+    l1_w_0_0 <= \$1595 ;
   always @(posedge clk)
-    l0_b_6 <= \$1596 ;
+    l1_w_0_1 <= \$1596 ;
   always @(posedge clk)
-    l0_b_7 <= \$1597 ;
+    l1_w_0_2 <= \$1597 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$1598 ;
+    l1_w_0_3 <= \$1598 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$1599 ;
+    l1_w_0_4 <= \$1599 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$1600 ;
+    l1_w_0_5 <= \$1600 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$1601 ;
+    l1_w_0_6 <= \$1601 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$1602 ;
+    l1_w_0_7 <= \$1602 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$1603 ;
+    l1_b_0 <= \$1603 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$1604 ;
+    l0_rd_sel <= \$1604 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$1605 ;
+    read_layer <= \$1605 ;
   always @(posedge clk)
-    l1_b_0 <= \$1606 ;
+    l1_rd_sel <= \$1606 ;
   always @(posedge clk)
-    l0_rd_sel <= \$1607 ;
+    read_wait <= \$1607 ;
   always @(posedge clk)
-    read_layer <= \$1608 ;
+    pr__valid <= \$1608 ;
   always @(posedge clk)
-    l1_rd_sel <= \$1609 ;
+    pr__payload <= \$1609 ;
   always @(posedge clk)
-    read_wait <= \$1610 ;
+    x0_s1 <= \$1610 ;
   always @(posedge clk)
-    pr__valid <= \$1611 ;
+    x1_s1 <= \$1611 ;
   always @(posedge clk)
-    pr__payload <= \$1612 ;
+    y0_s1 <= \$1612 ;
   always @(posedge clk)
-    x0_s1 <= \$1613 ;
+    kind_s1 <= \$1613 ;
   always @(posedge clk)
-    x1_s1 <= \$1614 ;
+    l0_bias0_s2 <= \$1614 ;
   always @(posedge clk)
-    y0_s1 <= \$1615 ;
+    l0_prod0_0_raw_s2 <= \$1615 ;
   always @(posedge clk)
-    kind_s1 <= \$1616 ;
+    l0_prod0_1_raw_s2 <= \$1616 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1617 ;
+    l0_sum0_t0_0_s3 <= \$1617 ;
   always @(posedge clk)
-    l0_prod0_0_raw_s2 <= \$1618 ;
+    l0_out0_s4 <= \$1618 ;
   always @(posedge clk)
-    l0_prod0_1_raw_s2 <= \$1619 ;
+    l0_bias1_s2 <= \$1619 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s3 <= \$1620 ;
+    l0_prod1_0_raw_s2 <= \$1620 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s3 <= \$1621 ;
+    l0_prod1_1_raw_s2 <= \$1621 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s4 <= \$1622 ;
+    l0_sum1_t0_0_s3 <= \$1622 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1623 ;
+    l0_out1_s4 <= \$1623 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1624 ;
+    l0_bias2_s2 <= \$1624 ;
   always @(posedge clk)
-    l0_prod1_0_raw_s2 <= \$1625 ;
+    l0_prod2_0_raw_s2 <= \$1625 ;
   always @(posedge clk)
-    l0_prod1_1_raw_s2 <= \$1626 ;
+    l0_prod2_1_raw_s2 <= \$1626 ;
   always @(posedge clk)
-    l0_sum1_t0_0_s3 <= \$1627 ;
+    l0_sum2_t0_0_s3 <= \$1627 ;
   always @(posedge clk)
-    l0_sum1_t0_1_s3 <= \$1628 ;
+    l0_out2_s4 <= \$1628 ;
   always @(posedge clk)
-    l0_sum1_t1_0_s4 <= \$1629 ;
+    l0_bias3_s2 <= \$1629 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1630 ;
+    l0_prod3_0_raw_s2 <= \$1630 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1631 ;
+    l0_prod3_1_raw_s2 <= \$1631 ;
   always @(posedge clk)
-    l0_prod2_0_raw_s2 <= \$1632 ;
+    l0_sum3_t0_0_s3 <= \$1632 ;
   always @(posedge clk)
-    l0_prod2_1_raw_s2 <= \$1633 ;
+    l0_out3_s4 <= \$1633 ;
   always @(posedge clk)
-    l0_sum2_t0_0_s3 <= \$1634 ;
+    l0_bias4_s2 <= \$1634 ;
   always @(posedge clk)
-    l0_sum2_t0_1_s3 <= \$1635 ;
+    l0_prod4_0_raw_s2 <= \$1635 ;
   always @(posedge clk)
-    l0_sum2_t1_0_s4 <= \$1636 ;
+    l0_prod4_1_raw_s2 <= \$1636 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1637 ;
+    l0_sum4_t0_0_s3 <= \$1637 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1638 ;
+    l0_out4_s4 <= \$1638 ;
   always @(posedge clk)
-    l0_prod3_0_raw_s2 <= \$1639 ;
+    l0_bias5_s2 <= \$1639 ;
   always @(posedge clk)
-    l0_prod3_1_raw_s2 <= \$1640 ;
+    l0_prod5_0_raw_s2 <= \$1640 ;
   always @(posedge clk)
-    l0_sum3_t0_0_s3 <= \$1641 ;
+    l0_prod5_1_raw_s2 <= \$1641 ;
   always @(posedge clk)
-    l0_sum3_t0_1_s3 <= \$1642 ;
+    l0_sum5_t0_0_s3 <= \$1642 ;
   always @(posedge clk)
-    l0_sum3_t1_0_s4 <= \$1643 ;
+    l0_out5_s4 <= \$1643 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1644 ;
+    l0_bias6_s2 <= \$1644 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1645 ;
+    l0_prod6_0_raw_s2 <= \$1645 ;
   always @(posedge clk)
-    l0_prod4_0_raw_s2 <= \$1646 ;
+    l0_prod6_1_raw_s2 <= \$1646 ;
   always @(posedge clk)
-    l0_prod4_1_raw_s2 <= \$1647 ;
+    l0_sum6_t0_0_s3 <= \$1647 ;
   always @(posedge clk)
-    l0_sum4_t0_0_s3 <= \$1648 ;
+    l0_out6_s4 <= \$1648 ;
   always @(posedge clk)
-    l0_sum4_t0_1_s3 <= \$1649 ;
+    l0_bias7_s2 <= \$1649 ;
   always @(posedge clk)
-    l0_sum4_t1_0_s4 <= \$1650 ;
+    l0_prod7_0_raw_s2 <= \$1650 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1651 ;
+    l0_prod7_1_raw_s2 <= \$1651 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1652 ;
+    l0_sum7_t0_0_s3 <= \$1652 ;
   always @(posedge clk)
-    l0_prod5_0_raw_s2 <= \$1653 ;
+    l0_out7_s4 <= \$1653 ;
   always @(posedge clk)
-    l0_prod5_1_raw_s2 <= \$1654 ;
+    l1_bias0_s5 <= \$1654 ;
   always @(posedge clk)
-    l0_sum5_t0_0_s3 <= \$1655 ;
+    l1_prod0_0_raw_s5 <= \$1655 ;
   always @(posedge clk)
-    l0_sum5_t0_1_s3 <= \$1656 ;
+    l1_prod0_1_raw_s5 <= \$1656 ;
   always @(posedge clk)
-    l0_sum5_t1_0_s4 <= \$1657 ;
+    l1_prod0_2_raw_s5 <= \$1657 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1658 ;
+    l1_prod0_3_raw_s5 <= \$1658 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1659 ;
+    l1_prod0_4_raw_s5 <= \$1659 ;
   always @(posedge clk)
-    l0_prod6_0_raw_s2 <= \$1660 ;
+    l1_prod0_5_raw_s5 <= \$1660 ;
   always @(posedge clk)
-    l0_prod6_1_raw_s2 <= \$1661 ;
+    l1_prod0_6_raw_s5 <= \$1661 ;
   always @(posedge clk)
-    l0_sum6_t0_0_s3 <= \$1662 ;
+    l1_prod0_7_raw_s5 <= \$1662 ;
   always @(posedge clk)
-    l0_sum6_t0_1_s3 <= \$1663 ;
+    l1_sum0_t0_0_s6 <= \$1663 ;
   always @(posedge clk)
-    l0_sum6_t1_0_s4 <= \$1664 ;
+    l1_sum0_t0_1_s6 <= \$1664 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1665 ;
+    l1_sum0_t0_2_s6 <= \$1665 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1666 ;
+    l1_sum0_t1_0_s7 <= \$1666 ;
   always @(posedge clk)
-    l0_prod7_0_raw_s2 <= \$1667 ;
+    l1_out0_s8 <= \$1667 ;
   always @(posedge clk)
-    l0_prod7_1_raw_s2 <= \$1668 ;
+    y0_s2 <= \$1668 ;
   always @(posedge clk)
-    l0_sum7_t0_0_s3 <= \$1669 ;
+    y0_s3 <= \$1669 ;
   always @(posedge clk)
-    l0_sum7_t0_1_s3 <= \$1670 ;
+    y0_s4 <= \$1670 ;
   always @(posedge clk)
-    l0_sum7_t1_0_s4 <= \$1671 ;
+    y0_s5 <= \$1671 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1672 ;
+    y0_s6 <= \$1672 ;
   always @(posedge clk)
-    l1_bias0_s6 <= \$1673 ;
+    y0_s7 <= \$1673 ;
   always @(posedge clk)
-    l1_prod0_0_raw_s6 <= \$1674 ;
+    y0_s8 <= \$1674 ;
   always @(posedge clk)
-    l1_prod0_1_raw_s6 <= \$1675 ;
+    kind_s2 <= \$1675 ;
   always @(posedge clk)
-    l1_prod0_2_raw_s6 <= \$1676 ;
+    kind_s3 <= \$1676 ;
   always @(posedge clk)
-    l1_prod0_3_raw_s6 <= \$1677 ;
+    kind_s4 <= \$1677 ;
   always @(posedge clk)
-    l1_prod0_4_raw_s6 <= \$1678 ;
+    kind_s5 <= \$1678 ;
   always @(posedge clk)
-    l1_prod0_5_raw_s6 <= \$1679 ;
+    kind_s6 <= \$1679 ;
   always @(posedge clk)
-    l1_prod0_6_raw_s6 <= \$1680 ;
+    kind_s7 <= \$1680 ;
   always @(posedge clk)
-    l1_prod0_7_raw_s6 <= \$1681 ;
+    kind_s8 <= \$1681 ;
   always @(posedge clk)
-    l1_sum0_t0_0_s7 <= \$1682 ;
+    err0_s9 <= \$1682 ;
   always @(posedge clk)
-    l1_sum0_t0_1_s7 <= \$1683 ;
+    l0_out0_s5 <= \$1683 ;
   always @(posedge clk)
-    l1_sum0_t0_2_s7 <= \$1684 ;
+    l0_out0_s6 <= \$1684 ;
   always @(posedge clk)
-    l1_sum0_t0_3_s7 <= \$1685 ;
+    l0_out0_s7 <= \$1685 ;
   always @(posedge clk)
-    l1_sum0_t0_4_s7 <= \$1686 ;
+    l0_out0_s8 <= \$1686 ;
   always @(posedge clk)
-    l1_sum0_t1_0_s8 <= \$1687 ;
+    l0_out0_s9 <= \$1687 ;
   always @(posedge clk)
-    l1_sum0_t1_1_s8 <= \$1688 ;
+    l0_out1_s5 <= \$1688 ;
   always @(posedge clk)
-    l1_sum0_t1_2_s8 <= \$1689 ;
+    l0_out1_s6 <= \$1689 ;
   always @(posedge clk)
-    l1_sum0_t2_0_s9 <= \$1690 ;
+    l0_out1_s7 <= \$1690 ;
   always @(posedge clk)
-    l1_sum0_t2_1_s9 <= \$1691 ;
+    l0_out1_s8 <= \$1691 ;
   always @(posedge clk)
-    l1_sum0_t3_0_s10 <= \$1692 ;
+    l0_out1_s9 <= \$1692 ;
   always @(posedge clk)
-    l1_out0_s11 <= \$1693 ;
+    l0_out2_s5 <= \$1693 ;
   always @(posedge clk)
-    y0_s2 <= \$1694 ;
+    l0_out2_s6 <= \$1694 ;
   always @(posedge clk)
-    y0_s3 <= \$1695 ;
+    l0_out2_s7 <= \$1695 ;
   always @(posedge clk)
-    y0_s4 <= \$1696 ;
+    l0_out2_s8 <= \$1696 ;
   always @(posedge clk)
-    y0_s5 <= \$1697 ;
+    l0_out2_s9 <= \$1697 ;
   always @(posedge clk)
-    y0_s6 <= \$1698 ;
+    l0_out3_s5 <= \$1698 ;
   always @(posedge clk)
-    y0_s7 <= \$1699 ;
+    l0_out3_s6 <= \$1699 ;
   always @(posedge clk)
-    y0_s8 <= \$1700 ;
+    l0_out3_s7 <= \$1700 ;
   always @(posedge clk)
-    y0_s9 <= \$1701 ;
+    l0_out3_s8 <= \$1701 ;
   always @(posedge clk)
-    y0_s10 <= \$1702 ;
+    l0_out3_s9 <= \$1702 ;
   always @(posedge clk)
-    y0_s11 <= \$1703 ;
+    l0_out4_s5 <= \$1703 ;
   always @(posedge clk)
-    kind_s2 <= \$1704 ;
+    l0_out4_s6 <= \$1704 ;
   always @(posedge clk)
-    kind_s3 <= \$1705 ;
+    l0_out4_s7 <= \$1705 ;
   always @(posedge clk)
-    kind_s4 <= \$1706 ;
+    l0_out4_s8 <= \$1706 ;
   always @(posedge clk)
-    kind_s5 <= \$1707 ;
+    l0_out4_s9 <= \$1707 ;
   always @(posedge clk)
-    kind_s6 <= \$1708 ;
+    l0_out5_s5 <= \$1708 ;
   always @(posedge clk)
-    kind_s7 <= \$1709 ;
+    l0_out5_s6 <= \$1709 ;
   always @(posedge clk)
-    kind_s8 <= \$1710 ;
+    l0_out5_s7 <= \$1710 ;
   always @(posedge clk)
-    kind_s9 <= \$1711 ;
+    l0_out5_s8 <= \$1711 ;
   always @(posedge clk)
-    kind_s10 <= \$1712 ;
+    l0_out5_s9 <= \$1712 ;
   always @(posedge clk)
-    kind_s11 <= \$1713 ;
+    l0_out6_s5 <= \$1713 ;
   always @(posedge clk)
-    err0_s12 <= \$1714 ;
+    l0_out6_s6 <= \$1714 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1715 ;
+    l0_out6_s7 <= \$1715 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1716 ;
+    l0_out6_s8 <= \$1716 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$1717 ;
+    l0_out6_s9 <= \$1717 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$1718 ;
+    l0_out7_s5 <= \$1718 ;
   always @(posedge clk)
-    l0_out0_s10 <= \$1719 ;
+    l0_out7_s6 <= \$1719 ;
   always @(posedge clk)
-    l0_out0_s11 <= \$1720 ;
+    l0_out7_s7 <= \$1720 ;
   always @(posedge clk)
-    l0_out0_s12 <= \$1721 ;
+    l0_out7_s8 <= \$1721 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1722 ;
+    l0_out7_s9 <= \$1722 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1723 ;
+    l1_dw0_0_raw_s10 <= \$1723 ;
   always @(posedge clk)
-    l0_out1_s8 <= \$1724 ;
+    l1_dw0_0_s11 <= \$1724 ;
   always @(posedge clk)
-    l0_out1_s9 <= \$1725 ;
+    l1_dw0_1_raw_s10 <= \$1725 ;
   always @(posedge clk)
-    l0_out1_s10 <= \$1726 ;
+    l1_dw0_1_s11 <= \$1726 ;
   always @(posedge clk)
-    l0_out1_s11 <= \$1727 ;
+    l1_dw0_2_raw_s10 <= \$1727 ;
   always @(posedge clk)
-    l0_out1_s12 <= \$1728 ;
+    l1_dw0_2_s11 <= \$1728 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1729 ;
+    l1_dw0_3_raw_s10 <= \$1729 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1730 ;
+    l1_dw0_3_s11 <= \$1730 ;
   always @(posedge clk)
-    l0_out2_s8 <= \$1731 ;
+    l1_dw0_4_raw_s10 <= \$1731 ;
   always @(posedge clk)
-    l0_out2_s9 <= \$1732 ;
+    l1_dw0_4_s11 <= \$1732 ;
   always @(posedge clk)
-    l0_out2_s10 <= \$1733 ;
+    l1_dw0_5_raw_s10 <= \$1733 ;
   always @(posedge clk)
-    l0_out2_s11 <= \$1734 ;
+    l1_dw0_5_s11 <= \$1734 ;
   always @(posedge clk)
-    l0_out2_s12 <= \$1735 ;
+    l1_dw0_6_raw_s10 <= \$1735 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1736 ;
+    l1_dw0_6_s11 <= \$1736 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1737 ;
+    l1_dw0_7_raw_s10 <= \$1737 ;
   always @(posedge clk)
-    l0_out3_s8 <= \$1738 ;
+    l1_dw0_7_s11 <= \$1738 ;
   always @(posedge clk)
-    l0_out3_s9 <= \$1739 ;
+    l1_db0_s10 <= \$1739 ;
   always @(posedge clk)
-    l0_out3_s10 <= \$1740 ;
+    l1_db0_s11 <= \$1740 ;
   always @(posedge clk)
-    l0_out3_s11 <= \$1741 ;
+    l1_bprod0_0_raw_s10 <= \$1741 ;
   always @(posedge clk)
-    l0_out3_s12 <= \$1742 ;
+    l0_out0_s10 <= \$1742 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1743 ;
+    l0_err0_s11 <= \$1743 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1744 ;
+    l1_bprod1_0_raw_s10 <= \$1744 ;
   always @(posedge clk)
-    l0_out4_s8 <= \$1745 ;
+    l0_out1_s10 <= \$1745 ;
   always @(posedge clk)
-    l0_out4_s9 <= \$1746 ;
+    l0_err1_s11 <= \$1746 ;
   always @(posedge clk)
-    l0_out4_s10 <= \$1747 ;
+    l1_bprod2_0_raw_s10 <= \$1747 ;
   always @(posedge clk)
-    l0_out4_s11 <= \$1748 ;
+    l0_out2_s10 <= \$1748 ;
   always @(posedge clk)
-    l0_out4_s12 <= \$1749 ;
+    l0_err2_s11 <= \$1749 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1750 ;
+    l1_bprod3_0_raw_s10 <= \$1750 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1751 ;
+    l0_out3_s10 <= \$1751 ;
   always @(posedge clk)
-    l0_out5_s8 <= \$1752 ;
+    l0_err3_s11 <= \$1752 ;
   always @(posedge clk)
-    l0_out5_s9 <= \$1753 ;
+    l1_bprod4_0_raw_s10 <= \$1753 ;
   always @(posedge clk)
-    l0_out5_s10 <= \$1754 ;
+    l0_out4_s10 <= \$1754 ;
   always @(posedge clk)
-    l0_out5_s11 <= \$1755 ;
+    l0_err4_s11 <= \$1755 ;
   always @(posedge clk)
-    l0_out5_s12 <= \$1756 ;
+    l1_bprod5_0_raw_s10 <= \$1756 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1757 ;
+    l0_out5_s10 <= \$1757 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1758 ;
+    l0_err5_s11 <= \$1758 ;
   always @(posedge clk)
-    l0_out6_s8 <= \$1759 ;
+    l1_bprod6_0_raw_s10 <= \$1759 ;
   always @(posedge clk)
-    l0_out6_s9 <= \$1760 ;
+    l0_out6_s10 <= \$1760 ;
   always @(posedge clk)
-    l0_out6_s10 <= \$1761 ;
+    l0_err6_s11 <= \$1761 ;
   always @(posedge clk)
-    l0_out6_s11 <= \$1762 ;
+    l1_bprod7_0_raw_s10 <= \$1762 ;
   always @(posedge clk)
-    l0_out6_s12 <= \$1763 ;
+    l0_out7_s10 <= \$1763 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1764 ;
+    l0_err7_s11 <= \$1764 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1765 ;
+    x0_s2 <= \$1765 ;
   always @(posedge clk)
-    l0_out7_s8 <= \$1766 ;
+    x0_s3 <= \$1766 ;
   always @(posedge clk)
-    l0_out7_s9 <= \$1767 ;
+    x0_s4 <= \$1767 ;
   always @(posedge clk)
-    l0_out7_s10 <= \$1768 ;
+    x0_s5 <= \$1768 ;
   always @(posedge clk)
-    l0_out7_s11 <= \$1769 ;
+    x0_s6 <= \$1769 ;
   always @(posedge clk)
-    l0_out7_s12 <= \$1770 ;
+    x0_s7 <= \$1770 ;
   always @(posedge clk)
-    l1_dw0_0_raw_s13 <= \$1771 ;
+    x0_s8 <= \$1771 ;
   always @(posedge clk)
-    l1_dw0_0_s14 <= \$1772 ;
+    x0_s9 <= \$1772 ;
   always @(posedge clk)
-    l1_dw0_1_raw_s13 <= \$1773 ;
+    x0_s10 <= \$1773 ;
   always @(posedge clk)
-    l1_dw0_1_s14 <= \$1774 ;
+    x0_s11 <= \$1774 ;
   always @(posedge clk)
-    l1_dw0_2_raw_s13 <= \$1775 ;
+    x1_s2 <= \$1775 ;
   always @(posedge clk)
-    l1_dw0_2_s14 <= \$1776 ;
+    x1_s3 <= \$1776 ;
   always @(posedge clk)
-    l1_dw0_3_raw_s13 <= \$1777 ;
+    x1_s4 <= \$1777 ;
   always @(posedge clk)
-    l1_dw0_3_s14 <= \$1778 ;
+    x1_s5 <= \$1778 ;
   always @(posedge clk)
-    l1_dw0_4_raw_s13 <= \$1779 ;
+    x1_s6 <= \$1779 ;
   always @(posedge clk)
-    l1_dw0_4_s14 <= \$1780 ;
+    x1_s7 <= \$1780 ;
   always @(posedge clk)
-    l1_dw0_5_raw_s13 <= \$1781 ;
+    x1_s8 <= \$1781 ;
   always @(posedge clk)
-    l1_dw0_5_s14 <= \$1782 ;
+    x1_s9 <= \$1782 ;
   always @(posedge clk)
-    l1_dw0_6_raw_s13 <= \$1783 ;
+    x1_s10 <= \$1783 ;
   always @(posedge clk)
-    l1_dw0_6_s14 <= \$1784 ;
+    x1_s11 <= \$1784 ;
   always @(posedge clk)
-    l1_dw0_7_raw_s13 <= \$1785 ;
+    l0_dw0_0_raw_s12 <= \$1785 ;
   always @(posedge clk)
-    l1_dw0_7_s14 <= \$1786 ;
+    l0_dw0_0_s13 <= \$1786 ;
   always @(posedge clk)
-    l1_db0_s13 <= \$1787 ;
+    l0_dw0_1_raw_s12 <= \$1787 ;
   always @(posedge clk)
-    l1_db0_s14 <= \$1788 ;
+    l0_dw0_1_s13 <= \$1788 ;
   always @(posedge clk)
-    l1_bprod0_0_raw_s13 <= \$1789 ;
+    l0_dw1_0_raw_s12 <= \$1789 ;
   always @(posedge clk)
-    l0_out0_s13 <= \$1790 ;
+    l0_dw1_0_s13 <= \$1790 ;
   always @(posedge clk)
-    l0_err0_s14 <= \$1791 ;
+    l0_dw1_1_raw_s12 <= \$1791 ;
   always @(posedge clk)
-    l1_bprod1_0_raw_s13 <= \$1792 ;
+    l0_dw1_1_s13 <= \$1792 ;
   always @(posedge clk)
-    l0_out1_s13 <= \$1793 ;
+    l0_dw2_0_raw_s12 <= \$1793 ;
   always @(posedge clk)
-    l0_err1_s14 <= \$1794 ;
+    l0_dw2_0_s13 <= \$1794 ;
   always @(posedge clk)
-    l1_bprod2_0_raw_s13 <= \$1795 ;
+    l0_dw2_1_raw_s12 <= \$1795 ;
   always @(posedge clk)
-    l0_out2_s13 <= \$1796 ;
+    l0_dw2_1_s13 <= \$1796 ;
   always @(posedge clk)
-    l0_err2_s14 <= \$1797 ;
+    l0_dw3_0_raw_s12 <= \$1797 ;
   always @(posedge clk)
-    l1_bprod3_0_raw_s13 <= \$1798 ;
+    l0_dw3_0_s13 <= \$1798 ;
   always @(posedge clk)
-    l0_out3_s13 <= \$1799 ;
+    l0_dw3_1_raw_s12 <= \$1799 ;
   always @(posedge clk)
-    l0_err3_s14 <= \$1800 ;
+    l0_dw3_1_s13 <= \$1800 ;
   always @(posedge clk)
-    l1_bprod4_0_raw_s13 <= \$1801 ;
+    l0_dw4_0_raw_s12 <= \$1801 ;
   always @(posedge clk)
-    l0_out4_s13 <= \$1802 ;
+    l0_dw4_0_s13 <= \$1802 ;
   always @(posedge clk)
-    l0_err4_s14 <= \$1803 ;
+    l0_dw4_1_raw_s12 <= \$1803 ;
   always @(posedge clk)
-    l1_bprod5_0_raw_s13 <= \$1804 ;
+    l0_dw4_1_s13 <= \$1804 ;
   always @(posedge clk)
-    l0_out5_s13 <= \$1805 ;
+    l0_dw5_0_raw_s12 <= \$1805 ;
   always @(posedge clk)
-    l0_err5_s14 <= \$1806 ;
+    l0_dw5_0_s13 <= \$1806 ;
   always @(posedge clk)
-    l1_bprod6_0_raw_s13 <= \$1807 ;
+    l0_dw5_1_raw_s12 <= \$1807 ;
   always @(posedge clk)
-    l0_out6_s13 <= \$1808 ;
+    l0_dw5_1_s13 <= \$1808 ;
   always @(posedge clk)
-    l0_err6_s14 <= \$1809 ;
+    l0_dw6_0_raw_s12 <= \$1809 ;
   always @(posedge clk)
-    l1_bprod7_0_raw_s13 <= \$1810 ;
+    l0_dw6_0_s13 <= \$1810 ;
   always @(posedge clk)
-    l0_out7_s13 <= \$1811 ;
+    l0_dw6_1_raw_s12 <= \$1811 ;
   always @(posedge clk)
-    l0_err7_s14 <= \$1812 ;
+    l0_dw6_1_s13 <= \$1812 ;
   always @(posedge clk)
-    x0_s2 <= \$1813 ;
+    l0_dw7_0_raw_s12 <= \$1813 ;
   always @(posedge clk)
-    x0_s3 <= \$1814 ;
+    l0_dw7_0_s13 <= \$1814 ;
   always @(posedge clk)
-    x0_s4 <= \$1815 ;
+    l0_dw7_1_raw_s12 <= \$1815 ;
   always @(posedge clk)
-    x0_s5 <= \$1816 ;
+    l0_dw7_1_s13 <= \$1816 ;
   always @(posedge clk)
-    x0_s6 <= \$1817 ;
+    l0_db0_s12 <= \$1817 ;
   always @(posedge clk)
-    x0_s7 <= \$1818 ;
+    l0_db0_s13 <= \$1818 ;
   always @(posedge clk)
-    x0_s8 <= \$1819 ;
+    l0_db1_s12 <= \$1819 ;
   always @(posedge clk)
-    x0_s9 <= \$1820 ;
+    l0_db1_s13 <= \$1820 ;
   always @(posedge clk)
-    x0_s10 <= \$1821 ;
+    l0_db2_s12 <= \$1821 ;
   always @(posedge clk)
-    x0_s11 <= \$1822 ;
+    l0_db2_s13 <= \$1822 ;
   always @(posedge clk)
-    x0_s12 <= \$1823 ;
+    l0_db3_s12 <= \$1823 ;
   always @(posedge clk)
-    x0_s13 <= \$1824 ;
+    l0_db3_s13 <= \$1824 ;
   always @(posedge clk)
-    x0_s14 <= \$1825 ;
+    l0_db4_s12 <= \$1825 ;
   always @(posedge clk)
-    x1_s2 <= \$1826 ;
+    l0_db4_s13 <= \$1826 ;
   always @(posedge clk)
-    x1_s3 <= \$1827 ;
+    l0_db5_s12 <= \$1827 ;
   always @(posedge clk)
-    x1_s4 <= \$1828 ;
+    l0_db5_s13 <= \$1828 ;
   always @(posedge clk)
-    x1_s5 <= \$1829 ;
+    l0_db6_s12 <= \$1829 ;
   always @(posedge clk)
-    x1_s6 <= \$1830 ;
+    l0_db6_s13 <= \$1830 ;
   always @(posedge clk)
-    x1_s7 <= \$1831 ;
+    l0_db7_s12 <= \$1831 ;
   always @(posedge clk)
-    x1_s8 <= \$1832 ;
-  always @(posedge clk)
-    x1_s9 <= \$1833 ;
-  always @(posedge clk)
-    x1_s10 <= \$1834 ;
-  always @(posedge clk)
-    x1_s11 <= \$1835 ;
-  always @(posedge clk)
-    x1_s12 <= \$1836 ;
-  always @(posedge clk)
-    x1_s13 <= \$1837 ;
-  always @(posedge clk)
-    x1_s14 <= \$1838 ;
-  always @(posedge clk)
-    l0_dw0_0_raw_s15 <= \$1839 ;
-  always @(posedge clk)
-    l0_dw0_0_s16 <= \$1840 ;
-  always @(posedge clk)
-    l0_dw0_1_raw_s15 <= \$1841 ;
-  always @(posedge clk)
-    l0_dw0_1_s16 <= \$1842 ;
-  always @(posedge clk)
-    l0_dw1_0_raw_s15 <= \$1843 ;
-  always @(posedge clk)
-    l0_dw1_0_s16 <= \$1844 ;
-  always @(posedge clk)
-    l0_dw1_1_raw_s15 <= \$1845 ;
-  always @(posedge clk)
-    l0_dw1_1_s16 <= \$1846 ;
-  always @(posedge clk)
-    l0_dw2_0_raw_s15 <= \$1847 ;
-  always @(posedge clk)
-    l0_dw2_0_s16 <= \$1848 ;
-  always @(posedge clk)
-    l0_dw2_1_raw_s15 <= \$1849 ;
-  always @(posedge clk)
-    l0_dw2_1_s16 <= \$1850 ;
-  always @(posedge clk)
-    l0_dw3_0_raw_s15 <= \$1851 ;
-  always @(posedge clk)
-    l0_dw3_0_s16 <= \$1852 ;
-  always @(posedge clk)
-    l0_dw3_1_raw_s15 <= \$1853 ;
-  always @(posedge clk)
-    l0_dw3_1_s16 <= \$1854 ;
-  always @(posedge clk)
-    l0_dw4_0_raw_s15 <= \$1855 ;
-  always @(posedge clk)
-    l0_dw4_0_s16 <= \$1856 ;
-  always @(posedge clk)
-    l0_dw4_1_raw_s15 <= \$1857 ;
-  always @(posedge clk)
-    l0_dw4_1_s16 <= \$1858 ;
-  always @(posedge clk)
-    l0_dw5_0_raw_s15 <= \$1859 ;
-  always @(posedge clk)
-    l0_dw5_0_s16 <= \$1860 ;
-  always @(posedge clk)
-    l0_dw5_1_raw_s15 <= \$1861 ;
-  always @(posedge clk)
-    l0_dw5_1_s16 <= \$1862 ;
-  always @(posedge clk)
-    l0_dw6_0_raw_s15 <= \$1863 ;
-  always @(posedge clk)
-    l0_dw6_0_s16 <= \$1864 ;
-  always @(posedge clk)
-    l0_dw6_1_raw_s15 <= \$1865 ;
-  always @(posedge clk)
-    l0_dw6_1_s16 <= \$1866 ;
-  always @(posedge clk)
-    l0_dw7_0_raw_s15 <= \$1867 ;
-  always @(posedge clk)
-    l0_dw7_0_s16 <= \$1868 ;
-  always @(posedge clk)
-    l0_dw7_1_raw_s15 <= \$1869 ;
-  always @(posedge clk)
-    l0_dw7_1_s16 <= \$1870 ;
-  always @(posedge clk)
-    l0_db0_s15 <= \$1871 ;
-  always @(posedge clk)
-    l0_db0_s16 <= \$1872 ;
-  always @(posedge clk)
-    l0_db1_s15 <= \$1873 ;
-  always @(posedge clk)
-    l0_db1_s16 <= \$1874 ;
-  always @(posedge clk)
-    l0_db2_s15 <= \$1875 ;
-  always @(posedge clk)
-    l0_db2_s16 <= \$1876 ;
-  always @(posedge clk)
-    l0_db3_s15 <= \$1877 ;
-  always @(posedge clk)
-    l0_db3_s16 <= \$1878 ;
-  always @(posedge clk)
-    l0_db4_s15 <= \$1879 ;
-  always @(posedge clk)
-    l0_db4_s16 <= \$1880 ;
-  always @(posedge clk)
-    l0_db5_s15 <= \$1881 ;
-  always @(posedge clk)
-    l0_db5_s16 <= \$1882 ;
-  always @(posedge clk)
-    l0_db6_s15 <= \$1883 ;
-  always @(posedge clk)
-    l0_db6_s16 <= \$1884 ;
-  always @(posedge clk)
-    l0_db7_s15 <= \$1885 ;
-  always @(posedge clk)
-    l0_db7_s16 <= \$1886 ;
+    l0_db7_s13 <= \$1832 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1443  = 16'h0000;
@@ -5241,244 +5024,244 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s11)
+    casez (kind_s8)
       2'h0:
           e = \t$180 ;
       2'h2:
-          e = y0_s11;
+          e = y0_s8;
       default:
           e = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$469  = 17'h00000;
+    if (commit_l0) begin
+      \t$469  = \$1107 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$472  = 17'h00000;
     if (commit_l0) begin
-      \t$472  = \$1107 ;
+      \t$472  = \$1108 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$475  = 17'h00000;
     if (commit_l0) begin
-      \t$475  = \$1108 ;
+      \t$475  = \$1109 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$478  = 17'h00000;
     if (commit_l0) begin
-      \t$478  = \$1109 ;
+      \t$478  = \$1110 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$481  = 17'h00000;
     if (commit_l0) begin
-      \t$481  = \$1110 ;
+      \t$481  = \$1111 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$484  = 17'h00000;
     if (commit_l0) begin
-      \t$484  = \$1111 ;
+      \t$484  = \$1112 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$487  = 17'h00000;
     if (commit_l0) begin
-      \t$487  = \$1112 ;
+      \t$487  = \$1113 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$490  = 17'h00000;
     if (commit_l0) begin
-      \t$490  = \$1113 ;
+      \t$490  = \$1114 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$493  = 17'h00000;
     if (commit_l0) begin
-      \t$493  = \$1114 ;
+      \t$493  = \$1115 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$496  = 17'h00000;
     if (commit_l0) begin
-      \t$496  = \$1115 ;
+      \t$496  = \$1116 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$499  = 17'h00000;
     if (commit_l0) begin
-      \t$499  = \$1116 ;
+      \t$499  = \$1117 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$502  = 17'h00000;
     if (commit_l0) begin
-      \t$502  = \$1117 ;
+      \t$502  = \$1118 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$505  = 17'h00000;
     if (commit_l0) begin
-      \t$505  = \$1118 ;
+      \t$505  = \$1119 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$508  = 17'h00000;
     if (commit_l0) begin
-      \t$508  = \$1119 ;
+      \t$508  = \$1120 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$511  = 17'h00000;
     if (commit_l0) begin
-      \t$511  = \$1120 ;
+      \t$511  = \$1121 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$514  = 17'h00000;
     if (commit_l0) begin
-      \t$514  = \$1121 ;
+      \t$514  = \$1122 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$517  = 17'h00000;
     if (commit_l0) begin
-      \t$517  = \$1122 ;
+      \t$517  = \$1123 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$520  = 17'h00000;
+    \t$519  = 17'h00000;
     if (commit_l0) begin
-      \t$520  = \$1123 ;
+      \t$519  = \$1124 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$522  = 17'h00000;
+    \t$521  = 17'h00000;
     if (commit_l0) begin
-      \t$522  = \$1124 ;
+      \t$521  = \$1125 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$524  = 17'h00000;
+    \t$523  = 17'h00000;
     if (commit_l0) begin
-      \t$524  = \$1125 ;
+      \t$523  = \$1126 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$526  = 17'h00000;
+    \t$525  = 17'h00000;
     if (commit_l0) begin
-      \t$526  = \$1126 ;
+      \t$525  = \$1127 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$528  = 17'h00000;
+    \t$527  = 17'h00000;
     if (commit_l0) begin
-      \t$528  = \$1127 ;
+      \t$527  = \$1128 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$530  = 17'h00000;
+    \t$529  = 17'h00000;
     if (commit_l0) begin
-      \t$530  = \$1128 ;
+      \t$529  = \$1129 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$532  = 17'h00000;
+    \t$531  = 17'h00000;
     if (commit_l0) begin
-      \t$532  = \$1129 ;
+      \t$531  = \$1130 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$534  = 17'h00000;
-    if (commit_l0) begin
-      \t$534  = \$1130 ;
+    if (commit_l1) begin
+      \t$534  = \$1131 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$537  = 17'h00000;
     if (commit_l1) begin
-      \t$537  = \$1131 ;
+      \t$537  = \$1132 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$540  = 17'h00000;
     if (commit_l1) begin
-      \t$540  = \$1132 ;
+      \t$540  = \$1133 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$543  = 17'h00000;
     if (commit_l1) begin
-      \t$543  = \$1133 ;
+      \t$543  = \$1134 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$546  = 17'h00000;
     if (commit_l1) begin
-      \t$546  = \$1134 ;
+      \t$546  = \$1135 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$549  = 17'h00000;
     if (commit_l1) begin
-      \t$549  = \$1135 ;
+      \t$549  = \$1136 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$552  = 17'h00000;
     if (commit_l1) begin
-      \t$552  = \$1136 ;
+      \t$552  = \$1137 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$555  = 17'h00000;
     if (commit_l1) begin
-      \t$555  = \$1137 ;
+      \t$555  = \$1138 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$558  = 17'h00000;
     if (commit_l1) begin
-      \t$558  = \$1138 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$561  = 17'h00000;
-    if (commit_l1) begin
-      \t$561  = \$1139 ;
+      \t$558  = \$1139 ;
     end
   end
   always @* begin
@@ -5553,7 +5336,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1565  = valid_s8;
+    \$1565  = m__valid;
     if (en) begin
       \$1565  = valid_s7;
     end
@@ -5565,7 +5348,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1566  = valid_s9;
     if (en) begin
-      \$1566  = valid_s8;
+      \$1566  = m__valid;
     end
     if (rst) begin
       \$1566  = 1'h0;
@@ -5583,7 +5366,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1568  = m__valid;
+    \$1568  = valid_s11;
     if (en) begin
       \$1568  = valid_s10;
     end
@@ -5595,7 +5378,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1569  = valid_s12;
     if (en) begin
-      \$1569  = m__valid;
+      \$1569  = valid_s11;
     end
     if (rst) begin
       \$1569  = 1'h0;
@@ -5613,73 +5396,43 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1571  = valid_s14;
-    if (en) begin
-      \$1571  = valid_s13;
-    end
-    if (rst) begin
-      \$1571  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1572  = valid_s15;
-    if (en) begin
-      \$1572  = valid_s14;
-    end
-    if (rst) begin
-      \$1572  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1573  = valid_s16;
-    if (en) begin
-      \$1573  = valid_s15;
-    end
-    if (rst) begin
-      \$1573  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1574  = l0_w_0_0;
+    \$1571  = l0_w_0_0;
     if (commit_l0) begin
-      \$1574  = \$1183 ;
+      \$1571  = \$1183 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
         5'h00:
-            \$1574  = l0_port_data;
+            \$1571  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1574  = 16'h055e;
+      \$1571  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1575  = l0_w_0_1;
+    \$1572  = l0_w_0_1;
     if (commit_l0) begin
-      \$1575  = \$1191 ;
+      \$1572  = \$1191 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1575  = l0_port_data;
+            \$1572  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1575  = 16'hf6fa;
+      \$1572  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1576  = l0_w_1_0;
+    \$1573  = l0_w_1_0;
     if (commit_l0) begin
-      \$1576  = \$1199 ;
+      \$1573  = \$1199 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5688,18 +5441,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h01:
             /* empty */;
         5'h02:
-            \$1576  = l0_port_data;
+            \$1573  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1576  = 16'hee03;
+      \$1573  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1577  = l0_w_1_1;
+    \$1574  = l0_w_1_1;
     if (commit_l0) begin
-      \$1577  = \$1207 ;
+      \$1574  = \$1207 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5710,18 +5463,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$1577  = l0_port_data;
+            \$1574  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1577  = 16'hed0d;
+      \$1574  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1578  = l0_w_2_0;
+    \$1575  = l0_w_2_0;
     if (commit_l0) begin
-      \$1578  = \$1215 ;
+      \$1575  = \$1215 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5734,18 +5487,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$1578  = l0_port_data;
+            \$1575  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1578  = 16'h0c47;
+      \$1575  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1579  = l0_w_2_1;
+    \$1576  = l0_w_2_1;
     if (commit_l0) begin
-      \$1579  = \$1223 ;
+      \$1576  = \$1223 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5760,18 +5513,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$1579  = l0_port_data;
+            \$1576  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1579  = 16'h102d;
+      \$1576  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1580  = l0_w_3_0;
+    \$1577  = l0_w_3_0;
     if (commit_l0) begin
-      \$1580  = \$1231 ;
+      \$1577  = \$1231 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5788,18 +5541,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$1580  = l0_port_data;
+            \$1577  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1580  = 16'h042e;
+      \$1577  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1581  = l0_w_3_1;
+    \$1578  = l0_w_3_1;
     if (commit_l0) begin
-      \$1581  = \$1239 ;
+      \$1578  = \$1239 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5818,18 +5571,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$1581  = l0_port_data;
+            \$1578  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1581  = 16'h08ff;
+      \$1578  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1582  = l0_w_4_0;
+    \$1579  = l0_w_4_0;
     if (commit_l0) begin
-      \$1582  = \$1247 ;
+      \$1579  = \$1247 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5850,18 +5603,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$1582  = l0_port_data;
+            \$1579  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1582  = 16'h01b6;
+      \$1579  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1583  = l0_w_4_1;
+    \$1580  = l0_w_4_1;
     if (commit_l0) begin
-      \$1583  = \$1255 ;
+      \$1580  = \$1255 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5884,18 +5637,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$1583  = l0_port_data;
+            \$1580  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1583  = 16'h110d;
+      \$1580  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1584  = l0_w_5_0;
+    \$1581  = l0_w_5_0;
     if (commit_l0) begin
-      \$1584  = \$1263 ;
+      \$1581  = \$1263 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5920,18 +5673,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$1584  = l0_port_data;
+            \$1581  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1584  = 16'h0c61;
+      \$1581  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1585  = l0_w_5_1;
+    \$1582  = l0_w_5_1;
     if (commit_l0) begin
-      \$1585  = \$1271 ;
+      \$1582  = \$1271 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5958,18 +5711,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1585  = l0_port_data;
+            \$1582  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1585  = 16'hec83;
+      \$1582  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1586  = l0_w_6_0;
+    \$1583  = l0_w_6_0;
     if (commit_l0) begin
-      \$1586  = \$1279 ;
+      \$1583  = \$1279 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5998,18 +5751,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1586  = l0_port_data;
+            \$1583  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1586  = 16'h0e02;
+      \$1583  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1587  = l0_w_6_1;
+    \$1584  = l0_w_6_1;
     if (commit_l0) begin
-      \$1587  = \$1287 ;
+      \$1584  = \$1287 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6040,18 +5793,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1587  = l0_port_data;
+            \$1584  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1587  = 16'hedb8;
+      \$1584  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1588  = l0_w_7_0;
+    \$1585  = l0_w_7_0;
     if (commit_l0) begin
-      \$1588  = \$1295 ;
+      \$1585  = \$1295 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6084,18 +5837,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1588  = l0_port_data;
+            \$1585  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1588  = 16'h0900;
+      \$1585  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1589  = l0_w_7_1;
+    \$1586  = l0_w_7_1;
     if (commit_l0) begin
-      \$1589  = \$1303 ;
+      \$1586  = \$1303 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6130,18 +5883,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1589  = l0_port_data;
+            \$1586  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1589  = 16'hf34a;
+      \$1586  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1590  = l0_b_0;
+    \$1587  = l0_b_0;
     if (commit_l0) begin
-      \$1590  = \$1311 ;
+      \$1587  = \$1311 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6178,18 +5931,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$1590  = l0_port_data;
+            \$1587  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1590  = 16'h0000;
+      \$1587  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1591  = l0_b_1;
+    \$1588  = l0_b_1;
     if (commit_l0) begin
-      \$1591  = \$1319 ;
+      \$1588  = \$1319 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6228,18 +5981,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$1591  = l0_port_data;
+            \$1588  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1591  = 16'h0000;
+      \$1588  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1592  = l0_b_2;
+    \$1589  = l0_b_2;
     if (commit_l0) begin
-      \$1592  = \$1327 ;
+      \$1589  = \$1327 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6280,18 +6033,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$1592  = l0_port_data;
+            \$1589  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1592  = 16'h0000;
+      \$1589  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1593  = l0_b_3;
+    \$1590  = l0_b_3;
     if (commit_l0) begin
-      \$1593  = \$1335 ;
+      \$1590  = \$1335 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6334,18 +6087,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$1593  = l0_port_data;
+            \$1590  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1593  = 16'h0000;
+      \$1590  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1594  = l0_b_4;
+    \$1591  = l0_b_4;
     if (commit_l0) begin
-      \$1594  = \$1343 ;
+      \$1591  = \$1343 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6390,18 +6143,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$1594  = l0_port_data;
+            \$1591  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1594  = 16'h0000;
+      \$1591  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1595  = l0_b_5;
+    \$1592  = l0_b_5;
     if (commit_l0) begin
-      \$1595  = \$1351 ;
+      \$1592  = \$1351 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6448,18 +6201,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$1595  = l0_port_data;
+            \$1592  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1595  = 16'h0000;
+      \$1592  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1596  = l0_b_6;
+    \$1593  = l0_b_6;
     if (commit_l0) begin
-      \$1596  = \$1359 ;
+      \$1593  = \$1359 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6508,18 +6261,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$1596  = l0_port_data;
+            \$1593  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1596  = 16'h0000;
+      \$1593  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1597  = l0_b_7;
+    \$1594  = l0_b_7;
     if (commit_l0) begin
-      \$1597  = \$1367 ;
+      \$1594  = \$1367 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6570,52 +6323,52 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$1597  = l0_port_data;
+            \$1594  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1597  = 16'h0000;
+      \$1594  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1598  = l1_w_0_0;
+    \$1595  = l1_w_0_0;
     if (commit_l1) begin
-      \$1598  = \$1375 ;
+      \$1595  = \$1375 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
         4'h0:
-            \$1598  = l1_port_data;
+            \$1595  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1598  = 16'h071e;
+      \$1595  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1599  = l1_w_0_1;
+    \$1596  = l1_w_0_1;
     if (commit_l1) begin
-      \$1599  = \$1383 ;
+      \$1596  = \$1383 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
-            \$1599  = l1_port_data;
+            \$1596  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1599  = 16'h00d0;
+      \$1596  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1600  = l1_w_0_2;
+    \$1597  = l1_w_0_2;
     if (commit_l1) begin
-      \$1600  = \$1391 ;
+      \$1597  = \$1391 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6624,18 +6377,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h1:
             /* empty */;
         4'h2:
-            \$1600  = l1_port_data;
+            \$1597  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1600  = 16'hfc13;
+      \$1597  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1601  = l1_w_0_3;
+    \$1598  = l1_w_0_3;
     if (commit_l1) begin
-      \$1601  = \$1399 ;
+      \$1598  = \$1399 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6646,18 +6399,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h2:
             /* empty */;
         4'h3:
-            \$1601  = l1_port_data;
+            \$1598  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1601  = 16'hfe7c;
+      \$1598  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1602  = l1_w_0_4;
+    \$1599  = l1_w_0_4;
     if (commit_l1) begin
-      \$1602  = \$1407 ;
+      \$1599  = \$1407 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6670,18 +6423,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h3:
             /* empty */;
         4'h4:
-            \$1602  = l1_port_data;
+            \$1599  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1602  = 16'hf6c2;
+      \$1599  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1603  = l1_w_0_5;
+    \$1600  = l1_w_0_5;
     if (commit_l1) begin
-      \$1603  = \$1415 ;
+      \$1600  = \$1415 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6696,18 +6449,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h4:
             /* empty */;
         4'h5:
-            \$1603  = l1_port_data;
+            \$1600  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1603  = 16'hf8a3;
+      \$1600  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1604  = l1_w_0_6;
+    \$1601  = l1_w_0_6;
     if (commit_l1) begin
-      \$1604  = \$1423 ;
+      \$1601  = \$1423 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6724,18 +6477,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h5:
             /* empty */;
         4'h6:
-            \$1604  = l1_port_data;
+            \$1601  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1604  = 16'h0358;
+      \$1601  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1605  = l1_w_0_7;
+    \$1602  = l1_w_0_7;
     if (commit_l1) begin
-      \$1605  = \$1431 ;
+      \$1602  = \$1431 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6754,18 +6507,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h6:
             /* empty */;
         4'h7:
-            \$1605  = l1_port_data;
+            \$1602  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1605  = 16'h02e2;
+      \$1602  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1606  = l1_b_0;
+    \$1603  = l1_b_0;
     if (commit_l1) begin
-      \$1606  = \$1439 ;
+      \$1603  = \$1439 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6786,31 +6539,62 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h7:
             /* empty */;
         4'h8:
-            \$1606  = l1_port_data;
+            \$1603  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1606  = 16'h0000;
+      \$1603  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1607  = l0_rd_sel;
+    \$1604  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1607  = \$1154 [4:0];
+      \$1604  = \$1154 [4:0];
     end
     if (rst) begin
-      \$1607  = 5'h00;
+      \$1604  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1608  = read_layer;
+    \$1605  = read_layer;
     if (l0_port_rd) begin
-      \$1608  = 1'h0;
+      \$1605  = 1'h0;
     end
     if (l1_port_rd) begin
+      \$1605  = 1'h1;
+    end
+    if (rst) begin
+      \$1605  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1606  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$1606  = \$1165 [3:0];
+    end
+    if (rst) begin
+      \$1606  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1607  = \$1441 ;
+    if (rst) begin
+      \$1607  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1608  = pr__valid;
+    if (\$1442 ) begin
       \$1608  = 1'h1;
+    end else if (read_wait) begin
+      \$1608  = 1'h1;
+    end else if (pr__ready) begin
+      \$1608  = 1'h0;
     end
     if (rst) begin
       \$1608  = 1'h0;
@@ -6818,1997 +6602,1609 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1609  = l1_rd_sel;
-    if (l1_port_rd) begin
-      \$1609  = \$1165 [3:0];
-    end
-    if (rst) begin
-      \$1609  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1610  = \$1441 ;
-    if (rst) begin
-      \$1610  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1611  = pr__valid;
+    \$1609  = pr__payload;
     if (\$1442 ) begin
-      \$1611  = 1'h1;
+      \$1609  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1611  = 1'h1;
-    end else if (pr__ready) begin
-      \$1611  = 1'h0;
+      \$1609  = \$1445 ;
     end
     if (rst) begin
-      \$1611  = 1'h0;
+      \$1609  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1612  = pr__payload;
-    if (\$1442 ) begin
-      \$1612  = pc__payload[15:0];
-    end else if (read_wait) begin
-      \$1612  = \$1445 ;
-    end
-    if (rst) begin
-      \$1612  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1613  = x0_s1;
-    if (en) begin
-      \$1613  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1614  = x1_s1;
-    if (en) begin
-      \$1614  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1615  = y0_s1;
-    if (en) begin
-      \$1615  = s__payload[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1616  = kind_s1;
-    if (en) begin
-      \$1616  = s__payload[49:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1617  = l0_bias0_s2;
-    if (en) begin
-      \$1617  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1618  = l0_prod0_0_raw_s2;
-    if (en) begin
-      \$1618  = \$1446 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1619  = l0_prod0_1_raw_s2;
-    if (en) begin
-      \$1619  = \$1447 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1620  = l0_sum0_t0_0_s3;
-    if (en) begin
-      \$1620  = \$1448 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1621  = l0_sum0_t0_1_s3;
-    if (en) begin
-      \$1621  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1622  = l0_sum0_t1_0_s4;
-    if (en) begin
-      \$1622  = \$1449 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1623  = l0_out0_s5;
-    if (en) begin
-      \$1623  = \$1451 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1624  = l0_bias1_s2;
-    if (en) begin
-      \$1624  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1625  = l0_prod1_0_raw_s2;
-    if (en) begin
-      \$1625  = \$1452 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1626  = l0_prod1_1_raw_s2;
-    if (en) begin
-      \$1626  = \$1453 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1627  = l0_sum1_t0_0_s3;
-    if (en) begin
-      \$1627  = \$1454 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1628  = l0_sum1_t0_1_s3;
-    if (en) begin
-      \$1628  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1629  = l0_sum1_t1_0_s4;
-    if (en) begin
-      \$1629  = \$1455 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1630  = l0_out1_s5;
-    if (en) begin
-      \$1630  = \$1457 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1631  = l0_bias2_s2;
-    if (en) begin
-      \$1631  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1632  = l0_prod2_0_raw_s2;
-    if (en) begin
-      \$1632  = \$1458 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1633  = l0_prod2_1_raw_s2;
-    if (en) begin
-      \$1633  = \$1459 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1634  = l0_sum2_t0_0_s3;
-    if (en) begin
-      \$1634  = \$1460 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1635  = l0_sum2_t0_1_s3;
-    if (en) begin
-      \$1635  = { \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1636  = l0_sum2_t1_0_s4;
-    if (en) begin
-      \$1636  = \$1461 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1637  = l0_out2_s5;
-    if (en) begin
-      \$1637  = \$1463 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1638  = l0_bias3_s2;
-    if (en) begin
-      \$1638  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1639  = l0_prod3_0_raw_s2;
-    if (en) begin
-      \$1639  = \$1464 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1640  = l0_prod3_1_raw_s2;
-    if (en) begin
-      \$1640  = \$1465 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1641  = l0_sum3_t0_0_s3;
-    if (en) begin
-      \$1641  = \$1466 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1642  = l0_sum3_t0_1_s3;
-    if (en) begin
-      \$1642  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1643  = l0_sum3_t1_0_s4;
-    if (en) begin
-      \$1643  = \$1467 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1644  = l0_out3_s5;
-    if (en) begin
-      \$1644  = \$1469 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1645  = l0_bias4_s2;
-    if (en) begin
-      \$1645  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1646  = l0_prod4_0_raw_s2;
-    if (en) begin
-      \$1646  = \$1470 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1647  = l0_prod4_1_raw_s2;
-    if (en) begin
-      \$1647  = \$1471 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1648  = l0_sum4_t0_0_s3;
-    if (en) begin
-      \$1648  = \$1472 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1649  = l0_sum4_t0_1_s3;
-    if (en) begin
-      \$1649  = { \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1650  = l0_sum4_t1_0_s4;
-    if (en) begin
-      \$1650  = \$1473 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1651  = l0_out4_s5;
-    if (en) begin
-      \$1651  = \$1475 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1652  = l0_bias5_s2;
-    if (en) begin
-      \$1652  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1653  = l0_prod5_0_raw_s2;
-    if (en) begin
-      \$1653  = \$1476 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1654  = l0_prod5_1_raw_s2;
-    if (en) begin
-      \$1654  = \$1477 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1655  = l0_sum5_t0_0_s3;
-    if (en) begin
-      \$1655  = \$1478 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1656  = l0_sum5_t0_1_s3;
-    if (en) begin
-      \$1656  = { \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1657  = l0_sum5_t1_0_s4;
-    if (en) begin
-      \$1657  = \$1479 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1658  = l0_out5_s5;
-    if (en) begin
-      \$1658  = \$1481 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1659  = l0_bias6_s2;
-    if (en) begin
-      \$1659  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1660  = l0_prod6_0_raw_s2;
-    if (en) begin
-      \$1660  = \$1482 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1661  = l0_prod6_1_raw_s2;
-    if (en) begin
-      \$1661  = \$1483 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1662  = l0_sum6_t0_0_s3;
-    if (en) begin
-      \$1662  = \$1484 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1663  = l0_sum6_t0_1_s3;
-    if (en) begin
-      \$1663  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1664  = l0_sum6_t1_0_s4;
+    \$1610  = x0_s1;
     if (en) begin
-      \$1664  = \$1485 ;
+      \$1610  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1665  = l0_out6_s5;
+    \$1611  = x1_s1;
     if (en) begin
-      \$1665  = \$1487 ;
+      \$1611  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1666  = l0_bias7_s2;
+    \$1612  = y0_s1;
     if (en) begin
-      \$1666  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
+      \$1612  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1667  = l0_prod7_0_raw_s2;
+    \$1613  = kind_s1;
     if (en) begin
-      \$1667  = \$1488 ;
+      \$1613  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1668  = l0_prod7_1_raw_s2;
+    \$1614  = l0_bias0_s2;
     if (en) begin
-      \$1668  = \$1489 ;
+      \$1614  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1669  = l0_sum7_t0_0_s3;
+    \$1615  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$1669  = \$1490 ;
+      \$1615  = \$1446 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1670  = l0_sum7_t0_1_s3;
+    \$1616  = l0_prod0_1_raw_s2;
     if (en) begin
-      \$1670  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
+      \$1616  = \$1447 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1671  = l0_sum7_t1_0_s4;
+    \$1617  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$1671  = \$1491 ;
+      \$1617  = \$1449 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1672  = l0_out7_s5;
+    \$1618  = l0_out0_s4;
     if (en) begin
-      \$1672  = \$1493 ;
+      \$1618  = \$1451 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1673  = l1_bias0_s6;
+    \$1619  = l0_bias1_s2;
     if (en) begin
-      \$1673  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
+      \$1619  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1674  = l1_prod0_0_raw_s6;
+    \$1620  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$1674  = \$1494 ;
+      \$1620  = \$1452 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1675  = l1_prod0_1_raw_s6;
+    \$1621  = l0_prod1_1_raw_s2;
     if (en) begin
-      \$1675  = \$1495 ;
+      \$1621  = \$1453 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1676  = l1_prod0_2_raw_s6;
+    \$1622  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$1676  = \$1496 ;
+      \$1622  = \$1455 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1677  = l1_prod0_3_raw_s6;
+    \$1623  = l0_out1_s4;
     if (en) begin
-      \$1677  = \$1497 ;
+      \$1623  = \$1457 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1678  = l1_prod0_4_raw_s6;
+    \$1624  = l0_bias2_s2;
     if (en) begin
-      \$1678  = \$1498 ;
+      \$1624  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1679  = l1_prod0_5_raw_s6;
+    \$1625  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$1679  = \$1499 ;
+      \$1625  = \$1458 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1680  = l1_prod0_6_raw_s6;
+    \$1626  = l0_prod2_1_raw_s2;
     if (en) begin
-      \$1680  = \$1500 ;
+      \$1626  = \$1459 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1681  = l1_prod0_7_raw_s6;
+    \$1627  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$1681  = \$1501 ;
+      \$1627  = \$1461 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1682  = l1_sum0_t0_0_s7;
+    \$1628  = l0_out2_s4;
     if (en) begin
-      \$1682  = \$1502 ;
+      \$1628  = \$1463 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1683  = l1_sum0_t0_1_s7;
+    \$1629  = l0_bias3_s2;
     if (en) begin
-      \$1683  = \$1503 ;
+      \$1629  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1684  = l1_sum0_t0_2_s7;
+    \$1630  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$1684  = \$1504 ;
+      \$1630  = \$1464 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1685  = l1_sum0_t0_3_s7;
+    \$1631  = l0_prod3_1_raw_s2;
     if (en) begin
-      \$1685  = \$1505 ;
+      \$1631  = \$1465 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1686  = l1_sum0_t0_4_s7;
+    \$1632  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$1686  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
+      \$1632  = \$1467 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1687  = l1_sum0_t1_0_s8;
+    \$1633  = l0_out3_s4;
     if (en) begin
-      \$1687  = \$1506 ;
+      \$1633  = \$1469 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1688  = l1_sum0_t1_1_s8;
+    \$1634  = l0_bias4_s2;
     if (en) begin
-      \$1688  = \$1507 ;
+      \$1634  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1689  = l1_sum0_t1_2_s8;
+    \$1635  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$1689  = l1_sum0_t0_4_s7;
+      \$1635  = \$1470 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1690  = l1_sum0_t2_0_s9;
+    \$1636  = l0_prod4_1_raw_s2;
     if (en) begin
-      \$1690  = \$1508 ;
+      \$1636  = \$1471 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1691  = l1_sum0_t2_1_s9;
+    \$1637  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$1691  = l1_sum0_t1_2_s8;
+      \$1637  = \$1473 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1692  = l1_sum0_t3_0_s10;
+    \$1638  = l0_out4_s4;
     if (en) begin
-      \$1692  = \$1509 ;
+      \$1638  = \$1475 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1693  = l1_out0_s11;
+    \$1639  = l0_bias5_s2;
     if (en) begin
-      \$1693  = \t$175 ;
+      \$1639  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1694  = y0_s2;
+    \$1640  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$1694  = y0_s1;
+      \$1640  = \$1476 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1695  = y0_s3;
+    \$1641  = l0_prod5_1_raw_s2;
     if (en) begin
-      \$1695  = y0_s2;
+      \$1641  = \$1477 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1696  = y0_s4;
+    \$1642  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$1696  = y0_s3;
+      \$1642  = \$1479 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1697  = y0_s5;
+    \$1643  = l0_out5_s4;
     if (en) begin
-      \$1697  = y0_s4;
+      \$1643  = \$1481 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1698  = y0_s6;
+    \$1644  = l0_bias6_s2;
     if (en) begin
-      \$1698  = y0_s5;
+      \$1644  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1699  = y0_s7;
+    \$1645  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$1699  = y0_s6;
+      \$1645  = \$1482 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1700  = y0_s8;
+    \$1646  = l0_prod6_1_raw_s2;
     if (en) begin
-      \$1700  = y0_s7;
+      \$1646  = \$1483 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1701  = y0_s9;
+    \$1647  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$1701  = y0_s8;
+      \$1647  = \$1485 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1702  = y0_s10;
+    \$1648  = l0_out6_s4;
     if (en) begin
-      \$1702  = y0_s9;
+      \$1648  = \$1487 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1703  = y0_s11;
+    \$1649  = l0_bias7_s2;
     if (en) begin
-      \$1703  = y0_s10;
+      \$1649  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1704  = kind_s2;
+    \$1650  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$1704  = kind_s1;
+      \$1650  = \$1488 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1705  = kind_s3;
+    \$1651  = l0_prod7_1_raw_s2;
     if (en) begin
-      \$1705  = kind_s2;
+      \$1651  = \$1489 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1706  = kind_s4;
+    \$1652  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$1706  = kind_s3;
+      \$1652  = \$1491 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1707  = kind_s5;
+    \$1653  = l0_out7_s4;
     if (en) begin
-      \$1707  = kind_s4;
+      \$1653  = \$1493 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1708  = kind_s6;
+    \$1654  = l1_bias0_s5;
     if (en) begin
-      \$1708  = kind_s5;
+      \$1654  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1709  = kind_s7;
+    \$1655  = l1_prod0_0_raw_s5;
     if (en) begin
-      \$1709  = kind_s6;
+      \$1655  = \$1494 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1710  = kind_s8;
+    \$1656  = l1_prod0_1_raw_s5;
     if (en) begin
-      \$1710  = kind_s7;
+      \$1656  = \$1495 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1711  = kind_s9;
+    \$1657  = l1_prod0_2_raw_s5;
     if (en) begin
-      \$1711  = kind_s8;
+      \$1657  = \$1496 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1712  = kind_s10;
+    \$1658  = l1_prod0_3_raw_s5;
     if (en) begin
-      \$1712  = kind_s9;
+      \$1658  = \$1497 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1713  = kind_s11;
+    \$1659  = l1_prod0_4_raw_s5;
     if (en) begin
-      \$1713  = kind_s10;
+      \$1659  = \$1498 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1714  = err0_s12;
+    \$1660  = l1_prod0_5_raw_s5;
     if (en) begin
-      \$1714  = e;
+      \$1660  = \$1499 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1715  = l0_out0_s6;
+    \$1661  = l1_prod0_6_raw_s5;
     if (en) begin
-      \$1715  = l0_out0_s5;
+      \$1661  = \$1500 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1716  = l0_out0_s7;
+    \$1662  = l1_prod0_7_raw_s5;
     if (en) begin
-      \$1716  = l0_out0_s6;
+      \$1662  = \$1501 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1717  = l0_out0_s8;
+    \$1663  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$1717  = l0_out0_s7;
+      \$1663  = \$1504 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1718  = l0_out0_s9;
+    \$1664  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$1718  = l0_out0_s8;
+      \$1664  = \$1507 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1719  = l0_out0_s10;
+    \$1665  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$1719  = l0_out0_s9;
+      \$1665  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1720  = l0_out0_s11;
+    \$1666  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$1720  = l0_out0_s10;
+      \$1666  = \$1509 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1721  = l0_out0_s12;
+    \$1667  = l1_out0_s8;
     if (en) begin
-      \$1721  = l0_out0_s11;
+      \$1667  = \t$175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1722  = l0_out1_s6;
+    \$1668  = y0_s2;
     if (en) begin
-      \$1722  = l0_out1_s5;
+      \$1668  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1723  = l0_out1_s7;
+    \$1669  = y0_s3;
     if (en) begin
-      \$1723  = l0_out1_s6;
+      \$1669  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1724  = l0_out1_s8;
+    \$1670  = y0_s4;
     if (en) begin
-      \$1724  = l0_out1_s7;
+      \$1670  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1725  = l0_out1_s9;
+    \$1671  = y0_s5;
     if (en) begin
-      \$1725  = l0_out1_s8;
+      \$1671  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1726  = l0_out1_s10;
+    \$1672  = y0_s6;
     if (en) begin
-      \$1726  = l0_out1_s9;
+      \$1672  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1727  = l0_out1_s11;
+    \$1673  = y0_s7;
     if (en) begin
-      \$1727  = l0_out1_s10;
+      \$1673  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1728  = l0_out1_s12;
+    \$1674  = y0_s8;
     if (en) begin
-      \$1728  = l0_out1_s11;
+      \$1674  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1729  = l0_out2_s6;
+    \$1675  = kind_s2;
     if (en) begin
-      \$1729  = l0_out2_s5;
+      \$1675  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1730  = l0_out2_s7;
+    \$1676  = kind_s3;
     if (en) begin
-      \$1730  = l0_out2_s6;
+      \$1676  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1731  = l0_out2_s8;
+    \$1677  = kind_s4;
     if (en) begin
-      \$1731  = l0_out2_s7;
+      \$1677  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1732  = l0_out2_s9;
+    \$1678  = kind_s5;
     if (en) begin
-      \$1732  = l0_out2_s8;
+      \$1678  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1733  = l0_out2_s10;
+    \$1679  = kind_s6;
     if (en) begin
-      \$1733  = l0_out2_s9;
+      \$1679  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1734  = l0_out2_s11;
+    \$1680  = kind_s7;
     if (en) begin
-      \$1734  = l0_out2_s10;
+      \$1680  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1735  = l0_out2_s12;
+    \$1681  = kind_s8;
     if (en) begin
-      \$1735  = l0_out2_s11;
+      \$1681  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1736  = l0_out3_s6;
+    \$1682  = err0_s9;
     if (en) begin
-      \$1736  = l0_out3_s5;
+      \$1682  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1737  = l0_out3_s7;
+    \$1683  = l0_out0_s5;
     if (en) begin
-      \$1737  = l0_out3_s6;
+      \$1683  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1738  = l0_out3_s8;
+    \$1684  = l0_out0_s6;
     if (en) begin
-      \$1738  = l0_out3_s7;
+      \$1684  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1739  = l0_out3_s9;
+    \$1685  = l0_out0_s7;
     if (en) begin
-      \$1739  = l0_out3_s8;
+      \$1685  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1740  = l0_out3_s10;
+    \$1686  = l0_out0_s8;
     if (en) begin
-      \$1740  = l0_out3_s9;
+      \$1686  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1741  = l0_out3_s11;
+    \$1687  = l0_out0_s9;
     if (en) begin
-      \$1741  = l0_out3_s10;
+      \$1687  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1742  = l0_out3_s12;
+    \$1688  = l0_out1_s5;
     if (en) begin
-      \$1742  = l0_out3_s11;
+      \$1688  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1743  = l0_out4_s6;
+    \$1689  = l0_out1_s6;
     if (en) begin
-      \$1743  = l0_out4_s5;
+      \$1689  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1744  = l0_out4_s7;
+    \$1690  = l0_out1_s7;
     if (en) begin
-      \$1744  = l0_out4_s6;
+      \$1690  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1745  = l0_out4_s8;
+    \$1691  = l0_out1_s8;
     if (en) begin
-      \$1745  = l0_out4_s7;
+      \$1691  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1746  = l0_out4_s9;
+    \$1692  = l0_out1_s9;
     if (en) begin
-      \$1746  = l0_out4_s8;
+      \$1692  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1747  = l0_out4_s10;
+    \$1693  = l0_out2_s5;
     if (en) begin
-      \$1747  = l0_out4_s9;
+      \$1693  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1748  = l0_out4_s11;
+    \$1694  = l0_out2_s6;
     if (en) begin
-      \$1748  = l0_out4_s10;
+      \$1694  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1749  = l0_out4_s12;
+    \$1695  = l0_out2_s7;
     if (en) begin
-      \$1749  = l0_out4_s11;
+      \$1695  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1750  = l0_out5_s6;
+    \$1696  = l0_out2_s8;
     if (en) begin
-      \$1750  = l0_out5_s5;
+      \$1696  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1751  = l0_out5_s7;
+    \$1697  = l0_out2_s9;
     if (en) begin
-      \$1751  = l0_out5_s6;
+      \$1697  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1752  = l0_out5_s8;
+    \$1698  = l0_out3_s5;
     if (en) begin
-      \$1752  = l0_out5_s7;
+      \$1698  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1753  = l0_out5_s9;
+    \$1699  = l0_out3_s6;
     if (en) begin
-      \$1753  = l0_out5_s8;
+      \$1699  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1754  = l0_out5_s10;
+    \$1700  = l0_out3_s7;
     if (en) begin
-      \$1754  = l0_out5_s9;
+      \$1700  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1755  = l0_out5_s11;
+    \$1701  = l0_out3_s8;
     if (en) begin
-      \$1755  = l0_out5_s10;
+      \$1701  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1756  = l0_out5_s12;
+    \$1702  = l0_out3_s9;
     if (en) begin
-      \$1756  = l0_out5_s11;
+      \$1702  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1757  = l0_out6_s6;
+    \$1703  = l0_out4_s5;
     if (en) begin
-      \$1757  = l0_out6_s5;
+      \$1703  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1758  = l0_out6_s7;
+    \$1704  = l0_out4_s6;
     if (en) begin
-      \$1758  = l0_out6_s6;
+      \$1704  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1759  = l0_out6_s8;
+    \$1705  = l0_out4_s7;
     if (en) begin
-      \$1759  = l0_out6_s7;
+      \$1705  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1760  = l0_out6_s9;
+    \$1706  = l0_out4_s8;
     if (en) begin
-      \$1760  = l0_out6_s8;
+      \$1706  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1761  = l0_out6_s10;
+    \$1707  = l0_out4_s9;
     if (en) begin
-      \$1761  = l0_out6_s9;
+      \$1707  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1762  = l0_out6_s11;
+    \$1708  = l0_out5_s5;
     if (en) begin
-      \$1762  = l0_out6_s10;
+      \$1708  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1763  = l0_out6_s12;
+    \$1709  = l0_out5_s6;
     if (en) begin
-      \$1763  = l0_out6_s11;
+      \$1709  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1764  = l0_out7_s6;
+    \$1710  = l0_out5_s7;
     if (en) begin
-      \$1764  = l0_out7_s5;
+      \$1710  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1765  = l0_out7_s7;
+    \$1711  = l0_out5_s8;
     if (en) begin
-      \$1765  = l0_out7_s6;
+      \$1711  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1766  = l0_out7_s8;
+    \$1712  = l0_out5_s9;
     if (en) begin
-      \$1766  = l0_out7_s7;
+      \$1712  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1767  = l0_out7_s9;
+    \$1713  = l0_out6_s5;
     if (en) begin
-      \$1767  = l0_out7_s8;
+      \$1713  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1768  = l0_out7_s10;
+    \$1714  = l0_out6_s6;
     if (en) begin
-      \$1768  = l0_out7_s9;
+      \$1714  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1769  = l0_out7_s11;
+    \$1715  = l0_out6_s7;
     if (en) begin
-      \$1769  = l0_out7_s10;
+      \$1715  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1770  = l0_out7_s12;
+    \$1716  = l0_out6_s8;
     if (en) begin
-      \$1770  = l0_out7_s11;
+      \$1716  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1771  = l1_dw0_0_raw_s13;
+    \$1717  = l0_out6_s9;
     if (en) begin
-      \$1771  = \$1510 ;
+      \$1717  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1772  = l1_dw0_0_s14;
+    \$1718  = l0_out7_s5;
     if (en) begin
-      \$1772  = \t$188 ;
+      \$1718  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1773  = l1_dw0_1_raw_s13;
+    \$1719  = l0_out7_s6;
     if (en) begin
-      \$1773  = \$1511 ;
+      \$1719  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1774  = l1_dw0_1_s14;
+    \$1720  = l0_out7_s7;
     if (en) begin
-      \$1774  = \t$194 ;
+      \$1720  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1775  = l1_dw0_2_raw_s13;
+    \$1721  = l0_out7_s8;
     if (en) begin
-      \$1775  = \$1512 ;
+      \$1721  = l0_out7_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1776  = l1_dw0_2_s14;
+    \$1722  = l0_out7_s9;
     if (en) begin
-      \$1776  = \t$200 ;
+      \$1722  = l0_out7_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1777  = l1_dw0_3_raw_s13;
+    \$1723  = l1_dw0_0_raw_s10;
     if (en) begin
-      \$1777  = \$1513 ;
+      \$1723  = \$1510 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1778  = l1_dw0_3_s14;
+    \$1724  = l1_dw0_0_s11;
     if (en) begin
-      \$1778  = \t$206 ;
+      \$1724  = \t$188 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1779  = l1_dw0_4_raw_s13;
+    \$1725  = l1_dw0_1_raw_s10;
     if (en) begin
-      \$1779  = \$1514 ;
+      \$1725  = \$1511 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1780  = l1_dw0_4_s14;
+    \$1726  = l1_dw0_1_s11;
     if (en) begin
-      \$1780  = \t$212 ;
+      \$1726  = \t$194 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1781  = l1_dw0_5_raw_s13;
+    \$1727  = l1_dw0_2_raw_s10;
     if (en) begin
-      \$1781  = \$1515 ;
+      \$1727  = \$1512 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1782  = l1_dw0_5_s14;
+    \$1728  = l1_dw0_2_s11;
     if (en) begin
-      \$1782  = \t$218 ;
+      \$1728  = \t$200 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1783  = l1_dw0_6_raw_s13;
+    \$1729  = l1_dw0_3_raw_s10;
     if (en) begin
-      \$1783  = \$1516 ;
+      \$1729  = \$1513 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1784  = l1_dw0_6_s14;
+    \$1730  = l1_dw0_3_s11;
     if (en) begin
-      \$1784  = \t$224 ;
+      \$1730  = \t$206 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1785  = l1_dw0_7_raw_s13;
+    \$1731  = l1_dw0_4_raw_s10;
     if (en) begin
-      \$1785  = \$1517 ;
+      \$1731  = \$1514 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1786  = l1_dw0_7_s14;
+    \$1732  = l1_dw0_4_s11;
     if (en) begin
-      \$1786  = \t$230 ;
+      \$1732  = \t$212 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1787  = l1_db0_s13;
+    \$1733  = l1_dw0_5_raw_s10;
     if (en) begin
-      \$1787  = \t$236 ;
+      \$1733  = \$1515 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1788  = l1_db0_s14;
+    \$1734  = l1_dw0_5_s11;
     if (en) begin
-      \$1788  = l1_db0_s13;
+      \$1734  = \t$218 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1789  = l1_bprod0_0_raw_s13;
+    \$1735  = l1_dw0_6_raw_s10;
     if (en) begin
-      \$1789  = \$1518 ;
+      \$1735  = \$1516 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1790  = l0_out0_s13;
+    \$1736  = l1_dw0_6_s11;
     if (en) begin
-      \$1790  = l0_out0_s12;
+      \$1736  = \t$224 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1791  = l0_err0_s14;
+    \$1737  = l1_dw0_7_raw_s10;
     if (en) begin
-      \$1791  = \$1520 ;
+      \$1737  = \$1517 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1792  = l1_bprod1_0_raw_s13;
+    \$1738  = l1_dw0_7_s11;
     if (en) begin
-      \$1792  = \$1521 ;
+      \$1738  = \t$230 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1793  = l0_out1_s13;
+    \$1739  = l1_db0_s10;
     if (en) begin
-      \$1793  = l0_out1_s12;
+      \$1739  = \t$236 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1794  = l0_err1_s14;
+    \$1740  = l1_db0_s11;
     if (en) begin
-      \$1794  = \$1523 ;
+      \$1740  = l1_db0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1795  = l1_bprod2_0_raw_s13;
+    \$1741  = l1_bprod0_0_raw_s10;
     if (en) begin
-      \$1795  = \$1524 ;
+      \$1741  = \$1518 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1796  = l0_out2_s13;
+    \$1742  = l0_out0_s10;
     if (en) begin
-      \$1796  = l0_out2_s12;
+      \$1742  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1797  = l0_err2_s14;
+    \$1743  = l0_err0_s11;
     if (en) begin
-      \$1797  = \$1526 ;
+      \$1743  = \$1520 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1798  = l1_bprod3_0_raw_s13;
+    \$1744  = l1_bprod1_0_raw_s10;
     if (en) begin
-      \$1798  = \$1527 ;
+      \$1744  = \$1521 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1799  = l0_out3_s13;
+    \$1745  = l0_out1_s10;
     if (en) begin
-      \$1799  = l0_out3_s12;
+      \$1745  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1800  = l0_err3_s14;
+    \$1746  = l0_err1_s11;
     if (en) begin
-      \$1800  = \$1529 ;
+      \$1746  = \$1523 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1801  = l1_bprod4_0_raw_s13;
+    \$1747  = l1_bprod2_0_raw_s10;
     if (en) begin
-      \$1801  = \$1530 ;
+      \$1747  = \$1524 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1802  = l0_out4_s13;
+    \$1748  = l0_out2_s10;
     if (en) begin
-      \$1802  = l0_out4_s12;
+      \$1748  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1803  = l0_err4_s14;
+    \$1749  = l0_err2_s11;
     if (en) begin
-      \$1803  = \$1532 ;
+      \$1749  = \$1526 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1804  = l1_bprod5_0_raw_s13;
+    \$1750  = l1_bprod3_0_raw_s10;
     if (en) begin
-      \$1804  = \$1533 ;
+      \$1750  = \$1527 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1805  = l0_out5_s13;
+    \$1751  = l0_out3_s10;
     if (en) begin
-      \$1805  = l0_out5_s12;
+      \$1751  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1806  = l0_err5_s14;
+    \$1752  = l0_err3_s11;
     if (en) begin
-      \$1806  = \$1535 ;
+      \$1752  = \$1529 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1807  = l1_bprod6_0_raw_s13;
+    \$1753  = l1_bprod4_0_raw_s10;
     if (en) begin
-      \$1807  = \$1536 ;
+      \$1753  = \$1530 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1808  = l0_out6_s13;
+    \$1754  = l0_out4_s10;
     if (en) begin
-      \$1808  = l0_out6_s12;
+      \$1754  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1809  = l0_err6_s14;
+    \$1755  = l0_err4_s11;
     if (en) begin
-      \$1809  = \$1538 ;
+      \$1755  = \$1532 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1810  = l1_bprod7_0_raw_s13;
+    \$1756  = l1_bprod5_0_raw_s10;
     if (en) begin
-      \$1810  = \$1539 ;
+      \$1756  = \$1533 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1811  = l0_out7_s13;
+    \$1757  = l0_out5_s10;
     if (en) begin
-      \$1811  = l0_out7_s12;
+      \$1757  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1812  = l0_err7_s14;
+    \$1758  = l0_err5_s11;
     if (en) begin
-      \$1812  = \$1541 ;
+      \$1758  = \$1535 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1813  = x0_s2;
+    \$1759  = l1_bprod6_0_raw_s10;
     if (en) begin
-      \$1813  = x0_s1;
+      \$1759  = \$1536 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1814  = x0_s3;
+    \$1760  = l0_out6_s10;
     if (en) begin
-      \$1814  = x0_s2;
+      \$1760  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1815  = x0_s4;
+    \$1761  = l0_err6_s11;
     if (en) begin
-      \$1815  = x0_s3;
+      \$1761  = \$1538 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1816  = x0_s5;
+    \$1762  = l1_bprod7_0_raw_s10;
     if (en) begin
-      \$1816  = x0_s4;
+      \$1762  = \$1539 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1817  = x0_s6;
+    \$1763  = l0_out7_s10;
     if (en) begin
-      \$1817  = x0_s5;
+      \$1763  = l0_out7_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1818  = x0_s7;
+    \$1764  = l0_err7_s11;
     if (en) begin
-      \$1818  = x0_s6;
+      \$1764  = \$1541 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1819  = x0_s8;
+    \$1765  = x0_s2;
     if (en) begin
-      \$1819  = x0_s7;
+      \$1765  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1820  = x0_s9;
+    \$1766  = x0_s3;
     if (en) begin
-      \$1820  = x0_s8;
+      \$1766  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1821  = x0_s10;
+    \$1767  = x0_s4;
     if (en) begin
-      \$1821  = x0_s9;
+      \$1767  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1822  = x0_s11;
+    \$1768  = x0_s5;
     if (en) begin
-      \$1822  = x0_s10;
+      \$1768  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1823  = x0_s12;
+    \$1769  = x0_s6;
     if (en) begin
-      \$1823  = x0_s11;
+      \$1769  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1824  = x0_s13;
+    \$1770  = x0_s7;
     if (en) begin
-      \$1824  = x0_s12;
+      \$1770  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1825  = x0_s14;
+    \$1771  = x0_s8;
     if (en) begin
-      \$1825  = x0_s13;
+      \$1771  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1826  = x1_s2;
+    \$1772  = x0_s9;
     if (en) begin
-      \$1826  = x1_s1;
+      \$1772  = x0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1827  = x1_s3;
+    \$1773  = x0_s10;
     if (en) begin
-      \$1827  = x1_s2;
+      \$1773  = x0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1828  = x1_s4;
+    \$1774  = x0_s11;
     if (en) begin
-      \$1828  = x1_s3;
+      \$1774  = x0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1829  = x1_s5;
+    \$1775  = x1_s2;
     if (en) begin
-      \$1829  = x1_s4;
+      \$1775  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1830  = x1_s6;
+    \$1776  = x1_s3;
     if (en) begin
-      \$1830  = x1_s5;
+      \$1776  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1831  = x1_s7;
+    \$1777  = x1_s4;
     if (en) begin
-      \$1831  = x1_s6;
+      \$1777  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1832  = x1_s8;
+    \$1778  = x1_s5;
     if (en) begin
-      \$1832  = x1_s7;
+      \$1778  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1833  = x1_s9;
+    \$1779  = x1_s6;
     if (en) begin
-      \$1833  = x1_s8;
+      \$1779  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1834  = x1_s10;
+    \$1780  = x1_s7;
     if (en) begin
-      \$1834  = x1_s9;
+      \$1780  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1835  = x1_s11;
+    \$1781  = x1_s8;
     if (en) begin
-      \$1835  = x1_s10;
+      \$1781  = x1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1836  = x1_s12;
+    \$1782  = x1_s9;
     if (en) begin
-      \$1836  = x1_s11;
+      \$1782  = x1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1837  = x1_s13;
+    \$1783  = x1_s10;
     if (en) begin
-      \$1837  = x1_s12;
+      \$1783  = x1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1838  = x1_s14;
+    \$1784  = x1_s11;
     if (en) begin
-      \$1838  = x1_s13;
+      \$1784  = x1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1839  = l0_dw0_0_raw_s15;
+    \$1785  = l0_dw0_0_raw_s12;
     if (en) begin
-      \$1839  = \$1542 ;
+      \$1785  = \$1542 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1840  = l0_dw0_0_s16;
+    \$1786  = l0_dw0_0_s13;
     if (en) begin
-      \$1840  = \t$314 ;
+      \$1786  = \t$314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1841  = l0_dw0_1_raw_s15;
+    \$1787  = l0_dw0_1_raw_s12;
     if (en) begin
-      \$1841  = \$1543 ;
+      \$1787  = \$1543 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1842  = l0_dw0_1_s16;
+    \$1788  = l0_dw0_1_s13;
     if (en) begin
-      \$1842  = \t$320 ;
+      \$1788  = \t$320 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1843  = l0_dw1_0_raw_s15;
+    \$1789  = l0_dw1_0_raw_s12;
     if (en) begin
-      \$1843  = \$1544 ;
+      \$1789  = \$1544 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1844  = l0_dw1_0_s16;
+    \$1790  = l0_dw1_0_s13;
     if (en) begin
-      \$1844  = \t$326 ;
+      \$1790  = \t$326 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1845  = l0_dw1_1_raw_s15;
+    \$1791  = l0_dw1_1_raw_s12;
     if (en) begin
-      \$1845  = \$1545 ;
+      \$1791  = \$1545 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1846  = l0_dw1_1_s16;
+    \$1792  = l0_dw1_1_s13;
     if (en) begin
-      \$1846  = \t$332 ;
+      \$1792  = \t$332 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1847  = l0_dw2_0_raw_s15;
+    \$1793  = l0_dw2_0_raw_s12;
     if (en) begin
-      \$1847  = \$1546 ;
+      \$1793  = \$1546 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1848  = l0_dw2_0_s16;
+    \$1794  = l0_dw2_0_s13;
     if (en) begin
-      \$1848  = \t$338 ;
+      \$1794  = \t$338 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1849  = l0_dw2_1_raw_s15;
+    \$1795  = l0_dw2_1_raw_s12;
     if (en) begin
-      \$1849  = \$1547 ;
+      \$1795  = \$1547 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1850  = l0_dw2_1_s16;
+    \$1796  = l0_dw2_1_s13;
     if (en) begin
-      \$1850  = \t$344 ;
+      \$1796  = \t$344 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1851  = l0_dw3_0_raw_s15;
+    \$1797  = l0_dw3_0_raw_s12;
     if (en) begin
-      \$1851  = \$1548 ;
+      \$1797  = \$1548 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1852  = l0_dw3_0_s16;
+    \$1798  = l0_dw3_0_s13;
     if (en) begin
-      \$1852  = \t$350 ;
+      \$1798  = \t$350 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1853  = l0_dw3_1_raw_s15;
+    \$1799  = l0_dw3_1_raw_s12;
     if (en) begin
-      \$1853  = \$1549 ;
+      \$1799  = \$1549 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1854  = l0_dw3_1_s16;
+    \$1800  = l0_dw3_1_s13;
     if (en) begin
-      \$1854  = \t$356 ;
+      \$1800  = \t$356 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1855  = l0_dw4_0_raw_s15;
+    \$1801  = l0_dw4_0_raw_s12;
     if (en) begin
-      \$1855  = \$1550 ;
+      \$1801  = \$1550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1856  = l0_dw4_0_s16;
+    \$1802  = l0_dw4_0_s13;
     if (en) begin
-      \$1856  = \t$362 ;
+      \$1802  = \t$362 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1857  = l0_dw4_1_raw_s15;
+    \$1803  = l0_dw4_1_raw_s12;
     if (en) begin
-      \$1857  = \$1551 ;
+      \$1803  = \$1551 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1858  = l0_dw4_1_s16;
+    \$1804  = l0_dw4_1_s13;
     if (en) begin
-      \$1858  = \t$368 ;
+      \$1804  = \t$368 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1859  = l0_dw5_0_raw_s15;
+    \$1805  = l0_dw5_0_raw_s12;
     if (en) begin
-      \$1859  = \$1552 ;
+      \$1805  = \$1552 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1860  = l0_dw5_0_s16;
+    \$1806  = l0_dw5_0_s13;
     if (en) begin
-      \$1860  = \t$374 ;
+      \$1806  = \t$374 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1861  = l0_dw5_1_raw_s15;
+    \$1807  = l0_dw5_1_raw_s12;
     if (en) begin
-      \$1861  = \$1553 ;
+      \$1807  = \$1553 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1862  = l0_dw5_1_s16;
+    \$1808  = l0_dw5_1_s13;
     if (en) begin
-      \$1862  = \t$380 ;
+      \$1808  = \t$380 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1863  = l0_dw6_0_raw_s15;
+    \$1809  = l0_dw6_0_raw_s12;
     if (en) begin
-      \$1863  = \$1554 ;
+      \$1809  = \$1554 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1864  = l0_dw6_0_s16;
+    \$1810  = l0_dw6_0_s13;
     if (en) begin
-      \$1864  = \t$386 ;
+      \$1810  = \t$386 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1865  = l0_dw6_1_raw_s15;
+    \$1811  = l0_dw6_1_raw_s12;
     if (en) begin
-      \$1865  = \$1555 ;
+      \$1811  = \$1555 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1866  = l0_dw6_1_s16;
+    \$1812  = l0_dw6_1_s13;
     if (en) begin
-      \$1866  = \t$392 ;
+      \$1812  = \t$392 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1867  = l0_dw7_0_raw_s15;
+    \$1813  = l0_dw7_0_raw_s12;
     if (en) begin
-      \$1867  = \$1556 ;
+      \$1813  = \$1556 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1868  = l0_dw7_0_s16;
+    \$1814  = l0_dw7_0_s13;
     if (en) begin
-      \$1868  = \t$398 ;
+      \$1814  = \t$398 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1869  = l0_dw7_1_raw_s15;
+    \$1815  = l0_dw7_1_raw_s12;
     if (en) begin
-      \$1869  = \$1557 ;
+      \$1815  = \$1557 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1870  = l0_dw7_1_s16;
+    \$1816  = l0_dw7_1_s13;
     if (en) begin
-      \$1870  = \t$404 ;
+      \$1816  = \t$404 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1871  = l0_db0_s15;
+    \$1817  = l0_db0_s12;
     if (en) begin
-      \$1871  = \t$410 ;
+      \$1817  = \t$410 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1872  = l0_db0_s16;
+    \$1818  = l0_db0_s13;
     if (en) begin
-      \$1872  = l0_db0_s15;
+      \$1818  = l0_db0_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1873  = l0_db1_s15;
+    \$1819  = l0_db1_s12;
     if (en) begin
-      \$1873  = \t$416 ;
+      \$1819  = \t$416 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1874  = l0_db1_s16;
+    \$1820  = l0_db1_s13;
     if (en) begin
-      \$1874  = l0_db1_s15;
+      \$1820  = l0_db1_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1875  = l0_db2_s15;
+    \$1821  = l0_db2_s12;
     if (en) begin
-      \$1875  = \t$422 ;
+      \$1821  = \t$422 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1876  = l0_db2_s16;
+    \$1822  = l0_db2_s13;
     if (en) begin
-      \$1876  = l0_db2_s15;
+      \$1822  = l0_db2_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1877  = l0_db3_s15;
+    \$1823  = l0_db3_s12;
     if (en) begin
-      \$1877  = \t$428 ;
+      \$1823  = \t$428 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1878  = l0_db3_s16;
+    \$1824  = l0_db3_s13;
     if (en) begin
-      \$1878  = l0_db3_s15;
+      \$1824  = l0_db3_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1879  = l0_db4_s15;
+    \$1825  = l0_db4_s12;
     if (en) begin
-      \$1879  = \t$434 ;
+      \$1825  = \t$434 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1880  = l0_db4_s16;
+    \$1826  = l0_db4_s13;
     if (en) begin
-      \$1880  = l0_db4_s15;
+      \$1826  = l0_db4_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1881  = l0_db5_s15;
+    \$1827  = l0_db5_s12;
     if (en) begin
-      \$1881  = \t$440 ;
+      \$1827  = \t$440 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1882  = l0_db5_s16;
+    \$1828  = l0_db5_s13;
     if (en) begin
-      \$1882  = l0_db5_s15;
+      \$1828  = l0_db5_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1883  = l0_db6_s15;
+    \$1829  = l0_db6_s12;
     if (en) begin
-      \$1883  = \t$446 ;
+      \$1829  = \t$446 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1884  = l0_db6_s16;
+    \$1830  = l0_db6_s13;
     if (en) begin
-      \$1884  = l0_db6_s15;
+      \$1830  = l0_db6_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1885  = l0_db7_s15;
+    \$1831  = l0_db7_s12;
     if (en) begin
-      \$1885  = \t$452 ;
+      \$1831  = \t$452 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1886  = l0_db7_s16;
+    \$1832  = l0_db7_s13;
     if (en) begin
-      \$1886  = l0_db7_s15;
+      \$1832  = l0_db7_s12;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
   assign \t$19  = { \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17  };
   assign \t$22  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
-  assign \t$23  = l0_sum0_t1_0_s4[39:0];
+  assign \t$23  = l0_sum0_t0_0_s3[39:0];
   assign \t$32  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
   assign \t$35  = { \t$33 [34], \t$33 [34], \t$33 [34], \t$33 [34], \t$33 [34], \t$33  };
   assign \t$38  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
-  assign \t$39  = l0_sum1_t1_0_s4[39:0];
+  assign \t$39  = l0_sum1_t0_0_s3[39:0];
   assign \t$48  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
   assign \t$51  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
   assign \t$54  = { \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52  };
-  assign \t$55  = l0_sum2_t1_0_s4[39:0];
+  assign \t$55  = l0_sum2_t0_0_s3[39:0];
   assign \t$64  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
   assign \t$67  = { \t$65 [34], \t$65 [34], \t$65 [34], \t$65 [34], \t$65 [34], \t$65  };
   assign \t$70  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
-  assign \t$71  = l0_sum3_t1_0_s4[39:0];
+  assign \t$71  = l0_sum3_t0_0_s3[39:0];
   assign \t$80  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
   assign \t$83  = { \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81  };
   assign \t$86  = { \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84  };
-  assign \t$87  = l0_sum4_t1_0_s4[39:0];
+  assign \t$87  = l0_sum4_t0_0_s3[39:0];
   assign \t$96  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
   assign \t$99  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
   assign \t$102  = { \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100  };
-  assign \t$103  = l0_sum5_t1_0_s4[39:0];
+  assign \t$103  = l0_sum5_t0_0_s3[39:0];
   assign \t$112  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
   assign \t$115  = { \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113  };
   assign \t$118  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
-  assign \t$119  = l0_sum6_t1_0_s4[39:0];
+  assign \t$119  = l0_sum6_t0_0_s3[39:0];
   assign \t$128  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
   assign \t$131  = { \t$129 [34], \t$129 [34], \t$129 [34], \t$129 [34], \t$129 [34], \t$129  };
   assign \t$134  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
-  assign \t$135  = l0_sum7_t1_0_s4[39:0];
+  assign \t$135  = l0_sum7_t0_0_s3[39:0];
   assign \t$144  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
   assign \t$147  = { \t$145 [34], \t$145 [34], \t$145 [34], \t$145 [34], \t$145 [34], \t$145  };
   assign \t$150  = { \t$148 [34], \t$148 [34], \t$148 [34], \t$148 [34], \t$148 [34], \t$148  };
@@ -8818,7 +8214,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$162  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
   assign \t$165  = { \t$163 [34], \t$163 [34], \t$163 [34], \t$163 [34], \t$163 [34], \t$163  };
   assign \t$168  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
-  assign \t$169  = l1_sum0_t3_0_s10[39:0];
+  assign \t$169  = l1_sum0_t1_0_s7[39:0];
   assign \t$239  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
   assign \t$240  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
   assign \t$248  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
@@ -8835,7 +8231,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$294  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
   assign \t$302  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
   assign \t$303  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
-  assign valid_s11 = m__valid;
+  assign valid_s8 = m__valid;
   assign execute = pc__ready;
   assign l0_port_local = \$1154 [4:0];
   assign l1_port_local = \$1165 [3:0];
@@ -8854,99 +8250,99 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.write  = pc__payload[22];
   assign \pr__payload.data  = pr__payload;
   assign m__payload[16] = \$199 ;
-  assign m__payload[15:0] = l1_out0_s11;
+  assign m__payload[15:0] = l1_out0_s8;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$17  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
   assign \t$20  = { l0_prod0_1_raw_s2[31], l0_prod0_1_raw_s2, 2'h0 };
-  assign floor = { l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39:14] };
+  assign floor = { l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39:14] };
   assign \t$30  = { l0_b_1[15], l0_b_1, 14'h0000 };
   assign \t$33  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
   assign \t$36  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
-  assign \floor$41  = { l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39:14] };
+  assign \floor$41  = { l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39:14] };
   assign \t$46  = { l0_b_2[15], l0_b_2, 14'h0000 };
   assign \t$49  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
   assign \t$52  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
-  assign \floor$57  = { l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39:14] };
+  assign \floor$57  = { l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39:14] };
   assign \t$62  = { l0_b_3[15], l0_b_3, 14'h0000 };
   assign \t$65  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
   assign \t$68  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
-  assign \floor$73  = { l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39:14] };
+  assign \floor$73  = { l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39:14] };
   assign \t$78  = { l0_b_4[15], l0_b_4, 14'h0000 };
   assign \t$81  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
   assign \t$84  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
-  assign \floor$89  = { l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39:14] };
+  assign \floor$89  = { l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39:14] };
   assign \t$94  = { l0_b_5[15], l0_b_5, 14'h0000 };
   assign \t$97  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
   assign \t$100  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
-  assign \floor$105  = { l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39:14] };
+  assign \floor$105  = { l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39:14] };
   assign \t$110  = { l0_b_6[15], l0_b_6, 14'h0000 };
   assign \t$113  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
   assign \t$116  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
-  assign \floor$121  = { l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39:14] };
+  assign \floor$121  = { l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39:14] };
   assign \t$126  = { l0_b_7[15], l0_b_7, 14'h0000 };
   assign \t$129  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
   assign \t$132  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
-  assign \floor$137  = { l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39:14] };
+  assign \floor$137  = { l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39:14] };
   assign \t$142  = { l1_b_0[15], l1_b_0, 14'h0000 };
-  assign \t$145  = { l1_prod0_0_raw_s6[31], l1_prod0_0_raw_s6, 2'h0 };
-  assign \t$148  = { l1_prod0_1_raw_s6[31], l1_prod0_1_raw_s6, 2'h0 };
-  assign \t$151  = { l1_prod0_2_raw_s6[31], l1_prod0_2_raw_s6, 2'h0 };
-  assign \t$154  = { l1_prod0_3_raw_s6[31], l1_prod0_3_raw_s6, 2'h0 };
-  assign \t$157  = { l1_prod0_4_raw_s6[31], l1_prod0_4_raw_s6, 2'h0 };
-  assign \t$160  = { l1_prod0_5_raw_s6[31], l1_prod0_5_raw_s6, 2'h0 };
-  assign \t$163  = { l1_prod0_6_raw_s6[31], l1_prod0_6_raw_s6, 2'h0 };
-  assign \t$166  = { l1_prod0_7_raw_s6[31], l1_prod0_7_raw_s6, 2'h0 };
-  assign \floor$171  = { l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39:14] };
+  assign \t$145  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
+  assign \t$148  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
+  assign \t$151  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
+  assign \t$154  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
+  assign \t$157  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
+  assign \t$160  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
+  assign \t$163  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
+  assign \t$166  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
+  assign \floor$171  = { l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39:14] };
   assign \t$179  = { \t$177 [16], \t$177  };
-  assign \floor$183  = { l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31:17] };
-  assign \floor$189  = { l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31:17] };
-  assign \floor$195  = { l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31:17] };
-  assign \floor$201  = { l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31:17] };
-  assign \floor$207  = { l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31:17] };
-  assign \floor$213  = { l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31:17] };
-  assign \floor$219  = { l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31:17] };
-  assign \floor$225  = { l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31:17] };
-  assign \floor$231  = { err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15:5] };
-  assign \t$237  = { l1_bprod0_0_raw_s13[31], l1_bprod0_0_raw_s13, 2'h0 };
+  assign \floor$183  = { l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31:17] };
+  assign \floor$189  = { l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31:17] };
+  assign \floor$195  = { l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31:17] };
+  assign \floor$201  = { l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31:17] };
+  assign \floor$207  = { l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31:17] };
+  assign \floor$213  = { l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31:17] };
+  assign \floor$219  = { l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31:17] };
+  assign \floor$225  = { l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31:17] };
+  assign \floor$231  = { err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15:5] };
+  assign \t$237  = { l1_bprod0_0_raw_s10[31], l1_bprod0_0_raw_s10, 2'h0 };
   assign \floor$241  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34:14] };
-  assign \t$246  = { l1_bprod1_0_raw_s13[31], l1_bprod1_0_raw_s13, 2'h0 };
+  assign \t$246  = { l1_bprod1_0_raw_s10[31], l1_bprod1_0_raw_s10, 2'h0 };
   assign \floor$250  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34:14] };
-  assign \t$255  = { l1_bprod2_0_raw_s13[31], l1_bprod2_0_raw_s13, 2'h0 };
+  assign \t$255  = { l1_bprod2_0_raw_s10[31], l1_bprod2_0_raw_s10, 2'h0 };
   assign \floor$259  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34:14] };
-  assign \t$264  = { l1_bprod3_0_raw_s13[31], l1_bprod3_0_raw_s13, 2'h0 };
+  assign \t$264  = { l1_bprod3_0_raw_s10[31], l1_bprod3_0_raw_s10, 2'h0 };
   assign \floor$268  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34:14] };
-  assign \t$273  = { l1_bprod4_0_raw_s13[31], l1_bprod4_0_raw_s13, 2'h0 };
+  assign \t$273  = { l1_bprod4_0_raw_s10[31], l1_bprod4_0_raw_s10, 2'h0 };
   assign \floor$277  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34:14] };
-  assign \t$282  = { l1_bprod5_0_raw_s13[31], l1_bprod5_0_raw_s13, 2'h0 };
+  assign \t$282  = { l1_bprod5_0_raw_s10[31], l1_bprod5_0_raw_s10, 2'h0 };
   assign \floor$286  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34:14] };
-  assign \t$291  = { l1_bprod6_0_raw_s13[31], l1_bprod6_0_raw_s13, 2'h0 };
+  assign \t$291  = { l1_bprod6_0_raw_s10[31], l1_bprod6_0_raw_s10, 2'h0 };
   assign \floor$295  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34:14] };
-  assign \t$300  = { l1_bprod7_0_raw_s13[31], l1_bprod7_0_raw_s13, 2'h0 };
+  assign \t$300  = { l1_bprod7_0_raw_s10[31], l1_bprod7_0_raw_s10, 2'h0 };
   assign \floor$304  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34:14] };
-  assign \floor$309  = { l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31:17] };
-  assign \floor$315  = { l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31:17] };
-  assign \floor$321  = { l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31:17] };
-  assign \floor$327  = { l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31:17] };
-  assign \floor$333  = { l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31:17] };
-  assign \floor$339  = { l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31:17] };
-  assign \floor$345  = { l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31:17] };
-  assign \floor$351  = { l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31:17] };
-  assign \floor$357  = { l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31:17] };
-  assign \floor$363  = { l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31:17] };
-  assign \floor$369  = { l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31:17] };
-  assign \floor$375  = { l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31:17] };
-  assign \floor$381  = { l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31:17] };
-  assign \floor$387  = { l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31:17] };
-  assign \floor$393  = { l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31:17] };
-  assign \floor$399  = { l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31:17] };
-  assign \floor$405  = { l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15:5] };
-  assign \floor$411  = { l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15:5] };
-  assign \floor$417  = { l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15:5] };
-  assign \floor$423  = { l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15:5] };
-  assign \floor$429  = { l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15:5] };
-  assign \floor$435  = { l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15:5] };
-  assign \floor$441  = { l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15:5] };
-  assign \floor$447  = { l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15:5] };
+  assign \floor$309  = { l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31:17] };
+  assign \floor$315  = { l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31:17] };
+  assign \floor$321  = { l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31:17] };
+  assign \floor$327  = { l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31:17] };
+  assign \floor$333  = { l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31:17] };
+  assign \floor$339  = { l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31:17] };
+  assign \floor$345  = { l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31:17] };
+  assign \floor$351  = { l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31:17] };
+  assign \floor$357  = { l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31:17] };
+  assign \floor$363  = { l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31:17] };
+  assign \floor$369  = { l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31:17] };
+  assign \floor$375  = { l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31:17] };
+  assign \floor$381  = { l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31:17] };
+  assign \floor$387  = { l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31:17] };
+  assign \floor$393  = { l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31:17] };
+  assign \floor$399  = { l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31:17] };
+  assign \floor$405  = { l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15:5] };
+  assign \floor$411  = { l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15:5] };
+  assign \floor$417  = { l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15:5] };
+  assign \floor$423  = { l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15:5] };
+  assign \floor$429  = { l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15:5] };
+  assign \floor$435  = { l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15:5] };
+  assign \floor$441  = { l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15:5] };
+  assign \floor$447  = { l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15:5] };
   assign \$1142  = 1'h1;
   assign \$1143  = \$1141 ;
   assign \$1148  = 1'h1;

@@ -63,11 +63,10 @@
 //       s_axis_param_tvalid is high no sample is taken (the predictions in flight must still be taken). Each
 //       command gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 11 cycles after the edge that takes the sample, update committed after 16; II 16
-//     cycles.
+// Latency: prediction 8 cycles after the edge that takes the sample, update committed after 13; II 13 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 11, parameter read per layer [1, 5], update per layer [16,
-//     14], parameter port 0.
+//     the cycle that takes the sample): prediction 8, parameter read per layer [1, 4], update per layer [13,
+//     11], parameter port 0.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -147,7 +146,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
-    .valid_s11(m_axis_pred_tvalid)
+    .valid_s8(m_axis_pred_tvalid)
   );
   assign clk = aclk;
   assign s__payload = s_axis_sample_tdata[49:0];
@@ -178,7 +177,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s11, pr__valid, pr__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s8, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -742,9 +741,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \$1501 ;
   wire [40:0] \$1502 ;
   wire [40:0] \$1503 ;
-  wire [40:0] \$1504 ;
+  wire [41:0] \$1504 ;
   wire [40:0] \$1505 ;
-  wire [41:0] \$1506 ;
+  wire [40:0] \$1506 ;
   wire [41:0] \$1507 ;
   wire [42:0] \$1508 ;
   wire [43:0] \$1509 ;
@@ -816,9 +815,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$1569 ;
   wire \$157 ;
   reg \$1570 ;
-  reg \$1571 ;
-  reg \$1572 ;
-  reg \$1573 ;
+  reg [15:0] \$1571 ;
+  reg [15:0] \$1572 ;
+  reg [15:0] \$1573 ;
   reg [15:0] \$1574 ;
   reg [15:0] \$1575 ;
   reg [15:0] \$1576 ;
@@ -853,104 +852,104 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1601 ;
   reg [15:0] \$1602 ;
   reg [15:0] \$1603 ;
-  reg [15:0] \$1604 ;
-  reg [15:0] \$1605 ;
-  reg [15:0] \$1606 ;
-  reg [4:0] \$1607 ;
+  reg [4:0] \$1604 ;
+  reg \$1605 ;
+  reg [3:0] \$1606 ;
+  reg \$1607 ;
   reg \$1608 ;
-  reg [3:0] \$1609 ;
+  reg [15:0] \$1609 ;
   wire \$161 ;
-  reg \$1610 ;
-  reg \$1611 ;
+  reg [15:0] \$1610 ;
+  reg [15:0] \$1611 ;
   reg [15:0] \$1612 ;
-  reg [15:0] \$1613 ;
-  reg [15:0] \$1614 ;
-  reg [15:0] \$1615 ;
-  reg [1:0] \$1616 ;
-  reg [39:0] \$1617 ;
-  reg [31:0] \$1618 ;
-  reg [31:0] \$1619 ;
+  reg [1:0] \$1613 ;
+  reg [39:0] \$1614 ;
+  reg [31:0] \$1615 ;
+  reg [31:0] \$1616 ;
+  reg [41:0] \$1617 ;
+  reg [15:0] \$1618 ;
+  reg [39:0] \$1619 ;
   wire \$162 ;
-  reg [40:0] \$1620 ;
-  reg [39:0] \$1621 ;
+  reg [31:0] \$1620 ;
+  reg [31:0] \$1621 ;
   reg [41:0] \$1622 ;
   reg [15:0] \$1623 ;
   reg [39:0] \$1624 ;
   reg [31:0] \$1625 ;
   reg [31:0] \$1626 ;
-  reg [40:0] \$1627 ;
-  reg [39:0] \$1628 ;
-  reg [41:0] \$1629 ;
+  reg [41:0] \$1627 ;
+  reg [15:0] \$1628 ;
+  reg [39:0] \$1629 ;
   wire \$163 ;
-  reg [15:0] \$1630 ;
-  reg [39:0] \$1631 ;
-  reg [31:0] \$1632 ;
-  reg [31:0] \$1633 ;
-  reg [40:0] \$1634 ;
-  reg [39:0] \$1635 ;
-  reg [41:0] \$1636 ;
-  reg [15:0] \$1637 ;
-  reg [39:0] \$1638 ;
-  reg [31:0] \$1639 ;
+  reg [31:0] \$1630 ;
+  reg [31:0] \$1631 ;
+  reg [41:0] \$1632 ;
+  reg [15:0] \$1633 ;
+  reg [39:0] \$1634 ;
+  reg [31:0] \$1635 ;
+  reg [31:0] \$1636 ;
+  reg [41:0] \$1637 ;
+  reg [15:0] \$1638 ;
+  reg [39:0] \$1639 ;
   wire \$164 ;
   reg [31:0] \$1640 ;
-  reg [40:0] \$1641 ;
-  reg [39:0] \$1642 ;
-  reg [41:0] \$1643 ;
-  reg [15:0] \$1644 ;
-  reg [39:0] \$1645 ;
+  reg [31:0] \$1641 ;
+  reg [41:0] \$1642 ;
+  reg [15:0] \$1643 ;
+  reg [39:0] \$1644 ;
+  reg [31:0] \$1645 ;
   reg [31:0] \$1646 ;
-  reg [31:0] \$1647 ;
-  reg [40:0] \$1648 ;
+  reg [41:0] \$1647 ;
+  reg [15:0] \$1648 ;
   reg [39:0] \$1649 ;
   wire \$165 ;
-  reg [41:0] \$1650 ;
-  reg [15:0] \$1651 ;
-  reg [39:0] \$1652 ;
-  reg [31:0] \$1653 ;
-  reg [31:0] \$1654 ;
-  reg [40:0] \$1655 ;
-  reg [39:0] \$1656 ;
-  reg [41:0] \$1657 ;
-  reg [15:0] \$1658 ;
-  reg [39:0] \$1659 ;
+  reg [31:0] \$1650 ;
+  reg [31:0] \$1651 ;
+  reg [41:0] \$1652 ;
+  reg [15:0] \$1653 ;
+  reg [39:0] \$1654 ;
+  reg [31:0] \$1655 ;
+  reg [31:0] \$1656 ;
+  reg [31:0] \$1657 ;
+  reg [31:0] \$1658 ;
+  reg [31:0] \$1659 ;
   wire \$166 ;
   reg [31:0] \$1660 ;
   reg [31:0] \$1661 ;
-  reg [40:0] \$1662 ;
-  reg [39:0] \$1663 ;
+  reg [31:0] \$1662 ;
+  reg [41:0] \$1663 ;
   reg [41:0] \$1664 ;
-  reg [15:0] \$1665 ;
-  reg [39:0] \$1666 ;
-  reg [31:0] \$1667 ;
-  reg [31:0] \$1668 ;
-  reg [40:0] \$1669 ;
+  reg [39:0] \$1665 ;
+  reg [43:0] \$1666 ;
+  reg [15:0] \$1667 ;
+  reg [15:0] \$1668 ;
+  reg [15:0] \$1669 ;
   wire \$167 ;
-  reg [39:0] \$1670 ;
-  reg [41:0] \$1671 ;
+  reg [15:0] \$1670 ;
+  reg [15:0] \$1671 ;
   reg [15:0] \$1672 ;
-  reg [39:0] \$1673 ;
-  reg [31:0] \$1674 ;
-  reg [31:0] \$1675 ;
-  reg [31:0] \$1676 ;
-  reg [31:0] \$1677 ;
-  reg [31:0] \$1678 ;
-  reg [31:0] \$1679 ;
+  reg [15:0] \$1673 ;
+  reg [15:0] \$1674 ;
+  reg [1:0] \$1675 ;
+  reg [1:0] \$1676 ;
+  reg [1:0] \$1677 ;
+  reg [1:0] \$1678 ;
+  reg [1:0] \$1679 ;
   wire \$168 ;
-  reg [31:0] \$1680 ;
-  reg [31:0] \$1681 ;
-  reg [40:0] \$1682 ;
-  reg [40:0] \$1683 ;
-  reg [40:0] \$1684 ;
-  reg [40:0] \$1685 ;
-  reg [39:0] \$1686 ;
-  reg [41:0] \$1687 ;
-  reg [41:0] \$1688 ;
-  reg [39:0] \$1689 ;
+  reg [1:0] \$1680 ;
+  reg [1:0] \$1681 ;
+  reg [15:0] \$1682 ;
+  reg [15:0] \$1683 ;
+  reg [15:0] \$1684 ;
+  reg [15:0] \$1685 ;
+  reg [15:0] \$1686 ;
+  reg [15:0] \$1687 ;
+  reg [15:0] \$1688 ;
+  reg [15:0] \$1689 ;
   wire \$169 ;
-  reg [42:0] \$1690 ;
-  reg [39:0] \$1691 ;
-  reg [43:0] \$1692 ;
+  reg [15:0] \$1690 ;
+  reg [15:0] \$1691 ;
+  reg [15:0] \$1692 ;
   reg [15:0] \$1693 ;
   reg [15:0] \$1694 ;
   reg [15:0] \$1695 ;
@@ -964,17 +963,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1701 ;
   reg [15:0] \$1702 ;
   reg [15:0] \$1703 ;
-  reg [1:0] \$1704 ;
-  reg [1:0] \$1705 ;
-  reg [1:0] \$1706 ;
-  reg [1:0] \$1707 ;
-  reg [1:0] \$1708 ;
-  reg [1:0] \$1709 ;
+  reg [15:0] \$1704 ;
+  reg [15:0] \$1705 ;
+  reg [15:0] \$1706 ;
+  reg [15:0] \$1707 ;
+  reg [15:0] \$1708 ;
+  reg [15:0] \$1709 ;
   wire \$171 ;
-  reg [1:0] \$1710 ;
-  reg [1:0] \$1711 ;
-  reg [1:0] \$1712 ;
-  reg [1:0] \$1713 ;
+  reg [15:0] \$1710 ;
+  reg [15:0] \$1711 ;
+  reg [15:0] \$1712 ;
+  reg [15:0] \$1713 ;
   reg [15:0] \$1714 ;
   reg [15:0] \$1715 ;
   reg [15:0] \$1716 ;
@@ -985,50 +984,50 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1720 ;
   reg [15:0] \$1721 ;
   reg [15:0] \$1722 ;
-  reg [15:0] \$1723 ;
+  reg [31:0] \$1723 ;
   reg [15:0] \$1724 ;
-  reg [15:0] \$1725 ;
+  reg [31:0] \$1725 ;
   reg [15:0] \$1726 ;
-  reg [15:0] \$1727 ;
+  reg [31:0] \$1727 ;
   reg [15:0] \$1728 ;
-  reg [15:0] \$1729 ;
+  reg [31:0] \$1729 ;
   wire \$173 ;
   reg [15:0] \$1730 ;
-  reg [15:0] \$1731 ;
+  reg [31:0] \$1731 ;
   reg [15:0] \$1732 ;
-  reg [15:0] \$1733 ;
+  reg [31:0] \$1733 ;
   reg [15:0] \$1734 ;
-  reg [15:0] \$1735 ;
+  reg [31:0] \$1735 ;
   reg [15:0] \$1736 ;
-  reg [15:0] \$1737 ;
+  reg [31:0] \$1737 ;
   reg [15:0] \$1738 ;
   reg [15:0] \$1739 ;
   wire \$174 ;
   reg [15:0] \$1740 ;
-  reg [15:0] \$1741 ;
+  reg [31:0] \$1741 ;
   reg [15:0] \$1742 ;
   reg [15:0] \$1743 ;
-  reg [15:0] \$1744 ;
+  reg [31:0] \$1744 ;
   reg [15:0] \$1745 ;
   reg [15:0] \$1746 ;
-  reg [15:0] \$1747 ;
+  reg [31:0] \$1747 ;
   reg [15:0] \$1748 ;
   reg [15:0] \$1749 ;
   wire [40:0] \$175 ;
-  reg [15:0] \$1750 ;
+  reg [31:0] \$1750 ;
   reg [15:0] \$1751 ;
   reg [15:0] \$1752 ;
-  reg [15:0] \$1753 ;
+  reg [31:0] \$1753 ;
   reg [15:0] \$1754 ;
   reg [15:0] \$1755 ;
-  reg [15:0] \$1756 ;
+  reg [31:0] \$1756 ;
   reg [15:0] \$1757 ;
   reg [15:0] \$1758 ;
-  reg [15:0] \$1759 ;
+  reg [31:0] \$1759 ;
   wire [15:0] \$176 ;
   reg [15:0] \$1760 ;
   reg [15:0] \$1761 ;
-  reg [15:0] \$1762 ;
+  reg [31:0] \$1762 ;
   reg [15:0] \$1763 ;
   reg [15:0] \$1764 ;
   reg [15:0] \$1765 ;
@@ -1038,56 +1037,56 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1769 ;
   wire \$177 ;
   reg [15:0] \$1770 ;
-  reg [31:0] \$1771 ;
+  reg [15:0] \$1771 ;
   reg [15:0] \$1772 ;
-  reg [31:0] \$1773 ;
+  reg [15:0] \$1773 ;
   reg [15:0] \$1774 ;
-  reg [31:0] \$1775 ;
+  reg [15:0] \$1775 ;
   reg [15:0] \$1776 ;
-  reg [31:0] \$1777 ;
+  reg [15:0] \$1777 ;
   reg [15:0] \$1778 ;
-  reg [31:0] \$1779 ;
+  reg [15:0] \$1779 ;
   wire \$178 ;
   reg [15:0] \$1780 ;
-  reg [31:0] \$1781 ;
+  reg [15:0] \$1781 ;
   reg [15:0] \$1782 ;
-  reg [31:0] \$1783 ;
+  reg [15:0] \$1783 ;
   reg [15:0] \$1784 ;
   reg [31:0] \$1785 ;
   reg [15:0] \$1786 ;
-  reg [15:0] \$1787 ;
+  reg [31:0] \$1787 ;
   reg [15:0] \$1788 ;
   reg [31:0] \$1789 ;
   wire \$179 ;
   reg [15:0] \$1790 ;
-  reg [15:0] \$1791 ;
-  reg [31:0] \$1792 ;
-  reg [15:0] \$1793 ;
+  reg [31:0] \$1791 ;
+  reg [15:0] \$1792 ;
+  reg [31:0] \$1793 ;
   reg [15:0] \$1794 ;
   reg [31:0] \$1795 ;
   reg [15:0] \$1796 ;
-  reg [15:0] \$1797 ;
-  reg [31:0] \$1798 ;
-  reg [15:0] \$1799 ;
+  reg [31:0] \$1797 ;
+  reg [15:0] \$1798 ;
+  reg [31:0] \$1799 ;
   wire \$18 ;
   wire \$180 ;
   reg [15:0] \$1800 ;
   reg [31:0] \$1801 ;
   reg [15:0] \$1802 ;
-  reg [15:0] \$1803 ;
-  reg [31:0] \$1804 ;
-  reg [15:0] \$1805 ;
+  reg [31:0] \$1803 ;
+  reg [15:0] \$1804 ;
+  reg [31:0] \$1805 ;
   reg [15:0] \$1806 ;
   reg [31:0] \$1807 ;
   reg [15:0] \$1808 ;
-  reg [15:0] \$1809 ;
+  reg [31:0] \$1809 ;
   wire \$181 ;
-  reg [31:0] \$1810 ;
-  reg [15:0] \$1811 ;
+  reg [15:0] \$1810 ;
+  reg [31:0] \$1811 ;
   reg [15:0] \$1812 ;
-  reg [15:0] \$1813 ;
+  reg [31:0] \$1813 ;
   reg [15:0] \$1814 ;
-  reg [15:0] \$1815 ;
+  reg [31:0] \$1815 ;
   reg [15:0] \$1816 ;
   reg [15:0] \$1817 ;
   reg [15:0] \$1818 ;
@@ -1107,65 +1106,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$1830 ;
   reg [15:0] \$1831 ;
   reg [15:0] \$1832 ;
-  reg [15:0] \$1833 ;
-  reg [15:0] \$1834 ;
-  reg [15:0] \$1835 ;
-  reg [15:0] \$1836 ;
-  reg [15:0] \$1837 ;
-  reg [15:0] \$1838 ;
-  reg [31:0] \$1839 ;
   wire \$184 ;
-  reg [15:0] \$1840 ;
-  reg [31:0] \$1841 ;
-  reg [15:0] \$1842 ;
-  reg [31:0] \$1843 ;
-  reg [15:0] \$1844 ;
-  reg [31:0] \$1845 ;
-  reg [15:0] \$1846 ;
-  reg [31:0] \$1847 ;
-  reg [15:0] \$1848 ;
-  reg [31:0] \$1849 ;
   wire \$185 ;
-  reg [15:0] \$1850 ;
-  reg [31:0] \$1851 ;
-  reg [15:0] \$1852 ;
-  reg [31:0] \$1853 ;
-  reg [15:0] \$1854 ;
-  reg [31:0] \$1855 ;
-  reg [15:0] \$1856 ;
-  reg [31:0] \$1857 ;
-  reg [15:0] \$1858 ;
-  reg [31:0] \$1859 ;
   wire \$186 ;
-  reg [15:0] \$1860 ;
-  reg [31:0] \$1861 ;
-  reg [15:0] \$1862 ;
-  reg [31:0] \$1863 ;
-  reg [15:0] \$1864 ;
-  reg [31:0] \$1865 ;
-  reg [15:0] \$1866 ;
-  reg [31:0] \$1867 ;
-  reg [15:0] \$1868 ;
-  reg [31:0] \$1869 ;
   wire \$187 ;
-  reg [15:0] \$1870 ;
-  reg [15:0] \$1871 ;
-  reg [15:0] \$1872 ;
-  reg [15:0] \$1873 ;
-  reg [15:0] \$1874 ;
-  reg [15:0] \$1875 ;
-  reg [15:0] \$1876 ;
-  reg [15:0] \$1877 ;
-  reg [15:0] \$1878 ;
-  reg [15:0] \$1879 ;
   wire \$188 ;
-  reg [15:0] \$1880 ;
-  reg [15:0] \$1881 ;
-  reg [15:0] \$1882 ;
-  reg [15:0] \$1883 ;
-  reg [15:0] \$1884 ;
-  reg [15:0] \$1885 ;
-  reg [15:0] \$1886 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
@@ -2174,7 +2119,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire commit_l1;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s12 = 16'h0000;
+  reg [15:0] err0_s9 = 16'h0000;
   output execute;
   wire execute;
   wire [39:0] floor;
@@ -2278,8 +2223,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \inc$76 ;
   wire \inc$92 ;
   reg [1:0] kind_s1 = 2'h0;
-  reg [1:0] kind_s10 = 2'h0;
-  reg [1:0] kind_s11 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
@@ -2287,7 +2230,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [1:0] kind_s6 = 2'h0;
   reg [1:0] kind_s7 = 2'h0;
   reg [1:0] kind_s8 = 2'h0;
-  reg [1:0] kind_s9 = 2'h0;
   reg [15:0] l0_b_0 = 16'h0000;
   reg [15:0] l0_b_1 = 16'h0000;
   reg [15:0] l0_b_2 = 16'h0000;
@@ -2304,129 +2246,113 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [39:0] l0_bias5_s2 = 40'h0000000000;
   reg [39:0] l0_bias6_s2 = 40'h0000000000;
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
-  reg [15:0] l0_db0_s15 = 16'h0000;
-  reg [15:0] l0_db0_s16 = 16'h0000;
-  reg [15:0] l0_db1_s15 = 16'h0000;
-  reg [15:0] l0_db1_s16 = 16'h0000;
-  reg [15:0] l0_db2_s15 = 16'h0000;
-  reg [15:0] l0_db2_s16 = 16'h0000;
-  reg [15:0] l0_db3_s15 = 16'h0000;
-  reg [15:0] l0_db3_s16 = 16'h0000;
-  reg [15:0] l0_db4_s15 = 16'h0000;
-  reg [15:0] l0_db4_s16 = 16'h0000;
-  reg [15:0] l0_db5_s15 = 16'h0000;
-  reg [15:0] l0_db5_s16 = 16'h0000;
-  reg [15:0] l0_db6_s15 = 16'h0000;
-  reg [15:0] l0_db6_s16 = 16'h0000;
-  reg [15:0] l0_db7_s15 = 16'h0000;
-  reg [15:0] l0_db7_s16 = 16'h0000;
-  reg [31:0] l0_dw0_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw0_0_s16 = 16'h0000;
-  reg [31:0] l0_dw0_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw0_1_s16 = 16'h0000;
-  reg [31:0] l0_dw1_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw1_0_s16 = 16'h0000;
-  reg [31:0] l0_dw1_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw1_1_s16 = 16'h0000;
-  reg [31:0] l0_dw2_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw2_0_s16 = 16'h0000;
-  reg [31:0] l0_dw2_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw2_1_s16 = 16'h0000;
-  reg [31:0] l0_dw3_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw3_0_s16 = 16'h0000;
-  reg [31:0] l0_dw3_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw3_1_s16 = 16'h0000;
-  reg [31:0] l0_dw4_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw4_0_s16 = 16'h0000;
-  reg [31:0] l0_dw4_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw4_1_s16 = 16'h0000;
-  reg [31:0] l0_dw5_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw5_0_s16 = 16'h0000;
-  reg [31:0] l0_dw5_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw5_1_s16 = 16'h0000;
-  reg [31:0] l0_dw6_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw6_0_s16 = 16'h0000;
-  reg [31:0] l0_dw6_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw6_1_s16 = 16'h0000;
-  reg [31:0] l0_dw7_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw7_0_s16 = 16'h0000;
-  reg [31:0] l0_dw7_1_raw_s15 = 32'd0;
-  reg [15:0] l0_dw7_1_s16 = 16'h0000;
-  reg [15:0] l0_err0_s14 = 16'h0000;
-  reg [15:0] l0_err1_s14 = 16'h0000;
-  reg [15:0] l0_err2_s14 = 16'h0000;
-  reg [15:0] l0_err3_s14 = 16'h0000;
-  reg [15:0] l0_err4_s14 = 16'h0000;
-  reg [15:0] l0_err5_s14 = 16'h0000;
-  reg [15:0] l0_err6_s14 = 16'h0000;
-  reg [15:0] l0_err7_s14 = 16'h0000;
+  reg [15:0] l0_db0_s12 = 16'h0000;
+  reg [15:0] l0_db0_s13 = 16'h0000;
+  reg [15:0] l0_db1_s12 = 16'h0000;
+  reg [15:0] l0_db1_s13 = 16'h0000;
+  reg [15:0] l0_db2_s12 = 16'h0000;
+  reg [15:0] l0_db2_s13 = 16'h0000;
+  reg [15:0] l0_db3_s12 = 16'h0000;
+  reg [15:0] l0_db3_s13 = 16'h0000;
+  reg [15:0] l0_db4_s12 = 16'h0000;
+  reg [15:0] l0_db4_s13 = 16'h0000;
+  reg [15:0] l0_db5_s12 = 16'h0000;
+  reg [15:0] l0_db5_s13 = 16'h0000;
+  reg [15:0] l0_db6_s12 = 16'h0000;
+  reg [15:0] l0_db6_s13 = 16'h0000;
+  reg [15:0] l0_db7_s12 = 16'h0000;
+  reg [15:0] l0_db7_s13 = 16'h0000;
+  reg [31:0] l0_dw0_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw0_0_s13 = 16'h0000;
+  reg [31:0] l0_dw0_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw0_1_s13 = 16'h0000;
+  reg [31:0] l0_dw1_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw1_0_s13 = 16'h0000;
+  reg [31:0] l0_dw1_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw1_1_s13 = 16'h0000;
+  reg [31:0] l0_dw2_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw2_0_s13 = 16'h0000;
+  reg [31:0] l0_dw2_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw2_1_s13 = 16'h0000;
+  reg [31:0] l0_dw3_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw3_0_s13 = 16'h0000;
+  reg [31:0] l0_dw3_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw3_1_s13 = 16'h0000;
+  reg [31:0] l0_dw4_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw4_0_s13 = 16'h0000;
+  reg [31:0] l0_dw4_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw4_1_s13 = 16'h0000;
+  reg [31:0] l0_dw5_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw5_0_s13 = 16'h0000;
+  reg [31:0] l0_dw5_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw5_1_s13 = 16'h0000;
+  reg [31:0] l0_dw6_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw6_0_s13 = 16'h0000;
+  reg [31:0] l0_dw6_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw6_1_s13 = 16'h0000;
+  reg [31:0] l0_dw7_0_raw_s12 = 32'd0;
+  reg [15:0] l0_dw7_0_s13 = 16'h0000;
+  reg [31:0] l0_dw7_1_raw_s12 = 32'd0;
+  reg [15:0] l0_dw7_1_s13 = 16'h0000;
+  reg [15:0] l0_err0_s11 = 16'h0000;
+  reg [15:0] l0_err1_s11 = 16'h0000;
+  reg [15:0] l0_err2_s11 = 16'h0000;
+  reg [15:0] l0_err3_s11 = 16'h0000;
+  reg [15:0] l0_err4_s11 = 16'h0000;
+  reg [15:0] l0_err5_s11 = 16'h0000;
+  reg [15:0] l0_err6_s11 = 16'h0000;
+  reg [15:0] l0_err7_s11 = 16'h0000;
   reg [15:0] l0_out0_s10 = 16'h0000;
-  reg [15:0] l0_out0_s11 = 16'h0000;
-  reg [15:0] l0_out0_s12 = 16'h0000;
-  reg [15:0] l0_out0_s13 = 16'h0000;
+  reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
   reg [15:0] l0_out0_s6 = 16'h0000;
   reg [15:0] l0_out0_s7 = 16'h0000;
   reg [15:0] l0_out0_s8 = 16'h0000;
   reg [15:0] l0_out0_s9 = 16'h0000;
   reg [15:0] l0_out1_s10 = 16'h0000;
-  reg [15:0] l0_out1_s11 = 16'h0000;
-  reg [15:0] l0_out1_s12 = 16'h0000;
-  reg [15:0] l0_out1_s13 = 16'h0000;
+  reg [15:0] l0_out1_s4 = 16'h0000;
   reg [15:0] l0_out1_s5 = 16'h0000;
   reg [15:0] l0_out1_s6 = 16'h0000;
   reg [15:0] l0_out1_s7 = 16'h0000;
   reg [15:0] l0_out1_s8 = 16'h0000;
   reg [15:0] l0_out1_s9 = 16'h0000;
   reg [15:0] l0_out2_s10 = 16'h0000;
-  reg [15:0] l0_out2_s11 = 16'h0000;
-  reg [15:0] l0_out2_s12 = 16'h0000;
-  reg [15:0] l0_out2_s13 = 16'h0000;
+  reg [15:0] l0_out2_s4 = 16'h0000;
   reg [15:0] l0_out2_s5 = 16'h0000;
   reg [15:0] l0_out2_s6 = 16'h0000;
   reg [15:0] l0_out2_s7 = 16'h0000;
   reg [15:0] l0_out2_s8 = 16'h0000;
   reg [15:0] l0_out2_s9 = 16'h0000;
   reg [15:0] l0_out3_s10 = 16'h0000;
-  reg [15:0] l0_out3_s11 = 16'h0000;
-  reg [15:0] l0_out3_s12 = 16'h0000;
-  reg [15:0] l0_out3_s13 = 16'h0000;
+  reg [15:0] l0_out3_s4 = 16'h0000;
   reg [15:0] l0_out3_s5 = 16'h0000;
   reg [15:0] l0_out3_s6 = 16'h0000;
   reg [15:0] l0_out3_s7 = 16'h0000;
   reg [15:0] l0_out3_s8 = 16'h0000;
   reg [15:0] l0_out3_s9 = 16'h0000;
   reg [15:0] l0_out4_s10 = 16'h0000;
-  reg [15:0] l0_out4_s11 = 16'h0000;
-  reg [15:0] l0_out4_s12 = 16'h0000;
-  reg [15:0] l0_out4_s13 = 16'h0000;
+  reg [15:0] l0_out4_s4 = 16'h0000;
   reg [15:0] l0_out4_s5 = 16'h0000;
   reg [15:0] l0_out4_s6 = 16'h0000;
   reg [15:0] l0_out4_s7 = 16'h0000;
   reg [15:0] l0_out4_s8 = 16'h0000;
   reg [15:0] l0_out4_s9 = 16'h0000;
   reg [15:0] l0_out5_s10 = 16'h0000;
-  reg [15:0] l0_out5_s11 = 16'h0000;
-  reg [15:0] l0_out5_s12 = 16'h0000;
-  reg [15:0] l0_out5_s13 = 16'h0000;
+  reg [15:0] l0_out5_s4 = 16'h0000;
   reg [15:0] l0_out5_s5 = 16'h0000;
   reg [15:0] l0_out5_s6 = 16'h0000;
   reg [15:0] l0_out5_s7 = 16'h0000;
   reg [15:0] l0_out5_s8 = 16'h0000;
   reg [15:0] l0_out5_s9 = 16'h0000;
   reg [15:0] l0_out6_s10 = 16'h0000;
-  reg [15:0] l0_out6_s11 = 16'h0000;
-  reg [15:0] l0_out6_s12 = 16'h0000;
-  reg [15:0] l0_out6_s13 = 16'h0000;
+  reg [15:0] l0_out6_s4 = 16'h0000;
   reg [15:0] l0_out6_s5 = 16'h0000;
   reg [15:0] l0_out6_s6 = 16'h0000;
   reg [15:0] l0_out6_s7 = 16'h0000;
   reg [15:0] l0_out6_s8 = 16'h0000;
   reg [15:0] l0_out6_s9 = 16'h0000;
   reg [15:0] l0_out7_s10 = 16'h0000;
-  reg [15:0] l0_out7_s11 = 16'h0000;
-  reg [15:0] l0_out7_s12 = 16'h0000;
-  reg [15:0] l0_out7_s13 = 16'h0000;
+  reg [15:0] l0_out7_s4 = 16'h0000;
   reg [15:0] l0_out7_s5 = 16'h0000;
   reg [15:0] l0_out7_s6 = 16'h0000;
   reg [15:0] l0_out7_s7 = 16'h0000;
@@ -2453,30 +2379,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [31:0] l0_prod7_0_raw_s2 = 32'd0;
   reg [31:0] l0_prod7_1_raw_s2 = 32'd0;
   reg [4:0] l0_rd_sel = 5'h00;
-  reg [40:0] l0_sum0_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum0_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum0_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum1_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum1_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum1_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum2_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum2_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum2_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum3_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum3_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum3_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum4_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum4_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum4_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum5_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum5_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum5_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum6_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum6_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum6_t1_0_s4 = 42'h00000000000;
-  reg [40:0] l0_sum7_t0_0_s3 = 41'h00000000000;
-  reg [39:0] l0_sum7_t0_1_s3 = 40'h0000000000;
-  reg [41:0] l0_sum7_t1_0_s4 = 42'h00000000000;
+  reg [41:0] l0_sum0_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum1_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum2_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum3_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum4_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum5_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum6_t0_0_s3 = 42'h00000000000;
+  reg [41:0] l0_sum7_t0_0_s3 = 42'h00000000000;
   reg [15:0] l0_w_0_0 = 16'h055e;
   reg [15:0] l0_w_0_1 = 16'hf6fa;
   reg [15:0] l0_w_1_0 = 16'hee03;
@@ -2494,58 +2404,51 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_w_7_0 = 16'h0900;
   reg [15:0] l0_w_7_1 = 16'hf34a;
   reg [15:0] l1_b_0 = 16'h0000;
-  reg [39:0] l1_bias0_s6 = 40'h0000000000;
-  reg [31:0] l1_bprod0_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod1_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod2_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod3_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod4_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod5_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod6_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod7_0_raw_s13 = 32'd0;
-  reg [15:0] l1_db0_s13 = 16'h0000;
-  reg [15:0] l1_db0_s14 = 16'h0000;
-  reg [31:0] l1_dw0_0_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_0_s14 = 16'h0000;
-  reg [31:0] l1_dw0_1_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_1_s14 = 16'h0000;
-  reg [31:0] l1_dw0_2_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_2_s14 = 16'h0000;
-  reg [31:0] l1_dw0_3_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_3_s14 = 16'h0000;
-  reg [31:0] l1_dw0_4_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_4_s14 = 16'h0000;
-  reg [31:0] l1_dw0_5_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_5_s14 = 16'h0000;
-  reg [31:0] l1_dw0_6_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_6_s14 = 16'h0000;
-  reg [31:0] l1_dw0_7_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_7_s14 = 16'h0000;
-  reg [15:0] l1_out0_s11 = 16'h0000;
+  reg [39:0] l1_bias0_s5 = 40'h0000000000;
+  reg [31:0] l1_bprod0_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod1_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod2_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod3_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod4_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod5_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod6_0_raw_s10 = 32'd0;
+  reg [31:0] l1_bprod7_0_raw_s10 = 32'd0;
+  reg [15:0] l1_db0_s10 = 16'h0000;
+  reg [15:0] l1_db0_s11 = 16'h0000;
+  reg [31:0] l1_dw0_0_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_0_s11 = 16'h0000;
+  reg [31:0] l1_dw0_1_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_1_s11 = 16'h0000;
+  reg [31:0] l1_dw0_2_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_2_s11 = 16'h0000;
+  reg [31:0] l1_dw0_3_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_3_s11 = 16'h0000;
+  reg [31:0] l1_dw0_4_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_4_s11 = 16'h0000;
+  reg [31:0] l1_dw0_5_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_5_s11 = 16'h0000;
+  reg [31:0] l1_dw0_6_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_6_s11 = 16'h0000;
+  reg [31:0] l1_dw0_7_raw_s10 = 32'd0;
+  reg [15:0] l1_dw0_7_s11 = 16'h0000;
+  reg [15:0] l1_out0_s8 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [3:0] l1_port_local;
   wire l1_port_rd;
   wire l1_port_wr;
-  reg [31:0] l1_prod0_0_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_1_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_2_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_3_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_4_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_5_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_6_raw_s6 = 32'd0;
-  reg [31:0] l1_prod0_7_raw_s6 = 32'd0;
+  reg [31:0] l1_prod0_0_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_1_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_2_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_3_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_4_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_5_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_6_raw_s5 = 32'd0;
+  reg [31:0] l1_prod0_7_raw_s5 = 32'd0;
   reg [3:0] l1_rd_sel = 4'h0;
-  reg [40:0] l1_sum0_t0_0_s7 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_1_s7 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_2_s7 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_3_s7 = 41'h00000000000;
-  reg [39:0] l1_sum0_t0_4_s7 = 40'h0000000000;
-  reg [41:0] l1_sum0_t1_0_s8 = 42'h00000000000;
-  reg [41:0] l1_sum0_t1_1_s8 = 42'h00000000000;
-  reg [39:0] l1_sum0_t1_2_s8 = 40'h0000000000;
-  reg [42:0] l1_sum0_t2_0_s9 = 43'h00000000000;
-  reg [39:0] l1_sum0_t2_1_s9 = 40'h0000000000;
-  reg [43:0] l1_sum0_t3_0_s10 = 44'h00000000000;
+  reg [41:0] l1_sum0_t0_0_s6 = 42'h00000000000;
+  reg [41:0] l1_sum0_t0_1_s6 = 42'h00000000000;
+  reg [39:0] l1_sum0_t0_2_s6 = 40'h0000000000;
+  reg [43:0] l1_sum0_t1_0_s7 = 44'h00000000000;
   reg [15:0] l1_w_0_0 = 16'h071e;
   reg [15:0] l1_w_0_1 = 16'h00d0;
   reg [15:0] l1_w_0_2 = 16'hfc13;
@@ -2717,6 +2620,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] \t$427 ;
   wire [15:0] \t$433 ;
   wire [15:0] \t$439 ;
+  reg [16:0] \t$458 ;
   reg [16:0] \t$461 ;
   reg [16:0] \t$464 ;
   reg [16:0] \t$467 ;
@@ -2737,14 +2641,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$500 ;
   reg [16:0] \t$503 ;
   reg [16:0] \t$506 ;
-  reg [16:0] \t$509 ;
+  reg [16:0] \t$508 ;
   wire [34:0] \t$51 ;
-  reg [16:0] \t$511 ;
-  reg [16:0] \t$513 ;
-  reg [16:0] \t$515 ;
-  reg [16:0] \t$517 ;
-  reg [16:0] \t$519 ;
-  reg [16:0] \t$521 ;
+  reg [16:0] \t$510 ;
+  reg [16:0] \t$512 ;
+  reg [16:0] \t$514 ;
+  reg [16:0] \t$516 ;
+  reg [16:0] \t$518 ;
+  reg [16:0] \t$520 ;
   reg [16:0] \t$523 ;
   reg [16:0] \t$526 ;
   reg [16:0] \t$529 ;
@@ -2756,7 +2660,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [16:0] \t$541 ;
   reg [16:0] \t$544 ;
   reg [16:0] \t$547 ;
-  reg [16:0] \t$550 ;
   wire [39:0] \t$56 ;
   wire [39:0] \t$57 ;
   wire [34:0] \t$6 ;
@@ -2784,27 +2687,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [34:0] \t$99 ;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
-  output valid_s11;
   reg valid_s11 = 1'h0;
   reg valid_s12 = 1'h0;
   reg valid_s13 = 1'h0;
-  reg valid_s14 = 1'h0;
-  reg valid_s15 = 1'h0;
-  reg valid_s16 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
+  output valid_s8;
   reg valid_s8 = 1'h0;
   reg valid_s9 = 1'h0;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s10 = 16'h0000;
   reg [15:0] x0_s11 = 16'h0000;
-  reg [15:0] x0_s12 = 16'h0000;
-  reg [15:0] x0_s13 = 16'h0000;
-  reg [15:0] x0_s14 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
   reg [15:0] x0_s4 = 16'h0000;
@@ -2816,9 +2713,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] x1_s1 = 16'h0000;
   reg [15:0] x1_s10 = 16'h0000;
   reg [15:0] x1_s11 = 16'h0000;
-  reg [15:0] x1_s12 = 16'h0000;
-  reg [15:0] x1_s13 = 16'h0000;
-  reg [15:0] x1_s14 = 16'h0000;
   reg [15:0] x1_s2 = 16'h0000;
   reg [15:0] x1_s3 = 16'h0000;
   reg [15:0] x1_s4 = 16'h0000;
@@ -2828,8 +2722,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] x1_s8 = 16'h0000;
   reg [15:0] x1_s9 = 16'h0000;
   reg [15:0] y0_s1 = 16'h0000;
-  reg [15:0] y0_s10 = 16'h0000;
-  reg [15:0] y0_s11 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
@@ -2837,12 +2729,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
   reg [15:0] y0_s8 = 16'h0000;
-  reg [15:0] y0_s9 = 16'h0000;
-  assign \$1  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$1  = ! l0_sum0_t0_0_s3[12:0];
   assign \$2  = ~ \$1 ;
-  assign \$3  = l0_sum0_t1_0_s4[13] & \$2 ;
-  assign \$4  = ! l0_sum0_t1_0_s4[12:0];
-  assign \$5  = l0_sum0_t1_0_s4[13] & \$4 ;
+  assign \$3  = l0_sum0_t0_0_s3[13] & \$2 ;
+  assign \$4  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$5  = l0_sum0_t0_0_s3[13] & \$4 ;
   assign \$6  = \$5  & floor[0];
   assign inc = \$3  | \$6 ;
   assign \$7  = $signed(floor) > $signed(16'h7fff);
@@ -2854,21 +2745,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$12  = ~ inc;
   assign \$13  = \$11  & \$12 ;
   assign below = \$10  | \$13 ;
-  assign \$14  = ! l0_sum0_t1_0_s4[12:0];
+  assign \$14  = ! l0_sum0_t0_0_s3[12:0];
   assign \$15  = ~ \$14 ;
-  assign \$16  = l0_sum0_t1_0_s4[13] & \$15 ;
-  assign \$17  = ! l0_sum0_t1_0_s4[12:0];
-  assign \$18  = l0_sum0_t1_0_s4[13] & \$17 ;
+  assign \$16  = l0_sum0_t0_0_s3[13] & \$15 ;
+  assign \$17  = ! l0_sum0_t0_0_s3[12:0];
+  assign \$18  = l0_sum0_t0_0_s3[13] & \$17 ;
   assign \$19  = \$18  & floor[0];
   assign \$20  = \$16  | \$19 ;
   assign \$21  = $signed(floor) + $signed({ 1'h0, \$20  });
   assign \$22  = above ? 16'h7fff : \$21 [15:0];
   assign \t$15  = below ? 16'h8000 : \$22 ;
-  assign \$23  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$23  = ! l0_sum1_t0_0_s3[12:0];
   assign \$24  = ~ \$23 ;
-  assign \$25  = l0_sum1_t1_0_s4[13] & \$24 ;
-  assign \$26  = ! l0_sum1_t1_0_s4[12:0];
-  assign \$27  = l0_sum1_t1_0_s4[13] & \$26 ;
+  assign \$25  = l0_sum1_t0_0_s3[13] & \$24 ;
+  assign \$26  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$27  = l0_sum1_t0_0_s3[13] & \$26 ;
   assign \$28  = \$27  & \floor$27 [0];
   assign \inc$28  = \$25  | \$28 ;
   assign \$29  = $signed(\floor$27 ) > $signed(16'h7fff);
@@ -2880,21 +2771,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$34  = ~ \inc$28 ;
   assign \$35  = \$33  & \$34 ;
   assign \below$30  = \$32  | \$35 ;
-  assign \$36  = ! l0_sum1_t1_0_s4[12:0];
+  assign \$36  = ! l0_sum1_t0_0_s3[12:0];
   assign \$37  = ~ \$36 ;
-  assign \$38  = l0_sum1_t1_0_s4[13] & \$37 ;
-  assign \$39  = ! l0_sum1_t1_0_s4[12:0];
-  assign \$40  = l0_sum1_t1_0_s4[13] & \$39 ;
+  assign \$38  = l0_sum1_t0_0_s3[13] & \$37 ;
+  assign \$39  = ! l0_sum1_t0_0_s3[12:0];
+  assign \$40  = l0_sum1_t0_0_s3[13] & \$39 ;
   assign \$41  = \$40  & \floor$27 [0];
   assign \$42  = \$38  | \$41 ;
   assign \$43  = $signed(\floor$27 ) + $signed({ 1'h0, \$42  });
   assign \$44  = \above$29  ? 16'h7fff : \$43 [15:0];
   assign \t$31  = \below$30  ? 16'h8000 : \$44 ;
-  assign \$45  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$45  = ! l0_sum2_t0_0_s3[12:0];
   assign \$46  = ~ \$45 ;
-  assign \$47  = l0_sum2_t1_0_s4[13] & \$46 ;
-  assign \$48  = ! l0_sum2_t1_0_s4[12:0];
-  assign \$49  = l0_sum2_t1_0_s4[13] & \$48 ;
+  assign \$47  = l0_sum2_t0_0_s3[13] & \$46 ;
+  assign \$48  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$49  = l0_sum2_t0_0_s3[13] & \$48 ;
   assign \$50  = \$49  & \floor$43 [0];
   assign \inc$44  = \$47  | \$50 ;
   assign \$51  = $signed(\floor$43 ) > $signed(16'h7fff);
@@ -2906,21 +2797,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$56  = ~ \inc$44 ;
   assign \$57  = \$55  & \$56 ;
   assign \below$46  = \$54  | \$57 ;
-  assign \$58  = ! l0_sum2_t1_0_s4[12:0];
+  assign \$58  = ! l0_sum2_t0_0_s3[12:0];
   assign \$59  = ~ \$58 ;
-  assign \$60  = l0_sum2_t1_0_s4[13] & \$59 ;
-  assign \$61  = ! l0_sum2_t1_0_s4[12:0];
-  assign \$62  = l0_sum2_t1_0_s4[13] & \$61 ;
+  assign \$60  = l0_sum2_t0_0_s3[13] & \$59 ;
+  assign \$61  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$62  = l0_sum2_t0_0_s3[13] & \$61 ;
   assign \$63  = \$62  & \floor$43 [0];
   assign \$64  = \$60  | \$63 ;
   assign \$65  = $signed(\floor$43 ) + $signed({ 1'h0, \$64  });
   assign \$66  = \above$45  ? 16'h7fff : \$65 [15:0];
   assign \t$47  = \below$46  ? 16'h8000 : \$66 ;
-  assign \$67  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$67  = ! l0_sum3_t0_0_s3[12:0];
   assign \$68  = ~ \$67 ;
-  assign \$69  = l0_sum3_t1_0_s4[13] & \$68 ;
-  assign \$70  = ! l0_sum3_t1_0_s4[12:0];
-  assign \$71  = l0_sum3_t1_0_s4[13] & \$70 ;
+  assign \$69  = l0_sum3_t0_0_s3[13] & \$68 ;
+  assign \$70  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$71  = l0_sum3_t0_0_s3[13] & \$70 ;
   assign \$72  = \$71  & \floor$59 [0];
   assign \inc$60  = \$69  | \$72 ;
   assign \$73  = $signed(\floor$59 ) > $signed(16'h7fff);
@@ -2932,21 +2823,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$78  = ~ \inc$60 ;
   assign \$79  = \$77  & \$78 ;
   assign \below$62  = \$76  | \$79 ;
-  assign \$80  = ! l0_sum3_t1_0_s4[12:0];
+  assign \$80  = ! l0_sum3_t0_0_s3[12:0];
   assign \$81  = ~ \$80 ;
-  assign \$82  = l0_sum3_t1_0_s4[13] & \$81 ;
-  assign \$83  = ! l0_sum3_t1_0_s4[12:0];
-  assign \$84  = l0_sum3_t1_0_s4[13] & \$83 ;
+  assign \$82  = l0_sum3_t0_0_s3[13] & \$81 ;
+  assign \$83  = ! l0_sum3_t0_0_s3[12:0];
+  assign \$84  = l0_sum3_t0_0_s3[13] & \$83 ;
   assign \$85  = \$84  & \floor$59 [0];
   assign \$86  = \$82  | \$85 ;
   assign \$87  = $signed(\floor$59 ) + $signed({ 1'h0, \$86  });
   assign \$88  = \above$61  ? 16'h7fff : \$87 [15:0];
   assign \t$63  = \below$62  ? 16'h8000 : \$88 ;
-  assign \$89  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$89  = ! l0_sum4_t0_0_s3[12:0];
   assign \$90  = ~ \$89 ;
-  assign \$91  = l0_sum4_t1_0_s4[13] & \$90 ;
-  assign \$92  = ! l0_sum4_t1_0_s4[12:0];
-  assign \$93  = l0_sum4_t1_0_s4[13] & \$92 ;
+  assign \$91  = l0_sum4_t0_0_s3[13] & \$90 ;
+  assign \$92  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$93  = l0_sum4_t0_0_s3[13] & \$92 ;
   assign \$94  = \$93  & \floor$75 [0];
   assign \inc$76  = \$91  | \$94 ;
   assign \$95  = $signed(\floor$75 ) > $signed(16'h7fff);
@@ -2958,21 +2849,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$100  = ~ \inc$76 ;
   assign \$101  = \$99  & \$100 ;
   assign \below$78  = \$98  | \$101 ;
-  assign \$102  = ! l0_sum4_t1_0_s4[12:0];
+  assign \$102  = ! l0_sum4_t0_0_s3[12:0];
   assign \$103  = ~ \$102 ;
-  assign \$104  = l0_sum4_t1_0_s4[13] & \$103 ;
-  assign \$105  = ! l0_sum4_t1_0_s4[12:0];
-  assign \$106  = l0_sum4_t1_0_s4[13] & \$105 ;
+  assign \$104  = l0_sum4_t0_0_s3[13] & \$103 ;
+  assign \$105  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$106  = l0_sum4_t0_0_s3[13] & \$105 ;
   assign \$107  = \$106  & \floor$75 [0];
   assign \$108  = \$104  | \$107 ;
   assign \$109  = $signed(\floor$75 ) + $signed({ 1'h0, \$108  });
   assign \$110  = \above$77  ? 16'h7fff : \$109 [15:0];
   assign \t$79  = \below$78  ? 16'h8000 : \$110 ;
-  assign \$111  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$111  = ! l0_sum5_t0_0_s3[12:0];
   assign \$112  = ~ \$111 ;
-  assign \$113  = l0_sum5_t1_0_s4[13] & \$112 ;
-  assign \$114  = ! l0_sum5_t1_0_s4[12:0];
-  assign \$115  = l0_sum5_t1_0_s4[13] & \$114 ;
+  assign \$113  = l0_sum5_t0_0_s3[13] & \$112 ;
+  assign \$114  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$115  = l0_sum5_t0_0_s3[13] & \$114 ;
   assign \$116  = \$115  & \floor$91 [0];
   assign \inc$92  = \$113  | \$116 ;
   assign \$117  = $signed(\floor$91 ) > $signed(16'h7fff);
@@ -2984,21 +2875,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$122  = ~ \inc$92 ;
   assign \$123  = \$121  & \$122 ;
   assign \below$94  = \$120  | \$123 ;
-  assign \$124  = ! l0_sum5_t1_0_s4[12:0];
+  assign \$124  = ! l0_sum5_t0_0_s3[12:0];
   assign \$125  = ~ \$124 ;
-  assign \$126  = l0_sum5_t1_0_s4[13] & \$125 ;
-  assign \$127  = ! l0_sum5_t1_0_s4[12:0];
-  assign \$128  = l0_sum5_t1_0_s4[13] & \$127 ;
+  assign \$126  = l0_sum5_t0_0_s3[13] & \$125 ;
+  assign \$127  = ! l0_sum5_t0_0_s3[12:0];
+  assign \$128  = l0_sum5_t0_0_s3[13] & \$127 ;
   assign \$129  = \$128  & \floor$91 [0];
   assign \$130  = \$126  | \$129 ;
   assign \$131  = $signed(\floor$91 ) + $signed({ 1'h0, \$130  });
   assign \$132  = \above$93  ? 16'h7fff : \$131 [15:0];
   assign \t$95  = \below$94  ? 16'h8000 : \$132 ;
-  assign \$133  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$133  = ! l0_sum6_t0_0_s3[12:0];
   assign \$134  = ~ \$133 ;
-  assign \$135  = l0_sum6_t1_0_s4[13] & \$134 ;
-  assign \$136  = ! l0_sum6_t1_0_s4[12:0];
-  assign \$137  = l0_sum6_t1_0_s4[13] & \$136 ;
+  assign \$135  = l0_sum6_t0_0_s3[13] & \$134 ;
+  assign \$136  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$137  = l0_sum6_t0_0_s3[13] & \$136 ;
   assign \$138  = \$137  & \floor$107 [0];
   assign \inc$108  = \$135  | \$138 ;
   assign \$139  = $signed(\floor$107 ) > $signed(16'h7fff);
@@ -3010,21 +2901,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$144  = ~ \inc$108 ;
   assign \$145  = \$143  & \$144 ;
   assign \below$110  = \$142  | \$145 ;
-  assign \$146  = ! l0_sum6_t1_0_s4[12:0];
+  assign \$146  = ! l0_sum6_t0_0_s3[12:0];
   assign \$147  = ~ \$146 ;
-  assign \$148  = l0_sum6_t1_0_s4[13] & \$147 ;
-  assign \$149  = ! l0_sum6_t1_0_s4[12:0];
-  assign \$150  = l0_sum6_t1_0_s4[13] & \$149 ;
+  assign \$148  = l0_sum6_t0_0_s3[13] & \$147 ;
+  assign \$149  = ! l0_sum6_t0_0_s3[12:0];
+  assign \$150  = l0_sum6_t0_0_s3[13] & \$149 ;
   assign \$151  = \$150  & \floor$107 [0];
   assign \$152  = \$148  | \$151 ;
   assign \$153  = $signed(\floor$107 ) + $signed({ 1'h0, \$152  });
   assign \$154  = \above$109  ? 16'h7fff : \$153 [15:0];
   assign \t$111  = \below$110  ? 16'h8000 : \$154 ;
-  assign \$155  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$155  = ! l0_sum7_t0_0_s3[12:0];
   assign \$156  = ~ \$155 ;
-  assign \$157  = l0_sum7_t1_0_s4[13] & \$156 ;
-  assign \$158  = ! l0_sum7_t1_0_s4[12:0];
-  assign \$159  = l0_sum7_t1_0_s4[13] & \$158 ;
+  assign \$157  = l0_sum7_t0_0_s3[13] & \$156 ;
+  assign \$158  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$159  = l0_sum7_t0_0_s3[13] & \$158 ;
   assign \$160  = \$159  & \floor$123 [0];
   assign \inc$124  = \$157  | \$160 ;
   assign \$161  = $signed(\floor$123 ) > $signed(16'h7fff);
@@ -3036,21 +2927,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$166  = ~ \inc$124 ;
   assign \$167  = \$165  & \$166 ;
   assign \below$126  = \$164  | \$167 ;
-  assign \$168  = ! l0_sum7_t1_0_s4[12:0];
+  assign \$168  = ! l0_sum7_t0_0_s3[12:0];
   assign \$169  = ~ \$168 ;
-  assign \$170  = l0_sum7_t1_0_s4[13] & \$169 ;
-  assign \$171  = ! l0_sum7_t1_0_s4[12:0];
-  assign \$172  = l0_sum7_t1_0_s4[13] & \$171 ;
+  assign \$170  = l0_sum7_t0_0_s3[13] & \$169 ;
+  assign \$171  = ! l0_sum7_t0_0_s3[12:0];
+  assign \$172  = l0_sum7_t0_0_s3[13] & \$171 ;
   assign \$173  = \$172  & \floor$123 [0];
   assign \$174  = \$170  | \$173 ;
   assign \$175  = $signed(\floor$123 ) + $signed({ 1'h0, \$174  });
   assign \$176  = \above$125  ? 16'h7fff : \$175 [15:0];
   assign \t$127  = \below$126  ? 16'h8000 : \$176 ;
-  assign \$177  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$177  = ! l1_sum0_t1_0_s7[12:0];
   assign \$178  = ~ \$177 ;
-  assign \$179  = l1_sum0_t3_0_s10[13] & \$178 ;
-  assign \$180  = ! l1_sum0_t3_0_s10[12:0];
-  assign \$181  = l1_sum0_t3_0_s10[13] & \$180 ;
+  assign \$179  = l1_sum0_t1_0_s7[13] & \$178 ;
+  assign \$180  = ! l1_sum0_t1_0_s7[12:0];
+  assign \$181  = l1_sum0_t1_0_s7[13] & \$180 ;
   assign \$182  = \$181  & \floor$157 [0];
   assign \inc$158  = \$179  | \$182 ;
   assign \$183  = $signed(\floor$157 ) > $signed(16'h7fff);
@@ -3062,27 +2953,27 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$188  = ~ \inc$158 ;
   assign \$189  = \$187  & \$188 ;
   assign \below$160  = \$186  | \$189 ;
-  assign \$190  = ! l1_sum0_t3_0_s10[12:0];
+  assign \$190  = ! l1_sum0_t1_0_s7[12:0];
   assign \$191  = ~ \$190 ;
-  assign \$192  = l1_sum0_t3_0_s10[13] & \$191 ;
-  assign \$193  = ! l1_sum0_t3_0_s10[12:0];
-  assign \$194  = l1_sum0_t3_0_s10[13] & \$193 ;
+  assign \$192  = l1_sum0_t1_0_s7[13] & \$191 ;
+  assign \$193  = ! l1_sum0_t1_0_s7[12:0];
+  assign \$194  = l1_sum0_t1_0_s7[13] & \$193 ;
   assign \$195  = \$194  & \floor$157 [0];
   assign \$196  = \$192  | \$195 ;
   assign \$197  = $signed(\floor$157 ) + $signed({ 1'h0, \$196  });
   assign \$198  = \above$159  ? 16'h7fff : \$197 [15:0];
   assign \t$161  = \below$160  ? 16'h8000 : \$198 ;
-  assign \$199  = $signed(l1_out0_s11) >= $signed(1'h0);
-  assign \t$164  = $signed(l1_out0_s11) - $signed(y0_s11);
+  assign \$199  = $signed(l1_out0_s8) >= $signed(1'h0);
+  assign \t$164  = $signed(l1_out0_s8) - $signed(y0_s8);
   assign \$200  = $signed(\t$166 ) < $signed(16'h8000);
   assign \$201  = $signed(\t$166 ) > $signed(16'h7fff);
   assign \$202  = \$201  ? 16'h7fff : \t$166 [15:0];
   assign \t$167  = \$200  ? 16'h8000 : \$202 ;
-  assign \$203  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$203  = ! l1_dw0_0_raw_s10[15:0];
   assign \$204  = ~ \$203 ;
-  assign \$205  = l1_dw0_0_raw_s13[16] & \$204 ;
-  assign \$206  = ! l1_dw0_0_raw_s13[15:0];
-  assign \$207  = l1_dw0_0_raw_s13[16] & \$206 ;
+  assign \$205  = l1_dw0_0_raw_s10[16] & \$204 ;
+  assign \$206  = ! l1_dw0_0_raw_s10[15:0];
+  assign \$207  = l1_dw0_0_raw_s10[16] & \$206 ;
   assign \$208  = \$207  & \floor$170 [0];
   assign \inc$172  = \$205  | \$208 ;
   assign \$209  = $signed(\floor$170 ) > $signed(16'h7fff);
@@ -3094,21 +2985,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$214  = ~ \inc$172 ;
   assign \$215  = \$213  & \$214 ;
   assign \below$174  = \$212  | \$215 ;
-  assign \$216  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$216  = ! l1_dw0_0_raw_s10[15:0];
   assign \$217  = ~ \$216 ;
-  assign \$218  = l1_dw0_0_raw_s13[16] & \$217 ;
-  assign \$219  = ! l1_dw0_0_raw_s13[15:0];
-  assign \$220  = l1_dw0_0_raw_s13[16] & \$219 ;
+  assign \$218  = l1_dw0_0_raw_s10[16] & \$217 ;
+  assign \$219  = ! l1_dw0_0_raw_s10[15:0];
+  assign \$220  = l1_dw0_0_raw_s10[16] & \$219 ;
   assign \$221  = \$220  & \floor$170 [0];
   assign \$222  = \$218  | \$221 ;
   assign \$223  = $signed(\floor$170 ) + $signed({ 1'h0, \$222  });
   assign \$224  = \above$173  ? 16'h7fff : \$223 [15:0];
   assign \t$175  = \below$174  ? 16'h8000 : \$224 ;
-  assign \$225  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$225  = ! l1_dw0_1_raw_s10[15:0];
   assign \$226  = ~ \$225 ;
-  assign \$227  = l1_dw0_1_raw_s13[16] & \$226 ;
-  assign \$228  = ! l1_dw0_1_raw_s13[15:0];
-  assign \$229  = l1_dw0_1_raw_s13[16] & \$228 ;
+  assign \$227  = l1_dw0_1_raw_s10[16] & \$226 ;
+  assign \$228  = ! l1_dw0_1_raw_s10[15:0];
+  assign \$229  = l1_dw0_1_raw_s10[16] & \$228 ;
   assign \$230  = \$229  & \floor$176 [0];
   assign \inc$178  = \$227  | \$230 ;
   assign \$231  = $signed(\floor$176 ) > $signed(16'h7fff);
@@ -3120,21 +3011,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$236  = ~ \inc$178 ;
   assign \$237  = \$235  & \$236 ;
   assign \below$180  = \$234  | \$237 ;
-  assign \$238  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$238  = ! l1_dw0_1_raw_s10[15:0];
   assign \$239  = ~ \$238 ;
-  assign \$240  = l1_dw0_1_raw_s13[16] & \$239 ;
-  assign \$241  = ! l1_dw0_1_raw_s13[15:0];
-  assign \$242  = l1_dw0_1_raw_s13[16] & \$241 ;
+  assign \$240  = l1_dw0_1_raw_s10[16] & \$239 ;
+  assign \$241  = ! l1_dw0_1_raw_s10[15:0];
+  assign \$242  = l1_dw0_1_raw_s10[16] & \$241 ;
   assign \$243  = \$242  & \floor$176 [0];
   assign \$244  = \$240  | \$243 ;
   assign \$245  = $signed(\floor$176 ) + $signed({ 1'h0, \$244  });
   assign \$246  = \above$179  ? 16'h7fff : \$245 [15:0];
   assign \t$181  = \below$180  ? 16'h8000 : \$246 ;
-  assign \$247  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$247  = ! l1_dw0_2_raw_s10[15:0];
   assign \$248  = ~ \$247 ;
-  assign \$249  = l1_dw0_2_raw_s13[16] & \$248 ;
-  assign \$250  = ! l1_dw0_2_raw_s13[15:0];
-  assign \$251  = l1_dw0_2_raw_s13[16] & \$250 ;
+  assign \$249  = l1_dw0_2_raw_s10[16] & \$248 ;
+  assign \$250  = ! l1_dw0_2_raw_s10[15:0];
+  assign \$251  = l1_dw0_2_raw_s10[16] & \$250 ;
   assign \$252  = \$251  & \floor$182 [0];
   assign \inc$184  = \$249  | \$252 ;
   assign \$253  = $signed(\floor$182 ) > $signed(16'h7fff);
@@ -3146,21 +3037,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$258  = ~ \inc$184 ;
   assign \$259  = \$257  & \$258 ;
   assign \below$186  = \$256  | \$259 ;
-  assign \$260  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$260  = ! l1_dw0_2_raw_s10[15:0];
   assign \$261  = ~ \$260 ;
-  assign \$262  = l1_dw0_2_raw_s13[16] & \$261 ;
-  assign \$263  = ! l1_dw0_2_raw_s13[15:0];
-  assign \$264  = l1_dw0_2_raw_s13[16] & \$263 ;
+  assign \$262  = l1_dw0_2_raw_s10[16] & \$261 ;
+  assign \$263  = ! l1_dw0_2_raw_s10[15:0];
+  assign \$264  = l1_dw0_2_raw_s10[16] & \$263 ;
   assign \$265  = \$264  & \floor$182 [0];
   assign \$266  = \$262  | \$265 ;
   assign \$267  = $signed(\floor$182 ) + $signed({ 1'h0, \$266  });
   assign \$268  = \above$185  ? 16'h7fff : \$267 [15:0];
   assign \t$187  = \below$186  ? 16'h8000 : \$268 ;
-  assign \$269  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$269  = ! l1_dw0_3_raw_s10[15:0];
   assign \$270  = ~ \$269 ;
-  assign \$271  = l1_dw0_3_raw_s13[16] & \$270 ;
-  assign \$272  = ! l1_dw0_3_raw_s13[15:0];
-  assign \$273  = l1_dw0_3_raw_s13[16] & \$272 ;
+  assign \$271  = l1_dw0_3_raw_s10[16] & \$270 ;
+  assign \$272  = ! l1_dw0_3_raw_s10[15:0];
+  assign \$273  = l1_dw0_3_raw_s10[16] & \$272 ;
   assign \$274  = \$273  & \floor$188 [0];
   assign \inc$190  = \$271  | \$274 ;
   assign \$275  = $signed(\floor$188 ) > $signed(16'h7fff);
@@ -3172,21 +3063,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$280  = ~ \inc$190 ;
   assign \$281  = \$279  & \$280 ;
   assign \below$192  = \$278  | \$281 ;
-  assign \$282  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$282  = ! l1_dw0_3_raw_s10[15:0];
   assign \$283  = ~ \$282 ;
-  assign \$284  = l1_dw0_3_raw_s13[16] & \$283 ;
-  assign \$285  = ! l1_dw0_3_raw_s13[15:0];
-  assign \$286  = l1_dw0_3_raw_s13[16] & \$285 ;
+  assign \$284  = l1_dw0_3_raw_s10[16] & \$283 ;
+  assign \$285  = ! l1_dw0_3_raw_s10[15:0];
+  assign \$286  = l1_dw0_3_raw_s10[16] & \$285 ;
   assign \$287  = \$286  & \floor$188 [0];
   assign \$288  = \$284  | \$287 ;
   assign \$289  = $signed(\floor$188 ) + $signed({ 1'h0, \$288  });
   assign \$290  = \above$191  ? 16'h7fff : \$289 [15:0];
   assign \t$193  = \below$192  ? 16'h8000 : \$290 ;
-  assign \$291  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$291  = ! l1_dw0_4_raw_s10[15:0];
   assign \$292  = ~ \$291 ;
-  assign \$293  = l1_dw0_4_raw_s13[16] & \$292 ;
-  assign \$294  = ! l1_dw0_4_raw_s13[15:0];
-  assign \$295  = l1_dw0_4_raw_s13[16] & \$294 ;
+  assign \$293  = l1_dw0_4_raw_s10[16] & \$292 ;
+  assign \$294  = ! l1_dw0_4_raw_s10[15:0];
+  assign \$295  = l1_dw0_4_raw_s10[16] & \$294 ;
   assign \$296  = \$295  & \floor$194 [0];
   assign \inc$196  = \$293  | \$296 ;
   assign \$297  = $signed(\floor$194 ) > $signed(16'h7fff);
@@ -3198,21 +3089,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$302  = ~ \inc$196 ;
   assign \$303  = \$301  & \$302 ;
   assign \below$198  = \$300  | \$303 ;
-  assign \$304  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$304  = ! l1_dw0_4_raw_s10[15:0];
   assign \$305  = ~ \$304 ;
-  assign \$306  = l1_dw0_4_raw_s13[16] & \$305 ;
-  assign \$307  = ! l1_dw0_4_raw_s13[15:0];
-  assign \$308  = l1_dw0_4_raw_s13[16] & \$307 ;
+  assign \$306  = l1_dw0_4_raw_s10[16] & \$305 ;
+  assign \$307  = ! l1_dw0_4_raw_s10[15:0];
+  assign \$308  = l1_dw0_4_raw_s10[16] & \$307 ;
   assign \$309  = \$308  & \floor$194 [0];
   assign \$310  = \$306  | \$309 ;
   assign \$311  = $signed(\floor$194 ) + $signed({ 1'h0, \$310  });
   assign \$312  = \above$197  ? 16'h7fff : \$311 [15:0];
   assign \t$199  = \below$198  ? 16'h8000 : \$312 ;
-  assign \$313  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$313  = ! l1_dw0_5_raw_s10[15:0];
   assign \$314  = ~ \$313 ;
-  assign \$315  = l1_dw0_5_raw_s13[16] & \$314 ;
-  assign \$316  = ! l1_dw0_5_raw_s13[15:0];
-  assign \$317  = l1_dw0_5_raw_s13[16] & \$316 ;
+  assign \$315  = l1_dw0_5_raw_s10[16] & \$314 ;
+  assign \$316  = ! l1_dw0_5_raw_s10[15:0];
+  assign \$317  = l1_dw0_5_raw_s10[16] & \$316 ;
   assign \$318  = \$317  & \floor$200 [0];
   assign \inc$202  = \$315  | \$318 ;
   assign \$319  = $signed(\floor$200 ) > $signed(16'h7fff);
@@ -3224,21 +3115,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$324  = ~ \inc$202 ;
   assign \$325  = \$323  & \$324 ;
   assign \below$204  = \$322  | \$325 ;
-  assign \$326  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$326  = ! l1_dw0_5_raw_s10[15:0];
   assign \$327  = ~ \$326 ;
-  assign \$328  = l1_dw0_5_raw_s13[16] & \$327 ;
-  assign \$329  = ! l1_dw0_5_raw_s13[15:0];
-  assign \$330  = l1_dw0_5_raw_s13[16] & \$329 ;
+  assign \$328  = l1_dw0_5_raw_s10[16] & \$327 ;
+  assign \$329  = ! l1_dw0_5_raw_s10[15:0];
+  assign \$330  = l1_dw0_5_raw_s10[16] & \$329 ;
   assign \$331  = \$330  & \floor$200 [0];
   assign \$332  = \$328  | \$331 ;
   assign \$333  = $signed(\floor$200 ) + $signed({ 1'h0, \$332  });
   assign \$334  = \above$203  ? 16'h7fff : \$333 [15:0];
   assign \t$205  = \below$204  ? 16'h8000 : \$334 ;
-  assign \$335  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$335  = ! l1_dw0_6_raw_s10[15:0];
   assign \$336  = ~ \$335 ;
-  assign \$337  = l1_dw0_6_raw_s13[16] & \$336 ;
-  assign \$338  = ! l1_dw0_6_raw_s13[15:0];
-  assign \$339  = l1_dw0_6_raw_s13[16] & \$338 ;
+  assign \$337  = l1_dw0_6_raw_s10[16] & \$336 ;
+  assign \$338  = ! l1_dw0_6_raw_s10[15:0];
+  assign \$339  = l1_dw0_6_raw_s10[16] & \$338 ;
   assign \$340  = \$339  & \floor$206 [0];
   assign \inc$208  = \$337  | \$340 ;
   assign \$341  = $signed(\floor$206 ) > $signed(16'h7fff);
@@ -3250,21 +3141,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$346  = ~ \inc$208 ;
   assign \$347  = \$345  & \$346 ;
   assign \below$210  = \$344  | \$347 ;
-  assign \$348  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$348  = ! l1_dw0_6_raw_s10[15:0];
   assign \$349  = ~ \$348 ;
-  assign \$350  = l1_dw0_6_raw_s13[16] & \$349 ;
-  assign \$351  = ! l1_dw0_6_raw_s13[15:0];
-  assign \$352  = l1_dw0_6_raw_s13[16] & \$351 ;
+  assign \$350  = l1_dw0_6_raw_s10[16] & \$349 ;
+  assign \$351  = ! l1_dw0_6_raw_s10[15:0];
+  assign \$352  = l1_dw0_6_raw_s10[16] & \$351 ;
   assign \$353  = \$352  & \floor$206 [0];
   assign \$354  = \$350  | \$353 ;
   assign \$355  = $signed(\floor$206 ) + $signed({ 1'h0, \$354  });
   assign \$356  = \above$209  ? 16'h7fff : \$355 [15:0];
   assign \t$211  = \below$210  ? 16'h8000 : \$356 ;
-  assign \$357  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$357  = ! l1_dw0_7_raw_s10[15:0];
   assign \$358  = ~ \$357 ;
-  assign \$359  = l1_dw0_7_raw_s13[16] & \$358 ;
-  assign \$360  = ! l1_dw0_7_raw_s13[15:0];
-  assign \$361  = l1_dw0_7_raw_s13[16] & \$360 ;
+  assign \$359  = l1_dw0_7_raw_s10[16] & \$358 ;
+  assign \$360  = ! l1_dw0_7_raw_s10[15:0];
+  assign \$361  = l1_dw0_7_raw_s10[16] & \$360 ;
   assign \$362  = \$361  & \floor$212 [0];
   assign \inc$214  = \$359  | \$362 ;
   assign \$363  = $signed(\floor$212 ) > $signed(16'h7fff);
@@ -3276,21 +3167,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$368  = ~ \inc$214 ;
   assign \$369  = \$367  & \$368 ;
   assign \below$216  = \$366  | \$369 ;
-  assign \$370  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$370  = ! l1_dw0_7_raw_s10[15:0];
   assign \$371  = ~ \$370 ;
-  assign \$372  = l1_dw0_7_raw_s13[16] & \$371 ;
-  assign \$373  = ! l1_dw0_7_raw_s13[15:0];
-  assign \$374  = l1_dw0_7_raw_s13[16] & \$373 ;
+  assign \$372  = l1_dw0_7_raw_s10[16] & \$371 ;
+  assign \$373  = ! l1_dw0_7_raw_s10[15:0];
+  assign \$374  = l1_dw0_7_raw_s10[16] & \$373 ;
   assign \$375  = \$374  & \floor$212 [0];
   assign \$376  = \$372  | \$375 ;
   assign \$377  = $signed(\floor$212 ) + $signed({ 1'h0, \$376  });
   assign \$378  = \above$215  ? 16'h7fff : \$377 [15:0];
   assign \t$217  = \below$216  ? 16'h8000 : \$378 ;
-  assign \$379  = ! err0_s12[3:0];
+  assign \$379  = ! err0_s9[3:0];
   assign \$380  = ~ \$379 ;
-  assign \$381  = err0_s12[4] & \$380 ;
-  assign \$382  = ! err0_s12[3:0];
-  assign \$383  = err0_s12[4] & \$382 ;
+  assign \$381  = err0_s9[4] & \$380 ;
+  assign \$382  = ! err0_s9[3:0];
+  assign \$383  = err0_s9[4] & \$382 ;
   assign \$384  = \$383  & \floor$218 [0];
   assign \inc$220  = \$381  | \$384 ;
   assign \$385  = $signed(\floor$218 ) > $signed(16'h7fff);
@@ -3302,11 +3193,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$390  = ~ \inc$220 ;
   assign \$391  = \$389  & \$390 ;
   assign \below$222  = \$388  | \$391 ;
-  assign \$392  = ! err0_s12[3:0];
+  assign \$392  = ! err0_s9[3:0];
   assign \$393  = ~ \$392 ;
-  assign \$394  = err0_s12[4] & \$393 ;
-  assign \$395  = ! err0_s12[3:0];
-  assign \$396  = err0_s12[4] & \$395 ;
+  assign \$394  = err0_s9[4] & \$393 ;
+  assign \$395  = ! err0_s9[3:0];
+  assign \$396  = err0_s9[4] & \$395 ;
   assign \$397  = \$396  & \floor$218 [0];
   assign \$398  = \$394  | \$397 ;
   assign \$399  = $signed(\floor$218 ) + $signed({ 1'h0, \$398  });
@@ -3520,11 +3411,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$575  = $signed(\floor$291 ) + $signed({ 1'h0, \$574  });
   assign \$576  = \above$293  ? 16'h7fff : \$575 [15:0];
   assign \t$295  = \below$294  ? 16'h8000 : \$576 ;
-  assign \$577  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$577  = ! l0_dw0_0_raw_s12[15:0];
   assign \$578  = ~ \$577 ;
-  assign \$579  = l0_dw0_0_raw_s15[16] & \$578 ;
-  assign \$580  = ! l0_dw0_0_raw_s15[15:0];
-  assign \$581  = l0_dw0_0_raw_s15[16] & \$580 ;
+  assign \$579  = l0_dw0_0_raw_s12[16] & \$578 ;
+  assign \$580  = ! l0_dw0_0_raw_s12[15:0];
+  assign \$581  = l0_dw0_0_raw_s12[16] & \$580 ;
   assign \$582  = \$581  & \floor$296 [0];
   assign \inc$298  = \$579  | \$582 ;
   assign \$583  = $signed(\floor$296 ) > $signed(16'h7fff);
@@ -3536,21 +3427,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$588  = ~ \inc$298 ;
   assign \$589  = \$587  & \$588 ;
   assign \below$300  = \$586  | \$589 ;
-  assign \$590  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$590  = ! l0_dw0_0_raw_s12[15:0];
   assign \$591  = ~ \$590 ;
-  assign \$592  = l0_dw0_0_raw_s15[16] & \$591 ;
-  assign \$593  = ! l0_dw0_0_raw_s15[15:0];
-  assign \$594  = l0_dw0_0_raw_s15[16] & \$593 ;
+  assign \$592  = l0_dw0_0_raw_s12[16] & \$591 ;
+  assign \$593  = ! l0_dw0_0_raw_s12[15:0];
+  assign \$594  = l0_dw0_0_raw_s12[16] & \$593 ;
   assign \$595  = \$594  & \floor$296 [0];
   assign \$596  = \$592  | \$595 ;
   assign \$597  = $signed(\floor$296 ) + $signed({ 1'h0, \$596  });
   assign \$598  = \above$299  ? 16'h7fff : \$597 [15:0];
   assign \t$301  = \below$300  ? 16'h8000 : \$598 ;
-  assign \$599  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$599  = ! l0_dw0_1_raw_s12[15:0];
   assign \$600  = ~ \$599 ;
-  assign \$601  = l0_dw0_1_raw_s15[16] & \$600 ;
-  assign \$602  = ! l0_dw0_1_raw_s15[15:0];
-  assign \$603  = l0_dw0_1_raw_s15[16] & \$602 ;
+  assign \$601  = l0_dw0_1_raw_s12[16] & \$600 ;
+  assign \$602  = ! l0_dw0_1_raw_s12[15:0];
+  assign \$603  = l0_dw0_1_raw_s12[16] & \$602 ;
   assign \$604  = \$603  & \floor$302 [0];
   assign \inc$304  = \$601  | \$604 ;
   assign \$605  = $signed(\floor$302 ) > $signed(16'h7fff);
@@ -3562,21 +3453,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$610  = ~ \inc$304 ;
   assign \$611  = \$609  & \$610 ;
   assign \below$306  = \$608  | \$611 ;
-  assign \$612  = ! l0_dw0_1_raw_s15[15:0];
+  assign \$612  = ! l0_dw0_1_raw_s12[15:0];
   assign \$613  = ~ \$612 ;
-  assign \$614  = l0_dw0_1_raw_s15[16] & \$613 ;
-  assign \$615  = ! l0_dw0_1_raw_s15[15:0];
-  assign \$616  = l0_dw0_1_raw_s15[16] & \$615 ;
+  assign \$614  = l0_dw0_1_raw_s12[16] & \$613 ;
+  assign \$615  = ! l0_dw0_1_raw_s12[15:0];
+  assign \$616  = l0_dw0_1_raw_s12[16] & \$615 ;
   assign \$617  = \$616  & \floor$302 [0];
   assign \$618  = \$614  | \$617 ;
   assign \$619  = $signed(\floor$302 ) + $signed({ 1'h0, \$618  });
   assign \$620  = \above$305  ? 16'h7fff : \$619 [15:0];
   assign \t$307  = \below$306  ? 16'h8000 : \$620 ;
-  assign \$621  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$621  = ! l0_dw1_0_raw_s12[15:0];
   assign \$622  = ~ \$621 ;
-  assign \$623  = l0_dw1_0_raw_s15[16] & \$622 ;
-  assign \$624  = ! l0_dw1_0_raw_s15[15:0];
-  assign \$625  = l0_dw1_0_raw_s15[16] & \$624 ;
+  assign \$623  = l0_dw1_0_raw_s12[16] & \$622 ;
+  assign \$624  = ! l0_dw1_0_raw_s12[15:0];
+  assign \$625  = l0_dw1_0_raw_s12[16] & \$624 ;
   assign \$626  = \$625  & \floor$308 [0];
   assign \inc$310  = \$623  | \$626 ;
   assign \$627  = $signed(\floor$308 ) > $signed(16'h7fff);
@@ -3588,21 +3479,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$632  = ~ \inc$310 ;
   assign \$633  = \$631  & \$632 ;
   assign \below$312  = \$630  | \$633 ;
-  assign \$634  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$634  = ! l0_dw1_0_raw_s12[15:0];
   assign \$635  = ~ \$634 ;
-  assign \$636  = l0_dw1_0_raw_s15[16] & \$635 ;
-  assign \$637  = ! l0_dw1_0_raw_s15[15:0];
-  assign \$638  = l0_dw1_0_raw_s15[16] & \$637 ;
+  assign \$636  = l0_dw1_0_raw_s12[16] & \$635 ;
+  assign \$637  = ! l0_dw1_0_raw_s12[15:0];
+  assign \$638  = l0_dw1_0_raw_s12[16] & \$637 ;
   assign \$639  = \$638  & \floor$308 [0];
   assign \$640  = \$636  | \$639 ;
   assign \$641  = $signed(\floor$308 ) + $signed({ 1'h0, \$640  });
   assign \$642  = \above$311  ? 16'h7fff : \$641 [15:0];
   assign \t$313  = \below$312  ? 16'h8000 : \$642 ;
-  assign \$643  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$643  = ! l0_dw1_1_raw_s12[15:0];
   assign \$644  = ~ \$643 ;
-  assign \$645  = l0_dw1_1_raw_s15[16] & \$644 ;
-  assign \$646  = ! l0_dw1_1_raw_s15[15:0];
-  assign \$647  = l0_dw1_1_raw_s15[16] & \$646 ;
+  assign \$645  = l0_dw1_1_raw_s12[16] & \$644 ;
+  assign \$646  = ! l0_dw1_1_raw_s12[15:0];
+  assign \$647  = l0_dw1_1_raw_s12[16] & \$646 ;
   assign \$648  = \$647  & \floor$314 [0];
   assign \inc$316  = \$645  | \$648 ;
   assign \$649  = $signed(\floor$314 ) > $signed(16'h7fff);
@@ -3614,21 +3505,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$654  = ~ \inc$316 ;
   assign \$655  = \$653  & \$654 ;
   assign \below$318  = \$652  | \$655 ;
-  assign \$656  = ! l0_dw1_1_raw_s15[15:0];
+  assign \$656  = ! l0_dw1_1_raw_s12[15:0];
   assign \$657  = ~ \$656 ;
-  assign \$658  = l0_dw1_1_raw_s15[16] & \$657 ;
-  assign \$659  = ! l0_dw1_1_raw_s15[15:0];
-  assign \$660  = l0_dw1_1_raw_s15[16] & \$659 ;
+  assign \$658  = l0_dw1_1_raw_s12[16] & \$657 ;
+  assign \$659  = ! l0_dw1_1_raw_s12[15:0];
+  assign \$660  = l0_dw1_1_raw_s12[16] & \$659 ;
   assign \$661  = \$660  & \floor$314 [0];
   assign \$662  = \$658  | \$661 ;
   assign \$663  = $signed(\floor$314 ) + $signed({ 1'h0, \$662  });
   assign \$664  = \above$317  ? 16'h7fff : \$663 [15:0];
   assign \t$319  = \below$318  ? 16'h8000 : \$664 ;
-  assign \$665  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$665  = ! l0_dw2_0_raw_s12[15:0];
   assign \$666  = ~ \$665 ;
-  assign \$667  = l0_dw2_0_raw_s15[16] & \$666 ;
-  assign \$668  = ! l0_dw2_0_raw_s15[15:0];
-  assign \$669  = l0_dw2_0_raw_s15[16] & \$668 ;
+  assign \$667  = l0_dw2_0_raw_s12[16] & \$666 ;
+  assign \$668  = ! l0_dw2_0_raw_s12[15:0];
+  assign \$669  = l0_dw2_0_raw_s12[16] & \$668 ;
   assign \$670  = \$669  & \floor$320 [0];
   assign \inc$322  = \$667  | \$670 ;
   assign \$671  = $signed(\floor$320 ) > $signed(16'h7fff);
@@ -3640,21 +3531,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$676  = ~ \inc$322 ;
   assign \$677  = \$675  & \$676 ;
   assign \below$324  = \$674  | \$677 ;
-  assign \$678  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$678  = ! l0_dw2_0_raw_s12[15:0];
   assign \$679  = ~ \$678 ;
-  assign \$680  = l0_dw2_0_raw_s15[16] & \$679 ;
-  assign \$681  = ! l0_dw2_0_raw_s15[15:0];
-  assign \$682  = l0_dw2_0_raw_s15[16] & \$681 ;
+  assign \$680  = l0_dw2_0_raw_s12[16] & \$679 ;
+  assign \$681  = ! l0_dw2_0_raw_s12[15:0];
+  assign \$682  = l0_dw2_0_raw_s12[16] & \$681 ;
   assign \$683  = \$682  & \floor$320 [0];
   assign \$684  = \$680  | \$683 ;
   assign \$685  = $signed(\floor$320 ) + $signed({ 1'h0, \$684  });
   assign \$686  = \above$323  ? 16'h7fff : \$685 [15:0];
   assign \t$325  = \below$324  ? 16'h8000 : \$686 ;
-  assign \$687  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$687  = ! l0_dw2_1_raw_s12[15:0];
   assign \$688  = ~ \$687 ;
-  assign \$689  = l0_dw2_1_raw_s15[16] & \$688 ;
-  assign \$690  = ! l0_dw2_1_raw_s15[15:0];
-  assign \$691  = l0_dw2_1_raw_s15[16] & \$690 ;
+  assign \$689  = l0_dw2_1_raw_s12[16] & \$688 ;
+  assign \$690  = ! l0_dw2_1_raw_s12[15:0];
+  assign \$691  = l0_dw2_1_raw_s12[16] & \$690 ;
   assign \$692  = \$691  & \floor$326 [0];
   assign \inc$328  = \$689  | \$692 ;
   assign \$693  = $signed(\floor$326 ) > $signed(16'h7fff);
@@ -3666,21 +3557,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$698  = ~ \inc$328 ;
   assign \$699  = \$697  & \$698 ;
   assign \below$330  = \$696  | \$699 ;
-  assign \$700  = ! l0_dw2_1_raw_s15[15:0];
+  assign \$700  = ! l0_dw2_1_raw_s12[15:0];
   assign \$701  = ~ \$700 ;
-  assign \$702  = l0_dw2_1_raw_s15[16] & \$701 ;
-  assign \$703  = ! l0_dw2_1_raw_s15[15:0];
-  assign \$704  = l0_dw2_1_raw_s15[16] & \$703 ;
+  assign \$702  = l0_dw2_1_raw_s12[16] & \$701 ;
+  assign \$703  = ! l0_dw2_1_raw_s12[15:0];
+  assign \$704  = l0_dw2_1_raw_s12[16] & \$703 ;
   assign \$705  = \$704  & \floor$326 [0];
   assign \$706  = \$702  | \$705 ;
   assign \$707  = $signed(\floor$326 ) + $signed({ 1'h0, \$706  });
   assign \$708  = \above$329  ? 16'h7fff : \$707 [15:0];
   assign \t$331  = \below$330  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$709  = ! l0_dw3_0_raw_s12[15:0];
   assign \$710  = ~ \$709 ;
-  assign \$711  = l0_dw3_0_raw_s15[16] & \$710 ;
-  assign \$712  = ! l0_dw3_0_raw_s15[15:0];
-  assign \$713  = l0_dw3_0_raw_s15[16] & \$712 ;
+  assign \$711  = l0_dw3_0_raw_s12[16] & \$710 ;
+  assign \$712  = ! l0_dw3_0_raw_s12[15:0];
+  assign \$713  = l0_dw3_0_raw_s12[16] & \$712 ;
   assign \$714  = \$713  & \floor$332 [0];
   assign \inc$334  = \$711  | \$714 ;
   assign \$715  = $signed(\floor$332 ) > $signed(16'h7fff);
@@ -3692,21 +3583,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$720  = ~ \inc$334 ;
   assign \$721  = \$719  & \$720 ;
   assign \below$336  = \$718  | \$721 ;
-  assign \$722  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$722  = ! l0_dw3_0_raw_s12[15:0];
   assign \$723  = ~ \$722 ;
-  assign \$724  = l0_dw3_0_raw_s15[16] & \$723 ;
-  assign \$725  = ! l0_dw3_0_raw_s15[15:0];
-  assign \$726  = l0_dw3_0_raw_s15[16] & \$725 ;
+  assign \$724  = l0_dw3_0_raw_s12[16] & \$723 ;
+  assign \$725  = ! l0_dw3_0_raw_s12[15:0];
+  assign \$726  = l0_dw3_0_raw_s12[16] & \$725 ;
   assign \$727  = \$726  & \floor$332 [0];
   assign \$728  = \$724  | \$727 ;
   assign \$729  = $signed(\floor$332 ) + $signed({ 1'h0, \$728  });
   assign \$730  = \above$335  ? 16'h7fff : \$729 [15:0];
   assign \t$337  = \below$336  ? 16'h8000 : \$730 ;
-  assign \$731  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$731  = ! l0_dw3_1_raw_s12[15:0];
   assign \$732  = ~ \$731 ;
-  assign \$733  = l0_dw3_1_raw_s15[16] & \$732 ;
-  assign \$734  = ! l0_dw3_1_raw_s15[15:0];
-  assign \$735  = l0_dw3_1_raw_s15[16] & \$734 ;
+  assign \$733  = l0_dw3_1_raw_s12[16] & \$732 ;
+  assign \$734  = ! l0_dw3_1_raw_s12[15:0];
+  assign \$735  = l0_dw3_1_raw_s12[16] & \$734 ;
   assign \$736  = \$735  & \floor$338 [0];
   assign \inc$340  = \$733  | \$736 ;
   assign \$737  = $signed(\floor$338 ) > $signed(16'h7fff);
@@ -3718,21 +3609,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$742  = ~ \inc$340 ;
   assign \$743  = \$741  & \$742 ;
   assign \below$342  = \$740  | \$743 ;
-  assign \$744  = ! l0_dw3_1_raw_s15[15:0];
+  assign \$744  = ! l0_dw3_1_raw_s12[15:0];
   assign \$745  = ~ \$744 ;
-  assign \$746  = l0_dw3_1_raw_s15[16] & \$745 ;
-  assign \$747  = ! l0_dw3_1_raw_s15[15:0];
-  assign \$748  = l0_dw3_1_raw_s15[16] & \$747 ;
+  assign \$746  = l0_dw3_1_raw_s12[16] & \$745 ;
+  assign \$747  = ! l0_dw3_1_raw_s12[15:0];
+  assign \$748  = l0_dw3_1_raw_s12[16] & \$747 ;
   assign \$749  = \$748  & \floor$338 [0];
   assign \$750  = \$746  | \$749 ;
   assign \$751  = $signed(\floor$338 ) + $signed({ 1'h0, \$750  });
   assign \$752  = \above$341  ? 16'h7fff : \$751 [15:0];
   assign \t$343  = \below$342  ? 16'h8000 : \$752 ;
-  assign \$753  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$753  = ! l0_dw4_0_raw_s12[15:0];
   assign \$754  = ~ \$753 ;
-  assign \$755  = l0_dw4_0_raw_s15[16] & \$754 ;
-  assign \$756  = ! l0_dw4_0_raw_s15[15:0];
-  assign \$757  = l0_dw4_0_raw_s15[16] & \$756 ;
+  assign \$755  = l0_dw4_0_raw_s12[16] & \$754 ;
+  assign \$756  = ! l0_dw4_0_raw_s12[15:0];
+  assign \$757  = l0_dw4_0_raw_s12[16] & \$756 ;
   assign \$758  = \$757  & \floor$344 [0];
   assign \inc$346  = \$755  | \$758 ;
   assign \$759  = $signed(\floor$344 ) > $signed(16'h7fff);
@@ -3744,21 +3635,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$764  = ~ \inc$346 ;
   assign \$765  = \$763  & \$764 ;
   assign \below$348  = \$762  | \$765 ;
-  assign \$766  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$766  = ! l0_dw4_0_raw_s12[15:0];
   assign \$767  = ~ \$766 ;
-  assign \$768  = l0_dw4_0_raw_s15[16] & \$767 ;
-  assign \$769  = ! l0_dw4_0_raw_s15[15:0];
-  assign \$770  = l0_dw4_0_raw_s15[16] & \$769 ;
+  assign \$768  = l0_dw4_0_raw_s12[16] & \$767 ;
+  assign \$769  = ! l0_dw4_0_raw_s12[15:0];
+  assign \$770  = l0_dw4_0_raw_s12[16] & \$769 ;
   assign \$771  = \$770  & \floor$344 [0];
   assign \$772  = \$768  | \$771 ;
   assign \$773  = $signed(\floor$344 ) + $signed({ 1'h0, \$772  });
   assign \$774  = \above$347  ? 16'h7fff : \$773 [15:0];
   assign \t$349  = \below$348  ? 16'h8000 : \$774 ;
-  assign \$775  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$775  = ! l0_dw4_1_raw_s12[15:0];
   assign \$776  = ~ \$775 ;
-  assign \$777  = l0_dw4_1_raw_s15[16] & \$776 ;
-  assign \$778  = ! l0_dw4_1_raw_s15[15:0];
-  assign \$779  = l0_dw4_1_raw_s15[16] & \$778 ;
+  assign \$777  = l0_dw4_1_raw_s12[16] & \$776 ;
+  assign \$778  = ! l0_dw4_1_raw_s12[15:0];
+  assign \$779  = l0_dw4_1_raw_s12[16] & \$778 ;
   assign \$780  = \$779  & \floor$350 [0];
   assign \inc$352  = \$777  | \$780 ;
   assign \$781  = $signed(\floor$350 ) > $signed(16'h7fff);
@@ -3770,21 +3661,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$786  = ~ \inc$352 ;
   assign \$787  = \$785  & \$786 ;
   assign \below$354  = \$784  | \$787 ;
-  assign \$788  = ! l0_dw4_1_raw_s15[15:0];
+  assign \$788  = ! l0_dw4_1_raw_s12[15:0];
   assign \$789  = ~ \$788 ;
-  assign \$790  = l0_dw4_1_raw_s15[16] & \$789 ;
-  assign \$791  = ! l0_dw4_1_raw_s15[15:0];
-  assign \$792  = l0_dw4_1_raw_s15[16] & \$791 ;
+  assign \$790  = l0_dw4_1_raw_s12[16] & \$789 ;
+  assign \$791  = ! l0_dw4_1_raw_s12[15:0];
+  assign \$792  = l0_dw4_1_raw_s12[16] & \$791 ;
   assign \$793  = \$792  & \floor$350 [0];
   assign \$794  = \$790  | \$793 ;
   assign \$795  = $signed(\floor$350 ) + $signed({ 1'h0, \$794  });
   assign \$796  = \above$353  ? 16'h7fff : \$795 [15:0];
   assign \t$355  = \below$354  ? 16'h8000 : \$796 ;
-  assign \$797  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$797  = ! l0_dw5_0_raw_s12[15:0];
   assign \$798  = ~ \$797 ;
-  assign \$799  = l0_dw5_0_raw_s15[16] & \$798 ;
-  assign \$800  = ! l0_dw5_0_raw_s15[15:0];
-  assign \$801  = l0_dw5_0_raw_s15[16] & \$800 ;
+  assign \$799  = l0_dw5_0_raw_s12[16] & \$798 ;
+  assign \$800  = ! l0_dw5_0_raw_s12[15:0];
+  assign \$801  = l0_dw5_0_raw_s12[16] & \$800 ;
   assign \$802  = \$801  & \floor$356 [0];
   assign \inc$358  = \$799  | \$802 ;
   assign \$803  = $signed(\floor$356 ) > $signed(16'h7fff);
@@ -3796,21 +3687,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$808  = ~ \inc$358 ;
   assign \$809  = \$807  & \$808 ;
   assign \below$360  = \$806  | \$809 ;
-  assign \$810  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$810  = ! l0_dw5_0_raw_s12[15:0];
   assign \$811  = ~ \$810 ;
-  assign \$812  = l0_dw5_0_raw_s15[16] & \$811 ;
-  assign \$813  = ! l0_dw5_0_raw_s15[15:0];
-  assign \$814  = l0_dw5_0_raw_s15[16] & \$813 ;
+  assign \$812  = l0_dw5_0_raw_s12[16] & \$811 ;
+  assign \$813  = ! l0_dw5_0_raw_s12[15:0];
+  assign \$814  = l0_dw5_0_raw_s12[16] & \$813 ;
   assign \$815  = \$814  & \floor$356 [0];
   assign \$816  = \$812  | \$815 ;
   assign \$817  = $signed(\floor$356 ) + $signed({ 1'h0, \$816  });
   assign \$818  = \above$359  ? 16'h7fff : \$817 [15:0];
   assign \t$361  = \below$360  ? 16'h8000 : \$818 ;
-  assign \$819  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$819  = ! l0_dw5_1_raw_s12[15:0];
   assign \$820  = ~ \$819 ;
-  assign \$821  = l0_dw5_1_raw_s15[16] & \$820 ;
-  assign \$822  = ! l0_dw5_1_raw_s15[15:0];
-  assign \$823  = l0_dw5_1_raw_s15[16] & \$822 ;
+  assign \$821  = l0_dw5_1_raw_s12[16] & \$820 ;
+  assign \$822  = ! l0_dw5_1_raw_s12[15:0];
+  assign \$823  = l0_dw5_1_raw_s12[16] & \$822 ;
   assign \$824  = \$823  & \floor$362 [0];
   assign \inc$364  = \$821  | \$824 ;
   assign \$825  = $signed(\floor$362 ) > $signed(16'h7fff);
@@ -3822,21 +3713,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$830  = ~ \inc$364 ;
   assign \$831  = \$829  & \$830 ;
   assign \below$366  = \$828  | \$831 ;
-  assign \$832  = ! l0_dw5_1_raw_s15[15:0];
+  assign \$832  = ! l0_dw5_1_raw_s12[15:0];
   assign \$833  = ~ \$832 ;
-  assign \$834  = l0_dw5_1_raw_s15[16] & \$833 ;
-  assign \$835  = ! l0_dw5_1_raw_s15[15:0];
-  assign \$836  = l0_dw5_1_raw_s15[16] & \$835 ;
+  assign \$834  = l0_dw5_1_raw_s12[16] & \$833 ;
+  assign \$835  = ! l0_dw5_1_raw_s12[15:0];
+  assign \$836  = l0_dw5_1_raw_s12[16] & \$835 ;
   assign \$837  = \$836  & \floor$362 [0];
   assign \$838  = \$834  | \$837 ;
   assign \$839  = $signed(\floor$362 ) + $signed({ 1'h0, \$838  });
   assign \$840  = \above$365  ? 16'h7fff : \$839 [15:0];
   assign \t$367  = \below$366  ? 16'h8000 : \$840 ;
-  assign \$841  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$841  = ! l0_dw6_0_raw_s12[15:0];
   assign \$842  = ~ \$841 ;
-  assign \$843  = l0_dw6_0_raw_s15[16] & \$842 ;
-  assign \$844  = ! l0_dw6_0_raw_s15[15:0];
-  assign \$845  = l0_dw6_0_raw_s15[16] & \$844 ;
+  assign \$843  = l0_dw6_0_raw_s12[16] & \$842 ;
+  assign \$844  = ! l0_dw6_0_raw_s12[15:0];
+  assign \$845  = l0_dw6_0_raw_s12[16] & \$844 ;
   assign \$846  = \$845  & \floor$368 [0];
   assign \inc$370  = \$843  | \$846 ;
   assign \$847  = $signed(\floor$368 ) > $signed(16'h7fff);
@@ -3848,21 +3739,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$852  = ~ \inc$370 ;
   assign \$853  = \$851  & \$852 ;
   assign \below$372  = \$850  | \$853 ;
-  assign \$854  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$854  = ! l0_dw6_0_raw_s12[15:0];
   assign \$855  = ~ \$854 ;
-  assign \$856  = l0_dw6_0_raw_s15[16] & \$855 ;
-  assign \$857  = ! l0_dw6_0_raw_s15[15:0];
-  assign \$858  = l0_dw6_0_raw_s15[16] & \$857 ;
+  assign \$856  = l0_dw6_0_raw_s12[16] & \$855 ;
+  assign \$857  = ! l0_dw6_0_raw_s12[15:0];
+  assign \$858  = l0_dw6_0_raw_s12[16] & \$857 ;
   assign \$859  = \$858  & \floor$368 [0];
   assign \$860  = \$856  | \$859 ;
   assign \$861  = $signed(\floor$368 ) + $signed({ 1'h0, \$860  });
   assign \$862  = \above$371  ? 16'h7fff : \$861 [15:0];
   assign \t$373  = \below$372  ? 16'h8000 : \$862 ;
-  assign \$863  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$863  = ! l0_dw6_1_raw_s12[15:0];
   assign \$864  = ~ \$863 ;
-  assign \$865  = l0_dw6_1_raw_s15[16] & \$864 ;
-  assign \$866  = ! l0_dw6_1_raw_s15[15:0];
-  assign \$867  = l0_dw6_1_raw_s15[16] & \$866 ;
+  assign \$865  = l0_dw6_1_raw_s12[16] & \$864 ;
+  assign \$866  = ! l0_dw6_1_raw_s12[15:0];
+  assign \$867  = l0_dw6_1_raw_s12[16] & \$866 ;
   assign \$868  = \$867  & \floor$374 [0];
   assign \inc$376  = \$865  | \$868 ;
   assign \$869  = $signed(\floor$374 ) > $signed(16'h7fff);
@@ -3874,21 +3765,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$874  = ~ \inc$376 ;
   assign \$875  = \$873  & \$874 ;
   assign \below$378  = \$872  | \$875 ;
-  assign \$876  = ! l0_dw6_1_raw_s15[15:0];
+  assign \$876  = ! l0_dw6_1_raw_s12[15:0];
   assign \$877  = ~ \$876 ;
-  assign \$878  = l0_dw6_1_raw_s15[16] & \$877 ;
-  assign \$879  = ! l0_dw6_1_raw_s15[15:0];
-  assign \$880  = l0_dw6_1_raw_s15[16] & \$879 ;
+  assign \$878  = l0_dw6_1_raw_s12[16] & \$877 ;
+  assign \$879  = ! l0_dw6_1_raw_s12[15:0];
+  assign \$880  = l0_dw6_1_raw_s12[16] & \$879 ;
   assign \$881  = \$880  & \floor$374 [0];
   assign \$882  = \$878  | \$881 ;
   assign \$883  = $signed(\floor$374 ) + $signed({ 1'h0, \$882  });
   assign \$884  = \above$377  ? 16'h7fff : \$883 [15:0];
   assign \t$379  = \below$378  ? 16'h8000 : \$884 ;
-  assign \$885  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$885  = ! l0_dw7_0_raw_s12[15:0];
   assign \$886  = ~ \$885 ;
-  assign \$887  = l0_dw7_0_raw_s15[16] & \$886 ;
-  assign \$888  = ! l0_dw7_0_raw_s15[15:0];
-  assign \$889  = l0_dw7_0_raw_s15[16] & \$888 ;
+  assign \$887  = l0_dw7_0_raw_s12[16] & \$886 ;
+  assign \$888  = ! l0_dw7_0_raw_s12[15:0];
+  assign \$889  = l0_dw7_0_raw_s12[16] & \$888 ;
   assign \$890  = \$889  & \floor$380 [0];
   assign \inc$382  = \$887  | \$890 ;
   assign \$891  = $signed(\floor$380 ) > $signed(16'h7fff);
@@ -3900,21 +3791,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$896  = ~ \inc$382 ;
   assign \$897  = \$895  & \$896 ;
   assign \below$384  = \$894  | \$897 ;
-  assign \$898  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$898  = ! l0_dw7_0_raw_s12[15:0];
   assign \$899  = ~ \$898 ;
-  assign \$900  = l0_dw7_0_raw_s15[16] & \$899 ;
-  assign \$901  = ! l0_dw7_0_raw_s15[15:0];
-  assign \$902  = l0_dw7_0_raw_s15[16] & \$901 ;
+  assign \$900  = l0_dw7_0_raw_s12[16] & \$899 ;
+  assign \$901  = ! l0_dw7_0_raw_s12[15:0];
+  assign \$902  = l0_dw7_0_raw_s12[16] & \$901 ;
   assign \$903  = \$902  & \floor$380 [0];
   assign \$904  = \$900  | \$903 ;
   assign \$905  = $signed(\floor$380 ) + $signed({ 1'h0, \$904  });
   assign \$906  = \above$383  ? 16'h7fff : \$905 [15:0];
   assign \t$385  = \below$384  ? 16'h8000 : \$906 ;
-  assign \$907  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$907  = ! l0_dw7_1_raw_s12[15:0];
   assign \$908  = ~ \$907 ;
-  assign \$909  = l0_dw7_1_raw_s15[16] & \$908 ;
-  assign \$910  = ! l0_dw7_1_raw_s15[15:0];
-  assign \$911  = l0_dw7_1_raw_s15[16] & \$910 ;
+  assign \$909  = l0_dw7_1_raw_s12[16] & \$908 ;
+  assign \$910  = ! l0_dw7_1_raw_s12[15:0];
+  assign \$911  = l0_dw7_1_raw_s12[16] & \$910 ;
   assign \$912  = \$911  & \floor$386 [0];
   assign \inc$388  = \$909  | \$912 ;
   assign \$913  = $signed(\floor$386 ) > $signed(16'h7fff);
@@ -3926,21 +3817,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$918  = ~ \inc$388 ;
   assign \$919  = \$917  & \$918 ;
   assign \below$390  = \$916  | \$919 ;
-  assign \$920  = ! l0_dw7_1_raw_s15[15:0];
+  assign \$920  = ! l0_dw7_1_raw_s12[15:0];
   assign \$921  = ~ \$920 ;
-  assign \$922  = l0_dw7_1_raw_s15[16] & \$921 ;
-  assign \$923  = ! l0_dw7_1_raw_s15[15:0];
-  assign \$924  = l0_dw7_1_raw_s15[16] & \$923 ;
+  assign \$922  = l0_dw7_1_raw_s12[16] & \$921 ;
+  assign \$923  = ! l0_dw7_1_raw_s12[15:0];
+  assign \$924  = l0_dw7_1_raw_s12[16] & \$923 ;
   assign \$925  = \$924  & \floor$386 [0];
   assign \$926  = \$922  | \$925 ;
   assign \$927  = $signed(\floor$386 ) + $signed({ 1'h0, \$926  });
   assign \$928  = \above$389  ? 16'h7fff : \$927 [15:0];
   assign \t$391  = \below$390  ? 16'h8000 : \$928 ;
-  assign \$929  = ! l0_err0_s14[3:0];
+  assign \$929  = ! l0_err0_s11[3:0];
   assign \$930  = ~ \$929 ;
-  assign \$931  = l0_err0_s14[4] & \$930 ;
-  assign \$932  = ! l0_err0_s14[3:0];
-  assign \$933  = l0_err0_s14[4] & \$932 ;
+  assign \$931  = l0_err0_s11[4] & \$930 ;
+  assign \$932  = ! l0_err0_s11[3:0];
+  assign \$933  = l0_err0_s11[4] & \$932 ;
   assign \$934  = \$933  & \floor$392 [0];
   assign \inc$394  = \$931  | \$934 ;
   assign \$935  = $signed(\floor$392 ) > $signed(16'h7fff);
@@ -3952,21 +3843,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$940  = ~ \inc$394 ;
   assign \$941  = \$939  & \$940 ;
   assign \below$396  = \$938  | \$941 ;
-  assign \$942  = ! l0_err0_s14[3:0];
+  assign \$942  = ! l0_err0_s11[3:0];
   assign \$943  = ~ \$942 ;
-  assign \$944  = l0_err0_s14[4] & \$943 ;
-  assign \$945  = ! l0_err0_s14[3:0];
-  assign \$946  = l0_err0_s14[4] & \$945 ;
+  assign \$944  = l0_err0_s11[4] & \$943 ;
+  assign \$945  = ! l0_err0_s11[3:0];
+  assign \$946  = l0_err0_s11[4] & \$945 ;
   assign \$947  = \$946  & \floor$392 [0];
   assign \$948  = \$944  | \$947 ;
   assign \$949  = $signed(\floor$392 ) + $signed({ 1'h0, \$948  });
   assign \$950  = \above$395  ? 16'h7fff : \$949 [15:0];
   assign \t$397  = \below$396  ? 16'h8000 : \$950 ;
-  assign \$951  = ! l0_err1_s14[3:0];
+  assign \$951  = ! l0_err1_s11[3:0];
   assign \$952  = ~ \$951 ;
-  assign \$953  = l0_err1_s14[4] & \$952 ;
-  assign \$954  = ! l0_err1_s14[3:0];
-  assign \$955  = l0_err1_s14[4] & \$954 ;
+  assign \$953  = l0_err1_s11[4] & \$952 ;
+  assign \$954  = ! l0_err1_s11[3:0];
+  assign \$955  = l0_err1_s11[4] & \$954 ;
   assign \$956  = \$955  & \floor$398 [0];
   assign \inc$400  = \$953  | \$956 ;
   assign \$957  = $signed(\floor$398 ) > $signed(16'h7fff);
@@ -3978,21 +3869,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$962  = ~ \inc$400 ;
   assign \$963  = \$961  & \$962 ;
   assign \below$402  = \$960  | \$963 ;
-  assign \$964  = ! l0_err1_s14[3:0];
+  assign \$964  = ! l0_err1_s11[3:0];
   assign \$965  = ~ \$964 ;
-  assign \$966  = l0_err1_s14[4] & \$965 ;
-  assign \$967  = ! l0_err1_s14[3:0];
-  assign \$968  = l0_err1_s14[4] & \$967 ;
+  assign \$966  = l0_err1_s11[4] & \$965 ;
+  assign \$967  = ! l0_err1_s11[3:0];
+  assign \$968  = l0_err1_s11[4] & \$967 ;
   assign \$969  = \$968  & \floor$398 [0];
   assign \$970  = \$966  | \$969 ;
   assign \$971  = $signed(\floor$398 ) + $signed({ 1'h0, \$970  });
   assign \$972  = \above$401  ? 16'h7fff : \$971 [15:0];
   assign \t$403  = \below$402  ? 16'h8000 : \$972 ;
-  assign \$973  = ! l0_err2_s14[3:0];
+  assign \$973  = ! l0_err2_s11[3:0];
   assign \$974  = ~ \$973 ;
-  assign \$975  = l0_err2_s14[4] & \$974 ;
-  assign \$976  = ! l0_err2_s14[3:0];
-  assign \$977  = l0_err2_s14[4] & \$976 ;
+  assign \$975  = l0_err2_s11[4] & \$974 ;
+  assign \$976  = ! l0_err2_s11[3:0];
+  assign \$977  = l0_err2_s11[4] & \$976 ;
   assign \$978  = \$977  & \floor$404 [0];
   assign \inc$406  = \$975  | \$978 ;
   assign \$979  = $signed(\floor$404 ) > $signed(16'h7fff);
@@ -4004,21 +3895,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$984  = ~ \inc$406 ;
   assign \$985  = \$983  & \$984 ;
   assign \below$408  = \$982  | \$985 ;
-  assign \$986  = ! l0_err2_s14[3:0];
+  assign \$986  = ! l0_err2_s11[3:0];
   assign \$987  = ~ \$986 ;
-  assign \$988  = l0_err2_s14[4] & \$987 ;
-  assign \$989  = ! l0_err2_s14[3:0];
-  assign \$990  = l0_err2_s14[4] & \$989 ;
+  assign \$988  = l0_err2_s11[4] & \$987 ;
+  assign \$989  = ! l0_err2_s11[3:0];
+  assign \$990  = l0_err2_s11[4] & \$989 ;
   assign \$991  = \$990  & \floor$404 [0];
   assign \$992  = \$988  | \$991 ;
   assign \$993  = $signed(\floor$404 ) + $signed({ 1'h0, \$992  });
   assign \$994  = \above$407  ? 16'h7fff : \$993 [15:0];
   assign \t$409  = \below$408  ? 16'h8000 : \$994 ;
-  assign \$995  = ! l0_err3_s14[3:0];
+  assign \$995  = ! l0_err3_s11[3:0];
   assign \$996  = ~ \$995 ;
-  assign \$997  = l0_err3_s14[4] & \$996 ;
-  assign \$998  = ! l0_err3_s14[3:0];
-  assign \$999  = l0_err3_s14[4] & \$998 ;
+  assign \$997  = l0_err3_s11[4] & \$996 ;
+  assign \$998  = ! l0_err3_s11[3:0];
+  assign \$999  = l0_err3_s11[4] & \$998 ;
   assign \$1000  = \$999  & \floor$410 [0];
   assign \inc$412  = \$997  | \$1000 ;
   assign \$1001  = $signed(\floor$410 ) > $signed(16'h7fff);
@@ -4030,21 +3921,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1006  = ~ \inc$412 ;
   assign \$1007  = \$1005  & \$1006 ;
   assign \below$414  = \$1004  | \$1007 ;
-  assign \$1008  = ! l0_err3_s14[3:0];
+  assign \$1008  = ! l0_err3_s11[3:0];
   assign \$1009  = ~ \$1008 ;
-  assign \$1010  = l0_err3_s14[4] & \$1009 ;
-  assign \$1011  = ! l0_err3_s14[3:0];
-  assign \$1012  = l0_err3_s14[4] & \$1011 ;
+  assign \$1010  = l0_err3_s11[4] & \$1009 ;
+  assign \$1011  = ! l0_err3_s11[3:0];
+  assign \$1012  = l0_err3_s11[4] & \$1011 ;
   assign \$1013  = \$1012  & \floor$410 [0];
   assign \$1014  = \$1010  | \$1013 ;
   assign \$1015  = $signed(\floor$410 ) + $signed({ 1'h0, \$1014  });
   assign \$1016  = \above$413  ? 16'h7fff : \$1015 [15:0];
   assign \t$415  = \below$414  ? 16'h8000 : \$1016 ;
-  assign \$1017  = ! l0_err4_s14[3:0];
+  assign \$1017  = ! l0_err4_s11[3:0];
   assign \$1018  = ~ \$1017 ;
-  assign \$1019  = l0_err4_s14[4] & \$1018 ;
-  assign \$1020  = ! l0_err4_s14[3:0];
-  assign \$1021  = l0_err4_s14[4] & \$1020 ;
+  assign \$1019  = l0_err4_s11[4] & \$1018 ;
+  assign \$1020  = ! l0_err4_s11[3:0];
+  assign \$1021  = l0_err4_s11[4] & \$1020 ;
   assign \$1022  = \$1021  & \floor$416 [0];
   assign \inc$418  = \$1019  | \$1022 ;
   assign \$1023  = $signed(\floor$416 ) > $signed(16'h7fff);
@@ -4056,21 +3947,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1028  = ~ \inc$418 ;
   assign \$1029  = \$1027  & \$1028 ;
   assign \below$420  = \$1026  | \$1029 ;
-  assign \$1030  = ! l0_err4_s14[3:0];
+  assign \$1030  = ! l0_err4_s11[3:0];
   assign \$1031  = ~ \$1030 ;
-  assign \$1032  = l0_err4_s14[4] & \$1031 ;
-  assign \$1033  = ! l0_err4_s14[3:0];
-  assign \$1034  = l0_err4_s14[4] & \$1033 ;
+  assign \$1032  = l0_err4_s11[4] & \$1031 ;
+  assign \$1033  = ! l0_err4_s11[3:0];
+  assign \$1034  = l0_err4_s11[4] & \$1033 ;
   assign \$1035  = \$1034  & \floor$416 [0];
   assign \$1036  = \$1032  | \$1035 ;
   assign \$1037  = $signed(\floor$416 ) + $signed({ 1'h0, \$1036  });
   assign \$1038  = \above$419  ? 16'h7fff : \$1037 [15:0];
   assign \t$421  = \below$420  ? 16'h8000 : \$1038 ;
-  assign \$1039  = ! l0_err5_s14[3:0];
+  assign \$1039  = ! l0_err5_s11[3:0];
   assign \$1040  = ~ \$1039 ;
-  assign \$1041  = l0_err5_s14[4] & \$1040 ;
-  assign \$1042  = ! l0_err5_s14[3:0];
-  assign \$1043  = l0_err5_s14[4] & \$1042 ;
+  assign \$1041  = l0_err5_s11[4] & \$1040 ;
+  assign \$1042  = ! l0_err5_s11[3:0];
+  assign \$1043  = l0_err5_s11[4] & \$1042 ;
   assign \$1044  = \$1043  & \floor$422 [0];
   assign \inc$424  = \$1041  | \$1044 ;
   assign \$1045  = $signed(\floor$422 ) > $signed(16'h7fff);
@@ -4082,21 +3973,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1050  = ~ \inc$424 ;
   assign \$1051  = \$1049  & \$1050 ;
   assign \below$426  = \$1048  | \$1051 ;
-  assign \$1052  = ! l0_err5_s14[3:0];
+  assign \$1052  = ! l0_err5_s11[3:0];
   assign \$1053  = ~ \$1052 ;
-  assign \$1054  = l0_err5_s14[4] & \$1053 ;
-  assign \$1055  = ! l0_err5_s14[3:0];
-  assign \$1056  = l0_err5_s14[4] & \$1055 ;
+  assign \$1054  = l0_err5_s11[4] & \$1053 ;
+  assign \$1055  = ! l0_err5_s11[3:0];
+  assign \$1056  = l0_err5_s11[4] & \$1055 ;
   assign \$1057  = \$1056  & \floor$422 [0];
   assign \$1058  = \$1054  | \$1057 ;
   assign \$1059  = $signed(\floor$422 ) + $signed({ 1'h0, \$1058  });
   assign \$1060  = \above$425  ? 16'h7fff : \$1059 [15:0];
   assign \t$427  = \below$426  ? 16'h8000 : \$1060 ;
-  assign \$1061  = ! l0_err6_s14[3:0];
+  assign \$1061  = ! l0_err6_s11[3:0];
   assign \$1062  = ~ \$1061 ;
-  assign \$1063  = l0_err6_s14[4] & \$1062 ;
-  assign \$1064  = ! l0_err6_s14[3:0];
-  assign \$1065  = l0_err6_s14[4] & \$1064 ;
+  assign \$1063  = l0_err6_s11[4] & \$1062 ;
+  assign \$1064  = ! l0_err6_s11[3:0];
+  assign \$1065  = l0_err6_s11[4] & \$1064 ;
   assign \$1066  = \$1065  & \floor$428 [0];
   assign \inc$430  = \$1063  | \$1066 ;
   assign \$1067  = $signed(\floor$428 ) > $signed(16'h7fff);
@@ -4108,21 +3999,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1072  = ~ \inc$430 ;
   assign \$1073  = \$1071  & \$1072 ;
   assign \below$432  = \$1070  | \$1073 ;
-  assign \$1074  = ! l0_err6_s14[3:0];
+  assign \$1074  = ! l0_err6_s11[3:0];
   assign \$1075  = ~ \$1074 ;
-  assign \$1076  = l0_err6_s14[4] & \$1075 ;
-  assign \$1077  = ! l0_err6_s14[3:0];
-  assign \$1078  = l0_err6_s14[4] & \$1077 ;
+  assign \$1076  = l0_err6_s11[4] & \$1075 ;
+  assign \$1077  = ! l0_err6_s11[3:0];
+  assign \$1078  = l0_err6_s11[4] & \$1077 ;
   assign \$1079  = \$1078  & \floor$428 [0];
   assign \$1080  = \$1076  | \$1079 ;
   assign \$1081  = $signed(\floor$428 ) + $signed({ 1'h0, \$1080  });
   assign \$1082  = \above$431  ? 16'h7fff : \$1081 [15:0];
   assign \t$433  = \below$432  ? 16'h8000 : \$1082 ;
-  assign \$1083  = ! l0_err7_s14[3:0];
+  assign \$1083  = ! l0_err7_s11[3:0];
   assign \$1084  = ~ \$1083 ;
-  assign \$1085  = l0_err7_s14[4] & \$1084 ;
-  assign \$1086  = ! l0_err7_s14[3:0];
-  assign \$1087  = l0_err7_s14[4] & \$1086 ;
+  assign \$1085  = l0_err7_s11[4] & \$1084 ;
+  assign \$1086  = ! l0_err7_s11[3:0];
+  assign \$1087  = l0_err7_s11[4] & \$1086 ;
   assign \$1088  = \$1087  & \floor$434 [0];
   assign \inc$436  = \$1085  | \$1088 ;
   assign \$1089  = $signed(\floor$434 ) > $signed(16'h7fff);
@@ -4134,58 +4025,58 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1094  = ~ \inc$436 ;
   assign \$1095  = \$1093  & \$1094 ;
   assign \below$438  = \$1092  | \$1095 ;
-  assign \$1096  = ! l0_err7_s14[3:0];
+  assign \$1096  = ! l0_err7_s11[3:0];
   assign \$1097  = ~ \$1096 ;
-  assign \$1098  = l0_err7_s14[4] & \$1097 ;
-  assign \$1099  = ! l0_err7_s14[3:0];
-  assign \$1100  = l0_err7_s14[4] & \$1099 ;
+  assign \$1098  = l0_err7_s11[4] & \$1097 ;
+  assign \$1099  = ! l0_err7_s11[3:0];
+  assign \$1100  = l0_err7_s11[4] & \$1099 ;
   assign \$1101  = \$1100  & \floor$434 [0];
   assign \$1102  = \$1098  | \$1101 ;
   assign \$1103  = $signed(\floor$434 ) + $signed({ 1'h0, \$1102  });
   assign \$1104  = \above$437  ? 16'h7fff : \$1103 [15:0];
   assign \t$439  = \below$438  ? 16'h8000 : \$1104 ;
   assign \$1105  = ~ m__ready;
-  assign \$1106  = valid_s11 & \$1105 ;
+  assign \$1106  = valid_s8 & \$1105 ;
   assign en = ~ \$1106 ;
-  assign busy = | { valid_s16, valid_s15, valid_s14, valid_s13, valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s16;
-  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s16);
-  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s16);
-  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s16);
-  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s16);
-  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s16);
-  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s16);
-  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s16);
-  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s16);
-  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s16);
-  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s16);
-  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s16);
-  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s16);
-  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s16);
-  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s16);
-  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s16);
-  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s16);
-  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s16);
-  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s16);
-  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s16);
-  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s16);
-  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s16);
-  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s16);
-  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s16);
-  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s16);
-  assign commit_l1 = en & valid_s14;
-  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s14);
-  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s14);
-  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s14);
-  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s14);
-  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s14);
-  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s14);
-  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s14);
-  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s14);
-  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s14);
+  assign busy = | { valid_s13, valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s13;
+  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s13);
+  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s13);
+  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s13);
+  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s13);
+  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s13);
+  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s13);
+  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s13);
+  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s13);
+  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s13);
+  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s13);
+  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s13);
+  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s13);
+  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s13);
+  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s13);
+  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s13);
+  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s13);
+  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s13);
+  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s13);
+  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s13);
+  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s13);
+  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s13);
+  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s13);
+  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s13);
+  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s13);
+  assign commit_l1 = en & valid_s11;
+  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s11);
+  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s11);
+  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s11);
+  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s11);
+  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s11);
+  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s11);
+  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s11);
+  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s11);
+  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s11);
   assign \$1140  = ~ pc__valid;
   assign \$1141  = en & \$1140 ;
-  assign \$1144  = | { valid_s15, valid_s14, valid_s13, valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$1144  = | { valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$1145  = ~ \$1144 ;
   assign s__ready = \$1143  & \$1145 ;
   assign accept = s__valid & s__ready;
@@ -4220,269 +4111,269 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1174  = \$1173  & execute;
   assign \$1175  = ~ pc__payload[22];
   assign l1_port_rd = \$1174  & \$1175 ;
-  assign \$1176  = & \t$461 [16:15];
+  assign \$1176  = & \t$458 [16:15];
   assign \$1177  = ~ \$1176 ;
-  assign \$1178  = \t$461 [16] & \$1177 ;
-  assign \$1179  = ~ \t$461 [16];
-  assign \$1180  = | \t$461 [16:15];
+  assign \$1178  = \t$458 [16] & \$1177 ;
+  assign \$1179  = ~ \t$458 [16];
+  assign \$1180  = | \t$458 [16:15];
   assign \$1181  = \$1179  & \$1180 ;
-  assign \$1182  = \$1181  ? 16'h7fff : \t$461 [15:0];
+  assign \$1182  = \$1181  ? 16'h7fff : \t$458 [15:0];
   assign \$1183  = \$1178  ? 16'h8000 : \$1182 ;
-  assign \$1184  = & \t$464 [16:15];
+  assign \$1184  = & \t$461 [16:15];
   assign \$1185  = ~ \$1184 ;
-  assign \$1186  = \t$464 [16] & \$1185 ;
-  assign \$1187  = ~ \t$464 [16];
-  assign \$1188  = | \t$464 [16:15];
+  assign \$1186  = \t$461 [16] & \$1185 ;
+  assign \$1187  = ~ \t$461 [16];
+  assign \$1188  = | \t$461 [16:15];
   assign \$1189  = \$1187  & \$1188 ;
-  assign \$1190  = \$1189  ? 16'h7fff : \t$464 [15:0];
+  assign \$1190  = \$1189  ? 16'h7fff : \t$461 [15:0];
   assign \$1191  = \$1186  ? 16'h8000 : \$1190 ;
-  assign \$1192  = & \t$467 [16:15];
+  assign \$1192  = & \t$464 [16:15];
   assign \$1193  = ~ \$1192 ;
-  assign \$1194  = \t$467 [16] & \$1193 ;
-  assign \$1195  = ~ \t$467 [16];
-  assign \$1196  = | \t$467 [16:15];
+  assign \$1194  = \t$464 [16] & \$1193 ;
+  assign \$1195  = ~ \t$464 [16];
+  assign \$1196  = | \t$464 [16:15];
   assign \$1197  = \$1195  & \$1196 ;
-  assign \$1198  = \$1197  ? 16'h7fff : \t$467 [15:0];
+  assign \$1198  = \$1197  ? 16'h7fff : \t$464 [15:0];
   assign \$1199  = \$1194  ? 16'h8000 : \$1198 ;
-  assign \$1200  = & \t$470 [16:15];
+  assign \$1200  = & \t$467 [16:15];
   assign \$1201  = ~ \$1200 ;
-  assign \$1202  = \t$470 [16] & \$1201 ;
-  assign \$1203  = ~ \t$470 [16];
-  assign \$1204  = | \t$470 [16:15];
+  assign \$1202  = \t$467 [16] & \$1201 ;
+  assign \$1203  = ~ \t$467 [16];
+  assign \$1204  = | \t$467 [16:15];
   assign \$1205  = \$1203  & \$1204 ;
-  assign \$1206  = \$1205  ? 16'h7fff : \t$470 [15:0];
+  assign \$1206  = \$1205  ? 16'h7fff : \t$467 [15:0];
   assign \$1207  = \$1202  ? 16'h8000 : \$1206 ;
-  assign \$1208  = & \t$473 [16:15];
+  assign \$1208  = & \t$470 [16:15];
   assign \$1209  = ~ \$1208 ;
-  assign \$1210  = \t$473 [16] & \$1209 ;
-  assign \$1211  = ~ \t$473 [16];
-  assign \$1212  = | \t$473 [16:15];
+  assign \$1210  = \t$470 [16] & \$1209 ;
+  assign \$1211  = ~ \t$470 [16];
+  assign \$1212  = | \t$470 [16:15];
   assign \$1213  = \$1211  & \$1212 ;
-  assign \$1214  = \$1213  ? 16'h7fff : \t$473 [15:0];
+  assign \$1214  = \$1213  ? 16'h7fff : \t$470 [15:0];
   assign \$1215  = \$1210  ? 16'h8000 : \$1214 ;
-  assign \$1216  = & \t$476 [16:15];
+  assign \$1216  = & \t$473 [16:15];
   assign \$1217  = ~ \$1216 ;
-  assign \$1218  = \t$476 [16] & \$1217 ;
-  assign \$1219  = ~ \t$476 [16];
-  assign \$1220  = | \t$476 [16:15];
+  assign \$1218  = \t$473 [16] & \$1217 ;
+  assign \$1219  = ~ \t$473 [16];
+  assign \$1220  = | \t$473 [16:15];
   assign \$1221  = \$1219  & \$1220 ;
-  assign \$1222  = \$1221  ? 16'h7fff : \t$476 [15:0];
+  assign \$1222  = \$1221  ? 16'h7fff : \t$473 [15:0];
   assign \$1223  = \$1218  ? 16'h8000 : \$1222 ;
-  assign \$1224  = & \t$479 [16:15];
+  assign \$1224  = & \t$476 [16:15];
   assign \$1225  = ~ \$1224 ;
-  assign \$1226  = \t$479 [16] & \$1225 ;
-  assign \$1227  = ~ \t$479 [16];
-  assign \$1228  = | \t$479 [16:15];
+  assign \$1226  = \t$476 [16] & \$1225 ;
+  assign \$1227  = ~ \t$476 [16];
+  assign \$1228  = | \t$476 [16:15];
   assign \$1229  = \$1227  & \$1228 ;
-  assign \$1230  = \$1229  ? 16'h7fff : \t$479 [15:0];
+  assign \$1230  = \$1229  ? 16'h7fff : \t$476 [15:0];
   assign \$1231  = \$1226  ? 16'h8000 : \$1230 ;
-  assign \$1232  = & \t$482 [16:15];
+  assign \$1232  = & \t$479 [16:15];
   assign \$1233  = ~ \$1232 ;
-  assign \$1234  = \t$482 [16] & \$1233 ;
-  assign \$1235  = ~ \t$482 [16];
-  assign \$1236  = | \t$482 [16:15];
+  assign \$1234  = \t$479 [16] & \$1233 ;
+  assign \$1235  = ~ \t$479 [16];
+  assign \$1236  = | \t$479 [16:15];
   assign \$1237  = \$1235  & \$1236 ;
-  assign \$1238  = \$1237  ? 16'h7fff : \t$482 [15:0];
+  assign \$1238  = \$1237  ? 16'h7fff : \t$479 [15:0];
   assign \$1239  = \$1234  ? 16'h8000 : \$1238 ;
-  assign \$1240  = & \t$485 [16:15];
+  assign \$1240  = & \t$482 [16:15];
   assign \$1241  = ~ \$1240 ;
-  assign \$1242  = \t$485 [16] & \$1241 ;
-  assign \$1243  = ~ \t$485 [16];
-  assign \$1244  = | \t$485 [16:15];
+  assign \$1242  = \t$482 [16] & \$1241 ;
+  assign \$1243  = ~ \t$482 [16];
+  assign \$1244  = | \t$482 [16:15];
   assign \$1245  = \$1243  & \$1244 ;
-  assign \$1246  = \$1245  ? 16'h7fff : \t$485 [15:0];
+  assign \$1246  = \$1245  ? 16'h7fff : \t$482 [15:0];
   assign \$1247  = \$1242  ? 16'h8000 : \$1246 ;
-  assign \$1248  = & \t$488 [16:15];
+  assign \$1248  = & \t$485 [16:15];
   assign \$1249  = ~ \$1248 ;
-  assign \$1250  = \t$488 [16] & \$1249 ;
-  assign \$1251  = ~ \t$488 [16];
-  assign \$1252  = | \t$488 [16:15];
+  assign \$1250  = \t$485 [16] & \$1249 ;
+  assign \$1251  = ~ \t$485 [16];
+  assign \$1252  = | \t$485 [16:15];
   assign \$1253  = \$1251  & \$1252 ;
-  assign \$1254  = \$1253  ? 16'h7fff : \t$488 [15:0];
+  assign \$1254  = \$1253  ? 16'h7fff : \t$485 [15:0];
   assign \$1255  = \$1250  ? 16'h8000 : \$1254 ;
-  assign \$1256  = & \t$491 [16:15];
+  assign \$1256  = & \t$488 [16:15];
   assign \$1257  = ~ \$1256 ;
-  assign \$1258  = \t$491 [16] & \$1257 ;
-  assign \$1259  = ~ \t$491 [16];
-  assign \$1260  = | \t$491 [16:15];
+  assign \$1258  = \t$488 [16] & \$1257 ;
+  assign \$1259  = ~ \t$488 [16];
+  assign \$1260  = | \t$488 [16:15];
   assign \$1261  = \$1259  & \$1260 ;
-  assign \$1262  = \$1261  ? 16'h7fff : \t$491 [15:0];
+  assign \$1262  = \$1261  ? 16'h7fff : \t$488 [15:0];
   assign \$1263  = \$1258  ? 16'h8000 : \$1262 ;
-  assign \$1264  = & \t$494 [16:15];
+  assign \$1264  = & \t$491 [16:15];
   assign \$1265  = ~ \$1264 ;
-  assign \$1266  = \t$494 [16] & \$1265 ;
-  assign \$1267  = ~ \t$494 [16];
-  assign \$1268  = | \t$494 [16:15];
+  assign \$1266  = \t$491 [16] & \$1265 ;
+  assign \$1267  = ~ \t$491 [16];
+  assign \$1268  = | \t$491 [16:15];
   assign \$1269  = \$1267  & \$1268 ;
-  assign \$1270  = \$1269  ? 16'h7fff : \t$494 [15:0];
+  assign \$1270  = \$1269  ? 16'h7fff : \t$491 [15:0];
   assign \$1271  = \$1266  ? 16'h8000 : \$1270 ;
-  assign \$1272  = & \t$497 [16:15];
+  assign \$1272  = & \t$494 [16:15];
   assign \$1273  = ~ \$1272 ;
-  assign \$1274  = \t$497 [16] & \$1273 ;
-  assign \$1275  = ~ \t$497 [16];
-  assign \$1276  = | \t$497 [16:15];
+  assign \$1274  = \t$494 [16] & \$1273 ;
+  assign \$1275  = ~ \t$494 [16];
+  assign \$1276  = | \t$494 [16:15];
   assign \$1277  = \$1275  & \$1276 ;
-  assign \$1278  = \$1277  ? 16'h7fff : \t$497 [15:0];
+  assign \$1278  = \$1277  ? 16'h7fff : \t$494 [15:0];
   assign \$1279  = \$1274  ? 16'h8000 : \$1278 ;
-  assign \$1280  = & \t$500 [16:15];
+  assign \$1280  = & \t$497 [16:15];
   assign \$1281  = ~ \$1280 ;
-  assign \$1282  = \t$500 [16] & \$1281 ;
-  assign \$1283  = ~ \t$500 [16];
-  assign \$1284  = | \t$500 [16:15];
+  assign \$1282  = \t$497 [16] & \$1281 ;
+  assign \$1283  = ~ \t$497 [16];
+  assign \$1284  = | \t$497 [16:15];
   assign \$1285  = \$1283  & \$1284 ;
-  assign \$1286  = \$1285  ? 16'h7fff : \t$500 [15:0];
+  assign \$1286  = \$1285  ? 16'h7fff : \t$497 [15:0];
   assign \$1287  = \$1282  ? 16'h8000 : \$1286 ;
-  assign \$1288  = & \t$503 [16:15];
+  assign \$1288  = & \t$500 [16:15];
   assign \$1289  = ~ \$1288 ;
-  assign \$1290  = \t$503 [16] & \$1289 ;
-  assign \$1291  = ~ \t$503 [16];
-  assign \$1292  = | \t$503 [16:15];
+  assign \$1290  = \t$500 [16] & \$1289 ;
+  assign \$1291  = ~ \t$500 [16];
+  assign \$1292  = | \t$500 [16:15];
   assign \$1293  = \$1291  & \$1292 ;
-  assign \$1294  = \$1293  ? 16'h7fff : \t$503 [15:0];
+  assign \$1294  = \$1293  ? 16'h7fff : \t$500 [15:0];
   assign \$1295  = \$1290  ? 16'h8000 : \$1294 ;
-  assign \$1296  = & \t$506 [16:15];
+  assign \$1296  = & \t$503 [16:15];
   assign \$1297  = ~ \$1296 ;
-  assign \$1298  = \t$506 [16] & \$1297 ;
-  assign \$1299  = ~ \t$506 [16];
-  assign \$1300  = | \t$506 [16:15];
+  assign \$1298  = \t$503 [16] & \$1297 ;
+  assign \$1299  = ~ \t$503 [16];
+  assign \$1300  = | \t$503 [16:15];
   assign \$1301  = \$1299  & \$1300 ;
-  assign \$1302  = \$1301  ? 16'h7fff : \t$506 [15:0];
+  assign \$1302  = \$1301  ? 16'h7fff : \t$503 [15:0];
   assign \$1303  = \$1298  ? 16'h8000 : \$1302 ;
-  assign \$1304  = & \t$509 [16:15];
+  assign \$1304  = & \t$506 [16:15];
   assign \$1305  = ~ \$1304 ;
-  assign \$1306  = \t$509 [16] & \$1305 ;
-  assign \$1307  = ~ \t$509 [16];
-  assign \$1308  = | \t$509 [16:15];
+  assign \$1306  = \t$506 [16] & \$1305 ;
+  assign \$1307  = ~ \t$506 [16];
+  assign \$1308  = | \t$506 [16:15];
   assign \$1309  = \$1307  & \$1308 ;
-  assign \$1310  = \$1309  ? 16'h7fff : \t$509 [15:0];
+  assign \$1310  = \$1309  ? 16'h7fff : \t$506 [15:0];
   assign \$1311  = \$1306  ? 16'h8000 : \$1310 ;
-  assign \$1312  = & \t$511 [16:15];
+  assign \$1312  = & \t$508 [16:15];
   assign \$1313  = ~ \$1312 ;
-  assign \$1314  = \t$511 [16] & \$1313 ;
-  assign \$1315  = ~ \t$511 [16];
-  assign \$1316  = | \t$511 [16:15];
+  assign \$1314  = \t$508 [16] & \$1313 ;
+  assign \$1315  = ~ \t$508 [16];
+  assign \$1316  = | \t$508 [16:15];
   assign \$1317  = \$1315  & \$1316 ;
-  assign \$1318  = \$1317  ? 16'h7fff : \t$511 [15:0];
+  assign \$1318  = \$1317  ? 16'h7fff : \t$508 [15:0];
   assign \$1319  = \$1314  ? 16'h8000 : \$1318 ;
-  assign \$1320  = & \t$513 [16:15];
+  assign \$1320  = & \t$510 [16:15];
   assign \$1321  = ~ \$1320 ;
-  assign \$1322  = \t$513 [16] & \$1321 ;
-  assign \$1323  = ~ \t$513 [16];
-  assign \$1324  = | \t$513 [16:15];
+  assign \$1322  = \t$510 [16] & \$1321 ;
+  assign \$1323  = ~ \t$510 [16];
+  assign \$1324  = | \t$510 [16:15];
   assign \$1325  = \$1323  & \$1324 ;
-  assign \$1326  = \$1325  ? 16'h7fff : \t$513 [15:0];
+  assign \$1326  = \$1325  ? 16'h7fff : \t$510 [15:0];
   assign \$1327  = \$1322  ? 16'h8000 : \$1326 ;
-  assign \$1328  = & \t$515 [16:15];
+  assign \$1328  = & \t$512 [16:15];
   assign \$1329  = ~ \$1328 ;
-  assign \$1330  = \t$515 [16] & \$1329 ;
-  assign \$1331  = ~ \t$515 [16];
-  assign \$1332  = | \t$515 [16:15];
+  assign \$1330  = \t$512 [16] & \$1329 ;
+  assign \$1331  = ~ \t$512 [16];
+  assign \$1332  = | \t$512 [16:15];
   assign \$1333  = \$1331  & \$1332 ;
-  assign \$1334  = \$1333  ? 16'h7fff : \t$515 [15:0];
+  assign \$1334  = \$1333  ? 16'h7fff : \t$512 [15:0];
   assign \$1335  = \$1330  ? 16'h8000 : \$1334 ;
-  assign \$1336  = & \t$517 [16:15];
+  assign \$1336  = & \t$514 [16:15];
   assign \$1337  = ~ \$1336 ;
-  assign \$1338  = \t$517 [16] & \$1337 ;
-  assign \$1339  = ~ \t$517 [16];
-  assign \$1340  = | \t$517 [16:15];
+  assign \$1338  = \t$514 [16] & \$1337 ;
+  assign \$1339  = ~ \t$514 [16];
+  assign \$1340  = | \t$514 [16:15];
   assign \$1341  = \$1339  & \$1340 ;
-  assign \$1342  = \$1341  ? 16'h7fff : \t$517 [15:0];
+  assign \$1342  = \$1341  ? 16'h7fff : \t$514 [15:0];
   assign \$1343  = \$1338  ? 16'h8000 : \$1342 ;
-  assign \$1344  = & \t$519 [16:15];
+  assign \$1344  = & \t$516 [16:15];
   assign \$1345  = ~ \$1344 ;
-  assign \$1346  = \t$519 [16] & \$1345 ;
-  assign \$1347  = ~ \t$519 [16];
-  assign \$1348  = | \t$519 [16:15];
+  assign \$1346  = \t$516 [16] & \$1345 ;
+  assign \$1347  = ~ \t$516 [16];
+  assign \$1348  = | \t$516 [16:15];
   assign \$1349  = \$1347  & \$1348 ;
-  assign \$1350  = \$1349  ? 16'h7fff : \t$519 [15:0];
+  assign \$1350  = \$1349  ? 16'h7fff : \t$516 [15:0];
   assign \$1351  = \$1346  ? 16'h8000 : \$1350 ;
-  assign \$1352  = & \t$521 [16:15];
+  assign \$1352  = & \t$518 [16:15];
   assign \$1353  = ~ \$1352 ;
-  assign \$1354  = \t$521 [16] & \$1353 ;
-  assign \$1355  = ~ \t$521 [16];
-  assign \$1356  = | \t$521 [16:15];
+  assign \$1354  = \t$518 [16] & \$1353 ;
+  assign \$1355  = ~ \t$518 [16];
+  assign \$1356  = | \t$518 [16:15];
   assign \$1357  = \$1355  & \$1356 ;
-  assign \$1358  = \$1357  ? 16'h7fff : \t$521 [15:0];
+  assign \$1358  = \$1357  ? 16'h7fff : \t$518 [15:0];
   assign \$1359  = \$1354  ? 16'h8000 : \$1358 ;
-  assign \$1360  = & \t$523 [16:15];
+  assign \$1360  = & \t$520 [16:15];
   assign \$1361  = ~ \$1360 ;
-  assign \$1362  = \t$523 [16] & \$1361 ;
-  assign \$1363  = ~ \t$523 [16];
-  assign \$1364  = | \t$523 [16:15];
+  assign \$1362  = \t$520 [16] & \$1361 ;
+  assign \$1363  = ~ \t$520 [16];
+  assign \$1364  = | \t$520 [16:15];
   assign \$1365  = \$1363  & \$1364 ;
-  assign \$1366  = \$1365  ? 16'h7fff : \t$523 [15:0];
+  assign \$1366  = \$1365  ? 16'h7fff : \t$520 [15:0];
   assign \$1367  = \$1362  ? 16'h8000 : \$1366 ;
-  assign \$1368  = & \t$526 [16:15];
+  assign \$1368  = & \t$523 [16:15];
   assign \$1369  = ~ \$1368 ;
-  assign \$1370  = \t$526 [16] & \$1369 ;
-  assign \$1371  = ~ \t$526 [16];
-  assign \$1372  = | \t$526 [16:15];
+  assign \$1370  = \t$523 [16] & \$1369 ;
+  assign \$1371  = ~ \t$523 [16];
+  assign \$1372  = | \t$523 [16:15];
   assign \$1373  = \$1371  & \$1372 ;
-  assign \$1374  = \$1373  ? 16'h7fff : \t$526 [15:0];
+  assign \$1374  = \$1373  ? 16'h7fff : \t$523 [15:0];
   assign \$1375  = \$1370  ? 16'h8000 : \$1374 ;
-  assign \$1376  = & \t$529 [16:15];
+  assign \$1376  = & \t$526 [16:15];
   assign \$1377  = ~ \$1376 ;
-  assign \$1378  = \t$529 [16] & \$1377 ;
-  assign \$1379  = ~ \t$529 [16];
-  assign \$1380  = | \t$529 [16:15];
+  assign \$1378  = \t$526 [16] & \$1377 ;
+  assign \$1379  = ~ \t$526 [16];
+  assign \$1380  = | \t$526 [16:15];
   assign \$1381  = \$1379  & \$1380 ;
-  assign \$1382  = \$1381  ? 16'h7fff : \t$529 [15:0];
+  assign \$1382  = \$1381  ? 16'h7fff : \t$526 [15:0];
   assign \$1383  = \$1378  ? 16'h8000 : \$1382 ;
-  assign \$1384  = & \t$532 [16:15];
+  assign \$1384  = & \t$529 [16:15];
   assign \$1385  = ~ \$1384 ;
-  assign \$1386  = \t$532 [16] & \$1385 ;
-  assign \$1387  = ~ \t$532 [16];
-  assign \$1388  = | \t$532 [16:15];
+  assign \$1386  = \t$529 [16] & \$1385 ;
+  assign \$1387  = ~ \t$529 [16];
+  assign \$1388  = | \t$529 [16:15];
   assign \$1389  = \$1387  & \$1388 ;
-  assign \$1390  = \$1389  ? 16'h7fff : \t$532 [15:0];
+  assign \$1390  = \$1389  ? 16'h7fff : \t$529 [15:0];
   assign \$1391  = \$1386  ? 16'h8000 : \$1390 ;
-  assign \$1392  = & \t$535 [16:15];
+  assign \$1392  = & \t$532 [16:15];
   assign \$1393  = ~ \$1392 ;
-  assign \$1394  = \t$535 [16] & \$1393 ;
-  assign \$1395  = ~ \t$535 [16];
-  assign \$1396  = | \t$535 [16:15];
+  assign \$1394  = \t$532 [16] & \$1393 ;
+  assign \$1395  = ~ \t$532 [16];
+  assign \$1396  = | \t$532 [16:15];
   assign \$1397  = \$1395  & \$1396 ;
-  assign \$1398  = \$1397  ? 16'h7fff : \t$535 [15:0];
+  assign \$1398  = \$1397  ? 16'h7fff : \t$532 [15:0];
   assign \$1399  = \$1394  ? 16'h8000 : \$1398 ;
-  assign \$1400  = & \t$538 [16:15];
+  assign \$1400  = & \t$535 [16:15];
   assign \$1401  = ~ \$1400 ;
-  assign \$1402  = \t$538 [16] & \$1401 ;
-  assign \$1403  = ~ \t$538 [16];
-  assign \$1404  = | \t$538 [16:15];
+  assign \$1402  = \t$535 [16] & \$1401 ;
+  assign \$1403  = ~ \t$535 [16];
+  assign \$1404  = | \t$535 [16:15];
   assign \$1405  = \$1403  & \$1404 ;
-  assign \$1406  = \$1405  ? 16'h7fff : \t$538 [15:0];
+  assign \$1406  = \$1405  ? 16'h7fff : \t$535 [15:0];
   assign \$1407  = \$1402  ? 16'h8000 : \$1406 ;
-  assign \$1408  = & \t$541 [16:15];
+  assign \$1408  = & \t$538 [16:15];
   assign \$1409  = ~ \$1408 ;
-  assign \$1410  = \t$541 [16] & \$1409 ;
-  assign \$1411  = ~ \t$541 [16];
-  assign \$1412  = | \t$541 [16:15];
+  assign \$1410  = \t$538 [16] & \$1409 ;
+  assign \$1411  = ~ \t$538 [16];
+  assign \$1412  = | \t$538 [16:15];
   assign \$1413  = \$1411  & \$1412 ;
-  assign \$1414  = \$1413  ? 16'h7fff : \t$541 [15:0];
+  assign \$1414  = \$1413  ? 16'h7fff : \t$538 [15:0];
   assign \$1415  = \$1410  ? 16'h8000 : \$1414 ;
-  assign \$1416  = & \t$544 [16:15];
+  assign \$1416  = & \t$541 [16:15];
   assign \$1417  = ~ \$1416 ;
-  assign \$1418  = \t$544 [16] & \$1417 ;
-  assign \$1419  = ~ \t$544 [16];
-  assign \$1420  = | \t$544 [16:15];
+  assign \$1418  = \t$541 [16] & \$1417 ;
+  assign \$1419  = ~ \t$541 [16];
+  assign \$1420  = | \t$541 [16:15];
   assign \$1421  = \$1419  & \$1420 ;
-  assign \$1422  = \$1421  ? 16'h7fff : \t$544 [15:0];
+  assign \$1422  = \$1421  ? 16'h7fff : \t$541 [15:0];
   assign \$1423  = \$1418  ? 16'h8000 : \$1422 ;
-  assign \$1424  = & \t$547 [16:15];
+  assign \$1424  = & \t$544 [16:15];
   assign \$1425  = ~ \$1424 ;
-  assign \$1426  = \t$547 [16] & \$1425 ;
-  assign \$1427  = ~ \t$547 [16];
-  assign \$1428  = | \t$547 [16:15];
+  assign \$1426  = \t$544 [16] & \$1425 ;
+  assign \$1427  = ~ \t$544 [16];
+  assign \$1428  = | \t$544 [16:15];
   assign \$1429  = \$1427  & \$1428 ;
-  assign \$1430  = \$1429  ? 16'h7fff : \t$547 [15:0];
+  assign \$1430  = \$1429  ? 16'h7fff : \t$544 [15:0];
   assign \$1431  = \$1426  ? 16'h8000 : \$1430 ;
-  assign \$1432  = & \t$550 [16:15];
+  assign \$1432  = & \t$547 [16:15];
   assign \$1433  = ~ \$1432 ;
-  assign \$1434  = \t$550 [16] & \$1433 ;
-  assign \$1435  = ~ \t$550 [16];
-  assign \$1436  = | \t$550 [16:15];
+  assign \$1434  = \t$547 [16] & \$1433 ;
+  assign \$1435  = ~ \t$547 [16];
+  assign \$1436  = | \t$547 [16:15];
   assign \$1437  = \$1435  & \$1436 ;
-  assign \$1438  = \$1437  ? 16'h7fff : \t$550 [15:0];
+  assign \$1438  = \$1437  ? 16'h7fff : \t$547 [15:0];
   assign \$1439  = \$1434  ? 16'h8000 : \$1438 ;
   assign \$1440  = ~ pc__payload[22];
   assign \$1441  = execute & \$1440 ;
@@ -4490,115 +4381,115 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$1446  = $signed(l0_w_0_0) * $signed(x0_s1);
   assign \$1447  = $signed(l0_w_0_1) * $signed(x1_s1);
   assign \$1448  = $signed(l0_bias0_s2) + $signed(\t$3 );
-  assign \$1449  = $signed(l0_sum0_t0_0_s3) + $signed(l0_sum0_t0_1_s3);
+  assign \$1449  = $signed(\$1448 ) + $signed(\t$6 );
   assign \$1450  = $signed(\t$15 ) > $signed(1'h0);
   assign \$1451  = \$1450  ? \t$15  : 16'h0000;
   assign \$1452  = $signed(l0_w_1_0) * $signed(x0_s1);
   assign \$1453  = $signed(l0_w_1_1) * $signed(x1_s1);
   assign \$1454  = $signed(l0_bias1_s2) + $signed(\t$19 );
-  assign \$1455  = $signed(l0_sum1_t0_0_s3) + $signed(l0_sum1_t0_1_s3);
+  assign \$1455  = $signed(\$1454 ) + $signed(\t$22 );
   assign \$1456  = $signed(\t$31 ) > $signed(1'h0);
   assign \$1457  = \$1456  ? \t$31  : 16'h0000;
   assign \$1458  = $signed(l0_w_2_0) * $signed(x0_s1);
   assign \$1459  = $signed(l0_w_2_1) * $signed(x1_s1);
   assign \$1460  = $signed(l0_bias2_s2) + $signed(\t$35 );
-  assign \$1461  = $signed(l0_sum2_t0_0_s3) + $signed(l0_sum2_t0_1_s3);
+  assign \$1461  = $signed(\$1460 ) + $signed(\t$38 );
   assign \$1462  = $signed(\t$47 ) > $signed(1'h0);
   assign \$1463  = \$1462  ? \t$47  : 16'h0000;
   assign \$1464  = $signed(l0_w_3_0) * $signed(x0_s1);
   assign \$1465  = $signed(l0_w_3_1) * $signed(x1_s1);
   assign \$1466  = $signed(l0_bias3_s2) + $signed(\t$51 );
-  assign \$1467  = $signed(l0_sum3_t0_0_s3) + $signed(l0_sum3_t0_1_s3);
+  assign \$1467  = $signed(\$1466 ) + $signed(\t$54 );
   assign \$1468  = $signed(\t$63 ) > $signed(1'h0);
   assign \$1469  = \$1468  ? \t$63  : 16'h0000;
   assign \$1470  = $signed(l0_w_4_0) * $signed(x0_s1);
   assign \$1471  = $signed(l0_w_4_1) * $signed(x1_s1);
   assign \$1472  = $signed(l0_bias4_s2) + $signed(\t$67 );
-  assign \$1473  = $signed(l0_sum4_t0_0_s3) + $signed(l0_sum4_t0_1_s3);
+  assign \$1473  = $signed(\$1472 ) + $signed(\t$70 );
   assign \$1474  = $signed(\t$79 ) > $signed(1'h0);
   assign \$1475  = \$1474  ? \t$79  : 16'h0000;
   assign \$1476  = $signed(l0_w_5_0) * $signed(x0_s1);
   assign \$1477  = $signed(l0_w_5_1) * $signed(x1_s1);
   assign \$1478  = $signed(l0_bias5_s2) + $signed(\t$83 );
-  assign \$1479  = $signed(l0_sum5_t0_0_s3) + $signed(l0_sum5_t0_1_s3);
+  assign \$1479  = $signed(\$1478 ) + $signed(\t$86 );
   assign \$1480  = $signed(\t$95 ) > $signed(1'h0);
   assign \$1481  = \$1480  ? \t$95  : 16'h0000;
   assign \$1482  = $signed(l0_w_6_0) * $signed(x0_s1);
   assign \$1483  = $signed(l0_w_6_1) * $signed(x1_s1);
   assign \$1484  = $signed(l0_bias6_s2) + $signed(\t$99 );
-  assign \$1485  = $signed(l0_sum6_t0_0_s3) + $signed(l0_sum6_t0_1_s3);
+  assign \$1485  = $signed(\$1484 ) + $signed(\t$102 );
   assign \$1486  = $signed(\t$111 ) > $signed(1'h0);
   assign \$1487  = \$1486  ? \t$111  : 16'h0000;
   assign \$1488  = $signed(l0_w_7_0) * $signed(x0_s1);
   assign \$1489  = $signed(l0_w_7_1) * $signed(x1_s1);
   assign \$1490  = $signed(l0_bias7_s2) + $signed(\t$115 );
-  assign \$1491  = $signed(l0_sum7_t0_0_s3) + $signed(l0_sum7_t0_1_s3);
+  assign \$1491  = $signed(\$1490 ) + $signed(\t$118 );
   assign \$1492  = $signed(\t$127 ) > $signed(1'h0);
   assign \$1493  = \$1492  ? \t$127  : 16'h0000;
-  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s5);
-  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s5);
-  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s5);
-  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s5);
-  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s5);
-  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s5);
-  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s5);
-  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s5);
-  assign \$1502  = $signed(l1_bias0_s6) + $signed(\t$131 );
+  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
+  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
+  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
+  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
+  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
+  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
+  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
+  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
+  assign \$1502  = $signed(l1_bias0_s5) + $signed(\t$131 );
   assign \$1503  = $signed(\t$134 ) + $signed(\t$137 );
-  assign \$1504  = $signed(\t$140 ) + $signed(\t$143 );
-  assign \$1505  = $signed(\t$146 ) + $signed(\t$149 );
-  assign \$1506  = $signed(l1_sum0_t0_0_s7) + $signed(l1_sum0_t0_1_s7);
-  assign \$1507  = $signed(l1_sum0_t0_2_s7) + $signed(l1_sum0_t0_3_s7);
-  assign \$1508  = $signed(l1_sum0_t1_0_s8) + $signed(l1_sum0_t1_1_s8);
-  assign \$1509  = $signed(l1_sum0_t2_0_s9) + $signed(l1_sum0_t2_1_s9);
-  assign \$1510  = $signed(err0_s12) * $signed(l0_out0_s12);
-  assign \$1511  = $signed(err0_s12) * $signed(l0_out1_s12);
-  assign \$1512  = $signed(err0_s12) * $signed(l0_out2_s12);
-  assign \$1513  = $signed(err0_s12) * $signed(l0_out3_s12);
-  assign \$1514  = $signed(err0_s12) * $signed(l0_out4_s12);
-  assign \$1515  = $signed(err0_s12) * $signed(l0_out5_s12);
-  assign \$1516  = $signed(err0_s12) * $signed(l0_out6_s12);
-  assign \$1517  = $signed(err0_s12) * $signed(l0_out7_s12);
-  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s12);
-  assign \$1519  = $signed(l0_out0_s13) <= $signed(1'h0);
+  assign \$1504  = $signed(\$1502 ) + $signed(\$1503 );
+  assign \$1505  = $signed(\t$140 ) + $signed(\t$143 );
+  assign \$1506  = $signed(\t$146 ) + $signed(\t$149 );
+  assign \$1507  = $signed(\$1505 ) + $signed(\$1506 );
+  assign \$1508  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$1509  = $signed(\$1508 ) + $signed(l1_sum0_t0_2_s6);
+  assign \$1510  = $signed(err0_s9) * $signed(l0_out0_s9);
+  assign \$1511  = $signed(err0_s9) * $signed(l0_out1_s9);
+  assign \$1512  = $signed(err0_s9) * $signed(l0_out2_s9);
+  assign \$1513  = $signed(err0_s9) * $signed(l0_out3_s9);
+  assign \$1514  = $signed(err0_s9) * $signed(l0_out4_s9);
+  assign \$1515  = $signed(err0_s9) * $signed(l0_out5_s9);
+  assign \$1516  = $signed(err0_s9) * $signed(l0_out6_s9);
+  assign \$1517  = $signed(err0_s9) * $signed(l0_out7_s9);
+  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s9);
+  assign \$1519  = $signed(l0_out0_s10) <= $signed(1'h0);
   assign \$1520  = \$1519  ? 16'h0000 : \t$232 ;
-  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s12);
-  assign \$1522  = $signed(l0_out1_s13) <= $signed(1'h0);
+  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s9);
+  assign \$1522  = $signed(l0_out1_s10) <= $signed(1'h0);
   assign \$1523  = \$1522  ? 16'h0000 : \t$241 ;
-  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s12);
-  assign \$1525  = $signed(l0_out2_s13) <= $signed(1'h0);
+  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s9);
+  assign \$1525  = $signed(l0_out2_s10) <= $signed(1'h0);
   assign \$1526  = \$1525  ? 16'h0000 : \t$250 ;
-  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s12);
-  assign \$1528  = $signed(l0_out3_s13) <= $signed(1'h0);
+  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s9);
+  assign \$1528  = $signed(l0_out3_s10) <= $signed(1'h0);
   assign \$1529  = \$1528  ? 16'h0000 : \t$259 ;
-  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s12);
-  assign \$1531  = $signed(l0_out4_s13) <= $signed(1'h0);
+  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s9);
+  assign \$1531  = $signed(l0_out4_s10) <= $signed(1'h0);
   assign \$1532  = \$1531  ? 16'h0000 : \t$268 ;
-  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s12);
-  assign \$1534  = $signed(l0_out5_s13) <= $signed(1'h0);
+  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s9);
+  assign \$1534  = $signed(l0_out5_s10) <= $signed(1'h0);
   assign \$1535  = \$1534  ? 16'h0000 : \t$277 ;
-  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s12);
-  assign \$1537  = $signed(l0_out6_s13) <= $signed(1'h0);
+  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s9);
+  assign \$1537  = $signed(l0_out6_s10) <= $signed(1'h0);
   assign \$1538  = \$1537  ? 16'h0000 : \t$286 ;
-  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s12);
-  assign \$1540  = $signed(l0_out7_s13) <= $signed(1'h0);
+  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s9);
+  assign \$1540  = $signed(l0_out7_s10) <= $signed(1'h0);
   assign \$1541  = \$1540  ? 16'h0000 : \t$295 ;
-  assign \$1542  = $signed(l0_err0_s14) * $signed(x0_s14);
-  assign \$1543  = $signed(l0_err0_s14) * $signed(x1_s14);
-  assign \$1544  = $signed(l0_err1_s14) * $signed(x0_s14);
-  assign \$1545  = $signed(l0_err1_s14) * $signed(x1_s14);
-  assign \$1546  = $signed(l0_err2_s14) * $signed(x0_s14);
-  assign \$1547  = $signed(l0_err2_s14) * $signed(x1_s14);
-  assign \$1548  = $signed(l0_err3_s14) * $signed(x0_s14);
-  assign \$1549  = $signed(l0_err3_s14) * $signed(x1_s14);
-  assign \$1550  = $signed(l0_err4_s14) * $signed(x0_s14);
-  assign \$1551  = $signed(l0_err4_s14) * $signed(x1_s14);
-  assign \$1552  = $signed(l0_err5_s14) * $signed(x0_s14);
-  assign \$1553  = $signed(l0_err5_s14) * $signed(x1_s14);
-  assign \$1554  = $signed(l0_err6_s14) * $signed(x0_s14);
-  assign \$1555  = $signed(l0_err6_s14) * $signed(x1_s14);
-  assign \$1556  = $signed(l0_err7_s14) * $signed(x0_s14);
-  assign \$1557  = $signed(l0_err7_s14) * $signed(x1_s14);
+  assign \$1542  = $signed(l0_err0_s11) * $signed(x0_s11);
+  assign \$1543  = $signed(l0_err0_s11) * $signed(x1_s11);
+  assign \$1544  = $signed(l0_err1_s11) * $signed(x0_s11);
+  assign \$1545  = $signed(l0_err1_s11) * $signed(x1_s11);
+  assign \$1546  = $signed(l0_err2_s11) * $signed(x0_s11);
+  assign \$1547  = $signed(l0_err2_s11) * $signed(x1_s11);
+  assign \$1548  = $signed(l0_err3_s11) * $signed(x0_s11);
+  assign \$1549  = $signed(l0_err3_s11) * $signed(x1_s11);
+  assign \$1550  = $signed(l0_err4_s11) * $signed(x0_s11);
+  assign \$1551  = $signed(l0_err4_s11) * $signed(x1_s11);
+  assign \$1552  = $signed(l0_err5_s11) * $signed(x0_s11);
+  assign \$1553  = $signed(l0_err5_s11) * $signed(x1_s11);
+  assign \$1554  = $signed(l0_err6_s11) * $signed(x0_s11);
+  assign \$1555  = $signed(l0_err6_s11) * $signed(x1_s11);
+  assign \$1556  = $signed(l0_err7_s11) * $signed(x0_s11);
+  assign \$1557  = $signed(l0_err7_s11) * $signed(x1_s11);
   always @(posedge clk)
     valid_s1 <= \$1558 ;
   always @(posedge clk)
@@ -4626,637 +4517,529 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk)
     valid_s13 <= \$1570 ;
   always @(posedge clk)
-    valid_s14 <= \$1571 ;
+    l0_w_0_0 <= \$1571 ;
   always @(posedge clk)
-    valid_s15 <= \$1572 ;
+    l0_w_0_1 <= \$1572 ;
   always @(posedge clk)
-    valid_s16 <= \$1573 ;
+    l0_w_1_0 <= \$1573 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$1574 ;
+    l0_w_1_1 <= \$1574 ;
   always @(posedge clk)
-    l0_w_0_1 <= \$1575 ;
+    l0_w_2_0 <= \$1575 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$1576 ;
+    l0_w_2_1 <= \$1576 ;
   always @(posedge clk)
-    l0_w_1_1 <= \$1577 ;
+    l0_w_3_0 <= \$1577 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$1578 ;
+    l0_w_3_1 <= \$1578 ;
   always @(posedge clk)
-    l0_w_2_1 <= \$1579 ;
+    l0_w_4_0 <= \$1579 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$1580 ;
+    l0_w_4_1 <= \$1580 ;
   always @(posedge clk)
-    l0_w_3_1 <= \$1581 ;
+    l0_w_5_0 <= \$1581 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$1582 ;
+    l0_w_5_1 <= \$1582 ;
   always @(posedge clk)
-    l0_w_4_1 <= \$1583 ;
+    l0_w_6_0 <= \$1583 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$1584 ;
+    l0_w_6_1 <= \$1584 ;
   always @(posedge clk)
-    l0_w_5_1 <= \$1585 ;
+    l0_w_7_0 <= \$1585 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$1586 ;
+    l0_w_7_1 <= \$1586 ;
   always @(posedge clk)
-    l0_w_6_1 <= \$1587 ;
+    l0_b_0 <= \$1587 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$1588 ;
+    l0_b_1 <= \$1588 ;
   always @(posedge clk)
-    l0_w_7_1 <= \$1589 ;
+    l0_b_2 <= \$1589 ;
   always @(posedge clk)
-    l0_b_0 <= \$1590 ;
+    l0_b_3 <= \$1590 ;
   always @(posedge clk)
-    l0_b_1 <= \$1591 ;
+    l0_b_4 <= \$1591 ;
   always @(posedge clk)
-    l0_b_2 <= \$1592 ;
+    l0_b_5 <= \$1592 ;
   always @(posedge clk)
-    l0_b_3 <= \$1593 ;
+    l0_b_6 <= \$1593 ;
   always @(posedge clk)
-    l0_b_4 <= \$1594 ;
+    l0_b_7 <= \$1594 ;
   always @(posedge clk)
-    l0_b_5 <= \$1595 ;
+    l1_w_0_0 <= \$1595 ;
   always @(posedge clk)
-    l0_b_6 <= \$1596 ;
+    l1_w_0_1 <= \$1596 ;
   always @(posedge clk)
-    l0_b_7 <= \$1597 ;
+    l1_w_0_2 <= \$1597 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$1598 ;
+    l1_w_0_3 <= \$1598 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$1599 ;
+    l1_w_0_4 <= \$1599 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$1600 ;
+    l1_w_0_5 <= \$1600 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$1601 ;
+    l1_w_0_6 <= \$1601 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$1602 ;
+    l1_w_0_7 <= \$1602 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$1603 ;
+    l1_b_0 <= \$1603 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$1604 ;
+    l0_rd_sel <= \$1604 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$1605 ;
+    read_layer <= \$1605 ;
   always @(posedge clk)
-    l1_b_0 <= \$1606 ;
+    l1_rd_sel <= \$1606 ;
   always @(posedge clk)
-    l0_rd_sel <= \$1607 ;
+    read_wait <= \$1607 ;
   always @(posedge clk)
-    read_layer <= \$1608 ;
+    pr__valid <= \$1608 ;
   always @(posedge clk)
-    l1_rd_sel <= \$1609 ;
+    pr__payload <= \$1609 ;
   always @(posedge clk)
-    read_wait <= \$1610 ;
+    x0_s1 <= \$1610 ;
   always @(posedge clk)
-    pr__valid <= \$1611 ;
+    x1_s1 <= \$1611 ;
   always @(posedge clk)
-    pr__payload <= \$1612 ;
+    y0_s1 <= \$1612 ;
   always @(posedge clk)
-    x0_s1 <= \$1613 ;
+    kind_s1 <= \$1613 ;
   always @(posedge clk)
-    x1_s1 <= \$1614 ;
+    l0_bias0_s2 <= \$1614 ;
   always @(posedge clk)
-    y0_s1 <= \$1615 ;
+    l0_prod0_0_raw_s2 <= \$1615 ;
   always @(posedge clk)
-    kind_s1 <= \$1616 ;
+    l0_prod0_1_raw_s2 <= \$1616 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$1617 ;
+    l0_sum0_t0_0_s3 <= \$1617 ;
   always @(posedge clk)
-    l0_prod0_0_raw_s2 <= \$1618 ;
+    l0_out0_s4 <= \$1618 ;
   always @(posedge clk)
-    l0_prod0_1_raw_s2 <= \$1619 ;
+    l0_bias1_s2 <= \$1619 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s3 <= \$1620 ;
+    l0_prod1_0_raw_s2 <= \$1620 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s3 <= \$1621 ;
+    l0_prod1_1_raw_s2 <= \$1621 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s4 <= \$1622 ;
+    l0_sum1_t0_0_s3 <= \$1622 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1623 ;
+    l0_out1_s4 <= \$1623 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$1624 ;
+    l0_bias2_s2 <= \$1624 ;
   always @(posedge clk)
-    l0_prod1_0_raw_s2 <= \$1625 ;
+    l0_prod2_0_raw_s2 <= \$1625 ;
   always @(posedge clk)
-    l0_prod1_1_raw_s2 <= \$1626 ;
+    l0_prod2_1_raw_s2 <= \$1626 ;
   always @(posedge clk)
-    l0_sum1_t0_0_s3 <= \$1627 ;
+    l0_sum2_t0_0_s3 <= \$1627 ;
   always @(posedge clk)
-    l0_sum1_t0_1_s3 <= \$1628 ;
+    l0_out2_s4 <= \$1628 ;
   always @(posedge clk)
-    l0_sum1_t1_0_s4 <= \$1629 ;
+    l0_bias3_s2 <= \$1629 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1630 ;
+    l0_prod3_0_raw_s2 <= \$1630 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$1631 ;
+    l0_prod3_1_raw_s2 <= \$1631 ;
   always @(posedge clk)
-    l0_prod2_0_raw_s2 <= \$1632 ;
+    l0_sum3_t0_0_s3 <= \$1632 ;
   always @(posedge clk)
-    l0_prod2_1_raw_s2 <= \$1633 ;
+    l0_out3_s4 <= \$1633 ;
   always @(posedge clk)
-    l0_sum2_t0_0_s3 <= \$1634 ;
+    l0_bias4_s2 <= \$1634 ;
   always @(posedge clk)
-    l0_sum2_t0_1_s3 <= \$1635 ;
+    l0_prod4_0_raw_s2 <= \$1635 ;
   always @(posedge clk)
-    l0_sum2_t1_0_s4 <= \$1636 ;
+    l0_prod4_1_raw_s2 <= \$1636 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1637 ;
+    l0_sum4_t0_0_s3 <= \$1637 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$1638 ;
+    l0_out4_s4 <= \$1638 ;
   always @(posedge clk)
-    l0_prod3_0_raw_s2 <= \$1639 ;
+    l0_bias5_s2 <= \$1639 ;
   always @(posedge clk)
-    l0_prod3_1_raw_s2 <= \$1640 ;
+    l0_prod5_0_raw_s2 <= \$1640 ;
   always @(posedge clk)
-    l0_sum3_t0_0_s3 <= \$1641 ;
+    l0_prod5_1_raw_s2 <= \$1641 ;
   always @(posedge clk)
-    l0_sum3_t0_1_s3 <= \$1642 ;
+    l0_sum5_t0_0_s3 <= \$1642 ;
   always @(posedge clk)
-    l0_sum3_t1_0_s4 <= \$1643 ;
+    l0_out5_s4 <= \$1643 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1644 ;
+    l0_bias6_s2 <= \$1644 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$1645 ;
+    l0_prod6_0_raw_s2 <= \$1645 ;
   always @(posedge clk)
-    l0_prod4_0_raw_s2 <= \$1646 ;
+    l0_prod6_1_raw_s2 <= \$1646 ;
   always @(posedge clk)
-    l0_prod4_1_raw_s2 <= \$1647 ;
+    l0_sum6_t0_0_s3 <= \$1647 ;
   always @(posedge clk)
-    l0_sum4_t0_0_s3 <= \$1648 ;
+    l0_out6_s4 <= \$1648 ;
   always @(posedge clk)
-    l0_sum4_t0_1_s3 <= \$1649 ;
+    l0_bias7_s2 <= \$1649 ;
   always @(posedge clk)
-    l0_sum4_t1_0_s4 <= \$1650 ;
+    l0_prod7_0_raw_s2 <= \$1650 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1651 ;
+    l0_prod7_1_raw_s2 <= \$1651 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$1652 ;
+    l0_sum7_t0_0_s3 <= \$1652 ;
   always @(posedge clk)
-    l0_prod5_0_raw_s2 <= \$1653 ;
+    l0_out7_s4 <= \$1653 ;
   always @(posedge clk)
-    l0_prod5_1_raw_s2 <= \$1654 ;
+    l1_bias0_s5 <= \$1654 ;
   always @(posedge clk)
-    l0_sum5_t0_0_s3 <= \$1655 ;
+    l1_prod0_0_raw_s5 <= \$1655 ;
   always @(posedge clk)
-    l0_sum5_t0_1_s3 <= \$1656 ;
+    l1_prod0_1_raw_s5 <= \$1656 ;
   always @(posedge clk)
-    l0_sum5_t1_0_s4 <= \$1657 ;
+    l1_prod0_2_raw_s5 <= \$1657 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1658 ;
+    l1_prod0_3_raw_s5 <= \$1658 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$1659 ;
+    l1_prod0_4_raw_s5 <= \$1659 ;
   always @(posedge clk)
-    l0_prod6_0_raw_s2 <= \$1660 ;
+    l1_prod0_5_raw_s5 <= \$1660 ;
   always @(posedge clk)
-    l0_prod6_1_raw_s2 <= \$1661 ;
+    l1_prod0_6_raw_s5 <= \$1661 ;
   always @(posedge clk)
-    l0_sum6_t0_0_s3 <= \$1662 ;
+    l1_prod0_7_raw_s5 <= \$1662 ;
   always @(posedge clk)
-    l0_sum6_t0_1_s3 <= \$1663 ;
+    l1_sum0_t0_0_s6 <= \$1663 ;
   always @(posedge clk)
-    l0_sum6_t1_0_s4 <= \$1664 ;
+    l1_sum0_t0_1_s6 <= \$1664 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1665 ;
+    l1_sum0_t0_2_s6 <= \$1665 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$1666 ;
+    l1_sum0_t1_0_s7 <= \$1666 ;
   always @(posedge clk)
-    l0_prod7_0_raw_s2 <= \$1667 ;
+    l1_out0_s8 <= \$1667 ;
   always @(posedge clk)
-    l0_prod7_1_raw_s2 <= \$1668 ;
+    y0_s2 <= \$1668 ;
   always @(posedge clk)
-    l0_sum7_t0_0_s3 <= \$1669 ;
+    y0_s3 <= \$1669 ;
   always @(posedge clk)
-    l0_sum7_t0_1_s3 <= \$1670 ;
+    y0_s4 <= \$1670 ;
   always @(posedge clk)
-    l0_sum7_t1_0_s4 <= \$1671 ;
+    y0_s5 <= \$1671 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1672 ;
+    y0_s6 <= \$1672 ;
   always @(posedge clk)
-    l1_bias0_s6 <= \$1673 ;
+    y0_s7 <= \$1673 ;
   always @(posedge clk)
-    l1_prod0_0_raw_s6 <= \$1674 ;
+    y0_s8 <= \$1674 ;
   always @(posedge clk)
-    l1_prod0_1_raw_s6 <= \$1675 ;
+    kind_s2 <= \$1675 ;
   always @(posedge clk)
-    l1_prod0_2_raw_s6 <= \$1676 ;
+    kind_s3 <= \$1676 ;
   always @(posedge clk)
-    l1_prod0_3_raw_s6 <= \$1677 ;
+    kind_s4 <= \$1677 ;
   always @(posedge clk)
-    l1_prod0_4_raw_s6 <= \$1678 ;
+    kind_s5 <= \$1678 ;
   always @(posedge clk)
-    l1_prod0_5_raw_s6 <= \$1679 ;
+    kind_s6 <= \$1679 ;
   always @(posedge clk)
-    l1_prod0_6_raw_s6 <= \$1680 ;
+    kind_s7 <= \$1680 ;
   always @(posedge clk)
-    l1_prod0_7_raw_s6 <= \$1681 ;
+    kind_s8 <= \$1681 ;
   always @(posedge clk)
-    l1_sum0_t0_0_s7 <= \$1682 ;
+    err0_s9 <= \$1682 ;
   always @(posedge clk)
-    l1_sum0_t0_1_s7 <= \$1683 ;
+    l0_out0_s5 <= \$1683 ;
   always @(posedge clk)
-    l1_sum0_t0_2_s7 <= \$1684 ;
+    l0_out0_s6 <= \$1684 ;
   always @(posedge clk)
-    l1_sum0_t0_3_s7 <= \$1685 ;
+    l0_out0_s7 <= \$1685 ;
   always @(posedge clk)
-    l1_sum0_t0_4_s7 <= \$1686 ;
+    l0_out0_s8 <= \$1686 ;
   always @(posedge clk)
-    l1_sum0_t1_0_s8 <= \$1687 ;
+    l0_out0_s9 <= \$1687 ;
   always @(posedge clk)
-    l1_sum0_t1_1_s8 <= \$1688 ;
+    l0_out1_s5 <= \$1688 ;
   always @(posedge clk)
-    l1_sum0_t1_2_s8 <= \$1689 ;
+    l0_out1_s6 <= \$1689 ;
   always @(posedge clk)
-    l1_sum0_t2_0_s9 <= \$1690 ;
+    l0_out1_s7 <= \$1690 ;
   always @(posedge clk)
-    l1_sum0_t2_1_s9 <= \$1691 ;
+    l0_out1_s8 <= \$1691 ;
   always @(posedge clk)
-    l1_sum0_t3_0_s10 <= \$1692 ;
+    l0_out1_s9 <= \$1692 ;
   always @(posedge clk)
-    l1_out0_s11 <= \$1693 ;
+    l0_out2_s5 <= \$1693 ;
   always @(posedge clk)
-    y0_s2 <= \$1694 ;
+    l0_out2_s6 <= \$1694 ;
   always @(posedge clk)
-    y0_s3 <= \$1695 ;
+    l0_out2_s7 <= \$1695 ;
   always @(posedge clk)
-    y0_s4 <= \$1696 ;
+    l0_out2_s8 <= \$1696 ;
   always @(posedge clk)
-    y0_s5 <= \$1697 ;
+    l0_out2_s9 <= \$1697 ;
   always @(posedge clk)
-    y0_s6 <= \$1698 ;
+    l0_out3_s5 <= \$1698 ;
   always @(posedge clk)
-    y0_s7 <= \$1699 ;
+    l0_out3_s6 <= \$1699 ;
   always @(posedge clk)
-    y0_s8 <= \$1700 ;
+    l0_out3_s7 <= \$1700 ;
   always @(posedge clk)
-    y0_s9 <= \$1701 ;
+    l0_out3_s8 <= \$1701 ;
   always @(posedge clk)
-    y0_s10 <= \$1702 ;
+    l0_out3_s9 <= \$1702 ;
   always @(posedge clk)
-    y0_s11 <= \$1703 ;
+    l0_out4_s5 <= \$1703 ;
   always @(posedge clk)
-    kind_s2 <= \$1704 ;
+    l0_out4_s6 <= \$1704 ;
   always @(posedge clk)
-    kind_s3 <= \$1705 ;
+    l0_out4_s7 <= \$1705 ;
   always @(posedge clk)
-    kind_s4 <= \$1706 ;
+    l0_out4_s8 <= \$1706 ;
   always @(posedge clk)
-    kind_s5 <= \$1707 ;
+    l0_out4_s9 <= \$1707 ;
   always @(posedge clk)
-    kind_s6 <= \$1708 ;
+    l0_out5_s5 <= \$1708 ;
   always @(posedge clk)
-    kind_s7 <= \$1709 ;
+    l0_out5_s6 <= \$1709 ;
   always @(posedge clk)
-    kind_s8 <= \$1710 ;
+    l0_out5_s7 <= \$1710 ;
   always @(posedge clk)
-    kind_s9 <= \$1711 ;
+    l0_out5_s8 <= \$1711 ;
   always @(posedge clk)
-    kind_s10 <= \$1712 ;
+    l0_out5_s9 <= \$1712 ;
   always @(posedge clk)
-    kind_s11 <= \$1713 ;
+    l0_out6_s5 <= \$1713 ;
   always @(posedge clk)
-    err0_s12 <= \$1714 ;
+    l0_out6_s6 <= \$1714 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1715 ;
+    l0_out6_s7 <= \$1715 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1716 ;
+    l0_out6_s8 <= \$1716 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$1717 ;
+    l0_out6_s9 <= \$1717 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$1718 ;
+    l0_out7_s5 <= \$1718 ;
   always @(posedge clk)
-    l0_out0_s10 <= \$1719 ;
+    l0_out7_s6 <= \$1719 ;
   always @(posedge clk)
-    l0_out0_s11 <= \$1720 ;
+    l0_out7_s7 <= \$1720 ;
   always @(posedge clk)
-    l0_out0_s12 <= \$1721 ;
+    l0_out7_s8 <= \$1721 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1722 ;
+    l0_out7_s9 <= \$1722 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1723 ;
+    l1_dw0_0_raw_s10 <= \$1723 ;
   always @(posedge clk)
-    l0_out1_s8 <= \$1724 ;
+    l1_dw0_0_s11 <= \$1724 ;
   always @(posedge clk)
-    l0_out1_s9 <= \$1725 ;
+    l1_dw0_1_raw_s10 <= \$1725 ;
   always @(posedge clk)
-    l0_out1_s10 <= \$1726 ;
+    l1_dw0_1_s11 <= \$1726 ;
   always @(posedge clk)
-    l0_out1_s11 <= \$1727 ;
+    l1_dw0_2_raw_s10 <= \$1727 ;
   always @(posedge clk)
-    l0_out1_s12 <= \$1728 ;
+    l1_dw0_2_s11 <= \$1728 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1729 ;
+    l1_dw0_3_raw_s10 <= \$1729 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1730 ;
+    l1_dw0_3_s11 <= \$1730 ;
   always @(posedge clk)
-    l0_out2_s8 <= \$1731 ;
+    l1_dw0_4_raw_s10 <= \$1731 ;
   always @(posedge clk)
-    l0_out2_s9 <= \$1732 ;
+    l1_dw0_4_s11 <= \$1732 ;
   always @(posedge clk)
-    l0_out2_s10 <= \$1733 ;
+    l1_dw0_5_raw_s10 <= \$1733 ;
   always @(posedge clk)
-    l0_out2_s11 <= \$1734 ;
+    l1_dw0_5_s11 <= \$1734 ;
   always @(posedge clk)
-    l0_out2_s12 <= \$1735 ;
+    l1_dw0_6_raw_s10 <= \$1735 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1736 ;
+    l1_dw0_6_s11 <= \$1736 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1737 ;
+    l1_dw0_7_raw_s10 <= \$1737 ;
   always @(posedge clk)
-    l0_out3_s8 <= \$1738 ;
+    l1_dw0_7_s11 <= \$1738 ;
   always @(posedge clk)
-    l0_out3_s9 <= \$1739 ;
+    l1_db0_s10 <= \$1739 ;
   always @(posedge clk)
-    l0_out3_s10 <= \$1740 ;
+    l1_db0_s11 <= \$1740 ;
   always @(posedge clk)
-    l0_out3_s11 <= \$1741 ;
+    l1_bprod0_0_raw_s10 <= \$1741 ;
   always @(posedge clk)
-    l0_out3_s12 <= \$1742 ;
+    l0_out0_s10 <= \$1742 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1743 ;
+    l0_err0_s11 <= \$1743 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1744 ;
+    l1_bprod1_0_raw_s10 <= \$1744 ;
   always @(posedge clk)
-    l0_out4_s8 <= \$1745 ;
+    l0_out1_s10 <= \$1745 ;
   always @(posedge clk)
-    l0_out4_s9 <= \$1746 ;
+    l0_err1_s11 <= \$1746 ;
   always @(posedge clk)
-    l0_out4_s10 <= \$1747 ;
+    l1_bprod2_0_raw_s10 <= \$1747 ;
   always @(posedge clk)
-    l0_out4_s11 <= \$1748 ;
+    l0_out2_s10 <= \$1748 ;
   always @(posedge clk)
-    l0_out4_s12 <= \$1749 ;
+    l0_err2_s11 <= \$1749 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1750 ;
+    l1_bprod3_0_raw_s10 <= \$1750 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1751 ;
+    l0_out3_s10 <= \$1751 ;
   always @(posedge clk)
-    l0_out5_s8 <= \$1752 ;
+    l0_err3_s11 <= \$1752 ;
   always @(posedge clk)
-    l0_out5_s9 <= \$1753 ;
+    l1_bprod4_0_raw_s10 <= \$1753 ;
   always @(posedge clk)
-    l0_out5_s10 <= \$1754 ;
+    l0_out4_s10 <= \$1754 ;
   always @(posedge clk)
-    l0_out5_s11 <= \$1755 ;
+    l0_err4_s11 <= \$1755 ;
   always @(posedge clk)
-    l0_out5_s12 <= \$1756 ;
+    l1_bprod5_0_raw_s10 <= \$1756 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1757 ;
+    l0_out5_s10 <= \$1757 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1758 ;
+    l0_err5_s11 <= \$1758 ;
   always @(posedge clk)
-    l0_out6_s8 <= \$1759 ;
+    l1_bprod6_0_raw_s10 <= \$1759 ;
   always @(posedge clk)
-    l0_out6_s9 <= \$1760 ;
+    l0_out6_s10 <= \$1760 ;
   always @(posedge clk)
-    l0_out6_s10 <= \$1761 ;
+    l0_err6_s11 <= \$1761 ;
   always @(posedge clk)
-    l0_out6_s11 <= \$1762 ;
+    l1_bprod7_0_raw_s10 <= \$1762 ;
   always @(posedge clk)
-    l0_out6_s12 <= \$1763 ;
+    l0_out7_s10 <= \$1763 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1764 ;
+    l0_err7_s11 <= \$1764 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1765 ;
+    x0_s2 <= \$1765 ;
   always @(posedge clk)
-    l0_out7_s8 <= \$1766 ;
+    x0_s3 <= \$1766 ;
   always @(posedge clk)
-    l0_out7_s9 <= \$1767 ;
+    x0_s4 <= \$1767 ;
   always @(posedge clk)
-    l0_out7_s10 <= \$1768 ;
+    x0_s5 <= \$1768 ;
   always @(posedge clk)
-    l0_out7_s11 <= \$1769 ;
+    x0_s6 <= \$1769 ;
   always @(posedge clk)
-    l0_out7_s12 <= \$1770 ;
+    x0_s7 <= \$1770 ;
   always @(posedge clk)
-    l1_dw0_0_raw_s13 <= \$1771 ;
+    x0_s8 <= \$1771 ;
   always @(posedge clk)
-    l1_dw0_0_s14 <= \$1772 ;
+    x0_s9 <= \$1772 ;
   always @(posedge clk)
-    l1_dw0_1_raw_s13 <= \$1773 ;
+    x0_s10 <= \$1773 ;
   always @(posedge clk)
-    l1_dw0_1_s14 <= \$1774 ;
+    x0_s11 <= \$1774 ;
   always @(posedge clk)
-    l1_dw0_2_raw_s13 <= \$1775 ;
+    x1_s2 <= \$1775 ;
   always @(posedge clk)
-    l1_dw0_2_s14 <= \$1776 ;
+    x1_s3 <= \$1776 ;
   always @(posedge clk)
-    l1_dw0_3_raw_s13 <= \$1777 ;
+    x1_s4 <= \$1777 ;
   always @(posedge clk)
-    l1_dw0_3_s14 <= \$1778 ;
+    x1_s5 <= \$1778 ;
   always @(posedge clk)
-    l1_dw0_4_raw_s13 <= \$1779 ;
+    x1_s6 <= \$1779 ;
   always @(posedge clk)
-    l1_dw0_4_s14 <= \$1780 ;
+    x1_s7 <= \$1780 ;
   always @(posedge clk)
-    l1_dw0_5_raw_s13 <= \$1781 ;
+    x1_s8 <= \$1781 ;
   always @(posedge clk)
-    l1_dw0_5_s14 <= \$1782 ;
+    x1_s9 <= \$1782 ;
   always @(posedge clk)
-    l1_dw0_6_raw_s13 <= \$1783 ;
+    x1_s10 <= \$1783 ;
   always @(posedge clk)
-    l1_dw0_6_s14 <= \$1784 ;
+    x1_s11 <= \$1784 ;
   always @(posedge clk)
-    l1_dw0_7_raw_s13 <= \$1785 ;
+    l0_dw0_0_raw_s12 <= \$1785 ;
   always @(posedge clk)
-    l1_dw0_7_s14 <= \$1786 ;
+    l0_dw0_0_s13 <= \$1786 ;
   always @(posedge clk)
-    l1_db0_s13 <= \$1787 ;
+    l0_dw0_1_raw_s12 <= \$1787 ;
   always @(posedge clk)
-    l1_db0_s14 <= \$1788 ;
+    l0_dw0_1_s13 <= \$1788 ;
   always @(posedge clk)
-    l1_bprod0_0_raw_s13 <= \$1789 ;
+    l0_dw1_0_raw_s12 <= \$1789 ;
   always @(posedge clk)
-    l0_out0_s13 <= \$1790 ;
+    l0_dw1_0_s13 <= \$1790 ;
   always @(posedge clk)
-    l0_err0_s14 <= \$1791 ;
+    l0_dw1_1_raw_s12 <= \$1791 ;
   always @(posedge clk)
-    l1_bprod1_0_raw_s13 <= \$1792 ;
+    l0_dw1_1_s13 <= \$1792 ;
   always @(posedge clk)
-    l0_out1_s13 <= \$1793 ;
+    l0_dw2_0_raw_s12 <= \$1793 ;
   always @(posedge clk)
-    l0_err1_s14 <= \$1794 ;
+    l0_dw2_0_s13 <= \$1794 ;
   always @(posedge clk)
-    l1_bprod2_0_raw_s13 <= \$1795 ;
+    l0_dw2_1_raw_s12 <= \$1795 ;
   always @(posedge clk)
-    l0_out2_s13 <= \$1796 ;
+    l0_dw2_1_s13 <= \$1796 ;
   always @(posedge clk)
-    l0_err2_s14 <= \$1797 ;
+    l0_dw3_0_raw_s12 <= \$1797 ;
   always @(posedge clk)
-    l1_bprod3_0_raw_s13 <= \$1798 ;
+    l0_dw3_0_s13 <= \$1798 ;
   always @(posedge clk)
-    l0_out3_s13 <= \$1799 ;
+    l0_dw3_1_raw_s12 <= \$1799 ;
   always @(posedge clk)
-    l0_err3_s14 <= \$1800 ;
+    l0_dw3_1_s13 <= \$1800 ;
   always @(posedge clk)
-    l1_bprod4_0_raw_s13 <= \$1801 ;
+    l0_dw4_0_raw_s12 <= \$1801 ;
   always @(posedge clk)
-    l0_out4_s13 <= \$1802 ;
+    l0_dw4_0_s13 <= \$1802 ;
   always @(posedge clk)
-    l0_err4_s14 <= \$1803 ;
+    l0_dw4_1_raw_s12 <= \$1803 ;
   always @(posedge clk)
-    l1_bprod5_0_raw_s13 <= \$1804 ;
+    l0_dw4_1_s13 <= \$1804 ;
   always @(posedge clk)
-    l0_out5_s13 <= \$1805 ;
+    l0_dw5_0_raw_s12 <= \$1805 ;
   always @(posedge clk)
-    l0_err5_s14 <= \$1806 ;
+    l0_dw5_0_s13 <= \$1806 ;
   always @(posedge clk)
-    l1_bprod6_0_raw_s13 <= \$1807 ;
+    l0_dw5_1_raw_s12 <= \$1807 ;
   always @(posedge clk)
-    l0_out6_s13 <= \$1808 ;
+    l0_dw5_1_s13 <= \$1808 ;
   always @(posedge clk)
-    l0_err6_s14 <= \$1809 ;
+    l0_dw6_0_raw_s12 <= \$1809 ;
   always @(posedge clk)
-    l1_bprod7_0_raw_s13 <= \$1810 ;
+    l0_dw6_0_s13 <= \$1810 ;
   always @(posedge clk)
-    l0_out7_s13 <= \$1811 ;
+    l0_dw6_1_raw_s12 <= \$1811 ;
   always @(posedge clk)
-    l0_err7_s14 <= \$1812 ;
+    l0_dw6_1_s13 <= \$1812 ;
   always @(posedge clk)
-    x0_s2 <= \$1813 ;
+    l0_dw7_0_raw_s12 <= \$1813 ;
   always @(posedge clk)
-    x0_s3 <= \$1814 ;
+    l0_dw7_0_s13 <= \$1814 ;
   always @(posedge clk)
-    x0_s4 <= \$1815 ;
+    l0_dw7_1_raw_s12 <= \$1815 ;
   always @(posedge clk)
-    x0_s5 <= \$1816 ;
+    l0_dw7_1_s13 <= \$1816 ;
   always @(posedge clk)
-    x0_s6 <= \$1817 ;
+    l0_db0_s12 <= \$1817 ;
   always @(posedge clk)
-    x0_s7 <= \$1818 ;
+    l0_db0_s13 <= \$1818 ;
   always @(posedge clk)
-    x0_s8 <= \$1819 ;
+    l0_db1_s12 <= \$1819 ;
   always @(posedge clk)
-    x0_s9 <= \$1820 ;
+    l0_db1_s13 <= \$1820 ;
   always @(posedge clk)
-    x0_s10 <= \$1821 ;
+    l0_db2_s12 <= \$1821 ;
   always @(posedge clk)
-    x0_s11 <= \$1822 ;
+    l0_db2_s13 <= \$1822 ;
   always @(posedge clk)
-    x0_s12 <= \$1823 ;
+    l0_db3_s12 <= \$1823 ;
   always @(posedge clk)
-    x0_s13 <= \$1824 ;
+    l0_db3_s13 <= \$1824 ;
   always @(posedge clk)
-    x0_s14 <= \$1825 ;
+    l0_db4_s12 <= \$1825 ;
   always @(posedge clk)
-    x1_s2 <= \$1826 ;
+    l0_db4_s13 <= \$1826 ;
   always @(posedge clk)
-    x1_s3 <= \$1827 ;
+    l0_db5_s12 <= \$1827 ;
   always @(posedge clk)
-    x1_s4 <= \$1828 ;
+    l0_db5_s13 <= \$1828 ;
   always @(posedge clk)
-    x1_s5 <= \$1829 ;
+    l0_db6_s12 <= \$1829 ;
   always @(posedge clk)
-    x1_s6 <= \$1830 ;
+    l0_db6_s13 <= \$1830 ;
   always @(posedge clk)
-    x1_s7 <= \$1831 ;
+    l0_db7_s12 <= \$1831 ;
   always @(posedge clk)
-    x1_s8 <= \$1832 ;
-  always @(posedge clk)
-    x1_s9 <= \$1833 ;
-  always @(posedge clk)
-    x1_s10 <= \$1834 ;
-  always @(posedge clk)
-    x1_s11 <= \$1835 ;
-  always @(posedge clk)
-    x1_s12 <= \$1836 ;
-  always @(posedge clk)
-    x1_s13 <= \$1837 ;
-  always @(posedge clk)
-    x1_s14 <= \$1838 ;
-  always @(posedge clk)
-    l0_dw0_0_raw_s15 <= \$1839 ;
-  always @(posedge clk)
-    l0_dw0_0_s16 <= \$1840 ;
-  always @(posedge clk)
-    l0_dw0_1_raw_s15 <= \$1841 ;
-  always @(posedge clk)
-    l0_dw0_1_s16 <= \$1842 ;
-  always @(posedge clk)
-    l0_dw1_0_raw_s15 <= \$1843 ;
-  always @(posedge clk)
-    l0_dw1_0_s16 <= \$1844 ;
-  always @(posedge clk)
-    l0_dw1_1_raw_s15 <= \$1845 ;
-  always @(posedge clk)
-    l0_dw1_1_s16 <= \$1846 ;
-  always @(posedge clk)
-    l0_dw2_0_raw_s15 <= \$1847 ;
-  always @(posedge clk)
-    l0_dw2_0_s16 <= \$1848 ;
-  always @(posedge clk)
-    l0_dw2_1_raw_s15 <= \$1849 ;
-  always @(posedge clk)
-    l0_dw2_1_s16 <= \$1850 ;
-  always @(posedge clk)
-    l0_dw3_0_raw_s15 <= \$1851 ;
-  always @(posedge clk)
-    l0_dw3_0_s16 <= \$1852 ;
-  always @(posedge clk)
-    l0_dw3_1_raw_s15 <= \$1853 ;
-  always @(posedge clk)
-    l0_dw3_1_s16 <= \$1854 ;
-  always @(posedge clk)
-    l0_dw4_0_raw_s15 <= \$1855 ;
-  always @(posedge clk)
-    l0_dw4_0_s16 <= \$1856 ;
-  always @(posedge clk)
-    l0_dw4_1_raw_s15 <= \$1857 ;
-  always @(posedge clk)
-    l0_dw4_1_s16 <= \$1858 ;
-  always @(posedge clk)
-    l0_dw5_0_raw_s15 <= \$1859 ;
-  always @(posedge clk)
-    l0_dw5_0_s16 <= \$1860 ;
-  always @(posedge clk)
-    l0_dw5_1_raw_s15 <= \$1861 ;
-  always @(posedge clk)
-    l0_dw5_1_s16 <= \$1862 ;
-  always @(posedge clk)
-    l0_dw6_0_raw_s15 <= \$1863 ;
-  always @(posedge clk)
-    l0_dw6_0_s16 <= \$1864 ;
-  always @(posedge clk)
-    l0_dw6_1_raw_s15 <= \$1865 ;
-  always @(posedge clk)
-    l0_dw6_1_s16 <= \$1866 ;
-  always @(posedge clk)
-    l0_dw7_0_raw_s15 <= \$1867 ;
-  always @(posedge clk)
-    l0_dw7_0_s16 <= \$1868 ;
-  always @(posedge clk)
-    l0_dw7_1_raw_s15 <= \$1869 ;
-  always @(posedge clk)
-    l0_dw7_1_s16 <= \$1870 ;
-  always @(posedge clk)
-    l0_db0_s15 <= \$1871 ;
-  always @(posedge clk)
-    l0_db0_s16 <= \$1872 ;
-  always @(posedge clk)
-    l0_db1_s15 <= \$1873 ;
-  always @(posedge clk)
-    l0_db1_s16 <= \$1874 ;
-  always @(posedge clk)
-    l0_db2_s15 <= \$1875 ;
-  always @(posedge clk)
-    l0_db2_s16 <= \$1876 ;
-  always @(posedge clk)
-    l0_db3_s15 <= \$1877 ;
-  always @(posedge clk)
-    l0_db3_s16 <= \$1878 ;
-  always @(posedge clk)
-    l0_db4_s15 <= \$1879 ;
-  always @(posedge clk)
-    l0_db4_s16 <= \$1880 ;
-  always @(posedge clk)
-    l0_db5_s15 <= \$1881 ;
-  always @(posedge clk)
-    l0_db5_s16 <= \$1882 ;
-  always @(posedge clk)
-    l0_db6_s15 <= \$1883 ;
-  always @(posedge clk)
-    l0_db6_s16 <= \$1884 ;
-  always @(posedge clk)
-    l0_db7_s15 <= \$1885 ;
-  always @(posedge clk)
-    l0_db7_s16 <= \$1886 ;
+    l0_db7_s13 <= \$1832 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1443  = 16'h0000;
@@ -5348,244 +5131,244 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s11)
+    casez (kind_s8)
       2'h0:
           e = \t$167 ;
       2'h2:
-          e = y0_s11;
+          e = y0_s8;
       default:
           e = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$458  = 17'h00000;
+    if (commit_l0) begin
+      \t$458  = \$1107 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$461  = 17'h00000;
     if (commit_l0) begin
-      \t$461  = \$1107 ;
+      \t$461  = \$1108 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$464  = 17'h00000;
     if (commit_l0) begin
-      \t$464  = \$1108 ;
+      \t$464  = \$1109 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$467  = 17'h00000;
     if (commit_l0) begin
-      \t$467  = \$1109 ;
+      \t$467  = \$1110 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$470  = 17'h00000;
     if (commit_l0) begin
-      \t$470  = \$1110 ;
+      \t$470  = \$1111 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$473  = 17'h00000;
     if (commit_l0) begin
-      \t$473  = \$1111 ;
+      \t$473  = \$1112 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$476  = 17'h00000;
     if (commit_l0) begin
-      \t$476  = \$1112 ;
+      \t$476  = \$1113 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$479  = 17'h00000;
     if (commit_l0) begin
-      \t$479  = \$1113 ;
+      \t$479  = \$1114 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$482  = 17'h00000;
     if (commit_l0) begin
-      \t$482  = \$1114 ;
+      \t$482  = \$1115 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$485  = 17'h00000;
     if (commit_l0) begin
-      \t$485  = \$1115 ;
+      \t$485  = \$1116 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$488  = 17'h00000;
     if (commit_l0) begin
-      \t$488  = \$1116 ;
+      \t$488  = \$1117 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$491  = 17'h00000;
     if (commit_l0) begin
-      \t$491  = \$1117 ;
+      \t$491  = \$1118 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$494  = 17'h00000;
     if (commit_l0) begin
-      \t$494  = \$1118 ;
+      \t$494  = \$1119 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$497  = 17'h00000;
     if (commit_l0) begin
-      \t$497  = \$1119 ;
+      \t$497  = \$1120 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$500  = 17'h00000;
     if (commit_l0) begin
-      \t$500  = \$1120 ;
+      \t$500  = \$1121 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$503  = 17'h00000;
     if (commit_l0) begin
-      \t$503  = \$1121 ;
+      \t$503  = \$1122 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$506  = 17'h00000;
     if (commit_l0) begin
-      \t$506  = \$1122 ;
+      \t$506  = \$1123 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$509  = 17'h00000;
+    \t$508  = 17'h00000;
     if (commit_l0) begin
-      \t$509  = \$1123 ;
+      \t$508  = \$1124 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$511  = 17'h00000;
+    \t$510  = 17'h00000;
     if (commit_l0) begin
-      \t$511  = \$1124 ;
+      \t$510  = \$1125 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$513  = 17'h00000;
+    \t$512  = 17'h00000;
     if (commit_l0) begin
-      \t$513  = \$1125 ;
+      \t$512  = \$1126 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$515  = 17'h00000;
+    \t$514  = 17'h00000;
     if (commit_l0) begin
-      \t$515  = \$1126 ;
+      \t$514  = \$1127 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$517  = 17'h00000;
+    \t$516  = 17'h00000;
     if (commit_l0) begin
-      \t$517  = \$1127 ;
+      \t$516  = \$1128 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$519  = 17'h00000;
+    \t$518  = 17'h00000;
     if (commit_l0) begin
-      \t$519  = \$1128 ;
+      \t$518  = \$1129 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$521  = 17'h00000;
+    \t$520  = 17'h00000;
     if (commit_l0) begin
-      \t$521  = \$1129 ;
+      \t$520  = \$1130 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$523  = 17'h00000;
-    if (commit_l0) begin
-      \t$523  = \$1130 ;
+    if (commit_l1) begin
+      \t$523  = \$1131 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$526  = 17'h00000;
     if (commit_l1) begin
-      \t$526  = \$1131 ;
+      \t$526  = \$1132 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$529  = 17'h00000;
     if (commit_l1) begin
-      \t$529  = \$1132 ;
+      \t$529  = \$1133 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$532  = 17'h00000;
     if (commit_l1) begin
-      \t$532  = \$1133 ;
+      \t$532  = \$1134 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$535  = 17'h00000;
     if (commit_l1) begin
-      \t$535  = \$1134 ;
+      \t$535  = \$1135 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$538  = 17'h00000;
     if (commit_l1) begin
-      \t$538  = \$1135 ;
+      \t$538  = \$1136 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$541  = 17'h00000;
     if (commit_l1) begin
-      \t$541  = \$1136 ;
+      \t$541  = \$1137 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$544  = 17'h00000;
     if (commit_l1) begin
-      \t$544  = \$1137 ;
+      \t$544  = \$1138 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$547  = 17'h00000;
     if (commit_l1) begin
-      \t$547  = \$1138 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$550  = 17'h00000;
-    if (commit_l1) begin
-      \t$550  = \$1139 ;
+      \t$547  = \$1139 ;
     end
   end
   always @* begin
@@ -5720,73 +5503,43 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1571  = valid_s14;
-    if (en) begin
-      \$1571  = valid_s13;
-    end
-    if (rst) begin
-      \$1571  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1572  = valid_s15;
-    if (en) begin
-      \$1572  = valid_s14;
-    end
-    if (rst) begin
-      \$1572  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1573  = valid_s16;
-    if (en) begin
-      \$1573  = valid_s15;
-    end
-    if (rst) begin
-      \$1573  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1574  = l0_w_0_0;
+    \$1571  = l0_w_0_0;
     if (commit_l0) begin
-      \$1574  = \$1183 ;
+      \$1571  = \$1183 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
         5'h00:
-            \$1574  = l0_port_data;
+            \$1571  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1574  = 16'h055e;
+      \$1571  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1575  = l0_w_0_1;
+    \$1572  = l0_w_0_1;
     if (commit_l0) begin
-      \$1575  = \$1191 ;
+      \$1572  = \$1191 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1575  = l0_port_data;
+            \$1572  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1575  = 16'hf6fa;
+      \$1572  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1576  = l0_w_1_0;
+    \$1573  = l0_w_1_0;
     if (commit_l0) begin
-      \$1576  = \$1199 ;
+      \$1573  = \$1199 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5795,18 +5548,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h01:
             /* empty */;
         5'h02:
-            \$1576  = l0_port_data;
+            \$1573  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1576  = 16'hee03;
+      \$1573  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1577  = l0_w_1_1;
+    \$1574  = l0_w_1_1;
     if (commit_l0) begin
-      \$1577  = \$1207 ;
+      \$1574  = \$1207 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5817,18 +5570,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$1577  = l0_port_data;
+            \$1574  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1577  = 16'hed0d;
+      \$1574  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1578  = l0_w_2_0;
+    \$1575  = l0_w_2_0;
     if (commit_l0) begin
-      \$1578  = \$1215 ;
+      \$1575  = \$1215 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5841,18 +5594,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$1578  = l0_port_data;
+            \$1575  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1578  = 16'h0c47;
+      \$1575  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1579  = l0_w_2_1;
+    \$1576  = l0_w_2_1;
     if (commit_l0) begin
-      \$1579  = \$1223 ;
+      \$1576  = \$1223 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5867,18 +5620,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$1579  = l0_port_data;
+            \$1576  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1579  = 16'h102d;
+      \$1576  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1580  = l0_w_3_0;
+    \$1577  = l0_w_3_0;
     if (commit_l0) begin
-      \$1580  = \$1231 ;
+      \$1577  = \$1231 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5895,18 +5648,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$1580  = l0_port_data;
+            \$1577  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1580  = 16'h042e;
+      \$1577  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1581  = l0_w_3_1;
+    \$1578  = l0_w_3_1;
     if (commit_l0) begin
-      \$1581  = \$1239 ;
+      \$1578  = \$1239 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5925,18 +5678,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$1581  = l0_port_data;
+            \$1578  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1581  = 16'h08ff;
+      \$1578  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1582  = l0_w_4_0;
+    \$1579  = l0_w_4_0;
     if (commit_l0) begin
-      \$1582  = \$1247 ;
+      \$1579  = \$1247 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5957,18 +5710,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$1582  = l0_port_data;
+            \$1579  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1582  = 16'h01b6;
+      \$1579  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1583  = l0_w_4_1;
+    \$1580  = l0_w_4_1;
     if (commit_l0) begin
-      \$1583  = \$1255 ;
+      \$1580  = \$1255 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -5991,18 +5744,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$1583  = l0_port_data;
+            \$1580  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1583  = 16'h110d;
+      \$1580  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1584  = l0_w_5_0;
+    \$1581  = l0_w_5_0;
     if (commit_l0) begin
-      \$1584  = \$1263 ;
+      \$1581  = \$1263 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6027,18 +5780,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$1584  = l0_port_data;
+            \$1581  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1584  = 16'h0c61;
+      \$1581  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1585  = l0_w_5_1;
+    \$1582  = l0_w_5_1;
     if (commit_l0) begin
-      \$1585  = \$1271 ;
+      \$1582  = \$1271 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6065,18 +5818,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1585  = l0_port_data;
+            \$1582  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1585  = 16'hec83;
+      \$1582  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1586  = l0_w_6_0;
+    \$1583  = l0_w_6_0;
     if (commit_l0) begin
-      \$1586  = \$1279 ;
+      \$1583  = \$1279 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6105,18 +5858,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1586  = l0_port_data;
+            \$1583  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1586  = 16'h0e02;
+      \$1583  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1587  = l0_w_6_1;
+    \$1584  = l0_w_6_1;
     if (commit_l0) begin
-      \$1587  = \$1287 ;
+      \$1584  = \$1287 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6147,18 +5900,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1587  = l0_port_data;
+            \$1584  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1587  = 16'hedb8;
+      \$1584  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1588  = l0_w_7_0;
+    \$1585  = l0_w_7_0;
     if (commit_l0) begin
-      \$1588  = \$1295 ;
+      \$1585  = \$1295 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6191,18 +5944,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1588  = l0_port_data;
+            \$1585  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1588  = 16'h0900;
+      \$1585  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1589  = l0_w_7_1;
+    \$1586  = l0_w_7_1;
     if (commit_l0) begin
-      \$1589  = \$1303 ;
+      \$1586  = \$1303 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6237,18 +5990,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1589  = l0_port_data;
+            \$1586  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1589  = 16'hf34a;
+      \$1586  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1590  = l0_b_0;
+    \$1587  = l0_b_0;
     if (commit_l0) begin
-      \$1590  = \$1311 ;
+      \$1587  = \$1311 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6285,18 +6038,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$1590  = l0_port_data;
+            \$1587  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1590  = 16'h0000;
+      \$1587  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1591  = l0_b_1;
+    \$1588  = l0_b_1;
     if (commit_l0) begin
-      \$1591  = \$1319 ;
+      \$1588  = \$1319 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6335,18 +6088,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h10:
             /* empty */;
         5'h11:
-            \$1591  = l0_port_data;
+            \$1588  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1591  = 16'h0000;
+      \$1588  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1592  = l0_b_2;
+    \$1589  = l0_b_2;
     if (commit_l0) begin
-      \$1592  = \$1327 ;
+      \$1589  = \$1327 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6387,18 +6140,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h11:
             /* empty */;
         5'h12:
-            \$1592  = l0_port_data;
+            \$1589  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1592  = 16'h0000;
+      \$1589  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1593  = l0_b_3;
+    \$1590  = l0_b_3;
     if (commit_l0) begin
-      \$1593  = \$1335 ;
+      \$1590  = \$1335 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6441,18 +6194,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h12:
             /* empty */;
         5'h13:
-            \$1593  = l0_port_data;
+            \$1590  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1593  = 16'h0000;
+      \$1590  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1594  = l0_b_4;
+    \$1591  = l0_b_4;
     if (commit_l0) begin
-      \$1594  = \$1343 ;
+      \$1591  = \$1343 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6497,18 +6250,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h13:
             /* empty */;
         5'h14:
-            \$1594  = l0_port_data;
+            \$1591  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1594  = 16'h0000;
+      \$1591  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1595  = l0_b_5;
+    \$1592  = l0_b_5;
     if (commit_l0) begin
-      \$1595  = \$1351 ;
+      \$1592  = \$1351 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6555,18 +6308,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h14:
             /* empty */;
         5'h15:
-            \$1595  = l0_port_data;
+            \$1592  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1595  = 16'h0000;
+      \$1592  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1596  = l0_b_6;
+    \$1593  = l0_b_6;
     if (commit_l0) begin
-      \$1596  = \$1359 ;
+      \$1593  = \$1359 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6615,18 +6368,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h15:
             /* empty */;
         5'h16:
-            \$1596  = l0_port_data;
+            \$1593  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1596  = 16'h0000;
+      \$1593  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1597  = l0_b_7;
+    \$1594  = l0_b_7;
     if (commit_l0) begin
-      \$1597  = \$1367 ;
+      \$1594  = \$1367 ;
     end
     if (l0_port_wr) begin
       casez (\$1154 [4:0])
@@ -6677,52 +6430,52 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h16:
             /* empty */;
         5'h17:
-            \$1597  = l0_port_data;
+            \$1594  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1597  = 16'h0000;
+      \$1594  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1598  = l1_w_0_0;
+    \$1595  = l1_w_0_0;
     if (commit_l1) begin
-      \$1598  = \$1375 ;
+      \$1595  = \$1375 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
         4'h0:
-            \$1598  = l1_port_data;
+            \$1595  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1598  = 16'h071e;
+      \$1595  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1599  = l1_w_0_1;
+    \$1596  = l1_w_0_1;
     if (commit_l1) begin
-      \$1599  = \$1383 ;
+      \$1596  = \$1383 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
         4'h0:
             /* empty */;
         4'h1:
-            \$1599  = l1_port_data;
+            \$1596  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1599  = 16'h00d0;
+      \$1596  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1600  = l1_w_0_2;
+    \$1597  = l1_w_0_2;
     if (commit_l1) begin
-      \$1600  = \$1391 ;
+      \$1597  = \$1391 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6731,18 +6484,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h1:
             /* empty */;
         4'h2:
-            \$1600  = l1_port_data;
+            \$1597  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1600  = 16'hfc13;
+      \$1597  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1601  = l1_w_0_3;
+    \$1598  = l1_w_0_3;
     if (commit_l1) begin
-      \$1601  = \$1399 ;
+      \$1598  = \$1399 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6753,18 +6506,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h2:
             /* empty */;
         4'h3:
-            \$1601  = l1_port_data;
+            \$1598  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1601  = 16'hfe7c;
+      \$1598  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1602  = l1_w_0_4;
+    \$1599  = l1_w_0_4;
     if (commit_l1) begin
-      \$1602  = \$1407 ;
+      \$1599  = \$1407 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6777,18 +6530,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h3:
             /* empty */;
         4'h4:
-            \$1602  = l1_port_data;
+            \$1599  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1602  = 16'hf6c2;
+      \$1599  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1603  = l1_w_0_5;
+    \$1600  = l1_w_0_5;
     if (commit_l1) begin
-      \$1603  = \$1415 ;
+      \$1600  = \$1415 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6803,18 +6556,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h4:
             /* empty */;
         4'h5:
-            \$1603  = l1_port_data;
+            \$1600  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1603  = 16'hf8a3;
+      \$1600  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1604  = l1_w_0_6;
+    \$1601  = l1_w_0_6;
     if (commit_l1) begin
-      \$1604  = \$1423 ;
+      \$1601  = \$1423 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6831,18 +6584,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h5:
             /* empty */;
         4'h6:
-            \$1604  = l1_port_data;
+            \$1601  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1604  = 16'h0358;
+      \$1601  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1605  = l1_w_0_7;
+    \$1602  = l1_w_0_7;
     if (commit_l1) begin
-      \$1605  = \$1431 ;
+      \$1602  = \$1431 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6861,18 +6614,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h6:
             /* empty */;
         4'h7:
-            \$1605  = l1_port_data;
+            \$1602  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1605  = 16'h02e2;
+      \$1602  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1606  = l1_b_0;
+    \$1603  = l1_b_0;
     if (commit_l1) begin
-      \$1606  = \$1439 ;
+      \$1603  = \$1439 ;
     end
     if (l1_port_wr) begin
       casez (\$1165 [3:0])
@@ -6893,31 +6646,62 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h7:
             /* empty */;
         4'h8:
-            \$1606  = l1_port_data;
+            \$1603  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1606  = 16'h0000;
+      \$1603  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1607  = l0_rd_sel;
+    \$1604  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1607  = \$1154 [4:0];
+      \$1604  = \$1154 [4:0];
     end
     if (rst) begin
-      \$1607  = 5'h00;
+      \$1604  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1608  = read_layer;
+    \$1605  = read_layer;
     if (l0_port_rd) begin
-      \$1608  = 1'h0;
+      \$1605  = 1'h0;
     end
     if (l1_port_rd) begin
+      \$1605  = 1'h1;
+    end
+    if (rst) begin
+      \$1605  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1606  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$1606  = \$1165 [3:0];
+    end
+    if (rst) begin
+      \$1606  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1607  = \$1441 ;
+    if (rst) begin
+      \$1607  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1608  = pr__valid;
+    if (\$1442 ) begin
       \$1608  = 1'h1;
+    end else if (read_wait) begin
+      \$1608  = 1'h1;
+    end else if (pr__ready) begin
+      \$1608  = 1'h0;
     end
     if (rst) begin
       \$1608  = 1'h0;
@@ -6925,1997 +6709,1609 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1609  = l1_rd_sel;
-    if (l1_port_rd) begin
-      \$1609  = \$1165 [3:0];
-    end
-    if (rst) begin
-      \$1609  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1610  = \$1441 ;
-    if (rst) begin
-      \$1610  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1611  = pr__valid;
+    \$1609  = pr__payload;
     if (\$1442 ) begin
-      \$1611  = 1'h1;
+      \$1609  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1611  = 1'h1;
-    end else if (pr__ready) begin
-      \$1611  = 1'h0;
+      \$1609  = \$1445 ;
     end
     if (rst) begin
-      \$1611  = 1'h0;
+      \$1609  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1612  = pr__payload;
-    if (\$1442 ) begin
-      \$1612  = pc__payload[15:0];
-    end else if (read_wait) begin
-      \$1612  = \$1445 ;
-    end
-    if (rst) begin
-      \$1612  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1613  = x0_s1;
-    if (en) begin
-      \$1613  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1614  = x1_s1;
-    if (en) begin
-      \$1614  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1615  = y0_s1;
-    if (en) begin
-      \$1615  = s__payload[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1616  = kind_s1;
-    if (en) begin
-      \$1616  = s__payload[49:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1617  = l0_bias0_s2;
-    if (en) begin
-      \$1617  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1618  = l0_prod0_0_raw_s2;
-    if (en) begin
-      \$1618  = \$1446 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1619  = l0_prod0_1_raw_s2;
-    if (en) begin
-      \$1619  = \$1447 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1620  = l0_sum0_t0_0_s3;
-    if (en) begin
-      \$1620  = \$1448 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1621  = l0_sum0_t0_1_s3;
-    if (en) begin
-      \$1621  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1622  = l0_sum0_t1_0_s4;
-    if (en) begin
-      \$1622  = \$1449 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1623  = l0_out0_s5;
-    if (en) begin
-      \$1623  = \$1451 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1624  = l0_bias1_s2;
-    if (en) begin
-      \$1624  = { \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1625  = l0_prod1_0_raw_s2;
-    if (en) begin
-      \$1625  = \$1452 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1626  = l0_prod1_1_raw_s2;
-    if (en) begin
-      \$1626  = \$1453 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1627  = l0_sum1_t0_0_s3;
-    if (en) begin
-      \$1627  = \$1454 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1628  = l0_sum1_t0_1_s3;
-    if (en) begin
-      \$1628  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1629  = l0_sum1_t1_0_s4;
-    if (en) begin
-      \$1629  = \$1455 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1630  = l0_out1_s5;
-    if (en) begin
-      \$1630  = \$1457 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1631  = l0_bias2_s2;
-    if (en) begin
-      \$1631  = { \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1632  = l0_prod2_0_raw_s2;
-    if (en) begin
-      \$1632  = \$1458 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1633  = l0_prod2_1_raw_s2;
-    if (en) begin
-      \$1633  = \$1459 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1634  = l0_sum2_t0_0_s3;
-    if (en) begin
-      \$1634  = \$1460 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1635  = l0_sum2_t0_1_s3;
-    if (en) begin
-      \$1635  = { \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1636  = l0_sum2_t1_0_s4;
-    if (en) begin
-      \$1636  = \$1461 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1637  = l0_out2_s5;
-    if (en) begin
-      \$1637  = \$1463 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1638  = l0_bias3_s2;
-    if (en) begin
-      \$1638  = { \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1639  = l0_prod3_0_raw_s2;
-    if (en) begin
-      \$1639  = \$1464 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1640  = l0_prod3_1_raw_s2;
-    if (en) begin
-      \$1640  = \$1465 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1641  = l0_sum3_t0_0_s3;
-    if (en) begin
-      \$1641  = \$1466 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1642  = l0_sum3_t0_1_s3;
-    if (en) begin
-      \$1642  = { \t$54 [34], \t$54 [34], \t$54 [34], \t$54 [34], \t$54 [34], \t$54  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1643  = l0_sum3_t1_0_s4;
-    if (en) begin
-      \$1643  = \$1467 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1644  = l0_out3_s5;
-    if (en) begin
-      \$1644  = \$1469 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1645  = l0_bias4_s2;
-    if (en) begin
-      \$1645  = { \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1646  = l0_prod4_0_raw_s2;
-    if (en) begin
-      \$1646  = \$1470 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1647  = l0_prod4_1_raw_s2;
-    if (en) begin
-      \$1647  = \$1471 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1648  = l0_sum4_t0_0_s3;
-    if (en) begin
-      \$1648  = \$1472 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1649  = l0_sum4_t0_1_s3;
-    if (en) begin
-      \$1649  = { \t$70 [34], \t$70 [34], \t$70 [34], \t$70 [34], \t$70 [34], \t$70  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1650  = l0_sum4_t1_0_s4;
-    if (en) begin
-      \$1650  = \$1473 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1651  = l0_out4_s5;
-    if (en) begin
-      \$1651  = \$1475 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1652  = l0_bias5_s2;
-    if (en) begin
-      \$1652  = { \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1653  = l0_prod5_0_raw_s2;
-    if (en) begin
-      \$1653  = \$1476 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1654  = l0_prod5_1_raw_s2;
-    if (en) begin
-      \$1654  = \$1477 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1655  = l0_sum5_t0_0_s3;
-    if (en) begin
-      \$1655  = \$1478 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1656  = l0_sum5_t0_1_s3;
-    if (en) begin
-      \$1656  = { \t$86 [34], \t$86 [34], \t$86 [34], \t$86 [34], \t$86 [34], \t$86  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1657  = l0_sum5_t1_0_s4;
-    if (en) begin
-      \$1657  = \$1479 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1658  = l0_out5_s5;
-    if (en) begin
-      \$1658  = \$1481 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1659  = l0_bias6_s2;
-    if (en) begin
-      \$1659  = { \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1660  = l0_prod6_0_raw_s2;
-    if (en) begin
-      \$1660  = \$1482 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1661  = l0_prod6_1_raw_s2;
-    if (en) begin
-      \$1661  = \$1483 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1662  = l0_sum6_t0_0_s3;
-    if (en) begin
-      \$1662  = \$1484 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1663  = l0_sum6_t0_1_s3;
-    if (en) begin
-      \$1663  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1664  = l0_sum6_t1_0_s4;
+    \$1610  = x0_s1;
     if (en) begin
-      \$1664  = \$1485 ;
+      \$1610  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1665  = l0_out6_s5;
+    \$1611  = x1_s1;
     if (en) begin
-      \$1665  = \$1487 ;
+      \$1611  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1666  = l0_bias7_s2;
+    \$1612  = y0_s1;
     if (en) begin
-      \$1666  = { \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112  };
+      \$1612  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1667  = l0_prod7_0_raw_s2;
+    \$1613  = kind_s1;
     if (en) begin
-      \$1667  = \$1488 ;
+      \$1613  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1668  = l0_prod7_1_raw_s2;
+    \$1614  = l0_bias0_s2;
     if (en) begin
-      \$1668  = \$1489 ;
+      \$1614  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1669  = l0_sum7_t0_0_s3;
+    \$1615  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$1669  = \$1490 ;
+      \$1615  = \$1446 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1670  = l0_sum7_t0_1_s3;
+    \$1616  = l0_prod0_1_raw_s2;
     if (en) begin
-      \$1670  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
+      \$1616  = \$1447 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1671  = l0_sum7_t1_0_s4;
+    \$1617  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$1671  = \$1491 ;
+      \$1617  = \$1449 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1672  = l0_out7_s5;
+    \$1618  = l0_out0_s4;
     if (en) begin
-      \$1672  = \$1493 ;
+      \$1618  = \$1451 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1673  = l1_bias0_s6;
+    \$1619  = l0_bias1_s2;
     if (en) begin
-      \$1673  = { \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128  };
+      \$1619  = { \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1674  = l1_prod0_0_raw_s6;
+    \$1620  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$1674  = \$1494 ;
+      \$1620  = \$1452 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1675  = l1_prod0_1_raw_s6;
+    \$1621  = l0_prod1_1_raw_s2;
     if (en) begin
-      \$1675  = \$1495 ;
+      \$1621  = \$1453 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1676  = l1_prod0_2_raw_s6;
+    \$1622  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$1676  = \$1496 ;
+      \$1622  = \$1455 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1677  = l1_prod0_3_raw_s6;
+    \$1623  = l0_out1_s4;
     if (en) begin
-      \$1677  = \$1497 ;
+      \$1623  = \$1457 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1678  = l1_prod0_4_raw_s6;
+    \$1624  = l0_bias2_s2;
     if (en) begin
-      \$1678  = \$1498 ;
+      \$1624  = { \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1679  = l1_prod0_5_raw_s6;
+    \$1625  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$1679  = \$1499 ;
+      \$1625  = \$1458 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1680  = l1_prod0_6_raw_s6;
+    \$1626  = l0_prod2_1_raw_s2;
     if (en) begin
-      \$1680  = \$1500 ;
+      \$1626  = \$1459 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1681  = l1_prod0_7_raw_s6;
+    \$1627  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$1681  = \$1501 ;
+      \$1627  = \$1461 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1682  = l1_sum0_t0_0_s7;
+    \$1628  = l0_out2_s4;
     if (en) begin
-      \$1682  = \$1502 ;
+      \$1628  = \$1463 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1683  = l1_sum0_t0_1_s7;
+    \$1629  = l0_bias3_s2;
     if (en) begin
-      \$1683  = \$1503 ;
+      \$1629  = { \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1684  = l1_sum0_t0_2_s7;
+    \$1630  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$1684  = \$1504 ;
+      \$1630  = \$1464 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1685  = l1_sum0_t0_3_s7;
+    \$1631  = l0_prod3_1_raw_s2;
     if (en) begin
-      \$1685  = \$1505 ;
+      \$1631  = \$1465 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1686  = l1_sum0_t0_4_s7;
+    \$1632  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$1686  = { \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152  };
+      \$1632  = \$1467 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1687  = l1_sum0_t1_0_s8;
+    \$1633  = l0_out3_s4;
     if (en) begin
-      \$1687  = \$1506 ;
+      \$1633  = \$1469 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1688  = l1_sum0_t1_1_s8;
+    \$1634  = l0_bias4_s2;
     if (en) begin
-      \$1688  = \$1507 ;
+      \$1634  = { \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1689  = l1_sum0_t1_2_s8;
+    \$1635  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$1689  = l1_sum0_t0_4_s7;
+      \$1635  = \$1470 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1690  = l1_sum0_t2_0_s9;
+    \$1636  = l0_prod4_1_raw_s2;
     if (en) begin
-      \$1690  = \$1508 ;
+      \$1636  = \$1471 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1691  = l1_sum0_t2_1_s9;
+    \$1637  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$1691  = l1_sum0_t1_2_s8;
+      \$1637  = \$1473 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1692  = l1_sum0_t3_0_s10;
+    \$1638  = l0_out4_s4;
     if (en) begin
-      \$1692  = \$1509 ;
+      \$1638  = \$1475 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1693  = l1_out0_s11;
+    \$1639  = l0_bias5_s2;
     if (en) begin
-      \$1693  = \t$161 ;
+      \$1639  = { \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1694  = y0_s2;
+    \$1640  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$1694  = y0_s1;
+      \$1640  = \$1476 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1695  = y0_s3;
+    \$1641  = l0_prod5_1_raw_s2;
     if (en) begin
-      \$1695  = y0_s2;
+      \$1641  = \$1477 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1696  = y0_s4;
+    \$1642  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$1696  = y0_s3;
+      \$1642  = \$1479 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1697  = y0_s5;
+    \$1643  = l0_out5_s4;
     if (en) begin
-      \$1697  = y0_s4;
+      \$1643  = \$1481 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1698  = y0_s6;
+    \$1644  = l0_bias6_s2;
     if (en) begin
-      \$1698  = y0_s5;
+      \$1644  = { \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1699  = y0_s7;
+    \$1645  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$1699  = y0_s6;
+      \$1645  = \$1482 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1700  = y0_s8;
+    \$1646  = l0_prod6_1_raw_s2;
     if (en) begin
-      \$1700  = y0_s7;
+      \$1646  = \$1483 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1701  = y0_s9;
+    \$1647  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$1701  = y0_s8;
+      \$1647  = \$1485 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1702  = y0_s10;
+    \$1648  = l0_out6_s4;
     if (en) begin
-      \$1702  = y0_s9;
+      \$1648  = \$1487 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1703  = y0_s11;
+    \$1649  = l0_bias7_s2;
     if (en) begin
-      \$1703  = y0_s10;
+      \$1649  = { \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1704  = kind_s2;
+    \$1650  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$1704  = kind_s1;
+      \$1650  = \$1488 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1705  = kind_s3;
+    \$1651  = l0_prod7_1_raw_s2;
     if (en) begin
-      \$1705  = kind_s2;
+      \$1651  = \$1489 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1706  = kind_s4;
+    \$1652  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$1706  = kind_s3;
+      \$1652  = \$1491 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1707  = kind_s5;
+    \$1653  = l0_out7_s4;
     if (en) begin
-      \$1707  = kind_s4;
+      \$1653  = \$1493 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1708  = kind_s6;
+    \$1654  = l1_bias0_s5;
     if (en) begin
-      \$1708  = kind_s5;
+      \$1654  = { \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1709  = kind_s7;
+    \$1655  = l1_prod0_0_raw_s5;
     if (en) begin
-      \$1709  = kind_s6;
+      \$1655  = \$1494 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1710  = kind_s8;
+    \$1656  = l1_prod0_1_raw_s5;
     if (en) begin
-      \$1710  = kind_s7;
+      \$1656  = \$1495 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1711  = kind_s9;
+    \$1657  = l1_prod0_2_raw_s5;
     if (en) begin
-      \$1711  = kind_s8;
+      \$1657  = \$1496 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1712  = kind_s10;
+    \$1658  = l1_prod0_3_raw_s5;
     if (en) begin
-      \$1712  = kind_s9;
+      \$1658  = \$1497 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1713  = kind_s11;
+    \$1659  = l1_prod0_4_raw_s5;
     if (en) begin
-      \$1713  = kind_s10;
+      \$1659  = \$1498 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1714  = err0_s12;
+    \$1660  = l1_prod0_5_raw_s5;
     if (en) begin
-      \$1714  = e;
+      \$1660  = \$1499 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1715  = l0_out0_s6;
+    \$1661  = l1_prod0_6_raw_s5;
     if (en) begin
-      \$1715  = l0_out0_s5;
+      \$1661  = \$1500 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1716  = l0_out0_s7;
+    \$1662  = l1_prod0_7_raw_s5;
     if (en) begin
-      \$1716  = l0_out0_s6;
+      \$1662  = \$1501 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1717  = l0_out0_s8;
+    \$1663  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$1717  = l0_out0_s7;
+      \$1663  = \$1504 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1718  = l0_out0_s9;
+    \$1664  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$1718  = l0_out0_s8;
+      \$1664  = \$1507 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1719  = l0_out0_s10;
+    \$1665  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$1719  = l0_out0_s9;
+      \$1665  = { \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1720  = l0_out0_s11;
+    \$1666  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$1720  = l0_out0_s10;
+      \$1666  = \$1509 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1721  = l0_out0_s12;
+    \$1667  = l1_out0_s8;
     if (en) begin
-      \$1721  = l0_out0_s11;
+      \$1667  = \t$161 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1722  = l0_out1_s6;
+    \$1668  = y0_s2;
     if (en) begin
-      \$1722  = l0_out1_s5;
+      \$1668  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1723  = l0_out1_s7;
+    \$1669  = y0_s3;
     if (en) begin
-      \$1723  = l0_out1_s6;
+      \$1669  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1724  = l0_out1_s8;
+    \$1670  = y0_s4;
     if (en) begin
-      \$1724  = l0_out1_s7;
+      \$1670  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1725  = l0_out1_s9;
+    \$1671  = y0_s5;
     if (en) begin
-      \$1725  = l0_out1_s8;
+      \$1671  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1726  = l0_out1_s10;
+    \$1672  = y0_s6;
     if (en) begin
-      \$1726  = l0_out1_s9;
+      \$1672  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1727  = l0_out1_s11;
+    \$1673  = y0_s7;
     if (en) begin
-      \$1727  = l0_out1_s10;
+      \$1673  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1728  = l0_out1_s12;
+    \$1674  = y0_s8;
     if (en) begin
-      \$1728  = l0_out1_s11;
+      \$1674  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1729  = l0_out2_s6;
+    \$1675  = kind_s2;
     if (en) begin
-      \$1729  = l0_out2_s5;
+      \$1675  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1730  = l0_out2_s7;
+    \$1676  = kind_s3;
     if (en) begin
-      \$1730  = l0_out2_s6;
+      \$1676  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1731  = l0_out2_s8;
+    \$1677  = kind_s4;
     if (en) begin
-      \$1731  = l0_out2_s7;
+      \$1677  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1732  = l0_out2_s9;
+    \$1678  = kind_s5;
     if (en) begin
-      \$1732  = l0_out2_s8;
+      \$1678  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1733  = l0_out2_s10;
+    \$1679  = kind_s6;
     if (en) begin
-      \$1733  = l0_out2_s9;
+      \$1679  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1734  = l0_out2_s11;
+    \$1680  = kind_s7;
     if (en) begin
-      \$1734  = l0_out2_s10;
+      \$1680  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1735  = l0_out2_s12;
+    \$1681  = kind_s8;
     if (en) begin
-      \$1735  = l0_out2_s11;
+      \$1681  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1736  = l0_out3_s6;
+    \$1682  = err0_s9;
     if (en) begin
-      \$1736  = l0_out3_s5;
+      \$1682  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1737  = l0_out3_s7;
+    \$1683  = l0_out0_s5;
     if (en) begin
-      \$1737  = l0_out3_s6;
+      \$1683  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1738  = l0_out3_s8;
+    \$1684  = l0_out0_s6;
     if (en) begin
-      \$1738  = l0_out3_s7;
+      \$1684  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1739  = l0_out3_s9;
+    \$1685  = l0_out0_s7;
     if (en) begin
-      \$1739  = l0_out3_s8;
+      \$1685  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1740  = l0_out3_s10;
+    \$1686  = l0_out0_s8;
     if (en) begin
-      \$1740  = l0_out3_s9;
+      \$1686  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1741  = l0_out3_s11;
+    \$1687  = l0_out0_s9;
     if (en) begin
-      \$1741  = l0_out3_s10;
+      \$1687  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1742  = l0_out3_s12;
+    \$1688  = l0_out1_s5;
     if (en) begin
-      \$1742  = l0_out3_s11;
+      \$1688  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1743  = l0_out4_s6;
+    \$1689  = l0_out1_s6;
     if (en) begin
-      \$1743  = l0_out4_s5;
+      \$1689  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1744  = l0_out4_s7;
+    \$1690  = l0_out1_s7;
     if (en) begin
-      \$1744  = l0_out4_s6;
+      \$1690  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1745  = l0_out4_s8;
+    \$1691  = l0_out1_s8;
     if (en) begin
-      \$1745  = l0_out4_s7;
+      \$1691  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1746  = l0_out4_s9;
+    \$1692  = l0_out1_s9;
     if (en) begin
-      \$1746  = l0_out4_s8;
+      \$1692  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1747  = l0_out4_s10;
+    \$1693  = l0_out2_s5;
     if (en) begin
-      \$1747  = l0_out4_s9;
+      \$1693  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1748  = l0_out4_s11;
+    \$1694  = l0_out2_s6;
     if (en) begin
-      \$1748  = l0_out4_s10;
+      \$1694  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1749  = l0_out4_s12;
+    \$1695  = l0_out2_s7;
     if (en) begin
-      \$1749  = l0_out4_s11;
+      \$1695  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1750  = l0_out5_s6;
+    \$1696  = l0_out2_s8;
     if (en) begin
-      \$1750  = l0_out5_s5;
+      \$1696  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1751  = l0_out5_s7;
+    \$1697  = l0_out2_s9;
     if (en) begin
-      \$1751  = l0_out5_s6;
+      \$1697  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1752  = l0_out5_s8;
+    \$1698  = l0_out3_s5;
     if (en) begin
-      \$1752  = l0_out5_s7;
+      \$1698  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1753  = l0_out5_s9;
+    \$1699  = l0_out3_s6;
     if (en) begin
-      \$1753  = l0_out5_s8;
+      \$1699  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1754  = l0_out5_s10;
+    \$1700  = l0_out3_s7;
     if (en) begin
-      \$1754  = l0_out5_s9;
+      \$1700  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1755  = l0_out5_s11;
+    \$1701  = l0_out3_s8;
     if (en) begin
-      \$1755  = l0_out5_s10;
+      \$1701  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1756  = l0_out5_s12;
+    \$1702  = l0_out3_s9;
     if (en) begin
-      \$1756  = l0_out5_s11;
+      \$1702  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1757  = l0_out6_s6;
+    \$1703  = l0_out4_s5;
     if (en) begin
-      \$1757  = l0_out6_s5;
+      \$1703  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1758  = l0_out6_s7;
+    \$1704  = l0_out4_s6;
     if (en) begin
-      \$1758  = l0_out6_s6;
+      \$1704  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1759  = l0_out6_s8;
+    \$1705  = l0_out4_s7;
     if (en) begin
-      \$1759  = l0_out6_s7;
+      \$1705  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1760  = l0_out6_s9;
+    \$1706  = l0_out4_s8;
     if (en) begin
-      \$1760  = l0_out6_s8;
+      \$1706  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1761  = l0_out6_s10;
+    \$1707  = l0_out4_s9;
     if (en) begin
-      \$1761  = l0_out6_s9;
+      \$1707  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1762  = l0_out6_s11;
+    \$1708  = l0_out5_s5;
     if (en) begin
-      \$1762  = l0_out6_s10;
+      \$1708  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1763  = l0_out6_s12;
+    \$1709  = l0_out5_s6;
     if (en) begin
-      \$1763  = l0_out6_s11;
+      \$1709  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1764  = l0_out7_s6;
+    \$1710  = l0_out5_s7;
     if (en) begin
-      \$1764  = l0_out7_s5;
+      \$1710  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1765  = l0_out7_s7;
+    \$1711  = l0_out5_s8;
     if (en) begin
-      \$1765  = l0_out7_s6;
+      \$1711  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1766  = l0_out7_s8;
+    \$1712  = l0_out5_s9;
     if (en) begin
-      \$1766  = l0_out7_s7;
+      \$1712  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1767  = l0_out7_s9;
+    \$1713  = l0_out6_s5;
     if (en) begin
-      \$1767  = l0_out7_s8;
+      \$1713  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1768  = l0_out7_s10;
+    \$1714  = l0_out6_s6;
     if (en) begin
-      \$1768  = l0_out7_s9;
+      \$1714  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1769  = l0_out7_s11;
+    \$1715  = l0_out6_s7;
     if (en) begin
-      \$1769  = l0_out7_s10;
+      \$1715  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1770  = l0_out7_s12;
+    \$1716  = l0_out6_s8;
     if (en) begin
-      \$1770  = l0_out7_s11;
+      \$1716  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1771  = l1_dw0_0_raw_s13;
+    \$1717  = l0_out6_s9;
     if (en) begin
-      \$1771  = \$1510 ;
+      \$1717  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1772  = l1_dw0_0_s14;
+    \$1718  = l0_out7_s5;
     if (en) begin
-      \$1772  = \t$175 ;
+      \$1718  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1773  = l1_dw0_1_raw_s13;
+    \$1719  = l0_out7_s6;
     if (en) begin
-      \$1773  = \$1511 ;
+      \$1719  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1774  = l1_dw0_1_s14;
+    \$1720  = l0_out7_s7;
     if (en) begin
-      \$1774  = \t$181 ;
+      \$1720  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1775  = l1_dw0_2_raw_s13;
+    \$1721  = l0_out7_s8;
     if (en) begin
-      \$1775  = \$1512 ;
+      \$1721  = l0_out7_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1776  = l1_dw0_2_s14;
+    \$1722  = l0_out7_s9;
     if (en) begin
-      \$1776  = \t$187 ;
+      \$1722  = l0_out7_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1777  = l1_dw0_3_raw_s13;
+    \$1723  = l1_dw0_0_raw_s10;
     if (en) begin
-      \$1777  = \$1513 ;
+      \$1723  = \$1510 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1778  = l1_dw0_3_s14;
+    \$1724  = l1_dw0_0_s11;
     if (en) begin
-      \$1778  = \t$193 ;
+      \$1724  = \t$175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1779  = l1_dw0_4_raw_s13;
+    \$1725  = l1_dw0_1_raw_s10;
     if (en) begin
-      \$1779  = \$1514 ;
+      \$1725  = \$1511 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1780  = l1_dw0_4_s14;
+    \$1726  = l1_dw0_1_s11;
     if (en) begin
-      \$1780  = \t$199 ;
+      \$1726  = \t$181 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1781  = l1_dw0_5_raw_s13;
+    \$1727  = l1_dw0_2_raw_s10;
     if (en) begin
-      \$1781  = \$1515 ;
+      \$1727  = \$1512 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1782  = l1_dw0_5_s14;
+    \$1728  = l1_dw0_2_s11;
     if (en) begin
-      \$1782  = \t$205 ;
+      \$1728  = \t$187 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1783  = l1_dw0_6_raw_s13;
+    \$1729  = l1_dw0_3_raw_s10;
     if (en) begin
-      \$1783  = \$1516 ;
+      \$1729  = \$1513 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1784  = l1_dw0_6_s14;
+    \$1730  = l1_dw0_3_s11;
     if (en) begin
-      \$1784  = \t$211 ;
+      \$1730  = \t$193 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1785  = l1_dw0_7_raw_s13;
+    \$1731  = l1_dw0_4_raw_s10;
     if (en) begin
-      \$1785  = \$1517 ;
+      \$1731  = \$1514 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1786  = l1_dw0_7_s14;
+    \$1732  = l1_dw0_4_s11;
     if (en) begin
-      \$1786  = \t$217 ;
+      \$1732  = \t$199 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1787  = l1_db0_s13;
+    \$1733  = l1_dw0_5_raw_s10;
     if (en) begin
-      \$1787  = \t$223 ;
+      \$1733  = \$1515 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1788  = l1_db0_s14;
+    \$1734  = l1_dw0_5_s11;
     if (en) begin
-      \$1788  = l1_db0_s13;
+      \$1734  = \t$205 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1789  = l1_bprod0_0_raw_s13;
+    \$1735  = l1_dw0_6_raw_s10;
     if (en) begin
-      \$1789  = \$1518 ;
+      \$1735  = \$1516 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1790  = l0_out0_s13;
+    \$1736  = l1_dw0_6_s11;
     if (en) begin
-      \$1790  = l0_out0_s12;
+      \$1736  = \t$211 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1791  = l0_err0_s14;
+    \$1737  = l1_dw0_7_raw_s10;
     if (en) begin
-      \$1791  = \$1520 ;
+      \$1737  = \$1517 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1792  = l1_bprod1_0_raw_s13;
+    \$1738  = l1_dw0_7_s11;
     if (en) begin
-      \$1792  = \$1521 ;
+      \$1738  = \t$217 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1793  = l0_out1_s13;
+    \$1739  = l1_db0_s10;
     if (en) begin
-      \$1793  = l0_out1_s12;
+      \$1739  = \t$223 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1794  = l0_err1_s14;
+    \$1740  = l1_db0_s11;
     if (en) begin
-      \$1794  = \$1523 ;
+      \$1740  = l1_db0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1795  = l1_bprod2_0_raw_s13;
+    \$1741  = l1_bprod0_0_raw_s10;
     if (en) begin
-      \$1795  = \$1524 ;
+      \$1741  = \$1518 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1796  = l0_out2_s13;
+    \$1742  = l0_out0_s10;
     if (en) begin
-      \$1796  = l0_out2_s12;
+      \$1742  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1797  = l0_err2_s14;
+    \$1743  = l0_err0_s11;
     if (en) begin
-      \$1797  = \$1526 ;
+      \$1743  = \$1520 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1798  = l1_bprod3_0_raw_s13;
+    \$1744  = l1_bprod1_0_raw_s10;
     if (en) begin
-      \$1798  = \$1527 ;
+      \$1744  = \$1521 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1799  = l0_out3_s13;
+    \$1745  = l0_out1_s10;
     if (en) begin
-      \$1799  = l0_out3_s12;
+      \$1745  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1800  = l0_err3_s14;
+    \$1746  = l0_err1_s11;
     if (en) begin
-      \$1800  = \$1529 ;
+      \$1746  = \$1523 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1801  = l1_bprod4_0_raw_s13;
+    \$1747  = l1_bprod2_0_raw_s10;
     if (en) begin
-      \$1801  = \$1530 ;
+      \$1747  = \$1524 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1802  = l0_out4_s13;
+    \$1748  = l0_out2_s10;
     if (en) begin
-      \$1802  = l0_out4_s12;
+      \$1748  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1803  = l0_err4_s14;
+    \$1749  = l0_err2_s11;
     if (en) begin
-      \$1803  = \$1532 ;
+      \$1749  = \$1526 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1804  = l1_bprod5_0_raw_s13;
+    \$1750  = l1_bprod3_0_raw_s10;
     if (en) begin
-      \$1804  = \$1533 ;
+      \$1750  = \$1527 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1805  = l0_out5_s13;
+    \$1751  = l0_out3_s10;
     if (en) begin
-      \$1805  = l0_out5_s12;
+      \$1751  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1806  = l0_err5_s14;
+    \$1752  = l0_err3_s11;
     if (en) begin
-      \$1806  = \$1535 ;
+      \$1752  = \$1529 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1807  = l1_bprod6_0_raw_s13;
+    \$1753  = l1_bprod4_0_raw_s10;
     if (en) begin
-      \$1807  = \$1536 ;
+      \$1753  = \$1530 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1808  = l0_out6_s13;
+    \$1754  = l0_out4_s10;
     if (en) begin
-      \$1808  = l0_out6_s12;
+      \$1754  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1809  = l0_err6_s14;
+    \$1755  = l0_err4_s11;
     if (en) begin
-      \$1809  = \$1538 ;
+      \$1755  = \$1532 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1810  = l1_bprod7_0_raw_s13;
+    \$1756  = l1_bprod5_0_raw_s10;
     if (en) begin
-      \$1810  = \$1539 ;
+      \$1756  = \$1533 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1811  = l0_out7_s13;
+    \$1757  = l0_out5_s10;
     if (en) begin
-      \$1811  = l0_out7_s12;
+      \$1757  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1812  = l0_err7_s14;
+    \$1758  = l0_err5_s11;
     if (en) begin
-      \$1812  = \$1541 ;
+      \$1758  = \$1535 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1813  = x0_s2;
+    \$1759  = l1_bprod6_0_raw_s10;
     if (en) begin
-      \$1813  = x0_s1;
+      \$1759  = \$1536 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1814  = x0_s3;
+    \$1760  = l0_out6_s10;
     if (en) begin
-      \$1814  = x0_s2;
+      \$1760  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1815  = x0_s4;
+    \$1761  = l0_err6_s11;
     if (en) begin
-      \$1815  = x0_s3;
+      \$1761  = \$1538 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1816  = x0_s5;
+    \$1762  = l1_bprod7_0_raw_s10;
     if (en) begin
-      \$1816  = x0_s4;
+      \$1762  = \$1539 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1817  = x0_s6;
+    \$1763  = l0_out7_s10;
     if (en) begin
-      \$1817  = x0_s5;
+      \$1763  = l0_out7_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1818  = x0_s7;
+    \$1764  = l0_err7_s11;
     if (en) begin
-      \$1818  = x0_s6;
+      \$1764  = \$1541 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1819  = x0_s8;
+    \$1765  = x0_s2;
     if (en) begin
-      \$1819  = x0_s7;
+      \$1765  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1820  = x0_s9;
+    \$1766  = x0_s3;
     if (en) begin
-      \$1820  = x0_s8;
+      \$1766  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1821  = x0_s10;
+    \$1767  = x0_s4;
     if (en) begin
-      \$1821  = x0_s9;
+      \$1767  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1822  = x0_s11;
+    \$1768  = x0_s5;
     if (en) begin
-      \$1822  = x0_s10;
+      \$1768  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1823  = x0_s12;
+    \$1769  = x0_s6;
     if (en) begin
-      \$1823  = x0_s11;
+      \$1769  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1824  = x0_s13;
+    \$1770  = x0_s7;
     if (en) begin
-      \$1824  = x0_s12;
+      \$1770  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1825  = x0_s14;
+    \$1771  = x0_s8;
     if (en) begin
-      \$1825  = x0_s13;
+      \$1771  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1826  = x1_s2;
+    \$1772  = x0_s9;
     if (en) begin
-      \$1826  = x1_s1;
+      \$1772  = x0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1827  = x1_s3;
+    \$1773  = x0_s10;
     if (en) begin
-      \$1827  = x1_s2;
+      \$1773  = x0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1828  = x1_s4;
+    \$1774  = x0_s11;
     if (en) begin
-      \$1828  = x1_s3;
+      \$1774  = x0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1829  = x1_s5;
+    \$1775  = x1_s2;
     if (en) begin
-      \$1829  = x1_s4;
+      \$1775  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1830  = x1_s6;
+    \$1776  = x1_s3;
     if (en) begin
-      \$1830  = x1_s5;
+      \$1776  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1831  = x1_s7;
+    \$1777  = x1_s4;
     if (en) begin
-      \$1831  = x1_s6;
+      \$1777  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1832  = x1_s8;
+    \$1778  = x1_s5;
     if (en) begin
-      \$1832  = x1_s7;
+      \$1778  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1833  = x1_s9;
+    \$1779  = x1_s6;
     if (en) begin
-      \$1833  = x1_s8;
+      \$1779  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1834  = x1_s10;
+    \$1780  = x1_s7;
     if (en) begin
-      \$1834  = x1_s9;
+      \$1780  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1835  = x1_s11;
+    \$1781  = x1_s8;
     if (en) begin
-      \$1835  = x1_s10;
+      \$1781  = x1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1836  = x1_s12;
+    \$1782  = x1_s9;
     if (en) begin
-      \$1836  = x1_s11;
+      \$1782  = x1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1837  = x1_s13;
+    \$1783  = x1_s10;
     if (en) begin
-      \$1837  = x1_s12;
+      \$1783  = x1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1838  = x1_s14;
+    \$1784  = x1_s11;
     if (en) begin
-      \$1838  = x1_s13;
+      \$1784  = x1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1839  = l0_dw0_0_raw_s15;
+    \$1785  = l0_dw0_0_raw_s12;
     if (en) begin
-      \$1839  = \$1542 ;
+      \$1785  = \$1542 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1840  = l0_dw0_0_s16;
+    \$1786  = l0_dw0_0_s13;
     if (en) begin
-      \$1840  = \t$301 ;
+      \$1786  = \t$301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1841  = l0_dw0_1_raw_s15;
+    \$1787  = l0_dw0_1_raw_s12;
     if (en) begin
-      \$1841  = \$1543 ;
+      \$1787  = \$1543 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1842  = l0_dw0_1_s16;
+    \$1788  = l0_dw0_1_s13;
     if (en) begin
-      \$1842  = \t$307 ;
+      \$1788  = \t$307 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1843  = l0_dw1_0_raw_s15;
+    \$1789  = l0_dw1_0_raw_s12;
     if (en) begin
-      \$1843  = \$1544 ;
+      \$1789  = \$1544 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1844  = l0_dw1_0_s16;
+    \$1790  = l0_dw1_0_s13;
     if (en) begin
-      \$1844  = \t$313 ;
+      \$1790  = \t$313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1845  = l0_dw1_1_raw_s15;
+    \$1791  = l0_dw1_1_raw_s12;
     if (en) begin
-      \$1845  = \$1545 ;
+      \$1791  = \$1545 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1846  = l0_dw1_1_s16;
+    \$1792  = l0_dw1_1_s13;
     if (en) begin
-      \$1846  = \t$319 ;
+      \$1792  = \t$319 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1847  = l0_dw2_0_raw_s15;
+    \$1793  = l0_dw2_0_raw_s12;
     if (en) begin
-      \$1847  = \$1546 ;
+      \$1793  = \$1546 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1848  = l0_dw2_0_s16;
+    \$1794  = l0_dw2_0_s13;
     if (en) begin
-      \$1848  = \t$325 ;
+      \$1794  = \t$325 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1849  = l0_dw2_1_raw_s15;
+    \$1795  = l0_dw2_1_raw_s12;
     if (en) begin
-      \$1849  = \$1547 ;
+      \$1795  = \$1547 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1850  = l0_dw2_1_s16;
+    \$1796  = l0_dw2_1_s13;
     if (en) begin
-      \$1850  = \t$331 ;
+      \$1796  = \t$331 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1851  = l0_dw3_0_raw_s15;
+    \$1797  = l0_dw3_0_raw_s12;
     if (en) begin
-      \$1851  = \$1548 ;
+      \$1797  = \$1548 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1852  = l0_dw3_0_s16;
+    \$1798  = l0_dw3_0_s13;
     if (en) begin
-      \$1852  = \t$337 ;
+      \$1798  = \t$337 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1853  = l0_dw3_1_raw_s15;
+    \$1799  = l0_dw3_1_raw_s12;
     if (en) begin
-      \$1853  = \$1549 ;
+      \$1799  = \$1549 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1854  = l0_dw3_1_s16;
+    \$1800  = l0_dw3_1_s13;
     if (en) begin
-      \$1854  = \t$343 ;
+      \$1800  = \t$343 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1855  = l0_dw4_0_raw_s15;
+    \$1801  = l0_dw4_0_raw_s12;
     if (en) begin
-      \$1855  = \$1550 ;
+      \$1801  = \$1550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1856  = l0_dw4_0_s16;
+    \$1802  = l0_dw4_0_s13;
     if (en) begin
-      \$1856  = \t$349 ;
+      \$1802  = \t$349 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1857  = l0_dw4_1_raw_s15;
+    \$1803  = l0_dw4_1_raw_s12;
     if (en) begin
-      \$1857  = \$1551 ;
+      \$1803  = \$1551 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1858  = l0_dw4_1_s16;
+    \$1804  = l0_dw4_1_s13;
     if (en) begin
-      \$1858  = \t$355 ;
+      \$1804  = \t$355 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1859  = l0_dw5_0_raw_s15;
+    \$1805  = l0_dw5_0_raw_s12;
     if (en) begin
-      \$1859  = \$1552 ;
+      \$1805  = \$1552 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1860  = l0_dw5_0_s16;
+    \$1806  = l0_dw5_0_s13;
     if (en) begin
-      \$1860  = \t$361 ;
+      \$1806  = \t$361 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1861  = l0_dw5_1_raw_s15;
+    \$1807  = l0_dw5_1_raw_s12;
     if (en) begin
-      \$1861  = \$1553 ;
+      \$1807  = \$1553 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1862  = l0_dw5_1_s16;
+    \$1808  = l0_dw5_1_s13;
     if (en) begin
-      \$1862  = \t$367 ;
+      \$1808  = \t$367 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1863  = l0_dw6_0_raw_s15;
+    \$1809  = l0_dw6_0_raw_s12;
     if (en) begin
-      \$1863  = \$1554 ;
+      \$1809  = \$1554 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1864  = l0_dw6_0_s16;
+    \$1810  = l0_dw6_0_s13;
     if (en) begin
-      \$1864  = \t$373 ;
+      \$1810  = \t$373 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1865  = l0_dw6_1_raw_s15;
+    \$1811  = l0_dw6_1_raw_s12;
     if (en) begin
-      \$1865  = \$1555 ;
+      \$1811  = \$1555 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1866  = l0_dw6_1_s16;
+    \$1812  = l0_dw6_1_s13;
     if (en) begin
-      \$1866  = \t$379 ;
+      \$1812  = \t$379 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1867  = l0_dw7_0_raw_s15;
+    \$1813  = l0_dw7_0_raw_s12;
     if (en) begin
-      \$1867  = \$1556 ;
+      \$1813  = \$1556 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1868  = l0_dw7_0_s16;
+    \$1814  = l0_dw7_0_s13;
     if (en) begin
-      \$1868  = \t$385 ;
+      \$1814  = \t$385 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1869  = l0_dw7_1_raw_s15;
+    \$1815  = l0_dw7_1_raw_s12;
     if (en) begin
-      \$1869  = \$1557 ;
+      \$1815  = \$1557 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1870  = l0_dw7_1_s16;
+    \$1816  = l0_dw7_1_s13;
     if (en) begin
-      \$1870  = \t$391 ;
+      \$1816  = \t$391 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1871  = l0_db0_s15;
+    \$1817  = l0_db0_s12;
     if (en) begin
-      \$1871  = \t$397 ;
+      \$1817  = \t$397 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1872  = l0_db0_s16;
+    \$1818  = l0_db0_s13;
     if (en) begin
-      \$1872  = l0_db0_s15;
+      \$1818  = l0_db0_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1873  = l0_db1_s15;
+    \$1819  = l0_db1_s12;
     if (en) begin
-      \$1873  = \t$403 ;
+      \$1819  = \t$403 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1874  = l0_db1_s16;
+    \$1820  = l0_db1_s13;
     if (en) begin
-      \$1874  = l0_db1_s15;
+      \$1820  = l0_db1_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1875  = l0_db2_s15;
+    \$1821  = l0_db2_s12;
     if (en) begin
-      \$1875  = \t$409 ;
+      \$1821  = \t$409 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1876  = l0_db2_s16;
+    \$1822  = l0_db2_s13;
     if (en) begin
-      \$1876  = l0_db2_s15;
+      \$1822  = l0_db2_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1877  = l0_db3_s15;
+    \$1823  = l0_db3_s12;
     if (en) begin
-      \$1877  = \t$415 ;
+      \$1823  = \t$415 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1878  = l0_db3_s16;
+    \$1824  = l0_db3_s13;
     if (en) begin
-      \$1878  = l0_db3_s15;
+      \$1824  = l0_db3_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1879  = l0_db4_s15;
+    \$1825  = l0_db4_s12;
     if (en) begin
-      \$1879  = \t$421 ;
+      \$1825  = \t$421 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1880  = l0_db4_s16;
+    \$1826  = l0_db4_s13;
     if (en) begin
-      \$1880  = l0_db4_s15;
+      \$1826  = l0_db4_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1881  = l0_db5_s15;
+    \$1827  = l0_db5_s12;
     if (en) begin
-      \$1881  = \t$427 ;
+      \$1827  = \t$427 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1882  = l0_db5_s16;
+    \$1828  = l0_db5_s13;
     if (en) begin
-      \$1882  = l0_db5_s15;
+      \$1828  = l0_db5_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1883  = l0_db6_s15;
+    \$1829  = l0_db6_s12;
     if (en) begin
-      \$1883  = \t$433 ;
+      \$1829  = \t$433 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1884  = l0_db6_s16;
+    \$1830  = l0_db6_s13;
     if (en) begin
-      \$1884  = l0_db6_s15;
+      \$1830  = l0_db6_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1885  = l0_db7_s15;
+    \$1831  = l0_db7_s12;
     if (en) begin
-      \$1885  = \t$439 ;
+      \$1831  = \t$439 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1886  = l0_db7_s16;
+    \$1832  = l0_db7_s13;
     if (en) begin
-      \$1886  = l0_db7_s15;
+      \$1832  = l0_db7_s12;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
   assign \t$5  = { \t$3 [34], \t$3 [34], \t$3 [34], \t$3 [34], \t$3 [34], \t$3  };
   assign \t$8  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
-  assign \t$9  = l0_sum0_t1_0_s4[39:0];
+  assign \t$9  = l0_sum0_t0_0_s3[39:0];
   assign \t$18  = { \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16  };
   assign \t$21  = { \t$19 [34], \t$19 [34], \t$19 [34], \t$19 [34], \t$19 [34], \t$19  };
   assign \t$24  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
-  assign \t$25  = l0_sum1_t1_0_s4[39:0];
+  assign \t$25  = l0_sum1_t0_0_s3[39:0];
   assign \t$34  = { \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32  };
   assign \t$37  = { \t$35 [34], \t$35 [34], \t$35 [34], \t$35 [34], \t$35 [34], \t$35  };
   assign \t$40  = { \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38  };
-  assign \t$41  = l0_sum2_t1_0_s4[39:0];
+  assign \t$41  = l0_sum2_t0_0_s3[39:0];
   assign \t$50  = { \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48  };
   assign \t$53  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
   assign \t$56  = { \t$54 [34], \t$54 [34], \t$54 [34], \t$54 [34], \t$54 [34], \t$54  };
-  assign \t$57  = l0_sum3_t1_0_s4[39:0];
+  assign \t$57  = l0_sum3_t0_0_s3[39:0];
   assign \t$66  = { \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64  };
   assign \t$69  = { \t$67 [34], \t$67 [34], \t$67 [34], \t$67 [34], \t$67 [34], \t$67  };
   assign \t$72  = { \t$70 [34], \t$70 [34], \t$70 [34], \t$70 [34], \t$70 [34], \t$70  };
-  assign \t$73  = l0_sum4_t1_0_s4[39:0];
+  assign \t$73  = l0_sum4_t0_0_s3[39:0];
   assign \t$82  = { \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80  };
   assign \t$85  = { \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83  };
   assign \t$88  = { \t$86 [34], \t$86 [34], \t$86 [34], \t$86 [34], \t$86 [34], \t$86  };
-  assign \t$89  = l0_sum5_t1_0_s4[39:0];
+  assign \t$89  = l0_sum5_t0_0_s3[39:0];
   assign \t$98  = { \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96  };
   assign \t$101  = { \t$99 [34], \t$99 [34], \t$99 [34], \t$99 [34], \t$99 [34], \t$99  };
   assign \t$104  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
-  assign \t$105  = l0_sum6_t1_0_s4[39:0];
+  assign \t$105  = l0_sum6_t0_0_s3[39:0];
   assign \t$114  = { \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112  };
   assign \t$117  = { \t$115 [34], \t$115 [34], \t$115 [34], \t$115 [34], \t$115 [34], \t$115  };
   assign \t$120  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
-  assign \t$121  = l0_sum7_t1_0_s4[39:0];
+  assign \t$121  = l0_sum7_t0_0_s3[39:0];
   assign \t$130  = { \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128  };
   assign \t$133  = { \t$131 [34], \t$131 [34], \t$131 [34], \t$131 [34], \t$131 [34], \t$131  };
   assign \t$136  = { \t$134 [34], \t$134 [34], \t$134 [34], \t$134 [34], \t$134 [34], \t$134  };
@@ -8925,7 +8321,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$148  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
   assign \t$151  = { \t$149 [34], \t$149 [34], \t$149 [34], \t$149 [34], \t$149 [34], \t$149  };
   assign \t$154  = { \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152  };
-  assign \t$155  = l1_sum0_t3_0_s10[39:0];
+  assign \t$155  = l1_sum0_t1_0_s7[39:0];
   assign \t$226  = { \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224  };
   assign \t$227  = { \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224  };
   assign \t$235  = { \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233  };
@@ -8942,7 +8338,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$281  = { \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278  };
   assign \t$289  = { \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287  };
   assign \t$290  = { \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287  };
-  assign m__valid = valid_s11;
+  assign m__valid = valid_s8;
   assign pc__ready = execute;
   assign l0_port_local = \$1154 [4:0];
   assign l1_port_local = \$1165 [3:0];
@@ -8961,99 +8357,99 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.y[0]  = s__payload[47:32];
   assign \s__payload.kind  = s__payload[49:48];
   assign m__payload[16] = \$199 ;
-  assign m__payload[15:0] = l1_out0_s11;
+  assign m__payload[15:0] = l1_out0_s8;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$3  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
   assign \t$6  = { l0_prod0_1_raw_s2[31], l0_prod0_1_raw_s2, 2'h0 };
-  assign floor = { l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39], l0_sum0_t1_0_s4[39:14] };
+  assign floor = { l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39:14] };
   assign \t$16  = { l0_b_1[15], l0_b_1, 14'h0000 };
   assign \t$19  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
   assign \t$22  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
-  assign \floor$27  = { l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39], l0_sum1_t1_0_s4[39:14] };
+  assign \floor$27  = { l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39:14] };
   assign \t$32  = { l0_b_2[15], l0_b_2, 14'h0000 };
   assign \t$35  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
   assign \t$38  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
-  assign \floor$43  = { l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39], l0_sum2_t1_0_s4[39:14] };
+  assign \floor$43  = { l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39:14] };
   assign \t$48  = { l0_b_3[15], l0_b_3, 14'h0000 };
   assign \t$51  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
   assign \t$54  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
-  assign \floor$59  = { l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39], l0_sum3_t1_0_s4[39:14] };
+  assign \floor$59  = { l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39:14] };
   assign \t$64  = { l0_b_4[15], l0_b_4, 14'h0000 };
   assign \t$67  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
   assign \t$70  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
-  assign \floor$75  = { l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39], l0_sum4_t1_0_s4[39:14] };
+  assign \floor$75  = { l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39:14] };
   assign \t$80  = { l0_b_5[15], l0_b_5, 14'h0000 };
   assign \t$83  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
   assign \t$86  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
-  assign \floor$91  = { l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39], l0_sum5_t1_0_s4[39:14] };
+  assign \floor$91  = { l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39:14] };
   assign \t$96  = { l0_b_6[15], l0_b_6, 14'h0000 };
   assign \t$99  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
   assign \t$102  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
-  assign \floor$107  = { l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39], l0_sum6_t1_0_s4[39:14] };
+  assign \floor$107  = { l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39:14] };
   assign \t$112  = { l0_b_7[15], l0_b_7, 14'h0000 };
   assign \t$115  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
   assign \t$118  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
-  assign \floor$123  = { l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39], l0_sum7_t1_0_s4[39:14] };
+  assign \floor$123  = { l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39:14] };
   assign \t$128  = { l1_b_0[15], l1_b_0, 14'h0000 };
-  assign \t$131  = { l1_prod0_0_raw_s6[31], l1_prod0_0_raw_s6, 2'h0 };
-  assign \t$134  = { l1_prod0_1_raw_s6[31], l1_prod0_1_raw_s6, 2'h0 };
-  assign \t$137  = { l1_prod0_2_raw_s6[31], l1_prod0_2_raw_s6, 2'h0 };
-  assign \t$140  = { l1_prod0_3_raw_s6[31], l1_prod0_3_raw_s6, 2'h0 };
-  assign \t$143  = { l1_prod0_4_raw_s6[31], l1_prod0_4_raw_s6, 2'h0 };
-  assign \t$146  = { l1_prod0_5_raw_s6[31], l1_prod0_5_raw_s6, 2'h0 };
-  assign \t$149  = { l1_prod0_6_raw_s6[31], l1_prod0_6_raw_s6, 2'h0 };
-  assign \t$152  = { l1_prod0_7_raw_s6[31], l1_prod0_7_raw_s6, 2'h0 };
-  assign \floor$157  = { l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39], l1_sum0_t3_0_s10[39:14] };
+  assign \t$131  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
+  assign \t$134  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
+  assign \t$137  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
+  assign \t$140  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
+  assign \t$143  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
+  assign \t$146  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
+  assign \t$149  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
+  assign \t$152  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
+  assign \floor$157  = { l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39:14] };
   assign \t$166  = { \t$164 [16], \t$164  };
-  assign \floor$170  = { l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31:17] };
-  assign \floor$176  = { l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31:17] };
-  assign \floor$182  = { l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31:17] };
-  assign \floor$188  = { l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31:17] };
-  assign \floor$194  = { l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31:17] };
-  assign \floor$200  = { l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31:17] };
-  assign \floor$206  = { l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31:17] };
-  assign \floor$212  = { l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31:17] };
-  assign \floor$218  = { err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15:5] };
-  assign \t$224  = { l1_bprod0_0_raw_s13[31], l1_bprod0_0_raw_s13, 2'h0 };
+  assign \floor$170  = { l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31:17] };
+  assign \floor$176  = { l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31:17] };
+  assign \floor$182  = { l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31:17] };
+  assign \floor$188  = { l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31:17] };
+  assign \floor$194  = { l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31:17] };
+  assign \floor$200  = { l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31:17] };
+  assign \floor$206  = { l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31:17] };
+  assign \floor$212  = { l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31:17] };
+  assign \floor$218  = { err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15:5] };
+  assign \t$224  = { l1_bprod0_0_raw_s10[31], l1_bprod0_0_raw_s10, 2'h0 };
   assign \floor$228  = { \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34:14] };
-  assign \t$233  = { l1_bprod1_0_raw_s13[31], l1_bprod1_0_raw_s13, 2'h0 };
+  assign \t$233  = { l1_bprod1_0_raw_s10[31], l1_bprod1_0_raw_s10, 2'h0 };
   assign \floor$237  = { \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34:14] };
-  assign \t$242  = { l1_bprod2_0_raw_s13[31], l1_bprod2_0_raw_s13, 2'h0 };
+  assign \t$242  = { l1_bprod2_0_raw_s10[31], l1_bprod2_0_raw_s10, 2'h0 };
   assign \floor$246  = { \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34:14] };
-  assign \t$251  = { l1_bprod3_0_raw_s13[31], l1_bprod3_0_raw_s13, 2'h0 };
+  assign \t$251  = { l1_bprod3_0_raw_s10[31], l1_bprod3_0_raw_s10, 2'h0 };
   assign \floor$255  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34:14] };
-  assign \t$260  = { l1_bprod4_0_raw_s13[31], l1_bprod4_0_raw_s13, 2'h0 };
+  assign \t$260  = { l1_bprod4_0_raw_s10[31], l1_bprod4_0_raw_s10, 2'h0 };
   assign \floor$264  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34:14] };
-  assign \t$269  = { l1_bprod5_0_raw_s13[31], l1_bprod5_0_raw_s13, 2'h0 };
+  assign \t$269  = { l1_bprod5_0_raw_s10[31], l1_bprod5_0_raw_s10, 2'h0 };
   assign \floor$273  = { \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34:14] };
-  assign \t$278  = { l1_bprod6_0_raw_s13[31], l1_bprod6_0_raw_s13, 2'h0 };
+  assign \t$278  = { l1_bprod6_0_raw_s10[31], l1_bprod6_0_raw_s10, 2'h0 };
   assign \floor$282  = { \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34:14] };
-  assign \t$287  = { l1_bprod7_0_raw_s13[31], l1_bprod7_0_raw_s13, 2'h0 };
+  assign \t$287  = { l1_bprod7_0_raw_s10[31], l1_bprod7_0_raw_s10, 2'h0 };
   assign \floor$291  = { \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34:14] };
-  assign \floor$296  = { l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31:17] };
-  assign \floor$302  = { l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31], l0_dw0_1_raw_s15[31:17] };
-  assign \floor$308  = { l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31:17] };
-  assign \floor$314  = { l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31], l0_dw1_1_raw_s15[31:17] };
-  assign \floor$320  = { l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31:17] };
-  assign \floor$326  = { l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31], l0_dw2_1_raw_s15[31:17] };
-  assign \floor$332  = { l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31:17] };
-  assign \floor$338  = { l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31], l0_dw3_1_raw_s15[31:17] };
-  assign \floor$344  = { l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31:17] };
-  assign \floor$350  = { l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31], l0_dw4_1_raw_s15[31:17] };
-  assign \floor$356  = { l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31:17] };
-  assign \floor$362  = { l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31], l0_dw5_1_raw_s15[31:17] };
-  assign \floor$368  = { l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31:17] };
-  assign \floor$374  = { l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31], l0_dw6_1_raw_s15[31:17] };
-  assign \floor$380  = { l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31:17] };
-  assign \floor$386  = { l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31], l0_dw7_1_raw_s15[31:17] };
-  assign \floor$392  = { l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15:5] };
-  assign \floor$398  = { l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15:5] };
-  assign \floor$404  = { l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15:5] };
-  assign \floor$410  = { l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15:5] };
-  assign \floor$416  = { l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15:5] };
-  assign \floor$422  = { l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15:5] };
-  assign \floor$428  = { l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15:5] };
-  assign \floor$434  = { l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15:5] };
+  assign \floor$296  = { l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31:17] };
+  assign \floor$302  = { l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31:17] };
+  assign \floor$308  = { l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31:17] };
+  assign \floor$314  = { l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31:17] };
+  assign \floor$320  = { l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31:17] };
+  assign \floor$326  = { l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31:17] };
+  assign \floor$332  = { l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31:17] };
+  assign \floor$338  = { l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31:17] };
+  assign \floor$344  = { l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31:17] };
+  assign \floor$350  = { l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31:17] };
+  assign \floor$356  = { l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31:17] };
+  assign \floor$362  = { l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31:17] };
+  assign \floor$368  = { l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31:17] };
+  assign \floor$374  = { l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31:17] };
+  assign \floor$380  = { l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31:17] };
+  assign \floor$386  = { l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31:17] };
+  assign \floor$392  = { l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15:5] };
+  assign \floor$398  = { l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15:5] };
+  assign \floor$404  = { l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15:5] };
+  assign \floor$410  = { l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15:5] };
+  assign \floor$416  = { l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15:5] };
+  assign \floor$422  = { l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15:5] };
+  assign \floor$428  = { l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15:5] };
+  assign \floor$434  = { l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15:5] };
   assign \$1142  = 1'h1;
   assign \$1143  = \$1141 ;
   assign \$1148  = 1'h1;

@@ -57,11 +57,10 @@
 //       pc__valid is high no sample is taken (the predictions in flight must still be taken). Each command
 //       gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 11 cycles after the edge that takes the sample, update committed after 16; II 16
-//     cycles.
+// Latency: prediction 9 cycles after the edge that takes the sample, update committed after 14; II 14 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 11, parameter read per layer [1, 4], update per layer [16,
-//     14], parameter port 0.
+//     the cycle that takes the sample): prediction 9, parameter read per layer [1, 4], update per layer [14,
+//     12], parameter port 0.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
@@ -1602,16 +1601,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [31:0] \$2373 ;
   wire [40:0] \$2374 ;
   wire [40:0] \$2375 ;
-  wire [40:0] \$2376 ;
+  wire [41:0] \$2376 ;
   wire [40:0] \$2377 ;
   wire [40:0] \$2378 ;
-  wire [40:0] \$2379 ;
+  wire [41:0] \$2379 ;
   wire \$238 ;
   wire [40:0] \$2380 ;
   wire [40:0] \$2381 ;
   wire [41:0] \$2382 ;
-  wire [41:0] \$2383 ;
-  wire [41:0] \$2384 ;
+  wire [40:0] \$2383 ;
+  wire [40:0] \$2384 ;
   wire [41:0] \$2385 ;
   wire [42:0] \$2386 ;
   wire [42:0] \$2387 ;
@@ -1722,8 +1721,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$2481 ;
   reg \$2482 ;
   reg \$2483 ;
-  reg \$2484 ;
-  reg \$2485 ;
+  reg [15:0] \$2484 ;
+  reg [15:0] \$2485 ;
   reg [15:0] \$2486 ;
   reg [15:0] \$2487 ;
   reg [15:0] \$2488 ;
@@ -1777,90 +1776,90 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$2530 ;
   reg [15:0] \$2531 ;
   reg [15:0] \$2532 ;
-  reg [15:0] \$2533 ;
-  reg [15:0] \$2534 ;
+  reg [4:0] \$2533 ;
+  reg \$2534 ;
   reg [4:0] \$2535 ;
   reg \$2536 ;
-  reg [4:0] \$2537 ;
-  reg \$2538 ;
-  reg \$2539 ;
+  reg \$2537 ;
+  reg [15:0] \$2538 ;
+  reg [15:0] \$2539 ;
   wire \$254 ;
   reg [15:0] \$2540 ;
-  reg [15:0] \$2541 ;
-  reg [15:0] \$2542 ;
-  reg [1:0] \$2543 ;
-  reg [39:0] \$2544 ;
-  reg [31:0] \$2545 ;
-  reg [40:0] \$2546 ;
-  reg [15:0] \$2547 ;
-  reg [39:0] \$2548 ;
-  reg [31:0] \$2549 ;
+  reg [1:0] \$2541 ;
+  reg [39:0] \$2542 ;
+  reg [31:0] \$2543 ;
+  reg [40:0] \$2544 ;
+  reg [15:0] \$2545 ;
+  reg [39:0] \$2546 ;
+  reg [31:0] \$2547 ;
+  reg [40:0] \$2548 ;
+  reg [15:0] \$2549 ;
   wire \$255 ;
-  reg [40:0] \$2550 ;
-  reg [15:0] \$2551 ;
-  reg [39:0] \$2552 ;
-  reg [31:0] \$2553 ;
-  reg [40:0] \$2554 ;
-  reg [15:0] \$2555 ;
-  reg [39:0] \$2556 ;
-  reg [31:0] \$2557 ;
-  reg [40:0] \$2558 ;
-  reg [15:0] \$2559 ;
+  reg [39:0] \$2550 ;
+  reg [31:0] \$2551 ;
+  reg [40:0] \$2552 ;
+  reg [15:0] \$2553 ;
+  reg [39:0] \$2554 ;
+  reg [31:0] \$2555 ;
+  reg [40:0] \$2556 ;
+  reg [15:0] \$2557 ;
+  reg [39:0] \$2558 ;
+  reg [31:0] \$2559 ;
   wire \$256 ;
-  reg [39:0] \$2560 ;
-  reg [31:0] \$2561 ;
-  reg [40:0] \$2562 ;
-  reg [15:0] \$2563 ;
-  reg [39:0] \$2564 ;
-  reg [31:0] \$2565 ;
-  reg [40:0] \$2566 ;
-  reg [15:0] \$2567 ;
-  reg [39:0] \$2568 ;
-  reg [31:0] \$2569 ;
+  reg [40:0] \$2560 ;
+  reg [15:0] \$2561 ;
+  reg [39:0] \$2562 ;
+  reg [31:0] \$2563 ;
+  reg [40:0] \$2564 ;
+  reg [15:0] \$2565 ;
+  reg [39:0] \$2566 ;
+  reg [31:0] \$2567 ;
+  reg [40:0] \$2568 ;
+  reg [15:0] \$2569 ;
   wire \$257 ;
-  reg [40:0] \$2570 ;
-  reg [15:0] \$2571 ;
-  reg [39:0] \$2572 ;
-  reg [31:0] \$2573 ;
-  reg [40:0] \$2574 ;
-  reg [15:0] \$2575 ;
-  reg [39:0] \$2576 ;
-  reg [31:0] \$2577 ;
-  reg [40:0] \$2578 ;
-  reg [15:0] \$2579 ;
+  reg [39:0] \$2570 ;
+  reg [31:0] \$2571 ;
+  reg [40:0] \$2572 ;
+  reg [15:0] \$2573 ;
+  reg [39:0] \$2574 ;
+  reg [31:0] \$2575 ;
+  reg [40:0] \$2576 ;
+  reg [15:0] \$2577 ;
+  reg [39:0] \$2578 ;
+  reg [31:0] \$2579 ;
   wire \$258 ;
-  reg [39:0] \$2580 ;
-  reg [31:0] \$2581 ;
-  reg [40:0] \$2582 ;
-  reg [15:0] \$2583 ;
-  reg [39:0] \$2584 ;
-  reg [31:0] \$2585 ;
-  reg [40:0] \$2586 ;
-  reg [15:0] \$2587 ;
-  reg [39:0] \$2588 ;
-  reg [31:0] \$2589 ;
+  reg [40:0] \$2580 ;
+  reg [15:0] \$2581 ;
+  reg [39:0] \$2582 ;
+  reg [31:0] \$2583 ;
+  reg [40:0] \$2584 ;
+  reg [15:0] \$2585 ;
+  reg [39:0] \$2586 ;
+  reg [31:0] \$2587 ;
+  reg [40:0] \$2588 ;
+  reg [15:0] \$2589 ;
   wire \$259 ;
-  reg [40:0] \$2590 ;
-  reg [15:0] \$2591 ;
-  reg [39:0] \$2592 ;
-  reg [31:0] \$2593 ;
-  reg [40:0] \$2594 ;
-  reg [15:0] \$2595 ;
-  reg [39:0] \$2596 ;
-  reg [31:0] \$2597 ;
-  reg [40:0] \$2598 ;
-  reg [15:0] \$2599 ;
+  reg [39:0] \$2590 ;
+  reg [31:0] \$2591 ;
+  reg [40:0] \$2592 ;
+  reg [15:0] \$2593 ;
+  reg [39:0] \$2594 ;
+  reg [31:0] \$2595 ;
+  reg [40:0] \$2596 ;
+  reg [15:0] \$2597 ;
+  reg [39:0] \$2598 ;
+  reg [31:0] \$2599 ;
   wire \$26 ;
   wire \$260 ;
-  reg [39:0] \$2600 ;
-  reg [31:0] \$2601 ;
-  reg [40:0] \$2602 ;
-  reg [15:0] \$2603 ;
-  reg [39:0] \$2604 ;
-  reg [31:0] \$2605 ;
-  reg [40:0] \$2606 ;
-  reg [15:0] \$2607 ;
-  reg [39:0] \$2608 ;
+  reg [40:0] \$2600 ;
+  reg [15:0] \$2601 ;
+  reg [39:0] \$2602 ;
+  reg [31:0] \$2603 ;
+  reg [40:0] \$2604 ;
+  reg [15:0] \$2605 ;
+  reg [39:0] \$2606 ;
+  reg [31:0] \$2607 ;
+  reg [31:0] \$2608 ;
   reg [31:0] \$2609 ;
   wire \$261 ;
   reg [31:0] \$2610 ;
@@ -1877,33 +1876,33 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [31:0] \$2620 ;
   reg [31:0] \$2621 ;
   reg [31:0] \$2622 ;
-  reg [31:0] \$2623 ;
-  reg [31:0] \$2624 ;
-  reg [40:0] \$2625 ;
-  reg [40:0] \$2626 ;
-  reg [40:0] \$2627 ;
-  reg [40:0] \$2628 ;
-  reg [40:0] \$2629 ;
+  reg [41:0] \$2623 ;
+  reg [41:0] \$2624 ;
+  reg [41:0] \$2625 ;
+  reg [41:0] \$2626 ;
+  reg [39:0] \$2627 ;
+  reg [43:0] \$2628 ;
+  reg [39:0] \$2629 ;
   wire [40:0] \$263 ;
-  reg [40:0] \$2630 ;
-  reg [40:0] \$2631 ;
-  reg [40:0] \$2632 ;
-  reg [39:0] \$2633 ;
-  reg [41:0] \$2634 ;
-  reg [41:0] \$2635 ;
-  reg [41:0] \$2636 ;
-  reg [41:0] \$2637 ;
-  reg [39:0] \$2638 ;
-  reg [42:0] \$2639 ;
+  reg [44:0] \$2630 ;
+  reg [15:0] \$2631 ;
+  reg [15:0] \$2632 ;
+  reg [15:0] \$2633 ;
+  reg [15:0] \$2634 ;
+  reg [15:0] \$2635 ;
+  reg [15:0] \$2636 ;
+  reg [15:0] \$2637 ;
+  reg [15:0] \$2638 ;
+  reg [15:0] \$2639 ;
   wire [15:0] \$264 ;
-  reg [42:0] \$2640 ;
-  reg [39:0] \$2641 ;
-  reg [43:0] \$2642 ;
-  reg [39:0] \$2643 ;
-  reg [44:0] \$2644 ;
-  reg [15:0] \$2645 ;
-  reg [15:0] \$2646 ;
-  reg [15:0] \$2647 ;
+  reg [1:0] \$2640 ;
+  reg [1:0] \$2641 ;
+  reg [1:0] \$2642 ;
+  reg [1:0] \$2643 ;
+  reg [1:0] \$2644 ;
+  reg [1:0] \$2645 ;
+  reg [1:0] \$2646 ;
+  reg [1:0] \$2647 ;
   reg [15:0] \$2648 ;
   reg [15:0] \$2649 ;
   wire \$265 ;
@@ -1913,17 +1912,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$2653 ;
   reg [15:0] \$2654 ;
   reg [15:0] \$2655 ;
-  reg [1:0] \$2656 ;
-  reg [1:0] \$2657 ;
-  reg [1:0] \$2658 ;
-  reg [1:0] \$2659 ;
+  reg [15:0] \$2656 ;
+  reg [15:0] \$2657 ;
+  reg [15:0] \$2658 ;
+  reg [15:0] \$2659 ;
   wire \$266 ;
-  reg [1:0] \$2660 ;
-  reg [1:0] \$2661 ;
-  reg [1:0] \$2662 ;
-  reg [1:0] \$2663 ;
-  reg [1:0] \$2664 ;
-  reg [1:0] \$2665 ;
+  reg [15:0] \$2660 ;
+  reg [15:0] \$2661 ;
+  reg [15:0] \$2662 ;
+  reg [15:0] \$2663 ;
+  reg [15:0] \$2664 ;
+  reg [15:0] \$2665 ;
   reg [15:0] \$2666 ;
   reg [15:0] \$2667 ;
   reg [15:0] \$2668 ;
@@ -2012,150 +2011,150 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$2742 ;
   reg [15:0] \$2743 ;
   reg [15:0] \$2744 ;
-  reg [15:0] \$2745 ;
+  reg [31:0] \$2745 ;
   reg [15:0] \$2746 ;
-  reg [15:0] \$2747 ;
+  reg [31:0] \$2747 ;
   reg [15:0] \$2748 ;
-  reg [15:0] \$2749 ;
+  reg [31:0] \$2749 ;
   wire \$275 ;
   reg [15:0] \$2750 ;
-  reg [15:0] \$2751 ;
+  reg [31:0] \$2751 ;
   reg [15:0] \$2752 ;
-  reg [15:0] \$2753 ;
+  reg [31:0] \$2753 ;
   reg [15:0] \$2754 ;
-  reg [15:0] \$2755 ;
+  reg [31:0] \$2755 ;
   reg [15:0] \$2756 ;
-  reg [15:0] \$2757 ;
+  reg [31:0] \$2757 ;
   reg [15:0] \$2758 ;
-  reg [15:0] \$2759 ;
+  reg [31:0] \$2759 ;
   wire \$276 ;
   reg [15:0] \$2760 ;
-  reg [15:0] \$2761 ;
+  reg [31:0] \$2761 ;
   reg [15:0] \$2762 ;
-  reg [15:0] \$2763 ;
+  reg [31:0] \$2763 ;
   reg [15:0] \$2764 ;
-  reg [15:0] \$2765 ;
+  reg [31:0] \$2765 ;
   reg [15:0] \$2766 ;
-  reg [15:0] \$2767 ;
+  reg [31:0] \$2767 ;
   reg [15:0] \$2768 ;
-  reg [15:0] \$2769 ;
+  reg [31:0] \$2769 ;
   wire \$277 ;
   reg [15:0] \$2770 ;
-  reg [15:0] \$2771 ;
+  reg [31:0] \$2771 ;
   reg [15:0] \$2772 ;
-  reg [15:0] \$2773 ;
+  reg [31:0] \$2773 ;
   reg [15:0] \$2774 ;
-  reg [15:0] \$2775 ;
+  reg [31:0] \$2775 ;
   reg [15:0] \$2776 ;
   reg [15:0] \$2777 ;
   reg [15:0] \$2778 ;
-  reg [15:0] \$2779 ;
+  reg [31:0] \$2779 ;
   wire \$278 ;
   reg [15:0] \$2780 ;
   reg [15:0] \$2781 ;
-  reg [15:0] \$2782 ;
+  reg [31:0] \$2782 ;
   reg [15:0] \$2783 ;
   reg [15:0] \$2784 ;
-  reg [15:0] \$2785 ;
+  reg [31:0] \$2785 ;
   reg [15:0] \$2786 ;
   reg [15:0] \$2787 ;
-  reg [15:0] \$2788 ;
+  reg [31:0] \$2788 ;
   reg [15:0] \$2789 ;
   wire \$279 ;
   reg [15:0] \$2790 ;
-  reg [15:0] \$2791 ;
+  reg [31:0] \$2791 ;
   reg [15:0] \$2792 ;
   reg [15:0] \$2793 ;
-  reg [15:0] \$2794 ;
-  reg [31:0] \$2795 ;
+  reg [31:0] \$2794 ;
+  reg [15:0] \$2795 ;
   reg [15:0] \$2796 ;
   reg [31:0] \$2797 ;
   reg [15:0] \$2798 ;
-  reg [31:0] \$2799 ;
+  reg [15:0] \$2799 ;
   wire \$28 ;
   wire \$280 ;
-  reg [15:0] \$2800 ;
-  reg [31:0] \$2801 ;
+  reg [31:0] \$2800 ;
+  reg [15:0] \$2801 ;
   reg [15:0] \$2802 ;
   reg [31:0] \$2803 ;
   reg [15:0] \$2804 ;
-  reg [31:0] \$2805 ;
-  reg [15:0] \$2806 ;
-  reg [31:0] \$2807 ;
+  reg [15:0] \$2805 ;
+  reg [31:0] \$2806 ;
+  reg [15:0] \$2807 ;
   reg [15:0] \$2808 ;
   reg [31:0] \$2809 ;
   wire \$281 ;
   reg [15:0] \$2810 ;
-  reg [31:0] \$2811 ;
-  reg [15:0] \$2812 ;
-  reg [31:0] \$2813 ;
+  reg [15:0] \$2811 ;
+  reg [31:0] \$2812 ;
+  reg [15:0] \$2813 ;
   reg [15:0] \$2814 ;
   reg [31:0] \$2815 ;
   reg [15:0] \$2816 ;
-  reg [31:0] \$2817 ;
-  reg [15:0] \$2818 ;
-  reg [31:0] \$2819 ;
+  reg [15:0] \$2817 ;
+  reg [31:0] \$2818 ;
+  reg [15:0] \$2819 ;
   wire \$282 ;
   reg [15:0] \$2820 ;
   reg [31:0] \$2821 ;
   reg [15:0] \$2822 ;
-  reg [31:0] \$2823 ;
-  reg [15:0] \$2824 ;
-  reg [31:0] \$2825 ;
+  reg [15:0] \$2823 ;
+  reg [31:0] \$2824 ;
+  reg [15:0] \$2825 ;
   reg [15:0] \$2826 ;
   reg [15:0] \$2827 ;
   reg [15:0] \$2828 ;
-  reg [31:0] \$2829 ;
+  reg [15:0] \$2829 ;
   wire \$283 ;
   reg [15:0] \$2830 ;
   reg [15:0] \$2831 ;
-  reg [31:0] \$2832 ;
+  reg [15:0] \$2832 ;
   reg [15:0] \$2833 ;
   reg [15:0] \$2834 ;
-  reg [31:0] \$2835 ;
+  reg [15:0] \$2835 ;
   reg [15:0] \$2836 ;
   reg [15:0] \$2837 ;
   reg [31:0] \$2838 ;
   reg [15:0] \$2839 ;
   wire \$284 ;
-  reg [15:0] \$2840 ;
-  reg [31:0] \$2841 ;
-  reg [15:0] \$2842 ;
+  reg [31:0] \$2840 ;
+  reg [15:0] \$2841 ;
+  reg [31:0] \$2842 ;
   reg [15:0] \$2843 ;
   reg [31:0] \$2844 ;
   reg [15:0] \$2845 ;
-  reg [15:0] \$2846 ;
-  reg [31:0] \$2847 ;
-  reg [15:0] \$2848 ;
+  reg [31:0] \$2846 ;
+  reg [15:0] \$2847 ;
+  reg [31:0] \$2848 ;
   reg [15:0] \$2849 ;
   wire [40:0] \$285 ;
   reg [31:0] \$2850 ;
   reg [15:0] \$2851 ;
-  reg [15:0] \$2852 ;
-  reg [31:0] \$2853 ;
-  reg [15:0] \$2854 ;
+  reg [31:0] \$2852 ;
+  reg [15:0] \$2853 ;
+  reg [31:0] \$2854 ;
   reg [15:0] \$2855 ;
   reg [31:0] \$2856 ;
   reg [15:0] \$2857 ;
-  reg [15:0] \$2858 ;
-  reg [31:0] \$2859 ;
+  reg [31:0] \$2858 ;
+  reg [15:0] \$2859 ;
   wire [15:0] \$286 ;
-  reg [15:0] \$2860 ;
+  reg [31:0] \$2860 ;
   reg [15:0] \$2861 ;
   reg [31:0] \$2862 ;
   reg [15:0] \$2863 ;
-  reg [15:0] \$2864 ;
-  reg [31:0] \$2865 ;
-  reg [15:0] \$2866 ;
+  reg [31:0] \$2864 ;
+  reg [15:0] \$2865 ;
+  reg [31:0] \$2866 ;
   reg [15:0] \$2867 ;
   reg [31:0] \$2868 ;
   reg [15:0] \$2869 ;
   wire \$287 ;
   reg [15:0] \$2870 ;
-  reg [31:0] \$2871 ;
+  reg [15:0] \$2871 ;
   reg [15:0] \$2872 ;
   reg [15:0] \$2873 ;
-  reg [31:0] \$2874 ;
+  reg [15:0] \$2874 ;
   reg [15:0] \$2875 ;
   reg [15:0] \$2876 ;
   reg [15:0] \$2877 ;
@@ -2173,77 +2172,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$2888 ;
   reg [15:0] \$2889 ;
   wire \$289 ;
-  reg [31:0] \$2890 ;
+  reg [15:0] \$2890 ;
   reg [15:0] \$2891 ;
-  reg [31:0] \$2892 ;
+  reg [15:0] \$2892 ;
   reg [15:0] \$2893 ;
-  reg [31:0] \$2894 ;
+  reg [15:0] \$2894 ;
   reg [15:0] \$2895 ;
-  reg [31:0] \$2896 ;
+  reg [15:0] \$2896 ;
   reg [15:0] \$2897 ;
-  reg [31:0] \$2898 ;
+  reg [15:0] \$2898 ;
   reg [15:0] \$2899 ;
   wire \$29 ;
   wire \$290 ;
-  reg [31:0] \$2900 ;
+  reg [15:0] \$2900 ;
   reg [15:0] \$2901 ;
-  reg [31:0] \$2902 ;
-  reg [15:0] \$2903 ;
-  reg [31:0] \$2904 ;
-  reg [15:0] \$2905 ;
-  reg [31:0] \$2906 ;
-  reg [15:0] \$2907 ;
-  reg [31:0] \$2908 ;
-  reg [15:0] \$2909 ;
   wire \$291 ;
-  reg [31:0] \$2910 ;
-  reg [15:0] \$2911 ;
-  reg [31:0] \$2912 ;
-  reg [15:0] \$2913 ;
-  reg [31:0] \$2914 ;
-  reg [15:0] \$2915 ;
-  reg [31:0] \$2916 ;
-  reg [15:0] \$2917 ;
-  reg [31:0] \$2918 ;
-  reg [15:0] \$2919 ;
   wire \$292 ;
-  reg [31:0] \$2920 ;
-  reg [15:0] \$2921 ;
-  reg [15:0] \$2922 ;
-  reg [15:0] \$2923 ;
-  reg [15:0] \$2924 ;
-  reg [15:0] \$2925 ;
-  reg [15:0] \$2926 ;
-  reg [15:0] \$2927 ;
-  reg [15:0] \$2928 ;
-  reg [15:0] \$2929 ;
   wire \$293 ;
-  reg [15:0] \$2930 ;
-  reg [15:0] \$2931 ;
-  reg [15:0] \$2932 ;
-  reg [15:0] \$2933 ;
-  reg [15:0] \$2934 ;
-  reg [15:0] \$2935 ;
-  reg [15:0] \$2936 ;
-  reg [15:0] \$2937 ;
-  reg [15:0] \$2938 ;
-  reg [15:0] \$2939 ;
   wire \$294 ;
-  reg [15:0] \$2940 ;
-  reg [15:0] \$2941 ;
-  reg [15:0] \$2942 ;
-  reg [15:0] \$2943 ;
-  reg [15:0] \$2944 ;
-  reg [15:0] \$2945 ;
-  reg [15:0] \$2946 ;
-  reg [15:0] \$2947 ;
-  reg [15:0] \$2948 ;
-  reg [15:0] \$2949 ;
   wire \$295 ;
-  reg [15:0] \$2950 ;
-  reg [15:0] \$2951 ;
-  reg [15:0] \$2952 ;
-  reg [15:0] \$2953 ;
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
@@ -3197,7 +3144,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire commit_l1;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s12 = 16'h0000;
+  reg [15:0] err0_s10 = 16'h0000;
   wire execute;
   wire [39:0] floor;
   wire [39:0] \floor$100 ;
@@ -3364,8 +3311,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \inc$75 ;
   wire \inc$88 ;
   reg [1:0] kind_s1 = 2'h0;
-  reg [1:0] kind_s10 = 2'h0;
-  reg [1:0] kind_s11 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
@@ -3406,90 +3351,88 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [39:0] l0_bias7_s2 = 40'h0000000000;
   reg [39:0] l0_bias8_s2 = 40'h0000000000;
   reg [39:0] l0_bias9_s2 = 40'h0000000000;
-  reg [15:0] l0_db0_s15 = 16'h0000;
-  reg [15:0] l0_db0_s16 = 16'h0000;
-  reg [15:0] l0_db10_s15 = 16'h0000;
-  reg [15:0] l0_db10_s16 = 16'h0000;
-  reg [15:0] l0_db11_s15 = 16'h0000;
-  reg [15:0] l0_db11_s16 = 16'h0000;
-  reg [15:0] l0_db12_s15 = 16'h0000;
-  reg [15:0] l0_db12_s16 = 16'h0000;
-  reg [15:0] l0_db13_s15 = 16'h0000;
-  reg [15:0] l0_db13_s16 = 16'h0000;
-  reg [15:0] l0_db14_s15 = 16'h0000;
-  reg [15:0] l0_db14_s16 = 16'h0000;
-  reg [15:0] l0_db15_s15 = 16'h0000;
-  reg [15:0] l0_db15_s16 = 16'h0000;
-  reg [15:0] l0_db1_s15 = 16'h0000;
-  reg [15:0] l0_db1_s16 = 16'h0000;
-  reg [15:0] l0_db2_s15 = 16'h0000;
-  reg [15:0] l0_db2_s16 = 16'h0000;
-  reg [15:0] l0_db3_s15 = 16'h0000;
-  reg [15:0] l0_db3_s16 = 16'h0000;
-  reg [15:0] l0_db4_s15 = 16'h0000;
-  reg [15:0] l0_db4_s16 = 16'h0000;
-  reg [15:0] l0_db5_s15 = 16'h0000;
-  reg [15:0] l0_db5_s16 = 16'h0000;
-  reg [15:0] l0_db6_s15 = 16'h0000;
-  reg [15:0] l0_db6_s16 = 16'h0000;
-  reg [15:0] l0_db7_s15 = 16'h0000;
-  reg [15:0] l0_db7_s16 = 16'h0000;
-  reg [15:0] l0_db8_s15 = 16'h0000;
-  reg [15:0] l0_db8_s16 = 16'h0000;
-  reg [15:0] l0_db9_s15 = 16'h0000;
-  reg [15:0] l0_db9_s16 = 16'h0000;
-  reg [31:0] l0_dw0_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw0_0_s16 = 16'h0000;
-  reg [31:0] l0_dw10_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw10_0_s16 = 16'h0000;
-  reg [31:0] l0_dw11_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw11_0_s16 = 16'h0000;
-  reg [31:0] l0_dw12_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw12_0_s16 = 16'h0000;
-  reg [31:0] l0_dw13_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw13_0_s16 = 16'h0000;
-  reg [31:0] l0_dw14_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw14_0_s16 = 16'h0000;
-  reg [31:0] l0_dw15_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw15_0_s16 = 16'h0000;
-  reg [31:0] l0_dw1_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw1_0_s16 = 16'h0000;
-  reg [31:0] l0_dw2_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw2_0_s16 = 16'h0000;
-  reg [31:0] l0_dw3_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw3_0_s16 = 16'h0000;
-  reg [31:0] l0_dw4_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw4_0_s16 = 16'h0000;
-  reg [31:0] l0_dw5_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw5_0_s16 = 16'h0000;
-  reg [31:0] l0_dw6_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw6_0_s16 = 16'h0000;
-  reg [31:0] l0_dw7_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw7_0_s16 = 16'h0000;
-  reg [31:0] l0_dw8_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw8_0_s16 = 16'h0000;
-  reg [31:0] l0_dw9_0_raw_s15 = 32'd0;
-  reg [15:0] l0_dw9_0_s16 = 16'h0000;
-  reg [15:0] l0_err0_s14 = 16'h0000;
-  reg [15:0] l0_err10_s14 = 16'h0000;
-  reg [15:0] l0_err11_s14 = 16'h0000;
-  reg [15:0] l0_err12_s14 = 16'h0000;
-  reg [15:0] l0_err13_s14 = 16'h0000;
-  reg [15:0] l0_err14_s14 = 16'h0000;
-  reg [15:0] l0_err15_s14 = 16'h0000;
-  reg [15:0] l0_err1_s14 = 16'h0000;
-  reg [15:0] l0_err2_s14 = 16'h0000;
-  reg [15:0] l0_err3_s14 = 16'h0000;
-  reg [15:0] l0_err4_s14 = 16'h0000;
-  reg [15:0] l0_err5_s14 = 16'h0000;
-  reg [15:0] l0_err6_s14 = 16'h0000;
-  reg [15:0] l0_err7_s14 = 16'h0000;
-  reg [15:0] l0_err8_s14 = 16'h0000;
-  reg [15:0] l0_err9_s14 = 16'h0000;
+  reg [15:0] l0_db0_s13 = 16'h0000;
+  reg [15:0] l0_db0_s14 = 16'h0000;
+  reg [15:0] l0_db10_s13 = 16'h0000;
+  reg [15:0] l0_db10_s14 = 16'h0000;
+  reg [15:0] l0_db11_s13 = 16'h0000;
+  reg [15:0] l0_db11_s14 = 16'h0000;
+  reg [15:0] l0_db12_s13 = 16'h0000;
+  reg [15:0] l0_db12_s14 = 16'h0000;
+  reg [15:0] l0_db13_s13 = 16'h0000;
+  reg [15:0] l0_db13_s14 = 16'h0000;
+  reg [15:0] l0_db14_s13 = 16'h0000;
+  reg [15:0] l0_db14_s14 = 16'h0000;
+  reg [15:0] l0_db15_s13 = 16'h0000;
+  reg [15:0] l0_db15_s14 = 16'h0000;
+  reg [15:0] l0_db1_s13 = 16'h0000;
+  reg [15:0] l0_db1_s14 = 16'h0000;
+  reg [15:0] l0_db2_s13 = 16'h0000;
+  reg [15:0] l0_db2_s14 = 16'h0000;
+  reg [15:0] l0_db3_s13 = 16'h0000;
+  reg [15:0] l0_db3_s14 = 16'h0000;
+  reg [15:0] l0_db4_s13 = 16'h0000;
+  reg [15:0] l0_db4_s14 = 16'h0000;
+  reg [15:0] l0_db5_s13 = 16'h0000;
+  reg [15:0] l0_db5_s14 = 16'h0000;
+  reg [15:0] l0_db6_s13 = 16'h0000;
+  reg [15:0] l0_db6_s14 = 16'h0000;
+  reg [15:0] l0_db7_s13 = 16'h0000;
+  reg [15:0] l0_db7_s14 = 16'h0000;
+  reg [15:0] l0_db8_s13 = 16'h0000;
+  reg [15:0] l0_db8_s14 = 16'h0000;
+  reg [15:0] l0_db9_s13 = 16'h0000;
+  reg [15:0] l0_db9_s14 = 16'h0000;
+  reg [31:0] l0_dw0_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw0_0_s14 = 16'h0000;
+  reg [31:0] l0_dw10_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw10_0_s14 = 16'h0000;
+  reg [31:0] l0_dw11_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw11_0_s14 = 16'h0000;
+  reg [31:0] l0_dw12_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw12_0_s14 = 16'h0000;
+  reg [31:0] l0_dw13_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw13_0_s14 = 16'h0000;
+  reg [31:0] l0_dw14_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw14_0_s14 = 16'h0000;
+  reg [31:0] l0_dw15_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw15_0_s14 = 16'h0000;
+  reg [31:0] l0_dw1_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw1_0_s14 = 16'h0000;
+  reg [31:0] l0_dw2_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw2_0_s14 = 16'h0000;
+  reg [31:0] l0_dw3_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw3_0_s14 = 16'h0000;
+  reg [31:0] l0_dw4_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw4_0_s14 = 16'h0000;
+  reg [31:0] l0_dw5_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw5_0_s14 = 16'h0000;
+  reg [31:0] l0_dw6_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw6_0_s14 = 16'h0000;
+  reg [31:0] l0_dw7_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw7_0_s14 = 16'h0000;
+  reg [31:0] l0_dw8_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw8_0_s14 = 16'h0000;
+  reg [31:0] l0_dw9_0_raw_s13 = 32'd0;
+  reg [15:0] l0_dw9_0_s14 = 16'h0000;
+  reg [15:0] l0_err0_s12 = 16'h0000;
+  reg [15:0] l0_err10_s12 = 16'h0000;
+  reg [15:0] l0_err11_s12 = 16'h0000;
+  reg [15:0] l0_err12_s12 = 16'h0000;
+  reg [15:0] l0_err13_s12 = 16'h0000;
+  reg [15:0] l0_err14_s12 = 16'h0000;
+  reg [15:0] l0_err15_s12 = 16'h0000;
+  reg [15:0] l0_err1_s12 = 16'h0000;
+  reg [15:0] l0_err2_s12 = 16'h0000;
+  reg [15:0] l0_err3_s12 = 16'h0000;
+  reg [15:0] l0_err4_s12 = 16'h0000;
+  reg [15:0] l0_err5_s12 = 16'h0000;
+  reg [15:0] l0_err6_s12 = 16'h0000;
+  reg [15:0] l0_err7_s12 = 16'h0000;
+  reg [15:0] l0_err8_s12 = 16'h0000;
+  reg [15:0] l0_err9_s12 = 16'h0000;
   reg [15:0] l0_out0_s10 = 16'h0000;
   reg [15:0] l0_out0_s11 = 16'h0000;
-  reg [15:0] l0_out0_s12 = 16'h0000;
-  reg [15:0] l0_out0_s13 = 16'h0000;
   reg [15:0] l0_out0_s4 = 16'h0000;
   reg [15:0] l0_out0_s5 = 16'h0000;
   reg [15:0] l0_out0_s6 = 16'h0000;
@@ -3498,8 +3441,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out0_s9 = 16'h0000;
   reg [15:0] l0_out10_s10 = 16'h0000;
   reg [15:0] l0_out10_s11 = 16'h0000;
-  reg [15:0] l0_out10_s12 = 16'h0000;
-  reg [15:0] l0_out10_s13 = 16'h0000;
   reg [15:0] l0_out10_s4 = 16'h0000;
   reg [15:0] l0_out10_s5 = 16'h0000;
   reg [15:0] l0_out10_s6 = 16'h0000;
@@ -3508,8 +3449,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out10_s9 = 16'h0000;
   reg [15:0] l0_out11_s10 = 16'h0000;
   reg [15:0] l0_out11_s11 = 16'h0000;
-  reg [15:0] l0_out11_s12 = 16'h0000;
-  reg [15:0] l0_out11_s13 = 16'h0000;
   reg [15:0] l0_out11_s4 = 16'h0000;
   reg [15:0] l0_out11_s5 = 16'h0000;
   reg [15:0] l0_out11_s6 = 16'h0000;
@@ -3518,8 +3457,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out11_s9 = 16'h0000;
   reg [15:0] l0_out12_s10 = 16'h0000;
   reg [15:0] l0_out12_s11 = 16'h0000;
-  reg [15:0] l0_out12_s12 = 16'h0000;
-  reg [15:0] l0_out12_s13 = 16'h0000;
   reg [15:0] l0_out12_s4 = 16'h0000;
   reg [15:0] l0_out12_s5 = 16'h0000;
   reg [15:0] l0_out12_s6 = 16'h0000;
@@ -3528,8 +3465,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out12_s9 = 16'h0000;
   reg [15:0] l0_out13_s10 = 16'h0000;
   reg [15:0] l0_out13_s11 = 16'h0000;
-  reg [15:0] l0_out13_s12 = 16'h0000;
-  reg [15:0] l0_out13_s13 = 16'h0000;
   reg [15:0] l0_out13_s4 = 16'h0000;
   reg [15:0] l0_out13_s5 = 16'h0000;
   reg [15:0] l0_out13_s6 = 16'h0000;
@@ -3538,8 +3473,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out13_s9 = 16'h0000;
   reg [15:0] l0_out14_s10 = 16'h0000;
   reg [15:0] l0_out14_s11 = 16'h0000;
-  reg [15:0] l0_out14_s12 = 16'h0000;
-  reg [15:0] l0_out14_s13 = 16'h0000;
   reg [15:0] l0_out14_s4 = 16'h0000;
   reg [15:0] l0_out14_s5 = 16'h0000;
   reg [15:0] l0_out14_s6 = 16'h0000;
@@ -3548,8 +3481,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out14_s9 = 16'h0000;
   reg [15:0] l0_out15_s10 = 16'h0000;
   reg [15:0] l0_out15_s11 = 16'h0000;
-  reg [15:0] l0_out15_s12 = 16'h0000;
-  reg [15:0] l0_out15_s13 = 16'h0000;
   reg [15:0] l0_out15_s4 = 16'h0000;
   reg [15:0] l0_out15_s5 = 16'h0000;
   reg [15:0] l0_out15_s6 = 16'h0000;
@@ -3558,8 +3489,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out15_s9 = 16'h0000;
   reg [15:0] l0_out1_s10 = 16'h0000;
   reg [15:0] l0_out1_s11 = 16'h0000;
-  reg [15:0] l0_out1_s12 = 16'h0000;
-  reg [15:0] l0_out1_s13 = 16'h0000;
   reg [15:0] l0_out1_s4 = 16'h0000;
   reg [15:0] l0_out1_s5 = 16'h0000;
   reg [15:0] l0_out1_s6 = 16'h0000;
@@ -3568,8 +3497,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out1_s9 = 16'h0000;
   reg [15:0] l0_out2_s10 = 16'h0000;
   reg [15:0] l0_out2_s11 = 16'h0000;
-  reg [15:0] l0_out2_s12 = 16'h0000;
-  reg [15:0] l0_out2_s13 = 16'h0000;
   reg [15:0] l0_out2_s4 = 16'h0000;
   reg [15:0] l0_out2_s5 = 16'h0000;
   reg [15:0] l0_out2_s6 = 16'h0000;
@@ -3578,8 +3505,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out2_s9 = 16'h0000;
   reg [15:0] l0_out3_s10 = 16'h0000;
   reg [15:0] l0_out3_s11 = 16'h0000;
-  reg [15:0] l0_out3_s12 = 16'h0000;
-  reg [15:0] l0_out3_s13 = 16'h0000;
   reg [15:0] l0_out3_s4 = 16'h0000;
   reg [15:0] l0_out3_s5 = 16'h0000;
   reg [15:0] l0_out3_s6 = 16'h0000;
@@ -3588,8 +3513,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out3_s9 = 16'h0000;
   reg [15:0] l0_out4_s10 = 16'h0000;
   reg [15:0] l0_out4_s11 = 16'h0000;
-  reg [15:0] l0_out4_s12 = 16'h0000;
-  reg [15:0] l0_out4_s13 = 16'h0000;
   reg [15:0] l0_out4_s4 = 16'h0000;
   reg [15:0] l0_out4_s5 = 16'h0000;
   reg [15:0] l0_out4_s6 = 16'h0000;
@@ -3598,8 +3521,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out4_s9 = 16'h0000;
   reg [15:0] l0_out5_s10 = 16'h0000;
   reg [15:0] l0_out5_s11 = 16'h0000;
-  reg [15:0] l0_out5_s12 = 16'h0000;
-  reg [15:0] l0_out5_s13 = 16'h0000;
   reg [15:0] l0_out5_s4 = 16'h0000;
   reg [15:0] l0_out5_s5 = 16'h0000;
   reg [15:0] l0_out5_s6 = 16'h0000;
@@ -3608,8 +3529,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out5_s9 = 16'h0000;
   reg [15:0] l0_out6_s10 = 16'h0000;
   reg [15:0] l0_out6_s11 = 16'h0000;
-  reg [15:0] l0_out6_s12 = 16'h0000;
-  reg [15:0] l0_out6_s13 = 16'h0000;
   reg [15:0] l0_out6_s4 = 16'h0000;
   reg [15:0] l0_out6_s5 = 16'h0000;
   reg [15:0] l0_out6_s6 = 16'h0000;
@@ -3618,8 +3537,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out6_s9 = 16'h0000;
   reg [15:0] l0_out7_s10 = 16'h0000;
   reg [15:0] l0_out7_s11 = 16'h0000;
-  reg [15:0] l0_out7_s12 = 16'h0000;
-  reg [15:0] l0_out7_s13 = 16'h0000;
   reg [15:0] l0_out7_s4 = 16'h0000;
   reg [15:0] l0_out7_s5 = 16'h0000;
   reg [15:0] l0_out7_s6 = 16'h0000;
@@ -3628,8 +3545,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out7_s9 = 16'h0000;
   reg [15:0] l0_out8_s10 = 16'h0000;
   reg [15:0] l0_out8_s11 = 16'h0000;
-  reg [15:0] l0_out8_s12 = 16'h0000;
-  reg [15:0] l0_out8_s13 = 16'h0000;
   reg [15:0] l0_out8_s4 = 16'h0000;
   reg [15:0] l0_out8_s5 = 16'h0000;
   reg [15:0] l0_out8_s6 = 16'h0000;
@@ -3638,8 +3553,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_out8_s9 = 16'h0000;
   reg [15:0] l0_out9_s10 = 16'h0000;
   reg [15:0] l0_out9_s11 = 16'h0000;
-  reg [15:0] l0_out9_s12 = 16'h0000;
-  reg [15:0] l0_out9_s13 = 16'h0000;
   reg [15:0] l0_out9_s4 = 16'h0000;
   reg [15:0] l0_out9_s5 = 16'h0000;
   reg [15:0] l0_out9_s6 = 16'h0000;
@@ -3701,57 +3614,57 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_w_9_0 = 16'h181d;
   reg [15:0] l1_b_0 = 16'h0000;
   reg [39:0] l1_bias0_s5 = 40'h0000000000;
-  reg [31:0] l1_bprod0_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod10_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod11_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod12_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod13_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod14_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod15_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod1_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod2_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod3_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod4_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod5_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod6_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod7_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod8_0_raw_s13 = 32'd0;
-  reg [31:0] l1_bprod9_0_raw_s13 = 32'd0;
-  reg [15:0] l1_db0_s13 = 16'h0000;
-  reg [15:0] l1_db0_s14 = 16'h0000;
-  reg [31:0] l1_dw0_0_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_0_s14 = 16'h0000;
-  reg [31:0] l1_dw0_10_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_10_s14 = 16'h0000;
-  reg [31:0] l1_dw0_11_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_11_s14 = 16'h0000;
-  reg [31:0] l1_dw0_12_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_12_s14 = 16'h0000;
-  reg [31:0] l1_dw0_13_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_13_s14 = 16'h0000;
-  reg [31:0] l1_dw0_14_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_14_s14 = 16'h0000;
-  reg [31:0] l1_dw0_15_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_15_s14 = 16'h0000;
-  reg [31:0] l1_dw0_1_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_1_s14 = 16'h0000;
-  reg [31:0] l1_dw0_2_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_2_s14 = 16'h0000;
-  reg [31:0] l1_dw0_3_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_3_s14 = 16'h0000;
-  reg [31:0] l1_dw0_4_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_4_s14 = 16'h0000;
-  reg [31:0] l1_dw0_5_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_5_s14 = 16'h0000;
-  reg [31:0] l1_dw0_6_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_6_s14 = 16'h0000;
-  reg [31:0] l1_dw0_7_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_7_s14 = 16'h0000;
-  reg [31:0] l1_dw0_8_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_8_s14 = 16'h0000;
-  reg [31:0] l1_dw0_9_raw_s13 = 32'd0;
-  reg [15:0] l1_dw0_9_s14 = 16'h0000;
-  reg [15:0] l1_out0_s11 = 16'h0000;
+  reg [31:0] l1_bprod0_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod10_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod11_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod12_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod13_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod14_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod15_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod1_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod2_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod3_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod4_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod5_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod6_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod7_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod8_0_raw_s11 = 32'd0;
+  reg [31:0] l1_bprod9_0_raw_s11 = 32'd0;
+  reg [15:0] l1_db0_s11 = 16'h0000;
+  reg [15:0] l1_db0_s12 = 16'h0000;
+  reg [31:0] l1_dw0_0_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_0_s12 = 16'h0000;
+  reg [31:0] l1_dw0_10_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_10_s12 = 16'h0000;
+  reg [31:0] l1_dw0_11_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_11_s12 = 16'h0000;
+  reg [31:0] l1_dw0_12_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_12_s12 = 16'h0000;
+  reg [31:0] l1_dw0_13_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_13_s12 = 16'h0000;
+  reg [31:0] l1_dw0_14_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_14_s12 = 16'h0000;
+  reg [31:0] l1_dw0_15_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_15_s12 = 16'h0000;
+  reg [31:0] l1_dw0_1_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_1_s12 = 16'h0000;
+  reg [31:0] l1_dw0_2_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_2_s12 = 16'h0000;
+  reg [31:0] l1_dw0_3_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_3_s12 = 16'h0000;
+  reg [31:0] l1_dw0_4_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_4_s12 = 16'h0000;
+  reg [31:0] l1_dw0_5_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_5_s12 = 16'h0000;
+  reg [31:0] l1_dw0_6_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_6_s12 = 16'h0000;
+  reg [31:0] l1_dw0_7_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_7_s12 = 16'h0000;
+  reg [31:0] l1_dw0_8_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_8_s12 = 16'h0000;
+  reg [31:0] l1_dw0_9_raw_s11 = 32'd0;
+  reg [15:0] l1_dw0_9_s12 = 16'h0000;
+  reg [15:0] l1_out0_s9 = 16'h0000;
   wire [15:0] l1_port_data;
   wire [4:0] l1_port_local;
   wire l1_port_rd;
@@ -3773,26 +3686,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [31:0] l1_prod0_8_raw_s5 = 32'd0;
   reg [31:0] l1_prod0_9_raw_s5 = 32'd0;
   reg [4:0] l1_rd_sel = 5'h00;
-  reg [40:0] l1_sum0_t0_0_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_1_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_2_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_3_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_4_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_5_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_6_s6 = 41'h00000000000;
-  reg [40:0] l1_sum0_t0_7_s6 = 41'h00000000000;
-  reg [39:0] l1_sum0_t0_8_s6 = 40'h0000000000;
-  reg [41:0] l1_sum0_t1_0_s7 = 42'h00000000000;
-  reg [41:0] l1_sum0_t1_1_s7 = 42'h00000000000;
-  reg [41:0] l1_sum0_t1_2_s7 = 42'h00000000000;
-  reg [41:0] l1_sum0_t1_3_s7 = 42'h00000000000;
-  reg [39:0] l1_sum0_t1_4_s7 = 40'h0000000000;
-  reg [42:0] l1_sum0_t2_0_s8 = 43'h00000000000;
-  reg [42:0] l1_sum0_t2_1_s8 = 43'h00000000000;
-  reg [39:0] l1_sum0_t2_2_s8 = 40'h0000000000;
-  reg [43:0] l1_sum0_t3_0_s9 = 44'h00000000000;
-  reg [39:0] l1_sum0_t3_1_s9 = 40'h0000000000;
-  reg [44:0] l1_sum0_t4_0_s10 = 45'h000000000000;
+  reg [41:0] l1_sum0_t0_0_s6 = 42'h00000000000;
+  reg [41:0] l1_sum0_t0_1_s6 = 42'h00000000000;
+  reg [41:0] l1_sum0_t0_2_s6 = 42'h00000000000;
+  reg [41:0] l1_sum0_t0_3_s6 = 42'h00000000000;
+  reg [39:0] l1_sum0_t0_4_s6 = 40'h0000000000;
+  reg [43:0] l1_sum0_t1_0_s7 = 44'h00000000000;
+  reg [39:0] l1_sum0_t1_1_s7 = 40'h0000000000;
+  reg [44:0] l1_sum0_t2_0_s8 = 45'h000000000000;
   reg [15:0] l1_w_0_0 = 16'h0508;
   reg [15:0] l1_w_0_1 = 16'h0093;
   reg [15:0] l1_w_0_10 = 16'h06e4;
@@ -4088,24 +3989,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \t$718 ;
   wire [39:0] \t$72 ;
   wire [15:0] \t$724 ;
-  reg [16:0] \t$744 ;
-  reg [16:0] \t$747 ;
-  reg [16:0] \t$750 ;
-  reg [16:0] \t$753 ;
-  reg [16:0] \t$756 ;
-  reg [16:0] \t$759 ;
-  reg [16:0] \t$762 ;
-  reg [16:0] \t$765 ;
-  reg [16:0] \t$768 ;
-  reg [16:0] \t$771 ;
-  reg [16:0] \t$774 ;
-  reg [16:0] \t$777 ;
+  reg [16:0] \t$742 ;
+  reg [16:0] \t$745 ;
+  reg [16:0] \t$748 ;
+  reg [16:0] \t$751 ;
+  reg [16:0] \t$754 ;
+  reg [16:0] \t$757 ;
+  reg [16:0] \t$760 ;
+  reg [16:0] \t$763 ;
+  reg [16:0] \t$766 ;
+  reg [16:0] \t$769 ;
+  reg [16:0] \t$772 ;
+  reg [16:0] \t$775 ;
+  reg [16:0] \t$778 ;
   wire [15:0] \t$78 ;
-  reg [16:0] \t$780 ;
-  reg [16:0] \t$783 ;
-  reg [16:0] \t$786 ;
-  reg [16:0] \t$789 ;
+  reg [16:0] \t$781 ;
+  reg [16:0] \t$784 ;
+  reg [16:0] \t$787 ;
   wire [30:0] \t$79 ;
+  reg [16:0] \t$790 ;
   reg [16:0] \t$792 ;
   reg [16:0] \t$794 ;
   reg [16:0] \t$796 ;
@@ -4123,26 +4025,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [16:0] \t$818 ;
   wire [34:0] \t$82 ;
   reg [16:0] \t$820 ;
-  reg [16:0] \t$822 ;
-  reg [16:0] \t$825 ;
-  reg [16:0] \t$828 ;
-  reg [16:0] \t$831 ;
-  reg [16:0] \t$834 ;
-  reg [16:0] \t$837 ;
+  reg [16:0] \t$823 ;
+  reg [16:0] \t$826 ;
+  reg [16:0] \t$829 ;
+  reg [16:0] \t$832 ;
+  reg [16:0] \t$835 ;
+  reg [16:0] \t$838 ;
   wire [39:0] \t$84 ;
-  reg [16:0] \t$840 ;
-  reg [16:0] \t$843 ;
-  reg [16:0] \t$846 ;
-  reg [16:0] \t$849 ;
+  reg [16:0] \t$841 ;
+  reg [16:0] \t$844 ;
+  reg [16:0] \t$847 ;
   wire [39:0] \t$85 ;
-  reg [16:0] \t$852 ;
-  reg [16:0] \t$855 ;
-  reg [16:0] \t$858 ;
-  reg [16:0] \t$861 ;
-  reg [16:0] \t$864 ;
-  reg [16:0] \t$867 ;
-  reg [16:0] \t$870 ;
-  reg [16:0] \t$873 ;
+  reg [16:0] \t$850 ;
+  reg [16:0] \t$853 ;
+  reg [16:0] \t$856 ;
+  reg [16:0] \t$859 ;
+  reg [16:0] \t$862 ;
+  reg [16:0] \t$865 ;
+  reg [16:0] \t$868 ;
+  reg [16:0] \t$871 ;
   wire [15:0] \t$91 ;
   wire [30:0] \t$92 ;
   wire [39:0] \t$94 ;
@@ -4151,13 +4052,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [39:0] \t$98 ;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
-  (* init = 1'h0 *)
-  wire valid_s11;
+  reg valid_s11 = 1'h0;
   reg valid_s12 = 1'h0;
   reg valid_s13 = 1'h0;
   reg valid_s14 = 1'h0;
-  reg valid_s15 = 1'h0;
-  reg valid_s16 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
@@ -4165,13 +4063,12 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
-  reg valid_s9 = 1'h0;
+  (* init = 1'h0 *)
+  wire valid_s9;
   reg [15:0] x0_s1 = 16'h0000;
   reg [15:0] x0_s10 = 16'h0000;
   reg [15:0] x0_s11 = 16'h0000;
   reg [15:0] x0_s12 = 16'h0000;
-  reg [15:0] x0_s13 = 16'h0000;
-  reg [15:0] x0_s14 = 16'h0000;
   reg [15:0] x0_s2 = 16'h0000;
   reg [15:0] x0_s3 = 16'h0000;
   reg [15:0] x0_s4 = 16'h0000;
@@ -4181,8 +4078,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] x0_s8 = 16'h0000;
   reg [15:0] x0_s9 = 16'h0000;
   reg [15:0] y0_s1 = 16'h0000;
-  reg [15:0] y0_s10 = 16'h0000;
-  reg [15:0] y0_s11 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
@@ -4607,11 +4502,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$351  = $signed(\floor$217 ) + $signed({ 1'h0, \$350  });
   assign \$352  = \above$219  ? 16'h7fff : \$351 [15:0];
   assign \t$221  = \below$220  ? 16'h8000 : \$352 ;
-  assign \$353  = ! l1_sum0_t4_0_s10[12:0];
+  assign \$353  = ! l1_sum0_t2_0_s8[12:0];
   assign \$354  = ~ \$353 ;
-  assign \$355  = l1_sum0_t4_0_s10[13] & \$354 ;
-  assign \$356  = ! l1_sum0_t4_0_s10[12:0];
-  assign \$357  = l1_sum0_t4_0_s10[13] & \$356 ;
+  assign \$355  = l1_sum0_t2_0_s8[13] & \$354 ;
+  assign \$356  = ! l1_sum0_t2_0_s8[12:0];
+  assign \$357  = l1_sum0_t2_0_s8[13] & \$356 ;
   assign \$358  = \$357  & \floor$275 [0];
   assign \inc$276  = \$355  | \$358 ;
   assign \$359  = $signed(\floor$275 ) > $signed(16'h7fff);
@@ -4623,27 +4518,27 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$364  = ~ \inc$276 ;
   assign \$365  = \$363  & \$364 ;
   assign \below$278  = \$362  | \$365 ;
-  assign \$366  = ! l1_sum0_t4_0_s10[12:0];
+  assign \$366  = ! l1_sum0_t2_0_s8[12:0];
   assign \$367  = ~ \$366 ;
-  assign \$368  = l1_sum0_t4_0_s10[13] & \$367 ;
-  assign \$369  = ! l1_sum0_t4_0_s10[12:0];
-  assign \$370  = l1_sum0_t4_0_s10[13] & \$369 ;
+  assign \$368  = l1_sum0_t2_0_s8[13] & \$367 ;
+  assign \$369  = ! l1_sum0_t2_0_s8[12:0];
+  assign \$370  = l1_sum0_t2_0_s8[13] & \$369 ;
   assign \$371  = \$370  & \floor$275 [0];
   assign \$372  = \$368  | \$371 ;
   assign \$373  = $signed(\floor$275 ) + $signed({ 1'h0, \$372  });
   assign \$374  = \above$277  ? 16'h7fff : \$373 [15:0];
   assign \t$279  = \below$278  ? 16'h8000 : \$374 ;
-  assign \$375  = $signed(l1_out0_s11) >= $signed(1'h0);
-  assign \t$281  = $signed(l1_out0_s11) - $signed(y0_s11);
+  assign \$375  = $signed(l1_out0_s9) >= $signed(1'h0);
+  assign \t$281  = $signed(l1_out0_s9) - $signed(y0_s9);
   assign \$376  = $signed(\t$283 ) < $signed(16'h8000);
   assign \$377  = $signed(\t$283 ) > $signed(16'h7fff);
   assign \$378  = \$377  ? 16'h7fff : \t$283 [15:0];
   assign \t$284  = \$376  ? 16'h8000 : \$378 ;
-  assign \$379  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$379  = ! l1_dw0_0_raw_s11[15:0];
   assign \$380  = ~ \$379 ;
-  assign \$381  = l1_dw0_0_raw_s13[16] & \$380 ;
-  assign \$382  = ! l1_dw0_0_raw_s13[15:0];
-  assign \$383  = l1_dw0_0_raw_s13[16] & \$382 ;
+  assign \$381  = l1_dw0_0_raw_s11[16] & \$380 ;
+  assign \$382  = ! l1_dw0_0_raw_s11[15:0];
+  assign \$383  = l1_dw0_0_raw_s11[16] & \$382 ;
   assign \$384  = \$383  & \floor$287 [0];
   assign \inc$289  = \$381  | \$384 ;
   assign \$385  = $signed(\floor$287 ) > $signed(16'h7fff);
@@ -4655,21 +4550,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$390  = ~ \inc$289 ;
   assign \$391  = \$389  & \$390 ;
   assign \below$291  = \$388  | \$391 ;
-  assign \$392  = ! l1_dw0_0_raw_s13[15:0];
+  assign \$392  = ! l1_dw0_0_raw_s11[15:0];
   assign \$393  = ~ \$392 ;
-  assign \$394  = l1_dw0_0_raw_s13[16] & \$393 ;
-  assign \$395  = ! l1_dw0_0_raw_s13[15:0];
-  assign \$396  = l1_dw0_0_raw_s13[16] & \$395 ;
+  assign \$394  = l1_dw0_0_raw_s11[16] & \$393 ;
+  assign \$395  = ! l1_dw0_0_raw_s11[15:0];
+  assign \$396  = l1_dw0_0_raw_s11[16] & \$395 ;
   assign \$397  = \$396  & \floor$287 [0];
   assign \$398  = \$394  | \$397 ;
   assign \$399  = $signed(\floor$287 ) + $signed({ 1'h0, \$398  });
   assign \$400  = \above$290  ? 16'h7fff : \$399 [15:0];
   assign \t$292  = \below$291  ? 16'h8000 : \$400 ;
-  assign \$401  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$401  = ! l1_dw0_1_raw_s11[15:0];
   assign \$402  = ~ \$401 ;
-  assign \$403  = l1_dw0_1_raw_s13[16] & \$402 ;
-  assign \$404  = ! l1_dw0_1_raw_s13[15:0];
-  assign \$405  = l1_dw0_1_raw_s13[16] & \$404 ;
+  assign \$403  = l1_dw0_1_raw_s11[16] & \$402 ;
+  assign \$404  = ! l1_dw0_1_raw_s11[15:0];
+  assign \$405  = l1_dw0_1_raw_s11[16] & \$404 ;
   assign \$406  = \$405  & \floor$293 [0];
   assign \inc$295  = \$403  | \$406 ;
   assign \$407  = $signed(\floor$293 ) > $signed(16'h7fff);
@@ -4681,21 +4576,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$412  = ~ \inc$295 ;
   assign \$413  = \$411  & \$412 ;
   assign \below$297  = \$410  | \$413 ;
-  assign \$414  = ! l1_dw0_1_raw_s13[15:0];
+  assign \$414  = ! l1_dw0_1_raw_s11[15:0];
   assign \$415  = ~ \$414 ;
-  assign \$416  = l1_dw0_1_raw_s13[16] & \$415 ;
-  assign \$417  = ! l1_dw0_1_raw_s13[15:0];
-  assign \$418  = l1_dw0_1_raw_s13[16] & \$417 ;
+  assign \$416  = l1_dw0_1_raw_s11[16] & \$415 ;
+  assign \$417  = ! l1_dw0_1_raw_s11[15:0];
+  assign \$418  = l1_dw0_1_raw_s11[16] & \$417 ;
   assign \$419  = \$418  & \floor$293 [0];
   assign \$420  = \$416  | \$419 ;
   assign \$421  = $signed(\floor$293 ) + $signed({ 1'h0, \$420  });
   assign \$422  = \above$296  ? 16'h7fff : \$421 [15:0];
   assign \t$298  = \below$297  ? 16'h8000 : \$422 ;
-  assign \$423  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$423  = ! l1_dw0_2_raw_s11[15:0];
   assign \$424  = ~ \$423 ;
-  assign \$425  = l1_dw0_2_raw_s13[16] & \$424 ;
-  assign \$426  = ! l1_dw0_2_raw_s13[15:0];
-  assign \$427  = l1_dw0_2_raw_s13[16] & \$426 ;
+  assign \$425  = l1_dw0_2_raw_s11[16] & \$424 ;
+  assign \$426  = ! l1_dw0_2_raw_s11[15:0];
+  assign \$427  = l1_dw0_2_raw_s11[16] & \$426 ;
   assign \$428  = \$427  & \floor$299 [0];
   assign \inc$301  = \$425  | \$428 ;
   assign \$429  = $signed(\floor$299 ) > $signed(16'h7fff);
@@ -4707,21 +4602,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$434  = ~ \inc$301 ;
   assign \$435  = \$433  & \$434 ;
   assign \below$303  = \$432  | \$435 ;
-  assign \$436  = ! l1_dw0_2_raw_s13[15:0];
+  assign \$436  = ! l1_dw0_2_raw_s11[15:0];
   assign \$437  = ~ \$436 ;
-  assign \$438  = l1_dw0_2_raw_s13[16] & \$437 ;
-  assign \$439  = ! l1_dw0_2_raw_s13[15:0];
-  assign \$440  = l1_dw0_2_raw_s13[16] & \$439 ;
+  assign \$438  = l1_dw0_2_raw_s11[16] & \$437 ;
+  assign \$439  = ! l1_dw0_2_raw_s11[15:0];
+  assign \$440  = l1_dw0_2_raw_s11[16] & \$439 ;
   assign \$441  = \$440  & \floor$299 [0];
   assign \$442  = \$438  | \$441 ;
   assign \$443  = $signed(\floor$299 ) + $signed({ 1'h0, \$442  });
   assign \$444  = \above$302  ? 16'h7fff : \$443 [15:0];
   assign \t$304  = \below$303  ? 16'h8000 : \$444 ;
-  assign \$445  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$445  = ! l1_dw0_3_raw_s11[15:0];
   assign \$446  = ~ \$445 ;
-  assign \$447  = l1_dw0_3_raw_s13[16] & \$446 ;
-  assign \$448  = ! l1_dw0_3_raw_s13[15:0];
-  assign \$449  = l1_dw0_3_raw_s13[16] & \$448 ;
+  assign \$447  = l1_dw0_3_raw_s11[16] & \$446 ;
+  assign \$448  = ! l1_dw0_3_raw_s11[15:0];
+  assign \$449  = l1_dw0_3_raw_s11[16] & \$448 ;
   assign \$450  = \$449  & \floor$305 [0];
   assign \inc$307  = \$447  | \$450 ;
   assign \$451  = $signed(\floor$305 ) > $signed(16'h7fff);
@@ -4733,21 +4628,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$456  = ~ \inc$307 ;
   assign \$457  = \$455  & \$456 ;
   assign \below$309  = \$454  | \$457 ;
-  assign \$458  = ! l1_dw0_3_raw_s13[15:0];
+  assign \$458  = ! l1_dw0_3_raw_s11[15:0];
   assign \$459  = ~ \$458 ;
-  assign \$460  = l1_dw0_3_raw_s13[16] & \$459 ;
-  assign \$461  = ! l1_dw0_3_raw_s13[15:0];
-  assign \$462  = l1_dw0_3_raw_s13[16] & \$461 ;
+  assign \$460  = l1_dw0_3_raw_s11[16] & \$459 ;
+  assign \$461  = ! l1_dw0_3_raw_s11[15:0];
+  assign \$462  = l1_dw0_3_raw_s11[16] & \$461 ;
   assign \$463  = \$462  & \floor$305 [0];
   assign \$464  = \$460  | \$463 ;
   assign \$465  = $signed(\floor$305 ) + $signed({ 1'h0, \$464  });
   assign \$466  = \above$308  ? 16'h7fff : \$465 [15:0];
   assign \t$310  = \below$309  ? 16'h8000 : \$466 ;
-  assign \$467  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$467  = ! l1_dw0_4_raw_s11[15:0];
   assign \$468  = ~ \$467 ;
-  assign \$469  = l1_dw0_4_raw_s13[16] & \$468 ;
-  assign \$470  = ! l1_dw0_4_raw_s13[15:0];
-  assign \$471  = l1_dw0_4_raw_s13[16] & \$470 ;
+  assign \$469  = l1_dw0_4_raw_s11[16] & \$468 ;
+  assign \$470  = ! l1_dw0_4_raw_s11[15:0];
+  assign \$471  = l1_dw0_4_raw_s11[16] & \$470 ;
   assign \$472  = \$471  & \floor$311 [0];
   assign \inc$313  = \$469  | \$472 ;
   assign \$473  = $signed(\floor$311 ) > $signed(16'h7fff);
@@ -4759,21 +4654,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$478  = ~ \inc$313 ;
   assign \$479  = \$477  & \$478 ;
   assign \below$315  = \$476  | \$479 ;
-  assign \$480  = ! l1_dw0_4_raw_s13[15:0];
+  assign \$480  = ! l1_dw0_4_raw_s11[15:0];
   assign \$481  = ~ \$480 ;
-  assign \$482  = l1_dw0_4_raw_s13[16] & \$481 ;
-  assign \$483  = ! l1_dw0_4_raw_s13[15:0];
-  assign \$484  = l1_dw0_4_raw_s13[16] & \$483 ;
+  assign \$482  = l1_dw0_4_raw_s11[16] & \$481 ;
+  assign \$483  = ! l1_dw0_4_raw_s11[15:0];
+  assign \$484  = l1_dw0_4_raw_s11[16] & \$483 ;
   assign \$485  = \$484  & \floor$311 [0];
   assign \$486  = \$482  | \$485 ;
   assign \$487  = $signed(\floor$311 ) + $signed({ 1'h0, \$486  });
   assign \$488  = \above$314  ? 16'h7fff : \$487 [15:0];
   assign \t$316  = \below$315  ? 16'h8000 : \$488 ;
-  assign \$489  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$489  = ! l1_dw0_5_raw_s11[15:0];
   assign \$490  = ~ \$489 ;
-  assign \$491  = l1_dw0_5_raw_s13[16] & \$490 ;
-  assign \$492  = ! l1_dw0_5_raw_s13[15:0];
-  assign \$493  = l1_dw0_5_raw_s13[16] & \$492 ;
+  assign \$491  = l1_dw0_5_raw_s11[16] & \$490 ;
+  assign \$492  = ! l1_dw0_5_raw_s11[15:0];
+  assign \$493  = l1_dw0_5_raw_s11[16] & \$492 ;
   assign \$494  = \$493  & \floor$317 [0];
   assign \inc$319  = \$491  | \$494 ;
   assign \$495  = $signed(\floor$317 ) > $signed(16'h7fff);
@@ -4785,21 +4680,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$500  = ~ \inc$319 ;
   assign \$501  = \$499  & \$500 ;
   assign \below$321  = \$498  | \$501 ;
-  assign \$502  = ! l1_dw0_5_raw_s13[15:0];
+  assign \$502  = ! l1_dw0_5_raw_s11[15:0];
   assign \$503  = ~ \$502 ;
-  assign \$504  = l1_dw0_5_raw_s13[16] & \$503 ;
-  assign \$505  = ! l1_dw0_5_raw_s13[15:0];
-  assign \$506  = l1_dw0_5_raw_s13[16] & \$505 ;
+  assign \$504  = l1_dw0_5_raw_s11[16] & \$503 ;
+  assign \$505  = ! l1_dw0_5_raw_s11[15:0];
+  assign \$506  = l1_dw0_5_raw_s11[16] & \$505 ;
   assign \$507  = \$506  & \floor$317 [0];
   assign \$508  = \$504  | \$507 ;
   assign \$509  = $signed(\floor$317 ) + $signed({ 1'h0, \$508  });
   assign \$510  = \above$320  ? 16'h7fff : \$509 [15:0];
   assign \t$322  = \below$321  ? 16'h8000 : \$510 ;
-  assign \$511  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$511  = ! l1_dw0_6_raw_s11[15:0];
   assign \$512  = ~ \$511 ;
-  assign \$513  = l1_dw0_6_raw_s13[16] & \$512 ;
-  assign \$514  = ! l1_dw0_6_raw_s13[15:0];
-  assign \$515  = l1_dw0_6_raw_s13[16] & \$514 ;
+  assign \$513  = l1_dw0_6_raw_s11[16] & \$512 ;
+  assign \$514  = ! l1_dw0_6_raw_s11[15:0];
+  assign \$515  = l1_dw0_6_raw_s11[16] & \$514 ;
   assign \$516  = \$515  & \floor$323 [0];
   assign \inc$325  = \$513  | \$516 ;
   assign \$517  = $signed(\floor$323 ) > $signed(16'h7fff);
@@ -4811,21 +4706,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$522  = ~ \inc$325 ;
   assign \$523  = \$521  & \$522 ;
   assign \below$327  = \$520  | \$523 ;
-  assign \$524  = ! l1_dw0_6_raw_s13[15:0];
+  assign \$524  = ! l1_dw0_6_raw_s11[15:0];
   assign \$525  = ~ \$524 ;
-  assign \$526  = l1_dw0_6_raw_s13[16] & \$525 ;
-  assign \$527  = ! l1_dw0_6_raw_s13[15:0];
-  assign \$528  = l1_dw0_6_raw_s13[16] & \$527 ;
+  assign \$526  = l1_dw0_6_raw_s11[16] & \$525 ;
+  assign \$527  = ! l1_dw0_6_raw_s11[15:0];
+  assign \$528  = l1_dw0_6_raw_s11[16] & \$527 ;
   assign \$529  = \$528  & \floor$323 [0];
   assign \$530  = \$526  | \$529 ;
   assign \$531  = $signed(\floor$323 ) + $signed({ 1'h0, \$530  });
   assign \$532  = \above$326  ? 16'h7fff : \$531 [15:0];
   assign \t$328  = \below$327  ? 16'h8000 : \$532 ;
-  assign \$533  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$533  = ! l1_dw0_7_raw_s11[15:0];
   assign \$534  = ~ \$533 ;
-  assign \$535  = l1_dw0_7_raw_s13[16] & \$534 ;
-  assign \$536  = ! l1_dw0_7_raw_s13[15:0];
-  assign \$537  = l1_dw0_7_raw_s13[16] & \$536 ;
+  assign \$535  = l1_dw0_7_raw_s11[16] & \$534 ;
+  assign \$536  = ! l1_dw0_7_raw_s11[15:0];
+  assign \$537  = l1_dw0_7_raw_s11[16] & \$536 ;
   assign \$538  = \$537  & \floor$329 [0];
   assign \inc$331  = \$535  | \$538 ;
   assign \$539  = $signed(\floor$329 ) > $signed(16'h7fff);
@@ -4837,21 +4732,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$544  = ~ \inc$331 ;
   assign \$545  = \$543  & \$544 ;
   assign \below$333  = \$542  | \$545 ;
-  assign \$546  = ! l1_dw0_7_raw_s13[15:0];
+  assign \$546  = ! l1_dw0_7_raw_s11[15:0];
   assign \$547  = ~ \$546 ;
-  assign \$548  = l1_dw0_7_raw_s13[16] & \$547 ;
-  assign \$549  = ! l1_dw0_7_raw_s13[15:0];
-  assign \$550  = l1_dw0_7_raw_s13[16] & \$549 ;
+  assign \$548  = l1_dw0_7_raw_s11[16] & \$547 ;
+  assign \$549  = ! l1_dw0_7_raw_s11[15:0];
+  assign \$550  = l1_dw0_7_raw_s11[16] & \$549 ;
   assign \$551  = \$550  & \floor$329 [0];
   assign \$552  = \$548  | \$551 ;
   assign \$553  = $signed(\floor$329 ) + $signed({ 1'h0, \$552  });
   assign \$554  = \above$332  ? 16'h7fff : \$553 [15:0];
   assign \t$334  = \below$333  ? 16'h8000 : \$554 ;
-  assign \$555  = ! l1_dw0_8_raw_s13[15:0];
+  assign \$555  = ! l1_dw0_8_raw_s11[15:0];
   assign \$556  = ~ \$555 ;
-  assign \$557  = l1_dw0_8_raw_s13[16] & \$556 ;
-  assign \$558  = ! l1_dw0_8_raw_s13[15:0];
-  assign \$559  = l1_dw0_8_raw_s13[16] & \$558 ;
+  assign \$557  = l1_dw0_8_raw_s11[16] & \$556 ;
+  assign \$558  = ! l1_dw0_8_raw_s11[15:0];
+  assign \$559  = l1_dw0_8_raw_s11[16] & \$558 ;
   assign \$560  = \$559  & \floor$335 [0];
   assign \inc$337  = \$557  | \$560 ;
   assign \$561  = $signed(\floor$335 ) > $signed(16'h7fff);
@@ -4863,21 +4758,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$566  = ~ \inc$337 ;
   assign \$567  = \$565  & \$566 ;
   assign \below$339  = \$564  | \$567 ;
-  assign \$568  = ! l1_dw0_8_raw_s13[15:0];
+  assign \$568  = ! l1_dw0_8_raw_s11[15:0];
   assign \$569  = ~ \$568 ;
-  assign \$570  = l1_dw0_8_raw_s13[16] & \$569 ;
-  assign \$571  = ! l1_dw0_8_raw_s13[15:0];
-  assign \$572  = l1_dw0_8_raw_s13[16] & \$571 ;
+  assign \$570  = l1_dw0_8_raw_s11[16] & \$569 ;
+  assign \$571  = ! l1_dw0_8_raw_s11[15:0];
+  assign \$572  = l1_dw0_8_raw_s11[16] & \$571 ;
   assign \$573  = \$572  & \floor$335 [0];
   assign \$574  = \$570  | \$573 ;
   assign \$575  = $signed(\floor$335 ) + $signed({ 1'h0, \$574  });
   assign \$576  = \above$338  ? 16'h7fff : \$575 [15:0];
   assign \t$340  = \below$339  ? 16'h8000 : \$576 ;
-  assign \$577  = ! l1_dw0_9_raw_s13[15:0];
+  assign \$577  = ! l1_dw0_9_raw_s11[15:0];
   assign \$578  = ~ \$577 ;
-  assign \$579  = l1_dw0_9_raw_s13[16] & \$578 ;
-  assign \$580  = ! l1_dw0_9_raw_s13[15:0];
-  assign \$581  = l1_dw0_9_raw_s13[16] & \$580 ;
+  assign \$579  = l1_dw0_9_raw_s11[16] & \$578 ;
+  assign \$580  = ! l1_dw0_9_raw_s11[15:0];
+  assign \$581  = l1_dw0_9_raw_s11[16] & \$580 ;
   assign \$582  = \$581  & \floor$341 [0];
   assign \inc$343  = \$579  | \$582 ;
   assign \$583  = $signed(\floor$341 ) > $signed(16'h7fff);
@@ -4889,21 +4784,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$588  = ~ \inc$343 ;
   assign \$589  = \$587  & \$588 ;
   assign \below$345  = \$586  | \$589 ;
-  assign \$590  = ! l1_dw0_9_raw_s13[15:0];
+  assign \$590  = ! l1_dw0_9_raw_s11[15:0];
   assign \$591  = ~ \$590 ;
-  assign \$592  = l1_dw0_9_raw_s13[16] & \$591 ;
-  assign \$593  = ! l1_dw0_9_raw_s13[15:0];
-  assign \$594  = l1_dw0_9_raw_s13[16] & \$593 ;
+  assign \$592  = l1_dw0_9_raw_s11[16] & \$591 ;
+  assign \$593  = ! l1_dw0_9_raw_s11[15:0];
+  assign \$594  = l1_dw0_9_raw_s11[16] & \$593 ;
   assign \$595  = \$594  & \floor$341 [0];
   assign \$596  = \$592  | \$595 ;
   assign \$597  = $signed(\floor$341 ) + $signed({ 1'h0, \$596  });
   assign \$598  = \above$344  ? 16'h7fff : \$597 [15:0];
   assign \t$346  = \below$345  ? 16'h8000 : \$598 ;
-  assign \$599  = ! l1_dw0_10_raw_s13[15:0];
+  assign \$599  = ! l1_dw0_10_raw_s11[15:0];
   assign \$600  = ~ \$599 ;
-  assign \$601  = l1_dw0_10_raw_s13[16] & \$600 ;
-  assign \$602  = ! l1_dw0_10_raw_s13[15:0];
-  assign \$603  = l1_dw0_10_raw_s13[16] & \$602 ;
+  assign \$601  = l1_dw0_10_raw_s11[16] & \$600 ;
+  assign \$602  = ! l1_dw0_10_raw_s11[15:0];
+  assign \$603  = l1_dw0_10_raw_s11[16] & \$602 ;
   assign \$604  = \$603  & \floor$347 [0];
   assign \inc$349  = \$601  | \$604 ;
   assign \$605  = $signed(\floor$347 ) > $signed(16'h7fff);
@@ -4915,21 +4810,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$610  = ~ \inc$349 ;
   assign \$611  = \$609  & \$610 ;
   assign \below$351  = \$608  | \$611 ;
-  assign \$612  = ! l1_dw0_10_raw_s13[15:0];
+  assign \$612  = ! l1_dw0_10_raw_s11[15:0];
   assign \$613  = ~ \$612 ;
-  assign \$614  = l1_dw0_10_raw_s13[16] & \$613 ;
-  assign \$615  = ! l1_dw0_10_raw_s13[15:0];
-  assign \$616  = l1_dw0_10_raw_s13[16] & \$615 ;
+  assign \$614  = l1_dw0_10_raw_s11[16] & \$613 ;
+  assign \$615  = ! l1_dw0_10_raw_s11[15:0];
+  assign \$616  = l1_dw0_10_raw_s11[16] & \$615 ;
   assign \$617  = \$616  & \floor$347 [0];
   assign \$618  = \$614  | \$617 ;
   assign \$619  = $signed(\floor$347 ) + $signed({ 1'h0, \$618  });
   assign \$620  = \above$350  ? 16'h7fff : \$619 [15:0];
   assign \t$352  = \below$351  ? 16'h8000 : \$620 ;
-  assign \$621  = ! l1_dw0_11_raw_s13[15:0];
+  assign \$621  = ! l1_dw0_11_raw_s11[15:0];
   assign \$622  = ~ \$621 ;
-  assign \$623  = l1_dw0_11_raw_s13[16] & \$622 ;
-  assign \$624  = ! l1_dw0_11_raw_s13[15:0];
-  assign \$625  = l1_dw0_11_raw_s13[16] & \$624 ;
+  assign \$623  = l1_dw0_11_raw_s11[16] & \$622 ;
+  assign \$624  = ! l1_dw0_11_raw_s11[15:0];
+  assign \$625  = l1_dw0_11_raw_s11[16] & \$624 ;
   assign \$626  = \$625  & \floor$353 [0];
   assign \inc$355  = \$623  | \$626 ;
   assign \$627  = $signed(\floor$353 ) > $signed(16'h7fff);
@@ -4941,21 +4836,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$632  = ~ \inc$355 ;
   assign \$633  = \$631  & \$632 ;
   assign \below$357  = \$630  | \$633 ;
-  assign \$634  = ! l1_dw0_11_raw_s13[15:0];
+  assign \$634  = ! l1_dw0_11_raw_s11[15:0];
   assign \$635  = ~ \$634 ;
-  assign \$636  = l1_dw0_11_raw_s13[16] & \$635 ;
-  assign \$637  = ! l1_dw0_11_raw_s13[15:0];
-  assign \$638  = l1_dw0_11_raw_s13[16] & \$637 ;
+  assign \$636  = l1_dw0_11_raw_s11[16] & \$635 ;
+  assign \$637  = ! l1_dw0_11_raw_s11[15:0];
+  assign \$638  = l1_dw0_11_raw_s11[16] & \$637 ;
   assign \$639  = \$638  & \floor$353 [0];
   assign \$640  = \$636  | \$639 ;
   assign \$641  = $signed(\floor$353 ) + $signed({ 1'h0, \$640  });
   assign \$642  = \above$356  ? 16'h7fff : \$641 [15:0];
   assign \t$358  = \below$357  ? 16'h8000 : \$642 ;
-  assign \$643  = ! l1_dw0_12_raw_s13[15:0];
+  assign \$643  = ! l1_dw0_12_raw_s11[15:0];
   assign \$644  = ~ \$643 ;
-  assign \$645  = l1_dw0_12_raw_s13[16] & \$644 ;
-  assign \$646  = ! l1_dw0_12_raw_s13[15:0];
-  assign \$647  = l1_dw0_12_raw_s13[16] & \$646 ;
+  assign \$645  = l1_dw0_12_raw_s11[16] & \$644 ;
+  assign \$646  = ! l1_dw0_12_raw_s11[15:0];
+  assign \$647  = l1_dw0_12_raw_s11[16] & \$646 ;
   assign \$648  = \$647  & \floor$359 [0];
   assign \inc$361  = \$645  | \$648 ;
   assign \$649  = $signed(\floor$359 ) > $signed(16'h7fff);
@@ -4967,21 +4862,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$654  = ~ \inc$361 ;
   assign \$655  = \$653  & \$654 ;
   assign \below$363  = \$652  | \$655 ;
-  assign \$656  = ! l1_dw0_12_raw_s13[15:0];
+  assign \$656  = ! l1_dw0_12_raw_s11[15:0];
   assign \$657  = ~ \$656 ;
-  assign \$658  = l1_dw0_12_raw_s13[16] & \$657 ;
-  assign \$659  = ! l1_dw0_12_raw_s13[15:0];
-  assign \$660  = l1_dw0_12_raw_s13[16] & \$659 ;
+  assign \$658  = l1_dw0_12_raw_s11[16] & \$657 ;
+  assign \$659  = ! l1_dw0_12_raw_s11[15:0];
+  assign \$660  = l1_dw0_12_raw_s11[16] & \$659 ;
   assign \$661  = \$660  & \floor$359 [0];
   assign \$662  = \$658  | \$661 ;
   assign \$663  = $signed(\floor$359 ) + $signed({ 1'h0, \$662  });
   assign \$664  = \above$362  ? 16'h7fff : \$663 [15:0];
   assign \t$364  = \below$363  ? 16'h8000 : \$664 ;
-  assign \$665  = ! l1_dw0_13_raw_s13[15:0];
+  assign \$665  = ! l1_dw0_13_raw_s11[15:0];
   assign \$666  = ~ \$665 ;
-  assign \$667  = l1_dw0_13_raw_s13[16] & \$666 ;
-  assign \$668  = ! l1_dw0_13_raw_s13[15:0];
-  assign \$669  = l1_dw0_13_raw_s13[16] & \$668 ;
+  assign \$667  = l1_dw0_13_raw_s11[16] & \$666 ;
+  assign \$668  = ! l1_dw0_13_raw_s11[15:0];
+  assign \$669  = l1_dw0_13_raw_s11[16] & \$668 ;
   assign \$670  = \$669  & \floor$365 [0];
   assign \inc$367  = \$667  | \$670 ;
   assign \$671  = $signed(\floor$365 ) > $signed(16'h7fff);
@@ -4993,21 +4888,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$676  = ~ \inc$367 ;
   assign \$677  = \$675  & \$676 ;
   assign \below$369  = \$674  | \$677 ;
-  assign \$678  = ! l1_dw0_13_raw_s13[15:0];
+  assign \$678  = ! l1_dw0_13_raw_s11[15:0];
   assign \$679  = ~ \$678 ;
-  assign \$680  = l1_dw0_13_raw_s13[16] & \$679 ;
-  assign \$681  = ! l1_dw0_13_raw_s13[15:0];
-  assign \$682  = l1_dw0_13_raw_s13[16] & \$681 ;
+  assign \$680  = l1_dw0_13_raw_s11[16] & \$679 ;
+  assign \$681  = ! l1_dw0_13_raw_s11[15:0];
+  assign \$682  = l1_dw0_13_raw_s11[16] & \$681 ;
   assign \$683  = \$682  & \floor$365 [0];
   assign \$684  = \$680  | \$683 ;
   assign \$685  = $signed(\floor$365 ) + $signed({ 1'h0, \$684  });
   assign \$686  = \above$368  ? 16'h7fff : \$685 [15:0];
   assign \t$370  = \below$369  ? 16'h8000 : \$686 ;
-  assign \$687  = ! l1_dw0_14_raw_s13[15:0];
+  assign \$687  = ! l1_dw0_14_raw_s11[15:0];
   assign \$688  = ~ \$687 ;
-  assign \$689  = l1_dw0_14_raw_s13[16] & \$688 ;
-  assign \$690  = ! l1_dw0_14_raw_s13[15:0];
-  assign \$691  = l1_dw0_14_raw_s13[16] & \$690 ;
+  assign \$689  = l1_dw0_14_raw_s11[16] & \$688 ;
+  assign \$690  = ! l1_dw0_14_raw_s11[15:0];
+  assign \$691  = l1_dw0_14_raw_s11[16] & \$690 ;
   assign \$692  = \$691  & \floor$371 [0];
   assign \inc$373  = \$689  | \$692 ;
   assign \$693  = $signed(\floor$371 ) > $signed(16'h7fff);
@@ -5019,21 +4914,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$698  = ~ \inc$373 ;
   assign \$699  = \$697  & \$698 ;
   assign \below$375  = \$696  | \$699 ;
-  assign \$700  = ! l1_dw0_14_raw_s13[15:0];
+  assign \$700  = ! l1_dw0_14_raw_s11[15:0];
   assign \$701  = ~ \$700 ;
-  assign \$702  = l1_dw0_14_raw_s13[16] & \$701 ;
-  assign \$703  = ! l1_dw0_14_raw_s13[15:0];
-  assign \$704  = l1_dw0_14_raw_s13[16] & \$703 ;
+  assign \$702  = l1_dw0_14_raw_s11[16] & \$701 ;
+  assign \$703  = ! l1_dw0_14_raw_s11[15:0];
+  assign \$704  = l1_dw0_14_raw_s11[16] & \$703 ;
   assign \$705  = \$704  & \floor$371 [0];
   assign \$706  = \$702  | \$705 ;
   assign \$707  = $signed(\floor$371 ) + $signed({ 1'h0, \$706  });
   assign \$708  = \above$374  ? 16'h7fff : \$707 [15:0];
   assign \t$376  = \below$375  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l1_dw0_15_raw_s13[15:0];
+  assign \$709  = ! l1_dw0_15_raw_s11[15:0];
   assign \$710  = ~ \$709 ;
-  assign \$711  = l1_dw0_15_raw_s13[16] & \$710 ;
-  assign \$712  = ! l1_dw0_15_raw_s13[15:0];
-  assign \$713  = l1_dw0_15_raw_s13[16] & \$712 ;
+  assign \$711  = l1_dw0_15_raw_s11[16] & \$710 ;
+  assign \$712  = ! l1_dw0_15_raw_s11[15:0];
+  assign \$713  = l1_dw0_15_raw_s11[16] & \$712 ;
   assign \$714  = \$713  & \floor$377 [0];
   assign \inc$379  = \$711  | \$714 ;
   assign \$715  = $signed(\floor$377 ) > $signed(16'h7fff);
@@ -5045,21 +4940,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$720  = ~ \inc$379 ;
   assign \$721  = \$719  & \$720 ;
   assign \below$381  = \$718  | \$721 ;
-  assign \$722  = ! l1_dw0_15_raw_s13[15:0];
+  assign \$722  = ! l1_dw0_15_raw_s11[15:0];
   assign \$723  = ~ \$722 ;
-  assign \$724  = l1_dw0_15_raw_s13[16] & \$723 ;
-  assign \$725  = ! l1_dw0_15_raw_s13[15:0];
-  assign \$726  = l1_dw0_15_raw_s13[16] & \$725 ;
+  assign \$724  = l1_dw0_15_raw_s11[16] & \$723 ;
+  assign \$725  = ! l1_dw0_15_raw_s11[15:0];
+  assign \$726  = l1_dw0_15_raw_s11[16] & \$725 ;
   assign \$727  = \$726  & \floor$377 [0];
   assign \$728  = \$724  | \$727 ;
   assign \$729  = $signed(\floor$377 ) + $signed({ 1'h0, \$728  });
   assign \$730  = \above$380  ? 16'h7fff : \$729 [15:0];
   assign \t$382  = \below$381  ? 16'h8000 : \$730 ;
-  assign \$731  = ! err0_s12[3:0];
+  assign \$731  = ! err0_s10[3:0];
   assign \$732  = ~ \$731 ;
-  assign \$733  = err0_s12[4] & \$732 ;
-  assign \$734  = ! err0_s12[3:0];
-  assign \$735  = err0_s12[4] & \$734 ;
+  assign \$733  = err0_s10[4] & \$732 ;
+  assign \$734  = ! err0_s10[3:0];
+  assign \$735  = err0_s10[4] & \$734 ;
   assign \$736  = \$735  & \floor$383 [0];
   assign \inc$385  = \$733  | \$736 ;
   assign \$737  = $signed(\floor$383 ) > $signed(16'h7fff);
@@ -5071,11 +4966,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$742  = ~ \inc$385 ;
   assign \$743  = \$741  & \$742 ;
   assign \below$387  = \$740  | \$743 ;
-  assign \$744  = ! err0_s12[3:0];
+  assign \$744  = ! err0_s10[3:0];
   assign \$745  = ~ \$744 ;
-  assign \$746  = err0_s12[4] & \$745 ;
-  assign \$747  = ! err0_s12[3:0];
-  assign \$748  = err0_s12[4] & \$747 ;
+  assign \$746  = err0_s10[4] & \$745 ;
+  assign \$747  = ! err0_s10[3:0];
+  assign \$748  = err0_s10[4] & \$747 ;
   assign \$749  = \$748  & \floor$383 [0];
   assign \$750  = \$746  | \$749 ;
   assign \$751  = $signed(\floor$383 ) + $signed({ 1'h0, \$750  });
@@ -5497,11 +5392,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1103  = $signed(\floor$528 ) + $signed({ 1'h0, \$1102  });
   assign \$1104  = \above$530  ? 16'h7fff : \$1103 [15:0];
   assign \t$532  = \below$531  ? 16'h8000 : \$1104 ;
-  assign \$1105  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$1105  = ! l0_dw0_0_raw_s13[15:0];
   assign \$1106  = ~ \$1105 ;
-  assign \$1107  = l0_dw0_0_raw_s15[16] & \$1106 ;
-  assign \$1108  = ! l0_dw0_0_raw_s15[15:0];
-  assign \$1109  = l0_dw0_0_raw_s15[16] & \$1108 ;
+  assign \$1107  = l0_dw0_0_raw_s13[16] & \$1106 ;
+  assign \$1108  = ! l0_dw0_0_raw_s13[15:0];
+  assign \$1109  = l0_dw0_0_raw_s13[16] & \$1108 ;
   assign \$1110  = \$1109  & \floor$533 [0];
   assign \inc$535  = \$1107  | \$1110 ;
   assign \$1111  = $signed(\floor$533 ) > $signed(16'h7fff);
@@ -5513,21 +5408,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1116  = ~ \inc$535 ;
   assign \$1117  = \$1115  & \$1116 ;
   assign \below$537  = \$1114  | \$1117 ;
-  assign \$1118  = ! l0_dw0_0_raw_s15[15:0];
+  assign \$1118  = ! l0_dw0_0_raw_s13[15:0];
   assign \$1119  = ~ \$1118 ;
-  assign \$1120  = l0_dw0_0_raw_s15[16] & \$1119 ;
-  assign \$1121  = ! l0_dw0_0_raw_s15[15:0];
-  assign \$1122  = l0_dw0_0_raw_s15[16] & \$1121 ;
+  assign \$1120  = l0_dw0_0_raw_s13[16] & \$1119 ;
+  assign \$1121  = ! l0_dw0_0_raw_s13[15:0];
+  assign \$1122  = l0_dw0_0_raw_s13[16] & \$1121 ;
   assign \$1123  = \$1122  & \floor$533 [0];
   assign \$1124  = \$1120  | \$1123 ;
   assign \$1125  = $signed(\floor$533 ) + $signed({ 1'h0, \$1124  });
   assign \$1126  = \above$536  ? 16'h7fff : \$1125 [15:0];
   assign \t$538  = \below$537  ? 16'h8000 : \$1126 ;
-  assign \$1127  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$1127  = ! l0_dw1_0_raw_s13[15:0];
   assign \$1128  = ~ \$1127 ;
-  assign \$1129  = l0_dw1_0_raw_s15[16] & \$1128 ;
-  assign \$1130  = ! l0_dw1_0_raw_s15[15:0];
-  assign \$1131  = l0_dw1_0_raw_s15[16] & \$1130 ;
+  assign \$1129  = l0_dw1_0_raw_s13[16] & \$1128 ;
+  assign \$1130  = ! l0_dw1_0_raw_s13[15:0];
+  assign \$1131  = l0_dw1_0_raw_s13[16] & \$1130 ;
   assign \$1132  = \$1131  & \floor$539 [0];
   assign \inc$541  = \$1129  | \$1132 ;
   assign \$1133  = $signed(\floor$539 ) > $signed(16'h7fff);
@@ -5539,21 +5434,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1138  = ~ \inc$541 ;
   assign \$1139  = \$1137  & \$1138 ;
   assign \below$543  = \$1136  | \$1139 ;
-  assign \$1140  = ! l0_dw1_0_raw_s15[15:0];
+  assign \$1140  = ! l0_dw1_0_raw_s13[15:0];
   assign \$1141  = ~ \$1140 ;
-  assign \$1142  = l0_dw1_0_raw_s15[16] & \$1141 ;
-  assign \$1143  = ! l0_dw1_0_raw_s15[15:0];
-  assign \$1144  = l0_dw1_0_raw_s15[16] & \$1143 ;
+  assign \$1142  = l0_dw1_0_raw_s13[16] & \$1141 ;
+  assign \$1143  = ! l0_dw1_0_raw_s13[15:0];
+  assign \$1144  = l0_dw1_0_raw_s13[16] & \$1143 ;
   assign \$1145  = \$1144  & \floor$539 [0];
   assign \$1146  = \$1142  | \$1145 ;
   assign \$1147  = $signed(\floor$539 ) + $signed({ 1'h0, \$1146  });
   assign \$1148  = \above$542  ? 16'h7fff : \$1147 [15:0];
   assign \t$544  = \below$543  ? 16'h8000 : \$1148 ;
-  assign \$1149  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$1149  = ! l0_dw2_0_raw_s13[15:0];
   assign \$1150  = ~ \$1149 ;
-  assign \$1151  = l0_dw2_0_raw_s15[16] & \$1150 ;
-  assign \$1152  = ! l0_dw2_0_raw_s15[15:0];
-  assign \$1153  = l0_dw2_0_raw_s15[16] & \$1152 ;
+  assign \$1151  = l0_dw2_0_raw_s13[16] & \$1150 ;
+  assign \$1152  = ! l0_dw2_0_raw_s13[15:0];
+  assign \$1153  = l0_dw2_0_raw_s13[16] & \$1152 ;
   assign \$1154  = \$1153  & \floor$545 [0];
   assign \inc$547  = \$1151  | \$1154 ;
   assign \$1155  = $signed(\floor$545 ) > $signed(16'h7fff);
@@ -5565,21 +5460,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1160  = ~ \inc$547 ;
   assign \$1161  = \$1159  & \$1160 ;
   assign \below$549  = \$1158  | \$1161 ;
-  assign \$1162  = ! l0_dw2_0_raw_s15[15:0];
+  assign \$1162  = ! l0_dw2_0_raw_s13[15:0];
   assign \$1163  = ~ \$1162 ;
-  assign \$1164  = l0_dw2_0_raw_s15[16] & \$1163 ;
-  assign \$1165  = ! l0_dw2_0_raw_s15[15:0];
-  assign \$1166  = l0_dw2_0_raw_s15[16] & \$1165 ;
+  assign \$1164  = l0_dw2_0_raw_s13[16] & \$1163 ;
+  assign \$1165  = ! l0_dw2_0_raw_s13[15:0];
+  assign \$1166  = l0_dw2_0_raw_s13[16] & \$1165 ;
   assign \$1167  = \$1166  & \floor$545 [0];
   assign \$1168  = \$1164  | \$1167 ;
   assign \$1169  = $signed(\floor$545 ) + $signed({ 1'h0, \$1168  });
   assign \$1170  = \above$548  ? 16'h7fff : \$1169 [15:0];
   assign \t$550  = \below$549  ? 16'h8000 : \$1170 ;
-  assign \$1171  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$1171  = ! l0_dw3_0_raw_s13[15:0];
   assign \$1172  = ~ \$1171 ;
-  assign \$1173  = l0_dw3_0_raw_s15[16] & \$1172 ;
-  assign \$1174  = ! l0_dw3_0_raw_s15[15:0];
-  assign \$1175  = l0_dw3_0_raw_s15[16] & \$1174 ;
+  assign \$1173  = l0_dw3_0_raw_s13[16] & \$1172 ;
+  assign \$1174  = ! l0_dw3_0_raw_s13[15:0];
+  assign \$1175  = l0_dw3_0_raw_s13[16] & \$1174 ;
   assign \$1176  = \$1175  & \floor$551 [0];
   assign \inc$553  = \$1173  | \$1176 ;
   assign \$1177  = $signed(\floor$551 ) > $signed(16'h7fff);
@@ -5591,21 +5486,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1182  = ~ \inc$553 ;
   assign \$1183  = \$1181  & \$1182 ;
   assign \below$555  = \$1180  | \$1183 ;
-  assign \$1184  = ! l0_dw3_0_raw_s15[15:0];
+  assign \$1184  = ! l0_dw3_0_raw_s13[15:0];
   assign \$1185  = ~ \$1184 ;
-  assign \$1186  = l0_dw3_0_raw_s15[16] & \$1185 ;
-  assign \$1187  = ! l0_dw3_0_raw_s15[15:0];
-  assign \$1188  = l0_dw3_0_raw_s15[16] & \$1187 ;
+  assign \$1186  = l0_dw3_0_raw_s13[16] & \$1185 ;
+  assign \$1187  = ! l0_dw3_0_raw_s13[15:0];
+  assign \$1188  = l0_dw3_0_raw_s13[16] & \$1187 ;
   assign \$1189  = \$1188  & \floor$551 [0];
   assign \$1190  = \$1186  | \$1189 ;
   assign \$1191  = $signed(\floor$551 ) + $signed({ 1'h0, \$1190  });
   assign \$1192  = \above$554  ? 16'h7fff : \$1191 [15:0];
   assign \t$556  = \below$555  ? 16'h8000 : \$1192 ;
-  assign \$1193  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$1193  = ! l0_dw4_0_raw_s13[15:0];
   assign \$1194  = ~ \$1193 ;
-  assign \$1195  = l0_dw4_0_raw_s15[16] & \$1194 ;
-  assign \$1196  = ! l0_dw4_0_raw_s15[15:0];
-  assign \$1197  = l0_dw4_0_raw_s15[16] & \$1196 ;
+  assign \$1195  = l0_dw4_0_raw_s13[16] & \$1194 ;
+  assign \$1196  = ! l0_dw4_0_raw_s13[15:0];
+  assign \$1197  = l0_dw4_0_raw_s13[16] & \$1196 ;
   assign \$1198  = \$1197  & \floor$557 [0];
   assign \inc$559  = \$1195  | \$1198 ;
   assign \$1199  = $signed(\floor$557 ) > $signed(16'h7fff);
@@ -5617,21 +5512,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1204  = ~ \inc$559 ;
   assign \$1205  = \$1203  & \$1204 ;
   assign \below$561  = \$1202  | \$1205 ;
-  assign \$1206  = ! l0_dw4_0_raw_s15[15:0];
+  assign \$1206  = ! l0_dw4_0_raw_s13[15:0];
   assign \$1207  = ~ \$1206 ;
-  assign \$1208  = l0_dw4_0_raw_s15[16] & \$1207 ;
-  assign \$1209  = ! l0_dw4_0_raw_s15[15:0];
-  assign \$1210  = l0_dw4_0_raw_s15[16] & \$1209 ;
+  assign \$1208  = l0_dw4_0_raw_s13[16] & \$1207 ;
+  assign \$1209  = ! l0_dw4_0_raw_s13[15:0];
+  assign \$1210  = l0_dw4_0_raw_s13[16] & \$1209 ;
   assign \$1211  = \$1210  & \floor$557 [0];
   assign \$1212  = \$1208  | \$1211 ;
   assign \$1213  = $signed(\floor$557 ) + $signed({ 1'h0, \$1212  });
   assign \$1214  = \above$560  ? 16'h7fff : \$1213 [15:0];
   assign \t$562  = \below$561  ? 16'h8000 : \$1214 ;
-  assign \$1215  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$1215  = ! l0_dw5_0_raw_s13[15:0];
   assign \$1216  = ~ \$1215 ;
-  assign \$1217  = l0_dw5_0_raw_s15[16] & \$1216 ;
-  assign \$1218  = ! l0_dw5_0_raw_s15[15:0];
-  assign \$1219  = l0_dw5_0_raw_s15[16] & \$1218 ;
+  assign \$1217  = l0_dw5_0_raw_s13[16] & \$1216 ;
+  assign \$1218  = ! l0_dw5_0_raw_s13[15:0];
+  assign \$1219  = l0_dw5_0_raw_s13[16] & \$1218 ;
   assign \$1220  = \$1219  & \floor$563 [0];
   assign \inc$565  = \$1217  | \$1220 ;
   assign \$1221  = $signed(\floor$563 ) > $signed(16'h7fff);
@@ -5643,21 +5538,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1226  = ~ \inc$565 ;
   assign \$1227  = \$1225  & \$1226 ;
   assign \below$567  = \$1224  | \$1227 ;
-  assign \$1228  = ! l0_dw5_0_raw_s15[15:0];
+  assign \$1228  = ! l0_dw5_0_raw_s13[15:0];
   assign \$1229  = ~ \$1228 ;
-  assign \$1230  = l0_dw5_0_raw_s15[16] & \$1229 ;
-  assign \$1231  = ! l0_dw5_0_raw_s15[15:0];
-  assign \$1232  = l0_dw5_0_raw_s15[16] & \$1231 ;
+  assign \$1230  = l0_dw5_0_raw_s13[16] & \$1229 ;
+  assign \$1231  = ! l0_dw5_0_raw_s13[15:0];
+  assign \$1232  = l0_dw5_0_raw_s13[16] & \$1231 ;
   assign \$1233  = \$1232  & \floor$563 [0];
   assign \$1234  = \$1230  | \$1233 ;
   assign \$1235  = $signed(\floor$563 ) + $signed({ 1'h0, \$1234  });
   assign \$1236  = \above$566  ? 16'h7fff : \$1235 [15:0];
   assign \t$568  = \below$567  ? 16'h8000 : \$1236 ;
-  assign \$1237  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$1237  = ! l0_dw6_0_raw_s13[15:0];
   assign \$1238  = ~ \$1237 ;
-  assign \$1239  = l0_dw6_0_raw_s15[16] & \$1238 ;
-  assign \$1240  = ! l0_dw6_0_raw_s15[15:0];
-  assign \$1241  = l0_dw6_0_raw_s15[16] & \$1240 ;
+  assign \$1239  = l0_dw6_0_raw_s13[16] & \$1238 ;
+  assign \$1240  = ! l0_dw6_0_raw_s13[15:0];
+  assign \$1241  = l0_dw6_0_raw_s13[16] & \$1240 ;
   assign \$1242  = \$1241  & \floor$569 [0];
   assign \inc$571  = \$1239  | \$1242 ;
   assign \$1243  = $signed(\floor$569 ) > $signed(16'h7fff);
@@ -5669,21 +5564,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1248  = ~ \inc$571 ;
   assign \$1249  = \$1247  & \$1248 ;
   assign \below$573  = \$1246  | \$1249 ;
-  assign \$1250  = ! l0_dw6_0_raw_s15[15:0];
+  assign \$1250  = ! l0_dw6_0_raw_s13[15:0];
   assign \$1251  = ~ \$1250 ;
-  assign \$1252  = l0_dw6_0_raw_s15[16] & \$1251 ;
-  assign \$1253  = ! l0_dw6_0_raw_s15[15:0];
-  assign \$1254  = l0_dw6_0_raw_s15[16] & \$1253 ;
+  assign \$1252  = l0_dw6_0_raw_s13[16] & \$1251 ;
+  assign \$1253  = ! l0_dw6_0_raw_s13[15:0];
+  assign \$1254  = l0_dw6_0_raw_s13[16] & \$1253 ;
   assign \$1255  = \$1254  & \floor$569 [0];
   assign \$1256  = \$1252  | \$1255 ;
   assign \$1257  = $signed(\floor$569 ) + $signed({ 1'h0, \$1256  });
   assign \$1258  = \above$572  ? 16'h7fff : \$1257 [15:0];
   assign \t$574  = \below$573  ? 16'h8000 : \$1258 ;
-  assign \$1259  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$1259  = ! l0_dw7_0_raw_s13[15:0];
   assign \$1260  = ~ \$1259 ;
-  assign \$1261  = l0_dw7_0_raw_s15[16] & \$1260 ;
-  assign \$1262  = ! l0_dw7_0_raw_s15[15:0];
-  assign \$1263  = l0_dw7_0_raw_s15[16] & \$1262 ;
+  assign \$1261  = l0_dw7_0_raw_s13[16] & \$1260 ;
+  assign \$1262  = ! l0_dw7_0_raw_s13[15:0];
+  assign \$1263  = l0_dw7_0_raw_s13[16] & \$1262 ;
   assign \$1264  = \$1263  & \floor$575 [0];
   assign \inc$577  = \$1261  | \$1264 ;
   assign \$1265  = $signed(\floor$575 ) > $signed(16'h7fff);
@@ -5695,21 +5590,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1270  = ~ \inc$577 ;
   assign \$1271  = \$1269  & \$1270 ;
   assign \below$579  = \$1268  | \$1271 ;
-  assign \$1272  = ! l0_dw7_0_raw_s15[15:0];
+  assign \$1272  = ! l0_dw7_0_raw_s13[15:0];
   assign \$1273  = ~ \$1272 ;
-  assign \$1274  = l0_dw7_0_raw_s15[16] & \$1273 ;
-  assign \$1275  = ! l0_dw7_0_raw_s15[15:0];
-  assign \$1276  = l0_dw7_0_raw_s15[16] & \$1275 ;
+  assign \$1274  = l0_dw7_0_raw_s13[16] & \$1273 ;
+  assign \$1275  = ! l0_dw7_0_raw_s13[15:0];
+  assign \$1276  = l0_dw7_0_raw_s13[16] & \$1275 ;
   assign \$1277  = \$1276  & \floor$575 [0];
   assign \$1278  = \$1274  | \$1277 ;
   assign \$1279  = $signed(\floor$575 ) + $signed({ 1'h0, \$1278  });
   assign \$1280  = \above$578  ? 16'h7fff : \$1279 [15:0];
   assign \t$580  = \below$579  ? 16'h8000 : \$1280 ;
-  assign \$1281  = ! l0_dw8_0_raw_s15[15:0];
+  assign \$1281  = ! l0_dw8_0_raw_s13[15:0];
   assign \$1282  = ~ \$1281 ;
-  assign \$1283  = l0_dw8_0_raw_s15[16] & \$1282 ;
-  assign \$1284  = ! l0_dw8_0_raw_s15[15:0];
-  assign \$1285  = l0_dw8_0_raw_s15[16] & \$1284 ;
+  assign \$1283  = l0_dw8_0_raw_s13[16] & \$1282 ;
+  assign \$1284  = ! l0_dw8_0_raw_s13[15:0];
+  assign \$1285  = l0_dw8_0_raw_s13[16] & \$1284 ;
   assign \$1286  = \$1285  & \floor$581 [0];
   assign \inc$583  = \$1283  | \$1286 ;
   assign \$1287  = $signed(\floor$581 ) > $signed(16'h7fff);
@@ -5721,21 +5616,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1292  = ~ \inc$583 ;
   assign \$1293  = \$1291  & \$1292 ;
   assign \below$585  = \$1290  | \$1293 ;
-  assign \$1294  = ! l0_dw8_0_raw_s15[15:0];
+  assign \$1294  = ! l0_dw8_0_raw_s13[15:0];
   assign \$1295  = ~ \$1294 ;
-  assign \$1296  = l0_dw8_0_raw_s15[16] & \$1295 ;
-  assign \$1297  = ! l0_dw8_0_raw_s15[15:0];
-  assign \$1298  = l0_dw8_0_raw_s15[16] & \$1297 ;
+  assign \$1296  = l0_dw8_0_raw_s13[16] & \$1295 ;
+  assign \$1297  = ! l0_dw8_0_raw_s13[15:0];
+  assign \$1298  = l0_dw8_0_raw_s13[16] & \$1297 ;
   assign \$1299  = \$1298  & \floor$581 [0];
   assign \$1300  = \$1296  | \$1299 ;
   assign \$1301  = $signed(\floor$581 ) + $signed({ 1'h0, \$1300  });
   assign \$1302  = \above$584  ? 16'h7fff : \$1301 [15:0];
   assign \t$586  = \below$585  ? 16'h8000 : \$1302 ;
-  assign \$1303  = ! l0_dw9_0_raw_s15[15:0];
+  assign \$1303  = ! l0_dw9_0_raw_s13[15:0];
   assign \$1304  = ~ \$1303 ;
-  assign \$1305  = l0_dw9_0_raw_s15[16] & \$1304 ;
-  assign \$1306  = ! l0_dw9_0_raw_s15[15:0];
-  assign \$1307  = l0_dw9_0_raw_s15[16] & \$1306 ;
+  assign \$1305  = l0_dw9_0_raw_s13[16] & \$1304 ;
+  assign \$1306  = ! l0_dw9_0_raw_s13[15:0];
+  assign \$1307  = l0_dw9_0_raw_s13[16] & \$1306 ;
   assign \$1308  = \$1307  & \floor$587 [0];
   assign \inc$589  = \$1305  | \$1308 ;
   assign \$1309  = $signed(\floor$587 ) > $signed(16'h7fff);
@@ -5747,21 +5642,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1314  = ~ \inc$589 ;
   assign \$1315  = \$1313  & \$1314 ;
   assign \below$591  = \$1312  | \$1315 ;
-  assign \$1316  = ! l0_dw9_0_raw_s15[15:0];
+  assign \$1316  = ! l0_dw9_0_raw_s13[15:0];
   assign \$1317  = ~ \$1316 ;
-  assign \$1318  = l0_dw9_0_raw_s15[16] & \$1317 ;
-  assign \$1319  = ! l0_dw9_0_raw_s15[15:0];
-  assign \$1320  = l0_dw9_0_raw_s15[16] & \$1319 ;
+  assign \$1318  = l0_dw9_0_raw_s13[16] & \$1317 ;
+  assign \$1319  = ! l0_dw9_0_raw_s13[15:0];
+  assign \$1320  = l0_dw9_0_raw_s13[16] & \$1319 ;
   assign \$1321  = \$1320  & \floor$587 [0];
   assign \$1322  = \$1318  | \$1321 ;
   assign \$1323  = $signed(\floor$587 ) + $signed({ 1'h0, \$1322  });
   assign \$1324  = \above$590  ? 16'h7fff : \$1323 [15:0];
   assign \t$592  = \below$591  ? 16'h8000 : \$1324 ;
-  assign \$1325  = ! l0_dw10_0_raw_s15[15:0];
+  assign \$1325  = ! l0_dw10_0_raw_s13[15:0];
   assign \$1326  = ~ \$1325 ;
-  assign \$1327  = l0_dw10_0_raw_s15[16] & \$1326 ;
-  assign \$1328  = ! l0_dw10_0_raw_s15[15:0];
-  assign \$1329  = l0_dw10_0_raw_s15[16] & \$1328 ;
+  assign \$1327  = l0_dw10_0_raw_s13[16] & \$1326 ;
+  assign \$1328  = ! l0_dw10_0_raw_s13[15:0];
+  assign \$1329  = l0_dw10_0_raw_s13[16] & \$1328 ;
   assign \$1330  = \$1329  & \floor$593 [0];
   assign \inc$595  = \$1327  | \$1330 ;
   assign \$1331  = $signed(\floor$593 ) > $signed(16'h7fff);
@@ -5773,21 +5668,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1336  = ~ \inc$595 ;
   assign \$1337  = \$1335  & \$1336 ;
   assign \below$597  = \$1334  | \$1337 ;
-  assign \$1338  = ! l0_dw10_0_raw_s15[15:0];
+  assign \$1338  = ! l0_dw10_0_raw_s13[15:0];
   assign \$1339  = ~ \$1338 ;
-  assign \$1340  = l0_dw10_0_raw_s15[16] & \$1339 ;
-  assign \$1341  = ! l0_dw10_0_raw_s15[15:0];
-  assign \$1342  = l0_dw10_0_raw_s15[16] & \$1341 ;
+  assign \$1340  = l0_dw10_0_raw_s13[16] & \$1339 ;
+  assign \$1341  = ! l0_dw10_0_raw_s13[15:0];
+  assign \$1342  = l0_dw10_0_raw_s13[16] & \$1341 ;
   assign \$1343  = \$1342  & \floor$593 [0];
   assign \$1344  = \$1340  | \$1343 ;
   assign \$1345  = $signed(\floor$593 ) + $signed({ 1'h0, \$1344  });
   assign \$1346  = \above$596  ? 16'h7fff : \$1345 [15:0];
   assign \t$598  = \below$597  ? 16'h8000 : \$1346 ;
-  assign \$1347  = ! l0_dw11_0_raw_s15[15:0];
+  assign \$1347  = ! l0_dw11_0_raw_s13[15:0];
   assign \$1348  = ~ \$1347 ;
-  assign \$1349  = l0_dw11_0_raw_s15[16] & \$1348 ;
-  assign \$1350  = ! l0_dw11_0_raw_s15[15:0];
-  assign \$1351  = l0_dw11_0_raw_s15[16] & \$1350 ;
+  assign \$1349  = l0_dw11_0_raw_s13[16] & \$1348 ;
+  assign \$1350  = ! l0_dw11_0_raw_s13[15:0];
+  assign \$1351  = l0_dw11_0_raw_s13[16] & \$1350 ;
   assign \$1352  = \$1351  & \floor$599 [0];
   assign \inc$601  = \$1349  | \$1352 ;
   assign \$1353  = $signed(\floor$599 ) > $signed(16'h7fff);
@@ -5799,21 +5694,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1358  = ~ \inc$601 ;
   assign \$1359  = \$1357  & \$1358 ;
   assign \below$603  = \$1356  | \$1359 ;
-  assign \$1360  = ! l0_dw11_0_raw_s15[15:0];
+  assign \$1360  = ! l0_dw11_0_raw_s13[15:0];
   assign \$1361  = ~ \$1360 ;
-  assign \$1362  = l0_dw11_0_raw_s15[16] & \$1361 ;
-  assign \$1363  = ! l0_dw11_0_raw_s15[15:0];
-  assign \$1364  = l0_dw11_0_raw_s15[16] & \$1363 ;
+  assign \$1362  = l0_dw11_0_raw_s13[16] & \$1361 ;
+  assign \$1363  = ! l0_dw11_0_raw_s13[15:0];
+  assign \$1364  = l0_dw11_0_raw_s13[16] & \$1363 ;
   assign \$1365  = \$1364  & \floor$599 [0];
   assign \$1366  = \$1362  | \$1365 ;
   assign \$1367  = $signed(\floor$599 ) + $signed({ 1'h0, \$1366  });
   assign \$1368  = \above$602  ? 16'h7fff : \$1367 [15:0];
   assign \t$604  = \below$603  ? 16'h8000 : \$1368 ;
-  assign \$1369  = ! l0_dw12_0_raw_s15[15:0];
+  assign \$1369  = ! l0_dw12_0_raw_s13[15:0];
   assign \$1370  = ~ \$1369 ;
-  assign \$1371  = l0_dw12_0_raw_s15[16] & \$1370 ;
-  assign \$1372  = ! l0_dw12_0_raw_s15[15:0];
-  assign \$1373  = l0_dw12_0_raw_s15[16] & \$1372 ;
+  assign \$1371  = l0_dw12_0_raw_s13[16] & \$1370 ;
+  assign \$1372  = ! l0_dw12_0_raw_s13[15:0];
+  assign \$1373  = l0_dw12_0_raw_s13[16] & \$1372 ;
   assign \$1374  = \$1373  & \floor$605 [0];
   assign \inc$607  = \$1371  | \$1374 ;
   assign \$1375  = $signed(\floor$605 ) > $signed(16'h7fff);
@@ -5825,21 +5720,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1380  = ~ \inc$607 ;
   assign \$1381  = \$1379  & \$1380 ;
   assign \below$609  = \$1378  | \$1381 ;
-  assign \$1382  = ! l0_dw12_0_raw_s15[15:0];
+  assign \$1382  = ! l0_dw12_0_raw_s13[15:0];
   assign \$1383  = ~ \$1382 ;
-  assign \$1384  = l0_dw12_0_raw_s15[16] & \$1383 ;
-  assign \$1385  = ! l0_dw12_0_raw_s15[15:0];
-  assign \$1386  = l0_dw12_0_raw_s15[16] & \$1385 ;
+  assign \$1384  = l0_dw12_0_raw_s13[16] & \$1383 ;
+  assign \$1385  = ! l0_dw12_0_raw_s13[15:0];
+  assign \$1386  = l0_dw12_0_raw_s13[16] & \$1385 ;
   assign \$1387  = \$1386  & \floor$605 [0];
   assign \$1388  = \$1384  | \$1387 ;
   assign \$1389  = $signed(\floor$605 ) + $signed({ 1'h0, \$1388  });
   assign \$1390  = \above$608  ? 16'h7fff : \$1389 [15:0];
   assign \t$610  = \below$609  ? 16'h8000 : \$1390 ;
-  assign \$1391  = ! l0_dw13_0_raw_s15[15:0];
+  assign \$1391  = ! l0_dw13_0_raw_s13[15:0];
   assign \$1392  = ~ \$1391 ;
-  assign \$1393  = l0_dw13_0_raw_s15[16] & \$1392 ;
-  assign \$1394  = ! l0_dw13_0_raw_s15[15:0];
-  assign \$1395  = l0_dw13_0_raw_s15[16] & \$1394 ;
+  assign \$1393  = l0_dw13_0_raw_s13[16] & \$1392 ;
+  assign \$1394  = ! l0_dw13_0_raw_s13[15:0];
+  assign \$1395  = l0_dw13_0_raw_s13[16] & \$1394 ;
   assign \$1396  = \$1395  & \floor$611 [0];
   assign \inc$613  = \$1393  | \$1396 ;
   assign \$1397  = $signed(\floor$611 ) > $signed(16'h7fff);
@@ -5851,21 +5746,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1402  = ~ \inc$613 ;
   assign \$1403  = \$1401  & \$1402 ;
   assign \below$615  = \$1400  | \$1403 ;
-  assign \$1404  = ! l0_dw13_0_raw_s15[15:0];
+  assign \$1404  = ! l0_dw13_0_raw_s13[15:0];
   assign \$1405  = ~ \$1404 ;
-  assign \$1406  = l0_dw13_0_raw_s15[16] & \$1405 ;
-  assign \$1407  = ! l0_dw13_0_raw_s15[15:0];
-  assign \$1408  = l0_dw13_0_raw_s15[16] & \$1407 ;
+  assign \$1406  = l0_dw13_0_raw_s13[16] & \$1405 ;
+  assign \$1407  = ! l0_dw13_0_raw_s13[15:0];
+  assign \$1408  = l0_dw13_0_raw_s13[16] & \$1407 ;
   assign \$1409  = \$1408  & \floor$611 [0];
   assign \$1410  = \$1406  | \$1409 ;
   assign \$1411  = $signed(\floor$611 ) + $signed({ 1'h0, \$1410  });
   assign \$1412  = \above$614  ? 16'h7fff : \$1411 [15:0];
   assign \t$616  = \below$615  ? 16'h8000 : \$1412 ;
-  assign \$1413  = ! l0_dw14_0_raw_s15[15:0];
+  assign \$1413  = ! l0_dw14_0_raw_s13[15:0];
   assign \$1414  = ~ \$1413 ;
-  assign \$1415  = l0_dw14_0_raw_s15[16] & \$1414 ;
-  assign \$1416  = ! l0_dw14_0_raw_s15[15:0];
-  assign \$1417  = l0_dw14_0_raw_s15[16] & \$1416 ;
+  assign \$1415  = l0_dw14_0_raw_s13[16] & \$1414 ;
+  assign \$1416  = ! l0_dw14_0_raw_s13[15:0];
+  assign \$1417  = l0_dw14_0_raw_s13[16] & \$1416 ;
   assign \$1418  = \$1417  & \floor$617 [0];
   assign \inc$619  = \$1415  | \$1418 ;
   assign \$1419  = $signed(\floor$617 ) > $signed(16'h7fff);
@@ -5877,21 +5772,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1424  = ~ \inc$619 ;
   assign \$1425  = \$1423  & \$1424 ;
   assign \below$621  = \$1422  | \$1425 ;
-  assign \$1426  = ! l0_dw14_0_raw_s15[15:0];
+  assign \$1426  = ! l0_dw14_0_raw_s13[15:0];
   assign \$1427  = ~ \$1426 ;
-  assign \$1428  = l0_dw14_0_raw_s15[16] & \$1427 ;
-  assign \$1429  = ! l0_dw14_0_raw_s15[15:0];
-  assign \$1430  = l0_dw14_0_raw_s15[16] & \$1429 ;
+  assign \$1428  = l0_dw14_0_raw_s13[16] & \$1427 ;
+  assign \$1429  = ! l0_dw14_0_raw_s13[15:0];
+  assign \$1430  = l0_dw14_0_raw_s13[16] & \$1429 ;
   assign \$1431  = \$1430  & \floor$617 [0];
   assign \$1432  = \$1428  | \$1431 ;
   assign \$1433  = $signed(\floor$617 ) + $signed({ 1'h0, \$1432  });
   assign \$1434  = \above$620  ? 16'h7fff : \$1433 [15:0];
   assign \t$622  = \below$621  ? 16'h8000 : \$1434 ;
-  assign \$1435  = ! l0_dw15_0_raw_s15[15:0];
+  assign \$1435  = ! l0_dw15_0_raw_s13[15:0];
   assign \$1436  = ~ \$1435 ;
-  assign \$1437  = l0_dw15_0_raw_s15[16] & \$1436 ;
-  assign \$1438  = ! l0_dw15_0_raw_s15[15:0];
-  assign \$1439  = l0_dw15_0_raw_s15[16] & \$1438 ;
+  assign \$1437  = l0_dw15_0_raw_s13[16] & \$1436 ;
+  assign \$1438  = ! l0_dw15_0_raw_s13[15:0];
+  assign \$1439  = l0_dw15_0_raw_s13[16] & \$1438 ;
   assign \$1440  = \$1439  & \floor$623 [0];
   assign \inc$625  = \$1437  | \$1440 ;
   assign \$1441  = $signed(\floor$623 ) > $signed(16'h7fff);
@@ -5903,21 +5798,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1446  = ~ \inc$625 ;
   assign \$1447  = \$1445  & \$1446 ;
   assign \below$627  = \$1444  | \$1447 ;
-  assign \$1448  = ! l0_dw15_0_raw_s15[15:0];
+  assign \$1448  = ! l0_dw15_0_raw_s13[15:0];
   assign \$1449  = ~ \$1448 ;
-  assign \$1450  = l0_dw15_0_raw_s15[16] & \$1449 ;
-  assign \$1451  = ! l0_dw15_0_raw_s15[15:0];
-  assign \$1452  = l0_dw15_0_raw_s15[16] & \$1451 ;
+  assign \$1450  = l0_dw15_0_raw_s13[16] & \$1449 ;
+  assign \$1451  = ! l0_dw15_0_raw_s13[15:0];
+  assign \$1452  = l0_dw15_0_raw_s13[16] & \$1451 ;
   assign \$1453  = \$1452  & \floor$623 [0];
   assign \$1454  = \$1450  | \$1453 ;
   assign \$1455  = $signed(\floor$623 ) + $signed({ 1'h0, \$1454  });
   assign \$1456  = \above$626  ? 16'h7fff : \$1455 [15:0];
   assign \t$628  = \below$627  ? 16'h8000 : \$1456 ;
-  assign \$1457  = ! l0_err0_s14[3:0];
+  assign \$1457  = ! l0_err0_s12[3:0];
   assign \$1458  = ~ \$1457 ;
-  assign \$1459  = l0_err0_s14[4] & \$1458 ;
-  assign \$1460  = ! l0_err0_s14[3:0];
-  assign \$1461  = l0_err0_s14[4] & \$1460 ;
+  assign \$1459  = l0_err0_s12[4] & \$1458 ;
+  assign \$1460  = ! l0_err0_s12[3:0];
+  assign \$1461  = l0_err0_s12[4] & \$1460 ;
   assign \$1462  = \$1461  & \floor$629 [0];
   assign \inc$631  = \$1459  | \$1462 ;
   assign \$1463  = $signed(\floor$629 ) > $signed(16'h7fff);
@@ -5929,21 +5824,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1468  = ~ \inc$631 ;
   assign \$1469  = \$1467  & \$1468 ;
   assign \below$633  = \$1466  | \$1469 ;
-  assign \$1470  = ! l0_err0_s14[3:0];
+  assign \$1470  = ! l0_err0_s12[3:0];
   assign \$1471  = ~ \$1470 ;
-  assign \$1472  = l0_err0_s14[4] & \$1471 ;
-  assign \$1473  = ! l0_err0_s14[3:0];
-  assign \$1474  = l0_err0_s14[4] & \$1473 ;
+  assign \$1472  = l0_err0_s12[4] & \$1471 ;
+  assign \$1473  = ! l0_err0_s12[3:0];
+  assign \$1474  = l0_err0_s12[4] & \$1473 ;
   assign \$1475  = \$1474  & \floor$629 [0];
   assign \$1476  = \$1472  | \$1475 ;
   assign \$1477  = $signed(\floor$629 ) + $signed({ 1'h0, \$1476  });
   assign \$1478  = \above$632  ? 16'h7fff : \$1477 [15:0];
   assign \t$634  = \below$633  ? 16'h8000 : \$1478 ;
-  assign \$1479  = ! l0_err1_s14[3:0];
+  assign \$1479  = ! l0_err1_s12[3:0];
   assign \$1480  = ~ \$1479 ;
-  assign \$1481  = l0_err1_s14[4] & \$1480 ;
-  assign \$1482  = ! l0_err1_s14[3:0];
-  assign \$1483  = l0_err1_s14[4] & \$1482 ;
+  assign \$1481  = l0_err1_s12[4] & \$1480 ;
+  assign \$1482  = ! l0_err1_s12[3:0];
+  assign \$1483  = l0_err1_s12[4] & \$1482 ;
   assign \$1484  = \$1483  & \floor$635 [0];
   assign \inc$637  = \$1481  | \$1484 ;
   assign \$1485  = $signed(\floor$635 ) > $signed(16'h7fff);
@@ -5955,21 +5850,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1490  = ~ \inc$637 ;
   assign \$1491  = \$1489  & \$1490 ;
   assign \below$639  = \$1488  | \$1491 ;
-  assign \$1492  = ! l0_err1_s14[3:0];
+  assign \$1492  = ! l0_err1_s12[3:0];
   assign \$1493  = ~ \$1492 ;
-  assign \$1494  = l0_err1_s14[4] & \$1493 ;
-  assign \$1495  = ! l0_err1_s14[3:0];
-  assign \$1496  = l0_err1_s14[4] & \$1495 ;
+  assign \$1494  = l0_err1_s12[4] & \$1493 ;
+  assign \$1495  = ! l0_err1_s12[3:0];
+  assign \$1496  = l0_err1_s12[4] & \$1495 ;
   assign \$1497  = \$1496  & \floor$635 [0];
   assign \$1498  = \$1494  | \$1497 ;
   assign \$1499  = $signed(\floor$635 ) + $signed({ 1'h0, \$1498  });
   assign \$1500  = \above$638  ? 16'h7fff : \$1499 [15:0];
   assign \t$640  = \below$639  ? 16'h8000 : \$1500 ;
-  assign \$1501  = ! l0_err2_s14[3:0];
+  assign \$1501  = ! l0_err2_s12[3:0];
   assign \$1502  = ~ \$1501 ;
-  assign \$1503  = l0_err2_s14[4] & \$1502 ;
-  assign \$1504  = ! l0_err2_s14[3:0];
-  assign \$1505  = l0_err2_s14[4] & \$1504 ;
+  assign \$1503  = l0_err2_s12[4] & \$1502 ;
+  assign \$1504  = ! l0_err2_s12[3:0];
+  assign \$1505  = l0_err2_s12[4] & \$1504 ;
   assign \$1506  = \$1505  & \floor$641 [0];
   assign \inc$643  = \$1503  | \$1506 ;
   assign \$1507  = $signed(\floor$641 ) > $signed(16'h7fff);
@@ -5981,21 +5876,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1512  = ~ \inc$643 ;
   assign \$1513  = \$1511  & \$1512 ;
   assign \below$645  = \$1510  | \$1513 ;
-  assign \$1514  = ! l0_err2_s14[3:0];
+  assign \$1514  = ! l0_err2_s12[3:0];
   assign \$1515  = ~ \$1514 ;
-  assign \$1516  = l0_err2_s14[4] & \$1515 ;
-  assign \$1517  = ! l0_err2_s14[3:0];
-  assign \$1518  = l0_err2_s14[4] & \$1517 ;
+  assign \$1516  = l0_err2_s12[4] & \$1515 ;
+  assign \$1517  = ! l0_err2_s12[3:0];
+  assign \$1518  = l0_err2_s12[4] & \$1517 ;
   assign \$1519  = \$1518  & \floor$641 [0];
   assign \$1520  = \$1516  | \$1519 ;
   assign \$1521  = $signed(\floor$641 ) + $signed({ 1'h0, \$1520  });
   assign \$1522  = \above$644  ? 16'h7fff : \$1521 [15:0];
   assign \t$646  = \below$645  ? 16'h8000 : \$1522 ;
-  assign \$1523  = ! l0_err3_s14[3:0];
+  assign \$1523  = ! l0_err3_s12[3:0];
   assign \$1524  = ~ \$1523 ;
-  assign \$1525  = l0_err3_s14[4] & \$1524 ;
-  assign \$1526  = ! l0_err3_s14[3:0];
-  assign \$1527  = l0_err3_s14[4] & \$1526 ;
+  assign \$1525  = l0_err3_s12[4] & \$1524 ;
+  assign \$1526  = ! l0_err3_s12[3:0];
+  assign \$1527  = l0_err3_s12[4] & \$1526 ;
   assign \$1528  = \$1527  & \floor$647 [0];
   assign \inc$649  = \$1525  | \$1528 ;
   assign \$1529  = $signed(\floor$647 ) > $signed(16'h7fff);
@@ -6007,21 +5902,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1534  = ~ \inc$649 ;
   assign \$1535  = \$1533  & \$1534 ;
   assign \below$651  = \$1532  | \$1535 ;
-  assign \$1536  = ! l0_err3_s14[3:0];
+  assign \$1536  = ! l0_err3_s12[3:0];
   assign \$1537  = ~ \$1536 ;
-  assign \$1538  = l0_err3_s14[4] & \$1537 ;
-  assign \$1539  = ! l0_err3_s14[3:0];
-  assign \$1540  = l0_err3_s14[4] & \$1539 ;
+  assign \$1538  = l0_err3_s12[4] & \$1537 ;
+  assign \$1539  = ! l0_err3_s12[3:0];
+  assign \$1540  = l0_err3_s12[4] & \$1539 ;
   assign \$1541  = \$1540  & \floor$647 [0];
   assign \$1542  = \$1538  | \$1541 ;
   assign \$1543  = $signed(\floor$647 ) + $signed({ 1'h0, \$1542  });
   assign \$1544  = \above$650  ? 16'h7fff : \$1543 [15:0];
   assign \t$652  = \below$651  ? 16'h8000 : \$1544 ;
-  assign \$1545  = ! l0_err4_s14[3:0];
+  assign \$1545  = ! l0_err4_s12[3:0];
   assign \$1546  = ~ \$1545 ;
-  assign \$1547  = l0_err4_s14[4] & \$1546 ;
-  assign \$1548  = ! l0_err4_s14[3:0];
-  assign \$1549  = l0_err4_s14[4] & \$1548 ;
+  assign \$1547  = l0_err4_s12[4] & \$1546 ;
+  assign \$1548  = ! l0_err4_s12[3:0];
+  assign \$1549  = l0_err4_s12[4] & \$1548 ;
   assign \$1550  = \$1549  & \floor$653 [0];
   assign \inc$655  = \$1547  | \$1550 ;
   assign \$1551  = $signed(\floor$653 ) > $signed(16'h7fff);
@@ -6033,21 +5928,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1556  = ~ \inc$655 ;
   assign \$1557  = \$1555  & \$1556 ;
   assign \below$657  = \$1554  | \$1557 ;
-  assign \$1558  = ! l0_err4_s14[3:0];
+  assign \$1558  = ! l0_err4_s12[3:0];
   assign \$1559  = ~ \$1558 ;
-  assign \$1560  = l0_err4_s14[4] & \$1559 ;
-  assign \$1561  = ! l0_err4_s14[3:0];
-  assign \$1562  = l0_err4_s14[4] & \$1561 ;
+  assign \$1560  = l0_err4_s12[4] & \$1559 ;
+  assign \$1561  = ! l0_err4_s12[3:0];
+  assign \$1562  = l0_err4_s12[4] & \$1561 ;
   assign \$1563  = \$1562  & \floor$653 [0];
   assign \$1564  = \$1560  | \$1563 ;
   assign \$1565  = $signed(\floor$653 ) + $signed({ 1'h0, \$1564  });
   assign \$1566  = \above$656  ? 16'h7fff : \$1565 [15:0];
   assign \t$658  = \below$657  ? 16'h8000 : \$1566 ;
-  assign \$1567  = ! l0_err5_s14[3:0];
+  assign \$1567  = ! l0_err5_s12[3:0];
   assign \$1568  = ~ \$1567 ;
-  assign \$1569  = l0_err5_s14[4] & \$1568 ;
-  assign \$1570  = ! l0_err5_s14[3:0];
-  assign \$1571  = l0_err5_s14[4] & \$1570 ;
+  assign \$1569  = l0_err5_s12[4] & \$1568 ;
+  assign \$1570  = ! l0_err5_s12[3:0];
+  assign \$1571  = l0_err5_s12[4] & \$1570 ;
   assign \$1572  = \$1571  & \floor$659 [0];
   assign \inc$661  = \$1569  | \$1572 ;
   assign \$1573  = $signed(\floor$659 ) > $signed(16'h7fff);
@@ -6059,21 +5954,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1578  = ~ \inc$661 ;
   assign \$1579  = \$1577  & \$1578 ;
   assign \below$663  = \$1576  | \$1579 ;
-  assign \$1580  = ! l0_err5_s14[3:0];
+  assign \$1580  = ! l0_err5_s12[3:0];
   assign \$1581  = ~ \$1580 ;
-  assign \$1582  = l0_err5_s14[4] & \$1581 ;
-  assign \$1583  = ! l0_err5_s14[3:0];
-  assign \$1584  = l0_err5_s14[4] & \$1583 ;
+  assign \$1582  = l0_err5_s12[4] & \$1581 ;
+  assign \$1583  = ! l0_err5_s12[3:0];
+  assign \$1584  = l0_err5_s12[4] & \$1583 ;
   assign \$1585  = \$1584  & \floor$659 [0];
   assign \$1586  = \$1582  | \$1585 ;
   assign \$1587  = $signed(\floor$659 ) + $signed({ 1'h0, \$1586  });
   assign \$1588  = \above$662  ? 16'h7fff : \$1587 [15:0];
   assign \t$664  = \below$663  ? 16'h8000 : \$1588 ;
-  assign \$1589  = ! l0_err6_s14[3:0];
+  assign \$1589  = ! l0_err6_s12[3:0];
   assign \$1590  = ~ \$1589 ;
-  assign \$1591  = l0_err6_s14[4] & \$1590 ;
-  assign \$1592  = ! l0_err6_s14[3:0];
-  assign \$1593  = l0_err6_s14[4] & \$1592 ;
+  assign \$1591  = l0_err6_s12[4] & \$1590 ;
+  assign \$1592  = ! l0_err6_s12[3:0];
+  assign \$1593  = l0_err6_s12[4] & \$1592 ;
   assign \$1594  = \$1593  & \floor$665 [0];
   assign \inc$667  = \$1591  | \$1594 ;
   assign \$1595  = $signed(\floor$665 ) > $signed(16'h7fff);
@@ -6085,21 +5980,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1600  = ~ \inc$667 ;
   assign \$1601  = \$1599  & \$1600 ;
   assign \below$669  = \$1598  | \$1601 ;
-  assign \$1602  = ! l0_err6_s14[3:0];
+  assign \$1602  = ! l0_err6_s12[3:0];
   assign \$1603  = ~ \$1602 ;
-  assign \$1604  = l0_err6_s14[4] & \$1603 ;
-  assign \$1605  = ! l0_err6_s14[3:0];
-  assign \$1606  = l0_err6_s14[4] & \$1605 ;
+  assign \$1604  = l0_err6_s12[4] & \$1603 ;
+  assign \$1605  = ! l0_err6_s12[3:0];
+  assign \$1606  = l0_err6_s12[4] & \$1605 ;
   assign \$1607  = \$1606  & \floor$665 [0];
   assign \$1608  = \$1604  | \$1607 ;
   assign \$1609  = $signed(\floor$665 ) + $signed({ 1'h0, \$1608  });
   assign \$1610  = \above$668  ? 16'h7fff : \$1609 [15:0];
   assign \t$670  = \below$669  ? 16'h8000 : \$1610 ;
-  assign \$1611  = ! l0_err7_s14[3:0];
+  assign \$1611  = ! l0_err7_s12[3:0];
   assign \$1612  = ~ \$1611 ;
-  assign \$1613  = l0_err7_s14[4] & \$1612 ;
-  assign \$1614  = ! l0_err7_s14[3:0];
-  assign \$1615  = l0_err7_s14[4] & \$1614 ;
+  assign \$1613  = l0_err7_s12[4] & \$1612 ;
+  assign \$1614  = ! l0_err7_s12[3:0];
+  assign \$1615  = l0_err7_s12[4] & \$1614 ;
   assign \$1616  = \$1615  & \floor$671 [0];
   assign \inc$673  = \$1613  | \$1616 ;
   assign \$1617  = $signed(\floor$671 ) > $signed(16'h7fff);
@@ -6111,21 +6006,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1622  = ~ \inc$673 ;
   assign \$1623  = \$1621  & \$1622 ;
   assign \below$675  = \$1620  | \$1623 ;
-  assign \$1624  = ! l0_err7_s14[3:0];
+  assign \$1624  = ! l0_err7_s12[3:0];
   assign \$1625  = ~ \$1624 ;
-  assign \$1626  = l0_err7_s14[4] & \$1625 ;
-  assign \$1627  = ! l0_err7_s14[3:0];
-  assign \$1628  = l0_err7_s14[4] & \$1627 ;
+  assign \$1626  = l0_err7_s12[4] & \$1625 ;
+  assign \$1627  = ! l0_err7_s12[3:0];
+  assign \$1628  = l0_err7_s12[4] & \$1627 ;
   assign \$1629  = \$1628  & \floor$671 [0];
   assign \$1630  = \$1626  | \$1629 ;
   assign \$1631  = $signed(\floor$671 ) + $signed({ 1'h0, \$1630  });
   assign \$1632  = \above$674  ? 16'h7fff : \$1631 [15:0];
   assign \t$676  = \below$675  ? 16'h8000 : \$1632 ;
-  assign \$1633  = ! l0_err8_s14[3:0];
+  assign \$1633  = ! l0_err8_s12[3:0];
   assign \$1634  = ~ \$1633 ;
-  assign \$1635  = l0_err8_s14[4] & \$1634 ;
-  assign \$1636  = ! l0_err8_s14[3:0];
-  assign \$1637  = l0_err8_s14[4] & \$1636 ;
+  assign \$1635  = l0_err8_s12[4] & \$1634 ;
+  assign \$1636  = ! l0_err8_s12[3:0];
+  assign \$1637  = l0_err8_s12[4] & \$1636 ;
   assign \$1638  = \$1637  & \floor$677 [0];
   assign \inc$679  = \$1635  | \$1638 ;
   assign \$1639  = $signed(\floor$677 ) > $signed(16'h7fff);
@@ -6137,21 +6032,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1644  = ~ \inc$679 ;
   assign \$1645  = \$1643  & \$1644 ;
   assign \below$681  = \$1642  | \$1645 ;
-  assign \$1646  = ! l0_err8_s14[3:0];
+  assign \$1646  = ! l0_err8_s12[3:0];
   assign \$1647  = ~ \$1646 ;
-  assign \$1648  = l0_err8_s14[4] & \$1647 ;
-  assign \$1649  = ! l0_err8_s14[3:0];
-  assign \$1650  = l0_err8_s14[4] & \$1649 ;
+  assign \$1648  = l0_err8_s12[4] & \$1647 ;
+  assign \$1649  = ! l0_err8_s12[3:0];
+  assign \$1650  = l0_err8_s12[4] & \$1649 ;
   assign \$1651  = \$1650  & \floor$677 [0];
   assign \$1652  = \$1648  | \$1651 ;
   assign \$1653  = $signed(\floor$677 ) + $signed({ 1'h0, \$1652  });
   assign \$1654  = \above$680  ? 16'h7fff : \$1653 [15:0];
   assign \t$682  = \below$681  ? 16'h8000 : \$1654 ;
-  assign \$1655  = ! l0_err9_s14[3:0];
+  assign \$1655  = ! l0_err9_s12[3:0];
   assign \$1656  = ~ \$1655 ;
-  assign \$1657  = l0_err9_s14[4] & \$1656 ;
-  assign \$1658  = ! l0_err9_s14[3:0];
-  assign \$1659  = l0_err9_s14[4] & \$1658 ;
+  assign \$1657  = l0_err9_s12[4] & \$1656 ;
+  assign \$1658  = ! l0_err9_s12[3:0];
+  assign \$1659  = l0_err9_s12[4] & \$1658 ;
   assign \$1660  = \$1659  & \floor$683 [0];
   assign \inc$685  = \$1657  | \$1660 ;
   assign \$1661  = $signed(\floor$683 ) > $signed(16'h7fff);
@@ -6163,21 +6058,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1666  = ~ \inc$685 ;
   assign \$1667  = \$1665  & \$1666 ;
   assign \below$687  = \$1664  | \$1667 ;
-  assign \$1668  = ! l0_err9_s14[3:0];
+  assign \$1668  = ! l0_err9_s12[3:0];
   assign \$1669  = ~ \$1668 ;
-  assign \$1670  = l0_err9_s14[4] & \$1669 ;
-  assign \$1671  = ! l0_err9_s14[3:0];
-  assign \$1672  = l0_err9_s14[4] & \$1671 ;
+  assign \$1670  = l0_err9_s12[4] & \$1669 ;
+  assign \$1671  = ! l0_err9_s12[3:0];
+  assign \$1672  = l0_err9_s12[4] & \$1671 ;
   assign \$1673  = \$1672  & \floor$683 [0];
   assign \$1674  = \$1670  | \$1673 ;
   assign \$1675  = $signed(\floor$683 ) + $signed({ 1'h0, \$1674  });
   assign \$1676  = \above$686  ? 16'h7fff : \$1675 [15:0];
   assign \t$688  = \below$687  ? 16'h8000 : \$1676 ;
-  assign \$1677  = ! l0_err10_s14[3:0];
+  assign \$1677  = ! l0_err10_s12[3:0];
   assign \$1678  = ~ \$1677 ;
-  assign \$1679  = l0_err10_s14[4] & \$1678 ;
-  assign \$1680  = ! l0_err10_s14[3:0];
-  assign \$1681  = l0_err10_s14[4] & \$1680 ;
+  assign \$1679  = l0_err10_s12[4] & \$1678 ;
+  assign \$1680  = ! l0_err10_s12[3:0];
+  assign \$1681  = l0_err10_s12[4] & \$1680 ;
   assign \$1682  = \$1681  & \floor$689 [0];
   assign \inc$691  = \$1679  | \$1682 ;
   assign \$1683  = $signed(\floor$689 ) > $signed(16'h7fff);
@@ -6189,21 +6084,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1688  = ~ \inc$691 ;
   assign \$1689  = \$1687  & \$1688 ;
   assign \below$693  = \$1686  | \$1689 ;
-  assign \$1690  = ! l0_err10_s14[3:0];
+  assign \$1690  = ! l0_err10_s12[3:0];
   assign \$1691  = ~ \$1690 ;
-  assign \$1692  = l0_err10_s14[4] & \$1691 ;
-  assign \$1693  = ! l0_err10_s14[3:0];
-  assign \$1694  = l0_err10_s14[4] & \$1693 ;
+  assign \$1692  = l0_err10_s12[4] & \$1691 ;
+  assign \$1693  = ! l0_err10_s12[3:0];
+  assign \$1694  = l0_err10_s12[4] & \$1693 ;
   assign \$1695  = \$1694  & \floor$689 [0];
   assign \$1696  = \$1692  | \$1695 ;
   assign \$1697  = $signed(\floor$689 ) + $signed({ 1'h0, \$1696  });
   assign \$1698  = \above$692  ? 16'h7fff : \$1697 [15:0];
   assign \t$694  = \below$693  ? 16'h8000 : \$1698 ;
-  assign \$1699  = ! l0_err11_s14[3:0];
+  assign \$1699  = ! l0_err11_s12[3:0];
   assign \$1700  = ~ \$1699 ;
-  assign \$1701  = l0_err11_s14[4] & \$1700 ;
-  assign \$1702  = ! l0_err11_s14[3:0];
-  assign \$1703  = l0_err11_s14[4] & \$1702 ;
+  assign \$1701  = l0_err11_s12[4] & \$1700 ;
+  assign \$1702  = ! l0_err11_s12[3:0];
+  assign \$1703  = l0_err11_s12[4] & \$1702 ;
   assign \$1704  = \$1703  & \floor$695 [0];
   assign \inc$697  = \$1701  | \$1704 ;
   assign \$1705  = $signed(\floor$695 ) > $signed(16'h7fff);
@@ -6215,21 +6110,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1710  = ~ \inc$697 ;
   assign \$1711  = \$1709  & \$1710 ;
   assign \below$699  = \$1708  | \$1711 ;
-  assign \$1712  = ! l0_err11_s14[3:0];
+  assign \$1712  = ! l0_err11_s12[3:0];
   assign \$1713  = ~ \$1712 ;
-  assign \$1714  = l0_err11_s14[4] & \$1713 ;
-  assign \$1715  = ! l0_err11_s14[3:0];
-  assign \$1716  = l0_err11_s14[4] & \$1715 ;
+  assign \$1714  = l0_err11_s12[4] & \$1713 ;
+  assign \$1715  = ! l0_err11_s12[3:0];
+  assign \$1716  = l0_err11_s12[4] & \$1715 ;
   assign \$1717  = \$1716  & \floor$695 [0];
   assign \$1718  = \$1714  | \$1717 ;
   assign \$1719  = $signed(\floor$695 ) + $signed({ 1'h0, \$1718  });
   assign \$1720  = \above$698  ? 16'h7fff : \$1719 [15:0];
   assign \t$700  = \below$699  ? 16'h8000 : \$1720 ;
-  assign \$1721  = ! l0_err12_s14[3:0];
+  assign \$1721  = ! l0_err12_s12[3:0];
   assign \$1722  = ~ \$1721 ;
-  assign \$1723  = l0_err12_s14[4] & \$1722 ;
-  assign \$1724  = ! l0_err12_s14[3:0];
-  assign \$1725  = l0_err12_s14[4] & \$1724 ;
+  assign \$1723  = l0_err12_s12[4] & \$1722 ;
+  assign \$1724  = ! l0_err12_s12[3:0];
+  assign \$1725  = l0_err12_s12[4] & \$1724 ;
   assign \$1726  = \$1725  & \floor$701 [0];
   assign \inc$703  = \$1723  | \$1726 ;
   assign \$1727  = $signed(\floor$701 ) > $signed(16'h7fff);
@@ -6241,21 +6136,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1732  = ~ \inc$703 ;
   assign \$1733  = \$1731  & \$1732 ;
   assign \below$705  = \$1730  | \$1733 ;
-  assign \$1734  = ! l0_err12_s14[3:0];
+  assign \$1734  = ! l0_err12_s12[3:0];
   assign \$1735  = ~ \$1734 ;
-  assign \$1736  = l0_err12_s14[4] & \$1735 ;
-  assign \$1737  = ! l0_err12_s14[3:0];
-  assign \$1738  = l0_err12_s14[4] & \$1737 ;
+  assign \$1736  = l0_err12_s12[4] & \$1735 ;
+  assign \$1737  = ! l0_err12_s12[3:0];
+  assign \$1738  = l0_err12_s12[4] & \$1737 ;
   assign \$1739  = \$1738  & \floor$701 [0];
   assign \$1740  = \$1736  | \$1739 ;
   assign \$1741  = $signed(\floor$701 ) + $signed({ 1'h0, \$1740  });
   assign \$1742  = \above$704  ? 16'h7fff : \$1741 [15:0];
   assign \t$706  = \below$705  ? 16'h8000 : \$1742 ;
-  assign \$1743  = ! l0_err13_s14[3:0];
+  assign \$1743  = ! l0_err13_s12[3:0];
   assign \$1744  = ~ \$1743 ;
-  assign \$1745  = l0_err13_s14[4] & \$1744 ;
-  assign \$1746  = ! l0_err13_s14[3:0];
-  assign \$1747  = l0_err13_s14[4] & \$1746 ;
+  assign \$1745  = l0_err13_s12[4] & \$1744 ;
+  assign \$1746  = ! l0_err13_s12[3:0];
+  assign \$1747  = l0_err13_s12[4] & \$1746 ;
   assign \$1748  = \$1747  & \floor$707 [0];
   assign \inc$709  = \$1745  | \$1748 ;
   assign \$1749  = $signed(\floor$707 ) > $signed(16'h7fff);
@@ -6267,21 +6162,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1754  = ~ \inc$709 ;
   assign \$1755  = \$1753  & \$1754 ;
   assign \below$711  = \$1752  | \$1755 ;
-  assign \$1756  = ! l0_err13_s14[3:0];
+  assign \$1756  = ! l0_err13_s12[3:0];
   assign \$1757  = ~ \$1756 ;
-  assign \$1758  = l0_err13_s14[4] & \$1757 ;
-  assign \$1759  = ! l0_err13_s14[3:0];
-  assign \$1760  = l0_err13_s14[4] & \$1759 ;
+  assign \$1758  = l0_err13_s12[4] & \$1757 ;
+  assign \$1759  = ! l0_err13_s12[3:0];
+  assign \$1760  = l0_err13_s12[4] & \$1759 ;
   assign \$1761  = \$1760  & \floor$707 [0];
   assign \$1762  = \$1758  | \$1761 ;
   assign \$1763  = $signed(\floor$707 ) + $signed({ 1'h0, \$1762  });
   assign \$1764  = \above$710  ? 16'h7fff : \$1763 [15:0];
   assign \t$712  = \below$711  ? 16'h8000 : \$1764 ;
-  assign \$1765  = ! l0_err14_s14[3:0];
+  assign \$1765  = ! l0_err14_s12[3:0];
   assign \$1766  = ~ \$1765 ;
-  assign \$1767  = l0_err14_s14[4] & \$1766 ;
-  assign \$1768  = ! l0_err14_s14[3:0];
-  assign \$1769  = l0_err14_s14[4] & \$1768 ;
+  assign \$1767  = l0_err14_s12[4] & \$1766 ;
+  assign \$1768  = ! l0_err14_s12[3:0];
+  assign \$1769  = l0_err14_s12[4] & \$1768 ;
   assign \$1770  = \$1769  & \floor$713 [0];
   assign \inc$715  = \$1767  | \$1770 ;
   assign \$1771  = $signed(\floor$713 ) > $signed(16'h7fff);
@@ -6293,21 +6188,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1776  = ~ \inc$715 ;
   assign \$1777  = \$1775  & \$1776 ;
   assign \below$717  = \$1774  | \$1777 ;
-  assign \$1778  = ! l0_err14_s14[3:0];
+  assign \$1778  = ! l0_err14_s12[3:0];
   assign \$1779  = ~ \$1778 ;
-  assign \$1780  = l0_err14_s14[4] & \$1779 ;
-  assign \$1781  = ! l0_err14_s14[3:0];
-  assign \$1782  = l0_err14_s14[4] & \$1781 ;
+  assign \$1780  = l0_err14_s12[4] & \$1779 ;
+  assign \$1781  = ! l0_err14_s12[3:0];
+  assign \$1782  = l0_err14_s12[4] & \$1781 ;
   assign \$1783  = \$1782  & \floor$713 [0];
   assign \$1784  = \$1780  | \$1783 ;
   assign \$1785  = $signed(\floor$713 ) + $signed({ 1'h0, \$1784  });
   assign \$1786  = \above$716  ? 16'h7fff : \$1785 [15:0];
   assign \t$718  = \below$717  ? 16'h8000 : \$1786 ;
-  assign \$1787  = ! l0_err15_s14[3:0];
+  assign \$1787  = ! l0_err15_s12[3:0];
   assign \$1788  = ~ \$1787 ;
-  assign \$1789  = l0_err15_s14[4] & \$1788 ;
-  assign \$1790  = ! l0_err15_s14[3:0];
-  assign \$1791  = l0_err15_s14[4] & \$1790 ;
+  assign \$1789  = l0_err15_s12[4] & \$1788 ;
+  assign \$1790  = ! l0_err15_s12[3:0];
+  assign \$1791  = l0_err15_s12[4] & \$1790 ;
   assign \$1792  = \$1791  & \floor$719 [0];
   assign \inc$721  = \$1789  | \$1792 ;
   assign \$1793  = $signed(\floor$719 ) > $signed(16'h7fff);
@@ -6319,11 +6214,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1798  = ~ \inc$721 ;
   assign \$1799  = \$1797  & \$1798 ;
   assign \below$723  = \$1796  | \$1799 ;
-  assign \$1800  = ! l0_err15_s14[3:0];
+  assign \$1800  = ! l0_err15_s12[3:0];
   assign \$1801  = ~ \$1800 ;
-  assign \$1802  = l0_err15_s14[4] & \$1801 ;
-  assign \$1803  = ! l0_err15_s14[3:0];
-  assign \$1804  = l0_err15_s14[4] & \$1803 ;
+  assign \$1802  = l0_err15_s12[4] & \$1801 ;
+  assign \$1803  = ! l0_err15_s12[3:0];
+  assign \$1804  = l0_err15_s12[4] & \$1803 ;
   assign \$1805  = \$1804  & \floor$719 [0];
   assign \$1806  = \$1802  | \$1805 ;
   assign \$1807  = $signed(\floor$719 ) + $signed({ 1'h0, \$1806  });
@@ -6332,61 +6227,61 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1809  = ~ m__ready;
   assign \$1810  = m__valid & \$1809 ;
   assign en = ~ \$1810 ;
-  assign busy = | { valid_s16, valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s16;
-  assign \$1811  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s16);
-  assign \$1812  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s16);
-  assign \$1813  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s16);
-  assign \$1814  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s16);
-  assign \$1815  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s16);
-  assign \$1816  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s16);
-  assign \$1817  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s16);
-  assign \$1818  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s16);
-  assign \$1819  = $signed(l0_w_8_0) - $signed(l0_dw8_0_s16);
-  assign \$1820  = $signed(l0_w_9_0) - $signed(l0_dw9_0_s16);
-  assign \$1821  = $signed(l0_w_10_0) - $signed(l0_dw10_0_s16);
-  assign \$1822  = $signed(l0_w_11_0) - $signed(l0_dw11_0_s16);
-  assign \$1823  = $signed(l0_w_12_0) - $signed(l0_dw12_0_s16);
-  assign \$1824  = $signed(l0_w_13_0) - $signed(l0_dw13_0_s16);
-  assign \$1825  = $signed(l0_w_14_0) - $signed(l0_dw14_0_s16);
-  assign \$1826  = $signed(l0_w_15_0) - $signed(l0_dw15_0_s16);
-  assign \$1827  = $signed(l0_b_0) - $signed(l0_db0_s16);
-  assign \$1828  = $signed(l0_b_1) - $signed(l0_db1_s16);
-  assign \$1829  = $signed(l0_b_2) - $signed(l0_db2_s16);
-  assign \$1830  = $signed(l0_b_3) - $signed(l0_db3_s16);
-  assign \$1831  = $signed(l0_b_4) - $signed(l0_db4_s16);
-  assign \$1832  = $signed(l0_b_5) - $signed(l0_db5_s16);
-  assign \$1833  = $signed(l0_b_6) - $signed(l0_db6_s16);
-  assign \$1834  = $signed(l0_b_7) - $signed(l0_db7_s16);
-  assign \$1835  = $signed(l0_b_8) - $signed(l0_db8_s16);
-  assign \$1836  = $signed(l0_b_9) - $signed(l0_db9_s16);
-  assign \$1837  = $signed(l0_b_10) - $signed(l0_db10_s16);
-  assign \$1838  = $signed(l0_b_11) - $signed(l0_db11_s16);
-  assign \$1839  = $signed(l0_b_12) - $signed(l0_db12_s16);
-  assign \$1840  = $signed(l0_b_13) - $signed(l0_db13_s16);
-  assign \$1841  = $signed(l0_b_14) - $signed(l0_db14_s16);
-  assign \$1842  = $signed(l0_b_15) - $signed(l0_db15_s16);
-  assign commit_l1 = en & valid_s14;
-  assign \$1843  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s14);
-  assign \$1844  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s14);
-  assign \$1845  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s14);
-  assign \$1846  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s14);
-  assign \$1847  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s14);
-  assign \$1848  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s14);
-  assign \$1849  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s14);
-  assign \$1850  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s14);
-  assign \$1851  = $signed(l1_w_0_8) - $signed(l1_dw0_8_s14);
-  assign \$1852  = $signed(l1_w_0_9) - $signed(l1_dw0_9_s14);
-  assign \$1853  = $signed(l1_w_0_10) - $signed(l1_dw0_10_s14);
-  assign \$1854  = $signed(l1_w_0_11) - $signed(l1_dw0_11_s14);
-  assign \$1855  = $signed(l1_w_0_12) - $signed(l1_dw0_12_s14);
-  assign \$1856  = $signed(l1_w_0_13) - $signed(l1_dw0_13_s14);
-  assign \$1857  = $signed(l1_w_0_14) - $signed(l1_dw0_14_s14);
-  assign \$1858  = $signed(l1_w_0_15) - $signed(l1_dw0_15_s14);
-  assign \$1859  = $signed(l1_b_0) - $signed(l1_db0_s14);
+  assign busy = | { valid_s14, valid_s13, valid_s12, valid_s11, valid_s10, m__valid, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s14;
+  assign \$1811  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s14);
+  assign \$1812  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s14);
+  assign \$1813  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s14);
+  assign \$1814  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s14);
+  assign \$1815  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s14);
+  assign \$1816  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s14);
+  assign \$1817  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s14);
+  assign \$1818  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s14);
+  assign \$1819  = $signed(l0_w_8_0) - $signed(l0_dw8_0_s14);
+  assign \$1820  = $signed(l0_w_9_0) - $signed(l0_dw9_0_s14);
+  assign \$1821  = $signed(l0_w_10_0) - $signed(l0_dw10_0_s14);
+  assign \$1822  = $signed(l0_w_11_0) - $signed(l0_dw11_0_s14);
+  assign \$1823  = $signed(l0_w_12_0) - $signed(l0_dw12_0_s14);
+  assign \$1824  = $signed(l0_w_13_0) - $signed(l0_dw13_0_s14);
+  assign \$1825  = $signed(l0_w_14_0) - $signed(l0_dw14_0_s14);
+  assign \$1826  = $signed(l0_w_15_0) - $signed(l0_dw15_0_s14);
+  assign \$1827  = $signed(l0_b_0) - $signed(l0_db0_s14);
+  assign \$1828  = $signed(l0_b_1) - $signed(l0_db1_s14);
+  assign \$1829  = $signed(l0_b_2) - $signed(l0_db2_s14);
+  assign \$1830  = $signed(l0_b_3) - $signed(l0_db3_s14);
+  assign \$1831  = $signed(l0_b_4) - $signed(l0_db4_s14);
+  assign \$1832  = $signed(l0_b_5) - $signed(l0_db5_s14);
+  assign \$1833  = $signed(l0_b_6) - $signed(l0_db6_s14);
+  assign \$1834  = $signed(l0_b_7) - $signed(l0_db7_s14);
+  assign \$1835  = $signed(l0_b_8) - $signed(l0_db8_s14);
+  assign \$1836  = $signed(l0_b_9) - $signed(l0_db9_s14);
+  assign \$1837  = $signed(l0_b_10) - $signed(l0_db10_s14);
+  assign \$1838  = $signed(l0_b_11) - $signed(l0_db11_s14);
+  assign \$1839  = $signed(l0_b_12) - $signed(l0_db12_s14);
+  assign \$1840  = $signed(l0_b_13) - $signed(l0_db13_s14);
+  assign \$1841  = $signed(l0_b_14) - $signed(l0_db14_s14);
+  assign \$1842  = $signed(l0_b_15) - $signed(l0_db15_s14);
+  assign commit_l1 = en & valid_s12;
+  assign \$1843  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s12);
+  assign \$1844  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s12);
+  assign \$1845  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s12);
+  assign \$1846  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s12);
+  assign \$1847  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s12);
+  assign \$1848  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s12);
+  assign \$1849  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s12);
+  assign \$1850  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s12);
+  assign \$1851  = $signed(l1_w_0_8) - $signed(l1_dw0_8_s12);
+  assign \$1852  = $signed(l1_w_0_9) - $signed(l1_dw0_9_s12);
+  assign \$1853  = $signed(l1_w_0_10) - $signed(l1_dw0_10_s12);
+  assign \$1854  = $signed(l1_w_0_11) - $signed(l1_dw0_11_s12);
+  assign \$1855  = $signed(l1_w_0_12) - $signed(l1_dw0_12_s12);
+  assign \$1856  = $signed(l1_w_0_13) - $signed(l1_dw0_13_s12);
+  assign \$1857  = $signed(l1_w_0_14) - $signed(l1_dw0_14_s12);
+  assign \$1858  = $signed(l1_w_0_15) - $signed(l1_dw0_15_s12);
+  assign \$1859  = $signed(l1_b_0) - $signed(l1_db0_s12);
   assign \$1860  = ~ pc__valid;
   assign \$1861  = en & \$1860 ;
-  assign \$1864  = | { valid_s15, valid_s14, valid_s13, valid_s12, m__valid, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$1864  = | { valid_s13, valid_s12, valid_s11, valid_s10, m__valid, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$1865  = ~ \$1864 ;
   assign s__ready = \$1863  & \$1865 ;
   assign accept = s__valid & s__ready;
@@ -6421,397 +6316,397 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1894  = \$1893  & pc__ready;
   assign \$1895  = ~ pc__payload[22];
   assign l1_port_rd = \$1894  & \$1895 ;
-  assign \$1896  = & \t$744 [16:15];
+  assign \$1896  = & \t$742 [16:15];
   assign \$1897  = ~ \$1896 ;
-  assign \$1898  = \t$744 [16] & \$1897 ;
-  assign \$1899  = ~ \t$744 [16];
-  assign \$1900  = | \t$744 [16:15];
+  assign \$1898  = \t$742 [16] & \$1897 ;
+  assign \$1899  = ~ \t$742 [16];
+  assign \$1900  = | \t$742 [16:15];
   assign \$1901  = \$1899  & \$1900 ;
-  assign \$1902  = \$1901  ? 16'h7fff : \t$744 [15:0];
+  assign \$1902  = \$1901  ? 16'h7fff : \t$742 [15:0];
   assign \$1903  = \$1898  ? 16'h8000 : \$1902 ;
-  assign \$1904  = & \t$747 [16:15];
+  assign \$1904  = & \t$745 [16:15];
   assign \$1905  = ~ \$1904 ;
-  assign \$1906  = \t$747 [16] & \$1905 ;
-  assign \$1907  = ~ \t$747 [16];
-  assign \$1908  = | \t$747 [16:15];
+  assign \$1906  = \t$745 [16] & \$1905 ;
+  assign \$1907  = ~ \t$745 [16];
+  assign \$1908  = | \t$745 [16:15];
   assign \$1909  = \$1907  & \$1908 ;
-  assign \$1910  = \$1909  ? 16'h7fff : \t$747 [15:0];
+  assign \$1910  = \$1909  ? 16'h7fff : \t$745 [15:0];
   assign \$1911  = \$1906  ? 16'h8000 : \$1910 ;
-  assign \$1912  = & \t$750 [16:15];
+  assign \$1912  = & \t$748 [16:15];
   assign \$1913  = ~ \$1912 ;
-  assign \$1914  = \t$750 [16] & \$1913 ;
-  assign \$1915  = ~ \t$750 [16];
-  assign \$1916  = | \t$750 [16:15];
+  assign \$1914  = \t$748 [16] & \$1913 ;
+  assign \$1915  = ~ \t$748 [16];
+  assign \$1916  = | \t$748 [16:15];
   assign \$1917  = \$1915  & \$1916 ;
-  assign \$1918  = \$1917  ? 16'h7fff : \t$750 [15:0];
+  assign \$1918  = \$1917  ? 16'h7fff : \t$748 [15:0];
   assign \$1919  = \$1914  ? 16'h8000 : \$1918 ;
-  assign \$1920  = & \t$753 [16:15];
+  assign \$1920  = & \t$751 [16:15];
   assign \$1921  = ~ \$1920 ;
-  assign \$1922  = \t$753 [16] & \$1921 ;
-  assign \$1923  = ~ \t$753 [16];
-  assign \$1924  = | \t$753 [16:15];
+  assign \$1922  = \t$751 [16] & \$1921 ;
+  assign \$1923  = ~ \t$751 [16];
+  assign \$1924  = | \t$751 [16:15];
   assign \$1925  = \$1923  & \$1924 ;
-  assign \$1926  = \$1925  ? 16'h7fff : \t$753 [15:0];
+  assign \$1926  = \$1925  ? 16'h7fff : \t$751 [15:0];
   assign \$1927  = \$1922  ? 16'h8000 : \$1926 ;
-  assign \$1928  = & \t$756 [16:15];
+  assign \$1928  = & \t$754 [16:15];
   assign \$1929  = ~ \$1928 ;
-  assign \$1930  = \t$756 [16] & \$1929 ;
-  assign \$1931  = ~ \t$756 [16];
-  assign \$1932  = | \t$756 [16:15];
+  assign \$1930  = \t$754 [16] & \$1929 ;
+  assign \$1931  = ~ \t$754 [16];
+  assign \$1932  = | \t$754 [16:15];
   assign \$1933  = \$1931  & \$1932 ;
-  assign \$1934  = \$1933  ? 16'h7fff : \t$756 [15:0];
+  assign \$1934  = \$1933  ? 16'h7fff : \t$754 [15:0];
   assign \$1935  = \$1930  ? 16'h8000 : \$1934 ;
-  assign \$1936  = & \t$759 [16:15];
+  assign \$1936  = & \t$757 [16:15];
   assign \$1937  = ~ \$1936 ;
-  assign \$1938  = \t$759 [16] & \$1937 ;
-  assign \$1939  = ~ \t$759 [16];
-  assign \$1940  = | \t$759 [16:15];
+  assign \$1938  = \t$757 [16] & \$1937 ;
+  assign \$1939  = ~ \t$757 [16];
+  assign \$1940  = | \t$757 [16:15];
   assign \$1941  = \$1939  & \$1940 ;
-  assign \$1942  = \$1941  ? 16'h7fff : \t$759 [15:0];
+  assign \$1942  = \$1941  ? 16'h7fff : \t$757 [15:0];
   assign \$1943  = \$1938  ? 16'h8000 : \$1942 ;
-  assign \$1944  = & \t$762 [16:15];
+  assign \$1944  = & \t$760 [16:15];
   assign \$1945  = ~ \$1944 ;
-  assign \$1946  = \t$762 [16] & \$1945 ;
-  assign \$1947  = ~ \t$762 [16];
-  assign \$1948  = | \t$762 [16:15];
+  assign \$1946  = \t$760 [16] & \$1945 ;
+  assign \$1947  = ~ \t$760 [16];
+  assign \$1948  = | \t$760 [16:15];
   assign \$1949  = \$1947  & \$1948 ;
-  assign \$1950  = \$1949  ? 16'h7fff : \t$762 [15:0];
+  assign \$1950  = \$1949  ? 16'h7fff : \t$760 [15:0];
   assign \$1951  = \$1946  ? 16'h8000 : \$1950 ;
-  assign \$1952  = & \t$765 [16:15];
+  assign \$1952  = & \t$763 [16:15];
   assign \$1953  = ~ \$1952 ;
-  assign \$1954  = \t$765 [16] & \$1953 ;
-  assign \$1955  = ~ \t$765 [16];
-  assign \$1956  = | \t$765 [16:15];
+  assign \$1954  = \t$763 [16] & \$1953 ;
+  assign \$1955  = ~ \t$763 [16];
+  assign \$1956  = | \t$763 [16:15];
   assign \$1957  = \$1955  & \$1956 ;
-  assign \$1958  = \$1957  ? 16'h7fff : \t$765 [15:0];
+  assign \$1958  = \$1957  ? 16'h7fff : \t$763 [15:0];
   assign \$1959  = \$1954  ? 16'h8000 : \$1958 ;
-  assign \$1960  = & \t$768 [16:15];
+  assign \$1960  = & \t$766 [16:15];
   assign \$1961  = ~ \$1960 ;
-  assign \$1962  = \t$768 [16] & \$1961 ;
-  assign \$1963  = ~ \t$768 [16];
-  assign \$1964  = | \t$768 [16:15];
+  assign \$1962  = \t$766 [16] & \$1961 ;
+  assign \$1963  = ~ \t$766 [16];
+  assign \$1964  = | \t$766 [16:15];
   assign \$1965  = \$1963  & \$1964 ;
-  assign \$1966  = \$1965  ? 16'h7fff : \t$768 [15:0];
+  assign \$1966  = \$1965  ? 16'h7fff : \t$766 [15:0];
   assign \$1967  = \$1962  ? 16'h8000 : \$1966 ;
-  assign \$1968  = & \t$771 [16:15];
+  assign \$1968  = & \t$769 [16:15];
   assign \$1969  = ~ \$1968 ;
-  assign \$1970  = \t$771 [16] & \$1969 ;
-  assign \$1971  = ~ \t$771 [16];
-  assign \$1972  = | \t$771 [16:15];
+  assign \$1970  = \t$769 [16] & \$1969 ;
+  assign \$1971  = ~ \t$769 [16];
+  assign \$1972  = | \t$769 [16:15];
   assign \$1973  = \$1971  & \$1972 ;
-  assign \$1974  = \$1973  ? 16'h7fff : \t$771 [15:0];
+  assign \$1974  = \$1973  ? 16'h7fff : \t$769 [15:0];
   assign \$1975  = \$1970  ? 16'h8000 : \$1974 ;
-  assign \$1976  = & \t$774 [16:15];
+  assign \$1976  = & \t$772 [16:15];
   assign \$1977  = ~ \$1976 ;
-  assign \$1978  = \t$774 [16] & \$1977 ;
-  assign \$1979  = ~ \t$774 [16];
-  assign \$1980  = | \t$774 [16:15];
+  assign \$1978  = \t$772 [16] & \$1977 ;
+  assign \$1979  = ~ \t$772 [16];
+  assign \$1980  = | \t$772 [16:15];
   assign \$1981  = \$1979  & \$1980 ;
-  assign \$1982  = \$1981  ? 16'h7fff : \t$774 [15:0];
+  assign \$1982  = \$1981  ? 16'h7fff : \t$772 [15:0];
   assign \$1983  = \$1978  ? 16'h8000 : \$1982 ;
-  assign \$1984  = & \t$777 [16:15];
+  assign \$1984  = & \t$775 [16:15];
   assign \$1985  = ~ \$1984 ;
-  assign \$1986  = \t$777 [16] & \$1985 ;
-  assign \$1987  = ~ \t$777 [16];
-  assign \$1988  = | \t$777 [16:15];
+  assign \$1986  = \t$775 [16] & \$1985 ;
+  assign \$1987  = ~ \t$775 [16];
+  assign \$1988  = | \t$775 [16:15];
   assign \$1989  = \$1987  & \$1988 ;
-  assign \$1990  = \$1989  ? 16'h7fff : \t$777 [15:0];
+  assign \$1990  = \$1989  ? 16'h7fff : \t$775 [15:0];
   assign \$1991  = \$1986  ? 16'h8000 : \$1990 ;
-  assign \$1992  = & \t$780 [16:15];
+  assign \$1992  = & \t$778 [16:15];
   assign \$1993  = ~ \$1992 ;
-  assign \$1994  = \t$780 [16] & \$1993 ;
-  assign \$1995  = ~ \t$780 [16];
-  assign \$1996  = | \t$780 [16:15];
+  assign \$1994  = \t$778 [16] & \$1993 ;
+  assign \$1995  = ~ \t$778 [16];
+  assign \$1996  = | \t$778 [16:15];
   assign \$1997  = \$1995  & \$1996 ;
-  assign \$1998  = \$1997  ? 16'h7fff : \t$780 [15:0];
+  assign \$1998  = \$1997  ? 16'h7fff : \t$778 [15:0];
   assign \$1999  = \$1994  ? 16'h8000 : \$1998 ;
-  assign \$2000  = & \t$783 [16:15];
+  assign \$2000  = & \t$781 [16:15];
   assign \$2001  = ~ \$2000 ;
-  assign \$2002  = \t$783 [16] & \$2001 ;
-  assign \$2003  = ~ \t$783 [16];
-  assign \$2004  = | \t$783 [16:15];
+  assign \$2002  = \t$781 [16] & \$2001 ;
+  assign \$2003  = ~ \t$781 [16];
+  assign \$2004  = | \t$781 [16:15];
   assign \$2005  = \$2003  & \$2004 ;
-  assign \$2006  = \$2005  ? 16'h7fff : \t$783 [15:0];
+  assign \$2006  = \$2005  ? 16'h7fff : \t$781 [15:0];
   assign \$2007  = \$2002  ? 16'h8000 : \$2006 ;
-  assign \$2008  = & \t$786 [16:15];
+  assign \$2008  = & \t$784 [16:15];
   assign \$2009  = ~ \$2008 ;
-  assign \$2010  = \t$786 [16] & \$2009 ;
-  assign \$2011  = ~ \t$786 [16];
-  assign \$2012  = | \t$786 [16:15];
+  assign \$2010  = \t$784 [16] & \$2009 ;
+  assign \$2011  = ~ \t$784 [16];
+  assign \$2012  = | \t$784 [16:15];
   assign \$2013  = \$2011  & \$2012 ;
-  assign \$2014  = \$2013  ? 16'h7fff : \t$786 [15:0];
+  assign \$2014  = \$2013  ? 16'h7fff : \t$784 [15:0];
   assign \$2015  = \$2010  ? 16'h8000 : \$2014 ;
-  assign \$2016  = & \t$789 [16:15];
+  assign \$2016  = & \t$787 [16:15];
   assign \$2017  = ~ \$2016 ;
-  assign \$2018  = \t$789 [16] & \$2017 ;
-  assign \$2019  = ~ \t$789 [16];
-  assign \$2020  = | \t$789 [16:15];
+  assign \$2018  = \t$787 [16] & \$2017 ;
+  assign \$2019  = ~ \t$787 [16];
+  assign \$2020  = | \t$787 [16:15];
   assign \$2021  = \$2019  & \$2020 ;
-  assign \$2022  = \$2021  ? 16'h7fff : \t$789 [15:0];
+  assign \$2022  = \$2021  ? 16'h7fff : \t$787 [15:0];
   assign \$2023  = \$2018  ? 16'h8000 : \$2022 ;
-  assign \$2024  = & \t$792 [16:15];
+  assign \$2024  = & \t$790 [16:15];
   assign \$2025  = ~ \$2024 ;
-  assign \$2026  = \t$792 [16] & \$2025 ;
-  assign \$2027  = ~ \t$792 [16];
-  assign \$2028  = | \t$792 [16:15];
+  assign \$2026  = \t$790 [16] & \$2025 ;
+  assign \$2027  = ~ \t$790 [16];
+  assign \$2028  = | \t$790 [16:15];
   assign \$2029  = \$2027  & \$2028 ;
-  assign \$2030  = \$2029  ? 16'h7fff : \t$792 [15:0];
+  assign \$2030  = \$2029  ? 16'h7fff : \t$790 [15:0];
   assign \$2031  = \$2026  ? 16'h8000 : \$2030 ;
-  assign \$2032  = & \t$794 [16:15];
+  assign \$2032  = & \t$792 [16:15];
   assign \$2033  = ~ \$2032 ;
-  assign \$2034  = \t$794 [16] & \$2033 ;
-  assign \$2035  = ~ \t$794 [16];
-  assign \$2036  = | \t$794 [16:15];
+  assign \$2034  = \t$792 [16] & \$2033 ;
+  assign \$2035  = ~ \t$792 [16];
+  assign \$2036  = | \t$792 [16:15];
   assign \$2037  = \$2035  & \$2036 ;
-  assign \$2038  = \$2037  ? 16'h7fff : \t$794 [15:0];
+  assign \$2038  = \$2037  ? 16'h7fff : \t$792 [15:0];
   assign \$2039  = \$2034  ? 16'h8000 : \$2038 ;
-  assign \$2040  = & \t$796 [16:15];
+  assign \$2040  = & \t$794 [16:15];
   assign \$2041  = ~ \$2040 ;
-  assign \$2042  = \t$796 [16] & \$2041 ;
-  assign \$2043  = ~ \t$796 [16];
-  assign \$2044  = | \t$796 [16:15];
+  assign \$2042  = \t$794 [16] & \$2041 ;
+  assign \$2043  = ~ \t$794 [16];
+  assign \$2044  = | \t$794 [16:15];
   assign \$2045  = \$2043  & \$2044 ;
-  assign \$2046  = \$2045  ? 16'h7fff : \t$796 [15:0];
+  assign \$2046  = \$2045  ? 16'h7fff : \t$794 [15:0];
   assign \$2047  = \$2042  ? 16'h8000 : \$2046 ;
-  assign \$2048  = & \t$798 [16:15];
+  assign \$2048  = & \t$796 [16:15];
   assign \$2049  = ~ \$2048 ;
-  assign \$2050  = \t$798 [16] & \$2049 ;
-  assign \$2051  = ~ \t$798 [16];
-  assign \$2052  = | \t$798 [16:15];
+  assign \$2050  = \t$796 [16] & \$2049 ;
+  assign \$2051  = ~ \t$796 [16];
+  assign \$2052  = | \t$796 [16:15];
   assign \$2053  = \$2051  & \$2052 ;
-  assign \$2054  = \$2053  ? 16'h7fff : \t$798 [15:0];
+  assign \$2054  = \$2053  ? 16'h7fff : \t$796 [15:0];
   assign \$2055  = \$2050  ? 16'h8000 : \$2054 ;
-  assign \$2056  = & \t$800 [16:15];
+  assign \$2056  = & \t$798 [16:15];
   assign \$2057  = ~ \$2056 ;
-  assign \$2058  = \t$800 [16] & \$2057 ;
-  assign \$2059  = ~ \t$800 [16];
-  assign \$2060  = | \t$800 [16:15];
+  assign \$2058  = \t$798 [16] & \$2057 ;
+  assign \$2059  = ~ \t$798 [16];
+  assign \$2060  = | \t$798 [16:15];
   assign \$2061  = \$2059  & \$2060 ;
-  assign \$2062  = \$2061  ? 16'h7fff : \t$800 [15:0];
+  assign \$2062  = \$2061  ? 16'h7fff : \t$798 [15:0];
   assign \$2063  = \$2058  ? 16'h8000 : \$2062 ;
-  assign \$2064  = & \t$802 [16:15];
+  assign \$2064  = & \t$800 [16:15];
   assign \$2065  = ~ \$2064 ;
-  assign \$2066  = \t$802 [16] & \$2065 ;
-  assign \$2067  = ~ \t$802 [16];
-  assign \$2068  = | \t$802 [16:15];
+  assign \$2066  = \t$800 [16] & \$2065 ;
+  assign \$2067  = ~ \t$800 [16];
+  assign \$2068  = | \t$800 [16:15];
   assign \$2069  = \$2067  & \$2068 ;
-  assign \$2070  = \$2069  ? 16'h7fff : \t$802 [15:0];
+  assign \$2070  = \$2069  ? 16'h7fff : \t$800 [15:0];
   assign \$2071  = \$2066  ? 16'h8000 : \$2070 ;
-  assign \$2072  = & \t$804 [16:15];
+  assign \$2072  = & \t$802 [16:15];
   assign \$2073  = ~ \$2072 ;
-  assign \$2074  = \t$804 [16] & \$2073 ;
-  assign \$2075  = ~ \t$804 [16];
-  assign \$2076  = | \t$804 [16:15];
+  assign \$2074  = \t$802 [16] & \$2073 ;
+  assign \$2075  = ~ \t$802 [16];
+  assign \$2076  = | \t$802 [16:15];
   assign \$2077  = \$2075  & \$2076 ;
-  assign \$2078  = \$2077  ? 16'h7fff : \t$804 [15:0];
+  assign \$2078  = \$2077  ? 16'h7fff : \t$802 [15:0];
   assign \$2079  = \$2074  ? 16'h8000 : \$2078 ;
-  assign \$2080  = & \t$806 [16:15];
+  assign \$2080  = & \t$804 [16:15];
   assign \$2081  = ~ \$2080 ;
-  assign \$2082  = \t$806 [16] & \$2081 ;
-  assign \$2083  = ~ \t$806 [16];
-  assign \$2084  = | \t$806 [16:15];
+  assign \$2082  = \t$804 [16] & \$2081 ;
+  assign \$2083  = ~ \t$804 [16];
+  assign \$2084  = | \t$804 [16:15];
   assign \$2085  = \$2083  & \$2084 ;
-  assign \$2086  = \$2085  ? 16'h7fff : \t$806 [15:0];
+  assign \$2086  = \$2085  ? 16'h7fff : \t$804 [15:0];
   assign \$2087  = \$2082  ? 16'h8000 : \$2086 ;
-  assign \$2088  = & \t$808 [16:15];
+  assign \$2088  = & \t$806 [16:15];
   assign \$2089  = ~ \$2088 ;
-  assign \$2090  = \t$808 [16] & \$2089 ;
-  assign \$2091  = ~ \t$808 [16];
-  assign \$2092  = | \t$808 [16:15];
+  assign \$2090  = \t$806 [16] & \$2089 ;
+  assign \$2091  = ~ \t$806 [16];
+  assign \$2092  = | \t$806 [16:15];
   assign \$2093  = \$2091  & \$2092 ;
-  assign \$2094  = \$2093  ? 16'h7fff : \t$808 [15:0];
+  assign \$2094  = \$2093  ? 16'h7fff : \t$806 [15:0];
   assign \$2095  = \$2090  ? 16'h8000 : \$2094 ;
-  assign \$2096  = & \t$810 [16:15];
+  assign \$2096  = & \t$808 [16:15];
   assign \$2097  = ~ \$2096 ;
-  assign \$2098  = \t$810 [16] & \$2097 ;
-  assign \$2099  = ~ \t$810 [16];
-  assign \$2100  = | \t$810 [16:15];
+  assign \$2098  = \t$808 [16] & \$2097 ;
+  assign \$2099  = ~ \t$808 [16];
+  assign \$2100  = | \t$808 [16:15];
   assign \$2101  = \$2099  & \$2100 ;
-  assign \$2102  = \$2101  ? 16'h7fff : \t$810 [15:0];
+  assign \$2102  = \$2101  ? 16'h7fff : \t$808 [15:0];
   assign \$2103  = \$2098  ? 16'h8000 : \$2102 ;
-  assign \$2104  = & \t$812 [16:15];
+  assign \$2104  = & \t$810 [16:15];
   assign \$2105  = ~ \$2104 ;
-  assign \$2106  = \t$812 [16] & \$2105 ;
-  assign \$2107  = ~ \t$812 [16];
-  assign \$2108  = | \t$812 [16:15];
+  assign \$2106  = \t$810 [16] & \$2105 ;
+  assign \$2107  = ~ \t$810 [16];
+  assign \$2108  = | \t$810 [16:15];
   assign \$2109  = \$2107  & \$2108 ;
-  assign \$2110  = \$2109  ? 16'h7fff : \t$812 [15:0];
+  assign \$2110  = \$2109  ? 16'h7fff : \t$810 [15:0];
   assign \$2111  = \$2106  ? 16'h8000 : \$2110 ;
-  assign \$2112  = & \t$814 [16:15];
+  assign \$2112  = & \t$812 [16:15];
   assign \$2113  = ~ \$2112 ;
-  assign \$2114  = \t$814 [16] & \$2113 ;
-  assign \$2115  = ~ \t$814 [16];
-  assign \$2116  = | \t$814 [16:15];
+  assign \$2114  = \t$812 [16] & \$2113 ;
+  assign \$2115  = ~ \t$812 [16];
+  assign \$2116  = | \t$812 [16:15];
   assign \$2117  = \$2115  & \$2116 ;
-  assign \$2118  = \$2117  ? 16'h7fff : \t$814 [15:0];
+  assign \$2118  = \$2117  ? 16'h7fff : \t$812 [15:0];
   assign \$2119  = \$2114  ? 16'h8000 : \$2118 ;
-  assign \$2120  = & \t$816 [16:15];
+  assign \$2120  = & \t$814 [16:15];
   assign \$2121  = ~ \$2120 ;
-  assign \$2122  = \t$816 [16] & \$2121 ;
-  assign \$2123  = ~ \t$816 [16];
-  assign \$2124  = | \t$816 [16:15];
+  assign \$2122  = \t$814 [16] & \$2121 ;
+  assign \$2123  = ~ \t$814 [16];
+  assign \$2124  = | \t$814 [16:15];
   assign \$2125  = \$2123  & \$2124 ;
-  assign \$2126  = \$2125  ? 16'h7fff : \t$816 [15:0];
+  assign \$2126  = \$2125  ? 16'h7fff : \t$814 [15:0];
   assign \$2127  = \$2122  ? 16'h8000 : \$2126 ;
-  assign \$2128  = & \t$818 [16:15];
+  assign \$2128  = & \t$816 [16:15];
   assign \$2129  = ~ \$2128 ;
-  assign \$2130  = \t$818 [16] & \$2129 ;
-  assign \$2131  = ~ \t$818 [16];
-  assign \$2132  = | \t$818 [16:15];
+  assign \$2130  = \t$816 [16] & \$2129 ;
+  assign \$2131  = ~ \t$816 [16];
+  assign \$2132  = | \t$816 [16:15];
   assign \$2133  = \$2131  & \$2132 ;
-  assign \$2134  = \$2133  ? 16'h7fff : \t$818 [15:0];
+  assign \$2134  = \$2133  ? 16'h7fff : \t$816 [15:0];
   assign \$2135  = \$2130  ? 16'h8000 : \$2134 ;
-  assign \$2136  = & \t$820 [16:15];
+  assign \$2136  = & \t$818 [16:15];
   assign \$2137  = ~ \$2136 ;
-  assign \$2138  = \t$820 [16] & \$2137 ;
-  assign \$2139  = ~ \t$820 [16];
-  assign \$2140  = | \t$820 [16:15];
+  assign \$2138  = \t$818 [16] & \$2137 ;
+  assign \$2139  = ~ \t$818 [16];
+  assign \$2140  = | \t$818 [16:15];
   assign \$2141  = \$2139  & \$2140 ;
-  assign \$2142  = \$2141  ? 16'h7fff : \t$820 [15:0];
+  assign \$2142  = \$2141  ? 16'h7fff : \t$818 [15:0];
   assign \$2143  = \$2138  ? 16'h8000 : \$2142 ;
-  assign \$2144  = & \t$822 [16:15];
+  assign \$2144  = & \t$820 [16:15];
   assign \$2145  = ~ \$2144 ;
-  assign \$2146  = \t$822 [16] & \$2145 ;
-  assign \$2147  = ~ \t$822 [16];
-  assign \$2148  = | \t$822 [16:15];
+  assign \$2146  = \t$820 [16] & \$2145 ;
+  assign \$2147  = ~ \t$820 [16];
+  assign \$2148  = | \t$820 [16:15];
   assign \$2149  = \$2147  & \$2148 ;
-  assign \$2150  = \$2149  ? 16'h7fff : \t$822 [15:0];
+  assign \$2150  = \$2149  ? 16'h7fff : \t$820 [15:0];
   assign \$2151  = \$2146  ? 16'h8000 : \$2150 ;
-  assign \$2152  = & \t$825 [16:15];
+  assign \$2152  = & \t$823 [16:15];
   assign \$2153  = ~ \$2152 ;
-  assign \$2154  = \t$825 [16] & \$2153 ;
-  assign \$2155  = ~ \t$825 [16];
-  assign \$2156  = | \t$825 [16:15];
+  assign \$2154  = \t$823 [16] & \$2153 ;
+  assign \$2155  = ~ \t$823 [16];
+  assign \$2156  = | \t$823 [16:15];
   assign \$2157  = \$2155  & \$2156 ;
-  assign \$2158  = \$2157  ? 16'h7fff : \t$825 [15:0];
+  assign \$2158  = \$2157  ? 16'h7fff : \t$823 [15:0];
   assign \$2159  = \$2154  ? 16'h8000 : \$2158 ;
-  assign \$2160  = & \t$828 [16:15];
+  assign \$2160  = & \t$826 [16:15];
   assign \$2161  = ~ \$2160 ;
-  assign \$2162  = \t$828 [16] & \$2161 ;
-  assign \$2163  = ~ \t$828 [16];
-  assign \$2164  = | \t$828 [16:15];
+  assign \$2162  = \t$826 [16] & \$2161 ;
+  assign \$2163  = ~ \t$826 [16];
+  assign \$2164  = | \t$826 [16:15];
   assign \$2165  = \$2163  & \$2164 ;
-  assign \$2166  = \$2165  ? 16'h7fff : \t$828 [15:0];
+  assign \$2166  = \$2165  ? 16'h7fff : \t$826 [15:0];
   assign \$2167  = \$2162  ? 16'h8000 : \$2166 ;
-  assign \$2168  = & \t$831 [16:15];
+  assign \$2168  = & \t$829 [16:15];
   assign \$2169  = ~ \$2168 ;
-  assign \$2170  = \t$831 [16] & \$2169 ;
-  assign \$2171  = ~ \t$831 [16];
-  assign \$2172  = | \t$831 [16:15];
+  assign \$2170  = \t$829 [16] & \$2169 ;
+  assign \$2171  = ~ \t$829 [16];
+  assign \$2172  = | \t$829 [16:15];
   assign \$2173  = \$2171  & \$2172 ;
-  assign \$2174  = \$2173  ? 16'h7fff : \t$831 [15:0];
+  assign \$2174  = \$2173  ? 16'h7fff : \t$829 [15:0];
   assign \$2175  = \$2170  ? 16'h8000 : \$2174 ;
-  assign \$2176  = & \t$834 [16:15];
+  assign \$2176  = & \t$832 [16:15];
   assign \$2177  = ~ \$2176 ;
-  assign \$2178  = \t$834 [16] & \$2177 ;
-  assign \$2179  = ~ \t$834 [16];
-  assign \$2180  = | \t$834 [16:15];
+  assign \$2178  = \t$832 [16] & \$2177 ;
+  assign \$2179  = ~ \t$832 [16];
+  assign \$2180  = | \t$832 [16:15];
   assign \$2181  = \$2179  & \$2180 ;
-  assign \$2182  = \$2181  ? 16'h7fff : \t$834 [15:0];
+  assign \$2182  = \$2181  ? 16'h7fff : \t$832 [15:0];
   assign \$2183  = \$2178  ? 16'h8000 : \$2182 ;
-  assign \$2184  = & \t$837 [16:15];
+  assign \$2184  = & \t$835 [16:15];
   assign \$2185  = ~ \$2184 ;
-  assign \$2186  = \t$837 [16] & \$2185 ;
-  assign \$2187  = ~ \t$837 [16];
-  assign \$2188  = | \t$837 [16:15];
+  assign \$2186  = \t$835 [16] & \$2185 ;
+  assign \$2187  = ~ \t$835 [16];
+  assign \$2188  = | \t$835 [16:15];
   assign \$2189  = \$2187  & \$2188 ;
-  assign \$2190  = \$2189  ? 16'h7fff : \t$837 [15:0];
+  assign \$2190  = \$2189  ? 16'h7fff : \t$835 [15:0];
   assign \$2191  = \$2186  ? 16'h8000 : \$2190 ;
-  assign \$2192  = & \t$840 [16:15];
+  assign \$2192  = & \t$838 [16:15];
   assign \$2193  = ~ \$2192 ;
-  assign \$2194  = \t$840 [16] & \$2193 ;
-  assign \$2195  = ~ \t$840 [16];
-  assign \$2196  = | \t$840 [16:15];
+  assign \$2194  = \t$838 [16] & \$2193 ;
+  assign \$2195  = ~ \t$838 [16];
+  assign \$2196  = | \t$838 [16:15];
   assign \$2197  = \$2195  & \$2196 ;
-  assign \$2198  = \$2197  ? 16'h7fff : \t$840 [15:0];
+  assign \$2198  = \$2197  ? 16'h7fff : \t$838 [15:0];
   assign \$2199  = \$2194  ? 16'h8000 : \$2198 ;
-  assign \$2200  = & \t$843 [16:15];
+  assign \$2200  = & \t$841 [16:15];
   assign \$2201  = ~ \$2200 ;
-  assign \$2202  = \t$843 [16] & \$2201 ;
-  assign \$2203  = ~ \t$843 [16];
-  assign \$2204  = | \t$843 [16:15];
+  assign \$2202  = \t$841 [16] & \$2201 ;
+  assign \$2203  = ~ \t$841 [16];
+  assign \$2204  = | \t$841 [16:15];
   assign \$2205  = \$2203  & \$2204 ;
-  assign \$2206  = \$2205  ? 16'h7fff : \t$843 [15:0];
+  assign \$2206  = \$2205  ? 16'h7fff : \t$841 [15:0];
   assign \$2207  = \$2202  ? 16'h8000 : \$2206 ;
-  assign \$2208  = & \t$846 [16:15];
+  assign \$2208  = & \t$844 [16:15];
   assign \$2209  = ~ \$2208 ;
-  assign \$2210  = \t$846 [16] & \$2209 ;
-  assign \$2211  = ~ \t$846 [16];
-  assign \$2212  = | \t$846 [16:15];
+  assign \$2210  = \t$844 [16] & \$2209 ;
+  assign \$2211  = ~ \t$844 [16];
+  assign \$2212  = | \t$844 [16:15];
   assign \$2213  = \$2211  & \$2212 ;
-  assign \$2214  = \$2213  ? 16'h7fff : \t$846 [15:0];
+  assign \$2214  = \$2213  ? 16'h7fff : \t$844 [15:0];
   assign \$2215  = \$2210  ? 16'h8000 : \$2214 ;
-  assign \$2216  = & \t$849 [16:15];
+  assign \$2216  = & \t$847 [16:15];
   assign \$2217  = ~ \$2216 ;
-  assign \$2218  = \t$849 [16] & \$2217 ;
-  assign \$2219  = ~ \t$849 [16];
-  assign \$2220  = | \t$849 [16:15];
+  assign \$2218  = \t$847 [16] & \$2217 ;
+  assign \$2219  = ~ \t$847 [16];
+  assign \$2220  = | \t$847 [16:15];
   assign \$2221  = \$2219  & \$2220 ;
-  assign \$2222  = \$2221  ? 16'h7fff : \t$849 [15:0];
+  assign \$2222  = \$2221  ? 16'h7fff : \t$847 [15:0];
   assign \$2223  = \$2218  ? 16'h8000 : \$2222 ;
-  assign \$2224  = & \t$852 [16:15];
+  assign \$2224  = & \t$850 [16:15];
   assign \$2225  = ~ \$2224 ;
-  assign \$2226  = \t$852 [16] & \$2225 ;
-  assign \$2227  = ~ \t$852 [16];
-  assign \$2228  = | \t$852 [16:15];
+  assign \$2226  = \t$850 [16] & \$2225 ;
+  assign \$2227  = ~ \t$850 [16];
+  assign \$2228  = | \t$850 [16:15];
   assign \$2229  = \$2227  & \$2228 ;
-  assign \$2230  = \$2229  ? 16'h7fff : \t$852 [15:0];
+  assign \$2230  = \$2229  ? 16'h7fff : \t$850 [15:0];
   assign \$2231  = \$2226  ? 16'h8000 : \$2230 ;
-  assign \$2232  = & \t$855 [16:15];
+  assign \$2232  = & \t$853 [16:15];
   assign \$2233  = ~ \$2232 ;
-  assign \$2234  = \t$855 [16] & \$2233 ;
-  assign \$2235  = ~ \t$855 [16];
-  assign \$2236  = | \t$855 [16:15];
+  assign \$2234  = \t$853 [16] & \$2233 ;
+  assign \$2235  = ~ \t$853 [16];
+  assign \$2236  = | \t$853 [16:15];
   assign \$2237  = \$2235  & \$2236 ;
-  assign \$2238  = \$2237  ? 16'h7fff : \t$855 [15:0];
+  assign \$2238  = \$2237  ? 16'h7fff : \t$853 [15:0];
   assign \$2239  = \$2234  ? 16'h8000 : \$2238 ;
-  assign \$2240  = & \t$858 [16:15];
+  assign \$2240  = & \t$856 [16:15];
   assign \$2241  = ~ \$2240 ;
-  assign \$2242  = \t$858 [16] & \$2241 ;
-  assign \$2243  = ~ \t$858 [16];
-  assign \$2244  = | \t$858 [16:15];
+  assign \$2242  = \t$856 [16] & \$2241 ;
+  assign \$2243  = ~ \t$856 [16];
+  assign \$2244  = | \t$856 [16:15];
   assign \$2245  = \$2243  & \$2244 ;
-  assign \$2246  = \$2245  ? 16'h7fff : \t$858 [15:0];
+  assign \$2246  = \$2245  ? 16'h7fff : \t$856 [15:0];
   assign \$2247  = \$2242  ? 16'h8000 : \$2246 ;
-  assign \$2248  = & \t$861 [16:15];
+  assign \$2248  = & \t$859 [16:15];
   assign \$2249  = ~ \$2248 ;
-  assign \$2250  = \t$861 [16] & \$2249 ;
-  assign \$2251  = ~ \t$861 [16];
-  assign \$2252  = | \t$861 [16:15];
+  assign \$2250  = \t$859 [16] & \$2249 ;
+  assign \$2251  = ~ \t$859 [16];
+  assign \$2252  = | \t$859 [16:15];
   assign \$2253  = \$2251  & \$2252 ;
-  assign \$2254  = \$2253  ? 16'h7fff : \t$861 [15:0];
+  assign \$2254  = \$2253  ? 16'h7fff : \t$859 [15:0];
   assign \$2255  = \$2250  ? 16'h8000 : \$2254 ;
-  assign \$2256  = & \t$864 [16:15];
+  assign \$2256  = & \t$862 [16:15];
   assign \$2257  = ~ \$2256 ;
-  assign \$2258  = \t$864 [16] & \$2257 ;
-  assign \$2259  = ~ \t$864 [16];
-  assign \$2260  = | \t$864 [16:15];
+  assign \$2258  = \t$862 [16] & \$2257 ;
+  assign \$2259  = ~ \t$862 [16];
+  assign \$2260  = | \t$862 [16:15];
   assign \$2261  = \$2259  & \$2260 ;
-  assign \$2262  = \$2261  ? 16'h7fff : \t$864 [15:0];
+  assign \$2262  = \$2261  ? 16'h7fff : \t$862 [15:0];
   assign \$2263  = \$2258  ? 16'h8000 : \$2262 ;
-  assign \$2264  = & \t$867 [16:15];
+  assign \$2264  = & \t$865 [16:15];
   assign \$2265  = ~ \$2264 ;
-  assign \$2266  = \t$867 [16] & \$2265 ;
-  assign \$2267  = ~ \t$867 [16];
-  assign \$2268  = | \t$867 [16:15];
+  assign \$2266  = \t$865 [16] & \$2265 ;
+  assign \$2267  = ~ \t$865 [16];
+  assign \$2268  = | \t$865 [16:15];
   assign \$2269  = \$2267  & \$2268 ;
-  assign \$2270  = \$2269  ? 16'h7fff : \t$867 [15:0];
+  assign \$2270  = \$2269  ? 16'h7fff : \t$865 [15:0];
   assign \$2271  = \$2266  ? 16'h8000 : \$2270 ;
-  assign \$2272  = & \t$870 [16:15];
+  assign \$2272  = & \t$868 [16:15];
   assign \$2273  = ~ \$2272 ;
-  assign \$2274  = \t$870 [16] & \$2273 ;
-  assign \$2275  = ~ \t$870 [16];
-  assign \$2276  = | \t$870 [16:15];
+  assign \$2274  = \t$868 [16] & \$2273 ;
+  assign \$2275  = ~ \t$868 [16];
+  assign \$2276  = | \t$868 [16:15];
   assign \$2277  = \$2275  & \$2276 ;
-  assign \$2278  = \$2277  ? 16'h7fff : \t$870 [15:0];
+  assign \$2278  = \$2277  ? 16'h7fff : \t$868 [15:0];
   assign \$2279  = \$2274  ? 16'h8000 : \$2278 ;
-  assign \$2280  = & \t$873 [16:15];
+  assign \$2280  = & \t$871 [16:15];
   assign \$2281  = ~ \$2280 ;
-  assign \$2282  = \t$873 [16] & \$2281 ;
-  assign \$2283  = ~ \t$873 [16];
-  assign \$2284  = | \t$873 [16:15];
+  assign \$2282  = \t$871 [16] & \$2281 ;
+  assign \$2283  = ~ \t$871 [16];
+  assign \$2284  = | \t$871 [16:15];
   assign \$2285  = \$2283  & \$2284 ;
-  assign \$2286  = \$2285  ? 16'h7fff : \t$873 [15:0];
+  assign \$2286  = \$2285  ? 16'h7fff : \t$871 [15:0];
   assign \$2287  = \$2282  ? 16'h8000 : \$2286 ;
   assign \$2288  = ~ pc__payload[22];
   assign \$2289  = pc__ready & \$2288 ;
@@ -6898,100 +6793,100 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$2373  = $signed(l1_w_0_15) * $signed(l0_out15_s4);
   assign \$2374  = $signed(l1_bias0_s5) + $signed(\t$225 );
   assign \$2375  = $signed(\t$228 ) + $signed(\t$231 );
-  assign \$2376  = $signed(\t$234 ) + $signed(\t$237 );
-  assign \$2377  = $signed(\t$240 ) + $signed(\t$243 );
-  assign \$2378  = $signed(\t$246 ) + $signed(\t$249 );
-  assign \$2379  = $signed(\t$252 ) + $signed(\t$255 );
-  assign \$2380  = $signed(\t$258 ) + $signed(\t$261 );
-  assign \$2381  = $signed(\t$264 ) + $signed(\t$267 );
-  assign \$2382  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
-  assign \$2383  = $signed(l1_sum0_t0_2_s6) + $signed(l1_sum0_t0_3_s6);
-  assign \$2384  = $signed(l1_sum0_t0_4_s6) + $signed(l1_sum0_t0_5_s6);
-  assign \$2385  = $signed(l1_sum0_t0_6_s6) + $signed(l1_sum0_t0_7_s6);
-  assign \$2386  = $signed(l1_sum0_t1_0_s7) + $signed(l1_sum0_t1_1_s7);
-  assign \$2387  = $signed(l1_sum0_t1_2_s7) + $signed(l1_sum0_t1_3_s7);
-  assign \$2388  = $signed(l1_sum0_t2_0_s8) + $signed(l1_sum0_t2_1_s8);
-  assign \$2389  = $signed(l1_sum0_t3_0_s9) + $signed(l1_sum0_t3_1_s9);
-  assign \$2390  = $signed(err0_s12) * $signed(l0_out0_s12);
-  assign \$2391  = $signed(err0_s12) * $signed(l0_out1_s12);
-  assign \$2392  = $signed(err0_s12) * $signed(l0_out2_s12);
-  assign \$2393  = $signed(err0_s12) * $signed(l0_out3_s12);
-  assign \$2394  = $signed(err0_s12) * $signed(l0_out4_s12);
-  assign \$2395  = $signed(err0_s12) * $signed(l0_out5_s12);
-  assign \$2396  = $signed(err0_s12) * $signed(l0_out6_s12);
-  assign \$2397  = $signed(err0_s12) * $signed(l0_out7_s12);
-  assign \$2398  = $signed(err0_s12) * $signed(l0_out8_s12);
-  assign \$2399  = $signed(err0_s12) * $signed(l0_out9_s12);
-  assign \$2400  = $signed(err0_s12) * $signed(l0_out10_s12);
-  assign \$2401  = $signed(err0_s12) * $signed(l0_out11_s12);
-  assign \$2402  = $signed(err0_s12) * $signed(l0_out12_s12);
-  assign \$2403  = $signed(err0_s12) * $signed(l0_out13_s12);
-  assign \$2404  = $signed(err0_s12) * $signed(l0_out14_s12);
-  assign \$2405  = $signed(err0_s12) * $signed(l0_out15_s12);
-  assign \$2406  = $signed(l1_w_0_0) * $signed(err0_s12);
-  assign \$2407  = $signed(l0_out0_s13) <= $signed(1'h0);
+  assign \$2376  = $signed(\$2374 ) + $signed(\$2375 );
+  assign \$2377  = $signed(\t$234 ) + $signed(\t$237 );
+  assign \$2378  = $signed(\t$240 ) + $signed(\t$243 );
+  assign \$2379  = $signed(\$2377 ) + $signed(\$2378 );
+  assign \$2380  = $signed(\t$246 ) + $signed(\t$249 );
+  assign \$2381  = $signed(\t$252 ) + $signed(\t$255 );
+  assign \$2382  = $signed(\$2380 ) + $signed(\$2381 );
+  assign \$2383  = $signed(\t$258 ) + $signed(\t$261 );
+  assign \$2384  = $signed(\t$264 ) + $signed(\t$267 );
+  assign \$2385  = $signed(\$2383 ) + $signed(\$2384 );
+  assign \$2386  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$2387  = $signed(l1_sum0_t0_2_s6) + $signed(l1_sum0_t0_3_s6);
+  assign \$2388  = $signed(\$2386 ) + $signed(\$2387 );
+  assign \$2389  = $signed(l1_sum0_t1_0_s7) + $signed(l1_sum0_t1_1_s7);
+  assign \$2390  = $signed(err0_s10) * $signed(l0_out0_s10);
+  assign \$2391  = $signed(err0_s10) * $signed(l0_out1_s10);
+  assign \$2392  = $signed(err0_s10) * $signed(l0_out2_s10);
+  assign \$2393  = $signed(err0_s10) * $signed(l0_out3_s10);
+  assign \$2394  = $signed(err0_s10) * $signed(l0_out4_s10);
+  assign \$2395  = $signed(err0_s10) * $signed(l0_out5_s10);
+  assign \$2396  = $signed(err0_s10) * $signed(l0_out6_s10);
+  assign \$2397  = $signed(err0_s10) * $signed(l0_out7_s10);
+  assign \$2398  = $signed(err0_s10) * $signed(l0_out8_s10);
+  assign \$2399  = $signed(err0_s10) * $signed(l0_out9_s10);
+  assign \$2400  = $signed(err0_s10) * $signed(l0_out10_s10);
+  assign \$2401  = $signed(err0_s10) * $signed(l0_out11_s10);
+  assign \$2402  = $signed(err0_s10) * $signed(l0_out12_s10);
+  assign \$2403  = $signed(err0_s10) * $signed(l0_out13_s10);
+  assign \$2404  = $signed(err0_s10) * $signed(l0_out14_s10);
+  assign \$2405  = $signed(err0_s10) * $signed(l0_out15_s10);
+  assign \$2406  = $signed(l1_w_0_0) * $signed(err0_s10);
+  assign \$2407  = $signed(l0_out0_s11) <= $signed(1'h0);
   assign \$2408  = \$2407  ? 16'h0000 : \t$397 ;
-  assign \$2409  = $signed(l1_w_0_1) * $signed(err0_s12);
-  assign \$2410  = $signed(l0_out1_s13) <= $signed(1'h0);
+  assign \$2409  = $signed(l1_w_0_1) * $signed(err0_s10);
+  assign \$2410  = $signed(l0_out1_s11) <= $signed(1'h0);
   assign \$2411  = \$2410  ? 16'h0000 : \t$406 ;
-  assign \$2412  = $signed(l1_w_0_2) * $signed(err0_s12);
-  assign \$2413  = $signed(l0_out2_s13) <= $signed(1'h0);
+  assign \$2412  = $signed(l1_w_0_2) * $signed(err0_s10);
+  assign \$2413  = $signed(l0_out2_s11) <= $signed(1'h0);
   assign \$2414  = \$2413  ? 16'h0000 : \t$415 ;
-  assign \$2415  = $signed(l1_w_0_3) * $signed(err0_s12);
-  assign \$2416  = $signed(l0_out3_s13) <= $signed(1'h0);
+  assign \$2415  = $signed(l1_w_0_3) * $signed(err0_s10);
+  assign \$2416  = $signed(l0_out3_s11) <= $signed(1'h0);
   assign \$2417  = \$2416  ? 16'h0000 : \t$424 ;
-  assign \$2418  = $signed(l1_w_0_4) * $signed(err0_s12);
-  assign \$2419  = $signed(l0_out4_s13) <= $signed(1'h0);
+  assign \$2418  = $signed(l1_w_0_4) * $signed(err0_s10);
+  assign \$2419  = $signed(l0_out4_s11) <= $signed(1'h0);
   assign \$2420  = \$2419  ? 16'h0000 : \t$433 ;
-  assign \$2421  = $signed(l1_w_0_5) * $signed(err0_s12);
-  assign \$2422  = $signed(l0_out5_s13) <= $signed(1'h0);
+  assign \$2421  = $signed(l1_w_0_5) * $signed(err0_s10);
+  assign \$2422  = $signed(l0_out5_s11) <= $signed(1'h0);
   assign \$2423  = \$2422  ? 16'h0000 : \t$442 ;
-  assign \$2424  = $signed(l1_w_0_6) * $signed(err0_s12);
-  assign \$2425  = $signed(l0_out6_s13) <= $signed(1'h0);
+  assign \$2424  = $signed(l1_w_0_6) * $signed(err0_s10);
+  assign \$2425  = $signed(l0_out6_s11) <= $signed(1'h0);
   assign \$2426  = \$2425  ? 16'h0000 : \t$451 ;
-  assign \$2427  = $signed(l1_w_0_7) * $signed(err0_s12);
-  assign \$2428  = $signed(l0_out7_s13) <= $signed(1'h0);
+  assign \$2427  = $signed(l1_w_0_7) * $signed(err0_s10);
+  assign \$2428  = $signed(l0_out7_s11) <= $signed(1'h0);
   assign \$2429  = \$2428  ? 16'h0000 : \t$460 ;
-  assign \$2430  = $signed(l1_w_0_8) * $signed(err0_s12);
-  assign \$2431  = $signed(l0_out8_s13) <= $signed(1'h0);
+  assign \$2430  = $signed(l1_w_0_8) * $signed(err0_s10);
+  assign \$2431  = $signed(l0_out8_s11) <= $signed(1'h0);
   assign \$2432  = \$2431  ? 16'h0000 : \t$469 ;
-  assign \$2433  = $signed(l1_w_0_9) * $signed(err0_s12);
-  assign \$2434  = $signed(l0_out9_s13) <= $signed(1'h0);
+  assign \$2433  = $signed(l1_w_0_9) * $signed(err0_s10);
+  assign \$2434  = $signed(l0_out9_s11) <= $signed(1'h0);
   assign \$2435  = \$2434  ? 16'h0000 : \t$478 ;
-  assign \$2436  = $signed(l1_w_0_10) * $signed(err0_s12);
-  assign \$2437  = $signed(l0_out10_s13) <= $signed(1'h0);
+  assign \$2436  = $signed(l1_w_0_10) * $signed(err0_s10);
+  assign \$2437  = $signed(l0_out10_s11) <= $signed(1'h0);
   assign \$2438  = \$2437  ? 16'h0000 : \t$487 ;
-  assign \$2439  = $signed(l1_w_0_11) * $signed(err0_s12);
-  assign \$2440  = $signed(l0_out11_s13) <= $signed(1'h0);
+  assign \$2439  = $signed(l1_w_0_11) * $signed(err0_s10);
+  assign \$2440  = $signed(l0_out11_s11) <= $signed(1'h0);
   assign \$2441  = \$2440  ? 16'h0000 : \t$496 ;
-  assign \$2442  = $signed(l1_w_0_12) * $signed(err0_s12);
-  assign \$2443  = $signed(l0_out12_s13) <= $signed(1'h0);
+  assign \$2442  = $signed(l1_w_0_12) * $signed(err0_s10);
+  assign \$2443  = $signed(l0_out12_s11) <= $signed(1'h0);
   assign \$2444  = \$2443  ? 16'h0000 : \t$505 ;
-  assign \$2445  = $signed(l1_w_0_13) * $signed(err0_s12);
-  assign \$2446  = $signed(l0_out13_s13) <= $signed(1'h0);
+  assign \$2445  = $signed(l1_w_0_13) * $signed(err0_s10);
+  assign \$2446  = $signed(l0_out13_s11) <= $signed(1'h0);
   assign \$2447  = \$2446  ? 16'h0000 : \t$514 ;
-  assign \$2448  = $signed(l1_w_0_14) * $signed(err0_s12);
-  assign \$2449  = $signed(l0_out14_s13) <= $signed(1'h0);
+  assign \$2448  = $signed(l1_w_0_14) * $signed(err0_s10);
+  assign \$2449  = $signed(l0_out14_s11) <= $signed(1'h0);
   assign \$2450  = \$2449  ? 16'h0000 : \t$523 ;
-  assign \$2451  = $signed(l1_w_0_15) * $signed(err0_s12);
-  assign \$2452  = $signed(l0_out15_s13) <= $signed(1'h0);
+  assign \$2451  = $signed(l1_w_0_15) * $signed(err0_s10);
+  assign \$2452  = $signed(l0_out15_s11) <= $signed(1'h0);
   assign \$2453  = \$2452  ? 16'h0000 : \t$532 ;
-  assign \$2454  = $signed(l0_err0_s14) * $signed(x0_s14);
-  assign \$2455  = $signed(l0_err1_s14) * $signed(x0_s14);
-  assign \$2456  = $signed(l0_err2_s14) * $signed(x0_s14);
-  assign \$2457  = $signed(l0_err3_s14) * $signed(x0_s14);
-  assign \$2458  = $signed(l0_err4_s14) * $signed(x0_s14);
-  assign \$2459  = $signed(l0_err5_s14) * $signed(x0_s14);
-  assign \$2460  = $signed(l0_err6_s14) * $signed(x0_s14);
-  assign \$2461  = $signed(l0_err7_s14) * $signed(x0_s14);
-  assign \$2462  = $signed(l0_err8_s14) * $signed(x0_s14);
-  assign \$2463  = $signed(l0_err9_s14) * $signed(x0_s14);
-  assign \$2464  = $signed(l0_err10_s14) * $signed(x0_s14);
-  assign \$2465  = $signed(l0_err11_s14) * $signed(x0_s14);
-  assign \$2466  = $signed(l0_err12_s14) * $signed(x0_s14);
-  assign \$2467  = $signed(l0_err13_s14) * $signed(x0_s14);
-  assign \$2468  = $signed(l0_err14_s14) * $signed(x0_s14);
-  assign \$2469  = $signed(l0_err15_s14) * $signed(x0_s14);
+  assign \$2454  = $signed(l0_err0_s12) * $signed(x0_s12);
+  assign \$2455  = $signed(l0_err1_s12) * $signed(x0_s12);
+  assign \$2456  = $signed(l0_err2_s12) * $signed(x0_s12);
+  assign \$2457  = $signed(l0_err3_s12) * $signed(x0_s12);
+  assign \$2458  = $signed(l0_err4_s12) * $signed(x0_s12);
+  assign \$2459  = $signed(l0_err5_s12) * $signed(x0_s12);
+  assign \$2460  = $signed(l0_err6_s12) * $signed(x0_s12);
+  assign \$2461  = $signed(l0_err7_s12) * $signed(x0_s12);
+  assign \$2462  = $signed(l0_err8_s12) * $signed(x0_s12);
+  assign \$2463  = $signed(l0_err9_s12) * $signed(x0_s12);
+  assign \$2464  = $signed(l0_err10_s12) * $signed(x0_s12);
+  assign \$2465  = $signed(l0_err11_s12) * $signed(x0_s12);
+  assign \$2466  = $signed(l0_err12_s12) * $signed(x0_s12);
+  assign \$2467  = $signed(l0_err13_s12) * $signed(x0_s12);
+  assign \$2468  = $signed(l0_err14_s12) * $signed(x0_s12);
+  assign \$2469  = $signed(l0_err15_s12) * $signed(x0_s12);
   always @(posedge clk)
     valid_s1 <= \$2470 ;
   always @(posedge clk)
@@ -7009,11 +6904,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     valid_s8 <= \$2477 ;
   always @(posedge clk)
-    valid_s9 <= \$2478 ;
+    m__valid <= \$2478 ;
   always @(posedge clk)
     valid_s10 <= \$2479 ;
   always @(posedge clk)
-    m__valid <= \$2480 ;
+    valid_s11 <= \$2480 ;
   always @(posedge clk)
     valid_s12 <= \$2481 ;
   always @(posedge clk)
@@ -7021,945 +6916,841 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     valid_s14 <= \$2483 ;
   always @(posedge clk)
-    valid_s15 <= \$2484 ;
+    l0_w_0_0 <= \$2484 ;
   always @(posedge clk)
-    valid_s16 <= \$2485 ;
+    l0_w_1_0 <= \$2485 ;
   always @(posedge clk)
-    l0_w_0_0 <= \$2486 ;
+    l0_w_2_0 <= \$2486 ;
   always @(posedge clk)
-    l0_w_1_0 <= \$2487 ;
+    l0_w_3_0 <= \$2487 ;
   always @(posedge clk)
-    l0_w_2_0 <= \$2488 ;
+    l0_w_4_0 <= \$2488 ;
   always @(posedge clk)
-    l0_w_3_0 <= \$2489 ;
+    l0_w_5_0 <= \$2489 ;
   always @(posedge clk)
-    l0_w_4_0 <= \$2490 ;
+    l0_w_6_0 <= \$2490 ;
   always @(posedge clk)
-    l0_w_5_0 <= \$2491 ;
+    l0_w_7_0 <= \$2491 ;
   always @(posedge clk)
-    l0_w_6_0 <= \$2492 ;
+    l0_w_8_0 <= \$2492 ;
   always @(posedge clk)
-    l0_w_7_0 <= \$2493 ;
+    l0_w_9_0 <= \$2493 ;
   always @(posedge clk)
-    l0_w_8_0 <= \$2494 ;
+    l0_w_10_0 <= \$2494 ;
   always @(posedge clk)
-    l0_w_9_0 <= \$2495 ;
+    l0_w_11_0 <= \$2495 ;
   always @(posedge clk)
-    l0_w_10_0 <= \$2496 ;
+    l0_w_12_0 <= \$2496 ;
   always @(posedge clk)
-    l0_w_11_0 <= \$2497 ;
+    l0_w_13_0 <= \$2497 ;
   always @(posedge clk)
-    l0_w_12_0 <= \$2498 ;
+    l0_w_14_0 <= \$2498 ;
   always @(posedge clk)
-    l0_w_13_0 <= \$2499 ;
+    l0_w_15_0 <= \$2499 ;
   always @(posedge clk)
-    l0_w_14_0 <= \$2500 ;
+    l0_b_0 <= \$2500 ;
   always @(posedge clk)
-    l0_w_15_0 <= \$2501 ;
+    l0_b_1 <= \$2501 ;
   always @(posedge clk)
-    l0_b_0 <= \$2502 ;
+    l0_b_2 <= \$2502 ;
   always @(posedge clk)
-    l0_b_1 <= \$2503 ;
+    l0_b_3 <= \$2503 ;
   always @(posedge clk)
-    l0_b_2 <= \$2504 ;
+    l0_b_4 <= \$2504 ;
   always @(posedge clk)
-    l0_b_3 <= \$2505 ;
+    l0_b_5 <= \$2505 ;
   always @(posedge clk)
-    l0_b_4 <= \$2506 ;
+    l0_b_6 <= \$2506 ;
   always @(posedge clk)
-    l0_b_5 <= \$2507 ;
+    l0_b_7 <= \$2507 ;
   always @(posedge clk)
-    l0_b_6 <= \$2508 ;
+    l0_b_8 <= \$2508 ;
   always @(posedge clk)
-    l0_b_7 <= \$2509 ;
+    l0_b_9 <= \$2509 ;
   always @(posedge clk)
-    l0_b_8 <= \$2510 ;
+    l0_b_10 <= \$2510 ;
   always @(posedge clk)
-    l0_b_9 <= \$2511 ;
+    l0_b_11 <= \$2511 ;
   always @(posedge clk)
-    l0_b_10 <= \$2512 ;
+    l0_b_12 <= \$2512 ;
   always @(posedge clk)
-    l0_b_11 <= \$2513 ;
+    l0_b_13 <= \$2513 ;
   always @(posedge clk)
-    l0_b_12 <= \$2514 ;
+    l0_b_14 <= \$2514 ;
   always @(posedge clk)
-    l0_b_13 <= \$2515 ;
+    l0_b_15 <= \$2515 ;
   always @(posedge clk)
-    l0_b_14 <= \$2516 ;
+    l1_w_0_0 <= \$2516 ;
   always @(posedge clk)
-    l0_b_15 <= \$2517 ;
+    l1_w_0_1 <= \$2517 ;
   always @(posedge clk)
-    l1_w_0_0 <= \$2518 ;
+    l1_w_0_2 <= \$2518 ;
   always @(posedge clk)
-    l1_w_0_1 <= \$2519 ;
+    l1_w_0_3 <= \$2519 ;
   always @(posedge clk)
-    l1_w_0_2 <= \$2520 ;
+    l1_w_0_4 <= \$2520 ;
   always @(posedge clk)
-    l1_w_0_3 <= \$2521 ;
+    l1_w_0_5 <= \$2521 ;
   always @(posedge clk)
-    l1_w_0_4 <= \$2522 ;
+    l1_w_0_6 <= \$2522 ;
   always @(posedge clk)
-    l1_w_0_5 <= \$2523 ;
+    l1_w_0_7 <= \$2523 ;
   always @(posedge clk)
-    l1_w_0_6 <= \$2524 ;
+    l1_w_0_8 <= \$2524 ;
   always @(posedge clk)
-    l1_w_0_7 <= \$2525 ;
+    l1_w_0_9 <= \$2525 ;
   always @(posedge clk)
-    l1_w_0_8 <= \$2526 ;
+    l1_w_0_10 <= \$2526 ;
   always @(posedge clk)
-    l1_w_0_9 <= \$2527 ;
+    l1_w_0_11 <= \$2527 ;
   always @(posedge clk)
-    l1_w_0_10 <= \$2528 ;
+    l1_w_0_12 <= \$2528 ;
   always @(posedge clk)
-    l1_w_0_11 <= \$2529 ;
+    l1_w_0_13 <= \$2529 ;
   always @(posedge clk)
-    l1_w_0_12 <= \$2530 ;
+    l1_w_0_14 <= \$2530 ;
   always @(posedge clk)
-    l1_w_0_13 <= \$2531 ;
+    l1_w_0_15 <= \$2531 ;
   always @(posedge clk)
-    l1_w_0_14 <= \$2532 ;
+    l1_b_0 <= \$2532 ;
   always @(posedge clk)
-    l1_w_0_15 <= \$2533 ;
+    l0_rd_sel <= \$2533 ;
   always @(posedge clk)
-    l1_b_0 <= \$2534 ;
+    read_layer <= \$2534 ;
   always @(posedge clk)
-    l0_rd_sel <= \$2535 ;
+    l1_rd_sel <= \$2535 ;
   always @(posedge clk)
-    read_layer <= \$2536 ;
+    read_wait <= \$2536 ;
   always @(posedge clk)
-    l1_rd_sel <= \$2537 ;
+    pr__valid <= \$2537 ;
   always @(posedge clk)
-    read_wait <= \$2538 ;
+    pr__payload <= \$2538 ;
   always @(posedge clk)
-    pr__valid <= \$2539 ;
+    x0_s1 <= \$2539 ;
   always @(posedge clk)
-    pr__payload <= \$2540 ;
+    y0_s1 <= \$2540 ;
   always @(posedge clk)
-    x0_s1 <= \$2541 ;
+    kind_s1 <= \$2541 ;
   always @(posedge clk)
-    y0_s1 <= \$2542 ;
+    l0_bias0_s2 <= \$2542 ;
   always @(posedge clk)
-    kind_s1 <= \$2543 ;
+    l0_prod0_0_raw_s2 <= \$2543 ;
   always @(posedge clk)
-    l0_bias0_s2 <= \$2544 ;
+    l0_sum0_t0_0_s3 <= \$2544 ;
   always @(posedge clk)
-    l0_prod0_0_raw_s2 <= \$2545 ;
+    l0_out0_s4 <= \$2545 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s3 <= \$2546 ;
+    l0_bias1_s2 <= \$2546 ;
   always @(posedge clk)
-    l0_out0_s4 <= \$2547 ;
+    l0_prod1_0_raw_s2 <= \$2547 ;
   always @(posedge clk)
-    l0_bias1_s2 <= \$2548 ;
+    l0_sum1_t0_0_s3 <= \$2548 ;
   always @(posedge clk)
-    l0_prod1_0_raw_s2 <= \$2549 ;
+    l0_out1_s4 <= \$2549 ;
   always @(posedge clk)
-    l0_sum1_t0_0_s3 <= \$2550 ;
+    l0_bias2_s2 <= \$2550 ;
   always @(posedge clk)
-    l0_out1_s4 <= \$2551 ;
+    l0_prod2_0_raw_s2 <= \$2551 ;
   always @(posedge clk)
-    l0_bias2_s2 <= \$2552 ;
+    l0_sum2_t0_0_s3 <= \$2552 ;
   always @(posedge clk)
-    l0_prod2_0_raw_s2 <= \$2553 ;
+    l0_out2_s4 <= \$2553 ;
   always @(posedge clk)
-    l0_sum2_t0_0_s3 <= \$2554 ;
+    l0_bias3_s2 <= \$2554 ;
   always @(posedge clk)
-    l0_out2_s4 <= \$2555 ;
+    l0_prod3_0_raw_s2 <= \$2555 ;
   always @(posedge clk)
-    l0_bias3_s2 <= \$2556 ;
+    l0_sum3_t0_0_s3 <= \$2556 ;
   always @(posedge clk)
-    l0_prod3_0_raw_s2 <= \$2557 ;
+    l0_out3_s4 <= \$2557 ;
   always @(posedge clk)
-    l0_sum3_t0_0_s3 <= \$2558 ;
+    l0_bias4_s2 <= \$2558 ;
   always @(posedge clk)
-    l0_out3_s4 <= \$2559 ;
+    l0_prod4_0_raw_s2 <= \$2559 ;
   always @(posedge clk)
-    l0_bias4_s2 <= \$2560 ;
+    l0_sum4_t0_0_s3 <= \$2560 ;
   always @(posedge clk)
-    l0_prod4_0_raw_s2 <= \$2561 ;
+    l0_out4_s4 <= \$2561 ;
   always @(posedge clk)
-    l0_sum4_t0_0_s3 <= \$2562 ;
+    l0_bias5_s2 <= \$2562 ;
   always @(posedge clk)
-    l0_out4_s4 <= \$2563 ;
+    l0_prod5_0_raw_s2 <= \$2563 ;
   always @(posedge clk)
-    l0_bias5_s2 <= \$2564 ;
+    l0_sum5_t0_0_s3 <= \$2564 ;
   always @(posedge clk)
-    l0_prod5_0_raw_s2 <= \$2565 ;
+    l0_out5_s4 <= \$2565 ;
   always @(posedge clk)
-    l0_sum5_t0_0_s3 <= \$2566 ;
+    l0_bias6_s2 <= \$2566 ;
   always @(posedge clk)
-    l0_out5_s4 <= \$2567 ;
+    l0_prod6_0_raw_s2 <= \$2567 ;
   always @(posedge clk)
-    l0_bias6_s2 <= \$2568 ;
+    l0_sum6_t0_0_s3 <= \$2568 ;
   always @(posedge clk)
-    l0_prod6_0_raw_s2 <= \$2569 ;
+    l0_out6_s4 <= \$2569 ;
   always @(posedge clk)
-    l0_sum6_t0_0_s3 <= \$2570 ;
+    l0_bias7_s2 <= \$2570 ;
   always @(posedge clk)
-    l0_out6_s4 <= \$2571 ;
+    l0_prod7_0_raw_s2 <= \$2571 ;
   always @(posedge clk)
-    l0_bias7_s2 <= \$2572 ;
+    l0_sum7_t0_0_s3 <= \$2572 ;
   always @(posedge clk)
-    l0_prod7_0_raw_s2 <= \$2573 ;
+    l0_out7_s4 <= \$2573 ;
   always @(posedge clk)
-    l0_sum7_t0_0_s3 <= \$2574 ;
+    l0_bias8_s2 <= \$2574 ;
   always @(posedge clk)
-    l0_out7_s4 <= \$2575 ;
+    l0_prod8_0_raw_s2 <= \$2575 ;
   always @(posedge clk)
-    l0_bias8_s2 <= \$2576 ;
+    l0_sum8_t0_0_s3 <= \$2576 ;
   always @(posedge clk)
-    l0_prod8_0_raw_s2 <= \$2577 ;
+    l0_out8_s4 <= \$2577 ;
   always @(posedge clk)
-    l0_sum8_t0_0_s3 <= \$2578 ;
+    l0_bias9_s2 <= \$2578 ;
   always @(posedge clk)
-    l0_out8_s4 <= \$2579 ;
+    l0_prod9_0_raw_s2 <= \$2579 ;
   always @(posedge clk)
-    l0_bias9_s2 <= \$2580 ;
+    l0_sum9_t0_0_s3 <= \$2580 ;
   always @(posedge clk)
-    l0_prod9_0_raw_s2 <= \$2581 ;
+    l0_out9_s4 <= \$2581 ;
   always @(posedge clk)
-    l0_sum9_t0_0_s3 <= \$2582 ;
+    l0_bias10_s2 <= \$2582 ;
   always @(posedge clk)
-    l0_out9_s4 <= \$2583 ;
+    l0_prod10_0_raw_s2 <= \$2583 ;
   always @(posedge clk)
-    l0_bias10_s2 <= \$2584 ;
+    l0_sum10_t0_0_s3 <= \$2584 ;
   always @(posedge clk)
-    l0_prod10_0_raw_s2 <= \$2585 ;
+    l0_out10_s4 <= \$2585 ;
   always @(posedge clk)
-    l0_sum10_t0_0_s3 <= \$2586 ;
+    l0_bias11_s2 <= \$2586 ;
   always @(posedge clk)
-    l0_out10_s4 <= \$2587 ;
+    l0_prod11_0_raw_s2 <= \$2587 ;
   always @(posedge clk)
-    l0_bias11_s2 <= \$2588 ;
+    l0_sum11_t0_0_s3 <= \$2588 ;
   always @(posedge clk)
-    l0_prod11_0_raw_s2 <= \$2589 ;
+    l0_out11_s4 <= \$2589 ;
   always @(posedge clk)
-    l0_sum11_t0_0_s3 <= \$2590 ;
+    l0_bias12_s2 <= \$2590 ;
   always @(posedge clk)
-    l0_out11_s4 <= \$2591 ;
+    l0_prod12_0_raw_s2 <= \$2591 ;
   always @(posedge clk)
-    l0_bias12_s2 <= \$2592 ;
+    l0_sum12_t0_0_s3 <= \$2592 ;
   always @(posedge clk)
-    l0_prod12_0_raw_s2 <= \$2593 ;
+    l0_out12_s4 <= \$2593 ;
   always @(posedge clk)
-    l0_sum12_t0_0_s3 <= \$2594 ;
+    l0_bias13_s2 <= \$2594 ;
   always @(posedge clk)
-    l0_out12_s4 <= \$2595 ;
+    l0_prod13_0_raw_s2 <= \$2595 ;
   always @(posedge clk)
-    l0_bias13_s2 <= \$2596 ;
+    l0_sum13_t0_0_s3 <= \$2596 ;
   always @(posedge clk)
-    l0_prod13_0_raw_s2 <= \$2597 ;
+    l0_out13_s4 <= \$2597 ;
   always @(posedge clk)
-    l0_sum13_t0_0_s3 <= \$2598 ;
+    l0_bias14_s2 <= \$2598 ;
   always @(posedge clk)
-    l0_out13_s4 <= \$2599 ;
+    l0_prod14_0_raw_s2 <= \$2599 ;
   always @(posedge clk)
-    l0_bias14_s2 <= \$2600 ;
+    l0_sum14_t0_0_s3 <= \$2600 ;
   always @(posedge clk)
-    l0_prod14_0_raw_s2 <= \$2601 ;
+    l0_out14_s4 <= \$2601 ;
   always @(posedge clk)
-    l0_sum14_t0_0_s3 <= \$2602 ;
+    l0_bias15_s2 <= \$2602 ;
   always @(posedge clk)
-    l0_out14_s4 <= \$2603 ;
+    l0_prod15_0_raw_s2 <= \$2603 ;
   always @(posedge clk)
-    l0_bias15_s2 <= \$2604 ;
+    l0_sum15_t0_0_s3 <= \$2604 ;
   always @(posedge clk)
-    l0_prod15_0_raw_s2 <= \$2605 ;
+    l0_out15_s4 <= \$2605 ;
   always @(posedge clk)
-    l0_sum15_t0_0_s3 <= \$2606 ;
+    l1_bias0_s5 <= \$2606 ;
   always @(posedge clk)
-    l0_out15_s4 <= \$2607 ;
+    l1_prod0_0_raw_s5 <= \$2607 ;
   always @(posedge clk)
-    l1_bias0_s5 <= \$2608 ;
+    l1_prod0_1_raw_s5 <= \$2608 ;
   always @(posedge clk)
-    l1_prod0_0_raw_s5 <= \$2609 ;
+    l1_prod0_2_raw_s5 <= \$2609 ;
   always @(posedge clk)
-    l1_prod0_1_raw_s5 <= \$2610 ;
+    l1_prod0_3_raw_s5 <= \$2610 ;
   always @(posedge clk)
-    l1_prod0_2_raw_s5 <= \$2611 ;
+    l1_prod0_4_raw_s5 <= \$2611 ;
   always @(posedge clk)
-    l1_prod0_3_raw_s5 <= \$2612 ;
+    l1_prod0_5_raw_s5 <= \$2612 ;
   always @(posedge clk)
-    l1_prod0_4_raw_s5 <= \$2613 ;
+    l1_prod0_6_raw_s5 <= \$2613 ;
   always @(posedge clk)
-    l1_prod0_5_raw_s5 <= \$2614 ;
+    l1_prod0_7_raw_s5 <= \$2614 ;
   always @(posedge clk)
-    l1_prod0_6_raw_s5 <= \$2615 ;
+    l1_prod0_8_raw_s5 <= \$2615 ;
   always @(posedge clk)
-    l1_prod0_7_raw_s5 <= \$2616 ;
+    l1_prod0_9_raw_s5 <= \$2616 ;
   always @(posedge clk)
-    l1_prod0_8_raw_s5 <= \$2617 ;
+    l1_prod0_10_raw_s5 <= \$2617 ;
   always @(posedge clk)
-    l1_prod0_9_raw_s5 <= \$2618 ;
+    l1_prod0_11_raw_s5 <= \$2618 ;
   always @(posedge clk)
-    l1_prod0_10_raw_s5 <= \$2619 ;
+    l1_prod0_12_raw_s5 <= \$2619 ;
   always @(posedge clk)
-    l1_prod0_11_raw_s5 <= \$2620 ;
+    l1_prod0_13_raw_s5 <= \$2620 ;
   always @(posedge clk)
-    l1_prod0_12_raw_s5 <= \$2621 ;
+    l1_prod0_14_raw_s5 <= \$2621 ;
   always @(posedge clk)
-    l1_prod0_13_raw_s5 <= \$2622 ;
+    l1_prod0_15_raw_s5 <= \$2622 ;
   always @(posedge clk)
-    l1_prod0_14_raw_s5 <= \$2623 ;
+    l1_sum0_t0_0_s6 <= \$2623 ;
   always @(posedge clk)
-    l1_prod0_15_raw_s5 <= \$2624 ;
+    l1_sum0_t0_1_s6 <= \$2624 ;
   always @(posedge clk)
-    l1_sum0_t0_0_s6 <= \$2625 ;
+    l1_sum0_t0_2_s6 <= \$2625 ;
   always @(posedge clk)
-    l1_sum0_t0_1_s6 <= \$2626 ;
+    l1_sum0_t0_3_s6 <= \$2626 ;
   always @(posedge clk)
-    l1_sum0_t0_2_s6 <= \$2627 ;
+    l1_sum0_t0_4_s6 <= \$2627 ;
   always @(posedge clk)
-    l1_sum0_t0_3_s6 <= \$2628 ;
+    l1_sum0_t1_0_s7 <= \$2628 ;
   always @(posedge clk)
-    l1_sum0_t0_4_s6 <= \$2629 ;
+    l1_sum0_t1_1_s7 <= \$2629 ;
   always @(posedge clk)
-    l1_sum0_t0_5_s6 <= \$2630 ;
+    l1_sum0_t2_0_s8 <= \$2630 ;
   always @(posedge clk)
-    l1_sum0_t0_6_s6 <= \$2631 ;
+    l1_out0_s9 <= \$2631 ;
   always @(posedge clk)
-    l1_sum0_t0_7_s6 <= \$2632 ;
+    y0_s2 <= \$2632 ;
   always @(posedge clk)
-    l1_sum0_t0_8_s6 <= \$2633 ;
+    y0_s3 <= \$2633 ;
   always @(posedge clk)
-    l1_sum0_t1_0_s7 <= \$2634 ;
+    y0_s4 <= \$2634 ;
   always @(posedge clk)
-    l1_sum0_t1_1_s7 <= \$2635 ;
+    y0_s5 <= \$2635 ;
   always @(posedge clk)
-    l1_sum0_t1_2_s7 <= \$2636 ;
+    y0_s6 <= \$2636 ;
   always @(posedge clk)
-    l1_sum0_t1_3_s7 <= \$2637 ;
+    y0_s7 <= \$2637 ;
   always @(posedge clk)
-    l1_sum0_t1_4_s7 <= \$2638 ;
+    y0_s8 <= \$2638 ;
   always @(posedge clk)
-    l1_sum0_t2_0_s8 <= \$2639 ;
+    y0_s9 <= \$2639 ;
   always @(posedge clk)
-    l1_sum0_t2_1_s8 <= \$2640 ;
+    kind_s2 <= \$2640 ;
   always @(posedge clk)
-    l1_sum0_t2_2_s8 <= \$2641 ;
+    kind_s3 <= \$2641 ;
   always @(posedge clk)
-    l1_sum0_t3_0_s9 <= \$2642 ;
+    kind_s4 <= \$2642 ;
   always @(posedge clk)
-    l1_sum0_t3_1_s9 <= \$2643 ;
+    kind_s5 <= \$2643 ;
   always @(posedge clk)
-    l1_sum0_t4_0_s10 <= \$2644 ;
+    kind_s6 <= \$2644 ;
   always @(posedge clk)
-    l1_out0_s11 <= \$2645 ;
+    kind_s7 <= \$2645 ;
   always @(posedge clk)
-    y0_s2 <= \$2646 ;
+    kind_s8 <= \$2646 ;
   always @(posedge clk)
-    y0_s3 <= \$2647 ;
+    kind_s9 <= \$2647 ;
   always @(posedge clk)
-    y0_s4 <= \$2648 ;
+    err0_s10 <= \$2648 ;
   always @(posedge clk)
-    y0_s5 <= \$2649 ;
+    l0_out0_s5 <= \$2649 ;
   always @(posedge clk)
-    y0_s6 <= \$2650 ;
+    l0_out0_s6 <= \$2650 ;
   always @(posedge clk)
-    y0_s7 <= \$2651 ;
+    l0_out0_s7 <= \$2651 ;
   always @(posedge clk)
-    y0_s8 <= \$2652 ;
+    l0_out0_s8 <= \$2652 ;
   always @(posedge clk)
-    y0_s9 <= \$2653 ;
+    l0_out0_s9 <= \$2653 ;
   always @(posedge clk)
-    y0_s10 <= \$2654 ;
+    l0_out0_s10 <= \$2654 ;
   always @(posedge clk)
-    y0_s11 <= \$2655 ;
+    l0_out1_s5 <= \$2655 ;
   always @(posedge clk)
-    kind_s2 <= \$2656 ;
+    l0_out1_s6 <= \$2656 ;
   always @(posedge clk)
-    kind_s3 <= \$2657 ;
+    l0_out1_s7 <= \$2657 ;
   always @(posedge clk)
-    kind_s4 <= \$2658 ;
+    l0_out1_s8 <= \$2658 ;
   always @(posedge clk)
-    kind_s5 <= \$2659 ;
+    l0_out1_s9 <= \$2659 ;
   always @(posedge clk)
-    kind_s6 <= \$2660 ;
+    l0_out1_s10 <= \$2660 ;
   always @(posedge clk)
-    kind_s7 <= \$2661 ;
+    l0_out2_s5 <= \$2661 ;
   always @(posedge clk)
-    kind_s8 <= \$2662 ;
+    l0_out2_s6 <= \$2662 ;
   always @(posedge clk)
-    kind_s9 <= \$2663 ;
+    l0_out2_s7 <= \$2663 ;
   always @(posedge clk)
-    kind_s10 <= \$2664 ;
+    l0_out2_s8 <= \$2664 ;
   always @(posedge clk)
-    kind_s11 <= \$2665 ;
+    l0_out2_s9 <= \$2665 ;
   always @(posedge clk)
-    err0_s12 <= \$2666 ;
+    l0_out2_s10 <= \$2666 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$2667 ;
+    l0_out3_s5 <= \$2667 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$2668 ;
+    l0_out3_s6 <= \$2668 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$2669 ;
+    l0_out3_s7 <= \$2669 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$2670 ;
+    l0_out3_s8 <= \$2670 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$2671 ;
+    l0_out3_s9 <= \$2671 ;
   always @(posedge clk)
-    l0_out0_s10 <= \$2672 ;
+    l0_out3_s10 <= \$2672 ;
   always @(posedge clk)
-    l0_out0_s11 <= \$2673 ;
+    l0_out4_s5 <= \$2673 ;
   always @(posedge clk)
-    l0_out0_s12 <= \$2674 ;
+    l0_out4_s6 <= \$2674 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$2675 ;
+    l0_out4_s7 <= \$2675 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$2676 ;
+    l0_out4_s8 <= \$2676 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$2677 ;
+    l0_out4_s9 <= \$2677 ;
   always @(posedge clk)
-    l0_out1_s8 <= \$2678 ;
+    l0_out4_s10 <= \$2678 ;
   always @(posedge clk)
-    l0_out1_s9 <= \$2679 ;
+    l0_out5_s5 <= \$2679 ;
   always @(posedge clk)
-    l0_out1_s10 <= \$2680 ;
+    l0_out5_s6 <= \$2680 ;
   always @(posedge clk)
-    l0_out1_s11 <= \$2681 ;
+    l0_out5_s7 <= \$2681 ;
   always @(posedge clk)
-    l0_out1_s12 <= \$2682 ;
+    l0_out5_s8 <= \$2682 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$2683 ;
+    l0_out5_s9 <= \$2683 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$2684 ;
+    l0_out5_s10 <= \$2684 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$2685 ;
+    l0_out6_s5 <= \$2685 ;
   always @(posedge clk)
-    l0_out2_s8 <= \$2686 ;
+    l0_out6_s6 <= \$2686 ;
   always @(posedge clk)
-    l0_out2_s9 <= \$2687 ;
+    l0_out6_s7 <= \$2687 ;
   always @(posedge clk)
-    l0_out2_s10 <= \$2688 ;
+    l0_out6_s8 <= \$2688 ;
   always @(posedge clk)
-    l0_out2_s11 <= \$2689 ;
+    l0_out6_s9 <= \$2689 ;
   always @(posedge clk)
-    l0_out2_s12 <= \$2690 ;
+    l0_out6_s10 <= \$2690 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$2691 ;
+    l0_out7_s5 <= \$2691 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$2692 ;
+    l0_out7_s6 <= \$2692 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$2693 ;
+    l0_out7_s7 <= \$2693 ;
   always @(posedge clk)
-    l0_out3_s8 <= \$2694 ;
+    l0_out7_s8 <= \$2694 ;
   always @(posedge clk)
-    l0_out3_s9 <= \$2695 ;
+    l0_out7_s9 <= \$2695 ;
   always @(posedge clk)
-    l0_out3_s10 <= \$2696 ;
+    l0_out7_s10 <= \$2696 ;
   always @(posedge clk)
-    l0_out3_s11 <= \$2697 ;
+    l0_out8_s5 <= \$2697 ;
   always @(posedge clk)
-    l0_out3_s12 <= \$2698 ;
+    l0_out8_s6 <= \$2698 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$2699 ;
+    l0_out8_s7 <= \$2699 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$2700 ;
+    l0_out8_s8 <= \$2700 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$2701 ;
+    l0_out8_s9 <= \$2701 ;
   always @(posedge clk)
-    l0_out4_s8 <= \$2702 ;
+    l0_out8_s10 <= \$2702 ;
   always @(posedge clk)
-    l0_out4_s9 <= \$2703 ;
+    l0_out9_s5 <= \$2703 ;
   always @(posedge clk)
-    l0_out4_s10 <= \$2704 ;
+    l0_out9_s6 <= \$2704 ;
   always @(posedge clk)
-    l0_out4_s11 <= \$2705 ;
+    l0_out9_s7 <= \$2705 ;
   always @(posedge clk)
-    l0_out4_s12 <= \$2706 ;
+    l0_out9_s8 <= \$2706 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$2707 ;
+    l0_out9_s9 <= \$2707 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$2708 ;
+    l0_out9_s10 <= \$2708 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$2709 ;
+    l0_out10_s5 <= \$2709 ;
   always @(posedge clk)
-    l0_out5_s8 <= \$2710 ;
+    l0_out10_s6 <= \$2710 ;
   always @(posedge clk)
-    l0_out5_s9 <= \$2711 ;
+    l0_out10_s7 <= \$2711 ;
   always @(posedge clk)
-    l0_out5_s10 <= \$2712 ;
+    l0_out10_s8 <= \$2712 ;
   always @(posedge clk)
-    l0_out5_s11 <= \$2713 ;
+    l0_out10_s9 <= \$2713 ;
   always @(posedge clk)
-    l0_out5_s12 <= \$2714 ;
+    l0_out10_s10 <= \$2714 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$2715 ;
+    l0_out11_s5 <= \$2715 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$2716 ;
+    l0_out11_s6 <= \$2716 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$2717 ;
+    l0_out11_s7 <= \$2717 ;
   always @(posedge clk)
-    l0_out6_s8 <= \$2718 ;
+    l0_out11_s8 <= \$2718 ;
   always @(posedge clk)
-    l0_out6_s9 <= \$2719 ;
+    l0_out11_s9 <= \$2719 ;
   always @(posedge clk)
-    l0_out6_s10 <= \$2720 ;
+    l0_out11_s10 <= \$2720 ;
   always @(posedge clk)
-    l0_out6_s11 <= \$2721 ;
+    l0_out12_s5 <= \$2721 ;
   always @(posedge clk)
-    l0_out6_s12 <= \$2722 ;
+    l0_out12_s6 <= \$2722 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$2723 ;
+    l0_out12_s7 <= \$2723 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$2724 ;
+    l0_out12_s8 <= \$2724 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$2725 ;
+    l0_out12_s9 <= \$2725 ;
   always @(posedge clk)
-    l0_out7_s8 <= \$2726 ;
+    l0_out12_s10 <= \$2726 ;
   always @(posedge clk)
-    l0_out7_s9 <= \$2727 ;
+    l0_out13_s5 <= \$2727 ;
   always @(posedge clk)
-    l0_out7_s10 <= \$2728 ;
+    l0_out13_s6 <= \$2728 ;
   always @(posedge clk)
-    l0_out7_s11 <= \$2729 ;
+    l0_out13_s7 <= \$2729 ;
   always @(posedge clk)
-    l0_out7_s12 <= \$2730 ;
+    l0_out13_s8 <= \$2730 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$2731 ;
+    l0_out13_s9 <= \$2731 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$2732 ;
+    l0_out13_s10 <= \$2732 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$2733 ;
+    l0_out14_s5 <= \$2733 ;
   always @(posedge clk)
-    l0_out8_s8 <= \$2734 ;
+    l0_out14_s6 <= \$2734 ;
   always @(posedge clk)
-    l0_out8_s9 <= \$2735 ;
+    l0_out14_s7 <= \$2735 ;
   always @(posedge clk)
-    l0_out8_s10 <= \$2736 ;
+    l0_out14_s8 <= \$2736 ;
   always @(posedge clk)
-    l0_out8_s11 <= \$2737 ;
+    l0_out14_s9 <= \$2737 ;
   always @(posedge clk)
-    l0_out8_s12 <= \$2738 ;
+    l0_out14_s10 <= \$2738 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$2739 ;
+    l0_out15_s5 <= \$2739 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$2740 ;
+    l0_out15_s6 <= \$2740 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$2741 ;
+    l0_out15_s7 <= \$2741 ;
   always @(posedge clk)
-    l0_out9_s8 <= \$2742 ;
+    l0_out15_s8 <= \$2742 ;
   always @(posedge clk)
-    l0_out9_s9 <= \$2743 ;
+    l0_out15_s9 <= \$2743 ;
   always @(posedge clk)
-    l0_out9_s10 <= \$2744 ;
+    l0_out15_s10 <= \$2744 ;
   always @(posedge clk)
-    l0_out9_s11 <= \$2745 ;
+    l1_dw0_0_raw_s11 <= \$2745 ;
   always @(posedge clk)
-    l0_out9_s12 <= \$2746 ;
+    l1_dw0_0_s12 <= \$2746 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$2747 ;
+    l1_dw0_1_raw_s11 <= \$2747 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$2748 ;
+    l1_dw0_1_s12 <= \$2748 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$2749 ;
+    l1_dw0_2_raw_s11 <= \$2749 ;
   always @(posedge clk)
-    l0_out10_s8 <= \$2750 ;
+    l1_dw0_2_s12 <= \$2750 ;
   always @(posedge clk)
-    l0_out10_s9 <= \$2751 ;
+    l1_dw0_3_raw_s11 <= \$2751 ;
   always @(posedge clk)
-    l0_out10_s10 <= \$2752 ;
+    l1_dw0_3_s12 <= \$2752 ;
   always @(posedge clk)
-    l0_out10_s11 <= \$2753 ;
+    l1_dw0_4_raw_s11 <= \$2753 ;
   always @(posedge clk)
-    l0_out10_s12 <= \$2754 ;
+    l1_dw0_4_s12 <= \$2754 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$2755 ;
+    l1_dw0_5_raw_s11 <= \$2755 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$2756 ;
+    l1_dw0_5_s12 <= \$2756 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$2757 ;
+    l1_dw0_6_raw_s11 <= \$2757 ;
   always @(posedge clk)
-    l0_out11_s8 <= \$2758 ;
+    l1_dw0_6_s12 <= \$2758 ;
   always @(posedge clk)
-    l0_out11_s9 <= \$2759 ;
+    l1_dw0_7_raw_s11 <= \$2759 ;
   always @(posedge clk)
-    l0_out11_s10 <= \$2760 ;
+    l1_dw0_7_s12 <= \$2760 ;
   always @(posedge clk)
-    l0_out11_s11 <= \$2761 ;
+    l1_dw0_8_raw_s11 <= \$2761 ;
   always @(posedge clk)
-    l0_out11_s12 <= \$2762 ;
+    l1_dw0_8_s12 <= \$2762 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$2763 ;
+    l1_dw0_9_raw_s11 <= \$2763 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$2764 ;
+    l1_dw0_9_s12 <= \$2764 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$2765 ;
+    l1_dw0_10_raw_s11 <= \$2765 ;
   always @(posedge clk)
-    l0_out12_s8 <= \$2766 ;
+    l1_dw0_10_s12 <= \$2766 ;
   always @(posedge clk)
-    l0_out12_s9 <= \$2767 ;
+    l1_dw0_11_raw_s11 <= \$2767 ;
   always @(posedge clk)
-    l0_out12_s10 <= \$2768 ;
+    l1_dw0_11_s12 <= \$2768 ;
   always @(posedge clk)
-    l0_out12_s11 <= \$2769 ;
+    l1_dw0_12_raw_s11 <= \$2769 ;
   always @(posedge clk)
-    l0_out12_s12 <= \$2770 ;
+    l1_dw0_12_s12 <= \$2770 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$2771 ;
+    l1_dw0_13_raw_s11 <= \$2771 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$2772 ;
+    l1_dw0_13_s12 <= \$2772 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$2773 ;
+    l1_dw0_14_raw_s11 <= \$2773 ;
   always @(posedge clk)
-    l0_out13_s8 <= \$2774 ;
+    l1_dw0_14_s12 <= \$2774 ;
   always @(posedge clk)
-    l0_out13_s9 <= \$2775 ;
+    l1_dw0_15_raw_s11 <= \$2775 ;
   always @(posedge clk)
-    l0_out13_s10 <= \$2776 ;
+    l1_dw0_15_s12 <= \$2776 ;
   always @(posedge clk)
-    l0_out13_s11 <= \$2777 ;
+    l1_db0_s11 <= \$2777 ;
   always @(posedge clk)
-    l0_out13_s12 <= \$2778 ;
+    l1_db0_s12 <= \$2778 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$2779 ;
+    l1_bprod0_0_raw_s11 <= \$2779 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$2780 ;
+    l0_out0_s11 <= \$2780 ;
   always @(posedge clk)
-    l0_out14_s7 <= \$2781 ;
+    l0_err0_s12 <= \$2781 ;
   always @(posedge clk)
-    l0_out14_s8 <= \$2782 ;
+    l1_bprod1_0_raw_s11 <= \$2782 ;
   always @(posedge clk)
-    l0_out14_s9 <= \$2783 ;
+    l0_out1_s11 <= \$2783 ;
   always @(posedge clk)
-    l0_out14_s10 <= \$2784 ;
+    l0_err1_s12 <= \$2784 ;
   always @(posedge clk)
-    l0_out14_s11 <= \$2785 ;
+    l1_bprod2_0_raw_s11 <= \$2785 ;
   always @(posedge clk)
-    l0_out14_s12 <= \$2786 ;
+    l0_out2_s11 <= \$2786 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$2787 ;
+    l0_err2_s12 <= \$2787 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$2788 ;
+    l1_bprod3_0_raw_s11 <= \$2788 ;
   always @(posedge clk)
-    l0_out15_s7 <= \$2789 ;
+    l0_out3_s11 <= \$2789 ;
   always @(posedge clk)
-    l0_out15_s8 <= \$2790 ;
+    l0_err3_s12 <= \$2790 ;
   always @(posedge clk)
-    l0_out15_s9 <= \$2791 ;
+    l1_bprod4_0_raw_s11 <= \$2791 ;
   always @(posedge clk)
-    l0_out15_s10 <= \$2792 ;
+    l0_out4_s11 <= \$2792 ;
   always @(posedge clk)
-    l0_out15_s11 <= \$2793 ;
+    l0_err4_s12 <= \$2793 ;
   always @(posedge clk)
-    l0_out15_s12 <= \$2794 ;
+    l1_bprod5_0_raw_s11 <= \$2794 ;
   always @(posedge clk)
-    l1_dw0_0_raw_s13 <= \$2795 ;
+    l0_out5_s11 <= \$2795 ;
   always @(posedge clk)
-    l1_dw0_0_s14 <= \$2796 ;
+    l0_err5_s12 <= \$2796 ;
   always @(posedge clk)
-    l1_dw0_1_raw_s13 <= \$2797 ;
+    l1_bprod6_0_raw_s11 <= \$2797 ;
   always @(posedge clk)
-    l1_dw0_1_s14 <= \$2798 ;
+    l0_out6_s11 <= \$2798 ;
   always @(posedge clk)
-    l1_dw0_2_raw_s13 <= \$2799 ;
+    l0_err6_s12 <= \$2799 ;
   always @(posedge clk)
-    l1_dw0_2_s14 <= \$2800 ;
+    l1_bprod7_0_raw_s11 <= \$2800 ;
   always @(posedge clk)
-    l1_dw0_3_raw_s13 <= \$2801 ;
+    l0_out7_s11 <= \$2801 ;
   always @(posedge clk)
-    l1_dw0_3_s14 <= \$2802 ;
+    l0_err7_s12 <= \$2802 ;
   always @(posedge clk)
-    l1_dw0_4_raw_s13 <= \$2803 ;
+    l1_bprod8_0_raw_s11 <= \$2803 ;
   always @(posedge clk)
-    l1_dw0_4_s14 <= \$2804 ;
+    l0_out8_s11 <= \$2804 ;
   always @(posedge clk)
-    l1_dw0_5_raw_s13 <= \$2805 ;
+    l0_err8_s12 <= \$2805 ;
   always @(posedge clk)
-    l1_dw0_5_s14 <= \$2806 ;
+    l1_bprod9_0_raw_s11 <= \$2806 ;
   always @(posedge clk)
-    l1_dw0_6_raw_s13 <= \$2807 ;
+    l0_out9_s11 <= \$2807 ;
   always @(posedge clk)
-    l1_dw0_6_s14 <= \$2808 ;
+    l0_err9_s12 <= \$2808 ;
   always @(posedge clk)
-    l1_dw0_7_raw_s13 <= \$2809 ;
+    l1_bprod10_0_raw_s11 <= \$2809 ;
   always @(posedge clk)
-    l1_dw0_7_s14 <= \$2810 ;
+    l0_out10_s11 <= \$2810 ;
   always @(posedge clk)
-    l1_dw0_8_raw_s13 <= \$2811 ;
+    l0_err10_s12 <= \$2811 ;
   always @(posedge clk)
-    l1_dw0_8_s14 <= \$2812 ;
+    l1_bprod11_0_raw_s11 <= \$2812 ;
   always @(posedge clk)
-    l1_dw0_9_raw_s13 <= \$2813 ;
+    l0_out11_s11 <= \$2813 ;
   always @(posedge clk)
-    l1_dw0_9_s14 <= \$2814 ;
+    l0_err11_s12 <= \$2814 ;
   always @(posedge clk)
-    l1_dw0_10_raw_s13 <= \$2815 ;
+    l1_bprod12_0_raw_s11 <= \$2815 ;
   always @(posedge clk)
-    l1_dw0_10_s14 <= \$2816 ;
+    l0_out12_s11 <= \$2816 ;
   always @(posedge clk)
-    l1_dw0_11_raw_s13 <= \$2817 ;
+    l0_err12_s12 <= \$2817 ;
   always @(posedge clk)
-    l1_dw0_11_s14 <= \$2818 ;
+    l1_bprod13_0_raw_s11 <= \$2818 ;
   always @(posedge clk)
-    l1_dw0_12_raw_s13 <= \$2819 ;
+    l0_out13_s11 <= \$2819 ;
   always @(posedge clk)
-    l1_dw0_12_s14 <= \$2820 ;
+    l0_err13_s12 <= \$2820 ;
   always @(posedge clk)
-    l1_dw0_13_raw_s13 <= \$2821 ;
+    l1_bprod14_0_raw_s11 <= \$2821 ;
   always @(posedge clk)
-    l1_dw0_13_s14 <= \$2822 ;
+    l0_out14_s11 <= \$2822 ;
   always @(posedge clk)
-    l1_dw0_14_raw_s13 <= \$2823 ;
+    l0_err14_s12 <= \$2823 ;
   always @(posedge clk)
-    l1_dw0_14_s14 <= \$2824 ;
+    l1_bprod15_0_raw_s11 <= \$2824 ;
   always @(posedge clk)
-    l1_dw0_15_raw_s13 <= \$2825 ;
+    l0_out15_s11 <= \$2825 ;
   always @(posedge clk)
-    l1_dw0_15_s14 <= \$2826 ;
+    l0_err15_s12 <= \$2826 ;
   always @(posedge clk)
-    l1_db0_s13 <= \$2827 ;
+    x0_s2 <= \$2827 ;
   always @(posedge clk)
-    l1_db0_s14 <= \$2828 ;
+    x0_s3 <= \$2828 ;
   always @(posedge clk)
-    l1_bprod0_0_raw_s13 <= \$2829 ;
+    x0_s4 <= \$2829 ;
   always @(posedge clk)
-    l0_out0_s13 <= \$2830 ;
+    x0_s5 <= \$2830 ;
   always @(posedge clk)
-    l0_err0_s14 <= \$2831 ;
+    x0_s6 <= \$2831 ;
   always @(posedge clk)
-    l1_bprod1_0_raw_s13 <= \$2832 ;
+    x0_s7 <= \$2832 ;
   always @(posedge clk)
-    l0_out1_s13 <= \$2833 ;
+    x0_s8 <= \$2833 ;
   always @(posedge clk)
-    l0_err1_s14 <= \$2834 ;
+    x0_s9 <= \$2834 ;
   always @(posedge clk)
-    l1_bprod2_0_raw_s13 <= \$2835 ;
+    x0_s10 <= \$2835 ;
   always @(posedge clk)
-    l0_out2_s13 <= \$2836 ;
+    x0_s11 <= \$2836 ;
   always @(posedge clk)
-    l0_err2_s14 <= \$2837 ;
+    x0_s12 <= \$2837 ;
   always @(posedge clk)
-    l1_bprod3_0_raw_s13 <= \$2838 ;
+    l0_dw0_0_raw_s13 <= \$2838 ;
   always @(posedge clk)
-    l0_out3_s13 <= \$2839 ;
+    l0_dw0_0_s14 <= \$2839 ;
   always @(posedge clk)
-    l0_err3_s14 <= \$2840 ;
+    l0_dw1_0_raw_s13 <= \$2840 ;
   always @(posedge clk)
-    l1_bprod4_0_raw_s13 <= \$2841 ;
+    l0_dw1_0_s14 <= \$2841 ;
   always @(posedge clk)
-    l0_out4_s13 <= \$2842 ;
+    l0_dw2_0_raw_s13 <= \$2842 ;
   always @(posedge clk)
-    l0_err4_s14 <= \$2843 ;
+    l0_dw2_0_s14 <= \$2843 ;
   always @(posedge clk)
-    l1_bprod5_0_raw_s13 <= \$2844 ;
+    l0_dw3_0_raw_s13 <= \$2844 ;
   always @(posedge clk)
-    l0_out5_s13 <= \$2845 ;
+    l0_dw3_0_s14 <= \$2845 ;
   always @(posedge clk)
-    l0_err5_s14 <= \$2846 ;
+    l0_dw4_0_raw_s13 <= \$2846 ;
   always @(posedge clk)
-    l1_bprod6_0_raw_s13 <= \$2847 ;
+    l0_dw4_0_s14 <= \$2847 ;
   always @(posedge clk)
-    l0_out6_s13 <= \$2848 ;
+    l0_dw5_0_raw_s13 <= \$2848 ;
   always @(posedge clk)
-    l0_err6_s14 <= \$2849 ;
+    l0_dw5_0_s14 <= \$2849 ;
   always @(posedge clk)
-    l1_bprod7_0_raw_s13 <= \$2850 ;
+    l0_dw6_0_raw_s13 <= \$2850 ;
   always @(posedge clk)
-    l0_out7_s13 <= \$2851 ;
+    l0_dw6_0_s14 <= \$2851 ;
   always @(posedge clk)
-    l0_err7_s14 <= \$2852 ;
+    l0_dw7_0_raw_s13 <= \$2852 ;
   always @(posedge clk)
-    l1_bprod8_0_raw_s13 <= \$2853 ;
+    l0_dw7_0_s14 <= \$2853 ;
   always @(posedge clk)
-    l0_out8_s13 <= \$2854 ;
+    l0_dw8_0_raw_s13 <= \$2854 ;
   always @(posedge clk)
-    l0_err8_s14 <= \$2855 ;
+    l0_dw8_0_s14 <= \$2855 ;
   always @(posedge clk)
-    l1_bprod9_0_raw_s13 <= \$2856 ;
+    l0_dw9_0_raw_s13 <= \$2856 ;
   always @(posedge clk)
-    l0_out9_s13 <= \$2857 ;
+    l0_dw9_0_s14 <= \$2857 ;
   always @(posedge clk)
-    l0_err9_s14 <= \$2858 ;
+    l0_dw10_0_raw_s13 <= \$2858 ;
   always @(posedge clk)
-    l1_bprod10_0_raw_s13 <= \$2859 ;
+    l0_dw10_0_s14 <= \$2859 ;
   always @(posedge clk)
-    l0_out10_s13 <= \$2860 ;
+    l0_dw11_0_raw_s13 <= \$2860 ;
   always @(posedge clk)
-    l0_err10_s14 <= \$2861 ;
+    l0_dw11_0_s14 <= \$2861 ;
   always @(posedge clk)
-    l1_bprod11_0_raw_s13 <= \$2862 ;
+    l0_dw12_0_raw_s13 <= \$2862 ;
   always @(posedge clk)
-    l0_out11_s13 <= \$2863 ;
+    l0_dw12_0_s14 <= \$2863 ;
   always @(posedge clk)
-    l0_err11_s14 <= \$2864 ;
+    l0_dw13_0_raw_s13 <= \$2864 ;
   always @(posedge clk)
-    l1_bprod12_0_raw_s13 <= \$2865 ;
+    l0_dw13_0_s14 <= \$2865 ;
   always @(posedge clk)
-    l0_out12_s13 <= \$2866 ;
+    l0_dw14_0_raw_s13 <= \$2866 ;
   always @(posedge clk)
-    l0_err12_s14 <= \$2867 ;
+    l0_dw14_0_s14 <= \$2867 ;
   always @(posedge clk)
-    l1_bprod13_0_raw_s13 <= \$2868 ;
+    l0_dw15_0_raw_s13 <= \$2868 ;
   always @(posedge clk)
-    l0_out13_s13 <= \$2869 ;
+    l0_dw15_0_s14 <= \$2869 ;
   always @(posedge clk)
-    l0_err13_s14 <= \$2870 ;
+    l0_db0_s13 <= \$2870 ;
   always @(posedge clk)
-    l1_bprod14_0_raw_s13 <= \$2871 ;
+    l0_db0_s14 <= \$2871 ;
   always @(posedge clk)
-    l0_out14_s13 <= \$2872 ;
+    l0_db1_s13 <= \$2872 ;
   always @(posedge clk)
-    l0_err14_s14 <= \$2873 ;
+    l0_db1_s14 <= \$2873 ;
   always @(posedge clk)
-    l1_bprod15_0_raw_s13 <= \$2874 ;
+    l0_db2_s13 <= \$2874 ;
   always @(posedge clk)
-    l0_out15_s13 <= \$2875 ;
+    l0_db2_s14 <= \$2875 ;
   always @(posedge clk)
-    l0_err15_s14 <= \$2876 ;
+    l0_db3_s13 <= \$2876 ;
   always @(posedge clk)
-    x0_s2 <= \$2877 ;
+    l0_db3_s14 <= \$2877 ;
   always @(posedge clk)
-    x0_s3 <= \$2878 ;
+    l0_db4_s13 <= \$2878 ;
   always @(posedge clk)
-    x0_s4 <= \$2879 ;
+    l0_db4_s14 <= \$2879 ;
   always @(posedge clk)
-    x0_s5 <= \$2880 ;
+    l0_db5_s13 <= \$2880 ;
   always @(posedge clk)
-    x0_s6 <= \$2881 ;
+    l0_db5_s14 <= \$2881 ;
   always @(posedge clk)
-    x0_s7 <= \$2882 ;
+    l0_db6_s13 <= \$2882 ;
   always @(posedge clk)
-    x0_s8 <= \$2883 ;
+    l0_db6_s14 <= \$2883 ;
   always @(posedge clk)
-    x0_s9 <= \$2884 ;
+    l0_db7_s13 <= \$2884 ;
   always @(posedge clk)
-    x0_s10 <= \$2885 ;
+    l0_db7_s14 <= \$2885 ;
   always @(posedge clk)
-    x0_s11 <= \$2886 ;
+    l0_db8_s13 <= \$2886 ;
   always @(posedge clk)
-    x0_s12 <= \$2887 ;
+    l0_db8_s14 <= \$2887 ;
   always @(posedge clk)
-    x0_s13 <= \$2888 ;
+    l0_db9_s13 <= \$2888 ;
   always @(posedge clk)
-    x0_s14 <= \$2889 ;
+    l0_db9_s14 <= \$2889 ;
   always @(posedge clk)
-    l0_dw0_0_raw_s15 <= \$2890 ;
+    l0_db10_s13 <= \$2890 ;
   always @(posedge clk)
-    l0_dw0_0_s16 <= \$2891 ;
+    l0_db10_s14 <= \$2891 ;
   always @(posedge clk)
-    l0_dw1_0_raw_s15 <= \$2892 ;
+    l0_db11_s13 <= \$2892 ;
   always @(posedge clk)
-    l0_dw1_0_s16 <= \$2893 ;
+    l0_db11_s14 <= \$2893 ;
   always @(posedge clk)
-    l0_dw2_0_raw_s15 <= \$2894 ;
+    l0_db12_s13 <= \$2894 ;
   always @(posedge clk)
-    l0_dw2_0_s16 <= \$2895 ;
+    l0_db12_s14 <= \$2895 ;
   always @(posedge clk)
-    l0_dw3_0_raw_s15 <= \$2896 ;
+    l0_db13_s13 <= \$2896 ;
   always @(posedge clk)
-    l0_dw3_0_s16 <= \$2897 ;
+    l0_db13_s14 <= \$2897 ;
   always @(posedge clk)
-    l0_dw4_0_raw_s15 <= \$2898 ;
+    l0_db14_s13 <= \$2898 ;
   always @(posedge clk)
-    l0_dw4_0_s16 <= \$2899 ;
+    l0_db14_s14 <= \$2899 ;
   always @(posedge clk)
-    l0_dw5_0_raw_s15 <= \$2900 ;
+    l0_db15_s13 <= \$2900 ;
   always @(posedge clk)
-    l0_dw5_0_s16 <= \$2901 ;
-  always @(posedge clk)
-    l0_dw6_0_raw_s15 <= \$2902 ;
-  always @(posedge clk)
-    l0_dw6_0_s16 <= \$2903 ;
-  always @(posedge clk)
-    l0_dw7_0_raw_s15 <= \$2904 ;
-  always @(posedge clk)
-    l0_dw7_0_s16 <= \$2905 ;
-  always @(posedge clk)
-    l0_dw8_0_raw_s15 <= \$2906 ;
-  always @(posedge clk)
-    l0_dw8_0_s16 <= \$2907 ;
-  always @(posedge clk)
-    l0_dw9_0_raw_s15 <= \$2908 ;
-  always @(posedge clk)
-    l0_dw9_0_s16 <= \$2909 ;
-  always @(posedge clk)
-    l0_dw10_0_raw_s15 <= \$2910 ;
-  always @(posedge clk)
-    l0_dw10_0_s16 <= \$2911 ;
-  always @(posedge clk)
-    l0_dw11_0_raw_s15 <= \$2912 ;
-  always @(posedge clk)
-    l0_dw11_0_s16 <= \$2913 ;
-  always @(posedge clk)
-    l0_dw12_0_raw_s15 <= \$2914 ;
-  always @(posedge clk)
-    l0_dw12_0_s16 <= \$2915 ;
-  always @(posedge clk)
-    l0_dw13_0_raw_s15 <= \$2916 ;
-  always @(posedge clk)
-    l0_dw13_0_s16 <= \$2917 ;
-  always @(posedge clk)
-    l0_dw14_0_raw_s15 <= \$2918 ;
-  always @(posedge clk)
-    l0_dw14_0_s16 <= \$2919 ;
-  always @(posedge clk)
-    l0_dw15_0_raw_s15 <= \$2920 ;
-  always @(posedge clk)
-    l0_dw15_0_s16 <= \$2921 ;
-  always @(posedge clk)
-    l0_db0_s15 <= \$2922 ;
-  always @(posedge clk)
-    l0_db0_s16 <= \$2923 ;
-  always @(posedge clk)
-    l0_db1_s15 <= \$2924 ;
-  always @(posedge clk)
-    l0_db1_s16 <= \$2925 ;
-  always @(posedge clk)
-    l0_db2_s15 <= \$2926 ;
-  always @(posedge clk)
-    l0_db2_s16 <= \$2927 ;
-  always @(posedge clk)
-    l0_db3_s15 <= \$2928 ;
-  always @(posedge clk)
-    l0_db3_s16 <= \$2929 ;
-  always @(posedge clk)
-    l0_db4_s15 <= \$2930 ;
-  always @(posedge clk)
-    l0_db4_s16 <= \$2931 ;
-  always @(posedge clk)
-    l0_db5_s15 <= \$2932 ;
-  always @(posedge clk)
-    l0_db5_s16 <= \$2933 ;
-  always @(posedge clk)
-    l0_db6_s15 <= \$2934 ;
-  always @(posedge clk)
-    l0_db6_s16 <= \$2935 ;
-  always @(posedge clk)
-    l0_db7_s15 <= \$2936 ;
-  always @(posedge clk)
-    l0_db7_s16 <= \$2937 ;
-  always @(posedge clk)
-    l0_db8_s15 <= \$2938 ;
-  always @(posedge clk)
-    l0_db8_s16 <= \$2939 ;
-  always @(posedge clk)
-    l0_db9_s15 <= \$2940 ;
-  always @(posedge clk)
-    l0_db9_s16 <= \$2941 ;
-  always @(posedge clk)
-    l0_db10_s15 <= \$2942 ;
-  always @(posedge clk)
-    l0_db10_s16 <= \$2943 ;
-  always @(posedge clk)
-    l0_db11_s15 <= \$2944 ;
-  always @(posedge clk)
-    l0_db11_s16 <= \$2945 ;
-  always @(posedge clk)
-    l0_db12_s15 <= \$2946 ;
-  always @(posedge clk)
-    l0_db12_s16 <= \$2947 ;
-  always @(posedge clk)
-    l0_db13_s15 <= \$2948 ;
-  always @(posedge clk)
-    l0_db13_s16 <= \$2949 ;
-  always @(posedge clk)
-    l0_db14_s15 <= \$2950 ;
-  always @(posedge clk)
-    l0_db14_s16 <= \$2951 ;
-  always @(posedge clk)
-    l0_db15_s15 <= \$2952 ;
-  always @(posedge clk)
-    l0_db15_s16 <= \$2953 ;
+    l0_db15_s14 <= \$2901 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
@@ -8083,356 +7874,356 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s11)
+    casez (kind_s9)
       2'h0:
           e = \t$284 ;
       2'h2:
-          e = y0_s11;
+          e = y0_s9;
       default:
           e = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$744  = 17'h00000;
+    \t$742  = 17'h00000;
     if (commit_l0) begin
-      \t$744  = \$1811 ;
+      \t$742  = \$1811 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$747  = 17'h00000;
+    \t$745  = 17'h00000;
     if (commit_l0) begin
-      \t$747  = \$1812 ;
+      \t$745  = \$1812 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$750  = 17'h00000;
+    \t$748  = 17'h00000;
     if (commit_l0) begin
-      \t$750  = \$1813 ;
+      \t$748  = \$1813 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$753  = 17'h00000;
+    \t$751  = 17'h00000;
     if (commit_l0) begin
-      \t$753  = \$1814 ;
+      \t$751  = \$1814 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$756  = 17'h00000;
+    \t$754  = 17'h00000;
     if (commit_l0) begin
-      \t$756  = \$1815 ;
+      \t$754  = \$1815 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$759  = 17'h00000;
+    \t$757  = 17'h00000;
     if (commit_l0) begin
-      \t$759  = \$1816 ;
+      \t$757  = \$1816 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$762  = 17'h00000;
+    \t$760  = 17'h00000;
     if (commit_l0) begin
-      \t$762  = \$1817 ;
+      \t$760  = \$1817 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$765  = 17'h00000;
+    \t$763  = 17'h00000;
     if (commit_l0) begin
-      \t$765  = \$1818 ;
+      \t$763  = \$1818 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$768  = 17'h00000;
+    \t$766  = 17'h00000;
     if (commit_l0) begin
-      \t$768  = \$1819 ;
+      \t$766  = \$1819 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$771  = 17'h00000;
+    \t$769  = 17'h00000;
     if (commit_l0) begin
-      \t$771  = \$1820 ;
+      \t$769  = \$1820 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$774  = 17'h00000;
+    \t$772  = 17'h00000;
     if (commit_l0) begin
-      \t$774  = \$1821 ;
+      \t$772  = \$1821 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$777  = 17'h00000;
+    \t$775  = 17'h00000;
     if (commit_l0) begin
-      \t$777  = \$1822 ;
+      \t$775  = \$1822 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$780  = 17'h00000;
+    \t$778  = 17'h00000;
     if (commit_l0) begin
-      \t$780  = \$1823 ;
+      \t$778  = \$1823 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$783  = 17'h00000;
+    \t$781  = 17'h00000;
     if (commit_l0) begin
-      \t$783  = \$1824 ;
+      \t$781  = \$1824 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$786  = 17'h00000;
+    \t$784  = 17'h00000;
     if (commit_l0) begin
-      \t$786  = \$1825 ;
+      \t$784  = \$1825 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$789  = 17'h00000;
+    \t$787  = 17'h00000;
     if (commit_l0) begin
-      \t$789  = \$1826 ;
+      \t$787  = \$1826 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \t$790  = 17'h00000;
+    if (commit_l0) begin
+      \t$790  = \$1827 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$792  = 17'h00000;
     if (commit_l0) begin
-      \t$792  = \$1827 ;
+      \t$792  = \$1828 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$794  = 17'h00000;
     if (commit_l0) begin
-      \t$794  = \$1828 ;
+      \t$794  = \$1829 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$796  = 17'h00000;
     if (commit_l0) begin
-      \t$796  = \$1829 ;
+      \t$796  = \$1830 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$798  = 17'h00000;
     if (commit_l0) begin
-      \t$798  = \$1830 ;
+      \t$798  = \$1831 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$800  = 17'h00000;
     if (commit_l0) begin
-      \t$800  = \$1831 ;
+      \t$800  = \$1832 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$802  = 17'h00000;
     if (commit_l0) begin
-      \t$802  = \$1832 ;
+      \t$802  = \$1833 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$804  = 17'h00000;
     if (commit_l0) begin
-      \t$804  = \$1833 ;
+      \t$804  = \$1834 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$806  = 17'h00000;
     if (commit_l0) begin
-      \t$806  = \$1834 ;
+      \t$806  = \$1835 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$808  = 17'h00000;
     if (commit_l0) begin
-      \t$808  = \$1835 ;
+      \t$808  = \$1836 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$810  = 17'h00000;
     if (commit_l0) begin
-      \t$810  = \$1836 ;
+      \t$810  = \$1837 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$812  = 17'h00000;
     if (commit_l0) begin
-      \t$812  = \$1837 ;
+      \t$812  = \$1838 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$814  = 17'h00000;
     if (commit_l0) begin
-      \t$814  = \$1838 ;
+      \t$814  = \$1839 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$816  = 17'h00000;
     if (commit_l0) begin
-      \t$816  = \$1839 ;
+      \t$816  = \$1840 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$818  = 17'h00000;
     if (commit_l0) begin
-      \t$818  = \$1840 ;
+      \t$818  = \$1841 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \t$820  = 17'h00000;
     if (commit_l0) begin
-      \t$820  = \$1841 ;
+      \t$820  = \$1842 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$822  = 17'h00000;
-    if (commit_l0) begin
-      \t$822  = \$1842 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$825  = 17'h00000;
+    \t$823  = 17'h00000;
     if (commit_l1) begin
-      \t$825  = \$1843 ;
+      \t$823  = \$1843 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$828  = 17'h00000;
+    \t$826  = 17'h00000;
     if (commit_l1) begin
-      \t$828  = \$1844 ;
+      \t$826  = \$1844 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$831  = 17'h00000;
+    \t$829  = 17'h00000;
     if (commit_l1) begin
-      \t$831  = \$1845 ;
+      \t$829  = \$1845 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$834  = 17'h00000;
+    \t$832  = 17'h00000;
     if (commit_l1) begin
-      \t$834  = \$1846 ;
+      \t$832  = \$1846 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$837  = 17'h00000;
+    \t$835  = 17'h00000;
     if (commit_l1) begin
-      \t$837  = \$1847 ;
+      \t$835  = \$1847 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$840  = 17'h00000;
+    \t$838  = 17'h00000;
     if (commit_l1) begin
-      \t$840  = \$1848 ;
+      \t$838  = \$1848 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$843  = 17'h00000;
+    \t$841  = 17'h00000;
     if (commit_l1) begin
-      \t$843  = \$1849 ;
+      \t$841  = \$1849 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$846  = 17'h00000;
+    \t$844  = 17'h00000;
     if (commit_l1) begin
-      \t$846  = \$1850 ;
+      \t$844  = \$1850 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$849  = 17'h00000;
+    \t$847  = 17'h00000;
     if (commit_l1) begin
-      \t$849  = \$1851 ;
+      \t$847  = \$1851 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$852  = 17'h00000;
+    \t$850  = 17'h00000;
     if (commit_l1) begin
-      \t$852  = \$1852 ;
+      \t$850  = \$1852 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$855  = 17'h00000;
+    \t$853  = 17'h00000;
     if (commit_l1) begin
-      \t$855  = \$1853 ;
+      \t$853  = \$1853 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$858  = 17'h00000;
+    \t$856  = 17'h00000;
     if (commit_l1) begin
-      \t$858  = \$1854 ;
+      \t$856  = \$1854 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$861  = 17'h00000;
+    \t$859  = 17'h00000;
     if (commit_l1) begin
-      \t$861  = \$1855 ;
+      \t$859  = \$1855 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$864  = 17'h00000;
+    \t$862  = 17'h00000;
     if (commit_l1) begin
-      \t$864  = \$1856 ;
+      \t$862  = \$1856 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$867  = 17'h00000;
+    \t$865  = 17'h00000;
     if (commit_l1) begin
-      \t$867  = \$1857 ;
+      \t$865  = \$1857 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$870  = 17'h00000;
+    \t$868  = 17'h00000;
     if (commit_l1) begin
-      \t$870  = \$1858 ;
+      \t$868  = \$1858 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$873  = 17'h00000;
+    \t$871  = 17'h00000;
     if (commit_l1) begin
-      \t$873  = \$1859 ;
+      \t$871  = \$1859 ;
     end
   end
   always @* begin
@@ -8517,7 +8308,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2478  = valid_s9;
+    \$2478  = m__valid;
     if (en) begin
       \$2478  = valid_s8;
     end
@@ -8529,7 +8320,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$2479  = valid_s10;
     if (en) begin
-      \$2479  = valid_s9;
+      \$2479  = m__valid;
     end
     if (rst) begin
       \$2479  = 1'h0;
@@ -8537,7 +8328,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2480  = m__valid;
+    \$2480  = valid_s11;
     if (en) begin
       \$2480  = valid_s10;
     end
@@ -8549,7 +8340,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$2481  = valid_s12;
     if (en) begin
-      \$2481  = m__valid;
+      \$2481  = valid_s11;
     end
     if (rst) begin
       \$2481  = 1'h0;
@@ -8577,63 +8368,43 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2484  = valid_s15;
-    if (en) begin
-      \$2484  = valid_s14;
-    end
-    if (rst) begin
-      \$2484  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2485  = valid_s16;
-    if (en) begin
-      \$2485  = valid_s15;
-    end
-    if (rst) begin
-      \$2485  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2486  = l0_w_0_0;
+    \$2484  = l0_w_0_0;
     if (commit_l0) begin
-      \$2486  = \$1903 ;
+      \$2484  = \$1903 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
         5'h00:
-            \$2486  = l0_port_data;
+            \$2484  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2486  = 16'h0797;
+      \$2484  = 16'h0797;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2487  = l0_w_1_0;
+    \$2485  = l0_w_1_0;
     if (commit_l0) begin
-      \$2487  = \$1911 ;
+      \$2485  = \$1911 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$2487  = l0_port_data;
+            \$2485  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2487  = 16'hf33e;
+      \$2485  = 16'hf33e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2488  = l0_w_2_0;
+    \$2486  = l0_w_2_0;
     if (commit_l0) begin
-      \$2488  = \$1919 ;
+      \$2486  = \$1919 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8642,18 +8413,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h01:
             /* empty */;
         5'h02:
-            \$2488  = l0_port_data;
+            \$2486  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2488  = 16'he68f;
+      \$2486  = 16'he68f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2489  = l0_w_3_0;
+    \$2487  = l0_w_3_0;
     if (commit_l0) begin
-      \$2489  = \$1927 ;
+      \$2487  = \$1927 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8664,18 +8435,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$2489  = l0_port_data;
+            \$2487  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2489  = 16'he534;
+      \$2487  = 16'he534;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2490  = l0_w_4_0;
+    \$2488  = l0_w_4_0;
     if (commit_l0) begin
-      \$2490  = \$1935 ;
+      \$2488  = \$1935 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8688,18 +8459,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$2490  = l0_port_data;
+            \$2488  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2490  = 16'h115d;
+      \$2488  = 16'h115d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2491  = l0_w_5_0;
+    \$2489  = l0_w_5_0;
     if (commit_l0) begin
-      \$2491  = \$1943 ;
+      \$2489  = \$1943 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8714,18 +8485,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$2491  = l0_port_data;
+            \$2489  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2491  = 16'h16e1;
+      \$2489  = 16'h16e1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2492  = l0_w_6_0;
+    \$2490  = l0_w_6_0;
     if (commit_l0) begin
-      \$2492  = \$1951 ;
+      \$2490  = \$1951 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8742,18 +8513,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$2492  = l0_port_data;
+            \$2490  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2492  = 16'h05e9;
+      \$2490  = 16'h05e9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2493  = l0_w_7_0;
+    \$2491  = l0_w_7_0;
     if (commit_l0) begin
-      \$2493  = \$1959 ;
+      \$2491  = \$1959 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8772,18 +8543,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$2493  = l0_port_data;
+            \$2491  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2493  = 16'h0cb8;
+      \$2491  = 16'h0cb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2494  = l0_w_8_0;
+    \$2492  = l0_w_8_0;
     if (commit_l0) begin
-      \$2494  = \$1967 ;
+      \$2492  = \$1967 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8804,18 +8575,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$2494  = l0_port_data;
+            \$2492  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2494  = 16'h026b;
+      \$2492  = 16'h026b;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2495  = l0_w_9_0;
+    \$2493  = l0_w_9_0;
     if (commit_l0) begin
-      \$2495  = \$1975 ;
+      \$2493  = \$1975 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8838,18 +8609,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$2495  = l0_port_data;
+            \$2493  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2495  = 16'h181d;
+      \$2493  = 16'h181d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2496  = l0_w_10_0;
+    \$2494  = l0_w_10_0;
     if (commit_l0) begin
-      \$2496  = \$1983 ;
+      \$2494  = \$1983 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8874,18 +8645,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$2496  = l0_port_data;
+            \$2494  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2496  = 16'h1182;
+      \$2494  = 16'h1182;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2497  = l0_w_11_0;
+    \$2495  = l0_w_11_0;
     if (commit_l0) begin
-      \$2497  = \$1991 ;
+      \$2495  = \$1991 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8912,18 +8683,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$2497  = l0_port_data;
+            \$2495  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2497  = 16'he470;
+      \$2495  = 16'he470;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2498  = l0_w_12_0;
+    \$2496  = l0_w_12_0;
     if (commit_l0) begin
-      \$2498  = \$1999 ;
+      \$2496  = \$1999 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8952,18 +8723,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$2498  = l0_port_data;
+            \$2496  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2498  = 16'h13cf;
+      \$2496  = 16'h13cf;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2499  = l0_w_13_0;
+    \$2497  = l0_w_13_0;
     if (commit_l0) begin
-      \$2499  = \$2007 ;
+      \$2497  = \$2007 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -8994,18 +8765,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$2499  = l0_port_data;
+            \$2497  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2499  = 16'he626;
+      \$2497  = 16'he626;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2500  = l0_w_14_0;
+    \$2498  = l0_w_14_0;
     if (commit_l0) begin
-      \$2500  = \$2015 ;
+      \$2498  = \$2015 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9038,18 +8809,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$2500  = l0_port_data;
+            \$2498  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2500  = 16'h0cbb;
+      \$2498  = 16'h0cbb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2501  = l0_w_15_0;
+    \$2499  = l0_w_15_0;
     if (commit_l0) begin
-      \$2501  = \$2023 ;
+      \$2499  = \$2023 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9084,18 +8855,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$2501  = l0_port_data;
+            \$2499  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2501  = 16'hee06;
+      \$2499  = 16'hee06;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2502  = l0_b_0;
+    \$2500  = l0_b_0;
     if (commit_l0) begin
-      \$2502  = \$2031 ;
+      \$2500  = \$2031 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9132,18 +8903,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$2502  = l0_port_data;
+            \$2500  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2502  = 16'h0000;
+      \$2500  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2503  = l0_b_1;
+    \$2501  = l0_b_1;
     if (commit_l0) begin
-      \$2503  = \$2039 ;
+      \$2501  = \$2039 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9182,18 +8953,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$2503  = l0_port_data;
+            \$2501  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2503  = 16'h0000;
+      \$2501  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2504  = l0_b_2;
+    \$2502  = l0_b_2;
     if (commit_l0) begin
-      \$2504  = \$2047 ;
+      \$2502  = \$2047 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9234,18 +9005,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$2504  = l0_port_data;
+            \$2502  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2504  = 16'h0000;
+      \$2502  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2505  = l0_b_3;
+    \$2503  = l0_b_3;
     if (commit_l0) begin
-      \$2505  = \$2055 ;
+      \$2503  = \$2055 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9288,18 +9059,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$2505  = l0_port_data;
+            \$2503  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2505  = 16'h0000;
+      \$2503  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2506  = l0_b_4;
+    \$2504  = l0_b_4;
     if (commit_l0) begin
-      \$2506  = \$2063 ;
+      \$2504  = \$2063 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9344,18 +9115,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$2506  = l0_port_data;
+            \$2504  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2506  = 16'h0000;
+      \$2504  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2507  = l0_b_5;
+    \$2505  = l0_b_5;
     if (commit_l0) begin
-      \$2507  = \$2071 ;
+      \$2505  = \$2071 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9402,18 +9173,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$2507  = l0_port_data;
+            \$2505  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2507  = 16'h0000;
+      \$2505  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2508  = l0_b_6;
+    \$2506  = l0_b_6;
     if (commit_l0) begin
-      \$2508  = \$2079 ;
+      \$2506  = \$2079 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9462,18 +9233,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$2508  = l0_port_data;
+            \$2506  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2508  = 16'h0000;
+      \$2506  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2509  = l0_b_7;
+    \$2507  = l0_b_7;
     if (commit_l0) begin
-      \$2509  = \$2087 ;
+      \$2507  = \$2087 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9524,18 +9295,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$2509  = l0_port_data;
+            \$2507  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2509  = 16'h0000;
+      \$2507  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2510  = l0_b_8;
+    \$2508  = l0_b_8;
     if (commit_l0) begin
-      \$2510  = \$2095 ;
+      \$2508  = \$2095 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9588,18 +9359,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h17:
             /* empty */;
         5'h18:
-            \$2510  = l0_port_data;
+            \$2508  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2510  = 16'h0000;
+      \$2508  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2511  = l0_b_9;
+    \$2509  = l0_b_9;
     if (commit_l0) begin
-      \$2511  = \$2103 ;
+      \$2509  = \$2103 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9654,18 +9425,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h18:
             /* empty */;
         5'h19:
-            \$2511  = l0_port_data;
+            \$2509  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2511  = 16'h0000;
+      \$2509  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2512  = l0_b_10;
+    \$2510  = l0_b_10;
     if (commit_l0) begin
-      \$2512  = \$2111 ;
+      \$2510  = \$2111 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9722,18 +9493,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h19:
             /* empty */;
         5'h1a:
-            \$2512  = l0_port_data;
+            \$2510  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2512  = 16'h0000;
+      \$2510  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2513  = l0_b_11;
+    \$2511  = l0_b_11;
     if (commit_l0) begin
-      \$2513  = \$2119 ;
+      \$2511  = \$2119 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9792,18 +9563,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1a:
             /* empty */;
         5'h1b:
-            \$2513  = l0_port_data;
+            \$2511  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2513  = 16'h0000;
+      \$2511  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2514  = l0_b_12;
+    \$2512  = l0_b_12;
     if (commit_l0) begin
-      \$2514  = \$2127 ;
+      \$2512  = \$2127 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9864,18 +9635,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1b:
             /* empty */;
         5'h1c:
-            \$2514  = l0_port_data;
+            \$2512  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2514  = 16'h0000;
+      \$2512  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2515  = l0_b_13;
+    \$2513  = l0_b_13;
     if (commit_l0) begin
-      \$2515  = \$2135 ;
+      \$2513  = \$2135 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -9938,18 +9709,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1c:
             /* empty */;
         5'h1d:
-            \$2515  = l0_port_data;
+            \$2513  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2515  = 16'h0000;
+      \$2513  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2516  = l0_b_14;
+    \$2514  = l0_b_14;
     if (commit_l0) begin
-      \$2516  = \$2143 ;
+      \$2514  = \$2143 ;
     end
     if (l0_port_wr) begin
       casez (\$1874 [4:0])
@@ -10014,18 +9785,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1d:
             /* empty */;
         5'h1e:
-            \$2516  = l0_port_data;
+            \$2514  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2516  = 16'h0000;
+      \$2514  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2517  = l0_b_15;
+    \$2515  = l0_b_15;
     if (commit_l0) begin
-      \$2517  = \$2151 ;
+      \$2515  = \$2151 ;
     end
     if (l0_port_wr) begin
       (* full_case = 32'd1 *)
@@ -10093,52 +9864,52 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h1e:
             /* empty */;
         5'h1f:
-            \$2517  = l0_port_data;
+            \$2515  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$2517  = 16'h0000;
+      \$2515  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2518  = l1_w_0_0;
+    \$2516  = l1_w_0_0;
     if (commit_l1) begin
-      \$2518  = \$2159 ;
+      \$2516  = \$2159 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
         5'h00:
-            \$2518  = l1_port_data;
+            \$2516  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2518  = 16'h0508;
+      \$2516  = 16'h0508;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2519  = l1_w_0_1;
+    \$2517  = l1_w_0_1;
     if (commit_l1) begin
-      \$2519  = \$2167 ;
+      \$2517  = \$2167 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$2519  = l1_port_data;
+            \$2517  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2519  = 16'h0093;
+      \$2517  = 16'h0093;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2520  = l1_w_0_2;
+    \$2518  = l1_w_0_2;
     if (commit_l1) begin
-      \$2520  = \$2175 ;
+      \$2518  = \$2175 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10147,18 +9918,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h01:
             /* empty */;
         5'h02:
-            \$2520  = l1_port_data;
+            \$2518  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2520  = 16'hfd3a;
+      \$2518  = 16'hfd3a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2521  = l1_w_0_3;
+    \$2519  = l1_w_0_3;
     if (commit_l1) begin
-      \$2521  = \$2183 ;
+      \$2519  = \$2183 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10169,18 +9940,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$2521  = l1_port_data;
+            \$2519  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2521  = 16'hfeee;
+      \$2519  = 16'hfeee;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2522  = l1_w_0_4;
+    \$2520  = l1_w_0_4;
     if (commit_l1) begin
-      \$2522  = \$2191 ;
+      \$2520  = \$2191 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10193,18 +9964,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$2522  = l1_port_data;
+            \$2520  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2522  = 16'hf977;
+      \$2520  = 16'hf977;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2523  = l1_w_0_5;
+    \$2521  = l1_w_0_5;
     if (commit_l1) begin
-      \$2523  = \$2199 ;
+      \$2521  = \$2199 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10219,18 +9990,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$2523  = l1_port_data;
+            \$2521  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2523  = 16'hfacb;
+      \$2521  = 16'hfacb;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2524  = l1_w_0_6;
+    \$2522  = l1_w_0_6;
     if (commit_l1) begin
-      \$2524  = \$2207 ;
+      \$2522  = \$2207 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10247,18 +10018,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$2524  = l1_port_data;
+            \$2522  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2524  = 16'h025d;
+      \$2522  = 16'h025d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2525  = l1_w_0_7;
+    \$2523  = l1_w_0_7;
     if (commit_l1) begin
-      \$2525  = \$2215 ;
+      \$2523  = \$2215 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10277,18 +10048,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$2525  = l1_port_data;
+            \$2523  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2525  = 16'h020a;
+      \$2523  = 16'h020a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2526  = l1_w_0_8;
+    \$2524  = l1_w_0_8;
     if (commit_l1) begin
-      \$2526  = \$2223 ;
+      \$2524  = \$2223 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10309,18 +10080,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$2526  = l1_port_data;
+            \$2524  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2526  = 16'h0199;
+      \$2524  = 16'h0199;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2527  = l1_w_0_9;
+    \$2525  = l1_w_0_9;
     if (commit_l1) begin
-      \$2527  = \$2231 ;
+      \$2525  = \$2231 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10343,18 +10114,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$2527  = l1_port_data;
+            \$2525  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2527  = 16'hfe63;
+      \$2525  = 16'hfe63;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2528  = l1_w_0_10;
+    \$2526  = l1_w_0_10;
     if (commit_l1) begin
-      \$2528  = \$2239 ;
+      \$2526  = \$2239 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10379,18 +10150,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$2528  = l1_port_data;
+            \$2526  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2528  = 16'h06e4;
+      \$2526  = 16'h06e4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2529  = l1_w_0_11;
+    \$2527  = l1_w_0_11;
     if (commit_l1) begin
-      \$2529  = \$2247 ;
+      \$2527  = \$2247 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10417,18 +10188,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$2529  = l1_port_data;
+            \$2527  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2529  = 16'h06aa;
+      \$2527  = 16'h06aa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2530  = l1_w_0_12;
+    \$2528  = l1_w_0_12;
     if (commit_l1) begin
-      \$2530  = \$2255 ;
+      \$2528  = \$2255 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10457,18 +10228,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$2530  = l1_port_data;
+            \$2528  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2530  = 16'h0292;
+      \$2528  = 16'h0292;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2531  = l1_w_0_13;
+    \$2529  = l1_w_0_13;
     if (commit_l1) begin
-      \$2531  = \$2263 ;
+      \$2529  = \$2263 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10499,18 +10270,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$2531  = l1_port_data;
+            \$2529  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2531  = 16'h0216;
+      \$2529  = 16'h0216;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2532  = l1_w_0_14;
+    \$2530  = l1_w_0_14;
     if (commit_l1) begin
-      \$2532  = \$2271 ;
+      \$2530  = \$2271 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10543,18 +10314,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$2532  = l1_port_data;
+            \$2530  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2532  = 16'h029c;
+      \$2530  = 16'h029c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2533  = l1_w_0_15;
+    \$2531  = l1_w_0_15;
     if (commit_l1) begin
-      \$2533  = \$2279 ;
+      \$2531  = \$2279 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10589,18 +10360,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$2533  = l1_port_data;
+            \$2531  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2533  = 16'hfe76;
+      \$2531  = 16'hfe76;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2534  = l1_b_0;
+    \$2532  = l1_b_0;
     if (commit_l1) begin
-      \$2534  = \$2287 ;
+      \$2532  = \$2287 ;
     end
     if (l1_port_wr) begin
       casez (\$1885 [4:0])
@@ -10637,18 +10408,41 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$2534  = l1_port_data;
+            \$2532  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$2534  = 16'h0000;
+      \$2532  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2535  = l0_rd_sel;
+    \$2533  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$2535  = \$1874 [4:0];
+      \$2533  = \$1874 [4:0];
+    end
+    if (rst) begin
+      \$2533  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2534  = read_layer;
+    if (l0_port_rd) begin
+      \$2534  = 1'h0;
+    end
+    if (l1_port_rd) begin
+      \$2534  = 1'h1;
+    end
+    if (rst) begin
+      \$2534  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$2535  = l1_rd_sel;
+    if (l1_port_rd) begin
+      \$2535  = \$1885 [4:0];
     end
     if (rst) begin
       \$2535  = 5'h00;
@@ -10656,2949 +10450,2576 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2536  = read_layer;
-    if (l0_port_rd) begin
-      \$2536  = 1'h0;
-    end
-    if (l1_port_rd) begin
-      \$2536  = 1'h1;
-    end
+    \$2536  = \$2289 ;
     if (rst) begin
       \$2536  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2537  = l1_rd_sel;
-    if (l1_port_rd) begin
-      \$2537  = \$1885 [4:0];
-    end
-    if (rst) begin
-      \$2537  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2538  = \$2289 ;
-    if (rst) begin
-      \$2538  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2539  = pr__valid;
+    \$2537  = pr__valid;
     if (\$2290 ) begin
-      \$2539  = 1'h1;
+      \$2537  = 1'h1;
     end else if (read_wait) begin
-      \$2539  = 1'h1;
+      \$2537  = 1'h1;
     end else if (pr__ready) begin
-      \$2539  = 1'h0;
+      \$2537  = 1'h0;
     end
     if (rst) begin
-      \$2539  = 1'h0;
+      \$2537  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2540  = pr__payload;
+    \$2538  = pr__payload;
     if (\$2290 ) begin
-      \$2540  = pc__payload[15:0];
+      \$2538  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$2540  = \$2293 ;
+      \$2538  = \$2293 ;
     end
     if (rst) begin
-      \$2540  = 16'h0000;
+      \$2538  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2541  = x0_s1;
+    \$2539  = x0_s1;
     if (en) begin
-      \$2541  = s__payload[15:0];
+      \$2539  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2542  = y0_s1;
+    \$2540  = y0_s1;
     if (en) begin
-      \$2542  = s__payload[31:16];
+      \$2540  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2543  = kind_s1;
+    \$2541  = kind_s1;
     if (en) begin
-      \$2543  = s__payload[33:32];
+      \$2541  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2544  = l0_bias0_s2;
+    \$2542  = l0_bias0_s2;
     if (en) begin
-      \$2544  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$2542  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2545  = l0_prod0_0_raw_s2;
+    \$2543  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$2545  = \$2294 ;
+      \$2543  = \$2294 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2546  = l0_sum0_t0_0_s3;
+    \$2544  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$2546  = \$2295 ;
+      \$2544  = \$2295 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2547  = l0_out0_s4;
+    \$2545  = l0_out0_s4;
     if (en) begin
-      \$2547  = \$2297 ;
+      \$2545  = \$2297 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2548  = l0_bias1_s2;
+    \$2546  = l0_bias1_s2;
     if (en) begin
-      \$2548  = { \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27  };
+      \$2546  = { \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2549  = l0_prod1_0_raw_s2;
+    \$2547  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$2549  = \$2298 ;
+      \$2547  = \$2298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2550  = l0_sum1_t0_0_s3;
+    \$2548  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$2550  = \$2299 ;
+      \$2548  = \$2299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2551  = l0_out1_s4;
+    \$2549  = l0_out1_s4;
     if (en) begin
-      \$2551  = \$2301 ;
+      \$2549  = \$2301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2552  = l0_bias2_s2;
+    \$2550  = l0_bias2_s2;
     if (en) begin
-      \$2552  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
+      \$2550  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2553  = l0_prod2_0_raw_s2;
+    \$2551  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$2553  = \$2302 ;
+      \$2551  = \$2302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2554  = l0_sum2_t0_0_s3;
+    \$2552  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$2554  = \$2303 ;
+      \$2552  = \$2303 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2555  = l0_out2_s4;
+    \$2553  = l0_out2_s4;
     if (en) begin
-      \$2555  = \$2305 ;
+      \$2553  = \$2305 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2556  = l0_bias3_s2;
+    \$2554  = l0_bias3_s2;
     if (en) begin
-      \$2556  = { \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53  };
+      \$2554  = { \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2557  = l0_prod3_0_raw_s2;
+    \$2555  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$2557  = \$2306 ;
+      \$2555  = \$2306 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2558  = l0_sum3_t0_0_s3;
+    \$2556  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$2558  = \$2307 ;
+      \$2556  = \$2307 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2559  = l0_out3_s4;
+    \$2557  = l0_out3_s4;
     if (en) begin
-      \$2559  = \$2309 ;
+      \$2557  = \$2309 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2560  = l0_bias4_s2;
+    \$2558  = l0_bias4_s2;
     if (en) begin
-      \$2560  = { \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66  };
+      \$2558  = { \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2561  = l0_prod4_0_raw_s2;
+    \$2559  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$2561  = \$2310 ;
+      \$2559  = \$2310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2562  = l0_sum4_t0_0_s3;
+    \$2560  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$2562  = \$2311 ;
+      \$2560  = \$2311 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2563  = l0_out4_s4;
+    \$2561  = l0_out4_s4;
     if (en) begin
-      \$2563  = \$2313 ;
+      \$2561  = \$2313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2564  = l0_bias5_s2;
+    \$2562  = l0_bias5_s2;
     if (en) begin
-      \$2564  = { \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79  };
+      \$2562  = { \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2565  = l0_prod5_0_raw_s2;
+    \$2563  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$2565  = \$2314 ;
+      \$2563  = \$2314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2566  = l0_sum5_t0_0_s3;
+    \$2564  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$2566  = \$2315 ;
+      \$2564  = \$2315 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2567  = l0_out5_s4;
+    \$2565  = l0_out5_s4;
     if (en) begin
-      \$2567  = \$2317 ;
+      \$2565  = \$2317 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2568  = l0_bias6_s2;
+    \$2566  = l0_bias6_s2;
     if (en) begin
-      \$2568  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+      \$2566  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2569  = l0_prod6_0_raw_s2;
+    \$2567  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$2569  = \$2318 ;
+      \$2567  = \$2318 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2570  = l0_sum6_t0_0_s3;
+    \$2568  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$2570  = \$2319 ;
+      \$2568  = \$2319 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2571  = l0_out6_s4;
+    \$2569  = l0_out6_s4;
     if (en) begin
-      \$2571  = \$2321 ;
+      \$2569  = \$2321 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2572  = l0_bias7_s2;
+    \$2570  = l0_bias7_s2;
     if (en) begin
-      \$2572  = { \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105  };
+      \$2570  = { \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2573  = l0_prod7_0_raw_s2;
+    \$2571  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$2573  = \$2322 ;
+      \$2571  = \$2322 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2574  = l0_sum7_t0_0_s3;
+    \$2572  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$2574  = \$2323 ;
+      \$2572  = \$2323 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2575  = l0_out7_s4;
+    \$2573  = l0_out7_s4;
     if (en) begin
-      \$2575  = \$2325 ;
+      \$2573  = \$2325 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2576  = l0_bias8_s2;
+    \$2574  = l0_bias8_s2;
     if (en) begin
-      \$2576  = { \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118  };
+      \$2574  = { \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2577  = l0_prod8_0_raw_s2;
+    \$2575  = l0_prod8_0_raw_s2;
     if (en) begin
-      \$2577  = \$2326 ;
+      \$2575  = \$2326 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2578  = l0_sum8_t0_0_s3;
+    \$2576  = l0_sum8_t0_0_s3;
     if (en) begin
-      \$2578  = \$2327 ;
+      \$2576  = \$2327 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2579  = l0_out8_s4;
+    \$2577  = l0_out8_s4;
     if (en) begin
-      \$2579  = \$2329 ;
+      \$2577  = \$2329 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2580  = l0_bias9_s2;
+    \$2578  = l0_bias9_s2;
     if (en) begin
-      \$2580  = { \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131  };
+      \$2578  = { \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131 [30], \t$131  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2581  = l0_prod9_0_raw_s2;
+    \$2579  = l0_prod9_0_raw_s2;
     if (en) begin
-      \$2581  = \$2330 ;
+      \$2579  = \$2330 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2582  = l0_sum9_t0_0_s3;
+    \$2580  = l0_sum9_t0_0_s3;
     if (en) begin
-      \$2582  = \$2331 ;
+      \$2580  = \$2331 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2583  = l0_out9_s4;
+    \$2581  = l0_out9_s4;
     if (en) begin
-      \$2583  = \$2333 ;
+      \$2581  = \$2333 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2584  = l0_bias10_s2;
+    \$2582  = l0_bias10_s2;
     if (en) begin
-      \$2584  = { \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144  };
+      \$2582  = { \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144 [30], \t$144  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2585  = l0_prod10_0_raw_s2;
+    \$2583  = l0_prod10_0_raw_s2;
     if (en) begin
-      \$2585  = \$2334 ;
+      \$2583  = \$2334 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2586  = l0_sum10_t0_0_s3;
+    \$2584  = l0_sum10_t0_0_s3;
     if (en) begin
-      \$2586  = \$2335 ;
+      \$2584  = \$2335 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2587  = l0_out10_s4;
+    \$2585  = l0_out10_s4;
     if (en) begin
-      \$2587  = \$2337 ;
+      \$2585  = \$2337 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2588  = l0_bias11_s2;
+    \$2586  = l0_bias11_s2;
     if (en) begin
-      \$2588  = { \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157  };
+      \$2586  = { \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157 [30], \t$157  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2589  = l0_prod11_0_raw_s2;
+    \$2587  = l0_prod11_0_raw_s2;
     if (en) begin
-      \$2589  = \$2338 ;
+      \$2587  = \$2338 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2590  = l0_sum11_t0_0_s3;
+    \$2588  = l0_sum11_t0_0_s3;
     if (en) begin
-      \$2590  = \$2339 ;
+      \$2588  = \$2339 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2591  = l0_out11_s4;
+    \$2589  = l0_out11_s4;
     if (en) begin
-      \$2591  = \$2341 ;
+      \$2589  = \$2341 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2592  = l0_bias12_s2;
+    \$2590  = l0_bias12_s2;
     if (en) begin
-      \$2592  = { \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170  };
+      \$2590  = { \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170 [30], \t$170  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2593  = l0_prod12_0_raw_s2;
+    \$2591  = l0_prod12_0_raw_s2;
     if (en) begin
-      \$2593  = \$2342 ;
+      \$2591  = \$2342 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2594  = l0_sum12_t0_0_s3;
+    \$2592  = l0_sum12_t0_0_s3;
     if (en) begin
-      \$2594  = \$2343 ;
+      \$2592  = \$2343 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2595  = l0_out12_s4;
+    \$2593  = l0_out12_s4;
     if (en) begin
-      \$2595  = \$2345 ;
+      \$2593  = \$2345 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2596  = l0_bias13_s2;
+    \$2594  = l0_bias13_s2;
     if (en) begin
-      \$2596  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
+      \$2594  = { \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183 [30], \t$183  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2597  = l0_prod13_0_raw_s2;
+    \$2595  = l0_prod13_0_raw_s2;
     if (en) begin
-      \$2597  = \$2346 ;
+      \$2595  = \$2346 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2598  = l0_sum13_t0_0_s3;
+    \$2596  = l0_sum13_t0_0_s3;
     if (en) begin
-      \$2598  = \$2347 ;
+      \$2596  = \$2347 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2599  = l0_out13_s4;
+    \$2597  = l0_out13_s4;
     if (en) begin
-      \$2599  = \$2349 ;
+      \$2597  = \$2349 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2600  = l0_bias14_s2;
+    \$2598  = l0_bias14_s2;
     if (en) begin
-      \$2600  = { \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196  };
+      \$2598  = { \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196 [30], \t$196  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2601  = l0_prod14_0_raw_s2;
+    \$2599  = l0_prod14_0_raw_s2;
     if (en) begin
-      \$2601  = \$2350 ;
+      \$2599  = \$2350 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2602  = l0_sum14_t0_0_s3;
+    \$2600  = l0_sum14_t0_0_s3;
     if (en) begin
-      \$2602  = \$2351 ;
+      \$2600  = \$2351 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2603  = l0_out14_s4;
+    \$2601  = l0_out14_s4;
     if (en) begin
-      \$2603  = \$2353 ;
+      \$2601  = \$2353 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2604  = l0_bias15_s2;
+    \$2602  = l0_bias15_s2;
     if (en) begin
-      \$2604  = { \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209  };
+      \$2602  = { \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209 [30], \t$209  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2605  = l0_prod15_0_raw_s2;
+    \$2603  = l0_prod15_0_raw_s2;
     if (en) begin
-      \$2605  = \$2354 ;
+      \$2603  = \$2354 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2606  = l0_sum15_t0_0_s3;
+    \$2604  = l0_sum15_t0_0_s3;
     if (en) begin
-      \$2606  = \$2355 ;
+      \$2604  = \$2355 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2607  = l0_out15_s4;
+    \$2605  = l0_out15_s4;
     if (en) begin
-      \$2607  = \$2357 ;
+      \$2605  = \$2357 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2608  = l1_bias0_s5;
+    \$2606  = l1_bias0_s5;
     if (en) begin
-      \$2608  = { \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222  };
+      \$2606  = { \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222 [30], \t$222  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2609  = l1_prod0_0_raw_s5;
+    \$2607  = l1_prod0_0_raw_s5;
     if (en) begin
-      \$2609  = \$2358 ;
+      \$2607  = \$2358 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2610  = l1_prod0_1_raw_s5;
+    \$2608  = l1_prod0_1_raw_s5;
     if (en) begin
-      \$2610  = \$2359 ;
+      \$2608  = \$2359 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2611  = l1_prod0_2_raw_s5;
+    \$2609  = l1_prod0_2_raw_s5;
     if (en) begin
-      \$2611  = \$2360 ;
+      \$2609  = \$2360 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2612  = l1_prod0_3_raw_s5;
+    \$2610  = l1_prod0_3_raw_s5;
     if (en) begin
-      \$2612  = \$2361 ;
+      \$2610  = \$2361 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2613  = l1_prod0_4_raw_s5;
+    \$2611  = l1_prod0_4_raw_s5;
     if (en) begin
-      \$2613  = \$2362 ;
+      \$2611  = \$2362 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2614  = l1_prod0_5_raw_s5;
+    \$2612  = l1_prod0_5_raw_s5;
     if (en) begin
-      \$2614  = \$2363 ;
+      \$2612  = \$2363 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2615  = l1_prod0_6_raw_s5;
+    \$2613  = l1_prod0_6_raw_s5;
     if (en) begin
-      \$2615  = \$2364 ;
+      \$2613  = \$2364 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2616  = l1_prod0_7_raw_s5;
+    \$2614  = l1_prod0_7_raw_s5;
     if (en) begin
-      \$2616  = \$2365 ;
+      \$2614  = \$2365 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2617  = l1_prod0_8_raw_s5;
+    \$2615  = l1_prod0_8_raw_s5;
     if (en) begin
-      \$2617  = \$2366 ;
+      \$2615  = \$2366 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2618  = l1_prod0_9_raw_s5;
+    \$2616  = l1_prod0_9_raw_s5;
     if (en) begin
-      \$2618  = \$2367 ;
+      \$2616  = \$2367 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2619  = l1_prod0_10_raw_s5;
+    \$2617  = l1_prod0_10_raw_s5;
     if (en) begin
-      \$2619  = \$2368 ;
+      \$2617  = \$2368 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2620  = l1_prod0_11_raw_s5;
+    \$2618  = l1_prod0_11_raw_s5;
     if (en) begin
-      \$2620  = \$2369 ;
+      \$2618  = \$2369 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2621  = l1_prod0_12_raw_s5;
+    \$2619  = l1_prod0_12_raw_s5;
     if (en) begin
-      \$2621  = \$2370 ;
+      \$2619  = \$2370 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2622  = l1_prod0_13_raw_s5;
+    \$2620  = l1_prod0_13_raw_s5;
     if (en) begin
-      \$2622  = \$2371 ;
+      \$2620  = \$2371 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2623  = l1_prod0_14_raw_s5;
+    \$2621  = l1_prod0_14_raw_s5;
     if (en) begin
-      \$2623  = \$2372 ;
+      \$2621  = \$2372 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2624  = l1_prod0_15_raw_s5;
+    \$2622  = l1_prod0_15_raw_s5;
     if (en) begin
-      \$2624  = \$2373 ;
+      \$2622  = \$2373 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2625  = l1_sum0_t0_0_s6;
+    \$2623  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$2625  = \$2374 ;
+      \$2623  = \$2376 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2626  = l1_sum0_t0_1_s6;
+    \$2624  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$2626  = \$2375 ;
+      \$2624  = \$2379 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2627  = l1_sum0_t0_2_s6;
+    \$2625  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$2627  = \$2376 ;
+      \$2625  = \$2382 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2628  = l1_sum0_t0_3_s6;
+    \$2626  = l1_sum0_t0_3_s6;
     if (en) begin
-      \$2628  = \$2377 ;
+      \$2626  = \$2385 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2629  = l1_sum0_t0_4_s6;
+    \$2627  = l1_sum0_t0_4_s6;
     if (en) begin
-      \$2629  = \$2378 ;
+      \$2627  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2630  = l1_sum0_t0_5_s6;
+    \$2628  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$2630  = \$2379 ;
+      \$2628  = \$2388 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2631  = l1_sum0_t0_6_s6;
+    \$2629  = l1_sum0_t1_1_s7;
     if (en) begin
-      \$2631  = \$2380 ;
+      \$2629  = l1_sum0_t0_4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2632  = l1_sum0_t0_7_s6;
+    \$2630  = l1_sum0_t2_0_s8;
     if (en) begin
-      \$2632  = \$2381 ;
+      \$2630  = \$2389 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2633  = l1_sum0_t0_8_s6;
+    \$2631  = l1_out0_s9;
     if (en) begin
-      \$2633  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
+      \$2631  = \t$279 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2634  = l1_sum0_t1_0_s7;
+    \$2632  = y0_s2;
     if (en) begin
-      \$2634  = \$2382 ;
+      \$2632  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2635  = l1_sum0_t1_1_s7;
+    \$2633  = y0_s3;
     if (en) begin
-      \$2635  = \$2383 ;
+      \$2633  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2636  = l1_sum0_t1_2_s7;
+    \$2634  = y0_s4;
     if (en) begin
-      \$2636  = \$2384 ;
+      \$2634  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2637  = l1_sum0_t1_3_s7;
+    \$2635  = y0_s5;
     if (en) begin
-      \$2637  = \$2385 ;
+      \$2635  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2638  = l1_sum0_t1_4_s7;
+    \$2636  = y0_s6;
     if (en) begin
-      \$2638  = l1_sum0_t0_8_s6;
+      \$2636  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2639  = l1_sum0_t2_0_s8;
+    \$2637  = y0_s7;
     if (en) begin
-      \$2639  = \$2386 ;
+      \$2637  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2640  = l1_sum0_t2_1_s8;
+    \$2638  = y0_s8;
     if (en) begin
-      \$2640  = \$2387 ;
+      \$2638  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2641  = l1_sum0_t2_2_s8;
+    \$2639  = y0_s9;
     if (en) begin
-      \$2641  = l1_sum0_t1_4_s7;
+      \$2639  = y0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2642  = l1_sum0_t3_0_s9;
+    \$2640  = kind_s2;
     if (en) begin
-      \$2642  = \$2388 ;
+      \$2640  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2643  = l1_sum0_t3_1_s9;
+    \$2641  = kind_s3;
     if (en) begin
-      \$2643  = l1_sum0_t2_2_s8;
+      \$2641  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2644  = l1_sum0_t4_0_s10;
+    \$2642  = kind_s4;
     if (en) begin
-      \$2644  = \$2389 ;
+      \$2642  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2645  = l1_out0_s11;
+    \$2643  = kind_s5;
     if (en) begin
-      \$2645  = \t$279 ;
+      \$2643  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2646  = y0_s2;
+    \$2644  = kind_s6;
     if (en) begin
-      \$2646  = y0_s1;
+      \$2644  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2647  = y0_s3;
+    \$2645  = kind_s7;
     if (en) begin
-      \$2647  = y0_s2;
+      \$2645  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2648  = y0_s4;
+    \$2646  = kind_s8;
     if (en) begin
-      \$2648  = y0_s3;
+      \$2646  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2649  = y0_s5;
+    \$2647  = kind_s9;
     if (en) begin
-      \$2649  = y0_s4;
+      \$2647  = kind_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2650  = y0_s6;
+    \$2648  = err0_s10;
     if (en) begin
-      \$2650  = y0_s5;
+      \$2648  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2651  = y0_s7;
+    \$2649  = l0_out0_s5;
     if (en) begin
-      \$2651  = y0_s6;
+      \$2649  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2652  = y0_s8;
+    \$2650  = l0_out0_s6;
     if (en) begin
-      \$2652  = y0_s7;
+      \$2650  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2653  = y0_s9;
+    \$2651  = l0_out0_s7;
     if (en) begin
-      \$2653  = y0_s8;
+      \$2651  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2654  = y0_s10;
+    \$2652  = l0_out0_s8;
     if (en) begin
-      \$2654  = y0_s9;
+      \$2652  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2655  = y0_s11;
+    \$2653  = l0_out0_s9;
     if (en) begin
-      \$2655  = y0_s10;
+      \$2653  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2656  = kind_s2;
+    \$2654  = l0_out0_s10;
     if (en) begin
-      \$2656  = kind_s1;
+      \$2654  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2657  = kind_s3;
+    \$2655  = l0_out1_s5;
     if (en) begin
-      \$2657  = kind_s2;
+      \$2655  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2658  = kind_s4;
+    \$2656  = l0_out1_s6;
     if (en) begin
-      \$2658  = kind_s3;
+      \$2656  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2659  = kind_s5;
+    \$2657  = l0_out1_s7;
     if (en) begin
-      \$2659  = kind_s4;
+      \$2657  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2660  = kind_s6;
+    \$2658  = l0_out1_s8;
     if (en) begin
-      \$2660  = kind_s5;
+      \$2658  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2661  = kind_s7;
+    \$2659  = l0_out1_s9;
     if (en) begin
-      \$2661  = kind_s6;
+      \$2659  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2662  = kind_s8;
+    \$2660  = l0_out1_s10;
     if (en) begin
-      \$2662  = kind_s7;
+      \$2660  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2663  = kind_s9;
+    \$2661  = l0_out2_s5;
     if (en) begin
-      \$2663  = kind_s8;
+      \$2661  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2664  = kind_s10;
+    \$2662  = l0_out2_s6;
     if (en) begin
-      \$2664  = kind_s9;
+      \$2662  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2665  = kind_s11;
+    \$2663  = l0_out2_s7;
     if (en) begin
-      \$2665  = kind_s10;
+      \$2663  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2666  = err0_s12;
+    \$2664  = l0_out2_s8;
     if (en) begin
-      \$2666  = e;
+      \$2664  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2667  = l0_out0_s5;
+    \$2665  = l0_out2_s9;
     if (en) begin
-      \$2667  = l0_out0_s4;
+      \$2665  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2668  = l0_out0_s6;
+    \$2666  = l0_out2_s10;
     if (en) begin
-      \$2668  = l0_out0_s5;
+      \$2666  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2669  = l0_out0_s7;
+    \$2667  = l0_out3_s5;
     if (en) begin
-      \$2669  = l0_out0_s6;
+      \$2667  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2670  = l0_out0_s8;
+    \$2668  = l0_out3_s6;
     if (en) begin
-      \$2670  = l0_out0_s7;
+      \$2668  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2671  = l0_out0_s9;
+    \$2669  = l0_out3_s7;
     if (en) begin
-      \$2671  = l0_out0_s8;
+      \$2669  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2672  = l0_out0_s10;
+    \$2670  = l0_out3_s8;
     if (en) begin
-      \$2672  = l0_out0_s9;
+      \$2670  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2673  = l0_out0_s11;
+    \$2671  = l0_out3_s9;
     if (en) begin
-      \$2673  = l0_out0_s10;
+      \$2671  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2674  = l0_out0_s12;
+    \$2672  = l0_out3_s10;
     if (en) begin
-      \$2674  = l0_out0_s11;
+      \$2672  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2675  = l0_out1_s5;
+    \$2673  = l0_out4_s5;
     if (en) begin
-      \$2675  = l0_out1_s4;
+      \$2673  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2676  = l0_out1_s6;
+    \$2674  = l0_out4_s6;
     if (en) begin
-      \$2676  = l0_out1_s5;
+      \$2674  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2677  = l0_out1_s7;
+    \$2675  = l0_out4_s7;
     if (en) begin
-      \$2677  = l0_out1_s6;
+      \$2675  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2678  = l0_out1_s8;
+    \$2676  = l0_out4_s8;
     if (en) begin
-      \$2678  = l0_out1_s7;
+      \$2676  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2679  = l0_out1_s9;
+    \$2677  = l0_out4_s9;
     if (en) begin
-      \$2679  = l0_out1_s8;
+      \$2677  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2680  = l0_out1_s10;
+    \$2678  = l0_out4_s10;
     if (en) begin
-      \$2680  = l0_out1_s9;
+      \$2678  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2681  = l0_out1_s11;
+    \$2679  = l0_out5_s5;
     if (en) begin
-      \$2681  = l0_out1_s10;
+      \$2679  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2682  = l0_out1_s12;
+    \$2680  = l0_out5_s6;
     if (en) begin
-      \$2682  = l0_out1_s11;
+      \$2680  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2683  = l0_out2_s5;
+    \$2681  = l0_out5_s7;
     if (en) begin
-      \$2683  = l0_out2_s4;
+      \$2681  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2684  = l0_out2_s6;
+    \$2682  = l0_out5_s8;
     if (en) begin
-      \$2684  = l0_out2_s5;
+      \$2682  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2685  = l0_out2_s7;
+    \$2683  = l0_out5_s9;
     if (en) begin
-      \$2685  = l0_out2_s6;
+      \$2683  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2686  = l0_out2_s8;
+    \$2684  = l0_out5_s10;
     if (en) begin
-      \$2686  = l0_out2_s7;
+      \$2684  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2687  = l0_out2_s9;
+    \$2685  = l0_out6_s5;
     if (en) begin
-      \$2687  = l0_out2_s8;
+      \$2685  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2688  = l0_out2_s10;
+    \$2686  = l0_out6_s6;
     if (en) begin
-      \$2688  = l0_out2_s9;
+      \$2686  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2689  = l0_out2_s11;
+    \$2687  = l0_out6_s7;
     if (en) begin
-      \$2689  = l0_out2_s10;
+      \$2687  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2690  = l0_out2_s12;
+    \$2688  = l0_out6_s8;
     if (en) begin
-      \$2690  = l0_out2_s11;
+      \$2688  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2691  = l0_out3_s5;
+    \$2689  = l0_out6_s9;
     if (en) begin
-      \$2691  = l0_out3_s4;
+      \$2689  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2692  = l0_out3_s6;
+    \$2690  = l0_out6_s10;
     if (en) begin
-      \$2692  = l0_out3_s5;
+      \$2690  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2693  = l0_out3_s7;
+    \$2691  = l0_out7_s5;
     if (en) begin
-      \$2693  = l0_out3_s6;
+      \$2691  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2694  = l0_out3_s8;
+    \$2692  = l0_out7_s6;
     if (en) begin
-      \$2694  = l0_out3_s7;
+      \$2692  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2695  = l0_out3_s9;
+    \$2693  = l0_out7_s7;
     if (en) begin
-      \$2695  = l0_out3_s8;
+      \$2693  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2696  = l0_out3_s10;
+    \$2694  = l0_out7_s8;
     if (en) begin
-      \$2696  = l0_out3_s9;
+      \$2694  = l0_out7_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2697  = l0_out3_s11;
+    \$2695  = l0_out7_s9;
     if (en) begin
-      \$2697  = l0_out3_s10;
+      \$2695  = l0_out7_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2698  = l0_out3_s12;
+    \$2696  = l0_out7_s10;
     if (en) begin
-      \$2698  = l0_out3_s11;
+      \$2696  = l0_out7_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2699  = l0_out4_s5;
+    \$2697  = l0_out8_s5;
     if (en) begin
-      \$2699  = l0_out4_s4;
+      \$2697  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2700  = l0_out4_s6;
+    \$2698  = l0_out8_s6;
     if (en) begin
-      \$2700  = l0_out4_s5;
+      \$2698  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2701  = l0_out4_s7;
+    \$2699  = l0_out8_s7;
     if (en) begin
-      \$2701  = l0_out4_s6;
+      \$2699  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2702  = l0_out4_s8;
+    \$2700  = l0_out8_s8;
     if (en) begin
-      \$2702  = l0_out4_s7;
+      \$2700  = l0_out8_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2703  = l0_out4_s9;
+    \$2701  = l0_out8_s9;
     if (en) begin
-      \$2703  = l0_out4_s8;
+      \$2701  = l0_out8_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2704  = l0_out4_s10;
+    \$2702  = l0_out8_s10;
     if (en) begin
-      \$2704  = l0_out4_s9;
+      \$2702  = l0_out8_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2705  = l0_out4_s11;
+    \$2703  = l0_out9_s5;
     if (en) begin
-      \$2705  = l0_out4_s10;
+      \$2703  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2706  = l0_out4_s12;
+    \$2704  = l0_out9_s6;
     if (en) begin
-      \$2706  = l0_out4_s11;
+      \$2704  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2707  = l0_out5_s5;
+    \$2705  = l0_out9_s7;
     if (en) begin
-      \$2707  = l0_out5_s4;
+      \$2705  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2708  = l0_out5_s6;
+    \$2706  = l0_out9_s8;
     if (en) begin
-      \$2708  = l0_out5_s5;
+      \$2706  = l0_out9_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2709  = l0_out5_s7;
+    \$2707  = l0_out9_s9;
     if (en) begin
-      \$2709  = l0_out5_s6;
+      \$2707  = l0_out9_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2710  = l0_out5_s8;
+    \$2708  = l0_out9_s10;
     if (en) begin
-      \$2710  = l0_out5_s7;
+      \$2708  = l0_out9_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2711  = l0_out5_s9;
+    \$2709  = l0_out10_s5;
     if (en) begin
-      \$2711  = l0_out5_s8;
+      \$2709  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2712  = l0_out5_s10;
+    \$2710  = l0_out10_s6;
     if (en) begin
-      \$2712  = l0_out5_s9;
+      \$2710  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2713  = l0_out5_s11;
+    \$2711  = l0_out10_s7;
     if (en) begin
-      \$2713  = l0_out5_s10;
+      \$2711  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2714  = l0_out5_s12;
+    \$2712  = l0_out10_s8;
     if (en) begin
-      \$2714  = l0_out5_s11;
+      \$2712  = l0_out10_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2715  = l0_out6_s5;
+    \$2713  = l0_out10_s9;
     if (en) begin
-      \$2715  = l0_out6_s4;
+      \$2713  = l0_out10_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2716  = l0_out6_s6;
+    \$2714  = l0_out10_s10;
     if (en) begin
-      \$2716  = l0_out6_s5;
+      \$2714  = l0_out10_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2717  = l0_out6_s7;
+    \$2715  = l0_out11_s5;
     if (en) begin
-      \$2717  = l0_out6_s6;
+      \$2715  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2718  = l0_out6_s8;
+    \$2716  = l0_out11_s6;
     if (en) begin
-      \$2718  = l0_out6_s7;
+      \$2716  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2719  = l0_out6_s9;
+    \$2717  = l0_out11_s7;
     if (en) begin
-      \$2719  = l0_out6_s8;
+      \$2717  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2720  = l0_out6_s10;
+    \$2718  = l0_out11_s8;
     if (en) begin
-      \$2720  = l0_out6_s9;
+      \$2718  = l0_out11_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2721  = l0_out6_s11;
+    \$2719  = l0_out11_s9;
     if (en) begin
-      \$2721  = l0_out6_s10;
+      \$2719  = l0_out11_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2722  = l0_out6_s12;
+    \$2720  = l0_out11_s10;
     if (en) begin
-      \$2722  = l0_out6_s11;
+      \$2720  = l0_out11_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2723  = l0_out7_s5;
+    \$2721  = l0_out12_s5;
     if (en) begin
-      \$2723  = l0_out7_s4;
+      \$2721  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2724  = l0_out7_s6;
+    \$2722  = l0_out12_s6;
     if (en) begin
-      \$2724  = l0_out7_s5;
+      \$2722  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2725  = l0_out7_s7;
+    \$2723  = l0_out12_s7;
     if (en) begin
-      \$2725  = l0_out7_s6;
+      \$2723  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2726  = l0_out7_s8;
+    \$2724  = l0_out12_s8;
     if (en) begin
-      \$2726  = l0_out7_s7;
+      \$2724  = l0_out12_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2727  = l0_out7_s9;
+    \$2725  = l0_out12_s9;
     if (en) begin
-      \$2727  = l0_out7_s8;
+      \$2725  = l0_out12_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2728  = l0_out7_s10;
+    \$2726  = l0_out12_s10;
     if (en) begin
-      \$2728  = l0_out7_s9;
+      \$2726  = l0_out12_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2729  = l0_out7_s11;
+    \$2727  = l0_out13_s5;
     if (en) begin
-      \$2729  = l0_out7_s10;
+      \$2727  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2730  = l0_out7_s12;
+    \$2728  = l0_out13_s6;
     if (en) begin
-      \$2730  = l0_out7_s11;
+      \$2728  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2731  = l0_out8_s5;
+    \$2729  = l0_out13_s7;
     if (en) begin
-      \$2731  = l0_out8_s4;
+      \$2729  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2732  = l0_out8_s6;
+    \$2730  = l0_out13_s8;
     if (en) begin
-      \$2732  = l0_out8_s5;
+      \$2730  = l0_out13_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2733  = l0_out8_s7;
+    \$2731  = l0_out13_s9;
     if (en) begin
-      \$2733  = l0_out8_s6;
+      \$2731  = l0_out13_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2734  = l0_out8_s8;
+    \$2732  = l0_out13_s10;
     if (en) begin
-      \$2734  = l0_out8_s7;
+      \$2732  = l0_out13_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2735  = l0_out8_s9;
+    \$2733  = l0_out14_s5;
     if (en) begin
-      \$2735  = l0_out8_s8;
+      \$2733  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2736  = l0_out8_s10;
+    \$2734  = l0_out14_s6;
     if (en) begin
-      \$2736  = l0_out8_s9;
+      \$2734  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2737  = l0_out8_s11;
+    \$2735  = l0_out14_s7;
     if (en) begin
-      \$2737  = l0_out8_s10;
+      \$2735  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2738  = l0_out8_s12;
+    \$2736  = l0_out14_s8;
     if (en) begin
-      \$2738  = l0_out8_s11;
+      \$2736  = l0_out14_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2739  = l0_out9_s5;
+    \$2737  = l0_out14_s9;
     if (en) begin
-      \$2739  = l0_out9_s4;
+      \$2737  = l0_out14_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2740  = l0_out9_s6;
+    \$2738  = l0_out14_s10;
     if (en) begin
-      \$2740  = l0_out9_s5;
+      \$2738  = l0_out14_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2741  = l0_out9_s7;
+    \$2739  = l0_out15_s5;
     if (en) begin
-      \$2741  = l0_out9_s6;
+      \$2739  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2742  = l0_out9_s8;
+    \$2740  = l0_out15_s6;
     if (en) begin
-      \$2742  = l0_out9_s7;
+      \$2740  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2743  = l0_out9_s9;
+    \$2741  = l0_out15_s7;
     if (en) begin
-      \$2743  = l0_out9_s8;
+      \$2741  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2744  = l0_out9_s10;
+    \$2742  = l0_out15_s8;
     if (en) begin
-      \$2744  = l0_out9_s9;
+      \$2742  = l0_out15_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2745  = l0_out9_s11;
+    \$2743  = l0_out15_s9;
     if (en) begin
-      \$2745  = l0_out9_s10;
+      \$2743  = l0_out15_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2746  = l0_out9_s12;
+    \$2744  = l0_out15_s10;
     if (en) begin
-      \$2746  = l0_out9_s11;
+      \$2744  = l0_out15_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2747  = l0_out10_s5;
+    \$2745  = l1_dw0_0_raw_s11;
     if (en) begin
-      \$2747  = l0_out10_s4;
+      \$2745  = \$2390 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2748  = l0_out10_s6;
+    \$2746  = l1_dw0_0_s12;
     if (en) begin
-      \$2748  = l0_out10_s5;
+      \$2746  = \t$292 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2749  = l0_out10_s7;
+    \$2747  = l1_dw0_1_raw_s11;
     if (en) begin
-      \$2749  = l0_out10_s6;
+      \$2747  = \$2391 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2750  = l0_out10_s8;
+    \$2748  = l1_dw0_1_s12;
     if (en) begin
-      \$2750  = l0_out10_s7;
+      \$2748  = \t$298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2751  = l0_out10_s9;
+    \$2749  = l1_dw0_2_raw_s11;
     if (en) begin
-      \$2751  = l0_out10_s8;
+      \$2749  = \$2392 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2752  = l0_out10_s10;
+    \$2750  = l1_dw0_2_s12;
     if (en) begin
-      \$2752  = l0_out10_s9;
+      \$2750  = \t$304 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2753  = l0_out10_s11;
+    \$2751  = l1_dw0_3_raw_s11;
     if (en) begin
-      \$2753  = l0_out10_s10;
+      \$2751  = \$2393 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2754  = l0_out10_s12;
+    \$2752  = l1_dw0_3_s12;
     if (en) begin
-      \$2754  = l0_out10_s11;
+      \$2752  = \t$310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2755  = l0_out11_s5;
+    \$2753  = l1_dw0_4_raw_s11;
     if (en) begin
-      \$2755  = l0_out11_s4;
+      \$2753  = \$2394 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2756  = l0_out11_s6;
+    \$2754  = l1_dw0_4_s12;
     if (en) begin
-      \$2756  = l0_out11_s5;
+      \$2754  = \t$316 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2757  = l0_out11_s7;
+    \$2755  = l1_dw0_5_raw_s11;
     if (en) begin
-      \$2757  = l0_out11_s6;
+      \$2755  = \$2395 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2758  = l0_out11_s8;
+    \$2756  = l1_dw0_5_s12;
     if (en) begin
-      \$2758  = l0_out11_s7;
+      \$2756  = \t$322 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2759  = l0_out11_s9;
+    \$2757  = l1_dw0_6_raw_s11;
     if (en) begin
-      \$2759  = l0_out11_s8;
+      \$2757  = \$2396 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2760  = l0_out11_s10;
+    \$2758  = l1_dw0_6_s12;
     if (en) begin
-      \$2760  = l0_out11_s9;
+      \$2758  = \t$328 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2761  = l0_out11_s11;
+    \$2759  = l1_dw0_7_raw_s11;
     if (en) begin
-      \$2761  = l0_out11_s10;
+      \$2759  = \$2397 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2762  = l0_out11_s12;
+    \$2760  = l1_dw0_7_s12;
     if (en) begin
-      \$2762  = l0_out11_s11;
+      \$2760  = \t$334 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2763  = l0_out12_s5;
+    \$2761  = l1_dw0_8_raw_s11;
     if (en) begin
-      \$2763  = l0_out12_s4;
+      \$2761  = \$2398 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2764  = l0_out12_s6;
+    \$2762  = l1_dw0_8_s12;
     if (en) begin
-      \$2764  = l0_out12_s5;
+      \$2762  = \t$340 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2765  = l0_out12_s7;
+    \$2763  = l1_dw0_9_raw_s11;
     if (en) begin
-      \$2765  = l0_out12_s6;
+      \$2763  = \$2399 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2766  = l0_out12_s8;
+    \$2764  = l1_dw0_9_s12;
     if (en) begin
-      \$2766  = l0_out12_s7;
+      \$2764  = \t$346 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2767  = l0_out12_s9;
+    \$2765  = l1_dw0_10_raw_s11;
     if (en) begin
-      \$2767  = l0_out12_s8;
+      \$2765  = \$2400 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2768  = l0_out12_s10;
+    \$2766  = l1_dw0_10_s12;
     if (en) begin
-      \$2768  = l0_out12_s9;
+      \$2766  = \t$352 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2769  = l0_out12_s11;
+    \$2767  = l1_dw0_11_raw_s11;
     if (en) begin
-      \$2769  = l0_out12_s10;
+      \$2767  = \$2401 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2770  = l0_out12_s12;
+    \$2768  = l1_dw0_11_s12;
     if (en) begin
-      \$2770  = l0_out12_s11;
+      \$2768  = \t$358 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2771  = l0_out13_s5;
+    \$2769  = l1_dw0_12_raw_s11;
     if (en) begin
-      \$2771  = l0_out13_s4;
+      \$2769  = \$2402 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2772  = l0_out13_s6;
+    \$2770  = l1_dw0_12_s12;
     if (en) begin
-      \$2772  = l0_out13_s5;
+      \$2770  = \t$364 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2773  = l0_out13_s7;
+    \$2771  = l1_dw0_13_raw_s11;
     if (en) begin
-      \$2773  = l0_out13_s6;
+      \$2771  = \$2403 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2774  = l0_out13_s8;
+    \$2772  = l1_dw0_13_s12;
     if (en) begin
-      \$2774  = l0_out13_s7;
+      \$2772  = \t$370 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2775  = l0_out13_s9;
+    \$2773  = l1_dw0_14_raw_s11;
     if (en) begin
-      \$2775  = l0_out13_s8;
+      \$2773  = \$2404 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2776  = l0_out13_s10;
+    \$2774  = l1_dw0_14_s12;
     if (en) begin
-      \$2776  = l0_out13_s9;
+      \$2774  = \t$376 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2777  = l0_out13_s11;
+    \$2775  = l1_dw0_15_raw_s11;
     if (en) begin
-      \$2777  = l0_out13_s10;
+      \$2775  = \$2405 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2778  = l0_out13_s12;
+    \$2776  = l1_dw0_15_s12;
     if (en) begin
-      \$2778  = l0_out13_s11;
+      \$2776  = \t$382 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2779  = l0_out14_s5;
+    \$2777  = l1_db0_s11;
     if (en) begin
-      \$2779  = l0_out14_s4;
+      \$2777  = \t$388 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2780  = l0_out14_s6;
+    \$2778  = l1_db0_s12;
     if (en) begin
-      \$2780  = l0_out14_s5;
+      \$2778  = l1_db0_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2781  = l0_out14_s7;
+    \$2779  = l1_bprod0_0_raw_s11;
     if (en) begin
-      \$2781  = l0_out14_s6;
+      \$2779  = \$2406 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2782  = l0_out14_s8;
+    \$2780  = l0_out0_s11;
     if (en) begin
-      \$2782  = l0_out14_s7;
+      \$2780  = l0_out0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2783  = l0_out14_s9;
+    \$2781  = l0_err0_s12;
     if (en) begin
-      \$2783  = l0_out14_s8;
+      \$2781  = \$2408 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2784  = l0_out14_s10;
+    \$2782  = l1_bprod1_0_raw_s11;
     if (en) begin
-      \$2784  = l0_out14_s9;
+      \$2782  = \$2409 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2785  = l0_out14_s11;
+    \$2783  = l0_out1_s11;
     if (en) begin
-      \$2785  = l0_out14_s10;
+      \$2783  = l0_out1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2786  = l0_out14_s12;
+    \$2784  = l0_err1_s12;
     if (en) begin
-      \$2786  = l0_out14_s11;
+      \$2784  = \$2411 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2787  = l0_out15_s5;
+    \$2785  = l1_bprod2_0_raw_s11;
     if (en) begin
-      \$2787  = l0_out15_s4;
+      \$2785  = \$2412 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2788  = l0_out15_s6;
+    \$2786  = l0_out2_s11;
     if (en) begin
-      \$2788  = l0_out15_s5;
+      \$2786  = l0_out2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2789  = l0_out15_s7;
+    \$2787  = l0_err2_s12;
     if (en) begin
-      \$2789  = l0_out15_s6;
+      \$2787  = \$2414 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2790  = l0_out15_s8;
+    \$2788  = l1_bprod3_0_raw_s11;
     if (en) begin
-      \$2790  = l0_out15_s7;
+      \$2788  = \$2415 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2791  = l0_out15_s9;
+    \$2789  = l0_out3_s11;
     if (en) begin
-      \$2791  = l0_out15_s8;
+      \$2789  = l0_out3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2792  = l0_out15_s10;
+    \$2790  = l0_err3_s12;
     if (en) begin
-      \$2792  = l0_out15_s9;
+      \$2790  = \$2417 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2793  = l0_out15_s11;
+    \$2791  = l1_bprod4_0_raw_s11;
     if (en) begin
-      \$2793  = l0_out15_s10;
+      \$2791  = \$2418 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2794  = l0_out15_s12;
+    \$2792  = l0_out4_s11;
     if (en) begin
-      \$2794  = l0_out15_s11;
+      \$2792  = l0_out4_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2795  = l1_dw0_0_raw_s13;
+    \$2793  = l0_err4_s12;
     if (en) begin
-      \$2795  = \$2390 ;
+      \$2793  = \$2420 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2796  = l1_dw0_0_s14;
+    \$2794  = l1_bprod5_0_raw_s11;
     if (en) begin
-      \$2796  = \t$292 ;
+      \$2794  = \$2421 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2797  = l1_dw0_1_raw_s13;
+    \$2795  = l0_out5_s11;
     if (en) begin
-      \$2797  = \$2391 ;
+      \$2795  = l0_out5_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2798  = l1_dw0_1_s14;
+    \$2796  = l0_err5_s12;
     if (en) begin
-      \$2798  = \t$298 ;
+      \$2796  = \$2423 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2799  = l1_dw0_2_raw_s13;
+    \$2797  = l1_bprod6_0_raw_s11;
     if (en) begin
-      \$2799  = \$2392 ;
+      \$2797  = \$2424 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2800  = l1_dw0_2_s14;
+    \$2798  = l0_out6_s11;
     if (en) begin
-      \$2800  = \t$304 ;
+      \$2798  = l0_out6_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2801  = l1_dw0_3_raw_s13;
+    \$2799  = l0_err6_s12;
     if (en) begin
-      \$2801  = \$2393 ;
+      \$2799  = \$2426 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2802  = l1_dw0_3_s14;
+    \$2800  = l1_bprod7_0_raw_s11;
     if (en) begin
-      \$2802  = \t$310 ;
+      \$2800  = \$2427 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2803  = l1_dw0_4_raw_s13;
+    \$2801  = l0_out7_s11;
     if (en) begin
-      \$2803  = \$2394 ;
+      \$2801  = l0_out7_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2804  = l1_dw0_4_s14;
+    \$2802  = l0_err7_s12;
     if (en) begin
-      \$2804  = \t$316 ;
+      \$2802  = \$2429 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2805  = l1_dw0_5_raw_s13;
+    \$2803  = l1_bprod8_0_raw_s11;
     if (en) begin
-      \$2805  = \$2395 ;
+      \$2803  = \$2430 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2806  = l1_dw0_5_s14;
+    \$2804  = l0_out8_s11;
     if (en) begin
-      \$2806  = \t$322 ;
+      \$2804  = l0_out8_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2807  = l1_dw0_6_raw_s13;
+    \$2805  = l0_err8_s12;
     if (en) begin
-      \$2807  = \$2396 ;
+      \$2805  = \$2432 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2808  = l1_dw0_6_s14;
+    \$2806  = l1_bprod9_0_raw_s11;
     if (en) begin
-      \$2808  = \t$328 ;
+      \$2806  = \$2433 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2809  = l1_dw0_7_raw_s13;
+    \$2807  = l0_out9_s11;
     if (en) begin
-      \$2809  = \$2397 ;
+      \$2807  = l0_out9_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2810  = l1_dw0_7_s14;
+    \$2808  = l0_err9_s12;
     if (en) begin
-      \$2810  = \t$334 ;
+      \$2808  = \$2435 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2811  = l1_dw0_8_raw_s13;
+    \$2809  = l1_bprod10_0_raw_s11;
     if (en) begin
-      \$2811  = \$2398 ;
+      \$2809  = \$2436 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2812  = l1_dw0_8_s14;
+    \$2810  = l0_out10_s11;
     if (en) begin
-      \$2812  = \t$340 ;
+      \$2810  = l0_out10_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2813  = l1_dw0_9_raw_s13;
+    \$2811  = l0_err10_s12;
     if (en) begin
-      \$2813  = \$2399 ;
+      \$2811  = \$2438 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2814  = l1_dw0_9_s14;
+    \$2812  = l1_bprod11_0_raw_s11;
     if (en) begin
-      \$2814  = \t$346 ;
+      \$2812  = \$2439 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2815  = l1_dw0_10_raw_s13;
+    \$2813  = l0_out11_s11;
     if (en) begin
-      \$2815  = \$2400 ;
+      \$2813  = l0_out11_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2816  = l1_dw0_10_s14;
+    \$2814  = l0_err11_s12;
     if (en) begin
-      \$2816  = \t$352 ;
+      \$2814  = \$2441 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2817  = l1_dw0_11_raw_s13;
+    \$2815  = l1_bprod12_0_raw_s11;
     if (en) begin
-      \$2817  = \$2401 ;
+      \$2815  = \$2442 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2818  = l1_dw0_11_s14;
+    \$2816  = l0_out12_s11;
     if (en) begin
-      \$2818  = \t$358 ;
+      \$2816  = l0_out12_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2819  = l1_dw0_12_raw_s13;
+    \$2817  = l0_err12_s12;
     if (en) begin
-      \$2819  = \$2402 ;
+      \$2817  = \$2444 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2820  = l1_dw0_12_s14;
+    \$2818  = l1_bprod13_0_raw_s11;
     if (en) begin
-      \$2820  = \t$364 ;
+      \$2818  = \$2445 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2821  = l1_dw0_13_raw_s13;
+    \$2819  = l0_out13_s11;
     if (en) begin
-      \$2821  = \$2403 ;
+      \$2819  = l0_out13_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2822  = l1_dw0_13_s14;
+    \$2820  = l0_err13_s12;
     if (en) begin
-      \$2822  = \t$370 ;
+      \$2820  = \$2447 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2823  = l1_dw0_14_raw_s13;
+    \$2821  = l1_bprod14_0_raw_s11;
     if (en) begin
-      \$2823  = \$2404 ;
+      \$2821  = \$2448 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2824  = l1_dw0_14_s14;
+    \$2822  = l0_out14_s11;
     if (en) begin
-      \$2824  = \t$376 ;
+      \$2822  = l0_out14_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2825  = l1_dw0_15_raw_s13;
+    \$2823  = l0_err14_s12;
     if (en) begin
-      \$2825  = \$2405 ;
+      \$2823  = \$2450 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2826  = l1_dw0_15_s14;
+    \$2824  = l1_bprod15_0_raw_s11;
     if (en) begin
-      \$2826  = \t$382 ;
+      \$2824  = \$2451 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2827  = l1_db0_s13;
+    \$2825  = l0_out15_s11;
     if (en) begin
-      \$2827  = \t$388 ;
+      \$2825  = l0_out15_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2828  = l1_db0_s14;
+    \$2826  = l0_err15_s12;
     if (en) begin
-      \$2828  = l1_db0_s13;
+      \$2826  = \$2453 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2829  = l1_bprod0_0_raw_s13;
+    \$2827  = x0_s2;
     if (en) begin
-      \$2829  = \$2406 ;
+      \$2827  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2830  = l0_out0_s13;
+    \$2828  = x0_s3;
     if (en) begin
-      \$2830  = l0_out0_s12;
+      \$2828  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2831  = l0_err0_s14;
+    \$2829  = x0_s4;
     if (en) begin
-      \$2831  = \$2408 ;
+      \$2829  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2832  = l1_bprod1_0_raw_s13;
+    \$2830  = x0_s5;
     if (en) begin
-      \$2832  = \$2409 ;
+      \$2830  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2833  = l0_out1_s13;
+    \$2831  = x0_s6;
     if (en) begin
-      \$2833  = l0_out1_s12;
+      \$2831  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2834  = l0_err1_s14;
+    \$2832  = x0_s7;
     if (en) begin
-      \$2834  = \$2411 ;
+      \$2832  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2835  = l1_bprod2_0_raw_s13;
+    \$2833  = x0_s8;
     if (en) begin
-      \$2835  = \$2412 ;
+      \$2833  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2836  = l0_out2_s13;
+    \$2834  = x0_s9;
     if (en) begin
-      \$2836  = l0_out2_s12;
+      \$2834  = x0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2837  = l0_err2_s14;
+    \$2835  = x0_s10;
     if (en) begin
-      \$2837  = \$2414 ;
+      \$2835  = x0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2838  = l1_bprod3_0_raw_s13;
+    \$2836  = x0_s11;
     if (en) begin
-      \$2838  = \$2415 ;
+      \$2836  = x0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2839  = l0_out3_s13;
+    \$2837  = x0_s12;
     if (en) begin
-      \$2839  = l0_out3_s12;
+      \$2837  = x0_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2840  = l0_err3_s14;
+    \$2838  = l0_dw0_0_raw_s13;
     if (en) begin
-      \$2840  = \$2417 ;
+      \$2838  = \$2454 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2841  = l1_bprod4_0_raw_s13;
+    \$2839  = l0_dw0_0_s14;
     if (en) begin
-      \$2841  = \$2418 ;
+      \$2839  = \t$538 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2842  = l0_out4_s13;
+    \$2840  = l0_dw1_0_raw_s13;
     if (en) begin
-      \$2842  = l0_out4_s12;
+      \$2840  = \$2455 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2843  = l0_err4_s14;
+    \$2841  = l0_dw1_0_s14;
     if (en) begin
-      \$2843  = \$2420 ;
+      \$2841  = \t$544 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2844  = l1_bprod5_0_raw_s13;
+    \$2842  = l0_dw2_0_raw_s13;
     if (en) begin
-      \$2844  = \$2421 ;
+      \$2842  = \$2456 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2845  = l0_out5_s13;
+    \$2843  = l0_dw2_0_s14;
     if (en) begin
-      \$2845  = l0_out5_s12;
+      \$2843  = \t$550 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2846  = l0_err5_s14;
+    \$2844  = l0_dw3_0_raw_s13;
     if (en) begin
-      \$2846  = \$2423 ;
+      \$2844  = \$2457 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2847  = l1_bprod6_0_raw_s13;
+    \$2845  = l0_dw3_0_s14;
     if (en) begin
-      \$2847  = \$2424 ;
+      \$2845  = \t$556 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2848  = l0_out6_s13;
+    \$2846  = l0_dw4_0_raw_s13;
     if (en) begin
-      \$2848  = l0_out6_s12;
+      \$2846  = \$2458 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2849  = l0_err6_s14;
+    \$2847  = l0_dw4_0_s14;
     if (en) begin
-      \$2849  = \$2426 ;
+      \$2847  = \t$562 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2850  = l1_bprod7_0_raw_s13;
+    \$2848  = l0_dw5_0_raw_s13;
     if (en) begin
-      \$2850  = \$2427 ;
+      \$2848  = \$2459 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2851  = l0_out7_s13;
+    \$2849  = l0_dw5_0_s14;
     if (en) begin
-      \$2851  = l0_out7_s12;
+      \$2849  = \t$568 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2852  = l0_err7_s14;
+    \$2850  = l0_dw6_0_raw_s13;
     if (en) begin
-      \$2852  = \$2429 ;
+      \$2850  = \$2460 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2853  = l1_bprod8_0_raw_s13;
+    \$2851  = l0_dw6_0_s14;
     if (en) begin
-      \$2853  = \$2430 ;
+      \$2851  = \t$574 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2854  = l0_out8_s13;
+    \$2852  = l0_dw7_0_raw_s13;
     if (en) begin
-      \$2854  = l0_out8_s12;
+      \$2852  = \$2461 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2855  = l0_err8_s14;
+    \$2853  = l0_dw7_0_s14;
     if (en) begin
-      \$2855  = \$2432 ;
+      \$2853  = \t$580 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2856  = l1_bprod9_0_raw_s13;
+    \$2854  = l0_dw8_0_raw_s13;
     if (en) begin
-      \$2856  = \$2433 ;
+      \$2854  = \$2462 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2857  = l0_out9_s13;
+    \$2855  = l0_dw8_0_s14;
     if (en) begin
-      \$2857  = l0_out9_s12;
+      \$2855  = \t$586 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2858  = l0_err9_s14;
+    \$2856  = l0_dw9_0_raw_s13;
     if (en) begin
-      \$2858  = \$2435 ;
+      \$2856  = \$2463 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2859  = l1_bprod10_0_raw_s13;
+    \$2857  = l0_dw9_0_s14;
     if (en) begin
-      \$2859  = \$2436 ;
+      \$2857  = \t$592 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2860  = l0_out10_s13;
+    \$2858  = l0_dw10_0_raw_s13;
     if (en) begin
-      \$2860  = l0_out10_s12;
+      \$2858  = \$2464 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2861  = l0_err10_s14;
+    \$2859  = l0_dw10_0_s14;
     if (en) begin
-      \$2861  = \$2438 ;
+      \$2859  = \t$598 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2862  = l1_bprod11_0_raw_s13;
+    \$2860  = l0_dw11_0_raw_s13;
     if (en) begin
-      \$2862  = \$2439 ;
+      \$2860  = \$2465 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2863  = l0_out11_s13;
+    \$2861  = l0_dw11_0_s14;
     if (en) begin
-      \$2863  = l0_out11_s12;
+      \$2861  = \t$604 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2864  = l0_err11_s14;
+    \$2862  = l0_dw12_0_raw_s13;
     if (en) begin
-      \$2864  = \$2441 ;
+      \$2862  = \$2466 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2865  = l1_bprod12_0_raw_s13;
+    \$2863  = l0_dw12_0_s14;
     if (en) begin
-      \$2865  = \$2442 ;
+      \$2863  = \t$610 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2866  = l0_out12_s13;
+    \$2864  = l0_dw13_0_raw_s13;
     if (en) begin
-      \$2866  = l0_out12_s12;
+      \$2864  = \$2467 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2867  = l0_err12_s14;
+    \$2865  = l0_dw13_0_s14;
     if (en) begin
-      \$2867  = \$2444 ;
+      \$2865  = \t$616 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2868  = l1_bprod13_0_raw_s13;
+    \$2866  = l0_dw14_0_raw_s13;
     if (en) begin
-      \$2868  = \$2445 ;
+      \$2866  = \$2468 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2869  = l0_out13_s13;
+    \$2867  = l0_dw14_0_s14;
     if (en) begin
-      \$2869  = l0_out13_s12;
+      \$2867  = \t$622 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2870  = l0_err13_s14;
+    \$2868  = l0_dw15_0_raw_s13;
     if (en) begin
-      \$2870  = \$2447 ;
+      \$2868  = \$2469 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2871  = l1_bprod14_0_raw_s13;
+    \$2869  = l0_dw15_0_s14;
     if (en) begin
-      \$2871  = \$2448 ;
+      \$2869  = \t$628 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2872  = l0_out14_s13;
+    \$2870  = l0_db0_s13;
     if (en) begin
-      \$2872  = l0_out14_s12;
+      \$2870  = \t$634 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2873  = l0_err14_s14;
+    \$2871  = l0_db0_s14;
     if (en) begin
-      \$2873  = \$2450 ;
+      \$2871  = l0_db0_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2874  = l1_bprod15_0_raw_s13;
+    \$2872  = l0_db1_s13;
     if (en) begin
-      \$2874  = \$2451 ;
+      \$2872  = \t$640 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2875  = l0_out15_s13;
+    \$2873  = l0_db1_s14;
     if (en) begin
-      \$2875  = l0_out15_s12;
+      \$2873  = l0_db1_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2876  = l0_err15_s14;
+    \$2874  = l0_db2_s13;
     if (en) begin
-      \$2876  = \$2453 ;
+      \$2874  = \t$646 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2877  = x0_s2;
+    \$2875  = l0_db2_s14;
     if (en) begin
-      \$2877  = x0_s1;
+      \$2875  = l0_db2_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2878  = x0_s3;
+    \$2876  = l0_db3_s13;
     if (en) begin
-      \$2878  = x0_s2;
+      \$2876  = \t$652 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2879  = x0_s4;
+    \$2877  = l0_db3_s14;
     if (en) begin
-      \$2879  = x0_s3;
+      \$2877  = l0_db3_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2880  = x0_s5;
+    \$2878  = l0_db4_s13;
     if (en) begin
-      \$2880  = x0_s4;
+      \$2878  = \t$658 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2881  = x0_s6;
+    \$2879  = l0_db4_s14;
     if (en) begin
-      \$2881  = x0_s5;
+      \$2879  = l0_db4_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2882  = x0_s7;
+    \$2880  = l0_db5_s13;
     if (en) begin
-      \$2882  = x0_s6;
+      \$2880  = \t$664 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2883  = x0_s8;
+    \$2881  = l0_db5_s14;
     if (en) begin
-      \$2883  = x0_s7;
+      \$2881  = l0_db5_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2884  = x0_s9;
+    \$2882  = l0_db6_s13;
     if (en) begin
-      \$2884  = x0_s8;
+      \$2882  = \t$670 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2885  = x0_s10;
+    \$2883  = l0_db6_s14;
     if (en) begin
-      \$2885  = x0_s9;
+      \$2883  = l0_db6_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2886  = x0_s11;
+    \$2884  = l0_db7_s13;
     if (en) begin
-      \$2886  = x0_s10;
+      \$2884  = \t$676 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2887  = x0_s12;
+    \$2885  = l0_db7_s14;
     if (en) begin
-      \$2887  = x0_s11;
+      \$2885  = l0_db7_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2888  = x0_s13;
+    \$2886  = l0_db8_s13;
     if (en) begin
-      \$2888  = x0_s12;
+      \$2886  = \t$682 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2889  = x0_s14;
+    \$2887  = l0_db8_s14;
     if (en) begin
-      \$2889  = x0_s13;
+      \$2887  = l0_db8_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2890  = l0_dw0_0_raw_s15;
+    \$2888  = l0_db9_s13;
     if (en) begin
-      \$2890  = \$2454 ;
+      \$2888  = \t$688 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2891  = l0_dw0_0_s16;
+    \$2889  = l0_db9_s14;
     if (en) begin
-      \$2891  = \t$538 ;
+      \$2889  = l0_db9_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2892  = l0_dw1_0_raw_s15;
+    \$2890  = l0_db10_s13;
     if (en) begin
-      \$2892  = \$2455 ;
+      \$2890  = \t$694 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2893  = l0_dw1_0_s16;
+    \$2891  = l0_db10_s14;
     if (en) begin
-      \$2893  = \t$544 ;
+      \$2891  = l0_db10_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2894  = l0_dw2_0_raw_s15;
+    \$2892  = l0_db11_s13;
     if (en) begin
-      \$2894  = \$2456 ;
+      \$2892  = \t$700 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2895  = l0_dw2_0_s16;
+    \$2893  = l0_db11_s14;
     if (en) begin
-      \$2895  = \t$550 ;
+      \$2893  = l0_db11_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2896  = l0_dw3_0_raw_s15;
+    \$2894  = l0_db12_s13;
     if (en) begin
-      \$2896  = \$2457 ;
+      \$2894  = \t$706 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2897  = l0_dw3_0_s16;
+    \$2895  = l0_db12_s14;
     if (en) begin
-      \$2897  = \t$556 ;
+      \$2895  = l0_db12_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2898  = l0_dw4_0_raw_s15;
+    \$2896  = l0_db13_s13;
     if (en) begin
-      \$2898  = \$2458 ;
+      \$2896  = \t$712 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2899  = l0_dw4_0_s16;
+    \$2897  = l0_db13_s14;
     if (en) begin
-      \$2899  = \t$562 ;
+      \$2897  = l0_db13_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2900  = l0_dw5_0_raw_s15;
+    \$2898  = l0_db14_s13;
     if (en) begin
-      \$2900  = \$2459 ;
+      \$2898  = \t$718 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2901  = l0_dw5_0_s16;
+    \$2899  = l0_db14_s14;
     if (en) begin
-      \$2901  = \t$568 ;
+      \$2899  = l0_db14_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2902  = l0_dw6_0_raw_s15;
+    \$2900  = l0_db15_s13;
     if (en) begin
-      \$2902  = \$2460 ;
+      \$2900  = \t$724 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2903  = l0_dw6_0_s16;
+    \$2901  = l0_db15_s14;
     if (en) begin
-      \$2903  = \t$574 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2904  = l0_dw7_0_raw_s15;
-    if (en) begin
-      \$2904  = \$2461 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2905  = l0_dw7_0_s16;
-    if (en) begin
-      \$2905  = \t$580 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2906  = l0_dw8_0_raw_s15;
-    if (en) begin
-      \$2906  = \$2462 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2907  = l0_dw8_0_s16;
-    if (en) begin
-      \$2907  = \t$586 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2908  = l0_dw9_0_raw_s15;
-    if (en) begin
-      \$2908  = \$2463 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2909  = l0_dw9_0_s16;
-    if (en) begin
-      \$2909  = \t$592 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2910  = l0_dw10_0_raw_s15;
-    if (en) begin
-      \$2910  = \$2464 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2911  = l0_dw10_0_s16;
-    if (en) begin
-      \$2911  = \t$598 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2912  = l0_dw11_0_raw_s15;
-    if (en) begin
-      \$2912  = \$2465 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2913  = l0_dw11_0_s16;
-    if (en) begin
-      \$2913  = \t$604 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2914  = l0_dw12_0_raw_s15;
-    if (en) begin
-      \$2914  = \$2466 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2915  = l0_dw12_0_s16;
-    if (en) begin
-      \$2915  = \t$610 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2916  = l0_dw13_0_raw_s15;
-    if (en) begin
-      \$2916  = \$2467 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2917  = l0_dw13_0_s16;
-    if (en) begin
-      \$2917  = \t$616 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2918  = l0_dw14_0_raw_s15;
-    if (en) begin
-      \$2918  = \$2468 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2919  = l0_dw14_0_s16;
-    if (en) begin
-      \$2919  = \t$622 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2920  = l0_dw15_0_raw_s15;
-    if (en) begin
-      \$2920  = \$2469 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2921  = l0_dw15_0_s16;
-    if (en) begin
-      \$2921  = \t$628 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2922  = l0_db0_s15;
-    if (en) begin
-      \$2922  = \t$634 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2923  = l0_db0_s16;
-    if (en) begin
-      \$2923  = l0_db0_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2924  = l0_db1_s15;
-    if (en) begin
-      \$2924  = \t$640 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2925  = l0_db1_s16;
-    if (en) begin
-      \$2925  = l0_db1_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2926  = l0_db2_s15;
-    if (en) begin
-      \$2926  = \t$646 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2927  = l0_db2_s16;
-    if (en) begin
-      \$2927  = l0_db2_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2928  = l0_db3_s15;
-    if (en) begin
-      \$2928  = \t$652 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2929  = l0_db3_s16;
-    if (en) begin
-      \$2929  = l0_db3_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2930  = l0_db4_s15;
-    if (en) begin
-      \$2930  = \t$658 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2931  = l0_db4_s16;
-    if (en) begin
-      \$2931  = l0_db4_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2932  = l0_db5_s15;
-    if (en) begin
-      \$2932  = \t$664 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2933  = l0_db5_s16;
-    if (en) begin
-      \$2933  = l0_db5_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2934  = l0_db6_s15;
-    if (en) begin
-      \$2934  = \t$670 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2935  = l0_db6_s16;
-    if (en) begin
-      \$2935  = l0_db6_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2936  = l0_db7_s15;
-    if (en) begin
-      \$2936  = \t$676 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2937  = l0_db7_s16;
-    if (en) begin
-      \$2937  = l0_db7_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2938  = l0_db8_s15;
-    if (en) begin
-      \$2938  = \t$682 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2939  = l0_db8_s16;
-    if (en) begin
-      \$2939  = l0_db8_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2940  = l0_db9_s15;
-    if (en) begin
-      \$2940  = \t$688 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2941  = l0_db9_s16;
-    if (en) begin
-      \$2941  = l0_db9_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2942  = l0_db10_s15;
-    if (en) begin
-      \$2942  = \t$694 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2943  = l0_db10_s16;
-    if (en) begin
-      \$2943  = l0_db10_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2944  = l0_db11_s15;
-    if (en) begin
-      \$2944  = \t$700 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2945  = l0_db11_s16;
-    if (en) begin
-      \$2945  = l0_db11_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2946  = l0_db12_s15;
-    if (en) begin
-      \$2946  = \t$706 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2947  = l0_db12_s16;
-    if (en) begin
-      \$2947  = l0_db12_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2948  = l0_db13_s15;
-    if (en) begin
-      \$2948  = \t$712 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2949  = l0_db13_s16;
-    if (en) begin
-      \$2949  = l0_db13_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2950  = l0_db14_s15;
-    if (en) begin
-      \$2950  = \t$718 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2951  = l0_db14_s16;
-    if (en) begin
-      \$2951  = l0_db14_s15;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2952  = l0_db15_s15;
-    if (en) begin
-      \$2952  = \t$724 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$2953  = l0_db15_s16;
-    if (en) begin
-      \$2953  = l0_db15_s15;
+      \$2901  = l0_db15_s13;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
@@ -13666,7 +13087,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$266  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264  };
   assign \t$269  = { \t$267 [34], \t$267 [34], \t$267 [34], \t$267 [34], \t$267 [34], \t$267  };
   assign \t$272  = { \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270 [34], \t$270  };
-  assign \t$273  = l1_sum0_t4_0_s10[39:0];
+  assign \t$273  = l1_sum0_t2_0_s8[39:0];
   assign \t$391  = { \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389  };
   assign \t$392  = { \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389  };
   assign \t$400  = { \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398  };
@@ -13699,7 +13120,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$518  = { \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515  };
   assign \t$526  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524  };
   assign \t$527  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524  };
-  assign valid_s11 = m__valid;
+  assign valid_s9 = m__valid;
   assign execute = pc__ready;
   assign l0_port_local = \$1874 [4:0];
   assign l1_port_local = \$1885 [4:0];
@@ -13717,7 +13138,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.write  = pc__payload[22];
   assign \pr__payload.data  = pr__payload;
   assign m__payload[16] = \$375 ;
-  assign m__payload[15:0] = l1_out0_s11;
+  assign m__payload[15:0] = l1_out0_s9;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$17  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
   assign floor = { l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39:14] };
@@ -13783,89 +13204,89 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$264  = { l1_prod0_13_raw_s5[31], l1_prod0_13_raw_s5, 2'h0 };
   assign \t$267  = { l1_prod0_14_raw_s5[31], l1_prod0_14_raw_s5, 2'h0 };
   assign \t$270  = { l1_prod0_15_raw_s5[31], l1_prod0_15_raw_s5, 2'h0 };
-  assign \floor$275  = { l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39], l1_sum0_t4_0_s10[39:14] };
+  assign \floor$275  = { l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39], l1_sum0_t2_0_s8[39:14] };
   assign \t$283  = { \t$281 [16], \t$281  };
-  assign \floor$287  = { l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31], l1_dw0_0_raw_s13[31:17] };
-  assign \floor$293  = { l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31], l1_dw0_1_raw_s13[31:17] };
-  assign \floor$299  = { l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31], l1_dw0_2_raw_s13[31:17] };
-  assign \floor$305  = { l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31], l1_dw0_3_raw_s13[31:17] };
-  assign \floor$311  = { l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31], l1_dw0_4_raw_s13[31:17] };
-  assign \floor$317  = { l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31], l1_dw0_5_raw_s13[31:17] };
-  assign \floor$323  = { l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31], l1_dw0_6_raw_s13[31:17] };
-  assign \floor$329  = { l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31], l1_dw0_7_raw_s13[31:17] };
-  assign \floor$335  = { l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31], l1_dw0_8_raw_s13[31:17] };
-  assign \floor$341  = { l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31], l1_dw0_9_raw_s13[31:17] };
-  assign \floor$347  = { l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31], l1_dw0_10_raw_s13[31:17] };
-  assign \floor$353  = { l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31], l1_dw0_11_raw_s13[31:17] };
-  assign \floor$359  = { l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31], l1_dw0_12_raw_s13[31:17] };
-  assign \floor$365  = { l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31], l1_dw0_13_raw_s13[31:17] };
-  assign \floor$371  = { l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31], l1_dw0_14_raw_s13[31:17] };
-  assign \floor$377  = { l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31], l1_dw0_15_raw_s13[31:17] };
-  assign \floor$383  = { err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15], err0_s12[15:5] };
-  assign \t$389  = { l1_bprod0_0_raw_s13[31], l1_bprod0_0_raw_s13, 2'h0 };
+  assign \floor$287  = { l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31], l1_dw0_0_raw_s11[31:17] };
+  assign \floor$293  = { l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31], l1_dw0_1_raw_s11[31:17] };
+  assign \floor$299  = { l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31], l1_dw0_2_raw_s11[31:17] };
+  assign \floor$305  = { l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31], l1_dw0_3_raw_s11[31:17] };
+  assign \floor$311  = { l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31], l1_dw0_4_raw_s11[31:17] };
+  assign \floor$317  = { l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31], l1_dw0_5_raw_s11[31:17] };
+  assign \floor$323  = { l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31], l1_dw0_6_raw_s11[31:17] };
+  assign \floor$329  = { l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31], l1_dw0_7_raw_s11[31:17] };
+  assign \floor$335  = { l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31], l1_dw0_8_raw_s11[31:17] };
+  assign \floor$341  = { l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31], l1_dw0_9_raw_s11[31:17] };
+  assign \floor$347  = { l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31], l1_dw0_10_raw_s11[31:17] };
+  assign \floor$353  = { l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31], l1_dw0_11_raw_s11[31:17] };
+  assign \floor$359  = { l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31], l1_dw0_12_raw_s11[31:17] };
+  assign \floor$365  = { l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31], l1_dw0_13_raw_s11[31:17] };
+  assign \floor$371  = { l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31], l1_dw0_14_raw_s11[31:17] };
+  assign \floor$377  = { l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31], l1_dw0_15_raw_s11[31:17] };
+  assign \floor$383  = { err0_s10[15], err0_s10[15], err0_s10[15], err0_s10[15], err0_s10[15], err0_s10[15:5] };
+  assign \t$389  = { l1_bprod0_0_raw_s11[31], l1_bprod0_0_raw_s11, 2'h0 };
   assign \floor$393  = { \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34], \t$389 [34:14] };
-  assign \t$398  = { l1_bprod1_0_raw_s13[31], l1_bprod1_0_raw_s13, 2'h0 };
+  assign \t$398  = { l1_bprod1_0_raw_s11[31], l1_bprod1_0_raw_s11, 2'h0 };
   assign \floor$402  = { \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34], \t$398 [34:14] };
-  assign \t$407  = { l1_bprod2_0_raw_s13[31], l1_bprod2_0_raw_s13, 2'h0 };
+  assign \t$407  = { l1_bprod2_0_raw_s11[31], l1_bprod2_0_raw_s11, 2'h0 };
   assign \floor$411  = { \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34], \t$407 [34:14] };
-  assign \t$416  = { l1_bprod3_0_raw_s13[31], l1_bprod3_0_raw_s13, 2'h0 };
+  assign \t$416  = { l1_bprod3_0_raw_s11[31], l1_bprod3_0_raw_s11, 2'h0 };
   assign \floor$420  = { \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34], \t$416 [34:14] };
-  assign \t$425  = { l1_bprod4_0_raw_s13[31], l1_bprod4_0_raw_s13, 2'h0 };
+  assign \t$425  = { l1_bprod4_0_raw_s11[31], l1_bprod4_0_raw_s11, 2'h0 };
   assign \floor$429  = { \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34], \t$425 [34:14] };
-  assign \t$434  = { l1_bprod5_0_raw_s13[31], l1_bprod5_0_raw_s13, 2'h0 };
+  assign \t$434  = { l1_bprod5_0_raw_s11[31], l1_bprod5_0_raw_s11, 2'h0 };
   assign \floor$438  = { \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34], \t$434 [34:14] };
-  assign \t$443  = { l1_bprod6_0_raw_s13[31], l1_bprod6_0_raw_s13, 2'h0 };
+  assign \t$443  = { l1_bprod6_0_raw_s11[31], l1_bprod6_0_raw_s11, 2'h0 };
   assign \floor$447  = { \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34], \t$443 [34:14] };
-  assign \t$452  = { l1_bprod7_0_raw_s13[31], l1_bprod7_0_raw_s13, 2'h0 };
+  assign \t$452  = { l1_bprod7_0_raw_s11[31], l1_bprod7_0_raw_s11, 2'h0 };
   assign \floor$456  = { \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34], \t$452 [34:14] };
-  assign \t$461  = { l1_bprod8_0_raw_s13[31], l1_bprod8_0_raw_s13, 2'h0 };
+  assign \t$461  = { l1_bprod8_0_raw_s11[31], l1_bprod8_0_raw_s11, 2'h0 };
   assign \floor$465  = { \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34], \t$461 [34:14] };
-  assign \t$470  = { l1_bprod9_0_raw_s13[31], l1_bprod9_0_raw_s13, 2'h0 };
+  assign \t$470  = { l1_bprod9_0_raw_s11[31], l1_bprod9_0_raw_s11, 2'h0 };
   assign \floor$474  = { \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34], \t$470 [34:14] };
-  assign \t$479  = { l1_bprod10_0_raw_s13[31], l1_bprod10_0_raw_s13, 2'h0 };
+  assign \t$479  = { l1_bprod10_0_raw_s11[31], l1_bprod10_0_raw_s11, 2'h0 };
   assign \floor$483  = { \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34], \t$479 [34:14] };
-  assign \t$488  = { l1_bprod11_0_raw_s13[31], l1_bprod11_0_raw_s13, 2'h0 };
+  assign \t$488  = { l1_bprod11_0_raw_s11[31], l1_bprod11_0_raw_s11, 2'h0 };
   assign \floor$492  = { \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34], \t$488 [34:14] };
-  assign \t$497  = { l1_bprod12_0_raw_s13[31], l1_bprod12_0_raw_s13, 2'h0 };
+  assign \t$497  = { l1_bprod12_0_raw_s11[31], l1_bprod12_0_raw_s11, 2'h0 };
   assign \floor$501  = { \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34], \t$497 [34:14] };
-  assign \t$506  = { l1_bprod13_0_raw_s13[31], l1_bprod13_0_raw_s13, 2'h0 };
+  assign \t$506  = { l1_bprod13_0_raw_s11[31], l1_bprod13_0_raw_s11, 2'h0 };
   assign \floor$510  = { \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34], \t$506 [34:14] };
-  assign \t$515  = { l1_bprod14_0_raw_s13[31], l1_bprod14_0_raw_s13, 2'h0 };
+  assign \t$515  = { l1_bprod14_0_raw_s11[31], l1_bprod14_0_raw_s11, 2'h0 };
   assign \floor$519  = { \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34], \t$515 [34:14] };
-  assign \t$524  = { l1_bprod15_0_raw_s13[31], l1_bprod15_0_raw_s13, 2'h0 };
+  assign \t$524  = { l1_bprod15_0_raw_s11[31], l1_bprod15_0_raw_s11, 2'h0 };
   assign \floor$528  = { \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34], \t$524 [34:14] };
-  assign \floor$533  = { l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31], l0_dw0_0_raw_s15[31:17] };
-  assign \floor$539  = { l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31], l0_dw1_0_raw_s15[31:17] };
-  assign \floor$545  = { l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31], l0_dw2_0_raw_s15[31:17] };
-  assign \floor$551  = { l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31], l0_dw3_0_raw_s15[31:17] };
-  assign \floor$557  = { l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31], l0_dw4_0_raw_s15[31:17] };
-  assign \floor$563  = { l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31], l0_dw5_0_raw_s15[31:17] };
-  assign \floor$569  = { l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31], l0_dw6_0_raw_s15[31:17] };
-  assign \floor$575  = { l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31], l0_dw7_0_raw_s15[31:17] };
-  assign \floor$581  = { l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31], l0_dw8_0_raw_s15[31:17] };
-  assign \floor$587  = { l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31], l0_dw9_0_raw_s15[31:17] };
-  assign \floor$593  = { l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31], l0_dw10_0_raw_s15[31:17] };
-  assign \floor$599  = { l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31], l0_dw11_0_raw_s15[31:17] };
-  assign \floor$605  = { l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31], l0_dw12_0_raw_s15[31:17] };
-  assign \floor$611  = { l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31], l0_dw13_0_raw_s15[31:17] };
-  assign \floor$617  = { l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31], l0_dw14_0_raw_s15[31:17] };
-  assign \floor$623  = { l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31], l0_dw15_0_raw_s15[31:17] };
-  assign \floor$629  = { l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15], l0_err0_s14[15:5] };
-  assign \floor$635  = { l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15], l0_err1_s14[15:5] };
-  assign \floor$641  = { l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15], l0_err2_s14[15:5] };
-  assign \floor$647  = { l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15], l0_err3_s14[15:5] };
-  assign \floor$653  = { l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15], l0_err4_s14[15:5] };
-  assign \floor$659  = { l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15], l0_err5_s14[15:5] };
-  assign \floor$665  = { l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15], l0_err6_s14[15:5] };
-  assign \floor$671  = { l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15], l0_err7_s14[15:5] };
-  assign \floor$677  = { l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15], l0_err8_s14[15:5] };
-  assign \floor$683  = { l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15], l0_err9_s14[15:5] };
-  assign \floor$689  = { l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15], l0_err10_s14[15:5] };
-  assign \floor$695  = { l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15], l0_err11_s14[15:5] };
-  assign \floor$701  = { l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15], l0_err12_s14[15:5] };
-  assign \floor$707  = { l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15], l0_err13_s14[15:5] };
-  assign \floor$713  = { l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15], l0_err14_s14[15:5] };
-  assign \floor$719  = { l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15], l0_err15_s14[15:5] };
+  assign \floor$533  = { l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31], l0_dw0_0_raw_s13[31:17] };
+  assign \floor$539  = { l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31], l0_dw1_0_raw_s13[31:17] };
+  assign \floor$545  = { l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31], l0_dw2_0_raw_s13[31:17] };
+  assign \floor$551  = { l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31], l0_dw3_0_raw_s13[31:17] };
+  assign \floor$557  = { l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31], l0_dw4_0_raw_s13[31:17] };
+  assign \floor$563  = { l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31], l0_dw5_0_raw_s13[31:17] };
+  assign \floor$569  = { l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31], l0_dw6_0_raw_s13[31:17] };
+  assign \floor$575  = { l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31], l0_dw7_0_raw_s13[31:17] };
+  assign \floor$581  = { l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31], l0_dw8_0_raw_s13[31:17] };
+  assign \floor$587  = { l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31], l0_dw9_0_raw_s13[31:17] };
+  assign \floor$593  = { l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31], l0_dw10_0_raw_s13[31:17] };
+  assign \floor$599  = { l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31], l0_dw11_0_raw_s13[31:17] };
+  assign \floor$605  = { l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31], l0_dw12_0_raw_s13[31:17] };
+  assign \floor$611  = { l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31], l0_dw13_0_raw_s13[31:17] };
+  assign \floor$617  = { l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31], l0_dw14_0_raw_s13[31:17] };
+  assign \floor$623  = { l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31], l0_dw15_0_raw_s13[31:17] };
+  assign \floor$629  = { l0_err0_s12[15], l0_err0_s12[15], l0_err0_s12[15], l0_err0_s12[15], l0_err0_s12[15], l0_err0_s12[15:5] };
+  assign \floor$635  = { l0_err1_s12[15], l0_err1_s12[15], l0_err1_s12[15], l0_err1_s12[15], l0_err1_s12[15], l0_err1_s12[15:5] };
+  assign \floor$641  = { l0_err2_s12[15], l0_err2_s12[15], l0_err2_s12[15], l0_err2_s12[15], l0_err2_s12[15], l0_err2_s12[15:5] };
+  assign \floor$647  = { l0_err3_s12[15], l0_err3_s12[15], l0_err3_s12[15], l0_err3_s12[15], l0_err3_s12[15], l0_err3_s12[15:5] };
+  assign \floor$653  = { l0_err4_s12[15], l0_err4_s12[15], l0_err4_s12[15], l0_err4_s12[15], l0_err4_s12[15], l0_err4_s12[15:5] };
+  assign \floor$659  = { l0_err5_s12[15], l0_err5_s12[15], l0_err5_s12[15], l0_err5_s12[15], l0_err5_s12[15], l0_err5_s12[15:5] };
+  assign \floor$665  = { l0_err6_s12[15], l0_err6_s12[15], l0_err6_s12[15], l0_err6_s12[15], l0_err6_s12[15], l0_err6_s12[15:5] };
+  assign \floor$671  = { l0_err7_s12[15], l0_err7_s12[15], l0_err7_s12[15], l0_err7_s12[15], l0_err7_s12[15], l0_err7_s12[15:5] };
+  assign \floor$677  = { l0_err8_s12[15], l0_err8_s12[15], l0_err8_s12[15], l0_err8_s12[15], l0_err8_s12[15], l0_err8_s12[15:5] };
+  assign \floor$683  = { l0_err9_s12[15], l0_err9_s12[15], l0_err9_s12[15], l0_err9_s12[15], l0_err9_s12[15], l0_err9_s12[15:5] };
+  assign \floor$689  = { l0_err10_s12[15], l0_err10_s12[15], l0_err10_s12[15], l0_err10_s12[15], l0_err10_s12[15], l0_err10_s12[15:5] };
+  assign \floor$695  = { l0_err11_s12[15], l0_err11_s12[15], l0_err11_s12[15], l0_err11_s12[15], l0_err11_s12[15], l0_err11_s12[15:5] };
+  assign \floor$701  = { l0_err12_s12[15], l0_err12_s12[15], l0_err12_s12[15], l0_err12_s12[15], l0_err12_s12[15], l0_err12_s12[15:5] };
+  assign \floor$707  = { l0_err13_s12[15], l0_err13_s12[15], l0_err13_s12[15], l0_err13_s12[15], l0_err13_s12[15], l0_err13_s12[15:5] };
+  assign \floor$713  = { l0_err14_s12[15], l0_err14_s12[15], l0_err14_s12[15], l0_err14_s12[15], l0_err14_s12[15], l0_err14_s12[15:5] };
+  assign \floor$719  = { l0_err15_s12[15], l0_err15_s12[15], l0_err15_s12[15], l0_err15_s12[15], l0_err15_s12[15], l0_err15_s12[15:5] };
   assign \$1862  = 1'h1;
   assign \$1863  = \$1861 ;
   assign \$1868  = 1'h1;

@@ -32,6 +32,11 @@ class BSplineUnit(wiring.Component):
     start) is an output, and the cell index and the table lookup take ``pos_in`` (the caller's
     register of ``pos``) instead; ``clamped`` stays with ``pos``.
 
+    With ``logic_rom`` the basis table is built from logic, never a block RAM (``rom_style``
+    ``"logic"``, read by Yosys and Vivado): a block RAM's clock-to-output delay (ECP5 DP16KD, no
+    output register) before the bank-order multiplexer limited fmax at ``timing = "fast"``
+    (measured with nextpnr-ecp5, sweeps/timing).
+
     Args:
         in_fmt: format of ``u``.
         lo_raw: grid start in raw units of ``in_fmt``.
@@ -39,13 +44,14 @@ class BSplineUnit(wiring.Component):
         grid_size: G. table_bits: T.
         bval, bder: (2**T, k+1) raw tables in ``basis_fmt``.
         split: cut after the clamp (ports ``pos`` and ``pos_in``), for ``timing = "fast"``.
+        logic_rom: the basis table in logic, for ``timing = "fast"``.
 
     Raises:
         ValueError: table shapes that do not match ``table_bits``.
     """
 
     def __init__(self, in_fmt: Fmt, lo_raw: int, pos_bits: int, grid_size: int, table_bits: int,
-                 bval, bder, basis_fmt: Fmt, split: bool = False):
+                 bval, bder, basis_fmt: Fmt, split: bool = False, logic_rom: bool = False):
         if bval.shape != bder.shape or bval.shape[0] != 2**table_bits:
             raise ValueError(
                 f"bval/bder must both have shape ({2**table_bits}, k+1), got {bval.shape} and {bder.shape}"
@@ -57,7 +63,7 @@ class BSplineUnit(wiring.Component):
         self.bval_table, self.bder_table = bval, bder
         self.cell_bits = max(1, (self.grid_size - 1).bit_length())
         wb = fmt_shape(basis_fmt)
-        self.split = split
+        self.split, self.logic_rom = split, logic_rom
         pos = unsigned(((self.grid_size << self.pos_bits) - 1).bit_length())
         super().__init__({
             "u": In(fmt_shape(in_fmt)),
@@ -87,7 +93,8 @@ class BSplineUnit(wiring.Component):
         entry = data.StructLayout({"bval": self.bval.shape(), "bder": self.bder.shape()})
         init = [entry.const({"bval": [int(v) for v in self.bval_table[a]],
                              "bder": [int(v) for v in self.bder_table[a]]}).as_bits() for a in range(2**t)]
-        m.submodules.rom = rom = memory.Memory(shape=unsigned(entry.size), depth=2**t, init=init)
+        attrs = {"rom_style": "logic", "ram_style": "logic"} if self.logic_rom else None
+        m.submodules.rom = rom = memory.Memory(shape=unsigned(entry.size), depth=2**t, init=init, attrs=attrs)
         rd = rom.read_port(domain="comb")
         m.d.comb += rd.addr.eq(vc[p - t : p])
         word = entry(rd.data)

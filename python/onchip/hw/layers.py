@@ -45,8 +45,9 @@ def layer_class(kind: str) -> type:
 
 
 def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> Staged:
-    """Exact sum of ``terms`` (all at one stage) as a balanced adder tree whose levels are
-    registered, one level per stage, until ``to_stage``; the levels left are combinational.
+    """Exact sum of ``terms`` (all at one stage) as a balanced adder tree whose ceil(log2 n) levels
+    are spread evenly over the stages until ``to_stage``, a register after each stage's levels
+    (the first stages take the extra level); with no stage left, the tree is combinational.
 
     Returns:
         the sum, valid at ``to_stage``.
@@ -61,10 +62,13 @@ def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> St
     if to_stage < s:
         raise ValueError(f"an adder tree of {len(values)} terms at stage {s} cannot end at stage {to_stage}")
     while s < to_stage:  # a tree shallower than the stages given is delayed after its last level
-        nxt = [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)]
-        if len(values) % 2 or len(values) == 1:
-            nxt.append(values[-1])
-        values = [pipe.reg(v, s, f"{name}_t{level}_{n}_s{s + 1}").value for n, v in enumerate(nxt)]
+        depth = (len(values) - 1).bit_length()
+        for _ in range(-(-depth // (to_stage - s))):
+            nxt = [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)]
+            if len(values) % 2:
+                nxt.append(values[-1])
+            values = nxt
+        values = [pipe.reg(v, s, f"{name}_t{level}_{n}_s{s + 1}").value for n, v in enumerate(values)]
         s, level = s + 1, level + 1
     return Staged(tree_sum(values), s)
 
@@ -268,7 +272,7 @@ class KanLayer(_Layer):
         for i in range(self.n_in):
             unit = BSplineUnit(
                 f.input if l == 0 else f.act, cfg.lo_raw[l], cfg.pos_bits[l], cfg.grid_size,
-                cfg.table_bits, cfg.bval, cfg.bder, f.basis, split=split,
+                cfg.table_bits, cfg.bval, cfg.bder, f.basis, split=split, logic_rom=split,
             )
             m.submodules[f"l{l}_bspline{i}"] = unit
             m.d.comb += unit.u.eq(pipe.at(u[i], a))

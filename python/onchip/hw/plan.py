@@ -25,8 +25,9 @@ def stage_plan(spec: LearnerSpec) -> dict:
     register can take it), its conversion into ``acc`` gets a stage of its own when it rounds or
     saturates (:func:`~onchip.hw.fixedpoint.requant_has_logic`), the KAN B-spline unit takes 2
     stages and KAN coefficients read from RAM are registered before their multiplier (measured
-    with nextpnr-ecp5: these paths limited fmax), each level of an adder tree of
-    n terms gets a stage (ceil(log2 n)), then the conversion of the sum; an update takes 2 more
+    with nextpnr-ecp5: these paths limited fmax), an adder tree of n terms gets a stage per two
+    of its ceil(log2 n) levels (measured: one level per stage left the tree with slack while it
+    cost kan-paper a cycle), then the conversion of the sum; an update takes 2 more
     stages (raw product e x b or e x u, then its rounding into ``coef``), so that the commit
     cycle holds only the read, the subtract-and-saturate and the write of the parameter.
 
@@ -50,8 +51,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
     n_layers = len(spec.widths) - 1
     k1 = spec.spline_order + 1 if spec.kind == "kan" else 1
 
-    def levels(n: int) -> int:  # registered adder-tree levels over n terms
-        return (n - 1).bit_length() if fast else 0
+    def levels(n: int) -> int:  # registered stages of an adder tree over n terms: two levels each
+        return -(-(n - 1).bit_length() // 2) if fast else 0
 
     def to_acc(frac_from: int) -> int:  # a stage of its own for a product's conversion into acc
         return int(fast and requant_has_logic(frac_from, f.acc))
