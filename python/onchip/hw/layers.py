@@ -64,10 +64,7 @@ def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> St
     while s < to_stage:  # a tree shallower than the stages given is delayed after its last level
         depth = (len(values) - 1).bit_length()
         for _ in range(-(-depth // (to_stage - s))):
-            nxt = [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)]
-            if len(values) % 2:
-                nxt.append(values[-1])
-            values = nxt
+            values = _tree_level(values)
         values = [pipe.reg(v, s, f"{name}_t{level}_{n}_s{s + 1}").value for n, v in enumerate(values)]
         s, level = s + 1, level + 1
     return Staged(tree_sum(values), s)
@@ -79,11 +76,13 @@ def tree_sum(values: list[Value]) -> Value:
     if not values:
         raise ValueError("tree_sum needs at least one value")
     while len(values) > 1:
-        nxt = [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)]
-        if len(values) % 2:
-            nxt.append(values[-1])
-        values = nxt
+        values = _tree_level(values)
     return values[0]
+
+
+def _tree_level(values: list[Value]) -> list[Value]:
+    """One level of a balanced adder tree: neighbours summed in pairs, an odd last value carried."""
+    return [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)] + ([values[-1]] if len(values) % 2 else [])
 
 
 class _Layer:
