@@ -201,8 +201,8 @@ class LearnerSpec:
             ``"compact"`` (fewest cycles: a multiply, its rounding and an adder tree share
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier, one carry chain or two adder-tree levels: more
-            cycles of latency,
-            a larger sequential II and pipelined minimum staleness, a higher fmax). The
+            cycles of latency, a larger sequential II and pipelined minimum staleness, a higher
+            fmax). The
             golden model's semantics do not depend on it; the serial datapaths are compact only.
 
     Raises:

@@ -271,7 +271,8 @@ class KanLayer(_Layer):
         for i in range(self.n_in):
             unit = BSplineUnit(
                 f.input if l == 0 else f.act, cfg.lo_raw[l], cfg.pos_bits[l], cfg.grid_size,
-                cfg.table_bits, cfg.bval, cfg.bder, f.basis, split=split, logic_rom=split,
+                cfg.table_bits, cfg.bval, cfg.bder, f.basis, split=split,
+                logic_rom=self.bank_ordered,  # the table feeds the bank-order multiplexer in one cycle
             )
             m.submodules[f"l{l}_bspline{i}"] = unit
             m.d.comb += unit.u.eq(pipe.at(u[i], a))
