@@ -279,6 +279,25 @@ def test_pnr_rejects_xilinx_board_and_bad_seed(tmp_path):
         nextpnr.place_and_route(DESIGN, "arty-a7-35", tmp_path)
     with pytest.raises(ValueError, match="seed"):
         nextpnr.place_and_route(DESIGN, "icebreaker", tmp_path, seed=-1)
+    # options go into the build's shell script: nothing but option characters
+    with pytest.raises(ValueError, match=r"synth_opts must be tool options.*'-dff; rm -rf x'"):
+        nextpnr.place_and_route(DESIGN, "icebreaker", tmp_path, synth_opts="-dff; rm -rf x")
+    with pytest.raises(ValueError, match="nextpnr_opts must be tool options"):
+        nextpnr.place_and_route(DESIGN, "icebreaker", tmp_path, nextpnr_opts=["--placer", "sa"])
+    assert not any(tmp_path.iterdir())
+
+
+def _cells(build: Path, kind: str) -> int:
+    netlist = json.loads((build / "top.json").read_text())
+    return sum(c["type"] == kind for mod in netlist["modules"].values() for c in mod["cells"].values())
+
+
+def test_pnr_passes_synthesis_and_nextpnr_options(ice40_build, tmp_path):
+    """The extra options reach Yosys (``-nocarry``: no carry cells where the default flow has some)
+    and nextpnr's command line."""
+    nextpnr.place_and_route(DESIGN, "icebreaker", tmp_path, synth_opts="-nocarry", nextpnr_opts="--placer sa")
+    assert _cells(ice40_build[0], "SB_CARRY") > 0 and _cells(tmp_path, "SB_CARRY") == 0
+    assert "--seed 1 --placer sa" in (tmp_path / "build_top.sh").read_text()
 
 
 @pytest.mark.slow

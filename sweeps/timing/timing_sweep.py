@@ -105,9 +105,10 @@ def cycles(preset: str, timing: str, schedule: str) -> dict:
             "latency_cycles_prediction": info["latency_cycles_prediction"], "staleness": info["staleness"]}
 
 
-def run_pnr(preset: str, timing: str, schedule: str, seed: int) -> dict:
+def run_pnr(preset: str, timing: str, schedule: str, seed: int, **flow) -> dict:
     """One nextpnr-ecp5 run: fmax, utilisation and the critical path; ``{"does_not_fit": message}`` for a
-    design over the device's budget (refused after packing, :mod:`onchip.flow.fit`)."""
+    design over the device's budget (refused after packing, :mod:`onchip.flow.fit`). ``flow``: the
+    ``synth_opts`` / ``nextpnr_opts`` of :func:`onchip.flow.nextpnr.place_and_route` (default flow: none)."""
     from onchip.errors import ToolError
     from onchip.flow.fit import DesignTooLarge
     from onchip.flow.nextpnr import place_and_route
@@ -115,7 +116,7 @@ def run_pnr(preset: str, timing: str, schedule: str, seed: int) -> dict:
     design = point_design(preset, timing, schedule, placed=True)
     with tempfile.TemporaryDirectory(prefix="onchip-timing-") as tmp:
         try:
-            rep = place_and_route(design, BOARD, tmp, seed=seed)
+            rep = place_and_route(design, BOARD, tmp, seed=seed, **flow)
         except DesignTooLarge as exc:
             return {"does_not_fit": str(exc)}
         except ToolError as exc:  # placed and routed, but slower than the board's own clock

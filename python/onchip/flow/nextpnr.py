@@ -34,6 +34,9 @@ _SCRIPTS = {  # build-script variable -> YoWASP console script
     "ICEPACK": "yowasp-icepack",
 }
 
+#: what a tool option string may hold (it goes into the build's shell script)
+_OPTIONS = re.compile(r"[\w\s=.,+/-]*")
+
 
 def _script_path(name: str) -> str:
     path = Path(sysconfig.get_path("scripts")) / name
@@ -189,7 +192,7 @@ def critical_path(report: dict, verilog: str = "", *, clock: str | None = None, 
 
 
 def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "build/pnr", *,
-                    baud: int = DEFAULT_BAUD, seed: int = 1) -> dict:
+                    baud: int = DEFAULT_BAUD, seed: int = 1, synth_opts: str = "", nextpnr_opts: str = "") -> dict:
     """Build a real bitstream of ``design`` in the UART board top of a Lattice ``board``.
 
     Args:
@@ -198,6 +201,10 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         out: build folder (created; holds the build plan, logs, ``top.bit`` and ``report.json``).
         baud: UART baud rate of the top.
         seed: nextpnr placer seed (results are reproducible for a seed).
+        synth_opts: extra options of the ``synth_ecp5`` / ``synth_ice40`` command (``"-nowidelut"``).
+        nextpnr_opts: extra options of nextpnr (``"--router router2"``). Neither is needed: options
+            tried on the family moved fmax by no more than the placer seed does
+            (``sweeps/timing/flow_options.md``).
 
     Returns:
         the report: board, device, ``fmax_mhz``, ``clock_mhz`` (board clock),
@@ -206,7 +213,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         ``critical_path`` (:func:`critical_path` of the slowest clock).
 
     Raises:
-        ValueError: unknown or non-Lattice board, bad seed.
+        ValueError: unknown or non-Lattice board, bad seed, options with characters other than
+            letters, digits, spaces and ``-_=.,+/``.
         onchip.flow.fit.DesignTooLarge: (a ValueError) the synthesised design needs more LUT, FF,
             DSP or BRAM than the device has; found by packing, before placement, and named
             per resource (needed vs available).
@@ -215,12 +223,17 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     spec_board = get_board(board, vendor="lattice")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    for name, opts in (("synth_opts", synth_opts), ("nextpnr_opts", nextpnr_opts)):
+        if not isinstance(opts, str) or not _OPTIONS.fullmatch(opts):
+            raise ValueError(f"{name} must be tool options (letters, digits, spaces and -_=.,+/), got {opts!r}")
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency
     # as onchip synth does for the family: memories to block RAM, multipliers to SB_MAC16
     extra = {"script_after_read": PREPARE["ice40"], "synth_opts": "-dsp"} if spec_board.family == "ice40" else {}
+    if synth_opts:
+        extra["synth_opts"] = f"{extra.get('synth_opts', '')} {synth_opts}".strip()
     plan = platform.build(top, name="top", do_build=False,
-                          nextpnr_opts=f"--report pnr_report.json --seed {seed}", **extra)
+                          nextpnr_opts=f"--report pnr_report.json --seed {seed} {nextpnr_opts}".strip(), **extra)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     env = tool_env()

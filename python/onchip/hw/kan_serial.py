@@ -30,9 +30,10 @@ Per layer, in its forward pass (cycle k = 0 .. S + 3 of the pass):
 Backward pass of layer l, last layer first, with the error e of its outputs (the output
 layer forms it in its k = 0 from the prediction and the sample's kind):
 
-* k = 1 .. S: step s reads its coefficients again (pre-update: this layer is not yet updated);
-* k = s + 2: the sparse update, read-modify-write: coef[c+m] = overflow(coef[c+m] -
-  requant(e_j B_m 2**-s -> ``coef``)) written back; hidden-input layers also form
+* k = 1 .. S: step s reads its coefficients again (pre-update: this layer is not yet updated)
+  and forms its deltas requant(e_j B_m 2**-s -> ``coef``) (registered: they need no coefficient);
+* k = s + 2: the sparse update, read-modify-write: coef[c+m] = overflow(coef[c+m] - delta_m)
+  written back; hidden-input layers also form
   dphi = requant(wrap(sum_m acc(coef[c+m] dB_m)) -> ``grad``) on the same multipliers;
 * k = s + 3: acc(e_j dphi) added into input i's error accumulator;
 * k = S + 3 (layers > 0): the error to the previous layer, requant(-> ``grad``), 0 where the
@@ -329,23 +330,27 @@ class SerialKanLearner(SerialLearner):
                 r_addr = [Signal.like(base, name=f"l{l}_lane{a}_addr{b}_d1", reset_less=True) for b in range(k1)]
                 r_op = [Signal(fmt_shape(f.basis), name=f"l{l}_lane{a}_op{mm}_d1", reset_less=True)
                         for mm in range(k1)]
-                r_bv = [Signal(fmt_shape(f.basis), name=f"l{l}_lane{a}_bval{mm}_d1", reset_less=True)
-                        for mm in range(k1)]
-                r_e = Signal(fmt_shape(f.grad), name=f"l{l}_lane{a}_e_d1", reset_less=True)
-                m.d.sync += [r_lo.eq(lane_lo), r_ok.eq(valid), r_e.eq(e_now)]
+                # the update's k+1 deltas, formed in the issue cycle: they need no coefficient, and the
+                # data cycle then holds only read, subtract, saturate and write (measured: the delta
+                # product in that cycle was the routed critical path)
+                r_delta = [Signal(fmt_shape(f.coef), name=f"l{l}_lane{a}_delta{mm}_d1", reset_less=True)
+                           for mm in range(k1)]
+                m.d.sync += [r_lo.eq(lane_lo), r_ok.eq(valid)]
                 m.d.sync += [r.eq(v) for r, v in zip(r_addr, raddr)]
                 for mm in range(k1):
                     b_val = pick([bval[i][mm] for i in range(ly.n_in)])
                     # the dot's multipliers serve the forward value and the backward derivative
                     op = Mux(bwd[l], pick([bder[i][mm] for i in range(ly.n_in)]), b_val) if hidden_in else b_val
-                    m.d.sync += [r_op[mm].eq(op), r_bv[mm].eq(b_val)]
+                    m.d.sync += r_op[mm].eq(op)
+                    with m.If(bwd[l]):  # only then: the layers' delta products may share multipliers
+                        m.d.sync += r_delta[mm].eq(requant(m, e_now * b_val, f_update, f.coef))
                 # data cycle: coefficients by basis index, the dot, the sparse update
                 data = [rp.data for rp in ly.rd[a]]
                 coefs = by_basis(data, r_lo)
                 dot = tree_sum([requant(m, coefs[mm] * r_op[mm], f_prod, f.acc) for mm in range(k1)])
                 dot = node(m, overflow(m, dot, f.acc), f"l{l}_lane{a}_dot")
                 parts.append(Mux(r_ok, dot, 0))
-                deltas = by_bank([requant(m, r_e * r_bv[mm], f_update, f.coef) for mm in range(k1)], r_lo)
+                deltas = by_bank(r_delta, r_lo)
                 writeback = node(m, bwd[l] & d1 & r_ok, f"l{l}_lane{a}_writeback")
                 for b, (rp, wp) in enumerate(zip(ly.rd[a], ly.wr[a])):
                     new = overflow(m, data[b] - deltas[b], f.coef)
@@ -359,8 +364,9 @@ class SerialKanLearner(SerialLearner):
                 if hidden_in:  # dphi of the edge, then its share of the error to input t c + a
                     dphi = requant(m, dot, f.acc.frac_bits + spec.cell_exp, f.grad)
                     r_dphi = Signal(fmt_shape(f.grad), name=f"l{l}_lane{a}_dphi_d2", reset_less=True)
+                    r_e = Signal(fmt_shape(f.grad), name=f"l{l}_lane{a}_e_d1", reset_less=True)
                     r_e2 = Signal(fmt_shape(f.grad), name=f"l{l}_lane{a}_e_d2", reset_less=True)
-                    m.d.sync += [r_dphi.eq(Mux(r_ok, dphi, 0)), r_e2.eq(r_e)]
+                    m.d.sync += [r_e.eq(e_now), r_dphi.eq(Mux(r_ok, dphi, 0)), r_e2.eq(r_e)]
                     terms.append(requant(m, r_e2 * r_dphi, 2 * f.grad.frac_bits, f.acc))
             # forward: the lanes' dots into output j's accumulator (one cycle after the data)
             part = Signal(fmt_shape(f.acc), name=f"l{l}_part_d2", reset_less=True)
