@@ -202,9 +202,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         baud: UART baud rate of the top.
         seed: nextpnr placer seed (results are reproducible for a seed).
         synth_opts: extra options of the ``synth_ecp5`` / ``synth_ice40`` command (``"-nowidelut"``).
-        nextpnr_opts: extra options of nextpnr (``"--router router2"``). Neither is needed: options
-            tried on the family moved fmax by no more than the placer seed does
-            (``sweeps/timing/flow_options.md``).
+        nextpnr_opts: extra options of nextpnr (``"--router router2"``). Neither is needed: no option
+            tried on the family improved fmax (``sweeps/timing/flow_options.md``).
 
     Returns:
         the report: board, device, ``fmax_mhz``, ``clock_mhz`` (board clock),
