@@ -11,14 +11,13 @@ the pairs, and the mean relative change of fmax with its 95% t-interval (paired)
     python sweeps/timing/flow_options.py --report     # only rewrite flow_options.md
 
 Runs are kept in ``flow_options.json`` (with the design hash, as ``runs.json``); a pair whose
-default run is missing from ``runs.json`` is placed by ``timing_sweep.py`` first.
+default run is not in ``runs.json`` for the current design is left out of the report until
+``timing_sweep.py`` places it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -50,34 +49,22 @@ PAIRS = {
 }
 
 
-def load() -> dict:
-    return json.loads(RUNS.read_text()) if RUNS.exists() else {}
-
-
-def save(runs: dict) -> None:
-    tmp = RUNS.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, RUNS)
-
-
 def run() -> None:
     from tqdm import tqdm
 
-    runs = load()
+    runs = ts.load_runs(RUNS)
     todo = []
     for opt, pairs in PAIRS.items():
         for point, seed in pairs:
-            key = f"{point}/{seed}/{opt}"
-            if runs.get(key, {}).get("design") != ts.design_hash(*point.split("/"), placed=True):
-                todo.append((key, point, seed, opt))
-    for key, point, seed, opt in tqdm(todo, desc="flow options"):
-        value = ts.run_pnr(*point.split("/"), seed, **OPTIONS[opt])
-        runs[key] = {**value, "design": ts.design_hash(*point.split("/"), placed=True)}
-        save(runs)
+            key, design = f"{point}/{seed}/{opt}", ts.design_hash(*point.split("/"), placed=True)
+            if runs.get(key, {}).get("design") != design:
+                todo.append((key, point, seed, opt, design))
+    for key, point, seed, opt, design in tqdm(todo, desc="flow options"):
+        ts.save_run(key, {**ts.run_pnr(*point.split("/"), seed, **OPTIONS[opt]), "design": design}, RUNS)
 
 
 def report() -> None:
-    runs = load()
+    runs = ts.load_runs(RUNS)
     base = ts.current(ts.load_runs(), sorted({point for pairs in PAIRS.values() for point, _ in pairs}))
     lines = ["# Yosys and nextpnr options against the default flow (ULX3S 85F, paired by design and seed)", "",
              "Written by `python sweeps/timing/flow_options.py` (see its docstring and README.md). fmax in MHz;",

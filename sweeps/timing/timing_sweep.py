@@ -162,17 +162,17 @@ def current(runs: dict, names: list[str] | None = None) -> dict:
             if v.get("design") == hashes.get((k.rsplit("/", 2)[0], True) if "/pnr/" in k else (k.rsplit("/", 1)[0], False))}
 
 
-def load_runs() -> dict:
-    return json.loads(RUNS.read_text()) if RUNS.exists() else {}
+def load_runs(path: Path = RUNS) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
-def save_run(key: str, value: dict) -> None:
-    """Add one run to ``runs.json``: read, update, replace atomically (two sweeps may run at once)."""
-    runs = load_runs()
+def save_run(key: str, value: dict, path: Path = RUNS) -> None:
+    """Add one run to ``path`` (``runs.json``): read, update, replace atomically (two sweeps may run at once)."""
+    runs = load_runs(path)
     runs[key] = value
-    tmp = RUNS.with_suffix(f".tmp{os.getpid()}")
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, RUNS)
+    os.replace(tmp, path)
 
 
 def points(only: list[str] | None) -> list[str]:
