@@ -59,44 +59,63 @@ def random_ops(depth: int, width: int, n: int, seed: int):
     return ops
 
 
-def simulate(depth: int, width: int, ops, registered: bool = False):
-    """Run ``ops`` on the hardware and the model; returns the first mismatch (cycle, got, want), if any."""
-    dut = PendingUpdates(width=width, depth=depth, registered=registered)
+def with_stalls(ops, seed: int):
+    """``ops`` as (en, w_en, w_data, r_en) cycles with random stalls (en low) before them: in a
+    stall w_data holds (the next op's word, as the pipeline's stage-U registers hold) while w_en
+    and r_en are random (they take no effect)."""
+    rng = random.Random(seed)
+    cycles = []
+    for w_en, w_data, r_en in ops:
+        while rng.random() < 0.4:
+            cycles.append((False, rng.random() < 0.5, w_data, rng.random() < 0.5))
+        cycles.append((True, w_en, w_data, r_en))
+    return cycles
+
+
+def simulate(depth: int, width: int, ops, registered: bool = False, stall_seed: int = 0, lookahead_bits: int = 0):
+    """Run ``ops`` on the hardware and the model (registered: with random stalls,
+    :func:`with_stalls`); returns the first mismatch (cycle, got, want), if any."""
+    dut = PendingUpdates(width=width, depth=depth, registered=registered, lookahead_bits=lookahead_bits)
     model = PendingModel(depth)
+    cycles = with_stalls(ops, stall_seed) if registered else [(True, *op) for op in ops]
+    words = [w_data for _, w_data, _ in ops]
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     mismatches = []  # the first one stops the run
 
     async def testbench(ctx):
-        for cycle, (w_en, w_data, r_en) in enumerate(ops):
+        n = 0  # advancing edges so far
+        for cycle, (en, w_en, w_data, r_en) in enumerate(cycles):
             ctx.set(dut.w_en, w_en)
             ctx.set(dut.w_data, w_data)
             ctx.set(dut.r_en, r_en)
-            if registered:  # w_data as it will be after the coming edge
-                ctx.set(dut.w_next, ops[cycle + 1][1] if cycle + 1 < len(ops) else 0)
-            want = model.outputs(w_en, w_data, r_en)
+            if registered:  # the advance, and w_data as it will be after an advancing edge
+                ctx.set(dut.en, en)
+                ctx.set(dut.w_next, words[n + 1] if n + 1 < len(words) else 0)
+            want = model.outputs(w_en and en, w_data, r_en and en)
             got = {name: ctx.get(getattr(dut, name)) for name in want}
             if want["next_data"] is None:
                 got["next_data"] = None
-            if registered and cycle == 0:  # a register: loaded from the first clock edge on
+            if registered and n == 0:  # a register: loaded from the first advancing edge on
                 got["r_data"] = want["r_data"]
             if got != want:
                 mismatches.append((cycle, got, want))
                 return
             await ctx.tick()
-            model.step(w_en, w_data, r_en)
+            model.step(w_en and en, w_data, r_en and en)
+            n += en
 
     sim.add_testbench(testbench)
     sim.run()
     return mismatches
 
 
-@pytest.mark.parametrize("registered", [False, True])
+@pytest.mark.parametrize("registered, lookahead_bits", [(False, 0), (True, 0), (True, 4)])
 @pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 8])
-def test_random_push_pop_matches_model(depth, registered):
+def test_random_push_pop_matches_model(depth, registered, lookahead_bits):
     for seed in range(4):
         ops = random_ops(depth, width=9, n=400, seed=1000 * depth + seed)
-        bad = simulate(depth, 9, ops, registered)
+        bad = simulate(depth, 9, ops, registered, stall_seed=seed, lookahead_bits=lookahead_bits)
         assert not bad, f"depth {depth}, seed {seed}: cycle {bad[0][0]}: hardware {bad[0][1]}, model {bad[0][2]}"
 
 
@@ -120,6 +139,8 @@ def test_reset_empties_the_queue(registered):
     sim.add_clock(1e-6)
 
     async def testbench(ctx):
+        if registered:  # every edge advances
+            ctx.set(dut.en, 1)
         ctx.set(dut.w_en, 1)
         for v in (1, 2):
             ctx.set(dut.w_data, v)
@@ -146,9 +167,12 @@ def test_reset_empties_the_queue(registered):
     (dict(width=8, depth=0), ValueError),
     (dict(width=8, depth=2.0), TypeError),
     (dict(width=True, depth=2), TypeError),
+    (dict(width=8, depth=2, registered=True, lookahead_bits=9), ValueError),
+    (dict(width=8, depth=2, lookahead_bits=3), ValueError),  # a plain queue has no copy
 ])
 def test_bad_arguments_are_refused_by_name(kwargs, error):
-    name = next(k for k, v in kwargs.items() if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1))
+    name = "lookahead_bits" if "lookahead_bits" in kwargs else next(
+        k for k, v in kwargs.items() if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1))
     with pytest.raises(error, match=f"PendingUpdates {name}") as refused:
         PendingUpdates(**kwargs)
     with pytest.raises(TypeError) as positional:

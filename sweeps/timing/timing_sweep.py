@@ -314,10 +314,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
     ap.add_argument("--report", action="store_true", help="only rewrite results.md and timing.png")
+    ap.add_argument("--no-report", action="store_true",
+                    help="only the runs: leave results.md and timing.png (the report hashes every point's design)")
     args = ap.parse_args()
     if not args.report:
         run(args.only, args.seeds, args.jobs, not args.no_xcup)
-    report(current(load_runs()))
+    if args.report or not args.no_report:
+        report(current(load_runs()))
 
 
 if __name__ == "__main__":

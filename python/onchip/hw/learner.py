@@ -208,24 +208,40 @@ class OnchipLearner(LearnerPorts):
                 layer.apply(m, commit, fields_u, ahead_u)
                 continue
             packed_u = Cat(*fields_u)
-            m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(width=len(packed_u), depth=self.staleness,
-                                                                    registered=spec.stage_timing == "fast")
+            fast = spec.stage_timing == "fast"
+            m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(
+                width=len(packed_u), depth=self.staleness, registered=fast,
+                lookahead_bits=sum(len(x.value) for x in la) if fast else 0)
             pending = Signal(unsigned(max(1, self.staleness.bit_length())), name=f"l{l}_pending")
             enter = en & valid[r]  # a sample leaves the read stage: its read is done
             bypass = fifo.level == 0
             commit_on_read = Signal(name=f"commit_on_read_l{l}")
             flush_pop = Signal(name=f"flush_l{l}")
-            m.d.comb += [
-                commit_on_read.eq(enter & (pending == self.staleness)),
-                flush_pop.eq(draining & ~busy & ~bypass),
-                commit.eq(commit_on_read | flush_pop),
-                # an update committed the cycle it is ready never enters the queue
-                fifo.w_en.eq(en & valid[u] & ~(commit_on_read & bypass)),
-                fifo.w_data.eq(packed_u),
-                fifo.r_en.eq(commit & ~bypass),
-            ]
-            if fifo.registered:  # the stage-U update after this cycle's advance
-                m.d.comb += fifo.w_next.eq(Mux(en, Cat(*[pipe.before(x) for x in fields_u]), packed_u))
+            if not fifo.registered:
+                m.d.comb += [
+                    commit_on_read.eq(enter & (pending == self.staleness)),
+                    flush_pop.eq(draining & ~busy & ~bypass),
+                    commit.eq(commit_on_read | flush_pop),
+                    # an update committed the cycle it is ready never enters the queue
+                    fifo.w_en.eq(en & valid[u] & ~(commit_on_read & bypass)),
+                    fifo.w_data.eq(packed_u),
+                    fifo.r_en.eq(commit & ~bypass),
+                ]
+            else:
+                # the push and pop an advancing edge makes (flush_pop only happens while the
+                # pipeline is empty, so it advances), and the stage-U update after it: en is the
+                # queue's enable, kept out of the selects of its wide head register
+                read_full = valid[r] & (pending == self.staleness)
+                m.d.comb += [
+                    commit_on_read.eq(enter & (pending == self.staleness)),
+                    flush_pop.eq(draining & ~busy & ~bypass),
+                    commit.eq(commit_on_read | flush_pop),
+                    fifo.en.eq(en),
+                    fifo.w_en.eq(valid[u] & ~(read_full & bypass)),
+                    fifo.w_data.eq(packed_u),
+                    fifo.r_en.eq((read_full | flush_pop) & ~bypass),
+                    fifo.w_next.eq(Cat(*[pipe.before(x) for x in fields_u])),
+                ]
             fields = unpack(fifo.r_data, fields_u)
             # the update a commit in the next cycle takes: the queue's next head or, when the queue
             # will be empty, the stage-U update after this advance

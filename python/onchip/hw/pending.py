@@ -14,8 +14,9 @@ Two things set it apart from a plain synchronous FIFO:
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
@@ -28,8 +29,12 @@ class PendingUpdates(wiring.Component):
         w_data: In(width), the word pushed; also ``r_data`` while the queue is empty.
         r_en: In(1), pop the head at the coming clock edge. Not allowed when ``level == 0``.
         r_data: Out(width), the head (oldest word), or ``w_data`` when the queue is empty
-            (``registered``: from the first clock edge after a reset on).
-        w_next: In(width), only when ``registered``: ``w_data`` as it will be after the coming edge.
+            (``registered``: from the first advancing clock edge after a reset on).
+        w_next: In(width), only when ``registered``: ``w_data`` as it will be after the coming edge
+            (if it advances, ``en``).
+        en: In(1), only when ``registered``: the coming clock edge advances the queue (the
+            pipeline's advance enable). While it is low ``w_en`` and ``r_en`` take no effect (they
+            say what an advancing edge would do), ``w_data`` must hold, and ``r_data`` holds.
         level: Out(range(depth + 1)), words held now.
         next_level: Out(range(depth + 1)), words held after the coming clock edge.
         next_data: Out(width), the head after the coming clock edge (``w_data`` if that
@@ -40,31 +45,43 @@ class PendingUpdates(wiring.Component):
     Args:
         width: bits of one word.
         depth: words the queue holds (the schedule's staleness D).
+        lookahead_bits: only when ``registered``: the low bits of a word whose ``next_data`` is read
+            from a register copy of those bits instead of the memory (0: none).
         registered: ``r_data`` is a register, loaded with ``next_data`` or, when the queue will be
             empty, with ``w_next`` (an extra input: ``w_data`` as it will be after the coming clock
             edge), instead of a ``depth``-to-1 multiplexer over the words and a fall-through
-            multiplexer; and the tail (where a push goes) is a register instead of head plus level
+            multiplexer; the tail (where a push goes) is a register instead of head plus level
             modulo ``depth``: the same values, shorter paths (``timing = "fast"``; measured with
-            nextpnr-ecp5, each of them limited kan-readout's fmax).
+            nextpnr-ecp5, each of them limited kan-readout's fmax); and the words are a memory
+            with an asynchronous read port at the next head (LUT RAM on an FPGA) instead of
+            ``depth`` registers and a ``depth``-to-1 multiplexer per bit (measured, Yosys
+            synth_ecp5 of the pipelined mlp-readout at fast: 14492 -> 7757 LUT, 12290 -> 6305 FF);
+            the advance enable ``en`` is the enable of ``r_data``, not a select of its multiplexer.
 
     Raises:
         TypeError: ``width`` or ``depth`` is not an integer.
-        ValueError: ``width`` or ``depth`` below 1.
+        ValueError: ``width`` or ``depth`` below 1, ``lookahead_bits`` outside 0 .. ``width`` (or
+            not 0 while not ``registered``).
     """
 
-    def __init__(self, *, width: int, depth: int, registered: bool = False):
+    def __init__(self, *, width: int, depth: int, registered: bool = False, lookahead_bits: int = 0):
         for name, value in (("width", width), ("depth", depth)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"PendingUpdates {name} must be an integer, got {value!r}")
             if value < 1:
                 raise ValueError(f"PendingUpdates {name} must be at least 1, got {value}")
+        if not isinstance(lookahead_bits, int) or isinstance(lookahead_bits, bool) \
+                or not 0 <= lookahead_bits <= width or (lookahead_bits and not registered):
+            raise ValueError(f"PendingUpdates lookahead_bits must be an integer 0 .. width ({width}), and 0 "
+                             f"unless registered, got {lookahead_bits!r}")
         self.width, self.depth, self.registered = width, depth, registered
+        self.lookahead_bits = lookahead_bits
         # the level counts 0 .. depth: depth.bit_length() bits (1 for depth 1)
         level = unsigned(max(1, depth.bit_length()))
         super().__init__({
             "w_en": In(1),
             "w_data": In(width),
-            **({"w_next": In(width)} if registered else {}),
+            **({"w_next": In(width), "en": In(1)} if registered else {}),
             "r_en": In(1),
             "r_data": Out(width),
             "level": Out(level),
@@ -73,6 +90,8 @@ class PendingUpdates(wiring.Component):
         })
 
     def elaborate(self, platform):
+        if self.registered:
+            return self._registered()
         m = Module()
         d = self.depth
         entries = Array(Signal(self.width, name=f"entry{n}", reset_less=True) for n in range(d))
@@ -82,26 +101,64 @@ class PendingUpdates(wiring.Component):
         head_step = Mux(self.r_en, Mux(head == d - 1, 0, head + 1), head)
         # the word pushed now is the next head when everything before it is popped
         next_data = Mux(self.w_en & (tail == head_next), self.w_data, entries[head_next])
-        if self.registered:
-            with m.If(self.w_en):
-                m.d.sync += tail.eq(Mux(tail == d - 1, 0, tail + 1))
-            m.d.comb += [head_next.eq(head_step), self.next_level.eq(self.level + self.w_en - self.r_en),
-                         self.next_data.eq(next_data)]
-            r_data = Signal(self.width, name="r_data_q", reset_less=True)
-            m.d.sync += r_data.eq(Mux(self.next_level == 0, self.w_next, self.next_data))
-            m.d.comb += self.r_data.eq(r_data)
-        else:
-            m.d.comb += [
-                tail.eq(Mux(head + self.level >= d, head + self.level - d, head + self.level)),
-                head_next.eq(head_step),
-                self.next_level.eq(self.level + self.w_en - self.r_en),
-                self.r_data.eq(Mux(self.level == 0, self.w_data, entries[head])),
-                self.next_data.eq(next_data),
-            ]
+        m.d.comb += [
+            tail.eq(Mux(head + self.level >= d, head + self.level - d, head + self.level)),
+            head_next.eq(head_step),
+            self.next_level.eq(self.level + self.w_en - self.r_en),
+            self.r_data.eq(Mux(self.level == 0, self.w_data, entries[head])),
+            self.next_data.eq(next_data),
+        ]
         with m.If(self.w_en):
             with m.Switch(tail):
                 for n in range(d):
                     with m.Case(n):
                         m.d.sync += entries[n].eq(self.w_data)
         m.d.sync += [head.eq(head_next), self.level.eq(self.next_level)]
+        return m
+
+    def _registered(self) -> Module:
+        m = Module()
+        d = self.depth
+        en = self.en
+        head = Signal(range(d), name="head")
+        tail = Signal(range(d), name="tail")
+        # head, fill and head word after the coming edge if it advances (w_en / r_en take effect)
+        head_adv = Signal.like(head, name="head_adv")
+        level_adv = Signal.like(self.level, name="level_adv")
+        # the words in a memory (LUT RAM), read at the next head without a clock: a read port in
+        # place of a depth-to-1 multiplexer per bit over registers
+        m.submodules.words = words = Memory(shape=unsigned(self.width), depth=d, init=[])
+        wr, rd = words.write_port(), words.read_port(domain="comb")
+        push, pop = self.w_en & en, self.r_en & en
+        m.d.comb += [
+            head_adv.eq(Mux(self.r_en, Mux(head == d - 1, 0, head + 1), head)),
+            level_adv.eq(self.level + self.w_en - self.r_en),
+            wr.addr.eq(tail), wr.data.eq(self.w_data), wr.en.eq(push), rd.addr.eq(head_adv),
+        ]
+        # the word pushed now is the next head when everything before it is popped
+        data_adv = Mux(self.w_en & (tail == head_adv), self.w_data, rd.data)
+        r_data = Signal(self.width, name="r_data_q", reset_less=True)
+        # en low: no push, no pop, w_data held: r_data holds too (en is the register's enable, not
+        # a select of its multiplexer: measured, that select's fan-out limited the pipelined MLP)
+        with m.If(en):
+            m.d.sync += [r_data.eq(Mux(level_adv == 0, self.w_next, data_adv)), head.eq(head_adv),
+                         self.level.eq(level_adv)]
+        with m.If(push):
+            m.d.sync += tail.eq(Mux(tail == d - 1, 0, tail + 1))
+        next_data = Mux(en, data_adv, r_data)
+        n = self.lookahead_bits
+        if n:
+            # the low bits (a RAM's read address a commit needs one cycle ahead) also in registers:
+            # next_data's are read through their multiplexer, not the memory (measured: the
+            # memory's read in that path cost kan-readout pipelined 9% of fmax)
+            copy = Array(Signal(n, name=f"ahead{k}", reset_less=True) for k in range(d))
+            with m.If(push):
+                m.d.sync += copy[tail].eq(self.w_data[:n])
+            ahead = Mux(self.w_en & (tail == head_adv), self.w_data[:n], copy[head_adv])
+            next_data = Cat(Mux(en, ahead, r_data[:n]), next_data[n:])
+        m.d.comb += [
+            self.r_data.eq(r_data),
+            self.next_level.eq(Mux(en, level_adv, self.level)),
+            self.next_data.eq(next_data),
+        ]
         return m
