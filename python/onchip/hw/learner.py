@@ -217,11 +217,13 @@ class OnchipLearner(LearnerPorts):
             bypass = fifo.level == 0
             commit_on_read = Signal(name=f"commit_on_read_l{l}")
             flush_pop = Signal(name=f"flush_l{l}")
+            m.d.comb += [
+                commit_on_read.eq(enter & (pending == self.staleness)),
+                flush_pop.eq(draining & ~busy & ~bypass),
+                commit.eq(commit_on_read | flush_pop),
+            ]
             if not fifo.registered:
                 m.d.comb += [
-                    commit_on_read.eq(enter & (pending == self.staleness)),
-                    flush_pop.eq(draining & ~busy & ~bypass),
-                    commit.eq(commit_on_read | flush_pop),
                     # an update committed the cycle it is ready never enters the queue
                     fifo.w_en.eq(en & valid[u] & ~(commit_on_read & bypass)),
                     fifo.w_data.eq(packed_u),
@@ -233,9 +235,6 @@ class OnchipLearner(LearnerPorts):
                 # queue's enable, kept out of the selects of its wide head register
                 read_full = valid[r] & (pending == self.staleness)
                 m.d.comb += [
-                    commit_on_read.eq(enter & (pending == self.staleness)),
-                    flush_pop.eq(draining & ~busy & ~bypass),
-                    commit.eq(commit_on_read | flush_pop),
                     fifo.en.eq(en),
                     fifo.w_en.eq(valid[u] & ~(read_full & bypass)),
                     fifo.w_data.eq(packed_u),

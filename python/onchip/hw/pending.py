@@ -129,7 +129,7 @@ class PendingUpdates(wiring.Component):
         # place of a depth-to-1 multiplexer per bit over registers
         m.submodules.words = words = Memory(shape=unsigned(self.width), depth=d, init=[])
         wr, rd = words.write_port(), words.read_port(domain="comb")
-        push, pop = self.w_en & en, self.r_en & en
+        push = self.w_en & en
         m.d.comb += [
             head_adv.eq(Mux(self.r_en, Mux(head == d - 1, 0, head + 1), head)),
             level_adv.eq(self.level + self.w_en - self.r_en),
@@ -149,8 +149,8 @@ class PendingUpdates(wiring.Component):
         n = self.lookahead_bits
         if n:
             # the low bits (a RAM's read address a commit needs one cycle ahead) also in registers:
-            # next_data's are read through their multiplexer, not the memory (measured: the
-            # memory's read in that path cost kan-readout pipelined 9% of fmax)
+            # next_data's are read through their multiplexer, not the memory (measured, seed 1:
+            # kan-readout pipelined 93.5 MHz with the memory's read in that path, 97.8 with the copy)
             copy = Array(Signal(n, name=f"ahead{k}", reset_less=True) for k in range(d))
             with m.If(push):
                 m.d.sync += copy[tail].eq(self.w_data[:n])
