@@ -282,21 +282,25 @@ def plot(rows: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     markers = {"sequential": "o", "pipelined": "s"}
     colors = {"compact": "tab:gray", "fast": "tab:blue"}
     for r in rows:
         if "step_ns" not in r or r.get("ecp5_lut") is None:
             continue
-        ax.scatter(r["ecp5_lut"], r["step_ns"], marker=markers[r["schedule"]], color=colors[r["timing"]], s=45)
-        ax.annotate(f"{r['preset']}\n{r['latency_cycles_update']} cyc @ {r['fmax_mhz']:.0f} MHz",
-                    (r["ecp5_lut"], r["step_ns"]), fontsize=6.5, xytext=(4, 3), textcoords="offset points")
+        ax.scatter(r["ecp5_lut"], r["step_ns"], marker=markers[r["schedule"]], color=colors[r["timing"]], s=30)
+        if r["timing"] == "fast" and r["schedule"] == "sequential" or "serial" in r["preset"]:
+            # one name per member (its fast sequential point, or its serial one): the cycles and
+            # fmax of every point are in results.md
+            ax.annotate(r["preset"], (r["ecp5_lut"], r["step_ns"]), fontsize=6, xytext=(4, 2),
+                        textcoords="offset points")
     ax.axhline(TARGET_NS, color="tab:red", ls="--", lw=1)
     ax.text(ax.get_xlim()[1], TARGET_NS, "paper: 100 ns ", color="tab:red", va="bottom", ha="right", fontsize=8)
     for t, c in colors.items():
         ax.scatter([], [], color=c, label=f"timing = {t}")
     for s, mk in markers.items():
         ax.scatter([], [], color="k", marker=mk, label=s)
+    ax.set_yscale("log")  # 70 ns to 2 us
     ax.set_xlabel("ECP5 LUT (nextpnr, TRELLIS_COMB)")
     ax.set_ylabel("one online step: update latency / fmax (ns)")
     ax.set_title("ULX3S 85F (ECP5), placed and routed, best placer seed")
